@@ -1,0 +1,117 @@
+import type { DType, HostArray } from './dtype.js';
+import type { AttrValues, KernelSpec } from './kernel.js';
+import type { Shape } from './shape.js';
+import type { Tensor } from './tensor.js';
+
+export interface BackendLimits {
+  /** Largest single allocation, in bytes. */
+  readonly maxBufferBytes: number;
+  /** Largest range one kernel can bind at once, in bytes (operands beyond it are split). */
+  readonly maxBindingBytes: number;
+}
+
+export interface BackendInfo {
+  /** Registry name: `cpu`, `wgpu`, `cuda`. */
+  readonly name: string;
+  /** Human-readable device, e.g. `NVIDIA H200` or `JavaScript (Node 20.20.2)`. */
+  readonly device: string;
+  readonly kind: 'cpu' | 'gpu';
+  readonly limits: BackendLimits;
+  /** Optional capabilities such as `shader-f16`, `timestamp-query`. */
+  readonly features: readonly string[];
+}
+
+export interface MemoryStats {
+  readonly liveTensors: number;
+  readonly liveBytes: number;
+  readonly peakBytes: number;
+  /** Allocations made since the backend was created. */
+  readonly allocations: number;
+}
+
+export interface RunOptions {
+  /**
+   * Preallocated outputs. An output that aliases an input (an in-place kernel)
+   * is always that input and must be left undefined here.
+   */
+  readonly out?: readonly (Tensor | undefined)[];
+}
+
+/** What a backend and a command batch both do: run a kernel on tensors. */
+export interface KernelRunner {
+  /**
+   * Runs `spec` on `inputs`. Returns one tensor per declared output; in-place
+   * outputs are the input tensors they alias. Inputs are validated by the spec
+   * before anything is enqueued.
+   */
+  run<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs?: Partial<A>,
+    options?: RunOptions,
+  ): Tensor[];
+}
+
+/**
+ * Records kernels and submits them together: on a GPU, one command encoder and
+ * one submission (or one CUDA graph). Output tensors exist as soon as a kernel
+ * is recorded and hold their results once `submit()` resolves. `submit()` may
+ * be called again to replay everything recorded.
+ */
+export interface CommandBatch extends KernelRunner {
+  /** Number of recorded kernels. */
+  readonly size: number;
+  submit(): Promise<void>;
+}
+
+/**
+ * Named weight matrices uploaded once, and products against them. A weight is
+ * stored `[outFeatures, inFeatures]` (the layout of a linear layer), and
+ * `matmul` computes `alpha · x · Wᵀ` for `x` of shape `[M, inFeatures]`.
+ */
+export interface WeightCache {
+  readonly weightCount: number;
+  readonly weightBytes: number;
+  /** Uploads (or replaces) a weight of shape `[outFeatures, inFeatures]`. */
+  upload(name: string, data: HostArray | readonly number[], shape: readonly [number, number]): void;
+  has(name: string): boolean;
+  delete(name: string): boolean;
+  /** Device-resident product: returns a new tensor `[M, outFeatures]`. */
+  matmul(name: string, x: Tensor, options?: { alpha?: number }): Tensor;
+  /**
+   * Host-to-host product through persistent, grow-only input, output and
+   * staging buffers: `x` holds `rows × inFeatures` values.
+   */
+  matmulHost(
+    name: string,
+    x: Float32Array,
+    rows: number,
+    options?: { alpha?: number },
+  ): Promise<Float32Array>;
+  dispose(): void;
+}
+
+/** A place where tensors live and kernels run. */
+export interface Backend extends KernelRunner {
+  readonly name: string;
+  readonly info: BackendInfo;
+  /** Whether a kernel spec of this name is implemented here. */
+  supports(kernel: string): boolean;
+  /** Copies host data to a new tensor. Numbers are converted to `dtype` (default f32). */
+  upload(data: HostArray | readonly number[], shape: Shape, dtype?: DType): Tensor;
+  /** A new tensor whose contents are unspecified until written. */
+  empty(shape: Shape, dtype?: DType): Tensor;
+  /** A new tensor filled with zeros. */
+  zeros(shape: Shape, dtype?: DType): Tensor;
+  /** Copies a tensor's elements to the host after all pending work on it. */
+  read(tensor: Tensor): Promise<HostArray>;
+  /** Device-side copy into `dst` (same shape and dtype) or into a new tensor. */
+  copy(src: Tensor, dst?: Tensor): Tensor;
+  batch(): CommandBatch;
+  /** Resolves when all submitted work has finished. */
+  sync(): Promise<void>;
+  memory(): MemoryStats;
+  createWeightCache(): WeightCache;
+  /** Frees every resource; tensors of this backend become unusable. */
+  dispose(): void;
+}

@@ -1,0 +1,368 @@
+import type {
+  Backend,
+  BackendInfo,
+  CommandBatch,
+  KernelRunner,
+  MemoryStats,
+  RunOptions,
+  WeightCache,
+} from '../backend.js';
+import { allocHost, type DType, type HostArray, hostArrayMatches, isDType, toHostArray } from '../dtype.js';
+import { BackendMismatchError, DTypeError, InvalidArgumentError, RayoError, ShapeError } from '../errors.js';
+import {
+  type AnyKernelSpec,
+  type AttrValues,
+  type KernelIO,
+  type KernelSpec,
+  prepareKernel,
+} from '../kernel.js';
+import {
+  batchedMatmul as batchedMatmulSpec,
+  copy as copySpec,
+  kernelByName,
+  matmul as matmulSpec,
+} from '../kernels/index.js';
+import type { BackendProvider } from '../registry.js';
+import { formatShape, isValidShape, type Shape, sizeOf } from '../shape.js';
+import { Tensor, type TensorStorage } from '../tensor.js';
+import { gemm } from './gemm.js';
+import { CpuWeightCache } from './weightCache.js';
+
+type Impl = (inputs: readonly (HostArray | undefined)[], attrs: AttrValues, io: KernelIO) => HostArray[];
+
+// Kernels where the cpu backend is faster than the plain reference; the
+// conformance suite checks them against it.
+const FAST_PATHS: Readonly<Record<string, Impl>> = {
+  [matmulSpec.name]: ([a, b, c], attrs, io) => {
+    const [m, n] = io.outputs[0]!.shape as [number, number];
+    const aShape = io.inputs[0]!.shape;
+    const k = attrs.transA ? aShape[0]! : aShape[1]!;
+    return [
+      gemm({
+        m,
+        n,
+        k,
+        a: a!,
+        b: b!,
+        c,
+        alpha: attrs.alpha as number,
+        beta: attrs.beta as number,
+        transA: attrs.transA as boolean,
+        transB: attrs.transB as boolean,
+      }),
+    ];
+  },
+  [batchedMatmulSpec.name]: ([a, b], attrs, io) => {
+    const [batch, m, n] = io.outputs[0]!.shape as [number, number, number];
+    const aShape = io.inputs[0]!.shape;
+    const k = attrs.transA ? aShape[1]! : aShape[2]!;
+    const y = new Float32Array(batch * m * n);
+    for (let i = 0; i < batch; i++) {
+      gemm(
+        {
+          m,
+          n,
+          k,
+          a: a!.subarray(i * m * k, (i + 1) * m * k),
+          b: b!.subarray(i * k * n, (i + 1) * k * n),
+          alpha: attrs.alpha as number,
+          beta: 0,
+          transA: attrs.transA as boolean,
+          transB: attrs.transB as boolean,
+        },
+        y.subarray(i * m * n, (i + 1) * m * n),
+      );
+    }
+    return [y];
+  },
+};
+
+class CpuStorage implements TensorStorage {
+  #freed = false;
+  constructor(
+    readonly data: HostArray,
+    private readonly stats: MutableStats,
+  ) {
+    stats.allocate(data.byteLength);
+  }
+  get byteLength(): number {
+    return this.data.byteLength;
+  }
+  free(): void {
+    if (this.#freed) return;
+    this.#freed = true;
+    this.stats.release(this.data.byteLength);
+  }
+}
+
+class MutableStats {
+  liveTensors = 0;
+  liveBytes = 0;
+  peakBytes = 0;
+  allocations = 0;
+  allocate(bytes: number): void {
+    this.liveTensors++;
+    this.allocations++;
+    this.liveBytes += bytes;
+    this.peakBytes = Math.max(this.peakBytes, this.liveBytes);
+  }
+  release(bytes: number): void {
+    this.liveTensors--;
+    this.liveBytes -= bytes;
+  }
+  snapshot(): MemoryStats {
+    const { liveTensors, liveBytes, peakBytes, allocations } = this;
+    return { liveTensors, liveBytes, peakBytes, allocations };
+  }
+}
+
+/**
+ * The reference backend: plain TypeScript on the host, built from the kernel
+ * specs' reference implementations (with a cache-blocked GEMM). It runs
+ * anywhere and is the oracle every other backend is tested against.
+ */
+export class CpuBackend implements Backend {
+  readonly name = 'cpu';
+  readonly info: BackendInfo;
+  readonly #stats = new MutableStats();
+  #disposed = false;
+
+  constructor() {
+    const runtime =
+      typeof process !== 'undefined' && process.versions?.node
+        ? `Node ${process.versions.node}`
+        : 'JavaScript';
+    this.info = {
+      name: 'cpu',
+      device: `reference (${runtime})`,
+      kind: 'cpu',
+      // Typed arrays are indexed by 32-bit offsets in practice; stay well inside.
+      limits: { maxBufferBytes: 2 ** 31, maxBindingBytes: 2 ** 31 },
+      features: [],
+    };
+  }
+
+  supports(kernel: string): boolean {
+    return kernelByName(kernel) !== undefined;
+  }
+
+  #checkAlive(api: string): void {
+    if (this.#disposed)
+      throw new RayoError('backend was disposed', {
+        kernel: api,
+        expected: 'a live backend',
+        actual: 'disposed cpu backend',
+      });
+  }
+
+  #tensor(data: HostArray, shape: Shape, dtype: DType): Tensor {
+    return new Tensor(this, shape, dtype, new CpuStorage(data, this.#stats));
+  }
+
+  #checkShape(api: string, shape: Shape): void {
+    if (!isValidShape(shape)) {
+      throw new InvalidArgumentError('invalid shape', {
+        kernel: api,
+        argument: 'shape',
+        expected: 'an array of non-negative integers',
+        actual: JSON.stringify(shape),
+      });
+    }
+  }
+
+  upload(data: HostArray | readonly number[], shape: Shape, dtype: DType = 'f32'): Tensor {
+    this.#checkAlive('upload');
+    this.#checkShape('upload', shape);
+    if (!isDType(dtype)) {
+      throw new DTypeError('unknown element type', {
+        kernel: 'upload',
+        argument: 'dtype',
+        expected: 'f32 | f16 | bf16 | i32 | u32',
+        actual: String(dtype),
+      });
+    }
+    const n = sizeOf(shape);
+    if (data.length !== n) {
+      throw new ShapeError('data length does not match the shape', {
+        kernel: 'upload',
+        argument: 'data',
+        expected: `${n} elements for ${formatShape(shape)}`,
+        actual: `${data.length} elements`,
+      });
+    }
+    let host: HostArray;
+    if (Array.isArray(data)) host = toHostArray(dtype, data);
+    else if (hostArrayMatches(dtype, data as HostArray)) host = (data as HostArray).slice();
+    else {
+      throw new DTypeError('typed array does not hold this element type', {
+        kernel: 'upload',
+        argument: 'data',
+        expected: `the host array of ${dtype}`,
+        actual: (data as HostArray).constructor.name,
+      });
+    }
+    return this.#tensor(host, shape, dtype);
+  }
+
+  empty(shape: Shape, dtype: DType = 'f32'): Tensor {
+    this.#checkAlive('empty');
+    this.#checkShape('empty', shape);
+    return this.#tensor(allocHost(dtype, sizeOf(shape)), shape, dtype);
+  }
+
+  zeros(shape: Shape, dtype: DType = 'f32'): Tensor {
+    return this.empty(shape, dtype);
+  }
+
+  #own(api: string, tensor: Tensor, argument: string): HostArray {
+    if (!(tensor instanceof Tensor)) {
+      throw new InvalidArgumentError('not a tensor', {
+        kernel: api,
+        argument,
+        expected: 'a Tensor',
+        actual: String(tensor),
+      });
+    }
+    if (tensor.backend !== this) {
+      throw new BackendMismatchError('tensor lives on another backend', {
+        kernel: api,
+        argument,
+        expected: 'a tensor on this cpu backend',
+        actual: `a tensor on ${tensor.backend.name}`,
+      });
+    }
+    return tensor.storage<CpuStorage>().data;
+  }
+
+  /** The tensor's host memory itself, without a copy (for cpu-side helpers). */
+  view(tensor: Tensor): HostArray {
+    return this.#own('view', tensor, 'tensor');
+  }
+
+  read(tensor: Tensor): Promise<HostArray> {
+    try {
+      this.#checkAlive('read');
+      return Promise.resolve(this.#own('read', tensor, 'tensor').slice());
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  copy(src: Tensor, dst?: Tensor): Tensor {
+    return this.run(copySpec, [src], {}, { out: [dst] })[0]!;
+  }
+
+  run<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs?: Partial<A>,
+    options?: RunOptions,
+  ): Tensor[] {
+    const { outputs, execute } = this.record(spec, inputs, attrs, options);
+    execute();
+    return outputs;
+  }
+
+  /** Validates and allocates now; returns the outputs and the work to do. */
+  record<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs: Partial<A> | undefined,
+    options: RunOptions | undefined,
+  ): { outputs: Tensor[]; execute: () => void } {
+    this.#checkAlive(spec.name);
+    const prepared = prepareKernel(spec, this, inputs, attrs, options);
+    const outputs = prepared.outputs.map((meta, i) => {
+      if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
+      return options?.out?.[i] ?? this.empty(meta.shape, meta.dtype);
+    });
+    const impl = (FAST_PATHS[spec.name] as Impl | undefined) ?? (spec as AnyKernelSpec).reference;
+    const io: KernelIO = { inputs: prepared.inputs, outputs: prepared.outputs };
+    const execute = () => {
+      const arrays = inputs.map((t) => (t ? t.storage<CpuStorage>().data : undefined));
+      const results = impl(arrays, prepared.attrs, io);
+      if (results.length !== outputs.length) {
+        throw new RayoError('implementation returned the wrong number of outputs', {
+          kernel: spec.name,
+          expected: String(outputs.length),
+          actual: String(results.length),
+        });
+      }
+      results.forEach((result, i) => {
+        const target = outputs[i]!.storage<CpuStorage>().data;
+        if (result.length !== target.length) {
+          throw new RayoError('implementation returned an output of the wrong size', {
+            kernel: spec.name,
+            argument: prepared.outputs[i]!.name,
+            expected: `${target.length} elements`,
+            actual: `${result.length}`,
+          });
+        }
+        target.set(result);
+      });
+    };
+    return { outputs, execute };
+  }
+
+  batch(): CommandBatch {
+    this.#checkAlive('batch');
+    return new CpuCommandBatch(this);
+  }
+
+  sync(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  memory(): MemoryStats {
+    return this.#stats.snapshot();
+  }
+
+  createWeightCache(): WeightCache {
+    this.#checkAlive('createWeightCache');
+    return new CpuWeightCache(this);
+  }
+
+  dispose(): void {
+    this.#disposed = true;
+  }
+}
+
+/** Records validated kernels and runs them in order on submit (and again on each replay). */
+class CpuCommandBatch implements CommandBatch, KernelRunner {
+  readonly #work: (() => void)[] = [];
+  constructor(private readonly backend: CpuBackend) {}
+
+  get size(): number {
+    return this.#work.length;
+  }
+
+  run<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs?: Partial<A>,
+    options?: RunOptions,
+  ): Tensor[] {
+    const { outputs, execute } = this.backend.record(spec, inputs, attrs, options);
+    this.#work.push(execute);
+    return outputs;
+  }
+
+  submit(): Promise<void> {
+    try {
+      for (const work of this.#work) work();
+      return Promise.resolve();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+}
+
+export function createCpuBackend(): CpuBackend {
+  return new CpuBackend();
+}
+
+export const cpuBackendProvider: BackendProvider = {
+  name: 'cpu',
+  probe: () => Promise.resolve(undefined),
+  create: () => Promise.resolve(new CpuBackend()),
+};

@@ -1,0 +1,26 @@
+export type {
+  Backend,
+  BackendInfo,
+  BackendLimits,
+  CommandBatch,
+  KernelRunner,
+  MemoryStats,
+  RunOptions,
+  WeightCache,
+} from './backend.js';
+export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
+export * from './dtype.js';
+export * from './errors.js';
+export * from './kernel.js';
+export { ArgCheck } from './kernels/check.js';
+export * from './kernels/index.js';
+export {
+  type BackendProvider,
+  type BackendStatus,
+  createBackend,
+  knownBackendNames,
+  probeBackends,
+  registerBackend,
+} from './registry.js';
+export * from './shape.js';
+export { Tensor, type TensorStorage } from './tensor.js';

@@ -1,0 +1,272 @@
+import type { HostArray } from '../dtype.js';
+import { defineKernel, type KernelSpec } from '../kernel.js';
+import { broadcastIndexMap, broadcastShapes, sizeOf } from '../shape.js';
+import { ArgCheck } from './check.js';
+
+const FAMILY = 'elementwise';
+const F32 = ['f32'] as const;
+const BYTES = 4;
+
+type NoAttrs = Record<never, never>;
+
+// ---- binary, with NumPy broadcasting ---------------------------------------
+
+function binaryKernel(
+  name: string,
+  summary: string,
+  fn: (a: number, b: number) => number,
+): KernelSpec<NoAttrs> {
+  return defineKernel<NoAttrs>({
+    name,
+    family: FAMILY,
+    summary,
+    inputs: [
+      { name: 'a', dtypes: F32 },
+      { name: 'b', dtypes: F32 },
+    ],
+    attributes: {},
+    infer([a, b]) {
+      const shape = broadcastShapes(a!.shape, b!.shape, { kernel: name, argument: 'b' });
+      return [{ name: 'y', shape, dtype: a!.dtype }];
+    },
+    reference([a, b], _attrs, io) {
+      const outShape = io.outputs[0]!.shape;
+      const ia = broadcastIndexMap(io.inputs[0]!.shape, outShape);
+      const ib = broadcastIndexMap(io.inputs[1]!.shape, outShape);
+      const y = new Float32Array(ia.length);
+      for (let i = 0; i < y.length; i++) y[i] = fn(a![ia[i]!]!, b![ib[i]!]!);
+      return [y];
+    },
+    cost([a, b]) {
+      const n = sizeOf(broadcastShapes(a!.shape, b!.shape, { kernel: name, argument: 'b' }));
+      return { flops: n, bytes: (sizeOf(a!.shape) + sizeOf(b!.shape) + n) * BYTES };
+    },
+  });
+}
+
+export const add = binaryKernel('add', 'y = a + b (broadcasting)', (a, b) => a + b);
+export const sub = binaryKernel('sub', 'y = a − b (broadcasting)', (a, b) => a - b);
+export const mul = binaryKernel('mul', 'y = a · b (broadcasting)', (a, b) => a * b);
+export const div = binaryKernel('div', 'y = a / b (broadcasting)', (a, b) => a / b);
+
+// ---- unary ---------------------------------------------------------------
+
+function mapF32(x: HostArray, fn: (v: number) => number): Float32Array {
+  const y = new Float32Array(x.length);
+  for (let i = 0; i < x.length; i++) y[i] = fn(x[i]!);
+  return y;
+}
+
+function unaryKernel(name: string, summary: string, flopsPerElement: number, fn: (x: number) => number) {
+  return defineKernel<NoAttrs>({
+    name,
+    family: FAMILY,
+    summary,
+    inputs: [{ name: 'x', dtypes: F32 }],
+    attributes: {},
+    infer: ([x]) => [{ name: 'y', shape: x!.shape, dtype: x!.dtype }],
+    reference: ([x]) => [mapF32(x!, fn)],
+    cost: ([x]) => ({ flops: flopsPerElement * sizeOf(x!.shape), bytes: 2 * BYTES * sizeOf(x!.shape) }),
+  });
+}
+
+const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);
+const GELU_C = 0.044715;
+export const sigmoidOf = (x: number): number => 1 / (1 + Math.exp(-x));
+/** GELU, tanh approximation (PyTorch `approximate='tanh'`). */
+export const geluOf = (x: number): number =>
+  0.5 * x * (1 + Math.tanh(SQRT_2_OVER_PI * (x + GELU_C * x * x * x)));
+export const siluOf = (x: number): number => x * sigmoidOf(x);
+
+function geluGrad(x: number): number {
+  const u = SQRT_2_OVER_PI * (x + GELU_C * x * x * x);
+  const t = Math.tanh(u);
+  const du = SQRT_2_OVER_PI * (1 + 3 * GELU_C * x * x);
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du;
+}
+
+function siluGrad(x: number): number {
+  const s = sigmoidOf(x);
+  return s * (1 + x * (1 - s));
+}
+
+export const relu = unaryKernel('relu', 'y = max(x, 0)', 1, (x) => Math.max(x, 0));
+export const gelu = unaryKernel('gelu', 'y = GELU(x), tanh approximation', 8, geluOf);
+export const silu = unaryKernel('silu', 'y = x · sigmoid(x)', 4, siluOf);
+export const sigmoid = unaryKernel('sigmoid', 'y = 1 / (1 + e^−x)', 3, sigmoidOf);
+export const tanh = unaryKernel('tanh', 'y = tanh(x)', 4, Math.tanh);
+export const exp = unaryKernel('exp', 'y = e^x', 1, Math.exp);
+
+type ScaleAttrs = { alpha: number; beta: number };
+export const scale = defineKernel<ScaleAttrs>({
+  name: 'scale',
+  family: FAMILY,
+  summary: 'y = alpha · x + beta',
+  inputs: [{ name: 'x', dtypes: F32 }],
+  attributes: {
+    alpha: { kind: 'number', doc: 'multiplier' },
+    beta: { kind: 'number', default: 0, doc: 'added after scaling' },
+  },
+  infer: ([x]) => [{ name: 'y', shape: x!.shape, dtype: x!.dtype }],
+  reference: ([x], { alpha, beta }) => [mapF32(x!, (v) => alpha * v + beta)],
+  cost: ([x]) => ({ flops: 2 * sizeOf(x!.shape), bytes: 2 * BYTES * sizeOf(x!.shape) }),
+});
+
+type ClipAttrs = { min: number; max: number };
+export const clip = defineKernel<ClipAttrs>({
+  name: 'clip',
+  family: FAMILY,
+  summary: 'y = min(max(x, min), max)',
+  inputs: [{ name: 'x', dtypes: F32 }],
+  attributes: { min: { kind: 'number' }, max: { kind: 'number' } },
+  infer([x], { min, max }) {
+    new ArgCheck('clip').attr(min <= max, 'max', 'max must not be below min', `>= ${min}`, max);
+    return [{ name: 'y', shape: x!.shape, dtype: x!.dtype }];
+  },
+  reference: ([x], { min, max }) => [mapF32(x!, (v) => Math.min(Math.max(v, min), max))],
+  cost: ([x]) => ({ flops: 2 * sizeOf(x!.shape), bytes: 2 * BYTES * sizeOf(x!.shape) }),
+});
+
+// ---- gated and bias ------------------------------------------------------
+
+export const swiglu = defineKernel<NoAttrs>({
+  name: 'swiglu',
+  family: FAMILY,
+  summary: 'y = silu(gate) · up',
+  inputs: [
+    { name: 'gate', dtypes: F32 },
+    { name: 'up', dtypes: F32 },
+  ],
+  attributes: {},
+  infer([gate, up]) {
+    new ArgCheck('swiglu').sameShape('up', up!, gate!.shape, "'gate'");
+    return [{ name: 'y', shape: gate!.shape, dtype: 'f32' }];
+  },
+  reference([g, u]) {
+    const y = new Float32Array(g!.length);
+    for (let i = 0; i < y.length; i++) y[i] = siluOf(g![i]!) * u![i]!;
+    return [y];
+  },
+  cost: ([g]) => ({ flops: 5 * sizeOf(g!.shape), bytes: 3 * BYTES * sizeOf(g!.shape) }),
+});
+
+export const biasAdd = defineKernel<NoAttrs>({
+  name: 'biasAdd',
+  family: FAMILY,
+  summary: 'y[..., j] = x[..., j] + bias[j]',
+  inputs: [
+    { name: 'x', dtypes: F32, doc: '[..., N]' },
+    { name: 'bias', dtypes: F32, doc: '[N]' },
+  ],
+  attributes: {},
+  infer([x, bias]) {
+    const check = new ArgCheck('biasAdd');
+    check.minRank('x', x!, 1, '[..., N]');
+    check.rank('bias', bias!, 1, '[N]');
+    check.dim('bias', bias!, 0, x!.shape[x!.shape.length - 1]!, "the last dimension of 'x'");
+    return [{ name: 'y', shape: x!.shape, dtype: 'f32' }];
+  },
+  reference([x, bias]) {
+    const n = bias!.length;
+    const y = new Float32Array(x!.length);
+    for (let i = 0; i < y.length; i++) y[i] = x![i]! + bias![i % n]!;
+    return [y];
+  },
+  cost: ([x, b]) => ({ flops: sizeOf(x!.shape), bytes: BYTES * (2 * sizeOf(x!.shape) + sizeOf(b!.shape)) }),
+});
+
+// ---- backward --------------------------------------------------------------
+
+function unaryBackward(
+  name: string,
+  summary: string,
+  second: 'x' | 'y',
+  grad: (v: number) => number,
+): KernelSpec<NoAttrs> {
+  return defineKernel<NoAttrs>({
+    name,
+    family: FAMILY,
+    summary,
+    inputs: [
+      { name: 'dy', dtypes: F32 },
+      { name: second, dtypes: F32, doc: second === 'x' ? 'the forward input' : 'the forward output' },
+    ],
+    attributes: {},
+    infer(inputs) {
+      new ArgCheck(name).sameShape(second, inputs[1]!, inputs[0]!.shape, "'dy'");
+      return [{ name: 'dx', shape: inputs[0]!.shape, dtype: 'f32' }];
+    },
+    reference([dy, v]) {
+      const dx = new Float32Array(dy!.length);
+      for (let i = 0; i < dx.length; i++) dx[i] = dy![i]! * grad(v![i]!);
+      return [dx];
+    },
+    cost: ([dy]) => ({ flops: 4 * sizeOf(dy!.shape), bytes: 3 * BYTES * sizeOf(dy!.shape) }),
+  });
+}
+
+export const reluBackward = unaryBackward('reluBackward', 'dx = dy · (x > 0)', 'x', (x) => (x > 0 ? 1 : 0));
+export const geluBackward = unaryBackward('geluBackward', "dx = dy · gelu'(x)", 'x', geluGrad);
+export const siluBackward = unaryBackward('siluBackward', "dx = dy · silu'(x)", 'x', siluGrad);
+export const sigmoidBackward = unaryBackward(
+  'sigmoidBackward',
+  'dx = dy · y · (1 − y)',
+  'y',
+  (y) => y * (1 - y),
+);
+export const tanhBackward = unaryBackward('tanhBackward', 'dx = dy · (1 − y²)', 'y', (y) => 1 - y * y);
+
+export const clipBackward = defineKernel<ClipAttrs>({
+  name: 'clipBackward',
+  family: FAMILY,
+  summary: 'dx = dy where min <= x <= max, else 0',
+  inputs: [
+    { name: 'dy', dtypes: F32 },
+    { name: 'x', dtypes: F32, doc: 'the forward input' },
+  ],
+  attributes: { min: { kind: 'number' }, max: { kind: 'number' } },
+  infer([dy, x], { min, max }) {
+    const check = new ArgCheck('clipBackward');
+    check.sameShape('x', x!, dy!.shape, "'dy'");
+    check.attr(min <= max, 'max', 'max must not be below min', `>= ${min}`, max);
+    return [{ name: 'dx', shape: dy!.shape, dtype: 'f32' }];
+  },
+  reference([dy, x], { min, max }) {
+    const dx = new Float32Array(dy!.length);
+    for (let i = 0; i < dx.length; i++) dx[i] = x![i]! >= min && x![i]! <= max ? dy![i]! : 0;
+    return [dx];
+  },
+  cost: ([dy]) => ({ flops: 2 * sizeOf(dy!.shape), bytes: 3 * BYTES * sizeOf(dy!.shape) }),
+});
+
+export const swigluBackward = defineKernel<NoAttrs>({
+  name: 'swigluBackward',
+  family: FAMILY,
+  summary: "dgate = dy · up · silu'(gate), dup = dy · silu(gate)",
+  inputs: [
+    { name: 'dy', dtypes: F32 },
+    { name: 'gate', dtypes: F32 },
+    { name: 'up', dtypes: F32 },
+  ],
+  attributes: {},
+  infer([dy, gate, up]) {
+    const check = new ArgCheck('swigluBackward');
+    check.sameShape('gate', gate!, dy!.shape, "'dy'");
+    check.sameShape('up', up!, dy!.shape, "'dy'");
+    return [
+      { name: 'dgate', shape: dy!.shape, dtype: 'f32' },
+      { name: 'dup', shape: dy!.shape, dtype: 'f32' },
+    ];
+  },
+  reference([dy, gate, up]) {
+    const n = dy!.length;
+    const dgate = new Float32Array(n);
+    const dup = new Float32Array(n);
+    for (let i = 0; i < n; i++) {
+      dgate[i] = dy![i]! * up![i]! * siluGrad(gate![i]!);
+      dup[i] = dy![i]! * siluOf(gate![i]!);
+    }
+    return [dgate, dup];
+  },
+  cost: ([dy]) => ({ flops: 10 * sizeOf(dy!.shape), bytes: 5 * BYTES * sizeOf(dy!.shape) }),
+});

@@ -1,0 +1,59 @@
+import type { AnyKernelSpec } from '../kernel.js';
+import * as decoding from './decoding.js';
+import * as elementwise from './elementwise.js';
+import * as embedding from './embedding.js';
+import * as loss from './loss.js';
+import * as matmul from './matmul.js';
+import * as memory from './memory.js';
+import * as normalization from './normalization.js';
+import * as optimizer from './optimizer.js';
+import * as reduction from './reduction.js';
+import * as rope from './rope.js';
+import * as softmax from './softmax.js';
+
+export * from './decoding.js';
+export * from './elementwise.js';
+export * from './embedding.js';
+export * from './loss.js';
+export * from './matmul.js';
+export * from './memory.js';
+export * from './normalization.js';
+export * from './optimizer.js';
+export * from './reduction.js';
+export * from './rope.js';
+export * from './softmax.js';
+
+function isSpec(value: unknown): value is AnyKernelSpec {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as AnyKernelSpec).name === 'string' &&
+    typeof (value as AnyKernelSpec).infer === 'function' &&
+    typeof (value as AnyKernelSpec).reference === 'function'
+  );
+}
+
+const families = [
+  memory,
+  elementwise,
+  reduction,
+  softmax,
+  normalization,
+  rope,
+  matmul,
+  decoding,
+  optimizer,
+  loss,
+  embedding,
+];
+
+/** Every kernel spec rayo defines, in family order. Backends implement all of them. */
+export const KERNELS: readonly AnyKernelSpec[] = Object.freeze(
+  families.flatMap((m) => Object.values(m).filter(isSpec)),
+);
+
+const byName = new Map(KERNELS.map((s) => [s.name, s]));
+
+export function kernelByName(name: string): AnyKernelSpec | undefined {
+  return byName.get(name);
+}

@@ -1,0 +1,29 @@
+import type { AnyConformanceCase, AnyErrorCase } from '../cases.js';
+import { decodingCases } from './decoding.js';
+import { elementwiseCases } from './elementwise.js';
+import { embeddingCases } from './embedding.js';
+import { lossCases } from './loss.js';
+import { matmulCases } from './matmul.js';
+import { memoryCases } from './memory.js';
+import { normalizationCases } from './normalization.js';
+import { optimizerCases } from './optimizer.js';
+import { reductionCases } from './reduction.js';
+import { ropeCases } from './rope.js';
+import { softmaxCases } from './softmax.js';
+
+const families = [
+  memoryCases,
+  elementwiseCases,
+  reductionCases,
+  softmaxCases,
+  normalizationCases,
+  ropeCases,
+  matmulCases,
+  decodingCases,
+  optimizerCases,
+  lossCases,
+  embeddingCases,
+];
+
+export const VALID_CASES: readonly AnyConformanceCase[] = families.flatMap((f) => f.cases);
+export const ERROR_CASES: readonly AnyErrorCase[] = families.flatMap((f) => f.errors);

@@ -1,0 +1,12 @@
+export { ERROR_CASES, VALID_CASES } from './cases/index.js';
+export * from './cases.js';
+export { compareOutputs, DEFAULT_TOLERANCE } from './compare.js';
+export {
+  type ConformanceCheck,
+  type ConformanceOptions,
+  type ConformanceSuite,
+  conformanceSuite,
+  type RunSummary,
+  runChecks,
+} from './conformance.js';
+export { hashString, Rng } from './random.js';

@@ -1,0 +1,20 @@
+import { afterAll, describe, it } from 'vitest';
+import { type ConformanceOptions, conformanceSuite } from './conformance.js';
+
+/**
+ * Registers the conformance suite as vitest tests: one `describe` per group
+ * (api, coverage, each kernel family), one `it` per check.
+ */
+export function describeConformance(title: string, options: ConformanceOptions & { timeout?: number }): void {
+  const suite = conformanceSuite(options);
+  describe(title, () => {
+    const groups = new Map<string, typeof suite.checks>();
+    for (const check of suite.checks) groups.set(check.group, [...(groups.get(check.group) ?? []), check]);
+    for (const [group, checks] of groups) {
+      describe(group, () => {
+        for (const check of checks) it(check.name, () => check.run(), options.timeout ?? 60_000);
+      });
+    }
+    afterAll(() => suite.teardown());
+  });
+}
