@@ -1,8 +1,9 @@
 /**
  * Cache-blocked f32 GEMM for the cpu backend:
  * y = alpha · op(a) · op(b) (+ beta · c), op = optional transpose.
- * op(b) is packed once into a contiguous [K, N] panel so the inner loop
- * streams rows; accumulation is in doubles.
+ * op(b) is packed once into a dense row-major [K, N] panel of doubles so the
+ * inner loop is monomorphic and streams rows; four depth steps are fused per
+ * pass over an accumulator row to cut its loads and stores.
  */
 export interface GemmArgs {
   readonly m: number;
@@ -17,44 +18,60 @@ export interface GemmArgs {
   readonly transB: boolean;
 }
 
-const ROW_BLOCK = 32;
-const DEPTH_BLOCK = 128;
-const COL_BLOCK = 1024;
+const DEPTH_BLOCK = 256;
+const COL_BLOCK = 512;
+
+function packB(b: ArrayLike<number>, k: number, n: number, transB: boolean): Float64Array {
+  const panel = new Float64Array(k * n);
+  if (transB) {
+    for (let j = 0; j < n; j++) for (let p = 0; p < k; p++) panel[p * n + j] = b[j * k + p]!;
+  } else {
+    for (let i = 0; i < k * n; i++) panel[i] = b[i]!;
+  }
+  return panel;
+}
+
+function rowOfA(a: ArrayLike<number>, i: number, m: number, k: number, transA: boolean, into: Float64Array): void {
+  if (transA) for (let p = 0; p < k; p++) into[p] = a[p * m + i]!;
+  else for (let p = 0; p < k; p++) into[p] = a[i * k + p]!;
+}
 
 export function gemm(args: GemmArgs, out: Float32Array = new Float32Array(args.m * args.n)): Float32Array {
-  const { m, n, k, a, b, c, alpha, beta, transA, transB } = args;
-  // op(b) as a dense row-major [k, n] panel.
-  let panel: ArrayLike<number> = b;
-  if (transB) {
-    const packed = new Float64Array(k * n);
-    for (let j = 0; j < n; j++) for (let p = 0; p < k; p++) packed[p * n + j] = b[j * k + p]!;
-    panel = packed;
-  }
-  const acc = new Float64Array(ROW_BLOCK * n);
-  for (let i0 = 0; i0 < m; i0 += ROW_BLOCK) {
-    const rows = Math.min(ROW_BLOCK, m - i0);
-    acc.fill(0, 0, rows * n);
-    for (let p0 = 0; p0 < k; p0 += DEPTH_BLOCK) {
-      const pEnd = Math.min(p0 + DEPTH_BLOCK, k);
-      for (let j0 = 0; j0 < n; j0 += COL_BLOCK) {
-        const jEnd = Math.min(j0 + COL_BLOCK, n);
-        for (let r = 0; r < rows; r++) {
-          const i = i0 + r;
-          const accRow = r * n;
-          for (let p = p0; p < pEnd; p++) {
-            const aip = transA ? a[p * m + i]! : a[i * k + p]!;
-            const bRow = p * n;
-            for (let j = j0; j < jEnd; j++) acc[accRow + j]! += aip * panel[bRow + j]!;
+  const { m, n, k, a, c, alpha, beta, transA } = args;
+  const panel = packB(args.b, k, n, args.transB);
+  const aRow = new Float64Array(k);
+  const acc = new Float64Array(n);
+  for (let i = 0; i < m; i++) {
+    rowOfA(a, i, m, k, transA, aRow);
+    acc.fill(0);
+    for (let j0 = 0; j0 < n; j0 += COL_BLOCK) {
+      const jEnd = Math.min(j0 + COL_BLOCK, n);
+      for (let p0 = 0; p0 < k; p0 += DEPTH_BLOCK) {
+        const pEnd = Math.min(p0 + DEPTH_BLOCK, k);
+        let p = p0;
+        for (; p + 3 < pEnd; p += 4) {
+          const a0 = aRow[p]!;
+          const a1 = aRow[p + 1]!;
+          const a2 = aRow[p + 2]!;
+          const a3 = aRow[p + 3]!;
+          const r0 = p * n;
+          const r1 = r0 + n;
+          const r2 = r1 + n;
+          const r3 = r2 + n;
+          for (let j = j0; j < jEnd; j++) {
+            acc[j]! += a0 * panel[r0 + j]! + a1 * panel[r1 + j]! + a2 * panel[r2 + j]! + a3 * panel[r3 + j]!;
           }
+        }
+        for (; p < pEnd; p++) {
+          const ap = aRow[p]!;
+          const r = p * n;
+          for (let j = j0; j < jEnd; j++) acc[j]! += ap * panel[r + j]!;
         }
       }
     }
-    for (let r = 0; r < rows; r++) {
-      const base = (i0 + r) * n;
-      for (let j = 0; j < n; j++) {
-        out[base + j] = alpha * acc[r * n + j]! + (c ? beta * c[base + j]! : 0);
-      }
-    }
+    const base = i * n;
+    if (c) for (let j = 0; j < n; j++) out[base + j] = alpha * acc[j]! + beta * c[base + j]!;
+    else for (let j = 0; j < n; j++) out[base + j] = alpha * acc[j]!;
   }
   return out;
 }

@@ -1,0 +1,159 @@
+import { defineKernel } from '../kernel.js';
+import { formatShape, sizeOf } from '../shape.js';
+import { ArgCheck } from './check.js';
+
+const FAMILY = 'decoding';
+const F32 = ['f32'] as const;
+const BYTES = 4;
+
+// ---- KV cache scatter ------------------------------------------------------
+
+type KvCacheScatterAttrs = { position: number };
+
+export const kvCacheScatter = defineKernel<KvCacheScatterAttrs>({
+  name: 'kvCacheScatter',
+  family: FAMILY,
+  summary: 'cache[h, position + t, :] = values[t, h·headDim : (h+1)·headDim], in place',
+  inputs: [
+    { name: 'cache', dtypes: F32, doc: '[nHeads, maxSeq, headDim], head-first; written in place' },
+    {
+      name: 'values',
+      dtypes: F32,
+      doc: '[T, nHeads·headDim] or [nHeads·headDim] (one token): heads interleaved, as a projection writes them',
+    },
+  ],
+  attributes: {
+    position: { kind: 'number', integer: true, min: 0, doc: 'cache row of the first token' },
+  },
+  infer([cache, values], { position }) {
+    const check = new ArgCheck('kvCacheScatter');
+    check.rank('cache', cache!, 3, '[nHeads, maxSeq, headDim]');
+    const [nHeads, maxSeq, headDim] = cache!.shape as [number, number, number];
+    const rank = values!.shape.length;
+    check.shape(
+      rank === 1 || rank === 2,
+      'values',
+      'wrong rank',
+      'rank 1 [nHeads·headDim] or rank 2 [T, nHeads·headDim]',
+      `rank ${rank} ${formatShape(values!.shape)}`,
+    );
+    check.dim('values', values!, -1, nHeads * headDim, "nHeads · headDim of 'cache'");
+    const tokens = rank === 2 ? values!.shape[0]! : 1;
+    check.attr(
+      position + tokens <= maxSeq,
+      'position',
+      `the ${tokens} written row(s) must fit in the cache of ${maxSeq} rows`,
+      `<= maxSeq − T = ${maxSeq - tokens}`,
+      position,
+    );
+    return [{ name: 'cache', shape: cache!.shape, dtype: 'f32', aliasOf: 0 }];
+  },
+  reference([cache, values], { position }, io) {
+    const [nHeads, maxSeq, headDim] = io.outputs[0]!.shape as [number, number, number];
+    const width = nHeads * headDim;
+    const tokens = width === 0 ? 0 : values!.length / width;
+    const out = Float32Array.from(cache!);
+    for (let t = 0; t < tokens; t++) {
+      for (let h = 0; h < nHeads; h++) {
+        const dst = (h * maxSeq + position + t) * headDim;
+        const src = t * width + h * headDim;
+        for (let d = 0; d < headDim; d++) out[dst + d] = values![src + d]!;
+      }
+    }
+    return [out];
+  },
+  // Reads the new rows and writes them; the rest of the cache is not touched.
+  cost: ([, values]) => ({ flops: 0, bytes: 2 * BYTES * sizeOf(values!.shape) }),
+});
+
+// ---- incremental attention ----------------------------------------------------
+
+type IncrementalAttentionAttrs = { seqLen: number; scale: number };
+
+export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
+  name: 'incrementalAttention',
+  family: FAMILY,
+  summary:
+    'out[h] = softmax(scale · q[h] · K[g]ᵀ) · V[g] over the first seqLen cached rows, g = kv head of h',
+  inputs: [
+    { name: 'q', dtypes: F32, doc: '[nHeads, headDim], one token' },
+    { name: 'kCache', dtypes: F32, doc: '[nKvHeads, maxSeq, headDim]; nKvHeads divides nHeads' },
+    { name: 'vCache', dtypes: F32, doc: '[nKvHeads, maxSeq, headDim]' },
+  ],
+  attributes: {
+    seqLen: {
+      kind: 'number',
+      integer: true,
+      min: 1,
+      doc: 'cached rows to attend to; later rows are ignored',
+    },
+    scale: { kind: 'number', default: 0, min: 0, doc: 'score scale; 0 means 1/sqrt(headDim)' },
+  },
+  infer([q, kCache, vCache], { seqLen }) {
+    const check = new ArgCheck('incrementalAttention');
+    check.rank('q', q!, 2, '[nHeads, headDim]');
+    check.rank('kCache', kCache!, 3, '[nKvHeads, maxSeq, headDim]');
+    const [nHeads, headDim] = q!.shape as [number, number];
+    const [nKvHeads, maxSeq] = kCache!.shape as [number, number, number];
+    check.dim('kCache', kCache!, 2, headDim, "headDim of 'q'");
+    // Grouped-query attention: each kv head serves nHeads / nKvHeads consecutive query heads.
+    check.shape(
+      nKvHeads > 0 && nHeads % nKvHeads === 0,
+      'kCache',
+      "dimension 0 (nKvHeads) must divide the number of heads of 'q'",
+      `dimension 0 dividing ${nHeads}`,
+      `${nKvHeads} in ${formatShape(kCache!.shape)}`,
+    );
+    check.sameShape('vCache', vCache!, kCache!.shape, "'kCache'");
+    check.attr(
+      seqLen <= maxSeq,
+      'seqLen',
+      'seqLen must not exceed the cache length',
+      `<= maxSeq = ${maxSeq}`,
+      seqLen,
+    );
+    return [{ name: 'out', shape: q!.shape, dtype: 'f32' }];
+  },
+  reference([q, kCache, vCache], { seqLen, scale }, io) {
+    const [nHeads, headDim] = io.outputs[0]!.shape as [number, number];
+    const [nKvHeads, maxSeq] = io.inputs[1]!.shape as [number, number, number];
+    const group = nHeads / nKvHeads;
+    const s = scale === 0 ? 1 / Math.sqrt(headDim) : scale;
+    const out = new Float32Array(nHeads * headDim);
+    const weights = new Float64Array(seqLen);
+    const acc = new Float64Array(headDim);
+    for (let h = 0; h < nHeads; h++) {
+      const qh = h * headDim;
+      const kv = Math.floor(h / group) * maxSeq * headDim;
+      let max = Number.NEGATIVE_INFINITY;
+      for (let t = 0; t < seqLen; t++) {
+        let dot = 0;
+        for (let d = 0; d < headDim; d++) dot += q![qh + d]! * kCache![kv + t * headDim + d]!;
+        weights[t] = s * dot;
+        max = Math.max(max, weights[t]!);
+      }
+      // Subtracting the max keeps exp finite for large scores.
+      let sum = 0;
+      for (let t = 0; t < seqLen; t++) {
+        weights[t] = Math.exp(weights[t]! - max);
+        sum += weights[t]!;
+      }
+      acc.fill(0);
+      for (let t = 0; t < seqLen; t++) {
+        const w = weights[t]! / sum;
+        for (let d = 0; d < headDim; d++) acc[d]! += w * vCache![kv + t * headDim + d]!;
+      }
+      for (let d = 0; d < headDim; d++) out[qh + d] = acc[d]!;
+    }
+    return [out];
+  },
+  cost([q, kCache], { seqLen }) {
+    const [nHeads, headDim] = q!.shape as [number, number];
+    const nKvHeads = kCache!.shape[0]!;
+    return {
+      // q·k and the weighted sum of v (2 flops per multiply-add each), plus max, exp and sum per score.
+      flops: nHeads * seqLen * (4 * headDim + 3),
+      bytes: BYTES * (2 * nHeads * headDim + 2 * nKvHeads * seqLen * headDim),
+    };
+  },
+});

@@ -1,0 +1,285 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
+import { type AttrValues, inferKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
+import { Rng } from '../testing/random.js';
+import { batchedMatmul, matmul } from './matmul.js';
+
+const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
+
+/** Runs the reference with the io metadata `inferKernel` derives. */
+function run<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  inputs: { shape: number[]; data: Float32Array }[],
+  attrs?: Partial<A>,
+): Float32Array {
+  const metas = inputs.map((x) => meta(x.shape));
+  const io = inferKernel(spec, metas, attrs);
+  return spec.reference(
+    inputs.map((x) => x.data),
+    io.attrs,
+    { inputs: metas, outputs: io.outputs },
+  )[0] as Float32Array;
+}
+
+function random(rng: Rng, n: number): Float32Array {
+  return Float32Array.from({ length: n }, () => rng.uniform(-1, 1));
+}
+
+/** Row-major [rows, cols] → [cols, rows]. */
+function transposed(x: Float32Array, rows: number, cols: number): Float32Array {
+  const y = new Float32Array(x.length);
+  for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) y[j * rows + i] = x[i * cols + j]!;
+  return y;
+}
+
+function thrown(call: () => unknown): RayoError {
+  try {
+    call();
+  } catch (error) {
+    return error as RayoError;
+  }
+  throw new Error('expected the call to throw');
+}
+
+const A = Float32Array.from([1, 2, 3, 4, 5, 6]); // [2, 3]
+const B = Float32Array.from([7, 8, 9, 10, 11, 12]); // [3, 2]
+
+describe('matmul reference', () => {
+  it('multiplies a hand-computed 2×3 by 3×2', () => {
+    const y = run(matmul, [
+      { shape: [2, 3], data: A },
+      { shape: [3, 2], data: B },
+    ]);
+    expect([...y]).toEqual([58, 64, 139, 154]);
+  });
+
+  it('scales by alpha and adds beta · c', () => {
+    const c = Float32Array.from([1, 2, 3, 4]);
+    const y = run(
+      matmul,
+      [
+        { shape: [2, 3], data: A },
+        { shape: [3, 2], data: B },
+        { shape: [2, 2], data: c },
+      ],
+      { alpha: 2, beta: -1 },
+    );
+    expect([...y]).toEqual([115, 126, 275, 304]);
+  });
+
+  it('adds c with beta = 1 by default and ignores beta without c', () => {
+    const c = Float32Array.from([1, 2, 3, 4]);
+    const withC = run(matmul, [
+      { shape: [2, 3], data: A },
+      { shape: [3, 2], data: B },
+      { shape: [2, 2], data: c },
+    ]);
+    expect([...withC]).toEqual([59, 66, 142, 158]);
+    const noC = run(
+      matmul,
+      [
+        { shape: [2, 3], data: A },
+        { shape: [3, 2], data: B },
+      ],
+      { beta: 5 },
+    );
+    expect([...noC]).toEqual([58, 64, 139, 154]);
+  });
+
+  it('computes a GEMV (M = 1) as dot products with the columns of b', () => {
+    const x = Float32Array.from([1, -2, 3]);
+    const y = run(matmul, [
+      { shape: [1, 3], data: x },
+      { shape: [3, 2], data: B },
+    ]);
+    expect([...y]).toEqual([7 - 18 + 33, 8 - 20 + 36]);
+  });
+
+  it('matches explicitly transposed inputs for every transpose combination', () => {
+    const rng = new Rng(3);
+    const [m, k, n] = [5, 7, 3];
+    const a = random(rng, m * k);
+    const b = random(rng, k * n);
+    const c = random(rng, m * n);
+    const attrs = { alpha: -0.75, beta: 1.5 };
+    const plain = run(
+      matmul,
+      [
+        { shape: [m, k], data: a },
+        { shape: [k, n], data: b },
+        { shape: [m, n], data: c },
+      ],
+      attrs,
+    );
+    for (const transA of [false, true]) {
+      for (const transB of [false, true]) {
+        const y = run(
+          matmul,
+          [
+            { shape: transA ? [k, m] : [m, k], data: transA ? transposed(a, m, k) : a },
+            { shape: transB ? [n, k] : [k, n], data: transB ? transposed(b, k, n) : b },
+            { shape: [m, n], data: c },
+          ],
+          { ...attrs, transA, transB },
+        );
+        expect(y).toEqual(plain);
+      }
+    }
+  });
+
+  it('does not write its inputs and works from the output metadata alone', () => {
+    const rng = new Rng(5);
+    const a = random(rng, 4 * 6);
+    const b = random(rng, 6 * 3);
+    const [a0, b0] = [a.slice(), b.slice()];
+    const io = inferKernel(matmul, [meta([6, 4]), meta([3, 6])], { transA: true, transB: true });
+    const withInputs = matmul.reference([a, b], io.attrs, {
+      inputs: [meta([6, 4]), meta([3, 6])],
+      outputs: io.outputs,
+    });
+    const outputsOnly = matmul.reference([a, b], io.attrs, { inputs: [], outputs: io.outputs });
+    expect(outputsOnly[0]).toEqual(withInputs[0]);
+    expect(a).toEqual(a0);
+    expect(b).toEqual(b0);
+  });
+
+  it('infers [M, N] and counts 2·M·N·K flops', () => {
+    const { outputs, attrs } = inferKernel(matmul, [meta([7, 3]), meta([5, 7])], {
+      transA: true,
+      transB: true,
+    });
+    expect(outputs).toEqual([{ name: 'y', shape: [3, 5], dtype: 'f32' }]);
+    expect(matmul.cost!([meta([7, 3]), meta([5, 7])], attrs)).toEqual({
+      flops: 2 * 3 * 5 * 7,
+      bytes: 4 * (21 + 35 + 15),
+    });
+    const withC = inferKernel(matmul, [meta([3, 7]), meta([7, 5]), meta([3, 5])]);
+    expect(matmul.cost!([meta([3, 7]), meta([7, 5]), meta([3, 5])], withC.attrs)).toEqual({
+      flops: 2 * 3 * 5 * 7 + 2 * 15,
+      bytes: 4 * (21 + 35 + 15 + 15),
+    });
+  });
+});
+
+describe('batchedMatmul reference', () => {
+  it('multiplies each batch entry like matmul, with transposes and alpha', () => {
+    const rng = new Rng(9);
+    const [batch, m, k, n] = [3, 4, 5, 2];
+    const a = random(rng, batch * m * k);
+    const b = random(rng, batch * k * n);
+    for (const transA of [false, true]) {
+      for (const transB of [false, true]) {
+        const as = Array.from({ length: batch }, (_, i) => a.subarray(i * m * k, (i + 1) * m * k));
+        const bs = Array.from({ length: batch }, (_, i) => b.subarray(i * k * n, (i + 1) * k * n));
+        const aData = new Float32Array(a.length);
+        const bData = new Float32Array(b.length);
+        for (let i = 0; i < batch; i++) {
+          aData.set(transA ? transposed(as[i]!, m, k) : as[i]!, i * m * k);
+          bData.set(transB ? transposed(bs[i]!, k, n) : bs[i]!, i * k * n);
+        }
+        const y = run(
+          batchedMatmul,
+          [
+            { shape: transA ? [batch, k, m] : [batch, m, k], data: aData },
+            { shape: transB ? [batch, n, k] : [batch, k, n], data: bData },
+          ],
+          { alpha: 0.5, transA, transB },
+        );
+        expect(y.length).toBe(batch * m * n);
+        for (let i = 0; i < batch; i++) {
+          const expected = run(
+            matmul,
+            [
+              { shape: [m, k], data: as[i]!.slice() },
+              { shape: [k, n], data: bs[i]!.slice() },
+            ],
+            { alpha: 0.5 },
+          );
+          expect(y.subarray(i * m * n, (i + 1) * m * n)).toEqual(expected);
+        }
+      }
+    }
+  });
+
+  it('infers [B, M, N] and counts 2·B·M·N·K flops', () => {
+    const { outputs, attrs } = inferKernel(batchedMatmul, [meta([2, 3, 7]), meta([2, 7, 5])]);
+    expect(outputs).toEqual([{ name: 'y', shape: [2, 3, 5], dtype: 'f32' }]);
+    expect(batchedMatmul.cost!([meta([2, 3, 7]), meta([2, 7, 5])], attrs)).toEqual({
+      flops: 2 * 2 * 3 * 5 * 7,
+      bytes: 4 * 2 * (21 + 35 + 15),
+    });
+  });
+});
+
+describe('matmul argument errors', () => {
+  it('names b when its K does not match a', () => {
+    const e = thrown(() => inferKernel(matmul, [meta([3, 7]), meta([5, 3])]));
+    expect(e).toBeInstanceOf(ShapeError);
+    expect(e.kernel).toBe('matmul');
+    expect(e.argument).toBe('b');
+    expect(e.expected).toBe('dimension 0 = 7');
+    expect(e.message).toContain("K of 'a'");
+    expect(e.message).toContain('dimension 0 = 7');
+    expect(e.message).toContain('5 in [5, 3]');
+  });
+
+  it('takes K from the transposed layouts', () => {
+    const a = thrown(() => inferKernel(matmul, [meta([3, 7]), meta([7, 2])], { transA: true }));
+    expect(a).toBeInstanceOf(ShapeError);
+    expect(a.argument).toBe('b');
+    expect(a.message).toContain('dimension 0 = 3');
+    const b = thrown(() => inferKernel(matmul, [meta([3, 7]), meta([7, 2])], { transB: true }));
+    expect(b).toBeInstanceOf(ShapeError);
+    expect(b.argument).toBe('b');
+    expect(b.message).toContain('dimension 1 = 7');
+    expect(b.message).toContain('2 in [7, 2]');
+  });
+
+  it('names a or b of the wrong rank', () => {
+    const a = thrown(() => inferKernel(matmul, [meta([2, 3, 4]), meta([4, 5])]));
+    expect(a).toBeInstanceOf(ShapeError);
+    expect([a.kernel, a.argument]).toEqual(['matmul', 'a']);
+    expect(a.message).toContain('rank 2 [M, K]');
+    expect(a.message).toContain('rank 3 [2, 3, 4]');
+    const b = thrown(() => inferKernel(matmul, [meta([3, 4]), meta([4])]));
+    expect(b).toBeInstanceOf(ShapeError);
+    expect(b.argument).toBe('b');
+    expect(b.message).toContain('rank 1 [4]');
+  });
+
+  it('names c when it is not [M, N]', () => {
+    const e = thrown(() => inferKernel(matmul, [meta([3, 7]), meta([7, 5]), meta([5, 3])]));
+    expect(e).toBeInstanceOf(ShapeError);
+    expect([e.kernel, e.argument]).toEqual(['matmul', 'c']);
+    expect(e.message).toContain('expected [3, 5]');
+    expect(e.message).toContain('got [5, 3]');
+  });
+
+  it('rejects attributes of the wrong kind', () => {
+    const e = thrown(() =>
+      inferKernel(matmul, [meta([3, 7]), meta([7, 5])], { transB: 'yes' as unknown as boolean }),
+    );
+    expect(e).toBeInstanceOf(InvalidArgumentError);
+    expect([e.kernel, e.argument]).toEqual(['matmul', 'attrs.transB']);
+    expect(e.message).toContain('true or false');
+    expect(e.message).toContain('"yes"');
+  });
+
+  it('batchedMatmul names b when batch or K disagree, and a or b of the wrong rank', () => {
+    const batch = thrown(() => inferKernel(batchedMatmul, [meta([3, 4, 7]), meta([5, 7, 2])]));
+    expect(batch).toBeInstanceOf(ShapeError);
+    expect([batch.kernel, batch.argument]).toEqual(['batchedMatmul', 'b']);
+    expect(batch.message).toContain('dimension 0 = 3');
+    expect(batch.message).toContain('5 in [5, 7, 2]');
+    const k = thrown(() => inferKernel(batchedMatmul, [meta([3, 4, 7]), meta([3, 7, 2])], { transB: true }));
+    expect(k).toBeInstanceOf(ShapeError);
+    expect(k.argument).toBe('b');
+    expect(k.message).toContain('dimension 2 = 7');
+    expect(k.message).toContain('2 in [3, 7, 2]');
+    const rank = thrown(() => inferKernel(batchedMatmul, [meta([4, 7]), meta([1, 7, 2])]));
+    expect(rank).toBeInstanceOf(ShapeError);
+    expect(rank.argument).toBe('a');
+    expect(rank.message).toContain('rank 3 [B, M, K]');
+    expect(rank.message).toContain('rank 2 [4, 7]');
+  });
+});

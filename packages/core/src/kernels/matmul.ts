@@ -1,0 +1,133 @@
+import { defineKernel } from '../kernel.js';
+import { ArgCheck } from './check.js';
+
+const FAMILY = 'matmul';
+const F32 = ['f32'] as const;
+const BYTES = 4;
+
+/**
+ * The shared dimension K of `rows`·K elements. Derived from the element count
+ * rather than the input metadata, so that callers may pass the outputs only.
+ */
+function innerDim(length: number, rows: number): number {
+  return rows === 0 ? 0 : length / rows;
+}
+
+// ---- matmul ----------------------------------------------------------------
+
+type MatmulAttrs = { alpha: number; beta: number; transA: boolean; transB: boolean };
+
+/** [M, K, N] of a valid call. */
+function matmulDims(a: readonly number[], b: readonly number[], transA: boolean, transB: boolean) {
+  const m = transA ? a[1]! : a[0]!;
+  const k = transA ? a[0]! : a[1]!;
+  const n = transB ? b[0]! : b[1]!;
+  return [m, k, n] as const;
+}
+
+export const matmul = defineKernel<MatmulAttrs>({
+  name: 'matmul',
+  family: FAMILY,
+  summary: 'y = alpha · op(a) · op(b) + beta · c, op = optional transpose (M = 1 is a GEMV)',
+  inputs: [
+    { name: 'a', dtypes: F32, doc: '[M, K], or [K, M] with transA' },
+    { name: 'b', dtypes: F32, doc: '[K, N], or [N, K] with transB' },
+    { name: 'c', dtypes: F32, optional: true, doc: '[M, N], added after scaling by beta' },
+  ],
+  attributes: {
+    alpha: { kind: 'number', default: 1, doc: 'scales the product' },
+    beta: { kind: 'number', default: 1, doc: "scales 'c' (unused without it)" },
+    transA: { kind: 'boolean', default: false, doc: "'a' is stored as [K, M]" },
+    transB: { kind: 'boolean', default: false, doc: "'b' is stored as [N, K]" },
+  },
+  infer([a, b, c], { transA, transB }) {
+    const check = new ArgCheck('matmul');
+    check.rank('a', a!, 2, transA ? '[K, M]' : '[M, K]');
+    check.rank('b', b!, 2, transB ? '[N, K]' : '[K, N]');
+    const [m, k, n] = matmulDims(a!.shape, b!.shape, transA, transB);
+    check.dim('b', b!, transB ? 1 : 0, k, "K of 'a'");
+    if (c) check.sameShape('c', c, [m, n], 'the product [M, N]');
+    return [{ name: 'y', shape: [m, n], dtype: 'f32' }];
+  },
+  reference([a, b, c], { alpha, beta, transA, transB }, io) {
+    const [m, n] = io.outputs[0]!.shape as [number, number];
+    const k = innerDim(a!.length, m);
+    const y = new Float32Array(m * n);
+    const row = new Float64Array(n);
+    // i, p, j order: each step adds a scaled row of op(b) to a row of y.
+    for (let i = 0; i < m; i++) {
+      row.fill(0);
+      for (let p = 0; p < k; p++) {
+        const aip = transA ? a![p * m + i]! : a![i * k + p]!;
+        for (let j = 0; j < n; j++) row[j]! += aip * (transB ? b![j * k + p]! : b![p * n + j]!);
+      }
+      for (let j = 0; j < n; j++) y[i * n + j] = alpha * row[j]! + (c ? beta * c[i * n + j]! : 0);
+    }
+    return [y];
+  },
+  cost([a, b, c], { transA, transB }) {
+    const [m, k, n] = matmulDims(a!.shape, b!.shape, transA, transB);
+    return {
+      flops: 2 * m * n * k + (c ? 2 * m * n : 0),
+      bytes: BYTES * (m * k + k * n + m * n + (c ? m * n : 0)),
+    };
+  },
+});
+
+// ---- batched -------------------------------------------------------------------
+
+type BatchedMatmulAttrs = { alpha: number; transA: boolean; transB: boolean };
+
+/** [B, M, K, N] of a valid call. */
+function batchedDims(a: readonly number[], b: readonly number[], transA: boolean, transB: boolean) {
+  const [m, k, n] = matmulDims(a.slice(1), b.slice(1), transA, transB);
+  return [a[0]!, m, k, n] as const;
+}
+
+export const batchedMatmul = defineKernel<BatchedMatmulAttrs>({
+  name: 'batchedMatmul',
+  family: FAMILY,
+  summary: 'y[i] = alpha · op(a[i]) · op(b[i]) for each batch index i',
+  inputs: [
+    { name: 'a', dtypes: F32, doc: '[B, M, K], or [B, K, M] with transA' },
+    { name: 'b', dtypes: F32, doc: '[B, K, N], or [B, N, K] with transB' },
+  ],
+  attributes: {
+    alpha: { kind: 'number', default: 1, doc: 'scales the product' },
+    transA: { kind: 'boolean', default: false, doc: "each 'a[i]' is stored as [K, M]" },
+    transB: { kind: 'boolean', default: false, doc: "each 'b[i]' is stored as [N, K]" },
+  },
+  infer([a, b], { transA, transB }) {
+    const check = new ArgCheck('batchedMatmul');
+    check.rank('a', a!, 3, transA ? '[B, K, M]' : '[B, M, K]');
+    check.rank('b', b!, 3, transB ? '[B, N, K]' : '[B, K, N]');
+    const [batch, m, k, n] = batchedDims(a!.shape, b!.shape, transA, transB);
+    check.dim('b', b!, 0, batch, "the batch size B of 'a'");
+    check.dim('b', b!, transB ? 2 : 1, k, "K of 'a'");
+    return [{ name: 'y', shape: [batch, m, n], dtype: 'f32' }];
+  },
+  reference([a, b], { alpha, transA, transB }, io) {
+    const [batch, m, n] = io.outputs[0]!.shape as [number, number, number];
+    const k = innerDim(a!.length, batch * m);
+    const y = new Float32Array(batch * m * n);
+    const row = new Float64Array(n);
+    for (let s = 0; s < batch; s++) {
+      const a0 = s * m * k;
+      const b0 = s * k * n;
+      const y0 = s * m * n;
+      for (let i = 0; i < m; i++) {
+        row.fill(0);
+        for (let p = 0; p < k; p++) {
+          const aip = transA ? a![a0 + p * m + i]! : a![a0 + i * k + p]!;
+          for (let j = 0; j < n; j++) row[j]! += aip * (transB ? b![b0 + j * k + p]! : b![b0 + p * n + j]!);
+        }
+        for (let j = 0; j < n; j++) y[y0 + i * n + j] = alpha * row[j]!;
+      }
+    }
+    return [y];
+  },
+  cost([a, b], { transA, transB }) {
+    const [batch, m, k, n] = batchedDims(a!.shape, b!.shape, transA, transB);
+    return { flops: 2 * batch * m * n * k, bytes: BYTES * batch * (m * k + k * n + m * n) };
+  },
+});

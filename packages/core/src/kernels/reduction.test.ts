@@ -1,0 +1,167 @@
+import { describe, expect, it } from 'vitest';
+import type { HostArray } from '../dtype.js';
+import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
+import { type AttrValues, inferKernel, type KernelSpec, type OutputMeta } from '../kernel.js';
+import type { Shape } from '../shape.js';
+import { Rng } from '../testing/random.js';
+import { max, sum, sumSquares } from './reduction.js';
+
+interface Input {
+  readonly shape: Shape;
+  readonly data: Float32Array;
+}
+
+/** Runs the reference with the io metadata `inferKernel` derives, and checks it left its inputs alone. */
+function run<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  inputs: readonly Input[],
+  attrs?: Partial<A>,
+): { outputs: OutputMeta[]; values: HostArray[] } {
+  const metas = inputs.map((x) => ({ shape: x.shape, dtype: 'f32' as const }));
+  const io = inferKernel(spec, metas, attrs);
+  const before = inputs.map((x) => x.data.slice());
+  const values = spec.reference(
+    inputs.map((x) => x.data),
+    io.attrs,
+    { inputs: metas, outputs: io.outputs },
+  );
+  inputs.forEach((x, i) => {
+    expect(unchanged(x.data, before[i]!), `input ${i} was written`).toBe(true);
+  });
+  return { outputs: io.outputs, values };
+}
+
+function unchanged(a: HostArray, b: HostArray): boolean {
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
+  return a.length === b.length;
+}
+
+function thrown(call: () => unknown): RayoError {
+  try {
+    call();
+  } catch (error) {
+    return error as RayoError;
+  }
+  throw new Error('expected the call to throw');
+}
+
+function expectError(
+  error: RayoError,
+  cls: typeof ShapeError | typeof InvalidArgumentError,
+  kernel: string,
+  argument: string,
+  expected: string,
+  actual: string,
+): void {
+  expect(error).toBeInstanceOf(cls);
+  expect(error.kernel).toBe(kernel);
+  expect(error.argument).toBe(argument);
+  expect(error.message).toContain(expected);
+  expect(error.message).toContain(actual);
+}
+
+const X = { shape: [2, 3], data: Float32Array.from([1, -2, 3, -4, 5, 0.5]) };
+
+describe('reductions over the last axis', () => {
+  it('drop the last axis of a hand-written 2×3 matrix', () => {
+    const s = run(sum, [X]);
+    expect(s.outputs).toEqual([{ name: 'y', shape: [2], dtype: 'f32' }]);
+    expect([...s.values[0]!]).toEqual([2, 1.5]);
+    expect([...run(max, [X]).values[0]!]).toEqual([3, 5]);
+    expect([...run(sumSquares, [X]).values[0]!]).toEqual([14, 41.25]);
+  });
+
+  it('reduce a vector to a scalar of shape []', () => {
+    const v = { shape: [4], data: Float32Array.from([1, 2, 3, 4]) };
+    for (const [spec, expected] of [
+      [sum, 10],
+      [max, 4],
+      [sumSquares, 30],
+    ] as const) {
+      const { outputs, values } = run(spec, [v], { axis: 'last' });
+      expect(outputs[0]!.shape).toEqual([]);
+      expect([...values[0]!]).toEqual([expected]);
+    }
+  });
+
+  it('max does not start from zero', () => {
+    const x = { shape: [2, 2], data: Float32Array.from([-3, -2, -0.5, -7]) };
+    expect([...run(max, [x]).values[0]!]).toEqual([-2, -0.5]);
+  });
+
+  it('max propagates NaN', () => {
+    const x = { shape: [3], data: Float32Array.from([1, Number.NaN, 2]) };
+    expect(run(max, [x]).values[0]![0]).toBeNaN();
+  });
+
+  it('sum of an empty axis is 0', () => {
+    const { outputs, values } = run(sum, [{ shape: [3, 0], data: new Float32Array(0) }]);
+    expect(outputs[0]!.shape).toEqual([3]);
+    expect([...values[0]!]).toEqual([0, 0, 0]);
+  });
+});
+
+describe('reductions over everything', () => {
+  it('give shape []', () => {
+    for (const [spec, expected] of [
+      [sum, 3.5],
+      [max, 5],
+      [sumSquares, 55.25],
+    ] as const) {
+      const { outputs, values } = run(spec, [X], { axis: 'all' });
+      expect(outputs).toEqual([{ name: 'y', shape: [], dtype: 'f32' }]);
+      expect([...values[0]!]).toEqual([expected]);
+    }
+  });
+
+  it('accumulate in doubles', () => {
+    // In float32, 1e8 + 1 rounds back to 1e8.
+    const x = { shape: [3], data: Float32Array.from([1e8, 1, -1e8]) };
+    expect([...run(sum, [x], { axis: 'all' }).values[0]!]).toEqual([1]);
+  });
+
+  it('handle 10^6 elements quickly and agree with the last-axis reduction', () => {
+    const rng = new Rng(5);
+    const x = {
+      shape: [1000, 1001],
+      data: Float32Array.from({ length: 1000 * 1001 }, () => rng.uniform(-1, 1)),
+    };
+    const start = performance.now();
+    const all = run(sum, [x], { axis: 'all' }).values[0]![0]!;
+    const rows = run(sum, [x]).values[0]!;
+    expect(performance.now() - start).toBeLessThan(1000);
+    expect(rows.length).toBe(1000);
+    let total = 0;
+    for (const r of rows) total += r;
+    expect(all).toBeCloseTo(total, 2);
+  });
+});
+
+describe('reduction errors', () => {
+  it('reject a rank-0 x', () => {
+    for (const spec of [sum, max, sumSquares]) {
+      const e = thrown(() => inferKernel(spec, [{ shape: [], dtype: 'f32' }]));
+      expectError(e, ShapeError, spec.name, 'x', 'rank >= 1 [..., N]', 'rank 0 []');
+    }
+  });
+
+  it('reject an unknown axis', () => {
+    const e = thrown(() => inferKernel(sum, [{ shape: [3], dtype: 'f32' }], { axis: 'first' as 'last' }));
+    expectError(e, InvalidArgumentError, 'sum', 'attrs.axis', '"last" | "all"', '"first"');
+  });
+
+  it('max rejects an empty reduction', () => {
+    let e = thrown(() => inferKernel(max, [{ shape: [3, 0], dtype: 'f32' }]));
+    expectError(e, ShapeError, 'max', 'x', 'a last dimension of at least 1', '[3, 0]');
+    e = thrown(() => inferKernel(max, [{ shape: [0, 3], dtype: 'f32' }], { axis: 'all' }));
+    expectError(e, ShapeError, 'max', 'x', 'at least one element', '[0, 3]');
+  });
+});
+
+describe('reduction cost', () => {
+  it('reads x once and writes one value per run', () => {
+    const x = [{ shape: [4, 5], dtype: 'f32' as const }];
+    expect(sum.cost!(x, { axis: 'last' })).toEqual({ flops: 20, bytes: 96 });
+    expect(sumSquares.cost!(x, { axis: 'all' })).toEqual({ flops: 40, bytes: 84 });
+  });
+});

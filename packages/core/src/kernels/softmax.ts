@@ -1,0 +1,124 @@
+import type { HostArray } from '../dtype.js';
+import { defineKernel, type KernelSpec } from '../kernel.js';
+import { sizeOf } from '../shape.js';
+import { ArgCheck } from './check.js';
+
+const FAMILY = 'softmax';
+const F32 = ['f32'] as const;
+const BYTES = 4;
+
+type NoAttrs = Record<never, never>;
+
+/** Rows of the last axis: `rows` rows of length `n`. */
+function rowsOf(shape: readonly number[]): { rows: number; n: number } {
+  return { rows: sizeOf(shape.slice(0, -1)), n: shape[shape.length - 1]! };
+}
+
+/** Per row: the max (subtracted before exp, so that exp never overflows) and Σ exp(x − max). */
+function rowStats(x: HostArray, start: number, n: number): { max: number; sumExp: number } {
+  let max = Number.NEGATIVE_INFINITY;
+  for (let i = start; i < start + n; i++) max = Math.max(max, x[i]!);
+  let sumExp = 0;
+  for (let i = start; i < start + n; i++) sumExp += Math.exp(x[i]! - max);
+  return { max, sumExp };
+}
+
+function forwardKernel(
+  name: string,
+  summary: string,
+  flopsPerElement: number,
+  row: (x: HostArray, y: Float32Array, start: number, n: number) => void,
+): KernelSpec<NoAttrs> {
+  return defineKernel<NoAttrs>({
+    name,
+    family: FAMILY,
+    summary,
+    inputs: [{ name: 'x', dtypes: F32, doc: '[..., N]' }],
+    attributes: {},
+    infer([x]) {
+      new ArgCheck(name).minRank('x', x!, 1, '[..., N]');
+      return [{ name: 'y', shape: x!.shape, dtype: 'f32' }];
+    },
+    reference([x], _attrs, io) {
+      const { rows, n } = rowsOf(io.inputs[0]!.shape);
+      const y = new Float32Array(x!.length);
+      for (let r = 0; r < rows; r++) row(x!, y, r * n, n);
+      return [y];
+    },
+    cost: ([x]) => ({ flops: flopsPerElement * sizeOf(x!.shape), bytes: 2 * BYTES * sizeOf(x!.shape) }),
+  });
+}
+
+export const softmax = forwardKernel(
+  'softmax',
+  'y = exp(x − max) / Σ exp(x − max) over the last axis',
+  5,
+  (x, y, start, n) => {
+    const { max, sumExp } = rowStats(x, start, n);
+    for (let i = start; i < start + n; i++) y[i] = Math.exp(x[i]! - max) / sumExp;
+  },
+);
+
+export const logSoftmax = forwardKernel(
+  'logSoftmax',
+  'y = x − max − log Σ exp(x − max) over the last axis',
+  4,
+  (x, y, start, n) => {
+    const { max, sumExp } = rowStats(x, start, n);
+    const logSum = Math.log(sumExp);
+    for (let i = start; i < start + n; i++) y[i] = x[i]! - max - logSum;
+  },
+);
+
+function backwardKernel(
+  name: string,
+  summary: string,
+  yDoc: string,
+  row: (dy: HostArray, y: HostArray, dx: Float32Array, start: number, n: number) => void,
+): KernelSpec<NoAttrs> {
+  return defineKernel<NoAttrs>({
+    name,
+    family: FAMILY,
+    summary,
+    inputs: [
+      { name: 'dy', dtypes: F32, doc: '[..., N]' },
+      { name: 'y', dtypes: F32, doc: yDoc },
+    ],
+    attributes: {},
+    infer([dy, y]) {
+      const check = new ArgCheck(name);
+      check.minRank('dy', dy!, 1, '[..., N]');
+      check.sameShape('y', y!, dy!.shape, "'dy'");
+      return [{ name: 'dx', shape: dy!.shape, dtype: 'f32' }];
+    },
+    reference([dy, y], _attrs, io) {
+      const { rows, n } = rowsOf(io.inputs[0]!.shape);
+      const dx = new Float32Array(dy!.length);
+      for (let r = 0; r < rows; r++) row(dy!, y!, dx, r * n, n);
+      return [dx];
+    },
+    cost: ([dy]) => ({ flops: 4 * sizeOf(dy!.shape), bytes: 3 * BYTES * sizeOf(dy!.shape) }),
+  });
+}
+
+export const softmaxBackward = backwardKernel(
+  'softmaxBackward',
+  'dx = y · (dy − Σ dy · y) over the last axis',
+  'the forward output (softmax probabilities), same shape as dy',
+  (dy, y, dx, start, n) => {
+    let dot = 0;
+    for (let i = start; i < start + n; i++) dot += dy[i]! * y[i]!;
+    for (let i = start; i < start + n; i++) dx[i] = y[i]! * (dy[i]! - dot);
+  },
+);
+
+export const logSoftmaxBackward = backwardKernel(
+  'logSoftmaxBackward',
+  'dx = dy − exp(y) · Σ dy over the last axis',
+  'the forward output (log-probabilities), same shape as dy',
+  (dy, y, dx, start, n) => {
+    let total = 0;
+    for (let i = start; i < start + n; i++) total += dy[i]!;
+    for (let i = start; i < start + n; i++) dx[i] = dy[i]! - Math.exp(y[i]!) * total;
+  },
+);

@@ -1,0 +1,240 @@
+import * as k from '../../kernels/decoding.js';
+import {
+  type AnyConformanceCase,
+  type AnyErrorCase,
+  type FamilyCases,
+  f32,
+  invalid,
+  valid,
+} from '../cases.js';
+
+const cases: AnyConformanceCase[] = [];
+const errors: AnyErrorCase[] = [];
+
+// ---- kvCacheScatter --------------------------------------------------------
+// The cache starts random, so a kernel that writes any other row, or clears
+// the cache, changes the result.
+
+// [nHeads, maxSeq, headDim, T, position]; T = 1 as a rank-1 row and as [1, …].
+const SCATTERS: readonly (readonly [number, number, number, number, number])[] = [
+  [1, 1, 1, 1, 0],
+  [3, 13, 7, 1, 0],
+  [3, 13, 7, 1, 12],
+  [3, 13, 7, 5, 0],
+  [3, 13, 7, 5, 8],
+  [8, 67, 64, 1, 0],
+  [8, 67, 64, 1, 66],
+  [8, 67, 64, 5, 31],
+  [8, 67, 64, 5, 62],
+  [32, 61, 128, 1, 60],
+  [32, 61, 128, 5, 0],
+  [2, 1031, 128, 5, 1026],
+  [1, 4096, 1, 5, 4091],
+];
+
+for (const [nHeads, maxSeq, headDim, tokens, position] of SCATTERS) {
+  const width = nHeads * headDim;
+  const cache = f32([nHeads, maxSeq, headDim]);
+  const where = `cache [${nHeads}, ${maxSeq}, ${headDim}] at ${position}`;
+  if (tokens === 1) {
+    cases.push(
+      valid(k.kvCacheScatter, {
+        label: `one row [${width}] into ${where}`,
+        inputs: [cache, f32([width])],
+        attrs: { position },
+      }),
+    );
+  }
+  cases.push(
+    valid(k.kvCacheScatter, {
+      label: `${tokens} row(s) [${tokens}, ${width}] into ${where}`,
+      inputs: [cache, f32([tokens, width])],
+      attrs: { position },
+    }),
+  );
+}
+
+errors.push(
+  invalid(k.kvCacheScatter, {
+    label: 'cache of rank 2',
+    inputs: [f32([4, 8]), f32([8])],
+    attrs: { position: 0 },
+    error: 'shape',
+    argument: 'cache',
+  }),
+  invalid(k.kvCacheScatter, {
+    label: 'values of rank 3',
+    inputs: [f32([2, 8, 4]), f32([1, 1, 8])],
+    attrs: { position: 0 },
+    error: 'shape',
+    argument: 'values',
+  }),
+  invalid(k.kvCacheScatter, {
+    label: 'values row of headDim instead of nHeads · headDim',
+    inputs: [f32([2, 8, 4]), f32([3, 4])],
+    attrs: { position: 0 },
+    error: 'shape',
+    argument: 'values',
+  }),
+  invalid(k.kvCacheScatter, {
+    label: 'position missing',
+    inputs: [f32([2, 8, 4]), f32([8])],
+    attrs: {},
+    error: 'argument',
+    argument: 'attrs.position',
+  }),
+  invalid(k.kvCacheScatter, {
+    label: 'position negative',
+    inputs: [f32([2, 8, 4]), f32([8])],
+    attrs: { position: -1 },
+    error: 'argument',
+    argument: 'attrs.position',
+  }),
+  invalid(k.kvCacheScatter, {
+    label: 'position not an integer',
+    inputs: [f32([2, 8, 4]), f32([8])],
+    attrs: { position: 1.5 },
+    error: 'argument',
+    argument: 'attrs.position',
+  }),
+  invalid(k.kvCacheScatter, {
+    label: 'one row at position maxSeq',
+    inputs: [f32([2, 8, 4]), f32([8])],
+    attrs: { position: 8 },
+    error: 'argument',
+    argument: 'attrs.position',
+  }),
+  invalid(k.kvCacheScatter, {
+    label: '3 rows at position maxSeq − 2',
+    inputs: [f32([2, 8, 4]), f32([3, 8])],
+    attrs: { position: 6 },
+    error: 'argument',
+    argument: 'attrs.position',
+  }),
+);
+
+// ---- incrementalAttention ------------------------------------------------------
+// Rows past seqLen hold random values too: a kernel that reads them fails.
+
+/** Summing seqLen weighted rows in f32: the outputs are averages of values in [-1, 1). */
+const ATTENTION_TOLERANCE = { rtol: 1e-4, atol: 1e-5 } as const;
+
+// [nHeads, nKvHeads, headDim, seqLen, maxSeq]
+const ATTENTION: readonly (readonly [number, number, number, number, number])[] = [
+  [1, 1, 1, 1, 1],
+  [1, 1, 7, 5, 5],
+  [3, 3, 7, 5, 13],
+  [3, 1, 7, 67, 67],
+  [1, 1, 1, 1031, 1031],
+  [8, 2, 64, 67, 100],
+  [8, 8, 64, 1, 67],
+  [8, 2, 128, 1031, 1031],
+  [32, 8, 128, 5, 67],
+  [32, 32, 64, 67, 257],
+  [32, 8, 128, 4096, 4096],
+  [3, 3, 128, 1031, 4096],
+];
+
+for (const [nHeads, nKvHeads, headDim, seqLen, maxSeq] of ATTENTION) {
+  const kv = f32([nKvHeads, maxSeq, headDim]);
+  cases.push(
+    valid(k.incrementalAttention, {
+      label: `${nHeads} heads / ${nKvHeads} kv heads, headDim ${headDim}, seqLen ${seqLen} of ${maxSeq}`,
+      inputs: [f32([nHeads, headDim]), kv, kv],
+      attrs: { seqLen },
+      tolerance: ATTENTION_TOLERANCE,
+    }),
+  );
+}
+
+cases.push(
+  valid(k.incrementalAttention, {
+    label: 'explicit scale 0.5, 3 heads / 3, headDim 7, seqLen 13 of 61',
+    inputs: [f32([3, 7]), f32([3, 61, 7]), f32([3, 61, 7])],
+    attrs: { seqLen: 13, scale: 0.5 },
+    tolerance: ATTENTION_TOLERANCE,
+  }),
+  // Scores in the hundreds: exp overflows f32 unless the max is subtracted. The
+  // tolerance is looser because f32 score errors are scaled up by 4.
+  valid(k.incrementalAttention, {
+    label: 'large scores (scale 4, wide q), 8 heads / 2, headDim 64, seqLen 67 of 67',
+    inputs: [f32([8, 64], 'wide'), f32([2, 67, 64]), f32([2, 67, 64])],
+    attrs: { seqLen: 67, scale: 4 },
+    tolerance: { rtol: 1e-3, atol: 1e-4 },
+  }),
+);
+
+errors.push(
+  invalid(k.incrementalAttention, {
+    label: 'q of rank 1',
+    inputs: [f32([8]), f32([2, 5, 4]), f32([2, 5, 4])],
+    attrs: { seqLen: 3 },
+    error: 'shape',
+    argument: 'q',
+  }),
+  invalid(k.incrementalAttention, {
+    label: 'kCache of rank 2',
+    inputs: [f32([2, 4]), f32([5, 4]), f32([5, 4])],
+    attrs: { seqLen: 3 },
+    error: 'shape',
+    argument: 'kCache',
+  }),
+  invalid(k.incrementalAttention, {
+    label: 'headDim of kCache (5) != headDim of q (4)',
+    inputs: [f32([2, 4]), f32([2, 5, 5]), f32([2, 5, 5])],
+    attrs: { seqLen: 3 },
+    error: 'shape',
+    argument: 'kCache',
+  }),
+  invalid(k.incrementalAttention, {
+    label: '8 heads over 3 kv heads',
+    inputs: [f32([8, 4]), f32([3, 5, 4]), f32([3, 5, 4])],
+    attrs: { seqLen: 3 },
+    error: 'shape',
+    argument: 'kCache',
+  }),
+  invalid(k.incrementalAttention, {
+    label: 'more kv heads than heads',
+    inputs: [f32([2, 4]), f32([4, 5, 4]), f32([4, 5, 4])],
+    attrs: { seqLen: 3 },
+    error: 'shape',
+    argument: 'kCache',
+  }),
+  invalid(k.incrementalAttention, {
+    label: 'vCache of another maxSeq',
+    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 6, 4])],
+    attrs: { seqLen: 3 },
+    error: 'shape',
+    argument: 'vCache',
+  }),
+  invalid(k.incrementalAttention, {
+    label: 'seqLen past maxSeq',
+    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
+    attrs: { seqLen: 6 },
+    error: 'argument',
+    argument: 'attrs.seqLen',
+  }),
+  invalid(k.incrementalAttention, {
+    label: 'seqLen 0',
+    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
+    attrs: { seqLen: 0 },
+    error: 'argument',
+    argument: 'attrs.seqLen',
+  }),
+  invalid(k.incrementalAttention, {
+    label: 'seqLen missing',
+    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
+    attrs: {},
+    error: 'argument',
+    argument: 'attrs.seqLen',
+  }),
+  invalid(k.incrementalAttention, {
+    label: 'negative scale',
+    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
+    attrs: { seqLen: 3, scale: -1 },
+    error: 'argument',
+    argument: 'attrs.scale',
+  }),
+);
+
+export const decodingCases: FamilyCases = { cases, errors };

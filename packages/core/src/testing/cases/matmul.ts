@@ -1,0 +1,265 @@
+import * as k from '../../kernels/matmul.js';
+import {
+  type AnyConformanceCase,
+  type AnyErrorCase,
+  type FamilyCases,
+  f32,
+  invalid,
+  type Tolerance,
+  valid,
+} from '../cases.js';
+
+const cases: AnyConformanceCase[] = [];
+const errors: AnyErrorCase[] = [];
+
+/**
+ * A GPU sums the K products in f32 in any order: its error grows about like
+ * sqrt(K) on these random inputs, far below this bound, while one dropped or
+ * misread product (about 0.25 on average) is far above it.
+ */
+function tolerance(depth: number): Tolerance {
+  return { rtol: 1e-4, atol: 2e-5 * Math.sqrt(Math.max(depth, 1)) };
+}
+
+const TRANSPOSES = [
+  [false, false],
+  [true, false],
+  [false, true],
+  [true, true],
+] as const;
+
+function flags(transA: boolean, transB: boolean): string {
+  return [transA ? ' transA' : '', transB ? ' transB' : ''].join('');
+}
+
+function operands(m: number, kd: number, n: number, transA: boolean, transB: boolean) {
+  return [f32(transA ? [kd, m] : [m, kd]), f32(transB ? [n, kd] : [kd, n])] as const;
+}
+
+// ---- matmul ----------------------------------------------------------------
+
+// [M, K, N]: 1, primes and non-multiples of 4/16/64 on every axis, mixed.
+const SHAPES = [
+  [1, 1, 1],
+  [3, 7, 13],
+  [13, 61, 7],
+  [7, 257, 3],
+  [61, 67, 129],
+  [67, 129, 61],
+  [129, 13, 257],
+  [257, 3, 67],
+] as const;
+
+for (const [m, kd, n] of SHAPES) {
+  for (const [transA, transB] of TRANSPOSES) {
+    cases.push(
+      valid(k.matmul, {
+        label: `${m}×${kd}×${n}${flags(transA, transB)}`,
+        inputs: operands(m, kd, n, transA, transB),
+        attrs: { transA, transB },
+        tolerance: tolerance(kd),
+      }),
+    );
+  }
+}
+
+// GEMV (M = 1), the decoding path: activations times weights, often stored [N, K].
+for (const [kd, n] of [
+  [257, 129],
+  [640, 383],
+  [1024, 1031],
+] as const) {
+  for (const [transA, transB] of TRANSPOSES) {
+    cases.push(
+      valid(k.matmul, {
+        label: `GEMV 1×${kd}×${n}${flags(transA, transB)}`,
+        inputs: operands(1, kd, n, transA, transB),
+        attrs: { transA, transB },
+        tolerance: tolerance(kd),
+      }),
+    );
+  }
+}
+
+for (const transB of [false, true]) {
+  cases.push(
+    valid(k.matmul, {
+      label: `257×300×263${flags(false, transB)}`,
+      inputs: operands(257, 300, 263, false, transB),
+      attrs: { transB },
+      tolerance: tolerance(300),
+    }),
+  );
+}
+
+cases.push(
+  valid(k.matmul, {
+    label: '13×67×61 alpha=-1.5',
+    inputs: operands(13, 67, 61, false, false),
+    attrs: { alpha: -1.5 },
+    tolerance: tolerance(67),
+  }),
+  valid(k.matmul, {
+    label: '61×129×7 transA alpha=0.25',
+    inputs: operands(61, 129, 7, true, false),
+    attrs: { alpha: 0.25, transA: true },
+    tolerance: tolerance(129),
+  }),
+  valid(k.matmul, {
+    label: '7×13×3 + c (beta=1 default)',
+    inputs: [...operands(7, 13, 3, false, false), f32([7, 3])],
+    tolerance: tolerance(13),
+  }),
+  valid(k.matmul, {
+    label: '67×61×129 + c alpha=0.5 beta=-2',
+    inputs: [...operands(67, 61, 129, false, false), f32([67, 129])],
+    attrs: { alpha: 0.5, beta: -2 },
+    tolerance: tolerance(61),
+  }),
+  valid(k.matmul, {
+    label: '13×257×61 transA transB + c alpha=-1 beta=0.75',
+    inputs: [...operands(13, 257, 61, true, true), f32([13, 61])],
+    attrs: { alpha: -1, beta: 0.75, transA: true, transB: true },
+    tolerance: tolerance(257),
+  }),
+  valid(k.matmul, {
+    label: 'GEMV 1×1031×257 transB + c beta=0.5',
+    inputs: [...operands(1, 1031, 257, false, true), f32([1, 257])],
+    attrs: { beta: 0.5, transB: true },
+    tolerance: tolerance(1031),
+  }),
+  valid(k.matmul, {
+    label: '3×7×13 c absent, beta=3 unused',
+    inputs: operands(3, 7, 13, false, false),
+    attrs: { beta: 3 },
+    tolerance: tolerance(7),
+  }),
+);
+
+errors.push(
+  invalid(k.matmul, {
+    label: "'a' of rank 3",
+    inputs: [f32([2, 3, 4]), f32([4, 5])],
+    error: 'shape',
+    argument: 'a',
+  }),
+  invalid(k.matmul, {
+    label: "'b' of rank 1",
+    inputs: [f32([3, 4]), f32([4])],
+    error: 'shape',
+    argument: 'b',
+  }),
+  invalid(k.matmul, {
+    label: 'K of a (7) != rows of b (5)',
+    inputs: [f32([3, 7]), f32([5, 3])],
+    error: 'shape',
+    argument: 'b',
+  }),
+  invalid(k.matmul, {
+    label: 'transA: K is the first dimension of a',
+    inputs: [f32([3, 7]), f32([7, 2])],
+    attrs: { transA: true },
+    error: 'shape',
+    argument: 'b',
+  }),
+  invalid(k.matmul, {
+    label: 'transB: K is the second dimension of b',
+    inputs: [f32([3, 7]), f32([7, 2])],
+    attrs: { transB: true },
+    error: 'shape',
+    argument: 'b',
+  }),
+  invalid(k.matmul, {
+    label: "'c' transposed",
+    inputs: [f32([3, 7]), f32([7, 5]), f32([5, 3])],
+    error: 'shape',
+    argument: 'c',
+  }),
+  invalid(k.matmul, {
+    label: "'c' of rank 1 (no broadcasting)",
+    inputs: [f32([3, 7]), f32([7, 5]), f32([5])],
+    error: 'shape',
+    argument: 'c',
+  }),
+  invalid(k.matmul, {
+    label: 'alpha not a number',
+    inputs: [f32([3, 7]), f32([7, 5])],
+    attrs: { alpha: '2' as unknown as number },
+    error: 'argument',
+    argument: 'attrs.alpha',
+  }),
+  invalid(k.matmul, {
+    label: 'transA not a boolean',
+    inputs: [f32([3, 7]), f32([7, 5])],
+    attrs: { transA: 1 as unknown as boolean },
+    error: 'argument',
+    argument: 'attrs.transA',
+  }),
+);
+
+// ---- batchedMatmul -------------------------------------------------------------
+
+// [B, M, K, N]
+const BATCHED = [
+  [1, 7, 13, 3],
+  [3, 13, 61, 7],
+  [5, 61, 67, 13],
+  [3, 1, 129, 67],
+] as const;
+
+for (const [b, m, kd, n] of BATCHED) {
+  for (const [transA, transB] of TRANSPOSES) {
+    cases.push(
+      valid(k.batchedMatmul, {
+        label: `${b}×(${m}×${kd}×${n})${flags(transA, transB)}`,
+        inputs: [f32(transA ? [b, kd, m] : [b, m, kd]), f32(transB ? [b, n, kd] : [b, kd, n])],
+        attrs: { transA, transB },
+        tolerance: tolerance(kd),
+      }),
+    );
+  }
+}
+cases.push(
+  valid(k.batchedMatmul, {
+    label: '5×(67×257×61) alpha=-0.5',
+    inputs: [f32([5, 67, 257]), f32([5, 257, 61])],
+    attrs: { alpha: -0.5 },
+    tolerance: tolerance(257),
+  }),
+);
+
+errors.push(
+  invalid(k.batchedMatmul, {
+    label: "'a' of rank 2",
+    inputs: [f32([3, 7]), f32([1, 7, 5])],
+    error: 'shape',
+    argument: 'a',
+  }),
+  invalid(k.batchedMatmul, {
+    label: "'b' of rank 2",
+    inputs: [f32([1, 3, 7]), f32([7, 5])],
+    error: 'shape',
+    argument: 'b',
+  }),
+  invalid(k.batchedMatmul, {
+    label: 'batch sizes 3 and 5',
+    inputs: [f32([3, 4, 7]), f32([5, 7, 2])],
+    error: 'shape',
+    argument: 'b',
+  }),
+  invalid(k.batchedMatmul, {
+    label: 'K of a (7) != K of b (6)',
+    inputs: [f32([3, 4, 7]), f32([3, 6, 2])],
+    error: 'shape',
+    argument: 'b',
+  }),
+  invalid(k.batchedMatmul, {
+    label: 'transB: K is the last dimension of b',
+    inputs: [f32([3, 4, 7]), f32([3, 7, 2])],
+    attrs: { transB: true },
+    error: 'shape',
+    argument: 'b',
+  }),
+);
+
+export const matmulCases: FamilyCases = { cases, errors };

@@ -1,0 +1,129 @@
+import * as k from '../../kernels/memory.js';
+import type { Shape } from '../../shape.js';
+import {
+  type AnyConformanceCase,
+  type AnyErrorCase,
+  type FamilyCases,
+  f32,
+  type InputSample,
+  i32,
+  invalid,
+  ODD_LENGTHS,
+  valid,
+} from '../cases.js';
+
+// Moving data must be bit-exact.
+const EXACT = { rtol: 0, atol: 0 } as const;
+
+function u32(shape: Shape, lo: number, hi: number): InputSample {
+  return { shape, dtype: 'u32', init: { int: [lo, hi] } };
+}
+
+const cases: AnyConformanceCase[] = [];
+const errors: AnyErrorCase[] = [];
+
+// ---- fill ------------------------------------------------------------------
+
+for (const n of ODD_LENGTHS) {
+  cases.push(
+    valid(k.fill, { label: `[${n}] = -1.5`, inputs: [f32([n])], attrs: { value: -1.5 }, tolerance: EXACT }),
+  );
+}
+cases.push(
+  valid(k.fill, { label: '[] = 2.25', inputs: [f32([])], attrs: { value: 2.25 }, tolerance: EXACT }),
+  valid(k.fill, { label: '[7, 13] = 0', inputs: [f32([7, 13])], attrs: { value: 0 }, tolerance: EXACT }),
+  valid(k.fill, {
+    label: '[1031, 97] = 0.1 (rounded to f32)',
+    inputs: [f32([1031, 97])],
+    attrs: { value: 0.1 },
+    tolerance: EXACT,
+  }),
+  valid(k.fill, {
+    label: '[3, 67] = -Infinity (a mask)',
+    inputs: [f32([3, 67])],
+    attrs: { value: Number.NEGATIVE_INFINITY },
+    tolerance: EXACT,
+  }),
+  valid(k.fill, { label: 'i32 [61] = -7', inputs: [i32([61], 1, 100)], attrs: { value: -7 } }),
+  valid(k.fill, {
+    label: 'i32 [1031, 97] = -2^31',
+    inputs: [i32([1031, 97], -100, 100)],
+    attrs: { value: -(2 ** 31) },
+  }),
+  valid(k.fill, {
+    label: 'u32 [65537] = 2^32 - 1',
+    inputs: [u32([65537], 1, 1000)],
+    attrs: { value: 2 ** 32 - 1 },
+  }),
+  valid(k.fill, { label: 'u32 [13] = 0', inputs: [u32([13], 1, 1000)], attrs: { value: 0 } }),
+);
+
+errors.push(
+  invalid(k.fill, {
+    label: 'value missing',
+    inputs: [f32([4])],
+    attrs: {},
+    error: 'argument',
+    argument: 'attrs.value',
+  }),
+  invalid(k.fill, {
+    label: 'a fraction into i32',
+    inputs: [i32([4], -5, 5)],
+    attrs: { value: 2.5 },
+    error: 'argument',
+    argument: 'attrs.value',
+  }),
+  invalid(k.fill, {
+    label: '2^31 into i32',
+    inputs: [i32([4], -5, 5)],
+    attrs: { value: 2 ** 31 },
+    error: 'argument',
+    argument: 'attrs.value',
+  }),
+  invalid(k.fill, {
+    label: 'a negative value into u32',
+    inputs: [u32([4], 1, 5)],
+    attrs: { value: -1 },
+    error: 'argument',
+    argument: 'attrs.value',
+  }),
+);
+
+// ---- copy ------------------------------------------------------------------
+
+for (const n of ODD_LENGTHS)
+  cases.push(valid(k.copy, { label: `[${n}]`, inputs: [f32([n], 'wide')], tolerance: EXACT }));
+cases.push(
+  valid(k.copy, { label: '[]', inputs: [f32([])], tolerance: EXACT }),
+  valid(k.copy, { label: '[3, 5, 7]', inputs: [f32([3, 5, 7])], tolerance: EXACT }),
+  valid(k.copy, { label: 'i32 [1031, 97]', inputs: [i32([1031, 97], -(2 ** 31), 2 ** 31 - 1)] }),
+  valid(k.copy, { label: 'u32 [257]', inputs: [u32([257], 0, 2 ** 32 - 1)] }),
+);
+// copy has one input of any shape: its only bad inputs are the derived dtype,
+// disposed and cross-backend ones.
+
+// ---- transpose ---------------------------------------------------------------
+
+for (const shape of [
+  [1, 1],
+  [1, 67],
+  [67, 1],
+  [7, 13],
+  [61, 257],
+  [317, 331],
+  [3, 7, 13],
+  [5, 1, 61],
+  [2, 3, 65, 17],
+]) {
+  cases.push(valid(k.transpose, { label: `[${shape.join(', ')}]`, inputs: [f32(shape)], tolerance: EXACT }));
+}
+cases.push(
+  valid(k.transpose, { label: 'i32 [61, 67]', inputs: [i32([61, 67], -1000, 1000)] }),
+  valid(k.transpose, { label: 'u32 [2, 13, 7]', inputs: [u32([2, 13, 7], 0, 2 ** 32 - 1)] }),
+);
+errors.push(
+  invalid(k.transpose, { label: 'rank 1', inputs: [f32([7])], error: 'shape', argument: 'x' }),
+  invalid(k.transpose, { label: 'rank 0', inputs: [f32([])], error: 'shape', argument: 'x' }),
+);
+
+export const memoryCases: FamilyCases = { cases, errors };

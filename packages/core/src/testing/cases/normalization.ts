@@ -1,0 +1,183 @@
+import * as k from '../../kernels/normalization.js';
+import { type Shape, sizeOf } from '../../shape.js';
+import {
+  type AnyConformanceCase,
+  type AnyErrorCase,
+  type FamilyCases,
+  f32,
+  invalid,
+  type Tolerance,
+  valid,
+} from '../cases.js';
+
+/** One element, one long row, rows of length 1, many short rows, a batch of rows, large ones. */
+const SHAPES: readonly Shape[] = [
+  [1, 1],
+  [1],
+  [1, 4099],
+  [7, 1],
+  [7, 13],
+  [1031, 3],
+  [2, 3, 67],
+  [13, 257],
+  [1031, 97],
+  [33, 4099],
+];
+
+const label = (shape: Shape) => `[${shape.join(', ')}]`;
+
+/** The row statistics have no cancellation for these inputs; their error stays relative. */
+const FORWARD: Tolerance = { rtol: 1e-4, atol: 1e-5 };
+
+/**
+ * The per-feature gradients sum one term per row: a float32 sum over `rows`
+ * terms of about ±0.6 may be off by a few 1e-8 per row (an in-order or atomic
+ * accumulation; trees do better).
+ */
+function backward(shape: Shape): Tolerance {
+  const rows = sizeOf(shape.slice(0, -1));
+  return { rtol: 1e-4, atol: Math.max(1e-5, 2e-7 * rows) };
+}
+
+const cases: AnyConformanceCase[] = [];
+const errors: AnyErrorCase[] = [];
+
+for (const shape of SHAPES) {
+  const n = [shape[shape.length - 1]!];
+  cases.push(
+    valid(k.rmsNorm, { label: label(shape), inputs: [f32(shape), f32(n)], tolerance: FORWARD }),
+    valid(k.rmsNormBackward, {
+      label: label(shape),
+      inputs: [f32(shape), f32(shape), f32(n)],
+      tolerance: backward(shape),
+    }),
+    valid(k.layerNorm, { label: label(shape), inputs: [f32(shape), f32(n), f32(n)], tolerance: FORWARD }),
+    valid(k.layerNormBackward, {
+      label: label(shape),
+      inputs: [f32(shape), f32(shape), f32(n)],
+      tolerance: backward(shape),
+    }),
+  );
+}
+
+// Other eps, and rows that are not centred on zero (layerNorm must subtract the mean first).
+cases.push(
+  valid(k.rmsNorm, {
+    label: '[61, 67] eps=1e-2, positive x',
+    inputs: [f32([61, 67], 'positive'), f32([67], 'positive')],
+    attrs: { eps: 1e-2 },
+    tolerance: FORWARD,
+  }),
+  valid(k.rmsNormBackward, {
+    label: '[61, 67] eps=1e-2, positive x',
+    inputs: [f32([61, 67]), f32([61, 67], 'positive'), f32([67], 'positive')],
+    attrs: { eps: 1e-2 },
+    tolerance: backward([61, 67]),
+  }),
+  valid(k.layerNorm, {
+    label: '[61, 67] eps=1e-3, positive x',
+    inputs: [f32([61, 67], 'positive'), f32([67]), f32([67])],
+    attrs: { eps: 1e-3 },
+    tolerance: FORWARD,
+  }),
+  valid(k.layerNormBackward, {
+    label: '[61, 67] eps=1e-3, positive x',
+    inputs: [f32([61, 67]), f32([61, 67], 'positive'), f32([67])],
+    attrs: { eps: 1e-3 },
+    tolerance: backward([61, 67]),
+  }),
+);
+
+errors.push(
+  invalid(k.rmsNorm, {
+    label: 'weight length != last dim',
+    inputs: [f32([3, 4]), f32([3])],
+    error: 'shape',
+    argument: 'weight',
+  }),
+  invalid(k.rmsNorm, {
+    label: 'weight of rank 2',
+    inputs: [f32([3, 4]), f32([1, 4])],
+    error: 'shape',
+    argument: 'weight',
+  }),
+  invalid(k.rmsNorm, { label: 'x of rank 0', inputs: [f32([]), f32([1])], error: 'shape', argument: 'x' }),
+  invalid(k.rmsNorm, {
+    label: 'eps = 0',
+    inputs: [f32([3, 4]), f32([4])],
+    attrs: { eps: 0 },
+    error: 'argument',
+    argument: 'attrs.eps',
+  }),
+  invalid(k.rmsNormBackward, {
+    label: 'x of another shape',
+    inputs: [f32([3, 4]), f32([4, 3]), f32([4])],
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.rmsNormBackward, {
+    label: 'weight length != last dim',
+    inputs: [f32([3, 4]), f32([3, 4]), f32([5])],
+    error: 'shape',
+    argument: 'weight',
+  }),
+  invalid(k.rmsNormBackward, {
+    label: 'dy of rank 0',
+    inputs: [f32([]), f32([]), f32([1])],
+    error: 'shape',
+    argument: 'dy',
+  }),
+  invalid(k.rmsNormBackward, {
+    label: 'eps < 0',
+    inputs: [f32([3, 4]), f32([3, 4]), f32([4])],
+    attrs: { eps: -1e-6 },
+    error: 'argument',
+    argument: 'attrs.eps',
+  }),
+  invalid(k.layerNorm, {
+    label: 'gamma length != last dim',
+    inputs: [f32([3, 4]), f32([5]), f32([4])],
+    error: 'shape',
+    argument: 'gamma',
+  }),
+  invalid(k.layerNorm, {
+    label: 'beta length != last dim',
+    inputs: [f32([3, 4]), f32([4]), f32([3])],
+    error: 'shape',
+    argument: 'beta',
+  }),
+  invalid(k.layerNorm, {
+    label: 'x of rank 0',
+    inputs: [f32([]), f32([1]), f32([1])],
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.layerNorm, {
+    label: 'eps = 0',
+    inputs: [f32([3, 4]), f32([4]), f32([4])],
+    attrs: { eps: 0 },
+    error: 'argument',
+    argument: 'attrs.eps',
+  }),
+  invalid(k.layerNormBackward, {
+    label: 'x of another shape',
+    inputs: [f32([3, 4]), f32([3, 5]), f32([4])],
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.layerNormBackward, {
+    label: 'gamma of rank 2',
+    inputs: [f32([3, 4]), f32([3, 4]), f32([1, 4])],
+    error: 'shape',
+    argument: 'gamma',
+  }),
+  invalid(k.layerNormBackward, {
+    label: 'eps = 0',
+    inputs: [f32([3, 4]), f32([3, 4]), f32([4])],
+    attrs: { eps: 0 },
+    error: 'argument',
+    argument: 'attrs.eps',
+  }),
+);
+
+export const normalizationCases: FamilyCases = { cases, errors };

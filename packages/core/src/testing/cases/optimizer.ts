@@ -1,0 +1,299 @@
+import * as k from '../../kernels/optimizer.js';
+import type { Shape } from '../../shape.js';
+import {
+  type AnyConformanceCase,
+  type AnyErrorCase,
+  type FamilyCases,
+  f32,
+  invalid,
+  valid,
+} from '../cases.js';
+
+const cases: AnyConformanceCase[] = [];
+const errors: AnyErrorCase[] = [];
+
+// ---- adamwStep ---------------------------------------------------------------
+
+/** param, grad, m and v; v is a second moment, so it is positive. */
+const adamwInputs = (shape: Shape) => [f32(shape), f32(shape), f32(shape), f32(shape, 'positive')];
+
+// A large lr and weight decay keep every term of the update above the tolerance.
+const ADAMW = { lr: 0.05, weightDecay: 0.1 };
+for (const n of [1, 7, 61, 1031]) {
+  cases.push(
+    valid(k.adamwStep, { label: `[${n}] step 1`, inputs: adamwInputs([n]), attrs: { ...ADAMW, step: 1 } }),
+    // At step 7 both bias corrections matter; at 1000 the second one still does.
+    valid(k.adamwStep, { label: `[${n}] step 7`, inputs: adamwInputs([n]), attrs: { ...ADAMW, step: 7 } }),
+    valid(k.adamwStep, {
+      label: `[${n}] step 1000`,
+      inputs: adamwInputs([n]),
+      attrs: { ...ADAMW, step: 1000 },
+    }),
+  );
+}
+cases.push(
+  valid(k.adamwStep, {
+    label: '[7, 13] step 3, betas 0.8/0.95, eps 0.1 (eps visible)',
+    inputs: adamwInputs([7, 13]),
+    attrs: { lr: 0.01, beta1: 0.8, beta2: 0.95, eps: 0.1, weightDecay: 0.5, step: 3 },
+  }),
+  valid(k.adamwStep, {
+    label: '[3, 5, 67] step 2, betas 0, no weight decay',
+    inputs: adamwInputs([3, 5, 67]),
+    attrs: { lr: 0.02, beta1: 0, beta2: 0, weightDecay: 0, step: 2 },
+  }),
+  valid(k.adamwStep, { label: '[] step 5', inputs: adamwInputs([]), attrs: { ...ADAMW, step: 5 } }),
+  valid(k.adamwStep, {
+    label: '[1000003] step 1000',
+    inputs: adamwInputs([1000003]),
+    attrs: { ...ADAMW, step: 1000 },
+  }),
+);
+
+const adamw = (label: string, shapes: Shape[], attrs: Partial<Parameters<typeof k.adamwStep.infer>[1]>) => ({
+  label,
+  inputs: [f32(shapes[0]!), f32(shapes[1]!), f32(shapes[2]!), f32(shapes[3]!, 'positive')],
+  attrs,
+});
+const ok = [[4], [4], [4], [4]];
+errors.push(
+  invalid(k.adamwStep, {
+    ...adamw('grad of another shape', [[4], [5], [4], [4]], { lr: 0.1, step: 1 }),
+    error: 'shape',
+    argument: 'grad',
+  }),
+  invalid(k.adamwStep, {
+    ...adamw(
+      'm of another shape',
+      [
+        [2, 3],
+        [2, 3],
+        [3, 2],
+        [2, 3],
+      ],
+      { lr: 0.1, step: 1 },
+    ),
+    error: 'shape',
+    argument: 'm',
+  }),
+  invalid(k.adamwStep, {
+    ...adamw('v of another rank', [[4], [4], [4], [1, 4]], { lr: 0.1, step: 1 }),
+    error: 'shape',
+    argument: 'v',
+  }),
+  invalid(k.adamwStep, { ...adamw('lr missing', ok, { step: 1 }), error: 'argument', argument: 'attrs.lr' }),
+  invalid(k.adamwStep, {
+    ...adamw('negative lr', ok, { lr: -0.1, step: 1 }),
+    error: 'argument',
+    argument: 'attrs.lr',
+  }),
+  invalid(k.adamwStep, {
+    ...adamw('beta1 = 1', ok, { lr: 0.1, step: 1, beta1: 1 }),
+    error: 'argument',
+    argument: 'attrs.beta1',
+  }),
+  invalid(k.adamwStep, {
+    ...adamw('negative beta1', ok, { lr: 0.1, step: 1, beta1: -0.5 }),
+    error: 'argument',
+    argument: 'attrs.beta1',
+  }),
+  invalid(k.adamwStep, {
+    ...adamw('beta2 above 1', ok, { lr: 0.1, step: 1, beta2: 1.5 }),
+    error: 'argument',
+    argument: 'attrs.beta2',
+  }),
+  invalid(k.adamwStep, {
+    ...adamw('eps = 0', ok, { lr: 0.1, step: 1, eps: 0 }),
+    error: 'argument',
+    argument: 'attrs.eps',
+  }),
+  invalid(k.adamwStep, {
+    ...adamw('negative weight decay', ok, { lr: 0.1, step: 1, weightDecay: -0.01 }),
+    error: 'argument',
+    argument: 'attrs.weightDecay',
+  }),
+  invalid(k.adamwStep, {
+    ...adamw('step missing', ok, { lr: 0.1 }),
+    error: 'argument',
+    argument: 'attrs.step',
+  }),
+  invalid(k.adamwStep, {
+    ...adamw('step 0', ok, { lr: 0.1, step: 0 }),
+    error: 'argument',
+    argument: 'attrs.step',
+  }),
+  invalid(k.adamwStep, {
+    ...adamw('fractional step', ok, { lr: 0.1, step: 1.5 }),
+    error: 'argument',
+    argument: 'attrs.step',
+  }),
+);
+
+// ---- sgdStep -------------------------------------------------------------------
+
+const sgdInputs = (shape: Shape) => [f32(shape), f32(shape), f32(shape)];
+const SGD = {
+  plain: { lr: 0.1 },
+  'plain, weight decay 0.5, dampening ignored': { lr: 0.1, weightDecay: 0.5, dampening: 0.5 },
+  'momentum 0.9': { lr: 0.1, momentum: 0.9 },
+  'momentum 0.9, dampening 0.25, weight decay 0.5': {
+    lr: 0.1,
+    momentum: 0.9,
+    dampening: 0.25,
+    weightDecay: 0.5,
+  },
+  'nesterov 0.9, weight decay 0.5': { lr: 0.1, momentum: 0.9, weightDecay: 0.5, nesterov: true },
+} as const;
+for (const n of [1, 13, 257, 4099]) {
+  for (const [what, attrs] of Object.entries(SGD)) {
+    cases.push(valid(k.sgdStep, { label: `[${n}] ${what}`, inputs: sgdInputs([n]), attrs }));
+  }
+}
+cases.push(
+  valid(k.sgdStep, {
+    label: '[7, 3, 5] momentum 0.5',
+    inputs: sgdInputs([7, 3, 5]),
+    attrs: { lr: 0.3, momentum: 0.5 },
+  }),
+  valid(k.sgdStep, {
+    label: '[100003] nesterov 0.9, weight decay 0.5',
+    inputs: sgdInputs([100003]),
+    attrs: SGD['nesterov 0.9, weight decay 0.5'],
+  }),
+);
+
+const sgd = (label: string, shapes: Shape[], attrs: Partial<Parameters<typeof k.sgdStep.infer>[1]>) => ({
+  label,
+  inputs: shapes.map((s) => f32(s)),
+  attrs,
+});
+const ok3 = [[6], [6], [6]];
+errors.push(
+  invalid(k.sgdStep, {
+    ...sgd('grad of another shape', [[6], [7], [6]], { lr: 0.1 }),
+    error: 'shape',
+    argument: 'grad',
+  }),
+  invalid(k.sgdStep, {
+    ...sgd('momentumBuffer of another shape', [[2, 3], [2, 3], [6]], { lr: 0.1, momentum: 0.9 }),
+    error: 'shape',
+    argument: 'momentumBuffer',
+  }),
+  invalid(k.sgdStep, { ...sgd('lr missing', ok3, {}), error: 'argument', argument: 'attrs.lr' }),
+  invalid(k.sgdStep, {
+    ...sgd('momentum = 1', ok3, { lr: 0.1, momentum: 1 }),
+    error: 'argument',
+    argument: 'attrs.momentum',
+  }),
+  invalid(k.sgdStep, {
+    ...sgd('negative momentum', ok3, { lr: 0.1, momentum: -0.1 }),
+    error: 'argument',
+    argument: 'attrs.momentum',
+  }),
+  invalid(k.sgdStep, {
+    ...sgd('dampening above 1', ok3, { lr: 0.1, momentum: 0.9, dampening: 2 }),
+    error: 'argument',
+    argument: 'attrs.dampening',
+  }),
+  invalid(k.sgdStep, {
+    ...sgd('negative weight decay', ok3, { lr: 0.1, weightDecay: -1 }),
+    error: 'argument',
+    argument: 'attrs.weightDecay',
+  }),
+  invalid(k.sgdStep, {
+    ...sgd('nesterov without momentum', ok3, { lr: 0.1, nesterov: true }),
+    error: 'argument',
+    argument: 'attrs.nesterov',
+  }),
+  invalid(k.sgdStep, {
+    ...sgd('nesterov with dampening', ok3, { lr: 0.1, momentum: 0.9, dampening: 0.1, nesterov: true }),
+    error: 'argument',
+    argument: 'attrs.nesterov',
+  }),
+  invalid(k.sgdStep, {
+    ...sgd('nesterov not a boolean', ok3, { lr: 0.1, momentum: 0.9, nesterov: 'yes' as unknown as boolean }),
+    error: 'argument',
+    argument: 'attrs.nesterov',
+  }),
+);
+
+// ---- clipByGlobalNorm -------------------------------------------------------------
+
+// The norm is a reduction: allow for a tree (or blocked) sum in f32. Every
+// output is the norm's relative error at most, so the absolute part stays tiny.
+const SMALL = { rtol: 1e-5, atol: 1e-7 };
+const LARGE = { rtol: 1e-4, atol: 1e-7 };
+const clips: [string, Shape[], number, number | undefined][] = [
+  // label, grad shapes, maxNorm, eps
+  ['one [1], clipped', [[1]], 1e-3, undefined],
+  ['one [1], not clipped', [[1]], 1e6, undefined],
+  ['[7], [3, 5], [61], clipped', [[7], [3, 5], [61]], 0.5, undefined],
+  ['[7], [3, 5], [61], not clipped', [[7], [3, 5], [61]], 1e6, undefined],
+  ['[1031], [13, 67], [], [257, 3], clipped', [[1031], [13, 67], [], [257, 3]], 1, undefined],
+  ['[13], [67], clipped, eps 0', [[13], [67]], 0.25, 0],
+  ['[17] ×9 (many inputs), clipped, eps 0.5', Array.from({ length: 9 }, () => [17]), 0.5, 0.5],
+];
+for (const [label, shapes, maxNorm, eps] of clips) {
+  cases.push(
+    valid(k.clipByGlobalNorm, {
+      label,
+      inputs: shapes.map((s) => f32(s)),
+      attrs: eps === undefined ? { maxNorm } : { maxNorm, eps },
+      tolerance: SMALL,
+    }),
+  );
+}
+cases.push(
+  valid(k.clipByGlobalNorm, {
+    label: '[100003], [317, 331], clipped',
+    inputs: [f32([100003]), f32([317, 331])],
+    attrs: { maxNorm: 1 },
+    tolerance: LARGE,
+  }),
+  valid(k.clipByGlobalNorm, {
+    label: '[100003], [317, 331], not clipped',
+    inputs: [f32([100003]), f32([317, 331])],
+    attrs: { maxNorm: 1e6 },
+    tolerance: LARGE,
+  }),
+);
+
+errors.push(
+  invalid(k.clipByGlobalNorm, {
+    label: 'no gradients',
+    inputs: [],
+    attrs: { maxNorm: 1 },
+    error: 'argument',
+    argument: 'inputs',
+  }),
+  invalid(k.clipByGlobalNorm, {
+    label: 'an i32 second gradient',
+    inputs: [f32([3]), { shape: [4], dtype: 'i32' }],
+    attrs: { maxNorm: 1 },
+    error: 'dtype',
+    argument: 'grads[1]',
+  }),
+  invalid(k.clipByGlobalNorm, {
+    label: 'maxNorm missing',
+    inputs: [f32([3])],
+    attrs: {},
+    error: 'argument',
+    argument: 'attrs.maxNorm',
+  }),
+  invalid(k.clipByGlobalNorm, {
+    label: 'maxNorm = 0',
+    inputs: [f32([3])],
+    attrs: { maxNorm: 0 },
+    error: 'argument',
+    argument: 'attrs.maxNorm',
+  }),
+  invalid(k.clipByGlobalNorm, {
+    label: 'negative eps',
+    inputs: [f32([3])],
+    attrs: { maxNorm: 1, eps: -1e-6 },
+    error: 'argument',
+    argument: 'attrs.eps',
+  }),
+);
+
+export const optimizerCases: FamilyCases = { cases, errors };

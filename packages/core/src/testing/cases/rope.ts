@@ -1,0 +1,100 @@
+import * as k from '../../kernels/rope.js';
+import type { Shape } from '../../shape.js';
+import {
+  type AnyConformanceCase,
+  type AnyErrorCase,
+  type FamilyCases,
+  f32,
+  invalid,
+  type Tolerance,
+  valid,
+} from '../cases.js';
+
+/**
+ * A float32 angle position · theta^(−2i/headDim) is off by a few ulp of itself
+ * (the power and the product are rounded), so the error grows with the position.
+ */
+function tolerance(maxPosition: number): Tolerance {
+  return { rtol: 1e-5, atol: 1e-5 + 5e-7 * maxPosition };
+}
+
+type Layout = 'half' | 'interleaved';
+const LAYOUTS: readonly Layout[] = ['half', 'interleaved'];
+
+/** [seq, heads, headDim] and the position of row 0. */
+const SHAPES: readonly (readonly [Shape, number])[] = [
+  [[1, 1, 2], 0],
+  [[1, 1, 2], 5],
+  [[7, 1, 6], 0],
+  [[3, 7, 34], 0],
+  [[13, 5, 64], 2],
+  [[61, 3, 18], 0],
+  [[1, 13, 128], 4093],
+  [[3, 5, 64], 4093],
+  [[67, 13, 128], 0],
+];
+
+const cases: AnyConformanceCase[] = [];
+const errors: AnyErrorCase[] = [];
+
+for (const layout of LAYOUTS) {
+  for (const inverse of [false, true]) {
+    for (const [shape, positionOffset] of SHAPES) {
+      cases.push(
+        valid(k.rope, {
+          label: `[${shape.join(', ')}] from position ${positionOffset}, ${layout}${inverse ? ', inverse' : ''}`,
+          inputs: [f32(shape)],
+          attrs: { positionOffset, layout, inverse },
+          tolerance: tolerance(positionOffset + shape[0]! - 1),
+        }),
+      );
+    }
+  }
+  cases.push(
+    valid(k.rope, {
+      label: `[17, 3, 32] theta=500000, ${layout}`,
+      inputs: [f32([17, 3, 32])],
+      attrs: { theta: 500000, layout },
+      tolerance: tolerance(16),
+    }),
+  );
+}
+cases.push(
+  valid(k.rope, { label: '[5, 3, 8] default attributes', inputs: [f32([5, 3, 8])], tolerance: tolerance(4) }),
+);
+
+errors.push(
+  invalid(k.rope, { label: 'rank 2', inputs: [f32([4, 8])], error: 'shape', argument: 'x' }),
+  invalid(k.rope, { label: 'rank 4', inputs: [f32([2, 3, 2, 8])], error: 'shape', argument: 'x' }),
+  invalid(k.rope, { label: 'odd headDim', inputs: [f32([2, 3, 7])], error: 'shape', argument: 'x' }),
+  invalid(k.rope, {
+    label: 'negative positionOffset',
+    inputs: [f32([2, 3, 8])],
+    attrs: { positionOffset: -1 },
+    error: 'argument',
+    argument: 'attrs.positionOffset',
+  }),
+  invalid(k.rope, {
+    label: 'fractional positionOffset',
+    inputs: [f32([2, 3, 8])],
+    attrs: { positionOffset: 1.5 },
+    error: 'argument',
+    argument: 'attrs.positionOffset',
+  }),
+  invalid(k.rope, {
+    label: 'theta = 0',
+    inputs: [f32([2, 3, 8])],
+    attrs: { theta: 0 },
+    error: 'argument',
+    argument: 'attrs.theta',
+  }),
+  invalid(k.rope, {
+    label: 'an unknown layout',
+    inputs: [f32([2, 3, 8])],
+    attrs: { layout: 'split' as Layout },
+    error: 'argument',
+    argument: 'attrs.layout',
+  }),
+);
+
+export const ropeCases: FamilyCases = { cases, errors };

@@ -1,0 +1,432 @@
+import {
+  type AttrValues,
+  type Backend,
+  BackendMismatchError,
+  type BackendInfo,
+  bytesPerElement,
+  type CommandBatch,
+  copy as copySpec,
+  type DType,
+  DTypeError,
+  type HostArray,
+  hostArrayMatches,
+  InvalidArgumentError,
+  isDType,
+  isValidShape,
+  type KernelSpec,
+  type MemoryStats,
+  prepareKernel,
+  RayoError,
+  type RunOptions,
+  type Shape,
+  ShapeError,
+  sizeOf,
+  formatShape,
+  Tensor,
+  type TensorStorage,
+  toHostArray,
+  UnsupportedOnBackendError,
+  type WeightCache,
+  allocHost,
+} from '@rayo/core';
+import { BufferPool } from './buffers.js';
+import { describeAdapter, requestWgpuDevice, type WgpuDevice, type WgpuDeviceOptions } from './device.js';
+import { CommandRecorder } from './encoder.js';
+import type { AnyWgpuKernel, Operand } from './kernel.js';
+import { WGPU_KERNELS } from './kernels/index.js';
+import { ParamArena } from './params.js';
+import { PipelineCache, type PipelineStats } from './pipelines.js';
+import { WgpuWeightCache } from './weightCache.js';
+
+const STORAGE_USAGE = GPUBufferUsageFlagsOf('STORAGE', 'COPY_SRC', 'COPY_DST');
+
+// GPUBufferUsage is a global only once Dawn (or a browser) is loaded, so the
+// flags are computed lazily.
+function GPUBufferUsageFlagsOf(...names: (keyof GPUBufferUsage)[]): () => number {
+  return () => names.reduce((flags, n) => flags | (GPUBufferUsage[n] as number), 0);
+}
+
+class WgpuStorage implements TensorStorage {
+  #freed = false;
+  constructor(
+    readonly buffer: GPUBuffer,
+    readonly byteLength: number,
+    readonly offset: number,
+    private readonly onFree: ((s: WgpuStorage) => void) | undefined,
+  ) {}
+  free(): void {
+    if (this.#freed) return;
+    this.#freed = true;
+    this.onFree?.(this);
+  }
+}
+
+/** GPU object creation counts: flat once a workload is warm. */
+export interface WgpuObjectCounts {
+  readonly pipelines: PipelineStats;
+  readonly paramBuffers: number;
+  readonly storageBuffers: number;
+  readonly stagingBuffers: number;
+  readonly scratchBuffers: number;
+}
+
+export interface WgpuBackendOptions extends WgpuDeviceOptions {}
+
+/**
+ * The WebGPU backend: WGSL kernels for every spec, one submission per eager
+ * call or per batch, pooled buffers and uniform parameters.
+ */
+export class WgpuBackend implements Backend {
+  readonly name = 'wgpu';
+  readonly info: BackendInfo;
+  readonly gpu: WgpuDevice;
+  readonly device: GPUDevice;
+  readonly pipelines: PipelineCache;
+  readonly #params: ParamArena;
+  readonly #storage: BufferPool;
+  readonly #staging: BufferPool;
+  readonly #scratch: BufferPool;
+  readonly #kernels: ReadonlyMap<string, AnyWgpuKernel>;
+  readonly #ownsDevice: boolean;
+  #live = { tensors: 0, bytes: 0, peak: 0, allocations: 0 };
+  #disposed = false;
+
+  static async create(options: WgpuBackendOptions = {}): Promise<WgpuBackend> {
+    return new WgpuBackend(await requestWgpuDevice(options), options.device === undefined);
+  }
+
+  private constructor(gpu: WgpuDevice, ownsDevice: boolean) {
+    this.gpu = gpu;
+    this.device = gpu.device;
+    this.#ownsDevice = ownsDevice;
+    this.pipelines = new PipelineCache(this.device);
+    this.#params = new ParamArena(this.device);
+    this.#storage = new BufferPool(this.device, STORAGE_USAGE(), 'rayo tensor');
+    this.#staging = new BufferPool(this.device, GPUBufferUsageFlagsOf('MAP_READ', 'COPY_DST')(), 'rayo staging');
+    this.#scratch = new BufferPool(this.device, STORAGE_USAGE(), 'rayo scratch');
+    this.#kernels = new Map(WGPU_KERNELS.map((k) => [k.spec.name, k]));
+    const limits = this.device.limits;
+    this.info = {
+      name: 'wgpu',
+      device: describeAdapter(gpu.adapterInfo),
+      kind: 'gpu',
+      limits: { maxBufferBytes: limits.maxBufferSize, maxBindingBytes: limits.maxStorageBufferBindingSize },
+      features: [...gpu.features].sort(),
+    };
+  }
+
+  supports(kernel: string): boolean {
+    return this.#kernels.has(kernel);
+  }
+
+  /** How many GPU objects of each kind were created so far. */
+  objectCounts(): WgpuObjectCounts {
+    return {
+      pipelines: this.pipelines.stats,
+      paramBuffers: this.#params.buffersCreated,
+      storageBuffers: this.#storage.created,
+      stagingBuffers: this.#staging.created,
+      scratchBuffers: this.#scratch.created,
+    };
+  }
+
+  #alive(api: string): void {
+    const lost = this.gpu.lostError();
+    if (lost) throw lost;
+    if (this.#disposed) {
+      throw new RayoError('backend was disposed', { kernel: api, expected: 'a live backend', actual: 'disposed wgpu backend' });
+    }
+  }
+
+  #allocate(shape: Shape, dtype: DType): Tensor {
+    const byteLength = sizeOf(shape) * bytesPerElement(dtype);
+    const buffer = this.#storage.acquire(byteLength);
+    const live = this.#live;
+    live.tensors++;
+    live.allocations++;
+    live.bytes += byteLength;
+    live.peak = Math.max(live.peak, live.bytes);
+    const storage = new WgpuStorage(buffer, byteLength, 0, (s) => {
+      live.tensors--;
+      live.bytes -= s.byteLength;
+      if (!this.#disposed) this.#storage.release(s.buffer);
+    });
+    return new Tensor(this, shape, dtype, storage);
+  }
+
+  #checkShape(api: string, shape: Shape, dtype: DType): void {
+    if (!isValidShape(shape)) {
+      throw new InvalidArgumentError('invalid shape', {
+        kernel: api,
+        argument: 'shape',
+        expected: 'an array of non-negative integers',
+        actual: JSON.stringify(shape),
+      });
+    }
+    if (!isDType(dtype)) {
+      throw new DTypeError('unknown element type', {
+        kernel: api,
+        argument: 'dtype',
+        expected: 'f32 | f16 | bf16 | i32 | u32',
+        actual: String(dtype),
+      });
+    }
+  }
+
+  upload(data: HostArray | readonly number[], shape: Shape, dtype: DType = 'f32'): Tensor {
+    this.#alive('upload');
+    this.#checkShape('upload', shape, dtype);
+    const n = sizeOf(shape);
+    if (data.length !== n) {
+      throw new ShapeError('data length does not match the shape', {
+        kernel: 'upload',
+        argument: 'data',
+        expected: `${n} elements for ${formatShape(shape)}`,
+        actual: `${data.length} elements`,
+      });
+    }
+    let host: HostArray;
+    if (Array.isArray(data)) host = toHostArray(dtype, data);
+    else if (hostArrayMatches(dtype, data as HostArray)) host = data as HostArray;
+    else {
+      throw new DTypeError('typed array does not hold this element type', {
+        kernel: 'upload',
+        argument: 'data',
+        expected: `the host array of ${dtype}`,
+        actual: (data as HostArray).constructor.name,
+      });
+    }
+    const tensor = this.#allocate(shape, dtype);
+    const bytes = host.byteLength;
+    if (bytes > 0) {
+      const { buffer } = tensor.storage<WgpuStorage>();
+      if (bytes % 4 === 0) this.device.queue.writeBuffer(buffer, 0, host.buffer, host.byteOffset, bytes);
+      else {
+        // writeBuffer sizes must be multiples of 4 (odd-length 16-bit data).
+        const padded = new Uint8Array(Math.ceil(bytes / 4) * 4);
+        padded.set(new Uint8Array(host.buffer, host.byteOffset, bytes));
+        this.device.queue.writeBuffer(buffer, 0, padded);
+      }
+    }
+    return tensor;
+  }
+
+  /**
+   * Wraps an existing GPUBuffer (created on this device with STORAGE usage,
+   * plus COPY_SRC to be read) as a tensor without a copy. The caller keeps
+   * ownership: disposing the tensor does not destroy the buffer.
+   */
+  importBuffer(buffer: GPUBuffer, shape: Shape, dtype: DType = 'f32', byteOffset = 0): Tensor {
+    this.#alive('importBuffer');
+    this.#checkShape('importBuffer', shape, dtype);
+    const byteLength = sizeOf(shape) * bytesPerElement(dtype);
+    if (byteOffset % 4 !== 0 || byteOffset + byteLength > buffer.size) {
+      throw new ShapeError('the buffer is too small for the shape at this offset', {
+        kernel: 'importBuffer',
+        argument: 'buffer',
+        expected: `>= ${byteOffset + byteLength} bytes with a 4-byte aligned offset`,
+        actual: `${buffer.size} bytes, offset ${byteOffset}`,
+      });
+    }
+    if (!(buffer.usage & GPUBufferUsage.STORAGE)) {
+      throw new InvalidArgumentError('the buffer cannot be bound as storage', {
+        kernel: 'importBuffer',
+        argument: 'buffer',
+        expected: 'usage including STORAGE',
+        actual: `usage ${buffer.usage}`,
+      });
+    }
+    return new Tensor(this, shape, dtype, new WgpuStorage(buffer, byteLength, byteOffset, undefined));
+  }
+
+  /** The GPU buffer range behind a tensor, e.g. to hand it to other WebGPU code. */
+  bufferOf(tensor: Tensor): { buffer: GPUBuffer; offset: number; size: number } {
+    const s = this.#own('bufferOf', tensor, 'tensor');
+    return { buffer: s.buffer, offset: s.offset, size: s.byteLength };
+  }
+
+  empty(shape: Shape, dtype: DType = 'f32'): Tensor {
+    this.#alive('empty');
+    this.#checkShape('empty', shape, dtype);
+    return this.#allocate(shape, dtype);
+  }
+
+  zeros(shape: Shape, dtype: DType = 'f32'): Tensor {
+    const t = this.empty(shape, dtype);
+    const { buffer } = t.storage<WgpuStorage>();
+    const encoder = this.device.createCommandEncoder();
+    encoder.clearBuffer(buffer, 0, Math.ceil(t.byteLength / 4) * 4 || undefined);
+    this.device.queue.submit([encoder.finish()]);
+    return t;
+  }
+
+  #own(api: string, tensor: Tensor, argument: string): WgpuStorage {
+    if (!(tensor instanceof Tensor)) {
+      throw new InvalidArgumentError('not a tensor', { kernel: api, argument, expected: 'a Tensor', actual: String(tensor) });
+    }
+    if (tensor.backend !== this) {
+      throw new BackendMismatchError('tensor lives on another backend', {
+        kernel: api,
+        argument,
+        expected: 'a tensor on this wgpu backend',
+        actual: `a tensor on ${tensor.backend.name}`,
+      });
+    }
+    return tensor.storage<WgpuStorage>();
+  }
+
+  operand(tensor: Tensor): Operand {
+    const s = tensor.storage<WgpuStorage>();
+    return { buffer: s.buffer, offset: s.offset, size: tensor.size, shape: tensor.shape, dtype: tensor.dtype };
+  }
+
+  async read(tensor: Tensor): Promise<HostArray> {
+    this.#alive('read');
+    const s = this.#own('read', tensor, 'tensor');
+    await this.pipelines.settle();
+    const bytes = Math.ceil(s.byteLength / 4) * 4;
+    const out = allocHost(tensor.dtype, tensor.size);
+    if (bytes === 0) return out;
+    const staging = this.#staging.acquire(bytes);
+    const encoder = this.device.createCommandEncoder();
+    encoder.copyBufferToBuffer(s.buffer, s.offset, staging, 0, bytes);
+    this.device.queue.submit([encoder.finish()]);
+    try {
+      await Promise.race([staging.mapAsync(GPUMapMode.READ, 0, bytes), this.gpu.lost]);
+      new Uint8Array(out.buffer, out.byteOffset, s.byteLength).set(
+        new Uint8Array(staging.getMappedRange(0, bytes), 0, s.byteLength),
+      );
+      staging.unmap();
+    } finally {
+      if (staging.mapState === 'unmapped') this.#staging.release(staging);
+    }
+    return out;
+  }
+
+  copy(src: Tensor, dst?: Tensor): Tensor {
+    return this.run(copySpec, [src], {}, { out: [dst] })[0]!;
+  }
+
+  /** Validates, allocates outputs and returns the work to encode. */
+  record<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs: Partial<A> | undefined,
+    options: RunOptions | undefined,
+  ): { outputs: Tensor[]; encode: (recorder: CommandRecorder) => void } {
+    this.#alive(spec.name);
+    const kernel = this.#kernels.get(spec.name);
+    if (!kernel || kernel.spec !== spec) {
+      throw new UnsupportedOnBackendError('kernel is not implemented on the wgpu backend', {
+        kernel: spec.name,
+        expected: 'a kernel spec from @rayo/core that this backend implements',
+        actual: kernel ? 'another spec object of the same name' : `no WGSL implementation of '${spec.name}'`,
+      });
+    }
+    const prepared = prepareKernel(spec, this, inputs, attrs, options);
+    const outputs = prepared.outputs.map((meta, i) => {
+      if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
+      return options?.out?.[i] ?? this.#allocate(meta.shape, meta.dtype);
+    });
+    const io = { inputs: prepared.inputs, outputs: prepared.outputs };
+    const encode = (recorder: CommandRecorder) => {
+      kernel.encode(recorder, {
+        inputs: inputs.map((t) => (t ? this.operand(t) : undefined)),
+        outputs: outputs.map((t) => this.operand(t)),
+        attrs: prepared.attrs,
+        io,
+      });
+    };
+    return { outputs, encode };
+  }
+
+  /** Encodes work into one command buffer and submits it; resolves when the GPU finished. */
+  submitWork(encodeAll: (recorder: CommandRecorder) => void): Promise<void> {
+    const slots = this.#params.begin();
+    const recorder = new CommandRecorder(this.device, this.gpu.features, this.pipelines, slots, this.#scratch);
+    encodeAll(recorder);
+    const { commands, scratch } = recorder.finish();
+    slots.flush(this.device.queue);
+    this.device.queue.submit([commands]);
+    const done = this.device.queue.onSubmittedWorkDone().then(() => {
+      slots.release();
+      for (const b of scratch) this.#scratch.release(b);
+    });
+    return Promise.race([done, this.gpu.lost]);
+  }
+
+  run<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs?: Partial<A>,
+    options?: RunOptions,
+  ): Tensor[] {
+    const { outputs, encode } = this.record(spec, inputs, attrs, options);
+    this.submitWork(encode).catch(() => {});
+    return outputs;
+  }
+
+  batch(): CommandBatch {
+    this.#alive('batch');
+    return new WgpuCommandBatch(this);
+  }
+
+  async sync(): Promise<void> {
+    this.#alive('sync');
+    await this.pipelines.settle();
+    await Promise.race([this.device.queue.onSubmittedWorkDone(), this.gpu.lost]);
+  }
+
+  memory(): MemoryStats {
+    const l = this.#live;
+    return { liveTensors: l.tensors, liveBytes: l.bytes, peakBytes: l.peak, allocations: l.allocations };
+  }
+
+  createWeightCache(): WeightCache {
+    this.#alive('createWeightCache');
+    return new WgpuWeightCache(this);
+  }
+
+  /** Staging buffers for readbacks, shared with the weight cache. */
+  get stagingPool(): BufferPool {
+    return this.#staging;
+  }
+
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#storage.trim();
+    this.#staging.trim();
+    this.#scratch.trim();
+    this.#params.destroy();
+    if (this.#ownsDevice) this.device.destroy();
+  }
+}
+
+/** One command encoder and one submission for everything recorded; submit() replays. */
+class WgpuCommandBatch implements CommandBatch {
+  readonly #work: ((recorder: CommandRecorder) => void)[] = [];
+  constructor(private readonly backend: WgpuBackend) {}
+
+  get size(): number {
+    return this.#work.length;
+  }
+
+  run<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs?: Partial<A>,
+    options?: RunOptions,
+  ): Tensor[] {
+    const { outputs, encode } = this.backend.record(spec, inputs, attrs, options);
+    this.#work.push(encode);
+    return outputs;
+  }
+
+  async submit(): Promise<void> {
+    await this.backend.submitWork((recorder) => {
+      for (const encode of this.#work) encode(recorder);
+    });
+    await this.backend.pipelines.settle();
+  }
+}

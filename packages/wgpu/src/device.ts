@@ -1,0 +1,123 @@
+import { BackendUnavailableError, DeviceLostError } from '@rayo/core';
+
+export interface WgpuDeviceOptions {
+  readonly powerPreference?: GPUPowerPreference;
+  /** Prefer an adapter whose description, vendor or architecture contains this text. */
+  readonly adapter?: string;
+  /** Dawn toggles to enable, e.g. `allow_unsafe_apis`, `vulkan_enable_f16_on_nvidia` (Node only). */
+  readonly enableToggles?: readonly string[];
+  readonly disableToggles?: readonly string[];
+  /** An existing device to use instead of requesting one (e.g. from an application). */
+  readonly device?: GPUDevice;
+}
+
+export interface WgpuDevice {
+  readonly device: GPUDevice;
+  readonly adapterInfo: GPUAdapterInfo | undefined;
+  readonly features: ReadonlySet<string>;
+  /** Rejects with a DeviceLostError when the device is lost. */
+  readonly lost: Promise<never>;
+  /** Set once the device is lost. */
+  readonly lostError: () => DeviceLostError | undefined;
+}
+
+// Features rayo uses when the adapter has them.
+const WANTED_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query', 'chromium-experimental-subgroup-matrix'];
+
+// Limits raised to the adapter's own maximum: large operands, big workgroups.
+const RAISED_LIMITS = [
+  'maxStorageBufferBindingSize',
+  'maxBufferSize',
+  'maxComputeWorkgroupStorageSize',
+  'maxComputeInvocationsPerWorkgroup',
+  'maxComputeWorkgroupSizeX',
+  'maxComputeWorkgroupSizeY',
+  'maxComputeWorkgroupSizeZ',
+  'maxComputeWorkgroupsPerDimension',
+  'maxStorageBuffersPerShaderStage',
+] as const;
+
+async function nodeGpu(options: WgpuDeviceOptions): Promise<GPU> {
+  let webgpu: { create(flags: string[]): GPU; globals: object };
+  try {
+    webgpu = (await import('webgpu')) as unknown as typeof webgpu;
+  } catch (error) {
+    throw new BackendUnavailableError(`the 'webgpu' package (Dawn for Node) could not be loaded: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+  // Dawn's GPU* classes (GPUBufferUsage, …) must be globals for WebGPU code.
+  for (const [name, value] of Object.entries(webgpu.globals)) {
+    if (!(name in globalThis)) Object.defineProperty(globalThis, name, { value, configurable: true, writable: true });
+  }
+  const flags: string[] = [];
+  if (options.enableToggles?.length) flags.push(`enable-dawn-features=${options.enableToggles.join(',')}`);
+  if (options.disableToggles?.length) flags.push(`disable-dawn-features=${options.disableToggles.join(',')}`);
+  return webgpu.create(flags);
+}
+
+function describeAdapter(info: GPUAdapterInfo | undefined): string {
+  if (!info) return 'unknown adapter';
+  return [info.description, info.vendor, info.architecture, info.device].filter(Boolean).join(' / ') || 'unnamed adapter';
+}
+
+/**
+ * Finds a WebGPU adapter and device — Dawn's `webgpu` package in Node,
+ * `navigator.gpu` in browsers — with the adapter's own limits and the
+ * optional features rayo uses. Throws BackendUnavailableError saying why when
+ * there is none.
+ */
+export async function requestWgpuDevice(options: WgpuDeviceOptions = {}): Promise<WgpuDevice> {
+  let device = options.device;
+  let adapterInfo: GPUAdapterInfo | undefined;
+  if (!device) {
+    const inBrowser = typeof navigator !== 'undefined' && (navigator as Navigator & { gpu?: GPU }).gpu;
+    const gpu = inBrowser ? (navigator as Navigator & { gpu: GPU }).gpu : await nodeGpu(options);
+    const adapter = await gpu.requestAdapter(
+      options.powerPreference ? { powerPreference: options.powerPreference } : undefined,
+    );
+    if (!adapter) {
+      throw new BackendUnavailableError(
+        'no WebGPU adapter: the system has no usable Vulkan, Metal or D3D12 driver (on Linux without a GPU, install Mesa lavapipe)',
+      );
+    }
+    adapterInfo = adapter.info;
+    if (options.adapter && !describeAdapter(adapterInfo).toLowerCase().includes(options.adapter.toLowerCase())) {
+      throw new BackendUnavailableError(
+        `the WebGPU adapter is ${describeAdapter(adapterInfo)}, which does not match '${options.adapter}'`,
+      );
+    }
+    const requiredFeatures = WANTED_FEATURES.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
+    const requiredLimits: Record<string, number> = {};
+    for (const name of RAISED_LIMITS) {
+      const value = adapter.limits[name];
+      if (typeof value === 'number') requiredLimits[name] = value;
+    }
+    try {
+      device = await adapter.requestDevice({ requiredFeatures, requiredLimits });
+    } catch (error) {
+      throw new BackendUnavailableError(
+        `the WebGPU adapter ${describeAdapter(adapterInfo)} refused a device: ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+  } else {
+    adapterInfo = device.adapterInfo;
+  }
+  let lostError: DeviceLostError | undefined;
+  const lost = device.lost.then((info) => {
+    lostError = new DeviceLostError(`WebGPU device lost (${info.reason}): ${info.message}`);
+    throw lostError;
+  });
+  // Nobody may be waiting on `lost`; it must not become an unhandled rejection.
+  lost.catch(() => {});
+  return {
+    device,
+    adapterInfo,
+    features: new Set([...device.features].map(String)),
+    lost,
+    lostError: () => lostError,
+  };
+}
+
+export { describeAdapter };

@@ -1,0 +1,84 @@
+import type { AttrValues, DType, KernelIO, KernelSpec, Shape } from '@rayo/core';
+import type { ParamLayout } from './params.js';
+import type { ShaderSource } from './pipelines.js';
+
+/** A tensor as a kernel sees it: a buffer range of elements. */
+export interface Operand {
+  readonly buffer: GPUBuffer;
+  /** Byte offset of element 0 in `buffer`. */
+  readonly offset: number;
+  /** Number of elements. */
+  readonly size: number;
+  readonly shape: Shape;
+  readonly dtype: DType;
+}
+
+export interface Dispatch<K extends string> {
+  readonly shader: ShaderSource;
+  /** Bound at @binding(0), (1), … in this order; the params struct comes after them. */
+  readonly buffers: readonly (Operand | GPUBufferBinding)[];
+  readonly params?: { readonly layout: ParamLayout<K>; readonly values: Readonly<Record<K, number>> };
+  /** Workgroup counts; use `gridFor` to spread many workgroups over x and y. */
+  readonly workgroups: readonly [number, number?, number?];
+}
+
+/** What a kernel encodes with. One encoder records one submission. */
+export interface KernelEncoder {
+  readonly device: GPUDevice;
+  readonly limits: GPUSupportedLimits;
+  readonly features: ReadonlySet<string>;
+  dispatch<K extends string>(d: Dispatch<K>): void;
+  /** Device-side copy of `bytes` (a multiple of 4). */
+  copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, bytes: number): void;
+  /** A temporary storage buffer that lives until the submission finished. */
+  scratch(bytes: number): GPUBuffer;
+}
+
+export interface KernelCall<A extends AttrValues> {
+  readonly inputs: readonly (Operand | undefined)[];
+  readonly outputs: readonly Operand[];
+  readonly attrs: A;
+  readonly io: KernelIO;
+}
+
+/** The WebGPU implementation of one kernel spec. */
+export interface WgpuKernel<A extends AttrValues = AttrValues> {
+  readonly spec: KernelSpec<A>;
+  encode(encoder: KernelEncoder, call: KernelCall<A>): void;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a table of kernels with different attribute types
+export type AnyWgpuKernel = WgpuKernel<any>;
+
+/** Typed constructor so `encode` sees the spec's attribute types. */
+export function wgpuKernel<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  encode: (encoder: KernelEncoder, call: KernelCall<A>) => void,
+): WgpuKernel<A> {
+  return { spec, encode };
+}
+
+/**
+ * Workgroup counts for `count` workgroups, spread over y when x would exceed
+ * the per-dimension limit. Shaders recover the linear workgroup index with
+ * `linearWorkgroup` below.
+ */
+export function gridFor(count: number, limits: GPUSupportedLimits): [number, number] {
+  const max = limits.maxComputeWorkgroupsPerDimension;
+  if (count <= max) return [Math.max(count, 1), 1];
+  const y = Math.ceil(count / max);
+  return [Math.ceil(count / y), y];
+}
+
+/** WGSL: the linear workgroup index for a grid from `gridFor`. */
+export const linearWorkgroup = 'wid.x + wid.y * nwg.x';
+
+/** WGSL storage binding declaration. */
+export function storage(binding: number, name: string, type: string, access: 'read' | 'read_write'): string {
+  return `@group(0) @binding(${binding}) var<storage, ${access}> ${name}: array<${type}>;`;
+}
+
+/** WGSL uniform binding of the `Params` struct. */
+export function uniform(binding: number): string {
+  return `@group(0) @binding(${binding}) var<uniform> params: Params;`;
+}

@@ -1,0 +1,39 @@
+import type { KernelEncoder, Operand } from '../kernel.js';
+import { gridFor, linearWorkgroup } from '../kernel.js';
+import { type ParamLayout, paramLayout } from '../params.js';
+
+/** Threads per workgroup of the one-element-per-thread kernels. */
+export const WG = 256;
+
+/** WGSL prologue of a 1-D kernel over `n` elements on a `gridFor` grid: defines `i` and returns past the end. */
+export function elementIndex(n: string): string {
+  return `let i = (${linearWorkgroup}) * ${WG}u + lid.x;\n  if (i >= ${n}) { return; }`;
+}
+
+/** The builtins every kernel entry point takes. */
+export const BUILTINS =
+  '@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>';
+
+/** Workgroups for `n` elements, one per thread. */
+export function elementGrid(encoder: KernelEncoder, n: number): [number, number] {
+  return gridFor(Math.ceil(n / WG), encoder.limits);
+}
+
+/** WGSL expressions shared by the forward and backward kernels; overflow-safe. */
+export const WGSL_MATH = `
+fn sigmoid_f(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
+fn tanh_f(x: f32) -> f32 { let t = exp(-2.0 * abs(x)); return sign(x) * (1.0 - t) / (1.0 + t); }
+fn gelu_f(x: f32) -> f32 { return 0.5 * x * (1.0 + tanh_f(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+fn gelu_grad(x: f32) -> f32 {
+  let t = tanh_f(0.7978845608028654 * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+}
+fn silu_f(x: f32) -> f32 { return x * sigmoid_f(x); }
+fn silu_grad(x: f32) -> f32 { let s = sigmoid_f(x); return s * (1.0 + x * (1.0 - s)); }
+`;
+
+export const N_ONLY: ParamLayout<'n'> = paramLayout([['n', 'u32']] as const);
+
+export function isOperand(b: Operand | undefined): b is Operand {
+  return b !== undefined;
+}

@@ -1,0 +1,225 @@
+import {
+  type AttrValues,
+  add,
+  biasAdd,
+  clip,
+  clipBackward,
+  div,
+  exp,
+  gelu,
+  geluBackward,
+  type KernelSpec,
+  mul,
+  relu,
+  reluBackward,
+  scale,
+  sigmoid,
+  sigmoidBackward,
+  silu,
+  siluBackward,
+  stridesOf,
+  sub,
+  swiglu,
+  swigluBackward,
+  tanh,
+  tanhBackward,
+  UnsupportedOnBackendError,
+} from '@rayo/core';
+import { type AnyWgpuKernel, storage, uniform, wgpuKernel } from '../kernel.js';
+import { paramLayout } from '../params.js';
+import { BUILTINS, elementGrid, elementIndex, N_ONLY, WG, WGSL_MATH } from './common.js';
+
+// ---- binary with broadcasting ------------------------------------------------
+
+const MAX_RANK = 6;
+const BINARY_PARAMS = paramLayout([
+  ['n', 'u32'],
+  ...Array.from({ length: MAX_RANK }, (_, d) => [`d${d}`, 'u32'] as const),
+  ...Array.from({ length: MAX_RANK }, (_, d) => [`sa${d}`, 'u32'] as const),
+  ...Array.from({ length: MAX_RANK }, (_, d) => [`sb${d}`, 'u32'] as const),
+] as const);
+
+/**
+ * Broadcast strides of both operands over the output, with adjacent axes
+ * merged where neither operand breaks contiguity, so most calls end up rank 1
+ * or 2.
+ */
+export function broadcastPlan(out: readonly number[], a: readonly number[], b: readonly number[]) {
+  const eff = (shape: readonly number[]) => {
+    const strides = stridesOf(shape);
+    return out.map((_, i) => {
+      const j = i - (out.length - shape.length);
+      return j < 0 || shape[j] === 1 ? 0 : strides[j]!;
+    });
+  };
+  const dims = [...out];
+  const sa = eff(a);
+  const sb = eff(b);
+  for (let i = dims.length - 2; i >= 0; i--) {
+    const inner = dims[i + 1]!;
+    if (sa[i] === sa[i + 1]! * inner && sb[i] === sb[i + 1]! * inner) {
+      dims[i] = dims[i]! * inner;
+      sa[i] = sa[i + 1]!;
+      sb[i] = sb[i + 1]!;
+      dims.splice(i + 1, 1);
+      sa.splice(i + 1, 1);
+      sb.splice(i + 1, 1);
+    }
+  }
+  return { dims, sa, sb };
+}
+
+function binaryShader(op: string, rank: number, kernel: string) {
+  return {
+    key: `elementwise/binary/${kernel}/rank${rank}`,
+    kernel,
+    code: () => `
+${BINARY_PARAMS.wgsl}
+${storage(0, 'a', 'f32', 'read')}
+${storage(1, 'b', 'f32', 'read')}
+${storage(2, 'y', 'f32', 'read_write')}
+${uniform(3)}
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  ${elementIndex('params.n')}
+  var rest = i;
+  var ia = 0u;
+  var ib = 0u;
+${Array.from({ length: rank }, (_, k) => {
+  const d = rank - 1 - k; // innermost first
+  return `  { let c = rest % params.d${d}; rest = rest / params.d${d}; ia += c * params.sa${d}; ib += c * params.sb${d}; }`;
+}).join('\n')}
+  let x = a[ia];
+  let z = b[ib];
+  y[i] = ${op};
+}`,
+  };
+}
+
+function binary(spec: KernelSpec<Record<never, never>>, op: string): AnyWgpuKernel {
+  return wgpuKernel(spec, (encoder, { inputs, outputs, io }) => {
+    const out = outputs[0]!;
+    if (out.size === 0) return;
+    const plan = broadcastPlan(out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
+    if (plan.dims.length > MAX_RANK) {
+      throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
+        kernel: spec.name,
+        argument: 'b',
+        expected: `at most ${MAX_RANK} after merging contiguous axes`,
+        actual: String(plan.dims.length),
+      });
+    }
+    const values: Record<string, number> = { n: out.size };
+    for (let d = 0; d < MAX_RANK; d++) {
+      values[`d${d}`] = plan.dims[d] ?? 1;
+      values[`sa${d}`] = plan.sa[d] ?? 0;
+      values[`sb${d}`] = plan.sb[d] ?? 0;
+    }
+    encoder.dispatch({
+      shader: binaryShader(op, plan.dims.length, spec.name),
+      buffers: [inputs[0]!, inputs[1]!, out],
+      params: { layout: BINARY_PARAMS, values: values as Record<(typeof BINARY_PARAMS extends { write(v: DataView, o: number, x: infer R): void } ? keyof R : never), number> },
+      workgroups: elementGrid(encoder, out.size),
+    });
+  });
+}
+
+// ---- same-shape maps: any inputs, any outputs, one statement block -----------
+
+interface MapDecl<A extends AttrValues> {
+  readonly spec: KernelSpec<A>;
+  /** Input binding names, in spec order. */
+  readonly inputs: readonly string[];
+  /** Output binding names, in spec order. */
+  readonly outputs: readonly string[];
+  /** WGSL statements; inputs are read into `let` values of the same names, outputs assigned by name. */
+  readonly body: string;
+  /** f32 attributes passed as uniform parameters `params.<name>`. */
+  readonly attrs?: readonly (keyof A & string)[];
+  /** Element count, when an input is broadcast (biasAdd's bias is indexed by the body). */
+  readonly indexed?: readonly string[];
+}
+
+function map<A extends AttrValues>(decl: MapDecl<A>): AnyWgpuKernel {
+  const attrs = decl.attrs ?? [];
+  const layout = paramLayout([['n', 'u32'], ['m', 'u32'], ...attrs.map((a) => [a, 'f32'] as const)] as never) as ReturnType<
+    typeof paramLayout<readonly (readonly [string, 'u32' | 'f32'])[]>
+  >;
+  const indexed = new Set(decl.indexed ?? []);
+  const shader = {
+    key: `elementwise/map/${decl.spec.name}`,
+    kernel: decl.spec.name,
+    code: () => `
+${layout.wgsl}
+${WGSL_MATH}
+${decl.inputs.map((name, b) => storage(b, `${name}_buf`, 'f32', 'read')).join('\n')}
+${decl.outputs.map((name, k) => storage(decl.inputs.length + k, `${name}_buf`, 'f32', 'read_write')).join('\n')}
+${uniform(decl.inputs.length + decl.outputs.length)}
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  ${elementIndex('params.n')}
+${decl.inputs
+  .filter((name) => !indexed.has(name))
+  .map((name) => `  let ${name} = ${name}_buf[i];`)
+  .join('\n')}
+${decl.outputs.map((name) => `  var ${name}: f32;`).join('\n')}
+  ${decl.body}
+${decl.outputs.map((name) => `  ${name}_buf[i] = ${name};`).join('\n')}
+}`,
+  };
+  return wgpuKernel(decl.spec, (encoder, { inputs, outputs, attrs: values }) => {
+    const n = outputs[0]!.size;
+    if (n === 0) return;
+    const params: Record<string, number> = { n, m: inputs[inputs.length - 1]!.size };
+    for (const a of attrs) params[a] = values[a] as number;
+    encoder.dispatch({
+      shader,
+      buffers: [...inputs.map((t) => t!), ...outputs],
+      params: { layout, values: params },
+      workgroups: elementGrid(encoder, n),
+    });
+  });
+}
+
+export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
+  binary(add, 'x + z'),
+  binary(sub, 'x - z'),
+  binary(mul, 'x * z'),
+  binary(div, 'x / z'),
+  map({ spec: relu, inputs: ['x'], outputs: ['y'], body: 'y = max(x, 0.0);' }),
+  map({ spec: gelu, inputs: ['x'], outputs: ['y'], body: 'y = gelu_f(x);' }),
+  map({ spec: silu, inputs: ['x'], outputs: ['y'], body: 'y = silu_f(x);' }),
+  map({ spec: sigmoid, inputs: ['x'], outputs: ['y'], body: 'y = sigmoid_f(x);' }),
+  map({ spec: tanh, inputs: ['x'], outputs: ['y'], body: 'y = tanh_f(x);' }),
+  map({ spec: exp, inputs: ['x'], outputs: ['y'], body: 'y = exp(x);' }),
+  map({ spec: scale, inputs: ['x'], outputs: ['y'], body: 'y = params.alpha * x + params.beta;', attrs: ['alpha', 'beta'] }),
+  map({ spec: clip, inputs: ['x'], outputs: ['y'], body: 'y = min(max(x, params.min), params.max);', attrs: ['min', 'max'] }),
+  map({ spec: swiglu, inputs: ['gate', 'up'], outputs: ['y'], body: 'y = silu_f(gate) * up;' }),
+  map({
+    spec: biasAdd,
+    inputs: ['x', 'bias'],
+    outputs: ['y'],
+    indexed: ['bias'],
+    body: 'y = x + bias_buf[i % params.m];',
+  }),
+  map({ spec: reluBackward, inputs: ['dy', 'x'], outputs: ['dx'], body: 'dx = select(0.0, dy, x > 0.0);' }),
+  map({ spec: geluBackward, inputs: ['dy', 'x'], outputs: ['dx'], body: 'dx = dy * gelu_grad(x);' }),
+  map({ spec: siluBackward, inputs: ['dy', 'x'], outputs: ['dx'], body: 'dx = dy * silu_grad(x);' }),
+  map({ spec: sigmoidBackward, inputs: ['dy', 'y'], outputs: ['dx'], body: 'dx = dy * y * (1.0 - y);' }),
+  map({ spec: tanhBackward, inputs: ['dy', 'y'], outputs: ['dx'], body: 'dx = dy * (1.0 - y * y);' }),
+  map({
+    spec: clipBackward,
+    inputs: ['dy', 'x'],
+    outputs: ['dx'],
+    attrs: ['min', 'max'],
+    body: 'dx = select(0.0, dy, x >= params.min && x <= params.max);',
+  }),
+  map({
+    spec: swigluBackward,
+    inputs: ['dy', 'gate', 'up'],
+    outputs: ['dgate', 'dup'],
+    body: 'dgate = dy * up * silu_grad(gate);\n  dup = dy * silu_f(gate);',
+  }),
+];
+
+export { N_ONLY };
