@@ -400,6 +400,8 @@ export class WgpuBackend implements Backend {
     this.#scratch.trim();
     this.#params.destroy();
     if (this.#ownsDevice) this.device.destroy();
+    // Releasing Dawn's instance lets the process exit.
+    this.gpu.gpu = undefined;
   }
 }
 

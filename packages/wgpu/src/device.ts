@@ -12,6 +12,11 @@ export interface WgpuDeviceOptions {
 }
 
 export interface WgpuDevice {
+  /**
+   * The GPU entry point. Dawn's instance lives as long as this is referenced,
+   * so it is kept here for the device's lifetime.
+   */
+  gpu: GPU | undefined;
   readonly device: GPUDevice;
   readonly adapterInfo: GPUAdapterInfo | undefined;
   readonly features: ReadonlySet<string>;
@@ -70,9 +75,10 @@ function describeAdapter(info: GPUAdapterInfo | undefined): string {
 export async function requestWgpuDevice(options: WgpuDeviceOptions = {}): Promise<WgpuDevice> {
   let device = options.device;
   let adapterInfo: GPUAdapterInfo | undefined;
+  let gpu: GPU | undefined;
   if (!device) {
-    const inBrowser = typeof navigator !== 'undefined' && (navigator as Navigator & { gpu?: GPU }).gpu;
-    const gpu = inBrowser ? (navigator as Navigator & { gpu: GPU }).gpu : await nodeGpu(options);
+    const browserGpu = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
+    gpu = browserGpu ?? (await nodeGpu(options));
     const adapter = await gpu.requestAdapter(
       options.powerPreference ? { powerPreference: options.powerPreference } : undefined,
     );
@@ -112,6 +118,7 @@ export async function requestWgpuDevice(options: WgpuDeviceOptions = {}): Promis
   // Nobody may be waiting on `lost`; it must not become an unhandled rejection.
   lost.catch(() => {});
   return {
+    gpu,
     device,
     adapterInfo,
     features: new Set([...device.features].map(String)),

@@ -1,1 +1,30 @@
-export {};
+import type { BackendProvider } from '@rayo/core';
+import { WgpuBackend, type WgpuBackendOptions } from './backend.js';
+import { requestWgpuDevice } from './device.js';
+
+export { WgpuBackend, type WgpuBackendOptions, type WgpuObjectCounts } from './backend.js';
+export { requestWgpuDevice, type WgpuDevice, type WgpuDeviceOptions } from './device.js';
+export type { KernelEncoder, Operand, WgpuKernel } from './kernel.js';
+export { PipelineCache, type PipelineStats } from './pipelines.js';
+export { WGPU_KERNELS } from './kernels/index.js';
+
+/** Creates the WebGPU backend (Dawn in Node, navigator.gpu in browsers). */
+export function createWgpuBackend(options?: WgpuBackendOptions): Promise<WgpuBackend> {
+  return WgpuBackend.create(options);
+}
+
+/** How `createBackend('wgpu')` finds and probes this backend. */
+export const backendProvider: BackendProvider = {
+  name: 'wgpu',
+  async probe() {
+    try {
+      const gpu = await requestWgpuDevice();
+      gpu.device.destroy();
+      gpu.gpu = undefined;
+      return undefined;
+    } catch (error) {
+      return (error as Error).message;
+    }
+  },
+  create: (options) => WgpuBackend.create(options as WgpuBackendOptions | undefined),
+};

@@ -13,11 +13,11 @@ export interface Operand {
   readonly dtype: DType;
 }
 
-export interface Dispatch<K extends string> {
+export interface Dispatch<K extends string = string> {
   readonly shader: ShaderSource;
   /** Bound at @binding(0), (1), … in this order; the params struct comes after them. */
   readonly buffers: readonly (Operand | GPUBufferBinding)[];
-  readonly params?: { readonly layout: ParamLayout<K>; readonly values: Readonly<Record<K, number>> };
+  readonly params?: { readonly layout: ParamLayout<K>; readonly values: Readonly<Record<K, number>> | Readonly<Record<string, number>> };
   /** Workgroup counts; use `gridFor` to spread many workgroups over x and y. */
   readonly workgroups: readonly [number, number?, number?];
 }

@@ -7,7 +7,7 @@ export interface ParamLayout<K extends string> {
   /** Size of the struct in bytes (a multiple of 16, as uniform buffers need). */
   readonly byteLength: number;
   /** Writes the values into `view` at `byteOffset` in declaration order. */
-  write(view: DataView, byteOffset: number, values: Readonly<Record<K, number>>): void;
+  write(view: DataView, byteOffset: number, values: Readonly<Record<K, number>> | Readonly<Record<string, number>>): void;
 }
 
 /**
@@ -92,7 +92,10 @@ export class ParamSlots {
   ) {}
 
   /** Reserves a slot and writes the parameters into it; returns the binding. */
-  put<K extends string>(layout: ParamLayout<K>, values: Readonly<Record<K, number>>): GPUBufferBinding {
+  put<K extends string>(
+    layout: ParamLayout<K>,
+    values: Readonly<Record<K, number>> | Readonly<Record<string, number>>,
+  ): GPUBufferBinding {
     let chunk = this.#chunks[this.#chunks.length - 1];
     if (!chunk || chunk.used + layout.byteLength > CHUNK_BYTES) {
       chunk = { buffer: this.arena.acquire(), bytes: new ArrayBuffer(CHUNK_BYTES), used: 0 };

@@ -1,6 +1,4 @@
-import type { KernelEncoder, Operand } from '../kernel.js';
-import { gridFor, linearWorkgroup } from '../kernel.js';
-import { type ParamLayout, paramLayout } from '../params.js';
+import { gridFor, type KernelEncoder, linearWorkgroup } from '../kernel.js';
 
 /** Threads per workgroup of the one-element-per-thread kernels. */
 export const WG = 256;
@@ -31,9 +29,3 @@ fn gelu_grad(x: f32) -> f32 {
 fn silu_f(x: f32) -> f32 { return x * sigmoid_f(x); }
 fn silu_grad(x: f32) -> f32 { let s = sigmoid_f(x); return s * (1.0 + x * (1.0 - s)); }
 `;
-
-export const N_ONLY: ParamLayout<'n'> = paramLayout([['n', 'u32']] as const);
-
-export function isOperand(b: Operand | undefined): b is Operand {
-  return b !== undefined;
-}

@@ -27,7 +27,7 @@ import {
 } from '@rayo/core';
 import { type AnyWgpuKernel, storage, uniform, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
-import { BUILTINS, elementGrid, elementIndex, N_ONLY, WG, WGSL_MATH } from './common.js';
+import { BUILTINS, elementGrid, elementIndex, WG, WGSL_MATH } from './common.js';
 
 // ---- binary with broadcasting ------------------------------------------------
 
@@ -118,7 +118,7 @@ function binary(spec: KernelSpec<Record<never, never>>, op: string): AnyWgpuKern
     encoder.dispatch({
       shader: binaryShader(op, plan.dims.length, spec.name),
       buffers: [inputs[0]!, inputs[1]!, out],
-      params: { layout: BINARY_PARAMS, values: values as Record<(typeof BINARY_PARAMS extends { write(v: DataView, o: number, x: infer R): void } ? keyof R : never), number> },
+      params: { layout: BINARY_PARAMS, values },
       workgroups: elementGrid(encoder, out.size),
     });
   });
@@ -142,9 +142,7 @@ interface MapDecl<A extends AttrValues> {
 
 function map<A extends AttrValues>(decl: MapDecl<A>): AnyWgpuKernel {
   const attrs = decl.attrs ?? [];
-  const layout = paramLayout([['n', 'u32'], ['m', 'u32'], ...attrs.map((a) => [a, 'f32'] as const)] as never) as ReturnType<
-    typeof paramLayout<readonly (readonly [string, 'u32' | 'f32'])[]>
-  >;
+  const layout = paramLayout([['n', 'u32'], ['m', 'u32'], ...attrs.map((a) => [a, 'f32'] as const)]);
   const indexed = new Set(decl.indexed ?? []);
   const shader = {
     key: `elementwise/map/${decl.spec.name}`,
@@ -222,4 +220,3 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
   }),
 ];
 
-export { N_ONLY };

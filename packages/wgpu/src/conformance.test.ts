@@ -1,0 +1,14 @@
+import { describeConformance } from '@rayo/core/testing/vitest';
+import { describe, it } from 'vitest';
+import { backendProvider, createWgpuBackend } from './index.js';
+
+// Under CI a missing adapter is a failure (the suite's checks then fail with
+// the reason); elsewhere it is reported as a visibly skipped suite.
+const unavailable = await backendProvider.probe();
+if (unavailable && process.env.CI !== 'true') {
+  describe.skip(`wgpu backend conformance — no WebGPU adapter here: ${unavailable}`, () => {
+    it('needs a WebGPU adapter', () => {});
+  });
+} else {
+  describeConformance('wgpu backend conformance', { create: () => createWgpuBackend(), timeout: 120_000 });
+}
