@@ -112,6 +112,13 @@ export interface Backend extends KernelRunner {
   sync(): Promise<void>;
   memory(): MemoryStats;
   createWeightCache(): WeightCache;
+  /**
+   * Device time, in milliseconds, of the kernels `work` records into the given
+   * runner, submitted together and measured with device timestamps (WebGPU
+   * timestamp queries, CUDA events). Resolves to `undefined` when the device
+   * has no timestamps; absent on backends without a device clock.
+   */
+  deviceTime?(work: (runner: KernelRunner) => void): Promise<number | undefined>;
   /** Frees every resource; tensors of this backend become unusable. */
   dispose(): void;
 }

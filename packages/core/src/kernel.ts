@@ -300,6 +300,7 @@ export function checkOutputs(
   outputs: readonly OutputMeta[],
   out: RunOptions['out'],
   backend: Backend,
+  inputs: readonly (Tensor | undefined)[] = [],
 ): void {
   if (!out) return;
   const kernel = spec.name;
@@ -347,6 +348,17 @@ export function checkOutputs(
         actual: `a tensor on ${t.backend.name}`,
       });
     }
+    const input = inputs.indexOf(t);
+    if (input !== -1) {
+      // GPUs cannot read and write one buffer in one dispatch; in-place
+      // updates are the in-place kernels' job.
+      throw new InvalidArgumentError('a preallocated output must not also be an input', {
+        kernel,
+        argument,
+        expected: 'a tensor that is not an input of this call',
+        actual: `input '${inputName(spec, input)}'`,
+      });
+    }
     if (!shapesEqual(t.shape, meta.shape)) {
       throw new ShapeError('preallocated output has the wrong shape', {
         kernel,
@@ -386,7 +398,7 @@ export function prepareKernel<A extends AttrValues>(
   const metas = checkInputs(spec, inputs, backend);
   const resolved = resolveAttrs(spec, attrs);
   const outputs = spec.infer(metas, resolved);
-  checkOutputs(spec, outputs, options?.out, backend);
+  checkOutputs(spec, outputs, options?.out, backend, inputs);
   return { attrs: resolved, inputs: metas, outputs };
 }
 

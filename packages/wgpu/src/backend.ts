@@ -12,7 +12,9 @@ import {
   hostArrayMatches,
   InvalidArgumentError,
   isDType,
+  OutOfMemoryError,
   isValidShape,
+  type KernelRunner,
   type KernelSpec,
   type MemoryStats,
   prepareKernel,
@@ -130,6 +132,17 @@ export class WgpuBackend implements Backend {
     };
   }
 
+  /** Throws what the device reported since the last check (validation, out of memory). */
+  #reported(api: string): void {
+    const errors = this.gpu.takeErrors();
+    if (errors.length === 0) return;
+    const message = errors.map((e) => e.message).join('\n');
+    const oom = errors.some((e) => e.constructor.name === 'GPUOutOfMemoryError');
+    throw oom
+      ? new OutOfMemoryError(`the device ran out of memory: ${message}`, { kernel: api })
+      : new RayoError(`WebGPU reported ${errors.length} error(s): ${message}`, { kernel: api });
+  }
+
   #alive(api: string): void {
     const lost = this.gpu.lostError();
     if (lost) throw lost;
@@ -220,12 +233,21 @@ export class WgpuBackend implements Backend {
     this.#alive('importBuffer');
     this.#checkShape('importBuffer', shape, dtype);
     const byteLength = sizeOf(shape) * bytesPerElement(dtype);
-    if (byteOffset % 4 !== 0 || byteOffset + byteLength > buffer.size) {
+    const alignment = this.device.limits.minStorageBufferOffsetAlignment;
+    if (!Number.isInteger(byteOffset) || byteOffset % alignment !== 0) {
+      throw new InvalidArgumentError('storage bindings must start at an aligned offset', {
+        kernel: 'importBuffer',
+        argument: 'byteOffset',
+        expected: `a multiple of ${alignment} (minStorageBufferOffsetAlignment)`,
+        actual: String(byteOffset),
+      });
+    }
+    if (byteOffset + byteLength > buffer.size) {
       throw new ShapeError('the buffer is too small for the shape at this offset', {
         kernel: 'importBuffer',
         argument: 'buffer',
-        expected: `>= ${byteOffset + byteLength} bytes with a 4-byte aligned offset`,
-        actual: `${buffer.size} bytes, offset ${byteOffset}`,
+        expected: `>= ${byteOffset + byteLength} bytes`,
+        actual: `${buffer.size} bytes`,
       });
     }
     if (!(buffer.usage & GPUBufferUsage.STORAGE)) {
@@ -284,6 +306,7 @@ export class WgpuBackend implements Backend {
     this.#alive('read');
     const s = this.#own('read', tensor, 'tensor');
     await this.pipelines.settle();
+    this.#reported('read');
     const bytes = Math.ceil(s.byteLength / 4) * 4;
     const out = allocHost(tensor.dtype, tensor.size);
     if (bytes === 0) return out;
@@ -297,6 +320,7 @@ export class WgpuBackend implements Backend {
         new Uint8Array(staging.getMappedRange(0, bytes), 0, s.byteLength),
       );
       staging.unmap();
+      this.#reported('read');
     } finally {
       if (staging.mapState === 'unmapped') this.#staging.release(staging);
     }
@@ -375,11 +399,44 @@ export class WgpuBackend implements Backend {
     this.#alive('sync');
     await this.pipelines.settle();
     await Promise.race([this.device.queue.onSubmittedWorkDone(), this.gpu.lost]);
+    this.#reported('sync');
   }
 
   memory(): MemoryStats {
     const l = this.#live;
     return { liveTensors: l.tensors, liveBytes: l.bytes, peakBytes: l.peak, allocations: l.allocations };
+  }
+
+  #timer: { querySet: GPUQuerySet; resolve: GPUBuffer } | undefined;
+
+  async deviceTime(work: (runner: KernelRunner) => void): Promise<number | undefined> {
+    this.#alive('deviceTime');
+    if (!this.gpu.features.has('timestamp-query')) return undefined;
+    this.#timer ??= {
+      querySet: this.device.createQuerySet({ type: 'timestamp', count: 2 }),
+      resolve: this.device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC }),
+    };
+    const { querySet, resolve } = this.#timer;
+    const staging = this.#staging.acquire(16);
+    await this.submitWork((recorder) => {
+      recorder.timestamp(querySet, 0);
+      work({
+        run: (spec, inputs, attrs, options) => {
+          const { outputs, encode } = this.record(spec, inputs, attrs, options);
+          encode(recorder);
+          return outputs;
+        },
+      });
+      recorder.timestamp(querySet, 1);
+      recorder.encoder.resolveQuerySet(querySet, 0, 2, resolve, 0);
+      recorder.encoder.copyBufferToBuffer(resolve, 0, staging, 0, 16);
+    });
+    await this.pipelines.settle();
+    await Promise.race([staging.mapAsync(GPUMapMode.READ, 0, 16), this.gpu.lost]);
+    const [begin, end] = new BigUint64Array(staging.getMappedRange(0, 16).slice(0));
+    staging.unmap();
+    this.#staging.release(staging);
+    return Number(end! - begin!) / 1e6;
   }
 
   createWeightCache(): WeightCache {
@@ -399,6 +456,8 @@ export class WgpuBackend implements Backend {
     this.#staging.trim();
     this.#scratch.trim();
     this.#params.destroy();
+    this.#timer?.querySet.destroy();
+    this.#timer?.resolve.destroy();
     if (this.#ownsDevice) this.device.destroy();
     // Releasing Dawn's instance lets the process exit.
     this.gpu.gpu = undefined;
@@ -429,6 +488,6 @@ class WgpuCommandBatch implements CommandBatch {
     await this.backend.submitWork((recorder) => {
       for (const encode of this.#work) encode(recorder);
     });
-    await this.backend.pipelines.settle();
+    await this.backend.sync();
   }
 }

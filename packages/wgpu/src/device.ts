@@ -24,6 +24,8 @@ export interface WgpuDevice {
   readonly lost: Promise<never>;
   /** Set once the device is lost. */
   readonly lostError: () => DeviceLostError | undefined;
+  /** Takes the validation or out-of-memory errors the device reported since the last call. */
+  readonly takeErrors: () => GPUError[];
 }
 
 // Features rayo uses when the adapter has them.
@@ -117,6 +119,12 @@ export async function requestWgpuDevice(options: WgpuDeviceOptions = {}): Promis
   });
   // Nobody may be waiting on `lost`; it must not become an unhandled rejection.
   lost.catch(() => {});
+  // Errors outside an error scope would otherwise only be logged; keep them so
+  // the next sync or read can throw them.
+  const errors: GPUError[] = [];
+  device.addEventListener('uncapturederror', (event) => {
+    errors.push((event as GPUUncapturedErrorEvent).error);
+  });
   return {
     gpu,
     device,
@@ -124,6 +132,7 @@ export async function requestWgpuDevice(options: WgpuDeviceOptions = {}): Promis
     features: new Set([...device.features].map(String)),
     lost,
     lostError: () => lostError,
+    takeErrors: () => errors.splice(0),
   };
 }
 

@@ -60,6 +60,13 @@ export class CommandRecorder implements KernelEncoder {
     return buffer;
   }
 
+  /** Writes a device timestamp into `querySet[index]` at this point of the recording. */
+  timestamp(querySet: GPUQuerySet, index: number): void {
+    this.#endPass();
+    // An empty pass whose only job is its timestamp.
+    this.#encoder.beginComputePass({ timestampWrites: { querySet, beginningOfPassWriteIndex: index } }).end();
+  }
+
   #endPass(): void {
     this.#pass?.end();
     this.#pass = undefined;

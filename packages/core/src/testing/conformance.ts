@@ -237,7 +237,7 @@ function runErrorCase(backend: Backend, c: AnyErrorCase, seed: number): void {
   }
 }
 
-/** Wrong dtype, disposed tensor, tensors of two backends and a misshapen `out`, derived from a valid case. */
+/** Wrong dtype, disposed tensor, tensors of two backends and a bad `out`, derived from a valid case. */
 function derivedErrorChecks(
   getBackend: () => Promise<Backend>,
   getOther: () => Promise<Backend>,
@@ -335,6 +335,25 @@ function derivedErrorChecks(
         } finally {
           disposeAll(inputs);
           bad.dispose();
+        }
+      },
+    });
+    checks.push({
+      name: `${spec.name} rejects an input passed as out[${target}]`,
+      group,
+      async run() {
+        const backend = await getBackend();
+        const inputs = upload(backend, sampledFor());
+        const out = metas.map((_, i) => (i === target ? inputs[first] : undefined));
+        try {
+          expectRayoError(
+            () => backend.run(spec, inputs, c.attrs, { out }),
+            InvalidArgumentError,
+            spec.name,
+            `out[${target}]`,
+          );
+        } finally {
+          disposeAll(inputs);
         }
       },
     });

@@ -1,0 +1,109 @@
+import { add, DeviceLostError, KernelCompileError, scale } from '@rayo/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WgpuBackend } from './backend.js';
+import { backendProvider } from './index.js';
+import { PipelineCache } from './pipelines.js';
+
+const unavailable = await backendProvider.probe();
+const needsAdapter = unavailable && process.env.CI !== 'true' ? describe.skip : describe;
+
+needsAdapter(`wgpu backend${unavailable ? ` (no adapter: ${unavailable})` : ''}`, () => {
+  let backend: WgpuBackend;
+  beforeAll(async () => {
+    backend = await WgpuBackend.create({ enableToggles: ['allow_unsafe_apis'] });
+  });
+  afterAll(() => backend.dispose());
+
+  it('caches pipelines by kernel identity and specialisation', async () => {
+    using a = backend.upload([1, 2, 3], [3]);
+    const before = { ...backend.pipelines.stats };
+    backend.run(add, [a, a])[0]!.dispose();
+    backend.run(add, [a, a])[0]!.dispose();
+    const after = backend.pipelines.stats;
+    expect(after.compiles - before.compiles).toBeLessThanOrEqual(1);
+    expect(after.hits - before.hits).toBeGreaterThanOrEqual(1);
+    await backend.sync();
+  });
+
+  it('a warm batch creates no pipelines, parameter buffers or storage buffers', async () => {
+    using x = backend.upload(new Float32Array(1000).fill(0.5), [1000]);
+    using s = backend.empty([1000]);
+    using y = backend.empty([1000]);
+    const record = () => {
+      const batch = backend.batch();
+      for (let i = 0; i < 200; i++) {
+        batch.run(scale, [x], { alpha: 1.5, beta: i }, { out: [s] });
+        batch.run(add, [x, s], {}, { out: [y] });
+      }
+      return batch;
+    };
+    await record().submit();
+    const created = () => {
+      const { pipelines, ...buffers } = backend.objectCounts();
+      return { compiles: pipelines.compiles, ...buffers };
+    };
+    const warm = created();
+    const batch = record();
+    await batch.submit();
+    await batch.submit();
+    expect(created()).toEqual(warm);
+    const values = await y.read();
+    expect(values[0]).toBeCloseTo(0.5 + (1.5 * 0.5 + 199), 4);
+  });
+
+  it('measures device time with timestamp queries', async () => {
+    using x = backend.upload(new Float32Array(4096).fill(1), [4096]);
+    const ms = await backend.deviceTime((runner) => {
+      for (let i = 0; i < 10; i++) runner.run(add, [x, x])[0]!.dispose();
+    });
+    if (backend.gpu.features.has('timestamp-query')) {
+      expect(ms).toBeGreaterThan(0);
+      expect(ms).toBeLessThan(10_000);
+    } else {
+      expect(ms).toBeUndefined();
+    }
+  });
+
+  it('imports an external GPUBuffer without a copy, at an aligned offset', async () => {
+    const at = backend.device.limits.minStorageBufferOffsetAlignment;
+    const buffer = backend.device.createBuffer({
+      size: at + 8,
+      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+    });
+    backend.device.queue.writeBuffer(buffer, at, new Float32Array([3, 4]));
+    expect(() => backend.importBuffer(buffer, [2], 'f32', 8)).toThrow(/multiple of/);
+    const t = backend.importBuffer(buffer, [2], 'f32', at);
+    const [y] = backend.run(add, [t, t]);
+    expect(Array.from(await y!.read())).toEqual([6, 8]);
+    // The tensor is a view: later writes by the owner show through it.
+    backend.device.queue.writeBuffer(buffer, at, new Float32Array([5, 6]));
+    const [z] = backend.run(add, [t, t]);
+    expect(Array.from(await z!.read())).toEqual([10, 12]);
+    for (const x of [t, y!, z!]) x.dispose();
+    // Disposing the tensor left the caller's buffer alone.
+    backend.device.queue.writeBuffer(buffer, 0, new Float32Array([1]));
+    await backend.sync();
+    buffer.destroy();
+  });
+
+  it('turns WGSL compile errors into KernelCompileErrors carrying the compiler messages', async () => {
+    const cache = new PipelineCache(backend.device);
+    cache.get({ key: 'test/broken', kernel: 'broken', code: () => '@compute @workgroup_size(1) fn main() { let x: f32 = 1u; }' });
+    const error = await cache.settle().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(KernelCompileError);
+    expect((error as KernelCompileError).kernel).toBe('broken');
+    expect((error as KernelCompileError).log).toMatch(/error/i);
+  });
+});
+
+needsAdapter('wgpu device loss', () => {
+  it('rejects pending and later work with DeviceLostError instead of hanging', async () => {
+    const lostBackend = await WgpuBackend.create();
+    using t = lostBackend.upload([1, 2, 3], [3]);
+    lostBackend.device.destroy();
+    await expect(lostBackend.gpu.lost).rejects.toBeInstanceOf(DeviceLostError);
+    await expect(t.read()).rejects.toBeInstanceOf(DeviceLostError);
+    expect(() => lostBackend.upload([1], [1])).toThrow(DeviceLostError);
+    lostBackend.dispose();
+  });
+});
