@@ -88,7 +88,11 @@ needsAdapter(`wgpu backend${unavailable ? ` (no adapter: ${unavailable})` : ''}`
 
   it('turns WGSL compile errors into KernelCompileErrors carrying the compiler messages', async () => {
     const cache = new PipelineCache(backend.device);
-    cache.get({ key: 'test/broken', kernel: 'broken', code: () => '@compute @workgroup_size(1) fn main() { let x: f32 = 1u; }' });
+    cache.get({
+      key: 'test/broken',
+      kernel: 'broken',
+      code: () => '@compute @workgroup_size(1) fn main() { let x: f32 = 1u; }',
+    });
     const error = await cache.settle().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(KernelCompileError);
     expect((error as KernelCompileError).kernel).toBe('broken');

@@ -1,35 +1,37 @@
 import {
+  type AnyKernelSpec,
   type AttrValues,
+  allocHost,
   type Backend,
-  BackendMismatchError,
   type BackendInfo,
+  BackendMismatchError,
   bytesPerElement,
   type CommandBatch,
   copy as copySpec,
   type DType,
   DTypeError,
+  formatShape,
   type HostArray,
   hostArrayMatches,
   InvalidArgumentError,
+  inputName,
   isDType,
-  OutOfMemoryError,
   isValidShape,
   type KernelRunner,
   type KernelSpec,
   type MemoryStats,
+  OutOfMemoryError,
   prepareKernel,
   RayoError,
   type RunOptions,
   type Shape,
   ShapeError,
   sizeOf,
-  formatShape,
   Tensor,
   type TensorStorage,
   toHostArray,
   UnsupportedOnBackendError,
   type WeightCache,
-  allocHost,
 } from '@rayo/core';
 import { BufferPool } from './buffers.js';
 import { describeAdapter, requestWgpuDevice, type WgpuDevice, type WgpuDeviceOptions } from './device.js';
@@ -72,7 +74,13 @@ export interface WgpuObjectCounts {
   readonly scratchBuffers: number;
 }
 
-export interface WgpuBackendOptions extends WgpuDeviceOptions {}
+export interface WgpuBackendOptions extends WgpuDeviceOptions {
+  /**
+   * Treat storage bindings as limited to this many bytes (at most the
+   * device's limit): forces the splitting of large operands, for tests.
+   */
+  readonly maxBindingBytes?: number;
+}
 
 /**
  * The WebGPU backend: WGSL kernels for every spec, one submission per eager
@@ -93,26 +101,40 @@ export class WgpuBackend implements Backend {
   #live = { tensors: 0, bytes: 0, peak: 0, allocations: 0 };
   #disposed = false;
 
+  readonly maxBindingBytes: number;
+
   static async create(options: WgpuBackendOptions = {}): Promise<WgpuBackend> {
-    return new WgpuBackend(await requestWgpuDevice(options), options.device === undefined);
+    return new WgpuBackend(
+      await requestWgpuDevice(options),
+      options.device === undefined,
+      options.maxBindingBytes,
+    );
   }
 
-  private constructor(gpu: WgpuDevice, ownsDevice: boolean) {
+  private constructor(gpu: WgpuDevice, ownsDevice: boolean, maxBindingBytes: number | undefined) {
     this.gpu = gpu;
     this.device = gpu.device;
     this.#ownsDevice = ownsDevice;
     this.pipelines = new PipelineCache(this.device);
     this.#params = new ParamArena(this.device);
     this.#storage = new BufferPool(this.device, STORAGE_USAGE(), 'rayo tensor');
-    this.#staging = new BufferPool(this.device, GPUBufferUsageFlagsOf('MAP_READ', 'COPY_DST')(), 'rayo staging');
+    this.#staging = new BufferPool(
+      this.device,
+      GPUBufferUsageFlagsOf('MAP_READ', 'COPY_DST')(),
+      'rayo staging',
+    );
     this.#scratch = new BufferPool(this.device, STORAGE_USAGE(), 'rayo scratch');
     this.#kernels = new Map(WGPU_KERNELS.map((k) => [k.spec.name, k]));
     const limits = this.device.limits;
+    this.maxBindingBytes = Math.min(
+      maxBindingBytes ?? Number.POSITIVE_INFINITY,
+      limits.maxStorageBufferBindingSize,
+    );
     this.info = {
       name: 'wgpu',
       device: describeAdapter(gpu.adapterInfo),
       kind: 'gpu',
-      limits: { maxBufferBytes: limits.maxBufferSize, maxBindingBytes: limits.maxStorageBufferBindingSize },
+      limits: { maxBufferBytes: limits.maxBufferSize, maxBindingBytes: this.maxBindingBytes },
       features: [...gpu.features].sort(),
     };
   }
@@ -147,7 +169,11 @@ export class WgpuBackend implements Backend {
     const lost = this.gpu.lostError();
     if (lost) throw lost;
     if (this.#disposed) {
-      throw new RayoError('backend was disposed', { kernel: api, expected: 'a live backend', actual: 'disposed wgpu backend' });
+      throw new RayoError('backend was disposed', {
+        kernel: api,
+        expected: 'a live backend',
+        actual: 'disposed wgpu backend',
+      });
     }
   }
 
@@ -284,7 +310,12 @@ export class WgpuBackend implements Backend {
 
   #own(api: string, tensor: Tensor, argument: string): WgpuStorage {
     if (!(tensor instanceof Tensor)) {
-      throw new InvalidArgumentError('not a tensor', { kernel: api, argument, expected: 'a Tensor', actual: String(tensor) });
+      throw new InvalidArgumentError('not a tensor', {
+        kernel: api,
+        argument,
+        expected: 'a Tensor',
+        actual: String(tensor),
+      });
     }
     if (tensor.backend !== this) {
       throw new BackendMismatchError('tensor lives on another backend', {
@@ -299,7 +330,13 @@ export class WgpuBackend implements Backend {
 
   operand(tensor: Tensor): Operand {
     const s = tensor.storage<WgpuStorage>();
-    return { buffer: s.buffer, offset: s.offset, size: tensor.size, shape: tensor.shape, dtype: tensor.dtype };
+    return {
+      buffer: s.buffer,
+      offset: s.offset,
+      size: tensor.size,
+      shape: tensor.shape,
+      dtype: tensor.dtype,
+    };
   }
 
   async read(tensor: Tensor): Promise<HostArray> {
@@ -348,6 +385,7 @@ export class WgpuBackend implements Backend {
       });
     }
     const prepared = prepareKernel(spec, this, inputs, attrs, options);
+    if (!kernel.splitsLargeOperands) this.#checkBindable(spec, inputs, prepared.outputs);
     const outputs = prepared.outputs.map((meta, i) => {
       if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
       return options?.out?.[i] ?? this.#allocate(meta.shape, meta.dtype);
@@ -364,10 +402,42 @@ export class WgpuBackend implements Backend {
     return { outputs, encode };
   }
 
+  // A kernel that cannot split its operands must not see one larger than a
+  // binding: refuse it by name instead of computing on a truncated view.
+  #checkBindable(
+    spec: AnyKernelSpec,
+    inputs: readonly (Tensor | undefined)[],
+    outputs: readonly { name: string; shape: Shape; dtype: DType }[],
+  ): void {
+    const kernel = spec.name;
+    const check = (argument: string, bytes: number) => {
+      if (bytes > this.maxBindingBytes) {
+        throw new UnsupportedOnBackendError(
+          'operand larger than one storage binding, and this kernel cannot split it',
+          {
+            kernel,
+            argument,
+            expected: `<= ${this.maxBindingBytes} bytes (maxStorageBufferBindingSize)`,
+            actual: `${bytes} bytes`,
+          },
+        );
+      }
+    };
+    inputs.forEach((t, i) => t && check(inputName(spec, i), t.byteLength));
+    outputs.forEach((o) => check(o.name, sizeOf(o.shape) * bytesPerElement(o.dtype)));
+  }
+
   /** Encodes work into one command buffer and submits it; resolves when the GPU finished. */
   submitWork(encodeAll: (recorder: CommandRecorder) => void): Promise<void> {
     const slots = this.#params.begin();
-    const recorder = new CommandRecorder(this.device, this.gpu.features, this.pipelines, slots, this.#scratch);
+    const recorder = new CommandRecorder(
+      this.device,
+      this.gpu.features,
+      this.pipelines,
+      slots,
+      this.#scratch,
+      this.maxBindingBytes,
+    );
     encodeAll(recorder);
     const { commands, scratch } = recorder.finish();
     slots.flush(this.device.queue);
@@ -414,7 +484,10 @@ export class WgpuBackend implements Backend {
     if (!this.gpu.features.has('timestamp-query')) return undefined;
     this.#timer ??= {
       querySet: this.device.createQuerySet({ type: 'timestamp', count: 2 }),
-      resolve: this.device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC }),
+      resolve: this.device.createBuffer({
+        size: 16,
+        usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC,
+      }),
     };
     const { querySet, resolve } = this.#timer;
     const staging = this.#staging.acquire(16);

@@ -29,7 +29,12 @@ export interface WgpuDevice {
 }
 
 // Features rayo uses when the adapter has them.
-const WANTED_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query', 'chromium-experimental-subgroup-matrix'];
+const WANTED_FEATURES = [
+  'shader-f16',
+  'subgroups',
+  'timestamp-query',
+  'chromium-experimental-subgroup-matrix',
+];
 
 // Limits raised to the adapter's own maximum: large operands, big workgroups.
 const RAISED_LIMITS = [
@@ -49,13 +54,17 @@ async function nodeGpu(options: WgpuDeviceOptions): Promise<GPU> {
   try {
     webgpu = (await import('webgpu')) as unknown as typeof webgpu;
   } catch (error) {
-    throw new BackendUnavailableError(`the 'webgpu' package (Dawn for Node) could not be loaded: ${(error as Error).message}`, {
-      cause: error,
-    });
+    throw new BackendUnavailableError(
+      `the 'webgpu' package (Dawn for Node) could not be loaded: ${(error as Error).message}`,
+      {
+        cause: error,
+      },
+    );
   }
   // Dawn's GPU* classes (GPUBufferUsage, …) must be globals for WebGPU code.
   for (const [name, value] of Object.entries(webgpu.globals)) {
-    if (!(name in globalThis)) Object.defineProperty(globalThis, name, { value, configurable: true, writable: true });
+    if (!(name in globalThis))
+      Object.defineProperty(globalThis, name, { value, configurable: true, writable: true });
   }
   const flags: string[] = [];
   if (options.enableToggles?.length) flags.push(`enable-dawn-features=${options.enableToggles.join(',')}`);
@@ -65,7 +74,10 @@ async function nodeGpu(options: WgpuDeviceOptions): Promise<GPU> {
 
 function describeAdapter(info: GPUAdapterInfo | undefined): string {
   if (!info) return 'unknown adapter';
-  return [info.description, info.vendor, info.architecture, info.device].filter(Boolean).join(' / ') || 'unnamed adapter';
+  return (
+    [info.description, info.vendor, info.architecture, info.device].filter(Boolean).join(' / ') ||
+    'unnamed adapter'
+  );
 }
 
 /**
@@ -90,7 +102,10 @@ export async function requestWgpuDevice(options: WgpuDeviceOptions = {}): Promis
       );
     }
     adapterInfo = adapter.info;
-    if (options.adapter && !describeAdapter(adapterInfo).toLowerCase().includes(options.adapter.toLowerCase())) {
+    if (
+      options.adapter &&
+      !describeAdapter(adapterInfo).toLowerCase().includes(options.adapter.toLowerCase())
+    ) {
       throw new BackendUnavailableError(
         `the WebGPU adapter is ${describeAdapter(adapterInfo)}, which does not match '${options.adapter}'`,
       );

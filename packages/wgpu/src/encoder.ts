@@ -6,7 +6,10 @@ import type { PipelineCache } from './pipelines.js';
 function binding(b: Operand | GPUBufferBinding): GPUBufferBinding {
   if ('shape' in b) {
     // Bindings must be non-empty and a multiple of 4 bytes.
-    const bytes = Math.max(4, Math.ceil((b.size * (b.dtype === 'f16' || b.dtype === 'bf16' ? 2 : 4)) / 4) * 4);
+    const bytes = Math.max(
+      4,
+      Math.ceil((b.size * (b.dtype === 'f16' || b.dtype === 'bf16' ? 2 : 4)) / 4) * 4,
+    );
     return { buffer: b.buffer, offset: b.offset, size: bytes };
   }
   return b;
@@ -28,6 +31,7 @@ export class CommandRecorder implements KernelEncoder {
     private readonly pipelines: PipelineCache,
     private readonly params: ParamSlots,
     private readonly scratchPool: ScratchPool,
+    readonly maxBindingBytes: number,
   ) {
     this.#encoder = device.createCommandEncoder();
   }
@@ -39,7 +43,8 @@ export class CommandRecorder implements KernelEncoder {
   dispatch<K extends string>(d: Dispatch<K>): void {
     const { pipeline, layout } = this.pipelines.get(d.shader);
     const entries: GPUBindGroupEntry[] = d.buffers.map((b, i) => ({ binding: i, resource: binding(b) }));
-    if (d.params) entries.push({ binding: entries.length, resource: this.params.put(d.params.layout, d.params.values) });
+    if (d.params)
+      entries.push({ binding: entries.length, resource: this.params.put(d.params.layout, d.params.values) });
     const group = this.device.createBindGroup({ layout, entries });
     this.#pass ??= this.#encoder.beginComputePass();
     this.#pass.setPipeline(pipeline);

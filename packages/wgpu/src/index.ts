@@ -5,8 +5,8 @@ import { requestWgpuDevice } from './device.js';
 export { WgpuBackend, type WgpuBackendOptions, type WgpuObjectCounts } from './backend.js';
 export { requestWgpuDevice, type WgpuDevice, type WgpuDeviceOptions } from './device.js';
 export type { KernelEncoder, Operand, WgpuKernel } from './kernel.js';
-export { PipelineCache, type PipelineStats } from './pipelines.js';
 export { WGPU_KERNELS } from './kernels/index.js';
+export { PipelineCache, type PipelineStats } from './pipelines.js';
 
 /** Creates the WebGPU backend (Dawn in Node, navigator.gpu in browsers). */
 export function createWgpuBackend(options?: WgpuBackendOptions): Promise<WgpuBackend> {

@@ -17,7 +17,10 @@ export interface Dispatch<K extends string = string> {
   readonly shader: ShaderSource;
   /** Bound at @binding(0), (1), … in this order; the params struct comes after them. */
   readonly buffers: readonly (Operand | GPUBufferBinding)[];
-  readonly params?: { readonly layout: ParamLayout<K>; readonly values: Readonly<Record<K, number>> | Readonly<Record<string, number>> };
+  readonly params?: {
+    readonly layout: ParamLayout<K>;
+    readonly values: Readonly<Record<K, number>> | Readonly<Record<string, number>>;
+  };
   /** Workgroup counts; use `gridFor` to spread many workgroups over x and y. */
   readonly workgroups: readonly [number, number?, number?];
 }
@@ -27,6 +30,8 @@ export interface KernelEncoder {
   readonly device: GPUDevice;
   readonly limits: GPUSupportedLimits;
   readonly features: ReadonlySet<string>;
+  /** Largest byte range one storage binding may cover (the device limit, or lower when forced). */
+  readonly maxBindingBytes: number;
   dispatch<K extends string>(d: Dispatch<K>): void;
   /** Device-side copy of `bytes` (a multiple of 4). */
   copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, bytes: number): void;
@@ -45,6 +50,11 @@ export interface KernelCall<A extends AttrValues> {
 export interface WgpuKernel<A extends AttrValues = AttrValues> {
   readonly spec: KernelSpec<A>;
   encode(encoder: KernelEncoder, call: KernelCall<A>): void;
+  /**
+   * The kernel binds operands larger than `maxBindingBytes` in pieces itself.
+   * Without it, such an operand is refused with a clear error, never truncated.
+   */
+  readonly splitsLargeOperands?: boolean;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a table of kernels with different attribute types
@@ -54,8 +64,37 @@ export type AnyWgpuKernel = WgpuKernel<any>;
 export function wgpuKernel<A extends AttrValues>(
   spec: KernelSpec<A>,
   encode: (encoder: KernelEncoder, call: KernelCall<A>) => void,
+  options: { splitsLargeOperands?: boolean } = {},
 ): WgpuKernel<A> {
-  return { spec, encode };
+  return { spec, encode, ...options };
+}
+
+/**
+ * Splits `count` elements of `bytesPerElement` into ranges that each fit one
+ * binding and start at an offset storage bindings accept.
+ */
+export function bindingRanges(
+  count: number,
+  bytesPerElement: number,
+  encoder: Pick<KernelEncoder, 'maxBindingBytes' | 'limits'>,
+): { start: number; count: number }[] {
+  const align = encoder.limits.minStorageBufferOffsetAlignment;
+  const unit = align / gcd(align, bytesPerElement); // elements per aligned step
+  const perRange = Math.max(unit, Math.floor(encoder.maxBindingBytes / bytesPerElement / unit) * unit);
+  const ranges: { start: number; count: number }[] = [];
+  for (let start = 0; start < count; start += perRange)
+    ranges.push({ start, count: Math.min(perRange, count - start) });
+  return ranges;
+}
+
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
+}
+
+/** A view of `count` elements of an operand starting at element `start`. */
+export function operandRange(operand: Operand, start: number, count: number): Operand {
+  const bytes = operand.dtype === 'f16' || operand.dtype === 'bf16' ? 2 : 4;
+  return { ...operand, offset: operand.offset + start * bytes, size: count, shape: [count] };
 }
 
 /**

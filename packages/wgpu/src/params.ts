@@ -7,7 +7,11 @@ export interface ParamLayout<K extends string> {
   /** Size of the struct in bytes (a multiple of 16, as uniform buffers need). */
   readonly byteLength: number;
   /** Writes the values into `view` at `byteOffset` in declaration order. */
-  write(view: DataView, byteOffset: number, values: Readonly<Record<K, number>> | Readonly<Record<string, number>>): void;
+  write(
+    view: DataView,
+    byteOffset: number,
+    values: Readonly<Record<K, number>> | Readonly<Record<string, number>>,
+  ): void;
 }
 
 /**

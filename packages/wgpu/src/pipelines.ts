@@ -69,9 +69,13 @@ export class PipelineCache {
       const info = await module.getCompilationInfo();
       const log = info.messages.map((m) => `${m.type} at ${m.lineNum}:${m.linePos}: ${m.message}`).join('\n');
       this.#pipelines.delete(source.key);
-      this.#failure ??= new KernelCompileError(`WGSL of '${source.key}' failed to compile`, `${log || error.message}\n---\n${code}`, {
-        kernel: source.kernel,
-      });
+      this.#failure ??= new KernelCompileError(
+        `WGSL of '${source.key}' failed to compile`,
+        `${log || error.message}\n---\n${code}`,
+        {
+          kernel: source.kernel,
+        },
+      );
     });
     this.#pending.add(check);
     check.finally(() => this.#pending.delete(check));

@@ -1,5 +1,5 @@
 import { conformanceSuite, runChecks } from '@rayo/core/testing';
-import { it, expect } from 'vitest';
+import { expect, it } from 'vitest';
 import { createWgpuBackend } from './index.js';
 
 it('elementwise', async () => {

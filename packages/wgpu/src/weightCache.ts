@@ -1,4 +1,11 @@
-import { type HostArray, InvalidArgumentError, matmul, ShapeError, type Tensor, type WeightCache } from '@rayo/core';
+import {
+  type HostArray,
+  InvalidArgumentError,
+  matmul,
+  ShapeError,
+  type Tensor,
+  type WeightCache,
+} from '@rayo/core';
 import type { WgpuBackend } from './backend.js';
 
 const KERNEL = 'weightCache.matmul';
@@ -55,7 +62,9 @@ export class WgpuWeightCache implements WeightCache {
       throw new InvalidArgumentError('no weight of this name was uploaded', {
         kernel: KERNEL,
         argument: 'name',
-        expected: this.#weights.size ? `one of ${[...this.#weights.keys()].join(', ')}` : 'an uploaded weight',
+        expected: this.#weights.size
+          ? `one of ${[...this.#weights.keys()].join(', ')}`
+          : 'an uploaded weight',
         actual: JSON.stringify(name),
       });
     }
@@ -66,7 +75,12 @@ export class WgpuWeightCache implements WeightCache {
     return this.backend.run(matmul, [x, this.#weight(name)], { alpha: options.alpha ?? 1, transB: true })[0]!;
   }
 
-  async matmulHost(name: string, x: Float32Array, rows: number, options: { alpha?: number } = {}): Promise<Float32Array> {
+  async matmulHost(
+    name: string,
+    x: Float32Array,
+    rows: number,
+    options: { alpha?: number } = {},
+  ): Promise<Float32Array> {
     const w = this.#weight(name);
     const [n, k] = w.shape as [number, number];
     if (!Number.isInteger(rows) || rows < 1) {

@@ -25,7 +25,15 @@ import {
   tanhBackward,
   UnsupportedOnBackendError,
 } from '@rayo/core';
-import { type AnyWgpuKernel, storage, uniform, wgpuKernel } from '../kernel.js';
+import {
+  type AnyWgpuKernel,
+  bindingRanges,
+  type Operand,
+  operandRange,
+  storage,
+  uniform,
+  wgpuKernel,
+} from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { BUILTINS, elementGrid, elementIndex, WG, WGSL_MATH } from './common.js';
 
@@ -34,6 +42,7 @@ import { BUILTINS, elementGrid, elementIndex, WG, WGSL_MATH } from './common.js'
 const MAX_RANK = 6;
 const BINARY_PARAMS = paramLayout([
   ['n', 'u32'],
+  ['base', 'u32'],
   ...Array.from({ length: MAX_RANK }, (_, d) => [`d${d}`, 'u32'] as const),
   ...Array.from({ length: MAX_RANK }, (_, d) => [`sa${d}`, 'u32'] as const),
   ...Array.from({ length: MAX_RANK }, (_, d) => [`sb${d}`, 'u32'] as const),
@@ -69,9 +78,11 @@ export function broadcastPlan(out: readonly number[], a: readonly number[], b: r
   return { dims, sa, sb };
 }
 
-function binaryShader(op: string, rank: number, kernel: string) {
+// An operand with as many elements as the output is read at the output's own
+// index (and may be bound in pieces); a broadcast one through the stride plan.
+function binaryShader(op: string, rank: number, kernel: string, directA: boolean, directB: boolean) {
   return {
-    key: `elementwise/binary/${kernel}/rank${rank}`,
+    key: `elementwise/binary/${kernel}/rank${rank}/${directA ? 'a' : 'A'}${directB ? 'b' : 'B'}`,
     kernel,
     code: () => `
 ${BINARY_PARAMS.wgsl}
@@ -82,46 +93,74 @@ ${uniform(3)}
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
   ${elementIndex('params.n')}
-  var rest = i;
+  var rest = params.base + i;
   var ia = 0u;
   var ib = 0u;
 ${Array.from({ length: rank }, (_, k) => {
   const d = rank - 1 - k; // innermost first
   return `  { let c = rest % params.d${d}; rest = rest / params.d${d}; ia += c * params.sa${d}; ib += c * params.sb${d}; }`;
 }).join('\n')}
-  let x = a[ia];
-  let z = b[ib];
+  let x = a[${directA ? 'i' : 'ia'}];
+  let z = b[${directB ? 'i' : 'ib'}];
   y[i] = ${op};
 }`,
   };
 }
 
 function binary(spec: KernelSpec<Record<never, never>>, op: string): AnyWgpuKernel {
-  return wgpuKernel(spec, (encoder, { inputs, outputs, io }) => {
-    const out = outputs[0]!;
-    if (out.size === 0) return;
-    const plan = broadcastPlan(out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
-    if (plan.dims.length > MAX_RANK) {
-      throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
-        kernel: spec.name,
-        argument: 'b',
-        expected: `at most ${MAX_RANK} after merging contiguous axes`,
-        actual: String(plan.dims.length),
-      });
-    }
-    const values: Record<string, number> = { n: out.size };
-    for (let d = 0; d < MAX_RANK; d++) {
-      values[`d${d}`] = plan.dims[d] ?? 1;
-      values[`sa${d}`] = plan.sa[d] ?? 0;
-      values[`sb${d}`] = plan.sb[d] ?? 0;
-    }
-    encoder.dispatch({
-      shader: binaryShader(op, plan.dims.length, spec.name),
-      buffers: [inputs[0]!, inputs[1]!, out],
-      params: { layout: BINARY_PARAMS, values },
-      workgroups: elementGrid(encoder, out.size),
-    });
-  });
+  return wgpuKernel(
+    spec,
+    (encoder, { inputs, outputs, io }) => {
+      const out = outputs[0]!;
+      if (out.size === 0) return;
+      const plan = broadcastPlan(out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
+      if (plan.dims.length > MAX_RANK) {
+        throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
+          kernel: spec.name,
+          argument: 'b',
+          expected: `at most ${MAX_RANK} after merging contiguous axes`,
+          actual: String(plan.dims.length),
+        });
+      }
+      const [a, b] = [inputs[0]!, inputs[1]!];
+      const directA = a.size === out.size;
+      const directB = b.size === out.size;
+      for (const [t, direct, argument] of [
+        [a, directA, 'a'],
+        [b, directB, 'b'],
+      ] as const) {
+        if (!direct && t.size * 4 > encoder.maxBindingBytes) {
+          throw new UnsupportedOnBackendError(
+            'a broadcast operand larger than one storage binding cannot be split',
+            {
+              kernel: spec.name,
+              argument,
+              expected: `<= ${encoder.maxBindingBytes} bytes, or as many elements as the output`,
+              actual: `${t.size * 4} bytes`,
+            },
+          );
+        }
+      }
+      const shader = binaryShader(op, plan.dims.length, spec.name, directA, directB);
+      for (const range of bindingRanges(out.size, 4, encoder)) {
+        const values: Record<string, number> = { n: range.count, base: range.start };
+        for (let d = 0; d < MAX_RANK; d++) {
+          values[`d${d}`] = plan.dims[d] ?? 1;
+          values[`sa${d}`] = plan.sa[d] ?? 0;
+          values[`sb${d}`] = plan.sb[d] ?? 0;
+        }
+        const piece = (t: typeof a, direct: boolean) =>
+          direct ? operandRange(t, range.start, range.count) : t;
+        encoder.dispatch({
+          shader,
+          buffers: [piece(a, directA), piece(b, directB), operandRange(out, range.start, range.count)],
+          params: { layout: BINARY_PARAMS, values },
+          workgroups: elementGrid(encoder, range.count),
+        });
+      }
+    },
+    { splitsLargeOperands: true },
+  );
 }
 
 // ---- same-shape maps: any inputs, any outputs, one statement block -----------
@@ -142,7 +181,12 @@ interface MapDecl<A extends AttrValues> {
 
 function map<A extends AttrValues>(decl: MapDecl<A>): AnyWgpuKernel {
   const attrs = decl.attrs ?? [];
-  const layout = paramLayout([['n', 'u32'], ['m', 'u32'], ...attrs.map((a) => [a, 'f32'] as const)]);
+  const layout = paramLayout([
+    ['n', 'u32'],
+    ['m', 'u32'],
+    ['base', 'u32'],
+    ...attrs.map((a) => [a, 'f32'] as const),
+  ]);
   const indexed = new Set(decl.indexed ?? []);
   const shader = {
     key: `elementwise/map/${decl.spec.name}`,
@@ -165,18 +209,32 @@ ${decl.outputs.map((name) => `  var ${name}: f32;`).join('\n')}
 ${decl.outputs.map((name) => `  ${name}_buf[i] = ${name};`).join('\n')}
 }`,
   };
-  return wgpuKernel(decl.spec, (encoder, { inputs, outputs, attrs: values }) => {
-    const n = outputs[0]!.size;
-    if (n === 0) return;
-    const params: Record<string, number> = { n, m: inputs[inputs.length - 1]!.size };
-    for (const a of attrs) params[a] = values[a] as number;
-    encoder.dispatch({
-      shader,
-      buffers: [...inputs.map((t) => t!), ...outputs],
-      params: { layout, values: params },
-      workgroups: elementGrid(encoder, n),
-    });
-  });
+  return wgpuKernel(
+    decl.spec,
+    (encoder, { inputs, outputs, attrs: values }) => {
+      const n = outputs[0]!.size;
+      if (n === 0) return;
+      // Element-aligned inputs and outputs are bound range by range; indexed
+      // ones (a bias) whole, read at the global index `base + i`.
+      for (const range of bindingRanges(n, 4, encoder)) {
+        const params: Record<string, number> = {
+          n: range.count,
+          m: inputs[inputs.length - 1]!.size,
+          base: range.start,
+        };
+        for (const a of attrs) params[a] = values[a] as number;
+        const piece = (t: Operand, name?: string) =>
+          name !== undefined && indexed.has(name) ? t : operandRange(t, range.start, range.count);
+        encoder.dispatch({
+          shader,
+          buffers: [...inputs.map((t, k) => piece(t!, decl.inputs[k])), ...outputs.map((t) => piece(t))],
+          params: { layout, values: params },
+          workgroups: elementGrid(encoder, range.count),
+        });
+      }
+    },
+    { splitsLargeOperands: true },
+  );
 }
 
 export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
@@ -190,15 +248,27 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
   map({ spec: sigmoid, inputs: ['x'], outputs: ['y'], body: 'y = sigmoid_f(x);' }),
   map({ spec: tanh, inputs: ['x'], outputs: ['y'], body: 'y = tanh_f(x);' }),
   map({ spec: exp, inputs: ['x'], outputs: ['y'], body: 'y = exp(x);' }),
-  map({ spec: scale, inputs: ['x'], outputs: ['y'], body: 'y = params.alpha * x + params.beta;', attrs: ['alpha', 'beta'] }),
-  map({ spec: clip, inputs: ['x'], outputs: ['y'], body: 'y = min(max(x, params.min), params.max);', attrs: ['min', 'max'] }),
+  map({
+    spec: scale,
+    inputs: ['x'],
+    outputs: ['y'],
+    body: 'y = params.alpha * x + params.beta;',
+    attrs: ['alpha', 'beta'],
+  }),
+  map({
+    spec: clip,
+    inputs: ['x'],
+    outputs: ['y'],
+    body: 'y = min(max(x, params.min), params.max);',
+    attrs: ['min', 'max'],
+  }),
   map({ spec: swiglu, inputs: ['gate', 'up'], outputs: ['y'], body: 'y = silu_f(gate) * up;' }),
   map({
     spec: biasAdd,
     inputs: ['x', 'bias'],
     outputs: ['y'],
     indexed: ['bias'],
-    body: 'y = x + bias_buf[i % params.m];',
+    body: 'y = x + bias_buf[(params.base + i) % params.m];',
   }),
   map({ spec: reluBackward, inputs: ['dy', 'x'], outputs: ['dx'], body: 'dx = select(0.0, dy, x > 0.0);' }),
   map({ spec: geluBackward, inputs: ['dy', 'x'], outputs: ['dx'], body: 'dx = dy * gelu_grad(x);' }),
@@ -219,4 +289,3 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
     body: 'dgate = dy * up * silu_grad(gate);\n  dup = dy * silu_f(gate);',
   }),
 ];
-
