@@ -423,8 +423,10 @@ export class WgpuBackend implements Backend {
         );
       }
     };
-    inputs.forEach((t, i) => t && check(inputName(spec, i), t.byteLength));
-    outputs.forEach((o) => check(o.name, sizeOf(o.shape) * bytesPerElement(o.dtype)));
+    inputs.forEach((t, i) => {
+      if (t) check(inputName(spec, i), t.byteLength);
+    });
+    for (const o of outputs) check(o.name, sizeOf(o.shape) * bytesPerElement(o.dtype));
   }
 
   /** Encodes work into one command buffer and submits it; resolves when the GPU finished. */
