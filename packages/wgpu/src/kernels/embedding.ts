@@ -1,0 +1,349 @@
+import { embedding, embeddingBackward } from '@rayo/core';
+import {
+  type AnyWgpuKernel,
+  gridFor,
+  linearWorkgroup,
+  type Operand,
+  storage,
+  uniform,
+  wgpuKernel,
+} from '../kernel.js';
+import { paramLayout } from '../params.js';
+import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+
+// An id outside [0, V) is compared as u32 (negative ids wrap to huge values),
+// never turned into an offset first, so no id can alias a valid row.
+
+/** A quiet NaN read from a private variable: WGSL rejects NaN in constant expressions. */
+const NAN_DECL = 'var<private> nanBits: u32 = 0x7fc00000u;';
+const NAN = 'bitcast<f32>(nanBits)';
+const vtype = (vec: number) => (vec === 4 ? 'vec4<f32>' : 'f32');
+const vsplat = (vec: number, e: string) => (vec === 4 ? `vec4<f32>(${e})` : e);
+
+// ---- forward: a gather, one invocation per output element (or vec4) ---------
+
+const GATHER_PARAMS = paramLayout([
+  ['count', 'u32'],
+  ['dv', 'u32'],
+  ['vocab', 'u32'],
+] as const);
+
+function gatherShader(vec: number) {
+  const V = vtype(vec);
+  return {
+    key: `embedding/embedding/v${vec}/wg${WG}`,
+    kernel: 'embedding',
+    code: () => `
+${GATHER_PARAMS.wgsl}
+${storage(0, 'table', V, 'read')}
+${storage(1, 'ids', 'i32', 'read')}
+${storage(2, 'y', V, 'read_write')}
+${uniform(3)}
+${NAN_DECL}
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  ${elementIndex('params.count')}
+  let id = bitcast<u32>(ids[i / params.dv]);
+  if (id < params.vocab) {
+    y[i] = table[id * params.dv + i % params.dv];
+  } else {
+    y[i] = ${vsplat(vec, NAN)};
+  }
+}`,
+  };
+}
+
+// ---- backward: a stable sort of the positions by id, then per-row sums -------
+//
+// Positions are sorted by id with a stable LSD radix sort (8-bit digits; block
+// histograms, one scan, a scatter ranking each element among equal digits of
+// its block in position order). Every dtable element then adds the dy rows of
+// its id's positions in increasing position order, exactly the reference's
+// order, with no float atomics. Ids outside the table get the key V, sort
+// last, and poison the whole table.
+
+const DIGITS = 256;
+/** Positions per sort block: WG invocations with ROUNDS positions each. */
+const ROUNDS = 4;
+const BLOCK = WG * ROUNDS;
+/** Elements per invocation and tile of the single-workgroup scan. */
+const SCAN_PER_THREAD = 8;
+
+const SORT_PARAMS = paramLayout([
+  ['n', 'u32'],
+  ['blocks', 'u32'],
+  ['shift', 'u32'],
+  ['vocab', 'u32'],
+] as const);
+
+const keysShader = {
+  key: `embedding/embeddingBackward/keys/wg${WG}`,
+  kernel: 'embeddingBackward',
+  code: () => `
+${SORT_PARAMS.wgsl}
+${storage(0, 'ids', 'i32', 'read')}
+${storage(1, 'keys', 'u32', 'read_write')}
+${storage(2, 'pos', 'u32', 'read_write')}
+${uniform(3)}
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  ${elementIndex('params.n')}
+  keys[i] = min(bitcast<u32>(ids[i]), params.vocab);
+  pos[i] = i;
+}`,
+};
+
+const histogramShader = {
+  key: `embedding/embeddingBackward/histogram/b${BLOCK}`,
+  kernel: 'embeddingBackward',
+  code: () => `
+${SORT_PARAMS.wgsl}
+${storage(0, 'keys', 'u32', 'read')}
+${storage(1, 'hist', 'u32', 'read_write')}
+${uniform(2)}
+var<workgroup> counts: array<atomic<u32>, ${DIGITS}>;
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  let block = ${linearWorkgroup};
+  if (block >= params.blocks) { return; }
+  let t = lid.x;
+  atomicStore(&counts[t], 0u);
+  workgroupBarrier();
+  for (var k = 0u; k < ${ROUNDS}u; k++) {
+    let idx = block * ${BLOCK}u + k * ${WG}u + t;
+    if (idx < params.n) { atomicAdd(&counts[(keys[idx] >> params.shift) & 255u], 1u); }
+  }
+  workgroupBarrier();
+  // Digit-major, so one scan gives every (digit, block) its first slot.
+  hist[t * params.blocks + block] = atomicLoad(&counts[t]);
+}`,
+};
+
+/** Exclusive scan of `hist` (DIGITS · blocks entries) in one workgroup, a tile at a time. */
+const scanShader = {
+  key: `embedding/embeddingBackward/scan/wg${WG}/p${SCAN_PER_THREAD}`,
+  kernel: 'embeddingBackward',
+  code: () => `
+${SORT_PARAMS.wgsl}
+${storage(0, 'hist', 'u32', 'read_write')}
+${uniform(1)}
+var<workgroup> sums: array<u32, ${WG}>;
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  let t = lid.x;
+  let total = params.blocks * ${DIGITS}u;
+  var carry = 0u;
+  for (var tile = 0u; tile < total; tile += ${WG * SCAN_PER_THREAD}u) {
+    let first = tile + t * ${SCAN_PER_THREAD}u;
+    var vals: array<u32, ${SCAN_PER_THREAD}>;
+    var own = 0u;
+    for (var k = 0u; k < ${SCAN_PER_THREAD}u; k++) {
+      let idx = first + k;
+      vals[k] = select(0u, hist[min(idx, total - 1u)], idx < total);
+      own += vals[k];
+    }
+    sums[t] = own;
+    workgroupBarrier();
+    for (var off = 1u; off < ${WG}u; off <<= 1u) {
+      let add = select(0u, sums[t - min(off, t)], t >= off);
+      workgroupBarrier();
+      sums[t] += add;
+      workgroupBarrier();
+    }
+    var running = carry + sums[t] - own;
+    for (var k = 0u; k < ${SCAN_PER_THREAD}u; k++) {
+      let idx = first + k;
+      if (idx < total) { hist[idx] = running; }
+      running += vals[k];
+    }
+    carry += sums[${WG - 1}];
+    workgroupBarrier();
+  }
+}`,
+};
+
+const scatterShader = {
+  key: `embedding/embeddingBackward/scatter/b${BLOCK}`,
+  kernel: 'embeddingBackward',
+  code: () => `
+${SORT_PARAMS.wgsl}
+${storage(0, 'keysIn', 'u32', 'read')}
+${storage(1, 'posIn', 'u32', 'read')}
+${storage(2, 'hist', 'u32', 'read')}
+${storage(3, 'keysOut', 'u32', 'read_write')}
+${storage(4, 'posOut', 'u32', 'read_write')}
+${uniform(5)}
+var<workgroup> digits: array<u32, ${WG}>;
+var<workgroup> running: array<u32, ${DIGITS}>;
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  let block = ${linearWorkgroup};
+  if (block >= params.blocks) { return; }
+  let t = lid.x;
+  running[t] = 0u;
+  for (var rnd = 0u; rnd < ${ROUNDS}u; rnd++) {
+    let idx = block * ${BLOCK}u + rnd * ${WG}u + t;
+    let valid = idx < params.n;
+    var key = 0u;
+    var d = ${DIGITS}u; // matches no digit
+    if (valid) {
+      key = keysIn[idx];
+      d = (key >> params.shift) & 255u;
+    }
+    digits[t] = d;
+    workgroupBarrier();
+    // Stable rank: equal digits earlier in the block go first.
+    var before = 0u;
+    var after = 0u;
+    for (var u = 0u; u < ${WG}u; u++) {
+      let same = digits[u] == d;
+      before += select(0u, 1u, same && u < t);
+      after += select(0u, 1u, same && u > t);
+    }
+    if (valid) {
+      let dst = hist[d * params.blocks + block] + running[d] + before;
+      keysOut[dst] = key;
+      posOut[dst] = posIn[idx];
+    }
+    workgroupBarrier();
+    if (valid && after == 0u) { running[d] += before + 1u; }
+    workgroupBarrier();
+  }
+}`,
+};
+
+/** starts[v] = the first sorted slot with key >= v, for v in [0, V]. */
+const startsShader = {
+  key: `embedding/embeddingBackward/starts/wg${WG}`,
+  kernel: 'embeddingBackward',
+  code: () => `
+${SORT_PARAMS.wgsl}
+${storage(0, 'keys', 'u32', 'read')}
+${storage(1, 'starts', 'u32', 'read_write')}
+${uniform(2)}
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  ${elementIndex('params.vocab + 1u')}
+  var lo = 0u;
+  var hi = params.n;
+  while (lo < hi) {
+    let mid = (lo + hi) / 2u;
+    if (keys[mid] < i) { lo = mid + 1u; } else { hi = mid; }
+  }
+  starts[i] = lo;
+}`,
+};
+
+const SUM_PARAMS = paramLayout([
+  ['count', 'u32'],
+  ['dv', 'u32'],
+  ['vocab', 'u32'],
+  ['n', 'u32'],
+] as const);
+
+function sumShader(vec: number) {
+  const V = vtype(vec);
+  return {
+    key: `embedding/embeddingBackward/sum/v${vec}/wg${WG}`,
+    kernel: 'embeddingBackward',
+    code: () => `
+${SUM_PARAMS.wgsl}
+${storage(0, 'dy', V, 'read')}
+${storage(1, 'pos', 'u32', 'read')}
+${storage(2, 'starts', 'u32', 'read')}
+${storage(3, 'dtable', V, 'read_write')}
+${uniform(4)}
+${NAN_DECL}
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  ${elementIndex('params.count')}
+  // Out-of-range ids sorted last under the key V.
+  if (starts[params.vocab] < params.n) {
+    dtable[i] = ${vsplat(vec, NAN)};
+    return;
+  }
+  let v = i / params.dv;
+  let col = i % params.dv;
+  var acc = ${V}(0.0);
+  for (var k = starts[v]; k < starts[v + 1u]; k++) { acc += dy[pos[k] * params.dv + col]; }
+  dtable[i] = acc;
+}`,
+  };
+}
+
+function scratchBinding(encoder: { scratch(bytes: number): GPUBuffer }, count: number): GPUBufferBinding {
+  const size = Math.max(1, count) * 4;
+  return { buffer: encoder.scratch(size), offset: 0, size };
+}
+
+export const EMBEDDING_KERNELS: readonly AnyWgpuKernel[] = [
+  wgpuKernel(embedding, (encoder, { inputs, outputs, io }) => {
+    const out = outputs[0]!;
+    if (out.size === 0) return;
+    const [vocab, d] = io.inputs[0]!.shape as [number, number];
+    // vec4 bindings must hold at least one vec4: not for an empty table.
+    const vec = d % 4 === 0 && vocab > 0 ? 4 : 1;
+    const count = out.size / vec;
+    encoder.dispatch({
+      shader: gatherShader(vec),
+      buffers: [inputs[0]!, inputs[1]!, out],
+      params: { layout: GATHER_PARAMS, values: { count, dv: d / vec, vocab } },
+      workgroups: elementGrid(encoder, count),
+    });
+  }),
+  wgpuKernel(embeddingBackward, (encoder, { inputs, outputs, attrs }) => {
+    const [dy, ids] = [inputs[0]!, inputs[1]!] as [Operand, Operand];
+    const dtable = outputs[0]!;
+    if (dtable.size === 0) return;
+    const vocab = attrs.vocabSize;
+    const d = dtable.shape[1]!;
+    const n = ids.size;
+    const blocks = Math.ceil(n / BLOCK);
+    const sort = (shift: number) => ({ layout: SORT_PARAMS, values: { n, blocks, shift, vocab } });
+    let keys = scratchBinding(encoder, n);
+    let pos = scratchBinding(encoder, n);
+    if (n > 0) {
+      encoder.dispatch({
+        shader: keysShader,
+        buffers: [ids, keys, pos],
+        params: sort(0),
+        workgroups: elementGrid(encoder, n),
+      });
+      // Keys lie in [0, V]: as many 8-bit digits as V has bits.
+      const passes = Math.ceil(Math.floor(Math.log2(vocab) + 1) / 8);
+      let keysOut = scratchBinding(encoder, n);
+      let posOut = scratchBinding(encoder, n);
+      const hist = scratchBinding(encoder, blocks * DIGITS);
+      for (let p = 0; p < passes; p++) {
+        const params = sort(8 * p);
+        const grid = gridFor(blocks, encoder.limits);
+        encoder.dispatch({ shader: histogramShader, buffers: [keys, hist], params, workgroups: grid });
+        encoder.dispatch({ shader: scanShader, buffers: [hist], params, workgroups: [1] });
+        encoder.dispatch({
+          shader: scatterShader,
+          buffers: [keys, pos, hist, keysOut, posOut],
+          params,
+          workgroups: grid,
+        });
+        [keys, keysOut] = [keysOut, keys];
+        [pos, posOut] = [posOut, pos];
+      }
+    }
+    const starts = scratchBinding(encoder, vocab + 1);
+    encoder.dispatch({
+      shader: startsShader,
+      buffers: [keys, starts],
+      params: sort(0),
+      workgroups: elementGrid(encoder, vocab + 1),
+    });
+    // vec4 bindings must hold at least one vec4: not for an empty dy.
+    const vec = d % 4 === 0 && n > 0 ? 4 : 1;
+    const count = dtable.size / vec;
+    encoder.dispatch({
+      shader: sumShader(vec),
+      buffers: [dy, pos, starts, dtable],
+      params: { layout: SUM_PARAMS, values: { count, dv: d / vec, vocab, n } },
+      workgroups: elementGrid(encoder, count),
+    });
+  }),
+];

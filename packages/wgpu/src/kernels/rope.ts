@@ -1,0 +1,113 @@
+import { rope, UnsupportedOnBackendError } from '@rayo/core';
+import { type AnyWgpuKernel, storage, uniform, wgpuKernel } from '../kernel.js';
+import { paramLayout } from '../params.js';
+import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+
+// One invocation per rotated pair. The angle position · theta^(−2i/headDim)
+// reaches thousands of radians, so it is never formed in f32: the frequency
+// in turns is split into two 12-bit halves and the position into 12-bit
+// pieces, every piece product is exact, and only their fractional parts are
+// added. The reduced angle in [−π, π) then goes to sin and cos, which are
+// accurate there on every device.
+
+const PARAMS = paramLayout([
+  ['pairs', 'u32'],
+  ['half', 'u32'],
+  ['headDim', 'u32'],
+  ['heads', 'u32'],
+  ['positionOffset', 'u32'],
+  /** −2 · log2(theta) / headDim: frequency i is exp2(i · logStep). */
+  ['logStep', 'f32'],
+  /** −1 to rotate backwards. */
+  ['sign', 'f32'],
+] as const);
+
+type Layout = 'half' | 'interleaved';
+
+function ropeShader(layout: Layout) {
+  // Interleaved pairs are adjacent elements: pair p is vec2 element p.
+  const interleaved = layout === 'interleaved';
+  return {
+    key: `rope/rope/${layout}/wg${WG}`,
+    kernel: 'rope',
+    code: () => `
+${PARAMS.wgsl}
+${storage(0, 'x', interleaved ? 'vec2<f32>' : 'f32', 'read')}
+${storage(1, 'y', interleaved ? 'vec2<f32>' : 'f32', 'read_write')}
+${uniform(2)}
+
+/** fract(a · b) for a < 2^12 times a power of two and b with at most 12 significant bits: the product is exact. */
+fn turns(a: f32, b: f32) -> f32 { return fract(a * b); }
+
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  ${elementIndex('params.pairs')}
+  let pair = i % params.half;
+  let rest = i / params.half; // s · heads + h
+  let position = params.positionOffset + rest / params.heads;
+  // The frequency in turns per position, and its split into 12 + 12 significant bits.
+  let g = exp2(f32(pair) * params.logStep) * 0.15915494309189535;
+  let gh = bitcast<f32>(bitcast<u32>(g) & 0xfffff000u);
+  let gl = g - gh;
+  let p0 = f32(position & 0xfffu);
+  let p1 = f32((position >> 12u) & 0xfffu) * 4096.0;
+  let p2 = f32(position >> 24u) * 16777216.0;
+  var t = turns(p0, gh);
+  t = fract(t + turns(p0, gl));
+  t = fract(t + turns(p1, gh));
+  t = fract(t + turns(p1, gl));
+  t = fract(t + turns(p2, gh));
+  t = fract(t + turns(p2, gl));
+  let angle = params.sign * 6.283185307179586 * select(t, t - 1.0, t >= 0.5);
+  let c = cos(angle);
+  let s = sin(angle);
+${
+  interleaved
+    ? `  let v = x[i];
+  y[i] = vec2<f32>(v.x * c - v.y * s, v.x * s + v.y * c);`
+    : `  let ia = rest * params.headDim + pair;
+  let ib = ia + params.half;
+  let a = x[ia];
+  let b = x[ib];
+  y[ia] = a * c - b * s;
+  y[ib] = a * s + b * c;`
+}
+}`,
+  };
+}
+
+export const ROPE_KERNELS: readonly AnyWgpuKernel[] = [
+  wgpuKernel(rope, (encoder, { inputs, outputs, attrs }) => {
+    const x = inputs[0]!;
+    const [seq, heads, headDim] = x.shape as [number, number, number];
+    const half = headDim / 2;
+    const pairs = seq * heads * half;
+    if (pairs === 0) return;
+    const last = attrs.positionOffset + seq - 1;
+    if (last > 0xffffffff) {
+      throw new UnsupportedOnBackendError('positions are 32-bit on the GPU', {
+        kernel: 'rope',
+        argument: 'attrs.positionOffset',
+        expected: `a last position of at most ${0xffffffff}`,
+        actual: String(last),
+      });
+    }
+    encoder.dispatch({
+      shader: ropeShader(attrs.layout),
+      buffers: [x, outputs[0]!],
+      params: {
+        layout: PARAMS,
+        values: {
+          pairs,
+          half,
+          headDim,
+          heads,
+          positionOffset: attrs.positionOffset,
+          logStep: (-2 * Math.log2(attrs.theta)) / headDim,
+          sign: attrs.inverse ? -1 : 1,
+        },
+      },
+      workgroups: elementGrid(encoder, pairs),
+    });
+  }),
+];
