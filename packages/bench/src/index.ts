@@ -1,6 +1,11 @@
-export { type CliOptions, parseCliArgs, USAGE, UsageError } from './args.js';
-export { type BenchOptions, type CaseResult, type CaseStatus, isFailure, runBenchmarks } from './bench.js';
-export { type CliIo, EXIT_FAILED, EXIT_OK, EXIT_USAGE, main } from './main.js';
+export * from './args.js';
+export * from './baseline.js';
+export * from './bench.js';
+export * from './case.js';
+export * from './chart.js';
+export * from './drive.js';
+export { type CliIo, defaultOutDir, EXIT_FAILED, EXIT_OK, EXIT_USAGE, main } from './main.js';
+export * from './markdown.js';
 export * from './report.js';
 export * from './suite.js';
 export * from './timing.js';

@@ -1,8 +1,8 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { EXIT_OK, EXIT_USAGE, main } from './main.js';
+import { defaultOutDir, EXIT_OK, EXIT_USAGE, main } from './main.js';
 
 async function run(argv: string[]) {
   let stdout = '';
@@ -34,6 +34,12 @@ describe('rayo-bench', () => {
     expect(r.stdout).toBe('');
   });
 
+  it('names the default output folder after the date', () => {
+    expect(defaultOutDir(new Date('2025-01-02T03:04:05.678Z'))).toBe(
+      join('bench-results', '2025-01-02T03-04-05Z'),
+    );
+  });
+
   it('rejects an unknown backend and a filter that matches nothing', async () => {
     const unknown = await run(['--backend', 'tpu', '--quick']);
     expect(unknown.code).toBe(EXIT_USAGE);
@@ -43,23 +49,78 @@ describe('rayo-bench', () => {
     expect(none.stderr).toContain("no quick case matches --filter 'no-such-case'");
   });
 
-  it('checks, times and reports a case on the cpu backend', async () => {
+  it('checks, times and reports a case on the cpu backend, and writes every output', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'rayo-bench-'));
     try {
+      const out = join(dir, 'out');
       const file = join(dir, 'nested', 'report.json');
-      const r = await run(['--backend', 'cpu', '--quick', '--filter', '^softmax/', '--json', file]);
-      expect(r.stderr).toContain('[1/1] cpu softmax/64x4096 … ');
+      const r = await run([
+        '--backend',
+        'cpu',
+        '--quick',
+        '--filter',
+        '^softmax/',
+        '--out',
+        out,
+        '--json',
+        file,
+      ]);
+      expect(r.stderr).toContain('[1/2] cpu copy/16MiB … ');
+      expect(r.stderr).toContain('[2/2] cpu softmax/64x4096 … ');
       expect(r.code).toBe(EXIT_OK);
-      expect(r.stdout).toMatch(/backend\s+case\s+median\s+spread\s+GFLOP\/s\s+GB\/s\s+status/);
-      expect(r.stdout).toMatch(/cpu\s+softmax\/64x4096\s+.*\sok\n/);
-      expect(r.stdout).toContain('1 case: 1 ok, 0 failed (passed)');
+      expect(r.stdout).toMatch(
+        /backend\s+case\s+median\s+spread\s+timer\s+GFLOP\/s\s+GB\/s\s+ceiling\s+status/,
+      );
+      expect(r.stdout).toMatch(/cpu\s+softmax\/64x4096\s+.*\s\d+(\.\d+)?% bw\s+ok\n/);
+      expect(r.stdout).toContain('2 cases: 2 ok, 0 failed (passed)');
+      expect(r.stdout).toMatch(/ceiling cpu: [\d.]+ GB\/s \(copy\/16MiB, host timer\)/);
       const report = JSON.parse(await readFile(file, 'utf8'));
       expect(report.mode).toBe('quick');
+      expect(report.filter).toBe('^softmax/');
       expect(report.backends[0].name).toBe('cpu');
-      expect(report.results).toHaveLength(1);
-      expect(report.results[0]).toMatchObject({ backend: 'cpu', case: 'softmax/64x4096', status: 'ok' });
-      expect(report.results[0].timeMs.samples).toBeGreaterThanOrEqual(5);
+      expect(report.backends[0].ceilingGbps).toBeGreaterThan(0);
+      expect(report.baseline).toEqual({ status: 'not-run' });
+      expect(report.results.map((x: { case: string }) => x.case)).toEqual(['copy/16MiB', 'softmax/64x4096']);
+      expect(report.results[1]).toMatchObject({ backend: 'cpu', status: 'ok', timer: 'host' });
+      expect(report.results[1].timeMs.samples).toBeGreaterThanOrEqual(5);
+      expect(await readFile(join(out, 'report.json'), 'utf8')).toBe(await readFile(file, 'utf8'));
+      expect((await readdir(join(out, 'charts'))).sort()).toEqual(['copy.svg', 'softmax.svg']);
+      const markdown = await readFile(join(out, 'report.md'), 'utf8');
+      expect(markdown).toContain('![softmax](charts/softmax.svg)');
+      const cases = JSON.parse(await readFile(join(out, 'cases.json'), 'utf8'));
+      expect(cases.cases.map((c: { id: string }) => c.id)).toEqual(['copy/16MiB', 'softmax/64x4096']);
     } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('reports a missing Python and still succeeds', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rayo-bench-'));
+    const python = process.env.PYTHON;
+    process.env.PYTHON = join(dir, 'no-such-python');
+    try {
+      const r = await run([
+        '--backend',
+        'cpu',
+        '--quick',
+        '--filter',
+        '^rope/',
+        '--out',
+        dir,
+        '--baseline',
+        'torch',
+      ]);
+      expect(r.code).toBe(EXIT_OK);
+      expect(r.stdout).toContain('PyTorch baseline not available: ');
+      expect(r.stdout).toContain('no-such-python was not found');
+      const report = JSON.parse(await readFile(join(dir, 'report.json'), 'utf8'));
+      expect(report.baseline.status).toBe('unavailable');
+      expect(await readFile(join(dir, 'report.md'), 'utf8')).toContain(
+        '**PyTorch baseline**: not available:',
+      );
+    } finally {
+      if (python === undefined) delete process.env.PYTHON;
+      else process.env.PYTHON = python;
       await rm(dir, { recursive: true, force: true });
     }
   });

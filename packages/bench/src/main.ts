@@ -1,5 +1,5 @@
 import { mkdir, writeFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import {
   type Backend,
   type BackendStatus,
@@ -8,16 +8,26 @@ import {
   probeBackends,
 } from '@rayo/core';
 import { type CliOptions, parseCliArgs, USAGE, UsageError } from './args.js';
+import { type BaselineOutcome, baselineTimes, buildCaseFile, runTorchBaseline } from './baseline.js';
 import { type CaseResult, isFailure, runBenchmarks } from './bench.js';
+import type { BenchCase, SuiteMode } from './case.js';
+import { selectCases } from './case.js';
+import { familyChart } from './chart.js';
+import { formatMarkdown } from './markdown.js';
 import {
+  annotate,
+  type BaselineStatus,
+  baselineStatus,
   buildReport,
+  ceilingsOf,
   formatDuration,
   formatJson,
+  formatRate,
   formatSummary,
   formatTable,
   machineInfo,
 } from './report.js';
-import { SUITE, type SuiteMode, selectCases } from './suite.js';
+import { ceilingCase, SUITE } from './suite.js';
 import { FULL_TIMING, QUICK_TIMING } from './timing.js';
 
 export interface CliIo {
@@ -40,7 +50,11 @@ interface OpenBackends {
   readonly unavailable: BackendStatus[];
 }
 
-async function openBackends(options: CliOptions, io: CliIo): Promise<OpenBackends | undefined> {
+async function openBackends(
+  options: CliOptions,
+  mode: SuiteMode,
+  io: CliIo,
+): Promise<OpenBackends | undefined> {
   const explicit = options.backends !== undefined;
   const names = options.backends ?? knownBackendNames();
   const known = knownBackendNames();
@@ -55,14 +69,22 @@ async function openBackends(options: CliOptions, io: CliIo): Promise<OpenBackend
     io.stderr(`rayo-bench: backend ${s.name} unavailable: ${s.reason ?? 'no reason given'}\n`);
   }
   if (explicit && unavailable.length) return undefined;
+  let usable = statuses.filter((st) => st.available).map((s) => s.name);
+  // The full suite would keep the plain-TypeScript backend busy for hours.
+  if (!explicit && mode === 'full' && usable.length > 1 && usable.includes('cpu')) {
+    usable = usable.filter((n) => n !== 'cpu');
+    io.stderr(
+      'rayo-bench: the full suite leaves out the cpu backend when another runs (--backend cpu runs it)\n',
+    );
+  }
   const backends: Backend[] = [];
-  for (const s of statuses.filter((st) => st.available)) {
+  for (const name of usable) {
     try {
-      backends.push(await createBackend(s.name));
+      backends.push(await createBackend(name));
     } catch (error) {
       const reason = (error as Error).message;
-      io.stderr(`rayo-bench: backend ${s.name} unavailable: ${reason}\n`);
-      unavailable.push({ name: s.name, available: false, reason });
+      io.stderr(`rayo-bench: backend ${name} unavailable: ${reason}\n`);
+      unavailable.push({ name, available: false, reason });
       if (explicit) {
         for (const b of backends) b.dispose();
         return undefined;
@@ -78,9 +100,27 @@ async function openBackends(options: CliOptions, io: CliIo): Promise<OpenBackend
 
 function describeResult(result: CaseResult): string {
   if (result.status === 'ok' && result.timing) {
-    return `${formatDuration(result.timing.median)} (${result.timing.samples} runs)`;
+    const calls =
+      result.callsPerSample && result.callsPerSample > 1 ? ` of ${result.callsPerSample} calls` : '';
+    return `${formatDuration(result.timing.median)} (${result.timing.samples} samples${calls}, ${result.timer} timer)`;
   }
   return result.status;
+}
+
+/** `bench-results/2025-01-02T03-04-05Z`: a folder name from a date, in UTC. */
+export function defaultOutDir(date: Date): string {
+  return join(
+    'bench-results',
+    date
+      .toISOString()
+      .replace(/\.\d+Z$/, 'Z')
+      .replace(/:/g, '-'),
+  );
+}
+
+async function writeText(file: string, text: string): Promise<void> {
+  await mkdir(dirname(file), { recursive: true });
+  await writeFile(file, text);
 }
 
 /** Runs rayo-bench on `argv` (the arguments after the script) and returns the exit code. */
@@ -98,44 +138,117 @@ export async function main(argv: readonly string[], io: CliIo = PROCESS_IO): Pro
     return EXIT_OK;
   }
   const mode: SuiteMode = options.quick ? 'quick' : 'full';
+  const timing = options.quick ? QUICK_TIMING : FULL_TIMING;
   const cases = selectCases(SUITE, { mode, filter: options.filter });
   if (cases.length === 0) {
     io.stderr(`rayo-bench: no ${mode} case matches --filter '${options.filter}'\n`);
     return EXIT_USAGE;
   }
-  const opened = await openBackends(options, io);
+  const opened = await openBackends(options, mode, io);
   if (!opened) return EXIT_USAGE;
   const { backends, unavailable } = opened;
+  const date = new Date();
+  const outDir = options.out ?? defaultOutDir(date);
   try {
     io.stderr(`rayo-bench (${mode}): ${cases.length} cases on ${backends.length} backend(s)\n`);
     for (const b of backends) io.stderr(`  ${b.name}: ${b.info.device}\n`);
-    const date = new Date();
+    const ceilingCases = new Map<string, BenchCase>();
     const results = await runBenchmarks({
       backends,
       cases,
-      timing: options.quick ? QUICK_TIMING : FULL_TIMING,
+      timing,
+      ceiling: (b) => {
+        const c = ceilingCase(mode, b.info.limits.maxBindingBytes);
+        ceilingCases.set(c.id, c);
+        return c;
+      },
       onStart: (index, total, backend, c) => io.stderr(`[${index}/${total}] ${backend.name} ${c.id} … `),
       onDone: (result) => io.stderr(`${describeResult(result)}\n`),
     });
-    io.stdout(`\n${formatTable(results)}\n${formatSummary(results)}\n`);
-    if (options.json !== undefined) {
-      const report = buildReport({
-        date,
-        mode,
-        machine: machineInfo(),
-        backends: backends.map((b) => b.info),
-        unavailable,
-        results,
+
+    const caseFile = buildCaseFile([...ceilingCases.values(), ...cases], mode, timing);
+    const casesPath = join(outDir, 'cases.json');
+    try {
+      await writeText(casesPath, `${JSON.stringify(caseFile, null, 2)}\n`);
+    } catch (error) {
+      io.stderr(`rayo-bench: cannot write ${outDir}: ${(error as Error).message}\n`);
+      return EXIT_USAGE;
+    }
+
+    let baseline: BaselineStatus = { status: 'not-run' };
+    let torchTimes = new Map<string, number>();
+    if (options.baseline === 'torch') {
+      io.stderr('rayo-bench: PyTorch baseline …\n');
+      const outcome: BaselineOutcome = await runTorchBaseline({
+        casesFile: casesPath,
+        outFile: join(outDir, 'torch.json'),
+        onOutput: (text) => io.stderr(text),
       });
-      try {
-        await mkdir(dirname(options.json), { recursive: true });
-        await writeFile(options.json, formatJson(report));
-        io.stderr(`rayo-bench: wrote ${options.json}\n`);
-      } catch (error) {
-        io.stderr(`rayo-bench: cannot write ${options.json}: ${(error as Error).message}\n`);
-        return EXIT_USAGE;
+      if (outcome.status === 'ok') {
+        baseline = baselineStatus(outcome.output);
+        torchTimes = baselineTimes(outcome.output, caseFile);
+      } else {
+        baseline = outcome;
+        io.stderr(`rayo-bench: no PyTorch baseline: ${outcome.reason}\n`);
       }
     }
+
+    const infos = backends.map((b) => b.info);
+    const context = {
+      backends: infos,
+      ...(options.peakTflops ? { peakTflops: options.peakTflops } : {}),
+      torchTimes,
+    };
+    const annotated = annotate(results, context);
+    io.stdout(`\n${formatTable(annotated)}\n${formatSummary(results)}\n`);
+    for (const c of ceilingsOf(results).values()) {
+      io.stdout(`ceiling ${c.backend}: ${formatRate(c.gbps)} GB/s (${c.case}, ${c.timer} timer)\n`);
+    }
+    if (baseline.status === 'unavailable') io.stdout(`PyTorch baseline not available: ${baseline.reason}\n`);
+
+    const charts = new Map<string, string>();
+    const families = [...new Set(results.map((r) => r.family))];
+    const torchName = baseline.status === 'ok' && baseline.torch ? `PyTorch ${baseline.torch}` : 'PyTorch';
+    const report = buildReport({
+      date,
+      mode,
+      ...(options.filter === undefined ? {} : { filter: options.filter }),
+      machine: machineInfo(),
+      unavailable,
+      baseline,
+      results,
+      ...context,
+    });
+    try {
+      for (const family of families) {
+        const svg = familyChart(family, results, torchTimes, torchName);
+        if (!svg) continue;
+        const file = `charts/${family}.svg`;
+        await writeText(join(outDir, file), svg);
+        charts.set(family, file);
+      }
+      await writeText(join(outDir, 'report.json'), formatJson(report));
+      await writeText(
+        join(outDir, 'report.md'),
+        formatMarkdown({
+          date,
+          mode,
+          ...(options.filter === undefined ? {} : { filter: options.filter }),
+          machine: report.machine,
+          backends: infos,
+          unavailable,
+          ...(options.peakTflops ? { peakTflops: options.peakTflops } : {}),
+          baseline,
+          results: annotated,
+          charts,
+        }),
+      );
+      if (options.json !== undefined) await writeText(options.json, formatJson(report));
+    } catch (error) {
+      io.stderr(`rayo-bench: cannot write the report: ${(error as Error).message}\n`);
+      return EXIT_USAGE;
+    }
+    io.stderr(`rayo-bench: wrote ${outDir} (report.md, report.json, cases.json, ${charts.size} charts)\n`);
     return results.some(isFailure) ? EXIT_FAILED : EXIT_OK;
   } finally {
     for (const b of backends) b.dispose();

@@ -2,17 +2,24 @@ import type { BackendInfo } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import type { CaseResult } from './bench.js';
 import {
+  annotate,
   buildReport,
+  ceilingFraction,
+  ceilingsOf,
   formatDuration,
+  formatFraction,
   formatJson,
   formatRate,
+  formatRatio,
   formatSpread,
   formatSummary,
   formatTable,
   gbps,
   gflops,
   type MachineInfo,
+  peakTflopsFor,
   TABLE_COLUMNS,
+  TORCH_COLUMNS,
   tableRows,
 } from './report.js';
 import { summarize } from './timing.js';
@@ -22,31 +29,80 @@ const timing = summarize([2, 2, 2, 2, 2]); // 2 ms per run
 const ok: CaseResult = {
   backend: 'cpu',
   id: 'gemm/128x128x128',
+  family: 'gemm',
   kernel: 'matmul',
   status: 'ok',
+  bound: 'flops',
+  x: 128,
   timing,
+  timer: 'host',
+  sets: 4,
+  callsPerSample: 1,
   cost: { flops: 2 * 128 ** 3, bytes: 3 * 128 * 128 * 4 },
+};
+/** 2 GB moved in 1 ms: 2000 GB/s. */
+const copy: CaseResult = {
+  backend: 'cpu',
+  id: 'copy/1GiB',
+  family: 'copy',
+  kernel: 'copy',
+  status: 'ok',
+  bound: 'bytes',
+  x: 2 ** 30,
+  timing: summarize([1, 1, 1]),
+  timer: 'device',
+  sets: 1,
+  cost: { flops: 0, bytes: 2e9 },
+  ceiling: true,
+};
+/** 1 GB in 1 ms: 1000 GB/s, half the ceiling. */
+const softmaxOk: CaseResult = {
+  backend: 'cpu',
+  id: 'softmax/4096x4096',
+  family: 'softmax',
+  kernel: 'softmax',
+  status: 'ok',
+  bound: 'bytes',
+  x: 4096 * 4096,
+  timing: summarize([1, 1, 1]),
+  timer: 'device',
+  sets: 1,
+  cost: { flops: 5e8, bytes: 1e9 },
 };
 const failed: CaseResult = {
   backend: 'cpu',
   id: 'softmax/64x4096',
+  family: 'softmax',
   kernel: 'softmax',
   status: 'FAILED',
+  bound: 'bytes',
+  x: 64 * 4096,
   message: "output 'y': 3 of 262144 elements differ",
   cost: { flops: 5 * 64 * 4096, bytes: 2 * 64 * 4096 * 4 },
 };
 const skipped: CaseResult = {
   backend: 'wgpu',
   id: 'adamw/1e5',
+  family: 'adamw',
   kernel: 'adamwStep',
   status: 'skipped',
+  bound: 'bytes',
+  x: 1e5,
   message: 'wgpu does not implement adamwStep',
 };
 
+const cpuInfo: BackendInfo = {
+  name: 'cpu',
+  device: 'reference (Node 20)',
+  kind: 'cpu',
+  limits: { maxBufferBytes: 2 ** 31, maxBindingBytes: 2 ** 31 },
+  features: [],
+};
+
 describe('formatting numbers', () => {
-  it('picks µs, ms or s', () => {
+  it('picks ns, µs, ms or s', () => {
     expect(formatDuration(0.0123)).toBe('12.3 µs');
-    expect(formatDuration(0.0004)).toBe('0.40 µs');
+    expect(formatDuration(0.0004)).toBe('400 ns');
     expect(formatDuration(0.5)).toBe('500 µs');
     expect(formatDuration(1.5)).toBe('1.50 ms');
     expect(formatDuration(250)).toBe('250 ms');
@@ -69,6 +125,15 @@ describe('formatting numbers', () => {
     // p10 9.4, p90 10.6: ±0.6 around 10
     expect(formatSpread(summarize([9, 10, 10, 10, 11]))).toBe('±6.0%');
   });
+
+  it('formats ratios and fractions', () => {
+    expect(formatRatio(1.523)).toBe('1.52x');
+    expect(formatRatio(0.25)).toBe('0.25x');
+    expect(formatRatio(undefined)).toBe('-');
+    expect(formatFraction({ fraction: 0.823, of: 'bandwidth' })).toBe('82% bw');
+    expect(formatFraction({ fraction: 0.0345, of: 'flops' })).toBe('3.5% fp');
+    expect(formatFraction(undefined)).toBe('-');
+  });
 });
 
 describe('GFLOP/s and GB/s', () => {
@@ -79,10 +144,61 @@ describe('GFLOP/s and GB/s', () => {
     expect(gbps(ok)).toBeCloseTo((3 * 128 * 128 * 4) / 2e-3 / 1e9);
   });
 
-  it('are unknown without a time or a cost', () => {
+  it('are unknown without a time, a cost, or any arithmetic', () => {
     expect(gflops(failed)).toBeUndefined();
     expect(gbps(skipped)).toBeUndefined();
     expect(gflops({ ...ok, cost: undefined })).toBeUndefined();
+    expect(gflops(copy)).toBeUndefined();
+    expect(gbps(copy)).toBeCloseTo(2000);
+  });
+});
+
+describe('ceilings', () => {
+  it('are each backend’s timed copy', () => {
+    const ceilings = ceilingsOf([ok, copy, softmaxOk]);
+    expect([...ceilings.keys()]).toEqual(['cpu']);
+    expect(ceilings.get('cpu')).toMatchObject({ case: 'copy/1GiB', timer: 'device' });
+    expect(ceilings.get('cpu')!.gbps).toBeCloseTo(2000);
+    expect(ceilingsOf([{ ...copy, status: 'FAILED', timing: undefined }]).size).toBe(0);
+  });
+
+  it('give memory-bound cases a fraction of the bandwidth and FLOP-bound ones of the peak', () => {
+    expect(ceilingFraction(softmaxOk, 2000, undefined)).toEqual({ fraction: 0.5, of: 'bandwidth' });
+    expect(ceilingFraction(softmaxOk, undefined, 50)).toBeUndefined();
+    // 2.097 GFLOP/s of a 0.01 TFLOP/s peak
+    expect(ceilingFraction(ok, 2000, 0.01)!.fraction).toBeCloseTo(0.2097152);
+    expect(ceilingFraction(ok, 2000, undefined)).toBeUndefined();
+    expect(ceilingFraction({ ...ok, bound: 'latency' }, 2000, 50)).toBeUndefined();
+    expect(ceilingFraction(failed, 2000, 50)).toBeUndefined();
+  });
+
+  it('take a plain peak for GPU backends and a named one for any', () => {
+    expect(peakTflopsFor({ all: 50 }, 'wgpu', 'gpu')).toBe(50);
+    expect(peakTflopsFor({ all: 50 }, 'cpu', 'cpu')).toBeUndefined();
+    expect(peakTflopsFor({ all: 50, byBackend: { cpu: 0.1, wgpu: 26 } }, 'cpu', 'cpu')).toBe(0.1);
+    expect(peakTflopsFor({ all: 50, byBackend: { wgpu: 26 } }, 'wgpu', 'gpu')).toBe(26);
+    expect(peakTflopsFor(undefined, 'wgpu', 'gpu')).toBeUndefined();
+  });
+});
+
+describe('annotate', () => {
+  it('adds the ceiling fraction and the PyTorch ratios', () => {
+    const torchTimes = new Map([
+      ['softmax/4096x4096', 0.5],
+      ['gemm/128x128x128', 4],
+    ]);
+    const [g, c, s] = annotate([ok, copy, softmaxOk], {
+      backends: [cpuInfo],
+      peakTflops: { byBackend: { cpu: 0.01 } },
+      torchTimes,
+    });
+    expect(c!.ceiling).toEqual({ fraction: 1, of: 'bandwidth' });
+    expect(c!.torch).toBeUndefined();
+    expect(s!.ceiling).toEqual({ fraction: 0.5, of: 'bandwidth' });
+    // rayo 1 ms, torch 0.5 ms: twice the time, half the throughput
+    expect(s!.torch).toEqual({ torchMs: 0.5, timeRatio: 2, throughputRatio: 0.5 });
+    expect(g!.torch).toEqual({ torchMs: 4, timeRatio: 0.5, throughputRatio: 2 });
+    expect(g!.ceiling!.of).toBe('flops');
   });
 });
 
@@ -91,21 +207,52 @@ describe('formatTable', () => {
   const lines = table.split('\n');
 
   it('has the columns in order and a rule', () => {
-    expect(TABLE_COLUMNS).toEqual(['backend', 'case', 'median', 'spread', 'GFLOP/s', 'GB/s', 'status']);
+    expect(TABLE_COLUMNS).toEqual([
+      'backend',
+      'case',
+      'median',
+      'spread',
+      'timer',
+      'GFLOP/s',
+      'GB/s',
+      'ceiling',
+      'status',
+    ]);
     expect(lines[0]!.split(/\s+/)).toEqual([...TABLE_COLUMNS]);
-    expect(lines[1]).toMatch(/^-+( {2}-+){6}$/);
+    expect(lines[1]).toMatch(/^-+( {2}-+){8}$/);
   });
 
   it('has one aligned row per result', () => {
-    const rows = tableRows([ok, failed, skipped]);
-    expect(rows[0]).toEqual(['cpu', 'gemm/128x128x128', '2.00 ms', '±0.0%', '2.10', '0.098', 'ok']);
-    expect(rows[1]).toEqual(['cpu', 'softmax/64x4096', '-', '-', '-', '-', 'FAILED']);
-    expect(rows[2]).toEqual(['wgpu', 'adamw/1e5', '-', '-', '-', '-', 'skipped']);
+    const rows = tableRows([{ result: ok }, { result: failed }, { result: skipped }]);
+    expect(rows[0]).toEqual([
+      'cpu',
+      'gemm/128x128x128',
+      '2.00 ms',
+      '±0.0%',
+      'host',
+      '2.10',
+      '0.098',
+      '-',
+      'ok',
+    ]);
+    expect(rows[1]).toEqual(['cpu', 'softmax/64x4096', '-', '-', '-', '-', '-', '-', 'FAILED']);
+    expect(rows[2]).toEqual(['wgpu', 'adamw/1e5', '-', '-', '-', '-', '-', '-', 'skipped']);
     const body = lines.slice(2, 5);
     expect(body[0]!.split(/\s{2,}/)).toEqual(rows[0]);
     // every line ends its columns at the same place: the status column starts together
     const statusAt = lines[0]!.indexOf('status');
     for (const line of body) expect(line.slice(statusAt).trim()).toMatch(/^(ok|FAILED|skipped)$/);
+  });
+
+  it('adds PyTorch columns when a baseline time exists', () => {
+    const annotated = annotate([copy, softmaxOk], {
+      backends: [cpuInfo],
+      torchTimes: new Map([['softmax/4096x4096', 0.5]]),
+    });
+    const text = formatTable(annotated);
+    const header = text.split('\n')[0]!.split(/\s+/);
+    expect(header).toEqual([...TABLE_COLUMNS.slice(0, -1), ...TORCH_COLUMNS, 'status']);
+    expect(text).toMatch(/softmax\/4096x4096 .* 50% bw\s+500 µs\s+2.00x\s+0.50x\s+ok/);
   });
 
   it('notes why cases failed or were skipped', () => {
@@ -128,53 +275,89 @@ describe('JSON report', () => {
     cpus: { count: 8, model: 'Some CPU' },
     memoryBytes: 2 ** 34,
   };
-  const info: BackendInfo = {
-    name: 'cpu',
-    device: 'reference (Node 20)',
-    kind: 'cpu',
-    limits: { maxBufferBytes: 2 ** 31, maxBindingBytes: 2 ** 31 },
-    features: [],
-  };
   const report = buildReport({
     date: new Date('2025-01-02T03:04:05Z'),
     mode: 'quick',
     machine,
-    backends: [info],
+    backends: [cpuInfo],
     unavailable: [{ name: 'cuda', available: false, reason: 'no NVIDIA driver' }],
-    results: [ok, failed],
+    baseline: { status: 'ok', torch: '2.5.1', cuda: '12.4', device: 'NVIDIA H100' },
+    peakTflops: { byBackend: { cpu: 0.01 } },
+    torchTimes: new Map([['softmax/4096x4096', 0.5]]),
+    results: [copy, ok, softmaxOk, failed],
   });
 
-  it('holds the machine, backends and one entry per result', () => {
+  it('holds the run, the machine, backends with ceilings, the baseline and one entry per result', () => {
     const parsed = JSON.parse(formatJson(report));
     expect(Object.keys(parsed)).toEqual([
       'schema',
       'date',
       'mode',
+      'filter',
       'machine',
       'backends',
       'unavailable',
+      'baseline',
       'summary',
       'results',
     ]);
-    expect(parsed.schema).toBe('rayo-bench/1');
+    expect(parsed.schema).toBe('rayo-bench/2');
     expect(parsed.date).toBe('2025-01-02T03:04:05.000Z');
     expect(parsed.mode).toBe('quick');
+    expect(parsed.filter).toBeNull();
     expect(parsed.machine).toEqual(machine);
-    expect(parsed.backends).toEqual([info]);
+    expect(parsed.backends).toHaveLength(1);
+    expect(parsed.backends[0]).toMatchObject({ ...cpuInfo, peakTflops: 0.01 });
+    expect(parsed.backends[0].ceilingGbps).toBeCloseTo(2000);
     expect(parsed.unavailable).toEqual([{ name: 'cuda', reason: 'no NVIDIA driver' }]);
-    expect(parsed.summary).toEqual({ cases: 2, ok: 1, failed: 1, errors: 0, skipped: 0 });
-    expect(parsed.results).toHaveLength(2);
+    expect(parsed.baseline).toEqual({ status: 'ok', torch: '2.5.1', cuda: '12.4', device: 'NVIDIA H100' });
+    expect(parsed.summary).toEqual({ cases: 4, ok: 3, failed: 1, errors: 0, skipped: 0 });
+    expect(parsed.results).toHaveLength(4);
   });
 
-  it('gives numbers for timed cases and null for the others', () => {
-    const [a, b] = JSON.parse(formatJson(report)).results;
+  it('gives every result the same keys, with numbers where timed and null elsewhere', () => {
+    const results = JSON.parse(formatJson(report)).results;
+    const keys = [
+      'backend',
+      'case',
+      'family',
+      'kernel',
+      'status',
+      'bound',
+      'x',
+      'timer',
+      'sets',
+      'callsPerSample',
+      'timeMs',
+      'flops',
+      'bytes',
+      'gflops',
+      'gbps',
+      'ceiling',
+      'torch',
+    ];
+    for (const r of results) expect(Object.keys(r).filter((k) => k !== 'message')).toEqual(keys);
+    const [c, a, s, f] = results;
+    expect(c).toMatchObject({ case: 'copy/1GiB', gflops: null, ceiling: { fraction: 1, of: 'bandwidth' } });
     expect(a).toMatchObject({ backend: 'cpu', case: 'gemm/128x128x128', kernel: 'matmul', status: 'ok' });
+    expect(a).toMatchObject({ family: 'gemm', bound: 'flops', x: 128, timer: 'host', sets: 4, torch: null });
+    expect(a.callsPerSample).toBe(1);
+    expect(c.callsPerSample).toBeNull();
     expect(a.timeMs).toMatchObject({ samples: 5, median: 2, min: 2, max: 2, p10: 2, p90: 2, mad: 0 });
     expect(a.flops).toBe(2 * 128 ** 3);
     expect(a.gflops).toBeCloseTo(2.097152);
     expect(a.gbps).toBeCloseTo(0.098304);
+    expect(a.ceiling.of).toBe('flops');
     expect(a.message).toBeUndefined();
-    expect(b).toMatchObject({ status: 'FAILED', timeMs: null, gflops: null, gbps: null });
-    expect(b.message).toContain('elements differ');
+    expect(s.torch).toEqual({ medianMs: 0.5, timeRatio: 2, throughputRatio: 0.5 });
+    expect(f).toMatchObject({
+      status: 'FAILED',
+      timeMs: null,
+      timer: null,
+      gflops: null,
+      gbps: null,
+      torch: null,
+    });
+    expect(f.message).toContain('elements differ');
   });
 });

@@ -1,39 +1,73 @@
 import { inferKernel } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
-import { caseCost, caseFilter, inputMetas, SUITE, sampleRows, selectCases } from './suite.js';
+import {
+  caseCost,
+  caseFilter,
+  caseVia,
+  inputMetas,
+  sampleRows,
+  selectCases,
+  workingSetBytes,
+} from './case.js';
+import { ceilingCase, FAMILIES, SUITE } from './suite.js';
+
+const ids = (mode: 'quick' | 'full') => selectCases(SUITE, { mode }).map((c) => c.id);
 
 describe('the suite', () => {
-  it('has unique ids', () => {
-    const ids = SUITE.map((c) => c.id);
-    expect(new Set(ids).size).toBe(ids.length);
+  it('has unique ids, each prefixed by its family, and every family documented', () => {
+    const all = SUITE.map((c) => c.id);
+    expect(new Set(all).size).toBe(all.length);
+    for (const c of SUITE) {
+      expect(c.id.startsWith(`${c.family}/`), c.id).toBe(true);
+      expect(FAMILIES[c.family], c.family).toBeDefined();
+      expect(c.quick || c.full, c.id).toBe(true);
+      expect(c.x, c.id).toBeGreaterThan(0);
+    }
   });
 
-  it('runs small sizes in quick mode and adds the large ones in full mode', () => {
-    expect(selectCases(SUITE, { mode: 'quick' }).map((c) => c.id)).toEqual([
-      'gemm/128x128x128',
-      'gemm/256x256x256',
-      'gemm/512x512x512',
-      'gemv/1x1024x1024',
-      'softmax/64x4096',
-      'rmsnorm/64x4096',
-      'attention/h8-d128-t1024',
-      'adamw/1e5',
-    ]);
-    const full = selectCases(SUITE, { mode: 'full' }).map((c) => c.id);
+  it('covers every family in both modes', () => {
+    const families = (mode: 'quick' | 'full') => new Set(selectCases(SUITE, { mode }).map((c) => c.family));
+    const expected = Object.keys(FAMILIES).filter((f) => f !== 'copy');
+    expect([...families('quick')].sort()).toEqual([...expected].sort());
+    expect([...families('full')].sort()).toEqual([...expected].sort());
+  });
+
+  it('has the shapes the benchmark promises in full mode', () => {
+    const full = ids('full');
     for (const id of [
-      'gemm/128x128x128',
-      'gemm/1024x1024x1024',
-      'gemm/2048x2048x2048',
-      'gemm/4096x4096x4096',
-      'gemv/1x4096x4096',
-      'softmax/64x4096',
-      'rmsnorm/64x4096',
-      'attention/h32-d128-t4096',
+      'gemm/256x256x256',
+      'gemm/8192x8192x8192',
+      'gemm-llm/1x4096x4096',
+      'gemm-llm/16x4096x11008',
+      'gemm-llm/512x4096x4096',
+      'gemm-tb/4096x4096x4096',
+      'gemm-ta/4096x512x4096',
+      'gemv/1x4096x11008',
+      'wcache/1x4096x4096',
+      'wcache/4x4096x4096',
+      'wcache/64x4096x4096',
+      'attention/h32-d128-t128',
+      'attention/h32-d128-t32768',
+      'attention/h64-d64-t32768',
       'adamw/1e6',
+      'adamw/1e8',
+      'clip/1e8',
+      'batch/1000x1024',
+      'upload/4KiB',
+      'upload/256MiB',
+      'read/256MiB',
     ]) {
       expect(full).toContain(id);
     }
     expect(full).not.toContain('adamw/1e5');
+  });
+
+  it('keeps quick mode small enough for a CPU', () => {
+    for (const c of selectCases(SUITE, { mode: 'quick' })) {
+      const cost = caseCost(c)!;
+      expect(cost.flops, c.id).toBeLessThan(1e8);
+      expect(workingSetBytes(c), c.id).toBeLessThan(32 * 2 ** 20);
+    }
   });
 
   it('declares valid calls whose cost is known', () => {
@@ -42,21 +76,72 @@ describe('the suite', () => {
       expect(outputs.length, c.id).toBeGreaterThan(0);
       const cost = caseCost(c);
       expect(cost, c.id).toBeDefined();
-      expect(cost!.flops, c.id).toBeGreaterThan(0);
       expect(cost!.bytes, c.id).toBeGreaterThan(0);
+      if (c.bound === 'flops') expect(cost!.flops, c.id).toBeGreaterThan(0);
     }
   });
 
-  it('counts about 2·M·N·K flops for a GEMM', () => {
-    const gemm = SUITE.find((c) => c.id === 'gemm/256x256x256')!;
-    const flops = caseCost(gemm)!.flops;
-    expect(flops).toBeGreaterThanOrEqual(2 * 256 ** 3);
-    expect(flops).toBeLessThan(2 * 256 ** 3 * 1.01);
+  it('counts about 2·M·N·K flops for a GEMM, transposed or not', () => {
+    for (const id of ['gemm/256x256x256', 'gemm-tb/256x256x256', 'gemm-ta/256x256x256']) {
+      const flops = caseCost(SUITE.find((c) => c.id === id)!)!.flops;
+      expect(flops, id).toBe(2 * 256 ** 3);
+    }
   });
 
-  it('checks only sampled rows of the large GEMMs', () => {
-    expect(SUITE.find((c) => c.id === 'gemm/512x512x512')!.subset).toBeUndefined();
-    expect(SUITE.find((c) => c.id === 'gemm/1024x1024x1024')!.subset).toBeDefined();
+  it('counts the bytes of a transfer once and the mean kernel of a batch', () => {
+    const upload = SUITE.find((c) => c.id === 'upload/1MiB')!;
+    expect(caseVia(upload)).toBe('upload');
+    expect(caseCost(upload)).toEqual({ flops: 0, bytes: 2 ** 20 });
+    const batch = SUITE.find((c) => c.id === 'batch/1000x1024')!;
+    // add: 1024 flops, 3·4 KiB; scale: 2048 flops, 2·4 KiB
+    expect(caseCost(batch)).toEqual({ flops: 1536, bytes: 2.5 * 4096 });
+  });
+
+  it('stores transposed operands transposed and weights as [N, K]', () => {
+    const ta = SUITE.find((c) => c.id === 'gemm-ta/4096x512x4096')!;
+    expect(ta.inputs.map((i) => i?.shape)).toEqual([
+      [512, 4096],
+      [512, 4096],
+    ]);
+    const wc = SUITE.find((c) => c.id === 'wcache/4x4096x4096')!;
+    expect(caseVia(wc)).toBe('weightCache');
+    expect(wc.attrs).toEqual({ transB: true });
+  });
+
+  it('checks only sampled rows or elements of the large cases', () => {
+    const byId = (id: string) => SUITE.find((c) => c.id === id)!;
+    expect(byId('gemm/256x256x256').subset).toBeUndefined();
+    expect(byId('gemm/1024x1024x1024').subset).toBeDefined();
+    expect(byId('gemm-ta/4096x4096x4096').subset).toBeDefined();
+    expect(byId('adamw/1e6').subset).toBeUndefined();
+    expect(byId('adamw/1e8').subset).toBeDefined();
+  });
+
+  it('marks which ceiling applies', () => {
+    const byId = (id: string) => SUITE.find((c) => c.id === id)!;
+    expect(byId('gemm/4096x4096x4096').bound).toBe('flops');
+    expect(byId('gemm-llm/1x4096x4096').bound).toBe('bytes');
+    expect(byId('attention/h32-d128-t4096').bound).toBe('bytes');
+    expect(byId('batch/1000x1024').bound).toBe('latency');
+    expect(byId('read/1MiB').bound).toBe('latency');
+  });
+});
+
+describe('the ceiling case', () => {
+  it('copies 16 MiB quick and 256 MiB full, within what one kernel can bind', () => {
+    expect(ceilingCase('quick').id).toBe('copy/16MiB');
+    expect(ceilingCase('full').id).toBe('copy/256MiB');
+    expect(ceilingCase('full', 128 * 2 ** 20).id).toBe('copy/128MiB');
+    expect(caseCost(ceilingCase('quick'))!.bytes).toBe(2 * 16 * 2 ** 20);
+  });
+});
+
+describe('working sets', () => {
+  it('count inputs and outputs, not in-place outputs twice', () => {
+    const byId = (id: string) => SUITE.find((c) => c.id === id)!;
+    expect(workingSetBytes(byId('gemm/256x256x256'))).toBe(3 * 256 * 256 * 4);
+    expect(workingSetBytes(byId('adamw/1e5'))).toBe(4 * 1e5 * 4);
+    expect(workingSetBytes(byId('upload/1MiB'))).toBe(2 ** 20);
   });
 });
 

@@ -1,148 +1,214 @@
 import {
   type AnyKernelSpec,
-  type AttrValues,
   adamwStep,
-  type HostArray,
+  add,
+  clipByGlobalNorm,
+  copy,
   incrementalAttention,
-  inferKernel,
-  type KernelCost,
+  kvCacheScatter,
+  layerNorm,
   matmul,
   rmsNorm,
-  type Shape,
+  rope,
   softmax,
-  type TensorMeta,
+  swiglu,
 } from '@rayo/core';
-import type { Rng } from '@rayo/core/testing';
+import {
+  type BenchCase,
+  type CheckTolerance,
+  elementSubset,
+  matmulRowSubset,
+  type SuiteMode,
+} from './case.js';
 
-/**
- * How an input is filled. Never zeros, so that a kernel that skips or misreads
- * elements changes its result:
- * - `uniform`: uniform in [-1, 1)
- * - `positive`: uniform in [0.5, 1.5) (second moments, scales)
- * - a function: any other values
- */
-export type InputFill = 'uniform' | 'positive' | ((rng: Rng, size: number) => ArrayLike<number>);
-
-export interface BenchInput {
-  readonly shape: Shape;
-  readonly fill?: InputFill;
+/** What a family's chart shows on its x axis. */
+export interface FamilyInfo {
+  readonly title: string;
+  /** The x axis label. */
+  readonly x: string;
+  /** The x values are bytes (formatted as KiB, MiB, …). */
+  readonly xBytes?: boolean;
+  /** Name each x tick's case under it (sizes such as FLOPs do not say which shape they are). */
+  readonly caseTicks?: boolean;
 }
 
-export interface CheckTolerance {
-  /** Relative tolerance. */
-  readonly rtol: number;
-  /** Absolute tolerance. */
-  readonly atol: number;
-  /**
-   * `max`: |actual − expected| <= atol + rtol · max|expected| (norm-wise, for
-   * long dot products); `element` (default): atol + rtol · |expected|.
-   */
-  readonly relativeTo?: 'max' | 'element';
-}
+/** Every family of the suite, in report order. */
+export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
+  copy: { title: 'Device copy (the bandwidth ceiling)', x: 'buffer size', xBytes: true },
+  gemm: { title: 'fp32 GEMM, square N×N×N', x: 'N' },
+  'gemm-llm': { title: 'fp32 GEMM, LLM shapes M×K×N', x: 'FLOP per call', caseTicks: true },
+  'gemm-tb': { title: 'fp32 GEMM, B transposed', x: 'FLOP per call', caseTicks: true },
+  'gemm-ta': { title: 'fp32 GEMM, A transposed', x: 'FLOP per call', caseTicks: true },
+  gemv: { title: 'fp32 GEMV, 1×K×N', x: 'weight bytes', xBytes: true, caseTicks: true },
+  wcache: { title: 'Weight cache matmul, 4096×4096 weights (full) / 512×512 (quick)', x: 'rows M' },
+  softmax: { title: 'Softmax over the last axis', x: 'elements' },
+  rmsnorm: { title: 'RMSNorm', x: 'elements' },
+  layernorm: { title: 'LayerNorm', x: 'elements' },
+  rope: { title: 'RoPE (rotate-half)', x: 'elements' },
+  swiglu: { title: 'SwiGLU', x: 'elements' },
+  kvscatter: { title: 'KV-cache scatter', x: 'bytes written', xBytes: true },
+  attention: { title: 'Incremental attention (one decode step)', x: 'KV bytes read', xBytes: true },
+  adamw: { title: 'AdamW step', x: 'parameters' },
+  clip: { title: 'Clip by global norm', x: 'elements' },
+  batch: { title: 'Per-kernel overhead: 1000 small kernels in one batch', x: 'elements per kernel' },
+  upload: { title: 'Upload (host to device) and sync', x: 'bytes', xBytes: true },
+  read: { title: 'Read (device to host)', x: 'bytes', xBytes: true },
+};
 
-/** A smaller reference computation whose outputs are a known part of the full ones. */
-export interface CheckSubset {
-  /** Inputs of the smaller call, metadata and data. */
-  readonly inputs: readonly (TensorMeta | undefined)[];
-  readonly data: readonly (HostArray | undefined)[];
-  /** Picks, from one full output, the elements the smaller call computes. */
-  select(output: number, actual: HostArray): HostArray;
-}
+type Modes = { readonly quick?: boolean; readonly full?: boolean };
+const QUICK: Modes = { quick: true, full: false };
+const FULL: Modes = { quick: false, full: true };
+const BOTH: Modes = { quick: true, full: true };
 
-export interface BenchCase {
-  /** Stable id, e.g. `gemm/256x256x256`; `--filter` matches it. */
-  readonly id: string;
-  readonly spec: AnyKernelSpec;
-  readonly inputs: readonly (BenchInput | undefined)[];
-  readonly attrs?: AttrValues;
-  /** Part of the `--quick` run. */
-  readonly quick: boolean;
-  /** Part of the full run (the default). */
-  readonly full: boolean;
-  readonly tolerance: CheckTolerance;
-  /**
-   * Checks a subset of the outputs when the whole reference would be too slow
-   * (large GEMMs): the reference runs on part of the same inputs.
-   */
-  readonly subset?: (data: readonly (HostArray | undefined)[]) => CheckSubset;
-}
-
-export type SuiteMode = 'quick' | 'full';
-
-/** Evenly spread row indices of `[0, rows)`, the first and last included. */
-export function sampleRows(rows: number, count: number): number[] {
-  if (count >= rows) return Array.from({ length: rows }, (_, i) => i);
-  const picked = new Set<number>();
-  for (let i = 0; i < count; i++) picked.add(Math.round((i * (rows - 1)) / (count - 1)));
-  return [...picked].sort((a, b) => a - b);
-}
-
-function takeRows(data: HostArray, cols: number, rows: readonly number[]): Float32Array {
-  const out = new Float32Array(rows.length * cols);
-  rows.forEach((r, i) => {
-    out.set(data.subarray(r * cols, (r + 1) * cols), i * cols);
-  });
-  return out;
-}
-
-/** Checks `rowCount` rows of `C = A·B` (+ `c`), for `matmul` without transA. */
-export function matmulRowSubset(m: number, k: number, n: number, rowCount: number) {
-  return (data: readonly (HostArray | undefined)[]): CheckSubset => {
-    const rows = sampleRows(m, rowCount);
-    const [a, b, c] = data;
-    const meta = (shape: Shape): TensorMeta => ({ shape, dtype: 'f32' });
-    return {
-      inputs: [meta([rows.length, k]), meta([k, n]), c ? meta([rows.length, n]) : undefined],
-      data: [takeRows(a!, k, rows), b, c ? takeRows(c, n, rows) : undefined],
-      select: (_output, actual) => takeRows(actual, n, rows),
-    };
-  };
-}
+const MAX_TOL: CheckTolerance = { rtol: 1e-3, atol: 0, relativeTo: 'max' };
+const ELEMENT_TOL: CheckTolerance = { rtol: 1e-4, atol: 1e-6 };
+const EXACT: CheckTolerance = { rtol: 0, atol: 0 };
 
 /** GEMMs at or above this many multiply-adds check sampled rows only. */
 const FULL_CHECK_MACS = 512 ** 3;
 const SAMPLED_ROWS = 24;
+/** Elementwise cases above this many elements check a sample of them. */
+const FULL_CHECK_ELEMENTS = 1 << 22;
+const SAMPLED_ELEMENTS = 1 << 16;
 
-function gemmCase(m: number, k: number, n: number, prefix: string, quick: boolean, full = true): BenchCase {
+const MIB = 2 ** 20;
+
+function modes(m: Modes) {
+  return { quick: m.quick ?? false, full: m.full ?? false };
+}
+
+type GemmVariant = 'gemm' | 'gemm-llm' | 'gemm-tb' | 'gemm-ta' | 'gemv';
+
+function gemm(family: GemmVariant, [m, k, n]: readonly [number, number, number], when: Modes): BenchCase {
+  const transA = family === 'gemm-ta';
+  const transB = family === 'gemm-tb';
+  const flops = 2 * m * k * n;
+  const x = family === 'gemm' ? n : family === 'gemv' ? 4 * k * n : flops;
   return {
-    id: `${prefix}/${m}x${k}x${n}`,
+    id: `${family}/${m}x${k}x${n}`,
+    family,
     spec: matmul,
-    inputs: [{ shape: [m, k] }, { shape: [k, n] }],
-    attrs: {},
-    quick,
-    full,
-    tolerance: { rtol: 1e-3, atol: 0, relativeTo: 'max' },
+    inputs: [{ shape: transA ? [k, m] : [m, k] }, { shape: transB ? [n, k] : [k, n] }],
+    attrs: { transA, transB },
+    // Few rows read the whole weight once: memory-bound.
+    bound: m < 64 ? 'bytes' : 'flops',
+    x,
+    ...modes(when),
+    tolerance: MAX_TOL,
     ...(m * k * n > FULL_CHECK_MACS && m > SAMPLED_ROWS
-      ? { subset: matmulRowSubset(m, k, n, SAMPLED_ROWS) }
+      ? { subset: matmulRowSubset(m, k, n, SAMPLED_ROWS, { transA, transB }) }
       : {}),
   };
 }
 
-function attentionCase(
-  heads: number,
-  headDim: number,
-  tokens: number,
-  quick: boolean,
-  full: boolean,
+function weightCache(m: number, k: number, n: number, when: Modes): BenchCase {
+  return {
+    id: `wcache/${m}x${k}x${n}`,
+    family: 'wcache',
+    spec: matmul,
+    via: 'weightCache',
+    // x [M, K] against a weight stored [N, K], as a linear layer holds it.
+    inputs: [{ shape: [m, k] }, { shape: [n, k] }],
+    attrs: { transB: true },
+    bound: m < 64 ? 'bytes' : 'flops',
+    x: m,
+    ...modes(when),
+    tolerance: MAX_TOL,
+  };
+}
+
+/** A kernel over rows of the last axis, with optional per-feature vectors. */
+function rows(
+  family: string,
+  spec: AnyKernelSpec,
+  [r, n]: readonly [number, number],
+  vectors: number,
+  when: Modes,
+  attrs: BenchCase['attrs'] = {},
 ): BenchCase {
   return {
-    id: `attention/h${heads}-d${headDim}-t${tokens}`,
-    spec: incrementalAttention,
+    id: `${family}/${r}x${n}`,
+    family,
+    spec,
     inputs: [
-      { shape: [heads, headDim] },
-      { shape: [heads, tokens, headDim] },
-      { shape: [heads, tokens, headDim] },
+      { shape: [r, n] },
+      ...Array.from({ length: vectors }, () => ({ shape: [n], fill: 'positive' as const })),
     ],
+    attrs,
+    bound: 'bytes',
+    x: r * n,
+    ...modes(when),
+    tolerance: { rtol: 1e-4, atol: 1e-5 },
+  };
+}
+
+function ropeCase([seq, heads, dim]: readonly [number, number, number], when: Modes): BenchCase {
+  return {
+    id: `rope/${seq}x${heads}x${dim}`,
+    family: 'rope',
+    spec: rope,
+    inputs: [{ shape: [seq, heads, dim] }],
+    attrs: { positionOffset: seq === 1 ? 4095 : 0 },
+    bound: 'bytes',
+    x: seq * heads * dim,
+    ...modes(when),
+    // Angles of large positions lose digits in f32 sin/cos.
+    tolerance: { rtol: 1e-4, atol: 1e-4 },
+  };
+}
+
+function swigluCase([r, n]: readonly [number, number], when: Modes): BenchCase {
+  const size = r * n;
+  return {
+    id: `swiglu/${r}x${n}`,
+    family: 'swiglu',
+    spec: swiglu,
+    inputs: [{ shape: [r, n] }, { shape: [r, n] }],
+    bound: 'bytes',
+    x: size,
+    ...modes(when),
+    tolerance: ELEMENT_TOL,
+    ...(size > FULL_CHECK_ELEMENTS ? { subset: elementSubset(size, SAMPLED_ELEMENTS) } : {}),
+  };
+}
+
+function kvScatter(heads: number, dim: number, maxSeq: number, tokens: number, when: Modes): BenchCase {
+  return {
+    id: `kvscatter/h${heads}-d${dim}-s${maxSeq}-t${tokens}`,
+    family: 'kvscatter',
+    spec: kvCacheScatter,
+    inputs: [{ shape: [heads, maxSeq, dim] }, { shape: [tokens, heads * dim] }],
+    attrs: { position: maxSeq - tokens },
+    bound: 'bytes',
+    x: 4 * tokens * heads * dim,
+    ...modes(when),
+    tolerance: EXACT,
+  };
+}
+
+function attention(heads: number, dim: number, tokens: number, when: Modes): BenchCase {
+  return {
+    id: `attention/h${heads}-d${dim}-t${tokens}`,
+    family: 'attention',
+    spec: incrementalAttention,
+    inputs: [{ shape: [heads, dim] }, { shape: [heads, tokens, dim] }, { shape: [heads, tokens, dim] }],
     attrs: { seqLen: tokens },
-    quick,
-    full,
+    bound: 'bytes',
+    x: 2 * 4 * heads * tokens * dim,
+    ...modes(when),
     tolerance: { rtol: 1e-3, atol: 1e-6, relativeTo: 'max' },
   };
 }
 
-function adamwCase(params: number, label: string, quick: boolean, full: boolean): BenchCase {
+function label(count: number): string {
+  const exponent = Math.log10(count);
+  return Number.isInteger(exponent) ? `1e${exponent}` : String(count);
+}
+
+function adamw(params: number, when: Modes): BenchCase {
   return {
-    id: `adamw/${label}`,
+    id: `adamw/${label(params)}`,
+    family: 'adamw',
     spec: adamwStep,
     // param, grad, m, v (v is a second moment: positive).
     inputs: [
@@ -152,78 +218,182 @@ function adamwCase(params: number, label: string, quick: boolean, full: boolean)
       { shape: [params], fill: 'positive' },
     ],
     attrs: { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01, step: 10 },
-    quick,
-    full,
-    tolerance: { rtol: 1e-4, atol: 1e-6 },
+    bound: 'bytes',
+    x: params,
+    ...modes(when),
+    tolerance: ELEMENT_TOL,
+    ...(params > FULL_CHECK_ELEMENTS ? { subset: elementSubset(params, SAMPLED_ELEMENTS) } : {}),
   };
 }
 
-const CASES: BenchCase[] = [
-  ...[128, 256, 512].map((s) => gemmCase(s, s, s, 'gemm', true)),
-  ...[1024, 2048, 4096].map((s) => gemmCase(s, s, s, 'gemm', false)),
-  gemmCase(1, 1024, 1024, 'gemv', true, false),
-  gemmCase(1, 4096, 4096, 'gemv', false),
-  {
-    id: 'softmax/64x4096',
-    spec: softmax,
-    inputs: [{ shape: [64, 4096] }],
-    attrs: {},
-    quick: true,
-    full: true,
+function clip(total: number, when: Modes): BenchCase {
+  // Gradients of several sizes, as a model's parameters have.
+  const parts = [total / 2, total / 4, total / 8, total / 8];
+  return {
+    id: `clip/${label(total)}`,
+    family: 'clip',
+    spec: clipByGlobalNorm,
+    inputs: parts.map((p) => ({ shape: [p] })),
+    // Below the norm of uniform values (about 0.58·√n): every case scales.
+    attrs: { maxNorm: 1 },
+    bound: 'bytes',
+    x: total,
+    ...modes(when),
     tolerance: { rtol: 1e-4, atol: 1e-7 },
-  },
-  {
-    id: 'rmsnorm/64x4096',
-    spec: rmsNorm,
-    inputs: [{ shape: [64, 4096] }, { shape: [4096], fill: 'positive' }],
-    attrs: { eps: 1e-5 },
+  };
+}
+
+function batchCase(chain: number, size: number, when: Modes): BenchCase {
+  return {
+    id: `batch/${chain}x${size}`,
+    family: 'batch',
+    spec: add,
+    via: 'batch',
+    chain,
+    inputs: [{ shape: [size] }, { shape: [size] }],
+    bound: 'latency',
+    x: size,
+    ...modes(when),
+    tolerance: ELEMENT_TOL,
+  };
+}
+
+function bytesLabel(bytes: number): string {
+  if (bytes >= MIB && bytes % MIB === 0) return `${bytes / MIB}MiB`;
+  return `${bytes / 1024}KiB`;
+}
+
+function transfer(via: 'upload' | 'read', bytes: number, when: Modes): BenchCase {
+  return {
+    id: `${via}/${bytesLabel(bytes)}`,
+    family: via,
+    spec: copy,
+    via,
+    inputs: [{ shape: [bytes / 4] }],
+    bound: 'latency',
+    x: bytes,
+    ...modes(when),
+    tolerance: EXACT,
+  };
+}
+
+/** The device copy that measures a backend's bandwidth ceiling. */
+export function copyCase(bytes: number): BenchCase {
+  return {
+    id: `copy/${bytesLabel(bytes)}`,
+    family: 'copy',
+    spec: copy,
+    inputs: [{ shape: [bytes / 4] }],
+    bound: 'bytes',
+    x: bytes,
     quick: true,
     full: true,
-    tolerance: { rtol: 1e-4, atol: 1e-5 },
-  },
-  attentionCase(8, 128, 1024, true, false),
-  attentionCase(32, 128, 4096, false, true),
-  adamwCase(1e5, '1e5', true, false),
-  adamwCase(1e6, '1e6', false, true),
-];
+    tolerance: EXACT,
+  };
+}
 
-/** Every benchmark case; `selectCases` picks those of a run. */
-export const SUITE: readonly BenchCase[] = Object.freeze(CASES);
+const COPY_BYTES: Readonly<Record<SuiteMode, number>> = { quick: 16 * MIB, full: 256 * MIB };
 
 /**
- * A `--filter` value as a predicate on case ids: a regular expression when it
- * is one, and always also a plain substring.
+ * The ceiling case of a mode on a backend: a copy well beyond any L2 cache,
+ * never larger than one kernel can bind.
  */
-export function caseFilter(filter: string | undefined): (id: string) => boolean {
-  if (filter === undefined || filter === '') return () => true;
-  let pattern: RegExp | undefined;
-  try {
-    pattern = new RegExp(filter);
-  } catch {
-    pattern = undefined;
-  }
-  return (id) => id.includes(filter) || (pattern?.test(id) ?? false);
+export function ceilingCase(mode: SuiteMode, maxBindingBytes = Number.POSITIVE_INFINITY): BenchCase {
+  let bytes = COPY_BYTES[mode];
+  while (bytes > maxBindingBytes && bytes > 1024) bytes /= 2;
+  return copyCase(bytes);
 }
 
-export function selectCases(
-  cases: readonly BenchCase[],
-  options: { mode: SuiteMode; filter?: string | undefined },
-): BenchCase[] {
-  const matches = caseFilter(options.filter);
-  return cases.filter((c) => (options.mode === 'quick' ? c.quick : c.full) && matches(c.id));
-}
+const square = (n: number) => [n, n, n] as const;
 
-/** Input metadata of a case (dtype: the first the spec declares). */
-export function inputMetas(c: BenchCase): (TensorMeta | undefined)[] {
-  return c.inputs.map((input, i) =>
-    input ? { shape: input.shape, dtype: c.spec.inputs[i]?.dtypes[0] ?? 'f32' } : undefined,
-  );
-}
+const CASES: BenchCase[] = [
+  gemm('gemm', square(128), QUICK),
+  gemm('gemm', square(256), BOTH),
+  ...[512, 1024, 2048, 4096, 8192].map((n) => gemm('gemm', square(n), FULL)),
+  gemm('gemm-llm', [16, 256, 688], QUICK),
+  gemm('gemm-llm', [64, 256, 256], QUICK),
+  gemm('gemm-llm', [1, 4096, 4096], FULL),
+  gemm('gemm-llm', [16, 4096, 11008], FULL),
+  gemm('gemm-llm', [512, 4096, 4096], FULL),
+  gemm('gemm-tb', square(256), QUICK),
+  ...[square(1024), square(4096), [512, 4096, 4096] as const].map((s) => gemm('gemm-tb', s, FULL)),
+  gemm('gemm-ta', square(256), QUICK),
+  // The last is a weight gradient: Xᵀ·dY over 512 tokens.
+  ...[square(1024), square(4096), [4096, 512, 4096] as const].map((s) => gemm('gemm-ta', s, FULL)),
+  gemm('gemv', [1, 256, 256], QUICK),
+  gemm('gemv', [1, 1024, 1024], BOTH),
+  ...[
+    [2048, 2048],
+    [4096, 11008],
+    [11008, 4096],
+    [8192, 8192],
+  ].map(([k, n]) => gemm('gemv', [1, k!, n!], FULL)),
+  ...[1, 4, 64].map((m) => weightCache(m, 512, 512, QUICK)),
+  ...[1, 4, 64].map((m) => weightCache(m, 4096, 4096, FULL)),
+  rows('softmax', softmax, [64, 4096], 0, BOTH),
+  ...(
+    [
+      [1, 32000],
+      [1024, 4096],
+      [4096, 4096],
+    ] as const
+  ).map((s) => rows('softmax', softmax, s, 0, FULL)),
+  rows('rmsnorm', rmsNorm, [64, 4096], 1, BOTH, { eps: 1e-5 }),
+  ...(
+    [
+      [1, 4096],
+      [512, 4096],
+      [4096, 4096],
+      [4096, 8192],
+    ] as const
+  ).map((s) => rows('rmsnorm', rmsNorm, s, 1, FULL, { eps: 1e-5 })),
+  rows('layernorm', layerNorm, [64, 4096], 2, BOTH),
+  ...(
+    [
+      [1, 4096],
+      [512, 4096],
+      [4096, 4096],
+      [4096, 8192],
+    ] as const
+  ).map((s) => rows('layernorm', layerNorm, s, 2, FULL)),
+  ropeCase([64, 8, 64], QUICK),
+  ...(
+    [
+      [1, 32, 128],
+      [512, 32, 128],
+      [4096, 32, 128],
+    ] as const
+  ).map((s) => ropeCase(s, FULL)),
+  swigluCase([64, 1024], QUICK),
+  ...(
+    [
+      [1, 11008],
+      [64, 11008],
+      [512, 11008],
+      [4096, 11008],
+    ] as const
+  ).map((s) => swigluCase(s, FULL)),
+  kvScatter(8, 64, 256, 1, QUICK),
+  kvScatter(8, 64, 256, 16, QUICK),
+  ...[1, 16, 256].map((t) => kvScatter(32, 128, 2048, t, FULL)),
+  attention(8, 64, 128, QUICK),
+  attention(8, 128, 1024, QUICK),
+  ...[128, 512, 2048, 4096, 8192, 32768].map((t) => attention(32, 128, t, FULL)),
+  attention(8, 64, 4096, FULL),
+  attention(8, 128, 32768, FULL),
+  attention(64, 128, 4096, FULL),
+  attention(64, 64, 32768, FULL),
+  adamw(1e5, QUICK),
+  ...[1e6, 1e7, 1e8].map((n) => adamw(n, FULL)),
+  clip(1e5, QUICK),
+  ...[1e6, 1e7, 1e8].map((n) => clip(n, FULL)),
+  batchCase(1000, 1024, BOTH),
+  batchCase(1000, 65536, FULL),
+  ...[4096, MIB].map((b) => transfer('upload', b, BOTH)),
+  ...[64 * MIB, 256 * MIB].map((b) => transfer('upload', b, FULL)),
+  ...[4096, MIB].map((b) => transfer('read', b, BOTH)),
+  ...[64 * MIB, 256 * MIB].map((b) => transfer('read', b, FULL)),
+];
 
-/** Work done by one run of a case, from the spec's `cost()`; undefined when the spec has none. */
-export function caseCost(c: BenchCase): KernelCost | undefined {
-  if (!c.spec.cost) return undefined;
-  const metas = inputMetas(c);
-  const { attrs } = inferKernel(c.spec, metas, c.attrs);
-  return c.spec.cost(metas, attrs);
-}
+/** Every benchmark case (the ceiling copy aside); `selectCases` picks those of a run. */
+export const SUITE: readonly BenchCase[] = Object.freeze(CASES);

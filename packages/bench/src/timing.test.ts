@@ -1,5 +1,20 @@
 import { describe, expect, it } from 'vitest';
-import { measure, median, perSecondGiga, quantile, relativeSpread, summarize } from './timing.js';
+import {
+  FULL_TIMING,
+  L2_BYTES,
+  measure,
+  median,
+  nextCallsPerSample,
+  perSecondGiga,
+  QUICK_TIMING,
+  quantile,
+  relativeSpread,
+  rotationSets,
+  scaleStats,
+  summarize,
+} from './timing.js';
+
+const NO_ROTATION = { rotateBytes: 0, maxSets: 1, deviceSampleMs: 0, maxCallsPerSample: 1 };
 
 describe('quantile and median', () => {
   it('interpolates between order statistics', () => {
@@ -72,6 +87,7 @@ describe('measure', () => {
       maxReps: 100,
       targetMs: 5000,
       now: clock.now,
+      ...NO_ROTATION,
     });
     expect(samples).toEqual([1000, 1000, 1000, 1000, 1000]);
     expect(clock.calls()).toBe(7);
@@ -79,7 +95,14 @@ describe('measure', () => {
 
   it('warms up less when warm-up runs already take the target time', async () => {
     const clock = fakeClock(300);
-    await measure(clock.once, { warmup: 3, minReps: 5, maxReps: 100, targetMs: 500, now: clock.now });
+    await measure(clock.once, {
+      warmup: 3,
+      minReps: 5,
+      maxReps: 100,
+      targetMs: 500,
+      now: clock.now,
+      ...NO_ROTATION,
+    });
     // two warm-up runs reach 600 ms > 500 ms, then five timed runs
     expect(clock.calls()).toBe(7);
   });
@@ -92,6 +115,7 @@ describe('measure', () => {
       maxReps: 1000,
       targetMs: 100,
       now: clock.now,
+      ...NO_ROTATION,
     });
     expect(samples.length).toBe(50);
   });
@@ -104,8 +128,80 @@ describe('measure', () => {
       maxReps: 20,
       targetMs: 500,
       now: clock.now,
+      ...NO_ROTATION,
     });
     expect(samples.length).toBe(20);
+  });
+});
+
+describe('device time', () => {
+  it('takes the time a repetition reports, and passes the repetition index', async () => {
+    let t = 0;
+    const reps: number[] = [];
+    const samples = await measure(
+      async (rep) => {
+        reps.push(rep);
+        t += 10; // 10 ms of host time per call …
+        return 0.25 * (rep + 1); // … of which the device reports less
+      },
+      { warmup: 2, minReps: 3, maxReps: 3, targetMs: 1000, now: () => t, ...NO_ROTATION },
+    );
+    expect(reps).toEqual([0, 1, 2, 3, 4]);
+    expect(samples).toEqual([0.75, 1, 1.25]);
+  });
+
+  it('counts host time towards the target even when the device reports less', async () => {
+    let t = 0;
+    const samples = await measure(
+      async () => {
+        t += 10;
+        return 0.001;
+      },
+      { warmup: 0, minReps: 1, maxReps: 1000, targetMs: 100, now: () => t, ...NO_ROTATION },
+    );
+    expect(samples).toHaveLength(10);
+  });
+});
+
+describe('calls per device-timed sample', () => {
+  it('grow until a sample lasts the target, within the cap', () => {
+    // 1 call in 0.1 ms, 2 ms wanted: 25 calls (with a quarter to spare)
+    expect(nextCallsPerSample(1, 0.1, 2, 1024)).toBe(25);
+    expect(nextCallsPerSample(25, 2.5, 2, 1024)).toBe(25);
+    expect(nextCallsPerSample(1, 5, 2, 1024)).toBe(1);
+    // a clock that reads 0: eight times as many calls
+    expect(nextCallsPerSample(1, 0, 2, 1024)).toBe(8);
+    expect(nextCallsPerSample(512, 0, 2, 1024)).toBe(1024);
+    expect(nextCallsPerSample(1024, 0, 2, 1024)).toBe(1024);
+    expect(nextCallsPerSample(1, 0.001, 2, 16)).toBe(16);
+  });
+});
+
+describe('rotation', () => {
+  it('rotates working sets that fit in L2, up to maxSets', () => {
+    const options = { rotateBytes: 256e6, maxSets: 64 };
+    expect(rotationSets(L2_BYTES + 1, options)).toBe(1);
+    expect(rotationSets(L2_BYTES, options)).toBe(6);
+    expect(rotationSets(16e6, options)).toBe(16);
+    expect(rotationSets(1000, options)).toBe(64);
+    expect(rotationSets(0, options)).toBe(1);
+    expect(rotationSets(4e6, { rotateBytes: 16e6, maxSets: 8 })).toBe(4);
+  });
+
+  it('is bounded in both modes', () => {
+    expect(QUICK_TIMING.maxSets).toBeLessThanOrEqual(FULL_TIMING.maxSets);
+    expect(QUICK_TIMING.rotateBytes).toBeLessThan(FULL_TIMING.rotateBytes);
+  });
+});
+
+describe('scaleStats', () => {
+  it('scales every time and keeps the sample count', () => {
+    const s = scaleStats(summarize([1000, 2000, 3000]), 1 / 1000);
+    expect(s.samples).toBe(3);
+    expect(s.median).toBeCloseTo(2);
+    expect(s.min).toBeCloseTo(1);
+    expect(s.max).toBeCloseTo(3);
+    expect(relativeSpread(s)).toBeCloseTo(relativeSpread(summarize([1000, 2000, 3000])));
   });
 });
 

@@ -58,36 +58,109 @@ export interface TimingOptions {
   readonly minReps: number;
   /** Timed repetitions, at most. */
   readonly maxReps: number;
-  /** Keep repeating (past `minReps`) until this much time was measured. */
+  /** Keep repeating (past `minReps`) until this much wall time was spent timing. */
   readonly targetMs: number;
+  /**
+   * Inputs whose working set fits in a GPU's L2 cache are rotated: this many
+   * bytes of input sets are allocated and cycled through, at most `maxSets`.
+   */
+  readonly rotateBytes: number;
+  readonly maxSets: number;
+  /**
+   * A device-timed sample records calls into one submission until it takes
+   * at least this long (device clocks can be coarse: Dawn rounds timestamps
+   * to 65.536 µs unless told not to), at most `maxCallsPerSample`.
+   */
+  readonly deviceSampleMs: number;
+  readonly maxCallsPerSample: number;
   /** Clock in milliseconds (`performance.now` by default). */
   readonly now?: () => number;
 }
 
-export const QUICK_TIMING: TimingOptions = { warmup: 1, minReps: 5, maxReps: 200, targetMs: 100 };
-export const FULL_TIMING: TimingOptions = { warmup: 3, minReps: 5, maxReps: 2000, targetMs: 500 };
+export const QUICK_TIMING: TimingOptions = {
+  warmup: 1,
+  minReps: 5,
+  maxReps: 200,
+  targetMs: 100,
+  rotateBytes: 16 * 2 ** 20,
+  maxSets: 8,
+  deviceSampleMs: 1,
+  maxCallsPerSample: 1024,
+};
+export const FULL_TIMING: TimingOptions = {
+  warmup: 3,
+  minReps: 5,
+  maxReps: 2000,
+  targetMs: 500,
+  rotateBytes: 256 * 2 ** 20,
+  maxSets: 64,
+  deviceSampleMs: 2,
+  maxCallsPerSample: 1024,
+};
+
+/** Working sets up to this size are rotated (the L2 of an H100 or H200 is 50 MB). */
+export const L2_BYTES = 50e6;
+
+/** How many input sets to cycle through for a working set of `bytes`. */
+export function rotationSets(bytes: number, options: Pick<TimingOptions, 'rotateBytes' | 'maxSets'>): number {
+  if (bytes <= 0 || bytes > L2_BYTES) return 1;
+  return Math.max(1, Math.min(options.maxSets, Math.ceil(options.rotateBytes / bytes)));
+}
 
 /**
- * Runs `once` up to `warmup` times untimed (fewer when that takes `targetMs`), then times repetitions until at least
- * `minReps` ran and `targetMs` was measured, or `maxReps` ran. `once` must
- * return only when the work it started has finished (e.g. after
- * `await backend.sync()`). Returns the durations in milliseconds.
+ * One repetition, given its index. Resolves when the work it started has
+ * finished (e.g. after `await backend.sync()`), to the milliseconds a device
+ * clock measured, or to undefined: then the host time around the call counts.
  */
-export async function measure(once: () => Promise<void>, options: TimingOptions): Promise<number[]> {
+export type Repetition = (rep: number) => Promise<number | undefined> | Promise<void>;
+
+/**
+ * Runs `once` up to `warmup` times untimed (fewer when that takes
+ * `targetMs`), then repeats it until at least `minReps` ran and `targetMs` of
+ * wall time was spent, or `maxReps` ran. Returns the durations in
+ * milliseconds: the device's where `once` resolves to one, else the host's.
+ */
+export async function measure(once: Repetition, options: TimingOptions): Promise<number[]> {
   const now = options.now ?? (() => performance.now());
+  let rep = 0;
   // Warm-up stops early once it has taken the target time (slow cases need no more).
   const warmStart = now();
-  for (let i = 0; i < options.warmup && now() - warmStart < options.targetMs; i++) await once();
+  for (let i = 0; i < options.warmup && now() - warmStart < options.targetMs; i++) await once(rep++);
   const samples: number[] = [];
   let total = 0;
   while (samples.length < options.maxReps && (samples.length < options.minReps || total < options.targetMs)) {
     const start = now();
-    await once();
+    const device = await once(rep++);
     const elapsed = now() - start;
-    samples.push(elapsed);
+    samples.push(typeof device === 'number' ? device : elapsed);
     total += elapsed;
   }
   return samples;
+}
+
+/**
+ * How many calls one device-timed sample needs to last `targetMs`, given
+ * that `calls` calls took `ms` (0 when the clock could not resolve them),
+ * at most `max`. Returns `calls` when the sample is long enough already.
+ */
+export function nextCallsPerSample(calls: number, ms: number, targetMs: number, max: number): number {
+  if (ms >= targetMs || calls >= max) return calls;
+  const wanted = ms > 0 ? Math.ceil((calls * targetMs * 1.25) / ms) : calls * 8;
+  return Math.min(max, Math.max(wanted, calls + 1));
+}
+
+/** The same statistics for `factor` times the samples (per kernel of a batch, say). */
+export function scaleStats(stats: TimingStats, factor: number): TimingStats {
+  return {
+    samples: stats.samples,
+    median: stats.median * factor,
+    mean: stats.mean * factor,
+    min: stats.min * factor,
+    max: stats.max * factor,
+    p10: stats.p10 * factor,
+    p90: stats.p90 * factor,
+    mad: stats.mad * factor,
+  };
 }
 
 /** GFLOP/s (or GB/s, given bytes) of `amount` done in `ms` milliseconds. */

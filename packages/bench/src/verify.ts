@@ -1,15 +1,24 @@
 import {
+  add,
   type Backend,
   type DType,
   type HostArray,
   inferKernel,
-  type Tensor,
+  scale as scaleSpec,
   type TensorMeta,
   toHostArray,
   toNumbers,
 } from '@rayo/core';
 import { hashString, Rng } from '@rayo/core/testing';
-import { type BenchCase, type CheckTolerance, type InputFill, inputMetas } from './suite.js';
+import {
+  type BenchCase,
+  CHAIN_SCALE,
+  type CheckTolerance,
+  caseVia,
+  type InputFill,
+  inputMetas,
+} from './case.js';
+import { outputsOnce } from './drive.js';
 
 /** Host values for one input; never zeros. */
 export function fillInput(rng: Rng, dtype: DType, size: number, fill: InputFill = 'uniform'): HostArray {
@@ -44,12 +53,32 @@ export interface Expectation {
   select(index: number, actual: HostArray): HostArray;
 }
 
+/** The end of a `batch` case's chain, on the host: `add(y, b)` and `scale(y)` in turn, from `y = x`. */
+function chainReference(c: BenchCase, data: readonly (HostArray | undefined)[]): HostArray {
+  const [meta] = inputMetas(c);
+  const io = { inputs: [meta, meta], outputs: [{ name: 'y', shape: meta!.shape, dtype: meta!.dtype }] };
+  const scaleAttrs = { alpha: CHAIN_SCALE, beta: 0 };
+  let y = data[0]!;
+  for (let i = 0; i < (c.chain ?? 1); i++) {
+    y = i % 2 === 0 ? add.reference([y, data[1]], {}, io)[0]! : scaleSpec.reference([y], scaleAttrs, io)[0]!;
+  }
+  return y;
+}
+
 /** Runs `spec.reference` for the case on `data` (copies: the reference must not see shared arrays). */
 export function expectedOutputs(c: BenchCase, data: readonly (HostArray | undefined)[]): Expectation {
+  if (caseVia(c) === 'batch') {
+    return {
+      names: ['y'],
+      dtypes: ['f32'],
+      outputs: [chainReference(c, data)],
+      select: (_i, actual) => actual,
+    };
+  }
   const subset = c.subset?.(data);
   const metas: readonly (TensorMeta | undefined)[] = subset?.inputs ?? inputMetas(c);
   const inputs = (subset?.data ?? data).map((d) => d?.slice());
-  const { attrs, outputs } = inferKernel(c.spec, metas, c.attrs);
+  const { attrs, outputs } = inferKernel(c.spec, metas, { ...c.attrs, ...subset?.attrs });
   const result = c.spec.reference(inputs, attrs, { inputs: metas, outputs });
   return {
     names: outputs.map((o) => o.name),
@@ -90,8 +119,10 @@ export function compareOutput(
       message: `${actual.length} elements, expected ${expected.length}`,
     };
   }
-  const a = toNumbers(dtype, actual);
-  const e = toNumbers(dtype, expected);
+  // Only 16-bit floats are stored as bit patterns; other arrays hold their values.
+  const bits = dtype === 'f16' || dtype === 'bf16';
+  const a = bits ? toNumbers(dtype, actual) : actual;
+  const e = bits ? toNumbers(dtype, expected) : expected;
   let scale = 0;
   if (tolerance.relativeTo === 'max')
     for (const v of e) if (Number.isFinite(v)) scale = Math.max(scale, Math.abs(v));
@@ -145,20 +176,6 @@ export function checkOutputs(
   return problems.length ? problems.join('; ') : undefined;
 }
 
-/** Uploads copies of `data` (the kernel may write its inputs in place). */
-export function uploadInputs(
-  backend: Backend,
-  c: BenchCase,
-  data: readonly (HostArray | undefined)[],
-): (Tensor | undefined)[] {
-  const metas = inputMetas(c);
-  return data.map((d, i) => (d ? backend.upload(d.slice(), metas[i]!.shape, metas[i]!.dtype) : undefined));
-}
-
-export function disposeAll(tensors: Iterable<Tensor | undefined>): void {
-  for (const t of new Set(tensors)) t?.dispose();
-}
-
 /**
  * Runs the case once on `backend` on fresh copies of `data` and compares every
  * output with `expected`. Returns undefined when the results agree, or what
@@ -170,14 +187,5 @@ export async function verifyOnBackend(
   data: readonly (HostArray | undefined)[],
   expected: Expectation,
 ): Promise<string | undefined> {
-  const inputs = uploadInputs(backend, c, data);
-  let outputs: Tensor[] = [];
-  try {
-    outputs = backend.run(c.spec, inputs, c.attrs);
-    await backend.sync();
-    const actual = await Promise.all(outputs.map((t) => backend.read(t)));
-    return checkOutputs(c, actual, expected);
-  } finally {
-    disposeAll([...inputs, ...outputs]);
-  }
+  return checkOutputs(c, await outputsOnce(backend, c, data), expected);
 }

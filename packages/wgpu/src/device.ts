@@ -68,7 +68,10 @@ async function nodeGpu(options: WgpuDeviceOptions): Promise<GPU> {
   }
   const flags: string[] = [];
   if (options.enableToggles?.length) flags.push(`enable-dawn-features=${options.enableToggles.join(',')}`);
-  if (options.disableToggles?.length) flags.push(`disable-dawn-features=${options.disableToggles.join(',')}`);
+  // Dawn rounds timestamps to 65.5 µs by default (a browser privacy measure);
+  // a compute library needs real kernel times.
+  const disable = [...new Set(['timestamp_quantization', ...(options.disableToggles ?? [])])];
+  flags.push(`disable-dawn-features=${disable.join(',')}`);
   return webgpu.create(flags);
 }
 

@@ -1,0 +1,258 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type BaselineCaseFile,
+  type BaselineOutput,
+  baselineKind,
+  baselineTimes,
+  buildCaseFile,
+  compareWithTorch,
+  findBaselineScript,
+  runTorchBaseline,
+} from './baseline.js';
+import { selectCases } from './case.js';
+import { ceilingCase, SUITE } from './suite.js';
+import { FULL_TIMING, QUICK_TIMING } from './timing.js';
+
+const byId = (id: string) => SUITE.find((c) => c.id === id)!;
+const script = findBaselineScript()!;
+const python = process.env.PYTHON ?? 'python3';
+const hasPython = spawnSync(python, ['--version']).status === 0;
+// CI must check the script; elsewhere a machine without Python skips these.
+const needPython = hasPython || process.env.CI === 'true';
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'rayo-baseline-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('the case file', () => {
+  it('names what each case times', () => {
+    expect(baselineKind(byId('gemm/256x256x256'))).toBe('matmul');
+    expect(baselineKind(byId('wcache/4x512x512'))).toBe('linear');
+    expect(baselineKind(byId('batch/1000x1024'))).toBe('elementwiseChain');
+    expect(baselineKind(byId('upload/4KiB'))).toBe('upload');
+    expect(baselineKind(byId('read/1MiB'))).toBe('read');
+    expect(baselineKind(byId('attention/h8-d64-t128'))).toBe('incrementalAttention');
+    expect(baselineKind(ceilingCase('full'))).toBe('copy');
+  });
+
+  it('holds ids, kinds, shapes, fills, resolved attributes, rotation and the timing', () => {
+    const cases = [ceilingCase('quick'), ...selectCases(SUITE, { mode: 'quick' })];
+    const file: BaselineCaseFile = JSON.parse(JSON.stringify(buildCaseFile(cases, 'quick', QUICK_TIMING)));
+    expect(file.schema).toBe('rayo-bench-cases/1');
+    expect(file.mode).toBe('quick');
+    expect(file.timing).toEqual({ warmup: 1, minReps: 5, maxReps: 200, targetMs: 100 });
+    expect(file.cases.map((c) => c.id)).toEqual(cases.map((c) => c.id));
+    const find = (id: string) => file.cases.find((c) => c.id === id)!;
+    expect(find('gemm-tb/256x256x256')).toEqual({
+      id: 'gemm-tb/256x256x256',
+      family: 'gemm-tb',
+      kind: 'matmul',
+      shapes: [
+        [256, 256],
+        [256, 256],
+      ],
+      fills: ['uniform', 'uniform'],
+      attrs: { alpha: 1, beta: 1, transA: false, transB: true },
+      rotate: 8,
+    });
+    expect(find('adamw/1e5').fills).toEqual(['uniform', 'uniform', 'uniform', 'positive']);
+    expect(find('adamw/1e5').attrs).toMatchObject({ lr: 1e-3, step: 10, weightDecay: 0.01 });
+    // defaults are spelled out: the script needs no knowledge of rayo's specs
+    expect(find('attention/h8-d128-t1024').attrs).toEqual({ seqLen: 1024, scale: 0 });
+    expect(find('rmsnorm/64x4096')).toMatchObject({ kind: 'rmsNorm', attrs: { eps: 1e-5 } });
+    expect(find('batch/1000x1024')).toMatchObject({
+      kind: 'elementwiseChain',
+      chain: 1000,
+      rotate: 1,
+      attrs: {},
+    });
+    expect(find('upload/1MiB')).toMatchObject({ kind: 'upload', shapes: [[262144]], rotate: 1 });
+    expect(find('clip/1e5').shapes).toEqual([[50000], [25000], [12500], [12500]]);
+  });
+
+  it('lists each case once and rotates only what fits in L2', () => {
+    const file = buildCaseFile(
+      [byId('gemm/256x256x256'), byId('gemm/256x256x256'), byId('gemm/8192x8192x8192')],
+      'full',
+      FULL_TIMING,
+    );
+    expect(file.cases.map((c) => [c.id, c.rotate])).toEqual([
+      ['gemm/256x256x256', 64],
+      ['gemm/8192x8192x8192', 1],
+    ]);
+  });
+});
+
+describe('ratios', () => {
+  it('divide rayo time by PyTorch time, and the other way round for throughput', () => {
+    expect(compareWithTorch(3, 1.5)).toEqual({ torchMs: 1.5, timeRatio: 2, throughputRatio: 0.5 });
+    expect(compareWithTorch(0.01, 0.04)).toEqual({ torchMs: 0.04, timeRatio: 0.25, throughputRatio: 4 });
+    const r = compareWithTorch(0.7, 0.3)!;
+    expect(r.timeRatio * r.throughputRatio).toBeCloseTo(1);
+  });
+
+  it('are undefined without two positive, finite times', () => {
+    expect(compareWithTorch(undefined, 1)).toBeUndefined();
+    expect(compareWithTorch(1, undefined)).toBeUndefined();
+    expect(compareWithTorch(0, 1)).toBeUndefined();
+    expect(compareWithTorch(1, 0)).toBeUndefined();
+    expect(compareWithTorch(Number.NaN, 1)).toBeUndefined();
+    expect(compareWithTorch(1, Number.POSITIVE_INFINITY)).toBeUndefined();
+  });
+
+  it('use PyTorch times per call: a chain is divided by its length, failures are left out', () => {
+    const file = buildCaseFile([byId('batch/1000x1024'), byId('softmax/64x4096')], 'quick', QUICK_TIMING);
+    const output: BaselineOutput = {
+      schema: 'rayo-bench-torch/1',
+      available: true,
+      results: [
+        { id: 'batch/1000x1024', status: 'ok', medianMs: 5 },
+        { id: 'softmax/64x4096', status: 'ok', medianMs: 0.02 },
+        { id: 'rope/64x8x64', status: 'error', message: 'RuntimeError: no' },
+        { id: 'swiglu/64x1024', status: 'ok', medianMs: 0 },
+      ],
+    };
+    const times = baselineTimes(output, file);
+    expect([...times.entries()]).toEqual([
+      ['batch/1000x1024', 0.005],
+      ['softmax/64x4096', 0.02],
+    ]);
+  });
+});
+
+describe('the baseline script', () => {
+  it('ships beside the package sources', () => {
+    expect(script).toMatch(/baseline[/\\]torch_baseline\.py$/);
+  });
+
+  it.runIf(needPython)('compiles', () => {
+    // The cache prefix keeps __pycache__ out of the package.
+    execFileSync(python, ['-m', 'py_compile', script], { env: { ...process.env, PYTHONPYCACHEPREFIX: dir } });
+  });
+
+  it.runIf(needPython)('writes a result file whether or not torch can run here', async () => {
+    const cases = [byId('softmax/64x4096'), byId('rope/64x8x64')];
+    const casesFile = join(dir, 'cases.json');
+    const outFile = join(dir, 'torch.json');
+    await writeFile(casesFile, JSON.stringify(buildCaseFile(cases, 'quick', QUICK_TIMING)));
+    // --device cpu: where torch exists without a GPU, the script still runs every case.
+    const run = spawnSync(python, [script, '--cases', casesFile, '--out', outFile, '--device', 'cpu'], {
+      encoding: 'utf8',
+    });
+    expect(run.status, run.stderr).toBe(0);
+    const output: BaselineOutput = JSON.parse(await readFile(outFile, 'utf8'));
+    expect(output.schema).toBe('rayo-bench-torch/1');
+    if (output.available) {
+      expect(output.results.map((r) => [r.id, r.status])).toEqual(cases.map((c) => [c.id, 'ok']));
+    } else {
+      expect(output.reason).toMatch(/PyTorch is not installed/);
+      expect(output.results).toEqual([]);
+    }
+  });
+
+  it.runIf(needPython)('rejects a file that is not a case file', async () => {
+    const bad = join(dir, 'bad.json');
+    await writeFile(bad, JSON.stringify({ schema: 'something-else' }));
+    const run = spawnSync(python, [script, '--cases', bad, '--out', join(dir, 'x.json')], {
+      encoding: 'utf8',
+    });
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain('is not a rayo-bench-cases/1 case file');
+  });
+});
+
+describe('running the baseline', () => {
+  const casesFile = () => join(dir, 'run-cases.json');
+
+  it('says so when Python is missing', async () => {
+    const outcome = await runTorchBaseline({
+      casesFile: casesFile(),
+      outFile: join(dir, 'none.json'),
+      python: join(dir, 'no-python-here'),
+    });
+    expect(outcome).toEqual({
+      status: 'unavailable',
+      reason: `${join(dir, 'no-python-here')} was not found (set $PYTHON to a Python with PyTorch)`,
+    });
+  });
+
+  it('takes $PYTHON from the environment', async () => {
+    const outcome = await runTorchBaseline({
+      casesFile: casesFile(),
+      outFile: join(dir, 'none.json'),
+      env: { PYTHON: 'python-that-is-not-there' },
+    });
+    expect(outcome.status === 'unavailable' && outcome.reason).toMatch(
+      /^python-that-is-not-there was not found/,
+    );
+  });
+
+  it.runIf(needPython)('reads what the script wrote, and passes its progress on', async () => {
+    const fake = join(dir, 'fake_ok.py');
+    const output: BaselineOutput = {
+      schema: 'rayo-bench-torch/1',
+      available: true,
+      torch: '9.9.9',
+      device: 'Test GPU',
+      results: [{ id: 'softmax/64x4096', status: 'ok', medianMs: 0.01, samples: 5, timer: 'cuda-events' }],
+    };
+    await writeFile(
+      fake,
+      [
+        'import json, sys',
+        'args = sys.argv[1:]',
+        'print("[1/1] torch softmax/64x4096 ... 10 us", file=sys.stderr)',
+        `json.dump(json.loads(${JSON.stringify(JSON.stringify(output))}), open(args[args.index("--out") + 1], "w"))`,
+      ].join('\n'),
+    );
+    let progress = '';
+    const outcome = await runTorchBaseline({
+      casesFile: casesFile(),
+      outFile: join(dir, 'ok.json'),
+      script: fake,
+      python,
+      onOutput: (text) => {
+        progress += text;
+      },
+    });
+    expect(outcome).toEqual({ status: 'ok', output });
+    expect(progress).toContain('torch softmax/64x4096');
+  });
+
+  it.runIf(needPython)('reports the reason the script gives, or its last error line', async () => {
+    const noTorch = join(dir, 'fake_unavailable.py');
+    await writeFile(
+      noTorch,
+      [
+        'import json, sys',
+        'args = sys.argv[1:]',
+        'json.dump({"schema": "rayo-bench-torch/1", "available": False, "reason": "CUDA is not available", "results": []}, open(args[args.index("--out") + 1], "w"))',
+      ].join('\n'),
+    );
+    expect(
+      await runTorchBaseline({
+        casesFile: casesFile(),
+        outFile: join(dir, 'u.json'),
+        script: noTorch,
+        python,
+      }),
+    ).toEqual({ status: 'unavailable', reason: 'CUDA is not available' });
+
+    const crash = join(dir, 'fake_crash.py');
+    await writeFile(
+      crash,
+      'import sys\nprint("starting", file=sys.stderr)\nraise SystemExit("out of memory")\n',
+    );
+    expect(
+      await runTorchBaseline({ casesFile: casesFile(), outFile: join(dir, 'c.json'), script: crash, python }),
+    ).toEqual({ status: 'unavailable', reason: 'the baseline script exited with code 1: out of memory' });
+  });
+});

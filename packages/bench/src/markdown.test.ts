@@ -1,0 +1,160 @@
+import type { BackendInfo } from '@rayo/core';
+import { describe, expect, it } from 'vitest';
+import type { CaseResult } from './bench.js';
+import { formatMarkdown, markdownCell, markdownTable } from './markdown.js';
+import { annotate, TABLE_COLUMNS, TORCH_COLUMNS } from './report.js';
+import { summarize } from './timing.js';
+
+const info: BackendInfo = {
+  name: 'wgpu',
+  device: 'NVIDIA H200 (Vulkan)',
+  kind: 'gpu',
+  limits: { maxBufferBytes: 2 ** 31, maxBindingBytes: 2 ** 31 },
+  features: ['timestamp-query'],
+};
+
+const results: CaseResult[] = [
+  {
+    backend: 'wgpu',
+    id: 'copy/256MiB',
+    family: 'copy',
+    kernel: 'copy',
+    status: 'ok',
+    bound: 'bytes',
+    x: 2 ** 28,
+    timing: summarize([0.5]),
+    timer: 'device',
+    sets: 1,
+    cost: { flops: 0, bytes: 2 ** 29 },
+    ceiling: true,
+  },
+  {
+    backend: 'wgpu',
+    id: 'attention/h32-d128-t4096',
+    family: 'attention',
+    kernel: 'incrementalAttention',
+    status: 'ok',
+    bound: 'bytes',
+    x: 2 ** 27,
+    timing: summarize([0.2]),
+    timer: 'device',
+    sets: 1,
+    cost: { flops: 6.7e7, bytes: 2 ** 27 },
+  },
+  {
+    backend: 'wgpu',
+    id: 'adamw/1e6',
+    family: 'adamw',
+    kernel: 'adamwStep',
+    status: 'FAILED',
+    bound: 'bytes',
+    x: 1e6,
+    message: "output 'param': 2 of 1000000 elements differ | first at [3]",
+  },
+];
+
+const machine = {
+  node: 'v20.20.2',
+  platform: 'linux',
+  arch: 'x64',
+  cpus: { count: 16, model: 'Some CPU' },
+  memoryBytes: 128 * 2 ** 30,
+};
+
+describe('markdownTable', () => {
+  it('writes a header, an alignment row and escaped cells', () => {
+    expect(
+      markdownTable(
+        ['a', 'n'],
+        [
+          ['x|y', '1'],
+          ['z\nw', '22'],
+        ],
+        new Set(['n']),
+      ),
+    ).toBe(['| a | n |', '| --- | ---: |', '| x\\|y | 1 |', '| z w | 22 |'].join('\n'));
+    expect(markdownCell('a\\|b')).toBe('a\\\\\\|b');
+  });
+});
+
+describe('formatMarkdown', () => {
+  const annotated = annotate(results, {
+    backends: [info],
+    torchTimes: new Map([['attention/h32-d128-t4096', 0.11]]),
+  });
+  const text = formatMarkdown({
+    date: new Date('2025-01-02T03:04:05Z'),
+    mode: 'full',
+    filter: 'attention|adamw',
+    machine,
+    backends: [info],
+    unavailable: [{ name: 'cuda', reason: 'no NVIDIA driver' }],
+    baseline: { status: 'ok', torch: '2.5.1', cuda: '12.4', device: 'NVIDIA H200' },
+    results: annotated,
+    charts: new Map([['attention', 'charts/attention.svg']]),
+  });
+  const lines = text.split('\n');
+
+  it('describes the run, the machine, the baseline and the backends with their ceilings', () => {
+    expect(lines[0]).toBe('# rayo-bench results');
+    expect(text).toContain('- **mode**: full (filter `attention|adamw`)');
+    expect(text).toContain('- **machine**: linux x64, 16 × Some CPU, 128 GiB, Node v20.20.2');
+    expect(text).toContain(
+      '- **PyTorch baseline**: PyTorch 2.5.1, CUDA 12.4, on NVIDIA H200; fp32 with TF32 off; CUDA events after warm-up',
+    );
+    expect(text).toContain('- **cuda** unavailable: no NVIDIA driver');
+    expect(text).toContain('- **result**: 3 cases: 2 ok, 1 failed (FAILED)');
+    // 2²⁹ bytes in 0.5 ms
+    expect(text).toContain('| wgpu | NVIDIA H200 (Vulkan) | gpu | 1074 | - |');
+  });
+
+  it('has a section per family, in suite order, with its chart and a table', () => {
+    const sections = lines.filter((l) => l.startsWith('## '));
+    expect(sections).toEqual([
+      '## Backends',
+      '## copy: Device copy (the bandwidth ceiling)',
+      '## attention: Incremental attention (one decode step)',
+      '## adamw: AdamW step',
+      '## Not timed',
+    ]);
+    expect(text).toContain('![attention](charts/attention.svg)');
+    expect(text).not.toContain('![adamw]');
+    const header = `| ${[...TABLE_COLUMNS.slice(0, -1), ...TORCH_COLUMNS, 'status'].join(' | ')} |`;
+    expect(lines.filter((l) => l === header)).toHaveLength(3);
+    const row = lines.find((l) => l.startsWith('| wgpu | attention/h32-d128-t4096 |'))!;
+    // 2²⁷ bytes in 0.2 ms is 671 GB/s: 62.5% of the 1074 GB/s copy; PyTorch 110 µs
+    expect(row.split(' | ').slice(2)).toEqual([
+      '200 µs',
+      '±0.0%',
+      'device',
+      '335',
+      '671',
+      '63% bw',
+      '110 µs',
+      '1.82x',
+      '0.55x',
+      'ok |',
+    ]);
+  });
+
+  it('lists the cases that were not timed, with escaped messages', () => {
+    expect(text).toContain(
+      "- **FAILED** wgpu `adamw/1e6`: output 'param': 2 of 1000000 elements differ \\| first at [3]",
+    );
+    expect(text.endsWith('\n')).toBe(true);
+  });
+
+  it('says when the baseline did not run', () => {
+    const without = formatMarkdown({
+      date: new Date(0),
+      mode: 'quick',
+      machine,
+      backends: [info],
+      unavailable: [],
+      baseline: { status: 'unavailable', reason: 'python3 was not found' },
+      results: annotate(results.slice(0, 1), { backends: [info] }),
+    });
+    expect(without).toContain('- **PyTorch baseline**: not available: python3 was not found');
+    expect(without).toContain(`| ${TABLE_COLUMNS.join(' | ')} |`);
+  });
+});

@@ -1,0 +1,143 @@
+#!/usr/bin/env node
+// Bundles rayo's programs into self-contained ESM files for a host that has
+// Node but no node_modules (see shared/device/README.md): bench.mjs (the
+// benchmark CLI) and conformance.mjs (the conformance runner), with the
+// native `webgpu` and `koffi` packages left external and the PyTorch
+// baseline script copied beside them.
+//
+//   pnpm bundle [--outdir DIR]     (default: .device/app)
+//
+// A bundle cannot find backend packages by name at run time, so each program
+// registers the backends statically: every backend package that exports a
+// `backendProvider` (checked here, at bundle time) is imported and passed to
+// `registerBackend` before the program starts.
+import { copyFile, mkdir, stat } from 'node:fs/promises';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { build } from 'esbuild';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const BACKEND_PACKAGES = ['@rayo/wgpu', '@rayo/cuda-ptx'];
+const BASELINE_SCRIPT = 'packages/bench/baseline/torch_baseline.py';
+const RUNNER = './packages/core/src/testing/runner.ts';
+
+const USAGE = `Usage: pnpm bundle [--outdir DIR]
+
+Writes bench.mjs, conformance.mjs and torch_baseline.py into DIR
+(default: .device/app). Run them with 'node DIR/bench.mjs --help'.`;
+
+/** Options shared by every build: TypeScript sources through the "@rayo/source" export condition. */
+const common = {
+  absWorkingDir: root,
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  conditions: ['@rayo/source'],
+  external: ['webgpu', 'koffi'],
+  logLevel: 'warning',
+  // The registry imports backend packages by a computed name; a bundle registers them instead.
+  logOverride: { 'unsupported-dynamic-import': 'silent' },
+};
+
+/** Whether `pkg` resolves here and exports a `backendProvider`. */
+async function exportsBackendProvider(pkg) {
+  try {
+    const result = await build({
+      ...common,
+      stdin: { contents: `export * from '${pkg}';`, resolveDir: root, loader: 'js' },
+      write: false,
+      metafile: true,
+      outfile: 'probe.mjs',
+      logLevel: 'silent',
+    });
+    return Object.values(result.metafile.outputs).some((o) => o.exports?.includes('backendProvider'));
+  } catch {
+    return false;
+  }
+}
+
+/** Virtual modules: the static backend registration and the program entries. */
+function sources(providers) {
+  const register = [
+    "import { registerBackend } from '@rayo/core';",
+    ...providers.map((pkg, i) => `import { backendProvider as provider${i} } from '${pkg}';`),
+    ...providers.map((_, i) => `registerBackend(provider${i});`),
+  ].join('\n');
+  return {
+    'rayo-bundle:register': register,
+    // The registration is imported first, so it runs before the program.
+    'rayo-bundle:bench': [
+      "import 'rayo-bundle:register';",
+      "import { main } from '@rayo/bench';",
+      'process.exitCode = await main(process.argv.slice(2));',
+    ].join('\n'),
+    'rayo-bundle:conformance': ["import 'rayo-bundle:register';", `import '${RUNNER}';`].join('\n'),
+  };
+}
+
+function virtualModules(contents) {
+  return {
+    name: 'rayo-bundle',
+    setup(b) {
+      b.onResolve({ filter: /^rayo-bundle:/ }, (args) => ({ path: args.path, namespace: 'rayo-bundle' }));
+      b.onLoad({ filter: /.*/, namespace: 'rayo-bundle' }, (args) => ({
+        contents: contents[args.path],
+        resolveDir: root,
+        loader: 'js',
+      }));
+      // The runner does its work on import; "sideEffects": false of its package must not drop it.
+      b.onResolve({ filter: /testing\/runner\.ts$/ }, (args) => ({
+        path: resolve(args.resolveDir, args.path),
+        sideEffects: true,
+      }));
+    },
+  };
+}
+
+async function main() {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      options: { outdir: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+    }));
+  } catch (error) {
+    console.error(`bundle: ${error.message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  // pnpm runs root scripts in the root; a relative --outdir is meant from where pnpm was called.
+  // biome-ignore lint/suspicious/noUndeclaredEnvVars: set by pnpm, not an input of a turbo task
+  const outdir = resolve(process.env.INIT_CWD ?? process.cwd(), values.outdir ?? join(root, '.device/app'));
+  await mkdir(outdir, { recursive: true });
+
+  const providers = [];
+  for (const pkg of BACKEND_PACKAGES) {
+    if (await exportsBackendProvider(pkg)) providers.push(pkg);
+    else console.error(`bundle: ${pkg} exports no backendProvider: not registered`);
+  }
+  const contents = sources(providers);
+  for (const name of ['bench', 'conformance']) {
+    const outfile = join(outdir, `${name}.mjs`);
+    await build({
+      ...common,
+      entryPoints: [`rayo-bundle:${name}`],
+      outfile,
+      plugins: [virtualModules(contents)],
+      banner: { js: '// Bundled by scripts/bundle.mjs; webgpu and koffi are imported from node_modules.' },
+    });
+    const { size } = await stat(outfile);
+    console.log(`bundle: ${relative(process.cwd(), outfile)} (${(size / 1024).toFixed(0)} KiB)`);
+  }
+  await copyFile(join(root, BASELINE_SCRIPT), join(outdir, 'torch_baseline.py'));
+  console.log(`bundle: ${relative(process.cwd(), join(outdir, 'torch_baseline.py'))}`);
+  console.log(`bundle: backends registered: ${['cpu', ...providers].join(', ')}`);
+  return 0;
+}
+
+process.exitCode = await main();
