@@ -1,8 +1,27 @@
 import type { AnyWgpuKernel } from '../kernel.js';
+import { DECODING_KERNELS } from './decoding.js';
 import { ELEMENTWISE_KERNELS } from './elementwise.js';
-import { SOFTMAX_KERNELS } from './softmax.js';
-import { REDUCTION_KERNELS } from './reduction.js';
+import { EMBEDDING_KERNELS } from './embedding.js';
+import { LOSS_KERNELS } from './loss.js';
+import { MATMUL_KERNELS } from './matmul.js';
 import { MEMORY_KERNELS } from './memory.js';
+import { NORMALIZATION_KERNELS } from './normalization.js';
+import { OPTIMIZER_KERNELS } from './optimizer.js';
+import { REDUCTION_KERNELS } from './reduction.js';
+import { ROPE_KERNELS } from './rope.js';
+import { SOFTMAX_KERNELS } from './softmax.js';
 
 /** Every WGSL kernel, one family per file. */
-export const WGPU_KERNELS: readonly AnyWgpuKernel[] = [...ELEMENTWISE_KERNELS, ...SOFTMAX_KERNELS, ...REDUCTION_KERNELS, ...MEMORY_KERNELS];
+export const WGPU_KERNELS: readonly AnyWgpuKernel[] = [
+  ...ELEMENTWISE_KERNELS,
+  ...SOFTMAX_KERNELS,
+  ...REDUCTION_KERNELS,
+  ...MEMORY_KERNELS,
+  ...MATMUL_KERNELS,
+  ...NORMALIZATION_KERNELS,
+  ...ROPE_KERNELS,
+  ...EMBEDDING_KERNELS,
+  ...LOSS_KERNELS,
+  ...DECODING_KERNELS,
+  ...OPTIMIZER_KERNELS,
+];
