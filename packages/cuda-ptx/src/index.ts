@@ -1,1 +1,96 @@
+import type { BackendProvider } from '@rayo/core';
+import { CudaBackend, type CudaBackendOptions } from './backend.js';
+import { CUDA_SUCCESS, cudaErrorName } from './driver/errors.js';
+import { type LibCuda, libCuda, loadLibCuda } from './driver/libcuda.js';
+
+export {
+  CudaBackend,
+  type CudaBackendOptions,
+  CudaCommandBatch,
+  type RecordedCall,
+} from './backend.js';
+export {
+  CudaDriver,
+  type CudaDriverOptions,
+  type DeviceCommand,
+  type DeviceProperties,
+  type Dim3Tuple,
+  type DriverCounts,
+  type LoadedFunction,
+} from './driver/driver.js';
+export {
+  type CUresult,
+  CudaCallError,
+  type CudaFailure,
+  cudaError,
+  cudaErrorName,
+  isStickyError,
+} from './driver/errors.js';
+export {
+  CU_DEVICE_ATTRIBUTE,
+  type CuOut,
+  defaultLibCudaPath,
+  type HostBlock,
+  type JitLogs,
+  type LibCuda,
+  type LoadLibCudaOptions,
+  libCuda,
+  loadLibCuda,
+} from './driver/libcuda.js';
+export { checkParamValue, kernelParamBytes, type ParamValue, writeKernelParams } from './driver/params.js';
+export { bucketBytes, type DeviceBuffer, DevicePool } from './driver/pool.js';
+export { CommandRecorder } from './encoder.js';
+export {
+  type AnyCudaKernel,
+  type CudaKernel,
+  cudaKernel,
+  elementPtr,
+  type KernelCall,
+  type KernelEncoder,
+  type Launch,
+  type LaunchDim,
+  type LaunchValue,
+  type Operand,
+} from './kernel.js';
+export { CUDA_KERNELS } from './kernels/index.js';
 export * from './ptx/index.js';
+export { CudaWeightCache } from './weightCache.js';
+
+/** Creates the CUDA backend on device 0 (or `options.device`), loading `libcuda` through koffi. */
+export function createCudaBackend(options?: CudaBackendOptions): Promise<CudaBackend> {
+  return CudaBackend.create(options);
+}
+
+/** Why CUDA cannot run here, or undefined when `libcuda` loads, initialises and has a device. */
+async function probe(lib: LibCuda): Promise<string | undefined> {
+  const name = (code: number) => lib.cuGetErrorName(code).value ?? cudaErrorName(code);
+  const init = lib.cuInit(0);
+  if (init !== CUDA_SUCCESS) return `cuInit failed: ${name(init)} (${init})`;
+  const count = lib.cuDeviceGetCount();
+  if (count.status !== CUDA_SUCCESS)
+    return `cuDeviceGetCount failed: ${name(count.status)} (${count.status})`;
+  if (count.value < 1) return 'the CUDA driver reports no device';
+  return undefined;
+}
+
+/** How `createBackend('cuda')` finds and probes this backend. */
+export const backendProvider: BackendProvider = {
+  name: 'cuda',
+  async probe() {
+    try {
+      return await probe(await libCuda());
+    } catch (error) {
+      return (error as Error).message;
+    }
+  },
+  create: (options) => CudaBackend.create(options as CudaBackendOptions | undefined),
+};
+
+/** Probes a given library (e.g. one loaded from a non-default path). */
+export async function probeLibCuda(path?: string): Promise<string | undefined> {
+  try {
+    return await probe(path === undefined ? await libCuda() : await loadLibCuda({ path }));
+  } catch (error) {
+    return (error as Error).message;
+  }
+}

@@ -1,0 +1,587 @@
+import {
+  type AttrValues,
+  allocHost,
+  type Backend,
+  type BackendInfo,
+  BackendMismatchError,
+  bytesPerElement,
+  type CommandBatch,
+  copy as copySpec,
+  DisposedTensorError,
+  type DType,
+  DTypeError,
+  formatShape,
+  type HostArray,
+  hostArrayMatches,
+  InvalidArgumentError,
+  inputName,
+  isDType,
+  isValidShape,
+  type KernelRunner,
+  type KernelSpec,
+  type MemoryStats,
+  prepareKernel,
+  RayoError,
+  type RunOptions,
+  type Shape,
+  ShapeError,
+  sizeOf,
+  Tensor,
+  type TensorStorage,
+  toHostArray,
+  UnsupportedOnBackendError,
+  type WeightCache,
+} from '@rayo/core';
+import {
+  CudaDriver,
+  type CudaDriverOptions,
+  type DeviceCommand,
+  type DriverCounts,
+} from './driver/driver.js';
+import { libCuda } from './driver/libcuda.js';
+import type { DeviceBuffer } from './driver/pool.js';
+import { CommandRecorder } from './encoder.js';
+import type { AnyCudaKernel, Operand } from './kernel.js';
+import { MAX_ELEMENTS } from './kernels/common.js';
+import { CUDA_KERNELS } from './kernels/index.js';
+import { CudaWeightCache } from './weightCache.js';
+
+class CudaStorage implements TensorStorage {
+  #freed = false;
+  constructor(
+    readonly ptr: bigint,
+    readonly byteLength: number,
+    private readonly onFree: (() => void) | undefined,
+  ) {}
+  free(): void {
+    if (this.#freed) return;
+    this.#freed = true;
+    this.onFree?.();
+  }
+}
+
+/** A tensor a recorded kernel reads or writes, and the name it has in that call. */
+interface Touched {
+  readonly tensor: Tensor;
+  readonly argument: string;
+}
+
+/** One validated kernel call, recorded as device commands. */
+export interface RecordedCall {
+  readonly kernel: string;
+  readonly outputs: Tensor[];
+  readonly commands: readonly DeviceCommand[];
+  readonly scratch: readonly DeviceBuffer[];
+  readonly touched: readonly Touched[];
+}
+
+export interface CudaBackendOptions extends CudaDriverOptions {}
+
+/**
+ * The CUDA backend: PTX kernels loaded through the driver API on one device's
+ * primary context, all work in order on one stream of its own, tensors in
+ * pooled device allocations, and batches replayed as CUDA graphs.
+ */
+export class CudaBackend implements Backend {
+  readonly name = 'cuda';
+  readonly info: BackendInfo;
+  readonly driver: CudaDriver;
+  /** The stream every operation of this backend is ordered on. */
+  readonly stream: bigint;
+  readonly #kernels: ReadonlyMap<string, AnyCudaKernel>;
+  readonly #live = { tensors: 0, bytes: 0, peak: 0, allocations: 0 };
+  readonly #timers: { readonly start: bigint; readonly end: bigint }[] = [];
+  readonly #freeTimers: { readonly start: bigint; readonly end: bigint }[] = [];
+  #disposed = false;
+
+  static async create(options: CudaBackendOptions = {}): Promise<CudaBackend> {
+    const lib = options.lib ?? (options.path === undefined ? await libCuda() : undefined);
+    const driver = await CudaDriver.open({ ...options, ...(lib ? { lib } : {}) });
+    try {
+      return new CudaBackend(driver);
+    } catch (error) {
+      driver.dispose();
+      throw error;
+    }
+  }
+
+  constructor(driver: CudaDriver) {
+    this.driver = driver;
+    this.stream = driver.createStream();
+    this.#kernels = new Map(CUDA_KERNELS.map((k) => [k.spec.name, k]));
+    const d = driver.device;
+    this.info = {
+      name: 'cuda',
+      device: `${d.name} (${d.arch}, ${d.multiprocessors} SMs)`,
+      kind: 'gpu',
+      limits: {
+        maxBufferBytes: d.totalMemory,
+        // Kernels index elements with 32 bits (see MAX_ELEMENTS); 4-byte elements bound a binding.
+        maxBindingBytes: Math.min(d.totalMemory, MAX_ELEMENTS * 4),
+      },
+      features: [d.arch, 'cuda-graphs', 'events'],
+    };
+  }
+
+  supports(kernel: string): boolean {
+    return this.#kernels.has(kernel);
+  }
+
+  /** Module cache and allocation counts of the driver: flat once a workload is warm. */
+  counts(): DriverCounts {
+    return this.driver.counts();
+  }
+
+  /** Throws if the backend was disposed or its context was lost. */
+  checkAlive(api: string): void {
+    if (this.#disposed) {
+      throw new RayoError('backend was disposed', {
+        kernel: api,
+        expected: 'a live backend',
+        actual: 'disposed cuda backend',
+      });
+    }
+    this.driver.live(api);
+  }
+
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  #allocate(shape: Shape, dtype: DType): Tensor {
+    const byteLength = sizeOf(shape) * bytesPerElement(dtype);
+    const buffer = this.driver.alloc(byteLength);
+    const live = this.#live;
+    live.tensors++;
+    live.allocations++;
+    live.bytes += byteLength;
+    live.peak = Math.max(live.peak, live.bytes);
+    const storage = new CudaStorage(buffer.ptr, byteLength, () => {
+      live.tensors--;
+      live.bytes -= byteLength;
+      if (!this.#disposed) this.driver.free(buffer);
+    });
+    return new Tensor(this, shape, dtype, storage);
+  }
+
+  #checkShape(api: string, shape: Shape, dtype: DType): void {
+    if (!isValidShape(shape)) {
+      throw new InvalidArgumentError('invalid shape', {
+        kernel: api,
+        argument: 'shape',
+        expected: 'an array of non-negative integers',
+        actual: JSON.stringify(shape),
+      });
+    }
+    if (!isDType(dtype)) {
+      throw new DTypeError('unknown element type', {
+        kernel: api,
+        argument: 'dtype',
+        expected: 'f32 | f16 | bf16 | i32 | u32',
+        actual: String(dtype),
+      });
+    }
+  }
+
+  #hostData(api: string, data: HostArray | readonly number[], shape: Shape, dtype: DType): HostArray {
+    const n = sizeOf(shape);
+    if (data.length !== n) {
+      throw new ShapeError('data length does not match the shape', {
+        kernel: api,
+        argument: 'data',
+        expected: `${n} elements for ${formatShape(shape)}`,
+        actual: `${data.length} elements`,
+      });
+    }
+    if (Array.isArray(data)) return toHostArray(dtype, data);
+    if (hostArrayMatches(dtype, data as HostArray)) return data as HostArray;
+    throw new DTypeError('typed array does not hold this element type', {
+      kernel: api,
+      argument: 'data',
+      expected: `the host array of ${dtype}`,
+      actual: (data as HostArray).constructor.name,
+    });
+  }
+
+  upload(data: HostArray | readonly number[], shape: Shape, dtype: DType = 'f32'): Tensor {
+    this.checkAlive('upload');
+    this.#checkShape('upload', shape, dtype);
+    const host = this.#hostData('upload', data, shape, dtype);
+    const tensor = this.#allocate(shape, dtype);
+    try {
+      this.#write(tensor.storage<CudaStorage>().ptr, host);
+    } catch (error) {
+      tensor.dispose();
+      throw error;
+    }
+    return tensor;
+  }
+
+  /** Host to device on the stream; the driver stages pageable data before returning. */
+  #write(ptr: bigint, host: HostArray): void {
+    if (host.byteLength === 0) return;
+    this.driver.copyHtoDAsync(ptr, host, host.byteLength, this.stream);
+  }
+
+  /** Overwrites a tensor's elements with host data, ordered after the work already enqueued. */
+  writeHost(tensor: Tensor, data: HostArray | readonly number[]): void {
+    this.checkAlive('writeHost');
+    const s = this.#own('writeHost', tensor, 'tensor');
+    this.#write(s.ptr, this.#hostData('writeHost', data, tensor.shape, tensor.dtype));
+  }
+
+  empty(shape: Shape, dtype: DType = 'f32'): Tensor {
+    this.checkAlive('empty');
+    this.#checkShape('empty', shape, dtype);
+    return this.#allocate(shape, dtype);
+  }
+
+  zeros(shape: Shape, dtype: DType = 'f32'): Tensor {
+    const tensor = this.empty(shape, dtype);
+    const words = Math.ceil(tensor.byteLength / 4);
+    if (words > 0) {
+      try {
+        // Allocations are whole 256-byte buckets, so rounding up to words stays inside.
+        this.driver.memsetD32Async(tensor.storage<CudaStorage>().ptr, 0, words, this.stream);
+      } catch (error) {
+        tensor.dispose();
+        throw error;
+      }
+    }
+    return tensor;
+  }
+
+  #own(api: string, tensor: Tensor, argument: string): CudaStorage {
+    if (!(tensor instanceof Tensor)) {
+      throw new InvalidArgumentError('not a tensor', {
+        kernel: api,
+        argument,
+        expected: 'a Tensor',
+        actual: String(tensor),
+      });
+    }
+    if (tensor.backend !== this) {
+      throw new BackendMismatchError('tensor lives on another backend', {
+        kernel: api,
+        argument,
+        expected: 'a tensor on this cuda backend',
+        actual: `a tensor on ${tensor.backend.name}`,
+      });
+    }
+    return tensor.storage<CudaStorage>();
+  }
+
+  /** The device memory behind a tensor, e.g. to hand it to other CUDA code. */
+  pointerOf(tensor: Tensor): { readonly ptr: bigint; readonly byteLength: number } {
+    const s = this.#own('pointerOf', tensor, 'tensor');
+    return { ptr: s.ptr, byteLength: s.byteLength };
+  }
+
+  /**
+   * Wraps device memory of this backend's context as a tensor without a
+   * copy. The caller keeps ownership: disposing the tensor frees nothing.
+   */
+  importPointer(ptr: bigint, shape: Shape, dtype: DType = 'f32'): Tensor {
+    this.checkAlive('importPointer');
+    this.#checkShape('importPointer', shape, dtype);
+    if (typeof ptr !== 'bigint' || ptr <= 0n) {
+      throw new InvalidArgumentError('a device address is expected', {
+        kernel: 'importPointer',
+        argument: 'ptr',
+        expected: 'a non-zero bigint device address',
+        actual: String(ptr),
+      });
+    }
+    return new Tensor(
+      this,
+      shape,
+      dtype,
+      new CudaStorage(ptr, sizeOf(shape) * bytesPerElement(dtype), undefined),
+    );
+  }
+
+  operand(tensor: Tensor): Operand {
+    const s = tensor.storage<CudaStorage>();
+    return {
+      ptr: s.ptr,
+      size: tensor.size,
+      shape: tensor.shape,
+      dtype: tensor.dtype,
+      byteLength: s.byteLength,
+    };
+  }
+
+  async read(tensor: Tensor): Promise<HostArray> {
+    this.checkAlive('read');
+    this.#own('read', tensor, 'tensor');
+    const out = allocHost(tensor.dtype, tensor.size);
+    if (tensor.byteLength === 0) return out;
+    // Let the stream drain without blocking the event loop; the copy is then
+    // ordered after anything enqueued meanwhile and returns once it is done.
+    await this.driver.waitIdle(this.stream);
+    this.checkAlive('read');
+    const s = this.#own('read', tensor, 'tensor');
+    this.driver.copyDtoHAsync(out, s.ptr, s.byteLength, this.stream);
+    await this.driver.waitIdle(this.stream);
+    return out;
+  }
+
+  copy(src: Tensor, dst?: Tensor): Tensor {
+    return this.run(copySpec, [src], {}, { out: [dst] })[0]!;
+  }
+
+  /**
+   * Validates, allocates the outputs and records the kernel's commands
+   * without enqueueing them. Used by `run`, batches and device timing.
+   */
+  record<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs: Partial<A> | undefined,
+    options: RunOptions | undefined,
+  ): RecordedCall {
+    this.checkAlive(spec?.name ?? 'run');
+    const kernel = this.#kernels.get(spec?.name);
+    if (!kernel || kernel.spec !== spec) {
+      throw new UnsupportedOnBackendError('kernel is not implemented on the cuda backend', {
+        kernel: spec?.name ?? String(spec),
+        expected: 'a kernel spec from @rayo/core that this backend implements',
+        actual: kernel ? 'another spec object of the same name' : `no PTX implementation of '${spec?.name}'`,
+      });
+    }
+    const prepared = prepareKernel(spec, this, inputs, attrs, options);
+    const fresh: Tensor[] = [];
+    const outputs = prepared.outputs.map((meta, i) => {
+      if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
+      const given = options?.out?.[i];
+      if (given) return given;
+      const t = this.#allocate(meta.shape, meta.dtype);
+      fresh.push(t);
+      return t;
+    });
+    const recorder = new CommandRecorder(this.driver);
+    try {
+      kernel.launch(recorder, {
+        inputs: inputs.map((t) => (t ? this.operand(t) : undefined)),
+        outputs: outputs.map((t) => this.operand(t)),
+        attrs: prepared.attrs,
+        io: { inputs: prepared.inputs, outputs: prepared.outputs },
+      });
+    } catch (error) {
+      for (const t of fresh) t.dispose();
+      this.releaseScratch(recorder.scratchBuffers);
+      throw error;
+    }
+    const touched: Touched[] = [];
+    inputs.forEach((t, i) => {
+      if (t) touched.push({ tensor: t, argument: inputName(spec, i) });
+    });
+    outputs.forEach((t, i) => {
+      if (prepared.outputs[i]!.aliasOf === undefined) touched.push({ tensor: t, argument: `out[${i}]` });
+    });
+    return {
+      kernel: spec.name,
+      outputs,
+      commands: recorder.commands,
+      scratch: recorder.scratchBuffers,
+      touched,
+    };
+  }
+
+  /** Returns scratch memory to the pool (stream-ordered reuse, see DevicePool). */
+  releaseScratch(buffers: readonly DeviceBuffer[]): void {
+    if (this.#disposed) return;
+    for (const b of buffers) this.driver.free(b);
+  }
+
+  run<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs?: Partial<A>,
+    options?: RunOptions,
+  ): Tensor[] {
+    const call = this.record(spec, inputs, attrs, options);
+    try {
+      this.driver.enqueue(call.commands, this.stream);
+    } finally {
+      this.releaseScratch(call.scratch);
+    }
+    return call.outputs;
+  }
+
+  batch(): CommandBatch {
+    this.checkAlive('batch');
+    return new CudaCommandBatch(this);
+  }
+
+  /** Captures commands into a CUDA graph on the backend's stream and instantiates it. */
+  captureGraph(commands: readonly DeviceCommand[]): bigint {
+    this.checkAlive('submit');
+    return this.driver.capture(this.stream, () => this.driver.enqueue(commands, this.stream));
+  }
+
+  launchGraph(exec: bigint): void {
+    this.checkAlive('submit');
+    this.driver.launchGraph(exec, this.stream);
+  }
+
+  destroyGraph(exec: bigint): void {
+    if (this.#disposed || this.driver.lostError) return;
+    this.driver.destroyGraph(exec);
+  }
+
+  async sync(): Promise<void> {
+    this.checkAlive('sync');
+    await this.driver.waitIdle(this.stream);
+  }
+
+  memory(): MemoryStats {
+    const l = this.#live;
+    return { liveTensors: l.tensors, liveBytes: l.bytes, peakBytes: l.peak, allocations: l.allocations };
+  }
+
+  /** Milliseconds between CUDA events recorded before and after the work, on the backend's stream. */
+  async deviceTime(work: (runner: KernelRunner) => void): Promise<number | undefined> {
+    this.checkAlive('deviceTime');
+    // A pair of events per measurement in flight, reused afterwards.
+    const timer = this.#freeTimers.pop() ?? this.#newTimer();
+    try {
+      this.driver.recordEvent(timer.start, this.stream);
+      work({ run: (spec, inputs, attrs, options) => this.run(spec, inputs, attrs, options) });
+      this.driver.recordEvent(timer.end, this.stream);
+      await this.driver.waitIdle(this.stream);
+      return this.driver.elapsedMs(timer.start, timer.end);
+    } finally {
+      this.#freeTimers.push(timer);
+    }
+  }
+
+  #newTimer(): { readonly start: bigint; readonly end: bigint } {
+    const timer = { start: this.driver.createEvent(), end: this.driver.createEvent() };
+    this.#timers.push(timer);
+    return timer;
+  }
+
+  createWeightCache(): WeightCache {
+    this.checkAlive('createWeightCache');
+    return new CudaWeightCache(this);
+  }
+
+  /**
+   * Waits for the stream, then frees what the backend holds and releases the
+   * primary context (which frees the memory of tensors still alive). Tensors
+   * of this backend are unusable afterwards.
+   */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    const driver = this.driver;
+    if (!driver.lostError) {
+      try {
+        driver.activate();
+        driver.synchronize(this.stream);
+        for (const timer of this.#timers) {
+          driver.destroyEvent(timer.start);
+          driver.destroyEvent(timer.end);
+        }
+        driver.destroyStream(this.stream);
+      } catch {
+        // Released with the context below.
+      }
+    }
+    this.#timers.length = 0;
+    this.#freeTimers.length = 0;
+    driver.dispose();
+  }
+}
+
+/** What a batch holds on the device, shared with its finalizer (which must not see the batch). */
+interface BatchResources {
+  exec: bigint | undefined;
+  readonly scratch: DeviceBuffer[];
+}
+
+function releaseBatch(backend: CudaBackend, resources: BatchResources): void {
+  const exec = resources.exec;
+  resources.exec = undefined;
+  if (exec !== undefined) backend.destroyGraph(exec);
+  backend.releaseScratch(resources.scratch.splice(0));
+}
+
+// Batches that are dropped without dispose() give their graph and scratch
+// memory back when collected.
+const batches = new FinalizationRegistry<{ backend: CudaBackend; resources: BatchResources }>(
+  ({ backend, resources }) => {
+    try {
+      releaseBatch(backend, resources);
+    } catch {
+      // A finalizer has no caller to report to; the context release frees it all.
+    }
+  },
+);
+
+/**
+ * Records kernels; the first submit captures all of them into a CUDA graph on
+ * the backend's stream, and every submit launches that graph and waits for it
+ * (so a second submit replays the work). Recording more after a submit makes
+ * the next submit capture again.
+ */
+export class CudaCommandBatch implements CommandBatch {
+  readonly #calls: RecordedCall[] = [];
+  readonly #resources: BatchResources = { exec: undefined, scratch: [] };
+
+  constructor(private readonly backend: CudaBackend) {
+    batches.register(this, { backend, resources: this.#resources }, this);
+  }
+
+  get size(): number {
+    return this.#calls.length;
+  }
+
+  run<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs?: Partial<A>,
+    options?: RunOptions,
+  ): Tensor[] {
+    const call = this.backend.record(spec, inputs, attrs, options);
+    this.#calls.push(call);
+    // Graph replays reuse the scratch memory, so the batch keeps it.
+    this.#resources.scratch.push(...call.scratch);
+    const stale = this.#resources.exec;
+    this.#resources.exec = undefined;
+    if (stale !== undefined) this.backend.destroyGraph(stale);
+    return call.outputs;
+  }
+
+  async submit(): Promise<void> {
+    this.backend.checkAlive('submit');
+    for (const call of this.#calls) {
+      for (const { tensor, argument } of call.touched) {
+        if (tensor.disposed) {
+          // A graph replays raw device addresses: memory that was given back may belong to another tensor now.
+          throw new DisposedTensorError('a tensor of a recorded kernel was disposed before submit', {
+            kernel: call.kernel,
+            argument,
+            expected: 'every tensor a batch reads or writes alive until its last submit',
+            actual: `disposed ${tensor.describe()}`,
+          });
+        }
+      }
+    }
+    const commands = this.#calls.flatMap((c) => c.commands);
+    // Kernels of empty tensors record nothing; there is no graph to make of nothing.
+    if (commands.length > 0) {
+      this.#resources.exec ??= this.backend.captureGraph(commands);
+      this.backend.launchGraph(this.#resources.exec);
+    }
+    await this.backend.sync();
+  }
+
+  /** Destroys the graph and returns the batch's scratch memory; the batch is empty afterwards. */
+  dispose(): void {
+    batches.unregister(this);
+    this.#calls.length = 0;
+    releaseBatch(this.backend, this.#resources);
+  }
+}

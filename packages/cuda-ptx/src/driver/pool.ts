@@ -1,0 +1,80 @@
+/** A device allocation handed out by the pool: `bytes` is its bucket size, at least what was asked. */
+export interface DeviceBuffer {
+  readonly ptr: bigint;
+  readonly bytes: number;
+}
+
+/**
+ * Rounds a request up so that allocations of similar sizes can be reused:
+ * 256-byte steps up to 64 KiB (256 is also the driver's alignment), then
+ * eight buckets per power of two (at most 12.5% slack).
+ */
+export function bucketBytes(bytes: number): number {
+  const b = Math.max(bytes, 1);
+  if (b <= 64 * 1024) return Math.ceil(b / 256) * 256;
+  const step = 2 ** (Math.floor(Math.log2(b)) - 3);
+  return Math.ceil(b / step) * step;
+}
+
+/**
+ * Reuses device allocations by size bucket, so steady-state work allocates
+ * nothing. Everything rayo enqueues runs on one stream, in order, so memory
+ * released here may be handed out again at once: work that uses it next is
+ * enqueued after the work that used it before.
+ */
+export class DevicePool {
+  readonly #free = new Map<number, bigint[]>();
+  #created = 0;
+  #reused = 0;
+  #pooledBytes = 0;
+
+  constructor(
+    private readonly allocate: (bytes: number) => bigint,
+    private readonly release_: (ptr: bigint) => void,
+  ) {}
+
+  /** Real allocations made. */
+  get created(): number {
+    return this.#created;
+  }
+
+  /** Requests served from the pool. */
+  get reused(): number {
+    return this.#reused;
+  }
+
+  get pooledBytes(): number {
+    return this.#pooledBytes;
+  }
+
+  acquire(bytes: number): DeviceBuffer {
+    const size = bucketBytes(bytes);
+    const ptr = this.#free.get(size)?.pop();
+    if (ptr !== undefined) {
+      this.#pooledBytes -= size;
+      this.#reused++;
+      return { ptr, bytes: size };
+    }
+    const fresh = this.allocate(size);
+    this.#created++;
+    return { ptr: fresh, bytes: size };
+  }
+
+  release(buffer: DeviceBuffer): void {
+    let list = this.#free.get(buffer.bytes);
+    if (!list) {
+      list = [];
+      this.#free.set(buffer.bytes, list);
+    }
+    list.push(buffer.ptr);
+    this.#pooledBytes += buffer.bytes;
+  }
+
+  /** Frees every pooled allocation; the caller makes sure no pending work still uses them. */
+  trim(): void {
+    const lists = [...this.#free.values()];
+    this.#free.clear();
+    this.#pooledBytes = 0;
+    for (const list of lists) for (const ptr of list) this.release_(ptr);
+  }
+}

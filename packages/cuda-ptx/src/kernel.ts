@@ -1,0 +1,96 @@
+import {
+  type AttrValues,
+  bytesPerElement,
+  type DType,
+  type KernelIO,
+  type KernelSpec,
+  type Shape,
+} from '@rayo/core';
+import type { DeviceProperties } from './driver/driver.js';
+import type { PtxModule } from './ptx/module.js';
+
+/** A tensor as a kernel sees it: device memory holding `size` elements. */
+export interface Operand {
+  /** Device address of element 0. */
+  readonly ptr: bigint;
+  /** Number of elements. */
+  readonly size: number;
+  readonly shape: Shape;
+  readonly dtype: DType;
+  /** `size` times the element size. */
+  readonly byteLength: number;
+}
+
+/** A kernel argument: an operand (passed as its address), a number or a bigint. */
+export type LaunchValue = Operand | number | bigint;
+
+/** Launch dimensions; missing axes are 1. */
+export type LaunchDim = number | readonly [number, number?, number?];
+
+/** One kernel launch, as a kernel family describes it. */
+export interface Launch {
+  /**
+   * The module's identity and configuration, e.g. `elementwise/binary/add/rank2`.
+   * The encoder loads a module once per key and reuses it; one key must
+   * always build the same PTX.
+   */
+  readonly key: string;
+  /** Builds the module; called only on the first launch of `key`. */
+  readonly module: () => PtxModule;
+  /** The entry to launch. */
+  readonly entry: string;
+  readonly grid: LaunchDim;
+  readonly block: LaunchDim;
+  /** Dynamic shared memory in bytes (the module's `.extern .shared` array). */
+  readonly sharedBytes?: number;
+  /** One value per entry parameter, by parameter name; checked against the parameter types. */
+  readonly args: Readonly<Record<string, LaunchValue>>;
+}
+
+/** What a kernel records its work with. Work runs in order on the backend's stream. */
+export interface KernelEncoder {
+  readonly device: DeviceProperties;
+  /** Loads (once per key) and launches a kernel. */
+  launch(launch: Launch): void;
+  /** Device-to-device copy of `bytes` (cuMemcpyDtoDAsync). */
+  copy(src: bigint, dst: bigint, bytes: number): void;
+  /** Sets `count` 32-bit words at `dst` to `word` (cuMemsetD32Async). */
+  fill32(dst: bigint, word: number, count: number): void;
+  /**
+   * Temporary device memory for multi-pass kernels. It lives until the work
+   * recorded with it has run (eager runs) or as long as the batch that
+   * recorded it (graphs replay it).
+   */
+  scratch(bytes: number): bigint;
+}
+
+export interface KernelCall<A extends AttrValues> {
+  readonly inputs: readonly (Operand | undefined)[];
+  /** One per output; in-place outputs are the inputs they alias. */
+  readonly outputs: readonly Operand[];
+  readonly attrs: A;
+  readonly io: KernelIO;
+}
+
+/** The CUDA implementation of one kernel spec. */
+export interface CudaKernel<A extends AttrValues = AttrValues> {
+  readonly spec: KernelSpec<A>;
+  /** Records the spec's work for validated inputs and allocated outputs. */
+  launch(encoder: KernelEncoder, call: KernelCall<A>): void;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a table of kernels with different attribute types
+export type AnyCudaKernel = CudaKernel<any>;
+
+/** Typed constructor so that `launch` sees the spec's attribute types. */
+export function cudaKernel<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  launch: (encoder: KernelEncoder, call: KernelCall<A>) => void,
+): CudaKernel<A> {
+  return { spec, launch };
+}
+
+/** The device address of element `index` of an operand. */
+export function elementPtr(op: Operand, index: number): bigint {
+  return op.ptr + BigInt(index * bytesPerElement(op.dtype));
+}

@@ -1,0 +1,54 @@
+import { UnsupportedOnBackendError } from '@rayo/core';
+import type { DeviceProperties } from '../driver/driver.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
+import type { Param, R32, R64 } from '../ptx/operands.js';
+import type { ParamType } from '../ptx/types.js';
+
+/** Threads per block of the one-dimensional kernels. */
+export const BLOCK = 256;
+
+/**
+ * The most elements the 32-bit indexed kernels cover: with `n < 2^31`, a
+ * grid-stride index plus the grid's thread count never wraps around 2^32.
+ */
+export const MAX_ELEMENTS = 2 ** 31 - 1;
+
+/** Throws UnsupportedOnBackendError for an operand too large for 32-bit indexing. */
+export function checkElementCount(kernel: string, argument: string, n: number): void {
+  if (n > MAX_ELEMENTS) {
+    throw new UnsupportedOnBackendError('operand has more elements than the CUDA kernels index', {
+      kernel,
+      argument,
+      expected: `at most ${MAX_ELEMENTS} elements`,
+      actual: String(n),
+    });
+  }
+}
+
+/**
+ * Blocks for a grid-stride loop over `n` elements: enough to cover `n` once,
+ * but no more than the device keeps resident at a time.
+ */
+export function gridFor(device: DeviceProperties, n: number, block = BLOCK): number {
+  const resident =
+    device.multiprocessors * Math.max(1, Math.floor(device.maxThreadsPerMultiprocessor / block));
+  return Math.max(1, Math.min(Math.ceil(n / block), resident));
+}
+
+/** A u32 parameter of a dynamically declared entry, loaded into a register. */
+export function loadU32(
+  k: KernelBuilder,
+  params: Readonly<Record<string, Param<ParamType>>>,
+  name: string,
+): R32 {
+  return k.ldParam(params[name] as Param<'u32'>);
+}
+
+/** A pointer parameter of a dynamically declared entry, as a global address. */
+export function loadPointer(
+  k: KernelBuilder,
+  params: Readonly<Record<string, Param<ParamType>>>,
+  name: string,
+): R64 {
+  return k.globalPointer(params[name] as Param<'ptr'>);
+}

@@ -1,0 +1,389 @@
+import {
+  type AttrValues,
+  add,
+  biasAdd,
+  clip,
+  clipBackward,
+  div,
+  exp,
+  gelu,
+  geluBackward,
+  type KernelSpec,
+  mul,
+  relu,
+  reluBackward,
+  type Shape,
+  scale,
+  sigmoid,
+  sigmoidBackward,
+  silu,
+  siluBackward,
+  stridesOf,
+  sub,
+  swiglu,
+  swigluBackward,
+  tanh,
+  tanhBackward,
+  UnsupportedOnBackendError,
+} from '@rayo/core';
+import { type AnyCudaKernel, cudaKernel, type LaunchValue } from '../kernel.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
+import { PtxModule } from '../ptx/module.js';
+import type { F32, Param } from '../ptx/operands.js';
+import type { ParamType } from '../ptx/types.js';
+import { BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
+import { clampF32, expF32, geluF32, geluGradF32, sigmoidF32, siluF32, siluGradF32, tanhF32 } from './math.js';
+
+// ---- binary with broadcasting ----------------------------------------------------
+
+/** The most independent axes a broadcast may have after merging; each is three kernel parameters. */
+export const MAX_RANK = 6;
+
+export interface BroadcastPlan {
+  /** Output extents, outermost first. */
+  readonly dims: readonly number[];
+  /** Element strides of `a` and `b` along each axis (0 where broadcast). */
+  readonly sa: readonly number[];
+  readonly sb: readonly number[];
+}
+
+/**
+ * Strides of both operands over the output, with size-1 output axes dropped
+ * and adjacent axes merged where neither operand breaks contiguity, so most
+ * calls end up rank 1 or 2. Output element i (row-major over `dims`) reads
+ * a[Σ c_k·sa_k] and b[Σ c_k·sb_k], c_k its coordinates.
+ */
+export function broadcastPlan(out: Shape, a: Shape, b: Shape): BroadcastPlan {
+  const eff = (shape: Shape) => {
+    const strides = stridesOf(shape);
+    return out.map((_, i) => {
+      const j = i - (out.length - shape.length);
+      return j < 0 || shape[j] === 1 ? 0 : strides[j]!;
+    });
+  };
+  const full = { dims: [...out], sa: eff(a), sb: eff(b) };
+  const keep = full.dims.map((d) => d !== 1);
+  const dims = full.dims.filter((_, i) => keep[i]);
+  const sa = full.sa.filter((_, i) => keep[i]);
+  const sb = full.sb.filter((_, i) => keep[i]);
+  for (let i = dims.length - 2; i >= 0; i--) {
+    const inner = dims[i + 1]!;
+    if (sa[i] === sa[i + 1]! * inner && sb[i] === sb[i + 1]! * inner) {
+      dims[i] = dims[i]! * inner;
+      sa[i] = sa[i + 1]!;
+      sb[i] = sb[i + 1]!;
+      dims.splice(i + 1, 1);
+      sa.splice(i + 1, 1);
+      sb.splice(i + 1, 1);
+    }
+  }
+  if (dims.length === 0) return { dims: [1], sa: [0], sb: [0] };
+  return { dims, sa, sb };
+}
+
+export type BinaryOp = 'add' | 'sub' | 'mul' | 'div';
+
+const BINARY_SPECS: Readonly<Record<BinaryOp, KernelSpec<Record<never, never>>>> = { add, sub, mul, div };
+
+function binaryOp(k: KernelBuilder, op: BinaryOp, x: F32, z: F32): F32 {
+  const d = k.reg('f32');
+  switch (op) {
+    case 'add':
+      return k.add('f32', d, x, z, { rnd: 'rn' });
+    case 'sub':
+      return k.sub('f32', d, x, z, { rnd: 'rn' });
+    case 'mul':
+      return k.mul('f32', d, x, z, { rnd: 'rn' });
+    case 'div':
+      return k.div('f32', d, x, z, 'rn');
+  }
+}
+
+export function binaryEntry(op: BinaryOp, rank: number): string {
+  return `binary_${op}_r${rank}`;
+}
+
+export function binaryKey(op: BinaryOp, rank: number): string {
+  return `elementwise/binary/${op}/rank${rank}`;
+}
+
+/**
+ * y[i] = a[ia] op b[ib] over a grid-stride loop, where ia and ib come from
+ * i's coordinates over `rank` axes (innermost first: c = rest mod d_k).
+ */
+export function binaryModule(op: BinaryOp, rank: number): PtxModule {
+  const params: Record<string, ParamType> = { a: 'ptr', b: 'ptr', y: 'ptr', n: 'u32' };
+  for (const prefix of ['d', 'sa', 'sb']) for (let d = 0; d < rank; d++) params[`${prefix}${d}`] = 'u32';
+  const m = new PtxModule();
+  m.entry(
+    binaryEntry(op, rank),
+    params,
+    (k, p: Readonly<Record<string, Param<ParamType>>>) => {
+      const a = loadPointer(k, p, 'a');
+      const b = loadPointer(k, p, 'b');
+      const y = loadPointer(k, p, 'y');
+      const n = loadU32(k, p, 'n');
+      const dims = Array.from({ length: rank }, (_, d) => loadU32(k, p, `d${d}`));
+      const sa = Array.from({ length: rank }, (_, d) => loadU32(k, p, `sa${d}`));
+      const sb = Array.from({ length: rank }, (_, d) => loadU32(k, p, `sb${d}`));
+      k.gridStrideLoop(n, (i) => {
+        const rest = k.mov('u32', k.reg('u32'), i);
+        const ia = k.mov('u32', k.reg('u32'), 0);
+        const ib = k.mov('u32', k.reg('u32'), 0);
+        for (let d = rank - 1; d >= 1; d--) {
+          const q = k.div('u32', k.reg('u32'), rest, dims[d]!);
+          const c = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), q, dims[d]!));
+          k.madLo('u32', ia, c, sa[d]!, ia);
+          k.madLo('u32', ib, c, sb[d]!, ib);
+          k.mov('u32', rest, q);
+        }
+        // The outermost coordinate is what is left: rest < d0.
+        k.madLo('u32', ia, rest, sa[0]!, ia);
+        k.madLo('u32', ib, rest, sb[0]!, ib);
+        const x = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(a, ia, 4), { nc: true });
+        const z = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(b, ib, 4), { nc: true });
+        k.stGlobal('f32', k.elementAddress(y, i, 4), binaryOp(k, op, x, z));
+      });
+    },
+    { maxThreadsPerBlock: BLOCK },
+  );
+  return m;
+}
+
+function binary(op: BinaryOp): AnyCudaKernel {
+  const spec = BINARY_SPECS[op];
+  return cudaKernel(spec, (encoder, { inputs, outputs, io }) => {
+    const out = outputs[0]!;
+    if (out.size === 0) return;
+    checkElementCount(spec.name, 'y', out.size);
+    const plan = broadcastPlan(out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
+    const rank = plan.dims.length;
+    if (rank > MAX_RANK) {
+      throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
+        kernel: spec.name,
+        argument: 'b',
+        expected: `at most ${MAX_RANK} after merging contiguous axes`,
+        actual: String(rank),
+      });
+    }
+    const args: Record<string, LaunchValue> = { a: inputs[0]!, b: inputs[1]!, y: out, n: out.size };
+    for (let d = 0; d < rank; d++) {
+      args[`d${d}`] = plan.dims[d]!;
+      args[`sa${d}`] = plan.sa[d]!;
+      args[`sb${d}`] = plan.sb[d]!;
+    }
+    encoder.launch({
+      key: binaryKey(op, rank),
+      module: () => binaryModule(op, rank),
+      entry: binaryEntry(op, rank),
+      grid: gridFor(encoder.device, out.size),
+      block: BLOCK,
+      args,
+    });
+  });
+}
+
+// ---- same-shape maps: any inputs and outputs, one body ---------------------------
+
+/** Values a map body reads: its inputs at the element, and its f32 attributes. */
+export type MapValues = Readonly<Record<string, F32>>;
+
+export interface MapDecl<A extends AttrValues> {
+  readonly spec: KernelSpec<A>;
+  /** Input parameter names, in spec order. */
+  readonly inputs: readonly string[];
+  /** Output parameter names, in spec order. */
+  readonly outputs: readonly string[];
+  /** Attributes passed as f32 parameters, read by the body under their names. */
+  readonly attrs?: readonly (keyof A & string)[];
+  /** An input read at i mod m (m its length) instead of i: biasAdd's bias. */
+  readonly periodic?: string;
+  /** Computes every output from the inputs and attributes of one element. */
+  readonly body: (k: KernelBuilder, v: MapValues) => MapValues;
+}
+
+export function mapEntry(spec: KernelSpec<AttrValues>): string {
+  return `ew_${spec.name}`;
+}
+
+export function mapKey(spec: KernelSpec<AttrValues>): string {
+  return `elementwise/map/${spec.name}`;
+}
+
+export function mapModule<A extends AttrValues>(decl: MapDecl<A>): PtxModule {
+  const attrs = decl.attrs ?? [];
+  const params: Record<string, ParamType> = {};
+  for (const name of [...decl.inputs, ...decl.outputs]) params[name] = 'ptr';
+  params.n = 'u32';
+  if (decl.periodic) params.m = 'u32';
+  for (const name of attrs) params[name] = 'f32';
+  const m = new PtxModule();
+  m.entry(
+    mapEntry(decl.spec as KernelSpec<AttrValues>),
+    params,
+    (k, p: Readonly<Record<string, Param<ParamType>>>) => {
+      const pointers = new Map(
+        [...decl.inputs, ...decl.outputs].map((name) => [name, loadPointer(k, p, name)]),
+      );
+      const n = loadU32(k, p, 'n');
+      const period = decl.periodic ? loadU32(k, p, 'm') : undefined;
+      const attrValues: Record<string, F32> = {};
+      for (const name of attrs) attrValues[name] = k.ldParam(p[name] as Param<'f32'>);
+      k.gridStrideLoop(n, (i) => {
+        const values: Record<string, F32> = { ...attrValues };
+        for (const name of decl.inputs) {
+          const index = name === decl.periodic ? k.rem('u32', k.reg('u32'), i, period!) : i;
+          const at = k.elementAddress(pointers.get(name)!, index, 4);
+          values[name] = k.ldGlobal('f32', k.reg('f32'), at, { nc: true });
+        }
+        const results = decl.body(k, values);
+        for (const name of decl.outputs) {
+          k.stGlobal('f32', k.elementAddress(pointers.get(name)!, i, 4), results[name]!);
+        }
+      });
+    },
+    { maxThreadsPerBlock: BLOCK },
+  );
+  return m;
+}
+
+function map<A extends AttrValues>(decl: MapDecl<A>): AnyCudaKernel {
+  const spec = decl.spec;
+  const key = mapKey(spec as KernelSpec<AttrValues>);
+  const entry = mapEntry(spec as KernelSpec<AttrValues>);
+  const build = () => mapModule(decl);
+  return cudaKernel(spec, (encoder, { inputs, outputs, attrs }) => {
+    const n = outputs[0]!.size;
+    if (n === 0) return;
+    checkElementCount(spec.name, decl.outputs[0]!, n);
+    const args: Record<string, LaunchValue> = { n };
+    decl.inputs.forEach((name, i) => {
+      args[name] = inputs[i]!;
+    });
+    decl.outputs.forEach((name, i) => {
+      args[name] = outputs[i]!;
+    });
+    if (decl.periodic) args.m = inputs[decl.inputs.indexOf(decl.periodic)]!.size;
+    for (const name of decl.attrs ?? []) args[name] = attrs[name] as number;
+    encoder.launch({ key, module: build, entry, grid: gridFor(encoder.device, n), block: BLOCK, args });
+  });
+}
+
+function f32(k: KernelBuilder): F32 {
+  return k.reg('f32');
+}
+
+/** Declarations of the map kernels, exported for the PTX tests. */
+export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
+  {
+    spec: relu,
+    inputs: ['x'],
+    outputs: ['y'],
+    // x where x > 0 or x is NaN (as Math.max does), else +0.
+    body: (k, { x }) => ({ y: k.selp('f32', f32(k), x!, 0, k.setp('gtu', 'f32', k.reg('pred'), x!, 0)) }),
+  },
+  { spec: gelu, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: geluF32(k, x!) }) },
+  { spec: silu, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: siluF32(k, x!) }) },
+  { spec: sigmoid, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: sigmoidF32(k, x!) }) },
+  { spec: tanh, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: tanhF32(k, x!) }) },
+  { spec: exp, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: expF32(k, x!) }) },
+  {
+    spec: scale as KernelSpec<AttrValues>,
+    inputs: ['x'],
+    outputs: ['y'],
+    attrs: ['alpha', 'beta'],
+    // One rounding, as close to the reference's alpha·x + beta as f32 gets.
+    body: (k, { x, alpha, beta }) => ({ y: k.fma('f32', f32(k), alpha!, x!, beta!) }),
+  },
+  {
+    spec: clip as KernelSpec<AttrValues>,
+    inputs: ['x'],
+    outputs: ['y'],
+    attrs: ['min', 'max'],
+    body: (k, { x, min, max }) => ({ y: clampF32(k, x!, min!, max!) }),
+  },
+  {
+    spec: swiglu,
+    inputs: ['gate', 'up'],
+    outputs: ['y'],
+    body: (k, { gate, up }) => ({ y: k.mul('f32', f32(k), siluF32(k, gate!), up!, { rnd: 'rn' }) }),
+  },
+  {
+    spec: biasAdd,
+    inputs: ['x', 'bias'],
+    outputs: ['y'],
+    periodic: 'bias',
+    body: (k, { x, bias }) => ({ y: k.add('f32', f32(k), x!, bias!, { rnd: 'rn' }) }),
+  },
+  {
+    spec: reluBackward,
+    inputs: ['dy', 'x'],
+    outputs: ['dx'],
+    // dy · (x > 0 ? 1 : 0), a product as in the reference (so inf·0 is NaN there too).
+    body: (k, { dy, x }) => {
+      const g = k.selp('f32', f32(k), 1, 0, k.setp('gt', 'f32', k.reg('pred'), x!, 0));
+      return { dx: k.mul('f32', f32(k), dy!, g, { rnd: 'rn' }) };
+    },
+  },
+  {
+    spec: geluBackward,
+    inputs: ['dy', 'x'],
+    outputs: ['dx'],
+    body: (k, { dy, x }) => ({ dx: k.mul('f32', f32(k), dy!, geluGradF32(k, x!), { rnd: 'rn' }) }),
+  },
+  {
+    spec: siluBackward,
+    inputs: ['dy', 'x'],
+    outputs: ['dx'],
+    body: (k, { dy, x }) => ({ dx: k.mul('f32', f32(k), dy!, siluGradF32(k, x!), { rnd: 'rn' }) }),
+  },
+  {
+    spec: sigmoidBackward,
+    inputs: ['dy', 'y'],
+    outputs: ['dx'],
+    body: (k, { dy, y }) => {
+      const g = k.mul('f32', f32(k), y!, k.sub('f32', f32(k), 1, y!, { rnd: 'rn' }), { rnd: 'rn' });
+      return { dx: k.mul('f32', f32(k), dy!, g, { rnd: 'rn' }) };
+    },
+  },
+  {
+    spec: tanhBackward,
+    inputs: ['dy', 'y'],
+    outputs: ['dx'],
+    body: (k, { dy, y }) => {
+      const g = k.fma('f32', f32(k), k.neg('f32', f32(k), y!), y!, 1);
+      return { dx: k.mul('f32', f32(k), dy!, g, { rnd: 'rn' }) };
+    },
+  },
+  {
+    spec: clipBackward as KernelSpec<AttrValues>,
+    inputs: ['dy', 'x'],
+    outputs: ['dx'],
+    attrs: ['min', 'max'],
+    body: (k, { dy, x, min, max }) => {
+      const lo = k.setp('ge', 'f32', k.reg('pred'), x!, min!);
+      const hi = k.setp('le', 'f32', k.reg('pred'), x!, max!);
+      const inside = k.and('pred', k.reg('pred'), lo, hi);
+      return { dx: k.selp('f32', f32(k), dy!, 0, inside) };
+    },
+  },
+  {
+    spec: swigluBackward,
+    inputs: ['dy', 'gate', 'up'],
+    outputs: ['dgate', 'dup'],
+    body: (k, { dy, gate, up }) => {
+      const dyUp = k.mul('f32', f32(k), dy!, up!, { rnd: 'rn' });
+      return {
+        dgate: k.mul('f32', f32(k), dyUp, siluGradF32(k, gate!), { rnd: 'rn' }),
+        dup: k.mul('f32', f32(k), dy!, siluF32(k, gate!), { rnd: 'rn' }),
+      };
+    },
+  },
+];
+
+export const BINARY_OPS: readonly BinaryOp[] = ['add', 'sub', 'mul', 'div'];
+
+export const ELEMENTWISE_KERNELS: readonly AnyCudaKernel[] = [
+  ...BINARY_OPS.map(binary),
+  ...MAP_DECLS.map((decl) => map(decl)),
+];

@@ -1,0 +1,191 @@
+import { copy, type DType, fill, transpose } from '@rayo/core';
+import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
+import { PtxModule } from '../ptx/module.js';
+import { addr } from '../ptx/operands.js';
+import { BLOCK, checkElementCount, gridFor } from './common.js';
+
+// Every dtype of this family is 32 bits wide and moving data never looks at
+// the values, so the kernels move u32 words: bit-exact for every dtype (NaN
+// payloads included) and one module per kernel.
+
+// ---- fill ----------------------------------------------------------------------
+
+export const FILL_KEY = 'memory/fill_u32';
+
+/** y[i] = word for i < n, with a grid-stride loop. */
+export function fillModule(): PtxModule {
+  const m = new PtxModule();
+  m.entry(
+    'fill_u32',
+    { y: 'ptr', n: 'u32', word: 'u32' },
+    (k, p) => {
+      const y = k.globalPointer(p.y);
+      const n = k.ldParam(p.n);
+      const word = k.ldParam(p.word);
+      k.gridStrideLoop(n, (i) => k.stGlobal('u32', k.elementAddress(y, i, 4), word));
+    },
+    { maxThreadsPerBlock: BLOCK },
+  );
+  return m;
+}
+
+/** The 32-bit pattern of `value` stored as `dtype`. */
+export function wordOf(value: number, dtype: DType): number {
+  if (dtype === 'f32') return new Uint32Array(new Float32Array([value]).buffer)[0]!;
+  // i32 (two's complement) and u32: infer checked that the value is an integer in range.
+  return value >>> 0;
+}
+
+const fillKernel = cudaKernel(fill, (encoder, { outputs, attrs }) => {
+  const y = outputs[0]!;
+  if (y.size === 0) return;
+  checkElementCount('fill', 'x', y.size);
+  encoder.launch({
+    key: FILL_KEY,
+    module: fillModule,
+    entry: 'fill_u32',
+    grid: gridFor(encoder.device, y.size),
+    block: BLOCK,
+    args: { y, n: y.size, word: wordOf(attrs.value, y.dtype) },
+  });
+});
+
+// ---- copy ----------------------------------------------------------------------
+
+const copyKernel = cudaKernel(copy, (encoder, { inputs, outputs }) => {
+  const x = inputs[0]!;
+  const y = outputs[0]!;
+  encoder.copy(x.ptr, y.ptr, x.byteLength);
+});
+
+// ---- transpose -----------------------------------------------------------------
+
+/** A TILE×TILE tile per block of TILE×ROWS threads; each thread moves TILE/ROWS elements each way. */
+export const TILE = 32;
+export const ROWS = 8;
+/** Padding each tile row by one word puts a column's words in different shared-memory banks. */
+const PITCH = TILE + 1;
+
+export const TRANSPOSE_KEY = `memory/transpose_u32/tile${TILE}x${ROWS}`;
+
+/**
+ * y[b, c, r] = x[b, r, c] for a batch of rows×cols matrices, through a
+ * shared-memory tile so that both the reads and the writes are coalesced.
+ * Blocks loop over tiles; the loop bound is the same for every thread of a
+ * block, so every thread reaches both barriers.
+ */
+export function transposeModule(): PtxModule {
+  const m = new PtxModule();
+  m.entry(
+    'transpose_u32',
+    { x: 'ptr', y: 'ptr', rows: 'u32', cols: 'u32', tilesC: 'u32', tilesPerMatrix: 'u32', tiles: 'u32' },
+    (k, p) => {
+      const x = k.globalPointer(p.x);
+      const y = k.globalPointer(p.y);
+      const rows = k.ldParam(p.rows);
+      const cols = k.ldParam(p.cols);
+      const tilesC = k.ldParam(p.tilesC);
+      const tilesPerMatrix = k.ldParam(p.tilesPerMatrix);
+      const tiles = k.ldParam(p.tiles);
+      const tile = k.sharedArray('tile', 'u32', TILE * PITCH);
+      const tileBase = k.sharedAddress(tile);
+      const tx = k.tid('x');
+      const ty = k.tid('y');
+      const w = k.reg('u32');
+      k.forRange(w, k.ctaid('x'), tiles, k.nctaid('x'), () => {
+        const matrix = k.div('u32', k.reg('u32'), w, tilesPerMatrix);
+        const t = k.sub('u32', k.reg('u32'), w, k.mulLo('u32', k.reg('u32'), matrix, tilesPerMatrix));
+        const tileR = k.div('u32', k.reg('u32'), t, tilesC);
+        const tileC = k.sub('u32', k.reg('u32'), t, k.mulLo('u32', k.reg('u32'), tileR, tilesC));
+        const r0 = k.mulLo('u32', k.reg('u32'), tileR, TILE);
+        const c0 = k.mulLo('u32', k.reg('u32'), tileC, TILE);
+        const base = k.mulLo('u32', k.reg('u32'), k.mulLo('u32', k.reg('u32'), matrix, rows), cols);
+        const inside = (r: typeof w, c: typeof w) => {
+          const inR = k.setp('lt', 'u32', k.reg('pred'), r, rows);
+          const inC = k.setp('lt', 'u32', k.reg('pred'), c, cols);
+          return k.and('pred', k.reg('pred'), inR, inC);
+        };
+        // Coalesced reads along the input's rows into tile[ty + j][tx].
+        for (let j = 0; j < TILE; j += ROWS) {
+          const ly = k.add('u32', k.reg('u32'), ty, j);
+          const r = k.add('u32', k.reg('u32'), r0, ly);
+          const c = k.add('u32', k.reg('u32'), c0, tx);
+          const src = k.madLo('u32', k.reg('u32'), r, cols, c);
+          k.add('u32', src, src, base);
+          const from = k.elementAddress(x, src, 4);
+          const slot = k.madLo('u32', k.reg('u32'), ly, PITCH, tx);
+          const to = k.madLo('u32', k.reg('u32'), slot, 4, tileBase);
+          const ok = inside(r, c);
+          k.predicated(ok, () => {
+            const v = k.ldGlobal('u32', k.reg('u32'), from, { nc: true });
+            k.stShared('u32', addr(to), v);
+          });
+        }
+        k.barSync();
+        // Coalesced writes along the output's rows (the input's columns) from tile[tx][ty + j].
+        for (let j = 0; j < TILE; j += ROWS) {
+          const ly = k.add('u32', k.reg('u32'), ty, j);
+          const c = k.add('u32', k.reg('u32'), c0, ly);
+          const r = k.add('u32', k.reg('u32'), r0, tx);
+          const dst = k.madLo('u32', k.reg('u32'), c, rows, r);
+          k.add('u32', dst, dst, base);
+          const to = k.elementAddress(y, dst, 4);
+          const slot = k.madLo('u32', k.reg('u32'), tx, PITCH, ly);
+          const from = k.madLo('u32', k.reg('u32'), slot, 4, tileBase);
+          const ok = inside(r, c);
+          k.predicated(ok, () => {
+            const v = k.ldShared('u32', k.reg('u32'), addr(from));
+            k.stGlobal('u32', to, v);
+          });
+        }
+        // The next tile overwrites the shared one only after everyone read it.
+        k.barSync();
+      });
+    },
+    { requiredThreadsPerBlock: [TILE, ROWS, 1] },
+  );
+  return m;
+}
+
+/** Launch values of a transpose of `x.shape` (the last two axes swapped; the rest a batch). */
+export function transposePlan(shape: readonly number[]): {
+  rows: number;
+  cols: number;
+  tilesC: number;
+  tilesPerMatrix: number;
+  tiles: number;
+} {
+  const rank = shape.length;
+  const rows = shape[rank - 2]!;
+  const cols = shape[rank - 1]!;
+  const batch = shape.slice(0, rank - 2).reduce((a, b) => a * b, 1);
+  const tilesC = Math.ceil(cols / TILE);
+  const tilesPerMatrix = Math.ceil(rows / TILE) * tilesC;
+  return { rows, cols, tilesC, tilesPerMatrix, tiles: batch * tilesPerMatrix };
+}
+
+const transposeKernel = cudaKernel(transpose, (encoder, { inputs, outputs }) => {
+  const x = inputs[0]!;
+  const y = outputs[0]!;
+  if (x.size === 0) return;
+  checkElementCount('transpose', 'x', x.size);
+  const plan = transposePlan(x.shape);
+  // With a single row or column both layouts are the same words in the same order.
+  if (plan.rows === 1 || plan.cols === 1) {
+    encoder.copy(x.ptr, y.ptr, x.byteLength);
+    return;
+  }
+  const device = encoder.device;
+  const resident =
+    device.multiprocessors * Math.max(1, Math.floor(device.maxThreadsPerMultiprocessor / (TILE * ROWS)));
+  encoder.launch({
+    key: TRANSPOSE_KEY,
+    module: transposeModule,
+    entry: 'transpose_u32',
+    grid: Math.max(1, Math.min(plan.tiles, resident)),
+    block: [TILE, ROWS],
+    args: { x, y, ...plan },
+  });
+});
+
+export const MEMORY_KERNELS: readonly AnyCudaKernel[] = [fillKernel, copyKernel, transposeKernel];
