@@ -35,11 +35,11 @@ needsAdapter('operands larger than one storage binding', () => {
 
   for (const c of cases) {
     it(`${c.name} matches the cpu backend`, async () => {
-      const rng = new Rng(c.shapes.flat().reduce((a, b) => a * 31 + b, 7));
+      const rng = new Rng(c.shapes.flat().reduce((a: number, b: number) => a * 31 + b, 7));
       const data = c.shapes.map((s) =>
         random(
           rng,
-          s.reduce((a, b) => a * b, 1),
+          s.reduce((a: number, b: number) => a * b, 1),
         ),
       );
       const expected = cpu.run(
