@@ -1,1 +1,52 @@
-export {};
+export {
+  type GradCheckInput,
+  type GradCheckMismatch,
+  type GradCheckOptions,
+  type GradCheckResult,
+  gradCheck,
+} from './autograd/gradcheck.js';
+export * from './autograd/index.js';
+export {
+  CHECKPOINT_FORMAT,
+  type CheckpointContents,
+  type HasParameters,
+  type LoadedCheckpoint,
+  loadCheckpoint,
+  readCheckpointFile,
+  saveCheckpoint,
+  writeCheckpointFile,
+} from './checkpoint/checkpoint.js';
+export {
+  decodeSafetensors,
+  encodeSafetensors,
+  type Safetensors,
+  type StoredTensor,
+} from './checkpoint/safetensors.js';
+export {
+  formatDuration,
+  ProgressBar,
+  type ProgressFields,
+  type ProgressOptions,
+  type ProgressStream,
+} from './loop/progress.js';
+export { type StepOptions, type StepResult, trainStep } from './loop/step.js';
+export {
+  type CheckpointHook,
+  type EvaluationHook,
+  type Metrics,
+  type StepRecord,
+  type TrainOptions,
+  type TrainResult,
+  train,
+} from './loop/train.js';
+export * from './nn/index.js';
+export * from './optim/index.js';
+export {
+  type BackendFactory,
+  type ParityOptions,
+  type ParityReport,
+  type ParityStep,
+  parityGate,
+} from './parity.js';
+export { Rng } from './random.js';
+export { baseOf, isView, reshapeView } from './view.js';

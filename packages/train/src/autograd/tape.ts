@@ -1,0 +1,347 @@
+import {
+  type AttrValues,
+  add,
+  type Backend,
+  copy,
+  type DType,
+  fill,
+  formatShape,
+  type HostArray,
+  InvalidArgumentError,
+  type KernelRunner,
+  type KernelSpec,
+  RayoError,
+  type Shape,
+  ShapeError,
+  shapesEqual,
+  Tensor,
+} from '@rayo/core';
+import { adoptAs, baseOf, isView, reshapeView } from '../view.js';
+
+/**
+ * The backward rule of one recorded operation: from the gradient of its output,
+ * the gradients of the inputs whose `needs` entry is true (the others may be
+ * left undefined). Runs kernels on the tape; never reads a tensor back.
+ */
+export type BackwardFn = (dy: Tensor, needs: readonly boolean[]) => readonly (Tensor | undefined)[];
+
+export interface VariableInit {
+  readonly requiresGrad?: boolean;
+  readonly name?: string;
+}
+
+/**
+ * A value in a computation: a tensor, and how it was computed when it came
+ * from a recorded operation. Leaves that require a gradient (parameters,
+ * inputs being differentiated) receive it in `grad` after `Tape.backward`.
+ */
+export class Variable {
+  readonly value: Tensor;
+  readonly requiresGrad: boolean;
+  /** Accumulated gradient of a leaf; stays until `zeroGrad()` (or the tape's dispose for tape leaves). */
+  grad: Tensor | undefined;
+  readonly name: string | undefined;
+  /** Inputs of the operation that made this variable (empty for leaves). */
+  readonly inputs: readonly Variable[];
+  readonly backwardFn: BackwardFn | undefined;
+
+  constructor(
+    value: Tensor,
+    init: VariableInit = {},
+    inputs: readonly Variable[] = [],
+    backwardFn?: BackwardFn,
+  ) {
+    this.value = value;
+    this.requiresGrad = init.requiresGrad ?? false;
+    this.name = init.name;
+    this.inputs = inputs;
+    this.backwardFn = backwardFn;
+  }
+
+  get shape(): Shape {
+    return this.value.shape;
+  }
+
+  get dtype(): DType {
+    return this.value.dtype;
+  }
+
+  get size(): number {
+    return this.value.size;
+  }
+
+  get isLeaf(): boolean {
+    return this.backwardFn === undefined;
+  }
+
+  /** Drops the accumulated gradient. */
+  zeroGrad(): void {
+    this.grad?.dispose();
+    this.grad = undefined;
+  }
+}
+
+export interface TapeOptions {
+  /**
+   * Where kernels go: the backend itself (run eagerly, the default) or a
+   * command batch of it (recorded; results exist once the batch is submitted).
+   */
+  readonly runner?: KernelRunner;
+  /** Record backward rules (default true); false for evaluation, which keeps no closures. */
+  readonly grad?: boolean;
+}
+
+/**
+ * Records operations on variables and runs them backward. Every tensor the tape
+ * allocates (forward values, gradients of intermediates, temporaries) is its
+ * own and is freed by `dispose()`; gradients of leaves that outlive the tape
+ * (parameters) are handed over to them.
+ */
+export class Tape {
+  readonly backend: Backend;
+  readonly runner: KernelRunner;
+  readonly gradEnabled: boolean;
+  readonly #owned = new Set<Tensor>();
+  readonly #nodes: Variable[] = [];
+  readonly #tapeLeaves: Variable[] = [];
+  #disposed = false;
+
+  constructor(backend: Backend, options: TapeOptions = {}) {
+    this.backend = backend;
+    this.runner = options.runner ?? backend;
+    this.gradEnabled = options.grad ?? true;
+  }
+
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /** Number of tensors the tape holds (for tests and diagnostics). */
+  get ownedTensors(): number {
+    return this.#owned.size;
+  }
+
+  #alive(api: string): void {
+    if (this.#disposed) {
+      throw new RayoError('the tape was disposed', {
+        kernel: api,
+        expected: 'a live tape',
+        actual: 'a disposed tape',
+      });
+    }
+  }
+
+  // ---- tensors the tape owns -------------------------------------------------
+
+  /** Runs a kernel; outputs that are not inputs written in place belong to the tape. */
+  run<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs?: Partial<A>,
+  ): Tensor[] {
+    this.#alive(spec.name);
+    const outputs = this.runner.run(spec, inputs, attrs);
+    for (const t of outputs) if (!inputs.includes(t)) this.#owned.add(t);
+    return outputs;
+  }
+
+  /** `run` for kernels of one output. */
+  run1<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs?: Partial<A>,
+  ): Tensor {
+    return this.run(spec, inputs, attrs)[0]!;
+  }
+
+  /** A tensor of `shape` filled with `value`, on the device. */
+  full(shape: Shape, value: number): Tensor {
+    this.#alive('full');
+    const t = this.backend.empty(shape);
+    this.#owned.add(t);
+    this.runner.run(fill, [t], { value });
+    return t;
+  }
+
+  zeros(shape: Shape): Tensor {
+    this.#alive('zeros');
+    const t = this.backend.zeros(shape);
+    this.#owned.add(t);
+    return t;
+  }
+
+  ones(shape: Shape): Tensor {
+    return this.full(shape, 1);
+  }
+
+  /** Uploads host data to a tensor the tape owns. */
+  upload(data: HostArray | readonly number[], shape: Shape, dtype: DType = 'f32'): Tensor {
+    this.#alive('upload');
+    const t = this.backend.upload(data, shape, dtype);
+    this.#owned.add(t);
+    return t;
+  }
+
+  /** The same elements under another shape, without a copy (valid while `tensor` is). */
+  view(tensor: Tensor, shape: Shape): Tensor {
+    return shapesEqual(tensor.shape, shape) ? tensor : reshapeView(tensor, shape);
+  }
+
+  /**
+   * Takes a tensor out of the tape: the caller disposes it. A view is copied,
+   * since the memory behind it stays the tape's.
+   */
+  keep(source: Variable | Tensor): Tensor {
+    this.#alive('keep');
+    const tensor = source instanceof Tensor ? source : source.value;
+    if (isView(tensor)) {
+      return this.runner.run(copy, [tensor])[0]!;
+    }
+    this.#owned.delete(tensor);
+    return tensor;
+  }
+
+  // ---- variables ----------------------------------------------------------------
+
+  /** A leaf that needs no gradient; the tensor stays the caller's. */
+  constant(value: Tensor, name?: string): Variable {
+    this.#alive('constant');
+    return new Variable(value, { requiresGrad: false, name });
+  }
+
+  /** A leaf whose gradient `backward` computes into `grad` (freed with the tape); the tensor stays the caller's. */
+  variable(value: Tensor, name?: string): Variable {
+    this.#alive('variable');
+    const v = new Variable(value, { requiresGrad: this.gradEnabled, name });
+    this.#tapeLeaves.push(v);
+    return v;
+  }
+
+  /** Uploads host data as a constant leaf owned by the tape. */
+  input(data: HostArray | readonly number[], shape: Shape, dtype: DType = 'f32'): Variable {
+    return this.constant(this.upload(data, shape, dtype));
+  }
+
+  /**
+   * Records the result of an operation. `value` should be a tensor this tape
+   * made (its output or a view); `backward` is kept only when an input
+   * requires a gradient.
+   */
+  record(value: Tensor, inputs: readonly Variable[], backward: BackwardFn): Variable {
+    this.#alive('record');
+    const requiresGrad = this.gradEnabled && inputs.some((v) => v.requiresGrad);
+    if (!requiresGrad) return new Variable(value);
+    const v = new Variable(value, { requiresGrad: true }, inputs, backward);
+    this.#nodes.push(v);
+    return v;
+  }
+
+  // ---- backward -------------------------------------------------------------------
+
+  /**
+   * Propagates gradients from `root` to every leaf that requires one, and
+   * adds them to the leaves' `grad`. `seed` is the gradient of `root`
+   * (default: ones, for a root of one element).
+   */
+  backward(root: Variable, seed?: Tensor): void {
+    this.#alive('backward');
+    if (!root.requiresGrad) {
+      throw new InvalidArgumentError(
+        'nothing to differentiate: the root does not depend on a leaf that requires a gradient',
+        {
+          kernel: 'backward',
+          argument: 'root',
+          expected: 'a variable computed from parameters or variables',
+          actual: root.isLeaf ? 'a constant' : 'a variable recorded without gradients',
+        },
+      );
+    }
+    if (seed && !shapesEqual(seed.shape, root.shape)) {
+      throw new ShapeError('the seed gradient must have the shape of the root', {
+        kernel: 'backward',
+        argument: 'seed',
+        expected: formatShape(root.shape),
+        actual: formatShape(seed.shape),
+      });
+    }
+    if (!seed && root.size !== 1) {
+      throw new InvalidArgumentError('a root of more than one element needs a seed gradient', {
+        kernel: 'backward',
+        argument: 'seed',
+        expected: `a tensor of shape ${formatShape(root.shape)}`,
+        actual: 'nothing',
+      });
+    }
+    const end = root.isLeaf ? -1 : this.#nodes.lastIndexOf(root);
+    if (!root.isLeaf && end === -1) {
+      throw new InvalidArgumentError('the root was recorded on another tape', {
+        kernel: 'backward',
+        argument: 'root',
+        expected: 'a variable computed on this tape',
+        actual: 'a variable of another tape',
+      });
+    }
+    const grads = new Map<Variable, Tensor>();
+    grads.set(root, seed ?? this.ones(root.shape));
+    for (let i = end; i >= 0; i--) {
+      const node = this.#nodes[i]!;
+      const dy = grads.get(node);
+      if (!dy) continue;
+      const needs = node.inputs.map((v) => v.requiresGrad);
+      const dxs = node.backwardFn!(dy, needs);
+      node.inputs.forEach((input, j) => {
+        const dx = dxs[j];
+        if (!needs[j] || !dx) return;
+        if (!shapesEqual(dx.shape, input.shape)) {
+          throw new RayoError('a backward rule produced a gradient of the wrong shape', {
+            kernel: 'backward',
+            argument: `input ${j}`,
+            expected: formatShape(input.shape),
+            actual: formatShape(dx.shape),
+          });
+        }
+        const previous = grads.get(input);
+        grads.set(input, previous ? this.run1(add, [previous, dx]) : dx);
+      });
+    }
+    for (const [v, g] of grads) if (v.isLeaf && v.requiresGrad) this.#deposit(v, g);
+  }
+
+  /** Adds `g` to a leaf's gradient; the leaf owns the result exclusively (clipping scales it in place). */
+  #deposit(leaf: Variable, g: Tensor): void {
+    const previous = leaf.grad;
+    if (previous) {
+      const total = this.run1(add, [previous, g]);
+      this.#owned.delete(total);
+      // Freed with the tape, after the kernels that read it.
+      this.#owned.add(previous);
+      leaf.grad = total;
+    } else if (this.#owned.has(g) && !isView(g)) {
+      this.#owned.delete(g);
+      leaf.grad = g;
+    } else if (isView(g) && this.#owned.has(baseOf(g))) {
+      // A reshaped gradient (a bias's column sums): the leaf takes over the memory.
+      this.#owned.delete(baseOf(g));
+      leaf.grad = adoptAs(baseOf(g), g.shape);
+    } else {
+      const c = this.run1(copy, [g]);
+      this.#owned.delete(c);
+      leaf.grad = c;
+    }
+  }
+
+  /** Frees every tensor the tape owns, and the gradients of its own leaves. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    for (const t of this.#owned) t.dispose();
+    this.#owned.clear();
+    for (const v of this.#tapeLeaves) v.zeroGrad();
+    this.#nodes.length = 0;
+    this.#tapeLeaves.length = 0;
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}

@@ -1,0 +1,153 @@
+import { formatShape, InvalidArgumentError, RayoError, ShapeError, shapesEqual } from '@rayo/core';
+import type { Parameter } from '../nn/module.js';
+import type { HostTensor, Optimizer } from '../optim/optimizer.js';
+import { decodeSafetensors, encodeSafetensors, type StoredTensor } from './safetensors.js';
+
+/** Anything with named parameters: a `Module`, or a plain object around a list. */
+export interface HasParameters {
+  namedParameters(): [string, Parameter][];
+}
+
+export interface CheckpointContents {
+  readonly model: HasParameters;
+  readonly optimizer?: Optimizer;
+  /** Training steps completed. */
+  readonly step: number;
+  /** Extra metadata (string values). */
+  readonly metadata?: Readonly<Record<string, string>>;
+}
+
+export interface LoadedCheckpoint {
+  readonly step: number;
+  readonly metadata: Record<string, string>;
+}
+
+export const CHECKPOINT_FORMAT = 'rayo-train/1';
+const MODEL = 'model.';
+const OPTIMIZER = 'optimizer.';
+
+/**
+ * Reads the parameters (`model.<name>`) and the optimizer's state
+ * (`optimizer.<name>.<slot>`) from the device and serialises them as
+ * safetensors; the step, the optimizer's kind, step count and hyperparameters
+ * go into `__metadata__`.
+ */
+export async function saveCheckpoint(contents: CheckpointContents): Promise<Uint8Array> {
+  const tensors = new Map<string, StoredTensor>();
+  for (const [name, p] of contents.model.namedParameters()) {
+    tensors.set(`${MODEL}${name}`, { dtype: p.dtype, shape: p.shape, data: await p.value.read() });
+  }
+  const metadata: Record<string, string> = {
+    ...contents.metadata,
+    format: CHECKPOINT_FORMAT,
+    step: String(contents.step),
+  };
+  const optimizer = contents.optimizer;
+  if (optimizer) {
+    for (const [name, t] of optimizer.stateTensors()) {
+      tensors.set(`${OPTIMIZER}${name}`, { dtype: t.dtype, shape: t.shape, data: await t.read() });
+    }
+    metadata.optimizer = optimizer.kind;
+    metadata['optimizer.step'] = String(optimizer.stepCount);
+    metadata['optimizer.lr'] = String(optimizer.lr);
+    metadata['optimizer.hyperparameters'] = JSON.stringify(optimizer.hyperparameters());
+  }
+  return encodeSafetensors(tensors, metadata);
+}
+
+function integerMeta(metadata: Record<string, string>, key: string): number {
+  const value = Number(metadata[key]);
+  if (!Number.isInteger(value) || value < 0) {
+    throw new RayoError('checkpoint metadata is not a step count', {
+      kernel: 'loadCheckpoint',
+      argument: key,
+      expected: 'a non-negative integer',
+      actual: JSON.stringify(metadata[key]),
+    });
+  }
+  return value;
+}
+
+/**
+ * Restores parameters (copied into the existing tensors on the device) and,
+ * when given, the optimizer's state and step count. Every parameter must be
+ * present with its shape.
+ */
+export function loadCheckpoint(
+  bytes: Uint8Array,
+  target: { readonly model: HasParameters; readonly optimizer?: Optimizer },
+): LoadedCheckpoint {
+  const { tensors, metadata } = decodeSafetensors(bytes);
+  if (metadata.format !== CHECKPOINT_FORMAT) {
+    throw new RayoError('not a rayo training checkpoint', {
+      kernel: 'loadCheckpoint',
+      argument: '__metadata__.format',
+      expected: CHECKPOINT_FORMAT,
+      actual: JSON.stringify(metadata.format),
+    });
+  }
+  const step = integerMeta(metadata, 'step');
+  const params = target.model.namedParameters();
+  for (const [name, p] of params) {
+    const stored = tensors.get(`${MODEL}${name}`);
+    if (!stored) {
+      throw new InvalidArgumentError('the checkpoint has no tensor for a parameter', {
+        kernel: 'loadCheckpoint',
+        argument: name,
+        expected: `${MODEL}${name} of shape ${formatShape(p.shape)}`,
+        actual: 'nothing',
+      });
+    }
+    if (!shapesEqual(stored.shape, p.shape) || stored.dtype !== p.dtype) {
+      throw new ShapeError('a stored parameter does not fit the model', {
+        kernel: 'loadCheckpoint',
+        argument: name,
+        expected: `${p.dtype}${formatShape(p.shape)}`,
+        actual: `${stored.dtype}${formatShape(stored.shape)}`,
+      });
+    }
+  }
+  const optimizer = target.optimizer;
+  if (optimizer && metadata.optimizer !== optimizer.kind) {
+    throw new RayoError('the checkpoint holds another optimizer’s state', {
+      kernel: 'loadCheckpoint',
+      argument: 'optimizer',
+      expected: optimizer.kind,
+      actual: JSON.stringify(metadata.optimizer),
+    });
+  }
+  // Everything is checked before anything is written.
+  for (const [name, p] of params) {
+    const stored = tensors.get(`${MODEL}${name}`)!;
+    const backend = p.value.backend;
+    const staged = backend.upload(stored.data, stored.shape, stored.dtype);
+    backend.copy(staged, p.value);
+    staged.dispose();
+  }
+  if (optimizer) {
+    const state = new Map<string, HostTensor>();
+    for (const [name, t] of tensors)
+      if (name.startsWith(OPTIMIZER)) state.set(name.slice(OPTIMIZER.length), t);
+    optimizer.loadState(state, integerMeta(metadata, 'optimizer.step'));
+    const lr = Number(metadata['optimizer.lr']);
+    if (Number.isFinite(lr)) optimizer.lr = lr;
+  }
+  return { step, metadata };
+}
+
+/** Writes bytes to a file (Node), creating its folder. */
+export async function writeCheckpointFile(path: string, bytes: Uint8Array): Promise<void> {
+  const { mkdir, writeFile, rename } = await import('node:fs/promises');
+  const { dirname } = await import('node:path');
+  await mkdir(dirname(path), { recursive: true });
+  // Written aside and renamed, so that an interrupted save leaves the previous checkpoint whole.
+  const partial = `${path}.partial`;
+  await writeFile(partial, bytes);
+  await rename(partial, path);
+}
+
+/** Reads a checkpoint file (Node). */
+export async function readCheckpointFile(path: string): Promise<Uint8Array> {
+  const { readFile } = await import('node:fs/promises');
+  return new Uint8Array(await readFile(path));
+}

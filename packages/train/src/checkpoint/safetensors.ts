@@ -1,0 +1,211 @@
+import {
+  allocHost,
+  bytesPerElement,
+  type DType,
+  formatShape,
+  type HostArray,
+  hostArrayMatches,
+  InvalidArgumentError,
+  RayoError,
+  type Shape,
+  sizeOf,
+} from '@rayo/core';
+
+/** A tensor on the host, as the safetensors format stores it. */
+export interface StoredTensor {
+  readonly dtype: DType;
+  readonly shape: Shape;
+  readonly data: HostArray;
+}
+
+export interface Safetensors {
+  readonly tensors: Map<string, StoredTensor>;
+  /** `__metadata__`: string keys to string values. */
+  readonly metadata: Record<string, string>;
+}
+
+const TO_FORMAT: Readonly<Record<DType, string>> = {
+  f32: 'F32',
+  f16: 'F16',
+  bf16: 'BF16',
+  i32: 'I32',
+  u32: 'U32',
+};
+const FROM_FORMAT: Readonly<Record<string, DType>> = Object.fromEntries(
+  Object.entries(TO_FORMAT).map(([d, f]) => [f, d as DType]),
+);
+
+const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
+/** The Rust reference refuses headers above 100 MB. */
+const MAX_HEADER = 100_000_000;
+const METADATA = '__metadata__';
+
+function fail(message: string, expected: string, actual: string): never {
+  throw new RayoError(message, { kernel: 'safetensors', expected, actual });
+}
+
+/** Little-endian bytes of a host array. */
+function toBytes(data: HostArray): Uint8Array {
+  const view = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  if (LITTLE_ENDIAN) return view;
+  const width = data.BYTES_PER_ELEMENT;
+  const out = new Uint8Array(view.length);
+  for (let i = 0; i < view.length; i += width)
+    for (let j = 0; j < width; j++) out[i + j] = view[i + width - 1 - j]!;
+  return out;
+}
+
+/** A host array of `dtype` from little-endian bytes (copied, so it is aligned). */
+function fromBytes(dtype: DType, bytes: Uint8Array): HostArray {
+  const width = bytesPerElement(dtype);
+  const out = allocHost(dtype, bytes.length / width);
+  const target = new Uint8Array(out.buffer);
+  if (LITTLE_ENDIAN) target.set(bytes);
+  else
+    for (let i = 0; i < bytes.length; i += width)
+      for (let j = 0; j < width; j++) target[i + j] = bytes[i + width - 1 - j]!;
+  return out;
+}
+
+/**
+ * Serialises tensors in the safetensors format: an 8-byte little-endian header
+ * length, a JSON header (dtype, shape and data_offsets of each tensor, and
+ * `__metadata__`), padded with spaces to 8 bytes, then the raw little-endian
+ * data in name order.
+ */
+export function encodeSafetensors(
+  tensors: ReadonlyMap<string, StoredTensor> | Readonly<Record<string, StoredTensor>>,
+  metadata: Readonly<Record<string, string>> = {},
+): Uint8Array {
+  const entries = (tensors instanceof Map ? [...tensors] : Object.entries(tensors)) as [
+    string,
+    StoredTensor,
+  ][];
+  entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const header: Record<string, unknown> = {};
+  if (Object.keys(metadata).length > 0) {
+    for (const [k, v] of Object.entries(metadata)) {
+      if (typeof v !== 'string') {
+        throw new InvalidArgumentError('metadata values must be strings', {
+          kernel: 'encodeSafetensors',
+          argument: `metadata.${k}`,
+          expected: 'a string',
+          actual: typeof v,
+        });
+      }
+    }
+    header[METADATA] = metadata;
+  }
+  let offset = 0;
+  for (const [name, t] of entries) {
+    if (name === METADATA) {
+      throw new InvalidArgumentError('a tensor cannot be named __metadata__', {
+        kernel: 'encodeSafetensors',
+        argument: name,
+      });
+    }
+    const expected = sizeOf(t.shape);
+    if (t.data.length !== expected || !hostArrayMatches(t.dtype, t.data)) {
+      throw new InvalidArgumentError('tensor data does not match its dtype and shape', {
+        kernel: 'encodeSafetensors',
+        argument: name,
+        expected: `${expected} ${t.dtype} elements for ${formatShape(t.shape)}`,
+        actual: `${t.data.length} elements in a ${t.data.constructor.name}`,
+      });
+    }
+    const end = offset + t.data.byteLength;
+    header[name] = { dtype: TO_FORMAT[t.dtype], shape: [...t.shape], data_offsets: [offset, end] };
+    offset = end;
+  }
+  let json = new TextEncoder().encode(JSON.stringify(header));
+  const padded = Math.ceil(json.length / 8) * 8;
+  if (padded !== json.length) {
+    const spaced = new Uint8Array(padded).fill(0x20);
+    spaced.set(json);
+    json = spaced;
+  }
+  const out = new Uint8Array(8 + json.length + offset);
+  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
+  out.set(json, 8);
+  let at = 8 + json.length;
+  for (const [, t] of entries) {
+    out.set(toBytes(t.data), at);
+    at += t.data.byteLength;
+  }
+  return out;
+}
+
+/** Parses the safetensors format, validating the header against the data. */
+export function decodeSafetensors(bytes: Uint8Array): Safetensors {
+  if (bytes.length < 8) fail('file too short for a header length', 'at least 8 bytes', `${bytes.length}`);
+  const headerLength = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
+  if (headerLength > MAX_HEADER || 8 + headerLength > bytes.length) {
+    fail(
+      'header length out of range',
+      `at most ${Math.min(MAX_HEADER, bytes.length - 8)}`,
+      `${headerLength}`,
+    );
+  }
+  let header: unknown;
+  try {
+    header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength)));
+  } catch (error) {
+    fail('header is not JSON', 'a JSON object', (error as Error).message);
+  }
+  if (typeof header !== 'object' || header === null || Array.isArray(header)) {
+    fail('header is not a JSON object', 'an object', typeof header);
+  }
+  const data = bytes.subarray(8 + headerLength);
+  const metadata: Record<string, string> = {};
+  const tensors = new Map<string, StoredTensor>();
+  const spans: [number, number, string][] = [];
+  for (const [name, entry] of Object.entries(header as Record<string, unknown>)) {
+    if (name === METADATA) {
+      for (const [k, v] of Object.entries((entry ?? {}) as Record<string, unknown>)) {
+        if (typeof v !== 'string') fail(`metadata '${k}' is not a string`, 'a string', typeof v);
+        metadata[k] = v;
+      }
+      continue;
+    }
+    const { dtype: format, shape, data_offsets: offsets } = (entry ?? {}) as Record<string, unknown>;
+    const dtype = typeof format === 'string' ? FROM_FORMAT[format] : undefined;
+    if (!dtype)
+      fail(`tensor '${name}' has an unsupported dtype`, Object.keys(FROM_FORMAT).join(' | '), String(format));
+    if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
+      fail(
+        `tensor '${name}' has an invalid shape`,
+        'an array of non-negative integers',
+        JSON.stringify(shape),
+      );
+    }
+    if (
+      !Array.isArray(offsets) ||
+      offsets.length !== 2 ||
+      !offsets.every((o) => Number.isInteger(o) && o >= 0)
+    ) {
+      fail(`tensor '${name}' has invalid data_offsets`, '[begin, end]', JSON.stringify(offsets));
+    }
+    const [begin, end] = offsets as [number, number];
+    const byteLength = sizeOf(shape as number[]) * bytesPerElement(dtype);
+    if (end - begin !== byteLength || end > data.length) {
+      fail(
+        `tensor '${name}' data_offsets do not fit its dtype and shape`,
+        `${byteLength} bytes within ${data.length}`,
+        `[${begin}, ${end}]`,
+      );
+    }
+    spans.push([begin, end, name]);
+    tensors.set(name, { dtype, shape: shape as number[], data: fromBytes(dtype, data.subarray(begin, end)) });
+  }
+  // The data must be covered exactly, without holes or overlaps.
+  spans.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let covered = 0;
+  for (const [begin, end, name] of spans) {
+    if (begin !== covered)
+      fail(`tensor '${name}' does not start where the previous one ends`, `${covered}`, `${begin}`);
+    covered = end;
+  }
+  if (covered !== data.length)
+    fail('the data has bytes no tensor owns', `${covered} bytes`, `${data.length}`);
+  return { tensors, metadata };
+}

@@ -1,0 +1,89 @@
+import type {
+  AttrValues,
+  Backend,
+  CommandBatch,
+  KernelRunner,
+  KernelSpec,
+  RunOptions,
+  Tensor,
+} from '@rayo/core';
+import type { Variable } from '../autograd/tape.js';
+import { Tape } from '../autograd/tape.js';
+import { clipGradNorm, NO_CLIP } from '../optim/clip.js';
+import type { Optimizer } from '../optim/optimizer.js';
+
+export interface StepOptions {
+  readonly backend: Backend;
+  readonly optimizer: Optimizer;
+  /** Builds the loss (a scalar) on the tape. */
+  readonly loss: (tape: Tape) => Variable;
+  /** Learning rate of this step (default: the optimizer's). */
+  readonly lr?: number;
+  /** Clip the gradients to this global norm. */
+  readonly clipNorm?: number;
+  /** Read the loss back (default true); false keeps the step free of readbacks. */
+  readonly readLoss?: boolean;
+  /** Read the global gradient norm (before clipping) back (default false). */
+  readonly readGradNorm?: boolean;
+  /**
+   * Record the whole step (forward, backward, clipping, update) into one
+   * command batch and submit it once (default true); false runs each kernel
+   * eagerly.
+   */
+  readonly batch?: boolean;
+  /** Collects the names of the kernels the step runs. */
+  readonly kernelsUsed?: Set<string>;
+}
+
+export interface StepResult {
+  readonly loss: number | undefined;
+  readonly gradNorm: number | undefined;
+}
+
+/** Passes kernels through to a runner and notes their names. */
+class RecordingRunner implements KernelRunner {
+  constructor(
+    private readonly inner: KernelRunner,
+    private readonly names: Set<string>,
+  ) {}
+  run<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs?: Partial<A>,
+    options?: RunOptions,
+  ): Tensor[] {
+    this.names.add(spec.name);
+    return this.inner.run(spec, inputs, attrs, options);
+  }
+}
+
+/**
+ * One training step on the device: forward and backward on a tape, optional
+ * clipping by global norm, the optimizer's update; then the tape's tensors and
+ * the gradients are freed. Only the loss (and the norm, if asked) is read back.
+ */
+export async function trainStep(options: StepOptions): Promise<StepResult> {
+  const { backend, optimizer } = options;
+  const batch: CommandBatch | undefined = (options.batch ?? true) ? backend.batch() : undefined;
+  const base: KernelRunner = batch ?? backend;
+  const runner = options.kernelsUsed ? new RecordingRunner(base, options.kernelsUsed) : base;
+  const tape = new Tape(backend, { runner });
+  let norm: Tensor | undefined;
+  try {
+    if (options.lr !== undefined) optimizer.lr = options.lr;
+    const loss = options.loss(tape);
+    tape.backward(loss);
+    if (options.clipNorm !== undefined || options.readGradNorm) {
+      norm = clipGradNorm(optimizer.params, options.clipNorm ?? NO_CLIP, { runner });
+    }
+    optimizer.step(runner);
+    if (batch) await batch.submit();
+    const lossValue = (options.readLoss ?? true) ? (await loss.value.read())[0]! : undefined;
+    const gradNorm = options.readGradNorm && norm ? (await norm.read())[0]! : undefined;
+    return { loss: lossValue, gradNorm };
+  } finally {
+    norm?.dispose();
+    tape.dispose();
+    optimizer.zeroGrad();
+  }
+}

@@ -1,0 +1,110 @@
+import { createCpuBackend, type HostArray, sizeOf } from '@rayo/core';
+import { describe, expect, it } from 'vitest';
+import { gradCheck } from '../autograd/gradcheck.js';
+import { Tape } from '../autograd/tape.js';
+import { Rng } from '../random.js';
+import { CausalSelfAttention } from './attention.js';
+import { TransformerBlock } from './transformer.js';
+
+/** Rows of x · Wᵀ for W [out, in]. */
+function project(x: HostArray, rows: number, w: HostArray, dim: number): Float64Array {
+  const y = new Float64Array(rows * dim);
+  for (let r = 0; r < rows; r++)
+    for (let o = 0; o < dim; o++) {
+      let acc = 0;
+      for (let i = 0; i < dim; i++) acc += x[r * dim + i]! * w[o * dim + i]!;
+      y[r * dim + o] = acc;
+    }
+  return y;
+}
+
+describe('CausalSelfAttention', () => {
+  it('matches a plain causal attention for one sequence', async () => {
+    const backend = createCpuBackend();
+    const [t, dim, heads] = [5, 8, 2];
+    const hd = dim / heads;
+    const attn = new CausalSelfAttention(backend, { dim, heads, seed: 1 });
+    const x = new Rng(2).uniformArray(t * dim, -1, 1);
+    using tape = new Tape(backend);
+    const y = await attn.forward(tape, tape.input(x, [t, dim])).value.read();
+
+    const [wq, wk, wv, wo] = await Promise.all(
+      [attn.q, attn.k, attn.v, attn.o].map((l) => l.weight.value.read()),
+    );
+    const q = project(x, t, wq!, dim);
+    const k = project(x, t, wk!, dim);
+    const v = project(x, t, wv!, dim);
+    const o = new Float64Array(t * dim);
+    for (let h = 0; h < heads; h++) {
+      for (let i = 0; i < t; i++) {
+        const s: number[] = [];
+        for (let j = 0; j <= i; j++) {
+          let dot = 0;
+          for (let d = 0; d < hd; d++) dot += q[i * dim + h * hd + d]! * k[j * dim + h * hd + d]!;
+          s.push(dot / Math.sqrt(hd));
+        }
+        const max = Math.max(...s);
+        const e = s.map((z) => Math.exp(z - max));
+        const total = e.reduce((a, b) => a + b, 0);
+        for (let j = 0; j <= i; j++)
+          for (let d = 0; d < hd; d++) o[i * dim + h * hd + d]! += (e[j]! / total) * v[j * dim + h * hd + d]!;
+      }
+    }
+    const expected = project(Float32Array.from(o), t, wo!, dim);
+    for (let i = 0; i < expected.length; i++) expect(y[i]).toBeCloseTo(expected[i]!, 5);
+    attn.dispose();
+  });
+
+  it('treats each sequence of a batch on its own, RoPE positions included', async () => {
+    const backend = createCpuBackend();
+    const [t, b, dim] = [4, 3, 8];
+    const attn = new CausalSelfAttention(backend, { dim, heads: 2, rope: true, seed: 5 });
+    const x = new Rng(6).uniformArray(t * b * dim, -1, 1);
+    using tape = new Tape(backend);
+    const batched = await attn.forward(tape, tape.input(x, [t, b, dim])).value.read();
+    for (let s = 0; s < b; s++) {
+      const one = new Float32Array(t * dim);
+      for (let i = 0; i < t; i++) one.set(x.subarray((i * b + s) * dim, (i * b + s + 1) * dim), i * dim);
+      const y = await attn.forward(tape, tape.input(one, [t, dim])).value.read();
+      for (let i = 0; i < t; i++)
+        for (let d = 0; d < dim; d++) expect(batched[(i * b + s) * dim + d]).toBeCloseTo(y[i * dim + d]!, 5);
+    }
+    attn.dispose();
+  });
+
+  it('refuses heads that do not divide the dimension', () => {
+    expect(() => new CausalSelfAttention(createCpuBackend(), { dim: 6, heads: 4 })).toThrow(/divide/);
+  });
+});
+
+describe('TransformerBlock', () => {
+  for (const mlp of ['swiglu', 'gelu'] as const) {
+    it(`${mlp}: gradients of the input match central differences`, async () => {
+      const backend = createCpuBackend();
+      const block = new TransformerBlock(backend, { dim: 8, heads: 2, mlp, rope: true, seed: 9 });
+      const shape = [3, 2, 8];
+      const result = await gradCheck(backend, (tape, x) => block.forward(tape, x), [
+        { shape, data: new Rng(10).uniformArray(sizeOf(shape), -1, 1) },
+      ]);
+      expect(result.mismatches).toEqual([]);
+      // Parameters received gradients too.
+      expect(block.parameters().every((p) => p.grad !== undefined)).toBe(true);
+      block.dispose();
+    });
+  }
+
+  it('names its parameters', () => {
+    const block = new TransformerBlock(createCpuBackend(), { dim: 8, heads: 2 });
+    expect(block.namedParameters().map(([n]) => n)).toEqual([
+      'norm1.weight',
+      'attn.q.weight',
+      'attn.k.weight',
+      'attn.v.weight',
+      'attn.o.weight',
+      'norm2.weight',
+      'gate.weight',
+      'up.weight',
+      'down.weight',
+    ]);
+  });
+});

@@ -1,0 +1,49 @@
+import type { Backend } from '@rayo/core';
+import { biasAdd } from '../autograd/ops/elementwise.js';
+import { matmul } from '../autograd/ops/linalg.js';
+import { reshape } from '../autograd/ops/shape.js';
+import type { Tape, Variable } from '../autograd/tape.js';
+import { type InitOptions, Module, type Parameter, rngOf } from './module.js';
+
+export interface LinearOptions extends InitOptions {
+  /** Add a bias (default true). */
+  readonly bias?: boolean;
+}
+
+/**
+ * `y = x · Wᵀ + b` with W stored [out, in] (PyTorch's layout), initialised
+ * uniform in ±1/√in like PyTorch. The product uses the transB flag, and its
+ * backward the transpose flags: no weight is transposed in memory.
+ */
+export class Linear extends Module {
+  readonly inFeatures: number;
+  readonly outFeatures: number;
+  readonly weight: Parameter;
+  readonly bias: Parameter | undefined;
+
+  constructor(backend: Backend, inFeatures: number, outFeatures: number, options: LinearOptions = {}) {
+    super(backend);
+    this.inFeatures = inFeatures;
+    this.outFeatures = outFeatures;
+    const rng = rngOf(options);
+    const bound = 1 / Math.sqrt(inFeatures);
+    this.weight = this.addParameter('weight', rng.uniformArray(outFeatures * inFeatures, -bound, bound), [
+      outFeatures,
+      inFeatures,
+    ]);
+    this.bias =
+      (options.bias ?? true)
+        ? this.addParameter('bias', rng.uniformArray(outFeatures, -bound, bound), [outFeatures])
+        : undefined;
+  }
+
+  /** `x` is [..., in]; the result [..., out]. */
+  forward(tape: Tape, x: Variable): Variable {
+    const lead = x.shape.slice(0, -1);
+    const rows = lead.reduce((n, d) => n * d, 1);
+    const x2 = x.shape.length === 2 ? x : reshape(tape, x, [rows, this.inFeatures]);
+    let y = matmul(tape, x2, this.weight, { transB: true });
+    if (this.bias) y = biasAdd(tape, y, this.bias);
+    return x.shape.length === 2 ? y : reshape(tape, y, [...lead, this.outFeatures]);
+  }
+}

@@ -1,0 +1,122 @@
+import {
+  type Backend,
+  formatShape,
+  type HostArray,
+  InvalidArgumentError,
+  type KernelRunner,
+  type Shape,
+  ShapeError,
+  shapesEqual,
+  type Tensor,
+} from '@rayo/core';
+import type { Parameter } from '../nn/module.js';
+
+/** Parameters with their names (as `Module.namedParameters()` gives them), or a plain list. */
+export type ParameterList = readonly Parameter[] | readonly (readonly [string, Parameter])[];
+
+export interface HostTensor {
+  readonly data: HostArray;
+  readonly shape: Shape;
+}
+
+function named(params: ParameterList): [string, Parameter][] {
+  return params.map((entry, i) =>
+    Array.isArray(entry) ? [entry[0] as string, entry[1] as Parameter] : [String(i), entry as Parameter],
+  );
+}
+
+/**
+ * Updates parameters from their gradients on the device. State tensors (one
+ * or more per parameter) are named `<parameter>.<slot>` for checkpoints.
+ */
+export abstract class Optimizer {
+  readonly backend: Backend;
+  readonly names: readonly string[];
+  readonly params: readonly Parameter[];
+  /** Learning rate of the next step; a schedule sets it before each step. */
+  lr: number;
+  /** Steps taken so far (AdamW's bias correction uses it). */
+  stepCount = 0;
+  /** Checkpoint tag of the optimizer kind. */
+  abstract readonly kind: string;
+  readonly #state = new Map<string, Tensor>();
+
+  protected constructor(params: ParameterList, lr: number, slots: readonly string[]) {
+    const entries = named(params);
+    if (entries.length === 0) {
+      throw new InvalidArgumentError('an optimizer needs parameters', {
+        kernel: 'Optimizer',
+        argument: 'params',
+        expected: 'at least one parameter',
+        actual: 'none',
+      });
+    }
+    if (!(lr >= 0)) {
+      throw new InvalidArgumentError('the learning rate must be a non-negative number', {
+        kernel: 'Optimizer',
+        argument: 'lr',
+        expected: '>= 0',
+        actual: String(lr),
+      });
+    }
+    this.backend = entries[0]![1].value.backend;
+    this.names = entries.map(([n]) => n);
+    this.params = entries.map(([, p]) => p);
+    this.lr = lr;
+    for (const [name, p] of entries) {
+      for (const slot of slots) this.#state.set(`${name}.${slot}`, this.backend.zeros(p.shape));
+    }
+  }
+
+  /** The state tensor of a parameter's slot. */
+  protected slot(index: number, slot: string): Tensor {
+    return this.#state.get(`${this.names[index]}.${slot}`)!;
+  }
+
+  /** Records one update of every parameter that has a gradient into `runner` (default: the backend). */
+  abstract step(runner?: KernelRunner): void;
+
+  /** Hyperparameters, for checkpoint metadata. */
+  abstract hyperparameters(): Record<string, number | boolean>;
+
+  zeroGrad(): void {
+    for (const p of this.params) p.zeroGrad();
+  }
+
+  /** Named state tensors (live; read them to save). */
+  stateTensors(): [string, Tensor][] {
+    return [...this.#state];
+  }
+
+  /** Overwrites the state from host data (every slot must be given) and the step count. */
+  loadState(tensors: ReadonlyMap<string, HostTensor>, stepCount: number): void {
+    for (const [name, target] of this.#state) {
+      const source = tensors.get(name);
+      if (!source) {
+        throw new InvalidArgumentError('optimizer state is missing a tensor', {
+          kernel: 'Optimizer.loadState',
+          argument: name,
+          expected: `a tensor of shape ${formatShape(target.shape)}`,
+          actual: 'nothing',
+        });
+      }
+      if (!shapesEqual(source.shape, target.shape)) {
+        throw new ShapeError('optimizer state has the wrong shape', {
+          kernel: 'Optimizer.loadState',
+          argument: name,
+          expected: formatShape(target.shape),
+          actual: formatShape(source.shape),
+        });
+      }
+      const staged = this.backend.upload(source.data, source.shape, target.dtype);
+      this.backend.copy(staged, target);
+      staged.dispose();
+    }
+    this.stepCount = stepCount;
+  }
+
+  dispose(): void {
+    for (const t of this.#state.values()) t.dispose();
+    this.#state.clear();
+  }
+}
