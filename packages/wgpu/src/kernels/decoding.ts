@@ -1,0 +1,456 @@
+import { incrementalAttention, kvCacheScatter } from '@rayo/core';
+import { type AnyWgpuKernel, gridFor, linearWorkgroup, storage, uniform, wgpuKernel } from '../kernel.js';
+import { paramLayout } from '../params.js';
+import type { ShaderSource } from '../pipelines.js';
+import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+
+/** vec4 loads where rows are a whole number of vec4s, scalars otherwise. */
+function vectorOf(headDim: number): { width: 1 | 4; type: string; zero: string } {
+  return headDim % 4 === 0
+    ? { width: 4, type: 'vec4<f32>', zero: 'vec4<f32>()' }
+    : { width: 1, type: 'f32', zero: '0.0' };
+}
+
+/** `for` over a compile-time count, emitted unrolled so loads can be issued back to back. */
+function unroll(count: number, body: (i: number) => string): string {
+  return Array.from({ length: count }, (_, i) => body(i)).join('\n');
+}
+
+// ---- kvCacheScatter ----------------------------------------------------------
+
+const SCATTER_PARAMS = paramLayout([
+  ['n', 'u32'],
+  ['rowVecs', 'u32'],
+  ['tokens', 'u32'],
+  ['maxSeq', 'u32'],
+  ['position', 'u32'],
+  ['widthVecs', 'u32'],
+] as const);
+
+function scatterShader(width: 1 | 4): ShaderSource {
+  const type = width === 4 ? 'vec4<f32>' : 'f32';
+  return {
+    key: `decoding/kvCacheScatter/w${width}/wg${WG}`,
+    kernel: 'kvCacheScatter',
+    // One thread per written vector, in cache order: the rows of one head are
+    // consecutive in the cache, so the writes are contiguous.
+    code: () => `
+${SCATTER_PARAMS.wgsl}
+${storage(0, 'cache', type, 'read_write')}
+${storage(1, 'values', type, 'read')}
+${uniform(2)}
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  ${elementIndex('params.n')}
+  let d = i % params.rowVecs;
+  let row = i / params.rowVecs;
+  let t = row % params.tokens;
+  let h = row / params.tokens;
+  cache[(h * params.maxSeq + params.position + t) * params.rowVecs + d] = values[t * params.widthVecs + h * params.rowVecs + d];
+}`,
+  };
+}
+
+const scatterKernel = wgpuKernel(kvCacheScatter, (encoder, { inputs, outputs, attrs }) => {
+  const cache = outputs[0]!;
+  const values = inputs[1]!;
+  const [nHeads, maxSeq, headDim] = cache.shape as [number, number, number];
+  const width = nHeads * headDim;
+  if (values.size === 0 || width === 0) return;
+  const tokens = values.size / width;
+  const { width: w } = vectorOf(headDim);
+  const n = values.size / w;
+  encoder.dispatch({
+    shader: scatterShader(w),
+    buffers: [cache, values],
+    params: {
+      layout: SCATTER_PARAMS,
+      values: { n, rowVecs: headDim / w, tokens, maxSeq, position: attrs.position, widthVecs: width / w },
+    },
+    workgroups: elementGrid(encoder, n),
+  });
+});
+
+// ---- incrementalAttention ------------------------------------------------------
+//
+// Flash decoding. The cached tokens of every kv head are split into chunks; a
+// workgroup takes one chunk for up to 4 query heads of the same kv head (so
+// grouped-query heads share the K and V reads) and computes, per head, the
+// chunk's score max, its sum of exp and the un-normalised weighted sum of V
+// rows. A merge pass per head rescales the partials by exp(max_i − max) and
+// normalises. With a single chunk the split pass normalises and writes the
+// output itself.
+
+/** Most query heads one workgroup serves; bounds registers and workgroup memory. */
+const MAX_HEADS_PER_GROUP = 4;
+/** Tokens a chunk can hold (the scores of a chunk stay in workgroup memory). */
+const MAX_CHUNK = 256;
+/** Enough workgroups to fill a large GPU before chunks get smaller than 64 tokens. */
+const TARGET_WORKGROUPS = 512;
+/**
+ * Lanes per K row in the score pass: each lane sums at least 4 vectors of the
+ * row, at most 8 lanes (128 contiguous bytes per row and load) are reduced.
+ */
+function kLanes(vectors: number): number {
+  return Math.min(vectors, Math.max(4, Math.min(8, Math.floor(vectors / 4))));
+}
+/** V rows each thread loads per step of the value pass. */
+const V_ROWS = 4;
+/** The q rows live in workgroup memory up to this many floats, else they are read from memory. */
+const Q_SHARED_FLOATS = 1024;
+const NEG_BIG = '-3.0e38';
+
+const SPLIT_PARAMS = paramLayout([
+  ['group', 'u32'],
+  ['blocksPerKv', 'u32'],
+  ['blocks', 'u32'],
+  ['maxSeq', 'u32'],
+  ['seqLen', 'u32'],
+  ['chunk', 'u32'],
+  ['chunks', 'u32'],
+  ['scale', 'f32'],
+] as const);
+
+const MERGE_PARAMS = paramLayout([
+  ['heads', 'u32'],
+  ['chunks', 'u32'],
+] as const);
+
+interface SplitConfig {
+  readonly headDim: number;
+  /** Query heads per workgroup. */
+  readonly heads: number;
+  /** Normalise and write the output (one chunk) instead of partials. */
+  readonly direct: boolean;
+}
+
+/** Tree reduction over `red[h * WG + tid]` for every head; the result lands in `red[h * WG]`. */
+function treeReduce(heads: number, op: (a: string, b: string) => string): string {
+  return `
+  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
+    workgroupBarrier();
+    if (tid < s) {
+${unroll(heads, (h) => `      red[${h * WG}u + tid] = ${op(`red[${h * WG}u + tid]`, `red[${h * WG}u + tid + s]`)};`)}
+    }
+  }
+  workgroupBarrier();`;
+}
+
+function splitShader(cfg: SplitConfig): ShaderSource {
+  const { headDim: D, heads: HB, direct } = cfg;
+  const { width: W, type: VT, zero } = vectorOf(D);
+  const NV = D / W;
+  // Score pass: LK threads per row, each summing JK vectors.
+  const LK = kLanes(NV);
+  const JK = Math.ceil(NV / LK);
+  const PK = Math.floor(WG / LK);
+  // Value pass: one thread per vector of a row (up to WG), PV rows at a time, U rows per step.
+  const U = V_ROWS;
+  const LV = Math.min(NV, WG);
+  const JV = Math.ceil(NV / LV);
+  const PV = Math.floor(WG / LV);
+  const qShared = HB * D <= Q_SHARED_FLOATS;
+  const red = Math.max(HB * WG, PV > 1 ? PV * D : 0);
+  const dotOf = (a: string, b: string) => (W === 4 ? `dot(${a}, ${b})` : `${a} * ${b}`);
+  const qAt = (h: number, x: string) => (qShared ? `qs[${h * NV}u + ${x}]` : `q[qb${h} + ${x}]`);
+  const guardK = NV % LK !== 0;
+  const guardV = NV % LV !== 0;
+  const vLoad = (row: string, j: number) => {
+    const x = `vl + ${j * LV}u`;
+    return guardV && (j + 1) * LV > NV
+      ? `select(${zero}, v[kv + (${row}) * NV + min(${x}, NV - 1u)], ${x} < NV)`
+      : `v[kv + (${row}) * NV + ${x}]`;
+  };
+  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}/wg${WG}`;
+
+  const outputs = direct
+    ? storage(3, 'out', 'f32', 'read_write')
+    : `${storage(3, 'stats', 'f32', 'read_write')}\n${storage(4, 'partial', 'f32', 'read_write')}`;
+
+  const code = () => `
+${SPLIT_PARAMS.wgsl}
+${storage(0, 'q', VT, 'read')}
+${storage(1, 'k', VT, 'read')}
+${storage(2, 'v', VT, 'read')}
+${outputs}
+${uniform(direct ? 4 : 5)}
+const NV = ${NV}u;
+${qShared ? `var<workgroup> qs: array<${VT}, ${HB * NV}>;` : ''}
+var<workgroup> red: array<f32, ${red}>;
+var<workgroup> sc: array<f32, ${HB * MAX_CHUNK}>;
+
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  let tid = lid.x;
+  let w = ${linearWorkgroup};
+  let blk = w % params.blocks;
+  let c = w / params.blocks;
+  // A grid spread over y may have a few workgroups too many.
+  if (c >= params.chunks) { return; }
+  let g = blk / params.blocksPerKv;
+  let j0 = (blk % params.blocksPerKv) * ${HB}u;
+  let h0 = g * params.group + j0;
+  // Heads past the group (a partial last block) repeat the last one and are not written.
+  let nh = min(${HB}u, params.group - j0);
+  let t0 = c * params.chunk;
+  let nt = min(params.chunk, params.seqLen - t0);
+  let kv = (g * params.maxSeq + t0) * NV;
+${unroll(HB, (h) => `  let qb${h} = (h0 + min(${h}u, nh - 1u)) * NV;`)}
+${
+  qShared
+    ? `  for (var i = tid; i < ${HB * NV}u; i += ${WG}u) {
+    let h = i / NV;
+    qs[i] = q[(h0 + min(h, nh - 1u)) * NV + i % NV];
+  }
+  workgroupBarrier();`
+    : ''
+}
+
+  // Scores: ${LK} lanes per K row, ${PK} rows at a time.
+  let kl = tid % ${LK}u;
+  let kr = tid / ${LK}u;
+  for (var p0 = 0u; p0 < nt; p0 += ${PK}u) {
+    let t = p0 + kr;
+${unroll(HB, (h) => `    var s${h} = 0.0;`)}
+    if (kr < ${PK}u && t < nt) {
+      let row = kv + t * NV;
+${unroll(JK, (j) => {
+  const x = `kl + ${j * LK}u`;
+  const body = `let k${j} = k[row + ${x}];\n${unroll(HB, (h) => `        s${h} += ${dotOf(`k${j}`, qAt(h, x))};`)}`;
+  return guardK && (j + 1) * LK > NV
+    ? `      if (${x} < NV) {\n        ${body}\n      }`
+    : `      {\n        ${body}\n      }`;
+})}
+    }
+${
+  LK > 1
+    ? `${unroll(HB, (h) => `    red[${h * WG}u + tid] = s${h};`)}
+    workgroupBarrier();
+    for (var e = tid; e < ${HB * PK}u; e += ${WG}u) {
+      let h = e / ${PK}u;
+      let r = e % ${PK}u;
+      if (p0 + r < nt) {
+        let at = h * ${WG}u + r * ${LK}u;
+        sc[h * ${MAX_CHUNK}u + p0 + r] = params.scale * (${Array.from({ length: LK }, (_, l) => `red[at + ${l}u]`).join(' + ')});
+      }
+    }
+    workgroupBarrier();`
+    : `    if (t < nt) {\n${unroll(HB, (h) => `      sc[${h * MAX_CHUNK}u + t] = params.scale * s${h};`)}\n    }`
+}
+  }
+  workgroupBarrier();
+
+  let vl = tid % ${LV}u;
+  let vr = tid / ${LV}u;
+  var tv = vr;
+  // The first V rows are loaded before the softmax, overlapping its barriers.
+  let pre = vr < ${PV}u && vr + ${(U - 1) * PV}u < nt;
+${unroll(U, (u) => unroll(JV, (j) => `  var p${u}_${j} = ${zero};`))}
+  if (pre) {
+${unroll(U, (u) => unroll(JV, (j) => `    p${u}_${j} = ${vLoad(`tv + ${u * PV}u`, j)};`))}
+  }
+
+  // Softmax statistics of the chunk, every head at once.
+${unroll(HB, (h) => `  var m${h} = ${NEG_BIG};`)}
+  for (var t = tid; t < nt; t += ${WG}u) {
+${unroll(HB, (h) => `    m${h} = max(m${h}, sc[${h * MAX_CHUNK}u + t]);`)}
+  }
+${unroll(HB, (h) => `  red[${h * WG}u + tid] = m${h};`)}
+${treeReduce(HB, (a, b) => `max(${a}, ${b})`)}
+${unroll(HB, (h) => `  let mx${h} = red[${h * WG}u];`)}
+  workgroupBarrier();
+${unroll(HB, (h) => `  var l${h} = 0.0;`)}
+  for (var t = tid; t < nt; t += ${WG}u) {
+${unroll(HB, (h) => `    { let e = exp(sc[${h * MAX_CHUNK}u + t] - mx${h}); sc[${h * MAX_CHUNK}u + t] = e; l${h} += e; }`)}
+  }
+${unroll(HB, (h) => `  red[${h * WG}u + tid] = l${h};`)}
+${treeReduce(HB, (a, b) => `${a} + ${b}`)}
+${unroll(HB, (h) => `  let sum${h} = red[${h * WG}u];`)}
+
+  // Weighted sum of V rows: one thread per vector of a row, ${PV} rows at a time, ${U} rows per step.
+${unroll(HB, (h) => unroll(JV, (j) => `  var a${h}_${j} = ${zero};`))}
+  if (vr < ${PV}u) {
+    if (pre) {
+${unroll(HB, (h) => unroll(JV, (j) => unroll(U, (u) => `      a${h}_${j} += sc[${h * MAX_CHUNK}u + tv + ${u * PV}u] * p${u}_${j};`)))}
+      tv += ${U * PV}u;
+    }
+    for (; tv + ${(U - 1) * PV}u < nt; tv += ${U * PV}u) {
+${unroll(U, (u) => unroll(JV, (j) => `      let v${u}_${j} = ${vLoad(`tv + ${u * PV}u`, j)};`))}
+${unroll(HB, (h) => unroll(JV, (j) => unroll(U, (u) => `      a${h}_${j} += sc[${h * MAX_CHUNK}u + tv + ${u * PV}u] * v${u}_${j};`)))}
+    }
+    for (; tv < nt; tv += ${PV}u) {
+${unroll(JV, (j) => `      let v${j} = ${vLoad('tv', j)};`)}
+${unroll(HB, (h) => unroll(JV, (j) => `      a${h}_${j} += sc[${h * MAX_CHUNK}u + tv] * v${j};`))}
+    }
+  }
+${
+  direct
+    ? ''
+    : `  if (tid == 0u) {
+${unroll(HB, (h) => `    if (${h}u < nh) { let at = ((h0 + ${h}u) * params.chunks + c) * 2u; stats[at] = mx${h}; stats[at + 1u] = sum${h}; }`)}
+  }`
+}
+${
+  PV === 1
+    ? unroll(HB, (h) => {
+        // One row at a time: every thread holds whole sums already.
+        const dst = (d: string) =>
+          direct
+            ? `out[(h0 + ${h}u) * ${D}u + ${d}]`
+            : `partial[((h0 + ${h}u) * params.chunks + c) * ${D}u + ${d}]`;
+        return `  if (${h}u < nh) {
+${unroll(JV, (j) => {
+  const x = `vl + ${j * LV}u`;
+  const stores = unroll(W, (cmp) => {
+    const a = W === 4 ? `a${h}_${j}[${cmp}]` : `a${h}_${j}`;
+    return `      ${dst(`(${x}) * ${W}u + ${cmp}u`)} = ${direct ? `${a} / sum${h}` : a};`;
+  });
+  return guardV && (j + 1) * LV > NV ? `    if (${x} < NV) {\n${stores}\n    }` : `    {\n${stores}\n    }`;
+})}
+  }`;
+      })
+    : // Rows are summed through workgroup memory, one head after the other; a
+      // loop (not unrolled here) keeps the barriers few for shader compilers.
+      `  for (var h = 0u; h < ${HB}u; h++) {
+    var acc = a0_0;
+    var total = sum0;
+${unroll(HB - 1, (i) => `    if (h == ${i + 1}u) { acc = a${i + 1}_0; total = sum${i + 1}; }`)}
+    workgroupBarrier();
+    if (vr < ${PV}u) {
+${unroll(W, (cmp) => `      red[vr * ${D}u + vl * ${W}u + ${cmp}u] = ${W === 4 ? `acc[${cmp}]` : 'acc'};`)}
+    }
+    workgroupBarrier();
+    if (h < nh) {
+      for (var d = tid; d < ${D}u; d += ${WG}u) {
+        var o = 0.0;
+        for (var r = 0u; r < ${PV}u; r++) { o += red[r * ${D}u + d]; }
+        ${direct ? `out[(h0 + h) * ${D}u + d] = o / total;` : `partial[((h0 + h) * params.chunks + c) * ${D}u + d] = o;`}
+      }
+    }
+  }`
+}
+}`;
+  return { key, kernel: 'incrementalAttention', code };
+}
+
+function mergeShader(headDim: number): ShaderSource {
+  const { width: W, type: VT, zero } = vectorOf(headDim);
+  const NV = headDim / W;
+  const LM = Math.min(NV, WG);
+  const JM = Math.ceil(NV / LM);
+  const SM = Math.floor(WG / LM);
+  return {
+    key: `decoding/incrementalAttention/merge/d${headDim}/wg${WG}`,
+    kernel: 'incrementalAttention',
+    code: () => `
+${MERGE_PARAMS.wgsl}
+${storage(0, 'stats', 'f32', 'read')}
+${storage(1, 'partial', VT, 'read')}
+${storage(2, 'out', VT, 'read_write')}
+${uniform(3)}
+const NV = ${NV}u;
+var<workgroup> red: array<f32, ${WG}>;
+var<workgroup> ored: array<${VT}, ${WG}>;
+
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  let tid = lid.x;
+  let h = ${linearWorkgroup};
+  if (h >= params.heads) { return; }
+  let n = params.chunks;
+  let base = h * n;
+  var m = ${NEG_BIG};
+  for (var i = tid; i < n; i += ${WG}u) { m = max(m, stats[(base + i) * 2u]); }
+  red[tid] = m;
+${treeReduce(1, (a, b) => `max(${a}, ${b})`)}
+  let mx = red[0];
+  workgroupBarrier();
+  var l = 0.0;
+  for (var i = tid; i < n; i += ${WG}u) { l += exp(stats[(base + i) * 2u] - mx) * stats[(base + i) * 2u + 1u]; }
+  red[tid] = l;
+${treeReduce(1, (a, b) => `${a} + ${b}`)}
+  let total = red[0];
+
+  // ${SM} slices of the chunks, one thread per vector of the row in each.
+  let x0 = tid % ${LM}u;
+  let slice = tid / ${LM}u;
+${unroll(
+  JM,
+  (j) => `  {
+    let x = x0 + ${j * LM}u;
+    var o = ${zero};
+    if (slice < ${SM}u && x < NV) {
+      for (var i = slice; i < n; i += ${SM}u) {
+        o += exp(stats[(base + i) * 2u] - mx) * partial[(base + i) * NV + x];
+      }
+    }
+    ored[tid] = o;
+    workgroupBarrier();
+    if (slice == 0u && x < NV) {
+      var sum = ${zero};
+      for (var s = 0u; s < ${SM}u; s++) { sum += ored[s * ${LM}u + x0]; }
+      out[h * NV + x] = sum / total;
+    }
+    workgroupBarrier();
+  }`,
+)}
+}`,
+  };
+}
+
+/** Chunk length: the longest of 256, 128, 64 tokens that still gives enough workgroups. */
+function chunkFor(seqLen: number, blocks: number): number {
+  for (const chunk of [MAX_CHUNK, MAX_CHUNK / 2]) {
+    if (blocks * Math.ceil(seqLen / chunk) >= TARGET_WORKGROUPS) return chunk;
+  }
+  return MAX_CHUNK / 4;
+}
+
+const attentionKernel = wgpuKernel(incrementalAttention, (encoder, { inputs, outputs, attrs }) => {
+  const q = inputs[0]!;
+  const k = inputs[1]!;
+  const v = inputs[2]!;
+  const out = outputs[0]!;
+  const [nHeads, headDim] = out.shape as [number, number];
+  const [nKvHeads, maxSeq] = k.shape as [number, number, number];
+  if (out.size === 0) return;
+  const { seqLen } = attrs;
+  const scale = attrs.scale === 0 ? 1 / Math.sqrt(headDim) : attrs.scale;
+  const group = nHeads / nKvHeads;
+  const blocksPerKv = Math.ceil(group / MAX_HEADS_PER_GROUP);
+  const heads = Math.ceil(group / blocksPerKv);
+  const blocks = nKvHeads * blocksPerKv;
+  const chunk = chunkFor(seqLen, blocks);
+  const chunks = Math.ceil(seqLen / chunk);
+  const direct = chunks === 1;
+  const values = { group, blocksPerKv, blocks, maxSeq, seqLen, chunk, chunks, scale };
+  const workgroups = gridFor(blocks * chunks, encoder.limits);
+  const shader = splitShader({ headDim, heads, direct });
+  if (direct) {
+    encoder.dispatch({
+      shader,
+      buffers: [q, k, v, out],
+      params: { layout: SPLIT_PARAMS, values },
+      workgroups,
+    });
+    return;
+  }
+  const statBytes = nHeads * chunks * 2 * 4;
+  const partialBytes = nHeads * chunks * headDim * 4;
+  const stats = { buffer: encoder.scratch(statBytes), offset: 0, size: statBytes };
+  const partial = { buffer: encoder.scratch(partialBytes), offset: 0, size: partialBytes };
+  encoder.dispatch({
+    shader,
+    buffers: [q, k, v, stats, partial],
+    params: { layout: SPLIT_PARAMS, values },
+    workgroups,
+  });
+  encoder.dispatch({
+    shader: mergeShader(headDim),
+    buffers: [stats, partial, out],
+    params: { layout: MERGE_PARAMS, values: { heads: nHeads, chunks } },
+    workgroups: gridFor(nHeads, encoder.limits),
+  });
+});
+
+export const DECODING_KERNELS: readonly AnyWgpuKernel[] = [scatterKernel, attentionKernel];

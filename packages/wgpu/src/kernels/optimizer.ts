@@ -1,0 +1,369 @@
+import { adamwStep, clipByGlobalNorm, sgdStep } from '@rayo/core';
+import {
+  type AnyWgpuKernel,
+  gridFor,
+  type KernelEncoder,
+  linearWorkgroup,
+  type Operand,
+  storage,
+  uniform,
+  wgpuKernel,
+} from '../kernel.js';
+import { type ParamLayout, paramLayout } from '../params.js';
+import type { ShaderSource } from '../pipelines.js';
+import { BUILTINS, elementGrid, WG } from './common.js';
+
+/** Threads of a grid of `WG`-thread workgroups. */
+function threadsOf(grid: readonly number[]): number {
+  return grid.reduce((a, b) => a * b, 1) * WG;
+}
+
+// ---- in-place elementwise updates: vec4 body, scalar tail --------------------
+
+interface UpdateDecl {
+  /** Key prefix and kernel name. */
+  readonly name: string;
+  readonly kernel: string;
+  /** Operand binding names in call order, with whether the update writes them. */
+  readonly operands: readonly (readonly [string, 'read' | 'read_write'])[];
+  /** Extra read-only f32 bindings after the operands (e.g. a scale computed on the device). */
+  readonly extra?: readonly string[];
+  /** WGSL statements run before any operand is touched; may `return` early. */
+  readonly prologue?: string;
+  /** WGSL statements on `let` values named after the operands, assigning `<name>_out` for written ones; T is f32 or vec4<f32>. */
+  readonly body: string;
+  /**
+   * Caps the workgroups; threads then loop over the elements. Unset: one
+   * vector per thread, which streams fastest.
+   */
+  readonly maxWorkgroups?: number;
+  /** Uniform fields after `n`, `base` and `stride`. */
+  readonly layout: ParamLayout<string>;
+}
+
+/** The uniform layout of an update: `n`, `base` and `stride` first, then the kernel's fields. */
+function updateLayout<const F extends readonly (readonly [string, 'u32' | 'f32'])[]>(fields: F) {
+  return paramLayout([['n', 'u32'], ['base', 'u32'], ['stride', 'u32'], ...fields] as const);
+}
+
+function updateShader(decl: UpdateDecl, vec: boolean): ShaderSource {
+  const type = vec ? 'vec4<f32>' : 'f32';
+  const ops = decl.operands;
+  const written = ops.filter(([, access]) => access === 'read_write').map(([name]) => name);
+  const extra = decl.extra ?? [];
+  return {
+    key: `optimizer/${decl.name}/${vec ? 'vec4' : 'scalar'}/wg${WG}`,
+    kernel: decl.kernel,
+    code: () => `
+${decl.layout.wgsl}
+alias T = ${type};
+${ops.map(([name, access], b) => storage(b, `${name}_buf`, type, access)).join('\n')}
+${extra.map((name, b) => storage(ops.length + b, name, 'f32', 'read')).join('\n')}
+${uniform(ops.length + extra.length)}
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  ${decl.prologue ?? ''}
+  for (var i = params.base + (${linearWorkgroup}) * ${WG}u + lid.x; i < params.n; i += params.stride) {
+${ops.map(([name]) => `    let ${name} = ${name}_buf[i];`).join('\n')}
+${written.map((name) => `    var ${name}_out: T;`).join('\n')}
+    ${decl.body}
+${written.map((name) => `    ${name}_buf[i] = ${name}_out;`).join('\n')}
+  }
+}`,
+  };
+}
+
+/**
+ * Runs an update over `n` elements of equally long operands: vec4 over the
+ * first ⌊n/4⌋ vectors, then scalars over the last n mod 4 elements, bound from
+ * the last aligned offset before them (one writable buffer cannot be bound
+ * twice, as vec4 and as f32).
+ */
+function dispatchUpdate(
+  encoder: KernelEncoder,
+  decl: UpdateDecl,
+  operands: readonly Operand[],
+  extra: readonly GPUBufferBinding[],
+  values: Readonly<Record<string, number>>,
+): void {
+  const n = operands[0]!.size;
+  if (n === 0) return;
+  const vecs = Math.floor(n / 4);
+  if (vecs > 0) {
+    const grid = decl.maxWorkgroups
+      ? gridFor(Math.min(decl.maxWorkgroups, Math.ceil(vecs / WG)), encoder.limits)
+      : elementGrid(encoder, vecs);
+    encoder.dispatch({
+      shader: updateShader(decl, true),
+      buffers: [...operands, ...extra],
+      params: { layout: decl.layout, values: { ...values, n: vecs, base: 0, stride: threadsOf(grid) } },
+      workgroups: grid,
+    });
+  }
+  const done = vecs * 4;
+  if (done === n) return;
+  const align = encoder.limits.minStorageBufferOffsetAlignment / 4;
+  const from = Math.floor(done / align) * align;
+  encoder.dispatch({
+    shader: updateShader(decl, false),
+    buffers: [
+      ...operands.map((op) => ({ buffer: op.buffer, offset: op.offset + from * 4, size: (n - from) * 4 })),
+      ...extra,
+    ],
+    params: { layout: decl.layout, values: { ...values, n: n - from, base: done - from, stride: WG } },
+    workgroups: [1],
+  });
+}
+
+// ---- adamwStep ---------------------------------------------------------------
+
+const ADAMW: UpdateDecl = {
+  name: 'adamwStep',
+  kernel: 'adamwStep',
+  operands: [
+    ['param', 'read_write'],
+    ['grad', 'read'],
+    ['m', 'read_write'],
+    ['v', 'read_write'],
+  ],
+  layout: updateLayout([
+    ['decay', 'f32'],
+    ['stepSize', 'f32'],
+    ['rootCorrection', 'f32'],
+    ['eps', 'f32'],
+    ['beta1', 'f32'],
+    ['oneMinusBeta1', 'f32'],
+    ['beta2', 'f32'],
+    ['oneMinusBeta2', 'f32'],
+  ] as const),
+  // PyTorch: p ← p·(1 − lr·wd) − (lr / bc1) · m / (√v / √bc2 + eps).
+  body: `m_out = params.beta1 * m + params.oneMinusBeta1 * grad;
+  v_out = params.beta2 * v + params.oneMinusBeta2 * grad * grad;
+  let denom = sqrt(v_out) * params.rootCorrection + params.eps;
+  param_out = param * params.decay - params.stepSize * m_out / denom;`,
+};
+
+const adamwKernel = wgpuKernel(adamwStep, (encoder, { inputs, attrs }) => {
+  const { lr, beta1, beta2, eps, weightDecay, step } = attrs;
+  // The corrections are formed in f64 here: 1 − β^t loses everything in f32 for small t·(1 − β).
+  const bc1 = -Math.expm1(step * Math.log(beta1));
+  const bc2 = -Math.expm1(step * Math.log(beta2));
+  dispatchUpdate(encoder, ADAMW, [inputs[0]!, inputs[1]!, inputs[2]!, inputs[3]!], [], {
+    decay: 1 - lr * weightDecay,
+    stepSize: lr / bc1,
+    rootCorrection: 1 / Math.sqrt(bc2),
+    eps,
+    beta1,
+    oneMinusBeta1: 1 - beta1,
+    beta2,
+    oneMinusBeta2: 1 - beta2,
+  });
+});
+
+// ---- sgdStep -------------------------------------------------------------------
+
+const SGD_LAYOUT = updateLayout([
+  ['lr', 'f32'],
+  ['momentum', 'f32'],
+  ['oneMinusDampening', 'f32'],
+  ['weightDecay', 'f32'],
+] as const);
+
+function sgdDecl(variant: 'plain' | 'momentum' | 'nesterov'): UpdateDecl {
+  const grad = 'let g = grad + params.weightDecay * param;';
+  if (variant === 'plain') {
+    // Without momentum PyTorch keeps no buffer: it is neither read nor written.
+    return {
+      name: 'sgdStep/plain',
+      kernel: 'sgdStep',
+      operands: [
+        ['param', 'read_write'],
+        ['grad', 'read'],
+      ],
+      layout: SGD_LAYOUT,
+      body: `${grad}\n  param_out = param - params.lr * g;`,
+    };
+  }
+  return {
+    name: `sgdStep/${variant}`,
+    kernel: 'sgdStep',
+    operands: [
+      ['param', 'read_write'],
+      ['grad', 'read'],
+      ['buf', 'read_write'],
+    ],
+    layout: SGD_LAYOUT,
+    body: `${grad}
+  buf_out = params.momentum * buf + params.oneMinusDampening * g;
+  param_out = param - params.lr * ${variant === 'nesterov' ? '(g + params.momentum * buf_out)' : 'buf_out'};`,
+  };
+}
+
+const SGD_PLAIN = sgdDecl('plain');
+const SGD_MOMENTUM = sgdDecl('momentum');
+const SGD_NESTEROV = sgdDecl('nesterov');
+
+const sgdKernel = wgpuKernel(sgdStep, (encoder, { inputs, attrs }) => {
+  const { lr, momentum, dampening, weightDecay, nesterov } = attrs;
+  const values = { lr, momentum, oneMinusDampening: 1 - dampening, weightDecay };
+  if (momentum === 0) {
+    dispatchUpdate(encoder, SGD_PLAIN, [inputs[0]!, inputs[1]!], [], values);
+    return;
+  }
+  dispatchUpdate(
+    encoder,
+    nesterov ? SGD_NESTEROV : SGD_MOMENTUM,
+    [inputs[0]!, inputs[1]!, inputs[2]!],
+    [],
+    values,
+  );
+});
+
+// ---- clipByGlobalNorm ------------------------------------------------------------
+//
+// Three kinds of passes, all on the device: per gradient, a fixed number of
+// workgroups write partial sums of squares into scratch; one workgroup sums
+// the partials in a fixed order, writes the norm and puts the clip scale after
+// the partials; per gradient, a scaling pass reads the scale from there.
+
+/** Elements per workgroup before a gradient gets another one. */
+const SUMSQ_ELEMENTS = 8 * WG * 4;
+/** Most workgroups per gradient: enough to fill a GPU, few partials to sum. */
+const SUMSQ_MAX_WORKGROUPS = 1024;
+
+const SUMSQ_PARAMS = paramLayout([
+  ['n', 'u32'],
+  ['vecs', 'u32'],
+  ['threads', 'u32'],
+  ['base', 'u32'],
+] as const);
+
+const NORM_PARAMS = paramLayout([
+  ['count', 'u32'],
+  ['maxNorm', 'f32'],
+  ['eps', 'f32'],
+] as const);
+
+const SCALE_LAYOUT = updateLayout([['at', 'u32']] as const);
+
+/** Tree sum of `red[0..WG)` into `red[0]`. */
+const TREE_SUM = `
+  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
+    workgroupBarrier();
+    if (tid < s) { red[tid] += red[tid + s]; }
+  }`;
+
+function sumsqShader(vec: boolean): ShaderSource {
+  return {
+    key: `optimizer/clipByGlobalNorm/sumsq/${vec ? 'vec4' : 'scalar'}/wg${WG}`,
+    kernel: 'clipByGlobalNorm',
+    code: () => `
+${SUMSQ_PARAMS.wgsl}
+${storage(0, 'xs', 'f32', 'read')}
+${storage(1, 'partials', 'f32', 'read_write')}
+${vec ? storage(2, 'x4', 'vec4<f32>', 'read') : ''}
+${uniform(vec ? 3 : 2)}
+var<workgroup> red: array<f32, ${WG}>;
+
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  let tid = lid.x;
+  let w = ${linearWorkgroup};
+  let stride = params.threads;
+  var i = w * ${WG}u + tid;
+  var total = 0.0;
+${
+  vec
+    ? `  // Four independent loads per step keep memory busy.
+  var a0 = vec4<f32>(); var a1 = vec4<f32>(); var a2 = vec4<f32>(); var a3 = vec4<f32>();
+  for (; i + 3u * stride < params.vecs; i += 4u * stride) {
+    let x0 = x4[i]; let x1 = x4[i + stride]; let x2 = x4[i + 2u * stride]; let x3 = x4[i + 3u * stride];
+    a0 += x0 * x0; a1 += x1 * x1; a2 += x2 * x2; a3 += x3 * x3;
+  }
+  for (; i < params.vecs; i += stride) { let x = x4[i]; a0 += x * x; }
+  let a = (a0 + a1) + (a2 + a3);
+  total = (a.x + a.y) + (a.z + a.w);
+  // The last n mod 4 elements.
+  let tail = params.vecs * 4u + tid;
+  if (w == 0u && tail < params.n) { let x = xs[tail]; total += x * x; }`
+    : `  for (; i < params.n; i += stride) { let x = xs[i]; total += x * x; }`
+}
+  red[tid] = total;
+${TREE_SUM}
+  if (tid == 0u) { partials[params.base + w] = red[0]; }
+}`,
+  };
+}
+
+const NORM_SHADER: ShaderSource = {
+  key: `optimizer/clipByGlobalNorm/norm/wg${WG}`,
+  kernel: 'clipByGlobalNorm',
+  code: () => `
+${NORM_PARAMS.wgsl}
+${storage(0, 'partials', 'f32', 'read_write')}
+${storage(1, 'norm', 'f32', 'read_write')}
+${uniform(2)}
+var<workgroup> red: array<f32, ${WG}>;
+
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  let tid = lid.x;
+  var total = 0.0;
+  for (var i = tid; i < params.count; i += ${WG}u) { total += partials[i]; }
+  red[tid] = total;
+${TREE_SUM}
+  if (tid == 0u) {
+    let n = sqrt(red[0]);
+    norm[0] = n;
+    // min(1, maxNorm / (norm + eps)), without dividing by a zero norm + eps.
+    let denom = n + params.eps;
+    partials[params.count] = select(1.0, params.maxNorm / denom, denom > params.maxNorm);
+  }
+}`,
+};
+
+const SCALE: UpdateDecl = {
+  name: 'clipByGlobalNorm/scale',
+  kernel: 'clipByGlobalNorm',
+  operands: [['x', 'read_write']],
+  extra: ['clip'],
+  layout: SCALE_LAYOUT,
+  // Unclipped gradients stay as they are: no traffic, and few workgroups to start and end at once.
+  prologue: 'let s = clip[params.at];\n  if (s == 1.0) { return; }',
+  maxWorkgroups: 16384,
+  body: 'x_out = x * s;',
+};
+
+const clipKernel = wgpuKernel(clipByGlobalNorm, (encoder, { inputs, outputs, attrs }) => {
+  const grads = inputs.map((g) => g!);
+  const norm = outputs[outputs.length - 1]!;
+  const counts = grads.map((g) =>
+    g.size === 0 ? 0 : Math.min(SUMSQ_MAX_WORKGROUPS, Math.ceil(g.size / SUMSQ_ELEMENTS)),
+  );
+  const count = counts.reduce((a, b) => a + b, 0);
+  const bytes = (count + 1) * 4;
+  const partials = { buffer: encoder.scratch(bytes), offset: 0, size: bytes };
+  let base = 0;
+  grads.forEach((g, j) => {
+    const workgroups = counts[j]!;
+    if (workgroups === 0) return;
+    const vecs = Math.floor(g.size / 4);
+    const vec = vecs > 0;
+    encoder.dispatch({
+      shader: sumsqShader(vec),
+      buffers: vec ? [g, partials, { buffer: g.buffer, offset: g.offset, size: vecs * 16 }] : [g, partials],
+      params: { layout: SUMSQ_PARAMS, values: { n: g.size, vecs, threads: workgroups * WG, base } },
+      workgroups: gridFor(workgroups, encoder.limits),
+    });
+    base += workgroups;
+  });
+  encoder.dispatch({
+    shader: NORM_SHADER,
+    buffers: [partials, norm],
+    params: { layout: NORM_PARAMS, values: { count, maxNorm: attrs.maxNorm, eps: attrs.eps } },
+    workgroups: [1],
+  });
+  for (const g of grads) dispatchUpdate(encoder, SCALE, [g], [partials], { at: count });
+});
+
+export const OPTIMIZER_KERNELS: readonly AnyWgpuKernel[] = [adamwKernel, sgdKernel, clipKernel];
