@@ -1,0 +1,188 @@
+import { batchedMatmul, inferKernel, matmul } from '@rayo/core';
+import { compareOutputs, Rng, VALID_CASES } from '@rayo/core/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { backendProvider, createWgpuBackend, type WgpuBackend } from '../index.js';
+import { type MatmulPlan, type MatmulProblem, planMatmul, TILE_LARGE, TILE_MID } from './matmul.js';
+
+/** What distinguishes plans in the coverage checks below. */
+function describePlan(plan: MatmulPlan): string {
+  if (plan.path === 'empty') return 'empty';
+  const { variant: v, splits, vecY } = plan;
+  const vec = `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}y${vecY ? 4 : 1}`;
+  const split = splits > 1 ? '/split' : '';
+  if (plan.path === 'tile') return `tile${plan.variant.tile.bm}/tA${+v.transA}tB${+v.transB}/${vec}${split}`;
+  return `${plan.path}/tB${+v.transB}/${vec}${split}`;
+}
+
+describe('matmul plans', () => {
+  const big = 1 << 20;
+
+  it('chooses the kernel by shape', () => {
+    const p = (m: number, k: number, n: number, transB = false): MatmulProblem => ({
+      batch: 1,
+      m,
+      n,
+      k,
+      transA: false,
+      transB,
+    });
+    expect(planMatmul(p(1, 4096, 4096), big).path).toBe('gemv');
+    expect(planMatmul(p(1, 4096, 4096, true), big).path).toBe('gemv');
+    expect(planMatmul(p(8, 4096, 4096, true), big).path).toBe('smallm');
+    expect(planMatmul(p(32, 4096, 4096), big).path).toBe('smallm');
+    const gemm = planMatmul(p(4096, 4096, 4096), big);
+    expect(gemm.path === 'tile' && gemm.variant.tile).toBe(TILE_LARGE);
+    expect(gemm.path === 'tile' && gemm.variant.vecA && gemm.variant.vecB && gemm.vecY).toBe(true);
+    expect(gemm.path === 'tile' && gemm.splits).toBe(1);
+    const mid = planMatmul(p(512, 512, 512), big);
+    expect(mid.path === 'tile' && mid.variant.tile).toBe(TILE_MID);
+    // A GEMV over few columns splits K to keep the GPU busy.
+    const narrow = planMatmul(p(1, 8192, 64), big);
+    expect(narrow.path === 'gemv' && narrow.splits).toBeGreaterThan(1);
+    // Misaligned operands fall back to scalar bindings.
+    const off = planMatmul({ ...p(64, 64, 64), offsets: { a: 4, b: 0, y: 0 } }, big);
+    expect(off.path === 'tile' && !off.variant.vecA && off.variant.vecB).toBe(true);
+    expect(planMatmul(p(3, 0, 5)).path).toBe('empty');
+  });
+
+  it('the conformance cases exercise every path', () => {
+    const seen = new Set<string>();
+    for (const c of VALID_CASES) {
+      if (c.spec !== matmul && c.spec !== batchedMatmul) continue;
+      const batched = c.spec === batchedMatmul;
+      const a = c.inputs[0]!.shape;
+      const b = c.inputs[1]!.shape;
+      const [transA, transB] = [c.attrs?.transA === true, c.attrs?.transB === true];
+      const [ra, rb] = batched ? [a.slice(1), b.slice(1)] : [a, b];
+      seen.add(
+        describePlan(
+          planMatmul({
+            batch: batched ? a[0]! : 1,
+            m: transA ? ra[1]! : ra[0]!,
+            k: transA ? ra[0]! : ra[1]!,
+            n: transB ? rb[0]! : rb[1]!,
+            transA,
+            transB,
+          }),
+        ),
+      );
+    }
+    const all = [...seen].join(' ');
+    for (const expected of [
+      'gemv/tB0/a1b1',
+      'gemv/tB1/a4b4',
+      'gemv/tB0/a1b1y1/split',
+      'smallm/tB0',
+      'smallm/tB1',
+      'tile64/tA0tB0',
+      'tile64/tA1tB0',
+      'tile64/tA0tB1',
+      'tile64/tA1tB1',
+      'tile64/tA0tB1/a4b4',
+    ]) {
+      expect(all).toContain(expected);
+    }
+  });
+});
+
+// Shapes beyond the conformance cases: the 128×128 tile, vec4 loads in every
+// transpose combination, split K on each kernel, K = 0, grids past 65535.
+const unavailable = await backendProvider.probe();
+
+describe.skipIf(unavailable !== undefined)('matmul on the device', () => {
+  let backend: WgpuBackend;
+  beforeAll(async () => {
+    backend = await createWgpuBackend();
+  });
+  afterAll(() => backend?.dispose());
+
+  const rng = new Rng(0x3a7);
+  const random = (n: number) => Float32Array.from({ length: n }, () => rng.uniform(-1, 1));
+  const tolerance = (k: number) => ({ rtol: 1e-4, atol: 2e-5 * Math.sqrt(Math.max(k, 1)) });
+
+  async function check(
+    batch: number | undefined,
+    [m, k, n]: readonly [number, number, number],
+    attrs: { transA?: boolean; transB?: boolean; alpha?: number; beta?: number },
+    withC = false,
+  ): Promise<void> {
+    const { transA = false, transB = false } = attrs;
+    const lead = batch === undefined ? [] : [batch];
+    const aShape = [...lead, ...(transA ? [k, m] : [m, k])];
+    const bShape = [...lead, ...(transB ? [n, k] : [k, n])];
+    const size = (s: number[]) => s.reduce((x, y) => x * y, 1);
+    const av = random(size(aShape));
+    const bv = random(size(bShape));
+    const cv = withC ? random(m * n) : undefined;
+    const a = backend.upload(av, aShape);
+    const b = backend.upload(bv, bShape);
+    const c = cv ? backend.upload(cv, [m, n]) : undefined;
+    const metas = [a, b, c].map((t) => (t ? { shape: t.shape, dtype: t.dtype } : undefined));
+    let expected: Float32Array;
+    let y: ReturnType<WgpuBackend['run']>[number];
+    if (batch === undefined) {
+      const io = inferKernel(matmul, metas, attrs);
+      expected = matmul.reference([av, bv, cv], io.attrs, {
+        inputs: metas,
+        outputs: io.outputs,
+      })[0] as Float32Array;
+      y = backend.run(matmul, [a, b, c], attrs)[0]!;
+    } else {
+      const { beta: _, ...batchedAttrs } = attrs;
+      const io = inferKernel(batchedMatmul, metas, batchedAttrs);
+      expected = batchedMatmul.reference([av, bv], io.attrs, {
+        inputs: metas,
+        outputs: io.outputs,
+      })[0] as Float32Array;
+      y = backend.run(batchedMatmul, [a, b], batchedAttrs)[0]!;
+    }
+    const mismatch = compareOutputs('f32', await y.read(), expected, tolerance(k));
+    for (const t of [a, b, c, y]) t?.dispose();
+    expect(mismatch, `${batch ?? ''}×[${m}, ${k}, ${n}] ${JSON.stringify(attrs)}`).toBeUndefined();
+  }
+
+  const TRANSPOSES = [
+    [false, false],
+    [true, false],
+    [false, true],
+    [true, true],
+  ] as const;
+
+  it('128×128 tiles, vec4 and scalar, every transpose', async () => {
+    // 2×2 tiles of 128 per entry × 32 entries select the large tile.
+    for (const [transA, transB] of TRANSPOSES) {
+      await check(32, [132, 24, 136], { transA, transB });
+      await check(32, [131, 27, 133], { transA, transB, alpha: -0.5 });
+    }
+  }, 120_000);
+
+  it('64×64 tiles with vec4 loads, c and split K', async () => {
+    for (const [transA, transB] of TRANSPOSES) {
+      await check(undefined, [68, 36, 72], { transA, transB, alpha: 1.5, beta: -0.5 }, true);
+      await check(undefined, [40, 2048, 44], { transA, transB }, true);
+      await check(undefined, [37, 1100, 29], { transA, transB, beta: 2 }, true);
+    }
+  }, 120_000);
+
+  it('GEMV and small M: vec4, gathers, split K, several row blocks', async () => {
+    for (const [transA, transB] of TRANSPOSES) {
+      await check(undefined, [1, 1024, 256], { transA, transB }, true);
+      await check(undefined, [1, 2048, 20], { transA, transB });
+      await check(undefined, [4, 512, 64], { transA, transB, alpha: 0.5 });
+      await check(undefined, [5, 96, 76], { transA, transB }, true);
+      await check(undefined, [20, 1500, 12], { transA, transB });
+      await check(undefined, [32, 64, 33], { transA, transB }, true);
+      await check(3, [2, 40, 24], { transA, transB });
+    }
+  }, 120_000);
+
+  it('K = 0 leaves beta·c', async () => {
+    await check(undefined, [3, 0, 5], { beta: 0.5 }, true);
+    await check(undefined, [3, 0, 5], {});
+    await check(2, [4, 0, 8], {});
+  });
+
+  it('spreads more than 65535 workgroups over the grid', async () => {
+    await check(70_000, [1, 4, 4], { transB: true });
+  }, 120_000);
+});
