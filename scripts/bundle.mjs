@@ -112,7 +112,6 @@ async function main() {
     return 0;
   }
   // pnpm runs root scripts in the root; a relative --outdir is meant from where pnpm was called.
-  // biome-ignore lint/suspicious/noUndeclaredEnvVars: set by pnpm, not an input of a turbo task
   const outdir = resolve(process.env.INIT_CWD ?? process.cwd(), values.outdir ?? join(root, '.device/app'));
   await mkdir(outdir, { recursive: true });
 

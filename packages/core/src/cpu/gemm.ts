@@ -31,7 +31,14 @@ function packB(b: ArrayLike<number>, k: number, n: number, transB: boolean): Flo
   return panel;
 }
 
-function rowOfA(a: ArrayLike<number>, i: number, m: number, k: number, transA: boolean, into: Float64Array): void {
+function rowOfA(
+  a: ArrayLike<number>,
+  i: number,
+  m: number,
+  k: number,
+  transA: boolean,
+  into: Float64Array,
+): void {
   if (transA) for (let p = 0; p < k; p++) into[p] = a[p * m + i]!;
   else for (let p = 0; p < k; p++) into[p] = a[i * k + p]!;
 }
