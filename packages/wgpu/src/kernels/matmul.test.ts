@@ -29,7 +29,9 @@ describe('matmul plans', () => {
     expect(planMatmul(p(1, 4096, 4096), big).path).toBe('gemv');
     expect(planMatmul(p(1, 4096, 4096, true), big).path).toBe('gemv');
     expect(planMatmul(p(8, 4096, 4096, true), big).path).toBe('smallm');
-    expect(planMatmul(p(32, 4096, 4096), big).path).toBe('smallm');
+    expect(planMatmul(p(32, 4096, 4096, true), big).path).toBe('smallm');
+    expect(planMatmul(p(4, 4096, 4096), big).path).toBe('smallm');
+    expect(planMatmul(p(8, 4096, 4096), big).path).toBe('tile');
     const gemm = planMatmul(p(4096, 4096, 4096), big);
     expect(gemm.path === 'tile' && gemm.variant.tile).toBe(TILE_LARGE);
     expect(gemm.path === 'tile' && gemm.variant.vecA && gemm.variant.vecB && gemm.vecY).toBe(true);
@@ -39,6 +41,9 @@ describe('matmul plans', () => {
     // A GEMV over few columns splits K to keep the GPU busy.
     const narrow = planMatmul(p(1, 8192, 64), big);
     expect(narrow.path === 'gemv' && narrow.splits).toBeGreaterThan(1);
+    // aᵀ·bᵀ runs as (b·a)ᵀ.
+    const tt = planMatmul({ ...p(300, 200, 100), transA: true, transB: true }, big);
+    expect(tt.path === 'tile' && tt.variant.swap && [tt.tilesM, tt.tilesN]).toEqual([2, 5]);
     // Misaligned operands fall back to scalar bindings.
     const off = planMatmul({ ...p(64, 64, 64), offsets: { a: 4, b: 0, y: 0 } }, big);
     expect(off.path === 'tile' && !off.variant.vecA && off.variant.vecB).toBe(true);
@@ -150,31 +155,32 @@ describe.skipIf(unavailable !== undefined)('matmul on the device', () => {
 
   it('128×128 tiles, vec4 and scalar, every transpose', async () => {
     // 2×2 tiles of 128 per entry × 32 entries select the large tile.
-    for (const [transA, transB] of TRANSPOSES) {
-      await check(32, [132, 24, 136], { transA, transB });
-      await check(32, [131, 27, 133], { transA, transB, alpha: -0.5 });
-    }
-  }, 120_000);
+    for (const [transA, transB] of TRANSPOSES) await check(32, [132, 24, 136], { transA, transB });
+    await check(32, [131, 27, 133], { alpha: -0.5 });
+    await check(32, [131, 27, 133], { transA: true, transB: true, alpha: -0.5 });
+  }, 600_000);
 
   it('64×64 tiles with vec4 loads, c and split K', async () => {
     for (const [transA, transB] of TRANSPOSES) {
       await check(undefined, [68, 36, 72], { transA, transB, alpha: 1.5, beta: -0.5 }, true);
-      await check(undefined, [40, 2048, 44], { transA, transB }, true);
-      await check(undefined, [37, 1100, 29], { transA, transB, beta: 2 }, true);
     }
-  }, 120_000);
+    await check(undefined, [40, 2048, 44], {}, true);
+    await check(undefined, [40, 2048, 44], { transB: true }, true);
+    await check(undefined, [37, 1100, 29], { transA: true, beta: 2 }, true);
+    await check(undefined, [37, 1100, 29], { transA: true, transB: true, beta: 2 }, true);
+  }, 600_000);
 
   it('GEMV and small M: vec4, gathers, split K, several row blocks', async () => {
-    for (const [transA, transB] of TRANSPOSES) {
-      await check(undefined, [1, 1024, 256], { transA, transB }, true);
-      await check(undefined, [1, 2048, 20], { transA, transB });
-      await check(undefined, [4, 512, 64], { transA, transB, alpha: 0.5 });
-      await check(undefined, [5, 96, 76], { transA, transB }, true);
-      await check(undefined, [20, 1500, 12], { transA, transB });
-      await check(undefined, [32, 64, 33], { transA, transB }, true);
-      await check(3, [2, 40, 24], { transA, transB });
+    for (const transB of [false, true]) {
+      await check(undefined, [1, 1024, 256], { transA: true, transB }, true);
+      await check(undefined, [1, 2048, 20], { transB });
+      for (const transA of [false, true])
+        await check(undefined, [4, 512, 64], { transA, transB, alpha: 0.5 });
+      await check(3, [2, 40, 24], { transB });
     }
-  }, 120_000);
+    await check(undefined, [32, 64, 33], { transB: true }, true);
+    await check(undefined, [20, 1500, 12], { transA: true, transB: true });
+  }, 600_000);
 
   it('K = 0 leaves beta·c', async () => {
     await check(undefined, [3, 0, 5], { beta: 0.5 }, true);
