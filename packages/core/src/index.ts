@@ -24,3 +24,4 @@ export {
 } from './registry.js';
 export * from './shape.js';
 export { Tensor, type TensorStorage } from './tensor.js';
+export { DeviceWeightCache, type WeightCacheDevice } from './weightCache.js';

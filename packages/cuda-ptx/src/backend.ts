@@ -7,6 +7,7 @@ import {
   bytesPerElement,
   type CommandBatch,
   copy as copySpec,
+  DeviceWeightCache,
   DisposedTensorError,
   type DType,
   DTypeError,
@@ -44,7 +45,6 @@ import { CommandRecorder } from './encoder.js';
 import type { AnyCudaKernel, Operand } from './kernel.js';
 import { MAX_ELEMENTS } from './kernels/common.js';
 import { CUDA_KERNELS } from './kernels/index.js';
-import { CudaWeightCache } from './weightCache.js';
 
 class CudaStorage implements TensorStorage {
   #freed = false;
@@ -464,7 +464,11 @@ export class CudaBackend implements Backend {
 
   createWeightCache(): WeightCache {
     this.checkAlive('createWeightCache');
-    return new CudaWeightCache(this);
+    return new DeviceWeightCache({
+      backend: this,
+      writeHost: (tensor, data) => this.writeHost(tensor, data),
+      view: (base, shape) => this.importPointer(this.pointerOf(base).ptr, shape, base.dtype),
+    });
   }
 
   /**

@@ -54,7 +54,6 @@ export {
 } from './kernel.js';
 export { CUDA_KERNELS } from './kernels/index.js';
 export * from './ptx/index.js';
-export { CudaWeightCache } from './weightCache.js';
 
 /** Creates the CUDA backend on device 0 (or `options.device`), loading `libcuda` through koffi. */
 export function createCudaBackend(options?: CudaBackendOptions): Promise<CudaBackend> {

@@ -8,6 +8,7 @@ import {
   bytesPerElement,
   type CommandBatch,
   copy as copySpec,
+  DeviceWeightCache,
   type DType,
   DTypeError,
   formatShape,
@@ -40,7 +41,6 @@ import type { AnyWgpuKernel, Operand } from './kernel.js';
 import { WGPU_KERNELS } from './kernels/index.js';
 import { ParamArena } from './params.js';
 import { PipelineCache, type PipelineStats } from './pipelines.js';
-import { WgpuWeightCache } from './weightCache.js';
 
 const STORAGE_USAGE = GPUBufferUsageFlagsOf('STORAGE', 'COPY_SRC', 'COPY_DST');
 
@@ -516,7 +516,17 @@ export class WgpuBackend implements Backend {
 
   createWeightCache(): WeightCache {
     this.#alive('createWeightCache');
-    return new WgpuWeightCache(this);
+    return new DeviceWeightCache({
+      backend: this,
+      writeHost: (tensor, data) => {
+        const { buffer, offset } = this.bufferOf(tensor);
+        this.device.queue.writeBuffer(buffer, offset, data.buffer, data.byteOffset, data.byteLength);
+      },
+      view: (base, shape) => {
+        const { buffer, offset } = this.bufferOf(base);
+        return this.importBuffer(buffer, shape, base.dtype, offset);
+      },
+    });
   }
 
   /** Staging buffers for readbacks, shared with the weight cache. */

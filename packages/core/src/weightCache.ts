@@ -1,27 +1,40 @@
-import {
-  type HostArray,
-  InvalidArgumentError,
-  matmul,
-  ShapeError,
-  type Tensor,
-  type WeightCache,
-} from '@rayo/core';
-import type { WgpuBackend } from './backend.js';
+import type { Backend, WeightCache } from './backend.js';
+import type { HostArray } from './dtype.js';
+import { InvalidArgumentError, ShapeError } from './errors.js';
+import { matmul } from './kernels/matmul.js';
+import type { Shape } from './shape.js';
+import type { Tensor } from './tensor.js';
+
+/** What a GPU backend lends the shared weight cache: host writes into, and views of, its tensors. */
+export interface WeightCacheDevice {
+  readonly backend: Backend;
+  /** Writes host values into the first elements of `tensor` without allocating. */
+  writeHost(tensor: Tensor, data: Float32Array): void;
+  /** A tensor of `shape` over the first elements of `base`'s memory; disposing it frees nothing. */
+  view(base: Tensor, shape: Shape): Tensor;
+}
 
 const KERNEL = 'weightCache.matmul';
 
 /**
  * Named `[outFeatures, inFeatures]` weights uploaded once. Products run the
  * backend's matmul kernel with `transB` (the weight is read in place, never
- * transposed on the host); `matmulHost` goes through persistent, grow-only
- * input and output tensors and a pooled staging buffer.
+ * transposed on the host; the backend picks GEMV, small-M or tiled kernels by
+ * shape); `matmulHost` goes through persistent, grow-only input and output
+ * tensors. Shared by the GPU backends.
  */
-export class WgpuWeightCache implements WeightCache {
+export class DeviceWeightCache implements WeightCache {
   readonly #weights = new Map<string, Tensor>();
   #input: Tensor | undefined;
   #output: Tensor | undefined;
 
-  constructor(private readonly backend: WgpuBackend) {}
+  readonly #device: WeightCacheDevice;
+  readonly #backend: Backend;
+
+  constructor(device: WeightCacheDevice) {
+    this.#device = device;
+    this.#backend = device.backend;
+  }
 
   get weightCount(): number {
     return this.#weights.size;
@@ -42,7 +55,7 @@ export class WgpuWeightCache implements WeightCache {
         actual: JSON.stringify(shape),
       });
     }
-    const tensor = this.backend.upload(data, shape, 'f32');
+    const tensor = this.#backend.upload(data, shape, 'f32');
     this.#weights.get(name)?.dispose();
     this.#weights.set(name, tensor);
   }
@@ -72,7 +85,10 @@ export class WgpuWeightCache implements WeightCache {
   }
 
   matmul(name: string, x: Tensor, options: { alpha?: number } = {}): Tensor {
-    return this.backend.run(matmul, [x, this.#weight(name)], { alpha: options.alpha ?? 1, transB: true })[0]!;
+    return this.#backend.run(matmul, [x, this.#weight(name)], {
+      alpha: options.alpha ?? 1,
+      transB: true,
+    })[0]!;
   }
 
   async matmulHost(
@@ -99,28 +115,26 @@ export class WgpuWeightCache implements WeightCache {
         actual: String(x.length),
       });
     }
-    const input = this.#persistent('input', rows, k);
-    const output = this.#persistent('output', rows, n);
-    const { buffer, offset } = this.backend.bufferOf(input);
-    this.backend.device.queue.writeBuffer(buffer, offset, x.buffer, x.byteOffset, x.byteLength);
-    this.backend.run(matmul, [input, w], { alpha: options.alpha ?? 1, transB: true }, { out: [output] });
+    using input = this.#persistent('input', rows, k);
+    using output = this.#persistent('output', rows, n);
+    this.#device.writeHost(input, x);
+    this.#backend.run(matmul, [input, w], { alpha: options.alpha ?? 1, transB: true }, { out: [output] });
     return (await output.read()) as Float32Array;
   }
 
-  // Grow-only: a larger request replaces the tensor; a smaller one reuses it
-  // through a view of the same buffer.
+  // Grow-only: a larger request replaces the tensor; a smaller one is served
+  // by a view of the same device memory (disposing a view frees nothing).
   #persistent(which: 'input' | 'output', rows: number, cols: number): Tensor {
     const current = which === 'input' ? this.#input : this.#output;
     const needed = rows * cols;
     let base = current;
     if (!base || base.size < needed) {
       base?.dispose();
-      base = this.backend.empty([needed]);
+      base = this.#backend.empty([needed]);
       if (which === 'input') this.#input = base;
       else this.#output = base;
     }
-    const { buffer, offset } = this.backend.bufferOf(base);
-    return this.backend.importBuffer(buffer, [rows, cols], 'f32', offset);
+    return this.#device.view(base, [rows, cols]);
   }
 
   dispose(): void {
@@ -128,5 +142,7 @@ export class WgpuWeightCache implements WeightCache {
     this.#weights.clear();
     this.#input?.dispose();
     this.#output?.dispose();
+    this.#input = undefined;
+    this.#output = undefined;
   }
 }
