@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { DType, HostArray } from '../dtype.js';
-import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
+import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { type AttrValues, inferKernel, type KernelSpec, type OutputMeta } from '../kernel.js';
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
 import { copy, fill, transpose } from './memory.js';
+import { expectError, thrown, unchanged } from './referenceKit.testkit.js';
 
 interface Input {
   readonly shape: Shape;
@@ -30,35 +31,6 @@ function run<A extends AttrValues>(
     expect(unchanged(x.data, before[i]!), `input ${i} was written`).toBe(true);
   });
   return { outputs: io.outputs, values };
-}
-
-function unchanged(a: HostArray, b: HostArray): boolean {
-  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
-  return a.length === b.length;
-}
-
-function thrown(call: () => unknown): RayoError {
-  try {
-    call();
-  } catch (error) {
-    return error as RayoError;
-  }
-  throw new Error('expected the call to throw');
-}
-
-function expectError(
-  error: RayoError,
-  cls: typeof ShapeError | typeof InvalidArgumentError,
-  kernel: string,
-  argument: string,
-  expected: string,
-  actual: string,
-): void {
-  expect(error).toBeInstanceOf(cls);
-  expect(error.kernel).toBe(kernel);
-  expect(error.argument).toBe(argument);
-  expect(error.message).toContain(expected);
-  expect(error.message).toContain(actual);
 }
 
 describe('fill', () => {

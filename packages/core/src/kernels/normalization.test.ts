@@ -1,102 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import type { HostArray } from '../dtype.js';
-import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
-import { type AttrValues, inferKernel, type KernelSpec, type OutputMeta } from '../kernel.js';
+import { InvalidArgumentError, ShapeError } from '../errors.js';
+import { inferKernel } from '../kernel.js';
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
 import { layerNorm, layerNormBackward, rmsNorm, rmsNormBackward } from './normalization.js';
-
-interface Input {
-  readonly shape: Shape;
-  readonly data: Float32Array;
-}
-
-/** Runs the reference with the io metadata `inferKernel` derives, and checks it left its inputs alone. */
-function run<A extends AttrValues>(
-  spec: KernelSpec<A>,
-  inputs: readonly Input[],
-  attrs?: Partial<A>,
-): { outputs: OutputMeta[]; values: HostArray[] } {
-  const metas = inputs.map((x) => ({ shape: x.shape, dtype: 'f32' as const }));
-  const io = inferKernel(spec, metas, attrs);
-  const before = inputs.map((x) => x.data.slice());
-  const values = spec.reference(
-    inputs.map((x) => x.data),
-    io.attrs,
-    { inputs: metas, outputs: io.outputs },
-  );
-  inputs.forEach((x, i) => {
-    expect(unchanged(x.data, before[i]!), `input ${i} was written`).toBe(true);
-  });
-  return { outputs: io.outputs, values };
-}
-
-function unchanged(a: HostArray, b: HostArray): boolean {
-  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
-  return a.length === b.length;
-}
-
-function thrown(call: () => unknown): RayoError {
-  try {
-    call();
-  } catch (error) {
-    return error as RayoError;
-  }
-  throw new Error('expected the call to throw');
-}
-
-function expectError(
-  error: RayoError,
-  cls: typeof ShapeError | typeof InvalidArgumentError,
-  kernel: string,
-  argument: string,
-  expected: string,
-  actual: string,
-): void {
-  expect(error).toBeInstanceOf(cls);
-  expect(error.kernel).toBe(kernel);
-  expect(error.argument).toBe(argument);
-  expect(error.message).toContain(expected);
-  expect(error.message).toContain(actual);
-}
-
-function random(rng: Rng, n: number, lo = -1, hi = 1): Float32Array {
-  return Float32Array.from({ length: n }, () => rng.uniform(lo, hi));
-}
-
-/**
- * Central differences of `loss` with respect to each element of `x` (changed
- * in place and restored), dividing by the step float32 actually took.
- */
-function numericGradient(loss: () => number, x: Float32Array, h = 1e-3): Float64Array {
-  const grad = new Float64Array(x.length);
-  for (let i = 0; i < x.length; i++) {
-    const v = x[i]!;
-    x[i] = v + h;
-    const up = loss();
-    const stepUp = x[i]!;
-    x[i] = v - h;
-    const down = loss();
-    grad[i] = (up - down) / (stepUp - x[i]!);
-    x[i] = v;
-  }
-  return grad;
-}
-
-function dot(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let total = 0;
-  for (let i = 0; i < a.length; i++) total += a[i]! * b[i]!;
-  return total;
-}
-
-function expectClose(actual: ArrayLike<number>, expected: ArrayLike<number>, tolerance: number): void {
-  expect(actual.length).toBe(expected.length);
-  for (let i = 0; i < actual.length; i++) expect(Math.abs(actual[i]! - expected[i]!)).toBeLessThan(tolerance);
-}
+import {
+  dot,
+  expectClose,
+  expectError,
+  meta,
+  numericGradient,
+  random,
+  run,
+  thrown,
+} from './referenceKit.testkit.js';
 
 const f32 = (data: number[], shape: Shape = [data.length]) => ({ shape, data: Float32Array.from(data) });
-const meta = (shape: Shape) => ({ shape, dtype: 'f32' as const });
-
 describe('rmsNorm', () => {
   it('normalizes a hand-computed row', () => {
     // mean(x²) = 4, + eps = 9, so x is divided by 3.

@@ -1,64 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { HostArray } from '../dtype.js';
-import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
-import { type AttrValues, inferKernel, type KernelSpec, type OutputMeta } from '../kernel.js';
-import type { Shape } from '../shape.js';
+import { InvalidArgumentError, ShapeError } from '../errors.js';
+import { inferKernel } from '../kernel.js';
 import { Rng } from '../testing/random.js';
 import { max, sum, sumSquares } from './reduction.js';
-
-interface Input {
-  readonly shape: Shape;
-  readonly data: Float32Array;
-}
-
-/** Runs the reference with the io metadata `inferKernel` derives, and checks it left its inputs alone. */
-function run<A extends AttrValues>(
-  spec: KernelSpec<A>,
-  inputs: readonly Input[],
-  attrs?: Partial<A>,
-): { outputs: OutputMeta[]; values: HostArray[] } {
-  const metas = inputs.map((x) => ({ shape: x.shape, dtype: 'f32' as const }));
-  const io = inferKernel(spec, metas, attrs);
-  const before = inputs.map((x) => x.data.slice());
-  const values = spec.reference(
-    inputs.map((x) => x.data),
-    io.attrs,
-    { inputs: metas, outputs: io.outputs },
-  );
-  inputs.forEach((x, i) => {
-    expect(unchanged(x.data, before[i]!), `input ${i} was written`).toBe(true);
-  });
-  return { outputs: io.outputs, values };
-}
-
-function unchanged(a: HostArray, b: HostArray): boolean {
-  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
-  return a.length === b.length;
-}
-
-function thrown(call: () => unknown): RayoError {
-  try {
-    call();
-  } catch (error) {
-    return error as RayoError;
-  }
-  throw new Error('expected the call to throw');
-}
-
-function expectError(
-  error: RayoError,
-  cls: typeof ShapeError | typeof InvalidArgumentError,
-  kernel: string,
-  argument: string,
-  expected: string,
-  actual: string,
-): void {
-  expect(error).toBeInstanceOf(cls);
-  expect(error.kernel).toBe(kernel);
-  expect(error.argument).toBe(argument);
-  expect(error.message).toContain(expected);
-  expect(error.message).toContain(actual);
-}
+import { expectError, run, thrown } from './referenceKit.testkit.js';
 
 const X = { shape: [2, 3], data: Float32Array.from([1, -2, 3, -4, 5, 0.5]) };
 
