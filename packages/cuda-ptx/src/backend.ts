@@ -6,18 +6,15 @@ import {
   BackendMismatchError,
   bytesPerElement,
   type CommandBatch,
+  checkShapeAndDType,
   copy as copySpec,
   DeviceWeightCache,
   DisposedTensorError,
   type DType,
-  DTypeError,
-  formatShape,
   type HostArray,
-  hostArrayMatches,
+  hostDataFor,
   InvalidArgumentError,
   inputName,
-  isDType,
-  isValidShape,
   type KernelRunner,
   type KernelSpec,
   type MemoryStats,
@@ -25,11 +22,9 @@ import {
   RayoError,
   type RunOptions,
   type Shape,
-  ShapeError,
   sizeOf,
   Tensor,
   type TensorStorage,
-  toHostArray,
   UnsupportedOnBackendError,
   type WeightCache,
 } from '@rayo/core';
@@ -164,49 +159,10 @@ export class CudaBackend implements Backend {
     return new Tensor(this, shape, dtype, storage);
   }
 
-  #checkShape(api: string, shape: Shape, dtype: DType): void {
-    if (!isValidShape(shape)) {
-      throw new InvalidArgumentError('invalid shape', {
-        kernel: api,
-        argument: 'shape',
-        expected: 'an array of non-negative integers',
-        actual: JSON.stringify(shape),
-      });
-    }
-    if (!isDType(dtype)) {
-      throw new DTypeError('unknown element type', {
-        kernel: api,
-        argument: 'dtype',
-        expected: 'f32 | f16 | bf16 | i32 | u32',
-        actual: String(dtype),
-      });
-    }
-  }
-
-  #hostData(api: string, data: HostArray | readonly number[], shape: Shape, dtype: DType): HostArray {
-    const n = sizeOf(shape);
-    if (data.length !== n) {
-      throw new ShapeError('data length does not match the shape', {
-        kernel: api,
-        argument: 'data',
-        expected: `${n} elements for ${formatShape(shape)}`,
-        actual: `${data.length} elements`,
-      });
-    }
-    if (Array.isArray(data)) return toHostArray(dtype, data);
-    if (hostArrayMatches(dtype, data as HostArray)) return data as HostArray;
-    throw new DTypeError('typed array does not hold this element type', {
-      kernel: api,
-      argument: 'data',
-      expected: `the host array of ${dtype}`,
-      actual: (data as HostArray).constructor.name,
-    });
-  }
-
   upload(data: HostArray | readonly number[], shape: Shape, dtype: DType = 'f32'): Tensor {
     this.checkAlive('upload');
-    this.#checkShape('upload', shape, dtype);
-    const host = this.#hostData('upload', data, shape, dtype);
+    checkShapeAndDType('upload', shape, dtype);
+    const host = hostDataFor('upload', data, shape, dtype);
     const tensor = this.#allocate(shape, dtype);
     try {
       this.#write(tensor.storage<CudaStorage>().ptr, host);
@@ -227,12 +183,12 @@ export class CudaBackend implements Backend {
   writeHost(tensor: Tensor, data: HostArray | readonly number[]): void {
     this.checkAlive('writeHost');
     const s = this.#own('writeHost', tensor, 'tensor');
-    this.#write(s.ptr, this.#hostData('writeHost', data, tensor.shape, tensor.dtype));
+    this.#write(s.ptr, hostDataFor('writeHost', data, tensor.shape, tensor.dtype));
   }
 
   empty(shape: Shape, dtype: DType = 'f32'): Tensor {
     this.checkAlive('empty');
-    this.#checkShape('empty', shape, dtype);
+    checkShapeAndDType('empty', shape, dtype);
     return this.#allocate(shape, dtype);
   }
 
@@ -283,7 +239,7 @@ export class CudaBackend implements Backend {
    */
   importPointer(ptr: bigint, shape: Shape, dtype: DType = 'f32'): Tensor {
     this.checkAlive('importPointer');
-    this.#checkShape('importPointer', shape, dtype);
+    checkShapeAndDType('importPointer', shape, dtype);
     if (typeof ptr !== 'bigint' || ptr <= 0n) {
       throw new InvalidArgumentError('a device address is expected', {
         kernel: 'importPointer',

@@ -7,17 +7,14 @@ import {
   BackendMismatchError,
   bytesPerElement,
   type CommandBatch,
+  checkShapeAndDType,
   copy as copySpec,
   DeviceWeightCache,
   type DType,
-  DTypeError,
-  formatShape,
   type HostArray,
-  hostArrayMatches,
+  hostDataFor,
   InvalidArgumentError,
   inputName,
-  isDType,
-  isValidShape,
   type KernelRunner,
   type KernelSpec,
   type MemoryStats,
@@ -30,7 +27,6 @@ import {
   sizeOf,
   Tensor,
   type TensorStorage,
-  toHostArray,
   UnsupportedOnBackendError,
   type WeightCache,
 } from '@rayo/core';
@@ -193,48 +189,10 @@ export class WgpuBackend implements Backend {
     return new Tensor(this, shape, dtype, storage);
   }
 
-  #checkShape(api: string, shape: Shape, dtype: DType): void {
-    if (!isValidShape(shape)) {
-      throw new InvalidArgumentError('invalid shape', {
-        kernel: api,
-        argument: 'shape',
-        expected: 'an array of non-negative integers',
-        actual: JSON.stringify(shape),
-      });
-    }
-    if (!isDType(dtype)) {
-      throw new DTypeError('unknown element type', {
-        kernel: api,
-        argument: 'dtype',
-        expected: 'f32 | f16 | bf16 | i32 | u32',
-        actual: String(dtype),
-      });
-    }
-  }
-
   upload(data: HostArray | readonly number[], shape: Shape, dtype: DType = 'f32'): Tensor {
     this.#alive('upload');
-    this.#checkShape('upload', shape, dtype);
-    const n = sizeOf(shape);
-    if (data.length !== n) {
-      throw new ShapeError('data length does not match the shape', {
-        kernel: 'upload',
-        argument: 'data',
-        expected: `${n} elements for ${formatShape(shape)}`,
-        actual: `${data.length} elements`,
-      });
-    }
-    let host: HostArray;
-    if (Array.isArray(data)) host = toHostArray(dtype, data);
-    else if (hostArrayMatches(dtype, data as HostArray)) host = data as HostArray;
-    else {
-      throw new DTypeError('typed array does not hold this element type', {
-        kernel: 'upload',
-        argument: 'data',
-        expected: `the host array of ${dtype}`,
-        actual: (data as HostArray).constructor.name,
-      });
-    }
+    checkShapeAndDType('upload', shape, dtype);
+    const host = hostDataFor('upload', data, shape, dtype);
     const tensor = this.#allocate(shape, dtype);
     const bytes = host.byteLength;
     if (bytes > 0) {
@@ -257,7 +215,7 @@ export class WgpuBackend implements Backend {
    */
   importBuffer(buffer: GPUBuffer, shape: Shape, dtype: DType = 'f32', byteOffset = 0): Tensor {
     this.#alive('importBuffer');
-    this.#checkShape('importBuffer', shape, dtype);
+    checkShapeAndDType('importBuffer', shape, dtype);
     const byteLength = sizeOf(shape) * bytesPerElement(dtype);
     const alignment = this.device.limits.minStorageBufferOffsetAlignment;
     if (!Number.isInteger(byteOffset) || byteOffset % alignment !== 0) {
@@ -295,7 +253,7 @@ export class WgpuBackend implements Backend {
 
   empty(shape: Shape, dtype: DType = 'f32'): Tensor {
     this.#alive('empty');
-    this.#checkShape('empty', shape, dtype);
+    checkShapeAndDType('empty', shape, dtype);
     return this.#allocate(shape, dtype);
   }
 

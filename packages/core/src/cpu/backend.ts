@@ -7,8 +7,9 @@ import type {
   RunOptions,
   WeightCache,
 } from '../backend.js';
-import { allocHost, type DType, type HostArray, hostArrayMatches, isDType, toHostArray } from '../dtype.js';
-import { BackendMismatchError, DTypeError, InvalidArgumentError, RayoError, ShapeError } from '../errors.js';
+import { allocHost, type DType, type HostArray } from '../dtype.js';
+import { BackendMismatchError, InvalidArgumentError, RayoError } from '../errors.js';
+import { checkShapeAndDType, hostDataFor } from '../hostData.js';
 import {
   type AnyKernelSpec,
   type AttrValues,
@@ -23,7 +24,7 @@ import {
   matmul as matmulSpec,
 } from '../kernels/index.js';
 import type { BackendProvider } from '../registry.js';
-import { formatShape, isValidShape, type Shape, sizeOf } from '../shape.js';
+import { type Shape, sizeOf } from '../shape.js';
 import { Tensor, type TensorStorage } from '../tensor.js';
 import { gemm } from './gemm.js';
 import { CpuWeightCache } from './weightCache.js';
@@ -159,54 +160,18 @@ export class CpuBackend implements Backend {
     return new Tensor(this, shape, dtype, new CpuStorage(data, this.#stats));
   }
 
-  #checkShape(api: string, shape: Shape): void {
-    if (!isValidShape(shape)) {
-      throw new InvalidArgumentError('invalid shape', {
-        kernel: api,
-        argument: 'shape',
-        expected: 'an array of non-negative integers',
-        actual: JSON.stringify(shape),
-      });
-    }
-  }
-
   upload(data: HostArray | readonly number[], shape: Shape, dtype: DType = 'f32'): Tensor {
     this.#checkAlive('upload');
-    this.#checkShape('upload', shape);
-    if (!isDType(dtype)) {
-      throw new DTypeError('unknown element type', {
-        kernel: 'upload',
-        argument: 'dtype',
-        expected: 'f32 | f16 | bf16 | i32 | u32',
-        actual: String(dtype),
-      });
-    }
-    const n = sizeOf(shape);
-    if (data.length !== n) {
-      throw new ShapeError('data length does not match the shape', {
-        kernel: 'upload',
-        argument: 'data',
-        expected: `${n} elements for ${formatShape(shape)}`,
-        actual: `${data.length} elements`,
-      });
-    }
-    let host: HostArray;
-    if (Array.isArray(data)) host = toHostArray(dtype, data);
-    else if (hostArrayMatches(dtype, data as HostArray)) host = (data as HostArray).slice();
-    else {
-      throw new DTypeError('typed array does not hold this element type', {
-        kernel: 'upload',
-        argument: 'data',
-        expected: `the host array of ${dtype}`,
-        actual: (data as HostArray).constructor.name,
-      });
-    }
+    checkShapeAndDType('upload', shape, dtype);
+    // The cpu backend keeps the array itself, so it takes a copy of the caller's.
+    const given = hostDataFor('upload', data, shape, dtype);
+    const host = given === data ? given.slice() : given;
     return this.#tensor(host, shape, dtype);
   }
 
   empty(shape: Shape, dtype: DType = 'f32'): Tensor {
     this.#checkAlive('empty');
-    this.#checkShape('empty', shape);
+    checkShapeAndDType('empty', shape, dtype);
     return this.#tensor(allocHost(dtype, sizeOf(shape)), shape, dtype);
   }
 

@@ -1,0 +1,53 @@
+import { type DType, type HostArray, hostArrayMatches, isDType, toHostArray } from './dtype.js';
+import { DTypeError, InvalidArgumentError, ShapeError } from './errors.js';
+import { formatShape, isValidShape, type Shape, sizeOf } from './shape.js';
+
+/** Checks the shape and dtype a backend API (`upload`, `empty`, …) was given. */
+export function checkShapeAndDType(api: string, shape: Shape, dtype: DType): void {
+  if (!isValidShape(shape)) {
+    throw new InvalidArgumentError('invalid shape', {
+      kernel: api,
+      argument: 'shape',
+      expected: 'an array of non-negative integers',
+      actual: JSON.stringify(shape),
+    });
+  }
+  if (!isDType(dtype)) {
+    throw new DTypeError('unknown element type', {
+      kernel: api,
+      argument: 'dtype',
+      expected: 'f32 | f16 | bf16 | i32 | u32',
+      actual: String(dtype),
+    });
+  }
+}
+
+/**
+ * The host array to copy to a tensor of `shape` and `dtype`: numbers are
+ * converted, a typed array of the dtype's class is returned as it is (not
+ * copied), anything else is refused naming the API.
+ */
+export function hostDataFor(
+  api: string,
+  data: HostArray | readonly number[],
+  shape: Shape,
+  dtype: DType,
+): HostArray {
+  const n = sizeOf(shape);
+  if (data.length !== n) {
+    throw new ShapeError('data length does not match the shape', {
+      kernel: api,
+      argument: 'data',
+      expected: `${n} elements for ${formatShape(shape)}`,
+      actual: `${data.length} elements`,
+    });
+  }
+  if (Array.isArray(data)) return toHostArray(dtype, data);
+  if (hostArrayMatches(dtype, data as HostArray)) return data as HostArray;
+  throw new DTypeError('typed array does not hold this element type', {
+    kernel: api,
+    argument: 'data',
+    expected: `the host array of ${dtype}`,
+    actual: (data as HostArray).constructor.name,
+  });
+}
