@@ -26,8 +26,8 @@ import {
 import type { BackendProvider } from '../registry.js';
 import { type Shape, sizeOf } from '../shape.js';
 import { Tensor, type TensorStorage } from '../tensor.js';
+import { DeviceWeightCache } from '../weightCache.js';
 import { gemm } from './gemm.js';
-import { CpuWeightCache } from './weightCache.js';
 
 type Impl = (inputs: readonly (HostArray | undefined)[], attrs: AttrValues, io: KernelIO) => HostArray[];
 
@@ -80,11 +80,12 @@ const FAST_PATHS: Readonly<Record<string, Impl>> = {
 
 class CpuStorage implements TensorStorage {
   #freed = false;
+  /** `stats` is absent for views, which borrow another tensor's memory. */
   constructor(
     readonly data: HostArray,
-    private readonly stats: MutableStats,
+    private readonly stats: MutableStats | undefined,
   ) {
-    stats.allocate(data.byteLength);
+    stats?.allocate(data.byteLength);
   }
   get byteLength(): number {
     return this.data.byteLength;
@@ -92,7 +93,7 @@ class CpuStorage implements TensorStorage {
   free(): void {
     if (this.#freed) return;
     this.#freed = true;
-    this.stats.release(this.data.byteLength);
+    this.stats?.release(this.data.byteLength);
   }
 }
 
@@ -284,7 +285,18 @@ export class CpuBackend implements Backend {
 
   createWeightCache(): WeightCache {
     this.#checkAlive('createWeightCache');
-    return new CpuWeightCache(this);
+    return new DeviceWeightCache({
+      backend: this,
+      writeHost: (tensor, data) => this.view(tensor).set(data),
+      // A view over the first elements of `base`; disposing it frees nothing.
+      view: (base, shape) =>
+        new Tensor(
+          this,
+          shape,
+          base.dtype,
+          new CpuStorage(this.view(base).subarray(0, sizeOf(shape)), undefined),
+        ),
+    });
   }
 
   dispose(): void {
