@@ -1,6 +1,8 @@
+import type { Backend } from './backend.js';
 import { type DType, type HostArray, hostArrayMatches, isDType, toHostArray } from './dtype.js';
-import { DTypeError, InvalidArgumentError, ShapeError } from './errors.js';
+import { BackendMismatchError, DTypeError, InvalidArgumentError, ShapeError } from './errors.js';
 import { formatShape, isValidShape, type Shape, sizeOf } from './shape.js';
+import { Tensor, type TensorStorage } from './tensor.js';
 
 /** Checks the shape and dtype a backend API (`upload`, `empty`, …) was given. */
 export function checkShapeAndDType(api: string, shape: Shape, dtype: DType): void {
@@ -50,4 +52,33 @@ export function hostDataFor(
     expected: `the host array of ${dtype}`,
     actual: (data as HostArray).constructor.name,
   });
+}
+
+/**
+ * The storage of `tensor` when it belongs to `backend`; otherwise a RayoError
+ * naming the API and the argument (not a tensor, or another backend's tensor).
+ */
+export function ownedStorage<S extends TensorStorage>(
+  backend: Backend,
+  api: string,
+  tensor: Tensor,
+  argument: string,
+): S {
+  if (!(tensor instanceof Tensor)) {
+    throw new InvalidArgumentError('not a tensor', {
+      kernel: api,
+      argument,
+      expected: 'a Tensor',
+      actual: String(tensor),
+    });
+  }
+  if (tensor.backend !== backend) {
+    throw new BackendMismatchError('tensor lives on another backend', {
+      kernel: api,
+      argument,
+      expected: `a tensor on this ${backend.name} backend`,
+      actual: `a tensor on ${tensor.backend.name}`,
+    });
+  }
+  return tensor.storage<S>();
 }

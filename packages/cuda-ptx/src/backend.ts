@@ -3,7 +3,6 @@ import {
   allocHost,
   type Backend,
   type BackendInfo,
-  BackendMismatchError,
   bytesPerElement,
   type CommandBatch,
   checkShapeAndDType,
@@ -18,6 +17,7 @@ import {
   type KernelRunner,
   type KernelSpec,
   type MemoryStats,
+  ownedStorage,
   prepareKernel,
   RayoError,
   type RunOptions,
@@ -208,23 +208,7 @@ export class CudaBackend implements Backend {
   }
 
   #own(api: string, tensor: Tensor, argument: string): CudaStorage {
-    if (!(tensor instanceof Tensor)) {
-      throw new InvalidArgumentError('not a tensor', {
-        kernel: api,
-        argument,
-        expected: 'a Tensor',
-        actual: String(tensor),
-      });
-    }
-    if (tensor.backend !== this) {
-      throw new BackendMismatchError('tensor lives on another backend', {
-        kernel: api,
-        argument,
-        expected: 'a tensor on this cuda backend',
-        actual: `a tensor on ${tensor.backend.name}`,
-      });
-    }
-    return tensor.storage<CudaStorage>();
+    return ownedStorage<CudaStorage>(this, api, tensor, argument);
   }
 
   /** The device memory behind a tensor, e.g. to hand it to other CUDA code. */

@@ -4,7 +4,6 @@ import {
   allocHost,
   type Backend,
   type BackendInfo,
-  BackendMismatchError,
   bytesPerElement,
   type CommandBatch,
   checkShapeAndDType,
@@ -19,6 +18,7 @@ import {
   type KernelSpec,
   type MemoryStats,
   OutOfMemoryError,
+  ownedStorage,
   prepareKernel,
   RayoError,
   type RunOptions,
@@ -267,23 +267,7 @@ export class WgpuBackend implements Backend {
   }
 
   #own(api: string, tensor: Tensor, argument: string): WgpuStorage {
-    if (!(tensor instanceof Tensor)) {
-      throw new InvalidArgumentError('not a tensor', {
-        kernel: api,
-        argument,
-        expected: 'a Tensor',
-        actual: String(tensor),
-      });
-    }
-    if (tensor.backend !== this) {
-      throw new BackendMismatchError('tensor lives on another backend', {
-        kernel: api,
-        argument,
-        expected: 'a tensor on this wgpu backend',
-        actual: `a tensor on ${tensor.backend.name}`,
-      });
-    }
-    return tensor.storage<WgpuStorage>();
+    return ownedStorage<WgpuStorage>(this, api, tensor, argument);
   }
 
   operand(tensor: Tensor): Operand {

@@ -8,8 +8,8 @@ import type {
   WeightCache,
 } from '../backend.js';
 import { allocHost, type DType, type HostArray } from '../dtype.js';
-import { BackendMismatchError, InvalidArgumentError, RayoError } from '../errors.js';
-import { checkShapeAndDType, hostDataFor } from '../hostData.js';
+import { RayoError } from '../errors.js';
+import { checkShapeAndDType, hostDataFor, ownedStorage } from '../hostData.js';
 import {
   type AnyKernelSpec,
   type AttrValues,
@@ -181,23 +181,7 @@ export class CpuBackend implements Backend {
   }
 
   #own(api: string, tensor: Tensor, argument: string): HostArray {
-    if (!(tensor instanceof Tensor)) {
-      throw new InvalidArgumentError('not a tensor', {
-        kernel: api,
-        argument,
-        expected: 'a Tensor',
-        actual: String(tensor),
-      });
-    }
-    if (tensor.backend !== this) {
-      throw new BackendMismatchError('tensor lives on another backend', {
-        kernel: api,
-        argument,
-        expected: 'a tensor on this cpu backend',
-        actual: `a tensor on ${tensor.backend.name}`,
-      });
-    }
-    return tensor.storage<CpuStorage>().data;
+    return ownedStorage<CpuStorage>(this, api, tensor, argument).data;
   }
 
   /** The tensor's host memory itself, without a copy (for cpu-side helpers). */

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { type DType, type HostArray, toHostArray } from '../dtype.js';
-import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
+import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { type AttrValues, inferKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
 import { embedding, embeddingBackward } from './embedding.js';
+import { expectThrows } from './referenceKit.testkit.js';
 
 type In = readonly [values: readonly number[], shape: Shape, dtype: DType];
 
@@ -28,28 +29,6 @@ function run<A extends AttrValues>(
 
 const meta = (dtype: DType, ...shape: number[]): TensorMeta => ({ shape, dtype });
 
-function expectError(
-  call: () => unknown,
-  errorClass: typeof ShapeError | typeof InvalidArgumentError,
-  kernel: string,
-  argument: string,
-  expected: string,
-  actual: string,
-): void {
-  let caught: unknown;
-  try {
-    call();
-  } catch (error) {
-    caught = error;
-  }
-  expect(caught).toBeInstanceOf(errorClass);
-  const e = caught as RayoError;
-  expect(e.kernel).toBe(kernel);
-  expect(e.argument).toBe(argument);
-  expect(e.message).toContain(expected);
-  expect(e.message).toContain(actual);
-}
-
 // A [4, 2] table whose rows are easy to tell apart.
 const TABLE: In = [[0.5, 1.5, 10, 11, 20, 21, 30, 31], [4, 2], 'f32'];
 
@@ -69,7 +48,7 @@ describe('embedding', () => {
   });
 
   it('rejects a table that is not [V, D] and scalar ids', () => {
-    expectError(
+    expectThrows(
       () => inferKernel(embedding, [meta('f32', 13), meta('i32', 4)]),
       ShapeError,
       'embedding',
@@ -77,7 +56,7 @@ describe('embedding', () => {
       'rank 2 [V, D]',
       'rank 1 [13]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(embedding, [meta('f32', 13, 4), meta('i32')]),
       ShapeError,
       'embedding',
@@ -153,7 +132,7 @@ describe('embeddingBackward', () => {
     expect(
       inferKernel(embeddingBackward, [meta('f32', 2, 3, 7), meta('i32', 2, 3)], { vocabSize: 11 }).outputs,
     ).toEqual([{ name: 'dtable', shape: [11, 7], dtype: 'f32' }]);
-    expectError(
+    expectThrows(
       () => inferKernel(embeddingBackward, [meta('f32', 5, 4), meta('i32', 4)], { vocabSize: 13 }),
       ShapeError,
       'embeddingBackward',
@@ -161,7 +140,7 @@ describe('embeddingBackward', () => {
       '[4, D]',
       '[5, 4]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(embeddingBackward, [meta('f32', 2, 3), meta('i32', 2, 3)], { vocabSize: 13 }),
       ShapeError,
       'embeddingBackward',
@@ -169,7 +148,7 @@ describe('embeddingBackward', () => {
       '[2, 3, D]',
       '[2, 3]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(embeddingBackward, [meta('f32', 4), meta('i32')], { vocabSize: 13 }),
       ShapeError,
       'embeddingBackward',
@@ -177,7 +156,7 @@ describe('embeddingBackward', () => {
       'rank >= 1',
       'rank 0 []',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(embeddingBackward, [meta('f32', 4, 3), meta('i32', 4)], { vocabSize: 0 }),
       InvalidArgumentError,
       'embeddingBackward',
@@ -185,7 +164,7 @@ describe('embeddingBackward', () => {
       '>= 1',
       'got 0',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(embeddingBackward, [meta('f32', 4, 3), meta('i32', 4)], {}),
       InvalidArgumentError,
       'embeddingBackward',

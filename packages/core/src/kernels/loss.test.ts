@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { type DType, type HostArray, toHostArray } from '../dtype.js';
-import { type InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
+import { ShapeError } from '../errors.js';
 import { type AttrValues, inferKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
 import { crossEntropy, crossEntropyBackward } from './loss.js';
+import { expectThrows } from './referenceKit.testkit.js';
 
 type In = readonly [values: readonly number[], shape: Shape, dtype: DType];
 
@@ -27,28 +28,6 @@ function run<A extends AttrValues>(
 }
 
 const meta = (dtype: DType, ...shape: number[]): TensorMeta => ({ shape, dtype });
-
-function expectError(
-  call: () => unknown,
-  errorClass: typeof ShapeError | typeof InvalidArgumentError,
-  kernel: string,
-  argument: string,
-  expected: string,
-  actual: string,
-): void {
-  let caught: unknown;
-  try {
-    call();
-  } catch (error) {
-    caught = error;
-  }
-  expect(caught).toBeInstanceOf(errorClass);
-  const e = caught as RayoError;
-  expect(e.kernel).toBe(kernel);
-  expect(e.argument).toBe(argument);
-  expect(e.message).toContain(expected);
-  expect(e.message).toContain(actual);
-}
 
 const loss = (logits: readonly number[], targets: readonly number[], c: number): number =>
   run(crossEntropy, [
@@ -81,7 +60,7 @@ describe('crossEntropy', () => {
     expect(inferKernel(crossEntropy, [meta('f32', 7, 10), meta('i32', 7)]).outputs).toEqual([
       { name: 'loss', shape: [], dtype: 'f32' },
     ]);
-    expectError(
+    expectThrows(
       () => inferKernel(crossEntropy, [meta('f32', 10), meta('i32', 10)]),
       ShapeError,
       'crossEntropy',
@@ -89,7 +68,7 @@ describe('crossEntropy', () => {
       'rank 2 [N, C]',
       'rank 1 [10]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(crossEntropy, [meta('f32', 4, 0), meta('i32', 4)]),
       ShapeError,
       'crossEntropy',
@@ -97,7 +76,7 @@ describe('crossEntropy', () => {
       '[N >= 1, C >= 1]',
       '[4, 0]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(crossEntropy, [meta('f32', 0, 3), meta('i32', 0)]),
       ShapeError,
       'crossEntropy',
@@ -105,7 +84,7 @@ describe('crossEntropy', () => {
       '[N >= 1, C >= 1]',
       '[0, 3]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(crossEntropy, [meta('f32', 4, 3), meta('i32', 4, 1)]),
       ShapeError,
       'crossEntropy',
@@ -113,7 +92,7 @@ describe('crossEntropy', () => {
       'rank 1 [N]',
       'rank 2 [4, 1]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(crossEntropy, [meta('f32', 4, 3), meta('i32', 3)]),
       ShapeError,
       'crossEntropy',
@@ -174,7 +153,7 @@ describe('crossEntropyBackward', () => {
     expect(
       inferKernel(crossEntropyBackward, [meta('f32', 4, 3), meta('i32', 4), meta('f32', 1)]).outputs,
     ).toEqual([{ name: 'dlogits', shape: [4, 3], dtype: 'f32' }]);
-    expectError(
+    expectThrows(
       () => inferKernel(crossEntropyBackward, [meta('f32', 4, 3), meta('i32', 4), meta('f32', 2)]),
       ShapeError,
       'crossEntropyBackward',
@@ -182,7 +161,7 @@ describe('crossEntropyBackward', () => {
       '[] or [1]',
       '[2]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(crossEntropyBackward, [meta('f32', 4, 3), meta('i32', 4), meta('f32', 1, 1)]),
       ShapeError,
       'crossEntropyBackward',
@@ -190,7 +169,7 @@ describe('crossEntropyBackward', () => {
       '[] or [1]',
       '[1, 1]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(crossEntropyBackward, [meta('f32', 4, 3), meta('i32', 5), meta('f32')]),
       ShapeError,
       'crossEntropyBackward',

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { DType, HostArray } from '../dtype.js';
-import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
+import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { type AttrValues, inferKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
 import { adamwStep, clipByGlobalNorm, sgdStep } from './optimizer.js';
+import { expectThrows } from './referenceKit.testkit.js';
 
 type SgdAttrs = Parameters<typeof sgdStep.infer>[1];
 type In = readonly [values: readonly number[], shape: Shape];
@@ -28,28 +29,6 @@ function run<A extends AttrValues>(
 }
 
 const meta = (...shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
-
-function expectError(
-  call: () => unknown,
-  errorClass: typeof ShapeError | typeof InvalidArgumentError,
-  kernel: string,
-  argument: string,
-  expected: string,
-  actual: string,
-): void {
-  let caught: unknown;
-  try {
-    call();
-  } catch (error) {
-    caught = error;
-  }
-  expect(caught).toBeInstanceOf(errorClass);
-  const e = caught as RayoError;
-  expect(e.kernel).toBe(kernel);
-  expect(e.argument).toBe(argument);
-  expect(e.message).toContain(expected);
-  expect(e.message).toContain(actual);
-}
 
 const l2 = (...arrays: number[][]): number => Math.sqrt(arrays.flat().reduce((s, x) => s + x * x, 0));
 
@@ -125,7 +104,7 @@ describe('adamwStep', () => {
   it('names the argument and says expected against actual', () => {
     const four = [meta(4), meta(4), meta(4), meta(4)];
     const attrs = { lr: 0.1, step: 1 };
-    expectError(
+    expectThrows(
       () => inferKernel(adamwStep, [meta(4), meta(5), meta(4), meta(4)], attrs),
       ShapeError,
       'adamwStep',
@@ -133,7 +112,7 @@ describe('adamwStep', () => {
       '[4]',
       '[5]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(adamwStep, [meta(2, 3), meta(2, 3), meta(3, 2), meta(2, 3)], attrs),
       ShapeError,
       'adamwStep',
@@ -141,7 +120,7 @@ describe('adamwStep', () => {
       '[2, 3]',
       '[3, 2]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(adamwStep, [meta(4), meta(4), meta(4), meta(1, 4)], attrs),
       ShapeError,
       'adamwStep',
@@ -149,7 +128,7 @@ describe('adamwStep', () => {
       '[4]',
       '[1, 4]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(adamwStep, four, { lr: 0.1, step: 1, beta1: 1 }),
       InvalidArgumentError,
       'adamwStep',
@@ -157,7 +136,7 @@ describe('adamwStep', () => {
       '< 1',
       'got 1',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(adamwStep, four, { lr: 0.1, step: 1, beta2: 1.5 }),
       InvalidArgumentError,
       'adamwStep',
@@ -165,7 +144,7 @@ describe('adamwStep', () => {
       '< 1',
       '1.5',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(adamwStep, four, { lr: 0.1, step: 0 }),
       InvalidArgumentError,
       'adamwStep',
@@ -173,7 +152,7 @@ describe('adamwStep', () => {
       '>= 1',
       'got 0',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(adamwStep, four, { lr: 0.1, step: 2.5 }),
       InvalidArgumentError,
       'adamwStep',
@@ -181,7 +160,7 @@ describe('adamwStep', () => {
       'an integer',
       '2.5',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(adamwStep, four, { step: 1 }),
       InvalidArgumentError,
       'adamwStep',
@@ -189,7 +168,7 @@ describe('adamwStep', () => {
       'a number',
       'nothing',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(adamwStep, four, { lr: 0.1, step: 1, eps: 0 }),
       InvalidArgumentError,
       'adamwStep',
@@ -269,7 +248,7 @@ describe('sgdStep', () => {
 
   it('rejects Nesterov without momentum or with dampening, and misshapen inputs', () => {
     const three = [meta(6), meta(6), meta(6)];
-    expectError(
+    expectThrows(
       () => inferKernel(sgdStep, three, { lr: 0.1, nesterov: true }),
       InvalidArgumentError,
       'sgdStep',
@@ -277,7 +256,7 @@ describe('sgdStep', () => {
       'momentum > 0 and dampening = 0',
       'momentum 0, dampening 0',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(sgdStep, three, { lr: 0.1, momentum: 0.9, dampening: 0.1, nesterov: true }),
       InvalidArgumentError,
       'sgdStep',
@@ -285,7 +264,7 @@ describe('sgdStep', () => {
       'momentum > 0 and dampening = 0',
       'momentum 0.9, dampening 0.1',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(sgdStep, three, { lr: 0.1, momentum: 1 }),
       InvalidArgumentError,
       'sgdStep',
@@ -293,7 +272,7 @@ describe('sgdStep', () => {
       '< 1',
       'got 1',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(sgdStep, three, { lr: 0.1, dampening: 1.5 }),
       InvalidArgumentError,
       'sgdStep',
@@ -301,7 +280,7 @@ describe('sgdStep', () => {
       '<= 1',
       '1.5',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(sgdStep, [meta(6), meta(7), meta(6)], { lr: 0.1 }),
       ShapeError,
       'sgdStep',
@@ -309,7 +288,7 @@ describe('sgdStep', () => {
       '[6]',
       '[7]',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(sgdStep, [meta(2, 3), meta(2, 3), meta(6)], { lr: 0.1 }),
       ShapeError,
       'sgdStep',
@@ -364,7 +343,7 @@ describe('clipByGlobalNorm', () => {
   });
 
   it('rejects a maxNorm that is not positive and a negative eps', () => {
-    expectError(
+    expectThrows(
       () => inferKernel(clipByGlobalNorm, [meta(3)], { maxNorm: 0 }),
       InvalidArgumentError,
       'clipByGlobalNorm',
@@ -372,7 +351,7 @@ describe('clipByGlobalNorm', () => {
       '> 0',
       'got 0',
     );
-    expectError(
+    expectThrows(
       () => inferKernel(clipByGlobalNorm, [meta(3)], { maxNorm: 1, eps: -1 }),
       InvalidArgumentError,
       'clipByGlobalNorm',

@@ -95,3 +95,26 @@ export function expectClose(actual: ArrayLike<number>, expected: ArrayLike<numbe
 }
 
 export const meta = (shape: Shape) => ({ shape, dtype: 'f32' as const });
+
+/** Asserts `call` throws `errorClass` naming the kernel and argument, with expected and actual in the message. */
+export function expectThrows(
+  call: () => unknown,
+  errorClass: typeof ShapeError | typeof InvalidArgumentError,
+  kernel: string,
+  argument: string,
+  expected: string,
+  actual: string,
+): void {
+  let caught: unknown;
+  try {
+    call();
+  } catch (error) {
+    caught = error;
+  }
+  expect(caught).toBeInstanceOf(errorClass);
+  const e = caught as RayoError;
+  expect(e.kernel).toBe(kernel);
+  expect(e.argument).toBe(argument);
+  expect(e.message).toContain(expected);
+  expect(e.message).toContain(actual);
+}
