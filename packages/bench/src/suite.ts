@@ -13,6 +13,7 @@ import {
   softmax,
   swiglu,
 } from '@rayo/core';
+import { ropeTolerance } from '@rayo/core/testing';
 import {
   type BenchCase,
   type CheckTolerance,
@@ -143,17 +144,18 @@ function rows(
 }
 
 function ropeCase([seq, heads, dim]: readonly [number, number, number], when: Modes): BenchCase {
+  const positionOffset = seq === 1 ? 4095 : 0;
   return {
     id: `rope/${seq}x${heads}x${dim}`,
     family: 'rope',
     spec: rope,
     inputs: [{ shape: [seq, heads, dim] }],
-    attrs: { positionOffset: seq === 1 ? 4095 : 0 },
+    attrs: { positionOffset },
     bound: 'bytes',
     x: seq * heads * dim,
     ...modes(when),
-    // Angles of large positions lose digits in f32 sin/cos.
-    tolerance: { rtol: 1e-4, atol: 1e-4 },
+    // The conformance suite's bound: f32 angles lose digits as positions grow.
+    tolerance: ropeTolerance(positionOffset + seq - 1),
   };
 }
 

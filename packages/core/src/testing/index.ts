@@ -1,4 +1,5 @@
 export { ERROR_CASES, VALID_CASES } from './cases/index.js';
+export { ropeTolerance } from './cases/rope.js';
 export * from './cases.js';
 export { compareOutputs, DEFAULT_TOLERANCE } from './compare.js';
 export {
