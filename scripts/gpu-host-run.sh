@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One run of the bundled programs on a GPU host, for the recorded results in
+# docs/benchmarks: the conformance runner on every backend, the benchmark
+# with the PyTorch baseline, and the training benchmark (parity and
+# throughput). Every step runs even when an earlier one fails; logs and
+# reports go to OUTDIR, a summary is printed last.
+#
+#   . .device/env.sh && bash scripts/gpu-host-run.sh OUTDIR [BENCH_FILTER]
+#
+# Needs the programs from `pnpm bundle --outdir .device/app` and the kit from
+# shared/device (Node, dawn.node, koffi). BACKENDS (default "wgpu,cuda")
+# picks the GPU backends.
+set -u
+out=${1:?usage: gpu-host-run.sh OUTDIR [BENCH_FILTER]}
+filter=${2:-}
+app=${APP:-.device/app}
+backends=${BACKENDS:-wgpu,cuda}
+mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
+
+step() { # name, command...
+  local name=$1
+  shift
+  local start=$SECONDS
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  printf '%-28s rc=%-3s %4ss\n' "$name" "$rc" "$((SECONDS - start))" >>"$summary"
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt" 2>&1
+
+step conformance-cpu node "$app/conformance.mjs" --backend cpu
+for b in ${backends//,/ }; do
+  step "conformance-$b" node "$app/conformance.mjs" --backend "$b"
+done
+
+bench_args=(--backend "$backends" --baseline torch --out "$out/bench")
+[ -n "$filter" ] && bench_args+=(--filter "$filter")
+step bench node "$app/bench.mjs" "${bench_args[@]}"
+
+if [ -f "$app/train-bench.mjs" ]; then
+  step train-bench node "$app/train-bench.mjs" --backends "$backends" --baseline torch --out "$out/train"
+fi
+
+cat "$out/gpu.txt"
+for f in "$out"/conformance-*.log; do
+  echo "$(basename "$f" .log): $(grep -E 'passed, [0-9]+ failed' "$f" | tail -1)"
+done
+cat "$summary"
