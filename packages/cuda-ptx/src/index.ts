@@ -9,6 +9,7 @@ export {
   CudaCommandBatch,
   type RecordedCall,
 } from './backend.js';
+export { type DecodeStep, decodeStep, runOnStream } from './decoding.js';
 export {
   CudaDriver,
   type CudaDriverOptions,

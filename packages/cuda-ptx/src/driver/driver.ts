@@ -483,6 +483,12 @@ export class CudaDriver {
     this.check('cuEventDestroy_v2', this.lib.cuEventDestroy_v2(event));
   }
 
+  /** Makes work enqueued on `stream` from now on wait for the last record of `event`. */
+  waitEvent(stream: bigint, event: bigint): void {
+    this.activate();
+    this.check('cuStreamWaitEvent', this.lib.cuStreamWaitEvent(stream, event, 0));
+  }
+
   // ----------------------------------------------------------------- launches
 
   /** Enqueues recorded work on `stream` (or into the graph being captured on it). */

@@ -125,6 +125,12 @@ describe.skipIf(!haveCc)(
       expect(lib.cuEventElapsedTime(a.value, b.value)).toEqual({ status: 0, value: 1.5 });
     });
 
+    it('passes a stream, an event and flags to cuStreamWaitEvent', () => {
+      const a = lib.cuEventCreate(0);
+      expect(lib.cuStreamWaitEvent(0x5001n, a.value, 0)).toBe(0);
+      expect(lib.cuStreamWaitEvent(0x5001n, a.value, 1)).toBe(400);
+    });
+
     it('reads error names and strings, and unknown codes as failures', () => {
       expect(lib.cuGetErrorName(2)).toEqual({ status: 0, value: 'CUDA_ERROR_OUT_OF_MEMORY' });
       expect(lib.cuGetErrorString(218)).toEqual({ status: 0, value: 'a PTX JIT compilation failed' });

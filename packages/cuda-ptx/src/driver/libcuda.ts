@@ -74,6 +74,8 @@ export interface LibCuda {
   /** Milliseconds between two completed events. */
   cuEventElapsedTime(start: bigint, end: bigint): CuOut<number>;
   cuEventDestroy_v2(event: bigint): CUresult;
+  /** Work enqueued on `stream` after this call waits for the event's last record. */
+  cuStreamWaitEvent(stream: bigint, event: bigint, flags: number): CUresult;
 
   /** `kernelParams` is the address of a `void*[]` with one pointer per kernel parameter. */
   cuLaunchKernel(
@@ -271,6 +273,7 @@ function bindLibCuda(koffi: Koffi, library: ReturnType<Koffi['load']>, path: str
       'void *',
     ]),
     cuEventDestroy_v2: fn('cuEventDestroy_v2', 'int', ['void *']),
+    cuStreamWaitEvent: fn('cuStreamWaitEvent', 'int', ['void *', 'void *', 'uint']),
     cuLaunchKernel: fn('cuLaunchKernel', 'int', [
       'void *',
       'uint',
@@ -406,6 +409,7 @@ function bindLibCuda(koffi: Koffi, library: ReturnType<Koffi['load']>, path: str
     cuEventQuery: (event) => call(f.cuEventQuery, ptr(event)),
     cuEventElapsedTime: (start, end) => withNumber(f.cuEventElapsedTime, ptr(start), ptr(end)),
     cuEventDestroy_v2: (event) => call(f.cuEventDestroy_v2, ptr(event)),
+    cuStreamWaitEvent: (stream, event, flags) => call(f.cuStreamWaitEvent, ptr(stream), ptr(event), flags),
     cuLaunchKernel: (fnHandle, gx, gy, gz, bx, by, bz, shared, stream, params) =>
       call(f.cuLaunchKernel, ptr(fnHandle), gx, gy, gz, bx, by, bz, shared, ptr(stream), ptr(params), null),
     cuStreamBeginCapture_v2: (stream, mode) => call(f.cuStreamBeginCapture_v2, ptr(stream), mode),

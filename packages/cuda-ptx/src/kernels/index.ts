@@ -1,10 +1,31 @@
 import type { AnyCudaKernel } from '../kernel.js';
+import { DECODING_KERNELS } from './decoding.js';
 import { ELEMENTWISE_KERNELS } from './elementwise.js';
+import { EMBEDDING_KERNELS } from './embedding.js';
+import { LOSS_KERNELS } from './loss.js';
+import { MATMUL_KERNELS } from './matmul.js';
 import { MEMORY_KERNELS } from './memory.js';
+import { NORMALIZATION_KERNELS } from './normalization.js';
+import { OPTIMIZER_KERNELS } from './optimizer.js';
+import { REDUCTION_KERNELS } from './reduction.js';
+import { ROPE_KERNELS } from './rope.js';
+import { SOFTMAX_KERNELS } from './softmax.js';
 
 /**
  * Every CUDA kernel, one family per file. A new family exports its list
  * (`REDUCTION_KERNELS`, …) and is appended here; the backend supports
  * exactly the specs listed.
  */
-export const CUDA_KERNELS: readonly AnyCudaKernel[] = [...MEMORY_KERNELS, ...ELEMENTWISE_KERNELS];
+export const CUDA_KERNELS: readonly AnyCudaKernel[] = [
+  ...MEMORY_KERNELS,
+  ...ELEMENTWISE_KERNELS,
+  ...OPTIMIZER_KERNELS,
+  ...LOSS_KERNELS,
+  ...EMBEDDING_KERNELS,
+  ...DECODING_KERNELS,
+  ...ROPE_KERNELS,
+  ...REDUCTION_KERNELS,
+  ...SOFTMAX_KERNELS,
+  ...NORMALIZATION_KERNELS,
+  ...MATMUL_KERNELS,
+];

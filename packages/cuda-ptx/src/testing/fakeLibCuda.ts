@@ -530,6 +530,15 @@ export class FakeLibCuda implements LibCuda {
     return this.#events.delete(event) ? 0 : INVALID_HANDLE;
   }
 
+  cuStreamWaitEvent(stream: bigint, event: bigint, flags: number): CUresult {
+    const failed = this.#enter('cuStreamWaitEvent');
+    if (failed !== undefined) return failed;
+    if (!this.#events.has(event)) return INVALID_HANDLE;
+    if (flags !== 0) return INVALID_VALUE;
+    // Work runs when enqueued here, so whatever the event marks has already happened.
+    return this.#onStream(stream, () => 0);
+  }
+
   cuLaunchKernel(
     fn: bigint,
     gridX: number,

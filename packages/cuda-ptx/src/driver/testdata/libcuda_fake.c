@@ -147,6 +147,7 @@ CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
   return 0;
 }
 CUresult cuEventDestroy_v2(void *event) { return event ? 0 : 400; }
+CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) { last_stream = stream; return event && flags == 0 ? 0 : 400; }
 
 void fake_expect_params(int count, const int *sizes) {
   expected_count = count;

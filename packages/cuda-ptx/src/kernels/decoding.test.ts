@@ -1,0 +1,234 @@
+import { createCpuBackend, incrementalAttention, type Tensor } from '@rayo/core';
+import { compareOutputs, Rng } from '@rayo/core/testing';
+import { describe, expect, it } from 'vitest';
+import { CudaBackend } from '../backend.js';
+import { CudaDriver } from '../driver/driver.js';
+import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
+import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
+import { DEFAULT_TARGET } from '../ptx/target.js';
+import { FakeLibCuda } from '../testing/fakeLibCuda.js';
+import { PtxInterpreter } from '../testing/ptxInterpreter.js';
+import {
+  ATTENTION_WARPS,
+  type AttentionConfig,
+  attentionKey,
+  attentionModule,
+  DECODING_KERNELS,
+  laneLayout,
+  MAX_SPLITS,
+  MIN_SPLIT_TOKENS,
+  mergeModule,
+  planAttention,
+  scatterModule,
+  vectorWidth,
+} from './decoding.js';
+
+const H100 = { multiprocessors: 132 };
+
+describe('decoding kernels', () => {
+  it('implements kvCacheScatter and incrementalAttention', () => {
+    expect(DECODING_KERNELS.map((k) => k.spec.name)).toEqual(['kvCacheScatter', 'incrementalAttention']);
+  });
+
+  it('moves four words at a time only where rows and addresses allow it', () => {
+    expect(vectorWidth(128, [0x1000n, 0x2000n])).toBe(4);
+    expect(vectorWidth(128, [0x1000n, 0x2004n])).toBe(1);
+    expect(vectorWidth(7, [0x1000n])).toBe(1);
+    expect(vectorWidth(6, [0x1000n])).toBe(1);
+  });
+
+  it('lays a row over the lanes of a slot', () => {
+    expect(laneLayout(128, 4)).toEqual({ width: 4, chunks: 32, lanes: 32, perLane: 1, slots: 1 });
+    expect(laneLayout(64, 4)).toEqual({ width: 4, chunks: 16, lanes: 16, perLane: 1, slots: 2 });
+    expect(laneLayout(256, 4)).toEqual({ width: 4, chunks: 64, lanes: 32, perLane: 2, slots: 1 });
+    expect(laneLayout(7, 1)).toEqual({ width: 1, chunks: 7, lanes: 8, perLane: 1, slots: 4 });
+    expect(laneLayout(1, 1)).toEqual({ width: 1, chunks: 1, lanes: 1, perLane: 1, slots: 32 });
+    expect(laneLayout(128, 1)).toEqual({ width: 1, chunks: 128, lanes: 32, perLane: 4, slots: 1 });
+  });
+});
+
+describe('planAttention', () => {
+  it('splits a long cache so that the grid fills the SMs, in whole load groups', () => {
+    const plan = planAttention(H100, { nHeads: 32, nKvHeads: 32, headDim: 128, seqLen: 4096 }, 4);
+    expect(plan.config).toEqual({ headDim: 128, width: 4, headsPerBlock: 1, unroll: 4, split: true });
+    expect(plan.headBlocks).toBe(32);
+    expect(plan.splits).toBe(MAX_SPLITS);
+    expect(plan.splitTokens).toBe(64);
+    expect(plan.splitTokens % (ATTENTION_WARPS * 4)).toBe(0);
+  });
+
+  it('keeps every split at least MIN_SPLIT_TOKENS long and covers the cache exactly', () => {
+    for (const seqLen of [1, 63, 64, 127, 128, 1031, 4096, 32768]) {
+      for (const nHeads of [8, 32, 64]) {
+        const plan = planAttention(H100, { nHeads, nKvHeads: nHeads, headDim: 64, seqLen }, 4);
+        expect(plan.splits).toBeGreaterThanOrEqual(1);
+        expect(plan.splits).toBeLessThanOrEqual(MAX_SPLITS);
+        expect((plan.splits - 1) * plan.splitTokens).toBeLessThan(seqLen);
+        expect(plan.splits * plan.splitTokens).toBeGreaterThanOrEqual(seqLen);
+        if (plan.splits > 1) expect(plan.splitTokens).toBeGreaterThanOrEqual(MIN_SPLIT_TOKENS);
+        expect(plan.config.split).toBe(plan.splits > 1);
+      }
+    }
+  });
+
+  it('takes short caches in one pass', () => {
+    const plan = planAttention(H100, { nHeads: 32, nKvHeads: 8, headDim: 128, seqLen: 100 }, 4);
+    expect(plan.splits).toBe(1);
+    expect(plan.splitTokens).toBe(100);
+    expect(plan.config.split).toBe(false);
+  });
+
+  it('gives a block the query heads of one kv head, as registers allow', () => {
+    const heads = (nHeads: number, nKvHeads: number, headDim: number, width: 1 | 4 = 4) =>
+      planAttention(H100, { nHeads, nKvHeads, headDim, seqLen: 4096 }, width).config.headsPerBlock;
+    expect(heads(32, 8, 128)).toBe(4);
+    expect(heads(64, 8, 128)).toBe(8);
+    expect(heads(64, 2, 128)).toBe(8);
+    expect(heads(64, 8, 256)).toBe(4);
+    expect(heads(21, 3, 64)).toBe(7);
+    expect(heads(27, 3, 64)).toBe(3);
+    expect(heads(32, 8, 1024)).toBe(1);
+    expect(heads(32, 32, 128)).toBe(1);
+  });
+
+  it('uses fewer splits when the heads alone fill the device', () => {
+    const few = planAttention(
+      { multiprocessors: 4 },
+      { nHeads: 64, nKvHeads: 64, headDim: 128, seqLen: 4096 },
+      4,
+    );
+    expect(few.splits).toBe(1);
+    const more = planAttention(
+      { multiprocessors: 4 },
+      { nHeads: 8, nKvHeads: 8, headDim: 128, seqLen: 4096 },
+      4,
+    );
+    expect(more.splits).toBe(8);
+  });
+
+  it('names modules by their configuration', () => {
+    const c: AttentionConfig = { headDim: 128, width: 4, headsPerBlock: 4, unroll: 4, split: true };
+    expect(attentionKey(c)).toBe('decoding/attention/split/d128v4/g4u4w4');
+  });
+});
+
+const CONFIGS: readonly AttentionConfig[] = [
+  { headDim: 128, width: 4, headsPerBlock: 1, unroll: 4, split: true },
+  { headDim: 128, width: 4, headsPerBlock: 1, unroll: 4, split: false },
+  { headDim: 128, width: 4, headsPerBlock: 4, unroll: 4, split: true },
+  { headDim: 128, width: 4, headsPerBlock: 8, unroll: 4, split: true },
+  { headDim: 64, width: 4, headsPerBlock: 1, unroll: 4, split: true },
+  { headDim: 64, width: 4, headsPerBlock: 4, unroll: 4, split: false },
+  { headDim: 64, width: 4, headsPerBlock: 8, unroll: 4, split: true },
+  { headDim: 128, width: 1, headsPerBlock: 2, unroll: 4, split: true },
+  { headDim: 256, width: 4, headsPerBlock: 4, unroll: 2, split: true },
+  { headDim: 1024, width: 4, headsPerBlock: 1, unroll: 1, split: true },
+  { headDim: 7, width: 1, headsPerBlock: 3, unroll: 4, split: false },
+  { headDim: 1, width: 1, headsPerBlock: 1, unroll: 4, split: true },
+];
+
+const gate = ptxasTestGate();
+/** ptxas -v prints `N bytes spill stores, M bytes spill loads` per entry. */
+const SPILLS = /[1-9]\d* bytes spill (stores|loads)/;
+
+function assemble(text: string, arch: string): string {
+  const result = assemblePtx(text, arch, { verbose: true });
+  expect(result.ok, result.log).toBe(true);
+  expect(result.log).not.toMatch(/warning/);
+  return result.log;
+}
+
+describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`, () => {
+  for (const c of CONFIGS) {
+    it(`${attentionKey(c)} for sm_90 and ${DEFAULT_TARGET}`, () => {
+      const text = attentionModule(c).emit();
+      const log = assemble(text, 'sm_90');
+      // Every configuration the planner makes keeps its state in registers.
+      expect(log).toMatch(/0 bytes spill stores/);
+      expect(log).not.toMatch(SPILLS);
+      assemble(text, DEFAULT_TARGET);
+    }, 60_000);
+  }
+  for (const [d, width] of [
+    [128, 4],
+    [64, 4],
+    [7, 1],
+    [1024, 4],
+  ] as const) {
+    it(`merge d${d}v${width}`, () => {
+      const text = mergeModule(d, width).emit();
+      expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
+      assemble(text, DEFAULT_TARGET);
+    }, 60_000);
+  }
+  for (const width of [1, 4] as const) {
+    it(`kvCacheScatter v${width}`, () => {
+      const text = scatterModule(width).emit();
+      expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
+      assemble(text, DEFAULT_TARGET);
+    }, 60_000);
+  }
+});
+
+// The attention kernels run on an emulated device. Views one element past a
+// 16-byte boundary make the kernels load one word at a time, which the
+// interpreter executes; splits, grouped heads, partial slots and the merge
+// are the same code at either width.
+describe('attention on an emulated device', () => {
+  const cpu = createCpuBackend();
+
+  function device(multiprocessors: number): CudaBackend {
+    const fake = new FakeLibCuda();
+    fake.attributes.set(CU_DEVICE_ATTRIBUTE.MULTIPROCESSOR_COUNT, multiprocessors);
+    new PtxInterpreter(fake).attach();
+    return new CudaBackend(new CudaDriver(fake));
+  }
+
+  function random(seed: number, n: number, scale = 1): Float32Array {
+    const rng = new Rng(seed);
+    return Float32Array.from({ length: n }, () => rng.uniform(-scale, scale));
+  }
+
+  /** A tensor whose data starts 4 bytes past an aligned allocation, and the allocation. */
+  function misaligned(gpu: CudaBackend, data: Float32Array, shape: number[]): [Tensor, Tensor] {
+    const base = gpu.upload(Float32Array.from([0, ...data]), [data.length + 1]);
+    return [gpu.importPointer(gpu.pointerOf(base).ptr + 4n, shape), base];
+  }
+
+  const CASES: readonly (readonly [string, number, number, number, number, number, number])[] = [
+    // label, SMs, nHeads, nKvHeads, headDim, seqLen, scale
+    ['grouped heads, one pass', 132, 8, 2, 64, 67, 0],
+    ['grouped heads, split', 132, 32, 8, 128, 260, 0],
+    ['eight heads per block, split', 132, 64, 8, 64, 200, 0],
+    ['large scores, split', 132, 8, 2, 64, 1000, 4],
+    ['many splits of one head, two slots per warp', 1, 1, 1, 16, 4096, 0],
+    ['a partial last split', 2, 2, 1, 128, 200, 0],
+  ];
+  for (const [label, sms, nHeads, nKvHeads, headDim, seqLen, scale] of CASES) {
+    it(`${label}: ${nHeads}/${nKvHeads} heads, headDim ${headDim}, seqLen ${seqLen}`, async () => {
+      const plan = planAttention({ multiprocessors: sms }, { nHeads, nKvHeads, headDim, seqLen }, 1);
+      expect(plan.config.split).toBe(!label.includes('one pass'));
+      const gpu = device(sms);
+      const maxSeq = seqLen + 3;
+      const q = random(1, nHeads * headDim, scale === 4 ? 8 : 1);
+      const kc = random(2, nKvHeads * maxSeq * headDim);
+      const vc = random(3, nKvHeads * maxSeq * headDim);
+      const [gq, bq] = misaligned(gpu, q, [nHeads, headDim]);
+      const [gk, bk] = misaligned(gpu, kc, [nKvHeads, maxSeq, headDim]);
+      const [gv, bv] = misaligned(gpu, vc, [nKvHeads, maxSeq, headDim]);
+      const attrs = { seqLen, scale };
+      const got = await gpu.run(incrementalAttention, [gq, gk, gv], attrs)[0]!.read();
+      const want = await cpu
+        .run(
+          incrementalAttention,
+          [cpu.upload(q, [nHeads, headDim]), cpu.upload(kc, gk.shape), cpu.upload(vc, gv.shape)],
+          attrs,
+        )[0]!
+        .read();
+      const tolerance = scale === 4 ? { rtol: 1e-3, atol: 1e-4 } : { rtol: 1e-4, atol: 1e-5 };
+      expect(compareOutputs('f32', got, want, tolerance)).toBeUndefined();
+      for (const t of [bq, bk, bv]) t.dispose();
+      gpu.dispose();
+    }, 120_000);
+  }
+});

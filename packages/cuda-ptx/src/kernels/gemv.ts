@@ -1,0 +1,487 @@
+import { InvalidArgumentError } from '@rayo/core';
+import type { KernelBuilder, Vec4 } from '../ptx/kernel.js';
+import { PtxModule } from '../ptx/module.js';
+import { type AddressLike, addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+
+// Streaming kernels of the matmul family: the GEMV (one row of op(a)) and
+// small M (a few rows). Their cost is reading b once, so each is shaped
+// around b's layout: `dot` for b stored [N, K] (a warp per output column,
+// reading along K), `axpy` for b stored [K, N] (threads own adjacent columns,
+// the warps of a block split K). Both take every row of op(a) at once, so b
+// is read a single time whatever M is.
+
+/** Threads per block of the streaming kernels. */
+export const ROW_THREADS = 256;
+const WARPS = ROW_THREADS / 32;
+/** The most rows of op(a) a streaming kernel takes (accumulators per thread grow with it). */
+export const MAX_ROWS = 16;
+/** Shared memory of the axpy kernel's cross-warp sums, kept under the 48 KiB of static shared memory. */
+export const AXPY_SHARED_BYTES = 32 * 1024;
+
+// ---- helpers shared with the tiled kernels -------------------------------------
+
+/**
+ * Loads one f32 or a `.v4` of them from global memory through the read-only
+ * cache; where `ok` is false nothing is read and the registers hold zeros
+ * (the edge of a matrix contributes nothing to a sum).
+ */
+export function loadOrZero(k: KernelBuilder, dst: readonly F32[], at: AddressLike, ok?: Pred): void {
+  const load = () => {
+    if (dst.length === 4) k.ldGlobal('f32', dst as unknown as Vec4<F32>, at, { nc: true });
+    else k.ldGlobal('f32', dst[0]!, at, { nc: true });
+  };
+  if (!ok) {
+    load();
+    return;
+  }
+  for (const r of dst) k.mov('f32', r, 0);
+  k.predicated(ok, load);
+}
+
+/** alpha · sum (+ beta · c): the epilogue of every matmul kernel. */
+export function scaleAndAdd(k: KernelBuilder, sum: F32, alpha: F32, extra?: { beta: F32; c: F32 }): F32 {
+  const y = k.mul('f32', k.reg('f32'), sum, alpha, { rnd: 'rn' });
+  return extra ? k.fma('f32', k.reg('f32'), extra.beta, extra.c, y) : y;
+}
+
+/** `p = a < b` (unsigned) in a fresh predicate. */
+export function below(k: KernelBuilder, a: R32, b: R32 | number): Pred {
+  return k.setp('lt', 'u32', k.reg('pred'), a, b);
+}
+
+/** One step of a streaming loop: its loads, then the arithmetic on them. */
+export interface StreamStep<T> {
+  /** Loads the operands of the counter's current position and advances the pointers one step. */
+  load(): T;
+  use(values: T): void;
+}
+
+/**
+ * `for (; counter < end; counter += stride) step`, with `unroll` steps per
+ * iteration while whole groups fit (their loads issued together, to keep
+ * memory busy), then the rest one at a time.
+ */
+export function streamLoop<T>(
+  k: KernelBuilder,
+  counter: R32,
+  end: R32,
+  stride: number,
+  unroll: number,
+  step: StreamStep<T>,
+): void {
+  if (unroll > 1) {
+    const top = k.label('stream');
+    const done = k.label('stream_rest');
+    k.place(top);
+    const last = k.add('u32', k.reg('u32'), counter, stride * (unroll - 1));
+    k.braIf(k.setp('ge', 'u32', k.reg('pred'), last, end), done);
+    const values = Array.from({ length: unroll }, () => step.load());
+    for (const v of values) step.use(v);
+    k.add('u32', counter, counter, stride * unroll);
+    k.bra(top);
+    k.place(done);
+  }
+  k.forRange(counter, counter, end, stride, () => step.use(step.load()));
+}
+
+// ---- the kernels ---------------------------------------------------------------
+
+export interface RowVariant {
+  /** Rows of op(a): M, from 1 to MAX_ROWS. */
+  readonly rows: number;
+  /** a is stored [K, rows] rather than [rows, K]. */
+  readonly transA: boolean;
+  /**
+   * `.v4` loads along b's contiguous axis, a multiple of 4 and 16-byte
+   * aligned (for the dot kernel that axis is K, and untransposed a is read
+   * the same way).
+   */
+  readonly vec: boolean;
+  /** Adds beta · c. */
+  readonly withC: boolean;
+}
+
+export interface AxpyVariant extends RowVariant {
+  /** Output columns per block: a power of two, at least `vec ? 4 : 1` and at most `32 · (vec ? 4 : 1)`. */
+  readonly columns: number;
+  /**
+   * Each step takes 4 consecutive k: 4 rows of b and a `.v4` of each row of
+   * a (untransposed, K a multiple of 4, 16-byte aligned), a quarter of the
+   * loads of a.
+   */
+  readonly quadK: boolean;
+}
+
+/**
+ * Both kernels take the same parameters. Batches are blockIdx.z; `rowStride`
+ * and `colStride` place y(m, n) (and c) at m · rowStride + n · colStride, so
+ * the launcher can run y = op(a)·op(b) as yᵀ = op(b)ᵀ·op(a)ᵀ when N is the
+ * small side.
+ */
+const ROW_PARAMS = {
+  a: 'ptr',
+  b: 'ptr',
+  c: 'ptr',
+  y: 'ptr',
+  n: 'u32',
+  k: 'u32',
+  alpha: 'f32',
+  beta: 'f32',
+  strideA: 'u32',
+  strideB: 'u32',
+  strideY: 'u32',
+  rowStride: 'u32',
+  colStride: 'u32',
+} as const;
+
+function rowsName(v: RowVariant): string {
+  return `m${v.rows}/${v.transA ? 't' : 'n'}/${v.vec ? 'v4' : 'scalar'}${v.withC ? '/c' : ''}`;
+}
+
+export function dotKey(v: RowVariant): string {
+  return `matmul/dot/${rowsName(v)}`;
+}
+
+export function axpyKey(v: AxpyVariant): string {
+  return `matmul/axpy/cols${v.columns}${v.quadK ? '/k4' : ''}/${rowsName(v)}`;
+}
+
+export const DOT_ENTRY = 'matmul_dot';
+export const AXPY_ENTRY = 'matmul_axpy';
+
+/** Output columns per block of the dot kernel: one per warp. */
+export const DOT_COLUMNS = WARPS;
+
+/** Loop steps per iteration, for loads in flight: fewer when each step already loads many rows of a. */
+function unrollFor(rows: number): number {
+  return rows <= 2 ? 4 : rows <= 8 ? 2 : 1;
+}
+
+/**
+ * Bytes in flight come from warps times loads per warp. The GEMV's dot
+ * grid (N / 8 blocks) is resident at once with 4 blocks per SM; the axpy
+ * grid has about 2 per SM, whose threads may keep 8 steps' loads in flight.
+ */
+const DOT_OPTIONS = (rows: number) => ({
+  maxThreadsPerBlock: ROW_THREADS,
+  minBlocksPerSm: rows <= 2 ? 4 : 2,
+});
+const AXPY_OPTIONS = { maxThreadsPerBlock: ROW_THREADS, minBlocksPerSm: 2 };
+
+function checkRows(v: RowVariant): void {
+  if (!Number.isInteger(v.rows) || v.rows < 1 || v.rows > MAX_ROWS) {
+    throw new InvalidArgumentError('a streaming matmul kernel takes at most MAX_ROWS rows', {
+      kernel: 'matmul',
+      argument: 'rows',
+      expected: `an integer from 1 to ${MAX_ROWS}`,
+      actual: String(v.rows),
+    });
+  }
+}
+
+/** The batch's base address of an operand: `ptr + z · stride` elements. */
+export function batchBase(k: KernelBuilder, ptr: R64, z: R32, stride: R32): R64 {
+  return k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), z, stride), 4);
+}
+
+/** Stores alpha · sum (+ beta · c) at y(m, col) of batch z. */
+function storeResult(
+  k: KernelBuilder,
+  p: {
+    y: R64;
+    c: R64;
+    alpha: F32;
+    beta: F32;
+    rowStride: R32;
+    colStride: R32;
+    batchOffset: R32;
+    withC: boolean;
+  },
+  m: R32 | number,
+  col: R32,
+  sum: F32,
+): void {
+  const index = k.madLo('u32', k.reg('u32'), col, p.colStride, p.batchOffset);
+  if (typeof m === 'number') {
+    if (m !== 0) k.madLo('u32', index, p.rowStride, m, index);
+  } else {
+    k.madLo('u32', index, p.rowStride, m, index);
+  }
+  const extra = p.withC
+    ? {
+        beta: p.beta,
+        c: k.ldGlobal('f32', k.reg('f32'), k.elementAddress(p.c, index, 4), { nc: true }),
+      }
+    : undefined;
+  k.stGlobal('f32', k.elementAddress(p.y, index, 4), scaleAndAdd(k, sum, p.alpha, extra));
+}
+
+/**
+ * b stored [N, K]: warp w of block x computes column n = x · 8 + w for every
+ * row. Lane l reads b[n, k..k+W) for k = W·l, W·l + 32W, ... (W = 4 with
+ * `.v4`), and the same k of each row of a, then the warp sums its lanes with
+ * shuffles and lane m writes row m.
+ */
+export function dotModule(v: RowVariant): PtxModule {
+  checkRows(v);
+  const w = v.vec ? 4 : 1;
+  const m = new PtxModule();
+  m.entry(
+    DOT_ENTRY,
+    ROW_PARAMS,
+    (k, p) => {
+      const n = k.ldParam(p.n);
+      const kDim = k.ldParam(p.k);
+      const tid = k.tid();
+      const warp = k.shr('u32', k.reg('u32'), tid, 5);
+      const lane = k.and('b32', k.reg('u32'), tid, 31);
+      const col = k.madLo('u32', k.reg('u32'), k.ctaid(), DOT_COLUMNS, warp);
+      // Whole warps leave together, so the shuffles below always see 32 lanes.
+      k.guard(col, n, () => {
+        const z = k.ctaid('z');
+        const a = batchBase(k, k.globalPointer(p.a), z, k.ldParam(p.strideA));
+        const b = batchBase(k, k.globalPointer(p.b), z, k.ldParam(p.strideB));
+        const kIdx = k.mulLo('u32', k.reg('u32'), lane, w);
+        const bPtr = k.elementAddress(b, k.madLo('u32', k.reg('u32'), col, kDim, kIdx), 4);
+        // transA: a(m, k) = a[k · rows + m], one pointer; else one pointer per row.
+        const aPtrs: R64[] = v.transA
+          ? [k.elementAddress(a, k.mulLo('u32', k.reg('u32'), kIdx, v.rows), 4)]
+          : Array.from({ length: v.rows }, (_, r) =>
+              k.elementAddress(a, k.madLo('u32', k.reg('u32'), kDim, r, kIdx), 4),
+            );
+        // A partial sum per vector element keeps the FMA chains short; past 4 rows they are long enough.
+        const lanes = v.rows <= 4 ? w : 1;
+        const acc = Array.from({ length: v.rows }, () => k.regs('f32', lanes));
+        for (const row of acc) for (const r of row) k.mov('f32', r, 0);
+        const stride = 32 * w;
+        streamLoop(k, kIdx, kDim, stride, unrollFor(v.rows), {
+          load: () => {
+            const bv = k.regs('f32', w);
+            loadOrZero(k, bv, bPtr);
+            k.add('u64', bPtr, bPtr, stride * 4);
+            const av = Array.from({ length: v.rows }, (_, r) => {
+              const regs = k.regs('f32', w);
+              if (v.transA) {
+                regs.forEach((reg, j) => {
+                  loadOrZero(k, [reg], addr(aPtrs[0]!, (j * v.rows + r) * 4));
+                });
+              } else {
+                loadOrZero(k, regs, aPtrs[r]!);
+              }
+              return regs;
+            });
+            for (const ptr of aPtrs) k.add('u64', ptr, ptr, stride * 4 * (v.transA ? v.rows : 1));
+            return { av, bv };
+          },
+          use: ({ av, bv }) => {
+            for (let r = 0; r < v.rows; r++) {
+              for (let j = 0; j < w; j++) {
+                const sum = acc[r]![j % lanes]!;
+                k.fma('f32', sum, av[r]![j]!, bv[j]!, sum);
+              }
+            }
+          },
+        });
+        const sums = acc.map((row) => {
+          const s = row[0]!;
+          for (let j = 1; j < lanes; j++) k.add('f32', s, s, row[j]!, { rnd: 'rn' });
+          for (let offset = 16; offset >= 1; offset /= 2) {
+            const other = k.shflSync('bfly', k.reg('f32'), s, offset);
+            k.add('f32', s, s, other, { rnd: 'rn' });
+          }
+          return s;
+        });
+        const out = {
+          y: k.globalPointer(p.y),
+          c: k.globalPointer(p.c),
+          alpha: k.ldParam(p.alpha),
+          beta: k.ldParam(p.beta),
+          rowStride: k.ldParam(p.rowStride),
+          colStride: k.ldParam(p.colStride),
+          batchOffset: k.mulLo('u32', k.reg('u32'), z, k.ldParam(p.strideY)),
+          withC: v.withC,
+        };
+        // Every lane holds every sum; lane r stores row r, so the stores go out in parallel.
+        sums.forEach((s, r) => {
+          const mine = k.setp('eq', 'u32', k.reg('pred'), lane, r);
+          k.ifThen(mine, () => storeResult(k, out, r, col, s));
+        });
+      });
+    },
+    DOT_OPTIONS(v.rows),
+  );
+  return m;
+}
+
+/** The shape of an axpy block: lanes per row of b, rows of b a warp (and the block) reads at once. */
+export function axpyGeometry(v: AxpyVariant): { lanesPerRow: number; rowsPerWarp: number; slots: number } {
+  const w = v.vec ? 4 : 1;
+  const lanesPerRow = v.columns / w;
+  if (!Number.isInteger(lanesPerRow) || lanesPerRow < 1 || lanesPerRow > 32 || 32 % lanesPerRow !== 0) {
+    throw new InvalidArgumentError('an axpy block row must be a power-of-two part of a warp', {
+      kernel: 'matmul',
+      argument: 'columns',
+      expected: `${w}, ${2 * w}, ${4 * w}, … or ${32 * w} columns`,
+      actual: String(v.columns),
+    });
+  }
+  const rowsPerWarp = 32 / lanesPerRow;
+  return { lanesPerRow, rowsPerWarp, slots: WARPS * rowsPerWarp };
+}
+
+/** Shared bytes of the axpy kernel's cross-warp sums. */
+export function axpySharedBytes(v: AxpyVariant): number {
+  return WARPS * v.rows * v.columns * 4;
+}
+
+/**
+ * b stored [K, N]: block x computes columns [x · columns, (x + 1) · columns)
+ * for every row. Each thread owns W adjacent columns (W = 4 with `.v4`) and
+ * one row slot of 1 (or, with quadK, 4) k; the block's slots step through K
+ * together. Lanes of a warp
+ * that share columns are summed with shuffles, the warps through shared
+ * memory, and the first rows · columns threads write y.
+ */
+export function axpyModule(v: AxpyVariant): PtxModule {
+  checkRows(v);
+  const w = v.vec ? 4 : 1;
+  const { lanesPerRow, rowsPerWarp, slots } = axpyGeometry(v);
+  if (axpySharedBytes(v) > AXPY_SHARED_BYTES) {
+    throw new InvalidArgumentError('the axpy cross-warp sums do not fit in shared memory', {
+      kernel: 'matmul',
+      argument: 'columns',
+      expected: `at most ${AXPY_SHARED_BYTES} bytes`,
+      actual: `${axpySharedBytes(v)} bytes for ${v.rows} rows × ${v.columns} columns`,
+    });
+  }
+  if (v.quadK && v.transA) {
+    throw new InvalidArgumentError('4 k per step read a along K, which a transposed a is not', {
+      kernel: 'matmul',
+      argument: 'quadK',
+      expected: 'quadK only with an untransposed a',
+      actual: 'quadK with transA',
+    });
+  }
+  const depth = v.quadK ? 4 : 1;
+  // Steps in flight: about 8 rows of b per thread for one or two rows of a.
+  const unroll = v.quadK ? (v.rows <= 2 ? 2 : 1) : v.rows === 1 ? 8 : unrollFor(v.rows);
+  const m = new PtxModule();
+  m.entry(
+    AXPY_ENTRY,
+    ROW_PARAMS,
+    (k, p) => {
+      const n = k.ldParam(p.n);
+      const kDim = k.ldParam(p.k);
+      const red = k.sharedArray('partial', 'f32', WARPS * v.rows * v.columns, 16);
+      const tid = k.tid();
+      const warp = k.shr('u32', k.reg('u32'), tid, 5);
+      const lane = k.and('b32', k.reg('u32'), tid, 31);
+      const slot = k.madLo(
+        'u32',
+        k.reg('u32'),
+        warp,
+        rowsPerWarp,
+        k.div('u32', k.reg('u32'), lane, lanesPerRow),
+      );
+      const colLane = k.rem('u32', k.reg('u32'), lane, lanesPerRow);
+      const firstCol = k.mulLo('u32', k.reg('u32'), k.ctaid(), v.columns);
+      const col = k.madLo('u32', k.reg('u32'), colLane, w, firstCol);
+      // With `.v4`, N is a multiple of 4: a vector is all inside or all outside.
+      const colOk = below(k, col, n);
+      const z = k.ctaid('z');
+      const a = batchBase(k, k.globalPointer(p.a), z, k.ldParam(p.strideA));
+      const b = batchBase(k, k.globalPointer(p.b), z, k.ldParam(p.strideB));
+      // Slot s starts at k = s · depth and steps by slots · depth.
+      const kIdx = k.mulLo('u32', k.reg('u32'), slot, depth);
+      const stride = slots * depth;
+      const bPtr = k.elementAddress(b, k.madLo('u32', k.reg('u32'), kIdx, n, col), 4);
+      const rowBytes = k.mulWide('u32', k.reg('u64'), n, 4);
+      const bStep = k.mulWide('u32', k.reg('u64'), n, stride * 4);
+      const aPtrs: R64[] = v.transA
+        ? [k.elementAddress(a, k.mulLo('u32', k.reg('u32'), kIdx, v.rows), 4)]
+        : Array.from({ length: v.rows }, (_, r) =>
+            k.elementAddress(a, k.madLo('u32', k.reg('u32'), kDim, r, kIdx), 4),
+          );
+      const acc = Array.from({ length: v.rows }, () => Array.from({ length: w }, () => k.reg('f32')));
+      for (const row of acc) for (const r of row) k.mov('f32', r, 0);
+      streamLoop(k, kIdx, kDim, stride, unroll, {
+        load: () => {
+          // bv[j]: row k + j of b at the thread's columns.
+          let row = bPtr;
+          const bv = Array.from({ length: depth }, (_, j) => {
+            if (j > 0) row = k.add('u64', k.reg('u64'), row, rowBytes);
+            const regs = k.regs('f32', w);
+            loadOrZero(k, regs, row, colOk);
+            return regs;
+          });
+          k.add('u64', bPtr, bPtr, bStep);
+          // av[r][j]: a(r, k + j).
+          const av = Array.from({ length: v.rows }, (_, r) => {
+            const regs = k.regs('f32', depth);
+            loadOrZero(k, regs, v.transA ? addr(aPtrs[0]!, r * 4) : aPtrs[r]!);
+            return regs;
+          });
+          for (const ptr of aPtrs) k.add('u64', ptr, ptr, stride * 4 * (v.transA ? v.rows : 1));
+          return { av, bv };
+        },
+        use: ({ av, bv }) => {
+          for (let r = 0; r < v.rows; r++) {
+            for (let d = 0; d < depth; d++) {
+              for (let j = 0; j < w; j++) k.fma('f32', acc[r]![j]!, av[r]![d]!, bv[d]![j]!, acc[r]![j]!);
+            }
+          }
+        },
+      });
+      // Lanes lanesPerRow apart hold the same columns: fold them into the first row slot of the warp.
+      for (let offset = lanesPerRow; offset < 32; offset *= 2) {
+        for (const row of acc) {
+          for (const r of row) k.add('f32', r, r, k.shflSync('bfly', k.reg('f32'), r, offset), { rnd: 'rn' });
+        }
+      }
+      const base = k.sharedAddress(red);
+      k.ifThen(below(k, lane, lanesPerRow), () => {
+        // partial[warp][row][column], column = colLane · W + j.
+        const at = k.madLo('u32', k.reg('u32'), warp, v.rows * v.columns * 4, base);
+        k.madLo('u32', at, colLane, w * 4, at);
+        acc.forEach((row, r) => {
+          const to = addr(at, r * v.columns * 4);
+          if (w === 4) k.stShared('f32', to, row as unknown as Vec4<F32>);
+          else k.stShared('f32', to, row[0]!);
+        });
+      });
+      k.barSync();
+      const out = {
+        y: k.globalPointer(p.y),
+        c: k.globalPointer(p.c),
+        alpha: k.ldParam(p.alpha),
+        beta: k.ldParam(p.beta),
+        rowStride: k.ldParam(p.rowStride),
+        colStride: k.ldParam(p.colStride),
+        batchOffset: k.mulLo('u32', k.reg('u32'), z, k.ldParam(p.strideY)),
+        withC: v.withC,
+      };
+      const outputs = v.rows * v.columns;
+      for (let first = 0; first < outputs; first += ROW_THREADS) {
+        const t = k.add('u32', k.reg('u32'), tid, first);
+        const finish = () => {
+          const r = k.div('u32', k.reg('u32'), t, v.columns);
+          const c = k.rem('u32', k.reg('u32'), t, v.columns);
+          const outCol = k.add('u32', k.reg('u32'), firstCol, c);
+          k.guard(outCol, n, () => {
+            const from = k.madLo('u32', k.reg('u32'), t, 4, base);
+            const sum = k.ldShared('f32', k.reg('f32'), from);
+            for (let wi = 1; wi < WARPS; wi++) {
+              const part = k.ldShared('f32', k.reg('f32'), addr(from, wi * outputs * 4));
+              k.add('f32', sum, sum, part, { rnd: 'rn' });
+            }
+            storeResult(k, out, r, outCol, sum);
+          });
+        };
+        if (first + ROW_THREADS <= outputs) finish();
+        else k.guard(t, outputs, finish);
+      }
+    },
+    AXPY_OPTIONS,
+  );
+  return m;
+}

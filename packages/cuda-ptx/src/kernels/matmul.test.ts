@@ -1,0 +1,445 @@
+import { batchedMatmul, createCpuBackend, InvalidArgumentError, matmul, type Tensor } from '@rayo/core';
+import { compareOutputs } from '@rayo/core/testing';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CudaBackend } from '../backend.js';
+import { CudaDriver } from '../driver/driver.js';
+import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
+import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
+import { DEFAULT_TARGET } from '../ptx/target.js';
+import { FakeLibCuda } from '../testing/fakeLibCuda.js';
+import { PtxInterpreter } from '../testing/ptxInterpreter.js';
+import {
+  type AxpyVariant,
+  axpyGeometry,
+  axpyKey,
+  axpyModule,
+  axpySharedBytes,
+  dotKey,
+  dotModule,
+  MAX_ROWS,
+  type RowVariant,
+} from './gemv.js';
+import {
+  axpyColumns,
+  MATMUL_KERNELS,
+  type MatmulProblem,
+  MIN_SPLIT_K,
+  planMatmul,
+  splitSumKey,
+  splitSumModule,
+  TILE_LARGE,
+  TILE_MID,
+  type TileVariant,
+  tileKey,
+  tileModule,
+} from './matmul.js';
+
+const H100 = { multiprocessors: 132 };
+const ALIGNED = { a: true, b: true, y: true, c: true };
+
+function problem(m: number, k: number, n: number, more: Partial<MatmulProblem> = {}): MatmulProblem {
+  return { batch: 1, m, n, k, transA: false, transB: false, withC: false, aligned: ALIGNED, ...more };
+}
+
+const FLAGS = [
+  [false, false],
+  [true, false],
+  [false, true],
+  [true, true],
+] as const;
+
+describe('matmul kernel selection', () => {
+  it('implements matmul and batchedMatmul', () => {
+    expect(MATMUL_KERNELS.map((k) => k.spec.name)).toEqual(['matmul', 'batchedMatmul']);
+  });
+
+  it('runs the GEMV as a warp per column for b stored [N, K], and as column lanes for [K, N]', () => {
+    expect(planMatmul(problem(1, 4096, 4096, { transB: true }), H100)).toEqual({
+      kind: 'dot',
+      variant: { rows: 1, transA: false, vec: true, withC: false },
+      swapped: false,
+      columns: 4096,
+      blocks: 512,
+    });
+    const axpy = planMatmul(problem(1, 4096, 4096), H100);
+    expect(axpy).toMatchObject({ kind: 'axpy', swapped: false, columns: 4096 });
+    if (axpy.kind !== 'axpy') throw new Error('unreachable');
+    // Enough blocks for every SM, each reading rows of at least 32 bytes.
+    expect(axpy.blocks).toBeGreaterThanOrEqual(132);
+    expect(axpy.variant.columns).toBeGreaterThanOrEqual(8);
+    expect(axpy.variant).toMatchObject({ rows: 1, transA: false, vec: true, quadK: true });
+    // a is read 4 k at a time only where those are aligned .v4.
+    expect(planMatmul(problem(1, 4095, 4096), H100).variant).toMatchObject({ quadK: false });
+    expect(
+      planMatmul(problem(1, 4096, 4096, { aligned: { ...ALIGNED, a: false } }), H100).variant,
+    ).toMatchObject({
+      quadK: false,
+    });
+  });
+
+  it('reads a transposed single row of a as the row it is', () => {
+    const plan = planMatmul(problem(1, 640, 383, { transA: true, transB: true }), H100);
+    expect(plan).toMatchObject({ kind: 'dot', variant: { rows: 1, transA: false } });
+  });
+
+  it('takes every row of a small M at once, and a small N as the transposed product', () => {
+    expect(planMatmul(problem(MAX_ROWS, 512, 1000, { transB: true }), H100)).toMatchObject({
+      kind: 'dot',
+      variant: { rows: MAX_ROWS },
+      swapped: false,
+    });
+    // yᵀ = bᵀ·aᵀ: a [300, 64] becomes the [N, K] operand of the dot kernel.
+    expect(planMatmul(problem(300, 64, 3), H100)).toMatchObject({
+      kind: 'dot',
+      variant: { rows: 3, transA: true },
+      swapped: true,
+      columns: 300,
+    });
+    // With a stored [K, M] it is the [K, N] operand of the axpy kernel.
+    expect(planMatmul(problem(300, 64, 3, { transA: true, transB: true }), H100)).toMatchObject({
+      kind: 'axpy',
+      variant: { rows: 3, transA: false },
+      swapped: true,
+    });
+    expect(planMatmul(problem(MAX_ROWS + 1, 64, 300), H100).kind).toBe('tile');
+  });
+
+  it('uses the large tile where it fills the device and the mid tile where it would not', () => {
+    expect(planMatmul(problem(4096, 4096, 4096), H100)).toEqual({
+      kind: 'tile',
+      variant: { tile: TILE_LARGE, transA: false, transB: false, vec: true, withC: false },
+      tilesM: 32,
+      tilesN: 32,
+      splits: 1,
+      kPerSplit: 4096,
+    });
+    expect(planMatmul(problem(257, 300, 263), H100)).toMatchObject({
+      variant: { tile: TILE_MID },
+      tilesM: 5,
+      tilesN: 5,
+    });
+    // Batches count: 40 products of 4 tiles fill 132 SMs.
+    expect(planMatmul(problem(256, 64, 256, { batch: 40 }), H100)).toMatchObject({
+      variant: { tile: TILE_LARGE },
+    });
+    expect(planMatmul(problem(256, 64, 256, { batch: 8 }), H100)).toMatchObject({
+      variant: { tile: TILE_MID },
+    });
+  });
+
+  it('splits K where the tiles would leave SMs idle, each split whole tile steps of MIN_SPLIT_K or more', () => {
+    // 64 rows against 4096×4096 weights: 64 mid tiles, 5 splits of 832.
+    expect(planMatmul(problem(64, 4096, 4096, { transB: true, withC: true }), H100)).toMatchObject({
+      variant: { tile: TILE_MID, withC: false },
+      splits: 5,
+      kPerSplit: 832,
+    });
+    expect(planMatmul(problem(512, 512, 512), H100)).toMatchObject({ splits: 2, kPerSplit: 256 });
+    expect(planMatmul(problem(512, 511, 512), H100)).toMatchObject({ splits: 1, kPerSplit: 511 });
+    expect(planMatmul(problem(1024, 4096, 1024), H100)).toMatchObject({ splits: 1 });
+    for (const k of [512, 1000, 4097, 100_000]) {
+      const plan = planMatmul(problem(100, k, 100), H100);
+      if (plan.kind !== 'tile') throw new Error('unreachable');
+      expect(plan.kPerSplit % plan.variant.tile.bk).toBe(0);
+      expect(plan.kPerSplit).toBeGreaterThanOrEqual(MIN_SPLIT_K);
+      expect(plan.splits).toBe(Math.ceil(k / plan.kPerSplit));
+      expect(plan.splits * 4).toBeLessThanOrEqual(2 * 132 + 4);
+    }
+  });
+
+  it('uses .v4 only where every contiguous axis is a multiple of 4 and every operand 16-byte aligned', () => {
+    const vec = (p: MatmulProblem) => planMatmul(p, H100).variant.vec;
+    expect(vec(problem(64, 64, 64))).toBe(true);
+    expect(vec(problem(64, 63, 64))).toBe(false); // K is a's contiguous axis
+    expect(vec(problem(64, 63, 64, { transA: true }))).toBe(true); // now M is
+    expect(vec(problem(63, 64, 64, { transA: true }))).toBe(false);
+    expect(vec(problem(64, 64, 63, { transB: true }))).toBe(false); // N is y's
+    expect(vec(problem(64, 64, 64, { aligned: { ...ALIGNED, b: false } }))).toBe(false);
+    expect(vec(problem(64, 64, 64, { withC: true, aligned: { ...ALIGNED, c: false } }))).toBe(false);
+    expect(vec(problem(64, 64, 64, { aligned: { ...ALIGNED, c: false } }))).toBe(true);
+    // Streaming: b's contiguous axis (and a's along K for the dot kernel).
+    expect(vec(problem(1, 4096, 4095, { transB: true }))).toBe(true);
+    expect(vec(problem(1, 4095, 4096, { transB: true }))).toBe(false);
+    expect(vec(problem(1, 4095, 4096))).toBe(true);
+    expect(vec(problem(1, 4096, 4095))).toBe(false);
+    expect(vec(problem(1, 4096, 4096, { transB: true, aligned: { ...ALIGNED, a: false } }))).toBe(false);
+    expect(
+      vec(problem(4, 4096, 4096, { transA: true, transB: true, aligned: { ...ALIGNED, a: false } })),
+    ).toBe(true);
+  });
+
+  it('keeps the axpy cross-warp sums within shared memory and fills the SMs where it can', () => {
+    for (let rows = 1; rows <= MAX_ROWS; rows++) {
+      for (const vec of [true, false]) {
+        for (const n of [3, 130, 4096, 100_000]) {
+          const columns = axpyColumns(rows, n, vec, 1, 132);
+          const variant = { rows, transA: false, vec, withC: false, columns, quadK: false };
+          expect(axpySharedBytes(variant)).toBeLessThanOrEqual(32 * 1024);
+          expect(() => axpyGeometry(variant)).not.toThrow();
+          if (columns > 8) expect(Math.ceil(n / columns)).toBeGreaterThanOrEqual(132);
+        }
+      }
+    }
+    expect(axpyColumns(1, 100_000, true, 1, 132)).toBe(128);
+    expect(axpyColumns(1, 4096, true, 1, 132)).toBe(16);
+  });
+});
+
+describe('matmul modules', () => {
+  it('sums the splits of K in order', () => {
+    const text = splitSumModule(true).emit();
+    expect(text).toContain('add.rn.f32');
+    expect(text).toContain('fma.rn.f32');
+    expect(splitSumModule(false).emit()).not.toContain('fma.rn.f32');
+  });
+
+  const tileVariants: TileVariant[] = [TILE_LARGE, TILE_MID].flatMap((tile) =>
+    FLAGS.flatMap(([transA, transB]) =>
+      [true, false].flatMap((vec) => [false, true].map((withC) => ({ tile, transA, transB, vec, withC }))),
+    ),
+  );
+  const rowVariants: RowVariant[] = [1, 2, 5, MAX_ROWS].flatMap((rows) =>
+    [false, true].flatMap((transA) =>
+      [true, false].map((vec) => ({ rows, transA, vec, withC: rows % 2 === 1 })),
+    ),
+  );
+  const axpyVariants: AxpyVariant[] = rowVariants.flatMap((v) =>
+    [8, v.vec ? 64 : 32].flatMap((columns) =>
+      (v.transA ? [false] : [false, true]).map((quadK) => ({ ...v, columns, quadK })),
+    ),
+  );
+
+  it('names every configuration by its own key', () => {
+    const keys = [...tileVariants.map(tileKey), ...rowVariants.map(dotKey), ...axpyVariants.map(axpyKey)];
+    expect(new Set(keys).size).toBe(keys.length);
+    expect(tileKey(tileVariants[0]!)).toBe('matmul/tile128x128x8_8x8/nn/v4');
+  });
+
+  it('builds the same text for the same configuration', () => {
+    const v = tileVariants[5]!;
+    expect(tileModule(v).emit()).toBe(tileModule({ ...v }).emit());
+  });
+
+  it('multiplies out of shared memory with .v4 reads and one barrier per step', () => {
+    const { bk, tm, tn } = TILE_LARGE;
+    const text = tileModule({
+      tile: TILE_LARGE,
+      transA: false,
+      transB: false,
+      vec: true,
+      withC: false,
+    }).emit();
+    // Two steps per loop iteration (one per buffer) and the first step's barrier.
+    expect(text.match(/bar\.sync 0;/g)).toHaveLength(3);
+    expect(text.match(/ld\.shared\.v4\.f32/g)).toHaveLength(2 * bk * (tm / 4 + tn / 4));
+    expect(text.match(/fma\.rn\.f32/g)).toHaveLength(2 * bk * tm * tn);
+    // a (K contiguous) is stored transposed, b (N contiguous) as it comes.
+    expect(text).toMatch(/ld\.global\.nc\.v4\.f32/);
+    expect(text.match(/st\.shared\.v4\.f32/g)).toHaveLength(3);
+    expect(text).toMatch(/st\.global\.v4\.f32/);
+  });
+
+  it('reduces with warp shuffles', () => {
+    const dot = dotModule({ rows: 3, transA: false, vec: true, withC: false }).emit();
+    expect(dot.match(/shfl\.sync\.bfly\.b32/g)).toHaveLength(3 * 5);
+    const axpy = axpyModule({
+      rows: 2,
+      transA: false,
+      vec: true,
+      withC: false,
+      columns: 16,
+      quadK: false,
+    }).emit();
+    // Lanes 4 apart share columns: offsets 4, 8 and 16 for each of 2 · 4 sums.
+    expect(axpy.match(/shfl\.sync\.bfly\.b32/g)).toHaveLength(3 * 8);
+    expect(axpy.match(/bar\.sync 0;/g)).toHaveLength(1);
+  });
+
+  it('rejects configurations it cannot build', () => {
+    expect(() => dotModule({ rows: MAX_ROWS + 1, transA: false, vec: true, withC: false })).toThrow(
+      InvalidArgumentError,
+    );
+    expect(() =>
+      axpyModule({ rows: 2, transA: false, vec: true, withC: false, columns: 256, quadK: false }),
+    ).toThrow(InvalidArgumentError);
+    expect(() =>
+      axpyModule({ rows: MAX_ROWS, transA: false, vec: true, withC: false, columns: 128, quadK: false }),
+    ).toThrow(InvalidArgumentError);
+    expect(() =>
+      axpyModule({ rows: 2, transA: true, vec: true, withC: false, columns: 16, quadK: true }),
+    ).toThrow(InvalidArgumentError);
+    expect(() =>
+      tileModule({ tile: { ...TILE_LARGE, tm: 4 }, transA: false, transB: false, vec: true, withC: false }),
+    ).toThrow(InvalidArgumentError);
+  });
+
+  const gate = ptxasTestGate();
+  describe.skipIf(gate.skip)(`PTX assembles with ptxas (${gate.reason})`, () => {
+    /** Assembles for sm_90 and the oldest target; returns the sm_90 log. */
+    const assemble = (name: string, text: string): string => {
+      let hot = '';
+      for (const arch of ['sm_90', DEFAULT_TARGET]) {
+        const result = assemblePtx(text, arch, { verbose: true });
+        expect(result.ok, `${name} ${arch}: ${result.log}`).toBe(true);
+        expect(result.log, `${name} ${arch}`).not.toMatch(/warning/);
+        // The sm_90 build is the one that must not spill; sm_75 only has to assemble.
+        if (arch === 'sm_90') {
+          expect(result.log, name).toMatch(/ 0 bytes spill stores, 0 bytes spill loads/);
+          hot = result.log;
+        }
+      }
+      return hot;
+    };
+    it('tiles, every layout, .v4 and element-wise, with and without c', () => {
+      for (const v of tileVariants) {
+        const log = assemble(tileKey(v), tileModule(v).emit());
+        // The large tile keeps two blocks per SM.
+        if (v.tile === TILE_LARGE)
+          expect(Number(/Used (\d+) registers/.exec(log)?.[1])).toBeLessThanOrEqual(128);
+      }
+    }, 120_000);
+    it('the dot and axpy kernels, and the sum of the splits of K', () => {
+      for (const v of rowVariants) assemble(dotKey(v), dotModule(v).emit());
+      for (const v of axpyVariants) assemble(axpyKey(v), axpyModule(v).emit());
+      for (const withC of [false, true]) assemble(splitSumKey(withC), splitSumModule(withC).emit());
+    }, 120_000);
+  });
+});
+
+/** A backend on a fake device of `sms` SMs whose launches run in the PTX interpreter, checked against the cpu backend. */
+function emulated(sms: number) {
+  const fake = new FakeLibCuda();
+  fake.attributes.set(CU_DEVICE_ATTRIBUTE.MULTIPROCESSOR_COUNT, sms);
+  new PtxInterpreter(fake).attach();
+  const gpu = new CudaBackend(new CudaDriver(fake));
+  const cpu = createCpuBackend();
+  let seed = 3;
+  const random = (n: number) =>
+    Float32Array.from({ length: n }, () => {
+      seed = (seed * 16807) % 2147483647;
+      return (seed / 2147483647) * 2 - 1;
+    });
+
+  /** Runs `spec` on both backends, compares within the conformance bound for depth `k`, returns the launches. */
+  async function check(
+    spec: typeof matmul | typeof batchedMatmul,
+    shapes: number[][],
+    attrs: Record<string, number | boolean>,
+    k: number,
+  ) {
+    const data = shapes.map((s) => random(s.reduce((a, b) => a * b, 1)));
+    const ins = data.map((d, i) => gpu.upload(d, shapes[i]!));
+    const refs = data.map((d, i) => cpu.upload(d, shapes[i]!));
+    const first = fake.launches.length;
+    const [y] = gpu.run(spec as typeof matmul, ins, attrs) as Tensor[];
+    const [want] = cpu.run(spec as typeof matmul, refs, attrs);
+    const tolerance = { rtol: 1e-4, atol: 2e-5 * Math.sqrt(Math.max(k, 1)) };
+    expect(compareOutputs('f32', await y!.read(), await want!.read(), tolerance)).toBeUndefined();
+    const launches = fake.launches.slice(first);
+    for (const t of [...ins, ...refs, y!, want!]) t.dispose();
+    return launches;
+  }
+  return { fake, gpu, check };
+}
+
+// The tiled kernel on a one-SM device, where the planner takes the large
+// tile for any size: edge tiles in M, N and K, each layout, alpha and beta.
+describe('the large tile, and the widest axpy block, on a one-SM device', () => {
+  const { fake, gpu, check } = emulated(1);
+  afterAll(() => gpu.dispose());
+
+  for (const [m, k, n, label] of [
+    [131, 257, 67, 'element by element'],
+    [132, 260, 68, '.v4'],
+  ] as const) {
+    for (const [transA, transB] of FLAGS) {
+      it(`${m}×${k}×${n} ${label}${transA ? ' transA' : ''}${transB ? ' transB' : ''}, alpha and beta`, async () => {
+        const modules = fake.images.length;
+        const launches = await check(
+          matmul,
+          [transA ? [k, m] : [m, k], transB ? [n, k] : [k, n], [m, n]],
+          { alpha: -0.75, beta: 0.5, transA, transB },
+          k,
+        );
+        expect(launches.map((l) => [l.entry, l.grid])).toEqual([['matmul_tile', [2, 1, 1]]]);
+        // Each layout and path is a module of its own: this one was just loaded.
+        expect(fake.images).toHaveLength(modules + 1);
+        expect(fake.images.at(-1)!.includes('ld.global.nc.v4.f32')).toBe(label === '.v4');
+      }, 120_000);
+    }
+  }
+
+  it('batches are blockIdx.z', async () => {
+    const launches = await check(
+      batchedMatmul,
+      [
+        [3, 40, 20],
+        [3, 20, 36],
+      ],
+      { alpha: 2 },
+      20,
+    );
+    expect(launches.map((l) => [l.entry, l.grid])).toEqual([['matmul_tile', [1, 1, 3]]]);
+  }, 120_000);
+
+  it('small M with a block as wide as a warp of .v4 columns', async () => {
+    const launches = await check(
+      matmul,
+      [
+        [5, 300],
+        [300, 260],
+      ],
+      { alpha: 1.5 },
+      300,
+    );
+    expect(launches.map((l) => [l.entry, l.grid])).toEqual([['matmul_axpy', [3, 1, 1]]]);
+  }, 120_000);
+
+  it('K = 0 leaves beta · c', async () => {
+    await check(
+      matmul,
+      [
+        [20, 0],
+        [0, 24],
+        [20, 24],
+      ],
+      { beta: -2 },
+      0,
+    );
+    await check(
+      matmul,
+      [
+        [1, 0],
+        [24, 0],
+        [1, 24],
+      ],
+      { beta: 3, transB: true },
+      0,
+    );
+  }, 120_000);
+});
+
+// With 8 SMs the mid tile of a 64-wide product leaves most of them idle, so K is split in two.
+describe('split K on an emulated device', () => {
+  const { gpu, check } = emulated(8);
+  afterAll(() => gpu.dispose());
+
+  for (const [m, k, n, transA, transB] of [
+    [64, 600, 64, false, false],
+    [61, 601, 67, true, true],
+  ] as const) {
+    it(`${m}×${k}×${n}${transA ? ' transA' : ''}${transB ? ' transB' : ''} + c`, async () => {
+      const launches = await check(
+        matmul,
+        [transA ? [k, m] : [m, k], transB ? [n, k] : [k, n], [m, n]],
+        { alpha: 1.25, beta: -0.5, transA, transB },
+        k,
+      );
+      const tiles = Math.ceil(m / TILE_MID.bm) * Math.ceil(n / TILE_MID.bn);
+      expect(launches.map((l) => [l.entry, l.grid])).toEqual([
+        ['matmul_tile', [tiles, 2, 1]],
+        ['matmul_split_sum', [expect.any(Number), 1, 1]],
+      ]);
+    }, 120_000);
+  }
+});

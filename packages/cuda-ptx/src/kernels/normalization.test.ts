@@ -1,0 +1,132 @@
+import { describe, expect, it } from 'vitest';
+import type { DeviceProperties } from '../driver/driver.js';
+import type { Launch } from '../kernel.js';
+import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
+import { DEFAULT_TARGET } from '../ptx/target.js';
+import { NORM_DECLS, NORMALIZATION_KERNELS, normGeometry, normKey, normModule } from './normalization.js';
+import { COLUMN_SUMS_KEY, columnSumsModule, largestPlannedGeometries } from './rowReduce.js';
+
+const H100 = { multiprocessors: 132, maxThreadsPerMultiprocessor: 2048 } as DeviceProperties;
+const ALIGNED = [1n << 30n, 2n << 30n, 3n << 30n, 4n << 30n];
+const decl = (name: string) => NORM_DECLS.find((d) => d.spec.name === name)!;
+
+function operand(ptr: bigint, shape: number[]) {
+  const size = shape.reduce((a, b) => a * b, 1);
+  return { ptr, shape, size, dtype: 'f32' as const, byteLength: size * 4 };
+}
+
+/** Records what a kernel launches, fills and allocates. */
+function record(name: string, shapes: number[][], outShapes: number[][]) {
+  const launches: Launch[] = [];
+  const fills: [bigint, number, number][] = [];
+  let next = 1n << 40n;
+  const encoder = {
+    device: H100,
+    launch: (l: Launch) => launches.push(l),
+    copy: () => {},
+    fill32: (dst: bigint, word: number, count: number) => fills.push([dst, word, count]),
+    scratch: (bytes: number) => {
+      const ptr = next;
+      next += BigInt(Math.ceil(bytes / 256) * 256);
+      return ptr;
+    },
+  };
+  const inputs = shapes.map((s, i) => operand(BigInt(i + 1) << 30n, s));
+  const outputs = outShapes.map((s, i) => operand(BigInt(i + 8) << 30n, s));
+  const kernel = NORMALIZATION_KERNELS.find((k) => k.spec.name === name)!;
+  kernel.launch(encoder, {
+    inputs,
+    outputs,
+    attrs: { eps: 1e-5 },
+    io: { inputs: shapes.map((shape) => ({ shape, dtype: 'f32' })), outputs: [] },
+  } as never);
+  return { launches, fills };
+}
+
+describe('normalization kernels', () => {
+  it('implements rmsNorm, layerNorm and their backward kernels', () => {
+    expect(NORMALIZATION_KERNELS.map((k) => k.spec.name)).toEqual([
+      'rmsNorm',
+      'rmsNormBackward',
+      'layerNorm',
+      'layerNormBackward',
+    ]);
+  });
+
+  it('keeps fewer elements per thread in registers where the backward also holds column sums', () => {
+    expect(normGeometry(decl('rmsNorm'), 4096, ALIGNED)).toEqual({
+      threads: 256,
+      block: 256,
+      width: 4,
+      slots: 4,
+    });
+    expect(normGeometry(decl('layerNormBackward'), 4096, ALIGNED)).toEqual({
+      threads: 512,
+      block: 512,
+      width: 4,
+      slots: 2,
+    });
+    expect(normGeometry(decl('layerNormBackward'), 32768, ALIGNED).slots).toBe(0);
+    expect(normGeometry(decl('rmsNorm'), 97, ALIGNED)).toEqual({
+      threads: 32,
+      block: 128,
+      width: 1,
+      slots: 4,
+    });
+  });
+
+  it('sums parameter gradients on the device: per-block partials, then one column-sum pass per output', () => {
+    const { launches, fills } = record(
+      'layerNormBackward',
+      [[1031, 96], [1031, 96], [96]],
+      [[1031, 96], [96], [96]],
+    );
+    expect(launches.map((l) => l.key)).toEqual([
+      expect.stringMatching(/^normalization\/layerNormBackward\/t32b128w4s/),
+      COLUMN_SUMS_KEY,
+      COLUMN_SUMS_KEY,
+    ]);
+    const grid = launches[0]!.grid as number;
+    expect(grid).toBeLessThanOrEqual(Math.ceil(1031 / 4));
+    const partials = launches[0]!.args.partials as bigint;
+    expect(launches[1]!.args).toMatchObject({ partials, parts: grid, n: 96 });
+    expect(launches[2]!.args).toMatchObject({ partials: partials + BigInt(grid * 96 * 4), parts: grid });
+    // Cached geometries write their partials whole: nothing to zero first.
+    expect(fills).toEqual([]);
+  });
+
+  it('zeroes the partials that streamed rows add into, and the gradients of no rows', () => {
+    const streamed = record('rmsNormBackward', [[3, 40000], [3, 40000], [40000]], [[3, 40000], [40000]]);
+    expect(streamed.launches[0]!.key).toMatch(/stream$/);
+    expect(streamed.fills).toEqual([[streamed.launches[0]!.args.partials, 0, 3 * 40000]]);
+    const empty = record('rmsNormBackward', [[0, 5], [0, 5], [5]], [[0, 5], [5]]);
+    expect(empty.launches).toEqual([]);
+    expect(empty.fills).toEqual([[9n << 30n, 0, 5]]);
+  });
+});
+
+const gate = ptxasTestGate();
+
+describe.skipIf(gate.skip)(`normalization PTX assembles with ptxas, without spills (${gate.reason})`, () => {
+  for (const d of NORM_DECLS) {
+    it(`${d.spec.name} at the largest geometry of each kind`, () => {
+      // Every kind of geometry the planner gives this kernel, at its most slots (most registers).
+      for (const g of largestPlannedGeometries(d.registers)) {
+        for (const arch of ['sm_90', DEFAULT_TARGET]) {
+          const result = assemblePtx(normModule(d, g).emit(), arch, { verbose: true });
+          const what = `${normKey(d, g)} ${arch}`;
+          expect(result.ok, `${what}\n${result.log}`).toBe(true);
+          expect(result.log, what).not.toMatch(/warning|[1-9]\d* bytes spill/);
+        }
+      }
+    }, 120_000);
+  }
+
+  it('column sums', () => {
+    for (const arch of ['sm_90', DEFAULT_TARGET]) {
+      const result = assemblePtx(columnSumsModule().emit(), arch, { verbose: true });
+      expect(result.ok, result.log).toBe(true);
+      expect(result.log).not.toMatch(/warning|[1-9]\d* bytes spill/);
+    }
+  });
+});

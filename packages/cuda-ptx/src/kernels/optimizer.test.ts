@@ -1,0 +1,229 @@
+import {
+  type AnyKernelSpec,
+  adamwStep,
+  clipByGlobalNorm,
+  createCpuBackend,
+  type Shape,
+  sgdStep,
+} from '@rayo/core';
+import { compareOutputs } from '@rayo/core/testing';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CudaBackend } from '../backend.js';
+import { CudaDriver } from '../driver/driver.js';
+import type { Operand } from '../kernel.js';
+import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
+import { DEFAULT_TARGET } from '../ptx/target.js';
+import { FakeLibCuda } from '../testing/fakeLibCuda.js';
+import { PtxInterpreter } from '../testing/ptxInterpreter.js';
+import {
+  adamwConstants,
+  adamwModule,
+  CLIP_SLOTS,
+  clipGroups,
+  clipNormModule,
+  clipScaleModule,
+  clipSumSquaresModule,
+  OPTIMIZER_KERNELS,
+  type SgdMode,
+  sgdMode,
+  sgdModule,
+  type VectorWidth,
+  vectorWidthFor,
+} from './optimizer.js';
+
+function operand(ptr: bigint, size: number): Operand {
+  return { ptr, size, shape: [size], dtype: 'f32', byteLength: 4 * size };
+}
+
+describe('optimizer kernels', () => {
+  it('implements adamwStep, sgdStep and clipByGlobalNorm', () => {
+    expect(OPTIMIZER_KERNELS.map((k) => k.spec.name)).toEqual(['adamwStep', 'sgdStep', 'clipByGlobalNorm']);
+  });
+
+  it('computes the bias corrections once per launch, on the host', () => {
+    const c = adamwConstants({ lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1, step: 1 });
+    expect(c.stepSize).toBeCloseTo(0.01 / 0.1, 12);
+    expect(c.invSqrtBc2).toBeCloseTo(1 / Math.sqrt(0.001), 9);
+    expect(c.oneMinusBeta2).toBeCloseTo(0.001, 15);
+    expect(c.decay).toBeCloseTo(0.999, 15);
+    const late = adamwConstants({
+      lr: 0.01,
+      beta1: 0.9,
+      beta2: 0.999,
+      eps: 1e-8,
+      weightDecay: 0,
+      step: 100_000,
+    });
+    expect(late.stepSize).toBeCloseTo(0.01, 12);
+    expect(late.invSqrtBc2).toBeCloseTo(1, 12);
+    expect(late.decay).toBe(1);
+    // The element loop has no power, exp or log: only the square root and the division of the update.
+    const text = adamwModule(4).emit();
+    expect(text).not.toMatch(/ex2|lg2/);
+    expect(text.match(/sqrt\.rn\.f32/g)).toHaveLength(4 + 1);
+  });
+
+  it('moves four floats per access where every operand is 16-byte aligned', () => {
+    expect(vectorWidthFor([operand(256n, 5), operand(512n, 5)])).toBe(4);
+    expect(vectorWidthFor([operand(256n, 5), operand(520n, 5)])).toBe(2);
+    expect(vectorWidthFor([operand(256n, 5), operand(516n, 5)])).toBe(1);
+    const text = adamwModule(4).emit();
+    expect(text.match(/ld\.global\.v4\.f32/g)).toHaveLength(4);
+    expect(text.match(/st\.global\.v4\.f32/g)).toHaveLength(3);
+  });
+
+  it('reads and writes the momentum buffer only with momentum', () => {
+    expect(sgdMode({ momentum: 0, nesterov: false })).toBe('plain');
+    expect(sgdMode({ momentum: 0.9, nesterov: false })).toBe('momentum');
+    expect(sgdMode({ momentum: 0.9, nesterov: true })).toBe('nesterov');
+    expect(sgdModule('plain', 1).entries[0]!.params.map((p) => p.name)).toEqual([
+      'param',
+      'grad',
+      'n',
+      'lr',
+      'weightDecay',
+    ]);
+    expect(sgdModule('nesterov', 1).entries[0]!.params.map((p) => p.name)).toContain('buf');
+  });
+
+  it('groups gradients by vector width, at most CLIP_SLOTS per launch, empty ones dropped', () => {
+    const aligned = Array.from({ length: CLIP_SLOTS + 3 }, (_, i) => operand(BigInt(4096 * (i + 1)), i + 1));
+    const odd = operand(4n, 7);
+    const empty = operand(8192n * 16n, 0);
+    const groups = clipGroups([odd, ...aligned, empty], false);
+    expect(groups.map((g) => [g.width, g.grads.length])).toEqual([
+      [4, CLIP_SLOTS],
+      [4, 3],
+      [1, 1],
+    ]);
+    expect(groups[1]!.elements).toBe(CLIP_SLOTS + 1 + CLIP_SLOTS + 2 + CLIP_SLOTS + 3);
+  });
+
+  it('counts a gradient listed twice twice in the norm but scales it once', () => {
+    const g = operand(256n, 10);
+    expect(clipGroups([g, g], false)[0]!.grads).toHaveLength(2);
+    expect(clipGroups([g, g], true)[0]!.grads).toHaveLength(1);
+  });
+
+  it('skips the scaling pass where the scale is exactly 1', () => {
+    const text = clipScaleModule(2, 4).emit();
+    expect(text).toMatch(/setp\.neu\.f32 %p\d+, %f\d+, 0f3F800000/);
+  });
+});
+
+const gate = ptxasTestGate();
+
+describe.skipIf(gate.skip)(`optimizer PTX assembles with ptxas (${gate.reason})`, () => {
+  const widths: VectorWidth[] = [1, 2, 4];
+  const modes: SgdMode[] = ['plain', 'momentum', 'nesterov'];
+  const modules: [string, () => { emit(): string }][] = [
+    ...widths.map((w) => [`adamwStep v${w}`, () => adamwModule(w)] as [string, () => { emit(): string }]),
+    ...modes.flatMap((mode) =>
+      ([1, 4] as const).map(
+        (w) => [`sgdStep ${mode} v${w}`, () => sgdModule(mode, w)] as [string, () => { emit(): string }],
+      ),
+    ),
+    ...[1, CLIP_SLOTS].flatMap((slots) =>
+      ([1, 4] as const).flatMap((w) => [
+        [`clip sum of squares, ${slots} slots, v${w}`, () => clipSumSquaresModule(slots, w)] as [
+          string,
+          () => { emit(): string },
+        ],
+        [`clip scale, ${slots} slots, v${w}`, () => clipScaleModule(slots, w)] as [
+          string,
+          () => { emit(): string },
+        ],
+      ]),
+    ),
+    ['clip norm', clipNormModule],
+  ];
+  for (const [name, build] of modules) {
+    it(`${name} for sm_90 and ${DEFAULT_TARGET}`, () => {
+      for (const arch of ['sm_90', DEFAULT_TARGET]) {
+        const result = assemblePtx(build().emit(), arch, { verbose: true });
+        expect(result.ok, result.log).toBe(true);
+        expect(result.log).not.toMatch(/warning|spill stores [1-9]/);
+      }
+    }, 60_000);
+  }
+});
+
+// The pool's allocations are 256-byte aligned, so the conformance suite runs
+// the `.v4` modules; operands offset by one or two floats take the others.
+describe('optimizer kernels on an emulated device, with misaligned operands', () => {
+  const fake = new FakeLibCuda();
+  new PtxInterpreter(fake).attach();
+  const gpu = new CudaBackend(new CudaDriver(fake));
+  const cpu = createCpuBackend();
+  afterAll(() => {
+    gpu.dispose();
+    cpu.dispose();
+  });
+
+  let seed = 7;
+  const random = (n: number) =>
+    Float32Array.from({ length: n }, () => {
+      seed = (seed * 16807) % 2147483647;
+      return (seed / 2147483647) * 4 - 2;
+    });
+
+  /** A tensor whose first element sits `offset` floats past a 256-byte boundary. */
+  function offsetTensor(data: Float32Array, shape: Shape, offset: number) {
+    const base = gpu.upload(Float32Array.from([...new Array(offset).fill(0), ...data]), [
+      offset + data.length,
+    ]);
+    return { base, tensor: gpu.importPointer(gpu.pointerOf(base).ptr + BigInt(4 * offset), shape) };
+  }
+
+  async function check(
+    spec: AnyKernelSpec,
+    shapes: Shape[],
+    offsets: number[],
+    attrs: object,
+    same?: [number, number],
+  ) {
+    const data = shapes.map((s) => random(s.reduce((a, b) => a * b, 1)).map(Math.abs));
+    const placed = data.map((d, i) => offsetTensor(d, shapes[i]!, offsets[i]!));
+    const gpuIn = placed.map((p) => p.tensor);
+    const cpuIn = data.map((d, i) => cpu.upload(d, shapes[i]!));
+    if (same) {
+      gpuIn[same[1]] = gpuIn[same[0]]!;
+      cpuIn[same[1]] = cpuIn[same[0]]!;
+    }
+    const got = gpu.run(spec, gpuIn, attrs);
+    const want = cpu.run(spec, cpuIn, attrs);
+    for (let i = 0; i < got.length; i++) {
+      expect(
+        compareOutputs('f32', await got[i]!.read(), await want[i]!.read(), { rtol: 1e-5, atol: 1e-6 }),
+        `output ${i}`,
+      ).toBeUndefined();
+    }
+    for (const p of placed) p.base.dispose();
+  }
+
+  const adamw = { lr: 0.05, weightDecay: 0.1, step: 3 };
+  it('adamwStep, one float per access', () =>
+    check(adamwStep, [[1031], [1031], [1031], [1031]], [1, 0, 0, 0], adamw));
+  it('adamwStep, two floats per access and a tail', () =>
+    check(adamwStep, [[1031], [1031], [1031], [1031]], [2, 0, 2, 0], adamw));
+  it('sgdStep with Nesterov momentum, one float per access', () =>
+    check(sgdStep, [[257], [257], [257]], [0, 0, 3], {
+      lr: 0.1,
+      momentum: 0.9,
+      weightDecay: 0.5,
+      nesterov: true,
+    }));
+  it('sgdStep without momentum ignores the buffer’s alignment', () =>
+    check(sgdStep, [[257], [257], [257]], [2, 2, 1], { lr: 0.1, weightDecay: 0.5 }));
+  it('clipByGlobalNorm over more tensors than one launch takes, mixed alignments', () => {
+    const shapes: Shape[] = Array.from({ length: CLIP_SLOTS + 4 }, (_, i) => [3 + 5 * i]);
+    return check(
+      clipByGlobalNorm,
+      shapes,
+      shapes.map((_, i) => i % 3),
+      { maxNorm: 0.5 },
+    );
+  });
+  it('clipByGlobalNorm with a tensor listed twice', () =>
+    check(clipByGlobalNorm, [[61], [13], [61]], [1, 0, 1], { maxNorm: 0.5 }, [0, 2]));
+});

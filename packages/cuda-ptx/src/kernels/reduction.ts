@@ -1,0 +1,219 @@
+import { type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
+import type { DeviceProperties } from '../driver/driver.js';
+import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
+import { PtxModule } from '../ptx/module.js';
+import { addr, type F32 } from '../ptx/operands.js';
+import { checkElementCount } from './common.js';
+import {
+  accessWidth,
+  combine,
+  forEachRow,
+  GroupReducer,
+  geometryKey,
+  groupPlace,
+  identityOf,
+  loadFloats,
+  type ReduceOp,
+  type RowGeometry,
+  rowGrid,
+  WARP_ROWS_BLOCK,
+} from './rowReduce.js';
+
+/** What a reduction kernel adds up: the op, and whether it squares each element first. */
+export interface ReduceKind {
+  readonly op: ReduceOp;
+  readonly square: boolean;
+}
+
+/**
+ * How `rows` runs of `n` elements are reduced: each run is cut into `splits`
+ * segments of `chunk` elements (the last may be shorter), one row group per
+ * segment. With more than one split a second pass reduces the segments'
+ * results.
+ */
+export interface ReductionPlan {
+  readonly geometry: RowGeometry;
+  readonly splits: number;
+  readonly chunk: number;
+}
+
+/** Loads a thread of the reduction keeps in flight. */
+const UNROLL = 4;
+/** Warps that keep a device busy with one short row each. */
+const WARP_ROWS_PER_SM = 64;
+const SEGMENT_BLOCK = 256;
+/** The least accesses per thread worth a segment of its own. */
+const ACCESSES_PER_THREAD = 4;
+
+/**
+ * Short runs go to groups within a warp; long ones to blocks, cut into
+ * segments when the runs alone would leave SMs idle. `width` is the access
+ * width every segment start is aligned to.
+ */
+export function planReduction(
+  device: DeviceProperties,
+  rows: number,
+  n: number,
+  width: 1 | 2 | 4,
+  allowSplit = true,
+): ReductionPlan {
+  const accesses = Math.ceil(n / width);
+  const manyRows = rows >= device.multiprocessors * WARP_ROWS_PER_SM;
+  if (accesses <= 32 * ACCESSES_PER_THREAD || (manyRows && accesses <= 32 * 4 * ACCESSES_PER_THREAD)) {
+    let threads = 1;
+    while (threads < Math.min(32, accesses)) threads *= 2;
+    return { geometry: { threads, block: WARP_ROWS_BLOCK, width, slots: 0 }, splits: 1, chunk: n };
+  }
+  const geometry: RowGeometry = { threads: SEGMENT_BLOCK, block: SEGMENT_BLOCK, width, slots: 0 };
+  const resident = rowGrid(device, geometry, Number.MAX_SAFE_INTEGER);
+  let splits = 1;
+  if (allowSplit && rows < resident) {
+    splits = Math.min(
+      Math.ceil(accesses / (SEGMENT_BLOCK * ACCESSES_PER_THREAD)),
+      Math.ceil(resident / rows),
+    );
+  }
+  const chunk = Math.ceil(Math.ceil(n / splits) / width) * width;
+  return { geometry, splits: Math.ceil(n / chunk), chunk };
+}
+
+export function reductionEntry(kind: ReduceKind): string {
+  return `reduce_${kind.op}${kind.square ? '_squares' : ''}`;
+}
+
+export function reductionKey(kind: ReduceKind, g: RowGeometry, split: boolean): string {
+  return `reduction/${kind.op}${kind.square ? 'Squares' : ''}/${geometryKey(g)}${split ? '/split' : ''}`;
+}
+
+/**
+ * y[s] = op over segment s of x. Segment s is part `s mod splits` of run
+ * `s / splits` (with `split`; else the whole run s): `chunk` elements from
+ * its start, fewer at the end of the run. A thread reads `width` elements
+ * per access, a group's accesses are adjacent; a run of one row may end in
+ * fewer than `width` elements, which the lanes read one by one.
+ */
+export function reductionModule(kind: ReduceKind, g: RowGeometry, split: boolean): PtxModule {
+  const m = new PtxModule();
+  m.entry(
+    reductionEntry(kind),
+    { x: 'ptr', y: 'ptr', segments: 'u32', n: 'u32', chunk: 'u32', splits: 'u32' },
+    (k, p) => {
+      const x = k.globalPointer(p.x);
+      const y = k.globalPointer(p.y);
+      const segments = k.ldParam(p.segments);
+      const n = k.ldParam(p.n);
+      const chunk = k.ldParam(p.chunk);
+      const splits = k.ldParam(p.splits);
+      const place = groupPlace(k, g);
+      const reducer = new GroupReducer(k, place);
+      const accumulate = (acc: F32, v: F32) => {
+        if (kind.square) k.fma('f32', acc, v, v, acc);
+        else combine(k, kind.op, acc, v);
+      };
+      forEachRow(
+        k,
+        place,
+        segments,
+        (segment, valid) => {
+          let start = k.mulLo('u32', k.reg('u32'), segment, n);
+          let len = n;
+          if (split) {
+            const row = k.div('u32', k.reg('u32'), segment, splits);
+            const part = k.sub('u32', k.reg('u32'), segment, k.mulLo('u32', k.reg('u32'), row, splits));
+            const offset = k.mulLo('u32', k.reg('u32'), part, chunk);
+            start = k.madLo('u32', k.reg('u32'), row, n, offset);
+            len = k.min('u32', k.reg('u32'), chunk, k.sub('u32', k.reg('u32'), n, offset));
+          }
+          // A group past the last segment reads nothing but joins the shuffles.
+          if (valid) len = k.selp('u32', k.reg('u32'), len, 0, valid);
+          const acc = k.mov('f32', k.reg('f32'), identityOf(kind.op));
+          const whole = g.width === 1 ? len : k.and('b32', k.reg('u32'), len, ~(g.width - 1) >>> 0);
+          const c = k.reg('u32');
+          const first = k.mulLo('u32', k.reg('u32'), place.laneInGroup, g.width);
+          const stride = g.threads * g.width;
+          // UNROLL accesses in flight per thread while they all fit, then one at a time.
+          const span = (UNROLL - 1) * stride;
+          const unrolledEnd = k.sub('u32', k.reg('u32'), k.max('u32', k.reg('u32'), whole, span), span);
+          k.forRange(c, first, unrolledEnd, UNROLL * stride, () => {
+            const at = k.elementAddress(x, k.add('u32', k.reg('u32'), start, c), 4);
+            const loads = Array.from({ length: UNROLL }, (_, u) =>
+              loadFloats(k, addr(at, u * stride * 4), g.width, { nc: true }),
+            );
+            for (const v of loads.flat()) accumulate(acc, v);
+          });
+          k.forRange(c, c, whole, stride, () => {
+            const at = k.elementAddress(x, k.add('u32', k.reg('u32'), start, c), 4);
+            for (const v of loadFloats(k, at, g.width, { nc: true })) accumulate(acc, v);
+          });
+          if (g.width > 1) {
+            // The last fewer-than-width elements of a one-row run, one by one (a group may be narrower than them).
+            const t = k.reg('u32');
+            k.forRange(t, k.add('u32', k.reg('u32'), whole, place.laneInGroup), len, g.threads, () => {
+              const at = k.elementAddress(x, k.add('u32', k.reg('u32'), start, t), 4);
+              accumulate(acc, k.ldGlobal('f32', k.reg('f32'), at, { nc: true }));
+            });
+          }
+          const [result] = reducer.reduce([kind.op], [acc]);
+          const leader = k.setp('eq', 'u32', k.reg('pred'), place.laneInGroup, 0);
+          const write = valid ? k.and('pred', k.reg('pred'), leader, valid) : leader;
+          const out = k.elementAddress(y, segment, 4);
+          k.predicated(write, () => k.stGlobal('f32', out, result!));
+        },
+        reducer,
+      );
+    },
+    { requiredThreadsPerBlock: [g.block, 1, 1] },
+  );
+  return m;
+}
+
+/** Records the reduction of `rows` runs of `n` elements of `x` into `y` (one value per run). */
+export function launchReduction(
+  encoder: KernelEncoder,
+  kind: ReduceKind,
+  x: Operand | bigint,
+  y: Operand | bigint,
+  rows: number,
+  n: number,
+  allowSplit = true,
+): void {
+  // One run needs only its start aligned (its last elements are read one by one); more need n too.
+  const width = rows === 1 ? accessWidth(4, [x]) : accessWidth(n, [x]);
+  const plan = planReduction(encoder.device, rows, n, width, allowSplit);
+  const split = plan.splits > 1;
+  const segments = rows * plan.splits;
+  const out = split ? encoder.scratch(segments * 4) : y;
+  encoder.launch({
+    key: reductionKey(kind, plan.geometry, split),
+    module: () => reductionModule(kind, plan.geometry, split),
+    entry: reductionEntry(kind),
+    grid: rowGrid(encoder.device, plan.geometry, segments),
+    block: plan.geometry.block,
+    args: { x, y: out, segments, n, chunk: plan.chunk, splits: plan.splits },
+  });
+  // The segments' results are plain partial sums (or maxima): reduce them without squaring.
+  if (split) launchReduction(encoder, { op: kind.op, square: false }, out, y, rows, plan.splits, false);
+}
+
+function reductionKernel(spec: KernelSpec<{ axis: 'last' | 'all' }>, kind: ReduceKind): AnyCudaKernel {
+  return cudaKernel(spec, (encoder, { inputs, outputs, attrs, io }) => {
+    const x = inputs[0]!;
+    const y = outputs[0]!;
+    if (y.size === 0) return;
+    checkElementCount(spec.name, 'x', x.size);
+    const shape = io.inputs[0]!.shape;
+    const n = attrs.axis === 'all' ? sizeOf(shape) : shape[shape.length - 1]!;
+    // A sum of nothing is 0 (max rejects empty runs in its spec).
+    if (n === 0) {
+      encoder.fill32(y.ptr, 0, y.size);
+      return;
+    }
+    launchReduction(encoder, kind, x, y, y.size, n);
+  });
+}
+
+export const REDUCTION_KERNELS: readonly AnyCudaKernel[] = [
+  reductionKernel(sum, { op: 'sum', square: false }),
+  reductionKernel(max, { op: 'max', square: false }),
+  reductionKernel(sumSquares, { op: 'sum', square: true }),
+];

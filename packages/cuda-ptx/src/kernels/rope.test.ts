@@ -1,0 +1,102 @@
+import { createCpuBackend, rope, UnsupportedOnBackendError } from '@rayo/core';
+import { compareOutputs, Rng } from '@rayo/core/testing';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CudaBackend } from '../backend.js';
+import { CudaDriver } from '../driver/driver.js';
+import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
+import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
+import { DEFAULT_TARGET } from '../ptx/target.js';
+import { FakeLibCuda } from '../testing/fakeLibCuda.js';
+import { PtxInterpreter } from '../testing/ptxInterpreter.js';
+import { frequencyExponent, headsPerThread, MAX_ANGLE, ROPE_KERNELS, ropeKey, ropeModule } from './rope.js';
+
+const H100 = { multiprocessors: 132, maxThreadsPerMultiprocessor: 2048 };
+
+describe('rope kernel', () => {
+  it('implements rope', () => {
+    expect(ROPE_KERNELS.map((k) => k.spec.name)).toEqual(['rope']);
+    expect(ropeKey('interleaved', 4)).toBe('rope/interleaved/heads4');
+  });
+
+  it('splits the frequency exponent into two f32s', () => {
+    const { cHi, cLo } = frequencyExponent(10000, 128);
+    expect(cHi).toBe(Math.fround(cHi));
+    expect(cLo).toBe(Math.fround(cLo));
+    expect(Math.abs(cHi + cLo - (-2 * Math.log2(10000)) / 128)).toBeLessThan(1e-14);
+    expect(frequencyExponent(Number.POSITIVE_INFINITY, 8)).toEqual({ cHi: -300, cLo: 0 });
+  });
+
+  it('shares an angle among four heads only where pairs are plentiful', () => {
+    expect(headsPerThread(H100, 32 * 64, 32)).toBe(1);
+    expect(headsPerThread(H100, 4096 * 32 * 64, 32)).toBe(4);
+    expect(headsPerThread(H100, 4096 * 32 * 64, 2)).toBe(1);
+  });
+
+  it('emits no approximate sin or cos', () => {
+    const text = ropeModule('half', 1).emit();
+    expect(text).not.toMatch(/sin\.approx|cos\.approx/);
+  });
+});
+
+const gate = ptxasTestGate();
+
+describe.skipIf(gate.skip)(`rope PTX assembles with ptxas (${gate.reason})`, () => {
+  for (const layout of ['half', 'interleaved'] as const) {
+    for (const heads of [1, 4]) {
+      it(`${ropeKey(layout, heads)} for sm_90 and ${DEFAULT_TARGET}`, () => {
+        const text = ropeModule(layout, heads).emit();
+        for (const arch of ['sm_90', DEFAULT_TARGET]) {
+          const result = assemblePtx(text, arch, { verbose: true });
+          expect(result.ok, result.log).toBe(true);
+          expect(result.log).not.toMatch(/warning|[1-9]\d* bytes spill (stores|loads)/);
+          expect(result.log).toMatch(/0 bytes spill stores/);
+        }
+      }, 60_000);
+    }
+  }
+});
+
+describe('rope on an emulated device', () => {
+  const fake = new FakeLibCuda();
+  // One SM: a few thousand pairs already take the four-heads path.
+  fake.attributes.set(CU_DEVICE_ATTRIBUTE.MULTIPROCESSOR_COUNT, 1);
+  new PtxInterpreter(fake).attach();
+  const gpu = new CudaBackend(new CudaDriver(fake));
+  const cpu = createCpuBackend();
+  afterAll(() => gpu.dispose());
+
+  async function check(shape: [number, number, number], attrs: Record<string, unknown>, atol: number) {
+    const rng = new Rng(shape.reduce((a, b) => a * 31 + b, 7));
+    const data = Float32Array.from({ length: shape[0] * shape[1] * shape[2] }, () => rng.uniform(-1, 1));
+    const got = await gpu.run(rope, [gpu.upload(data, shape)], attrs)[0]!.read();
+    const want = await cpu.run(rope, [cpu.upload(data, shape)], attrs)[0]!.read();
+    expect(compareOutputs('f32', got, want, { rtol: 1e-5, atol })).toBeUndefined();
+  }
+
+  // Ten times tighter than the conformance bound of 1e-5 + 5e-7 · position.
+  it('is accurate at large positions, both layouts, forwards and inverse', async () => {
+    for (const layout of ['half', 'interleaved']) {
+      for (const inverse of [false, true]) {
+        await check([2, 3, 64], { positionOffset: 100_000, layout, inverse }, 1e-5 + 5e-8 * 100_001);
+      }
+    }
+  }, 120_000);
+
+  it('takes four heads per thread, with a partial last run', async () => {
+    expect(headsPerThread({ multiprocessors: 1, maxThreadsPerMultiprocessor: 2048 }, 48 * 6 * 64, 6)).toBe(4);
+    await check([48, 6, 128], { positionOffset: 3, layout: 'half' }, 1e-5 + 5e-8 * 51);
+    await check([48, 6, 128], { positionOffset: 3, layout: 'interleaved', inverse: true }, 1e-5 + 5e-8 * 51);
+  }, 120_000);
+
+  it('follows the reference for a base below 1 and an infinite one', async () => {
+    await check([9, 2, 16], { theta: 0.5, layout: 'half' }, 1e-5);
+    await check([9, 2, 16], { theta: Number.POSITIVE_INFINITY, layout: 'interleaved' }, 1e-5);
+  }, 60_000);
+
+  it('refuses angles beyond 2^22 radians rather than losing them', () => {
+    const x = gpu.upload(new Float32Array(8), [2, 1, 4]);
+    expect(() => gpu.run(rope, [x], { positionOffset: MAX_ANGLE })).toThrow(UnsupportedOnBackendError);
+    expect(() => gpu.run(rope, [x], { theta: 1e-20 })).toThrow(UnsupportedOnBackendError);
+    expect(() => gpu.run(rope, [x], { positionOffset: MAX_ANGLE - 2 })).not.toThrow();
+  });
+});
