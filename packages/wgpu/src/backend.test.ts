@@ -1,4 +1,4 @@
-import { add, DeviceLostError, KernelCompileError, scale } from '@rayo/core';
+import { add, DeviceLostError, DisposedTensorError, KernelCompileError, scale, sum } from '@rayo/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WgpuBackend } from './backend.js';
 import { backendProvider } from './index.js';
@@ -25,30 +25,83 @@ needsAdapter(`wgpu backend${unavailable ? ` (no adapter: ${unavailable})` : ''}`
     await backend.sync();
   });
 
-  it('a warm batch creates no pipelines, parameter buffers or storage buffers', async () => {
+  const created = () => {
+    const { pipelines, ...rest } = backend.objectCounts();
+    return { compiles: pipelines.compiles, ...rest };
+  };
+
+  it('a warm batch creates no pipelines or buffers, and its replay no bind groups', async () => {
     using x = backend.upload(new Float32Array(1000).fill(0.5), [1000]);
     using s = backend.empty([1000]);
     using y = backend.empty([1000]);
+    const dispatches = 400;
     const record = () => {
       const batch = backend.batch();
-      for (let i = 0; i < 200; i++) {
+      for (let i = 0; i < dispatches / 2; i++) {
         batch.run(scale, [x], { alpha: 1.5, beta: i }, { out: [s] });
         batch.run(add, [x, s], {}, { out: [y] });
       }
       return batch;
     };
     await record().submit();
-    const created = () => {
-      const { pipelines, ...buffers } = backend.objectCounts();
-      return { compiles: pipelines.compiles, ...buffers };
-    };
     const warm = created();
     const batch = record();
     await batch.submit();
+    // The first submit makes one bind group per dispatch, and nothing else.
+    const first = created();
+    expect(first).toEqual({ ...warm, bindGroups: warm.bindGroups + dispatches });
     await batch.submit();
-    expect(created()).toEqual(warm);
+    await batch.submit();
+    expect(created()).toEqual(first);
     const values = await y.read();
     expect(values[0]).toBeCloseTo(0.5 + (1.5 * 0.5 + 199), 4);
+  });
+
+  it('a replay writes its parameters again where other work overwrote them', async () => {
+    using x = backend.upload([1, 2, 3, 4], [4]);
+    using y = backend.empty([4]);
+    const batch = backend.batch();
+    batch.run(scale, [x], { alpha: 2, beta: 1 }, { out: [y] });
+    await batch.submit();
+    // Each eager run holds a parameter chunk until it finished: together they
+    // take every chunk, the batch's included, and write other values there.
+    const chunks = created().paramBuffers;
+    for (let i = 0; i < chunks; i++) backend.run(scale, [x], { alpha: 0, beta: -7 }, { out: [y] });
+    await backend.sync();
+    expect(created().paramBuffers).toBe(chunks);
+    expect(Array.from(await y.read())).toEqual([-7, -7, -7, -7]);
+    const { bindGroups } = created();
+    await batch.submit();
+    expect(created().bindGroups).toBe(bindGroups);
+    expect(Array.from(await y.read())).toEqual([3, 5, 7, 9]);
+  });
+
+  it('replays kernels with scratch buffers, and records again when another submission holds them', async () => {
+    const n = 1 << 16;
+    using x = backend.upload(new Float32Array(n).fill(0.25), [n]);
+    using total = backend.empty([]);
+    const batch = backend.batch();
+    // Long enough to be split over workgroups through a scratch buffer.
+    batch.run(sum, [x], { axis: 'all' }, { out: [total] });
+    await batch.submit();
+    const before = created();
+    await batch.submit();
+    expect(created()).toEqual(before);
+    expect((await total.read())[0]).toBe(n / 4);
+    // Two submissions in flight at once cannot share the scratch buffer.
+    await Promise.all([batch.submit(), batch.submit()]);
+    expect(created().bindGroups).toBeGreaterThan(before.bindGroups);
+    expect((await total.read())[0]).toBe(n / 4);
+  });
+
+  it('a replay refuses a tensor disposed since recording', async () => {
+    const x = backend.upload([1, 2], [2]);
+    const batch = backend.batch();
+    const [y] = batch.run(scale, [x], { alpha: 2, beta: 0 });
+    await batch.submit();
+    x.dispose();
+    await expect(batch.submit()).rejects.toBeInstanceOf(DisposedTensorError);
+    y!.dispose();
   });
 
   it('measures device time with timestamp queries', async () => {

@@ -32,7 +32,7 @@ import {
 } from '@rayo/core';
 import { BufferPool } from './buffers.js';
 import { describeAdapter, requestWgpuDevice, type WgpuDevice, type WgpuDeviceOptions } from './device.js';
-import { CommandRecorder } from './encoder.js';
+import { CommandRecorder, type Recording } from './encoder.js';
 import type { AnyWgpuKernel, Operand } from './kernel.js';
 import { WGPU_KERNELS } from './kernels/index.js';
 import { ParamArena } from './params.js';
@@ -68,6 +68,8 @@ export interface WgpuObjectCounts {
   readonly storageBuffers: number;
   readonly stagingBuffers: number;
   readonly scratchBuffers: number;
+  /** Bind groups: made once per dispatch when a batch is first submitted, none when it is replayed. */
+  readonly bindGroups: number;
 }
 
 export interface WgpuBackendOptions extends WgpuDeviceOptions {
@@ -95,6 +97,7 @@ export class WgpuBackend implements Backend {
   readonly #kernels: ReadonlyMap<string, AnyWgpuKernel>;
   readonly #ownsDevice: boolean;
   #live = { tensors: 0, bytes: 0, peak: 0, allocations: 0 };
+  #bindGroups = 0;
   #disposed = false;
 
   readonly maxBindingBytes: number;
@@ -147,6 +150,7 @@ export class WgpuBackend implements Backend {
       storageBuffers: this.#storage.created,
       stagingBuffers: this.#staging.created,
       scratchBuffers: this.#scratch.created,
+      bindGroups: this.#bindGroups,
     };
   }
 
@@ -373,23 +377,39 @@ export class WgpuBackend implements Backend {
 
   /** Encodes work into one command buffer and submits it; resolves when the GPU finished. */
   submitWork(encodeAll: (recorder: CommandRecorder) => void): Promise<void> {
-    const slots = this.#params.begin();
+    return this.#submit(this.#recordWork(encodeAll));
+  }
+
+  /** Resolves every dispatch `encodeAll` records to a pipeline and a bind group. */
+  #recordWork(encodeAll: (recorder: CommandRecorder) => void): Recording {
     const recorder = new CommandRecorder(
       this.device,
       this.gpu.features,
       this.pipelines,
-      slots,
+      this.#params.begin(),
       this.#scratch,
       this.maxBindingBytes,
     );
-    encodeAll(recorder);
-    const { commands, scratch } = recorder.finish();
-    slots.flush(this.device.queue);
-    this.device.queue.submit([commands]);
-    const done = this.device.queue.onSubmittedWorkDone().then(() => {
-      slots.release();
-      for (const b of scratch) this.#scratch.release(b);
-    });
+    try {
+      encodeAll(recorder);
+    } catch (error) {
+      recorder.abandon();
+      throw error;
+    }
+    const recording = recorder.finish();
+    this.#bindGroups += recording.bindGroups;
+    return recording;
+  }
+
+  /**
+   * Submits a recording whose parameter chunks and scratch buffers are held;
+   * they go back to their pools when the GPU finished.
+   */
+  #submit(recording: Recording): Promise<void> {
+    this.#alive('submit');
+    recording.params.flush(this.device.queue);
+    this.device.queue.submit([recording.encode(this.device)]);
+    const done = this.device.queue.onSubmittedWorkDone().then(() => recording.release());
     return Promise.race([done, this.gpu.lost]);
   }
 
@@ -406,7 +426,10 @@ export class WgpuBackend implements Backend {
 
   batch(): CommandBatch {
     this.#alive('batch');
-    return new WgpuCommandBatch(this);
+    return new WgpuCommandBatch(this, {
+      record: (encodeAll) => this.#recordWork(encodeAll),
+      submit: (recording) => this.#submit(recording),
+    });
   }
 
   async sync(): Promise<void> {
@@ -445,8 +468,10 @@ export class WgpuBackend implements Backend {
         },
       });
       recorder.timestamp(querySet, 1);
-      recorder.encoder.resolveQuerySet(querySet, 0, 2, resolve, 0);
-      recorder.encoder.copyBufferToBuffer(resolve, 0, staging, 0, 16);
+      recorder.encodeDirect((encoder) => {
+        encoder.resolveQuerySet(querySet, 0, 2, resolve, 0);
+        encoder.copyBufferToBuffer(resolve, 0, staging, 0, 16);
+      });
     });
     await this.pipelines.settle();
     await Promise.race([staging.mapAsync(GPUMapMode.READ, 0, 16), this.gpu.lost]);
@@ -491,10 +516,27 @@ export class WgpuBackend implements Backend {
   }
 }
 
-/** One command encoder and one submission for everything recorded; submit() replays. */
+/**
+ * One command encoder and one submission for everything recorded. The first
+ * submit resolves every dispatch to a pipeline and a bind group; later ones
+ * replay that recording, creating no GPU objects and writing no parameters,
+ * as long as it gets its parameter chunks and scratch buffers back (they are
+ * pooled between submits, so another submission may hold them: then it is
+ * recorded again).
+ */
 class WgpuCommandBatch implements CommandBatch {
   readonly #work: ((recorder: CommandRecorder) => void)[] = [];
-  constructor(private readonly backend: WgpuBackend) {}
+  /** Every tensor the recorded kernels read or write: a replay must not touch a disposed one. */
+  readonly #tensors: Tensor[] = [];
+  #recording: Recording | undefined;
+
+  constructor(
+    private readonly backend: WgpuBackend,
+    private readonly commands: {
+      record(encodeAll: (recorder: CommandRecorder) => void): Recording;
+      submit(recording: Recording): Promise<void>;
+    },
+  ) {}
 
   get size(): number {
     return this.#work.length;
@@ -508,13 +550,29 @@ class WgpuCommandBatch implements CommandBatch {
   ): Tensor[] {
     const { outputs, encode } = this.backend.record(spec, inputs, attrs, options);
     this.#work.push(encode);
+    for (const t of inputs) if (t) this.#tensors.push(t);
+    this.#tensors.push(...outputs);
+    this.#recording = undefined;
     return outputs;
   }
 
   async submit(): Promise<void> {
-    await this.backend.submitWork((recorder) => {
-      for (const encode of this.#work) encode(recorder);
-    });
-    await this.backend.sync();
+    // Throws DisposedTensorError for a tensor disposed since recording.
+    for (const t of this.#tensors) t.storage();
+    let recording = this.#recording;
+    if (!recording?.reclaim()) {
+      recording = this.commands.record((recorder) => {
+        for (const encode of this.#work) encode(recorder);
+      });
+      this.#recording = recording;
+    }
+    try {
+      await this.commands.submit(recording);
+      await this.backend.sync();
+    } catch (error) {
+      // A recording that failed (a kernel that did not compile) is not replayed.
+      if (this.#recording === recording) this.#recording = undefined;
+      throw error;
+    }
   }
 }

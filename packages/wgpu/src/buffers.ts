@@ -64,6 +64,17 @@ export class BufferPool {
     this.#pooledBytes += size;
   }
 
+  /** Takes these buffers back out of the pool, all or none: false if one is in use. */
+  reclaim(buffers: readonly GPUBuffer[]): boolean {
+    for (const b of buffers) if (!this.#free.get(b.size)?.includes(b)) return false;
+    for (const b of buffers) {
+      const list = this.#free.get(b.size)!;
+      list.splice(list.indexOf(b), 1);
+      this.#pooledBytes -= b.size;
+    }
+    return true;
+  }
+
   /** Destroys every pooled buffer. */
   trim(): void {
     for (const list of this.#free.values()) for (const b of list) b.destroy();

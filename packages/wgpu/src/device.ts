@@ -7,6 +7,11 @@ export interface WgpuDeviceOptions {
   /** Dawn toggles to enable, e.g. `allow_unsafe_apis`, `vulkan_enable_f16_on_nvidia` (Node only). */
   readonly enableToggles?: readonly string[];
   readonly disableToggles?: readonly string[];
+  /**
+   * Optional features not to request even where the adapter has them, e.g.
+   * `subgroups` to run the kernels' fallbacks.
+   */
+  readonly withoutFeatures?: readonly string[];
   /** An existing device to use instead of requesting one (e.g. from an application). */
   readonly device?: GPUDevice;
 }
@@ -113,7 +118,9 @@ export async function requestWgpuDevice(options: WgpuDeviceOptions = {}): Promis
         `the WebGPU adapter is ${describeAdapter(adapterInfo)}, which does not match '${options.adapter}'`,
       );
     }
-    const requiredFeatures = WANTED_FEATURES.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
+    const requiredFeatures = WANTED_FEATURES.filter(
+      (f) => adapter.features.has(f) && !options.withoutFeatures?.includes(f),
+    ) as GPUFeatureName[];
     const requiredLimits: Record<string, number> = {};
     for (const name of RAISED_LIMITS) {
       const value = adapter.limits[name];

@@ -15,15 +15,85 @@ function binding(b: Operand | GPUBufferBinding): GPUBufferBinding {
   return b;
 }
 
+/** A dispatch with everything resolved to GPU objects, ready to replay. */
+interface RecordedDispatch {
+  readonly pipeline: GPUComputePipeline;
+  readonly group: GPUBindGroup;
+  readonly x: number;
+  readonly y: number;
+  readonly z: number;
+}
+
+/** Work outside compute passes (copies, timestamps) is kept as a closure over the encoder. */
+type RecordedCommand = RecordedDispatch | ((encoder: GPUCommandEncoder) => void);
+
 /**
- * Records kernels into one command encoder, keeping a compute pass open
- * across dispatches and closing it only for copies.
+ * Recorded commands with their bind groups, parameter slots and scratch
+ * buffers. Encoding it again creates no bind groups, as long as it gets the
+ * same parameter chunks and scratch buffers back (`reclaim`).
+ */
+export class Recording {
+  constructor(
+    private readonly commands: readonly RecordedCommand[],
+    readonly params: ParamSlots,
+    private readonly scratch: readonly GPUBuffer[],
+    private readonly scratchPool: ScratchPool,
+    /** Bind groups created while recording. */
+    readonly bindGroups: number,
+  ) {}
+
+  /** One command buffer: consecutive dispatches share one compute pass, redundant pipeline changes are left out. */
+  encode(device: GPUDevice): GPUCommandBuffer {
+    const encoder = device.createCommandEncoder();
+    let pass: GPUComputePassEncoder | undefined;
+    let pipeline: GPUComputePipeline | undefined;
+    for (const c of this.commands) {
+      if (typeof c === 'function') {
+        pass?.end();
+        pass = undefined;
+        c(encoder);
+        continue;
+      }
+      if (!pass) {
+        pass = encoder.beginComputePass();
+        pipeline = undefined;
+      }
+      if (c.pipeline !== pipeline) {
+        pipeline = c.pipeline;
+        pass.setPipeline(pipeline);
+      }
+      pass.setBindGroup(0, c.group);
+      // Each call crosses into native code; the one-argument form is the cheapest.
+      if (c.y === 1 && c.z === 1) pass.dispatchWorkgroups(c.x);
+      else pass.dispatchWorkgroups(c.x, c.y, c.z);
+    }
+    pass?.end();
+    return encoder.finish();
+  }
+
+  /** Takes its parameter chunks and scratch buffers back for a replay; false if one is in use. */
+  reclaim(): boolean {
+    if (!this.params.reclaim()) return false;
+    if (this.scratchPool.reclaim(this.scratch)) return true;
+    this.params.release();
+    return false;
+  }
+
+  /** Returns the parameter chunks and scratch buffers to their pools (once the GPU is done with them). */
+  release(): void {
+    this.params.release();
+    for (const b of this.scratch) this.scratchPool.release(b);
+  }
+}
+
+/**
+ * The encoder kernels record into: resolves each dispatch to a pipeline and
+ * a bind group once, for a `Recording` to encode (and replay).
  */
 export class CommandRecorder implements KernelEncoder {
-  readonly #encoder: GPUCommandEncoder;
-  #pass: GPUComputePassEncoder | undefined;
+  readonly #commands: RecordedCommand[] = [];
   readonly #scratch: GPUBuffer[] = [];
-  dispatches = 0;
+  #bindGroups = 0;
 
   constructor(
     readonly device: GPUDevice,
@@ -32,9 +102,7 @@ export class CommandRecorder implements KernelEncoder {
     private readonly params: ParamSlots,
     private readonly scratchPool: ScratchPool,
     readonly maxBindingBytes: number,
-  ) {
-    this.#encoder = device.createCommandEncoder();
-  }
+  ) {}
 
   get limits(): GPUSupportedLimits {
     return this.device.limits;
@@ -46,17 +114,13 @@ export class CommandRecorder implements KernelEncoder {
     if (d.params)
       entries.push({ binding: entries.length, resource: this.params.put(d.params.layout, d.params.values) });
     const group = this.device.createBindGroup({ layout, entries });
-    this.#pass ??= this.#encoder.beginComputePass();
-    this.#pass.setPipeline(pipeline);
-    this.#pass.setBindGroup(0, group);
+    this.#bindGroups++;
     const [x, y = 1, z = 1] = d.workgroups;
-    this.#pass.dispatchWorkgroups(x, y, z);
-    this.dispatches++;
+    this.#commands.push({ pipeline, group, x, y, z });
   }
 
   copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, bytes: number): void {
-    this.#endPass();
-    if (bytes > 0) this.#encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, bytes);
+    if (bytes > 0) this.#commands.push((e) => e.copyBufferToBuffer(src, srcOffset, dst, dstOffset, bytes));
   }
 
   scratch(bytes: number): GPUBuffer {
@@ -67,25 +131,24 @@ export class CommandRecorder implements KernelEncoder {
 
   /** Writes a device timestamp into `querySet[index]` at this point of the recording. */
   timestamp(querySet: GPUQuerySet, index: number): void {
-    this.#endPass();
     // An empty pass whose only job is its timestamp.
-    this.#encoder.beginComputePass({ timestampWrites: { querySet, beginningOfPassWriteIndex: index } }).end();
+    this.#commands.push((e) =>
+      e.beginComputePass({ timestampWrites: { querySet, beginningOfPassWriteIndex: index } }).end(),
+    );
   }
 
-  #endPass(): void {
-    this.#pass?.end();
-    this.#pass = undefined;
+  /** Other commands at this point of the recording, for the backend's own use (query resolves, readbacks). */
+  encodeDirect(command: (encoder: GPUCommandEncoder) => void): void {
+    this.#commands.push(command);
   }
 
-  /** Ends recording: the command buffer, and the scratch buffers to release once it ran. */
-  finish(): { commands: GPUCommandBuffer; scratch: GPUBuffer[] } {
-    this.#endPass();
-    return { commands: this.#encoder.finish(), scratch: this.#scratch };
+  /** Ends recording. */
+  finish(): Recording {
+    return new Recording(this.#commands, this.params, this.#scratch, this.scratchPool, this.#bindGroups);
   }
 
-  /** Direct access for the backend's own copies (reads). */
-  get encoder(): GPUCommandEncoder {
-    this.#endPass();
-    return this.#encoder;
+  /** Gives back what recording took, after a kernel refused its input halfway. */
+  abandon(): void {
+    this.finish().release();
   }
 }

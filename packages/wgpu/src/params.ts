@@ -40,6 +40,13 @@ export function paramLayout<const F extends readonly (readonly [string, ParamTyp
 
 const CHUNK_BYTES = 64 * 1024;
 
+/** One 64 KiB uniform buffer of the arena. */
+export interface ParamChunk {
+  readonly buffer: GPUBuffer;
+  /** The slots whose bytes were last written into it: a replay whose bytes are still there skips the write. */
+  heldBy: ParamSlots | undefined;
+}
+
 /**
  * Uniform parameters for many dispatches from a few reused buffers: each
  * dispatch takes an aligned slot in a 64 KiB chunk, the slots are written with
@@ -49,7 +56,7 @@ const CHUNK_BYTES = 64 * 1024;
 export class ParamArena {
   readonly #device: GPUDevice;
   readonly #alignment: number;
-  readonly #free: GPUBuffer[] = [];
+  readonly #free = new Set<ParamChunk>();
   #created = 0;
 
   constructor(device: GPUDevice) {
@@ -62,34 +69,49 @@ export class ParamArena {
     return this.#created;
   }
 
-  /** A fresh set of slots for one submission. */
+  /** A fresh set of slots for one recording. */
   begin(): ParamSlots {
     return new ParamSlots(this, this.#alignment);
   }
 
-  acquire(): GPUBuffer {
-    const reused = this.#free.pop();
-    if (reused) return reused;
+  acquire(): ParamChunk {
+    for (const chunk of this.#free) {
+      this.#free.delete(chunk);
+      return chunk;
+    }
     this.#created++;
-    return this.#device.createBuffer({
+    const buffer = this.#device.createBuffer({
       label: 'rayo params',
       size: CHUNK_BYTES,
       usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
     });
+    return { buffer, heldBy: undefined };
   }
 
-  release(buffers: readonly GPUBuffer[]): void {
-    this.#free.push(...buffers);
+  /** Takes these chunks back out of the pool, all or none: false if one is in use. */
+  reclaim(chunks: readonly ParamChunk[]): boolean {
+    for (const c of chunks) if (!this.#free.has(c)) return false;
+    for (const c of chunks) this.#free.delete(c);
+    return true;
+  }
+
+  release(chunks: readonly ParamChunk[]): void {
+    for (const c of chunks) this.#free.add(c);
   }
 
   destroy(): void {
-    for (const b of this.#free) b.destroy();
-    this.#free.length = 0;
+    for (const c of this.#free) c.buffer.destroy();
+    this.#free.clear();
   }
 }
 
+/**
+ * The parameters of one recording, kept on the host so that a replay can
+ * write them again into the same chunks (its bind groups point there).
+ */
 export class ParamSlots {
-  readonly #chunks: { buffer: GPUBuffer; bytes: ArrayBuffer; used: number }[] = [];
+  readonly #pages: { chunk: ParamChunk; view: DataView; used: number }[] = [];
+  readonly #chunks: ParamChunk[] = [];
   constructor(
     private readonly arena: ParamArena,
     private readonly alignment: number,
@@ -100,25 +122,34 @@ export class ParamSlots {
     layout: ParamLayout<K>,
     values: Readonly<Record<K, number>> | Readonly<Record<string, number>>,
   ): GPUBufferBinding {
-    let chunk = this.#chunks[this.#chunks.length - 1];
-    if (!chunk || chunk.used + layout.byteLength > CHUNK_BYTES) {
-      chunk = { buffer: this.arena.acquire(), bytes: new ArrayBuffer(CHUNK_BYTES), used: 0 };
-      this.#chunks.push(chunk);
+    let page = this.#pages[this.#pages.length - 1];
+    if (!page || page.used + layout.byteLength > CHUNK_BYTES) {
+      page = { chunk: this.arena.acquire(), view: new DataView(new ArrayBuffer(CHUNK_BYTES)), used: 0 };
+      this.#pages.push(page);
+      this.#chunks.push(page.chunk);
     }
-    const offset = chunk.used;
-    layout.write(new DataView(chunk.bytes), offset, values);
-    chunk.used = Math.ceil((offset + layout.byteLength) / this.alignment) * this.alignment;
-    return { buffer: chunk.buffer, offset, size: layout.byteLength };
+    const offset = page.used;
+    layout.write(page.view, offset, values);
+    page.used = Math.ceil((offset + layout.byteLength) / this.alignment) * this.alignment;
+    return { buffer: page.chunk.buffer, offset, size: layout.byteLength };
   }
 
-  /** Uploads every written slot; call before submitting the commands that read them. */
+  /** Uploads the slots into chunks that may hold other bytes; call before submitting. */
   flush(queue: GPUQueue): void {
-    for (const c of this.#chunks) if (c.used > 0) queue.writeBuffer(c.buffer, 0, c.bytes, 0, c.used);
+    for (const { chunk, view, used } of this.#pages) {
+      if (chunk.heldBy === this || used === 0) continue;
+      queue.writeBuffer(chunk.buffer, 0, view.buffer, 0, used);
+      chunk.heldBy = this;
+    }
   }
 
   /** Returns the chunks to the arena (after the submission completed). */
   release(): void {
-    this.arena.release(this.#chunks.map((c) => c.buffer));
-    this.#chunks.length = 0;
+    this.arena.release(this.#chunks);
+  }
+
+  /** Takes the same chunks again for a replay; false if one is in use elsewhere. */
+  reclaim(): boolean {
+    return this.arena.reclaim(this.#chunks);
   }
 }

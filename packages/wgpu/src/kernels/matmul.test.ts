@@ -10,12 +10,13 @@ function describePlan(plan: MatmulPlan): string {
   const { variant: v, splits, vecY } = plan;
   const vec = `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}y${vecY ? 4 : 1}`;
   const split = splits > 1 ? '/split' : '';
-  if (plan.path === 'tile') return `tile${plan.variant.tile.bm}/tA${+v.transA}tB${+v.transB}/${vec}${split}`;
+  if (plan.path === 'tile')
+    return `tile${plan.variant.tile.bm}/tA${+plan.variant.transA}tB${+v.transB}/${vec}${split}`;
   return `${plan.path}/tB${+v.transB}/${vec}${split}`;
 }
 
 describe('matmul plans', () => {
-  const big = 1 << 20;
+  const big = { maxWorkgroupBytes: 1 << 20 };
 
   it('chooses the kernel by shape', () => {
     const p = (m: number, k: number, n: number, transB = false): MatmulProblem => ({
@@ -38,6 +39,23 @@ describe('matmul plans', () => {
     expect(gemm.path === 'tile' && gemm.splits).toBe(1);
     const mid = planMatmul(p(512, 512, 512), big);
     expect(mid.path === 'tile' && mid.variant.tile).toBe(TILE_MID);
+    // GEMV: b [K, N] in the widest row segments that still give 256
+    // workgroups; b [N, K] 8 rows per workgroup; neither splits K at 4096.
+    const gemv = (k: number, n: number, transB = false) => {
+      const plan = planMatmul(p(1, k, n, transB), { ...big, subgroups: true });
+      if (plan.path !== 'gemv') throw new Error(`expected a GEMV plan, got ${plan.path}`);
+      return {
+        lanes: plan.variant.lanes,
+        tilesN: plan.tilesN,
+        splits: plan.splits,
+        sg: plan.variant.subgroups,
+      };
+    };
+    expect(gemv(4096, 4096)).toEqual({ lanes: 4, tilesN: 256, splits: 1, sg: true });
+    expect(gemv(4096, 11008)).toEqual({ lanes: 8, tilesN: 344, splits: 1, sg: true });
+    expect(gemv(4096, 16384)).toEqual({ lanes: 16, tilesN: 256, splits: 1, sg: true });
+    expect(gemv(4096, 4096, true)).toMatchObject({ tilesN: 512, splits: 1 });
+    expect(planMatmul(p(1, 4096, 4096), big)).toMatchObject({ variant: { subgroups: false } });
     // A GEMV over few columns splits K to keep the GPU busy.
     const narrow = planMatmul(p(1, 8192, 64), big);
     expect(narrow.path === 'gemv' && narrow.splits).toBeGreaterThan(1);
@@ -96,10 +114,16 @@ const unavailable = await backendProvider.probe();
 
 describe.skipIf(unavailable !== undefined)('matmul on the device', () => {
   let backend: WgpuBackend;
+  /** The same device without the `subgroups` feature: the workgroup-memory reductions. */
+  let withoutSubgroups: WgpuBackend;
   beforeAll(async () => {
     backend = await createWgpuBackend();
+    withoutSubgroups = await createWgpuBackend({ withoutFeatures: ['subgroups'] });
   });
-  afterAll(() => backend?.dispose());
+  afterAll(() => {
+    backend?.dispose();
+    withoutSubgroups?.dispose();
+  });
 
   const rng = new Rng(0x3a7);
   const random = (n: number) => Float32Array.from({ length: n }, () => rng.uniform(-1, 1));
@@ -110,7 +134,9 @@ describe.skipIf(unavailable !== undefined)('matmul on the device', () => {
     [m, k, n]: readonly [number, number, number],
     attrs: { transA?: boolean; transB?: boolean; alpha?: number; beta?: number },
     withC = false,
+    on = backend,
   ): Promise<void> {
+    const backend = on;
     const { transA = false, transB = false } = attrs;
     const lead = batch === undefined ? [] : [batch];
     const aShape = [...lead, ...(transA ? [k, m] : [m, k])];
@@ -170,10 +196,24 @@ describe.skipIf(unavailable !== undefined)('matmul on the device', () => {
     await check(undefined, [37, 1100, 29], { transA: true, transB: true, beta: 2 }, true);
   }, 600_000);
 
-  it('GEMV and small M: vec4, gathers, split K, several row blocks', async () => {
+  it('GEMV: both layouts of b, vec4 and scalar, every row segment, split K, with and without subgroups', async () => {
+    expect(withoutSubgroups.gpu.features.has('subgroups')).toBe(false);
+    for (const on of [backend, withoutSubgroups]) {
+      for (const transB of [false, true]) {
+        await check(undefined, [1, 1024, 256], { transA: true, transB }, true, on);
+        await check(undefined, [1, 2048, 20], { transB }, false, on);
+        await check(undefined, [1, 301, 37], { transB, alpha: -2, beta: 0.5 }, true, on);
+        await check(3, [1, 40, 24], { transB }, false, on);
+      }
+      // b [K, N]: 256-, 128- and 64-byte row segments, vec4 and scalar.
+      for (const n of [16384, 8192, 4096, 16382, 8190]) await check(undefined, [1, 12, n], {}, false, on);
+      // b [N, K]: rows of b past N in the last workgroup.
+      await check(undefined, [1, 1028, 4099], { transB: true }, true, on);
+    }
+  }, 600_000);
+
+  it('small M: vec4, gathers, split K, several row blocks', async () => {
     for (const transB of [false, true]) {
-      await check(undefined, [1, 1024, 256], { transA: true, transB }, true);
-      await check(undefined, [1, 2048, 20], { transB });
       for (const transA of [false, true])
         await check(undefined, [4, 512, 64], { transA, transB, alpha: 0.5 });
       await check(3, [2, 40, 24], { transB });

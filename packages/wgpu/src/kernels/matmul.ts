@@ -13,8 +13,10 @@ import { paramLayout } from '../params.js';
 import { BUILTINS, elementGrid, elementIndex } from './common.js';
 
 // Three kernels, chosen by shape (see `planMatmul`):
-//  - gemv (M = 1): threads stream op(b) with coalesced (vec4) loads and
-//    reduce across K in workgroup memory; memory-bound by design.
+//  - gemv (M = 1): the whole workgroup streams a block of b with coalesced
+//    vec4 loads, K split over its invocations, and sums the split with
+//    subgroup operations where the device has them (workgroup memory where
+//    not); memory-bound by design.
 //  - smallm (M ≤ 32 with b stored [N, K], M ≤ 4 otherwise): the same
 //    streaming kernels, each loaded vector of b reused for 4 rows of a (and,
 //    with b stored [N, K], each vector of a for 4 rows of b) in registers.
@@ -144,10 +146,9 @@ export const TILE_LARGE: TileShape = { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8 };
 export const TILE_MID: TileShape = { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
 
 // Streaming shapes, as measured fastest on an H100 (Dawn/Vulkan).
-const GEMV_DOT: StreamShape = { group: 16, cols: 1, unroll: 2 };
 const SMALL_M_DOT: StreamShape = { group: 32, cols: 4, unroll: 2 };
 const AXPY_LANES = 16;
-/** Rows of a per streaming workgroup beyond the GEMV. */
+/** Rows of a per small-M streaming workgroup. */
 const STREAM_ROWS = 4;
 
 const threadsOf = (t: TileShape) => (t.bm / t.tm) * (t.bn / t.tn);
@@ -394,7 +395,7 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
   return { key, kernel, code };
 }
 
-// ---- streaming kernels: GEMV and small M ----------------------------------------
+// ---- streaming kernels: small M -------------------------------------------------
 
 const STREAM_THREADS = 256;
 
@@ -409,7 +410,7 @@ export interface StreamShape {
 }
 
 interface StreamVariant {
-  /** Rows of a per workgroup (1 for the GEMV). */
+  /** Rows of a per workgroup. */
   readonly rows: number;
   readonly shape: StreamShape;
   readonly transA: boolean;
@@ -570,7 +571,7 @@ function streamShader(v: StreamVariant, kernel: string) {
   const { group, cols, unroll } = v.shape;
   const key = [
     'matmul',
-    v.rows === 1 ? 'gemv' : `smallm/rows${v.rows}`,
+    `smallm/rows${v.rows}`,
     v.transB ? `dot/g${group}c${cols}u${unroll}` : `axpy/l${group}u${unroll}`,
     `tA${+v.transA}tB${+v.transB}`,
     `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}`,
@@ -588,6 +589,164 @@ ${emitFunctions(v.out)}
 fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
   ${decodeWorkgroup()}
   ${v.transB ? dotBody(v) : axpyBody(v)}
+}`;
+  return { key, kernel, code };
+}
+
+// ---- GEMV ----------------------------------------------------------------------
+
+/** The same as the streaming kernels': `treeReduce` lays values out by it. */
+const GEMV_THREADS = STREAM_THREADS;
+/** transB: rows of b (outputs) per workgroup; every invocation reads all of them. */
+const GEMV_DOT_COLS = 8;
+const GEMV_DOT_UNROLL = 2;
+/** No transB: K steps per loop iteration, each a load of b in flight. */
+const GEMV_AXPY_UNROLL = 8;
+/** No transB: bytes of a row of b one workgroup reads, widest first while the workgroups fill the GPU. */
+const GEMV_AXPY_ROW_BYTES = [256, 128, 64];
+
+interface GemvVariant {
+  readonly transB: boolean;
+  /** vec4 loads of a (transB only) and of b. */
+  readonly vecA: boolean;
+  readonly vecB: boolean;
+  /** No transB: invocations side by side along a row of b, each on `vecB ? 4 : 1` columns. */
+  readonly lanes: number;
+  /** Reduce with subgroup operations (the `subgroups` feature). */
+  readonly subgroups: boolean;
+  readonly out: Output;
+}
+
+/** Output columns one GEMV workgroup produces. */
+function gemvColumns(v: Pick<GemvVariant, 'transB' | 'vecB' | 'lanes'>): number {
+  return v.transB ? GEMV_DOT_COLS : v.lanes * (v.vecB ? 4 : 1);
+}
+
+/**
+ * WGSL: sets the workgroup flag `scattered` unless every subgroup is full and
+ * numbered in invocation order (subgroup_invocation_id = local index mod
+ * subgroup size). WGSL does not promise that layout, though drivers use it;
+ * where it fails, the kernel takes its workgroup-memory path instead.
+ */
+const CHECK_SUBGROUP_LAYOUT = `let inOrder = subgroupAll(sgid == tid % sgs);
+  let full = subgroupAdd(1u) == sgs;
+  if (!(inOrder && full)) { atomicStore(&scattered, 1u); }`;
+
+/**
+ * transB (b is [N, K]): all invocations walk K together over the same
+ * GEMV_DOT_COLS rows of b (a warp reads 512 contiguous bytes of each), so
+ * every invocation holds partial sums of the same outputs: one subgroupAdd
+ * per output, then one value per subgroup through workgroup memory.
+ */
+function gemvDotBody(v: GemvVariant): string {
+  const cs = Array.from({ length: GEMV_DOT_COLS }, (_, c) => c);
+  const av = (k: string) => {
+    if (!v.vecB) return `a[aBase + ${k}]`;
+    if (v.vecA) return `a[aBase / 4u + ${k}]`;
+    return `vec4<f32>(${[0, 1, 2, 3].map((i) => `a[aBase + (${k}) * 4u + ${i}u]`).join(', ')})`;
+  };
+  const step = (k: string) => {
+    const terms = cs.map((c) =>
+      v.vecB
+        ? `acc${c} += dot(av, b[bRow${c} / 4u + ${k}]);`
+        : `acc${c} = fma(av, b[bRow${c} + ${k}], acc${c});`,
+    );
+    return `{ let av = ${av(k)};
+        ${terms.join('\n        ')} }`;
+  };
+  const subgroupSum = `
+  ${CHECK_SUBGROUP_LAYOUT}
+  if (workgroupUniformLoad(&scattered) == 0u) {
+    ${cs.map((c) => `let s${c} = subgroupAdd(acc${c});`).join('\n    ')}
+    if (sgid == 0u) {
+      ${cs.map((c) => `red[tid / sgs * ${GEMV_DOT_COLS}u + ${c}u] = s${c};`).join('\n      ')}
+    }
+    workgroupBarrier();
+    if (tid < ${GEMV_DOT_COLS}u) {
+      for (var j = 0u; j < ${GEMV_THREADS}u / sgs; j++) { total += red[j * ${GEMV_DOT_COLS}u + tid]; }
+    }
+  } else {`;
+  return `
+  let n0 = block * ${GEMV_DOT_COLS}u;
+  // Rows of b past N are clamped (read, never written).
+  ${cs.map((c) => `let bRow${c} = bBase + min(n0 + ${c}u, params.n - 1u) * params.k;`).join('\n  ')}
+  ${cs.map((c) => `var acc${c} = 0.0;`).join('\n  ')}
+  // K in vec4 (or scalar) units; kBegin and kPerSplit are multiples of 4.
+  ${streamLoop(`${v.vecB ? 'kBegin / 4u' : 'kBegin'} + tid`, v.vecB ? 'kEnd / 4u' : 'kEnd', GEMV_THREADS, GEMV_DOT_UNROLL, step)}
+  var total = 0.0;${v.subgroups ? subgroupSum : ''}
+  ${treeReduce(GEMV_DOT_COLS, GEMV_THREADS, 1, 'tid')}
+  if (tid < ${GEMV_DOT_COLS}u) { total = red[tid * ${GEMV_THREADS}u]; }${v.subgroups ? '\n  }' : ''}
+  if (tid < ${GEMV_DOT_COLS}u && n0 + tid < params.n) { emit1(yBase + n0 + tid, total, yOff); }`;
+}
+
+/**
+ * No transB (b is [K, N]): `lanes` invocations side by side read one row
+ * segment of b (vec4s of adjacent columns); the workgroup's other
+ * invocations take further rows, so K is split into slices. Partners across
+ * slices within a subgroup add up with subgroupShuffleXor; one slice per
+ * subgroup then goes through workgroup memory.
+ */
+function gemvAxpyBody(v: GemvVariant): string {
+  const lanes = v.lanes;
+  const slices = GEMV_THREADS / lanes;
+  const width = v.vecB ? 4 : 1;
+  const type = v.vecB ? 'vec4<f32>' : 'f32';
+  const step = (k: string) => {
+    const bv = v.vecB ? `b[(bBase + (${k}) * params.n + col) / 4u]` : `b[bBase + (${k}) * params.n + col]`;
+    return `acc = fma(${type}(a[aBase + ${k}]), ${bv}, acc);`;
+  };
+  const subgroupSum = `
+  ${CHECK_SUBGROUP_LAYOUT}
+  if (workgroupUniformLoad(&scattered) == 0u) {
+    // Invocations sgid ^ m (m a multiple of the lanes) hold the same columns.
+    for (var m = ${lanes}u; m < sgs; m <<= 1u) { acc += subgroupShuffleXor(acc, m); }
+    stride = max(sgs / ${lanes}u, 1u);
+  }`;
+  return `
+  let lane = tid % ${lanes}u;
+  let slice = tid / ${lanes}u;
+  let col = block * ${lanes * width}u + lane * ${width}u;
+  var acc = ${type}();
+  if (col < params.n) {
+    ${streamLoop('kBegin + slice', 'kEnd', slices, GEMV_AXPY_UNROLL, step)}
+  }
+  // Slices \`stride\` apart hold the sums of the slices between them.
+  var stride = 1u;${v.subgroups ? subgroupSum : ''}
+  if (slice % stride == 0u) { red[tid] = acc; }
+  workgroupBarrier();
+  if (tid < ${lanes}u) {
+    let col = block * ${lanes * width}u + tid * ${width}u;
+    var total = ${type}();
+    for (var j = 0u; j < ${slices}u; j += stride) { total += red[j * ${lanes}u + tid]; }
+    if (col < params.n) { ${v.vecB ? 'emit4(yBase + col, col, total, yOff);' : 'emit1(yBase + col, total, yOff);'} }
+  }`;
+}
+
+function gemvShader(v: GemvVariant, kernel: string) {
+  const key = [
+    'matmul/gemv',
+    v.transB ? `dot/c${GEMV_DOT_COLS}u${GEMV_DOT_UNROLL}` : `axpy/l${v.lanes}u${GEMV_AXPY_UNROLL}`,
+    v.subgroups ? 'subgroups' : 'workgroup',
+    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}`,
+    outputKey(v.out),
+  ].join('/');
+  const red = v.transB
+    ? `array<f32, ${GEMV_DOT_COLS * GEMV_THREADS}>`
+    : `array<${v.vecB ? 'vec4<f32>' : 'f32'}, ${GEMV_THREADS}>`;
+  const subgroupBuiltins = v.subgroups
+    ? ', @builtin(subgroup_invocation_id) sgid: u32, @builtin(subgroup_size) sgs: u32'
+    : '';
+  const code = () => `${v.subgroups ? 'enable subgroups;\n' : ''}
+${PARAMS.wgsl}
+${bindings(v.vecA, v.vecB, v.out)}
+var<workgroup> red: ${red};
+${v.subgroups ? 'var<workgroup> scattered: atomic<u32>;' : ''}
+${emitFunctions(v.out)}
+
+@compute @workgroup_size(${GEMV_THREADS})
+fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins}) {
+  ${decodeWorkgroup()}
+  ${v.transB ? gemvDotBody(v) : gemvAxpyBody(v)}
 }`;
   return { key, kernel, code };
 }
@@ -634,7 +793,16 @@ export interface MatmulProblem {
 export type MatmulPlan =
   | { readonly path: 'empty' }
   | {
-      readonly path: 'gemv' | 'smallm';
+      readonly path: 'gemv';
+      readonly variant: Omit<GemvVariant, 'out'>;
+      readonly vecY: boolean;
+      readonly tilesM: number;
+      readonly tilesN: number;
+      readonly splits: number;
+      readonly kPerSplit: number;
+    }
+  | {
+      readonly path: 'smallm';
       readonly variant: Omit<StreamVariant, 'out'>;
       readonly vecY: boolean;
       readonly tilesM: number;
@@ -662,35 +830,56 @@ function splitK(blocks: number, k: number, granule: number): { splits: number; k
   return { splits: Math.ceil(k / kPerSplit), kPerSplit };
 }
 
+/** What of the device a plan depends on. */
+export interface MatmulDevice {
+  /** maxComputeWorkgroupStorageSize */
+  readonly maxWorkgroupBytes?: number;
+  /** The `subgroups` feature is enabled. */
+  readonly subgroups?: boolean;
+}
+
 /** Chooses the kernel, its specialisation and its grid for one problem. */
-export function planMatmul(p: MatmulProblem, maxWorkgroupBytes = 16384): MatmulPlan {
+export function planMatmul(p: MatmulProblem, device: MatmulDevice = {}): MatmulPlan {
+  const { maxWorkgroupBytes = 16384, subgroups = false } = device;
   const { batch, m, n, k, transA, transB } = p;
   if (batch === 0 || m === 0 || n === 0 || k === 0) return { path: 'empty' };
   const aligned = (offset: number | undefined) => (offset ?? 0) % 16 === 0;
   const off = p.offsets ?? { a: 0, b: 0, y: 0 };
   const vecY = n % 4 === 0 && aligned(off.y) && aligned(off.c);
+  // transB reads b and a along K; otherwise b along N.
+  const streamVecB = (transB ? k % 4 === 0 : n % 4 === 0) && aligned(off.b);
 
-  // Streaming kernels: the GEMV, and small M with K-major b (the weight
-  // layout). With N-major b, the 64×64 tiles overtake them past M = 4.
-  if (m === 1 || m <= (transB ? SMALL_M_MAX : STREAM_ROWS)) {
-    const gemv = m === 1;
-    // transB reads b and a along K; otherwise b along N.
-    const vecB = (transB ? k % 4 === 0 : n % 4 === 0) && aligned(off.b);
-    // For M = 1, [K, 1] and [1, K] are the same memory: read a as untransposed.
-    const trA = transA && !gemv;
-    const vecA = transB && vecB && !trA && aligned(off.a);
+  if (m === 1) {
+    // [K, 1] and [1, K] are the same memory: a is read as untransposed.
+    const vecB = streamVecB;
+    const vecA = transB && vecB && aligned(off.a);
+    const width = vecB ? 4 : 1;
+    // The widest row segment that still gives every SM a few workgroups.
+    const rowBytes =
+      GEMV_AXPY_ROW_BYTES.find((bytes) => Math.ceil((n * 4) / bytes) * batch >= TARGET_WORKGROUPS) ??
+      GEMV_AXPY_ROW_BYTES[GEMV_AXPY_ROW_BYTES.length - 1]!;
+    const variant = { transB, vecA, vecB, lanes: rowBytes / 4 / width, subgroups };
+    const tilesN = Math.ceil(n / gemvColumns(variant));
+    const plan = splitK(tilesN * batch, k, 4);
+    // The dot kernel writes single columns.
+    return { path: 'gemv', variant, vecY: vecY && !transB, tilesM: 1, tilesN, ...plan };
+  }
+
+  // Small M with K-major b (the weight layout) streams too; with N-major b,
+  // the 64×64 tiles overtake it past M = 4.
+  if (m <= (transB ? SMALL_M_MAX : STREAM_ROWS)) {
+    const vecB = streamVecB;
+    const vecA = transB && vecB && !transA && aligned(off.a);
     const rows = Math.min(STREAM_ROWS, 2 ** Math.ceil(Math.log2(m)));
     const shape: StreamShape = transB
-      ? gemv
-        ? GEMV_DOT
-        : SMALL_M_DOT
+      ? SMALL_M_DOT
       : { group: AXPY_LANES, cols: 1, unroll: rows <= 2 ? 4 : 2 };
-    const variant = { rows, shape, transA: trA, transB, vecA, vecB };
+    const variant = { rows, shape, transA, transB, vecA, vecB };
     const tilesM = Math.ceil(m / rows);
     const tilesN = Math.ceil(n / streamColumns(variant));
     const plan = splitK(tilesM * tilesN * batch, k, 4);
     // The dot kernel writes single columns.
-    return { path: gemv ? 'gemv' : 'smallm', variant, vecY: vecY && !transB, tilesM, tilesN, ...plan };
+    return { path: 'smallm', variant, vecY: vecY && !transB, tilesM, tilesN, ...plan };
   }
 
   const large = Math.ceil(m / TILE_LARGE.bm) * Math.ceil(n / TILE_LARGE.bn) * batch >= TARGET_WORKGROUPS / 2;
@@ -730,7 +919,10 @@ function encodeMatmul(encoder: KernelEncoder, call: Call, kernel: string): void 
   if (total === 0) return;
   const plan = planMatmul(
     { ...call, offsets: { a: a.offset, b: b.offset, c: c?.offset, y: y.offset } },
-    encoder.limits.maxComputeWorkgroupStorageSize,
+    {
+      maxWorkgroupBytes: encoder.limits.maxComputeWorkgroupStorageSize,
+      subgroups: encoder.features.has('subgroups'),
+    },
   );
   if (plan.path === 'empty') {
     // K = 0: the product is zero; only beta·c remains.
@@ -748,7 +940,9 @@ function encodeMatmul(encoder: KernelEncoder, call: Call, kernel: string): void 
   const shader =
     plan.path === 'tile'
       ? tileShader({ ...plan.variant, out }, kernel)
-      : streamShader({ ...plan.variant, out }, kernel);
+      : plan.path === 'gemv'
+        ? gemvShader({ ...plan.variant, out }, kernel)
+        : streamShader({ ...plan.variant, out }, kernel);
   const values = {
     m,
     n,
