@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // Bundles rayo's programs into self-contained ESM files for a host that has
 // Node but no node_modules (see shared/device/README.md): bench.mjs (the
-// benchmark CLI) and conformance.mjs (the conformance runner), with the
-// native `webgpu` and `koffi` packages left external and the PyTorch
-// baseline script copied beside them.
+// benchmark CLI), conformance.mjs (the conformance runner) and
+// train-bench.mjs (training parity and throughput), with the native `webgpu`
+// and `koffi` packages left external and the PyTorch baseline scripts copied
+// beside them.
 //
 //   pnpm bundle [--outdir DIR]     (default: .device/app)
 //
@@ -12,19 +13,24 @@
 // `backendProvider` (checked here, at bundle time) is imported and passed to
 // `registerBackend` before the program starts.
 import { copyFile, mkdir, stat } from 'node:fs/promises';
-import { dirname, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const BACKEND_PACKAGES = ['@rayo/wgpu', '@rayo/cuda-ptx'];
-const BASELINE_SCRIPT = 'packages/bench/baseline/torch_baseline.py';
+const BASELINE_SCRIPTS = [
+  'packages/bench/baseline/torch_baseline.py',
+  'packages/train/baseline/torch_train_baseline.py',
+];
 const RUNNER = './packages/core/src/testing/runner.ts';
+const TRAIN_BENCH = './packages/train/src/trainBench.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
-Writes bench.mjs, conformance.mjs and torch_baseline.py into DIR
+Writes bench.mjs, conformance.mjs, train-bench.mjs, torch_baseline.py and
+torch_train_baseline.py into DIR
 (default: .device/app). Run them with 'node DIR/bench.mjs --help'.`;
 
 /** Options shared by every build: TypeScript sources through the "@rayo/source" export condition. */
@@ -74,6 +80,11 @@ function sources(providers) {
       'process.exitCode = await main(process.argv.slice(2));',
     ].join('\n'),
     'rayo-bundle:conformance': ["import 'rayo-bundle:register';", `import '${RUNNER}';`].join('\n'),
+    'rayo-bundle:train-bench': [
+      "import 'rayo-bundle:register';",
+      `import { main } from '${TRAIN_BENCH}';`,
+      'process.exitCode = await main(process.argv.slice(2));',
+    ].join('\n'),
   };
 }
 
@@ -121,7 +132,7 @@ async function main() {
     else console.error(`bundle: ${pkg} exports no backendProvider: not registered`);
   }
   const contents = sources(providers);
-  for (const name of ['bench', 'conformance']) {
+  for (const name of ['bench', 'conformance', 'train-bench']) {
     const outfile = join(outdir, `${name}.mjs`);
     await build({
       ...common,
@@ -133,8 +144,11 @@ async function main() {
     const { size } = await stat(outfile);
     console.log(`bundle: ${relative(process.cwd(), outfile)} (${(size / 1024).toFixed(0)} KiB)`);
   }
-  await copyFile(join(root, BASELINE_SCRIPT), join(outdir, 'torch_baseline.py'));
-  console.log(`bundle: ${relative(process.cwd(), join(outdir, 'torch_baseline.py'))}`);
+  for (const script of BASELINE_SCRIPTS) {
+    const target = join(outdir, basename(script));
+    await copyFile(join(root, script), target);
+    console.log(`bundle: ${relative(process.cwd(), target)}`);
+  }
   console.log(`bundle: backends registered: ${['cpu', ...providers].join(', ')}`);
   return 0;
 }

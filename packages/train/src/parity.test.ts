@@ -1,6 +1,6 @@
 import { type Backend, createBackend, createCpuBackend, type KernelRunner, probeBackends } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
-import { parityGate } from './parity.js';
+import { compareRuns, parityGate } from './parity.js';
 
 const cpu = (): Backend => createCpuBackend();
 
@@ -50,6 +50,46 @@ describe('parityGate', () => {
       return backend;
     };
     await expect(parityGate(cpu, partial)).rejects.toThrow(/lacks kernels .*: adamwStep, geluBackward/);
+    // Either side may be the one that lacks kernels (a GPU backend as the reference).
+    await expect(parityGate(partial, partial)).rejects.toThrow(
+      /'makeBackendA, makeBackendB': backend 'cpu' lacks .*geluBackward; backend 'cpu' lacks .*geluBackward$/,
+    );
+  });
+});
+
+describe('compareRuns', () => {
+  const tolerances = { lossTolerance: 1e-3, gradNormTolerance: 0.05 };
+  const run = (...pairs: [number, number][]) => pairs.map(([loss, gradNorm]) => ({ loss, gradNorm }));
+
+  it('passes within both tolerances and reports the largest differences', () => {
+    const verdict = compareRuns(run([2, 10], [1.5, 8]), run([2.0005, 10.4], [1.5, 8]), tolerances);
+    expect(verdict.passed).toBe(true);
+    expect(verdict.maxLossDiff).toBeCloseTo(5e-4, 9);
+    expect(verdict.maxGradNormRelDiff).toBeCloseTo(0.04, 9);
+    expect(verdict.steps[0]).toMatchObject({
+      step: 1,
+      lossA: 2,
+      lossB: 2.0005,
+      gradNormA: 10,
+      gradNormB: 10.4,
+    });
+  });
+
+  it('names each step outside a tolerance, relative to run A', () => {
+    const verdict = compareRuns(run([2, 10], [1.5, 8]), run([2.01, 10], [1.5, 8.5]), tolerances);
+    expect(verdict.passed).toBe(false);
+    expect(verdict.failures).toHaveLength(2);
+    expect(verdict.failures[0]).toMatch(/^step 1: loss 2 vs 2.01/);
+    expect(verdict.failures[1]).toMatch(/^step 2: gradient norm 8 vs 8.5 \(relative 0.0625 > 0.05\)/);
+  });
+
+  it('fails NaN and runs of different lengths', () => {
+    const nan = compareRuns(run([2, 10]), run([Number.NaN, 10]), tolerances);
+    expect(nan.passed).toBe(false);
+    expect(nan.maxLossDiff).toBe(Number.POSITIVE_INFINITY);
+    const short = compareRuns(run([2, 10], [1, 1]), run([2, 10]), tolerances);
+    expect(short.passed).toBe(false);
+    expect(short.failures[0]).toBe('run A has 2 steps, run B 1');
   });
 });
 

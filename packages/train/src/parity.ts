@@ -1,18 +1,13 @@
-import { type Backend, type Tensor, UnsupportedOnBackendError } from '@rayo/core';
-import { crossEntropy } from './autograd/ops/loss.js';
-import { reshape } from './autograd/ops/shape.js';
-import type { Tape, Variable } from './autograd/tape.js';
+import { type Backend, UnsupportedOnBackendError } from '@rayo/core';
 import { trainStep } from './loop/step.js';
-import { Embedding } from './nn/embedding.js';
-import { Linear } from './nn/linear.js';
-import { MLP } from './nn/mlp.js';
-import { Module } from './nn/module.js';
-import { RMSNorm } from './nn/norm.js';
-import { TransformerBlock } from './nn/transformer.js';
-import { AdamW } from './optim/adamw.js';
-import type { Optimizer } from './optim/optimizer.js';
-import { SGD } from './optim/sgd.js';
-import { Rng } from './random.js';
+import {
+  buildWorkload,
+  missingKernels,
+  type OptimizerKind,
+  optimizerFor,
+  trainingKernels,
+  type WorkloadSpec,
+} from './workload.js';
 
 export type BackendFactory = () => Backend | Promise<Backend>;
 
@@ -23,7 +18,7 @@ export interface ParityOptions {
   readonly seed?: number;
   /** 'mlp' (default): a 16-32-8 GELU MLP; 'transformer': a one-block causal LM with RoPE and SwiGLU. */
   readonly model?: 'mlp' | 'transformer';
-  readonly optimizer?: 'adamw' | 'sgd';
+  readonly optimizer?: OptimizerKind;
   readonly lr?: number;
   /** Clip the gradients to this global norm (default 1, so clipping is exercised). */
   readonly clipNorm?: number;
@@ -37,8 +32,32 @@ export interface ParityStep {
   readonly step: number;
   readonly lossA: number;
   readonly lossB: number;
+  /** |loss A − loss B|. */
+  readonly lossDiff: number;
   readonly gradNormA: number;
   readonly gradNormB: number;
+  /** |norm A − norm B| / norm A. */
+  readonly gradNormRelDiff: number;
+}
+
+/** The loss and the global gradient norm (before clipping) of one step. */
+export interface StepMeasurement {
+  readonly loss: number;
+  readonly gradNorm: number;
+}
+
+export interface ParityTolerances {
+  readonly lossTolerance: number;
+  readonly gradNormTolerance: number;
+}
+
+/** How two runs compare step by step. */
+export interface ParityVerdict {
+  readonly passed: boolean;
+  readonly steps: readonly ParityStep[];
+  readonly maxLossDiff: number;
+  readonly maxGradNormRelDiff: number;
+  readonly failures: readonly string[];
 }
 
 export interface ParityReport {
@@ -56,99 +75,28 @@ export interface ParityReport {
   readonly failures: readonly string[];
 }
 
-interface Workload {
-  readonly model: Module;
-  loss(tape: Tape): Variable;
-  dispose(): void;
-}
+/** The parity models: small enough for a software GPU, with every kind of kernel a step runs. */
+export const PARITY_WORKLOADS: Readonly<Record<'mlp' | 'transformer', WorkloadSpec>> = {
+  mlp: { kind: 'mlp', sizes: [16, 32, 8], activation: 'gelu', batch: 32 },
+  transformer: { kind: 'transformer', vocab: 32, dim: 16, heads: 2, hidden: 48, blocks: 1, seq: 8, batch: 2 },
+};
 
-/** A one-block causal language model: embedding, a transformer block, a norm and a head. */
-class TinyLM extends Module {
-  readonly embed: Embedding;
-  readonly block: TransformerBlock;
-  readonly norm: RMSNorm;
-  readonly head: Linear;
+type RunSettings = Required<Pick<ParityOptions, 'steps' | 'seed' | 'model' | 'optimizer' | 'clipNorm'>> & {
+  readonly lr: number | undefined;
+};
 
-  constructor(backend: Backend, vocab: number, dim: number, rng: Rng) {
-    super(backend);
-    this.embed = this.addModule('embed', new Embedding(backend, vocab, dim, { rng, std: 0.5 }));
-    this.block = this.addModule('block', new TransformerBlock(backend, { dim, heads: 2, rope: true, rng }));
-    this.norm = this.addModule('norm', new RMSNorm(backend, dim));
-    this.head = this.addModule('head', new Linear(backend, dim, vocab, { rng, bias: false }));
-  }
-
-  /** `ids` [T, B] → logits [T·B, vocab]. */
-  forward(tape: Tape, ids: Tensor): Variable {
-    const [t, b] = ids.shape as [number, number];
-    const h = this.norm.forward(tape, this.block.forward(tape, this.embed.forward(tape, ids)));
-    return this.head.forward(tape, reshape(tape, h, [t * b, this.embed.dim]));
-  }
-}
-
-function workload(backend: Backend, kind: 'mlp' | 'transformer', seed: number): Workload {
-  const rng = new Rng(seed);
-  if (kind === 'mlp') {
-    const [n, features, classes] = [32, 16, 8];
-    const model = new MLP(backend, [features, 32, classes], { activation: 'gelu', rng });
-    const x = backend.upload(rng.normalArray(n * features), [n, features]);
-    const targets = backend.upload(
-      Int32Array.from({ length: n }, () => rng.int(classes)),
-      [n],
-      'i32',
-    );
-    return {
-      model,
-      loss: (tape) => crossEntropy(tape, model.forward(tape, tape.constant(x)), targets),
-      dispose: () => {
-        model.dispose();
-        x.dispose();
-        targets.dispose();
-      },
-    };
-  }
-  const [vocab, dim, t, b] = [32, 16, 8, 2];
-  const model = new TinyLM(backend, vocab, dim, rng);
-  const ids = Int32Array.from({ length: t * b }, () => rng.int(vocab));
-  // A learnable rule: the next token is a fixed function of the current one.
-  const next = Int32Array.from(ids, (id) => (3 * id + 1) % vocab);
-  const idsTensor = backend.upload(ids, [t, b], 'i32');
-  const targets = backend.upload(next, [t * b], 'i32');
-  return {
-    model,
-    loss: (tape) => crossEntropy(tape, model.forward(tape, idsTensor), targets),
-    dispose: () => {
-      model.dispose();
-      idsTensor.dispose();
-      targets.dispose();
-    },
-  };
-}
-
-function optimizerFor(model: Module, kind: 'adamw' | 'sgd', lr: number | undefined): Optimizer {
-  return kind === 'adamw'
-    ? new AdamW(model.namedParameters(), { lr: lr ?? 1e-2 })
-    : new SGD(model.namedParameters(), { lr: lr ?? 1e-1, momentum: 0.9 });
-}
-
-async function run(
-  backend: Backend,
-  options: Required<Pick<ParityOptions, 'steps' | 'seed' | 'model' | 'optimizer' | 'clipNorm'>> & {
-    lr: number | undefined;
-  },
-  kernelsUsed?: Set<string>,
-): Promise<{ loss: number; gradNorm: number }[]> {
-  const work = workload(backend, options.model, options.seed);
-  const optimizer = optimizerFor(work.model, options.optimizer, options.lr);
+async function run(backend: Backend, settings: RunSettings): Promise<StepMeasurement[]> {
+  const work = buildWorkload(backend, PARITY_WORKLOADS[settings.model], settings.seed);
+  const optimizer = optimizerFor(work.model, settings.optimizer, settings.lr);
   try {
-    const out: { loss: number; gradNorm: number }[] = [];
-    for (let i = 0; i < options.steps; i++) {
+    const out: StepMeasurement[] = [];
+    for (let i = 0; i < settings.steps; i++) {
       const r = await trainStep({
         backend,
         optimizer,
         loss: (tape) => work.loss(tape),
-        clipNorm: options.clipNorm,
+        clipNorm: settings.clipNorm,
         readGradNorm: true,
-        kernelsUsed,
       });
       out.push({ loss: r.loss!, gradNorm: r.gradNorm! });
     }
@@ -160,86 +108,103 @@ async function run(
 }
 
 /**
+ * Compares two runs of the same steps: the losses absolutely, the gradient
+ * norms relative to run A's. A step that differs in length, or a NaN, fails.
+ */
+export function compareRuns(
+  a: readonly StepMeasurement[],
+  b: readonly StepMeasurement[],
+  { lossTolerance, gradNormTolerance }: ParityTolerances,
+): ParityVerdict {
+  const failures: string[] = [];
+  if (a.length !== b.length) failures.push(`run A has ${a.length} steps, run B ${b.length}`);
+  // NaN fails every comparison; in the maxima it counts as infinitely far.
+  const distance = (d: number): number => (Number.isNaN(d) ? Number.POSITIVE_INFINITY : d);
+  const steps: ParityStep[] = a.slice(0, b.length).map((ra, i) => {
+    const rb = b[i]!;
+    const lossDiff = Math.abs(ra.loss - rb.loss);
+    const gradNormRelDiff =
+      Math.abs(ra.gradNorm - rb.gradNorm) / Math.max(Math.abs(ra.gradNorm), Number.MIN_VALUE);
+    const step = i + 1;
+    if (!(lossDiff <= lossTolerance)) {
+      failures.push(`step ${step}: loss ${ra.loss} vs ${rb.loss} (|Δ| ${lossDiff} > ${lossTolerance})`);
+    }
+    if (!(gradNormRelDiff <= gradNormTolerance)) {
+      failures.push(
+        `step ${step}: gradient norm ${ra.gradNorm} vs ${rb.gradNorm} (relative ${gradNormRelDiff} > ${gradNormTolerance})`,
+      );
+    }
+    return {
+      step,
+      lossA: ra.loss,
+      lossB: rb.loss,
+      lossDiff,
+      gradNormA: ra.gradNorm,
+      gradNormB: rb.gradNorm,
+      gradNormRelDiff,
+    };
+  });
+  return {
+    passed: failures.length === 0,
+    steps,
+    maxLossDiff: Math.max(0, ...steps.map((s) => distance(s.lossDiff))),
+    maxGradNormRelDiff: Math.max(0, ...steps.map((s) => distance(s.gradNormRelDiff))),
+    failures,
+  };
+}
+
+/**
  * Trains the same model, from the same seed on the same data, for the same
  * steps on two backends, and compares the losses (within `lossTolerance`,
  * absolute) and the global gradient norms (within `gradNormTolerance`,
- * relative) step by step. Backend A is the reference (usually cpu). Before
- * training on B, every kernel A's steps ran is checked against B, and a
- * missing one is an UnsupportedOnBackendError naming all of them. The gate
- * disposes the backends it creates.
+ * relative to A's) step by step. Either backend may be the cpu reference or a
+ * GPU. Before any training, the kernels of the step are checked against both
+ * backends, and a missing one is an UnsupportedOnBackendError naming all of
+ * them. The gate disposes the backends it creates.
  */
 export async function parityGate(
   makeBackendA: BackendFactory,
   makeBackendB: BackendFactory,
   options: ParityOptions = {},
 ): Promise<ParityReport> {
-  const settings = {
+  const settings: RunSettings = {
     steps: options.steps ?? 8,
     seed: options.seed ?? 0,
     model: options.model ?? 'mlp',
     optimizer: options.optimizer ?? 'adamw',
     clipNorm: options.clipNorm ?? 1,
     lr: options.lr,
-  } as const;
-  const lossTolerance = options.lossTolerance ?? 1e-3;
-  const gradNormTolerance = options.gradNormTolerance ?? 0.05;
-  const a = await makeBackendA();
-  let b: Backend | undefined;
+  };
+  const tolerances: ParityTolerances = {
+    lossTolerance: options.lossTolerance ?? 1e-3,
+    gradNormTolerance: options.gradNormTolerance ?? 0.05,
+  };
+  const kernels = await trainingKernels(PARITY_WORKLOADS[settings.model], settings);
+  const backends: Backend[] = [];
   try {
-    const kernels = new Set<string>();
-    const resultsA = await run(a, settings, kernels);
-    b = await makeBackendB();
-    const missing = [...kernels].filter((k) => !b!.supports(k)).sort();
-    if (missing.length > 0) {
-      throw new UnsupportedOnBackendError(
-        `backend '${b.name}' lacks kernels the ${settings.model} training step runs: ${missing.join(', ')}`,
-        { kernel: 'parityGate', argument: 'makeBackendB' },
+    for (const make of [makeBackendA, makeBackendB]) backends.push(await make());
+    const [a, b] = backends as [Backend, Backend];
+    const lacking = backends.map((backend) => missingKernels(backend, kernels));
+    const short = [0, 1].filter((i) => lacking[i]!.length > 0);
+    if (short.length > 0) {
+      const lines = short.map(
+        (i) =>
+          `backend '${backends[i]!.name}' lacks kernels the ${settings.model} training step runs: ${lacking[i]!.join(', ')}`,
       );
+      throw new UnsupportedOnBackendError(lines.join('; '), {
+        kernel: 'parityGate',
+        argument: short.map((i) => ['makeBackendA', 'makeBackendB'][i]).join(', '),
+      });
     }
-    const resultsB = await run(b, settings);
-    const steps: ParityStep[] = resultsA.map((ra, i) => ({
-      step: i + 1,
-      lossA: ra.loss,
-      lossB: resultsB[i]!.loss,
-      gradNormA: ra.gradNorm,
-      gradNormB: resultsB[i]!.gradNorm,
-    }));
-    const failures: string[] = [];
-    let maxLossDiff = 0;
-    let maxGradNormRelDiff = 0;
-    for (const s of steps) {
-      const lossDiff = Math.abs(s.lossA - s.lossB);
-      const normDiff =
-        Math.abs(s.gradNormA - s.gradNormB) / Math.max(Math.abs(s.gradNormA), Number.MIN_VALUE);
-      // NaN fails both comparisons.
-      maxLossDiff = Math.max(maxLossDiff, Number.isNaN(lossDiff) ? Number.POSITIVE_INFINITY : lossDiff);
-      maxGradNormRelDiff = Math.max(
-        maxGradNormRelDiff,
-        Number.isNaN(normDiff) ? Number.POSITIVE_INFINITY : normDiff,
-      );
-      if (!(lossDiff <= lossTolerance)) {
-        failures.push(`step ${s.step}: loss ${s.lossA} vs ${s.lossB} (|Δ| ${lossDiff} > ${lossTolerance})`);
-      }
-      if (!(normDiff <= gradNormTolerance)) {
-        failures.push(
-          `step ${s.step}: gradient norm ${s.gradNormA} vs ${s.gradNormB} (relative ${normDiff} > ${gradNormTolerance})`,
-        );
-      }
-    }
+    const verdict = compareRuns(await run(a, settings), await run(b, settings), tolerances);
     return {
-      passed: failures.length === 0,
+      ...verdict,
       backends: [a.name, b.name],
       model: settings.model,
-      steps,
-      maxLossDiff,
-      maxGradNormRelDiff,
-      lossTolerance,
-      gradNormTolerance,
-      kernels: [...kernels].sort(),
-      failures,
+      ...tolerances,
+      kernels,
     };
   } finally {
-    a.dispose();
-    b?.dispose();
+    for (const backend of backends) backend.dispose();
   }
 }

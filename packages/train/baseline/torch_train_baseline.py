@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""PyTorch baseline of rayo's train-bench.
+
+Trains the workloads of a request file written by train-bench (``request.json``
+in its output folder) in PyTorch eager on the same GPU, with the same shapes,
+AdamW hyperparameters, clipping and step count, and prints the training
+throughput as JSON (also written to ``--out``):
+
+    python3 torch_train_baseline.py --request OUT/torch-request.json --out torch.json
+
+fp32 throughout with TF32 off. Each step is timed on the host from zero_grad
+to ``loss.item()`` (which waits for the step), as rayo times its steps up to
+the loss readback; throughput is the batch over the median step time. When
+torch or CUDA is missing the output says so (``available: false``) and the
+script still exits 0.
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+
+SCHEMA_IN = "rayo-train-workloads/1"
+SCHEMA_OUT = "rayo-train-torch/1"
+
+
+def emit(path, payload):
+    text = json.dumps(payload, indent=2)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    print(text)
+
+
+def quantile(sorted_values, q):
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def build_models(torch):
+    nn = torch.nn
+    F = nn.functional
+    activations = {"relu": F.relu, "gelu": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
+                   "sigmoid": torch.sigmoid, "tanh": torch.tanh}
+
+    class MLP(nn.Module):
+        def __init__(self, sizes, activation):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+            self.activation = activations[activation]
+
+        def forward(self, x):
+            for i, layer in enumerate(self.layers):
+                x = layer(x)
+                if i < len(self.layers) - 1:
+                    x = self.activation(x)
+            return x
+
+    class RMSNorm(nn.Module):
+        """rayo's RMSNorm: x / sqrt(mean(x²) + eps) · weight, eps 1e-6."""
+
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.eps = eps
+            self.weight = nn.Parameter(torch.ones(dim))
+
+        def forward(self, x):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+    def rope_tables(seq, head_dim, device, theta=10000.0):
+        half = head_dim // 2
+        freqs = theta ** (-2 * torch.arange(half, dtype=torch.float32, device=device) / head_dim)
+        angles = torch.arange(seq, dtype=torch.float32, device=device)[:, None] * freqs[None, :]
+        # [T, 1, 1, half]: broadcast over batch and heads of a [T, B, H, d] tensor.
+        return angles.cos()[:, None, None, :], angles.sin()[:, None, None, :]
+
+    def rope(x, cos, sin):
+        """rayo's 'half' layout: pairs (i, i + d/2), like GPT-NeoX and Llama."""
+        half = x.shape[-1] // 2
+        a, b = x[..., :half], x[..., half:]
+        return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+
+    class Attention(nn.Module):
+        def __init__(self, dim, heads):
+            super().__init__()
+            self.heads = heads
+            self.q = nn.Linear(dim, dim, bias=False)
+            self.k = nn.Linear(dim, dim, bias=False)
+            self.v = nn.Linear(dim, dim, bias=False)
+            self.o = nn.Linear(dim, dim, bias=False)
+
+        def forward(self, x, cos, sin):
+            t, b, d = x.shape
+            h = self.heads
+            split = lambda z: z.view(t, b, h, d // h)  # noqa: E731
+            q = rope(split(self.q(x)), cos, sin).permute(1, 2, 0, 3)
+            k = rope(split(self.k(x)), cos, sin).permute(1, 2, 0, 3)
+            v = split(self.v(x)).permute(1, 2, 0, 3)
+            if sdpa is not None:
+                out = sdpa(q, k, v, is_causal=True)
+            else:
+                scores = q @ k.transpose(-1, -2) / math.sqrt(d // h)
+                mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+                out = scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+            # [B, H, T, d] → [T, B, H·d]
+            return self.o(out.permute(2, 0, 1, 3).reshape(t, b, d))
+
+    class Block(nn.Module):
+        def __init__(self, dim, heads, hidden):
+            super().__init__()
+            self.norm1 = RMSNorm(dim)
+            self.attn = Attention(dim, heads)
+            self.norm2 = RMSNorm(dim)
+            self.gate = nn.Linear(dim, hidden, bias=False)
+            self.up = nn.Linear(dim, hidden, bias=False)
+            self.down = nn.Linear(hidden, dim, bias=False)
+
+        def forward(self, x, cos, sin):
+            h = x + self.attn(self.norm1(x), cos, sin)
+            n = self.norm2(h)
+            return h + self.down(F.silu(self.gate(n)) * self.up(n))
+
+    class CausalLM(nn.Module):
+        def __init__(self, spec):
+            super().__init__()
+            dim = spec["dim"]
+            self.dim = dim
+            self.head_dim = dim // spec["heads"]
+            self.embed = nn.Embedding(spec["vocab"], dim)
+            self.blocks = nn.ModuleList(Block(dim, spec["heads"], spec["hidden"]) for _ in range(spec["blocks"]))
+            self.norm = RMSNorm(dim)
+            self.head = nn.Linear(dim, spec["vocab"], bias=False)
+
+        def forward(self, ids):
+            t, b = ids.shape
+            cos, sin = rope_tables(t, self.head_dim, ids.device)
+            h = self.embed(ids)
+            for block in self.blocks:
+                h = block(h, cos, sin)
+            return self.head(self.norm(h).view(t * b, self.dim))
+
+    attention = "F.scaled_dot_product_attention(is_causal=True)" if sdpa is not None else "composite"
+    return MLP, CausalLM, attention
+
+
+def workload(torch, device, spec, models, generator):
+    """The model and a fixed batch, as rayo builds them (random features; next token = 3·id + 1)."""
+    MLP, CausalLM, _ = models
+    batch = spec["batch"]
+    if spec["kind"] == "mlp":
+        sizes = spec["sizes"]
+        model = MLP(sizes, spec["activation"]).to(device)
+        x = torch.randn(batch, sizes[0], generator=generator).to(device)
+        y = torch.randint(0, sizes[-1], (batch,), generator=generator).to(device)
+        return model, lambda: torch.nn.functional.cross_entropy(model(x), y), None
+    model = CausalLM(spec).to(device)
+    ids = torch.randint(0, spec["vocab"], (spec["seq"], batch), generator=generator)
+    targets = ((3 * ids + 1) % spec["vocab"]).view(-1).to(device)
+    ids = ids.to(device)
+    return model, lambda: torch.nn.functional.cross_entropy(model(ids), targets), spec["seq"] * batch
+
+
+def make_adamw(torch, params, hp, device):
+    """AdamW with rayo's hyperparameters; fused where this torch and device have it, else foreach, else the loop."""
+    kwargs = dict(lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"], weight_decay=hp["weightDecay"])
+    for extra in ({"fused": True}, {"foreach": True}, {}):
+        if extra.get("fused") and device.type != "cuda":
+            continue
+        try:
+            return torch.optim.AdamW(params, **kwargs, **extra), next(iter(extra), "for-loop")
+        except (TypeError, RuntimeError, ValueError):
+            continue
+    raise RuntimeError("torch.optim.AdamW could not be created")
+
+
+def sync(torch, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_workload(torch, device, request, spec, models, note):
+    generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
+    model, loss_fn, tokens = workload(torch, device, spec, models, generator)
+    optimizer, impl = make_adamw(torch, list(model.parameters()), request["adamw"], device)
+    note["adamw"] = impl
+    clip = float(request.get("clipNorm", 1))
+    params = list(model.parameters())
+    clip_kwargs = {"foreach": True} if device.type == "cuda" else {}
+    warmup, steps = int(request["warmup"]), int(request["steps"])
+    times, losses = [], []
+    sync(torch, device)
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn()
+        loss.backward()
+        try:
+            torch.nn.utils.clip_grad_norm_(params, clip, **clip_kwargs)
+        except TypeError:  # no foreach before torch 2.0
+            clip_kwargs = {}
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        optimizer.step()
+        losses.append(loss.item())  # waits for the step, as rayo's loss readback does
+        if i >= warmup:
+            times.append((time.perf_counter() - start) * 1e3)
+    times.sort()
+    median = quantile(times, 0.5)
+    result = {
+        "id": spec["id"],
+        "status": "ok",
+        "samplesPerSecond": 1000 * spec["batch"] / median,
+        "medianMs": median,
+        "p10Ms": quantile(times, 0.1),
+        "p90Ms": quantile(times, 0.9),
+        "stepsTimed": len(times),
+        "firstLoss": losses[0],
+        "lastLoss": losses[-1],
+    }
+    if tokens is not None:
+        result["tokensPerSecond"] = 1000 * tokens / median
+    del model, optimizer
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Times rayo's training workloads in PyTorch eager.")
+    parser.add_argument("--request", required=True, help="the request file train-bench wrote")
+    parser.add_argument("--out", default="", help="also write the results here (JSON)")
+    parser.add_argument("--device", default="cuda", help="torch device (default cuda; cpu only checks the script)")
+    args = parser.parse_args(argv)
+
+    with open(args.request, encoding="utf-8") as f:
+        request = json.load(f)
+    if request.get("schema") != SCHEMA_IN:
+        print("torch train baseline: %s is not a %s request" % (args.request, SCHEMA_IN), file=sys.stderr)
+        return 2
+
+    def unavailable(reason):
+        print("torch train baseline: " + reason, file=sys.stderr)
+        emit(args.out, {"schema": SCHEMA_OUT, "available": False, "reason": reason, "results": []})
+        return 0
+
+    try:
+        import torch
+    except Exception as error:  # noqa: BLE001 - any import failure means no baseline
+        return unavailable("PyTorch is not installed (import torch: %s)" % error)
+
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        built = getattr(torch.version, "cuda", None)
+        return unavailable(
+            "CUDA is not available to PyTorch %s (%s)"
+            % (torch.__version__, "built with CUDA " + built if built else "a CPU-only build")
+        )
+
+    # fp32 means fp32: no TF32 tensor-core shortcuts.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if hasattr(torch, "set_float32_matmul_precision"):
+        torch.set_float32_matmul_precision("highest")
+    torch.manual_seed(int(request.get("seed", 0)))
+
+    models = build_models(torch)
+    note = {}
+    results = []
+    workloads = request["workloads"]
+    for index, spec in enumerate(workloads, 1):
+        print("[%d/%d] torch %s ... " % (index, len(workloads), spec["id"]), end="", file=sys.stderr, flush=True)
+        try:
+            result = run_workload(torch, device, request, spec, models, note)
+            print("%.1f samples/s (median step %.3g ms)" % (result["samplesPerSecond"], result["medianMs"]),
+                  file=sys.stderr)
+        except Exception as error:  # noqa: BLE001 - one failing workload must not stop the others
+            result = {"id": spec["id"], "status": "error", "message": "%s: %s" % (type(error).__name__, error)}
+            print("error: " + result["message"], file=sys.stderr)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        results.append(result)
+
+    emit(args.out, {
+        "schema": SCHEMA_OUT,
+        "available": True,
+        "torch": torch.__version__,
+        "cuda": getattr(torch.version, "cuda", None),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else str(device),
+        "settings": {
+            "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+            "float32_matmul_precision": torch.get_float32_matmul_precision()
+            if hasattr(torch, "get_float32_matmul_precision")
+            else None,
+            "attention": models[2],
+            **note,
+        },
+        "results": results,
+    })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+import type { Backend, Tensor } from '@rayo/core';
+import { reshape } from './autograd/ops/shape.js';
+import type { Tape, Variable } from './autograd/tape.js';
+import { Embedding } from './nn/embedding.js';
+import { Linear } from './nn/linear.js';
+import { type InitOptions, Module, rngOf } from './nn/module.js';
+import { RMSNorm } from './nn/norm.js';
+import { TransformerBlock } from './nn/transformer.js';
+
+export interface CausalLMOptions extends InitOptions {
+  readonly vocab: number;
+  readonly dim: number;
+  readonly heads: number;
+  /** Width of each block's SwiGLU MLP (default: the block's). */
+  readonly hidden?: number;
+  readonly blocks: number;
+  /** Standard deviation of the embedding's initialisation (default 0.5). */
+  readonly embedStd?: number;
+}
+
+/**
+ * A small causal language model: an embedding, pre-norm transformer blocks
+ * (RoPE, SwiGLU), a final RMSNorm and a head without bias.
+ */
+export class CausalLM extends Module {
+  readonly embed: Embedding;
+  readonly blocks: readonly TransformerBlock[];
+  readonly norm: RMSNorm;
+  readonly head: Linear;
+
+  constructor(backend: Backend, options: CausalLMOptions) {
+    super(backend);
+    const { vocab, dim, heads, hidden } = options;
+    const rng = rngOf(options);
+    this.embed = this.addModule(
+      'embed',
+      new Embedding(backend, vocab, dim, { rng, std: options.embedStd ?? 0.5 }),
+    );
+    this.blocks = Array.from({ length: options.blocks }, (_, i) =>
+      this.addModule(`block${i}`, new TransformerBlock(backend, { dim, heads, hidden, rope: true, rng })),
+    );
+    this.norm = this.addModule('norm', new RMSNorm(backend, dim));
+    this.head = this.addModule('head', new Linear(backend, dim, vocab, { rng, bias: false }));
+  }
+
+  /** `ids` [T, B] (i32) → logits [T·B, vocab]. */
+  forward(tape: Tape, ids: Tensor): Variable {
+    const [t, b] = ids.shape as [number, number];
+    let h = this.embed.forward(tape, ids);
+    for (const block of this.blocks) h = block.forward(tape, h);
+    return this.head.forward(tape, reshape(tape, this.norm.forward(tape, h), [t * b, this.embed.dim]));
+  }
+}

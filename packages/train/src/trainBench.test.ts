@@ -1,0 +1,96 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCpuBackend, registerBackend } from '@rayo/core';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { main, parseOptions, QUICK_WORKLOADS } from './trainBench.js';
+import type { TrainBenchReport } from './trainBenchReport.js';
+import { workloadId } from './workload.js';
+
+describe('train-bench options', () => {
+  it('takes the parity pair from the backends, or pairs one backend with cpu', () => {
+    const now = new Date('2025-02-03T04:05:06.789Z');
+    const full = parseOptions(['--backends', 'wgpu,cuda'], now);
+    expect(full.settings.parity).toEqual(['wgpu', 'cuda']);
+    expect(full.settings).toMatchObject({ quick: false, warmup: 5, steps: 30, paritySteps: 8 });
+    expect(full.baseline).toBe('none');
+    expect(full.out).toMatch(/train-bench-results[\\/]2025-02-03T04-05-06$/);
+    expect(parseOptions(['--', '--backends', 'cuda', '--quick']).settings).toMatchObject({
+      parity: ['cpu', 'cuda'],
+      quick: true,
+      warmup: 1,
+      steps: 3,
+      paritySteps: 4,
+    });
+    expect(parseOptions(['--parity', 'cpu,wgpu', '--steps', '7']).settings).toMatchObject({
+      backends: ['cuda', 'wgpu'],
+      parity: ['cpu', 'wgpu'],
+      steps: 7,
+    });
+  });
+
+  it('rejects what it cannot run', () => {
+    expect(() => parseOptions(['--parity', 'cpu'])).toThrow(/--parity needs two backends/);
+    expect(() => parseOptions(['--steps', '0'])).toThrow(/--steps must be an integer >= 1, got 0/);
+    expect(() => parseOptions(['--baseline', 'jax'])).toThrow(/--baseline must be torch or none/);
+    expect(() => parseOptions(['--backends', ','])).toThrow(/at least one backend/);
+    expect(() => parseOptions(['--fast'])).toThrow(/--fast/);
+  });
+});
+
+describe('train-bench program', () => {
+  let out: string;
+  beforeAll(async () => {
+    out = await mkdtemp(join(tmpdir(), 'train-bench-'));
+    // A backend that lacks AdamW, as a GPU backend still being written does.
+    registerBackend({
+      name: 'partial',
+      probe: async () => undefined,
+      create: async () => {
+        const backend = createCpuBackend();
+        backend.supports = (kernel) => kernel !== 'adamwStep';
+        return backend;
+      },
+    });
+  });
+  afterAll(async () => {
+    await rm(out, { recursive: true, force: true });
+  });
+
+  it('reports what each backend lacks, runs the others, and writes both reports', async () => {
+    const stdout: string[] = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => stdout.push(String(chunk)) > 0);
+    vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    const python = process.env.PYTHON;
+    process.env.PYTHON = join(out, 'no-such-python');
+    let code: number;
+    try {
+      code = await main(['--backends', 'cpu,partial', '--quick', '--baseline', 'torch', '--out', out]);
+    } finally {
+      vi.restoreAllMocks();
+      if (python === undefined) delete process.env.PYTHON;
+      else process.env.PYTHON = python;
+    }
+    expect(code).toBe(0);
+    const report = JSON.parse(await readFile(join(out, 'report.json'), 'utf8')) as TrainBenchReport;
+    expect(report.parity.map((p) => [p.model, p.status])).toEqual([
+      ['mlp', 'skipped'],
+      ['transformer', 'skipped'],
+    ]);
+    expect(report.parity[0]).toMatchObject({ reason: expect.stringMatching(/'cpu' lacks .*: adamwStep$/) });
+    const ids = QUICK_WORKLOADS.map(workloadId);
+    expect(report.throughput.map((t) => [t.backend, t.workload, t.status])).toEqual([
+      ...ids.map((id) => ['cpu', id, 'ok']),
+      ...ids.map((id) => ['partial', id, 'unsupported']),
+    ]);
+    expect(report.throughput[3]).toMatchObject({ missing: ['adamwStep'] });
+    expect(report.baseline).toEqual({
+      status: 'unavailable',
+      reason: expect.stringMatching(/was not found/),
+    });
+    expect(report.comparisons).toEqual([]);
+    const md = await readFile(join(out, 'report.md'), 'utf8');
+    expect(md).toContain('## Throughput');
+    expect(stdout.join('')).toMatch(/mlp-784x32x10-b16 on partial: unsupported: lacks adamwStep/);
+  }, 60_000);
+});

@@ -1,0 +1,355 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { type Backend, createBackend, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
+import { parityGate } from './parity.js';
+import { measureThroughput, THROUGHPUT_ADAMW, type ThroughputOptions } from './throughput.js';
+import { runTorchTrainBaseline, type TorchTrainRequest } from './torchTrainBaseline.js';
+import {
+  type BackendEntry,
+  type BaselineEntry,
+  compareWithBaseline,
+  exitCodeOf,
+  formatNumber,
+  type ParityEntry,
+  type ParityModel,
+  reportMarkdown,
+  summaryTable,
+  type ThroughputEntry,
+  type TrainBenchReport,
+  type TrainBenchSettings,
+} from './trainBenchReport.js';
+import { missingKernels, trainingKernels, type WorkloadSpec, workloadId } from './workload.js';
+
+/** The demo's MLP at two batch sizes and a small two-block language model. */
+export const THROUGHPUT_WORKLOADS: readonly WorkloadSpec[] = [
+  { kind: 'mlp', sizes: [784, 256, 10], activation: 'relu', batch: 256 },
+  { kind: 'mlp', sizes: [784, 256, 10], activation: 'relu', batch: 1024 },
+  // hidden: SwiGLU's 8/3·dim rounded up to a multiple of 8, the block's default.
+  { kind: 'transformer', vocab: 512, dim: 256, heads: 4, hidden: 688, blocks: 2, seq: 128, batch: 16 },
+];
+
+/** The same structures at sizes a software GPU runs in seconds. */
+export const QUICK_WORKLOADS: readonly WorkloadSpec[] = [
+  { kind: 'mlp', sizes: [784, 32, 10], activation: 'relu', batch: 16 },
+  { kind: 'mlp', sizes: [784, 32, 10], activation: 'relu', batch: 64 },
+  { kind: 'transformer', vocab: 64, dim: 32, heads: 2, hidden: 88, blocks: 2, seq: 16, batch: 2 },
+];
+
+const PARITY_MODELS: readonly ParityModel[] = ['mlp', 'transformer'];
+const CLIP_NORM = 1;
+/**
+ * The cpu backend is the JavaScript reference (about 95 s a step of the full
+ * transformer on a small machine): it has nothing to warm up, and two steps
+ * tell its speed.
+ */
+const CPU_MAX_STEPS = 2;
+
+export const USAGE = `Usage: train-bench [options]
+
+Trains the same models on rayo backends: a parity check between two backends
+(losses and gradient norms step by step, MLP and transformer) and the training
+throughput of each backend, optionally against PyTorch eager on the same GPU.
+
+  --backends LIST     backends to time (default cuda,wgpu)
+  --parity A,B        the parity pair (default: the first two of --backends;
+                      with one backend, cpu and it)
+  --parity-steps N    training steps of the parity check (default 8; quick 4)
+  --baseline NAME     torch: run the PyTorch script ($PYTHON, else python3); none (default)
+  --torch-device DEV  the PyTorch device (default cuda; cpu checks the script)
+  --warmup N          untimed steps (default 5; quick 1)
+  --steps N           timed steps, median counts (default 30; quick 3)
+  --seed N            initialisation and data (default 0)
+  --quick             tiny models and few steps (a software GPU, CI)
+  --out DIR           report.json and report.md (default train-bench-results/DATE)
+  -h, --help`;
+
+interface Options {
+  readonly settings: TrainBenchSettings;
+  readonly baseline: 'torch' | 'none';
+  readonly torchDevice: string;
+  readonly out: string;
+}
+
+function integer(name: string, text: string | undefined, fallback: number, min: number): number {
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min)
+    throw new Error(`--${name} must be an integer >= ${min}, got ${text}`);
+  return value;
+}
+
+function list(name: string, text: string): string[] {
+  const items = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  if (items.length === 0) throw new Error(`--${name} needs at least one backend name`);
+  return items;
+}
+
+export function parseOptions(argv: readonly string[], now = new Date()): Options {
+  // `pnpm train-bench -- --quick` passes the `--` along.
+  const args = argv[0] === '--' ? argv.slice(1) : [...argv];
+  const { values } = parseArgs({
+    args,
+    strict: true,
+    options: {
+      backends: { type: 'string', default: 'cuda,wgpu' },
+      parity: { type: 'string' },
+      'parity-steps': { type: 'string' },
+      baseline: { type: 'string', default: 'none' },
+      'torch-device': { type: 'string', default: 'cuda' },
+      warmup: { type: 'string' },
+      steps: { type: 'string' },
+      seed: { type: 'string' },
+      quick: { type: 'boolean', default: false },
+      out: { type: 'string' },
+    },
+  });
+  const quick = values.quick;
+  const backends = list('backends', values.backends);
+  let parity: [string, string];
+  if (values.parity !== undefined) {
+    const pair = list('parity', values.parity);
+    if (pair.length !== 2) throw new Error(`--parity needs two backends, got ${values.parity}`);
+    parity = [pair[0]!, pair[1]!];
+  } else {
+    parity = backends.length >= 2 ? [backends[0]!, backends[1]!] : ['cpu', backends[0]!];
+  }
+  if (values.baseline !== 'torch' && values.baseline !== 'none') {
+    throw new Error(`--baseline must be torch or none, got ${values.baseline}`);
+  }
+  const stamp = now.toISOString().replace(/:/g, '-').replace(/\..*$/, '');
+  return {
+    settings: {
+      backends,
+      parity,
+      quick,
+      warmup: integer('warmup', values.warmup, quick ? 1 : 5, 0),
+      steps: integer('steps', values.steps, quick ? 3 : 30, 1),
+      paritySteps: integer('parity-steps', values['parity-steps'], quick ? 4 : 8, 1),
+      seed: integer('seed', values.seed, 0, 0),
+      clipNorm: CLIP_NORM,
+      adamw: THROUGHPUT_ADAMW,
+    },
+    baseline: values.baseline,
+    torchDevice: values['torch-device'],
+    // pnpm runs package scripts elsewhere; a relative --out is meant from where it was called.
+    out: resolve(process.env.INIT_CWD ?? process.cwd(), values.out ?? join('train-bench-results', stamp)),
+  };
+}
+
+function log(text: string): void {
+  process.stderr.write(`${text}\n`);
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+async function describeBackends(names: readonly string[]): Promise<BackendEntry[]> {
+  const entries: BackendEntry[] = [];
+  for (const status of await probeBackends(names)) {
+    if (!status.available) {
+      entries.push({ name: status.name, available: false, reason: status.reason ?? 'unavailable' });
+      continue;
+    }
+    try {
+      const backend = await createBackend(status.name);
+      entries.push({ name: status.name, available: true, device: backend.info.device });
+      backend.dispose();
+    } catch (error) {
+      entries.push({ name: status.name, available: false, reason: messageOf(error) });
+    }
+  }
+  return entries;
+}
+
+async function runParity(
+  settings: TrainBenchSettings,
+  backends: readonly BackendEntry[],
+): Promise<ParityEntry[]> {
+  const [a, b] = settings.parity;
+  const unavailable = backends.flatMap((e) =>
+    (e.name === a || e.name === b) && !e.available ? [`${e.name}: ${e.reason}`] : [],
+  );
+  const entries: ParityEntry[] = [];
+  for (const model of PARITY_MODELS) {
+    const label = `parity ${model}: ${a} vs ${b}`;
+    if (unavailable.length > 0) {
+      const reason = unavailable.join('; ');
+      entries.push({ model, backends: [a, b], status: 'skipped', reason });
+      log(`${label}: skipped (${reason})`);
+      continue;
+    }
+    try {
+      const report = await parityGate(
+        () => createBackend(a),
+        () => createBackend(b),
+        { model, steps: settings.paritySteps, seed: settings.seed, clipNorm: settings.clipNorm },
+      );
+      entries.push({ model, backends: [a, b], status: report.passed ? 'passed' : 'failed', report });
+      log(
+        `${label}: ${report.passed ? 'passed' : 'FAILED'} (max |Δloss| ${formatNumber(report.maxLossDiff, 2)}, ` +
+          `max grad-norm relative Δ ${formatNumber(report.maxGradNormRelDiff, 2)})`,
+      );
+    } catch (error) {
+      const skipped = error instanceof UnsupportedOnBackendError;
+      entries.push({
+        model,
+        backends: [a, b],
+        status: skipped ? 'skipped' : 'error',
+        reason: messageOf(error),
+      });
+      log(`${label}: ${skipped ? 'skipped' : 'ERROR'} (${messageOf(error)})`);
+    }
+  }
+  return entries;
+}
+
+async function timeBackend(
+  entry: BackendEntry,
+  workloads: readonly WorkloadSpec[],
+  kernels: ReadonlyMap<WorkloadSpec, readonly string[]>,
+  timing: ThroughputOptions,
+): Promise<ThroughputEntry[]> {
+  const name = entry.name;
+  if (!entry.available) {
+    return workloads.map((w) => ({
+      backend: name,
+      workload: workloadId(w),
+      status: 'unavailable',
+      reason: entry.reason,
+    }));
+  }
+  let backend: Backend;
+  try {
+    backend = await createBackend(name);
+  } catch (error) {
+    return workloads.map((w) => ({
+      backend: name,
+      workload: workloadId(w),
+      status: 'unavailable',
+      reason: messageOf(error),
+    }));
+  }
+  const own =
+    backend.info.kind === 'cpu'
+      ? { ...timing, warmup: 0, steps: Math.min(timing.steps, CPU_MAX_STEPS) }
+      : timing;
+  const entries: ThroughputEntry[] = [];
+  try {
+    for (const spec of workloads) {
+      const workload = workloadId(spec);
+      const missing = missingKernels(backend, kernels.get(spec) ?? []);
+      if (missing.length > 0) {
+        const reason = `lacks ${missing.join(', ')}`;
+        entries.push({ backend: name, workload, status: 'unsupported', reason, missing });
+        log(`throughput ${workload} on ${name}: unsupported (${reason})`);
+        continue;
+      }
+      try {
+        const result = await measureThroughput(backend, spec, own);
+        entries.push({ backend: name, workload, status: 'ok', result });
+        log(
+          `throughput ${workload} on ${name}: ${result.samplesPerSecond.toFixed(1)} samples/s ` +
+            `(median step ${result.medianMs.toFixed(3)} ms)`,
+        );
+      } catch (error) {
+        const status = error instanceof UnsupportedOnBackendError ? 'unsupported' : 'error';
+        entries.push({ backend: name, workload, status, reason: messageOf(error) });
+        log(`throughput ${workload} on ${name}: ${status} (${messageOf(error)})`);
+      }
+    }
+  } finally {
+    backend.dispose();
+  }
+  return entries;
+}
+
+async function runBaseline(
+  options: Options,
+  workloads: readonly WorkloadSpec[],
+  timing: ThroughputOptions,
+): Promise<BaselineEntry> {
+  if (options.baseline === 'none') return { status: 'not requested', reason: 'run with --baseline torch' };
+  const s = options.settings;
+  const request: TorchTrainRequest = {
+    schema: 'rayo-train-workloads/1',
+    warmup: timing.warmup,
+    steps: timing.steps,
+    clipNorm: s.clipNorm,
+    seed: s.seed,
+    adamw: s.adamw,
+    workloads: workloads.map((w) => ({ id: workloadId(w), ...w })),
+  };
+  const requestFile = join(options.out, 'torch-request.json');
+  await writeFile(requestFile, `${JSON.stringify(request, null, 2)}\n`);
+  log('torch baseline: running');
+  const outcome = await runTorchTrainBaseline({
+    requestFile,
+    outFile: join(options.out, 'torch.json'),
+    args: ['--device', options.torchDevice],
+    onOutput: (text) => process.stderr.write(text),
+  });
+  if (outcome.status !== 'ok') log(`torch baseline unavailable: ${outcome.reason}`);
+  return outcome;
+}
+
+/** Runs the parity check, the throughput of every backend and the baseline; writes the reports. */
+export async function main(argv: readonly string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    console.log(USAGE);
+    return 0;
+  }
+  let options: Options;
+  try {
+    options = parseOptions(argv);
+  } catch (error) {
+    console.error(`train-bench: ${messageOf(error)}\n\n${USAGE}`);
+    return 2;
+  }
+  const { settings } = options;
+  await mkdir(options.out, { recursive: true });
+  const workloads = settings.quick ? QUICK_WORKLOADS : THROUGHPUT_WORKLOADS;
+  const timing: ThroughputOptions = {
+    warmup: settings.warmup,
+    steps: settings.steps,
+    clipNorm: settings.clipNorm,
+    seed: settings.seed,
+  };
+
+  const backends = await describeBackends([...new Set([...settings.backends, ...settings.parity])]);
+  for (const b of backends) log(`${b.name}: ${b.available ? b.device : `unavailable (${b.reason})`}`);
+  const parity = await runParity(settings, backends);
+
+  const kernels = new Map<WorkloadSpec, readonly string[]>();
+  for (const spec of workloads) {
+    kernels.set(spec, await trainingKernels(spec, { optimizer: 'adamw', clipNorm: settings.clipNorm }));
+  }
+  const throughput: ThroughputEntry[] = [];
+  for (const name of settings.backends) {
+    const entry = backends.find((b) => b.name === name)!;
+    throughput.push(...(await timeBackend(entry, workloads, kernels, timing)));
+  }
+  const baseline = await runBaseline(options, workloads, timing);
+
+  const report: TrainBenchReport = {
+    schema: 'rayo-train-bench/1',
+    createdAt: new Date().toISOString(),
+    node: process.versions.node,
+    settings,
+    backends,
+    workloads: workloads.map((w) => ({ id: workloadId(w), ...w })),
+    parity,
+    throughput,
+    baseline,
+    comparisons: compareWithBaseline(throughput, baseline),
+  };
+  await writeFile(join(options.out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
+  await writeFile(join(options.out, 'report.md'), reportMarkdown(report));
+  log(`report: ${join(options.out, 'report.md')}`);
+  process.stdout.write(summaryTable(report));
+  return exitCodeOf(report);
+}

@@ -1,0 +1,189 @@
+import { describe, expect, it } from 'vitest';
+import type { ParityReport } from './parity.js';
+import { THROUGHPUT_ADAMW, type ThroughputMeasurement } from './throughput.js';
+import {
+  type BaselineEntry,
+  compareWithBaseline,
+  exitCodeOf,
+  formatNumber,
+  reportMarkdown,
+  summaryTable,
+  type ThroughputEntry,
+  type TrainBenchReport,
+  textTable,
+  throughputRatio,
+} from './trainBenchReport.js';
+
+const measurement = (workload: string, samplesPerSecond: number): ThroughputMeasurement => ({
+  workload,
+  samplesPerSecond,
+  medianMs: 1000 / samplesPerSecond,
+  p10Ms: 900 / samplesPerSecond,
+  p90Ms: 1100 / samplesPerSecond,
+  stepsTimed: 5,
+  firstLoss: 2.3,
+  lastLoss: 2.1,
+});
+
+const throughput: ThroughputEntry[] = [
+  { backend: 'wgpu', workload: 'mlp-a', status: 'ok', result: measurement('mlp-a', 3000) },
+  { backend: 'cuda', workload: 'mlp-a', status: 'ok', result: measurement('mlp-a', 500) },
+  { backend: 'wgpu', workload: 'lm-b', status: 'ok', result: measurement('lm-b', 40) },
+  {
+    backend: 'cuda',
+    workload: 'lm-b',
+    status: 'unsupported',
+    reason: 'lacks rope, softmax',
+    missing: ['rope', 'softmax'],
+  },
+];
+
+const baseline: BaselineEntry = {
+  status: 'ok',
+  output: {
+    schema: 'rayo-train-torch/1',
+    available: true,
+    torch: '2.11.0',
+    device: 'NVIDIA H200',
+    results: [
+      { id: 'mlp-a', status: 'ok', ...measurement('mlp-a', 1000) },
+      { id: 'lm-b', status: 'error', message: 'RuntimeError: out of memory' },
+    ],
+  },
+};
+
+const parityReport = (passed: boolean): ParityReport => ({
+  passed,
+  backends: ['wgpu', 'cuda'],
+  model: 'mlp',
+  steps: [
+    {
+      step: 1,
+      lossA: 2.5,
+      lossB: 2.5001,
+      lossDiff: 1e-4,
+      gradNormA: 3,
+      gradNormB: 3.03,
+      gradNormRelDiff: 0.01,
+    },
+  ],
+  maxLossDiff: 1e-4,
+  maxGradNormRelDiff: 0.01,
+  lossTolerance: 1e-3,
+  gradNormTolerance: 0.05,
+  kernels: ['adamwStep'],
+  failures: passed ? [] : ['step 1: loss 2.5 vs 2.6 (|Δ| 0.1 > 0.001)'],
+});
+
+function report(): TrainBenchReport {
+  return {
+    schema: 'rayo-train-bench/1',
+    createdAt: '2025-01-01T00:00:00.000Z',
+    node: '20.0.0',
+    settings: {
+      backends: ['wgpu', 'cuda'],
+      parity: ['wgpu', 'cuda'],
+      quick: false,
+      warmup: 5,
+      steps: 30,
+      paritySteps: 8,
+      seed: 0,
+      clipNorm: 1,
+      adamw: THROUGHPUT_ADAMW,
+    },
+    backends: [
+      { name: 'wgpu', available: true, device: 'nvidia-h200' },
+      { name: 'cuda', available: true, device: 'NVIDIA H200 (sm_90, 132 SMs)' },
+    ],
+    workloads: [],
+    parity: [
+      { model: 'mlp', backends: ['wgpu', 'cuda'], status: 'passed', report: parityReport(true) },
+      {
+        model: 'transformer',
+        backends: ['wgpu', 'cuda'],
+        status: 'skipped',
+        reason: "backend 'cuda' lacks kernels the transformer training step runs: rope",
+      },
+    ],
+    throughput,
+    baseline,
+    comparisons: compareWithBaseline(throughput, baseline),
+  };
+}
+
+describe('train-bench report', () => {
+  it('divides rayo by PyTorch throughput only when both are positive and finite', () => {
+    expect(throughputRatio(300, 100)).toBe(3);
+    expect(throughputRatio(0, 100)).toBeUndefined();
+    expect(throughputRatio(100, undefined)).toBeUndefined();
+    expect(throughputRatio(Number.POSITIVE_INFINITY, 1)).toBeUndefined();
+    expect(throughputRatio(Number.NaN, 1)).toBeUndefined();
+  });
+
+  it('compares each rayo measurement with the PyTorch result of its workload', () => {
+    expect(compareWithBaseline(throughput, baseline)).toEqual([
+      {
+        backend: 'wgpu',
+        workload: 'mlp-a',
+        rayoSamplesPerSecond: 3000,
+        torchSamplesPerSecond: 1000,
+        ratio: 3,
+      },
+      {
+        backend: 'cuda',
+        workload: 'mlp-a',
+        rayoSamplesPerSecond: 500,
+        torchSamplesPerSecond: 1000,
+        ratio: 0.5,
+      },
+    ]);
+    expect(compareWithBaseline(throughput, { status: 'unavailable', reason: 'no torch' })).toEqual([]);
+  });
+
+  it('fails the run on a failed or crashed parity check, not on a skipped one', () => {
+    const r = report();
+    expect(exitCodeOf(r)).toBe(0);
+    const failed = {
+      parity: [
+        { model: 'mlp', backends: ['a', 'b'], status: 'failed', report: parityReport(false) },
+      ] as const,
+    };
+    expect(exitCodeOf(failed)).toBe(1);
+    expect(
+      exitCodeOf({ parity: [{ model: 'mlp', backends: ['a', 'b'], status: 'error', reason: 'x' }] }),
+    ).toBe(1);
+  });
+
+  it('formats numbers compactly', () => {
+    expect(formatNumber(undefined)).toBe('—');
+    expect(formatNumber(123456.7, 4)).toBe('123457');
+    expect(formatNumber(0.5)).toBe('0.5');
+    expect(formatNumber(2.384185791015625e-7, 2)).toBe('2.4e-7');
+    expect(formatNumber(0)).toBe('0');
+    expect(textTable(['a', 'bb'], [['xyz', '1']])).toBe('a    bb\n---  --\nxyz  1');
+  });
+
+  it('puts verdicts, ratios and the reasons for what did not run into the summary', () => {
+    const text = summaryTable(report());
+    expect(text).toMatch(/mlp: wgpu vs cuda\s+passed\s+1\.0e-4 \(tol 0\.001\)\s+0\.01 \(tol 0\.05\)/);
+    expect(text).toMatch(/transformer: wgpu vs cuda\s+skipped/);
+    expect(text).toMatch(/mlp-a\s+wgpu\s+3000\s+0\.333\s+1000\s+3\n/);
+    expect(text).toMatch(/mlp-a\s+cuda\s+500\s+2\s+1000\s+0\.5\n/);
+    expect(text).toMatch(/lm-b\s+cuda\s+unsupported\n/);
+    expect(text).toContain('lm-b on cuda: unsupported: lacks rope, softmax');
+    expect(text).toContain("parity transformer: wgpu vs cuda: backend 'cuda' lacks");
+    expect(text.trimEnd().split('\n').at(-1)).toBe('torch 2.11.0 on NVIDIA H200');
+  });
+
+  it('writes per-step parity tables and the throughput table in Markdown', () => {
+    const md = reportMarkdown(report());
+    expect(md).toContain('### mlp: wgpu vs cuda: passed');
+    // A pipe in a cell is escaped, so that the table keeps its columns.
+    expect(md).toContain('| step | loss wgpu | loss cuda | \\|Δloss\\| |');
+    expect(md).toContain('| 1 | 2.500000 | 2.500100 | 1.0e-4 | 3.000000 | 3.030000 | 0.01 |');
+    expect(md).toContain('### transformer: wgpu vs cuda: skipped');
+    expect(md).toContain('| mlp-a | cuda | 500 | — | 2 | 1.8–2.2 | 5 | 1000 | 0.5 |');
+    expect(md).toContain('| lm-b | cuda | unsupported: lacks rope, softmax |');
+    expect(md).toContain('- lm-b: RuntimeError: out of memory');
+  });
+});

@@ -1,0 +1,323 @@
+import type { ParityReport } from './parity.js';
+import type { THROUGHPUT_ADAMW, ThroughputMeasurement } from './throughput.js';
+import type { TorchTrainOutput } from './torchTrainBaseline.js';
+import type { WorkloadSpec } from './workload.js';
+
+export type ParityModel = ParityReport['model'];
+
+export type BackendEntry =
+  | { readonly name: string; readonly available: true; readonly device: string }
+  | { readonly name: string; readonly available: false; readonly reason: string };
+
+export type ParityEntry =
+  | {
+      readonly model: ParityModel;
+      readonly backends: readonly [string, string];
+      readonly status: 'passed' | 'failed';
+      readonly report: ParityReport;
+    }
+  | {
+      readonly model: ParityModel;
+      readonly backends: readonly [string, string];
+      /** `skipped`: a backend is unavailable or lacks kernels; `error`: training threw. */
+      readonly status: 'skipped' | 'error';
+      readonly reason: string;
+    };
+
+export type ThroughputEntry =
+  | {
+      readonly backend: string;
+      readonly workload: string;
+      readonly status: 'ok';
+      readonly result: ThroughputMeasurement;
+    }
+  | {
+      readonly backend: string;
+      readonly workload: string;
+      /** `unsupported`: the backend lacks kernels (listed in `missing` when known before training). */
+      readonly status: 'unsupported' | 'unavailable' | 'error';
+      readonly reason: string;
+      readonly missing?: readonly string[];
+    };
+
+export type BaselineEntry =
+  | { readonly status: 'ok'; readonly output: TorchTrainOutput }
+  | { readonly status: 'unavailable' | 'not requested'; readonly reason: string };
+
+/** A rayo throughput against PyTorch's for one workload. */
+export interface Comparison {
+  readonly backend: string;
+  readonly workload: string;
+  readonly rayoSamplesPerSecond: number;
+  readonly torchSamplesPerSecond: number;
+  /** rayo / PyTorch samples per second: above 1, rayo is faster. */
+  readonly ratio: number;
+}
+
+export interface TrainBenchSettings {
+  readonly backends: readonly string[];
+  readonly parity: readonly [string, string];
+  readonly quick: boolean;
+  readonly warmup: number;
+  readonly steps: number;
+  readonly paritySteps: number;
+  readonly seed: number;
+  readonly clipNorm: number;
+  readonly adamw: typeof THROUGHPUT_ADAMW;
+}
+
+export interface TrainBenchReport {
+  readonly schema: 'rayo-train-bench/1';
+  readonly createdAt: string;
+  readonly node: string;
+  readonly settings: TrainBenchSettings;
+  readonly backends: readonly BackendEntry[];
+  readonly workloads: readonly (WorkloadSpec & { readonly id: string })[];
+  readonly parity: readonly ParityEntry[];
+  readonly throughput: readonly ThroughputEntry[];
+  readonly baseline: BaselineEntry;
+  readonly comparisons: readonly Comparison[];
+}
+
+/** rayo / PyTorch throughput; undefined unless both are positive and finite. */
+export function throughputRatio(rayo: number | undefined, torch: number | undefined): number | undefined {
+  const valid = (x: number | undefined): x is number => typeof x === 'number' && Number.isFinite(x) && x > 0;
+  return valid(rayo) && valid(torch) ? rayo / torch : undefined;
+}
+
+/** One comparison per rayo measurement that PyTorch also timed. */
+export function compareWithBaseline(
+  throughput: readonly ThroughputEntry[],
+  baseline: BaselineEntry,
+): Comparison[] {
+  if (baseline.status !== 'ok') return [];
+  const torch = new Map<string, number>();
+  for (const r of baseline.output.results) if (r.status === 'ok') torch.set(r.id, r.samplesPerSecond);
+  return throughput.flatMap((entry) => {
+    if (entry.status !== 'ok') return [];
+    const torchSamplesPerSecond = torch.get(entry.workload);
+    const ratio = throughputRatio(entry.result.samplesPerSecond, torchSamplesPerSecond);
+    if (ratio === undefined) return [];
+    return [
+      {
+        backend: entry.backend,
+        workload: entry.workload,
+        rayoSamplesPerSecond: entry.result.samplesPerSecond,
+        torchSamplesPerSecond: torchSamplesPerSecond!,
+        ratio,
+      },
+    ];
+  });
+}
+
+/** 1 when a parity comparison failed or threw; a skipped one (a backend lacking kernels) is not a failure. */
+export function exitCodeOf(report: Pick<TrainBenchReport, 'parity'>): number {
+  return report.parity.some((p) => p.status === 'failed' || p.status === 'error') ? 1 : 0;
+}
+
+/** A number in `digits` significant digits (whole numbers when larger), or `—` for none. */
+export function formatNumber(x: number | undefined, digits = 3): string {
+  if (x === undefined || Number.isNaN(x)) return '—';
+  if (!Number.isFinite(x)) return String(x);
+  if (Math.abs(x) >= 10 ** digits) return Math.round(x).toString();
+  if (x !== 0 && Math.abs(x) < 1e-3) return x.toExponential(digits - 1);
+  return String(Number(x.toPrecision(digits)));
+}
+
+function parityLabel(p: ParityEntry): string {
+  return `${p.model}: ${p.backends[0]} vs ${p.backends[1]}`;
+}
+
+function throughputReason(entry: ThroughputEntry): string {
+  return entry.status === 'ok' ? '' : `${entry.status}: ${entry.reason}`;
+}
+
+function markdownTable(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
+  const cell = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+  return [
+    `| ${header.map(cell).join(' | ')} |`,
+    `| ${header.map(() => '---').join(' | ')} |`,
+    ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`),
+  ];
+}
+
+/** Columns padded to their widest cell. */
+export function textTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+function torchFor(report: TrainBenchReport, backend: string, workload: string): Comparison | undefined {
+  return report.comparisons.find((c) => c.backend === backend && c.workload === workload);
+}
+
+function torchSamples(report: TrainBenchReport, workload: string): number | undefined {
+  if (report.baseline.status !== 'ok') return undefined;
+  const r = report.baseline.output.results.find((x) => x.id === workload);
+  return r?.status === 'ok' ? r.samplesPerSecond : undefined;
+}
+
+export function reportMarkdown(report: TrainBenchReport): string {
+  const s = report.settings;
+  const out: string[] = [
+    '# rayo train-bench',
+    '',
+    `${report.createdAt}, Node ${report.node}${s.quick ? ', quick (tiny sizes)' : ''}.`,
+    '',
+    '## Backends',
+    '',
+    ...markdownTable(
+      ['backend', 'status', 'device'],
+      report.backends.map((b) =>
+        b.available ? [b.name, 'available', b.device] : [b.name, 'unavailable', b.reason],
+      ),
+    ),
+    '',
+    '## Parity',
+    '',
+    `The same model from the same seed on the same data for ${s.paritySteps} AdamW steps (clipping at ` +
+      `${s.clipNorm}) on two backends. It passes when every step's losses are within the loss tolerance ` +
+      '(absolute) and its global gradient norms (before clipping) within the gradient-norm tolerance ' +
+      '(relative to the first backend).',
+  ];
+  for (const p of report.parity) {
+    out.push('', `### ${parityLabel(p)}: ${p.status}`, '');
+    if ('reason' in p) {
+      out.push(p.reason);
+      continue;
+    }
+    const r = p.report;
+    out.push(
+      `max |Δloss| ${formatNumber(r.maxLossDiff)} (tolerance ${r.lossTolerance}), max gradient-norm ` +
+        `relative difference ${formatNumber(r.maxGradNormRelDiff)} (tolerance ${r.gradNormTolerance}).`,
+      '',
+      ...markdownTable(
+        [
+          'step',
+          `loss ${r.backends[0]}`,
+          `loss ${r.backends[1]}`,
+          '|Δloss|',
+          `grad norm ${r.backends[0]}`,
+          `grad norm ${r.backends[1]}`,
+          'relative Δ',
+        ],
+        r.steps.map((st) => [
+          String(st.step),
+          st.lossA.toPrecision(7),
+          st.lossB.toPrecision(7),
+          formatNumber(st.lossDiff, 2),
+          st.gradNormA.toPrecision(7),
+          st.gradNormB.toPrecision(7),
+          formatNumber(st.gradNormRelDiff, 2),
+        ]),
+      ),
+    );
+    if (r.failures.length > 0) out.push('', ...r.failures.map((f) => `- ${f}`));
+  }
+  const a = s.adamw;
+  out.push(
+    '',
+    '## Throughput',
+    '',
+    `AdamW (lr ${a.lr}, betas ${a.beta1}/${a.beta2}, eps ${a.eps}, weight decay ${a.weightDecay}), ` +
+      `clipping at ${s.clipNorm}, fp32. ${s.warmup} warm-up steps, then the median of ${s.steps} steps ` +
+      '(fewer on the cpu reference), each timed from its start until its loss is read back. Samples are ' +
+      'rows (MLP) or sequences ' +
+      '(transformer). rayo/torch above 1: rayo is faster.',
+    '',
+    ...markdownTable(
+      [
+        'workload',
+        'backend',
+        'samples/s',
+        'tokens/s',
+        'median ms',
+        'p10–p90 ms',
+        'steps',
+        'torch samples/s',
+        'rayo/torch',
+      ],
+      report.throughput.map((e) => {
+        if (e.status !== 'ok') return [e.workload, e.backend, throughputReason(e), '', '', '', '', '', ''];
+        const r = e.result;
+        return [
+          e.workload,
+          e.backend,
+          formatNumber(r.samplesPerSecond, 4),
+          formatNumber(r.tokensPerSecond, 4),
+          formatNumber(r.medianMs),
+          `${formatNumber(r.p10Ms)}–${formatNumber(r.p90Ms)}`,
+          String(r.stepsTimed),
+          formatNumber(torchSamples(report, e.workload), 4),
+          formatNumber(torchFor(report, e.backend, e.workload)?.ratio),
+        ];
+      }),
+    ),
+    '',
+    '## PyTorch baseline',
+    '',
+  );
+  const b = report.baseline;
+  if (b.status !== 'ok') out.push(`${b.status}: ${b.reason}`);
+  else {
+    const o = b.output;
+    out.push(
+      `PyTorch ${o.torch} (CUDA ${o.cuda ?? 'none'}) on ${o.device}, eager, fp32: ` +
+        `${JSON.stringify(o.settings ?? {})}.`,
+    );
+    const failed = o.results.filter((r) => r.status !== 'ok');
+    if (failed.length > 0)
+      out.push('', ...failed.map((r) => `- ${r.id}: ${r.status === 'error' ? r.message : ''}`));
+  }
+  return `${out.join('\n')}\n`;
+}
+
+/** The short table printed last: parity verdicts and throughput with ratios, then why anything did not run. */
+export function summaryTable(report: TrainBenchReport): string {
+  const notes: string[] = [];
+  const parity = textTable(
+    ['parity', 'verdict', 'max |Δloss|', 'max grad-norm rel. Δ'],
+    report.parity.map((p) => {
+      if ('reason' in p) {
+        notes.push(`parity ${parityLabel(p)}: ${p.reason}`);
+        return [parityLabel(p), p.status, '', ''];
+      }
+      const r = p.report;
+      return [
+        parityLabel(p),
+        p.status,
+        `${formatNumber(r.maxLossDiff, 2)} (tol ${r.lossTolerance})`,
+        `${formatNumber(r.maxGradNormRelDiff, 2)} (tol ${r.gradNormTolerance})`,
+      ];
+    }),
+  );
+  const throughput = textTable(
+    ['workload', 'backend', 'samples/s', 'median ms', 'torch samples/s', 'rayo/torch'],
+    report.throughput.map((e) => {
+      if (e.status !== 'ok') {
+        notes.push(`${e.workload} on ${e.backend}: ${throughputReason(e)}`);
+        return [e.workload, e.backend, e.status, '', '', ''];
+      }
+      return [
+        e.workload,
+        e.backend,
+        formatNumber(e.result.samplesPerSecond, 4),
+        formatNumber(e.result.medianMs),
+        formatNumber(torchSamples(report, e.workload), 4),
+        formatNumber(torchFor(report, e.backend, e.workload)?.ratio),
+      ];
+    }),
+  );
+  const b = report.baseline;
+  notes.push(
+    b.status === 'ok'
+      ? `torch ${b.output.torch} on ${b.output.device}`
+      : `torch baseline ${b.status}: ${b.reason}`,
+  );
+  return `${parity}\n\n${throughput}\n\n${notes.join('\n')}\n`;
+}
