@@ -11,7 +11,6 @@ import {
   RayoError,
   relu,
   scale,
-  type Tensor,
   UnsupportedOnBackendError,
 } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
