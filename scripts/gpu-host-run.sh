@@ -9,12 +9,14 @@
 #
 # Needs the programs from `pnpm bundle --outdir .device/app` and the kit from
 # shared/device (Node, dawn.node, koffi). BACKENDS (default "wgpu,cuda")
-# picks the GPU backends.
+# picks the GPU backends; STEP_TIMEOUT (seconds, default 0 = none) bounds
+# each step, so that one hung step cannot take the others' time.
 set -u
 out=${1:?usage: gpu-host-run.sh OUTDIR [BENCH_FILTER]}
 filter=${2:-}
 app=${APP:-.device/app}
 backends=${BACKENDS:-wgpu,cuda}
+step_timeout=${STEP_TIMEOUT:-0}
 mkdir -p "$out"
 summary="$out/summary.txt"
 : >"$summary"
@@ -23,7 +25,7 @@ step() { # name, command...
   local name=$1
   shift
   local start=$SECONDS
-  "$@" >"$out/$name.log" 2>&1
+  timeout "$step_timeout" "$@" >"$out/$name.log" 2>&1
   local rc=$?
   printf '%-28s rc=%-3s %4ss\n' "$name" "$rc" "$((SECONDS - start))" >>"$summary"
 }
