@@ -1,4 +1,5 @@
 import { add, DeviceLostError, DisposedTensorError, KernelCompileError, scale, sum } from '@rayo/core';
+import { Rng } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WgpuBackend } from './backend.js';
 import { backendProvider } from './index.js';
@@ -102,6 +103,44 @@ needsAdapter(`wgpu backend${unavailable ? ` (no adapter: ${unavailable})` : ''}`
     x.dispose();
     await expect(batch.submit()).rejects.toBeInstanceOf(DisposedTensorError);
     y!.dispose();
+  });
+
+  it('uploads of 1 MiB and more go through reused staging buffers, in queue order', async () => {
+    const random = (n: number, seed: number) => {
+      const rng = new Rng(seed);
+      return Float32Array.from({ length: n }, () => rng.uniform(-1, 1));
+    };
+    const n = 3 * 2 ** 18 + 5; // 3 MiB and 20 bytes
+    const first = random(n, 1);
+    const second = random(n, 2);
+    const before = backend.objectCounts().uploadStagingBuffers;
+    using a = backend.upload(first, [n]);
+    using b = backend.upload(second, [n]); // the first staging buffer is still in flight
+    expect(backend.objectCounts().uploadStagingBuffers - before).toBe(2);
+    await backend.sync(); // both mapped again
+    using c = backend.upload(second, [n]);
+    using small = backend.upload(first.subarray(0, 1000), [1000]);
+    expect(backend.objectCounts().uploadStagingBuffers - before).toBe(2);
+    // A kernel after the upload sees the uploaded data.
+    const [summed] = backend.run(add, [a, c]);
+    expect(await a.read()).toEqual(first);
+    expect(await b.read()).toEqual(second);
+    expect(await small.read()).toEqual(first.subarray(0, 1000));
+    const sums = (await summed!.read()) as Float32Array;
+    for (const i of [0, 1, n >> 1, n - 1]) expect(sums[i]).toBe(Math.fround(first[i]! + second[i]!));
+    summed!.dispose();
+  });
+
+  it('with no staging budget, large uploads take writeBuffer', async () => {
+    const plain = await WgpuBackend.create({ uploadStagingBytes: 0 });
+    try {
+      const data = Float32Array.from({ length: 2 ** 19 }, (_, i) => Math.sin(i));
+      using t = plain.upload(data, [2 ** 19]);
+      expect(await t.read()).toEqual(data);
+      expect(plain.objectCounts().uploadStagingBuffers).toBe(0);
+    } finally {
+      plain.dispose();
+    }
   });
 
   it('measures device time with timestamp queries', async () => {

@@ -37,6 +37,7 @@ import type { AnyWgpuKernel, Operand } from './kernel.js';
 import { WGPU_KERNELS } from './kernels/index.js';
 import { ParamArena } from './params.js';
 import { PipelineCache, type PipelineStats } from './pipelines.js';
+import { UploadStaging } from './upload.js';
 
 const STORAGE_USAGE = GPUBufferUsageFlagsOf('STORAGE', 'COPY_SRC', 'COPY_DST');
 
@@ -68,6 +69,8 @@ export interface WgpuObjectCounts {
   readonly storageBuffers: number;
   readonly stagingBuffers: number;
   readonly scratchBuffers: number;
+  /** Mapped staging buffers for large uploads (reused once mapped again). */
+  readonly uploadStagingBuffers: number;
   /** Bind groups: made once per dispatch when a batch is first submitted, none when it is replayed. */
   readonly bindGroups: number;
 }
@@ -78,7 +81,14 @@ export interface WgpuBackendOptions extends WgpuDeviceOptions {
    * device's limit): forces the splitting of large operands, for tests.
    */
   readonly maxBindingBytes?: number;
+  /**
+   * Bytes of mapped staging buffers kept for uploads of 1 MiB and more
+   * (default 256 MiB); 0 sends every upload through `queue.writeBuffer`.
+   */
+  readonly uploadStagingBytes?: number;
 }
+
+const DEFAULT_UPLOAD_STAGING_BYTES = 256 * 2 ** 20;
 
 /**
  * The WebGPU backend: WGSL kernels for every spec, one submission per eager
@@ -94,6 +104,7 @@ export class WgpuBackend implements Backend {
   readonly #storage: BufferPool;
   readonly #staging: BufferPool;
   readonly #scratch: BufferPool;
+  readonly #uploads: UploadStaging;
   readonly #kernels: ReadonlyMap<string, AnyWgpuKernel>;
   readonly #ownsDevice: boolean;
   #live = { tensors: 0, bytes: 0, peak: 0, allocations: 0 };
@@ -107,10 +118,16 @@ export class WgpuBackend implements Backend {
       await requestWgpuDevice(options),
       options.device === undefined,
       options.maxBindingBytes,
+      options.uploadStagingBytes ?? DEFAULT_UPLOAD_STAGING_BYTES,
     );
   }
 
-  private constructor(gpu: WgpuDevice, ownsDevice: boolean, maxBindingBytes: number | undefined) {
+  private constructor(
+    gpu: WgpuDevice,
+    ownsDevice: boolean,
+    maxBindingBytes: number | undefined,
+    uploadStagingBytes: number,
+  ) {
     this.gpu = gpu;
     this.device = gpu.device;
     this.#ownsDevice = ownsDevice;
@@ -123,6 +140,7 @@ export class WgpuBackend implements Backend {
       'rayo staging',
     );
     this.#scratch = new BufferPool(this.device, STORAGE_USAGE(), 'rayo scratch');
+    this.#uploads = new UploadStaging(this.device, uploadStagingBytes);
     this.#kernels = new Map(WGPU_KERNELS.map((k) => [k.spec.name, k]));
     const limits = this.device.limits;
     this.maxBindingBytes = Math.min(
@@ -150,6 +168,7 @@ export class WgpuBackend implements Backend {
       storageBuffers: this.#storage.created,
       stagingBuffers: this.#staging.created,
       scratchBuffers: this.#scratch.created,
+      uploadStagingBuffers: this.#uploads.created,
       bindGroups: this.#bindGroups,
     };
   }
@@ -201,12 +220,12 @@ export class WgpuBackend implements Backend {
     const bytes = host.byteLength;
     if (bytes > 0) {
       const { buffer } = tensor.storage<WgpuStorage>();
-      if (bytes % 4 === 0) this.device.queue.writeBuffer(buffer, 0, host.buffer, host.byteOffset, bytes);
+      if (bytes % 4 === 0) this.#uploads.write(buffer, 0, host);
       else {
-        // writeBuffer sizes must be multiples of 4 (odd-length 16-bit data).
+        // Copies and writeBuffer sizes must be multiples of 4 (odd-length 16-bit data).
         const padded = new Uint8Array(Math.ceil(bytes / 4) * 4);
         padded.set(new Uint8Array(host.buffer, host.byteOffset, bytes));
-        this.device.queue.writeBuffer(buffer, 0, padded);
+        this.#uploads.write(buffer, 0, padded);
       }
     }
     return tensor;
@@ -435,7 +454,10 @@ export class WgpuBackend implements Backend {
   async sync(): Promise<void> {
     this.#alive('sync');
     await this.pipelines.settle();
-    await Promise.race([this.device.queue.onSubmittedWorkDone(), this.gpu.lost]);
+    await Promise.race([
+      Promise.all([this.device.queue.onSubmittedWorkDone(), this.#uploads.settle()]),
+      this.gpu.lost,
+    ]);
     this.#reported('sync');
   }
 
@@ -487,7 +509,7 @@ export class WgpuBackend implements Backend {
       backend: this,
       writeHost: (tensor, data) => {
         const { buffer, offset } = this.bufferOf(tensor);
-        this.device.queue.writeBuffer(buffer, offset, data.buffer, data.byteOffset, data.byteLength);
+        this.#uploads.write(buffer, offset, data);
       },
       view: (base, shape) => {
         const { buffer, offset } = this.bufferOf(base);
@@ -507,6 +529,7 @@ export class WgpuBackend implements Backend {
     this.#storage.trim();
     this.#staging.trim();
     this.#scratch.trim();
+    this.#uploads.dispose();
     this.#params.destroy();
     this.#timer?.querySet.destroy();
     this.#timer?.resolve.destroy();
