@@ -1,8 +1,5 @@
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
 import type { AttrValues } from '@rayo/core';
+import { findPackageScript, runPythonScript } from '@rayo/core/node';
 import { type BenchCase, caseVia, resolvedAttrs, type SuiteMode, workingSetBytes } from './case.js';
 import { rotationSets, type TimingOptions } from './timing.js';
 
@@ -154,11 +151,7 @@ export function compareWithTorch(
 
 /** Where the baseline script lies: beside a bundle, or in the package's `baseline/` folder. */
 export function findBaselineScript(base: string | URL = import.meta.url): string | undefined {
-  for (const candidate of ['./torch_baseline.py', '../baseline/torch_baseline.py']) {
-    const path = fileURLToPath(new URL(candidate, base));
-    if (existsSync(path)) return path;
-  }
-  return undefined;
+  return findPackageScript('torch_baseline.py', base);
 }
 
 export interface BaselineRunOptions {
@@ -173,66 +166,23 @@ export interface BaselineRunOptions {
   readonly onOutput?: (text: string) => void;
 }
 
-function lastLine(text: string): string {
-  return (
-    text
-      .trim()
-      .split('\n')
-      .filter((l) => l.trim() !== '')
-      .at(-1) ?? ''
-  );
-}
-
 /**
  * Runs the PyTorch baseline script on a case file, as a child process, and
  * reads its output. Never throws for a missing Python, torch or GPU: the
  * outcome says why no baseline exists.
  */
 export async function runTorchBaseline(options: BaselineRunOptions): Promise<BaselineOutcome> {
-  const env = options.env ?? process.env;
-  const python = options.python ?? env.PYTHON ?? 'python3';
   const script = options.script ?? findBaselineScript();
   if (!script)
     return { status: 'unavailable', reason: 'the baseline script torch_baseline.py was not found' };
-  const exit = await new Promise<{ code: number | null; error?: Error; stderr: string }>((resolve) => {
-    let stderr = '';
-    const child = spawn(python, [script, '--cases', options.casesFile, '--out', options.outFile], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...env, PYTHONUNBUFFERED: '1' },
-    });
-    child.stdout.on('data', (chunk: Buffer) => options.onOutput?.(chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => {
-      const text = chunk.toString();
-      stderr = (stderr + text).slice(-4000);
-      options.onOutput?.(text);
-    });
-    child.on('error', (error) => resolve({ code: null, error, stderr }));
-    child.on('close', (code) => resolve({ code, stderr }));
+  return runPythonScript<BaselineOutput>({
+    script,
+    args: ['--cases', options.casesFile, '--out', options.outFile],
+    outFile: options.outFile,
+    label: 'the baseline script',
+    python: options.python,
+    env: options.env,
+    forwardStdout: true,
+    onOutput: options.onOutput,
   });
-  if (exit.error) {
-    const missing = (exit.error as NodeJS.ErrnoException).code === 'ENOENT';
-    return {
-      status: 'unavailable',
-      reason: missing
-        ? `${python} was not found (set $PYTHON to a Python with PyTorch)`
-        : `${python} could not be started: ${exit.error.message}`,
-    };
-  }
-  if (exit.code !== 0) {
-    const why = lastLine(exit.stderr);
-    return {
-      status: 'unavailable',
-      reason: `the baseline script exited with code ${exit.code}${why ? `: ${why}` : ''}`,
-    };
-  }
-  let output: BaselineOutput;
-  try {
-    output = JSON.parse(await readFile(options.outFile, 'utf8')) as BaselineOutput;
-  } catch (error) {
-    return { status: 'unavailable', reason: `no baseline output: ${(error as Error).message}` };
-  }
-  if (!output.available) {
-    return { status: 'unavailable', reason: output.reason ?? 'the baseline could not run' };
-  }
-  return { status: 'ok', output };
 }

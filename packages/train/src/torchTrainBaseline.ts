@@ -1,7 +1,4 @@
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
+import { findPackageScript, runPythonScript } from '@rayo/core/node';
 import type { ThroughputMeasurement } from './throughput.js';
 import type { WorkloadSpec } from './workload.js';
 
@@ -48,11 +45,7 @@ export type TorchTrainOutcome =
 
 /** Where the script lies: beside a bundle, or in the package's `baseline/` folder. */
 export function findTorchTrainScript(base: string | URL = import.meta.url): string | undefined {
-  for (const candidate of [`./${TORCH_TRAIN_SCRIPT}`, `../baseline/${TORCH_TRAIN_SCRIPT}`]) {
-    const path = fileURLToPath(new URL(candidate, base));
-    if (existsSync(path)) return path;
-  }
-  return undefined;
+  return findPackageScript(TORCH_TRAIN_SCRIPT, base);
 }
 
 export interface TorchTrainRunOptions {
@@ -75,49 +68,15 @@ export interface TorchTrainRunOptions {
  * baseline exists.
  */
 export async function runTorchTrainBaseline(options: TorchTrainRunOptions): Promise<TorchTrainOutcome> {
-  const env = options.env ?? process.env;
-  const python = options.python ?? env.PYTHON ?? 'python3';
   const script = options.script ?? findTorchTrainScript();
   if (!script) return { status: 'unavailable', reason: `the script ${TORCH_TRAIN_SCRIPT} was not found` };
-  const args = [script, '--request', options.requestFile, '--out', options.outFile, ...(options.args ?? [])];
-  const exit = await new Promise<{ code: number | null; error?: Error; stderr: string }>((resolve) => {
-    let stderr = '';
-    const child = spawn(python, args, {
-      // stdout repeats the output file; the file is what is read.
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: { ...env, PYTHONUNBUFFERED: '1' },
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      const text = chunk.toString();
-      stderr = (stderr + text).slice(-4000);
-      options.onOutput?.(text);
-    });
-    child.on('error', (error) => resolve({ code: null, error, stderr }));
-    child.on('close', (code) => resolve({ code, stderr }));
+  return runPythonScript<TorchTrainOutput>({
+    script,
+    args: ['--request', options.requestFile, '--out', options.outFile, ...(options.args ?? [])],
+    outFile: options.outFile,
+    label: 'the script',
+    python: options.python,
+    env: options.env,
+    onOutput: options.onOutput,
   });
-  if (exit.error) {
-    const missing = (exit.error as NodeJS.ErrnoException).code === 'ENOENT';
-    return {
-      status: 'unavailable',
-      reason: missing
-        ? `${python} was not found (set $PYTHON to a Python with PyTorch)`
-        : `${python} could not be started: ${exit.error.message}`,
-    };
-  }
-  if (exit.code !== 0) {
-    const why = exit.stderr.trim().split('\n').at(-1)?.trim();
-    return {
-      status: 'unavailable',
-      reason: `the script exited with code ${exit.code}${why ? `: ${why}` : ''}`,
-    };
-  }
-  let output: TorchTrainOutput;
-  try {
-    output = JSON.parse(await readFile(options.outFile, 'utf8')) as TorchTrainOutput;
-  } catch (error) {
-    return { status: 'unavailable', reason: `no baseline output: ${(error as Error).message}` };
-  }
-  if (!output.available)
-    return { status: 'unavailable', reason: output.reason ?? 'the baseline could not run' };
-  return { status: 'ok', output };
 }

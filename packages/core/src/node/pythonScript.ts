@@ -1,0 +1,106 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * A script shipped with a package: beside a bundle that was built from
+ * `base` (`./name`), or in the package's `baseline/` folder
+ * (`../baseline/name`, seen from its `src/` or `dist/`).
+ */
+export function findPackageScript(name: string, base: string | URL): string | undefined {
+  for (const candidate of [`./${name}`, `../baseline/${name}`]) {
+    const path = fileURLToPath(new URL(candidate, base));
+    if (existsSync(path)) return path;
+  }
+  return undefined;
+}
+
+/** What a script writes to its output file: `available: false` says why it measured nothing. */
+export interface PythonScriptOutput {
+  readonly available: boolean;
+  readonly reason?: string;
+}
+
+export type PythonScriptOutcome<T extends PythonScriptOutput> =
+  | { readonly status: 'ok'; readonly output: T }
+  | { readonly status: 'unavailable'; readonly reason: string };
+
+export interface PythonScriptRun {
+  /** The script's path. */
+  readonly script: string;
+  /** Its arguments after the path. */
+  readonly args: readonly string[];
+  /** The JSON file the script writes. */
+  readonly outFile: string;
+  /** How the script is named in reasons ("the baseline script"). */
+  readonly label: string;
+  /** The interpreter (default: `$PYTHON`, else `python3`). */
+  readonly python?: string;
+  readonly env?: NodeJS.ProcessEnv;
+  /** Also pass the script's stdout to `onOutput` (its stderr always goes there). */
+  readonly forwardStdout?: boolean;
+  readonly onOutput?: (text: string) => void;
+}
+
+function lastLine(text: string): string {
+  return (
+    text
+      .trim()
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .at(-1) ?? ''
+  );
+}
+
+/**
+ * Runs a Python script (a PyTorch baseline) as a child process and reads the
+ * JSON it writes. Never throws for a missing Python, a failing script or a
+ * script that could not measure: the outcome says why.
+ */
+export async function runPythonScript<T extends PythonScriptOutput>(
+  run: PythonScriptRun,
+): Promise<PythonScriptOutcome<T>> {
+  const env = run.env ?? process.env;
+  const python = run.python ?? env.PYTHON ?? 'python3';
+  const exit = await new Promise<{ code: number | null; error?: Error; stderr: string }>((resolve) => {
+    let stderr = '';
+    const child = spawn(python, [run.script, ...run.args], {
+      stdio: ['ignore', run.forwardStdout ? 'pipe' : 'ignore', 'pipe'],
+      env: { ...env, PYTHONUNBUFFERED: '1' },
+    });
+    child.stdout?.on('data', (chunk: Buffer) => run.onOutput?.(chunk.toString()));
+    child.stderr?.on('data', (chunk: Buffer) => {
+      const text = chunk.toString();
+      stderr = (stderr + text).slice(-4000);
+      run.onOutput?.(text);
+    });
+    child.on('error', (error) => resolve({ code: null, error, stderr }));
+    child.on('close', (code) => resolve({ code, stderr }));
+  });
+  if (exit.error) {
+    const missing = (exit.error as NodeJS.ErrnoException).code === 'ENOENT';
+    return {
+      status: 'unavailable',
+      reason: missing
+        ? `${python} was not found (set $PYTHON to a Python with PyTorch)`
+        : `${python} could not be started: ${exit.error.message}`,
+    };
+  }
+  if (exit.code !== 0) {
+    const why = lastLine(exit.stderr);
+    return {
+      status: 'unavailable',
+      reason: `${run.label} exited with code ${exit.code}${why ? `: ${why}` : ''}`,
+    };
+  }
+  let output: T;
+  try {
+    output = JSON.parse(await readFile(run.outFile, 'utf8')) as T;
+  } catch (error) {
+    return { status: 'unavailable', reason: `no baseline output: ${(error as Error).message}` };
+  }
+  if (!output.available)
+    return { status: 'unavailable', reason: output.reason ?? 'the baseline could not run' };
+  return { status: 'ok', output };
+}
