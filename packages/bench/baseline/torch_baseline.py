@@ -8,19 +8,34 @@ JSON. rayo-bench runs it for ``--baseline torch``; it can also be run by hand:
     python3 torch_baseline.py --cases bench-results/DATE/cases.json --out torch.json
 
 fp32 throughout with TF32 off, so that the numbers compare with rayo's fp32
-kernels. Kernel times come from CUDA events after warm-up; uploads and reads
-are timed on the host around a synchronising copy. When torch or CUDA is
+kernels. The timing rules are rayo's own (``measure`` and
+``calibrate_calls`` mirror ``timing.ts`` line for line, and a test holds them
+equal):
+
+- device-timed cases: a sample is N calls between one pair of CUDA events,
+  divided by N, with N grown until a sample lasts ``deviceSampleMs`` (at most
+  ``maxCallsPerSample``). Each case is timed twice: the N calls captured in
+  one CUDA graph and replayed (``graph``: no launch gaps, as rayo's one
+  submission) and the N calls launched eagerly back to back (``eager``).
+- host-timed cases (uploads, reads, the weight cache, the 1000-kernel chain):
+  wall time around the call and a synchronise.
+
+Where PyTorch has several ways to do a case (GEMV through ``mm``, ``mv`` or
+``F.linear``; attention through each SDPA backend or two batched matmuls),
+each is timed and the fastest is the baseline; the output says which ran
+(``impl``, ``method``) and lists every candidate. When torch or CUDA is
 missing the output says so (``available: false``) and the script still exits 0.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import sys
 import time
 
-SCHEMA_IN = "rayo-bench-cases/1"
-SCHEMA_OUT = "rayo-bench-torch/1"
+SCHEMA_IN = "rayo-bench-cases/2"
+SCHEMA_OUT = "rayo-bench-torch/2"
 
 
 def write(path, payload):
@@ -42,60 +57,207 @@ def quantile(sorted_values, q):
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-class Timer:
-    """Repeats a call: warm-up, an estimate, then timed repetitions."""
+# --- The timing rules: the same as rayo's timing.ts ------------------------------------------------
 
-    def __init__(self, torch, device, timing):
-        self.torch = torch
-        self.device = device
+
+class TimingRules:
+    """The timing settings of the case file (rayo's TimingOptions)."""
+
+    def __init__(self, timing):
         self.warmup = int(timing.get("warmup", 3))
         self.min_reps = int(timing.get("minReps", 5))
         self.max_reps = int(timing.get("maxReps", 2000))
         self.target_ms = float(timing.get("targetMs", 500))
+        self.device_sample_ms = float(timing.get("deviceSampleMs", 2))
+        self.max_calls_per_sample = int(timing.get("maxCallsPerSample", 1024))
+
+
+def next_calls_per_sample(calls, ms, target_ms, max_calls):
+    """How many calls a sample needs to last `target_ms`, given that `calls` took `ms` (rayo's nextCallsPerSample)."""
+    if ms >= target_ms or calls >= max_calls:
+        return calls
+    wanted = math.ceil((calls * target_ms * 1.25) / ms) if ms > 0 else calls * 8
+    return min(max_calls, max(wanted, calls + 1))
+
+
+def calibrate_calls(sample, rules):
+    """Grows the calls per sample from one (the first warm-up) until a sample lasts long enough (rayo's calibrateCalls).
+
+    `sample(calls)` runs one sample of `calls` calls and returns its milliseconds.
+    """
+    calls = 1
+    ms = sample(calls)
+    while True:
+        following = next_calls_per_sample(calls, ms, rules.device_sample_ms, rules.max_calls_per_sample)
+        if following == calls:
+            return calls
+        calls = following
+        ms = sample(calls)
+
+
+def measure(once, rules, now=None, warmup=None):
+    """Warm-up runs (fewer once they took the target time), then repetitions (rayo's measure).
+
+    `once(rep)` returns the milliseconds a device clock measured, or None: then
+    the host time around the call counts.
+    """
+    now = now or (lambda: time.perf_counter() * 1e3)
+    warmup = rules.warmup if warmup is None else warmup
+    rep = 0
+    warm_start = now()
+    i = 0
+    while i < warmup and now() - warm_start < rules.target_ms:
+        once(rep)
+        rep += 1
+        i += 1
+    samples = []
+    total = 0.0
+    while len(samples) < rules.max_reps and (len(samples) < rules.min_reps or total < rules.target_ms):
+        start = now()
+        device = once(rep)
+        rep += 1
+        elapsed = now() - start
+        samples.append(device if device is not None else elapsed)
+        total += elapsed
+    return samples
+
+
+# --- Timers on a torch device ---------------------------------------------------------------------
+
+
+class Timer:
+    """Times calls on a torch device by rayo's rules."""
+
+    def __init__(self, torch, device, rules):
+        self.torch = torch
+        self.device = device
+        self.rules = rules
 
     def sync(self):
         if self.device.type == "cuda":
             self.torch.cuda.synchronize()
 
-    def reps_for(self, once):
-        """Warm-up runs, then how many repetitions fill the target time."""
-        start = time.perf_counter()
-        for i in range(max(self.warmup, 1)):
-            once(i)
-            self.sync()
-            if (time.perf_counter() - start) * 1e3 > self.target_ms:
-                break
-        start = time.perf_counter()
+    def events(self, enqueue):
+        """Milliseconds between CUDA events around what `enqueue` puts on the stream."""
+        cuda = self.torch.cuda
+        begin = cuda.Event(enable_timing=True)
+        end = cuda.Event(enable_timing=True)
+        begin.record()
+        enqueue()
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end)
+
+    def eager(self, once):
+        """N calls launched back to back between one pair of events, per call."""
+        if self.device.type != "cuda":
+            return self.host(once), 1
+
+        def calls_of(calls, rep):
+            def enqueue():
+                for i in range(calls):
+                    once(rep * calls + i)
+
+            return enqueue
+
+        calls = calibrate_calls(lambda c: self.events(calls_of(c, 0)), self.rules)
+        samples = measure(
+            lambda rep: self.events(calls_of(calls, rep + 1)) / calls,
+            self.rules,
+            warmup=max(0, self.rules.warmup - 1),
+        )
+        return samples, calls
+
+    def graph(self, once):
+        """N calls captured in one CUDA graph, events around its replay, per call."""
+        cuda = self.torch.cuda
+        graphs = {}
+
+        self.warm_side_stream(once)
+
+        def graph_of(calls):
+            if calls not in graphs:
+                graphs.clear()
+                self.sync()
+                g = cuda.CUDAGraph()
+                with cuda.graph(g):
+                    for i in range(calls):
+                        once(i)
+                graphs[calls] = g
+            return graphs[calls]
+
+        try:
+            calls = calibrate_calls(lambda c: self.events(graph_of(c).replay), self.rules)
+            g = graph_of(calls)
+            samples = measure(
+                lambda _rep: self.events(g.replay) / calls, self.rules, warmup=max(0, self.rules.warmup - 1)
+            )
+        finally:
+            graphs.clear()
+        return samples, calls
+
+    def warm_side_stream(self, once):
+        """Runs the call on a side stream first, as CUDA graph capture needs (library handles, workspaces)."""
+        cuda = self.torch.cuda
+        side = cuda.Stream()
+        side.wait_stream(cuda.current_stream())
+        with cuda.stream(side):
+            for i in range(3):
+                once(i)
+        cuda.current_stream().wait_stream(side)
+        self.sync()
+
+    def host(self, once):
+        """Wall time around each call and a synchronise (the first call is the first warm-up)."""
         once(0)
         self.sync()
-        estimate_ms = max((time.perf_counter() - start) * 1e3, 1e-3)
-        return int(min(self.max_reps, max(self.min_reps, self.target_ms / estimate_ms)))
 
-    def device_times(self, once):
-        """Milliseconds of each call between CUDA events (GPU time, launch gaps included)."""
-        reps = self.reps_for(once)
-        if self.device.type != "cuda":
-            return self.host_times(once, reps), "host"
-        cuda = self.torch.cuda
-        events = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)) for _ in range(reps)]
-        for i, (begin, end) in enumerate(events):
-            begin.record()
-            once(i + 1)
-            end.record()
-        cuda.synchronize()
-        return [begin.elapsed_time(end) for begin, end in events], "cuda-events"
-
-    def host_times(self, once, reps=None):
-        """Milliseconds of each call on the host, each one synchronised."""
-        if reps is None:
-            reps = self.reps_for(once)
-        samples = []
-        for i in range(reps):
-            start = time.perf_counter()
-            once(i + 1)
+        def timed(rep):
+            once(rep + 1)
             self.sync()
-            samples.append((time.perf_counter() - start) * 1e3)
-        return samples
+
+        return measure(timed, self.rules, warmup=max(0, self.rules.warmup - 1))
+
+    def host_graph(self, once):
+        """Wall time around one replay of a graph of one call, and a synchronise."""
+        cuda = self.torch.cuda
+        self.warm_side_stream(once)
+        g = cuda.CUDAGraph()
+        with cuda.graph(g):
+            once(0)
+        return self.host(lambda _i: g.replay())
+
+
+def stats(samples, calls, method, impl):
+    times = sorted(samples)
+    return {
+        "impl": impl,
+        "method": method,
+        "medianMs": quantile(times, 0.5),
+        "p10Ms": quantile(times, 0.1),
+        "p90Ms": quantile(times, 0.9),
+        "samples": len(times),
+        "callsPerSample": calls,
+    }
+
+
+def error_text(error):
+    return ("%s: %s" % (type(error).__name__, error)).split("\n")[0]
+
+
+# --- The cases ------------------------------------------------------------------------------------
+
+
+class Candidate:
+    """One way to do a case in PyTorch: a call of the rep index, and the context it runs in."""
+
+    def __init__(self, impl, call, context=None, note=None, graph=True):
+        self.impl = impl
+        self.call = call
+        self.context = context or contextlib.nullcontext
+        self.note = note
+        # Whether the call can be captured in a CUDA graph (copies from pageable host memory cannot).
+        self.graph = graph
 
 
 def make_input(torch, device, shape, fill):
@@ -117,11 +279,121 @@ def input_sets(torch, device, case):
     return sets
 
 
-def build(torch, device, case, note):
-    """Returns (call(i), timer kind) for a case: `device` (CUDA events) or `host`.
+def matmul_candidates(torch, device, case, sets):
+    F = torch.nn.functional
+    attrs = case.get("attrs", {})
+    n = len(sets)
+    alpha = float(attrs.get("alpha", 1))
+    beta = float(attrs.get("beta", 1))
+    trans_a = bool(attrs.get("transA", False))
+    trans_b = bool(attrs.get("transB", False))
+    operands = []
+    for a, b, c in (s + [None] * (3 - len(s)) for s in sets):
+        # Transposed views: cuBLAS gets the transpose flag, nothing is copied.
+        op_a = a.t() if trans_a else a
+        op_b = b.t() if trans_b else b
+        out = torch.empty((op_a.shape[0], op_b.shape[1]), dtype=torch.float32, device=device)
+        operands.append((op_a, op_b, c, out))
 
-    `note` collects what the result should say about how the case ran.
-    """
+    def mm(i):
+        op_a, op_b, c, out = operands[i % n]
+        if c is None and alpha == 1:
+            torch.mm(op_a, op_b, out=out)
+        elif c is None:
+            torch.mm(op_a, op_b, out=out).mul_(alpha)
+        else:
+            torch.addmm(c, op_a, op_b, beta=beta, alpha=alpha, out=out)
+
+    candidates = [Candidate("torch.mm", mm)]
+    if operands[0][0].shape[0] == 1 and sets[0][2:3] in ([], [None]) and alpha == 1:
+        # One row: PyTorch's GEMV entry points may pick another cuBLAS kernel.
+        vectors = [(op_a.reshape(-1), op_b.t(), out.view(-1)) for op_a, op_b, _c, out in operands]
+
+        def mv(i):
+            x, w, out = vectors[i % n]
+            torch.mv(w, x, out=out)
+
+        def linear(i):
+            op_a, op_b, _c, _out = operands[i % n]
+            F.linear(op_a, op_b.t())
+
+        candidates += [Candidate("torch.mv", mv), Candidate("F.linear", linear)]
+    return candidates
+
+
+def attention_candidates(torch, device, case, sets):
+    F = torch.nn.functional
+    attrs = case.get("attrs", {})
+    n = len(sets)
+    heads, dim = case["shapes"][0]
+    kv_heads = case["shapes"][1][0]
+    group = heads // kv_heads
+    seq_len = int(attrs["seqLen"])
+    scale = float(attrs.get("scale", 0)) or 1.0 / math.sqrt(dim)
+    # Contiguous caches of exactly seqLen tokens (copied before timing): the fast paths want them.
+    caches = [
+        (q, k[:, :seq_len, :].contiguous(), v[:, :seq_len, :].contiguous()) for q, k, v in sets
+    ]
+    candidates = []
+
+    # softmax(q·Kᵀ·scale)·V as two batched matmuls, the query heads of one KV head together.
+    grouped = [(q.view(kv_heads, group, dim), k, v) for q, k, v in caches]
+    scores = [torch.empty((kv_heads, group, seq_len), dtype=torch.float32, device=device) for _ in grouped]
+
+    def two_matmuls(i):
+        q, k, v = grouped[i % n]
+        s = torch.baddbmm(scores[i % n], q, k.transpose(1, 2), beta=0, alpha=scale)
+        torch.bmm(torch.softmax(s, dim=-1), v)
+
+    candidates.append(Candidate("baddbmm+softmax+bmm", two_matmuls))
+
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+    if sdpa is None:
+        return candidates
+    gqa = {}
+    if group > 1:
+        try:
+            q, k, v = caches[0]
+            sdpa(q.view(1, heads, 1, dim), k.unsqueeze(0), v.unsqueeze(0), scale=scale, enable_gqa=True)
+            gqa = {"enable_gqa": True}
+        except (TypeError, RuntimeError):
+            gqa = {}
+    views = []
+    for q, k, v in caches:
+        k4, v4 = k.unsqueeze(0), v.unsqueeze(0)
+        if group > 1 and not gqa:
+            # No enable_gqa in this torch: the KV heads are repeated before timing.
+            k4 = k4.repeat_interleave(group, dim=1)
+            v4 = v4.repeat_interleave(group, dim=1)
+        views.append((q.view(1, heads, 1, dim), k4, v4))
+
+    def attention(i):
+        q, k, v = views[i % n]
+        sdpa(q, k, v, scale=scale, **gqa)
+
+    note = None if group == 1 or gqa else "KV heads repeated (no enable_gqa)"
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        candidates.append(Candidate("F.scaled_dot_product_attention", attention, note=note))
+        return candidates
+    for name in ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"):
+        backend = getattr(SDPBackend, name, None)
+        if backend is None:
+            continue
+        candidates.append(
+            Candidate(
+                "sdpa[%s]" % name.lower(),
+                attention,
+                context=lambda backend=backend: sdpa_kernel([backend]),
+                note=note,
+            )
+        )
+    return candidates
+
+
+def build(torch, device, case):
+    """Returns (candidates, timer) for a case: timer `device` (CUDA events) or `host`."""
     F = torch.nn.functional
     kind = case["kind"]
     attrs = case.get("attrs", {})
@@ -129,23 +401,18 @@ def build(torch, device, case, note):
     if kind == "upload":
         (shape,) = case["shapes"]
         host = torch.rand(shape, dtype=torch.float32) * 2 - 1
-
-        def upload(_i):
-            host.to(device)
-
-        return upload, "host"
+        return [Candidate("Tensor.to (pageable)", lambda _i: host.to(device), graph=False)], "host"
 
     if kind == "read":
         (shape,) = case["shapes"]
         t = make_input(torch, device, shape, "uniform")
+        return [Candidate("Tensor.cpu", lambda _i: t.cpu(), graph=False)], "host"
 
-        def read(_i):
-            t.cpu()
-
-        return read, "host"
+    sets = input_sets(torch, device, case)
+    n = len(sets)
 
     if kind == "elementwiseChain":
-        x, b = input_sets(torch, device, case)[0]
+        x, b = sets[0]
         chain = int(case.get("chain", 1000))
 
         def elementwise_chain(_i):
@@ -154,62 +421,32 @@ def build(torch, device, case, note):
                 y = torch.add(y, b) if k % 2 == 0 else torch.mul(y, 0.5)
             return y
 
-        return elementwise_chain, "device"
-
-    sets = input_sets(torch, device, case)
-    n = len(sets)
-
-    if kind == "matmul":
-        alpha = float(attrs.get("alpha", 1))
-        beta = float(attrs.get("beta", 1))
-        trans_a = bool(attrs.get("transA", False))
-        trans_b = bool(attrs.get("transB", False))
-        operands = []
-        for a, b, c in (s + [None] * (3 - len(s)) for s in sets):
-            # A transposed view: cuBLAS gets the transpose flag, nothing is copied.
-            op_a = a.t() if trans_a else a
-            op_b = b.t() if trans_b else b
-            out = torch.empty((op_a.shape[0], op_b.shape[1]), dtype=torch.float32, device=device)
-            operands.append((op_a, op_b, c, out))
-
-        def matmul(i):
-            op_a, op_b, c, out = operands[i % n]
-            if c is None and alpha == 1:
-                torch.mm(op_a, op_b, out=out)
-            elif c is None:
-                torch.mm(op_a, op_b, out=out).mul_(alpha)
-            else:
-                torch.addmm(c, op_a, op_b, beta=beta, alpha=alpha, out=out)
-
-        return matmul, "device"
+        return [Candidate("add/mul", elementwise_chain)], "host"
 
     if kind == "linear":
-
+        # The weight cache is timed on the host around the product and a sync, on both sides.
         def linear(i):
             x, w = sets[i % n]
             F.linear(x, w)
 
-        return linear, "device"
+        return [Candidate("F.linear", linear)], "host"
+
+    if kind == "matmul":
+        return matmul_candidates(torch, device, case, sets), "device"
+
+    if kind == "incrementalAttention":
+        return attention_candidates(torch, device, case, sets), "device"
 
     if kind == "copy":
         outs = [torch.empty_like(s[0]) for s in sets]
-
-        def copy(i):
-            outs[i % n].copy_(sets[i % n][0])
-
-        return copy, "device"
+        return [Candidate("Tensor.copy_", lambda i: outs[i % n].copy_(sets[i % n][0]))], "device"
 
     if kind == "softmax":
-
-        def softmax(i):
-            torch.softmax(sets[i % n][0], dim=-1)
-
-        return softmax, "device"
+        return [Candidate("torch.softmax", lambda i: torch.softmax(sets[i % n][0], dim=-1))], "device"
 
     if kind == "rmsNorm":
         eps = float(attrs.get("eps", 1e-6))
         rms_norm = getattr(F, "rms_norm", None)
-        note["impl"] = "F.rms_norm" if rms_norm is not None else "composite"
 
         def rmsnorm(i):
             x, w = sets[i % n]
@@ -218,7 +455,7 @@ def build(torch, device, case, note):
             else:
                 x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
-        return rmsnorm, "device"
+        return [Candidate("F.rms_norm" if rms_norm is not None else "composite", rmsnorm)], "device"
 
     if kind == "layerNorm":
         eps = float(attrs.get("eps", 1e-5))
@@ -227,7 +464,7 @@ def build(torch, device, case, note):
             x, g, b = sets[i % n]
             F.layer_norm(x, (x.shape[-1],), g, b, eps)
 
-        return layernorm, "device"
+        return [Candidate("F.layer_norm", layernorm)], "device"
 
     if kind == "rope":
         seq, _heads, dim = case["shapes"][0]
@@ -252,7 +489,7 @@ def build(torch, device, case, note):
                 a, b = x[..., :half], x[..., half:]
                 torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
 
-        return rope, "device"
+        return [Candidate("rotate-half, cached cos/sin", rope)], "device"
 
     if kind == "swiglu":
 
@@ -260,7 +497,7 @@ def build(torch, device, case, note):
             gate, up = sets[i % n]
             F.silu(gate) * up
 
-        return swiglu, "device"
+        return [Candidate("F.silu(gate) * up", swiglu)], "device"
 
     if kind == "kvCacheScatter":
         heads, _max_seq, dim = case["shapes"][0]
@@ -271,47 +508,7 @@ def build(torch, device, case, note):
             tokens = values.numel() // (heads * dim)
             cache[:, position : position + tokens, :].copy_(values.view(tokens, heads, dim).transpose(0, 1))
 
-        return kv_cache_scatter, "device"
-
-    if kind == "incrementalAttention":
-        heads, dim = case["shapes"][0]
-        kv_heads = case["shapes"][1][0]
-        seq_len = int(attrs["seqLen"])
-        scale = float(attrs.get("scale", 0)) or 1.0 / math.sqrt(dim)
-        views = []
-        for q, k, v in sets:
-            # q [1, heads, 1, d] against k and v [1, heads, T, d].
-            k4 = k[:, :seq_len, :].unsqueeze(0)
-            v4 = v[:, :seq_len, :].unsqueeze(0)
-            if kv_heads != heads:
-                k4 = k4.repeat_interleave(heads // kv_heads, dim=1)
-                v4 = v4.repeat_interleave(heads // kv_heads, dim=1)
-            views.append((q.view(1, heads, 1, dim), k4, v4))
-
-        sdpa = getattr(F, "scaled_dot_product_attention", None)
-        if sdpa is not None:
-            try:
-                q, k, v = views[0]
-                sdpa(q, k, v, scale=scale)
-                note["impl"] = "F.scaled_dot_product_attention"
-            except TypeError:
-                # Before torch 2.1 there is no scale argument: scale q so that the default 1/sqrt(d) gives it.
-                views = [(q * (scale * math.sqrt(dim)), k, v) for q, k, v in views]
-                scale = None
-                note["impl"] = "F.scaled_dot_product_attention (q pre-scaled)"
-        else:
-            note["impl"] = "composite (no scaled_dot_product_attention in this torch)"
-
-        def attention(i):
-            q, k, v = views[i % n]
-            if sdpa is None:
-                torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * scale, dim=-1).matmul(v)
-            elif scale is None:
-                sdpa(q, k, v)
-            else:
-                sdpa(q, k, v, scale=scale)
-
-        return attention, "device"
+        return [Candidate("strided copy_", kv_cache_scatter)], "device"
 
     if kind == "adamwStep":
         optimizers = []
@@ -320,12 +517,7 @@ def build(torch, device, case, note):
             p = torch.nn.Parameter(param)
             p.grad = grad
             optimizers.append(make_adamw(torch, [p], attrs, device))
-        note["impl"] = optimizers[0].rayo_impl
-
-        def adamw(i):
-            optimizers[i % n].step()
-
-        return adamw, "device"
+        return [Candidate("AdamW(%s)" % optimizers[0].rayo_impl, lambda i: optimizers[i % n].step())], "device"
 
     if kind == "clipByGlobalNorm":
         max_norm = float(attrs.get("maxNorm", 1))
@@ -345,7 +537,7 @@ def build(torch, device, case, note):
             except TypeError:
                 clip(groups[i % n], max_norm)
 
-        return clip_by_global_norm, "device"
+        return [Candidate("clip_grad_norm_(foreach)", clip_by_global_norm)], "device"
 
     return None, None
 
@@ -357,35 +549,74 @@ def make_adamw(torch, params, attrs, device):
         eps=float(attrs.get("eps", 1e-8)),
         weight_decay=float(attrs.get("weightDecay", 0.01)),
     )
-    # fused=True where this torch and device have it, else foreach, else the loop.
-    for extra in ({"fused": True}, {"foreach": True}, {}):
+    # fused=True where this torch and device have it, else foreach, else the loop. Capturable keeps
+    # the step count on the device, so the step can be captured in a CUDA graph.
+    options = ({"fused": True, "capturable": True}, {"fused": True}, {"foreach": True}, {})
+    for extra in options:
         if extra.get("fused") and device.type != "cuda":
             continue
         try:
             opt = torch.optim.AdamW(params, **kwargs, **extra)
-            opt.rayo_impl = next(iter(extra), "for-loop")
+            opt.rayo_impl = ", ".join(k for k in extra) or "for-loop"
             return opt
         except (TypeError, RuntimeError, ValueError):
             continue
     raise RuntimeError("torch.optim.AdamW could not be created")
 
 
+def time_candidate(torch, timer, candidate, timer_kind):
+    """Every way a candidate can be timed on this device, each as a result or an error."""
+    cuda = timer.device.type == "cuda"
+    methods = ["eager", "graph"] if cuda and candidate.graph else ["eager"]
+    outcomes = []
+    for method in methods:
+        if outcomes and "error" in outcomes[0]:
+            # The path does not run eagerly here (an SDPA backend that takes no fp32, say): nothing to capture.
+            outcomes.append({"impl": candidate.impl, "method": method, "error": "not captured: it failed eagerly"})
+            continue
+        try:
+            with candidate.context():
+                if timer_kind == "host":
+                    samples = timer.host_graph(candidate.call) if method == "graph" else timer.host(candidate.call)
+                    calls = 1
+                elif method == "graph":
+                    samples, calls = timer.graph(candidate.call)
+                else:
+                    samples, calls = timer.eager(candidate.call)
+            outcome = stats(samples, calls, method, candidate.impl)
+        except Exception as error:  # noqa: BLE001 - a path this torch or device lacks is no failure
+            outcome = {"impl": candidate.impl, "method": method, "error": error_text(error)}
+            timer.sync()
+        if candidate.note:
+            outcome["note"] = candidate.note
+        outcomes.append(outcome)
+    return outcomes
+
+
 def run_case(torch, device, timer, case):
-    note = {}
-    call, kind = build(torch, device, case, note)
-    if call is None:
+    candidates, timer_kind = build(torch, device, case)
+    if candidates is None:
         return {"id": case["id"], "status": "unsupported", "message": "no PyTorch equivalent of " + case["kind"]}
-    times, how = timer.device_times(call) if kind == "device" else (timer.host_times(call), "host")
-    times = sorted(times)
+    outcomes = []
+    for candidate in candidates:
+        outcomes += time_candidate(torch, timer, candidate, timer_kind)
+    timed = [o for o in outcomes if "error" not in o]
+    if not timed:
+        return {
+            "id": case["id"],
+            "status": "error",
+            "message": "; ".join("%s (%s): %s" % (o["impl"], o["method"], o["error"]) for o in outcomes),
+            "candidates": outcomes,
+        }
+    best = min(timed, key=lambda o: o["medianMs"])
+    eager = [o for o in timed if o["method"] == "eager"]
     return {
         "id": case["id"],
         "status": "ok",
-        "medianMs": quantile(times, 0.5),
-        "p10Ms": quantile(times, 0.1),
-        "p90Ms": quantile(times, 0.9),
-        "samples": len(times),
-        "timer": how,
-        **note,
+        "timer": "device" if timer_kind == "device" and device.type == "cuda" else "host",
+        **best,
+        "eagerMs": min(o["medianMs"] for o in eager) if eager else None,
+        "candidates": outcomes,
     }
 
 
@@ -424,7 +655,7 @@ def main(argv=None):
         torch.set_float32_matmul_precision("highest")
     torch.manual_seed(0)
 
-    timer = Timer(torch, device, spec.get("timing", {}))
+    timer = Timer(torch, device, TimingRules(spec.get("timing", {})))
     results = []
     cases = [c for c in spec["cases"] if args.filter in c["id"]]
     for index, case in enumerate(cases, 1):
@@ -433,12 +664,17 @@ def main(argv=None):
             with torch.no_grad():
                 result = run_case(torch, device, timer, case)
         except Exception as error:  # noqa: BLE001 - one failing case must not stop the others
-            result = {"id": case["id"], "status": "error", "message": "%s: %s" % (type(error).__name__, error)}
+            result = {"id": case["id"], "status": "error", "message": error_text(error)}
         if device.type == "cuda":
+            torch.cuda.synchronize()
             torch.cuda.empty_cache()
         results.append(result)
         if result["status"] == "ok":
-            print("%.4g ms (%d runs, %s)" % (result["medianMs"], result["samples"], result["timer"]), file=sys.stderr)
+            print(
+                "%.4g ms (%s, %s, %d samples of %d calls)"
+                % (result["medianMs"], result["method"], result["impl"], result["samples"], result["callsPerSample"]),
+                file=sys.stderr,
+            )
         else:
             print("%s: %s" % (result["status"], result.get("message", "")), file=sys.stderr)
 

@@ -46,9 +46,16 @@ describe('the case file', () => {
   it('holds ids, kinds, shapes, fills, resolved attributes, rotation and the timing', () => {
     const cases = [ceilingCase('quick'), ...selectCases(SUITE, { mode: 'quick' })];
     const file: BaselineCaseFile = JSON.parse(JSON.stringify(buildCaseFile(cases, 'quick', QUICK_TIMING)));
-    expect(file.schema).toBe('rayo-bench-cases/1');
+    expect(file.schema).toBe('rayo-bench-cases/2');
     expect(file.mode).toBe('quick');
-    expect(file.timing).toEqual({ warmup: 1, minReps: 5, maxReps: 200, targetMs: 100 });
+    expect(file.timing).toEqual({
+      warmup: 1,
+      minReps: 5,
+      maxReps: 200,
+      targetMs: 100,
+      deviceSampleMs: 1,
+      maxCallsPerSample: 1024,
+    });
     expect(file.cases.map((c) => c.id)).toEqual(cases.map((c) => c.id));
     const find = (id: string) => file.cases.find((c) => c.id === id)!;
     expect(find('gemm-tb/256x256x256')).toEqual({
@@ -94,6 +101,13 @@ describe('the case file', () => {
 describe('ratios', () => {
   it('divide rayo time by PyTorch time, and the other way round for throughput', () => {
     expect(compareWithTorch(3, 1.5)).toEqual({ torchMs: 1.5, timeRatio: 2, throughputRatio: 0.5 });
+    expect(compareWithTorch(3, { ms: 1.5, method: 'graph', impl: 'torch.mv', eagerMs: 2 })).toEqual({
+      torchMs: 1.5,
+      via: 'graph torch.mv',
+      eagerMs: 2,
+      timeRatio: 2,
+      throughputRatio: 0.5,
+    });
     expect(compareWithTorch(0.01, 0.04)).toEqual({ torchMs: 0.04, timeRatio: 0.25, throughputRatio: 4 });
     const r = compareWithTorch(0.7, 0.3)!;
     expect(r.timeRatio * r.throughputRatio).toBeCloseTo(1);
@@ -111,10 +125,10 @@ describe('ratios', () => {
   it('use PyTorch times per call: a chain is divided by its length, failures are left out', () => {
     const file = buildCaseFile([byId('batch/1000x1024'), byId('softmax/64x4096')], 'quick', QUICK_TIMING);
     const output: BaselineOutput = {
-      schema: 'rayo-bench-torch/1',
+      schema: 'rayo-bench-torch/2',
       available: true,
       results: [
-        { id: 'batch/1000x1024', status: 'ok', medianMs: 5 },
+        { id: 'batch/1000x1024', status: 'ok', medianMs: 5, method: 'graph', impl: 'add/mul', eagerMs: 8 },
         { id: 'softmax/64x4096', status: 'ok', medianMs: 0.02 },
         { id: 'rope/64x8x64', status: 'error', message: 'RuntimeError: no' },
         { id: 'swiglu/64x1024', status: 'ok', medianMs: 0 },
@@ -122,8 +136,8 @@ describe('ratios', () => {
     };
     const times = baselineTimes(output, file);
     expect([...times.entries()]).toEqual([
-      ['batch/1000x1024', 0.005],
-      ['softmax/64x4096', 0.02],
+      ['batch/1000x1024', { ms: 0.005, method: 'graph', impl: 'add/mul', eagerMs: 0.008 }],
+      ['softmax/64x4096', { ms: 0.02 }],
     ]);
   });
 });
@@ -149,7 +163,7 @@ describe('the baseline script', () => {
     });
     expect(run.status, run.stderr).toBe(0);
     const output: BaselineOutput = JSON.parse(await readFile(outFile, 'utf8'));
-    expect(output.schema).toBe('rayo-bench-torch/1');
+    expect(output.schema).toBe('rayo-bench-torch/2');
     if (output.available) {
       expect(output.results.map((r) => [r.id, r.status])).toEqual(cases.map((c) => [c.id, 'ok']));
     } else {
@@ -165,7 +179,7 @@ describe('the baseline script', () => {
       encoding: 'utf8',
     });
     expect(run.status).toBe(2);
-    expect(run.stderr).toContain('is not a rayo-bench-cases/1 case file');
+    expect(run.stderr).toContain('is not a rayo-bench-cases/2 case file');
   });
 });
 
@@ -198,7 +212,7 @@ describe('running the baseline', () => {
   it.runIf(needPython)('reads what the script wrote, and passes its progress on', async () => {
     const fake = join(dir, 'fake_ok.py');
     const output: BaselineOutput = {
-      schema: 'rayo-bench-torch/1',
+      schema: 'rayo-bench-torch/2',
       available: true,
       torch: '9.9.9',
       device: 'Test GPU',
@@ -234,7 +248,7 @@ describe('running the baseline', () => {
       [
         'import json, sys',
         'args = sys.argv[1:]',
-        'json.dump({"schema": "rayo-bench-torch/1", "available": False, "reason": "CUDA is not available", "results": []}, open(args[args.index("--out") + 1], "w"))',
+        'json.dump({"schema": "rayo-bench-torch/2", "available": False, "reason": "CUDA is not available", "results": []}, open(args[args.index("--out") + 1], "w"))',
       ].join('\n'),
     );
     expect(

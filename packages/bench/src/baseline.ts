@@ -26,15 +26,19 @@ export interface BaselineCase {
   readonly chain?: number;
 }
 
+/**
+ * The timing rules the baseline script applies, rayo's own: warm-up and
+ * repetitions as `measure`, calls per device-timed sample as `calibrateCalls`.
+ */
+export type BaselineTiming = Pick<
+  TimingOptions,
+  'warmup' | 'minReps' | 'maxReps' | 'targetMs' | 'deviceSampleMs' | 'maxCallsPerSample'
+>;
+
 export interface BaselineCaseFile {
-  readonly schema: 'rayo-bench-cases/1';
+  readonly schema: 'rayo-bench-cases/2';
   readonly mode: SuiteMode;
-  readonly timing: {
-    readonly warmup: number;
-    readonly minReps: number;
-    readonly maxReps: number;
-    readonly targetMs: number;
-  };
+  readonly timing: BaselineTiming;
   readonly cases: readonly BaselineCase[];
 }
 
@@ -75,16 +79,36 @@ export function buildCaseFile(
 ): BaselineCaseFile {
   const seen = new Set<string>();
   const unique = cases.filter((c) => !seen.has(c.id) && seen.add(c.id));
-  const { warmup, minReps, maxReps, targetMs } = timing;
+  const { warmup, minReps, maxReps, targetMs, deviceSampleMs, maxCallsPerSample } = timing;
   return {
-    schema: 'rayo-bench-cases/1',
+    schema: 'rayo-bench-cases/2',
     mode,
-    timing: { warmup, minReps, maxReps, targetMs },
+    timing: { warmup, minReps, maxReps, targetMs, deviceSampleMs, maxCallsPerSample },
     cases: unique.map((c) => baselineCase(c, timing)),
   };
 }
 
-/** One result of the baseline script. */
+/**
+ * How PyTorch ran a case: `graph` — the calls captured in one CUDA graph and
+ * replayed; `eager` — launched one by one from Python.
+ */
+export type BaselineMethod = 'graph' | 'eager';
+
+/** One way the baseline script timed a case, or why it could not. */
+export interface BaselineCandidate {
+  /** The PyTorch call, e.g. `torch.mv`, `sdpa[efficient_attention]`. */
+  readonly impl: string;
+  readonly method: BaselineMethod;
+  readonly medianMs?: number;
+  readonly p10Ms?: number;
+  readonly p90Ms?: number;
+  readonly samples?: number;
+  readonly callsPerSample?: number;
+  readonly error?: string;
+  readonly note?: string;
+}
+
+/** One result of the baseline script: the fastest candidate, and all of them. */
 export interface BaselineResult {
   readonly id: string;
   readonly status: 'ok' | 'error' | 'unsupported';
@@ -93,14 +117,20 @@ export interface BaselineResult {
   readonly p10Ms?: number;
   readonly p90Ms?: number;
   readonly samples?: number;
-  /** `cuda-events` or `host`. */
+  readonly callsPerSample?: number;
+  /** `device` (CUDA events) or `host`. */
   readonly timer?: string;
+  readonly impl?: string;
+  readonly method?: BaselineMethod;
+  /** The fastest eager candidate's milliseconds (what a PyTorch user gets without graphs). */
+  readonly eagerMs?: number | null;
+  readonly candidates?: readonly BaselineCandidate[];
   readonly message?: string;
 }
 
 /** What the baseline script writes. */
 export interface BaselineOutput {
-  readonly schema: 'rayo-bench-torch/1';
+  readonly schema: 'rayo-bench-torch/2';
   readonly available: boolean;
   /** Why no case was timed (no torch, no CUDA). */
   readonly reason?: string;
@@ -115,16 +145,29 @@ export type BaselineOutcome =
   | { readonly status: 'ok'; readonly output: BaselineOutput }
   | { readonly status: 'unavailable'; readonly reason: string };
 
-/**
- * Milliseconds per call of each baseline result that was timed, in the
- * units rayo reports: per kernel for a chain.
- */
-export function baselineTimes(output: BaselineOutput, file: BaselineCaseFile): Map<string, number> {
+/** PyTorch's time of one case, in the units rayo reports (per kernel for a chain). */
+export interface BaselineTime {
+  /** Milliseconds per call of the fastest candidate: the baseline. */
+  readonly ms: number;
+  readonly impl?: string;
+  readonly method?: BaselineMethod;
+  /** Milliseconds per call of the fastest eager candidate. */
+  readonly eagerMs?: number;
+}
+
+/** The baseline time of each result that was timed, by case id. */
+export function baselineTimes(output: BaselineOutput, file: BaselineCaseFile): Map<string, BaselineTime> {
   const chains = new Map(file.cases.map((c) => [c.id, c.chain ?? 1]));
-  const times = new Map<string, number>();
+  const times = new Map<string, BaselineTime>();
   for (const r of output.results) {
     if (r.status !== 'ok' || typeof r.medianMs !== 'number' || !(r.medianMs > 0)) continue;
-    times.set(r.id, r.medianMs / (chains.get(r.id) ?? 1));
+    const per = chains.get(r.id) ?? 1;
+    times.set(r.id, {
+      ms: r.medianMs / per,
+      ...(r.impl === undefined ? {} : { impl: r.impl }),
+      ...(r.method === undefined ? {} : { method: r.method }),
+      ...(typeof r.eagerMs === 'number' && r.eagerMs > 0 ? { eagerMs: r.eagerMs / per } : {}),
+    });
   }
   return times;
 }
@@ -132,6 +175,10 @@ export function baselineTimes(output: BaselineOutput, file: BaselineCaseFile): M
 export interface TorchComparison {
   /** PyTorch's median time of one call, in milliseconds. */
   readonly torchMs: number;
+  /** Which PyTorch call and method gave it, e.g. `graph torch.mv`. */
+  readonly via?: string;
+  /** The fastest eager PyTorch time, where the baseline is a graph. */
+  readonly eagerMs?: number;
   /** rayo time / PyTorch time: above 1, rayo is slower. */
   readonly timeRatio: number;
   /** rayo throughput / PyTorch throughput (PyTorch time / rayo time): above 1, rayo is faster. */
@@ -141,12 +188,21 @@ export interface TorchComparison {
 /** The ratios of a rayo time to a PyTorch time; undefined unless both are positive and finite. */
 export function compareWithTorch(
   rayoMs: number | undefined,
-  torchMs: number | undefined,
+  torch: BaselineTime | number | undefined,
 ): TorchComparison | undefined {
   const valid = (ms: number | undefined): ms is number =>
     typeof ms === 'number' && Number.isFinite(ms) && ms > 0;
+  const time = typeof torch === 'number' ? { ms: torch } : torch;
+  const torchMs = time?.ms;
   if (!valid(rayoMs) || !valid(torchMs)) return undefined;
-  return { torchMs, timeRatio: rayoMs / torchMs, throughputRatio: torchMs / rayoMs };
+  const via = [time?.method, time?.impl].filter((part) => part !== undefined).join(' ');
+  return {
+    torchMs,
+    ...(via ? { via } : {}),
+    ...(valid(time?.eagerMs) ? { eagerMs: time.eagerMs } : {}),
+    timeRatio: rayoMs / torchMs,
+    throughputRatio: torchMs / rayoMs,
+  };
 }
 
 /** Where the baseline script lies: beside a bundle, or in the package's `baseline/` folder. */

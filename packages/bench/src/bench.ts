@@ -2,8 +2,8 @@ import type { Backend, HostArray, KernelCost, KernelRunner } from '@rayo/core';
 import { type BenchCase, type CaseBound, caseCost, caseVia, workingSetBytes } from './case.js';
 import { prepareTiming } from './drive.js';
 import {
+  calibrateCalls,
   measure,
-  nextCallsPerSample,
   rotationSets,
   scaleStats,
   summarize,
@@ -99,16 +99,14 @@ async function timeCase(
     let timer: Timer = 'host';
     let calls = 1;
     if (record && deviceTime) {
-      let ms = await deviceTime((runner) => recordCalls(runner, 0, 1));
-      if (ms !== undefined) {
+      // A coarse device clock needs several calls per sample to resolve a short kernel.
+      const calibrated = await calibrateCalls(
+        (n) => deviceTime((runner) => recordCalls(runner, 0, n)),
+        timing,
+      );
+      if (calibrated !== undefined) {
         timer = 'device';
-        // A coarse device clock needs several calls per sample to resolve a short kernel.
-        for (;;) {
-          const next = nextCallsPerSample(calls, ms ?? 0, timing.deviceSampleMs, timing.maxCallsPerSample);
-          if (next === calls) break;
-          calls = next;
-          ms = await deviceTime((runner) => recordCalls(runner, 0, calls));
-        }
+        calls = calibrated;
       }
     } else {
       await prepared.host(0);

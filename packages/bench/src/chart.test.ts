@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CaseResult } from './bench.js';
 import { escapeXml, familyChart, formatBytes, formatCount, formatTick, renderChart } from './chart.js';
+import { annotate } from './report.js';
 import { summarize } from './timing.js';
 
 /**
@@ -45,30 +46,43 @@ function parseXml(svg: string): string[] {
 }
 
 function result(backend: string, id: string, x: number, ms: number | undefined): CaseResult {
+  const family = id.split('/')[0]!;
   return {
     backend,
     id,
-    family: id.split('/')[0]!,
-    kernel: 'matmul',
+    family,
+    kernel: family === 'attention' ? 'incrementalAttention' : 'matmul',
     status: ms === undefined ? 'skipped' : 'ok',
-    bound: 'flops',
+    bound: family === 'attention' ? 'bytes' : 'flops',
     x,
-    ...(ms === undefined ? { message: `${backend} does not implement matmul` } : { timing: summarize([ms]) }),
+    // attention: x bytes read; gemm: 2·x³ FLOPs
+    cost: family === 'attention' ? { flops: x / 2, bytes: x } : { flops: 2 * x ** 3, bytes: 12 * x * x },
+    ...(ms === undefined ? { message: `${backend} does not implement it` } : { timing: summarize([ms]) }),
   };
 }
 
 const results: CaseResult[] = [
-  result('cpu', 'gemm/128x128x128', 128, 4.5),
-  result('cpu', 'gemm/256x256x256', 256, 36),
-  result('wgpu', 'gemm/128x128x128', 128, 0.2),
-  result('wgpu', 'gemm/256x256x256', 256, 0.9),
-  result('cuda', 'gemm/128x128x128', 128, undefined),
+  result('cpu', 'attention/h8-d64-t128', 2 ** 20, 4.5),
+  result('cpu', 'attention/h8-d64-t1024', 2 ** 23, 36),
+  result('wgpu', 'attention/h8-d64-t128', 2 ** 20, 0.2),
+  result('wgpu', 'attention/h8-d64-t1024', 2 ** 23, 0.9),
+  result('cuda', 'attention/h8-d64-t128', 2 ** 20, undefined),
   result('cpu', 'softmax/64x4096', 64 * 4096, 12),
 ];
 const torch = new Map([
-  ['gemm/128x128x128', 0.05],
-  ['gemm/256x256x256', 0.12],
+  ['attention/h8-d64-t128', { ms: 0.05 }],
+  ['attention/h8-d64-t1024', { ms: 0.12 }],
 ]);
+const infos = [
+  { name: 'cpu', kind: 'cpu' as const },
+  { name: 'wgpu', kind: 'gpu' as const },
+  { name: 'cuda', kind: 'gpu' as const },
+].map((b) => ({
+  ...b,
+  device: b.name,
+  limits: { maxBufferBytes: 2 ** 31, maxBindingBytes: 2 ** 31 },
+  features: [],
+}));
 
 describe('the chart checker', () => {
   it('accepts well-formed markup and rejects broken markup', () => {
@@ -87,7 +101,7 @@ describe('the chart checker', () => {
 });
 
 describe('familyChart', () => {
-  const svg = familyChart('gemm', results, torch, 'PyTorch 2.5.1')!;
+  const svg = familyChart('attention', results, torch, 'PyTorch 2.5.1')!;
 
   it('is one well-formed SVG document', () => {
     const names = parseXml(svg);
@@ -113,14 +127,14 @@ describe('familyChart', () => {
   });
 
   it('labels the title, both axes and every point', () => {
-    expect(svg).toContain('>gemm: fp32 GEMM, square N×N×N</text>');
-    expect(svg).toContain('>N (log scale)</text>');
+    expect(svg).toContain('>attention: Incremental attention (one decode step)</text>');
+    expect(svg).toContain('>KV bytes read (log scale)</text>');
     expect(svg).toContain('>median time (log scale)</text>');
     // ticks at the measured sizes
-    expect(svg).toContain('>128</text>');
-    expect(svg).toContain('>256</text>');
-    expect(svg).toContain('<title>wgpu gemm/256x256x256: 900 µs</title>');
-    expect(svg).toContain('<title>PyTorch 2.5.1 gemm/128x128x128: 50.0 µs</title>');
+    expect(svg).toContain('>1 MiB</text>');
+    expect(svg).toContain('>8 MiB</text>');
+    expect(svg).toContain('<title>wgpu attention/h8-d64-t1024: 900 µs</title>');
+    expect(svg).toContain('<title>PyTorch 2.5.1 attention/h8-d64-t128: 50.0 µs</title>');
     // one marker per point: 2 cpu, 2 wgpu, 2 PyTorch
     expect(svg.match(/<title>/g)).toHaveLength(1 + 6);
   });
@@ -132,6 +146,42 @@ describe('familyChart', () => {
       expect(y).toBeGreaterThanOrEqual(64);
       expect(y).toBeLessThanOrEqual(396);
     }
+  });
+
+  it('draws the hardware limit as a dotted line where the cases have one', () => {
+    // 1 MiB and 8 MiB at 1000 GB/s: 1.05 µs and 8.39 µs
+    const copy: CaseResult = {
+      ...result('wgpu', 'copy/1GiB', 2 ** 30, 2),
+      bound: 'bytes',
+      ceiling: true,
+      cost: { flops: 0, bytes: 2e9 },
+    };
+    const annotated = annotate([copy, ...results], { backends: infos });
+    const limited = familyChart('attention', annotated, torch)!;
+    parseXml(limited);
+    expect([...limited.matchAll(/<g data-series="([^"]+)">/g)].map((m) => m[1])).toContain('hardware limit');
+    expect(limited).toContain('<title>hardware limit attention/h8-d64-t128: 1.05 µs</title>');
+    expect(limited).toContain('<title>hardware limit attention/h8-d64-t1024: 8.39 µs</title>');
+    expect(limited.match(/stroke-dasharray="2 3"/g)).toHaveLength(2); // the line and its legend entry
+  });
+
+  it('shows GEMM families as TFLOP/s on a linear scale from zero, with the peak', () => {
+    const gemm = [
+      result('wgpu', 'gemm/1024x1024x1024', 1024, 0.1),
+      result('wgpu', 'gemm/4096x4096x4096', 4096, 4),
+    ];
+    const annotated = annotate(gemm, { backends: infos, peakTflops: { all: 50 } });
+    const chart = familyChart('gemm', annotated, new Map([['gemm/4096x4096x4096', { ms: 2.75 }]]))!;
+    parseXml(chart);
+    expect(chart).toContain('>TFLOP/s at the median time (linear scale)</text>');
+    expect(chart).toContain('higher is better');
+    // 2·1024³ FLOPs in 0.1 ms: 21.5 TFLOP/s; 2·4096³ in 4 ms: 34.4; PyTorch in 2.75 ms: 50.0
+    expect(chart).toContain('<title>wgpu gemm/1024x1024x1024: 21.5 TFLOP/s</title>');
+    expect(chart).toContain('<title>wgpu gemm/4096x4096x4096: 34.4 TFLOP/s</title>');
+    expect(chart).toContain('<title>PyTorch gemm/4096x4096x4096: 50 TFLOP/s</title>');
+    expect(chart).toContain('<title>hardware limit gemm/4096x4096x4096: 50 TFLOP/s</title>');
+    // the y axis starts at zero
+    expect(chart).toMatch(/y="[\d.]+">0<\/text>/);
   });
 
   it('leaves out families with nothing timed, and keeps other families apart', () => {
@@ -149,7 +199,7 @@ describe('renderChart', () => {
       title: 'a <b> & "c"',
       xLabel: 'bytes',
       xBytes: true,
-      series: [{ name: 'x&y', points: [{ x: 4096, ms: 0.003, label: 'read/4KiB' }] }],
+      series: [{ name: 'x&y', points: [{ x: 4096, y: 0.003, label: 'read/4KiB' }] }],
     });
     parseXml(svg);
     expect(svg).toContain('a &#60;b&#62; &#38; &#34;c&#34;');

@@ -1,14 +1,32 @@
+import type { BaselineTime } from './baseline.js';
 import type { CaseResult } from './bench.js';
-import { formatDuration } from './report.js';
+import { type AnnotatedResult, formatDuration } from './report.js';
 import { FAMILIES } from './suite.js';
 
-/** One line of a chart: points (x, milliseconds), joined in x order. */
+/** One line of a chart: points (x, y), joined in x order. */
 export interface ChartSeries {
   readonly name: string;
-  readonly points: readonly { readonly x: number; readonly ms: number; readonly label: string }[];
-  /** A reference line (PyTorch): dashed, hollow markers. */
-  readonly reference?: boolean;
+  readonly points: readonly { readonly x: number; readonly y: number; readonly label: string }[];
+  /**
+   * `reference` (PyTorch): dashed, hollow markers; `limit` (what the
+   * hardware allows): dotted grey, no markers. Default: a solid line.
+   */
+  readonly style?: 'line' | 'reference' | 'limit';
 }
+
+/** The y axis: time on a log scale (default), or a rate on a linear scale from zero. */
+export interface ChartYAxis {
+  readonly label: string;
+  readonly linear: boolean;
+  readonly format: (y: number) => string;
+}
+
+export const TIME_AXIS: ChartYAxis = { label: 'median time', linear: false, format: (ms) => formatTick(ms) };
+export const TFLOPS_AXIS: ChartYAxis = {
+  label: 'TFLOP/s at the median time',
+  linear: true,
+  format: (t) => `${Number(t.toPrecision(3))}`,
+};
 
 export interface ChartSpec {
   readonly title: string;
@@ -18,6 +36,7 @@ export interface ChartSpec {
   readonly xBytes?: boolean;
   /** A second, smaller line under the label of the x tick at a value (the case it is). */
   readonly xNotes?: ReadonlyMap<number, string>;
+  readonly y?: ChartYAxis;
   readonly series: readonly ChartSeries[];
 }
 
@@ -27,6 +46,7 @@ const PLOT = { left: 84, right: 560, top: 64, bottom: 396 } as const;
 const LEGEND_X = 584;
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b', '#17becf'];
 const REFERENCE_COLOR = '#333333';
+const LIMIT_COLOR = '#999999';
 const FONT = 'font-family="Helvetica, Arial, sans-serif"';
 
 /** Text for XML content and attribute values. */
@@ -97,6 +117,23 @@ function logTicks(lo: number, hi: number, pixels: number, minGap: number): numbe
   return ticks.length ? ticks : [10 ** Math.round((lo + hi) / 2)];
 }
 
+/** A linear range from zero to a little above the largest of `values`. */
+function linearRange(values: readonly number[]): [number, number] {
+  const finite = values.filter((v) => Number.isFinite(v) && v > 0);
+  const hi = finite.length ? Math.max(...finite) * 1.08 : 1;
+  return [0, hi];
+}
+
+/** 1-2-5 steps from zero over a linear range, about `count` of them. */
+function linearTicks(hi: number, count: number): number[] {
+  const rough = hi / count;
+  const decade = 10 ** Math.floor(Math.log10(rough));
+  const step = [1, 2, 5, 10].map((m) => m * decade).find((s) => s >= rough) ?? 10 * decade;
+  const ticks: number[] = [];
+  for (let v = 0; v <= hi + 1e-9 * step; v += step) ticks.push(Number(v.toPrecision(12)));
+  return ticks;
+}
+
 /** Keeps ticks at least `minGap` pixels apart, in order. */
 function thin(ticks: readonly number[], position: (v: number) => number, minGap: number): number[] {
   const kept: number[] = [];
@@ -149,17 +186,20 @@ function marker(shape: number, x: number, y: number, color: string, hollow: bool
 }
 
 /**
- * A log–log line chart of time per call against size, one line per series,
- * with a legend at the right. Self-contained SVG (no scripts, no external
+ * A line chart against size (x on a log scale), one line per series, with a
+ * legend at the right: time per call on a log scale, or a rate on a linear
+ * scale from zero. Self-contained SVG (no scripts, no external
  * fonts or styles); each series is a `<g data-series="name">`, and every
  * point has a `<title>` tooltip.
  */
 export function renderChart(spec: ChartSpec): string {
+  const yAxis = spec.y ?? TIME_AXIS;
   const all = spec.series.flatMap((s) => s.points);
   const [xLo, xHi] = logRange(all.map((p) => p.x));
-  const [yLo, yHi] = logRange(all.map((p) => p.ms));
+  const [yLo, yHi] = yAxis.linear ? linearRange(all.map((p) => p.y)) : logRange(all.map((p) => p.y));
+  const yPos = (y: number) => (yAxis.linear ? y : Math.log10(y));
   const px = (x: number) => PLOT.left + ((Math.log10(x) - xLo) / (xHi - xLo)) * (PLOT.right - PLOT.left);
-  const py = (ms: number) => PLOT.bottom - ((Math.log10(ms) - yLo) / (yHi - yLo)) * (PLOT.bottom - PLOT.top);
+  const py = (y: number) => PLOT.bottom - ((yPos(y) - yLo) / (yHi - yLo)) * (PLOT.bottom - PLOT.top);
   const distinctX = [...new Set(all.map((p) => p.x))].sort((a, b) => a - b);
   // Few sizes: ticks exactly at the measured sizes; many: a 1-2-5 scale.
   // Labels naming their case are wide: they may take a second row rather than vanish.
@@ -175,7 +215,9 @@ export function renderChart(spec: ChartSpec): string {
   const rowHeight = 30;
   const extraRows = Math.max(0, ...xTicks.map((t) => t.row));
   const height = HEIGHT + extraRows * rowHeight;
-  const yTicks = thin(logTicks(yLo, yHi, PLOT.bottom - PLOT.top, 18), py, 18);
+  const yTicks = yAxis.linear
+    ? linearTicks(yHi, 6)
+    : thin(logTicks(yLo, yHi, PLOT.bottom - PLOT.top, 18), py, 18);
   const xText = (x: number) => (spec.xBytes ? formatBytes(x) : formatCount(x));
 
   const out: string[] = [];
@@ -217,35 +259,45 @@ export function renderChart(spec: ChartSpec): string {
     out.push(
       `<line x1="${PLOT.left - 5}" y1="${py(t).toFixed(1)}" x2="${PLOT.left}" y2="${py(t).toFixed(1)}" stroke="#888"/>`,
     );
-    out.push(`<text x="${PLOT.left - 8}" y="${(py(t) + 4).toFixed(1)}">${escapeXml(formatTick(t))}</text>`);
+    out.push(`<text x="${PLOT.left - 8}" y="${(py(t) + 4).toFixed(1)}">${escapeXml(yAxis.format(t))}</text>`);
   }
   out.push('</g>');
   const midX = (PLOT.left + PLOT.right) / 2;
   const midY = (PLOT.top + PLOT.bottom) / 2;
   out.push(
     `<text x="${midX}" y="${PLOT.bottom + (notes ? 52 : 42) + extraRows * rowHeight}" text-anchor="middle" fill="#333">${escapeXml(`${spec.xLabel} (log scale)`)}</text>`,
-    `<text x="18" y="${midY}" text-anchor="middle" fill="#333" transform="rotate(-90 18 ${midY})">median time (log scale)</text>`,
+    `<text x="18" y="${midY}" text-anchor="middle" fill="#333" transform="rotate(-90 18 ${midY})">${escapeXml(`${yAxis.label} (${yAxis.linear ? 'linear' : 'log'} scale)`)}</text>`,
   );
 
   // Series: lines, then markers with tooltips.
   let colorIndex = 0;
-  const legend: { name: string; color: string; shape: number; reference: boolean; empty: boolean }[] = [];
+  const legend: { name: string; color: string; shape: number; style: string; empty: boolean }[] = [];
+  const dash = (style: string) =>
+    style === 'reference' ? ' stroke-dasharray="6 4"' : style === 'limit' ? ' stroke-dasharray="2 3"' : '';
+  const pointText = (y: number) =>
+    yAxis === TIME_AXIS ? formatDuration(y) : `${yAxis.format(y)} ${yAxis.label.split(' ')[0]}`;
   spec.series.forEach((s, i) => {
-    const reference = s.reference ?? false;
-    const color = reference ? REFERENCE_COLOR : COLORS[colorIndex++ % COLORS.length]!;
-    const shape = reference ? 0 : i;
-    const points = [...s.points].filter((p) => p.x > 0 && p.ms > 0).sort((a, b) => a.x - b.x);
-    legend.push({ name: s.name, color, shape, reference, empty: points.length === 0 });
+    const style = s.style ?? 'line';
+    const color =
+      style === 'reference'
+        ? REFERENCE_COLOR
+        : style === 'limit'
+          ? LIMIT_COLOR
+          : COLORS[colorIndex++ % COLORS.length]!;
+    const shape = style === 'line' ? i : 0;
+    const points = [...s.points].filter((p) => p.x > 0 && p.y > 0).sort((a, b) => a.x - b.x);
+    legend.push({ name: s.name, color, shape, style, empty: points.length === 0 });
     out.push(`<g data-series="${escapeXml(s.name)}">`);
     if (points.length > 1) {
-      const d = points.map((p, j) => `${j ? 'L' : 'M'}${px(p.x).toFixed(1)} ${py(p.ms).toFixed(1)}`).join('');
-      out.push(
-        `<path d="${d}" fill="none" stroke="${color}" stroke-width="2"${reference ? ' stroke-dasharray="6 4"' : ''}/>`,
-      );
+      const d = points.map((p, j) => `${j ? 'L' : 'M'}${px(p.x).toFixed(1)} ${py(p.y).toFixed(1)}`).join('');
+      out.push(`<path d="${d}" fill="none" stroke="${color}" stroke-width="2"${dash(style)}/>`);
     }
     for (const p of points) {
+      const title = `<title>${escapeXml(`${s.name} ${p.label}: ${pointText(p.y)}`)}</title>`;
       out.push(
-        `<g>${marker(shape, px(p.x), py(p.ms), color, reference)}<title>${escapeXml(`${s.name} ${p.label}: ${formatDuration(p.ms)}`)}</title></g>`,
+        style === 'limit'
+          ? `<g><circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="2" fill="${color}"/>${title}</g>`
+          : `<g>${marker(shape, px(p.x), py(p.y), color, style === 'reference')}${title}</g>`,
       );
     }
     out.push('</g>');
@@ -257,8 +309,10 @@ export function renderChart(spec: ChartSpec): string {
   legend.forEach((entry, i) => {
     const y = PLOT.top + 26 + i * 22;
     out.push(
-      `<line x1="${LEGEND_X}" y1="${y}" x2="${LEGEND_X + 28}" y2="${y}" stroke="${entry.color}" stroke-width="2"${entry.reference ? ' stroke-dasharray="6 4"' : ''}/>`,
-      marker(entry.shape, LEGEND_X + 14, y, entry.color, entry.reference),
+      `<line x1="${LEGEND_X}" y1="${y}" x2="${LEGEND_X + 28}" y2="${y}" stroke="${entry.color}" stroke-width="2"${dash(entry.style)}/>`,
+      entry.style === 'limit'
+        ? ''
+        : marker(entry.shape, LEGEND_X + 14, y, entry.color, entry.style === 'reference'),
       `<text x="${LEGEND_X + 36}" y="${y + 4}" fill="${entry.empty ? '#999' : '#222'}">${escapeXml(entry.name + (entry.empty ? ' (no result)' : ''))}</text>`,
     );
   });
@@ -267,42 +321,64 @@ export function renderChart(spec: ChartSpec): string {
   return `${out.join('\n')}\n`;
 }
 
+/** Families charted as throughput (TFLOP/s, linear) rather than time: the GEMMs. */
+export const THROUGHPUT_FAMILIES: ReadonlySet<string> = new Set(['gemm', 'gemm-llm', 'gemm-tb', 'gemm-ta']);
+
 /**
  * The chart of one case family: a line per backend that ran it (in the
- * order given) and, where PyTorch times exist, a dashed PyTorch line.
- * Undefined when nothing of the family was timed.
+ * order given), a dashed PyTorch line where PyTorch times exist, and a
+ * dotted line at the hardware limit where the cases have one. GEMM families
+ * show TFLOP/s on a linear scale (where a gap of 30% is visible), the others
+ * time per call on a log scale. Undefined when nothing of the family was timed.
  */
 export function familyChart(
   family: string,
-  results: readonly CaseResult[],
-  torchTimes: ReadonlyMap<string, number> = new Map(),
+  input: readonly (CaseResult | AnnotatedResult)[],
+  torchTimes: ReadonlyMap<string, BaselineTime> = new Map(),
   torchName = 'PyTorch',
 ): string | undefined {
-  const ofFamily = results.filter((r) => r.family === family);
-  if (!ofFamily.some((r) => r.timing) && !ofFamily.some((r) => torchTimes.has(r.id))) return undefined;
+  const ofFamily = input
+    .map((r) => ('result' in r ? r : { result: r }))
+    .filter((a) => a.result.family === family);
+  if (!ofFamily.some((a) => a.result.timing) && !ofFamily.some((a) => torchTimes.has(a.result.id)))
+    return undefined;
   const info = FAMILIES[family] ?? { title: family, x: 'size' };
-  const backends = [...new Set(ofFamily.map((r) => r.backend))];
+  const throughput = THROUGHPUT_FAMILIES.has(family);
+  const flopsOf = new Map(ofFamily.map((a) => [a.result.id, a.result.cost?.flops ?? 0]));
+  // Time in ms, or TFLOP/s of a case's FLOPs done in `ms`.
+  const value = (id: string, ms: number) => (throughput ? (flopsOf.get(id) ?? 0) / (ms * 1e9) : ms);
+  const backends = [...new Set(ofFamily.map((a) => a.result.backend))];
   const series: ChartSeries[] = backends.map((backend) => ({
     name: backend,
     points: ofFamily
-      .filter((r) => r.backend === backend && r.timing)
-      .map((r) => ({ x: r.x, ms: r.timing!.median, label: r.id })),
+      .filter((a) => a.result.backend === backend && a.result.timing)
+      .map(({ result: r }) => ({ x: r.x, y: value(r.id, r.timing!.median), label: r.id })),
   }));
-  const torchPoints = new Map<string, { x: number; ms: number; label: string }>();
-  for (const r of ofFamily) {
-    const ms = torchTimes.get(r.id);
-    if (ms !== undefined && !torchPoints.has(r.id)) torchPoints.set(r.id, { x: r.x, ms, label: r.id });
+  const torchPoints = new Map<string, { x: number; y: number; label: string }>();
+  const limitPoints = new Map<string, { x: number; y: number; label: string }>();
+  for (const { result: r, limit } of ofFamily) {
+    const time = torchTimes.get(r.id);
+    if (time !== undefined && !torchPoints.has(r.id))
+      torchPoints.set(r.id, { x: r.x, y: value(r.id, time.ms), label: r.id });
+    if (limit && !limitPoints.has(r.id))
+      limitPoints.set(r.id, { x: r.x, y: value(r.id, limit.ms), label: r.id });
   }
-  if (torchPoints.size) series.push({ name: torchName, points: [...torchPoints.values()], reference: true });
+  if (torchPoints.size)
+    series.push({ name: torchName, points: [...torchPoints.values()], style: 'reference' });
+  if (limitPoints.size)
+    series.push({ name: 'hardware limit', points: [...limitPoints.values()], style: 'limit' });
   const perKernel = family === 'batch' ? 'median time per kernel' : 'median time per call';
   const notes = new Map<number, string>();
-  if (info.caseTicks) for (const r of ofFamily) notes.set(r.x, r.id.slice(r.id.indexOf('/') + 1));
+  if (info.caseTicks) for (const { result: r } of ofFamily) notes.set(r.x, r.id.slice(r.id.indexOf('/') + 1));
   return renderChart({
     title: `${family}: ${info.title}`,
-    subtitle: `${perKernel} against ${info.x}, both log scales; lower is better`,
+    subtitle: throughput
+      ? `TFLOP/s against ${info.x} (log scale), linear from zero; higher is better`
+      : `${perKernel} against ${info.x}, both log scales; lower is better`,
     xLabel: info.x,
     ...(info.xBytes ? { xBytes: true } : {}),
     ...(notes.size ? { xNotes: notes } : {}),
+    ...(throughput ? { y: TFLOPS_AXIS } : {}),
     series,
   });
 }

@@ -69,16 +69,20 @@ describe('rayo-bench', () => {
       expect(r.stderr).toContain('[2/2] cpu softmax/64x4096 … ');
       expect(r.code).toBe(EXIT_OK);
       expect(r.stdout).toMatch(
-        /backend\s+case\s+median\s+spread\s+timer\s+GFLOP\/s\s+GB\/s\s+ceiling\s+status/,
+        /backend\s+case\s+median\s+spread\s+timer\s+GFLOP\/s\s+GB\/s\s+limit\s+of limit\s+status/,
       );
       expect(r.stdout).toMatch(/cpu\s+softmax\/64x4096\s+.*\s\d+(\.\d+)?% bw\s+ok\n/);
       expect(r.stdout).toContain('2 cases: 2 ok, 0 failed (passed)');
-      expect(r.stdout).toMatch(/ceiling cpu: [\d.]+ GB\/s \(copy\/16MiB, host timer\)/);
+      expect(r.stdout).toMatch(
+        /ceiling cpu: [\d.]+ GB\/s \(copy\/16MiB, host timer\); memory limit [\d.]+ GB\/s \(cpu copy\/16MiB\)/,
+      );
       const report = JSON.parse(await readFile(file, 'utf8'));
       expect(report.mode).toBe('quick');
       expect(report.filter).toBe('^softmax/');
       expect(report.backends[0].name).toBe('cpu');
       expect(report.backends[0].ceilingGbps).toBeGreaterThan(0);
+      expect(report.backends[0].memoryLimit.gbps).toBe(report.backends[0].ceilingGbps);
+      expect(report.results[1].limit).toMatchObject({ of: 'bandwidth' });
       expect(report.baseline).toEqual({ status: 'not-run' });
       expect(report.results.map((x: { case: string }) => x.case)).toEqual(['copy/16MiB', 'softmax/64x4096']);
       expect(report.results[1]).toMatchObject({ backend: 'cpu', status: 'ok', timer: 'host' });

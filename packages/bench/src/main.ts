@@ -8,7 +8,13 @@ import {
   probeBackends,
 } from '@rayo/core';
 import { type CliOptions, parseCliArgs, USAGE, UsageError } from './args.js';
-import { type BaselineOutcome, baselineTimes, buildCaseFile, runTorchBaseline } from './baseline.js';
+import {
+  type BaselineOutcome,
+  type BaselineTime,
+  baselineTimes,
+  buildCaseFile,
+  runTorchBaseline,
+} from './baseline.js';
 import { type CaseResult, isFailure, runBenchmarks } from './bench.js';
 import type { BenchCase, SuiteMode } from './case.js';
 import { selectCases } from './case.js';
@@ -18,14 +24,17 @@ import {
   annotate,
   type BaselineStatus,
   baselineStatus,
+  belowLimit,
   buildReport,
   ceilingsOf,
   formatDuration,
+  formatFraction,
   formatJson,
   formatRate,
   formatSummary,
   formatTable,
   machineInfo,
+  memoryLimits,
 } from './report.js';
 import { ceilingCase, SUITE } from './suite.js';
 import { FULL_TIMING, QUICK_TIMING } from './timing.js';
@@ -176,7 +185,7 @@ export async function main(argv: readonly string[], io: CliIo = PROCESS_IO): Pro
     }
 
     let baseline: BaselineStatus = { status: 'not-run' };
-    let torchTimes = new Map<string, number>();
+    let torchTimes = new Map<string, BaselineTime>();
     if (options.baseline === 'torch') {
       io.stderr('rayo-bench: PyTorch baseline …\n');
       const outcome: BaselineOutcome = await runTorchBaseline({
@@ -200,9 +209,20 @@ export async function main(argv: readonly string[], io: CliIo = PROCESS_IO): Pro
       torchTimes,
     };
     const annotated = annotate(results, context);
+    const limits = memoryLimits(results, infos, torchTimes);
     io.stdout(`\n${formatTable(annotated)}\n${formatSummary(results)}\n`);
     for (const c of ceilingsOf(results).values()) {
-      io.stdout(`ceiling ${c.backend}: ${formatRate(c.gbps)} GB/s (${c.case}, ${c.timer} timer)\n`);
+      const limit = limits.get(c.backend);
+      io.stdout(
+        `ceiling ${c.backend}: ${formatRate(c.gbps)} GB/s (${c.case}, ${c.timer} timer); ` +
+          `memory limit ${formatRate(limit?.gbps)} GB/s (${limit?.source ?? '-'})\n`,
+      );
+    }
+    const below = belowLimit(annotated);
+    if (below.length) {
+      io.stdout(
+        `below half of the hardware limit: ${below.map((a) => `${a.result.backend} ${a.result.id} ${formatFraction(a.limit!.fraction, a.limit!.of)}`).join(', ')}\n`,
+      );
     }
     if (baseline.status === 'unavailable') io.stdout(`PyTorch baseline not available: ${baseline.reason}\n`);
 
@@ -221,7 +241,7 @@ export async function main(argv: readonly string[], io: CliIo = PROCESS_IO): Pro
     });
     try {
       for (const family of families) {
-        const svg = familyChart(family, results, torchTimes, torchName);
+        const svg = familyChart(family, annotated, torchTimes, torchName);
         if (!svg) continue;
         const file = `charts/${family}.svg`;
         await writeText(join(outDir, file), svg);
@@ -240,6 +260,8 @@ export async function main(argv: readonly string[], io: CliIo = PROCESS_IO): Pro
           ...(options.peakTflops ? { peakTflops: options.peakTflops } : {}),
           baseline,
           results: annotated,
+          timing,
+          memoryLimits: limits,
           charts,
         }),
       );

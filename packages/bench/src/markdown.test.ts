@@ -2,8 +2,8 @@ import type { BackendInfo } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import type { CaseResult } from './bench.js';
 import { formatMarkdown, markdownCell, markdownTable } from './markdown.js';
-import { annotate, TABLE_COLUMNS, TORCH_COLUMNS } from './report.js';
-import { summarize } from './timing.js';
+import { annotate, memoryLimits, TABLE_COLUMNS, TORCH_COLUMNS } from './report.js';
+import { FULL_TIMING, QUICK_TIMING, summarize } from './timing.js';
 
 const info: BackendInfo = {
   name: 'wgpu',
@@ -78,10 +78,10 @@ describe('markdownTable', () => {
 });
 
 describe('formatMarkdown', () => {
-  const annotated = annotate(results, {
-    backends: [info],
-    torchTimes: new Map([['attention/h32-d128-t4096', 0.11]]),
-  });
+  const torchTimes = new Map([
+    ['attention/h32-d128-t4096', { ms: 0.11, method: 'graph' as const, impl: 'sdpa[efficient_attention]' }],
+  ]);
+  const annotated = annotate(results, { backends: [info], torchTimes });
   const text = formatMarkdown({
     date: new Date('2025-01-02T03:04:05Z'),
     mode: 'full',
@@ -91,27 +91,74 @@ describe('formatMarkdown', () => {
     unavailable: [{ name: 'cuda', reason: 'no NVIDIA driver' }],
     baseline: { status: 'ok', torch: '2.5.1', cuda: '12.4', device: 'NVIDIA H200' },
     results: annotated,
+    timing: FULL_TIMING,
+    memoryLimits: memoryLimits(results, [info], torchTimes),
     charts: new Map([['attention', 'charts/attention.svg']]),
   });
   const lines = text.split('\n');
 
-  it('describes the run, the machine, the baseline and the backends with their ceilings', () => {
+  it('describes the run, the machine, the baseline and the backends with their limits', () => {
     expect(lines[0]).toBe('# rayo-bench results');
     expect(text).toContain('- **mode**: full (filter `attention|adamw`)');
     expect(text).toContain('- **machine**: linux x64, 16 × Some CPU, 128 GiB, Node v20.20.2');
     expect(text).toContain(
-      '- **PyTorch baseline**: PyTorch 2.5.1, CUDA 12.4, on NVIDIA H200; fp32 with TF32 off; CUDA events after warm-up',
+      '- **PyTorch baseline**: PyTorch 2.5.1, CUDA 12.4, on NVIDIA H200; fp32 with TF32 off',
     );
     expect(text).toContain('- **cuda** unavailable: no NVIDIA driver');
     expect(text).toContain('- **result**: 3 cases: 2 ok, 1 failed (FAILED)');
     // 2²⁹ bytes in 0.5 ms
-    expect(text).toContain('| wgpu | NVIDIA H200 (Vulkan) | gpu | 1074 | - |');
+    expect(text).toContain('| wgpu | NVIDIA H200 (Vulkan) | gpu | 1074 | 1074 | wgpu copy/256MiB | - |');
+  });
+
+  it('states one timing method for both sides, from the timing rules in force', () => {
+    expect(text).toContain('## How it was timed');
+    expect(text).toContain('grows until a sample lasts 2 ms, at most 1024');
+    expect(text).toContain('captured into one CUDA graph and replayed between CUDA events (`graph`)');
+    expect(text).toContain('the same warm-up (3 runs, fewer once they took 0.5 s)');
+    expect(text).toContain('at least 5, until 0.5 s of timing, at most 2000');
+    const quick = formatMarkdown({
+      date: new Date(0),
+      mode: 'quick',
+      machine,
+      backends: [info],
+      unavailable: [],
+      baseline: { status: 'not-run' },
+      results: [],
+      timing: QUICK_TIMING,
+    });
+    expect(quick).toContain('grows until a sample lasts 1 ms, at most 1024');
+    expect(quick).toContain('the same warm-up (1 runs, fewer once they took 0.1 s)');
+  });
+
+  it('lists the cases below half of their hardware limit', () => {
+    const section = text.slice(text.indexOf('## Below half of the hardware limit'));
+    // attention: 2²⁷ bytes at 1074 GB/s is 125 µs, rayo took 200 µs (63%): not below half
+    expect(section).toMatch(
+      /^## Below half of the hardware limit\n\nNo timed case with a limit is below 50% of it\./,
+    );
+    const slow = annotate([results[0]!, { ...results[1]!, timing: summarize([0.5]) }], {
+      backends: [info],
+      torchTimes,
+    });
+    const listed = formatMarkdown({
+      date: new Date(0),
+      mode: 'full',
+      machine,
+      backends: [info],
+      unavailable: [],
+      baseline: { status: 'not-run' },
+      results: slow,
+      timing: FULL_TIMING,
+    });
+    expect(listed).toContain('| wgpu | `attention/h32-d128-t4096` | 25% bw | 114% bw |');
   });
 
   it('has a section per family, in suite order, with its chart and a table', () => {
     const sections = lines.filter((l) => l.startsWith('## '));
     expect(sections).toEqual([
       '## Backends',
+      '## How it was timed',
+      '## Below half of the hardware limit',
       '## copy: Device copy (the bandwidth ceiling)',
       '## attention: Incremental attention (one decode step)',
       '## adamw: AdamW step',
@@ -122,15 +169,18 @@ describe('formatMarkdown', () => {
     const header = `| ${[...TABLE_COLUMNS.slice(0, -1), ...TORCH_COLUMNS, 'status'].join(' | ')} |`;
     expect(lines.filter((l) => l === header)).toHaveLength(3);
     const row = lines.find((l) => l.startsWith('| wgpu | attention/h32-d128-t4096 |'))!;
-    // 2²⁷ bytes in 0.2 ms is 671 GB/s: 62.5% of the 1074 GB/s copy; PyTorch 110 µs
+    // 2²⁷ bytes in 0.2 ms is 671 GB/s: 62.5% of the 1074 GB/s copy (125 µs); PyTorch 110 µs
     expect(row.split(' | ').slice(2)).toEqual([
       '200 µs',
       '±0.0%',
       'device',
       '335',
       '671',
+      '125 µs',
       '63% bw',
       '110 µs',
+      'graph sdpa[efficient_attention]',
+      '114% bw',
       '1.82x',
       '0.55x',
       'ok |',
@@ -153,6 +203,7 @@ describe('formatMarkdown', () => {
       unavailable: [],
       baseline: { status: 'unavailable', reason: 'python3 was not found' },
       results: annotate(results.slice(0, 1), { backends: [info] }),
+      timing: QUICK_TIMING,
     });
     expect(without).toContain('- **PyTorch baseline**: not available: python3 was not found');
     expect(without).toContain(`| ${TABLE_COLUMNS.join(' | ')} |`);

@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import type { CaseResult } from './bench.js';
 import {
   annotate,
+  belowLimit,
   buildReport,
-  ceilingFraction,
   ceilingsOf,
   formatDuration,
   formatFraction,
@@ -16,7 +16,9 @@ import {
   formatTable,
   gbps,
   gflops,
+  hardwareLimit,
   type MachineInfo,
+  memoryLimits,
   peakTflopsFor,
   TABLE_COLUMNS,
   TORCH_COLUMNS,
@@ -130,8 +132,9 @@ describe('formatting numbers', () => {
     expect(formatRatio(1.523)).toBe('1.52x');
     expect(formatRatio(0.25)).toBe('0.25x');
     expect(formatRatio(undefined)).toBe('-');
-    expect(formatFraction({ fraction: 0.823, of: 'bandwidth' })).toBe('82% bw');
-    expect(formatFraction({ fraction: 0.0345, of: 'flops' })).toBe('3.5% fp');
+    expect(formatFraction(0.823, 'bandwidth')).toBe('82% bw');
+    expect(formatFraction(0.0345, 'flops')).toBe('3.5% fp');
+    expect(formatFraction(0.5)).toBe('50%');
     expect(formatFraction(undefined)).toBe('-');
   });
 });
@@ -162,14 +165,46 @@ describe('ceilings', () => {
     expect(ceilingsOf([{ ...copy, status: 'FAILED', timing: undefined }]).size).toBe(0);
   });
 
-  it('give memory-bound cases a fraction of the bandwidth and FLOP-bound ones of the peak', () => {
-    expect(ceilingFraction(softmaxOk, 2000, undefined)).toEqual({ fraction: 0.5, of: 'bandwidth' });
-    expect(ceilingFraction(softmaxOk, undefined, 50)).toBeUndefined();
+  it('hold memory-bound cases to the bandwidth and FLOP-bound ones to the peak', () => {
+    // 1 GB at 2000 GB/s takes 0.5 ms; rayo took 1 ms, PyTorch 0.625 ms
+    expect(hardwareLimit(softmaxOk, 2000, undefined, 0.625)).toEqual({
+      of: 'bandwidth',
+      ms: 0.5,
+      fraction: 0.5,
+      torchFraction: 0.8,
+    });
+    expect(hardwareLimit(softmaxOk, 2000, undefined)).not.toHaveProperty('torchFraction');
+    expect(hardwareLimit(softmaxOk, undefined, 50)).toBeUndefined();
     // 2.097 GFLOP/s of a 0.01 TFLOP/s peak
-    expect(ceilingFraction(ok, 2000, 0.01)!.fraction).toBeCloseTo(0.2097152);
-    expect(ceilingFraction(ok, 2000, undefined)).toBeUndefined();
-    expect(ceilingFraction({ ...ok, bound: 'latency' }, 2000, 50)).toBeUndefined();
-    expect(ceilingFraction(failed, 2000, 50)).toBeUndefined();
+    expect(hardwareLimit(ok, 2000, 0.01)!.fraction).toBeCloseTo(0.2097152);
+    expect(hardwareLimit(ok, 2000, 0.01)!.ms).toBeCloseTo(((2 * 128 ** 3) / 1e10) * 1e3);
+    expect(hardwareLimit(ok, 2000, undefined)).toBeUndefined();
+    expect(hardwareLimit({ ...ok, bound: 'latency' }, 2000, 50)).toBeUndefined();
+    expect(hardwareLimit(failed, 2000, 50)).toBeUndefined();
+  });
+
+  it('share the fastest copy on one GPU among its backends and PyTorch; a cpu backend keeps its own', () => {
+    const gpuCopy = (backend: string, ms: number): CaseResult => ({
+      ...copy,
+      backend,
+      id: 'copy/256MiB',
+      timing: summarize([ms]),
+    });
+    const infos = [
+      { name: 'wgpu', kind: 'gpu' as const },
+      { name: 'cuda', kind: 'gpu' as const },
+      { name: 'cpu', kind: 'cpu' as const },
+    ];
+    // 2e9 bytes: wgpu 1 ms = 2000 GB/s, cuda 0.8 ms = 2500 GB/s, cpu 1000 GB/s
+    const results = [gpuCopy('wgpu', 1), gpuCopy('cuda', 0.8), { ...copy, timing: summarize([2]) }];
+    const limits = memoryLimits(results, infos);
+    expect(limits.get('wgpu')).toEqual({ gbps: 2500, source: 'cuda copy/256MiB' });
+    expect(limits.get('cuda')).toEqual({ gbps: 2500, source: 'cuda copy/256MiB' });
+    expect(limits.get('cpu')).toEqual({ gbps: 1000, source: 'cpu copy/1GiB' });
+    // PyTorch's copy of the same case on the GPU, faster still, raises the GPU limit
+    const withTorch = memoryLimits(results, infos, new Map([['copy/256MiB', { ms: 0.5 }]]));
+    expect(withTorch.get('wgpu')).toEqual({ gbps: 4000, source: 'PyTorch copy/256MiB' });
+    expect(withTorch.get('cpu')!.gbps).toBe(1000);
   });
 
   it('take a plain peak for GPU backends and a named one for any', () => {
@@ -182,23 +217,42 @@ describe('ceilings', () => {
 });
 
 describe('annotate', () => {
-  it('adds the ceiling fraction and the PyTorch ratios', () => {
+  it('adds the hardware limit and the PyTorch ratios', () => {
     const torchTimes = new Map([
-      ['softmax/4096x4096', 0.5],
-      ['gemm/128x128x128', 4],
+      ['softmax/4096x4096', { ms: 0.5, method: 'graph' as const, impl: 'torch.softmax', eagerMs: 0.6 }],
+      ['gemm/128x128x128', { ms: 4 }],
     ]);
     const [g, c, s] = annotate([ok, copy, softmaxOk], {
       backends: [cpuInfo],
       peakTflops: { byBackend: { cpu: 0.01 } },
       torchTimes,
     });
-    expect(c!.ceiling).toEqual({ fraction: 1, of: 'bandwidth' });
+    expect(c!.limit).toEqual({ of: 'bandwidth', ms: 1, fraction: 1 });
     expect(c!.torch).toBeUndefined();
-    expect(s!.ceiling).toEqual({ fraction: 0.5, of: 'bandwidth' });
+    expect(s!.limit).toEqual({ of: 'bandwidth', ms: 0.5, fraction: 0.5, torchFraction: 1 });
     // rayo 1 ms, torch 0.5 ms: twice the time, half the throughput
-    expect(s!.torch).toEqual({ torchMs: 0.5, timeRatio: 2, throughputRatio: 0.5 });
+    expect(s!.torch).toEqual({
+      torchMs: 0.5,
+      via: 'graph torch.softmax',
+      eagerMs: 0.6,
+      timeRatio: 2,
+      throughputRatio: 0.5,
+    });
     expect(g!.torch).toEqual({ torchMs: 4, timeRatio: 0.5, throughputRatio: 2 });
-    expect(g!.ceiling!.of).toBe('flops');
+    expect(g!.limit!.of).toBe('flops');
+  });
+
+  it('lists the cases under half of their limit, worst first', () => {
+    const slow = { ...softmaxOk, id: 'softmax/slow', timing: summarize([4]) };
+    const annotated = annotate([ok, copy, softmaxOk, slow], {
+      backends: [cpuInfo],
+      peakTflops: { byBackend: { cpu: 0.01 } },
+    });
+    // gemm at 21% of its peak, softmax/slow at 12.5%; softmax at exactly 50% is not below
+    expect(belowLimit(annotated).map((a) => [a.result.id, a.limit!.fraction])).toEqual([
+      ['softmax/slow', 0.125],
+      ['gemm/128x128x128', expect.closeTo(0.2097152)],
+    ]);
   });
 });
 
@@ -215,11 +269,12 @@ describe('formatTable', () => {
       'timer',
       'GFLOP/s',
       'GB/s',
-      'ceiling',
+      'limit',
+      'of limit',
       'status',
     ]);
-    expect(lines[0]!.split(/\s+/)).toEqual([...TABLE_COLUMNS]);
-    expect(lines[1]).toMatch(/^-+( {2}-+){8}$/);
+    expect(lines[0]!.split(/\s{2,}/)).toEqual([...TABLE_COLUMNS]);
+    expect(lines[1]).toMatch(/^-+( {2}-+){9}$/);
   });
 
   it('has one aligned row per result', () => {
@@ -233,10 +288,11 @@ describe('formatTable', () => {
       '2.10',
       '0.098',
       '-',
+      '-',
       'ok',
     ]);
-    expect(rows[1]).toEqual(['cpu', 'softmax/64x4096', '-', '-', '-', '-', '-', '-', 'FAILED']);
-    expect(rows[2]).toEqual(['wgpu', 'adamw/1e5', '-', '-', '-', '-', '-', '-', 'skipped']);
+    expect(rows[1]).toEqual(['cpu', 'softmax/64x4096', '-', '-', '-', '-', '-', '-', '-', 'FAILED']);
+    expect(rows[2]).toEqual(['wgpu', 'adamw/1e5', '-', '-', '-', '-', '-', '-', '-', 'skipped']);
     const body = lines.slice(2, 5);
     expect(body[0]!.split(/\s{2,}/)).toEqual(rows[0]);
     // every line ends its columns at the same place: the status column starts together
@@ -247,12 +303,16 @@ describe('formatTable', () => {
   it('adds PyTorch columns when a baseline time exists', () => {
     const annotated = annotate([copy, softmaxOk], {
       backends: [cpuInfo],
-      torchTimes: new Map([['softmax/4096x4096', 0.5]]),
+      torchTimes: new Map([
+        ['softmax/4096x4096', { ms: 0.5, method: 'graph' as const, impl: 'torch.softmax' }],
+      ]),
     });
     const text = formatTable(annotated);
-    const header = text.split('\n')[0]!.split(/\s+/);
+    const header = text.split('\n')[0]!.split(/\s{2,}/);
     expect(header).toEqual([...TABLE_COLUMNS.slice(0, -1), ...TORCH_COLUMNS, 'status']);
-    expect(text).toMatch(/softmax\/4096x4096 .* 50% bw\s+500 µs\s+2.00x\s+0.50x\s+ok/);
+    expect(text).toMatch(
+      /softmax\/4096x4096 .* 500 µs\s+50% bw\s+500 µs\s+graph torch.softmax\s+100% bw\s+2.00x\s+0.50x\s+ok/,
+    );
   });
 
   it('notes why cases failed or were skipped', () => {
@@ -283,7 +343,9 @@ describe('JSON report', () => {
     unavailable: [{ name: 'cuda', available: false, reason: 'no NVIDIA driver' }],
     baseline: { status: 'ok', torch: '2.5.1', cuda: '12.4', device: 'NVIDIA H100' },
     peakTflops: { byBackend: { cpu: 0.01 } },
-    torchTimes: new Map([['softmax/4096x4096', 0.5]]),
+    torchTimes: new Map([
+      ['softmax/4096x4096', { ms: 0.5, method: 'eager' as const, impl: 'torch.softmax' }],
+    ]),
     results: [copy, ok, softmaxOk, failed],
   });
 
@@ -299,9 +361,10 @@ describe('JSON report', () => {
       'unavailable',
       'baseline',
       'summary',
+      'belowHalfOfLimit',
       'results',
     ]);
-    expect(parsed.schema).toBe('rayo-bench/2');
+    expect(parsed.schema).toBe('rayo-bench/3');
     expect(parsed.date).toBe('2025-01-02T03:04:05.000Z');
     expect(parsed.mode).toBe('quick');
     expect(parsed.filter).toBeNull();
@@ -309,6 +372,11 @@ describe('JSON report', () => {
     expect(parsed.backends).toHaveLength(1);
     expect(parsed.backends[0]).toMatchObject({ ...cpuInfo, peakTflops: 0.01 });
     expect(parsed.backends[0].ceilingGbps).toBeCloseTo(2000);
+    expect(parsed.backends[0].memoryLimit).toEqual({ gbps: 2000, source: 'cpu copy/1GiB' });
+    // gemm at 21% of the 0.01 TFLOP/s peak; softmax at exactly half is not below
+    expect(parsed.belowHalfOfLimit).toEqual([
+      { backend: 'cpu', case: 'gemm/128x128x128', of: 'flops', fraction: expect.closeTo(0.2097152) },
+    ]);
     expect(parsed.unavailable).toEqual([{ name: 'cuda', reason: 'no NVIDIA driver' }]);
     expect(parsed.baseline).toEqual({ status: 'ok', torch: '2.5.1', cuda: '12.4', device: 'NVIDIA H100' });
     expect(parsed.summary).toEqual({ cases: 4, ok: 3, failed: 1, errors: 0, skipped: 0 });
@@ -333,12 +401,16 @@ describe('JSON report', () => {
       'bytes',
       'gflops',
       'gbps',
-      'ceiling',
+      'limit',
       'torch',
     ];
     for (const r of results) expect(Object.keys(r).filter((k) => k !== 'message')).toEqual(keys);
     const [c, a, s, f] = results;
-    expect(c).toMatchObject({ case: 'copy/1GiB', gflops: null, ceiling: { fraction: 1, of: 'bandwidth' } });
+    expect(c).toMatchObject({
+      case: 'copy/1GiB',
+      gflops: null,
+      limit: { of: 'bandwidth', ms: 1, fraction: 1 },
+    });
     expect(a).toMatchObject({ backend: 'cpu', case: 'gemm/128x128x128', kernel: 'matmul', status: 'ok' });
     expect(a).toMatchObject({ family: 'gemm', bound: 'flops', x: 128, timer: 'host', sets: 4, torch: null });
     expect(a.callsPerSample).toBe(1);
@@ -347,9 +419,16 @@ describe('JSON report', () => {
     expect(a.flops).toBe(2 * 128 ** 3);
     expect(a.gflops).toBeCloseTo(2.097152);
     expect(a.gbps).toBeCloseTo(0.098304);
-    expect(a.ceiling.of).toBe('flops');
+    expect(a.limit.of).toBe('flops');
     expect(a.message).toBeUndefined();
-    expect(s.torch).toEqual({ medianMs: 0.5, timeRatio: 2, throughputRatio: 0.5 });
+    expect(s.torch).toEqual({
+      medianMs: 0.5,
+      via: 'eager torch.softmax',
+      eagerMs: null,
+      timeRatio: 2,
+      throughputRatio: 0.5,
+    });
+    expect(s.limit).toEqual({ of: 'bandwidth', ms: 0.5, fraction: 0.5, torchFraction: 1 });
     expect(f).toMatchObject({
       status: 'FAILED',
       timeMs: null,

@@ -1,6 +1,6 @@
 import { cpus, totalmem } from 'node:os';
 import type { BackendInfo, BackendStatus } from '@rayo/core';
-import type { BaselineOutput, TorchComparison } from './baseline.js';
+import type { BaselineOutput, BaselineTime, TorchComparison } from './baseline.js';
 import { compareWithTorch } from './baseline.js';
 import { type CaseResult, isFailure, type Timer } from './bench.js';
 import type { CaseBound, SuiteMode } from './case.js';
@@ -90,48 +90,100 @@ export function peakTflopsFor(
   return peak?.byBackend?.[backend] ?? (kind === 'gpu' ? peak?.all : undefined);
 }
 
-export interface CeilingFraction {
-  /** Achieved / ceiling (1 = at the ceiling). */
-  readonly fraction: number;
-  /** `bandwidth`: the measured copy GB/s; `flops`: the given peak. */
-  readonly of: 'bandwidth' | 'flops';
+/**
+ * The memory bandwidth a backend's memory-bound cases are held to: the
+ * fastest device copy measured on its device in this run. Every GPU backend
+ * of a run shares the GPU, so they share one limit (the best of their copies
+ * and PyTorch's); a cpu backend keeps its own.
+ */
+export interface MemoryLimit {
+  readonly gbps: number;
+  /** Who measured it: `wgpu copy/256MiB`, `PyTorch copy/256MiB`. */
+  readonly source: string;
+}
+
+export function memoryLimits(
+  results: readonly CaseResult[],
+  backends: readonly Pick<BackendInfo, 'name' | 'kind'>[],
+  torchTimes: ReadonlyMap<string, BaselineTime> = new Map(),
+): Map<string, MemoryLimit> {
+  const ceilings = ceilingsOf(results);
+  let gpu: MemoryLimit | undefined;
+  const offer = (limit: MemoryLimit) => {
+    if (!gpu || limit.gbps > gpu.gbps) gpu = limit;
+  };
+  for (const b of backends) {
+    const c = ceilings.get(b.name);
+    if (b.kind === 'gpu' && c) offer({ gbps: c.gbps, source: `${b.name} ${c.case}` });
+  }
+  for (const r of results) {
+    const torch = torchTimes.get(r.id);
+    if (r.ceiling && r.cost && torch && backends.some((b) => b.name === r.backend && b.kind === 'gpu')) {
+      offer({ gbps: perSecondGiga(r.cost.bytes, torch.ms), source: `PyTorch ${r.id}` });
+    }
+  }
+  const limits = new Map<string, MemoryLimit>();
+  for (const b of backends) {
+    const own = ceilings.get(b.name);
+    if (b.kind === 'gpu' && gpu) limits.set(b.name, gpu);
+    else if (own) limits.set(b.name, { gbps: own.gbps, source: `${b.name} ${own.case}` });
+  }
+  return limits;
 }
 
 /**
- * The fraction of the relevant ceiling a result reached: memory-bound cases
- * against the backend's copy bandwidth, FLOP-bound ones against the peak
- * given (none otherwise); latency-bound cases have none.
+ * What a perfect kernel would do: move the case's bytes at the measured
+ * bandwidth (memory-bound cases) or do its FLOPs at the given peak
+ * (FLOP-bound cases). Latency-bound cases have no limit.
  */
-export function ceilingFraction(
-  r: CaseResult,
-  ceilingGbps: number | undefined,
-  peakTflops: number | undefined,
-): CeilingFraction | undefined {
-  if (r.bound === 'bytes') {
-    const rate = gbps(r);
-    return rate !== undefined && ceilingGbps && ceilingGbps > 0
-      ? { fraction: rate / ceilingGbps, of: 'bandwidth' }
-      : undefined;
-  }
-  if (r.bound === 'flops') {
-    const rate = gflops(r);
-    return rate !== undefined && peakTflops && peakTflops > 0
-      ? { fraction: rate / (peakTflops * 1000), of: 'flops' }
-      : undefined;
-  }
-  return undefined;
+export interface HardwareLimit {
+  readonly of: 'bandwidth' | 'flops';
+  /** Milliseconds per call at the limit. */
+  readonly ms: number;
+  /** Limit time / rayo's time: 1 is at the limit. */
+  readonly fraction: number;
+  /** Limit time / PyTorch's time, where PyTorch ran the case. */
+  readonly torchFraction?: number;
 }
 
-export function formatFraction(f: CeilingFraction | undefined): string {
-  if (!f || !Number.isFinite(f.fraction)) return '-';
-  const pct = f.fraction * 100;
-  return `${pct >= 10 ? pct.toFixed(0) : pct.toPrecision(2)}% ${f.of === 'bandwidth' ? 'bw' : 'fp'}`;
+export function hardwareLimit(
+  r: CaseResult,
+  limitGbps: number | undefined,
+  peakTflops: number | undefined,
+  torchMs?: number,
+): HardwareLimit | undefined {
+  if (!r.timing || !r.cost || !(r.timing.median > 0)) return undefined;
+  let of: HardwareLimit['of'];
+  let ms: number;
+  if (r.bound === 'bytes' && limitGbps && limitGbps > 0) {
+    of = 'bandwidth';
+    ms = (r.cost.bytes / (limitGbps * 1e9)) * 1e3;
+  } else if (r.bound === 'flops' && peakTflops && peakTflops > 0 && r.cost.flops > 0) {
+    of = 'flops';
+    ms = (r.cost.flops / (peakTflops * 1e12)) * 1e3;
+  } else {
+    return undefined;
+  }
+  return {
+    of,
+    ms,
+    fraction: ms / r.timing.median,
+    ...(torchMs !== undefined && torchMs > 0 ? { torchFraction: ms / torchMs } : {}),
+  };
+}
+
+/** `85% bw`, `40% fp`; `-` when there is no limit. */
+export function formatFraction(fraction: number | undefined, of?: HardwareLimit['of']): string {
+  if (fraction === undefined || !Number.isFinite(fraction)) return '-';
+  const pct = fraction * 100;
+  const suffix = of === undefined ? '' : of === 'bandwidth' ? ' bw' : ' fp';
+  return `${pct >= 10 ? pct.toFixed(0) : pct.toPrecision(2)}%${suffix}`;
 }
 
 /** A result with everything the reports show beside its own numbers. */
 export interface AnnotatedResult {
   readonly result: CaseResult;
-  readonly ceiling?: CeilingFraction;
+  readonly limit?: HardwareLimit;
   readonly torch?: TorchComparison;
 }
 
@@ -139,19 +191,27 @@ export interface ReportContext {
   /** Backend infos (for the kind a plain `--peak-tflops` applies to). */
   readonly backends: readonly BackendInfo[];
   readonly peakTflops?: PeakTflops;
-  /** PyTorch's milliseconds per call by case id. */
-  readonly torchTimes?: ReadonlyMap<string, number>;
+  /** PyTorch's time per call by case id. */
+  readonly torchTimes?: ReadonlyMap<string, BaselineTime>;
 }
 
 export function annotate(results: readonly CaseResult[], context: ReportContext): AnnotatedResult[] {
-  const ceilings = ceilingsOf(results);
+  const limits = memoryLimits(results, context.backends, context.torchTimes);
   const kinds = new Map(context.backends.map((b) => [b.name, b.kind]));
   return results.map((result) => {
     const peak = peakTflopsFor(context.peakTflops, result.backend, kinds.get(result.backend) ?? 'gpu');
-    const ceiling = ceilingFraction(result, ceilings.get(result.backend)?.gbps, peak);
-    const torch = compareWithTorch(result.timing?.median, context.torchTimes?.get(result.id));
-    return { result, ...(ceiling ? { ceiling } : {}), ...(torch ? { torch } : {}) };
+    const torchTime = context.torchTimes?.get(result.id);
+    const torch = compareWithTorch(result.timing?.median, torchTime);
+    const limit = hardwareLimit(result, limits.get(result.backend)?.gbps, peak, torch?.torchMs);
+    return { result, ...(limit ? { limit } : {}), ...(torch ? { torch } : {}) };
   });
+}
+
+/** Cases whose rayo time is under `threshold` of their hardware limit (worst first). */
+export function belowLimit(annotated: readonly AnnotatedResult[], threshold = 0.5): AnnotatedResult[] {
+  return annotated
+    .filter((a) => a.limit !== undefined && a.limit.fraction < threshold)
+    .sort((a, b) => a.limit!.fraction - b.limit!.fraction);
 }
 
 export const TABLE_COLUMNS = [
@@ -162,20 +222,36 @@ export const TABLE_COLUMNS = [
   'timer',
   'GFLOP/s',
   'GB/s',
-  'ceiling',
+  'limit',
+  'of limit',
   'status',
 ] as const;
-/** Added when a baseline ran: PyTorch's time, rayo/torch time, rayo/torch throughput. */
-export const TORCH_COLUMNS = ['torch', 't/torch', 'thru/torch'] as const;
-const RIGHT_ALIGNED = new Set<string>(['median', 'spread', 'GFLOP/s', 'GB/s', 'ceiling', ...TORCH_COLUMNS]);
+/**
+ * Added when a baseline ran: PyTorch's time, how it ran, its fraction of the
+ * same limit, rayo/torch time and rayo/torch throughput.
+ */
+export const TORCH_COLUMNS = ['torch', 'torch via', 'torch of limit', 't/torch', 'thru/torch'] as const;
+export const NUMERIC_COLUMNS: ReadonlySet<string> = new Set([
+  'median',
+  'spread',
+  'GFLOP/s',
+  'GB/s',
+  'limit',
+  'of limit',
+  'torch',
+  'torch of limit',
+  't/torch',
+  'thru/torch',
+]);
 
-function columns(withTorch: boolean): string[] {
+/** The table's header, with the PyTorch columns before the status when a baseline ran. */
+export function tableColumns(withTorch: boolean): string[] {
   return withTorch ? [...TABLE_COLUMNS.slice(0, -1), ...TORCH_COLUMNS, 'status'] : [...TABLE_COLUMNS];
 }
 
-/** One row of cells per result, in `columns()` order. */
+/** One row of cells per result, in `tableColumns()` order. */
 export function tableRows(annotated: readonly AnnotatedResult[], withTorch = false): string[][] {
-  return annotated.map(({ result: r, ceiling, torch }) => [
+  return annotated.map(({ result: r, limit, torch }) => [
     r.backend,
     r.id,
     r.timing ? formatDuration(r.timing.median) : '-',
@@ -183,10 +259,13 @@ export function tableRows(annotated: readonly AnnotatedResult[], withTorch = fal
     r.timer ?? '-',
     formatRate(gflops(r)),
     formatRate(gbps(r)),
-    formatFraction(ceiling),
+    limit ? formatDuration(limit.ms) : '-',
+    formatFraction(limit?.fraction, limit?.of),
     ...(withTorch
       ? [
           torch ? formatDuration(torch.torchMs) : '-',
+          torch?.via ?? '-',
+          formatFraction(limit?.torchFraction, limit?.of),
           formatRatio(torch?.timeRatio),
           formatRatio(torch?.throughputRatio),
         ]
@@ -195,7 +274,7 @@ export function tableRows(annotated: readonly AnnotatedResult[], withTorch = fal
   ]);
 }
 
-/** Annotated results without ceilings or a baseline (tests, quick looks). */
+/** Annotated results without limits or a baseline (tests, quick looks). */
 function plain(results: readonly (CaseResult | AnnotatedResult)[]): AnnotatedResult[] {
   return results.map((r) => ('result' in r ? r : { result: r }));
 }
@@ -209,11 +288,13 @@ export function formatTable(input: readonly (CaseResult | AnnotatedResult)[]): s
   const annotated = plain(input);
   const withTorch = annotated.some((a) => a.torch);
   const rows = tableRows(annotated, withTorch);
-  const header = columns(withTorch);
+  const header = tableColumns(withTorch);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: readonly string[]) =>
     cells
-      .map((cell, i) => (RIGHT_ALIGNED.has(header[i]!) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)))
+      .map((cell, i) =>
+        NUMERIC_COLUMNS.has(header[i]!) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!),
+      )
       .join('  ')
       .trimEnd();
   const out = [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)];
@@ -326,22 +407,29 @@ export interface JsonResult {
   readonly bytes: number | null;
   readonly gflops: number | null;
   readonly gbps: number | null;
-  readonly ceiling: CeilingFraction | null;
+  /** The hardware limit and the fractions of it rayo and PyTorch reached; null for latency-bound cases. */
+  readonly limit: HardwareLimit | null;
   readonly torch: {
     readonly medianMs: number;
+    /** `graph` or `eager`, then the PyTorch call. */
+    readonly via: string | null;
+    /** The fastest eager PyTorch time, for comparison. */
+    readonly eagerMs: number | null;
     readonly timeRatio: number;
     readonly throughputRatio: number;
   } | null;
 }
 
 export interface JsonBackend extends BackendInfo {
-  /** The measured copy bandwidth, GB/s; null when the copy was not timed. */
+  /** The backend's own measured copy bandwidth, GB/s; null when the copy was not timed. */
   readonly ceilingGbps: number | null;
+  /** The bandwidth its memory-bound cases are held to (the fastest copy on its device), and who measured it. */
+  readonly memoryLimit: MemoryLimit | null;
   readonly peakTflops: number | null;
 }
 
 export interface JsonReport {
-  readonly schema: 'rayo-bench/2';
+  readonly schema: 'rayo-bench/3';
   readonly date: string;
   readonly mode: SuiteMode;
   readonly filter: string | null;
@@ -350,6 +438,13 @@ export interface JsonReport {
   readonly unavailable: readonly { readonly name: string; readonly reason: string }[];
   readonly baseline: BaselineStatus;
   readonly summary: Summary;
+  /** Timed cases under half their hardware limit, worst first. */
+  readonly belowHalfOfLimit: readonly {
+    readonly backend: string;
+    readonly case: string;
+    readonly of: HardwareLimit['of'];
+    readonly fraction: number;
+  }[];
   readonly results: readonly JsonResult[];
 }
 
@@ -359,8 +454,10 @@ function finite(x: number | undefined): number | null {
 
 export function buildReport(input: ReportInput): JsonReport {
   const ceilings = ceilingsOf(input.results);
+  const limits = memoryLimits(input.results, input.backends, input.torchTimes);
+  const annotated = annotate(input.results, input);
   return {
-    schema: 'rayo-bench/2',
+    schema: 'rayo-bench/3',
     date: input.date.toISOString(),
     mode: input.mode,
     filter: input.filter ?? null,
@@ -372,12 +469,19 @@ export function buildReport(input: ReportInput): JsonReport {
       limits: { ...b.limits },
       features: [...b.features],
       ceilingGbps: finite(ceilings.get(b.name)?.gbps),
+      memoryLimit: limits.get(b.name) ?? null,
       peakTflops: finite(peakTflopsFor(input.peakTflops, b.name, b.kind)),
     })),
     unavailable: input.unavailable.map((u) => ({ name: u.name, reason: u.reason ?? 'unavailable' })),
     baseline: input.baseline,
     summary: summarizeResults(input.results),
-    results: annotate(input.results, input).map(({ result: r, ceiling, torch }) => ({
+    belowHalfOfLimit: belowLimit(annotated).map(({ result, limit }) => ({
+      backend: result.backend,
+      case: result.id,
+      of: limit!.of,
+      fraction: limit!.fraction,
+    })),
+    results: annotated.map(({ result: r, limit, torch }) => ({
       backend: r.backend,
       case: r.id,
       family: r.family,
@@ -394,9 +498,15 @@ export function buildReport(input: ReportInput): JsonReport {
       bytes: finite(r.cost?.bytes),
       gflops: finite(gflops(r)),
       gbps: finite(gbps(r)),
-      ceiling: ceiling ?? null,
+      limit: limit ?? null,
       torch: torch
-        ? { medianMs: torch.torchMs, timeRatio: torch.timeRatio, throughputRatio: torch.throughputRatio }
+        ? {
+            medianMs: torch.torchMs,
+            via: torch.via ?? null,
+            eagerMs: torch.eagerMs ?? null,
+            timeRatio: torch.timeRatio,
+            throughputRatio: torch.throughputRatio,
+          }
         : null,
     })),
   };

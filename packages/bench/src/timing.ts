@@ -149,6 +149,28 @@ export function nextCallsPerSample(calls: number, ms: number, targetMs: number, 
   return Math.min(max, Math.max(wanted, calls + 1));
 }
 
+/**
+ * The calls per device-timed sample: one sample of one call first (it is the
+ * first warm-up run too), then more calls until a sample lasts
+ * `deviceSampleMs`, at most `maxCallsPerSample`. Resolves to undefined when
+ * the first sample has no device time (the device has no clock). The PyTorch
+ * baseline script's `calibrate_calls` follows the same rule.
+ */
+export async function calibrateCalls(
+  sample: (calls: number) => Promise<number | undefined>,
+  options: Pick<TimingOptions, 'deviceSampleMs' | 'maxCallsPerSample'>,
+): Promise<number | undefined> {
+  let calls = 1;
+  let ms = await sample(calls);
+  if (ms === undefined) return undefined;
+  for (;;) {
+    const next = nextCallsPerSample(calls, ms ?? 0, options.deviceSampleMs, options.maxCallsPerSample);
+    if (next === calls) return calls;
+    calls = next;
+    ms = await sample(calls);
+  }
+}
+
 /** The same statistics for `factor` times the samples (per kernel of a batch, say). */
 export function scaleStats(stats: TimingStats, factor: number): TimingStats {
   return {
