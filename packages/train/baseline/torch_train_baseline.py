@@ -2,13 +2,15 @@
 """PyTorch baseline of rayo's train-bench.
 
 Trains the workloads of a request file written by train-bench (``request.json``
-in its output folder) in PyTorch eager on the same GPU, with the same shapes,
-AdamW hyperparameters, clipping and step count, and prints the training
-throughput as JSON (also written to ``--out``):
+in its output folder) in PyTorch on the same GPU, with the same shapes, AdamW
+hyperparameters, clipping and step count, and prints the training throughput
+as JSON (also written to ``--out``). Each workload is trained twice: eagerly,
+and with the whole step (forward, backward, clipping and a capturable AdamW)
+captured once in a CUDA graph and replayed (``graph``):
 
     python3 torch_train_baseline.py --request OUT/torch-request.json --out torch.json
 
-fp32 throughout with TF32 off. Each step is timed on the host from zero_grad
+fp32 throughout with TF32 off. Each step is timed on the host from its start
 to ``loss.item()`` (which waits for the step), as rayo times its steps up to
 the loss readback; throughput is the batch over the median step time. When
 torch or CUDA is missing the output says so (``available: false``) and the
@@ -22,7 +24,7 @@ import sys
 import time
 
 SCHEMA_IN = "rayo-train-workloads/1"
-SCHEMA_OUT = "rayo-train-torch/1"
+SCHEMA_OUT = "rayo-train-torch/2"
 
 
 def emit(path, payload):
@@ -165,17 +167,23 @@ def workload(torch, device, spec, models, generator):
     return model, lambda: torch.nn.functional.cross_entropy(model(ids), targets), spec["seq"] * batch
 
 
-def make_adamw(torch, params, hp, device):
-    """AdamW with rayo's hyperparameters; fused where this torch and device have it, else foreach, else the loop."""
+def make_adamw(torch, params, hp, device, capturable=False):
+    """AdamW with rayo's hyperparameters; fused where this torch and device have it, else foreach, else the loop.
+
+    `capturable` keeps the step count on the device, so that a CUDA graph can hold the update.
+    """
     kwargs = dict(lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"], weight_decay=hp["weightDecay"])
-    for extra in ({"fused": True}, {"foreach": True}, {}):
+    options = ({"fused": True}, {"foreach": True}) if capturable else ({"fused": True}, {"foreach": True}, {})
+    for extra in options:
         if extra.get("fused") and device.type != "cuda":
             continue
+        if capturable:
+            extra = {**extra, "capturable": True}
         try:
-            return torch.optim.AdamW(params, **kwargs, **extra), next(iter(extra), "for-loop")
+            return torch.optim.AdamW(params, **kwargs, **extra), ", ".join(extra) or "for-loop"
         except (TypeError, RuntimeError, ValueError):
             continue
-    raise RuntimeError("torch.optim.AdamW could not be created")
+    raise RuntimeError("torch.optim.AdamW could not be created" + (" capturable" if capturable else ""))
 
 
 def sync(torch, device):
@@ -183,36 +191,18 @@ def sync(torch, device):
         torch.cuda.synchronize()
 
 
-def run_workload(torch, device, request, spec, models, note):
-    generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
-    model, loss_fn, tokens = workload(torch, device, spec, models, generator)
-    optimizer, impl = make_adamw(torch, list(model.parameters()), request["adamw"], device)
-    note["adamw"] = impl
-    clip = float(request.get("clipNorm", 1))
-    params = list(model.parameters())
-    clip_kwargs = {"foreach": True} if device.type == "cuda" else {}
-    warmup, steps = int(request["warmup"]), int(request["steps"])
-    times, losses = [], []
-    sync(torch, device)
-    for i in range(warmup + steps):
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn()
-        loss.backward()
-        try:
-            torch.nn.utils.clip_grad_norm_(params, clip, **clip_kwargs)
-        except TypeError:  # no foreach before torch 2.0
-            clip_kwargs = {}
-            torch.nn.utils.clip_grad_norm_(params, clip)
-        optimizer.step()
-        losses.append(loss.item())  # waits for the step, as rayo's loss readback does
-        if i >= warmup:
-            times.append((time.perf_counter() - start) * 1e3)
-    times.sort()
+def clip_grads(torch, params, clip, device):
+    try:
+        torch.nn.utils.clip_grad_norm_(params, clip, **({"foreach": True} if device.type == "cuda" else {}))
+    except TypeError:  # no foreach before torch 2.0
+        torch.nn.utils.clip_grad_norm_(params, clip)
+
+
+def throughput(spec, times, losses, tokens):
+    """Samples (and tokens) per second at the median step time of `times` (milliseconds)."""
+    times = sorted(times)
     median = quantile(times, 0.5)
     result = {
-        "id": spec["id"],
-        "status": "ok",
         "samplesPerSecond": 1000 * spec["batch"] / median,
         "medianMs": median,
         "p10Ms": quantile(times, 0.1),
@@ -223,12 +213,92 @@ def run_workload(torch, device, request, spec, models, note):
     }
     if tokens is not None:
         result["tokensPerSecond"] = 1000 * tokens / median
+    return result
+
+
+def run_eager(torch, device, request, spec, models, note):
+    """Steps launched op by op from Python: what a PyTorch user gets by default."""
+    generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
+    model, loss_fn, tokens = workload(torch, device, spec, models, generator)
+    optimizer, impl = make_adamw(torch, list(model.parameters()), request["adamw"], device)
+    note["adamw"] = impl
+    clip = float(request.get("clipNorm", 1))
+    params = list(model.parameters())
+    warmup, steps = int(request["warmup"]), int(request["steps"])
+    times, losses = [], []
+    sync(torch, device)
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn()
+        loss.backward()
+        clip_grads(torch, params, clip, device)
+        optimizer.step()
+        losses.append(loss.item())  # waits for the step, as rayo's loss readback does
+        if i >= warmup:
+            times.append((time.perf_counter() - start) * 1e3)
     del model, optimizer
+    return throughput(spec, times, losses, tokens)
+
+
+def run_graph(torch, device, request, spec, models, note):
+    """The whole step captured once in a CUDA graph (static inputs, capturable AdamW) and replayed."""
+    cuda = torch.cuda
+    generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
+    model, loss_fn, tokens = workload(torch, device, spec, models, generator)
+    params = list(model.parameters())
+    optimizer, impl = make_adamw(torch, params, request["adamw"], device, capturable=True)
+    note["adamwGraph"] = impl
+    clip = float(request.get("clipNorm", 1))
+
+    def step():
+        loss = loss_fn()
+        loss.backward()
+        clip_grads(torch, params, clip, device)
+        optimizer.step()
+        return loss
+
+    # Warm-up on a side stream before capture (library handles, workspaces, optimizer state).
+    side = cuda.Stream()
+    side.wait_stream(cuda.current_stream())
+    with cuda.stream(side):
+        for _ in range(3):
+            optimizer.zero_grad(set_to_none=True)
+            step()
+    cuda.current_stream().wait_stream(side)
+    sync(torch, device)
+    # Gradients are allocated inside the capture: every replay writes them afresh.
+    optimizer.zero_grad(set_to_none=True)
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        static_loss = step()
+    warmup, steps = int(request["warmup"]), int(request["steps"])
+    times, losses = [], []
+    sync(torch, device)
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        graph.replay()
+        losses.append(static_loss.item())
+        if i >= warmup:
+            times.append((time.perf_counter() - start) * 1e3)
+    del graph, model, optimizer
+    return throughput(spec, times, losses, tokens)
+
+
+def run_workload(torch, device, request, spec, models, note):
+    result = {"id": spec["id"], "status": "ok", **run_eager(torch, device, request, spec, models, note)}
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        try:
+            result["graph"] = run_graph(torch, device, request, spec, models, note)
+        except Exception as error:  # noqa: BLE001 - a step that cannot be captured still has its eager figure
+            result["graph"] = {"error": ("%s: %s" % (type(error).__name__, error)).split("\n")[0]}
+            sync(torch, device)
     return result
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Times rayo's training workloads in PyTorch eager.")
+    parser = argparse.ArgumentParser(description="Times rayo's training workloads in PyTorch, eager and as a CUDA graph.")
     parser.add_argument("--request", required=True, help="the request file train-bench wrote")
     parser.add_argument("--out", default="", help="also write the results here (JSON)")
     parser.add_argument("--device", default="cuda", help="torch device (default cuda; cpu only checks the script)")
@@ -273,8 +343,18 @@ def main(argv=None):
         print("[%d/%d] torch %s ... " % (index, len(workloads), spec["id"]), end="", file=sys.stderr, flush=True)
         try:
             result = run_workload(torch, device, request, spec, models, note)
-            print("%.1f samples/s (median step %.3g ms)" % (result["samplesPerSecond"], result["medianMs"]),
-                  file=sys.stderr)
+            graph = result.get("graph", {})
+            print(
+                "eager %.1f samples/s (median step %.3g ms)%s"
+                % (
+                    result["samplesPerSecond"],
+                    result["medianMs"],
+                    ", graph %.1f samples/s (%.3g ms)" % (graph["samplesPerSecond"], graph["medianMs"])
+                    if "samplesPerSecond" in graph
+                    else ", graph: " + graph["error"] if "error" in graph else "",
+                ),
+                file=sys.stderr,
+            )
         except Exception as error:  # noqa: BLE001 - one failing workload must not stop the others
             result = {"id": spec["id"], "status": "error", "message": "%s: %s" % (type(error).__name__, error)}
             print("error: " + result["message"], file=sys.stderr)

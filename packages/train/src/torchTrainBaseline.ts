@@ -21,13 +21,25 @@ export interface TorchTrainRequest {
   readonly workloads: readonly (WorkloadSpec & { readonly id: string })[];
 }
 
+/** Throughput of the step captured once in a CUDA graph and replayed, or why it could not be captured. */
+export type TorchGraphResult = Omit<ThroughputMeasurement, 'workload'> | { readonly error: string };
+
+/**
+ * One workload: trained eagerly (the top-level figures) and, on a GPU, with
+ * the whole step (forward, backward, clipping, a capturable AdamW) replayed
+ * as a CUDA graph (`graph`).
+ */
 export type TorchTrainResult =
-  | ({ readonly id: string; readonly status: 'ok' } & Omit<ThroughputMeasurement, 'workload'>)
+  | ({
+      readonly id: string;
+      readonly status: 'ok';
+      readonly graph?: TorchGraphResult;
+    } & Omit<ThroughputMeasurement, 'workload'>)
   | { readonly id: string; readonly status: 'error'; readonly message: string };
 
 /** What the script prints (and writes to `--out`). */
 export interface TorchTrainOutput {
-  readonly schema: 'rayo-train-torch/1';
+  readonly schema: 'rayo-train-torch/2';
   readonly available: boolean;
   /** Why nothing was timed (no torch, no CUDA). */
   readonly reason?: string;

@@ -21,12 +21,18 @@ import {
 } from './trainBenchReport.js';
 import { missingKernels, trainingKernels, type WorkloadSpec, workloadId } from './workload.js';
 
-/** The demo's MLP at two batch sizes and a small two-block language model. */
+/**
+ * The demo's MLP at two batch sizes, a small two-block language model (all
+ * three bound by per-kernel overhead), and a GPT-style model bound by its
+ * matrix products (d 768, 12 blocks of 12 heads, 256 tokens, batch 8).
+ */
 export const THROUGHPUT_WORKLOADS: readonly WorkloadSpec[] = [
   { kind: 'mlp', sizes: [784, 256, 10], activation: 'relu', batch: 256 },
   { kind: 'mlp', sizes: [784, 256, 10], activation: 'relu', batch: 1024 },
   // hidden: SwiGLU's 8/3·dim rounded up to a multiple of 8, the block's default.
   { kind: 'transformer', vocab: 512, dim: 256, heads: 4, hidden: 688, blocks: 2, seq: 128, batch: 16 },
+  // GPT-2 small's width, depth and padded vocabulary, with SwiGLU at 8/3·dim.
+  { kind: 'transformer', vocab: 50304, dim: 768, heads: 12, hidden: 2048, blocks: 12, seq: 256, batch: 8 },
 ];
 
 /** The same structures at sizes a software GPU runs in seconds. */
@@ -49,7 +55,8 @@ export const USAGE = `Usage: train-bench [options]
 
 Trains the same models on rayo backends: a parity check between two backends
 (losses and gradient norms step by step, MLP and transformer) and the training
-throughput of each backend, optionally against PyTorch eager on the same GPU.
+throughput of each backend, optionally against PyTorch on the same GPU (eager,
+and with the whole step replayed as a CUDA graph).
 
   --backends LIST     backends to time (default cuda,wgpu)
   --parity A,B        the parity pair (default: the first two of --backends;

@@ -41,13 +41,19 @@ const throughput: ThroughputEntry[] = [
 const baseline: BaselineEntry = {
   status: 'ok',
   output: {
-    schema: 'rayo-train-torch/1',
+    schema: 'rayo-train-torch/2',
     available: true,
     torch: '2.11.0',
     device: 'NVIDIA H200',
     results: [
-      { id: 'mlp-a', status: 'ok', ...measurement('mlp-a', 1000) },
+      { id: 'mlp-a', status: 'ok', ...measurement('mlp-a', 1000), graph: measurement('mlp-a', 2000) },
       { id: 'lm-b', status: 'error', message: 'RuntimeError: out of memory' },
+      {
+        id: 'lm-c',
+        status: 'ok',
+        ...measurement('lm-c', 10),
+        graph: { error: 'RuntimeError: not capturable' },
+      },
     ],
   },
 };
@@ -128,6 +134,8 @@ describe('train-bench report', () => {
         rayoSamplesPerSecond: 3000,
         torchSamplesPerSecond: 1000,
         ratio: 3,
+        torchGraphSamplesPerSecond: 2000,
+        graphRatio: 1.5,
       },
       {
         backend: 'cuda',
@@ -135,6 +143,8 @@ describe('train-bench report', () => {
         rayoSamplesPerSecond: 500,
         torchSamplesPerSecond: 1000,
         ratio: 0.5,
+        torchGraphSamplesPerSecond: 2000,
+        graphRatio: 0.25,
       },
     ]);
     expect(compareWithBaseline(throughput, { status: 'unavailable', reason: 'no torch' })).toEqual([]);
@@ -167,8 +177,8 @@ describe('train-bench report', () => {
     const text = summaryTable(report());
     expect(text).toMatch(/mlp: wgpu vs cuda\s+passed\s+1\.0e-4 \(tol 0\.001\)\s+0\.01 \(tol 0\.05\)/);
     expect(text).toMatch(/transformer: wgpu vs cuda\s+skipped/);
-    expect(text).toMatch(/mlp-a\s+wgpu\s+3000\s+0\.333\s+1000\s+3\n/);
-    expect(text).toMatch(/mlp-a\s+cuda\s+500\s+2\s+1000\s+0\.5\n/);
+    expect(text).toMatch(/mlp-a\s+wgpu\s+3000\s+0\.333\s+1000\s+3\s+2000\s+1\.5\n/);
+    expect(text).toMatch(/mlp-a\s+cuda\s+500\s+2\s+1000\s+0\.5\s+2000\s+0\.25\n/);
     expect(text).toMatch(/lm-b\s+cuda\s+unsupported\n/);
     expect(text).toContain('lm-b on cuda: unsupported: lacks rope, softmax');
     expect(text).toContain("parity transformer: wgpu vs cuda: backend 'cuda' lacks");
@@ -182,7 +192,8 @@ describe('train-bench report', () => {
     expect(md).toContain('| step | loss wgpu | loss cuda | \\|Δloss\\| |');
     expect(md).toContain('| 1 | 2.500000 | 2.500100 | 1.0e-4 | 3.000000 | 3.030000 | 0.01 |');
     expect(md).toContain('### transformer: wgpu vs cuda: skipped');
-    expect(md).toContain('| mlp-a | cuda | 500 | — | 2 | 1.8–2.2 | 5 | 1000 | 0.5 |');
+    expect(md).toContain('| mlp-a | cuda | 500 | — | 2 | 1.8–2.2 | 5 | 1000 | 0.5 | 2000 | 0.25 |');
+    expect(md).toContain('- lm-c, CUDA graph: RuntimeError: not capturable');
     expect(md).toContain('| lm-b | cuda | unsupported: lacks rope, softmax |');
     expect(md).toContain('- lm-b: RuntimeError: out of memory');
   });

@@ -44,14 +44,18 @@ export type BaselineEntry =
   | { readonly status: 'ok'; readonly output: TorchTrainOutput }
   | { readonly status: 'unavailable' | 'not requested'; readonly reason: string };
 
-/** A rayo throughput against PyTorch's for one workload. */
+/** A rayo throughput against PyTorch's for one workload: eager, and the step replayed as a CUDA graph. */
 export interface Comparison {
   readonly backend: string;
   readonly workload: string;
   readonly rayoSamplesPerSecond: number;
   readonly torchSamplesPerSecond: number;
-  /** rayo / PyTorch samples per second: above 1, rayo is faster. */
+  /** rayo / PyTorch eager samples per second: above 1, rayo is faster. */
   readonly ratio: number;
+  /** PyTorch with the whole step replayed as a CUDA graph, where it could be captured. */
+  readonly torchGraphSamplesPerSecond?: number;
+  /** rayo / PyTorch-with-CUDA-graph samples per second. */
+  readonly graphRatio?: number;
 }
 
 export interface TrainBenchSettings {
@@ -91,13 +95,13 @@ export function compareWithBaseline(
   baseline: BaselineEntry,
 ): Comparison[] {
   if (baseline.status !== 'ok') return [];
-  const torch = new Map<string, number>();
-  for (const r of baseline.output.results) if (r.status === 'ok') torch.set(r.id, r.samplesPerSecond);
   return throughput.flatMap((entry) => {
     if (entry.status !== 'ok') return [];
-    const torchSamplesPerSecond = torch.get(entry.workload);
+    const torchSamplesPerSecond = torchSamples(baseline, entry.workload);
     const ratio = throughputRatio(entry.result.samplesPerSecond, torchSamplesPerSecond);
     if (ratio === undefined) return [];
+    const torchGraphSamplesPerSecond = torchGraphSamples(baseline, entry.workload);
+    const graphRatio = throughputRatio(entry.result.samplesPerSecond, torchGraphSamplesPerSecond);
     return [
       {
         backend: entry.backend,
@@ -105,6 +109,7 @@ export function compareWithBaseline(
         rayoSamplesPerSecond: entry.result.samplesPerSecond,
         torchSamplesPerSecond: torchSamplesPerSecond!,
         ratio,
+        ...(graphRatio === undefined ? {} : { torchGraphSamplesPerSecond, graphRatio }),
       },
     ];
   });
@@ -156,10 +161,27 @@ function torchFor(report: TrainBenchReport, backend: string, workload: string): 
   return report.comparisons.find((c) => c.backend === backend && c.workload === workload);
 }
 
-function torchSamples(report: TrainBenchReport, workload: string): number | undefined {
-  if (report.baseline.status !== 'ok') return undefined;
-  const r = report.baseline.output.results.find((x) => x.id === workload);
+/** PyTorch eager's samples per second for a workload. */
+function torchSamples(baseline: BaselineEntry, workload: string): number | undefined {
+  if (baseline.status !== 'ok') return undefined;
+  const r = baseline.output.results.find((x) => x.id === workload);
   return r?.status === 'ok' ? r.samplesPerSecond : undefined;
+}
+
+/** PyTorch's samples per second for a workload with the step replayed as a CUDA graph. */
+function torchGraphSamples(baseline: BaselineEntry, workload: string): number | undefined {
+  if (baseline.status !== 'ok') return undefined;
+  const r = baseline.output.results.find((x) => x.id === workload);
+  const graph = r?.status === 'ok' ? r.graph : undefined;
+  return graph && 'samplesPerSecond' in graph ? graph.samplesPerSecond : undefined;
+}
+
+/** Why PyTorch's step could not be captured for a workload, if it could not. */
+function torchGraphError(baseline: BaselineEntry, workload: string): string | undefined {
+  if (baseline.status !== 'ok') return undefined;
+  const r = baseline.output.results.find((x) => x.id === workload);
+  const graph = r?.status === 'ok' ? r.graph : undefined;
+  return graph && 'error' in graph ? graph.error : undefined;
 }
 
 export function reportMarkdown(report: TrainBenchReport): string {
@@ -228,7 +250,9 @@ export function reportMarkdown(report: TrainBenchReport): string {
       `clipping at ${s.clipNorm}, fp32. ${s.warmup} warm-up steps, then the median of ${s.steps} steps ` +
       '(fewer on the cpu reference), each timed from its start until its loss is read back. Samples are ' +
       'rows (MLP) or sequences ' +
-      '(transformer). rayo/torch above 1: rayo is faster.',
+      '(transformer). PyTorch runs each workload twice: eagerly, and with the whole step (forward, ' +
+      'backward, clipping and a capturable AdamW) captured once in a CUDA graph and replayed. ' +
+      'rayo/torch above 1: rayo is faster.',
     '',
     ...markdownTable(
       [
@@ -239,11 +263,14 @@ export function reportMarkdown(report: TrainBenchReport): string {
         'median ms',
         'p10–p90 ms',
         'steps',
-        'torch samples/s',
-        'rayo/torch',
+        'torch eager samples/s',
+        'rayo/torch eager',
+        'torch graph samples/s',
+        'rayo/torch graph',
       ],
       report.throughput.map((e) => {
-        if (e.status !== 'ok') return [e.workload, e.backend, throughputReason(e), '', '', '', '', '', ''];
+        if (e.status !== 'ok')
+          return [e.workload, e.backend, throughputReason(e), '', '', '', '', '', '', '', ''];
         const r = e.result;
         return [
           e.workload,
@@ -253,8 +280,10 @@ export function reportMarkdown(report: TrainBenchReport): string {
           formatNumber(r.medianMs),
           `${formatNumber(r.p10Ms)}–${formatNumber(r.p90Ms)}`,
           String(r.stepsTimed),
-          formatNumber(torchSamples(report, e.workload), 4),
+          formatNumber(torchSamples(report.baseline, e.workload), 4),
           formatNumber(torchFor(report, e.backend, e.workload)?.ratio),
+          formatNumber(torchGraphSamples(report.baseline, e.workload), 4),
+          formatNumber(torchFor(report, e.backend, e.workload)?.graphRatio),
         ];
       }),
     ),
@@ -267,12 +296,17 @@ export function reportMarkdown(report: TrainBenchReport): string {
   else {
     const o = b.output;
     out.push(
-      `PyTorch ${o.torch} (CUDA ${o.cuda ?? 'none'}) on ${o.device}, eager, fp32: ` +
+      `PyTorch ${o.torch} (CUDA ${o.cuda ?? 'none'}) on ${o.device}, eager and CUDA graph, fp32: ` +
         `${JSON.stringify(o.settings ?? {})}.`,
     );
     const failed = o.results.filter((r) => r.status !== 'ok');
     if (failed.length > 0)
       out.push('', ...failed.map((r) => `- ${r.id}: ${r.status === 'error' ? r.message : ''}`));
+    const uncaptured = o.results.flatMap((r) => {
+      const error = torchGraphError(b, r.id);
+      return error === undefined ? [] : [`- ${r.id}, CUDA graph: ${error}`];
+    });
+    if (uncaptured.length > 0) out.push('', ...uncaptured);
   }
   return `${out.join('\n')}\n`;
 }
@@ -297,19 +331,30 @@ export function summaryTable(report: TrainBenchReport): string {
     }),
   );
   const throughput = textTable(
-    ['workload', 'backend', 'samples/s', 'median ms', 'torch samples/s', 'rayo/torch'],
+    [
+      'workload',
+      'backend',
+      'samples/s',
+      'median ms',
+      'torch eager',
+      'rayo/eager',
+      'torch graph',
+      'rayo/graph',
+    ],
     report.throughput.map((e) => {
       if (e.status !== 'ok') {
         notes.push(`${e.workload} on ${e.backend}: ${throughputReason(e)}`);
-        return [e.workload, e.backend, e.status, '', '', ''];
+        return [e.workload, e.backend, e.status, '', '', '', '', ''];
       }
       return [
         e.workload,
         e.backend,
         formatNumber(e.result.samplesPerSecond, 4),
         formatNumber(e.result.medianMs),
-        formatNumber(torchSamples(report, e.workload), 4),
+        formatNumber(torchSamples(report.baseline, e.workload), 4),
         formatNumber(torchFor(report, e.backend, e.workload)?.ratio),
+        formatNumber(torchGraphSamples(report.baseline, e.workload), 4),
+        formatNumber(torchFor(report, e.backend, e.workload)?.graphRatio),
       ];
     }),
   );
