@@ -10,13 +10,16 @@
 # Needs the programs from `pnpm bundle --outdir .device/app` and the kit from
 # shared/device (Node, dawn.node, koffi). BACKENDS (default "wgpu,cuda")
 # picks the GPU backends; STEP_TIMEOUT (seconds, default 0 = none) bounds
-# each step, so that one hung step cannot take the others' time.
+# each step, so that one hung step cannot take the others' time; PEAK_TFLOPS
+# (default 67, an H100 SXM's fp32 datasheet peak) is the FLOP limit of the
+# benchmark's FLOP-bound cases.
 set -u
 out=${1:?usage: gpu-host-run.sh OUTDIR [BENCH_FILTER]}
 filter=${2:-}
 app=${APP:-.device/app}
 backends=${BACKENDS:-wgpu,cuda}
 step_timeout=${STEP_TIMEOUT:-0}
+peak_tflops=${PEAK_TFLOPS:-67}
 mkdir -p "$out"
 summary="$out/summary.txt"
 : >"$summary"
@@ -37,7 +40,7 @@ for b in ${backends//,/ }; do
   step "conformance-$b" node "$app/conformance.mjs" --backend "$b"
 done
 
-bench_args=(--backend "$backends" --baseline torch --out "$out/bench")
+bench_args=(--backend "$backends" --baseline torch --peak-tflops "$peak_tflops" --out "$out/bench")
 [ -n "$filter" ] && bench_args+=(--filter "$filter")
 step bench node "$app/bench.mjs" "${bench_args[@]}"
 
