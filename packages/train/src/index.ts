@@ -39,6 +39,9 @@ export {
   type TrainResult,
   train,
 } from './loop/train.js';
+export * from './names/data.js';
+export { type LossSeries, lossCurveSvg } from './names/lossCurve.js';
+export * from './names/train.js';
 export * from './nn/index.js';
 export * from './optim/index.js';
 export {

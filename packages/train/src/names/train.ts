@@ -1,0 +1,234 @@
+import type { Backend, Tensor } from '@rayo/core';
+import { crossEntropy } from '../autograd/ops/loss.js';
+import { Tape } from '../autograd/tape.js';
+import { CausalLM } from '../causalLM.js';
+import { type CheckpointHook, type TrainResult, train } from '../loop/train.js';
+import { AdamW } from '../optim/adamw.js';
+import { warmupCosine } from '../optim/schedule.js';
+import { Rng } from '../random.js';
+import {
+  batchLayout,
+  coveringWindows,
+  type NameSplit,
+  randomWindows,
+  splitNames,
+  Vocabulary,
+} from './data.js';
+
+/** The model, data and optimisation of a names run. */
+export interface NamesSettings {
+  readonly dim: number;
+  readonly heads: number;
+  readonly blocks: number;
+  /** SwiGLU width. */
+  readonly hidden: number;
+  /** Characters of context a training window holds. */
+  readonly context: number;
+  readonly batch: number;
+  readonly steps: number;
+  /** Peak learning rate of the warm-up and cosine schedule. */
+  readonly lr: number;
+  readonly weightDecay: number;
+  /** Validation loss every this many steps (and after the last). */
+  readonly evalEvery: number;
+  readonly seed: number;
+  readonly validationFraction: number;
+}
+
+export const NAMES_DEFAULTS: NamesSettings = {
+  dim: 128,
+  heads: 4,
+  blocks: 4,
+  hidden: 344,
+  context: 32,
+  batch: 64,
+  steps: 4000,
+  lr: 2e-3,
+  weightDecay: 0.1,
+  evalEvery: 250,
+  seed: 0,
+  validationFraction: 0.1,
+};
+
+/** The losses of a run, in nats per character. */
+export interface NamesCurve {
+  readonly train: { step: number; loss: number }[];
+  readonly validation: { step: number; loss: number }[];
+}
+
+export interface NamesRun {
+  readonly model: CausalLM;
+  readonly vocab: Vocabulary;
+  readonly split: NameSplit;
+  readonly curve: NamesCurve;
+  readonly result: TrainResult;
+  /** The lowest validation loss and its step. */
+  readonly best: { readonly step: number; readonly loss: number };
+}
+
+export interface NamesHooks {
+  /** Progress bar label, or false for none. */
+  readonly progress?: string | false;
+  readonly checkpoint?: CheckpointHook;
+}
+
+/**
+ * Mean cross-entropy of `model` over every target of `stream` (nats per
+ * character): covering windows of `context` characters, each target once,
+ * run `batch` windows at a time without gradients.
+ */
+export async function streamLoss(
+  backend: Backend,
+  model: CausalLM,
+  stream: Int32Array,
+  context: number,
+  batch: number,
+): Promise<number> {
+  const groups = new Map<number, Int32Array[]>();
+  for (const w of coveringWindows(stream, context)) {
+    const list = groups.get(w.length - 1) ?? [];
+    list.push(w);
+    groups.set(w.length - 1, list);
+  }
+  let total = 0;
+  let count = 0;
+  for (const [length, windows] of groups) {
+    for (let start = 0; start < windows.length; start += batch) {
+      const chunk = windows.slice(start, start + batch);
+      const { ids, targets } = batchLayout(chunk, length);
+      using tape = new Tape(backend, { grad: false });
+      using idsTensor = backend.upload(ids, [length, chunk.length], 'i32');
+      using targetTensor = backend.upload(targets, [targets.length], 'i32');
+      const loss = crossEntropy(tape, model.forward(tape, idsTensor), targetTensor);
+      total += (await loss.value.read())[0]! * targets.length;
+      count += targets.length;
+    }
+  }
+  return total / count;
+}
+
+/**
+ * Trains a character-level CausalLM on the training names (random windows
+ * of their stream) with AdamW, a warm-up and cosine schedule and clipping at
+ * 1, measuring the validation loss as it goes.
+ */
+export async function trainNames(
+  backend: Backend,
+  names: readonly string[],
+  settings: NamesSettings,
+  hooks: NamesHooks = {},
+): Promise<NamesRun> {
+  const split = splitNames(names, settings.seed, settings.validationFraction);
+  const vocab = new Vocabulary([...split.train, ...split.validation]);
+  const trainStream = vocab.encode(split.train);
+  const validationStream = vocab.encode(split.validation);
+  const { context, batch, steps } = settings;
+  const model = new CausalLM(backend, {
+    vocab: vocab.size,
+    dim: settings.dim,
+    heads: settings.heads,
+    hidden: settings.hidden,
+    blocks: settings.blocks,
+    seed: settings.seed,
+  });
+  const optimizer = new AdamW(model.namedParameters(), {
+    lr: settings.lr,
+    weightDecay: settings.weightDecay,
+    noDecay: (_name, p) => p.shape.length < 2,
+  });
+  const curve: NamesCurve = { train: [], validation: [] };
+  let best = { step: 0, loss: Number.POSITIVE_INFINITY };
+  try {
+    const result = await train({
+      backend,
+      model,
+      optimizer,
+      steps,
+      // The windows of a step depend on the step alone.
+      data: (step): { ids: Tensor; targets: Tensor } => {
+        const windows = randomWindows(trainStream, context, batch, new Rng(settings.seed * 1_000_003 + step));
+        const { ids, targets } = batchLayout(windows, context);
+        return {
+          ids: backend.upload(ids, [context, batch], 'i32'),
+          targets: backend.upload(targets, [context * batch], 'i32'),
+        };
+      },
+      release: (b) => {
+        b.ids.dispose();
+        b.targets.dispose();
+      },
+      loss: (tape, b) => crossEntropy(tape, model.forward(tape, b.ids), b.targets),
+      lr: warmupCosine({
+        lr: settings.lr,
+        warmupSteps: Math.min(100, steps),
+        totalSteps: steps,
+        minLr: settings.lr / 20,
+      }),
+      clipNorm: 1,
+      logEvery: Math.max(1, Math.min(25, Math.floor(steps / 4))),
+      progress: hooks.progress === false ? false : { label: hooks.progress ?? 'names' },
+      evaluate: {
+        every: settings.evalEvery,
+        run: async (step) => {
+          const loss = await streamLoss(backend, model, validationStream, context, batch);
+          curve.validation.push({ step, loss });
+          if (loss < best.loss) best = { step, loss };
+          return { validation: loss };
+        },
+      },
+      onStep: (record) => {
+        if (record.loss !== undefined) curve.train.push({ step: record.step, loss: record.loss });
+      },
+      ...(hooks.checkpoint ? { checkpoint: hooks.checkpoint } : {}),
+    });
+    return { model, vocab, split, curve, result, best };
+  } catch (error) {
+    model.dispose();
+    throw error;
+  } finally {
+    optimizer.dispose();
+  }
+}
+
+/**
+ * Samples names from `model`: from a separator, one character at a time
+ * from softmax(logits / temperature) of the last position, until the next
+ * separator or `maxLength` characters.
+ */
+export async function sampleNames(
+  backend: Backend,
+  model: CausalLM,
+  vocab: Vocabulary,
+  options: { count: number; rng: Rng; temperature?: number; maxLength?: number; context: number },
+): Promise<string[]> {
+  const temperature = options.temperature ?? 1;
+  const maxLength = options.maxLength ?? 20;
+  const out: string[] = [];
+  for (let n = 0; n < options.count; n++) {
+    const ids = [0];
+    for (;;) {
+      const window = ids.slice(-options.context);
+      using tape = new Tape(backend, { grad: false });
+      using input = backend.upload(Int32Array.from(window), [window.length, 1], 'i32');
+      const logits = await model.forward(tape, input).value.read();
+      const last = logits.subarray((window.length - 1) * vocab.size, window.length * vocab.size);
+      const next = sampleIndex(last, temperature, options.rng);
+      if (next === 0 || ids.length > maxLength) break;
+      ids.push(next);
+    }
+    out.push(vocab.decode(ids.slice(1)));
+  }
+  return out;
+}
+
+function sampleIndex(logits: ArrayLike<number>, temperature: number, rng: Rng): number {
+  let max = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < logits.length; i++) max = Math.max(max, logits[i]!);
+  const weights = Array.from({ length: logits.length }, (_, i) => Math.exp((logits[i]! - max) / temperature));
+  let u = rng.next() * weights.reduce((a, b) => a + b, 0);
+  for (let i = 0; i < weights.length; i++) {
+    u -= weights[i]!;
+    if (u <= 0) return i;
+  }
+  return weights.length - 1;
+}
