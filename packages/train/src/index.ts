@@ -49,4 +49,3 @@ export {
   parityGate,
 } from './parity.js';
 export { Rng } from './random.js';
-export { baseOf, isView, reshapeView } from './view.js';
