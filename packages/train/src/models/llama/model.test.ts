@@ -1,0 +1,97 @@
+import { type Backend, createBackend, createCpuBackend, probeBackends } from '@rayo/core';
+import { afterAll, describe, expect, it } from 'vitest';
+import { LlamaModel } from './model.js';
+import {
+  referenceGreedy,
+  referenceLogits,
+  tinyLlamaConfig,
+  tinyLlamaWeights,
+  writeTinyLlama,
+} from './tinyLlama.testkit.js';
+
+/**
+ * Tolerance on logits (|logit| up to about 3.5) against the f64 reference.
+ * f32 rounding (2^-24 relative) accumulated over dot products of at most 91
+ * terms through 2 blocks gives errors near 1e-6 (the largest seen on cpu and
+ * lavapipe is 9e-7); backends differ in summation order and FMA use. 5e-5 is
+ * fifty times that, and far below what a wrong position, head mapping, mask
+ * or theta changes (0.01 and more).
+ */
+const TOLERANCE = 5e-5;
+
+function maxAbsDiff(got: ArrayLike<number>, want: ArrayLike<number>): number {
+  expect(got.length).toBe(want.length);
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
+  return worst;
+}
+
+const PROMPT = [5, 17, 3, 96, 0, 42, 8];
+/** Lavapipe compiles each pipeline on first use. */
+const TIMEOUT = 60_000;
+
+// Under CI the wgpu backend must be there (Mesa lavapipe): a missing adapter fails the test.
+const wgpu = (await probeBackends(['wgpu']))[0]!;
+const backends: [string, () => Promise<Backend>][] = [['cpu', async () => createCpuBackend()]];
+if (wgpu.available || process.env.CI === 'true') backends.push(['wgpu', () => createBackend('wgpu')]);
+
+describe.each(backends)('Llama decoder on %s', (_name, create) => {
+  let backend: Backend;
+  const models: LlamaModel[] = [];
+  afterAll(() => {
+    for (const m of models) m.dispose();
+    backend?.dispose();
+  });
+
+  async function load(config: Record<string, unknown>, seed: number, shards = 1) {
+    backend ??= await create();
+    const weights = tinyLlamaWeights(config, seed);
+    const dir = await writeTinyLlama(config, weights, { shards });
+    const model = await LlamaModel.load(backend, dir);
+    models.push(model);
+    return { model, weights };
+  }
+
+  for (const [label, overrides, shards] of [
+    ['a single file, untied head', {}, 1],
+    ['three shards with an index, tied head', { tie_word_embeddings: true }, 3],
+  ] as const) {
+    it(
+      `prefill and decode logits match the f64 reference (${label})`,
+      async () => {
+        const config = tinyLlamaConfig(overrides);
+        const { model, weights } = await load(config, 1234, shards);
+        const continuation = [61, 2, 77, 13, 40];
+        const want = referenceLogits(config, weights, [...PROMPT, ...continuation]);
+        using prefill = model.prefill(PROMPT);
+        expect(prefill.shape).toEqual([PROMPT.length, 97]);
+        const got = await prefill.read();
+        PROMPT.forEach((_, t) => {
+          expect(maxAbsDiff(got.subarray(t * 97, (t + 1) * 97), want[t]!)).toBeLessThan(TOLERANCE);
+        });
+        for (const [i, token] of continuation.entries()) {
+          using logits = model.decode(token);
+          expect(logits.shape).toEqual([1, 97]);
+          expect(maxAbsDiff(await logits.read(), want[PROMPT.length + i]!)).toBeLessThan(TOLERANCE);
+        }
+        expect(model.position).toBe(PROMPT.length + continuation.length);
+      },
+      TIMEOUT,
+    );
+  }
+
+  it(
+    'generates greedily token for token like the reference',
+    async () => {
+      const config = tinyLlamaConfig();
+      const { model, weights } = await load(config, 99);
+      const ref = referenceGreedy(config, weights, PROMPT, 12);
+      // The reference's choices must be clear for the comparison to mean anything.
+      expect(Math.min(...ref.margins)).toBeGreaterThan(10 * TOLERANCE);
+      const got: number[] = [];
+      for await (const token of model.generate(PROMPT, { maxNewTokens: 12 })) got.push(token);
+      expect(got).toEqual(ref.tokens);
+    },
+    TIMEOUT,
+  );
+});
