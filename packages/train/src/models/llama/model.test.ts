@@ -1,4 +1,4 @@
-import { type Backend, createBackend, createCpuBackend, probeBackends } from '@rayo/core';
+import { type Backend, createBackend, createCpuBackend, probeBackends, type Tensor } from '@rayo/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LlamaModel } from './model.js';
 import {
@@ -81,6 +81,27 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
   }
 
   it(
+    'runs a decode step recorded into a batch, and replays it with a new token',
+    async () => {
+      const config = tinyLlamaConfig();
+      const { model, weights } = await load(config, 1234);
+      const position = PROMPT.length;
+      model.prefill(PROMPT).dispose();
+      const batch = model.backend.batch();
+      const made: Tensor[] = [];
+      const logits = model.step(batch, position, made);
+      for (const token of [61, 2]) {
+        model.writeToken(token);
+        await batch.submit();
+        const want = referenceLogits(config, weights, [...PROMPT, token])[position]!;
+        expect(maxAbsDiff(await logits.read(), want)).toBeLessThan(TOLERANCE);
+      }
+      for (const t of made) t.dispose();
+    },
+    TIMEOUT,
+  );
+
+  it(
     'generates greedily token for token like the reference',
     async () => {
       const config = tinyLlamaConfig();
@@ -94,4 +115,64 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
     },
     TIMEOUT,
   );
+});
+
+describe('generate', () => {
+  const backend = createCpuBackend();
+  const config = tinyLlamaConfig();
+  const weights = tinyLlamaWeights(config, 99);
+  const loading = writeTinyLlama(config, weights).then((dir) =>
+    LlamaModel.load(backend, dir, { maxSequence: 20 }),
+  );
+
+  async function collect(tokens: AsyncIterable<number>): Promise<number[]> {
+    const out: number[] = [];
+    for await (const t of tokens) out.push(t);
+    return out;
+  }
+
+  it('ends before a stop token, without yielding it', async () => {
+    const model = await loading;
+    const greedy = await collect(model.generate(PROMPT, { maxNewTokens: 8 }));
+    const stopAt = greedy.findIndex((t, i) => i >= 2 && greedy.indexOf(t) === i);
+    const stopped = await collect(model.generate(PROMPT, { maxNewTokens: 8, stop: [greedy[stopAt]!, 96] }));
+    expect(stopped).toEqual(greedy.slice(0, stopAt));
+  });
+
+  it('samples the same tokens for the same seed, and restarts from an empty context each time', async () => {
+    const model = await loading;
+    const options = { maxNewTokens: 10, temperature: 1.5, seed: 3 };
+    const first = await collect(model.generate(PROMPT, options));
+    expect(await collect(model.generate(PROMPT, options))).toEqual(first);
+    expect(await collect(model.generate(PROMPT, { ...options, seed: 4 }))).not.toEqual(first);
+    // topK 1 is greedy at any temperature.
+    expect(await collect(model.generate(PROMPT, { ...options, topK: 1 }))).toEqual(
+      await collect(model.generate(PROMPT, { maxNewTokens: 10 })),
+    );
+  });
+
+  it('refuses what does not fit or is not a token, before generating', async () => {
+    const model = await loading;
+    // 7 prompt tokens + 14 new − 1 (the last is never fed back) = 20 rows: fits; 15 does not.
+    expect(await collect(model.generate(PROMPT, { maxNewTokens: 14 }))).toHaveLength(14);
+    await expect(collect(model.generate(PROMPT, { maxNewTokens: 15 }))).rejects.toThrow(
+      /do not fit in the cache/,
+    );
+    await expect(collect(model.generate([1, 97], { maxNewTokens: 1 }))).rejects.toThrow(/97 at index 1/);
+    await expect(collect(model.generate([], { maxNewTokens: 1 }))).rejects.toThrow(/no tokens/);
+    await expect(collect(model.generate(PROMPT, { maxNewTokens: -1 }))).rejects.toThrow(/maxNewTokens/);
+    expect(await collect(model.generate(PROMPT, { maxNewTokens: 0 }))).toEqual([]);
+    model.reset();
+    model.prefill(Array.from({ length: 20 }, (_, i) => i)).dispose();
+    expect(() => model.decode(1)).toThrow(/the context is full/);
+  });
+
+  it('refuses a second generation while one runs', async () => {
+    const model = await loading;
+    const first = model.generate(PROMPT, { maxNewTokens: 3 });
+    await first.next();
+    await expect(model.generate(PROMPT, { maxNewTokens: 1 }).next()).rejects.toThrow(/already generating/);
+    await first.return();
+    expect(await collect(model.generate(PROMPT, { maxNewTokens: 2 }))).toHaveLength(2);
+  });
 });

@@ -164,11 +164,17 @@ export class LlamaModel {
     }
   }
 
-  /** Writes `token` to `tokenInput` and runs `step` eagerly: the logits [1, vocab] of the next token. */
-  decode(token: number): Tensor {
-    this.#check('decode', [token]);
+  /** Writes the token id the next `step` embeds into `tokenInput`, on the device. */
+  writeToken(token: number): void {
+    this.#check('writeToken', [token]);
     using id = this.backend.upload(Int32Array.of(token), [1], 'i32');
     this.backend.copy(id, this.tokenInput);
+  }
+
+  /** Writes `token` and runs `step` eagerly at the current position: the logits [1, vocab] of the next token. */
+  decode(token: number): Tensor {
+    this.#check('decode', [token]);
+    this.writeToken(token);
     const made: Tensor[] = [];
     try {
       const logits = this.step(this.backend, this.#position, made);
@@ -356,5 +362,9 @@ export class LlamaModel {
       c.v.dispose();
     }
     this.tokenInput.dispose();
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 }
