@@ -1,13 +1,14 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createCpuBackend, DTypeError, InvalidArgumentError, type RayoError, ShapeError } from '@rayo/core';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { type OpenFile, openNodeFile } from '../../checkpoint/randomAccessFile.js';
 import { encodeSafetensors } from '../../checkpoint/safetensors.js';
 import { LlamaModel } from './model.js';
-import { tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from './tinyLlama.testkit.js';
+import { removeTinyLlamas, tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from './tinyLlama.testkit.js';
 
 const backend = createCpuBackend();
+afterAll(removeTinyLlamas);
 const config = tinyLlamaConfig();
 
 async function loadError(dir: string): Promise<unknown> {

@@ -4,6 +4,7 @@ import { LlamaModel } from './model.js';
 import {
   referenceGreedy,
   referenceLogits,
+  removeTinyLlamas,
   tinyLlamaConfig,
   tinyLlamaWeights,
   writeTinyLlama,
@@ -25,6 +26,8 @@ function maxAbsDiff(got: ArrayLike<number>, want: ArrayLike<number>): number {
   for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
   return worst;
 }
+
+afterAll(removeTinyLlamas);
 
 const PROMPT = [5, 17, 3, 96, 0, 42, 8];
 /** Lavapipe compiles each pipeline on first use. */

@@ -1,4 +1,4 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { encodeSafetensors, type StoredTensor } from '../../checkpoint/safetensors.js';
@@ -73,6 +73,13 @@ function stored(weights: TinyWeights, names: readonly string[]): Map<string, Sto
   );
 }
 
+const written: string[] = [];
+
+/** Removes every directory `writeTinyLlama` made (call it after the tests). */
+export async function removeTinyLlamas(): Promise<void> {
+  for (const dir of written.splice(0)) await rm(dir, { recursive: true, force: true });
+}
+
 /**
  * Writes a checkpoint directory: config.json and either model.safetensors or
  * `shards` shard files with a model.safetensors.index.json.
@@ -83,6 +90,7 @@ export async function writeTinyLlama(
   options: { shards?: number; dir?: string } = {},
 ): Promise<string> {
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'tiny-llama-')));
+  if (!options.dir) written.push(dir);
   await writeFile(join(dir, 'config.json'), JSON.stringify(config));
   const names = [...weights.keys()];
   const shards = options.shards ?? 1;
