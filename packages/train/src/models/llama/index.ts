@@ -3,6 +3,7 @@ export { type LlamaConfig, parseLlamaConfig } from './config.js';
 export { type GenerateOptions, LlamaModel, type LlamaModelOptions } from './model.js';
 export {
   checkLlamaTensors,
+  checkLlamaWeights,
   type LlamaLayerWeights,
   type LlamaWeights,
   llamaWeightShapes,

@@ -1,5 +1,6 @@
 import { type Backend, createBackend, createCpuBackend, probeBackends, type Tensor } from '@rayo/core';
 import { afterAll, describe, expect, it } from 'vitest';
+import { parseLlamaConfig } from './config.js';
 import { LlamaModel } from './model.js';
 import {
   referenceGreedy,
@@ -177,5 +178,34 @@ describe('generate', () => {
     await expect(model.generate(PROMPT, { maxNewTokens: 1 }).next()).rejects.toThrow(/already generating/);
     await first.return();
     expect(await collect(model.generate(PROMPT, { maxNewTokens: 2 }))).toHaveLength(2);
+  });
+});
+
+describe('LlamaModel checks', () => {
+  const backend = createCpuBackend();
+
+  it('refuses weights that do not fit the config, a bad maxSequence and a step outside the cache', async () => {
+    const config = tinyLlamaConfig();
+    const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 1));
+    using model = await LlamaModel.load(backend, dir);
+    const other = parseLlamaConfig(tinyLlamaConfig({ intermediate_size: 90 }));
+    expect(() => new LlamaModel(backend, other, model.weights)).toThrow(
+      /'model.layers.0.mlp.gate_proj.weight'.*expected f32\[90, 64\], got f32\[91, 64\]/,
+    );
+    const tied = parseLlamaConfig(tinyLlamaConfig({ tie_word_embeddings: true }));
+    expect(() => new LlamaModel(backend, tied, model.weights)).toThrow(/a tied head must be the embedding/);
+    expect(() => new LlamaModel(backend, model.config, model.weights, { maxSequence: 0 })).toThrow(
+      /maxSequence/,
+    );
+    const live = backend.memory().liveTensors;
+    await expect(LlamaModel.load(backend, dir, { maxSequence: 2.5 })).rejects.toThrow(/maxSequence/);
+    expect(backend.memory().liveTensors).toBe(live);
+    expect(() => model.step(backend, 32, [])).toThrow(/an integer in \[0, 32\)/);
+    // writeToken checks the id only: a recorded step's position is the caller's.
+    model.prefill(Array.from({ length: 32 }, (_, i) => i % 97)).dispose();
+    model.writeToken(96);
+    expect(() => model.writeToken(97)).toThrow(/97 at index 0/);
+    model.dispose();
+    expect(() => model.prefill([1])).toThrow(/model was disposed/);
   });
 });

@@ -22,6 +22,7 @@ import { ScratchRunner } from '../scratchRunner.js';
 import { type LlamaCheckpointOptions, openLlamaCheckpoint } from './checkpoint.js';
 import type { LlamaConfig } from './config.js';
 import {
+  checkLlamaWeights,
   type LlamaLayerWeights,
   type LlamaWeights,
   llamaWeightTensors,
@@ -80,6 +81,7 @@ export class LlamaModel {
         actual: String(maxSequence),
       });
     }
+    checkLlamaWeights(config, weights);
     this.backend = backend;
     this.config = config;
     this.weights = weights;
@@ -99,7 +101,12 @@ export class LlamaModel {
     const checkpoint = await openLlamaCheckpoint(dir, options);
     try {
       const weights = await uploadLlamaWeights(backend, checkpoint.config, checkpoint.tensors);
-      return new LlamaModel(backend, checkpoint.config, weights, options);
+      try {
+        return new LlamaModel(backend, checkpoint.config, weights, options);
+      } catch (error) {
+        for (const t of llamaWeightTensors(weights)) t.dispose();
+        throw error;
+      }
     } finally {
       await checkpoint.close();
     }
@@ -115,7 +122,7 @@ export class LlamaModel {
     this.#position = 0;
   }
 
-  #check(api: string, tokens: readonly number[]): void {
+  #checkAlive(api: string): void {
     if (this.#disposed) {
       throw new RayoError('model was disposed', {
         kernel: api,
@@ -123,6 +130,10 @@ export class LlamaModel {
         actual: 'disposed',
       });
     }
+  }
+
+  #checkTokens(api: string, tokens: readonly number[]): void {
+    this.#checkAlive(api);
     const vocab = this.config.vocabSize;
     const bad = tokens.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
     if (tokens.length === 0 || bad >= 0) {
@@ -133,6 +144,11 @@ export class LlamaModel {
         actual: tokens.length === 0 ? 'no tokens' : `${tokens[bad]} at index ${bad}`,
       });
     }
+  }
+
+  /** Checks the ids, and that `tokens` fit in the cache after the current position. */
+  #checkChunk(api: string, tokens: readonly number[]): void {
+    this.#checkTokens(api, tokens);
     if (this.#position + tokens.length > this.maxSequence) {
       throw new InvalidArgumentError('the context is full', {
         kernel: api,
@@ -149,7 +165,7 @@ export class LlamaModel {
    * the cache. Returns the logits [T, vocab] (the caller disposes them).
    */
   prefill(tokens: readonly number[]): Tensor {
-    this.#check('prefill', tokens);
+    this.#checkChunk('prefill', tokens);
     const t = tokens.length;
     const position = this.#position;
     const scratch = new ScratchRunner(this.backend);
@@ -166,14 +182,14 @@ export class LlamaModel {
 
   /** Writes the token id the next `step` embeds into `tokenInput`, on the device. */
   writeToken(token: number): void {
-    this.#check('writeToken', [token]);
+    this.#checkTokens('writeToken', [token]);
     using id = this.backend.upload(Int32Array.of(token), [1], 'i32');
     this.backend.copy(id, this.tokenInput);
   }
 
   /** Writes `token` and runs `step` eagerly at the current position: the logits [1, vocab] of the next token. */
   decode(token: number): Tensor {
-    this.#check('decode', [token]);
+    this.#checkChunk('decode', [token]);
     this.writeToken(token);
     const made: Tensor[] = [];
     try {
@@ -195,6 +211,15 @@ export class LlamaModel {
    * the only per-token value passed from the host (see the README).
    */
   step(runner: KernelRunner, position: number, made: Tensor[]): Tensor {
+    this.#checkAlive('step');
+    if (!Number.isInteger(position) || position < 0 || position >= this.maxSequence) {
+      throw new InvalidArgumentError('position must be a row of the cache', {
+        kernel: 'step',
+        argument: 'position',
+        expected: `an integer in [0, ${this.maxSequence})`,
+        actual: String(position),
+      });
+    }
     return this.#forward(new ScratchRunner(runner, made), this.tokenInput, position, undefined);
   }
 
@@ -329,7 +354,7 @@ export class LlamaModel {
     this.#generating = true;
     try {
       this.reset();
-      this.#check('generate', prompt);
+      this.#checkChunk('generate', prompt);
       if (maxNewTokens === 0) return;
       let next = await this.#lastRow(this.prefill(prompt));
       for (let i = 0; i < maxNewTokens; i++) {

@@ -175,6 +175,51 @@ export async function uploadLlamaWeights(
   }
 }
 
+/** The tensors of `weights` by Hugging Face name (a tied head only as the embedding). */
+function namedLlamaWeights(config: LlamaConfig, weights: LlamaWeights): Map<string, Tensor | undefined> {
+  const named = new Map<string, Tensor | undefined>([['model.embed_tokens.weight', weights.embedding]]);
+  weights.layers.forEach((layer, i) => {
+    for (const [key, suffix] of Object.entries(LAYER_TENSORS)) {
+      named.set(`model.layers.${i}.${suffix}.weight`, layer[key as keyof LlamaLayerWeights]);
+    }
+  });
+  named.set('model.norm.weight', weights.norm);
+  if (!config.tieWordEmbeddings) named.set('lm_head.weight', weights.head);
+  return named;
+}
+
+/** Checks weights given to a model against its config: every tensor present, f32, of its shape. */
+export function checkLlamaWeights(config: LlamaConfig, weights: LlamaWeights): void {
+  if (weights.layers.length !== config.numHiddenLayers) {
+    throw new InvalidArgumentError('one set of weights per layer is needed', {
+      kernel: 'LlamaModel',
+      argument: 'weights.layers',
+      expected: `${config.numHiddenLayers} layers (num_hidden_layers)`,
+      actual: `${weights.layers.length}`,
+    });
+  }
+  if (config.tieWordEmbeddings && weights.head !== weights.embedding) {
+    throw new InvalidArgumentError('a tied head must be the embedding itself', {
+      kernel: 'LlamaModel',
+      argument: 'weights.head',
+      expected: 'weights.embedding (tie_word_embeddings is true)',
+      actual: 'another tensor',
+    });
+  }
+  const named = namedLlamaWeights(config, weights);
+  for (const [name, shape] of llamaWeightShapes(config)) {
+    const tensor = named.get(name);
+    if (!tensor || tensor.dtype !== 'f32' || !shapesEqual(tensor.shape, shape)) {
+      throw new ShapeError(`weight '${name}' does not fit the config`, {
+        kernel: 'LlamaModel',
+        argument: name,
+        expected: `f32${formatShape(shape)}`,
+        actual: tensor ? `${tensor.dtype}${formatShape(tensor.shape)}` : 'absent',
+      });
+    }
+  }
+}
+
 /** Every distinct tensor of `weights` (the tied head once). */
 export function llamaWeightTensors(weights: LlamaWeights): Tensor[] {
   const all = [
