@@ -209,7 +209,7 @@ export function checkLlamaWeights(config: LlamaConfig, weights: LlamaWeights): v
   const named = namedLlamaWeights(config, weights);
   for (const [name, shape] of llamaWeightShapes(config)) {
     const tensor = named.get(name);
-    if (!tensor || tensor.dtype !== 'f32' || !shapesEqual(tensor.shape, shape)) {
+    if (tensor?.dtype !== 'f32' || !shapesEqual(tensor.shape, shape)) {
       throw new ShapeError(`weight '${name}' does not fit the config`, {
         kernel: 'LlamaModel',
         argument: name,
