@@ -59,6 +59,7 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
   for (const [label, overrides, shards] of [
     ['a single file, untied head', {}, 1],
     ['three shards with an index, tied head', { tie_word_embeddings: true }, 3],
+    ['head_dim 8 apart from hidden_size, one kv head', { head_dim: 8, num_key_value_heads: 1 }, 1],
   ] as const) {
     it(
       `prefill and decode logits match the f64 reference (${label})`,

@@ -38,7 +38,7 @@ export function tinyLlamaWeights(config: Record<string, unknown>, seed: number):
   const f = config.intermediate_size as number;
   const heads = config.num_attention_heads as number;
   const kvHeads = config.num_key_value_heads as number;
-  const headDim = d / heads;
+  const headDim = (config.head_dim as number | undefined) ?? d / heads;
   const vocab = config.vocab_size as number;
   const weights: TinyWeights = new Map();
   const add = (name: string, shape: number[], value: () => number) => {
@@ -158,7 +158,7 @@ export function referenceLogits(
   const f = config.intermediate_size as number;
   const heads = config.num_attention_heads as number;
   const kvHeads = config.num_key_value_heads as number;
-  const headDim = d / heads;
+  const headDim = (config.head_dim as number | undefined) ?? d / heads;
   const vocab = config.vocab_size as number;
   const eps = config.rms_norm_eps as number;
   const theta = config.rope_theta as number;
