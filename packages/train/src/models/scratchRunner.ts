@@ -45,6 +45,14 @@ export class ScratchRunner implements KernelRunner {
     return tensor;
   }
 
+  /** Frees every allocated tensor but `survivor`, which stays in the scratch. */
+  disposeAllBut(survivor: Tensor): void {
+    for (const t of this.#made.splice(0)) {
+      if (t === survivor) this.#made.push(t);
+      else t.dispose();
+    }
+  }
+
   /** Frees every allocated tensor not kept. */
   dispose(): void {
     for (const t of this.#made.splice(0)) t.dispose();

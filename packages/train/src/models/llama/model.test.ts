@@ -185,6 +185,24 @@ describe('generate', () => {
 describe('LlamaModel checks', () => {
   const backend = createCpuBackend();
 
+  it('leaves nothing behind, and frees each layer’s intermediates before the next layer', async () => {
+    // Memory a prefill adds above what is live before it, for 2 and for 6 layers.
+    const prefillPeak = async (layers: number) => {
+      const config = tinyLlamaConfig({ num_hidden_layers: layers });
+      const cpu = createCpuBackend();
+      using model = await LlamaModel.load(cpu, await writeTinyLlama(config, tinyLlamaWeights(config, 1)));
+      const before = cpu.memory();
+      model.prefill(PROMPT).dispose();
+      model.decode(3).dispose();
+      const after = cpu.memory();
+      expect(after.liveTensors).toBe(before.liveTensors);
+      expect(after.liveBytes).toBe(before.liveBytes);
+      return after.peakBytes - before.liveBytes;
+    };
+    const two = await prefillPeak(2);
+    expect(await prefillPeak(6)).toBeLessThan(1.2 * two);
+  });
+
   it('refuses weights that do not fit the config, a bad maxSequence and a step outside the cache', async () => {
     const config = tinyLlamaConfig();
     const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 1));

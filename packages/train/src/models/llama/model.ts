@@ -172,7 +172,7 @@ export class LlamaModel {
     try {
       using ids = this.backend.upload(Int32Array.from(tokens), [t], 'i32');
       using mask = t > 1 ? this.#causalMask(t, position) : undefined;
-      const logits = scratch.keep(this.#forward(scratch, ids, position, mask));
+      const logits = scratch.keep(this.#forward(scratch, ids, position, mask, true));
       this.#position += t;
       return logits;
     } finally {
@@ -220,7 +220,8 @@ export class LlamaModel {
         actual: String(position),
       });
     }
-    return this.#forward(new ScratchRunner(runner, made), this.tokenInput, position, undefined);
+    const eager = runner === this.backend;
+    return this.#forward(new ScratchRunner(runner, made), this.tokenInput, position, undefined, eager);
   }
 
   /** [T, maxSequence]: 0 where token t (at position + t) may attend to cache row j (j <= position + t). */
@@ -231,12 +232,24 @@ export class LlamaModel {
     return this.backend.upload(data, [t, s]);
   }
 
-  /** Logits [T, vocab] of tokens `ids` [T] at `position`; `mask` is required for T > 1. */
-  #forward(run: ScratchRunner, ids: Tensor, position: number, mask: Tensor | undefined): Tensor {
+  /**
+   * Logits [T, vocab] of tokens `ids` [T] at `position`; `mask` is required
+   * for T > 1. `eager` (kernels enqueued as they come, not recorded) frees
+   * each layer's intermediates after the layer, so that the memory a long
+   * prefill needs is one layer's, not all of them.
+   */
+  #forward(
+    run: ScratchRunner,
+    ids: Tensor,
+    position: number,
+    mask: Tensor | undefined,
+    eager: boolean,
+  ): Tensor {
     const { config, weights } = this;
     let x = run.run1(embedding, [weights.embedding, ids]);
     weights.layers.forEach((layer, i) => {
       x = this.#layer(run, layer, this.#caches[i]!, x, position, mask);
+      if (eager) run.disposeAllBut(x);
     });
     const h = run.run1(rmsNorm, [x, weights.norm], { eps: config.rmsNormEps });
     return run.run1(matmul, [h, weights.head], { transB: true });
