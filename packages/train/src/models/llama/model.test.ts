@@ -86,6 +86,22 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
   }
 
   it(
+    'prefills in chunks: a later chunk attends over the cache',
+    async () => {
+      const config = tinyLlamaConfig();
+      const { model, weights } = await load(config, 1234);
+      const want = referenceLogits(config, weights, PROMPT);
+      model.prefill(PROMPT.slice(0, 3)).dispose();
+      using rest = model.prefill(PROMPT.slice(3));
+      const got = await rest.read();
+      for (let t = 3; t < PROMPT.length; t++) {
+        expect(maxAbsDiff(got.subarray((t - 3) * 97, (t - 2) * 97), want[t]!)).toBeLessThan(TOLERANCE);
+      }
+    },
+    TIMEOUT,
+  );
+
+  it(
     'runs a decode step recorded into a batch, and replays it with a new token',
     async () => {
       const config = tinyLlamaConfig();

@@ -224,9 +224,13 @@ export class LlamaModel {
     return this.#forward(new ScratchRunner(runner, made), this.tokenInput, position, undefined, eager);
   }
 
-  /** [T, maxSequence]: 0 where token t (at position + t) may attend to cache row j (j <= position + t). */
+  /**
+   * [T, S]: 0 where token t (at position + t) may attend to key j (j <= position + t),
+   * a large negative number elsewhere. A chunk at position 0 attends to its own
+   * T keys; a later one to the whole cache (S = maxSequence).
+   */
   #causalMask(t: number, position: number): Tensor {
-    const s = this.maxSequence;
+    const s = position === 0 ? t : this.maxSequence;
     const data = new Float32Array(t * s);
     for (let i = 0; i < t; i++) data.fill(MASKED, i * s + position + i + 1, (i + 1) * s);
     return this.backend.upload(data, [t, s]);
@@ -292,7 +296,15 @@ export class LlamaModel {
               seqLen: position + 1,
             })
             .reshape([1, heads * headDim])
-        : this.#causalAttention(run, q, cache, mask!);
+        : position === 0
+          ? this.#causalAttention(
+              run,
+              q,
+              this.#headsFirst(run, k.reshape([t, kvHeads * headDim]), kvHeads),
+              this.#headsFirst(run, v, kvHeads),
+              mask!,
+            )
+          : this.#causalAttention(run, q, cache.k, cache.v, mask!);
     const x1 = run.run1(matmul, [attended, w.o, x], { transB: true, beta: 1 });
     const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], { eps });
     const gate = run.run1(matmul, [h1, w.gate], { transB: true });
@@ -300,26 +312,33 @@ export class LlamaModel {
     return run.run1(matmul, [run.run1(swiglu, [gate, up]), w.down, x1], { transB: true, beta: 1 });
   }
 
+  /** [T, n·headDim] → [n, T, headDim]: heads first, the layout of the cache and of the batched products. */
+  #headsFirst(run: ScratchRunner, z: Tensor, n: number): Tensor {
+    const { headDim } = this.config;
+    const t = z.shape[0]!;
+    const zT = run.run1(transpose, [z.reshape([t, n * headDim])]);
+    return run.run1(transpose, [zT.reshape([n, headDim, t])]);
+  }
+
   /**
-   * Attention of T rotated queries q [T, heads, headDim] over the whole cache
-   * with a causal mask [T, maxSequence]. Grouped-query attention without
-   * copying the cache: the query heads that share a kv head are stacked
-   * along the rows of one batched product per kv head.
+   * Causal attention of T rotated queries q [T, heads, headDim] over head-first
+   * keys and values [kvHeads, S, headDim] (the chunk's own at position 0,
+   * else the whole cache), with the mask [T, S]. Grouped-query attention
+   * without copying keys per head: the query heads that share a kv head are
+   * stacked along the rows of one batched product per kv head.
    */
-  #causalAttention(run: ScratchRunner, q: Tensor, cache: LayerCache, mask: Tensor): Tensor {
+  #causalAttention(run: ScratchRunner, q: Tensor, keys: Tensor, values: Tensor, mask: Tensor): Tensor {
     const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim } = this.config;
     const t = q.shape[0]!;
-    const s = this.maxSequence;
+    const s = keys.shape[1]!;
     const group = heads / kvHeads;
-    // [T, heads·headDim] → [heads·headDim, T] → per head [headDim, T] → [heads, T, headDim].
-    const qT = run.run1(transpose, [q.reshape([t, heads * headDim])]);
-    const qHeads = run.run1(transpose, [qT.reshape([heads, headDim, t])]);
-    const scores = run.run1(batchedMatmul, [qHeads.reshape([kvHeads, group * t, headDim]), cache.k], {
+    const qHeads = this.#headsFirst(run, q.reshape([t, heads * headDim]), heads);
+    const scores = run.run1(batchedMatmul, [qHeads.reshape([kvHeads, group * t, headDim]), keys], {
       transB: true,
       alpha: 1 / Math.sqrt(headDim),
     });
     const probs = run.run1(softmax, [run.run1(add, [scores.reshape([heads, t, s]), mask])]);
-    const out = run.run1(batchedMatmul, [probs.reshape([kvHeads, group * t, s]), cache.v]);
+    const out = run.run1(batchedMatmul, [probs.reshape([kvHeads, group * t, s]), values]);
     // [heads, T, headDim] → [heads, headDim, T] = [heads·headDim, T] → [T, heads·headDim].
     const outT = run.run1(transpose, [out.reshape([heads, t, headDim])]);
     return run.run1(transpose, [outT.reshape([heads * headDim, t])]);
