@@ -9,6 +9,7 @@ export type {
   WeightCache,
 } from './backend.js';
 export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
+export { type DecodeStep, decodeStep } from './decodeStep.js';
 export * from './dtype.js';
 export * from './errors.js';
 export { checkShapeAndDType, hostDataFor, ownedStorage } from './hostData.js';

@@ -1,7 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ShapeError } from './errors.js';
-import { broadcastIndexMap, broadcastShapes, formatShape, sizeOf, stridesOf } from './shape.js';
+import {
+  broadcastIndexMap,
+  broadcastShapes,
+  formatShape,
+  resolveReshape,
+  sizeOf,
+  stridesOf,
+} from './shape.js';
 
 const ctx = { kernel: 'test', argument: 'b' };
 const dim = fc.integer({ min: 1, max: 6 });
@@ -91,5 +98,26 @@ describe('shapes', () => {
         },
       ),
     );
+  });
+});
+
+describe('resolveReshape', () => {
+  it('keeps the number of elements and infers one −1', () => {
+    expect(resolveReshape([2, 3], [3, 2])).toEqual([3, 2]);
+    expect(resolveReshape([2, 3, 4], [-1, 4])).toEqual([6, 4]);
+    expect(resolveReshape([0, 3], [3, 0])).toEqual([3, 0]);
+    expect(resolveReshape([1, 1], [])).toEqual([]);
+  });
+  it('refuses another size, two −1s, or a −1 next to a zero', () => {
+    for (const to of [
+      [4, 2],
+      [-1, -1],
+      [-1, 4],
+      [0, -1],
+      [2.5, 2],
+    ]) {
+      expect(() => resolveReshape([2, 3], to)).toThrow(ShapeError);
+    }
+    expect(() => resolveReshape([2, 3], [7])).toThrow(/expected a shape of 6 elements/);
   });
 });

@@ -82,3 +82,33 @@ export function broadcastIndexMap(shape: Shape, outShape: Shape): Int32Array {
   }
   return map;
 }
+
+/**
+ * The shape a reshape of `from` to `to` gives: `to` with at most one −1, which
+ * stands for the dimension that keeps the number of elements. Anything that
+ * would change the number of elements is a ShapeError naming `api`.
+ */
+export function resolveReshape(from: Shape, to: Shape, api = 'reshape'): number[] {
+  const size = sizeOf(from);
+  const refuse = (): never => {
+    throw new ShapeError('a reshape must keep the number of elements', {
+      kernel: api,
+      argument: 'shape',
+      expected: `a shape of ${size} elements (from ${formatShape(from)}), with at most one −1`,
+      actual: Array.isArray(to) ? formatShape(to) : String(to),
+    });
+  };
+  if (!Array.isArray(to) || !to.every((d) => Number.isInteger(d) && d >= -1)) refuse();
+  const free = to.indexOf(-1);
+  if (free !== to.lastIndexOf(-1)) refuse();
+  if (free < 0) {
+    if (sizeOf(to) !== size) refuse();
+    return [...to];
+  }
+  const known = sizeOf(to.filter((_, i) => i !== free));
+  // With a zero among the known dimensions the free one is ambiguous.
+  if (known === 0 || size % known !== 0) refuse();
+  const shape = [...to];
+  shape[free] = size / known;
+  return shape;
+}

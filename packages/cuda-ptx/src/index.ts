@@ -9,7 +9,6 @@ export {
   CudaCommandBatch,
   type RecordedCall,
 } from './backend.js';
-export { type DecodeStep, decodeStep, runOnStream } from './decoding.js';
 export {
   CudaDriver,
   type CudaDriverOptions,
@@ -55,6 +54,7 @@ export {
 } from './kernel.js';
 export { CUDA_KERNELS } from './kernels/index.js';
 export * from './ptx/index.js';
+export { runOnStream } from './runOnStream.js';
 
 /** Creates the CUDA backend on device 0 (or `options.device`), loading `libcuda` through koffi. */
 export function createCudaBackend(options?: CudaBackendOptions): Promise<CudaBackend> {

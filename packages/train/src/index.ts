@@ -16,12 +16,15 @@ export {
   saveCheckpoint,
   writeCheckpointFile,
 } from './checkpoint/checkpoint.js';
+export { type OpenFile, openNodeFile, type RandomAccessFile } from './checkpoint/randomAccessFile.js';
 export {
   decodeSafetensors,
   encodeSafetensors,
   type Safetensors,
   type StoredTensor,
 } from './checkpoint/safetensors.js';
+export { SafetensorsFile, type SafetensorsFileOptions } from './checkpoint/safetensorsFile.js';
+export type { SafetensorsEntry, SafetensorsHeader } from './checkpoint/safetensorsHeader.js';
 export {
   formatDuration,
   ProgressBar,
@@ -39,6 +42,8 @@ export {
   type TrainResult,
   train,
 } from './loop/train.js';
+export * from './models/llama/index.js';
+export { type SamplingOptions, sampleToken } from './models/sampling.js';
 export * from './names/data.js';
 export { type LossSeries, lossCurveSvg } from './names/lossCurve.js';
 export * from './names/train.js';
@@ -52,4 +57,3 @@ export {
   parityGate,
 } from './parity.js';
 export { Rng } from './random.js';
-export { baseOf, isView, reshapeView } from './view.js';

@@ -16,7 +16,7 @@ import {
   shapesEqual,
   Tensor,
 } from '@rayo/core';
-import { adoptAs, baseOf, isView, reshapeView } from '../view.js';
+import { adoptAs } from '../adopt.js';
 
 /**
  * The backward rule of one recorded operation: from the gradient of its output,
@@ -184,7 +184,7 @@ export class Tape {
 
   /** The same elements under another shape, without a copy (valid while `tensor` is). */
   view(tensor: Tensor, shape: Shape): Tensor {
-    return shapesEqual(tensor.shape, shape) ? tensor : reshapeView(tensor, shape);
+    return shapesEqual(tensor.shape, shape) ? tensor : tensor.reshape(shape);
   }
 
   /**
@@ -194,7 +194,7 @@ export class Tape {
   keep(source: Variable | Tensor): Tensor {
     this.#alive('keep');
     const tensor = source instanceof Tensor ? source : source.value;
-    if (isView(tensor)) {
+    if (tensor.isView) {
       return this.runner.run(copy, [tensor])[0]!;
     }
     this.#owned.delete(tensor);
@@ -316,13 +316,13 @@ export class Tape {
       // Freed with the tape, after the kernels that read it.
       this.#owned.add(previous);
       leaf.grad = total;
-    } else if (this.#owned.has(g) && !isView(g)) {
+    } else if (this.#owned.has(g) && !g.isView) {
       this.#owned.delete(g);
       leaf.grad = g;
-    } else if (isView(g) && this.#owned.has(baseOf(g))) {
+    } else if (g.isView && this.#owned.has(g.base)) {
       // A reshaped gradient (a bias's column sums): the leaf takes over the memory.
-      this.#owned.delete(baseOf(g));
-      leaf.grad = adoptAs(baseOf(g), g.shape);
+      this.#owned.delete(g.base);
+      leaf.grad = adoptAs(g.base, g.shape);
     } else {
       const c = this.run1(copy, [g]);
       this.#owned.delete(c);

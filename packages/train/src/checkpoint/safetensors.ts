@@ -6,10 +6,10 @@ import {
   type HostArray,
   hostArrayMatches,
   InvalidArgumentError,
-  RayoError,
   type Shape,
   sizeOf,
 } from '@rayo/core';
+import { failSafetensors, headerLengthOf, parseSafetensorsHeader } from './safetensorsHeader.js';
 
 /** A tensor on the host, as the safetensors format stores it. */
 export interface StoredTensor {
@@ -31,18 +31,9 @@ const TO_FORMAT: Readonly<Record<DType, string>> = {
   i32: 'I32',
   u32: 'U32',
 };
-const FROM_FORMAT: Readonly<Record<string, DType>> = Object.fromEntries(
-  Object.entries(TO_FORMAT).map(([d, f]) => [f, d as DType]),
-);
 
 const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
-/** The Rust reference refuses headers above 100 MB. */
-const MAX_HEADER = 100_000_000;
 const METADATA = '__metadata__';
-
-function fail(message: string, expected: string, actual: string): never {
-  throw new RayoError(message, { kernel: 'safetensors', expected, actual });
-}
 
 /** Little-endian bytes of a host array. */
 function toBytes(data: HostArray): Uint8Array {
@@ -56,7 +47,7 @@ function toBytes(data: HostArray): Uint8Array {
 }
 
 /** A host array of `dtype` from little-endian bytes (copied, so it is aligned). */
-function fromBytes(dtype: DType, bytes: Uint8Array): HostArray {
+export function hostArrayFromBytes(dtype: DType, bytes: Uint8Array): HostArray {
   const width = bytesPerElement(dtype);
   const out = allocHost(dtype, bytes.length / width);
   const target = new Uint8Array(out.buffer);
@@ -137,75 +128,19 @@ export function encodeSafetensors(
 
 /** Parses the safetensors format, validating the header against the data. */
 export function decodeSafetensors(bytes: Uint8Array): Safetensors {
-  if (bytes.length < 8) fail('file too short for a header length', 'at least 8 bytes', `${bytes.length}`);
-  const headerLength = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
-  if (headerLength > MAX_HEADER || 8 + headerLength > bytes.length) {
-    fail(
-      'header length out of range',
-      `at most ${Math.min(MAX_HEADER, bytes.length - 8)}`,
-      `${headerLength}`,
-    );
-  }
-  let header: unknown;
-  try {
-    header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength)));
-  } catch (error) {
-    fail('header is not JSON', 'a JSON object', (error as Error).message);
-  }
-  if (typeof header !== 'object' || header === null || Array.isArray(header)) {
-    fail('header is not a JSON object', 'an object', typeof header);
-  }
+  const headerLength = headerLengthOf(bytes.subarray(0, 8), bytes.length);
   const data = bytes.subarray(8 + headerLength);
-  const metadata: Record<string, string> = {};
+  const header = parseSafetensorsHeader(bytes.subarray(8, 8 + headerLength), data.length);
   const tensors = new Map<string, StoredTensor>();
-  const spans: [number, number, string][] = [];
-  for (const [name, entry] of Object.entries(header as Record<string, unknown>)) {
-    if (name === METADATA) {
-      for (const [k, v] of Object.entries((entry ?? {}) as Record<string, unknown>)) {
-        if (typeof v !== 'string') fail(`metadata '${k}' is not a string`, 'a string', typeof v);
-        metadata[k] = v;
-      }
-      continue;
-    }
-    const { dtype: format, shape, data_offsets: offsets } = (entry ?? {}) as Record<string, unknown>;
-    const dtype = typeof format === 'string' ? FROM_FORMAT[format] : undefined;
-    if (!dtype)
-      fail(`tensor '${name}' has an unsupported dtype`, Object.keys(FROM_FORMAT).join(' | '), String(format));
-    if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
-      fail(
-        `tensor '${name}' has an invalid shape`,
-        'an array of non-negative integers',
-        JSON.stringify(shape),
+  for (const { name, format, dtype, shape, begin, end } of header.entries.values()) {
+    if (!dtype) {
+      failSafetensors(
+        `tensor '${name}' has an unsupported dtype`,
+        Object.values(TO_FORMAT).join(' | '),
+        format,
       );
     }
-    if (
-      !Array.isArray(offsets) ||
-      offsets.length !== 2 ||
-      !offsets.every((o) => Number.isInteger(o) && o >= 0)
-    ) {
-      fail(`tensor '${name}' has invalid data_offsets`, '[begin, end]', JSON.stringify(offsets));
-    }
-    const [begin, end] = offsets as [number, number];
-    const byteLength = sizeOf(shape as number[]) * bytesPerElement(dtype);
-    if (end - begin !== byteLength || end > data.length) {
-      fail(
-        `tensor '${name}' data_offsets do not fit its dtype and shape`,
-        `${byteLength} bytes within ${data.length}`,
-        `[${begin}, ${end}]`,
-      );
-    }
-    spans.push([begin, end, name]);
-    tensors.set(name, { dtype, shape: shape as number[], data: fromBytes(dtype, data.subarray(begin, end)) });
+    tensors.set(name, { dtype, shape, data: hostArrayFromBytes(dtype, data.subarray(begin, end)) });
   }
-  // The data must be covered exactly, without holes or overlaps.
-  spans.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-  let covered = 0;
-  for (const [begin, end, name] of spans) {
-    if (begin !== covered)
-      fail(`tensor '${name}' does not start where the previous one ends`, `${covered}`, `${begin}`);
-    covered = end;
-  }
-  if (covered !== data.length)
-    fail('the data has bytes no tensor owns', `${covered} bytes`, `${data.length}`);
-  return { tensors, metadata };
+  return { tensors, metadata: header.metadata };
 }

@@ -1,9 +1,16 @@
-import { createCpuBackend, InvalidArgumentError, type KernelRunner, type Tensor } from '@rayo/core';
+import {
+  createCpuBackend,
+  type DecodeStep,
+  decodeStep,
+  InvalidArgumentError,
+  type KernelRunner,
+  type Tensor,
+} from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CudaBackend, type CudaCommandBatch } from './backend.js';
-import { type DecodeStep, decodeStep, runOnStream } from './decoding.js';
 import { CudaDriver } from './driver/driver.js';
+import { runOnStream } from './runOnStream.js';
 import { FakeLibCuda } from './testing/fakeLibCuda.js';
 import { PtxInterpreter } from './testing/ptxInterpreter.js';
 

@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { createCpuBackend } from './cpu/backend.js';
+import { decodeStep } from './decodeStep.js';
+
+describe('decodeStep', () => {
+  // 2 query heads sharing 1 kv head, headDim 2, a cache of 4 rows.
+  it('writes the new rows and attends over every row up to them', async () => {
+    const backend = createCpuBackend();
+    const kCache = backend.zeros([1, 4, 2]);
+    const vCache = backend.zeros([1, 4, 2]);
+    const q = backend.upload([1, 0, 0, 1], [2, 2]);
+    // Row 0 (zeros) is already cached; rows 1 and 2 are new.
+    const k = backend.upload([Math.LN2 * Math.SQRT2, 0, 0, 0], [2, 2]);
+    const v = backend.upload([3, 6, 9, 12], [2, 2]);
+    const out = decodeStep(backend, { q, k, v, kCache, vCache, position: 1 });
+    expect(Array.from(await kCache.read())).toEqual([
+      0,
+      0,
+      Math.fround(Math.LN2 * Math.SQRT2),
+      0,
+      0,
+      0,
+      0,
+      0,
+    ]);
+    expect(Array.from(await vCache.read())).toEqual([0, 0, 3, 6, 9, 12, 0, 0]);
+    // Head 0 scores (0, ln 2, 0) after the 1/sqrt(2) scale: weights (1, 2, 1) / 4. Head 1 scores are all 0.
+    const want = [(2 * 3 + 9) / 4, (2 * 6 + 12) / 4, (3 + 9) / 3, (6 + 12) / 3];
+    const got = Array.from(await out.read());
+    for (const [i, g] of got.entries()) expect(g).toBeCloseTo(want[i]!, 5);
+  });
+});

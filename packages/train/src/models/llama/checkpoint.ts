@@ -1,0 +1,149 @@
+import { InvalidArgumentError, RayoError } from '@rayo/core';
+import { type OpenFile, openNodeFile, type RandomAccessFile } from '../../checkpoint/randomAccessFile.js';
+import { SafetensorsFile } from '../../checkpoint/safetensorsFile.js';
+import { type LlamaConfig, parseLlamaConfig } from './config.js';
+
+export interface LlamaCheckpointOptions {
+  /** How files are opened (default: Node file handles); e.g. to count reads. */
+  readonly openFile?: OpenFile;
+  /** Largest single read from a weight file, in bytes (default 64 MiB). */
+  readonly maxReadBytes?: number;
+}
+
+/** A checkpoint directory, opened: its config and, per tensor name, the file holding it (headers only read). */
+export interface LlamaCheckpoint {
+  readonly config: LlamaConfig;
+  readonly tensors: ReadonlyMap<string, SafetensorsFile>;
+  close(): Promise<void>;
+}
+
+const KERNEL = 'loadLlama';
+const INDEX = 'model.safetensors.index.json';
+const SINGLE = 'model.safetensors';
+
+function join(dir: string, name: string): string {
+  return dir.endsWith('/') ? `${dir}${name}` : `${dir}/${name}`;
+}
+
+async function readJson(file: RandomAccessFile): Promise<unknown> {
+  const bytes = new Uint8Array(file.size);
+  await file.read(bytes, 0);
+  try {
+    return JSON.parse(new TextDecoder().decode(bytes));
+  } catch (error) {
+    throw new InvalidArgumentError('file is not JSON', {
+      kernel: KERNEL,
+      argument: file.name,
+      expected: 'a JSON document',
+      actual: (error as Error).message,
+    });
+  }
+}
+
+async function readJsonFile(openFile: OpenFile, path: string): Promise<unknown> {
+  const file = await openFile(path);
+  try {
+    return await readJson(file);
+  } finally {
+    await file.close();
+  }
+}
+
+async function exists(openFile: OpenFile, path: string): Promise<boolean> {
+  try {
+    await (await openFile(path)).close();
+    return true;
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'ENOENT') return false;
+    throw error;
+  }
+}
+
+/** The shard file of each tensor, from an index's `weight_map`. */
+function weightMapOf(index: unknown, path: string): Map<string, string> {
+  const map = (index as { weight_map?: unknown } | null)?.weight_map;
+  if (typeof map !== 'object' || map === null || Array.isArray(map)) {
+    throw new InvalidArgumentError('the index has no weight_map', {
+      kernel: KERNEL,
+      argument: path,
+      expected: '{ "weight_map": { tensor name: shard file } }',
+      actual: JSON.stringify(map),
+    });
+  }
+  const entries = Object.entries(map as Record<string, unknown>);
+  for (const [name, file] of entries) {
+    if (typeof file !== 'string' || file.includes('/') || file.includes('\\')) {
+      throw new InvalidArgumentError(`the index maps '${name}' to an invalid shard`, {
+        kernel: KERNEL,
+        argument: path,
+        expected: 'a file name in the checkpoint directory',
+        actual: JSON.stringify(file),
+      });
+    }
+  }
+  return new Map(entries as [string, string][]);
+}
+
+/**
+ * Opens a Hugging Face Llama checkpoint directory: `config.json`, and either
+ * `model.safetensors` or a sharded `model.safetensors.index.json` with its
+ * shards. Only the headers are read here; every tensor of every file is
+ * mapped to its file, and an index that disagrees with its shards is an
+ * error (a tensor the index names but its shard lacks, or a tensor no index
+ * entry names).
+ */
+export async function openLlamaCheckpoint(
+  dir: string,
+  options: LlamaCheckpointOptions = {},
+): Promise<LlamaCheckpoint> {
+  const openFile = options.openFile ?? openNodeFile;
+  const config = parseLlamaConfig(await readJsonFile(openFile, join(dir, 'config.json')));
+  const indexPath = join(dir, INDEX);
+  const sharded = await exists(openFile, indexPath);
+  const weightMap = sharded ? weightMapOf(await readJsonFile(openFile, indexPath), indexPath) : undefined;
+  const fileNames = weightMap ? [...new Set(weightMap.values())].sort() : [SINGLE];
+  const files: SafetensorsFile[] = [];
+  const close = async () => {
+    for (const f of files) await f.file.close();
+  };
+  try {
+    const tensors = new Map<string, SafetensorsFile>();
+    for (const name of fileNames) {
+      const raw = await openFile(join(dir, name));
+      let file: SafetensorsFile;
+      try {
+        file = await SafetensorsFile.open(raw, { maxReadBytes: options.maxReadBytes });
+      } catch (error) {
+        await raw.close();
+        throw error;
+      }
+      files.push(file);
+      for (const tensor of file.entries.keys()) {
+        const mapped = weightMap?.get(tensor);
+        if (weightMap && mapped !== name) {
+          throw new RayoError(`tensor '${tensor}' of shard ${name} is not where the index says`, {
+            kernel: KERNEL,
+            argument: tensor,
+            expected: mapped ? `in ${mapped}` : 'an entry in the weight_map',
+            actual: `in ${name}`,
+          });
+        }
+        tensors.set(tensor, file);
+      }
+    }
+    for (const [tensor, shard] of weightMap ?? []) {
+      if (!tensors.has(tensor)) {
+        throw new RayoError(`the index names '${tensor}' but its shard lacks it`, {
+          kernel: KERNEL,
+          argument: tensor,
+          expected: `a tensor in ${shard}`,
+          actual: 'absent',
+        });
+      }
+    }
+    return { config, tensors, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}

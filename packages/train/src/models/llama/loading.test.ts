@@ -1,0 +1,178 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createCpuBackend, DTypeError, InvalidArgumentError, type RayoError, ShapeError } from '@rayo/core';
+import { afterAll, describe, expect, it } from 'vitest';
+import { type OpenFile, openNodeFile } from '../../checkpoint/randomAccessFile.js';
+import { encodeSafetensors } from '../../checkpoint/safetensors.js';
+import { LlamaModel } from './model.js';
+import { removeTinyLlamas, tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from './tinyLlama.testkit.js';
+
+const backend = createCpuBackend();
+afterAll(removeTinyLlamas);
+const config = tinyLlamaConfig();
+
+async function loadError(dir: string): Promise<unknown> {
+  try {
+    (await LlamaModel.load(backend, dir)).dispose();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('the load succeeded');
+}
+
+/** A checkpoint whose weights were edited by `edit` before writing. */
+async function edited(edit: (w: ReturnType<typeof tinyLlamaWeights>) => void, shards = 1): Promise<string> {
+  const weights = tinyLlamaWeights(config, 5);
+  edit(weights);
+  return writeTinyLlama(config, weights, { shards });
+}
+
+interface Read {
+  readonly file: string;
+  readonly position: number;
+  readonly length: number;
+}
+
+/** Node file handles whose reads are recorded. */
+function recordingOpen(reads: Read[]): OpenFile {
+  return async (path) => {
+    const file = await openNodeFile(path);
+    return {
+      ...file,
+      read: (into, position) => {
+        reads.push({ file: path, position, length: into.length });
+        return file.read(into, position);
+      },
+    };
+  };
+}
+
+describe('loading a Llama checkpoint', () => {
+  it('streams tensor by tensor: every read lies within one tensor, no read takes a file, each byte once', async () => {
+    const weights = tinyLlamaWeights(config, 5);
+    for (const shards of [1, 2]) {
+      const dir = await writeTinyLlama(config, weights, { shards });
+      const reads: Read[] = [];
+      const maxReadBytes = 4096;
+      using model = await LlamaModel.load(backend, dir, { openFile: recordingOpen(reads), maxReadBytes });
+      const weightFiles = [...new Set(reads.map((r) => r.file))].filter((f) => f.endsWith('.safetensors'));
+      expect(weightFiles).toHaveLength(shards);
+      for (const file of weightFiles) {
+        const size = (await readFile(file)).length;
+        const mine = reads.filter((r) => r.file === file);
+        // The 8-byte length, the JSON header, then data pieces of at most maxReadBytes.
+        expect(mine[0]).toMatchObject({ position: 0, length: 8 });
+        const data = mine.slice(2);
+        expect(Math.max(...data.map((r) => r.length))).toBeLessThanOrEqual(maxReadBytes);
+        expect(mine.every((r) => r.length < size)).toBe(true);
+        expect(mine.reduce((sum, r) => sum + r.length, 0)).toBe(size);
+        const covered = new Set<number>();
+        for (const r of data) for (let b = r.position; b < r.position + r.length; b += 4) covered.add(b);
+        expect(covered.size * 4).toBe(size - mine[0]!.length - mine[1]!.length);
+      }
+      // The streamed weights are the written ones.
+      expect(Array.from(await model.weights.layers[1]!.down.read())).toEqual(
+        Array.from(weights.get('model.layers.1.mlp.down_proj.weight')!.data),
+      );
+    }
+  });
+
+  it('names a missing weight and its expected shape', async () => {
+    const dir = await edited((w) => w.delete('model.layers.1.mlp.up_proj.weight'));
+    const error = (await loadError(dir)) as RayoError;
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect(error.argument).toBe('model.layers.1.mlp.up_proj.weight');
+    expect(error.message).toMatch(/missing.*expected a tensor of shape \[91, 64\], got absent/);
+  });
+
+  it('names a misshapen weight with the expected and the actual shape', async () => {
+    const dir = await edited((w) => {
+      w.set('model.layers.0.self_attn.k_proj.weight', { shape: [64, 64], data: new Float32Array(64 * 64) });
+    });
+    const error = (await loadError(dir)) as RayoError;
+    expect(error).toBeInstanceOf(ShapeError);
+    expect(error.argument).toBe('model.layers.0.self_attn.k_proj.weight');
+    expect(error.message).toMatch(/expected \[32, 64\], got \[64, 64\]/);
+  });
+
+  it('rejects f16 weights, saying what is supported; reads bf16 exactly as f32', async () => {
+    const weights = tinyLlamaWeights(config, 5);
+    // Values a bf16 holds exactly, so that the bf16 and f32 checkpoints are the same model.
+    for (const w of weights.values()) {
+      const bits = new Uint32Array(w.data.buffer);
+      for (let i = 0; i < bits.length; i++) bits[i] = bits[i]! & 0xffff0000;
+    }
+    const f32Dir = await writeTinyLlama(config, weights);
+    const bf16Dir = await writeTinyLlama(config, weights);
+    const half = (dtype: 'bf16' | 'f16') =>
+      new Map(
+        [...weights].map(([name, w]) => {
+          const bits = new Uint32Array(w.data.slice().buffer);
+          const data = Uint16Array.from(bits, (b) => (dtype === 'bf16' ? b >>> 16 : 0x3c00));
+          return [name, { dtype, shape: w.shape, data }];
+        }),
+      );
+    await writeFile(join(bf16Dir, 'model.safetensors'), encodeSafetensors(half('bf16')));
+    using fromF32 = await LlamaModel.load(backend, f32Dir);
+    using fromBf16 = await LlamaModel.load(backend, bf16Dir);
+    using a = fromF32.prefill([1, 2, 3]);
+    using b = fromBf16.prefill([1, 2, 3]);
+    expect(Array.from(await b.read())).toEqual(Array.from(await a.read()));
+
+    const f16Dir = await writeTinyLlama(config, weights);
+    await writeFile(join(f16Dir, 'model.safetensors'), encodeSafetensors(half('f16')));
+    const error = (await loadError(f16Dir)) as RayoError;
+    expect(error).toBeInstanceOf(DTypeError);
+    expect(error.argument).toBe('model.embed_tokens.weight');
+    expect(error.message).toMatch(/expected F32, or BF16 .*got F16/);
+  });
+
+  it('rejects tensors a Llama does not use, but accepts derived rotary buffers', async () => {
+    const extra = await edited((w) =>
+      w.set('model.layers.0.self_attn.q_proj.bias', { shape: [64], data: new Float32Array(64) }),
+    );
+    const error = (await loadError(extra)) as RayoError;
+    expect(error.argument).toBe('model.layers.0.self_attn.q_proj.bias');
+    const derived = await edited((w) =>
+      w.set('model.layers.0.self_attn.rotary_emb.inv_freq', { shape: [8], data: new Float32Array(8) }),
+    );
+    (await LlamaModel.load(backend, derived)).dispose();
+  });
+
+  it('ties the head to the embedding, and refuses an lm_head.weight when tied', async () => {
+    const tiedConfig = tinyLlamaConfig({ tie_word_embeddings: true });
+    const weights = tinyLlamaWeights(tiedConfig, 5);
+    using model = await LlamaModel.load(backend, await writeTinyLlama(tiedConfig, weights));
+    expect(model.weights.head).toBe(model.weights.embedding);
+    weights.set('lm_head.weight', { shape: [97, 64], data: new Float32Array(97 * 64) });
+    const error = (await loadError(await writeTinyLlama(tiedConfig, weights))) as RayoError;
+    expect(error.message).toMatch(/has 'lm_head.weight' but the config ties the head/);
+  });
+
+  it('refuses an index that disagrees with its shards', async () => {
+    const dir = await edited(() => {}, 2);
+    const indexPath = join(dir, 'model.safetensors.index.json');
+    const index = JSON.parse(await readFile(indexPath, 'utf8'));
+    const [first, second] = [...new Set(Object.values(index.weight_map) as string[])].sort();
+    index.weight_map['model.norm.weight'] = index.weight_map['model.norm.weight'] === first ? second : first;
+    await writeFile(indexPath, JSON.stringify(index));
+    expect(((await loadError(dir)) as RayoError).message).toMatch(
+      /'model.norm.weight' of shard .* is not where the index says/,
+    );
+    index.weight_map['model.extra'] = first;
+    delete index.weight_map['model.norm.weight'];
+    await writeFile(indexPath, JSON.stringify(index));
+    expect(((await loadError(dir)) as RayoError).message).toMatch(
+      /not where the index says|its shard lacks it/,
+    );
+  });
+
+  it('names a bad config field before reading weights', async () => {
+    const dir = await writeTinyLlama(
+      tinyLlamaConfig({ num_key_value_heads: 3 }),
+      tinyLlamaWeights(config, 5),
+    );
+    const error = (await loadError(dir)) as RayoError;
+    expect(error.argument).toBe('num_key_value_heads');
+  });
+});

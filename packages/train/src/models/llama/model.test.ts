@@ -1,0 +1,246 @@
+import { type Backend, createBackend, createCpuBackend, probeBackends, type Tensor } from '@rayo/core';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseLlamaConfig } from './config.js';
+import { LlamaModel } from './model.js';
+import {
+  referenceGreedy,
+  referenceLogits,
+  removeTinyLlamas,
+  tinyLlamaConfig,
+  tinyLlamaWeights,
+  writeTinyLlama,
+} from './tinyLlama.testkit.js';
+
+/**
+ * Tolerance on logits (|logit| up to about 3.5) against the f64 reference.
+ * f32 rounding (2^-24 relative) accumulated over dot products of at most 91
+ * terms through 2 blocks gives errors near 1e-6 (the largest seen on cpu and
+ * lavapipe is 9e-7); backends differ in summation order and FMA use. 5e-5 is
+ * fifty times that, and far below what a wrong position, head mapping, mask
+ * or theta changes (0.01 and more).
+ */
+const TOLERANCE = 5e-5;
+
+function maxAbsDiff(got: ArrayLike<number>, want: ArrayLike<number>): number {
+  expect(got.length).toBe(want.length);
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
+  return worst;
+}
+
+afterAll(removeTinyLlamas);
+
+const PROMPT = [5, 17, 3, 96, 0, 42, 8];
+/** Lavapipe compiles each pipeline on first use. */
+const TIMEOUT = 60_000;
+
+// Under CI the wgpu backend must be there (Mesa lavapipe): a missing adapter fails the test.
+const wgpu = (await probeBackends(['wgpu']))[0]!;
+const backends: [string, () => Promise<Backend>][] = [['cpu', async () => createCpuBackend()]];
+if (wgpu.available || process.env.CI === 'true') backends.push(['wgpu', () => createBackend('wgpu')]);
+
+describe.each(backends)('Llama decoder on %s', (_name, create) => {
+  let backend: Backend;
+  const models: LlamaModel[] = [];
+  afterAll(() => {
+    for (const m of models) m.dispose();
+    backend?.dispose();
+  });
+
+  async function load(config: Record<string, unknown>, seed: number, shards = 1) {
+    backend ??= await create();
+    const weights = tinyLlamaWeights(config, seed);
+    const dir = await writeTinyLlama(config, weights, { shards });
+    const model = await LlamaModel.load(backend, dir);
+    models.push(model);
+    return { model, weights };
+  }
+
+  for (const [label, overrides, shards] of [
+    ['a single file, untied head', {}, 1],
+    ['three shards with an index, tied head', { tie_word_embeddings: true }, 3],
+    ['head_dim 8 apart from hidden_size, one kv head', { head_dim: 8, num_key_value_heads: 1 }, 1],
+  ] as const) {
+    it(
+      `prefill and decode logits match the f64 reference (${label})`,
+      async () => {
+        const config = tinyLlamaConfig(overrides);
+        const { model, weights } = await load(config, 1234, shards);
+        const continuation = [61, 2, 77, 13, 40];
+        const want = referenceLogits(config, weights, [...PROMPT, ...continuation]);
+        using prefill = model.prefill(PROMPT);
+        expect(prefill.shape).toEqual([PROMPT.length, 97]);
+        const got = await prefill.read();
+        PROMPT.forEach((_, t) => {
+          expect(maxAbsDiff(got.subarray(t * 97, (t + 1) * 97), want[t]!)).toBeLessThan(TOLERANCE);
+        });
+        for (const [i, token] of continuation.entries()) {
+          using logits = model.decode(token);
+          expect(logits.shape).toEqual([1, 97]);
+          expect(maxAbsDiff(await logits.read(), want[PROMPT.length + i]!)).toBeLessThan(TOLERANCE);
+        }
+        expect(model.position).toBe(PROMPT.length + continuation.length);
+      },
+      TIMEOUT,
+    );
+  }
+
+  it(
+    'prefills in chunks: a later chunk attends over the cache',
+    async () => {
+      const config = tinyLlamaConfig();
+      const { model, weights } = await load(config, 1234);
+      const want = referenceLogits(config, weights, PROMPT);
+      model.prefill(PROMPT.slice(0, 3)).dispose();
+      using rest = model.prefill(PROMPT.slice(3));
+      const got = await rest.read();
+      for (let t = 3; t < PROMPT.length; t++) {
+        expect(maxAbsDiff(got.subarray((t - 3) * 97, (t - 2) * 97), want[t]!)).toBeLessThan(TOLERANCE);
+      }
+    },
+    TIMEOUT,
+  );
+
+  it(
+    'runs a decode step recorded into a batch, and replays it with a new token',
+    async () => {
+      const config = tinyLlamaConfig();
+      const { model, weights } = await load(config, 1234);
+      const position = PROMPT.length;
+      model.prefill(PROMPT).dispose();
+      const batch = model.backend.batch();
+      const made: Tensor[] = [];
+      const logits = model.step(batch, position, made);
+      for (const token of [61, 2]) {
+        model.writeToken(token);
+        await batch.submit();
+        const want = referenceLogits(config, weights, [...PROMPT, token])[position]!;
+        expect(maxAbsDiff(await logits.read(), want)).toBeLessThan(TOLERANCE);
+      }
+      for (const t of made) t.dispose();
+    },
+    TIMEOUT,
+  );
+
+  it(
+    'generates greedily token for token like the reference',
+    async () => {
+      const config = tinyLlamaConfig();
+      const { model, weights } = await load(config, 99);
+      const ref = referenceGreedy(config, weights, PROMPT, 12);
+      // The reference's choices must be clear for the comparison to mean anything.
+      expect(Math.min(...ref.margins)).toBeGreaterThan(10 * TOLERANCE);
+      const got: number[] = [];
+      for await (const token of model.generate(PROMPT, { maxNewTokens: 12 })) got.push(token);
+      expect(got).toEqual(ref.tokens);
+    },
+    TIMEOUT,
+  );
+});
+
+describe('generate', () => {
+  const backend = createCpuBackend();
+  const config = tinyLlamaConfig();
+  const weights = tinyLlamaWeights(config, 99);
+  const loading = writeTinyLlama(config, weights).then((dir) =>
+    LlamaModel.load(backend, dir, { maxSequence: 20 }),
+  );
+
+  async function collect(tokens: AsyncIterable<number>): Promise<number[]> {
+    const out: number[] = [];
+    for await (const t of tokens) out.push(t);
+    return out;
+  }
+
+  it('ends before a stop token, without yielding it', async () => {
+    const model = await loading;
+    const greedy = await collect(model.generate(PROMPT, { maxNewTokens: 8 }));
+    const stopAt = greedy.findIndex((t, i) => i >= 2 && greedy.indexOf(t) === i);
+    const stopped = await collect(model.generate(PROMPT, { maxNewTokens: 8, stop: [greedy[stopAt]!, 96] }));
+    expect(stopped).toEqual(greedy.slice(0, stopAt));
+  });
+
+  it('samples the same tokens for the same seed, and restarts from an empty context each time', async () => {
+    const model = await loading;
+    const options = { maxNewTokens: 10, temperature: 1.5, seed: 3 };
+    const first = await collect(model.generate(PROMPT, options));
+    expect(await collect(model.generate(PROMPT, options))).toEqual(first);
+    expect(await collect(model.generate(PROMPT, { ...options, seed: 4 }))).not.toEqual(first);
+    // topK 1 is greedy at any temperature.
+    expect(await collect(model.generate(PROMPT, { ...options, topK: 1 }))).toEqual(
+      await collect(model.generate(PROMPT, { maxNewTokens: 10 })),
+    );
+  });
+
+  it('refuses what does not fit or is not a token, before generating', async () => {
+    const model = await loading;
+    // 7 prompt tokens + 14 new − 1 (the last is never fed back) = 20 rows: fits; 15 does not.
+    expect(await collect(model.generate(PROMPT, { maxNewTokens: 14 }))).toHaveLength(14);
+    await expect(collect(model.generate(PROMPT, { maxNewTokens: 15 }))).rejects.toThrow(
+      /do not fit in the cache/,
+    );
+    await expect(collect(model.generate([1, 97], { maxNewTokens: 1 }))).rejects.toThrow(/97 at index 1/);
+    await expect(collect(model.generate([], { maxNewTokens: 1 }))).rejects.toThrow(/no tokens/);
+    await expect(collect(model.generate(PROMPT, { maxNewTokens: -1 }))).rejects.toThrow(/maxNewTokens/);
+    expect(await collect(model.generate(PROMPT, { maxNewTokens: 0 }))).toEqual([]);
+    model.reset();
+    model.prefill(Array.from({ length: 20 }, (_, i) => i)).dispose();
+    expect(() => model.decode(1)).toThrow(/the context is full/);
+  });
+
+  it('refuses a second generation while one runs', async () => {
+    const model = await loading;
+    const first = model.generate(PROMPT, { maxNewTokens: 3 });
+    await first.next();
+    await expect(model.generate(PROMPT, { maxNewTokens: 1 }).next()).rejects.toThrow(/already generating/);
+    await first.return();
+    expect(await collect(model.generate(PROMPT, { maxNewTokens: 2 }))).toHaveLength(2);
+  });
+});
+
+describe('LlamaModel checks', () => {
+  const backend = createCpuBackend();
+
+  it('leaves nothing behind, and frees each layer’s intermediates before the next layer', async () => {
+    // Memory a prefill adds above what is live before it, for 2 and for 6 layers.
+    const prefillPeak = async (layers: number) => {
+      const config = tinyLlamaConfig({ num_hidden_layers: layers });
+      const cpu = createCpuBackend();
+      using model = await LlamaModel.load(cpu, await writeTinyLlama(config, tinyLlamaWeights(config, 1)));
+      const before = cpu.memory();
+      model.prefill(PROMPT).dispose();
+      model.decode(3).dispose();
+      const after = cpu.memory();
+      expect(after.liveTensors).toBe(before.liveTensors);
+      expect(after.liveBytes).toBe(before.liveBytes);
+      return after.peakBytes - before.liveBytes;
+    };
+    const two = await prefillPeak(2);
+    expect(await prefillPeak(6)).toBeLessThan(1.2 * two);
+  });
+
+  it('refuses weights that do not fit the config, a bad maxSequence and a step outside the cache', async () => {
+    const config = tinyLlamaConfig();
+    const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 1));
+    using model = await LlamaModel.load(backend, dir);
+    const other = parseLlamaConfig(tinyLlamaConfig({ intermediate_size: 90 }));
+    expect(() => new LlamaModel(backend, other, model.weights)).toThrow(
+      /'model.layers.0.mlp.gate_proj.weight'.*expected f32\[90, 64\], got f32\[91, 64\]/,
+    );
+    const tied = parseLlamaConfig(tinyLlamaConfig({ tie_word_embeddings: true }));
+    expect(() => new LlamaModel(backend, tied, model.weights)).toThrow(/a tied head must be the embedding/);
+    expect(() => new LlamaModel(backend, model.config, model.weights, { maxSequence: 0 })).toThrow(
+      /maxSequence/,
+    );
+    const live = backend.memory().liveTensors;
+    await expect(LlamaModel.load(backend, dir, { maxSequence: 2.5 })).rejects.toThrow(/maxSequence/);
+    expect(backend.memory().liveTensors).toBe(live);
+    expect(() => model.step(backend, 32, [])).toThrow(/an integer in \[0, 32\)/);
+    // writeToken checks the id only: a recorded step's position is the caller's.
+    model.prefill(Array.from({ length: 32 }, (_, i) => i % 97)).dispose();
+    model.writeToken(96);
+    expect(() => model.writeToken(97)).toThrow(/97 at index 0/);
+    model.dispose();
+    expect(() => model.prefill([1])).toThrow(/model was disposed/);
+  });
+});

@@ -1,0 +1,427 @@
+import {
+  add,
+  type Backend,
+  batchedMatmul,
+  embedding,
+  InvalidArgumentError,
+  incrementalAttention,
+  type KernelRunner,
+  kvCacheScatter,
+  matmul,
+  RayoError,
+  rmsNorm,
+  rope,
+  softmax,
+  swiglu,
+  type Tensor,
+  transpose,
+} from '@rayo/core';
+import { Rng } from '../../random.js';
+import { checkSamplingOptions, type SamplingOptions, sampleToken } from '../sampling.js';
+import { ScratchRunner } from '../scratchRunner.js';
+import { type LlamaCheckpointOptions, openLlamaCheckpoint } from './checkpoint.js';
+import type { LlamaConfig } from './config.js';
+import {
+  checkLlamaWeights,
+  type LlamaLayerWeights,
+  type LlamaWeights,
+  llamaWeightTensors,
+  uploadLlamaWeights,
+} from './weights.js';
+
+export interface LlamaModelOptions {
+  /** Rows of the KV cache: the longest context (prompt + generated tokens). Default: `max_position_embeddings`. */
+  readonly maxSequence?: number;
+}
+
+export interface GenerateOptions extends SamplingOptions {
+  /** Most tokens to generate (the stop token, when one comes, is not yielded). */
+  readonly maxNewTokens: number;
+  /** Seed of the sampler (default 0); the same seed gives the same tokens. */
+  readonly seed?: number;
+  /** Token ids that end generation. */
+  readonly stop?: readonly number[];
+}
+
+/** Added to the scores of masked (future or unwritten) cache rows: softmax gives them 0; finite for WGSL. */
+const MASKED = -1e9;
+
+interface LayerCache {
+  /** [numKeyValueHeads, maxSequence, headDim], head-first. */
+  readonly k: Tensor;
+  readonly v: Tensor;
+}
+
+/**
+ * A Llama-family decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU,
+ * tied or untied head) on any backend, with a KV cache. `prefill` runs a
+ * chunk of tokens with matrix products over all of them and causal
+ * attention; `step` is one decode step, a single function of the runner and
+ * the position (see the README on replay); `generate` does both and samples.
+ */
+export class LlamaModel {
+  readonly backend: Backend;
+  readonly config: LlamaConfig;
+  readonly maxSequence: number;
+  readonly weights: LlamaWeights;
+  readonly #caches: LayerCache[];
+  /** i32 [1]: the token a decode step embeds. The host writes it; the step reads it on the device. */
+  readonly tokenInput: Tensor;
+  #position = 0;
+  #generating = false;
+  #disposed = false;
+
+  constructor(backend: Backend, config: LlamaConfig, weights: LlamaWeights, options: LlamaModelOptions = {}) {
+    const maxSequence = options.maxSequence ?? config.maxPositionEmbeddings;
+    if (!Number.isInteger(maxSequence) || maxSequence < 1) {
+      throw new InvalidArgumentError('maxSequence must be a positive integer', {
+        kernel: 'LlamaModel',
+        argument: 'maxSequence',
+        expected: 'an integer >= 1',
+        actual: String(maxSequence),
+      });
+    }
+    checkLlamaWeights(config, weights);
+    this.backend = backend;
+    this.config = config;
+    this.weights = weights;
+    this.maxSequence = maxSequence;
+    const cacheShape = [config.numKeyValueHeads, maxSequence, config.headDim];
+    // Zeros, so that rows not yet written hold finite values under the attention mask.
+    this.#caches = weights.layers.map(() => ({ k: backend.zeros(cacheShape), v: backend.zeros(cacheShape) }));
+    this.tokenInput = backend.zeros([1], 'i32');
+  }
+
+  /** Loads a Hugging Face Llama checkpoint directory onto `backend`, tensor by tensor. */
+  static async load(
+    backend: Backend,
+    dir: string,
+    options: LlamaModelOptions & LlamaCheckpointOptions = {},
+  ): Promise<LlamaModel> {
+    const checkpoint = await openLlamaCheckpoint(dir, options);
+    try {
+      const weights = await uploadLlamaWeights(backend, checkpoint.config, checkpoint.tensors);
+      try {
+        return new LlamaModel(backend, checkpoint.config, weights, options);
+      } catch (error) {
+        for (const t of llamaWeightTensors(weights)) t.dispose();
+        throw error;
+      }
+    } finally {
+      await checkpoint.close();
+    }
+  }
+
+  /** Tokens in the cache: the position of the next token. */
+  get position(): number {
+    return this.#position;
+  }
+
+  /** Forgets the context (the cache rows are overwritten as new tokens come). */
+  reset(): void {
+    this.#position = 0;
+  }
+
+  #checkAlive(api: string): void {
+    if (this.#disposed) {
+      throw new RayoError('model was disposed', {
+        kernel: api,
+        expected: 'a live model',
+        actual: 'disposed',
+      });
+    }
+  }
+
+  #checkTokens(api: string, tokens: readonly number[]): void {
+    this.#checkAlive(api);
+    const vocab = this.config.vocabSize;
+    const bad = tokens.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
+    if (tokens.length === 0 || bad >= 0) {
+      throw new InvalidArgumentError('token ids must be integers in [0, vocab_size)', {
+        kernel: api,
+        argument: 'tokens',
+        expected: `at least one id in [0, ${vocab})`,
+        actual: tokens.length === 0 ? 'no tokens' : `${tokens[bad]} at index ${bad}`,
+      });
+    }
+  }
+
+  /** Checks the ids, and that `tokens` fit in the cache after the current position. */
+  #checkChunk(api: string, tokens: readonly number[]): void {
+    this.#checkTokens(api, tokens);
+    if (this.#position + tokens.length > this.maxSequence) {
+      throw new InvalidArgumentError('the context is full', {
+        kernel: api,
+        argument: 'tokens',
+        expected: `at most ${this.maxSequence - this.#position} more tokens (maxSequence ${this.maxSequence})`,
+        actual: `${tokens.length} at position ${this.#position}`,
+      });
+    }
+  }
+
+  /**
+   * Runs `tokens` from the current position (a prompt, or any chunk): one
+   * matrix product per weight over all of them, and causal attention over
+   * the cache. Returns the logits [T, vocab] (the caller disposes them).
+   */
+  prefill(tokens: readonly number[]): Tensor {
+    this.#checkChunk('prefill', tokens);
+    const t = tokens.length;
+    const position = this.#position;
+    const scratch = new ScratchRunner(this.backend);
+    try {
+      using ids = this.backend.upload(Int32Array.from(tokens), [t], 'i32');
+      using mask = t > 1 ? this.#causalMask(t, position) : undefined;
+      const logits = scratch.keep(this.#forward(scratch, ids, position, mask, true));
+      this.#position += t;
+      return logits;
+    } finally {
+      scratch.dispose();
+    }
+  }
+
+  /** Writes the token id the next `step` embeds into `tokenInput`, on the device. */
+  writeToken(token: number): void {
+    this.#checkTokens('writeToken', [token]);
+    using id = this.backend.upload(Int32Array.of(token), [1], 'i32');
+    this.backend.copy(id, this.tokenInput);
+  }
+
+  /** Writes `token` and runs `step` eagerly at the current position: the logits [1, vocab] of the next token. */
+  decode(token: number): Tensor {
+    this.#checkChunk('decode', [token]);
+    this.writeToken(token);
+    const made: Tensor[] = [];
+    try {
+      const logits = this.step(this.backend, this.#position, made);
+      made.splice(made.indexOf(logits), 1);
+      this.#position++;
+      return logits;
+    } finally {
+      for (const tensor of made) tensor.dispose();
+    }
+  }
+
+  /**
+   * One decode step, recordable into any runner: embeds the token in
+   * `tokenInput`, writes its keys and values at cache row `position`, attends
+   * over rows [0, position], and returns the logits [1, vocab]. Every tensor it
+   * allocates (the logits included) is pushed to `made`, to be freed once the
+   * work is done (or when a batch that recorded it is dropped). `position` is
+   * the only per-token value passed from the host (see the README).
+   */
+  step(runner: KernelRunner, position: number, made: Tensor[]): Tensor {
+    this.#checkAlive('step');
+    if (!Number.isInteger(position) || position < 0 || position >= this.maxSequence) {
+      throw new InvalidArgumentError('position must be a row of the cache', {
+        kernel: 'step',
+        argument: 'position',
+        expected: `an integer in [0, ${this.maxSequence})`,
+        actual: String(position),
+      });
+    }
+    const eager = runner === this.backend;
+    return this.#forward(new ScratchRunner(runner, made), this.tokenInput, position, undefined, eager);
+  }
+
+  /**
+   * [T, S]: 0 where token t (at position + t) may attend to key j (j <= position + t),
+   * a large negative number elsewhere. A chunk at position 0 attends to its own
+   * T keys; a later one to the whole cache (S = maxSequence).
+   */
+  #causalMask(t: number, position: number): Tensor {
+    const s = position === 0 ? t : this.maxSequence;
+    const data = new Float32Array(t * s);
+    for (let i = 0; i < t; i++) data.fill(MASKED, i * s + position + i + 1, (i + 1) * s);
+    return this.backend.upload(data, [t, s]);
+  }
+
+  /**
+   * Logits [T, vocab] of tokens `ids` [T] at `position`; `mask` is required
+   * for T > 1. `eager` (kernels enqueued as they come, not recorded) frees
+   * each layer's intermediates after the layer, so that the memory a long
+   * prefill needs is one layer's, not all of them.
+   */
+  #forward(
+    run: ScratchRunner,
+    ids: Tensor,
+    position: number,
+    mask: Tensor | undefined,
+    eager: boolean,
+  ): Tensor {
+    const { config, weights } = this;
+    let x = run.run1(embedding, [weights.embedding, ids]);
+    weights.layers.forEach((layer, i) => {
+      x = this.#layer(run, layer, this.#caches[i]!, x, position, mask);
+      if (eager) run.disposeAllBut(x);
+    });
+    const h = run.run1(rmsNorm, [x, weights.norm], { eps: config.rmsNormEps });
+    return run.run1(matmul, [h, weights.head], { transB: true });
+  }
+
+  /** One pre-norm block on x [T, hidden]; the residual adds ride on the products' `beta·c`. */
+  #layer(
+    run: ScratchRunner,
+    w: LlamaLayerWeights,
+    cache: LayerCache,
+    x: Tensor,
+    position: number,
+    mask: Tensor | undefined,
+  ): Tensor {
+    const {
+      rmsNormEps: eps,
+      numAttentionHeads: heads,
+      numKeyValueHeads: kvHeads,
+      headDim,
+      ropeTheta,
+    } = this.config;
+    const t = x.shape[0]!;
+    const h = run.run1(rmsNorm, [x, w.inputNorm], { eps });
+    const project = (weight: Tensor) => run.run1(matmul, [h, weight], { transB: true });
+    const rotate = (z: Tensor, n: number) =>
+      run.run1(rope, [z.reshape([t, n, headDim])], {
+        positionOffset: position,
+        theta: ropeTheta,
+        layout: 'half',
+      });
+    const q = rotate(project(w.q), heads);
+    const k = rotate(project(w.k), kvHeads);
+    const v = project(w.v);
+    run.run(kvCacheScatter, [cache.k, k.reshape([t, kvHeads * headDim])], { position });
+    run.run(kvCacheScatter, [cache.v, v], { position });
+    const attended =
+      t === 1
+        ? run
+            .run1(incrementalAttention, [q.reshape([heads, headDim]), cache.k, cache.v], {
+              seqLen: position + 1,
+            })
+            .reshape([1, heads * headDim])
+        : position === 0
+          ? this.#causalAttention(
+              run,
+              q,
+              this.#headsFirst(run, k.reshape([t, kvHeads * headDim]), kvHeads),
+              this.#headsFirst(run, v, kvHeads),
+              mask!,
+            )
+          : this.#causalAttention(run, q, cache.k, cache.v, mask!);
+    const x1 = run.run1(matmul, [attended, w.o, x], { transB: true, beta: 1 });
+    const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], { eps });
+    const gate = run.run1(matmul, [h1, w.gate], { transB: true });
+    const up = run.run1(matmul, [h1, w.up], { transB: true });
+    return run.run1(matmul, [run.run1(swiglu, [gate, up]), w.down, x1], { transB: true, beta: 1 });
+  }
+
+  /** [T, n·headDim] → [n, T, headDim]: heads first, the layout of the cache and of the batched products. */
+  #headsFirst(run: ScratchRunner, z: Tensor, n: number): Tensor {
+    const { headDim } = this.config;
+    const t = z.shape[0]!;
+    const zT = run.run1(transpose, [z.reshape([t, n * headDim])]);
+    return run.run1(transpose, [zT.reshape([n, headDim, t])]);
+  }
+
+  /**
+   * Causal attention of T rotated queries q [T, heads, headDim] over head-first
+   * keys and values [kvHeads, S, headDim] (the chunk's own at position 0,
+   * else the whole cache), with the mask [T, S]. Grouped-query attention
+   * without copying keys per head: the query heads that share a kv head are
+   * stacked along the rows of one batched product per kv head.
+   */
+  #causalAttention(run: ScratchRunner, q: Tensor, keys: Tensor, values: Tensor, mask: Tensor): Tensor {
+    const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim } = this.config;
+    const t = q.shape[0]!;
+    const s = keys.shape[1]!;
+    const group = heads / kvHeads;
+    const qHeads = this.#headsFirst(run, q.reshape([t, heads * headDim]), heads);
+    const scores = run.run1(batchedMatmul, [qHeads.reshape([kvHeads, group * t, headDim]), keys], {
+      transB: true,
+      alpha: 1 / Math.sqrt(headDim),
+    });
+    const probs = run.run1(softmax, [run.run1(add, [scores.reshape([heads, t, s]), mask])]);
+    const out = run.run1(batchedMatmul, [probs.reshape([kvHeads, group * t, s]), values]);
+    // [heads, T, headDim] → [heads, headDim, T] = [heads·headDim, T] → [T, heads·headDim].
+    const outT = run.run1(transpose, [out.reshape([heads, t, headDim])]);
+    return run.run1(transpose, [outT.reshape([heads * headDim, t])]);
+  }
+
+  /**
+   * Generates up to `maxNewTokens` tokens after `prompt`, from an empty
+   * context: a prefill of the prompt, then one decode step per token.
+   * Greedy at temperature 0, otherwise sampled with the seed. Ends early at
+   * a `stop` token (not yielded).
+   */
+  async *generate(
+    prompt: readonly number[],
+    options: GenerateOptions,
+  ): AsyncGenerator<number, void, undefined> {
+    const sampling = checkSamplingOptions(options);
+    const { maxNewTokens } = options;
+    if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0) {
+      throw new InvalidArgumentError('maxNewTokens must be a non-negative integer', {
+        kernel: 'generate',
+        argument: 'maxNewTokens',
+        expected: 'an integer >= 0',
+        actual: String(maxNewTokens),
+      });
+    }
+    // The last generated token is never fed back, so it needs no cache row.
+    const rows = prompt.length + Math.max(maxNewTokens - 1, 0);
+    if (rows > this.maxSequence) {
+      throw new InvalidArgumentError('prompt and generated tokens do not fit in the cache', {
+        kernel: 'generate',
+        argument: 'maxNewTokens',
+        expected: `prompt (${prompt.length}) + maxNewTokens − 1 <= maxSequence (${this.maxSequence})`,
+        actual: String(maxNewTokens),
+      });
+    }
+    const stop = new Set(options.stop ?? []);
+    const rng = new Rng(options.seed ?? 0);
+    if (this.#generating) {
+      throw new RayoError('the model is already generating', {
+        kernel: 'generate',
+        expected: 'one generation at a time per model',
+        actual: 'a second generate() before the first finished',
+      });
+    }
+    this.#generating = true;
+    try {
+      this.reset();
+      this.#checkChunk('generate', prompt);
+      if (maxNewTokens === 0) return;
+      let next = await this.#lastRow(this.prefill(prompt));
+      for (let i = 0; i < maxNewTokens; i++) {
+        const token = sampleToken(next, sampling, rng);
+        if (stop.has(token)) return;
+        yield token;
+        if (i + 1 < maxNewTokens) next = await this.#lastRow(this.decode(token));
+      }
+    } finally {
+      this.#generating = false;
+    }
+  }
+
+  async #lastRow(logits: Tensor): Promise<Float32Array> {
+    try {
+      const all = (await logits.read()) as Float32Array;
+      return all.subarray(all.length - this.config.vocabSize);
+    } finally {
+      logits.dispose();
+    }
+  }
+
+  /** Frees the weights and the cache. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    for (const t of llamaWeightTensors(this.weights)) t.dispose();
+    for (const c of this.#caches) {
+      c.k.dispose();
+      c.v.dispose();
+    }
+    this.tokenInput.dispose();
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}

@@ -1,0 +1,229 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { encodeSafetensors, type StoredTensor } from '../../checkpoint/safetensors.js';
+import { Rng } from '../../random.js';
+
+/** A Hugging Face config.json of a tiny Llama: 2 layers, d 64, 4 query / 2 kv heads, vocab 97, odd FFN. */
+export function tinyLlamaConfig(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    architectures: ['LlamaForCausalLM'],
+    model_type: 'llama',
+    hidden_size: 64,
+    intermediate_size: 91,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    num_hidden_layers: 2,
+    vocab_size: 97,
+    rope_theta: 1000,
+    rms_norm_eps: 1e-5,
+    tie_word_embeddings: false,
+    max_position_embeddings: 32,
+    hidden_act: 'silu',
+    torch_dtype: 'float32',
+    ...overrides,
+  };
+}
+
+export type TinyWeights = Map<string, { shape: number[]; data: Float32Array }>;
+
+/**
+ * Random weights by Hugging Face name, from a seed: projections uniform with
+ * a 1/sqrt(fan-in) scale, norm weights near 1, an embedding of unit scale (so
+ * that the logits spread and greedy choices are clear).
+ */
+export function tinyLlamaWeights(config: Record<string, unknown>, seed: number): TinyWeights {
+  const rng = new Rng(seed);
+  const d = config.hidden_size as number;
+  const f = config.intermediate_size as number;
+  const heads = config.num_attention_heads as number;
+  const kvHeads = config.num_key_value_heads as number;
+  const headDim = (config.head_dim as number | undefined) ?? d / heads;
+  const vocab = config.vocab_size as number;
+  const weights: TinyWeights = new Map();
+  const add = (name: string, shape: number[], value: () => number) => {
+    weights.set(name, { shape, data: Float32Array.from({ length: shape[0]! * (shape[1] ?? 1) }, value) });
+  };
+  const linear = (name: string, out: number, inFeatures: number) => {
+    const bound = Math.sqrt(3 / inFeatures);
+    add(name, [out, inFeatures], () => rng.uniform(-bound, bound));
+  };
+  const norm = (name: string) => add(name, [d], () => rng.uniform(0.8, 1.2));
+  add('model.embed_tokens.weight', [vocab, d], () => rng.uniform(-1.7, 1.7));
+  for (let i = 0; i < (config.num_hidden_layers as number); i++) {
+    const p = `model.layers.${i}`;
+    norm(`${p}.input_layernorm.weight`);
+    linear(`${p}.self_attn.q_proj.weight`, heads * headDim, d);
+    linear(`${p}.self_attn.k_proj.weight`, kvHeads * headDim, d);
+    linear(`${p}.self_attn.v_proj.weight`, kvHeads * headDim, d);
+    linear(`${p}.self_attn.o_proj.weight`, d, heads * headDim);
+    norm(`${p}.post_attention_layernorm.weight`);
+    linear(`${p}.mlp.gate_proj.weight`, f, d);
+    linear(`${p}.mlp.up_proj.weight`, f, d);
+    linear(`${p}.mlp.down_proj.weight`, d, f);
+  }
+  norm('model.norm.weight');
+  if (!config.tie_word_embeddings) linear('lm_head.weight', vocab, d);
+  return weights;
+}
+
+function stored(weights: TinyWeights, names: readonly string[]): Map<string, StoredTensor> {
+  return new Map(
+    names.map((n) => [n, { dtype: 'f32', shape: weights.get(n)!.shape, data: weights.get(n)!.data }]),
+  );
+}
+
+const written: string[] = [];
+
+/** Removes every directory `writeTinyLlama` made (call it after the tests). */
+export async function removeTinyLlamas(): Promise<void> {
+  for (const dir of written.splice(0)) await rm(dir, { recursive: true, force: true });
+}
+
+/**
+ * Writes a checkpoint directory: config.json and either model.safetensors or
+ * `shards` shard files with a model.safetensors.index.json.
+ */
+export async function writeTinyLlama(
+  config: Record<string, unknown>,
+  weights: TinyWeights,
+  options: { shards?: number; dir?: string } = {},
+): Promise<string> {
+  const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'tiny-llama-')));
+  if (!options.dir) written.push(dir);
+  await writeFile(join(dir, 'config.json'), JSON.stringify(config));
+  const names = [...weights.keys()];
+  const shards = options.shards ?? 1;
+  if (shards === 1) {
+    await writeFile(join(dir, 'model.safetensors'), encodeSafetensors(stored(weights, names)));
+    return dir;
+  }
+  const weightMap: Record<string, string> = {};
+  for (let s = 0; s < shards; s++) {
+    const file = `model-${String(s + 1).padStart(5, '0')}-of-${String(shards).padStart(5, '0')}.safetensors`;
+    const mine = names.filter((_, i) => i % shards === s);
+    for (const n of mine) weightMap[n] = file;
+    await writeFile(join(dir, file), encodeSafetensors(stored(weights, mine)));
+  }
+  await writeFile(
+    join(dir, 'model.safetensors.index.json'),
+    JSON.stringify({ metadata: {}, weight_map: weightMap }),
+  );
+  return dir;
+}
+
+// ---- an independent f64 reference forward pass ------------------------------------------
+
+function matVec(w: Float32Array, rows: number, cols: number, x: Float64Array): Float64Array {
+  const y = new Float64Array(rows);
+  for (let r = 0; r < rows; r++) {
+    let acc = 0;
+    for (let c = 0; c < cols; c++) acc += w[r * cols + c]! * x[c]!;
+    y[r] = acc;
+  }
+  return y;
+}
+
+function rmsNormed(x: Float64Array, weight: Float32Array, eps: number): Float64Array {
+  let ms = 0;
+  for (const v of x) ms += v * v;
+  const scale = 1 / Math.sqrt(ms / x.length + eps);
+  return x.map((v, i) => v * scale * weight[i]!);
+}
+
+/** Rotate-half RoPE of every head of `x` at `position`, in place. */
+function rotate(x: Float64Array, heads: number, headDim: number, position: number, theta: number): void {
+  const half = headDim / 2;
+  for (let h = 0; h < heads; h++) {
+    for (let i = 0; i < half; i++) {
+      const angle = position * theta ** ((-2 * i) / headDim);
+      const a = x[h * headDim + i]!;
+      const b = x[h * headDim + i + half]!;
+      x[h * headDim + i] = a * Math.cos(angle) - b * Math.sin(angle);
+      x[h * headDim + i + half] = a * Math.sin(angle) + b * Math.cos(angle);
+    }
+  }
+}
+
+/**
+ * Logits [T][vocab] of every position of `tokens`, in f64, attending over the
+ * whole prefix from scratch at each position: shares no code with the model.
+ */
+export function referenceLogits(
+  config: Record<string, unknown>,
+  weights: TinyWeights,
+  tokens: readonly number[],
+): Float64Array[] {
+  const d = config.hidden_size as number;
+  const f = config.intermediate_size as number;
+  const heads = config.num_attention_heads as number;
+  const kvHeads = config.num_key_value_heads as number;
+  const headDim = (config.head_dim as number | undefined) ?? d / heads;
+  const vocab = config.vocab_size as number;
+  const eps = config.rms_norm_eps as number;
+  const theta = config.rope_theta as number;
+  const w = (name: string) => weights.get(name)!.data;
+  const embed = w('model.embed_tokens.weight');
+  let xs = tokens.map((t) => Float64Array.from(embed.subarray(t * d, (t + 1) * d)));
+  for (let l = 0; l < (config.num_hidden_layers as number); l++) {
+    const p = `model.layers.${l}`;
+    const normed = xs.map((x) => rmsNormed(x, w(`${p}.input_layernorm.weight`), eps));
+    const qs = normed.map((h, t) => {
+      const q = matVec(w(`${p}.self_attn.q_proj.weight`), heads * headDim, d, h);
+      rotate(q, heads, headDim, t, theta);
+      return q;
+    });
+    const ks = normed.map((h, t) => {
+      const k = matVec(w(`${p}.self_attn.k_proj.weight`), kvHeads * headDim, d, h);
+      rotate(k, kvHeads, headDim, t, theta);
+      return k;
+    });
+    const vs = normed.map((h) => matVec(w(`${p}.self_attn.v_proj.weight`), kvHeads * headDim, d, h));
+    xs = xs.map((x, t) => {
+      const attended = new Float64Array(heads * headDim);
+      for (let h = 0; h < heads; h++) {
+        const g = Math.floor(h / (heads / kvHeads));
+        const scores = Array.from({ length: t + 1 }, (_, j) => {
+          let dot = 0;
+          for (let i = 0; i < headDim; i++) dot += qs[t]![h * headDim + i]! * ks[j]![g * headDim + i]!;
+          return dot / Math.sqrt(headDim);
+        });
+        const max = Math.max(...scores);
+        const e = scores.map((s) => Math.exp(s - max));
+        const sum = e.reduce((a, b) => a + b, 0);
+        for (let j = 0; j <= t; j++) {
+          for (let i = 0; i < headDim; i++)
+            attended[h * headDim + i]! += (e[j]! / sum) * vs[j]![g * headDim + i]!;
+        }
+      }
+      const o = matVec(w(`${p}.self_attn.o_proj.weight`), d, heads * headDim, attended);
+      const x1 = x.map((v, i) => v + o[i]!);
+      const h2 = rmsNormed(x1, w(`${p}.post_attention_layernorm.weight`), eps);
+      const gate = matVec(w(`${p}.mlp.gate_proj.weight`), f, d, h2);
+      const up = matVec(w(`${p}.mlp.up_proj.weight`), f, d, h2);
+      const act = gate.map((g, i) => (g / (1 + Math.exp(-g))) * up[i]!);
+      const down = matVec(w(`${p}.mlp.down_proj.weight`), d, f, act);
+      return x1.map((v, i) => v + down[i]!);
+    });
+  }
+  const head = config.tie_word_embeddings ? embed : w('lm_head.weight');
+  return xs.map((x) => matVec(head, vocab, d, rmsNormed(x, w('model.norm.weight'), eps)));
+}
+
+/** Greedy continuation of `prompt` by the reference, recomputing every position each step. */
+export function referenceGreedy(
+  config: Record<string, unknown>,
+  weights: TinyWeights,
+  prompt: readonly number[],
+  count: number,
+): { tokens: number[]; margins: number[] } {
+  const tokens = [...prompt];
+  const margins: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const last = referenceLogits(config, weights, tokens).at(-1)!;
+    const order = Array.from(last.keys()).sort((a, b) => last[b]! - last[a]!);
+    margins.push(last[order[0]!]! - last[order[1]!]!);
+    tokens.push(order[0]!);
+  }
+  return { tokens: tokens.slice(prompt.length), margins };
+}

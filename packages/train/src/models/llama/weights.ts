@@ -1,0 +1,232 @@
+import {
+  type Backend,
+  DTypeError,
+  formatShape,
+  InvalidArgumentError,
+  type Shape,
+  ShapeError,
+  shapesEqual,
+  type Tensor,
+} from '@rayo/core';
+import { F32_READABLE, readableAsF32, type SafetensorsFile } from '../../checkpoint/safetensorsFile.js';
+import type { LlamaConfig } from './config.js';
+
+export interface LlamaLayerWeights {
+  readonly inputNorm: Tensor;
+  /** Projections in the layout of a linear layer, [out, in]. */
+  readonly q: Tensor;
+  readonly k: Tensor;
+  readonly v: Tensor;
+  readonly o: Tensor;
+  readonly postAttentionNorm: Tensor;
+  readonly gate: Tensor;
+  readonly up: Tensor;
+  readonly down: Tensor;
+}
+
+export interface LlamaWeights {
+  readonly embedding: Tensor;
+  readonly layers: readonly LlamaLayerWeights[];
+  readonly norm: Tensor;
+  /** The output projection [vocab, hidden]: the embedding itself when the config ties them. */
+  readonly head: Tensor;
+}
+
+const KERNEL = 'loadLlama';
+
+/** Buffers of older checkpoints that the decoder recomputes from `rope_theta`. */
+const DERIVED = /^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$/;
+
+const LAYER_TENSORS = {
+  inputNorm: 'input_layernorm',
+  q: 'self_attn.q_proj',
+  k: 'self_attn.k_proj',
+  v: 'self_attn.v_proj',
+  o: 'self_attn.o_proj',
+  postAttentionNorm: 'post_attention_layernorm',
+  gate: 'mlp.gate_proj',
+  up: 'mlp.up_proj',
+  down: 'mlp.down_proj',
+} as const satisfies Record<keyof LlamaLayerWeights, string>;
+
+function layerShapes(c: LlamaConfig): Record<keyof LlamaLayerWeights, Shape> {
+  const d = c.hiddenSize;
+  const qWidth = c.numAttentionHeads * c.headDim;
+  const kvWidth = c.numKeyValueHeads * c.headDim;
+  const f = c.intermediateSize;
+  return {
+    inputNorm: [d],
+    q: [qWidth, d],
+    k: [kvWidth, d],
+    v: [kvWidth, d],
+    o: [d, qWidth],
+    postAttentionNorm: [d],
+    gate: [f, d],
+    up: [f, d],
+    down: [d, f],
+  };
+}
+
+/** Every tensor a checkpoint of `config` must hold, by its Hugging Face name, with its shape. */
+export function llamaWeightShapes(config: LlamaConfig): Map<string, Shape> {
+  const shapes = new Map<string, Shape>([
+    ['model.embed_tokens.weight', [config.vocabSize, config.hiddenSize]],
+  ]);
+  const perLayer = layerShapes(config);
+  for (let i = 0; i < config.numHiddenLayers; i++) {
+    for (const [key, suffix] of Object.entries(LAYER_TENSORS)) {
+      shapes.set(`model.layers.${i}.${suffix}.weight`, perLayer[key as keyof LlamaLayerWeights]);
+    }
+  }
+  shapes.set('model.norm.weight', [config.hiddenSize]);
+  if (!config.tieWordEmbeddings) shapes.set('lm_head.weight', [config.vocabSize, config.hiddenSize]);
+  return shapes;
+}
+
+/**
+ * Checks names, shapes and dtypes of every tensor before any data is read:
+ * a missing, misshapen, unreadable or unexpected tensor is a RayoError naming
+ * it (with the expected and the actual shape or dtype).
+ */
+export function checkLlamaTensors(config: LlamaConfig, files: ReadonlyMap<string, SafetensorsFile>): void {
+  const expected = llamaWeightShapes(config);
+  for (const [name, shape] of expected) {
+    const entry = files.get(name)?.entries.get(name);
+    if (!entry) {
+      throw new InvalidArgumentError(`weight '${name}' is missing from the checkpoint`, {
+        kernel: KERNEL,
+        argument: name,
+        expected: `a tensor of shape ${formatShape(shape)}`,
+        actual: 'absent',
+      });
+    }
+    if (!shapesEqual(entry.shape, shape)) {
+      throw new ShapeError(`weight '${name}' has the wrong shape`, {
+        kernel: KERNEL,
+        argument: name,
+        expected: formatShape(shape),
+        actual: formatShape(entry.shape),
+      });
+    }
+    if (!readableAsF32(entry)) {
+      throw new DTypeError(`weight '${name}' has a dtype the loader does not read yet`, {
+        kernel: KERNEL,
+        argument: name,
+        expected: F32_READABLE,
+        actual: entry.format,
+      });
+    }
+  }
+  const unexpected = [...files.keys()].filter((name) => !expected.has(name) && !DERIVED.test(name));
+  if (unexpected.length > 0) {
+    const tied = config.tieWordEmbeddings && unexpected.includes('lm_head.weight');
+    throw new InvalidArgumentError(
+      tied
+        ? "the checkpoint has 'lm_head.weight' but the config ties the head to the embedding"
+        : 'the checkpoint has tensors a Llama decoder does not use',
+      {
+        kernel: KERNEL,
+        argument: unexpected[0]!,
+        expected: tied ? 'no lm_head.weight (tie_word_embeddings is true)' : 'only Llama weight names',
+        actual:
+          unexpected.slice(0, 5).join(', ') + (unexpected.length > 5 ? `, … (${unexpected.length})` : ''),
+      },
+    );
+  }
+}
+
+/**
+ * Uploads the weights tensor by tensor: each is read from its file at its
+ * offset, uploaded, and its host copy dropped before the next is read.
+ * `files` maps each tensor name to the file that holds it.
+ */
+export async function uploadLlamaWeights(
+  backend: Backend,
+  config: LlamaConfig,
+  files: ReadonlyMap<string, SafetensorsFile>,
+): Promise<LlamaWeights> {
+  checkLlamaTensors(config, files);
+  const uploaded: Tensor[] = [];
+  const load = async (name: string, shape: Shape): Promise<Tensor> => {
+    const tensor = backend.upload(await files.get(name)!.readF32(name), shape);
+    uploaded.push(tensor);
+    return tensor;
+  };
+  try {
+    const shapes = llamaWeightShapes(config);
+    const embedding = await load('model.embed_tokens.weight', shapes.get('model.embed_tokens.weight')!);
+    const layers: LlamaLayerWeights[] = [];
+    for (let i = 0; i < config.numHiddenLayers; i++) {
+      const layer: Partial<Record<keyof LlamaLayerWeights, Tensor>> = {};
+      for (const [key, suffix] of Object.entries(LAYER_TENSORS)) {
+        const name = `model.layers.${i}.${suffix}.weight`;
+        layer[key as keyof LlamaLayerWeights] = await load(name, shapes.get(name)!);
+      }
+      layers.push(layer as LlamaLayerWeights);
+    }
+    const norm = await load('model.norm.weight', shapes.get('model.norm.weight')!);
+    const head = config.tieWordEmbeddings
+      ? embedding
+      : await load('lm_head.weight', shapes.get('lm_head.weight')!);
+    return { embedding, layers, norm, head };
+  } catch (error) {
+    for (const t of uploaded) t.dispose();
+    throw error;
+  }
+}
+
+/** The tensors of `weights` by Hugging Face name (a tied head only as the embedding). */
+function namedLlamaWeights(config: LlamaConfig, weights: LlamaWeights): Map<string, Tensor | undefined> {
+  const named = new Map<string, Tensor | undefined>([['model.embed_tokens.weight', weights.embedding]]);
+  weights.layers.forEach((layer, i) => {
+    for (const [key, suffix] of Object.entries(LAYER_TENSORS)) {
+      named.set(`model.layers.${i}.${suffix}.weight`, layer[key as keyof LlamaLayerWeights]);
+    }
+  });
+  named.set('model.norm.weight', weights.norm);
+  if (!config.tieWordEmbeddings) named.set('lm_head.weight', weights.head);
+  return named;
+}
+
+/** Checks weights given to a model against its config: every tensor present, f32, of its shape. */
+export function checkLlamaWeights(config: LlamaConfig, weights: LlamaWeights): void {
+  if (weights.layers.length !== config.numHiddenLayers) {
+    throw new InvalidArgumentError('one set of weights per layer is needed', {
+      kernel: 'LlamaModel',
+      argument: 'weights.layers',
+      expected: `${config.numHiddenLayers} layers (num_hidden_layers)`,
+      actual: `${weights.layers.length}`,
+    });
+  }
+  if (config.tieWordEmbeddings && weights.head !== weights.embedding) {
+    throw new InvalidArgumentError('a tied head must be the embedding itself', {
+      kernel: 'LlamaModel',
+      argument: 'weights.head',
+      expected: 'weights.embedding (tie_word_embeddings is true)',
+      actual: 'another tensor',
+    });
+  }
+  const named = namedLlamaWeights(config, weights);
+  for (const [name, shape] of llamaWeightShapes(config)) {
+    const tensor = named.get(name);
+    if (tensor?.dtype !== 'f32' || !shapesEqual(tensor.shape, shape)) {
+      throw new ShapeError(`weight '${name}' does not fit the config`, {
+        kernel: 'LlamaModel',
+        argument: name,
+        expected: `f32${formatShape(shape)}`,
+        actual: tensor ? `${tensor.dtype}${formatShape(tensor.shape)}` : 'absent',
+      });
+    }
+  }
+}
+
+/** Every distinct tensor of `weights` (the tied head once). */
+export function llamaWeightTensors(weights: LlamaWeights): Tensor[] {
+  const all = [
+    weights.embedding,
+    ...weights.layers.flatMap((l) => Object.values(l)),
+    weights.norm,
+    weights.head,
+  ];
+  return [...new Set(all)];
+}
