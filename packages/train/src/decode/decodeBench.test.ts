@@ -1,0 +1,106 @@
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  DECODE_CONFIGS,
+  type DecodeSettings,
+  decodeBench,
+  decodePrompt,
+  decodeSummary,
+  firstDisagreement,
+  maxAbsDiff,
+  parseDecodeArgs,
+} from './decodeBench.js';
+import { writeSeededLlama } from './seededLlama.js';
+
+const dirs: string[] = [];
+async function tempDir(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'rayo-decode-'));
+  dirs.push(dir);
+  return dir;
+}
+afterAll(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+describe('decode-bench', () => {
+  it('parses its options and refuses bad ones', () => {
+    const s = parseDecodeArgs(['--config', 'llama-tiny', '--prompt', '16', '--new', '6', '--warmup', '1']);
+    expect(s).toMatchObject({
+      config: 'llama-tiny',
+      promptTokens: 16,
+      newTokens: 6,
+      warmupTokens: 1,
+      baseline: 'none',
+    });
+    expect(s.backends).toEqual(['cuda', 'wgpu']);
+    expect(() => parseDecodeArgs(['--config', 'gpt'])).toThrow(/unknown --config 'gpt'/);
+    expect(() => parseDecodeArgs(['--new', '4', '--warmup', '3'])).toThrow(/--warmup must leave tokens/);
+    expect(() => parseDecodeArgs(['--baseline', 'jax'])).toThrow(/torch or none/);
+  });
+
+  it('writes the seeded checkpoint once, and the same bytes for the same seed', async () => {
+    const a = await tempDir();
+    const b = await tempDir();
+    const config = DECODE_CONFIGS['llama-tiny']!;
+    const bytes = await writeSeededLlama(a, config, 5);
+    await writeSeededLlama(b, config, 5);
+    const file = join(a, 'model.safetensors');
+    const [fa, fb] = await Promise.all([readFile(file), readFile(join(b, 'model.safetensors'))]);
+    expect(fa.equals(fb)).toBe(true);
+    // The header is padded so that the data starts 8-byte aligned, and the data is every weight once.
+    const headerLength = Number(fa.readBigUInt64LE(0));
+    expect((8 + headerLength) % 8).toBe(0);
+    expect(fa.length - 8 - headerLength).toBe(bytes);
+    const before = (await stat(file)).mtimeMs;
+    await writeSeededLlama(a, config, 5);
+    expect((await stat(file)).mtimeMs).toBe(before);
+    await writeSeededLlama(a, config, 6);
+    expect((await readFile(file)).equals(fa)).toBe(false);
+  });
+
+  it('compares runs token by token and logits element by element', () => {
+    expect(firstDisagreement([1, 2, 3], [1, 2, 3])).toBe(-1);
+    expect(firstDisagreement([1, 2, 3], [1, 5, 3])).toBe(1);
+    expect(firstDisagreement([1, 2], [1, 2, 3])).toBe(2);
+    expect(maxAbsDiff(Float32Array.of(1, 2), Float32Array.of(1.5, 1))).toBe(1);
+    expect(maxAbsDiff(Float32Array.of(1), Float32Array.of(1, 2))).toBe(Number.POSITIVE_INFINITY);
+    expect(decodePrompt(100, 5, 0)).toEqual(decodePrompt(100, 5, 0));
+    expect(decodePrompt(100, 5, 0).every((t) => t >= 0 && t < 100)).toBe(true);
+  });
+
+  it('decodes the tiny model on the cpu backend and reports ms per token against the limit', async () => {
+    const out = await tempDir();
+    const settings: DecodeSettings = {
+      config: 'llama-tiny',
+      backends: ['cpu'],
+      promptTokens: 12,
+      newTokens: 6,
+      warmupTokens: 1,
+      seed: 0,
+      baseline: 'none',
+      torchDevice: 'cpu',
+      weights: await tempDir(),
+      out,
+    };
+    const report = await decodeBench(settings, () => {});
+    const cpu = report.backends[0]!;
+    expect(cpu.status).toBe('ok');
+    expect(cpu.run!.tokens).toHaveLength(6);
+    expect(cpu.run!.msPerToken).toBeGreaterThan(0);
+    expect(report.weightBytes).toBeGreaterThan(0);
+    expect(report.limitMs).toBeCloseTo((report.weightBytes / (report.bandwidthGbps! * 1e9)) * 1e3, 9);
+    expect(report.torch).toEqual({
+      status: 'unavailable',
+      reason: 'not requested (--baseline torch runs it)',
+    });
+    const summary = decodeSummary(report);
+    expect(summary).toMatch(/^run\s+ms\/token\s+tokens\/s\s+prefill ms\s+of limit/);
+    expect(summary).toMatch(/\ncpu\s+[\d.]+\s+[\d.]+/);
+    const json = JSON.parse(await readFile(join(out, 'report.json'), 'utf8'));
+    expect(json.backends[0].run.tokens).toEqual(cpu.run!.tokens);
+    expect(json.backends[0].logits).toBeUndefined();
+    expect(await readFile(join(out, 'report.md'), 'utf8')).toContain('# rayo decode-bench');
+  }, 60_000);
+});
