@@ -45,6 +45,7 @@ export {
 export * from './models/llama/index.js';
 export { type SamplingOptions, sampleToken } from './models/sampling.js';
 export * from './names/data.js';
+export { causalLMDecoder } from './names/decoder.js';
 export { type LossSeries, lossCurveSvg } from './names/lossCurve.js';
 export * from './names/train.js';
 export * from './nn/index.js';

@@ -2,7 +2,6 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Backend, createBackend, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
-import { Rng } from '../random.js';
 import { missingKernels, trainingKernels } from '../workload.js';
 import { firstNames } from './corpus.js';
 import { lossCurveSvg } from './lossCurve.js';
@@ -127,10 +126,9 @@ export async function namesMain(argv: readonly string[]): Promise<number> {
     });
     const seconds = (performance.now() - started) / 1000;
     const final = run.curve.validation.at(-1)!;
-    const samples = await sampleNames(backend, run.model, run.vocab, {
+    const samples = await sampleNames(run.model, run.vocab, {
       count: options.samples,
-      rng: new Rng(settings.seed + 1),
-      context: settings.context,
+      seed: settings.seed + 1,
     });
     const title = `names: ${settings.blocks} blocks, d ${settings.dim}, ${backend.name}`;
     await writeFile(

@@ -3,6 +3,7 @@ import { crossEntropy } from '../autograd/ops/loss.js';
 import { Tape } from '../autograd/tape.js';
 import { CausalLM } from '../causalLM.js';
 import { type CheckpointHook, type TrainResult, train } from '../loop/train.js';
+import type { LlamaModel } from '../models/llama/model.js';
 import { AdamW } from '../optim/adamw.js';
 import { warmupCosine } from '../optim/schedule.js';
 import { Rng } from '../random.js';
@@ -14,6 +15,7 @@ import {
   splitNames,
   Vocabulary,
 } from './data.js';
+import { causalLMDecoder } from './decoder.js';
 
 /** The model, data and optimisation of a names run. */
 export interface NamesSettings {
@@ -191,44 +193,34 @@ export async function trainNames(
 }
 
 /**
- * Samples names from `model`: from a separator, one character at a time
- * from softmax(logits / temperature) of the last position, until the next
- * separator or `maxLength` characters.
+ * Samples names with the KV-cache decoder of `model` (`causalLMDecoder`):
+ * from a separator, one character per decode step from softmax(logits /
+ * temperature), until the next separator or `maxLength` characters. Name
+ * `n` is drawn with seed `seed + n`.
  */
 export async function sampleNames(
-  backend: Backend,
   model: CausalLM,
   vocab: Vocabulary,
-  options: { count: number; rng: Rng; temperature?: number; maxLength?: number; context: number },
+  options: { count: number; seed: number; temperature?: number; maxLength?: number },
 ): Promise<string[]> {
-  const temperature = options.temperature ?? 1;
   const maxLength = options.maxLength ?? 20;
+  using decoder = disposable(causalLMDecoder(model, maxLength + 1));
   const out: string[] = [];
   for (let n = 0; n < options.count; n++) {
-    const ids = [0];
-    for (;;) {
-      const window = ids.slice(-options.context);
-      using tape = new Tape(backend, { grad: false });
-      using input = backend.upload(Int32Array.from(window), [window.length, 1], 'i32');
-      const logits = await model.forward(tape, input).value.read();
-      const last = logits.subarray((window.length - 1) * vocab.size, window.length * vocab.size);
-      const next = sampleIndex(last, temperature, options.rng);
-      if (next === 0 || ids.length > maxLength) break;
-      ids.push(next);
+    const ids: number[] = [];
+    for await (const id of decoder.model.generate([0], {
+      maxNewTokens: maxLength,
+      temperature: options.temperature ?? 1,
+      seed: options.seed + n,
+      stop: [0],
+    })) {
+      ids.push(id);
     }
-    out.push(vocab.decode(ids.slice(1)));
+    out.push(vocab.decode(ids));
   }
   return out;
 }
 
-function sampleIndex(logits: ArrayLike<number>, temperature: number, rng: Rng): number {
-  let max = Number.NEGATIVE_INFINITY;
-  for (let i = 0; i < logits.length; i++) max = Math.max(max, logits[i]!);
-  const weights = Array.from({ length: logits.length }, (_, i) => Math.exp((logits[i]! - max) / temperature));
-  let u = rng.next() * weights.reduce((a, b) => a + b, 0);
-  for (let i = 0; i < weights.length; i++) {
-    u -= weights[i]!;
-    if (u <= 0) return i;
-  }
-  return weights.length - 1;
+function disposable(model: LlamaModel): { model: LlamaModel; [Symbol.dispose](): void } {
+  return { model, [Symbol.dispose]: () => model.dispose() };
 }
