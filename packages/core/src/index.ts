@@ -11,7 +11,7 @@ export type {
 export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
 export * from './dtype.js';
 export * from './errors.js';
-export { checkShapeAndDType, hostDataFor, ownedStorage } from './hostData.js';
+export { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from './hostData.js';
 export * from './kernel.js';
 export { ArgCheck } from './kernels/check.js';
 export * from './kernels/index.js';
