@@ -19,6 +19,7 @@ import {
   MIN_SPLIT_TOKENS,
   mergeModule,
   planAttention,
+  scatterKey,
   scatterModule,
   vectorWidth,
 } from './decoding.js';
@@ -109,6 +110,8 @@ describe('planAttention', () => {
   it('names modules by their configuration', () => {
     const c: AttentionConfig = { headDim: 128, width: 4, headsPerBlock: 4, unroll: 4, split: true };
     expect(attentionKey(c)).toBe('decoding/attention/split/d128v4/g4u4w4');
+    expect(attentionKey({ ...c, deviceLength: true })).toBe('decoding/attention/split/d128v4/g4u4w4/len');
+    expect(scatterKey(4, true)).toBe('decoding/kvCacheScatter/v4/at');
   });
 });
 
@@ -125,6 +128,10 @@ const CONFIGS: readonly AttentionConfig[] = [
   { headDim: 1024, width: 4, headsPerBlock: 1, unroll: 1, split: true },
   { headDim: 7, width: 1, headsPerBlock: 3, unroll: 4, split: false },
   { headDim: 1, width: 1, headsPerBlock: 1, unroll: 4, split: true },
+  // The length read from device memory.
+  { headDim: 128, width: 4, headsPerBlock: 4, unroll: 4, split: true, deviceLength: true },
+  { headDim: 64, width: 4, headsPerBlock: 1, unroll: 4, split: false, deviceLength: true },
+  { headDim: 7, width: 1, headsPerBlock: 3, unroll: 4, split: true, deviceLength: true },
 ];
 
 const gate = ptxasTestGate();
@@ -162,11 +169,13 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`,
     }, 60_000);
   }
   for (const width of [1, 4] as const) {
-    it(`kvCacheScatter v${width}`, () => {
-      const text = scatterModule(width).emit();
-      expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
-      assemble(text, DEFAULT_TARGET);
-    }, 60_000);
+    for (const devicePosition of [false, true]) {
+      it(scatterKey(width, devicePosition), () => {
+        const text = scatterModule(width, devicePosition).emit();
+        expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
+        assemble(text, DEFAULT_TARGET);
+      }, 60_000);
+    }
   }
 });
 
