@@ -116,6 +116,17 @@ export function defineKernel<A extends AttrValues>(spec: KernelSpec<A>): KernelS
   if (variadic !== -1 && variadic !== spec.inputs.length - 1) {
     throw new RayoError(`only the last input may be variadic`, { kernel: spec.name });
   }
+  for (const decl of spec.inputs) {
+    const target =
+      decl.attribute === undefined
+        ? undefined
+        : (spec.attributes as Record<string, AttrDecl>)[decl.attribute];
+    if (decl.attribute !== undefined && (!decl.optional || target?.kind !== 'number')) {
+      throw new RayoError(`input '${decl.name}' must be optional and stand for a number attribute`, {
+        kernel: spec.name,
+      });
+    }
+  }
   return Object.freeze(spec);
 }
 

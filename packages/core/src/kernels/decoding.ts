@@ -48,7 +48,7 @@ export const kvCacheScatter = defineKernel<KvCacheScatterAttrs>({
     const tokens = rank === 2 ? values!.shape[0]! : 1;
     // With the position on the device only the rows' count can be checked here.
     check.shape(
-      tokens <= maxSeq,
+      positionTensor === undefined || tokens <= maxSeq,
       'values',
       `the ${tokens} written row(s) must fit in the cache of ${maxSeq} rows`,
       `at most ${maxSeq} rows`,
