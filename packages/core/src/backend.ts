@@ -99,6 +99,15 @@ export interface Backend extends KernelRunner {
   supports(kernel: string): boolean;
   /** Copies host data to a new tensor. Numbers are converted to `dtype` (default f32). */
   upload(data: HostArray | readonly number[], shape: Shape, dtype?: DType): Tensor;
+  /**
+   * Copies host data into an existing tensor (same element count; numbers are
+   * converted to its dtype), ordered with the backend's work: after everything
+   * already submitted, before anything submitted later. The data is taken at
+   * the call, so the caller may reuse the array at once. This is how the
+   * per-token values of a recorded batch (positions, lengths, token ids) and
+   * its inputs are replaced between replays.
+   */
+  write(tensor: Tensor, data: HostArray | readonly number[]): void;
   /** A new tensor whose contents are unspecified until written. */
   empty(shape: Shape, dtype?: DType): Tensor;
   /** A new tensor filled with zeros. */

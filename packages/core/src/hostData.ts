@@ -1,6 +1,12 @@
 import type { Backend } from './backend.js';
 import { type DType, type HostArray, hostArrayMatches, isDType, toHostArray } from './dtype.js';
-import { BackendMismatchError, DTypeError, InvalidArgumentError, ShapeError } from './errors.js';
+import {
+  BackendMismatchError,
+  DisposedTensorError,
+  DTypeError,
+  InvalidArgumentError,
+  ShapeError,
+} from './errors.js';
 import { formatShape, isValidShape, type Shape, sizeOf } from './shape.js';
 import { Tensor, type TensorStorage } from './tensor.js';
 
@@ -81,4 +87,39 @@ export function ownedStorage<S extends TensorStorage>(
     });
   }
   return tensor.storage<S>();
+}
+
+/**
+ * What `Backend.write` checks before it copies: `tensor` is a live tensor of
+ * `backend` and `data` fits its shape and dtype. Returns the tensor's storage
+ * and the data as the dtype's host array (the caller's own array when it
+ * already is one: copy it if the write completes later).
+ */
+export function checkWrite<S extends TensorStorage>(
+  backend: Backend,
+  tensor: Tensor,
+  data: HostArray | readonly number[],
+): { storage: S; data: HostArray } {
+  if (tensor instanceof Tensor && tensor.disposed) {
+    throw new DisposedTensorError('tensor was used after dispose()', {
+      kernel: 'write',
+      argument: 'tensor',
+      expected: 'a live tensor',
+      actual: `disposed ${tensor.describe()}`,
+    });
+  }
+  const storage = ownedStorage<S>(backend, 'write', tensor, 'tensor');
+  if (
+    data === null ||
+    typeof data !== 'object' ||
+    typeof (data as { length?: unknown }).length !== 'number'
+  ) {
+    throw new InvalidArgumentError('data must be an array of numbers or a typed array', {
+      kernel: 'write',
+      argument: 'data',
+      expected: `${tensor.size} elements of ${tensor.dtype}`,
+      actual: String(data),
+    });
+  }
+  return { storage, data: hostDataFor('write', data, tensor.shape, tensor.dtype) };
 }

@@ -12,7 +12,7 @@ export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.
 export { type DecodeStep, decodeStep } from './decodeStep.js';
 export * from './dtype.js';
 export * from './errors.js';
-export { checkShapeAndDType, hostDataFor, ownedStorage } from './hostData.js';
+export { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from './hostData.js';
 export * from './kernel.js';
 export { ArgCheck } from './kernels/check.js';
 export * from './kernels/index.js';

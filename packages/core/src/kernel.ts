@@ -43,6 +43,16 @@ export interface InputDecl {
   readonly optional?: boolean;
   /** The last input only: one or more tensors, named `name[0]`, `name[1]`, … */
   readonly variadic?: boolean;
+  /**
+   * An optional one-element tensor (shape [1]) that holds this attribute's
+   * value on the device. The kernel reads it when it runs, so a recorded batch
+   * replays with whatever was last written to it. When the tensor is given the
+   * attribute must not be, and it resolves to 0; the spec's `infer` checks
+   * only the bounds that hold for every value, and a value outside the
+   * attribute's range gives an unspecified result (never an access outside a
+   * tensor on a device; an error from the reference).
+   */
+  readonly attribute?: string;
   readonly doc?: string;
 }
 
@@ -106,6 +116,17 @@ export function defineKernel<A extends AttrValues>(spec: KernelSpec<A>): KernelS
   if (variadic !== -1 && variadic !== spec.inputs.length - 1) {
     throw new RayoError(`only the last input may be variadic`, { kernel: spec.name });
   }
+  for (const decl of spec.inputs) {
+    const target =
+      decl.attribute === undefined
+        ? undefined
+        : (spec.attributes as Record<string, AttrDecl>)[decl.attribute];
+    if (decl.attribute !== undefined && (!decl.optional || target?.kind !== 'number')) {
+      throw new RayoError(`input '${decl.name}' must be optional and stand for a number attribute`, {
+        kernel: spec.name,
+      });
+    }
+  }
   return Object.freeze(spec);
 }
 
@@ -130,11 +151,20 @@ function describeValue(value: unknown): string {
   return String(value);
 }
 
-/** Applies defaults and checks each attribute against its declaration. */
-export function resolveAttrs<A extends AttrValues>(spec: KernelSpec<A>, given: Partial<A> | undefined): A {
+/**
+ * Applies defaults and checks each attribute against its declaration. An
+ * attribute whose device tensor is among `inputs` must not be given and
+ * resolves to 0.
+ */
+export function resolveAttrs<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  given: Partial<A> | undefined,
+  inputs: InputMetas = [],
+): A {
   const kernel = spec.name;
   const decls = spec.attributes as Record<string, AttrDecl>;
   const values: Record<string, AttrValue> = {};
+  const onDevice = deviceAttributes(spec, inputs, given);
   for (const key of Object.keys(given ?? {})) {
     if (!(key in decls)) {
       const known = Object.keys(decls);
@@ -147,6 +177,10 @@ export function resolveAttrs<A extends AttrValues>(spec: KernelSpec<A>, given: P
     }
   }
   for (const [key, decl] of Object.entries(decls)) {
+    if (onDevice.has(key)) {
+      values[key] = 0;
+      continue;
+    }
     const value = (given as Record<string, unknown> | undefined)?.[key] ?? decl.default;
     const argument = `attrs.${key}`;
     if (value === undefined) {
@@ -207,6 +241,72 @@ export function resolveAttrs<A extends AttrValues>(spec: KernelSpec<A>, given: P
     values[key] = value as AttrValue;
   }
   return values as unknown as A;
+}
+
+/**
+ * The attributes whose value a given input holds on the device; checks that
+ * such an input is one element of shape [1] and that its attribute is not
+ * also given.
+ */
+function deviceAttributes(
+  spec: AnyKernelSpec,
+  inputs: InputMetas,
+  given: Partial<AttrValues> | undefined,
+): Set<string> {
+  const keys = new Set<string>();
+  spec.inputs.forEach((decl, i) => {
+    const meta = inputs[i];
+    if (decl.attribute === undefined || !meta) return;
+    if (meta.shape.length !== 1 || meta.shape[0] !== 1) {
+      throw new ShapeError('a device value must be a tensor of one element', {
+        kernel: spec.name,
+        argument: decl.name,
+        expected: '[1]',
+        actual: formatShape(meta.shape),
+      });
+    }
+    const value = (given as Record<string, unknown> | undefined)?.[decl.attribute];
+    if (value !== undefined) {
+      throw new InvalidArgumentError(
+        `give either attrs.${decl.attribute} or input '${decl.name}', not both`,
+        {
+          kernel: spec.name,
+          argument: `attrs.${decl.attribute}`,
+          expected: `nothing (input '${decl.name}' holds it on the device)`,
+          actual: describeValue(value),
+        },
+      );
+    }
+    keys.add(decl.attribute);
+  });
+  return keys;
+}
+
+/**
+ * The value of a device-held attribute for a reference implementation: the
+ * tensor's element when it is given, else the resolved attribute. A value
+ * outside [min, max] is an error here; on a device its result is unspecified.
+ */
+export function deviceAttribute(
+  spec: AnyKernelSpec,
+  attribute: string,
+  tensor: HostArray | undefined,
+  attrValue: number,
+  min: number,
+  max: number,
+): number {
+  if (tensor === undefined) return attrValue;
+  const value = Number(tensor[0]);
+  if (!(value >= min && value <= max)) {
+    const decl = spec.inputs.find((d) => d.attribute === attribute);
+    throw new InvalidArgumentError('device value out of range', {
+      kernel: spec.name,
+      argument: decl?.name ?? attribute,
+      expected: `${min} … ${max}`,
+      actual: String(tensor[0]),
+    });
+  }
+  return value;
 }
 
 /** Checks the number of inputs, their liveness, backend and dtypes; returns their metadata. */
@@ -396,7 +496,7 @@ export function prepareKernel<A extends AttrValues>(
   options: RunOptions | undefined,
 ): PreparedKernel<A> {
   const metas = checkInputs(spec, inputs, backend);
-  const resolved = resolveAttrs(spec, attrs);
+  const resolved = resolveAttrs(spec, attrs, metas);
   const outputs = spec.infer(metas, resolved);
   checkOutputs(spec, outputs, options?.out, backend, inputs);
   return { attrs: resolved, inputs: metas, outputs };
@@ -408,6 +508,6 @@ export function inferKernel<A extends AttrValues>(
   inputs: InputMetas,
   attrs?: Partial<A>,
 ): { attrs: A; outputs: OutputMeta[] } {
-  const resolved = resolveAttrs(spec, attrs);
+  const resolved = resolveAttrs(spec, attrs, inputs);
   return { attrs: resolved, outputs: spec.infer(inputs, resolved) };
 }

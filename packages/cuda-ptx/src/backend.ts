@@ -6,6 +6,7 @@ import {
   bytesPerElement,
   type CommandBatch,
   checkShapeAndDType,
+  checkWrite,
   copy as copySpec,
   DeviceWeightCache,
   DisposedTensorError,
@@ -177,6 +178,13 @@ export class CudaBackend implements Backend {
   #write(ptr: bigint, host: HostArray): void {
     if (host.byteLength === 0) return;
     this.driver.copyHtoDAsync(ptr, host, host.byteLength, this.stream);
+  }
+
+  write(tensor: Tensor, data: HostArray | readonly number[]): void {
+    this.checkAlive('write');
+    const { storage, data: host } = checkWrite<CudaStorage>(this, tensor, data);
+    // Pageable host memory: the driver has copied it out before the call returns.
+    this.#write(storage.ptr, host);
   }
 
   /** Overwrites a tensor's elements with host data, ordered after the work already enqueued. */

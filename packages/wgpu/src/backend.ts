@@ -7,6 +7,7 @@ import {
   bytesPerElement,
   type CommandBatch,
   checkShapeAndDType,
+  checkWrite,
   copy as copySpec,
   DeviceWeightCache,
   type DType,
@@ -217,18 +218,28 @@ export class WgpuBackend implements Backend {
     checkShapeAndDType('upload', shape, dtype);
     const host = hostDataFor('upload', data, shape, dtype);
     const tensor = this.#allocate(shape, dtype);
-    const bytes = host.byteLength;
-    if (bytes > 0) {
-      const { buffer } = tensor.storage<WgpuStorage>();
-      if (bytes % 4 === 0) this.#uploads.write(buffer, 0, host);
-      else {
-        // Copies and writeBuffer sizes must be multiples of 4 (odd-length 16-bit data).
-        const padded = new Uint8Array(Math.ceil(bytes / 4) * 4);
-        padded.set(new Uint8Array(host.buffer, host.byteOffset, bytes));
-        this.#uploads.write(buffer, 0, padded);
-      }
-    }
+    this.#writeHost(tensor.storage<WgpuStorage>(), host);
     return tensor;
+  }
+
+  write(tensor: Tensor, data: HostArray | readonly number[]): void {
+    this.#alive('write');
+    const { storage, data: host } = checkWrite<WgpuStorage>(this, tensor, data);
+    // Kernels are submitted when they are run or a batch is submitted, and
+    // queue writes take the data at the call, in queue order with those submits.
+    this.#writeHost(storage, host);
+  }
+
+  #writeHost(storage: WgpuStorage, host: HostArray): void {
+    const bytes = host.byteLength;
+    if (bytes === 0) return;
+    if (bytes % 4 === 0) this.#uploads.write(storage.buffer, storage.offset, host);
+    else {
+      // Copies and writeBuffer sizes must be multiples of 4 (odd-length 16-bit data).
+      const padded = new Uint8Array(Math.ceil(bytes / 4) * 4);
+      padded.set(new Uint8Array(host.buffer, host.byteOffset, bytes));
+      this.#uploads.write(storage.buffer, storage.offset, padded);
+    }
   }
 
   /**

@@ -9,7 +9,7 @@ import type {
 } from '../backend.js';
 import { allocHost, type DType, type HostArray } from '../dtype.js';
 import { RayoError } from '../errors.js';
-import { checkShapeAndDType, hostDataFor, ownedStorage } from '../hostData.js';
+import { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from '../hostData.js';
 import {
   type AnyKernelSpec,
   type AttrValues,
@@ -168,6 +168,13 @@ export class CpuBackend implements Backend {
     const given = hostDataFor('upload', data, shape, dtype);
     const host = given === data ? given.slice() : given;
     return this.#tensor(host, shape, dtype);
+  }
+
+  write(tensor: Tensor, data: HostArray | readonly number[]): void {
+    this.#checkAlive('write');
+    // Work runs at submit on this backend, so a plain copy is already in order.
+    const { storage, data: host } = checkWrite<CpuStorage>(this, tensor, data);
+    storage.data.set(host);
   }
 
   empty(shape: Shape, dtype: DType = 'f32'): Tensor {

@@ -1,4 +1,4 @@
-import { defineKernel } from '../kernel.js';
+import { defineKernel, deviceAttribute } from '../kernel.js';
 import { formatShape, sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
 
@@ -21,11 +21,18 @@ export const kvCacheScatter = defineKernel<KvCacheScatterAttrs>({
       dtypes: F32,
       doc: '[T, nHeads·headDim] or [nHeads·headDim] (one token): heads interleaved, as a projection writes them',
     },
+    {
+      name: 'position',
+      dtypes: ['i32'],
+      optional: true,
+      attribute: 'position',
+      doc: '[1]: the cache row of the first token, read on the device (instead of the attribute) so that a recorded step replays at a new position; a value past maxSeq − T writes nothing outside the cache',
+    },
   ],
   attributes: {
     position: { kind: 'number', integer: true, min: 0, doc: 'cache row of the first token' },
   },
-  infer([cache, values], { position }) {
+  infer([cache, values, positionTensor], { position }) {
     const check = new ArgCheck('kvCacheScatter');
     check.rank('cache', cache!, 3, '[nHeads, maxSeq, headDim]');
     const [nHeads, maxSeq, headDim] = cache!.shape as [number, number, number];
@@ -39,8 +46,16 @@ export const kvCacheScatter = defineKernel<KvCacheScatterAttrs>({
     );
     check.dim('values', values!, -1, nHeads * headDim, "nHeads · headDim of 'cache'");
     const tokens = rank === 2 ? values!.shape[0]! : 1;
+    // With the position on the device only the rows' count can be checked here.
+    check.shape(
+      positionTensor === undefined || tokens <= maxSeq,
+      'values',
+      `the ${tokens} written row(s) must fit in the cache of ${maxSeq} rows`,
+      `at most ${maxSeq} rows`,
+      values!.shape,
+    );
     check.attr(
-      position + tokens <= maxSeq,
+      positionTensor !== undefined || position + tokens <= maxSeq,
       'position',
       `the ${tokens} written row(s) must fit in the cache of ${maxSeq} rows`,
       `<= maxSeq − T = ${maxSeq - tokens}`,
@@ -48,10 +63,19 @@ export const kvCacheScatter = defineKernel<KvCacheScatterAttrs>({
     );
     return [{ name: 'cache', shape: cache!.shape, dtype: 'f32', aliasOf: 0 }];
   },
-  reference([cache, values], { position }, io) {
+  reference([cache, values, positionTensor], attrs, io) {
     const [nHeads, maxSeq, headDim] = io.outputs[0]!.shape as [number, number, number];
+    const values1 = io.inputs[1]!.shape;
+    const tokens = values1.length === 2 ? values1[0]! : 1;
     const width = nHeads * headDim;
-    const tokens = width === 0 ? 0 : values!.length / width;
+    const position = deviceAttribute(
+      kvCacheScatter,
+      'position',
+      positionTensor,
+      attrs.position,
+      0,
+      maxSeq - tokens,
+    );
     const out = Float32Array.from(cache!);
     for (let t = 0; t < tokens; t++) {
       for (let h = 0; h < nHeads; h++) {
@@ -79,6 +103,13 @@ export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
     { name: 'q', dtypes: F32, doc: '[nHeads, headDim], one token' },
     { name: 'kCache', dtypes: F32, doc: '[nKvHeads, maxSeq, headDim]; nKvHeads divides nHeads' },
     { name: 'vCache', dtypes: F32, doc: '[nKvHeads, maxSeq, headDim]' },
+    {
+      name: 'seqLen',
+      dtypes: ['i32'],
+      optional: true,
+      attribute: 'seqLen',
+      doc: '[1]: the rows to attend to, read on the device (instead of the attribute) so that a recorded step replays with a new length; a value outside 1 … maxSeq reads nothing outside the caches and leaves out unspecified',
+    },
   ],
   attributes: {
     seqLen: {
@@ -89,7 +120,7 @@ export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
     },
     scale: { kind: 'number', default: 0, min: 0, doc: 'score scale; 0 means 1/sqrt(headDim)' },
   },
-  infer([q, kCache, vCache], { seqLen }) {
+  infer([q, kCache, vCache, seqLenTensor], { seqLen }) {
     const check = new ArgCheck('incrementalAttention');
     check.rank('q', q!, 2, '[nHeads, headDim]');
     check.rank('kCache', kCache!, 3, '[nKvHeads, maxSeq, headDim]');
@@ -105,8 +136,9 @@ export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
       `${nKvHeads} in ${formatShape(kCache!.shape)}`,
     );
     check.sameShape('vCache', vCache!, kCache!.shape, "'kCache'");
+    check.shape(maxSeq >= 1, 'kCache', 'the cache must hold at least one row', 'maxSeq >= 1', kCache!.shape);
     check.attr(
-      seqLen <= maxSeq,
+      seqLenTensor !== undefined || seqLen <= maxSeq,
       'seqLen',
       'seqLen must not exceed the cache length',
       `<= maxSeq = ${maxSeq}`,
@@ -114,9 +146,11 @@ export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
     );
     return [{ name: 'out', shape: q!.shape, dtype: 'f32' }];
   },
-  reference([q, kCache, vCache], { seqLen, scale }, io) {
+  reference([q, kCache, vCache, seqLenTensor], attrs, io) {
     const [nHeads, headDim] = io.outputs[0]!.shape as [number, number];
     const [nKvHeads, maxSeq] = io.inputs[1]!.shape as [number, number, number];
+    const seqLen = deviceAttribute(incrementalAttention, 'seqLen', seqLenTensor, attrs.seqLen, 1, maxSeq);
+    const scale = attrs.scale;
     const group = nHeads / nKvHeads;
     const s = scale === 0 ? 1 / Math.sqrt(headDim) : scale;
     const out = new Float32Array(nHeads * headDim);
@@ -147,9 +181,11 @@ export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
     }
     return [out];
   },
-  cost([q, kCache], { seqLen }) {
+  cost([q, kCache, , seqLenTensor], attrs) {
     const [nHeads, headDim] = q!.shape as [number, number];
-    const nKvHeads = kCache!.shape[0]!;
+    const [nKvHeads, maxSeq] = kCache!.shape as [number, number];
+    // A length on the device is unknown here: count the whole cache, its bound.
+    const seqLen = seqLenTensor ? maxSeq : attrs.seqLen;
     return {
       // q·k and the weighted sum of v (2 flops per multiply-add each), plus max, exp and sum per score.
       flops: nHeads * seqLen * (4 * headDim + 3),

@@ -113,3 +113,19 @@ describe('rope', () => {
     expect(rope.cost!([meta([2, 3, 8])], attrs)).toEqual({ flops: 144, bytes: 384 });
   });
 });
+
+describe('rope with a device position', () => {
+  it('rotates like the attribute and rejects a negative device value', () => {
+    const rng = new Rng(5);
+    const x = random(rng, 3 * 2 * 8);
+    const metas = [meta([3, 2, 8]), { shape: [1], dtype: 'i32' as const }];
+    const io = inferKernel(rope, metas);
+    const y = rope.reference([x, Int32Array.of(17)], io.attrs, { inputs: metas, outputs: io.outputs })[0];
+    expect(y).toEqual(run(rope, [{ shape: [3, 2, 8], data: x }], { positionOffset: 17 }).values[0]);
+    const e = thrown(() =>
+      rope.reference([x, Int32Array.of(-1)], io.attrs, { inputs: metas, outputs: io.outputs }),
+    );
+    expect(e).toBeInstanceOf(InvalidArgumentError);
+    expect(e.argument).toBe('positionOffset');
+  });
+});

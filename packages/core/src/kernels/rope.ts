@@ -1,4 +1,4 @@
-import { defineKernel } from '../kernel.js';
+import { defineKernel, deviceAttribute } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
 
@@ -17,7 +17,16 @@ export const rope = defineKernel<RopeAttrs>({
   name: 'rope',
   family: FAMILY,
   summary: 'rotary position embedding: rotates pairs of x by position · theta^(−2i/headDim)',
-  inputs: [{ name: 'x', dtypes: F32, doc: '[seq, heads, headDim], headDim even' }],
+  inputs: [
+    { name: 'x', dtypes: F32, doc: '[seq, heads, headDim], headDim even' },
+    {
+      name: 'positionOffset',
+      dtypes: ['i32'],
+      optional: true,
+      attribute: 'positionOffset',
+      doc: '[1]: the position of row 0, read on the device (instead of the attribute) so that a recorded step replays at a new position',
+    },
+  ],
   attributes: {
     positionOffset: {
       kind: 'number',
@@ -46,8 +55,10 @@ export const rope = defineKernel<RopeAttrs>({
     check.shape(headDim % 2 === 0, 'x', 'headDim must be even', 'an even last dimension', x!.shape);
     return [{ name: 'y', shape: x!.shape, dtype: 'f32' }];
   },
-  reference([x], { positionOffset, theta, inverse, layout }, io) {
+  reference([x, offset], { positionOffset: attrOffset, theta, inverse, layout }, io) {
     const [seq, heads, headDim] = io.inputs[0]!.shape as [number, number, number];
+    // Every position of the rows must stay an i32.
+    const positionOffset = deviceAttribute(rope, 'positionOffset', offset, attrOffset, 0, 2 ** 31 - 1 - seq);
     const half = headDim / 2;
     // Pair i holds elements (first(i), second(i)) of a head.
     const first = (i: number) => (layout === 'half' ? i : 2 * i);

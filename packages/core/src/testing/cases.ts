@@ -87,6 +87,11 @@ export function i32(shape: Shape, lo: number, hi: number): InputSample {
   return { shape, dtype: 'i32', init: { int: [lo, hi] } };
 }
 
+/** A one-element i32 tensor holding `value`: a position or length read on the device. */
+export function deviceValue(value: number): InputSample {
+  return { shape: [1], dtype: 'i32', init: () => [value] };
+}
+
 /** Lengths that catch vectorisation and tiling bugs: 1, primes, non-multiples of 4/16/64, large. */
 export const ODD_LENGTHS = [1, 3, 7, 13, 61, 67, 257, 1031, 65537] as const;
 

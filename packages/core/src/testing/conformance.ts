@@ -6,7 +6,6 @@ import {
   DisposedTensorError,
   DTypeError,
   InvalidArgumentError,
-  type RayoError,
   ShapeError,
 } from '../errors.js';
 import { type AnyKernelSpec, inferKernel, inputName, type TensorMeta } from '../kernel.js';
@@ -17,7 +16,9 @@ import type { Tensor } from '../tensor.js';
 import { ERROR_CASES, VALID_CASES } from './cases/index.js';
 import type { AnyConformanceCase, AnyErrorCase, InputInit, InputSample } from './cases.js';
 import { compareOutputs } from './compare.js';
+import { type ErrorClass, expectRayoError, fail } from './expect.js';
 import { hashString, Rng } from './random.js';
+import { replayChecks, writeChecks } from './replay.js';
 import { viewChecks } from './viewChecks.js';
 
 /** One named, independent check. `run` rejects with a descriptive error on failure. */
@@ -44,14 +45,6 @@ export interface ConformanceSuite {
   readonly checks: readonly ConformanceCheck[];
   /** Disposes the backends the suite created. */
   teardown(): Promise<void>;
-}
-
-class CheckFailure extends Error {
-  override name = 'ConformanceFailure';
-}
-
-function fail(message: string): never {
-  throw new CheckFailure(message);
 }
 
 const POISON: Record<DType, number> = {
@@ -186,42 +179,11 @@ async function runValidCase(
   }
 }
 
-type ErrorClass = abstract new (...args: never[]) => RayoError;
-
 const ERROR_CLASSES: Record<AnyErrorCase['error'], ErrorClass> = {
   shape: ShapeError,
   dtype: DTypeError,
   argument: InvalidArgumentError,
 };
-
-function expectRayoError(
-  call: () => unknown,
-  errorClass: ErrorClass,
-  kernel: string,
-  argument: string,
-): void {
-  let caught: unknown;
-  try {
-    call();
-  } catch (error) {
-    caught = error;
-  }
-  if (caught === undefined) fail(`expected ${errorClass.name} naming '${argument}', but the call succeeded`);
-  if (!(caught instanceof errorClass)) {
-    fail(
-      `expected ${errorClass.name}, got ${(caught as Error)?.name ?? typeof caught}: ${(caught as Error)?.message ?? caught}`,
-    );
-  }
-  const e = caught as RayoError;
-  if (e.kernel !== kernel) fail(`error names kernel '${e.kernel}', expected '${kernel}': ${e.message}`);
-  if (e.argument !== argument)
-    fail(`error names argument '${e.argument}', expected '${argument}': ${e.message}`);
-  if (e.expected === undefined || e.actual === undefined)
-    fail(`error does not say expected vs actual: ${e.message}`);
-  if (!e.message.includes(e.expected) || !e.message.includes(e.actual)) {
-    fail(`message does not carry expected (${e.expected}) and actual (${e.actual}): ${e.message}`);
-  }
-}
 
 function runErrorCase(backend: Backend, c: AnyErrorCase, seed: number): void {
   const sampled = sampleInputs(c.spec, c.inputs, seed ^ hashString(caseName(c)));
@@ -522,7 +484,12 @@ export function conformanceSuite(options: ConformanceOptions): ConformanceSuite 
     return other;
   };
 
-  const checks: ConformanceCheck[] = [...apiChecks(getBackend), ...viewChecks(getBackend)];
+  const checks: ConformanceCheck[] = [
+    ...apiChecks(getBackend),
+    ...viewChecks(getBackend),
+    ...writeChecks(getBackend, getOther),
+    ...replayChecks(getBackend),
+  ];
   for (const spec of KERNELS) {
     const valid = VALID_CASES.filter((c) => c.spec === spec);
     const errors = ERROR_CASES.filter((c) => c.spec === spec);

@@ -1,4 +1,4 @@
-import { createCpuBackend, incrementalAttention, type Tensor } from '@rayo/core';
+import { createCpuBackend, incrementalAttention, kvCacheScatter, type Tensor } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { describe, expect, it } from 'vitest';
 import { CudaBackend } from '../backend.js';
@@ -19,6 +19,7 @@ import {
   MIN_SPLIT_TOKENS,
   mergeModule,
   planAttention,
+  scatterKey,
   scatterModule,
   vectorWidth,
 } from './decoding.js';
@@ -109,6 +110,8 @@ describe('planAttention', () => {
   it('names modules by their configuration', () => {
     const c: AttentionConfig = { headDim: 128, width: 4, headsPerBlock: 4, unroll: 4, split: true };
     expect(attentionKey(c)).toBe('decoding/attention/split/d128v4/g4u4w4');
+    expect(attentionKey({ ...c, deviceLength: true })).toBe('decoding/attention/split/d128v4/g4u4w4/len');
+    expect(scatterKey(4, true)).toBe('decoding/kvCacheScatter/v4/at');
   });
 });
 
@@ -125,6 +128,10 @@ const CONFIGS: readonly AttentionConfig[] = [
   { headDim: 1024, width: 4, headsPerBlock: 1, unroll: 1, split: true },
   { headDim: 7, width: 1, headsPerBlock: 3, unroll: 4, split: false },
   { headDim: 1, width: 1, headsPerBlock: 1, unroll: 4, split: true },
+  // The length read from device memory.
+  { headDim: 128, width: 4, headsPerBlock: 4, unroll: 4, split: true, deviceLength: true },
+  { headDim: 64, width: 4, headsPerBlock: 1, unroll: 4, split: false, deviceLength: true },
+  { headDim: 7, width: 1, headsPerBlock: 3, unroll: 4, split: true, deviceLength: true },
 ];
 
 const gate = ptxasTestGate();
@@ -162,11 +169,13 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`,
     }, 60_000);
   }
   for (const width of [1, 4] as const) {
-    it(`kvCacheScatter v${width}`, () => {
-      const text = scatterModule(width).emit();
-      expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
-      assemble(text, DEFAULT_TARGET);
-    }, 60_000);
+    for (const devicePosition of [false, true]) {
+      it(scatterKey(width, devicePosition), () => {
+        const text = scatterModule(width, devicePosition).emit();
+        expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
+        assemble(text, DEFAULT_TARGET);
+      }, 60_000);
+    }
   }
 });
 
@@ -231,4 +240,35 @@ describe('attention on an emulated device', () => {
       gpu.dispose();
     }, 120_000);
   }
+});
+
+describe('device positions and lengths outside the cache on an emulated device', () => {
+  it('a position past the cache writes nothing, and a length outside it reads nothing', async () => {
+    const fake = new FakeLibCuda();
+    new PtxInterpreter(fake).attach();
+    const gpu = new CudaBackend(new CudaDriver(fake));
+    const rng = new Rng(4);
+    const random = (n: number) => Float32Array.from({ length: n }, () => rng.uniform(-1, 1) || 0.375);
+    const [nKvHeads, maxSeq, headDim] = [2, 9, 8];
+    const cacheData = random(nKvHeads * maxSeq * headDim);
+    const cache = gpu.upload(cacheData, [nKvHeads, maxSeq, headDim]);
+    const rows = gpu.upload(random(3 * nKvHeads * headDim), [3, nKvHeads * headDim]);
+    const at = gpu.upload(Int32Array.of(0), [1], 'i32');
+    for (const position of [7, 9, -1, 2 ** 31 - 1]) {
+      gpu.write(at, [position]);
+      gpu.run(kvCacheScatter, [cache, rows, at]);
+      expect(await cache.read()).toEqual(cacheData);
+    }
+    // A cache of 300 rows on 132 SMs: the length on the device is split as the capacity is.
+    const big = gpu.upload(random(nKvHeads * 300 * headDim), [nKvHeads, 300, headDim]);
+    const q = gpu.upload(random(4 * headDim), [4, headDim]);
+    const length = gpu.upload(Int32Array.of(1), [1], 'i32');
+    for (const seqLen of [0, -5, 301]) {
+      gpu.write(length, [seqLen]);
+      const out = gpu.run(incrementalAttention, [q, big, big, length])[0]!;
+      expect(Array.from(await out.read()).every(Number.isNaN)).toBe(true);
+      out.dispose();
+    }
+    gpu.dispose();
+  }, 120_000);
 });

@@ -1,9 +1,23 @@
 import { incrementalAttention, kvCacheScatter, UnsupportedOnBackendError } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
-import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
+import {
+  type AnyCudaKernel,
+  cudaKernel,
+  type KernelEncoder,
+  type LaunchValue,
+  type Operand,
+} from '../kernel.js';
 import type { KernelBuilder, Vec4 } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { type AddressLike, addr, type F32, type Param, type Pred, type R32 } from '../ptx/operands.js';
+import {
+  type AddressLike,
+  addr,
+  type F32,
+  type Param,
+  type Pred,
+  type R32,
+  type R64,
+} from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { expF32 } from './math.js';
@@ -12,6 +26,18 @@ import { expF32 } from './math.js';
 // token's attention over the cache as flash-decoding (the cached sequence is
 // split across blocks, each leaving a partial softmax state that a second
 // kernel merges; short caches take one pass).
+//
+// A position or length may instead be read from a device tensor when the
+// kernel runs, so that a recorded graph replays for the values last written
+// there. A device position whose rows do not fit writes nothing; a device
+// length sizes the split grid by the cache (its bound), splits past the
+// length leave an empty state (max LOWEST, sum 0) that weighs nothing in the
+// merge, and a length outside 1 … maxSeq reads nothing and leaves 0 / 0.
+
+/** A u32 read from device memory when the kernel runs. */
+function loadDeviceU32(k: KernelBuilder, at: R64): R32 {
+  return k.ldGlobal('u32', k.reg('u32'), at);
+}
 
 /** f32 words moved per load: `.v4` where the row length and every base address allow it, else 1. */
 export type VectorWidth = 1 | 4;
@@ -32,8 +58,8 @@ function loadF32(k: KernelBuilder, regs: readonly F32[], at: AddressLike): void 
 
 // ---- kvCacheScatter ---------------------------------------------------------------
 
-export function scatterKey(width: VectorWidth): string {
-  return `decoding/kvCacheScatter/v${width}`;
+export function scatterKey(width: VectorWidth, devicePosition = false): string {
+  return `decoding/kvCacheScatter/v${width}${devicePosition ? '/at' : ''}`;
 }
 
 /**
@@ -42,8 +68,12 @@ export function scatterKey(width: VectorWidth): string {
  * so reads are contiguous and writes are contiguous runs of a row. Words are
  * moved as u32 (bit-exact).
  */
-export function scatterModule(width: VectorWidth): PtxModule {
+export function scatterModule(width: VectorWidth, devicePosition = false): PtxModule {
   const m = new PtxModule();
+  // The position as a parameter, or its address and the last position whose rows fit.
+  const where: Record<string, ParamType> = devicePosition
+    ? { positionAt: 'ptr', lastPosition: 'u32' }
+    : { position: 'u32' };
   m.entry(
     'kv_cache_scatter',
     {
@@ -53,17 +83,24 @@ export function scatterModule(width: VectorWidth): PtxModule {
       rowVectors: 'u32',
       tokenVectors: 'u32',
       maxSeq: 'u32',
-      position: 'u32',
-    },
+      ...where,
+    } as Record<string, ParamType>,
     (k, p) => {
-      const values = k.globalPointer(p.values);
-      const cache = k.globalPointer(p.cache);
-      const rowVectors = k.ldParam(p.rowVectors);
-      const tokenVectors = k.ldParam(p.tokenVectors);
-      const maxSeq = k.ldParam(p.maxSeq);
-      const position = k.ldParam(p.position);
+      const values = loadPointer(k, p, 'values');
+      const cache = loadPointer(k, p, 'cache');
+      const rowVectors = loadU32(k, p, 'rowVectors');
+      const tokenVectors = loadU32(k, p, 'tokenVectors');
+      const maxSeq = loadU32(k, p, 'maxSeq');
       const bytes = 4 * width;
-      k.gridStrideLoop(k.ldParam(p.n), (i) => {
+      let n = loadU32(k, p, 'n');
+      let position: R32;
+      if (devicePosition) {
+        position = loadDeviceU32(k, loadPointer(k, p, 'positionAt'));
+        // Negative positions are huge as u32: both ends fail one comparison.
+        const fits = k.setp('le', 'u32', k.reg('pred'), position, loadU32(k, p, 'lastPosition'));
+        n = k.selp('u32', k.reg('u32'), n, 0, fits);
+      } else position = loadU32(k, p, 'position');
+      k.gridStrideLoop(n, (i) => {
         const t = k.div('u32', k.reg('u32'), i, tokenVectors);
         const inToken = k.sub('u32', k.reg('u32'), i, k.mulLo('u32', k.reg('u32'), t, tokenVectors));
         const h = k.div('u32', k.reg('u32'), inToken, rowVectors);
@@ -84,15 +121,20 @@ export function scatterModule(width: VectorWidth): PtxModule {
 const scatterKernel = cudaKernel(kvCacheScatter, (encoder, { inputs, attrs }) => {
   const cache = inputs[0]!;
   const values = inputs[1]!;
+  const positionAt = inputs[2];
   if (values.size === 0) return;
   checkElementCount('kvCacheScatter', 'cache', cache.size);
   const [nHeads, maxSeq, headDim] = cache.shape as [number, number, number];
   const width = vectorWidth(headDim, [cache.ptr, values.ptr]);
   const rowVectors = headDim / width;
   const n = values.size / width;
+  const tokens = values.size / (nHeads * headDim);
+  const where: Record<string, LaunchValue> = positionAt
+    ? { positionAt, lastPosition: maxSeq - tokens }
+    : { position: attrs.position };
   encoder.launch({
-    key: scatterKey(width),
-    module: () => scatterModule(width),
+    key: scatterKey(width, positionAt !== undefined),
+    module: () => scatterModule(width, positionAt !== undefined),
     entry: 'kv_cache_scatter',
     grid: gridFor(encoder.device, n),
     block: BLOCK,
@@ -103,7 +145,7 @@ const scatterKernel = cudaKernel(kvCacheScatter, (encoder, { inputs, attrs }) =>
       rowVectors,
       tokenVectors: nHeads * rowVectors,
       maxSeq,
-      position: attrs.position,
+      ...where,
     },
   });
 });
@@ -153,6 +195,8 @@ export interface AttentionConfig {
   readonly unroll: number;
   /** Whether the block leaves a partial state for the merge kernel instead of the output. */
   readonly split: boolean;
+  /** Whether seqLen is read from device memory (`seqLenAt`) instead of a parameter. */
+  readonly deviceLength?: boolean;
 }
 
 export interface AttentionPlan {
@@ -210,7 +254,7 @@ export function planAttention(
 }
 
 export function attentionKey(c: AttentionConfig): string {
-  return `decoding/attention/${c.split ? 'split' : 'single'}/d${c.headDim}v${c.width}/g${c.headsPerBlock}u${c.unroll}w${ATTENTION_WARPS}`;
+  return `decoding/attention/${c.split ? 'split' : 'single'}/d${c.headDim}v${c.width}/g${c.headsPerBlock}u${c.unroll}w${ATTENTION_WARPS}${c.deviceLength ? '/len' : ''}`;
 }
 
 export function mergeKey(headDim: number, width: VectorWidth): string {
@@ -406,7 +450,7 @@ export function attentionModule(c: AttentionConfig): PtxModule {
       vCache: 'ptr',
       ...outputs,
       maxSeq: 'u32',
-      seqLen: 'u32',
+      ...(c.deviceLength ? { seqLenAt: 'ptr' } : { seqLen: 'u32' }),
       splitTokens: 'u32',
       group: 'u32',
       scale: 'f32',
@@ -418,12 +462,21 @@ export function attentionModule(c: AttentionConfig): PtxModule {
       const split = k.ctaid('x');
       const splitTokens = loadU32(k, p, 'splitTokens');
       const t0 = k.mulLo('u32', k.reg('u32'), split, splitTokens);
-      const t1 = k.min(
-        'u32',
-        k.reg('u32'),
-        k.add('u32', k.reg('u32'), t0, splitTokens),
-        loadU32(k, p, 'seqLen'),
-      );
+      let seqLen: R32;
+      if (c.deviceLength) {
+        const given = loadDeviceU32(k, loadPointer(k, p, 'seqLenAt'));
+        // given − 1 < maxSeq as u32: 1 … maxSeq (0 and negatives wrap past it).
+        const inRange = k.setp(
+          'lt',
+          'u32',
+          k.reg('pred'),
+          k.sub('u32', k.reg('u32'), given, 1),
+          loadU32(k, p, 'maxSeq'),
+        );
+        seqLen = k.selp('u32', k.reg('u32'), given, 0, inRange);
+      } else seqLen = loadU32(k, p, 'seqLen');
+      // A split past the length has t1 <= t0: it reads nothing and leaves an empty state.
+      const t1 = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), t0, splitTokens), seqLen);
       const column = k.mulLo('u32', k.reg('u32'), ln.laneInSlot, width);
       const vectorBytes = (i: number) => 4 * i * L * width;
 
@@ -671,14 +724,18 @@ export function mergeModule(headDim: number, width: VectorWidth): PtxModule {
 
 // ---- incremental attention: launch ------------------------------------------------------
 
-/** Records the attention of `q` over the first `seqLen` rows of the caches into `out`. */
+/**
+ * Records the attention of `q` over the first `seqLen` rows of the caches
+ * into `out`; `seqLen` is a number or a one-element i32 operand read when
+ * the kernels run.
+ */
 export function recordAttention(
   encoder: KernelEncoder,
   q: Operand,
   kCache: Operand,
   vCache: Operand,
   out: Operand,
-  seqLen: number,
+  seqLen: number | Operand,
   scale: number,
 ): void {
   const [nHeads, headDim] = q.shape as [number, number];
@@ -694,14 +751,21 @@ export function recordAttention(
   }
   checkElementCount('incrementalAttention', 'kCache', kCache.size);
   const width = vectorWidth(headDim, [q.ptr, kCache.ptr, vCache.ptr]);
-  const plan = planAttention(encoder.device, { nHeads, nKvHeads, headDim, seqLen }, width);
+  const onDevice = typeof seqLen !== 'number';
+  // A length on the device is known only to be at most maxSeq: plan for that.
+  const planned = planAttention(
+    encoder.device,
+    { nHeads, nKvHeads, headDim, seqLen: onDevice ? maxSeq : seqLen },
+    width,
+  );
+  const plan = onDevice ? { ...planned, config: { ...planned.config, deviceLength: true } } : planned;
   const c = plan.config;
   const shared = {
     q,
     kCache,
     vCache,
     maxSeq,
-    seqLen,
+    ...(onDevice ? { seqLenAt: seqLen } : { seqLen }),
     splitTokens: plan.splitTokens,
     group: nHeads / nKvHeads,
     scale: scale === 0 ? 1 / Math.sqrt(headDim) : scale,
@@ -741,7 +805,8 @@ export function recordAttention(
 }
 
 const attentionKernel = cudaKernel(incrementalAttention, (encoder, { inputs, outputs, attrs }) => {
-  recordAttention(encoder, inputs[0]!, inputs[1]!, inputs[2]!, outputs[0]!, attrs.seqLen, attrs.scale);
+  const seqLen = inputs[3] ?? attrs.seqLen;
+  recordAttention(encoder, inputs[0]!, inputs[1]!, inputs[2]!, outputs[0]!, seqLen, attrs.scale);
 });
 
 export const DECODING_KERNELS: readonly AnyCudaKernel[] = [scatterKernel, attentionKernel];

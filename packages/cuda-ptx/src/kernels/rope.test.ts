@@ -42,9 +42,14 @@ const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`rope PTX assembles with ptxas (${gate.reason})`, () => {
   for (const layout of ['half', 'interleaved'] as const) {
-    for (const heads of [1, 4]) {
-      it(`${ropeKey(layout, heads)} for sm_90 and ${DEFAULT_TARGET}`, () => {
-        const text = ropeModule(layout, heads).emit();
+    for (const [heads, devicePosition] of [
+      [1, false],
+      [4, false],
+      [1, true],
+      [4, true],
+    ] as const) {
+      it(`${ropeKey(layout, heads, devicePosition)} for sm_90 and ${DEFAULT_TARGET}`, () => {
+        const text = ropeModule(layout, heads, devicePosition).emit();
         for (const arch of ['sm_90', DEFAULT_TARGET]) {
           const result = assemblePtx(text, arch, { verbose: true });
           expect(result.ok, result.log).toBe(true);

@@ -3,7 +3,7 @@ import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import type { F32, R32 } from '../ptx/operands.js';
+import type { F32, Param, R32 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
 
 // Rotary position embedding. The reference takes its angles in f64; here an
@@ -116,8 +116,8 @@ function sinCos(k: KernelBuilder, hi: F32, lo: F32): { sin: F32; cos: F32 } {
   };
 }
 
-export function ropeKey(layout: RopeLayout, headsPerThread: number): string {
-  return `rope/${layout}/heads${headsPerThread}`;
+export function ropeKey(layout: RopeLayout, headsPerThread: number, devicePosition = false): string {
+  return `rope/${layout}/heads${headsPerThread}${devicePosition ? '/at' : ''}`;
 }
 
 /**
@@ -126,13 +126,15 @@ export function ropeKey(layout: RopeLayout, headsPerThread: number): string {
  * head of the run, whose loads are issued together. Items are ordered with
  * i fastest, so a warp reads consecutive pairs of one head.
  */
-export function ropeModule(layout: RopeLayout, headsPerThread: number): PtxModule {
+export function ropeModule(layout: RopeLayout, headsPerThread: number, devicePosition = false): PtxModule {
   const m = new PtxModule();
   m.entry(
     'rope',
     {
       x: 'ptr',
       y: 'ptr',
+      // The position offset read from device memory when the kernel runs, added to the parameter.
+      ...(devicePosition ? { positionAt: 'ptr' } : {}),
       items: 'u32',
       half: 'u32',
       heads: 'u32',
@@ -149,6 +151,10 @@ export function ropeModule(layout: RopeLayout, headsPerThread: number): PtxModul
       const heads = k.ldParam(p.heads);
       const headRuns = k.ldParam(p.headRuns);
       const positionOffset = k.ldParam(p.positionOffset);
+      if (devicePosition) {
+        const at = k.globalPointer((p as unknown as Record<string, Param<'ptr'>>).positionAt!);
+        k.add('u32', positionOffset, positionOffset, k.ldGlobal('u32', k.reg('u32'), at));
+      }
       const cHi = k.ldParam(p.cHi);
       const cLo = k.ldParam(p.cLo);
       const sign = k.ldParam(p.sign);
@@ -243,6 +249,7 @@ export function frequencyExponent(theta: number, headDim: number): { cHi: number
 
 const ropeKernel = cudaKernel(rope, (encoder, { inputs, outputs, attrs }) => {
   const x = inputs[0]!;
+  const positionAt = inputs[1];
   const y = outputs[0]!;
   if (x.size === 0) return;
   checkElementCount('rope', 'x', x.size);
@@ -252,6 +259,7 @@ const ropeKernel = cudaKernel(rope, (encoder, { inputs, outputs, attrs }) => {
   // The fastest-turning pair has frequency 1 for theta >= 1, theta^(−(headDim−2)/headDim) below.
   const topFrequency = attrs.theta >= 1 ? 1 : attrs.theta ** (-(headDim - 2) / headDim);
   const topAngle = Math.max(1, lastPosition) * topFrequency;
+  // A device position is checked against nothing here: past the bound its angles are inaccurate.
   if (!(topAngle < MAX_ANGLE)) {
     throw new UnsupportedOnBackendError('rope angles this large lose their f32 reduction', {
       kernel: 'rope',
@@ -264,14 +272,15 @@ const ropeKernel = cudaKernel(rope, (encoder, { inputs, outputs, attrs }) => {
   const headRuns = Math.ceil(heads / runs);
   const items = seq * headRuns * half;
   encoder.launch({
-    key: ropeKey(attrs.layout, runs),
-    module: () => ropeModule(attrs.layout, runs),
+    key: ropeKey(attrs.layout, runs, positionAt !== undefined),
+    module: () => ropeModule(attrs.layout, runs, positionAt !== undefined),
     entry: 'rope',
     grid: gridFor(encoder.device, items),
     block: BLOCK,
     args: {
       x,
       y,
+      ...(positionAt ? { positionAt } : {}),
       items,
       half,
       heads,

@@ -27,10 +27,10 @@ const SCATTER_PARAMS = paramLayout([
   ['widthVecs', 'u32'],
 ] as const);
 
-function scatterShader(width: 1 | 4): ShaderSource {
+function scatterShader(width: 1 | 4, device: boolean): ShaderSource {
   const type = width === 4 ? 'vec4<f32>' : 'f32';
   return {
-    key: `decoding/kvCacheScatter/w${width}/wg${WG}`,
+    key: `decoding/kvCacheScatter/w${width}${device ? '/device' : ''}/wg${WG}`,
     kernel: 'kvCacheScatter',
     // One thread per written vector, in cache order: the rows of one head are
     // consecutive in the cache, so the writes are contiguous.
@@ -38,15 +38,24 @@ function scatterShader(width: 1 | 4): ShaderSource {
 ${SCATTER_PARAMS.wgsl}
 ${storage(0, 'cache', type, 'read_write')}
 ${storage(1, 'values', type, 'read')}
-${uniform(2)}
+${device ? storage(2, 'at', 'i32', 'read') : ''}
+${uniform(device ? 3 : 2)}
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
   ${elementIndex('params.n')}
+${
+  device
+    ? `  // A device position whose rows do not fit writes nothing (tokens <= maxSeq was checked on the host).
+  let p = at[0];
+  if (p < 0 || u32(p) > params.maxSeq - params.tokens) { return; }
+  let position = u32(p);`
+    : '  let position = params.position;'
+}
   let d = i % params.rowVecs;
   let row = i / params.rowVecs;
   let t = row % params.tokens;
   let h = row / params.tokens;
-  cache[(h * params.maxSeq + params.position + t) * params.rowVecs + d] = values[t * params.widthVecs + h * params.rowVecs + d];
+  cache[(h * params.maxSeq + position + t) * params.rowVecs + d] = values[t * params.widthVecs + h * params.rowVecs + d];
 }`,
   };
 }
@@ -54,6 +63,7 @@ fn main(${BUILTINS}) {
 const scatterKernel = wgpuKernel(kvCacheScatter, (encoder, { inputs, outputs, attrs }) => {
   const cache = outputs[0]!;
   const values = inputs[1]!;
+  const at = inputs[2];
   const [nHeads, maxSeq, headDim] = cache.shape as [number, number, number];
   const width = nHeads * headDim;
   if (values.size === 0 || width === 0) return;
@@ -61,8 +71,8 @@ const scatterKernel = wgpuKernel(kvCacheScatter, (encoder, { inputs, outputs, at
   const { width: w } = vectorOf(headDim);
   const n = values.size / w;
   encoder.dispatch({
-    shader: scatterShader(w),
-    buffers: [cache, values],
+    shader: scatterShader(w, at !== undefined),
+    buffers: at ? [cache, values, at] : [cache, values],
     params: {
       layout: SCATTER_PARAMS,
       values: { n, rowVecs: headDim / w, tokens, maxSeq, position: attrs.position, widthVecs: width / w },
@@ -80,6 +90,11 @@ const scatterKernel = wgpuKernel(kvCacheScatter, (encoder, { inputs, outputs, at
 // rows. A merge pass per head rescales the partials by exp(max_i − max) and
 // normalises. With a single chunk the split pass normalises and writes the
 // output itself.
+//
+// A length held in a device tensor is known only when the shader runs: the
+// grid then covers the whole cache, a chunk past the length records an empty
+// partial (sum 0) and returns, and the merge leaves empty partials out. A
+// length outside 1 … maxSeq reads nothing and leaves NaN (0 / 0) in out.
 
 /** Most query heads one workgroup serves; bounds registers and workgroup memory. */
 const MAX_HEADS_PER_GROUP = 4;
@@ -122,6 +137,8 @@ interface SplitConfig {
   readonly heads: number;
   /** Normalise and write the output (one chunk) instead of partials. */
   readonly direct: boolean;
+  /** The length is read from a device tensor bound after the outputs. */
+  readonly device: boolean;
 }
 
 /** Tree reduction over `red[h * WG + tid]` for every head; the result lands in `red[h * WG]`. */
@@ -137,7 +154,7 @@ ${unroll(heads, (h) => `      red[${h * WG}u + tid] = ${op(`red[${h * WG}u + tid
 }
 
 function splitShader(cfg: SplitConfig): ShaderSource {
-  const { headDim: D, heads: HB, direct } = cfg;
+  const { headDim: D, heads: HB, direct, device } = cfg;
   const { width: W, type: VT, zero } = vectorOf(D);
   const NV = D / W;
   // Score pass: LK threads per row, each summing JK vectors.
@@ -161,7 +178,7 @@ function splitShader(cfg: SplitConfig): ShaderSource {
       ? `select(${zero}, v[kv + (${row}) * NV + min(${x}, NV - 1u)], ${x} < NV)`
       : `v[kv + (${row}) * NV + ${x}]`;
   };
-  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}/wg${WG}`;
+  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${device ? '/device' : ''}/wg${WG}`;
 
   const outputs = direct
     ? storage(3, 'out', 'f32', 'read_write')
@@ -173,7 +190,8 @@ ${storage(0, 'q', VT, 'read')}
 ${storage(1, 'k', VT, 'read')}
 ${storage(2, 'v', VT, 'read')}
 ${outputs}
-${uniform(direct ? 4 : 5)}
+${device ? storage(direct ? 4 : 5, 'len', 'i32', 'read') : ''}
+${uniform((direct ? 4 : 5) + (device ? 1 : 0))}
 const NV = ${NV}u;
 ${qShared ? `var<workgroup> qs: array<${VT}, ${HB * NV}>;` : ''}
 var<workgroup> red: array<f32, ${red}>;
@@ -192,8 +210,24 @@ fn main(${BUILTINS}) {
   let h0 = g * params.group + j0;
   // Heads past the group (a partial last block) repeat the last one and are not written.
   let nh = min(${HB}u, params.group - j0);
+${
+  device
+    ? `  let given = len[0];
+  let seqLen = select(0u, u32(given), given >= 1 && u32(given) <= params.maxSeq);`
+    : '  let seqLen = params.seqLen;'
+}
   let t0 = c * params.chunk;
-  let nt = min(params.chunk, params.seqLen - t0);
+  let nt = select(0u, min(params.chunk, seqLen - t0), t0 < seqLen);
+${
+  device && !direct
+    ? `  if (nt == 0u) {
+    if (tid == 0u) {
+${unroll(HB, (h) => `      if (${h}u < nh) { let at = ((h0 + ${h}u) * params.chunks + c) * 2u; stats[at] = ${NEG_BIG}; stats[at + 1u] = 0.0; }`)}
+    }
+    return;
+  }`
+    : ''
+}
   let kv = (g * params.maxSeq + t0) * NV;
 ${unroll(HB, (h) => `  let qb${h} = (h0 + min(${h}u, nh - 1u)) * NV;`)}
 ${
@@ -381,7 +415,8 @@ ${unroll(
     var o = ${zero};
     if (slice < ${SM}u && x < NV) {
       for (var i = slice; i < n; i += ${SM}u) {
-        o += exp(stats[(base + i) * 2u] - mx) * partial[(base + i) * NV + x];
+        // An empty chunk (sum 0) has no partial to read.
+        o += select(${zero}, exp(stats[(base + i) * 2u] - mx) * partial[(base + i) * NV + x], stats[(base + i) * 2u + 1u] > 0.0);
       }
     }
     ored[tid] = o;
@@ -414,7 +449,9 @@ const attentionKernel = wgpuKernel(incrementalAttention, (encoder, { inputs, out
   const [nHeads, headDim] = out.shape as [number, number];
   const [nKvHeads, maxSeq] = k.shape as [number, number, number];
   if (out.size === 0) return;
-  const { seqLen } = attrs;
+  const length = inputs[3];
+  // A length on the device: size the grid by the cache, its bound.
+  const seqLen = length ? maxSeq : attrs.seqLen;
   const scale = attrs.scale === 0 ? 1 / Math.sqrt(headDim) : attrs.scale;
   const group = nHeads / nKvHeads;
   const blocksPerKv = Math.ceil(group / MAX_HEADS_PER_GROUP);
@@ -425,11 +462,12 @@ const attentionKernel = wgpuKernel(incrementalAttention, (encoder, { inputs, out
   const direct = chunks === 1;
   const values = { group, blocksPerKv, blocks, maxSeq, seqLen, chunk, chunks, scale };
   const workgroups = gridFor(blocks * chunks, encoder.limits);
-  const shader = splitShader({ headDim, heads, direct });
+  const shader = splitShader({ headDim, heads, direct, device: length !== undefined });
+  const lengthBinding = length ? [length] : [];
   if (direct) {
     encoder.dispatch({
       shader,
-      buffers: [q, k, v, out],
+      buffers: [q, k, v, out, ...lengthBinding],
       params: { layout: SPLIT_PARAMS, values },
       workgroups,
     });
@@ -441,7 +479,7 @@ const attentionKernel = wgpuKernel(incrementalAttention, (encoder, { inputs, out
   const partial = { buffer: encoder.scratch(partialBytes), offset: 0, size: partialBytes };
   encoder.dispatch({
     shader,
-    buffers: [q, k, v, stats, partial],
+    buffers: [q, k, v, stats, partial, ...lengthBinding],
     params: { layout: SPLIT_PARAMS, values },
     workgroups,
   });

@@ -8,7 +8,9 @@ import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
 // in turns is split into two 12-bit halves and the position into 12-bit
 // pieces, every piece product is exact, and only their fractional parts are
 // added. The reduced angle in [−π, π) then goes to sin and cos, which are
-// accurate there on every device.
+// accurate there on every device. A position offset held in a device tensor is
+// read by the shader (and added to the parameter, then 0), so a recorded batch
+// replays at whatever position was last written there.
 
 const PARAMS = paramLayout([
   ['pairs', 'u32'],
@@ -24,17 +26,18 @@ const PARAMS = paramLayout([
 
 type Layout = 'half' | 'interleaved';
 
-function ropeShader(layout: Layout) {
+function ropeShader(layout: Layout, device: boolean) {
   // Interleaved pairs are adjacent elements: pair p is vec2 element p.
   const interleaved = layout === 'interleaved';
   return {
-    key: `rope/rope/${layout}/wg${WG}`,
+    key: `rope/rope/${layout}${device ? '/device' : ''}/wg${WG}`,
     kernel: 'rope',
     code: () => `
 ${PARAMS.wgsl}
 ${storage(0, 'x', interleaved ? 'vec2<f32>' : 'f32', 'read')}
 ${storage(1, 'y', interleaved ? 'vec2<f32>' : 'f32', 'read_write')}
-${uniform(2)}
+${device ? storage(2, 'offset', 'i32', 'read') : ''}
+${uniform(device ? 3 : 2)}
 
 /** fract(a · b) for a < 2^12 times a power of two and b with at most 12 significant bits: the product is exact. */
 fn turns(a: f32, b: f32) -> f32 { return fract(a * b); }
@@ -44,7 +47,7 @@ fn main(${BUILTINS}) {
   ${elementIndex('params.pairs')}
   let pair = i % params.half;
   let rest = i / params.half; // s · heads + h
-  let position = params.positionOffset + rest / params.heads;
+  let position = params.positionOffset${device ? ' + bitcast<u32>(offset[0])' : ''} + rest / params.heads;
   // The frequency in turns per position, and its split into 12 + 12 significant bits.
   let g = exp2(f32(pair) * params.logStep) * 0.15915494309189535;
   let gh = bitcast<f32>(bitcast<u32>(g) & 0xfffff000u);
@@ -79,6 +82,7 @@ ${
 export const ROPE_KERNELS: readonly AnyWgpuKernel[] = [
   wgpuKernel(rope, (encoder, { inputs, outputs, attrs }) => {
     const x = inputs[0]!;
+    const offset = inputs[1];
     const [seq, heads, headDim] = x.shape as [number, number, number];
     const half = headDim / 2;
     const pairs = seq * heads * half;
@@ -93,8 +97,8 @@ export const ROPE_KERNELS: readonly AnyWgpuKernel[] = [
       });
     }
     encoder.dispatch({
-      shader: ropeShader(attrs.layout),
-      buffers: [x, outputs[0]!],
+      shader: ropeShader(attrs.layout, offset !== undefined),
+      buffers: offset ? [x, outputs[0]!, offset] : [x, outputs[0]!],
       params: {
         layout: PARAMS,
         values: {

@@ -2,8 +2,10 @@ import * as k from '../../kernels/decoding.js';
 import {
   type AnyConformanceCase,
   type AnyErrorCase,
+  deviceValue,
   type FamilyCases,
   f32,
+  i32,
   invalid,
   valid,
 } from '../cases.js';
@@ -54,7 +56,61 @@ for (const [nHeads, maxSeq, headDim, tokens, position] of SCATTERS) {
   );
 }
 
+// The position read from a device tensor: the first row, odd rows, the last.
+const DEVICE_SCATTERS: readonly (readonly [number, number, number, number, number])[] = [
+  [1, 1, 1, 1, 0],
+  [3, 13, 7, 1, 12],
+  [3, 13, 7, 5, 3],
+  [3, 13, 7, 13, 0],
+  [8, 67, 64, 1, 33],
+  [8, 67, 64, 5, 62],
+  [2, 1031, 128, 1, 1029],
+];
+for (const [nHeads, maxSeq, headDim, tokens, position] of DEVICE_SCATTERS) {
+  const width = nHeads * headDim;
+  const where = `cache [${nHeads}, ${maxSeq}, ${headDim}] at a device position ${position}`;
+  cases.push(
+    valid(k.kvCacheScatter, {
+      label: `${tokens} row(s) [${tokens}, ${width}] into ${where}`,
+      inputs: [f32([nHeads, maxSeq, headDim]), f32([tokens, width]), deviceValue(position)],
+    }),
+  );
+  if (tokens === 1) {
+    cases.push(
+      valid(k.kvCacheScatter, {
+        label: `one row [${width}] into ${where}`,
+        inputs: [f32([nHeads, maxSeq, headDim]), f32([width]), deviceValue(position)],
+      }),
+    );
+  }
+}
+
 errors.push(
+  invalid(k.kvCacheScatter, {
+    label: 'a device position and attrs.position both',
+    inputs: [f32([2, 8, 4]), f32([8]), deviceValue(2)],
+    attrs: { position: 2 },
+    error: 'argument',
+    argument: 'attrs.position',
+  }),
+  invalid(k.kvCacheScatter, {
+    label: 'a device position of shape [1, 1]',
+    inputs: [f32([2, 8, 4]), f32([8]), i32([1, 1], 0, 4)],
+    error: 'shape',
+    argument: 'position',
+  }),
+  invalid(k.kvCacheScatter, {
+    label: 'a u32 device position',
+    inputs: [f32([2, 8, 4]), f32([8]), { shape: [1], dtype: 'u32', init: () => [1] }],
+    error: 'dtype',
+    argument: 'position',
+  }),
+  invalid(k.kvCacheScatter, {
+    label: 'more rows than the cache holds, with a device position',
+    inputs: [f32([2, 8, 4]), f32([9, 8]), deviceValue(0)],
+    error: 'shape',
+    argument: 'values',
+  }),
   invalid(k.kvCacheScatter, {
     label: 'cache of rank 2',
     inputs: [f32([4, 8]), f32([8])],
@@ -164,7 +220,57 @@ cases.push(
   }),
 );
 
+// The length read from a device tensor: 1, odd lengths, the full capacity,
+// and short lengths of long caches (most of a split grid past the length).
+const DEVICE_ATTENTION: readonly (readonly [number, number, number, number, number])[] = [
+  [1, 1, 1, 1, 1],
+  [3, 3, 7, 1, 13],
+  [3, 1, 7, 13, 13],
+  [8, 2, 64, 67, 100],
+  [8, 8, 64, 1, 1031],
+  [6, 2, 10, 37, 1031],
+  [8, 2, 128, 1031, 1031],
+  [32, 8, 128, 5, 4096],
+  [3, 3, 128, 4096, 4096],
+  [2, 1, 64, 2049, 4096],
+];
+for (const [nHeads, nKvHeads, headDim, seqLen, maxSeq] of DEVICE_ATTENTION) {
+  const kv = f32([nKvHeads, maxSeq, headDim]);
+  cases.push(
+    valid(k.incrementalAttention, {
+      label: `${nHeads} heads / ${nKvHeads} kv heads, headDim ${headDim}, device seqLen ${seqLen} of ${maxSeq}`,
+      inputs: [f32([nHeads, headDim]), kv, kv, deviceValue(seqLen)],
+      tolerance: ATTENTION_TOLERANCE,
+    }),
+  );
+}
+
 errors.push(
+  invalid(k.incrementalAttention, {
+    label: 'a device seqLen and attrs.seqLen both',
+    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4]), deviceValue(3)],
+    attrs: { seqLen: 3 },
+    error: 'argument',
+    argument: 'attrs.seqLen',
+  }),
+  invalid(k.incrementalAttention, {
+    label: 'a device seqLen of shape [3]',
+    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4]), i32([3], 1, 5)],
+    error: 'shape',
+    argument: 'seqLen',
+  }),
+  invalid(k.incrementalAttention, {
+    label: 'an f32 device seqLen',
+    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4]), { shape: [1], dtype: 'f32' }],
+    error: 'dtype',
+    argument: 'seqLen',
+  }),
+  invalid(k.incrementalAttention, {
+    label: 'a cache of no rows, with a device seqLen',
+    inputs: [f32([2, 4]), f32([2, 0, 4]), f32([2, 0, 4]), deviceValue(1)],
+    error: 'shape',
+    argument: 'kCache',
+  }),
   invalid(k.incrementalAttention, {
     label: 'q of rank 1',
     inputs: [f32([8]), f32([2, 5, 4]), f32([2, 5, 4])],

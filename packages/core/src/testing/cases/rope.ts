@@ -3,8 +3,10 @@ import type { Shape } from '../../shape.js';
 import {
   type AnyConformanceCase,
   type AnyErrorCase,
+  deviceValue,
   type FamilyCases,
   f32,
+  i32,
   invalid,
   type Tolerance,
   valid,
@@ -68,7 +70,62 @@ cases.push(
   }),
 );
 
+// The position offset read from a device tensor instead of the attribute.
+const DEVICE_SHAPES: readonly (readonly [Shape, number])[] = [
+  [[1, 1, 2], 0],
+  [[1, 1, 2], 1],
+  [[1, 7, 6], 13],
+  [[3, 7, 34], 61],
+  [[5, 3, 18], 1030],
+  [[1, 13, 128], 4093],
+];
+for (const layout of LAYOUTS) {
+  for (const [shape, positionOffset] of DEVICE_SHAPES) {
+    cases.push(
+      valid(k.rope, {
+        label: `[${shape.join(', ')}] from a device position ${positionOffset}, ${layout}`,
+        inputs: [f32(shape), deviceValue(positionOffset)],
+        attrs: { layout },
+        tolerance: ropeTolerance(positionOffset + shape[0]! - 1),
+      }),
+    );
+  }
+}
+cases.push(
+  valid(k.rope, {
+    label: '[3, 5, 64] from a device position 29, inverse, theta=500000',
+    inputs: [f32([3, 5, 64]), deviceValue(29)],
+    attrs: { inverse: true, theta: 500000 },
+    tolerance: ropeTolerance(31),
+  }),
+);
+
 errors.push(
+  invalid(k.rope, {
+    label: 'a device position and attrs.positionOffset both',
+    inputs: [f32([2, 3, 8]), deviceValue(3)],
+    attrs: { positionOffset: 3 },
+    error: 'argument',
+    argument: 'attrs.positionOffset',
+  }),
+  invalid(k.rope, {
+    label: 'a device position of shape [2]',
+    inputs: [f32([2, 3, 8]), i32([2], 0, 4)],
+    error: 'shape',
+    argument: 'positionOffset',
+  }),
+  invalid(k.rope, {
+    label: 'a device position of shape []',
+    inputs: [f32([2, 3, 8]), i32([], 0, 4)],
+    error: 'shape',
+    argument: 'positionOffset',
+  }),
+  invalid(k.rope, {
+    label: 'an f32 device position',
+    inputs: [f32([2, 3, 8]), { shape: [1], dtype: 'f32' }],
+    error: 'dtype',
+    argument: 'positionOffset',
+  }),
   invalid(k.rope, { label: 'rank 2', inputs: [f32([4, 8])], error: 'shape', argument: 'x' }),
   invalid(k.rope, { label: 'rank 4', inputs: [f32([2, 3, 2, 8])], error: 'shape', argument: 'x' }),
   invalid(k.rope, { label: 'odd headDim', inputs: [f32([2, 3, 7])], error: 'shape', argument: 'x' }),

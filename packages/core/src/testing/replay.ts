@@ -1,0 +1,217 @@
+import type { Backend } from '../backend.js';
+import { type DType, type HostArray, toHostArray } from '../dtype.js';
+import { BackendMismatchError, DisposedTensorError, DTypeError, ShapeError } from '../errors.js';
+import { type AnyKernelSpec, type AttrValues, inferKernel, type TensorMeta } from '../kernel.js';
+import { incrementalAttention, kvCacheScatter } from '../kernels/decoding.js';
+import { copy } from '../kernels/memory.js';
+import { rope } from '../kernels/rope.js';
+import type { Tensor } from '../tensor.js';
+import { ropeTolerance } from './cases/rope.js';
+import { compareOutputs } from './compare.js';
+import type { ConformanceCheck } from './conformance.js';
+import { expectRayoError, fail } from './expect.js';
+import { Rng } from './random.js';
+
+/** Random values in [-1, 1), never an exact zero. */
+function randomF32(rng: Rng, size: number): Float32Array {
+  return Float32Array.from({ length: size }, () => rng.uniform(-1, 1) || 0.375);
+}
+
+function reference(
+  spec: AnyKernelSpec,
+  data: readonly (HostArray | undefined)[],
+  metas: readonly (TensorMeta | undefined)[],
+  attrs: AttrValues = {},
+): HostArray[] {
+  const io = inferKernel(spec, metas, attrs);
+  return spec.reference(data, io.attrs, { inputs: metas, outputs: io.outputs });
+}
+
+async function expectContents(
+  what: string,
+  tensor: Tensor,
+  expected: HostArray,
+  tolerance = { rtol: 0, atol: 0 },
+): Promise<void> {
+  const mismatch = compareOutputs(tensor.dtype, await tensor.read(), expected, tolerance);
+  if (mismatch) fail(`${what}: ${mismatch}`);
+}
+
+/** `Backend.write`: contents, ordering with the backend's work, and its errors. */
+export function writeChecks(
+  getBackend: () => Promise<Backend>,
+  getOther: () => Promise<Backend>,
+): ConformanceCheck[] {
+  const group = 'api';
+  const check = (name: string, run: (backend: Backend) => Promise<void>): ConformanceCheck => ({
+    name,
+    group,
+    run: async () => run(await getBackend()),
+  });
+  return [
+    check('write replaces a tensor’s contents for every integer and float type', async (backend) => {
+      for (const dtype of ['f32', 'i32', 'u32'] as DType[]) {
+        using t = backend.upload(toHostArray(dtype, [9, 8, 7, 6, 5, 4, 3]), [7], dtype);
+        const values = toHostArray(dtype, [1, 2, 3, 5, 7, 11, 13]);
+        backend.write(t, values);
+        // The data is taken at the call: changing the array afterwards changes nothing.
+        values.fill(99);
+        await expectContents(`${dtype} from a typed array`, t, toHostArray(dtype, [1, 2, 3, 5, 7, 11, 13]));
+        backend.write(t, [2, 4, 6, 8, 10, 12, 14]);
+        await expectContents(`${dtype} from numbers`, t, toHostArray(dtype, [2, 4, 6, 8, 10, 12, 14]));
+      }
+    }),
+    check(
+      'write is ordered after the work submitted before it and before the work after it',
+      async (backend) => {
+        const rng = new Rng(23);
+        const first = randomF32(rng, 67);
+        const second = randomF32(rng, 67);
+        using x = backend.upload(first, [67]);
+        const [before] = backend.run(copy, [x]);
+        backend.write(x, second);
+        const [after] = backend.run(copy, [x]);
+        const batch = backend.batch();
+        const [replayed] = batch.run(copy, [x]);
+        await batch.submit();
+        backend.write(x, first);
+        await batch.submit();
+        backend.write(x, second);
+        try {
+          await expectContents('a copy run before the write', before!, first);
+          await expectContents('a copy run after the write', after!, second);
+          await expectContents('a batch submitted between two writes', replayed!, first);
+          await expectContents('the tensor after the last write', x, second);
+        } finally {
+          before!.dispose();
+          after!.dispose();
+          replayed!.dispose();
+        }
+      },
+    ),
+    check(
+      'write rejects data of the wrong length or type, a disposed tensor and another backend’s',
+      async (backend) => {
+        using t = backend.upload([1, 2, 3, 4], [2, 2]);
+        expectRayoError(() => backend.write(t, [1, 2, 3]), ShapeError, 'write', 'data');
+        expectRayoError(() => backend.write(t, new Int32Array(4)), DTypeError, 'write', 'data');
+        const gone = backend.upload([1, 2], [2]);
+        gone.dispose();
+        expectRayoError(() => backend.write(gone, [3, 4]), DisposedTensorError, 'write', 'tensor');
+        using foreign = (await getOther()).upload([1, 2], [2]);
+        expectRayoError(() => backend.write(foreign, [3, 4]), BackendMismatchError, 'write', 'tensor');
+        await expectContents('the tensor after rejected writes', t, toHostArray('f32', [1, 2, 3, 4]));
+      },
+    ),
+  ];
+}
+
+/**
+ * The replay contract: a decode step recorded once into a batch reads its
+ * position and attended length from device tensors, so after `write`s of new
+ * values (and of new inputs into the same tensors) a second submit computes
+ * the step for those values.
+ */
+export function replayChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
+  return [
+    {
+      name: 'a decode step recorded once replays with new positions, lengths and inputs written between submits',
+      group: 'replay',
+      run: async () => replayDecodeStep(await getBackend()),
+    },
+  ];
+}
+
+const ATTENTION_TOLERANCE = { rtol: 1e-4, atol: 1e-5 } as const;
+
+async function replayDecodeStep(backend: Backend): Promise<void> {
+  // Odd sizes: 6 query heads over 2 kv heads of 10, a cache of 37 rows.
+  const [nHeads, nKvHeads, headDim, maxSeq] = [6, 2, 10, 37];
+  const width = nKvHeads * headDim;
+  const rng = new Rng(0x5e91a7);
+  const f32 = (shape: readonly number[]): TensorMeta => ({ shape, dtype: 'f32' });
+  const one: TensorMeta = { shape: [1], dtype: 'i32' };
+  const cacheMeta = f32([nKvHeads, maxSeq, headDim]);
+
+  let kHost: HostArray = randomF32(rng, nKvHeads * maxSeq * headDim);
+  let vHost: HostArray = randomF32(rng, nKvHeads * maxSeq * headDim);
+  let qHost = randomF32(rng, nHeads * headDim);
+  let kHeadsHost = randomF32(rng, width);
+  let kRowHost = randomF32(rng, width);
+  let vRowHost = randomF32(rng, width);
+  let qAttnHost = randomF32(rng, nHeads * headDim);
+  const tensors: Tensor[] = [];
+  const keep = (t: Tensor) => {
+    tensors.push(t);
+    return t;
+  };
+  try {
+    const kCache = keep(backend.upload(kHost, cacheMeta.shape));
+    const vCache = keep(backend.upload(vHost, cacheMeta.shape));
+    const q = keep(backend.upload(qHost, [1, nHeads, headDim]));
+    const kHeads = keep(backend.upload(kHeadsHost, [1, nKvHeads, headDim]));
+    const kRow = keep(backend.upload(kRowHost, [width]));
+    const vRow = keep(backend.upload(vRowHost, [1, width]));
+    const qAttn = keep(backend.upload(qAttnHost, [nHeads, headDim]));
+    let position = 5;
+    const positionT = keep(backend.upload(Int32Array.of(position), [1], 'i32'));
+    const seqLenT = keep(backend.upload(Int32Array.of(position + 1), [1], 'i32'));
+
+    const batch = backend.batch();
+    const [qRot] = batch.run(rope, [q, positionT]);
+    const [kRot] = batch.run(rope, [kHeads, positionT], { layout: 'interleaved', theta: 500000 });
+    batch.run(kvCacheScatter, [kCache, kRow, positionT]);
+    batch.run(kvCacheScatter, [vCache, vRow, positionT]);
+    const [attention] = batch.run(incrementalAttention, [qAttn, kCache, vCache, seqLenT]);
+    keep(qRot!);
+    keep(kRot!);
+    keep(attention!);
+    if (batch.size !== 5) fail(`batch.size is ${batch.size}, expected 5`);
+
+    // The first submit runs the recorded values; then positions move on, jump
+    // back to row 0 (a length of 1) and to the last row (the full cache).
+    for (const [step, next] of [5, 6, 7, 0, 36, 19, 36].entries()) {
+      if (step > 0) {
+        position = next;
+        qHost = randomF32(rng, qHost.length);
+        kHeadsHost = randomF32(rng, width);
+        kRowHost = randomF32(rng, width);
+        vRowHost = randomF32(rng, width);
+        qAttnHost = randomF32(rng, qAttnHost.length);
+        backend.write(q, qHost);
+        backend.write(kHeads, kHeadsHost);
+        backend.write(kRow, kRowHost);
+        backend.write(vRow, vRowHost);
+        backend.write(qAttn, qAttnHost);
+        backend.write(positionT, [position]);
+        backend.write(seqLenT, Int32Array.of(position + 1));
+      }
+      // Poisoned outputs: a replay that skips a kernel leaves NaN behind.
+      for (const t of [qRot!, kRot!, attention!]) backend.write(t, new Float32Array(t.size).fill(Number.NaN));
+      await batch.submit();
+
+      const p = Int32Array.of(position);
+      const len = Int32Array.of(position + 1);
+      const qExpected = reference(rope, [qHost, p], [f32(q.shape), one])[0]!;
+      const kExpected = reference(rope, [kHeadsHost, p], [f32(kHeads.shape), one], {
+        layout: 'interleaved',
+        theta: 500000,
+      })[0]!;
+      kHost = reference(kvCacheScatter, [kHost, kRowHost, p], [cacheMeta, f32(kRow.shape), one])[0]!;
+      vHost = reference(kvCacheScatter, [vHost, vRowHost, p], [cacheMeta, f32(vRow.shape), one])[0]!;
+      const attentionExpected = reference(
+        incrementalAttention,
+        [qAttnHost, kHost, vHost, len],
+        [f32(qAttn.shape), cacheMeta, cacheMeta, one],
+      )[0]!;
+      const at = `replay ${step} (position ${position})`;
+      await expectContents(`${at}: rope of q`, qRot!, qExpected, ropeTolerance(position));
+      await expectContents(`${at}: rope of k`, kRot!, kExpected, ropeTolerance(position));
+      await expectContents(`${at}: kCache`, kCache, kHost);
+      await expectContents(`${at}: vCache`, vCache, vHost);
+      await expectContents(`${at}: attention`, attention!, attentionExpected, ATTENTION_TOLERANCE);
+    }
+  } finally {
+    for (const t of tensors) t.dispose();
+  }
+}
