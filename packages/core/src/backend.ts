@@ -62,6 +62,12 @@ export interface CommandBatch extends KernelRunner {
   /** Number of recorded kernels. */
   readonly size: number;
   submit(): Promise<void>;
+  /**
+   * Forgets the recorded kernels and gives back what the batch holds for its
+   * replays (a CUDA graph, scratch memory, a recorded command sequence); the
+   * batch is empty afterwards. The outputs it allocated stay the caller's.
+   */
+  dispose(): void;
 }
 
 /**

@@ -33,7 +33,7 @@ describe('parityGate', () => {
             spec.name === 'matmul' ? ({ ...attrs, alpha: 1.2 } as unknown as typeof attrs) : attrs,
             options,
           );
-        return { run, submit: () => inner.submit(), size: inner.size };
+        return { run, submit: () => inner.submit(), dispose: () => inner.dispose(), size: inner.size };
       };
       return backend;
     };

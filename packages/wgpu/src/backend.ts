@@ -609,4 +609,11 @@ class WgpuCommandBatch implements CommandBatch {
       throw error;
     }
   }
+
+  /** Parameter chunks and scratch buffers go back to their pools after each submit: only the recording is left. */
+  dispose(): void {
+    this.#work.length = 0;
+    this.#tensors.length = 0;
+    this.#recording = undefined;
+  }
 }

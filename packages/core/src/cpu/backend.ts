@@ -323,6 +323,10 @@ class CpuCommandBatch implements CommandBatch, KernelRunner {
       return Promise.reject(error);
     }
   }
+
+  dispose(): void {
+    this.#work.length = 0;
+  }
 }
 
 export function createCpuBackend(): CpuBackend {

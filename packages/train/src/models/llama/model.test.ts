@@ -1,4 +1,11 @@
-import { type Backend, createBackend, createCpuBackend, probeBackends, type Tensor } from '@rayo/core';
+import {
+  type Backend,
+  type CommandBatch,
+  createBackend,
+  createCpuBackend,
+  probeBackends,
+  type Tensor,
+} from '@rayo/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseLlamaConfig } from './config.js';
 import { LlamaModel } from './model.js';
@@ -132,6 +139,39 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
       expect(Math.min(...ref.margins)).toBeGreaterThan(10 * TOLERANCE);
       const got: number[] = [];
       for await (const token of model.generate(PROMPT, { maxNewTokens: 12 })) got.push(token);
+      expect(got).toEqual(ref.tokens);
+    },
+    TIMEOUT,
+  );
+
+  it(
+    'replays one recorded decode step for every token, writing only the token, position and length',
+    async () => {
+      const config = tinyLlamaConfig();
+      const { model, weights } = await load(config, 7);
+      const ref = referenceGreedy(config, weights, PROMPT, 10);
+      const batches: CommandBatch[] = [];
+      const original = backend.batch.bind(backend);
+      backend.batch = () => {
+        const batch = original();
+        batches.push(batch);
+        return batch;
+      };
+      try {
+        for (let round = 0; round < 2; round++) {
+          const got: number[] = [];
+          for await (const token of model.generate(PROMPT, { maxNewTokens: 10 })) got.push(token);
+          expect(got).toEqual(ref.tokens);
+        }
+      } finally {
+        backend.batch = original;
+      }
+      // Recorded once, for both generations and all their tokens.
+      expect(batches).toHaveLength(1);
+      // The same tokens with every step run eagerly.
+      const eager = new LlamaModel(backend, model.config, model.weights, { replay: false, maxSequence: 32 });
+      const got: number[] = [];
+      for await (const token of eager.generate(PROMPT, { maxNewTokens: 10 })) got.push(token);
       expect(got).toEqual(ref.tokens);
     },
     TIMEOUT,

@@ -2,6 +2,7 @@ import {
   add,
   type Backend,
   batchedMatmul,
+  type CommandBatch,
   embedding,
   InvalidArgumentError,
   incrementalAttention,
@@ -32,6 +33,26 @@ import {
 export interface LlamaModelOptions {
   /** Rows of the KV cache: the longest context (prompt + generated tokens). Default: `max_position_embeddings`. */
   readonly maxSequence?: number;
+  /**
+   * `generate` records one decode step into a batch once and replays it for
+   * every token, writing only the token, position and length on the device
+   * (default true); false runs every step eagerly.
+   */
+  readonly replay?: boolean;
+}
+
+/**
+ * Where a step's per-token values come from: numbers baked into its kernels'
+ * attributes (eager), or the model's device tensors (a recorded step that is
+ * replayed with new values).
+ */
+type StepPosition = { readonly kind: 'host'; readonly position: number } | { readonly kind: 'device' };
+
+/** A decode step recorded once: the batch, what it allocated, and its logits [1, vocab]. */
+interface RecordedStep {
+  readonly batch: CommandBatch;
+  readonly made: Tensor[];
+  readonly logits: Tensor;
 }
 
 export interface GenerateOptions extends SamplingOptions {
@@ -67,6 +88,12 @@ export class LlamaModel {
   readonly #caches: LayerCache[];
   /** i32 [1]: the token a decode step embeds. The host writes it; the step reads it on the device. */
   readonly tokenInput: Tensor;
+  /** i32 [1]: the cache row of a recorded step's token (RoPE's position, the scatter's row). */
+  readonly positionInput: Tensor;
+  /** i32 [1]: the rows a recorded step attends over (position + 1). */
+  readonly lengthInput: Tensor;
+  readonly #replay: boolean;
+  #recorded: RecordedStep | undefined;
   #position = 0;
   #generating = false;
   #disposed = false;
@@ -90,6 +117,9 @@ export class LlamaModel {
     // Zeros, so that rows not yet written hold finite values under the attention mask.
     this.#caches = weights.layers.map(() => ({ k: backend.zeros(cacheShape), v: backend.zeros(cacheShape) }));
     this.tokenInput = backend.zeros([1], 'i32');
+    this.positionInput = backend.zeros([1], 'i32');
+    this.lengthInput = backend.zeros([1], 'i32');
+    this.#replay = options.replay ?? true;
   }
 
   /** Loads a Hugging Face Llama checkpoint directory onto `backend`, tensor by tensor. */
@@ -172,7 +202,7 @@ export class LlamaModel {
     try {
       using ids = this.backend.upload(Int32Array.from(tokens), [t], 'i32');
       using mask = t > 1 ? this.#causalMask(t, position) : undefined;
-      const logits = scratch.keep(this.#forward(scratch, ids, position, mask, true));
+      const logits = scratch.keep(this.#forward(scratch, ids, { kind: 'host', position }, mask, true));
       this.#position += t;
       return logits;
     } finally {
@@ -183,8 +213,7 @@ export class LlamaModel {
   /** Writes the token id the next `step` embeds into `tokenInput`, on the device. */
   writeToken(token: number): void {
     this.#checkTokens('writeToken', [token]);
-    using id = this.backend.upload(Int32Array.of(token), [1], 'i32');
-    this.backend.copy(id, this.tokenInput);
+    this.backend.write(this.tokenInput, Int32Array.of(token));
   }
 
   /** Writes `token` and runs `step` eagerly at the current position: the logits [1, vocab] of the next token. */
@@ -221,7 +250,58 @@ export class LlamaModel {
       });
     }
     const eager = runner === this.backend;
-    return this.#forward(new ScratchRunner(runner, made), this.tokenInput, position, undefined, eager);
+    return this.#forward(
+      new ScratchRunner(runner, made),
+      this.tokenInput,
+      { kind: 'host', position },
+      undefined,
+      eager,
+    );
+  }
+
+  /**
+   * One decode step that reads its token, position and length from
+   * `tokenInput`, `positionInput` and `lengthInput`: recorded once into a
+   * batch, it is replayed for any token at any position by writing those
+   * three tensors. Every tensor it allocates (the logits included) is pushed
+   * to `made`.
+   */
+  recordStep(runner: KernelRunner, made: Tensor[]): Tensor {
+    this.#checkAlive('recordStep');
+    return this.#forward(
+      new ScratchRunner(runner, made),
+      this.tokenInput,
+      { kind: 'device' },
+      undefined,
+      false,
+    );
+  }
+
+  /**
+   * Logits of `token` at the current position through the replayed step
+   * (recorded on first use), then advances the position: four bytes each
+   * of token, position and length written, one batch submitted.
+   */
+  async #decodeReplayed(token: number): Promise<Float32Array> {
+    this.#checkChunk('decode', [token]);
+    if (!this.#recorded) {
+      const batch = this.backend.batch();
+      const made: Tensor[] = [];
+      try {
+        this.#recorded = { batch, made, logits: this.recordStep(batch, made) };
+      } catch (error) {
+        batch.dispose();
+        for (const t of made) t.dispose();
+        throw error;
+      }
+    }
+    const position = this.#position;
+    this.writeToken(token);
+    this.backend.write(this.positionInput, Int32Array.of(position));
+    this.backend.write(this.lengthInput, Int32Array.of(position + 1));
+    await this.#recorded.batch.submit();
+    this.#position++;
+    return (await this.#recorded.logits.read()) as Float32Array;
   }
 
   /**
@@ -245,7 +325,7 @@ export class LlamaModel {
   #forward(
     run: ScratchRunner,
     ids: Tensor,
-    position: number,
+    position: StepPosition,
     mask: Tensor | undefined,
     eager: boolean,
   ): Tensor {
@@ -265,7 +345,7 @@ export class LlamaModel {
     w: LlamaLayerWeights,
     cache: LayerCache,
     x: Tensor,
-    position: number,
+    at: StepPosition,
     mask: Tensor | undefined,
   ): Tensor {
     const {
@@ -278,23 +358,32 @@ export class LlamaModel {
     const t = x.shape[0]!;
     const h = run.run1(rmsNorm, [x, w.inputNorm], { eps });
     const project = (weight: Tensor) => run.run1(matmul, [h, weight], { transB: true });
+    // A device step reads position and length from the model's tensors; an eager one bakes them in.
+    const device = at.kind === 'device';
+    const position = at.kind === 'host' ? at.position : 0;
     const rotate = (z: Tensor, n: number) =>
-      run.run1(rope, [z.reshape([t, n, headDim])], {
-        positionOffset: position,
-        theta: ropeTheta,
-        layout: 'half',
-      });
+      run.run1(
+        rope,
+        [z.reshape([t, n, headDim]), device ? this.positionInput : undefined],
+        device
+          ? { theta: ropeTheta, layout: 'half' }
+          : { positionOffset: position, theta: ropeTheta, layout: 'half' },
+      );
     const q = rotate(project(w.q), heads);
     const k = rotate(project(w.k), kvHeads);
     const v = project(w.v);
-    run.run(kvCacheScatter, [cache.k, k.reshape([t, kvHeads * headDim])], { position });
-    run.run(kvCacheScatter, [cache.v, v], { position });
+    const row = device ? this.positionInput : undefined;
+    const rowAttrs = device ? {} : { position };
+    run.run(kvCacheScatter, [cache.k, k.reshape([t, kvHeads * headDim]), row], rowAttrs);
+    run.run(kvCacheScatter, [cache.v, v, row], rowAttrs);
     const attended =
       t === 1
         ? run
-            .run1(incrementalAttention, [q.reshape([heads, headDim]), cache.k, cache.v], {
-              seqLen: position + 1,
-            })
+            .run1(
+              incrementalAttention,
+              [q.reshape([heads, headDim]), cache.k, cache.v, device ? this.lengthInput : undefined],
+              device ? {} : { seqLen: position + 1 },
+            )
             .reshape([1, heads * headDim])
         : position === 0
           ? this.#causalAttention(
@@ -393,7 +482,8 @@ export class LlamaModel {
         const token = sampleToken(next, sampling, rng);
         if (stop.has(token)) return;
         yield token;
-        if (i + 1 < maxNewTokens) next = await this.#lastRow(this.decode(token));
+        if (i + 1 < maxNewTokens)
+          next = this.#replay ? await this.#decodeReplayed(token) : await this.#lastRow(this.decode(token));
       }
     } finally {
       this.#generating = false;
@@ -419,6 +509,13 @@ export class LlamaModel {
       c.v.dispose();
     }
     this.tokenInput.dispose();
+    this.positionInput.dispose();
+    this.lengthInput.dispose();
+    if (this.#recorded) {
+      this.#recorded.batch.dispose();
+      for (const t of this.#recorded.made) t.dispose();
+      this.#recorded = undefined;
+    }
   }
 
   [Symbol.dispose](): void {
