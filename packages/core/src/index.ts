@@ -15,6 +15,7 @@ export { checkShapeAndDType, hostDataFor, ownedStorage } from './hostData.js';
 export * from './kernel.js';
 export { ArgCheck } from './kernels/check.js';
 export * from './kernels/index.js';
+export { checkInputsWritten, checkWritten, PendingWrites } from './pendingWrites.js';
 export {
   type BackendProvider,
   type BackendStatus,

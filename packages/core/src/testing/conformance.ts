@@ -17,6 +17,7 @@ import type { Tensor } from '../tensor.js';
 import { ERROR_CASES, VALID_CASES } from './cases/index.js';
 import type { AnyConformanceCase, AnyErrorCase, InputInit, InputSample } from './cases.js';
 import { compareOutputs } from './compare.js';
+import { faultContractChecks } from './faultContract.js';
 import { hashString, Rng } from './random.js';
 
 /** One named, independent check. `run` rejects with a descriptive error on failure. */
@@ -521,7 +522,7 @@ export function conformanceSuite(options: ConformanceOptions): ConformanceSuite 
     return other;
   };
 
-  const checks: ConformanceCheck[] = [...apiChecks(getBackend)];
+  const checks: ConformanceCheck[] = [...apiChecks(getBackend), ...faultContractChecks(getBackend)];
   for (const spec of KERNELS) {
     const valid = VALID_CASES.filter((c) => c.spec === spec);
     const errors = ERROR_CASES.filter((c) => c.spec === spec);
