@@ -112,7 +112,8 @@ export function faultContractChecks(getBackend: () => Promise<Backend>): Conform
     check('a fresh tensor never shows the data of another live tensor', async (backend) => {
       const n = 4096;
       using live = backend.upload(ramp(n, 1), [n]);
-      backend.upload(ramp(n, 1), [n]).dispose();
+      // A freed tensor's bytes may show (unspecified contents); a live one's may not.
+      backend.upload(ramp(n, -n), [n]).dispose();
       using fresh = backend.empty([n]);
       using zero = backend.zeros([n]);
       await backend.sync();
@@ -132,7 +133,7 @@ export function faultContractChecks(getBackend: () => Promise<Backend>): Conform
             t.dispose();
           }
         });
-        expectError(`empty([${tooBig}])`, error, OutOfMemoryError, 'empty', 'shape');
+        expectError(`empty([${tooBig}])`, error, OutOfMemoryError, 'empty');
         using x = backend.upload([-2, 3], [2]);
         using y = backend.run(relu, [x])[0]!;
         const values = Array.from(await y.read());
