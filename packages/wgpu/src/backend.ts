@@ -351,10 +351,12 @@ export class WgpuBackend implements Backend {
 
   async read(tensor: Tensor): Promise<HostArray> {
     this.#alive('read');
-    const s = this.#own('read', tensor, 'tensor');
+    this.#own('read', tensor, 'tensor');
     checkWritten('read', tensor, 'tensor');
     await this.pipelines.settle();
     await this.#reported('read');
+    // Disposed meanwhile, its buffer may hold another tensor's data by now.
+    const s = this.#own('read', tensor, 'tensor');
     const bytes = Math.ceil(s.byteLength / 4) * 4;
     const out = allocHost(tensor.dtype, tensor.size);
     if (bytes === 0) return out;

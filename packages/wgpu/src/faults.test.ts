@@ -1,6 +1,8 @@
 import { add, DeviceLostError, OutOfMemoryError, RayoError, relu, scale } from '@rayo/core';
+import { extendFaultSuite, FAULT_SCENARIOS, runFaultScenarios } from '@rayo/core/testing';
 import { describe, expect, it } from 'vitest';
 import { WgpuBackend } from './backend.js';
+import { wgpuFaultSuite } from './faults.js';
 import { backendProvider } from './index.js';
 
 const unavailable = await backendProvider.probe();
@@ -82,5 +84,21 @@ needsAdapter('wgpu backend under faults', () => {
     await expect(backend.sync()).rejects.toBeInstanceOf(DeviceLostError);
     await expect(x.read()).rejects.toBeInstanceOf(RayoError);
     backend.dispose();
+  });
+});
+
+needsAdapter('fault suite on wgpu', () => {
+  it('survives every scenario that fits a software adapter', async () => {
+    const scenarios = [...FAULT_SCENARIOS, ...(wgpuFaultSuite.scenarios ?? [])];
+    extendFaultSuite(wgpuFaultSuite);
+    const results = await runFaultScenarios(scenarios, {
+      backendName: 'wgpu',
+      create: (options) => WgpuBackend.create(options),
+      soakKernels: 2000,
+    });
+    expect(results.filter((r) => r.status !== 'survived').map((r) => `${r.scenario}: ${r.outcome}`)).toEqual(
+      [],
+    );
+    expect(results.find((r) => r.scenario.startsWith('soak'))?.outcome).toContain('pipelineCompiles');
   });
 });
