@@ -32,7 +32,7 @@ const suite = conformanceSuite({ create: () => backend });
 
 const families = new Set(KERNELS.filter((s) => backend.supports(s.name)).map((s) => s.family));
 const checks = suite.checks.filter((c) => {
-  if (c.group === 'api') return true;
+  if (c.group === 'api' || c.group === 'contract') return true;
   if (c.group === 'coverage') {
     const spec = KERNELS.find((s) => c.name.startsWith(`${s.name} is implemented`));
     return spec !== undefined && families.has(spec.family);
