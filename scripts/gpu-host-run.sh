@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One run of the bundled programs on a GPU host, for the recorded results in
-# docs/benchmarks: the conformance runner on every backend, the benchmark
-# with the PyTorch baseline, and the training benchmark (parity and
-# throughput). Every step runs even when an earlier one fails; logs and
+# docs/benchmarks: the conformance runner on every backend, the fault suite
+# on every GPU backend, the benchmark with the PyTorch baseline, and the
+# training benchmark (parity and throughput). Every step runs even when an earlier one fails; logs and
 # reports go to OUTDIR, a summary is printed last.
 #
 #   . .device/env.sh && bash scripts/gpu-host-run.sh OUTDIR [BENCH_FILTER]
@@ -10,13 +10,15 @@
 # Needs the programs from `pnpm bundle --outdir .device/app` and the kit from
 # shared/device (Node, dawn.node, koffi). BACKENDS (default "wgpu,cuda")
 # picks the GPU backends; STEP_TIMEOUT (seconds, default 0 = none) bounds
-# each step, so that one hung step cannot take the others' time.
+# each step, so that one hung step cannot take the others' time; SOAK
+# (default 1000000) is the number of kernels of the fault suite's soak.
 set -u
 out=${1:?usage: gpu-host-run.sh OUTDIR [BENCH_FILTER]}
 filter=${2:-}
 app=${APP:-.device/app}
 backends=${BACKENDS:-wgpu,cuda}
 step_timeout=${STEP_TIMEOUT:-0}
+soak=${SOAK:-1000000}
 mkdir -p "$out"
 summary="$out/summary.txt"
 : >"$summary"
@@ -37,6 +39,12 @@ for b in ${backends//,/ }; do
   step "conformance-$b" node "$app/conformance.mjs" --backend "$b"
 done
 
+if [ -f "$app/faults.mjs" ]; then
+  for b in ${backends//,/ }; do
+    step "faults-$b" node "$app/faults.mjs" --backend "$b" --soak "$soak"
+  done
+fi
+
 bench_args=(--backend "$backends" --baseline torch --out "$out/bench")
 [ -n "$filter" ] && bench_args+=(--filter "$filter")
 step bench node "$app/bench.mjs" "${bench_args[@]}"
@@ -48,5 +56,8 @@ fi
 cat "$out/gpu.txt"
 for f in "$out"/conformance-*.log; do
   echo "$(basename "$f" .log): $(grep -E 'passed, [0-9]+ failed' "$f" | tail -1)"
+done
+for f in "$out"/faults-*.log; do
+  [ -f "$f" ] && echo "$(basename "$f" .log): $(grep -E 'survived, [0-9]+ not survived' "$f" | tail -1)"
 done
 cat "$summary"

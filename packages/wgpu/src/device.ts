@@ -79,8 +79,19 @@ async function nodeGpu(options: WgpuDeviceOptions): Promise<GPU> {
   // a compute library needs real kernel times.
   const disable = [...new Set(['timestamp_quantization', ...(options.disableToggles ?? [])])];
   flags.push(`disable-dawn-features=${disable.join(',')}`);
-  return webgpu.create(flags);
+  const key = flags.join(' ');
+  let gpu = instances.get(key);
+  if (!gpu) {
+    gpu = webgpu.create(flags);
+    instances.set(key, gpu);
+  }
+  return gpu;
 }
+
+// One Dawn instance per set of flags for the whole process: an instance
+// collected while another is in use can crash Dawn (seen on lavapipe), and a
+// kept instance does not hold the process open once its devices are destroyed.
+const instances = new Map<string, GPU>();
 
 function describeAdapter(info: GPUAdapterInfo | undefined): string {
   if (!info) return 'unknown adapter';
