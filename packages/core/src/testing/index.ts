@@ -22,4 +22,5 @@ export {
   faultTable,
   runFaultScenarios,
 } from './faultSuite.js';
+export { type FuzzOptions, type FuzzSummary, fuzzBadCalls } from './fuzz.js';
 export { hashString, Rng } from './random.js';
