@@ -58,8 +58,9 @@ export class BufferPool {
   }
 
   release(buffer: GPUBuffer): void {
-    // A buffer the device refused is invalid: never hand it out again.
-    if (this.memory.failed(buffer)) {
+    // A buffer the device refused is invalid: never hand it out again. While
+    // memory is short, freed memory goes back to the device.
+    if (this.memory.failed(buffer) || this.memory.short) {
       this.memory.destroy(buffer);
       return;
     }

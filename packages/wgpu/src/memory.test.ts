@@ -57,10 +57,17 @@ describe('device memory', () => {
     expect(memory.failed(big)).toBe(true);
     pool.release(big);
     expect(destroyed).toEqual([1 << 20]);
-    // After a refusal, pooled buffers are freed before the next allocation.
+    // After a refusal, freed buffers go back to the device instead of the pool
+    // until an allocation is known to have succeeded.
     pool.release(small);
-    pool.acquire(512, 'empty');
     expect(destroyed).toEqual([1 << 20, 1024]);
     expect(await memory.takeFailure('sync')).toBeUndefined();
+    expect(memory.short).toBe(true);
+    pool.release(pool.acquire(512, 'empty'));
+    expect(destroyed).toEqual([1 << 20, 1024, 512]);
+    expect(await memory.takeFailure('sync')).toBeUndefined();
+    expect(memory.short).toBe(false);
+    pool.release(pool.acquire(512, 'empty'));
+    expect(destroyed).toEqual([1 << 20, 1024, 512]);
   });
 });

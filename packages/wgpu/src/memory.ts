@@ -21,9 +21,11 @@ export class DeviceMemory {
   readonly #failed = new WeakSet<GPUBuffer>();
   readonly #reclaimers: (() => void)[] = [];
   #used = 0;
-  // Set by a failed allocation: free pooled buffers are destroyed before the
-  // next one, so that memory the caller frees reaches the device again.
-  #pressure = false;
+  // Set by a refused allocation, until an allocation after it is known to
+  // have succeeded: meanwhile idle buffers are destroyed instead of pooled,
+  // so that memory the caller frees reaches the device again.
+  #short = false;
+  #allocatedWhileShort = 0;
 
   constructor(
     readonly device: GPUDevice,
@@ -35,6 +37,11 @@ export class DeviceMemory {
     return this.#used;
   }
 
+  /** Whether the device refused an allocation recently: pools should not keep idle buffers. */
+  get short(): boolean {
+    return this.#short;
+  }
+
   /** Registers a way to destroy buffers kept for reuse, run when memory is short. */
   onShortage(reclaim: () => void): void {
     this.#reclaimers.push(reclaim);
@@ -42,9 +49,10 @@ export class DeviceMemory {
 
   create(descriptor: GPUBufferDescriptor, api: string): GPUBuffer {
     const bytes = descriptor.size;
-    if (this.#pressure || this.#used + bytes > this.budgetBytes) {
+    if (this.#short || this.#used + bytes > this.budgetBytes) {
       for (const reclaim of this.#reclaimers) reclaim();
     }
+    if (this.#short) this.#allocatedWhileShort++;
     if (this.#used + bytes > this.budgetBytes) {
       throw new OutOfMemoryError(
         `allocating ${descriptor.label ?? 'a buffer'} would exceed the memory budget`,
@@ -61,7 +69,8 @@ export class DeviceMemory {
       (error) => {
         if (!error) return;
         this.#failed.add(buffer);
-        this.#pressure = true;
+        this.#short = true;
+        this.#allocatedWhileShort = 0;
         this.#failures.push({ api, label: descriptor.label ?? 'buffer', bytes, message: error.message });
       },
       // A lost device rejects the scope; the loss is reported on its own.
@@ -91,7 +100,7 @@ export class DeviceMemory {
     while (this.#pending.size > 0) await Promise.all(this.#pending);
     const failures = this.#failures.splice(0);
     if (failures.length === 0) {
-      this.#pressure = false;
+      if (this.#allocatedWhileShort > 0) this.#short = false;
       return undefined;
     }
     const first = failures[0]!;

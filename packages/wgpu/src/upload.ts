@@ -112,7 +112,7 @@ export class UploadStaging {
   }
 
   #giveBack(buffer: GPUBuffer): void {
-    if (this.#disposed) {
+    if (this.#disposed || this.memory.short) {
       this.#drop(buffer);
       return;
     }

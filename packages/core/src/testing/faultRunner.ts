@@ -90,5 +90,6 @@ function parse() {
 }
 
 const code = await main();
-// A scenario abandoned on its timeout may hold the event loop open: the table is out, so end here.
-process.exit(code);
+// A scenario abandoned on its timeout may hold the event loop open: once the
+// table is written out, end here.
+process.stdout.write('', () => process.exit(code));

@@ -70,7 +70,8 @@ const outOfMemory: FaultScenario = {
     const held: Tensor[] = [];
     let refused: unknown;
     let where = 'the allocating call';
-    const maxChunks = Math.ceil((512 * GIB) / chunk);
+    // Past any device memory there is (beyond it, memory would not be the device's).
+    const maxChunks = Math.ceil(Math.max(160 * GIB, 1.25 * maxBufferBytes) / chunk);
     for (let i = 0; i < maxChunks && refused === undefined; i++) {
       try {
         held.push(backend.zeros([chunk / 4]));
