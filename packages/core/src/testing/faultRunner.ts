@@ -56,6 +56,11 @@ async function main(): Promise<number> {
   process.stdout.write(
     `rayo fault suite on ${name}: ${info} (${scenarios.length} scenarios, soak ${soak} kernels)\n`,
   );
+  if (kind === 'gpu' && faultExtensions(name).length === 0) {
+    process.stdout.write(
+      `note: no ${name}-specific scenarios are registered (the bundled faults.mjs registers them)\n`,
+    );
+  }
   const results: FaultResult[] = [];
   // Whatever a scenario leaves behind must not end the run before the table is printed.
   const stray = (error: unknown) =>
