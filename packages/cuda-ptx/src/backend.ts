@@ -372,6 +372,9 @@ export class CudaBackend implements Backend {
     const call = this.record(spec, inputs, attrs, options);
     try {
       this.driver.enqueue(call.commands, this.stream);
+    } catch (error) {
+      for (const t of call.fresh) t.dispose();
+      throw error;
     } finally {
       this.releaseScratch(call.scratch);
     }

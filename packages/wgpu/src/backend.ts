@@ -517,8 +517,15 @@ export class WgpuBackend implements Backend {
     options?: RunOptions,
   ): Tensor[] {
     checkInputsWritten(spec, inputs);
-    const { outputs, encode } = this.record(spec, inputs, attrs, options);
-    this.submitWork(encode).catch(() => {});
+    const { outputs, fresh, encode } = this.record(spec, inputs, attrs, options);
+    let done: Promise<void>;
+    try {
+      done = this.submitWork(encode);
+    } catch (error) {
+      for (const t of fresh) t.dispose();
+      throw error;
+    }
+    done.catch(() => {});
     return outputs;
   }
 
