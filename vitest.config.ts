@@ -27,6 +27,10 @@ const alias = readdirSync(packagesDir).flatMap((dir) => {
 export default defineConfig({
   resolve: { alias },
   test: {
+    // Lavapipe shares the CPU with everything else: on a loaded 2-core machine
+    // a few-second test can take much longer, and a timeout is not a result.
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
     projects: readdirSync(packagesDir).map((dir) => ({
       extends: true as const,
       test: { name: dir, root: join(packagesDir, dir), include: ['src/**/*.test.ts'] },

@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // Bundles rayo's programs into self-contained ESM files for a host that has
 // Node but no node_modules (see shared/device/README.md): bench.mjs (the
-// benchmark CLI), conformance.mjs (the conformance runner) and
-// train-bench.mjs (training parity and throughput), with the native `webgpu`
+// benchmark CLI), conformance.mjs (the conformance runner), faults.mjs (the
+// fault suite), train-bench.mjs (training parity and throughput),
+// decode-bench.mjs (Llama decoding against PyTorch) and names.mjs (the
+// first-names example), with the native `webgpu`
 // and `koffi` packages left external and the PyTorch baseline scripts copied
 // beside them.
 //
@@ -11,7 +13,8 @@
 // A bundle cannot find backend packages by name at run time, so each program
 // registers the backends statically: every backend package that exports a
 // `backendProvider` (checked here, at bundle time) is imported and passed to
-// `registerBackend` before the program starts.
+// `registerBackend` before the program starts; the fault suite gets each
+// package's `<name>FaultSuite` from its `/faults` export the same way.
 import { copyFile, mkdir, stat } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,14 +26,19 @@ const BACKEND_PACKAGES = ['@rayo/wgpu', '@rayo/cuda-ptx'];
 const BASELINE_SCRIPTS = [
   'packages/bench/baseline/torch_baseline.py',
   'packages/train/baseline/torch_train_baseline.py',
+  'packages/train/baseline/torch_decode_baseline.py',
 ];
 const RUNNER = './packages/core/src/testing/runner.ts';
+const FAULT_RUNNER = './packages/core/src/testing/faultRunner.ts';
 const TRAIN_BENCH = './packages/train/src/trainBench.ts';
+const DECODE_BENCH = './packages/train/src/decodeBenchCli.ts';
+const NAMES = './packages/train/src/namesCli.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
-Writes bench.mjs, conformance.mjs, train-bench.mjs, torch_baseline.py and
-torch_train_baseline.py into DIR
+Writes bench.mjs, conformance.mjs, faults.mjs, train-bench.mjs,
+decode-bench.mjs, names.mjs, torch_baseline.py, torch_train_baseline.py and
+torch_decode_baseline.py into DIR
 (default: .device/app). Run them with 'node DIR/bench.mjs --help'.`;
 
 /** Options shared by every build: TypeScript sources through the "@rayo/source" export condition. */
@@ -47,25 +55,25 @@ const common = {
   logOverride: { 'unsupported-dynamic-import': 'silent' },
 };
 
-/** Whether `pkg` resolves here and exports a `backendProvider`. */
-async function exportsBackendProvider(pkg) {
+/** The names `specifier` exports, or none when it does not resolve here. */
+async function exportsOf(specifier) {
   try {
     const result = await build({
       ...common,
-      stdin: { contents: `export * from '${pkg}';`, resolveDir: root, loader: 'js' },
+      stdin: { contents: `export * from '${specifier}';`, resolveDir: root, loader: 'js' },
       write: false,
       metafile: true,
       outfile: 'probe.mjs',
       logLevel: 'silent',
     });
-    return Object.values(result.metafile.outputs).some((o) => o.exports?.includes('backendProvider'));
+    return Object.values(result.metafile.outputs).flatMap((o) => o.exports ?? []);
   } catch {
-    return false;
+    return [];
   }
 }
 
 /** Virtual modules: the static backend registration and the program entries. */
-function sources(providers) {
+function sources(providers, faultSuites) {
   const register = [
     "import { registerBackend } from '@rayo/core';",
     ...providers.map((pkg, i) => `import { backendProvider as provider${i} } from '${pkg}';`),
@@ -80,11 +88,25 @@ function sources(providers) {
       'process.exitCode = await main(process.argv.slice(2));',
     ].join('\n'),
     'rayo-bundle:conformance': ["import 'rayo-bundle:register';", `import '${RUNNER}';`].join('\n'),
+    'rayo-bundle:fault-suites': [
+      "import { extendFaultSuite } from '@rayo/core/testing';",
+      ...faultSuites.map(({ pkg, name }) => `import { ${name} } from '${pkg}/faults';`),
+      ...faultSuites.map(({ name }) => `extendFaultSuite(${name});`),
+    ].join('\n'),
+    // Registrations are imported first: the runner starts on import.
+    'rayo-bundle:faults': [
+      "import 'rayo-bundle:register';",
+      "import 'rayo-bundle:fault-suites';",
+      `import '${FAULT_RUNNER}';`,
+    ].join('\n'),
     'rayo-bundle:train-bench': [
       "import 'rayo-bundle:register';",
       `import { main } from '${TRAIN_BENCH}';`,
       'process.exitCode = await main(process.argv.slice(2));',
     ].join('\n'),
+    // The CLIs of the decode benchmark and the names example run on import.
+    'rayo-bundle:decode-bench': ["import 'rayo-bundle:register';", `import '${DECODE_BENCH}';`].join('\n'),
+    'rayo-bundle:names': ["import 'rayo-bundle:register';", `import '${NAMES}';`].join('\n'),
   };
 }
 
@@ -99,7 +121,7 @@ function virtualModules(contents) {
         loader: 'js',
       }));
       // The runner does its work on import; "sideEffects": false of its package must not drop it.
-      b.onResolve({ filter: /testing\/runner\.ts$/ }, (args) => ({
+      b.onResolve({ filter: /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli)\.ts$/ }, (args) => ({
         path: resolve(args.resolveDir, args.path),
         sideEffects: true,
       }));
@@ -127,12 +149,19 @@ async function main() {
   await mkdir(outdir, { recursive: true });
 
   const providers = [];
+  const faultSuites = [];
   for (const pkg of BACKEND_PACKAGES) {
-    if (await exportsBackendProvider(pkg)) providers.push(pkg);
-    else console.error(`bundle: ${pkg} exports no backendProvider: not registered`);
+    if (!(await exportsOf(pkg)).includes('backendProvider')) {
+      console.error(`bundle: ${pkg} exports no backendProvider: not registered`);
+      continue;
+    }
+    providers.push(pkg);
+    for (const name of await exportsOf(`${pkg}/faults`)) {
+      if (name.endsWith('FaultSuite')) faultSuites.push({ pkg, name });
+    }
   }
-  const contents = sources(providers);
-  for (const name of ['bench', 'conformance', 'train-bench']) {
+  const contents = sources(providers, faultSuites);
+  for (const name of ['bench', 'conformance', 'faults', 'train-bench', 'decode-bench', 'names']) {
     const outfile = join(outdir, `${name}.mjs`);
     await build({
       ...common,
@@ -150,6 +179,7 @@ async function main() {
     console.log(`bundle: ${relative(process.cwd(), target)}`);
   }
   console.log(`bundle: backends registered: ${['cpu', ...providers].join(', ')}`);
+  console.log(`bundle: fault suites registered: ${faultSuites.map((s) => s.name).join(', ') || 'none'}`);
   return 0;
 }
 

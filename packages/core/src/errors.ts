@@ -53,6 +53,11 @@ export class DisposedTensorError extends RayoError {}
 export class BackendMismatchError extends RayoError {}
 /** The device could not allocate the memory asked for. */
 export class OutOfMemoryError extends RayoError {}
+/**
+ * A tensor was read, or used outside its batch, before the batch that writes
+ * it was submitted: its memory holds nothing meaningful yet.
+ */
+export class UnsubmittedWriteError extends RayoError {}
 /** The device was lost; pending work was abandoned. */
 export class DeviceLostError extends RayoError {}
 /** A generated kernel failed to compile; the message carries the compiler log. */

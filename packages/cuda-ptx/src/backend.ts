@@ -1,12 +1,15 @@
 import {
+  type AnyKernelSpec,
   type AttrValues,
   allocHost,
   type Backend,
   type BackendInfo,
   bytesPerElement,
   type CommandBatch,
+  checkInputsWritten,
   checkShapeAndDType,
   checkWrite,
+  checkWritten,
   copy as copySpec,
   DeviceWeightCache,
   DisposedTensorError,
@@ -18,7 +21,9 @@ import {
   type KernelRunner,
   type KernelSpec,
   type MemoryStats,
+  OutOfMemoryError,
   ownedStorage,
+  PendingWrites,
   prepareKernel,
   RayoError,
   type RunOptions,
@@ -66,6 +71,8 @@ interface Touched {
 export interface RecordedCall {
   readonly kernel: string;
   readonly outputs: Tensor[];
+  /** Outputs allocated for this call (not given, not in place). */
+  readonly fresh: readonly Tensor[];
   readonly commands: readonly DeviceCommand[];
   readonly scratch: readonly DeviceBuffer[];
   readonly touched: readonly Touched[];
@@ -144,9 +151,24 @@ export class CudaBackend implements Backend {
     return this.#disposed;
   }
 
-  #allocate(shape: Shape, dtype: DType): Tensor {
+  #allocate(api: string, shape: Shape, dtype: DType): Tensor {
     const byteLength = sizeOf(shape) * bytesPerElement(dtype);
-    const buffer = this.driver.alloc(byteLength);
+    let buffer: DeviceBuffer;
+    try {
+      buffer = this.driver.alloc(byteLength);
+    } catch (error) {
+      if (!(error instanceof OutOfMemoryError)) throw error;
+      // Name the call and the tensor, not only the driver call.
+      throw new OutOfMemoryError(
+        `the device could not allocate ${dtype}[${shape.join(', ')}]: ${error.message}`,
+        {
+          kernel: api,
+          expected: `${byteLength} bytes free on the device`,
+          actual: 'out of memory',
+          cause: error,
+        },
+      );
+    }
     const live = this.#live;
     live.tensors++;
     live.allocations++;
@@ -164,7 +186,7 @@ export class CudaBackend implements Backend {
     this.checkAlive('upload');
     checkShapeAndDType('upload', shape, dtype);
     const host = hostDataFor('upload', data, shape, dtype);
-    const tensor = this.#allocate(shape, dtype);
+    const tensor = this.#allocate('upload', shape, dtype);
     try {
       this.#write(tensor.storage<CudaStorage>().ptr, host);
     } catch (error) {
@@ -195,13 +217,17 @@ export class CudaBackend implements Backend {
   }
 
   empty(shape: Shape, dtype: DType = 'f32'): Tensor {
-    this.checkAlive('empty');
-    checkShapeAndDType('empty', shape, dtype);
-    return this.#allocate(shape, dtype);
+    return this.#empty('empty', shape, dtype);
+  }
+
+  #empty(api: string, shape: Shape, dtype: DType): Tensor {
+    this.checkAlive(api);
+    checkShapeAndDType(api, shape, dtype);
+    return this.#allocate(api, shape, dtype);
   }
 
   zeros(shape: Shape, dtype: DType = 'f32'): Tensor {
-    const tensor = this.empty(shape, dtype);
+    const tensor = this.#empty('zeros', shape, dtype);
     const words = Math.ceil(tensor.byteLength / 4);
     if (words > 0) {
       try {
@@ -262,6 +288,7 @@ export class CudaBackend implements Backend {
   async read(tensor: Tensor): Promise<HostArray> {
     this.checkAlive('read');
     this.#own('read', tensor, 'tensor');
+    checkWritten('read', tensor, 'tensor');
     const out = allocHost(tensor.dtype, tensor.size);
     if (tensor.byteLength === 0) return out;
     // Let the stream drain without blocking the event loop; the copy is then
@@ -303,7 +330,7 @@ export class CudaBackend implements Backend {
       if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
       const given = options?.out?.[i];
       if (given) return given;
-      const t = this.#allocate(meta.shape, meta.dtype);
+      const t = this.#allocate(spec.name, meta.shape, meta.dtype);
       fresh.push(t);
       return t;
     });
@@ -330,6 +357,7 @@ export class CudaBackend implements Backend {
     return {
       kernel: spec.name,
       outputs,
+      fresh,
       commands: recorder.commands,
       scratch: recorder.scratchBuffers,
       touched,
@@ -348,9 +376,13 @@ export class CudaBackend implements Backend {
     attrs?: Partial<A>,
     options?: RunOptions,
   ): Tensor[] {
+    checkInputsWritten(spec, inputs);
     const call = this.record(spec, inputs, attrs, options);
     try {
       this.driver.enqueue(call.commands, this.stream);
+    } catch (error) {
+      for (const t of call.fresh) t.dispose();
+      throw error;
     } finally {
       this.releaseScratch(call.scratch);
     }
@@ -499,6 +531,9 @@ const batches = new FinalizationRegistry<{ backend: CudaBackend; resources: Batc
  */
 export class CudaCommandBatch implements CommandBatch {
   readonly #calls: RecordedCall[] = [];
+  /** Each call's kernel and inputs: none may be an unwritten output of another batch. */
+  readonly #inputs: { spec: AnyKernelSpec; inputs: readonly (Tensor | undefined)[] }[] = [];
+  readonly #pending = new PendingWrites();
   readonly #resources: BatchResources = { exec: undefined, scratch: [] };
 
   constructor(private readonly backend: CudaBackend) {
@@ -517,6 +552,8 @@ export class CudaCommandBatch implements CommandBatch {
   ): Tensor[] {
     const call = this.backend.record(spec, inputs, attrs, options);
     this.#calls.push(call);
+    this.#inputs.push({ spec: spec as AnyKernelSpec, inputs: [...inputs] });
+    this.#pending.recorded(spec.name, call.fresh);
     // Graph replays reuse the scratch memory, so the batch keeps it.
     this.#resources.scratch.push(...call.scratch);
     const stale = this.#resources.exec;
@@ -540,12 +577,15 @@ export class CudaCommandBatch implements CommandBatch {
         }
       }
     }
+    for (const call of this.#inputs) checkInputsWritten(call.spec, call.inputs, this.#pending);
     const commands = this.#calls.flatMap((c) => c.commands);
     // Kernels of empty tensors record nothing; there is no graph to make of nothing.
     if (commands.length > 0) {
       this.#resources.exec ??= this.backend.captureGraph(commands);
       this.backend.launchGraph(this.#resources.exec);
     }
+    // Enqueued: reads of the outputs are ordered after this work now.
+    this.#pending.submitted();
     await this.backend.sync();
   }
 
@@ -553,6 +593,7 @@ export class CudaCommandBatch implements CommandBatch {
   dispose(): void {
     batches.unregister(this);
     this.#calls.length = 0;
+    this.#inputs.length = 0;
     releaseBatch(this.backend, this.#resources);
   }
 }

@@ -33,7 +33,7 @@ const suite = conformanceSuite({ create: () => backend });
 const families = new Set(KERNELS.filter((s) => backend.supports(s.name)).map((s) => s.family));
 const checks = suite.checks.filter((c) => {
   // The replay check needs only the decoding families, which this backend has.
-  if (c.group === 'api' || c.group === 'views' || c.group === 'replay') return true;
+  if (c.group === 'api' || c.group === 'contract' || c.group === 'views' || c.group === 'replay') return true;
   if (c.group === 'coverage') {
     const spec = KERNELS.find((s) => c.name.startsWith(`${s.name} is implemented`));
     return spec !== undefined && families.has(spec.family);

@@ -6,9 +6,12 @@ import {
   type BackendInfo,
   bytesPerElement,
   type CommandBatch,
+  checkInputsWritten,
   checkShapeAndDType,
   checkWrite,
+  checkWritten,
   copy as copySpec,
+  DeviceLostError,
   DeviceWeightCache,
   type DType,
   type HostArray,
@@ -20,6 +23,7 @@ import {
   type MemoryStats,
   OutOfMemoryError,
   ownedStorage,
+  PendingWrites,
   prepareKernel,
   RayoError,
   type RunOptions,
@@ -36,6 +40,7 @@ import { describeAdapter, requestWgpuDevice, type WgpuDevice, type WgpuDeviceOpt
 import { CommandRecorder, type Recording } from './encoder.js';
 import type { AnyWgpuKernel, Operand } from './kernel.js';
 import { WGPU_KERNELS } from './kernels/index.js';
+import { DeviceMemory } from './memory.js';
 import { ParamArena } from './params.js';
 import { PipelineCache, type PipelineStats } from './pipelines.js';
 import { UploadStaging } from './upload.js';
@@ -87,6 +92,14 @@ export interface WgpuBackendOptions extends WgpuDeviceOptions {
    * (default 256 MiB); 0 sends every upload through `queue.writeBuffer`.
    */
   readonly uploadStagingBytes?: number;
+  /**
+   * Bytes of GPU buffers the backend may hold at once (tensors, pooled,
+   * staging and scratch buffers). An allocation beyond it throws an
+   * OutOfMemoryError at the allocating call, after pooled buffers are freed.
+   * Without it, what the device refuses is reported by the next read, sync or
+   * submit.
+   */
+  readonly memoryBudgetBytes?: number;
 }
 
 const DEFAULT_UPLOAD_STAGING_BYTES = 256 * 2 ** 20;
@@ -108,6 +121,7 @@ export class WgpuBackend implements Backend {
   readonly #uploads: UploadStaging;
   readonly #kernels: ReadonlyMap<string, AnyWgpuKernel>;
   readonly #ownsDevice: boolean;
+  readonly #memory: DeviceMemory;
   #live = { tensors: 0, bytes: 0, peak: 0, allocations: 0 };
   #bindGroups = 0;
   #disposed = false;
@@ -115,11 +129,21 @@ export class WgpuBackend implements Backend {
   readonly maxBindingBytes: number;
 
   static async create(options: WgpuBackendOptions = {}): Promise<WgpuBackend> {
+    const budget = options.memoryBudgetBytes ?? Number.POSITIVE_INFINITY;
+    if (!(budget > 0)) {
+      throw new InvalidArgumentError('the memory budget must be a positive number of bytes', {
+        kernel: 'WgpuBackend.create',
+        argument: 'memoryBudgetBytes',
+        expected: 'a number > 0',
+        actual: String(options.memoryBudgetBytes),
+      });
+    }
     return new WgpuBackend(
       await requestWgpuDevice(options),
       options.device === undefined,
       options.maxBindingBytes,
       options.uploadStagingBytes ?? DEFAULT_UPLOAD_STAGING_BYTES,
+      budget,
     );
   }
 
@@ -128,20 +152,22 @@ export class WgpuBackend implements Backend {
     ownsDevice: boolean,
     maxBindingBytes: number | undefined,
     uploadStagingBytes: number,
+    memoryBudgetBytes: number,
   ) {
     this.gpu = gpu;
     this.device = gpu.device;
     this.#ownsDevice = ownsDevice;
     this.pipelines = new PipelineCache(this.device);
     this.#params = new ParamArena(this.device);
-    this.#storage = new BufferPool(this.device, STORAGE_USAGE(), 'rayo tensor');
+    this.#memory = new DeviceMemory(this.device, memoryBudgetBytes);
+    this.#storage = new BufferPool(this.#memory, STORAGE_USAGE(), 'rayo tensor');
     this.#staging = new BufferPool(
-      this.device,
+      this.#memory,
       GPUBufferUsageFlagsOf('MAP_READ', 'COPY_DST')(),
       'rayo staging',
     );
-    this.#scratch = new BufferPool(this.device, STORAGE_USAGE(), 'rayo scratch');
-    this.#uploads = new UploadStaging(this.device, uploadStagingBytes);
+    this.#scratch = new BufferPool(this.#memory, STORAGE_USAGE(), 'rayo scratch');
+    this.#uploads = new UploadStaging(this.#memory, uploadStagingBytes);
     this.#kernels = new Map(WGPU_KERNELS.map((k) => [k.spec.name, k]));
     const limits = this.device.limits;
     this.maxBindingBytes = Math.min(
@@ -174,9 +200,18 @@ export class WgpuBackend implements Backend {
     };
   }
 
+  /** Bytes of GPU buffers held now (tensors, pools, staging) and the budget they are held to. */
+  deviceMemory(): { readonly usedBytes: number; readonly budgetBytes: number } {
+    return { usedBytes: this.#memory.usedBytes, budgetBytes: this.#memory.budgetBytes };
+  }
+
   /** Throws what the device reported since the last check (validation, out of memory). */
-  #reported(api: string): void {
+  async #reported(api: string): Promise<void> {
+    const refused = await this.#memory.takeFailure(api);
     const errors = this.gpu.takeErrors();
+    this.#alive(api);
+    // Errors after a refused allocation are its consequences (an invalid buffer bound).
+    if (refused) throw refused;
     if (errors.length === 0) return;
     const message = errors.map((e) => e.message).join('\n');
     const oom = errors.some((e) => e.constructor.name === 'GPUOutOfMemoryError');
@@ -197,9 +232,9 @@ export class WgpuBackend implements Backend {
     }
   }
 
-  #allocate(shape: Shape, dtype: DType): Tensor {
+  #allocate(api: string, shape: Shape, dtype: DType): Tensor {
     const byteLength = sizeOf(shape) * bytesPerElement(dtype);
-    const buffer = this.#storage.acquire(byteLength);
+    const buffer = this.#storage.acquire(byteLength, api);
     const live = this.#live;
     live.tensors++;
     live.allocations++;
@@ -217,7 +252,7 @@ export class WgpuBackend implements Backend {
     this.#alive('upload');
     checkShapeAndDType('upload', shape, dtype);
     const host = hostDataFor('upload', data, shape, dtype);
-    const tensor = this.#allocate(shape, dtype);
+    const tensor = this.#allocate('upload', shape, dtype);
     this.#writeHost(tensor.storage<WgpuStorage>(), host);
     return tensor;
   }
@@ -286,13 +321,17 @@ export class WgpuBackend implements Backend {
   }
 
   empty(shape: Shape, dtype: DType = 'f32'): Tensor {
-    this.#alive('empty');
-    checkShapeAndDType('empty', shape, dtype);
-    return this.#allocate(shape, dtype);
+    return this.#empty('empty', shape, dtype);
+  }
+
+  #empty(api: string, shape: Shape, dtype: DType): Tensor {
+    this.#alive(api);
+    checkShapeAndDType(api, shape, dtype);
+    return this.#allocate(api, shape, dtype);
   }
 
   zeros(shape: Shape, dtype: DType = 'f32'): Tensor {
-    const t = this.empty(shape, dtype);
+    const t = this.#empty('zeros', shape, dtype);
     const { buffer } = t.storage<WgpuStorage>();
     const encoder = this.device.createCommandEncoder();
     encoder.clearBuffer(buffer, 0, Math.ceil(t.byteLength / 4) * 4 || undefined);
@@ -306,6 +345,12 @@ export class WgpuBackend implements Backend {
 
   operand(tensor: Tensor): Operand {
     const s = tensor.storage<WgpuStorage>();
+    if (this.#memory.failed(s.buffer)) {
+      throw new OutOfMemoryError('the device could not allocate this tensor; it holds no memory', {
+        expected: 'a tensor whose allocation succeeded',
+        actual: `${tensor.describe()} (allocation refused)`,
+      });
+    }
     return {
       buffer: s.buffer,
       offset: s.offset,
@@ -317,23 +362,26 @@ export class WgpuBackend implements Backend {
 
   async read(tensor: Tensor): Promise<HostArray> {
     this.#alive('read');
-    const s = this.#own('read', tensor, 'tensor');
+    this.#own('read', tensor, 'tensor');
+    checkWritten('read', tensor, 'tensor');
     await this.pipelines.settle();
-    this.#reported('read');
+    await this.#reported('read');
+    // Disposed meanwhile, its buffer may hold another tensor's data by now.
+    const s = this.#own('read', tensor, 'tensor');
     const bytes = Math.ceil(s.byteLength / 4) * 4;
     const out = allocHost(tensor.dtype, tensor.size);
     if (bytes === 0) return out;
-    const staging = this.#staging.acquire(bytes);
+    const staging = this.#staging.acquire(bytes, 'read');
     const encoder = this.device.createCommandEncoder();
     encoder.copyBufferToBuffer(s.buffer, s.offset, staging, 0, bytes);
     this.device.queue.submit([encoder.finish()]);
     try {
-      await Promise.race([staging.mapAsync(GPUMapMode.READ, 0, bytes), this.gpu.lost]);
+      await this.#deviceWait('read', staging.mapAsync(GPUMapMode.READ, 0, bytes));
       new Uint8Array(out.buffer, out.byteOffset, s.byteLength).set(
         new Uint8Array(staging.getMappedRange(0, bytes), 0, s.byteLength),
       );
       staging.unmap();
-      this.#reported('read');
+      await this.#reported('read');
     } finally {
       if (staging.mapState === 'unmapped') this.#staging.release(staging);
     }
@@ -350,7 +398,7 @@ export class WgpuBackend implements Backend {
     inputs: readonly (Tensor | undefined)[],
     attrs: Partial<A> | undefined,
     options: RunOptions | undefined,
-  ): { outputs: Tensor[]; encode: (recorder: CommandRecorder) => void } {
+  ): { outputs: Tensor[]; fresh: Tensor[]; encode: (recorder: CommandRecorder) => void } {
     this.#alive(spec.name);
     const kernel = this.#kernels.get(spec.name);
     if (!kernel || kernel.spec !== spec) {
@@ -362,9 +410,14 @@ export class WgpuBackend implements Backend {
     }
     const prepared = prepareKernel(spec, this, inputs, attrs, options);
     if (!kernel.splitsLargeOperands) this.#checkBindable(spec, inputs, prepared.outputs);
+    const fresh: Tensor[] = [];
     const outputs = prepared.outputs.map((meta, i) => {
       if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
-      return options?.out?.[i] ?? this.#allocate(meta.shape, meta.dtype);
+      const given = options?.out?.[i];
+      if (given) return given;
+      const t = this.#allocate(spec.name, meta.shape, meta.dtype);
+      fresh.push(t);
+      return t;
     });
     const io = { inputs: prepared.inputs, outputs: prepared.outputs };
     const encode = (recorder: CommandRecorder) => {
@@ -375,7 +428,7 @@ export class WgpuBackend implements Backend {
         io,
       });
     };
-    return { outputs, encode };
+    return { outputs, fresh, encode };
   }
 
   // A kernel that cannot split its operands must not see one larger than a
@@ -440,7 +493,32 @@ export class WgpuBackend implements Backend {
     recording.params.flush(this.device.queue);
     this.device.queue.submit([recording.encode(this.device)]);
     const done = this.device.queue.onSubmittedWorkDone().then(() => recording.release());
-    return Promise.race([done, this.gpu.lost]);
+    return this.#deviceWait('submit', done);
+  }
+
+  /**
+   * `work` raced against the loss of the device: a lost device rejects it with
+   * a DeviceLostError at once, and so does work that failed because of the loss.
+   */
+  async #deviceWait<T>(api: string, work: Promise<T>): Promise<T> {
+    let value: T;
+    try {
+      value = await Promise.race([work, this.gpu.lost]);
+    } catch (error) {
+      if (error instanceof RayoError) throw error;
+      // Dawn rejects pending maps of a destroyed device before reporting the loss.
+      const lost = await Promise.race([
+        this.gpu.lost.catch((e: unknown) => e),
+        new Promise((resolve) => setTimeout(resolve, 100)),
+      ]);
+      if (lost instanceof DeviceLostError) throw lost;
+      throw new RayoError(`the device failed: ${(error as Error)?.message || String(error)}`, {
+        kernel: api,
+        cause: error,
+      });
+    }
+    this.#alive(api);
+    return value;
   }
 
   run<A extends AttrValues>(
@@ -449,8 +527,16 @@ export class WgpuBackend implements Backend {
     attrs?: Partial<A>,
     options?: RunOptions,
   ): Tensor[] {
-    const { outputs, encode } = this.record(spec, inputs, attrs, options);
-    this.submitWork(encode).catch(() => {});
+    checkInputsWritten(spec, inputs);
+    const { outputs, fresh, encode } = this.record(spec, inputs, attrs, options);
+    let done: Promise<void>;
+    try {
+      done = this.submitWork(encode);
+    } catch (error) {
+      for (const t of fresh) t.dispose();
+      throw error;
+    }
+    done.catch(() => {});
     return outputs;
   }
 
@@ -465,11 +551,11 @@ export class WgpuBackend implements Backend {
   async sync(): Promise<void> {
     this.#alive('sync');
     await this.pipelines.settle();
-    await Promise.race([
+    await this.#deviceWait(
+      'sync',
       Promise.all([this.device.queue.onSubmittedWorkDone(), this.#uploads.settle()]),
-      this.gpu.lost,
-    ]);
-    this.#reported('sync');
+    );
+    await this.#reported('sync');
   }
 
   memory(): MemoryStats {
@@ -490,7 +576,7 @@ export class WgpuBackend implements Backend {
       }),
     };
     const { querySet, resolve } = this.#timer;
-    const staging = this.#staging.acquire(16);
+    const staging = this.#staging.acquire(16, 'deviceTime');
     await this.submitWork((recorder) => {
       recorder.timestamp(querySet, 0);
       work({
@@ -507,7 +593,7 @@ export class WgpuBackend implements Backend {
       });
     });
     await this.pipelines.settle();
-    await Promise.race([staging.mapAsync(GPUMapMode.READ, 0, 16), this.gpu.lost]);
+    await this.#deviceWait('deviceTime', staging.mapAsync(GPUMapMode.READ, 0, 16));
     const [begin, end] = new BigUint64Array(staging.getMappedRange(0, 16).slice(0));
     staging.unmap();
     this.#staging.release(staging);
@@ -562,6 +648,9 @@ class WgpuCommandBatch implements CommandBatch {
   readonly #work: ((recorder: CommandRecorder) => void)[] = [];
   /** Every tensor the recorded kernels read or write: a replay must not touch a disposed one. */
   readonly #tensors: Tensor[] = [];
+  /** Each recorded call's kernel and inputs: none may be an unwritten output of another batch. */
+  readonly #calls: { spec: AnyKernelSpec; inputs: readonly (Tensor | undefined)[] }[] = [];
+  readonly #pending = new PendingWrites();
   #recording: Recording | undefined;
 
   constructor(
@@ -582,8 +671,10 @@ class WgpuCommandBatch implements CommandBatch {
     attrs?: Partial<A>,
     options?: RunOptions,
   ): Tensor[] {
-    const { outputs, encode } = this.backend.record(spec, inputs, attrs, options);
+    const { outputs, fresh, encode } = this.backend.record(spec, inputs, attrs, options);
     this.#work.push(encode);
+    this.#pending.recorded(spec.name, fresh);
+    this.#calls.push({ spec: spec as AnyKernelSpec, inputs: [...inputs] });
     for (const t of inputs) if (t) this.#tensors.push(t);
     this.#tensors.push(...outputs);
     this.#recording = undefined;
@@ -593,6 +684,7 @@ class WgpuCommandBatch implements CommandBatch {
   async submit(): Promise<void> {
     // Throws DisposedTensorError for a tensor disposed since recording.
     for (const t of this.#tensors) t.storage();
+    for (const call of this.#calls) checkInputsWritten(call.spec, call.inputs, this.#pending);
     let recording = this.#recording;
     if (!recording?.reclaim()) {
       recording = this.commands.record((recorder) => {
@@ -601,7 +693,10 @@ class WgpuCommandBatch implements CommandBatch {
       this.#recording = recording;
     }
     try {
-      await this.commands.submit(recording);
+      const submitted = this.commands.submit(recording);
+      // Enqueued: reads of the outputs are ordered after this work now.
+      this.#pending.submitted();
+      await submitted;
       await this.backend.sync();
     } catch (error) {
       // A recording that failed (a kernel that did not compile) is not replayed.

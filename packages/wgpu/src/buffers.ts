@@ -1,4 +1,5 @@
 import { OutOfMemoryError } from '@rayo/core';
+import type { DeviceMemory } from './memory.js';
 
 /** Rounds a request up so that buffers of similar sizes can be reused. */
 export function bucketBytes(bytes: number): number {
@@ -19,10 +20,12 @@ export class BufferPool {
   #pooledBytes = 0;
 
   constructor(
-    private readonly device: GPUDevice,
+    private readonly memory: DeviceMemory,
     private readonly usage: GPUBufferUsageFlags,
     private readonly label: string,
-  ) {}
+  ) {
+    memory.onShortage(() => this.trim());
+  }
 
   get created(): number {
     return this.#created;
@@ -32,7 +35,8 @@ export class BufferPool {
     return this.#pooledBytes;
   }
 
-  acquire(bytes: number): GPUBuffer {
+  /** A buffer of at least `bytes`; `api` is the call named if it cannot be had. */
+  acquire(bytes: number, api = 'allocate'): GPUBuffer {
     const size = bucketBytes(bytes);
     const list = this.#free.get(size);
     const reused = list?.pop();
@@ -40,20 +44,26 @@ export class BufferPool {
       this.#pooledBytes -= size;
       return reused;
     }
-    const max = this.device.limits.maxBufferSize;
+    const max = this.memory.device.limits.maxBufferSize;
     if (size > max) {
-      throw new OutOfMemoryError('buffer larger than the device allows', {
-        kernel: 'allocate',
-        argument: 'bytes',
-        expected: `<= ${max} (maxBufferSize)`,
-        actual: String(bytes),
+      throw new OutOfMemoryError(`${this.label} larger than the device allows`, {
+        kernel: api,
+        expected: `<= ${max} bytes (maxBufferSize)`,
+        actual: `${bytes} bytes`,
       });
     }
+    const buffer = this.memory.create({ label: this.label, size, usage: this.usage }, api);
     this.#created++;
-    return this.device.createBuffer({ label: this.label, size, usage: this.usage });
+    return buffer;
   }
 
   release(buffer: GPUBuffer): void {
+    // A buffer the device refused is invalid: never hand it out again. While
+    // memory is short, freed memory goes back to the device.
+    if (this.memory.failed(buffer) || this.memory.short) {
+      this.memory.destroy(buffer);
+      return;
+    }
     const size = buffer.size;
     let list = this.#free.get(size);
     if (!list) {
@@ -77,7 +87,7 @@ export class BufferPool {
 
   /** Destroys every pooled buffer. */
   trim(): void {
-    for (const list of this.#free.values()) for (const b of list) b.destroy();
+    for (const list of this.#free.values()) for (const b of list) this.memory.destroy(b);
     this.#free.clear();
     this.#pooledBytes = 0;
   }

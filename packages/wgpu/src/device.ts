@@ -33,6 +33,8 @@ export interface WgpuDevice {
   readonly takeErrors: () => GPUError[];
 }
 
+const MAX_KEPT_ERRORS = 64;
+
 // Features rayo uses when the adapter has them.
 const WANTED_FEATURES = [
   'shader-f16',
@@ -77,8 +79,19 @@ async function nodeGpu(options: WgpuDeviceOptions): Promise<GPU> {
   // a compute library needs real kernel times.
   const disable = [...new Set(['timestamp_quantization', ...(options.disableToggles ?? [])])];
   flags.push(`disable-dawn-features=${disable.join(',')}`);
-  return webgpu.create(flags);
+  const key = flags.join(' ');
+  let gpu = instances.get(key);
+  if (!gpu) {
+    gpu = webgpu.create(flags);
+    instances.set(key, gpu);
+  }
+  return gpu;
 }
+
+// One Dawn instance per set of flags for the whole process: an instance
+// collected while another is in use can crash Dawn (seen on lavapipe), and a
+// kept instance does not hold the process open once its devices are destroyed.
+const instances = new Map<string, GPU>();
 
 function describeAdapter(info: GPUAdapterInfo | undefined): string {
   if (!info) return 'unknown adapter';
@@ -144,11 +157,13 @@ export async function requestWgpuDevice(options: WgpuDeviceOptions = {}): Promis
   });
   // Nobody may be waiting on `lost`; it must not become an unhandled rejection.
   lost.catch(() => {});
-  // Errors outside an error scope would otherwise only be logged; keep them so
-  // the next sync or read can throw them.
+  // Errors outside an error scope are kept for the next sync or read to throw
+  // as RayoErrors; preventDefault keeps Dawn from printing them as well.
   const errors: GPUError[] = [];
   device.addEventListener('uncapturederror', (event) => {
-    errors.push((event as GPUUncapturedErrorEvent).error);
+    event.preventDefault();
+    // Work that nobody syncs on must not grow this without bound.
+    if (errors.length < MAX_KEPT_ERRORS) errors.push((event as GPUUncapturedErrorEvent).error);
   });
   return {
     gpu,

@@ -1,4 +1,5 @@
 import { bucketBytes } from './buffers.js';
+import type { DeviceMemory } from './memory.js';
 
 /**
  * Host writes of at least this many bytes go through a staging buffer of our
@@ -25,10 +26,15 @@ export class UploadStaging {
   #created = 0;
   #disposed = false;
 
+  private readonly device: GPUDevice;
+
   constructor(
-    private readonly device: GPUDevice,
+    private readonly memory: DeviceMemory,
     private readonly budgetBytes: number,
-  ) {}
+  ) {
+    this.device = memory.device;
+    memory.onShortage(() => this.#dropReady());
+  }
 
   /** Staging buffers created so far. */
   get created(): number {
@@ -65,6 +71,10 @@ export class UploadStaging {
   /** Destroys the ready buffers now and the ones in flight when they come back. */
   dispose(): void {
     this.#disposed = true;
+    this.#dropReady();
+  }
+
+  #dropReady(): void {
     for (const list of this.#ready.values()) for (const b of list) this.#drop(b);
     this.#ready.clear();
   }
@@ -81,18 +91,28 @@ export class UploadStaging {
       if (list.length === 0) this.#ready.delete(readySize);
     }
     if (this.#bytes + size > this.budgetBytes) return undefined;
+    let buffer: GPUBuffer;
+    try {
+      buffer = this.memory.create(
+        {
+          label: 'rayo upload staging',
+          size,
+          usage: GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC,
+          mappedAtCreation: true,
+        },
+        'upload',
+      );
+    } catch {
+      // Over the memory budget: the write still goes through writeBuffer.
+      return undefined;
+    }
     this.#bytes += size;
     this.#created++;
-    return this.device.createBuffer({
-      label: 'rayo upload staging',
-      size,
-      usage: GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC,
-      mappedAtCreation: true,
-    });
+    return buffer;
   }
 
   #giveBack(buffer: GPUBuffer): void {
-    if (this.#disposed) {
+    if (this.#disposed || this.memory.short) {
       this.#drop(buffer);
       return;
     }
@@ -106,6 +126,6 @@ export class UploadStaging {
 
   #drop(buffer: GPUBuffer): void {
     this.#bytes -= buffer.size;
-    buffer.destroy();
+    this.memory.destroy(buffer);
   }
 }

@@ -7,8 +7,8 @@ import type {
   RunOptions,
   WeightCache,
 } from '../backend.js';
-import { allocHost, type DType, type HostArray } from '../dtype.js';
-import { RayoError } from '../errors.js';
+import { allocHost, bytesPerElement, type DType, type HostArray } from '../dtype.js';
+import { OutOfMemoryError, RayoError } from '../errors.js';
 import { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from '../hostData.js';
 import {
   type AnyKernelSpec,
@@ -23,8 +23,9 @@ import {
   kernelByName,
   matmul as matmulSpec,
 } from '../kernels/index.js';
+import { checkInputsWritten, checkWritten, PendingWrites } from '../pendingWrites.js';
 import type { BackendProvider } from '../registry.js';
-import { type Shape, sizeOf } from '../shape.js';
+import { formatShape, type Shape, sizeOf } from '../shape.js';
 import { Tensor, type TensorStorage } from '../tensor.js';
 import { DeviceWeightCache } from '../weightCache.js';
 import { gemm } from './gemm.js';
@@ -178,9 +179,33 @@ export class CpuBackend implements Backend {
   }
 
   empty(shape: Shape, dtype: DType = 'f32'): Tensor {
-    this.#checkAlive('empty');
-    checkShapeAndDType('empty', shape, dtype);
-    return this.#tensor(allocHost(dtype, sizeOf(shape)), shape, dtype);
+    return this.#empty('empty', shape, dtype);
+  }
+
+  #empty(api: string, shape: Shape, dtype: DType): Tensor {
+    this.#checkAlive(api);
+    checkShapeAndDType(api, shape, dtype);
+    const bytes = sizeOf(shape) * bytesPerElement(dtype);
+    const details = {
+      kernel: api,
+      argument: 'shape',
+      expected: `<= ${this.info.limits.maxBufferBytes} bytes (maxBufferBytes)`,
+      actual: `${bytes} bytes for ${dtype}${formatShape(shape)}`,
+    };
+    if (bytes > this.info.limits.maxBufferBytes) {
+      throw new OutOfMemoryError('the tensor is larger than the cpu backend can allocate', details);
+    }
+    let data: HostArray;
+    try {
+      data = allocHost(dtype, sizeOf(shape));
+    } catch (error) {
+      // The JavaScript heap refused the array.
+      if (error instanceof RangeError) {
+        throw new OutOfMemoryError('the host could not allocate the tensor', { ...details, cause: error });
+      }
+      throw error;
+    }
+    return this.#tensor(data, shape, dtype);
   }
 
   zeros(shape: Shape, dtype: DType = 'f32'): Tensor {
@@ -199,7 +224,9 @@ export class CpuBackend implements Backend {
   read(tensor: Tensor): Promise<HostArray> {
     try {
       this.#checkAlive('read');
-      return Promise.resolve(this.#own('read', tensor, 'tensor').slice());
+      const data = this.#own('read', tensor, 'tensor');
+      checkWritten('read', tensor, 'tensor');
+      return Promise.resolve(data.slice());
     } catch (error) {
       return Promise.reject(error);
     }
@@ -215,6 +242,7 @@ export class CpuBackend implements Backend {
     attrs?: Partial<A>,
     options?: RunOptions,
   ): Tensor[] {
+    checkInputsWritten(spec, inputs);
     const { outputs, execute } = this.record(spec, inputs, attrs, options);
     execute();
     return outputs;
@@ -226,12 +254,17 @@ export class CpuBackend implements Backend {
     inputs: readonly (Tensor | undefined)[],
     attrs: Partial<A> | undefined,
     options: RunOptions | undefined,
-  ): { outputs: Tensor[]; execute: () => void } {
+  ): { outputs: Tensor[]; fresh: Tensor[]; execute: () => void } {
     this.#checkAlive(spec.name);
     const prepared = prepareKernel(spec, this, inputs, attrs, options);
+    const fresh: Tensor[] = [];
     const outputs = prepared.outputs.map((meta, i) => {
       if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
-      return options?.out?.[i] ?? this.empty(meta.shape, meta.dtype);
+      const given = options?.out?.[i];
+      if (given) return given;
+      const t = this.#empty(spec.name, meta.shape, meta.dtype);
+      fresh.push(t);
+      return t;
     });
     const impl = (FAST_PATHS[spec.name] as Impl | undefined) ?? (spec as AnyKernelSpec).reference;
     const io: KernelIO = { inputs: prepared.inputs, outputs: prepared.outputs };
@@ -258,7 +291,7 @@ export class CpuBackend implements Backend {
         target.set(result);
       });
     };
-    return { outputs, execute };
+    return { outputs, fresh, execute };
   }
 
   batch(): CommandBatch {
@@ -298,6 +331,8 @@ export class CpuBackend implements Backend {
 /** Records validated kernels and runs them in order on submit (and again on each replay). */
 class CpuCommandBatch implements CommandBatch, KernelRunner {
   readonly #work: (() => void)[] = [];
+  readonly #pending = new PendingWrites();
+  readonly #inputs: { spec: AnyKernelSpec; inputs: readonly (Tensor | undefined)[] }[] = [];
   constructor(private readonly backend: CpuBackend) {}
 
   get size(): number {
@@ -310,14 +345,18 @@ class CpuCommandBatch implements CommandBatch, KernelRunner {
     attrs?: Partial<A>,
     options?: RunOptions,
   ): Tensor[] {
-    const { outputs, execute } = this.backend.record(spec, inputs, attrs, options);
+    const { outputs, fresh, execute } = this.backend.record(spec, inputs, attrs, options);
     this.#work.push(execute);
+    this.#pending.recorded(spec.name, fresh);
+    this.#inputs.push({ spec: spec as AnyKernelSpec, inputs: [...inputs] });
     return outputs;
   }
 
   submit(): Promise<void> {
     try {
+      for (const call of this.#inputs) checkInputsWritten(call.spec, call.inputs, this.#pending);
       for (const work of this.#work) work();
+      this.#pending.submitted();
       return Promise.resolve();
     } catch (error) {
       return Promise.reject(error);

@@ -17,6 +17,7 @@ import { ERROR_CASES, VALID_CASES } from './cases/index.js';
 import type { AnyConformanceCase, AnyErrorCase, InputInit, InputSample } from './cases.js';
 import { compareOutputs } from './compare.js';
 import { type ErrorClass, expectRayoError, fail } from './expect.js';
+import { faultContractChecks } from './faultContract.js';
 import { hashString, Rng } from './random.js';
 import { replayChecks, writeChecks } from './replay.js';
 import { viewChecks } from './viewChecks.js';
@@ -486,6 +487,7 @@ export function conformanceSuite(options: ConformanceOptions): ConformanceSuite 
 
   const checks: ConformanceCheck[] = [
     ...apiChecks(getBackend),
+    ...faultContractChecks(getBackend),
     ...viewChecks(getBackend),
     ...writeChecks(getBackend, getOther),
     ...replayChecks(getBackend),

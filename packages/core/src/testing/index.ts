@@ -10,4 +10,17 @@ export {
   type RunSummary,
   runChecks,
 } from './conformance.js';
+export { faultContractChecks } from './faultContract.js';
+export { FAULT_SCENARIOS } from './faultScenarios.js';
+export {
+  extendFaultSuite,
+  type FaultContext,
+  type FaultResult,
+  type FaultScenario,
+  type FaultSuiteExtension,
+  faultExtensions,
+  faultTable,
+  runFaultScenarios,
+} from './faultSuite.js';
+export { type FuzzOptions, type FuzzSummary, fuzzBadCalls } from './fuzz.js';
 export { hashString, Rng } from './random.js';

@@ -350,7 +350,10 @@ describe('CudaDriver: streams, graphs and lifetime', () => {
     expect(e).toBeInstanceOf(DeviceLostError);
     expect((e as Error).message).toContain('cuStreamQuery: CUDA_ERROR_ILLEGAL_ADDRESS (700)');
     expect(driver.lostError).toBe(e);
-    expect(() => driver.alloc(4)).toThrow(e as Error);
+    expect(() => driver.alloc(4)).toThrow(DeviceLostError);
+    expect(() => driver.alloc(4)).toThrow(
+      /^alloc: the CUDA context is unusable after an earlier error: cuStreamQuery/,
+    );
     driver.dispose();
     expect(fake.contextRefs).toBe(0);
   });

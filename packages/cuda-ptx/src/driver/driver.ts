@@ -8,6 +8,7 @@ import {
   cudaError,
   cudaErrorName,
   type FailureContext,
+  isStickyError,
 } from './errors.js';
 import {
   CU_DEVICE_ATTRIBUTE,
@@ -93,6 +94,8 @@ const JIT_LOG_BYTES = 64 * 1024;
 /** Dynamic shared memory a kernel may use without opting in. */
 const DEFAULT_DYNAMIC_SHARED = 48 * 1024;
 const PARAM_BLOCK_BYTES = 4096;
+/** Kernel names kept to say where an asynchronous fault happened. */
+const MAX_IN_FLIGHT = 256;
 
 interface LoadedModule {
   readonly module: bigint;
@@ -122,6 +125,11 @@ export class CudaDriver {
   #moduleHits = 0;
   #params: HostBlock | undefined;
   #lost: DeviceLostError | undefined;
+  // Kernels enqueued since the stream was last seen idle: a fault is reported
+  // asynchronously, by a later call, and happened in one of them.
+  readonly #inFlight: string[] = [];
+  #capturing: string[] | undefined;
+  readonly #graphKernels = new Map<bigint, readonly string[]>();
   #disposed = false;
 
   /** Loads `libcuda` (unless a LibCuda is given) and opens the device. */
@@ -197,6 +205,15 @@ export class CudaDriver {
 
   /** The RayoError for a failed call; remembers errors that leave the context unusable. */
   error(call: string, status: CUresult, context: FailureContext = {}): RayoError {
+    const culprits = isStickyError(status) && !this.#lost ? [...new Set(this.#inFlight)] : [];
+    if (culprits.length > 0) {
+      const which = culprits.length === 1 ? 'kernel' : `one of the ${culprits.length} kernels`;
+      context = {
+        ...context,
+        subject: culprits.join(', '),
+        detail: `a fault in ${which} ${culprits.map((k) => `'${k}'`).join(', ')} enqueued since the stream was last idle${context.detail ? `; ${context.detail}` : ''}`,
+      };
+    }
     const error = cudaError(
       { call, code: status, name: this.#errorName(status), description: this.#errorString(status) },
       context,
@@ -238,7 +255,15 @@ export class CudaDriver {
 
   /** Throws if the driver was disposed or the context was lost. */
   live(api: string): void {
-    if (this.#lost) throw this.#lost;
+    if (this.#lost) {
+      throw new DeviceLostError(
+        `the CUDA context is unusable after an earlier error: ${this.#lost.message}`,
+        {
+          kernel: api,
+          cause: this.#lost,
+        },
+      );
+    }
     if (this.#disposed) {
       throw new RayoError('the CUDA driver was disposed', {
         kernel: api,
@@ -435,6 +460,7 @@ export class CudaDriver {
   synchronize(stream: bigint): void {
     this.activate();
     this.check('cuStreamSynchronize', this.lib.cuStreamSynchronize(stream));
+    this.#inFlight.length = 0;
   }
 
   /** Whether `stream` has finished all its work (errors of that work are thrown here). */
@@ -443,6 +469,7 @@ export class CudaDriver {
     const status = this.lib.cuStreamQuery(stream);
     if (status === CUDA_ERROR_NOT_READY) return false;
     this.check('cuStreamQuery', status);
+    this.#inFlight.length = 0;
     return true;
   }
 
@@ -546,6 +573,14 @@ export class CudaDriver {
       subject: fn.key,
       detail: `entry '${fn.entry}', grid [${grid.join(', ')}], block [${block.join(', ')}], ${sharedBytes} bytes of dynamic shared memory`,
     });
+    this.#enqueued([fn.key]);
+  }
+
+  #enqueued(kernels: readonly string[]): void {
+    const list = this.#capturing ?? this.#inFlight;
+    list.push(...kernels);
+    // Enough to name the culprits; work that is never waited for must not grow this.
+    if (list === this.#inFlight && list.length > MAX_IN_FLIGHT) list.splice(0, list.length - MAX_IN_FLIGHT);
   }
 
   #paramBlock(bytes: number): HostBlock {
@@ -571,10 +606,14 @@ export class CudaDriver {
       this.lib.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_RELAXED),
     );
     let failure: unknown;
+    const kernels: string[] = [];
+    this.#capturing = kernels;
     try {
       enqueue();
     } catch (error) {
       failure = error;
+    } finally {
+      this.#capturing = undefined;
     }
     const ended = this.lib.cuStreamEndCapture(stream);
     if (failure !== undefined) {
@@ -583,7 +622,9 @@ export class CudaDriver {
     }
     const graph = this.value('cuStreamEndCapture', ended);
     try {
-      return this.value('cuGraphInstantiateWithFlags', this.lib.cuGraphInstantiateWithFlags(graph, 0));
+      const exec = this.value('cuGraphInstantiateWithFlags', this.lib.cuGraphInstantiateWithFlags(graph, 0));
+      this.#graphKernels.set(exec, kernels);
+      return exec;
     } finally {
       // The executable graph does not need its template any more.
       this.lib.cuGraphDestroy(graph);
@@ -593,9 +634,11 @@ export class CudaDriver {
   launchGraph(exec: bigint, stream: bigint): void {
     this.activate();
     this.check('cuGraphLaunch', this.lib.cuGraphLaunch(exec, stream));
+    this.#enqueued(this.#graphKernels.get(exec) ?? []);
   }
 
   destroyGraph(exec: bigint): void {
+    this.#graphKernels.delete(exec);
     this.activate();
     this.check('cuGraphExecDestroy', this.lib.cuGraphExecDestroy(exec));
   }

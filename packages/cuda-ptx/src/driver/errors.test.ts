@@ -71,7 +71,7 @@ describe('CUresult translation', () => {
       expect(isStickyError(code)).toBe(true);
       const e = cudaError(failure('cuStreamSynchronize', code));
       expect(e, String(code)).toBeInstanceOf(DeviceLostError);
-      expect(e.message).toContain('the process must restart');
+      expect(e.message).toContain('dispose the backend and create a new one');
     }
     expect(isStickyError(1)).toBe(false);
   });

@@ -155,7 +155,7 @@ export function cudaError(f: CudaFailure, context: FailureContext = {}): RayoErr
   if (f.code === CUDA_ERROR_OUT_OF_MEMORY) return new OutOfMemoryError(message, details);
   if (STICKY.has(f.code)) {
     return new DeviceLostError(
-      `${message}; the CUDA context is unusable and the process must restart to use the GPU again`,
+      `${message}; the CUDA context is unusable: dispose the backend and create a new one (if that fails the same way, only a new process can use the GPU again)`,
       details,
     );
   }

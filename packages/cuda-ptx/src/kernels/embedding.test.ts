@@ -1,14 +1,11 @@
-import { createCpuBackend, embedding, embeddingBackward } from '@rayo/core';
+import { embedding, embeddingBackward } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { afterAll, describe, expect, it } from 'vitest';
-import { CudaBackend } from '../backend.js';
-import { CudaDriver } from '../driver/driver.js';
-import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
+import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
-import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
+import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { FakeLibCuda } from '../testing/fakeLibCuda.js';
-import { PtxInterpreter } from '../testing/ptxInterpreter.js';
+import { useEmulatedGpu } from '../testing/emulatedGpu.js';
+import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
   EMBEDDING_KERNELS,
   embeddingGeometry,
@@ -61,17 +58,14 @@ describe.skipIf(gate.skip)(`embedding PTX assembles with ptxas (${gate.reason})`
     it(`gather and scatter for D = ${dim}, ${embeddingKey(g)}, on sm_90 and ${DEFAULT_TARGET}`, () => {
       for (const build of [embeddingModule, embeddingScatterModule]) {
         for (const arch of ['sm_90', DEFAULT_TARGET]) {
-          const result = assemblePtx(build(g).emit(), arch, { verbose: true });
-          expect(result.ok, result.log).toBe(true);
-          expect(result.log).not.toMatch(/warning|spill stores [1-9]/);
+          expectAssemblesCleanly(build(g).emit(), arch);
         }
       }
     }, 60_000);
   }
   it(`the poisoning for sm_90 and ${DEFAULT_TARGET}`, () => {
     for (const arch of ['sm_90', DEFAULT_TARGET]) {
-      const result = assemblePtx(embeddingPoisonModule().emit(), arch, { verbose: true });
-      expect(result.ok, result.log).toBe(true);
+      expectAssemblesCleanly(embeddingPoisonModule().emit(), arch);
     }
   }, 60_000);
 });
@@ -79,15 +73,7 @@ describe.skipIf(gate.skip)(`embedding PTX assembles with ptxas (${gate.reason})`
 // With one SM the grids are a few blocks: every group loops over many rows,
 // and the poisoning loops over a table many times its grid.
 describe('embedding kernels on a one-SM emulated device', () => {
-  const fake = new FakeLibCuda();
-  fake.attributes.set(CU_DEVICE_ATTRIBUTE.MULTIPROCESSOR_COUNT, 1);
-  new PtxInterpreter(fake).attach();
-  const gpu = new CudaBackend(new CudaDriver(fake));
-  const cpu = createCpuBackend();
-  afterAll(() => {
-    gpu.dispose();
-    cpu.dispose();
-  });
+  const { gpu, cpu } = useEmulatedGpu({ multiprocessors: 1 });
 
   let seed = 5;
   const uniform = () => {

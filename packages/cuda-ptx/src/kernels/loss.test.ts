@@ -1,13 +1,11 @@
-import { createCpuBackend, crossEntropy, crossEntropyBackward } from '@rayo/core';
+import { crossEntropy, crossEntropyBackward } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { afterAll, describe, expect, it } from 'vitest';
-import { CudaBackend } from '../backend.js';
-import { CudaDriver } from '../driver/driver.js';
+import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
-import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
+import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { FakeLibCuda } from '../testing/fakeLibCuda.js';
-import { PtxInterpreter } from '../testing/ptxInterpreter.js';
+import { useEmulatedGpu } from '../testing/emulatedGpu.js';
+import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
   CROSS_ENTROPY_MEAN_KEY,
   crossEntropyBackwardModule,
@@ -65,18 +63,14 @@ describe.skipIf(gate.skip)(`loss PTX assembles with ptxas (${gate.reason})`, () 
     it(`crossEntropy and its backward for ${classes} classes (${crossEntropyRowsKey(g)}) on sm_90 and ${DEFAULT_TARGET}`, () => {
       for (const build of [crossEntropyRowsModule, crossEntropyBackwardModule]) {
         for (const arch of ['sm_90', DEFAULT_TARGET]) {
-          const result = assemblePtx(build(g).emit(), arch, { verbose: true });
-          expect(result.ok, result.log).toBe(true);
-          expect(result.log).not.toMatch(/warning|spill stores [1-9]/);
+          expectAssemblesCleanly(build(g).emit(), arch);
         }
       }
     }, 60_000);
   }
   it(`the mean for sm_90 and ${DEFAULT_TARGET}`, () => {
     for (const arch of ['sm_90', DEFAULT_TARGET]) {
-      const result = assemblePtx(crossEntropyMeanModule().emit(), arch, { verbose: true });
-      expect(result.ok, result.log).toBe(true);
-      expect(result.log).not.toMatch(/warning|spill stores [1-9]/);
+      expectAssemblesCleanly(crossEntropyMeanModule().emit(), arch);
     }
   }, 60_000);
 });
@@ -85,14 +79,7 @@ describe.skipIf(gate.skip)(`loss PTX assembles with ptxas (${gate.reason})`, () 
 // and none streams; these cover `.v4` rows, streamed vocabulary rows and
 // the infinities the online log-sum-exp must handle as the reference does.
 describe('cross-entropy on an emulated device', () => {
-  const fake = new FakeLibCuda();
-  new PtxInterpreter(fake).attach();
-  const gpu = new CudaBackend(new CudaDriver(fake));
-  const cpu = createCpuBackend();
-  afterAll(() => {
-    gpu.dispose();
-    cpu.dispose();
-  });
+  const { gpu, cpu } = useEmulatedGpu();
 
   let seed = 11;
   const uniform = () => {

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { DeviceProperties } from '../driver/driver.js';
 import type { Launch } from '../kernel.js';
-import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
+import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
+import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import { NORM_DECLS, NORMALIZATION_KERNELS, normGeometry, normKey, normModule } from './normalization.js';
 import { COLUMN_SUMS_KEY, columnSumsModule, largestPlannedGeometries } from './rowReduce.js';
 
@@ -113,10 +114,7 @@ describe.skipIf(gate.skip)(`normalization PTX assembles with ptxas, without spil
       // Every kind of geometry the planner gives this kernel, at its most slots (most registers).
       for (const g of largestPlannedGeometries(d.registers)) {
         for (const arch of ['sm_90', DEFAULT_TARGET]) {
-          const result = assemblePtx(normModule(d, g).emit(), arch, { verbose: true });
-          const what = `${normKey(d, g)} ${arch}`;
-          expect(result.ok, `${what}\n${result.log}`).toBe(true);
-          expect(result.log, what).not.toMatch(/warning|[1-9]\d* bytes spill/);
+          expectAssemblesCleanly(normModule(d, g).emit(), arch, `${normKey(d, g)} ${arch}`);
         }
       }
     }, 120_000);
@@ -124,9 +122,7 @@ describe.skipIf(gate.skip)(`normalization PTX assembles with ptxas, without spil
 
   it('column sums', () => {
     for (const arch of ['sm_90', DEFAULT_TARGET]) {
-      const result = assemblePtx(columnSumsModule().emit(), arch, { verbose: true });
-      expect(result.ok, result.log).toBe(true);
-      expect(result.log).not.toMatch(/warning|[1-9]\d* bytes spill/);
+      expectAssemblesCleanly(columnSumsModule().emit(), arch);
     }
   });
 });

@@ -1,20 +1,11 @@
-import {
-  type AnyKernelSpec,
-  adamwStep,
-  clipByGlobalNorm,
-  createCpuBackend,
-  type Shape,
-  sgdStep,
-} from '@rayo/core';
+import { type AnyKernelSpec, adamwStep, clipByGlobalNorm, type Shape, sgdStep } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { afterAll, describe, expect, it } from 'vitest';
-import { CudaBackend } from '../backend.js';
-import { CudaDriver } from '../driver/driver.js';
+import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
-import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
+import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { FakeLibCuda } from '../testing/fakeLibCuda.js';
-import { PtxInterpreter } from '../testing/ptxInterpreter.js';
+import { useEmulatedGpu } from '../testing/emulatedGpu.js';
+import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
   adamwConstants,
   adamwModule,
@@ -140,9 +131,7 @@ describe.skipIf(gate.skip)(`optimizer PTX assembles with ptxas (${gate.reason})`
   for (const [name, build] of modules) {
     it(`${name} for sm_90 and ${DEFAULT_TARGET}`, () => {
       for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        const result = assemblePtx(build().emit(), arch, { verbose: true });
-        expect(result.ok, result.log).toBe(true);
-        expect(result.log).not.toMatch(/warning|spill stores [1-9]/);
+        expectAssemblesCleanly(build().emit(), arch);
       }
     }, 60_000);
   }
@@ -151,14 +140,7 @@ describe.skipIf(gate.skip)(`optimizer PTX assembles with ptxas (${gate.reason})`
 // The pool's allocations are 256-byte aligned, so the conformance suite runs
 // the `.v4` modules; operands offset by one or two floats take the others.
 describe('optimizer kernels on an emulated device, with misaligned operands', () => {
-  const fake = new FakeLibCuda();
-  new PtxInterpreter(fake).attach();
-  const gpu = new CudaBackend(new CudaDriver(fake));
-  const cpu = createCpuBackend();
-  afterAll(() => {
-    gpu.dispose();
-    cpu.dispose();
-  });
+  const { gpu, cpu } = useEmulatedGpu();
 
   let seed = 7;
   const random = (n: number) =>

@@ -1,13 +1,10 @@
-import { createCpuBackend, rope, UnsupportedOnBackendError } from '@rayo/core';
+import { rope, UnsupportedOnBackendError } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
-import { afterAll, describe, expect, it } from 'vitest';
-import { CudaBackend } from '../backend.js';
-import { CudaDriver } from '../driver/driver.js';
-import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
-import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
+import { describe, expect, it } from 'vitest';
+import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { FakeLibCuda } from '../testing/fakeLibCuda.js';
-import { PtxInterpreter } from '../testing/ptxInterpreter.js';
+import { useEmulatedGpu } from '../testing/emulatedGpu.js';
+import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import { frequencyExponent, headsPerThread, MAX_ANGLE, ROPE_KERNELS, ropeKey, ropeModule } from './rope.js';
 
 const H100 = { multiprocessors: 132, maxThreadsPerMultiprocessor: 2048 };
@@ -51,10 +48,7 @@ describe.skipIf(gate.skip)(`rope PTX assembles with ptxas (${gate.reason})`, () 
       it(`${ropeKey(layout, heads, devicePosition)} for sm_90 and ${DEFAULT_TARGET}`, () => {
         const text = ropeModule(layout, heads, devicePosition).emit();
         for (const arch of ['sm_90', DEFAULT_TARGET]) {
-          const result = assemblePtx(text, arch, { verbose: true });
-          expect(result.ok, result.log).toBe(true);
-          expect(result.log).not.toMatch(/warning|[1-9]\d* bytes spill (stores|loads)/);
-          expect(result.log).toMatch(/0 bytes spill stores/);
+          expectAssemblesCleanly(text, arch);
         }
       }, 60_000);
     }
@@ -62,13 +56,8 @@ describe.skipIf(gate.skip)(`rope PTX assembles with ptxas (${gate.reason})`, () 
 });
 
 describe('rope on an emulated device', () => {
-  const fake = new FakeLibCuda();
   // One SM: a few thousand pairs already take the four-heads path.
-  fake.attributes.set(CU_DEVICE_ATTRIBUTE.MULTIPROCESSOR_COUNT, 1);
-  new PtxInterpreter(fake).attach();
-  const gpu = new CudaBackend(new CudaDriver(fake));
-  const cpu = createCpuBackend();
-  afterAll(() => gpu.dispose());
+  const { gpu, cpu } = useEmulatedGpu({ multiprocessors: 1 });
 
   async function check(shape: [number, number, number], attrs: Record<string, unknown>, atol: number) {
     const rng = new Rng(shape.reduce((a, b) => a * 31 + b, 7));

@@ -16,12 +16,9 @@ import {
 } from '@rayo/core';
 import { compareOutputs, type Tolerance } from '@rayo/core/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CudaBackend } from '../backend.js';
+import type { CudaBackend } from '../backend.js';
 import type { DeviceProperties } from '../driver/driver.js';
-import { CudaDriver } from '../driver/driver.js';
-import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
-import { FakeLibCuda } from '../testing/fakeLibCuda.js';
-import { PtxInterpreter } from '../testing/ptxInterpreter.js';
+import { createEmulatedGpu } from '../testing/emulatedGpu.js';
 import {
   accessWidth,
   geometryKey,
@@ -90,11 +87,7 @@ describe('row geometry planning', () => {
 
 /** A backend on the fake device whose launches run in the PTX interpreter. */
 function emulatedBackend(multiprocessors?: number): CudaBackend {
-  const fake = new FakeLibCuda();
-  fake.memoryLimit = 2 ** 30;
-  if (multiprocessors) fake.attributes.set(CU_DEVICE_ATTRIBUTE.MULTIPROCESSOR_COUNT, multiprocessors);
-  new PtxInterpreter(fake).attach();
-  return new CudaBackend(new CudaDriver(fake));
+  return createEmulatedGpu({ memoryLimit: 2 ** 30, ...(multiprocessors ? { multiprocessors } : {}) }).gpu;
 }
 
 /** An input: its shape (random values), or its shape and values. */

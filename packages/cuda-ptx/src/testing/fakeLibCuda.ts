@@ -62,6 +62,9 @@ const NAMES: Readonly<Record<number, [string, string]>> = {
   901: ['CUDA_ERROR_STREAM_CAPTURE_INVALIDATED', 'operation failed due to a previous error during capture'],
 };
 
+// Calls that still answer after a fault poisoned the context.
+const OUTSIDE_CONTEXT = new Set(['cuGetErrorName', 'cuGetErrorString', 'cuDevicePrimaryCtxRelease_v2']);
+
 const INVALID_VALUE = 1;
 const OUT_OF_MEMORY = 2;
 const INVALID_CONTEXT = 201;
@@ -113,6 +116,13 @@ export class FakeLibCuda implements LibCuda {
   jitFailure: { readonly status: CUresult; readonly log: string } | undefined;
   /** cuStreamQuery reports this many polls as still busy. */
   busyPolls = 0;
+  /**
+   * Entries that fault when they run, like a kernel storing to a bad address:
+   * the launch succeeds, and from then on every call returns the status until
+   * the primary context is released by all its users.
+   */
+  readonly faults = new Map<string, CUresult>();
+  #sticky: CUresult | undefined;
   readonly attributes = new Map<number, number>([
     [CU_DEVICE_ATTRIBUTE.MAX_THREADS_PER_BLOCK, 1024],
     [CU_DEVICE_ATTRIBUTE.MAX_BLOCK_DIM_X, 1024],
@@ -211,6 +221,7 @@ export class FakeLibCuda implements LibCuda {
 
   #enter(call: string): CUresult | undefined {
     this.calls.push(call);
+    if (this.#sticky !== undefined && !OUTSIDE_CONTEXT.has(call)) return this.#sticky;
     const f = this.#failures.get(call);
     if (f && f.times > 0) {
       f.times--;
@@ -294,6 +305,7 @@ export class FakeLibCuda implements LibCuda {
     if (failed !== undefined) return failed;
     this.#contextRefs--;
     if (this.#contextRefs === 0) {
+      this.#sticky = undefined;
       this.#memory.clear();
       this.#allocated = 0;
       this.#current = undefined;
@@ -601,6 +613,11 @@ export class FakeLibCuda implements LibCuda {
     };
     return this.#onStream(stream, () => {
       this.launches.push(launch);
+      const fault = this.faults.get(f.entry);
+      if (fault !== undefined) {
+        this.#sticky = fault;
+        return 0;
+      }
       const kernel = this.kernels.get(f.entry);
       if (kernel) kernel(launch, this.memory);
       else this.executor?.(f.image, launch);

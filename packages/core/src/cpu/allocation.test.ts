@@ -1,0 +1,21 @@
+import { describe, expect, it } from 'vitest';
+import { OutOfMemoryError } from '../errors.js';
+import { CpuBackend } from './backend.js';
+
+describe('cpu allocations', () => {
+  it('refuses a tensor beyond maxBufferBytes with an OutOfMemoryError naming the call and the size', () => {
+    const backend = new CpuBackend();
+    const error = (() => {
+      try {
+        backend.empty([2 ** 33]);
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(OutOfMemoryError);
+    expect((error as OutOfMemoryError).kernel).toBe('empty');
+    expect((error as OutOfMemoryError).actual).toBe('34359738368 bytes for f32[8589934592]');
+    expect(() => backend.zeros([2 ** 20, 2 ** 13], 'i32')).toThrow(OutOfMemoryError);
+    expect(backend.memory().liveTensors).toBe(0);
+  });
+});
