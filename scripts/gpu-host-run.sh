@@ -17,7 +17,8 @@
 # kernels of the fault suite's soak; DECODE_CONFIGS (default
 # "llama-d2048-hd64") the decode benchmark's models, DECODE_WEIGHTS where
 # their checkpoints are written; NAMES_BACKEND (default cuda) where the names
-# example trains.
+# example trains; SKIP a space-separated list of step names to leave out
+# (e.g. "bench names").
 set -u
 out=${1:?usage: gpu-host-run.sh OUTDIR [BENCH_FILTER]}
 filter=${2:-}
@@ -30,9 +31,15 @@ mkdir -p "$out"
 summary="$out/summary.txt"
 : >"$summary"
 
+skip=" ${SKIP:-} "
 step() { # name, command...
   local name=$1
   shift
+  case "$skip" in *" $name "*)
+    printf '%-28s skipped\n' "$name" >>"$summary"
+    return
+    ;;
+  esac
   local start=$SECONDS
   timeout "$step_timeout" "$@" >"$out/$name.log" 2>&1
   local rc=$?
