@@ -17,41 +17,29 @@ import { writeSeededLlama } from './seededLlama.js';
  * agree.
  */
 
+/** What every configuration shares: a Llama of 8 layers, d 2048, FFN 5632, vocab 32000, untied head. */
+const LLAMA_D2048 = {
+  architectures: ['LlamaForCausalLM'],
+  hidden_size: 2048,
+  intermediate_size: 5632,
+  num_hidden_layers: 8,
+  vocab_size: 32000,
+  max_position_embeddings: 4096,
+  rope_theta: 10000,
+  rms_norm_eps: 1e-5,
+  tie_word_embeddings: false,
+  hidden_act: 'silu',
+} as const;
+
 /** Llama-shaped configurations (Hugging Face config.json fields). */
 export const DECODE_CONFIGS: Readonly<Record<string, Record<string, unknown>>> = {
-  // 8 layers, d 2048, 32 query / 8 kv heads of 64, FFN 5632, vocab 32000: 1.97 GB of fp32 weights.
-  'llama-d2048-hd64': {
-    architectures: ['LlamaForCausalLM'],
-    hidden_size: 2048,
-    intermediate_size: 5632,
-    num_attention_heads: 32,
-    num_key_value_heads: 8,
-    num_hidden_layers: 8,
-    vocab_size: 32000,
-    max_position_embeddings: 4096,
-    rope_theta: 10000,
-    rms_norm_eps: 1e-5,
-    tie_word_embeddings: false,
-    hidden_act: 'silu',
-  },
+  // 32 query / 8 kv heads of 64: 1.97 GB of fp32 weights.
+  'llama-d2048-hd64': { ...LLAMA_D2048, num_attention_heads: 32, num_key_value_heads: 8 },
   // The same weight bytes with heads of 128 (16 query / 4 kv heads).
-  'llama-d2048-hd128': {
-    architectures: ['LlamaForCausalLM'],
-    hidden_size: 2048,
-    intermediate_size: 5632,
-    num_attention_heads: 16,
-    num_key_value_heads: 4,
-    num_hidden_layers: 8,
-    vocab_size: 32000,
-    max_position_embeddings: 4096,
-    rope_theta: 10000,
-    rms_norm_eps: 1e-5,
-    tie_word_embeddings: false,
-    hidden_act: 'silu',
-  },
-  // A model a software GPU decodes in seconds (tests, --quick).
+  'llama-d2048-hd128': { ...LLAMA_D2048, num_attention_heads: 16, num_key_value_heads: 4 },
+  // A model a software GPU decodes in seconds (tests, quick checks).
   'llama-tiny': {
-    architectures: ['LlamaForCausalLM'],
+    ...LLAMA_D2048,
     hidden_size: 64,
     intermediate_size: 160,
     num_attention_heads: 4,
@@ -59,10 +47,6 @@ export const DECODE_CONFIGS: Readonly<Record<string, Record<string, unknown>>> =
     num_hidden_layers: 2,
     vocab_size: 512,
     max_position_embeddings: 256,
-    rope_theta: 10000,
-    rms_norm_eps: 1e-5,
-    tie_word_embeddings: false,
-    hidden_act: 'silu',
   },
 };
 
