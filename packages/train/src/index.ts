@@ -58,3 +58,13 @@ export {
   parityGate,
 } from './parity.js';
 export { Rng } from './random.js';
+export { type HostPhases, measureHostPhases } from './decode/hostPhases.js';
+export {
+  groupCalls,
+  type KernelCall,
+  type KernelGroupProfile,
+  profileStep,
+  RecordingRunner,
+  type StepProfile,
+  type StepProfileOptions,
+} from './decode/stepProfile.js';
