@@ -565,7 +565,9 @@ export function decodeMarkdown(report: DecodeReport): string {
         ? `Each group of identical kernel calls (same kernel, input shapes, attributes) runs alone, back to back ` +
           `${s.profileRepetitions} times on its own operands, median of 3; µs/call divides that out. A group whose ` +
           'operands fit in the device cache (the KV cache of a layer, the small vectors) finds them there on the ' +
-          'repetitions, which the step does not always. '
+          'repetitions, which the step does not always. µs in step is the step replayed from its recorded calls ' +
+          'less the same without the group (median of 3 each): cold operands and the gaps the group adds count; ' +
+          "a group below the step's jitter can come out near zero or negative. "
         : 'Kernels not timed one by one (--profile times them). ') +
       `Bytes are the spec's \`cost()\` (what a perfect kernel moves) at the attended length. ` +
       `The host phases time ${s.hostTokens} replays of the recorded step at that row with performance.now ` +

@@ -131,9 +131,12 @@ describe.each(backends)('decode step profile on %s', (name, create) => {
         if (profile.deviceClock) {
           expect(Number.isFinite(profile.stepDeviceMs)).toBe(true);
           expect(profile.stepSamplesMs).toHaveLength(2);
-          expect(profile.groups.every((g) => Number.isFinite(g.usPerCall) && Number.isFinite(g.gbps))).toBe(
-            true,
-          );
+          expect(
+            profile.groups.every(
+              (g) => Number.isFinite(g.usPerCall) && Number.isFinite(g.gbps) && Number.isFinite(g.usInStep),
+            ),
+          ).toBe(true);
+          expect(Number.isFinite(profile.replayedStepMs)).toBe(true);
           expect(profile.kernelSumMs).toBeCloseTo(
             profile.groups.reduce((a, g) => a + g.usPerStep!, 0) / 1e3,
             9,

@@ -70,6 +70,14 @@ export interface KernelGroupProfile {
   readonly gbps?: number;
   /** usPerStep over the whole step's device time. */
   readonly shareOfStep?: number;
+  /**
+   * What the group costs inside the step: the step replayed from its
+   * recorded calls, less the step replayed without this group's calls
+   * (median of 3 each). Its operands come as cold as in the step, and the
+   * gaps it adds between kernels count; a group smaller than the step's
+   * jitter can come out near zero or below.
+   */
+  readonly usInStep?: number;
 }
 
 export interface StepProfile {
@@ -84,6 +92,8 @@ export interface StepProfile {
   readonly groups: readonly KernelGroupProfile[];
   /** Sum of the groups' µs per step, in ms; below stepDeviceMs by the overhead between kernels. */
   readonly kernelSumMs?: number;
+  /** Median device time of the step replayed from its recorded calls, the base of each group's usInStep. */
+  readonly replayedStepMs?: number;
   readonly repetitions: number;
 }
 
@@ -176,13 +186,15 @@ function allocated(call: KernelCall, outputs: readonly Tensor[]): Tensor[] {
  * Records the step `record` makes into the backend's device timer (one CUDA
  * graph, one command buffer) a few times and takes the median; then, with
  * the tensors of the first recording kept alive as operands, times each
- * group of identical calls alone. The groups' calls run in step order, each
- * call on its own operands, so a group over several layers' weights streams
- * them from memory as the step does; a group whose operands fit in the
- * device's cache (a few MB of KV cache per layer) finds them there on the
- * repetitions, which the step does not. Without a device clock it records
- * the step into a batch, never submitted, and gives the call table without
- * times. Every tensor it allocates is freed.
+ * group of identical calls alone, and the step replayed from its calls with
+ * and without each group. Alone, a group's calls run in step order, each on
+ * its own operands, so a group over several layers' weights streams them
+ * from memory as the step does; a group whose operands fit in the device's
+ * cache (a few MB of KV cache per layer) finds them there on the
+ * repetitions, which the step does not: the with-and-without difference
+ * does not have that bias. Without a device clock it records the step into
+ * a batch, never submitted, and gives the call table without times. Every
+ * tensor it allocates is freed.
  */
 export async function profileStep(
   backend: Backend,
@@ -243,28 +255,47 @@ export async function profileStep(
         repetitions,
       };
     }
-    const rows: KernelGroupProfile[] = [];
-    for (const group of groupCalls(calls)) {
-      const times: number[] = [];
-      // One warm-up, then the median of three.
-      for (let sample = 0; sample < 4; sample++) {
-        const made: Tensor[] = [];
-        try {
-          const ms = await timeOnDevice((runner) => {
-            for (let r = 0; r < repetitions; r++) {
-              for (const call of group) {
-                made.push(...allocated(call, runner.run(call.spec, call.inputs, call.attrs, call.options)));
-              }
+    // Runs `list` on the device `times` times in one measurement, freeing what it allocates.
+    const timeCalls = async (list: readonly KernelCall[], times = 1): Promise<number> => {
+      const made: Tensor[] = [];
+      try {
+        const ms = await timeOnDevice((runner) => {
+          for (let r = 0; r < times; r++) {
+            for (const call of list) {
+              made.push(...allocated(call, runner.run(call.spec, call.inputs, call.attrs, call.options)));
             }
-          });
-          if (sample > 0) times.push(ms!);
-        } finally {
-          for (const t of made) t.dispose();
-        }
+          }
+        });
+        return ms!;
+      } finally {
+        for (const t of made) t.dispose();
       }
-      const usPerCall = (median(times) * 1e3) / (repetitions * group.length);
-      rows.push(profileRow(group, usPerCall, stepDeviceMs, deviceValues));
+    };
+    const groups = groupCalls(calls);
+    const alone: number[][] = groups.map(() => []);
+    const without: number[][] = groups.map(() => []);
+    const whole: number[] = [];
+    // One warm-up round, then three; the step with and without each group alternate, so drift hits both.
+    for (let sample = 0; sample < 4; sample++) {
+      const all = await timeCalls(calls);
+      if (sample > 0) whole.push(all);
+      for (const [i, group] of groups.entries()) {
+        const ms = await timeCalls(group, repetitions);
+        const rest = await timeCalls(calls.filter((c) => !group.includes(c)));
+        if (sample === 0) continue;
+        alone[i]!.push(ms);
+        without[i]!.push(rest);
+      }
     }
+    const rows = groups.map((group, i) => ({
+      ...profileRow(
+        group,
+        (median(alone[i]!) * 1e3) / (repetitions * group.length),
+        stepDeviceMs,
+        deviceValues,
+      ),
+      usInStep: (median(whole) - median(without[i]!)) * 1e3,
+    }));
     rows.sort((a, b) => b.usPerStep! - a.usPerStep!);
     const kernelSumMs = rows.reduce((sum, r) => sum + r.usPerStep!, 0) / 1e3;
     return {
@@ -274,6 +305,7 @@ export async function profileStep(
       stepSamplesMs: samples,
       groups: rows,
       kernelSumMs,
+      replayedStepMs: median(whole),
       repetitions,
     };
   } finally {
@@ -323,6 +355,7 @@ export const PROFILE_HEADER = [
   'bytes/call',
   'GB/s',
   '% of step',
+  'µs in step',
 ];
 
 /** The breakdown as table rows (strings), in the profile's order. */
@@ -337,6 +370,7 @@ export function profileRows(profile: StepProfile): string[][] {
     bytesText(g.bytesPerCall),
     fmt(g.gbps),
     g.shareOfStep === undefined ? '—' : `${fmt(100 * g.shareOfStep, 2)}%`,
+    fmt(g.usInStep),
   ]);
 }
 
@@ -351,6 +385,8 @@ export function profileTotals(profile: StepProfile): string {
   return (
     `${profile.calls} kernel calls per step; the kernels timed alone sum to ${fmt(profile.kernelSumMs * 1e3)} µs, ` +
     `the whole step takes ${fmt(step * 1e3)} µs on the device: ${fmt(gap * 1e3)} µs ` +
-    `(${fmt((100 * gap) / step, 2)}%) between kernels (launch and dependency gaps inside the graph or command buffer)`
+    `(${fmt((100 * gap) / step, 2)}%) between kernels (launch and dependency gaps inside the graph or command buffer). ` +
+    `µs in step: the step replayed from its calls (${fmt((profile.replayedStepMs ?? Number.NaN) * 1e3)} µs) ` +
+    'less the same without the group'
   );
 }
