@@ -468,6 +468,11 @@ function backendDetails(report: DecodeReport, md: boolean): string[] {
             `host per token here ${fmt(p.tokenUs - b.deviceMsPerStep * 1e3)} µs (whole token − device step)`,
         );
       }
+      out.push(
+        '',
+        `reading the logits instead of one i32 costs ${fmt(p.idleReadLogitsUs - p.idleReadScalarUs)} µs ` +
+          'more with the device idle (the readback a token chosen on the device would save)',
+      );
     }
     if (b.profileError) out.push('', `${b.backend}: ${b.profileError}`);
   }
