@@ -69,7 +69,7 @@ fi
 
 if [ -f "$app/decode-bench.mjs" ]; then
   for config in ${DECODE_CONFIGS:-llama-d2048-hd64}; do
-    # --profile: the decode step's kernels timed group by group (a few seconds per backend).
+    # --profile: the decode step's kernels timed group by group, alone and inside the step.
     step "decode-$config" node "$app/decode-bench.mjs" --config "$config" --backends "$backends" \
       --baseline torch --profile --weights "${DECODE_WEIGHTS:-/tmp/rayo-decode-weights}" --out "$out/decode-$config"
   done
