@@ -69,8 +69,9 @@ fi
 
 if [ -f "$app/decode-bench.mjs" ]; then
   for config in ${DECODE_CONFIGS:-llama-d2048-hd64}; do
+    # --profile: the decode step's kernels timed group by group, alone and inside the step.
     step "decode-$config" node "$app/decode-bench.mjs" --config "$config" --backends "$backends" \
-      --baseline torch --weights "${DECODE_WEIGHTS:-/tmp/rayo-decode-weights}" --out "$out/decode-$config"
+      --baseline torch --profile --weights "${DECODE_WEIGHTS:-/tmp/rayo-decode-weights}" --out "$out/decode-$config"
   done
 fi
 

@@ -25,6 +25,16 @@ export {
 } from './checkpoint/safetensors.js';
 export { SafetensorsFile, type SafetensorsFileOptions } from './checkpoint/safetensorsFile.js';
 export type { SafetensorsEntry, SafetensorsHeader } from './checkpoint/safetensorsHeader.js';
+export { type HostPhases, measureHostPhases } from './decode/hostPhases.js';
+export {
+  groupCalls,
+  type KernelCall,
+  type KernelGroupProfile,
+  profileStep,
+  RecordingRunner,
+  type StepProfile,
+  type StepProfileOptions,
+} from './decode/stepProfile.js';
 export {
   formatDuration,
   ProgressBar,

@@ -35,6 +35,13 @@ describe('decode-bench', () => {
       baseline: 'none',
     });
     expect(s.backends).toEqual(['cuda', 'wgpu']);
+    expect(s).toMatchObject({ profile: false, profileRepetitions: 10, hostTokens: 32 });
+    expect(parseDecodeArgs(['--profile', '--profile-reps', '4', '--host-tokens', '8'])).toMatchObject({
+      profile: true,
+      profileRepetitions: 4,
+      hostTokens: 8,
+    });
+    expect(() => parseDecodeArgs(['--profile-reps', '0'])).toThrow(/--profile-reps must be an integer >= 1/);
     expect(() => parseDecodeArgs(['--config', 'gpt'])).toThrow(/unknown --config 'gpt'/);
     expect(() => parseDecodeArgs(['--new', '4', '--warmup', '3'])).toThrow(/--warmup must leave tokens/);
     expect(() => parseDecodeArgs(['--baseline', 'jax'])).toThrow(/torch or none/);
@@ -83,6 +90,9 @@ describe('decode-bench', () => {
       torchDevice: 'cpu',
       weights: await tempDir(),
       out,
+      profile: true,
+      profileRepetitions: 2,
+      hostTokens: 2,
     };
     const report = await decodeBench(settings, () => {});
     const cpu = report.backends[0]!;
@@ -96,11 +106,27 @@ describe('decode-bench', () => {
       reason: 'not requested (--baseline torch runs it)',
     });
     const summary = decodeSummary(report);
-    expect(summary).toMatch(/^run\s+ms\/token\s+tokens\/s\s+prefill ms\s+of limit/);
-    expect(summary).toMatch(/\ncpu\s+[\d.]+\s+[\d.]+/);
+    expect(summary).toMatch(
+      /^run\s+ms\/token\s+device ms\/step\s+host ms\/token\s+tokens\/s\s+prefill ms\s+of limit/,
+    );
+    // The cpu backend has no device clock: no split, said so rather than guessed.
+    expect(summary).toMatch(/\ncpu\s+[\d.]+\s+—\s+—\s+[\d.]+.*no device clock/);
+    expect(cpu.deviceMsPerStep).toBeUndefined();
+    expect(cpu.hostMsPerToken).toBeUndefined();
+    expect(cpu.profileError).toBeUndefined();
+    expect(cpu.profile!.deviceClock).toBe(false);
+    expect(cpu.profile!.calls).toBe(cpu.profile!.groups.reduce((a, g) => a + g.calls, 0));
+    expect(cpu.hostPhases!.tokens).toBe(2);
+    expect(summary).toContain('cpu: the decode step, kernel by kernel');
+    expect(summary).toContain('cpu: host phases of a replayed token');
+    expect(summary).toMatch(/reading the logits instead of one i32 costs -?[\d.]+ µs more/);
     const json = JSON.parse(await readFile(join(out, 'report.json'), 'utf8'));
     expect(json.backends[0].run.tokens).toEqual(cpu.run!.tokens);
     expect(json.backends[0].logits).toBeUndefined();
-    expect(await readFile(join(out, 'report.md'), 'utf8')).toContain('# rayo decode-bench');
+    expect(json.backends[0].profile.groups.length).toBe(cpu.profile!.groups.length);
+    const md = await readFile(join(out, 'report.md'), 'utf8');
+    expect(md).toContain('# rayo decode-bench');
+    expect(md).toContain('### cpu: the decode step, kernel by kernel');
+    expect(md).toMatch(/\| matmul \| \[1, 64\] · \[512, 64\] \| transB \| 1 \|/);
   }, 60_000);
 });

@@ -5,7 +5,9 @@ import { type Backend, copy, createBackend, probeBackends } from '@rayo/core';
 import { LlamaModel } from '../models/llama/model.js';
 import { Rng } from '../random.js';
 import { runTorchDecode, type TorchDecodeEntry, type TorchDecodeOutcome } from '../torchDecodeBaseline.js';
+import { type HostPhases, measureHostPhases } from './hostPhases.js';
 import { writeSeededLlama } from './seededLlama.js';
+import { PROFILE_HEADER, profileRows, profileStep, profileTotals, type StepProfile } from './stepProfile.js';
 
 /**
  * The decode benchmark: a Llama-shaped fp32 model with seeded weights,
@@ -69,6 +71,20 @@ export interface DecodeBackendResult {
   /** The backend's device copy of 256 MiB, in GB/s (reads + writes). */
   readonly copyGbps?: number;
   readonly run?: DecodeRun;
+  /**
+   * Median device time of one recorded decode step (one CUDA graph, one
+   * command buffer between timestamps); absent where the backend has no
+   * device clock (cpu).
+   */
+  readonly deviceMsPerStep?: number;
+  /** ms/token − deviceMsPerStep: what the host adds to each replayed token. */
+  readonly hostMsPerToken?: number;
+  /** The step's kernel calls, grouped; timed one group at a time with --profile. */
+  readonly profile?: StepProfile;
+  /** What one replayed token costs the host, phase by phase. */
+  readonly hostPhases?: HostPhases;
+  /** Why the profile or the host phases could not be measured (the decode run itself stands). */
+  readonly profileError?: string;
   /** The prompt's last-position logits (compared across runs, not written to the report). */
   readonly logits?: Float32Array;
 }
@@ -86,6 +102,12 @@ export interface DecodeSettings {
   readonly torchDevice: string;
   readonly weights: string;
   readonly out: string;
+  /** Time every group of identical kernel calls of the step (the breakdown); the whole step is always timed. */
+  readonly profile: boolean;
+  /** Back-to-back repetitions of a kernel group per timing. */
+  readonly profileRepetitions: number;
+  /** Replayed tokens whose host phases are timed. */
+  readonly hostTokens: number;
 }
 
 function quantile(sorted: readonly number[], q: number): number {
@@ -129,7 +151,10 @@ export async function decodeOnBackend(
   backend: Backend,
   dir: string,
   prompt: readonly number[],
-  settings: Pick<DecodeSettings, 'newTokens' | 'warmupTokens'>,
+  settings: Pick<
+    DecodeSettings,
+    'newTokens' | 'warmupTokens' | 'profile' | 'profileRepetitions' | 'hostTokens'
+  >,
 ): Promise<Omit<DecodeBackendResult, 'backend' | 'device' | 'status'>> {
   const copyGbps = await copyBandwidth(backend);
   const loadStart = performance.now();
@@ -155,9 +180,13 @@ export async function decodeOnBackend(
     }
     const timed = intervals.slice(settings.warmupTokens).sort((a, b) => a - b);
     const median = quantile(timed, 0.5);
+    const timing = await stepTiming(model, prompt.length, tokens, settings);
+    const deviceMs = timing.profile?.stepDeviceMs;
     return {
       loadMs,
       ...(copyGbps === undefined ? {} : { copyGbps }),
+      ...(deviceMs === undefined ? {} : { deviceMsPerStep: deviceMs, hostMsPerToken: median - deviceMs }),
+      ...timing,
       logits,
       run: {
         msPerToken: median,
@@ -171,6 +200,53 @@ export async function decodeOnBackend(
   } finally {
     model.dispose();
   }
+}
+
+/**
+ * The decode step at a row in the middle of the generated ones (the length
+ * the timed tokens attended over): its device time and, with
+ * `settings.profile`, each kernel group's; then the host phases of replayed
+ * tokens at that row. A failure here is reported beside the decode run,
+ * which stands.
+ */
+async function stepTiming(
+  model: LlamaModel,
+  promptLength: number,
+  tokens: readonly number[],
+  settings: Pick<DecodeSettings, 'newTokens' | 'profile' | 'profileRepetitions' | 'hostTokens'>,
+): Promise<Pick<DecodeBackendResult, 'profile' | 'hostPhases' | 'profileError'>> {
+  const { backend } = model;
+  const position = promptLength + Math.floor((settings.newTokens - 1) / 2);
+  const errors: string[] = [];
+  const why = (what: string, error: unknown) =>
+    errors.push(`${what}: ${error instanceof Error ? error.message : String(error)}`);
+  let profile: StepProfile | undefined;
+  let hostPhases: HostPhases | undefined;
+  try {
+    backend.write(model.tokenInput, Int32Array.of(tokens[tokens.length - 1] ?? 0));
+    backend.write(model.positionInput, Int32Array.of(position));
+    backend.write(model.lengthInput, Int32Array.of(position + 1));
+    profile = await profileStep(backend, (runner, made) => model.recordStep(runner, made), {
+      kernels: settings.profile,
+      repetitions: settings.profileRepetitions,
+      deviceValues: new Map([
+        [model.positionInput, position],
+        [model.lengthInput, position + 1],
+      ]),
+    });
+  } catch (error) {
+    why('step profile', error);
+  }
+  try {
+    hostPhases = await measureHostPhases(model, { position, tokens: settings.hostTokens });
+  } catch (error) {
+    why('host phases', error);
+  }
+  return {
+    ...(profile ? { profile } : {}),
+    ...(hostPhases ? { hostPhases } : {}),
+    ...(errors.length ? { profileError: errors.join('; ') } : {}),
+  };
 }
 
 /** Index of the first token where two runs part, or -1 when they agree over their common length. */
@@ -300,6 +376,93 @@ function fmt(x: number | undefined, digits = 3): string {
   return x === undefined || !Number.isFinite(x) ? '—' : String(Number(x.toPrecision(digits)));
 }
 
+/** The device, and why a backend that decoded has no device/host split. */
+function clockNote(b: Omit<DecodeBackendResult, 'logits'>): string {
+  if (b.deviceMsPerStep !== undefined) return b.device;
+  if (b.profile && !b.profile.deviceClock) return `${b.device} (no device clock: no device/host split)`;
+  return b.profileError ? `${b.device} (${b.profileError})` : b.device;
+}
+
+function textTable(header: readonly string[], rows: readonly string[][]): string[] {
+  const all = [header, ...rows];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
+  const line = (r: readonly string[]) =>
+    r
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)];
+}
+
+function markdownTable(header: readonly string[], rows: readonly string[][]): string[] {
+  const cell = (c: string) => c.replaceAll('|', '\\|');
+  return [
+    `| ${header.join(' | ')} |`,
+    `| ${header.map(() => '---').join(' | ')} |`,
+    ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`),
+  ];
+}
+
+const PHASES_HEADER = ['phase', 'µs (median)'];
+
+/** The host phases of one replayed token, as rows. */
+function phaseRows(p: HostPhases): string[][] {
+  return [
+    ['3 writes (token, position, length)', fmt(p.writesUs)],
+    ['submit, until the device is done (holds the step)', fmt(p.submitUs)],
+    [`read the logits (${fmt(p.logitsBytes / 1024)} KiB)`, fmt(p.readLogitsUs)],
+    ['argmax on the host', fmt(p.argmaxUs)],
+    ['whole token', fmt(p.tokenUs)],
+    [`idle device: read the logits`, fmt(p.idleReadLogitsUs)],
+    ['idle device: read one i32', fmt(p.idleReadScalarUs)],
+    ['idle device: sync', fmt(p.idleSyncUs)],
+  ];
+}
+
+/** Per backend: the kernel breakdown and the host phases, as text lines (`md` for markdown tables). */
+function backendDetails(report: DecodeReport, md: boolean): string[] {
+  const table = md ? markdownTable : textTable;
+  const out: string[] = [];
+  for (const b of report.backends) {
+    if (b.status !== 'ok') continue;
+    if (b.profile) {
+      out.push(
+        '',
+        md
+          ? `### ${b.backend}: the decode step, kernel by kernel`
+          : `${b.backend}: the decode step, kernel by kernel`,
+        '',
+      );
+      out.push(...table(PROFILE_HEADER, profileRows(b.profile)), '', profileTotals(b.profile));
+    }
+    if (b.hostPhases) {
+      const p = b.hostPhases;
+      out.push(
+        '',
+        md
+          ? `### ${b.backend}: host phases of a replayed token`
+          : `${b.backend}: host phases of a replayed token`,
+        '',
+      );
+      out.push(...table(PHASES_HEADER, phaseRows(p)));
+      if (b.deviceMsPerStep !== undefined) {
+        out.push(
+          '',
+          `submit − device step = ${fmt(p.submitUs - b.deviceMsPerStep * 1e3)} µs of launch and wait; ` +
+            `host per token here ${fmt(p.tokenUs - b.deviceMsPerStep * 1e3)} µs (whole token − device step)`,
+        );
+      }
+      out.push(
+        '',
+        `reading the logits instead of one i32 costs ${fmt(p.idleReadLogitsUs - p.idleReadScalarUs)} µs ` +
+          'more with the device idle (the readback a token chosen on the device would save)',
+      );
+    }
+    if (b.profileError) out.push('', `${b.backend}: ${b.profileError}`);
+  }
+  return out;
+}
+
 /** The rows of the summary: each rayo backend and each PyTorch way, with ms/token and the limit. */
 export function decodeRows(report: DecodeReport): string[][] {
   const limit = report.limitMs;
@@ -307,19 +470,22 @@ export function decodeRows(report: DecodeReport): string[][] {
     name: string,
     run: { msPerToken: number; tokensPerSecond: number; prefillMs: number } | undefined,
     note: string,
+    split?: { deviceMsPerStep?: number; hostMsPerToken?: number },
   ) =>
     run
       ? [
           name,
           fmt(run.msPerToken),
+          fmt(split?.deviceMsPerStep),
+          fmt(split?.hostMsPerToken),
           fmt(run.tokensPerSecond, 4),
           fmt(run.prefillMs),
           limit ? `${fmt((100 * limit) / run.msPerToken, 2)}%` : '—',
           note,
         ]
-      : [name, '—', '—', '—', '—', note];
+      : [name, '—', '—', '—', '—', '—', '—', note];
   const rows = report.backends.map((b) =>
-    row(b.backend, b.run, b.status === 'ok' ? b.device : `${b.status}: ${b.reason}`),
+    row(b.backend, b.run, b.status === 'ok' ? clockNote(b) : `${b.status}: ${b.reason}`, b),
   );
   if (report.torch.status === 'ok') {
     for (const [method, r] of Object.entries(report.torch.output.results)) {
@@ -333,17 +499,19 @@ export function decodeRows(report: DecodeReport): string[][] {
   return rows;
 }
 
-const HEADER = ['run', 'ms/token', 'tokens/s', 'prefill ms', 'of limit', 'device / note'];
+const HEADER = [
+  'run',
+  'ms/token',
+  'device ms/step',
+  'host ms/token',
+  'tokens/s',
+  'prefill ms',
+  'of limit',
+  'device / note',
+];
 
 export function decodeSummary(report: DecodeReport): string {
-  const rows = [HEADER, ...decodeRows(report)];
-  const widths = HEADER.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  const line = (r: string[]) =>
-    r
-      .map((c, i) => c.padEnd(widths[i]!))
-      .join('  ')
-      .trimEnd();
-  const out = [line(rows[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(line)];
+  const out = textTable(HEADER, decodeRows(report));
   out.push(
     '',
     `${report.settings.config}: ${fmt(report.weightBytes / 1e9)} GB of fp32 weights; limit ${fmt(report.limitMs)} ms/token at ${fmt(report.bandwidthGbps, 4)} GB/s`,
@@ -354,17 +522,18 @@ export function decodeSummary(report: DecodeReport): string {
         (a.logitsMaxDiff === undefined ? '' : `, prompt logits max |Δ| ${fmt(a.logitsMaxDiff, 2)}`),
     );
   }
+  out.push('', SPLIT_NOTE, ...backendDetails(report, false));
   return `${out.join('\n')}\n`;
 }
 
+const SPLIT_NOTE =
+  'device ms/step: the recorded decode step alone on the device (one CUDA graph between events, ' +
+  'one command buffer between timestamps), median of 5; host ms/token = ms/token − device ms/step.';
+
 export function decodeMarkdown(report: DecodeReport): string {
   const s = report.settings;
-  const rows = decodeRows(report);
-  const table = [
-    `| ${HEADER.join(' | ')} |`,
-    `| ${HEADER.map(() => '---').join(' | ')} |`,
-    ...rows.map((r) => `| ${r.join(' | ')} |`),
-  ];
+  const table = markdownTable(HEADER, decodeRows(report));
+  const position = s.promptTokens + Math.floor((s.newTokens - 1) / 2);
   return `${[
     '# rayo decode-bench',
     '',
@@ -375,6 +544,24 @@ export function decodeMarkdown(report: DecodeReport): string {
       `${fmt(report.limitMs)} ms/token.`,
     '',
     ...table,
+    '',
+    SPLIT_NOTE,
+    '',
+    '## Where the time goes',
+    '',
+    `The step is profiled at cache row ${position} (attending over ${position + 1} rows, the middle of the timed tokens). ` +
+      (s.profile
+        ? `Each group of identical kernel calls (same kernel, input shapes, attributes) runs alone, back to back ` +
+          `${s.profileRepetitions} times on its own operands, median of 3; µs/call divides that out. A group whose ` +
+          'operands fit in the device cache (the KV cache of a layer, the small vectors) finds them there on the ' +
+          'repetitions, which the step does not always. µs in step is the step replayed from its recorded calls ' +
+          'less the same without the group (median of 3 each): cold operands and the gaps the group adds count; ' +
+          "a group below the step's jitter can come out near zero or negative. "
+        : 'Kernels not timed one by one (--profile times them). ') +
+      `Bytes are the spec's \`cost()\` (what a perfect kernel moves) at the attended length. ` +
+      `The host phases time ${s.hostTokens} replays of the recorded step at that row with performance.now ` +
+      'around each phase, outside `generate`.',
+    ...backendDetails(report, true),
     '',
     '## Agreement',
     '',
@@ -405,7 +592,11 @@ from the same checkpoint, and reports ms per token against the bandwidth limit.
   --torch-device D  the PyTorch device (default cuda; cpu only checks the script)
   --seed N          weights and prompt (default 0)
   --weights DIR     where the checkpoints are written once and reused (default decode-weights)
-  --out DIR         report folder (default decode-results)`;
+  --out DIR         report folder (default decode-results)
+  --profile         time each group of identical kernel calls of the decode step
+                    (the whole step's device time and the host phases are always measured)
+  --profile-reps N  back-to-back repetitions of a kernel group per timing (default 10)
+  --host-tokens N   replayed tokens whose host phases are timed (default 32)`;
 
 export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
   const { values } = parseArgs({
@@ -421,6 +612,9 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
       seed: { type: 'string', default: '0' },
       weights: { type: 'string', default: 'decode-weights' },
       out: { type: 'string', default: 'decode-results' },
+      profile: { type: 'boolean', default: false },
+      'profile-reps': { type: 'string', default: '10' },
+      'host-tokens': { type: 'string', default: '32' },
     },
   });
   const int = (name: string, text: string, min: number) => {
@@ -448,5 +642,8 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
     torchDevice: values['torch-device'],
     weights: values.weights,
     out: values.out,
+    profile: values.profile,
+    profileRepetitions: int('profile-reps', values['profile-reps'], 1),
+    hostTokens: int('host-tokens', values['host-tokens'], 1),
   };
 }
