@@ -1,4 +1,5 @@
 import { OutOfMemoryError, relu } from '@rayo/core';
+import { FAULT_SCENARIOS, runFaultScenarios } from '@rayo/core/testing';
 import { describe, expect, it } from 'vitest';
 import { WgpuBackend } from './backend.js';
 import { backendProvider } from './index.js';
@@ -12,7 +13,7 @@ const needsAdapter = unavailable && process.env.CI !== 'true' ? describe.skip : 
  * returns once a submission made after the destroy has completed. A refused
  * buffer is invalid, as Dawn's is, and its scope reports out of memory.
  */
-function deferringDevice(real: GPUDevice, capacity: number) {
+function deferringDevice(real: GPUDevice, capacity: number, maxBufferSize?: number) {
   const state = { free: capacity, refused: 0, submits: 0 };
   const deferred: { bytes: number; serial: number }[] = [];
   const scopes: boolean[] = [];
@@ -59,9 +60,16 @@ function deferringDevice(real: GPUDevice, capacity: number) {
     });
     return buffer;
   };
+  const limits = new Proxy(real.limits, {
+    get: (target, prop) =>
+      prop === 'maxBufferSize' && maxBufferSize ? maxBufferSize : Reflect.get(target, prop, target),
+  });
   const device = new Proxy(real, {
     get(target, prop) {
       if (prop === 'queue') return queue;
+      if (prop === 'limits') return limits;
+      // Not a software adapter: the fault suite fills this device.
+      if (prop === 'adapterInfo') return { description: 'a device that frees like Dawn on a GPU' };
       if (prop === 'createBuffer') return createBuffer;
       if (prop === 'pushErrorScope')
         return (filter: GPUErrorFilter) => {
@@ -153,6 +161,41 @@ needsAdapter('wgpu memory after the device refused an allocation', () => {
       expect(state.refused).toBe(2);
     } finally {
       dispose();
+    }
+  });
+});
+
+needsAdapter('fault suite on a device that frees like Dawn on a GPU', () => {
+  it('survives out of memory, then recovery once memory is freed, and says what recovery took', async () => {
+    const owner = await WgpuBackend.create();
+    const backends: WgpuBackend[] = [];
+    try {
+      const scenario = FAULT_SCENARIOS.find((s) => s.name.startsWith('out of memory'))!;
+      const [result] = await runFaultScenarios([scenario], {
+        backendName: 'wgpu',
+        create: async () => {
+          const { device } = deferringDevice(owner.device, 256 * MIB, 64 * MIB);
+          const backend = await WgpuBackend.create({ device, uploadStagingBytes: 0 });
+          backends.push(backend);
+          return backend;
+        },
+        soakKernels: 0,
+      });
+      expect(result?.status, result?.outcome).toBe('survived');
+      // Some of the allocations made at once after the frees were refused and granted on a retry.
+      const counts =
+        /recovery: (\d+) release\(s\) of freed memory in (\d+) queue wait\(s\); (\d+) refused allocation\(s\) retried, (\d+) granted/.exec(
+          result?.outcome ?? '',
+        );
+      expect(counts, result?.outcome).not.toBeNull();
+      const [, releases, waits, retried, granted] = counts!.map(Number);
+      expect(releases).toBeGreaterThanOrEqual(1);
+      expect(waits).toBe(2 * releases!);
+      expect(retried).toBeGreaterThanOrEqual(1);
+      expect(granted).toBe(retried);
+    } finally {
+      for (const b of backends) b.dispose();
+      owner.dispose();
     }
   });
 });
