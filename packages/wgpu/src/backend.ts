@@ -240,13 +240,13 @@ export class WgpuBackend implements Backend {
   async #reported(api: string): Promise<void> {
     // After a refusal, what the caller freed reaches the driver before it allocates again.
     await this.#memory.release();
-    const refused = await this.#memory.takeFailure(api);
+    const { refused, retried } = await this.#memory.takeReport(api);
     const errors = this.gpu.takeErrors();
     this.#alive(api);
     // Errors after a refused allocation are its consequences (an invalid buffer
     // bound or cleared), also when a retry has granted it since.
     if (refused) throw refused;
-    if (this.#memory.lastRetried > 0) return;
+    if (retried > 0) return;
     if (errors.length === 0) return;
     const message = errors.map((e) => e.message).join('\n');
     const oom = errors.some((e) => e.constructor.name === 'GPUOutOfMemoryError');

@@ -209,6 +209,11 @@ export class DeviceMemory {
    * refused buffer) are theirs to discard.
    */
   async takeFailure(reportedBy: string): Promise<OutOfMemoryError | undefined> {
+    return (await this.takeReport(reportedBy)).refused;
+  }
+
+  /** `takeFailure`, with how many refused allocations were granted on a retry. */
+  async takeReport(reportedBy: string): Promise<{ refused?: OutOfMemoryError; retried: number }> {
     while (this.#pending.size > 0) await Promise.all(this.#pending);
     let failures = this.#failures.splice(0);
     const retried: Failure[] = [];
@@ -226,10 +231,9 @@ export class DeviceMemory {
         if (granted[i]) retried.push(f);
       });
     }
-    this.#lastRetried = retried.length;
     if (failures.length === 0) {
       if (this.#allocatedWhileShort > 0 || retried.length > 0) this.#short = false;
-      return undefined;
+      return { retried: retried.length };
     }
     // Whatever was freed reaches the driver before the caller allocates again.
     await this.#release();
@@ -242,7 +246,7 @@ export class DeviceMemory {
       rec.waits > 0
         ? `; ${rec.releases} release(s) of freed memory (${rec.waits} queue waits) and ${rec.retried} retried allocation(s) so far`
         : '';
-    return new OutOfMemoryError(
+    const refused = new OutOfMemoryError(
       `the device could not allocate ${first.label} of ${first.bytes} bytes${more} (reported by ${reportedBy}: ${first.message}${tried}); dispose tensors and allocate again`,
       {
         kernel: first.api,
@@ -250,13 +254,7 @@ export class DeviceMemory {
         actual: 'out of memory',
       },
     );
-  }
-
-  #lastRetried = 0;
-
-  /** Refused allocations that the last `takeFailure` created again successfully. */
-  get lastRetried(): number {
-    return this.#lastRetried;
+    return { refused, retried: retried.length };
   }
 
   /** Creates a refused buffer again; true (and the old one destroyed) if the device granted it. */
