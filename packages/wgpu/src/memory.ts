@@ -259,18 +259,16 @@ export class DeviceMemory {
 
   /** Creates a refused buffer again; true (and the old one destroyed) if the device granted it. */
   async #recreate(failure: Failure): Promise<boolean> {
-    const replace = this.#retriable.get(failure.buffer)!;
+    if (!this.#retriable.has(failure.buffer)) return false;
     this.#recovery.retried++;
     this.device.pushErrorScope('out-of-memory');
     const buffer = this.device.createBuffer(failure.descriptor);
-    let error: GPUError | null;
-    try {
-      error = await this.device.popErrorScope();
-    } catch {
-      // A lost device: the loss is reported on its own.
-      error = null;
-    }
-    if (error) {
+    // A lost device rejects the scope; the loss is reported on its own.
+    const error = await this.device.popErrorScope().catch(() => 'lost');
+    // Disposed, bound or written while the scope was pending: too late to swap.
+    const replace = this.#retriable.get(failure.buffer);
+    if (error || !replace) {
+      if (!error) this.#unreleased += buffer.size;
       buffer.destroy();
       return false;
     }
