@@ -40,7 +40,7 @@ import { describeAdapter, requestWgpuDevice, type WgpuDevice, type WgpuDeviceOpt
 import { CommandRecorder, type Recording } from './encoder.js';
 import type { AnyWgpuKernel, Operand } from './kernel.js';
 import { WGPU_KERNELS } from './kernels/index.js';
-import { DeviceMemory } from './memory.js';
+import { DeviceMemory, type MemoryRecovery } from './memory.js';
 import { ParamArena } from './params.js';
 import { PipelineCache, type PipelineStats } from './pipelines.js';
 import { UploadStaging } from './upload.js';
@@ -56,7 +56,8 @@ function GPUBufferUsageFlagsOf(...names: (keyof GPUBufferUsage)[]): () => number
 class WgpuStorage implements TensorStorage {
   #freed = false;
   constructor(
-    readonly buffer: GPUBuffer,
+    // Replaced only when a refused allocation is granted on a retry, before anything used it.
+    public buffer: GPUBuffer,
     readonly byteLength: number,
     readonly offset: number,
     private readonly onFree: ((s: WgpuStorage) => void) | undefined,
@@ -125,6 +126,8 @@ export class WgpuBackend implements Backend {
   #live = { tensors: 0, bytes: 0, peak: 0, allocations: 0 };
   #bindGroups = 0;
   #disposed = false;
+  /** A tiny buffer cleared by the queue rounds that push freed memory back to the driver. */
+  readonly #releaseFence: GPUBuffer;
 
   readonly maxBindingBytes: number;
 
@@ -160,6 +163,19 @@ export class WgpuBackend implements Backend {
     this.pipelines = new PipelineCache(this.device);
     this.#params = new ParamArena(this.device);
     this.#memory = new DeviceMemory(this.device, memoryBudgetBytes);
+    // Made up front: once the device is full, even a small buffer may be refused.
+    this.#releaseFence = this.device.createBuffer({
+      label: 'rayo release fence',
+      size: 4,
+      usage: GPUBufferUsage.COPY_DST,
+    });
+    this.#memory.setQueueRound(() => {
+      // A real command, so that the submission takes a new serial.
+      const encoder = this.device.createCommandEncoder();
+      encoder.clearBuffer(this.#releaseFence);
+      this.device.queue.submit([encoder.finish()]);
+      return this.#deviceWait('release', this.device.queue.onSubmittedWorkDone());
+    });
     this.#storage = new BufferPool(this.#memory, STORAGE_USAGE(), 'rayo tensor');
     this.#staging = new BufferPool(
       this.#memory,
@@ -200,18 +216,37 @@ export class WgpuBackend implements Backend {
     };
   }
 
-  /** Bytes of GPU buffers held now (tensors, pools, staging) and the budget they are held to. */
-  deviceMemory(): { readonly usedBytes: number; readonly budgetBytes: number } {
-    return { usedBytes: this.#memory.usedBytes, budgetBytes: this.#memory.budgetBytes };
+  /**
+   * Bytes of GPU buffers held now (tensors, pools, staging) and the budget
+   * they are held to; `recovery` says how memory was got back after the
+   * device refused an allocation.
+   */
+  deviceMemory(): {
+    readonly usedBytes: number;
+    readonly budgetBytes: number;
+    readonly recovery: MemoryRecovery;
+  } {
+    const m = this.#memory;
+    return { usedBytes: m.usedBytes, budgetBytes: m.budgetBytes, recovery: m.recovery };
+  }
+
+  /** One line on how memory was got back after refusals, for reports. */
+  describeMemoryRecovery(): string {
+    const r = this.#memory.recovery;
+    return `${r.releases} release(s) of freed memory in ${r.waits} queue wait(s); ${r.retried} refused allocation(s) retried, ${r.recovered} granted`;
   }
 
   /** Throws what the device reported since the last check (validation, out of memory). */
   async #reported(api: string): Promise<void> {
-    const refused = await this.#memory.takeFailure(api);
+    // After a refusal, what the caller freed reaches the driver before it allocates again.
+    await this.#memory.release();
+    const { refused, retried } = await this.#memory.takeReport(api);
     const errors = this.gpu.takeErrors();
     this.#alive(api);
-    // Errors after a refused allocation are its consequences (an invalid buffer bound).
+    // Errors after a refused allocation are its consequences (an invalid buffer
+    // bound or cleared), also when a retry has granted it since.
     if (refused) throw refused;
+    if (retried > 0) return;
     if (errors.length === 0) return;
     const message = errors.map((e) => e.message).join('\n');
     const oom = errors.some((e) => e.constructor.name === 'GPUOutOfMemoryError');
@@ -245,6 +280,10 @@ export class WgpuBackend implements Backend {
       live.bytes -= s.byteLength;
       if (!this.#disposed) this.#storage.release(s.buffer);
     });
+    // Nothing is in it yet: if the device refuses it, it can be created again.
+    this.#memory.retriable(buffer, (replacement) => {
+      storage.buffer = replacement;
+    });
     return new Tensor(this, shape, dtype, storage);
   }
 
@@ -268,6 +307,7 @@ export class WgpuBackend implements Backend {
   #writeHost(storage: WgpuStorage, host: HostArray): void {
     const bytes = host.byteLength;
     if (bytes === 0) return;
+    this.#memory.touch(storage.buffer);
     if (bytes % 4 === 0) this.#uploads.write(storage.buffer, storage.offset, host);
     else {
       // Copies and writeBuffer sizes must be multiples of 4 (odd-length 16-bit data).
@@ -317,6 +357,7 @@ export class WgpuBackend implements Backend {
   /** The GPU buffer range behind a tensor, e.g. to hand it to other WebGPU code. */
   bufferOf(tensor: Tensor): { buffer: GPUBuffer; offset: number; size: number } {
     const s = this.#own('bufferOf', tensor, 'tensor');
+    this.#memory.touch(s.buffer);
     return { buffer: s.buffer, offset: s.offset, size: s.byteLength };
   }
 
@@ -345,6 +386,7 @@ export class WgpuBackend implements Backend {
 
   operand(tensor: Tensor): Operand {
     const s = tensor.storage<WgpuStorage>();
+    this.#memory.touch(s.buffer);
     if (this.#memory.failed(s.buffer)) {
       throw new OutOfMemoryError('the device could not allocate this tensor; it holds no memory', {
         expected: 'a tensor whose allocation succeeded',
@@ -371,6 +413,7 @@ export class WgpuBackend implements Backend {
     const bytes = Math.ceil(s.byteLength / 4) * 4;
     const out = allocHost(tensor.dtype, tensor.size);
     if (bytes === 0) return out;
+    this.#memory.touch(s.buffer);
     const staging = this.#staging.acquire(bytes, 'read');
     const encoder = this.device.createCommandEncoder();
     encoder.copyBufferToBuffer(s.buffer, s.offset, staging, 0, bytes);
@@ -628,6 +671,7 @@ export class WgpuBackend implements Backend {
     this.#scratch.trim();
     this.#uploads.dispose();
     this.#params.destroy();
+    this.#releaseFence.destroy();
     this.#timer?.querySet.destroy();
     this.#timer?.resolve.destroy();
     if (this.#ownsDevice) this.device.destroy();

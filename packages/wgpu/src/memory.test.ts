@@ -71,3 +71,147 @@ describe('device memory', () => {
     expect(destroyed).toEqual([1 << 20, 1024, 512]);
   });
 });
+
+/**
+ * A device of `capacity` bytes that frees like Dawn: a destroyed buffer's
+ * memory returns only once a queue round made after the destroy completed.
+ */
+function deferringDevice(capacity: number) {
+  const scopes: (GPUError | null)[] = [];
+  const state = { free: capacity, deferred: 0, rounds: 0, refused: 0 };
+  const device = {
+    limits: { maxBufferSize: 2 ** 40 },
+    pushErrorScope: () => scopes.push(null),
+    popErrorScope: () => Promise.resolve(scopes.pop() ?? null),
+    createBuffer: (d: GPUBufferDescriptor) => {
+      const granted = d.size <= state.free;
+      if (granted) state.free -= d.size;
+      else {
+        state.refused++;
+        scopes[scopes.length - 1] = { message: 'VK_ERROR_OUT_OF_DEVICE_MEMORY' } as GPUError;
+      }
+      let destroyed = false;
+      return {
+        size: d.size,
+        label: d.label,
+        destroy: () => {
+          if (destroyed || !granted) return;
+          destroyed = true;
+          state.deferred += d.size;
+        },
+      } as unknown as GPUBuffer;
+    },
+  };
+  const round = async () => {
+    state.rounds++;
+    state.free += state.deferred;
+    state.deferred = 0;
+  };
+  return { device: device as unknown as GPUDevice, state, round };
+}
+
+describe('device memory: frees that reach the driver late', () => {
+  const KIB = 1024;
+
+  /** Fills the device, has the next allocation refused, frees everything. */
+  async function refusedThenFreed(memory: DeviceMemory, pool: BufferPool) {
+    const held = Array.from({ length: 4 }, () => pool.acquire(KIB, 'zeros'));
+    const over = pool.acquire(KIB, 'zeros');
+    const refused = await memory.takeFailure('sync');
+    expect(refused).toBeInstanceOf(OutOfMemoryError);
+    // A real shortage, nothing freed: no retry.
+    expect(memory.recovery).toEqual({ releases: 0, waits: 0, retried: 0, recovered: 0 });
+    for (const b of [...held, over]) pool.release(b);
+  }
+
+  it('retries a refused fresh allocation once the frees were pushed through the queue', async () => {
+    const { device, state, round } = deferringDevice(4 * KIB);
+    const memory = new DeviceMemory(device, Number.POSITIVE_INFINITY);
+    memory.setQueueRound(round);
+    const pool = new BufferPool(memory, 0, 'rayo tensor');
+    await refusedThenFreed(memory, pool);
+    expect(state.deferred).toBe(4 * KIB);
+    // Allocated before any queue round: the device still holds the freed memory.
+    const fresh = pool.acquire(3 * KIB, 'zeros');
+    let replaced: GPUBuffer | undefined;
+    memory.retriable(fresh, (b) => {
+      replaced = b;
+    });
+    expect(await memory.takeReport('sync')).toEqual({ retried: 1 });
+    expect(state.refused).toBe(2);
+    expect(replaced?.size).toBe(3 * KIB);
+    expect(memory.failed(replaced!)).toBe(false);
+    expect(memory.recovery).toEqual({ releases: 1, waits: 2, retried: 1, recovered: 1 });
+    expect(memory.usedBytes).toBe(3 * KIB);
+    expect(memory.short).toBe(false);
+  });
+
+  it('release() pushes what was freed after a refusal to the driver, so the next allocation is granted', async () => {
+    const { device, state, round } = deferringDevice(4 * KIB);
+    const memory = new DeviceMemory(device, Number.POSITIVE_INFINITY);
+    memory.setQueueRound(round);
+    const pool = new BufferPool(memory, 0, 'rayo tensor');
+    await refusedThenFreed(memory, pool);
+    expect(memory.unreleasedBytes).toBe(4 * KIB);
+    expect(await memory.release()).toBe(2);
+    expect(state).toMatchObject({ free: 4 * KIB, deferred: 0, rounds: 2 });
+    expect(memory.unreleasedBytes).toBe(0);
+    // Nothing left to push: no more rounds.
+    expect(await memory.release()).toBe(0);
+    pool.acquire(4 * KIB, 'zeros');
+    expect(await memory.takeFailure('sync')).toBeUndefined();
+    expect(memory.recovery).toMatchObject({ releases: 1, waits: 2, retried: 0 });
+  });
+
+  it('keeps a real shortage an OutOfMemoryError after a bounded retry, saying what was tried', async () => {
+    const { device, state, round } = deferringDevice(4 * KIB);
+    const memory = new DeviceMemory(device, Number.POSITIVE_INFINITY);
+    memory.setQueueRound(round);
+    const pool = new BufferPool(memory, 0, 'rayo tensor');
+    const kept = pool.acquire(3 * KIB, 'upload');
+    pool.release(pool.acquire(KIB, 'zeros'));
+    pool.trim();
+    // 1 KiB freed but not yet back; 3 KiB held: 2 KiB cannot be had even after the release.
+    const fresh = pool.acquire(2 * KIB, 'zeros');
+    let replaced = false;
+    memory.retriable(fresh, () => {
+      replaced = true;
+    });
+    const error = await memory.takeFailure('read');
+    expect(error).toBeInstanceOf(OutOfMemoryError);
+    expect(error?.kernel).toBe('zeros');
+    expect(error?.expected).toBe(`${2 * KIB} bytes free on the device`);
+    expect(error?.message).toContain('VK_ERROR_OUT_OF_DEVICE_MEMORY');
+    expect(error?.message).toContain(
+      '1 release(s) of freed memory (2 queue waits) and 1 retried allocation(s)',
+    );
+    expect(replaced).toBe(false);
+    // One retry: nothing more was freed after it, so a second would fail too.
+    expect(memory.recovery).toEqual({ releases: 1, waits: 2, retried: 1, recovered: 0 });
+    expect(state.rounds).toBe(2);
+    expect(memory.failed(fresh)).toBe(true);
+    pool.release(kept);
+  });
+
+  it('does not retry a refused buffer that was used, but still releases the frees for the next allocation', async () => {
+    const { device, state, round } = deferringDevice(4 * KIB);
+    const memory = new DeviceMemory(device, Number.POSITIVE_INFINITY);
+    memory.setQueueRound(round);
+    const pool = new BufferPool(memory, 0, 'rayo tensor');
+    pool.release(pool.acquire(4 * KIB, 'zeros'));
+    pool.trim();
+    const written = pool.acquire(2 * KIB, 'upload');
+    memory.retriable(written, () => {
+      throw new Error('a written buffer must not be replaced');
+    });
+    memory.touch(written);
+    const error = await memory.takeFailure('sync');
+    expect(error).toBeInstanceOf(OutOfMemoryError);
+    expect(error?.kernel).toBe('upload');
+    expect(memory.recovery).toMatchObject({ releases: 1, retried: 0 });
+    expect(state).toMatchObject({ free: 4 * KIB, deferred: 0 });
+    pool.release(written);
+    pool.acquire(4 * KIB, 'zeros');
+    expect(await memory.takeFailure('sync')).toBeUndefined();
+  });
+});
