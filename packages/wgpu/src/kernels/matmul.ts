@@ -437,7 +437,7 @@ function aScalar(v: StreamVariant, row: string, k: string): string {
  * body `step(k)` repeated `unroll` times per iteration (independent loads in
  * flight), then the remainder one at a time.
  */
-function streamLoop(
+export function streamLoop(
   first: string,
   end: string,
   stride: number,

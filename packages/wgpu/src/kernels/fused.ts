@@ -1,0 +1,170 @@
+import { gateUpSwiglu } from '@rayo/core';
+import {
+  type AnyWgpuKernel,
+  bindingRanges,
+  gridFor,
+  linearWorkgroup,
+  operandRange,
+  storage,
+  uniform,
+  wgpuKernel,
+} from '../kernel.js';
+import { paramLayout } from '../params.js';
+import { BUILTINS, WGSL_MATH } from './common.js';
+import { streamLoop } from './matmul.js';
+
+// gateUpSwiglu as one streaming pass over both weights. A workgroup is
+// GROUPS groups of 32 invocations; group g owns output column
+// block · GROUPS + g for ROWS rows of x and walks K in vec4 steps (32 lanes
+// read 512 contiguous bytes of each weight row, as the GEMV does). Every
+// lane sums x² of its part of each row alongside the two dot products, so
+// the optional rmsNorm needs no pass of its own: the group's sums give the
+// row's inverse RMS, which scales both dot products before silu · mul.
+
+const THREADS = 256;
+const LANES = 32;
+const GROUPS = THREADS / LANES;
+/** Rows of x per workgroup; more rows take more workgroups, each reading the weights again. */
+const MAX_ROWS = 4;
+const UNROLL = 2;
+
+const PARAMS = paramLayout([
+  ['m', 'u32'],
+  /** Output columns of this dispatch (a range of N when the weights are bound in pieces). */
+  ['n', 'u32'],
+  ['k', 'u32'],
+  /** Row stride of y: all of N. */
+  ['ldy', 'u32'],
+  /** First output column of this dispatch. */
+  ['colOffset', 'u32'],
+  ['tilesN', 'u32'],
+  ['tiles', 'u32'],
+  ['eps', 'f32'],
+] as const);
+
+interface Variant {
+  readonly rows: number;
+  /** vec4 loads along K: K % 4 = 0 and 16-byte aligned operands. */
+  readonly vec: boolean;
+  readonly norm: boolean;
+}
+
+function gateUpShader(v: Variant) {
+  const rows = Array.from({ length: v.rows }, (_, r) => r);
+  const type = v.vec ? 'vec4<f32>' : 'f32';
+  const div = v.vec ? ' / 4u' : '';
+  const dot = (a: string, b: string) => (v.vec ? `dot(${a}, ${b})` : `${a} * ${b}`);
+  // Partial sums per lane, laid out in red as value · THREADS + tid.
+  const values = [
+    ...rows.map((r) => `g${r}`),
+    ...rows.map((r) => `u${r}`),
+    ...(v.norm ? rows.map((r) => `s${r}`) : []),
+  ];
+  const step = (k: string) => `{
+      let gv = wg[wRow${div} + ${k}];
+      let uv = wu[wRow${div} + ${k}];
+      ${v.norm ? `let nv = nw[${k}];` : ''}
+      ${rows
+        .map(
+          (r) => `{ let xv = x[xRow${r}${div} + ${k}];
+        ${v.norm ? `s${r} += ${dot('xv', 'xv')}; let xn = xv * nv;` : 'let xn = xv;'}
+        g${r} += ${dot('xn', 'gv')};
+        u${r} += ${dot('xn', 'uv')}; }`,
+        )
+        .join('\n      ')}
+    }`;
+  const at = (i: number, o = '') => `red[${i * THREADS}u + tid${o}]`;
+  return {
+    key: `fused/gateUpSwiglu/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`,
+    kernel: 'gateUpSwiglu',
+    code: () => `
+${PARAMS.wgsl}
+${storage(0, 'x', type, 'read')}
+${storage(1, 'wg', type, 'read')}
+${storage(2, 'wu', type, 'read')}
+${v.norm ? storage(3, 'nw', type, 'read') : ''}
+${storage(v.norm ? 4 : 3, 'y', 'f32', 'read_write')}
+${uniform(v.norm ? 5 : 4)}
+var<workgroup> red: array<f32, ${values.length * THREADS}>;
+${WGSL_MATH}
+
+@compute @workgroup_size(${THREADS})
+fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
+  let wgi = ${linearWorkgroup};
+  if (wgi >= params.tiles) { return; }
+  let col = (wgi % params.tilesN) * ${GROUPS}u + tid / ${LANES}u;
+  let row0 = (wgi / params.tilesN) * ${v.rows}u;
+  let lane = tid % ${LANES}u;
+  // Columns and rows past the end are clamped (read, never written).
+  let wRow = min(col, params.n - 1u) * params.k;
+  ${rows.map((r) => `let xRow${r} = min(row0 + ${r}u, params.m - 1u) * params.k;`).join('\n  ')}
+  ${values.map((name) => `var ${name} = 0.0;`).join('\n  ')}
+  ${streamLoop('lane', `params.k${div}`, LANES, UNROLL, step)}
+  ${values.map((name, i) => `${at(i)} = ${name};`).join('\n  ')}
+  workgroupBarrier();
+  for (var s = ${LANES / 2}u; s > 0u; s >>= 1u) {
+    if (lane < s) {
+      ${values.map((_, i) => `${at(i)} += ${at(i, ' + s')};`).join('\n      ')}
+    }
+    workgroupBarrier();
+  }
+  if (lane == 0u && col < params.n) {
+    ${rows
+      .map((r) => {
+        const scale = v.norm
+          ? `inverseSqrt(${at(values.indexOf(`s${r}`))} / f32(params.k) + params.eps)`
+          : '1.0';
+        return `if (row0 + ${r}u < params.m) {
+      let scale = ${scale};
+      let gate = scale * ${at(r)};
+      let up = scale * ${at(v.rows + r)};
+      y[(row0 + ${r}u) * params.ldy + params.colOffset + col] = silu_f(gate) * up;
+    }`;
+      })
+      .join('\n    ')}
+  }
+}`,
+  };
+}
+
+export const FUSED_KERNELS: readonly AnyWgpuKernel[] = [
+  wgpuKernel(
+    gateUpSwiglu,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, wg, wu, nw] = inputs;
+      const y = outputs[0]!;
+      const [m, k] = x!.shape as [number, number];
+      const n = y.shape[1]!;
+      if (m === 0 || n === 0) return;
+      const aligned = (offset: number) => offset % 16 === 0;
+      const vec =
+        k % 4 === 0 &&
+        aligned(x!.offset) &&
+        aligned(wg!.offset) &&
+        aligned(wu!.offset) &&
+        (!nw || aligned(nw.offset));
+      const rows = Math.min(m, MAX_ROWS);
+      // K = 0 binds a placeholder for the empty operands (a binding cannot be empty); nothing reads it and y = silu(0) · 0.
+      const empty = (): GPUBufferBinding => ({ buffer: encoder.scratch(16), offset: 0, size: 16 });
+      const tilesM = Math.ceil(m / rows);
+      // Weights larger than one binding go in pieces of whole rows (output columns).
+      for (const range of bindingRanges(n, Math.max(k, 1) * 4, encoder)) {
+        const gate = operandRange(wg!, range.start * k, range.count * k);
+        const up = operandRange(wu!, range.start * k, range.count * k);
+        const rangeVec = vec && aligned(gate.offset) && aligned(up.offset);
+        const tilesN = Math.ceil(range.count / GROUPS);
+        const tiles = tilesN * tilesM;
+        encoder.dispatch({
+          shader: gateUpShader({ rows, vec: rangeVec, norm: nw !== undefined }),
+          buffers: [...(k === 0 ? [empty(), empty(), empty()] : [x!, gate, up]), ...(nw ? [nw] : []), y],
+          params: {
+            layout: PARAMS,
+            values: { m, n: range.count, k, ldy: n, colOffset: range.start, tilesN, tiles, eps: attrs.eps },
+          },
+          workgroups: gridFor(tiles, encoder.limits),
+        });
+      }
+    },
+    { splitsLargeOperands: true },
+  ),
+];
