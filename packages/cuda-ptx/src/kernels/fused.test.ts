@@ -1,0 +1,82 @@
+import { gateUpSwiglu, type Tensor } from '@rayo/core';
+import { compareOutputs } from '@rayo/core/testing';
+import { describe, expect, it } from 'vitest';
+import { ptxasTestGate } from '../ptx/ptxas.js';
+import { DEFAULT_TARGET } from '../ptx/target.js';
+import { useEmulatedGpu } from '../testing/emulatedGpu.js';
+import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
+import { FUSED_KERNELS, GATE_UP_MAX_ROWS, type GateUpVariant, gateUpKey, gateUpModule } from './fused.js';
+
+const variants: GateUpVariant[] = [1, 2, 3, 4, GATE_UP_MAX_ROWS].flatMap((rows) =>
+  [false, true].flatMap((vec) => [false, true].map((norm) => ({ rows, vec, norm }))),
+);
+
+describe('gateUpSwiglu kernel', () => {
+  it('implements gateUpSwiglu', () => {
+    expect(FUSED_KERNELS.map((k) => k.spec.name)).toEqual(['gateUpSwiglu']);
+  });
+
+  it('reads both weights with .v4 through the non-coherent cache and writes only y', () => {
+    const text = gateUpModule({ rows: 1, vec: true, norm: true }).emit();
+    // Two weights, the norm weight and x, per step, unrolled 4 times.
+    expect(text.match(/ld\.global\.nc\.v4\.f32/g)).toHaveLength(4 * 4 + 4);
+    expect(text.match(/st\.global/g)).toHaveLength(1);
+    expect(text).not.toContain('bar.sync');
+    expect(text).toContain('sqrt.rn.f32');
+    expect(gateUpModule({ rows: 1, vec: true, norm: false }).emit()).not.toContain('sqrt');
+  });
+
+  it('names the variant in the key and refuses more rows than a block takes', () => {
+    expect(gateUpKey({ rows: 3, vec: true, norm: true })).toBe('fused/gateUpSwiglu/m3/v4/norm');
+    expect(() => gateUpModule({ rows: GATE_UP_MAX_ROWS + 1, vec: true, norm: false })).toThrow(/rows/);
+  });
+});
+
+const gate = ptxasTestGate();
+
+describe.skipIf(gate.skip)(`gateUpSwiglu PTX assembles with ptxas, without spills (${gate.reason})`, () => {
+  it('every row count, layout and norm', () => {
+    for (const v of variants) {
+      for (const arch of ['sm_90', DEFAULT_TARGET]) {
+        expectAssemblesCleanly(gateUpModule(v).emit(), arch, `${gateUpKey(v)} ${arch}`);
+      }
+    }
+  }, 120_000);
+});
+
+// One SM: a grid of a few blocks, long loops over K, and more rows than one
+// block takes (blockIdx.y steps through them).
+describe('gateUpSwiglu on a one-SM emulated device', () => {
+  const { fake, gpu, cpu } = useEmulatedGpu({ multiprocessors: 1 });
+  let seed = 11;
+  const random = (n: number) =>
+    Float32Array.from({ length: n }, () => {
+      seed = (seed * 16807) % 2147483647;
+      return (seed / 2147483647) * 2 - 1;
+    });
+
+  for (const [m, k, n, norm] of [
+    [1, 4096, 37, true],
+    [1, 1027, 29, false],
+    [11, 516, 19, true],
+  ] as const) {
+    it(`${m}×${k}→${n}${norm ? ' rmsNorm' : ''}`, async () => {
+      const shapes = [[m, k], [n, k], [n, k], ...(norm ? [[k]] : [])];
+      const data = shapes.map((s) => random(s.reduce((a, b) => a * b, 1)));
+      const first = fake.launches.length;
+      const [y] = gpu.run(
+        gateUpSwiglu,
+        data.map((d, i) => gpu.upload(d, shapes[i]!)),
+      ) as Tensor[];
+      const [want] = cpu.run(
+        gateUpSwiglu,
+        data.map((d, i) => cpu.upload(d, shapes[i]!)),
+      );
+      expect(
+        compareOutputs('f32', await y!.read(), await want!.read(), { rtol: 1e-4, atol: 4e-5 * k }),
+      ).toBeUndefined();
+      // One launch, whatever M.
+      expect(fake.launches.length - first).toBe(1);
+    });
+  }
+});
