@@ -4,6 +4,7 @@ import {
   batchedMatmul,
   type CommandBatch,
   embedding,
+  gateUpSwiglu,
   InvalidArgumentError,
   incrementalAttention,
   type KernelRunner,
@@ -39,6 +40,13 @@ export interface LlamaModelOptions {
    * (default true); false runs every step eagerly.
    */
   readonly replay?: boolean;
+  /**
+   * Decode steps (one token) run the MLP as one `gateUpSwiglu` with the
+   * post-attention norm folded in, rather than rmsNorm, two products and
+   * swiglu (default: true where the backend implements it). Prefill keeps
+   * the unfused chain, whose products are GEMMs.
+   */
+  readonly fused?: boolean;
 }
 
 /**
@@ -93,6 +101,7 @@ export class LlamaModel {
   /** i32 [1]: the rows a recorded step attends over (position + 1). */
   readonly lengthInput: Tensor;
   readonly #replay: boolean;
+  readonly #fused: boolean;
   #recorded: RecordedStep | undefined;
   #position = 0;
   #generating = false;
@@ -120,6 +129,7 @@ export class LlamaModel {
     this.positionInput = backend.zeros([1], 'i32');
     this.lengthInput = backend.zeros([1], 'i32');
     this.#replay = options.replay ?? true;
+    this.#fused = options.fused ?? backend.supports(gateUpSwiglu.name);
   }
 
   /** Loads a Hugging Face Llama checkpoint directory onto `backend`, tensor by tensor. */
@@ -395,10 +405,19 @@ export class LlamaModel {
             )
           : this.#causalAttention(run, q, cache.k, cache.v, mask!);
     const x1 = run.run1(matmul, [attended, w.o, x], { transB: true, beta: 1 });
+    return run.run1(matmul, [this.#mlp(run, w, x1), w.down, x1], { transB: true, beta: 1 });
+  }
+
+  /** silu(h·gateᵀ) ⊙ (h·upᵀ) with h = rmsNorm(x1): one kernel for a decode step, the chain for a chunk. */
+  #mlp(run: ScratchRunner, w: LlamaLayerWeights, x1: Tensor): Tensor {
+    const eps = this.config.rmsNormEps;
+    if (this.#fused && x1.shape[0] === 1) {
+      return run.run1(gateUpSwiglu, [x1, w.gate, w.up, w.postAttentionNorm], { eps });
+    }
     const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], { eps });
     const gate = run.run1(matmul, [h1, w.gate], { transB: true });
     const up = run.run1(matmul, [h1, w.up], { transB: true });
-    return run.run1(matmul, [run.run1(swiglu, [gate, up]), w.down, x1], { transB: true, beta: 1 });
+    return run.run1(swiglu, [gate, up]);
   }
 
   /** [T, n·headDim] → [n, T, headDim]: heads first, the layout of the cache and of the batched products. */
