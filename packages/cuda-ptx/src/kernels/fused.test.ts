@@ -61,7 +61,7 @@ describe('gateUpSwiglu on a one-SM emulated device', () => {
     [11, 516, 19, true],
   ] as const) {
     it(`${m}×${k}→${n}${norm ? ' rmsNorm' : ''}`, async () => {
-      const shapes = [[m, k], [n, k], [n, k], ...(norm ? [[k]] : [])];
+      const shapes: number[][] = [[m, k], [n, k], [n, k], ...(norm ? [[k]] : [])];
       const data = shapes.map((s) => random(s.reduce((a, b) => a * b, 1)));
       const first = fake.launches.length;
       const [y] = gpu.run(

@@ -23,7 +23,7 @@ needsAdapter('gateUpSwiglu with weights larger than one storage binding', () => 
   ] as const) {
     it(`${m}×${k}→${n}${norm ? ' rmsNorm' : ''} matches the cpu backend`, async () => {
       const rng = new Rng(m * 1000 + k + n);
-      const shapes = [[m, k], [n, k], [n, k], ...(norm ? [[k]] : [])];
+      const shapes: number[][] = [[m, k], [n, k], [n, k], ...(norm ? [[k]] : [])];
       const data = shapes.map((s) =>
         Float32Array.from({ length: s[0]! * (s[1] ?? 1) }, () => rng.uniform(-1, 1)),
       );
