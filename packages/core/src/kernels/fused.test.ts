@@ -3,7 +3,7 @@ import { ShapeError } from '../errors.js';
 import { type AttrValues, inferKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
 import { Rng } from '../testing/random.js';
 import { swiglu } from './elementwise.js';
-import { gateUpSwiglu } from './fused.js';
+import { gateUpSwiglu, rmsNormMatmul } from './fused.js';
 import { matmul } from './matmul.js';
 import { rmsNorm } from './normalization.js';
 
@@ -61,5 +61,32 @@ describe('gateUpSwiglu reference', () => {
     expect(call).toThrow(/gateUpSwiglu.*normWeight/s);
     expect(call).toThrow(/dimension 0 = 8/);
     expect(() => inferKernel(gateUpSwiglu, [meta([1, 8]), meta([4, 8]), meta([5, 8])])).toThrow(/wUp/);
+  });
+});
+
+describe('rmsNormMatmul reference', () => {
+  it('equals rmsNorm then a product with the weight stored [N, K]', () => {
+    const rng = new Rng(3);
+    const [m, k, n] = [2, 29, 5];
+    const r = (size: number) => Float32Array.from({ length: size }, () => rng.uniform(-1, 1));
+    const x = { shape: [m, k], data: r(m * k) };
+    const nw = { shape: [k], data: r(k) };
+    const w = { shape: [n, k], data: r(n * k) };
+    const h = { shape: [m, k], data: run(rmsNorm, [x, nw], { eps: 1e-3 }) };
+    const want = run(matmul, [h, w], { transB: true });
+    const got = run(rmsNormMatmul, [x, nw, w], { eps: 1e-3 });
+    for (let i = 0; i < want.length; i++) expect(got[i]).toBeCloseTo(want[i]!, 5);
+  });
+
+  it('normalises a hand-worked row', () => {
+    // x = [3, 4]: mean(x²) = 12.5, so x̂ = x / sqrt(12.5 + eps).
+    const y = run(rmsNormMatmul, [t([1, 2], [3, 4]), t([2], [1, 2]), t([1, 2], [1, 1])], { eps: 1e-6 });
+    expect(y[0]).toBeCloseTo((3 + 8) / Math.sqrt(12.5 + 1e-6), 6);
+  });
+
+  it('names the argument in its errors', () => {
+    expect(() => inferKernel(rmsNormMatmul, [meta([1, 8]), meta([8]), meta([8, 4])])).toThrow(
+      /rmsNormMatmul.*'w'.*dimension 1 = 8/s,
+    );
   });
 });

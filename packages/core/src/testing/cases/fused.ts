@@ -128,4 +128,74 @@ errors.push(
   }),
 );
 
+// ---- rmsNormMatmul ---------------------------------------------------------------
+
+/** One dot product of normalised terms up to about 2.5 in size (x / rms times a weight below 1.5). */
+function productTolerance(depth: number): Tolerance {
+  return { rtol: 1e-4, atol: 5e-5 * Math.sqrt(Math.max(depth, 1)) };
+}
+
+for (const [m, kd, n] of SHAPES) {
+  cases.push(
+    valid(k.rmsNormMatmul, {
+      label: `${m}×${kd}→${n}`,
+      inputs: [f32([m, kd]), f32([kd], 'positive'), f32([n, kd])],
+      tolerance: productTolerance(kd),
+    }),
+  );
+}
+cases.push(
+  valid(k.rmsNormMatmul, {
+    label: '1×2048→4099, a long row of outputs',
+    inputs: [f32([1, 2048]), f32([2048], 'positive'), f32([4099, 2048])],
+    tolerance: productTolerance(2048),
+  }),
+  valid(k.rmsNormMatmul, {
+    label: '3×61→7 eps=0.25, wide x and a signed norm weight',
+    inputs: [f32([3, 61], 'wide'), f32([61]), f32([7, 61])],
+    attrs: { eps: 0.25 },
+    tolerance: productTolerance(61),
+  }),
+);
+
+errors.push(
+  invalid(k.rmsNormMatmul, {
+    label: "'x' of rank 3",
+    inputs: [f32([1, 2, 7]), f32([7]), f32([3, 7])],
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.rmsNormMatmul, {
+    label: 'rows of length 0',
+    inputs: [f32([2, 0]), f32([0]), f32([3, 0])],
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.rmsNormMatmul, {
+    label: "'normWeight' of length N rather than K",
+    inputs: [f32([2, 7]), f32([3]), f32([3, 7])],
+    error: 'shape',
+    argument: 'normWeight',
+  }),
+  invalid(k.rmsNormMatmul, {
+    label: "'w' stored [K, N]",
+    inputs: [f32([2, 7]), f32([7]), f32([7, 3])],
+    error: 'shape',
+    argument: 'w',
+  }),
+  invalid(k.rmsNormMatmul, {
+    label: "'w' of rank 1",
+    inputs: [f32([2, 7]), f32([7]), f32([7])],
+    error: 'shape',
+    argument: 'w',
+  }),
+  invalid(k.rmsNormMatmul, {
+    label: 'eps < 0',
+    inputs: [f32([2, 7]), f32([7]), f32([3, 7])],
+    attrs: { eps: -1 },
+    error: 'argument',
+    argument: 'attrs.eps',
+  }),
+);
+
 export const fusedCases: FamilyCases = { cases, errors };
