@@ -1,44 +1,58 @@
-import { gateUpSwiglu, type Tensor } from '@rayo/core';
+import { gateUpSwiglu, rmsNormMatmul, type Tensor } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import { useEmulatedGpu } from '../testing/emulatedGpu.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
-import { FUSED_KERNELS, GATE_UP_MAX_ROWS, type GateUpVariant, gateUpKey, gateUpModule } from './fused.js';
+import { FUSED_KERNELS, FUSED_MAX_ROWS, type FusedVariant, fusedKey, fusedModule } from './fused.js';
 
-const variants: GateUpVariant[] = [1, 2, 3, 4, GATE_UP_MAX_ROWS].flatMap((rows) =>
-  [false, true].flatMap((vec) => [false, true].map((norm) => ({ rows, vec, norm }))),
-);
+const variants: FusedVariant[] = [
+  ...[1, 2, 3, 4, FUSED_MAX_ROWS].flatMap((rows) =>
+    [false, true].flatMap((vec) => [false, true].map((norm) => ({ gated: true, rows, vec, norm }))),
+  ),
+  ...[1, 2, 4, FUSED_MAX_ROWS].flatMap((rows) =>
+    [false, true].map((vec) => ({ gated: false, rows, vec, norm: true })),
+  ),
+];
 
-describe('gateUpSwiglu kernel', () => {
-  it('implements gateUpSwiglu', () => {
-    expect(FUSED_KERNELS.map((k) => k.spec.name)).toEqual(['gateUpSwiglu']);
+describe('fused streaming kernels', () => {
+  it('implements gateUpSwiglu and rmsNormMatmul', () => {
+    expect(FUSED_KERNELS.map((k) => k.spec.name)).toEqual(['gateUpSwiglu', 'rmsNormMatmul']);
   });
 
   it('reads both weights with .v4 through the non-coherent cache and writes only y', () => {
-    const text = gateUpModule({ rows: 1, vec: true, norm: true }).emit();
+    const text = fusedModule({ gated: true, rows: 1, vec: true, norm: true }).emit();
     // Two weights, the norm weight and x, per step, unrolled 4 times.
     expect(text.match(/ld\.global\.nc\.v4\.f32/g)).toHaveLength(4 * 4 + 4);
     expect(text.match(/st\.global/g)).toHaveLength(1);
     expect(text).not.toContain('bar.sync');
     expect(text).toContain('sqrt.rn.f32');
-    expect(gateUpModule({ rows: 1, vec: true, norm: false }).emit()).not.toContain('sqrt');
+    expect(fusedModule({ gated: true, rows: 1, vec: true, norm: false }).emit()).not.toContain('sqrt');
+    // One weight, the norm weight and x; no silu (no exponential).
+    const plain = fusedModule({ gated: false, rows: 1, vec: true, norm: true }).emit();
+    expect(plain.match(/ld\.global\.nc\.v4\.f32/g)).toHaveLength(3 * 4 + 3);
+    expect(plain).not.toContain('ex2');
   });
 
   it('names the variant in the key and refuses more rows than a block takes', () => {
-    expect(gateUpKey({ rows: 3, vec: true, norm: true })).toBe('fused/gateUpSwiglu/m3/v4/norm');
-    expect(() => gateUpModule({ rows: GATE_UP_MAX_ROWS + 1, vec: true, norm: false })).toThrow(/rows/);
+    expect(fusedKey({ gated: true, rows: 3, vec: true, norm: true })).toBe('fused/gateUpSwiglu/m3/v4/norm');
+    expect(fusedKey({ gated: false, rows: 1, vec: false, norm: true })).toBe(
+      'fused/rmsNormMatmul/m1/scalar/norm',
+    );
+    expect(() => fusedModule({ gated: true, rows: FUSED_MAX_ROWS + 1, vec: true, norm: false })).toThrow(
+      /rows/,
+    );
   });
 });
 
 const gate = ptxasTestGate();
 
-describe.skipIf(gate.skip)(`gateUpSwiglu PTX assembles with ptxas, without spills (${gate.reason})`, () => {
+describe.skipIf(gate.skip)(`fused PTX assembles with ptxas, without spills (${gate.reason})`, () => {
   it('every row count, layout and norm', () => {
     for (const v of variants) {
       for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        expectAssemblesCleanly(gateUpModule(v).emit(), arch, `${gateUpKey(v)} ${arch}`);
+        expectAssemblesCleanly(fusedModule(v).emit(), arch, `${fusedKey(v)} ${arch}`);
       }
     }
   }, 120_000);
@@ -77,6 +91,27 @@ describe('gateUpSwiglu on a one-SM emulated device', () => {
       ).toBeUndefined();
       // One launch, whatever M.
       expect(fake.launches.length - first).toBe(1);
+    });
+  }
+
+  for (const [m, k, n] of [
+    [1, 4096, 41],
+    [13, 260, 17],
+  ] as const) {
+    it(`rmsNormMatmul ${m}×${k}→${n}`, async () => {
+      const shapes: number[][] = [[m, k], [k], [n, k]];
+      const data = shapes.map((s) => random(s.reduce((a, b) => a * b, 1)));
+      const [y] = gpu.run(
+        rmsNormMatmul,
+        data.map((d, i) => gpu.upload(d, shapes[i]!)),
+      ) as Tensor[];
+      const [want] = cpu.run(
+        rmsNormMatmul,
+        data.map((d, i) => cpu.upload(d, shapes[i]!)),
+      );
+      expect(
+        compareOutputs('f32', await y!.read(), await want!.read(), { rtol: 1e-4, atol: 5e-5 * Math.sqrt(k) }),
+      ).toBeUndefined();
     });
   }
 });

@@ -1,5 +1,5 @@
-import { gateUpSwiglu, InvalidArgumentError } from '@rayo/core';
-import { type AnyCudaKernel, cudaKernel, elementPtr } from '../kernel.js';
+import { gateUpSwiglu, InvalidArgumentError, rmsNormMatmul } from '@rayo/core';
+import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
@@ -14,13 +14,16 @@ import { siluF32 } from './math.js';
 // rmsNorm costs no pass of its own: each lane sums x² of the elements it
 // already loaded, and the warp's total gives the row's inverse RMS, which
 // scales both dot products (x̂·w = s · Σ (x · normWeight) · w).
+// rmsNormMatmul is the same kernel over one weight, its epilogue the scale.
 
 /** The most rows of x one block takes; blockIdx.y steps through more. */
-export const GATE_UP_MAX_ROWS = 8;
-export const GATE_UP_ENTRY = 'fused_gate_up_swiglu';
+export const FUSED_MAX_ROWS = 8;
+export const FUSED_ENTRY = 'fused_norm_dot';
 
-export interface GateUpVariant {
-  /** Rows of x per block, 1 to GATE_UP_MAX_ROWS. */
+export interface FusedVariant {
+  /** Two weights and silu · mul (gateUpSwiglu), or one weight and the plain product (rmsNormMatmul). */
+  readonly gated: boolean;
+  /** Rows of x per block, 1 to FUSED_MAX_ROWS. */
   readonly rows: number;
   /** `.v4` loads along K: K a multiple of 4 and every operand 16-byte aligned. */
   readonly vec: boolean;
@@ -28,8 +31,8 @@ export interface GateUpVariant {
   readonly norm: boolean;
 }
 
-export function gateUpKey(v: GateUpVariant): string {
-  return `fused/gateUpSwiglu/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`;
+export function fusedKey(v: FusedVariant): string {
+  return `fused/${v.gated ? 'gateUpSwiglu' : 'rmsNormMatmul'}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`;
 }
 
 /** Loop steps per iteration: each loads two weight vectors and `rows` of x. */
@@ -37,19 +40,19 @@ function unrollFor(rows: number): number {
   return rows === 1 ? 4 : rows <= 4 ? 2 : 1;
 }
 
-export function gateUpModule(v: GateUpVariant): PtxModule {
-  if (!Number.isInteger(v.rows) || v.rows < 1 || v.rows > GATE_UP_MAX_ROWS) {
-    throw new InvalidArgumentError('a gateUpSwiglu block takes at most GATE_UP_MAX_ROWS rows', {
-      kernel: 'gateUpSwiglu',
+export function fusedModule(v: FusedVariant): PtxModule {
+  if (!Number.isInteger(v.rows) || v.rows < 1 || v.rows > FUSED_MAX_ROWS) {
+    throw new InvalidArgumentError('a fused streaming block takes at most FUSED_MAX_ROWS rows', {
+      kernel: v.gated ? 'gateUpSwiglu' : 'rmsNormMatmul',
       argument: 'rows',
-      expected: `an integer from 1 to ${GATE_UP_MAX_ROWS}`,
+      expected: `an integer from 1 to ${FUSED_MAX_ROWS}`,
       actual: String(v.rows),
     });
   }
   const w = v.vec ? 4 : 1;
   const m = new PtxModule();
   m.entry(
-    GATE_UP_ENTRY,
+    FUSED_ENTRY,
     {
       x: 'ptr',
       wGate: 'ptr',
@@ -76,7 +79,7 @@ export function gateUpModule(v: GateUpVariant): PtxModule {
         const kIdx = k.mulLo('u32', k.reg('u32'), lane, w);
         const wOffset = k.madLo('u32', k.reg('u32'), col, kDim, kIdx);
         const gPtr = k.elementAddress(k.globalPointer(p.wGate), wOffset, 4);
-        const uPtr = k.elementAddress(k.globalPointer(p.wUp), wOffset, 4);
+        const uPtr = v.gated ? k.elementAddress(k.globalPointer(p.wUp), wOffset, 4) : undefined;
         const nPtr = v.norm ? k.elementAddress(k.globalPointer(p.normWeight), kIdx, 4) : undefined;
         const x = k.globalPointer(p.x);
         // Rows past M read the last row (never written), so every step loads alike.
@@ -92,10 +95,10 @@ export function gateUpModule(v: GateUpVariant): PtxModule {
           return regs;
         };
         const gate = Array.from({ length: v.rows }, () => zeros(lanes));
-        const up = Array.from({ length: v.rows }, () => zeros(lanes));
+        const up = Array.from({ length: v.rows }, () => zeros(v.gated ? lanes : 0));
         const squares = Array.from({ length: v.rows }, () => zeros(v.norm ? lanes : 0));
         const stride = 32 * w;
-        const ptrs = [gPtr, uPtr, ...(nPtr ? [nPtr] : []), ...xPtrs];
+        const ptrs = [gPtr, ...(uPtr ? [uPtr] : []), ...(nPtr ? [nPtr] : []), ...xPtrs];
         streamLoop(k, kIdx, kDim, stride, unrollFor(v.rows), {
           load: () => {
             const load = (ptr: R64) => {
@@ -104,7 +107,7 @@ export function gateUpModule(v: GateUpVariant): PtxModule {
               return regs;
             };
             const g = load(gPtr);
-            const u = load(uPtr);
+            const u = uPtr ? load(uPtr) : undefined;
             const nv = nPtr ? load(nPtr) : undefined;
             const xv = xPtrs.map(load);
             for (const ptr of ptrs) k.add('u64', ptr, ptr, stride * 4);
@@ -121,7 +124,7 @@ export function gateUpModule(v: GateUpVariant): PtxModule {
                   xn = k.mul('f32', k.reg('f32'), xn, nv[j]!, { rnd: 'rn' });
                 }
                 k.fma('f32', gate[r]![slot]!, xn, g[j]!, gate[r]![slot]!);
-                k.fma('f32', up[r]![slot]!, xn, u[j]!, up[r]![slot]!);
+                if (u) k.fma('f32', up[r]![slot]!, xn, u[j]!, up[r]![slot]!);
               }
             });
           },
@@ -135,7 +138,7 @@ export function gateUpModule(v: GateUpVariant): PtxModule {
           return s;
         };
         const gates = gate.map(warpSum);
-        const ups = up.map(warpSum);
+        const ups = v.gated ? up.map(warpSum) : [];
         const sums = v.norm ? squares.map(warpSum) : [];
         const eps = v.norm ? k.ldParam(p.eps) : undefined;
         const count = v.norm ? k.cvt('f32', 'u32', k.reg('f32'), kDim, { rnd: 'rn' }) : undefined;
@@ -147,16 +150,16 @@ export function gateUpModule(v: GateUpVariant): PtxModule {
           const inside = k.setp('lt', 'u32', k.reg('pred'), row, rowsTotal);
           k.ifThen(k.and('pred', k.reg('pred'), mine, inside), () => {
             let g = gates[r]!;
-            let u = ups[r]!;
+            let u = ups[r];
             if (v.norm) {
               // 1 / sqrt(mean(x²) + eps), IEEE square root and reciprocal as rmsNorm does.
               const t = k.div('f32', k.reg('f32'), sums[r]!, count!, 'rn');
               k.add('f32', t, t, eps!, { rnd: 'rn' });
               const s = k.rcp(k.reg('f32'), k.sqrt(k.reg('f32'), t, 'rn'), 'rn');
               g = k.mul('f32', k.reg('f32'), g, s, { rnd: 'rn' });
-              u = k.mul('f32', k.reg('f32'), u, s, { rnd: 'rn' });
+              if (u) u = k.mul('f32', k.reg('f32'), u, s, { rnd: 'rn' });
             }
-            const out = k.mul('f32', k.reg('f32'), siluF32(k, g), u, { rnd: 'rn' });
+            const out = u ? k.mul('f32', k.reg('f32'), siluF32(k, g), u, { rnd: 'rn' }) : g;
             const index = k.madLo('u32', k.reg('u32'), row, n, col);
             k.stGlobal('f32', k.elementAddress(y, index, 4), out);
           });
@@ -171,45 +174,78 @@ export function gateUpModule(v: GateUpVariant): PtxModule {
 /** `.v4` accesses need 16-byte alignment. */
 const aligned16 = (ptr: bigint) => ptr % 16n === 0n;
 
+interface FusedCall {
+  readonly kernel: string;
+  readonly x: Operand;
+  readonly w: Operand;
+  /** The up weight of gateUpSwiglu; absent for rmsNormMatmul. */
+  readonly wUp: Operand | undefined;
+  readonly normWeight: Operand | undefined;
+  readonly y: Operand;
+  readonly eps: number;
+}
+
+function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
+  const { x, w, wUp, normWeight, y } = call;
+  if (y.size === 0) return;
+  const [m, kDim] = x.shape as [number, number];
+  const n = y.shape[1]!;
+  checkElementCount(call.kernel, 'x', x.size);
+  checkElementCount(call.kernel, 'w', w.size);
+  checkElementCount(call.kernel, 'y', y.size);
+  const operands = [x, w, ...(wUp ? [wUp] : []), ...(normWeight ? [normWeight] : [])];
+  const vec = kDim % 4 === 0 && operands.every((o) => aligned16(o.ptr));
+  const rows = Math.min(m, FUSED_MAX_ROWS);
+  const variant = { gated: wUp !== undefined, rows, vec, norm: normWeight !== undefined };
+  // Rows beyond the grid's y limit go in several launches.
+  const perLaunch = encoder.device.maxGridDim[1] * rows;
+  for (let first = 0; first < m; first += perLaunch) {
+    const count = Math.min(perLaunch, m - first);
+    encoder.launch({
+      key: fusedKey(variant),
+      module: () => fusedModule(variant),
+      entry: FUSED_ENTRY,
+      grid: [Math.ceil(n / DOT_COLUMNS), Math.ceil(count / rows), 1],
+      block: ROW_THREADS,
+      args: {
+        x: elementPtr(x, first * kDim),
+        wGate: w,
+        // Unused by the variants without them; any valid address.
+        wUp: wUp ?? w,
+        normWeight: normWeight ?? w,
+        y: elementPtr(y, first * n),
+        m: count,
+        n,
+        k: kDim,
+        eps: call.eps,
+      },
+    });
+  }
+}
+
 export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
   cudaKernel(gateUpSwiglu, (encoder, { inputs, outputs, attrs }) => {
     const [x, wGate, wUp, normWeight] = inputs;
-    const y = outputs[0]!;
-    if (y.size === 0) return;
-    const [m, kDim] = x!.shape as [number, number];
-    const n = y.shape[1]!;
-    checkElementCount(gateUpSwiglu.name, 'x', x!.size);
-    checkElementCount(gateUpSwiglu.name, 'wGate', wGate!.size);
-    checkElementCount(gateUpSwiglu.name, 'y', y.size);
-    const norm = normWeight !== undefined;
-    const vec =
-      kDim % 4 === 0 &&
-      [x!, wGate!, wUp!, ...(normWeight ? [normWeight] : [])].every((o) => aligned16(o.ptr));
-    const rows = Math.min(m, GATE_UP_MAX_ROWS);
-    const variant = { rows, vec, norm };
-    // Rows beyond the grid's y limit go in several launches.
-    const perLaunch = encoder.device.maxGridDim[1] * rows;
-    for (let first = 0; first < m; first += perLaunch) {
-      const count = Math.min(perLaunch, m - first);
-      encoder.launch({
-        key: gateUpKey(variant),
-        module: () => gateUpModule(variant),
-        entry: GATE_UP_ENTRY,
-        grid: [Math.ceil(n / DOT_COLUMNS), Math.ceil(count / rows), 1],
-        block: ROW_THREADS,
-        args: {
-          x: elementPtr(x!, first * kDim),
-          wGate: wGate!,
-          wUp: wUp!,
-          // Unused without the norm; any valid address.
-          normWeight: normWeight ?? y,
-          y: elementPtr(y, first * n),
-          m: count,
-          n,
-          k: kDim,
-          eps: attrs.eps,
-        },
-      });
-    }
+    encodeFused(encoder, {
+      kernel: gateUpSwiglu.name,
+      x: x!,
+      w: wGate!,
+      wUp: wUp!,
+      normWeight,
+      y: outputs[0]!,
+      eps: attrs.eps,
+    });
+  }),
+  cudaKernel(rmsNormMatmul, (encoder, { inputs, outputs, attrs }) => {
+    const [x, normWeight, w] = inputs;
+    encodeFused(encoder, {
+      kernel: rmsNormMatmul.name,
+      x: x!,
+      w: w!,
+      wUp: undefined,
+      normWeight: normWeight!,
+      y: outputs[0]!,
+      eps: attrs.eps,
+    });
   }),
 ];
