@@ -1,9 +1,11 @@
-import { gateUpSwiglu } from '@rayo/core';
+import { gateUpSwiglu, rmsNormMatmul } from '@rayo/core';
 import {
   type AnyWgpuKernel,
   bindingRanges,
   gridFor,
+  type KernelEncoder,
   linearWorkgroup,
+  type Operand,
   operandRange,
   storage,
   uniform,
@@ -20,6 +22,7 @@ import { streamLoop } from './matmul.js';
 // lane sums x² of its part of each row alongside the two dot products, so
 // the optional rmsNorm needs no pass of its own: the group's sums give the
 // row's inverse RMS, which scales both dot products before silu · mul.
+// rmsNormMatmul is the same shader over one weight, its epilogue the scale.
 
 const THREADS = 256;
 const LANES = 32;
@@ -43,13 +46,15 @@ const PARAMS = paramLayout([
 ] as const);
 
 interface Variant {
+  /** Two weights and silu · mul (gateUpSwiglu), or one weight and the plain product (rmsNormMatmul). */
+  readonly gated: boolean;
   readonly rows: number;
   /** vec4 loads along K: K % 4 = 0 and 16-byte aligned operands. */
   readonly vec: boolean;
   readonly norm: boolean;
 }
 
-function gateUpShader(v: Variant) {
+function fusedShader(v: Variant) {
   const rows = Array.from({ length: v.rows }, (_, r) => r);
   const type = v.vec ? 'vec4<f32>' : 'f32';
   const div = v.vec ? ' / 4u' : '';
@@ -57,34 +62,35 @@ function gateUpShader(v: Variant) {
   // Partial sums per lane, laid out in red as value · THREADS + tid.
   const values = [
     ...rows.map((r) => `g${r}`),
-    ...rows.map((r) => `u${r}`),
+    ...(v.gated ? rows.map((r) => `u${r}`) : []),
     ...(v.norm ? rows.map((r) => `s${r}`) : []),
   ];
   const step = (k: string) => `{
       let gv = wg[wRow${div} + ${k}];
-      let uv = wu[wRow${div} + ${k}];
+      ${v.gated ? `let uv = wu[wRow${div} + ${k}];` : ''}
       ${v.norm ? `let nv = nw[${k}];` : ''}
       ${rows
         .map(
           (r) => `{ let xv = x[xRow${r}${div} + ${k}];
         ${v.norm ? `s${r} += ${dot('xv', 'xv')}; let xn = xv * nv;` : 'let xn = xv;'}
         g${r} += ${dot('xn', 'gv')};
-        u${r} += ${dot('xn', 'uv')}; }`,
+        ${v.gated ? `u${r} += ${dot('xn', 'uv')};` : ''} }`,
         )
         .join('\n      ')}
     }`;
   const at = (i: number, o = '') => `red[${i * THREADS}u + tid${o}]`;
+  const kernel = v.gated ? 'gateUpSwiglu' : 'rmsNormMatmul';
+  const names = ['x', 'wg', ...(v.gated ? ['wu'] : []), ...(v.norm ? ['nw'] : [])];
+  const result = (r: number) =>
+    v.gated ? `silu_f(scale * ${at(r)}) * (scale * ${at(v.rows + r)})` : `scale * ${at(r)}`;
   return {
-    key: `fused/gateUpSwiglu/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`,
-    kernel: 'gateUpSwiglu',
+    key: `fused/${kernel}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`,
+    kernel,
     code: () => `
 ${PARAMS.wgsl}
-${storage(0, 'x', type, 'read')}
-${storage(1, 'wg', type, 'read')}
-${storage(2, 'wu', type, 'read')}
-${v.norm ? storage(3, 'nw', type, 'read') : ''}
-${storage(v.norm ? 4 : 3, 'y', 'f32', 'read_write')}
-${uniform(v.norm ? 5 : 4)}
+${names.map((name, i) => storage(i, name, type, 'read')).join('\n')}
+${storage(names.length, 'y', 'f32', 'read_write')}
+${uniform(names.length + 1)}
 var<workgroup> red: array<f32, ${values.length * THREADS}>;
 ${WGSL_MATH}
 
@@ -116,9 +122,7 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
           : '1.0';
         return `if (row0 + ${r}u < params.m) {
       let scale = ${scale};
-      let gate = scale * ${at(r)};
-      let up = scale * ${at(v.rows + r)};
-      y[(row0 + ${r}u) * params.ldy + params.colOffset + col] = silu_f(gate) * up;
+      y[(row0 + ${r}u) * params.ldy + params.colOffset + col] = ${result(r)};
     }`;
       })
       .join('\n    ')}
@@ -127,43 +131,75 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
   };
 }
 
+interface FusedCall {
+  readonly x: Operand;
+  readonly w: Operand;
+  /** The up weight of gateUpSwiglu; absent for rmsNormMatmul. */
+  readonly wUp: Operand | undefined;
+  readonly normWeight: Operand | undefined;
+  readonly y: Operand;
+  readonly eps: number;
+}
+
+function encodeFused(encoder: KernelEncoder, { x, w, wUp, normWeight, y, eps }: FusedCall): void {
+  const [m, k] = x.shape as [number, number];
+  const n = y.shape[1]!;
+  if (m === 0 || n === 0) return;
+  const aligned = (offset: number) => offset % 16 === 0;
+  const vec =
+    k % 4 === 0 &&
+    [x, w, ...(wUp ? [wUp] : []), ...(normWeight ? [normWeight] : [])].every((o) => aligned(o.offset));
+  const rows = Math.min(m, MAX_ROWS);
+  // K = 0 (gateUpSwiglu without the norm) binds a placeholder for the empty
+  // operands (a binding cannot be empty); nothing reads it and y = silu(0) · 0.
+  const empty = (): GPUBufferBinding => ({ buffer: encoder.scratch(16), offset: 0, size: 16 });
+  const tilesM = Math.ceil(m / rows);
+  // Weights larger than one binding go in pieces of whole rows (output columns).
+  for (const range of bindingRanges(n, Math.max(k, 1) * 4, encoder)) {
+    const weights = [w, ...(wUp ? [wUp] : [])].map((op) =>
+      operandRange(op, range.start * k, range.count * k),
+    );
+    const tilesN = Math.ceil(range.count / GROUPS);
+    const tiles = tilesN * tilesM;
+    const inputs = k === 0 ? [x, ...weights].map(empty) : [x, ...weights];
+    encoder.dispatch({
+      shader: fusedShader({
+        gated: wUp !== undefined,
+        rows,
+        vec: vec && weights.every((op) => aligned(op.offset)),
+        norm: normWeight !== undefined,
+      }),
+      buffers: [...inputs, ...(normWeight ? [normWeight] : []), y],
+      params: {
+        layout: PARAMS,
+        values: { m, n: range.count, k, ldy: n, colOffset: range.start, tilesN, tiles, eps },
+      },
+      workgroups: gridFor(tiles, encoder.limits),
+    });
+  }
+}
+
 export const FUSED_KERNELS: readonly AnyWgpuKernel[] = [
   wgpuKernel(
     gateUpSwiglu,
     (encoder, { inputs, outputs, attrs }) => {
-      const [x, wg, wu, nw] = inputs;
-      const y = outputs[0]!;
-      const [m, k] = x!.shape as [number, number];
-      const n = y.shape[1]!;
-      if (m === 0 || n === 0) return;
-      const aligned = (offset: number) => offset % 16 === 0;
-      const vec =
-        k % 4 === 0 &&
-        aligned(x!.offset) &&
-        aligned(wg!.offset) &&
-        aligned(wu!.offset) &&
-        (!nw || aligned(nw.offset));
-      const rows = Math.min(m, MAX_ROWS);
-      // K = 0 binds a placeholder for the empty operands (a binding cannot be empty); nothing reads it and y = silu(0) · 0.
-      const empty = (): GPUBufferBinding => ({ buffer: encoder.scratch(16), offset: 0, size: 16 });
-      const tilesM = Math.ceil(m / rows);
-      // Weights larger than one binding go in pieces of whole rows (output columns).
-      for (const range of bindingRanges(n, Math.max(k, 1) * 4, encoder)) {
-        const gate = operandRange(wg!, range.start * k, range.count * k);
-        const up = operandRange(wu!, range.start * k, range.count * k);
-        const rangeVec = vec && aligned(gate.offset) && aligned(up.offset);
-        const tilesN = Math.ceil(range.count / GROUPS);
-        const tiles = tilesN * tilesM;
-        encoder.dispatch({
-          shader: gateUpShader({ rows, vec: rangeVec, norm: nw !== undefined }),
-          buffers: [...(k === 0 ? [empty(), empty(), empty()] : [x!, gate, up]), ...(nw ? [nw] : []), y],
-          params: {
-            layout: PARAMS,
-            values: { m, n: range.count, k, ldy: n, colOffset: range.start, tilesN, tiles, eps: attrs.eps },
-          },
-          workgroups: gridFor(tiles, encoder.limits),
-        });
-      }
+      const [x, wGate, wUp, normWeight] = inputs;
+      encodeFused(encoder, { x: x!, w: wGate!, wUp: wUp!, normWeight, y: outputs[0]!, eps: attrs.eps });
+    },
+    { splitsLargeOperands: true },
+  ),
+  wgpuKernel(
+    rmsNormMatmul,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, normWeight, w] = inputs;
+      encodeFused(encoder, {
+        x: x!,
+        w: w!,
+        wUp: undefined,
+        normWeight: normWeight!,
+        y: outputs[0]!,
+        eps: attrs.eps,
+      });
     },
     { splitsLargeOperands: true },
   ),
