@@ -93,7 +93,7 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
   }
 
   it(
-    'fused and unfused decode steps agree, and only the fused one runs gateUpSwiglu',
+    'fused and unfused decode steps agree, and only the fused one runs the fused kernels',
     async () => {
       const config = tinyLlamaConfig();
       const { model, weights } = await load(config, 4321);
@@ -119,13 +119,16 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
       for (const [i, token] of continuation.entries()) {
         const fused = kernels(model, token);
         const plain = kernels(unfused, token);
-        expect(fused.names.filter((n) => n === 'gateUpSwiglu')).toHaveLength(
-          config.num_hidden_layers as number,
-        );
+        const layers = config.num_hidden_layers as number;
+        const count = (names: string[], name: string) => names.filter((n) => n === name).length;
+        expect(count(fused.names, 'gateUpSwiglu')).toBe(layers);
+        // q, k and v of each layer, and the head.
+        expect(count(fused.names, 'rmsNormMatmul')).toBe(3 * layers + 1);
         expect(fused.names).not.toContain('swiglu');
-        expect(plain.names).not.toContain('gateUpSwiglu');
-        // Three kernels fewer per layer: rmsNorm, one product and swiglu.
-        expect(plain.names.length - fused.names.length).toBe(3 * (config.num_hidden_layers as number));
+        expect(fused.names).not.toContain('rmsNorm');
+        expect(count(plain.names, 'gateUpSwiglu') + count(plain.names, 'rmsNormMatmul')).toBe(0);
+        // Four kernels fewer per layer (both norms, one product, swiglu) and one at the head.
+        expect(plain.names.length - fused.names.length).toBe(4 * layers + 1);
         const got = await fused.logits.read();
         expect(maxAbsDiff(got, await plain.logits.read())).toBeLessThan(TOLERANCE);
         expect(maxAbsDiff(got, want[PROMPT.length + i]!)).toBeLessThan(TOLERANCE);
