@@ -529,6 +529,21 @@ def build(torch, device, case):
             Candidate(norm + "one F.linear on [wg; wu], chunk, silu * up", gate_up_stacked),
         ], "device"
 
+    if kind == "rmsNormMatmul":
+        eps = float(attrs.get("eps", 1e-6))
+        rms_norm = getattr(F, "rms_norm", None)
+
+        def norm_linear(i):
+            x, nw, w = sets[i % n]
+            if rms_norm is not None:
+                h = rms_norm(x, (x.shape[-1],), nw, eps)
+            else:
+                h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * nw
+            F.linear(h, w)
+
+        name = "F.rms_norm" if rms_norm is not None else "composite rms_norm"
+        return [Candidate(name + ", then F.linear", norm_linear)], "device"
+
     if kind == "kvCacheScatter":
         heads, _max_seq, dim = case["shapes"][0]
         position = int(attrs.get("position", 0))

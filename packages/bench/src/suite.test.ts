@@ -47,6 +47,8 @@ describe('the suite', () => {
       'gateup/1x2048x5632-norm',
       'gateup/1x4096x11008',
       'gateup/1x4096x11008-norm',
+      'normmatmul/1x2048x2048',
+      'normmatmul/1x2048x32000',
       'wcache/1x4096x4096',
       'wcache/4x4096x4096',
       'wcache/64x4096x4096',

@@ -10,6 +10,7 @@ import {
   layerNorm,
   matmul,
   rmsNorm,
+  rmsNormMatmul,
   rope,
   softmax,
   swiglu,
@@ -50,6 +51,12 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
   swiglu: { title: 'SwiGLU', x: 'elements' },
   gateup: {
     title: 'gate·up·SwiGLU in one pass, 1×K → N (norm: rmsNorm folded in)',
+    x: 'weight bytes',
+    xBytes: true,
+    caseTicks: true,
+  },
+  normmatmul: {
+    title: 'RMSNorm folded into a product, 1×K → N',
     x: 'weight bytes',
     xBytes: true,
     caseTicks: true,
@@ -199,6 +206,21 @@ function gateUp([m, k, n]: readonly [number, number, number], norm: boolean, whe
     attrs: { eps: 1e-5 },
     bound: 'bytes',
     x: 2 * 4 * k * n,
+    ...modes(when),
+    tolerance: MAX_TOL,
+  };
+}
+
+/** rmsNorm(x)·Wᵀ against a weight stored [N, K]: a decoder's attention projections and head. */
+function normMatmul([m, k, n]: readonly [number, number, number], when: Modes): BenchCase {
+  return {
+    id: `normmatmul/${m}x${k}x${n}`,
+    family: 'normmatmul',
+    spec: rmsNormMatmul,
+    inputs: [{ shape: [m, k] }, { shape: [k], fill: 'positive' }, { shape: [n, k] }],
+    attrs: { eps: 1e-5 },
+    bound: 'bytes',
+    x: 4 * k * n,
     ...modes(when),
     tolerance: MAX_TOL,
   };
@@ -412,6 +434,15 @@ const CASES: BenchCase[] = [
       [1, 4096, 11008],
     ] as const
   ).flatMap((s) => [false, true].map((norm) => gateUp(s, norm, FULL))),
+  normMatmul([1, 256, 256], QUICK),
+  ...(
+    [
+      [1, 2048, 2048],
+      [1, 2048, 512],
+      [1, 2048, 32000],
+      [1, 4096, 4096],
+    ] as const
+  ).map((s) => normMatmul(s, FULL)),
   kvScatter(8, 64, 256, 1, QUICK),
   kvScatter(8, 64, 256, 16, QUICK),
   ...[1, 16, 256].map((t) => kvScatter(32, 128, 2048, t, FULL)),
