@@ -13,7 +13,7 @@ import {
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { BUILTINS, WGSL_MATH } from './common.js';
-import { streamLoop } from './matmul.js';
+import { CHECK_SUBGROUP_LAYOUT, streamLoop } from './matmul.js';
 
 // gateUpSwiglu as one streaming pass over both weights. A workgroup is
 // GROUPS groups of 32 invocations; group g owns output column
@@ -29,7 +29,8 @@ const LANES = 32;
 const GROUPS = THREADS / LANES;
 /** Rows of x per workgroup; more rows take more workgroups, each reading the weights again. */
 const MAX_ROWS = 4;
-const UNROLL = 2;
+/** Loop steps per iteration (loads in flight): each loads the weights and every row of x. */
+const unrollFor = (rows: number) => (rows === 1 ? 4 : 2);
 
 const PARAMS = paramLayout([
   ['m', 'u32'],
@@ -52,6 +53,8 @@ interface Variant {
   /** vec4 loads along K: K % 4 = 0 and 16-byte aligned operands. */
   readonly vec: boolean;
   readonly norm: boolean;
+  /** Sum each group with subgroupShuffleXor where subgroups of at least 32 run in invocation order. */
+  readonly subgroups: boolean;
 }
 
 function fusedShader(v: Variant) {
@@ -80,22 +83,52 @@ function fusedShader(v: Variant) {
     }`;
   const at = (i: number, o = '') => `red[${i * THREADS}u + tid${o}]`;
   const kernel = v.gated ? 'gateUpSwiglu' : 'rmsNormMatmul';
+  const subgroupBuiltins = v.subgroups
+    ? ', @builtin(subgroup_invocation_id) sgid: u32, @builtin(subgroup_size) sgs: u32'
+    : '';
   const names = ['x', 'wg', ...(v.gated ? ['wu'] : []), ...(v.norm ? ['nw'] : [])];
-  const result = (r: number) =>
-    v.gated ? `silu_f(scale * ${at(r)}) * (scale * ${at(v.rows + r)})` : `scale * ${at(r)}`;
+  // Lane 0 of each group writes its column of every row from the group's sums, `sum(i)` for value i.
+  const epilogue = (sum: (i: number) => string) => `if (lane == 0u && col < params.n) {
+    ${rows
+      .map((r) => {
+        const scale = v.norm
+          ? `inverseSqrt(${sum(values.indexOf(`s${r}`))} / f32(params.k) + params.eps)`
+          : '1.0';
+        const out = v.gated
+          ? `silu_f(scale * ${sum(r)}) * (scale * ${sum(v.rows + r)})`
+          : `scale * ${sum(r)}`;
+        return `if (row0 + ${r}u < params.m) {
+      let scale = ${scale};
+      y[(row0 + ${r}u) * params.ldy + params.colOffset + col] = ${out};
+    }`;
+      })
+      .join('\n    ')}
+  }`;
+  // A group is the low 5 bits of the invocation index: xor shuffles below 32 stay inside it
+  // when subgroups of 32 or more hold invocations in order. Otherwise the tree in workgroup memory.
+  const subgroupSum = `
+  ${CHECK_SUBGROUP_LAYOUT}
+  if (sgs < ${LANES}u) { atomicStore(&scattered, 1u); }
+  if (workgroupUniformLoad(&scattered) == 0u) {
+    for (var o = ${LANES / 2}u; o > 0u; o >>= 1u) {
+      ${values.map((name) => `${name} += subgroupShuffleXor(${name}, o);`).join('\n      ')}
+    }
+    ${epilogue((i) => values[i]!)}
+  } else {`;
   return {
-    key: `fused/${kernel}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`,
+    key: `fused/${kernel}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}/${v.subgroups ? 'subgroups' : 'workgroup'}`,
     kernel,
-    code: () => `
+    code: () => `${v.subgroups ? 'enable subgroups;\n' : ''}
 ${PARAMS.wgsl}
 ${names.map((name, i) => storage(i, name, type, 'read')).join('\n')}
 ${storage(names.length, 'y', 'f32', 'read_write')}
 ${uniform(names.length + 1)}
 var<workgroup> red: array<f32, ${values.length * THREADS}>;
+${v.subgroups ? 'var<workgroup> scattered: atomic<u32>;' : ''}
 ${WGSL_MATH}
 
 @compute @workgroup_size(${THREADS})
-fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
+fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins}) {
   let wgi = ${linearWorkgroup};
   if (wgi >= params.tiles) { return; }
   let col = (wgi % params.tilesN) * ${GROUPS}u + tid / ${LANES}u;
@@ -105,7 +138,7 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
   let wRow = min(col, params.n - 1u) * params.k;
   ${rows.map((r) => `let xRow${r} = min(row0 + ${r}u, params.m - 1u) * params.k;`).join('\n  ')}
   ${values.map((name) => `var ${name} = 0.0;`).join('\n  ')}
-  ${streamLoop('lane', `params.k${div}`, LANES, UNROLL, step)}
+  ${streamLoop('lane', `params.k${div}`, LANES, unrollFor(v.rows), step)}${v.subgroups ? subgroupSum : ''}
   ${values.map((name, i) => `${at(i)} = ${name};`).join('\n  ')}
   workgroupBarrier();
   for (var s = ${LANES / 2}u; s > 0u; s >>= 1u) {
@@ -114,19 +147,7 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
     }
     workgroupBarrier();
   }
-  if (lane == 0u && col < params.n) {
-    ${rows
-      .map((r) => {
-        const scale = v.norm
-          ? `inverseSqrt(${at(values.indexOf(`s${r}`))} / f32(params.k) + params.eps)`
-          : '1.0';
-        return `if (row0 + ${r}u < params.m) {
-      let scale = ${scale};
-      y[(row0 + ${r}u) * params.ldy + params.colOffset + col] = ${result(r)};
-    }`;
-      })
-      .join('\n    ')}
-  }
+  ${epilogue(at)}${v.subgroups ? '\n  }' : ''}
 }`,
   };
 }
@@ -168,6 +189,7 @@ function encodeFused(encoder: KernelEncoder, { x, w, wUp, normWeight, y, eps }: 
         rows,
         vec: vec && weights.every((op) => aligned(op.offset)),
         norm: normWeight !== undefined,
+        subgroups: encoder.features.has('subgroups'),
       }),
       buffers: [...inputs, ...(normWeight ? [normWeight] : []), y],
       params: {
