@@ -35,7 +35,7 @@ export function fusedKey(v: FusedVariant): string {
   return `fused/${v.gated ? 'gateUpSwiglu' : 'rmsNormMatmul'}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`;
 }
 
-/** Loop steps per iteration: each loads two weight vectors and `rows` of x. */
+/** Loop steps per iteration: each loads one or two weight vectors and `rows` of x. */
 function unrollFor(rows: number): number {
   return rows === 1 ? 4 : rows <= 4 ? 2 : 1;
 }
