@@ -8,10 +8,10 @@ import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import { FUSED_KERNELS, FUSED_MAX_ROWS, type FusedVariant, fusedKey, fusedModule } from './fused.js';
 
 const variants: FusedVariant[] = [
-  ...[1, 2, 3, 4, FUSED_MAX_ROWS].flatMap((rows) =>
+  ...[1, 2, 3, 4, 8, 9, FUSED_MAX_ROWS].flatMap((rows) =>
     [false, true].flatMap((vec) => [false, true].map((norm) => ({ gated: true, rows, vec, norm }))),
   ),
-  ...[1, 2, 4, FUSED_MAX_ROWS].flatMap((rows) =>
+  ...[1, 2, 4, 8, FUSED_MAX_ROWS].flatMap((rows) =>
     [false, true].map((vec) => ({ gated: false, rows, vec, norm: true })),
   ),
 ];

@@ -17,7 +17,7 @@ import { siluF32 } from './math.js';
 // rmsNormMatmul is the same kernel over one weight, its epilogue the scale.
 
 /** The most rows of x one block takes; blockIdx.y steps through more. */
-export const FUSED_MAX_ROWS = 8;
+export const FUSED_MAX_ROWS = 16;
 export const FUSED_ENTRY = 'fused_norm_dot';
 
 export interface FusedVariant {
@@ -35,9 +35,18 @@ export function fusedKey(v: FusedVariant): string {
   return `fused/${v.gated ? 'gateUpSwiglu' : 'rmsNormMatmul'}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`;
 }
 
-/** Loop steps per iteration: each loads one or two weight vectors and `rows` of x. */
+/**
+ * Loop steps per iteration (weight loads in flight): each loads one or two
+ * weight vectors and `rows` of x. Past 8 rows a block takes all the
+ * registers (one block per SM), which leaves room for two steps again.
+ */
 function unrollFor(rows: number): number {
-  return rows === 1 ? 4 : rows <= 4 ? 2 : 1;
+  return rows === 1 ? 4 : rows <= 4 || rows > 8 ? 2 : 1;
+}
+
+/** Blocks per SM the registers are planned for. */
+function blocksPerSm(rows: number): number {
+  return rows === 1 ? 4 : rows <= 8 ? 2 : 1;
 }
 
 export function fusedModule(v: FusedVariant): PtxModule {
@@ -166,7 +175,7 @@ export function fusedModule(v: FusedVariant): PtxModule {
         }
       });
     },
-    { maxThreadsPerBlock: ROW_THREADS, minBlocksPerSm: v.rows === 1 ? 4 : 2 },
+    { maxThreadsPerBlock: ROW_THREADS, minBlocksPerSm: blocksPerSm(v.rows) },
   );
   return m;
 }
