@@ -68,6 +68,12 @@ cases.push(
     attrs: { eps: 0.5 },
     tolerance: tolerance(257),
   }),
+  // No terms: silu(0) · 0 = 0 everywhere, whatever y held.
+  valid(k.gateUpSwiglu, {
+    label: '3×0→5, K = 0',
+    inputs: [f32([3, 0]), f32([5, 0]), f32([5, 0])],
+    tolerance: tolerance(0),
+  }),
   valid(k.gateUpSwiglu, {
     label: '1×13→7 eps=3 unused without normWeight',
     inputs: [f32([1, 13]), f32([7, 13]), f32([7, 13])],
