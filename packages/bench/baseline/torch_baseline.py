@@ -499,6 +499,51 @@ def build(torch, device, case):
 
         return [Candidate("F.silu(gate) * up", swiglu)], "device"
 
+    if kind == "gateUpSwiglu":
+        eps = float(attrs.get("eps", 1e-6))
+        rms_norm = getattr(F, "rms_norm", None)
+
+        def normed(x, w):
+            if w is None:
+                return x
+            if rms_norm is not None:
+                return rms_norm(x, (x.shape[-1],), w, eps)
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+        def gate_up(i):
+            x, wg, wu, *rest = sets[i % n]
+            h = normed(x, rest[0] if rest else None)
+            F.silu(F.linear(h, wg)) * F.linear(h, wu)
+
+        # The layout models that fuse the two projections use: one weight [2N, K], one product.
+        stacked = [torch.cat((s[1], s[2]), dim=0) for s in sets]
+
+        def gate_up_stacked(i):
+            x, _wg, _wu, *rest = sets[i % n]
+            gate, up = F.linear(normed(x, rest[0] if rest else None), stacked[i % n]).chunk(2, dim=-1)
+            F.silu(gate) * up
+
+        norm = "rms_norm, then " if len(case["shapes"]) > 3 and case["shapes"][3] is not None else ""
+        return [
+            Candidate(norm + "F.silu(F.linear(x, wg)) * F.linear(x, wu)", gate_up),
+            Candidate(norm + "one F.linear on [wg; wu], chunk, silu * up", gate_up_stacked),
+        ], "device"
+
+    if kind == "rmsNormMatmul":
+        eps = float(attrs.get("eps", 1e-6))
+        rms_norm = getattr(F, "rms_norm", None)
+
+        def norm_linear(i):
+            x, nw, w = sets[i % n]
+            if rms_norm is not None:
+                h = rms_norm(x, (x.shape[-1],), nw, eps)
+            else:
+                h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * nw
+            F.linear(h, w)
+
+        name = "F.rms_norm" if rms_norm is not None else "composite rms_norm"
+        return [Candidate(name + ", then F.linear", norm_linear)], "device"
+
     if kind == "kvCacheScatter":
         heads, _max_seq, dim = case["shapes"][0]
         position = int(attrs.get("position", 0))

@@ -4,11 +4,13 @@ import {
   add,
   clipByGlobalNorm,
   copy,
+  gateUpSwiglu,
   incrementalAttention,
   kvCacheScatter,
   layerNorm,
   matmul,
   rmsNorm,
+  rmsNormMatmul,
   rope,
   softmax,
   swiglu,
@@ -47,6 +49,18 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
   layernorm: { title: 'LayerNorm', x: 'elements' },
   rope: { title: 'RoPE (rotate-half)', x: 'elements' },
   swiglu: { title: 'SwiGLU', x: 'elements' },
+  gateup: {
+    title: 'gate·up·SwiGLU in one pass, 1×K → N (norm: rmsNorm folded in)',
+    x: 'weight bytes',
+    xBytes: true,
+    caseTicks: true,
+  },
+  normmatmul: {
+    title: 'RMSNorm folded into a product, 1×K → N',
+    x: 'weight bytes',
+    xBytes: true,
+    caseTicks: true,
+  },
   kvscatter: { title: 'KV-cache scatter', x: 'bytes written', xBytes: true },
   attention: { title: 'Incremental attention (one decode step)', x: 'KV bytes read', xBytes: true },
   adamw: { title: 'AdamW step', x: 'parameters' },
@@ -171,6 +185,44 @@ function swigluCase([r, n]: readonly [number, number], when: Modes): BenchCase {
     ...modes(when),
     tolerance: ELEMENT_TOL,
     ...(size > FULL_CHECK_ELEMENTS ? { subset: elementSubset(size, SAMPLED_ELEMENTS) } : {}),
+  };
+}
+
+/**
+ * silu(x·Wgᵀ) ⊙ (x·Wuᵀ) against weights stored [N, K], with rmsNorm of x
+ * folded in when `norm`: the decoder's MLP up to the down projection.
+ */
+function gateUp([m, k, n]: readonly [number, number, number], norm: boolean, when: Modes): BenchCase {
+  return {
+    id: `gateup/${m}x${k}x${n}${norm ? '-norm' : ''}`,
+    family: 'gateup',
+    spec: gateUpSwiglu,
+    inputs: [
+      { shape: [m, k] },
+      { shape: [n, k] },
+      { shape: [n, k] },
+      ...(norm ? [{ shape: [k], fill: 'positive' as const }] : []),
+    ],
+    attrs: { eps: 1e-5 },
+    bound: 'bytes',
+    x: 2 * 4 * k * n,
+    ...modes(when),
+    tolerance: MAX_TOL,
+  };
+}
+
+/** rmsNorm(x)·Wᵀ against a weight stored [N, K]: a decoder's attention projections and head. */
+function normMatmul([m, k, n]: readonly [number, number, number], when: Modes): BenchCase {
+  return {
+    id: `normmatmul/${m}x${k}x${n}`,
+    family: 'normmatmul',
+    spec: rmsNormMatmul,
+    inputs: [{ shape: [m, k] }, { shape: [k], fill: 'positive' }, { shape: [n, k] }],
+    attrs: { eps: 1e-5 },
+    bound: 'bytes',
+    x: 4 * k * n,
+    ...modes(when),
+    tolerance: MAX_TOL,
   };
 }
 
@@ -375,6 +427,22 @@ const CASES: BenchCase[] = [
       [4096, 11008],
     ] as const
   ).map((s) => swigluCase(s, FULL)),
+  ...[false, true].map((norm) => gateUp([1, 256, 688], norm, QUICK)),
+  ...(
+    [
+      [1, 2048, 5632],
+      [1, 4096, 11008],
+    ] as const
+  ).flatMap((s) => [false, true].map((norm) => gateUp(s, norm, FULL))),
+  normMatmul([1, 256, 256], QUICK),
+  ...(
+    [
+      [1, 2048, 2048],
+      [1, 2048, 512],
+      [1, 2048, 32000],
+      [1, 4096, 4096],
+    ] as const
+  ).map((s) => normMatmul(s, FULL)),
   kvScatter(8, 64, 256, 1, QUICK),
   kvScatter(8, 64, 256, 16, QUICK),
   ...[1, 16, 256].map((t) => kvScatter(32, 128, 2048, t, FULL)),

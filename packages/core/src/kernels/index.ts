@@ -2,6 +2,7 @@ import type { AnyKernelSpec } from '../kernel.js';
 import * as decoding from './decoding.js';
 import * as elementwise from './elementwise.js';
 import * as embedding from './embedding.js';
+import * as fused from './fused.js';
 import * as loss from './loss.js';
 import * as matmul from './matmul.js';
 import * as memory from './memory.js';
@@ -14,6 +15,7 @@ import * as softmax from './softmax.js';
 export * from './decoding.js';
 export * from './elementwise.js';
 export * from './embedding.js';
+export * from './fused.js';
 export * from './loss.js';
 export * from './matmul.js';
 export * from './memory.js';
@@ -45,6 +47,7 @@ const families = [
   optimizer,
   loss,
   embedding,
+  fused,
 ];
 
 /** Every kernel spec rayo defines, in family order. Backends implement all of them. */

@@ -2,6 +2,7 @@ import type { AnyCudaKernel } from '../kernel.js';
 import { DECODING_KERNELS } from './decoding.js';
 import { ELEMENTWISE_KERNELS } from './elementwise.js';
 import { EMBEDDING_KERNELS } from './embedding.js';
+import { FUSED_KERNELS } from './fused.js';
 import { LOSS_KERNELS } from './loss.js';
 import { MATMUL_KERNELS } from './matmul.js';
 import { MEMORY_KERNELS } from './memory.js';
@@ -28,4 +29,5 @@ export const CUDA_KERNELS: readonly AnyCudaKernel[] = [
   ...SOFTMAX_KERNELS,
   ...NORMALIZATION_KERNELS,
   ...MATMUL_KERNELS,
+  ...FUSED_KERNELS,
 ];

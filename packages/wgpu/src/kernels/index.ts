@@ -2,6 +2,7 @@ import type { AnyWgpuKernel } from '../kernel.js';
 import { DECODING_KERNELS } from './decoding.js';
 import { ELEMENTWISE_KERNELS } from './elementwise.js';
 import { EMBEDDING_KERNELS } from './embedding.js';
+import { FUSED_KERNELS } from './fused.js';
 import { LOSS_KERNELS } from './loss.js';
 import { MATMUL_KERNELS } from './matmul.js';
 import { MEMORY_KERNELS } from './memory.js';
@@ -24,4 +25,5 @@ export const WGPU_KERNELS: readonly AnyWgpuKernel[] = [
   ...LOSS_KERNELS,
   ...DECODING_KERNELS,
   ...OPTIMIZER_KERNELS,
+  ...FUSED_KERNELS,
 ];

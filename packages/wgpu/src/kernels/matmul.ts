@@ -437,7 +437,7 @@ function aScalar(v: StreamVariant, row: string, k: string): string {
  * body `step(k)` repeated `unroll` times per iteration (independent loads in
  * flight), then the remainder one at a time.
  */
-function streamLoop(
+export function streamLoop(
   first: string,
   end: string,
   stride: number,
@@ -628,7 +628,7 @@ function gemvColumns(v: Pick<GemvVariant, 'transB' | 'vecB' | 'lanes'>): number 
  * subgroup size). WGSL does not promise that layout, though drivers use it;
  * where it fails, the kernel takes its workgroup-memory path instead.
  */
-const CHECK_SUBGROUP_LAYOUT = `let inOrder = subgroupAll(sgid == tid % sgs);
+export const CHECK_SUBGROUP_LAYOUT = `let inOrder = subgroupAll(sgid == tid % sgs);
   let full = subgroupAdd(1u) == sgs;
   if (!(inOrder && full)) { atomicStore(&scattered, 1u); }`;
 

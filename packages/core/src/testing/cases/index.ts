@@ -2,6 +2,7 @@ import type { AnyConformanceCase, AnyErrorCase } from '../cases.js';
 import { decodingCases } from './decoding.js';
 import { elementwiseCases } from './elementwise.js';
 import { embeddingCases } from './embedding.js';
+import { fusedCases } from './fused.js';
 import { lossCases } from './loss.js';
 import { matmulCases } from './matmul.js';
 import { memoryCases } from './memory.js';
@@ -23,6 +24,7 @@ const families = [
   optimizerCases,
   lossCases,
   embeddingCases,
+  fusedCases,
 ];
 
 export const VALID_CASES: readonly AnyConformanceCase[] = families.flatMap((f) => f.cases);

@@ -93,6 +93,53 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
   }
 
   it(
+    'fused and unfused decode steps agree, and only the fused one runs the fused kernels',
+    async () => {
+      const config = tinyLlamaConfig();
+      const { model, weights } = await load(config, 4321);
+      const unfused = new LlamaModel(backend, model.config, model.weights, { fused: false, maxSequence: 32 });
+      models.push(unfused);
+      const continuation = [61, 2, 77];
+      const want = referenceLogits(config, weights, [...PROMPT, ...continuation]);
+      model.prefill(PROMPT).dispose();
+      unfused.prefill(PROMPT).dispose();
+      const kernels = (m: LlamaModel, token: number) => {
+        const names: string[] = [];
+        const original = backend.run.bind(backend);
+        backend.run = ((spec, ...rest) => {
+          names.push(spec.name);
+          return original(spec, ...rest);
+        }) as typeof backend.run;
+        try {
+          return { logits: m.decode(token), names };
+        } finally {
+          backend.run = original;
+        }
+      };
+      for (const [i, token] of continuation.entries()) {
+        const fused = kernels(model, token);
+        const plain = kernels(unfused, token);
+        const layers = config.num_hidden_layers as number;
+        const count = (names: string[], name: string) => names.filter((n) => n === name).length;
+        expect(count(fused.names, 'gateUpSwiglu')).toBe(layers);
+        // q, k and v of each layer, and the head.
+        expect(count(fused.names, 'rmsNormMatmul')).toBe(3 * layers + 1);
+        expect(fused.names).not.toContain('swiglu');
+        expect(fused.names).not.toContain('rmsNorm');
+        expect(count(plain.names, 'gateUpSwiglu') + count(plain.names, 'rmsNormMatmul')).toBe(0);
+        // Four kernels fewer per layer (both norms, one product, swiglu) and one at the head.
+        expect(plain.names.length - fused.names.length).toBe(4 * layers + 1);
+        const got = await fused.logits.read();
+        expect(maxAbsDiff(got, await plain.logits.read())).toBeLessThan(TOLERANCE);
+        expect(maxAbsDiff(got, want[PROMPT.length + i]!)).toBeLessThan(TOLERANCE);
+        fused.logits.dispose();
+        plain.logits.dispose();
+      }
+    },
+    TIMEOUT,
+  );
+
+  it(
     'prefills in chunks: a later chunk attends over the cache',
     async () => {
       const config = tinyLlamaConfig();

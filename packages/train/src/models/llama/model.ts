@@ -4,6 +4,7 @@ import {
   batchedMatmul,
   type CommandBatch,
   embedding,
+  gateUpSwiglu,
   InvalidArgumentError,
   incrementalAttention,
   type KernelRunner,
@@ -11,6 +12,7 @@ import {
   matmul,
   RayoError,
   rmsNorm,
+  rmsNormMatmul,
   rope,
   softmax,
   swiglu,
@@ -39,6 +41,14 @@ export interface LlamaModelOptions {
    * (default true); false runs every step eagerly.
    */
   readonly replay?: boolean;
+  /**
+   * Decode steps (one token) fold each RMSNorm into what follows it: the
+   * attention projections and the head are `rmsNormMatmul`s, and the MLP up
+   * to the down projection is one `gateUpSwiglu` (default: true where the
+   * backend implements both). Prefill keeps the unfused chain, whose products
+   * are GEMMs.
+   */
+  readonly fused?: boolean;
 }
 
 /**
@@ -93,6 +103,7 @@ export class LlamaModel {
   /** i32 [1]: the rows a recorded step attends over (position + 1). */
   readonly lengthInput: Tensor;
   readonly #replay: boolean;
+  readonly #fused: boolean;
   #recorded: RecordedStep | undefined;
   #position = 0;
   #generating = false;
@@ -120,6 +131,8 @@ export class LlamaModel {
     this.positionInput = backend.zeros([1], 'i32');
     this.lengthInput = backend.zeros([1], 'i32');
     this.#replay = options.replay ?? true;
+    this.#fused =
+      options.fused ?? (backend.supports(gateUpSwiglu.name) && backend.supports(rmsNormMatmul.name));
   }
 
   /** Loads a Hugging Face Llama checkpoint directory onto `backend`, tensor by tensor. */
@@ -329,14 +342,20 @@ export class LlamaModel {
     mask: Tensor | undefined,
     eager: boolean,
   ): Tensor {
-    const { config, weights } = this;
+    const { weights } = this;
     let x = run.run1(embedding, [weights.embedding, ids]);
     weights.layers.forEach((layer, i) => {
       x = this.#layer(run, layer, this.#caches[i]!, x, position, mask);
       if (eager) run.disposeAllBut(x);
     });
-    const h = run.run1(rmsNorm, [x, weights.norm], { eps: config.rmsNormEps });
-    return run.run1(matmul, [h, weights.head], { transB: true });
+    return this.#normedProduct(run, x, weights.norm, weights.head);
+  }
+
+  /** rmsNorm(x, norm)·weightᵀ: one kernel for a decode step, the norm and the product for a chunk. */
+  #normedProduct(run: ScratchRunner, x: Tensor, norm: Tensor, weight: Tensor): Tensor {
+    const eps = this.config.rmsNormEps;
+    if (this.#fused && x.shape[0] === 1) return run.run1(rmsNormMatmul, [x, norm, weight], { eps });
+    return run.run1(matmul, [run.run1(rmsNorm, [x, norm], { eps }), weight], { transB: true });
   }
 
   /** One pre-norm block on x [T, hidden]; the residual adds ride on the products' `beta·c`. */
@@ -356,8 +375,12 @@ export class LlamaModel {
       ropeTheta,
     } = this.config;
     const t = x.shape[0]!;
-    const h = run.run1(rmsNorm, [x, w.inputNorm], { eps });
-    const project = (weight: Tensor) => run.run1(matmul, [h, weight], { transB: true });
+    // A decode step folds the norm into each projection; a chunk normalises once for the three.
+    const h = this.#fused && t === 1 ? undefined : run.run1(rmsNorm, [x, w.inputNorm], { eps });
+    const project = (weight: Tensor) =>
+      h
+        ? run.run1(matmul, [h, weight], { transB: true })
+        : run.run1(rmsNormMatmul, [x, w.inputNorm, weight], { eps });
     // A device step reads position and length from the model's tensors; an eager one bakes them in.
     const device = at.kind === 'device';
     const position = at.kind === 'host' ? at.position : 0;
@@ -395,10 +418,19 @@ export class LlamaModel {
             )
           : this.#causalAttention(run, q, cache.k, cache.v, mask!);
     const x1 = run.run1(matmul, [attended, w.o, x], { transB: true, beta: 1 });
+    return run.run1(matmul, [this.#mlp(run, w, x1), w.down, x1], { transB: true, beta: 1 });
+  }
+
+  /** silu(h·gateᵀ) ⊙ (h·upᵀ) with h = rmsNorm(x1): one kernel for a decode step, the chain for a chunk. */
+  #mlp(run: ScratchRunner, w: LlamaLayerWeights, x1: Tensor): Tensor {
+    const eps = this.config.rmsNormEps;
+    if (this.#fused && x1.shape[0] === 1) {
+      return run.run1(gateUpSwiglu, [x1, w.gate, w.up, w.postAttentionNorm], { eps });
+    }
     const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], { eps });
     const gate = run.run1(matmul, [h1, w.gate], { transB: true });
     const up = run.run1(matmul, [h1, w.up], { transB: true });
-    return run.run1(matmul, [run.run1(swiglu, [gate, up]), w.down, x1], { transB: true, beta: 1 });
+    return run.run1(swiglu, [gate, up]);
   }
 
   /** [T, n·headDim] → [n, T, headDim]: heads first, the layout of the cache and of the batched products. */

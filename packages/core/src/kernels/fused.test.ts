@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import { ShapeError } from '../errors.js';
+import { type AttrValues, inferKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
+import { Rng } from '../testing/random.js';
+import { swiglu } from './elementwise.js';
+import { gateUpSwiglu, rmsNormMatmul } from './fused.js';
+import { matmul } from './matmul.js';
+import { rmsNorm } from './normalization.js';
+
+const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
+
+function run<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  inputs: { shape: number[]; data: Float32Array }[],
+  attrs?: Partial<A>,
+): Float32Array {
+  const metas = inputs.map((x) => meta(x.shape));
+  const io = inferKernel(spec, metas, attrs);
+  return spec.reference(
+    inputs.map((x) => x.data),
+    io.attrs,
+    { inputs: metas, outputs: io.outputs },
+  )[0] as Float32Array;
+}
+
+const t = (shape: number[], values: number[]) => ({ shape, data: Float32Array.from(values) });
+const silu = (v: number) => v / (1 + Math.exp(-v));
+
+describe('gateUpSwiglu reference', () => {
+  it('computes a hand-worked 1×2 → 2 example', () => {
+    const y = run(gateUpSwiglu, [t([1, 2], [1, 2]), t([2, 2], [1, 0, 0.5, -1]), t([2, 2], [2, 1, 1, 1])]);
+    // gate = [1, -1.5], up = [4, 3]
+    expect(y[0]).toBeCloseTo(silu(1) * 4, 6);
+    expect(y[1]).toBeCloseTo(silu(-1.5) * 3, 6);
+  });
+
+  it('equals rmsNorm, two matmuls and swiglu composed', () => {
+    const rng = new Rng(7);
+    const [m, k, n] = [3, 37, 11];
+    const r = (size: number) => Float32Array.from({ length: size }, () => rng.uniform(-1, 1));
+    const x = { shape: [m, k], data: r(m * k) };
+    const wg = { shape: [n, k], data: r(n * k) };
+    const wu = { shape: [n, k], data: r(n * k) };
+    const nw = { shape: [k], data: r(k) };
+    for (const norm of [false, true]) {
+      const xn = norm ? { shape: [m, k], data: run(rmsNorm, [x, nw], { eps: 1e-5 }) } : x;
+      const g = run(matmul, [xn, wg], { transB: true });
+      const u = run(matmul, [xn, wu], { transB: true });
+      const want = run(swiglu, [
+        { shape: [m, n], data: g },
+        { shape: [m, n], data: u },
+      ]);
+      const got = run(gateUpSwiglu, norm ? [x, wg, wu, nw] : [x, wg, wu], { eps: 1e-5 });
+      for (let i = 0; i < want.length; i++) expect(got[i]).toBeCloseTo(want[i]!, 4);
+    }
+  });
+
+  it('names the argument and the expected shape in its errors', () => {
+    const call = () => inferKernel(gateUpSwiglu, [meta([1, 8]), meta([4, 8]), meta([4, 8]), meta([4])]);
+    expect(call).toThrow(ShapeError);
+    expect(call).toThrow(/gateUpSwiglu.*normWeight/s);
+    expect(call).toThrow(/dimension 0 = 8/);
+    expect(() => inferKernel(gateUpSwiglu, [meta([1, 8]), meta([4, 8]), meta([5, 8])])).toThrow(/wUp/);
+  });
+});
+
+describe('rmsNormMatmul reference', () => {
+  it('equals rmsNorm then a product with the weight stored [N, K]', () => {
+    const rng = new Rng(3);
+    const [m, k, n] = [2, 29, 5];
+    const r = (size: number) => Float32Array.from({ length: size }, () => rng.uniform(-1, 1));
+    const x = { shape: [m, k], data: r(m * k) };
+    const nw = { shape: [k], data: r(k) };
+    const w = { shape: [n, k], data: r(n * k) };
+    const h = { shape: [m, k], data: run(rmsNorm, [x, nw], { eps: 1e-3 }) };
+    const want = run(matmul, [h, w], { transB: true });
+    const got = run(rmsNormMatmul, [x, nw, w], { eps: 1e-3 });
+    for (let i = 0; i < want.length; i++) expect(got[i]).toBeCloseTo(want[i]!, 5);
+  });
+
+  it('normalises a hand-worked row', () => {
+    // x = [3, 4]: mean(x²) = 12.5, so x̂ = x / sqrt(12.5 + eps).
+    const y = run(rmsNormMatmul, [t([1, 2], [3, 4]), t([2], [1, 2]), t([1, 2], [1, 1])], { eps: 1e-6 });
+    expect(y[0]).toBeCloseTo((3 + 8) / Math.sqrt(12.5 + 1e-6), 6);
+  });
+
+  it('names the argument in its errors', () => {
+    expect(() => inferKernel(rmsNormMatmul, [meta([1, 8]), meta([8]), meta([8, 4])])).toThrow(
+      /rmsNormMatmul.*'w'.*dimension 1 = 8/s,
+    );
+  });
+});

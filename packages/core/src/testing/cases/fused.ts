@@ -1,0 +1,207 @@
+import * as k from '../../kernels/fused.js';
+import {
+  type AnyConformanceCase,
+  type AnyErrorCase,
+  type FamilyCases,
+  f32,
+  invalid,
+  type Tolerance,
+  valid,
+} from '../cases.js';
+
+const cases: AnyConformanceCase[] = [];
+const errors: AnyErrorCase[] = [];
+
+/**
+ * y multiplies two dot products of length K, each off by about sqrt(K) f32
+ * roundings of terms near 1 in any summation order, and each near sqrt(K)
+ * in size: the product's error grows about like K. One dropped or misread
+ * term moves y by far more.
+ */
+function tolerance(depth: number): Tolerance {
+  return { rtol: 1e-4, atol: 4e-5 * Math.max(depth, 1) };
+}
+
+// [M, K, N]: decode (M = 1), small M up to the streaming kernels' row limits
+// and past them, with K and N at 1, primes and non-multiples of 4/16/64.
+const SHAPES = [
+  [1, 1, 1],
+  [1, 7, 13],
+  [1, 257, 129],
+  [1, 1024, 383],
+  [1, 2048, 67],
+  [2, 61, 67],
+  [3, 640, 131],
+  [5, 13, 257],
+  [8, 129, 61],
+  [16, 67, 129],
+  [17, 129, 61],
+  [37, 68, 33],
+] as const;
+
+for (const [m, kd, n] of SHAPES) {
+  const weights = [f32([n, kd]), f32([n, kd])] as const;
+  cases.push(
+    valid(k.gateUpSwiglu, {
+      label: `${m}×${kd}→${n}`,
+      inputs: [f32([m, kd]), ...weights],
+      tolerance: tolerance(kd),
+    }),
+    valid(k.gateUpSwiglu, {
+      label: `${m}×${kd}→${n} rmsNorm`,
+      inputs: [f32([m, kd]), ...weights, f32([kd], 'positive')],
+      tolerance: tolerance(kd),
+    }),
+  );
+}
+
+cases.push(
+  // Saturating gates (silu's tails) and a large eps that dominates mean(x²).
+  valid(k.gateUpSwiglu, {
+    label: '3×67→61 wide x',
+    inputs: [f32([3, 67], 'wide'), f32([61, 67]), f32([61, 67])],
+    tolerance: tolerance(67 * 8),
+  }),
+  valid(k.gateUpSwiglu, {
+    label: '2×257→13 rmsNorm eps=0.5',
+    inputs: [f32([2, 257]), f32([13, 257]), f32([13, 257]), f32([257])],
+    attrs: { eps: 0.5 },
+    tolerance: tolerance(257),
+  }),
+  // No terms: silu(0) · 0 = 0 everywhere, whatever y held.
+  valid(k.gateUpSwiglu, {
+    label: '3×0→5, K = 0',
+    inputs: [f32([3, 0]), f32([5, 0]), f32([5, 0])],
+    tolerance: tolerance(0),
+  }),
+  valid(k.gateUpSwiglu, {
+    label: '1×13→7 eps=3 unused without normWeight',
+    inputs: [f32([1, 13]), f32([7, 13]), f32([7, 13])],
+    attrs: { eps: 3 },
+    tolerance: tolerance(13),
+  }),
+);
+
+errors.push(
+  invalid(k.gateUpSwiglu, {
+    label: "'x' of rank 1",
+    inputs: [f32([7]), f32([3, 7]), f32([3, 7])],
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.gateUpSwiglu, {
+    label: "'wGate' of rank 1",
+    inputs: [f32([2, 7]), f32([7]), f32([3, 7])],
+    error: 'shape',
+    argument: 'wGate',
+  }),
+  invalid(k.gateUpSwiglu, {
+    label: "'wGate' stored [K, N]",
+    inputs: [f32([2, 7]), f32([7, 3]), f32([7, 3])],
+    error: 'shape',
+    argument: 'wGate',
+  }),
+  invalid(k.gateUpSwiglu, {
+    label: "'wUp' with another N",
+    inputs: [f32([2, 7]), f32([3, 7]), f32([4, 7])],
+    error: 'shape',
+    argument: 'wUp',
+  }),
+  invalid(k.gateUpSwiglu, {
+    label: "'normWeight' of length N rather than K",
+    inputs: [f32([2, 7]), f32([3, 7]), f32([3, 7]), f32([3])],
+    error: 'shape',
+    argument: 'normWeight',
+  }),
+  invalid(k.gateUpSwiglu, {
+    label: "'normWeight' of rank 2",
+    inputs: [f32([2, 7]), f32([3, 7]), f32([3, 7]), f32([1, 7])],
+    error: 'shape',
+    argument: 'normWeight',
+  }),
+  invalid(k.gateUpSwiglu, {
+    label: 'rmsNorm of rows of length 0',
+    inputs: [f32([2, 0]), f32([3, 0]), f32([3, 0]), f32([0])],
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.gateUpSwiglu, {
+    label: 'eps = 0',
+    inputs: [f32([2, 7]), f32([3, 7]), f32([3, 7]), f32([7])],
+    attrs: { eps: 0 },
+    error: 'argument',
+    argument: 'attrs.eps',
+  }),
+);
+
+// ---- rmsNormMatmul ---------------------------------------------------------------
+
+/** One dot product of normalised terms up to about 2.5 in size (x / rms times a weight below 1.5). */
+function productTolerance(depth: number): Tolerance {
+  return { rtol: 1e-4, atol: 5e-5 * Math.sqrt(Math.max(depth, 1)) };
+}
+
+for (const [m, kd, n] of SHAPES) {
+  cases.push(
+    valid(k.rmsNormMatmul, {
+      label: `${m}×${kd}→${n}`,
+      inputs: [f32([m, kd]), f32([kd], 'positive'), f32([n, kd])],
+      tolerance: productTolerance(kd),
+    }),
+  );
+}
+cases.push(
+  valid(k.rmsNormMatmul, {
+    label: '1×2048→4099, a long row of outputs',
+    inputs: [f32([1, 2048]), f32([2048], 'positive'), f32([4099, 2048])],
+    tolerance: productTolerance(2048),
+  }),
+  valid(k.rmsNormMatmul, {
+    label: '3×61→7 eps=0.25, wide x and a signed norm weight',
+    inputs: [f32([3, 61], 'wide'), f32([61]), f32([7, 61])],
+    attrs: { eps: 0.25 },
+    tolerance: productTolerance(61),
+  }),
+);
+
+errors.push(
+  invalid(k.rmsNormMatmul, {
+    label: "'x' of rank 3",
+    inputs: [f32([1, 2, 7]), f32([7]), f32([3, 7])],
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.rmsNormMatmul, {
+    label: 'rows of length 0',
+    inputs: [f32([2, 0]), f32([0]), f32([3, 0])],
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.rmsNormMatmul, {
+    label: "'normWeight' of length N rather than K",
+    inputs: [f32([2, 7]), f32([3]), f32([3, 7])],
+    error: 'shape',
+    argument: 'normWeight',
+  }),
+  invalid(k.rmsNormMatmul, {
+    label: "'w' stored [K, N]",
+    inputs: [f32([2, 7]), f32([7]), f32([7, 3])],
+    error: 'shape',
+    argument: 'w',
+  }),
+  invalid(k.rmsNormMatmul, {
+    label: "'w' of rank 1",
+    inputs: [f32([2, 7]), f32([7]), f32([7])],
+    error: 'shape',
+    argument: 'w',
+  }),
+  invalid(k.rmsNormMatmul, {
+    label: 'eps < 0',
+    inputs: [f32([2, 7]), f32([7]), f32([3, 7])],
+    attrs: { eps: -1 },
+    error: 'argument',
+    argument: 'attrs.eps',
+  }),
+);
+
+export const fusedCases: FamilyCases = { cases, errors };

@@ -1,0 +1,228 @@
+import { gateUpSwiglu, rmsNormMatmul } from '@rayo/core';
+import {
+  type AnyWgpuKernel,
+  bindingRanges,
+  gridFor,
+  type KernelEncoder,
+  linearWorkgroup,
+  type Operand,
+  operandRange,
+  storage,
+  uniform,
+  wgpuKernel,
+} from '../kernel.js';
+import { paramLayout } from '../params.js';
+import { BUILTINS, WGSL_MATH } from './common.js';
+import { CHECK_SUBGROUP_LAYOUT, streamLoop } from './matmul.js';
+
+// gateUpSwiglu as one streaming pass over both weights. A workgroup is
+// GROUPS groups of 32 invocations; group g owns output column
+// block · GROUPS + g for ROWS rows of x and walks K in vec4 steps (32 lanes
+// read 512 contiguous bytes of each weight row, as the GEMV does). Every
+// lane sums x² of its part of each row alongside the two dot products, so
+// the optional rmsNorm needs no pass of its own: the group's sums give the
+// row's inverse RMS, which scales both dot products before silu · mul.
+// rmsNormMatmul is the same shader over one weight, its epilogue the scale.
+
+const THREADS = 256;
+const LANES = 32;
+const GROUPS = THREADS / LANES;
+/** Rows of x per workgroup; more rows take more workgroups, each reading the weights again. */
+const MAX_ROWS = 4;
+/** Loop steps per iteration (loads in flight): each loads the weights and every row of x. */
+const unrollFor = (rows: number) => (rows === 1 ? 4 : 2);
+
+const PARAMS = paramLayout([
+  ['m', 'u32'],
+  /** Output columns of this dispatch (a range of N when the weights are bound in pieces). */
+  ['n', 'u32'],
+  ['k', 'u32'],
+  /** Row stride of y: all of N. */
+  ['ldy', 'u32'],
+  /** First output column of this dispatch. */
+  ['colOffset', 'u32'],
+  ['tilesN', 'u32'],
+  ['tiles', 'u32'],
+  ['eps', 'f32'],
+] as const);
+
+interface Variant {
+  /** Two weights and silu · mul (gateUpSwiglu), or one weight and the plain product (rmsNormMatmul). */
+  readonly gated: boolean;
+  readonly rows: number;
+  /** vec4 loads along K: K % 4 = 0 and 16-byte aligned operands. */
+  readonly vec: boolean;
+  readonly norm: boolean;
+  /** Sum each group with subgroupShuffleXor where subgroups of at least 32 run in invocation order. */
+  readonly subgroups: boolean;
+}
+
+function fusedShader(v: Variant) {
+  const rows = Array.from({ length: v.rows }, (_, r) => r);
+  const type = v.vec ? 'vec4<f32>' : 'f32';
+  const div = v.vec ? ' / 4u' : '';
+  const dot = (a: string, b: string) => (v.vec ? `dot(${a}, ${b})` : `${a} * ${b}`);
+  // Partial sums per lane, laid out in red as value · THREADS + tid.
+  const values = [
+    ...rows.map((r) => `g${r}`),
+    ...(v.gated ? rows.map((r) => `u${r}`) : []),
+    ...(v.norm ? rows.map((r) => `s${r}`) : []),
+  ];
+  const step = (k: string) => `{
+      let gv = wg[wRow${div} + ${k}];
+      ${v.gated ? `let uv = wu[wRow${div} + ${k}];` : ''}
+      ${v.norm ? `let nv = nw[${k}];` : ''}
+      ${rows
+        .map(
+          (r) => `{ let xv = x[xRow${r}${div} + ${k}];
+        ${v.norm ? `s${r} += ${dot('xv', 'xv')}; let xn = xv * nv;` : 'let xn = xv;'}
+        g${r} += ${dot('xn', 'gv')};
+        ${v.gated ? `u${r} += ${dot('xn', 'uv')};` : ''} }`,
+        )
+        .join('\n      ')}
+    }`;
+  const at = (i: number, o = '') => `red[${i * THREADS}u + tid${o}]`;
+  const kernel = v.gated ? 'gateUpSwiglu' : 'rmsNormMatmul';
+  const subgroupBuiltins = v.subgroups
+    ? ', @builtin(subgroup_invocation_id) sgid: u32, @builtin(subgroup_size) sgs: u32'
+    : '';
+  const names = ['x', 'wg', ...(v.gated ? ['wu'] : []), ...(v.norm ? ['nw'] : [])];
+  // Lane 0 of each group writes its column of every row from the group's sums, `sum(i)` for value i.
+  const epilogue = (sum: (i: number) => string) => `if (lane == 0u && col < params.n) {
+    ${rows
+      .map((r) => {
+        const scale = v.norm
+          ? `inverseSqrt(${sum(values.indexOf(`s${r}`))} / f32(params.k) + params.eps)`
+          : '1.0';
+        const out = v.gated
+          ? `silu_f(scale * ${sum(r)}) * (scale * ${sum(v.rows + r)})`
+          : `scale * ${sum(r)}`;
+        return `if (row0 + ${r}u < params.m) {
+      let scale = ${scale};
+      y[(row0 + ${r}u) * params.ldy + params.colOffset + col] = ${out};
+    }`;
+      })
+      .join('\n    ')}
+  }`;
+  // A group is the low 5 bits of the invocation index: xor shuffles below 32 stay inside it
+  // when subgroups of 32 or more hold invocations in order. Otherwise the tree in workgroup memory.
+  const subgroupSum = `
+  ${CHECK_SUBGROUP_LAYOUT}
+  if (sgs < ${LANES}u) { atomicStore(&scattered, 1u); }
+  if (workgroupUniformLoad(&scattered) == 0u) {
+    for (var o = ${LANES / 2}u; o > 0u; o >>= 1u) {
+      ${values.map((name) => `${name} += subgroupShuffleXor(${name}, o);`).join('\n      ')}
+    }
+    ${epilogue((i) => values[i]!)}
+  } else {`;
+  return {
+    key: `fused/${kernel}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}/${v.subgroups ? 'subgroups' : 'workgroup'}`,
+    kernel,
+    code: () => `${v.subgroups ? 'enable subgroups;\n' : ''}
+${PARAMS.wgsl}
+${names.map((name, i) => storage(i, name, type, 'read')).join('\n')}
+${storage(names.length, 'y', 'f32', 'read_write')}
+${uniform(names.length + 1)}
+var<workgroup> red: array<f32, ${values.length * THREADS}>;
+${v.subgroups ? 'var<workgroup> scattered: atomic<u32>;' : ''}
+${WGSL_MATH}
+
+@compute @workgroup_size(${THREADS})
+fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins}) {
+  let wgi = ${linearWorkgroup};
+  if (wgi >= params.tiles) { return; }
+  let col = (wgi % params.tilesN) * ${GROUPS}u + tid / ${LANES}u;
+  let row0 = (wgi / params.tilesN) * ${v.rows}u;
+  let lane = tid % ${LANES}u;
+  // Columns and rows past the end are clamped (read, never written).
+  let wRow = min(col, params.n - 1u) * params.k;
+  ${rows.map((r) => `let xRow${r} = min(row0 + ${r}u, params.m - 1u) * params.k;`).join('\n  ')}
+  ${values.map((name) => `var ${name} = 0.0;`).join('\n  ')}
+  ${streamLoop('lane', `params.k${div}`, LANES, unrollFor(v.rows), step)}${v.subgroups ? subgroupSum : ''}
+  ${values.map((name, i) => `${at(i)} = ${name};`).join('\n  ')}
+  workgroupBarrier();
+  for (var s = ${LANES / 2}u; s > 0u; s >>= 1u) {
+    if (lane < s) {
+      ${values.map((_, i) => `${at(i)} += ${at(i, ' + s')};`).join('\n      ')}
+    }
+    workgroupBarrier();
+  }
+  ${epilogue(at)}${v.subgroups ? '\n  }' : ''}
+}`,
+  };
+}
+
+interface FusedCall {
+  readonly x: Operand;
+  readonly w: Operand;
+  /** The up weight of gateUpSwiglu; absent for rmsNormMatmul. */
+  readonly wUp: Operand | undefined;
+  readonly normWeight: Operand | undefined;
+  readonly y: Operand;
+  readonly eps: number;
+}
+
+function encodeFused(encoder: KernelEncoder, { x, w, wUp, normWeight, y, eps }: FusedCall): void {
+  const [m, k] = x.shape as [number, number];
+  const n = y.shape[1]!;
+  if (m === 0 || n === 0) return;
+  const aligned = (offset: number) => offset % 16 === 0;
+  const vec =
+    k % 4 === 0 &&
+    [x, w, ...(wUp ? [wUp] : []), ...(normWeight ? [normWeight] : [])].every((o) => aligned(o.offset));
+  const rows = Math.min(m, MAX_ROWS);
+  // K = 0 (gateUpSwiglu without the norm) binds a placeholder for the empty
+  // operands (a binding cannot be empty); nothing reads it and y = silu(0) · 0.
+  const empty = (): GPUBufferBinding => ({ buffer: encoder.scratch(16), offset: 0, size: 16 });
+  const tilesM = Math.ceil(m / rows);
+  // Weights larger than one binding go in pieces of whole rows (output columns).
+  for (const range of bindingRanges(n, Math.max(k, 1) * 4, encoder)) {
+    const weights = [w, ...(wUp ? [wUp] : [])].map((op) =>
+      operandRange(op, range.start * k, range.count * k),
+    );
+    const tilesN = Math.ceil(range.count / GROUPS);
+    const tiles = tilesN * tilesM;
+    const inputs = k === 0 ? [x, ...weights].map(empty) : [x, ...weights];
+    encoder.dispatch({
+      shader: fusedShader({
+        gated: wUp !== undefined,
+        rows,
+        vec: vec && weights.every((op) => aligned(op.offset)),
+        norm: normWeight !== undefined,
+        subgroups: encoder.features.has('subgroups'),
+      }),
+      buffers: [...inputs, ...(normWeight ? [normWeight] : []), y],
+      params: {
+        layout: PARAMS,
+        values: { m, n: range.count, k, ldy: n, colOffset: range.start, tilesN, tiles, eps },
+      },
+      workgroups: gridFor(tiles, encoder.limits),
+    });
+  }
+}
+
+export const FUSED_KERNELS: readonly AnyWgpuKernel[] = [
+  wgpuKernel(
+    gateUpSwiglu,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, wGate, wUp, normWeight] = inputs;
+      encodeFused(encoder, { x: x!, w: wGate!, wUp: wUp!, normWeight, y: outputs[0]!, eps: attrs.eps });
+    },
+    { splitsLargeOperands: true },
+  ),
+  wgpuKernel(
+    rmsNormMatmul,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, normWeight, w] = inputs;
+      encodeFused(encoder, {
+        x: x!,
+        w: w!,
+        wUp: undefined,
+        normWeight: normWeight!,
+        y: outputs[0]!,
+        eps: attrs.eps,
+      });
+    },
+    { splitsLargeOperands: true },
+  ),
+];
