@@ -187,6 +187,7 @@ describe('argmax on a one-SM emulated device', () => {
     expect(compareOutputs('i32', await run(gpu), await run(cpu))).toBeUndefined();
   }
 
+  it('no rows: nothing to launch', () => check([0, 13]));
   it('many short rows per warp', () => check([700, 13]));
   it('many block-wide rows', () => check([40, 4099]));
   it('rows of width-2 accesses with late ties', () =>

@@ -361,6 +361,7 @@ export function argmaxModule(g: RowGeometry): PtxModule {
 const argmaxKernel = cudaKernel(argmax, (encoder, { inputs, outputs, io }) => {
   const x = inputs[0]!;
   const y = outputs[0]!;
+  if (y.size === 0) return;
   checkElementCount('argmax', 'x', x.size);
   const shape = io.inputs[0]!.shape;
   const n = shape[shape.length - 1]!;

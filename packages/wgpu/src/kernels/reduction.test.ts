@@ -36,6 +36,8 @@ needsAdapter('wgpu argmax beyond the conformance cases', () => {
     expect(compareOutputs('i32', await run(backend), await run(cpu))).toBeUndefined();
   }
 
+  it('no rows: nothing to dispatch', () => check([0, 16]));
+
   it('NaN with its sign bit set counts as NaN, in vec4 and scalar rows', async () => {
     for (const n of [516, 517]) {
       await check([3, n], (x, bits) => {

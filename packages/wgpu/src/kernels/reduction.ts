@@ -323,6 +323,7 @@ const argmaxKernel = wgpuKernel(argmax, (encoder, { inputs, outputs, io }) => {
   const shape = io.inputs[0]!.shape;
   const n = shape[shape.length - 1]!;
   const rows = outputs[0]!.size;
+  if (rows === 0) return;
   const width = n % 4 === 0 ? 4 : 1;
   const loads = n / width;
   const threads = threadsPerRow(loads, ARGMAX_LOADS_PER_THREAD);
