@@ -444,6 +444,9 @@ def build(torch, device, case):
     if kind == "softmax":
         return [Candidate("torch.softmax", lambda i: torch.softmax(sets[i % n][0], dim=-1))], "device"
 
+    if kind == "argmax":
+        return [Candidate("torch.argmax", lambda i: torch.argmax(sets[i % n][0], dim=-1))], "device"
+
     if kind == "rmsNorm":
         eps = float(attrs.get("eps", 1e-6))
         rms_norm = getattr(F, "rms_norm", None)

@@ -2,6 +2,7 @@ import {
   type AnyKernelSpec,
   adamwStep,
   add,
+  argmax,
   clipByGlobalNorm,
   copy,
   gateUpSwiglu,
@@ -45,6 +46,7 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
   gemv: { title: 'fp32 GEMV, 1×K×N', x: 'weight bytes', xBytes: true, caseTicks: true },
   wcache: { title: 'Weight cache matmul, 4096×4096 weights (full) / 512×512 (quick)', x: 'rows M' },
   softmax: { title: 'Softmax over the last axis', x: 'elements' },
+  argmax: { title: 'Argmax over the last axis (greedy decoding)', x: 'elements' },
   rmsnorm: { title: 'RMSNorm', x: 'elements' },
   layernorm: { title: 'LayerNorm', x: 'elements' },
   rope: { title: 'RoPE (rotate-half)', x: 'elements' },
@@ -155,6 +157,11 @@ function rows(
     ...modes(when),
     tolerance: { rtol: 1e-4, atol: 1e-5 },
   };
+}
+
+/** Rows of logits to the index of their largest value: what greedy decoding reads back. */
+function argmaxCase([r, n]: readonly [number, number], when: Modes): BenchCase {
+  return { ...rows('argmax', argmax, [r, n], 0, when), tolerance: EXACT };
 }
 
 function ropeCase([seq, heads, dim]: readonly [number, number, number], when: Modes): BenchCase {
@@ -392,6 +399,8 @@ const CASES: BenchCase[] = [
       [4096, 4096],
     ] as const
   ).map((s) => rows('softmax', softmax, s, 0, FULL)),
+  argmaxCase([1, 32000], BOTH),
+  argmaxCase([64, 32000], FULL),
   rows('rmsnorm', rmsNorm, [64, 4096], 1, BOTH, { eps: 1e-5 }),
   ...(
     [

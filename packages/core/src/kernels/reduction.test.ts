@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { inferKernel } from '../kernel.js';
 import { Rng } from '../testing/random.js';
-import { max, sum, sumSquares } from './reduction.js';
+import { argmax, max, sum, sumSquares } from './reduction.js';
 import { expectError, run, thrown } from './referenceKit.testkit.js';
 
 const X = { shape: [2, 3], data: Float32Array.from([1, -2, 3, -4, 5, 0.5]) };
@@ -108,5 +108,55 @@ describe('reduction cost', () => {
     const x = [{ shape: [4, 5], dtype: 'f32' as const }];
     expect(sum.cost!(x, { axis: 'last' })).toEqual({ flops: 20, bytes: 96 });
     expect(sumSquares.cost!(x, { axis: 'all' })).toEqual({ flops: 40, bytes: 84 });
+  });
+});
+
+describe('argmax', () => {
+  const at = (data: number[], shape = [data.length]) => [
+    ...run(argmax, [{ shape, data: Float32Array.from(data) }]).values[0]!,
+  ];
+
+  it('gives i32 indices, one per row, and [] for a vector', () => {
+    const { outputs, values } = run(argmax, [X]);
+    expect(outputs).toEqual([{ name: 'y', shape: [2], dtype: 'i32' }]);
+    expect(values[0]).toBeInstanceOf(Int32Array);
+    expect([...values[0]!]).toEqual([2, 1]);
+    expect(run(argmax, [{ shape: [4], data: Float32Array.from([1, 4, 2, 3]) }]).outputs[0]!.shape).toEqual(
+      [],
+    );
+    expect(at([7])).toEqual([0]);
+  });
+
+  it('keeps the lowest index of equal values, -0 and +0 included', () => {
+    expect(at([1, 3, 2, 3, 3])).toEqual([1]);
+    expect(at([-1, -0, 0, -2])).toEqual([1]);
+    expect(at([-1, 0, -0])).toEqual([1]);
+    expect(at([5, 5, 5, 1, 1, 1], [2, 3])).toEqual([0, 0]);
+  });
+
+  it('does not start from zero', () => {
+    expect(at([-3, -2, -0.5, -7])).toEqual([2]);
+  });
+
+  it('orders ±Infinity like numbers and counts NaN as largest (the first NaN wins), as torch.argmax does', () => {
+    const inf = Number.POSITIVE_INFINITY;
+    const nan = Number.NaN;
+    expect(at([-inf, -inf])).toEqual([0]);
+    expect(at([-inf, 1, inf, inf])).toEqual([2]);
+    expect(at([3, nan, 1, 5])).toEqual([1]);
+    expect(at([inf, nan, -inf, nan])).toEqual([1]);
+    expect(at([1, 2, nan])).toEqual([2]);
+    expect(at([nan, nan])).toEqual([0]);
+  });
+
+  it('rejects a rank-0 x and an empty last axis', () => {
+    let e = thrown(() => inferKernel(argmax, [{ shape: [], dtype: 'f32' }]));
+    expectError(e, ShapeError, 'argmax', 'x', 'rank >= 1 [..., N]', 'rank 0 []');
+    e = thrown(() => inferKernel(argmax, [{ shape: [3, 0], dtype: 'f32' }]));
+    expectError(e, ShapeError, 'argmax', 'x', 'a last dimension of at least 1', '[3, 0]');
+  });
+
+  it('reads x once and writes one index per row', () => {
+    expect(argmax.cost!([{ shape: [4, 5], dtype: 'f32' }], {})).toEqual({ flops: 20, bytes: 96 });
   });
 });

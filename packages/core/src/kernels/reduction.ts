@@ -95,3 +95,45 @@ export const sumSquares = reduceKernel(
     return acc;
   },
 );
+
+/**
+ * Whether `v` at a later index displaces the best so far: strictly larger, or
+ * the first NaN (NaN counts as larger than every number, +Infinity included).
+ * Equal values keep the lower index; -0 and +0 are equal.
+ */
+function displaces(v: number, best: number): boolean {
+  return !Number.isNaN(best) && (v > best || Number.isNaN(v));
+}
+
+export const argmax = defineKernel<Record<never, never>>({
+  name: 'argmax',
+  family: FAMILY,
+  summary:
+    'y[...] = the index of the largest x[..., i] (the lowest among equal ones; a NaN counts as largest, so the first NaN wins)',
+  inputs: [{ name: 'x', dtypes: F32, doc: '[..., N] with N >= 1' }],
+  attributes: {},
+  infer([x]) {
+    const check = new ArgCheck('argmax');
+    check.minRank('x', x!, 1, '[..., N]');
+    const n = x!.shape[x!.shape.length - 1]!;
+    check.shape(n > 0, 'x', 'argmax of no elements is undefined', 'a last dimension of at least 1', x!.shape);
+    // The last axis is dropped, as in torch.argmax(x, dim=-1): [N] gives [].
+    return [{ name: 'y', shape: x!.shape.slice(0, -1), dtype: 'i32' }];
+  },
+  reference([x], _attrs, io) {
+    const { length, count } = runsOf(io.inputs[0]!, 'last');
+    const y = new Int32Array(count);
+    for (let r = 0; r < count; r++) {
+      const start = r * length;
+      let best = 0;
+      for (let i = 1; i < length; i++) if (displaces(x![start + i]!, x![start + best]!)) best = i;
+      y[r] = best;
+    }
+    return [y];
+  },
+  cost([x]) {
+    const n = sizeOf(x!.shape);
+    // One comparison per element; reads x, writes one i32 per row.
+    return { flops: n, bytes: (n + runsOf(x!, 'last').count) * BYTES };
+  },
+});

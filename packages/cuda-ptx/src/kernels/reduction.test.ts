@@ -1,11 +1,17 @@
+import { argmax } from '@rayo/core';
+import { compareOutputs } from '@rayo/core/testing';
 import { describe, expect, it } from 'vitest';
 import type { DeviceProperties } from '../driver/driver.js';
 import type { Launch } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
+import { useEmulatedGpu } from '../testing/emulatedGpu.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
+  argmaxKey,
+  argmaxModule,
   launchReduction,
+  planArgmax,
   planReduction,
   REDUCTION_KERNELS,
   type ReduceKind,
@@ -82,7 +88,7 @@ describe('reduction planning', () => {
   });
 
   it('implements sum, max and sumSquares', () => {
-    expect(REDUCTION_KERNELS.map((k) => k.spec.name)).toEqual(['sum', 'max', 'sumSquares']);
+    expect(REDUCTION_KERNELS.map((k) => k.spec.name)).toEqual(['sum', 'max', 'sumSquares', 'argmax']);
   });
 
   it('keeps NaN in max without sm_80 instructions, and never uses float atomics', () => {
@@ -124,4 +130,76 @@ describe.skipIf(gate.skip)(`reduction PTX assembles with ptxas (${gate.reason})`
       }
     }, 120_000);
   }
+});
+
+describe('argmax planning and PTX', () => {
+  it('gives short rows to groups within a warp and long rows a block each', () => {
+    expect(planArgmax(1, 1)).toEqual({ threads: 1, block: 128, width: 1, slots: 0 });
+    expect(planArgmax(31, 1).threads).toBe(4);
+    expect(planArgmax(1024, 4).threads).toBe(32);
+    expect(planArgmax(32000, 4)).toEqual({ threads: 512, block: 512, width: 4, slots: 0 });
+    expect(argmaxKey(planArgmax(32001, 1))).toBe('reduction/argmax/t512b512w1stream');
+  });
+
+  it('compares integer keys only, through shuffles and, for a block, shared memory', () => {
+    const text = argmaxModule(planArgmax(32000, 4)).emit();
+    expect(text).not.toMatch(/setp\.\w+\.f32/);
+    expect(text).toContain('ld.global.nc.v4.f32');
+    expect(text).toContain('shfl.sync.bfly.b32');
+    expect(text).toContain('bar.sync 0');
+    expect(argmaxModule(planArgmax(31, 1)).emit()).not.toContain('bar.sync');
+  });
+});
+
+describe.skipIf(gate.skip)(`argmax PTX assembles with ptxas (${gate.reason})`, () => {
+  it('at every kind of planned geometry', () => {
+    for (const [n, width] of [
+      [1, 1],
+      [31, 1],
+      [64, 2],
+      [1024, 4],
+      [32001, 1],
+      [32000, 4],
+      [100002, 2],
+    ] as const) {
+      const g = planArgmax(n, width);
+      for (const arch of ['sm_90', DEFAULT_TARGET]) {
+        expectAssemblesCleanly(argmaxModule(g).emit(), arch, `${argmaxKey(g)} ${arch}`);
+      }
+    }
+  }, 120_000);
+});
+
+// With one SM the grid is a few blocks, so every group loops over many rows.
+describe('argmax on a one-SM emulated device', () => {
+  const { gpu, cpu } = useEmulatedGpu({ multiprocessors: 1 });
+
+  let seed = 11;
+  const uniform = () => {
+    seed = (seed * 16807) % 2147483647;
+    return (seed / 2147483647) * 2 - 1;
+  };
+
+  async function check(shape: number[], special?: (x: Float32Array, bits: Uint32Array) => void) {
+    const x = Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, uniform);
+    special?.(x, new Uint32Array(x.buffer));
+    const run = (b: typeof gpu | typeof cpu) => b.run(argmax, [b.upload(x, shape)], {})[0]!.read();
+    expect(compareOutputs('i32', await run(gpu), await run(cpu))).toBeUndefined();
+  }
+
+  it('no rows: nothing to launch', () => check([0, 13]));
+  it('many short rows per warp', () => check([700, 13]));
+  it('many block-wide rows', () => check([40, 4099]));
+  it('rows of width-2 accesses with late ties', () =>
+    check([9, 2050], (x) => {
+      for (let r = 0; r < 9; r++) for (const j of [2049 - r, 1500 + 37 * r, 1400 + r]) x[r * 2050 + j] = 3;
+    }));
+  it('NaN with its sign bit set counts as NaN', () =>
+    check([3, 517], (x, bits) => {
+      x[5] = Number.POSITIVE_INFINITY;
+      bits[300] = 0xffc00000;
+      bits[517 + 400] = 0xff800001;
+      x[517 + 401] = Number.NaN;
+      x[2 * 517 + 7] = -0;
+    }));
 });

@@ -1,8 +1,9 @@
-import { type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
+import { argmax, type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type F32 } from '../ptx/operands.js';
+import { addr, type F32, type R32 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
 import {
   accessWidth,
@@ -212,8 +213,172 @@ function reductionKernel(spec: KernelSpec<{ axis: 'last' | 'all' }>, kind: Reduc
   });
 }
 
+// ---- argmax ---------------------------------------------------------------------
+
+// Values are compared as u32 keys: the float's bits mapped so that unsigned
+// order is numeric order, every NaN mapped above +Infinity and -0 onto +0.
+// A (key, index) pair beats another with a larger key, or an equal key and a
+// lower index: a total order, so the butterfly leaves every lane with the
+// same pair and ties go to the lowest index whatever the reduction order.
+
+/** A thread's best element so far. */
+interface Best {
+  readonly key: R32;
+  readonly index: R32;
+}
+
+/** The u32 order key of `v` (see above). */
+export function orderKey(k: KernelBuilder, v: F32): R32 {
+  const bits = k.mov('b32', k.reg('u32'), v);
+  // Negative values flip every bit, the others only the sign.
+  const flip = k.shr('s32', k.reg('u32'), bits, 31);
+  k.or('b32', flip, flip, 0x80000000);
+  const key = k.xor('b32', k.reg('u32'), bits, flip);
+  const magnitude = k.and('b32', k.reg('u32'), bits, 0x7fffffff);
+  k.selp('u32', key, 0x80000000, key, k.setp('eq', 'u32', k.reg('pred'), magnitude, 0));
+  k.selp('u32', key, 0xffffffff, key, k.setp('gt', 'u32', k.reg('pred'), magnitude, 0x7f800000));
+  return key;
+}
+
+/** `best = the better of best and other`. */
+function takeBetter(k: KernelBuilder, best: Best, other: Best): void {
+  const wins = k.setp('gt', 'u32', k.reg('pred'), other.key, best.key);
+  const equal = k.setp('eq', 'u32', k.reg('pred'), other.key, best.key);
+  const lower = k.setp('lt', 'u32', k.reg('pred'), other.index, best.index);
+  k.or('pred', wins, wins, k.and('pred', equal, equal, lower));
+  k.selp('u32', best.key, other.key, best.key, wins);
+  k.selp('u32', best.index, other.index, best.index, wins);
+}
+
+/** Accesses per thread a row aims for before it takes more threads. */
+const ARGMAX_ACCESSES_PER_THREAD = 8;
+/** Threads per block of a long row: many loads in flight for the one row a decode step has. */
+const ARGMAX_BLOCK = 512;
+
+/** Groups within a warp for rows of up to 256 accesses, else a 512-thread block per row. */
+export function planArgmax(n: number, width: 1 | 2 | 4): RowGeometry {
+  const accesses = n / width;
+  if (accesses <= 32 * ARGMAX_ACCESSES_PER_THREAD) {
+    let threads = 1;
+    while (threads < Math.min(32, Math.ceil(accesses / ARGMAX_ACCESSES_PER_THREAD))) threads *= 2;
+    return { threads, block: WARP_ROWS_BLOCK, width, slots: 0 };
+  }
+  return { threads: ARGMAX_BLOCK, block: ARGMAX_BLOCK, width, slots: 0 };
+}
+
+export function argmaxKey(g: RowGeometry): string {
+  return `reduction/argmax/${geometryKey(g)}`;
+}
+
+/**
+ * y[row] = the index of the largest of x[row, 0 ..< n], for every row (n a
+ * multiple of the access width). A thread reads its accesses in increasing
+ * index order, so only a strictly larger key displaces its best; the
+ * group's pairs then meet in a shuffle butterfly, a block's warps through
+ * shared memory in warp order.
+ */
+export function argmaxModule(g: RowGeometry): PtxModule {
+  const m = new PtxModule();
+  m.entry(
+    'argmax',
+    { x: 'ptr', y: 'ptr', rows: 'u32', n: 'u32' },
+    (k, p) => {
+      const x = k.globalPointer(p.x);
+      const y = k.globalPointer(p.y);
+      const rows = k.ldParam(p.rows);
+      const n = k.ldParam(p.n);
+      const place = groupPlace(k, g);
+      const warps = g.block / 32;
+      const pairs = g.threads > 32 ? k.sharedArray('argmax_pairs', 'u32', 2 * warps, 16) : undefined;
+      const stride = g.threads * g.width;
+      forEachRow(k, place, rows, (row, valid) => {
+        const start = k.mulLo('u32', k.reg('u32'), row, n);
+        // A group past the last row reads nothing but joins the shuffles.
+        const len = valid ? k.selp('u32', k.reg('u32'), n, 0, valid) : n;
+        // Key 0 is no float's: the first element read displaces it.
+        const best: Best = {
+          key: k.mov('u32', k.reg('u32'), 0),
+          index: k.mov('u32', k.reg('u32'), 0xffffffff),
+        };
+        const read = (c: R32, offset: number) => {
+          const at = k.elementAddress(x, k.add('u32', k.reg('u32'), start, c), 4);
+          return loadFloats(k, addr(at, offset * 4), g.width, { nc: true });
+        };
+        /** Absorbs the loads made at c, c + stride, … element by element, in index order. */
+        const absorb = (loads: readonly F32[][], c: R32) => {
+          for (const [u, values] of loads.entries()) {
+            for (const [i, v] of values.entries()) {
+              const key = orderKey(k, v);
+              const larger = k.setp('gt', 'u32', k.reg('pred'), key, best.key);
+              k.selp('u32', best.key, key, best.key, larger);
+              const index = k.add('u32', k.reg('u32'), c, u * stride + i);
+              k.selp('u32', best.index, index, best.index, larger);
+            }
+          }
+        };
+        const c = k.reg('u32');
+        const first = k.mulLo('u32', k.reg('u32'), place.laneInGroup, g.width);
+        // UNROLL accesses in flight per thread while they all fit, then one at a time.
+        const span = (UNROLL - 1) * stride;
+        const unrolledEnd = k.sub('u32', k.reg('u32'), k.max('u32', k.reg('u32'), len, span), span);
+        k.forRange(c, first, unrolledEnd, UNROLL * stride, () => {
+          absorb(
+            Array.from({ length: UNROLL }, (_, u) => read(c, u * stride)),
+            c,
+          );
+        });
+        k.forRange(c, c, len, stride, () => absorb([read(c, 0)], c));
+        const other: Best = { key: k.reg('u32'), index: k.reg('u32') };
+        for (let offset = Math.min(g.threads, 32) / 2; offset >= 1; offset /= 2) {
+          k.shflSync('bfly', other.key, best.key, offset);
+          k.shflSync('bfly', other.index, best.index, offset);
+          takeBetter(k, best, other);
+        }
+        if (pairs) {
+          const base = k.sharedAddress(pairs);
+          const leadsWarp = k.setp('eq', 'u32', k.reg('pred'), place.lane, 0);
+          const slot = k.madLo('u32', k.reg('u32'), place.warp, 8, base);
+          k.predicated(leadsWarp, () => k.stShared('u32', addr(slot), [best.key, best.index]));
+          k.barSync();
+          for (let w = 0; w < warps; w++) {
+            k.ldShared('u32', [other.key, other.index], addr(base, w * 8));
+            takeBetter(k, best, other);
+          }
+          // No warp rewrites the pairs for its next row while another still reads these.
+          k.barSync();
+        }
+        const leader = k.setp('eq', 'u32', k.reg('pred'), place.laneInGroup, 0);
+        const write = valid ? k.and('pred', k.reg('pred'), leader, valid) : leader;
+        const out = k.elementAddress(y, row, 4);
+        k.predicated(write, () => k.stGlobal('u32', out, best.index));
+      });
+    },
+    { requiredThreadsPerBlock: [g.block, 1, 1] },
+  );
+  return m;
+}
+
+const argmaxKernel = cudaKernel(argmax, (encoder, { inputs, outputs, io }) => {
+  const x = inputs[0]!;
+  const y = outputs[0]!;
+  if (y.size === 0) return;
+  checkElementCount('argmax', 'x', x.size);
+  const shape = io.inputs[0]!.shape;
+  const n = shape[shape.length - 1]!;
+  const g = planArgmax(n, accessWidth(n, [x]));
+  encoder.launch({
+    key: argmaxKey(g),
+    module: () => argmaxModule(g),
+    entry: 'argmax',
+    grid: rowGrid(encoder.device, g, y.size),
+    block: g.block,
+    args: { x, y, rows: y.size, n },
+  });
+});
+
 export const REDUCTION_KERNELS: readonly AnyCudaKernel[] = [
   reductionKernel(sum, { op: 'sum', square: false }),
   reductionKernel(max, { op: 'max', square: false }),
   reductionKernel(sumSquares, { op: 'sum', square: true }),
+  argmaxKernel,
 ];

@@ -1,4 +1,4 @@
-import { type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
+import { argmax, type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
 import {
   type AnyWgpuKernel,
   gridFor,
@@ -240,8 +240,104 @@ function reduceKernel(spec: KernelSpec<{ axis: 'last' | 'all' }>, op: ReduceOp):
   });
 }
 
+// ---- argmax --------------------------------------------------------------------
+
+// The (value, index) pairs are compared as u32 keys: the float's bits mapped so
+// that unsigned order is numeric order, every NaN mapped above +Infinity and
+// -0 onto +0. Integer compares keep NaN and infinities exact where a shader
+// compiler may assume floats are finite. A pair is vec2<u32>(key, index);
+// equal keys keep the lower index.
+
+const ARGMAX_PARAMS = paramLayout([
+  ['rows', 'u32'],
+  ['loads', 'u32'],
+] as const);
+
+/** Loads a thread issues per loop iteration, in index order. */
+const ARGMAX_UNROLL = 4;
+
+const ARGMAX_WGSL = `
+fn order_key(v: f32) -> u32 {
+  let bits = bitcast<u32>(v);
+  let mag = bits & 0x7fffffffu;
+  if (mag > 0x7f800000u) { return 0xffffffffu; }
+  if (mag == 0u) { return 0x80000000u; }
+  return select(bits | 0x80000000u, ~bits, bits >= 0x80000000u);
+}
+fn better(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  return select(a, b, b.x > a.x || (b.x == a.x && b.y < a.y));
+}`;
+
+/**
+ * One row per segment of `threads` invocations (a whole workgroup for long
+ * rows); x is read as vec4 where `width` is 4. Each invocation scans its
+ * loads in increasing index order, so a strictly larger key is the only one
+ * that displaces its best; the tree then breaks ties by index.
+ */
+function argmaxShader(threads: number, width: 1 | 4) {
+  const rowsPerGroup = WG / threads;
+  const components = width === 4 ? ['x', 'y', 'z', 'w'] : [''];
+  const absorb = (load: string) =>
+    `{ let v = x[base + ${load}];${components
+      .map(
+        (c, i) =>
+          ` { let k = order_key(v${c ? `.${c}` : ''}); if (k > best.x) { best = vec2<u32>(k, (${load}) * ${width}u + ${i}u); } }`,
+      )
+      .join('')} }`;
+  const step = `${threads}u`;
+  const at = (u: number) => (u === 0 ? 'j' : `j + ${u}u * ${step}`);
+  return {
+    key: `reduction/argmax/t${threads}/w${width}/u${ARGMAX_UNROLL}/wg${WG}`,
+    kernel: 'argmax',
+    code: () => `
+${ARGMAX_PARAMS.wgsl}
+${storage(0, 'x', width === 4 ? 'vec4<f32>' : 'f32', 'read')}
+${storage(1, 'y', 'i32', 'read_write')}
+${uniform(2)}
+${ARGMAX_WGSL}
+${segmentReduce('reduce', threads, (a, b) => `better(${a}, ${b})`, 'vec2<u32>')}
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  let row = (${linearWorkgroup}) * ${rowsPerGroup}u + lid.x / ${threads}u;
+  let lane = lid.x % ${threads}u;
+  let base = row * params.loads;
+  // Rows past the end read nothing but still take part in the barriers.
+  let end = select(0u, params.loads, row < params.rows);
+  // Key 0 is no float's: every element displaces the start.
+  var best = vec2<u32>(0u, 0xffffffffu);
+  var j = lane;
+  for (; ${at(ARGMAX_UNROLL - 1)} < end; j += ${ARGMAX_UNROLL}u * ${step}) {
+    ${Array.from({ length: ARGMAX_UNROLL }, (_, u) => absorb(at(u))).join('\n    ')}
+  }
+  for (; j < end; j += ${step}) { ${absorb('j')} }
+  let total = reduce(lid.x, best);
+  if (row < params.rows && lane == 0u) { y[row] = i32(total.y); }
+}`,
+  };
+}
+
+/** Loads per invocation a row aims for before it takes more invocations. */
+const ARGMAX_LOADS_PER_THREAD = 8;
+
+const argmaxKernel = wgpuKernel(argmax, (encoder, { inputs, outputs, io }) => {
+  const shape = io.inputs[0]!.shape;
+  const n = shape[shape.length - 1]!;
+  const rows = outputs[0]!.size;
+  if (rows === 0) return;
+  const width = n % 4 === 0 ? 4 : 1;
+  const loads = n / width;
+  const threads = threadsPerRow(loads, ARGMAX_LOADS_PER_THREAD);
+  encoder.dispatch({
+    shader: argmaxShader(threads, width),
+    buffers: [inputs[0]!, outputs[0]!],
+    params: { layout: ARGMAX_PARAMS, values: { rows, loads } },
+    workgroups: gridFor(Math.ceil(rows / (WG / threads)), encoder.limits),
+  });
+});
+
 export const REDUCTION_KERNELS: readonly AnyWgpuKernel[] = [
   reduceKernel(sum, SUM),
   reduceKernel(max, MAX),
   reduceKernel(sumSquares, SUM_SQUARES),
+  argmaxKernel,
 ];
