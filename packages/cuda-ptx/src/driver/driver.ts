@@ -25,6 +25,8 @@ import {
 import { kernelParamBytes, type ParamValue, writeKernelParams } from './params.js';
 import { type DeviceBuffer, DevicePool } from './pool.js';
 
+/** How long a wait polls on every turn of the event loop before it falls back to a millisecond timer. */
+const WAIT_SPIN_MS = 20;
 /** What rayo needs to know about the device to size launches and report itself. */
 export interface DeviceProperties {
   readonly ordinal: number;
@@ -475,12 +477,15 @@ export class CudaDriver {
 
   /**
    * Resolves when `stream` finished its work, polling so that the event loop
-   * keeps running meanwhile: at once for short waits, then once a millisecond.
+   * keeps running meanwhile: on every turn of the loop for the first
+   * WAIT_SPIN_MS (a decode step or a kernel finishes within microseconds of
+   * its end, not a timer's millisecond later), then once a millisecond.
    */
   async waitIdle(stream: bigint): Promise<void> {
-    for (let polls = 0; !this.isIdle(stream); polls++) {
+    const start = performance.now();
+    while (!this.isIdle(stream)) {
       await new Promise<void>((resolve) => {
-        if (polls < 64) setImmediate(resolve);
+        if (performance.now() - start < WAIT_SPIN_MS) setImmediate(resolve);
         else setTimeout(resolve, 1);
       });
       this.live('waitIdle');

@@ -127,6 +127,6 @@ describe('decode-bench', () => {
     const md = await readFile(join(out, 'report.md'), 'utf8');
     expect(md).toContain('# rayo decode-bench');
     expect(md).toContain('### cpu: the decode step, kernel by kernel');
-    expect(md).toMatch(/\| matmul \| \[1, 64\] · \[512, 64\] \| transB \| 1 \|/);
+    expect(md).toMatch(/\| rmsNormMatmul \| \[1, 64\] · \[64\] · \[512, 64\] \| eps [\d.e-]+ \| 1 \|/);
   }, 60_000);
 });

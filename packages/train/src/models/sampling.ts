@@ -54,12 +54,21 @@ function checkFinite(logits: Float32Array): void {
  * probability reaches `topP` (renormalised), using `rng`.
  */
 export function sampleToken(logits: Float32Array, options: Required<SamplingOptions>, rng: Rng): number {
-  checkFinite(logits);
   if (options.temperature === 0) {
+    // One plain pass (no callbacks): this runs once per generated token.
     let best = 0;
-    for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
+    let top = logits[0]!;
+    for (let i = 0; i < logits.length; i++) {
+      const v = logits[i]!;
+      if (v - v !== 0) checkFinite(logits);
+      if (v > top) {
+        top = v;
+        best = i;
+      }
+    }
     return best;
   }
+  checkFinite(logits);
   // Most likely first; equal logits keep id order, so a draw depends on the seed only.
   const order = Array.from(logits.keys()).sort((a, b) => logits[b]! - logits[a]! || a - b);
   const kept = order.slice(0, Math.min(order.length, options.topK));

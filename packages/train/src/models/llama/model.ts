@@ -1,5 +1,6 @@
 import {
   add,
+  argmax,
   type Backend,
   batchedMatmul,
   type CommandBatch,
@@ -63,6 +64,8 @@ interface RecordedStep {
   readonly batch: CommandBatch;
   readonly made: Tensor[];
   readonly logits: Tensor;
+  /** i32 [1]: the argmax of the logits, where the backend has the kernel (greedy decoding reads 4 bytes). */
+  readonly greedy: Tensor | undefined;
 }
 
 export interface GenerateOptions extends SamplingOptions {
@@ -295,13 +298,18 @@ export class LlamaModel {
    * (recorded on first use), then advances the position: four bytes each
    * of token, position and length written, one batch submitted.
    */
-  async #decodeReplayed(token: number): Promise<Float32Array> {
+  async #decodeReplayed(token: number, greedy: boolean): Promise<{ logits?: Float32Array; token?: number }> {
     this.#checkChunk('decode', [token]);
     if (!this.#recorded) {
       const batch = this.backend.batch();
       const made: Tensor[] = [];
       try {
-        this.#recorded = { batch, made, logits: this.recordStep(batch, made) };
+        const logits = this.recordStep(batch, made);
+        // The next token of greedy decoding is chosen on the device: 4 bytes read instead of the logits row.
+        const chosen = this.backend.supports('argmax')
+          ? new ScratchRunner(batch, made).run1(argmax, [logits])
+          : undefined;
+        this.#recorded = { batch, made, logits, greedy: chosen };
       } catch (error) {
         batch.dispose();
         for (const t of made) t.dispose();
@@ -312,9 +320,11 @@ export class LlamaModel {
     this.writeToken(token);
     this.backend.write(this.positionInput, Int32Array.of(position));
     this.backend.write(this.lengthInput, Int32Array.of(position + 1));
-    await this.#recorded.batch.submit();
+    const recorded = this.#recorded;
+    await recorded.batch.submit();
     this.#position++;
-    return (await this.#recorded.logits.read()) as Float32Array;
+    if (greedy && recorded.greedy) return { token: (await recorded.greedy.read())[0]! };
+    return { logits: (await recorded.logits.read()) as Float32Array };
   }
 
   /**
@@ -509,13 +519,18 @@ export class LlamaModel {
       this.reset();
       this.#checkChunk('generate', prompt);
       if (maxNewTokens === 0) return;
-      let next = await this.#lastRow(this.prefill(prompt));
+      const greedy = sampling.temperature === 0;
+      let next: { logits?: Float32Array; token?: number } = {
+        logits: await this.#lastRow(this.prefill(prompt)),
+      };
       for (let i = 0; i < maxNewTokens; i++) {
-        const token = sampleToken(next, sampling, rng);
+        const token = next.token ?? sampleToken(next.logits!, sampling, rng);
         if (stop.has(token)) return;
         yield token;
         if (i + 1 < maxNewTokens)
-          next = this.#replay ? await this.#decodeReplayed(token) : await this.#lastRow(this.decode(token));
+          next = this.#replay
+            ? await this.#decodeReplayed(token, greedy)
+            : { logits: await this.#lastRow(this.decode(token)) };
       }
     } finally {
       this.#generating = false;
