@@ -24,6 +24,7 @@ and a JSON report into --out, and samples new names.
   --context N         characters per window (default ${NAMES_DEFAULTS.context})
   --dim N, --heads N, --blocks N, --hidden N   the model (default ${NAMES_DEFAULTS.dim}, ${NAMES_DEFAULTS.heads}, ${NAMES_DEFAULTS.blocks}, ${NAMES_DEFAULTS.hidden})
   --lr X              peak learning rate (default ${NAMES_DEFAULTS.lr})
+  --embed-std X       standard deviation of the embeddings at initialisation (default ${NAMES_DEFAULTS.embedStd})
   --eval-every N      validation loss every N steps (default ${NAMES_DEFAULTS.evalEvery})
   --seed N            split, initialisation and batches (default ${NAMES_DEFAULTS.seed})
   --samples N         names to sample at the end (default 20)
@@ -56,6 +57,7 @@ export function parseNamesArgs(argv: readonly string[]): NamesCliOptions {
       heads: { type: 'string', default: String(d.heads) },
       blocks: { type: 'string', default: String(d.blocks) },
       hidden: { type: 'string', default: String(d.hidden) },
+      'embed-std': { type: 'string', default: String(d.embedStd) },
       lr: { type: 'string', default: String(d.lr) },
       'eval-every': { type: 'string', default: String(d.evalEvery) },
       seed: { type: 'string', default: String(d.seed) },
@@ -65,6 +67,8 @@ export function parseNamesArgs(argv: readonly string[]): NamesCliOptions {
   });
   const lr = Number(values.lr);
   if (!(lr > 0)) throw new Error(`--lr must be a positive number, got ${values.lr}`);
+  const embedStd = Number(values['embed-std']);
+  if (!(embedStd > 0)) throw new Error(`--embed-std must be a positive number, got ${values['embed-std']}`);
   return {
     backend: values.backend,
     settings: {
@@ -76,6 +80,7 @@ export function parseNamesArgs(argv: readonly string[]): NamesCliOptions {
       heads: integer('heads', values.heads, 1),
       blocks: integer('blocks', values.blocks, 1),
       hidden: integer('hidden', values.hidden, 1),
+      embedStd,
       lr,
       evalEvery: integer('eval-every', values['eval-every'], 1),
       seed: integer('seed', values.seed, 0),

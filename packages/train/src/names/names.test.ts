@@ -93,6 +93,7 @@ const TINY: NamesSettings = {
   heads: 2,
   blocks: 1,
   hidden: 64,
+  embedStd: 0.5,
   context: 16,
   batch: 16,
   steps: 40,

@@ -24,6 +24,8 @@ export interface NamesSettings {
   readonly blocks: number;
   /** SwiGLU width. */
   readonly hidden: number;
+  /** Standard deviation of the character embeddings' initialisation. */
+  readonly embedStd: number;
   /** Characters of context a training window holds. */
   readonly context: number;
   readonly batch: number;
@@ -44,13 +46,14 @@ export interface NamesSettings {
  * where the validation loss stops falling.
  */
 export const NAMES_DEFAULTS: NamesSettings = {
-  dim: 64,
+  dim: 96,
   heads: 4,
   blocks: 2,
-  hidden: 172,
+  hidden: 256,
+  embedStd: 1,
   context: 32,
   batch: 64,
-  steps: 800,
+  steps: 500,
   lr: 3e-3,
   weightDecay: 0.1,
   evalEvery: 100,
@@ -137,6 +140,7 @@ export async function trainNames(
     heads: settings.heads,
     hidden: settings.hidden,
     blocks: settings.blocks,
+    embedStd: settings.embedStd,
     seed: settings.seed,
   });
   const optimizer = new AdamW(model.namedParameters(), {
