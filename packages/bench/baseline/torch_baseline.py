@@ -392,6 +392,27 @@ def attention_candidates(torch, device, case, sets):
     return candidates
 
 
+def rotary(torch, device, attrs, seq, dim, offset, sign):
+    """RoPE of [seq, heads, dim] rows at positions offset …, with cos and sin cached as models cache them."""
+    half = dim // 2
+    theta = float(attrs.get("theta", 10000))
+    freqs = theta ** (-2.0 * torch.arange(half, dtype=torch.float64, device=device) / dim)
+    positions = torch.arange(offset, offset + seq, dtype=torch.float64, device=device)
+    angles = sign * positions[:, None] * freqs[None, :]
+    cos = torch.cos(angles).float()[:, None, :]
+    sin = torch.sin(angles).float()[:, None, :]
+    interleaved = attrs.get("layout", "half") == "interleaved"
+
+    def rotate(x):
+        if interleaved:
+            a, b = x[..., 0::2], x[..., 1::2]
+            return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+        a, b = x[..., :half], x[..., half:]
+        return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+
+    return rotate
+
+
 def build(torch, device, case):
     """Returns (candidates, timer) for a case: timer `device` (CUDA events) or `host`."""
     F = torch.nn.functional
@@ -471,28 +492,24 @@ def build(torch, device, case):
 
     if kind == "rope":
         seq, _heads, dim = case["shapes"][0]
-        half = dim // 2
-        theta = float(attrs.get("theta", 10000))
-        offset = int(attrs.get("positionOffset", 0))
         sign = -1.0 if attrs.get("inverse", False) else 1.0
-        # cos and sin per position are cached, as models cache them.
-        freqs = theta ** (-2.0 * torch.arange(half, dtype=torch.float64, device=device) / dim)
-        positions = torch.arange(offset, offset + seq, dtype=torch.float64, device=device)
-        angles = sign * positions[:, None] * freqs[None, :]
-        cos = torch.cos(angles).float()[:, None, :]
-        sin = torch.sin(angles).float()[:, None, :]
-        interleaved = attrs.get("layout", "half") == "interleaved"
+        rotate = rotary(torch, device, attrs, seq, dim, int(attrs.get("positionOffset", 0)), sign)
+        return [Candidate("rotate-half, cached cos/sin", lambda i: rotate(sets[i % n][0]))], "device"
 
-        def rope(i):
-            x = sets[i % n][0]
-            if interleaved:
-                a, b = x[..., 0::2], x[..., 1::2]
-                torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
-            else:
-                a, b = x[..., :half], x[..., half:]
-                torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+    if kind == "ropeKvScatter":
+        seq, _heads, dim = case["shapes"][0]
+        kv_heads = case["shapes"][3][0]
+        position = int(attrs.get("position", 0))
+        rotate = rotary(torch, device, attrs, seq, dim, position, 1.0)
+        rows = slice(position, position + seq)
 
-        return [Candidate("rotate-half, cached cos/sin", rope)], "device"
+        def rope_kv_scatter(i):
+            q, k, v, k_cache, v_cache = sets[i % n]
+            rotate(q)
+            k_cache[:, rows, :].copy_(rotate(k.view(seq, kv_heads, dim)).transpose(0, 1))
+            v_cache[:, rows, :].copy_(v.view(seq, kv_heads, dim).transpose(0, 1))
+
+        return [Candidate("rotate-half of q and k, cached cos/sin, two strided copy_", rope_kv_scatter)], "device"
 
     if kind == "swiglu":
 

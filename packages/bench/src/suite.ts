@@ -13,6 +13,7 @@ import {
   rmsNorm,
   rmsNormMatmul,
   rope,
+  ropeKvScatter,
   softmax,
   swiglu,
 } from '@rayo/core';
@@ -64,6 +65,11 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
     caseTicks: true,
   },
   kvscatter: { title: 'KV-cache scatter', x: 'bytes written', xBytes: true },
+  ropekv: {
+    title: 'RoPE of q and k fused with the KV-cache writes (one decode step)',
+    x: 'bytes written',
+    xBytes: true,
+  },
   attention: { title: 'Incremental attention (one decode step)', x: 'KV bytes read', xBytes: true },
   adamw: { title: 'AdamW step', x: 'parameters' },
   clip: { title: 'Clip by global norm', x: 'elements' },
@@ -244,6 +250,36 @@ function kvScatter(heads: number, dim: number, maxSeq: number, tokens: number, w
     x: 4 * tokens * heads * dim,
     ...modes(when),
     tolerance: EXACT,
+  };
+}
+
+/** One decode step's rope of q and k and the writes of k and v into the caches' last rows. */
+function ropeKv(
+  heads: number,
+  kvHeads: number,
+  dim: number,
+  maxSeq: number,
+  tokens: number,
+  when: Modes,
+): BenchCase {
+  const position = maxSeq - tokens;
+  const cache = { shape: [kvHeads, maxSeq, dim] };
+  return {
+    id: `ropekv/h${heads}-kv${kvHeads}-d${dim}-s${maxSeq}-t${tokens}`,
+    family: 'ropekv',
+    spec: ropeKvScatter,
+    inputs: [
+      { shape: [tokens, heads, dim] },
+      { shape: [tokens, kvHeads, dim] },
+      { shape: [tokens, kvHeads * dim] },
+      cache,
+      cache,
+    ],
+    attrs: { position },
+    bound: 'bytes',
+    x: 4 * tokens * (heads + 2 * kvHeads) * dim,
+    ...modes(when),
+    tolerance: ropeTolerance(maxSeq - 1),
   };
 }
 
@@ -455,6 +491,8 @@ const CASES: BenchCase[] = [
   kvScatter(8, 64, 256, 1, QUICK),
   kvScatter(8, 64, 256, 16, QUICK),
   ...[1, 16, 256].map((t) => kvScatter(32, 128, 2048, t, FULL)),
+  ropeKv(8, 2, 64, 256, 1, QUICK),
+  ...[64, 128].map((dim) => ropeKv(32, 8, dim, 2048, 1, FULL)),
   attention(8, 64, 128, QUICK),
   attention(8, 128, 1024, QUICK),
   ...[128, 512, 2048, 4096, 8192, 32768].map((t) => attention(32, 128, t, FULL)),

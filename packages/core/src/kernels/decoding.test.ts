@@ -3,7 +3,8 @@ import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
 import { type AttrValues, inferKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
 import { compareOutputs } from '../testing/compare.js';
 import { Rng } from '../testing/random.js';
-import { incrementalAttention, kvCacheScatter } from './decoding.js';
+import { incrementalAttention, kvCacheScatter, ropeKvScatter } from './decoding.js';
+import { rope } from './rope.js';
 
 const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
 
@@ -446,5 +447,115 @@ describe('positions and lengths held in device tensors', () => {
     expect(e).toBeInstanceOf(InvalidArgumentError);
     expect([e.kernel, e.argument]).toEqual(['incrementalAttention', 'attrs.seqLen']);
     expect(e.message).toContain("input 'seqLen'");
+  });
+});
+
+describe('ropeKvScatter reference', () => {
+  const rng = new Rng(12);
+  const [tokens, heads, kvHeads, headDim, maxSeq] = [3, 4, 2, 6, 9];
+  const width = kvHeads * headDim;
+  const q = random(rng, tokens * heads * headDim);
+  const k = random(rng, tokens * width);
+  const v = random(rng, tokens * width);
+  const kCache = random(rng, kvHeads * maxSeq * headDim);
+  const vCache = random(rng, kvHeads * maxSeq * headDim);
+
+  function fused(attrs: Record<string, unknown>, position?: number): Float32Array[] {
+    const inputs = [
+      [tokens, heads, headDim],
+      [tokens, width],
+      [tokens, width],
+      [kvHeads, maxSeq, headDim],
+      [kvHeads, maxSeq, headDim],
+    ].map((shape) => meta(shape));
+    const metas = position === undefined ? inputs : [...inputs, { shape: [1], dtype: 'i32' as const }];
+    const io = inferKernel(ropeKvScatter, metas, attrs);
+    const data = [q, k, v, kCache, vCache, ...(position === undefined ? [] : [Int32Array.of(position)])];
+    return ropeKvScatter.reference(data, io.attrs, { inputs: metas, outputs: io.outputs }) as Float32Array[];
+  }
+
+  for (const layout of ['half', 'interleaved'] as const) {
+    it(`equals rope of q and k then kvCacheScatter of k and v (${layout})`, () => {
+      const position = 5;
+      const attrs = { position, theta: 500, layout };
+      const ropeOf = (x: Float32Array, shape: number[]) =>
+        run(rope, [{ shape, data: x }], { positionOffset: position, theta: 500, layout });
+      const qRot = ropeOf(q, [tokens, heads, headDim]);
+      const kRot = ropeOf(k, [tokens, kvHeads, headDim]);
+      const scatter = (cache: Float32Array, values: Float32Array) =>
+        run(
+          kvCacheScatter,
+          [
+            { shape: [kvHeads, maxSeq, headDim], data: cache },
+            { shape: [tokens, width], data: values },
+          ],
+          { position },
+        );
+      const [qOut, kOut, vOut] = fused(attrs) as [Float32Array, Float32Array, Float32Array];
+      expect(qOut).toEqual(qRot);
+      expect(kOut).toEqual(scatter(kCache, kRot));
+      expect(vOut).toEqual(scatter(vCache, v));
+      // The device position gives the same result as the attribute.
+      expect(fused({ theta: 500, layout }, position)).toEqual([qOut, kOut, vOut]);
+      // Rows outside position … position + T − 1 keep the old cache.
+      expect(kOut.subarray(0, position * headDim)).toEqual(kCache.subarray(0, position * headDim));
+    });
+  }
+
+  it('rejects a device position whose rows do not fit, naming it', () => {
+    const e = thrown(() => fused({}, maxSeq - tokens + 1));
+    expect(e).toBeInstanceOf(InvalidArgumentError);
+    expect([e.kernel, e.argument, e.expected]).toEqual([
+      'ropeKvScatter',
+      'position',
+      `0 … ${maxSeq - tokens}`,
+    ]);
+  });
+
+  it('infers q and the two caches in place, and costs the rows it moves', () => {
+    const metas = [
+      [1, 32, 64],
+      [1, 512],
+      [1, 512],
+      [8, 2048, 64],
+      [8, 2048, 64],
+    ].map((s) => meta(s));
+    const io = inferKernel(ropeKvScatter, metas, { position: 0 });
+    expect(io.outputs.map((o) => [o.name, o.aliasOf])).toEqual([
+      ['q', undefined],
+      ['kCache', 3],
+      ['vCache', 4],
+    ]);
+    expect(ropeKvScatter.cost!(metas, io.attrs)).toEqual({
+      flops: 3 * (2048 + 512),
+      bytes: 4 * 2 * (2048 + 512 + 512),
+    });
+  });
+});
+
+describe('ropeKvScatter argument errors', () => {
+  const cache = meta([2, 8, 6]);
+  it('names k whose shape is neither [T, kvHeads, headDim] nor [T, kvHeads·headDim]', () => {
+    const e = thrown(() =>
+      inferKernel(ropeKvScatter, [meta([2, 4, 6]), meta([2, 3, 6]), meta([2, 12]), cache, cache], {
+        position: 0,
+      }),
+    );
+    expect(e).toBeInstanceOf(ShapeError);
+    expect([e.kernel, e.argument]).toEqual(['ropeKvScatter', 'k']);
+    expect(e.message).toContain('[2, 2, 6] or [2, 12]');
+    expect(e.message).toContain('[2, 3, 6]');
+  });
+
+  it('names q for an odd headDim and attrs.position when the rows do not fit', () => {
+    const odd = meta([2, 8, 5]);
+    const e = thrown(() =>
+      inferKernel(ropeKvScatter, [meta([2, 4, 5]), meta([2, 10]), meta([2, 10]), odd, odd], { position: 0 }),
+    );
+    expect([e.argument, e.expected]).toEqual(['q', 'an even last dimension']);
+    const rows = [meta([2, 4, 6]), meta([2, 12]), meta([2, 12]), cache, cache];
+    const late = thrown(() => inferKernel(ropeKvScatter, rows, { position: 7 }));
+    expect([late.argument, late.expected]).toEqual(['attrs.position', '<= maxSeq − T = 6']);
+    expect(() => inferKernel(ropeKvScatter, rows, { position: 6 })).not.toThrow();
   });
 });

@@ -1,6 +1,8 @@
+import type { HostArray } from '../dtype.js';
 import { defineKernel, deviceAttribute } from '../kernel.js';
-import { formatShape, sizeOf } from '../shape.js';
+import { formatShape, shapesEqual, sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
+import { rope } from './rope.js';
 
 const FAMILY = 'decoding';
 const F32 = ['f32'] as const;
@@ -191,5 +193,120 @@ export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
       flops: nHeads * seqLen * (4 * headDim + 3),
       bytes: BYTES * (2 * nHeads * headDim + 2 * nKvHeads * seqLen * headDim),
     };
+  },
+});
+
+// ---- RoPE fused with the KV-cache write ------------------------------------------
+
+type RopeKvScatterAttrs = { position: number; theta: number; layout: 'half' | 'interleaved' };
+
+/**
+ * One decode step's rope of q and k and the cache writes of k and v in one
+ * kernel. `inverse` is left out: the caches hold forward-rotated keys.
+ */
+export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
+  name: 'ropeKvScatter',
+  family: FAMILY,
+  summary:
+    'rope(q) returned; rope(k) and v written into kCache and vCache at rows position … position + T − 1, in place',
+  inputs: [
+    { name: 'q', dtypes: F32, doc: '[T, heads, headDim], headDim even' },
+    { name: 'k', dtypes: F32, doc: '[T, kvHeads, headDim] or [T, kvHeads·headDim]' },
+    { name: 'v', dtypes: F32, doc: '[T, kvHeads·headDim]' },
+    { name: 'kCache', dtypes: F32, doc: '[kvHeads, maxSeq, headDim], head-first; written in place' },
+    { name: 'vCache', dtypes: F32, doc: '[kvHeads, maxSeq, headDim]; written in place' },
+    {
+      name: 'position',
+      dtypes: ['i32'],
+      optional: true,
+      attribute: 'position',
+      doc: '[1]: the position and cache row of the first token, read on the device (instead of the attribute) so that a recorded step replays at a new position; a value past maxSeq − T writes nothing outside the caches and leaves which rows change and the returned q unspecified',
+    },
+  ],
+  attributes: {
+    position: { kind: 'number', integer: true, min: 0, doc: 'position and cache row of the first token' },
+    theta: rope.attributes.theta,
+    layout: rope.attributes.layout,
+  },
+  infer([q, k, v, kCache, vCache, positionTensor], { position }) {
+    const check = new ArgCheck('ropeKvScatter');
+    check.rank('q', q!, 3, '[T, heads, headDim]');
+    const [tokens, , headDim] = q!.shape as [number, number, number];
+    check.shape(headDim % 2 === 0, 'q', 'headDim must be even', 'an even last dimension', q!.shape);
+    check.rank('kCache', kCache!, 3, '[kvHeads, maxSeq, headDim]');
+    const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
+    check.dim('kCache', kCache!, 2, headDim, "headDim of 'q'");
+    check.sameShape('vCache', vCache!, kCache!.shape, "'kCache'");
+    const rows = [tokens, kvHeads * headDim];
+    check.shape(
+      shapesEqual(k!.shape, rows) || shapesEqual(k!.shape, [tokens, kvHeads, headDim]),
+      'k',
+      "shape must be T of 'q' by the kvHeads and headDim of 'kCache'",
+      `${formatShape([tokens, kvHeads, headDim])} or ${formatShape(rows)}`,
+      k!.shape,
+    );
+    check.sameShape('v', v!, rows, "[T, kvHeads·headDim] of 'q' and 'kCache'");
+    // With the position on the device only the rows' count can be checked here.
+    check.shape(
+      tokens <= maxSeq,
+      'q',
+      `the ${tokens} written row(s) must fit in the cache of ${maxSeq} rows`,
+      `at most ${maxSeq} rows`,
+      q!.shape,
+    );
+    check.attr(
+      positionTensor !== undefined || position + tokens <= maxSeq,
+      'position',
+      `the ${tokens} written row(s) must fit in the cache of ${maxSeq} rows`,
+      `<= maxSeq − T = ${maxSeq - tokens}`,
+      position,
+    );
+    return [
+      { name: 'q', shape: q!.shape, dtype: 'f32' },
+      { name: 'kCache', shape: kCache!.shape, dtype: 'f32', aliasOf: 3 },
+      { name: 'vCache', shape: vCache!.shape, dtype: 'f32', aliasOf: 4 },
+    ];
+  },
+  // The unfused chain itself: rope of q and k at the position, then the two scatters.
+  reference([q, k, v, kCache, vCache, positionTensor], { position: attrPosition, theta, layout }, io) {
+    const [tokens, heads, headDim] = io.inputs[0]!.shape as [number, number, number];
+    const cacheMeta = io.inputs[3]!;
+    const [kvHeads, maxSeq] = cacheMeta.shape as [number, number, number];
+    const position = deviceAttribute(
+      ropeKvScatter,
+      'position',
+      positionTensor,
+      attrPosition,
+      0,
+      maxSeq - tokens,
+    );
+    const ropeAt = (x: HostArray, shape: number[]) =>
+      rope.reference(
+        [x, undefined],
+        { positionOffset: position, theta, inverse: false, layout },
+        {
+          inputs: [{ shape, dtype: 'f32' }],
+          outputs: [{ name: 'y', shape, dtype: 'f32' }],
+        },
+      )[0]!;
+    const scatter = (cache: HostArray, values: HostArray) =>
+      kvCacheScatter.reference(
+        [cache, values, undefined],
+        { position },
+        {
+          inputs: [cacheMeta, { shape: [tokens, kvHeads * headDim], dtype: 'f32' }],
+          outputs: [{ name: 'cache', shape: cacheMeta.shape, dtype: 'f32', aliasOf: 0 }],
+        },
+      )[0]!;
+    return [
+      ropeAt(q!, [tokens, heads, headDim]),
+      scatter(kCache!, ropeAt(k!, [tokens, kvHeads, headDim])),
+      scatter(vCache!, v!),
+    ];
+  },
+  // Reads q, k, v and writes q and the new cache rows; rope's flops for q and k.
+  cost([q, k]) {
+    const n = sizeOf(q!.shape) + sizeOf(k!.shape);
+    return { flops: 3 * n, bytes: 2 * BYTES * (n + sizeOf(k!.shape)) };
   },
 });

@@ -2,7 +2,7 @@ import type { Backend } from '../backend.js';
 import { type DType, type HostArray, toHostArray } from '../dtype.js';
 import { BackendMismatchError, DisposedTensorError, DTypeError, ShapeError } from '../errors.js';
 import { type AnyKernelSpec, type AttrValues, inferKernel, type TensorMeta } from '../kernel.js';
-import { incrementalAttention, kvCacheScatter } from '../kernels/decoding.js';
+import { incrementalAttention, kvCacheScatter, ropeKvScatter } from '../kernels/decoding.js';
 import { copy } from '../kernels/memory.js';
 import { rope } from '../kernels/rope.js';
 import type { Tensor } from '../tensor.js';
@@ -119,6 +119,11 @@ export function replayChecks(getBackend: () => Promise<Backend>): ConformanceChe
       group: 'replay',
       run: async () => replayDecodeStep(await getBackend()),
     },
+    {
+      name: 'ropeKvScatter recorded once replays at new device positions',
+      group: 'replay',
+      run: async () => replayRopeKvScatter(await getBackend()),
+    },
   ];
 }
 
@@ -213,5 +218,59 @@ async function replayDecodeStep(backend: Backend): Promise<void> {
     }
   } finally {
     for (const t of tensors) t.dispose();
+  }
+}
+
+async function replayRopeKvScatter(backend: Backend): Promise<void> {
+  // Two tokens a step, 6 query heads over 2 kv heads of 10, a cache of 37 rows.
+  const [tokens, heads, kvHeads, headDim, maxSeq] = [2, 6, 2, 10, 37];
+  const shapes = [
+    [tokens, heads, headDim],
+    [tokens, kvHeads, headDim],
+    [tokens, kvHeads * headDim],
+    [kvHeads, maxSeq, headDim],
+    [kvHeads, maxSeq, headDim],
+  ];
+  const metas: TensorMeta[] = [
+    ...shapes.map((shape) => ({ shape, dtype: 'f32' as const })),
+    { shape: [1], dtype: 'i32' },
+  ];
+  const rng = new Rng(0x90e4);
+  const host = shapes.map(
+    (shape) =>
+      randomF32(
+        rng,
+        shape.reduce((a, b) => a * b, 1),
+      ) as HostArray,
+  );
+  const tensors = host.map((data, i) => backend.upload(data, shapes[i]!));
+  const positionT = backend.upload(Int32Array.of(5), [1], 'i32');
+  const batch = backend.batch();
+  const [qRot] = batch.run(ropeKvScatter, [...tensors, positionT], { theta: 500000 });
+  try {
+    for (const [step, position] of [5, 7, 0, 35, 19].entries()) {
+      if (step > 0) {
+        for (const i of [0, 1, 2]) {
+          host[i] = randomF32(rng, host[i]!.length);
+          backend.write(tensors[i]!, host[i]!);
+        }
+        backend.write(positionT, [position]);
+      }
+      // Poisoned: a replay that skips the kernel leaves NaN behind.
+      backend.write(qRot!, new Float32Array(qRot!.size).fill(Number.NaN));
+      await batch.submit();
+      const [q, kCache, vCache] = reference(ropeKvScatter, [...host, Int32Array.of(position)], metas, {
+        theta: 500000,
+      });
+      host[3] = kCache!;
+      host[4] = vCache!;
+      const at = `replay ${step} (position ${position})`;
+      const tolerance = ropeTolerance(position + tokens - 1);
+      await expectContents(`${at}: rope of q`, qRot!, q!, tolerance);
+      await expectContents(`${at}: kCache`, tensors[3]!, kCache!, tolerance);
+      await expectContents(`${at}: vCache`, tensors[4]!, vCache!);
+    }
+  } finally {
+    for (const t of [...tensors, positionT, qRot!]) t.dispose();
   }
 }

@@ -1,11 +1,19 @@
-import { createCpuBackend, incrementalAttention, kvCacheScatter, type Tensor } from '@rayo/core';
-import { compareOutputs, Rng } from '@rayo/core/testing';
+import {
+  createCpuBackend,
+  incrementalAttention,
+  kvCacheScatter,
+  ropeKvScatter,
+  type Tensor,
+} from '@rayo/core';
+import { compareOutputs, Rng, ropeTolerance } from '@rayo/core/testing';
 import { describe, expect, it } from 'vitest';
 import { CudaBackend } from '../backend.js';
 import { CudaDriver } from '../driver/driver.js';
 import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
 import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
+import { useEmulatedGpu } from '../testing/emulatedGpu.js';
+import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import { FakeLibCuda } from '../testing/fakeLibCuda.js';
 import { PtxInterpreter } from '../testing/ptxInterpreter.js';
 import {
@@ -19,6 +27,8 @@ import {
   MIN_SPLIT_TOKENS,
   mergeModule,
   planAttention,
+  ropeScatterKey,
+  ropeScatterModule,
   scatterKey,
   scatterModule,
   vectorWidth,
@@ -27,8 +37,12 @@ import {
 const H100 = { multiprocessors: 132 };
 
 describe('decoding kernels', () => {
-  it('implements kvCacheScatter and incrementalAttention', () => {
-    expect(DECODING_KERNELS.map((k) => k.spec.name)).toEqual(['kvCacheScatter', 'incrementalAttention']);
+  it('implements kvCacheScatter, incrementalAttention and ropeKvScatter', () => {
+    expect(DECODING_KERNELS.map((k) => k.spec.name)).toEqual([
+      'kvCacheScatter',
+      'incrementalAttention',
+      'ropeKvScatter',
+    ]);
   });
 
   it('moves four words at a time only where rows and addresses allow it', () => {
@@ -270,5 +284,80 @@ describe('device positions and lengths outside the cache on an emulated device',
       out.dispose();
     }
     gpu.dispose();
+  }, 120_000);
+});
+
+describe.skipIf(gate.skip)(`ropeKvScatter PTX assembles cleanly with ptxas (${gate.reason})`, () => {
+  for (const layout of ['half', 'interleaved'] as const) {
+    for (const devicePosition of [false, true]) {
+      it(`${ropeScatterKey(layout, devicePosition)} for sm_90 and ${DEFAULT_TARGET}`, () => {
+        const text = ropeScatterModule(layout, devicePosition).emit();
+        for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
+      }, 60_000);
+    }
+  }
+});
+
+describe('ropeKvScatter on an emulated device', () => {
+  // One SM: the grid is smaller than the work, so the grid-stride loop turns.
+  const { gpu, cpu } = useEmulatedGpu({ multiprocessors: 1 });
+  const POISON = Number.NaN;
+
+  // [T, heads, kvHeads, headDim, maxSeq, position, device position, k as [T, kvHeads, headDim]]
+  const CASES: readonly (readonly [number, number, number, number, number, number, boolean, boolean])[] = [
+    [1, 3, 1, 6, 13, 12, false, false],
+    [5, 4, 2, 14, 13, 0, false, true],
+    [1, 32, 8, 64, 67, 66, true, false],
+    [3, 6, 3, 10, 9, 6, true, true],
+  ];
+  for (const layout of ['half', 'interleaved'] as const) {
+    for (const [tokens, heads, kvHeads, headDim, maxSeq, position, onDevice, kByHead] of CASES) {
+      it(`${layout}: T ${tokens}, ${heads}/${kvHeads} heads, headDim ${headDim}, ${onDevice ? 'device ' : ''}position ${position} of ${maxSeq}`, async () => {
+        const rng = new Rng(tokens * 1000 + heads * 100 + headDim);
+        const random = (n: number) => Float32Array.from({ length: n }, () => rng.uniform(-1, 1));
+        const width = kvHeads * headDim;
+        const shapes = [
+          [tokens, heads, headDim],
+          kByHead ? [tokens, kvHeads, headDim] : [tokens, width],
+          [tokens, width],
+          [kvHeads, maxSeq, headDim],
+          [kvHeads, maxSeq, headDim],
+        ];
+        const data = shapes.map((shape) => random(shape.reduce((a, b) => a * b, 1)));
+        const attrs = { layout, theta: 10000, ...(onDevice ? {} : { position }) };
+        const run = async (backend: typeof gpu | typeof cpu) => {
+          const inputs = data.map((x, i) => backend.upload(x, shapes[i]!));
+          const at = onDevice ? [backend.upload(Int32Array.of(position), [1], 'i32')] : [];
+          const y = backend.upload(new Float32Array(data[0]!.length).fill(POISON), shapes[0]!);
+          const outs = backend.run(ropeKvScatter, [...inputs, ...at], attrs, { out: [y] });
+          return Promise.all(outs.map((t) => t.read()));
+        };
+        const [got, want] = [await run(gpu), await run(cpu)];
+        const tolerance = ropeTolerance(position + tokens - 1);
+        for (const o of [0, 1, 2])
+          expect(compareOutputs('f32', got[o]!, want[o]!, tolerance)).toBeUndefined();
+        // v is copied bit for bit.
+        expect(got[2]).toEqual(want[2]);
+      }, 120_000);
+    }
+  }
+
+  it('a device position past the cache writes nothing to the caches', async () => {
+    const rng = new Rng(5);
+    const random = (n: number) => Float32Array.from({ length: n }, () => rng.uniform(-1, 1));
+    const [tokens, heads, kvHeads, headDim, maxSeq] = [3, 4, 2, 8, 9];
+    const kData = random(kvHeads * maxSeq * headDim);
+    const vData = random(kvHeads * maxSeq * headDim);
+    const kCache = gpu.upload(kData, [kvHeads, maxSeq, headDim]);
+    const vCache = gpu.upload(vData, [kvHeads, maxSeq, headDim]);
+    const q = gpu.upload(random(tokens * heads * headDim), [tokens, heads, headDim]);
+    const rows = gpu.upload(random(tokens * kvHeads * headDim), [tokens, kvHeads * headDim]);
+    const at = gpu.upload(Int32Array.of(0), [1], 'i32');
+    for (const position of [7, 9, -1, 2 ** 31 - 1]) {
+      gpu.write(at, [position]);
+      gpu.run(ropeKvScatter, [q, rows, rows, kCache, vCache, at])[0]!.dispose();
+      expect(await kCache.read()).toEqual(kData);
+      expect(await vCache.read()).toEqual(vData);
+    }
   }, 120_000);
 });

@@ -116,6 +116,59 @@ function sinCos(k: KernelBuilder, hi: F32, lo: F32): { sin: F32; cos: F32 } {
   };
 }
 
+/** sin and cos of a pair's angle, position · 2^(i·c) for a u32 position and pair i (c = cHi + cLo). */
+export function ropeSinCos(
+  k: KernelBuilder,
+  position: R32,
+  i: R32,
+  cHi: F32,
+  cLo: F32,
+): { sin: F32; cos: F32 } {
+  const at = k.cvt('f32', 'u32', f32(k), position, { rnd: 'rn' });
+  const frequency = exp2Product(k, k.cvt('f32', 'u32', f32(k), i, { rnd: 'rn' }), cHi, cLo);
+  const angle = k.mul('f32', f32(k), at, frequency, { rnd: 'rn' });
+  const angleError = k.fma('f32', f32(k), at, frequency, k.neg('f32', f32(k), angle));
+  return sinCos(k, angle, angleError);
+}
+
+/** The pair (a, b) rotated by the angle: (a·cos − b·sin, a·sin + b·cos). */
+export function rotatePair(k: KernelBuilder, a: F32, b: F32, cos: F32, sin: F32): [F32, F32] {
+  const first = k.fma(
+    'f32',
+    f32(k),
+    a,
+    cos,
+    k.neg('f32', f32(k), k.mul('f32', f32(k), b, sin, { rnd: 'rn' })),
+  );
+  const second = k.fma('f32', f32(k), a, sin, k.mul('f32', f32(k), b, cos, { rnd: 'rn' }));
+  return [first, second];
+}
+
+/**
+ * Refuses angles past MAX_ANGLE for rows up to `lastPosition`. A device
+ * position is checked against nothing here: past the bound its angles are
+ * inaccurate.
+ */
+export function checkRopeAngles(
+  kernel: string,
+  argument: string,
+  lastPosition: number,
+  theta: number,
+  headDim: number,
+): void {
+  // The fastest-turning pair has frequency 1 for theta >= 1, theta^(−(headDim−2)/headDim) below.
+  const topFrequency = theta >= 1 ? 1 : theta ** (-(headDim - 2) / headDim);
+  const topAngle = Math.max(1, lastPosition) * topFrequency;
+  if (!(topAngle < MAX_ANGLE)) {
+    throw new UnsupportedOnBackendError('rope angles this large lose their f32 reduction', {
+      kernel,
+      argument,
+      expected: `last position · max frequency < 2^22 (${MAX_ANGLE})`,
+      actual: `${lastPosition} · ${topFrequency}`,
+    });
+  }
+}
+
 export function ropeKey(layout: RopeLayout, headsPerThread: number, devicePosition = false): string {
   return `rope/${layout}/heads${headsPerThread}${devicePosition ? '/at' : ''}`;
 }
@@ -165,13 +218,7 @@ export function ropeModule(layout: RopeLayout, headsPerThread: number, devicePos
         const row = k.div('u32', k.reg('u32'), rest, headRuns);
         const run = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), row, headRuns));
 
-        const position = k.cvt('f32', 'u32', f32(k), k.add('u32', k.reg('u32'), positionOffset, row), {
-          rnd: 'rn',
-        });
-        const frequency = exp2Product(k, k.cvt('f32', 'u32', f32(k), i, { rnd: 'rn' }), cHi, cLo);
-        const angle = k.mul('f32', f32(k), position, frequency, { rnd: 'rn' });
-        const angleError = k.fma('f32', f32(k), position, frequency, k.neg('f32', f32(k), angle));
-        const { sin, cos } = sinCos(k, angle, angleError);
+        const { sin, cos } = ropeSinCos(k, k.add('u32', k.reg('u32'), positionOffset, row), i, cHi, cLo);
         k.mul('f32', sin, sin, sign, { rnd: 'rn' });
 
         // Element offsets of the pair in a head: (i, i + half) or (2i, 2i + 1).
@@ -199,15 +246,7 @@ export function ropeModule(layout: RopeLayout, headsPerThread: number, devicePos
           return { at, ok, values };
         });
         for (const { at, ok, values } of pairs) {
-          const [a, b] = values;
-          const first = k.fma(
-            'f32',
-            f32(k),
-            a,
-            cos,
-            k.neg('f32', f32(k), k.mul('f32', f32(k), b, sin, { rnd: 'rn' })),
-          );
-          const second = k.fma('f32', f32(k), a, sin, k.mul('f32', f32(k), b, cos, { rnd: 'rn' }));
+          const [first, second] = rotatePair(k, values[0], values[1], cos, sin);
           const store = () => {
             k.stGlobal('f32', k.elementAddress(y, at[0], 4), first);
             k.stGlobal('f32', k.elementAddress(y, at[1], 4), second);
@@ -255,19 +294,7 @@ const ropeKernel = cudaKernel(rope, (encoder, { inputs, outputs, attrs }) => {
   checkElementCount('rope', 'x', x.size);
   const [seq, heads, headDim] = x.shape as [number, number, number];
   const half = headDim / 2;
-  const lastPosition = attrs.positionOffset + seq - 1;
-  // The fastest-turning pair has frequency 1 for theta >= 1, theta^(−(headDim−2)/headDim) below.
-  const topFrequency = attrs.theta >= 1 ? 1 : attrs.theta ** (-(headDim - 2) / headDim);
-  const topAngle = Math.max(1, lastPosition) * topFrequency;
-  // A device position is checked against nothing here: past the bound its angles are inaccurate.
-  if (!(topAngle < MAX_ANGLE)) {
-    throw new UnsupportedOnBackendError('rope angles this large lose their f32 reduction', {
-      kernel: 'rope',
-      argument: 'attrs.positionOffset',
-      expected: `(positionOffset + seq − 1) · max frequency < 2^22 (${MAX_ANGLE})`,
-      actual: `${lastPosition} · ${topFrequency}`,
-    });
-  }
+  checkRopeAngles('rope', 'attrs.positionOffset', attrs.positionOffset + seq - 1, attrs.theta, headDim);
   const runs = headsPerThread(encoder.device, seq * heads * half, heads);
   const headRuns = Math.ceil(heads / runs);
   const items = seq * headRuns * half;

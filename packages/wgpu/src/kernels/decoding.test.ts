@@ -1,4 +1,4 @@
-import { incrementalAttention, kvCacheScatter, rope } from '@rayo/core';
+import { incrementalAttention, kvCacheScatter, rope, ropeKvScatter } from '@rayo/core';
 import { Rng } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WgpuBackend } from '../backend.js';
@@ -68,6 +68,24 @@ needsAdapter('wgpu decoding with positions and lengths on the device', () => {
       backend.write(length, [seqLen]);
       using out = backend.run(incrementalAttention, [q, cache, cache, length])[0]!;
       expect(Array.from(await out.read()).every(Number.isNaN)).toBe(true);
+    }
+  });
+  it('ropeKvScatter at a device position past the cache writes nothing to the caches', async () => {
+    const rng = new Rng(5);
+    const [tokens, heads, kvHeads, headDim, maxSeq] = [3, 4, 2, 8, 9];
+    const kData = random(rng, kvHeads * maxSeq * headDim);
+    const vData = random(rng, kvHeads * maxSeq * headDim);
+    using kCache = backend.upload(kData, [kvHeads, maxSeq, headDim]);
+    using vCache = backend.upload(vData, [kvHeads, maxSeq, headDim]);
+    using q = backend.upload(random(rng, tokens * heads * headDim), [tokens, heads, headDim]);
+    using rows = backend.upload(random(rng, tokens * kvHeads * headDim), [tokens, kvHeads * headDim]);
+    using at = backend.upload(Int32Array.of(0), [1], 'i32');
+    for (const position of [7, 9, -1, 2 ** 31 - 1]) {
+      backend.write(at, [position]);
+      using y = backend.run(ropeKvScatter, [q, rows, rows, kCache, vCache, at])[0]!;
+      await y.read();
+      expect(await kCache.read()).toEqual(kData);
+      expect(await vCache.read()).toEqual(vData);
     }
   });
 });

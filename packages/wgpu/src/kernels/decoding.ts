@@ -1,8 +1,9 @@
-import { incrementalAttention, kvCacheScatter } from '@rayo/core';
+import { incrementalAttention, kvCacheScatter, ropeKvScatter } from '@rayo/core';
 import { type AnyWgpuKernel, gridFor, linearWorkgroup, storage, uniform, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
 import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+import { checkRopePositions, ROPE_ANGLE_WGSL, type RopeLayout, ropeLogStep } from './rope.js';
 
 /** vec4 loads where rows are a whole number of vec4s, scalars otherwise. */
 function vectorOf(headDim: number): { width: 1 | 4; type: string; zero: string } {
@@ -491,4 +492,123 @@ const attentionKernel = wgpuKernel(incrementalAttention, (encoder, { inputs, out
   });
 });
 
-export const DECODING_KERNELS: readonly AnyWgpuKernel[] = [scatterKernel, attentionKernel];
+// ---- ropeKvScatter -------------------------------------------------------------
+
+const ROPE_SCATTER_PARAMS = paramLayout([
+  ['n', 'u32'],
+  ['qPairs', 'u32'],
+  ['pairs', 'u32'],
+  ['half', 'u32'],
+  ['headDim', 'u32'],
+  ['heads', 'u32'],
+  ['kvHeads', 'u32'],
+  ['tokens', 'u32'],
+  ['maxSeq', 'u32'],
+  ['position', 'u32'],
+  ['logStep', 'f32'],
+] as const);
+
+function ropeScatterShader(layout: RopeLayout, device: boolean): ShaderSource {
+  const [first, second] =
+    layout === 'half' ? ['pair', 'pair + params.half'] : ['2u * pair', '2u * pair + 1u'];
+  /** The rotated pair of `from` at row offset `src`, written to `to` at row offset `dst`. */
+  const rotate = (from: string, to: string, dst: string) => `
+    let a = ${from}[src + first];
+    let b = ${from}[src + second];
+    ${to}[${dst} + first] = a * c - b * s;
+    ${to}[${dst} + second] = a * s + b * c;`;
+  return {
+    key: `decoding/ropeKvScatter/${layout}${device ? '/device' : ''}/wg${WG}`,
+    kernel: 'ropeKvScatter',
+    // One invocation per item, in order: the rotated pairs of q, those of k
+    // (written to their kCache rows), then the elements of v (copied to their
+    // vCache rows).
+    code: () => `
+${ROPE_SCATTER_PARAMS.wgsl}
+${storage(0, 'q', 'f32', 'read')}
+${storage(1, 'k', 'f32', 'read')}
+${storage(2, 'v', 'f32', 'read')}
+${storage(3, 'y', 'f32', 'read_write')}
+${storage(4, 'kCache', 'f32', 'read_write')}
+${storage(5, 'vCache', 'f32', 'read_write')}
+${device ? storage(6, 'at', 'i32', 'read') : ''}
+${uniform(device ? 7 : 6)}
+
+${ROPE_ANGLE_WGSL}
+
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  ${elementIndex('params.n')}
+${
+  device
+    ? `  // A device position whose rows do not fit writes nothing to the caches (tokens <= maxSeq was checked on the host).
+  let p = at[0];
+  let fits = p >= 0 && u32(p) <= params.maxSeq - params.tokens;
+  let position = bitcast<u32>(p);`
+    : `  let fits = true;
+  let position = params.position;`
+}
+  if (i >= params.pairs) {
+    if (!fits) { return; }
+    let j = i - params.pairs;
+    let rest = j / params.headDim; // t · kvHeads + h
+    let t = rest / params.kvHeads;
+    let h = rest % params.kvHeads;
+    vCache[(h * params.maxSeq + position + t) * params.headDim + j % params.headDim] = v[j];
+    return;
+  }
+  let isK = i >= params.qPairs;
+  if (isK && !fits) { return; }
+  let j = select(i, i - params.qPairs, isK);
+  let rowHeads = select(params.heads, params.kvHeads, isK);
+  let pair = j % params.half;
+  let rest = j / params.half; // t · rowHeads + h
+  let t = rest / rowHeads;
+  let angle = ropeAngle(position + t, pair, params.logStep);
+  let c = cos(angle);
+  let s = sin(angle);
+  let first = ${first};
+  let second = ${second};
+  let src = rest * params.headDim;
+  if (isK) {${rotate('k', 'kCache', '(rest % rowHeads * params.maxSeq + position + t) * params.headDim')}
+  } else {${rotate('q', 'y', 'src')}
+  }
+}`,
+  };
+}
+
+const ropeScatterKernel = wgpuKernel(ropeKvScatter, (encoder, { inputs, outputs, attrs }) => {
+  const [q, k, v, , , at] = inputs;
+  const [y, kCache, vCache] = outputs;
+  const [tokens, heads, headDim] = q!.shape as [number, number, number];
+  const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
+  const half = headDim / 2;
+  const qPairs = tokens * heads * half;
+  const pairs = qPairs + tokens * kvHeads * half;
+  const n = pairs + v!.size;
+  if (n === 0) return;
+  checkRopePositions('ropeKvScatter', 'attrs.position', (at ? maxSeq : attrs.position + tokens) - 1);
+  encoder.dispatch({
+    shader: ropeScatterShader(attrs.layout, at !== undefined),
+    buffers: [q!, k!, v!, y!, kCache!, vCache!, ...(at ? [at] : [])],
+    params: {
+      layout: ROPE_SCATTER_PARAMS,
+      values: {
+        n,
+        qPairs,
+        pairs,
+        half,
+        headDim,
+        heads,
+        kvHeads,
+        tokens,
+        maxSeq,
+        position: attrs.position ?? 0,
+        logStep: ropeLogStep(attrs.theta, headDim),
+      },
+    },
+    workgroups: elementGrid(encoder, n),
+  });
+});
+
+export const DECODING_KERNELS: readonly AnyWgpuKernel[] = [scatterKernel, attentionKernel, ropeScatterKernel];

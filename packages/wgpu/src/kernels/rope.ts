@@ -24,9 +24,51 @@ const PARAMS = paramLayout([
   ['sign', 'f32'],
 ] as const);
 
-type Layout = 'half' | 'interleaved';
+/**
+ * WGSL `ropeAngle(position, pair, logStep)`: position · exp2(pair · logStep)
+ * radians reduced to [−π, π), for every rope shader.
+ */
+export const ROPE_ANGLE_WGSL = `
+/** fract(a · b) for a < 2^12 times a power of two and b with at most 12 significant bits: the product is exact. */
+fn turns(a: f32, b: f32) -> f32 { return fract(a * b); }
 
-function ropeShader(layout: Layout, device: boolean) {
+fn ropeAngle(position: u32, pair: u32, logStep: f32) -> f32 {
+  // The frequency in turns per position, and its split into 12 + 12 significant bits.
+  let g = exp2(f32(pair) * logStep) * 0.15915494309189535;
+  let gh = bitcast<f32>(bitcast<u32>(g) & 0xfffff000u);
+  let gl = g - gh;
+  let p0 = f32(position & 0xfffu);
+  let p1 = f32((position >> 12u) & 0xfffu) * 4096.0;
+  let p2 = f32(position >> 24u) * 16777216.0;
+  var t = turns(p0, gh);
+  t = fract(t + turns(p0, gl));
+  t = fract(t + turns(p1, gh));
+  t = fract(t + turns(p1, gl));
+  t = fract(t + turns(p2, gh));
+  t = fract(t + turns(p2, gl));
+  return 6.283185307179586 * select(t, t - 1.0, t >= 0.5);
+}`;
+
+/** −2 · log2(theta) / headDim: pair i's frequency is exp2(i · logStep). */
+export function ropeLogStep(theta: number, headDim: number): number {
+  return (-2 * Math.log2(theta)) / headDim;
+}
+
+/** Positions are u32 in the shaders. */
+export function checkRopePositions(kernel: string, argument: string, last: number): void {
+  if (last > 0xffffffff) {
+    throw new UnsupportedOnBackendError('positions are 32-bit on the GPU', {
+      kernel,
+      argument,
+      expected: `a last position of at most ${0xffffffff}`,
+      actual: String(last),
+    });
+  }
+}
+
+export type RopeLayout = 'half' | 'interleaved';
+
+function ropeShader(layout: RopeLayout, device: boolean) {
   // Interleaved pairs are adjacent elements: pair p is vec2 element p.
   const interleaved = layout === 'interleaved';
   return {
@@ -39,8 +81,7 @@ ${storage(1, 'y', interleaved ? 'vec2<f32>' : 'f32', 'read_write')}
 ${device ? storage(2, 'offset', 'i32', 'read') : ''}
 ${uniform(device ? 3 : 2)}
 
-/** fract(a · b) for a < 2^12 times a power of two and b with at most 12 significant bits: the product is exact. */
-fn turns(a: f32, b: f32) -> f32 { return fract(a * b); }
+${ROPE_ANGLE_WGSL}
 
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
@@ -48,20 +89,7 @@ fn main(${BUILTINS}) {
   let pair = i % params.half;
   let rest = i / params.half; // s · heads + h
   let position = params.positionOffset${device ? ' + bitcast<u32>(offset[0])' : ''} + rest / params.heads;
-  // The frequency in turns per position, and its split into 12 + 12 significant bits.
-  let g = exp2(f32(pair) * params.logStep) * 0.15915494309189535;
-  let gh = bitcast<f32>(bitcast<u32>(g) & 0xfffff000u);
-  let gl = g - gh;
-  let p0 = f32(position & 0xfffu);
-  let p1 = f32((position >> 12u) & 0xfffu) * 4096.0;
-  let p2 = f32(position >> 24u) * 16777216.0;
-  var t = turns(p0, gh);
-  t = fract(t + turns(p0, gl));
-  t = fract(t + turns(p1, gh));
-  t = fract(t + turns(p1, gl));
-  t = fract(t + turns(p2, gh));
-  t = fract(t + turns(p2, gl));
-  let angle = params.sign * 6.283185307179586 * select(t, t - 1.0, t >= 0.5);
+  let angle = params.sign * ropeAngle(position, pair, params.logStep);
   let c = cos(angle);
   let s = sin(angle);
 ${
@@ -87,15 +115,7 @@ export const ROPE_KERNELS: readonly AnyWgpuKernel[] = [
     const half = headDim / 2;
     const pairs = seq * heads * half;
     if (pairs === 0) return;
-    const last = attrs.positionOffset + seq - 1;
-    if (last > 0xffffffff) {
-      throw new UnsupportedOnBackendError('positions are 32-bit on the GPU', {
-        kernel: 'rope',
-        argument: 'attrs.positionOffset',
-        expected: `a last position of at most ${0xffffffff}`,
-        actual: String(last),
-      });
-    }
+    checkRopePositions('rope', 'attrs.positionOffset', attrs.positionOffset + seq - 1);
     encoder.dispatch({
       shader: ropeShader(attrs.layout, offset !== undefined),
       buffers: offset ? [x, outputs[0]!, offset] : [x, outputs[0]!],
@@ -107,7 +127,7 @@ export const ROPE_KERNELS: readonly AnyWgpuKernel[] = [
           headDim,
           heads,
           positionOffset: attrs.positionOffset,
-          logStep: (-2 * Math.log2(attrs.theta)) / headDim,
+          logStep: ropeLogStep(attrs.theta, headDim),
           sign: attrs.inverse ? -1 : 1,
         },
       },

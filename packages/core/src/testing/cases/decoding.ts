@@ -9,6 +9,7 @@ import {
   invalid,
   valid,
 } from '../cases.js';
+import { ropeTolerance } from './rope.js';
 
 const cases: AnyConformanceCase[] = [];
 const errors: AnyErrorCase[] = [];
@@ -340,6 +341,139 @@ errors.push(
     attrs: { seqLen: 3, scale: -1 },
     error: 'argument',
     argument: 'attrs.scale',
+  }),
+);
+
+// ---- ropeKvScatter -----------------------------------------------------------
+// Random caches again, so a write to any other row shows; q, k and v random.
+
+// [T, heads, kvHeads, headDim, maxSeq, position, device position, k as [T, kvHeads, headDim]].
+const ROPE_SCATTERS: readonly (readonly [
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+  boolean,
+  boolean,
+])[] = [
+  [1, 1, 1, 2, 1, 0, false, false],
+  [1, 3, 1, 6, 13, 0, false, true],
+  [1, 3, 1, 6, 13, 12, false, false],
+  [5, 4, 2, 14, 13, 8, false, true],
+  [5, 7, 7, 10, 13, 0, false, false],
+  [1, 32, 8, 64, 67, 66, false, false],
+  [3, 32, 8, 128, 61, 58, false, true],
+  [1, 1, 1, 2, 1, 0, true, false],
+  [1, 3, 1, 6, 13, 12, true, true],
+  [5, 4, 2, 14, 13, 3, true, false],
+  [13, 2, 1, 6, 13, 0, true, false],
+  [1, 32, 8, 64, 2048, 2047, true, false],
+];
+for (const layout of ['half', 'interleaved'] as const) {
+  for (const [tokens, heads, kvHeads, headDim, maxSeq, position, onDevice, kByHead] of ROPE_SCATTERS) {
+    const width = kvHeads * headDim;
+    const cache = f32([kvHeads, maxSeq, headDim]);
+    const kShape = kByHead ? [tokens, kvHeads, headDim] : [tokens, width];
+    const inputs = [f32([tokens, heads, headDim]), f32(kShape), f32([tokens, width]), cache, cache];
+    cases.push(
+      valid(k.ropeKvScatter, {
+        label: `${layout}: q [${tokens}, ${heads}, ${headDim}], k [${kShape.join(', ')}] into caches [${kvHeads}, ${maxSeq}, ${headDim}] at ${onDevice ? 'a device position ' : ''}${position}`,
+        inputs: onDevice ? [...inputs, deviceValue(position)] : inputs,
+        attrs: onDevice ? { layout } : { position, layout },
+        tolerance: ropeTolerance(position + tokens - 1),
+      }),
+    );
+  }
+}
+cases.push(
+  valid(k.ropeKvScatter, {
+    label: 'theta 500000 at position 1000',
+    inputs: [f32([1, 4, 64]), f32([1, 2, 64]), f32([1, 128]), f32([2, 1031, 64]), f32([2, 1031, 64])],
+    attrs: { position: 1000, theta: 500000 },
+    tolerance: ropeTolerance(1000),
+  }),
+);
+
+const Q = f32([2, 4, 6]);
+const K = f32([2, 12]);
+const CACHE = f32([2, 8, 6]);
+errors.push(
+  invalid(k.ropeKvScatter, {
+    label: 'odd headDim',
+    inputs: [f32([2, 4, 5]), f32([2, 10]), f32([2, 10]), f32([2, 8, 5]), f32([2, 8, 5])],
+    attrs: { position: 0 },
+    error: 'shape',
+    argument: 'q',
+  }),
+  invalid(k.ropeKvScatter, {
+    label: 'q of rank 2',
+    inputs: [f32([4, 6]), f32([1, 12]), f32([1, 12]), CACHE, CACHE],
+    attrs: { position: 0 },
+    error: 'shape',
+    argument: 'q',
+  }),
+  invalid(k.ropeKvScatter, {
+    label: 'kCache headDim differing from q',
+    inputs: [Q, K, K, f32([2, 8, 4]), f32([2, 8, 4])],
+    attrs: { position: 0 },
+    error: 'shape',
+    argument: 'kCache',
+  }),
+  invalid(k.ropeKvScatter, {
+    label: 'vCache shape differing from kCache',
+    inputs: [Q, K, K, CACHE, f32([2, 9, 6])],
+    attrs: { position: 0 },
+    error: 'shape',
+    argument: 'vCache',
+  }),
+  invalid(k.ropeKvScatter, {
+    label: 'k with another token count',
+    inputs: [Q, f32([3, 12]), K, CACHE, CACHE],
+    attrs: { position: 0 },
+    error: 'shape',
+    argument: 'k',
+  }),
+  invalid(k.ropeKvScatter, {
+    label: 'v of [T, kvHeads, headDim]',
+    inputs: [Q, K, f32([2, 2, 6]), CACHE, CACHE],
+    attrs: { position: 0 },
+    error: 'shape',
+    argument: 'v',
+  }),
+  invalid(k.ropeKvScatter, {
+    label: 'rows past the cache at attrs.position',
+    inputs: [Q, K, K, CACHE, CACHE],
+    attrs: { position: 7 },
+    error: 'argument',
+    argument: 'attrs.position',
+  }),
+  invalid(k.ropeKvScatter, {
+    label: 'more rows than the cache holds, with a device position',
+    inputs: [f32([9, 4, 6]), f32([9, 12]), f32([9, 12]), CACHE, CACHE, deviceValue(0)],
+    error: 'shape',
+    argument: 'q',
+  }),
+  invalid(k.ropeKvScatter, {
+    label: 'a device position and attrs.position both',
+    inputs: [Q, K, K, CACHE, CACHE, deviceValue(1)],
+    attrs: { position: 1 },
+    error: 'argument',
+    argument: 'attrs.position',
+  }),
+  invalid(k.ropeKvScatter, {
+    label: 'position missing',
+    inputs: [Q, K, K, CACHE, CACHE],
+    attrs: {},
+    error: 'argument',
+    argument: 'attrs.position',
+  }),
+  invalid(k.ropeKvScatter, {
+    label: 'a u32 device position',
+    inputs: [Q, K, K, CACHE, CACHE, { shape: [1], dtype: 'u32', init: () => [1] }],
+    error: 'dtype',
+    argument: 'position',
   }),
 );
 
