@@ -564,6 +564,35 @@ def build(torch, device, case):
         name = "F.rms_norm" if rms_norm is not None else "composite rms_norm"
         return [Candidate(name + ", then F.linear", norm_linear)], "device"
 
+    if kind == "rmsNormMatmul3":
+        eps = float(attrs.get("eps", 1e-6))
+        rms_norm = getattr(F, "rms_norm", None)
+
+        def normed(x, nw):
+            if rms_norm is not None:
+                return rms_norm(x, (x.shape[-1],), nw, eps)
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * nw
+
+        def norm_linears(i):
+            x, nw, *ws = sets[i % n]
+            h = normed(x, nw)
+            for w in ws:
+                F.linear(h, w)
+
+        # The layout models that fuse q, k and v use: one weight [N0 + N1 + N2, K], one product.
+        stacked = [torch.cat(s[2:], dim=0) for s in sets]
+        sizes = [w.shape[0] for w in sets[0][2:]]
+
+        def norm_linear_stacked(i):
+            x, nw, *_ws = sets[i % n]
+            F.linear(normed(x, nw), stacked[i % n]).split(sizes, dim=-1)
+
+        name = "F.rms_norm" if rms_norm is not None else "composite rms_norm"
+        return [
+            Candidate(name + ", then one F.linear per weight", norm_linears),
+            Candidate(name + ", then one F.linear on the stacked weights, split", norm_linear_stacked),
+        ], "device"
+
     if kind == "kvCacheScatter":
         heads, _max_seq, dim = case["shapes"][0]
         position = int(attrs.get("position", 0))

@@ -49,6 +49,8 @@ describe('the suite', () => {
       'gateup/1x4096x11008-norm',
       'normmatmul/1x2048x2048',
       'normmatmul/1x2048x32000',
+      'normmatmul3/1x2048x2048+512+512',
+      'normmatmul3/1x4096x4096+1024+1024',
       'wcache/1x4096x4096',
       'wcache/4x4096x4096',
       'wcache/64x4096x4096',

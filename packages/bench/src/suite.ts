@@ -12,6 +12,7 @@ import {
   matmul,
   rmsNorm,
   rmsNormMatmul,
+  rmsNormMatmul3,
   rope,
   ropeKvScatter,
   softmax,
@@ -60,6 +61,12 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
   },
   normmatmul: {
     title: 'RMSNorm folded into a product, 1×K → N',
+    x: 'weight bytes',
+    xBytes: true,
+    caseTicks: true,
+  },
+  normmatmul3: {
+    title: 'RMSNorm folded into q, k and v at once, 1×K → N0 + N1 + N2',
     x: 'weight bytes',
     xBytes: true,
     caseTicks: true,
@@ -234,6 +241,24 @@ function normMatmul([m, k, n]: readonly [number, number, number], when: Modes): 
     attrs: { eps: 1e-5 },
     bound: 'bytes',
     x: 4 * k * n,
+    ...modes(when),
+    tolerance: MAX_TOL,
+  };
+}
+
+/** rmsNorm(x)·W_iᵀ against three weights stored [N_i, K] in one launch: a decoder's q, k and v. */
+function normMatmul3(
+  [m, k, ...ns]: readonly [number, number, number, number, number],
+  when: Modes,
+): BenchCase {
+  return {
+    id: `normmatmul3/${m}x${k}x${ns.join('+')}`,
+    family: 'normmatmul3',
+    spec: rmsNormMatmul3,
+    inputs: [{ shape: [m, k] }, { shape: [k], fill: 'positive' }, ...ns.map((n) => ({ shape: [n, k] }))],
+    attrs: { eps: 1e-5 },
+    bound: 'bytes',
+    x: 4 * k * ns.reduce((a, b) => a + b, 0),
     ...modes(when),
     tolerance: MAX_TOL,
   };
@@ -488,6 +513,13 @@ const CASES: BenchCase[] = [
       [1, 4096, 4096],
     ] as const
   ).map((s) => normMatmul(s, FULL)),
+  normMatmul3([1, 256, 256, 64, 64], QUICK),
+  ...(
+    [
+      [1, 2048, 2048, 512, 512],
+      [1, 4096, 4096, 1024, 1024],
+    ] as const
+  ).map((s) => normMatmul3(s, FULL)),
   kvScatter(8, 64, 256, 1, QUICK),
   kvScatter(8, 64, 256, 16, QUICK),
   ...[1, 16, 256].map((t) => kvScatter(32, 128, 2048, t, FULL)),

@@ -3,7 +3,7 @@ import { ShapeError } from '../errors.js';
 import { type AttrValues, inferKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
 import { Rng } from '../testing/random.js';
 import { swiglu } from './elementwise.js';
-import { gateUpSwiglu, rmsNormMatmul } from './fused.js';
+import { gateUpSwiglu, rmsNormMatmul, rmsNormMatmul3 } from './fused.js';
 import { matmul } from './matmul.js';
 import { rmsNorm } from './normalization.js';
 
@@ -88,5 +88,43 @@ describe('rmsNormMatmul reference', () => {
     expect(() => inferKernel(rmsNormMatmul, [meta([1, 8]), meta([8]), meta([8, 4])])).toThrow(
       /rmsNormMatmul.*'w'.*dimension 1 = 8/s,
     );
+  });
+});
+
+describe('rmsNormMatmul3 reference', () => {
+  const rng = new Rng(5);
+  const r = (shape: number[]) => ({
+    shape,
+    data: Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.uniform(-1, 1)),
+  });
+
+  it('gives each weight the output rmsNormMatmul gives it alone', () => {
+    const [m, k] = [3, 23];
+    const x = r([m, k]);
+    const nw = r([k]);
+    const ws = [r([7, k]), r([1, k]), r([4, k])];
+    for (const count of [1, 2, 3]) {
+      const weights = ws.slice(0, count);
+      const metas = [x, nw, ...weights].map((a) => meta(a.shape));
+      const io = inferKernel(rmsNormMatmul3, metas, { eps: 1e-3 });
+      expect(io.outputs.map((o) => o.shape)).toEqual(weights.map((w) => [m, w.shape[0]]));
+      const got = rmsNormMatmul3.reference(
+        [x, nw, ...weights].map((a) => a.data),
+        io.attrs,
+        { inputs: metas, outputs: io.outputs },
+      );
+      weights.forEach((w, i) => {
+        expect(Array.from(got[i]!)).toEqual(Array.from(run(rmsNormMatmul, [x, nw, w], { eps: 1e-3 })));
+      });
+    }
+  });
+
+  it('names the argument in its errors', () => {
+    expect(() => inferKernel(rmsNormMatmul3, [meta([1, 8]), meta([8]), meta([4, 8]), meta([2, 7])])).toThrow(
+      /rmsNormMatmul3.*'w1'.*dimension 1 = 8/s,
+    );
+    expect(() =>
+      inferKernel(rmsNormMatmul3, [meta([1, 8]), meta([8]), meta([4, 8]), undefined, meta([2, 8])]),
+    ).toThrow(/rmsNormMatmul3.*'w1'/s);
   });
 });

@@ -148,3 +148,59 @@ export const rmsNormMatmul = defineKernel<EpsAttrs>({
     return { flops: 2 * m * n * k + 3 * m * k, bytes: BYTES * (m * k + k + n * k + m * n) };
   },
 });
+
+/**
+ * y_i = rmsNorm(x, normWeight, eps)·w_iᵀ for up to three weights sharing one
+ * norm: a decoder layer's q, k and v projections in one launch. Each weight
+ * alone has too few rows to fill a GPU (k and v are a quarter of q with
+ * grouped-query attention); together they stream as one matrix of
+ * N0 + N1 + N2 rows, each output column finding its weight by comparing
+ * against N0 and N0 + N1. w1 and w2 are optional, so two weights work too.
+ */
+export const rmsNormMatmul3 = defineKernel<EpsAttrs>({
+  name: 'rmsNormMatmul3',
+  family: FAMILY,
+  summary: 'y_i = rmsNorm(x, normWeight)·w_iᵀ for up to three weights, one norm and one pass',
+  inputs: [
+    { name: 'x', dtypes: F32, doc: '[M, K]: M rows (1 when decoding)' },
+    { name: 'normWeight', dtypes: F32, doc: '[K]' },
+    { name: 'w0', dtypes: F32, doc: '[N0, K], as a linear layer stores it' },
+    { name: 'w1', dtypes: F32, optional: true, doc: '[N1, K]' },
+    { name: 'w2', dtypes: F32, optional: true, doc: "[N2, K]; only with 'w1'" },
+  ],
+  attributes: { eps: EPS },
+  infer([x, normWeight, ...weights]) {
+    const check = new ArgCheck('rmsNormMatmul3');
+    check.rank('x', x!, 2, '[M, K]');
+    const [m, k] = x!.shape as [number, number];
+    check.shape(k > 0, 'x', 'rmsNorm of an empty row is undefined', 'K of at least 1', x!.shape);
+    check.rank('normWeight', normWeight!, 1, '[K]');
+    check.dim('normWeight', normWeight!, 0, k, "K of 'x'");
+    // Outputs are positional, so a third weight without a second would leave a gap.
+    check.shape(
+      !(weights[2] && !weights[1]),
+      'w1',
+      "'w2' is given without 'w1'",
+      "'w1' whenever 'w2' is given",
+      'nothing',
+    );
+    return weights.flatMap((w, i) => {
+      if (!w) return [];
+      check.rank(`w${i}`, w, 2, `[N${i}, K]`);
+      check.dim(`w${i}`, w, 1, k, "K of 'x'");
+      return [{ name: `y${i}`, shape: [m, w.shape[0]!], dtype: 'f32' as const }];
+    });
+  },
+  reference([x, normWeight, ...weights], { eps }, io) {
+    const [m, k] = io.inputs[0]!.shape as [number, number];
+    return io.outputs.map((out, i) => {
+      const n = out.shape[1]!;
+      return Float32Array.from(normedDots(x!, [weights[i]!], normWeight, eps, m, k, n)[0]!);
+    });
+  },
+  cost([x, _normWeight, ...weights]) {
+    const [m, k] = x!.shape as [number, number];
+    const n = weights.reduce((s, w) => s + (w ? w.shape[0]! : 0), 0);
+    return { flops: 2 * m * n * k + 3 * m * k, bytes: BYTES * (m * k + k + n * k + m * n) };
+  },
+});

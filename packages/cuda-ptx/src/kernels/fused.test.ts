@@ -1,4 +1,4 @@
-import { gateUpSwiglu, rmsNormMatmul, type Tensor } from '@rayo/core';
+import { gateUpSwiglu, rmsNormMatmul, rmsNormMatmul3, type Tensor } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
@@ -14,11 +14,20 @@ const variants: FusedVariant[] = [
   ...[1, 2, 4, 8, FUSED_MAX_ROWS].flatMap((rows) =>
     [false, true].map((vec) => ({ gated: false, rows, vec, norm: true })),
   ),
+  ...[2, 3].flatMap((weights) =>
+    [1, 2, 9, FUSED_MAX_ROWS].flatMap((rows) =>
+      [false, true].map((vec) => ({ gated: false, weights, rows, vec, norm: true })),
+    ),
+  ),
 ];
 
 describe('fused streaming kernels', () => {
   it('implements gateUpSwiglu and rmsNormMatmul', () => {
-    expect(FUSED_KERNELS.map((k) => k.spec.name)).toEqual(['gateUpSwiglu', 'rmsNormMatmul']);
+    expect(FUSED_KERNELS.map((k) => k.spec.name)).toEqual([
+      'gateUpSwiglu',
+      'rmsNormMatmul',
+      'rmsNormMatmul3',
+    ]);
   });
 
   it('reads both weights with .v4 through the non-coherent cache and writes only y', () => {
@@ -43,6 +52,20 @@ describe('fused streaming kernels', () => {
     expect(() => fusedModule({ gated: true, rows: FUSED_MAX_ROWS + 1, vec: true, norm: false })).toThrow(
       /rows/,
     );
+    expect(fusedKey({ gated: false, weights: 3, rows: 1, vec: true, norm: true })).toBe(
+      'fused/rmsNormMatmul3/w3/m1/v4/norm',
+    );
+    expect(() => fusedModule({ gated: false, weights: 4, rows: 1, vec: true, norm: true })).toThrow(
+      /weights/,
+    );
+    expect(() => fusedModule({ gated: true, weights: 2, rows: 1, vec: true, norm: true })).toThrow(/weights/);
+  });
+
+  it('streams one weight per warp whichever of the three it is, and stores once', () => {
+    const text = fusedModule({ gated: false, weights: 3, rows: 1, vec: true, norm: true }).emit();
+    expect(text.match(/ld\.global\.nc\.v4\.f32/g)).toHaveLength(3 * 4 + 3);
+    expect(text.match(/st\.global/g)).toHaveLength(1);
+    expect(text.match(/selp\.u64/g)).toHaveLength(2 * 2);
   });
 });
 
@@ -112,6 +135,48 @@ describe('gateUpSwiglu on a one-SM emulated device', () => {
       expect(
         compareOutputs('f32', await y!.read(), await want!.read(), { rtol: 1e-4, atol: 5e-5 * Math.sqrt(k) }),
       ).toBeUndefined();
+    });
+  }
+
+  // Column splits inside a block and across blocks (8 columns a block), a
+  // weight of one row, K with and without .v4, M past a block's rows.
+  for (const [m, k, ns] of [
+    [1, 4096, [37, 9, 9]],
+    [1, 1027, [5, 1, 3]],
+    [13, 260, [17, 8, 1]],
+    [3, 131, [11, 6]],
+    [2, 64, [7]],
+  ] as const) {
+    it(`rmsNormMatmul3 ${m}×${k}→${ns.join('+')}`, async () => {
+      const shapes: number[][] = [[m, k], [k], ...ns.map((n) => [n, k])];
+      const data = shapes.map((s) => random(s.reduce((a, b) => a * b, 1)));
+      const first = fake.launches.length;
+      const outs = ns.map((n) =>
+        gpu.upload(
+          Float32Array.from({ length: m * n }, () => Number.NaN),
+          [m, n],
+        ),
+      );
+      gpu.run(
+        rmsNormMatmul3,
+        data.map((d, i) => gpu.upload(d, shapes[i]!)),
+        {},
+        { out: outs },
+      );
+      expect(fake.launches.length - first).toBe(1);
+      const want = cpu.run(
+        rmsNormMatmul3,
+        data.map((d, i) => cpu.upload(d, shapes[i]!)),
+      );
+      expect(want).toHaveLength(ns.length);
+      for (let i = 0; i < ns.length; i++) {
+        expect(
+          compareOutputs('f32', await outs[i]!.read(), await want[i]!.read(), {
+            rtol: 1e-4,
+            atol: 5e-5 * Math.sqrt(k),
+          }),
+        ).toBeUndefined();
+      }
     });
   }
 });

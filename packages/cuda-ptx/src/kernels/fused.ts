@@ -1,4 +1,4 @@
-import { gateUpSwiglu, InvalidArgumentError, rmsNormMatmul } from '@rayo/core';
+import { gateUpSwiglu, InvalidArgumentError, rmsNormMatmul, rmsNormMatmul3 } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, R64 } from '../ptx/operands.js';
@@ -14,7 +14,11 @@ import { siluF32 } from './math.js';
 // rmsNorm costs no pass of its own: each lane sums x² of the elements it
 // already loaded, and the warp's total gives the row's inverse RMS, which
 // scales both dot products (x̂·w = s · Σ (x · normWeight) · w).
-// rmsNormMatmul is the same kernel over one weight, its epilogue the scale.
+// rmsNormMatmul is the same kernel over one weight, its epilogue the scale;
+// rmsNormMatmul3 runs it over the rows of two or three weights at once (q, k
+// and v), each warp picking its weight, row and output from its column, so
+// the small weights share one launch with the large one instead of each
+// leaving most of the GPU idle.
 
 /** The most rows of x one block takes; blockIdx.y steps through more. */
 export const FUSED_MAX_ROWS = 16;
@@ -23,6 +27,8 @@ export const FUSED_ENTRY = 'fused_norm_dot';
 export interface FusedVariant {
   /** Two weights and silu · mul (gateUpSwiglu), or one weight and the plain product (rmsNormMatmul). */
   readonly gated: boolean;
+  /** Ungated only: weights whose rows the columns span, each with its own output (rmsNormMatmul3); 1 when absent. */
+  readonly weights?: number;
   /** Rows of x per block, 1 to FUSED_MAX_ROWS. */
   readonly rows: number;
   /** `.v4` loads along K: K a multiple of 4 and every operand 16-byte aligned. */
@@ -31,8 +37,18 @@ export interface FusedVariant {
   readonly norm: boolean;
 }
 
+const weightCount = (v: FusedVariant) => v.weights ?? 1;
+
+function kernelName(v: FusedVariant): string {
+  return v.gated
+    ? 'gateUpSwiglu'
+    : weightCount(v) > 1
+      ? `rmsNormMatmul3/w${weightCount(v)}`
+      : 'rmsNormMatmul';
+}
+
 export function fusedKey(v: FusedVariant): string {
-  return `fused/${v.gated ? 'gateUpSwiglu' : 'rmsNormMatmul'}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`;
+  return `fused/${kernelName(v)}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`;
 }
 
 /**
@@ -58,6 +74,15 @@ export function fusedModule(v: FusedVariant): PtxModule {
       actual: String(v.rows),
     });
   }
+  const weights = weightCount(v);
+  if (!Number.isInteger(weights) || weights < 1 || weights > 3 || (v.gated && weights > 1)) {
+    throw new InvalidArgumentError('a fused streaming block spans one to three ungated weights', {
+      kernel: 'rmsNormMatmul3',
+      argument: 'weights',
+      expected: v.gated ? '1 with gateUpSwiglu' : 'an integer from 1 to 3',
+      actual: String(weights),
+    });
+  }
   const w = v.vec ? 4 : 1;
   const m = new PtxModule();
   m.entry(
@@ -68,6 +93,14 @@ export function fusedModule(v: FusedVariant): PtxModule {
       wUp: 'ptr',
       normWeight: 'ptr',
       y: 'ptr',
+      // The second and third weights and outputs of rmsNormMatmul3, and where
+      // their columns start; the other variants ignore them.
+      w1: 'ptr',
+      w2: 'ptr',
+      y1: 'ptr',
+      y2: 'ptr',
+      n0: 'u32',
+      n1: 'u32',
       m: 'u32',
       n: 'u32',
       k: 'u32',
@@ -86,8 +119,28 @@ export function fusedModule(v: FusedVariant): PtxModule {
         const row0 = k.mulLo('u32', k.reg('u32'), k.ctaid('y'), v.rows);
         const lastRow = k.sub('u32', k.reg('u32'), rowsTotal, 1);
         const kIdx = k.mulLo('u32', k.reg('u32'), lane, w);
-        const wOffset = k.madLo('u32', k.reg('u32'), col, kDim, kIdx);
-        const gPtr = k.elementAddress(k.globalPointer(p.wGate), wOffset, 4);
+        // Which weight, row and output this column is; the warp's lanes agree.
+        let wBase = k.globalPointer(p.wGate);
+        let yBase = k.globalPointer(p.y);
+        let wRow: typeof col = col;
+        let yCols: typeof n = n;
+        if (weights > 1) {
+          const starts = [k.ldParam(p.n0)];
+          if (weights > 2) starts.push(k.add('u32', k.reg('u32'), starts[0]!, k.ldParam(p.n1)));
+          const ends = [...starts, n];
+          yCols = starts[0]!;
+          const ws = [k.globalPointer(p.w1), k.globalPointer(p.w2)];
+          const ys = [k.globalPointer(p.y1), k.globalPointer(p.y2)];
+          starts.forEach((start, i) => {
+            const past = k.setp('ge', 'u32', k.reg('pred'), col, start);
+            wRow = k.selp('u32', k.reg('u32'), k.sub('u32', k.reg('u32'), col, start), wRow, past);
+            yCols = k.selp('u32', k.reg('u32'), k.sub('u32', k.reg('u32'), ends[i + 1]!, start), yCols, past);
+            wBase = k.selp('u64', k.reg('u64'), ws[i]!, wBase, past);
+            yBase = k.selp('u64', k.reg('u64'), ys[i]!, yBase, past);
+          });
+        }
+        const wOffset = k.madLo('u32', k.reg('u32'), wRow, kDim, kIdx);
+        const gPtr = k.elementAddress(wBase, wOffset, 4);
         const uPtr = v.gated ? k.elementAddress(k.globalPointer(p.wUp), wOffset, 4) : undefined;
         const nPtr = v.norm ? k.elementAddress(k.globalPointer(p.normWeight), kIdx, 4) : undefined;
         const x = k.globalPointer(p.x);
@@ -151,7 +204,6 @@ export function fusedModule(v: FusedVariant): PtxModule {
         const sums = v.norm ? squares.map(warpSum) : [];
         const eps = v.norm ? k.ldParam(p.eps) : undefined;
         const count = v.norm ? k.cvt('f32', 'u32', k.reg('f32'), kDim, { rnd: 'rn' }) : undefined;
-        const y = k.globalPointer(p.y);
         // Every lane holds every sum; lane r stores row r, so the stores go out in parallel.
         for (let r = 0; r < v.rows; r++) {
           const row = k.add('u32', k.reg('u32'), row0, r);
@@ -169,8 +221,8 @@ export function fusedModule(v: FusedVariant): PtxModule {
               if (u) u = k.mul('f32', k.reg('f32'), u, s, { rnd: 'rn' });
             }
             const out = u ? k.mul('f32', k.reg('f32'), siluF32(k, g), u, { rnd: 'rn' }) : g;
-            const index = k.madLo('u32', k.reg('u32'), row, n, col);
-            k.stGlobal('f32', k.elementAddress(y, index, 4), out);
+            const index = k.madLo('u32', k.reg('u32'), row, yCols, wRow);
+            k.stGlobal('f32', k.elementAddress(yBase, index, 4), out);
           });
         }
       });
@@ -186,30 +238,33 @@ const aligned16 = (ptr: bigint) => ptr % 16n === 0n;
 interface FusedCall {
   readonly kernel: string;
   readonly x: Operand;
-  readonly w: Operand;
-  /** The up weight of gateUpSwiglu; absent for rmsNormMatmul. */
+  /** One weight, or up to three for rmsNormMatmul3, each with the output in `y` at its index. */
+  readonly w: readonly Operand[];
+  /** The up weight of gateUpSwiglu; absent otherwise. */
   readonly wUp: Operand | undefined;
   readonly normWeight: Operand | undefined;
-  readonly y: Operand;
+  readonly y: readonly Operand[];
   readonly eps: number;
 }
 
 function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
   const { x, w, wUp, normWeight, y } = call;
-  if (y.size === 0) return;
   const [m, kDim] = x.shape as [number, number];
-  const n = y.shape[1]!;
+  const cols = y.map((o) => o.shape[1]!);
+  const n = cols.reduce((a, b) => a + b, 0);
+  if (m === 0 || n === 0) return;
   checkElementCount(call.kernel, 'x', x.size);
-  checkElementCount(call.kernel, 'w', w.size);
-  checkElementCount(call.kernel, 'y', y.size);
-  const operands = [x, w, ...(wUp ? [wUp] : []), ...(normWeight ? [normWeight] : [])];
+  for (const [i, o] of w.entries()) checkElementCount(call.kernel, w.length > 1 ? `w${i}` : 'w', o.size);
+  for (const [i, o] of y.entries()) checkElementCount(call.kernel, y.length > 1 ? `y${i}` : 'y', o.size);
+  const operands = [x, ...w, ...(wUp ? [wUp] : []), ...(normWeight ? [normWeight] : [])];
   const vec = kDim % 4 === 0 && operands.every((o) => aligned16(o.ptr));
   const rows = Math.min(m, FUSED_MAX_ROWS);
-  const variant = { gated: wUp !== undefined, rows, vec, norm: normWeight !== undefined };
+  const variant = { gated: wUp !== undefined, weights: w.length, rows, vec, norm: normWeight !== undefined };
   // Rows beyond the grid's y limit go in several launches.
   const perLaunch = encoder.device.maxGridDim[1] * rows;
   for (let first = 0; first < m; first += perLaunch) {
     const count = Math.min(perLaunch, m - first);
+    const out = y.map((o, i) => elementPtr(o, first * cols[i]!));
     encoder.launch({
       key: fusedKey(variant),
       module: () => fusedModule(variant),
@@ -218,11 +273,17 @@ function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
       block: ROW_THREADS,
       args: {
         x: elementPtr(x, first * kDim),
-        wGate: w,
+        wGate: w[0]!,
         // Unused by the variants without them; any valid address.
-        wUp: wUp ?? w,
-        normWeight: normWeight ?? w,
-        y: elementPtr(y, first * n),
+        wUp: wUp ?? w[0]!,
+        normWeight: normWeight ?? w[0]!,
+        y: out[0]!,
+        w1: w[1] ?? w[0]!,
+        w2: w[2] ?? w[0]!,
+        y1: out[1] ?? out[0]!,
+        y2: out[2] ?? out[0]!,
+        n0: cols[0]!,
+        n1: cols[1] ?? 0,
         m: count,
         n,
         k: kDim,
@@ -238,10 +299,10 @@ export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
     encodeFused(encoder, {
       kernel: gateUpSwiglu.name,
       x: x!,
-      w: wGate!,
+      w: [wGate!],
       wUp: wUp!,
       normWeight,
-      y: outputs[0]!,
+      y: [outputs[0]!],
       eps: attrs.eps,
     });
   }),
@@ -250,10 +311,22 @@ export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
     encodeFused(encoder, {
       kernel: rmsNormMatmul.name,
       x: x!,
-      w: w!,
+      w: [w!],
       wUp: undefined,
       normWeight: normWeight!,
-      y: outputs[0]!,
+      y: [outputs[0]!],
+      eps: attrs.eps,
+    });
+  }),
+  cudaKernel(rmsNormMatmul3, (encoder, { inputs, outputs, attrs }) => {
+    const [x, normWeight, ...weights] = inputs;
+    encodeFused(encoder, {
+      kernel: rmsNormMatmul3.name,
+      x: x!,
+      w: weights.filter((o) => o !== undefined),
+      wUp: undefined,
+      normWeight: normWeight!,
+      y: outputs,
       eps: attrs.eps,
     });
   }),

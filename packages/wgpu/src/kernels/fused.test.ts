@@ -1,4 +1,4 @@
-import { createCpuBackend, gateUpSwiglu, type HostArray, rmsNormMatmul } from '@rayo/core';
+import { createCpuBackend, gateUpSwiglu, type HostArray, rmsNormMatmul, rmsNormMatmul3 } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WgpuBackend } from '../backend.js';
@@ -62,4 +62,48 @@ needsAdapter('fused kernels with weights larger than one storage binding', () =>
     });
     expect(mismatch).toBeUndefined();
   });
+
+  // Weights in pieces go one weight at a time; weights that each fit one
+  // binding share one dispatch, here summed in workgroup memory.
+  for (const [m, k, ns] of [
+    [2, 64, [131, 5, 3]],
+    [5, 129, [7, 3, 1]],
+    [1, 28, [9, 2]],
+  ] as const) {
+    it(`rmsNormMatmul3 ${m}×${k}→${ns.join('+')} matches the cpu backend`, async () => {
+      const rng = new Rng(m * 100 + k);
+      const shapes = [[m, k], [k], ...ns.map((n) => [n, k])];
+      const data = shapes.map((s) =>
+        Float32Array.from({ length: s[0]! * (s[1] ?? 1) }, () => rng.uniform(-1, 1)),
+      );
+      const expected = cpu.run(
+        rmsNormMatmul3,
+        data.map((d, i) => cpu.upload(d, shapes[i]!)),
+      );
+      const out = ns.map((n) =>
+        gpu.upload(
+          Float32Array.from({ length: m * n }, () => Number.NaN),
+          [m, n],
+        ),
+      );
+      gpu.run(
+        rmsNormMatmul3,
+        data.map((d, i) => gpu.upload(d, shapes[i]!)),
+        {},
+        { out },
+      );
+      for (let i = 0; i < ns.length; i++) {
+        const mismatch = compareOutputs(
+          'f32',
+          (await out[i]!.read()) as HostArray,
+          await expected[i]!.read(),
+          {
+            rtol: 1e-4,
+            atol: 5e-4,
+          },
+        );
+        expect(mismatch).toBeUndefined();
+      }
+    });
+  }
 });

@@ -1,4 +1,4 @@
-import { gateUpSwiglu, rmsNormMatmul } from '@rayo/core';
+import { gateUpSwiglu, rmsNormMatmul, rmsNormMatmul3 } from '@rayo/core';
 import {
   type AnyWgpuKernel,
   bindingRanges,
@@ -22,7 +22,10 @@ import { CHECK_SUBGROUP_LAYOUT, streamLoop } from './matmul.js';
 // lane sums x² of its part of each row alongside the two dot products, so
 // the optional rmsNorm needs no pass of its own: the group's sums give the
 // row's inverse RMS, which scales both dot products before silu · mul.
-// rmsNormMatmul is the same shader over one weight, its epilogue the scale.
+// rmsNormMatmul is the same shader over one weight, its epilogue the scale;
+// rmsNormMatmul3 runs it over the rows of two or three weights in one
+// dispatch (q, k and v), each group picking its weight, row and output from
+// its column, so the small weights do not each leave most of the GPU idle.
 
 const THREADS = 256;
 const LANES = 32;
@@ -44,11 +47,16 @@ const PARAMS = paramLayout([
   ['tilesN', 'u32'],
   ['tiles', 'u32'],
   ['eps', 'f32'],
+  /** rmsNormMatmul3: columns of the first and second weights; the third has the rest of n. */
+  ['n0', 'u32'],
+  ['n1', 'u32'],
 ] as const);
 
 interface Variant {
   /** Two weights and silu · mul (gateUpSwiglu), or one weight and the plain product (rmsNormMatmul). */
   readonly gated: boolean;
+  /** Ungated only: weights whose rows the columns span, each with its own output (rmsNormMatmul3). */
+  readonly weights: number;
   readonly rows: number;
   /** vec4 loads along K: K % 4 = 0 and 16-byte aligned operands. */
   readonly vec: boolean;
@@ -68,8 +76,9 @@ function fusedShader(v: Variant) {
     ...(v.gated ? rows.map((r) => `u${r}`) : []),
     ...(v.norm ? rows.map((r) => `s${r}`) : []),
   ];
-  const step = (k: string) => `{
-      let gv = wg[wRow${div} + ${k}];
+  const step = (wName: string) => (k: string) =>
+    `{
+      let gv = ${wName}[wRow${div} + ${k}];
       ${v.gated ? `let uv = wu[wRow${div} + ${k}];` : ''}
       ${v.norm ? `let nv = nw[${k}];` : ''}
       ${rows
@@ -82,11 +91,40 @@ function fusedShader(v: Variant) {
         .join('\n      ')}
     }`;
   const at = (i: number, o = '') => `red[${i * THREADS}u + tid${o}]`;
-  const kernel = v.gated ? 'gateUpSwiglu' : 'rmsNormMatmul';
+  const kernel = v.gated ? 'gateUpSwiglu' : v.weights > 1 ? `rmsNormMatmul3/w${v.weights}` : 'rmsNormMatmul';
+  const extra = Array.from({ length: v.weights - 1 }, (_, i) => i + 1);
   const subgroupBuiltins = v.subgroups
     ? ', @builtin(subgroup_invocation_id) sgid: u32, @builtin(subgroup_size) sgs: u32'
     : '';
-  const names = ['x', 'wg', ...(v.gated ? ['wu'] : []), ...(v.norm ? ['nw'] : [])];
+  const names = [
+    'x',
+    'wg',
+    ...(v.gated ? ['wu'] : []),
+    ...extra.map((i) => `w${i}`),
+    ...(v.norm ? ['nw'] : []),
+  ];
+  const outputs = ['y', ...extra.map((i) => `y${i}`)];
+  const loop = (wName: string) => streamLoop('lane', `params.k${div}`, LANES, unrollFor(v.rows), step(wName));
+  // Column c of weight i: its row c - (start of i), its output's columns N_i.
+  const store = (row: string, out: string) =>
+    v.weights === 1
+      ? `y[${row} * params.ldy + params.colOffset + col] = ${out};`
+      : `switch wi {
+        ${outputs.map((name, i) => `${i === v.weights - 1 ? 'default' : `case ${i}u`}: { ${name}[${row} * ${['params.n0', 'params.n1', '(params.n - params.n0 - params.n1)'][i]} + local] = ${out}; }`).join('\n        ')}
+      }`;
+  const columns =
+    v.weights === 1
+      ? `let wRow = min(col, params.n - 1u) * params.k;
+  ${loop('wg')}`
+      : `var wi = 0u;
+  var local = min(col, params.n - 1u);
+  if (local >= params.n0) { wi = 1u; local -= params.n0; }
+  ${v.weights > 2 ? 'if (wi == 1u && local >= params.n1) { wi = 2u; local -= params.n1; }' : ''}
+  let wRow = local * params.k;
+  // Uniform within a group; each branch streams one weight.
+  switch wi {
+    ${['wg', ...extra.map((i) => `w${i}`)].map((name, i) => `${i === v.weights - 1 ? 'default' : `case ${i}u`}: { ${loop(name)} }`).join('\n    ')}
+  }`;
   // Lane 0 of each group writes its column of every row from the group's sums, `sum(i)` for value i.
   const epilogue = (sum: (i: number) => string) => `if (lane == 0u && col < params.n) {
     ${rows
@@ -99,7 +137,7 @@ function fusedShader(v: Variant) {
           : `scale * ${sum(r)}`;
         return `if (row0 + ${r}u < params.m) {
       let scale = ${scale};
-      y[(row0 + ${r}u) * params.ldy + params.colOffset + col] = ${out};
+      ${store(`(row0 + ${r}u)`, out)}
     }`;
       })
       .join('\n    ')}
@@ -121,8 +159,8 @@ function fusedShader(v: Variant) {
     code: () => `${v.subgroups ? 'enable subgroups;\n' : ''}
 ${PARAMS.wgsl}
 ${names.map((name, i) => storage(i, name, type, 'read')).join('\n')}
-${storage(names.length, 'y', 'f32', 'read_write')}
-${uniform(names.length + 1)}
+${outputs.map((name, i) => storage(names.length + i, name, 'f32', 'read_write')).join('\n')}
+${uniform(names.length + outputs.length)}
 var<workgroup> red: array<f32, ${values.length * THREADS}>;
 ${v.subgroups ? 'var<workgroup> scattered: atomic<u32>;' : ''}
 ${WGSL_MATH}
@@ -135,10 +173,9 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins
   let row0 = (wgi / params.tilesN) * ${v.rows}u;
   let lane = tid % ${LANES}u;
   // Columns and rows past the end are clamped (read, never written).
-  let wRow = min(col, params.n - 1u) * params.k;
   ${rows.map((r) => `let xRow${r} = min(row0 + ${r}u, params.m - 1u) * params.k;`).join('\n  ')}
   ${values.map((name) => `var ${name} = 0.0;`).join('\n  ')}
-  ${streamLoop('lane', `params.k${div}`, LANES, unrollFor(v.rows), step)}${v.subgroups ? subgroupSum : ''}
+  ${columns}${v.subgroups ? subgroupSum : ''}
   ${values.map((name, i) => `${at(i)} = ${name};`).join('\n  ')}
   workgroupBarrier();
   for (var s = ${LANES / 2}u; s > 0u; s >>= 1u) {
@@ -154,47 +191,74 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins
 
 interface FusedCall {
   readonly x: Operand;
-  readonly w: Operand;
-  /** The up weight of gateUpSwiglu; absent for rmsNormMatmul. */
+  /** One weight, or two or three for rmsNormMatmul3, each with the output in `y` at its index. */
+  readonly w: readonly Operand[];
+  /** The up weight of gateUpSwiglu; absent otherwise. */
   readonly wUp: Operand | undefined;
   readonly normWeight: Operand | undefined;
-  readonly y: Operand;
+  readonly y: readonly Operand[];
   readonly eps: number;
 }
 
-function encodeFused(encoder: KernelEncoder, { x, w, wUp, normWeight, y, eps }: FusedCall): void {
+const aligned = (offset: number) => offset % 16 === 0;
+
+function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
+  const { x, w, wUp, normWeight, y, eps } = call;
   const [m, k] = x.shape as [number, number];
-  const n = y.shape[1]!;
+  const cols = y.map((o) => o.shape[1]!);
+  const fits = cols.every((n) => bindingRanges(n, Math.max(k, 1) * 4, encoder).length <= 1);
+  if (w.length > 1 && !fits) {
+    // A weight in pieces takes several dispatches anyway: one weight at a time.
+    w.forEach((wi, i) => {
+      encodeFused(encoder, { ...call, w: [wi], y: [y[i]!] });
+    });
+    return;
+  }
+  const n = cols.reduce((a, b) => a + b, 0);
   if (m === 0 || n === 0) return;
-  const aligned = (offset: number) => offset % 16 === 0;
   const vec =
     k % 4 === 0 &&
-    [x, w, ...(wUp ? [wUp] : []), ...(normWeight ? [normWeight] : [])].every((o) => aligned(o.offset));
+    [x, ...w, ...(wUp ? [wUp] : []), ...(normWeight ? [normWeight] : [])].every((o) => aligned(o.offset));
   const rows = Math.min(m, MAX_ROWS);
   // K = 0 (gateUpSwiglu without the norm) binds a placeholder for the empty
   // operands (a binding cannot be empty); nothing reads it and y = silu(0) · 0.
   const empty = (): GPUBufferBinding => ({ buffer: encoder.scratch(16), offset: 0, size: 16 });
   const tilesM = Math.ceil(m / rows);
-  // Weights larger than one binding go in pieces of whole rows (output columns).
-  for (const range of bindingRanges(n, Math.max(k, 1) * 4, encoder)) {
-    const weights = [w, ...(wUp ? [wUp] : [])].map((op) =>
-      operandRange(op, range.start * k, range.count * k),
-    );
+  // Weights larger than one binding go in pieces of whole rows (output columns);
+  // several weights come here only when each fits one binding.
+  const ranges = w.length > 1 ? [{ start: 0, count: n }] : bindingRanges(n, Math.max(k, 1) * 4, encoder);
+  for (const range of ranges) {
+    const weights =
+      w.length > 1
+        ? w
+        : [w[0]!, ...(wUp ? [wUp] : [])].map((op) => operandRange(op, range.start * k, range.count * k));
     const tilesN = Math.ceil(range.count / GROUPS);
     const tiles = tilesN * tilesM;
     const inputs = k === 0 ? [x, ...weights].map(empty) : [x, ...weights];
     encoder.dispatch({
       shader: fusedShader({
         gated: wUp !== undefined,
+        weights: w.length,
         rows,
         vec: vec && weights.every((op) => aligned(op.offset)),
         norm: normWeight !== undefined,
         subgroups: encoder.features.has('subgroups'),
       }),
-      buffers: [...inputs, ...(normWeight ? [normWeight] : []), y],
+      buffers: [...inputs, ...(normWeight ? [normWeight] : []), ...y],
       params: {
         layout: PARAMS,
-        values: { m, n: range.count, k, ldy: n, colOffset: range.start, tilesN, tiles, eps },
+        values: {
+          m,
+          n: range.count,
+          k,
+          ldy: n,
+          colOffset: range.start,
+          tilesN,
+          tiles,
+          eps,
+          n0: cols[0]!,
+          n1: cols[1] ?? 0,
+        },
       },
       workgroups: gridFor(tiles, encoder.limits),
     });
@@ -206,7 +270,7 @@ export const FUSED_KERNELS: readonly AnyWgpuKernel[] = [
     gateUpSwiglu,
     (encoder, { inputs, outputs, attrs }) => {
       const [x, wGate, wUp, normWeight] = inputs;
-      encodeFused(encoder, { x: x!, w: wGate!, wUp: wUp!, normWeight, y: outputs[0]!, eps: attrs.eps });
+      encodeFused(encoder, { x: x!, w: [wGate!], wUp: wUp!, normWeight, y: [outputs[0]!], eps: attrs.eps });
     },
     { splitsLargeOperands: true },
   ),
@@ -216,10 +280,25 @@ export const FUSED_KERNELS: readonly AnyWgpuKernel[] = [
       const [x, normWeight, w] = inputs;
       encodeFused(encoder, {
         x: x!,
-        w: w!,
+        w: [w!],
         wUp: undefined,
         normWeight: normWeight!,
-        y: outputs[0]!,
+        y: [outputs[0]!],
+        eps: attrs.eps,
+      });
+    },
+    { splitsLargeOperands: true },
+  ),
+  wgpuKernel(
+    rmsNormMatmul3,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, normWeight, ...weights] = inputs;
+      encodeFused(encoder, {
+        x: x!,
+        w: weights.filter((o) => o !== undefined),
+        wUp: undefined,
+        normWeight: normWeight!,
+        y: outputs,
         eps: attrs.eps,
       });
     },

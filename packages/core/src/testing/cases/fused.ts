@@ -204,4 +204,99 @@ errors.push(
   }),
 );
 
+// ---- rmsNormMatmul3 --------------------------------------------------------------
+
+// [M, K, N0, N1, N2] (0: no such weight): the column split between weights
+// falls inside and across blocks, with N_i at 1, primes and odd sizes.
+const SHAPES3 = [
+  [1, 1, 1, 1, 1],
+  [1, 7, 13, 1, 3],
+  [1, 257, 129, 31, 31],
+  [1, 1024, 383, 67, 67],
+  [2, 61, 67, 5, 0],
+  [3, 640, 131, 17, 19],
+  [5, 13, 1, 257, 2],
+  [8, 129, 61, 9, 9],
+  [16, 67, 7, 129, 0],
+  [17, 129, 61, 11, 13],
+  [1, 2048, 67, 0, 0],
+  [4, 33, 1, 0, 0],
+] as const;
+
+for (const [m, kd, ...ns] of SHAPES3) {
+  const weights = ns.filter((n) => n > 0).map((n) => f32([n, kd]));
+  cases.push(
+    valid(k.rmsNormMatmul3, {
+      label: `${m}×${kd}→${ns.filter((n) => n > 0).join('+')}`,
+      inputs: [f32([m, kd]), f32([kd], 'positive'), ...weights],
+      tolerance: productTolerance(kd),
+    }),
+  );
+}
+cases.push(
+  valid(k.rmsNormMatmul3, {
+    label: "1×2048→2053+509+509, a decode step's q, k and v",
+    inputs: [f32([1, 2048]), f32([2048], 'positive'), f32([2053, 2048]), f32([509, 2048]), f32([509, 2048])],
+    tolerance: productTolerance(2048),
+  }),
+  valid(k.rmsNormMatmul3, {
+    label: '3×61→7+3+5 eps=0.25, wide x and a signed norm weight',
+    inputs: [f32([3, 61], 'wide'), f32([61]), f32([7, 61]), f32([3, 61]), f32([5, 61])],
+    attrs: { eps: 0.25 },
+    tolerance: productTolerance(61),
+  }),
+);
+
+errors.push(
+  invalid(k.rmsNormMatmul3, {
+    label: "'x' of rank 1",
+    inputs: [f32([7]), f32([7]), f32([3, 7])],
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.rmsNormMatmul3, {
+    label: 'rows of length 0',
+    inputs: [f32([2, 0]), f32([0]), f32([3, 0]), f32([3, 0])],
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.rmsNormMatmul3, {
+    label: "'normWeight' of length N0 rather than K",
+    inputs: [f32([2, 7]), f32([3]), f32([3, 7]), f32([2, 7])],
+    error: 'shape',
+    argument: 'normWeight',
+  }),
+  invalid(k.rmsNormMatmul3, {
+    label: "'w0' stored [K, N0]",
+    inputs: [f32([2, 7]), f32([7]), f32([7, 3]), f32([2, 7])],
+    error: 'shape',
+    argument: 'w0',
+  }),
+  invalid(k.rmsNormMatmul3, {
+    label: "'w1' with another K",
+    inputs: [f32([2, 7]), f32([7]), f32([3, 7]), f32([2, 6])],
+    error: 'shape',
+    argument: 'w1',
+  }),
+  invalid(k.rmsNormMatmul3, {
+    label: "'w2' of rank 1",
+    inputs: [f32([2, 7]), f32([7]), f32([3, 7]), f32([2, 7]), f32([7])],
+    error: 'shape',
+    argument: 'w2',
+  }),
+  invalid(k.rmsNormMatmul3, {
+    label: "'w2' without 'w1'",
+    inputs: [f32([2, 7]), f32([7]), f32([3, 7]), undefined, f32([2, 7])],
+    error: 'shape',
+    argument: 'w1',
+  }),
+  invalid(k.rmsNormMatmul3, {
+    label: 'eps = 0',
+    inputs: [f32([2, 7]), f32([7]), f32([3, 7])],
+    attrs: { eps: 0 },
+    error: 'argument',
+    argument: 'attrs.eps',
+  }),
+);
+
 export const fusedCases: FamilyCases = { cases, errors };
