@@ -122,13 +122,18 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
         const layers = config.num_hidden_layers as number;
         const count = (names: string[], name: string) => names.filter((n) => n === name).length;
         expect(count(fused.names, 'gateUpSwiglu')).toBe(layers);
-        // q, k and v of each layer, and the head.
-        expect(count(fused.names, 'rmsNormMatmul')).toBe(3 * layers + 1);
-        expect(fused.names).not.toContain('swiglu');
-        expect(fused.names).not.toContain('rmsNorm');
-        expect(count(plain.names, 'gateUpSwiglu') + count(plain.names, 'rmsNormMatmul')).toBe(0);
-        // Four kernels fewer per layer (both norms, one product, swiglu) and one at the head.
-        expect(plain.names.length - fused.names.length).toBe(4 * layers + 1);
+        // q, k and v of each layer in one launch, RoPE with the cache write in one; the head.
+        expect(count(fused.names, 'rmsNormMatmul3')).toBe(layers);
+        expect(count(fused.names, 'ropeKvScatter')).toBe(layers);
+        expect(count(fused.names, 'rmsNormMatmul')).toBe(1);
+        for (const name of ['swiglu', 'rmsNorm', 'rope', 'kvCacheScatter'])
+          expect(fused.names).not.toContain(name);
+        const fusedKernels = ['gateUpSwiglu', 'rmsNormMatmul', 'rmsNormMatmul3', 'ropeKvScatter'];
+        expect(fusedKernels.reduce((sum, name) => sum + count(plain.names, name), 0)).toBe(0);
+        // The embedding, six kernels a layer instead of 15 (both norms, two of the products, swiglu,
+        // two ropes and two scatters folded away), and the head with its norm.
+        expect(fused.names.length).toBe(1 + 6 * layers + 1);
+        expect(plain.names.length - fused.names.length).toBe(9 * layers + 1);
         const got = await fused.logits.read();
         expect(maxAbsDiff(got, await plain.logits.read())).toBeLessThan(TOLERANCE);
         expect(maxAbsDiff(got, want[PROMPT.length + i]!)).toBeLessThan(TOLERANCE);

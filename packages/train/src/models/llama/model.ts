@@ -14,7 +14,9 @@ import {
   RayoError,
   rmsNorm,
   rmsNormMatmul,
+  rmsNormMatmul3,
   rope,
+  ropeKvScatter,
   softmax,
   swiglu,
   type Tensor,
@@ -135,7 +137,10 @@ export class LlamaModel {
     this.lengthInput = backend.zeros([1], 'i32');
     this.#replay = options.replay ?? true;
     this.#fused =
-      options.fused ?? (backend.supports(gateUpSwiglu.name) && backend.supports(rmsNormMatmul.name));
+      options.fused ??
+      [gateUpSwiglu, rmsNormMatmul, rmsNormMatmul3, ropeKvScatter].every((spec) =>
+        backend.supports(spec.name),
+      );
   }
 
   /** Loads a Hugging Face Llama checkpoint directory onto `backend`, tensor by tensor. */
@@ -385,15 +390,13 @@ export class LlamaModel {
       ropeTheta,
     } = this.config;
     const t = x.shape[0]!;
-    // A decode step folds the norm into each projection; a chunk normalises once for the three.
-    const h = this.#fused && t === 1 ? undefined : run.run1(rmsNorm, [x, w.inputNorm], { eps });
-    const project = (weight: Tensor) =>
-      h
-        ? run.run1(matmul, [h, weight], { transB: true })
-        : run.run1(rmsNormMatmul, [x, w.inputNorm, weight], { eps });
     // A device step reads position and length from the model's tensors; an eager one bakes them in.
     const device = at.kind === 'device';
     const position = at.kind === 'host' ? at.position : 0;
+    if (this.#fused && t === 1) return this.#fusedDecodeLayer(run, w, cache, x, device, position);
+    // A chunk normalises once for the three projections.
+    const h = run.run1(rmsNorm, [x, w.inputNorm], { eps });
+    const project = (weight: Tensor) => run.run1(matmul, [h, weight], { transB: true });
     const rotate = (z: Tensor, n: number) =>
       run.run1(
         rope,
@@ -431,12 +434,48 @@ export class LlamaModel {
     return run.run1(matmul, [this.#mlp(run, w, x1), w.down, x1], { transB: true, beta: 1 });
   }
 
-  /** silu(h·gateᵀ) ⊙ (h·upᵀ) with h = rmsNorm(x1): one kernel for a decode step, the chain for a chunk. */
+  /**
+   * One token through a layer in six kernels: the norm and the q, k, v
+   * projections in one launch; RoPE of q and k with the cache write of k and
+   * v in one; the attention; o with the residual; the norm, gate, up and
+   * SwiGLU in one; down with the residual.
+   */
+  #fusedDecodeLayer(
+    run: ScratchRunner,
+    w: LlamaLayerWeights,
+    cache: LayerCache,
+    x: Tensor,
+    device: boolean,
+    position: number,
+  ): Tensor {
+    const {
+      rmsNormEps: eps,
+      numAttentionHeads: heads,
+      numKeyValueHeads: kvHeads,
+      headDim,
+      ropeTheta,
+    } = this.config;
+    const [q, k, v] = run.run(rmsNormMatmul3, [x, w.inputNorm, w.q, w.k, w.v], { eps });
+    const [qRot] = run.run(
+      ropeKvScatter,
+      [q!.reshape([1, heads, headDim]), k!, v!, cache.k, cache.v, device ? this.positionInput : undefined],
+      device ? { theta: ropeTheta, layout: 'half' } : { position, theta: ropeTheta, layout: 'half' },
+    );
+    const attended = run
+      .run1(
+        incrementalAttention,
+        [qRot!.reshape([heads, headDim]), cache.k, cache.v, device ? this.lengthInput : undefined],
+        device ? {} : { seqLen: position + 1 },
+      )
+      .reshape([1, heads * headDim]);
+    const x1 = run.run1(matmul, [attended, w.o, x], { transB: true, beta: 1 });
+    const inner = run.run1(gateUpSwiglu, [x1, w.gate, w.up, w.postAttentionNorm], { eps });
+    return run.run1(matmul, [inner, w.down, x1], { transB: true, beta: 1 });
+  }
+
+  /** silu(h·gateᵀ) ⊙ (h·upᵀ) with h = rmsNorm(x1), unfused (a fused decode step has its own path). */
   #mlp(run: ScratchRunner, w: LlamaLayerWeights, x1: Tensor): Tensor {
     const eps = this.config.rmsNormEps;
-    if (this.#fused && x1.shape[0] === 1) {
-      return run.run1(gateUpSwiglu, [x1, w.gate, w.up, w.postAttentionNorm], { eps });
-    }
     const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], { eps });
     const gate = run.run1(matmul, [h1, w.gate], { transB: true });
     const up = run.run1(matmul, [h1, w.up], { transB: true });
