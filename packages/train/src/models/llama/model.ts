@@ -448,13 +448,7 @@ export class LlamaModel {
     device: boolean,
     position: number,
   ): Tensor {
-    const {
-      rmsNormEps: eps,
-      numAttentionHeads: heads,
-      numKeyValueHeads: kvHeads,
-      headDim,
-      ropeTheta,
-    } = this.config;
+    const { rmsNormEps: eps, numAttentionHeads: heads, headDim, ropeTheta } = this.config;
     const [q, k, v] = run.run(rmsNormMatmul3, [x, w.inputNorm, w.q, w.k, w.v], { eps });
     const [qRot] = run.run(
       ropeKvScatter,
