@@ -42,6 +42,13 @@ export {
   type ProgressOptions,
   type ProgressStream,
 } from './loop/progress.js';
+export {
+  type ReplayedBatchInput,
+  type ReplayedInput,
+  type ReplayedRunOptions,
+  ReplayedStep,
+  type ReplayedStepOptions,
+} from './loop/replayedStep.js';
 export { type StepOptions, type StepResult, trainStep } from './loop/step.js';
 export {
   type CheckpointHook,

@@ -33,5 +33,19 @@ describe('measureThroughput', () => {
       expect(cpu.memory().liveTensors).toBe(before);
       cpu.dispose();
     });
+
+    it(`${spec.kind}: replayed steps train as the eager ones do, and free what they made`, async () => {
+      const cpu = createCpuBackend();
+      const before = cpu.memory().liveTensors;
+      const eager = await measureThroughput(cpu, spec, { warmup: 1, steps: 3 });
+      const replayed = await measureThroughput(cpu, spec, { warmup: 1, steps: 3, mode: 'replayed' });
+      expect(replayed.stepsTimed).toBe(3);
+      // The same first loss (the step before any update) and a falling one.
+      expect(Math.abs(replayed.firstLoss - eager.firstLoss)).toBeLessThan(1e-6);
+      expect(replayed.lastLoss).toBeLessThan(replayed.firstLoss);
+      expect(Math.abs(replayed.lastLoss - eager.lastLoss)).toBeLessThan(1e-5);
+      expect(cpu.memory().liveTensors).toBe(before);
+      cpu.dispose();
+    });
   }
 });

@@ -1,5 +1,6 @@
 import type { Backend } from '@rayo/core';
-import { trainStep } from './loop/step.js';
+import { ReplayedStep } from './loop/replayedStep.js';
+import { type StepResult, trainStep } from './loop/step.js';
 import { AdamW, type AdamWOptions } from './optim/adamw.js';
 import { buildWorkload, samplesPerStep, tokensPerStep, type WorkloadSpec, workloadId } from './workload.js';
 
@@ -20,6 +21,13 @@ export interface ThroughputOptions {
   /** Clip the gradients to this global norm each step (default 1). */
   readonly clipNorm?: number;
   readonly seed?: number;
+  /**
+   * `eager` (default): each step recorded and submitted anew (`trainStep`);
+   * `replayed`: recorded once and replayed (`ReplayedStep`), writing the
+   * batch's data into its fixed inputs every step as a training loop over
+   * changing batches would (the eager steps reuse the uploaded data).
+   */
+  readonly mode?: 'eager' | 'replayed';
 }
 
 /** Milliseconds of the timed steps, summarised. */
@@ -67,17 +75,32 @@ export async function measureThroughput(
 ): Promise<ThroughputMeasurement> {
   const work = buildWorkload(backend, spec, options.seed ?? 0);
   const optimizer = new AdamW(work.model.namedParameters(), THROUGHPUT_ADAMW);
+  const clipNorm = options.clipNorm ?? 1;
+  const replayed =
+    options.mode === 'replayed'
+      ? new ReplayedStep({
+          backend,
+          optimizer,
+          inputs: Object.fromEntries(
+            Object.entries(work.batch).map(([name, input]) => [
+              name,
+              { shape: input.shape, dtype: input.dtype },
+            ]),
+          ),
+          loss: (tape, inputs) => work.lossOn(tape, inputs),
+          clipNorm,
+        })
+      : undefined;
+  const step = (): Promise<StepResult> =>
+    replayed
+      ? replayed.run(work.batch)
+      : trainStep({ backend, optimizer, loss: (tape) => work.loss(tape), clipNorm });
   try {
     const times: number[] = [];
     const losses: number[] = [];
     for (let i = 0; i < options.warmup + options.steps; i++) {
       const start = performance.now();
-      const { loss } = await trainStep({
-        backend,
-        optimizer,
-        loss: (tape) => work.loss(tape),
-        clipNorm: options.clipNorm ?? 1,
-      });
+      const { loss } = await step();
       const elapsed = performance.now() - start;
       losses.push(loss!);
       if (i >= options.warmup) times.push(elapsed);
@@ -95,6 +118,7 @@ export async function measureThroughput(
       lastLoss: losses[losses.length - 1]!,
     };
   } finally {
+    replayed?.dispose();
     optimizer.dispose();
     work.dispose();
   }

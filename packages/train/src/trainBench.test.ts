@@ -79,11 +79,19 @@ describe('train-bench program', () => {
     ]);
     expect(report.parity[0]).toMatchObject({ reason: expect.stringMatching(/'cpu' lacks .*: adamwStep$/) });
     const ids = QUICK_WORKLOADS.map(workloadId);
-    expect(report.throughput.map((t) => [t.backend, t.workload, t.status])).toEqual([
-      ...ids.map((id) => ['cpu', id, 'ok']),
-      ...ids.map((id) => ['partial', id, 'unsupported']),
+    // Each workload eagerly and replayed; a backend that lacks kernels runs neither.
+    expect(report.throughput.map((t) => [t.backend, t.workload, t.mode, t.status])).toEqual([
+      ...ids.flatMap((id) => [
+        ['cpu', id, 'eager', 'ok'],
+        ['cpu', id, 'replayed', 'ok'],
+      ]),
+      ...ids.map((id) => ['partial', id, undefined, 'unsupported']),
     ]);
-    expect(report.throughput[3]).toMatchObject({ missing: ['adamwStep'] });
+    expect(report.throughput[2 * ids.length]).toMatchObject({ missing: ['adamwStep'] });
+    // Replayed and eager steps train alike: the same first loss.
+    const [eager, replayed] = report.throughput;
+    if (eager?.status !== 'ok' || replayed?.status !== 'ok') throw new Error('cpu throughput did not run');
+    expect(Math.abs(replayed.result.firstLoss - eager.result.firstLoss)).toBeLessThan(1e-6);
     expect(report.baseline).toEqual({
       status: 'unavailable',
       reason: expect.stringMatching(/was not found/),
@@ -91,6 +99,7 @@ describe('train-bench program', () => {
     expect(report.comparisons).toEqual([]);
     const md = await readFile(join(out, 'report.md'), 'utf8');
     expect(md).toContain('## Throughput');
+    expect(md).toContain('cpu replayed');
     expect(stdout.join('')).toMatch(/mlp-784x32x10-b16 on partial: unsupported: lacks adamwStep/);
   }, 60_000);
 });

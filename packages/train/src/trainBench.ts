@@ -4,6 +4,10 @@ import { parseArgs } from 'node:util';
 import { type Backend, createBackend, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
 import { parityGate } from './parity.js';
 import { measureThroughput, THROUGHPUT_ADAMW, type ThroughputOptions } from './throughput.js';
+
+/** rayo's ways of running the steps, each measured on every workload. */
+const THROUGHPUT_MODES: readonly ThroughputMode[] = ['eager', 'replayed'];
+
 import { runTorchTrainBaseline, type TorchTrainRequest } from './torchTrainBaseline.js';
 import {
   type BackendEntry,
@@ -16,6 +20,7 @@ import {
   reportMarkdown,
   summaryTable,
   type ThroughputEntry,
+  type ThroughputMode,
   type TrainBenchReport,
   type TrainBenchSettings,
 } from './trainBenchReport.js';
@@ -256,17 +261,21 @@ async function timeBackend(
         log(`throughput ${workload} on ${name}: unsupported (${reason})`);
         continue;
       }
-      try {
-        const result = await measureThroughput(backend, spec, own);
-        entries.push({ backend: name, workload, status: 'ok', result });
-        log(
-          `throughput ${workload} on ${name}: ${result.samplesPerSecond.toFixed(1)} samples/s ` +
-            `(median step ${result.medianMs.toFixed(3)} ms)`,
-        );
-      } catch (error) {
-        const status = error instanceof UnsupportedOnBackendError ? 'unsupported' : 'error';
-        entries.push({ backend: name, workload, status, reason: messageOf(error) });
-        log(`throughput ${workload} on ${name}: ${status} (${messageOf(error)})`);
+      // Each workload eagerly, then recorded once and replayed.
+      for (const mode of THROUGHPUT_MODES) {
+        const label = mode === 'eager' ? name : `${name} ${mode}`;
+        try {
+          const result = await measureThroughput(backend, spec, { ...own, mode });
+          entries.push({ backend: name, workload, mode, status: 'ok', result });
+          log(
+            `throughput ${workload} on ${label}: ${result.samplesPerSecond.toFixed(1)} samples/s ` +
+              `(median step ${result.medianMs.toFixed(3)} ms)`,
+          );
+        } catch (error) {
+          const status = error instanceof UnsupportedOnBackendError ? 'unsupported' : 'error';
+          entries.push({ backend: name, workload, mode, status, reason: messageOf(error) });
+          log(`throughput ${workload} on ${label}: ${status} (${messageOf(error)})`);
+        }
       }
     }
   } finally {

@@ -6,6 +6,7 @@ import {
   compareWithBaseline,
   exitCodeOf,
   formatNumber,
+  rayoLabel,
   reportMarkdown,
   summaryTable,
   type ThroughputEntry,
@@ -148,6 +149,16 @@ describe('train-bench report', () => {
       },
     ]);
     expect(compareWithBaseline(throughput, { status: 'unavailable', reason: 'no torch' })).toEqual([]);
+    // A replayed measurement keeps its mode, and the tables tell it from the eager one.
+    const first = throughput[0]!;
+    const replayed = { ...first, mode: 'replayed' as const };
+    const compared = compareWithBaseline([first, replayed], baseline);
+    expect(compared.map((c) => [c.backend, c.mode])).toEqual([
+      ['wgpu', undefined],
+      ['wgpu', 'replayed'],
+    ]);
+    expect(rayoLabel(replayed)).toBe('wgpu replayed');
+    expect(rayoLabel(first)).toBe('wgpu');
   });
 
   it('fails the run on a failed or crashed parity check, not on a skipped one', () => {

@@ -24,16 +24,25 @@ export type ParityEntry =
       readonly reason: string;
     };
 
+/**
+ * How rayo ran the steps: `eager` records and submits each step anew
+ * (`trainStep`); `replayed` records it once and replays it (`ReplayedStep`).
+ */
+export type ThroughputMode = 'eager' | 'replayed';
+
 export type ThroughputEntry =
   | {
       readonly backend: string;
       readonly workload: string;
+      /** Absent in reports made before replayed steps: eager. */
+      readonly mode?: ThroughputMode;
       readonly status: 'ok';
       readonly result: ThroughputMeasurement;
     }
   | {
       readonly backend: string;
       readonly workload: string;
+      readonly mode?: ThroughputMode;
       /** `unsupported`: the backend lacks kernels (listed in `missing` when known before training). */
       readonly status: 'unsupported' | 'unavailable' | 'error';
       readonly reason: string;
@@ -48,6 +57,8 @@ export type BaselineEntry =
 export interface Comparison {
   readonly backend: string;
   readonly workload: string;
+  /** How rayo ran the steps (absent: eager). */
+  readonly mode?: ThroughputMode;
   readonly rayoSamplesPerSecond: number;
   readonly torchSamplesPerSecond: number;
   /** rayo / PyTorch eager samples per second: above 1, rayo is faster. */
@@ -106,6 +117,7 @@ export function compareWithBaseline(
       {
         backend: entry.backend,
         workload: entry.workload,
+        ...(entry.mode === undefined ? {} : { mode: entry.mode }),
         rayoSamplesPerSecond: entry.result.samplesPerSecond,
         torchSamplesPerSecond: torchSamplesPerSecond!,
         ratio,
@@ -157,8 +169,16 @@ export function textTable(header: readonly string[], rows: readonly (readonly st
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
-function torchFor(report: TrainBenchReport, backend: string, workload: string): Comparison | undefined {
-  return report.comparisons.find((c) => c.backend === backend && c.workload === workload);
+function torchFor(report: TrainBenchReport, e: ThroughputEntry): Comparison | undefined {
+  const mode = e.mode ?? 'eager';
+  return report.comparisons.find(
+    (c) => c.backend === e.backend && c.workload === e.workload && (c.mode ?? 'eager') === mode,
+  );
+}
+
+/** The backend, and the mode where the steps were replayed: `cuda`, `cuda replayed`. */
+export function rayoLabel(e: Pick<ThroughputEntry, 'backend' | 'mode'>): string {
+  return e.mode === 'replayed' ? `${e.backend} replayed` : e.backend;
 }
 
 /** PyTorch eager's samples per second for a workload. */
@@ -252,6 +272,9 @@ export function reportMarkdown(report: TrainBenchReport): string {
       'rows (MLP) or sequences ' +
       '(transformer). PyTorch runs each workload twice: eagerly, and with the whole step (forward, ' +
       'backward, clipping and a capturable AdamW) captured once in a CUDA graph and replayed. ' +
+      'rayo runs each workload twice as well: eagerly (`trainStep`, each step recorded and submitted ' +
+      'anew), and `replayed` (`ReplayedStep`: recorded once, then each step writes its batch, step ' +
+      'number and learning rate into device tensors and replays the recording, one CUDA graph on cuda). ' +
       'rayo/torch above 1: rayo is faster.',
     '',
     ...markdownTable(
@@ -270,20 +293,20 @@ export function reportMarkdown(report: TrainBenchReport): string {
       ],
       report.throughput.map((e) => {
         if (e.status !== 'ok')
-          return [e.workload, e.backend, throughputReason(e), '', '', '', '', '', '', '', ''];
+          return [e.workload, rayoLabel(e), throughputReason(e), '', '', '', '', '', '', '', ''];
         const r = e.result;
         return [
           e.workload,
-          e.backend,
+          rayoLabel(e),
           formatNumber(r.samplesPerSecond, 4),
           formatNumber(r.tokensPerSecond, 4),
           formatNumber(r.medianMs),
           `${formatNumber(r.p10Ms)}–${formatNumber(r.p90Ms)}`,
           String(r.stepsTimed),
           formatNumber(torchSamples(report.baseline, e.workload), 4),
-          formatNumber(torchFor(report, e.backend, e.workload)?.ratio),
+          formatNumber(torchFor(report, e)?.ratio),
           formatNumber(torchGraphSamples(report.baseline, e.workload), 4),
-          formatNumber(torchFor(report, e.backend, e.workload)?.graphRatio),
+          formatNumber(torchFor(report, e)?.graphRatio),
         ];
       }),
     ),
@@ -343,18 +366,18 @@ export function summaryTable(report: TrainBenchReport): string {
     ],
     report.throughput.map((e) => {
       if (e.status !== 'ok') {
-        notes.push(`${e.workload} on ${e.backend}: ${throughputReason(e)}`);
-        return [e.workload, e.backend, e.status, '', '', '', '', ''];
+        notes.push(`${e.workload} on ${rayoLabel(e)}: ${throughputReason(e)}`);
+        return [e.workload, rayoLabel(e), e.status, '', '', '', '', ''];
       }
       return [
         e.workload,
-        e.backend,
+        rayoLabel(e),
         formatNumber(e.result.samplesPerSecond, 4),
         formatNumber(e.result.medianMs),
         formatNumber(torchSamples(report.baseline, e.workload), 4),
-        formatNumber(torchFor(report, e.backend, e.workload)?.ratio),
+        formatNumber(torchFor(report, e)?.ratio),
         formatNumber(torchGraphSamples(report.baseline, e.workload), 4),
-        formatNumber(torchFor(report, e.backend, e.workload)?.graphRatio),
+        formatNumber(torchFor(report, e)?.graphRatio),
       ];
     }),
   );

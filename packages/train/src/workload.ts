@@ -1,4 +1,11 @@
-import { type Backend, createCpuBackend, type Tensor } from '@rayo/core';
+import {
+  type Backend,
+  createCpuBackend,
+  type DType,
+  type HostArray,
+  type Shape,
+  type Tensor,
+} from '@rayo/core';
 import type { ActivationName } from './autograd/ops/activation.js';
 import { crossEntropy } from './autograd/ops/loss.js';
 import type { Tape, Variable } from './autograd/tape.js';
@@ -35,11 +42,23 @@ export interface TransformerWorkloadSpec {
 /** A model and its data, described in plain numbers (the PyTorch baseline reads the same JSON). */
 export type WorkloadSpec = MlpWorkloadSpec | TransformerWorkloadSpec;
 
+/** One input of a step: its host data, shape and dtype. */
+export interface WorkloadInput {
+  readonly data: HostArray;
+  readonly shape: Shape;
+  readonly dtype: DType;
+}
+
 /** A model with its data on a backend, and the loss of one step. */
 export interface Workload {
   readonly spec: WorkloadSpec;
   readonly model: Module;
+  /** The step's data on the host (features and labels, or token ids and targets). */
+  readonly batch: Readonly<Record<string, WorkloadInput>>;
+  /** The loss on the uploaded data. */
   loss(tape: Tape): Variable;
+  /** The loss on given tensors holding the inputs of `batch` (a replayed step's fixed inputs). */
+  lossOn(tape: Tape, inputs: Readonly<Record<string, Tensor>>): Variable;
   dispose(): void;
 }
 
@@ -74,16 +93,24 @@ export function buildWorkload(backend: Backend, spec: WorkloadSpec, seed: number
     const features = sizes[0]!;
     const classes = sizes[sizes.length - 1]!;
     const model = new MLP(backend, sizes, { activation: spec.activation, rng });
-    const x = backend.upload(rng.normalArray(batch * features), [batch, features]);
-    const targets = backend.upload(
-      Int32Array.from({ length: batch }, () => rng.int(classes)),
-      [batch],
-      'i32',
-    );
+    const data = {
+      x: { data: rng.normalArray(batch * features), shape: [batch, features], dtype: 'f32' as const },
+      targets: {
+        data: Int32Array.from({ length: batch }, () => rng.int(classes)),
+        shape: [batch],
+        dtype: 'i32' as const,
+      },
+    };
+    const x = backend.upload(data.x.data, data.x.shape);
+    const targets = backend.upload(data.targets.data, data.targets.shape, 'i32');
+    const lossOn = (tape: Tape, t: Readonly<Record<string, Tensor>>) =>
+      crossEntropy(tape, model.forward(tape, tape.constant(t.x!)), t.targets!);
     return {
       spec,
       model,
-      loss: (tape) => crossEntropy(tape, model.forward(tape, tape.constant(x)), targets),
+      batch: data,
+      loss: (tape) => lossOn(tape, { x, targets }),
+      lossOn,
       dispose: () => {
         model.dispose();
         x.dispose();
@@ -98,10 +125,17 @@ export function buildWorkload(backend: Backend, spec: WorkloadSpec, seed: number
   const next = Int32Array.from(ids, (id) => (3 * id + 1) % vocab);
   const idsTensor: Tensor = backend.upload(ids, [seq, batch], 'i32');
   const targets = backend.upload(next, [seq * batch], 'i32');
+  const lossOn = (tape: Tape, t: Readonly<Record<string, Tensor>>) =>
+    crossEntropy(tape, model.forward(tape, t.ids!), t.targets!);
   return {
     spec,
     model,
-    loss: (tape) => crossEntropy(tape, model.forward(tape, idsTensor), targets),
+    batch: {
+      ids: { data: ids, shape: [seq, batch], dtype: 'i32' },
+      targets: { data: next, shape: [seq * batch], dtype: 'i32' },
+    },
+    loss: (tape) => lossOn(tape, { ids: idsTensor, targets }),
+    lossOn,
     dispose: () => {
       model.dispose();
       idsTensor.dispose();

@@ -1,4 +1,4 @@
-import { defineKernel } from '../kernel.js';
+import { defineKernel, deviceAttribute } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
 
@@ -26,6 +26,20 @@ export const adamwStep = defineKernel<AdamwAttrs>({
     { name: 'grad', dtypes: F32, doc: "the shape of 'param'" },
     { name: 'm', dtypes: F32, doc: 'first moment, updated in place' },
     { name: 'v', dtypes: F32, doc: 'second moment, updated in place' },
+    {
+      name: 'step',
+      dtypes: ['i32'],
+      optional: true,
+      attribute: 'step',
+      doc: '[1]: the step number t, read on the device (instead of the attribute) so that a recorded training step replays at the next t',
+    },
+    {
+      name: 'lr',
+      dtypes: F32,
+      optional: true,
+      attribute: 'lr',
+      doc: '[1]: the learning rate, read on the device (instead of the attribute) so that a schedule needs no re-recording',
+    },
   ],
   attributes: {
     lr: { kind: 'number', min: 0, doc: 'learning rate' },
@@ -49,7 +63,11 @@ export const adamwStep = defineKernel<AdamwAttrs>({
       { name: 'v', shape: param!.shape, dtype: 'f32', aliasOf: 3 },
     ];
   },
-  reference([param, grad, m, v], { lr, beta1, beta2, eps, weightDecay, step }) {
+  reference([param, grad, m, v, stepAt, lrAt], attrs) {
+    const { beta1, beta2, eps, weightDecay } = attrs;
+    // t must stay exact in f32 on a device, hence 2^24.
+    const step = deviceAttribute(adamwStep, 'step', stepAt, attrs.step, 1, 2 ** 24);
+    const lr = deviceAttribute(adamwStep, 'lr', lrAt, attrs.lr, 0, Number.MAX_VALUE);
     const n = param!.length;
     const p1 = new Float32Array(n);
     const m1 = new Float32Array(n);

@@ -4,6 +4,7 @@ import { BackendMismatchError, DisposedTensorError, DTypeError, ShapeError } fro
 import { type AnyKernelSpec, type AttrValues, inferKernel, type TensorMeta } from '../kernel.js';
 import { incrementalAttention, kvCacheScatter, ropeKvScatter } from '../kernels/decoding.js';
 import { copy } from '../kernels/memory.js';
+import { adamwStep } from '../kernels/optimizer.js';
 import { rope } from '../kernels/rope.js';
 import type { Tensor } from '../tensor.js';
 import { ropeTolerance } from './cases/rope.js';
@@ -124,7 +125,58 @@ export function replayChecks(getBackend: () => Promise<Backend>): ConformanceChe
       group: 'replay',
       run: async () => replayRopeKvScatter(await getBackend()),
     },
+    {
+      name: 'adamwStep recorded once replays at new device steps and learning rates',
+      group: 'replay',
+      run: async () => replayAdamw(await getBackend()),
+    },
   ];
+}
+
+async function replayAdamw(backend: Backend): Promise<void> {
+  // 1031: a vector body and a scalar tail on every backend.
+  const n = 1031;
+  const rng = new Rng(0xada3);
+  const meta: TensorMeta = { shape: [n], dtype: 'f32' };
+  const attrs = { beta1: 0.8, beta2: 0.99, weightDecay: 0.1 };
+  let host = [randomF32(rng, n), randomF32(rng, n), randomF32(rng, n), randomF32(rng, n).map(Math.abs)];
+  const tensors = host.map((data) => backend.upload(data, [n]));
+  const stepT = backend.upload(Int32Array.of(1), [1], 'i32');
+  const lrT = backend.upload(Float32Array.of(0.05), [1]);
+  const [param, grad, m, v] = tensors as [Tensor, Tensor, Tensor, Tensor];
+  try {
+    const batch = backend.batch();
+    batch.run(adamwStep, [param, grad, m, v, stepT, lrT], attrs);
+    // Steps out of order and a schedule's learning rates: each replay reads what was written last.
+    for (const [step, lr] of [
+      [1, 0.05],
+      [2, 0.02],
+      [3, 0.003],
+      [1000, 0.05],
+      [4, 0],
+    ] as const) {
+      const g = randomF32(rng, n);
+      backend.write(grad, g);
+      backend.write(stepT, [step]);
+      backend.write(lrT, [lr]);
+      await batch.submit();
+      const expected = reference(
+        adamwStep,
+        [host[0], g, host[2], host[3], Int32Array.of(step), Float32Array.of(lr)],
+        [meta, meta, meta, meta, { shape: [1], dtype: 'i32' }, { shape: [1], dtype: 'f32' }],
+        attrs,
+      );
+      const at = `step ${step}, lr ${lr}`;
+      const tolerance = { rtol: 1e-5, atol: 1e-6 };
+      await expectContents(`${at}: param`, param, expected[0]!, tolerance);
+      await expectContents(`${at}: m`, m, expected[1]!, tolerance);
+      await expectContents(`${at}: v`, v, expected[2]!, tolerance);
+      // The next step starts from the device's state, so that rounding does not compound.
+      host = [await param.read(), g, await m.read(), await v.read()] as Float32Array[];
+    }
+  } finally {
+    for (const t of [...tensors, stepT, lrT]) t.dispose();
+  }
 }
 
 const ATTENTION_TOLERANCE = { rtol: 1e-4, atol: 1e-5 } as const;

@@ -8,6 +8,8 @@ import { useEmulatedGpu } from '../testing/emulatedGpu.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
   adamwConstants,
+  adamwDeviceConstants,
+  adamwKey,
   adamwModule,
   CLIP_SLOTS,
   clipGroups,
@@ -52,6 +54,25 @@ describe('optimizer kernels', () => {
     const text = adamwModule(4).emit();
     expect(text).not.toMatch(/ex2|lg2/);
     expect(text.match(/sqrt\.rn\.f32/g)).toHaveLength(4 + 1);
+  });
+
+  it('reads a device step and lr once per thread, before the element loop', () => {
+    const both = { step: true, lr: true };
+    expect(adamwKey(4, both)).not.toBe(adamwKey(4));
+    expect(adamwKey(4, { step: true, lr: false })).not.toBe(adamwKey(4, { step: false, lr: true }));
+    const names = adamwModule(4, both).entries[0]!.params.map((p) => p.name);
+    expect(names).toContain('stepAt');
+    expect(names).toContain('lrAt');
+    expect(adamwModule(4, { step: false, lr: true }).entries[0]!.params.map((p) => p.name)).not.toContain(
+      'stepAt',
+    );
+    const text = adamwModule(4, both).emit();
+    expect(text.match(/ld\.global\.s32/g)).toHaveLength(1);
+    // Two bias corrections: one e^x each; the element loop still has none.
+    expect(text.match(/ex2\.approx/g)).toHaveLength(2);
+    const c = adamwDeviceConstants({ lr: 0, beta1: 0, beta2: 0.999, eps: 1e-8, weightDecay: 0.1, step: 0 });
+    expect(c.logBeta1).toBeLessThan(-1e29);
+    expect(c.logBeta2).toBeCloseTo(Math.log(0.999), 15);
   });
 
   it('moves four floats per access where every operand is 16-byte aligned', () => {
@@ -109,6 +130,18 @@ describe.skipIf(gate.skip)(`optimizer PTX assembles with ptxas (${gate.reason})`
   const modes: SgdMode[] = ['plain', 'momentum', 'nesterov'];
   const modules: [string, () => { emit(): string }][] = [
     ...widths.map((w) => [`adamwStep v${w}`, () => adamwModule(w)] as [string, () => { emit(): string }]),
+    ...[
+      { step: true, lr: true },
+      { step: true, lr: false },
+      { step: false, lr: true },
+    ].map(
+      (device) =>
+        [`adamwStep v4, device step ${device.step}, lr ${device.lr}`, () => adamwModule(4, device)] as [
+          string,
+          () => { emit(): string },
+        ],
+    ),
+    ['adamwStep v1, device step and lr', () => adamwModule(1, { step: true, lr: true })],
     ...modes.flatMap((mode) =>
       ([1, 4] as const).map(
         (w) => [`sgdStep ${mode} v${w}`, () => sgdModule(mode, w)] as [string, () => { emit(): string }],
@@ -188,6 +221,32 @@ describe('optimizer kernels on an emulated device, with misaligned operands', ()
     check(adamwStep, [[1031], [1031], [1031], [1031]], [1, 0, 0, 0], adamw));
   it('adamwStep, two floats per access and a tail', () =>
     check(adamwStep, [[1031], [1031], [1031], [1031]], [2, 0, 2, 0], adamw));
+  it('adamwStep with a device step and lr, two floats per access', async () => {
+    for (const [step, lr] of [
+      [1, 0.05],
+      [7, 0.003],
+      [1000, 0.05],
+    ] as const) {
+      const shape = [1031];
+      const data = [0, 1, 2, 3].map(() => random(1031).map(Math.abs));
+      const placed = data.map((d, i) => offsetTensor(d, shape, i % 2 === 0 ? 2 : 0));
+      using stepT = gpu.upload(Int32Array.of(step), [1], 'i32');
+      using lrT = gpu.upload(Float32Array.of(lr), [1]);
+      const got = gpu.run(adamwStep, [...placed.map((p) => p.tensor), stepT, lrT], { weightDecay: 0.1 });
+      const want = cpu.run(
+        adamwStep,
+        data.map((d) => cpu.upload(d, shape)),
+        { lr, step, weightDecay: 0.1 },
+      );
+      for (let i = 0; i < got.length; i++) {
+        expect(
+          compareOutputs('f32', await got[i]!.read(), await want[i]!.read(), { rtol: 1e-5, atol: 1e-6 }),
+          `step ${step}, output ${i}`,
+        ).toBeUndefined();
+      }
+      for (const p of placed) p.base.dispose();
+    }
+  });
   it('sgdStep with Nesterov momentum, one float per access', () =>
     check(sgdStep, [[257], [257], [257]], [0, 0, 3], {
       lr: 0.1,

@@ -11,7 +11,7 @@ import { PtxModule } from '../ptx/module.js';
 import type { F32, Param, R32, R64 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
-import { keepNaN } from './math.js';
+import { expF32, keepNaN } from './math.js';
 import { accessWidth, GroupReducer, groupPlace, loadFloats, storeFloats } from './rowReduce.js';
 
 // Optimizer steps stream every element once: f32 moves as `.v4` where every
@@ -105,24 +105,92 @@ const ADAMW_CONSTANTS = [
   'decay',
 ];
 
-export function adamwKey(width: VectorWidth): string {
-  return `optimizer/adamwStep/v${width}`;
+/** Which per-step values the kernel reads from device tensors. */
+export interface AdamwDeviceInputs {
+  readonly step: boolean;
+  readonly lr: boolean;
+}
+
+const ON_HOST: AdamwDeviceInputs = { step: false, lr: false };
+
+export function adamwKey(width: VectorWidth, device: AdamwDeviceInputs = ON_HOST): string {
+  const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}`;
+  return `optimizer/adamwStep/v${width}${at}`;
+}
+
+/** The launch parameters of a kernel whose step or lr is on the device: their inputs to the constants. */
+const ADAMW_DEVICE_CONSTANTS = [
+  'beta1',
+  'oneMinusBeta1',
+  'beta2',
+  'oneMinusBeta2',
+  'logBeta1',
+  'logBeta2',
+  'eps',
+  'weightDecay',
+  'step',
+  'lr',
+];
+
+/** e^x − 1 for x ≤ 0: the series (8 terms, below 1e-10 relative) where |x| < 1/4, where 1 − e^x would cancel; else e^x − 1. */
+function expm1(k: KernelBuilder, x: F32): F32 {
+  const { fma } = arithmetic(k);
+  let poly: F32 | number = 1 / 40320;
+  for (const c of [1 / 5040, 1 / 720, 1 / 120, 1 / 24, 1 / 6, 1 / 2, 1]) {
+    poly = fma(x, poly as F32, c);
+  }
+  const series = k.mul('f32', k.reg('f32'), x, poly as F32, { rnd: 'rn' });
+  const direct = k.sub('f32', k.reg('f32'), expF32(k, x), 1, { rnd: 'rn' });
+  const small = k.setp('lt', 'f32', k.reg('pred'), k.abs('f32', k.reg('f32'), x), 0.25);
+  return k.selp('f32', k.reg('f32'), series, direct, small);
+}
+
+/**
+ * The per-launch constants from a step and lr read on the device, once per
+ * thread before the loop: 1 − β^t = −expm1(t·ln β), ln β from the host in f64.
+ */
+function deviceConstants(
+  k: KernelBuilder,
+  p: Readonly<Record<string, Param<ParamType>>>,
+  device: AdamwDeviceInputs,
+): Record<string, F32> {
+  const c = f32Params(k, p, ADAMW_DEVICE_CONSTANTS);
+  const { mul, fma, div, neg } = arithmetic(k);
+  let t = c.step!;
+  if (device.step) {
+    const at = k.ldGlobal('s32', k.reg('s32'), loadPointer(k, p, 'stepAt'));
+    t = k.cvt('f32', 's32', k.reg('f32'), at, { rnd: 'rn' });
+  }
+  let lr = c.lr!;
+  if (device.lr) lr = k.ldGlobal('f32', k.reg('f32'), loadPointer(k, p, 'lrAt'));
+  const bc1 = neg(expm1(k, mul(t, c.logBeta1!)));
+  const bc2 = neg(expm1(k, mul(t, c.logBeta2!)));
+  const one = k.mov('f32', k.reg('f32'), 1);
+  return {
+    ...c,
+    stepSize: div(lr, bc1),
+    invSqrtBc2: div(one, k.sqrt(k.reg('f32'), bc2)),
+    decay: fma(neg(lr), c.weightDecay!, 1),
+  };
 }
 
 /**
  * m ← β1·m + (1−β1)·g, v ← β2·v + (1−β2)·g², then
  * p ← p·(1 − lr·wd) − (lr/bc1)·m / (√v/√bc2 + eps): PyTorch's order of operations.
  */
-export function adamwModule(width: VectorWidth): PtxModule {
+export function adamwModule(width: VectorWidth, device: AdamwDeviceInputs = ON_HOST): PtxModule {
   const params: Record<string, ParamType> = { param: 'ptr', grad: 'ptr', m: 'ptr', v: 'ptr', n: 'u32' };
-  for (const name of ADAMW_CONSTANTS) params[name] = 'f32';
+  const onDevice = device.step || device.lr;
+  for (const name of onDevice ? ADAMW_DEVICE_CONSTANTS : ADAMW_CONSTANTS) params[name] = 'f32';
+  if (device.step) params.stepAt = 'ptr';
+  if (device.lr) params.lrAt = 'ptr';
   const m = new PtxModule();
   m.entry(
     'adamw_step',
     params,
     (k, p: Readonly<Record<string, Param<ParamType>>>) => {
       const [param, grad, mom, vel] = ['param', 'grad', 'm', 'v'].map((name) => loadPointer(k, p, name));
-      const c = f32Params(k, p, ADAMW_CONSTANTS);
+      const c = onDevice ? deviceConstants(k, p, device) : f32Params(k, p, ADAMW_CONSTANTS);
       const { mul, fma, div, neg } = arithmetic(k);
       vectorLoop(k, loadU32(k, p, 'n'), width, (i, w) => {
         const g = load(k, grad!, i, w);
@@ -169,19 +237,55 @@ export function adamwConstants(attrs: {
   };
 }
 
+/** The launch parameters of a kernel that reads the step or lr on the device (the other one from `attrs`). */
+export function adamwDeviceConstants(attrs: {
+  lr: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
+  step: number;
+}): Record<string, number> {
+  const { lr, beta1, beta2, eps, weightDecay, step } = attrs;
+  return {
+    beta1,
+    oneMinusBeta1: 1 - beta1,
+    beta2,
+    oneMinusBeta2: 1 - beta2,
+    // ln 0 is −∞; a large finite value makes e^(t·ln β) 0, as β^t is.
+    logBeta1: beta1 === 0 ? -1e30 : Math.log(beta1),
+    logBeta2: beta2 === 0 ? -1e30 : Math.log(beta2),
+    eps,
+    weightDecay,
+    step,
+    lr,
+  };
+}
+
 const adamwKernel = cudaKernel(adamwStep, (encoder, { inputs, attrs }) => {
-  const [param, grad, m, v] = inputs as Operand[];
+  const [param, grad, m, v, stepAt, lrAt] = inputs as (Operand | undefined)[];
   const n = param!.size;
   if (n === 0) return;
   checkElementCount('adamwStep', 'param', n);
   const width = vectorWidthFor([param!, grad!, m!, v!]);
+  const device = { step: stepAt !== undefined, lr: lrAt !== undefined };
+  const onDevice = device.step || device.lr;
   encoder.launch({
-    key: adamwKey(width),
-    module: () => adamwModule(width),
+    key: adamwKey(width, device),
+    module: () => adamwModule(width, device),
     entry: 'adamw_step',
     grid: vectorGrid(encoder, n, width),
     block: BLOCK,
-    args: { param: param!, grad: grad!, m: m!, v: v!, n, ...adamwConstants(attrs) },
+    args: {
+      param: param!,
+      grad: grad!,
+      m: m!,
+      v: v!,
+      n,
+      ...(onDevice ? adamwDeviceConstants(attrs) : adamwConstants(attrs)),
+      ...(stepAt ? { stepAt } : {}),
+      ...(lrAt ? { lrAt } : {}),
+    },
   });
 });
 

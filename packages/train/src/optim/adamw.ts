@@ -1,4 +1,4 @@
-import { adamwStep, type KernelRunner } from '@rayo/core';
+import { adamwStep, type KernelRunner, type Tensor } from '@rayo/core';
 import type { Parameter } from '../nn/module.js';
 import { Optimizer, type ParameterList } from './optimizer.js';
 
@@ -45,6 +45,26 @@ export class AdamW extends Optimizer {
         eps,
         weightDecay,
         step,
+      });
+    });
+  }
+
+  /**
+   * Records one update that reads the step number (i32 [1]) and the learning
+   * rate (f32 [1]) from device tensors when it runs, so that a recorded batch
+   * replays at the next step and a scheduled rate after `Backend.write`s to
+   * them. Leaves `stepCount` as it is: the caller counts the replays.
+   */
+  stepOnDevice(runner: KernelRunner, step: Tensor, lr: Tensor): void {
+    const { beta1, beta2, eps } = this;
+    this.params.forEach((p, i) => {
+      if (!p.grad) return;
+      const weightDecay = this.#decays[i] ? this.weightDecay : 0;
+      runner.run(adamwStep, [p.value, p.grad, this.slot(i, 'm'), this.slot(i, 'v'), step, lr], {
+        beta1,
+        beta2,
+        eps,
+        weightDecay,
       });
     });
   }

@@ -26,8 +26,10 @@ interface UpdateDecl {
   readonly kernel: string;
   /** Operand binding names in call order, with whether the update writes them. */
   readonly operands: readonly (readonly [string, 'read' | 'read_write'])[];
-  /** Extra read-only f32 bindings after the operands (e.g. a scale computed on the device). */
-  readonly extra?: readonly string[];
+  /** Extra read-only bindings after the operands (e.g. a scale computed on the device): a name (f32) or [name, element type]. */
+  readonly extra?: readonly (string | readonly [string, 'f32' | 'i32'])[];
+  /** WGSL functions the prologue or body call. */
+  readonly helpers?: string;
   /** WGSL statements run before any operand is touched; may `return` early. */
   readonly prologue?: string;
   /** WGSL statements on `let` values named after the operands, assigning `<name>_out` for written ones; T is f32 or vec4<f32>. */
@@ -58,8 +60,12 @@ function updateShader(decl: UpdateDecl, vec: boolean): ShaderSource {
 ${decl.layout.wgsl}
 alias T = ${type};
 ${ops.map(([name, access], b) => storage(b, `${name}_buf`, type, access)).join('\n')}
-${extra.map((name, b) => storage(ops.length + b, name, 'f32', 'read')).join('\n')}
+${extra
+  .map((e) => (typeof e === 'string' ? [e, 'f32'] : e))
+  .map(([name, type], b) => storage(ops.length + b, name!, type!, 'read'))
+  .join('\n')}
 ${uniform(ops.length + extra.length)}
+${decl.helpers ?? ''}
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
   ${decl.prologue ?? ''}
@@ -83,7 +89,7 @@ function dispatchUpdate(
   encoder: KernelEncoder,
   decl: UpdateDecl,
   operands: readonly Operand[],
-  extra: readonly GPUBufferBinding[],
+  extra: readonly (Operand | GPUBufferBinding)[],
   values: Readonly<Record<string, number>>,
 ): void {
   const n = operands[0]!.size;
@@ -143,12 +149,90 @@ const ADAMW: UpdateDecl = {
   param_out = param * params.decay - params.stepSize * m_out / denom;`,
 };
 
+const ADAMW_DEVICE_LAYOUT = updateLayout([
+  ['step', 'f32'],
+  ['lr', 'f32'],
+  ['logBeta1', 'f32'],
+  ['logBeta2', 'f32'],
+  ['weightDecay', 'f32'],
+  ['eps', 'f32'],
+  ['beta1', 'f32'],
+  ['oneMinusBeta1', 'f32'],
+  ['beta2', 'f32'],
+  ['oneMinusBeta2', 'f32'],
+] as const);
+
+/** e^x − 1 for x ≤ 0: the series (8 terms, error below 1e-10 relative) where |x| < 1/4, else exp. */
+const EXPM1 = `
+fn expm1(x: f32) -> f32 {
+  let series = x * (1.0 + x * (1.0 / 2.0 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0
+    + x * (1.0 / 720.0 + x * (1.0 / 5040.0 + x * (1.0 / 40320.0))))))));
+  return select(exp(x) - 1.0, series, abs(x) < 0.25);
+}`;
+
+/**
+ * AdamW with the step t and/or the learning rate read from device tensors.
+ * The per-launch constants are formed once per thread before the loop, in
+ * f32: 1 − β^t = −expm1(t·ln β) with ln β from the host in f64 and expm1 by
+ * its series where 1 − e^x would cancel, so that a small t·(1 − β) keeps its
+ * digits.
+ */
+function adamwDeviceDecl(deviceStep: boolean, deviceLr: boolean): UpdateDecl {
+  const extra: [string, 'f32' | 'i32'][] = [];
+  if (deviceStep) extra.push(['stepAt', 'i32']);
+  if (deviceLr) extra.push(['lrAt', 'f32']);
+  return {
+    name: `adamwStep/device${deviceStep ? '-step' : ''}${deviceLr ? '-lr' : ''}`,
+    kernel: 'adamwStep',
+    operands: ADAMW.operands,
+    extra,
+    helpers: EXPM1,
+    layout: ADAMW_DEVICE_LAYOUT,
+    prologue: `let t = ${deviceStep ? 'f32(stepAt[0])' : 'params.step'};
+  let lr = ${deviceLr ? 'lrAt[0]' : 'params.lr'};
+  let bc1 = -expm1(t * params.logBeta1);
+  let bc2 = -expm1(t * params.logBeta2);
+  let decay = 1.0 - lr * params.weightDecay;
+  let stepSize = lr / bc1;
+  let rootCorrection = 1.0 / sqrt(bc2);`,
+    body: `m_out = params.beta1 * m + params.oneMinusBeta1 * grad;
+  v_out = params.beta2 * v + params.oneMinusBeta2 * grad * grad;
+  let denom = sqrt(v_out) * rootCorrection + params.eps;
+  param_out = param * decay - stepSize * m_out / denom;`,
+  };
+}
+
+/** Indexed by 2·(step on the device) + (lr on the device). */
+const ADAMW_DEVICE = [false, true].flatMap((deviceStep) =>
+  [false, true].map((deviceLr) => adamwDeviceDecl(deviceStep, deviceLr)),
+);
+
 const adamwKernel = wgpuKernel(adamwStep, (encoder, { inputs, attrs }) => {
   const { lr, beta1, beta2, eps, weightDecay, step } = attrs;
+  const operands = [inputs[0]!, inputs[1]!, inputs[2]!, inputs[3]!];
+  const stepAt = inputs[4];
+  const lrAt = inputs[5];
+  if (stepAt || lrAt) {
+    const decl = ADAMW_DEVICE[(stepAt ? 2 : 0) + (lrAt ? 1 : 0)]!;
+    dispatchUpdate(encoder, decl, operands, [...(stepAt ? [stepAt] : []), ...(lrAt ? [lrAt] : [])], {
+      step,
+      lr,
+      // ln β is −∞ at β = 0: e^(t·ln β) is then 0, as β^t is.
+      logBeta1: beta1 === 0 ? -1e30 : Math.log(beta1),
+      logBeta2: beta2 === 0 ? -1e30 : Math.log(beta2),
+      weightDecay,
+      eps,
+      beta1,
+      oneMinusBeta1: 1 - beta1,
+      beta2,
+      oneMinusBeta2: 1 - beta2,
+    });
+    return;
+  }
   // The corrections are formed in f64 here: 1 − β^t loses everything in f32 for small t·(1 − β).
   const bc1 = -Math.expm1(step * Math.log(beta1));
   const bc2 = -Math.expm1(step * Math.log(beta2));
-  dispatchUpdate(encoder, ADAMW, [inputs[0]!, inputs[1]!, inputs[2]!, inputs[3]!], [], {
+  dispatchUpdate(encoder, ADAMW, operands, [], {
     decay: 1 - lr * weightDecay,
     stepSize: lr / bc1,
     rootCorrection: 1 / Math.sqrt(bc2),

@@ -3,8 +3,11 @@ import type { Shape } from '../../shape.js';
 import {
   type AnyConformanceCase,
   type AnyErrorCase,
+  deviceValue,
   type FamilyCases,
   f32,
+  type InputSample,
+  i32,
   invalid,
   valid,
 } from '../cases.js';
@@ -47,6 +50,42 @@ cases.push(
     label: '[1000003] step 1000',
     inputs: adamwInputs([1000003]),
     attrs: { ...ADAMW, step: 1000 },
+  }),
+);
+
+/** A one-element f32 tensor holding `value`: a learning rate read on the device. */
+const deviceLr = (value: number): InputSample => ({ shape: [1], dtype: 'f32', init: () => [value] });
+
+// Step and learning rate read on the device, alone and together, at steps where
+// the bias corrections differ (1: largest, 7, 1000: the second one still matters).
+for (const [n, step, lr] of [
+  [1, 1, 0.05],
+  [61, 7, 0.003],
+  [1031, 1000, 0.05],
+] as const) {
+  cases.push(
+    valid(k.adamwStep, {
+      label: `[${n}] device step ${step}`,
+      inputs: [...adamwInputs([n]), deviceValue(step)],
+      attrs: { lr, weightDecay: 0.1 },
+    }),
+    valid(k.adamwStep, {
+      label: `[${n}] device lr ${lr}`,
+      inputs: [...adamwInputs([n]), undefined, deviceLr(lr)],
+      attrs: { step, weightDecay: 0.1 },
+    }),
+    valid(k.adamwStep, {
+      label: `[${n}] device step ${step} and lr ${lr}`,
+      inputs: [...adamwInputs([n]), deviceValue(step), deviceLr(lr)],
+      attrs: { weightDecay: 0.1 },
+    }),
+  );
+}
+cases.push(
+  valid(k.adamwStep, {
+    label: '[7, 13] device step 3 and lr, betas 0.8/0.95, eps 0.1',
+    inputs: [...adamwInputs([7, 13]), deviceValue(3), deviceLr(0.01)],
+    attrs: { beta1: 0.8, beta2: 0.95, eps: 0.1, weightDecay: 0.5 },
   }),
 );
 
@@ -126,6 +165,41 @@ errors.push(
     ...adamw('fractional step', ok, { lr: 0.1, step: 1.5 }),
     error: 'argument',
     argument: 'attrs.step',
+  }),
+  invalid(k.adamwStep, {
+    label: 'a device step and attrs.step both',
+    inputs: [...adamwInputs([4]), deviceValue(2)],
+    attrs: { lr: 0.1, step: 2 },
+    error: 'argument',
+    argument: 'attrs.step',
+  }),
+  invalid(k.adamwStep, {
+    label: 'a device lr and attrs.lr both',
+    inputs: [...adamwInputs([4]), undefined, deviceLr(0.1)],
+    attrs: { lr: 0.1, step: 2 },
+    error: 'argument',
+    argument: 'attrs.lr',
+  }),
+  invalid(k.adamwStep, {
+    label: 'a device step of two elements',
+    inputs: [...adamwInputs([4]), i32([2], 1, 4)],
+    attrs: { lr: 0.1 },
+    error: 'shape',
+    argument: 'step',
+  }),
+  invalid(k.adamwStep, {
+    label: 'a device step of f32',
+    inputs: [...adamwInputs([4]), deviceLr(2)],
+    attrs: { lr: 0.1 },
+    error: 'dtype',
+    argument: 'step',
+  }),
+  invalid(k.adamwStep, {
+    label: 'a device lr of i32',
+    inputs: [...adamwInputs([4]), undefined, deviceValue(1)],
+    attrs: { step: 1 },
+    error: 'dtype',
+    argument: 'lr',
   }),
 );
 

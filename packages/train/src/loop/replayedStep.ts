@@ -1,0 +1,243 @@
+import {
+  type Backend,
+  type CommandBatch,
+  type DType,
+  formatShape,
+  type HostArray,
+  InvalidArgumentError,
+  type Shape,
+  ShapeError,
+  shapesEqual,
+  type Tensor,
+} from '@rayo/core';
+import { Tape, type Variable } from '../autograd/tape.js';
+import { AdamW } from '../optim/adamw.js';
+import { clipGradNorm, NO_CLIP } from '../optim/clip.js';
+import type { Optimizer } from '../optim/optimizer.js';
+import type { StepResult } from './step.js';
+
+/** The shape and dtype of one fixed input tensor of a replayed step. */
+export interface ReplayedInput {
+  readonly shape: Shape;
+  readonly dtype?: DType;
+}
+
+/** One batch's data for an input: host values and the shape they have. */
+export interface ReplayedBatchInput {
+  readonly data: HostArray | readonly number[];
+  readonly shape: Shape;
+}
+
+export interface ReplayedStepOptions<N extends string> {
+  readonly backend: Backend;
+  /** AdamW: its step count and learning rate are read on the device, so replays need no re-recording. */
+  readonly optimizer: Optimizer;
+  /** The batch's inputs: fixed device tensors that each step's data is written into. */
+  readonly inputs: Readonly<Record<N, ReplayedInput>>;
+  /** Builds the loss (a scalar) on the tape from the input tensors; called once, when the step is recorded. */
+  readonly loss: (tape: Tape, inputs: Readonly<Record<N, Tensor>>) => Variable;
+  /** Clip the gradients to this global norm. */
+  readonly clipNorm?: number;
+  /** Read the global gradient norm (before clipping) back after each step (default false). */
+  readonly readGradNorm?: boolean;
+}
+
+export interface ReplayedRunOptions {
+  /** Learning rate of this step (default: the optimizer's `lr`, which a schedule may set). */
+  readonly lr?: number;
+  /** Read the loss back (default true). */
+  readonly readLoss?: boolean;
+}
+
+interface Recording<N extends string> {
+  readonly batch: CommandBatch;
+  readonly tape: Tape;
+  readonly loss: Tensor;
+  readonly norm: Tensor | undefined;
+  readonly grads: Tensor[];
+  readonly inputs: Readonly<Record<N, Tensor>>;
+}
+
+/**
+ * A training step recorded once and replayed: the first `run` records
+ * forward, backward, clipping and the AdamW update into one command batch
+ * (one CUDA graph on cuda) over fixed input tensors and submits it; every
+ * later `run` only writes the batch's data, the step number and the learning
+ * rate into device tensors, submits the same batch and reads the loss. The
+ * activations and gradients are the recording's own tensors, reused by every
+ * replay, so a warm step allocates nothing.
+ *
+ * The model's shapes are fixed by the first batch: data of another shape is a
+ * `ShapeError` (use `trainStep`, the eager path, where shapes change, and to
+ * debug). Gradients stay with the recording, not on the parameters, so eager
+ * steps may be interleaved with replays.
+ */
+export class ReplayedStep<N extends string = string> {
+  readonly backend: Backend;
+  readonly #options: ReplayedStepOptions<N>;
+  readonly #optimizer: AdamW;
+  readonly #names: readonly N[];
+  readonly #step: Tensor;
+  readonly #lr: Tensor;
+  #recording: Recording<N> | undefined;
+  #disposed = false;
+
+  constructor(options: ReplayedStepOptions<N>) {
+    if (!(options.optimizer instanceof AdamW)) {
+      throw new InvalidArgumentError(
+        'a replayed step needs an optimizer that reads its step and rate on the device',
+        {
+          kernel: 'ReplayedStep',
+          argument: 'optimizer',
+          expected: 'AdamW',
+          actual: options.optimizer.kind,
+        },
+      );
+    }
+    this.backend = options.backend;
+    this.#options = options;
+    this.#optimizer = options.optimizer;
+    this.#names = Object.keys(options.inputs) as N[];
+    if (this.#names.length === 0) {
+      throw new InvalidArgumentError('a replayed step needs at least one input', {
+        kernel: 'ReplayedStep',
+        argument: 'inputs',
+        expected: 'one or more named inputs',
+        actual: 'none',
+      });
+    }
+    this.#step = this.backend.zeros([1], 'i32');
+    this.#lr = this.backend.zeros([1]);
+  }
+
+  /** Whether the step has been recorded (after the first `run`). */
+  get recorded(): boolean {
+    return this.#recording !== undefined;
+  }
+
+  /** Trains on one batch: records the step the first time, replays it afterwards. */
+  async run(
+    batch: Readonly<Record<N, ReplayedBatchInput>>,
+    options: ReplayedRunOptions = {},
+  ): Promise<StepResult> {
+    if (this.#disposed) {
+      throw new InvalidArgumentError('the replayed step was disposed', {
+        kernel: 'ReplayedStep',
+        argument: 'this',
+        expected: 'a live replayed step',
+        actual: 'a disposed one',
+      });
+    }
+    this.#check(batch);
+    const optimizer = this.#optimizer;
+    if (options.lr !== undefined) optimizer.lr = options.lr;
+    if (!(optimizer.lr >= 0)) {
+      throw new InvalidArgumentError('the learning rate must be a non-negative number', {
+        kernel: 'ReplayedStep',
+        argument: 'lr',
+        expected: '>= 0',
+        actual: String(optimizer.lr),
+      });
+    }
+    const recording = this.#recording ?? this.#record();
+    for (const name of this.#names) this.backend.write(recording.inputs[name], batch[name].data);
+    this.backend.write(this.#step, [optimizer.stepCount + 1]);
+    this.backend.write(this.#lr, [optimizer.lr]);
+    await recording.batch.submit();
+    optimizer.stepCount++;
+    const loss = (options.readLoss ?? true) ? (await recording.loss.read())[0]! : undefined;
+    const gradNorm =
+      this.#options.readGradNorm && recording.norm ? (await recording.norm.read())[0]! : undefined;
+    return { loss, gradNorm };
+  }
+
+  #check(batch: Readonly<Record<N, ReplayedBatchInput>>): void {
+    for (const key of Object.keys(batch ?? {})) {
+      if (!this.#names.includes(key as N)) {
+        throw new InvalidArgumentError('unknown input', {
+          kernel: 'ReplayedStep',
+          argument: `batch.${key}`,
+          expected: `one of ${this.#names.join(', ')}`,
+          actual: key,
+        });
+      }
+    }
+    for (const name of this.#names) {
+      const given = batch?.[name];
+      const declared = this.#options.inputs[name];
+      if (!given) {
+        throw new InvalidArgumentError('an input of the step is missing', {
+          kernel: 'ReplayedStep',
+          argument: `batch.${name}`,
+          expected: `data of shape ${formatShape(declared.shape)}`,
+          actual: 'nothing',
+        });
+      }
+      const size = declared.shape.reduce((a, b) => a * b, 1);
+      if (!shapesEqual(given.shape, declared.shape) || given.data.length !== size) {
+        throw new ShapeError('a replayed step takes batches of the shape it was recorded for', {
+          kernel: 'ReplayedStep',
+          argument: `batch.${name}`,
+          expected: `${formatShape(declared.shape)} (${size} values)`,
+          actual: `${formatShape(given.shape)} (${given.data.length} values)`,
+        });
+      }
+    }
+  }
+
+  #record(): Recording<N> {
+    const optimizer = this.#optimizer;
+    // Gradients left by an eager step would be added to, and read by every replay.
+    optimizer.zeroGrad();
+    const inputs = Object.fromEntries(
+      this.#names.map((name) => {
+        const { shape, dtype } = this.#options.inputs[name];
+        return [name, this.backend.zeros(shape, dtype ?? 'f32')];
+      }),
+    ) as Record<N, Tensor>;
+    const batch = this.backend.batch();
+    const tape = new Tape(this.backend, { runner: batch });
+    let norm: Tensor | undefined;
+    try {
+      const loss = this.#options.loss(tape, inputs);
+      tape.backward(loss);
+      const { clipNorm, readGradNorm } = this.#options;
+      if (clipNorm !== undefined || readGradNorm) {
+        norm = clipGradNorm(optimizer.params, clipNorm ?? NO_CLIP, { runner: batch });
+      }
+      optimizer.stepOnDevice(batch, this.#step, this.#lr);
+      // The recording keeps the gradients; the parameters are left without, as after an eager step.
+      const grads = optimizer.params.flatMap((p) => (p.grad ? [p.grad] : []));
+      for (const p of optimizer.params) p.grad = undefined;
+      this.#recording = { batch, tape, loss: loss.value, norm, grads, inputs };
+      return this.#recording;
+    } catch (error) {
+      norm?.dispose();
+      tape.dispose();
+      batch.dispose();
+      optimizer.zeroGrad();
+      for (const t of Object.values<Tensor>(inputs)) t.dispose();
+      throw error;
+    }
+  }
+
+  /** Frees the recording, its tensors and the device step and rate. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    const r = this.#recording;
+    if (r) {
+      r.batch.dispose();
+      r.norm?.dispose();
+      r.tape.dispose();
+      for (const g of r.grads) g.dispose();
+      for (const t of Object.values<Tensor>(r.inputs)) t.dispose();
+    }
+    this.#step.dispose();
+    this.#lr.dispose();
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
