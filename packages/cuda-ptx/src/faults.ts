@@ -1,5 +1,10 @@
 import { type Backend, DeviceLostError, RayoError, relu } from '@rayo/core';
-import type { FaultScenario, FaultSuiteExtension } from '@rayo/core/testing';
+import {
+  type FaultScenario,
+  type FaultSuiteExtension,
+  scenarioFailed,
+  settledWithin,
+} from '@rayo/core/testing';
 import { CudaBackend } from './backend.js';
 import { PtxModule } from './ptx/module.js';
 
@@ -25,29 +30,6 @@ export function launchStoreToAddress(backend: CudaBackend, address: bigint): voi
   backend.driver.launch(fn, [1, 1, 1], [1, 1, 1], 0, backend.stream, [address, 0xdead]);
 }
 
-class ScenarioFailure extends Error {
-  override name = 'NotSurvived';
-}
-
-function fail(message: string): never {
-  throw new ScenarioFailure(message);
-}
-
-async function within(promise: Promise<unknown>, ms: number): Promise<unknown> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const outcome = await Promise.race([
-    promise.then(
-      () => 'resolved',
-      (error: unknown) => error,
-    ),
-    new Promise((resolve) => {
-      timer = setTimeout(() => resolve('still pending'), ms);
-    }),
-  ]);
-  clearTimeout(timer);
-  return outcome;
-}
-
 async function usable(backend: Backend): Promise<string | undefined> {
   try {
     using x = backend.upload([-2, 3], [2]);
@@ -66,15 +48,15 @@ const faultingKernel: FaultScenario = {
   name: 'kernel faults (store to an unmapped address)',
   async run(context) {
     const backend = await context.create();
-    if (!(backend instanceof CudaBackend)) fail(`expected a cuda backend, got ${backend.name}`);
+    if (!(backend instanceof CudaBackend)) scenarioFailed(`expected a cuda backend, got ${backend.name}`);
     using x = backend.upload([1, 2, 3, 4], [4]);
     await backend.sync();
     launchStoreToAddress(backend, BAD_ADDRESS);
-    const fault = await within(backend.sync(), 10_000);
+    const fault = await settledWithin(backend.sync(), 10_000);
     if (!(fault instanceof DeviceLostError))
-      fail(`sync after the fault: expected DeviceLostError, got ${String(fault)}`);
+      scenarioFailed(`sync after the fault: expected DeviceLostError, got ${String(fault)}`);
     if (!fault.kernel?.includes(STORE_TO_ADDRESS_KEY)) {
-      fail(`the error names '${fault.kernel}', not the faulting kernel: ${fault.message}`);
+      scenarioFailed(`the error names '${fault.kernel}', not the faulting kernel: ${fault.message}`);
     }
     // Each call, named as the error must name it.
     const later: [string, () => unknown][] = [
@@ -85,12 +67,14 @@ const faultingKernel: FaultScenario = {
       ['sync', () => backend.sync()],
     ];
     for (const [api, call] of later) {
-      const error = await within(Promise.resolve().then(call), 10_000);
+      const error = await settledWithin(Promise.resolve().then(call), 10_000);
       if (!(error instanceof DeviceLostError) || error.kernel !== api) {
-        fail(`${api} after the fault: expected DeviceLostError naming '${api}', got ${String(error)}`);
+        scenarioFailed(
+          `${api} after the fault: expected DeviceLostError naming '${api}', got ${String(error)}`,
+        );
       }
       if (!error.message.includes('create a new one'))
-        fail(`${api} after the fault does not say how to recover: ${error.message}`);
+        scenarioFailed(`${api} after the fault does not say how to recover: ${error.message}`);
     }
     backend.dispose();
     let fresh: string;

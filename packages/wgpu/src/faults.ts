@@ -1,17 +1,14 @@
 import { add, type Backend, DeviceLostError, OutOfMemoryError, relu, type Tensor } from '@rayo/core';
-import type { FaultScenario, FaultSuiteExtension } from '@rayo/core/testing';
+import {
+  type FaultScenario,
+  type FaultSuiteExtension,
+  scenarioFailed,
+  settledWithin,
+} from '@rayo/core/testing';
 import { WgpuBackend } from './backend.js';
 
-class ScenarioFailure extends Error {
-  override name = 'NotSurvived';
-}
-
-function fail(message: string): never {
-  throw new ScenarioFailure(message);
-}
-
 function wgpu(backend: Backend): WgpuBackend {
-  if (!(backend instanceof WgpuBackend)) fail(`expected a wgpu backend, got ${backend.name}`);
+  if (!(backend instanceof WgpuBackend)) scenarioFailed(`expected a wgpu backend, got ${backend.name}`);
   return backend;
 }
 
@@ -19,23 +16,7 @@ async function expectUsable(backend: Backend, when: string): Promise<void> {
   using x = backend.upload([-2, 3, -4, 5], [4]);
   using y = backend.run(relu, [x])[0]!;
   const values = Array.from(await y.read());
-  if (values.join() !== '0,3,0,5') fail(`${when}: relu gave ${values.join()}, expected 0,3,0,5`);
-}
-
-/** What `promise` settled to within `ms`: its value or error, or 'still pending'. */
-async function within(promise: Promise<unknown>, ms: number): Promise<unknown> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const outcome = await Promise.race([
-    promise.then(
-      () => 'resolved',
-      (error: unknown) => error,
-    ),
-    new Promise((resolve) => {
-      timer = setTimeout(() => resolve('still pending'), ms);
-    }),
-  ]);
-  clearTimeout(timer);
-  return outcome;
+  if (values.join() !== '0,3,0,5') scenarioFailed(`${when}: relu gave ${values.join()}, expected 0,3,0,5`);
 }
 
 const MIB = 2 ** 20;
@@ -54,9 +35,10 @@ const memoryBudget: FaultScenario = {
     }
     const count = held.length;
     for (const t of held) t.dispose();
-    if (!(refused instanceof OutOfMemoryError)) fail(`expected OutOfMemoryError, got ${String(refused)}`);
+    if (!(refused instanceof OutOfMemoryError))
+      scenarioFailed(`expected OutOfMemoryError, got ${String(refused)}`);
     if (refused.kernel !== 'zeros')
-      fail(`the error names '${refused.kernel}', not the allocating call 'zeros'`);
+      scenarioFailed(`the error names '${refused.kernel}', not the allocating call 'zeros'`);
     const again = Array.from({ length: 8 }, () => backend.zeros([(24 * MIB) / 4]));
     for (const t of again) t.dispose();
     await expectUsable(backend, 'after dispose');
@@ -80,12 +62,12 @@ const deviceLoss: FaultScenario = {
     backend.device.destroy();
     // destroy() itself may wait for the work in flight (lavapipe does); the second counts from its return.
     const destroyed = performance.now();
-    const outcomes = await Promise.all([within(submitted, 1000), within(read, 1000)]);
+    const outcomes = await Promise.all([settledWithin(submitted, 1000), settledWithin(read, 1000)]);
     const ms = performance.now() - destroyed;
     outcomes.forEach((o, i) => {
       const what = i === 0 ? 'the pending submit' : 'the pending read';
       if (!(o instanceof DeviceLostError))
-        fail(`${what}: expected DeviceLostError within 1 s, got ${String(o)}`);
+        scenarioFailed(`${what}: expected DeviceLostError within 1 s, got ${String(o)}`);
     });
     const later: [string, () => unknown][] = [
       ['upload', () => backend.upload([1], [1])],
@@ -100,10 +82,10 @@ const deviceLoss: FaultScenario = {
         error = e;
       }
       if (!(error instanceof DeviceLostError))
-        fail(`${what} after the loss: expected DeviceLostError, got ${String(error)}`);
+        scenarioFailed(`${what} after the loss: expected DeviceLostError, got ${String(error)}`);
     }
-    if (!((await within(backend.sync(), 1000)) instanceof DeviceLostError))
-      fail('sync after the loss did not reject with DeviceLostError');
+    if (!((await settledWithin(backend.sync(), 1000)) instanceof DeviceLostError))
+      scenarioFailed('sync after the loss did not reject with DeviceLostError');
     const fresh = await context.create();
     await expectUsable(fresh, 'a new backend after the loss');
     return `destroy() returned after ${(destroyed - started).toFixed(0)} ms; submit and read rejected with DeviceLostError ${ms.toFixed(0)} ms later; upload, run, batch and sync refuse with DeviceLostError; a new backend works`;

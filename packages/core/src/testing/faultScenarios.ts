@@ -7,15 +7,7 @@ import type { Tensor } from '../tensor.js';
 import { compareOutputs } from './compare.js';
 import { runChecks } from './conformance.js';
 import { faultContractChecks } from './faultContract.js';
-import type { FaultContext, FaultScenario } from './faultSuite.js';
-
-class ScenarioFailure extends Error {
-  override name = 'NotSurvived';
-}
-
-function fail(message: string): never {
-  throw new ScenarioFailure(message);
-}
+import { type FaultContext, type FaultScenario, ScenarioFailure, scenarioFailed } from './faultSuite.js';
 
 function errorName(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
@@ -29,7 +21,7 @@ const memoryContract: FaultScenario = {
     const backend = await context.create();
     const checks = faultContractChecks(async () => backend);
     const summary = await runChecks(checks);
-    if (summary.failed > 0) fail(summary.failures.map((f) => `${f.name}: ${f.message}`).join('; '));
+    if (summary.failed > 0) scenarioFailed(summary.failures.map((f) => `${f.name}: ${f.message}`).join('; '));
     return `${summary.passed} checks passed`;
   },
 };
@@ -39,7 +31,7 @@ async function expectUsable(backend: Backend, when: string): Promise<void> {
   using x = backend.upload([-2, 3, -4, 5], [4]);
   using y = backend.run(relu, [x])[0]!;
   const values = Array.from(await y.read());
-  if (values.join() !== '0,3,0,5') fail(`${when}: relu gave ${values.join()}, expected 0,3,0,5`);
+  if (values.join() !== '0,3,0,5') scenarioFailed(`${when}: relu gave ${values.join()}, expected 0,3,0,5`);
 }
 
 /**
@@ -66,7 +58,7 @@ const outOfMemory: FaultScenario = {
       tooBig = error;
     }
     if (!(tooBig instanceof OutOfMemoryError)) {
-      fail(`one allocation beyond maxBufferBytes gave ${tooBig ? errorName(tooBig) : 'no error'}`);
+      scenarioFailed(`one allocation beyond maxBufferBytes gave ${tooBig ? errorName(tooBig) : 'no error'}`);
     }
     await expectUsable(backend, 'after the oversized allocation');
     const once = `OutOfMemoryError at '${tooBig.kernel}' for one oversized allocation; the backend works after it`;
@@ -100,9 +92,9 @@ const outOfMemory: FaultScenario = {
     }
     const heldBytes = held.length * chunk;
     for (const t of held) t.dispose();
-    if (refused === undefined) fail(`no error after allocating ${heldBytes / GIB} GiB`);
+    if (refused === undefined) scenarioFailed(`no error after allocating ${heldBytes / GIB} GiB`);
     if (!(refused instanceof OutOfMemoryError)) {
-      fail(`after ${heldBytes / GIB} GiB: expected OutOfMemoryError, got ${errorName(refused)}`);
+      scenarioFailed(`after ${heldBytes / GIB} GiB: expected OutOfMemoryError, got ${errorName(refused)}`);
     }
     // Other sizes than before, so that freed memory must really return to the
     // device: half allocated at once after the frees, half after a sync.
@@ -113,19 +105,19 @@ const outOfMemory: FaultScenario = {
       try {
         await backend.sync();
       } catch (error) {
-        fail(
+        scenarioFailed(
           `sync after freeing everything and allocating 2 × ${(elements * 4) / 2 ** 20} MiB at once: ${errorName(error)}`,
         );
       }
       const first = await again[0]!.read();
       if (!first.every((v) => v === 0))
-        fail('a tensor allocated at once after the frees does not hold zeros');
+        scenarioFailed('a tensor allocated at once after the frees does not hold zeros');
       for (let i = 0; i < 2; i++) again.push(backend.zeros([elements]));
       await backend.sync();
       await expectUsable(backend, 'after freeing everything');
     } catch (error) {
-      if (error instanceof ScenarioFailure) fail(`${error.message}${memoryRecovery(backend)}`);
-      fail(`after freeing everything: ${errorName(error)}${memoryRecovery(backend)}`);
+      if (error instanceof ScenarioFailure) scenarioFailed(`${error.message}${memoryRecovery(backend)}`);
+      scenarioFailed(`after freeing everything: ${errorName(error)}${memoryRecovery(backend)}`);
     } finally {
       for (const t of again) t.dispose();
     }
@@ -215,7 +207,8 @@ const soak: FaultScenario = {
         rtol: 1e-4,
         atol: 1e-5,
       });
-    if (mismatch) fail(`after ${kernels} kernels the results differ from the reference: ${mismatch}`);
+    if (mismatch)
+      scenarioFailed(`after ${kernels} kernels the results differ from the reference: ${mismatch}`);
     const memory = backend.memory();
     const objects = context.objectCounts(backend);
     const before = warm!.memory as typeof memory;
@@ -228,7 +221,8 @@ const soak: FaultScenario = {
       if (count !== warm!.objects[name]) grew.push(`${name} ${warm!.objects[name]} → ${count}`);
     }
     work.dispose();
-    if (grew.length > 0) fail(`after ${kernels} kernels, not flat since warm-up: ${grew.join(', ')}`);
+    if (grew.length > 0)
+      scenarioFailed(`after ${kernels} kernels, not flat since warm-up: ${grew.join(', ')}`);
     const counted = Object.keys(objects);
     return `${kernels} kernels in ${round} rounds; live tensors (${memory.liveTensors}), bytes (${memory.liveBytes})${counted.length > 0 ? ` and ${counted.join(', ')}` : ''} flat since round ${warmRounds}`;
   },
@@ -256,22 +250,24 @@ const concurrentReads: FaultScenario = {
       if (s.status === 'fulfilled') {
         const v = s.value;
         if (v.length !== 1024 + i || Array.prototype.some.call(v, (x: number) => x !== i)) {
-          fail(
+          scenarioFailed(
             `read ${i} resolved with data that is not its tensor's (first value ${v[0]}, length ${v.length})`,
           );
         }
         own++;
       } else {
         if (!(s.reason instanceof DisposedTensorError)) {
-          fail(`read ${i} rejected with ${errorName(s.reason)}, expected DisposedTensorError or its data`);
+          scenarioFailed(
+            `read ${i} rejected with ${errorName(s.reason)}, expected DisposedTensorError or its data`,
+          );
         }
-        if (i % 2 === 1) fail(`read ${i} of a live tensor rejected: ${errorName(s.reason)}`);
+        if (i % 2 === 1) scenarioFailed(`read ${i} of a live tensor rejected: ${errorName(s.reason)}`);
         refused++;
       }
     });
     for (const t of [...tensors, ...reused]) t.dispose();
     if (backend.memory().liveTensors !== 0)
-      fail(`${backend.memory().liveTensors} tensors still live after disposing all`);
+      scenarioFailed(`${backend.memory().liveTensors} tensors still live after disposing all`);
     return `${count} reads: ${own} resolved with their own data, ${refused} rejected with DisposedTensorError`;
   },
 };

@@ -15,6 +15,32 @@ export interface FaultContext {
   objectCounts(backend: Backend): Readonly<Record<string, number>>;
 }
 
+/** What a scenario throws when the fault was not survived; the suite reports its message. */
+export class ScenarioFailure extends Error {
+  override name = 'NotSurvived';
+}
+
+/** Ends a scenario as not survived, saying why. */
+export function scenarioFailed(message: string): never {
+  throw new ScenarioFailure(message);
+}
+
+/** What `promise` settled to within `ms`: 'resolved', its error, or 'still pending'. */
+export async function settledWithin(promise: Promise<unknown>, ms: number): Promise<unknown> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const outcome = await Promise.race([
+    promise.then(
+      () => 'resolved',
+      (error: unknown) => error,
+    ),
+    new Promise((resolve) => {
+      timer = setTimeout(() => resolve('still pending'), ms);
+    }),
+  ]);
+  clearTimeout(timer);
+  return outcome;
+}
+
 export interface FaultScenario {
   readonly name: string;
   /** Registry names of the backends it applies to; every backend when absent. */

@@ -21,6 +21,9 @@ export {
   faultExtensions,
   faultTable,
   runFaultScenarios,
+  ScenarioFailure,
+  scenarioFailed,
+  settledWithin,
 } from './faultSuite.js';
 export { type FuzzOptions, type FuzzSummary, fuzzBadCalls } from './fuzz.js';
 export { hashString, Rng } from './random.js';
