@@ -13,6 +13,7 @@ import { KERNELS } from '../kernels/index.js';
 import { matmul } from '../kernels/matmul.js';
 import { sizeOf } from '../shape.js';
 import type { Tensor } from '../tensor.js';
+import { backendCheck } from './backendCheck.js';
 import { ERROR_CASES, VALID_CASES } from './cases/index.js';
 import type { AnyConformanceCase, AnyErrorCase, InputInit, InputSample } from './cases.js';
 import { compareOutputs } from './compare.js';
@@ -326,12 +327,7 @@ function derivedErrorChecks(
 }
 
 function apiChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
-  const group = 'api';
-  const check = (name: string, run: (backend: Backend) => Promise<void>): ConformanceCheck => ({
-    name,
-    group,
-    run: async () => run(await getBackend()),
-  });
+  const check = backendCheck('api', getBackend);
   return [
     check('upload and read round-trip every integer and float type', async (backend) => {
       for (const dtype of ['f32', 'i32', 'u32'] as DType[]) {

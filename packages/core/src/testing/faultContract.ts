@@ -1,6 +1,7 @@
 import type { Backend } from '../backend.js';
 import { OutOfMemoryError, type RayoError, UnsubmittedWriteError } from '../errors.js';
 import { add, relu } from '../kernels/elementwise.js';
+import { backendCheck } from './backendCheck.js';
 import type { ConformanceCheck } from './conformance.js';
 
 class ContractFailure extends Error {
@@ -59,12 +60,7 @@ const ramp = (n: number, from: number) => Float32Array.from({ length: n }, (_, i
  *   works again once memory is freed.
  */
 export function faultContractChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
-  const group = 'contract';
-  const check = (name: string, run: (backend: Backend) => Promise<void>): ConformanceCheck => ({
-    name,
-    group,
-    run: async () => run(await getBackend()),
-  });
+  const check = backendCheck('contract', getBackend);
   return [
     check('an output of an unsubmitted batch cannot be read or used eagerly', async (backend) => {
       // A freed tensor first, so that a pooling backend has stale bytes to hand out.

@@ -7,6 +7,7 @@ import { copy } from '../kernels/memory.js';
 import { adamwStep } from '../kernels/optimizer.js';
 import { rope } from '../kernels/rope.js';
 import type { Tensor } from '../tensor.js';
+import { backendCheck } from './backendCheck.js';
 import { ropeTolerance } from './cases/rope.js';
 import { compareOutputs } from './compare.js';
 import type { ConformanceCheck } from './conformance.js';
@@ -43,12 +44,7 @@ export function writeChecks(
   getBackend: () => Promise<Backend>,
   getOther: () => Promise<Backend>,
 ): ConformanceCheck[] {
-  const group = 'api';
-  const check = (name: string, run: (backend: Backend) => Promise<void>): ConformanceCheck => ({
-    name,
-    group,
-    run: async () => run(await getBackend()),
-  });
+  const check = backendCheck('api', getBackend);
   return [
     check('write replaces a tensor’s contents for every integer and float type', async (backend) => {
       for (const dtype of ['f32', 'i32', 'u32'] as DType[]) {

@@ -3,6 +3,7 @@ import { DisposedTensorError, ShapeError } from '../errors.js';
 import { kvCacheScatter } from '../kernels/decoding.js';
 import { add, scale } from '../kernels/elementwise.js';
 import type { Tensor } from '../tensor.js';
+import { backendCheck } from './backendCheck.js';
 import type { ConformanceCheck } from './conformance.js';
 
 class ViewCheckFailure extends Error {
@@ -40,11 +41,7 @@ const range = (n: number, from = 1): number[] => Array.from({ length: n }, (_, i
  * disposal rules.
  */
 export function viewChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
-  const check = (name: string, run: (backend: Backend) => Promise<void>): ConformanceCheck => ({
-    name,
-    group: 'views',
-    run: async () => run(await getBackend()),
-  });
+  const check = backendCheck('views', getBackend);
   return [
     check('a view reads its base’s elements under its own shape, without allocating', async (backend) => {
       using base = backend.upload(range(6), [2, 3]);
