@@ -58,6 +58,52 @@ needsAdapter(`wgpu backend${unavailable ? ` (no adapter: ${unavailable})` : ''}`
     expect(values[0]).toBeCloseTo(0.5 + (1.5 * 0.5 + 199), 4);
   });
 
+  it('submits a batch in command buffers of growing size, with the same results as one', async () => {
+    const rng = new Rng(7);
+    const data = Float32Array.from({ length: 333 }, () => rng.normal());
+    const chain = (b: WgpuBackend) => {
+      const batch = b.batch();
+      let t = b.upload(data, [333]);
+      const made = [t];
+      // 21 dependent kernels: parts of 4, 8 and 9 commands.
+      for (let i = 0; i < 21; i++) {
+        t = batch.run(scale, [t], { alpha: 1.01, beta: i % 3 })[0]!;
+        made.push(t);
+      }
+      return { batch, out: t, made };
+    };
+    const parted = chain(backend);
+    const before = backend.commandBuffersSubmitted;
+    await parted.batch.submit();
+    expect(backend.commandBuffersSubmitted - before).toBe(3);
+    const whole = await WgpuBackend.create({ device: backend.device, batchFirstPart: 0 });
+    try {
+      const single = chain(whole);
+      const start = whole.commandBuffersSubmitted;
+      await single.batch.submit();
+      expect(whole.commandBuffersSubmitted - start).toBe(1);
+      expect(await parted.out.read()).toEqual(await single.out.read());
+      // A replay goes in parts too, and gives the same values again.
+      await parted.batch.submit();
+      expect(backend.commandBuffersSubmitted - before).toBe(6);
+      let expected = Array.from(data);
+      for (let i = 0; i < 21; i++) expected = expected.map((v) => v * 1.01 + (i % 3));
+      const replayed = await parted.out.read();
+      expect(Array.from(replayed)).toEqual(Array.from(await single.out.read()));
+      for (const [i, v] of replayed.entries()) expect(v).toBeCloseTo(expected[i]!, 3);
+      for (const t of single.made) t.dispose();
+    } finally {
+      whole.dispose();
+      for (const t of parted.made) t.dispose();
+    }
+  });
+
+  it('refuses a batchFirstPart that is not a whole number', async () => {
+    await expect(WgpuBackend.create({ device: backend.device, batchFirstPart: -1 })).rejects.toThrow(
+      /batchFirstPart/,
+    );
+  });
+
   it('a replay writes its parameters again where other work overwrote them', async () => {
     using x = backend.upload([1, 2, 3, 4], [4]);
     using y = backend.empty([4]);

@@ -101,9 +101,17 @@ export interface WgpuBackendOptions extends WgpuDeviceOptions {
    * submit.
    */
   readonly memoryBudgetBytes?: number;
+  /**
+   * A batch is submitted in command buffers of growing size: this many
+   * commands first, twice as many in each next one (default 4). The GPU
+   * starts on the first while the host encodes the rest. 0 submits a batch
+   * as one command buffer.
+   */
+  readonly batchFirstPart?: number;
 }
 
 const DEFAULT_UPLOAD_STAGING_BYTES = 256 * 2 ** 20;
+const DEFAULT_BATCH_FIRST_PART = 4;
 
 /**
  * The WebGPU backend: WGSL kernels for every spec, one submission per eager
@@ -125,6 +133,8 @@ export class WgpuBackend implements Backend {
   readonly #memory: DeviceMemory;
   #live = { tensors: 0, bytes: 0, peak: 0, allocations: 0 };
   #bindGroups = 0;
+  #commandBuffers = 0;
+  readonly #batchFirstPart: number;
   #disposed = false;
   /** A tiny buffer cleared by the queue rounds that push freed memory back to the driver. */
   readonly #releaseFence: GPUBuffer;
@@ -147,6 +157,7 @@ export class WgpuBackend implements Backend {
       options.maxBindingBytes,
       options.uploadStagingBytes ?? DEFAULT_UPLOAD_STAGING_BYTES,
       budget,
+      checkBatchFirstPart(options.batchFirstPart),
     );
   }
 
@@ -156,8 +167,10 @@ export class WgpuBackend implements Backend {
     maxBindingBytes: number | undefined,
     uploadStagingBytes: number,
     memoryBudgetBytes: number,
+    batchFirstPart: number,
   ) {
     this.gpu = gpu;
+    this.#batchFirstPart = batchFirstPart;
     this.device = gpu.device;
     this.#ownsDevice = ownsDevice;
     this.pipelines = new PipelineCache(this.device);
@@ -201,6 +214,11 @@ export class WgpuBackend implements Backend {
 
   supports(kernel: string): boolean {
     return this.#kernels.has(kernel);
+  }
+
+  /** Command buffers submitted so far by eager calls and batches (a batch submits several: `batchFirstPart`). */
+  get commandBuffersSubmitted(): number {
+    return this.#commandBuffers;
   }
 
   /** How many GPU objects of each kind were created so far. */
@@ -531,10 +549,15 @@ export class WgpuBackend implements Backend {
    * Submits a recording whose parameter chunks and scratch buffers are held;
    * they go back to their pools when the GPU finished.
    */
-  #submit(recording: Recording): Promise<void> {
+  #submit(recording: Recording, inParts = false): Promise<void> {
     this.#alive('submit');
     recording.params.flush(this.device.queue);
-    this.device.queue.submit([recording.encode(this.device)]);
+    if (inParts && this.#batchFirstPart > 0) {
+      this.#commandBuffers += recording.submitInParts(this.device, this.#batchFirstPart);
+    } else {
+      this.device.queue.submit([recording.encode(this.device)]);
+      this.#commandBuffers++;
+    }
     const done = this.device.queue.onSubmittedWorkDone().then(() => recording.release());
     return this.#deviceWait('submit', done);
   }
@@ -587,7 +610,7 @@ export class WgpuBackend implements Backend {
     this.#alive('batch');
     return new WgpuCommandBatch(this, {
       record: (encodeAll) => this.#recordWork(encodeAll),
-      submit: (recording) => this.#submit(recording),
+      submit: (recording) => this.#submit(recording, true),
     });
   }
 
@@ -755,4 +778,17 @@ class WgpuCommandBatch implements CommandBatch {
     this.#tensors.length = 0;
     this.#recording = undefined;
   }
+}
+
+function checkBatchFirstPart(value: number | undefined): number {
+  if (value === undefined) return DEFAULT_BATCH_FIRST_PART;
+  if (!Number.isInteger(value) || value < 0) {
+    throw new InvalidArgumentError('batchFirstPart must be a whole number of commands', {
+      kernel: 'WgpuBackend.create',
+      argument: 'batchFirstPart',
+      expected: 'an integer >= 0 (0: one command buffer per batch)',
+      actual: String(value),
+    });
+  }
+  return value;
 }

@@ -42,12 +42,41 @@ export class Recording {
     readonly bindGroups: number,
   ) {}
 
+  /** The number of recorded commands (dispatches, copies, timestamps). */
+  get length(): number {
+    return this.commands.length;
+  }
+
   /** One command buffer: consecutive dispatches share one compute pass, redundant pipeline changes are left out. */
   encode(device: GPUDevice): GPUCommandBuffer {
+    return this.#encodeRange(device, 0, this.commands.length);
+  }
+
+  /**
+   * Encodes and submits the commands in parts of growing size (`firstPart`
+   * commands, then twice as many each time), each submitted as soon as it is
+   * encoded. Dawn turns a command buffer into Vulkan commands inside
+   * `queue.submit` and the GPU starts only after that: in parts, the GPU runs
+   * the first part while the host encodes the next, instead of waiting for
+   * all of it. Queue order keeps the parts in sequence. Returns the number
+   * of command buffers.
+   */
+  submitInParts(device: GPUDevice, firstPart: number): number {
+    const n = this.commands.length;
+    let parts = 0;
+    let size = Math.max(1, firstPart);
+    for (let from = 0; from < n; from += size, size *= 2, parts++) {
+      device.queue.submit([this.#encodeRange(device, from, Math.min(n, from + size))]);
+    }
+    return parts;
+  }
+
+  #encodeRange(device: GPUDevice, from: number, to: number): GPUCommandBuffer {
     const encoder = device.createCommandEncoder();
     let pass: GPUComputePassEncoder | undefined;
     let pipeline: GPUComputePipeline | undefined;
-    for (const c of this.commands) {
+    for (let i = from; i < to; i++) {
+      const c = this.commands[i]!;
       if (typeof c === 'function') {
         pass?.end();
         pass = undefined;

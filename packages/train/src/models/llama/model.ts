@@ -326,10 +326,14 @@ export class LlamaModel {
     this.backend.write(this.positionInput, Int32Array.of(position));
     this.backend.write(this.lengthInput, Int32Array.of(position + 1));
     const recorded = this.#recorded;
-    await recorded.batch.submit();
+    // Reads are ordered after submitted work: waiting for the read alone
+    // saves a round trip to the device per token.
+    const submitted = recorded.batch.submit();
+    const read = greedy && recorded.greedy ? recorded.greedy.read() : recorded.logits.read();
+    const [, values] = await Promise.all([submitted, read]);
     this.#position++;
-    if (greedy && recorded.greedy) return { token: (await recorded.greedy.read())[0]! };
-    return { logits: (await recorded.logits.read()) as Float32Array };
+    if (greedy && recorded.greedy) return { token: values[0]! };
+    return { logits: values as Float32Array };
   }
 
   /**
