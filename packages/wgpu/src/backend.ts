@@ -420,23 +420,33 @@ export class WgpuBackend implements Backend {
     };
   }
 
+  /**
+   * The tensor's values as of this call: the copy to a staging buffer is
+   * enqueued before `read` returns, after the work submitted so far and
+   * before anything submitted later, so that a caller can read one step's
+   * result while the next step runs.
+   */
   async read(tensor: Tensor): Promise<HostArray> {
     this.#alive('read');
-    this.#own('read', tensor, 'tensor');
-    checkWritten('read', tensor, 'tensor');
-    await this.pipelines.settle();
-    await this.#reported('read');
-    // Disposed meanwhile, its buffer may hold another tensor's data by now.
     const s = this.#own('read', tensor, 'tensor');
+    checkWritten('read', tensor, 'tensor');
     const bytes = Math.ceil(s.byteLength / 4) * 4;
     const out = allocHost(tensor.dtype, tensor.size);
-    if (bytes === 0) return out;
+    if (bytes === 0) {
+      await this.#reported('read');
+      return out;
+    }
     this.#memory.touch(s.buffer);
     const staging = this.#staging.acquire(bytes, 'read');
-    const encoder = this.device.createCommandEncoder();
-    encoder.copyBufferToBuffer(s.buffer, s.offset, staging, 0, bytes);
-    this.device.queue.submit([encoder.finish()]);
     try {
+      const encoder = this.device.createCommandEncoder();
+      encoder.copyBufferToBuffer(s.buffer, s.offset, staging, 0, bytes);
+      this.device.queue.submit([encoder.finish()]);
+      this.#commandBuffers++;
+      // Errors of earlier work (a kernel that failed to compile, a refused
+      // allocation) are reported before the values, which they may have spoilt.
+      await this.pipelines.settle();
+      await this.#reported('read');
       await this.#deviceWait('read', staging.mapAsync(GPUMapMode.READ, 0, bytes));
       new Uint8Array(out.buffer, out.byteOffset, s.byteLength).set(
         new Uint8Array(staging.getMappedRange(0, bytes), 0, s.byteLength),
@@ -552,11 +562,17 @@ export class WgpuBackend implements Backend {
   #submit(recording: Recording, inParts = false): Promise<void> {
     this.#alive('submit');
     recording.params.flush(this.device.queue);
-    if (inParts && this.#batchFirstPart > 0) {
-      this.#commandBuffers += recording.submitInParts(this.device, this.#batchFirstPart);
-    } else {
-      this.device.queue.submit([recording.encode(this.device)]);
-      this.#commandBuffers++;
+    recording.submitted();
+    try {
+      if (inParts && this.#batchFirstPart > 0) {
+        this.#commandBuffers += recording.submitInParts(this.device, this.#batchFirstPart);
+      } else {
+        this.device.queue.submit([recording.encode(this.device)]);
+        this.#commandBuffers++;
+      }
+    } catch (error) {
+      recording.release();
+      throw error;
     }
     const done = this.device.queue.onSubmittedWorkDone().then(() => recording.release());
     return this.#deviceWait('submit', done);
@@ -612,6 +628,16 @@ export class WgpuBackend implements Backend {
       record: (encodeAll) => this.#recordWork(encodeAll),
       submit: (recording) => this.#submit(recording, true),
     });
+  }
+
+  /**
+   * Reports what earlier work went wrong (a pipeline that did not compile, a
+   * refused allocation, a validation error) without waiting for the queue.
+   */
+  async settle(api: string): Promise<void> {
+    this.#alive(api);
+    await this.pipelines.settle();
+    await this.#reported(api);
   }
 
   async sync(): Promise<void> {
@@ -708,8 +734,9 @@ export class WgpuBackend implements Backend {
  * submit resolves every dispatch to a pipeline and a bind group; later ones
  * replay that recording, creating no GPU objects and writing no parameters,
  * as long as it gets its parameter chunks and scratch buffers back (they are
- * pooled between submits, so another submission may hold them: then it is
- * recorded again).
+ * pooled between submits, so other work may take them: then it is recorded
+ * again). Submissions of the same batch may be in flight together: they keep
+ * the recording's chunks and buffers, which queue order keeps apart.
  */
 class WgpuCommandBatch implements CommandBatch {
   readonly #work: ((recorder: CommandRecorder) => void)[] = [];
@@ -764,7 +791,8 @@ class WgpuCommandBatch implements CommandBatch {
       // Enqueued: reads of the outputs are ordered after this work now.
       this.#pending.submitted();
       await submitted;
-      await this.backend.sync();
+      // Only this submission: later work of other callers may still be running.
+      await this.backend.settle('submit');
     } catch (error) {
       // A recording that failed (a kernel that did not compile) is not replayed.
       if (this.#recording === recording) this.#recording = undefined;

@@ -100,16 +100,35 @@ export class Recording {
     return encoder.finish();
   }
 
-  /** Takes its parameter chunks and scratch buffers back for a replay; false if one is in use. */
+  /** Submissions of this recording that the GPU has not finished. */
+  #inFlight = 0;
+
+  /**
+   * Takes its parameter chunks and scratch buffers back for a replay; false
+   * if another recording uses one. While an earlier submission of this
+   * recording is in flight they are still its own: queue order runs the two
+   * one after the other, as it does the dispatches inside one.
+   */
   reclaim(): boolean {
+    if (this.#inFlight > 0) return true;
     if (!this.params.reclaim()) return false;
     if (this.scratchPool.reclaim(this.scratch)) return true;
     this.params.release();
     return false;
   }
 
-  /** Returns the parameter chunks and scratch buffers to their pools (once the GPU is done with them). */
+  /** Counts a submission, until `release` when the GPU finished it. */
+  submitted(): void {
+    this.#inFlight++;
+  }
+
+  /**
+   * A submission finished (or the recording was never submitted): with none
+   * left in flight, returns the parameter chunks and scratch buffers to
+   * their pools.
+   */
   release(): void {
+    if (this.#inFlight > 0 && --this.#inFlight > 0) return;
     this.params.release();
     for (const b of this.scratch) this.scratchPool.release(b);
   }

@@ -197,7 +197,7 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
   );
 
   it(
-    'replays one recorded decode step for every token, writing only the token, position and length',
+    'replays the two recorded steps of greedy decoding for every token, writing only the position and length',
     async () => {
       const config = tinyLlamaConfig();
       const { model, weights } = await load(config, 7);
@@ -218,8 +218,8 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
       } finally {
         backend.batch = original;
       }
-      // Recorded once, for both generations and all their tokens.
-      expect(batches).toHaveLength(1);
+      // Recorded once (the two steps that feed each other their tokens), for both generations and all their tokens.
+      expect(batches).toHaveLength(2);
       // The same tokens with every step run eagerly.
       const eager = new LlamaModel(backend, model.config, model.weights, { replay: false, maxSequence: 32 });
       const got: number[] = [];
@@ -250,6 +250,22 @@ describe('generate', () => {
     const stopAt = greedy.findIndex((t, i) => i >= 2 && greedy.indexOf(t) === i);
     const stopped = await collect(model.generate(PROMPT, { maxNewTokens: 8, stop: [greedy[stopAt]!, 96] }));
     expect(stopped).toEqual(greedy.slice(0, stopAt));
+    // The step queued after the stop token is not context: the tokens fed are the prompt and those yielded.
+    expect(model.position).toBe(PROMPT.length + stopAt);
+  });
+
+  it('leaves the context at the tokens fed when the caller stops early, and decoding goes on from there', async () => {
+    const model = await loading;
+    const greedy = await collect(model.generate(PROMPT, { maxNewTokens: 8 }));
+    const tokens = model.generate(PROMPT, { maxNewTokens: 8 });
+    const got: number[] = [];
+    for (let i = 0; i < 4; i++) got.push((await tokens.next()).value as number);
+    await tokens.return();
+    expect(got).toEqual(greedy.slice(0, 4));
+    // Tokens 0–2 were fed back; token 3 was yielded but not fed.
+    expect(model.position).toBe(PROMPT.length + 3);
+    const logits = await model.decode(got[3]!).read();
+    expect(logits.indexOf(Math.max(...logits))).toBe(greedy[4]);
   });
 
   it('samples the same tokens for the same seed, and restarts from an empty context each time', async () => {

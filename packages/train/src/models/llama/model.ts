@@ -61,6 +61,18 @@ export interface LlamaModelOptions {
  */
 type StepPosition = { readonly kind: 'host'; readonly position: number } | { readonly kind: 'device' };
 
+/**
+ * Greedy decoding on the device: two recorded steps, each embedding the token
+ * the other chose. Step k reads `tokens[k]` and writes its argmax into
+ * `tokens[1 - k]`, so one step can run while the host reads the token of the
+ * one before, which nothing in flight overwrites.
+ */
+interface GreedyChain {
+  readonly steps: readonly [RecordedStep, RecordedStep];
+  /** i32 [1] each: `tokens[0]` is the model's `tokenInput`. */
+  readonly tokens: readonly [Tensor, Tensor];
+}
+
 /** A decode step recorded once: the batch, what it allocated, and its logits [1, vocab]. */
 interface RecordedStep {
   readonly batch: CommandBatch;
@@ -110,6 +122,7 @@ export class LlamaModel {
   readonly #replay: boolean;
   readonly #fused: boolean;
   #recorded: RecordedStep | undefined;
+  #greedy: GreedyChain | undefined;
   #position = 0;
   #generating = false;
   #disposed = false;
@@ -287,15 +300,9 @@ export class LlamaModel {
    * three tensors. Every tensor it allocates (the logits included) is pushed
    * to `made`.
    */
-  recordStep(runner: KernelRunner, made: Tensor[]): Tensor {
+  recordStep(runner: KernelRunner, made: Tensor[], token: Tensor = this.tokenInput): Tensor {
     this.#checkAlive('recordStep');
-    return this.#forward(
-      new ScratchRunner(runner, made),
-      this.tokenInput,
-      { kind: 'device' },
-      undefined,
-      false,
-    );
+    return this.#forward(new ScratchRunner(runner, made), token, { kind: 'device' }, undefined, false);
   }
 
   /**
@@ -305,22 +312,11 @@ export class LlamaModel {
    */
   async #decodeReplayed(token: number, greedy: boolean): Promise<{ logits?: Float32Array; token?: number }> {
     this.#checkChunk('decode', [token]);
-    if (!this.#recorded) {
-      const batch = this.backend.batch();
-      const made: Tensor[] = [];
-      try {
-        const logits = this.recordStep(batch, made);
-        // The next token of greedy decoding is chosen on the device: 4 bytes read instead of the logits row.
-        const chosen = this.backend.supports('argmax')
-          ? new ScratchRunner(batch, made).run1(argmax, [logits])
-          : undefined;
-        this.#recorded = { batch, made, logits, greedy: chosen };
-      } catch (error) {
-        batch.dispose();
-        for (const t of made) t.dispose();
-        throw error;
-      }
-    }
+    // The next token of greedy decoding is chosen on the device: 4 bytes read instead of the logits row.
+    this.#recorded ??= this.#recordDecode(
+      this.tokenInput,
+      this.backend.supports('argmax') ? null : undefined,
+    );
     const position = this.#position;
     this.writeToken(token);
     this.backend.write(this.positionInput, Int32Array.of(position));
@@ -334,6 +330,96 @@ export class LlamaModel {
     this.#position++;
     if (greedy && recorded.greedy) return { token: values[0]! };
     return { logits: values as Float32Array };
+  }
+
+  /**
+   * Records a decode step that embeds `token`; with `chosen` (null: a new
+   * tensor) it also takes the argmax of the logits into it.
+   */
+  #recordDecode(token: Tensor, chosen: Tensor | null | undefined): RecordedStep {
+    const batch = this.backend.batch();
+    const made: Tensor[] = [];
+    try {
+      const logits = this.recordStep(batch, made, token);
+      let greedy: Tensor | undefined;
+      if (chosen === null) greedy = new ScratchRunner(batch, made).run1(argmax, [logits]);
+      else if (chosen) greedy = batch.run(argmax, [logits], {}, { out: [chosen] })[0]!;
+      return { batch, made, logits, greedy };
+    } catch (error) {
+      batch.dispose();
+      for (const t of made) t.dispose();
+      throw error;
+    }
+  }
+
+  /** The two steps of greedy decoding on the device, recorded on first use. */
+  #greedyChain(): GreedyChain {
+    if (this.#greedy) return this.#greedy;
+    const spare = this.backend.zeros([1], 'i32');
+    try {
+      const first = this.#recordDecode(this.tokenInput, spare);
+      try {
+        const second = this.#recordDecode(spare, this.tokenInput);
+        this.#greedy = { steps: [first, second], tokens: [this.tokenInput, spare] };
+      } catch (error) {
+        disposeRecorded(first);
+        throw error;
+      }
+    } catch (error) {
+      spare.dispose();
+      throw error;
+    }
+    return this.#greedy;
+  }
+
+  /**
+   * Submits step `k` of the greedy chain at the current position (its token
+   * is already on the device) and advances the position. Resolves when the
+   * device finished it.
+   */
+  #submitGreedy(chain: GreedyChain, k: 0 | 1): Promise<void> {
+    const position = this.#position;
+    this.backend.write(this.positionInput, Int32Array.of(position));
+    this.backend.write(this.lengthInput, Int32Array.of(position + 1));
+    const submitted = chain.steps[k].batch.submit();
+    this.#position++;
+    return submitted;
+  }
+
+  /**
+   * Greedy tokens after `first`, each step chosen and fed back on the device:
+   * the step of the next token is queued before the host waits for the
+   * current one, so the device does not wait for the host between tokens.
+   * Yields tokens 1 … count − 1 (the caller yielded `first`); a stop token
+   * ends it, and the step already queued after it is taken back from the
+   * context.
+   */
+  async *#greedyOnDevice(first: number, count: number, stop: ReadonlySet<number>): AsyncGenerator<number> {
+    const chain = this.#greedyChain();
+    this.writeToken(first);
+    let k: 0 | 1 = 0;
+    let current: Promise<void> | undefined = this.#submitGreedy(chain, k);
+    let queued: Promise<void> | undefined;
+    try {
+      for (let i = 1; i < count; i++) {
+        // Step k writes token i into tokens[other]; the read is enqueued before the next step.
+        const other: 0 | 1 = k === 0 ? 1 : 0;
+        const read = chain.tokens[other].read();
+        queued = i + 1 < count ? this.#submitGreedy(chain, other) : undefined;
+        const [, values] = await Promise.all([current, read]);
+        current = queued;
+        queued = undefined;
+        const token = values[0]!;
+        if (stop.has(token)) return;
+        yield token;
+        k = other;
+      }
+    } finally {
+      // A step queued past a stop (or an early return) ran for nothing: its cache row is not context.
+      const pending = [current, queued].filter((p): p is Promise<void> => p !== undefined);
+      this.#position -= pending.length;
+      await Promise.allSettled(pending);
+    }
   }
 
   /**
@@ -560,6 +646,13 @@ export class LlamaModel {
       let next: { logits?: Float32Array; token?: number } = {
         logits: await this.#lastRow(this.prefill(prompt)),
       };
+      if (greedy && this.#replay && this.backend.supports('argmax')) {
+        const first = sampleToken(next.logits!, sampling, rng);
+        if (stop.has(first)) return;
+        yield first;
+        if (maxNewTokens > 1) yield* this.#greedyOnDevice(first, maxNewTokens, stop);
+        return;
+      }
       for (let i = 0; i < maxNewTokens; i++) {
         const token = next.token ?? sampleToken(next.logits!, sampling, rng);
         if (stop.has(token)) return;
@@ -595,14 +688,21 @@ export class LlamaModel {
     this.tokenInput.dispose();
     this.positionInput.dispose();
     this.lengthInput.dispose();
-    if (this.#recorded) {
-      this.#recorded.batch.dispose();
-      for (const t of this.#recorded.made) t.dispose();
-      this.#recorded = undefined;
+    if (this.#recorded) disposeRecorded(this.#recorded);
+    this.#recorded = undefined;
+    if (this.#greedy) {
+      for (const step of this.#greedy.steps) disposeRecorded(step);
+      this.#greedy.tokens[1].dispose();
+      this.#greedy = undefined;
     }
   }
 
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+function disposeRecorded(recorded: RecordedStep): void {
+  recorded.batch.dispose();
+  for (const t of recorded.made) t.dispose();
 }
