@@ -57,6 +57,12 @@ export interface KernelRunner {
  * one submission (or one CUDA graph). Output tensors exist as soon as a kernel
  * is recorded and hold their results once `submit()` resolves. `submit()` may
  * be called again to replay everything recorded.
+ *
+ * `submit()` enqueues the work when it is called, before its promise settles:
+ * a `read`, `write`, `copy` or `run` issued right after the call, without
+ * awaiting it, is ordered after the batch's work, so a caller may start the
+ * readback of an output at once and wait for the device only once (awaiting
+ * the submit as well, to learn of its failure).
  */
 export interface CommandBatch extends KernelRunner {
   /** Number of recorded kernels. */

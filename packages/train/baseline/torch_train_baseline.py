@@ -6,7 +6,11 @@ in its output folder) in PyTorch on the same GPU, with the same shapes, AdamW
 hyperparameters, clipping and step count, and prints the training throughput
 as JSON (also written to ``--out``). Each workload is trained twice: eagerly,
 and with the whole step (forward, backward, clipping and a capturable AdamW)
-captured once in a CUDA graph and replayed (``graph``):
+captured once in a CUDA graph and replayed (``graph``). Both train on one
+batch uploaded to the device once: the eager step reads it directly, and each
+graph replay is preceded by a device-to-device copy of every input into the
+graph's static inputs (``static.copy_(batch)``), as a training loop over a
+device-resident data set does, and as rayo's replayed step is fed:
 
     python3 torch_train_baseline.py --request OUT/torch-request.json --out torch.json
 
@@ -24,7 +28,7 @@ import sys
 import time
 
 SCHEMA_IN = "rayo-train-workloads/1"
-SCHEMA_OUT = "rayo-train-torch/2"
+SCHEMA_OUT = "rayo-train-torch/3"
 
 
 def emit(path, payload):
@@ -151,20 +155,24 @@ def build_models(torch):
 
 
 def workload(torch, device, spec, models, generator):
-    """The model and a fixed batch, as rayo builds them (random features; next token = 3·id + 1)."""
+    """The model, a fixed batch on the device and the loss on given inputs, as rayo builds them.
+
+    Random features; next token = 3·id + 1. Returns (model, inputs, loss_fn(*inputs), tokens per step).
+    """
     MLP, CausalLM, _ = models
+    cross_entropy = torch.nn.functional.cross_entropy
     batch = spec["batch"]
     if spec["kind"] == "mlp":
         sizes = spec["sizes"]
         model = MLP(sizes, spec["activation"]).to(device)
         x = torch.randn(batch, sizes[0], generator=generator).to(device)
         y = torch.randint(0, sizes[-1], (batch,), generator=generator).to(device)
-        return model, lambda: torch.nn.functional.cross_entropy(model(x), y), None
+        return model, (x, y), lambda x, y: cross_entropy(model(x), y), None
     model = CausalLM(spec).to(device)
     ids = torch.randint(0, spec["vocab"], (spec["seq"], batch), generator=generator)
     targets = ((3 * ids + 1) % spec["vocab"]).view(-1).to(device)
     ids = ids.to(device)
-    return model, lambda: torch.nn.functional.cross_entropy(model(ids), targets), spec["seq"] * batch
+    return model, (ids, targets), lambda ids, targets: cross_entropy(model(ids), targets), spec["seq"] * batch
 
 
 def make_adamw(torch, params, hp, device, capturable=False):
@@ -219,7 +227,7 @@ def throughput(spec, times, losses, tokens):
 def run_eager(torch, device, request, spec, models, note):
     """Steps launched op by op from Python: what a PyTorch user gets by default."""
     generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
-    model, loss_fn, tokens = workload(torch, device, spec, models, generator)
+    model, data, loss_fn, tokens = workload(torch, device, spec, models, generator)
     optimizer, impl = make_adamw(torch, list(model.parameters()), request["adamw"], device)
     note["adamw"] = impl
     clip = float(request.get("clipNorm", 1))
@@ -230,7 +238,7 @@ def run_eager(torch, device, request, spec, models, note):
     for i in range(warmup + steps):
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn()
+        loss = loss_fn(*data)
         loss.backward()
         clip_grads(torch, params, clip, device)
         optimizer.step()
@@ -242,17 +250,22 @@ def run_eager(torch, device, request, spec, models, note):
 
 
 def run_graph(torch, device, request, spec, models, note):
-    """The whole step captured once in a CUDA graph (static inputs, capturable AdamW) and replayed."""
+    """The whole step captured once in a CUDA graph (static inputs, capturable AdamW) and replayed.
+
+    Each replay is fed the batch by a device-to-device copy into the static inputs.
+    """
     cuda = torch.cuda
     generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
-    model, loss_fn, tokens = workload(torch, device, spec, models, generator)
+    model, data, loss_fn, tokens = workload(torch, device, spec, models, generator)
+    static = [t.clone() for t in data]
     params = list(model.parameters())
     optimizer, impl = make_adamw(torch, params, request["adamw"], device, capturable=True)
     note["adamwGraph"] = impl
+    note["graphInputs"] = "copied device to device into the static inputs (copy_) before each replay"
     clip = float(request.get("clipNorm", 1))
 
     def step():
-        loss = loss_fn()
+        loss = loss_fn(*static)
         loss.backward()
         clip_grads(torch, params, clip, device)
         optimizer.step()
@@ -277,6 +290,8 @@ def run_graph(torch, device, request, spec, models, note):
     sync(torch, device)
     for i in range(warmup + steps):
         start = time.perf_counter()
+        for s, d in zip(static, data):
+            s.copy_(d)
         graph.replay()
         losses.append(static_loss.item())
         if i >= warmup:

@@ -44,6 +44,7 @@ export {
 } from './loop/progress.js';
 export {
   type ReplayedBatchInput,
+  type ReplayedHostInput,
   type ReplayedInput,
   type ReplayedRunOptions,
   ReplayedStep,

@@ -39,11 +39,14 @@ describe('measureThroughput', () => {
       const before = cpu.memory().liveTensors;
       const eager = await measureThroughput(cpu, spec, { warmup: 1, steps: 3 });
       const replayed = await measureThroughput(cpu, spec, { warmup: 1, steps: 3, mode: 'replayed' });
+      const hostFed = await measureThroughput(cpu, spec, { warmup: 1, steps: 3, mode: 'replayed-host' });
       expect(replayed.stepsTimed).toBe(3);
       // The same first loss (the step before any update) and a falling one.
       expect(Math.abs(replayed.firstLoss - eager.firstLoss)).toBeLessThan(1e-6);
       expect(replayed.lastLoss).toBeLessThan(replayed.firstLoss);
       expect(Math.abs(replayed.lastLoss - eager.lastLoss)).toBeLessThan(1e-5);
+      // Fed from the device or from the host, the same data: the same losses.
+      expect([hostFed.firstLoss, hostFed.lastLoss]).toEqual([replayed.firstLoss, replayed.lastLoss]);
       expect(cpu.memory().liveTensors).toBe(before);
       cpu.dispose();
     });

@@ -22,12 +22,18 @@ export interface ThroughputOptions {
   readonly clipNorm?: number;
   readonly seed?: number;
   /**
-   * `eager` (default): each step recorded and submitted anew (`trainStep`);
-   * `replayed`: recorded once and replayed (`ReplayedStep`), writing the
-   * batch's data into its fixed inputs every step as a training loop over
-   * changing batches would (the eager steps reuse the uploaded data).
+   * How the steps run, and what each copies per step besides the step
+   * number and learning rate (a few bytes):
+   * - `eager` (default): each step recorded and submitted anew
+   *   (`trainStep`), reading the batch uploaded once; no batch copy.
+   * - `replayed`: recorded once and replayed (`ReplayedStep`), fed the batch
+   *   uploaded once as device tensors: each input copied device to device
+   *   into the step's fixed inputs, as a loop over a device-resident data
+   *   set does (and as PyTorch's CUDA-graph baseline does).
+   * - `replayed-host`: the same, fed the batch from the host: each input
+   *   written host to device every step, as a loop over host data does.
    */
-  readonly mode?: 'eager' | 'replayed';
+  readonly mode?: 'eager' | 'replayed' | 'replayed-host';
 }
 
 /** Milliseconds of the timed steps, summarised. */
@@ -76,8 +82,9 @@ export async function measureThroughput(
   const work = buildWorkload(backend, spec, options.seed ?? 0);
   const optimizer = new AdamW(work.model.namedParameters(), THROUGHPUT_ADAMW);
   const clipNorm = options.clipNorm ?? 1;
+  const mode = options.mode ?? 'eager';
   const replayed =
-    options.mode === 'replayed'
+    mode !== 'eager'
       ? new ReplayedStep({
           backend,
           optimizer,
@@ -93,7 +100,7 @@ export async function measureThroughput(
       : undefined;
   const step = (): Promise<StepResult> =>
     replayed
-      ? replayed.run(work.batch)
+      ? replayed.run(mode === 'replayed' ? work.tensors : work.batch)
       : trainStep({ backend, optimizer, loss: (tape) => work.loss(tape), clipNorm });
   try {
     const times: number[] = [];

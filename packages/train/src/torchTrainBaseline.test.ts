@@ -31,7 +31,7 @@ const args = process.argv.slice(2);
 const request = JSON.parse(readFileSync(args[args.indexOf('--request') + 1], 'utf8'));
 process.stderr.write('progress\\n');
 const results = request.workloads.map((w) => ({ id: w.id, status: 'ok', samplesPerSecond: 5 }));
-const output = { schema: 'rayo-train-torch/2', available: true, torch: '2.x', results };
+const output = { schema: 'rayo-train-torch/3', available: true, torch: '2.x', results };
 writeFileSync(args[args.indexOf('--out') + 1], JSON.stringify(output));
 `,
     );

@@ -39,7 +39,7 @@ export type TorchTrainResult =
 
 /** What the script prints (and writes to `--out`). */
 export interface TorchTrainOutput {
-  readonly schema: 'rayo-train-torch/2';
+  readonly schema: 'rayo-train-torch/3';
   readonly available: boolean;
   /** Why nothing was timed (no torch, no CUDA). */
   readonly reason?: string;

@@ -79,19 +79,22 @@ describe('train-bench program', () => {
     ]);
     expect(report.parity[0]).toMatchObject({ reason: expect.stringMatching(/'cpu' lacks .*: adamwStep$/) });
     const ids = QUICK_WORKLOADS.map(workloadId);
-    // Each workload eagerly and replayed; a backend that lacks kernels runs neither.
+    // Each workload eagerly and replayed (fed from the device, then from the host); a backend that lacks kernels runs none.
     expect(report.throughput.map((t) => [t.backend, t.workload, t.mode, t.status])).toEqual([
       ...ids.flatMap((id) => [
         ['cpu', id, 'eager', 'ok'],
         ['cpu', id, 'replayed', 'ok'],
+        ['cpu', id, 'replayed-host', 'ok'],
       ]),
       ...ids.map((id) => ['partial', id, undefined, 'unsupported']),
     ]);
-    expect(report.throughput[2 * ids.length]).toMatchObject({ missing: ['adamwStep'] });
-    // Replayed and eager steps train alike: the same first loss.
-    const [eager, replayed] = report.throughput;
-    if (eager?.status !== 'ok' || replayed?.status !== 'ok') throw new Error('cpu throughput did not run');
+    expect(report.throughput[3 * ids.length]).toMatchObject({ missing: ['adamwStep'] });
+    // Replayed and eager steps train alike: the same first loss, however the batch is fed.
+    const [eager, replayed, hostFed] = report.throughput;
+    if (eager?.status !== 'ok' || replayed?.status !== 'ok' || hostFed?.status !== 'ok')
+      throw new Error('cpu throughput did not run');
     expect(Math.abs(replayed.result.firstLoss - eager.result.firstLoss)).toBeLessThan(1e-6);
+    expect(hostFed.result.firstLoss).toBe(replayed.result.firstLoss);
     expect(report.baseline).toEqual({
       status: 'unavailable',
       reason: expect.stringMatching(/was not found/),
@@ -100,6 +103,9 @@ describe('train-bench program', () => {
     const md = await readFile(join(out, 'report.md'), 'utf8');
     expect(md).toContain('## Throughput');
     expect(md).toContain('cpu replayed');
+    expect(md).toContain('cpu replayed host-fed');
+    // The report says what each row copies per step.
+    expect(md).toContain('| torch graph | each input device to device');
     expect(stdout.join('')).toMatch(/mlp-784x32x10-b16 on partial: unsupported: lacks adamwStep/);
   }, 60_000);
 });

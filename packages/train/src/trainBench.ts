@@ -6,7 +6,7 @@ import { parityGate } from './parity.js';
 import { measureThroughput, THROUGHPUT_ADAMW, type ThroughputOptions } from './throughput.js';
 
 /** rayo's ways of running the steps, each measured on every workload. */
-const THROUGHPUT_MODES: readonly ThroughputMode[] = ['eager', 'replayed'];
+const THROUGHPUT_MODES: readonly ThroughputMode[] = ['eager', 'replayed', 'replayed-host'];
 
 import { runTorchTrainBaseline, type TorchTrainRequest } from './torchTrainBaseline.js';
 import {
@@ -17,6 +17,7 @@ import {
   formatNumber,
   type ParityEntry,
   type ParityModel,
+  rayoLabel,
   reportMarkdown,
   summaryTable,
   type ThroughputEntry,
@@ -61,7 +62,10 @@ export const USAGE = `Usage: train-bench [options]
 Trains the same models on rayo backends: a parity check between two backends
 (losses and gradient norms step by step, MLP and transformer) and the training
 throughput of each backend, optionally against PyTorch on the same GPU (eager,
-and with the whole step replayed as a CUDA graph).
+and with the whole step replayed as a CUDA graph). rayo runs each workload
+eagerly, replayed from a batch on the device (copied device to device into the
+step's inputs, as PyTorch's graph does) and replayed from the host (the batch
+written host to device every step).
 
   --backends LIST     backends to time (default cuda,wgpu)
   --parity A,B        the parity pair (default: the first two of --backends;
@@ -261,9 +265,9 @@ async function timeBackend(
         log(`throughput ${workload} on ${name}: unsupported (${reason})`);
         continue;
       }
-      // Each workload eagerly, then recorded once and replayed.
+      // Each workload eagerly, then recorded once and replayed (fed from the device, then from the host).
       for (const mode of THROUGHPUT_MODES) {
-        const label = mode === 'eager' ? name : `${name} ${mode}`;
+        const label = rayoLabel({ backend: name, mode });
         try {
           const result = await measureThroughput(backend, spec, { ...own, mode });
           entries.push({ backend: name, workload, mode, status: 'ok', result });
@@ -352,7 +356,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const baseline = await runBaseline(options, workloads, timing);
 
   const report: TrainBenchReport = {
-    schema: 'rayo-train-bench/1',
+    schema: 'rayo-train-bench/2',
     createdAt: new Date().toISOString(),
     node: process.versions.node,
     settings,

@@ -42,7 +42,7 @@ const throughput: ThroughputEntry[] = [
 const baseline: BaselineEntry = {
   status: 'ok',
   output: {
-    schema: 'rayo-train-torch/2',
+    schema: 'rayo-train-torch/3',
     available: true,
     torch: '2.11.0',
     device: 'NVIDIA H200',
@@ -84,7 +84,7 @@ const parityReport = (passed: boolean): ParityReport => ({
 
 function report(): TrainBenchReport {
   return {
-    schema: 'rayo-train-bench/1',
+    schema: 'rayo-train-bench/2',
     createdAt: '2025-01-01T00:00:00.000Z',
     node: '20.0.0',
     settings: {
@@ -158,6 +158,7 @@ describe('train-bench report', () => {
       ['wgpu', 'replayed'],
     ]);
     expect(rayoLabel(replayed)).toBe('wgpu replayed');
+    expect(rayoLabel({ ...first, mode: 'replayed-host' })).toBe('wgpu replayed host-fed');
     expect(rayoLabel(first)).toBe('wgpu');
   });
 

@@ -26,9 +26,20 @@ export type ParityEntry =
 
 /**
  * How rayo ran the steps: `eager` records and submits each step anew
- * (`trainStep`); `replayed` records it once and replays it (`ReplayedStep`).
+ * (`trainStep`) on the batch uploaded once; `replayed` records it once and
+ * replays it (`ReplayedStep`), copying the batch uploaded once device to
+ * device into the step's inputs each step; `replayed-host` replays it
+ * writing the batch from the host each step. (In `rayo-train-bench/1`
+ * reports, `replayed` wrote the batch from the host.)
  */
-export type ThroughputMode = 'eager' | 'replayed';
+export type ThroughputMode = 'eager' | 'replayed' | 'replayed-host';
+
+/** What each way of running copies per step, for the reports. */
+export const MODE_COPIES: Readonly<Record<ThroughputMode, string>> = {
+  eager: 'nothing: the kernels read the batch uploaded once',
+  replayed: 'each input device to device into the recorded step’s inputs, from the batch uploaded once',
+  'replayed-host': 'each input host to device (pageable memory) into the recorded step’s inputs',
+};
 
 export type ThroughputEntry =
   | {
@@ -82,7 +93,7 @@ export interface TrainBenchSettings {
 }
 
 export interface TrainBenchReport {
-  readonly schema: 'rayo-train-bench/1';
+  readonly schema: 'rayo-train-bench/2';
   readonly createdAt: string;
   readonly node: string;
   readonly settings: TrainBenchSettings;
@@ -176,9 +187,11 @@ function torchFor(report: TrainBenchReport, e: ThroughputEntry): Comparison | un
   );
 }
 
-/** The backend, and the mode where the steps were replayed: `cuda`, `cuda replayed`. */
+/** The backend, and the mode where the steps were replayed: `cuda`, `cuda replayed`, `cuda replayed host-fed`. */
 export function rayoLabel(e: Pick<ThroughputEntry, 'backend' | 'mode'>): string {
-  return e.mode === 'replayed' ? `${e.backend} replayed` : e.backend;
+  if (e.mode === 'replayed') return `${e.backend} replayed`;
+  if (e.mode === 'replayed-host') return `${e.backend} replayed host-fed`;
+  return e.backend;
 }
 
 /** PyTorch eager's samples per second for a workload. */
@@ -270,12 +283,28 @@ export function reportMarkdown(report: TrainBenchReport): string {
       `clipping at ${s.clipNorm}, fp32. ${s.warmup} warm-up steps, then the median of ${s.steps} steps ` +
       '(fewer on the cpu reference), each timed from its start until its loss is read back. Samples are ' +
       'rows (MLP) or sequences ' +
-      '(transformer). PyTorch runs each workload twice: eagerly, and with the whole step (forward, ' +
-      'backward, clipping and a capturable AdamW) captured once in a CUDA graph and replayed. ' +
-      'rayo runs each workload twice as well: eagerly (`trainStep`, each step recorded and submitted ' +
-      'anew), and `replayed` (`ReplayedStep`: recorded once, then each step writes its batch, step ' +
-      'number and learning rate into device tensors and replays the recording, one CUDA graph on cuda). ' +
-      'rayo/torch above 1: rayo is faster.',
+      '(transformer). Every side trains on one batch uploaded once. PyTorch runs each workload twice: ' +
+      'eagerly (the kernels read the uploaded batch; no copy), and with the whole step (forward, ' +
+      'backward, clipping and a capturable AdamW) captured once in a CUDA graph and replayed, each ' +
+      'replay preceded by a device-to-device copy of each input into the graph’s static inputs. ' +
+      'rayo runs each workload eagerly (`trainStep`, each step recorded and submitted anew) and ' +
+      'recorded once and replayed (`ReplayedStep`, one CUDA graph on cuda), fed from the device and ' +
+      'from the host. Every replay also writes its step number and learning rate (8 bytes) into ' +
+      'device tensors. Per step, besides that, each row copies:',
+    '',
+    ...markdownTable(
+      ['row', 'copies per step'],
+      [
+        ['rayo `backend`', MODE_COPIES.eager],
+        ['rayo `backend replayed`', MODE_COPIES.replayed],
+        ['rayo `backend replayed host-fed`', MODE_COPIES['replayed-host']],
+        ['torch eager', 'nothing: the kernels read the batch uploaded once'],
+        ['torch graph', 'each input device to device into the graph’s static inputs (`copy_`)'],
+      ],
+    ),
+    '',
+    'Compare `replayed` with torch graph: both copy the same bytes on the device per step and nothing ' +
+      'from the host. rayo/torch above 1: rayo is faster.',
     '',
     ...markdownTable(
       [

@@ -55,6 +55,8 @@ export interface Workload {
   readonly model: Module;
   /** The step's data on the host (features and labels, or token ids and targets). */
   readonly batch: Readonly<Record<string, WorkloadInput>>;
+  /** The same data uploaded once: device-resident inputs, valid until `dispose`. */
+  readonly tensors: Readonly<Record<string, Tensor>>;
   /** The loss on the uploaded data. */
   loss(tape: Tape): Variable;
   /** The loss on given tensors holding the inputs of `batch` (a replayed step's fixed inputs). */
@@ -109,6 +111,7 @@ export function buildWorkload(backend: Backend, spec: WorkloadSpec, seed: number
       spec,
       model,
       batch: data,
+      tensors: { x, targets },
       loss: (tape) => lossOn(tape, { x, targets }),
       lossOn,
       dispose: () => {
@@ -134,6 +137,7 @@ export function buildWorkload(backend: Backend, spec: WorkloadSpec, seed: number
       ids: { data: ids, shape: [seq, batch], dtype: 'i32' },
       targets: { data: next, shape: [seq * batch], dtype: 'i32' },
     },
+    tensors: { ids: idsTensor, targets },
     loss: (tape) => lossOn(tape, { ids: idsTensor, targets }),
     lossOn,
     dispose: () => {

@@ -87,6 +87,40 @@ export function writeChecks(
       },
     ),
     check(
+      'a batch is enqueued when submit() is called: reads, writes and copies issued before it settles come after it',
+      async (backend) => {
+        const rng = new Rng(29);
+        const first = randomF32(rng, 67);
+        const second = randomF32(rng, 67);
+        using x = backend.upload(first, [67]);
+        using y = backend.zeros([67]);
+        using z = backend.zeros([67]);
+        const batch = backend.batch();
+        batch.run(copy, [x], {}, { out: [y] });
+        try {
+          // Twice: the first submit records (a CUDA graph, bind groups), the second replays.
+          for (const [written, next] of [
+            [first, second],
+            [second, first],
+          ] as const) {
+            backend.write(x, written);
+            const submitted = batch.submit();
+            const read = y.read();
+            // Both after the batch: the write must not reach the copy the batch makes.
+            backend.write(x, next);
+            backend.copy(y, z);
+            const [, seen] = await Promise.all([submitted, read]);
+            const mismatch = compareOutputs('f32', seen, written, { rtol: 0, atol: 0 });
+            if (mismatch) fail(`a read issued right after submit(): ${mismatch}`);
+            await expectContents('a copy issued right after submit()', z, written);
+            await expectContents('a write issued right after submit()', x, next);
+          }
+        } finally {
+          batch.dispose();
+        }
+      },
+    ),
+    check(
       'write rejects data of the wrong length or type, a disposed tensor and another backend’s',
       async (backend) => {
         using t = backend.upload([1, 2, 3, 4], [2, 2]);

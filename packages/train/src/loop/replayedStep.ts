@@ -1,14 +1,18 @@
 import {
   type Backend,
+  BackendMismatchError,
   type CommandBatch,
+  checkWritten,
+  DisposedTensorError,
   type DType,
+  DTypeError,
   formatShape,
   type HostArray,
   InvalidArgumentError,
   type Shape,
   ShapeError,
   shapesEqual,
-  type Tensor,
+  Tensor,
 } from '@rayo/core';
 import { Tape, type Variable } from '../autograd/tape.js';
 import { AdamW } from '../optim/adamw.js';
@@ -22,11 +26,18 @@ export interface ReplayedInput {
   readonly dtype?: DType;
 }
 
-/** One batch's data for an input: host values and the shape they have. */
-export interface ReplayedBatchInput {
+/** One batch's data for an input on the host: values and the shape they have. */
+export interface ReplayedHostInput {
   readonly data: HostArray | readonly number[];
   readonly shape: Shape;
 }
+
+/**
+ * One batch's data for an input: host values, written into the step's fixed
+ * input each run, or a tensor of the step's backend (same shape and dtype as
+ * declared), copied into it on the device.
+ */
+export type ReplayedBatchInput = ReplayedHostInput | Tensor;
 
 export interface ReplayedStepOptions<N extends string> {
   readonly backend: Backend;
@@ -62,8 +73,11 @@ interface Recording<N extends string> {
  * A training step recorded once and replayed: the first `run` records
  * forward, backward, clipping and the AdamW update into one command batch
  * (one CUDA graph on cuda) over fixed input tensors and submits it; every
- * later `run` only writes the batch's data, the step number and the learning
- * rate into device tensors, submits the same batch and reads the loss. The
+ * later `run` only puts the batch into the fixed inputs (host data written,
+ * device tensors copied on the device), writes the step number and the
+ * learning rate into device tensors, submits the same batch and reads the
+ * loss, waiting for the device once. Data already on the device (a data set
+ * uploaded once, split into batch tensors) costs no host transfer. The
  * activations and gradients are the recording's own tensors, reused by every
  * replay, so a warm step allocates nothing.
  *
@@ -140,15 +154,33 @@ export class ReplayedStep<N extends string = string> {
       });
     }
     const recording = this.#recording ?? this.#record();
-    for (const name of this.#names) this.backend.write(recording.inputs[name], batch[name].data);
+    for (const name of this.#names) {
+      const given = batch[name];
+      // A device copy runs in queue (stream) order before the submit below,
+      // with no host round trip; it cannot be part of the recorded batch,
+      // which replays fixed addresses while the source changes every step.
+      if (given instanceof Tensor) this.backend.copy(given, recording.inputs[name]);
+      else this.backend.write(recording.inputs[name], given.data);
+    }
     this.backend.write(this.#step, [optimizer.stepCount + 1]);
     this.backend.write(this.#lr, [optimizer.lr]);
-    await recording.batch.submit();
+    // Every backend enqueues a batch when submit() is called, before its
+    // promise settles, and orders reads after enqueued work: the readbacks
+    // start at once and the step waits for the device once, not twice.
+    const submitted = recording.batch.submit();
+    const readLoss = options.readLoss ?? true;
+    const readNorm = this.#options.readGradNorm === true && recording.norm !== undefined;
+    const [done, loss, norm] = await Promise.allSettled([
+      submitted,
+      readLoss ? recording.loss.read() : undefined,
+      readNorm ? recording.norm!.read() : undefined,
+    ]);
+    // The submit's failure explains a failed (or meaningless) readback: it comes first.
+    if (done.status === 'rejected') throw done.reason;
     optimizer.stepCount++;
-    const loss = (options.readLoss ?? true) ? (await recording.loss.read())[0]! : undefined;
-    const gradNorm =
-      this.#options.readGradNorm && recording.norm ? (await recording.norm.read())[0]! : undefined;
-    return { loss, gradNorm };
+    if (loss.status === 'rejected') throw loss.reason;
+    if (norm.status === 'rejected') throw norm.reason;
+    return { loss: loss.value?.[0], gradNorm: norm.value?.[0] };
   }
 
   #check(batch: Readonly<Record<N, ReplayedBatchInput>>): void {
@@ -169,20 +201,68 @@ export class ReplayedStep<N extends string = string> {
         throw new InvalidArgumentError('an input of the step is missing', {
           kernel: 'ReplayedStep',
           argument: `batch.${name}`,
-          expected: `data of shape ${formatShape(declared.shape)}`,
+          expected: `data or a tensor of shape ${formatShape(declared.shape)}`,
           actual: 'nothing',
         });
+      }
+      const argument = `batch.${name}`;
+      if (given instanceof Tensor) {
+        this.#checkTensor(given, declared, argument);
+        continue;
       }
       const size = declared.shape.reduce((a, b) => a * b, 1);
       if (!shapesEqual(given.shape, declared.shape) || given.data.length !== size) {
         throw new ShapeError('a replayed step takes batches of the shape it was recorded for', {
           kernel: 'ReplayedStep',
-          argument: `batch.${name}`,
+          argument,
           expected: `${formatShape(declared.shape)} (${size} values)`,
           actual: `${formatShape(given.shape)} (${given.data.length} values)`,
         });
       }
     }
+  }
+
+  /** A device input: a live, written tensor of this backend with the declared shape and dtype. */
+  #checkTensor(given: Tensor, declared: ReplayedInput, argument: string): void {
+    const kernel = 'ReplayedStep';
+    if (given.backend !== this.backend) {
+      throw new BackendMismatchError('a device input must live on the step’s backend', {
+        kernel,
+        argument,
+        expected: `a tensor of this ${this.backend.name} backend`,
+        actual:
+          given.backend.name === this.backend.name
+            ? `a tensor of another ${given.backend.name} backend`
+            : `a tensor of the ${given.backend.name} backend`,
+      });
+    }
+    if (given.disposed) {
+      throw new DisposedTensorError('a device input was disposed', {
+        kernel,
+        argument,
+        expected: 'a live tensor',
+        actual: `disposed ${given.describe()}`,
+      });
+    }
+    if (!shapesEqual(given.shape, declared.shape)) {
+      throw new ShapeError('a replayed step takes batches of the shape it was recorded for', {
+        kernel,
+        argument,
+        expected: formatShape(declared.shape),
+        actual: formatShape(given.shape),
+      });
+    }
+    const dtype = declared.dtype ?? 'f32';
+    if (given.dtype !== dtype) {
+      throw new DTypeError('a device input must have the declared dtype', {
+        kernel,
+        argument,
+        expected: dtype,
+        actual: given.dtype,
+      });
+    }
+    // An output of a batch not yet submitted holds nothing to train on.
+    checkWritten(kernel, given, argument);
   }
 
   #record(): Recording<N> {
