@@ -48,7 +48,7 @@ describe('train-bench program', () => {
       probe: async () => undefined,
       create: async () => {
         const backend = createCpuBackend();
-        backend.supports = (kernel) => kernel !== 'adamwStep';
+        backend.supports = (kernel) => kernel !== 'multiTensorAdamw';
         return backend;
       },
     });
@@ -77,7 +77,9 @@ describe('train-bench program', () => {
       ['mlp', 'skipped'],
       ['transformer', 'skipped'],
     ]);
-    expect(report.parity[0]).toMatchObject({ reason: expect.stringMatching(/'cpu' lacks .*: adamwStep$/) });
+    expect(report.parity[0]).toMatchObject({
+      reason: expect.stringMatching(/'cpu' lacks .*: multiTensorAdamw$/),
+    });
     const ids = QUICK_WORKLOADS.map(workloadId);
     // Each workload eagerly and replayed; a backend that lacks kernels runs neither.
     expect(report.throughput.map((t) => [t.backend, t.workload, t.mode, t.status])).toEqual([
@@ -87,7 +89,7 @@ describe('train-bench program', () => {
       ]),
       ...ids.map((id) => ['partial', id, undefined, 'unsupported']),
     ]);
-    expect(report.throughput[2 * ids.length]).toMatchObject({ missing: ['adamwStep'] });
+    expect(report.throughput[2 * ids.length]).toMatchObject({ missing: ['multiTensorAdamw'] });
     // Replayed and eager steps train alike: the same first loss.
     const [eager, replayed] = report.throughput;
     if (eager?.status !== 'ok' || replayed?.status !== 'ok') throw new Error('cpu throughput did not run');
@@ -100,6 +102,6 @@ describe('train-bench program', () => {
     const md = await readFile(join(out, 'report.md'), 'utf8');
     expect(md).toContain('## Throughput');
     expect(md).toContain('cpu replayed');
-    expect(stdout.join('')).toMatch(/mlp-784x32x10-b16 on partial: unsupported: lacks adamwStep/);
+    expect(stdout.join('')).toMatch(/mlp-784x32x10-b16 on partial: unsupported: lacks multiTensorAdamw/);
   }, 60_000);
 });
