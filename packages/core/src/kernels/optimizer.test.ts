@@ -472,6 +472,42 @@ describe('multiTensorAdamw', () => {
     ]);
   });
 
+  it('checks a list attribute element by element and keeps a frozen copy of it', () => {
+    const four = [undefined, undefined, undefined, meta(4), meta(4), meta(4), meta(4)];
+    const given = [0.5];
+    const { attrs } = inferKernel(multiTensorAdamw, four, { lr: 0.1, step: 1, weightDecay: given });
+    given[0] = 7;
+    expect(attrs.weightDecay).toEqual([0.5]);
+    expect(Object.isFrozen(attrs.weightDecay)).toBe(true);
+    expect(inferKernel(multiTensorAdamw, four, { lr: 0.1, step: 1 }).attrs.weightDecay).toEqual([0.01]);
+    const bad = (weightDecay: unknown) => () =>
+      inferKernel(multiTensorAdamw, four, { lr: 0.1, step: 1, weightDecay: weightDecay as number[] });
+    expectThrows(
+      bad(0.1),
+      InvalidArgumentError,
+      'multiTensorAdamw',
+      'attrs.weightDecay',
+      'an array of numbers',
+      '0.1',
+    );
+    expectThrows(
+      bad([Number.NaN]),
+      InvalidArgumentError,
+      'multiTensorAdamw',
+      'attrs.weightDecay[0]',
+      'a number',
+      'NaN',
+    );
+    expectThrows(
+      bad(['x']),
+      InvalidArgumentError,
+      'multiTensorAdamw',
+      'attrs.weightDecay[0]',
+      'a number',
+      '"x"',
+    );
+  });
+
   it('names the argument and says expected against actual', () => {
     const four = [meta(4), meta(4), meta(4), meta(4)];
     const none = [undefined, undefined, undefined];
