@@ -613,6 +613,38 @@ def build(torch, device, case):
             optimizers.append(make_adamw(torch, [p], attrs, device))
         return [Candidate("AdamW(%s)" % optimizers[0].rayo_impl, lambda i: optimizers[i % n].step())], "device"
 
+    if kind == "multiTensorAdamw":
+        # clip_grad_norm_ given the norm (one coefficient, every gradient scaled with _foreach_mul_), then
+        # AdamW over all the tensors, the undecayed ones in their own parameter group.
+        max_norm = float(attrs.get("maxNorm", 1))
+        clip_eps = float(attrs.get("clipEps", 1e-6))
+        decays = attrs.get("weightDecay", [0.01])
+        clipped = case["shapes"][2] is not None
+        steps = []
+        for tensors in sets:
+            quads = tensors[3:]
+            groups = {}
+            grads = []
+            for j in range(len(quads) // 4):
+                p = torch.nn.Parameter(quads[4 * j])
+                p.grad = quads[4 * j + 1]
+                grads.append(p.grad)
+                groups.setdefault(float(decays[0] if len(decays) == 1 else decays[j]), []).append(p)
+            param_groups = [{"params": ps, "weight_decay": wd} for wd, ps in groups.items()]
+            # The norm rayo's case holds: large enough that the clip acts.
+            norm = torch.full((), 1000.0, device=device)
+            steps.append((make_adamw(torch, param_groups, attrs, device, weight_decay=0.0), grads, norm))
+
+        def clip_adamw(i):
+            opt, grads, norm = steps[i % n]
+            if clipped:
+                torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + clip_eps), max=1.0))
+            opt.step()
+
+        impl = steps[0][0].rayo_impl
+        name = ("_foreach_mul_ by the clip coefficient, then " if clipped else "") + "AdamW(%s)" % impl
+        return [Candidate(name, clip_adamw)], "device"
+
     if kind == "clipByGlobalNorm":
         max_norm = float(attrs.get("maxNorm", 1))
         groups = []
@@ -636,12 +668,12 @@ def build(torch, device, case):
     return None, None
 
 
-def make_adamw(torch, params, attrs, device):
+def make_adamw(torch, params, attrs, device, weight_decay=None):
     kwargs = dict(
         lr=float(attrs.get("lr", 1e-3)),
         betas=(float(attrs.get("beta1", 0.9)), float(attrs.get("beta2", 0.999))),
         eps=float(attrs.get("eps", 1e-8)),
-        weight_decay=float(attrs.get("weightDecay", 0.01)),
+        weight_decay=float(attrs.get("weightDecay", 0.01)) if weight_decay is None else weight_decay,
     )
     # fused=True where this torch and device have it, else foreach, else the loop. Capturable keeps
     # the step count on the device, so the step can be captured in a CUDA graph.

@@ -9,7 +9,7 @@ export interface BaselineCase {
   readonly family: string;
   /**
    * What to time: a kernel name (`matmul`, `softmax`, `rmsNorm`, `layerNorm`,
-   * `rope`, `swiglu`, `gateUpSwiglu`, `rmsNormMatmul`, `kvCacheScatter`, `incrementalAttention`, `adamwStep`,
+   * `rope`, `swiglu`, `gateUpSwiglu`, `rmsNormMatmul`, `kvCacheScatter`, `incrementalAttention`, `adamwStep`, `multiTensorAdamw`,
    * `clipByGlobalNorm`, `copy`), or `linear` (the weight cache),
    * `elementwiseChain` (a batch), `upload`, `read`.
    */

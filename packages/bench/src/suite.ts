@@ -10,6 +10,7 @@ import {
   kvCacheScatter,
   layerNorm,
   matmul,
+  multiTensorAdamw,
   rmsNorm,
   rmsNormMatmul,
   rmsNormMatmul3,
@@ -21,6 +22,7 @@ import {
 import { ropeTolerance } from '@rayo/core/testing';
 import {
   type BenchCase,
+  type BenchInput,
   type CheckTolerance,
   elementSubset,
   matmulRowSubset,
@@ -79,6 +81,10 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
   },
   attention: { title: 'Incremental attention (one decode step)', x: 'KV bytes read', xBytes: true },
   adamw: { title: 'AdamW step', x: 'parameters' },
+  adamwMulti: {
+    title: 'AdamW over all of a model’s tensors in one call, clipped by a global norm inside it',
+    x: 'parameters',
+  },
   clip: { title: 'Clip by global norm', x: 'elements' },
   batch: { title: 'Per-kernel overhead: 1000 small kernels in one batch', x: 'elements per kernel' },
   upload: { title: 'Upload (host to device) and sync', x: 'bytes', xBytes: true },
@@ -348,6 +354,56 @@ function adamw(params: number, when: Modes): BenchCase {
   };
 }
 
+/** The tensor shapes of a GPT-2-like model: embeddings, 12 tensors per layer, the final norm. */
+function gptShapes(layers: number, dim: number, vocab: number, context: number): number[][] {
+  const layer = [
+    [dim],
+    [dim],
+    [3 * dim, dim],
+    [3 * dim],
+    [dim, dim],
+    [dim],
+    [dim],
+    [dim],
+    [4 * dim, dim],
+    [4 * dim],
+    [dim, 4 * dim],
+    [dim],
+  ];
+  return [[vocab, dim], [context, dim], ...Array.from({ length: layers }, () => layer).flat(), [dim], [dim]];
+}
+
+/**
+ * multiTensorAdamw over a model's tensors, as a training step calls it: the
+ * gradients clipped by a device norm (large enough that the clip acts),
+ * vectors undecayed.
+ */
+function adamwMulti(name: string, shapes: readonly number[][], when: Modes): BenchCase {
+  const params = shapes.reduce((sum, s) => sum + s.reduce((a, b) => a * b, 1), 0);
+  const norm: BenchInput = { shape: [], fill: () => [1000] };
+  return {
+    id: `adamwMulti/${name}`,
+    family: 'adamwMulti',
+    spec: multiTensorAdamw,
+    inputs: [
+      undefined,
+      undefined,
+      norm,
+      ...shapes.flatMap((shape) => [{ shape }, { shape }, { shape }, { shape, fill: 'positive' as const }]),
+    ],
+    attrs: {
+      lr: 1e-3,
+      step: 10,
+      weightDecay: shapes.map((s) => (s.length > 1 ? 0.01 : 0)),
+      maxNorm: 1,
+    },
+    bound: 'bytes',
+    x: params,
+    ...modes(when),
+    tolerance: ELEMENT_TOL,
+  };
+}
+
 function clip(total: number, when: Modes): BenchCase {
   // Gradients of several sizes, as a model's parameters have.
   const parts = [total / 2, total / 4, total / 8, total / 8];
@@ -534,6 +590,10 @@ const CASES: BenchCase[] = [
   attention(64, 64, 32768, FULL),
   adamw(1e5, QUICK),
   ...[1e6, 1e7, 1e8].map((n) => adamw(n, FULL)),
+  // The MLP 784-256-10 (4 tensors) and a GPT-like model of 148 tensors.
+  adamwMulti('mlp-784-256-10', [[256, 784], [256], [10, 256], [10]], BOTH),
+  adamwMulti('gpt-12x32-148t', gptShapes(12, 32, 1024, 128), QUICK),
+  adamwMulti('gpt-12x128-148t', gptShapes(12, 128, 8192, 512), FULL),
   clip(1e5, QUICK),
   ...[1e6, 1e7, 1e8].map((n) => clip(n, FULL)),
   batchCase(1000, 1024, BOTH),

@@ -11,7 +11,7 @@ import {
 import { formatShape, type Shape, shapesEqual } from './shape.js';
 import { Tensor } from './tensor.js';
 
-export type AttrValue = number | boolean | string;
+export type AttrValue = number | boolean | string | readonly number[];
 export type AttrValues = { readonly [key: string]: AttrValue };
 
 export type AttrDecl =
@@ -27,6 +27,15 @@ export type AttrDecl =
       readonly doc?: string;
     }
   | { readonly kind: 'boolean'; readonly default?: boolean; readonly doc?: string }
+  | {
+      /** A list of numbers, e.g. one per tensor of a multi-tensor kernel; `infer` checks its length. */
+      readonly kind: 'numbers';
+      readonly default?: readonly number[];
+      /** Inclusive bounds on every element. */
+      readonly min?: number;
+      readonly max?: number;
+      readonly doc?: string;
+    }
   | {
       readonly kind: 'enum';
       readonly values: readonly string[];
@@ -148,6 +157,7 @@ function describeValue(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);
   if (value instanceof Tensor) return `tensor ${value.describe()}`;
   if (value === undefined) return 'nothing';
+  if (Array.isArray(value)) return `[${value.map(describeValue).join(', ')}]`;
   return String(value);
 }
 
@@ -187,7 +197,12 @@ export function resolveAttrs<A extends AttrValues>(
       throw new InvalidArgumentError('required attribute is missing', {
         kernel,
         argument,
-        expected: decl.kind === 'enum' ? decl.values.join(' | ') : `a ${decl.kind}`,
+        expected:
+          decl.kind === 'enum'
+            ? decl.values.join(' | ')
+            : decl.kind === 'numbers'
+              ? 'a list of numbers'
+              : `a ${decl.kind}`,
         actual: 'nothing',
       });
     }
@@ -221,6 +236,9 @@ export function resolveAttrs<A extends AttrValues>(
           actual: String(value),
         });
       }
+    } else if (decl.kind === 'numbers') {
+      values[key] = checkNumberList(kernel, argument, decl, value);
+      continue;
     } else if (decl.kind === 'boolean') {
       if (typeof value !== 'boolean') {
         throw new InvalidArgumentError('attribute must be a boolean', {
@@ -241,6 +259,42 @@ export function resolveAttrs<A extends AttrValues>(
     values[key] = value as AttrValue;
   }
   return values as unknown as A;
+}
+
+/** A copy of a `numbers` attribute after checking every element; frozen, so a recorded call keeps its values. */
+function checkNumberList(
+  kernel: string,
+  argument: string,
+  decl: Extract<AttrDecl, { kind: 'numbers' }>,
+  value: unknown,
+): readonly number[] {
+  if (!Array.isArray(value) || value.length === 0) {
+    throw new InvalidArgumentError('attribute must be a non-empty list of numbers', {
+      kernel,
+      argument,
+      expected: 'an array of numbers',
+      actual: Array.isArray(value) ? 'an empty array' : describeValue(value),
+    });
+  }
+  value.forEach((x: unknown, i) => {
+    const bound =
+      typeof x !== 'number' || Number.isNaN(x)
+        ? 'a number'
+        : decl.min !== undefined && x < decl.min
+          ? `>= ${decl.min}`
+          : decl.max !== undefined && x > decl.max
+            ? `<= ${decl.max}`
+            : undefined;
+    if (bound) {
+      throw new InvalidArgumentError('attribute element out of range', {
+        kernel,
+        argument: `${argument}[${i}]`,
+        expected: bound,
+        actual: describeValue(x),
+      });
+    }
+  });
+  return Object.freeze([...(value as number[])]);
 }
 
 /**

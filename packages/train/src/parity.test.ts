@@ -14,7 +14,7 @@ describe('parityGate', () => {
       expect(report.maxLossDiff).toBe(0);
       expect(report.steps).toHaveLength(4);
       expect(report.steps[3]!.lossA).toBeLessThan(report.steps[0]!.lossA);
-      expect(report.kernels).toContain('adamwStep');
+      expect(report.kernels).toContain('multiTensorAdamw');
       expect(report.kernels).toContain(model === 'mlp' ? 'geluBackward' : 'batchedMatmul');
     }
   });
@@ -46,13 +46,15 @@ describe('parityGate', () => {
   it('names the kernels a backend lacks before training on it', async () => {
     const partial = (): Backend => {
       const backend = createCpuBackend();
-      backend.supports = (name) => name !== 'adamwStep' && name !== 'geluBackward';
+      backend.supports = (name) => name !== 'multiTensorAdamw' && name !== 'geluBackward';
       return backend;
     };
-    await expect(parityGate(cpu, partial)).rejects.toThrow(/lacks kernels .*: adamwStep, geluBackward/);
+    await expect(parityGate(cpu, partial)).rejects.toThrow(
+      /lacks kernels .*: geluBackward, multiTensorAdamw/,
+    );
     // Either side may be the one that lacks kernels (a GPU backend as the reference).
     await expect(parityGate(partial, partial)).rejects.toThrow(
-      /'makeBackendA, makeBackendB': backend 'cpu' lacks .*geluBackward; backend 'cpu' lacks .*geluBackward$/,
+      /'makeBackendA, makeBackendB': backend 'cpu' lacks .*multiTensorAdamw; backend 'cpu' lacks .*multiTensorAdamw$/,
     );
   });
 });

@@ -48,7 +48,7 @@ describe('train-bench program', () => {
       probe: async () => undefined,
       create: async () => {
         const backend = createCpuBackend();
-        backend.supports = (kernel) => kernel !== 'adamwStep';
+        backend.supports = (kernel) => kernel !== 'multiTensorAdamw';
         return backend;
       },
     });
@@ -77,7 +77,9 @@ describe('train-bench program', () => {
       ['mlp', 'skipped'],
       ['transformer', 'skipped'],
     ]);
-    expect(report.parity[0]).toMatchObject({ reason: expect.stringMatching(/'cpu' lacks .*: adamwStep$/) });
+    expect(report.parity[0]).toMatchObject({
+      reason: expect.stringMatching(/'cpu' lacks .*: multiTensorAdamw$/),
+    });
     const ids = QUICK_WORKLOADS.map(workloadId);
     // Each workload eagerly and replayed (fed from the device, then from the host); a backend that lacks kernels runs none.
     expect(report.throughput.map((t) => [t.backend, t.workload, t.mode, t.status])).toEqual([
@@ -88,7 +90,7 @@ describe('train-bench program', () => {
       ]),
       ...ids.map((id) => ['partial', id, undefined, 'unsupported']),
     ]);
-    expect(report.throughput[3 * ids.length]).toMatchObject({ missing: ['adamwStep'] });
+    expect(report.throughput[3 * ids.length]).toMatchObject({ missing: ['multiTensorAdamw'] });
     // Replayed and eager steps train alike: the same first loss, however the batch is fed.
     const [eager, replayed, hostFed] = report.throughput;
     if (eager?.status !== 'ok' || replayed?.status !== 'ok' || hostFed?.status !== 'ok')
@@ -106,6 +108,6 @@ describe('train-bench program', () => {
     expect(md).toContain('cpu replayed host-fed');
     // The report says what each row copies per step.
     expect(md).toContain('| torch graph | each input device to device');
-    expect(stdout.join('')).toMatch(/mlp-784x32x10-b16 on partial: unsupported: lacks adamwStep/);
+    expect(stdout.join('')).toMatch(/mlp-784x32x10-b16 on partial: unsupported: lacks multiTensorAdamw/);
   }, 60_000);
 });

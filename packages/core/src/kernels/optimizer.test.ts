@@ -4,7 +4,7 @@ import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { type AttrValues, inferKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
-import { adamwStep, clipByGlobalNorm, sgdStep } from './optimizer.js';
+import { adamwStep, clipByGlobalNorm, globalNorm, multiTensorAdamw, sgdStep } from './optimizer.js';
 import { expectThrows } from './referenceKit.testkit.js';
 
 type SgdAttrs = Parameters<typeof sgdStep.infer>[1];
@@ -362,6 +362,224 @@ describe('clipByGlobalNorm', () => {
   });
 });
 
+describe('globalNorm', () => {
+  it('is the norm clipByGlobalNorm returns, without outputs for the tensors', () => {
+    const grads: In[] = [
+      [[3, 4], [2]],
+      [[12], [1, 1]],
+      [[], [0]],
+    ];
+    expect(run(globalNorm, grads)).toEqual([[13]]);
+    expect(inferKernel(globalNorm, [meta(3), meta()]).outputs).toEqual([
+      { name: 'norm', shape: [], dtype: 'f32' },
+    ]);
+  });
+});
+
+describe('multiTensorAdamw', () => {
+  type MultiAttrs = Parameters<typeof multiTensorAdamw.infer>[1];
+  const rng = new Rng(41);
+  const random = (shape: Shape, positive = false): In => [
+    Array.from({ length: shape.reduce((n, d) => n * d, 1) }, () =>
+      positive ? rng.uniform(0.5, 1.5) : rng.uniform(-1, 1),
+    ),
+    shape,
+  ];
+  const shapes: Shape[] = [[3], [2, 5], [1], []];
+  const quads = shapes.map((s) => [random(s), random(s), random(s), random(s, true)] as const);
+  const f32Of = ([values, shape]: In) => ({
+    data: Float32Array.from(values),
+    meta: { shape, dtype: 'f32' as DType },
+  });
+
+  /** The reference with no device step or lr and an optional norm. */
+  function multi(attrs: Partial<MultiAttrs>, norm?: number): number[][] {
+    const tensors = quads.flat().map(f32Of);
+    const normIn = norm === undefined ? undefined : f32Of([[norm], [1]]);
+    const metas = [undefined, undefined, normIn?.meta, ...tensors.map((t) => t.meta)];
+    const io = inferKernel(multiTensorAdamw, metas, attrs);
+    return multiTensorAdamw
+      .reference([undefined, undefined, normIn?.data, ...tensors.map((t) => t.data)], io.attrs, {
+        inputs: metas,
+        outputs: io.outputs,
+      })
+      .map((o) => Array.from(o));
+  }
+
+  it('equals one adamwStep per tensor, each with its own weight decay', () => {
+    const decays = [0.1, 0, 0.5, 0.01];
+    const out = multi({ lr: 0.05, step: 3, weightDecay: decays });
+    expect(out).toHaveLength(12);
+    quads.forEach((q, j) => {
+      const one = run(adamwStep, q, { lr: 0.05, step: 3, weightDecay: decays[j] });
+      expect(out.slice(3 * j, 3 * j + 3)).toEqual(one);
+    });
+    // One value decays every tensor alike.
+    const same = multi({ lr: 0.05, step: 3, weightDecay: [0.2] });
+    quads.forEach((q, j) => {
+      expect(same.slice(3 * j, 3 * j + 3)).toEqual(
+        run(adamwStep, q, { lr: 0.05, step: 3, weightDecay: 0.2 }),
+      );
+    });
+  });
+
+  it('equals clipByGlobalNorm then adamwStep, and leaves the gradients alone under maxNorm', () => {
+    const grads = quads.map((q) => q[1]);
+    const norm = run(globalNorm, grads)[0]![0]!;
+    const attrs = { lr: 0.05, step: 2, weightDecay: [0.1] };
+    const clipped = run(clipByGlobalNorm, grads, { maxNorm: norm / 4 });
+    const fused = multi({ ...attrs, maxNorm: norm / 4 }, norm);
+    quads.forEach((q, j) => {
+      const expected = run(adamwStep, [q[0], [clipped[j]!, q[1][1]], q[2], q[3]], {
+        lr: 0.05,
+        step: 2,
+        weightDecay: 0.1,
+      });
+      expected.forEach((e, r) => {
+        fused[3 * j + r]!.forEach((x, i) => {
+          expect(x).toBeCloseTo(e[i]!, 6);
+        });
+      });
+    });
+    expect(multi({ ...attrs, maxNorm: norm * 2 }, norm)).toEqual(multi(attrs));
+  });
+
+  it('names param, m and v of every tensor as in-place outputs after the three fixed inputs', () => {
+    const { outputs } = inferKernel(
+      multiTensorAdamw,
+      [
+        undefined,
+        undefined,
+        undefined,
+        meta(3),
+        meta(3),
+        meta(3),
+        meta(3),
+        meta(2, 2),
+        meta(2, 2),
+        meta(2, 2),
+        meta(2, 2),
+      ],
+      { lr: 0.1, step: 1 },
+    );
+    expect(outputs.map((o) => [o.name, o.aliasOf, o.shape])).toEqual([
+      ['param[0]', 3, [3]],
+      ['m[0]', 5, [3]],
+      ['v[0]', 6, [3]],
+      ['param[1]', 7, [2, 2]],
+      ['m[1]', 9, [2, 2]],
+      ['v[1]', 10, [2, 2]],
+    ]);
+  });
+
+  it('checks a list attribute element by element and keeps a frozen copy of it', () => {
+    const four = [undefined, undefined, undefined, meta(4), meta(4), meta(4), meta(4)];
+    const given = [0.5];
+    const { attrs } = inferKernel(multiTensorAdamw, four, { lr: 0.1, step: 1, weightDecay: given });
+    given[0] = 7;
+    expect(attrs.weightDecay).toEqual([0.5]);
+    expect(Object.isFrozen(attrs.weightDecay)).toBe(true);
+    expect(inferKernel(multiTensorAdamw, four, { lr: 0.1, step: 1 }).attrs.weightDecay).toEqual([0.01]);
+    const bad = (weightDecay: unknown) => () =>
+      inferKernel(multiTensorAdamw, four, { lr: 0.1, step: 1, weightDecay: weightDecay as number[] });
+    expectThrows(
+      bad(0.1),
+      InvalidArgumentError,
+      'multiTensorAdamw',
+      'attrs.weightDecay',
+      'an array of numbers',
+      '0.1',
+    );
+    expectThrows(
+      bad([Number.NaN]),
+      InvalidArgumentError,
+      'multiTensorAdamw',
+      'attrs.weightDecay[0]',
+      'a number',
+      'NaN',
+    );
+    expectThrows(
+      bad(['x']),
+      InvalidArgumentError,
+      'multiTensorAdamw',
+      'attrs.weightDecay[0]',
+      'a number',
+      '"x"',
+    );
+  });
+
+  it('names the argument and says expected against actual', () => {
+    const four = [meta(4), meta(4), meta(4), meta(4)];
+    const none = [undefined, undefined, undefined];
+    const attrs = { lr: 0.1, step: 1 };
+    expectThrows(
+      () => inferKernel(multiTensorAdamw, [...none, ...four, meta(2), meta(3), meta(2), meta(2)], attrs),
+      ShapeError,
+      'multiTensorAdamw',
+      'tensors[5]',
+      '[2]',
+      '[3]',
+    );
+    expectThrows(
+      () => inferKernel(multiTensorAdamw, [...none, ...four, meta(4)], attrs),
+      ShapeError,
+      'multiTensorAdamw',
+      'tensors',
+      'a multiple of 4',
+      '5 tensors',
+    );
+    expectThrows(
+      () =>
+        inferKernel(multiTensorAdamw, [...none, ...four, ...four], { ...attrs, weightDecay: [0.1, 0, 0] }),
+      InvalidArgumentError,
+      'multiTensorAdamw',
+      'attrs.weightDecay',
+      '1 or 2 values',
+      '3 values',
+    );
+    expectThrows(
+      () => inferKernel(multiTensorAdamw, [...none, ...four], { ...attrs, weightDecay: [0.1, -1] }),
+      InvalidArgumentError,
+      'multiTensorAdamw',
+      'attrs.weightDecay[1]',
+      '>= 0',
+      '-1',
+    );
+    expectThrows(
+      () => inferKernel(multiTensorAdamw, [...none, ...four], { ...attrs, weightDecay: [] }),
+      InvalidArgumentError,
+      'multiTensorAdamw',
+      'attrs.weightDecay',
+      'an array of numbers',
+      'an empty array',
+    );
+    expectThrows(
+      () => inferKernel(multiTensorAdamw, [...none, ...four], { ...attrs, maxNorm: 1 }),
+      InvalidArgumentError,
+      'multiTensorAdamw',
+      'attrs.maxNorm',
+      'no maxNorm',
+      '1',
+    );
+    expectThrows(
+      () => inferKernel(multiTensorAdamw, [undefined, undefined, meta(2), ...four], { ...attrs, maxNorm: 1 }),
+      ShapeError,
+      'multiTensorAdamw',
+      'gradNorm',
+      '[] or [1]',
+      '[2]',
+    );
+    expectThrows(
+      () => inferKernel(multiTensorAdamw, [...none, ...four], { ...attrs, beta2: 1 }),
+      InvalidArgumentError,
+      'multiTensorAdamw',
+      'attrs.beta2',
+      '< 1',
+      '1',
+    );
+  });
+});
+
 describe('optimizer costs', () => {
   it('counts bytes of every read and write', () => {
     const m = meta(1000);
@@ -373,5 +591,22 @@ describe('optimizer costs', () => {
     expect(sgdStep.cost!([m, m, m], sgd).bytes).toBe(12000);
     expect(sgdStep.cost!([m, m, m], { ...sgd, momentum: 0.9 }).bytes).toBe(20000);
     expect(clipByGlobalNorm.cost!([m, meta(10, 10)], { maxNorm: 1, eps: 0 }).bytes).toBe(8804);
+    expect(globalNorm.cost!([m, meta(10, 10)], {}).bytes).toBe(4404);
+    const multi = {
+      lr: 0,
+      beta1: 0.9,
+      beta2: 0.999,
+      eps: 1e-8,
+      weightDecay: [0],
+      step: 1,
+      maxNorm: 1,
+      clipEps: 0,
+    };
+    expect(
+      multiTensorAdamw.cost!(
+        [undefined, undefined, meta(1), m, m, m, m, meta(10), meta(10), meta(10), meta(10)],
+        multi,
+      ).bytes,
+    ).toBe(28280);
   });
 });

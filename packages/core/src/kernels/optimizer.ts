@@ -1,4 +1,5 @@
-import { defineKernel, deviceAttribute } from '../kernel.js';
+import type { HostArray } from '../dtype.js';
+import { defineKernel, deviceAttribute, inputName, type TensorMeta } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
 
@@ -16,6 +17,46 @@ type AdamwAttrs = {
   weightDecay: number;
   step: number;
 };
+
+/** The step's values once resolved: `step` and `lr` from the attributes or the device. */
+type AdamwValues = {
+  lr: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
+  step: number;
+};
+
+/** One AdamW update of one tensor; the gradient is first multiplied by `gradScale` (and rounded to f32, as a clip pass stores it). */
+function adamwUpdate(
+  param: HostArray,
+  grad: HostArray,
+  m: HostArray,
+  v: HostArray,
+  { lr, beta1, beta2, eps, weightDecay, step }: AdamwValues,
+  gradScale: number,
+): Float32Array[] {
+  const n = param.length;
+  const p1 = new Float32Array(n);
+  const m1 = new Float32Array(n);
+  const v1 = new Float32Array(n);
+  const decay = 1 - lr * weightDecay;
+  const bc1 = 1 - beta1 ** step;
+  const bc2 = 1 - beta2 ** step;
+  for (let i = 0; i < n; i++) {
+    const g = gradScale === 1 ? grad[i]! : Math.fround(grad[i]! * gradScale);
+    const mi = beta1 * m[i]! + (1 - beta1) * g;
+    const vi = beta2 * v[i]! + (1 - beta2) * g * g;
+    p1[i] = param[i]! * decay - (lr * (mi / bc1)) / (Math.sqrt(vi / bc2) + eps);
+    m1[i] = mi;
+    v1[i] = vi;
+  }
+  return [p1, m1, v1];
+}
+
+/** The step number t must stay exact in f32 on a device, hence 2^24. */
+const MAX_STEP = 2 ** 24;
 
 export const adamwStep = defineKernel<AdamwAttrs>({
   name: 'adamwStep',
@@ -65,25 +106,9 @@ export const adamwStep = defineKernel<AdamwAttrs>({
   },
   reference([param, grad, m, v, stepAt, lrAt], attrs) {
     const { beta1, beta2, eps, weightDecay } = attrs;
-    // t must stay exact in f32 on a device, hence 2^24.
-    const step = deviceAttribute(adamwStep, 'step', stepAt, attrs.step, 1, 2 ** 24);
+    const step = deviceAttribute(adamwStep, 'step', stepAt, attrs.step, 1, MAX_STEP);
     const lr = deviceAttribute(adamwStep, 'lr', lrAt, attrs.lr, 0, Number.MAX_VALUE);
-    const n = param!.length;
-    const p1 = new Float32Array(n);
-    const m1 = new Float32Array(n);
-    const v1 = new Float32Array(n);
-    const decay = 1 - lr * weightDecay;
-    const bc1 = 1 - beta1 ** step;
-    const bc2 = 1 - beta2 ** step;
-    for (let i = 0; i < n; i++) {
-      const g = grad![i]!;
-      const mi = beta1 * m![i]! + (1 - beta1) * g;
-      const vi = beta2 * v![i]! + (1 - beta2) * g * g;
-      p1[i] = param![i]! * decay - (lr * (mi / bc1)) / (Math.sqrt(vi / bc2) + eps);
-      m1[i] = mi;
-      v1[i] = vi;
-    }
-    return [p1, m1, v1];
+    return adamwUpdate(param!, grad!, m!, v!, { lr, beta1, beta2, eps, weightDecay, step }, 1);
   },
   // Reads param, grad, m, v; writes param, m, v.
   cost: ([param]) => ({ flops: 15 * sizeOf(param!.shape), bytes: 7 * BYTES * sizeOf(param!.shape) }),
@@ -213,5 +238,189 @@ export const clipByGlobalNorm = defineKernel<ClipNormAttrs>({
     const n = grads.reduce((sum, g) => sum + sizeOf(g!.shape), 0);
     // A square-add per element for the norm, a multiply to scale; read and write each element once.
     return { flops: 3 * n, bytes: BYTES * (2 * n + 1) };
+  },
+});
+
+// ---- global norm -------------------------------------------------------------------
+
+export const globalNorm = defineKernel<Record<string, never>>({
+  name: 'globalNorm',
+  family: FAMILY,
+  summary:
+    'The L2 norm of all the given tensors together (what clipByGlobalNorm measures), without writing them: one read of each',
+  inputs: [{ name: 'xs', dtypes: F32, variadic: true, doc: 'one or more tensors of any shapes' }],
+  attributes: {},
+  infer() {
+    return [{ name: 'norm', shape: [], dtype: 'f32' }];
+  },
+  reference(xs) {
+    let sumSq = 0;
+    for (const x of xs) for (let i = 0; i < x!.length; i++) sumSq += x![i]! * x![i]!;
+    return [Float32Array.of(Math.sqrt(sumSq))];
+  },
+  cost(xs) {
+    const n = xs.reduce((sum, x) => sum + sizeOf(x!.shape), 0);
+    return { flops: 2 * n, bytes: BYTES * (n + 1) };
+  },
+});
+
+// ---- AdamW over many tensors in one launch -----------------------------------------
+
+/** The largest f32: a clip limit that never clips, the default of `maxNorm`. */
+const NEVER_CLIPS = 3.4028234663852886e38;
+const CLIP_EPS = 1e-6;
+
+type MultiAdamwAttrs = {
+  lr: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: readonly number[];
+  step: number;
+  maxNorm: number;
+  clipEps: number;
+};
+
+/** Inputs before the variadic tensors: step, lr, gradNorm. */
+const MULTI_FIXED = 3;
+const MULTI_ROLES = ['param', 'grad', 'm', 'v'] as const;
+
+export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
+  name: 'multiTensorAdamw',
+  family: FAMILY,
+  summary:
+    'adamwStep over many tensors at once, each gradient optionally scaled by min(1, maxNorm / (gradNorm + clipEps)) first (PyTorch clip_grad_norm_ then AdamW, without writing the gradients)',
+  inputs: [
+    {
+      name: 'step',
+      dtypes: ['i32'],
+      optional: true,
+      attribute: 'step',
+      doc: '[1]: the step number t, read on the device so that a recorded step replays at the next t',
+    },
+    {
+      name: 'lr',
+      dtypes: F32,
+      optional: true,
+      attribute: 'lr',
+      doc: '[1]: the learning rate, read on the device so that a schedule needs no re-recording',
+    },
+    {
+      name: 'gradNorm',
+      dtypes: F32,
+      optional: true,
+      doc: 'one element ([] or [1]): the global L2 norm of the gradients (globalNorm); given, the gradients are clipped to maxNorm',
+    },
+    {
+      name: 'tensors',
+      dtypes: F32,
+      variadic: true,
+      doc: 'param, grad, m, v of each tensor in turn (each four of one shape); param, m and v updated in place',
+    },
+  ],
+  attributes: {
+    lr: { kind: 'number', min: 0, doc: 'learning rate' },
+    beta1: { kind: 'number', default: 0.9, min: 0, doc: 'first moment decay, in [0, 1)' },
+    beta2: { kind: 'number', default: 0.999, min: 0, doc: 'second moment decay, in [0, 1)' },
+    eps: { kind: 'number', default: 1e-8, above: 0, doc: 'added to the bias-corrected root of v' },
+    weightDecay: {
+      kind: 'numbers',
+      default: [0.01],
+      min: 0,
+      doc: 'decoupled decay: one value for every tensor, or one per tensor (0 leaves a tensor undecayed)',
+    },
+    step: { kind: 'number', integer: true, min: 1, doc: 'the step number t, from 1, for bias correction' },
+    maxNorm: {
+      kind: 'number',
+      default: NEVER_CLIPS,
+      above: 0,
+      doc: "the largest global gradient norm left unscaled; needs input 'gradNorm'",
+    },
+    clipEps: {
+      kind: 'number',
+      default: CLIP_EPS,
+      min: 0,
+      doc: "added to 'gradNorm' before dividing (PyTorch: 1e-6)",
+    },
+  },
+  infer(inputs, { beta1, beta2, weightDecay, maxNorm, clipEps }) {
+    const check = new ArgCheck('multiTensorAdamw');
+    const [, , gradNorm] = inputs;
+    const tensors = inputs.slice(MULTI_FIXED) as TensorMeta[];
+    const count = tensors.length / MULTI_ROLES.length;
+    check.shape(
+      Number.isInteger(count),
+      'tensors',
+      'tensors come in fours: param, grad, m, v',
+      'a multiple of 4 tensors',
+      `${tensors.length} tensors`,
+    );
+    const name = (i: number) => inputName(multiTensorAdamw, MULTI_FIXED + i);
+    for (let j = 0; j < count; j++) {
+      const param = tensors[4 * j]!;
+      for (let r = 1; r < MULTI_ROLES.length; r++) {
+        const what = `'${name(4 * j)}', the param of tensor ${j}`;
+        check.sameShape(name(4 * j + r), tensors[4 * j + r]!, param.shape, what);
+      }
+    }
+    if (gradNorm) {
+      const size = sizeOf(gradNorm.shape);
+      check.shape(size === 1, 'gradNorm', 'the norm is one element', '[] or [1]', gradNorm.shape);
+    } else {
+      // Clip settings without a norm would be ignored.
+      check.attr(
+        maxNorm === NEVER_CLIPS,
+        'maxNorm',
+        "clipping needs input 'gradNorm'",
+        'no maxNorm',
+        maxNorm,
+      );
+      check.attr(clipEps === CLIP_EPS, 'clipEps', "clipping needs input 'gradNorm'", 'no clipEps', clipEps);
+    }
+    check.attr(
+      weightDecay.length === 1 || weightDecay.length === count,
+      'weightDecay',
+      'one weight decay for all tensors or one per tensor',
+      `1 or ${count} values`,
+      `${weightDecay.length} values`,
+    );
+    check.attr(beta1 < 1, 'beta1', 'beta1 must be below 1', '< 1', beta1);
+    check.attr(beta2 < 1, 'beta2', 'beta2 must be below 1', '< 1', beta2);
+    return tensors.flatMap((param, j) =>
+      j % 4 !== 0
+        ? []
+        : (['param', 'm', 'v'] as const).map((role) => {
+            const at = j + MULTI_ROLES.indexOf(role);
+            return {
+              name: `${role}[${j / 4}]`,
+              shape: param.shape,
+              dtype: 'f32' as const,
+              aliasOf: MULTI_FIXED + at,
+            };
+          }),
+    );
+  },
+  reference(inputs, attrs) {
+    const [stepAt, lrAt, gradNorm] = inputs;
+    const step = deviceAttribute(multiTensorAdamw, 'step', stepAt, attrs.step, 1, MAX_STEP);
+    const lr = deviceAttribute(multiTensorAdamw, 'lr', lrAt, attrs.lr, 0, Number.MAX_VALUE);
+    const { beta1, beta2, eps, weightDecay, maxNorm, clipEps } = attrs;
+    // min(1, NaN) is NaN in both Math.min and PyTorch's clamp: a NaN norm poisons every update.
+    const scale = gradNorm ? Math.min(1, Math.fround(maxNorm / (Number(gradNorm[0]) + clipEps))) : 1;
+    const tensors = inputs.slice(MULTI_FIXED);
+    const out: HostArray[] = [];
+    for (let j = 0; j < tensors.length / 4; j++) {
+      const [param, grad, m, v] = tensors.slice(4 * j, 4 * j + 4) as HostArray[];
+      const wd = weightDecay.length === 1 ? weightDecay[0]! : weightDecay[j]!;
+      out.push(
+        ...adamwUpdate(param!, grad!, m!, v!, { lr, beta1, beta2, eps, weightDecay: wd, step }, scale),
+      );
+    }
+    return out;
+  },
+  cost(inputs) {
+    const n = inputs.slice(MULTI_FIXED).reduce((sum, t, i) => sum + (i % 4 === 0 ? sizeOf(t!.shape) : 0), 0);
+    // adamwStep's traffic per element, plus a multiply by the clip scale.
+    return { flops: (inputs[2] ? 16 : 15) * n, bytes: 7 * BYTES * n };
   },
 });

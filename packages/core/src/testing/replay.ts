@@ -4,7 +4,7 @@ import { BackendMismatchError, DisposedTensorError, DTypeError, ShapeError } fro
 import { type AnyKernelSpec, type AttrValues, inferKernel, type TensorMeta } from '../kernel.js';
 import { incrementalAttention, kvCacheScatter, ropeKvScatter } from '../kernels/decoding.js';
 import { copy } from '../kernels/memory.js';
-import { adamwStep } from '../kernels/optimizer.js';
+import { adamwStep, globalNorm, multiTensorAdamw } from '../kernels/optimizer.js';
 import { rope } from '../kernels/rope.js';
 import type { Tensor } from '../tensor.js';
 import { backendCheck } from './backendCheck.js';
@@ -160,7 +160,82 @@ export function replayChecks(getBackend: () => Promise<Backend>): ConformanceChe
       group: 'replay',
       run: async () => replayAdamw(await getBackend()),
     },
+    {
+      name: 'globalNorm and multiTensorAdamw recorded once replay at new steps, learning rates and gradients, clipped or not',
+      group: 'replay',
+      run: async () => replayMultiTensorAdamw(await getBackend()),
+    },
   ];
+}
+
+async function replayMultiTensorAdamw(backend: Backend): Promise<void> {
+  const shapes = [[1031], [7, 13], [1], [4097]];
+  const sizes = shapes.map((s) => s.reduce((a, b) => a * b, 1));
+  const rng = new Rng(0x3a17);
+  const metas = shapes.map((shape): TensorMeta => ({ shape, dtype: 'f32' }));
+  const attrs = { beta1: 0.8, beta2: 0.99, weightDecay: [0.1, 0, 0.5, 0], maxNorm: 2 };
+  const host = sizes.map((n) => [
+    randomF32(rng, n),
+    randomF32(rng, n),
+    randomF32(rng, n),
+    randomF32(rng, n).map(Math.abs),
+  ]);
+  const tensors = host.flatMap((four, j) => four.map((data) => backend.upload(data, shapes[j]!)));
+  const grads = tensors.filter((_, i) => i % 4 === 1);
+  const stepT = backend.upload(Int32Array.of(1), [1], 'i32');
+  const lrT = backend.upload(Float32Array.of(0.05), [1]);
+  const owned = [...tensors, stepT, lrT];
+  try {
+    const batch = backend.batch();
+    const [norm] = batch.run(globalNorm, grads);
+    owned.push(norm!);
+    batch.run(multiTensorAdamw, [stepT, lrT, norm, ...tensors], attrs);
+    // The gradients' scale decides whether the clip acts: their norm is about 42·scale against maxNorm 2.
+    for (const [step, lr, scale] of [
+      [1, 0.05, 1],
+      [2, 0.02, 0.01],
+      [3, 0.003, 3],
+      [1000, 0.05, 0.03],
+      [4, 0, 1],
+    ] as const) {
+      const g = sizes.map((n) => randomF32(rng, n).map((x) => x * scale));
+      for (const [j, t] of grads.entries()) backend.write(t, g[j]!);
+      backend.write(stepT, [step]);
+      backend.write(lrT, [lr]);
+      await batch.submit();
+      const at = `step ${step}, lr ${lr}, gradients ×${scale}`;
+      const expectedNorm = reference(globalNorm, g, metas)[0]!;
+      await expectContents(`${at}: norm`, norm!, expectedNorm, { rtol: 1e-5, atol: 1e-7 });
+      const one: TensorMeta = { shape: [1], dtype: 'f32' };
+      const expected = reference(
+        multiTensorAdamw,
+        [
+          Int32Array.of(step),
+          Float32Array.of(lr),
+          await norm!.read(),
+          ...host.flatMap((four, j) => [four[0]!, g[j]!, four[2]!, four[3]!]),
+        ],
+        [
+          { shape: [1], dtype: 'i32' },
+          one,
+          { shape: [], dtype: 'f32' },
+          ...metas.flatMap((m) => [m, m, m, m]),
+        ],
+        attrs,
+      );
+      const tolerance = { rtol: 1e-5, atol: 1e-6 };
+      for (let j = 0; j < shapes.length; j++) {
+        const [param, , m, v] = tensors.slice(4 * j, 4 * j + 4);
+        await expectContents(`${at}: param[${j}]`, param!, expected[3 * j]!, tolerance);
+        await expectContents(`${at}: m[${j}]`, m!, expected[3 * j + 1]!, tolerance);
+        await expectContents(`${at}: v[${j}]`, v!, expected[3 * j + 2]!, tolerance);
+        // The next step starts from the device's state, so that rounding does not compound.
+        host[j] = [await param!.read(), g[j]!, await m!.read(), await v!.read()] as Float32Array[];
+      }
+    }
+  } finally {
+    for (const t of owned) t.dispose();
+  }
 }
 
 async function replayAdamw(backend: Backend): Promise<void> {

@@ -1,4 +1,11 @@
-import { type AnyKernelSpec, adamwStep, clipByGlobalNorm, type Shape, sgdStep } from '@rayo/core';
+import {
+  type AnyKernelSpec,
+  adamwStep,
+  clipByGlobalNorm,
+  multiTensorAdamw,
+  type Shape,
+  sgdStep,
+} from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
 import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
@@ -16,6 +23,12 @@ import {
   clipNormModule,
   clipScaleModule,
   clipSumSquaresModule,
+  KERNEL_PARAM_BYTES,
+  MULTI_ADAMW_CHUNK,
+  MULTI_ADAMW_SLOTS,
+  multiAdamwGroups,
+  multiAdamwKey,
+  multiAdamwModule,
   OPTIMIZER_KERNELS,
   type SgdMode,
   sgdMode,
@@ -30,7 +43,13 @@ function operand(ptr: bigint, size: number): Operand {
 
 describe('optimizer kernels', () => {
   it('implements adamwStep, sgdStep and clipByGlobalNorm', () => {
-    expect(OPTIMIZER_KERNELS.map((k) => k.spec.name)).toEqual(['adamwStep', 'sgdStep', 'clipByGlobalNorm']);
+    expect(OPTIMIZER_KERNELS.map((k) => k.spec.name)).toEqual([
+      'adamwStep',
+      'sgdStep',
+      'clipByGlobalNorm',
+      'globalNorm',
+      'multiTensorAdamw',
+    ]);
   });
 
   it('computes the bias corrections once per launch, on the host', () => {
@@ -117,6 +136,46 @@ describe('optimizer kernels', () => {
     expect(clipGroups([g, g], true)[0]!.grads).toHaveLength(1);
   });
 
+  it('fits the most tensors of one multi-tensor launch into the kernel parameter limit', () => {
+    const all = { step: true, lr: true, norm: true };
+    const bytes = (slots: number) =>
+      multiAdamwModule(slots, 4, all).entries[0]!.params.reduce((sum, p) => sum + p.bytes, 0);
+    expect(bytes(MULTI_ADAMW_SLOTS)).toBeLessThanOrEqual(KERNEL_PARAM_BYTES);
+    expect(bytes(MULTI_ADAMW_SLOTS + 1)).toBeGreaterThan(KERNEL_PARAM_BYTES);
+    // The pointers come first: no padding between parameters.
+    const names = multiAdamwModule(2, 1, all).entries[0]!.params.map((p) => p.name);
+    expect(names.slice(0, 11)).toEqual([
+      'p0',
+      'g0',
+      'm0',
+      'v0',
+      'p1',
+      'g1',
+      'm1',
+      'v1',
+      'stepAt',
+      'lrAt',
+      'normAt',
+    ]);
+    expect(multiAdamwKey(3, 4, all)).not.toBe(multiAdamwKey(3, 4, { ...all, norm: false }));
+  });
+
+  it('splits many tensors into the fewest, evenly filled launches per vector width', () => {
+    const quad = (ptr: bigint, size: number) =>
+      [0, 1, 2, 3].map((r) => operand(ptr + BigInt(r) * 65536n, size));
+    const quads = Array.from({ length: 150 }, (_, i) => quad(BigInt(256 * (i + 1)), i + 1));
+    quads.push(quad(4n, 9), quad(8n, 9), quad(1024n, 0));
+    const groups = multiAdamwGroups(quads);
+    expect(groups.map((g) => [g.width, g.tensors.length])).toEqual([
+      [4, 75],
+      [4, 75],
+      [2, 1],
+      [1, 1],
+    ]);
+    expect(groups.flatMap((g) => g.tensors)).not.toContain(152);
+    expect(MULTI_ADAMW_CHUNK % 4).toBe(0);
+  });
+
   it('skips the scaling pass where the scale is exactly 1', () => {
     const text = clipScaleModule(2, 4).emit();
     expect(text).toMatch(/setp\.neu\.f32 %p\d+, %f\d+, 0f3F800000/);
@@ -159,7 +218,21 @@ describe.skipIf(gate.skip)(`optimizer PTX assembles with ptxas (${gate.reason})`
         ],
       ]),
     ),
-    ['clip norm', clipNormModule],
+    ['clip norm', () => clipNormModule(true)],
+    ['global norm', () => clipNormModule(false)],
+    ...([1, 2, 4] as const).flatMap((w) =>
+      [1, 7, MULTI_ADAMW_SLOTS].map(
+        (slots) =>
+          [
+            `multiTensorAdamw, ${slots} slots, v${w}, device step, lr and norm`,
+            () => multiAdamwModule(slots, w, { step: true, lr: true, norm: true }),
+          ] as [string, () => { emit(): string }],
+      ),
+    ),
+    [
+      'multiTensorAdamw, 5 slots, v4, all on the host',
+      () => multiAdamwModule(5, 4, { step: false, lr: false, norm: false }),
+    ],
   ];
   for (const [name, build] of modules) {
     it(`${name} for sm_90 and ${DEFAULT_TARGET}`, () => {
@@ -264,6 +337,51 @@ describe('optimizer kernels on an emulated device, with misaligned operands', ()
       shapes.map((_, i) => i % 3),
       { maxNorm: 0.5 },
     );
+  });
+  it('multiTensorAdamw over tensors of mixed alignments and sizes, more than one launch takes, clipped', async () => {
+    const sizes = Array.from({ length: MULTI_ADAMW_SLOTS + 5 }, (_, i) =>
+      i === 3 ? MULTI_ADAMW_CHUNK + 7 : 1 + 3 * i,
+    );
+    const shapes = sizes.flatMap((n) => [[n], [n], [n], [n]]);
+    const offsets = shapes.map((_, i) =>
+      Math.floor(i / 4) % 5 === 1 ? 1 : Math.floor(i / 4) % 5 === 2 ? 2 : 0,
+    );
+    const data = shapes.map((s) => random(s[0]!).map(Math.abs));
+    const placed = data.map((d, i) => offsetTensor(d, shapes[i]!, offsets[i]!));
+    using norm = gpu.upload(Float32Array.of(3), [1]);
+    const attrs = { lr: 0.05, step: 3, weightDecay: sizes.map((_, j) => (j % 2) * 0.1), maxNorm: 1 };
+    gpu.run(multiTensorAdamw, [undefined, undefined, norm, ...placed.map((p) => p.tensor)], attrs);
+    const want = cpu.run(
+      multiTensorAdamw,
+      [
+        undefined,
+        undefined,
+        cpu.upload(Float32Array.of(3), [1]),
+        ...data.map((d, i) => cpu.upload(d, shapes[i]!)),
+      ],
+      attrs,
+    );
+    for (let j = 0; j < sizes.length; j++) {
+      for (const [r, role] of [
+        [0, 'param'],
+        [2, 'm'],
+        [3, 'v'],
+      ] as const) {
+        expect(
+          compareOutputs(
+            'f32',
+            await placed[4 * j + r]!.tensor.read(),
+            await want[3 * j + (r === 0 ? 0 : r - 1)]!.read(),
+            {
+              rtol: 1e-5,
+              atol: 1e-6,
+            },
+          ),
+          `${role}[${j}]`,
+        ).toBeUndefined();
+      }
+    }
+    for (const p of placed) p.base.dispose();
   });
   it('clipByGlobalNorm with a tensor listed twice', () =>
     check(clipByGlobalNorm, [[61], [13], [61]], [1, 0, 1], { maxNorm: 0.5 }, [0, 2]));

@@ -1,4 +1,4 @@
-import { adamwStep, clipByGlobalNorm, sgdStep } from '@rayo/core';
+import { adamwStep, clipByGlobalNorm, globalNorm, multiTensorAdamw, sgdStep } from '@rayo/core';
 import {
   type AnyCudaKernel,
   cudaKernel,
@@ -155,7 +155,19 @@ function deviceConstants(
   device: AdamwDeviceInputs,
 ): Record<string, F32> {
   const c = f32Params(k, p, ADAMW_DEVICE_CONSTANTS);
-  const { mul, fma, div, neg } = arithmetic(k);
+  const { fma, neg } = arithmetic(k);
+  const { lr, ...corrections } = stepConstants(k, p, c, device);
+  return { ...c, ...corrections, decay: fma(neg(lr), c.weightDecay!, 1) };
+}
+
+/** The learning rate and the bias-correction factors, with t and lr from the device or from `c`. */
+function stepConstants(
+  k: KernelBuilder,
+  p: Readonly<Record<string, Param<ParamType>>>,
+  c: Readonly<Record<string, F32>>,
+  device: AdamwDeviceInputs,
+): { lr: F32; stepSize: F32; invSqrtBc2: F32 } {
+  const { mul, div, neg } = arithmetic(k);
   let t = c.step!;
   if (device.step) {
     const at = k.ldGlobal('s32', k.reg('s32'), loadPointer(k, p, 'stepAt'));
@@ -166,18 +178,41 @@ function deviceConstants(
   const bc1 = neg(expm1(k, mul(t, c.logBeta1!)));
   const bc2 = neg(expm1(k, mul(t, c.logBeta2!)));
   const one = k.mov('f32', k.reg('f32'), 1);
-  return {
-    ...c,
-    stepSize: div(lr, bc1),
-    invSqrtBc2: div(one, k.sqrt(k.reg('f32'), bc2)),
-    decay: fma(neg(lr), c.weightDecay!, 1),
-  };
+  return { lr, stepSize: div(lr, bc1), invSqrtBc2: div(one, k.sqrt(k.reg('f32'), bc2)) };
 }
 
 /**
+ * The AdamW update of `width` elements at `i`:
  * m ← β1·m + (1−β1)·g, v ← β2·v + (1−β2)·g², then
  * p ← p·(1 − lr·wd) − (lr/bc1)·m / (√v/√bc2 + eps): PyTorch's order of operations.
+ * `gradScale` multiplies g first (the clip factor).
  */
+function adamwElements(
+  k: KernelBuilder,
+  [param, grad, mom, vel]: readonly R64[],
+  c: Readonly<Record<string, F32>>,
+  i: R32,
+  w: VectorWidth,
+  gradScale?: F32,
+): void {
+  const { mul, fma, div, neg } = arithmetic(k);
+  const raw = load(k, grad!, i, w);
+  const g = gradScale ? raw.map((x) => mul(x, gradScale)) : raw;
+  const m0 = load(k, mom!, i, w);
+  const v0 = load(k, vel!, i, w);
+  const p0 = load(k, param!, i, w);
+  const m1 = g.map((gj, j) => fma(c.beta1!, m0[j]!, mul(c.oneMinusBeta1!, gj)));
+  const v1 = g.map((gj, j) => fma(c.beta2!, v0[j]!, mul(mul(c.oneMinusBeta2!, gj), gj)));
+  const p1 = p0.map((pj, j) => {
+    const denom = fma(k.sqrt(k.reg('f32'), v1[j]!), c.invSqrtBc2!, c.eps!);
+    return fma(pj, c.decay!, neg(div(mul(c.stepSize!, m1[j]!), denom)));
+  });
+  store(k, param!, i, p1);
+  store(k, mom!, i, m1);
+  store(k, vel!, i, v1);
+}
+
+/** One AdamW update of one tensor (`adamwElements`). */
 export function adamwModule(width: VectorWidth, device: AdamwDeviceInputs = ON_HOST): PtxModule {
   const params: Record<string, ParamType> = { param: 'ptr', grad: 'ptr', m: 'ptr', v: 'ptr', n: 'u32' };
   const onDevice = device.step || device.lr;
@@ -189,24 +224,9 @@ export function adamwModule(width: VectorWidth, device: AdamwDeviceInputs = ON_H
     'adamw_step',
     params,
     (k, p: Readonly<Record<string, Param<ParamType>>>) => {
-      const [param, grad, mom, vel] = ['param', 'grad', 'm', 'v'].map((name) => loadPointer(k, p, name));
+      const ptrs = ['param', 'grad', 'm', 'v'].map((name) => loadPointer(k, p, name));
       const c = onDevice ? deviceConstants(k, p, device) : f32Params(k, p, ADAMW_CONSTANTS);
-      const { mul, fma, div, neg } = arithmetic(k);
-      vectorLoop(k, loadU32(k, p, 'n'), width, (i, w) => {
-        const g = load(k, grad!, i, w);
-        const m0 = load(k, mom!, i, w);
-        const v0 = load(k, vel!, i, w);
-        const p0 = load(k, param!, i, w);
-        const m1 = g.map((gj, j) => fma(c.beta1!, m0[j]!, mul(c.oneMinusBeta1!, gj)));
-        const v1 = g.map((gj, j) => fma(c.beta2!, v0[j]!, mul(mul(c.oneMinusBeta2!, gj), gj)));
-        const p1 = p0.map((pj, j) => {
-          const denom = fma(k.sqrt(k.reg('f32'), v1[j]!), c.invSqrtBc2!, c.eps!);
-          return fma(pj, c.decay!, neg(div(mul(c.stepSize!, m1[j]!), denom)));
-        });
-        store(k, param!, i, p1);
-        store(k, mom!, i, m1);
-        store(k, vel!, i, v1);
-      });
+      vectorLoop(k, loadU32(k, p, 'n'), width, (i, w) => adamwElements(k, ptrs, c, i, w));
     },
     { maxThreadsPerBlock: BLOCK },
   );
@@ -395,6 +415,7 @@ export function clipScaleKey(slots: number, width: VectorWidth): string {
 }
 
 export const CLIP_NORM_KEY = `optimizer/clipByGlobalNorm/norm/block${BLOCK}`;
+export const GLOBAL_NORM_KEY = `optimizer/globalNorm/norm/block${BLOCK}`;
 
 function slotParams(slots: number): Record<string, ParamType> {
   const params: Record<string, ParamType> = {};
@@ -445,17 +466,20 @@ export function clipSumSquaresModule(slots: number, width: VectorWidth): PtxModu
 }
 
 /**
- * Pass 2, one block: norm = √(Σ partials) and scale = min(1, maxNorm / (norm + eps)),
- * NaN kept (min.f32 would drop it): a NaN gradient makes every gradient NaN, as in the reference.
+ * Pass 2, one block: norm = √(Σ partials) and, with `withScale`, scale =
+ * min(1, maxNorm / (norm + eps)), NaN kept (min.f32 would drop it): a NaN
+ * gradient makes every gradient NaN, as in the reference.
  */
-export function clipNormModule(): PtxModule {
+export function clipNormModule(withScale = true): PtxModule {
   const m = new PtxModule();
+  const params: Record<string, ParamType> = { partials: 'ptr', count: 'u32', norm: 'ptr' };
+  if (withScale) Object.assign(params, { scale: 'ptr', maxNorm: 'f32', eps: 'f32' });
   m.entry(
-    'clip_norm',
-    { partials: 'ptr', count: 'u32', norm: 'ptr', scale: 'ptr', maxNorm: 'f32', eps: 'f32' },
-    (k, p) => {
-      const partials = k.globalPointer(p.partials);
-      const count = k.ldParam(p.count);
+    withScale ? 'clip_norm' : 'global_norm',
+    params,
+    (k, p: Readonly<Record<string, Param<ParamType>>>) => {
+      const partials = loadPointer(k, p, 'partials');
+      const count = loadU32(k, p, 'count');
       const acc = k.mov('f32', k.reg('f32'), 0);
       const i = k.reg('u32');
       k.forRange(i, k.tid('x'), count, BLOCK, () => {
@@ -465,15 +489,26 @@ export function clipNormModule(): PtxModule {
       const total = blockSum(k, acc);
       k.ifThen(isThreadZero(k), () => {
         const norm = k.sqrt(k.reg('f32'), total);
-        k.stGlobal('f32', k.globalPointer(p.norm), norm);
-        const denom = k.add('f32', k.reg('f32'), norm, k.ldParam(p.eps), { rnd: 'rn' });
-        const ratio = k.div('f32', k.reg('f32'), k.ldParam(p.maxNorm), denom, 'rn');
-        k.stGlobal('f32', k.globalPointer(p.scale), keepNaN(k, ratio, k.min('f32', k.reg('f32'), ratio, 1)));
+        k.stGlobal('f32', loadPointer(k, p, 'norm'), norm);
+        if (!withScale) return;
+        const scale = clipScale(
+          k,
+          norm,
+          ...(['maxNorm', 'eps'].map((name) => k.ldParam(p[name] as Param<'f32'>)) as [F32, F32]),
+        );
+        k.stGlobal('f32', loadPointer(k, p, 'scale'), scale);
       });
     },
     { requiredThreadsPerBlock: BLOCK },
   );
   return m;
+}
+
+/** min(1, maxNorm / (norm + eps)) in f32, NaN kept. */
+function clipScale(k: KernelBuilder, norm: F32, maxNorm: F32, eps: F32): F32 {
+  const denom = k.add('f32', k.reg('f32'), norm, eps, { rnd: 'rn' });
+  const ratio = k.div('f32', k.reg('f32'), maxNorm, denom, 'rn');
+  return keepNaN(k, ratio, k.min('f32', k.reg('f32'), ratio, 1));
 }
 
 /** Pass 3: g ← g · scale, skipped where scale is exactly 1 (nothing would change), the usual case. */
@@ -543,20 +578,26 @@ function slotArgs(grads: readonly Operand[]): Record<string, LaunchValue> {
   return args;
 }
 
-const clipKernel = cudaKernel(clipByGlobalNorm, (encoder, { inputs, outputs, attrs }) => {
-  const grads = inputs as Operand[];
-  const norm = outputs[outputs.length - 1]!;
+/**
+ * Pass 1 over `grads` into fresh scratch: the partial sums of squares, then
+ * `extraWords` more words for the caller. Returns where they are and how many.
+ */
+function encodeSumSquares(
+  encoder: KernelEncoder,
+  kernel: string,
+  argument: string,
+  grads: readonly Operand[],
+  extraWords: number,
+): { partials: bigint; partialCount: number } {
   grads.forEach((g, i) => {
-    checkElementCount('clipByGlobalNorm', `grads[${i}]`, g.size);
+    checkElementCount(kernel, `${argument}[${i}]`, g.size);
   });
   const sums = clipGroups(grads, false).map((group) => ({
     group,
     blocks: vectorGrid(encoder, group.elements, group.width),
   }));
   const partialCount = sums.reduce((total, s) => total + s.blocks, 0);
-  // The partials, then the scale: the norm and scale never leave the device.
-  const partials = encoder.scratch(4 * (partialCount + 1));
-  const scale = partials + BigInt(4 * partialCount);
+  const partials = encoder.scratch(4 * (partialCount + extraWords));
   let offset = 0;
   for (const { group, blocks } of sums) {
     const slots = group.grads.length;
@@ -570,9 +611,18 @@ const clipKernel = cudaKernel(clipByGlobalNorm, (encoder, { inputs, outputs, att
     });
     offset += blocks;
   }
+  return { partials, partialCount };
+}
+
+const clipKernel = cudaKernel(clipByGlobalNorm, (encoder, { inputs, outputs, attrs }) => {
+  const grads = inputs as Operand[];
+  const norm = outputs[outputs.length - 1]!;
+  // The partials, then the scale: the norm and scale never leave the device.
+  const { partials, partialCount } = encodeSumSquares(encoder, 'clipByGlobalNorm', 'grads', grads, 1);
+  const scale = partials + BigInt(4 * partialCount);
   encoder.launch({
     key: CLIP_NORM_KEY,
-    module: clipNormModule,
+    module: () => clipNormModule(true),
     entry: 'clip_norm',
     grid: 1,
     block: BLOCK,
@@ -591,4 +641,242 @@ const clipKernel = cudaKernel(clipByGlobalNorm, (encoder, { inputs, outputs, att
   }
 });
 
-export const OPTIMIZER_KERNELS: readonly AnyCudaKernel[] = [adamwKernel, sgdKernel, clipKernel];
+const globalNormKernel = cudaKernel(globalNorm, (encoder, { inputs, outputs }) => {
+  const { partials, partialCount } = encodeSumSquares(encoder, 'globalNorm', 'xs', inputs as Operand[], 0);
+  encoder.launch({
+    key: GLOBAL_NORM_KEY,
+    module: () => clipNormModule(false),
+    entry: 'global_norm',
+    grid: 1,
+    block: BLOCK,
+    args: { partials, count: partialCount, norm: outputs[0]! },
+  });
+});
+
+// ---- AdamW over many tensors ----------------------------------------------------
+//
+// One launch updates up to MULTI_ADAMW_SLOTS tensors: their pointers, sizes,
+// first blocks and weight decays are kernel parameters (CUDA passes at most
+// 4096 bytes of them), and block b updates chunk b − first of the tensor whose
+// range of blocks holds b, found by a binary search unrolled over the slots.
+// More tensors, or tensors of different alignments, take more launches.
+
+/** Elements per block: a multiple of every vector width, so that only a tensor's last chunk has a tail. */
+export const MULTI_ADAMW_CHUNK = 16 * BLOCK;
+
+/** Bytes of kernel parameters a launch may pass (cuLaunchKernel's limit before CUDA 12.1 and Volta). */
+export const KERNEL_PARAM_BYTES = 4096;
+
+const MULTI_CONSTANTS = [
+  'beta1',
+  'oneMinusBeta1',
+  'beta2',
+  'oneMinusBeta2',
+  'logBeta1',
+  'logBeta2',
+  'eps',
+  'step',
+  'lr',
+  'maxNorm',
+  'clipEps',
+];
+/** stepAt, lrAt and normAt, then the constants. */
+const MULTI_FIXED_BYTES = 3 * 8 + 4 * MULTI_CONSTANTS.length;
+/** Four pointers, then the size, first block and weight decay. */
+const MULTI_SLOT_BYTES = 4 * 8 + 3 * 4;
+
+/** The most tensors one launch updates. */
+export const MULTI_ADAMW_SLOTS = Math.floor((KERNEL_PARAM_BYTES - MULTI_FIXED_BYTES) / MULTI_SLOT_BYTES);
+
+/** Which per-step values the multi-tensor kernel reads from device tensors. */
+export interface MultiAdamwDeviceInputs extends AdamwDeviceInputs {
+  readonly norm: boolean;
+}
+
+export function multiAdamwKey(slots: number, width: VectorWidth, device: MultiAdamwDeviceInputs): string {
+  const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}${device.norm ? '/clip' : ''}`;
+  return `optimizer/multiTensorAdamw/slots${slots}/v${width}${at}`;
+}
+
+/** The register-held fields of one slot. */
+interface Slot {
+  readonly ptrs: R64[];
+  readonly n: R32;
+  readonly first: R32;
+  readonly wd: F32;
+}
+
+/** Loads slot `s`'s parameters into `into`. */
+function loadSlot(
+  k: KernelBuilder,
+  p: Readonly<Record<string, Param<ParamType>>>,
+  s: number,
+  into: Slot,
+): void {
+  ['p', 'g', 'm', 'v'].forEach((role, r) => {
+    k.ldParam(p[`${role}${s}`] as Param<'ptr'>, into.ptrs[r]);
+  });
+  k.ldParam(p[`n${s}`] as Param<'u32'>, into.n);
+  k.ldParam(p[`first${s}`] as Param<'u32'>, into.first);
+  k.ldParam(p[`wd${s}`] as Param<'f32'>, into.wd);
+}
+
+/** Slot lo…hi−1 whose blocks hold `block`: a binary search over the first blocks, unrolled at build time. */
+function selectSlot(
+  k: KernelBuilder,
+  p: Readonly<Record<string, Param<ParamType>>>,
+  block: R32,
+  lo: number,
+  hi: number,
+  into: Slot,
+): void {
+  if (hi - lo === 1) {
+    loadSlot(k, p, lo, into);
+    return;
+  }
+  const mid = (lo + hi) >> 1;
+  const first = k.ldParam(p[`first${mid}`] as Param<'u32'>);
+  const above = k.setp('ge', 'u32', k.reg('pred'), block, first);
+  k.ifElse(
+    above,
+    () => selectSlot(k, p, block, mid, hi, into),
+    () => selectSlot(k, p, block, lo, mid, into),
+  );
+}
+
+export function multiAdamwModule(
+  slots: number,
+  width: VectorWidth,
+  device: MultiAdamwDeviceInputs,
+): PtxModule {
+  const params: Record<string, ParamType> = {};
+  // Pointers first, so that the 4-byte values pack without padding.
+  for (let s = 0; s < slots; s++) for (const role of ['p', 'g', 'm', 'v']) params[`${role}${s}`] = 'ptr';
+  if (device.step) params.stepAt = 'ptr';
+  if (device.lr) params.lrAt = 'ptr';
+  if (device.norm) params.normAt = 'ptr';
+  for (const name of MULTI_CONSTANTS) params[name] = 'f32';
+  for (let s = 0; s < slots; s++)
+    Object.assign(params, { [`n${s}`]: 'u32', [`first${s}`]: 'u32', [`wd${s}`]: 'f32' });
+  const m = new PtxModule();
+  m.entry(
+    'multi_adamw',
+    params,
+    (k, p: Readonly<Record<string, Param<ParamType>>>) => {
+      const slot: Slot = {
+        ptrs: [0, 1, 2, 3].map(() => k.reg('u64')),
+        n: k.reg('u32'),
+        first: k.reg('u32'),
+        wd: k.reg('f32'),
+      };
+      const block = k.ctaid('x');
+      selectSlot(k, p, block, 0, slots, slot);
+      const ptrs = slot.ptrs.map((ptr) => k.cvtaToGlobal(k.reg('u64'), ptr));
+      const c = f32Params(k, p, MULTI_CONSTANTS);
+      const { fma, neg } = arithmetic(k);
+      const { lr, ...corrections } = stepConstants(k, p, c, device);
+      const constants = { ...c, ...corrections, decay: fma(neg(lr), slot.wd, 1) };
+      const scale = device.norm
+        ? clipScale(k, k.ldGlobal('f32', k.reg('f32'), loadPointer(k, p, 'normAt')), c.maxNorm!, c.clipEps!)
+        : undefined;
+      // This block's chunk: [start, start + len) of the tensor.
+      const start = k.mulLo(
+        'u32',
+        k.reg('u32'),
+        k.sub('u32', k.reg('u32'), block, slot.first),
+        MULTI_ADAMW_CHUNK,
+      );
+      const len = k.min('u32', k.reg('u32'), k.sub('u32', k.reg('u32'), slot.n, start), MULTI_ADAMW_CHUNK);
+      const at = (offset: R32) => k.add('u32', k.reg('u32'), start, offset);
+      const shift = Math.log2(width);
+      const groups = k.shr('u32', k.reg('u32'), len, shift);
+      const g = k.reg('u32');
+      k.forRange(g, k.tid('x'), groups, BLOCK, () => {
+        adamwElements(k, ptrs, constants, at(k.shl('b32', k.reg('u32'), g, shift)), width, scale);
+      });
+      if (width > 1) {
+        const tail = k.add('u32', k.reg('u32'), k.shl('b32', k.reg('u32'), groups, shift), k.tid('x'));
+        k.guard(tail, len, () => adamwElements(k, ptrs, constants, at(tail), 1, scale));
+      }
+    },
+    { maxThreadsPerBlock: BLOCK },
+  );
+  return m;
+}
+
+/** One launch's tensors: at most MULTI_ADAMW_SLOTS, sharing a vector width. */
+export interface MultiAdamwGroup {
+  /** Indices into the call's tensors. */
+  readonly tensors: readonly number[];
+  readonly width: VectorWidth;
+}
+
+/**
+ * Launches for tensors of the given (param, grad, m, v) operands: grouped by
+ * the vector width their alignment allows, each group split into the fewest
+ * launches of at most MULTI_ADAMW_SLOTS, as even as possible (one module
+ * serves them all). Empty tensors are left out: they have nothing to update.
+ */
+export function multiAdamwGroups(quads: readonly (readonly Operand[])[]): MultiAdamwGroup[] {
+  const byWidth = new Map<VectorWidth, number[]>();
+  quads.forEach((quad, j) => {
+    if (quad[0]!.size === 0) return;
+    const width = vectorWidthFor(quad);
+    byWidth.set(width, [...(byWidth.get(width) ?? []), j]);
+  });
+  const groups: MultiAdamwGroup[] = [];
+  for (const width of [4, 2, 1] as const) {
+    const list = byWidth.get(width) ?? [];
+    const launches = Math.ceil(list.length / MULTI_ADAMW_SLOTS);
+    const per = Math.ceil(list.length / Math.max(1, launches));
+    for (let i = 0; i < list.length; i += per) groups.push({ tensors: list.slice(i, i + per), width });
+  }
+  return groups;
+}
+
+const multiAdamwKernel = cudaKernel(multiTensorAdamw, (encoder, { inputs, attrs }) => {
+  const [stepAt, lrAt, normAt] = inputs as (Operand | undefined)[];
+  const tensors = inputs.slice(3) as Operand[];
+  const quads = Array.from({ length: tensors.length / 4 }, (_, j) => tensors.slice(4 * j, 4 * j + 4));
+  quads.forEach((quad, j) => {
+    checkElementCount('multiTensorAdamw', `tensors[${4 * j}]`, quad[0]!.size);
+  });
+  const device = { step: stepAt !== undefined, lr: lrAt !== undefined, norm: normAt !== undefined };
+  const { weightDecay } = attrs;
+  const constants = adamwDeviceConstants({ ...attrs, weightDecay: 0 });
+  for (const { tensors: group, width } of multiAdamwGroups(quads)) {
+    const args: Record<string, LaunchValue> = {
+      ...Object.fromEntries(MULTI_CONSTANTS.slice(0, -2).map((name) => [name, constants[name]!])),
+      maxNorm: attrs.maxNorm,
+      clipEps: attrs.clipEps,
+      ...(stepAt ? { stepAt } : {}),
+      ...(lrAt ? { lrAt } : {}),
+      ...(normAt ? { normAt } : {}),
+    };
+    let blocks = 0;
+    group.forEach((j, s) => {
+      const [param, grad, m, v] = quads[j]!;
+      Object.assign(args, { [`p${s}`]: param!, [`g${s}`]: grad!, [`m${s}`]: m!, [`v${s}`]: v! });
+      args[`n${s}`] = param!.size;
+      args[`first${s}`] = blocks;
+      args[`wd${s}`] = weightDecay.length === 1 ? weightDecay[0]! : weightDecay[j]!;
+      blocks += Math.ceil(param!.size / MULTI_ADAMW_CHUNK);
+    });
+    encoder.launch({
+      key: multiAdamwKey(group.length, width, device),
+      module: () => multiAdamwModule(group.length, width, device),
+      entry: 'multi_adamw',
+      grid: blocks,
+      block: BLOCK,
+      args,
+    });
+  }
+});
+
+export const OPTIMIZER_KERNELS: readonly AnyCudaKernel[] = [
+  adamwKernel,
+  sgdKernel,
+  clipKernel,
+  globalNormKernel,
+  multiAdamwKernel,
+];

@@ -16,7 +16,7 @@ import {
 } from '@rayo/core';
 import { Tape, type Variable } from '../autograd/tape.js';
 import { AdamW } from '../optim/adamw.js';
-import { clipGradNorm, NO_CLIP } from '../optim/clip.js';
+import { gradNorm } from '../optim/clip.js';
 import type { Optimizer } from '../optim/optimizer.js';
 import type { StepResult } from './step.js';
 
@@ -282,10 +282,10 @@ export class ReplayedStep<N extends string = string> {
       const loss = this.#options.loss(tape, inputs);
       tape.backward(loss);
       const { clipNorm, readGradNorm } = this.#options;
-      if (clipNorm !== undefined || readGradNorm) {
-        norm = clipGradNorm(optimizer.params, clipNorm ?? NO_CLIP, { runner: batch });
-      }
-      optimizer.stepOnDevice(batch, this.#step, this.#lr);
+      // The norm alone (one read of the gradients); the update applies the clip as it reads them.
+      if (clipNorm !== undefined || readGradNorm) norm = gradNorm(optimizer.params, { runner: batch });
+      const clip = norm && clipNorm !== undefined ? { norm, maxNorm: clipNorm } : undefined;
+      optimizer.stepOnDevice(batch, this.#step, this.#lr, clip);
       // The recording keeps the gradients; the parameters are left without, as after an eager step.
       const grads = optimizer.params.flatMap((p) => (p.grad ? [p.grad] : []));
       for (const p of optimizer.params) p.grad = undefined;

@@ -1,4 +1,4 @@
-import { adamwStep, type KernelRunner, type Tensor } from '@rayo/core';
+import { type KernelRunner, multiTensorAdamw, type Tensor } from '@rayo/core';
 import type { Parameter } from '../nn/module.js';
 import { Optimizer, type ParameterList } from './optimizer.js';
 
@@ -13,7 +13,23 @@ export interface AdamWOptions {
   readonly noDecay?: (name: string, param: Parameter) => boolean;
 }
 
-/** AdamW on the device (the `adamwStep` kernel): bias-corrected moments, decoupled weight decay. */
+/** Clipping inside the update: each gradient is scaled by min(1, maxNorm / (norm + eps)). */
+export interface DeviceClip {
+  /** The global gradient norm on the device (`gradNorm`), one element. */
+  readonly norm: Tensor;
+  readonly maxNorm: number;
+  /** Default 1e-6, as `clipGradNorm`. */
+  readonly eps?: number;
+}
+
+function clipAttrs(clip: DeviceClip | undefined): { maxNorm?: number; clipEps?: number } {
+  return clip ? { maxNorm: clip.maxNorm, clipEps: clip.eps ?? 1e-6 } : {};
+}
+
+/**
+ * AdamW on the device: bias-corrected moments, decoupled weight decay; every
+ * parameter with a gradient in one `multiTensorAdamw` call.
+ */
 export class AdamW extends Optimizer {
   readonly kind = 'adamw';
   readonly beta1: number;
@@ -32,41 +48,40 @@ export class AdamW extends Optimizer {
     this.#decays = this.params.map((p, i) => !noDecay?.(this.names[i]!, p));
   }
 
-  step(runner: KernelRunner = this.backend): void {
+  /** One update of every parameter with a gradient; with `clip`, the gradients are clipped inside it (and left as they are). */
+  step(runner: KernelRunner = this.backend, clip?: DeviceClip): void {
     this.stepCount++;
-    const { lr, beta1, beta2, eps, stepCount: step } = this;
-    this.params.forEach((p, i) => {
-      if (!p.grad) return;
-      const weightDecay = this.#decays[i] ? this.weightDecay : 0;
-      runner.run(adamwStep, [p.value, p.grad, this.slot(i, 'm'), this.slot(i, 'v')], {
-        lr,
-        beta1,
-        beta2,
-        eps,
-        weightDecay,
-        step,
-      });
-    });
+    const { lr, stepCount: step } = this;
+    this.#update(runner, [undefined, undefined, clip?.norm], { lr, step, ...clipAttrs(clip) });
   }
 
   /**
    * Records one update that reads the step number (i32 [1]) and the learning
    * rate (f32 [1]) from device tensors when it runs, so that a recorded batch
    * replays at the next step and a scheduled rate after `Backend.write`s to
-   * them. Leaves `stepCount` as it is: the caller counts the replays.
+   * them. With `clip`, the gradients are clipped by a norm on the device inside
+   * the update and are left as they are. Leaves `stepCount` as it is: the
+   * caller counts the replays.
    */
-  stepOnDevice(runner: KernelRunner, step: Tensor, lr: Tensor): void {
-    const { beta1, beta2, eps } = this;
+  stepOnDevice(runner: KernelRunner, step: Tensor, lr: Tensor, clip?: DeviceClip): void {
+    this.#update(runner, [step, lr, clip?.norm], clipAttrs(clip));
+  }
+
+  #update(
+    runner: KernelRunner,
+    fixed: readonly (Tensor | undefined)[],
+    attrs: { lr?: number; step?: number; maxNorm?: number; clipEps?: number },
+  ): void {
+    const tensors: Tensor[] = [];
+    const weightDecay: number[] = [];
     this.params.forEach((p, i) => {
       if (!p.grad) return;
-      const weightDecay = this.#decays[i] ? this.weightDecay : 0;
-      runner.run(adamwStep, [p.value, p.grad, this.slot(i, 'm'), this.slot(i, 'v'), step, lr], {
-        beta1,
-        beta2,
-        eps,
-        weightDecay,
-      });
+      tensors.push(p.value, p.grad, this.slot(i, 'm'), this.slot(i, 'v'));
+      weightDecay.push(this.#decays[i] ? this.weightDecay : 0);
     });
+    if (tensors.length === 0) return;
+    const { beta1, beta2, eps } = this;
+    runner.run(multiTensorAdamw, [...fixed, ...tensors], { ...attrs, beta1, beta2, eps, weightDecay });
   }
 
   hyperparameters(): Record<string, number | boolean> {

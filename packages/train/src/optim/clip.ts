@@ -1,4 +1,10 @@
-import { clipByGlobalNorm, InvalidArgumentError, type KernelRunner, type Tensor } from '@rayo/core';
+import {
+  clipByGlobalNorm,
+  globalNorm,
+  InvalidArgumentError,
+  type KernelRunner,
+  type Tensor,
+} from '@rayo/core';
 import type { Parameter } from '../nn/module.js';
 
 /** The largest f32: a limit that never clips, for measuring the norm alone. */
@@ -20,16 +26,33 @@ export function clipGradNorm(
   maxNorm: number,
   options: ClipOptions = {},
 ): Tensor {
+  const grads = gradientsOf(params, 'clipGradNorm');
+  const runner = options.runner ?? grads[0]!.backend;
+  const outputs = runner.run(clipByGlobalNorm, grads, { maxNorm, eps: options.eps ?? 1e-6 });
+  return outputs[outputs.length - 1]!;
+}
+
+/**
+ * The global L2 norm of the gradients of `params`, on the device, leaving
+ * them as they are: one read of each. `AdamW.stepOnDevice` clips with it
+ * inside its update. Returns a device scalar: read it only to log it, and
+ * dispose it.
+ */
+export function gradNorm(params: readonly Parameter[], options: Pick<ClipOptions, 'runner'> = {}): Tensor {
+  const grads = gradientsOf(params, 'gradNorm');
+  const runner = options.runner ?? grads[0]!.backend;
+  return runner.run(globalNorm, grads)[0]!;
+}
+
+function gradientsOf(params: readonly Parameter[], kernel: string): Tensor[] {
   const grads = params.flatMap((p) => (p.grad ? [p.grad] : []));
   if (grads.length === 0) {
-    throw new InvalidArgumentError('no parameter has a gradient to clip', {
-      kernel: 'clipGradNorm',
+    throw new InvalidArgumentError('no parameter has a gradient', {
+      kernel,
       argument: 'params',
       expected: 'parameters after backward',
       actual: `${params.length} parameters without gradients`,
     });
   }
-  const runner = options.runner ?? grads[0]!.backend;
-  const outputs = runner.run(clipByGlobalNorm, grads, { maxNorm, eps: options.eps ?? 1e-6 });
-  return outputs[outputs.length - 1]!;
+  return grads;
 }

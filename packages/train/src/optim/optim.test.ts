@@ -1,8 +1,15 @@
-import { createCpuBackend, InvalidArgumentError } from '@rayo/core';
+import {
+  type AttrValues,
+  createCpuBackend,
+  InvalidArgumentError,
+  type KernelRunner,
+  type KernelSpec,
+  type Tensor,
+} from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { Parameter } from '../nn/module.js';
 import { AdamW } from './adamw.js';
-import { clipGradNorm } from './clip.js';
+import { clipGradNorm, gradNorm } from './clip.js';
 import { constantLr, warmupCosine } from './schedule.js';
 import { SGD } from './sgd.js';
 
@@ -56,6 +63,43 @@ describe('AdamW', () => {
     opt.step();
     expect(Array.from(await p.value.read())).toEqual([1, 2]);
     opt.dispose();
+  });
+
+  it('updates every parameter in one kernel call, and clips inside it as clipGradNorm would', async () => {
+    const make = () => [param([1, -2, 0.5], 'w', [3, -4, 1]), param([3], 'b', [2]), param([7], 'none', [1])];
+    const [a, b] = [make(), make()];
+    a[2]!.grad = undefined;
+    b[2]!.grad = undefined;
+    const optA = new AdamW(a, { lr: 0.1, noDecay: (_, p) => p.shape[0] === 1 });
+    const optB = new AdamW(b, { lr: 0.1, noDecay: (_, p) => p.shape[0] === 1 });
+    clipGradNorm(a, 2).dispose();
+    optA.step();
+    const calls: string[] = [];
+    const runner: KernelRunner = {
+      run<A extends AttrValues>(
+        spec: KernelSpec<A>,
+        inputs: readonly (Tensor | undefined)[],
+        attrs?: Partial<A>,
+      ) {
+        calls.push(spec.name);
+        return backend.run(spec, inputs, attrs);
+      },
+    };
+    using norm = gradNorm(b, { runner });
+    optB.step(runner, { norm, maxNorm: 2 });
+    expect(calls).toEqual(['globalNorm', 'multiTensorAdamw']);
+    expect((await norm.read())[0]).toBeCloseTo(Math.sqrt(9 + 16 + 1 + 4), 5);
+    // The gradients are left unclipped; the parameters move as after clipping.
+    expect(Array.from(await b[0]!.grad!.read())).toEqual([3, -4, 1]);
+    for (let i = 0; i < 2; i++) {
+      const [x, y] = [await a[i]!.value.read(), await b[i]!.value.read()];
+      x.forEach((v, j) => {
+        expect(y[j]).toBeCloseTo(v, 6);
+      });
+    }
+    expect(Array.from(await b[2]!.value.read())).toEqual([7]);
+    optA.dispose();
+    optB.dispose();
   });
 
   it('refuses an empty parameter list and a negative learning rate', () => {

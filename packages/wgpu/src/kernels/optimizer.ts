@@ -1,4 +1,11 @@
-import { adamwStep, clipByGlobalNorm, sgdStep } from '@rayo/core';
+import {
+  adamwStep,
+  clipByGlobalNorm,
+  globalNorm,
+  multiTensorAdamw,
+  sgdStep,
+  UnsupportedOnBackendError,
+} from '@rayo/core';
 import {
   type AnyWgpuKernel,
   gridFor,
@@ -9,7 +16,7 @@ import {
   uniform,
   wgpuKernel,
 } from '../kernel.js';
-import { type ParamLayout, paramLayout } from '../params.js';
+import { type ParamLayout, type ParamType, paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
 import { BUILTINS, elementGrid, WG } from './common.js';
 
@@ -337,10 +344,10 @@ const TREE_SUM = `
     if (tid < s) { red[tid] += red[tid + s]; }
   }`;
 
-function sumsqShader(vec: boolean): ShaderSource {
+function sumsqShader(kernel: string, vec: boolean): ShaderSource {
   return {
-    key: `optimizer/clipByGlobalNorm/sumsq/${vec ? 'vec4' : 'scalar'}/wg${WG}`,
-    kernel: 'clipByGlobalNorm',
+    key: `optimizer/${kernel}/sumsq/${vec ? 'vec4' : 'scalar'}/wg${WG}`,
+    kernel,
     code: () => `
 ${SUMSQ_PARAMS.wgsl}
 ${storage(0, 'xs', 'f32', 'read')}
@@ -379,9 +386,10 @@ ${TREE_SUM}
   };
 }
 
-const NORM_SHADER: ShaderSource = {
-  key: `optimizer/clipByGlobalNorm/norm/wg${WG}`,
-  kernel: 'clipByGlobalNorm',
+/** One workgroup: the norm from the partials; with `withScale` also the clip scale after the partials. */
+const normShader = (kernel: string, withScale: boolean): ShaderSource => ({
+  key: `optimizer/${kernel}/norm${withScale ? '-scale' : ''}/wg${WG}`,
+  kernel,
   code: () => `
 ${NORM_PARAMS.wgsl}
 ${storage(0, 'partials', 'f32', 'read_write')}
@@ -398,13 +406,17 @@ fn main(${BUILTINS}) {
 ${TREE_SUM}
   if (tid == 0u) {
     let n = sqrt(red[0]);
-    norm[0] = n;
+    norm[0] = n;${
+      withScale
+        ? `
     // min(1, maxNorm / (norm + eps)), without dividing by a zero norm + eps.
     let denom = n + params.eps;
-    partials[params.count] = select(1.0, params.maxNorm / denom, denom > params.maxNorm);
+    partials[params.count] = select(1.0, params.maxNorm / denom, denom > params.maxNorm);`
+        : ''
+    }
   }
 }`,
-};
+});
 
 const SCALE: UpdateDecl = {
   name: 'clipByGlobalNorm/scale',
@@ -418,9 +430,18 @@ const SCALE: UpdateDecl = {
   body: 'x_out = x * s;',
 };
 
-const clipKernel = wgpuKernel(clipByGlobalNorm, (encoder, { inputs, outputs, attrs }) => {
-  const grads = inputs.map((g) => g!);
-  const norm = outputs[outputs.length - 1]!;
+/**
+ * The sum-of-squares passes over `grads` and the norm pass into `norm`; the
+ * partials live in scratch with one more word after them for the clip scale.
+ * Returns that scratch and the number of partials.
+ */
+function encodeNorm(
+  encoder: KernelEncoder,
+  kernel: string,
+  grads: readonly Operand[],
+  norm: Operand,
+  clip?: { maxNorm: number; eps: number },
+): { partials: GPUBufferBinding; count: number } {
   const counts = grads.map((g) =>
     g.size === 0 ? 0 : Math.min(SUMSQ_MAX_WORKGROUPS, Math.ceil(g.size / SUMSQ_ELEMENTS)),
   );
@@ -434,7 +455,7 @@ const clipKernel = wgpuKernel(clipByGlobalNorm, (encoder, { inputs, outputs, att
     const vecs = Math.floor(g.size / 4);
     const vec = vecs > 0;
     encoder.dispatch({
-      shader: sumsqShader(vec),
+      shader: sumsqShader(kernel, vec),
       buffers: vec ? [g, partials, { buffer: g.buffer, offset: g.offset, size: vecs * 16 }] : [g, partials],
       params: { layout: SUMSQ_PARAMS, values: { n: g.size, vecs, threads: workgroups * WG, base } },
       workgroups: gridFor(workgroups, encoder.limits),
@@ -442,12 +463,227 @@ const clipKernel = wgpuKernel(clipByGlobalNorm, (encoder, { inputs, outputs, att
     base += workgroups;
   });
   encoder.dispatch({
-    shader: NORM_SHADER,
+    shader: normShader(kernel, clip !== undefined),
     buffers: [partials, norm],
-    params: { layout: NORM_PARAMS, values: { count, maxNorm: attrs.maxNorm, eps: attrs.eps } },
+    params: { layout: NORM_PARAMS, values: { count, maxNorm: clip?.maxNorm ?? 0, eps: clip?.eps ?? 0 } },
     workgroups: [1],
   });
+  return { partials, count };
+}
+
+const clipKernel = wgpuKernel(clipByGlobalNorm, (encoder, { inputs, outputs, attrs }) => {
+  const grads = inputs.map((g) => g!);
+  const norm = outputs[outputs.length - 1]!;
+  const { partials, count } = encodeNorm(encoder, 'clipByGlobalNorm', grads, norm, attrs);
   for (const g of grads) dispatchUpdate(encoder, SCALE, [g], [partials], { at: count });
 });
 
-export const OPTIMIZER_KERNELS: readonly AnyWgpuKernel[] = [adamwKernel, sgdKernel, clipKernel];
+const globalNormKernel = wgpuKernel(globalNorm, (encoder, { inputs, outputs }) => {
+  encodeNorm(
+    encoder,
+    'globalNorm',
+    inputs.map((x) => x!),
+    outputs[0]!,
+  );
+});
+
+// ---- multiTensorAdamw ------------------------------------------------------------
+//
+// WebGPU has no pointers: each tensor's param, grad, m and v are four storage
+// bindings, so one dispatch updates as many tensors as the device's
+// maxStorageBuffersPerShaderStage leaves room for (after the device step, lr
+// and norm), at most MULTI_SLOTS. Workgroup w updates chunk w − first of the
+// tensor whose range of workgroups holds w; the shader has one loop per
+// tensor, since a binding cannot be chosen at run time.
+
+/** Elements per workgroup. */
+export const MULTI_CHUNK = 4 * WG;
+/** Most tensors per dispatch, wherever the binding limit is higher: keeps the shader small. */
+export const MULTI_SLOTS = 64;
+
+const MULTI_CONSTANTS = [
+  'beta1',
+  'oneMinusBeta1',
+  'beta2',
+  'oneMinusBeta2',
+  'logBeta1',
+  'logBeta2',
+  'eps',
+  'step',
+  'lr',
+  'maxNorm',
+  'clipEps',
+] as const;
+
+/** Which per-step values the shader reads from device tensors. */
+export interface MultiAdamwDevice {
+  readonly step: boolean;
+  readonly lr: boolean;
+  readonly norm: boolean;
+}
+
+/** Tensors per dispatch on a device with `maxStorageBuffers` storage bindings per stage. */
+export function multiAdamwSlots(maxStorageBuffers: number, device: MultiAdamwDevice): number {
+  const extra = Number(device.step) + Number(device.lr) + Number(device.norm);
+  return Math.min(MULTI_SLOTS, Math.floor((maxStorageBuffers - extra) / 4));
+}
+
+const multiLayouts = new Map<number, ParamLayout<string>>();
+
+/** The constants, the workgroup count, then each tensor's size, first workgroup and weight decay. */
+function multiLayout(slots: number): ParamLayout<string> {
+  let layout = multiLayouts.get(slots);
+  if (!layout) {
+    const fields: [string, ParamType][] = [
+      ...MULTI_CONSTANTS.map((name): [string, ParamType] => [name, 'f32']),
+    ];
+    fields.push(['workgroups', 'u32']);
+    for (let s = 0; s < slots; s++) fields.push([`n${s}`, 'u32'], [`first${s}`, 'u32'], [`wd${s}`, 'f32']);
+    layout = paramLayout(fields);
+    multiLayouts.set(slots, layout);
+  }
+  return layout;
+}
+
+export function multiAdamwShader(slots: number, device: MultiAdamwDevice): ShaderSource {
+  const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}${device.norm ? '/clip' : ''}`;
+  const extra: [string, string][] = [];
+  if (device.step) extra.push(['stepAt', 'i32']);
+  if (device.lr) extra.push(['lrAt', 'f32']);
+  if (device.norm) extra.push(['normAt', 'f32']);
+  const tensors = Array.from({ length: slots }, (_, s) => s);
+  return {
+    key: `optimizer/multiTensorAdamw/slots${slots}/wg${WG}${at}`,
+    kernel: 'multiTensorAdamw',
+    code: () => `
+${multiLayout(slots).wgsl}
+${tensors
+  .map((s) =>
+    [
+      storage(4 * s, `p${s}`, 'f32', 'read_write'),
+      storage(4 * s + 1, `g${s}`, 'f32', 'read'),
+      storage(4 * s + 2, `m${s}`, 'f32', 'read_write'),
+      storage(4 * s + 3, `v${s}`, 'f32', 'read_write'),
+    ].join('\n'),
+  )
+  .join('\n')}
+${extra.map(([name, type], b) => storage(4 * slots + b, name, type, 'read')).join('\n')}
+${uniform(4 * slots + extra.length)}
+${EXPM1}
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  let w = ${linearWorkgroup};
+  if (w >= params.workgroups) { return; }
+  // The last tensor whose first workgroup is at most w.
+  var slot = 0u;
+  var first = params.first0;
+  var n = params.n0;
+  var wd = params.wd0;
+${tensors
+  .slice(1)
+  .map(
+    (s) =>
+      `  if (w >= params.first${s}) { slot = ${s}u; first = params.first${s}; n = params.n${s}; wd = params.wd${s}; }`,
+  )
+  .join('\n')}
+  let t = ${device.step ? 'f32(stepAt[0])' : 'params.step'};
+  let lr = ${device.lr ? 'lrAt[0]' : 'params.lr'};
+  let stepSize = lr / -expm1(t * params.logBeta1);
+  let rootCorrection = 1.0 / sqrt(-expm1(t * params.logBeta2));
+  let decay = 1.0 - lr * wd;
+  ${
+    device.norm
+      ? `// min(1, maxNorm / (norm + clipEps)), without dividing by a zero norm + clipEps.
+  let denom = normAt[0] + params.clipEps;
+  let scale = select(1.0, params.maxNorm / denom, denom > params.maxNorm);`
+      : ''
+  }
+  let start = (w - first) * ${MULTI_CHUNK}u;
+  let end = min(n, start + ${MULTI_CHUNK}u);
+  switch slot {
+${tensors
+  .map(
+    (s) => `    case ${s}u: {
+      for (var i = start + lid.x; i < end; i += ${WG}u) {
+        let g = g${s}[i]${device.norm ? ' * scale' : ''};
+        let m = params.beta1 * m${s}[i] + params.oneMinusBeta1 * g;
+        let v = params.beta2 * v${s}[i] + params.oneMinusBeta2 * g * g;
+        m${s}[i] = m;
+        v${s}[i] = v;
+        p${s}[i] = p${s}[i] * decay - stepSize * m / (sqrt(v) * rootCorrection + params.eps);
+      }
+    }`,
+  )
+  .join('\n')}
+    default: {}
+  }
+}`,
+  };
+}
+
+const multiAdamwKernel = wgpuKernel(multiTensorAdamw, (encoder, { inputs, attrs }) => {
+  const [stepAt, lrAt, normAt] = inputs;
+  const device = { step: stepAt !== undefined, lr: lrAt !== undefined, norm: normAt !== undefined };
+  const maxBuffers = encoder.limits.maxStorageBuffersPerShaderStage;
+  const slots = multiAdamwSlots(maxBuffers, device);
+  if (slots < 1) {
+    throw new UnsupportedOnBackendError('the device binds too few storage buffers per shader stage', {
+      kernel: 'multiTensorAdamw',
+      argument: 'tensors',
+      expected: `maxStorageBuffersPerShaderStage >= ${4 + Number(device.step) + Number(device.lr) + Number(device.norm)}`,
+      actual: String(maxBuffers),
+    });
+  }
+  const { beta1, beta2, eps, weightDecay } = attrs;
+  const base: Record<string, number> = {
+    beta1,
+    oneMinusBeta1: 1 - beta1,
+    beta2,
+    oneMinusBeta2: 1 - beta2,
+    // ln β is −∞ at β = 0: e^(t·ln β) is then 0, as β^t is.
+    logBeta1: beta1 === 0 ? -1e30 : Math.log(beta1),
+    logBeta2: beta2 === 0 ? -1e30 : Math.log(beta2),
+    eps,
+    step: attrs.step,
+    lr: attrs.lr,
+    maxNorm: attrs.maxNorm,
+    clipEps: attrs.clipEps,
+  };
+  const tensors = inputs.slice(3).map((t) => t!);
+  // Empty tensors have nothing to update and cannot be bound.
+  const live = Array.from({ length: tensors.length / 4 }, (_, j) => j).filter(
+    (j) => tensors[4 * j]!.size > 0,
+  );
+  const dispatches = Math.ceil(live.length / slots);
+  // As even as possible, so that one pipeline serves every dispatch.
+  const per = Math.ceil(live.length / Math.max(1, dispatches));
+  for (let from = 0; from < live.length; from += per) {
+    const group = live.slice(from, from + per);
+    const values = { ...base };
+    let workgroups = 0;
+    group.forEach((j, s) => {
+      values[`n${s}`] = tensors[4 * j]!.size;
+      values[`first${s}`] = workgroups;
+      values[`wd${s}`] = weightDecay.length === 1 ? weightDecay[0]! : weightDecay[j]!;
+      workgroups += Math.ceil(tensors[4 * j]!.size / MULTI_CHUNK);
+    });
+    values.workgroups = workgroups;
+    encoder.dispatch({
+      shader: multiAdamwShader(group.length, device),
+      buffers: [
+        ...group.flatMap((j) => tensors.slice(4 * j, 4 * j + 4)),
+        ...[stepAt, lrAt, normAt].filter((t) => t !== undefined),
+      ],
+      params: { layout: multiLayout(group.length), values },
+      workgroups: gridFor(workgroups, encoder.limits),
+    });
+  }
+});
+
+export const OPTIMIZER_KERNELS: readonly AnyWgpuKernel[] = [
+  adamwKernel,
+  sgdKernel,
+  clipKernel,
+  globalNormKernel,
+  multiAdamwKernel,
+];

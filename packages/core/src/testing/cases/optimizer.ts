@@ -370,4 +370,172 @@ errors.push(
   }),
 );
 
+// ---- globalNorm -------------------------------------------------------------------
+
+for (const [label, shapes] of clips.map(
+  ([label, shapes]) => [label.replace(/, (not )?clipped.*/, ''), shapes] as const,
+)) {
+  cases.push(valid(k.globalNorm, { label, inputs: shapes.map((s) => f32(s)), tolerance: SMALL }));
+}
+cases.push(
+  valid(k.globalNorm, {
+    label: '[100003], [317, 331]',
+    inputs: [f32([100003]), f32([317, 331])],
+    tolerance: LARGE,
+  }),
+);
+errors.push(
+  invalid(k.globalNorm, { label: 'no tensors', inputs: [], error: 'argument', argument: 'inputs' }),
+  invalid(k.globalNorm, {
+    label: 'an i32 second tensor',
+    inputs: [f32([3]), { shape: [4], dtype: 'i32' }],
+    error: 'dtype',
+    argument: 'xs[1]',
+  }),
+);
+
+// ---- multiTensorAdamw ----------------------------------------------------------------
+
+/** The four inputs of each tensor, after step, lr and gradNorm. */
+const quads = (shapes: readonly Shape[]) => shapes.flatMap(adamwInputs);
+/** A one-element norm (shape [] as globalNorm returns it, or [1]) holding `value`. */
+const deviceNorm = (value: number, shape: Shape = []): InputSample => ({ shape, init: () => [value] });
+
+const ODD_SET: Shape[] = [[1], [3], [1000], [4097]];
+const MIXED_SET: Shape[] = [[7, 13], [], [3, 5, 67], [1], [64]];
+// More tensors than one CUDA launch's parameters hold; sizes around the vector widths.
+const MANY_SET: Shape[] = Array.from({ length: 150 }, (_, i) => (i % 3 === 0 ? [i + 1] : [i % 7, 5]));
+const multiSets: [string, Shape[]][] = [
+  ['[1], [3], [1000], [4097]', ODD_SET],
+  ['[7, 13], [], [3, 5, 67], [1], [64]', MIXED_SET],
+  ['150 tensors of 0…150 elements', MANY_SET],
+  ['one [1031]', [[1031]]],
+];
+for (const [what, shapes] of multiSets) {
+  cases.push(
+    valid(k.multiTensorAdamw, {
+      label: `${what}, step 7`,
+      inputs: [undefined, undefined, undefined, ...quads(shapes)],
+      attrs: { lr: 0.05, weightDecay: [0.1], step: 7 },
+    }),
+    // Clip active (scale 0.25) and inactive (norm below maxNorm), step and lr on the device.
+    valid(k.multiTensorAdamw, {
+      label: `${what}, device step 3 and lr, clipped`,
+      inputs: [deviceValue(3), deviceLr(0.02), deviceNorm(4), ...quads(shapes)],
+      attrs: { weightDecay: [0.1], maxNorm: 1 },
+    }),
+    valid(k.multiTensorAdamw, {
+      label: `${what}, device step 1000 and lr, not clipped`,
+      inputs: [deviceValue(1000), deviceLr(0.05), deviceNorm(0.5, [1]), ...quads(shapes)],
+      attrs: { weightDecay: [0.1], maxNorm: 1 },
+    }),
+  );
+}
+cases.push(
+  valid(k.multiTensorAdamw, {
+    label: '[1], [3], [1000], [4097], a weight decay per tensor, step 2, clipped with clipEps 0.5',
+    inputs: [undefined, undefined, deviceNorm(3), ...quads(ODD_SET)],
+    attrs: { lr: 0.05, weightDecay: [0.5, 0, 0.1, 0], step: 2, maxNorm: 0.75, clipEps: 0.5 },
+  }),
+  valid(k.multiTensorAdamw, {
+    label: '[7, 13], [], [3, 5, 67], [1], [64], device step 5, betas 0.8/0.95, eps 0.1',
+    inputs: [deviceValue(5), undefined, undefined, ...quads(MIXED_SET)],
+    attrs: { lr: 0.01, beta1: 0.8, beta2: 0.95, eps: 0.1, weightDecay: [0, 0.5, 0, 0.5, 0] },
+  }),
+  valid(k.multiTensorAdamw, {
+    label: '[1000003], [3], device lr, clipped',
+    inputs: [undefined, deviceLr(0.05), deviceNorm(2), ...quads([[1000003], [3]])],
+    attrs: { step: 1000, weightDecay: [0.1], maxNorm: 1 },
+  }),
+);
+
+const none = [undefined, undefined, undefined];
+const ok4 = quads([[4]]);
+errors.push(
+  invalid(k.multiTensorAdamw, {
+    label: 'grad of the second tensor of another shape',
+    inputs: [...none, ...ok4, f32([2]), f32([3]), f32([2]), f32([2])],
+    attrs: { lr: 0.1, step: 1 },
+    error: 'shape',
+    argument: 'tensors[5]',
+  }),
+  invalid(k.multiTensorAdamw, {
+    label: 'a tensor without its v',
+    inputs: [...none, ...ok4, f32([4]), f32([4]), f32([4])],
+    attrs: { lr: 0.1, step: 1 },
+    error: 'shape',
+    argument: 'tensors',
+  }),
+  invalid(k.multiTensorAdamw, {
+    label: 'no tensors',
+    inputs: none,
+    attrs: { lr: 0.1, step: 1 },
+    error: 'argument',
+    argument: 'inputs',
+  }),
+  invalid(k.multiTensorAdamw, {
+    label: 'an i32 param',
+    inputs: [...none, ...ok4, { shape: [4], dtype: 'i32' }, f32([4]), f32([4]), f32([4])],
+    attrs: { lr: 0.1, step: 1 },
+    error: 'dtype',
+    argument: 'tensors[4]',
+  }),
+  invalid(k.multiTensorAdamw, {
+    label: 'three weight decays for two tensors',
+    inputs: [...none, ...ok4, ...ok4],
+    attrs: { lr: 0.1, step: 1, weightDecay: [0.1, 0, 0.1] },
+    error: 'argument',
+    argument: 'attrs.weightDecay',
+  }),
+  invalid(k.multiTensorAdamw, {
+    label: 'a negative weight decay',
+    inputs: [...none, ...ok4, ...ok4],
+    attrs: { lr: 0.1, step: 1, weightDecay: [0.1, -0.1] },
+    error: 'argument',
+    argument: 'attrs.weightDecay[1]',
+  }),
+  invalid(k.multiTensorAdamw, {
+    label: 'maxNorm without gradNorm',
+    inputs: [...none, ...ok4],
+    attrs: { lr: 0.1, step: 1, maxNorm: 1 },
+    error: 'argument',
+    argument: 'attrs.maxNorm',
+  }),
+  invalid(k.multiTensorAdamw, {
+    label: 'a gradNorm of two elements',
+    inputs: [undefined, undefined, f32([2]), ...ok4],
+    attrs: { lr: 0.1, step: 1, maxNorm: 1 },
+    error: 'shape',
+    argument: 'gradNorm',
+  }),
+  invalid(k.multiTensorAdamw, {
+    label: 'maxNorm = 0',
+    inputs: [undefined, undefined, deviceNorm(1), ...ok4],
+    attrs: { lr: 0.1, step: 1, maxNorm: 0 },
+    error: 'argument',
+    argument: 'attrs.maxNorm',
+  }),
+  invalid(k.multiTensorAdamw, {
+    label: 'a device step and attrs.step both',
+    inputs: [deviceValue(2), undefined, undefined, ...ok4],
+    attrs: { lr: 0.1, step: 2 },
+    error: 'argument',
+    argument: 'attrs.step',
+  }),
+  invalid(k.multiTensorAdamw, {
+    label: 'a device step of f32',
+    inputs: [deviceLr(2), undefined, undefined, ...ok4],
+    attrs: { lr: 0.1 },
+    error: 'dtype',
+    argument: 'step',
+  }),
+  invalid(k.multiTensorAdamw, {
+    label: 'beta1 = 1',
+    inputs: [...none, ...ok4],
+    attrs: { lr: 0.1, step: 1, beta1: 1 },
+    error: 'argument',
+    argument: 'attrs.beta1',
+  }),
+);
+
 export const optimizerCases: FamilyCases = { cases, errors };
