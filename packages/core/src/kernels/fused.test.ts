@@ -202,7 +202,7 @@ describe('linear and biasActivationBackward references', () => {
         io.attrs,
         { inputs: metas, outputs: io.outputs },
       );
-      let want = dy.data;
+      let want: ArrayLike<number> = dy.data;
       if (activation !== 'none') {
         const [spec, second] = backward[activation as Exclude<LinearActivation, 'none'>];
         const saved = second === 'x' ? z : { shape: z.shape, data: run(unary[activation], [z]) };
