@@ -356,6 +356,12 @@ cases.push(
     tolerance: productTolerance(515),
   }),
   valid(k.linear, {
+    label: '20×515→36 relu, split K over tiles',
+    inputs: [f32([20, 515]), f32([36, 515]), f32([36])],
+    attrs: { activation: 'relu', preActivation: true },
+    tolerance: productTolerance(515),
+  }),
+  valid(k.linear, {
     label: '20×64→36 sigmoid, multiples of 4',
     inputs: [f32([20, 64]), f32([36, 64]), f32([36], 'wide')],
     attrs: { activation: 'sigmoid', preActivation: true },
