@@ -15,7 +15,7 @@ describe('parityGate', () => {
       expect(report.steps).toHaveLength(4);
       expect(report.steps[3]!.lossA).toBeLessThan(report.steps[0]!.lossA);
       expect(report.kernels).toContain('adamwStep');
-      expect(report.kernels).toContain(model === 'mlp' ? 'geluBackward' : 'batchedMatmul');
+      expect(report.kernels).toContain(model === 'mlp' ? 'biasActivationBackward' : 'batchedMatmul');
     }
   });
 
@@ -46,13 +46,15 @@ describe('parityGate', () => {
   it('names the kernels a backend lacks before training on it', async () => {
     const partial = (): Backend => {
       const backend = createCpuBackend();
-      backend.supports = (name) => name !== 'adamwStep' && name !== 'geluBackward';
+      backend.supports = (name) => name !== 'adamwStep' && name !== 'biasActivationBackward';
       return backend;
     };
-    await expect(parityGate(cpu, partial)).rejects.toThrow(/lacks kernels .*: adamwStep, geluBackward/);
+    await expect(parityGate(cpu, partial)).rejects.toThrow(
+      /lacks kernels .*: adamwStep, biasActivationBackward/,
+    );
     // Either side may be the one that lacks kernels (a GPU backend as the reference).
     await expect(parityGate(partial, partial)).rejects.toThrow(
-      /'makeBackendA, makeBackendB': backend 'cpu' lacks .*geluBackward; backend 'cpu' lacks .*geluBackward$/,
+      /'makeBackendA, makeBackendB': backend 'cpu' lacks .*biasActivationBackward; backend 'cpu' lacks .*biasActivationBackward$/,
     );
   });
 });
