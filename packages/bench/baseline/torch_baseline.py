@@ -444,7 +444,7 @@ def build(torch, device, case):
 
         return [Candidate("add/mul", elementwise_chain)], "host"
 
-    if kind == "linear":
+    if kind == "weightCache":
         # The weight cache is timed on the host around the product and a sync, on both sides.
         def linear(i):
             x, w = sets[i % n]
@@ -548,6 +548,19 @@ def build(torch, device, case):
             Candidate(norm + "F.silu(F.linear(x, wg)) * F.linear(x, wu)", gate_up),
             Candidate(norm + "one F.linear on [wg; wu], chunk, silu * up", gate_up_stacked),
         ], "device"
+
+    if kind == "linear":
+        activations = {"none": lambda z: z, "relu": F.relu, "silu": F.silu, "sigmoid": torch.sigmoid,
+                       "tanh": torch.tanh, "gelu": lambda z: F.gelu(z, approximate="tanh")}
+        act = activations[attrs.get("activation", "none")]
+        keep_z = bool(attrs.get("preActivation", False))
+
+        def linear_act(i):
+            x, w, *rest = sets[i % n]
+            z = F.linear(x, w, rest[0] if rest else None)
+            return (act(z), z) if keep_z else act(z)
+
+        return [Candidate(f"act(F.linear(x, w, b)), act = {attrs.get('activation', 'none')}", linear_act)], "device"
 
     if kind == "rmsNormMatmul":
         eps = float(attrs.get("eps", 1e-6))

@@ -35,7 +35,7 @@ afterAll(async () => {
 describe('the case file', () => {
   it('names what each case times', () => {
     expect(baselineKind(byId('gemm/256x256x256'))).toBe('matmul');
-    expect(baselineKind(byId('wcache/4x512x512'))).toBe('linear');
+    expect(baselineKind(byId('wcache/4x512x512'))).toBe('weightCache');
     expect(baselineKind(byId('batch/1000x1024'))).toBe('elementwiseChain');
     expect(baselineKind(byId('upload/4KiB'))).toBe('upload');
     expect(baselineKind(byId('read/1MiB'))).toBe('read');

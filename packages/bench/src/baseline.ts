@@ -8,9 +8,9 @@ export interface BaselineCase {
   readonly id: string;
   readonly family: string;
   /**
-   * What to time: a kernel name (`matmul`, `softmax`, `rmsNorm`, `layerNorm`,
-   * `rope`, `swiglu`, `gateUpSwiglu`, `rmsNormMatmul`, `kvCacheScatter`, `incrementalAttention`, `adamwStep`, `multiTensorAdamw`,
-   * `clipByGlobalNorm`, `copy`), or `linear` (the weight cache),
+   * What to time: a kernel name (`matmul`, `linear`, `softmax`, `rmsNorm`, `layerNorm`,
+   * `rope`, `swiglu`, `gateUpSwiglu`, `rmsNormMatmul`, `kvCacheScatter`, `incrementalAttention`, `adamwStep`,
+   * `multiTensorAdamw`, `clipByGlobalNorm`, `copy`), or `weightCache` (a product against a cached weight),
    * `elementwiseChain` (a batch), `upload`, `read`.
    */
   readonly kind: string;
@@ -48,7 +48,7 @@ export function baselineKind(c: BenchCase): string {
     case 'run':
       return c.spec.name;
     case 'weightCache':
-      return 'linear';
+      return 'weightCache';
     case 'batch':
       return 'elementwiseChain';
     case 'upload':

@@ -163,6 +163,23 @@ export function matmulRowSubset(
   };
 }
 
+/**
+ * Checks `rowCount` evenly spread rows of a `linear` call (y, and z when it
+ * returns it): the reference takes those rows of x, the whole weight and the
+ * bias.
+ */
+export function linearRowSubset(m: number, k: number, n: number, rowCount: number) {
+  return (data: readonly (HostArray | undefined)[]): CheckSubset => {
+    const rows = sampleRows(m, rowCount);
+    const [x, w, bias] = data;
+    return {
+      inputs: [meta([rows.length, k]), meta([n, k]), bias ? meta([n]) : undefined],
+      data: [takeRows(x!, k, rows), w, bias],
+      select: (_output, actual) => takeRows(actual, n, rows),
+    };
+  };
+}
+
 function takeIndices(data: HostArray, indices: readonly number[]): Float32Array {
   const out = new Float32Array(indices.length);
   indices.forEach((index, i) => {

@@ -8,7 +8,9 @@ import {
   gateUpSwiglu,
   incrementalAttention,
   kvCacheScatter,
+  type LinearActivation,
   layerNorm,
+  linear,
   matmul,
   multiTensorAdamw,
   rmsNorm,
@@ -25,6 +27,7 @@ import {
   type BenchInput,
   type CheckTolerance,
   elementSubset,
+  linearRowSubset,
   matmulRowSubset,
   type SuiteMode,
 } from './case.js';
@@ -55,6 +58,11 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
   layernorm: { title: 'LayerNorm', x: 'elements' },
   rope: { title: 'RoPE (rotate-half)', x: 'elements' },
   swiglu: { title: 'SwiGLU', x: 'elements' },
+  linear: {
+    title: 'Linear layer act(x·Wᵀ + b), the bias and activation in the product, M×K → N',
+    x: 'FLOP per call',
+    caseTicks: true,
+  },
   gateup: {
     title: 'gate·up·SwiGLU in one pass, 1×K → N (norm: rmsNorm folded in)',
     x: 'weight bytes',
@@ -211,6 +219,30 @@ function swigluCase([r, n]: readonly [number, number], when: Modes): BenchCase {
     ...modes(when),
     tolerance: ELEMENT_TOL,
     ...(size > FULL_CHECK_ELEMENTS ? { subset: elementSubset(size, SAMPLED_ELEMENTS) } : {}),
+  };
+}
+
+/** act(x·Wᵀ + b) against a weight stored [N, K]: a training layer's forward, z kept for its backward. */
+function linearCase(
+  [m, k, n]: readonly [number, number, number],
+  activation: LinearActivation,
+  when: Modes,
+): BenchCase {
+  // relu's backward reads y; the others keep z, as a training step does.
+  const preActivation = activation !== 'none' && activation !== 'relu';
+  return {
+    id: `linear/${m}x${k}x${n}-${activation}`,
+    family: 'linear',
+    spec: linear,
+    inputs: [{ shape: [m, k] }, { shape: [n, k] }, { shape: [n] }],
+    attrs: { activation, preActivation },
+    bound: m < 64 ? 'bytes' : 'flops',
+    x: 2 * m * k * n,
+    ...modes(when),
+    tolerance: MAX_TOL,
+    ...(m * k * n > FULL_CHECK_MACS && m > SAMPLED_ROWS
+      ? { subset: linearRowSubset(m, k, n, SAMPLED_ROWS) }
+      : {}),
   };
 }
 
@@ -553,6 +585,10 @@ const CASES: BenchCase[] = [
       [4096, 11008],
     ] as const
   ).map((s) => swigluCase(s, FULL)),
+  // The MNIST MLP's hidden layer (a quarter of it in quick mode) and a GPT-2-sized block's up projection.
+  linearCase([256, 196, 64], 'relu', QUICK),
+  linearCase([1024, 784, 256], 'relu', FULL),
+  linearCase([2048, 768, 3072], 'gelu', FULL),
   ...[false, true].map((norm) => gateUp([1, 256, 688], norm, QUICK)),
   ...(
     [

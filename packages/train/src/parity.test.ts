@@ -15,7 +15,7 @@ describe('parityGate', () => {
       expect(report.steps).toHaveLength(4);
       expect(report.steps[3]!.lossA).toBeLessThan(report.steps[0]!.lossA);
       expect(report.kernels).toContain('multiTensorAdamw');
-      expect(report.kernels).toContain(model === 'mlp' ? 'geluBackward' : 'batchedMatmul');
+      expect(report.kernels).toContain(model === 'mlp' ? 'biasActivationBackward' : 'batchedMatmul');
     }
   });
 
@@ -46,11 +46,11 @@ describe('parityGate', () => {
   it('names the kernels a backend lacks before training on it', async () => {
     const partial = (): Backend => {
       const backend = createCpuBackend();
-      backend.supports = (name) => name !== 'multiTensorAdamw' && name !== 'geluBackward';
+      backend.supports = (name) => name !== 'multiTensorAdamw' && name !== 'biasActivationBackward';
       return backend;
     };
     await expect(parityGate(cpu, partial)).rejects.toThrow(
-      /lacks kernels .*: geluBackward, multiTensorAdamw/,
+      /lacks kernels .*: biasActivationBackward, multiTensorAdamw/,
     );
     // Either side may be the one that lacks kernels (a GPU backend as the reference).
     await expect(parityGate(partial, partial)).rejects.toThrow(

@@ -78,14 +78,16 @@ export const geluOf = (x: number): number =>
   0.5 * x * (1 + Math.tanh(SQRT_2_OVER_PI * (x + GELU_C * x * x * x)));
 export const siluOf = (x: number): number => x * sigmoidOf(x);
 
-function geluGrad(x: number): number {
+/** d GELU/dx of the tanh approximation. */
+export function geluGrad(x: number): number {
   const u = SQRT_2_OVER_PI * (x + GELU_C * x * x * x);
   const t = Math.tanh(u);
   const du = SQRT_2_OVER_PI * (1 + 3 * GELU_C * x * x);
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du;
 }
 
-function siluGrad(x: number): number {
+/** d SiLU/dx. */
+export function siluGrad(x: number): number {
   const s = sigmoidOf(x);
   return s * (1 + x * (1 - s));
 }

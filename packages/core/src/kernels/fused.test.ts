@@ -1,9 +1,30 @@
 import { describe, expect, it } from 'vitest';
-import { ShapeError } from '../errors.js';
+import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { type AttrValues, inferKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
 import { Rng } from '../testing/random.js';
-import { swiglu } from './elementwise.js';
-import { gateUpSwiglu, rmsNormMatmul, rmsNormMatmul3 } from './fused.js';
+import {
+  biasAdd,
+  gelu,
+  geluBackward,
+  relu,
+  reluBackward,
+  sigmoid,
+  sigmoidBackward,
+  siluBackward,
+  silu as siluSpec,
+  swiglu,
+  tanh,
+  tanhBackward,
+} from './elementwise.js';
+import {
+  biasActivationBackward,
+  gateUpSwiglu,
+  LINEAR_ACTIVATIONS,
+  type LinearActivation,
+  linear,
+  rmsNormMatmul,
+  rmsNormMatmul3,
+} from './fused.js';
 import { matmul } from './matmul.js';
 import { rmsNorm } from './normalization.js';
 
@@ -126,5 +147,105 @@ describe('rmsNormMatmul3 reference', () => {
     expect(() =>
       inferKernel(rmsNormMatmul3, [meta([1, 8]), meta([8]), meta([4, 8]), undefined, meta([2, 8])]),
     ).toThrow(/rmsNormMatmul3.*'w1'/s);
+  });
+});
+
+describe('linear and biasActivationBackward references', () => {
+  const rng = new Rng(11);
+  const r = (shape: number[]) => ({
+    shape,
+    data: Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.uniform(-2, 2)),
+  });
+  const unary = { relu, gelu, silu: siluSpec, sigmoid, tanh } as const;
+  // The existing backward kernels take x (relu, gelu, silu) or y (sigmoid, tanh).
+  const backward = {
+    relu: [reluBackward, 'x'],
+    gelu: [geluBackward, 'x'],
+    silu: [siluBackward, 'x'],
+    sigmoid: [sigmoidBackward, 'y'],
+    tanh: [tanhBackward, 'y'],
+  } as const;
+
+  it('equals matmul, biasAdd and the activation composed, for every activation', () => {
+    const [m, k, n] = [3, 19, 7];
+    const x = r([m, k]);
+    const w = r([n, k]);
+    const b = r([n]);
+    const z = {
+      shape: [m, n],
+      data: run(biasAdd, [{ shape: [m, n], data: run(matmul, [x, w], { transB: true }) }, b]),
+    };
+    for (const activation of LINEAR_ACTIVATIONS) {
+      const want = activation === 'none' ? z.data : run(unary[activation], [z]);
+      const metas = [x, w, b].map((a) => meta(a.shape));
+      const io = inferKernel(linear, metas, { activation, preActivation: activation !== 'none' });
+      const [y, zOut] = linear.reference([x.data, w.data, b.data], io.attrs, {
+        inputs: metas,
+        outputs: io.outputs,
+      });
+      for (let i = 0; i < want.length; i++) expect(y![i]).toBeCloseTo(want[i]!, 5);
+      if (activation !== 'none')
+        for (let i = 0; i < z.data.length; i++) expect(zOut![i]).toBeCloseTo(z.data[i]!, 5);
+    }
+    expect(Array.from(run(linear, [x, w]))).toEqual(Array.from(run(matmul, [x, w], { transB: true })));
+  });
+
+  it('backward equals the activation backward and the column sums of its result', () => {
+    const [m, n] = [5, 6];
+    const dy = r([m, n]);
+    const z = r([m, n]);
+    for (const activation of LINEAR_ACTIVATIONS) {
+      const metas = activation === 'none' ? [meta([m, n])] : [meta([m, n]), meta([m, n])];
+      const io = inferKernel(biasActivationBackward, metas, { activation });
+      const [dz, db] = biasActivationBackward.reference(
+        activation === 'none' ? [dy.data] : [dy.data, z.data],
+        io.attrs,
+        { inputs: metas, outputs: io.outputs },
+      );
+      let want: ArrayLike<number> = dy.data;
+      if (activation !== 'none') {
+        const [spec, second] = backward[activation as Exclude<LinearActivation, 'none'>];
+        const saved = second === 'x' ? z : { shape: z.shape, data: run(unary[activation], [z]) };
+        want = run(spec, [dy, saved]);
+      }
+      for (let i = 0; i < want.length; i++) expect(dz![i]).toBeCloseTo(want[i]!, 5);
+      for (let j = 0; j < n; j++) {
+        let s = 0;
+        for (let i = 0; i < m; i++) s += want[i * n + j]!;
+        expect(db![j]).toBeCloseTo(s, 5);
+      }
+    }
+  });
+
+  it("takes relu's output for z", () => {
+    const dy = r([4, 3]);
+    const z = r([4, 3]);
+    const y = { shape: z.shape, data: run(relu, [z]) };
+    const viaZ = run(biasActivationBackward, [dy, z], { activation: 'relu' });
+    expect(Array.from(run(biasActivationBackward, [dy, y], { activation: 'relu' }))).toEqual(
+      Array.from(viaZ),
+    );
+  });
+
+  it('names the argument in its errors', () => {
+    expect(() => inferKernel(linear, [meta([2, 8]), meta([4, 7])])).toThrow(/linear.*'w'.*dimension 1 = 8/s);
+    expect(() => inferKernel(linear, [meta([2, 8]), meta([4, 8]), meta([5])])).toThrow(
+      /linear.*'bias'.*dimension 0 = 4/s,
+    );
+    expect(() => inferKernel(linear, [meta([2, 8]), meta([4, 8])], { preActivation: true })).toThrow(
+      InvalidArgumentError,
+    );
+    expect(() => inferKernel(linear, [meta([2, 8]), meta([4, 8])], { activation: 'swish' as never })).toThrow(
+      /attrs.activation/,
+    );
+    expect(() => inferKernel(biasActivationBackward, [meta([2, 4])], { activation: 'gelu' })).toThrow(
+      /biasActivationBackward.*'z'/s,
+    );
+    expect(() => inferKernel(biasActivationBackward, [meta([2, 4]), meta([2, 4])])).toThrow(
+      /biasActivationBackward.*'z'/s,
+    );
+    expect(() =>
+      inferKernel(biasActivationBackward, [meta([2, 4]), meta([4, 2])], { activation: 'relu' }),
+    ).toThrow(ShapeError);
   });
 });

@@ -1,6 +1,7 @@
 import { defineKernel } from '../kernel.js';
+import { formatShape } from '../shape.js';
 import { ArgCheck } from './check.js';
-import { siluOf } from './elementwise.js';
+import { geluGrad, geluOf, sigmoidOf, siluGrad, siluOf } from './elementwise.js';
 
 // Fused decode kernels: each does in one pass over the weights what a chain
 // of simpler specs does in several, and never writes the chain's
@@ -202,5 +203,184 @@ export const rmsNormMatmul3 = defineKernel<EpsAttrs>({
     const [m, k] = x!.shape as [number, number];
     const n = weights.reduce((s, w) => s + (w ? w.shape[0]! : 0), 0);
     return { flops: 2 * m * n * k + 3 * m * k, bytes: BYTES * (m * k + k + n * k + m * n) };
+  },
+});
+
+// ---- linear: bias and activation in the product's epilogue ---------------------
+
+/** The activations a `linear` epilogue applies; `none` leaves x·wᵀ + b. */
+export const LINEAR_ACTIVATIONS = ['none', 'relu', 'gelu', 'silu', 'sigmoid', 'tanh'] as const;
+export type LinearActivation = (typeof LINEAR_ACTIVATIONS)[number];
+
+/** Each activation and its derivative, both as functions of the pre-activation z. */
+export const ACTIVATION_FUNCTIONS: Readonly<
+  Record<
+    LinearActivation,
+    { readonly f: (z: number) => number; readonly grad: (z: number) => number; readonly flops: number }
+  >
+> = {
+  none: { f: (z) => z, grad: () => 1, flops: 0 },
+  relu: { f: (z) => Math.max(z, 0), grad: (z) => (z > 0 ? 1 : 0), flops: 1 },
+  gelu: { f: geluOf, grad: geluGrad, flops: 8 },
+  silu: { f: siluOf, grad: siluGrad, flops: 4 },
+  sigmoid: {
+    f: sigmoidOf,
+    grad: (z) => {
+      const s = sigmoidOf(z);
+      return s * (1 - s);
+    },
+    flops: 3,
+  },
+  tanh: {
+    f: Math.tanh,
+    grad: (z) => {
+      const t = Math.tanh(z);
+      return 1 - t * t;
+    },
+    flops: 4,
+  },
+};
+
+const ACTIVATION = {
+  kind: 'enum',
+  values: LINEAR_ACTIVATIONS,
+  default: 'none',
+  doc: 'applied to z = x·wᵀ + b',
+} as const;
+
+type LinearAttrs = { activation: LinearActivation; preActivation: boolean };
+
+/**
+ * y = act(x·wᵀ + b) for a weight stored [N, K] (a linear layer's layout),
+ * with the bias and the activation applied where the product's sums are
+ * stored, so neither z nor y + b makes a pass over memory of its own. A
+ * separate spec rather than attributes of `matmul`: matmul's alpha, beta·c,
+ * transposes and batches would each need a defined order against the
+ * activation, and every matmul path (the weight cache included) would carry
+ * it, while a layer needs exactly this. With `preActivation` the kernel also
+ * writes z, which the backward of gelu, silu, sigmoid and tanh takes; relu's
+ * backward reads y instead (z > 0 exactly where relu(z) > 0).
+ */
+export const linear = defineKernel<LinearAttrs>({
+  name: 'linear',
+  family: FAMILY,
+  summary:
+    "y = act(x·wᵀ + b), the bias and activation in the product's epilogue; optionally z = x·wᵀ + b too",
+  inputs: [
+    { name: 'x', dtypes: F32, doc: '[M, K]' },
+    { name: 'w', dtypes: F32, doc: '[N, K], as a linear layer stores it' },
+    { name: 'bias', dtypes: F32, optional: true, doc: '[N]' },
+  ],
+  attributes: {
+    activation: ACTIVATION,
+    preActivation: { kind: 'boolean', default: false, doc: 'also return z = x·wᵀ + b, for the backward' },
+  },
+  infer([x, w, bias], { activation, preActivation }) {
+    const check = new ArgCheck('linear');
+    check.rank('x', x!, 2, '[M, K]');
+    check.rank('w', w!, 2, '[N, K]');
+    const [m, k] = x!.shape as [number, number];
+    const n = w!.shape[0]!;
+    check.dim('w', w!, 1, k, "K of 'x'");
+    if (bias) {
+      check.rank('bias', bias, 1, '[N]');
+      check.dim('bias', bias, 0, n, "N of 'w'");
+    }
+    check.attr(
+      !(preActivation && activation === 'none'),
+      'preActivation',
+      'without an activation z is y',
+      "false with activation 'none'",
+      String(preActivation),
+    );
+    const y = { name: 'y', shape: [m, n], dtype: 'f32' as const };
+    return preActivation ? [y, { name: 'z', shape: [m, n], dtype: 'f32' as const }] : [y];
+  },
+  reference([x, w, bias], { activation, preActivation }, io) {
+    const [m, k] = io.inputs[0]!.shape as [number, number];
+    const n = io.outputs[0]!.shape[1]!;
+    const act = ACTIVATION_FUNCTIONS[activation].f;
+    const y = new Float32Array(m * n);
+    const z = new Float32Array(m * n);
+    for (let i = 0; i < m; i++) {
+      for (let j = 0; j < n; j++) {
+        let d = 0;
+        for (let p = 0; p < k; p++) d += x![i * k + p]! * w![j * k + p]!;
+        // The activation sees z rounded to f32, as a kernel's (and the saved z) is.
+        z[i * n + j] = d + (bias ? bias[j]! : 0);
+        y[i * n + j] = act(z[i * n + j]!);
+      }
+    }
+    return preActivation ? [y, z] : [y];
+  },
+  cost([x, w, bias], { activation, preActivation }) {
+    const [m, k] = x!.shape as [number, number];
+    const n = w!.shape[0]!;
+    const mn = m * n;
+    return {
+      flops: 2 * mn * k + (bias ? mn : 0) + ACTIVATION_FUNCTIONS[activation].flops * mn,
+      bytes: BYTES * (m * k + n * k + (bias ? n : 0) + mn * (preActivation ? 2 : 1)),
+    };
+  },
+});
+
+/**
+ * dz = dy · act'(z) and db = Σ_rows dz in one pass over dy: the backward of
+ * `linear` short of its two matrix products (dx = dz·w, dw = dzᵀ·x, both
+ * with transpose flags). `z` is the pre-activation that `linear` returned;
+ * for relu its output y serves as well. db is summed in row order.
+ */
+export const biasActivationBackward = defineKernel<{ activation: LinearActivation }>({
+  name: 'biasActivationBackward',
+  family: FAMILY,
+  summary: "dz = dy · act'(z), db = Σ over rows of dz",
+  inputs: [
+    { name: 'dy', dtypes: F32, doc: '[M, N]' },
+    {
+      name: 'z',
+      dtypes: F32,
+      optional: true,
+      doc: "[M, N], the pre-activation (y for relu); not given with activation 'none'",
+    },
+  ],
+  attributes: { activation: { ...ACTIVATION, doc: 'the forward activation' } },
+  infer([dy, z], { activation }) {
+    const check = new ArgCheck('biasActivationBackward');
+    check.rank('dy', dy!, 2, '[M, N]');
+    if (activation === 'none') {
+      check.shape(z === undefined, 'z', "'z' is unused without an activation", 'nothing', z?.shape ?? []);
+    } else {
+      check.shape(
+        z !== undefined,
+        'z',
+        `act'(z) of '${activation}' needs z`,
+        formatShape(dy!.shape),
+        'nothing',
+      );
+      check.sameShape('z', z!, dy!.shape, "'dy'");
+    }
+    return [
+      { name: 'dz', shape: dy!.shape, dtype: 'f32' },
+      { name: 'db', shape: [dy!.shape[1]!], dtype: 'f32' },
+    ];
+  },
+  reference([dy, z], { activation }, io) {
+    const [m, n] = io.inputs[0]!.shape as [number, number];
+    const grad = ACTIVATION_FUNCTIONS[activation].grad;
+    const dz = new Float32Array(m * n);
+    const db = new Float64Array(n);
+    for (let i = 0; i < m * n; i++) {
+      dz[i] = z ? dy![i]! * grad(z[i]!) : dy![i]!;
+      db[i % n]! += dz[i]!;
+    }
+    return [dz, Float32Array.from(db)];
+  },
+  cost([dy], { activation }) {
+    const mn = dy!.shape[0]! * dy!.shape[1]!;
+    const z = activation === 'none' ? 0 : mn;
+    return {
+      flops: (ACTIVATION_FUNCTIONS[activation].flops + 2) * mn,
+      bytes: BYTES * (2 * mn + z + dy!.shape[1]!),
+    };
   },
 });

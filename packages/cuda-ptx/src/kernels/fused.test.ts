@@ -1,11 +1,37 @@
-import { gateUpSwiglu, rmsNormMatmul, rmsNormMatmul3, type Tensor } from '@rayo/core';
+import {
+  biasActivationBackward,
+  gateUpSwiglu,
+  LINEAR_ACTIVATIONS,
+  linear,
+  rmsNormMatmul,
+  rmsNormMatmul3,
+  type Tensor,
+} from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import { useEmulatedGpu } from '../testing/emulatedGpu.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
-import { FUSED_KERNELS, FUSED_MAX_ROWS, type FusedVariant, fusedKey, fusedModule } from './fused.js';
+import {
+  biasActivationKey,
+  biasActivationModule,
+  FUSED_KERNELS,
+  FUSED_MAX_ROWS,
+  type FusedVariant,
+  fusedKey,
+  fusedModule,
+} from './fused.js';
+import { dotKey, dotModule, type RowVariant } from './gemv.js';
+import {
+  splitSumKey,
+  splitSumModule,
+  TILE_LARGE,
+  TILE_MID,
+  type TileVariant,
+  tileKey,
+  tileModule,
+} from './matmul.js';
 
 const variants: FusedVariant[] = [
   ...[1, 2, 3, 4, 8, 9, FUSED_MAX_ROWS].flatMap((rows) =>
@@ -24,6 +50,8 @@ const variants: FusedVariant[] = [
 describe('fused streaming kernels', () => {
   it('implements gateUpSwiglu and rmsNormMatmul', () => {
     expect(FUSED_KERNELS.map((k) => k.spec.name)).toEqual([
+      'linear',
+      'biasActivationBackward',
       'gateUpSwiglu',
       'rmsNormMatmul',
       'rmsNormMatmul3',
@@ -69,6 +97,71 @@ describe('fused streaming kernels', () => {
   });
 });
 
+// linear runs the matmul kernels with an epilogue: every activation, with and
+// without the bias and z, on the tiles, the dot kernel and the split-K sum.
+const epilogues = LINEAR_ACTIVATIONS.flatMap((activation) =>
+  [false, true].map((bias) => ({ bias, activation, z: activation !== 'none' && bias })),
+);
+const linearTiles: TileVariant[] = [TILE_LARGE, TILE_MID].flatMap((tile) =>
+  [true, false].flatMap((vec) =>
+    epilogues.map((epilogue) => ({ tile, transA: false, transB: true, vec, withC: false, epilogue })),
+  ),
+);
+const linearRows: RowVariant[] = [1, 3, 16].flatMap((rows) =>
+  [true, false].flatMap((vec) =>
+    epilogues.map((epilogue) => ({ rows, transA: false, vec, withC: false, epilogue })),
+  ),
+);
+
+describe('linear epilogue and its backward', () => {
+  it('adds the bias, applies the activation and stores z only when asked', () => {
+    const plain = tileModule({
+      tile: TILE_LARGE,
+      transA: false,
+      transB: true,
+      vec: true,
+      withC: false,
+    }).emit();
+    const epilogue = { bias: true, activation: 'gelu', z: true } as const;
+    const text = tileModule({
+      tile: TILE_LARGE,
+      transA: false,
+      transB: true,
+      vec: true,
+      withC: false,
+      epilogue,
+    }).emit();
+    expect(plain).not.toContain('ex2');
+    expect(text).toContain('ex2.approx');
+    // z and y per quad: twice the stores of the plain product.
+    expect(text.match(/st\.global\.v4\.f32/g)).toHaveLength(2 * plain.match(/st\.global\.v4\.f32/g)!.length);
+    const relu = dotModule({
+      rows: 1,
+      transA: false,
+      vec: true,
+      withC: false,
+      epilogue: { ...epilogue, activation: 'relu', z: false },
+    }).emit();
+    expect(relu).not.toContain('ex2');
+    expect(relu.match(/st\.global/g)).toHaveLength(1);
+  });
+
+  it('names each epilogue in the key', () => {
+    const keys = [...linearTiles.map(tileKey), ...linearRows.map(dotKey)];
+    expect(new Set(keys).size).toBe(keys.length);
+    expect(tileKey(linearTiles[1]!)).toBe('matmul/tile128x128x8_8x8/nt/v4/bias/none');
+    expect(biasActivationKey('silu')).toBe('fused/biasActivationBackward/silu');
+  });
+
+  it('reads z only with an activation, and sums the warps through shared memory once', () => {
+    const none = biasActivationModule('none').emit();
+    expect(none.match(/ld\.global\.nc\.f32/g)).toHaveLength(1);
+    const gelu = biasActivationModule('gelu').emit();
+    expect(gelu.match(/ld\.global\.nc\.f32/g)).toHaveLength(2);
+    expect(gelu.match(/bar\.sync 0;/g)).toHaveLength(1);
+  });
+});
+
 const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`fused PTX assembles with ptxas, without spills (${gate.reason})`, () => {
@@ -79,6 +172,20 @@ describe.skipIf(gate.skip)(`fused PTX assembles with ptxas, without spills (${ga
       }
     }
   }, 120_000);
+
+  it('linear: the tiles, the dot kernel and the split-K sum with every epilogue, and the backward', () => {
+    for (const arch of ['sm_90', DEFAULT_TARGET]) {
+      for (const v of linearTiles)
+        expectAssemblesCleanly(tileModule(v).emit(), arch, `${tileKey(v)} ${arch}`);
+      for (const v of linearRows) expectAssemblesCleanly(dotModule(v).emit(), arch, `${dotKey(v)} ${arch}`);
+      for (const e of epilogues) {
+        expectAssemblesCleanly(splitSumModule(false, e).emit(), arch, `${splitSumKey(false, e)} ${arch}`);
+      }
+      for (const a of LINEAR_ACTIVATIONS) {
+        expectAssemblesCleanly(biasActivationModule(a).emit(), arch, `${biasActivationKey(a)} ${arch}`);
+      }
+    }
+  }, 300_000);
 });
 
 // One SM: a grid of a few blocks, long loops over K, and more rows than one
@@ -91,6 +198,54 @@ describe('gateUpSwiglu on a one-SM emulated device', () => {
       seed = (seed * 16807) % 2147483647;
       return (seed / 2147483647) * 2 - 1;
     });
+
+  // One SM: long row loops in the backward, split K in the forward, the bias
+  // along the rows of a transposed streaming product (N small, M large).
+  for (const [m, k, n, activation] of [
+    [40, 1030, 24, 'gelu'],
+    [130, 61, 7, 'silu'],
+    [2, 515, 33, 'tanh'],
+  ] as const) {
+    it(`linear ${m}×${k}→${n} ${activation} and its backward`, async () => {
+      const shapes: number[][] = [[m, k], [n, k], [n]];
+      const data = shapes.map((s) => random(s.reduce((a, b) => a * b, 1)));
+      const attrs = { activation, preActivation: true };
+      const got = gpu.run(
+        linear,
+        data.map((d, i) => gpu.upload(d, shapes[i]!)),
+        attrs,
+      ) as Tensor[];
+      const want = cpu.run(
+        linear,
+        data.map((d, i) => cpu.upload(d, shapes[i]!)),
+        attrs,
+      );
+      for (let i = 0; i < 2; i++) {
+        expect(
+          compareOutputs('f32', await got[i]!.read(), await want[i]!.read(), {
+            rtol: 1e-4,
+            atol: 5e-5 * Math.sqrt(k),
+          }),
+        ).toBeUndefined();
+      }
+      const dy = random(m * n);
+      const z = await want[1]!.read();
+      const back = gpu.run(biasActivationBackward, [gpu.upload(dy, [m, n]), gpu.upload(z, [m, n])], {
+        activation,
+      }) as Tensor[];
+      const ref = cpu.run(biasActivationBackward, [cpu.upload(dy, [m, n]), cpu.upload(z, [m, n])], {
+        activation,
+      });
+      for (let i = 0; i < 2; i++) {
+        expect(
+          compareOutputs('f32', await back[i]!.read(), await ref[i]!.read(), {
+            rtol: 1e-4,
+            atol: 2e-5 * Math.sqrt(m),
+          }),
+        ).toBeUndefined();
+      }
+    });
+  }
 
   for (const [m, k, n, norm] of [
     [1, 4096, 37, true],

@@ -1,10 +1,19 @@
-import { gateUpSwiglu, InvalidArgumentError, rmsNormMatmul, rmsNormMatmul3 } from '@rayo/core';
+import {
+  biasActivationBackward,
+  gateUpSwiglu,
+  InvalidArgumentError,
+  type LinearActivation,
+  linear,
+  rmsNormMatmul,
+  rmsNormMatmul3,
+} from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import type { F32, R64 } from '../ptx/operands.js';
+import { addr, type F32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
 import { DOT_COLUMNS, loadOrZero, ROW_THREADS, streamLoop } from './gemv.js';
-import { siluF32 } from './math.js';
+import { activationGradF32, siluF32 } from './math.js';
+import { encodeMatmul } from './matmul.js';
 
 // gateUpSwiglu as the GEMV's `dot` kernel over two weights at once: warp w
 // of block x owns output column n = x · 8 + w, its lanes stream row n of
@@ -293,7 +302,119 @@ function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
   }
 }
 
+// ---- linear's backward: dz and the bias gradient in one pass --------------------
+
+export const BIAS_ACTIVATION_ENTRY = 'bias_activation_backward';
+/** Columns per block: a warp's row of dy is 128 contiguous bytes. */
+export const BIAS_ACTIVATION_COLUMNS = 32;
+const BIAS_ACTIVATION_WARPS = 8;
+
+export function biasActivationKey(activation: LinearActivation): string {
+  return `fused/biasActivationBackward/${activation}`;
+}
+
+/**
+ * dz = dy · act'(z) and db = Σ_rows dz: block x owns columns
+ * [32x, 32x + 32), lane l column 32x + l and warp w rows w, w + 8, …, so
+ * each warp reads whole rows of 128 bytes; every thread keeps its column's
+ * running sum, and warp 0 adds the 8 warps' sums in warp order (the same
+ * result every run) and writes db.
+ */
+export function biasActivationModule(activation: LinearActivation): PtxModule {
+  const m = new PtxModule();
+  m.entry(
+    BIAS_ACTIVATION_ENTRY,
+    { dy: 'ptr', z: 'ptr', dz: 'ptr', db: 'ptr', m: 'u32', n: 'u32' },
+    (k, p) => {
+      const rows = k.ldParam(p.m);
+      const n = k.ldParam(p.n);
+      const dy = k.globalPointer(p.dy);
+      const z = k.globalPointer(p.z);
+      const dz = k.globalPointer(p.dz);
+      const partial = k.sharedArray('partial', 'f32', BIAS_ACTIVATION_WARPS * BIAS_ACTIVATION_COLUMNS, 4);
+      const tid = k.tid();
+      const warp = k.shr('u32', k.reg('u32'), tid, 5);
+      const lane = k.and('b32', k.reg('u32'), tid, 31);
+      const col = k.madLo('u32', k.reg('u32'), k.ctaid(), BIAS_ACTIVATION_COLUMNS, lane);
+      const sum = k.mov('f32', k.reg('f32'), 0);
+      k.ifThen(k.setp('lt', 'u32', k.reg('pred'), col, n), () => {
+        const row = k.reg('u32');
+        k.forRange(row, warp, rows, BIAS_ACTIVATION_WARPS, () => {
+          const index = k.madLo('u32', k.reg('u32'), row, n, col);
+          const g = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(dy, index, 4), { nc: true });
+          if (activation !== 'none') {
+            const zv = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(z, index, 4), { nc: true });
+            k.mul('f32', g, g, activationGradF32(k, activation, zv), { rnd: 'rn' });
+          }
+          k.stGlobal('f32', k.elementAddress(dz, index, 4), g);
+          k.add('f32', sum, sum, g, { rnd: 'rn' });
+        });
+      });
+      const base = k.sharedAddress(partial);
+      k.stShared('f32', k.madLo('u32', k.reg('u32'), tid, 4, base), sum);
+      k.barSync();
+      const first = k.and(
+        'pred',
+        k.reg('pred'),
+        k.setp('eq', 'u32', k.reg('pred'), warp, 0),
+        k.setp('lt', 'u32', k.reg('pred'), col, n),
+      );
+      k.ifThen(first, () => {
+        const at = k.madLo('u32', k.reg('u32'), lane, 4, base);
+        const total = k.ldShared('f32', k.reg('f32'), at);
+        for (let w = 1; w < BIAS_ACTIVATION_WARPS; w++) {
+          const part = k.ldShared('f32', k.reg('f32'), addr(at, w * BIAS_ACTIVATION_COLUMNS * 4));
+          k.add('f32', total, total, part, { rnd: 'rn' });
+        }
+        k.stGlobal('f32', k.elementAddress(k.globalPointer(p.db), col, 4), total);
+      });
+    },
+    { maxThreadsPerBlock: BIAS_ACTIVATION_WARPS * 32 },
+  );
+  return m;
+}
+
 export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
+  cudaKernel(linear, (encoder, { inputs, outputs, attrs }) => {
+    const [x, w, bias] = inputs;
+    const [y, z] = outputs;
+    const [m, n] = y!.shape as [number, number];
+    encodeMatmul(encoder, {
+      kernel: linear.name,
+      a: x!,
+      b: w!,
+      c: undefined,
+      y: y!,
+      bias,
+      z,
+      activation: attrs.activation,
+      batch: 1,
+      m,
+      n,
+      k: x!.shape[1]!,
+      alpha: 1,
+      beta: 0,
+      transA: false,
+      transB: true,
+    });
+  }),
+  cudaKernel(biasActivationBackward, (encoder, { inputs, outputs, attrs }) => {
+    const [dy, z] = inputs;
+    const [dz, db] = outputs;
+    const [m, n] = dy!.shape as [number, number];
+    if (n === 0) return;
+    checkElementCount(biasActivationBackward.name, 'dy', dy!.size);
+    const { activation } = attrs;
+    encoder.launch({
+      key: biasActivationKey(activation),
+      module: () => biasActivationModule(activation),
+      entry: BIAS_ACTIVATION_ENTRY,
+      grid: Math.ceil(n / BIAS_ACTIVATION_COLUMNS),
+      block: BIAS_ACTIVATION_WARPS * 32,
+      // Without an activation z is never read.
+      args: { dy: dy!.ptr, z: (z ?? dy!).ptr, dz: dz!.ptr, db: db!.ptr, m, n },
+    });
+  }),
   cudaKernel(gateUpSwiglu, (encoder, { inputs, outputs, attrs }) => {
     const [x, wGate, wUp, normWeight] = inputs;
     encodeFused(encoder, {

@@ -1,7 +1,8 @@
-import { InvalidArgumentError } from '@rayo/core';
+import { InvalidArgumentError, type LinearActivation } from '@rayo/core';
 import type { KernelBuilder, Vec4 } from '../ptx/kernel.js';
-import { PtxModule } from '../ptx/module.js';
+import { type ParamHandles, PtxModule } from '../ptx/module.js';
 import { type AddressLike, addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { activationF32 } from './math.js';
 
 // Streaming kernels of the matmul family: the GEMV (one row of op(a)) and
 // small M (a few rows). Their cost is reading b once, so each is shaped
@@ -42,6 +43,35 @@ export function loadOrZero(k: KernelBuilder, dst: readonly F32[], at: AddressLik
 export function scaleAndAdd(k: KernelBuilder, sum: F32, alpha: F32, extra?: { beta: F32; c: F32 }): F32 {
   const y = k.mul('f32', k.reg('f32'), sum, alpha, { rnd: 'rn' });
   return extra ? k.fma('f32', k.reg('f32'), extra.beta, extra.c, y) : y;
+}
+
+/**
+ * What `linear` adds after alpha · sum (+ beta · c): a bias per output column
+ * of the spec's product, then an activation, with the pre-activation z
+ * stored too when `z` is set. Absent, the kernel is a plain matmul.
+ */
+export interface Epilogue {
+  readonly bias: boolean;
+  readonly activation: LinearActivation;
+  readonly z: boolean;
+}
+
+/** The key suffix of an epilogue ('' for a plain matmul). */
+export function epilogueKey(e: Epilogue | undefined): string {
+  if (!e) return '';
+  return `/${e.bias ? 'bias' : 'nobias'}/${e.activation}${e.z ? '/z' : ''}`;
+}
+
+/** v + bias (when given), then act: the values of z and y. */
+export function biasAndActivation(
+  k: KernelBuilder,
+  e: Epilogue | undefined,
+  v: F32,
+  bias: F32 | undefined,
+): { z: F32; y: F32 } {
+  if (!e) return { z: v, y: v };
+  const z = bias ? k.add('f32', k.reg('f32'), v, bias, { rnd: 'rn' }) : v;
+  return { z, y: activationF32(k, e.activation, z) };
 }
 
 /** `p = a < b` (unsigned) in a fresh predicate. */
@@ -99,6 +129,8 @@ export interface RowVariant {
   readonly vec: boolean;
   /** Adds beta · c. */
   readonly withC: boolean;
+  /** linear's bias and activation after the sum. */
+  readonly epilogue?: Epilogue;
 }
 
 export interface AxpyVariant extends RowVariant {
@@ -132,10 +164,15 @@ const ROW_PARAMS = {
   strideY: 'u32',
   rowStride: 'u32',
   colStride: 'u32',
+  bias: 'ptr',
+  z: 'ptr',
+  /** Element of bias of y(m, n): m · biasRow + n · biasCol (swapped, the bias runs along the rows). */
+  biasRow: 'u32',
+  biasCol: 'u32',
 } as const;
 
 function rowsName(v: RowVariant): string {
-  return `m${v.rows}/${v.transA ? 't' : 'n'}/${v.vec ? 'v4' : 'scalar'}${v.withC ? '/c' : ''}`;
+  return `m${v.rows}/${v.transA ? 't' : 'n'}/${v.vec ? 'v4' : 'scalar'}${v.withC ? '/c' : ''}${epilogueKey(v.epilogue)}`;
 }
 
 export function dotKey(v: RowVariant): string {
@@ -184,23 +221,43 @@ export function batchBase(k: KernelBuilder, ptr: R64, z: R32, stride: R32): R64 
   return k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), z, stride), 4);
 }
 
-/** Stores alpha · sum (+ beta · c) at y(m, col) of batch z. */
-function storeResult(
-  k: KernelBuilder,
-  p: {
-    y: R64;
-    c: R64;
-    alpha: F32;
-    beta: F32;
-    rowStride: R32;
-    colStride: R32;
-    batchOffset: R32;
-    withC: boolean;
-  },
-  m: R32 | number,
-  col: R32,
-  sum: F32,
-): void {
+/** Where and how the streaming kernels store a result. */
+interface RowOutput {
+  y: R64;
+  c: R64;
+  alpha: F32;
+  beta: F32;
+  rowStride: R32;
+  colStride: R32;
+  batchOffset: R32;
+  withC: boolean;
+  bias: R64;
+  z: R64;
+  biasRow: R32;
+  biasCol: R32;
+  epilogue: Epilogue | undefined;
+}
+
+function rowOutput(k: KernelBuilder, p: ParamHandles<typeof ROW_PARAMS>, z: R32, v: RowVariant): RowOutput {
+  return {
+    y: k.globalPointer(p.y),
+    c: k.globalPointer(p.c),
+    alpha: k.ldParam(p.alpha),
+    beta: k.ldParam(p.beta),
+    rowStride: k.ldParam(p.rowStride),
+    colStride: k.ldParam(p.colStride),
+    batchOffset: k.mulLo('u32', k.reg('u32'), z, k.ldParam(p.strideY)),
+    withC: v.withC,
+    bias: k.globalPointer(p.bias),
+    z: k.globalPointer(p.z),
+    biasRow: k.ldParam(p.biasRow),
+    biasCol: k.ldParam(p.biasCol),
+    epilogue: v.epilogue,
+  };
+}
+
+/** Stores alpha · sum (+ beta · c), then the epilogue's bias and activation, at y(m, col) of batch z. */
+function storeResult(k: KernelBuilder, p: RowOutput, m: R32 | number, col: R32, sum: F32): void {
   const index = k.madLo('u32', k.reg('u32'), col, p.colStride, p.batchOffset);
   if (typeof m === 'number') {
     if (m !== 0) k.madLo('u32', index, p.rowStride, m, index);
@@ -213,7 +270,20 @@ function storeResult(
         c: k.ldGlobal('f32', k.reg('f32'), k.elementAddress(p.c, index, 4), { nc: true }),
       }
     : undefined;
-  k.stGlobal('f32', k.elementAddress(p.y, index, 4), scaleAndAdd(k, sum, p.alpha, extra));
+  const e = p.epilogue;
+  let bias: F32 | undefined;
+  if (e?.bias) {
+    const at = k.mulLo('u32', k.reg('u32'), col, p.biasCol);
+    if (typeof m === 'number') {
+      if (m !== 0) k.madLo('u32', at, p.biasRow, m, at);
+    } else {
+      k.madLo('u32', at, p.biasRow, m, at);
+    }
+    bias = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(p.bias, at, 4), { nc: true });
+  }
+  const { z, y } = biasAndActivation(k, e, scaleAndAdd(k, sum, p.alpha, extra), bias);
+  if (e?.z) k.stGlobal('f32', k.elementAddress(p.z, index, 4), z);
+  k.stGlobal('f32', k.elementAddress(p.y, index, 4), y);
 }
 
 /**
@@ -291,16 +361,7 @@ export function dotModule(v: RowVariant): PtxModule {
           }
           return s;
         });
-        const out = {
-          y: k.globalPointer(p.y),
-          c: k.globalPointer(p.c),
-          alpha: k.ldParam(p.alpha),
-          beta: k.ldParam(p.beta),
-          rowStride: k.ldParam(p.rowStride),
-          colStride: k.ldParam(p.colStride),
-          batchOffset: k.mulLo('u32', k.reg('u32'), z, k.ldParam(p.strideY)),
-          withC: v.withC,
-        };
+        const out = rowOutput(k, p, z, v);
         // Every lane holds every sum; lane r stores row r, so the stores go out in parallel.
         sums.forEach((s, r) => {
           const mine = k.setp('eq', 'u32', k.reg('pred'), lane, r);
@@ -450,16 +511,7 @@ export function axpyModule(v: AxpyVariant): PtxModule {
         });
       });
       k.barSync();
-      const out = {
-        y: k.globalPointer(p.y),
-        c: k.globalPointer(p.c),
-        alpha: k.ldParam(p.alpha),
-        beta: k.ldParam(p.beta),
-        rowStride: k.ldParam(p.rowStride),
-        colStride: k.ldParam(p.colStride),
-        batchOffset: k.mulLo('u32', k.reg('u32'), z, k.ldParam(p.strideY)),
-        withC: v.withC,
-      };
+      const out = rowOutput(k, p, z, v);
       const outputs = v.rows * v.columns;
       for (let first = 0; first < outputs; first += ROW_THREADS) {
         const t = k.add('u32', k.reg('u32'), tid, first);

@@ -1,4 +1,4 @@
-import { batchedMatmul, InvalidArgumentError, matmul } from '@rayo/core';
+import { batchedMatmul, InvalidArgumentError, type LinearActivation, matmul } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import type { KernelBuilder, Vec4 } from '../ptx/kernel.js';
@@ -13,10 +13,13 @@ import {
   axpyModule,
   batchBase,
   below,
+  biasAndActivation,
   DOT_COLUMNS,
   DOT_ENTRY,
   dotKey,
   dotModule,
+  type Epilogue,
+  epilogueKey,
   loadOrZero,
   MAX_ROWS,
   ROW_THREADS,
@@ -65,12 +68,15 @@ export interface TileVariant {
   readonly vec: boolean;
   /** Adds beta · c. */
   readonly withC: boolean;
+  /** linear's bias and activation after alpha · acc (+ beta · c); with `vec`, bias and z are 16-byte aligned. */
+  readonly epilogue?: Epilogue;
 }
 
 export function tileKey(v: TileVariant): string {
   const { bm, bn, bk, tm, tn } = v.tile;
   const layout = `${v.transA ? 't' : 'n'}${v.transB ? 't' : 'n'}`;
-  return `matmul/tile${bm}x${bn}x${bk}_${tm}x${tn}/${layout}/${v.vec ? 'v4' : 'scalar'}${v.withC ? '/c' : ''}`;
+  const c = v.withC ? '/c' : '';
+  return `matmul/tile${bm}x${bn}x${bk}_${tm}x${tn}/${layout}/${v.vec ? 'v4' : 'scalar'}${c}${epilogueKey(v.epilogue)}`;
 }
 
 /** Bytes of one of the two shared buffers: a's and b's k-major tiles. */
@@ -258,6 +264,8 @@ export function tileModule(v: TileVariant): PtxModule {
       tilesN: 'u32',
       kPerSplit: 'u32',
       splitStride: 'u32',
+      bias: 'ptr',
+      z: 'ptr',
     },
     (k, p) => {
       const mDim = k.ldParam(p.m);
@@ -384,7 +392,7 @@ export function tileModule(v: TileVariant): PtxModule {
         step(kOdd, bufferBytes);
       });
 
-      // Epilogue: y = alpha · acc (+ beta · c), guarded at the edges.
+      // Epilogue: y = alpha · acc (+ beta · c), then linear's bias and activation, guarded at the edges.
       const alpha = k.ldParam(p.alpha);
       const beta = k.ldParam(p.beta);
       // Splits write their partial sums to consecutive blocks of y (scratch memory then).
@@ -404,6 +412,23 @@ export function tileModule(v: TileVariant): PtxModule {
             : [0, 1, 2, 3].map((j) => below(k, k.add('u32', k.reg('u32'), c, j), nDim)),
         );
       }
+      const e = v.epilogue;
+      const groups = v.vec ? [[0, 1, 2, 3]] : [[0], [1], [2], [3]];
+      // The bias of the thread's columns, the same for each of its rows: loaded once.
+      const biasRegs: F32[][][] = [];
+      if (e?.bias) {
+        const biasCols = k.elementAddress(k.globalPointer(p.bias), colFirst, 4);
+        for (let q = 0; q < quadsN; q++) {
+          biasRegs.push(
+            groups.map((js, g) => {
+              const regs = k.regs('f32', js.length);
+              loadOrZero(k, regs, addr(biasCols, (q * quadStrideN + js[0]!) * 4), colOk[q]![g]!);
+              return regs;
+            }),
+          );
+        }
+      }
+      const zBase = e?.z ? batchBase(k, k.globalPointer(p.z), z, k.ldParam(p.strideY)) : undefined;
       const rowFirst = k.madLo('u32', k.reg('u32'), ty, 4, row0);
       for (let i = 0; i < t.tm; i++) {
         const row = k.add('u32', k.reg('u32'), rowFirst, (i >> 2) * quadStrideM + (i & 3));
@@ -411,21 +436,37 @@ export function tileModule(v: TileVariant): PtxModule {
         const element = k.madLo('u32', k.reg('u32'), row, nDim, colFirst);
         const yRow = k.elementAddress(yBase, element, 4);
         const cRow = cBase ? k.elementAddress(cBase, element, 4) : undefined;
+        const zRow = zBase ? k.elementAddress(zBase, element, 4) : undefined;
         for (let q = 0; q < quadsN; q++) {
           const values = acc[i]!.slice(q * 4, q * 4 + 4);
           const offset = q * quadStrideN * 4;
-          const groups = v.vec ? [[0, 1, 2, 3]] : [[0], [1], [2], [3]];
           groups.forEach((js, g) => {
             const ok = k.and('pred', k.reg('pred'), rowOk, colOk[q]![g]!);
             const at = offset + js[0]! * 4;
             const c = k.regs('f32', js.length);
             if (cRow) loadOrZero(k, c, addr(cRow, at), ok);
             const out = js.map((j, x) =>
-              scaleAndAdd(k, values[j]!, alpha, cRow ? { beta, c: c[x]! } : undefined),
+              biasAndActivation(
+                k,
+                e,
+                scaleAndAdd(k, values[j]!, alpha, cRow ? { beta, c: c[x]! } : undefined),
+                biasRegs[q]?.[g]?.[x],
+              ),
             );
+            const store = (row: R64, regs: F32[]) => {
+              if (regs.length === 4) k.stGlobal('f32', addr(row, at), regs as unknown as Vec4<F32>);
+              else k.stGlobal('f32', addr(row, at), regs[0]!);
+            };
             k.predicated(ok, () => {
-              if (out.length === 4) k.stGlobal('f32', addr(yRow, at), out as unknown as Vec4<F32>);
-              else k.stGlobal('f32', addr(yRow, at), out[0]!);
+              if (zRow)
+                store(
+                  zRow,
+                  out.map((o) => o.z),
+                );
+              store(
+                yRow,
+                out.map((o) => o.y),
+              );
             });
           });
         }
@@ -451,19 +492,31 @@ function readQuads(k: KernelBuilder, at: R32, offset: number, quads: number, qua
 
 export const SPLIT_SUM_ENTRY = 'matmul_split_sum';
 
-export function splitSumKey(withC: boolean): string {
-  return `matmul/split_sum${withC ? '/c' : ''}`;
+export function splitSumKey(withC: boolean, epilogue?: Epilogue): string {
+  return `matmul/split_sum${withC ? '/c' : ''}${epilogueKey(epilogue)}`;
 }
 
 /**
  * y[i] = alpha · Σ_s parts[s · total + i] (+ beta · c[i]): the split-K
- * tiles' partial sums, added in split order (the same result every run).
+ * tiles' partial sums, added in split order (the same result every run),
+ * then linear's bias (of column i mod n) and activation.
  */
-export function splitSumModule(withC: boolean): PtxModule {
+export function splitSumModule(withC: boolean, epilogue?: Epilogue): PtxModule {
   const m = new PtxModule();
   m.entry(
     SPLIT_SUM_ENTRY,
-    { parts: 'ptr', c: 'ptr', y: 'ptr', total: 'u32', splits: 'u32', alpha: 'f32', beta: 'f32' },
+    {
+      parts: 'ptr',
+      c: 'ptr',
+      y: 'ptr',
+      total: 'u32',
+      splits: 'u32',
+      alpha: 'f32',
+      beta: 'f32',
+      bias: 'ptr',
+      z: 'ptr',
+      n: 'u32',
+    },
     (k, p) => {
       const parts = k.globalPointer(p.parts);
       const c = k.globalPointer(p.c);
@@ -484,7 +537,16 @@ export function splitSumModule(withC: boolean): PtxModule {
         const extra = withC
           ? { beta, c: k.ldGlobal('f32', k.reg('f32'), k.elementAddress(c, i, 4), { nc: true }) }
           : undefined;
-        k.stGlobal('f32', k.elementAddress(y, i, 4), scaleAndAdd(k, sum, alpha, extra));
+        let bias: F32 | undefined;
+        if (epilogue?.bias) {
+          const col = k.rem('u32', k.reg('u32'), i, k.ldParam(p.n));
+          bias = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(k.globalPointer(p.bias), col, 4), {
+            nc: true,
+          });
+        }
+        const out = biasAndActivation(k, epilogue, scaleAndAdd(k, sum, alpha, extra), bias);
+        if (epilogue?.z) k.stGlobal('f32', k.elementAddress(k.globalPointer(p.z), i, 4), out.z);
+        k.stGlobal('f32', k.elementAddress(y, i, 4), out.y);
       });
     },
     { maxThreadsPerBlock: BLOCK },
@@ -503,8 +565,17 @@ export interface MatmulProblem {
   readonly transA: boolean;
   readonly transB: boolean;
   readonly withC: boolean;
-  /** Whether each operand's address is 16-byte aligned (`.v4` access needs it). */
-  readonly aligned: { readonly a: boolean; readonly b: boolean; readonly y: boolean; readonly c: boolean };
+  /** linear's bias and activation. */
+  readonly epilogue?: Epilogue;
+  /** Whether each operand's address is 16-byte aligned (`.v4` access needs it; bias and z count only when present). */
+  readonly aligned: {
+    readonly a: boolean;
+    readonly b: boolean;
+    readonly y: boolean;
+    readonly c: boolean;
+    readonly bias?: boolean;
+    readonly z?: boolean;
+  };
 }
 
 /** A streaming launch: y = op(a)·op(b), or yᵀ = op(b)ᵀ·op(a)ᵀ when `swapped` (rows are then N, columns M). */
@@ -547,13 +618,13 @@ export function planMatmul(p: MatmulProblem, device: Pick<DeviceProperties, 'mul
     if (bKInner) {
       // a is read as .v4 along K too, unless it is transposed (then element by element).
       const vec = p.k % 4 === 0 && alignedB && (transA || alignedA);
-      const variant = { rows, transA, vec, withC: p.withC };
+      const variant = { rows, transA, vec, withC: p.withC, epilogue: p.epilogue };
       return { kind: 'dot', variant, swapped, columns, blocks: Math.ceil(columns / DOT_COLUMNS) };
     }
     const vec = columns % 4 === 0 && alignedB;
     const cols = axpyColumns(rows, columns, vec, p.batch, device.multiprocessors);
     const quadK = !transA && p.k % 4 === 0 && alignedA;
-    const variant = { rows, transA, vec, withC: p.withC, columns: cols, quadK };
+    const variant = { rows, transA, vec, withC: p.withC, epilogue: p.epilogue, columns: cols, quadK };
     return { kind: 'axpy', variant, swapped, columns, blocks: Math.ceil(columns / cols) };
   }
   const contiguousA = p.transA ? p.m : p.k;
@@ -563,8 +634,9 @@ export function planMatmul(p: MatmulProblem, device: Pick<DeviceProperties, 'mul
   const tilesM = Math.ceil(p.m / tile.bm);
   const tilesN = Math.ceil(p.n / tile.bn);
   const { splits, kPerSplit } = splitK(tilesM * tilesN * p.batch, p, tile, device.multiprocessors);
-  // Splits write raw sums; alpha and c come in the reduction.
+  // Splits write raw sums; alpha, c and the epilogue come in the reduction.
   const withC = p.withC && splits === 1;
+  const epilogue = splits === 1 ? p.epilogue : undefined;
   const vec =
     contiguousA % 4 === 0 &&
     contiguousB % 4 === 0 &&
@@ -572,10 +644,12 @@ export function planMatmul(p: MatmulProblem, device: Pick<DeviceProperties, 'mul
     p.aligned.a &&
     p.aligned.b &&
     p.aligned.y &&
-    (!withC || p.aligned.c);
+    (!withC || p.aligned.c) &&
+    (!epilogue?.bias || p.aligned.bias !== false) &&
+    (!epilogue?.z || p.aligned.z !== false);
   return {
     kind: 'tile',
-    variant: { tile, transA: p.transA, transB: p.transB, vec, withC },
+    variant: { tile, transA: p.transA, transB: p.transB, vec, withC, ...(epilogue ? { epilogue } : {}) },
     tilesM,
     tilesN,
     splits,
@@ -624,12 +698,16 @@ export function axpyColumns(rows: number, columns: number, vec: boolean, batch: 
 
 // ---- launching -----------------------------------------------------------------
 
-interface MatmulCall {
+export interface MatmulCall {
   readonly kernel: string;
   readonly a: Operand;
   readonly b: Operand;
   readonly c: Operand | undefined;
   readonly y: Operand;
+  /** linear: a bias per column of y, an activation, and z = the pre-activation when given. */
+  readonly bias?: Operand;
+  readonly z?: Operand;
+  readonly activation?: LinearActivation;
   readonly batch: number;
   readonly m: number;
   readonly n: number;
@@ -643,19 +721,32 @@ interface MatmulCall {
 /** `.v4` accesses need 16-byte alignment. */
 const aligned16 = (ptr: bigint) => ptr % 16n === 0n;
 
-function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
-  const { a, b, c, y, batch, m, n, k } = call;
+/** Launches the plan of one matrix product (and, for linear, its epilogue). */
+export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
+  const { a, b, c, y, batch, m, n, k, bias, z } = call;
   if (y.size === 0) return;
   checkElementCount(call.kernel, 'a', a.size);
   checkElementCount(call.kernel, 'b', b.size);
   checkElementCount(call.kernel, 'y', y.size);
   if (c) checkElementCount(call.kernel, 'c', c.size);
+  const epilogue: Epilogue | undefined =
+    call.activation === undefined
+      ? undefined
+      : { bias: bias !== undefined, activation: call.activation, z: z !== undefined };
+  // Unused pointer parameters point at y, never read or written.
+  const biasPtr = bias?.ptr ?? y.ptr;
   const maxBatch = encoder.device.maxGridDim[2];
   // Batches beyond the grid's z limit go in several launches.
   for (let first = 0; first < batch; first += maxBatch) {
     const count = Math.min(maxBatch, batch - first);
     const at = (op: Operand, per: number) => elementPtr(op, first * per);
-    const ptrs = { a: at(a, m * k), b: at(b, k * n), y: at(y, m * n), c: c ? at(c, m * n) : undefined };
+    const ptrs = {
+      a: at(a, m * k),
+      b: at(b, k * n),
+      y: at(y, m * n),
+      c: c ? at(c, m * n) : undefined,
+      z: z ? at(z, m * n) : undefined,
+    };
     const plan = planMatmul(
       {
         batch: count,
@@ -665,16 +756,28 @@ function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
         transA: call.transA,
         transB: call.transB,
         withC: c !== undefined,
+        ...(epilogue ? { epilogue } : {}),
         aligned: {
           a: aligned16(ptrs.a),
           b: aligned16(ptrs.b),
           y: aligned16(ptrs.y),
           c: ptrs.c === undefined || aligned16(ptrs.c),
+          bias: aligned16(biasPtr),
+          z: ptrs.z === undefined || aligned16(ptrs.z),
         },
       },
       encoder.device,
     );
-    const common = { c: ptrs.c ?? ptrs.y, y: ptrs.y, k, alpha: call.alpha, beta: call.beta, strideY: m * n };
+    const common = {
+      c: ptrs.c ?? ptrs.y,
+      y: ptrs.y,
+      k,
+      alpha: call.alpha,
+      beta: call.beta,
+      strideY: m * n,
+      bias: biasPtr,
+      z: ptrs.z ?? ptrs.y,
+    };
     if (plan.kind === 'tile') {
       const v = plan.variant;
       const total = count * m * n;
@@ -705,8 +808,8 @@ function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
       if (splitting) {
         const withC = ptrs.c !== undefined;
         encoder.launch({
-          key: splitSumKey(withC),
-          module: () => splitSumModule(withC),
+          key: splitSumKey(withC, epilogue),
+          module: () => splitSumModule(withC, epilogue),
           entry: SPLIT_SUM_ENTRY,
           grid: gridFor(encoder.device, total),
           block: BLOCK,
@@ -718,6 +821,9 @@ function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
             splits: plan.splits,
             alpha: call.alpha,
             beta: call.beta,
+            bias: common.bias,
+            z: common.z,
+            n,
           },
         });
       }
@@ -741,6 +847,9 @@ function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
         strideB: swapped ? m * k : k * n,
         rowStride: swapped ? 1 : n,
         colStride: swapped ? n : 1,
+        // The bias runs along the spec's columns: the streaming rows when swapped.
+        biasRow: swapped ? 1 : 0,
+        biasCol: swapped ? 0 : 1,
       },
     });
   }

@@ -1,4 +1,4 @@
-import { createCpuBackend, type Shape, sizeOf, type Tensor } from '@rayo/core';
+import { createCpuBackend, LINEAR_ACTIVATIONS, type Shape, sizeOf, type Tensor } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../random.js';
 import { type GradCheckInput, type GradCheckOptions, gradCheck } from './gradcheck.js';
@@ -13,6 +13,7 @@ import {
   exp,
   gelu,
   layerNorm,
+  linear,
   logSoftmax,
   matmul,
   mean,
@@ -155,6 +156,25 @@ describe('gradients against central differences (cpu)', () => {
     }
     it('swiglu', async () => {
       await expectGradients((t, g, u) => swiglu(t, g, u), [input([3, 4]), input([3, 4])]);
+    });
+  });
+
+  describe('linear: bias and activation in the product, one backward kernel and two products', () => {
+    // Small x and w, and a bias in ±[1, 2]: z keeps its sign under the step, away from relu's kink.
+    const bias = (n: number): GradCheckInput => {
+      const { data } = awayFromZero([n]);
+      return { shape: [n], data: Array.from(data, (v) => 2 * v) };
+    };
+    for (const activation of LINEAR_ACTIVATIONS) {
+      it(activation, async () => {
+        await expectGradients(
+          (t, x, w, b) => linear(t, x, w, b, activation),
+          [input([3, 4], -0.3, 0.3), input([5, 4], -0.3, 0.3), bias(5)],
+        );
+      });
+    }
+    it('gelu without a bias', async () => {
+      await expectGradients((t, x, w) => linear(t, x, w, undefined, 'gelu'), [input([2, 6]), input([3, 6])]);
     });
   });
 

@@ -14,6 +14,7 @@ export { embedding } from './ops/embedding.js';
 export {
   type BatchedMatmulOptions,
   batchedMatmul,
+  linear,
   type MatmulOptions,
   matmul,
   transpose,

@@ -1,5 +1,9 @@
-import { createCpuBackend } from '@rayo/core';
+import { createCpuBackend, type Tensor } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
+import { ACTIVATIONS } from '../autograd/ops/activation.js';
+import { biasAdd } from '../autograd/ops/elementwise.js';
+import { matmul } from '../autograd/ops/linalg.js';
+import { sumSquares } from '../autograd/ops/reduction.js';
 import { Tape } from '../autograd/tape.js';
 import { Rng } from '../random.js';
 import { Linear } from './linear.js';
@@ -52,6 +56,42 @@ describe('MLP', () => {
     const live = backend.memory().liveTensors;
     mlp.dispose();
     expect(backend.memory().liveTensors).toBe(live - 4);
+  });
+
+  it('gives the output and gradients of matmul, biasAdd and the activation run one by one', async () => {
+    const backend = createCpuBackend();
+    const rng = new Rng(9);
+    const x = rng.uniformArray(5 * 6, -1, 1);
+    for (const activation of ['relu', 'gelu', 'silu', 'sigmoid', 'tanh'] as const) {
+      const mlp = new MLP(backend, [6, 7, 3], { activation, seed: 2 });
+      const run = async (fused: boolean) => {
+        using tape = new Tape(backend);
+        let h = tape.input(x, [5, 6]);
+        mlp.layers.forEach((layer, i) => {
+          const last = i === mlp.layers.length - 1;
+          if (fused) {
+            h = layer.forward(tape, h, last ? 'none' : activation);
+            return;
+          }
+          h = biasAdd(tape, matmul(tape, h, layer.weight, { transB: true }), layer.bias!);
+          if (!last) h = ACTIVATIONS[activation](tape, h);
+        });
+        tape.backward(sumSquares(tape, h));
+        const grads = await Promise.all(mlp.parameters().map((p) => (p.grad as Tensor).read()));
+        mlp.zeroGrad();
+        return { y: await h.value.read(), grads };
+      };
+      const fused = await run(true);
+      const plain = await run(false);
+      const close = (a: ArrayLike<number>, b: ArrayLike<number>) => {
+        for (let i = 0; i < a.length; i++) expect(a[i]).toBeCloseTo(b[i]!, 5);
+      };
+      close(fused.y, plain.y);
+      fused.grads.forEach((g, p) => {
+        close(g, plain.grads[p]!);
+      });
+      mlp.dispose();
+    }
   });
 
   it('refuses fewer than two sizes', () => {

@@ -1,6 +1,5 @@
-import type { Backend } from '@rayo/core';
-import { biasAdd } from '../autograd/ops/elementwise.js';
-import { matmul } from '../autograd/ops/linalg.js';
+import type { Backend, LinearActivation } from '@rayo/core';
+import { linear } from '../autograd/ops/linalg.js';
 import { reshape } from '../autograd/ops/shape.js';
 import type { Tape, Variable } from '../autograd/tape.js';
 import { type InitOptions, Module, type Parameter, rngOf } from './module.js';
@@ -11,9 +10,11 @@ export interface LinearOptions extends InitOptions {
 }
 
 /**
- * `y = x · Wᵀ + b` with W stored [out, in] (PyTorch's layout), initialised
- * uniform in ±1/√in like PyTorch. The product uses the transB flag, and its
- * backward the transpose flags: no weight is transposed in memory.
+ * `y = x · Wᵀ + b`, or `act(x · Wᵀ + b)` for an activation passed to
+ * `forward`, with W stored [out, in] (PyTorch's layout), initialised uniform
+ * in ±1/√in like PyTorch. One kernel computes the product with the bias and
+ * activation in its epilogue; the backward uses the transpose flags, so no
+ * weight is transposed in memory.
  */
 export class Linear extends Module {
   readonly inFeatures: number;
@@ -38,12 +39,11 @@ export class Linear extends Module {
   }
 
   /** `x` is [..., in]; the result [..., out]. */
-  forward(tape: Tape, x: Variable): Variable {
+  forward(tape: Tape, x: Variable, activation: LinearActivation = 'none'): Variable {
     const lead = x.shape.slice(0, -1);
     const rows = lead.reduce((n, d) => n * d, 1);
     const x2 = x.shape.length === 2 ? x : reshape(tape, x, [rows, this.inFeatures]);
-    let y = matmul(tape, x2, this.weight, { transB: true });
-    if (this.bias) y = biasAdd(tape, y, this.bias);
+    const y = linear(tape, x2, this.weight, this.bias, activation);
     return x.shape.length === 2 ? y : reshape(tape, y, [...lead, this.outFeatures]);
   }
 }

@@ -1,5 +1,5 @@
 import { type Backend, InvalidArgumentError } from '@rayo/core';
-import { ACTIVATIONS, type ActivationName } from '../autograd/ops/activation.js';
+import type { ActivationName } from '../autograd/ops/activation.js';
 import type { Tape, Variable } from '../autograd/tape.js';
 import { Linear } from './linear.js';
 import { type InitOptions, Module, rngOf } from './module.js';
@@ -10,7 +10,10 @@ export interface MlpOptions extends InitOptions {
   readonly bias?: boolean;
 }
 
-/** Linear layers of the given sizes (`[784, 256, 10]`: two layers) with an activation between them. */
+/**
+ * Linear layers of the given sizes (`[784, 256, 10]`: two layers) with an
+ * activation between them, applied in each hidden layer's product kernel.
+ */
 export class MLP extends Module {
   readonly layers: readonly Linear[];
   readonly activation: ActivationName;
@@ -37,8 +40,7 @@ export class MLP extends Module {
   forward(tape: Tape, x: Variable): Variable {
     let h = x;
     this.layers.forEach((layer, i) => {
-      h = layer.forward(tape, h);
-      if (i < this.layers.length - 1) h = ACTIVATIONS[this.activation](tape, h);
+      h = layer.forward(tape, h, i < this.layers.length - 1 ? this.activation : 'none');
     });
     return h;
   }

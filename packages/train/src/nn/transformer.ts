@@ -1,5 +1,5 @@
 import type { Backend } from '@rayo/core';
-import { gelu, swiglu } from '../autograd/ops/activation.js';
+import { swiglu } from '../autograd/ops/activation.js';
 import { add } from '../autograd/ops/elementwise.js';
 import type { RopeOptions } from '../autograd/ops/rope.js';
 import type { Tape, Variable } from '../autograd/tape.js';
@@ -59,7 +59,7 @@ export class TransformerBlock extends Module {
     const n = this.norm2.forward(tape, h);
     const inner = this.gate
       ? swiglu(tape, this.gate.forward(tape, n), this.up.forward(tape, n))
-      : gelu(tape, this.up.forward(tape, n));
+      : this.up.forward(tape, n, 'gelu');
     return add(tape, h, this.down.forward(tape, inner));
   }
 }

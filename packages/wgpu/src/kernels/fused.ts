@@ -1,4 +1,11 @@
-import { gateUpSwiglu, rmsNormMatmul, rmsNormMatmul3 } from '@rayo/core';
+import {
+  biasActivationBackward,
+  gateUpSwiglu,
+  type LinearActivation,
+  linear,
+  rmsNormMatmul,
+  rmsNormMatmul3,
+} from '@rayo/core';
 import {
   type AnyWgpuKernel,
   bindingRanges,
@@ -13,7 +20,7 @@ import {
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { BUILTINS, WGSL_MATH } from './common.js';
-import { CHECK_SUBGROUP_LAYOUT, streamLoop } from './matmul.js';
+import { CHECK_SUBGROUP_LAYOUT, encodeMatmul, streamLoop } from './matmul.js';
 
 // gateUpSwiglu as one streaming pass over both weights. A workgroup is
 // GROUPS groups of 32 invocations; group g owns output column
@@ -265,7 +272,94 @@ function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
   }
 }
 
+// ---- linear's backward: dz and the bias gradient in one pass --------------------
+
+/** Columns per workgroup: 32 invocations side by side read 128 contiguous bytes of a row. */
+const BACKWARD_COLUMNS = 32;
+const BACKWARD_SLICES = THREADS / BACKWARD_COLUMNS;
+
+const BACKWARD_PARAMS = paramLayout([
+  ['m', 'u32'],
+  ['n', 'u32'],
+] as const);
+
+/** WGSL act'(x) from the pre-activation (relu's output serves for relu). */
+const ACTIVATION_GRAD: Record<LinearActivation, string> = {
+  none: '1.0',
+  relu: 'select(0.0, 1.0, x > 0.0)',
+  gelu: 'gelu_grad(x)',
+  silu: 'silu_grad(x)',
+  sigmoid: 'sigmoid_f(x) * (1.0 - sigmoid_f(x))',
+  tanh: '1.0 - tanh_f(x) * tanh_f(x)',
+};
+
+/**
+ * dz = dy · act'(z) and db = Σ_rows dz: workgroup w owns columns
+ * [32w, 32w + 32), invocation t column 32w + t % 32 and rows t / 32,
+ * t / 32 + 8, …; each keeps its column's running sum, and the first 32 add
+ * the 8 slices' sums in slice order (the same result every run).
+ */
+function biasActivationShader(activation: LinearActivation) {
+  const grad = activation !== 'none';
+  const names = grad ? ['dy', 'z', 'dz', 'db'] : ['dy', 'dz', 'db'];
+  const lines = names.map((name, i) =>
+    storage(i, name, 'f32', name.startsWith('d') && name !== 'dy' ? 'read_write' : 'read'),
+  );
+  return {
+    key: `fused/biasActivationBackward/${activation}`,
+    kernel: biasActivationBackward.name,
+    code: () => `
+${BACKWARD_PARAMS.wgsl}
+${lines.join('\n')}
+${uniform(names.length)}
+${grad ? `${WGSL_MATH}\nfn act_grad(x: f32) -> f32 { return ${ACTIVATION_GRAD[activation]}; }` : ''}
+var<workgroup> part: array<f32, ${THREADS}>;
+
+@compute @workgroup_size(${THREADS})
+fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
+  // Surplus workgroups of the grid find col >= n and take part in the barrier only.
+  let col = (${linearWorkgroup}) * ${BACKWARD_COLUMNS}u + tid % ${BACKWARD_COLUMNS}u;
+  var sum = 0.0;
+  if (col < params.n) {
+    for (var r = tid / ${BACKWARD_COLUMNS}u; r < params.m; r += ${BACKWARD_SLICES}u) {
+      let i = r * params.n + col;
+      let g = dy[i]${grad ? ' * act_grad(z[i])' : ''};
+      dz[i] = g;
+      sum += g;
+    }
+  }
+  part[tid] = sum;
+  workgroupBarrier();
+  if (tid < ${BACKWARD_COLUMNS}u && col < params.n) {
+    var total = part[tid];
+    for (var s = 1u; s < ${BACKWARD_SLICES}u; s++) { total += part[s * ${BACKWARD_COLUMNS}u + tid]; }
+    db[col] = total;
+  }
+}`,
+  };
+}
+
 export const FUSED_KERNELS: readonly AnyWgpuKernel[] = [
+  wgpuKernel(linear, (encoder, { inputs, outputs, attrs }) => {
+    const [x, w, bias] = inputs;
+    const [y, z] = outputs;
+    const [m, n] = y!.shape as [number, number];
+    const call = { a: x!, b: w!, c: undefined, y: y!, bias, z, activation: attrs.activation };
+    const dims = { batch: 1, m, n, k: x!.shape[1]!, alpha: 1, beta: 0, transA: false, transB: true };
+    encodeMatmul(encoder, { ...call, ...dims }, linear.name);
+  }),
+  wgpuKernel(biasActivationBackward, (encoder, { inputs, outputs, attrs }) => {
+    const [dy, z] = inputs;
+    const [dz, db] = outputs;
+    const [m, n] = dy!.shape as [number, number];
+    if (n === 0) return;
+    encoder.dispatch({
+      shader: biasActivationShader(attrs.activation),
+      buffers: z ? [dy!, z, dz!, db!] : [dy!, dz!, db!],
+      params: { layout: BACKWARD_PARAMS, values: { m, n } },
+      workgroups: gridFor(Math.ceil(n / BACKWARD_COLUMNS), encoder.limits),
+    });
+  }),
   wgpuKernel(
     gateUpSwiglu,
     (encoder, { inputs, outputs, attrs }) => {

@@ -1,4 +1,4 @@
-import { batchedMatmul, matmul } from '@rayo/core';
+import { batchedMatmul, type LinearActivation, matmul } from '@rayo/core';
 import {
   type AnyWgpuKernel,
   gridFor,
@@ -10,7 +10,7 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
-import { BUILTINS, elementGrid, elementIndex } from './common.js';
+import { BUILTINS, elementGrid, elementIndex, WGSL_MATH } from './common.js';
 
 // Three kernels, chosen by shape (see `planMatmul`):
 //  - gemv (M = 1): the whole workgroup streams a block of b with coalesced
@@ -24,7 +24,7 @@ import { BUILTINS, elementGrid, elementIndex } from './common.js';
 //    global and workgroup loads, transposes baked into the loaders.
 // Each may split K across workgroups when the output alone gives too few of
 // them; the partial sums then go through a scratch buffer and a reduce pass
-// that applies the alpha/beta/c epilogue.
+// that applies the alpha/beta/c epilogue (and linear's bias and activation).
 
 const PARAMS = paramLayout([
   ['m', 'u32'],
@@ -48,6 +48,8 @@ const PARAMS = paramLayout([
 const REDUCE_PARAMS = paramLayout([
   ['total', 'u32'],
   ['splits', 'u32'],
+  /** Columns of y: the bias of element i is bias[i % n]. */
+  ['n', 'u32'],
   ['alpha', 'f32'],
   ['beta', 'f32'],
 ] as const);
@@ -66,16 +68,66 @@ function bind(binding: number, name: string, vec: boolean, access: 'read' | 'rea
   return storage(binding, name, vec ? 'vec4<f32>' : 'f32', access);
 }
 
+/**
+ * What `linear` adds after alpha·v (+ beta·c): a bias per column, then an
+ * activation, with the pre-activation z stored too when `z` is set.
+ */
+export interface Epilogue {
+  readonly bias: boolean;
+  readonly activation: LinearActivation;
+  readonly z: boolean;
+}
+
 /** How a kernel's results reach y. */
 interface Output {
-  /** y (and c) bound as vec4: N % 4 = 0 and aligned offsets. */
+  /** y (and c, and z) bound as vec4: N % 4 = 0 and aligned offsets. */
   readonly vec: boolean;
   /** c is present. */
   readonly c: boolean;
+  readonly epilogue?: Epilogue;
+}
+
+function epilogueKey(e: Epilogue | undefined): string {
+  return e ? `/${e.bias ? 'bias' : 'nobias'}/${e.activation}${e.z ? '/z' : ''}` : '';
 }
 
 function outputKey(o: Output): string {
-  return `y${o.vec ? 4 : 1}/c${+o.c}`;
+  return `y${o.vec ? 4 : 1}/c${+o.c}${epilogueKey(o.epilogue)}`;
+}
+
+/** WGSL `act_f(z)` for an activation, with the math it uses (nothing without one). */
+function activationWgsl(e: Epilogue | undefined): string {
+  if (!e || e.activation === 'none') return '';
+  const body: Record<Exclude<LinearActivation, 'none'>, string> = {
+    relu: 'max(x, 0.0)',
+    gelu: 'gelu_f(x)',
+    silu: 'silu_f(x)',
+    sigmoid: 'sigmoid_f(x)',
+    tanh: 'tanh_f(x)',
+  };
+  return `${WGSL_MATH}\nfn act_f(x: f32) -> f32 { return ${body[e.activation]}; }`;
+}
+
+/**
+ * WGSL statements that store `value` (an f32 or, with `vec4`, a vec4
+ * expression of the product) of column `col` as y: plainly, or through the
+ * epilogue (z = value + bias, stored when asked, and y = act(z)). `yAt` and
+ * `zAt` are the index expressions of y and z.
+ */
+function storeWgsl(e: Epilogue | undefined, value: string, col: string, yAt: string, vec4: boolean): string {
+  if (!e) return `y${yAt} = ${value};`;
+  const bias = !e.bias
+    ? ''
+    : vec4
+      ? ` + vec4<f32>(bias[${col}], bias[${col} + 1u], bias[${col} + 2u], bias[${col} + 3u])`
+      : ` + bias[${col}]`;
+  const act = (x: string) =>
+    e.activation === 'none'
+      ? x
+      : vec4
+        ? `vec4<f32>(act_f(${x}.x), act_f(${x}.y), act_f(${x}.z), act_f(${x}.w))`
+        : `act_f(${x})`;
+  return `{ let zv = ${value}${bias};${e.z ? ` z${yAt} = zv;` : ''} y${yAt} = ${act('zv')}; }`;
 }
 
 /**
@@ -85,16 +137,18 @@ function outputKey(o: Output): string {
  * way: alpha = 1, no c, and its own block of the output at `yOff`.
  */
 function emitFunctions(o: Output): string {
+  const e = o.epilogue;
   const value = (v: string, at: string) => `params.alpha * ${v}${o.c ? ` + params.beta * c[${at}]` : ''}`;
   const vec4Store = o.vec
-    ? `if (col < params.n) { y[(yOff + idx) / 4u] = ${value('v', 'idx / 4u')}; }`
+    ? `if (col < params.n) { ${storeWgsl(e, value('v', 'idx / 4u'), 'col', '[(yOff + idx) / 4u]', true)} }`
     : `for (var j = 0u; j < 4u; j++) {
-    if (col + j < params.n) { y[yOff + idx + j] = ${value('v[j]', 'idx + j')}; }
+    if (col + j < params.n) { ${storeWgsl(e, value('v[j]', 'idx + j'), 'col + j', '[yOff + idx + j]', false)} }
   }`;
+  // Element idx of a batch's [M, N] block is in column idx % N (blocks start at multiples of N).
   const scalarStore = o.vec
-    ? `let at = yOff + idx;\n  y[at / 4u][at % 4u] = ${value('v', 'idx / 4u][idx % 4u')};`
-    : `y[yOff + idx] = ${value('v', 'idx')};`;
-  return `
+    ? `let at = yOff + idx;\n  ${storeWgsl(e, value('v', 'idx / 4u][idx % 4u'), 'idx % params.n', '[at / 4u][at % 4u]', false)}`
+    : storeWgsl(e, value('v', 'idx'), 'idx % params.n', '[yOff + idx]', false);
+  return `${activationWgsl(e)}
 fn emit4(idx: u32, col: u32, v: vec4<f32>, yOff: u32) {
   ${vec4Store}
 }
@@ -123,11 +177,14 @@ function decodeWorkgroup(): string {
   let yOff = split * params.partStride;`;
 }
 
+/** a, b, then c, bias, y and z where present (the order `outputBuffers` binds them in), then the params. */
 function bindings(vecA: boolean, vecB: boolean, o: Output): string {
   const lines = [bind(0, 'a', vecA, 'read'), bind(1, 'b', vecB, 'read')];
-  if (o.c) lines.push(bind(2, 'c', o.vec, 'read'));
-  const next = lines.length;
-  lines.push(bind(next, 'y', o.vec, 'read_write'), uniform(next + 1));
+  if (o.c) lines.push(bind(lines.length, 'c', o.vec, 'read'));
+  if (o.epilogue?.bias) lines.push(storage(lines.length, 'bias', 'f32', 'read'));
+  lines.push(bind(lines.length, 'y', o.vec, 'read_write'));
+  if (o.epilogue?.z) lines.push(bind(lines.length, 'z', o.vec, 'read_write'));
+  lines.push(uniform(lines.length));
   return lines.join('\n');
 }
 
@@ -753,26 +810,30 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins
 
 // ---- split-K reduction and the K = 0 epilogue ------------------------------------
 
-function reduceShader(partial: boolean, c: boolean, kernel: string) {
+/** Binds part (when partial), c, bias, y and z where present, then the params. */
+function reduceShader(partial: boolean, c: boolean, epilogue: Epilogue | undefined, kernel: string) {
   const sum = partial
     ? `var acc = 0.0;
   for (var s = 0u; s < params.splits; s++) { acc += part[s * params.total + i]; }`
     : 'let acc = 0.0;';
-  const lines = [partial ? storage(0, 'part', 'f32', 'read') : ''];
-  let next = partial ? 1 : 0;
-  if (c) lines.push(storage(next++, 'c', 'f32', 'read'));
-  lines.push(storage(next, 'y', 'f32', 'read_write'), uniform(next + 1));
+  const names = [...(partial ? ['part'] : []), ...(c ? ['c'] : []), ...(epilogue?.bias ? ['bias'] : [])];
+  const lines = names.map((name, i) => storage(i, name, 'f32', 'read'));
+  lines.push(storage(lines.length, 'y', 'f32', 'read_write'));
+  if (epilogue?.z) lines.push(storage(lines.length, 'z', 'f32', 'read_write'));
+  lines.push(uniform(lines.length));
+  const value = `params.alpha * acc${c ? ' + params.beta * c[i]' : ''}`;
   return {
-    key: `matmul/reduce/${partial ? 'splits' : 'empty'}/c${+c}`,
+    key: `matmul/reduce/${partial ? 'splits' : 'empty'}/c${+c}${epilogueKey(epilogue)}`,
     kernel,
     code: () => `
 ${REDUCE_PARAMS.wgsl}
 ${lines.join('\n')}
+${activationWgsl(epilogue)}
 @compute @workgroup_size(256)
 fn main(${BUILTINS}) {
   ${elementIndex('params.total')}
   ${sum}
-  y[i] = params.alpha * acc${c ? ' + params.beta * c[i]' : ''};
+  ${storeWgsl(epilogue, value, 'i % params.n', '[i]', false)}
 }`,
   };
 }
@@ -787,7 +848,13 @@ export interface MatmulProblem {
   readonly transA: boolean;
   readonly transB: boolean;
   /** Byte offsets of the operands (vec4 bindings need 16-byte alignment). */
-  readonly offsets?: { readonly a: number; readonly b: number; readonly c?: number; readonly y: number };
+  readonly offsets?: {
+    readonly a: number;
+    readonly b: number;
+    readonly c?: number;
+    readonly y: number;
+    readonly z?: number;
+  };
 }
 
 export type MatmulPlan =
@@ -845,7 +912,7 @@ export function planMatmul(p: MatmulProblem, device: MatmulDevice = {}): MatmulP
   if (batch === 0 || m === 0 || n === 0 || k === 0) return { path: 'empty' };
   const aligned = (offset: number | undefined) => (offset ?? 0) % 16 === 0;
   const off = p.offsets ?? { a: 0, b: 0, y: 0 };
-  const vecY = n % 4 === 0 && aligned(off.y) && aligned(off.c);
+  const vecY = n % 4 === 0 && aligned(off.y) && aligned(off.c) && aligned(off.z);
   // transB reads b and a along K; otherwise b along N.
   const streamVecB = (transB ? k % 4 === 0 : n % 4 === 0) && aligned(off.b);
 
@@ -898,11 +965,15 @@ export function planMatmul(p: MatmulProblem, device: MatmulDevice = {}): MatmulP
 
 // ---- encoding ----------------------------------------------------------------------
 
-interface Call {
+export interface MatmulCall {
   readonly a: Operand;
   readonly b: Operand;
   readonly c: Operand | undefined;
   readonly y: Operand;
+  /** linear: a bias per column of y, an activation, and z = the pre-activation when given. */
+  readonly bias?: Operand;
+  readonly z?: Operand;
+  readonly activation?: LinearActivation;
   readonly batch: number;
   readonly m: number;
   readonly n: number;
@@ -913,12 +984,25 @@ interface Call {
   readonly transB: boolean;
 }
 
-function encodeMatmul(encoder: KernelEncoder, call: Call, kernel: string): void {
-  const { a, b, c, y, batch, m, n, k } = call;
+/** Encodes the plan of one matrix product (and, for linear, its epilogue). */
+export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall, kernel: string): void {
+  const { a, b, c, y, batch, m, n, k, bias, z } = call;
   const total = batch * m * n;
   if (total === 0) return;
+  const epilogue: Epilogue | undefined =
+    call.activation === undefined
+      ? undefined
+      : { bias: bias !== undefined, activation: call.activation, z: z !== undefined };
+  // The operands after a and b, in the order `bindings` and `reduceShader` declare them.
+  const tail = (first: readonly (Operand | GPUBufferBinding)[]) => [
+    ...first,
+    ...(c ? [c] : []),
+    ...(bias ? [bias] : []),
+    y,
+    ...(z ? [z] : []),
+  ];
   const plan = planMatmul(
-    { ...call, offsets: { a: a.offset, b: b.offset, c: c?.offset, y: y.offset } },
+    { ...call, offsets: { a: a.offset, b: b.offset, c: c?.offset, y: y.offset, z: z?.offset } },
     {
       maxWorkgroupBytes: encoder.limits.maxComputeWorkgroupStorageSize,
       subgroups: encoder.features.has('subgroups'),
@@ -927,16 +1011,18 @@ function encodeMatmul(encoder: KernelEncoder, call: Call, kernel: string): void 
   if (plan.path === 'empty') {
     // K = 0: the product is zero; only beta·c remains.
     encoder.dispatch({
-      shader: reduceShader(false, c !== undefined, kernel),
-      buffers: c ? [c, y] : [y],
-      params: { layout: REDUCE_PARAMS, values: { total, splits: 0, alpha: call.alpha, beta: call.beta } },
+      shader: reduceShader(false, c !== undefined, epilogue, kernel),
+      buffers: tail([]),
+      params: { layout: REDUCE_PARAMS, values: { total, splits: 0, n, alpha: call.alpha, beta: call.beta } },
       workgroups: elementGrid(encoder, total),
     });
     return;
   }
   const splitting = plan.splits > 1;
   // K splits write raw sums (alpha 1, no c) to scratch, each split its own block.
-  const out: Output = splitting ? { vec: n % 4 === 0, c: false } : { vec: plan.vecY, c: c !== undefined };
+  const out: Output = splitting
+    ? { vec: n % 4 === 0, c: false }
+    : { vec: plan.vecY, c: c !== undefined, ...(epilogue ? { epilogue } : {}) };
   const shader =
     plan.path === 'tile'
       ? tileShader({ ...plan.variant, out }, kernel)
@@ -963,7 +1049,7 @@ function encodeMatmul(encoder: KernelEncoder, call: Call, kernel: string): void 
   if (!splitting) {
     encoder.dispatch({
       shader,
-      buffers: c ? [a, b, c, y] : [a, b, y],
+      buffers: tail([a, b]),
       params: { layout: PARAMS, values },
       workgroups,
     });
@@ -973,11 +1059,11 @@ function encodeMatmul(encoder: KernelEncoder, call: Call, kernel: string): void 
   const scratch: GPUBufferBinding = { buffer: encoder.scratch(bytes), offset: 0, size: bytes };
   encoder.dispatch({ shader, buffers: [a, b, scratch], params: { layout: PARAMS, values }, workgroups });
   encoder.dispatch({
-    shader: reduceShader(true, c !== undefined, kernel),
-    buffers: c ? [scratch, c, y] : [scratch, y],
+    shader: reduceShader(true, c !== undefined, epilogue, kernel),
+    buffers: tail([scratch]),
     params: {
       layout: REDUCE_PARAMS,
-      values: { total, splits: plan.splits, alpha: call.alpha, beta: call.beta },
+      values: { total, splits: plan.splits, n, alpha: call.alpha, beta: call.beta },
     },
     workgroups: elementGrid(encoder, total),
   });

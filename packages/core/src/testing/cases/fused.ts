@@ -299,4 +299,183 @@ errors.push(
   }),
 );
 
+// ---- linear and its backward -----------------------------------------------------
+
+// [M, K, N]: one row (the GEMV paths), a few rows (the streaming kernels),
+// past their row limits and past one tile of rows, K and N at primes and
+// non-multiples of 4 and of the tile sizes.
+const LINEAR_SHAPES = [
+  [1, 7, 13],
+  [3, 61, 67],
+  [17, 129, 61],
+  [130, 67, 33],
+] as const;
+
+for (const activation of k.LINEAR_ACTIVATIONS) {
+  for (const [m, kd, n] of LINEAR_SHAPES) {
+    cases.push(
+      valid(k.linear, {
+        label: `${m}×${kd}→${n} ${activation}`,
+        inputs: [f32([m, kd]), f32([n, kd]), f32([n])],
+        attrs: { activation, preActivation: activation !== 'none' },
+        tolerance: productTolerance(kd),
+      }),
+    );
+  }
+}
+cases.push(
+  // Without a bias, without z, and with K long enough for the kernels to split it.
+  valid(k.linear, {
+    label: '3×61→67 relu, no bias',
+    inputs: [f32([3, 61]), f32([67, 61])],
+    attrs: { activation: 'relu' },
+    tolerance: productTolerance(61),
+  }),
+  valid(k.linear, {
+    label: '130×67→33 gelu, y only',
+    inputs: [f32([130, 67]), f32([33, 67]), f32([33])],
+    attrs: { activation: 'gelu' },
+    tolerance: productTolerance(67),
+  }),
+  valid(k.linear, {
+    label: '1×515→13 silu, split K',
+    inputs: [f32([1, 515]), f32([13, 515]), f32([13])],
+    attrs: { activation: 'silu', preActivation: true },
+    tolerance: productTolerance(515),
+  }),
+  valid(k.linear, {
+    label: '3×515→13 tanh, split K',
+    inputs: [f32([3, 515]), f32([13, 515]), f32([13])],
+    attrs: { activation: 'tanh', preActivation: true },
+    tolerance: productTolerance(515),
+  }),
+  valid(k.linear, {
+    label: '33×515→9 gelu, split K',
+    inputs: [f32([33, 515]), f32([9, 515]), f32([9])],
+    attrs: { activation: 'gelu', preActivation: true },
+    tolerance: productTolerance(515),
+  }),
+  valid(k.linear, {
+    label: '20×515→36 relu, split K over tiles',
+    inputs: [f32([20, 515]), f32([36, 515]), f32([36])],
+    attrs: { activation: 'relu', preActivation: true },
+    tolerance: productTolerance(515),
+  }),
+  valid(k.linear, {
+    label: '20×64→36 sigmoid, multiples of 4',
+    inputs: [f32([20, 64]), f32([36, 64]), f32([36], 'wide')],
+    attrs: { activation: 'sigmoid', preActivation: true },
+    tolerance: productTolerance(64),
+  }),
+  // K = 0: y = act(b).
+  valid(k.linear, {
+    label: '3×0→5 gelu, K = 0',
+    inputs: [f32([3, 0]), f32([5, 0]), f32([5], 'wide')],
+    attrs: { activation: 'gelu', preActivation: true },
+  }),
+);
+
+/** db sums M values of dy · act'(z), each below about 1.2 in size. */
+function columnSumTolerance(rows: number): Tolerance {
+  return { rtol: 1e-4, atol: 2e-5 * Math.sqrt(Math.max(rows, 1)) };
+}
+
+// [M, N]: rows from 1 to past a block's worth, N at 1, primes and non-multiples of 4.
+const BACKWARD_SHAPES = [
+  [1, 13],
+  [3, 1],
+  [17, 67],
+  [130, 33],
+  [1031, 7],
+  [64, 257],
+] as const;
+
+for (const activation of k.LINEAR_ACTIVATIONS) {
+  for (const [m, n] of BACKWARD_SHAPES) {
+    cases.push(
+      valid(k.biasActivationBackward, {
+        label: `${m}×${n} ${activation}`,
+        // Wide z reaches the saturating tails of gelu, silu, sigmoid and tanh.
+        inputs: activation === 'none' ? [f32([m, n])] : [f32([m, n]), f32([m, n], 'wide')],
+        attrs: { activation },
+        tolerance: columnSumTolerance(m),
+      }),
+    );
+  }
+}
+cases.push(
+  valid(k.biasActivationBackward, {
+    label: '0×5 relu, no rows: db = 0',
+    inputs: [f32([0, 5]), f32([0, 5])],
+    attrs: { activation: 'relu' },
+  }),
+);
+
+errors.push(
+  invalid(k.linear, {
+    label: "'x' of rank 3",
+    inputs: [f32([1, 2, 7]), f32([3, 7])],
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.linear, {
+    label: "'w' stored [K, N]",
+    inputs: [f32([2, 7]), f32([7, 3])],
+    error: 'shape',
+    argument: 'w',
+  }),
+  invalid(k.linear, {
+    label: "'bias' of length K rather than N",
+    inputs: [f32([2, 7]), f32([3, 7]), f32([7])],
+    error: 'shape',
+    argument: 'bias',
+  }),
+  invalid(k.linear, {
+    label: "'bias' of rank 2",
+    inputs: [f32([2, 7]), f32([3, 7]), f32([1, 3])],
+    error: 'shape',
+    argument: 'bias',
+  }),
+  invalid(k.linear, {
+    label: 'an unknown activation',
+    inputs: [f32([2, 7]), f32([3, 7])],
+    attrs: { activation: 'swish' as never },
+    error: 'argument',
+    argument: 'attrs.activation',
+  }),
+  invalid(k.linear, {
+    label: "preActivation with activation 'none'",
+    inputs: [f32([2, 7]), f32([3, 7])],
+    attrs: { preActivation: true },
+    error: 'argument',
+    argument: 'attrs.preActivation',
+  }),
+  invalid(k.biasActivationBackward, {
+    label: "'dy' of rank 1",
+    inputs: [f32([7])],
+    error: 'shape',
+    argument: 'dy',
+  }),
+  invalid(k.biasActivationBackward, {
+    label: "gelu without 'z'",
+    inputs: [f32([2, 7])],
+    attrs: { activation: 'gelu' },
+    error: 'shape',
+    argument: 'z',
+  }),
+  invalid(k.biasActivationBackward, {
+    label: "'z' of another shape",
+    inputs: [f32([2, 7]), f32([7, 2])],
+    attrs: { activation: 'relu' },
+    error: 'shape',
+    argument: 'z',
+  }),
+  invalid(k.biasActivationBackward, {
+    label: "'z' with activation 'none'",
+    inputs: [f32([2, 7]), f32([2, 7])],
+    error: 'shape',
+    argument: 'z',
+  }),
+);
+
 export const fusedCases: FamilyCases = { cases, errors };

@@ -1,10 +1,14 @@
 import {
   batchedMatmul as batchedMatmulSpec,
+  biasActivationBackward,
+  type LinearActivation,
+  linear as linearSpec,
   matmul as matmulSpec,
   scale,
   type Tensor,
   transpose as transposeSpec,
 } from '@rayo/core';
+import { reduceToShape } from '../broadcast.js';
 import type { Tape, Variable } from '../tape.js';
 
 export interface MatmulOptions {
@@ -57,6 +61,44 @@ export function matmul(tape: Tape, a: Variable, b: Variable, options: MatmulOpti
     const [da, db] = productGrads(mm, a.value, b.value, dy, transA, transB, needs);
     const dc = needs[2] ? (beta === 1 ? dy : tape.run1(scale, [dy], { alpha: beta })) : undefined;
     return [da, db, dc];
+  });
+}
+
+/**
+ * `act(x · wᵀ + b)` for x [M, K] and w stored [N, K]: one kernel, the bias
+ * and activation in the product's epilogue. Its backward is one
+ * `biasActivationBackward` (dz = dy · act'(z) and the bias gradient in one
+ * pass) and the two products dx = dz · w and dw = dzᵀ · x. The kernel keeps
+ * z only where a gradient needs it and the activation is not relu, whose
+ * backward reads y; without an activation dz is dy and the bias gradient
+ * its column sums.
+ */
+export function linear(
+  tape: Tape,
+  x: Variable,
+  w: Variable,
+  bias?: Variable,
+  activation: LinearActivation = 'none',
+): Variable {
+  const inputs = bias ? [x, w, bias] : [x, w];
+  const grads = tape.gradEnabled && inputs.some((v) => v.requiresGrad);
+  const preActivation = grads && activation !== 'none' && activation !== 'relu';
+  const [y, z] = tape.run(linearSpec, [x.value, w.value, bias?.value], { activation, preActivation });
+  const saved = activation === 'relu' ? y! : z;
+  return tape.record(y!, inputs, (dy, needs) => {
+    let dz = dy;
+    let db: Tensor | undefined;
+    if (activation === 'none') {
+      if (needs[2]) db = reduceToShape(tape, dy, bias!.shape);
+    } else {
+      [dz, db] = tape.run(biasActivationBackward, [dy, saved], { activation }) as [Tensor, Tensor];
+    }
+    const mm = (a: Tensor, b: Tensor, transA: boolean) => tape.run1(matmulSpec, [a, b], { transA });
+    return [
+      needs[0] ? mm(dz, w.value, false) : undefined,
+      needs[1] ? mm(dz, x.value, true) : undefined,
+      needs[2] ? db : undefined,
+    ];
   });
 }
 
