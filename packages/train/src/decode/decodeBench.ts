@@ -57,6 +57,8 @@ export interface DecodeRun {
   readonly msPerToken: number;
   readonly p10Ms: number;
   readonly p90Ms: number;
+  /** Every interval after the warm-up, in order (to see a pattern the percentiles hide). */
+  readonly intervalsMs: readonly number[];
   readonly tokensPerSecond: number;
   readonly prefillMs: number;
   readonly tokens: readonly number[];
@@ -178,7 +180,8 @@ export async function decodeOnBackend(
       last = now;
       tokens.push(token);
     }
-    const timed = intervals.slice(settings.warmupTokens).sort((a, b) => a - b);
+    const inOrder = intervals.slice(settings.warmupTokens);
+    const timed = [...inOrder].sort((a, b) => a - b);
     const median = quantile(timed, 0.5);
     const timing = await stepTiming(model, prompt.length, tokens, settings);
     const deviceMs = timing.profile?.stepDeviceMs;
@@ -192,6 +195,7 @@ export async function decodeOnBackend(
         msPerToken: median,
         p10Ms: quantile(timed, 0.1),
         p90Ms: quantile(timed, 0.9),
+        intervalsMs: inOrder,
         tokensPerSecond: 1000 / median,
         prefillMs,
         tokens,
@@ -410,6 +414,7 @@ function phaseRows(p: HostPhases): string[][] {
   return [
     ['3 writes (token, position, length)', fmt(p.writesUs)],
     ['submit, until the device is done (holds the step)', fmt(p.submitUs)],
+    ['  of which the submit call: encode and queue on the host', fmt(p.enqueueUs)],
     [`read the logits (${fmt(p.logitsBytes / 1024)} KiB)`, fmt(p.readLogitsUs)],
     ['argmax on the host', fmt(p.argmaxUs)],
     ['whole token', fmt(p.tokenUs)],

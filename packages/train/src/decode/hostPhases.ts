@@ -15,6 +15,8 @@ export interface HostPhases {
   readonly tokens: number;
   readonly position: number;
   readonly writesUs: number;
+  /** The submit call until it returns: encoding and queueing the step on the host, before any wait. */
+  readonly enqueueUs: number;
   readonly submitUs: number;
   readonly readLogitsUs: number;
   readonly argmaxUs: number;
@@ -73,6 +75,7 @@ export async function measureHostPhases(
     const logits = model.recordStep(batch, made);
     const phases = {
       writes: [] as number[],
+      enqueue: [] as number[],
       submit: [] as number[],
       read: [] as number[],
       argmax: [] as number[],
@@ -85,7 +88,9 @@ export async function measureHostPhases(
       backend.write(model.positionInput, Int32Array.of(position));
       backend.write(model.lengthInput, Int32Array.of(position + 1));
       const t1 = performance.now();
-      await batch.submit();
+      const submitted = batch.submit();
+      const queued = performance.now();
+      await submitted;
       const t2 = performance.now();
       const row = (await logits.read()) as Float32Array;
       const t3 = performance.now();
@@ -93,6 +98,7 @@ export async function measureHostPhases(
       const t4 = performance.now();
       if (i < warmup) continue;
       phases.writes.push(t1 - t0);
+      phases.enqueue.push(queued - t1);
       phases.submit.push(t2 - t1);
       phases.read.push(t3 - t2);
       phases.argmax.push(t4 - t3);
@@ -118,6 +124,7 @@ export async function measureHostPhases(
       tokens,
       position,
       writesUs: us(phases.writes),
+      enqueueUs: us(phases.enqueue),
       submitUs: us(phases.submit),
       readLogitsUs: us(phases.read),
       argmaxUs: us(phases.argmax),

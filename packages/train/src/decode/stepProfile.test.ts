@@ -167,6 +167,7 @@ describe.each(backends)('decode step profile on %s', (name, create) => {
       expect(phases).toMatchObject({ tokens: 3, position: POSITION, logitsBytes: 4 * vocab });
       for (const key of [
         'writesUs',
+        'enqueueUs',
         'submitUs',
         'readLogitsUs',
         'argmaxUs',
