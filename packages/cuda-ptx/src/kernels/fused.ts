@@ -44,6 +44,8 @@ export interface FusedVariant {
   readonly vec: boolean;
   /** Folds rmsNorm(x, normWeight) into the dot products. */
   readonly norm: boolean;
+  /** The weights' loads ask L2 for 256 bytes at a time (`.L2::256B`, as the GEMV's); the module targets sm_80. */
+  readonly l2Prefetch?: boolean;
 }
 
 const weightCount = (v: FusedVariant) => v.weights ?? 1;
@@ -57,7 +59,7 @@ function kernelName(v: FusedVariant): string {
 }
 
 export function fusedKey(v: FusedVariant): string {
-  return `fused/${kernelName(v)}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`;
+  return `fused/${kernelName(v)}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}${v.l2Prefetch ? '/l2pf' : ''}`;
 }
 
 /**
@@ -93,7 +95,7 @@ export function fusedModule(v: FusedVariant): PtxModule {
     });
   }
   const w = v.vec ? 4 : 1;
-  const m = new PtxModule();
+  const m = new PtxModule(v.l2Prefetch ? { target: 'sm_80' } : {});
   m.entry(
     FUSED_ENTRY,
     {
@@ -172,15 +174,15 @@ export function fusedModule(v: FusedVariant): PtxModule {
         const ptrs = [gPtr, ...(uPtr ? [uPtr] : []), ...(nPtr ? [nPtr] : []), ...xPtrs];
         streamLoop(k, kIdx, kDim, stride, unrollFor(v.rows), {
           load: () => {
-            const load = (ptr: R64) => {
+            const load = (ptr: R64, weight = false) => {
               const regs = k.regs('f32', w);
-              loadOrZero(k, regs, ptr);
+              loadOrZero(k, regs, ptr, undefined, weight && v.l2Prefetch ? 256 : undefined);
               return regs;
             };
-            const g = load(gPtr);
-            const u = uPtr ? load(uPtr) : undefined;
+            const g = load(gPtr, true);
+            const u = uPtr ? load(uPtr, true) : undefined;
             const nv = nPtr ? load(nPtr) : undefined;
-            const xv = xPtrs.map(load);
+            const xv = xPtrs.map((ptr) => load(ptr));
             for (const ptr of ptrs) k.add('u64', ptr, ptr, stride * 4);
             return { g, u, nv, xv };
           },
@@ -268,7 +270,15 @@ function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
   const operands = [x, ...w, ...(wUp ? [wUp] : []), ...(normWeight ? [normWeight] : [])];
   const vec = kDim % 4 === 0 && operands.every((o) => aligned16(o.ptr));
   const rows = Math.min(m, FUSED_MAX_ROWS);
-  const variant = { gated: wUp !== undefined, weights: w.length, rows, vec, norm: normWeight !== undefined };
+  const variant = {
+    gated: wUp !== undefined,
+    weights: w.length,
+    rows,
+    vec,
+    norm: normWeight !== undefined,
+    // Streams of .v4 weight loads ask L2 for 256 bytes at a time where the device has it (sm_80+).
+    ...(vec && encoder.device.computeCapability[0] >= 8 ? { l2Prefetch: true } : {}),
+  };
   // Rows beyond the grid's y limit go in several launches.
   const perLaunch = encoder.device.maxGridDim[1] * rows;
   for (let first = 0; first < m; first += perLaunch) {

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type LinearActivation } from '@rayo/core';
-import type { KernelBuilder, Vec4 } from '../ptx/kernel.js';
+import type { KernelBuilder, L2Prefetch, Vec4 } from '../ptx/kernel.js';
 import { type ParamHandles, PtxModule } from '../ptx/module.js';
 import { type AddressLike, addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { activationF32 } from './math.js';
@@ -26,10 +26,17 @@ export const AXPY_SHARED_BYTES = 32 * 1024;
  * cache; where `ok` is false nothing is read and the registers hold zeros
  * (the edge of a matrix contributes nothing to a sum).
  */
-export function loadOrZero(k: KernelBuilder, dst: readonly F32[], at: AddressLike, ok?: Pred): void {
+export function loadOrZero(
+  k: KernelBuilder,
+  dst: readonly F32[],
+  at: AddressLike,
+  ok?: Pred,
+  prefetch?: L2Prefetch,
+): void {
+  const opts = prefetch === undefined ? { nc: true } : { nc: true, prefetch };
   const load = () => {
-    if (dst.length === 4) k.ldGlobal('f32', dst as unknown as Vec4<F32>, at, { nc: true });
-    else k.ldGlobal('f32', dst[0]!, at, { nc: true });
+    if (dst.length === 4) k.ldGlobal('f32', dst as unknown as Vec4<F32>, at, opts);
+    else k.ldGlobal('f32', dst[0]!, at, opts);
   };
   if (!ok) {
     load();
@@ -131,6 +138,12 @@ export interface RowVariant {
   readonly withC: boolean;
   /** linear's bias and activation after the sum. */
   readonly epilogue?: Epilogue;
+  /**
+   * b's loads ask L2 for the 256 bytes around each (`.L2::256B`), a hint for
+   * a stream read once: a 64 MiB GEMV ran about 3% faster with it on an
+   * H100. The module then targets sm_80.
+   */
+  readonly l2Prefetch?: boolean;
 }
 
 export interface AxpyVariant extends RowVariant {
@@ -172,7 +185,7 @@ const ROW_PARAMS = {
 } as const;
 
 function rowsName(v: RowVariant): string {
-  return `m${v.rows}/${v.transA ? 't' : 'n'}/${v.vec ? 'v4' : 'scalar'}${v.withC ? '/c' : ''}${epilogueKey(v.epilogue)}`;
+  return `m${v.rows}/${v.transA ? 't' : 'n'}/${v.vec ? 'v4' : 'scalar'}${v.withC ? '/c' : ''}${epilogueKey(v.epilogue)}${v.l2Prefetch ? '/l2pf' : ''}`;
 }
 
 export function dotKey(v: RowVariant): string {
@@ -214,6 +227,15 @@ function checkRows(v: RowVariant): void {
       actual: String(v.rows),
     });
   }
+}
+
+/** `.L2::256B` needs sm_80; the other streaming modules keep the default target. */
+function moduleOptions(v: RowVariant): { target?: string } {
+  return v.l2Prefetch ? { target: 'sm_80' } : {};
+}
+
+function bPrefetch(v: RowVariant): L2Prefetch | undefined {
+  return v.l2Prefetch ? 256 : undefined;
 }
 
 /** The batch's base address of an operand: `ptr + z · stride` elements. */
@@ -295,7 +317,7 @@ function storeResult(k: KernelBuilder, p: RowOutput, m: R32 | number, col: R32, 
 export function dotModule(v: RowVariant): PtxModule {
   checkRows(v);
   const w = v.vec ? 4 : 1;
-  const m = new PtxModule();
+  const m = new PtxModule(moduleOptions(v));
   m.entry(
     DOT_ENTRY,
     ROW_PARAMS,
@@ -327,7 +349,7 @@ export function dotModule(v: RowVariant): PtxModule {
         streamLoop(k, kIdx, kDim, stride, unrollFor(v.rows), {
           load: () => {
             const bv = k.regs('f32', w);
-            loadOrZero(k, bv, bPtr);
+            loadOrZero(k, bv, bPtr, undefined, bPrefetch(v));
             k.add('u64', bPtr, bPtr, stride * 4);
             const av = Array.from({ length: v.rows }, (_, r) => {
               const regs = k.regs('f32', w);
@@ -426,7 +448,7 @@ export function axpyModule(v: AxpyVariant): PtxModule {
   const depth = v.quadK ? 4 : 1;
   // Steps in flight: about 8 rows of b per thread for one or two rows of a.
   const unroll = v.quadK ? (v.rows <= 2 ? 2 : 1) : v.rows === 1 ? 8 : unrollFor(v.rows);
-  const m = new PtxModule();
+  const m = new PtxModule(moduleOptions(v));
   m.entry(
     AXPY_ENTRY,
     ROW_PARAMS,
@@ -472,7 +494,7 @@ export function axpyModule(v: AxpyVariant): PtxModule {
           const bv = Array.from({ length: depth }, (_, j) => {
             if (j > 0) row = k.add('u64', k.reg('u64'), row, rowBytes);
             const regs = k.regs('f32', w);
-            loadOrZero(k, regs, row, colOk);
+            loadOrZero(k, regs, row, colOk, bPrefetch(v));
             return regs;
           });
           k.add('u64', bPtr, bPtr, bStep);

@@ -196,9 +196,11 @@ describe('matmul modules', () => {
     ),
   );
   const rowVariants: RowVariant[] = [1, 2, 5, MAX_ROWS].flatMap((rows) =>
-    [false, true].flatMap((transA) =>
-      [true, false].map((vec) => ({ rows, transA, vec, withC: rows % 2 === 1 })),
-    ),
+    [false, true].flatMap((transA) => [
+      { rows, transA, vec: true, withC: rows % 2 === 1 },
+      { rows, transA, vec: true, withC: rows % 2 === 1, l2Prefetch: true },
+      { rows, transA, vec: false, withC: rows % 2 === 1 },
+    ]),
   );
   const axpyVariants: AxpyVariant[] = rowVariants.flatMap((v) =>
     [8, v.vec ? 64 : 32].flatMap((columns) =>
@@ -234,6 +236,26 @@ describe('matmul modules', () => {
     expect(text).toMatch(/ld\.global\.nc\.v4\.f32/);
     expect(text.match(/st\.shared\.v4\.f32/g)).toHaveLength(3);
     expect(text).toMatch(/st\.global\.v4\.f32/);
+  });
+
+  it('streams b with .L2::256B prefetches on sm_80 and newer, in modules that target sm_80', () => {
+    const gemv = problem(1, 4096, 4096, { transB: true });
+    const hopper = planMatmul(gemv, { ...H100, computeCapability: [9, 0] });
+    expect(hopper.variant).toMatchObject({ l2Prefetch: true });
+    expect(planMatmul(gemv, { ...H100, computeCapability: [7, 5] }).variant).not.toHaveProperty('l2Prefetch');
+    // Scalar loads of b keep the plain form.
+    const odd = planMatmul(problem(1, 4095, 4096, { transB: true }), { ...H100, computeCapability: [9, 0] });
+    expect(odd.variant).not.toHaveProperty('l2Prefetch');
+    const axpy = planMatmul(problem(1, 4096, 4096), { ...H100, computeCapability: [9, 0] });
+    expect(axpy).toMatchObject({ kind: 'axpy', variant: { l2Prefetch: true } });
+    if (hopper.kind !== 'dot' || axpy.kind !== 'axpy') throw new Error('unreachable');
+    const dot = dotModule(hopper.variant).emit();
+    expect(dot).toMatch(/\.target sm_80/);
+    expect(dot).toMatch(/ld\.global\.nc\.L2::256B\.v4\.f32/);
+    // Only b's stream: a (the activations) is read plainly.
+    expect(dot).toMatch(/ld\.global\.nc\.v4\.f32/);
+    expect(axpyModule(axpy.variant).emit()).toMatch(/ld\.global\.nc\.L2::256B\.v4\.f32/);
+    expect(dotKey(hopper.variant)).not.toBe(dotKey({ ...hopper.variant, l2Prefetch: undefined }));
   });
 
   it('reduces with warp shuffles', () => {
@@ -272,12 +294,13 @@ describe('matmul modules', () => {
 
   const gate = ptxasTestGate();
   describe.skipIf(gate.skip)(`PTX assembles with ptxas (${gate.reason})`, () => {
-    /** Assembles for sm_90 and the oldest target; returns the sm_90 log. */
+    /** Assembles for sm_90 and the oldest target the module claims; returns the sm_90 log. */
     const assemble = (name: string, text: string): string => {
       // The sm_90 build is the one that must not spill; the oldest target only has to assemble.
-      const oldest = assemblePtx(text, DEFAULT_TARGET);
-      expect(oldest.ok, `${name} ${DEFAULT_TARGET}: ${oldest.log}`).toBe(true);
-      expect(oldest.log, `${name} ${DEFAULT_TARGET}`).not.toMatch(/warning/);
+      const claimed = /^\.target (\S+)/m.exec(text)?.[1] ?? DEFAULT_TARGET;
+      const oldest = assemblePtx(text, claimed);
+      expect(oldest.ok, `${name} ${claimed}: ${oldest.log}`).toBe(true);
+      expect(oldest.log, `${name} ${claimed}`).not.toMatch(/warning/);
       return expectAssemblesCleanly(text, 'sm_90', name).log;
     };
     it('tiles, every layout, .v4 and element-wise, with and without c', () => {

@@ -604,9 +604,15 @@ export type MatmulPlan =
  * M (or small N, as the transposed product), reading b once; the rest
  * goes to tiles, the mid-size tile where the large one would leave SMs idle.
  */
-export function planMatmul(p: MatmulProblem, device: Pick<DeviceProperties, 'multiprocessors'>): MatmulPlan {
+export function planMatmul(
+  p: MatmulProblem,
+  device: Pick<DeviceProperties, 'multiprocessors'> & Partial<Pick<DeviceProperties, 'computeCapability'>>,
+): MatmulPlan {
   const small = Math.min(p.m, p.n);
   if (small <= MAX_ROWS) {
+    // Streams of .v4 loads of b ask L2 for 256 bytes at a time where the device has it (sm_80+).
+    const prefetch = (vec: boolean) =>
+      vec && (device.computeCapability?.[0] ?? 0) >= 8 ? { l2Prefetch: true } : {};
     // Transposing the product turns op(a) into the rows side: op(b)ᵀ, stored [N, K] when b was not transposed.
     const swapped = p.n < p.m;
     const rows = swapped ? p.n : p.m;
@@ -618,13 +624,22 @@ export function planMatmul(p: MatmulProblem, device: Pick<DeviceProperties, 'mul
     if (bKInner) {
       // a is read as .v4 along K too, unless it is transposed (then element by element).
       const vec = p.k % 4 === 0 && alignedB && (transA || alignedA);
-      const variant = { rows, transA, vec, withC: p.withC, epilogue: p.epilogue };
+      const variant = { rows, transA, vec, withC: p.withC, epilogue: p.epilogue, ...prefetch(vec) };
       return { kind: 'dot', variant, swapped, columns, blocks: Math.ceil(columns / DOT_COLUMNS) };
     }
     const vec = columns % 4 === 0 && alignedB;
     const cols = axpyColumns(rows, columns, vec, p.batch, device.multiprocessors);
     const quadK = !transA && p.k % 4 === 0 && alignedA;
-    const variant = { rows, transA, vec, withC: p.withC, epilogue: p.epilogue, columns: cols, quadK };
+    const variant = {
+      rows,
+      transA,
+      vec,
+      withC: p.withC,
+      epilogue: p.epilogue,
+      columns: cols,
+      quadK,
+      ...prefetch(vec),
+    };
     return { kind: 'axpy', variant, swapped, columns, blocks: Math.ceil(columns / cols) };
   }
   const contiguousA = p.transA ? p.m : p.k;

@@ -152,6 +152,24 @@ describe('builder misuse', () => {
     expect(v4x64.actual).toBe('4 registers (32 bytes)');
     const ncCache = thrown((k) => k.ldGlobal('f32', k.reg('f32'), k.reg('u64'), { nc: true, cache: 'lu' }));
     expect(ncCache.expected).toBe('one of ca, cg, cs');
+    // L2 prefetch sizes: 256 bytes needs sm_80, and PTX 7.4 for any.
+    const at = (k: KernelBuilder) => k.reg('u64');
+    const big = thrown((k) => k.ldGlobal('f32', k.reg('f32'), at(k), { nc: true, prefetch: 256 }));
+    expect(big.expected).toBe('.target >= sm_80 and .version >= 7.4');
+    const old = new PtxModule({ version: '7.3', target: 'sm_75' });
+    expect(thrown((k) => k.ldGlobal('f32', k.reg('f32'), at(k), { prefetch: 128 }), old).expected).toBe(
+      '.target >= sm_75 and .version >= 7.4',
+    );
+    expect(thrown((k) => k.ldGlobal('f32', k.reg('f32'), at(k), { prefetch: 32 as 64 })).expected).toBe(
+      'one of 64, 128, 256',
+    );
+    const ok = new PtxModule({ target: 'sm_80' });
+    ok.entry('k', { p: 'ptr' }, (k, p) => {
+      k.ldGlobal('f32', k.regs('f32', 4), k.globalPointer(p.p), { nc: true, prefetch: 256 });
+      k.ldGlobal('f32', k.reg('f32'), k.globalPointer(p.p), { prefetch: 64 });
+    });
+    expect(ok.emit()).toMatch(/ld\.global\.nc\.L2::256B\.v4\.f32 \{/);
+    expect(ok.emit()).toMatch(/ld\.global\.L2::64B\.f32 /);
   });
 
   it('rejects bad structured-helper arguments', () => {

@@ -11,6 +11,7 @@ export type {
   FloatOptions,
   FloatRounding,
   IntRounding,
+  L2Prefetch,
   LoadCache,
   LoadOptions,
   LoopControl,

@@ -170,7 +170,13 @@ export interface LoadOptions {
   /** Read through the non-coherent (read-only) cache: the data must not be written during the kernel. */
   readonly nc?: boolean;
   readonly cache?: LoadCache;
+  /**
+   * `.L2::{64,128,256}B`: L2 fetches this many bytes around the address, a
+   * hint for streams read once (PTX 7.4; 256 needs sm_80).
+   */
+  readonly prefetch?: L2Prefetch;
 }
+export type L2Prefetch = 64 | 128 | 256;
 export interface StoreOptions {
   readonly cache?: StoreCache;
 }
@@ -209,6 +215,7 @@ const FLOAT_ONLY_CMP: readonly string[] = ['equ', 'neu', 'ltu', 'leu', 'gtu', 'g
 const SHFL_MODES: readonly string[] = ['up', 'down', 'bfly', 'idx'];
 const LOAD_CACHES: readonly string[] = ['ca', 'cg', 'cs', 'lu', 'cv'];
 const NC_CACHES: readonly string[] = ['ca', 'cg', 'cs'];
+const L2_PREFETCH_SIZES: readonly string[] = ['64', '128', '256'];
 const STORE_CACHES: readonly string[] = ['wb', 'cg', 'cs', 'wt'];
 const ATOM_TYPES: Readonly<Record<AtomOp, readonly ScalarType[]>> = {
   add: ['u32', 's32', 'u64', 'f32'],
@@ -371,7 +378,7 @@ export class KernelBuilder {
 
   // ------------------------------------------------------------------ memory
 
-  /** `ld.global{.cop}{.nc}{.v2|.v4}.type d, [a]`. */
+  /** `ld.global{.cop}{.nc}{.L2::NB}{.v2|.v4}.type d, [a]`. */
   ldGlobal<T extends MemType, D extends VecOf<RegOf<T>>>(
     type: T,
     d: D,
@@ -386,7 +393,18 @@ export class KernelBuilder {
     }
     const cop = opts.cache ? `.${opts.cache}` : '';
     const nc = opts.nc ? '.nc' : '';
-    this.#emit(`ld.global${cop}${nc}${vec}.${type} ${text}, ${this.#address(call, 'a', a, 'global')}`);
+    let prefetch = '';
+    if (opts.prefetch !== undefined) {
+      this.#oneOf(call, 'opts.prefetch', String(opts.prefetch), L2_PREFETCH_SIZES);
+      this.#require(call, `ld.global.L2::${opts.prefetch}B`, {
+        sm: opts.prefetch === 256 ? 80 : 75,
+        ptx: '7.4',
+      });
+      prefetch = `.L2::${opts.prefetch}B`;
+    }
+    this.#emit(
+      `ld.global${cop}${nc}${prefetch}${vec}.${type} ${text}, ${this.#address(call, 'a', a, 'global')}`,
+    );
     return d;
   }
 

@@ -1006,14 +1006,17 @@ describe('conversions', () => {
 });
 
 describe('memory', () => {
-  it('moves .v2 and .v4 vectors through global and shared memory, and reads through ld.global.nc', () => {
+  it('moves .v2 and .v4 vectors through global and shared memory, and reads through ld.global.nc with an L2 prefetch size', () => {
     const inp = device(Uint32Array.from({ length: 64 * 4 }, (_, i) => i * 3 + 1));
     const out = device(2 * 64 * 4 * 4);
     launch(
       (k, p) => {
         const tile = k.sharedArray('tile', 'u32', 64 * 4, 16);
         const i = k.tid();
-        const v = k.ldGlobal('u32', k.regs('u32', 4), k.elementAddress(p.inp, i, 16), { nc: true });
+        const v = k.ldGlobal('u32', k.regs('u32', 4), k.elementAddress(p.inp, i, 16), {
+          nc: true,
+          prefetch: 128,
+        });
         const slot = k.madLo('u32', k.reg('u32'), i, 16, k.sharedAddress(tile));
         k.stShared('u32', addr(slot), v);
         k.barSync();

@@ -1175,8 +1175,9 @@ function lowerMemory(ctx: Context): Lowered {
   const type = typeOf(ctx);
   const width = widthOf(type);
   if (width === 1) unsupported(ctx);
+  // An L2 prefetch size is a cache hint: it changes nothing a kernel computes.
   const caches = load
-    ? ['nc', 'ca', 'cg', 'cs', 'lu', 'cv', 'volatile']
+    ? ['nc', 'ca', 'cg', 'cs', 'lu', 'cv', 'volatile', 'L2::64B', 'L2::128B', 'L2::256B']
     : ['wb', 'cg', 'cs', 'wt', 'volatile'];
   onlyModifiers(ctx, ['global', 'shared', 'v2', 'v4', ...caches]);
   const vector = parts.find((p) => VECTOR.test(p));
