@@ -45,13 +45,7 @@ const variants: FusedVariant[] = [
       [false, true].map((vec) => ({ gated: false, weights, rows, vec, norm: true })),
     ),
   ),
-  // With L2 prefetches of the weights (sm_80 and newer), as the decode step runs on an H100.
-  ...[1, 3, FUSED_MAX_ROWS].map((rows) => ({ gated: true, rows, vec: true, norm: true, l2Prefetch: true })),
-  { gated: false, weights: 3, rows: 1, vec: true, norm: true, l2Prefetch: true },
 ];
-
-/** The oldest target a module claims. */
-const claimedTarget = (text: string) => /^\.target (\S+)/m.exec(text)?.[1] ?? DEFAULT_TARGET;
 
 describe('fused streaming kernels', () => {
   it('implements gateUpSwiglu and rmsNormMatmul', () => {
@@ -72,15 +66,6 @@ describe('fused streaming kernels', () => {
     expect(text).not.toContain('bar.sync');
     expect(text).toContain('sqrt.rn.f32');
     expect(fusedModule({ gated: true, rows: 1, vec: true, norm: false }).emit()).not.toContain('sqrt');
-    // Prefetching: the two weights' loads only (x and the norm weight are read plainly).
-    const prefetching = fusedModule({ gated: true, rows: 1, vec: true, norm: true, l2Prefetch: true }).emit();
-    expect(prefetching).toMatch(/^\.target sm_80/m);
-    const plainLoads = fusedModule({ gated: true, rows: 1, vec: true, norm: true }).emit();
-    const all = plainLoads.match(/ld\.global\.nc\.v4\.f32/g)?.length ?? 0;
-    const weights = prefetching.match(/ld\.global\.nc\.L2::256B\.v4\.f32/g)?.length ?? 0;
-    // Per step: gate and up of the weights, x and the norm weight: half the loads.
-    expect(weights).toBeGreaterThan(0);
-    expect(2 * weights).toBe(all);
     // One weight, the norm weight and x; no silu (no exponential).
     const plain = fusedModule({ gated: false, rows: 1, vec: true, norm: true }).emit();
     expect(plain.match(/ld\.global\.nc\.v4\.f32/g)).toHaveLength(3 * 4 + 3);
@@ -182,9 +167,8 @@ const gate = ptxasTestGate();
 describe.skipIf(gate.skip)(`fused PTX assembles with ptxas, without spills (${gate.reason})`, () => {
   it('every row count, layout and norm', () => {
     for (const v of variants) {
-      const text = fusedModule(v).emit();
-      for (const arch of ['sm_90', claimedTarget(text)]) {
-        expectAssemblesCleanly(text, arch, `${fusedKey(v)} ${arch}`);
+      for (const arch of ['sm_90', DEFAULT_TARGET]) {
+        expectAssemblesCleanly(fusedModule(v).emit(), arch, `${fusedKey(v)} ${arch}`);
       }
     }
   }, 120_000);

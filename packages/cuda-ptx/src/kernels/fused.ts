@@ -44,8 +44,6 @@ export interface FusedVariant {
   readonly vec: boolean;
   /** Folds rmsNorm(x, normWeight) into the dot products. */
   readonly norm: boolean;
-  /** The weights' loads ask L2 for 256 bytes at a time (`.L2::256B`, as the GEMV's); the module targets sm_80. */
-  readonly l2Prefetch?: boolean;
 }
 
 const weightCount = (v: FusedVariant) => v.weights ?? 1;
@@ -59,7 +57,7 @@ function kernelName(v: FusedVariant): string {
 }
 
 export function fusedKey(v: FusedVariant): string {
-  return `fused/${kernelName(v)}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}${v.l2Prefetch ? '/l2pf' : ''}`;
+  return `fused/${kernelName(v)}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`;
 }
 
 /**
@@ -95,7 +93,7 @@ export function fusedModule(v: FusedVariant): PtxModule {
     });
   }
   const w = v.vec ? 4 : 1;
-  const m = new PtxModule(v.l2Prefetch ? { target: 'sm_80' } : {});
+  const m = new PtxModule();
   m.entry(
     FUSED_ENTRY,
     {
@@ -174,15 +172,15 @@ export function fusedModule(v: FusedVariant): PtxModule {
         const ptrs = [gPtr, ...(uPtr ? [uPtr] : []), ...(nPtr ? [nPtr] : []), ...xPtrs];
         streamLoop(k, kIdx, kDim, stride, unrollFor(v.rows), {
           load: () => {
-            const load = (ptr: R64, weight = false) => {
+            const load = (ptr: R64) => {
               const regs = k.regs('f32', w);
-              loadOrZero(k, regs, ptr, undefined, weight && v.l2Prefetch ? 256 : undefined);
+              loadOrZero(k, regs, ptr);
               return regs;
             };
-            const g = load(gPtr, true);
-            const u = uPtr ? load(uPtr, true) : undefined;
+            const g = load(gPtr);
+            const u = uPtr ? load(uPtr) : undefined;
             const nv = nPtr ? load(nPtr) : undefined;
-            const xv = xPtrs.map((ptr) => load(ptr));
+            const xv = xPtrs.map(load);
             for (const ptr of ptrs) k.add('u64', ptr, ptr, stride * 4);
             return { g, u, nv, xv };
           },
@@ -270,15 +268,7 @@ function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
   const operands = [x, ...w, ...(wUp ? [wUp] : []), ...(normWeight ? [normWeight] : [])];
   const vec = kDim % 4 === 0 && operands.every((o) => aligned16(o.ptr));
   const rows = Math.min(m, FUSED_MAX_ROWS);
-  const variant = {
-    gated: wUp !== undefined,
-    weights: w.length,
-    rows,
-    vec,
-    norm: normWeight !== undefined,
-    // Streams of .v4 weight loads ask L2 for 256 bytes at a time where the device has it (sm_80+).
-    ...(vec && encoder.device.computeCapability[0] >= 8 ? { l2Prefetch: true } : {}),
-  };
+  const variant = { gated: wUp !== undefined, weights: w.length, rows, vec, norm: normWeight !== undefined };
   // Rows beyond the grid's y limit go in several launches.
   const perLaunch = encoder.device.maxGridDim[1] * rows;
   for (let first = 0; first < m; first += perLaunch) {

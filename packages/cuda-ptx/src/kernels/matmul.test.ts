@@ -238,24 +238,28 @@ describe('matmul modules', () => {
     expect(text).toMatch(/st\.global\.v4\.f32/);
   });
 
-  it('streams b with .L2::256B prefetches on sm_80 and newer, in modules that target sm_80', () => {
-    const gemv = problem(1, 4096, 4096, { transB: true });
+  it('streams b stored [K, N] with .L2::256B prefetches on sm_80 and newer, in modules that target sm_80', () => {
+    const gemv = problem(1, 4096, 4096);
     const hopper = planMatmul(gemv, { ...H100, computeCapability: [9, 0] });
-    expect(hopper.variant).toMatchObject({ l2Prefetch: true });
+    expect(hopper).toMatchObject({ kind: 'axpy', variant: { l2Prefetch: true } });
     expect(planMatmul(gemv, { ...H100, computeCapability: [7, 5] }).variant).not.toHaveProperty('l2Prefetch');
-    // Scalar loads of b keep the plain form.
-    const odd = planMatmul(problem(1, 4095, 4096, { transB: true }), { ...H100, computeCapability: [9, 0] });
+    // Scalar loads of b, and b stored [N, K] (the dot kernel), keep the plain form.
+    const odd = planMatmul(problem(1, 4096, 4095), { ...H100, computeCapability: [9, 0] });
     expect(odd.variant).not.toHaveProperty('l2Prefetch');
-    const axpy = planMatmul(problem(1, 4096, 4096), { ...H100, computeCapability: [9, 0] });
-    expect(axpy).toMatchObject({ kind: 'axpy', variant: { l2Prefetch: true } });
-    if (hopper.kind !== 'dot' || axpy.kind !== 'axpy') throw new Error('unreachable');
-    const dot = dotModule(hopper.variant).emit();
-    expect(dot).toMatch(/\.target sm_80/);
-    expect(dot).toMatch(/ld\.global\.nc\.L2::256B\.v4\.f32/);
+    const dot = planMatmul(problem(1, 4096, 4096, { transB: true }), { ...H100, computeCapability: [9, 0] });
+    expect(dot).toMatchObject({ kind: 'dot' });
+    expect(dot.variant).not.toHaveProperty('l2Prefetch');
+    if (hopper.kind !== 'axpy') throw new Error('unreachable');
+    const text = axpyModule(hopper.variant).emit();
+    expect(text).toMatch(/^\.target sm_80/m);
+    expect(text).toMatch(/ld\.global\.nc\.L2::256B\.v4\.f32/);
     // Only b's stream: a (the activations) is read plainly.
-    expect(dot).toMatch(/ld\.global\.nc\.v4\.f32/);
-    expect(axpyModule(axpy.variant).emit()).toMatch(/ld\.global\.nc\.L2::256B\.v4\.f32/);
-    expect(dotKey(hopper.variant)).not.toBe(dotKey({ ...hopper.variant, l2Prefetch: undefined }));
+    expect(text).toMatch(/ld\.global\.nc\.v4\.f32/);
+    expect(axpyKey(hopper.variant)).not.toBe(axpyKey({ ...hopper.variant, l2Prefetch: undefined }));
+    // The dot kernel streams b the same way when asked.
+    expect(dotModule({ rows: 1, transA: false, vec: true, withC: false, l2Prefetch: true }).emit()).toMatch(
+      /ld\.global\.nc\.L2::256B\.v4\.f32/,
+    );
   });
 
   it('reduces with warp shuffles', () => {
