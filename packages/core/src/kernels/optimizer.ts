@@ -114,6 +114,40 @@ export const adamwStep = defineKernel<AdamwAttrs>({
   cost: ([param]) => ({ flops: 15 * sizeOf(param!.shape), bytes: 7 * BYTES * sizeOf(param!.shape) }),
 });
 
+/** The names of `adamwMomentConstants`, in the order kernels that take them as parameters list them. */
+export const ADAMW_MOMENT_CONSTANTS = [
+  'beta1',
+  'oneMinusBeta1',
+  'beta2',
+  'oneMinusBeta2',
+  'logBeta1',
+  'logBeta2',
+  'eps',
+] as const;
+
+/**
+ * What every AdamW kernel derives from its attributes on the host: the
+ * decays and their complements, and ln β for bias corrections formed on the
+ * device as −expm1(t · ln β). ln 0 is −∞; a large finite value makes
+ * e^(t·ln β) 0, as β^t is.
+ */
+export function adamwMomentConstants(attrs: {
+  readonly beta1: number;
+  readonly beta2: number;
+  readonly eps: number;
+}): Record<(typeof ADAMW_MOMENT_CONSTANTS)[number], number> {
+  const { beta1, beta2, eps } = attrs;
+  return {
+    beta1,
+    oneMinusBeta1: 1 - beta1,
+    beta2,
+    oneMinusBeta2: 1 - beta2,
+    logBeta1: beta1 === 0 ? -1e30 : Math.log(beta1),
+    logBeta2: beta2 === 0 ? -1e30 : Math.log(beta2),
+    eps,
+  };
+}
+
 // ---- SGD with momentum -------------------------------------------------------
 
 type SgdAttrs = {

@@ -1,4 +1,12 @@
-import { adamwStep, clipByGlobalNorm, globalNorm, multiTensorAdamw, sgdStep } from '@rayo/core';
+import {
+  ADAMW_MOMENT_CONSTANTS,
+  adamwMomentConstants,
+  adamwStep,
+  clipByGlobalNorm,
+  globalNorm,
+  multiTensorAdamw,
+  sgdStep,
+} from '@rayo/core';
 import {
   type AnyCudaKernel,
   cudaKernel,
@@ -119,18 +127,7 @@ export function adamwKey(width: VectorWidth, device: AdamwDeviceInputs = ON_HOST
 }
 
 /** The launch parameters of a kernel whose step or lr is on the device: their inputs to the constants. */
-const ADAMW_DEVICE_CONSTANTS = [
-  'beta1',
-  'oneMinusBeta1',
-  'beta2',
-  'oneMinusBeta2',
-  'logBeta1',
-  'logBeta2',
-  'eps',
-  'weightDecay',
-  'step',
-  'lr',
-];
+const ADAMW_DEVICE_CONSTANTS = [...ADAMW_MOMENT_CONSTANTS, 'weightDecay', 'step', 'lr'];
 
 /** e^x − 1 for x ≤ 0: the series (8 terms, below 1e-10 relative) where |x| < 1/4, where 1 − e^x would cancel; else e^x − 1. */
 function expm1(k: KernelBuilder, x: F32): F32 {
@@ -266,20 +263,8 @@ export function adamwDeviceConstants(attrs: {
   weightDecay: number;
   step: number;
 }): Record<string, number> {
-  const { lr, beta1, beta2, eps, weightDecay, step } = attrs;
-  return {
-    beta1,
-    oneMinusBeta1: 1 - beta1,
-    beta2,
-    oneMinusBeta2: 1 - beta2,
-    // ln 0 is −∞; a large finite value makes e^(t·ln β) 0, as β^t is.
-    logBeta1: beta1 === 0 ? -1e30 : Math.log(beta1),
-    logBeta2: beta2 === 0 ? -1e30 : Math.log(beta2),
-    eps,
-    weightDecay,
-    step,
-    lr,
-  };
+  const { lr, weightDecay, step } = attrs;
+  return { ...adamwMomentConstants(attrs), weightDecay, step, lr };
 }
 
 const adamwKernel = cudaKernel(adamwStep, (encoder, { inputs, attrs }) => {
@@ -667,19 +652,7 @@ export const MULTI_ADAMW_CHUNK = 16 * BLOCK;
 /** Bytes of kernel parameters a launch may pass (cuLaunchKernel's limit before CUDA 12.1 and Volta). */
 export const KERNEL_PARAM_BYTES = 4096;
 
-const MULTI_CONSTANTS = [
-  'beta1',
-  'oneMinusBeta1',
-  'beta2',
-  'oneMinusBeta2',
-  'logBeta1',
-  'logBeta2',
-  'eps',
-  'step',
-  'lr',
-  'maxNorm',
-  'clipEps',
-];
+const MULTI_CONSTANTS = [...ADAMW_MOMENT_CONSTANTS, 'step', 'lr', 'maxNorm', 'clipEps'];
 /** stepAt, lrAt and normAt, then the constants. */
 const MULTI_FIXED_BYTES = 3 * 8 + 4 * MULTI_CONSTANTS.length;
 /** Four pointers, then the size, first block and weight decay. */

@@ -1,4 +1,6 @@
 import {
+  ADAMW_MOMENT_CONSTANTS,
+  adamwMomentConstants,
   adamwStep,
   clipByGlobalNorm,
   globalNorm,
@@ -222,17 +224,10 @@ const adamwKernel = wgpuKernel(adamwStep, (encoder, { inputs, attrs }) => {
   if (stepAt || lrAt) {
     const decl = ADAMW_DEVICE[(stepAt ? 2 : 0) + (lrAt ? 1 : 0)]!;
     dispatchUpdate(encoder, decl, operands, [...(stepAt ? [stepAt] : []), ...(lrAt ? [lrAt] : [])], {
+      ...adamwMomentConstants(attrs),
       step,
       lr,
-      // ln β is −∞ at β = 0: e^(t·ln β) is then 0, as β^t is.
-      logBeta1: beta1 === 0 ? -1e30 : Math.log(beta1),
-      logBeta2: beta2 === 0 ? -1e30 : Math.log(beta2),
       weightDecay,
-      eps,
-      beta1,
-      oneMinusBeta1: 1 - beta1,
-      beta2,
-      oneMinusBeta2: 1 - beta2,
     });
     return;
   }
@@ -501,19 +496,7 @@ export const MULTI_CHUNK = 4 * WG;
 /** Most tensors per dispatch, wherever the binding limit is higher: keeps the shader small. */
 export const MULTI_SLOTS = 64;
 
-const MULTI_CONSTANTS = [
-  'beta1',
-  'oneMinusBeta1',
-  'beta2',
-  'oneMinusBeta2',
-  'logBeta1',
-  'logBeta2',
-  'eps',
-  'step',
-  'lr',
-  'maxNorm',
-  'clipEps',
-] as const;
+const MULTI_CONSTANTS = [...ADAMW_MOMENT_CONSTANTS, 'step', 'lr', 'maxNorm', 'clipEps'] as const;
 
 /** Which per-step values the shader reads from device tensors. */
 export interface MultiAdamwDevice {
@@ -634,16 +617,9 @@ const multiAdamwKernel = wgpuKernel(multiTensorAdamw, (encoder, { inputs, attrs 
       actual: String(maxBuffers),
     });
   }
-  const { beta1, beta2, eps, weightDecay } = attrs;
+  const { weightDecay } = attrs;
   const base: Record<string, number> = {
-    beta1,
-    oneMinusBeta1: 1 - beta1,
-    beta2,
-    oneMinusBeta2: 1 - beta2,
-    // ln β is −∞ at β = 0: e^(t·ln β) is then 0, as β^t is.
-    logBeta1: beta1 === 0 ? -1e30 : Math.log(beta1),
-    logBeta2: beta2 === 0 ? -1e30 : Math.log(beta2),
-    eps,
+    ...adamwMomentConstants(attrs),
     step: attrs.step,
     lr: attrs.lr,
     maxNorm: attrs.maxNorm,
