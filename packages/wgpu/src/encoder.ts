@@ -1,3 +1,4 @@
+import { bytesPerElement } from '@rayo/core';
 import type { ScratchPool } from './buffers.js';
 import type { Dispatch, KernelEncoder, Operand } from './kernel.js';
 import type { ParamSlots } from './params.js';
@@ -6,10 +7,7 @@ import type { PipelineCache } from './pipelines.js';
 function binding(b: Operand | GPUBufferBinding): GPUBufferBinding {
   if ('shape' in b) {
     // Bindings must be non-empty and a multiple of 4 bytes.
-    const bytes = Math.max(
-      4,
-      Math.ceil((b.size * (b.dtype === 'f16' || b.dtype === 'bf16' ? 2 : 4)) / 4) * 4,
-    );
+    const bytes = Math.max(4, Math.ceil((b.size * bytesPerElement(b.dtype)) / 4) * 4);
     return { buffer: b.buffer, offset: b.offset, size: bytes };
   }
   return b;

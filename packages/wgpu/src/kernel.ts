@@ -1,4 +1,11 @@
-import type { AttrValues, DType, KernelIO, KernelSpec, Shape } from '@rayo/core';
+import {
+  type AttrValues,
+  bytesPerElement,
+  type DType,
+  type KernelIO,
+  type KernelSpec,
+  type Shape,
+} from '@rayo/core';
 import type { ParamLayout } from './params.js';
 import type { ShaderSource } from './pipelines.js';
 
@@ -70,17 +77,17 @@ export function wgpuKernel<A extends AttrValues>(
 }
 
 /**
- * Splits `count` elements of `bytesPerElement` into ranges that each fit one
+ * Splits `count` elements of `elementBytes` bytes into ranges that each fit one
  * binding and start at an offset storage bindings accept.
  */
 export function bindingRanges(
   count: number,
-  bytesPerElement: number,
+  elementBytes: number,
   encoder: Pick<KernelEncoder, 'maxBindingBytes' | 'limits'>,
 ): { start: number; count: number }[] {
   const align = encoder.limits.minStorageBufferOffsetAlignment;
-  const unit = align / gcd(align, bytesPerElement); // elements per aligned step
-  const perRange = Math.max(unit, Math.floor(encoder.maxBindingBytes / bytesPerElement / unit) * unit);
+  const unit = align / gcd(align, elementBytes); // elements per aligned step
+  const perRange = Math.max(unit, Math.floor(encoder.maxBindingBytes / elementBytes / unit) * unit);
   const ranges: { start: number; count: number }[] = [];
   for (let start = 0; start < count; start += perRange)
     ranges.push({ start, count: Math.min(perRange, count - start) });
@@ -93,7 +100,7 @@ function gcd(a: number, b: number): number {
 
 /** A view of `count` elements of an operand starting at element `start`. */
 export function operandRange(operand: Operand, start: number, count: number): Operand {
-  const bytes = operand.dtype === 'f16' || operand.dtype === 'bf16' ? 2 : 4;
+  const bytes = bytesPerElement(operand.dtype);
   return { ...operand, offset: operand.offset + start * bytes, size: count, shape: [count] };
 }
 

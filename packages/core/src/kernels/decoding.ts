@@ -3,10 +3,9 @@ import { defineKernel, deviceAttribute } from '../kernel.js';
 import { formatShape, shapesEqual, sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
 import { rope } from './rope.js';
+import { F32, F32_BYTES } from './vocabulary.js';
 
 const FAMILY = 'decoding';
-const F32 = ['f32'] as const;
-const BYTES = 4;
 
 // ---- KV cache scatter ------------------------------------------------------
 
@@ -89,7 +88,7 @@ export const kvCacheScatter = defineKernel<KvCacheScatterAttrs>({
     return [out];
   },
   // Reads the new rows and writes them; the rest of the cache is not touched.
-  cost: ([, values]) => ({ flops: 0, bytes: 2 * BYTES * sizeOf(values!.shape) }),
+  cost: ([, values]) => ({ flops: 0, bytes: 2 * F32_BYTES * sizeOf(values!.shape) }),
 });
 
 // ---- incremental attention ----------------------------------------------------
@@ -191,7 +190,7 @@ export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
     return {
       // q·k and the weighted sum of v (2 flops per multiply-add each), plus max, exp and sum per score.
       flops: nHeads * seqLen * (4 * headDim + 3),
-      bytes: BYTES * (2 * nHeads * headDim + 2 * nKvHeads * seqLen * headDim),
+      bytes: F32_BYTES * (2 * nHeads * headDim + 2 * nKvHeads * seqLen * headDim),
     };
   },
 });
@@ -307,6 +306,6 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
   // Reads q, k, v and writes q and the new cache rows; rope's flops for q and k.
   cost([q, k]) {
     const n = sizeOf(q!.shape) + sizeOf(k!.shape);
-    return { flops: 3 * n, bytes: 2 * BYTES * (n + sizeOf(k!.shape)) };
+    return { flops: 3 * n, bytes: 2 * F32_BYTES * (n + sizeOf(k!.shape)) };
   },
 });

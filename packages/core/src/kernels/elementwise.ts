@@ -2,12 +2,9 @@ import type { HostArray } from '../dtype.js';
 import { defineKernel, type KernelSpec } from '../kernel.js';
 import { broadcastIndexMap, broadcastShapes, sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
+import { F32, F32_BYTES, type NoAttrs } from './vocabulary.js';
 
 const FAMILY = 'elementwise';
-const F32 = ['f32'] as const;
-const BYTES = 4;
-
-type NoAttrs = Record<never, never>;
 
 // ---- binary, with NumPy broadcasting ---------------------------------------
 
@@ -39,7 +36,7 @@ function binaryKernel(
     },
     cost([a, b]) {
       const n = sizeOf(broadcastShapes(a!.shape, b!.shape, { kernel: name, argument: 'b' }));
-      return { flops: n, bytes: (sizeOf(a!.shape) + sizeOf(b!.shape) + n) * BYTES };
+      return { flops: n, bytes: (sizeOf(a!.shape) + sizeOf(b!.shape) + n) * F32_BYTES };
     },
   });
 }
@@ -66,7 +63,7 @@ function unaryKernel(name: string, summary: string, flopsPerElement: number, fn:
     attributes: {},
     infer: ([x]) => [{ name: 'y', shape: x!.shape, dtype: x!.dtype }],
     reference: ([x]) => [mapF32(x!, fn)],
-    cost: ([x]) => ({ flops: flopsPerElement * sizeOf(x!.shape), bytes: 2 * BYTES * sizeOf(x!.shape) }),
+    cost: ([x]) => ({ flops: flopsPerElement * sizeOf(x!.shape), bytes: 2 * F32_BYTES * sizeOf(x!.shape) }),
   });
 }
 
@@ -111,7 +108,7 @@ export const scale = defineKernel<ScaleAttrs>({
   },
   infer: ([x]) => [{ name: 'y', shape: x!.shape, dtype: x!.dtype }],
   reference: ([x], { alpha, beta }) => [mapF32(x!, (v) => alpha * v + beta)],
-  cost: ([x]) => ({ flops: 2 * sizeOf(x!.shape), bytes: 2 * BYTES * sizeOf(x!.shape) }),
+  cost: ([x]) => ({ flops: 2 * sizeOf(x!.shape), bytes: 2 * F32_BYTES * sizeOf(x!.shape) }),
 });
 
 type ClipAttrs = { min: number; max: number };
@@ -126,7 +123,7 @@ export const clip = defineKernel<ClipAttrs>({
     return [{ name: 'y', shape: x!.shape, dtype: x!.dtype }];
   },
   reference: ([x], { min, max }) => [mapF32(x!, (v) => Math.min(Math.max(v, min), max))],
-  cost: ([x]) => ({ flops: 2 * sizeOf(x!.shape), bytes: 2 * BYTES * sizeOf(x!.shape) }),
+  cost: ([x]) => ({ flops: 2 * sizeOf(x!.shape), bytes: 2 * F32_BYTES * sizeOf(x!.shape) }),
 });
 
 // ---- gated and bias ------------------------------------------------------
@@ -149,7 +146,7 @@ export const swiglu = defineKernel<NoAttrs>({
     for (let i = 0; i < y.length; i++) y[i] = siluOf(g![i]!) * u![i]!;
     return [y];
   },
-  cost: ([g]) => ({ flops: 5 * sizeOf(g!.shape), bytes: 3 * BYTES * sizeOf(g!.shape) }),
+  cost: ([g]) => ({ flops: 5 * sizeOf(g!.shape), bytes: 3 * F32_BYTES * sizeOf(g!.shape) }),
 });
 
 export const biasAdd = defineKernel<NoAttrs>({
@@ -174,7 +171,10 @@ export const biasAdd = defineKernel<NoAttrs>({
     for (let i = 0; i < y.length; i++) y[i] = x![i]! + bias![i % n]!;
     return [y];
   },
-  cost: ([x, b]) => ({ flops: sizeOf(x!.shape), bytes: BYTES * (2 * sizeOf(x!.shape) + sizeOf(b!.shape)) }),
+  cost: ([x, b]) => ({
+    flops: sizeOf(x!.shape),
+    bytes: F32_BYTES * (2 * sizeOf(x!.shape) + sizeOf(b!.shape)),
+  }),
 });
 
 // ---- backward --------------------------------------------------------------
@@ -203,7 +203,7 @@ function unaryBackward(
       for (let i = 0; i < dx.length; i++) dx[i] = dy![i]! * grad(v![i]!);
       return [dx];
     },
-    cost: ([dy]) => ({ flops: 4 * sizeOf(dy!.shape), bytes: 3 * BYTES * sizeOf(dy!.shape) }),
+    cost: ([dy]) => ({ flops: 4 * sizeOf(dy!.shape), bytes: 3 * F32_BYTES * sizeOf(dy!.shape) }),
   });
 }
 
@@ -238,7 +238,7 @@ export const clipBackward = defineKernel<ClipAttrs>({
     for (let i = 0; i < dx.length; i++) dx[i] = x![i]! >= min && x![i]! <= max ? dy![i]! : 0;
     return [dx];
   },
-  cost: ([dy]) => ({ flops: 2 * sizeOf(dy!.shape), bytes: 3 * BYTES * sizeOf(dy!.shape) }),
+  cost: ([dy]) => ({ flops: 2 * sizeOf(dy!.shape), bytes: 3 * F32_BYTES * sizeOf(dy!.shape) }),
 });
 
 export const swigluBackward = defineKernel<NoAttrs>({
@@ -270,5 +270,5 @@ export const swigluBackward = defineKernel<NoAttrs>({
     }
     return [dgate, dup];
   },
-  cost: ([dy]) => ({ flops: 10 * sizeOf(dy!.shape), bytes: 5 * BYTES * sizeOf(dy!.shape) }),
+  cost: ([dy]) => ({ flops: 10 * sizeOf(dy!.shape), bytes: 5 * F32_BYTES * sizeOf(dy!.shape) }),
 });

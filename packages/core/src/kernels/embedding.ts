@@ -1,13 +1,10 @@
 import { defineKernel } from '../kernel.js';
 import { formatShape, shapesEqual, sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
+import { F32, F32_BYTES, type NoAttrs } from './vocabulary.js';
 
 const FAMILY = 'embedding';
-const F32 = ['f32'] as const;
 const I32 = ['i32'] as const;
-const BYTES = 4;
-
-type NoAttrs = Record<never, never>;
 
 // Ids live on the device, so the host cannot check them. An id outside the
 // table is never clamped (that would train or read the wrong row silently):
@@ -42,7 +39,7 @@ export const embedding = defineKernel<NoAttrs>({
     const n = sizeOf(ids!.shape);
     const d = table!.shape[1]!;
     // A gather: read the ids and one table row per id, write the rows.
-    return { flops: 0, bytes: BYTES * (n + 2 * n * d) };
+    return { flops: 0, bytes: F32_BYTES * (n + 2 * n * d) };
   },
 });
 
@@ -92,6 +89,6 @@ export const embeddingBackward = defineKernel<EmbeddingBackwardAttrs>({
     const n = sizeOf(ids!.shape);
     const d = dy!.shape[dy!.shape.length - 1]!;
     // A scatter-add: read dy and the ids, write the table once.
-    return { flops: n * d, bytes: BYTES * (n * d + n + vocabSize * d) };
+    return { flops: n * d, bytes: F32_BYTES * (n * d + n + vocabSize * d) };
   },
 });

@@ -2,6 +2,7 @@ import { defineKernel } from '../kernel.js';
 import { formatShape } from '../shape.js';
 import { ArgCheck } from './check.js';
 import { geluGrad, geluOf, sigmoidOf, siluGrad, siluOf } from './elementwise.js';
+import { F32, F32_BYTES } from './vocabulary.js';
 
 // Fused decode kernels: each does in one pass over the weights what a chain
 // of simpler specs does in several, and never writes the chain's
@@ -9,8 +10,6 @@ import { geluGrad, geluOf, sigmoidOf, siluGrad, siluOf } from './elementwise.js'
 // per token and by the number of kernels a step launches.
 
 const FAMILY = 'fused';
-const F32 = ['f32'] as const;
-const BYTES = 4;
 
 type EpsAttrs = { eps: number };
 
@@ -104,7 +103,7 @@ export const gateUpSwiglu = defineKernel<EpsAttrs>({
     const n = wGate!.shape[0]!;
     return {
       flops: 4 * m * n * k + 6 * m * n + (normWeight ? 3 * m * k : 0),
-      bytes: BYTES * (m * k + 2 * n * k + m * n + (normWeight ? k : 0)),
+      bytes: F32_BYTES * (m * k + 2 * n * k + m * n + (normWeight ? k : 0)),
     };
   },
 });
@@ -146,7 +145,7 @@ export const rmsNormMatmul = defineKernel<EpsAttrs>({
   cost([x, _normWeight, w]) {
     const [m, k] = x!.shape as [number, number];
     const n = w!.shape[0]!;
-    return { flops: 2 * m * n * k + 3 * m * k, bytes: BYTES * (m * k + k + n * k + m * n) };
+    return { flops: 2 * m * n * k + 3 * m * k, bytes: F32_BYTES * (m * k + k + n * k + m * n) };
   },
 });
 
@@ -202,7 +201,7 @@ export const rmsNormMatmul3 = defineKernel<EpsAttrs>({
   cost([x, _normWeight, ...weights]) {
     const [m, k] = x!.shape as [number, number];
     const n = weights.reduce((s, w) => s + (w ? w.shape[0]! : 0), 0);
-    return { flops: 2 * m * n * k + 3 * m * k, bytes: BYTES * (m * k + k + n * k + m * n) };
+    return { flops: 2 * m * n * k + 3 * m * k, bytes: F32_BYTES * (m * k + k + n * k + m * n) };
   },
 });
 
@@ -319,7 +318,7 @@ export const linear = defineKernel<LinearAttrs>({
     const mn = m * n;
     return {
       flops: 2 * mn * k + (bias ? mn : 0) + ACTIVATION_FUNCTIONS[activation].flops * mn,
-      bytes: BYTES * (m * k + n * k + (bias ? n : 0) + mn * (preActivation ? 2 : 1)),
+      bytes: F32_BYTES * (m * k + n * k + (bias ? n : 0) + mn * (preActivation ? 2 : 1)),
     };
   },
 });
@@ -380,7 +379,7 @@ export const biasActivationBackward = defineKernel<{ activation: LinearActivatio
     const z = activation === 'none' ? 0 : mn;
     return {
       flops: (ACTIVATION_FUNCTIONS[activation].flops + 2) * mn,
-      bytes: BYTES * (2 * mn + z + dy!.shape[1]!),
+      bytes: F32_BYTES * (2 * mn + z + dy!.shape[1]!),
     };
   },
 });

@@ -2,13 +2,10 @@ import type { HostArray } from '../dtype.js';
 import { defineKernel, type InputMetas } from '../kernel.js';
 import { formatShape } from '../shape.js';
 import { ArgCheck } from './check.js';
+import { F32, F32_BYTES, type NoAttrs } from './vocabulary.js';
 
 const FAMILY = 'loss';
-const F32 = ['f32'] as const;
 const I32 = ['i32'] as const;
-const BYTES = 4;
-
-type NoAttrs = Record<never, never>;
 
 /** Checks logits [N, C] (N, C >= 1) and targets [N]; returns [N, C]. */
 function checkLogitsTargets(kernel: string, [logits, targets]: InputMetas): [number, number] {
@@ -66,7 +63,7 @@ export const crossEntropy = defineKernel<NoAttrs>({
   cost([logits]) {
     const [n, c] = logits!.shape as [number, number];
     // Max, subtract, exp and add per element.
-    return { flops: 4 * n * c, bytes: BYTES * (n * c + n + 1) };
+    return { flops: 4 * n * c, bytes: F32_BYTES * (n * c + n + 1) };
   },
 });
 
@@ -112,6 +109,6 @@ export const crossEntropyBackward = defineKernel<NoAttrs>({
   cost([logits]) {
     const [n, c] = logits!.shape as [number, number];
     // The forward's softmax, then subtract and scale.
-    return { flops: 6 * n * c, bytes: BYTES * (2 * n * c + n + 1) };
+    return { flops: 6 * n * c, bytes: F32_BYTES * (2 * n * c + n + 1) };
   },
 });

@@ -1,9 +1,8 @@
 import { defineKernel } from '../kernel.js';
 import { ArgCheck } from './check.js';
+import { F32, F32_BYTES } from './vocabulary.js';
 
 const FAMILY = 'matmul';
-const F32 = ['f32'] as const;
-const BYTES = 4;
 
 /**
  * The shared dimension K of `rows`·K elements. Derived from the element count
@@ -69,7 +68,7 @@ export const matmul = defineKernel<MatmulAttrs>({
     const [m, k, n] = matmulDims(a!.shape, b!.shape, transA, transB);
     return {
       flops: 2 * m * n * k + (c ? 2 * m * n : 0),
-      bytes: BYTES * (m * k + k * n + m * n + (c ? m * n : 0)),
+      bytes: F32_BYTES * (m * k + k * n + m * n + (c ? m * n : 0)),
     };
   },
 });
@@ -128,6 +127,6 @@ export const batchedMatmul = defineKernel<BatchedMatmulAttrs>({
   },
   cost([a, b], { transA, transB }) {
     const [batch, m, k, n] = batchedDims(a!.shape, b!.shape, transA, transB);
-    return { flops: 2 * batch * m * n * k, bytes: BYTES * batch * (m * k + k * n + m * n) };
+    return { flops: 2 * batch * m * n * k, bytes: F32_BYTES * batch * (m * k + k * n + m * n) };
   },
 });

@@ -2,12 +2,11 @@ import { allocHost, bytesPerElement, type DType, type HostArray } from '../dtype
 import { defineKernel, type TensorMeta } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
+import type { NoAttrs } from './vocabulary.js';
 
 const FAMILY = 'memory';
 /** Moving data never looks at the values, so every 32-bit type is accepted. */
 const WORDS = ['f32', 'i32', 'u32'] as const;
-
-type NoAttrs = Record<never, never>;
 
 /** Bytes of a tensor. */
 function bytesOf(meta: TensorMeta): number {

@@ -2,17 +2,11 @@ import type { HostArray } from '../dtype.js';
 import { defineKernel, type TensorMeta } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
+import { F32, F32_BYTES, rowsOf } from './vocabulary.js';
 
 const FAMILY = 'normalization';
-const F32 = ['f32'] as const;
-const BYTES = 4;
 
 type EpsAttrs = { eps: number };
-
-/** Rows of the last axis: `rows` rows of length `n`. */
-function rowsOf(shape: readonly number[]): { rows: number; n: number } {
-  return { rows: sizeOf(shape.slice(0, -1)), n: shape[shape.length - 1]! };
-}
 
 /**
  * Checks `x` is [..., N] with N >= 1 (a mean over no elements is undefined)
@@ -83,7 +77,7 @@ export const rmsNorm = defineKernel<EpsAttrs>({
   },
   cost: ([x, w]) => ({
     flops: 4 * sizeOf(x!.shape),
-    bytes: BYTES * (2 * sizeOf(x!.shape) + sizeOf(w!.shape)),
+    bytes: F32_BYTES * (2 * sizeOf(x!.shape) + sizeOf(w!.shape)),
   }),
 });
 
@@ -129,7 +123,7 @@ export const rmsNormBackward = defineKernel<EpsAttrs>({
   },
   cost: ([dy, _x, w]) => ({
     flops: 11 * sizeOf(dy!.shape),
-    bytes: BYTES * (3 * sizeOf(dy!.shape) + 2 * sizeOf(w!.shape)),
+    bytes: F32_BYTES * (3 * sizeOf(dy!.shape) + 2 * sizeOf(w!.shape)),
   }),
 });
 
@@ -162,7 +156,7 @@ export const layerNorm = defineKernel<EpsAttrs>({
   },
   cost: ([x, g]) => ({
     flops: 8 * sizeOf(x!.shape),
-    bytes: BYTES * (2 * sizeOf(x!.shape) + 2 * sizeOf(g!.shape)),
+    bytes: F32_BYTES * (2 * sizeOf(x!.shape) + 2 * sizeOf(g!.shape)),
   }),
 });
 
@@ -218,6 +212,6 @@ export const layerNormBackward = defineKernel<EpsAttrs>({
   },
   cost: ([dy, _x, g]) => ({
     flops: 14 * sizeOf(dy!.shape),
-    bytes: BYTES * (3 * sizeOf(dy!.shape) + 3 * sizeOf(g!.shape)),
+    bytes: F32_BYTES * (3 * sizeOf(dy!.shape) + 3 * sizeOf(g!.shape)),
   }),
 });

@@ -2,10 +2,9 @@ import type { HostArray } from '../dtype.js';
 import { defineKernel, deviceAttribute, inputName, type TensorMeta } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
+import { F32, F32_BYTES } from './vocabulary.js';
 
 const FAMILY = 'optimizer';
-const F32 = ['f32'] as const;
-const BYTES = 4;
 
 // ---- AdamW -----------------------------------------------------------------
 
@@ -111,7 +110,7 @@ export const adamwStep = defineKernel<AdamwAttrs>({
     return adamwUpdate(param!, grad!, m!, v!, { lr, beta1, beta2, eps, weightDecay, step }, 1);
   },
   // Reads param, grad, m, v; writes param, m, v.
-  cost: ([param]) => ({ flops: 15 * sizeOf(param!.shape), bytes: 7 * BYTES * sizeOf(param!.shape) }),
+  cost: ([param]) => ({ flops: 15 * sizeOf(param!.shape), bytes: 7 * F32_BYTES * sizeOf(param!.shape) }),
 });
 
 /** The names of `adamwMomentConstants`, in the order kernels that take them as parameters list them. */
@@ -232,7 +231,9 @@ export const sgdStep = defineKernel<SgdAttrs>({
   cost([param], { momentum }) {
     const n = sizeOf(param!.shape);
     // Plain SGD reads param and grad and writes param; momentum adds the buffer's read and write.
-    return momentum > 0 ? { flops: 10 * n, bytes: 5 * BYTES * n } : { flops: 4 * n, bytes: 3 * BYTES * n };
+    return momentum > 0
+      ? { flops: 10 * n, bytes: 5 * F32_BYTES * n }
+      : { flops: 4 * n, bytes: 3 * F32_BYTES * n };
   },
 });
 
@@ -271,7 +272,7 @@ export const clipByGlobalNorm = defineKernel<ClipNormAttrs>({
   cost(grads) {
     const n = grads.reduce((sum, g) => sum + sizeOf(g!.shape), 0);
     // A square-add per element for the norm, a multiply to scale; read and write each element once.
-    return { flops: 3 * n, bytes: BYTES * (2 * n + 1) };
+    return { flops: 3 * n, bytes: F32_BYTES * (2 * n + 1) };
   },
 });
 
@@ -294,7 +295,7 @@ export const globalNorm = defineKernel<Record<string, never>>({
   },
   cost(xs) {
     const n = xs.reduce((sum, x) => sum + sizeOf(x!.shape), 0);
-    return { flops: 2 * n, bytes: BYTES * (n + 1) };
+    return { flops: 2 * n, bytes: F32_BYTES * (n + 1) };
   },
 });
 
@@ -455,6 +456,6 @@ export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
   cost(inputs) {
     const n = inputs.slice(MULTI_FIXED).reduce((sum, t, i) => sum + (i % 4 === 0 ? sizeOf(t!.shape) : 0), 0);
     // adamwStep's traffic per element, plus a multiply by the clip scale.
-    return { flops: (inputs[2] ? 16 : 15) * n, bytes: 7 * BYTES * n };
+    return { flops: (inputs[2] ? 16 : 15) * n, bytes: 7 * F32_BYTES * n };
   },
 });

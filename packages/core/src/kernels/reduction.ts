@@ -2,10 +2,9 @@ import type { HostArray } from '../dtype.js';
 import { defineKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
+import { F32, F32_BYTES } from './vocabulary.js';
 
 const FAMILY = 'reduction';
-const F32 = ['f32'] as const;
-const BYTES = 4;
 
 type ReduceAttrs = { axis: 'last' | 'all' };
 
@@ -54,7 +53,7 @@ function reduceKernel(
     },
     cost([x], { axis }) {
       const n = sizeOf(x!.shape);
-      return { flops: flopsPerElement * n, bytes: (n + runsOf(x!, axis).count) * BYTES };
+      return { flops: flopsPerElement * n, bytes: (n + runsOf(x!, axis).count) * F32_BYTES };
     },
   });
 }
@@ -134,6 +133,6 @@ export const argmax = defineKernel<Record<never, never>>({
   cost([x]) {
     const n = sizeOf(x!.shape);
     // One comparison per element; reads x, writes one i32 per row.
-    return { flops: n, bytes: (n + runsOf(x!, 'last').count) * BYTES };
+    return { flops: n, bytes: (n + runsOf(x!, 'last').count) * F32_BYTES };
   },
 });

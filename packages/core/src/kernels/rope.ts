@@ -1,10 +1,9 @@
 import { defineKernel, deviceAttribute } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
+import { F32, F32_BYTES } from './vocabulary.js';
 
 const FAMILY = 'rope';
-const F32 = ['f32'] as const;
-const BYTES = 4;
 
 type RopeAttrs = {
   positionOffset: number;
@@ -88,5 +87,5 @@ export const rope = defineKernel<RopeAttrs>({
     return [y];
   },
   // Four multiplies and two adds per pair; the angles are per position, not per element.
-  cost: ([x]) => ({ flops: 3 * sizeOf(x!.shape), bytes: 2 * BYTES * sizeOf(x!.shape) }),
+  cost: ([x]) => ({ flops: 3 * sizeOf(x!.shape), bytes: 2 * F32_BYTES * sizeOf(x!.shape) }),
 });

@@ -2,17 +2,9 @@ import type { HostArray } from '../dtype.js';
 import { defineKernel, type KernelSpec } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
+import { F32, F32_BYTES, type NoAttrs, rowsOf } from './vocabulary.js';
 
 const FAMILY = 'softmax';
-const F32 = ['f32'] as const;
-const BYTES = 4;
-
-type NoAttrs = Record<never, never>;
-
-/** Rows of the last axis: `rows` rows of length `n`. */
-function rowsOf(shape: readonly number[]): { rows: number; n: number } {
-  return { rows: sizeOf(shape.slice(0, -1)), n: shape[shape.length - 1]! };
-}
 
 /** Per row: the max (subtracted before exp, so that exp never overflows) and Σ exp(x − max). */
 function rowStats(x: HostArray, start: number, n: number): { max: number; sumExp: number } {
@@ -45,7 +37,7 @@ function forwardKernel(
       for (let r = 0; r < rows; r++) row(x!, y, r * n, n);
       return [y];
     },
-    cost: ([x]) => ({ flops: flopsPerElement * sizeOf(x!.shape), bytes: 2 * BYTES * sizeOf(x!.shape) }),
+    cost: ([x]) => ({ flops: flopsPerElement * sizeOf(x!.shape), bytes: 2 * F32_BYTES * sizeOf(x!.shape) }),
   });
 }
 
@@ -97,7 +89,7 @@ function backwardKernel(
       for (let r = 0; r < rows; r++) row(dy!, y!, dx, r * n, n);
       return [dx];
     },
-    cost: ([dy]) => ({ flops: 4 * sizeOf(dy!.shape), bytes: 3 * BYTES * sizeOf(dy!.shape) }),
+    cost: ([dy]) => ({ flops: 4 * sizeOf(dy!.shape), bytes: 3 * F32_BYTES * sizeOf(dy!.shape) }),
   });
 }
 

@@ -1,4 +1,10 @@
-import { incrementalAttention, kvCacheScatter, ropeKvScatter, UnsupportedOnBackendError } from '@rayo/core';
+import {
+  incrementalAttention,
+  kvCacheScatter,
+  pow2AtLeast,
+  ropeKvScatter,
+  UnsupportedOnBackendError,
+} from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import {
   type AnyCudaKernel,
@@ -182,7 +188,7 @@ export interface LaneLayout {
 
 export function laneLayout(headDim: number, width: VectorWidth): LaneLayout {
   const chunks = headDim / width;
-  const lanes = Math.min(32, 2 ** Math.ceil(Math.log2(chunks)));
+  const lanes = Math.min(32, pow2AtLeast(chunks));
   return { width, chunks, lanes, perLane: Math.ceil(chunks / lanes), slots: 32 / lanes };
 }
 

@@ -10,6 +10,7 @@ import {
   geluBackward,
   type KernelSpec,
   mul,
+  type NoAttrs,
   relu,
   reluBackward,
   type Shape,
@@ -83,7 +84,7 @@ export function broadcastPlan(out: Shape, a: Shape, b: Shape): BroadcastPlan {
 
 export type BinaryOp = 'add' | 'sub' | 'mul' | 'div';
 
-const BINARY_SPECS: Readonly<Record<BinaryOp, KernelSpec<Record<never, never>>>> = { add, sub, mul, div };
+const BINARY_SPECS: Readonly<Record<BinaryOp, KernelSpec<NoAttrs>>> = { add, sub, mul, div };
 
 function binaryOp(k: KernelBuilder, op: BinaryOp, x: F32, z: F32): F32 {
   const d = k.reg('f32');

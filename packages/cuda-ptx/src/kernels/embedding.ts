@@ -1,4 +1,4 @@
-import { embedding, embeddingBackward } from '@rayo/core';
+import { embedding, embeddingBackward, pow2AtLeast } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
@@ -29,7 +29,7 @@ const NAN = Number.NaN;
 export function embeddingGeometry(dim: number, operands: readonly Operand[]): RowGeometry {
   const width = accessWidth(dim, operands);
   const accesses = Math.max(1, Math.ceil(dim / width));
-  const threads = Math.min(32, 2 ** Math.ceil(Math.log2(accesses)));
+  const threads = Math.min(32, pow2AtLeast(accesses));
   return { threads, block: WARP_ROWS_BLOCK, width, slots: 0 };
 }
 

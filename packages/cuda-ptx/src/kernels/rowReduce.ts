@@ -1,4 +1,4 @@
-import { InvalidArgumentError, UnsupportedOnBackendError } from '@rayo/core';
+import { InvalidArgumentError, pow2AtLeast, UnsupportedOnBackendError } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import type { KernelEncoder, Operand } from '../kernel.js';
 import type { KernelBuilder, VecOf } from '../ptx/kernel.js';
@@ -50,12 +50,6 @@ const PREFERRED_BLOCK_SLOTS = 4;
 const NAN = Number.NaN;
 
 const isPowerOfTwo = (x: number) => Number.isInteger(x) && x > 0 && (x & (x - 1)) === 0;
-
-function nextPowerOfTwo(x: number): number {
-  let p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
 
 /** Groups of `threads` threads per block: several rows per block only when a group is within a warp. */
 export function groupsPerBlock(g: RowGeometry): number {
@@ -110,7 +104,7 @@ export function planRows(n: number, width: 1 | 2 | 4, floatsPerElement: number):
   const accesses = Math.ceil(n / width);
   const maxSlots = Math.max(1, Math.floor(ROW_REGISTER_BUDGET / (Math.max(1, floatsPerElement) * width + 1)));
   if (accesses <= 32 * maxSlots) {
-    const threads = Math.min(32, nextPowerOfTwo(accesses));
+    const threads = Math.min(32, pow2AtLeast(accesses));
     return { threads, block: WARP_ROWS_BLOCK, width, slots: Math.ceil(accesses / threads) };
   }
   for (const block of BLOCK_SIZES) {

@@ -1,4 +1,11 @@
-import { type KernelSpec, logSoftmax, logSoftmaxBackward, softmax, softmaxBackward } from '@rayo/core';
+import {
+  type KernelSpec,
+  logSoftmax,
+  logSoftmaxBackward,
+  type NoAttrs,
+  softmax,
+  softmaxBackward,
+} from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import type { PtxModule } from '../ptx/module.js';
 import type { F32 } from '../ptx/operands.js';
@@ -15,8 +22,6 @@ import {
   rowGrid,
   rowKernelModule,
 } from './rowReduce.js';
-
-type NoAttrs = Record<never, never>;
 
 /** One softmax-family kernel: its inputs (read through the row tile), its output and one row's work. */
 export interface SoftmaxDecl {

@@ -10,6 +10,7 @@ import {
   geluBackward,
   type KernelSpec,
   mul,
+  type NoAttrs,
   relu,
   reluBackward,
   scale,
@@ -107,7 +108,7 @@ ${Array.from({ length: rank }, (_, k) => {
   };
 }
 
-function binary(spec: KernelSpec<Record<never, never>>, op: string): AnyWgpuKernel {
+function binary(spec: KernelSpec<NoAttrs>, op: string): AnyWgpuKernel {
   return wgpuKernel(
     spec,
     (encoder, { inputs, outputs, io }) => {

@@ -1,4 +1,4 @@
-import { crossEntropy, crossEntropyBackward } from '@rayo/core';
+import { crossEntropy, crossEntropyBackward, pow2AtLeast } from '@rayo/core';
 import { type AnyWgpuKernel, gridFor, linearWorkgroup, storage, uniform, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { BUILTINS, WG } from './common.js';
@@ -33,7 +33,7 @@ interface RowPlan {
 function planRow(c: number): RowPlan {
   const vec = c % 4 === 0 ? 4 : 1;
   const cv = c / vec;
-  return { vec, cv, threads: Math.min(WG, 2 ** Math.ceil(Math.log2(Math.max(1, cv)))) };
+  return { vec, cv, threads: Math.min(WG, pow2AtLeast(cv)) };
 }
 
 /** WGSL shared by the row kernels: the (max, sum) merge, its segmented tree, and the row prologue. */

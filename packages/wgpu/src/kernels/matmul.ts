@@ -1,4 +1,4 @@
-import { batchedMatmul, type LinearActivation, matmul } from '@rayo/core';
+import { batchedMatmul, type LinearActivation, matmul, pow2AtLeast } from '@rayo/core';
 import {
   type AnyWgpuKernel,
   gridFor,
@@ -937,7 +937,7 @@ export function planMatmul(p: MatmulProblem, device: MatmulDevice = {}): MatmulP
   if (m <= (transB ? SMALL_M_MAX : STREAM_ROWS)) {
     const vecB = streamVecB;
     const vecA = transB && vecB && !transA && aligned(off.a);
-    const rows = Math.min(STREAM_ROWS, 2 ** Math.ceil(Math.log2(m)));
+    const rows = Math.min(STREAM_ROWS, pow2AtLeast(m));
     const shape: StreamShape = transB
       ? SMALL_M_DOT
       : { group: AXPY_LANES, cols: 1, unroll: rows <= 2 ? 4 : 2 };

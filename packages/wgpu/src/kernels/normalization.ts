@@ -1,4 +1,4 @@
-import { layerNorm, layerNormBackward, rmsNorm, rmsNormBackward } from '@rayo/core';
+import { layerNorm, layerNormBackward, pow2AtLeast, rmsNorm, rmsNormBackward } from '@rayo/core';
 import {
   type AnyWgpuKernel,
   gridFor,
@@ -39,7 +39,7 @@ interface RowPlan {
 function planRow(n: number): RowPlan {
   const vec = n % 4 === 0 ? 4 : 1;
   const nv = n / vec;
-  const threads = Math.min(WG, 2 ** Math.ceil(Math.log2(Math.max(1, nv))));
+  const threads = Math.min(WG, pow2AtLeast(nv));
   return { vec, nv, threads };
 }
 

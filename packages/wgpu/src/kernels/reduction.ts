@@ -1,4 +1,4 @@
-import { argmax, type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
+import { argmax, type KernelSpec, max, pow2AtLeast, sizeOf, sum, sumSquares } from '@rayo/core';
 import {
   type AnyWgpuKernel,
   gridFor,
@@ -13,11 +13,6 @@ import { paramLayout } from '../params.js';
 import { BUILTINS, WG } from './common.js';
 
 // ---- shared by the row kernels (softmax uses them too) -------------------------
-
-/** The smallest power of two >= n (1 for n <= 1). */
-export function pow2AtLeast(n: number): number {
-  return n <= 1 ? 1 : 2 ** Math.ceil(Math.log2(n));
-}
 
 /**
  * Threads that share a row of `n` elements: about `perThread` elements each

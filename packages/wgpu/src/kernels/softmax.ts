@@ -1,8 +1,16 @@
-import { type KernelSpec, logSoftmax, logSoftmaxBackward, softmax, softmaxBackward } from '@rayo/core';
+import {
+  type KernelSpec,
+  logSoftmax,
+  logSoftmaxBackward,
+  type NoAttrs,
+  pow2AtLeast,
+  softmax,
+  softmaxBackward,
+} from '@rayo/core';
 import { type AnyWgpuKernel, gridFor, linearWorkgroup, storage, uniform, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { BUILTINS, WG } from './common.js';
-import { NEG_INF, NEG_INF_DECL, pow2AtLeast, segmentReduce, threadsPerRow } from './reduction.js';
+import { NEG_INF, NEG_INF_DECL, segmentReduce, threadsPerRow } from './reduction.js';
 
 // Every kernel here runs one row of the last axis per segment of `threads`
 // invocations (a whole workgroup for long rows, many short rows per
@@ -10,8 +18,6 @@ import { NEG_INF, NEG_INF_DECL, pow2AtLeast, segmentReduce, threadsPerRow } from
 // memory. Rows of up to `WG · MAX_CACHED` elements are read once and kept in
 // registers; longer rows are read twice, the first time for a running max and
 // sum in one pass.
-
-type NoAttrs = Record<never, never>;
 
 /**
  * Elements a thread keeps in registers at most (rows of up to WG · 32); on an

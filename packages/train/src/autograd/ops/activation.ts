@@ -2,6 +2,7 @@ import {
   geluBackward,
   gelu as geluSpec,
   type KernelSpec,
+  type NoAttrs,
   reluBackward,
   relu as reluSpec,
   sigmoidBackward,
@@ -14,8 +15,6 @@ import {
   tanh as tanhSpec,
 } from '@rayo/core';
 import type { Tape, Variable } from '../tape.js';
-
-type NoAttrs = Record<never, never>;
 
 /** An activation whose backward kernel takes the forward input (`x`) or output (`y`). */
 function activation(forward: KernelSpec<NoAttrs>, backward: KernelSpec<NoAttrs>, saved: 'x' | 'y') {

@@ -7,14 +7,13 @@ import {
   exp as expSpec,
   type KernelSpec,
   mul as mulSpec,
+  type NoAttrs,
   scale as scaleSpec,
   sub as subSpec,
   type Tensor,
 } from '@rayo/core';
 import { reduceToShape } from '../broadcast.js';
 import type { Tape, Variable } from '../tape.js';
-
-type NoAttrs = Record<never, never>;
 
 /** Gradients of a binary operation with respect to its broadcast output shape. */
 type BinaryGrads = (
