@@ -16,6 +16,7 @@ export { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from './hos
 export * from './kernel.js';
 export { ArgCheck } from './kernels/check.js';
 export * from './kernels/index.js';
+export type { MatmulDims, MatmulLaunch, MatmulTile } from './kernels/matmulLaunch.js';
 export { type NoAttrs, pow2AtLeast } from './kernels/vocabulary.js';
 export { checkInputsWritten, checkWritten, PendingWrites } from './pendingWrites.js';
 export {

@@ -1,4 +1,11 @@
-import { batchedMatmul, InvalidArgumentError, type LinearActivation, matmul } from '@rayo/core';
+import {
+  batchedMatmul,
+  InvalidArgumentError,
+  type MatmulDims,
+  type MatmulLaunch,
+  type MatmulTile,
+  matmul,
+} from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import type { KernelBuilder, Vec4 } from '../ptx/kernel.js';
@@ -29,19 +36,10 @@ import {
 
 // ---- the tiled kernel ------------------------------------------------------------
 
-/** A block's tile of C (bm × bn), its step along K (bk) and each thread's tile (tm × tn). */
-export interface TileShape {
-  readonly bm: number;
-  readonly bn: number;
-  readonly bk: number;
-  readonly tm: number;
-  readonly tn: number;
-}
-
 /** The large-problem tile: 64 accumulators per thread, one `.v4` load of a and of b per thread and step. */
-export const TILE_LARGE: TileShape = { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8 };
+export const TILE_LARGE: MatmulTile = { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8 };
 /** Four times the blocks of TILE_LARGE, for problems that would not fill the device with it. */
-export const TILE_MID: TileShape = { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
+export const TILE_MID: MatmulTile = { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
 
 export const TILE_THREADS = 256;
 /**
@@ -55,7 +53,7 @@ export const GROUP_ROWS = 8;
 export const TILE_ENTRY = 'matmul_tile';
 
 export interface TileVariant {
-  readonly tile: TileShape;
+  readonly tile: MatmulTile;
   /** a is stored [K, M]. */
   readonly transA: boolean;
   /** b is stored [N, K]. */
@@ -80,11 +78,11 @@ export function tileKey(v: TileVariant): string {
 }
 
 /** Bytes of one of the two shared buffers: a's and b's k-major tiles. */
-export function tileBufferBytes(t: TileShape): number {
+export function tileBufferBytes(t: MatmulTile): number {
   return t.bk * (t.bm + PAD + t.bn + PAD) * 4;
 }
 
-function checkTile(t: TileShape): void {
+function checkTile(t: MatmulTile): void {
   const ok =
     (t.tm === 4 || t.tm === 8) &&
     (t.tn === 4 || t.tn === 8) &&
@@ -145,7 +143,7 @@ interface Slice {
  */
 function firstSlices(
   k: KernelBuilder,
-  t: TileShape,
+  t: MatmulTile,
   op: TileOperand,
   p: { tid: R32; sharedBase: R32; lead: R32; anyK: Pred; vec: boolean },
 ): Slice[] {
@@ -557,13 +555,7 @@ export function splitSumModule(withC: boolean, epilogue?: Epilogue): PtxModule {
 // ---- choosing a kernel -----------------------------------------------------------
 
 /** One matrix product of a batch, in the spec's terms. */
-export interface MatmulProblem {
-  readonly batch: number;
-  readonly m: number;
-  readonly n: number;
-  readonly k: number;
-  readonly transA: boolean;
-  readonly transB: boolean;
+export interface MatmulProblem extends MatmulDims {
   readonly withC: boolean;
   /** linear's bias and activation. */
   readonly epilogue?: Epilogue;
@@ -645,7 +637,7 @@ export function planMatmul(
   }
   const contiguousA = p.transA ? p.m : p.k;
   const contiguousB = p.transB ? p.k : p.n;
-  const tilesOf = (t: TileShape) => Math.ceil(p.m / t.bm) * Math.ceil(p.n / t.bn);
+  const tilesOf = (t: MatmulTile) => Math.ceil(p.m / t.bm) * Math.ceil(p.n / t.bn);
   const tile = tilesOf(TILE_LARGE) * p.batch >= device.multiprocessors ? TILE_LARGE : TILE_MID;
   const tilesM = Math.ceil(p.m / tile.bm);
   const tilesN = Math.ceil(p.n / tile.bn);
@@ -683,7 +675,7 @@ export const MIN_SPLIT_K = 256;
 function splitK(
   blocks: number,
   p: MatmulProblem,
-  tile: TileShape,
+  tile: MatmulTile,
   sms: number,
 ): { splits: number; kPerSplit: number } {
   const none = { splits: 1, kPerSplit: p.k };
@@ -714,24 +706,8 @@ export function axpyColumns(rows: number, columns: number, vec: boolean, batch: 
 
 // ---- launching -----------------------------------------------------------------
 
-export interface MatmulCall {
+export interface MatmulCall extends MatmulLaunch<Operand> {
   readonly kernel: string;
-  readonly a: Operand;
-  readonly b: Operand;
-  readonly c: Operand | undefined;
-  readonly y: Operand;
-  /** linear: a bias per column of y, an activation, and z = the pre-activation when given. */
-  readonly bias?: Operand;
-  readonly z?: Operand;
-  readonly activation?: LinearActivation;
-  readonly batch: number;
-  readonly m: number;
-  readonly n: number;
-  readonly k: number;
-  readonly alpha: number;
-  readonly beta: number;
-  readonly transA: boolean;
-  readonly transB: boolean;
 }
 
 /** `.v4` accesses need 16-byte alignment. */

@@ -1,4 +1,12 @@
-import { batchedMatmul, type LinearActivation, matmul, pow2AtLeast } from '@rayo/core';
+import {
+  batchedMatmul,
+  type LinearActivation,
+  type MatmulDims,
+  type MatmulLaunch,
+  type MatmulTile,
+  matmul,
+  pow2AtLeast,
+} from '@rayo/core';
 import {
   type AnyWgpuKernel,
   gridFor,
@@ -190,17 +198,8 @@ function bindings(vecA: boolean, vecB: boolean, o: Output): string {
 
 // ---- tiled GEMM ----------------------------------------------------------------
 
-/** Block tile BM×BN over K steps of BK; each thread owns a TM×TN micro-tile. */
-export interface TileShape {
-  readonly bm: number;
-  readonly bn: number;
-  readonly bk: number;
-  readonly tm: number;
-  readonly tn: number;
-}
-
-export const TILE_LARGE: TileShape = { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8 };
-export const TILE_MID: TileShape = { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
+export const TILE_LARGE: MatmulTile = { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8 };
+export const TILE_MID: MatmulTile = { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
 
 // Streaming shapes, as measured fastest on an H100 (Dawn/Vulkan).
 const SMALL_M_DOT: StreamShape = { group: 32, cols: 4, unroll: 2 };
@@ -208,10 +207,10 @@ const AXPY_LANES = 16;
 /** Rows of a per small-M streaming workgroup. */
 const STREAM_ROWS = 4;
 
-const threadsOf = (t: TileShape) => (t.bm / t.tm) * (t.bn / t.tn);
+const threadsOf = (t: MatmulTile) => (t.bm / t.tm) * (t.bn / t.tn);
 
 /** Bytes of workgroup memory: two buffers of each operand's tile. */
-const tileBytes = (t: TileShape) => 2 * t.bk * (t.bm + t.bn) * 4;
+const tileBytes = (t: MatmulTile) => 2 * t.bk * (t.bm + t.bn) * 4;
 
 /**
  * One operand as the tile loader sees it: its tile spans `width` rows of
@@ -241,7 +240,7 @@ interface TileOperand {
  * a row; on an H100 that beat one thread per row (conflict-free stores, but
  * half-used sectors) by a third.
  */
-function tileLoader(op: TileOperand, tile: TileShape) {
+function tileLoader(op: TileOperand, tile: MatmulTile) {
   const threads = threadsOf(tile);
   const w4 = op.width / 4;
   const per = (tile.bk * op.width) / threads / (op.vec ? 4 : 1);
@@ -321,7 +320,7 @@ function tileLoader(op: TileOperand, tile: TileShape) {
  * columns), so a warp's vec4 reads of b hit consecutive addresses (no bank
  * conflicts) and its reads of a are broadcasts.
  */
-function tileCompute(tile: TileShape, bufA: string, bufB: string): string {
+function tileCompute(tile: MatmulTile, bufA: string, bufB: string): string {
   const step = (kk: number) => {
     const lines: string[] = [];
     for (let g = 0; g < tile.tm / 4; g++) {
@@ -340,7 +339,7 @@ function tileCompute(tile: TileShape, bufA: string, bufB: string): string {
 }
 
 /** Writes the micro-tile through emit4, or element by element into yᵀ when swapped. */
-function tileEpilogue(tile: TileShape, swap: boolean): string {
+function tileEpilogue(tile: MatmulTile, swap: boolean): string {
   const lines: string[] = [];
   const rowStride = (tile.bm / tile.tm) * 4;
   const colStride = (tile.bn / tile.tn) * 4;
@@ -360,7 +359,7 @@ function tileEpilogue(tile: TileShape, swap: boolean): string {
 }
 
 interface TileVariant {
-  readonly tile: TileShape;
+  readonly tile: MatmulTile;
   /**
    * Computes yᵀ = op(b)ᵀ·op(a)ᵀ instead: for aᵀ·bᵀ this turns two K-major
    * operands into the b-then-a pair the loaders handle fastest.
@@ -840,13 +839,7 @@ fn main(${BUILTINS}) {
 
 // ---- planning --------------------------------------------------------------------
 
-export interface MatmulProblem {
-  readonly batch: number;
-  readonly m: number;
-  readonly n: number;
-  readonly k: number;
-  readonly transA: boolean;
-  readonly transB: boolean;
+export interface MatmulProblem extends MatmulDims {
   /** Byte offsets of the operands (vec4 bindings need 16-byte alignment). */
   readonly offsets?: {
     readonly a: number;
@@ -965,24 +958,7 @@ export function planMatmul(p: MatmulProblem, device: MatmulDevice = {}): MatmulP
 
 // ---- encoding ----------------------------------------------------------------------
 
-export interface MatmulCall {
-  readonly a: Operand;
-  readonly b: Operand;
-  readonly c: Operand | undefined;
-  readonly y: Operand;
-  /** linear: a bias per column of y, an activation, and z = the pre-activation when given. */
-  readonly bias?: Operand;
-  readonly z?: Operand;
-  readonly activation?: LinearActivation;
-  readonly batch: number;
-  readonly m: number;
-  readonly n: number;
-  readonly k: number;
-  readonly alpha: number;
-  readonly beta: number;
-  readonly transA: boolean;
-  readonly transB: boolean;
-}
+export type MatmulCall = MatmulLaunch<Operand>;
 
 /** Encodes the plan of one matrix product (and, for linear, its epilogue). */
 export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall, kernel: string): void {
