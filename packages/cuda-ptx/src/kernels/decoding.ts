@@ -13,7 +13,8 @@ import {
   type LaunchValue,
   type Operand,
 } from '../kernel.js';
-import type { KernelBuilder, Vec4 } from '../ptx/kernel.js';
+import type { Vec4 } from '../ptx/instructionTypes.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import {
   type AddressLike,

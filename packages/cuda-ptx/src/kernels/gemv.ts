@@ -1,5 +1,6 @@
 import { InvalidArgumentError, type LinearActivation } from '@rayo/core';
-import type { KernelBuilder, L2Prefetch, Vec4 } from '../ptx/kernel.js';
+import type { L2Prefetch, Vec4 } from '../ptx/instructionTypes.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
 import { type ParamHandles, PtxModule } from '../ptx/module.js';
 import { type AddressLike, addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { activationF32 } from './math.js';

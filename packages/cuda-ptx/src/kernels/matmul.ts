@@ -8,7 +8,8 @@ import {
 } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
-import type { KernelBuilder, Vec4 } from '../ptx/kernel.js';
+import type { Vec4 } from '../ptx/instructionTypes.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor, MAX_ELEMENTS } from './common.js';

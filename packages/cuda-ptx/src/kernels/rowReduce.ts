@@ -1,7 +1,8 @@
 import { InvalidArgumentError, pow2AtLeast, UnsupportedOnBackendError } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import type { KernelEncoder, Operand } from '../kernel.js';
-import type { KernelBuilder, VecOf } from '../ptx/kernel.js';
+import type { VecOf } from '../ptx/instructionTypes.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { type Address, addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { MAX_ELEMENTS } from './common.js';

@@ -30,7 +30,7 @@ export type {
   VecOf,
   Wider,
   WideSource,
-} from './kernel.js';
+} from './instructionTypes.js';
 export { KernelBuilder } from './kernel.js';
 export type {
   Dim3,

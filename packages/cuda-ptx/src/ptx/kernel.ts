@@ -1,13 +1,53 @@
-import { describeValue, misuse } from './errors.js';
-import { formatImmediate, maskLiteral } from './immediates.js';
+import { misuse } from './errors.js';
 import {
-  type Address,
+  ARITH_TYPES,
+  type ArithType,
+  type AtomOp,
+  type Axis,
+  BIT_TYPES,
+  CMP_TYPES,
+  type CmpOp,
+  type CmpType,
+  CVT_TYPES,
+  type CvtOptions,
+  type CvtType,
+  cmpOpsFor,
+  FLOAT_ROUNDINGS,
+  type FloatArithOptions,
+  type FloatOptions,
+  type FloatRounding,
+  INT_TYPES,
+  LOAD_CACHES,
+  type LoadOptions,
+  type LoopControl,
+  type LoopOptions,
+  MEM_TYPES,
+  type MinMaxOptions,
+  NC_CACHES,
+  type SelpType,
+  SHFL_MODES,
+  type ShflMode,
+  type ShflOptions,
+  SIGNED_TYPES,
+  type SignedType,
+  type SpecialRegister,
+  STORE_CACHES,
+  type StoreOptions,
+  type Tuple,
+  type VecOf,
+  WIDE_SOURCES,
+  WIDER,
+  type Wider,
+  type WideSource,
+} from './instructionTypes.js';
+import { OperandChecks } from './operandChecks.js';
+import {
   type AddressLike,
   type F32,
   type Guard,
   Label,
   type Operand,
-  Param,
+  type Param,
   type Pred,
   type R32,
   type R64,
@@ -16,17 +56,10 @@ import {
   type Scope,
   SharedVar,
 } from './operands.js';
-import { type Requirement, smNumber, versionNumber } from './target.js';
 import {
-  acceptedClasses,
   type BitType,
   classOf,
-  type HalfType,
-  type Int16Type,
-  type Int32Type,
   type IntType,
-  isFloat,
-  isInt,
   type MemType,
   type ParamScalar,
   type ParamType,
@@ -57,178 +90,6 @@ export interface EntryState {
   finished: boolean;
 }
 
-export type Axis = 'x' | 'y' | 'z';
-export type SpecialRegister =
-  | `%tid.${Axis}`
-  | `%ntid.${Axis}`
-  | `%ctaid.${Axis}`
-  | `%nctaid.${Axis}`
-  | '%laneid'
-  | '%warpid'
-  | '%nwarpid'
-  | '%smid'
-  | '%nsmid'
-  | '%lanemask_eq'
-  | '%lanemask_le'
-  | '%lanemask_lt'
-  | '%lanemask_ge'
-  | '%lanemask_gt'
-  | '%clock';
-
-const SPECIAL_REGISTERS: ReadonlySet<string> = new Set([
-  ...(['tid', 'ntid', 'ctaid', 'nctaid'] as const).flatMap((r) => ['x', 'y', 'z'].map((a) => `%${r}.${a}`)),
-  '%laneid',
-  '%warpid',
-  '%nwarpid',
-  '%smid',
-  '%nsmid',
-  '%lanemask_eq',
-  '%lanemask_le',
-  '%lanemask_lt',
-  '%lanemask_ge',
-  '%lanemask_gt',
-  '%clock',
-]);
-
-export type FloatRounding = 'rn' | 'rz' | 'rm' | 'rp';
-export type IntRounding = 'rni' | 'rzi' | 'rmi' | 'rpi';
-export type CmpOp =
-  | 'eq'
-  | 'ne'
-  | 'lt'
-  | 'le'
-  | 'gt'
-  | 'ge'
-  | 'lo'
-  | 'ls'
-  | 'hi'
-  | 'hs'
-  | 'equ'
-  | 'neu'
-  | 'ltu'
-  | 'leu'
-  | 'gtu'
-  | 'geu'
-  | 'num'
-  | 'nan';
-export type ShflMode = 'up' | 'down' | 'bfly' | 'idx';
-export type AtomOp = 'add' | 'min' | 'max' | 'inc' | 'dec' | 'and' | 'or' | 'xor' | 'exch';
-export type LoadCache = 'ca' | 'cg' | 'cs' | 'lu' | 'cv';
-export type StoreCache = 'wb' | 'cg' | 'cs' | 'wt';
-
-/** `N` values of `X` as a tuple when `N` is a literal, else an array. */
-export type Tuple<X, N extends number, Acc extends X[] = []> = number extends N
-  ? X[]
-  : Acc['length'] extends N
-    ? Acc
-    : Tuple<X, N, [...Acc, X]>;
-export type Vec2<X> = readonly [X, X];
-export type Vec4<X> = readonly [X, X, X, X];
-/** A load destination or store source: one register, or a `.v2` / `.v4` vector of them. */
-export type VecOf<X> = X | Vec2<X> | Vec4<X>;
-
-export type ArithType = IntType | 'f32';
-export type SignedType = 's16' | 's32' | 's64' | 'f32';
-export type CmpType = IntType | BitType | 'f32';
-export type SelpType = IntType | BitType | 'f32';
-export type CvtType = IntType | HalfType | 'f32';
-export type WideSource = Int16Type | Int32Type;
-/** The result type of a `.wide` multiply of `T`. */
-export type Wider<T extends WideSource> = T extends 'u16'
-  ? 'u32'
-  : T extends 's16'
-    ? 's32'
-    : T extends 'u32'
-      ? 'u64'
-      : 's64';
-
-export interface FloatOptions {
-  /** Flush subnormal inputs and results to sign-preserving zero. */
-  readonly ftz?: boolean;
-}
-export interface FloatArithOptions extends FloatOptions {
-  /** Rounding mode; PTX's default (round to nearest even, fusable into fma) when omitted. */
-  readonly rnd?: FloatRounding;
-  /** Clamp the result to [0, 1]. */
-  readonly sat?: boolean;
-}
-export interface MinMaxOptions extends FloatOptions {
-  /** Propagate NaN instead of returning the other operand (sm_80+). */
-  readonly nan?: boolean;
-}
-export interface CvtOptions extends FloatOptions {
-  /**
-   * Rounding: a float rounding (`rn`, ...) for int-to-float and narrowing
-   * float conversions, an integer rounding (`rzi`, ...) for float-to-int.
-   * PTX requires one exactly where it can lose precision and forbids it elsewhere.
-   */
-  readonly rnd?: FloatRounding | IntRounding;
-  /** Saturate to the destination's range (float: [0, 1]). */
-  readonly sat?: boolean;
-}
-export interface LoadOptions {
-  /** Read through the non-coherent (read-only) cache: the data must not be written during the kernel. */
-  readonly nc?: boolean;
-  readonly cache?: LoadCache;
-  /**
-   * `.L2::{64,128,256}B`: L2 fetches this many bytes around the address, a
-   * hint for streams read once (PTX 7.4; 256 needs sm_80).
-   */
-  readonly prefetch?: L2Prefetch;
-}
-export type L2Prefetch = 64 | 128 | 256;
-export interface StoreOptions {
-  readonly cache?: StoreCache;
-}
-export interface ShflOptions {
-  /** Clamp / segment mask operand; 0 for `up`, 31 otherwise (whole warp). */
-  readonly c?: Operand<'b32'>;
-  /** Participating lanes; the whole warp by default. */
-  readonly membermask?: Operand<'b32'>;
-  /** Set to whether the source lane was in range. */
-  readonly pred?: Pred;
-}
-export interface LoopOptions {
-  /** Compare the counter as signed (`s32`/`s64`) rather than unsigned. */
-  readonly signed?: boolean;
-}
-/** Labels a loop body can branch to: `exit` leaves the loop, `next` starts the next iteration. */
-export interface LoopControl {
-  readonly exit: Label;
-  readonly next: Label;
-}
-
-const ARITH_TYPES: readonly ScalarType[] = ['u16', 's16', 'u32', 's32', 'u64', 's64', 'f32'];
-const INT_TYPES: readonly ScalarType[] = ['u16', 's16', 'u32', 's32', 'u64', 's64'];
-const BIT_TYPES: readonly ScalarType[] = ['b16', 'b32', 'b64'];
-const SIGNED_TYPES: readonly ScalarType[] = ['s16', 's32', 's64', 'f32'];
-const CMP_TYPES: readonly ScalarType[] = [...INT_TYPES, ...BIT_TYPES, 'f32'];
-const CVT_TYPES: readonly ScalarType[] = [...INT_TYPES, 'f16', 'bf16', 'f32'];
-const MEM_TYPES: readonly ScalarType[] = SCALAR_TYPES.filter((t) => t !== 'pred');
-const WIDE_SOURCES: readonly ScalarType[] = ['u16', 's16', 'u32', 's32'];
-const WIDER: Readonly<Record<string, ScalarType>> = { u16: 'u32', s16: 's32', u32: 'u64', s32: 's64' };
-const FLOAT_ROUNDINGS: readonly string[] = ['rn', 'rz', 'rm', 'rp'];
-const INT_ROUNDINGS: readonly string[] = ['rni', 'rzi', 'rmi', 'rpi'];
-const ORDERED_CMP: readonly string[] = ['eq', 'ne', 'lt', 'le', 'gt', 'ge'];
-const UNSIGNED_CMP: readonly string[] = ['lo', 'ls', 'hi', 'hs'];
-const FLOAT_ONLY_CMP: readonly string[] = ['equ', 'neu', 'ltu', 'leu', 'gtu', 'geu', 'num', 'nan'];
-const SHFL_MODES: readonly string[] = ['up', 'down', 'bfly', 'idx'];
-const LOAD_CACHES: readonly string[] = ['ca', 'cg', 'cs', 'lu', 'cv'];
-const NC_CACHES: readonly string[] = ['ca', 'cg', 'cs'];
-const L2_PREFETCH_SIZES: readonly string[] = ['64', '128', '256'];
-const STORE_CACHES: readonly string[] = ['wb', 'cg', 'cs', 'wt'];
-const ATOM_TYPES: Readonly<Record<AtomOp, readonly ScalarType[]>> = {
-  add: ['u32', 's32', 'u64', 'f32'],
-  min: ['u32', 's32', 'u64', 's64'],
-  max: ['u32', 's32', 'u64', 's64'],
-  inc: ['u32'],
-  dec: ['u32'],
-  and: ['b32', 'b64'],
-  or: ['b32', 'b64'],
-  xor: ['b32', 'b64'],
-  exch: ['b32', 'b64'],
-};
-const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const INDENT = '  ';
 const FULL_MASK = 0xffffffff;
 
@@ -242,11 +103,13 @@ const FULL_MASK = 0xffffffff;
  */
 export class KernelBuilder {
   readonly #s: EntryState;
+  readonly #check: OperandChecks;
   #depth = 1;
   #guard: Guard | undefined;
 
   constructor(state: EntryState) {
     this.#s = state;
+    this.#check = new OperandChecks(state);
   }
 
   /** The entry's name. */
@@ -264,13 +127,13 @@ export class KernelBuilder {
   /** A fresh virtual register for values of `type`. */
   reg<T extends ScalarType>(type: T): RegOf<T> {
     this.#live('reg');
-    this.#oneOf('reg', 'type', type, SCALAR_TYPES);
+    this.#check.oneOf('reg', 'type', type, SCALAR_TYPES);
     return this.#alloc(classOf(type)) as RegOf<T>;
   }
 
   /** `count` fresh registers for values of `type`; a literal count gives a tuple (e.g. for `.v4`). */
   regs<T extends ScalarType, N extends number>(type: T, count: N): Tuple<RegOf<T>, N> {
-    this.#count('regs', 'count', count, 0);
+    this.#check.count('regs', 'count', count, 0);
     return Array.from({ length: count }, () => this.reg(type)) as Tuple<RegOf<T>, N>;
   }
 
@@ -283,9 +146,9 @@ export class KernelBuilder {
 
   /** `.shared .align A .type name[length];`: a typed shared array. */
   sharedArray(name: string, type: MemType, length: number, align?: number): SharedVar {
-    this.#oneOf('sharedArray', 'type', type, MEM_TYPES);
+    this.#check.oneOf('sharedArray', 'type', type, MEM_TYPES);
     const bytes = TYPE_BYTES[type];
-    this.#count('sharedArray', 'length', length, 1);
+    this.#check.count('sharedArray', 'length', length, 1);
     return this.#declareShared('sharedArray', name, bytes * length, align ?? Math.max(bytes, 4), type);
   }
 
@@ -295,16 +158,10 @@ export class KernelBuilder {
   ldParam<P extends ParamType>(param: Param<P>, d?: RegOf<ParamScalar<P>>): RegOf<ParamScalar<P>> {
     const call = 'ldParam';
     this.#live(call);
-    if (!(param instanceof Param) || param.scope !== this.#s.scope) {
-      throw misuse(this.#c(call), `expected a parameter of this entry ${this.#where}`, {
-        argument: 'param',
-        expected: `a parameter of entry '${this.name}'`,
-        actual: describeValue(param),
-      });
-    }
+    this.#check.entryParam(call, param);
     const t = paramScalar(param.type);
     const dst = d ?? this.#alloc(classOf(t));
-    this.#emit(`ld.param.${t} ${this.#reg(call, 'd', dst, t)}, [${param.symbol}]`);
+    this.#emit(`ld.param.${t} ${this.#check.reg(call, 'd', dst, t)}, [${param.symbol}]`);
     return dst as RegOf<ParamScalar<P>>;
   }
 
@@ -317,15 +174,17 @@ export class KernelBuilder {
   /** `cvta.to.global.u64 d, a`: a generic address as a global-space address. */
   cvtaToGlobal(d: R64, a: R64): R64 {
     const call = 'cvtaToGlobal';
-    this.#emit(`cvta.to.global.u64 ${this.#reg(call, 'd', d, 'u64')}, ${this.#reg(call, 'a', a, 'u64')}`);
+    this.#emit(
+      `cvta.to.global.u64 ${this.#check.reg(call, 'd', d, 'u64')}, ${this.#check.reg(call, 'a', a, 'u64')}`,
+    );
     return d;
   }
 
   /** `mov.type d, a`. */
   mov<T extends ScalarType, D extends RegOf<T>>(type: T, d: D, a: Operand<T>): D {
     const call = 'mov';
-    this.#oneOf(call, 'type', type, SCALAR_TYPES);
-    this.#emit(`mov.${type} ${this.#reg(call, 'd', d, type)}, ${this.#src(call, 'a', a, type)}`);
+    this.#check.oneOf(call, 'type', type, SCALAR_TYPES);
+    this.#emit(`mov.${type} ${this.#check.reg(call, 'd', d, type)}, ${this.#check.src(call, 'a', a, type)}`);
     return d;
   }
 
@@ -333,9 +192,9 @@ export class KernelBuilder {
   sharedAddress(v: SharedVar, d?: R32): R32 {
     const call = 'sharedAddress';
     this.#live(call);
-    this.#sharedVar(call, 'v', v);
+    this.#check.sharedVar(call, 'v', v);
     const dst = d ?? this.reg('u32');
-    this.#emit(`mov.u32 ${this.#reg(call, 'd', dst, 'u32')}, ${v.name}`);
+    this.#emit(`mov.u32 ${this.#check.reg(call, 'd', dst, 'u32')}, ${v.name}`);
     return dst;
   }
 
@@ -343,15 +202,9 @@ export class KernelBuilder {
   special(sreg: SpecialRegister, d?: R32): R32 {
     const call = 'special';
     this.#live(call);
-    if (!SPECIAL_REGISTERS.has(sreg)) {
-      throw misuse(this.#c(call), `unknown special register ${this.#where}`, {
-        argument: 'sreg',
-        expected: [...SPECIAL_REGISTERS].join(', '),
-        actual: describeValue(sreg),
-      });
-    }
+    this.#check.specialRegister(call, sreg);
     const dst = d ?? this.reg('u32');
-    this.#emit(`mov.u32 ${this.#reg(call, 'd', dst, 'u32')}, ${sreg}`);
+    this.#emit(`mov.u32 ${this.#check.reg(call, 'd', dst, 'u32')}, ${sreg}`);
     return dst;
   }
 
@@ -386,24 +239,16 @@ export class KernelBuilder {
     opts: LoadOptions = {},
   ): D {
     const call = 'ldGlobal';
-    this.#oneOf(call, 'type', type, MEM_TYPES);
-    const { text, vec } = this.#vector(call, 'd', d, type);
+    this.#check.oneOf(call, 'type', type, MEM_TYPES);
+    const { text, vec } = this.#check.vector(call, 'd', d, type);
     if (opts.cache !== undefined) {
-      this.#oneOf(call, 'opts.cache', opts.cache, opts.nc ? NC_CACHES : LOAD_CACHES);
+      this.#check.oneOf(call, 'opts.cache', opts.cache, opts.nc ? NC_CACHES : LOAD_CACHES);
     }
     const cop = opts.cache ? `.${opts.cache}` : '';
     const nc = opts.nc ? '.nc' : '';
-    let prefetch = '';
-    if (opts.prefetch !== undefined) {
-      this.#oneOf(call, 'opts.prefetch', String(opts.prefetch), L2_PREFETCH_SIZES);
-      this.#require(call, `ld.global.L2::${opts.prefetch}B`, {
-        sm: opts.prefetch === 256 ? 80 : 75,
-        ptx: '7.4',
-      });
-      prefetch = `.L2::${opts.prefetch}B`;
-    }
+    const prefetch = opts.prefetch === undefined ? '' : this.#check.l2Prefetch(call, opts.prefetch);
     this.#emit(
-      `ld.global${cop}${nc}${prefetch}${vec}.${type} ${text}, ${this.#address(call, 'a', a, 'global')}`,
+      `ld.global${cop}${nc}${prefetch}${vec}.${type} ${text}, ${this.#check.address(call, 'a', a, 'global')}`,
     );
     return d;
   }
@@ -416,28 +261,28 @@ export class KernelBuilder {
     opts: StoreOptions = {},
   ): void {
     const call = 'stGlobal';
-    this.#oneOf(call, 'type', type, MEM_TYPES);
-    const { text, vec } = this.#vector(call, 'b', b, type, true);
-    if (opts.cache !== undefined) this.#oneOf(call, 'opts.cache', opts.cache, STORE_CACHES);
+    this.#check.oneOf(call, 'type', type, MEM_TYPES);
+    const { text, vec } = this.#check.vector(call, 'b', b, type, true);
+    if (opts.cache !== undefined) this.#check.oneOf(call, 'opts.cache', opts.cache, STORE_CACHES);
     const cop = opts.cache ? `.${opts.cache}` : '';
-    this.#emit(`st.global${cop}${vec}.${type} ${this.#address(call, 'a', a, 'global')}, ${text}`);
+    this.#emit(`st.global${cop}${vec}.${type} ${this.#check.address(call, 'a', a, 'global')}, ${text}`);
   }
 
   /** `ld.shared{.v2|.v4}.type d, [a]`. */
   ldShared<T extends MemType, D extends VecOf<RegOf<T>>>(type: T, d: D, a: AddressLike): D {
     const call = 'ldShared';
-    this.#oneOf(call, 'type', type, MEM_TYPES);
-    const { text, vec } = this.#vector(call, 'd', d, type);
-    this.#emit(`ld.shared${vec}.${type} ${text}, ${this.#address(call, 'a', a, 'shared')}`);
+    this.#check.oneOf(call, 'type', type, MEM_TYPES);
+    const { text, vec } = this.#check.vector(call, 'd', d, type);
+    this.#emit(`ld.shared${vec}.${type} ${text}, ${this.#check.address(call, 'a', a, 'shared')}`);
     return d;
   }
 
   /** `st.shared{.v2|.v4}.type [a], b`. */
   stShared<T extends MemType>(type: T, a: AddressLike, b: VecOf<RegOf<T>> | Operand<T>): void {
     const call = 'stShared';
-    this.#oneOf(call, 'type', type, MEM_TYPES);
-    const { text, vec } = this.#vector(call, 'b', b, type, true);
-    this.#emit(`st.shared${vec}.${type} ${this.#address(call, 'a', a, 'shared')}, ${text}`);
+    this.#check.oneOf(call, 'type', type, MEM_TYPES);
+    const { text, vec } = this.#check.vector(call, 'b', b, type, true);
+    this.#emit(`st.shared${vec}.${type} ${this.#check.address(call, 'a', a, 'shared')}, ${text}`);
   }
 
   /** `atom.space.op.type d, [a], b`: returns the old value in `d`. */
@@ -450,9 +295,9 @@ export class KernelBuilder {
     b: Operand<T>,
   ): D {
     const call = 'atom';
-    this.#atomArgs(call, space, op, type);
+    this.#check.atomArgs(call, space, op, type);
     this.#emit(
-      `atom.${space}.${op}.${type} ${this.#reg(call, 'd', d, type)}, ${this.#address(call, 'a', a, space)}, ${this.#src(call, 'b', b, type)}`,
+      `atom.${space}.${op}.${type} ${this.#check.reg(call, 'd', d, type)}, ${this.#check.address(call, 'a', a, space)}, ${this.#check.src(call, 'b', b, type)}`,
     );
     return d;
   }
@@ -467,10 +312,10 @@ export class KernelBuilder {
     c: Operand<T>,
   ): D {
     const call = 'atomCas';
-    this.#oneOf(call, 'space', space, ['global', 'shared']);
-    this.#oneOf(call, 'type', type, ['b32', 'b64']);
+    this.#check.oneOf(call, 'space', space, ['global', 'shared']);
+    this.#check.oneOf(call, 'type', type, ['b32', 'b64']);
     this.#emit(
-      `atom.${space}.cas.${type} ${this.#reg(call, 'd', d, type)}, ${this.#address(call, 'a', a, space)}, ${this.#src(call, 'b', b, type)}, ${this.#src(call, 'c', c, type)}`,
+      `atom.${space}.cas.${type} ${this.#check.reg(call, 'd', d, type)}, ${this.#check.address(call, 'a', a, space)}, ${this.#check.src(call, 'b', b, type)}, ${this.#check.src(call, 'c', c, type)}`,
     );
     return d;
   }
@@ -484,16 +329,10 @@ export class KernelBuilder {
     b: Operand<T>,
   ): void {
     const call = 'red';
-    this.#atomArgs(call, space, op, type);
-    if (op === 'exch') {
-      throw misuse(this.#c(call), `red has no exch form ${this.#where}`, {
-        argument: 'op',
-        expected: 'add, min, max, inc, dec, and, or or xor',
-        actual: "'exch'",
-      });
-    }
+    this.#check.atomArgs(call, space, op, type);
+    this.#check.redOp(call, op);
     this.#emit(
-      `red.${space}.${op}.${type} ${this.#address(call, 'a', a, space)}, ${this.#src(call, 'b', b, type)}`,
+      `red.${space}.${op}.${type} ${this.#check.address(call, 'a', a, space)}, ${this.#check.src(call, 'b', b, type)}`,
     );
   }
 
@@ -539,10 +378,10 @@ export class KernelBuilder {
   /** `mul.wide.type d, a, b`: the full product, twice as wide as the sources. */
   mulWide<T extends WideSource>(type: T, d: RegOf<Wider<T>>, a: Operand<T>, b: Operand<T>): RegOf<Wider<T>> {
     const call = 'mulWide';
-    this.#oneOf(call, 'type', type, WIDE_SOURCES);
+    this.#check.oneOf(call, 'type', type, WIDE_SOURCES);
     const wide = WIDER[type]!;
     this.#emit(
-      `mul.wide.${type} ${this.#reg(call, 'd', d, wide)}, ${this.#src(call, 'a', a, type)}, ${this.#src(call, 'b', b, type)}`,
+      `mul.wide.${type} ${this.#check.reg(call, 'd', d, wide)}, ${this.#check.src(call, 'a', a, type)}, ${this.#check.src(call, 'b', b, type)}`,
     );
     return d;
   }
@@ -556,9 +395,9 @@ export class KernelBuilder {
     c: Operand<T>,
   ): D {
     const call = 'madLo';
-    this.#oneOf(call, 'type', type, INT_TYPES);
+    this.#check.oneOf(call, 'type', type, INT_TYPES);
     this.#emit(
-      `mad.lo.${type} ${this.#reg(call, 'd', d, type)}, ${this.#src(call, 'a', a, type)}, ${this.#src(call, 'b', b, type)}, ${this.#src(call, 'c', c, type)}`,
+      `mad.lo.${type} ${this.#check.reg(call, 'd', d, type)}, ${this.#check.src(call, 'a', a, type)}, ${this.#check.src(call, 'b', b, type)}, ${this.#check.src(call, 'c', c, type)}`,
     );
     return d;
   }
@@ -572,10 +411,10 @@ export class KernelBuilder {
     c: Operand<Wider<T>>,
   ): RegOf<Wider<T>> {
     const call = 'madWide';
-    this.#oneOf(call, 'type', type, WIDE_SOURCES);
+    this.#check.oneOf(call, 'type', type, WIDE_SOURCES);
     const wide = WIDER[type]!;
     this.#emit(
-      `mad.wide.${type} ${this.#reg(call, 'd', d, wide)}, ${this.#src(call, 'a', a, type)}, ${this.#src(call, 'b', b, type)}, ${this.#src(call, 'c', c, wide)}`,
+      `mad.wide.${type} ${this.#check.reg(call, 'd', d, wide)}, ${this.#check.src(call, 'a', a, type)}, ${this.#check.src(call, 'b', b, type)}, ${this.#check.src(call, 'c', c, wide)}`,
     );
     return d;
   }
@@ -590,12 +429,12 @@ export class KernelBuilder {
     opts: FloatArithOptions = {},
   ): F32 {
     const call = 'fma';
-    this.#oneOf(call, 'type', type, ['f32']);
+    this.#check.oneOf(call, 'type', type, ['f32']);
     const rnd = opts.rnd ?? 'rn';
-    this.#oneOf(call, 'opts.rnd', rnd, FLOAT_ROUNDINGS);
+    this.#check.oneOf(call, 'opts.rnd', rnd, FLOAT_ROUNDINGS);
     const mods = `.${rnd}${opts.ftz ? '.ftz' : ''}${opts.sat ? '.sat' : ''}`;
     this.#emit(
-      `fma${mods}.f32 ${this.#reg(call, 'd', d, 'f32')}, ${this.#src(call, 'a', a, 'f32')}, ${this.#src(call, 'b', b, 'f32')}, ${this.#src(call, 'c', c, 'f32')}`,
+      `fma${mods}.f32 ${this.#check.reg(call, 'd', d, 'f32')}, ${this.#check.src(call, 'a', a, 'f32')}, ${this.#check.src(call, 'b', b, 'f32')}, ${this.#check.src(call, 'c', c, 'f32')}`,
     );
     return d;
   }
@@ -623,16 +462,16 @@ export class KernelBuilder {
     opts: FloatOptions = {},
   ): Register {
     const call = 'div';
-    this.#oneOf(call, 'type', type, ARITH_TYPES);
+    this.#check.oneOf(call, 'type', type, ARITH_TYPES);
     let mods = '';
     if (type === 'f32') {
-      this.#oneOf(call, 'mode', mode, [...FLOAT_ROUNDINGS, 'approx', 'full']);
+      this.#check.oneOf(call, 'mode', mode, [...FLOAT_ROUNDINGS, 'approx', 'full']);
       mods = `.${mode}${opts.ftz ? '.ftz' : ''}`;
     } else if (mode !== undefined) {
-      this.#noMode(call, type, mode);
+      this.#check.noMode(call, type, mode);
     }
     this.#emit(
-      `div${mods}.${type} ${this.#reg(call, 'd', d, type)}, ${this.#src(call, 'a', a, type)}, ${this.#src(call, 'b', b, type)}`,
+      `div${mods}.${type} ${this.#check.reg(call, 'd', d, type)}, ${this.#check.src(call, 'a', a, type)}, ${this.#check.src(call, 'b', b, type)}`,
     );
     return d;
   }
@@ -711,7 +550,7 @@ export class KernelBuilder {
 
   /** `tanh.approx.f32 d, a` (sm_75+, PTX 7.0+). */
   tanh(d: F32, a: Operand<'f32'>): F32 {
-    this.#require('tanh', 'tanh.approx.f32', { sm: 75, ptx: '7.0' });
+    this.#check.require('tanh', 'tanh.approx.f32', { sm: 75, ptx: '7.0' });
     return this.#f32Unary('tanh', d, a, 'approx', ['approx'], {});
   }
 
@@ -735,8 +574,8 @@ export class KernelBuilder {
   /** `not.type d, a`. */
   not<T extends BitType | 'pred', D extends RegOf<T>>(type: T, d: D, a: Operand<T>): D {
     const call = 'not';
-    this.#oneOf(call, 'type', type, [...BIT_TYPES, 'pred']);
-    this.#emit(`not.${type} ${this.#reg(call, 'd', d, type)}, ${this.#src(call, 'a', a, type)}`);
+    this.#check.oneOf(call, 'type', type, [...BIT_TYPES, 'pred']);
+    this.#emit(`not.${type} ${this.#check.reg(call, 'd', d, type)}, ${this.#check.src(call, 'a', a, type)}`);
     return d;
   }
 
@@ -762,19 +601,11 @@ export class KernelBuilder {
     opts: FloatOptions = {},
   ): Pred {
     const call = 'setp';
-    this.#oneOf(call, 'type', type, CMP_TYPES);
-    const allowed =
-      type === 'f32'
-        ? [...ORDERED_CMP, ...FLOAT_ONLY_CMP]
-        : type.startsWith('b')
-          ? ['eq', 'ne']
-          : type.startsWith('u')
-            ? [...ORDERED_CMP, ...UNSIGNED_CMP]
-            : ORDERED_CMP;
-    this.#oneOf(call, 'cmp', cmp, allowed, ` for .${type}`);
-    const ftz = opts.ftz ? this.#ftzF32(call, type) : '';
+    this.#check.oneOf(call, 'type', type, CMP_TYPES);
+    this.#check.oneOf(call, 'cmp', cmp, cmpOpsFor(type), ` for .${type}`);
+    const ftz = opts.ftz ? this.#check.ftzF32(call, type) : '';
     this.#emit(
-      `setp.${cmp}${ftz}.${type} ${this.#reg(call, 'd', d, 'pred')}, ${this.#src(call, 'a', a, type)}, ${this.#src(call, 'b', b, type)}`,
+      `setp.${cmp}${ftz}.${type} ${this.#check.reg(call, 'd', d, 'pred')}, ${this.#check.src(call, 'a', a, type)}, ${this.#check.src(call, 'b', b, type)}`,
     );
     return d;
   }
@@ -782,9 +613,9 @@ export class KernelBuilder {
   /** `selp.type d, a, b, c`: `d = c ? a : b`. */
   selp<T extends SelpType, D extends RegOf<T>>(type: T, d: D, a: Operand<T>, b: Operand<T>, c: Pred): D {
     const call = 'selp';
-    this.#oneOf(call, 'type', type, CMP_TYPES);
+    this.#check.oneOf(call, 'type', type, CMP_TYPES);
     this.#emit(
-      `selp.${type} ${this.#reg(call, 'd', d, type)}, ${this.#src(call, 'a', a, type)}, ${this.#src(call, 'b', b, type)}, ${this.#reg(call, 'c', c, 'pred')}`,
+      `selp.${type} ${this.#check.reg(call, 'd', d, type)}, ${this.#check.src(call, 'a', a, type)}, ${this.#check.src(call, 'b', b, type)}, ${this.#check.reg(call, 'c', c, 'pred')}`,
     );
     return d;
   }
@@ -805,45 +636,14 @@ export class KernelBuilder {
     opts: CvtOptions = {},
   ): RegOf<D> {
     const call = 'cvt';
-    this.#oneOf(call, 'dtype', dtype, CVT_TYPES);
-    this.#oneOf(call, 'atype', atype, CVT_TYPES);
+    this.#check.oneOf(call, 'dtype', dtype, CVT_TYPES);
+    this.#check.oneOf(call, 'atype', atype, CVT_TYPES);
     const rnd = opts.rnd;
-    const needed = cvtRounding(dtype, atype);
-    const ok =
-      needed === 'int'
-        ? rnd !== undefined && INT_ROUNDINGS.includes(rnd)
-        : needed === 'float'
-          ? rnd !== undefined && FLOAT_ROUNDINGS.includes(rnd)
-          : needed === 'optional-int'
-            ? rnd === undefined || INT_ROUNDINGS.includes(rnd)
-            : rnd === undefined;
-    if (!ok) {
-      const expected =
-        needed === 'int'
-          ? 'an integer rounding: rni, rzi, rmi or rpi'
-          : needed === 'float'
-            ? 'a float rounding: rn, rz, rm or rp'
-            : needed === 'optional-int'
-              ? 'no rounding, or an integer rounding: rni, rzi, rmi or rpi'
-              : 'no rounding';
-      throw misuse(this.#c(call), `wrong rounding for cvt.${dtype}.${atype} ${this.#where}`, {
-        argument: 'opts.rnd',
-        expected,
-        actual: rnd === undefined ? 'none' : `'${rnd}'`,
-      });
-    }
-    if (dtype === 'bf16' || atype === 'bf16') {
-      const other = dtype === 'bf16' ? atype : dtype;
-      const req = isInt(other)
-        ? { sm: 90, ptx: '7.8' }
-        : atype === 'bf16'
-          ? { sm: 80, ptx: '7.1' }
-          : { sm: 80, ptx: '7.0' };
-      this.#require(call, `cvt.${dtype}.${atype}`, req);
-    }
+    this.#check.cvtRoundingMode(call, dtype, atype, rnd);
+    this.#check.cvtTarget(call, dtype, atype);
     const mods = `${rnd ? `.${rnd}` : ''}${opts.ftz ? '.ftz' : ''}${opts.sat ? '.sat' : ''}`;
     this.#emit(
-      `cvt${mods}.${dtype}.${atype} ${this.#reg(call, 'd', d, dtype)}, ${this.#reg(call, 'a', a, atype)}`,
+      `cvt${mods}.${dtype}.${atype} ${this.#check.reg(call, 'd', d, dtype)}, ${this.#check.reg(call, 'a', a, atype)}`,
     );
     return d;
   }
@@ -853,13 +653,7 @@ export class KernelBuilder {
   /** A new, not yet placed label; its name is unique in the entry (`$L__hint<N>`). */
   label(hint = 'L'): Label {
     this.#live('label');
-    if (!/^[A-Za-z0-9_]+$/.test(hint)) {
-      throw misuse(this.#c('label'), `label hints are letters, digits and '_' ${this.#where}`, {
-        argument: 'hint',
-        expected: '[A-Za-z0-9_]+',
-        actual: describeValue(hint),
-      });
-    }
+    this.#check.labelHint('label', hint);
     return this.#newLabel(`${hint}${this.#s.nextLabelId++}`);
   }
 
@@ -867,16 +661,16 @@ export class KernelBuilder {
   place(label: Label): void {
     const call = 'place';
     this.#live(call);
-    this.#label(call, label);
+    this.#check.label(call, label);
     if (label.placed) {
-      throw misuse(this.#c(call), `label placed twice ${this.#where}`, {
+      throw this.#check.error(call, 'label placed twice', {
         argument: 'label',
         expected: 'a label not yet placed',
         actual: label.describe(),
       });
     }
     if (this.#guard) {
-      throw misuse(this.#c(call), `a label cannot be placed inside predicated() ${this.#where}`, {
+      throw this.#check.error(call, 'a label cannot be placed inside predicated()', {
         argument: 'label',
       });
     }
@@ -886,7 +680,7 @@ export class KernelBuilder {
 
   /** `bra label` (`bra.uni` when every thread of the warp takes it). */
   bra(label: Label, opts: { uni?: boolean } = {}): void {
-    this.#label('bra', label);
+    this.#check.label('bra', label);
     label.referenced = true;
     this.#emit(`bra${opts.uni ? '.uni' : ''} ${label.name}`);
   }
@@ -905,9 +699,9 @@ export class KernelBuilder {
   predicated(p: Pred, body: () => void, opts: { negate?: boolean } = {}): void {
     const call = 'predicated';
     this.#live(call);
-    this.#reg(call, 'p', p, 'pred');
+    this.#check.reg(call, 'p', p, 'pred');
     if (this.#guard) {
-      throw misuse(this.#c(call), `predicated() cannot be nested ${this.#where}`, {
+      throw this.#check.error(call, 'predicated() cannot be nested', {
         argument: 'p',
         expected: 'no enclosing predicated()',
         actual: `inside @${this.#guard.negate ? '!' : ''}${this.#guard.pred.name}`,
@@ -924,28 +718,19 @@ export class KernelBuilder {
   /** `bar.sync id{, threads}`: waits for the block's threads (or `threads` of them). */
   barSync(id = 0, threads?: number): void {
     const call = 'barSync';
-    this.#count(call, 'id', id, 0, 15);
-    if (threads !== undefined) {
-      this.#count(call, 'threads', threads, 32);
-      if (threads % 32 !== 0) {
-        throw misuse(this.#c(call), `barrier thread counts are whole warps ${this.#where}`, {
-          argument: 'threads',
-          expected: 'a multiple of 32',
-          actual: String(threads),
-        });
-      }
-    }
+    this.#check.count(call, 'id', id, 0, 15);
+    if (threads !== undefined) this.#check.barrierThreads(call, threads);
     this.#emit(`bar.sync ${id}${threads === undefined ? '' : `, ${threads}`}`);
   }
 
   /** `bar.warp.sync membermask`. */
   warpSync(membermask: Operand<'b32'> = FULL_MASK): void {
-    this.#emit(`bar.warp.sync ${this.#mask('warpSync', 'membermask', membermask)}`);
+    this.#emit(`bar.warp.sync ${this.#check.mask('warpSync', 'membermask', membermask)}`);
   }
 
   /** `membar.level`: orders this thread's memory accesses as seen by the block, the GPU or the system. */
   membar(level: 'cta' | 'gl' | 'sys'): void {
-    this.#oneOf('membar', 'level', level, ['cta', 'gl', 'sys']);
+    this.#check.oneOf('membar', 'level', level, ['cta', 'gl', 'sys']);
     this.#emit(`membar.${level}`);
   }
 
@@ -961,12 +746,12 @@ export class KernelBuilder {
     opts: ShflOptions = {},
   ): D {
     const call = 'shflSync';
-    this.#oneOf(call, 'mode', mode, SHFL_MODES);
+    this.#check.oneOf(call, 'mode', mode, SHFL_MODES);
     const c = opts.c ?? (mode === 'up' ? 0 : 31);
-    const dst = this.#reg(call, 'd', d, 'b32');
-    const pred = opts.pred === undefined ? '' : `|${this.#reg(call, 'opts.pred', opts.pred, 'pred')}`;
+    const dst = this.#check.reg(call, 'd', d, 'b32');
+    const pred = opts.pred === undefined ? '' : `|${this.#check.reg(call, 'opts.pred', opts.pred, 'pred')}`;
     this.#emit(
-      `shfl.sync.${mode}.b32 ${dst}${pred}, ${this.#reg(call, 'a', a, 'b32')}, ${this.#src(call, 'b', b, 'u32')}, ${this.#src(call, 'opts.c', c, 'b32')}, ${this.#mask(call, 'opts.membermask', opts.membermask ?? FULL_MASK)}`,
+      `shfl.sync.${mode}.b32 ${dst}${pred}, ${this.#check.reg(call, 'a', a, 'b32')}, ${this.#check.src(call, 'b', b, 'u32')}, ${this.#check.src(call, 'opts.c', c, 'b32')}, ${this.#check.mask(call, 'opts.membermask', opts.membermask ?? FULL_MASK)}`,
     );
     return d;
   }
@@ -975,7 +760,7 @@ export class KernelBuilder {
   voteBallot(d: R32, p: Pred, membermask: Operand<'b32'> = FULL_MASK): R32 {
     const call = 'voteBallot';
     this.#emit(
-      `vote.sync.ballot.b32 ${this.#reg(call, 'd', d, 'b32')}, ${this.#reg(call, 'p', p, 'pred')}, ${this.#mask(call, 'membermask', membermask)}`,
+      `vote.sync.ballot.b32 ${this.#check.reg(call, 'd', d, 'b32')}, ${this.#check.reg(call, 'p', p, 'pred')}, ${this.#check.mask(call, 'membermask', membermask)}`,
     );
     return d;
   }
@@ -983,9 +768,9 @@ export class KernelBuilder {
   /** `vote.sync.mode.pred d, p, membermask`: whether `p` holds in any / all lanes. */
   vote(mode: 'any' | 'all', d: Pred, p: Pred, membermask: Operand<'b32'> = FULL_MASK): Pred {
     const call = 'vote';
-    this.#oneOf(call, 'mode', mode, ['any', 'all']);
+    this.#check.oneOf(call, 'mode', mode, ['any', 'all']);
     this.#emit(
-      `vote.sync.${mode}.pred ${this.#reg(call, 'd', d, 'pred')}, ${this.#reg(call, 'p', p, 'pred')}, ${this.#mask(call, 'membermask', membermask)}`,
+      `vote.sync.${mode}.pred ${this.#check.reg(call, 'd', d, 'pred')}, ${this.#check.reg(call, 'p', p, 'pred')}, ${this.#check.mask(call, 'membermask', membermask)}`,
     );
     return d;
   }
@@ -1036,7 +821,7 @@ export class KernelBuilder {
   guard<C extends R32 | R64>(index: C, bound: C | number, body: () => void, opts: LoopOptions = {}): void {
     const call = 'guard';
     this.#structured(call);
-    const type = this.#counterType(call, 'index', index, opts);
+    const type = this.#check.counterType(call, 'index', index, opts);
     const id = this.#s.nextLabelId++;
     const end = this.#newLabel(`guard${id}_end`);
     const p = this.reg('pred');
@@ -1061,14 +846,8 @@ export class KernelBuilder {
   ): void {
     const call = 'forRange';
     this.#structured(call);
-    const type = this.#counterType(call, 'counter', counter, opts);
-    if (typeof step === 'number' && step <= 0) {
-      throw misuse(this.#c(call), `loops count up ${this.#where}`, {
-        argument: 'step',
-        expected: 'a positive step',
-        actual: String(step),
-      });
-    }
+    const type = this.#check.counterType(call, 'counter', counter, opts);
+    this.#check.positiveStep(call, step);
     if (start !== counter) this.mov(type, counter as never, start as never);
     const knownNonEmpty = typeof start === 'number' && typeof end === 'number' && start < end;
     this.#loop(call, type, counter, end, step, body, knownNonEmpty);
@@ -1105,24 +884,16 @@ export class KernelBuilder {
    * `mad.wide.u32 d, index, elemBytes, base`.
    */
   elementAddress(base: R64, index: R32 | number, elemBytes: number, d?: R64): R64 {
-    this.#count('elementAddress', 'elemBytes', elemBytes, 1);
+    this.#check.count('elementAddress', 'elemBytes', elemBytes, 1);
     return this.madWide('u32', d ?? this.reg('u64'), index, elemBytes, base);
   }
 
   // ------------------------------------------------------------- internals
 
-  get #where(): string {
-    return `in entry '${this.name}'`;
-  }
-
-  #c(call: string): string {
-    return `KernelBuilder.${call}`;
-  }
-
   #live(call: string): void {
     if (this.#s.finished) {
       throw misuse(
-        this.#c(call),
+        this.#check.callName(call),
         `entry '${this.name}' is finished; builders live only inside their entry's body`,
       );
     }
@@ -1158,7 +929,7 @@ export class KernelBuilder {
     const label = new Label(`$L__${suffix}`, this.#s.scope);
     if (this.#s.labels.some((l) => l.name === label.name)) {
       // Defensive: user labels end in their number and helper labels in a word, so none collide.
-      throw misuse(this.#c('label'), `duplicate label ${this.#where}`, {
+      throw this.#check.error('label', 'duplicate label', {
         expected: 'a unique label name',
         actual: label.name,
       });
@@ -1170,7 +941,7 @@ export class KernelBuilder {
   #structured(call: string): void {
     this.#live(call);
     if (this.#guard) {
-      throw misuse(this.#c(call), `structured control flow cannot be predicated ${this.#where}`, {
+      throw this.#check.error(call, 'structured control flow cannot be predicated', {
         expected: 'no enclosing predicated()',
         actual: `inside @${this.#guard.negate ? '!' : ''}${this.#guard.pred.name}`,
       });
@@ -1204,217 +975,16 @@ export class KernelBuilder {
     if (exitLabel.referenced) this.place(exitLabel);
   }
 
-  #counterType(call: string, argument: string, r: unknown, opts: LoopOptions): 'u32' | 's32' | 'u64' | 's64' {
-    if (!(r instanceof Register) || (r.cls !== 'b32' && r.cls !== 'b64')) {
-      throw misuse(this.#c(call), `expected an integer register ${this.#where}`, {
-        argument,
-        expected: '.b32 or .b64 register',
-        actual: describeValue(r),
-      });
-    }
-    const wide = r.cls === 'b64';
-    return opts.signed ? (wide ? 's64' : 's32') : wide ? 'u64' : 'u32';
-  }
-
   #predBra(call: string, p: Pred, label: Label, negate: boolean): void {
-    const pred = this.#reg(call, 'p', p, 'pred');
-    this.#label(call, label);
+    const pred = this.#check.reg(call, 'p', p, 'pred');
+    this.#check.label(call, label);
     if (this.#guard) {
-      throw misuse(this.#c(call), `a predicated branch cannot be inside predicated() ${this.#where}`, {
+      throw this.#check.error(call, 'a predicated branch cannot be inside predicated()', {
         argument: 'p',
       });
     }
     label.referenced = true;
     this.#emit(`@${negate ? '!' : ''}${pred} bra ${label.name}`);
-  }
-
-  #label(call: string, label: unknown): asserts label is Label {
-    if (!(label instanceof Label) || label.scope !== this.#s.scope) {
-      throw misuse(this.#c(call), `expected a label of this entry ${this.#where}`, {
-        argument: 'label',
-        expected: `a label made by label() in entry '${this.name}'`,
-        actual: describeValue(label),
-      });
-    }
-  }
-
-  #require(call: string, what: string, req: Requirement): void {
-    const sm = smNumber(this.#s.target);
-    if (sm < req.sm || versionNumber(this.#s.version) < versionNumber(req.ptx)) {
-      throw misuse(this.#c(call), `${what} needs a newer target or PTX ISA version ${this.#where}`, {
-        expected: `.target >= sm_${req.sm} and .version >= ${req.ptx}`,
-        actual: `.target ${this.#s.target}, .version ${this.#s.version}`,
-      });
-    }
-  }
-
-  #oneOf(call: string, argument: string, value: unknown, allowed: readonly string[], what = ''): void {
-    if (typeof value !== 'string' || !allowed.includes(value)) {
-      throw misuse(this.#c(call), `unsupported ${argument}${what} ${this.#where}`, {
-        argument,
-        expected: `one of ${allowed.join(', ')}`,
-        actual: describeValue(value),
-      });
-    }
-  }
-
-  #count(call: string, argument: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): void {
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-      throw misuse(this.#c(call), `expected an integer in range ${this.#where}`, {
-        argument,
-        expected: max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer in ${min} .. ${max}`,
-        actual: describeValue(value),
-      });
-    }
-  }
-
-  #noMode(call: string, type: string, mode: unknown): never {
-    throw misuse(this.#c(call), `.${type} takes no rounding mode ${this.#where}`, {
-      argument: 'mode',
-      expected: 'none',
-      actual: describeValue(mode),
-    });
-  }
-
-  #ftzF32(call: string, type: string): string {
-    if (type !== 'f32') {
-      throw misuse(this.#c(call), `ftz applies to f32 only ${this.#where}`, {
-        argument: 'opts.ftz',
-        expected: 'type f32',
-        actual: `.${type}`,
-      });
-    }
-    return '.ftz';
-  }
-
-  /** A register operand of instruction type `type`; returns its name. */
-  #reg(call: string, argument: string, value: unknown, type: ScalarType): string {
-    const classes = acceptedClasses(type);
-    const expected = `${classes.map((c) => `${REG_DECL_TYPE[c]}`).join(' or ')} register for .${type}`;
-    if (!(value instanceof Register)) {
-      throw misuse(this.#c(call), `expected a register ${this.#where}`, {
-        argument,
-        expected,
-        actual: describeValue(value),
-      });
-    }
-    if (!classes.includes(value.cls)) {
-      throw misuse(this.#c(call), `register of the wrong type ${this.#where}`, {
-        argument,
-        expected,
-        actual: value.describe(),
-      });
-    }
-    if (value.scope !== this.#s.scope) {
-      throw misuse(this.#c(call), `register of another entry ${this.#where}`, {
-        argument,
-        expected: `a register of entry '${this.name}'`,
-        actual: `${value.describe()} of entry '${value.scope.entry}'`,
-      });
-    }
-    return value.name;
-  }
-
-  /** A source operand: a register of `type` or an immediate. */
-  #src(call: string, argument: string, value: unknown, type: ScalarType): string {
-    if (typeof value === 'number' || typeof value === 'bigint') {
-      return formatImmediate(this.#c(call), argument, type, value, this.#where);
-    }
-    return this.#reg(call, argument, value, type);
-  }
-
-  #mask(call: string, argument: string, value: unknown): string {
-    if (typeof value === 'number') {
-      formatImmediate(this.#c(call), argument, 'b32', value, this.#where);
-      return maskLiteral(value);
-    }
-    return this.#reg(call, argument, value, 'b32');
-  }
-
-  /** One register or a `.v2`/`.v4` brace list; a store source may also be an immediate. */
-  #vector(
-    call: string,
-    argument: string,
-    value: unknown,
-    type: MemType,
-    immediateOk = false,
-  ): { text: string; vec: string } {
-    if (!Array.isArray(value)) {
-      return {
-        text: immediateOk ? this.#src(call, argument, value, type) : this.#reg(call, argument, value, type),
-        vec: '',
-      };
-    }
-    const bytes = TYPE_BYTES[type] * value.length;
-    if ((value.length !== 2 && value.length !== 4) || bytes > 16) {
-      throw misuse(this.#c(call), `unsupported vector ${this.#where}`, {
-        argument,
-        expected: `2 or 4 registers of at most 16 bytes together (.${type} is ${TYPE_BYTES[type]} bytes)`,
-        actual: `${value.length} registers (${bytes} bytes)`,
-      });
-    }
-    const names = value.map((v, i) => this.#reg(call, `${argument}[${i}]`, v, type));
-    return { text: `{${names.join(', ')}}`, vec: `.v${value.length}` };
-  }
-
-  #address(call: string, argument: string, value: unknown, space: 'global' | 'shared'): string {
-    const a: Address | undefined =
-      value instanceof Register || value instanceof SharedVar
-        ? { base: value, offset: 0 }
-        : typeof value === 'object' && value !== null && 'base' in value
-          ? (value as Address)
-          : undefined;
-    if (!a) {
-      throw misuse(this.#c(call), `expected an address ${this.#where}`, {
-        argument,
-        expected:
-          space === 'global'
-            ? 'a .b64 register or addr(base, offset)'
-            : 'a register, shared variable or addr()',
-        actual: describeValue(value),
-      });
-    }
-    if (!Number.isSafeInteger(a.offset)) {
-      throw misuse(this.#c(call), `address offsets are whole bytes ${this.#where}`, {
-        argument: `${argument}.offset`,
-        expected: 'an integer',
-        actual: describeValue(a.offset),
-      });
-    }
-    let base: string;
-    if (a.base instanceof SharedVar) {
-      if (space !== 'shared') {
-        throw misuse(this.#c(call), `a shared variable is not a ${space} address ${this.#where}`, {
-          argument,
-          expected: 'a .b64 global address register',
-          actual: a.base.describe(),
-        });
-      }
-      base = this.#sharedVar(call, argument, a.base);
-    } else {
-      base = this.#reg(
-        call,
-        `${argument}.base`,
-        a.base,
-        space === 'global' ? 'u64' : a.base instanceof Register && a.base.cls === 'b64' ? 'u64' : 'u32',
-      );
-    }
-    const off = a.offset === 0 ? '' : `+${a.offset}`;
-    return `[${base}${off}]`;
-  }
-
-  #sharedVar(call: string, argument: string, v: unknown): string {
-    if (!(v instanceof SharedVar) || (v.scope !== undefined && v.scope !== this.#s.scope)) {
-      throw misuse(this.#c(call), `expected a shared variable of this entry or module ${this.#where}`, {
-        argument,
-        expected: `shared memory declared in entry '${this.name}' or the module`,
-        actual:
-          v instanceof SharedVar && v.scope
-            ? `${v.describe()} of entry '${v.scope.entry}'`
-            : describeValue(v),
-      });
-    }
-    return v.name;
   }
 
   #declareShared(
@@ -1425,38 +995,11 @@ export class KernelBuilder {
     elemType: MemType | undefined,
   ): SharedVar {
     this.#live(call);
-    if (typeof name !== 'string' || !IDENT.test(name)) {
-      throw misuse(this.#c(call), `invalid shared variable name ${this.#where}`, {
-        argument: 'name',
-        expected: 'an identifier [A-Za-z_][A-Za-z0-9_]*',
-        actual: describeValue(name),
-      });
-    }
-    if (this.#s.symbols.has(name) || this.#s.moduleSymbols.has(name)) {
-      throw misuse(this.#c(call), `duplicate name ${this.#where}`, {
-        argument: 'name',
-        expected: 'a name not yet used in the entry or module',
-        actual: `'${name}'`,
-      });
-    }
-    this.#count(call, 'bytes', bytes, 1);
-    if (![1, 2, 4, 8, 16, 32, 64, 128].includes(align)) {
-      throw misuse(this.#c(call), `invalid alignment ${this.#where}`, {
-        argument: 'align',
-        expected: 'a power of two from 1 to 128',
-        actual: describeValue(align),
-      });
-    }
+    this.#check.sharedDeclaration(call, name, bytes, align, this.#s.symbols, this.#s.moduleSymbols);
     const v = new SharedVar(name, bytes, align, elemType, this.#s.scope);
     this.#s.symbols.add(name);
     this.#s.shared.push(v);
     return v;
-  }
-
-  #atomArgs(call: string, space: unknown, op: AtomOp, type: ScalarType): void {
-    this.#oneOf(call, 'space', space, ['global', 'shared']);
-    this.#oneOf(call, 'op', op, Object.keys(ATOM_TYPES));
-    this.#oneOf(call, 'type', type, ATOM_TYPES[op], ` for ${op}`);
   }
 
   #binary<R>(
@@ -1469,79 +1012,50 @@ export class KernelBuilder {
     opts: FloatArithOptions = {},
   ): R {
     const call = op === 'mul.lo' ? 'mulLo' : op === 'mul.hi' ? 'mulHi' : op;
-    this.#oneOf(call, 'type', type, allowed);
-    let mods = '';
-    if (opts.rnd !== undefined || opts.ftz || opts.sat) {
-      if (type !== 'f32') {
-        throw misuse(this.#c(call), `rounding, ftz and sat apply to f32 only ${this.#where}`, {
-          argument: 'opts',
-          expected: 'no options for integer types',
-          actual: `.${type} with ${JSON.stringify(opts)}`,
-        });
-      }
-      if (opts.rnd !== undefined) this.#oneOf(call, 'opts.rnd', opts.rnd, FLOAT_ROUNDINGS);
-      mods = `${opts.rnd ? `.${opts.rnd}` : ''}${opts.ftz ? '.ftz' : ''}${opts.sat ? '.sat' : ''}`;
-    }
+    this.#check.oneOf(call, 'type', type, allowed);
+    const mods = this.#check.floatArithModifiers(call, type, opts);
     this.#emit(
-      `${op}${mods}.${type} ${this.#reg(call, 'd', d, type)}, ${this.#src(call, 'a', a, type)}, ${this.#src(call, 'b', b, type)}`,
+      `${op}${mods}.${type} ${this.#check.reg(call, 'd', d, type)}, ${this.#check.src(call, 'a', a, type)}, ${this.#check.src(call, 'b', b, type)}`,
     );
     return d;
   }
 
   #shift<R>(op: string, type: ScalarType, allowed: readonly ScalarType[], d: R, a: unknown, b: unknown): R {
-    this.#oneOf(op, 'type', type, allowed);
+    this.#check.oneOf(op, 'type', type, allowed);
     this.#emit(
-      `${op}.${type} ${this.#reg(op, 'd', d, type)}, ${this.#src(op, 'a', a, type)}, ${this.#src(op, 'b', b, 'u32')}`,
+      `${op}.${type} ${this.#check.reg(op, 'd', d, type)}, ${this.#check.src(op, 'a', a, type)}, ${this.#check.src(op, 'b', b, 'u32')}`,
     );
     return d;
   }
 
   #minMax<R>(op: 'min' | 'max', type: ScalarType, d: R, a: unknown, b: unknown, opts: MinMaxOptions = {}): R {
-    this.#oneOf(op, 'type', type, ARITH_TYPES);
+    this.#check.oneOf(op, 'type', type, ARITH_TYPES);
     let mods = '';
-    if (opts.ftz) mods += this.#ftzF32(op, type);
-    if (opts.nan) {
-      if (type !== 'f32') {
-        throw misuse(this.#c(op), `NaN propagation applies to f32 only ${this.#where}`, {
-          argument: 'opts.nan',
-          expected: 'type f32',
-          actual: `.${type}`,
-        });
-      }
-      this.#require(op, `${op}.NaN.f32`, { sm: 80, ptx: '7.0' });
-      mods += '.NaN';
-    }
+    if (opts.ftz) mods += this.#check.ftzF32(op, type);
+    if (opts.nan) mods += this.#check.nanPropagation(op, type);
     this.#emit(
-      `${op}${mods}.${type} ${this.#reg(op, 'd', d, type)}, ${this.#src(op, 'a', a, type)}, ${this.#src(op, 'b', b, type)}`,
+      `${op}${mods}.${type} ${this.#check.reg(op, 'd', d, type)}, ${this.#check.src(op, 'a', a, type)}, ${this.#check.src(op, 'b', b, type)}`,
     );
     return d;
   }
 
   #unarySigned<R>(op: 'neg' | 'abs', type: ScalarType, d: R, a: unknown, opts: FloatOptions = {}): R {
-    this.#oneOf(op, 'type', type, SIGNED_TYPES);
-    const ftz = opts.ftz ? this.#ftzF32(op, type) : '';
-    this.#emit(`${op}${ftz}.${type} ${this.#reg(op, 'd', d, type)}, ${this.#src(op, 'a', a, type)}`);
+    this.#check.oneOf(op, 'type', type, SIGNED_TYPES);
+    const ftz = opts.ftz ? this.#check.ftzF32(op, type) : '';
+    this.#emit(
+      `${op}${ftz}.${type} ${this.#check.reg(op, 'd', d, type)}, ${this.#check.src(op, 'a', a, type)}`,
+    );
     return d;
   }
 
   #f32Unary(op: string, d: F32, a: unknown, mode: string, modes: readonly string[], opts: FloatOptions): F32 {
-    this.#oneOf(op, 'mode', mode, modes);
+    this.#check.oneOf(op, 'mode', mode, modes);
     const ftz = opts.ftz ? '.ftz' : '';
-    this.#emit(`${op}.${mode}${ftz}.f32 ${this.#reg(op, 'd', d, 'f32')}, ${this.#src(op, 'a', a, 'f32')}`);
+    this.#emit(
+      `${op}.${mode}${ftz}.f32 ${this.#check.reg(op, 'd', d, 'f32')}, ${this.#check.src(op, 'a', a, 'f32')}`,
+    );
     return d;
   }
-}
-
-/** Which rounding PTX requires for `cvt.dtype.atype`. */
-function cvtRounding(dtype: ScalarType, atype: ScalarType): 'int' | 'float' | 'none' | 'optional-int' {
-  if (isFloat(atype) && isInt(dtype)) return 'int';
-  if (isInt(atype) && isFloat(dtype)) return 'float';
-  if (isFloat(atype) && isFloat(dtype)) {
-    if (TYPE_BYTES[dtype] < TYPE_BYTES[atype]) return 'float';
-    if (dtype === atype) return 'optional-int';
-    return 'none';
-  }
-  return 'none';
 }
 
 /** Declarations of the registers an entry used, one line per bank. */
