@@ -17,8 +17,17 @@ type AdamwAttrs = {
   step: number;
 };
 
-/** The step's values once resolved: `step` and `lr` from the attributes or the device. */
-type AdamwValues = {
+/** The attributes AdamW kernels share (weight decay differs: one value, or one per tensor). */
+const ADAMW_ATTRIBUTES = {
+  lr: { kind: 'number', min: 0, doc: 'learning rate' },
+  beta1: { kind: 'number', default: 0.9, min: 0, doc: 'first moment decay, in [0, 1)' },
+  beta2: { kind: 'number', default: 0.999, min: 0, doc: 'second moment decay, in [0, 1)' },
+  eps: { kind: 'number', default: 1e-8, above: 0, doc: 'added to the bias-corrected root of v' },
+  step: { kind: 'number', integer: true, min: 1, doc: 'the step number t, from 1, for bias correction' },
+} as const;
+
+/** An AdamW step's values once resolved: `step` and `lr` from the attributes or the device. */
+export type AdamwValues = {
   lr: number;
   beta1: number;
   beta2: number;
@@ -82,12 +91,8 @@ export const adamwStep = defineKernel<AdamwAttrs>({
     },
   ],
   attributes: {
-    lr: { kind: 'number', min: 0, doc: 'learning rate' },
-    beta1: { kind: 'number', default: 0.9, min: 0, doc: 'first moment decay, in [0, 1)' },
-    beta2: { kind: 'number', default: 0.999, min: 0, doc: 'second moment decay, in [0, 1)' },
-    eps: { kind: 'number', default: 1e-8, above: 0, doc: 'added to the bias-corrected root of v' },
+    ...ADAMW_ATTRIBUTES,
     weightDecay: { kind: 'number', default: 0.01, min: 0, doc: 'decoupled: param ← param · (1 − lr · wd)' },
-    step: { kind: 'number', integer: true, min: 1, doc: 'the step number t, from 1, for bias correction' },
   },
   infer([param, grad, m, v], { beta1, beta2 }) {
     const check = new ArgCheck('adamwStep');
@@ -354,17 +359,13 @@ export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
     },
   ],
   attributes: {
-    lr: { kind: 'number', min: 0, doc: 'learning rate' },
-    beta1: { kind: 'number', default: 0.9, min: 0, doc: 'first moment decay, in [0, 1)' },
-    beta2: { kind: 'number', default: 0.999, min: 0, doc: 'second moment decay, in [0, 1)' },
-    eps: { kind: 'number', default: 1e-8, above: 0, doc: 'added to the bias-corrected root of v' },
+    ...ADAMW_ATTRIBUTES,
     weightDecay: {
       kind: 'numbers',
       default: [0.01],
       min: 0,
       doc: 'decoupled decay: one value for every tensor, or one per tensor (0 leaves a tensor undecayed)',
     },
-    step: { kind: 'number', integer: true, min: 1, doc: 'the step number t, from 1, for bias correction' },
     maxNorm: {
       kind: 'number',
       default: NEVER_CLIPS,

@@ -1,5 +1,6 @@
 import {
   ADAMW_MOMENT_CONSTANTS,
+  type AdamwValues,
   adamwMomentConstants,
   adamwStep,
   clipByGlobalNorm,
@@ -231,14 +232,7 @@ export function adamwModule(width: VectorWidth, device: AdamwDeviceInputs = ON_H
 }
 
 /** The per-launch constants of an AdamW step, in double precision (rounded once to f32 at the launch). */
-export function adamwConstants(attrs: {
-  lr: number;
-  beta1: number;
-  beta2: number;
-  eps: number;
-  weightDecay: number;
-  step: number;
-}): Record<string, number> {
+export function adamwConstants(attrs: AdamwValues): Record<string, number> {
   const { lr, beta1, beta2, eps, weightDecay, step } = attrs;
   const bc1 = 1 - beta1 ** step;
   const bc2 = 1 - beta2 ** step;
@@ -255,14 +249,7 @@ export function adamwConstants(attrs: {
 }
 
 /** The launch parameters of a kernel that reads the step or lr on the device (the other one from `attrs`). */
-export function adamwDeviceConstants(attrs: {
-  lr: number;
-  beta1: number;
-  beta2: number;
-  eps: number;
-  weightDecay: number;
-  step: number;
-}): Record<string, number> {
+export function adamwDeviceConstants(attrs: AdamwValues): Record<string, number> {
   const { lr, weightDecay, step } = attrs;
   return { ...adamwMomentConstants(attrs), weightDecay, step, lr };
 }
