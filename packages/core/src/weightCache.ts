@@ -5,13 +5,13 @@ import { matmul } from './kernels/matmul.js';
 import type { Shape } from './shape.js';
 import type { Tensor } from './tensor.js';
 
-/** What a GPU backend lends the shared weight cache: host writes into, and views of, its tensors. */
+/** What a GPU backend lends the shared weight cache: host writes into its tensors, and tensors over their first elements. */
 export interface WeightCacheDevice {
   readonly backend: Backend;
   /** Writes host values into the first elements of `tensor` without allocating. */
   writeHost(tensor: Tensor, data: Float32Array): void;
   /** A tensor of `shape` over the first elements of `base`'s memory; disposing it frees nothing. */
-  view(base: Tensor, shape: Shape): Tensor;
+  prefixOf(base: Tensor, shape: Shape): Tensor;
 }
 
 const KERNEL = 'weightCache.matmul';
@@ -134,7 +134,7 @@ export class DeviceWeightCache implements WeightCache {
       if (which === 'input') this.#input = base;
       else this.#output = base;
     }
-    return this.#device.view(base, [rows, cols]);
+    return this.#device.prefixOf(base, [rows, cols]);
   }
 
   dispose(): void {

@@ -466,7 +466,7 @@ export class CudaBackend implements Backend {
     return new DeviceWeightCache({
       backend: this,
       writeHost: (tensor, data) => this.writeHost(tensor, data),
-      view: (base, shape) => this.importPointer(this.pointerOf(base).ptr, shape, base.dtype),
+      prefixOf: (base, shape) => this.importPointer(this.pointerOf(base).ptr, shape, base.dtype),
     });
   }
 

@@ -701,7 +701,7 @@ export class WgpuBackend implements Backend {
         const { buffer, offset } = this.bufferOf(tensor);
         this.#uploads.write(buffer, offset, data);
       },
-      view: (base, shape) => {
+      prefixOf: (base, shape) => {
         const { buffer, offset } = this.bufferOf(base);
         return this.importBuffer(buffer, shape, base.dtype, offset);
       },

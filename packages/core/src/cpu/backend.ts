@@ -217,8 +217,8 @@ export class CpuBackend implements Backend {
   }
 
   /** The tensor's host memory itself, without a copy (for cpu-side helpers). */
-  view(tensor: Tensor): HostArray {
-    return this.#own('view', tensor, 'tensor');
+  hostArrayOf(tensor: Tensor): HostArray {
+    return this.#own('hostArrayOf', tensor, 'tensor');
   }
 
   read(tensor: Tensor): Promise<HostArray> {
@@ -311,14 +311,14 @@ export class CpuBackend implements Backend {
     this.#checkAlive('createWeightCache');
     return new DeviceWeightCache({
       backend: this,
-      writeHost: (tensor, data) => this.view(tensor).set(data),
+      writeHost: (tensor, data) => this.hostArrayOf(tensor).set(data),
       // A view over the first elements of `base`; disposing it frees nothing.
-      view: (base, shape) =>
+      prefixOf: (base, shape) =>
         new Tensor(
           this,
           shape,
           base.dtype,
-          new CpuStorage(this.view(base).subarray(0, sizeOf(shape)), undefined),
+          new CpuStorage(this.hostArrayOf(base).subarray(0, sizeOf(shape)), undefined),
         ),
     });
   }

@@ -33,16 +33,16 @@ export function reduceToShape(tape: Tape, dy: Tensor, shape: Shape): Tensor {
     const last = runs[runs.length - 1]!;
     if (last.reduce) {
       runs.pop();
-      cur = tape.run1(sum, [tape.view(cur, [product(runs), last.size])], { axis: 'last' });
+      cur = tape.run1(sum, [tape.reshape(cur, [product(runs), last.size])], { axis: 'last' });
       continue;
     }
     const summed = runs[runs.length - 2]!;
     const outer = product(runs.slice(0, -2));
     if (outer === 1) {
       // Column sums as one GEMV: ones[1, m] · dy[m, n].
-      cur = tape.run1(matmul, [tape.ones([1, summed.size]), tape.view(cur, [summed.size, last.size])]);
+      cur = tape.run1(matmul, [tape.ones([1, summed.size]), tape.reshape(cur, [summed.size, last.size])]);
     } else {
-      const t = tape.run1(transpose, [tape.view(cur, [outer, summed.size, last.size])]);
+      const t = tape.run1(transpose, [tape.reshape(cur, [outer, summed.size, last.size])]);
       cur = tape.run1(sum, [t], { axis: 'last' });
     }
     runs.splice(runs.length - 2, 1);
@@ -52,7 +52,7 @@ export function reduceToShape(tape: Tape, dy: Tensor, shape: Shape): Tensor {
       runs.pop();
     }
   }
-  return tape.view(cur, shape);
+  return tape.reshape(cur, shape);
 }
 
 /**
@@ -64,6 +64,6 @@ export function broadcastTo(tape: Tape, t: Tensor, shape: Shape): Tensor {
   // The zeros need only the axes where t has a 1 or no axis, up to the first such axis.
   const padded = [...new Array<number>(shape.length - t.shape.length).fill(1), ...t.shape];
   const first = padded.findIndex((d, i) => d === 1 && shape[i] !== 1);
-  if (first === -1) return tape.view(t, shape);
-  return tape.run1(add, [tape.view(t, padded), tape.zeros(shape.slice(first))]);
+  if (first === -1) return tape.reshape(t, shape);
+  return tape.run1(add, [tape.reshape(t, padded), tape.zeros(shape.slice(first))]);
 }

@@ -182,8 +182,12 @@ export class Tape {
     return t;
   }
 
-  /** The same elements under another shape, without a copy (valid while `tensor` is). */
-  view(tensor: Tensor, shape: Shape): Tensor {
+  /**
+   * The same elements under another shape, without a copy (valid while
+   * `tensor` is); `tensor` itself when the shape is already `shape`. Records
+   * nothing: the differentiable operation is `reshape(tape, x, shape)`.
+   */
+  reshape(tensor: Tensor, shape: Shape): Tensor {
     return shapesEqual(tensor.shape, shape) ? tensor : tensor.reshape(shape);
   }
 
