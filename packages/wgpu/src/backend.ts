@@ -261,7 +261,7 @@ export class WgpuBackend implements Backend {
     await this.#memory.release();
     const { refused, retried } = await this.#memory.takeReport(api);
     const errors = this.gpu.takeErrors();
-    this.#alive(api);
+    this.#checkAlive(api);
     // Errors after a refused allocation are its consequences (an invalid buffer
     // bound or cleared), also when a retry has granted it since.
     if (refused) throw refused;
@@ -274,7 +274,7 @@ export class WgpuBackend implements Backend {
       : new RayoError(`WebGPU reported ${errors.length} error(s): ${message}`, { kernel: api });
   }
 
-  #alive(api: string): void {
+  #checkAlive(api: string): void {
     const lost = this.gpu.lostError();
     if (lost) throw lost;
     if (this.#disposed) {
@@ -307,7 +307,7 @@ export class WgpuBackend implements Backend {
   }
 
   upload(data: HostArray | readonly number[], shape: Shape, dtype: DType = 'f32'): Tensor {
-    this.#alive('upload');
+    this.#checkAlive('upload');
     checkShapeAndDType('upload', shape, dtype);
     const host = hostDataFor('upload', data, shape, dtype);
     const tensor = this.#allocate('upload', shape, dtype);
@@ -316,7 +316,7 @@ export class WgpuBackend implements Backend {
   }
 
   write(tensor: Tensor, data: HostArray | readonly number[]): void {
-    this.#alive('write');
+    this.#checkAlive('write');
     const { storage, data: host } = checkWrite<WgpuStorage>(this, tensor, data);
     // Kernels are submitted when they are run or a batch is submitted, and
     // queue writes take the data at the call, in queue order with those submits.
@@ -342,7 +342,7 @@ export class WgpuBackend implements Backend {
    * ownership: disposing the tensor does not destroy the buffer.
    */
   importBuffer(buffer: GPUBuffer, shape: Shape, dtype: DType = 'f32', byteOffset = 0): Tensor {
-    this.#alive('importBuffer');
+    this.#checkAlive('importBuffer');
     checkShapeAndDType('importBuffer', shape, dtype);
     const byteLength = sizeOf(shape) * bytesPerElement(dtype);
     const alignment = this.device.limits.minStorageBufferOffsetAlignment;
@@ -385,7 +385,7 @@ export class WgpuBackend implements Backend {
   }
 
   #empty(api: string, shape: Shape, dtype: DType): Tensor {
-    this.#alive(api);
+    this.#checkAlive(api);
     checkShapeAndDType(api, shape, dtype);
     return this.#allocate(api, shape, dtype);
   }
@@ -428,7 +428,7 @@ export class WgpuBackend implements Backend {
    * result while the next step runs.
    */
   async read(tensor: Tensor): Promise<HostArray> {
-    this.#alive('read');
+    this.#checkAlive('read');
     const s = this.#own('read', tensor, 'tensor');
     checkWritten('read', tensor, 'tensor');
     const bytes = Math.ceil(s.byteLength / 4) * 4;
@@ -471,7 +471,7 @@ export class WgpuBackend implements Backend {
     attrs: Partial<A> | undefined,
     options: RunOptions | undefined,
   ): { outputs: Tensor[]; fresh: Tensor[]; encode: (recorder: CommandRecorder) => void } {
-    this.#alive(spec.name);
+    this.#checkAlive(spec.name);
     const kernel = this.#kernels.get(spec.name);
     if (!kernel || kernel.spec !== spec) {
       throw new UnsupportedOnBackendError('kernel is not implemented on the wgpu backend', {
@@ -561,7 +561,7 @@ export class WgpuBackend implements Backend {
    * they go back to their pools when the GPU finished.
    */
   #submit(recording: Recording, inParts = false): Promise<void> {
-    this.#alive('submit');
+    this.#checkAlive('submit');
     recording.params.flush(this.device.queue);
     recording.submitted();
     try {
@@ -600,7 +600,7 @@ export class WgpuBackend implements Backend {
         cause: error,
       });
     }
-    this.#alive(api);
+    this.#checkAlive(api);
     return value;
   }
 
@@ -624,7 +624,7 @@ export class WgpuBackend implements Backend {
   }
 
   batch(): CommandBatch {
-    this.#alive('batch');
+    this.#checkAlive('batch');
     return new WgpuCommandBatch(this, {
       record: (encodeAll) => this.#recordWork(encodeAll),
       submit: (recording) => this.#submit(recording, true),
@@ -636,13 +636,13 @@ export class WgpuBackend implements Backend {
    * refused allocation, a validation error) without waiting for the queue.
    */
   async settle(api: string): Promise<void> {
-    this.#alive(api);
+    this.#checkAlive(api);
     await this.pipelines.settle();
     await this.#reported(api);
   }
 
   async sync(): Promise<void> {
-    this.#alive('sync');
+    this.#checkAlive('sync');
     await this.pipelines.settle();
     await this.#deviceWait(
       'sync',
@@ -659,7 +659,7 @@ export class WgpuBackend implements Backend {
   #timer: { querySet: GPUQuerySet; resolve: GPUBuffer } | undefined;
 
   async deviceTime(work: (runner: KernelRunner) => void): Promise<number | undefined> {
-    this.#alive('deviceTime');
+    this.#checkAlive('deviceTime');
     if (!this.gpu.features.has('timestamp-query')) return undefined;
     this.#timer ??= {
       querySet: this.device.createQuerySet({ type: 'timestamp', count: 2 }),
@@ -694,7 +694,7 @@ export class WgpuBackend implements Backend {
   }
 
   createWeightCache(): WeightCache {
-    this.#alive('createWeightCache');
+    this.#checkAlive('createWeightCache');
     return new DeviceWeightCache({
       backend: this,
       writeHost: (tensor, data) => {
