@@ -40,11 +40,6 @@ export class Recording {
     readonly bindGroups: number,
   ) {}
 
-  /** The number of recorded commands (dispatches, copies, timestamps). */
-  get length(): number {
-    return this.commands.length;
-  }
-
   /** One command buffer: consecutive dispatches share one compute pass, redundant pipeline changes are left out. */
   encode(device: GPUDevice): GPUCommandBuffer {
     return this.#encodeRange(device, 0, this.commands.length);

@@ -8,15 +8,6 @@ const FAMILY = 'optimizer';
 
 // ---- AdamW -----------------------------------------------------------------
 
-type AdamwAttrs = {
-  lr: number;
-  beta1: number;
-  beta2: number;
-  eps: number;
-  weightDecay: number;
-  step: number;
-};
-
 /** The attributes AdamW kernels share (weight decay differs: one value, or one per tensor). */
 const ADAMW_ATTRIBUTES = {
   lr: { kind: 'number', min: 0, doc: 'learning rate' },
@@ -26,7 +17,7 @@ const ADAMW_ATTRIBUTES = {
   step: { kind: 'number', integer: true, min: 1, doc: 'the step number t, from 1, for bias correction' },
 } as const;
 
-/** An AdamW step's values once resolved: `step` and `lr` from the attributes or the device. */
+/** adamwStep's attributes, and any AdamW step's values once resolved (`step` and `lr` from the attributes or the device). */
 export type AdamwValues = {
   lr: number;
   beta1: number;
@@ -66,7 +57,7 @@ function adamwUpdate(
 /** The step number t must stay exact in f32 on a device, hence 2^24. */
 const MAX_STEP = 2 ** 24;
 
-export const adamwStep = defineKernel<AdamwAttrs>({
+export const adamwStep = defineKernel<AdamwValues>({
   name: 'adamwStep',
   family: FAMILY,
   summary: 'One AdamW step in place (PyTorch semantics: decoupled weight decay, bias-corrected moments)',
@@ -310,13 +301,8 @@ export const globalNorm = defineKernel<Record<string, never>>({
 const NEVER_CLIPS = 3.4028234663852886e38;
 const CLIP_EPS = 1e-6;
 
-type MultiAdamwAttrs = {
-  lr: number;
-  beta1: number;
-  beta2: number;
-  eps: number;
+type MultiAdamwAttrs = Omit<AdamwValues, 'weightDecay'> & {
   weightDecay: readonly number[];
-  step: number;
   maxNorm: number;
   clipEps: number;
 };

@@ -78,7 +78,7 @@ interface RecordedStep {
   readonly batch: CommandBatch;
   readonly made: Tensor[];
   readonly logits: Tensor;
-  /** i32 [1]: the argmax of the logits, where the backend has the kernel (greedy decoding reads 4 bytes). */
+  /** i32 [1]: the argmax of the logits, in the steps of greedy decoding on the device. */
   readonly greedy: Tensor | undefined;
 }
 
@@ -310,13 +310,10 @@ export class LlamaModel {
    * (recorded on first use), then advances the position: four bytes each
    * of token, position and length written, one batch submitted.
    */
-  async #decodeReplayed(token: number, greedy: boolean): Promise<{ logits?: Float32Array; token?: number }> {
+  async #decodeReplayed(token: number): Promise<Float32Array> {
     this.#checkChunk('decode', [token]);
-    // The next token of greedy decoding is chosen on the device: 4 bytes read instead of the logits row.
-    this.#recorded ??= this.#recordDecode(
-      this.tokenInput,
-      this.backend.supports('argmax') ? null : undefined,
-    );
+    // Greedy decoding with `argmax` takes the chain of #greedyOnDevice; here the host picks from the logits.
+    this.#recorded ??= this.#recordDecode(this.tokenInput);
     const position = this.#position;
     this.writeToken(token);
     this.backend.write(this.positionInput, Int32Array.of(position));
@@ -324,26 +321,18 @@ export class LlamaModel {
     const recorded = this.#recorded;
     // Reads are ordered after submitted work: waiting for the read alone
     // saves a round trip to the device per token.
-    const submitted = recorded.batch.submit();
-    const read = greedy && recorded.greedy ? recorded.greedy.read() : recorded.logits.read();
-    const [, values] = await Promise.all([submitted, read]);
+    const [, logits] = await Promise.all([recorded.batch.submit(), recorded.logits.read()]);
     this.#position++;
-    if (greedy && recorded.greedy) return { token: values[0]! };
-    return { logits: values as Float32Array };
+    return logits as Float32Array;
   }
 
-  /**
-   * Records a decode step that embeds `token`; with `chosen` (null: a new
-   * tensor) it also takes the argmax of the logits into it.
-   */
-  #recordDecode(token: Tensor, chosen: Tensor | null | undefined): RecordedStep {
+  /** Records a decode step that embeds `token`; with `chosen` it also takes the argmax of the logits into it. */
+  #recordDecode(token: Tensor, chosen?: Tensor): RecordedStep {
     const batch = this.backend.batch();
     const made: Tensor[] = [];
     try {
       const logits = this.recordStep(batch, made, token);
-      let greedy: Tensor | undefined;
-      if (chosen === null) greedy = new ScratchRunner(batch, made).run1(argmax, [logits]);
-      else if (chosen) greedy = batch.run(argmax, [logits], {}, { out: [chosen] })[0]!;
+      const greedy = chosen && batch.run(argmax, [logits], {}, { out: [chosen] })[0]!;
       return { batch, made, logits, greedy };
     } catch (error) {
       batch.dispose();
@@ -643,24 +632,20 @@ export class LlamaModel {
       this.#checkChunk('generate', prompt);
       if (maxNewTokens === 0) return;
       const greedy = sampling.temperature === 0;
-      let next: { logits?: Float32Array; token?: number } = {
-        logits: await this.#lastRow(this.prefill(prompt)),
-      };
+      let logits = await this.#lastRow(this.prefill(prompt));
       if (greedy && this.#replay && this.backend.supports('argmax')) {
-        const first = sampleToken(next.logits!, sampling, rng);
+        const first = sampleToken(logits, sampling, rng);
         if (stop.has(first)) return;
         yield first;
         if (maxNewTokens > 1) yield* this.#greedyOnDevice(first, maxNewTokens, stop);
         return;
       }
       for (let i = 0; i < maxNewTokens; i++) {
-        const token = next.token ?? sampleToken(next.logits!, sampling, rng);
+        const token = sampleToken(logits, sampling, rng);
         if (stop.has(token)) return;
         yield token;
         if (i + 1 < maxNewTokens)
-          next = this.#replay
-            ? await this.#decodeReplayed(token, greedy)
-            : { logits: await this.#lastRow(this.decode(token)) };
+          logits = this.#replay ? await this.#decodeReplayed(token) : await this.#lastRow(this.decode(token));
       }
     } finally {
       this.#generating = false;
