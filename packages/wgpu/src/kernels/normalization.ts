@@ -1,20 +1,22 @@
-import { layerNorm, layerNormBackward, pow2AtLeast, rmsNorm, rmsNormBackward } from '@rayo/core';
-import {
-  type AnyWgpuKernel,
-  gridFor,
-  type KernelEncoder,
-  linearWorkgroup,
-  type Operand,
-  storage,
-  uniform,
-  wgpuKernel,
-} from '../kernel.js';
+import { layerNorm, layerNormBackward, rmsNorm, rmsNormBackward } from '@rayo/core';
+import { type AnyWgpuKernel, gridFor, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
-import { BUILTINS, WG } from './common.js';
+import type { ShaderSource } from '../pipelines.js';
+import { linearWorkgroup, narrow, type Scalar, ShaderModule, vectorOf, type Width, widen } from '../wgsl/module.js';
+import {
+  columnLoop,
+  planVectorRow,
+  rowGrid,
+  rowPrologue,
+  SUM,
+  segmentReduce,
+  type VectorRowPlan,
+} from '../wgsl/rowReduce.js';
+import { WG } from './common.js';
 
-// Row kernels: `threads` invocations per row of the last axis (a whole
-// workgroup for long rows, many short rows per workgroup), statistics from
-// tree reductions in workgroup memory, vec4 loads when the row length allows.
+// Row kernels: one segment of invocations per row of the last axis (see
+// `planVectorRow`), statistics from tree reductions in workgroup memory,
+// vec4 loads when the row length allows.
 // The backward kernels' per-feature gradients are column sums over rows: the
 // row kernel stores each row's statistics, a column pass sums blocks of rows
 // into partials and a last pass adds the partials in a fixed order, so every
@@ -27,70 +29,53 @@ const ROW_PARAMS = paramLayout([
   ['eps', 'f32'],
 ] as const);
 
-interface RowPlan {
-  /** Elements per load: 4 when the row length is a multiple of 4. */
-  readonly vec: 1 | 4;
-  /** Row length in loads. */
-  readonly nv: number;
-  /** Invocations per row, a power of two dividing WG. */
-  readonly threads: number;
-}
-
-function planRow(n: number): RowPlan {
-  const vec = n % 4 === 0 ? 4 : 1;
-  const nv = n / vec;
-  const threads = Math.min(WG, pow2AtLeast(nv));
-  return { vec, nv, threads };
-}
-
-const vtype = (vec: number) => (vec === 4 ? 'vec4<f32>' : 'f32');
 /** WGSL: the sum of the lanes of `e`. */
-const hsum = (vec: number, e: string) => (vec === 4 ? `dot(${e}, vec4<f32>(1.0))` : `(${e})`);
+const hsum = (vec: Width, e: string) => (vec === 4 ? `dot(${e}, vec4<f32>(1.0))` : `(${e})`);
 /** WGSL: the sum of squares of the lanes of `e`. */
-const sumSq = (vec: number, e: string) => (vec === 4 ? `dot(${e}, ${e})` : `(${e}) * (${e})`);
+const sumSq = (vec: Width, e: string) => (vec === 4 ? `dot(${e}, ${e})` : `(${e}) * (${e})`);
+
+/** Reads an input as f32 at load `j` of the row (`base + j`) or of the feature vector (`j`); stores f32 as the row type. */
+interface RowAccess {
+  readonly row: (name: string) => string;
+  readonly feature: (name: string) => string;
+  readonly store: (name: string, value: string) => string;
+}
 
 /**
- * WGSL: `name(v)` sums `v` over the `threads` invocations of each row segment
- * of the workgroup (a tree in workgroup memory); every invocation gets its
- * row's sum. Call from uniform control flow.
+ * A row kernel: `inputs` read and `output` written at the plan's width, then
+ * the per-row `stats` (backward only), and a segment sum per entry of `sums`.
  */
-function segmentSum(name: string, type: string, threads: number): string {
-  const loop =
-    threads > 1
-      ? `  for (var s = ${threads / 2}u; s > 0u; s >>= 1u) {
-    if (lane < s) { ${name}_buf[t] = ${name}_buf[t] + ${name}_buf[t + s]; }
-    workgroupBarrier();
-  }`
-      : '';
-  return `
-var<workgroup> ${name}_buf: array<${type}, ${WG}>;
-fn ${name}(v: ${type}, t: u32) -> ${type} {
-  let lane = t % ${threads}u;
-  workgroupBarrier();
-  ${name}_buf[t] = v;
-  workgroupBarrier();
-${loop}
-  return ${name}_buf[t - lane];
-}`;
+function normShader(
+  name: string,
+  plan: VectorRowPlan,
+  scalar: Scalar,
+  bindings: { inputs: readonly string[]; output: string; stats?: 'f32' | 'vec4<f32>' },
+  sums: Readonly<Record<string, 'f32' | 'vec2<f32>' | 'vec4<f32>'>>,
+  body: (access: RowAccess) => string,
+): ShaderSource {
+  return {
+    key: rowKey(name, plan, scalar),
+    kernel: name,
+    code: () => {
+      const module = new ShaderModule();
+      const rowType = vectorOf(scalar, plan.vec);
+      for (const input of bindings.inputs) module.storage(input, rowType, 'read');
+      module.storage(bindings.output, rowType, 'read_write');
+      if (bindings.stats) module.storage('stats', bindings.stats, 'read_write');
+      for (const [sum, type] of Object.entries(sums)) segmentReduce(module, sum, plan.threads, SUM, type);
+      const access: RowAccess = {
+        row: (input) => widen(scalar, plan.vec, `${input}[base + j]`),
+        feature: (input) => widen(scalar, plan.vec, `${input}[j]`),
+        store: (output, value) => `${output}[base + j] = ${narrow(scalar, plan.vec, value)};`,
+      };
+      return module.build(ROW_PARAMS, WG, `${rowPrologue(plan.threads, 'params.nv')}
+${body(access)}`);
+    },
+  };
 }
 
-/** WGSL: the prologue of a row kernel: `row`, `t`, `lane`, `base` and `end` (0 for rows past the last). */
-function rowPrologue(plan: RowPlan): string {
-  return `  let t = lid.x;
-  let row = (${linearWorkgroup}) * ${WG / plan.threads}u + t / ${plan.threads}u;
-  let lane = t % ${plan.threads}u;
-  let end = select(0u, params.nv, row < params.rows);
-  let base = row * params.nv;`;
-}
-
-const forRow = (plan: RowPlan) => `for (var j = lane; j < end; j += ${plan.threads}u)`;
-
-function rowGrid(encoder: KernelEncoder, rows: number, plan: RowPlan): [number, number] {
-  return gridFor(Math.ceil(rows / (WG / plan.threads)), encoder.limits);
-}
-
-function rowKey(name: string, plan: RowPlan): string {
-  return `normalization/${name}/t${plan.threads}/v${plan.vec}/wg${WG}`;
+function rowKey(name: string, plan: VectorRowPlan, scalar: Scalar): string {
+  return `normalization/${name}/${scalar}/t${plan.threads}/v${plan.vec}/wg${WG}`;
 }
 
 /**
@@ -98,149 +83,98 @@ function rowKey(name: string, plan: RowPlan): string {
  * correction, so rows far from zero keep the digits of x − mean) and its
  * biased variance `m.y`, from two passes: E[x²] − E[x]² would cancel.
  */
-function rowMoments(plan: RowPlan): string {
+function rowMoments(plan: VectorRowPlan, x: string): string {
   return `  var acc = 0.0;
-  ${forRow(plan)} { acc += ${hsum(plan.vec, 'x[base + j]')}; }
-  let mean = rowSum(acc, t) / params.n;
+  ${columnLoop(plan.threads, `acc += ${hsum(plan.vec, x)};`)}
+  let mean = rowSum(lid.x, acc) / params.n;
   var dev = vec2<f32>(0.0);
-  ${forRow(plan)} { let d = x[base + j] - mean; dev += vec2<f32>(${hsum(plan.vec, 'd')}, ${sumSq(plan.vec, 'd')}); }
-  let r = rowSum2(dev, t) / params.n;
+  ${columnLoop(plan.threads, `let d = ${x} - mean; dev += vec2<f32>(${hsum(plan.vec, 'd')}, ${sumSq(plan.vec, 'd')});`)}
+  let r = rowSum2(lid.x, dev) / params.n;
   let m = vec2<f32>(r.x, max(r.y - r.x * r.x, 0.0));`;
 }
 
 // ---- forward -----------------------------------------------------------------
 
-function rmsNormShader(plan: RowPlan) {
-  const V = vtype(plan.vec);
-  return {
-    key: rowKey('rmsNorm', plan),
-    kernel: 'rmsNorm',
-    code: () => `
-${ROW_PARAMS.wgsl}
-${storage(0, 'x', V, 'read')}
-${storage(1, 'w', V, 'read')}
-${storage(2, 'y', V, 'read_write')}
-${uniform(3)}
-${segmentSum('rowSum', 'f32', plan.threads)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-${rowPrologue(plan)}
+export function rmsNormShader(plan: VectorRowPlan, scalar: Scalar = 'f32'): ShaderSource {
+  const { threads, vec } = plan;
+  return normShader('rmsNorm', plan, scalar, { inputs: ['x', 'w'], output: 'y' }, { rowSum: 'f32' }, (a) => `
   var acc = 0.0;
-  ${forRow(plan)} { let v = x[base + j]; acc += ${sumSq(plan.vec, 'v')}; }
-  let s = inverseSqrt(rowSum(acc, t) / params.n + params.eps);
-  ${forRow(plan)} { y[base + j] = x[base + j] * s * w[j]; }
-}`,
-  };
+  ${columnLoop(threads, `let v = ${a.row('x')}; acc += ${sumSq(vec, 'v')};`)}
+  let s = inverseSqrt(rowSum(lid.x, acc) / params.n + params.eps);
+  ${columnLoop(threads, a.store('y', `${a.row('x')} * s * ${a.feature('w')}`))}`);
 }
 
-function layerNormShader(plan: RowPlan) {
-  const V = vtype(plan.vec);
-  return {
-    key: rowKey('layerNorm', plan),
-    kernel: 'layerNorm',
-    code: () => `
-${ROW_PARAMS.wgsl}
-${storage(0, 'x', V, 'read')}
-${storage(1, 'g', V, 'read')}
-${storage(2, 'b', V, 'read')}
-${storage(3, 'y', V, 'read_write')}
-${uniform(4)}
-${segmentSum('rowSum', 'f32', plan.threads)}
-${segmentSum('rowSum2', 'vec2<f32>', plan.threads)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-${rowPrologue(plan)}
-${rowMoments(plan)}
+export function layerNormShader(plan: VectorRowPlan, scalar: Scalar = 'f32'): ShaderSource {
+  const sums = { rowSum: 'f32', rowSum2: 'vec2<f32>' } as const;
+  return normShader('layerNorm', plan, scalar, { inputs: ['x', 'g', 'b'], output: 'y' }, sums, (a) => `
+${rowMoments(plan, a.row('x'))}
   let scale = inverseSqrt(m.y + params.eps);
-  ${forRow(plan)} { y[base + j] = (x[base + j] - mean - m.x) * scale * g[j] + b[j]; }
-}`,
-  };
+  ${columnLoop(plan.threads, a.store('y', `(${a.row('x')} - mean - m.x) * scale * ${a.feature('g')} + ${a.feature('b')}`))}`);
 }
 
 function rowCall(x: Operand, eps: number) {
   const n = x.shape[x.shape.length - 1]!;
   const rows = n === 0 ? 0 : x.size / n;
-  const plan = planRow(n);
-  return { n, rows, plan, values: { rows, nv: plan.nv, n, eps } };
+  const plan = planVectorRow(n);
+  return { n, rows, plan, values: { rows, nv: plan.loads, n, eps } };
 }
 
 // ---- backward ----------------------------------------------------------------
 
-function rmsNormBackwardShader(plan: RowPlan) {
-  const V = vtype(plan.vec);
-  return {
-    key: rowKey('rmsNormBackward', plan),
-    kernel: 'rmsNormBackward',
-    code: () => `
-${ROW_PARAMS.wgsl}
-${storage(0, 'dy', V, 'read')}
-${storage(1, 'x', V, 'read')}
-${storage(2, 'w', V, 'read')}
-${storage(3, 'dx', V, 'read_write')}
-${storage(4, 'stats', 'f32', 'read_write')}
-${uniform(5)}
-${segmentSum('rowSum', 'vec2<f32>', plan.threads)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-${rowPrologue(plan)}
+export function rmsNormBackwardShader(plan: VectorRowPlan, scalar: Scalar = 'f32'): ShaderSource {
+  const { threads, vec } = plan;
+  const bindings = { inputs: ['dy', 'x', 'w'], output: 'dx', stats: 'f32' } as const;
+  return normShader('rmsNormBackward', plan, scalar, bindings, { rowSum: 'vec2<f32>' }, (a) => `
   var acc = vec2<f32>(0.0);
-  ${forRow(plan)} {
-    let xv = x[base + j];
-    let gv = dy[base + j] * w[j];
-    acc += vec2<f32>(${sumSq(plan.vec, 'xv')}, ${hsum(plan.vec, 'gv * xv')});
-  }
-  let r = rowSum(acc, t);
+  ${columnLoop(
+    threads,
+    `
+    let xv = ${a.row('x')};
+    let gv = ${a.row('dy')} * ${a.feature('w')};
+    acc += vec2<f32>(${sumSq(vec, 'xv')}, ${hsum(vec, 'gv * xv')});
+  `,
+  )}
+  let r = rowSum(lid.x, acc);
   let s = inverseSqrt(r.x / params.n + params.eps);
   // dx = s · dy · w − s³ · x · Σ(dy · w · x) / n
   let c = s * s * s * r.y / params.n;
-  ${forRow(plan)} { dx[base + j] = s * dy[base + j] * w[j] - c * x[base + j]; }
-  if (lane == 0u && row < params.rows) { stats[row] = s; }
-}`,
-  };
+  ${columnLoop(threads, a.store('dx', `s * ${a.row('dy')} * ${a.feature('w')} - c * ${a.row('x')}`))}
+  if (lane == 0u && row < params.rows) { stats[row] = s; }`);
 }
 
-function layerNormBackwardShader(plan: RowPlan) {
-  const V = vtype(plan.vec);
-  return {
-    key: rowKey('layerNormBackward', plan),
-    kernel: 'layerNormBackward',
-    code: () => `
-${ROW_PARAMS.wgsl}
-${storage(0, 'dy', V, 'read')}
-${storage(1, 'x', V, 'read')}
-${storage(2, 'gamma', V, 'read')}
-${storage(3, 'dx', V, 'read_write')}
-${storage(4, 'stats', 'vec4<f32>', 'read_write')}
-${uniform(5)}
-${segmentSum('rowSum', 'f32', plan.threads)}
-${segmentSum('rowSum3', 'vec4<f32>', plan.threads)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-${rowPrologue(plan)}
+export function layerNormBackwardShader(plan: VectorRowPlan, scalar: Scalar = 'f32'): ShaderSource {
+  const { threads, vec } = plan;
+  const bindings = { inputs: ['dy', 'x', 'gamma'], output: 'dx', stats: 'vec4<f32>' } as const;
+  const sums = { rowSum: 'f32', rowSum3: 'vec4<f32>' } as const;
+  return normShader('layerNormBackward', plan, scalar, bindings, sums, (a) => `
   var acc = 0.0;
-  ${forRow(plan)} { acc += ${hsum(plan.vec, 'x[base + j]')}; }
-  let mean = rowSum(acc, t) / params.n;
+  ${columnLoop(threads, `acc += ${hsum(vec, a.row('x'))};`)}
+  let mean = rowSum(lid.x, acc) / params.n;
   // Σd, Σd², Σg and Σg·d with d = x − mean, g = dy · gamma, in one pass; Σd
   // corrects the rounded mean (see rowMoments).
   var acc4 = vec4<f32>(0.0);
-  ${forRow(plan)} {
-    let d = x[base + j] - mean;
-    let gv = dy[base + j] * gamma[j];
-    acc4 += vec4<f32>(${hsum(plan.vec, 'd')}, ${sumSq(plan.vec, 'd')}, ${hsum(plan.vec, 'gv')}, ${hsum(plan.vec, 'gv * d')});
-  }
-  let r = rowSum3(acc4, t) / params.n;
+  ${columnLoop(
+    threads,
+    `
+    let d = ${a.row('x')} - mean;
+    let gv = ${a.row('dy')} * ${a.feature('gamma')};
+    acc4 += vec4<f32>(${hsum(vec, 'd')}, ${sumSq(vec, 'd')}, ${hsum(vec, 'gv')}, ${hsum(vec, 'gv * d')});
+  `,
+  )}
+  let r = rowSum3(lid.x, acc4) / params.n;
   let c = r.x;
   let scale = inverseSqrt(max(r.y - c * c, 0.0) + params.eps);
   let meanG = r.z;
   let meanGXhat = scale * (r.w - c * meanG);
   // dx = scale · (g − mean(g) − x̂ · mean(g · x̂))
-  ${forRow(plan)} {
-    let xhat = (x[base + j] - mean - c) * scale;
-    dx[base + j] = scale * (dy[base + j] * gamma[j] - meanG - xhat * meanGXhat);
-  }
-  if (lane == 0u && row < params.rows) { stats[row] = vec4<f32>(mean, c, scale, 0.0); }
-}`,
-  };
+  ${columnLoop(
+    threads,
+    `
+    let xhat = (${a.row('x')} - mean - c) * scale;
+    ${a.store('dx', `scale * (${a.row('dy')} * ${a.feature('gamma')} - meanG - xhat * meanGXhat)`)}
+  `,
+  )}
+  if (lane == 0u && row < params.rows) { stats[row] = vec4<f32>(mean, c, scale, 0.0); }`);
 }
 
 // ---- per-feature gradients: column partial sums, then a fixed-order total ----
@@ -272,7 +206,7 @@ type ColumnKind = 'rms' | 'layer';
  * Partial column sums of `chunk` rows: rms sums dy · x · s (dweight); layer
  * sums (dy · x̂, dy) (dgamma, dbeta) from the stored (mean, mean correction, scale).
  */
-function columnShader(kind: ColumnKind) {
+function columnShader(kind: ColumnKind): ShaderSource {
   const acc = kind === 'rms' ? 'f32' : 'vec2<f32>';
   const term =
     kind === 'rms' ? 'dy[k] * x[k] * st' : 'vec2<f32>(dy[k] * ((x[k] - st.x - st.y) * st.z), dy[k])';
@@ -280,17 +214,17 @@ function columnShader(kind: ColumnKind) {
   return {
     key: `normalization/${kernel}/columns/c${COLS}x${LANES}`,
     kernel,
-    code: () => `
-${COLUMN_PARAMS.wgsl}
-${storage(0, 'dy', 'f32', 'read')}
-${storage(1, 'x', 'f32', 'read')}
-${storage(2, 'stats', kind === 'rms' ? 'f32' : 'vec4<f32>', 'read')}
-${storage(3, 'partials', acc, 'read_write')}
-${uniform(4)}
-var<workgroup> part: array<${acc}, ${WG}>;
-@compute @workgroup_size(${COLS}, ${LANES})
-fn main(${BUILTINS}) {
-  let group = ${linearWorkgroup};
+    code: () => {
+      const module = new ShaderModule();
+      module.storage('dy', 'f32', 'read');
+      module.storage('x', 'f32', 'read');
+      module.storage('stats', kind === 'rms' ? 'f32' : 'vec4<f32>', 'read');
+      module.storage('partials', acc, 'read_write');
+      module.workgroupArray('part', acc, WG);
+      return module.build(
+        COLUMN_PARAMS,
+        `${COLS}, ${LANES}`,
+        `  let group = ${linearWorkgroup};
   if (group >= params.colBlocks * params.chunks) { return; }
   let chunk = group / params.colBlocks;
   let j = (group % params.colBlocks) * ${COLS}u + lid.x;
@@ -310,12 +244,13 @@ fn main(${BUILTINS}) {
     var s = part[lid.x];
     for (var l = 1u; l < ${LANES}u; l++) { s += part[l * ${COLS}u + lid.x]; }
     partials[chunk * params.n + j] = s;
-  }
-}`,
+  }`,
+      );
+    },
   };
 }
 
-function totalShader(kind: ColumnKind) {
+function totalShader(kind: ColumnKind): ShaderSource {
   const acc = kind === 'rms' ? 'f32' : 'vec2<f32>';
   const kernel = kind === 'rms' ? 'rmsNormBackward' : 'layerNormBackward';
   const outs = kind === 'rms' ? ['dweight'] : ['dgamma', 'dbeta'];
@@ -323,20 +258,32 @@ function totalShader(kind: ColumnKind) {
   return {
     key: `normalization/${kernel}/total/wg${WG}`,
     kernel,
-    code: () => `
-${TOTAL_PARAMS.wgsl}
-${storage(0, 'partials', acc, 'read')}
-${outs.map((name, i) => storage(1 + i, name, 'f32', 'read_write')).join('\n')}
-${uniform(1 + outs.length)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let j = (${linearWorkgroup}) * ${WG}u + lid.x;
+    code: () => {
+      const module = new ShaderModule();
+      module.storage('partials', acc, 'read');
+      for (const name of outs) module.storage(name, 'f32', 'read_write');
+      return module.build(
+        TOTAL_PARAMS,
+        WG,
+        `  let j = (${linearWorkgroup}) * ${WG}u + lid.x;
   if (j >= params.n) { return; }
   var s = ${acc}(0.0);
   for (var c = 0u; c < params.chunks; c++) { s += partials[c * params.n + j]; }
-  ${write}
-}`,
+  ${write}`,
+      );
+    },
   };
+}
+
+/** Every shader of the family for rows of `n`, for tests. */
+export function normalizationShaders(n: number, scalar: Scalar = 'f32'): ShaderSource[] {
+  const plan = planVectorRow(n);
+  return [
+    ...[rmsNormShader, layerNormShader, rmsNormBackwardShader, layerNormBackwardShader].map((shader) =>
+      shader(plan, scalar),
+    ),
+    ...(['rms', 'layer'] as const).flatMap((kind) => [columnShader(kind), totalShader(kind)]),
+  ];
 }
 
 /** Encodes the column sums of the per-feature gradients of `rows` rows of `n` into `outs`. */
@@ -388,7 +335,7 @@ export const NORMALIZATION_KERNELS: readonly AnyWgpuKernel[] = [
       shader: rmsNormShader(plan),
       buffers: [inputs[0]!, inputs[1]!, outputs[0]!],
       params: { layout: ROW_PARAMS, values },
-      workgroups: rowGrid(encoder, rows, plan),
+      workgroups: rowGrid(encoder, rows, plan.threads),
     });
   }),
   wgpuKernel(layerNorm, (encoder, { inputs, outputs, attrs }) => {
@@ -398,7 +345,7 @@ export const NORMALIZATION_KERNELS: readonly AnyWgpuKernel[] = [
       shader: layerNormShader(plan),
       buffers: [inputs[0]!, inputs[1]!, inputs[2]!, outputs[0]!],
       params: { layout: ROW_PARAMS, values },
-      workgroups: rowGrid(encoder, rows, plan),
+      workgroups: rowGrid(encoder, rows, plan.threads),
     });
   }),
   wgpuKernel(rmsNormBackward, (encoder, { inputs, outputs, attrs }) => {
@@ -411,7 +358,7 @@ export const NORMALIZATION_KERNELS: readonly AnyWgpuKernel[] = [
         shader: rmsNormBackwardShader(plan),
         buffers: [dy, x, w, outputs[0]!, stats],
         params: { layout: ROW_PARAMS, values },
-        workgroups: rowGrid(encoder, rows, plan),
+        workgroups: rowGrid(encoder, rows, plan.threads),
       });
     }
     // With no rows, dweight is still written: zeros.
@@ -427,7 +374,7 @@ export const NORMALIZATION_KERNELS: readonly AnyWgpuKernel[] = [
         shader: layerNormBackwardShader(plan),
         buffers: [dy, x, gamma, outputs[0]!, stats],
         params: { layout: ROW_PARAMS, values },
-        workgroups: rowGrid(encoder, rows, plan),
+        workgroups: rowGrid(encoder, rows, plan.threads),
       });
     }
     encodeColumnSums(encoder, 'layer', dy, x, stats, rows, n, [outputs[1]!, outputs[2]!]);

@@ -1,147 +1,91 @@
-import { argmax, type KernelSpec, max, pow2AtLeast, sizeOf, sum, sumSquares } from '@rayo/core';
-import {
-  type AnyWgpuKernel,
-  gridFor,
-  type KernelEncoder,
-  linearWorkgroup,
-  type Operand,
-  storage,
-  uniform,
-  wgpuKernel,
-} from '../kernel.js';
+import { argmax, type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
+import { type AnyWgpuKernel, gridFor, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
-import { BUILTINS, WG } from './common.js';
-
-// ---- shared by the row kernels (softmax uses them too) -------------------------
-
-/**
- * Threads that share a row of `n` elements: about `perThread` elements each
- * (a whole workgroup for long rows, so that many short rows share one). Rows
- * of 32 or more get at least 8 threads, so that a warp's loads cover whole
- * 32-byte sectors; on an H100 fewer ran up to 1.7× slower there, while rows
- * of a few elements ran fastest with a thread or two each.
- */
-export function threadsPerRow(n: number, perThread: number): number {
-  return Math.min(WG, Math.max(n >= 32 ? 8 : 1, pow2AtLeast(Math.ceil(n / perThread))));
-}
-
-/** WGSL: -Infinity, built at run time (a constant infinity is a shader-creation error). */
-export const NEG_INF = 'bitcast<f32>(neg_inf_bits)';
-export const NEG_INF_DECL = 'var<private> neg_inf_bits: u32 = 0xff800000u;';
-
-/**
- * WGSL: `fn <name>(lid: u32, v: T) -> T` (T is `type`), a tree reduction in workgroup
- * memory over each segment of `threads` consecutive invocations (a power of
- * two dividing the workgroup); every invocation gets its segment's result.
- * Call it from uniform control flow; it may be called again right away.
- */
-export function segmentReduce(
-  name: string,
-  threads: number,
-  combine: (a: string, b: string) => string,
-  type = 'f32',
-): string {
-  const buf = `${name}_buf`;
-  return `
-var<workgroup> ${buf}: array<${type}, ${WG}>;
-fn ${name}(lid: u32, v: ${type}) -> ${type} {
-  ${buf}[lid] = v;
-  for (var s = ${threads >> 1}u; s > 0u; s >>= 1u) {
-    workgroupBarrier();
-    if (lid % ${threads}u < s) { ${buf}[lid] = ${combine(`${buf}[lid]`, `${buf}[lid + s]`)}; }
-  }
-  workgroupBarrier();
-  let r = ${buf}[lid - lid % ${threads}u];
-  workgroupBarrier();
-  return r;
-}`;
-}
+import type { ShaderSource } from '../pipelines.js';
+import { linearWorkgroup, type Scalar, ShaderModule, vectorOf, widen } from '../wgsl/module.js';
+import {
+  ACCUMULATORS,
+  type Combine,
+  declareNegInf,
+  MAX,
+  NEG_INF,
+  rowGrid,
+  rowPrologue,
+  SUM,
+  segmentReduce,
+  stridedAccumulate,
+  threadsPerRow,
+} from '../wgsl/rowReduce.js';
+import { WG } from './common.js';
 
 // ---- reductions ----------------------------------------------------------------
 
-interface ReduceOp {
+export interface ReduceOp {
   readonly name: string;
-  /** WGSL of the element as it enters the reduction (`v` is the loaded value). */
-  readonly load: string;
-  readonly combine: (a: string, b: string) => string;
+  /** WGSL of the element `v` as it enters the reduction. */
+  readonly element: (v: string) => string;
+  readonly combine: Combine;
   /** WGSL identity of `combine`. */
   readonly identity: string;
   /** The op that reduces partial results of this one. */
   readonly partials: () => ReduceOp;
 }
 
-const SUM: ReduceOp = {
+const SUM_OP: ReduceOp = {
   name: 'sum',
-  load: 'v',
-  combine: (a, b) => `${a} + ${b}`,
+  element: (v) => v,
+  combine: SUM,
   identity: '0.0',
-  partials: () => SUM,
+  partials: () => SUM_OP,
 };
-const MAX: ReduceOp = {
+const MAX_OP: ReduceOp = {
   name: 'max',
-  load: 'v',
-  combine: (a, b) => `max(${a}, ${b})`,
+  element: (v) => v,
+  combine: MAX,
   identity: NEG_INF,
-  partials: () => MAX,
+  partials: () => MAX_OP,
 };
-const SUM_SQUARES: ReduceOp = {
+const SUM_SQUARES_OP: ReduceOp = {
   name: 'sumSquares',
-  load: 'v * v',
-  combine: (a, b) => `${a} + ${b}`,
+  element: (v) => `${v} * ${v}`,
+  combine: SUM,
   identity: '0.0',
-  partials: () => SUM,
+  partials: () => SUM_OP,
 };
+export const REDUCE_OPS: readonly ReduceOp[] = [SUM_OP, MAX_OP, SUM_SQUARES_OP];
 
-/** Independent accumulators per thread: loads in flight and shorter addition chains. */
-const ACC = 4;
 /** Elements per thread a row aims for (measured best on an H100 among 4, 8 and 16). */
 const ELEMENTS_PER_THREAD = 8;
-
-/** WGSL: accumulates elements `x[base + c]` for c = start, start + stride, … < end into `acc`. */
-function stridedLoop(op: ReduceOp, start: string, stride: number | string, end: string): string {
-  const step = typeof stride === 'number' ? `${stride}u` : stride;
-  const accs = Array.from({ length: ACC }, (_, k) => `a${k}`);
-  const at = (k: number) => (k === 0 ? 'c' : `c + ${k}u * ${step}`);
-  const one = (k: number) => `{ let v = x[base + ${at(k)}]; ${accs[k]} = ${op.combine(accs[k]!, op.load)}; }`;
-  return `
-  ${accs.map((a) => `var ${a} = ${op.identity};`).join(' ')}
-  var c = ${start};
-  for (; c + ${ACC - 1}u * ${step} < ${end}; c += ${ACC}u * ${step}) {
-    ${Array.from({ length: ACC }, (_, k) => one(k)).join('\n    ')}
-  }
-  for (; c < ${end}; c += ${step}) { ${one(0)} }
-  let acc = ${op.combine(op.combine('a0', 'a1'), op.combine('a2', 'a3'))};`;
-}
 
 const ROW_PARAMS = paramLayout([
   ['rows', 'u32'],
   ['n', 'u32'],
 ] as const);
 
+/** A module reading `x` of `scalar` into f32 `out`, with `reduce` over segments of `threads`. */
+function reduceModule(op: ReduceOp, threads: number, scalar: Scalar, out: string): ShaderModule {
+  const module = new ShaderModule();
+  module.storage('x', scalar, 'read');
+  module.storage(out, 'f32', 'read_write');
+  declareNegInf(module);
+  segmentReduce(module, 'reduce', threads, op.combine);
+  return module;
+}
+
 /** One row of `n` per segment of `threads` invocations; `WG / threads` rows per workgroup. */
-function rowShader(op: ReduceOp, threads: number, kernel: string) {
-  const rowsPerGroup = WG / threads;
+export function rowReduceShader(op: ReduceOp, threads: number, kernel: string, scalar: Scalar = 'f32'): ShaderSource {
   return {
-    key: `reduction/rows/${op.name}/t${threads}/acc${ACC}/wg${WG}`,
+    key: `reduction/rows/${op.name}/${scalar}/t${threads}/acc${ACCUMULATORS}/wg${WG}`,
     kernel,
-    code: () => `
-${ROW_PARAMS.wgsl}
-${storage(0, 'x', 'f32', 'read')}
-${storage(1, 'y', 'f32', 'read_write')}
-${uniform(2)}
-${NEG_INF_DECL}
-${segmentReduce('reduce', threads, op.combine)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let row = (${linearWorkgroup}) * ${rowsPerGroup}u + lid.x / ${threads}u;
-  let lane = lid.x % ${threads}u;
-  let base = row * params.n;
-  // Rows past the end read nothing but still take part in the barriers.
-  let end = select(0u, params.n, row < params.rows);
-  ${stridedLoop(op, 'lane', threads, 'end')}
+    code: () =>
+      reduceModule(op, threads, scalar, 'y').build(
+        ROW_PARAMS,
+        WG,
+        `${rowPrologue(threads, 'params.n')}
+  ${stridedAccumulate(op.combine, op.identity, op.element, 'lane', threads, (v) => widen(scalar, 1, v))}
   let total = reduce(lid.x, acc);
-  if (row < params.rows && lane == 0u) { y[row] = total; }
-}`,
+  if (row < params.rows && lane == 0u) { y[row] = total; }`,
+      ),
   };
 }
 
@@ -156,28 +100,23 @@ const SPLIT_PARAMS = paramLayout([
  * row `w / splits` (the row's elements strided by `splits · WG`, so that
  * loads stay coalesced) into `partials[w]`.
  */
-function splitShader(op: ReduceOp, kernel: string) {
+export function splitReduceShader(op: ReduceOp, kernel: string, scalar: Scalar = 'f32'): ShaderSource {
   return {
-    key: `reduction/split/${op.name}/acc${ACC}/wg${WG}`,
+    key: `reduction/split/${op.name}/${scalar}/acc${ACCUMULATORS}/wg${WG}`,
     kernel,
-    code: () => `
-${SPLIT_PARAMS.wgsl}
-${storage(0, 'x', 'f32', 'read')}
-${storage(1, 'partials', 'f32', 'read_write')}
-${uniform(2)}
-${NEG_INF_DECL}
-${segmentReduce('reduce', WG, op.combine)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let w = ${linearWorkgroup};
+    code: () =>
+      reduceModule(op, WG, scalar, 'partials').build(
+        SPLIT_PARAMS,
+        WG,
+        `  let w = ${linearWorkgroup};
   let row = w / params.splits;
   let part = w % params.splits;
   let base = row * params.n;
   let end = select(0u, params.n, w < params.groups);
-  ${stridedLoop(op, `part * ${WG}u + lid.x`, `params.splits * ${WG}u`, 'end')}
+  ${stridedAccumulate(op.combine, op.identity, op.element, `part * ${WG}u + lid.x`, `params.splits * ${WG}u`, (v) => widen(scalar, 1, v))}
   let total = reduce(lid.x, acc);
-  if (w < params.groups && lid.x == 0u) { partials[w] = total; }
-}`,
+  if (w < params.groups && lid.x == 0u) { partials[w] = total; }`,
+      ),
   };
 }
 
@@ -207,7 +146,7 @@ function encodeRowReduce(
     const groups = rows * splits;
     const partials: GPUBufferBinding = { buffer: encoder.scratch(groups * 4), offset: 0, size: groups * 4 };
     encoder.dispatch({
-      shader: splitShader(op, kernel),
+      shader: splitReduceShader(op, kernel),
       buffers: [x, partials],
       params: { layout: SPLIT_PARAMS, values: { n, splits, groups } },
       workgroups: gridFor(groups, encoder.limits),
@@ -217,10 +156,10 @@ function encodeRowReduce(
   }
   const threads = threadsPerRow(n, ELEMENTS_PER_THREAD);
   encoder.dispatch({
-    shader: rowShader(op, threads, kernel),
+    shader: rowReduceShader(op, threads, kernel),
     buffers: [x, y],
     params: { layout: ROW_PARAMS, values: { rows, n } },
-    workgroups: gridFor(Math.ceil(rows / (WG / threads)), encoder.limits),
+    workgroups: rowGrid(encoder, rows, threads),
   });
 }
 
@@ -251,8 +190,7 @@ const ARGMAX_PARAMS = paramLayout([
 /** Loads a thread issues per loop iteration, in index order. */
 const ARGMAX_UNROLL = 4;
 
-const ARGMAX_WGSL = `
-fn order_key(v: f32) -> u32 {
+const ARGMAX_WGSL = `fn order_key(v: f32) -> u32 {
   let bits = bitcast<u32>(v);
   let mag = bits & 0x7fffffffu;
   if (mag > 0x7f800000u) { return 0xffffffffu; }
@@ -269,11 +207,10 @@ fn better(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
  * loads in increasing index order, so a strictly larger key is the only one
  * that displaces its best; the tree then breaks ties by index.
  */
-function argmaxShader(threads: number, width: 1 | 4) {
-  const rowsPerGroup = WG / threads;
+export function argmaxShader(threads: number, width: 1 | 4, scalar: Scalar = 'f32'): ShaderSource {
   const components = width === 4 ? ['x', 'y', 'z', 'w'] : [''];
   const absorb = (load: string) =>
-    `{ let v = x[base + ${load}];${components
+    `{ let v = ${widen(scalar, width, `x[base + ${load}]`)};${components
       .map(
         (c, i) =>
           ` { let k = order_key(v${c ? `.${c}` : ''}); if (k > best.x) { best = vec2<u32>(k, (${load}) * ${width}u + ${i}u); } }`,
@@ -282,22 +219,18 @@ function argmaxShader(threads: number, width: 1 | 4) {
   const step = `${threads}u`;
   const at = (u: number) => (u === 0 ? 'j' : `j + ${u}u * ${step}`);
   return {
-    key: `reduction/argmax/t${threads}/w${width}/u${ARGMAX_UNROLL}/wg${WG}`,
+    key: `reduction/argmax/${scalar}/t${threads}/w${width}/u${ARGMAX_UNROLL}/wg${WG}`,
     kernel: 'argmax',
-    code: () => `
-${ARGMAX_PARAMS.wgsl}
-${storage(0, 'x', width === 4 ? 'vec4<f32>' : 'f32', 'read')}
-${storage(1, 'y', 'i32', 'read_write')}
-${uniform(2)}
-${ARGMAX_WGSL}
-${segmentReduce('reduce', threads, (a, b) => `better(${a}, ${b})`, 'vec2<u32>')}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let row = (${linearWorkgroup}) * ${rowsPerGroup}u + lid.x / ${threads}u;
-  let lane = lid.x % ${threads}u;
-  let base = row * params.loads;
-  // Rows past the end read nothing but still take part in the barriers.
-  let end = select(0u, params.loads, row < params.rows);
+    code: () => {
+      const module = new ShaderModule();
+      module.storage('x', vectorOf(scalar, width), 'read');
+      module.storage('y', 'i32', 'read_write');
+      module.declare(ARGMAX_WGSL);
+      segmentReduce(module, 'reduce', threads, (a, b) => `better(${a}, ${b})`, 'vec2<u32>');
+      return module.build(
+        ARGMAX_PARAMS,
+        WG,
+        `${rowPrologue(threads, 'params.loads')}
   // Key 0 is no float's: every element displaces the start.
   var best = vec2<u32>(0u, 0xffffffffu);
   var j = lane;
@@ -306,8 +239,9 @@ fn main(${BUILTINS}) {
   }
   for (; j < end; j += ${step}) { ${absorb('j')} }
   let total = reduce(lid.x, best);
-  if (row < params.rows && lane == 0u) { y[row] = i32(total.y); }
-}`,
+  if (row < params.rows && lane == 0u) { y[row] = i32(total.y); }`,
+      );
+    },
   };
 }
 
@@ -326,13 +260,13 @@ const argmaxKernel = wgpuKernel(argmax, (encoder, { inputs, outputs, io }) => {
     shader: argmaxShader(threads, width),
     buffers: [inputs[0]!, outputs[0]!],
     params: { layout: ARGMAX_PARAMS, values: { rows, loads } },
-    workgroups: gridFor(Math.ceil(rows / (WG / threads)), encoder.limits),
+    workgroups: rowGrid(encoder, rows, threads),
   });
 });
 
 export const REDUCTION_KERNELS: readonly AnyWgpuKernel[] = [
-  reduceKernel(sum, SUM),
-  reduceKernel(max, MAX),
-  reduceKernel(sumSquares, SUM_SQUARES),
+  reduceKernel(sum, SUM_OP),
+  reduceKernel(max, MAX_OP),
+  reduceKernel(sumSquares, SUM_SQUARES_OP),
   argmaxKernel,
 ];
