@@ -52,7 +52,7 @@ const SUM_SQUARES_OP: ReduceOp = {
   identity: '0.0',
   partials: () => SUM_OP,
 };
-export const REDUCE_OPS: readonly ReduceOp[] = [SUM_OP, MAX_OP, SUM_SQUARES_OP];
+const REDUCE_OPS: readonly ReduceOp[] = [SUM_OP, MAX_OP, SUM_SQUARES_OP];
 
 /** Elements per thread a row aims for (measured best on an H100 among 4, 8 and 16). */
 const ELEMENTS_PER_THREAD = 8;
@@ -263,6 +263,18 @@ const argmaxKernel = wgpuKernel(argmax, (encoder, { inputs, outputs, io }) => {
     workgroups: rowGrid(encoder, rows, threads),
   });
 });
+
+/** Every shader of the family for rows of `n`, for tests. */
+export function reductionShaders(n: number, scalar: Scalar = 'f32'): ShaderSource[] {
+  const argmaxWidth = n % 4 === 0 ? 4 : 1;
+  return [
+    ...REDUCE_OPS.flatMap((op) => [
+      rowReduceShader(op, threadsPerRow(n, ELEMENTS_PER_THREAD), op.name, scalar),
+      splitReduceShader(op, op.name, scalar),
+    ]),
+    argmaxShader(threadsPerRow(n / argmaxWidth, ARGMAX_LOADS_PER_THREAD), argmaxWidth, scalar),
+  ];
+}
 
 export const REDUCTION_KERNELS: readonly AnyWgpuKernel[] = [
   reduceKernel(sum, SUM_OP),

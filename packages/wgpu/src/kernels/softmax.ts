@@ -232,4 +232,9 @@ export const SOFTMAX_ROW_KERNELS: readonly RowKernel[] = [
   ),
 ];
 
+/** Every shader of the family for rows of `n`, for tests. */
+export function softmaxShaders(n: number, scalar: Scalar = 'f32'): ShaderSource[] {
+  return SOFTMAX_ROW_KERNELS.map((kernel) => softmaxShader(kernel, planCachedRow(n), scalar));
+}
+
 export const SOFTMAX_KERNELS: readonly AnyWgpuKernel[] = SOFTMAX_ROW_KERNELS.map(rowKernel);

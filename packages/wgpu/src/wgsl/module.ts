@@ -1,4 +1,5 @@
 import { linearWorkgroup } from '../kernel.js';
+import { BUILTINS } from '../kernels/common.js';
 import type { ParamLayout } from '../params.js';
 
 // A small typed layer over WGSL text: declarations are made through these
@@ -36,10 +37,6 @@ export function widen(scalar: Scalar, width: Width, value: string): string {
 export function narrow(scalar: Scalar, width: Width, value: string): string {
   return scalar === 'f32' ? value : `${vectorOf(scalar, width)}(${value})`;
 }
-
-/** The builtins every entry point takes; `wid` and `nwg` give `linearWorkgroup`. */
-const BUILTINS =
-  '@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>';
 
 export { linearWorkgroup };
 
