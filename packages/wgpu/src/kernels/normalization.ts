@@ -2,7 +2,15 @@ import { layerNorm, layerNormBackward, rmsNorm, rmsNormBackward } from '@rayo/co
 import { type AnyWgpuKernel, gridFor, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
-import { linearWorkgroup, narrow, type Scalar, ShaderModule, vectorOf, type Width, widen } from '../wgsl/module.js';
+import {
+  linearWorkgroup,
+  narrow,
+  type Scalar,
+  ShaderModule,
+  vectorOf,
+  type Width,
+  widen,
+} from '../wgsl/module.js';
 import {
   columnLoop,
   planVectorRow,
@@ -68,8 +76,12 @@ function normShader(
         feature: (input) => widen(scalar, plan.vec, `${input}[j]`),
         store: (output, value) => `${output}[base + j] = ${narrow(scalar, plan.vec, value)};`,
       };
-      return module.build(ROW_PARAMS, WG, `${rowPrologue(plan.threads, 'params.nv')}
-${body(access)}`);
+      return module.build(
+        ROW_PARAMS,
+        WG,
+        `${rowPrologue(plan.threads, 'params.nv')}
+${body(access)}`,
+      );
     },
   };
 }
@@ -97,19 +109,33 @@ function rowMoments(plan: VectorRowPlan, x: string): string {
 
 export function rmsNormShader(plan: VectorRowPlan, scalar: Scalar = 'f32'): ShaderSource {
   const { threads, vec } = plan;
-  return normShader('rmsNorm', plan, scalar, { inputs: ['x', 'w'], output: 'y' }, { rowSum: 'f32' }, (a) => `
+  return normShader(
+    'rmsNorm',
+    plan,
+    scalar,
+    { inputs: ['x', 'w'], output: 'y' },
+    { rowSum: 'f32' },
+    (a) => `
   var acc = 0.0;
   ${columnLoop(threads, `let v = ${a.row('x')}; acc += ${sumSq(vec, 'v')};`)}
   let s = inverseSqrt(rowSum(lid.x, acc) / params.n + params.eps);
-  ${columnLoop(threads, a.store('y', `${a.row('x')} * s * ${a.feature('w')}`))}`);
+  ${columnLoop(threads, a.store('y', `${a.row('x')} * s * ${a.feature('w')}`))}`,
+  );
 }
 
 export function layerNormShader(plan: VectorRowPlan, scalar: Scalar = 'f32'): ShaderSource {
   const sums = { rowSum: 'f32', rowSum2: 'vec2<f32>' } as const;
-  return normShader('layerNorm', plan, scalar, { inputs: ['x', 'g', 'b'], output: 'y' }, sums, (a) => `
+  return normShader(
+    'layerNorm',
+    plan,
+    scalar,
+    { inputs: ['x', 'g', 'b'], output: 'y' },
+    sums,
+    (a) => `
 ${rowMoments(plan, a.row('x'))}
   let scale = inverseSqrt(m.y + params.eps);
-  ${columnLoop(plan.threads, a.store('y', `(${a.row('x')} - mean - m.x) * scale * ${a.feature('g')} + ${a.feature('b')}`))}`);
+  ${columnLoop(plan.threads, a.store('y', `(${a.row('x')} - mean - m.x) * scale * ${a.feature('g')} + ${a.feature('b')}`))}`,
+  );
 }
 
 function rowCall(x: Operand, eps: number) {
@@ -124,7 +150,13 @@ function rowCall(x: Operand, eps: number) {
 export function rmsNormBackwardShader(plan: VectorRowPlan, scalar: Scalar = 'f32'): ShaderSource {
   const { threads, vec } = plan;
   const bindings = { inputs: ['dy', 'x', 'w'], output: 'dx', stats: 'f32' } as const;
-  return normShader('rmsNormBackward', plan, scalar, bindings, { rowSum: 'vec2<f32>' }, (a) => `
+  return normShader(
+    'rmsNormBackward',
+    plan,
+    scalar,
+    bindings,
+    { rowSum: 'vec2<f32>' },
+    (a) => `
   var acc = vec2<f32>(0.0);
   ${columnLoop(
     threads,
@@ -139,14 +171,21 @@ export function rmsNormBackwardShader(plan: VectorRowPlan, scalar: Scalar = 'f32
   // dx = s · dy · w − s³ · x · Σ(dy · w · x) / n
   let c = s * s * s * r.y / params.n;
   ${columnLoop(threads, a.store('dx', `s * ${a.row('dy')} * ${a.feature('w')} - c * ${a.row('x')}`))}
-  if (lane == 0u && row < params.rows) { stats[row] = s; }`);
+  if (lane == 0u && row < params.rows) { stats[row] = s; }`,
+  );
 }
 
 export function layerNormBackwardShader(plan: VectorRowPlan, scalar: Scalar = 'f32'): ShaderSource {
   const { threads, vec } = plan;
   const bindings = { inputs: ['dy', 'x', 'gamma'], output: 'dx', stats: 'vec4<f32>' } as const;
   const sums = { rowSum: 'f32', rowSum3: 'vec4<f32>' } as const;
-  return normShader('layerNormBackward', plan, scalar, bindings, sums, (a) => `
+  return normShader(
+    'layerNormBackward',
+    plan,
+    scalar,
+    bindings,
+    sums,
+    (a) => `
   var acc = 0.0;
   ${columnLoop(threads, `acc += ${hsum(vec, a.row('x'))};`)}
   let mean = rowSum(lid.x, acc) / params.n;
@@ -174,7 +213,8 @@ export function layerNormBackwardShader(plan: VectorRowPlan, scalar: Scalar = 'f
     ${a.store('dx', `scale * (${a.row('dy')} * ${a.feature('gamma')} - meanG - xhat * meanGXhat)`)}
   `,
   )}
-  if (lane == 0u && row < params.rows) { stats[row] = vec4<f32>(mean, c, scale, 0.0); }`);
+  if (lane == 0u && row < params.rows) { stats[row] = vec4<f32>(mean, c, scale, 0.0); }`,
+  );
 }
 
 // ---- per-feature gradients: column partial sums, then a fixed-order total ----

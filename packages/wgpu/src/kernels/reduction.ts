@@ -73,7 +73,12 @@ function reduceModule(op: ReduceOp, threads: number, scalar: Scalar, out: string
 }
 
 /** One row of `n` per segment of `threads` invocations; `WG / threads` rows per workgroup. */
-export function rowReduceShader(op: ReduceOp, threads: number, kernel: string, scalar: Scalar = 'f32'): ShaderSource {
+export function rowReduceShader(
+  op: ReduceOp,
+  threads: number,
+  kernel: string,
+  scalar: Scalar = 'f32',
+): ShaderSource {
   return {
     key: `reduction/rows/${op.name}/${scalar}/t${threads}/acc${ACCUMULATORS}/wg${WG}`,
     kernel,

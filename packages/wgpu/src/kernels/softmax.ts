@@ -1,7 +1,14 @@
-import { type KernelSpec, logSoftmax, logSoftmaxBackward, type NoAttrs, softmax, softmaxBackward } from '@rayo/core';
+import {
+  type KernelSpec,
+  logSoftmax,
+  logSoftmaxBackward,
+  type NoAttrs,
+  softmax,
+  softmaxBackward,
+} from '@rayo/core';
 import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
-import type { ShaderSource } from '../pipelines.js';
 import { paramLayout } from '../params.js';
+import type { ShaderSource } from '../pipelines.js';
 import { narrow, type Scalar, ShaderModule, widen } from '../wgsl/module.js';
 import {
   type At,
@@ -92,7 +99,9 @@ export function softmaxShader(kernel: RowKernel, plan: CachedRowPlan, scalar: Sc
       module.storage(kernel.output, scalar, 'read_write');
       declareNegInf(module);
       kernel.declare(module, plan.threads, plan.cached > 0);
-      const body = plan.cached ? cachedBody(kernel, scalar, plan) : streamedBody(kernel, scalar, plan.threads);
+      const body = plan.cached
+        ? cachedBody(kernel, scalar, plan)
+        : streamedBody(kernel, scalar, plan.threads);
       return module.build(PARAMS, WG, `${rowPrologue(plan.threads, 'params.n')}\n${body}`);
     },
   };

@@ -57,7 +57,9 @@ export class ShaderModule {
   /** Declares the next storage binding `name: array<type>`; returns `name`. */
   storage<N extends string>(name: N, type: WgslType, access: 'read' | 'read_write'): N {
     this.#note(type);
-    this.#bindings.push(`@group(0) @binding(${this.#bindings.length}) var<storage, ${access}> ${name}: array<${type}>;`);
+    this.#bindings.push(
+      `@group(0) @binding(${this.#bindings.length}) var<storage, ${access}> ${name}: array<${type}>;`,
+    );
     return name;
   }
 

@@ -74,7 +74,11 @@ export function planVectorRow(n: number): VectorRowPlan {
 }
 
 /** Workgroups for `rows` rows of `threads` invocations each, on a `gridFor` grid. */
-export function rowGrid(encoder: Pick<KernelEncoder, 'limits'>, rows: number, threads: number): [number, number] {
+export function rowGrid(
+  encoder: Pick<KernelEncoder, 'limits'>,
+  rows: number,
+  threads: number,
+): [number, number] {
   return gridFor(Math.ceil(rows / (WG / threads)), encoder.limits);
 }
 
@@ -166,7 +170,11 @@ export type At = (name: string) => string;
  * together, then the rest one at a time. `body` gets `at(name)` for the
  * element of input `name` at `c`; `load(expr)` turns a stored value into f32.
  */
-export function unrolledRowLoop(threads: number, body: (at: At) => string, load: (v: string) => string): string {
+export function unrolledRowLoop(
+  threads: number,
+  body: (at: At) => string,
+  load: (v: string) => string,
+): string {
   const read = new Set<string>();
   body((name) => {
     read.add(name);
