@@ -246,18 +246,19 @@ type ColumnKind = 'rms' | 'layer';
  * Partial column sums of `chunk` rows: rms sums dy · x · s (dweight); layer
  * sums (dy · x̂, dy) (dgamma, dbeta) from the stored (mean, mean correction, scale).
  */
-function columnShader(kind: ColumnKind): ShaderSource {
+function columnShader(kind: ColumnKind, scalar: Scalar = 'f32'): ShaderSource {
   const acc = kind === 'rms' ? 'f32' : 'vec2<f32>';
+  const [dy, x] = [widen(scalar, 1, 'dy[k]'), widen(scalar, 1, 'x[k]')];
   const term =
-    kind === 'rms' ? 'dy[k] * x[k] * st' : 'vec2<f32>(dy[k] * ((x[k] - st.x - st.y) * st.z), dy[k])';
+    kind === 'rms' ? `${dy} * ${x} * st` : `vec2<f32>(${dy} * ((${x} - st.x - st.y) * st.z), ${dy})`;
   const kernel = kind === 'rms' ? 'rmsNormBackward' : 'layerNormBackward';
   return {
-    key: `normalization/${kernel}/columns/c${COLS}x${LANES}`,
+    key: `normalization/${kernel}/columns/${scalar}/c${COLS}x${LANES}`,
     kernel,
     code: () => {
       const module = new ShaderModule();
-      module.storage('dy', 'f32', 'read');
-      module.storage('x', 'f32', 'read');
+      module.storage('dy', scalar, 'read');
+      module.storage('x', scalar, 'read');
       module.storage('stats', kind === 'rms' ? 'f32' : 'vec4<f32>', 'read');
       module.storage('partials', acc, 'read_write');
       module.workgroupArray('part', acc, WG);
@@ -322,7 +323,7 @@ export function normalizationShaders(n: number, scalar: Scalar = 'f32'): ShaderS
     ...[rmsNormShader, layerNormShader, rmsNormBackwardShader, layerNormBackwardShader].map((shader) =>
       shader(plan, scalar),
     ),
-    ...(['rms', 'layer'] as const).flatMap((kind) => [columnShader(kind), totalShader(kind)]),
+    ...(['rms', 'layer'] as const).flatMap((kind) => [columnShader(kind, scalar), totalShader(kind)]),
   ];
 }
 
