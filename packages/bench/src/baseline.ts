@@ -1,5 +1,5 @@
 import type { AttrValues } from '@rayo/core';
-import { findPackageScript, runPythonScript } from '@rayo/core/node';
+import { findPackageScript, runPythonScript } from './python.js';
 import { type BenchCase, caseVia, resolvedAttrs, type SuiteMode, workingSetBytes } from './case.js';
 import { rotationSets, type TimingOptions } from './timing.js';
 

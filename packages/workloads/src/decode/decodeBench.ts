@@ -2,12 +2,11 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Backend, copy, createBackend, probeBackends } from '@rayo/core';
-import { LlamaModel } from '../models/llama/model.js';
-import { Rng } from '../random.js';
-import { runTorchDecode, type TorchDecodeEntry, type TorchDecodeOutcome } from '../torchDecodeBaseline.js';
+import { LlamaModel, Rng } from '@rayo/train';
 import { type HostPhases, measureHostPhases } from './hostPhases.js';
 import { writeSeededLlama } from './seededLlama.js';
 import { PROFILE_HEADER, profileRows, profileStep, profileTotals, type StepProfile } from './stepProfile.js';
+import { runTorchDecode, type TorchDecodeEntry, type TorchDecodeOutcome } from './torchDecodeBaseline.js';
 
 /**
  * The decode benchmark: a Llama-shaped fp32 model with seeded weights,

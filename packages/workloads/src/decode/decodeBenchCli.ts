@@ -1,4 +1,4 @@
-import { DECODE_USAGE, decodeBench, decodeSummary, parseDecodeArgs } from './decode/decodeBench.js';
+import { DECODE_USAGE, decodeBench, decodeSummary, parseDecodeArgs } from './decodeBench.js';
 
 async function main(argv: readonly string[]): Promise<number> {
   if (argv.includes('--help')) {

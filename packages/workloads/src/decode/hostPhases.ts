@@ -1,7 +1,6 @@
 import { InvalidArgumentError, type Tensor } from '@rayo/core';
-import type { LlamaModel } from '../models/llama/model.js';
-import { checkSamplingOptions, sampleToken } from '../models/sampling.js';
-import { Rng } from '../random.js';
+import type { LlamaModel } from '@rayo/train';
+import { checkSamplingOptions, Rng, sampleToken } from '@rayo/train';
 
 /**
  * Wall-clock medians (µs) of what one replayed greedy token costs the host,

@@ -1,9 +1,7 @@
 import { open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sizeOf } from '@rayo/core';
-import { parseLlamaConfig } from '../models/llama/config.js';
-import { llamaWeightShapes } from '../models/llama/weights.js';
-import { Rng } from '../random.js';
+import { llamaWeightShapes, parseLlamaConfig, Rng } from '@rayo/train';
 
 /**
  * A Llama checkpoint in the Hugging Face layout whose weights come from a

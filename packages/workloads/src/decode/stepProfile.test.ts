@@ -13,8 +13,8 @@ import {
   type RunOptions,
   type Tensor,
 } from '@rayo/core';
+import { LlamaModel } from '@rayo/train';
 import { afterAll, describe, expect, it } from 'vitest';
-import { LlamaModel } from '../models/llama/model.js';
 import { DECODE_CONFIGS } from './decodeBench.js';
 import { measureHostPhases } from './hostPhases.js';
 import { writeSeededLlama } from './seededLlama.js';

@@ -1,7 +1,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { findPackageScript, runPythonScript } from '@rayo/core/node';
-import type { DecodeRun, DecodeSettings } from './decode/decodeBench.js';
+import { findPackageScript, runPythonScript } from '@rayo/bench';
+import type { DecodeRun, DecodeSettings } from './decodeBench.js';
 
 /** What the PyTorch decode baseline writes. */
 export interface TorchDecodeOutput {

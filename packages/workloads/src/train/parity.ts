@@ -1,5 +1,5 @@
 import { type Backend, UnsupportedOnBackendError } from '@rayo/core';
-import { trainStep } from './loop/step.js';
+import { trainStep } from '@rayo/train';
 import {
   buildWorkload,
   missingKernels,

@@ -13,12 +13,9 @@ import {
   type Tensor,
   UnsubmittedWriteError,
 } from '@rayo/core';
+import { AdamW, type ReplayedBatchInput, ReplayedStep, SGD, trainStep } from '@rayo/train';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AdamW } from '../optim/adamw.js';
-import { SGD } from '../optim/sgd.js';
-import { buildWorkload, type Workload, type WorkloadSpec } from '../workload.js';
-import { type ReplayedBatchInput, ReplayedStep } from './replayedStep.js';
-import { trainStep } from './step.js';
+import { buildWorkload, type Workload, type WorkloadSpec } from './workload.js';
 
 // Small versions of the train-bench workloads: the same kernels, odd sizes.
 const SPECS: readonly WorkloadSpec[] = [

@@ -1,7 +1,5 @@
 import type { Backend } from '@rayo/core';
-import { ReplayedStep } from './loop/replayedStep.js';
-import { type StepResult, trainStep } from './loop/step.js';
-import { AdamW, type AdamWOptions } from './optim/adamw.js';
+import { AdamW, type AdamWOptions, ReplayedStep, type StepResult, trainStep } from '@rayo/train';
 import { buildWorkload, samplesPerStep, tokensPerStep, type WorkloadSpec, workloadId } from './workload.js';
 
 /** AdamW as both rayo and the PyTorch baseline run it (PyTorch's defaults, decay on every parameter). */

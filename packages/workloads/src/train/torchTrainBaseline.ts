@@ -1,4 +1,4 @@
-import { findPackageScript, runPythonScript } from '@rayo/core/node';
+import { findPackageScript, runPythonScript } from '@rayo/bench';
 import type { ThroughputMeasurement } from './throughput.js';
 import type { WorkloadSpec } from './workload.js';
 

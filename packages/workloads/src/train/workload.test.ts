@@ -1,6 +1,6 @@
 import { createCpuBackend } from '@rayo/core';
+import { trainStep } from '@rayo/train';
 import { describe, expect, it } from 'vitest';
-import { trainStep } from './loop/step.js';
 import { PARITY_WORKLOADS } from './parity.js';
 import { QUICK_WORKLOADS } from './trainBench.js';
 import {

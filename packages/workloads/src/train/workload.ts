@@ -6,17 +6,8 @@ import {
   type Shape,
   type Tensor,
 } from '@rayo/core';
-import type { ActivationName } from './autograd/ops/activation.js';
-import { crossEntropy } from './autograd/ops/loss.js';
-import type { Tape, Variable } from './autograd/tape.js';
-import { CausalLM } from './causalLM.js';
-import { trainStep } from './loop/step.js';
-import { MLP } from './nn/mlp.js';
-import type { Module } from './nn/module.js';
-import { AdamW } from './optim/adamw.js';
-import type { Optimizer } from './optim/optimizer.js';
-import { SGD } from './optim/sgd.js';
-import { Rng } from './random.js';
+import type { ActivationName, Module, Optimizer, Tape, Variable } from '@rayo/train';
+import { AdamW, CausalLM, crossEntropy, MLP, Rng, SGD, trainStep } from '@rayo/train';
 
 /** A classifier on random features: an MLP of `sizes`, cross-entropy over `batch` rows. */
 export interface MlpWorkloadSpec {

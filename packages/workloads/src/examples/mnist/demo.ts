@@ -7,16 +7,8 @@ import {
   type Tensor,
   UnsupportedOnBackendError,
 } from '@rayo/core';
-import { embedding } from './autograd/ops/embedding.js';
-import { crossEntropy } from './autograd/ops/loss.js';
-import { Tape } from './autograd/tape.js';
-import { trainStep } from './loop/step.js';
-import { train } from './loop/train.js';
-import { loadMnist, PIXELS, shiftImages } from './mnist.js';
-import { MLP } from './nn/mlp.js';
-import { AdamW } from './optim/adamw.js';
-import { warmupCosine } from './optim/schedule.js';
-import { Rng } from './random.js';
+import { AdamW, crossEntropy, embedding, MLP, Rng, Tape, train, trainStep, warmupCosine } from '@rayo/train';
+import { loadMnist, PIXELS, shiftImages } from './data.js';
 
 // Trains a 784-256-10 MLP on the MNIST digits of the `mnist` package.
 

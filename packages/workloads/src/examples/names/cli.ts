@@ -2,7 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Backend, createBackend, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
-import { missingKernels, trainingKernels } from '../workload.js';
+import { missingKernels, trainingKernels } from '../../train/workload.js';
 import { firstNames } from './corpus.js';
 import { lossCurveSvg } from './lossCurve.js';
 import { NAMES_DEFAULTS, type NamesSettings, sampleNames, trainNames } from './train.js';

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '@rayo/core';
-import { Rng } from '../random.js';
+import { Rng } from '@rayo/train';
 
 /**
  * English first names as a character-level corpus: the names lowercased and

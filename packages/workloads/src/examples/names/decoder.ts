@@ -1,8 +1,6 @@
 import { InvalidArgumentError, type Tensor } from '@rayo/core';
-import type { CausalLM } from '../causalLM.js';
-import { parseLlamaConfig } from '../models/llama/config.js';
-import { LlamaModel } from '../models/llama/model.js';
-import type { LlamaLayerWeights } from '../models/llama/weights.js';
+import type { CausalLM, LlamaLayerWeights } from '@rayo/train';
+import { LlamaModel, parseLlamaConfig } from '@rayo/train';
 
 /**
  * The KV-cache decoder of a trained CausalLM: the same network (RMSNorm,

@@ -5,9 +5,8 @@ import {
   InvalidArgumentError,
   probeBackends,
 } from '@rayo/core';
+import { Rng, Tape } from '@rayo/train';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Tape } from '../autograd/tape.js';
-import { Rng } from '../random.js';
 import { firstNames } from './corpus.js';
 import { batchLayout, coveringWindows, randomWindows, SEPARATOR, splitNames, Vocabulary } from './data.js';
 import { causalLMDecoder } from './decoder.js';

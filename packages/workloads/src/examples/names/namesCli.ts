@@ -1,4 +1,4 @@
-import { namesMain } from './names/cli.js';
+import { namesMain } from './cli.js';
 
 try {
   process.exitCode = await namesMain(process.argv.slice(2));

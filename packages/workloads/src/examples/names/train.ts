@@ -1,12 +1,16 @@
 import type { Backend, Tensor } from '@rayo/core';
-import { crossEntropy } from '../autograd/ops/loss.js';
-import { Tape } from '../autograd/tape.js';
-import { CausalLM } from '../causalLM.js';
-import { type CheckpointHook, type TrainResult, train } from '../loop/train.js';
-import type { LlamaModel } from '../models/llama/model.js';
-import { AdamW } from '../optim/adamw.js';
-import { warmupCosine } from '../optim/schedule.js';
-import { Rng } from '../random.js';
+import type { LlamaModel } from '@rayo/train';
+import {
+  AdamW,
+  CausalLM,
+  type CheckpointHook,
+  crossEntropy,
+  Rng,
+  Tape,
+  type TrainResult,
+  train,
+  warmupCosine,
+} from '@rayo/train';
 import {
   batchLayout,
   coveringWindows,
