@@ -1,7 +1,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { delimiter, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+/** The Python module of helpers (timing, device, JSON) that every baseline script imports. */
+export const SHARED_BASELINE_MODULE = 'rayo_torch.py';
 
 /**
  * A script shipped with a package: beside a bundle that was built from
@@ -14,6 +18,23 @@ export function findPackageScript(name: string, base: string | URL): string | un
     if (existsSync(path)) return path;
   }
   return undefined;
+}
+
+/**
+ * The folder holding `rayo_torch.py`: beside a bundle, or this package's
+ * `baseline/`. Scripts of other packages find it there through `PYTHONPATH`.
+ */
+export function sharedBaselineDir(base: string | URL = import.meta.url): string | undefined {
+  const module = findPackageScript(SHARED_BASELINE_MODULE, base);
+  return module === undefined ? undefined : dirname(module);
+}
+
+/** Prepends the shared module's folder to `PYTHONPATH`, keeping what was there. */
+function withSharedModule(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const shared = sharedBaselineDir();
+  if (shared === undefined) return env;
+  const path = [shared, env.PYTHONPATH].filter((part) => part !== undefined && part !== '').join(delimiter);
+  return { ...env, PYTHONPATH: path };
 }
 
 /** What a script writes to its output file: `available: false` says why it measured nothing. */
@@ -54,8 +75,8 @@ function lastLine(text: string): string {
 }
 
 /**
- * Runs a Python script (a PyTorch baseline) as a child process and reads the
- * JSON it writes. Never throws for a missing Python, a failing script or a
+ * Runs a Python script (a PyTorch baseline) as a child process, with the
+ * shared helpers importable, and reads the JSON it writes. Never throws for a missing Python, a failing script or a
  * script that could not measure: the outcome says why.
  */
 export async function runPythonScript<T extends PythonScriptOutput>(
@@ -67,7 +88,7 @@ export async function runPythonScript<T extends PythonScriptOutput>(
     let stderr = '';
     const child = spawn(python, [run.script, ...run.args], {
       stdio: ['ignore', run.forwardStdout ? 'pipe' : 'ignore', 'pipe'],
-      env: { ...env, PYTHONUNBUFFERED: '1' },
+      env: { ...withSharedModule(env), PYTHONUNBUFFERED: '1' },
     });
     child.stdout?.on('data', (chunk: Buffer) => run.onOutput?.(chunk.toString()));
     child.stderr?.on('data', (chunk: Buffer) => {

@@ -30,23 +30,24 @@ import struct
 import sys
 import time
 
+from rayo_torch import (
+    Unavailable,
+    capture_graph,
+    device_info,
+    error_text,
+    import_torch,
+    quantile,
+    read_request,
+    sync,
+    unavailable_output,
+    warm_on_side_stream,
+    write_json,
+)
+
 SCHEMA_IN = "rayo-decode-request/1"
 SCHEMA_OUT = "rayo-decode-torch/1"
 
 DTYPES = {"F32": ("float32", 4), "F16": ("float16", 2), "BF16": ("bfloat16", 2)}
-
-
-def write_json(path, payload):
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(payload, f, indent=2)
-        f.write("\n")
-
-
-def quantile(sorted_values, q):
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = math.ceil(pos)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def safetensors_files(model_dir):
@@ -229,7 +230,6 @@ def decode_eager(torch, model, first, start, count):
 
 
 def decode_graph(torch, model, first, start, count):
-    cuda = torch.cuda
     static_token = first.clone().view(1)
     static_pos = torch.tensor([start], dtype=torch.long, device=first.device)
 
@@ -242,22 +242,14 @@ def decode_graph(torch, model, first, start, count):
         return logits, token
 
     # Warm up on a side stream, then rewind what the warm-up advanced.
-    side = cuda.Stream()
-    side.wait_stream(cuda.current_stream())
-    with cuda.stream(side):
-        for _ in range(3):
-            step()
-    cuda.current_stream().wait_stream(side)
-    cuda.synchronize()
+    warm_on_side_stream(torch, lambda _i: step())
     static_token.copy_(first.view(1))
     static_pos.fill_(start)
-    graph = cuda.CUDAGraph()
-    with cuda.graph(graph):
-        static_logits, static_next = step()
+    graph, (static_logits, static_next) = capture_graph(torch, step)
     # The capture ran nothing: rewind again before the timed replays.
     static_token.copy_(first.view(1))
     static_pos.fill_(start)
-    cuda.synchronize()
+    torch.cuda.synchronize()
     tokens, times = [], []
     for _ in range(count):
         begin = time.perf_counter()
@@ -291,30 +283,16 @@ def main(argv=None):
     parser.add_argument("--device", default="cuda", help="torch device (default cuda; cpu only checks the script)")
     args = parser.parse_args(argv)
 
-    with open(args.request, encoding="utf-8") as f:
-        request = json.load(f)
-    if request.get("schema") != SCHEMA_IN:
-        print("torch decode baseline: %s is not a %s request" % (args.request, SCHEMA_IN), file=sys.stderr)
+    request = read_request(args.request, SCHEMA_IN, "torch decode baseline", "request")
+    if request is None:
         return 2
 
-    def unavailable(reason):
-        print("torch decode baseline: " + reason, file=sys.stderr)
-        write_json(args.out, {"schema": SCHEMA_OUT, "available": False, "reason": reason, "results": {}})
-        return 0
-
     try:
-        import torch
-    except Exception as error:  # noqa: BLE001 - any import failure means no baseline
-        return unavailable("PyTorch is not installed (import torch: %s)" % error)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        return unavailable("CUDA is not available to PyTorch %s" % torch.__version__)
-
-    # fp32 means fp32: no TF32 tensor-core shortcuts.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    if hasattr(torch, "set_float32_matmul_precision"):
-        torch.set_float32_matmul_precision("highest")
+        torch, device = import_torch(args.device)
+    except Unavailable as why:
+        print("torch decode baseline: " + why.reason, file=sys.stderr)
+        write_json(args.out, unavailable_output(SCHEMA_OUT, why.reason, {}))
+        return 0
 
     with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
@@ -347,9 +325,8 @@ def main(argv=None):
                 if logits0 is None:
                     logits0 = logits.float().cpu()
             except Exception as error:  # noqa: BLE001 - one way failing must not hide the other
-                results[method] = {"error": ("%s: %s" % (type(error).__name__, error)).split("\n")[0]}
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+                results[method] = {"error": error_text(error)}
+            sync(torch, device)
     if args.logits and logits0 is not None:
         with open(args.logits, "wb") as f:
             f.write(struct.pack("<%df" % logits0.numel(), *logits0.tolist()))
@@ -359,9 +336,7 @@ def main(argv=None):
         {
             "schema": SCHEMA_OUT,
             "available": True,
-            "torch": torch.__version__,
-            "cuda": getattr(torch.version, "cuda", None),
-            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else str(device),
+            **device_info(torch, device),
             "weightBytes": weight_bytes,
             "loadMs": load_ms,
             "promptTokens": len(prompt),

@@ -27,6 +27,20 @@ import math
 import sys
 import time
 
+from rayo_torch import (
+    Unavailable,
+    capture_graph,
+    device_info,
+    error_text,
+    fp32_settings,
+    import_torch,
+    read_request,
+    spread,
+    sync,
+    unavailable_output,
+    warm_on_side_stream,
+)
+
 SCHEMA_IN = "rayo-train-workloads/1"
 SCHEMA_OUT = "rayo-train-torch/3"
 
@@ -37,13 +51,6 @@ def emit(path, payload):
         with open(path, "w", encoding="utf-8") as f:
             f.write(text + "\n")
     print(text)
-
-
-def quantile(sorted_values, q):
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = math.ceil(pos)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def build_models(torch):
@@ -194,11 +201,6 @@ def make_adamw(torch, params, hp, device, capturable=False):
     raise RuntimeError("torch.optim.AdamW could not be created" + (" capturable" if capturable else ""))
 
 
-def sync(torch, device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def clip_grads(torch, params, clip, device):
     try:
         torch.nn.utils.clip_grad_norm_(params, clip, **({"foreach": True} if device.type == "cuda" else {}))
@@ -208,13 +210,11 @@ def clip_grads(torch, params, clip, device):
 
 def throughput(spec, times, losses, tokens):
     """Samples (and tokens) per second at the median step time of `times` (milliseconds)."""
-    times = sorted(times)
-    median = quantile(times, 0.5)
+    percentiles = spread(times)
+    median = percentiles["medianMs"]
     result = {
         "samplesPerSecond": 1000 * spec["batch"] / median,
-        "medianMs": median,
-        "p10Ms": quantile(times, 0.1),
-        "p90Ms": quantile(times, 0.9),
+        **percentiles,
         "stepsTimed": len(times),
         "firstLoss": losses[0],
         "lastLoss": losses[-1],
@@ -254,7 +254,6 @@ def run_graph(torch, device, request, spec, models, note):
 
     Each replay is fed the batch by a device-to-device copy into the static inputs.
     """
-    cuda = torch.cuda
     generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
     model, data, loss_fn, tokens = workload(torch, device, spec, models, generator)
     static = [t.clone() for t in data]
@@ -271,20 +270,14 @@ def run_graph(torch, device, request, spec, models, note):
         optimizer.step()
         return loss
 
-    # Warm-up on a side stream before capture (library handles, workspaces, optimizer state).
-    side = cuda.Stream()
-    side.wait_stream(cuda.current_stream())
-    with cuda.stream(side):
-        for _ in range(3):
-            optimizer.zero_grad(set_to_none=True)
-            step()
-    cuda.current_stream().wait_stream(side)
-    sync(torch, device)
+    def warm_step(_i):
+        optimizer.zero_grad(set_to_none=True)
+        step()
+
+    warm_on_side_stream(torch, warm_step)
     # Gradients are allocated inside the capture: every replay writes them afresh.
     optimizer.zero_grad(set_to_none=True)
-    graph = cuda.CUDAGraph()
-    with cuda.graph(graph):
-        static_loss = step()
+    graph, static_loss = capture_graph(torch, step)
     warmup, steps = int(request["warmup"]), int(request["steps"])
     times, losses = [], []
     sync(torch, device)
@@ -307,7 +300,7 @@ def run_workload(torch, device, request, spec, models, note):
         try:
             result["graph"] = run_graph(torch, device, request, spec, models, note)
         except Exception as error:  # noqa: BLE001 - a step that cannot be captured still has its eager figure
-            result["graph"] = {"error": ("%s: %s" % (type(error).__name__, error)).split("\n")[0]}
+            result["graph"] = {"error": error_text(error)}
             sync(torch, device)
     return result
 
@@ -319,35 +312,16 @@ def main(argv=None):
     parser.add_argument("--device", default="cuda", help="torch device (default cuda; cpu only checks the script)")
     args = parser.parse_args(argv)
 
-    with open(args.request, encoding="utf-8") as f:
-        request = json.load(f)
-    if request.get("schema") != SCHEMA_IN:
-        print("torch train baseline: %s is not a %s request" % (args.request, SCHEMA_IN), file=sys.stderr)
+    request = read_request(args.request, SCHEMA_IN, "torch train baseline", "request")
+    if request is None:
         return 2
 
-    def unavailable(reason):
-        print("torch train baseline: " + reason, file=sys.stderr)
-        emit(args.out, {"schema": SCHEMA_OUT, "available": False, "reason": reason, "results": []})
-        return 0
-
     try:
-        import torch
-    except Exception as error:  # noqa: BLE001 - any import failure means no baseline
-        return unavailable("PyTorch is not installed (import torch: %s)" % error)
-
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        built = getattr(torch.version, "cuda", None)
-        return unavailable(
-            "CUDA is not available to PyTorch %s (%s)"
-            % (torch.__version__, "built with CUDA " + built if built else "a CPU-only build")
-        )
-
-    # fp32 means fp32: no TF32 tensor-core shortcuts.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    if hasattr(torch, "set_float32_matmul_precision"):
-        torch.set_float32_matmul_precision("highest")
+        torch, device = import_torch(args.device)
+    except Unavailable as why:
+        print("torch train baseline: " + why.reason, file=sys.stderr)
+        emit(args.out, unavailable_output(SCHEMA_OUT, why.reason, []))
+        return 0
     torch.manual_seed(int(request.get("seed", 0)))
 
     models = build_models(torch)
@@ -380,15 +354,9 @@ def main(argv=None):
     emit(args.out, {
         "schema": SCHEMA_OUT,
         "available": True,
-        "torch": torch.__version__,
-        "cuda": getattr(torch.version, "cuda", None),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else str(device),
+        **device_info(torch, device),
         "settings": {
-            "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
-            "float32_matmul_precision": torch.get_float32_matmul_precision()
-            if hasattr(torch, "get_float32_matmul_precision")
-            else None,
+            **fp32_settings(torch),
             "attention": models[2],
             **note,
         },
