@@ -1,6 +1,6 @@
 import type { AttrValues } from '@rayo/core';
-import { findPackageScript, runPythonScript } from './python.js';
 import { type BenchCase, caseVia, resolvedAttrs, type SuiteMode, workingSetBytes } from './case.js';
+import { findPackageScript, runPythonScript } from './python.js';
 import { rotationSets, type TimingOptions } from './timing.js';
 
 /** One case as the PyTorch baseline script reads it. */

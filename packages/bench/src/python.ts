@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { delimiter, dirname } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The Python module of helpers (timing, device, JSON) that every baseline script imports. */
@@ -9,15 +9,19 @@ export const SHARED_BASELINE_MODULE = 'rayo_torch.py';
 
 /**
  * A script shipped with a package: beside a bundle that was built from
- * `base` (`./name`), or in the package's `baseline/` folder
- * (`../baseline/name`, seen from its `src/` or `dist/`).
+ * `base` (`./name`), or in the `baseline/` folder of the package whose
+ * sources or build hold `base` (found by walking up to its `package.json`).
  */
 export function findPackageScript(name: string, base: string | URL): string | undefined {
-  for (const candidate of [`./${name}`, `../baseline/${name}`]) {
-    const path = fileURLToPath(new URL(candidate, base));
-    if (existsSync(path)) return path;
+  let dir = fileURLToPath(new URL('.', base));
+  for (;;) {
+    for (const candidate of [join(dir, name), join(dir, 'baseline', name)]) {
+      if (existsSync(candidate)) return candidate;
+    }
+    const parent = dirname(dir);
+    if (existsSync(join(dir, 'package.json')) || parent === dir) return undefined;
+    dir = parent;
   }
-  return undefined;
 }
 
 /**

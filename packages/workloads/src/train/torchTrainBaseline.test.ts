@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -79,4 +80,36 @@ writeFileSync(args[args.indexOf('--out') + 1], JSON.stringify({ available: false
     const unavailable = await runTorchTrainBaseline({ ...base, script: noTorch, python: process.execPath });
     expect(unavailable).toEqual({ status: 'unavailable', reason: 'PyTorch is not installed' });
   });
+
+  const python = process.env.PYTHON ?? 'python3';
+  // CI must run the real script; elsewhere a machine without Python skips this.
+  const needPython = spawnSync(python, ['--version']).status === 0 || process.env.CI === 'true';
+
+  it.runIf(needPython)(
+    'runs the real script, which finds the shared Python module through the launcher',
+    async () => {
+      const requestFile = join(dir, 'real-request.json');
+      const request = {
+        schema: 'rayo-train-workloads/1',
+        warmup: 1,
+        steps: 1,
+        clipNorm: 1,
+        seed: 0,
+        adamw: { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0 },
+        workloads: [],
+      };
+      await writeFile(requestFile, JSON.stringify(request));
+      const outcome = await runTorchTrainBaseline({
+        requestFile,
+        outFile: join(dir, 'real-out.json'),
+        python,
+        args: ['--device', 'cpu'],
+        env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
+      });
+      // With torch the (empty) request trains nothing on the cpu; without it the script says so. An import
+      // error of the shared module would be neither.
+      if (outcome.status === 'ok') expect(outcome.output.results).toEqual([]);
+      else expect(outcome.reason).toMatch(/^PyTorch is not installed/);
+    },
+  );
 });
