@@ -1,6 +1,6 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { findPackageScript, runPythonScript } from '@rayo/bench';
+import { findPackageScript, type PythonScriptOutcome, runPythonScript } from '@rayo/bench';
 import type { DecodeRun, DecodeSettings } from './decodeBench.js';
 
 /** What the PyTorch decode baseline writes. */
@@ -22,9 +22,7 @@ export interface TorchDecodeOutput {
 }
 
 /** The baseline as the report keeps it. */
-export type TorchDecodeEntry =
-  | { readonly status: 'ok'; readonly output: TorchDecodeOutput }
-  | { readonly status: 'unavailable'; readonly reason: string };
+export type TorchDecodeEntry = PythonScriptOutcome<TorchDecodeOutput>;
 
 /** The baseline as it ran, with the prompt's logits it wrote. */
 export type TorchDecodeOutcome =

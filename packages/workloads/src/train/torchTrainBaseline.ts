@@ -1,4 +1,4 @@
-import { findPackageScript, runPythonScript } from '@rayo/bench';
+import { findPackageScript, type PythonScriptOutcome, runPythonScript } from '@rayo/bench';
 import type { ThroughputMeasurement } from './throughput.js';
 import type { WorkloadSpec } from './workload.js';
 
@@ -51,9 +51,7 @@ export interface TorchTrainOutput {
   readonly results: readonly TorchTrainResult[];
 }
 
-export type TorchTrainOutcome =
-  | { readonly status: 'ok'; readonly output: TorchTrainOutput }
-  | { readonly status: 'unavailable'; readonly reason: string };
+export type TorchTrainOutcome = PythonScriptOutcome<TorchTrainOutput>;
 
 /** Where the script lies: beside a bundle, or in the package's `baseline/` folder. */
 export function findTorchTrainScript(base: string | URL = import.meta.url): string | undefined {
