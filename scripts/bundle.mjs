@@ -6,7 +6,8 @@
 // decode-bench.mjs (Llama decoding against PyTorch) and names.mjs (the
 // first-names example), with the native `webgpu`
 // and `koffi` packages left external and the PyTorch baseline scripts copied
-// beside them.
+// beside them, with the Python module they share (rayo_torch.py), which they
+// import from their own folder.
 //
 //   pnpm bundle [--outdir DIR]     (default: .device/app)
 //
@@ -24,21 +25,22 @@ import { build } from 'esbuild';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const BACKEND_PACKAGES = ['@rayo/wgpu', '@rayo/cuda-ptx'];
 const BASELINE_SCRIPTS = [
+  'packages/bench/baseline/rayo_torch.py',
   'packages/bench/baseline/torch_baseline.py',
-  'packages/train/baseline/torch_train_baseline.py',
-  'packages/train/baseline/torch_decode_baseline.py',
+  'packages/workloads/baseline/torch_train_baseline.py',
+  'packages/workloads/baseline/torch_decode_baseline.py',
 ];
 const RUNNER = './packages/core/src/testing/runner.ts';
 const FAULT_RUNNER = './packages/core/src/testing/faultRunner.ts';
-const TRAIN_BENCH = './packages/train/src/trainBench.ts';
-const DECODE_BENCH = './packages/train/src/decodeBenchCli.ts';
-const NAMES = './packages/train/src/namesCli.ts';
+const TRAIN_BENCH = './packages/workloads/src/train/trainBench.ts';
+const DECODE_BENCH = './packages/workloads/src/decode/decodeBenchCli.ts';
+const NAMES = './packages/workloads/src/examples/names/namesCli.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
 Writes bench.mjs, conformance.mjs, faults.mjs, train-bench.mjs,
-decode-bench.mjs, names.mjs, torch_baseline.py, torch_train_baseline.py and
-torch_decode_baseline.py into DIR
+decode-bench.mjs, names.mjs, torch_baseline.py, torch_train_baseline.py,
+torch_decode_baseline.py and the module they share, rayo_torch.py, into DIR
 (default: .device/app). Run them with 'node DIR/bench.mjs --help'.`;
 
 /** Options shared by every build: TypeScript sources through the "@rayo/source" export condition. */

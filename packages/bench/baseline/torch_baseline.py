@@ -29,32 +29,32 @@ missing the output says so (``available: false``) and the script still exits 0.
 
 import argparse
 import contextlib
-import json
 import math
 import sys
 import time
+
+from rayo_torch import (
+    Unavailable,
+    capture_graph,
+    device_info,
+    error_text,
+    fp32_settings,
+    import_torch,
+    read_request,
+    spread,
+    unavailable_output,
+    warm_on_side_stream,
+    write_json,
+)
 
 SCHEMA_IN = "rayo-bench-cases/2"
 SCHEMA_OUT = "rayo-bench-torch/2"
 
 
-def write(path, payload):
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(payload, f, indent=2)
-        f.write("\n")
-
-
 def unavailable(path, reason):
-    write(path, {"schema": SCHEMA_OUT, "available": False, "reason": reason, "results": []})
+    write_json(path, unavailable_output(SCHEMA_OUT, reason, []))
     print("torch baseline: " + reason, file=sys.stderr)
     return 0
-
-
-def quantile(sorted_values, q):
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = math.ceil(pos)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 # --- The timing rules: the same as rayo's timing.ts ------------------------------------------------
@@ -170,7 +170,6 @@ class Timer:
 
     def graph(self, once):
         """N calls captured in one CUDA graph, events around its replay, per call."""
-        cuda = self.torch.cuda
         graphs = {}
 
         self.warm_side_stream(once)
@@ -179,11 +178,12 @@ class Timer:
             if calls not in graphs:
                 graphs.clear()
                 self.sync()
-                g = cuda.CUDAGraph()
-                with cuda.graph(g):
+
+                def record():
                     for i in range(calls):
                         once(i)
-                graphs[calls] = g
+
+                graphs[calls], _ = capture_graph(self.torch, record)
             return graphs[calls]
 
         try:
@@ -198,14 +198,7 @@ class Timer:
 
     def warm_side_stream(self, once):
         """Runs the call on a side stream first, as CUDA graph capture needs (library handles, workspaces)."""
-        cuda = self.torch.cuda
-        side = cuda.Stream()
-        side.wait_stream(cuda.current_stream())
-        with cuda.stream(side):
-            for i in range(3):
-                once(i)
-        cuda.current_stream().wait_stream(side)
-        self.sync()
+        warm_on_side_stream(self.torch, once)
 
     def host(self, once):
         """Wall time around each call and a synchronise (the first call is the first warm-up)."""
@@ -220,29 +213,19 @@ class Timer:
 
     def host_graph(self, once):
         """Wall time around one replay of a graph of one call, and a synchronise."""
-        cuda = self.torch.cuda
         self.warm_side_stream(once)
-        g = cuda.CUDAGraph()
-        with cuda.graph(g):
-            once(0)
+        g, _ = capture_graph(self.torch, lambda: once(0))
         return self.host(lambda _i: g.replay())
 
 
 def stats(samples, calls, method, impl):
-    times = sorted(samples)
     return {
         "impl": impl,
         "method": method,
-        "medianMs": quantile(times, 0.5),
-        "p10Ms": quantile(times, 0.1),
-        "p90Ms": quantile(times, 0.9),
-        "samples": len(times),
+        **spread(samples),
+        "samples": len(samples),
         "callsPerSample": calls,
     }
-
-
-def error_text(error):
-    return ("%s: %s" % (type(error).__name__, error)).split("\n")[0]
 
 
 # --- The cases ------------------------------------------------------------------------------------
@@ -767,31 +750,14 @@ def main(argv=None):
     parser.add_argument("--filter", default="", help="only cases whose id contains this text")
     args = parser.parse_args(argv)
 
-    with open(args.cases, encoding="utf-8") as f:
-        spec = json.load(f)
-    if spec.get("schema") != SCHEMA_IN:
-        print("torch baseline: %s is not a %s case file" % (args.cases, SCHEMA_IN), file=sys.stderr)
+    spec = read_request(args.cases, SCHEMA_IN, "torch baseline", "case file")
+    if spec is None:
         return 2
 
     try:
-        import torch
-    except Exception as error:  # noqa: BLE001 - any import failure means no baseline
-        return unavailable(args.out, "PyTorch is not installed (import torch: %s)" % error)
-
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        built = getattr(torch.version, "cuda", None)
-        return unavailable(
-            args.out,
-            "CUDA is not available to PyTorch %s (%s)"
-            % (torch.__version__, "built with CUDA " + built if built else "a CPU-only build"),
-        )
-
-    # fp32 means fp32: no TF32 tensor-core shortcuts.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    if hasattr(torch, "set_float32_matmul_precision"):
-        torch.set_float32_matmul_precision("highest")
+        torch, device = import_torch(args.device)
+    except Unavailable as why:
+        return unavailable(args.out, why.reason)
     torch.manual_seed(0)
 
     timer = Timer(torch, device, TimingRules(spec.get("timing", {})))
@@ -820,19 +786,11 @@ def main(argv=None):
     payload = {
         "schema": SCHEMA_OUT,
         "available": True,
-        "torch": torch.__version__,
-        "cuda": getattr(torch.version, "cuda", None),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else str(device),
-        "settings": {
-            "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
-            "float32_matmul_precision": torch.get_float32_matmul_precision()
-            if hasattr(torch, "get_float32_matmul_precision")
-            else None,
-        },
+        **device_info(torch, device),
+        "settings": fp32_settings(torch),
         "results": results,
     }
-    write(args.out, payload)
+    write_json(args.out, payload)
     return 0
 
 

@@ -1,6 +1,6 @@
 import type { AttrValues } from '@rayo/core';
-import { findPackageScript, runPythonScript } from '@rayo/core/node';
 import { type BenchCase, caseVia, resolvedAttrs, type SuiteMode, workingSetBytes } from './case.js';
+import { findPackageScript, type PythonScriptOutcome, runPythonScript } from './python.js';
 import { rotationSets, type TimingOptions } from './timing.js';
 
 /** One case as the PyTorch baseline script reads it. */
@@ -141,9 +141,7 @@ export interface BaselineOutput {
   readonly results: readonly BaselineResult[];
 }
 
-export type BaselineOutcome =
-  | { readonly status: 'ok'; readonly output: BaselineOutput }
-  | { readonly status: 'unavailable'; readonly reason: string };
+export type BaselineOutcome = PythonScriptOutcome<BaselineOutput>;
 
 /** PyTorch's time of one case, in the units rayo reports (per kernel for a chain). */
 export interface BaselineTime {

@@ -6,6 +6,7 @@ export * from './chart.js';
 export * from './drive.js';
 export { type CliIo, defaultOutDir, EXIT_FAILED, EXIT_OK, EXIT_USAGE, main } from './main.js';
 export * from './markdown.js';
+export * from './python.js';
 export * from './report.js';
 export * from './suite.js';
 export * from './timing.js';

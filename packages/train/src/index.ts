@@ -6,6 +6,7 @@ export {
   gradCheck,
 } from './autograd/gradcheck.js';
 export * from './autograd/index.js';
+export { CausalLM, type CausalLMOptions } from './causalLM.js';
 export {
   CHECKPOINT_FORMAT,
   type CheckpointContents,
@@ -25,16 +26,6 @@ export {
 } from './checkpoint/safetensors.js';
 export { SafetensorsFile, type SafetensorsFileOptions } from './checkpoint/safetensorsFile.js';
 export type { SafetensorsEntry, SafetensorsHeader } from './checkpoint/safetensorsHeader.js';
-export { type HostPhases, measureHostPhases } from './decode/hostPhases.js';
-export {
-  groupCalls,
-  type KernelCall,
-  type KernelGroupProfile,
-  profileStep,
-  RecordingRunner,
-  type StepProfile,
-  type StepProfileOptions,
-} from './decode/stepProfile.js';
 export {
   formatDuration,
   ProgressBar,
@@ -61,18 +52,7 @@ export {
   train,
 } from './loop/train.js';
 export * from './models/llama/index.js';
-export { type SamplingOptions, sampleToken } from './models/sampling.js';
-export * from './names/data.js';
-export { causalLMDecoder } from './names/decoder.js';
-export { type LossSeries, lossCurveSvg } from './names/lossCurve.js';
-export * from './names/train.js';
+export { checkSamplingOptions, type SamplingOptions, sampleToken } from './models/sampling.js';
 export * from './nn/index.js';
 export * from './optim/index.js';
-export {
-  type BackendFactory,
-  type ParityOptions,
-  type ParityReport,
-  type ParityStep,
-  parityGate,
-} from './parity.js';
 export { Rng } from './random.js';

@@ -1,8 +1,0 @@
-// Node-only helpers (child processes, files); the main entry stays free of Node APIs.
-export {
-  findPackageScript,
-  type PythonScriptOutcome,
-  type PythonScriptOutput,
-  type PythonScriptRun,
-  runPythonScript,
-} from './pythonScript.js';

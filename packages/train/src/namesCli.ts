@@ -1,8 +1,0 @@
-import { namesMain } from './names/cli.js';
-
-try {
-  process.exitCode = await namesMain(process.argv.slice(2));
-} catch (error) {
-  console.error(`names: ${error instanceof Error ? error.message : String(error)}`);
-  process.exitCode = 1;
-}

@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+"""PyTorch baseline of rayo's decode benchmark.
+
+Loads a Llama-family checkpoint in the Hugging Face layout (``config.json``
+and ``model.safetensors``, or shards listed in ``model.safetensors.index.json``)
+as fp32, prefills a prompt, and decodes greedily twice, timing every token:
+
+- ``eager``: each step launched op by op from Python, attention over exactly
+  the tokens cached so far;
+- ``graph``: one decode step captured once in a CUDA graph on a static KV cache
+  (attention over the cache's capacity, masked past the position) and replayed
+  per token, the token and the position fed back on the device.
+
+The first token comes from the prefill's last row; each later one is timed
+on the host from the start of its step until its id has been read back
+(``.item()``), as rayo's ``generate`` yields ids to its caller. fp32 throughout
+with TF32 off. Writes JSON (``--out``) with ms per token and the tokens of
+both runs (``newTokens`` each, the first included) and, beside it, the logits
+of the prompt's last position as little-endian float32 (``--logits``). Without torch or CUDA the output says so
+(``available: false``) and the script exits 0.
+
+    python3 torch_decode_baseline.py --model DIR --request request.json --out torch-decode.json
+"""
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+import time
+
+from rayo_torch import (
+    Unavailable,
+    capture_graph,
+    device_info,
+    error_text,
+    import_torch,
+    quantile,
+    read_request,
+    sync,
+    unavailable_output,
+    warm_on_side_stream,
+    write_json,
+)
+
+SCHEMA_IN = "rayo-decode-request/1"
+SCHEMA_OUT = "rayo-decode-torch/1"
+
+DTYPES = {"F32": ("float32", 4), "F16": ("float16", 2), "BF16": ("bfloat16", 2)}
+
+
+def safetensors_files(model_dir):
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index, encoding="utf-8") as f:
+            weight_map = json.load(f)["weight_map"]
+        return sorted({os.path.join(model_dir, name) for name in weight_map.values()})
+    return [os.path.join(model_dir, "model.safetensors")]
+
+
+def load_safetensors(torch, path, device, into):
+    """Reads one safetensors file tensor by tensor, straight to `device` as fp32."""
+    with open(path, "rb") as f:
+        (header_len,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(header_len))
+        base = 8 + header_len
+        for name, entry in header.items():
+            if name == "__metadata__":
+                continue
+            dtype, width = DTYPES[entry["dtype"]]
+            start, end = entry["data_offsets"]
+            f.seek(base + start)
+            raw = bytearray(f.read(end - start))
+            host = torch.frombuffer(raw, dtype=getattr(torch, dtype)) if raw else torch.empty(0)
+            into[name] = host.reshape(entry["shape"]).to(device=device, dtype=torch.float32)
+
+
+class Llama:
+    """A Llama-family decoder in plain tensor code: RMSNorm, rotate-half RoPE, GQA, SwiGLU."""
+
+    def __init__(self, torch, config, weights, capacity, device):
+        self.torch = torch
+        self.F = torch.nn.functional
+        self.c = config
+        self.w = weights
+        self.dim = config["hidden_size"]
+        self.heads = config["num_attention_heads"]
+        self.kv_heads = config.get("num_key_value_heads", self.heads)
+        self.head_dim = self.dim // self.heads
+        self.layers = config["num_hidden_layers"]
+        self.eps = float(config.get("rms_norm_eps", 1e-6))
+        self.capacity = capacity
+        theta = float(config.get("rope_theta", 10000.0))
+        half = self.head_dim // 2
+        inv = 1.0 / (theta ** (torch.arange(0, half, dtype=torch.float64, device=device) * 2 / self.head_dim))
+        angles = torch.arange(capacity, dtype=torch.float64, device=device)[:, None] * inv[None, :]
+        self.cos = angles.cos().float()
+        self.sin = angles.sin().float()
+        head = "lm_head.weight"
+        self.lm_head = weights[head] if head in weights else weights["model.embed_tokens.weight"]
+        shape = (self.layers, self.kv_heads, capacity, self.head_dim)
+        self.k_cache = torch.zeros(shape, dtype=torch.float32, device=device)
+        self.v_cache = torch.zeros(shape, dtype=torch.float32, device=device)
+        self.positions = torch.arange(capacity, device=device)
+
+    def layer(self, i, name):
+        return self.w["model.layers.%d.%s" % (i, name)]
+
+    def norm(self, x, weight):
+        return x * self.torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * weight
+
+    def rope(self, x, cos, sin):
+        """x [T, heads, d] rotated at the positions of `cos`/`sin` [T, d/2]."""
+        half = self.head_dim // 2
+        a, b = x[..., :half], x[..., half:]
+        cos, sin = cos[:, None, :], sin[:, None, :]
+        return self.torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+
+    def forward(self, ids, cos, sin, write, attend):
+        """Hidden states of tokens `ids` [T]; `write(i, k, v)` stores their keys and values of
+        layer i, `attend(i, q)` attends the queries q [T, heads, d] to the cache."""
+        F = self.F
+        h = self.w["model.embed_tokens.weight"][ids]
+        for i in range(self.layers):
+            x = self.norm(h, self.layer(i, "input_layernorm.weight"))
+            t = x.shape[0]
+            q = F.linear(x, self.layer(i, "self_attn.q_proj.weight")).view(t, self.heads, self.head_dim)
+            k = F.linear(x, self.layer(i, "self_attn.k_proj.weight")).view(t, self.kv_heads, self.head_dim)
+            v = F.linear(x, self.layer(i, "self_attn.v_proj.weight")).view(t, self.kv_heads, self.head_dim)
+            q, k = self.rope(q, cos, sin), self.rope(k, cos, sin)
+            write(i, k, v)
+            attn = attend(i, q).reshape(t, self.dim)
+            h = h + F.linear(attn, self.layer(i, "self_attn.o_proj.weight"))
+            x = self.norm(h, self.layer(i, "post_attention_layernorm.weight"))
+            gate = F.linear(x, self.layer(i, "mlp.gate_proj.weight"))
+            up = F.linear(x, self.layer(i, "mlp.up_proj.weight"))
+            h = h + F.linear(F.silu(gate) * up, self.layer(i, "mlp.down_proj.weight"))
+        return F.linear(self.norm(h, self.w["model.norm.weight"]), self.lm_head)
+
+    def grouped(self, q):
+        """[T, heads, d] → [kv_heads, T·group, d]: the query heads of one KV head together."""
+        t = q.shape[0]
+        group = self.heads // self.kv_heads
+        return q.view(t, self.kv_heads, group, self.head_dim).permute(1, 0, 2, 3).reshape(
+            self.kv_heads, t * group, self.head_dim
+        )
+
+    def ungrouped(self, out, t):
+        group = self.heads // self.kv_heads
+        return out.view(self.kv_heads, t, group, self.head_dim).permute(1, 0, 2, 3).reshape(
+            t, self.heads, self.head_dim
+        )
+
+    def prefill(self, ids):
+        """Causal attention over the prompt; fills the cache rows [0, T)."""
+        torch = self.torch
+        t = ids.shape[0]
+        scale = 1.0 / math.sqrt(self.head_dim)
+        mask = torch.ones(t, t, dtype=torch.bool, device=ids.device).triu(1)
+        group = self.heads // self.kv_heads
+
+        def write(i, k, v):
+            self.k_cache[i, :, :t] = k.transpose(0, 1)
+            self.v_cache[i, :, :t] = v.transpose(0, 1)
+
+        def attend(i, q):
+            k = self.k_cache[i, :, :t]
+            v = self.v_cache[i, :, :t]
+            qg = q.view(t, self.kv_heads, group, self.head_dim).permute(1, 2, 0, 3)  # [kv, g, T, d]
+            scores = torch.matmul(qg, k[:, None].transpose(-1, -2)) * scale  # [kv, g, T, T]
+            probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
+            out = torch.matmul(probs, v[:, None])  # [kv, g, T, d]
+            return out.permute(2, 0, 1, 3).reshape(t, self.heads, self.head_dim)
+
+        return self.forward(ids, self.cos[:t], self.sin[:t], write, attend)
+
+    def step_eager(self, token, pos):
+        """One token at host position `pos`: attention over exactly pos + 1 cached rows."""
+        torch = self.torch
+        scale = 1.0 / math.sqrt(self.head_dim)
+        ids = token.view(1)
+
+        def write(i, k, v):
+            self.k_cache[i, :, pos] = k[0]
+            self.v_cache[i, :, pos] = v[0]
+
+        def attend(i, q):
+            k = self.k_cache[i, :, : pos + 1]
+            v = self.v_cache[i, :, : pos + 1]
+            qg = self.grouped(q)
+            scores = torch.empty((self.kv_heads, qg.shape[1], pos + 1), device=q.device)
+            s = torch.baddbmm(scores, qg, k.transpose(1, 2), beta=0, alpha=scale)
+            return self.ungrouped(torch.bmm(s.softmax(-1), v), 1)
+
+        return self.forward(ids, self.cos[pos : pos + 1], self.sin[pos : pos + 1], write, attend)[0]
+
+    def step_static(self, token, pos):
+        """One token at device position `pos` ([1] long): shapes fixed, attention over the whole
+        cache with the rows past `pos` masked, so that the step can be captured once."""
+        torch = self.torch
+        scale = 1.0 / math.sqrt(self.head_dim)
+        ids = token.view(1)
+        cos = self.cos.index_select(0, pos)
+        sin = self.sin.index_select(0, pos)
+        hidden = self.positions > pos  # [capacity]
+
+        def write(i, k, v):
+            self.k_cache[i].index_copy_(1, pos, k.transpose(0, 1))
+            self.v_cache[i].index_copy_(1, pos, v.transpose(0, 1))
+
+        def attend(i, q):
+            s = torch.bmm(self.grouped(q), self.k_cache[i].transpose(1, 2)) * scale
+            s = s.masked_fill(hidden, float("-inf"))
+            return self.ungrouped(torch.bmm(s.softmax(-1), self.v_cache[i]), 1)
+
+        return self.forward(ids, cos, sin, write, attend)[0]
+
+
+def decode_eager(torch, model, first, start, count):
+    token = first
+    tokens, times = [], []
+    for n in range(count):
+        begin = time.perf_counter()
+        logits = model.step_eager(token, start + n)
+        token = logits.argmax()
+        tokens.append(token.item())  # waits for the step, as rayo's generate reads each id
+        times.append((time.perf_counter() - begin) * 1e3)
+    return tokens, times
+
+
+def decode_graph(torch, model, first, start, count):
+    static_token = first.clone().view(1)
+    static_pos = torch.tensor([start], dtype=torch.long, device=first.device)
+
+    def step():
+        logits = model.step_static(static_token, static_pos)
+        token = logits.argmax().view(1)
+        # Feed the token and the next position back on the device: a replay needs nothing from the host.
+        static_token.copy_(token)
+        static_pos.add_(1)
+        return logits, token
+
+    # Warm up on a side stream, then rewind what the warm-up advanced.
+    warm_on_side_stream(torch, lambda _i: step())
+    static_token.copy_(first.view(1))
+    static_pos.fill_(start)
+    graph, (static_logits, static_next) = capture_graph(torch, step)
+    # The capture ran nothing: rewind again before the timed replays.
+    static_token.copy_(first.view(1))
+    static_pos.fill_(start)
+    torch.cuda.synchronize()
+    tokens, times = [], []
+    for _ in range(count):
+        begin = time.perf_counter()
+        graph.replay()
+        tokens.append(static_next.item())
+        times.append((time.perf_counter() - begin) * 1e3)
+    del static_logits
+    return tokens, times
+
+
+def summary(tokens, times, warmup):
+    timed = sorted(times[warmup:])
+    median = quantile(timed, 0.5)
+    return {
+        "msPerToken": median,
+        "meanMsPerToken": sum(timed) / len(timed),
+        "p10Ms": quantile(timed, 0.1),
+        "p90Ms": quantile(timed, 0.9),
+        "tokensPerSecond": 1000.0 / median,
+        "tokensTimed": len(timed),
+        "tokens": tokens,
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Times greedy decoding of a Llama checkpoint in PyTorch.")
+    parser.add_argument("--model", required=True, help="folder with config.json and the safetensors weights")
+    parser.add_argument("--request", required=True, help="the request file rayo's decode benchmark wrote")
+    parser.add_argument("--out", required=True, help="where to write the results (JSON)")
+    parser.add_argument("--logits", default="", help="where to write the first step's logits (float32)")
+    parser.add_argument("--device", default="cuda", help="torch device (default cuda; cpu only checks the script)")
+    args = parser.parse_args(argv)
+
+    request = read_request(args.request, SCHEMA_IN, "torch decode baseline", "request")
+    if request is None:
+        return 2
+
+    try:
+        torch, device = import_torch(args.device)
+    except Unavailable as why:
+        print("torch decode baseline: " + why.reason, file=sys.stderr)
+        write_json(args.out, unavailable_output(SCHEMA_OUT, why.reason, {}))
+        return 0
+
+    with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    weights = {}
+    start = time.perf_counter()
+    for path in safetensors_files(args.model):
+        load_safetensors(torch, path, device, weights)
+    load_ms = (time.perf_counter() - start) * 1e3
+    prompt = [int(t) for t in request["prompt"]]
+    new_tokens = int(request["newTokens"])
+    warmup = int(request.get("warmupTokens", 0))
+    capacity = len(prompt) + max(new_tokens, 4)
+    model = Llama(torch, config, weights, capacity, device)
+    weight_bytes = sum(t.numel() * 4 for t in weights.values())
+
+    results = {}
+    logits0 = None
+    with torch.no_grad():
+        ids = torch.tensor(prompt, dtype=torch.long, device=device)
+        for method in ("eager", "graph") if device.type == "cuda" else ("eager",):
+            try:
+                begin = time.perf_counter()
+                logits = model.prefill(ids)[-1]
+                first = logits.argmax()
+                first_id = first.item()
+                prefill_ms = (time.perf_counter() - begin) * 1e3
+                run = decode_graph if method == "graph" else decode_eager
+                tokens, times = run(torch, model, first, len(prompt), new_tokens - 1)
+                results[method] = {"prefillMs": prefill_ms, **summary([first_id] + tokens, times, warmup)}
+                if logits0 is None:
+                    logits0 = logits.float().cpu()
+            except Exception as error:  # noqa: BLE001 - one way failing must not hide the other
+                results[method] = {"error": error_text(error)}
+            sync(torch, device)
+    if args.logits and logits0 is not None:
+        with open(args.logits, "wb") as f:
+            f.write(struct.pack("<%df" % logits0.numel(), *logits0.tolist()))
+
+    write_json(
+        args.out,
+        {
+            "schema": SCHEMA_OUT,
+            "available": True,
+            **device_info(torch, device),
+            "weightBytes": weight_bytes,
+            "loadMs": load_ms,
+            "promptTokens": len(prompt),
+            "newTokens": new_tokens,
+            "attention": "baddbmm+softmax+bmm over the cached rows (eager); bmm over the static cache, masked (graph)",
+            "results": results,
+        },
+    )
+    for method, r in results.items():
+        if "error" in r:
+            print("torch %s: %s" % (method, r["error"]), file=sys.stderr)
+        else:
+            print("torch %s: %.3f ms/token (%.1f tokens/s)" % (method, r["msPerToken"], r["tokensPerSecond"]),
+                  file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""PyTorch baseline of rayo's train-bench.
+
+Trains the workloads of a request file written by train-bench (``request.json``
+in its output folder) in PyTorch on the same GPU, with the same shapes, AdamW
+hyperparameters, clipping and step count, and prints the training throughput
+as JSON (also written to ``--out``). Each workload is trained twice: eagerly,
+and with the whole step (forward, backward, clipping and a capturable AdamW)
+captured once in a CUDA graph and replayed (``graph``). Both train on one
+batch uploaded to the device once: the eager step reads it directly, and each
+graph replay is preceded by a device-to-device copy of every input into the
+graph's static inputs (``static.copy_(batch)``), as a training loop over a
+device-resident data set does, and as rayo's replayed step is fed:
+
+    python3 torch_train_baseline.py --request OUT/torch-request.json --out torch.json
+
+fp32 throughout with TF32 off. Each step is timed on the host from its start
+to ``loss.item()`` (which waits for the step), as rayo times its steps up to
+the loss readback; throughput is the batch over the median step time. When
+torch or CUDA is missing the output says so (``available: false``) and the
+script still exits 0.
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+
+from rayo_torch import (
+    Unavailable,
+    capture_graph,
+    device_info,
+    error_text,
+    fp32_settings,
+    import_torch,
+    read_request,
+    spread,
+    sync,
+    unavailable_output,
+    warm_on_side_stream,
+)
+
+SCHEMA_IN = "rayo-train-workloads/1"
+SCHEMA_OUT = "rayo-train-torch/3"
+
+
+def emit(path, payload):
+    text = json.dumps(payload, indent=2)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    print(text)
+
+
+def build_models(torch):
+    nn = torch.nn
+    F = nn.functional
+    activations = {"relu": F.relu, "gelu": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
+                   "sigmoid": torch.sigmoid, "tanh": torch.tanh}
+
+    class MLP(nn.Module):
+        def __init__(self, sizes, activation):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+            self.activation = activations[activation]
+
+        def forward(self, x):
+            for i, layer in enumerate(self.layers):
+                x = layer(x)
+                if i < len(self.layers) - 1:
+                    x = self.activation(x)
+            return x
+
+    class RMSNorm(nn.Module):
+        """rayo's RMSNorm: x / sqrt(mean(x²) + eps) · weight, eps 1e-6."""
+
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.eps = eps
+            self.weight = nn.Parameter(torch.ones(dim))
+
+        def forward(self, x):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+    def rope_tables(seq, head_dim, device, theta=10000.0):
+        half = head_dim // 2
+        freqs = theta ** (-2 * torch.arange(half, dtype=torch.float32, device=device) / head_dim)
+        angles = torch.arange(seq, dtype=torch.float32, device=device)[:, None] * freqs[None, :]
+        # [T, 1, 1, half]: broadcast over batch and heads of a [T, B, H, d] tensor.
+        return angles.cos()[:, None, None, :], angles.sin()[:, None, None, :]
+
+    def rope(x, cos, sin):
+        """rayo's 'half' layout: pairs (i, i + d/2), like GPT-NeoX and Llama."""
+        half = x.shape[-1] // 2
+        a, b = x[..., :half], x[..., half:]
+        return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+
+    class Attention(nn.Module):
+        def __init__(self, dim, heads):
+            super().__init__()
+            self.heads = heads
+            self.q = nn.Linear(dim, dim, bias=False)
+            self.k = nn.Linear(dim, dim, bias=False)
+            self.v = nn.Linear(dim, dim, bias=False)
+            self.o = nn.Linear(dim, dim, bias=False)
+
+        def forward(self, x, cos, sin):
+            t, b, d = x.shape
+            h = self.heads
+            split = lambda z: z.view(t, b, h, d // h)  # noqa: E731
+            q = rope(split(self.q(x)), cos, sin).permute(1, 2, 0, 3)
+            k = rope(split(self.k(x)), cos, sin).permute(1, 2, 0, 3)
+            v = split(self.v(x)).permute(1, 2, 0, 3)
+            if sdpa is not None:
+                out = sdpa(q, k, v, is_causal=True)
+            else:
+                scores = q @ k.transpose(-1, -2) / math.sqrt(d // h)
+                mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+                out = scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+            # [B, H, T, d] → [T, B, H·d]
+            return self.o(out.permute(2, 0, 1, 3).reshape(t, b, d))
+
+    class Block(nn.Module):
+        def __init__(self, dim, heads, hidden):
+            super().__init__()
+            self.norm1 = RMSNorm(dim)
+            self.attn = Attention(dim, heads)
+            self.norm2 = RMSNorm(dim)
+            self.gate = nn.Linear(dim, hidden, bias=False)
+            self.up = nn.Linear(dim, hidden, bias=False)
+            self.down = nn.Linear(hidden, dim, bias=False)
+
+        def forward(self, x, cos, sin):
+            h = x + self.attn(self.norm1(x), cos, sin)
+            n = self.norm2(h)
+            return h + self.down(F.silu(self.gate(n)) * self.up(n))
+
+    class CausalLM(nn.Module):
+        def __init__(self, spec):
+            super().__init__()
+            dim = spec["dim"]
+            self.dim = dim
+            self.head_dim = dim // spec["heads"]
+            self.embed = nn.Embedding(spec["vocab"], dim)
+            self.blocks = nn.ModuleList(Block(dim, spec["heads"], spec["hidden"]) for _ in range(spec["blocks"]))
+            self.norm = RMSNorm(dim)
+            self.head = nn.Linear(dim, spec["vocab"], bias=False)
+
+        def forward(self, ids):
+            t, b = ids.shape
+            cos, sin = rope_tables(t, self.head_dim, ids.device)
+            h = self.embed(ids)
+            for block in self.blocks:
+                h = block(h, cos, sin)
+            return self.head(self.norm(h).view(t * b, self.dim))
+
+    attention = "F.scaled_dot_product_attention(is_causal=True)" if sdpa is not None else "composite"
+    return MLP, CausalLM, attention
+
+
+def workload(torch, device, spec, models, generator):
+    """The model, a fixed batch on the device and the loss on given inputs, as rayo builds them.
+
+    Random features; next token = 3·id + 1. Returns (model, inputs, loss_fn(*inputs), tokens per step).
+    """
+    MLP, CausalLM, _ = models
+    cross_entropy = torch.nn.functional.cross_entropy
+    batch = spec["batch"]
+    if spec["kind"] == "mlp":
+        sizes = spec["sizes"]
+        model = MLP(sizes, spec["activation"]).to(device)
+        x = torch.randn(batch, sizes[0], generator=generator).to(device)
+        y = torch.randint(0, sizes[-1], (batch,), generator=generator).to(device)
+        return model, (x, y), lambda x, y: cross_entropy(model(x), y), None
+    model = CausalLM(spec).to(device)
+    ids = torch.randint(0, spec["vocab"], (spec["seq"], batch), generator=generator)
+    targets = ((3 * ids + 1) % spec["vocab"]).view(-1).to(device)
+    ids = ids.to(device)
+    return model, (ids, targets), lambda ids, targets: cross_entropy(model(ids), targets), spec["seq"] * batch
+
+
+def make_adamw(torch, params, hp, device, capturable=False):
+    """AdamW with rayo's hyperparameters; fused where this torch and device have it, else foreach, else the loop.
+
+    `capturable` keeps the step count on the device, so that a CUDA graph can hold the update.
+    """
+    kwargs = dict(lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"], weight_decay=hp["weightDecay"])
+    options = ({"fused": True}, {"foreach": True}) if capturable else ({"fused": True}, {"foreach": True}, {})
+    for extra in options:
+        if extra.get("fused") and device.type != "cuda":
+            continue
+        if capturable:
+            extra = {**extra, "capturable": True}
+        try:
+            return torch.optim.AdamW(params, **kwargs, **extra), ", ".join(extra) or "for-loop"
+        except (TypeError, RuntimeError, ValueError):
+            continue
+    raise RuntimeError("torch.optim.AdamW could not be created" + (" capturable" if capturable else ""))
+
+
+def clip_grads(torch, params, clip, device):
+    try:
+        torch.nn.utils.clip_grad_norm_(params, clip, **({"foreach": True} if device.type == "cuda" else {}))
+    except TypeError:  # no foreach before torch 2.0
+        torch.nn.utils.clip_grad_norm_(params, clip)
+
+
+def throughput(spec, times, losses, tokens):
+    """Samples (and tokens) per second at the median step time of `times` (milliseconds)."""
+    percentiles = spread(times)
+    median = percentiles["medianMs"]
+    result = {
+        "samplesPerSecond": 1000 * spec["batch"] / median,
+        **percentiles,
+        "stepsTimed": len(times),
+        "firstLoss": losses[0],
+        "lastLoss": losses[-1],
+    }
+    if tokens is not None:
+        result["tokensPerSecond"] = 1000 * tokens / median
+    return result
+
+
+def run_eager(torch, device, request, spec, models, note):
+    """Steps launched op by op from Python: what a PyTorch user gets by default."""
+    generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
+    model, data, loss_fn, tokens = workload(torch, device, spec, models, generator)
+    optimizer, impl = make_adamw(torch, list(model.parameters()), request["adamw"], device)
+    note["adamw"] = impl
+    clip = float(request.get("clipNorm", 1))
+    params = list(model.parameters())
+    warmup, steps = int(request["warmup"]), int(request["steps"])
+    times, losses = [], []
+    sync(torch, device)
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(*data)
+        loss.backward()
+        clip_grads(torch, params, clip, device)
+        optimizer.step()
+        losses.append(loss.item())  # waits for the step, as rayo's loss readback does
+        if i >= warmup:
+            times.append((time.perf_counter() - start) * 1e3)
+    del model, optimizer
+    return throughput(spec, times, losses, tokens)
+
+
+def run_graph(torch, device, request, spec, models, note):
+    """The whole step captured once in a CUDA graph (static inputs, capturable AdamW) and replayed.
+
+    Each replay is fed the batch by a device-to-device copy into the static inputs.
+    """
+    generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
+    model, data, loss_fn, tokens = workload(torch, device, spec, models, generator)
+    static = [t.clone() for t in data]
+    params = list(model.parameters())
+    optimizer, impl = make_adamw(torch, params, request["adamw"], device, capturable=True)
+    note["adamwGraph"] = impl
+    note["graphInputs"] = "copied device to device into the static inputs (copy_) before each replay"
+    clip = float(request.get("clipNorm", 1))
+
+    def step():
+        loss = loss_fn(*static)
+        loss.backward()
+        clip_grads(torch, params, clip, device)
+        optimizer.step()
+        return loss
+
+    def warm_step(_i):
+        optimizer.zero_grad(set_to_none=True)
+        step()
+
+    warm_on_side_stream(torch, warm_step)
+    # Gradients are allocated inside the capture: every replay writes them afresh.
+    optimizer.zero_grad(set_to_none=True)
+    graph, static_loss = capture_graph(torch, step)
+    warmup, steps = int(request["warmup"]), int(request["steps"])
+    times, losses = [], []
+    sync(torch, device)
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        for s, d in zip(static, data):
+            s.copy_(d)
+        graph.replay()
+        losses.append(static_loss.item())
+        if i >= warmup:
+            times.append((time.perf_counter() - start) * 1e3)
+    del graph, model, optimizer
+    return throughput(spec, times, losses, tokens)
+
+
+def run_workload(torch, device, request, spec, models, note):
+    result = {"id": spec["id"], "status": "ok", **run_eager(torch, device, request, spec, models, note)}
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        try:
+            result["graph"] = run_graph(torch, device, request, spec, models, note)
+        except Exception as error:  # noqa: BLE001 - a step that cannot be captured still has its eager figure
+            result["graph"] = {"error": error_text(error)}
+            sync(torch, device)
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Times rayo's training workloads in PyTorch, eager and as a CUDA graph.")
+    parser.add_argument("--request", required=True, help="the request file train-bench wrote")
+    parser.add_argument("--out", default="", help="also write the results here (JSON)")
+    parser.add_argument("--device", default="cuda", help="torch device (default cuda; cpu only checks the script)")
+    args = parser.parse_args(argv)
+
+    request = read_request(args.request, SCHEMA_IN, "torch train baseline", "request")
+    if request is None:
+        return 2
+
+    try:
+        torch, device = import_torch(args.device)
+    except Unavailable as why:
+        print("torch train baseline: " + why.reason, file=sys.stderr)
+        emit(args.out, unavailable_output(SCHEMA_OUT, why.reason, []))
+        return 0
+    torch.manual_seed(int(request.get("seed", 0)))
+
+    models = build_models(torch)
+    note = {}
+    results = []
+    workloads = request["workloads"]
+    for index, spec in enumerate(workloads, 1):
+        print("[%d/%d] torch %s ... " % (index, len(workloads), spec["id"]), end="", file=sys.stderr, flush=True)
+        try:
+            result = run_workload(torch, device, request, spec, models, note)
+            graph = result.get("graph", {})
+            print(
+                "eager %.1f samples/s (median step %.3g ms)%s"
+                % (
+                    result["samplesPerSecond"],
+                    result["medianMs"],
+                    ", graph %.1f samples/s (%.3g ms)" % (graph["samplesPerSecond"], graph["medianMs"])
+                    if "samplesPerSecond" in graph
+                    else ", graph: " + graph["error"] if "error" in graph else "",
+                ),
+                file=sys.stderr,
+            )
+        except Exception as error:  # noqa: BLE001 - one failing workload must not stop the others
+            result = {"id": spec["id"], "status": "error", "message": "%s: %s" % (type(error).__name__, error)}
+            print("error: " + result["message"], file=sys.stderr)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        results.append(result)
+
+    emit(args.out, {
+        "schema": SCHEMA_OUT,
+        "available": True,
+        **device_info(torch, device),
+        "settings": {
+            **fp32_settings(torch),
+            "attention": models[2],
+            **note,
+        },
+        "results": results,
+    })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,653 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { type Backend, copy, createBackend, probeBackends } from '@rayo/core';
+import { LlamaModel, Rng } from '@rayo/train';
+import { type HostPhases, measureHostPhases } from './hostPhases.js';
+import { writeSeededLlama } from './seededLlama.js';
+import { PROFILE_HEADER, profileRows, profileStep, profileTotals, type StepProfile } from './stepProfile.js';
+import { runTorchDecode, type TorchDecodeEntry, type TorchDecodeOutcome } from './torchDecodeBaseline.js';
+
+/**
+ * The decode benchmark: a Llama-shaped fp32 model with seeded weights,
+ * written once as a Hugging Face checkpoint, decoded greedily from a prompt
+ * on each rayo backend and by PyTorch (eager, and one CUDA graph per step)
+ * from the same files in the same run. Reports ms per token against the
+ * bandwidth limit (the weights' bytes over the measured copy bandwidth),
+ * checks that every run picks the same tokens and that the prompt's logits
+ * agree.
+ */
+
+/** What every configuration shares: a Llama of 8 layers, d 2048, FFN 5632, vocab 32000, untied head. */
+const LLAMA_D2048 = {
+  architectures: ['LlamaForCausalLM'],
+  hidden_size: 2048,
+  intermediate_size: 5632,
+  num_hidden_layers: 8,
+  vocab_size: 32000,
+  max_position_embeddings: 4096,
+  rope_theta: 10000,
+  rms_norm_eps: 1e-5,
+  tie_word_embeddings: false,
+  hidden_act: 'silu',
+} as const;
+
+/** Llama-shaped configurations (Hugging Face config.json fields). */
+export const DECODE_CONFIGS: Readonly<Record<string, Record<string, unknown>>> = {
+  // 32 query / 8 kv heads of 64: 1.97 GB of fp32 weights.
+  'llama-d2048-hd64': { ...LLAMA_D2048, num_attention_heads: 32, num_key_value_heads: 8 },
+  // The same weight bytes with heads of 128 (16 query / 4 kv heads).
+  'llama-d2048-hd128': { ...LLAMA_D2048, num_attention_heads: 16, num_key_value_heads: 4 },
+  // A model a software GPU decodes in seconds (tests, quick checks).
+  'llama-tiny': {
+    ...LLAMA_D2048,
+    hidden_size: 64,
+    intermediate_size: 160,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    num_hidden_layers: 2,
+    vocab_size: 512,
+    max_position_embeddings: 256,
+  },
+};
+
+export interface DecodeRun {
+  /** Milliseconds between consecutive tokens (the first, from the prompt, excluded). */
+  readonly msPerToken: number;
+  readonly p10Ms: number;
+  readonly p90Ms: number;
+  /** Every interval after the warm-up, in order (to see a pattern the percentiles hide). */
+  readonly intervalsMs: readonly number[];
+  readonly tokensPerSecond: number;
+  readonly prefillMs: number;
+  readonly tokens: readonly number[];
+}
+
+export interface DecodeBackendResult {
+  readonly backend: string;
+  readonly device: string;
+  readonly status: 'ok' | 'error' | 'unavailable';
+  readonly reason?: string;
+  readonly loadMs?: number;
+  /** The backend's device copy of 256 MiB, in GB/s (reads + writes). */
+  readonly copyGbps?: number;
+  readonly run?: DecodeRun;
+  /**
+   * Median device time of one recorded decode step (one CUDA graph, one
+   * command buffer between timestamps); absent where the backend has no
+   * device clock (cpu).
+   */
+  readonly deviceMsPerStep?: number;
+  /** ms/token − deviceMsPerStep: what the host adds to each replayed token. */
+  readonly hostMsPerToken?: number;
+  /** The step's kernel calls, grouped; timed one group at a time with --profile. */
+  readonly profile?: StepProfile;
+  /** What one replayed token costs the host, phase by phase. */
+  readonly hostPhases?: HostPhases;
+  /** Why the profile or the host phases could not be measured (the decode run itself stands). */
+  readonly profileError?: string;
+  /** The prompt's last-position logits (compared across runs, not written to the report). */
+  readonly logits?: Float32Array;
+}
+
+export interface DecodeSettings {
+  readonly config: string;
+  readonly backends: readonly string[];
+  readonly promptTokens: number;
+  readonly newTokens: number;
+  /** Tokens not timed at the start of each run. */
+  readonly warmupTokens: number;
+  readonly seed: number;
+  readonly baseline: 'torch' | 'none';
+  /** The PyTorch device (cuda; cpu only checks the script). */
+  readonly torchDevice: string;
+  readonly weights: string;
+  readonly out: string;
+  /** Time every group of identical kernel calls of the step (the breakdown); the whole step is always timed. */
+  readonly profile: boolean;
+  /** Back-to-back repetitions of a kernel group per timing. */
+  readonly profileRepetitions: number;
+  /** Replayed tokens whose host phases are timed. */
+  readonly hostTokens: number;
+}
+
+function quantile(sorted: readonly number[], q: number): number {
+  const pos = q * (sorted.length - 1);
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (pos - lo);
+}
+
+/** The prompt: ids drawn from the seed (a fixed, reproducible context). */
+export function decodePrompt(vocab: number, length: number, seed: number): number[] {
+  const rng = new Rng(seed + 17);
+  return Array.from({ length }, () => rng.int(vocab));
+}
+
+/** GB/s of a device copy of 256 MiB on `backend` (its own clock where it has one), the median of five. */
+async function copyBandwidth(backend: Backend): Promise<number | undefined> {
+  const elements = (256 * 2 ** 20) / 4;
+  using src = backend.zeros([elements]);
+  using dst = backend.zeros([elements]);
+  const times: number[] = [];
+  for (let i = 0; i < 6; i++) {
+    const start = performance.now();
+    const device = await backend.deviceTime?.((runner) => runner.run(copy, [src], {}, { out: [dst] }));
+    if (device === undefined) {
+      backend.run(copy, [src], {}, { out: [dst] });
+      await backend.sync();
+    }
+    if (i > 0) times.push(device ?? performance.now() - start);
+  }
+  times.sort((a, b) => a - b);
+  return (2 * elements * 4) / (quantile(times, 0.5) * 1e-3) / 1e9;
+}
+
+/**
+ * Loads the checkpoint on `backend`, reads the prompt's logits, then times
+ * `generate` greedily: the interval between consecutive tokens, as a caller
+ * of the async iterator sees them.
+ */
+export async function decodeOnBackend(
+  backend: Backend,
+  dir: string,
+  prompt: readonly number[],
+  settings: Pick<
+    DecodeSettings,
+    'newTokens' | 'warmupTokens' | 'profile' | 'profileRepetitions' | 'hostTokens'
+  >,
+): Promise<Omit<DecodeBackendResult, 'backend' | 'device' | 'status'>> {
+  const copyGbps = await copyBandwidth(backend);
+  const loadStart = performance.now();
+  const model = await LlamaModel.load(backend, dir, { maxSequence: prompt.length + settings.newTokens });
+  await backend.sync();
+  const loadMs = performance.now() - loadStart;
+  try {
+    const logitsTensor = model.prefill(prompt);
+    const all = (await logitsTensor.read()) as Float32Array;
+    logitsTensor.dispose();
+    const logits = all.slice(all.length - model.config.vocabSize);
+    const tokens: number[] = [];
+    const intervals: number[] = [];
+    const start = performance.now();
+    let prefillMs = 0;
+    let last = start;
+    for await (const token of model.generate(prompt, { maxNewTokens: settings.newTokens, temperature: 0 })) {
+      const now = performance.now();
+      if (tokens.length === 0) prefillMs = now - start;
+      else intervals.push(now - last);
+      last = now;
+      tokens.push(token);
+    }
+    const inOrder = intervals.slice(settings.warmupTokens);
+    const timed = [...inOrder].sort((a, b) => a - b);
+    const median = quantile(timed, 0.5);
+    const timing = await stepTiming(model, prompt.length, tokens, settings);
+    const deviceMs = timing.profile?.stepDeviceMs;
+    return {
+      loadMs,
+      ...(copyGbps === undefined ? {} : { copyGbps }),
+      ...(deviceMs === undefined ? {} : { deviceMsPerStep: deviceMs, hostMsPerToken: median - deviceMs }),
+      ...timing,
+      logits,
+      run: {
+        msPerToken: median,
+        p10Ms: quantile(timed, 0.1),
+        p90Ms: quantile(timed, 0.9),
+        intervalsMs: inOrder,
+        tokensPerSecond: 1000 / median,
+        prefillMs,
+        tokens,
+      },
+    };
+  } finally {
+    model.dispose();
+  }
+}
+
+/**
+ * The decode step at a row in the middle of the generated ones (the length
+ * the timed tokens attended over): its device time and, with
+ * `settings.profile`, each kernel group's; then the host phases of replayed
+ * tokens at that row. A failure here is reported beside the decode run,
+ * which stands.
+ */
+async function stepTiming(
+  model: LlamaModel,
+  promptLength: number,
+  tokens: readonly number[],
+  settings: Pick<DecodeSettings, 'newTokens' | 'profile' | 'profileRepetitions' | 'hostTokens'>,
+): Promise<Pick<DecodeBackendResult, 'profile' | 'hostPhases' | 'profileError'>> {
+  const { backend } = model;
+  const position = promptLength + Math.floor((settings.newTokens - 1) / 2);
+  const errors: string[] = [];
+  const why = (what: string, error: unknown) =>
+    errors.push(`${what}: ${error instanceof Error ? error.message : String(error)}`);
+  let profile: StepProfile | undefined;
+  let hostPhases: HostPhases | undefined;
+  try {
+    backend.write(model.tokenInput, Int32Array.of(tokens[tokens.length - 1] ?? 0));
+    backend.write(model.positionInput, Int32Array.of(position));
+    backend.write(model.lengthInput, Int32Array.of(position + 1));
+    profile = await profileStep(backend, (runner, made) => model.recordStep(runner, made), {
+      kernels: settings.profile,
+      repetitions: settings.profileRepetitions,
+      deviceValues: new Map([
+        [model.positionInput, position],
+        [model.lengthInput, position + 1],
+      ]),
+    });
+  } catch (error) {
+    why('step profile', error);
+  }
+  try {
+    hostPhases = await measureHostPhases(model, { position, tokens: settings.hostTokens });
+  } catch (error) {
+    why('host phases', error);
+  }
+  return {
+    ...(profile ? { profile } : {}),
+    ...(hostPhases ? { hostPhases } : {}),
+    ...(errors.length ? { profileError: errors.join('; ') } : {}),
+  };
+}
+
+/** Index of the first token where two runs part, or -1 when they agree over their common length. */
+export function firstDisagreement(a: readonly number[], b: readonly number[]): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
+  return a.length === b.length ? -1 : n;
+}
+
+export function maxAbsDiff(a: Float32Array, b: Float32Array): number {
+  if (a.length !== b.length) return Number.POSITIVE_INFINITY;
+  let max = 0;
+  for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i]! - b[i]!));
+  return max;
+}
+
+export interface DecodeReport {
+  readonly schema: 'rayo-decode-bench/1';
+  readonly createdAt: string;
+  readonly settings: DecodeSettings;
+  readonly hfConfig: Record<string, unknown>;
+  readonly weightBytes: number;
+  /** The highest copy bandwidth measured (GB/s): the limit is the weights' bytes over it. */
+  readonly bandwidthGbps?: number;
+  readonly limitMs?: number;
+  readonly backends: readonly Omit<DecodeBackendResult, 'logits'>[];
+  readonly torch: TorchDecodeEntry;
+  /** Every run against the first one that finished: where tokens part (-1: never), and the logits' max |Δ|. */
+  readonly agreement: readonly {
+    readonly run: string;
+    readonly reference: string;
+    readonly firstDisagreement: number;
+    readonly logitsMaxDiff?: number;
+  }[];
+}
+
+/** Runs the benchmark: weights, every backend, the baseline; writes report.json and report.md. */
+export async function decodeBench(
+  settings: DecodeSettings,
+  log: (line: string) => void = (line) => {
+    process.stderr.write(`${line}\n`);
+  },
+): Promise<DecodeReport> {
+  const hfConfig = DECODE_CONFIGS[settings.config];
+  if (!hfConfig)
+    throw new Error(`unknown config '${settings.config}' (known: ${Object.keys(DECODE_CONFIGS).join(', ')})`);
+  const dir = resolve(settings.weights, settings.config);
+  await mkdir(dir, { recursive: true });
+  await mkdir(settings.out, { recursive: true });
+  log(`weights: ${dir}`);
+  const weightBytes = await writeSeededLlama(dir, hfConfig, settings.seed);
+  const prompt = decodePrompt(hfConfig.vocab_size as number, settings.promptTokens, settings.seed);
+  const results: DecodeBackendResult[] = [];
+  for (const status of await probeBackends(settings.backends)) {
+    if (!status.available) {
+      results.push({
+        backend: status.name,
+        device: '',
+        status: 'unavailable',
+        reason: status.reason ?? 'unavailable',
+      });
+      continue;
+    }
+    const backend = await createBackend(status.name);
+    try {
+      log(`${status.name}: decoding ${settings.newTokens} tokens after ${prompt.length}`);
+      const r = await decodeOnBackend(backend, dir, prompt, settings);
+      results.push({ backend: status.name, device: backend.info.device, status: 'ok', ...r });
+      log(`${status.name}: ${r.run!.msPerToken.toFixed(3)} ms/token`);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      results.push({ backend: status.name, device: backend.info.device, status: 'error', reason });
+      log(`${status.name}: error: ${reason}`);
+    } finally {
+      backend.dispose();
+    }
+  }
+  const torch: TorchDecodeOutcome =
+    settings.baseline === 'torch'
+      ? await runTorchDecode(dir, prompt, settings)
+      : { status: 'unavailable', reason: 'not requested (--baseline torch runs it)' };
+
+  const runs: { name: string; tokens: readonly number[]; logits?: Float32Array }[] = [];
+  for (const r of results)
+    if (r.run)
+      runs.push({ name: r.backend, tokens: r.run.tokens, ...(r.logits ? { logits: r.logits } : {}) });
+  if (torch.status === 'ok') {
+    for (const [method, r] of Object.entries(torch.output.results)) {
+      if ('tokens' in r)
+        runs.push({
+          name: `torch-${method}`,
+          tokens: r.tokens,
+          ...(torch.logits ? { logits: torch.logits } : {}),
+        });
+    }
+  }
+  const reference = runs[0];
+  const agreement = reference
+    ? runs.slice(1).map((r) => ({
+        run: r.name,
+        reference: reference.name,
+        firstDisagreement: firstDisagreement(r.tokens, reference.tokens),
+        ...(r.logits && reference.logits ? { logitsMaxDiff: maxAbsDiff(r.logits, reference.logits) } : {}),
+      }))
+    : [];
+  const bandwidths = results.flatMap((r) => (r.copyGbps === undefined ? [] : [r.copyGbps]));
+  const bandwidthGbps = bandwidths.length ? Math.max(...bandwidths) : undefined;
+  const report: DecodeReport = {
+    schema: 'rayo-decode-bench/1',
+    createdAt: new Date().toISOString(),
+    settings,
+    hfConfig,
+    weightBytes,
+    ...(bandwidthGbps === undefined
+      ? {}
+      : { bandwidthGbps, limitMs: (weightBytes / (bandwidthGbps * 1e9)) * 1e3 }),
+    backends: results.map(({ logits: _logits, ...rest }) => rest),
+    torch: torch.status === 'ok' ? { status: 'ok', output: torch.output } : torch,
+    agreement,
+  };
+  await writeFile(join(settings.out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
+  await writeFile(join(settings.out, 'report.md'), decodeMarkdown(report));
+  return report;
+}
+
+function fmt(x: number | undefined, digits = 3): string {
+  return x === undefined || !Number.isFinite(x) ? '—' : String(Number(x.toPrecision(digits)));
+}
+
+/** The device, and why a backend that decoded has no device/host split. */
+function clockNote(b: Omit<DecodeBackendResult, 'logits'>): string {
+  if (b.deviceMsPerStep !== undefined) return b.device;
+  if (b.profile && !b.profile.deviceClock) return `${b.device} (no device clock: no device/host split)`;
+  return b.profileError ? `${b.device} (${b.profileError})` : b.device;
+}
+
+function textTable(header: readonly string[], rows: readonly string[][]): string[] {
+  const all = [header, ...rows];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
+  const line = (r: readonly string[]) =>
+    r
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)];
+}
+
+function markdownTable(header: readonly string[], rows: readonly string[][]): string[] {
+  const cell = (c: string) => c.replaceAll('|', '\\|');
+  return [
+    `| ${header.join(' | ')} |`,
+    `| ${header.map(() => '---').join(' | ')} |`,
+    ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`),
+  ];
+}
+
+const PHASES_HEADER = ['phase', 'µs (median)'];
+
+/** The host phases of one replayed token, as rows. */
+function phaseRows(p: HostPhases): string[][] {
+  return [
+    ['3 writes (token, position, length)', fmt(p.writesUs)],
+    ['submit, until the device is done (holds the step)', fmt(p.submitUs)],
+    ['  of which the submit call: encode and queue on the host', fmt(p.enqueueUs)],
+    [`read the logits (${fmt(p.logitsBytes / 1024)} KiB)`, fmt(p.readLogitsUs)],
+    ['argmax on the host', fmt(p.argmaxUs)],
+    ['whole token', fmt(p.tokenUs)],
+    [`idle device: read the logits`, fmt(p.idleReadLogitsUs)],
+    ['idle device: read one i32', fmt(p.idleReadScalarUs)],
+    ['idle device: sync', fmt(p.idleSyncUs)],
+  ];
+}
+
+/** Per backend: the kernel breakdown and the host phases, as text lines (`md` for markdown tables). */
+function backendDetails(report: DecodeReport, md: boolean): string[] {
+  const table = md ? markdownTable : textTable;
+  const out: string[] = [];
+  for (const b of report.backends) {
+    if (b.status !== 'ok') continue;
+    if (b.profile) {
+      out.push(
+        '',
+        md
+          ? `### ${b.backend}: the decode step, kernel by kernel`
+          : `${b.backend}: the decode step, kernel by kernel`,
+        '',
+      );
+      out.push(...table(PROFILE_HEADER, profileRows(b.profile)), '', profileTotals(b.profile));
+    }
+    if (b.hostPhases) {
+      const p = b.hostPhases;
+      out.push(
+        '',
+        md
+          ? `### ${b.backend}: host phases of a replayed token`
+          : `${b.backend}: host phases of a replayed token`,
+        '',
+      );
+      out.push(...table(PHASES_HEADER, phaseRows(p)));
+      if (b.deviceMsPerStep !== undefined) {
+        out.push(
+          '',
+          `submit − device step = ${fmt(p.submitUs - b.deviceMsPerStep * 1e3)} µs of launch and wait; ` +
+            `host per token here ${fmt(p.tokenUs - b.deviceMsPerStep * 1e3)} µs (whole token − device step)`,
+        );
+      }
+      out.push(
+        '',
+        `reading the logits instead of one i32 costs ${fmt(p.idleReadLogitsUs - p.idleReadScalarUs)} µs ` +
+          'more with the device idle (the readback a token chosen on the device would save)',
+      );
+    }
+    if (b.profileError) out.push('', `${b.backend}: ${b.profileError}`);
+  }
+  return out;
+}
+
+/** The rows of the summary: each rayo backend and each PyTorch way, with ms/token and the limit. */
+export function decodeRows(report: DecodeReport): string[][] {
+  const limit = report.limitMs;
+  const row = (
+    name: string,
+    run: { msPerToken: number; tokensPerSecond: number; prefillMs: number } | undefined,
+    note: string,
+    split?: { deviceMsPerStep?: number; hostMsPerToken?: number },
+  ) =>
+    run
+      ? [
+          name,
+          fmt(run.msPerToken),
+          fmt(split?.deviceMsPerStep),
+          fmt(split?.hostMsPerToken),
+          fmt(run.tokensPerSecond, 4),
+          fmt(run.prefillMs),
+          limit ? `${fmt((100 * limit) / run.msPerToken, 2)}%` : '—',
+          note,
+        ]
+      : [name, '—', '—', '—', '—', '—', '—', note];
+  const rows = report.backends.map((b) =>
+    row(b.backend, b.run, b.status === 'ok' ? clockNote(b) : `${b.status}: ${b.reason}`, b),
+  );
+  if (report.torch.status === 'ok') {
+    for (const [method, r] of Object.entries(report.torch.output.results)) {
+      rows.push(
+        'error' in r
+          ? row(`torch ${method}`, undefined, r.error)
+          : row(`torch ${method}`, r, report.torch.output.device ?? ''),
+      );
+    }
+  } else rows.push(row('torch', undefined, report.torch.reason));
+  return rows;
+}
+
+const HEADER = [
+  'run',
+  'ms/token',
+  'device ms/step',
+  'host ms/token',
+  'tokens/s',
+  'prefill ms',
+  'of limit',
+  'device / note',
+];
+
+export function decodeSummary(report: DecodeReport): string {
+  const out = textTable(HEADER, decodeRows(report));
+  out.push(
+    '',
+    `${report.settings.config}: ${fmt(report.weightBytes / 1e9)} GB of fp32 weights; limit ${fmt(report.limitMs)} ms/token at ${fmt(report.bandwidthGbps, 4)} GB/s`,
+  );
+  for (const a of report.agreement) {
+    out.push(
+      `${a.run} vs ${a.reference}: ${a.firstDisagreement < 0 ? 'same tokens' : `tokens part at ${a.firstDisagreement}`}` +
+        (a.logitsMaxDiff === undefined ? '' : `, prompt logits max |Δ| ${fmt(a.logitsMaxDiff, 2)}`),
+    );
+  }
+  out.push('', SPLIT_NOTE, ...backendDetails(report, false));
+  return `${out.join('\n')}\n`;
+}
+
+const SPLIT_NOTE =
+  'device ms/step: the recorded decode step alone on the device (one CUDA graph between events, ' +
+  'one command buffer between timestamps), median of 5; host ms/token = ms/token − device ms/step.';
+
+export function decodeMarkdown(report: DecodeReport): string {
+  const s = report.settings;
+  const table = markdownTable(HEADER, decodeRows(report));
+  const position = s.promptTokens + Math.floor((s.newTokens - 1) / 2);
+  return `${[
+    '# rayo decode-bench',
+    '',
+    `${report.createdAt}. Model \`${s.config}\` (${fmt(report.weightBytes / 1e9)} GB of fp32 weights, seed ${s.seed}), ` +
+      `greedy decoding of ${s.newTokens} tokens after a prompt of ${s.promptTokens}; ms/token is the median ` +
+      `interval between tokens after ${s.warmupTokens} untimed ones, each token read back to the host. ` +
+      `The limit is the weights' bytes over the best copy bandwidth measured (${fmt(report.bandwidthGbps, 4)} GB/s): ` +
+      `${fmt(report.limitMs)} ms/token.`,
+    '',
+    ...table,
+    '',
+    SPLIT_NOTE,
+    '',
+    '## Where the time goes',
+    '',
+    `The step is profiled at cache row ${position} (attending over ${position + 1} rows, the middle of the timed tokens). ` +
+      (s.profile
+        ? `Each group of identical kernel calls (same kernel, input shapes, attributes) runs alone, back to back ` +
+          `${s.profileRepetitions} times on its own operands, median of 3; µs/call divides that out. A group whose ` +
+          'operands fit in the device cache (the KV cache of a layer, the small vectors) finds them there on the ' +
+          'repetitions, which the step does not always. µs in step is the step replayed from its recorded calls ' +
+          'less the same without the group (median of 3 each): cold operands and the gaps the group adds count; ' +
+          "a group below the step's jitter can come out near zero or negative. "
+        : 'Kernels not timed one by one (--profile times them). ') +
+      `Bytes are the spec's \`cost()\` (what a perfect kernel moves) at the attended length. ` +
+      `The host phases time ${s.hostTokens} replays of the recorded step at that row with performance.now ` +
+      'around each phase, outside `generate`.',
+    ...backendDetails(report, true),
+    '',
+    '## Agreement',
+    '',
+    ...(report.agreement.length
+      ? report.agreement.map(
+          (a) =>
+            `- ${a.run} vs ${a.reference}: ${a.firstDisagreement < 0 ? 'the same tokens' : `tokens part at index ${a.firstDisagreement}`}` +
+            (a.logitsMaxDiff === undefined
+              ? ''
+              : `; the prompt's logits differ by at most ${fmt(a.logitsMaxDiff, 2)}`),
+        )
+      : ['- only one run']),
+  ].join('\n')}\n`;
+}
+
+export const DECODE_USAGE = `Usage: decode-bench [options]
+
+Decodes a Llama-shaped model with seeded weights greedily on rayo backends
+and, with --baseline torch, in PyTorch (eager and as one CUDA graph per step)
+from the same checkpoint, and reports ms per token against the bandwidth limit.
+
+  --config NAME     ${Object.keys(DECODE_CONFIGS).join(', ')} (default llama-d2048-hd64)
+  --backends LIST   rayo backends (default cuda,wgpu)
+  --prompt N        prompt tokens (default 1024)
+  --new N           tokens to generate (default 128)
+  --warmup N        untimed tokens at the start (default 8)
+  --baseline NAME   torch or none (default none)
+  --torch-device D  the PyTorch device (default cuda; cpu only checks the script)
+  --seed N          weights and prompt (default 0)
+  --weights DIR     where the checkpoints are written once and reused (default decode-weights)
+  --out DIR         report folder (default decode-results)
+  --profile         time each group of identical kernel calls of the decode step
+                    (the whole step's device time and the host phases are always measured)
+  --profile-reps N  back-to-back repetitions of a kernel group per timing (default 10)
+  --host-tokens N   replayed tokens whose host phases are timed (default 32)`;
+
+export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      config: { type: 'string', default: 'llama-d2048-hd64' },
+      backends: { type: 'string', default: 'cuda,wgpu' },
+      prompt: { type: 'string', default: '1024' },
+      new: { type: 'string', default: '128' },
+      warmup: { type: 'string', default: '8' },
+      baseline: { type: 'string', default: 'none' },
+      'torch-device': { type: 'string', default: 'cuda' },
+      seed: { type: 'string', default: '0' },
+      weights: { type: 'string', default: 'decode-weights' },
+      out: { type: 'string', default: 'decode-results' },
+      profile: { type: 'boolean', default: false },
+      'profile-reps': { type: 'string', default: '10' },
+      'host-tokens': { type: 'string', default: '32' },
+    },
+  });
+  const int = (name: string, text: string, min: number) => {
+    const v = Number(text);
+    if (!Number.isInteger(v) || v < min)
+      throw new Error(`--${name} must be an integer >= ${min}, got ${text}`);
+    return v;
+  };
+  if (values.baseline !== 'torch' && values.baseline !== 'none')
+    throw new Error(`--baseline must be torch or none, got ${values.baseline}`);
+  if (!DECODE_CONFIGS[values.config])
+    throw new Error(`unknown --config '${values.config}' (known: ${Object.keys(DECODE_CONFIGS).join(', ')})`);
+  const newTokens = int('new', values.new, 2);
+  const warmupTokens = int('warmup', values.warmup, 0);
+  if (warmupTokens >= newTokens - 1)
+    throw new Error(`--warmup must leave tokens to time: below ${newTokens - 1}, got ${warmupTokens}`);
+  return {
+    config: values.config,
+    backends: values.backends.split(',').filter(Boolean),
+    promptTokens: int('prompt', values.prompt, 1),
+    newTokens,
+    warmupTokens,
+    seed: int('seed', values.seed, 0),
+    baseline: values.baseline,
+    torchDevice: values['torch-device'],
+    weights: values.weights,
+    out: values.out,
+    profile: values.profile,
+    profileRepetitions: int('profile-reps', values['profile-reps'], 1),
+    hostTokens: int('host-tokens', values['host-tokens'], 1),
+  };
+}

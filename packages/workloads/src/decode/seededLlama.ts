@@ -1,0 +1,91 @@
+import { open, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { sizeOf } from '@rayo/core';
+import { llamaWeightShapes, parseLlamaConfig, Rng } from '@rayo/train';
+
+/**
+ * A Llama checkpoint in the Hugging Face layout whose weights come from a
+ * seed, written once and reused: what the decode benchmark and its PyTorch
+ * baseline both load. The weights are uniform with the standard deviations
+ * below, chosen so that greedy decoding is decisive (the head spreads the
+ * logits by about 9 nats) and every framework picks the same tokens.
+ */
+
+/** Standard deviations of the seeded weights. */
+const STD = { embedding: 1, projection: 0.02, head: 0.2 } as const;
+
+/** Writes in pieces of this many elements, so that no buffer holds a whole tensor of a large model. */
+const PIECE = 1 << 22;
+
+function stdOf(name: string): number {
+  if (name === 'model.embed_tokens.weight') return STD.embedding;
+  if (name === 'lm_head.weight') return STD.head;
+  return STD.projection;
+}
+
+/** Fills `out` as the tensor `name` is seeded: norms near 1, the rest uniform with its standard deviation. */
+function fillPiece(name: string, rng: Rng, out: Float32Array): void {
+  if (name.endsWith('norm.weight')) {
+    for (let i = 0; i < out.length; i++) out[i] = 1 + rng.uniform(-0.1, 0.1);
+    return;
+  }
+  const a = stdOf(name) * Math.sqrt(3);
+  for (let i = 0; i < out.length; i++) out[i] = rng.uniform(-a, a);
+}
+
+const STAMP = 'rayo-seeded-llama/1';
+
+/**
+ * Writes `config.json` and `model.safetensors` (f32) into `dir` from `seed`,
+ * tensor by tensor, unless the folder already holds the same model (the
+ * same config and seed, recorded in the file's metadata). Returns the bytes
+ * of the weights.
+ */
+export async function writeSeededLlama(
+  dir: string,
+  hfConfig: Record<string, unknown>,
+  seed: number,
+): Promise<number> {
+  const config = parseLlamaConfig(hfConfig);
+  const shapes = [...llamaWeightShapes(config)];
+  const stamp = JSON.stringify({ stamp: STAMP, seed, config: hfConfig });
+  const weightBytes = shapes.reduce((sum, [, shape]) => sum + 4 * sizeOf(shape), 0);
+  try {
+    const existing = JSON.parse(await readFile(join(dir, 'rayo-seed.json'), 'utf8'));
+    if (JSON.stringify(existing) === stamp) return weightBytes;
+  } catch {
+    // No model here yet, or another one: write it.
+  }
+  await writeFile(join(dir, 'config.json'), `${JSON.stringify(hfConfig, null, 2)}\n`);
+  const header: Record<string, unknown> = { __metadata__: { format: 'pt', seeded: STAMP } };
+  let offset = 0;
+  for (const [name, shape] of shapes) {
+    const bytes = 4 * sizeOf(shape);
+    header[name] = { dtype: 'F32', shape, data_offsets: [offset, offset + bytes] };
+    offset += bytes;
+  }
+  // The data starts 8-byte aligned: pad the header with spaces, as the format allows.
+  let json = JSON.stringify(header);
+  json += ' '.repeat((8 - ((8 + json.length) % 8)) % 8);
+  const file = await open(join(dir, 'model.safetensors'), 'w');
+  try {
+    const prefix = Buffer.alloc(8);
+    prefix.writeBigUInt64LE(BigInt(Buffer.byteLength(json)));
+    await file.write(prefix);
+    await file.write(json);
+    const rng = new Rng(seed);
+    const piece = new Float32Array(PIECE);
+    for (const [name, shape] of shapes) {
+      const tensorRng = rng.fork();
+      for (let done = 0, size = sizeOf(shape); done < size; done += PIECE) {
+        const part = piece.subarray(0, Math.min(PIECE, size - done));
+        fillPiece(name, tensorRng, part);
+        await file.write(new Uint8Array(part.buffer, part.byteOffset, part.byteLength));
+      }
+    }
+  } finally {
+    await file.close();
+  }
+  await writeFile(join(dir, 'rayo-seed.json'), stamp);
+  return weightBytes;
+}

@@ -1,0 +1,81 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { findPackageScript, type PythonScriptOutcome, runPythonScript } from '@rayo/bench';
+import type { DecodeRun, DecodeSettings } from './decodeBench.js';
+
+/** What the PyTorch decode baseline writes. */
+export interface TorchDecodeOutput {
+  readonly schema: 'rayo-decode-torch/1';
+  readonly available: boolean;
+  readonly reason?: string;
+  readonly torch?: string;
+  readonly cuda?: string | null;
+  readonly device?: string;
+  readonly weightBytes?: number;
+  readonly results: Readonly<
+    Record<
+      string,
+      | (Omit<DecodeRun, 'prefillMs'> & { readonly prefillMs: number; readonly meanMsPerToken: number })
+      | { readonly error: string }
+    >
+  >;
+}
+
+/** The baseline as the report keeps it. */
+export type TorchDecodeEntry = PythonScriptOutcome<TorchDecodeOutput>;
+
+/** The baseline as it ran, with the prompt's logits it wrote. */
+export type TorchDecodeOutcome =
+  | { readonly status: 'ok'; readonly output: TorchDecodeOutput; readonly logits?: Float32Array }
+  | { readonly status: 'unavailable'; readonly reason: string };
+
+export const TORCH_DECODE_SCRIPT = 'torch_decode_baseline.py';
+
+/**
+ * Runs the PyTorch decode baseline on the checkpoint in `dir` (as a child
+ * process) and reads what it wrote, the prompt's logits included. Never throws
+ * for a missing Python, torch or GPU: the outcome says why.
+ */
+export async function runTorchDecode(
+  dir: string,
+  prompt: readonly number[],
+  settings: Pick<DecodeSettings, 'out' | 'newTokens' | 'warmupTokens' | 'torchDevice'>,
+): Promise<TorchDecodeOutcome> {
+  const script = findPackageScript(TORCH_DECODE_SCRIPT, import.meta.url);
+  if (!script) return { status: 'unavailable', reason: `the script ${TORCH_DECODE_SCRIPT} was not found` };
+  const request = join(settings.out, 'torch-decode-request.json');
+  const outFile = join(settings.out, 'torch-decode.json');
+  const logitsFile = join(settings.out, 'torch-logits.f32');
+  await writeFile(
+    request,
+    `${JSON.stringify({ schema: 'rayo-decode-request/1', prompt, newTokens: settings.newTokens, warmupTokens: settings.warmupTokens })}\n`,
+  );
+  const outcome = await runPythonScript<TorchDecodeOutput>({
+    script,
+    args: [
+      '--model',
+      dir,
+      '--request',
+      request,
+      '--out',
+      outFile,
+      '--logits',
+      logitsFile,
+      '--device',
+      settings.torchDevice,
+    ],
+    outFile,
+    label: 'the decode baseline',
+    onOutput: (text) => process.stderr.write(text),
+  });
+  if (outcome.status !== 'ok') return outcome;
+  try {
+    const bytes = await readFile(logitsFile);
+    return {
+      ...outcome,
+      logits: new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).slice(),
+    };
+  } catch {
+    return outcome;
+  }
+}
