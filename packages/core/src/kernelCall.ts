@@ -6,6 +6,7 @@ import {
   type AttrValues,
   type KernelIO,
   type KernelSpec,
+  type OutputMeta,
   prepareKernel,
 } from './kernel.js';
 import type { Shape } from './shape.js';
@@ -54,6 +55,13 @@ export interface CallSite<K> {
   implementationOf(spec: AnyKernelSpec): K;
   /** A new tensor for an output; `api` names the call in errors. */
   allocate(api: string, shape: Shape, dtype: DType): Tensor;
+  /** Backend-specific checks of a valid call, before its outputs are allocated. */
+  checkCall?(
+    implementation: K,
+    spec: AnyKernelSpec,
+    inputs: readonly (Tensor | undefined)[],
+    outputs: readonly OutputMeta[],
+  ): void;
 }
 
 /** A validated kernel call whose outputs exist. */
@@ -82,6 +90,7 @@ export function prepareCall<K, A extends AttrValues>(
   site.checkAlive(spec?.name ?? 'run');
   const implementation = site.implementationOf(spec as AnyKernelSpec);
   const prepared = prepareKernel(spec, site.backend, inputs, attrs, options);
+  site.checkCall?.(implementation, spec as AnyKernelSpec, inputs, prepared.outputs);
   const fresh: Tensor[] = [];
   let outputs: Tensor[];
   try {

@@ -44,7 +44,6 @@ import { libCuda } from './driver/libcuda.js';
 import type { DeviceBuffer } from './driver/pool.js';
 import { CommandRecorder } from './encoder.js';
 import type { AnyCudaKernel, Operand } from './kernel.js';
-import { MAX_ELEMENTS } from './kernels/common.js';
 import { CUDA_KERNELS } from './kernels/index.js';
 
 class CudaStorage implements TensorStorage {
@@ -116,11 +115,8 @@ export class CudaBackend implements Backend {
       name: 'cuda',
       device: `${d.name} (${d.arch}, ${d.multiprocessors} SMs)`,
       kind: 'gpu',
-      limits: {
-        maxBufferBytes: d.totalMemory,
-        // Kernels index elements with 32 bits (see MAX_ELEMENTS); 4-byte elements bound a binding.
-        maxBindingBytes: Math.min(d.totalMemory, MAX_ELEMENTS * 4),
-      },
+      // Kernels refuse operands beyond MAX_ELEMENTS themselves, naming the argument.
+      limits: { maxBufferBytes: d.totalMemory },
       features: [d.arch, 'cuda-graphs', 'events'],
     };
   }

@@ -136,7 +136,7 @@ export class CpuBackend implements Backend {
       device: `reference (${runtime})`,
       kind: 'cpu',
       // Typed arrays are indexed by 32-bit offsets in practice; stay well inside.
-      limits: { maxBufferBytes: 2 ** 31, maxBindingBytes: 2 ** 31 },
+      limits: { maxBufferBytes: 2 ** 31 },
       features: [],
     };
   }
