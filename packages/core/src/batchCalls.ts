@@ -1,5 +1,6 @@
+import type { CommandBatch, RunOptions } from './backend.js';
 import { DisposedTensorError } from './errors.js';
-import { type AnyKernelSpec, inputName, type KernelIO } from './kernel.js';
+import { type AnyKernelSpec, type AttrValues, inputName, type KernelIO, type KernelSpec } from './kernel.js';
 import { checkWritten, PendingWrites } from './pendingWrites.js';
 import type { Tensor } from './tensor.js';
 
@@ -29,11 +30,7 @@ export class BatchCalls {
   }
 
   /** Notes a kernel call the batch recorded; `fresh` are the outputs it allocated. */
-  recorded(
-    spec: AnyKernelSpec,
-    inputs: readonly (Tensor | undefined)[],
-    call: { readonly outputs: readonly Tensor[]; readonly fresh: readonly Tensor[]; readonly io: KernelIO },
-  ): void {
+  recorded(spec: AnyKernelSpec, inputs: readonly (Tensor | undefined)[], call: RecordedKernelCall): void {
     const kernel = spec.name;
     inputs.forEach((tensor, i) => {
       if (tensor) this.#touched.push({ kernel, tensor, argument: inputName(spec, i), isInput: true });
@@ -79,4 +76,56 @@ export class BatchCalls {
     this.#touched.length = 0;
     this.#size = 0;
   }
+}
+
+/** What a backend keeps of one recorded kernel call: at least its outputs and which of them it allocated. */
+export interface RecordedKernelCall {
+  readonly outputs: Tensor[];
+  readonly fresh: readonly Tensor[];
+  readonly io: KernelIO;
+}
+
+/** A backend's `record`: validates a kernel call and allocates its outputs, without running it. */
+export interface CallRecorder<Call> {
+  record<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs: Partial<A> | undefined,
+    options: RunOptions | undefined,
+  ): Call;
+}
+
+/**
+ * The recording half of every backend's command batch: `run` validates and
+ * records a call through the backend, notes it in `calls`, and lets the batch
+ * keep what it encodes. A backend's batch adds only how it keeps, submits and
+ * disposes of its work.
+ */
+export abstract class RecordingBatch<Call extends RecordedKernelCall> implements CommandBatch {
+  protected readonly calls = new BatchCalls();
+
+  /** `backend.record` validates a call and allocates its outputs (throwing for bad input). */
+  constructor(private readonly recorder: CallRecorder<Call>) {}
+
+  get size(): number {
+    return this.calls.size;
+  }
+
+  run<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs?: Partial<A>,
+    options?: RunOptions,
+  ): Tensor[] {
+    const call = this.recorder.record(spec, inputs, attrs, options);
+    this.calls.recorded(spec as AnyKernelSpec, inputs, call);
+    this.keep(call, spec as AnyKernelSpec);
+    return call.outputs;
+  }
+
+  /** Keeps a recorded call's work for submits. */
+  protected abstract keep(call: Call, spec: AnyKernelSpec): void;
+
+  abstract submit(): Promise<void>;
+  abstract dispose(): void;
 }

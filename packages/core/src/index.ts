@@ -8,7 +8,7 @@ export type {
   RunOptions,
   WeightCache,
 } from './backend.js';
-export { BatchCalls } from './batchCalls.js';
+export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch } from './batchCalls.js';
 export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
 export { type DecodeStep, decodeStep } from './decodeStep.js';
 export * from './dtype.js';

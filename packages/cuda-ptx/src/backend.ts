@@ -1,10 +1,8 @@
 import {
-  type AnyKernelSpec,
   type AttrValues,
   allocHost,
   type Backend,
   type BackendInfo,
-  BatchCalls,
   bytesPerElement,
   type CallSite,
   type CommandBatch,
@@ -27,6 +25,7 @@ import {
   ownedStorage,
   prepareCall,
   RayoError,
+  RecordingBatch,
   type RunOptions,
   type Shape,
   sizeOf,
@@ -498,46 +497,34 @@ const batches = new FinalizationRegistry<{ backend: CudaBackend; resources: Batc
  * (so a second submit replays the work). Recording more after a submit makes
  * the next submit capture again.
  */
-export class CudaCommandBatch implements CommandBatch {
+export class CudaCommandBatch extends RecordingBatch<RecordedCall> {
   readonly #commands: DeviceCommand[] = [];
-  readonly #calls = new BatchCalls();
   readonly #resources: BatchResources = { exec: undefined, scratch: [] };
 
   constructor(private readonly backend: CudaBackend) {
+    super(backend);
     batches.register(this, { backend, resources: this.#resources }, this);
   }
 
-  get size(): number {
-    return this.#calls.size;
-  }
-
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
-    const call = this.backend.record(spec, inputs, attrs, options);
+  protected keep(call: RecordedCall): void {
     this.#commands.push(...call.commands);
-    this.#calls.recorded(spec as AnyKernelSpec, inputs, call);
     // Graph replays reuse the scratch memory, so the batch keeps it.
     this.#resources.scratch.push(...call.scratch);
     const stale = this.#resources.exec;
     this.#resources.exec = undefined;
     if (stale !== undefined) this.backend.destroyGraph(stale);
-    return call.outputs;
   }
 
   async submit(): Promise<void> {
     this.backend.checkAlive('submit');
-    this.#calls.checkSubmittable();
+    this.calls.checkSubmittable();
     // Kernels of empty tensors record nothing; there is no graph to make of nothing.
     if (this.#commands.length > 0) {
       this.#resources.exec ??= this.backend.captureGraph(this.#commands);
       this.backend.launchGraph(this.#resources.exec);
     }
     // Enqueued: reads of the outputs are ordered after this work now.
-    this.#calls.submitted();
+    this.calls.submitted();
     await this.backend.sync();
   }
 
@@ -545,7 +532,7 @@ export class CudaCommandBatch implements CommandBatch {
   dispose(): void {
     batches.unregister(this);
     this.#commands.length = 0;
-    this.#calls.clear();
+    this.calls.clear();
     releaseBatch(this.backend, this.#resources);
   }
 }

@@ -52,7 +52,7 @@ import {
   type WgpuObjectCounts,
 } from './options.js';
 import { ParamArena } from './params.js';
-import { PipelineCache, type PipelineStats } from './pipelines.js';
+import { PipelineCache } from './pipelines.js';
 import { UploadStaging } from './upload.js';
 
 const STORAGE_USAGE = GPUBufferUsageFlagsOf('STORAGE', 'COPY_SRC', 'COPY_DST');
@@ -78,6 +78,11 @@ class WgpuStorage implements TensorStorage {
     this.onFree?.(this);
   }
 }
+
+/** A validated kernel call, with the work that encodes it. */
+export type WgpuRecordedCall<A extends AttrValues = AttrValues> = PreparedCall<AnyWgpuKernel, A> & {
+  readonly encode: (recorder: CommandRecorder) => void;
+};
 
 /**
  * The WebGPU backend: WGSL kernels for every spec, one submission per eager
@@ -429,7 +434,7 @@ export class WgpuBackend implements Backend {
     inputs: readonly (Tensor | undefined)[],
     attrs: Partial<A> | undefined,
     options: RunOptions | undefined,
-  ): PreparedCall<AnyWgpuKernel, A> & { encode: (recorder: CommandRecorder) => void } {
+  ): WgpuRecordedCall<A> {
     const call = prepareCall(this.#callSite, spec, inputs, attrs, options);
     const { implementation: kernel, outputs } = call;
     const encode = (recorder: CommandRecorder) => {

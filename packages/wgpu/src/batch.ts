@@ -1,13 +1,5 @@
-import {
-  type AnyKernelSpec,
-  type AttrValues,
-  BatchCalls,
-  type CommandBatch,
-  type KernelSpec,
-  type RunOptions,
-  type Tensor,
-} from '@rayo/core';
-import type { WgpuBackend } from './backend.js';
+import { type AnyKernelSpec, RecordingBatch } from '@rayo/core';
+import type { WgpuBackend, WgpuRecordedCall } from './backend.js';
 import type { CommandRecorder, Recording } from './encoder.js';
 
 /** What a batch needs of its backend's command machinery. */
@@ -28,33 +20,23 @@ export interface BatchCommands {
  * again). Submissions of the same batch may be in flight together: they keep
  * the recording's chunks and buffers, which queue order keeps apart.
  */
-export class WgpuCommandBatch implements CommandBatch {
+export class WgpuCommandBatch extends RecordingBatch<WgpuRecordedCall> {
   readonly #work: ((recorder: CommandRecorder) => void)[] = [];
-  readonly #calls = new BatchCalls();
   readonly #kernelNames: string[] = [];
   #recording: Recording | undefined;
 
   constructor(
     private readonly backend: WgpuBackend,
     private readonly commands: BatchCommands,
-  ) {}
-
-  get size(): number {
-    return this.#calls.size;
+  ) {
+    super(backend);
   }
 
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
-    const call = this.backend.record(spec, inputs, attrs, options);
+  protected keep(call: WgpuRecordedCall, spec: AnyKernelSpec): void {
     this.#work.push(call.encode);
-    this.#calls.recorded(spec as AnyKernelSpec, inputs, call);
     this.#kernelNames.push(spec.name);
+    // Recorded again at the next submit.
     this.#recording = undefined;
-    return call.outputs;
   }
 
   /** How errors of this batch's submission name it; made only when one is reported. */
@@ -66,7 +48,7 @@ export class WgpuCommandBatch implements CommandBatch {
   };
 
   async submit(): Promise<void> {
-    this.#calls.checkSubmittable();
+    this.calls.checkSubmittable();
     let recording: Recording | undefined;
     try {
       // Recording (bind groups) and submission in one error scope: the batch is one call.
@@ -75,7 +57,7 @@ export class WgpuCommandBatch implements CommandBatch {
         return this.commands.submit(recording);
       });
       // Enqueued: reads of the outputs are ordered after this work now.
-      this.#calls.submitted();
+      this.calls.submitted();
       await submitted;
       // Only this submission: later work of other callers may still be running.
       await this.backend.settle('submit');
@@ -98,7 +80,7 @@ export class WgpuCommandBatch implements CommandBatch {
   dispose(): void {
     this.#work.length = 0;
     this.#kernelNames.length = 0;
-    this.#calls.clear();
+    this.calls.clear();
     this.#recording = undefined;
   }
 }

@@ -1,17 +1,9 @@
-import type {
-  Backend,
-  BackendInfo,
-  CommandBatch,
-  KernelRunner,
-  MemoryStats,
-  RunOptions,
-  WeightCache,
-} from '../backend.js';
-import { BatchCalls } from '../batchCalls.js';
+import type { Backend, BackendInfo, CommandBatch, MemoryStats, RunOptions, WeightCache } from '../backend.js';
+import { RecordingBatch } from '../batchCalls.js';
 import { allocHost, bytesPerElement, type DType, type HostArray } from '../dtype.js';
 import { OutOfMemoryError, RayoError } from '../errors.js';
 import { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from '../hostData.js';
-import type { AnyKernelSpec, AttrValues, KernelIO, KernelSpec } from '../kernel.js';
+import type { AttrValues, KernelIO, KernelSpec } from '../kernel.js';
 import { type CallSite, type PreparedCall, prepareCall } from '../kernelCall.js';
 import {
   batchedMatmul as batchedMatmulSpec,
@@ -320,33 +312,24 @@ export class CpuBackend implements Backend {
   }
 }
 
-/** Records validated kernels and runs them in order on submit (and again on each replay). */
-class CpuCommandBatch implements CommandBatch, KernelRunner {
-  readonly #work: (() => void)[] = [];
-  readonly #calls = new BatchCalls();
-  constructor(private readonly backend: CpuBackend) {}
+type CpuCall = PreparedCall<Impl, AttrValues> & { execute: () => void };
 
-  get size(): number {
-    return this.#calls.size;
+/** Records validated kernels and runs them in order on submit (and again on each replay). */
+class CpuCommandBatch extends RecordingBatch<CpuCall> {
+  readonly #work: (() => void)[] = [];
+  constructor(backend: CpuBackend) {
+    super(backend);
   }
 
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
-    const call = this.backend.record(spec, inputs, attrs, options);
+  protected keep(call: CpuCall): void {
     this.#work.push(call.execute);
-    this.#calls.recorded(spec as AnyKernelSpec, inputs, call);
-    return call.outputs;
   }
 
   submit(): Promise<void> {
     try {
-      this.#calls.checkSubmittable();
+      this.calls.checkSubmittable();
       for (const work of this.#work) work();
-      this.#calls.submitted();
+      this.calls.submitted();
       return Promise.resolve();
     } catch (error) {
       return Promise.reject(error);
@@ -355,7 +338,7 @@ class CpuCommandBatch implements CommandBatch, KernelRunner {
 
   dispose(): void {
     this.#work.length = 0;
-    this.#calls.clear();
+    this.calls.clear();
   }
 }
 
