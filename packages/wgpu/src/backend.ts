@@ -79,6 +79,9 @@ class WgpuStorage implements TensorStorage {
   }
 }
 
+// The options and counts are declared with the options' checks; the package entry exports them from here.
+export type { WgpuBackendOptions, WgpuObjectCounts } from './options.js';
+
 /** A validated kernel call, with the work that encodes it. */
 export type WgpuRecordedCall<A extends AttrValues = AttrValues> = PreparedCall<AnyWgpuKernel, A> & {
   readonly encode: (recorder: CommandRecorder) => void;

@@ -1,13 +1,11 @@
 import type { BackendProvider } from '@rayo/core';
-import { WgpuBackend } from './backend.js';
+import { WgpuBackend, type WgpuBackendOptions } from './backend.js';
 import { requestWgpuDevice } from './device.js';
-import type { WgpuBackendOptions } from './options.js';
 
-export { WgpuBackend } from './backend.js';
+export { WgpuBackend, type WgpuBackendOptions, type WgpuObjectCounts } from './backend.js';
 export { requestWgpuDevice, type WgpuDevice, type WgpuDeviceOptions } from './device.js';
 export type { KernelEncoder, Operand, WgpuKernel } from './kernel.js';
 export { WGPU_KERNELS } from './kernels/index.js';
-export type { WgpuBackendOptions, WgpuObjectCounts } from './options.js';
 export { PipelineCache, type PipelineStats } from './pipelines.js';
 
 /** Creates the WebGPU backend (Dawn in Node, navigator.gpu in browsers). */
