@@ -80,7 +80,7 @@ const infos = [
 ].map((b) => ({
   ...b,
   device: b.name,
-  limits: { maxBufferBytes: 2 ** 31, maxBindingBytes: 2 ** 31 },
+  limits: { maxBufferBytes: 2 ** 31 },
   features: [],
 }));
 

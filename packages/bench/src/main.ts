@@ -167,7 +167,7 @@ export async function main(argv: readonly string[], io: CliIo = PROCESS_IO): Pro
       cases,
       timing,
       ceiling: (b) => {
-        const c = ceilingCase(mode, b.info.limits.maxBindingBytes);
+        const c = ceilingCase(mode, b.info.limits.maxBufferBytes);
         ceilingCases.set(c.id, c);
         return c;
       },

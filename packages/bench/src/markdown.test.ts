@@ -9,7 +9,7 @@ const info: BackendInfo = {
   name: 'wgpu',
   device: 'NVIDIA H200 (Vulkan)',
   kind: 'gpu',
-  limits: { maxBufferBytes: 2 ** 31, maxBindingBytes: 2 ** 31 },
+  limits: { maxBufferBytes: 2 ** 31 },
   features: ['timestamp-query'],
 };
 

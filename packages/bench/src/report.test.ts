@@ -97,7 +97,7 @@ const cpuInfo: BackendInfo = {
   name: 'cpu',
   device: 'reference (Node 20)',
   kind: 'cpu',
-  limits: { maxBufferBytes: 2 ** 31, maxBindingBytes: 2 ** 31 },
+  limits: { maxBufferBytes: 2 ** 31 },
   features: [],
 };
 

@@ -506,11 +506,13 @@ const COPY_BYTES: Readonly<Record<SuiteMode, number>> = { quick: 16 * MIB, full:
 
 /**
  * The ceiling case of a mode on a backend: a copy well beyond any L2 cache,
- * never larger than one kernel can bind.
+ * never larger than the backend can allocate (`limits.maxBufferBytes`). The
+ * copy kernel binds larger operands in pieces where a backend limits one
+ * binding (wgpu), so the copy size needs no other bound.
  */
-export function ceilingCase(mode: SuiteMode, maxBindingBytes = Number.POSITIVE_INFINITY): BenchCase {
+export function ceilingCase(mode: SuiteMode, maxBufferBytes = Number.POSITIVE_INFINITY): BenchCase {
   let bytes = COPY_BYTES[mode];
-  while (bytes > maxBindingBytes && bytes > 1024) bytes /= 2;
+  while (bytes > maxBufferBytes && bytes > 1024) bytes /= 2;
   return copyCase(bytes);
 }
 

@@ -3,11 +3,13 @@ import type { AttrValues, KernelSpec } from './kernel.js';
 import type { Shape } from './shape.js';
 import type { Tensor } from './tensor.js';
 
+/**
+ * Limits every backend means the same way. Limits of one backend's API (such
+ * as WebGPU's storage binding size) are that backend's own properties.
+ */
 export interface BackendLimits {
   /** Largest single allocation, in bytes. */
   readonly maxBufferBytes: number;
-  /** Largest range one kernel can bind at once, in bytes (operands beyond it are split). */
-  readonly maxBindingBytes: number;
 }
 
 export interface BackendInfo {

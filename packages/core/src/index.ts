@@ -8,12 +8,14 @@ export type {
   RunOptions,
   WeightCache,
 } from './backend.js';
+export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch } from './batchCalls.js';
 export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
 export { type DecodeStep, decodeStep } from './decodeStep.js';
 export * from './dtype.js';
 export * from './errors.js';
 export { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from './hostData.js';
 export * from './kernel.js';
+export { type CallSite, KernelTable, type PreparedCall, prepareCall } from './kernelCall.js';
 export { ArgCheck } from './kernels/check.js';
 export * from './kernels/index.js';
 export type { MatmulDims, MatmulLaunch, MatmulTile } from './kernels/matmulLaunch.js';

@@ -1,10 +1,10 @@
 import {
-  type AnyKernelSpec,
   type AttrValues,
   allocHost,
   type Backend,
   type BackendInfo,
   bytesPerElement,
+  type CallSite,
   type CommandBatch,
   checkInputsWritten,
   checkShapeAndDType,
@@ -12,26 +12,25 @@ import {
   checkWritten,
   copy as copySpec,
   DeviceWeightCache,
-  DisposedTensorError,
   type DType,
   type HostArray,
   hostDataFor,
   InvalidArgumentError,
-  inputName,
+  type KernelIO,
   type KernelRunner,
   type KernelSpec,
+  KernelTable,
   type MemoryStats,
   OutOfMemoryError,
   ownedStorage,
-  PendingWrites,
-  prepareKernel,
+  prepareCall,
   RayoError,
+  RecordingBatch,
   type RunOptions,
   type Shape,
   sizeOf,
   Tensor,
   type TensorStorage,
-  UnsupportedOnBackendError,
   type WeightCache,
 } from '@rayo/core';
 import {
@@ -44,7 +43,6 @@ import { libCuda } from './driver/libcuda.js';
 import type { DeviceBuffer } from './driver/pool.js';
 import { CommandRecorder } from './encoder.js';
 import type { AnyCudaKernel, Operand } from './kernel.js';
-import { MAX_ELEMENTS } from './kernels/common.js';
 import { CUDA_KERNELS } from './kernels/index.js';
 
 class CudaStorage implements TensorStorage {
@@ -61,21 +59,14 @@ class CudaStorage implements TensorStorage {
   }
 }
 
-/** A tensor a recorded kernel reads or writes, and the name it has in that call. */
-interface Touched {
-  readonly tensor: Tensor;
-  readonly argument: string;
-}
-
 /** One validated kernel call, recorded as device commands. */
 export interface RecordedCall {
-  readonly kernel: string;
   readonly outputs: Tensor[];
   /** Outputs allocated for this call (not given, not in place). */
   readonly fresh: readonly Tensor[];
+  readonly io: KernelIO;
   readonly commands: readonly DeviceCommand[];
   readonly scratch: readonly DeviceBuffer[];
-  readonly touched: readonly Touched[];
 }
 
 export interface CudaBackendOptions extends CudaDriverOptions {}
@@ -91,7 +82,13 @@ export class CudaBackend implements Backend {
   readonly driver: CudaDriver;
   /** The stream every operation of this backend is ordered on. */
   readonly stream: bigint;
-  readonly #kernels: ReadonlyMap<string, AnyCudaKernel>;
+  readonly #kernels: KernelTable<AnyCudaKernel>;
+  readonly #callSite: CallSite<AnyCudaKernel> = {
+    backend: this,
+    checkAlive: (api) => this.checkAlive(api),
+    implementationOf: (spec) => this.#kernels.get(spec),
+    allocate: (api, shape, dtype) => this.#allocate(api, shape, dtype),
+  };
   readonly #live = { tensors: 0, bytes: 0, peak: 0, allocations: 0 };
   readonly #timers: { readonly start: bigint; readonly end: bigint }[] = [];
   readonly #freeTimers: { readonly start: bigint; readonly end: bigint }[] = [];
@@ -111,17 +108,14 @@ export class CudaBackend implements Backend {
   constructor(driver: CudaDriver) {
     this.driver = driver;
     this.stream = driver.createStream();
-    this.#kernels = new Map(CUDA_KERNELS.map((k) => [k.spec.name, k]));
+    this.#kernels = new KernelTable('cuda', 'PTX', CUDA_KERNELS);
     const d = driver.device;
     this.info = {
       name: 'cuda',
       device: `${d.name} (${d.arch}, ${d.multiprocessors} SMs)`,
       kind: 'gpu',
-      limits: {
-        maxBufferBytes: d.totalMemory,
-        // Kernels index elements with 32 bits (see MAX_ELEMENTS); 4-byte elements bound a binding.
-        maxBindingBytes: Math.min(d.totalMemory, MAX_ELEMENTS * 4),
-      },
+      // Kernels refuse operands beyond MAX_ELEMENTS themselves, naming the argument.
+      limits: { maxBufferBytes: d.totalMemory },
       features: [d.arch, 'cuda-graphs', 'events'],
     };
   }
@@ -315,53 +309,27 @@ export class CudaBackend implements Backend {
     attrs: Partial<A> | undefined,
     options: RunOptions | undefined,
   ): RecordedCall {
-    this.checkAlive(spec?.name ?? 'run');
-    const kernel = this.#kernels.get(spec?.name);
-    if (!kernel || kernel.spec !== spec) {
-      throw new UnsupportedOnBackendError('kernel is not implemented on the cuda backend', {
-        kernel: spec?.name ?? String(spec),
-        expected: 'a kernel spec from @rayo/core that this backend implements',
-        actual: kernel ? 'another spec object of the same name' : `no PTX implementation of '${spec?.name}'`,
-      });
-    }
-    const prepared = prepareKernel(spec, this, inputs, attrs, options);
-    const fresh: Tensor[] = [];
-    const outputs = prepared.outputs.map((meta, i) => {
-      if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
-      const given = options?.out?.[i];
-      if (given) return given;
-      const t = this.#allocate(spec.name, meta.shape, meta.dtype);
-      fresh.push(t);
-      return t;
-    });
+    const {
+      implementation: kernel,
+      outputs,
+      fresh,
+      attrs: resolved,
+      io,
+    } = prepareCall(this.#callSite, spec, inputs, attrs, options);
     const recorder = new CommandRecorder(this.driver);
     try {
       kernel.launch(recorder, {
         inputs: inputs.map((t) => (t ? this.operand(t) : undefined)),
         outputs: outputs.map((t) => this.operand(t)),
-        attrs: prepared.attrs,
-        io: { inputs: prepared.inputs, outputs: prepared.outputs },
+        attrs: resolved,
+        io,
       });
     } catch (error) {
       for (const t of fresh) t.dispose();
       this.releaseScratch(recorder.scratchBuffers);
       throw error;
     }
-    const touched: Touched[] = [];
-    inputs.forEach((t, i) => {
-      if (t) touched.push({ tensor: t, argument: inputName(spec, i) });
-    });
-    outputs.forEach((t, i) => {
-      if (prepared.outputs[i]!.aliasOf === undefined) touched.push({ tensor: t, argument: `out[${i}]` });
-    });
-    return {
-      kernel: spec.name,
-      outputs,
-      fresh,
-      commands: recorder.commands,
-      scratch: recorder.scratchBuffers,
-      touched,
-    };
+    return { outputs, fresh, io, commands: recorder.commands, scratch: recorder.scratchBuffers };
   }
 
   /** Returns scratch memory to the pool (stream-ordered reuse, see DevicePool). */
@@ -529,71 +497,42 @@ const batches = new FinalizationRegistry<{ backend: CudaBackend; resources: Batc
  * (so a second submit replays the work). Recording more after a submit makes
  * the next submit capture again.
  */
-export class CudaCommandBatch implements CommandBatch {
-  readonly #calls: RecordedCall[] = [];
-  /** Each call's kernel and inputs: none may be an unwritten output of another batch. */
-  readonly #inputs: { spec: AnyKernelSpec; inputs: readonly (Tensor | undefined)[] }[] = [];
-  readonly #pending = new PendingWrites();
+export class CudaCommandBatch extends RecordingBatch<RecordedCall> {
+  readonly #commands: DeviceCommand[] = [];
   readonly #resources: BatchResources = { exec: undefined, scratch: [] };
 
   constructor(private readonly backend: CudaBackend) {
+    super(backend);
     batches.register(this, { backend, resources: this.#resources }, this);
   }
 
-  get size(): number {
-    return this.#calls.length;
-  }
-
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
-    const call = this.backend.record(spec, inputs, attrs, options);
-    this.#calls.push(call);
-    this.#inputs.push({ spec: spec as AnyKernelSpec, inputs: [...inputs] });
-    this.#pending.recorded(spec.name, call.fresh);
+  protected keep(call: RecordedCall): void {
+    this.#commands.push(...call.commands);
     // Graph replays reuse the scratch memory, so the batch keeps it.
     this.#resources.scratch.push(...call.scratch);
     const stale = this.#resources.exec;
     this.#resources.exec = undefined;
     if (stale !== undefined) this.backend.destroyGraph(stale);
-    return call.outputs;
   }
 
   async submit(): Promise<void> {
     this.backend.checkAlive('submit');
-    for (const call of this.#calls) {
-      for (const { tensor, argument } of call.touched) {
-        if (tensor.disposed) {
-          // A graph replays raw device addresses: memory that was given back may belong to another tensor now.
-          throw new DisposedTensorError('a tensor of a recorded kernel was disposed before submit', {
-            kernel: call.kernel,
-            argument,
-            expected: 'every tensor a batch reads or writes alive until its last submit',
-            actual: `disposed ${tensor.describe()}`,
-          });
-        }
-      }
-    }
-    for (const call of this.#inputs) checkInputsWritten(call.spec, call.inputs, this.#pending);
-    const commands = this.#calls.flatMap((c) => c.commands);
+    this.calls.checkSubmittable();
     // Kernels of empty tensors record nothing; there is no graph to make of nothing.
-    if (commands.length > 0) {
-      this.#resources.exec ??= this.backend.captureGraph(commands);
+    if (this.#commands.length > 0) {
+      this.#resources.exec ??= this.backend.captureGraph(this.#commands);
       this.backend.launchGraph(this.#resources.exec);
     }
     // Enqueued: reads of the outputs are ordered after this work now.
-    this.#pending.submitted();
+    this.calls.submitted();
     await this.backend.sync();
   }
 
   /** Destroys the graph and returns the batch's scratch memory; the batch is empty afterwards. */
   dispose(): void {
     batches.unregister(this);
-    this.#calls.length = 0;
-    this.#inputs.length = 0;
+    this.#commands.length = 0;
+    this.calls.clear();
     releaseBatch(this.backend, this.#resources);
   }
 }

@@ -5,6 +5,7 @@ import {
   type Backend,
   type BackendInfo,
   bytesPerElement,
+  type CallSite,
   type CommandBatch,
   checkInputsWritten,
   checkShapeAndDType,
@@ -20,11 +21,12 @@ import {
   inputName,
   type KernelRunner,
   type KernelSpec,
+  KernelTable,
   type MemoryStats,
   OutOfMemoryError,
   ownedStorage,
-  PendingWrites,
-  prepareKernel,
+  type PreparedCall,
+  prepareCall,
   RayoError,
   type RunOptions,
   type Shape,
@@ -35,14 +37,22 @@ import {
   UnsupportedOnBackendError,
   type WeightCache,
 } from '@rayo/core';
+import { WgpuCommandBatch } from './batch.js';
 import { BufferPool } from './buffers.js';
-import { describeAdapter, requestWgpuDevice, type WgpuDevice, type WgpuDeviceOptions } from './device.js';
+import { type AttributedError, CallErrors, reportedError } from './callErrors.js';
+import { describeAdapter, requestWgpuDevice, type WgpuDevice } from './device.js';
 import { CommandRecorder, type Recording } from './encoder.js';
 import type { AnyWgpuKernel, Operand } from './kernel.js';
 import { WGPU_KERNELS } from './kernels/index.js';
 import { DeviceMemory, type MemoryRecovery } from './memory.js';
+import {
+  type ResolvedBackendOptions,
+  resolveBackendOptions,
+  type WgpuBackendOptions,
+  type WgpuObjectCounts,
+} from './options.js';
 import { ParamArena } from './params.js';
-import { PipelineCache, type PipelineStats } from './pipelines.js';
+import { PipelineCache } from './pipelines.js';
 import { UploadStaging } from './upload.js';
 
 const STORAGE_USAGE = GPUBufferUsageFlagsOf('STORAGE', 'COPY_SRC', 'COPY_DST');
@@ -69,50 +79,13 @@ class WgpuStorage implements TensorStorage {
   }
 }
 
-/** GPU object creation counts: flat once a workload is warm. */
-export interface WgpuObjectCounts {
-  readonly pipelines: PipelineStats;
-  readonly paramBuffers: number;
-  readonly storageBuffers: number;
-  readonly stagingBuffers: number;
-  readonly scratchBuffers: number;
-  /** Mapped staging buffers for large uploads (reused once mapped again). */
-  readonly uploadStagingBuffers: number;
-  /** Bind groups: made once per dispatch when a batch is first submitted, none when it is replayed. */
-  readonly bindGroups: number;
-}
+// The options and counts are declared with the options' checks; the package entry exports them from here.
+export type { WgpuBackendOptions, WgpuObjectCounts } from './options.js';
 
-export interface WgpuBackendOptions extends WgpuDeviceOptions {
-  /**
-   * Treat storage bindings as limited to this many bytes (at most the
-   * device's limit): forces the splitting of large operands, for tests.
-   */
-  readonly maxBindingBytes?: number;
-  /**
-   * Bytes of mapped staging buffers kept for uploads of 1 MiB and more
-   * (default 256 MiB); 0 sends every upload through `queue.writeBuffer`.
-   */
-  readonly uploadStagingBytes?: number;
-  /**
-   * Bytes of GPU buffers the backend may hold at once (tensors, pooled,
-   * staging and scratch buffers). An allocation beyond it throws an
-   * OutOfMemoryError at the allocating call, after pooled buffers are freed.
-   * Without it, what the device refuses is reported by the next read, sync or
-   * submit.
-   */
-  readonly memoryBudgetBytes?: number;
-  /**
-   * Submit a batch in command buffers of growing size: this many commands
-   * first, twice as many in each next one, so that the GPU starts on the
-   * first while the host encodes the rest. 0 (the default) submits a batch
-   * as one command buffer. On an H100 it made no difference to a pipelined
-   * decode step and a mixed one to a host-timed batch of 1000 kernels.
-   */
-  readonly batchFirstPart?: number;
-}
-
-const DEFAULT_UPLOAD_STAGING_BYTES = 256 * 2 ** 20;
-const DEFAULT_BATCH_FIRST_PART = 0;
+/** A validated kernel call, with the work that encodes it. */
+export type WgpuRecordedCall<A extends AttrValues = AttrValues> = PreparedCall<AnyWgpuKernel, A> & {
+  readonly encode: (recorder: CommandRecorder) => void;
+};
 
 /**
  * The WebGPU backend: WGSL kernels for every spec, one submission per eager
@@ -129,7 +102,8 @@ export class WgpuBackend implements Backend {
   readonly #staging: BufferPool;
   readonly #scratch: BufferPool;
   readonly #uploads: UploadStaging;
-  readonly #kernels: ReadonlyMap<string, AnyWgpuKernel>;
+  readonly #kernels: KernelTable<AnyWgpuKernel>;
+  readonly #callErrors: CallErrors;
   readonly #ownsDevice: boolean;
   readonly #memory: DeviceMemory;
   #live = { tensors: 0, bytes: 0, peak: 0, allocations: 0 };
@@ -140,43 +114,27 @@ export class WgpuBackend implements Backend {
   /** A tiny buffer cleared by the queue rounds that push freed memory back to the driver. */
   readonly #releaseFence: GPUBuffer;
 
+  /**
+   * Largest byte range one storage binding covers here (the device's
+   * `maxStorageBufferBindingSize`, or the lower `maxBindingBytes` option).
+   * Kernels bind larger operands in pieces, or refuse them by name.
+   */
   readonly maxBindingBytes: number;
 
   static async create(options: WgpuBackendOptions = {}): Promise<WgpuBackend> {
-    const budget = options.memoryBudgetBytes ?? Number.POSITIVE_INFINITY;
-    if (!(budget > 0)) {
-      throw new InvalidArgumentError('the memory budget must be a positive number of bytes', {
-        kernel: 'WgpuBackend.create',
-        argument: 'memoryBudgetBytes',
-        expected: 'a number > 0',
-        actual: String(options.memoryBudgetBytes),
-      });
-    }
-    return new WgpuBackend(
-      await requestWgpuDevice(options),
-      options.device === undefined,
-      options.maxBindingBytes,
-      options.uploadStagingBytes ?? DEFAULT_UPLOAD_STAGING_BYTES,
-      budget,
-      checkBatchFirstPart(options.batchFirstPart),
-    );
+    const resolved = resolveBackendOptions(options);
+    return new WgpuBackend(await requestWgpuDevice(options), options.device === undefined, resolved);
   }
 
-  private constructor(
-    gpu: WgpuDevice,
-    ownsDevice: boolean,
-    maxBindingBytes: number | undefined,
-    uploadStagingBytes: number,
-    memoryBudgetBytes: number,
-    batchFirstPart: number,
-  ) {
+  private constructor(gpu: WgpuDevice, ownsDevice: boolean, options: ResolvedBackendOptions) {
     this.gpu = gpu;
-    this.#batchFirstPart = batchFirstPart;
+    this.#batchFirstPart = options.batchFirstPart;
     this.device = gpu.device;
     this.#ownsDevice = ownsDevice;
     this.pipelines = new PipelineCache(this.device);
     this.#params = new ParamArena(this.device);
-    this.#memory = new DeviceMemory(this.device, memoryBudgetBytes);
+    this.#memory = new DeviceMemory(this.device, options.memoryBudgetBytes);
+    this.#callErrors = new CallErrors(this.device);
     // Made up front: once the device is full, even a small buffer may be refused.
     this.#releaseFence = this.device.createBuffer({
       label: 'rayo release fence',
@@ -197,18 +155,18 @@ export class WgpuBackend implements Backend {
       'rayo staging',
     );
     this.#scratch = new BufferPool(this.#memory, STORAGE_USAGE(), 'rayo scratch');
-    this.#uploads = new UploadStaging(this.#memory, uploadStagingBytes);
-    this.#kernels = new Map(WGPU_KERNELS.map((k) => [k.spec.name, k]));
+    this.#uploads = new UploadStaging(this.#memory, options.uploadStagingBytes);
+    this.#kernels = new KernelTable('wgpu', 'WGSL', WGPU_KERNELS);
     const limits = this.device.limits;
     this.maxBindingBytes = Math.min(
-      maxBindingBytes ?? Number.POSITIVE_INFINITY,
+      options.maxBindingBytes ?? Number.POSITIVE_INFINITY,
       limits.maxStorageBufferBindingSize,
     );
     this.info = {
       name: 'wgpu',
       device: describeAdapter(gpu.adapterInfo),
       kind: 'gpu',
-      limits: { maxBufferBytes: limits.maxBufferSize, maxBindingBytes: this.maxBindingBytes },
+      limits: { maxBufferBytes: limits.maxBufferSize },
       features: [...gpu.features].sort(),
     };
   }
@@ -260,18 +218,15 @@ export class WgpuBackend implements Backend {
     // After a refusal, what the caller freed reaches the driver before it allocates again.
     await this.#memory.release();
     const { refused, retried } = await this.#memory.takeReport(api);
-    const errors = this.gpu.takeErrors();
+    const errors: AttributedError[] = await this.#callErrors.take();
+    for (const error of this.gpu.takeErrors()) errors.push({ error, call: undefined });
     this.#checkAlive(api);
     // Errors after a refused allocation are its consequences (an invalid buffer
     // bound or cleared), also when a retry has granted it since.
     if (refused) throw refused;
     if (retried > 0) return;
     if (errors.length === 0) return;
-    const message = errors.map((e) => e.message).join('\n');
-    const oom = errors.some((e) => e.constructor.name === 'GPUOutOfMemoryError');
-    throw oom
-      ? new OutOfMemoryError(`the device ran out of memory: ${message}`, { kernel: api })
-      : new RayoError(`WebGPU reported ${errors.length} error(s): ${message}`, { kernel: api });
+    throw reportedError(api, errors);
   }
 
   #checkAlive(api: string): void {
@@ -393,9 +348,11 @@ export class WgpuBackend implements Backend {
   zeros(shape: Shape, dtype: DType = 'f32'): Tensor {
     const t = this.#empty('zeros', shape, dtype);
     const { buffer } = t.storage<WgpuStorage>();
-    const encoder = this.device.createCommandEncoder();
-    encoder.clearBuffer(buffer, 0, Math.ceil(t.byteLength / 4) * 4 || undefined);
-    this.device.queue.submit([encoder.finish()]);
+    this.#callErrors.scoped('zeros', () => {
+      const encoder = this.device.createCommandEncoder();
+      encoder.clearBuffer(buffer, 0, Math.ceil(t.byteLength / 4) * 4 || undefined);
+      this.device.queue.submit([encoder.finish()]);
+    });
     return t;
   }
 
@@ -464,43 +421,34 @@ export class WgpuBackend implements Backend {
     return this.run(copySpec, [src], {}, { out: [dst] })[0]!;
   }
 
+  readonly #callSite: CallSite<AnyWgpuKernel> = {
+    backend: this,
+    checkAlive: (api) => this.#checkAlive(api),
+    implementationOf: (spec) => this.#kernels.get(spec),
+    allocate: (api, shape, dtype) => this.#allocate(api, shape, dtype),
+    checkCall: (kernel, spec, inputs, outputs) => {
+      if (!kernel.splitsLargeOperands) this.#checkBindable(spec, inputs, outputs);
+    },
+  };
+
   /** Validates, allocates outputs and returns the work to encode. */
   record<A extends AttrValues>(
     spec: KernelSpec<A>,
     inputs: readonly (Tensor | undefined)[],
     attrs: Partial<A> | undefined,
     options: RunOptions | undefined,
-  ): { outputs: Tensor[]; fresh: Tensor[]; encode: (recorder: CommandRecorder) => void } {
-    this.#checkAlive(spec.name);
-    const kernel = this.#kernels.get(spec.name);
-    if (!kernel || kernel.spec !== spec) {
-      throw new UnsupportedOnBackendError('kernel is not implemented on the wgpu backend', {
-        kernel: spec.name,
-        expected: 'a kernel spec from @rayo/core that this backend implements',
-        actual: kernel ? 'another spec object of the same name' : `no WGSL implementation of '${spec.name}'`,
-      });
-    }
-    const prepared = prepareKernel(spec, this, inputs, attrs, options);
-    if (!kernel.splitsLargeOperands) this.#checkBindable(spec, inputs, prepared.outputs);
-    const fresh: Tensor[] = [];
-    const outputs = prepared.outputs.map((meta, i) => {
-      if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
-      const given = options?.out?.[i];
-      if (given) return given;
-      const t = this.#allocate(spec.name, meta.shape, meta.dtype);
-      fresh.push(t);
-      return t;
-    });
-    const io = { inputs: prepared.inputs, outputs: prepared.outputs };
+  ): WgpuRecordedCall<A> {
+    const call = prepareCall(this.#callSite, spec, inputs, attrs, options);
+    const { implementation: kernel, outputs } = call;
     const encode = (recorder: CommandRecorder) => {
       kernel.encode(recorder, {
         inputs: inputs.map((t) => (t ? this.operand(t) : undefined)),
         outputs: outputs.map((t) => this.operand(t)),
-        attrs: prepared.attrs,
-        io,
+        attrs: call.attrs,
+        io: call.io,
       });
     };
-    return { outputs, fresh, encode };
+    return { ...call, encode };
   }
 
   // A kernel that cannot split its operands must not see one larger than a
@@ -614,7 +562,7 @@ export class WgpuBackend implements Backend {
     const { outputs, fresh, encode } = this.record(spec, inputs, attrs, options);
     let done: Promise<void>;
     try {
-      done = this.submitWork(encode);
+      done = this.#callErrors.scoped(spec.name, () => this.submitWork(encode));
     } catch (error) {
       for (const t of fresh) t.dispose();
       throw error;
@@ -628,6 +576,7 @@ export class WgpuBackend implements Backend {
     return new WgpuCommandBatch(this, {
       record: (encodeAll) => this.#recordWork(encodeAll),
       submit: (recording) => this.#submit(recording, true),
+      scoped: (call, work) => this.#callErrors.scoped(call, work),
     });
   }
 
@@ -643,6 +592,7 @@ export class WgpuBackend implements Backend {
 
   async sync(): Promise<void> {
     this.#checkAlive('sync');
+    this.#callErrors.restartCount();
     await this.pipelines.settle();
     await this.#deviceWait(
       'sync',
@@ -728,96 +678,4 @@ export class WgpuBackend implements Backend {
     // Releasing Dawn's instance lets the process exit.
     this.gpu.gpu = undefined;
   }
-}
-
-/**
- * One command encoder and one submission for everything recorded. The first
- * submit resolves every dispatch to a pipeline and a bind group; later ones
- * replay that recording, creating no GPU objects and writing no parameters,
- * as long as it gets its parameter chunks and scratch buffers back (they are
- * pooled between submits, so other work may take them: then it is recorded
- * again). Submissions of the same batch may be in flight together: they keep
- * the recording's chunks and buffers, which queue order keeps apart.
- */
-class WgpuCommandBatch implements CommandBatch {
-  readonly #work: ((recorder: CommandRecorder) => void)[] = [];
-  /** Every tensor the recorded kernels read or write: a replay must not touch a disposed one. */
-  readonly #tensors: Tensor[] = [];
-  /** Each recorded call's kernel and inputs: none may be an unwritten output of another batch. */
-  readonly #calls: { spec: AnyKernelSpec; inputs: readonly (Tensor | undefined)[] }[] = [];
-  readonly #pending = new PendingWrites();
-  #recording: Recording | undefined;
-
-  constructor(
-    private readonly backend: WgpuBackend,
-    private readonly commands: {
-      record(encodeAll: (recorder: CommandRecorder) => void): Recording;
-      submit(recording: Recording): Promise<void>;
-    },
-  ) {}
-
-  get size(): number {
-    return this.#work.length;
-  }
-
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
-    const { outputs, fresh, encode } = this.backend.record(spec, inputs, attrs, options);
-    this.#work.push(encode);
-    this.#pending.recorded(spec.name, fresh);
-    this.#calls.push({ spec: spec as AnyKernelSpec, inputs: [...inputs] });
-    for (const t of inputs) if (t) this.#tensors.push(t);
-    this.#tensors.push(...outputs);
-    this.#recording = undefined;
-    return outputs;
-  }
-
-  async submit(): Promise<void> {
-    // Throws DisposedTensorError for a tensor disposed since recording.
-    for (const t of this.#tensors) t.storage();
-    for (const call of this.#calls) checkInputsWritten(call.spec, call.inputs, this.#pending);
-    let recording = this.#recording;
-    if (!recording?.reclaim()) {
-      recording = this.commands.record((recorder) => {
-        for (const encode of this.#work) encode(recorder);
-      });
-      this.#recording = recording;
-    }
-    try {
-      const submitted = this.commands.submit(recording);
-      // Enqueued: reads of the outputs are ordered after this work now.
-      this.#pending.submitted();
-      await submitted;
-      // Only this submission: later work of other callers may still be running.
-      await this.backend.settle('submit');
-    } catch (error) {
-      // A recording that failed (a kernel that did not compile) is not replayed.
-      if (this.#recording === recording) this.#recording = undefined;
-      throw error;
-    }
-  }
-
-  /** Parameter chunks and scratch buffers go back to their pools after each submit: only the recording is left. */
-  dispose(): void {
-    this.#work.length = 0;
-    this.#tensors.length = 0;
-    this.#recording = undefined;
-  }
-}
-
-function checkBatchFirstPart(value: number | undefined): number {
-  if (value === undefined) return DEFAULT_BATCH_FIRST_PART;
-  if (!Number.isInteger(value) || value < 0) {
-    throw new InvalidArgumentError('batchFirstPart must be a whole number of commands', {
-      kernel: 'WgpuBackend.create',
-      argument: 'batchFirstPart',
-      expected: 'an integer >= 0 (0: one command buffer per batch)',
-      actual: String(value),
-    });
-  }
-  return value;
 }

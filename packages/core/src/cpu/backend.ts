@@ -1,29 +1,17 @@
-import type {
-  Backend,
-  BackendInfo,
-  CommandBatch,
-  KernelRunner,
-  MemoryStats,
-  RunOptions,
-  WeightCache,
-} from '../backend.js';
+import type { Backend, BackendInfo, CommandBatch, MemoryStats, RunOptions, WeightCache } from '../backend.js';
+import { RecordingBatch } from '../batchCalls.js';
 import { allocHost, bytesPerElement, type DType, type HostArray } from '../dtype.js';
 import { OutOfMemoryError, RayoError } from '../errors.js';
 import { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from '../hostData.js';
-import {
-  type AnyKernelSpec,
-  type AttrValues,
-  type KernelIO,
-  type KernelSpec,
-  prepareKernel,
-} from '../kernel.js';
+import type { AttrValues, KernelIO, KernelSpec } from '../kernel.js';
+import { type CallSite, type PreparedCall, prepareCall } from '../kernelCall.js';
 import {
   batchedMatmul as batchedMatmulSpec,
   copy as copySpec,
   kernelByName,
   matmul as matmulSpec,
 } from '../kernels/index.js';
-import { checkInputsWritten, checkWritten, PendingWrites } from '../pendingWrites.js';
+import { checkInputsWritten, checkWritten } from '../pendingWrites.js';
 import type { BackendProvider } from '../registry.js';
 import { formatShape, type Shape, sizeOf } from '../shape.js';
 import { Tensor, type TensorStorage } from '../tensor.js';
@@ -140,7 +128,7 @@ export class CpuBackend implements Backend {
       device: `reference (${runtime})`,
       kind: 'cpu',
       // Typed arrays are indexed by 32-bit offsets in practice; stay well inside.
-      limits: { maxBufferBytes: 2 ** 31, maxBindingBytes: 2 ** 31 },
+      limits: { maxBufferBytes: 2 ** 31 },
       features: [],
     };
   }
@@ -248,29 +236,25 @@ export class CpuBackend implements Backend {
     return outputs;
   }
 
+  readonly #callSite: CallSite<Impl> = {
+    backend: this,
+    checkAlive: (api) => this.#checkAlive(api),
+    implementationOf: (spec) => FAST_PATHS[spec.name] ?? spec.reference,
+    allocate: (api, shape, dtype) => this.#empty(api, shape, dtype),
+  };
+
   /** Validates and allocates now; returns the outputs and the work to do. */
   record<A extends AttrValues>(
     spec: KernelSpec<A>,
     inputs: readonly (Tensor | undefined)[],
     attrs: Partial<A> | undefined,
     options: RunOptions | undefined,
-  ): { outputs: Tensor[]; fresh: Tensor[]; execute: () => void } {
-    this.#checkAlive(spec.name);
-    const prepared = prepareKernel(spec, this, inputs, attrs, options);
-    const fresh: Tensor[] = [];
-    const outputs = prepared.outputs.map((meta, i) => {
-      if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
-      const given = options?.out?.[i];
-      if (given) return given;
-      const t = this.#empty(spec.name, meta.shape, meta.dtype);
-      fresh.push(t);
-      return t;
-    });
-    const impl = (FAST_PATHS[spec.name] as Impl | undefined) ?? (spec as AnyKernelSpec).reference;
-    const io: KernelIO = { inputs: prepared.inputs, outputs: prepared.outputs };
+  ): PreparedCall<Impl, A> & { execute: () => void } {
+    const call = prepareCall(this.#callSite, spec, inputs, attrs, options);
+    const { implementation: impl, io, outputs } = call;
     const execute = () => {
       const arrays = inputs.map((t) => (t ? t.storage<CpuStorage>().data : undefined));
-      const results = impl(arrays, prepared.attrs, io);
+      const results = impl(arrays, call.attrs, io);
       if (results.length !== outputs.length) {
         throw new RayoError('implementation returned the wrong number of outputs', {
           kernel: spec.name,
@@ -283,7 +267,7 @@ export class CpuBackend implements Backend {
         if (result.length !== target.length) {
           throw new RayoError('implementation returned an output of the wrong size', {
             kernel: spec.name,
-            argument: prepared.outputs[i]!.name,
+            argument: io.outputs[i]!.name,
             expected: `${target.length} elements`,
             actual: `${result.length}`,
           });
@@ -291,7 +275,7 @@ export class CpuBackend implements Backend {
         target.set(result);
       });
     };
-    return { outputs, fresh, execute };
+    return { ...call, execute };
   }
 
   batch(): CommandBatch {
@@ -328,35 +312,24 @@ export class CpuBackend implements Backend {
   }
 }
 
-/** Records validated kernels and runs them in order on submit (and again on each replay). */
-class CpuCommandBatch implements CommandBatch, KernelRunner {
-  readonly #work: (() => void)[] = [];
-  readonly #pending = new PendingWrites();
-  readonly #inputs: { spec: AnyKernelSpec; inputs: readonly (Tensor | undefined)[] }[] = [];
-  constructor(private readonly backend: CpuBackend) {}
+type CpuCall = PreparedCall<Impl, AttrValues> & { execute: () => void };
 
-  get size(): number {
-    return this.#work.length;
+/** Records validated kernels and runs them in order on submit (and again on each replay). */
+class CpuCommandBatch extends RecordingBatch<CpuCall> {
+  readonly #work: (() => void)[] = [];
+  constructor(backend: CpuBackend) {
+    super(backend);
   }
 
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
-    const { outputs, fresh, execute } = this.backend.record(spec, inputs, attrs, options);
-    this.#work.push(execute);
-    this.#pending.recorded(spec.name, fresh);
-    this.#inputs.push({ spec: spec as AnyKernelSpec, inputs: [...inputs] });
-    return outputs;
+  protected keep(call: CpuCall): void {
+    this.#work.push(call.execute);
   }
 
   submit(): Promise<void> {
     try {
-      for (const call of this.#inputs) checkInputsWritten(call.spec, call.inputs, this.#pending);
+      this.calls.checkSubmittable();
       for (const work of this.#work) work();
-      this.#pending.submitted();
+      this.calls.submitted();
       return Promise.resolve();
     } catch (error) {
       return Promise.reject(error);
@@ -365,6 +338,7 @@ class CpuCommandBatch implements CommandBatch, KernelRunner {
 
   dispose(): void {
     this.#work.length = 0;
+    this.calls.clear();
   }
 }
 

@@ -1,0 +1,131 @@
+import type { CommandBatch, RunOptions } from './backend.js';
+import { DisposedTensorError } from './errors.js';
+import { type AnyKernelSpec, type AttrValues, inputName, type KernelIO, type KernelSpec } from './kernel.js';
+import { checkWritten, PendingWrites } from './pendingWrites.js';
+import type { Tensor } from './tensor.js';
+
+/** A tensor a recorded kernel reads or writes, and the name it has in that call. */
+interface Touched {
+  readonly kernel: string;
+  readonly tensor: Tensor;
+  readonly argument: string;
+  /** Inputs must also be written (not a pending output of another batch) at submit. */
+  readonly isInput: boolean;
+}
+
+/**
+ * What every backend's command batch keeps about its recorded calls, apart
+ * from how it encodes them: the tensors each call touches (none may be
+ * disposed or unwritten when the batch is submitted or replayed) and the
+ * fresh outputs that hold no data until the batch is submitted.
+ */
+export class BatchCalls {
+  readonly #pending = new PendingWrites();
+  readonly #touched: Touched[] = [];
+  #size = 0;
+
+  /** Number of recorded kernel calls. */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** Notes a kernel call the batch recorded; `fresh` are the outputs it allocated. */
+  recorded(spec: AnyKernelSpec, inputs: readonly (Tensor | undefined)[], call: RecordedKernelCall): void {
+    const kernel = spec.name;
+    inputs.forEach((tensor, i) => {
+      if (tensor) this.#touched.push({ kernel, tensor, argument: inputName(spec, i), isInput: true });
+    });
+    call.outputs.forEach((tensor, i) => {
+      const meta = call.io.outputs[i]!;
+      // An in-place output is one of the inputs, already noted.
+      if (meta.aliasOf === undefined)
+        this.#touched.push({ kernel, tensor, argument: meta.name, isInput: false });
+    });
+    this.#pending.recorded(kernel, call.fresh);
+    this.#size++;
+  }
+
+  /**
+   * Throws before a submit (or a replay) when a recorded call would touch a
+   * disposed tensor, or read an output of another batch that was not
+   * submitted yet.
+   */
+  checkSubmittable(): void {
+    // A plain loop: this runs on every replay.
+    for (const { kernel, tensor, argument, isInput } of this.#touched) {
+      if (tensor.disposed) {
+        // A replay uses the memory recorded: memory given back may belong to another tensor now.
+        throw new DisposedTensorError('a tensor of a recorded kernel was disposed before submit', {
+          kernel,
+          argument,
+          expected: 'every tensor a batch reads or writes alive until its last submit',
+          actual: `disposed ${tensor.describe()}`,
+        });
+      }
+      if (isInput) checkWritten(kernel, tensor, argument, this.#pending);
+    }
+  }
+
+  /** The batch's work is enqueued: reads of its outputs are ordered after it now. */
+  submitted(): void {
+    this.#pending.submitted();
+  }
+
+  /** Forgets every recorded call. */
+  clear(): void {
+    this.#touched.length = 0;
+    this.#size = 0;
+  }
+}
+
+/** What a backend keeps of one recorded kernel call: at least its outputs and which of them it allocated. */
+export interface RecordedKernelCall {
+  readonly outputs: Tensor[];
+  readonly fresh: readonly Tensor[];
+  readonly io: KernelIO;
+}
+
+/** A backend's `record`: validates a kernel call and allocates its outputs, without running it. */
+export interface CallRecorder<Call> {
+  record<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs: Partial<A> | undefined,
+    options: RunOptions | undefined,
+  ): Call;
+}
+
+/**
+ * The recording half of every backend's command batch: `run` validates and
+ * records a call through the backend, notes it in `calls`, and lets the batch
+ * keep what it encodes. A backend's batch adds only how it keeps, submits and
+ * disposes of its work.
+ */
+export abstract class RecordingBatch<Call extends RecordedKernelCall> implements CommandBatch {
+  protected readonly calls = new BatchCalls();
+
+  /** `backend.record` validates a call and allocates its outputs (throwing for bad input). */
+  constructor(private readonly recorder: CallRecorder<Call>) {}
+
+  get size(): number {
+    return this.calls.size;
+  }
+
+  run<A extends AttrValues>(
+    spec: KernelSpec<A>,
+    inputs: readonly (Tensor | undefined)[],
+    attrs?: Partial<A>,
+    options?: RunOptions,
+  ): Tensor[] {
+    const call = this.recorder.record(spec, inputs, attrs, options);
+    this.calls.recorded(spec as AnyKernelSpec, inputs, call);
+    this.keep(call, spec as AnyKernelSpec);
+    return call.outputs;
+  }
+
+  /** Keeps a recorded call's work for submits. */
+  protected abstract keep(call: Call, spec: AnyKernelSpec): void;
+
+  abstract submit(): Promise<void>;
+  abstract dispose(): void;
+}

@@ -1,0 +1,117 @@
+import type { Backend, RunOptions } from './backend.js';
+import type { DType } from './dtype.js';
+import { UnsupportedOnBackendError } from './errors.js';
+import {
+  type AnyKernelSpec,
+  type AttrValues,
+  type KernelIO,
+  type KernelSpec,
+  type OutputMeta,
+  prepareKernel,
+} from './kernel.js';
+import type { Shape } from './shape.js';
+import type { Tensor } from './tensor.js';
+
+/** A backend's implementations of kernel specs, looked up by spec. */
+export class KernelTable<K extends { readonly spec: AnyKernelSpec }> {
+  readonly #byName: ReadonlyMap<string, K>;
+
+  /**
+   * @param backend the backend's registry name, for errors
+   * @param language what its kernels are written in (`WGSL`, `PTX`), for errors
+   */
+  constructor(
+    private readonly backend: string,
+    private readonly language: string,
+    kernels: readonly K[],
+  ) {
+    this.#byName = new Map(kernels.map((k) => [k.spec.name, k]));
+  }
+
+  has(kernel: string): boolean {
+    return this.#byName.has(kernel);
+  }
+
+  /** The implementation of `spec` itself; another spec object of the same name is refused. */
+  get(spec: AnyKernelSpec): K {
+    const kernel = this.#byName.get(spec?.name);
+    if (kernel && kernel.spec === spec) return kernel;
+    throw new UnsupportedOnBackendError(`kernel is not implemented on the ${this.backend} backend`, {
+      kernel: spec?.name ?? String(spec),
+      expected: 'a kernel spec from @rayo/core that this backend implements',
+      actual: kernel
+        ? 'another spec object of the same name'
+        : `no ${this.language} implementation of '${spec?.name}'`,
+    });
+  }
+}
+
+/** What `prepareCall` needs of a backend besides the contract. */
+export interface CallSite<K> {
+  readonly backend: Backend;
+  /** Throws unless the backend can still run work (not disposed, device not lost). */
+  checkAlive(api: string): void;
+  /** The backend's implementation of `spec`, or an UnsupportedOnBackendError. */
+  implementationOf(spec: AnyKernelSpec): K;
+  /** A new tensor for an output; `api` names the call in errors. */
+  allocate(api: string, shape: Shape, dtype: DType): Tensor;
+  /** Backend-specific checks of a valid call, before its outputs are allocated. */
+  checkCall?(
+    implementation: K,
+    spec: AnyKernelSpec,
+    inputs: readonly (Tensor | undefined)[],
+    outputs: readonly OutputMeta[],
+  ): void;
+}
+
+/** A validated kernel call whose outputs exist. */
+export interface PreparedCall<K, A extends AttrValues> {
+  readonly implementation: K;
+  readonly attrs: A;
+  readonly io: KernelIO;
+  /** One tensor per declared output: in-place outputs are their inputs, given ones are `options.out`'s. */
+  readonly outputs: Tensor[];
+  /** The outputs allocated for this call, which the caller disposes if the call fails later. */
+  readonly fresh: Tensor[];
+}
+
+/**
+ * The steps every backend takes before it encodes a kernel: liveness check,
+ * the backend's implementation of the spec, validation and inference, and
+ * outputs (in place, given, or allocated).
+ */
+export function prepareCall<K, A extends AttrValues>(
+  site: CallSite<K>,
+  spec: KernelSpec<A>,
+  inputs: readonly (Tensor | undefined)[],
+  attrs: Partial<A> | undefined,
+  options: RunOptions | undefined,
+): PreparedCall<K, A> {
+  site.checkAlive(spec?.name ?? 'run');
+  const implementation = site.implementationOf(spec as AnyKernelSpec);
+  const prepared = prepareKernel(spec, site.backend, inputs, attrs, options);
+  site.checkCall?.(implementation, spec as AnyKernelSpec, inputs, prepared.outputs);
+  const fresh: Tensor[] = [];
+  let outputs: Tensor[];
+  try {
+    outputs = prepared.outputs.map((meta, i) => {
+      if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
+      const given = options?.out?.[i];
+      if (given) return given;
+      const t = site.allocate(spec.name, meta.shape, meta.dtype);
+      fresh.push(t);
+      return t;
+    });
+  } catch (error) {
+    // A refused second output must not leak the first.
+    for (const t of fresh) t.dispose();
+    throw error;
+  }
+  return {
+    implementation,
+    attrs: prepared.attrs,
+    io: { inputs: prepared.inputs, outputs: prepared.outputs },
+    outputs,
+    fresh,
+  };
+}

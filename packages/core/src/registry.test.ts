@@ -1,0 +1,108 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findBackendPackages } from './backendPackages.js';
+import { BackendUnavailableError, InvalidArgumentError } from './errors.js';
+import { createBackend, knownBackendNames, probeBackends, registerBackend } from './registry.js';
+
+/** Writes an ESM package under `nodeModules` whose provider is named `provides`. */
+function writePackage(
+  nodeModules: string,
+  packageName: string,
+  declared: string | undefined,
+  provides = declared,
+): void {
+  const dir = join(nodeModules, ...packageName.split('/'));
+  mkdirSync(dir, { recursive: true });
+  const manifest = {
+    name: packageName,
+    type: 'module',
+    exports: { '.': './index.js' },
+    ...(declared === undefined ? {} : { rayo: { backend: declared } }),
+  };
+  writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest));
+  writeFileSync(
+    join(dir, 'index.js'),
+    `export const backendProvider = {
+      name: ${JSON.stringify(provides)},
+      probe: async () => undefined,
+      create: async () => ({ name: ${JSON.stringify(provides)}, from: ${JSON.stringify(packageName)} }),
+    };`,
+  );
+}
+
+describe('backend packages on disk', () => {
+  let root: string;
+  let project: string;
+  const startedIn = process.cwd();
+
+  beforeAll(() => {
+    root = mkdtempSync(join(tmpdir(), 'rayo-registry-'));
+    project = join(root, 'project');
+    const nodeModules = join(project, 'node_modules');
+    writePackage(nodeModules, '@rayo/fake-backend', 'fake');
+    writePackage(nodeModules, 'rayo-backend-other', 'other');
+    writePackage(nodeModules, '@rayo/not-a-backend', undefined);
+    writePackage(nodeModules, '@rayo/misnamed', 'misnamed', 'something-else');
+    // A second installation of 'fake' further up: the nearer one wins.
+    writePackage(join(root, 'node_modules'), '@rayo/fake-elsewhere', 'fake');
+    mkdirSync(join(project, 'src', 'deep'), { recursive: true });
+  });
+
+  afterAll(() => {
+    process.chdir(startedIn);
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('finds packages that declare a backend, from a directory and its parents', () => {
+    const found = findBackendPackages([join(project, 'src', 'deep')]);
+    expect(found.map((p) => [p.backend, p.packageName]).sort()).toEqual([
+      ['fake', '@rayo/fake-backend'],
+      ['misnamed', '@rayo/misnamed'],
+      ['other', 'rayo-backend-other'],
+    ]);
+    expect(findBackendPackages([join(root, 'nowhere')]).map((p) => p.packageName)).toEqual([
+      '@rayo/fake-elsewhere',
+    ]);
+    // The first start directory wins for a name found from both.
+    const both = findBackendPackages([root, project]).find((p) => p.backend === 'fake');
+    expect(both?.packageName).toBe('@rayo/fake-elsewhere');
+  });
+
+  it('knows and creates the backends installed in the working directory’s project', async () => {
+    process.chdir(join(project, 'src'));
+    expect(knownBackendNames()).toEqual(expect.arrayContaining(['cpu', 'fake', 'other']));
+    expect(knownBackendNames()).not.toContain('not-a-backend');
+    const fake = (await createBackend('fake')) as unknown as { name: string; from: string };
+    expect(fake).toEqual({ name: 'fake', from: '@rayo/fake-backend' });
+    const statuses = await probeBackends(['other', 'misnamed']);
+    expect(statuses[0]).toEqual({ name: 'other', available: true });
+    expect(statuses[1]!.available).toBe(false);
+    expect(statuses[1]!.reason).toMatch(
+      /declares one backend and provides another.*'misnamed'.*'something-else'/,
+    );
+  });
+
+  it('an unknown name lists the known backends and says how to make one known', async () => {
+    process.chdir(project);
+    const error = await createBackend('metal').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BackendUnavailableError);
+    const { message, expected } = error as BackendUnavailableError;
+    expect(expected?.split(' | ')).toEqual(expect.arrayContaining(['cpu', 'fake', 'other']));
+    expect(message).toMatch(/unknown backend 'metal'/);
+    expect(message).toMatch(/"rayo": \{ "backend": "<name>" \}/);
+    expect(message).toMatch(/registerBackend\(provider\)/);
+  });
+
+  it('a registered provider takes precedence over an installed package', async () => {
+    process.chdir(project);
+    registerBackend({
+      name: 'other',
+      probe: async () => undefined,
+      create: async () => ({ name: 'other', from: 'registerBackend' }) as never,
+    });
+    expect(await createBackend('other')).toEqual({ name: 'other', from: 'registerBackend' });
+    expect(() => registerBackend({ name: 'broken' } as never)).toThrow(InvalidArgumentError);
+  });
+});
