@@ -1,6 +1,6 @@
-import type { Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import type { AddressLike, F32, R32, R64 } from '../ptx/operands.js';
+import { asVector } from './common.js';
 
 // Loads and stores shared by the decoding kernels: cache rows move as `.v4`
 // where their length and every base address allow it.
@@ -18,11 +18,6 @@ export function vectorWidth(count: number, addresses: readonly bigint[]): Vector
   return count % 4 === 0 && addresses.every((a) => a % 16n === 0n) ? 4 : 1;
 }
 
-/** A load or store operand of `regs.length` (1 or 4) registers. */
-export function vec<R>(regs: readonly R[]): R | Vec4<R> {
-  return regs.length === 1 ? regs[0]! : (regs as unknown as Vec4<R>);
-}
-
 export function loadF32(k: KernelBuilder, regs: readonly F32[], at: AddressLike): void {
-  k.ldGlobal('f32', vec(regs), at, { nc: true });
+  k.ldGlobal('f32', asVector(regs), at, { nc: true });
 }

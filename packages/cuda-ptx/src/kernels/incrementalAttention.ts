@@ -5,8 +5,8 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Param, type Pred, type R32 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
-import { checkElementCount, loadPointer, loadU32 } from './common.js';
-import { loadDeviceU32, loadF32, type VectorWidth, vec, vectorWidth } from './decodingAccess.js';
+import { asVector, checkElementCount, loadPointer, loadU32 } from './common.js';
+import { loadDeviceU32, loadF32, type VectorWidth, vectorWidth } from './decodingAccess.js';
 import { expF32 } from './math.js';
 
 // One query token's attention over the KV cache as flash-decoding: the cached
@@ -261,7 +261,11 @@ function combineWarps(
     const ok = ln.chunkOk[i] ? k.and('pred', k.reg('pred'), inSlot0, ln.chunkOk[i]!) : inSlot0;
     k.predicated(ok, () => {
       states.forEach((s, h) => {
-        k.stShared('f32', addr(accAt, 4 * (h * headDim + i * layout.lanes * layout.width)), vec(s.acc[i]!));
+        k.stShared(
+          'f32',
+          addr(accAt, 4 * (h * headDim + i * layout.lanes * layout.width)),
+          asVector(s.acc[i]!),
+        );
       });
     });
   }
@@ -574,7 +578,7 @@ export function mergeModule(headDim: number, width: VectorWidth): PtxModule {
           const at = k.elementAddress(partAcc, k.madLo('u32', k.reg('u32'), row, headDim, column), 4);
           split.acc.forEach((r, i) => {
             const ok = ln.chunkOk[i] ? k.and('pred', k.reg('pred'), inside, ln.chunkOk[i]!) : inside;
-            k.predicated(ok, () => k.ldGlobal('f32', vec(r), addr(at, 4 * i * L * width)));
+            k.predicated(ok, () => k.ldGlobal('f32', asVector(r), addr(at, 4 * i * L * width)));
           });
         });
         for (const split of loaded) mergeInto(k, state, split.m, split.l, split.acc);

@@ -4,8 +4,8 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Param, R32, R64 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
-import { BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
-import { loadDeviceU32, type VectorWidth, vec, vectorWidth } from './decodingAccess.js';
+import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
+import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
 import { checkRopeAngles, frequencyExponent, type RopeLayout, ropeSinCos, rotatePair } from './rope.js';
 
 // The KV-cache writes of decoding: the scatter of new rows into the cache,
@@ -92,8 +92,8 @@ export function scatterModule(width: VectorWidth, devicePosition = false): PtxMo
         k.add('u32', row, row, t);
         const dst = k.madLo('u32', k.reg('u32'), row, rowVectors, e);
         const words = k.regs('u32', width);
-        k.ldGlobal('u32', vec(words), k.elementAddress(values, i, bytes), { nc: true });
-        k.stGlobal('u32', k.elementAddress(cache, dst, bytes), vec(words));
+        k.ldGlobal('u32', asVector(words), k.elementAddress(values, i, bytes), { nc: true });
+        k.stGlobal('u32', k.elementAddress(cache, dst, bytes), asVector(words));
       });
     },
     { maxThreadsPerBlock: BLOCK },

@@ -28,6 +28,10 @@ import {
   tileModule,
 } from './matmulTile.js';
 
+// Matrix products: each problem goes to the streaming kernels (GEMV and small
+// M, in gemv.ts) or the tiled kernel, K split across blocks where the output
+// alone gives too few of them.
+
 // ---- choosing a kernel -----------------------------------------------------------
 
 /** One matrix product of a batch, in the spec's terms. */
