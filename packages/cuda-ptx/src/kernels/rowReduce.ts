@@ -28,6 +28,8 @@ import {
 // re-exported, so that every row kernel family imports from here.
 export * from './rowGroups.js';
 
+// ---- a row's elements, per thread --------------------------------------------------------
+
 /** An input of a row kernel. */
 export interface RowSource {
   readonly ptr: R64;
