@@ -29,8 +29,8 @@ import {
 } from './matmulTile.js';
 
 // Matrix products: each problem goes to the streaming kernels (GEMV and small
-// M, in gemv.ts) or the tiled kernel, K split across blocks where the output
-// alone gives too few of them.
+// M, in gemv.ts) or to the tiled kernel, which splits K across blocks where
+// the output alone gives too few of them.
 
 // ---- choosing a kernel -----------------------------------------------------------
 

@@ -3,9 +3,9 @@ import type { F32 } from '../ptx/operands.js';
 import { BLOCK } from './common.js';
 import { biasAndActivation, type Epilogue, epilogueKey, scaleAndAdd } from './gemv.js';
 
-// Split-K: when the output alone gives too few blocks, the tiled and streaming
-// kernels write each split of K's partial sums to scratch, and this kernel
-// adds them and applies the epilogue.
+// Split-K: when the output alone gives too few blocks, the tiled kernel
+// writes each split of K's partial sums to scratch, and this kernel adds them
+// and applies the epilogue.
 
 export const SPLIT_SUM_ENTRY = 'matmul_split_sum';
 

@@ -128,7 +128,8 @@ export function transposeModule(): PtxModule {
             const index = k.madLo('u32', k.reg('u32'), outer, width, inner);
             k.add('u32', index, index, base);
             const at = k.elementAddress(global, index, 4);
-            const shared = k.madLo('u32', k.reg('u32'), slotOf(ly), 4, tileBase);
+            const slot = slotOf(ly);
+            const shared = k.madLo('u32', k.reg('u32'), slot, 4, tileBase);
             const ok = isInside(outer, inner);
             k.predicated(ok, () => move(at, shared));
           }
