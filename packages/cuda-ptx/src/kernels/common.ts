@@ -1,5 +1,6 @@
 import { UnsupportedOnBackendError } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
+import type { VecOf } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import type { Param, R32, R64 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
@@ -51,4 +52,9 @@ export function loadPointer(
   name: string,
 ): R64 {
   return k.globalPointer(params[name] as Param<'ptr'>);
+}
+
+/** A load or store operand of `regs.length` (1, 2 or 4) registers: `.v2`/`.v4` where more than one. */
+export function asVector<R>(regs: readonly R[]): VecOf<R> {
+  return regs.length === 1 ? regs[0]! : (regs as unknown as VecOf<R>);
 }

@@ -16,23 +16,20 @@ import { useEmulatedGpu } from '../testing/emulatedGpu.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import { FakeLibCuda } from '../testing/fakeLibCuda.js';
 import { PtxInterpreter } from '../testing/ptxInterpreter.js';
+import { DECODING_KERNELS } from './decoding.js';
+import { vectorWidth } from './decodingAccess.js';
 import {
   ATTENTION_WARPS,
   type AttentionConfig,
   attentionKey,
   attentionModule,
-  DECODING_KERNELS,
   laneLayout,
   MAX_SPLITS,
   MIN_SPLIT_TOKENS,
   mergeModule,
   planAttention,
-  ropeScatterKey,
-  ropeScatterModule,
-  scatterKey,
-  scatterModule,
-  vectorWidth,
-} from './decoding.js';
+} from './incrementalAttention.js';
+import { ropeScatterKey, ropeScatterModule, scatterKey, scatterModule } from './kvCache.js';
 
 const H100 = { multiprocessors: 132 };
 

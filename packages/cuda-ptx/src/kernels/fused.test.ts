@@ -23,15 +23,8 @@ import {
   fusedModule,
 } from './fused.js';
 import { dotKey, dotModule, type RowVariant } from './gemv.js';
-import {
-  splitSumKey,
-  splitSumModule,
-  TILE_LARGE,
-  TILE_MID,
-  type TileVariant,
-  tileKey,
-  tileModule,
-} from './matmul.js';
+import { splitSumKey, splitSumModule } from './matmulSplitK.js';
+import { TILE_LARGE, TILE_MID, type TileVariant, tileKey, tileModule } from './matmulTile.js';
 
 const variants: FusedVariant[] = [
   ...[1, 2, 3, 4, 8, 9, FUSED_MAX_ROWS].flatMap((rows) =>

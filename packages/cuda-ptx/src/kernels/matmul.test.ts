@@ -16,20 +16,9 @@ import {
   MAX_ROWS,
   type RowVariant,
 } from './gemv.js';
-import {
-  axpyColumns,
-  MATMUL_KERNELS,
-  type MatmulProblem,
-  MIN_SPLIT_K,
-  planMatmul,
-  splitSumKey,
-  splitSumModule,
-  TILE_LARGE,
-  TILE_MID,
-  type TileVariant,
-  tileKey,
-  tileModule,
-} from './matmul.js';
+import { axpyColumns, MATMUL_KERNELS, type MatmulProblem, MIN_SPLIT_K, planMatmul } from './matmul.js';
+import { splitSumKey, splitSumModule } from './matmulSplitK.js';
+import { TILE_LARGE, TILE_MID, type TileVariant, tileKey, tileModule } from './matmulTile.js';
 
 const H100 = { multiprocessors: 132 };
 const ALIGNED = { a: true, b: true, y: true, c: true };

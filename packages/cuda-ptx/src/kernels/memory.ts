@@ -1,7 +1,7 @@
 import { copy, type DType, fill, transpose } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr } from '../ptx/operands.js';
+import { addr, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
 
 // Every dtype of this family is 32 bits wide and moving data never looks at
@@ -105,39 +105,56 @@ export function transposeModule(): PtxModule {
           const inC = k.setp('lt', 'u32', k.reg('pred'), c, cols);
           return k.and('pred', k.reg('pred'), inR, inC);
         };
+        /**
+         * Moves the tile's elements between the matrix at `global` (`width`
+         * wide, rows from `outer0`, columns from `inner0`) and the shared
+         * tile, TILE/ROWS rows per thread: thread (tx, ty + j) takes element
+         * (outer0 + ty + j, inner0 + tx), so each warp's accesses are a
+         * contiguous run of one row.
+         */
+        const pass = (
+          outer0: R32,
+          inner0: R32,
+          width: R32,
+          global: R64,
+          slotOf: (ly: R32) => R32,
+          isInside: (outer: R32, inner: R32) => Pred,
+          move: (at: R64, shared: R32) => void,
+        ) => {
+          for (let j = 0; j < TILE; j += ROWS) {
+            const ly = k.add('u32', k.reg('u32'), ty, j);
+            const outer = k.add('u32', k.reg('u32'), outer0, ly);
+            const inner = k.add('u32', k.reg('u32'), inner0, tx);
+            const index = k.madLo('u32', k.reg('u32'), outer, width, inner);
+            k.add('u32', index, index, base);
+            const at = k.elementAddress(global, index, 4);
+            const slot = slotOf(ly);
+            const shared = k.madLo('u32', k.reg('u32'), slot, 4, tileBase);
+            const ok = isInside(outer, inner);
+            k.predicated(ok, () => move(at, shared));
+          }
+        };
         // Coalesced reads along the input's rows into tile[ty + j][tx].
-        for (let j = 0; j < TILE; j += ROWS) {
-          const ly = k.add('u32', k.reg('u32'), ty, j);
-          const r = k.add('u32', k.reg('u32'), r0, ly);
-          const c = k.add('u32', k.reg('u32'), c0, tx);
-          const src = k.madLo('u32', k.reg('u32'), r, cols, c);
-          k.add('u32', src, src, base);
-          const from = k.elementAddress(x, src, 4);
-          const slot = k.madLo('u32', k.reg('u32'), ly, PITCH, tx);
-          const to = k.madLo('u32', k.reg('u32'), slot, 4, tileBase);
-          const ok = inside(r, c);
-          k.predicated(ok, () => {
-            const v = k.ldGlobal('u32', k.reg('u32'), from, { nc: true });
-            k.stShared('u32', addr(to), v);
-          });
-        }
+        pass(
+          r0,
+          c0,
+          cols,
+          x,
+          (ly) => k.madLo('u32', k.reg('u32'), ly, PITCH, tx),
+          inside,
+          (from, to) => k.stShared('u32', addr(to), k.ldGlobal('u32', k.reg('u32'), from, { nc: true })),
+        );
         k.barSync();
         // Coalesced writes along the output's rows (the input's columns) from tile[tx][ty + j].
-        for (let j = 0; j < TILE; j += ROWS) {
-          const ly = k.add('u32', k.reg('u32'), ty, j);
-          const c = k.add('u32', k.reg('u32'), c0, ly);
-          const r = k.add('u32', k.reg('u32'), r0, tx);
-          const dst = k.madLo('u32', k.reg('u32'), c, rows, r);
-          k.add('u32', dst, dst, base);
-          const to = k.elementAddress(y, dst, 4);
-          const slot = k.madLo('u32', k.reg('u32'), tx, PITCH, ly);
-          const from = k.madLo('u32', k.reg('u32'), slot, 4, tileBase);
-          const ok = inside(r, c);
-          k.predicated(ok, () => {
-            const v = k.ldShared('u32', k.reg('u32'), addr(from));
-            k.stGlobal('u32', to, v);
-          });
-        }
+        pass(
+          c0,
+          r0,
+          rows,
+          y,
+          (ly) => k.madLo('u32', k.reg('u32'), tx, PITCH, ly),
+          (c, r) => inside(r, c),
+          (to, from) => k.stGlobal('u32', to, k.ldShared('u32', k.reg('u32'), addr(from))),
+        );
         // The next tile overwrites the shared one only after everyone read it.
         k.barSync();
       });

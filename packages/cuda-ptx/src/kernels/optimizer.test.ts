@@ -14,15 +14,17 @@ import { DEFAULT_TARGET } from '../ptx/target.js';
 import { useEmulatedGpu } from '../testing/emulatedGpu.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
-  adamwConstants,
-  adamwDeviceConstants,
-  adamwKey,
-  adamwModule,
   CLIP_SLOTS,
   clipGroups,
   clipNormModule,
   clipScaleModule,
   clipSumSquaresModule,
+} from './clipByGlobalNorm.js';
+import {
+  adamwConstants,
+  adamwDeviceConstants,
+  adamwKey,
+  adamwModule,
   KERNEL_PARAM_BYTES,
   MULTI_ADAMW_CHUNK,
   MULTI_ADAMW_SLOTS,
@@ -33,9 +35,8 @@ import {
   type SgdMode,
   sgdMode,
   sgdModule,
-  type VectorWidth,
-  vectorWidthFor,
 } from './optimizer.js';
+import { type VectorWidth, vectorWidthFor } from './optimizerLoops.js';
 
 function operand(ptr: bigint, size: number): Operand {
   return { ptr, size, shape: [size], dtype: 'f32', byteLength: 4 * size };

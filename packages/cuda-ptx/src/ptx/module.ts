@@ -1,5 +1,6 @@
+import type { EntryState } from './builderCore.js';
 import { describeValue, misuse } from './errors.js';
-import { type EntryState, KernelBuilder, registerDeclarations, sharedDeclaration } from './kernel.js';
+import { KernelBuilder, registerDeclarations, sharedDeclaration } from './kernel.js';
 import { Param, type Scope, SharedVar } from './operands.js';
 import { checkTarget, DEFAULT_PTX_VERSION, DEFAULT_TARGET } from './target.js';
 import { PARAM_TYPES, type ParamType, paramScalar, type RegClass, TYPE_BYTES } from './types.js';

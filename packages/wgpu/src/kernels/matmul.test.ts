@@ -2,7 +2,8 @@ import { batchedMatmul, inferKernel, matmul } from '@rayo/core';
 import { compareOutputs, Rng, VALID_CASES } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backendProvider, createWgpuBackend, type WgpuBackend } from '../index.js';
-import { type MatmulPlan, type MatmulProblem, planMatmul, TILE_LARGE, TILE_MID } from './matmul.js';
+import { type MatmulPlan, type MatmulProblem, planMatmul } from './matmul.js';
+import { TILE_LARGE, TILE_MID } from './matmulTile.js';
 
 /** What distinguishes plans in the coverage checks below. */
 function describePlan(plan: MatmulPlan): string {

@@ -1,0 +1,301 @@
+import { kvCacheScatter, ropeKvScatter } from '@rayo/core';
+import { cudaKernel, type LaunchValue, type Operand } from '../kernel.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
+import { PtxModule } from '../ptx/module.js';
+import type { F32, Param, R32, R64 } from '../ptx/operands.js';
+import type { ParamType } from '../ptx/types.js';
+import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
+import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
+import { checkRopeAngles, frequencyExponent, type RopeLayout, ropeSinCos, rotatePair } from './rope.js';
+
+// The KV-cache writes of decoding: the scatter of new rows into the cache,
+// and the same with RoPE applied to q and k on the way (ropeKvScatter).
+//
+// A position may instead be read from a device tensor when the kernel runs,
+// so that a recorded graph replays for the value last written there; a device
+// position whose rows do not fit writes nothing.
+
+// ---- the write position --------------------------------------------------------------
+
+/** The position as a parameter, or its address and the last position whose rows fit. */
+function positionParams(devicePosition: boolean): Record<string, ParamType> {
+  return devicePosition ? { positionAt: 'ptr', lastPosition: 'u32' } : { position: 'u32' };
+}
+
+/** The launch values of `positionParams`. */
+function positionArgs(
+  positionAt: Operand | undefined,
+  position: number,
+  lastPosition: number,
+): Record<string, LaunchValue> {
+  return positionAt ? { positionAt, lastPosition } : { position };
+}
+
+/**
+ * The write position, and the count of items to write: `n`, or `unfitCount`
+ * where a device position's rows do not fit the cache.
+ */
+function loadPosition(
+  k: KernelBuilder,
+  p: Readonly<Record<string, Param<ParamType>>>,
+  devicePosition: boolean,
+  n: R32,
+  unfitCount: R32 | number,
+): { position: R32; n: R32 } {
+  if (!devicePosition) return { position: loadU32(k, p, 'position'), n };
+  const position = loadDeviceU32(k, loadPointer(k, p, 'positionAt'));
+  // Negative positions are huge as u32: both ends fail one comparison.
+  const fits = k.setp('le', 'u32', k.reg('pred'), position, loadU32(k, p, 'lastPosition'));
+  return { position, n: k.selp('u32', k.reg('u32'), n, unfitCount, fits) };
+}
+
+// ---- kvCacheScatter ---------------------------------------------------------------
+
+export function scatterKey(width: VectorWidth, devicePosition = false): string {
+  return `decoding/kvCacheScatter/v${width}${devicePosition ? '/at' : ''}`;
+}
+
+/**
+ * cache[h, position + t, :] = values[t, h·headDim : (h+1)·headDim], counted
+ * in vectors of `width` words: a grid-stride loop over the values in order,
+ * so reads are contiguous and writes are contiguous runs of a row. Words are
+ * moved as u32 (bit-exact).
+ */
+export function scatterModule(width: VectorWidth, devicePosition = false): PtxModule {
+  const m = new PtxModule();
+  const where = positionParams(devicePosition);
+  m.entry(
+    'kv_cache_scatter',
+    {
+      values: 'ptr',
+      cache: 'ptr',
+      n: 'u32',
+      rowVectors: 'u32',
+      tokenVectors: 'u32',
+      maxSeq: 'u32',
+      ...where,
+    } as Record<string, ParamType>,
+    (k, p) => {
+      const values = loadPointer(k, p, 'values');
+      const cache = loadPointer(k, p, 'cache');
+      const rowVectors = loadU32(k, p, 'rowVectors');
+      const tokenVectors = loadU32(k, p, 'tokenVectors');
+      const maxSeq = loadU32(k, p, 'maxSeq');
+      const bytes = 4 * width;
+      const { position, n } = loadPosition(k, p, devicePosition, loadU32(k, p, 'n'), 0);
+      k.gridStrideLoop(n, (i) => {
+        const t = k.div('u32', k.reg('u32'), i, tokenVectors);
+        const inToken = k.sub('u32', k.reg('u32'), i, k.mulLo('u32', k.reg('u32'), t, tokenVectors));
+        const h = k.div('u32', k.reg('u32'), inToken, rowVectors);
+        const e = k.sub('u32', k.reg('u32'), inToken, k.mulLo('u32', k.reg('u32'), h, rowVectors));
+        const row = k.madLo('u32', k.reg('u32'), h, maxSeq, position);
+        k.add('u32', row, row, t);
+        const dst = k.madLo('u32', k.reg('u32'), row, rowVectors, e);
+        const words = k.regs('u32', width);
+        k.ldGlobal('u32', asVector(words), k.elementAddress(values, i, bytes), { nc: true });
+        k.stGlobal('u32', k.elementAddress(cache, dst, bytes), asVector(words));
+      });
+    },
+    { maxThreadsPerBlock: BLOCK },
+  );
+  return m;
+}
+
+export const scatterKernel = cudaKernel(kvCacheScatter, (encoder, { inputs, attrs }) => {
+  const cache = inputs[0]!;
+  const values = inputs[1]!;
+  const positionAt = inputs[2];
+  if (values.size === 0) return;
+  checkElementCount('kvCacheScatter', 'cache', cache.size);
+  const [nHeads, maxSeq, headDim] = cache.shape as [number, number, number];
+  const width = vectorWidth(headDim, [cache.ptr, values.ptr]);
+  const rowVectors = headDim / width;
+  const n = values.size / width;
+  const tokens = values.size / (nHeads * headDim);
+  const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
+  encoder.launch({
+    key: scatterKey(width, positionAt !== undefined),
+    module: () => scatterModule(width, positionAt !== undefined),
+    entry: 'kv_cache_scatter',
+    grid: gridFor(encoder.device, n),
+    block: BLOCK,
+    args: {
+      values,
+      cache,
+      n,
+      rowVectors,
+      tokenVectors: nHeads * rowVectors,
+      maxSeq,
+      ...where,
+    },
+  });
+});
+
+// ---- ropeKvScatter ------------------------------------------------------------
+
+export function ropeScatterKey(layout: RopeLayout, devicePosition = false): string {
+  return `decoding/ropeKvScatter/${layout}${devicePosition ? '/at' : ''}`;
+}
+
+/**
+ * One thread per item, in order: the rotated pairs of q (written to y), the
+ * rotated pairs of k (written to their kCache rows), then the words of v
+ * (copied to their vCache rows). A device position whose rows do not fit
+ * leaves only the items of q, so nothing is written to the caches.
+ */
+export function ropeScatterModule(layout: RopeLayout, devicePosition = false): PtxModule {
+  const m = new PtxModule();
+  const where = positionParams(devicePosition);
+  m.entry(
+    'rope_kv_scatter',
+    {
+      q: 'ptr',
+      k: 'ptr',
+      v: 'ptr',
+      y: 'ptr',
+      kCache: 'ptr',
+      vCache: 'ptr',
+      qPairs: 'u32',
+      pairs: 'u32',
+      n: 'u32',
+      half: 'u32',
+      heads: 'u32',
+      kvHeads: 'u32',
+      maxSeq: 'u32',
+      cHi: 'f32',
+      cLo: 'f32',
+      ...where,
+    } as Record<string, ParamType>,
+    (k, p) => {
+      const [q, kIn, v, y, kCache, vCache] = ['q', 'k', 'v', 'y', 'kCache', 'vCache'].map((name) =>
+        loadPointer(k, p, name),
+      ) as [R64, R64, R64, R64, R64, R64];
+      const [qPairs, pairs, half, heads, kvHeads, maxSeq] = [
+        'qPairs',
+        'pairs',
+        'half',
+        'heads',
+        'kvHeads',
+        'maxSeq',
+      ].map((name) => loadU32(k, p, name)) as [R32, R32, R32, R32, R32, R32];
+      const cHi = k.ldParam(p.cHi as Param<'f32'>);
+      const cLo = k.ldParam(p.cLo as Param<'f32'>);
+      const headDim = k.add('u32', k.reg('u32'), half, half);
+      const { position, n } = loadPosition(k, p, devicePosition, loadU32(k, p, 'n'), qPairs);
+      /** The cache row of token t, kv head h: (h·maxSeq + position + t). */
+      const cacheRow = (h: R32, t: R32) => {
+        const row = k.madLo('u32', k.reg('u32'), h, maxSeq, position);
+        return k.add('u32', row, row, t);
+      };
+      k.gridStrideLoop(n, (item) => {
+        const isV = k.setp('ge', 'u32', k.reg('pred'), item, pairs);
+        k.ifElse(
+          isV,
+          () => {
+            const j = k.sub('u32', k.reg('u32'), item, pairs);
+            const rest = k.div('u32', k.reg('u32'), j, headDim);
+            const e = k.sub('u32', k.reg('u32'), j, k.mulLo('u32', k.reg('u32'), rest, headDim));
+            const t = k.div('u32', k.reg('u32'), rest, kvHeads);
+            const h = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), t, kvHeads));
+            const dst = k.madLo('u32', k.reg('u32'), cacheRow(h, t), headDim, e);
+            const word = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(v, j, 4), { nc: true });
+            k.stGlobal('u32', k.elementAddress(vCache, dst, 4), word);
+          },
+          () => {
+            // A pair of q or of k: the same rotation, from and to different places.
+            const isK = k.setp('ge', 'u32', k.reg('pred'), item, qPairs);
+            const j = k.sub('u32', k.reg('u32'), item, k.selp('u32', k.reg('u32'), qPairs, 0, isK));
+            const rowHeads = k.selp('u32', k.reg('u32'), kvHeads, heads, isK);
+            const rest = k.div('u32', k.reg('u32'), j, half);
+            const i = k.sub('u32', k.reg('u32'), j, k.mulLo('u32', k.reg('u32'), rest, half));
+            const t = k.div('u32', k.reg('u32'), rest, rowHeads);
+            const h = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), t, rowHeads));
+            const { sin, cos } = ropeSinCos(k, k.add('u32', k.reg('u32'), position, t), i, cHi, cLo);
+            // Element offsets of the pair in a head: (i, i + half) or (2i, 2i + 1).
+            const first = layout === 'half' ? i : k.add('u32', k.reg('u32'), i, i);
+            const second = k.add('u32', k.reg('u32'), first, layout === 'half' ? half : 1);
+            const src = k.mulLo('u32', k.reg('u32'), rest, headDim);
+            const dst = k.selp(
+              'u32',
+              k.reg('u32'),
+              k.mulLo('u32', k.reg('u32'), cacheRow(h, t), headDim),
+              src,
+              isK,
+            );
+            const from = k.selp('u64', k.reg('u64'), kIn, q, isK);
+            const to = k.selp('u64', k.reg('u64'), kCache, y, isK);
+            const values = [first, second].map((at) =>
+              k.ldGlobal(
+                'f32',
+                k.reg('f32'),
+                k.elementAddress(from, k.add('u32', k.reg('u32'), src, at), 4),
+                {
+                  nc: true,
+                },
+              ),
+            ) as [F32, F32];
+            const rotated = rotatePair(k, values[0], values[1], cos, sin);
+            for (const [e, at] of [first, second].entries()) {
+              k.stGlobal('f32', k.elementAddress(to, k.add('u32', k.reg('u32'), dst, at), 4), rotated[e]!);
+            }
+          },
+        );
+      });
+    },
+    { maxThreadsPerBlock: BLOCK },
+  );
+  return m;
+}
+
+export const ropeScatterKernel = cudaKernel(ropeKvScatter, (encoder, { inputs, outputs, attrs }) => {
+  const [q, kIn, v, kCache, vCache, positionAt] = inputs as [
+    Operand,
+    Operand,
+    Operand,
+    Operand,
+    Operand,
+    Operand | undefined,
+  ];
+  const y = outputs[0]!;
+  if (q.size === 0) return;
+  checkElementCount('ropeKvScatter', 'kCache', kCache.size);
+  checkElementCount('ropeKvScatter', 'q', q.size + 2 * kIn.size);
+  const [tokens, heads, headDim] = q.shape as [number, number, number];
+  const [kvHeads, maxSeq] = kCache.shape as [number, number, number];
+  const half = headDim / 2;
+  checkRopeAngles(
+    'ropeKvScatter',
+    'attrs.position',
+    positionAt ? maxSeq - 1 : attrs.position + tokens - 1,
+    attrs.theta,
+    headDim,
+  );
+  const qPairs = tokens * heads * half;
+  const pairs = qPairs + tokens * kvHeads * half;
+  const n = pairs + v.size;
+  const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
+  encoder.launch({
+    key: ropeScatterKey(attrs.layout, positionAt !== undefined),
+    module: () => ropeScatterModule(attrs.layout, positionAt !== undefined),
+    entry: 'rope_kv_scatter',
+    grid: gridFor(encoder.device, n),
+    block: BLOCK,
+    args: {
+      q,
+      k: kIn,
+      v,
+      y,
+      kCache,
+      vCache,
+      qPairs,
+      pairs,
+      n,
+      half,
+      heads,
+      kvHeads,
+      maxSeq,
+      ...frequencyExponent(attrs.theta, headDim),
+      ...where,
+    },
+  });
+});

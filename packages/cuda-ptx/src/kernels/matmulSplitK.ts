@@ -1,0 +1,72 @@
+import { PtxModule } from '../ptx/module.js';
+import type { F32 } from '../ptx/operands.js';
+import { BLOCK } from './common.js';
+import { biasAndActivation, type Epilogue, epilogueKey, scaleAndAdd } from './gemv.js';
+
+// Split-K: when the output alone gives too few blocks, the tiled kernel
+// writes each split of K's partial sums to scratch, and this kernel adds them
+// and applies the epilogue.
+
+export const SPLIT_SUM_ENTRY = 'matmul_split_sum';
+
+export function splitSumKey(withC: boolean, epilogue?: Epilogue): string {
+  return `matmul/split_sum${withC ? '/c' : ''}${epilogueKey(epilogue)}`;
+}
+
+/**
+ * y[i] = alpha · Σ_s parts[s · total + i] (+ beta · c[i]): the split-K
+ * tiles' partial sums, added in split order (the same result every run),
+ * then linear's bias (of column i mod n) and activation.
+ */
+export function splitSumModule(withC: boolean, epilogue?: Epilogue): PtxModule {
+  const m = new PtxModule();
+  m.entry(
+    SPLIT_SUM_ENTRY,
+    {
+      parts: 'ptr',
+      c: 'ptr',
+      y: 'ptr',
+      total: 'u32',
+      splits: 'u32',
+      alpha: 'f32',
+      beta: 'f32',
+      bias: 'ptr',
+      z: 'ptr',
+      n: 'u32',
+    },
+    (k, p) => {
+      const parts = k.globalPointer(p.parts);
+      const c = k.globalPointer(p.c);
+      const y = k.globalPointer(p.y);
+      const total = k.ldParam(p.total);
+      const splits = k.ldParam(p.splits);
+      const alpha = k.ldParam(p.alpha);
+      const beta = k.ldParam(p.beta);
+      k.gridStrideLoop(total, (i) => {
+        const sum = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(parts, i, 4), { nc: true });
+        const at = k.mov('u32', k.reg('u32'), i);
+        const s = k.reg('u32');
+        k.forRange(s, 1, splits, 1, () => {
+          k.add('u32', at, at, total);
+          const part = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(parts, at, 4), { nc: true });
+          k.add('f32', sum, sum, part, { rnd: 'rn' });
+        });
+        const extra = withC
+          ? { beta, c: k.ldGlobal('f32', k.reg('f32'), k.elementAddress(c, i, 4), { nc: true }) }
+          : undefined;
+        let bias: F32 | undefined;
+        if (epilogue?.bias) {
+          const col = k.rem('u32', k.reg('u32'), i, k.ldParam(p.n));
+          bias = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(k.globalPointer(p.bias), col, 4), {
+            nc: true,
+          });
+        }
+        const out = biasAndActivation(k, epilogue, scaleAndAdd(k, sum, alpha, extra), bias);
+        if (epilogue?.z) k.stGlobal('f32', k.elementAddress(k.globalPointer(p.z), i, 4), out.z);
+        k.stGlobal('f32', k.elementAddress(y, i, 4), out.y);
+      });
+    },
+    { maxThreadsPerBlock: BLOCK },
+  );
+  return m;
+}
