@@ -13,14 +13,31 @@ export interface BrowserConformanceReport {
   readonly failures: readonly { readonly name: string; readonly message: string }[];
   /** Seconds spent in each check group, to show where the time goes. */
   readonly groupSeconds: Readonly<Record<string, number>>;
+  /** The slowest checks, slowest first, with the pipelines each compiled (compiling is most of SwiftShader's time). */
+  readonly slowestChecks: readonly {
+    readonly name: string;
+    readonly seconds: number;
+    readonly compiles: number;
+  }[];
+  /** Compute pipelines compiled over the whole run. */
+  readonly pipelinesCompiled: number;
 }
+
+const SLOWEST_KEPT = 5;
 
 /** Set by the Node side (page.exposeFunction) to stream each result as it comes. */
 type ReportCheck = (group: string, name: string, error: string | undefined) => Promise<void>;
 
 async function runConformance(filter?: string): Promise<BrowserConformanceReport> {
   const gpu = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
-  const empty = { passed: 0, failed: 0, failures: [], groupSeconds: {} };
+  const empty = {
+    passed: 0,
+    failed: 0,
+    failures: [],
+    groupSeconds: {},
+    slowestChecks: [],
+    pipelinesCompiled: 0,
+  };
   if (!gpu) return { adapter: undefined, unavailable: 'the page has no navigator.gpu', ...empty };
   let backend: Awaited<ReturnType<typeof createWgpuBackend>>;
   try {
@@ -34,15 +51,24 @@ async function runConformance(filter?: string): Promise<BrowserConformanceReport
     : suite.checks;
   const report = (globalThis as { reportCheck?: ReportCheck }).reportCheck;
   const groupSeconds: Record<string, number> = {};
+  const checkSeconds: { name: string; seconds: number; compiles: number }[] = [];
+  const compiles = () => backend.objectCounts().pipelines.compiles;
   const timed = checks.map(
     (check): ConformanceCheck => ({
       ...check,
       async run() {
         const started = performance.now();
+        const compiledBefore = compiles();
         try {
           await check.run();
         } finally {
-          groupSeconds[check.group] = (groupSeconds[check.group] ?? 0) + (performance.now() - started) / 1000;
+          const seconds = (performance.now() - started) / 1000;
+          groupSeconds[check.group] = (groupSeconds[check.group] ?? 0) + seconds;
+          checkSeconds.push({
+            name: `${check.group} › ${check.name}`,
+            seconds,
+            compiles: compiles() - compiledBefore,
+          });
         }
       },
     }),
@@ -50,6 +76,7 @@ async function runConformance(filter?: string): Promise<BrowserConformanceReport
   const summary = await runChecks(timed, (check, error) => {
     void report?.(check.group, check.name, error === undefined ? undefined : String(error));
   });
+  const pipelinesCompiled = compiles();
   await suite.teardown();
   return {
     adapter: backend.info.device,
@@ -57,6 +84,8 @@ async function runConformance(filter?: string): Promise<BrowserConformanceReport
     failed: summary.failed,
     failures: summary.failures,
     groupSeconds,
+    pipelinesCompiled,
+    slowestChecks: checkSeconds.sort((a, b) => b.seconds - a.seconds).slice(0, SLOWEST_KEPT),
   };
 }
 

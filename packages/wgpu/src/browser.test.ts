@@ -23,11 +23,16 @@ if (!chromium && process.env.CI !== 'true') {
           },
         });
         expect(report.adapter, `no WebGPU adapter in the browser: ${report.unavailable}`).toBeDefined();
-        const slowest = Object.entries(report.groupSeconds)
+        const groups = Object.entries(report.groupSeconds)
           .sort(([, a], [, b]) => b - a)
           .slice(0, 5)
           .map(([group, seconds]) => `${group} ${seconds.toFixed(1)} s`);
-        console.log(`slowest groups: ${slowest.join(', ')}`);
+        const checks = report.slowestChecks.map(
+          ({ name, seconds, compiles }) => `${name} ${seconds.toFixed(1)} s, ${compiles} pipelines compiled`,
+        );
+        console.log(
+          `${report.pipelinesCompiled} pipelines compiled; slowest groups: ${groups.join(', ')}\nslowest checks:\n  ${checks.join('\n  ')}`,
+        );
         console.log(
           `browser conformance (wgpu, ${report.adapter}): ${report.passed} passed, ${report.failed} failed`,
         );
