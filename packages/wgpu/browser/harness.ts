@@ -30,13 +30,9 @@ export function findChromium(env: NodeJS.ProcessEnv = process.env): string | und
 }
 
 // WebGPU on SwiftShader, Chromium's CPU Vulkan: the same adapter on every
-// machine, with or without a GPU. --no-sandbox because CI runs as root.
-export const CHROMIUM_ARGS = [
-  '--headless=new',
-  '--no-sandbox',
-  '--enable-unsafe-webgpu',
-  '--use-webgpu-adapter=swiftshader',
-];
+// machine, with or without a GPU. --no-sandbox because CI runs as root;
+// puppeteer's headless: true adds --headless=new.
+export const CHROMIUM_ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader'];
 
 /** The page script: page.ts and everything it imports, sources included, for the browser. */
 export async function bundlePage(): Promise<string> {

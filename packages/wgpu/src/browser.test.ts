@@ -14,7 +14,7 @@ if (!chromium && process.env.CI !== 'true') {
     it(
       'passes every check in headless Chromium on navigator.gpu',
       async () => {
-        if (!chromium) throw new Error('no chromium on PATH (install chromium or set CHROMIUM_PATH)');
+        if (!chromium) throw new Error('no chromium: install it (on PATH) or set CHROMIUM_PATH to it');
         const report = await runBrowserConformance({
           executablePath: chromium,
           filter: process.env.RAYO_BROWSER_FILTER,
