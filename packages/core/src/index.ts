@@ -10,6 +10,7 @@ export type {
 } from './backend.js';
 export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch } from './batchCalls.js';
 export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
+export * from './communicator.js';
 export { type DecodeStep, decodeStep } from './decodeStep.js';
 export * from './dtype.js';
 export * from './errors.js';

@@ -1,0 +1,179 @@
+import type { Backend } from './backend.js';
+import { DTypeError, InvalidArgumentError, RayoError, ShapeError } from './errors.js';
+import { copy } from './kernels/memory.js';
+import { formatShape } from './shape.js';
+import type { Tensor } from './tensor.js';
+
+/**
+ * A collective failed (the library's message says why), timed out, or was
+ * called after the communicator was aborted or disposed.
+ */
+export class CollectiveError extends RayoError {}
+
+/** How an all-reduce or reduce-scatter combines the ranks' values. */
+export type ReduceOp = 'sum' | 'avg' | 'max' | 'min' | 'prod';
+
+export const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min', 'prod'];
+
+/**
+ * Collective operations over a group of ranks, one process (or device) per
+ * rank. Every operation is enqueued on the backend's queue/stream in order
+ * with kernels and returns without waiting; a later read, `sync()` or
+ * `barrier()` waits. Every rank must call the same operations in the same
+ * order with tensors of the same shapes and dtypes.
+ */
+export interface Communicator {
+  readonly rank: number;
+  readonly size: number;
+  /** The backend whose tensors the collectives take. */
+  readonly backend: Backend;
+  /** Reduces each tensor across the ranks, in place (issued together where the library can fuse them). */
+  allReduce(tensors: readonly Tensor[], op?: ReduceOp): void;
+  /** Overwrites each rank's `tensor` with rank `root`'s. */
+  broadcast(tensor: Tensor, root?: number): void;
+  /** `output` (size·n elements) gets every rank's `input` (n elements), rank r's at offset r·n. */
+  allGather(input: Tensor, output: Tensor): void;
+  /** Reduces `input` (size·n elements) across the ranks; rank r's `output` (n elements) gets block r. */
+  reduceScatter(input: Tensor, output: Tensor, op?: ReduceOp): void;
+  /** Resolves once every rank has reached it and this rank's enqueued collectives have completed. */
+  barrier(): Promise<void>;
+  /** Stops every pending collective of this rank so that nothing waits forever; the communicator is unusable afterwards. */
+  abort(reason?: string): void;
+  /** Waits for pending collectives and releases the communicator. */
+  dispose(): Promise<void>;
+}
+
+/**
+ * Where ranks exchange the few bytes a communicator needs before it exists
+ * (e.g. NCCL's unique id): a key-value store that every rank reaches.
+ */
+export interface RendezvousStore {
+  set(key: string, value: Uint8Array): Promise<void>;
+  /** Waits until the key is set, up to the store's timeout. */
+  get(key: string): Promise<Uint8Array>;
+  close(): Promise<void>;
+}
+
+/** Validates the arguments every communicator checks the same way (shapes, dtypes, backend, root, op). */
+export const collectiveChecks = {
+  op(api: string, op: string): ReduceOp {
+    if (!(REDUCE_OPS as readonly string[]).includes(op)) {
+      throw new InvalidArgumentError('unknown reduce operation', {
+        kernel: api,
+        argument: 'op',
+        expected: REDUCE_OPS.join(' | '),
+        actual: String(op),
+      });
+    }
+    return op as ReduceOp;
+  },
+  root(api: string, root: number, size: number): void {
+    if (!Number.isInteger(root) || root < 0 || root >= size) {
+      throw new InvalidArgumentError('root is not a rank of the communicator', {
+        kernel: api,
+        argument: 'root',
+        expected: `an integer in [0, ${size})`,
+        actual: String(root),
+      });
+    }
+  },
+  backend(api: string, argument: string, tensor: Tensor, backend: Backend): void {
+    if (tensor.backend !== backend) {
+      throw new InvalidArgumentError("the tensor belongs to another backend than the communicator's", {
+        kernel: api,
+        argument,
+        expected: backend.name,
+        actual: tensor.backend.name,
+      });
+    }
+  },
+  /** `whole` must hold `size` blocks of `part` (same dtype). */
+  blocks(api: string, part: Tensor, whole: Tensor, wholeName: string, size: number): void {
+    if (whole.dtype !== part.dtype) {
+      throw new DTypeError('the two tensors of a collective must share a dtype', {
+        kernel: api,
+        argument: wholeName,
+        expected: part.dtype,
+        actual: whole.dtype,
+      });
+    }
+    if (whole.size !== part.size * size) {
+      throw new ShapeError(`must hold ${size} blocks (one per rank) of the per-rank tensor`, {
+        kernel: api,
+        argument: wholeName,
+        expected: `${part.size * size} elements`,
+        actual: `${whole.size} elements (${formatShape(whole.shape)})`,
+      });
+    }
+  },
+};
+
+/**
+ * The communicator of a group of one: every collective is the identity (a
+ * copy where input and output differ), on any backend. A program written for
+ * data parallelism runs unchanged on one device with it.
+ */
+export class SingleRankCommunicator implements Communicator {
+  readonly rank = 0;
+  readonly size = 1;
+  #aborted: string | undefined;
+
+  constructor(readonly backend: Backend) {}
+
+  allReduce(tensors: readonly Tensor[], op: ReduceOp = 'sum'): void {
+    this.#alive('allReduce');
+    collectiveChecks.op('allReduce', op);
+    tensors.forEach((t, i) => {
+      collectiveChecks.backend('allReduce', `tensors[${i}]`, t, this.backend);
+    });
+  }
+
+  broadcast(tensor: Tensor, root = 0): void {
+    this.#alive('broadcast');
+    collectiveChecks.root('broadcast', root, 1);
+    collectiveChecks.backend('broadcast', 'tensor', tensor, this.backend);
+  }
+
+  allGather(input: Tensor, output: Tensor): void {
+    this.#alive('allGather');
+    this.#copy('allGather', input, output);
+  }
+
+  reduceScatter(input: Tensor, output: Tensor, op: ReduceOp = 'sum'): void {
+    this.#alive('reduceScatter');
+    collectiveChecks.op('reduceScatter', op);
+    this.#copy('reduceScatter', input, output);
+  }
+
+  async barrier(): Promise<void> {
+    this.#alive('barrier');
+    await this.backend.sync();
+  }
+
+  abort(reason = 'aborted'): void {
+    this.#aborted ??= reason;
+  }
+
+  async dispose(): Promise<void> {
+    if (this.#aborted === undefined) await this.backend.sync();
+    this.#aborted ??= 'disposed';
+  }
+
+  #copy(api: string, input: Tensor, output: Tensor): void {
+    collectiveChecks.backend(api, 'input', input, this.backend);
+    collectiveChecks.backend(api, 'output', output, this.backend);
+    collectiveChecks.blocks(api, input, output, 'output', 1);
+    if (input.base === output.base) return;
+    this.backend.run(copy, [input], {}, { out: [output.reshape(input.shape)] });
+  }
+
+  #alive(api: string): void {
+    if (this.#aborted !== undefined) {
+      throw new CollectiveError(`the communicator was ${this.#aborted}`, {
+        kernel: api,
+        expected: 'a live communicator',
+        actual: this.#aborted,
+      });
+    }
+  }
+}
