@@ -27,6 +27,8 @@ export interface Communicator {
   readonly size: number;
   /** The backend whose tensors the collectives take. */
   readonly backend: Backend;
+  /** The error that aborted the communicator (a peer died, a timeout), if one did: results since are meaningless. */
+  readonly failure: Error | undefined;
   /** Reduces each tensor across the ranks, in place (issued together where the library can fuse them). */
   allReduce(tensors: readonly Tensor[], op?: ReduceOp): void;
   /** Overwrites each rank's `tensor` with rank `root`'s. */
@@ -116,6 +118,7 @@ export const collectiveChecks = {
 export class SingleRankCommunicator implements Communicator {
   readonly rank = 0;
   readonly size = 1;
+  readonly failure = undefined;
   #aborted: string | undefined;
 
   constructor(readonly backend: Backend) {}

@@ -53,6 +53,7 @@ export {
   type Operand,
 } from './kernel.js';
 export { CUDA_KERNELS } from './kernels/index.js';
+export * from './nccl/index.js';
 export * from './ptx/index.js';
 export { runOnStream } from './runOnStream.js';
 

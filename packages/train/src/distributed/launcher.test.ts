@@ -1,0 +1,53 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CollectiveError } from '@rayo/core';
+import { build } from 'esbuild';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchDataParallel, type RankExit } from './launcher.js';
+
+// Ranks are separate Node processes, so the TypeScript program is bundled first.
+let dir: string;
+let script: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'rayo-rendezvous-'));
+  script = join(dir, 'rank.mjs');
+  await build({
+    entryPoints: [fileURLToPath(new URL('./testing/rendezvousRank.ts', import.meta.url))],
+    outfile: script,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    conditions: ['@rayo/source'],
+    logLevel: 'error',
+  });
+});
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const report = (exit: RankExit) => JSON.parse(exit.stdout.trim()) as { rank: number; size: number; gpu: string; seen: number[] };
+
+describe('launchDataParallel and the TCP rendezvous store, across processes', () => {
+  it('starts a process per GPU that find each other through rank 0’s store on 127.0.0.1', async () => {
+    const exits = await launchDataParallel({ gpus: [3, 5, 6], script, output: 'collect' });
+    expect(exits.map((e) => e.code)).toEqual([0, 0, 0]);
+    const [r0, r1, r2] = exits.map(report);
+    expect(r0).toEqual({ rank: 0, size: 3, gpu: '3', seen: [71, 81, 91, 72, 82, 92] });
+    expect(r1).toEqual({ rank: 1, size: 3, gpu: '5', seen: [7, 8, 9] });
+    expect(r2!.gpu).toBe('6');
+  }, 30_000);
+
+  it('stops the other ranks when one fails, and names the failed rank', async () => {
+    const run = launchDataParallel({ gpus: 2, script, args: ['fail'], output: 'collect', graceMs: 2_000 });
+    const error = (await run.catch((e: unknown) => e)) as CollectiveError & { exits: RankExit[] };
+    expect(error).toBeInstanceOf(CollectiveError);
+    expect(error.message).toMatch(/launchDataParallel: rank 1 of 2 exited with code 3/);
+    // Rank 0 was waiting for rank 1's answer; it is ended by the launcher, not by its own 20 s timeout.
+    expect(error.exits[0]!.signal).toBe('SIGTERM');
+  }, 30_000);
+});

@@ -1,0 +1,229 @@
+import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
+import { CollectiveError, InvalidArgumentError, type RendezvousStore } from '@rayo/core';
+
+/**
+ * A key-value store over TCP for rendezvous: rank 0 serves it, every rank
+ * (rank 0 included) is a client. Messages are lines of JSON; values travel
+ * in base64. `get` waits on the server until the key is set, so a rank may
+ * ask before rank 0 has published, and clients retry connecting until the
+ * server is up, so ranks may start in any order.
+ */
+
+interface Request {
+  readonly id: number;
+  readonly op: 'set' | 'get';
+  readonly key: string;
+  readonly value?: string;
+}
+
+interface Reply {
+  readonly id: number;
+  readonly value?: string;
+}
+
+/** Splits a socket's data into lines. */
+function onLines(socket: Socket, handle: (line: string) => void): void {
+  let pending = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => {
+    pending += chunk;
+    for (let end = pending.indexOf('\n'); end >= 0; end = pending.indexOf('\n')) {
+      handle(pending.slice(0, end));
+      pending = pending.slice(end + 1);
+    }
+  });
+}
+
+export interface TcpStoreServerOptions {
+  /** Interface to listen on; default all (`0.0.0.0`), so ranks of other hosts reach it. */
+  readonly host?: string;
+  /** Port; 0 picks a free one (read it from `port` afterwards). */
+  readonly port: number;
+}
+
+/** The store's server, run by rank 0. */
+export class TcpStoreServer {
+  readonly #values = new Map<string, string>();
+  readonly #waiting = new Map<string, ((value: string) => void)[]>();
+  readonly #sockets = new Set<Socket>();
+
+  private constructor(
+    readonly server: Server,
+    readonly port: number,
+  ) {
+    server.on('connection', (socket) => this.#serve(socket));
+  }
+
+  static async start(options: TcpStoreServerOptions): Promise<TcpStoreServer> {
+    const server = createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (error) =>
+        reject(
+          new CollectiveError(`the rendezvous store could not listen: ${error.message}`, {
+            kernel: 'TcpStoreServer.start',
+            argument: 'port',
+            actual: String(options.port),
+            cause: error,
+          }),
+        ),
+      );
+      server.listen(options.port, options.host ?? '0.0.0.0', resolve);
+    });
+    const address = server.address();
+    const port = typeof address === 'object' && address ? address.port : options.port;
+    return new TcpStoreServer(server, port);
+  }
+
+  #serve(socket: Socket): void {
+    this.#sockets.add(socket);
+    socket.on('close', () => this.#sockets.delete(socket));
+    socket.on('error', () => socket.destroy());
+    const reply = (r: Reply) => socket.write(`${JSON.stringify(r)}\n`);
+    onLines(socket, (line) => {
+      const request = JSON.parse(line) as Request;
+      if (request.op === 'set') {
+        this.#values.set(request.key, request.value ?? '');
+        for (const wake of this.#waiting.get(request.key) ?? []) wake(request.value ?? '');
+        this.#waiting.delete(request.key);
+        reply({ id: request.id });
+        return;
+      }
+      const value = this.#values.get(request.key);
+      if (value !== undefined) {
+        reply({ id: request.id, value });
+        return;
+      }
+      const list = this.#waiting.get(request.key) ?? [];
+      list.push((v) => reply({ id: request.id, value: v }));
+      this.#waiting.set(request.key, list);
+    });
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.#sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+export interface TcpStoreOptions {
+  readonly host: string;
+  readonly port: number;
+  /** How long `connect` keeps retrying and `get` waits; default 60 s. */
+  readonly timeoutMs?: number;
+  /** The server this client closes with it (rank 0's). */
+  readonly server?: TcpStoreServer;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** A client of the rendezvous store. */
+export class TcpStore implements RendezvousStore {
+  readonly #pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
+  #nextId = 0;
+  #closed = false;
+
+  private constructor(
+    readonly socket: Socket,
+    readonly options: TcpStoreOptions,
+  ) {
+    onLines(socket, (line) => {
+      const reply = JSON.parse(line) as Reply;
+      this.#pending.get(reply.id)?.resolve(reply);
+      this.#pending.delete(reply.id);
+    });
+    socket.on('close', () => this.#failAll(`the rendezvous store at ${this.#where} closed the connection`));
+    socket.on('error', () => {});
+  }
+
+  /** Connects, retrying until the server is up or the timeout has passed. */
+  static async connect(options: TcpStoreOptions): Promise<TcpStore> {
+    checkPort('TcpStore.connect', options.port);
+    const deadline = performance.now() + (options.timeoutMs ?? 60_000);
+    for (;;) {
+      try {
+        const socket = await new Promise<Socket>((resolve, reject) => {
+          const s = tcpConnect(options.port, options.host, () => resolve(s));
+          s.once('error', reject);
+        });
+        socket.setNoDelay(true);
+        return new TcpStore(socket, options);
+      } catch (error) {
+        if (performance.now() > deadline) {
+          throw new CollectiveError(`could not reach the rendezvous store at ${options.host}:${options.port}`, {
+            kernel: 'TcpStore.connect',
+            expected: `rank 0 listening within ${options.timeoutMs ?? 60_000} ms`,
+            actual: (error as Error).message,
+            cause: error,
+          });
+        }
+        await sleep(50);
+      }
+    }
+  }
+
+  get #where(): string {
+    return `${this.options.host}:${this.options.port}`;
+  }
+
+  async set(key: string, value: Uint8Array): Promise<void> {
+    await this.#request('set', key, Buffer.from(value).toString('base64'));
+  }
+
+  async get(key: string): Promise<Uint8Array> {
+    const reply = await this.#request('get', key);
+    return new Uint8Array(Buffer.from(reply.value ?? '', 'base64'));
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.socket.end();
+    this.socket.destroy();
+    await this.options.server?.close();
+  }
+
+  #request(op: Request['op'], key: string, value?: string): Promise<Reply> {
+    if (this.#closed) {
+      return Promise.reject(new CollectiveError('the rendezvous store was closed', { kernel: `TcpStore.${op}` }));
+    }
+    const id = this.#nextId++;
+    const timeoutMs = this.options.timeoutMs ?? 60_000;
+    return new Promise<Reply>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(
+          new CollectiveError(`key '${key}' was not set at ${this.#where} within ${timeoutMs} ms`, {
+            kernel: `TcpStore.${op}`,
+            argument: 'key',
+          }),
+        );
+      }, timeoutMs);
+      this.#pending.set(id, {
+        resolve: (r) => {
+          clearTimeout(timer);
+          resolve(r);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
+      this.socket.write(`${JSON.stringify({ id, op, key, value } satisfies Request)}\n`);
+    });
+  }
+
+  #failAll(message: string): void {
+    for (const { reject } of this.#pending.values()) reject(new CollectiveError(message, { kernel: 'TcpStore' }));
+    this.#pending.clear();
+  }
+}
+
+export function checkPort(api: string, port: number): void {
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new InvalidArgumentError('not a TCP port', {
+      kernel: api,
+      argument: 'port',
+      expected: 'an integer in [0, 65535]',
+      actual: String(port),
+    });
+  }
+}
