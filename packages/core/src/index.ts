@@ -9,8 +9,8 @@ export type {
   WeightCache,
 } from './backend.js';
 export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch } from './batchCalls.js';
-export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
 export * from './communicator.js';
+export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
 export { type DecodeStep, decodeStep } from './decodeStep.js';
 export * from './dtype.js';
 export * from './errors.js';

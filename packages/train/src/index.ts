@@ -26,6 +26,7 @@ export {
 } from './checkpoint/safetensors.js';
 export { SafetensorsFile, type SafetensorsFileOptions } from './checkpoint/safetensorsFile.js';
 export type { SafetensorsEntry, SafetensorsHeader } from './checkpoint/safetensorsHeader.js';
+export * from './distributed/index.js';
 export {
   formatDuration,
   ProgressBar,

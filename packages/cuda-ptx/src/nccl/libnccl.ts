@@ -72,7 +72,14 @@ export interface LibNccl {
     comm: bigint,
     stream: bigint,
   ): NcclResult;
-  ncclAllGather(send: bigint, recv: bigint, sendCount: number, dtype: number, comm: bigint, stream: bigint): NcclResult;
+  ncclAllGather(
+    send: bigint,
+    recv: bigint,
+    sendCount: number,
+    dtype: number,
+    comm: bigint,
+    stream: bigint,
+  ): NcclResult;
   ncclReduceScatter(
     send: bigint,
     recv: bigint,
@@ -140,13 +147,18 @@ function bindLibNccl(koffi: Koffi, library: ReturnType<Koffi['load']>, path: str
     try {
       return library.func(name, result, args as never) as NativeFn;
     } catch (error) {
-      throw new BackendUnavailableError(`${path} lacks ${name} (NCCL 2.14 or newer is needed): ${firstLine(error)}`, {
-        kernel: 'loadLibNccl',
-        cause: error,
-      });
+      throw new BackendUnavailableError(
+        `${path} lacks ${name} (NCCL 2.14 or newer is needed): ${firstLine(error)}`,
+        {
+          kernel: 'loadLibNccl',
+          cause: error,
+        },
+      );
     }
   };
-  const uniqueId = koffi.struct('ncclUniqueId', { internal: koffi.array('uint8_t', NCCL_UNIQUE_ID_BYTES, 'Typed') });
+  const uniqueId = koffi.struct('ncclUniqueId', {
+    internal: koffi.array('uint8_t', NCCL_UNIQUE_ID_BYTES, 'Typed'),
+  });
   const config = koffi.struct('ncclConfig_v21400', {
     size: 'size_t',
     magic: 'uint',
@@ -163,7 +175,13 @@ function bindLibNccl(koffi: Koffi, library: ReturnType<Koffi['load']>, path: str
   const f = {
     getVersion: fn('ncclGetVersion', 'int', [outInt]),
     getUniqueId: fn('ncclGetUniqueId', 'int', [koffi.out(koffi.pointer(uniqueId))]),
-    initRankConfig: fn('ncclCommInitRankConfig', 'int', [outPtr, 'int', uniqueId, 'int', koffi.pointer(config)]),
+    initRankConfig: fn('ncclCommInitRankConfig', 'int', [
+      outPtr,
+      'int',
+      uniqueId,
+      'int',
+      koffi.pointer(config),
+    ]),
     getAsyncError: fn('ncclCommGetAsyncError', 'int', ['void *', outInt]),
     abort: fn('ncclCommAbort', 'int', ['void *']),
     finalize: fn('ncclCommFinalize', 'int', ['void *']),

@@ -1,4 +1,10 @@
-import { CollectiveError, DTypeError, InvalidArgumentError, type RendezvousStore, ShapeError } from '@rayo/core';
+import {
+  CollectiveError,
+  DTypeError,
+  InvalidArgumentError,
+  type RendezvousStore,
+  ShapeError,
+} from '@rayo/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CudaBackend } from '../backend.js';
 import { CudaDriver } from '../driver/driver.js';
@@ -88,7 +94,12 @@ describe('NcclCommunicator over the fake NCCL', () => {
     });
     expect(Array.from(await gathered[1]!.read())).toEqual([0, 0.5, 1, 1.5]);
 
-    const wholes = backends.map((b, r) => b.upload([1, 2, 3, 4].map((v) => v * (r + 1)), [4]));
+    const wholes = backends.map((b, r) =>
+      b.upload(
+        [1, 2, 3, 4].map((v) => v * (r + 1)),
+        [4],
+      ),
+    );
     const blocks = backends.map((b) => b.upload(new Float32Array(2), [2]));
     comms.forEach((c, r) => {
       c.reduceScatter(wholes[r]!, blocks[r]!, 'sum');
@@ -113,7 +124,9 @@ describe('NcclCommunicator over the fake NCCL', () => {
     const { backends, comms } = await group(2);
     const other = new CudaBackend(new CudaDriver(new CollectiveLibCuda()));
     const x = backends[0]!.upload([1, 2], [2]);
-    expect(() => comms[0]!.allReduce([other.upload([1], [1])])).toThrow(/tensors\[0\].*belongs to another backend/);
+    expect(() => comms[0]!.allReduce([other.upload([1], [1])])).toThrow(
+      /tensors\[0\].*belongs to another backend/,
+    );
     expect(() => comms[0]!.allReduce([x], 'mean' as 'sum')).toThrow(InvalidArgumentError);
     expect(() => comms[0]!.broadcast(x, 2)).toThrow(/root.*expected an integer in \[0, 2\)/);
     const wrongSize = backends[0]!.upload(new Float32Array(3), [3]);
@@ -173,7 +186,11 @@ describe('NcclCommunicator over the fake NCCL', () => {
 
   it('aborts a collective that a peer never joins after the timeout', async () => {
     const failures: CollectiveError[] = [];
-    const { nccl, backends, comms } = await group(2, { timeoutMs: 30, pollMs: 2, onFailure: (e) => failures.push(e) });
+    const { nccl, backends, comms } = await group(2, {
+      timeoutMs: 30,
+      pollMs: 2,
+      onFailure: (e) => failures.push(e),
+    });
     const x = backends[0]!.upload([1], [1]);
     comms[0]!.allReduce([x]);
     await expect(comms[0]!.barrier()).rejects.toThrow(/a collective did not complete within 30 ms/);
@@ -187,7 +204,9 @@ describe('NcclCommunicator over the fake NCCL', () => {
     const { backends, comms } = await group(2, { pollMs: 2 });
     comms[0]!.allReduce([backends[0]!.upload([1, 2], [2])]);
     comms[1]!.broadcast(backends[1]!.upload([1, 2], [2]));
-    await expect(comms[1]!.barrier()).rejects.toThrow(/invalid usage.*rank 0 called allReduce\(2\) and rank 1 broadcast\(2\)/);
+    await expect(comms[1]!.barrier()).rejects.toThrow(
+      /invalid usage.*rank 0 called allReduce\(2\) and rank 1 broadcast\(2\)/,
+    );
   });
 
   it('finalises and destroys on dispose, after which calls are refused', async () => {

@@ -11,7 +11,14 @@ import {
   type TensorStorage,
 } from '@rayo/core';
 import type { CudaBackend } from '../backend.js';
-import { type LibNccl, libNccl, NCCL_DATA_TYPE, NCCL_RED_OP, NCCL_RESULT, type NcclResult } from './libnccl.js';
+import {
+  type LibNccl,
+  libNccl,
+  NCCL_DATA_TYPE,
+  NCCL_RED_OP,
+  NCCL_RESULT,
+  type NcclResult,
+} from './libnccl.js';
 import { abortOnSignals } from './signals.js';
 
 export interface NcclCommunicatorOptions {
@@ -110,9 +117,12 @@ export class NcclCommunicator implements Communicator {
       if (result !== NCCL_RESULT.inProgress || performance.now() > deadline) {
         const error =
           result === NCCL_RESULT.inProgress
-            ? new CollectiveError(`rank ${rank} of ${size}: the other ranks did not join within ${timeoutMs} ms`, {
-                kernel: 'ncclCommInitRankConfig',
-              })
+            ? new CollectiveError(
+                `rank ${rank} of ${size}: the other ranks did not join within ${timeoutMs} ms`,
+                {
+                  kernel: 'ncclCommInitRankConfig',
+                },
+              )
             : ncclError(lib, 'ncclCommInitRankConfig', result, comm, `rank ${rank} of ${size}`);
         lib.ncclCommAbort(comm);
         throw error;
@@ -188,7 +198,15 @@ export class NcclCommunicator implements Communicator {
       if (grouped) check(this.lib, 'ncclGroupStart', this.lib.ncclGroupStart());
       let status: NcclResult = NCCL_RESULT.success;
       for (const o of operands) {
-        status = this.lib.ncclAllReduce(o.ptr, o.ptr, o.count, o.dtype, code, this.#comm, this.backend.stream);
+        status = this.lib.ncclAllReduce(
+          o.ptr,
+          o.ptr,
+          o.count,
+          o.dtype,
+          code,
+          this.#comm,
+          this.backend.stream,
+        );
         if (status !== NCCL_RESULT.success) break;
       }
       if (grouped) {
@@ -284,7 +302,9 @@ export class NcclCommunicator implements Communicator {
     const state = this.lib.ncclCommGetAsyncError(this.#comm);
     const result = state.status === NCCL_RESULT.success ? state.value : state.status;
     if (result !== NCCL_RESULT.success && result !== NCCL_RESULT.inProgress) {
-      this.#fail(ncclError(this.lib, 'ncclCommGetAsyncError', result, this.#comm, `rank ${this.rank} of ${this.size}`));
+      this.#fail(
+        ncclError(this.lib, 'ncclCommGetAsyncError', result, this.#comm, `rank ${this.rank} of ${this.size}`),
+      );
       return;
     }
     if (this.#pendingSince === undefined) return;
@@ -294,7 +314,11 @@ export class NcclCommunicator implements Communicator {
       this.#fail(
         new CollectiveError(
           `rank ${this.rank} of ${this.size}: a collective did not complete within ${this.#timeoutMs} ms (a peer died or is stuck)`,
-          { kernel: 'NcclCommunicator', expected: `completion within ${this.#timeoutMs} ms`, actual: 'still pending' },
+          {
+            kernel: 'NcclCommunicator',
+            expected: `completion within ${this.#timeoutMs} ms`,
+            actual: 'still pending',
+          },
         ),
       );
     }
@@ -334,7 +358,10 @@ export class NcclCommunicator implements Communicator {
   #alive(api: string): void {
     if (this.#failure) throw this.#failure;
     if (this.#closed !== undefined) {
-      throw new CollectiveError(`the communicator was ${this.#closed}`, { kernel: api, expected: 'a live communicator' });
+      throw new CollectiveError(`the communicator was ${this.#closed}`, {
+        kernel: api,
+        expected: 'a live communicator',
+      });
     }
   }
 
@@ -390,7 +417,13 @@ async function uniqueIdOf(lib: LibNccl, options: NcclCommunicatorOptions): Promi
   return id;
 }
 
-function ncclError(lib: LibNccl, api: string, result: NcclResult, comm: bigint, who: string): CollectiveError {
+function ncclError(
+  lib: LibNccl,
+  api: string,
+  result: NcclResult,
+  comm: bigint,
+  who: string,
+): CollectiveError {
   const detail = lib.ncclGetLastError(comm);
   return new CollectiveError(
     `${who}: ${lib.ncclGetErrorString(result)} (ncclResult ${result})${detail ? `: ${detail}` : ''}`,

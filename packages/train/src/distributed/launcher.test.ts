@@ -30,7 +30,8 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const report = (exit: RankExit) => JSON.parse(exit.stdout.trim()) as { rank: number; size: number; gpu: string; seen: number[] };
+const report = (exit: RankExit) =>
+  JSON.parse(exit.stdout.trim()) as { rank: number; size: number; gpu: string; seen: number[] };
 
 describe('launchDataParallel and the TCP rendezvous store, across processes', () => {
   it('starts a process per GPU that find each other through rank 0’s store on 127.0.0.1', async () => {

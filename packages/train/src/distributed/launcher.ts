@@ -70,19 +70,23 @@ export async function launchDataParallel(options: LaunchOptions): Promise<RankEx
     gpus.map(
       (gpu, rank) =>
         new Promise<RankExit>((resolve) => {
-          const child = spawn(process.execPath, [...(options.nodeArgs ?? []), options.script, ...(options.args ?? [])], {
-            env: {
-              ...process.env,
-              ...options.env,
-              CUDA_VISIBLE_DEVICES: String(gpu),
-              [RANK_ENV.rank]: String(rank),
-              [RANK_ENV.size]: String(gpus.length),
-              [RANK_ENV.localRank]: String(rank),
-              [RANK_ENV.masterAddr]: '127.0.0.1',
-              [RANK_ENV.masterPort]: String(masterPort),
+          const child = spawn(
+            process.execPath,
+            [...(options.nodeArgs ?? []), options.script, ...(options.args ?? [])],
+            {
+              env: {
+                ...process.env,
+                ...options.env,
+                CUDA_VISIBLE_DEVICES: String(gpu),
+                [RANK_ENV.rank]: String(rank),
+                [RANK_ENV.size]: String(gpus.length),
+                [RANK_ENV.localRank]: String(rank),
+                [RANK_ENV.masterAddr]: '127.0.0.1',
+                [RANK_ENV.masterPort]: String(masterPort),
+              },
+              stdio: collect ? ['ignore', 'pipe', 'pipe'] : 'inherit',
             },
-            stdio: collect ? ['ignore', 'pipe', 'pipe'] : 'inherit',
-          });
+          );
           children.push(child);
           let stdout = '';
           let stderr = '';
@@ -107,7 +111,9 @@ export async function launchDataParallel(options: LaunchOptions): Promise<RankEx
     ),
   );
   if (firstFailure) {
-    const how = firstFailure.signal ? `was killed by ${firstFailure.signal}` : `exited with code ${firstFailure.code}`;
+    const how = firstFailure.signal
+      ? `was killed by ${firstFailure.signal}`
+      : `exited with code ${firstFailure.code}`;
     const tail = firstFailure.stderr.trim().split('\n').slice(-5).join('\n');
     throw Object.assign(
       new CollectiveError(`rank ${firstFailure.rank} of ${gpus.length} ${how}${tail ? `:\n${tail}` : ''}`, {

@@ -149,12 +149,15 @@ export class TcpStore implements RendezvousStore {
         return new TcpStore(socket, options);
       } catch (error) {
         if (performance.now() > deadline) {
-          throw new CollectiveError(`could not reach the rendezvous store at ${options.host}:${options.port}`, {
-            kernel: 'TcpStore.connect',
-            expected: `rank 0 listening within ${options.timeoutMs ?? 60_000} ms`,
-            actual: (error as Error).message,
-            cause: error,
-          });
+          throw new CollectiveError(
+            `could not reach the rendezvous store at ${options.host}:${options.port}`,
+            {
+              kernel: 'TcpStore.connect',
+              expected: `rank 0 listening within ${options.timeoutMs ?? 60_000} ms`,
+              actual: (error as Error).message,
+              cause: error,
+            },
+          );
         }
         await sleep(50);
       }
@@ -183,7 +186,9 @@ export class TcpStore implements RendezvousStore {
 
   #request(op: Request['op'], key: string, value?: string): Promise<Reply> {
     if (this.#closed) {
-      return Promise.reject(new CollectiveError('the rendezvous store was closed', { kernel: `TcpStore.${op}` }));
+      return Promise.reject(
+        new CollectiveError('the rendezvous store was closed', { kernel: `TcpStore.${op}` }),
+      );
     }
     const id = this.#nextId++;
     const timeoutMs = this.options.timeoutMs ?? 60_000;
@@ -212,7 +217,8 @@ export class TcpStore implements RendezvousStore {
   }
 
   #failAll(message: string): void {
-    for (const { reject } of this.#pending.values()) reject(new CollectiveError(message, { kernel: 'TcpStore' }));
+    for (const { reject } of this.#pending.values())
+      reject(new CollectiveError(message, { kernel: 'TcpStore' }));
     this.#pending.clear();
   }
 }

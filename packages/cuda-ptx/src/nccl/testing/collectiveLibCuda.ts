@@ -102,7 +102,18 @@ export class CollectiveLibCuda extends FakeLibCuda {
     if (this.#busy(stream)) {
       throw new Error('the fake cannot queue a launch behind a collective that waits for other ranks');
     }
-    return super.cuLaunchKernel(fn, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedBytes, stream, kernelParams);
+    return super.cuLaunchKernel(
+      fn,
+      gridX,
+      gridY,
+      gridZ,
+      blockX,
+      blockY,
+      blockZ,
+      sharedBytes,
+      stream,
+      kernelParams,
+    );
   }
 
   override cuMemcpyHtoDAsync_v2(dst: bigint, src: ArrayBufferView, bytes: number, stream: bigint): CUresult {

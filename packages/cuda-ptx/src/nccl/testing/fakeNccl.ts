@@ -46,10 +46,14 @@ class Clique {
     this.#pending.delete(seq);
     const first = all[0]!;
     const mismatch = all.find(
-      (o) => o.kind !== first.kind || o.count !== first.count || o.dtype !== first.dtype || o.root !== first.root,
+      (o) =>
+        o.kind !== first.kind || o.count !== first.count || o.dtype !== first.dtype || o.root !== first.root,
     );
     if (mismatch) {
-      this.break(mismatch.rank, `collective ${seq}: rank ${first.rank} called ${first.kind}(${first.count}) and rank ${mismatch.rank} ${mismatch.kind}(${mismatch.count})`);
+      this.break(
+        mismatch.rank,
+        `collective ${seq}: rank ${first.rank} called ${first.kind}(${first.count}) and rank ${mismatch.rank} ${mismatch.kind}(${mismatch.count})`,
+      );
       return;
     }
     complete(all.sort((a, b) => a.rank - b.rank));
@@ -124,7 +128,7 @@ function complete(all: readonly Contribution[]): void {
         break;
       case 'allGather': {
         result = new Uint8Array(first.data!.length * n);
-        all.forEach((o, r) => result.set(o.data!, r * first.data!.length));
+        for (const o of all) result.set(o.data!, o.rank * first.data!.length);
         break;
       }
       case 'reduceScatter': {
@@ -186,7 +190,10 @@ export class FakeNccl implements LibNccl {
       this.#cliques.set(key, clique);
     }
     if (clique.members.has(rank) || clique.nranks !== nranks) {
-      return { status: this.#invalid(`rank ${rank} of ${nranks} does not fit the clique of ${clique.nranks}`), value: 0n };
+      return {
+        status: this.#invalid(`rank ${rank} of ${nranks} does not fit the clique of ${clique.nranks}`),
+        value: 0n,
+      };
     }
     const comm = new Comm(this.#nextHandle++, clique, rank, this.cuda);
     clique.members.set(rank, comm);
@@ -244,16 +251,33 @@ export class FakeNccl implements LibNccl {
   }
 
   ncclGroupEnd(): NcclResult {
-    if (this.#groupDepth === 0) return this.#invalid('ncclGroupEnd without ncclGroupStart', NCCL_RESULT.invalidUsage);
+    if (this.#groupDepth === 0)
+      return this.#invalid('ncclGroupEnd without ncclGroupStart', NCCL_RESULT.invalidUsage);
     this.#groupDepth--;
     return 0;
   }
 
-  ncclAllReduce(send: bigint, recv: bigint, count: number, dtype: number, op: number, comm: bigint, stream: bigint) {
+  ncclAllReduce(
+    send: bigint,
+    recv: bigint,
+    count: number,
+    dtype: number,
+    op: number,
+    comm: bigint,
+    stream: bigint,
+  ) {
     return this.#collective('allReduce', { send, recv, count, dtype, op, root: 0 }, count, comm, stream);
   }
 
-  ncclBroadcast(send: bigint, recv: bigint, count: number, dtype: number, root: number, comm: bigint, stream: bigint) {
+  ncclBroadcast(
+    send: bigint,
+    recv: bigint,
+    count: number,
+    dtype: number,
+    root: number,
+    comm: bigint,
+    stream: bigint,
+  ) {
     return this.#collective('broadcast', { send, recv, count, dtype, op: 0, root }, count, comm, stream);
   }
 
@@ -261,7 +285,15 @@ export class FakeNccl implements LibNccl {
     return this.#collective('allGather', { send, recv, count, dtype, op: 0, root: 0 }, count, comm, stream);
   }
 
-  ncclReduceScatter(send: bigint, recv: bigint, count: number, dtype: number, op: number, comm: bigint, stream: bigint) {
+  ncclReduceScatter(
+    send: bigint,
+    recv: bigint,
+    count: number,
+    dtype: number,
+    op: number,
+    comm: bigint,
+    stream: bigint,
+  ) {
     const c = this.#comms.get(comm);
     const sent = c ? count * c.clique.nranks : count;
     return this.#collective('reduceScatter', { send, recv, count, dtype, op, root: 0 }, sent, comm, stream);
@@ -277,7 +309,8 @@ export class FakeNccl implements LibNccl {
     const comm = this.#comms.get(handle);
     if (!comm) return this.#invalid('unknown communicator');
     this.calls.push(`nccl${kind[0]!.toUpperCase()}${kind.slice(1)}(rank ${comm.rank})`);
-    if (!comm.clique.complete) return this.#invalid('the communicator is not initialised yet', NCCL_RESULT.invalidUsage);
+    if (!comm.clique.complete)
+      return this.#invalid('the communicator is not initialised yet', NCCL_RESULT.invalidUsage);
     const broken = this.#brokenResult(comm);
     if (broken !== undefined) return broken;
     if (![NCCL_DATA_TYPE.float32, NCCL_DATA_TYPE.int32, NCCL_DATA_TYPE.uint32].includes(args.dtype as 7)) {
@@ -309,7 +342,9 @@ export class FakeNccl implements LibNccl {
     const broken = comm.clique.broken;
     if (!broken) return undefined;
     const own = broken.by === comm.rank;
-    this.#lastError = own ? broken.message : `remote process exited or there was a network error (${broken.message})`;
+    this.#lastError = own
+      ? broken.message
+      : `remote process exited or there was a network error (${broken.message})`;
     return own ? NCCL_RESULT.invalidUsage : NCCL_RESULT.remoteError;
   }
 

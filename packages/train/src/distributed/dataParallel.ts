@@ -1,0 +1,192 @@
+import { type Communicator, InvalidArgumentError, RayoError, type ReduceOp, type Tensor } from '@rayo/core';
+import type { HasParameters } from '../checkpoint/checkpoint.js';
+import type { Parameter } from '../nn/module.js';
+import { Rng } from '../random.js';
+
+/** PyTorch DDP's default bucket: big enough to keep the link busy, small enough to start early. */
+export const DEFAULT_BUCKET_BYTES = 25 * 2 ** 20;
+
+export interface DataParallelOptions {
+  readonly communicator: Communicator;
+  /** The model (its `namedParameters()`), or the parameters in model order. */
+  readonly model: HasParameters | readonly Parameter[];
+  /** Gradient bytes per all-reduce; default 25 MiB. */
+  readonly bucketBytes?: number;
+}
+
+/** A group of parameters whose gradients are all-reduced together, and their size. */
+export interface GradientBucket {
+  readonly parameters: readonly Parameter[];
+  readonly names: readonly string[];
+  readonly bytes: number;
+}
+
+/**
+ * Data parallelism over a `Communicator`: every rank holds the whole model,
+ * trains on its own share of each batch and averages gradients with the
+ * others before the update, so all ranks keep the same parameters.
+ *
+ * Buckets follow reverse parameter order, which is the order backward
+ * produces gradients in. The tape has no per-gradient hook and a step's
+ * backward is one command batch (one CUDA graph on cuda), so the buckets are
+ * all-reduced after backward rather than overlapped with it; they are
+ * enqueued on the device right behind it.
+ */
+export class DataParallel {
+  readonly communicator: Communicator;
+  readonly parameters: readonly Parameter[];
+  readonly buckets: readonly GradientBucket[];
+
+  constructor(options: DataParallelOptions) {
+    this.communicator = options.communicator;
+    const named: [string, Parameter][] = Array.isArray(options.model)
+      ? (options.model as readonly Parameter[]).map((p, i) => [p.name ?? `parameters[${i}]`, p])
+      : (options.model as HasParameters).namedParameters();
+    this.parameters = named.map(([, p]) => p);
+    const limit = options.bucketBytes ?? DEFAULT_BUCKET_BYTES;
+    if (!(limit > 0)) {
+      throw new InvalidArgumentError('the bucket size must be positive', {
+        kernel: 'DataParallel',
+        argument: 'bucketBytes',
+        expected: '> 0',
+        actual: String(limit),
+      });
+    }
+    this.buckets = bucketsOf(named, limit);
+  }
+
+  get rank(): number {
+    return this.communicator.rank;
+  }
+
+  get size(): number {
+    return this.communicator.size;
+  }
+
+  /** Whether this rank writes checkpoints and logs (rank 0). */
+  get isRankZero(): boolean {
+    return this.communicator.rank === 0;
+  }
+
+  /** Makes every rank's parameters rank `root`'s (call once before training). */
+  broadcastParameters(root = 0): void {
+    for (const p of this.parameters) this.communicator.broadcast(p.value, root);
+  }
+
+  /** Averages every parameter's gradient across the ranks, bucket by bucket (after backward). */
+  allReduceGradients(): void {
+    for (const bucket of this.buckets) {
+      const grads = bucket.parameters.map((p, i) => {
+        if (!p.grad) {
+          // A gradient present on one rank only would leave the ranks' collectives out of step.
+          throw new RayoError('a parameter has no gradient to all-reduce', {
+            kernel: 'DataParallel.allReduceGradients',
+            argument: bucket.names[i],
+            expected:
+              'a gradient on every rank (call after backward; every parameter must be used by the loss)',
+            actual: 'none',
+          });
+        }
+        return p.grad;
+      });
+      this.communicator.allReduce(grads, 'avg');
+    }
+  }
+
+  /** Reduces scalar metrics across the ranks (the mean by default), for logging on rank 0. */
+  async reduceMetrics(
+    metrics: Readonly<Record<string, number>>,
+    op: ReduceOp = 'avg',
+  ): Promise<Record<string, number>> {
+    const names = Object.keys(metrics);
+    const backend = this.communicator.backend;
+    const values: Tensor = backend.upload(
+      Float32Array.from(names, (n) => metrics[n]!),
+      [names.length],
+    );
+    try {
+      this.communicator.allReduce([values], op);
+      const reduced = await values.read();
+      this.throwIfFailed();
+      return Object.fromEntries(names.map((n, i) => [n, reduced[i]!]));
+    } finally {
+      values.dispose();
+    }
+  }
+
+  /** Throws the communicator's failure, if it has one (results read since are meaningless). */
+  throwIfFailed(): void {
+    const failure = this.communicator.failure;
+    if (failure) throw failure;
+  }
+}
+
+function bucketsOf(named: readonly [string, Parameter][], limit: number): GradientBucket[] {
+  const buckets: GradientBucket[] = [];
+  let current: { parameters: Parameter[]; names: string[]; bytes: number } | undefined;
+  for (const [name, p] of [...named].reverse()) {
+    const bytes = p.value.byteLength;
+    if (current && current.bytes + bytes > limit) {
+      buckets.push(current);
+      current = undefined;
+    }
+    current ??= { parameters: [], names: [], bytes: 0 };
+    current.parameters.push(p);
+    current.names.push(name);
+    current.bytes += bytes;
+  }
+  if (current) buckets.push(current);
+  return buckets;
+}
+
+/**
+ * The rows [start, end) of a global batch that `rank` trains on: equal shares,
+ * so every rank runs the same shapes and the average of the ranks' mean
+ * losses is the mean loss of the global batch.
+ */
+export function shardRange(globalBatch: number, rank: number, size: number): { start: number; end: number } {
+  if (!Number.isInteger(globalBatch) || globalBatch % size !== 0 || globalBatch <= 0) {
+    throw new InvalidArgumentError('the global batch must split evenly across the ranks', {
+      kernel: 'shardRange',
+      argument: 'globalBatch',
+      expected: `a positive multiple of ${size}`,
+      actual: String(globalBatch),
+    });
+  }
+  if (!Number.isInteger(rank) || rank < 0 || rank >= size) {
+    throw new InvalidArgumentError('rank out of range', {
+      kernel: 'shardRange',
+      argument: 'rank',
+      expected: `an integer in [0, ${size})`,
+      actual: String(rank),
+    });
+  }
+  const share = globalBatch / size;
+  return { start: rank * share, end: (rank + 1) * share };
+}
+
+/**
+ * This rank's indices of a data set of `count` examples for one epoch, as
+ * PyTorch's DistributedSampler: one permutation shared by all ranks (`Rng`
+ * seeded by `seed + epoch`, or the identity without `shuffle`), padded by wrapping
+ * around to a multiple of `size`, and dealt out round-robin.
+ */
+export function shardIndices(
+  count: number,
+  options: {
+    readonly rank: number;
+    readonly size: number;
+    readonly shuffle?: boolean;
+    readonly seed?: number;
+    readonly epoch?: number;
+  },
+): number[] {
+  const { rank, size } = options;
+  shardRange(size, rank, size);
+  const order = options.shuffle
+    ? Array.from(new Rng((options.seed ?? 0) + (options.epoch ?? 0)).permutation(count))
+    : Array.from({ length: count }, (_, i) => i);
+  const total = Math.ceil(count / size) * size;
+  for (let i = count; i < total; i++) order.push(order[i - count]!);
+  return order.filter((_, i) => i % size === rank);
+}

@@ -1,0 +1,12 @@
+export {
+  DataParallel,
+  type DataParallelOptions,
+  DEFAULT_BUCKET_BYTES,
+  type GradientBucket,
+  shardIndices,
+  shardRange,
+} from './dataParallel.js';
+export { type LaunchOptions, launchDataParallel, type RankExit } from './launcher.js';
+export { joinRendezvous, RANK_ENV, type RankEnvironment, rankEnvironment } from './rendezvous.js';
+export { type DataParallelStepOptions, dataParallelStep } from './step.js';
+export { TcpStore, type TcpStoreOptions, TcpStoreServer, type TcpStoreServerOptions } from './tcpStore.js';
