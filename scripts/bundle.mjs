@@ -3,8 +3,10 @@
 // Node but no node_modules (see shared/device/README.md): bench.mjs (the
 // benchmark CLI), conformance.mjs (the conformance runner), faults.mjs (the
 // fault suite), train-bench.mjs (training parity and throughput),
-// decode-bench.mjs (Llama decoding against PyTorch) and names.mjs (the
-// first-names example), with the native `webgpu`
+// decode-bench.mjs (Llama decoding against PyTorch), names.mjs (the
+// first-names example), dp-bench.mjs (data-parallel training over NCCL on 1
+// and N GPUs, against PyTorch DDP) and launch.mjs (one process per GPU for
+// any program), with the native `webgpu`
 // and `koffi` packages left external and the PyTorch baseline scripts copied
 // beside them, with the Python module they share (rayo_torch.py), which they
 // import from their own folder.
@@ -29,18 +31,22 @@ const BASELINE_SCRIPTS = [
   'packages/bench/baseline/torch_baseline.py',
   'packages/workloads/baseline/torch_train_baseline.py',
   'packages/workloads/baseline/torch_decode_baseline.py',
+  'packages/workloads/baseline/torch_ddp_baseline.py',
 ];
 const RUNNER = './packages/core/src/testing/runner.ts';
 const FAULT_RUNNER = './packages/core/src/testing/faultRunner.ts';
 const TRAIN_BENCH = './packages/workloads/src/train/trainBench.ts';
 const DECODE_BENCH = './packages/workloads/src/decode/decodeBenchCli.ts';
 const NAMES = './packages/workloads/src/examples/names/namesCli.ts';
+const DP_BENCH = './packages/workloads/src/distributed/dataParallelBench.ts';
+const LAUNCH = './packages/train/src/distributed/launchCli.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
 Writes bench.mjs, conformance.mjs, faults.mjs, train-bench.mjs,
-decode-bench.mjs, names.mjs, torch_baseline.py, torch_train_baseline.py,
-torch_decode_baseline.py and the module they share, rayo_torch.py, into DIR
+decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, torch_baseline.py,
+torch_train_baseline.py, torch_decode_baseline.py, torch_ddp_baseline.py and
+the module they share, rayo_torch.py, into DIR
 (default: .device/app). Run them with 'node DIR/bench.mjs --help'.`;
 
 /** Options shared by every build: TypeScript sources through the "@rayo/source" export condition. */
@@ -109,6 +115,15 @@ function sources(providers, faultSuites) {
     // The CLIs of the decode benchmark and the names example run on import.
     'rayo-bundle:decode-bench': ["import 'rayo-bundle:register';", `import '${DECODE_BENCH}';`].join('\n'),
     'rayo-bundle:names': ["import 'rayo-bundle:register';", `import '${NAMES}';`].join('\n'),
+    // Data-parallel training on 1 and N GPUs; each rank is this program again, started by the launcher.
+    'rayo-bundle:dp-bench': [
+      `import { main } from '${DP_BENCH}';`,
+      'process.exitCode = await main(process.argv.slice(2));',
+    ].join('\n'),
+    'rayo-bundle:launch': [
+      `import { launchCli } from '${LAUNCH}';`,
+      'process.exitCode = await launchCli(process.argv.slice(2));',
+    ].join('\n'),
   };
 }
 
@@ -163,7 +178,16 @@ async function main() {
     }
   }
   const contents = sources(providers, faultSuites);
-  for (const name of ['bench', 'conformance', 'faults', 'train-bench', 'decode-bench', 'names']) {
+  for (const name of [
+    'bench',
+    'conformance',
+    'faults',
+    'train-bench',
+    'decode-bench',
+    'names',
+    'dp-bench',
+    'launch',
+  ]) {
     const outfile = join(outdir, `${name}.mjs`);
     await build({
       ...common,

@@ -17,6 +17,11 @@ export interface LaunchOptions {
   readonly masterPort?: number;
   /** After a rank fails, how long the others get after SIGTERM before SIGKILL; default 10 s. */
   readonly graceMs?: number;
+  /**
+   * Whether a failed rank makes the launcher stop the others (default true);
+   * false leaves them to notice it themselves, as a check of their watchdog does.
+   */
+  readonly stopOthersOnFailure?: boolean;
   /** The ranks' output: shown (default) or collected into the result. */
   readonly output?: 'inherit' | 'collect';
 }
@@ -25,6 +30,8 @@ export interface RankExit {
   readonly rank: number;
   readonly code: number | null;
   readonly signal: NodeJS.Signals | null;
+  /** When the process ended (milliseconds since the epoch). */
+  readonly endedAt: number;
   /** stdout and stderr, when collected. */
   readonly stdout: string;
   readonly stderr: string;
@@ -100,10 +107,10 @@ export async function launchDataParallel(options: LaunchOptions): Promise<RankEx
             stderr += String(error);
           });
           child.on('close', (code, signal) => {
-            const exit = { rank, code, signal, stdout, stderr };
+            const exit = { rank, code, signal, endedAt: Date.now(), stdout, stderr };
             if ((code !== 0 || signal !== null) && firstFailure === undefined) {
               firstFailure = exit;
-              stopOthers(children, child, options.graceMs ?? 10_000);
+              if (options.stopOthersOnFailure ?? true) stopOthers(children, child, options.graceMs ?? 10_000);
             }
             resolve(exit);
           });

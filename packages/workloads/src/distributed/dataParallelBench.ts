@@ -1,0 +1,222 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { CollectiveError } from '@rayo/core';
+import { launchDataParallel, type RankExit } from '@rayo/train';
+import { summariseTimes, THROUGHPUT_ADAMW } from '../train/throughput.js';
+import { QUICK_WORKLOADS, THROUGHPUT_WORKLOADS } from '../train/trainBench.js';
+import type { TransformerWorkloadSpec } from '../train/workload.js';
+import { type DataParallelRequest, type DataParallelRun, DP_REQUEST_SCHEMA } from './dataParallelWorker.js';
+
+export const USAGE = `Usage: dp-bench [options]
+
+Trains train-bench's GPT-style causal LM with data parallelism over NCCL on 1
+GPU and on N GPUs at the same global batch, checks that the losses agree step
+by step, and reports the tokens per second of each and the scaling; with
+--baseline torch also PyTorch DDP on the same GPUs; with --fault, kills rank 1
+mid-run and checks that rank 0 exits with a clear error within 30 s.
+
+  --gpus N           GPUs of the parallel run (default 2)
+  --batch N          global batch in sequences (default 16; quick 4)
+  --warmup N         untimed steps (default 3)
+  --steps N          timed steps (default 20; quick 3)
+  --seed N           initialisation and data (default 0)
+  --quick            the tiny transformer of train-bench's quick mode
+  --baseline NAME    torch: also run torch_ddp_baseline.py ($PYTHON, else python3); none (default)
+  --fault            also run the killed-rank check
+  --out DIR          request.json and report.json (default dp-bench-results)
+`;
+
+/** Relative difference of the 1-GPU and N-GPU losses above which the check fails (f32 sums in another order). */
+export const LOSS_TOLERANCE = 5e-3;
+const FAULT_LIMIT_MS = 30_000;
+
+/** The largest relative difference between two loss curves. */
+export function maxRelativeDifference(a: readonly number[], b: readonly number[]): number {
+  if (a.length !== b.length) return Number.POSITIVE_INFINITY;
+  return a.reduce((worst, x, i) => Math.max(worst, Math.abs(x - b[i]!) / Math.max(Math.abs(x), 1e-6)), 0);
+}
+
+/** Tokens per second at the median step time of a run of `tokensPerStep`. */
+export function tokensPerSecond(times: readonly number[], tokensPerStep: number): number {
+  return (1000 * tokensPerStep) / summariseTimes(times).medianMs;
+}
+
+function lastJsonLine<T>(text: string, what: string): T {
+  const line = text.trim().split('\n').at(-1);
+  try {
+    return JSON.parse(line ?? '') as T;
+  } catch {
+    throw new CollectiveError(`${what} printed no result`, {
+      kernel: 'dp-bench',
+      actual: line ?? '(nothing)',
+    });
+  }
+}
+
+async function runRayo(script: string, requestPath: string, world: number): Promise<DataParallelRun> {
+  process.stderr.write(`rayo on ${world} GPU(s) ... `);
+  let exits: RankExit[];
+  try {
+    exits = await launchDataParallel({
+      gpus: world,
+      script,
+      args: ['--worker', requestPath],
+      output: 'collect',
+    });
+  } catch (error) {
+    process.stderr.write('failed\n');
+    throw error;
+  }
+  const run = lastJsonLine<DataParallelRun>(exits[0]!.stdout, 'rank 0');
+  process.stderr.write(`${tokensPerSecond(run.times, 1).toFixed(3)} steps/s\n`);
+  return run;
+}
+
+function runTorch(
+  requestPath: string,
+  world: number,
+  out: string,
+): Promise<{ tokensPerSecond?: number; error?: string }> {
+  const beside = join(dirname(process.argv[1] ?? '.'), 'torch_ddp_baseline.py');
+  const script = existsSync(beside) ? beside : resolve('packages/workloads/baseline/torch_ddp_baseline.py');
+  const python = process.env.PYTHON || 'python3';
+  process.stderr.write(`PyTorch DDP on ${world} GPU(s) ...\n`);
+  return new Promise((done) => {
+    const child = spawn(python, [script, '--request', requestPath, '--gpus', String(world), '--out', out], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    child.on('error', (error) => done({ error: error.message }));
+    child.on('close', async (code) => {
+      if (code !== 0) return done({ error: `${python} exited with code ${code}` });
+      const result = JSON.parse(await readFile(out, 'utf8')) as { tokensPerSecond?: number; reason?: string };
+      done(result.tokensPerSecond === undefined ? { error: result.reason ?? 'no result' } : result);
+    });
+  });
+}
+
+/** Kills rank 1 at a step and measures how long rank 0 takes to end, and with what. */
+async function runFault(script: string, request: DataParallelRequest, out: string, world: number) {
+  const path = join(out, 'fault-request.json');
+  const killAtStep = Math.min(2, request.warmup + request.steps - 1);
+  await writeFile(path, JSON.stringify({ ...request, killRank: 1, killAtStep, timeoutMs: 25_000 }));
+  process.stderr.write(`fault check: rank 1 of ${world} killed at step ${killAtStep} ... `);
+  const started = Date.now();
+  const exits = await launchDataParallel({
+    gpus: world,
+    script,
+    args: ['--worker', path],
+    output: 'collect',
+    stopOthersOnFailure: false,
+  }).catch((error: { exits?: RankExit[] }) => error.exits ?? []);
+  const killed = exits[1];
+  const survivor = exits[0];
+  const afterKillMs = killed && survivor ? survivor.endedAt - killed.endedAt : Number.NaN;
+  const message = survivor?.stderr.trim().split('\n').at(-1) ?? '';
+  const passed =
+    survivor !== undefined && survivor.code !== 0 && afterKillMs <= FAULT_LIMIT_MS && /rank 0/.test(message);
+  process.stderr.write(
+    `${passed ? 'ok' : 'FAILED'}: rank 0 ended ${(afterKillMs / 1000).toFixed(1)} s after the kill\n`,
+  );
+  return {
+    passed,
+    afterKillMs,
+    rank0Code: survivor?.code ?? null,
+    rank0Message: message,
+    totalMs: Date.now() - started,
+  };
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  if (argv[0] === '--worker') {
+    const { runDataParallelWorker } = await import('./dataParallelWorker.js');
+    await runDataParallelWorker(argv[1]!);
+    return 0;
+  }
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      gpus: { type: 'string', default: '2' },
+      batch: { type: 'string' },
+      warmup: { type: 'string', default: '3' },
+      steps: { type: 'string' },
+      seed: { type: 'string', default: '0' },
+      quick: { type: 'boolean', default: false },
+      baseline: { type: 'string', default: 'none' },
+      fault: { type: 'boolean', default: false },
+      out: { type: 'string', default: 'dp-bench-results' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const model = (values.quick ? QUICK_WORKLOADS[2] : THROUGHPUT_WORKLOADS[3]) as TransformerWorkloadSpec;
+  const spec: TransformerWorkloadSpec = { ...model, batch: Number(values.batch ?? (values.quick ? 4 : 16)) };
+  const gpus = Number(values.gpus);
+  const request: DataParallelRequest = {
+    schema: DP_REQUEST_SCHEMA,
+    spec,
+    seed: Number(values.seed),
+    warmup: Number(values.warmup),
+    steps: Number(values.steps ?? (values.quick ? 3 : 20)),
+    clipNorm: 1,
+    adamw: THROUGHPUT_ADAMW,
+  };
+  const out = resolve(values.out);
+  await mkdir(out, { recursive: true });
+  const requestPath = join(out, 'request.json');
+  await writeFile(requestPath, `${JSON.stringify(request, null, 2)}\n`);
+  const script = resolve(process.argv[1]!);
+
+  const single = await runRayo(script, requestPath, 1);
+  const parallel = await runRayo(script, requestPath, gpus);
+  const tokens = spec.seq * spec.batch;
+  const lossDifference = maxRelativeDifference(single.losses, parallel.losses);
+  const rayo = {
+    single: tokensPerSecond(single.times, tokens),
+    parallel: tokensPerSecond(parallel.times, tokens),
+  };
+  const torch =
+    values.baseline === 'torch'
+      ? {
+          single: await runTorch(requestPath, 1, join(out, 'torch-1.json')),
+          parallel: await runTorch(requestPath, gpus, join(out, `torch-${gpus}.json`)),
+        }
+      : undefined;
+  const fault = values.fault ? await runFault(script, request, out, gpus) : undefined;
+  const report = {
+    device: parallel.device,
+    gpus,
+    spec,
+    steps: request.steps,
+    losses: { single: single.losses, parallel: parallel.losses, maxRelativeDifference: lossDifference },
+    tokensPerSecond: rayo,
+    scaling: rayo.parallel / rayo.single,
+    torch,
+    vsTorchDdp: torch?.parallel.tokensPerSecond ? rayo.parallel / torch.parallel.tokensPerSecond : undefined,
+    fault,
+  };
+  await writeFile(join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
+  const lossesAgree = lossDifference <= LOSS_TOLERANCE;
+  console.log(
+    [
+      `device: ${report.device}, global batch ${spec.batch} × ${spec.seq} tokens`,
+      `losses 1 vs ${gpus} GPUs: max relative difference ${lossDifference.toExponential(2)} (${lossesAgree ? 'ok' : 'MISMATCH'})`,
+      `rayo: ${rayo.single.toFixed(0)} tokens/s on 1 GPU, ${rayo.parallel.toFixed(0)} on ${gpus}: scaling ${report.scaling.toFixed(2)}×`,
+      torch
+        ? `PyTorch DDP: 1 GPU ${torch.single.tokensPerSecond?.toFixed(0) ?? torch.single.error}, ${gpus} GPUs ${torch.parallel.tokensPerSecond?.toFixed(0) ?? torch.parallel.error}; rayo/DDP ${report.vsTorchDdp?.toFixed(2) ?? '-'}×`
+        : '',
+      fault
+        ? `fault: ${fault.passed ? 'ok' : 'FAILED'}, rank 0 ended ${(fault.afterKillMs / 1000).toFixed(1)} s after the kill: ${fault.rank0Message}`
+        : '',
+      `report: ${join(out, 'report.json')}`,
+    ]
+      .filter(Boolean)
+      .join('\n'),
+  );
+  return lossesAgree && (fault?.passed ?? true) ? 0 : 1;
+}

@@ -1,0 +1,3 @@
+import { main } from './dataParallelBench.js';
+
+process.exitCode = await main(process.argv.slice(2));

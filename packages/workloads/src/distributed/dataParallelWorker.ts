@@ -1,0 +1,116 @@
+import { readFile } from 'node:fs/promises';
+import { type Communicator, type HostArray, SingleRankCommunicator, type Tensor } from '@rayo/core';
+import { createCudaBackend, NcclCommunicator } from '@rayo/cuda-ptx';
+import {
+  AdamW,
+  DataParallel,
+  dataParallelStep,
+  joinRendezvous,
+  rankEnvironment,
+  shardRange,
+} from '@rayo/train';
+import type { THROUGHPUT_ADAMW } from '../train/throughput.js';
+import { buildWorkload, type TransformerWorkloadSpec } from '../train/workload.js';
+
+/** What the driver asks every rank to do (the PyTorch DDP baseline reads the same file). */
+export interface DataParallelRequest {
+  readonly schema: typeof DP_REQUEST_SCHEMA;
+  /** The model and the global batch (split across the ranks). */
+  readonly spec: TransformerWorkloadSpec;
+  readonly seed: number;
+  readonly warmup: number;
+  readonly steps: number;
+  readonly clipNorm: number;
+  readonly adamw: typeof THROUGHPUT_ADAMW;
+  /** The fault check: this rank is killed (SIGKILL) at the start of `killAtStep`. */
+  readonly killRank?: number;
+  readonly killAtStep?: number;
+  /** The communicator's timeout for a collective (the fault check shortens it). */
+  readonly timeoutMs?: number;
+}
+
+export const DP_REQUEST_SCHEMA = 'rayo-dp-request/1';
+
+/** What rank 0 prints as its last line. */
+export interface DataParallelRun {
+  readonly world: number;
+  readonly device: string;
+  /** The mean loss over the ranks at every step (warm-up included). */
+  readonly losses: readonly number[];
+  /** Step times (ms) after the warm-up, from the start of a step to its loss readback. */
+  readonly times: readonly number[];
+}
+
+/** Columns [start, end) of every row of a row-major [rows, columns] array. */
+function columns<T extends HostArray>(data: T, rows: number, cols: number, start: number, end: number): T {
+  const width = end - start;
+  const out = new (data.constructor as new (n: number) => T)(rows * width);
+  for (let r = 0; r < rows; r++) out.set(data.subarray(r * cols + start, r * cols + end) as never, r * width);
+  return out;
+}
+
+/**
+ * One rank of the data-parallel benchmark: the CUDA backend on the one GPU
+ * it sees, NCCL through the rendezvous store (one rank needs neither), the
+ * causal LM of train-bench built from the seed on every rank, and this rank's
+ * columns of the global batch (sequences are the second axis).
+ */
+export async function runDataParallelWorker(requestPath: string): Promise<void> {
+  const request = JSON.parse(await readFile(requestPath, 'utf8')) as DataParallelRequest;
+  const where = rankEnvironment();
+  const backend = await createCudaBackend();
+  let communicator: Communicator;
+  if (where.size === 1) {
+    communicator = new SingleRankCommunicator(backend);
+  } else {
+    const { store } = await joinRendezvous(where);
+    communicator = await NcclCommunicator.create({
+      backend,
+      rank: where.rank,
+      size: where.size,
+      store,
+      timeoutMs: request.timeoutMs,
+      onFailure: (error) => {
+        console.error(`rank ${where.rank}: ${error.message}`);
+        process.exit(1);
+      },
+    });
+    await store.close();
+  }
+  const { spec } = request;
+  const work = buildWorkload(backend, spec, request.seed);
+  const { start, end } = shardRange(spec.batch, where.rank, where.size);
+  const ids = columns(work.batch.ids!.data as Int32Array, spec.seq, spec.batch, start, end);
+  const targets = columns(work.batch.targets!.data as Int32Array, spec.seq, spec.batch, start, end);
+  const shard: Record<string, Tensor> = {
+    ids: backend.upload(ids, [spec.seq, end - start], 'i32'),
+    targets: backend.upload(targets, [spec.seq * (end - start)], 'i32'),
+  };
+  const parallel = new DataParallel({ communicator, model: work.model });
+  parallel.broadcastParameters();
+  const optimizer = new AdamW(work.model.namedParameters(), request.adamw);
+  const losses: number[] = [];
+  const times: number[] = [];
+  for (let step = 0; step < request.warmup + request.steps; step++) {
+    if (step === request.killAtStep && where.rank === request.killRank) process.kill(process.pid, 'SIGKILL');
+    const begin = performance.now();
+    const { loss } = await dataParallelStep({
+      backend,
+      optimizer,
+      parallel,
+      clipNorm: request.clipNorm,
+      loss: (tape) => work.lossOn(tape, shard),
+    });
+    if (step >= request.warmup) times.push(performance.now() - begin);
+    losses.push(loss!);
+  }
+  if (where.rank === 0) {
+    const run: DataParallelRun = { world: where.size, device: backend.info.device, losses, times };
+    console.log(JSON.stringify(run));
+  }
+  await communicator.dispose();
+  optimizer.dispose();
+  work.dispose();
+  for (const t of Object.values(shard)) t.dispose();
+  backend.dispose();
+}
