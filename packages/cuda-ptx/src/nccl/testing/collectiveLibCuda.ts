@@ -17,7 +17,9 @@ export interface StreamItem {
  * collective waits for the other ranks, later work on its stream (launches,
  * copies, fills, event records) is queued and runs when the collective is
  * done, as on a GPU; the stream and those events report NOT_READY meanwhile.
- * Work on an idle stream runs at once, as in FakeLibCuda.
+ * Work on an idle stream runs at once, as in FakeLibCuda; a graph launch
+ * waits like the rest, but a kernel launched eagerly behind a waiting
+ * collective is refused (its parameter block is not the fake's to keep).
  */
 export class CollectiveLibCuda extends FakeLibCuda {
   readonly #queues = new Map<bigint, StreamItem[]>();
@@ -55,9 +57,10 @@ export class CollectiveLibCuda extends FakeLibCuda {
     return (this.#queues.get(stream)?.length ?? 0) > 0;
   }
 
-  /** Runs `work` now on an idle stream, else after what the stream is waiting for. */
+  /** Runs `work` now on an idle (or capturing) stream, else after what the stream is waiting for. */
   #ordered(stream: bigint, work: () => CUresult): CUresult {
-    if (!this.#busy(stream)) return work();
+    // A capturing stream records work into the graph instead of running it: nothing to wait for.
+    if (!this.#busy(stream) || this.#capturing.has(stream)) return work();
     this.#queues.get(stream)!.push({
       advance: () => {
         work();
@@ -99,7 +102,7 @@ export class CollectiveLibCuda extends FakeLibCuda {
     kernelParams: bigint,
   ): CUresult {
     // The driver reuses the parameter block after the call, so a launch cannot wait in a queue.
-    if (this.#busy(stream)) {
+    if (this.#busy(stream) && !this.#capturing.has(stream)) {
       throw new Error('the fake cannot queue a launch behind a collective that waits for other ranks');
     }
     return super.cuLaunchKernel(
@@ -132,6 +135,10 @@ export class CollectiveLibCuda extends FakeLibCuda {
 
   override cuMemsetD32Async(dst: bigint, value: number, count: number, stream: bigint): CUresult {
     return this.#ordered(stream, () => super.cuMemsetD32Async(dst, value, count, stream));
+  }
+
+  override cuGraphLaunch(exec: bigint, stream: bigint): CUresult {
+    return this.#ordered(stream, () => super.cuGraphLaunch(exec, stream));
   }
 
   override cuStreamBeginCapture_v2(stream: bigint, mode: number): CUresult {
