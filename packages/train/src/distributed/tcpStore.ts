@@ -80,7 +80,14 @@ export class TcpStoreServer {
     socket.on('error', () => socket.destroy());
     const reply = (r: Reply) => socket.write(`${JSON.stringify(r)}\n`);
     onLines(socket, (line) => {
-      const request = JSON.parse(line) as Request;
+      let request: Request;
+      try {
+        request = JSON.parse(line) as Request;
+      } catch {
+        // Not one of ours (a stray connection): drop it rather than the server.
+        socket.destroy();
+        return;
+      }
       if (request.op === 'set') {
         this.#values.set(request.key, request.value ?? '');
         for (const wake of this.#waiting.get(request.key) ?? []) wake(request.value ?? '');
