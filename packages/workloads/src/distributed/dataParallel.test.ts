@@ -50,8 +50,8 @@ describe('data-parallel training on two emulated GPUs over the fake NCCL', () =>
 
     expect(reference.losses[STEPS - 1]).toBeLessThan(reference.losses[0]!);
     for (const rank of ranks) {
-      rank.losses.forEach((loss, i) => expect(loss).toBeCloseTo(reference.losses[i]!, 5));
-      rank.weight.forEach((w, i) => expect(w).toBeCloseTo(reference.weight[i]!, 5));
+      for (const [i, loss] of rank.losses.entries()) expect(loss).toBeCloseTo(reference.losses[i]!, 5);
+      for (const [i, w] of rank.weight.entries()) expect(w).toBeCloseTo(reference.weight[i]!, 5);
     }
     await Promise.all(comms.map((c) => c.dispose()));
   });
