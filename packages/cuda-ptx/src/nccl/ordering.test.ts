@@ -12,7 +12,10 @@ describe('collectives between batches (CUDA graphs) on the emulated GPU', () => 
     const cuda = new CollectiveLibCuda();
     new PtxInterpreter(cuda).attach();
     const backends = [0, 1].map(() => new CudaBackend(new CudaDriver(cuda)));
-    const comms = await NcclCommunicator.createGroup(backends, { lib: new FakeNccl(cuda), abortOnSignals: false });
+    const comms = await NcclCommunicator.createGroup(backends, {
+      lib: new FakeNccl(cuda),
+      abortOnSignals: false,
+    });
     // A step as data parallelism runs it: a batch, the all-reduce between batches, another batch.
     const step = async (rank: number) => {
       const backend = backends[rank]!;
