@@ -5,7 +5,7 @@ import {
   type RendezvousStore,
   ShapeError,
 } from '@rayo/core';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CudaBackend } from '../backend.js';
 import { CudaDriver } from '../driver/driver.js';
 import { NcclCommunicator, type NcclCommunicatorOptions } from './ncclCommunicator.js';
@@ -213,5 +213,19 @@ describe('NcclCommunicator over the fake NCCL', () => {
     const { backends, comms } = await group(2);
     await Promise.all(comms.map((c) => c.dispose()));
     expect(() => comms[0]!.broadcast(backends[0]!.upload([1], [1]))).toThrow(/communicator was disposed/);
+  });
+});
+
+describe('the watchdog', () => {
+  it('aborts the communicator with a clear error when the backend is disposed under it', async () => {
+    const failures: string[] = [];
+    const { backends, comms } = await group(2, { pollMs: 2, onFailure: (e) => failures.push(e.message) });
+    comms[0]!.allReduce([backends[0]!.upload([1], [1])]);
+    backends[0]!.dispose();
+    // Rank 0 fails on its own; its abort then reaches rank 1 as a remote error.
+    await vi.waitFor(() => expect(failures).toHaveLength(2));
+    expect(failures[0]).toMatch(/rank 0 of 2: the watchdog failed: .*backend was disposed/);
+    expect(failures[1]).toMatch(/rank 1 of 2: remote process exited/);
+    expect(() => comms[0]!.allReduce([])).toThrow(/the watchdog failed/);
   });
 });

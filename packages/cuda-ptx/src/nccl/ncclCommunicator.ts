@@ -299,6 +299,25 @@ export class NcclCommunicator implements Communicator {
 
   #poll(): void {
     if (this.#closed !== undefined) return;
+    try {
+      this.#check();
+    } catch (error) {
+      // A timer has no caller to throw to: the backend disposed under the communicator, say.
+      this.#fail(
+        new CollectiveError(
+          `rank ${this.rank} of ${this.size}: the watchdog failed: ${(error as Error).message}`,
+          {
+            kernel: 'NcclCommunicator',
+            cause: error,
+          },
+        ),
+      );
+    }
+  }
+
+  /** One look of the watchdog: NCCL's asynchronous error, then the age of the unfinished collectives. */
+  #check(): void {
+    this.backend.checkAlive('NcclCommunicator');
     const state = this.lib.ncclCommGetAsyncError(this.#comm);
     const result = state.status === NCCL_RESULT.success ? state.value : state.status;
     if (result !== NCCL_RESULT.success && result !== NCCL_RESULT.inProgress) {
@@ -308,6 +327,7 @@ export class NcclCommunicator implements Communicator {
       return;
     }
     if (this.#pendingSince === undefined) return;
+    this.backend.driver.activate();
     if (this.backend.driver.lib.cuEventQuery(this.#done) === 0) {
       this.#pendingSince = undefined;
     } else if (performance.now() - this.#pendingSince > this.#timeoutMs) {
