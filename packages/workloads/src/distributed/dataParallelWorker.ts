@@ -41,8 +41,14 @@ export interface DataParallelRun {
   readonly times: readonly number[];
 }
 
-/** Columns [start, end) of every row of a row-major [rows, columns] array. */
-function columns<T extends HostArray>(data: T, rows: number, cols: number, start: number, end: number): T {
+/** Columns [start, end) of every row of a row-major [rows, columns] array (a rank's sequences of [seq, batch] tokens). */
+export function batchColumns<T extends HostArray>(
+  data: T,
+  rows: number,
+  cols: number,
+  start: number,
+  end: number,
+): T {
   const width = end - start;
   const out = new (data.constructor as new (n: number) => T)(rows * width);
   for (let r = 0; r < rows; r++) out.set(data.subarray(r * cols + start, r * cols + end) as never, r * width);
@@ -80,8 +86,8 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
   const { spec } = request;
   const work = buildWorkload(backend, spec, request.seed);
   const { start, end } = shardRange(spec.batch, where.rank, where.size);
-  const ids = columns(work.batch.ids!.data as Int32Array, spec.seq, spec.batch, start, end);
-  const targets = columns(work.batch.targets!.data as Int32Array, spec.seq, spec.batch, start, end);
+  const ids = batchColumns(work.batch.ids!.data as Int32Array, spec.seq, spec.batch, start, end);
+  const targets = batchColumns(work.batch.targets!.data as Int32Array, spec.seq, spec.batch, start, end);
   const shard: Record<string, Tensor> = {
     ids: backend.upload(ids, [spec.seq, end - start], 'i32'),
     targets: backend.upload(targets, [spec.seq * (end - start)], 'i32'),

@@ -1,0 +1,22 @@
+import { describe, expect, it } from 'vitest';
+import { LOSS_TOLERANCE, maxRelativeDifference, tokensPerSecond } from './dataParallelBench.js';
+import { batchColumns } from './dataParallelWorker.js';
+
+describe('dp-bench', () => {
+  it('takes a rank’s sequences out of a sequence-first batch', () => {
+    // [seq 2, batch 4]: row t holds token t of each of the 4 sequences.
+    const ids = Int32Array.from([0, 1, 2, 3, 10, 11, 12, 13]);
+    expect(Array.from(batchColumns(ids, 2, 4, 2, 4))).toEqual([2, 3, 12, 13]);
+    expect(Array.from(batchColumns(ids, 2, 4, 0, 2))).toEqual([0, 1, 10, 11]);
+  });
+
+  it('compares loss curves by their largest relative difference', () => {
+    expect(maxRelativeDifference([2, 1], [2.002, 1])).toBeCloseTo(1e-3, 6);
+    expect(maxRelativeDifference([2, 1], [2])).toBe(Number.POSITIVE_INFINITY);
+    expect(maxRelativeDifference([4, 3], [4, 3.1])).toBeGreaterThan(LOSS_TOLERANCE);
+  });
+
+  it('counts tokens per second at the median step', () => {
+    expect(tokensPerSecond([10, 1000, 20], 4096)).toBeCloseTo(204_800, 6);
+  });
+});
