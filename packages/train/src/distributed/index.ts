@@ -7,7 +7,7 @@ export {
   shardRange,
 } from './dataParallel.js';
 export { LAUNCH_USAGE, launchCli } from './launchCli.js';
-export { type LaunchOptions, launchDataParallel, type RankExit } from './launcher.js';
+export { LaunchError, type LaunchOptions, launchDataParallel, type RankExit } from './launcher.js';
 export { joinRendezvous, RANK_ENV, type RankEnvironment, rankEnvironment } from './rendezvous.js';
 export { type DataParallelStepOptions, dataParallelStep } from './step.js';
 export { TcpStore, type TcpStoreOptions, TcpStoreServer, type TcpStoreServerOptions } from './tcpStore.js';

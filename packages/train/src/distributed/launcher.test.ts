@@ -2,10 +2,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CollectiveError } from '@rayo/core';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchDataParallel, type RankExit } from './launcher.js';
+import { launchCli } from './launchCli.js';
+import { LaunchError, launchDataParallel, type RankExit } from './launcher.js';
 
 // Ranks are separate Node processes, so the TypeScript program is bundled first.
 let dir: string;
@@ -45,10 +45,39 @@ describe('launchDataParallel and the TCP rendezvous store, across processes', ()
 
   it('stops the other ranks when one fails, and names the failed rank', async () => {
     const run = launchDataParallel({ gpus: 2, script, args: ['fail'], output: 'collect', graceMs: 2_000 });
-    const error = (await run.catch((e: unknown) => e)) as CollectiveError & { exits: RankExit[] };
-    expect(error).toBeInstanceOf(CollectiveError);
+    const error = (await run.catch((e: unknown) => e)) as LaunchError;
+    expect(error).toBeInstanceOf(LaunchError);
     expect(error.message).toMatch(/launchDataParallel: rank 1 of 2 exited with code 3/);
     // Rank 0 was waiting for rank 1's answer; it is ended by the launcher, not by its own 20 s timeout.
     expect(error.exits[0]!.signal).toBe('SIGTERM');
+  }, 30_000);
+});
+
+describe('launchCli', () => {
+  it('refuses unknown options and a missing script with its usage', async () => {
+    const errors: string[] = [];
+    const original = console.error;
+    console.error = (text: string) => errors.push(text);
+    try {
+      expect(await launchCli(['--gpu', '2', 'x.mjs'])).toBe(2);
+      expect(await launchCli(['--gpus', '2'])).toBe(2);
+    } finally {
+      console.error = original;
+    }
+    expect(errors[0]).toMatch(/unknown option --gpu/);
+    expect(errors[1]).toMatch(/^Usage: launch --gpus/);
+  });
+
+  it('runs a script on the GPUs of a list and reports a failed rank with exit code 1', async () => {
+    expect(await launchCli(['--gpus', '1,2', script])).toBe(0);
+    const errors: string[] = [];
+    const original = console.error;
+    console.error = (text: string) => errors.push(text);
+    try {
+      expect(await launchCli(['--gpus', '2', script, 'fail'])).toBe(1);
+    } finally {
+      console.error = original;
+    }
+    expect(errors.join('\n')).toMatch(/rank 1 of 2 exited with code 3/);
   }, 30_000);
 });

@@ -64,7 +64,7 @@ function gpuList(gpus: LaunchOptions['gpus']): readonly number[] {
  * LOCAL_RANK, MASTER_ADDR and MASTER_PORT (see `joinRendezvous`). When a
  * rank fails, the others get SIGTERM (which aborts their communicators) and
  * SIGKILL after the grace time, so that no rank waits for a dead one. Resolves
- * with every rank's exit once all have ended; rejects with a CollectiveError
+ * with every rank's exit once all have ended; rejects with a LaunchError
  * naming the first rank that failed.
  */
 export async function launchDataParallel(options: LaunchOptions): Promise<RankExit[]> {
@@ -117,19 +117,22 @@ export async function launchDataParallel(options: LaunchOptions): Promise<RankEx
         }),
     ),
   );
-  if (firstFailure) {
-    const how = firstFailure.signal
-      ? `was killed by ${firstFailure.signal}`
-      : `exited with code ${firstFailure.code}`;
-    const tail = firstFailure.stderr.trim().split('\n').slice(-5).join('\n');
-    throw Object.assign(
-      new CollectiveError(`rank ${firstFailure.rank} of ${gpus.length} ${how}${tail ? `:\n${tail}` : ''}`, {
-        kernel: 'launchDataParallel',
-      }),
-      { exits },
-    );
-  }
+  if (firstFailure) throw new LaunchError(firstFailure, exits);
   return exits;
+}
+
+/** A rank failed: the message names it and ends with its last lines of stderr; `exits` has every rank's. */
+export class LaunchError extends CollectiveError {
+  constructor(
+    failed: RankExit,
+    readonly exits: readonly RankExit[],
+  ) {
+    const how = failed.signal ? `was killed by ${failed.signal}` : `exited with code ${failed.code}`;
+    const tail = failed.stderr.trim().split('\n').slice(-5).join('\n');
+    super(`rank ${failed.rank} of ${exits.length} ${how}${tail ? `:\n${tail}` : ''}`, {
+      kernel: 'launchDataParallel',
+    });
+  }
 }
 
 function stopOthers(children: readonly ChildProcess[], failed: ChildProcess, graceMs: number): void {

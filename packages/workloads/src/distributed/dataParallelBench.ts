@@ -4,7 +4,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CollectiveError } from '@rayo/core';
-import { launchDataParallel, type RankExit } from '@rayo/train';
+import { LaunchError, launchDataParallel, type RankExit } from '@rayo/train';
 import { summariseTimes, THROUGHPUT_ADAMW } from '../train/throughput.js';
 import { QUICK_WORKLOADS, THROUGHPUT_WORKLOADS } from '../train/trainBench.js';
 import type { TransformerWorkloadSpec } from '../train/workload.js';
@@ -110,7 +110,10 @@ async function runFault(script: string, request: DataParallelRequest, out: strin
     args: ['--worker', path],
     output: 'collect',
     stopOthersOnFailure: false,
-  }).catch((error: { exits?: RankExit[] }) => error.exits ?? []);
+  }).catch((error: unknown) => {
+    if (error instanceof LaunchError) return error.exits;
+    throw error;
+  });
   const killed = exits[1];
   const survivor = exits[0];
   const afterKillMs = killed && survivor ? survivor.endedAt - killed.endedAt : Number.NaN;
