@@ -75,19 +75,24 @@ export class DataParallel {
 
   /** Averages every parameter's gradient across the ranks, bucket by bucket (after backward). */
   allReduceGradients(): void {
+    this.allReduceGradientsOf((p) => p.grad);
+  }
+
+  /** The same for gradients kept elsewhere than on the parameters (a replayed step's recording). */
+  allReduceGradientsOf(gradientOf: (parameter: Parameter) => Tensor | undefined): void {
     for (const bucket of this.buckets) {
       const grads = bucket.parameters.map((p, i) => {
-        if (!p.grad) {
+        const grad = gradientOf(p);
+        if (!grad) {
           // A gradient present on one rank only would leave the ranks' collectives out of step.
           throw new RayoError('a parameter has no gradient to all-reduce', {
             kernel: 'DataParallel.allReduceGradients',
             argument: bucket.names[i],
-            expected:
-              'a gradient on every rank (call after backward; every parameter must be used by the loss)',
+            expected: 'a gradient on every rank (call after backward; every parameter must be used by the loss)',
             actual: 'none',
           });
         }
-        return p.grad;
+        return grad;
       });
       this.communicator.allReduce(grads, 'avg');
     }

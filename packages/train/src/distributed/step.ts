@@ -14,7 +14,7 @@ export interface DataParallelStepOptions extends Omit<StepOptions, 'kernelsUsed'
  * share of the batch (one command batch), the gradients averaged across the
  * ranks in buckets, then clipping and the update (a second command batch), as
  * `trainStep` does on one device. Collectives run on the backend's queue
- * outside batches, hence two batches. The loss returned is the mean over
+ * outside batches, hence two batches, enqueued back to back. The loss returned is the mean over
  * the ranks, the same on every rank.
  */
 export async function dataParallelStep(options: DataParallelStepOptions): Promise<StepResult> {
@@ -28,7 +28,11 @@ export async function dataParallelStep(options: DataParallelStepOptions): Promis
     if (options.lr !== undefined) optimizer.lr = options.lr;
     const loss = options.loss(tape);
     tape.backward(loss);
-    if (forward) await forward.submit();
+    // A submit enqueues the batch before its promise settles: the collectives
+    // and the update queue up behind it, and the step waits for the device once.
+    const backwardDone = forward?.submit();
+    // Awaited below; until then a failure must not count as unhandled.
+    backwardDone?.catch(() => undefined);
     parallel.allReduceGradients();
     const readLoss = options.readLoss ?? true;
     if (readLoss) parallel.communicator.allReduce([loss.value], 'avg');
@@ -45,7 +49,8 @@ export async function dataParallelStep(options: DataParallelStepOptions): Promis
       }
       optimizer.step(runner);
     }
-    if (update) await update.submit();
+    const updateDone = update?.submit();
+    await Promise.all([backwardDone, updateDone]);
     const lossValue = readLoss ? (await loss.value.read())[0]! : undefined;
     const gradNorm = options.readGradNorm && norm ? (await norm.read())[0]! : undefined;
     parallel.throwIfFailed();
