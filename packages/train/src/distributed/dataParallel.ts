@@ -88,7 +88,8 @@ export class DataParallel {
           throw new RayoError('a parameter has no gradient to all-reduce', {
             kernel: 'DataParallel.allReduceGradients',
             argument: bucket.names[i],
-            expected: 'a gradient on every rank (call after backward; every parameter must be used by the loss)',
+            expected:
+              'a gradient on every rank (call after backward; every parameter must be used by the loss)',
             actual: 'none',
           });
         }
