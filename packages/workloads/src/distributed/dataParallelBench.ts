@@ -23,6 +23,8 @@ mid-run and checks that rank 0 exits with a clear error within 30 s.
   --warmup N         untimed steps (default 3)
   --steps N          timed steps (default 20; quick 3)
   --seed N           initialisation and data (default 0)
+  --mode MODE        replayed: the step recorded once as two CUDA graphs
+                     (default); eager: recorded anew every step
   --quick            the tiny transformer of train-bench's quick mode
   --baseline NAME    torch: also run torch_ddp_baseline.py ($PYTHON, else python3); none (default)
   --fault            also run the killed-rank check
@@ -146,6 +148,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       warmup: { type: 'string', default: '3' },
       steps: { type: 'string' },
       seed: { type: 'string', default: '0' },
+      mode: { type: 'string', default: 'replayed' },
       quick: { type: 'boolean', default: false },
       baseline: { type: 'string', default: 'none' },
       fault: { type: 'boolean', default: false },
@@ -168,6 +171,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     steps: Number(values.steps ?? (values.quick ? 3 : 20)),
     clipNorm: 1,
     adamw: THROUGHPUT_ADAMW,
+    mode: values.mode === 'eager' ? 'eager' : 'replayed',
   };
   const out = resolve(values.out);
   await mkdir(out, { recursive: true });

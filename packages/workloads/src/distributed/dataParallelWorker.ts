@@ -6,8 +6,10 @@ import {
   DataParallel,
   dataParallelStep,
   joinRendezvous,
+  ReplayedDataParallelStep,
   rankEnvironment,
   shardRange,
+  type Tape,
 } from '@rayo/train';
 import type { THROUGHPUT_ADAMW } from '../train/throughput.js';
 import { buildWorkload, type TransformerWorkloadSpec } from '../train/workload.js';
@@ -22,6 +24,8 @@ export interface DataParallelRequest {
   readonly steps: number;
   readonly clipNorm: number;
   readonly adamw: typeof THROUGHPUT_ADAMW;
+  /** `replayed`: the step recorded once (ReplayedDataParallelStep); `eager`: recorded anew every step (dataParallelStep). */
+  readonly mode: 'replayed' | 'eager';
   /** The fault check: this rank is killed (SIGKILL) at the start of `killAtStep`. */
   readonly killRank?: number;
   readonly killAtStep?: number;
@@ -95,21 +99,24 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
   const parallel = new DataParallel({ communicator, model: work.model });
   parallel.broadcastParameters();
   const optimizer = new AdamW(work.model.namedParameters(), request.adamw);
+  const loss = (tape: Tape) => work.lossOn(tape, shard);
+  const { clipNorm } = request;
+  const replayed =
+    request.mode === 'replayed'
+      ? new ReplayedDataParallelStep({ backend, optimizer, parallel, loss, clipNorm })
+      : undefined;
   const losses: number[] = [];
   const times: number[] = [];
   for (let step = 0; step < request.warmup + request.steps; step++) {
     if (step === request.killAtStep && where.rank === request.killRank) process.kill(process.pid, 'SIGKILL');
     const begin = performance.now();
-    const { loss } = await dataParallelStep({
-      backend,
-      optimizer,
-      parallel,
-      clipNorm: request.clipNorm,
-      loss: (tape) => work.lossOn(tape, shard),
-    });
+    const result = replayed
+      ? await replayed.run()
+      : await dataParallelStep({ backend, optimizer, parallel, clipNorm, loss });
     if (step >= request.warmup) times.push(performance.now() - begin);
-    losses.push(loss!);
+    losses.push(result.loss!);
   }
+  replayed?.dispose();
   if (where.rank === 0) {
     const run: DataParallelRun = { world: where.size, device: backend.info.device, losses, times };
     console.log(JSON.stringify(run));
