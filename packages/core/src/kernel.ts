@@ -1,5 +1,5 @@
 import type { Backend, RunOptions } from './backend.js';
-import type { DType, HostArray } from './dtype.js';
+import { type DType, type HostArray, isFloat, isHalf, toHostArray, toNumbers } from './dtype.js';
 import {
   BackendMismatchError,
   DisposedTensorError,
@@ -48,6 +48,12 @@ export type AttrDecls<A extends AttrValues> = { readonly [K in keyof A]-?: AttrD
 export interface InputDecl {
   readonly name: string;
   readonly dtypes: readonly DType[];
+  /**
+   * Float inputs of one group must share one dtype. An input that allows a
+   * half dtype is in group `activation` unless it names another (weights
+   * that may be half under f32 activations, caches, gradients).
+   */
+  readonly dtypeGroup?: string;
   /** May be passed as `undefined`. */
   readonly optional?: boolean;
   /** The last input only: one or more tensors, named `name[0]`, `name[1]`, … */
@@ -137,6 +143,33 @@ export function defineKernel<A extends AttrValues>(spec: KernelSpec<A>): KernelS
     }
   }
   return Object.freeze(spec);
+}
+
+/**
+ * Runs `implementation` (the spec's reference by default) as f32 code:
+ * half inputs are widened to Float32Array and each half output is rounded to
+ * its dtype, ties to even. Every caller of a reference goes through here.
+ */
+export function runReference<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  inputs: readonly (HostArray | undefined)[],
+  attrs: A,
+  io: KernelIO,
+  implementation: KernelSpec<A>['reference'] = spec.reference,
+): HostArray[] {
+  const widened = inputs.map((data, i) => {
+    const dtype = io.inputs[i]?.dtype;
+    return data && dtype && isHalf(dtype) ? Float32Array.from(toNumbers(dtype, data)) : data;
+  });
+  return implementation(widened, attrs, io).map((result, i) => {
+    const dtype = io.outputs[i]?.dtype;
+    return dtype && isHalf(dtype) && !(result instanceof Uint16Array) ? toHostArray(dtype, result) : result;
+  });
+}
+
+/** The dtype group of a float input (see `InputDecl.dtypeGroup`), or undefined. */
+export function dtypeGroupOf(decl: InputDecl): string | undefined {
+  return decl.dtypeGroup ?? (decl.dtypes.some(isHalf) ? 'activation' : undefined);
 }
 
 /** The name of flat input `index` (`grads[2]` for a variadic input). */
@@ -445,7 +478,30 @@ export function checkInputs(
     }
     metas.push({ shape: t.shape, dtype: t.dtype });
   }
+  checkDtypeGroups(spec, metas);
   return metas;
+}
+
+/** Float inputs of one dtype group share one dtype: the first given input's. */
+export function checkDtypeGroups(spec: AnyKernelSpec, inputs: InputMetas): void {
+  const groups = new Map<string, { dtype: DType; argument: string }>();
+  inputs.forEach((meta, i) => {
+    const decl = declFor(spec, i);
+    if (!meta || !decl || !isFloat(meta.dtype)) return;
+    const group = dtypeGroupOf(decl);
+    if (group === undefined) return;
+    const argument = inputName(spec, i);
+    const first = groups.get(group);
+    if (!first) groups.set(group, { dtype: meta.dtype, argument });
+    else if (first.dtype !== meta.dtype) {
+      throw new DTypeError(`inputs of dtype group '${group}' must share one element type`, {
+        kernel: spec.name,
+        argument,
+        expected: `${first.dtype} (the type of '${first.argument}')`,
+        actual: meta.dtype,
+      });
+    }
+  });
 }
 
 /** Checks caller-provided outputs against the inferred ones. */
@@ -562,6 +618,7 @@ export function inferKernel<A extends AttrValues>(
   inputs: InputMetas,
   attrs?: Partial<A>,
 ): { attrs: A; outputs: OutputMeta[] } {
+  checkDtypeGroups(spec, inputs);
   const resolved = resolveAttrs(spec, attrs, inputs);
   return { attrs: resolved, outputs: spec.infer(inputs, resolved) };
 }
