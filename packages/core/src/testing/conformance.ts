@@ -8,7 +8,7 @@ import {
   InvalidArgumentError,
   ShapeError,
 } from '../errors.js';
-import { type AnyKernelSpec, inferKernel, inputName, type TensorMeta } from '../kernel.js';
+import { type AnyKernelSpec, inferKernel, inputName, runReference, type TensorMeta } from '../kernel.js';
 import { KERNELS } from '../kernels/index.js';
 import { matmul } from '../kernels/matmul.js';
 import { sizeOf } from '../shape.js';
@@ -125,7 +125,7 @@ async function runValidCase(
   const spec = c.spec;
   const sampled = sampleInputs(spec, c.inputs, seed ^ hashString(caseName(c)));
   const { attrs, outputs: metas } = inferKernel(spec, sampled.metas, c.attrs);
-  const expected = spec.reference(sampled.data, attrs, { inputs: sampled.metas, outputs: metas });
+  const expected = runReference(spec, sampled.data, attrs, { inputs: sampled.metas, outputs: metas });
   const inputs = upload(backend, sampled);
   const out =
     mode === 'poisoned out'
@@ -401,9 +401,12 @@ function apiChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
         { shape: [13, 7], dtype: 'f32' },
         { shape: [7, 5], dtype: 'f32' },
       ]);
-      const ref = matmul.reference([av, bv], io.attrs, { inputs: [], outputs: io.outputs })[0]!;
+      const ref = runReference(matmul, [av, bv], io.attrs, { inputs: [], outputs: io.outputs })[0]!;
       const io2 = inferKernel(matmul, [ab!, ab!], { transA: true });
-      const ref2 = matmul.reference([ref, ref], io2.attrs, { inputs: [ab!, ab!], outputs: io2.outputs })[0]!;
+      const ref2 = runReference(matmul, [ref, ref], io2.attrs, {
+        inputs: [ab!, ab!],
+        outputs: io2.outputs,
+      })[0]!;
       let mismatch = compareOutputs('f32', await abb!.read(), ref2, { rtol: 1e-4, atol: 1e-4 });
       if (mismatch) fail(mismatch);
       await batch.submit();
@@ -436,7 +439,7 @@ function apiChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
               transB: true,
             },
           );
-          const ref = matmul.reference([x, w], io.attrs, { inputs: [], outputs: io.outputs })[0]!;
+          const ref = runReference(matmul, [x, w], io.attrs, { inputs: [], outputs: io.outputs })[0]!;
           const host = await cache.matmulHost('proj', x, m, { alpha: 0.5 });
           let mismatch = compareOutputs('f32', host, ref, { rtol: 1e-4, atol: 1e-4 });
           if (mismatch) fail(`matmulHost M=${m}: ${mismatch}`);
