@@ -19,6 +19,7 @@ import type { AnyConformanceCase, AnyErrorCase, InputInit, InputSample } from '.
 import { compareOutputs } from './compare.js';
 import { type ErrorClass, expectRayoError, fail } from './expect.js';
 import { faultContractChecks } from './faultContract.js';
+import { halfVariants, runAsDeclared, UnsupportedOnBackend } from './halfCases.js';
 import { hashString, Rng } from './random.js';
 import { replayChecks, writeChecks } from './replay.js';
 import { viewChecks } from './viewChecks.js';
@@ -503,16 +504,23 @@ export function conformanceSuite(options: ConformanceOptions): ConformanceSuite 
         if (valid.length === 0) fail(`kernel '${spec.name}' has no conformance cases`);
       },
     });
+    const runCase = async (c: AnyConformanceCase, mode: Mode) => {
+      const backend = await getBackend();
+      await runAsDeclared(backend, c, () => runValidCase(backend, c, seed, mode));
+    };
     valid.forEach((c, i) => {
       const modes: Mode[] = i === 0 ? ['poisoned out', 'fresh outputs', 'batch'] : ['poisoned out'];
       for (const mode of modes) {
         checks.push({
           name: `${caseName(c)}${mode === 'poisoned out' ? '' : ` (${mode})`}`,
           group: spec.family,
-          run: async () => runValidCase(await getBackend(), c, seed, mode),
+          run: () => runCase(c, mode),
         });
       }
     });
+    for (const half of valid.flatMap(halfVariants)) {
+      checks.push({ name: caseName(half), group: spec.family, run: () => runCase(half, 'poisoned out') });
+    }
     for (const c of errors) {
       checks.push({
         name: `${spec.name} rejects ${c.label}`,
@@ -545,6 +553,8 @@ export function conformanceSuite(options: ConformanceOptions): ConformanceSuite 
 export interface RunSummary {
   readonly passed: number;
   readonly failed: number;
+  /** Checks of dtypes the backend declares it does not run, whose calls it refused as declared. */
+  readonly unsupported: number;
   readonly failures: readonly { readonly name: string; readonly message: string }[];
 }
 
@@ -554,6 +564,7 @@ export async function runChecks(
   onResult?: (check: ConformanceCheck, error: unknown | undefined) => void,
 ): Promise<RunSummary> {
   let passed = 0;
+  let unsupported = 0;
   const failures: { name: string; message: string }[] = [];
   for (const check of checks) {
     let error: unknown;
@@ -562,9 +573,11 @@ export async function runChecks(
       passed++;
     } catch (e) {
       error = e ?? new Error('failed');
-      failures.push({ name: check.name, message: error instanceof Error ? error.message : String(error) });
+      if (error instanceof UnsupportedOnBackend) unsupported++;
+      else
+        failures.push({ name: check.name, message: error instanceof Error ? error.message : String(error) });
     }
     onResult?.(check, error);
   }
-  return { passed, failed: failures.length, failures };
+  return { passed, failed: failures.length, unsupported, failures };
 }
