@@ -44,14 +44,14 @@ function storeBits(k: KernelBuilder, to: CastDType, y: R64, i: R32, bits: R32): 
   const rounded = k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), bits, 0x7fff), lsb);
   k.shr('b32', rounded, rounded, 16);
   const magnitude = k.and('b32', k.reg('u32'), bits, 0x7fffffff);
-  const isNaN = k.setp('gt', 'u32', k.reg('pred'), magnitude, 0x7f800000);
+  const nan = k.setp('gt', 'u32', k.reg('pred'), magnitude, 0x7f800000);
   const quiet = k.or(
     'b32',
     k.reg('u32'),
     k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), bits, 16), 0x8000),
     0x7fc0,
   );
-  const word = k.selp('b32', k.reg('u32'), quiet, rounded, isNaN);
+  const word = k.selp('b32', k.reg('u32'), quiet, rounded, nan);
   k.stGlobal('b16', at, k.cvt('u16', 'u32', k.reg('b16'), word));
 }
 
