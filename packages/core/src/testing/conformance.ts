@@ -19,7 +19,7 @@ import type { AnyConformanceCase, AnyErrorCase, InputInit, InputSample } from '.
 import { compareOutputs } from './compare.js';
 import { type ErrorClass, expectRayoError, fail } from './expect.js';
 import { faultContractChecks } from './faultContract.js';
-import { halfVariants, runAsDeclared, UnsupportedOnBackend } from './halfCases.js';
+import { halfVariants, mixedDtypeError, runAsDeclared, UnsupportedOnBackend } from './halfCases.js';
 import { hashString, Rng } from './random.js';
 import { replayChecks, writeChecks } from './replay.js';
 import { viewChecks } from './viewChecks.js';
@@ -521,7 +521,8 @@ export function conformanceSuite(options: ConformanceOptions): ConformanceSuite 
     for (const half of valid.flatMap(halfVariants)) {
       checks.push({ name: caseName(half), group: spec.family, run: () => runCase(half, 'poisoned out') });
     }
-    for (const c of errors) {
+    const mixed = valid[0] && mixedDtypeError(valid[0]);
+    for (const c of mixed ? [...errors, mixed] : errors) {
       checks.push({
         name: `${spec.name} rejects ${c.label}`,
         group: spec.family,

@@ -1,8 +1,8 @@
 import type { Backend } from '../backend.js';
 import { type DType, isFloat, isHalf } from '../dtype.js';
 import { UnsupportedOnBackendError } from '../errors.js';
-import { type AnyKernelSpec, dtypeGroupOf, inferKernel, type TensorMeta } from '../kernel.js';
-import type { AnyConformanceCase, InputSample, Tolerance } from './cases.js';
+import { type AnyKernelSpec, dtypeGroupOf, inferKernel, inputName, type TensorMeta } from '../kernel.js';
+import type { AnyConformanceCase, AnyErrorCase, InputSample, Tolerance } from './cases.js';
 import { DEFAULT_TOLERANCE } from './compare.js';
 import { fail } from './expect.js';
 
@@ -65,6 +65,35 @@ export function halfVariants(c: AnyConformanceCase): AnyConformanceCase[] {
     variants.push(storedIn(c, 'bf16', 'bf16 beside f32 activations', (g) => g !== 'activation'));
   }
   return variants;
+}
+
+/**
+ * An error case derived from a valid one: the second given input of a dtype
+ * group in another dtype than the first must be a DTypeError naming it.
+ */
+export function mixedDtypeError(c: AnyConformanceCase): AnyErrorCase | undefined {
+  const seen = new Map<string, number>();
+  for (let i = 0; i < c.inputs.length; i++) {
+    const s = c.inputs[i];
+    const group = s && (s.dtype ?? 'f32') === 'f32' ? dtypeGroupOf(declOf(c.spec, i)) : undefined;
+    if (group === undefined) continue;
+    if (!seen.has(group)) {
+      seen.set(group, i);
+      continue;
+    }
+    const inputs = c.inputs.map((x, j) => (j === i ? { ...x!, dtype: 'f16' as const } : x));
+    const { spec, attrs } = c;
+    const argument = inputName(spec, i);
+    return {
+      spec,
+      attrs,
+      inputs,
+      label: `'${argument}' of another dtype than its group`,
+      error: 'dtype',
+      argument,
+    };
+  }
+  return undefined;
 }
 
 /** A check whose call the backend declares it cannot run, and refused as declared. */
