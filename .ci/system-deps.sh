@@ -28,9 +28,9 @@ if [ "$codename" = bookworm ]; then
     printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' "$mirror" "$keyring" | $SUDO tee "$list" >/dev/null
   fi
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports mesa-vulkan-drivers libvulkan1 >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports mesa-vulkan-drivers libvulkan1 chromium >/dev/null
 else
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends mesa-vulkan-drivers libvulkan1 >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends mesa-vulkan-drivers libvulkan1 chromium >/dev/null
 fi
 dpkg-query -W -f='system-deps: ${Package} ${Version}\n' mesa-vulkan-drivers libvulkan1

@@ -86,6 +86,29 @@ def import_torch(device_name):
     return torch, device
 
 
+def add_device_option(parser):
+    parser.add_argument("--device", default="cuda", help="torch device (default cuda; cpu only checks the script)")
+
+
+def open_baseline(request_path, device_name, schema_in, schema_out, label, noun, out_path, empty_results, write=write_json):
+    """What every baseline does first: read rayo's request and import torch.
+
+    Returns (request, torch, device), or the exit code to stop with: 2 for a
+    request that is not a `schema_in` file, 0 after writing the "unavailable"
+    result to `out_path` with `write` when torch or the device cannot run.
+    """
+    request = read_request(request_path, schema_in, label, noun)
+    if request is None:
+        return 2
+    try:
+        torch, device = import_torch(device_name)
+    except Unavailable as why:
+        print("%s: %s" % (label, why.reason), file=sys.stderr)
+        write(out_path, unavailable_output(schema_out, why.reason, empty_results))
+        return 0
+    return request, torch, device
+
+
 def device_info(torch, device):
     """The torch and CUDA versions and the device's name, as every output records them."""
     return {

@@ -34,27 +34,19 @@ import sys
 import time
 
 from rayo_torch import (
-    Unavailable,
+    add_device_option,
     capture_graph,
     device_info,
     error_text,
     fp32_settings,
-    import_torch,
-    read_request,
+    open_baseline,
     spread,
-    unavailable_output,
     warm_on_side_stream,
     write_json,
 )
 
 SCHEMA_IN = "rayo-bench-cases/2"
 SCHEMA_OUT = "rayo-bench-torch/2"
-
-
-def unavailable(path, reason):
-    write_json(path, unavailable_output(SCHEMA_OUT, reason, []))
-    print("torch baseline: " + reason, file=sys.stderr)
-    return 0
 
 
 # --- The timing rules: the same as rayo's timing.ts ------------------------------------------------
@@ -746,18 +738,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Times rayo-bench cases with PyTorch.")
     parser.add_argument("--cases", required=True, help="the case file rayo-bench wrote (cases.json)")
     parser.add_argument("--out", required=True, help="where to write the results (JSON)")
-    parser.add_argument("--device", default="cuda", help="torch device (default cuda; cpu only checks the script)")
+    add_device_option(parser)
     parser.add_argument("--filter", default="", help="only cases whose id contains this text")
     args = parser.parse_args(argv)
 
-    spec = read_request(args.cases, SCHEMA_IN, "torch baseline", "case file")
-    if spec is None:
-        return 2
-
-    try:
-        torch, device = import_torch(args.device)
-    except Unavailable as why:
-        return unavailable(args.out, why.reason)
+    opened = open_baseline(args.cases, args.device, SCHEMA_IN, SCHEMA_OUT, "torch baseline", "case file", args.out, [])
+    if isinstance(opened, int):
+        return opened
+    spec, torch, device = opened
     torch.manual_seed(0)
 
     timer = Timer(torch, device, TimingRules(spec.get("timing", {})))

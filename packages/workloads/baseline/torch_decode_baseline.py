@@ -31,15 +31,13 @@ import sys
 import time
 
 from rayo_torch import (
-    Unavailable,
+    add_device_option,
     capture_graph,
     device_info,
     error_text,
-    import_torch,
+    open_baseline,
     quantile,
-    read_request,
     sync,
-    unavailable_output,
     warm_on_side_stream,
     write_json,
 )
@@ -280,19 +278,15 @@ def main(argv=None):
     parser.add_argument("--request", required=True, help="the request file rayo's decode benchmark wrote")
     parser.add_argument("--out", required=True, help="where to write the results (JSON)")
     parser.add_argument("--logits", default="", help="where to write the first step's logits (float32)")
-    parser.add_argument("--device", default="cuda", help="torch device (default cuda; cpu only checks the script)")
+    add_device_option(parser)
     args = parser.parse_args(argv)
 
-    request = read_request(args.request, SCHEMA_IN, "torch decode baseline", "request")
-    if request is None:
-        return 2
-
-    try:
-        torch, device = import_torch(args.device)
-    except Unavailable as why:
-        print("torch decode baseline: " + why.reason, file=sys.stderr)
-        write_json(args.out, unavailable_output(SCHEMA_OUT, why.reason, {}))
-        return 0
+    opened = open_baseline(
+        args.request, args.device, SCHEMA_IN, SCHEMA_OUT, "torch decode baseline", "request", args.out, {}
+    )
+    if isinstance(opened, int):
+        return opened
+    request, torch, device = opened
 
     with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
         config = json.load(f)

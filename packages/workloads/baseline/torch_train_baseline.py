@@ -28,16 +28,14 @@ import sys
 import time
 
 from rayo_torch import (
-    Unavailable,
+    add_device_option,
     capture_graph,
     device_info,
     error_text,
     fp32_settings,
-    import_torch,
-    read_request,
+    open_baseline,
     spread,
     sync,
-    unavailable_output,
     warm_on_side_stream,
 )
 
@@ -309,19 +307,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Times rayo's training workloads in PyTorch, eager and as a CUDA graph.")
     parser.add_argument("--request", required=True, help="the request file train-bench wrote")
     parser.add_argument("--out", default="", help="also write the results here (JSON)")
-    parser.add_argument("--device", default="cuda", help="torch device (default cuda; cpu only checks the script)")
+    add_device_option(parser)
     args = parser.parse_args(argv)
 
-    request = read_request(args.request, SCHEMA_IN, "torch train baseline", "request")
-    if request is None:
-        return 2
-
-    try:
-        torch, device = import_torch(args.device)
-    except Unavailable as why:
-        print("torch train baseline: " + why.reason, file=sys.stderr)
-        emit(args.out, unavailable_output(SCHEMA_OUT, why.reason, []))
-        return 0
+    opened = open_baseline(
+        args.request, args.device, SCHEMA_IN, SCHEMA_OUT, "torch train baseline", "request", args.out, [], write=emit
+    )
+    if isinstance(opened, int):
+        return opened
+    request, torch, device = opened
     torch.manual_seed(int(request.get("seed", 0)))
 
     models = build_models(torch)

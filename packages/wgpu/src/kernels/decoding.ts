@@ -3,7 +3,7 @@ import { type AnyWgpuKernel, gridFor, linearWorkgroup, storage, uniform, wgpuKer
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
 import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
-import { checkRopePositions, ROPE_ANGLE_WGSL, type RopeLayout, ropeLogStep } from './rope.js';
+import { checkRopePositions, ROPE_ROTATION_WGSL, type RopeLayout, ropeLogStep } from './rope.js';
 
 /** vec4 loads where rows are a whole number of vec4s, scalars otherwise. */
 function vectorOf(headDim: number): { width: 1 | 4; type: string; zero: string } {
@@ -534,7 +534,7 @@ ${storage(5, 'vCache', 'f32', 'read_write')}
 ${device ? storage(6, 'at', 'i32', 'read') : ''}
 ${uniform(device ? 7 : 6)}
 
-${ROPE_ANGLE_WGSL}
+${ROPE_ROTATION_WGSL}
 
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
@@ -564,9 +564,9 @@ ${
   let pair = j % params.half;
   let rest = j / params.half; // t · rowHeads + h
   let t = rest / rowHeads;
-  let angle = ropeAngle(position + t, pair, params.logStep);
-  let c = cos(angle);
-  let s = sin(angle);
+  let rotation = ropeRotation(position + t, pair, params.logStep, 1.0);
+  let c = rotation.x;
+  let s = rotation.y;
   let first = ${first};
   let second = ${second};
   let src = rest * params.headDim;

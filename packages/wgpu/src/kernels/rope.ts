@@ -7,10 +7,12 @@ import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
 // reaches thousands of radians, so it is never formed in f32: the frequency
 // in turns is split into two 12-bit halves and the position into 12-bit
 // pieces, every piece product is exact, and only their fractional parts are
-// added. The reduced angle in [−π, π) then goes to sin and cos, which are
-// accurate there on every device. A position offset held in a device tensor is
-// read by the shader (and added to the parameter, then 0), so a recorded batch
-// replays at whatever position was last written there.
+// added. The cosine and sine of that fraction of a turn come from polynomials,
+// not from WGSL's cos and sin: those need only be accurate to about 2^−11 on
+// [−π, π] (SwiftShader's are), far coarser than an f32 rotation. A position
+// offset held in a device tensor is read by the shader (and added to the
+// parameter, then 0), so a recorded batch replays at whatever position was
+// last written there.
 
 const PARAMS = paramLayout([
   ['pairs', 'u32'],
@@ -25,14 +27,15 @@ const PARAMS = paramLayout([
 ] as const);
 
 /**
- * WGSL `ropeAngle(position, pair, logStep)`: position · exp2(pair · logStep)
- * radians reduced to [−π, π), for every rope shader.
+ * WGSL `ropeRotation(position, pair, logStep, sign)`: the cosine and sine of
+ * sign · position · exp2(pair · logStep) radians, for every rope shader.
  */
-export const ROPE_ANGLE_WGSL = `
+export const ROPE_ROTATION_WGSL = `
 /** fract(a · b) for a < 2^12 times a power of two and b with at most 12 significant bits: the product is exact. */
 fn turns(a: f32, b: f32) -> f32 { return fract(a * b); }
 
-fn ropeAngle(position: u32, pair: u32, logStep: f32) -> f32 {
+/** position · exp2(pair · logStep) radians as a fraction of a turn, in [0, 1). */
+fn ropeTurns(position: u32, pair: u32, logStep: f32) -> f32 {
   // The frequency in turns per position, and its split into 12 + 12 significant bits.
   let g = exp2(f32(pair) * logStep) * 0.15915494309189535;
   let gh = bitcast<f32>(bitcast<u32>(g) & 0xfffff000u);
@@ -45,8 +48,32 @@ fn ropeAngle(position: u32, pair: u32, logStep: f32) -> f32 {
   t = fract(t + turns(p1, gh));
   t = fract(t + turns(p1, gl));
   t = fract(t + turns(p2, gh));
-  t = fract(t + turns(p2, gl));
-  return 6.283185307179586 * select(t, t - 1.0, t >= 0.5);
+  return fract(t + turns(p2, gl));
+}
+
+/**
+ * (cos, sin) of turn t in [−1, 1]: the nearest quarter turn q is split off
+ * exactly, and the remainder r (|r| <= π/4 radians) goes to Cephes' single
+ * precision minimax polynomials, accurate to about an ulp.
+ */
+fn cosSinTurns(t: f32) -> vec2<f32> {
+  let q = round(4.0 * t);
+  let r = (t - 0.25 * q) * 6.283185307179586;
+  let z = r * r;
+  let s = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
+  let c = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
+  // Rotating (c, s) by q quarter turns.
+  switch (i32(q) & 3) {
+    case 1: { return vec2<f32>(-s, c); }
+    case 2: { return vec2<f32>(-c, -s); }
+    case 3: { return vec2<f32>(s, -c); }
+    default: { return vec2<f32>(c, s); }
+  }
+}
+
+/** (cos, sin) of sign · position · exp2(pair · logStep) radians; sign is ±1. */
+fn ropeRotation(position: u32, pair: u32, logStep: f32, sign: f32) -> vec2<f32> {
+  return cosSinTurns(sign * ropeTurns(position, pair, logStep));
 }`;
 
 /** −2 · log2(theta) / headDim: pair i's frequency is exp2(i · logStep). */
@@ -81,7 +108,7 @@ ${storage(1, 'y', interleaved ? 'vec2<f32>' : 'f32', 'read_write')}
 ${device ? storage(2, 'offset', 'i32', 'read') : ''}
 ${uniform(device ? 3 : 2)}
 
-${ROPE_ANGLE_WGSL}
+${ROPE_ROTATION_WGSL}
 
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
@@ -89,9 +116,9 @@ fn main(${BUILTINS}) {
   let pair = i % params.half;
   let rest = i / params.half; // s · heads + h
   let position = params.positionOffset${device ? ' + bitcast<u32>(offset[0])' : ''} + rest / params.heads;
-  let angle = params.sign * ropeAngle(position, pair, params.logStep);
-  let c = cos(angle);
-  let s = sin(angle);
+  let rotation = ropeRotation(position, pair, params.logStep, params.sign);
+  let c = rotation.x;
+  let s = rotation.y;
 ${
   interleaved
     ? `  let v = x[i];
