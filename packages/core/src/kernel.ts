@@ -8,6 +8,7 @@ import {
   RayoError,
   ShapeError,
 } from './errors.js';
+import { ACTIVATIONS } from './kernels/vocabulary.js';
 import { formatShape, type Shape, shapesEqual } from './shape.js';
 import { Tensor } from './tensor.js';
 
@@ -169,7 +170,7 @@ export function runReference<A extends AttrValues>(
 
 /** The dtype group of a float input (see `InputDecl.dtypeGroup`), or undefined. */
 export function dtypeGroupOf(decl: InputDecl): string | undefined {
-  return decl.dtypeGroup ?? (decl.dtypes.some(isHalf) ? 'activation' : undefined);
+  return decl.dtypeGroup ?? (decl.dtypes.some(isHalf) ? ACTIVATIONS : undefined);
 }
 
 /** The name of flat input `index` (`grads[2]` for a variadic input). */

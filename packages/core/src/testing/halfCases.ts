@@ -2,6 +2,7 @@ import type { Backend } from '../backend.js';
 import { type DType, isFloat, isHalf } from '../dtype.js';
 import { UnsupportedOnBackendError } from '../errors.js';
 import { type AnyKernelSpec, dtypeGroupOf, inferKernel, inputName, type TensorMeta } from '../kernel.js';
+import { ACTIVATIONS } from '../kernels/vocabulary.js';
 import type { AnyConformanceCase, AnyErrorCase, InputSample, Tolerance } from './cases.js';
 import { DEFAULT_TOLERANCE } from './compare.js';
 import { fail } from './expect.js';
@@ -61,8 +62,8 @@ export function halfVariants(c: AnyConformanceCase): AnyConformanceCase[] {
   groups.delete(undefined);
   if (groups.size === 0) return [];
   const variants = HALF_DTYPES.map((dtype) => storedIn(c, dtype, dtype, () => true));
-  if (groups.has('activation') && groups.size > 1) {
-    variants.push(storedIn(c, 'bf16', 'bf16 beside f32 activations', (g) => g !== 'activation'));
+  if (groups.has(ACTIVATIONS) && groups.size > 1) {
+    variants.push(storedIn(c, 'bf16', 'bf16 beside f32 activations', (g) => g !== ACTIVATIONS));
   }
   return variants;
 }
