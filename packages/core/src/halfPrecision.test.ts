@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { CpuBackend } from './cpu/backend.js';
 import { f32ToF16Bits, toHostArray, toNumbers } from './dtype.js';
 import { DTypeError, UnsupportedOnBackendError } from './errors.js';
-import { inferKernel, runReference } from './kernel.js';
+import { inferKernel, runReference, type TensorMeta } from './kernel.js';
 import { F32_ONLY, KernelTable, prepareCall } from './kernelCall.js';
-import { adamwStep, cast, incrementalAttention, matmul, rmsNorm } from './kernels/index.js';
+import { adamwStep, cast, incrementalAttention, matmul, multiTensorAdamw, rmsNorm } from './kernels/index.js';
 import { Rng } from './testing/random.js';
 
 const rng = new Rng(3);
@@ -43,6 +43,29 @@ describe('half storage', () => {
       step: 1,
     }).outputs;
     expect(outputs.map((o) => o.dtype)).toEqual(['f32', 'f32', 'f32']);
+  });
+
+  it('multiTensorAdamw takes half gradients of one dtype beside f32 params and moments', () => {
+    const f32: TensorMeta = { shape: [3], dtype: 'f32' };
+    const bf16: TensorMeta = { shape: [3], dtype: 'bf16' };
+    const attrs = { lr: 0.1, step: 1 };
+    const fours = (grad0: TensorMeta, grad1: TensorMeta, param0 = f32) => [
+      undefined,
+      undefined,
+      undefined,
+      ...[param0, grad0, f32, f32],
+      ...[f32, grad1, f32, f32],
+    ];
+    const outputs = inferKernel(multiTensorAdamw, fours(bf16, bf16), attrs).outputs;
+    expect(outputs.every((o) => o.dtype === 'f32')).toBe(true);
+    expect(() => inferKernel(multiTensorAdamw, fours(bf16, f32), attrs)).toThrow(DTypeError);
+    const backend = new CpuBackend();
+    const tensors = fours(bf16, bf16, bf16).map((m) => m && backend.zeros(m.shape, m.dtype));
+    expect(() => backend.run(multiTensorAdamw, tensors, attrs)).toThrow(
+      expect.objectContaining({ argument: 'tensors[0]', actual: 'bf16' }),
+    );
+    for (const t of tensors) t?.dispose();
+    backend.dispose();
   });
 
   it('runs f32 code on widened inputs and rounds each output to its dtype', () => {

@@ -60,6 +60,12 @@ export interface InputDecl {
   /** The last input only: one or more tensors, named `name[0]`, `name[1]`, … */
   readonly variadic?: boolean;
   /**
+   * A variadic input of repeating roles (an optimizer's param, grad, m, v):
+   * its element k takes the dtypes and dtype group of `roles[k % length]`
+   * instead of the input's own.
+   */
+  readonly roles?: readonly Pick<InputDecl, 'dtypes' | 'dtypeGroup'>[];
+  /**
    * An optional one-element tensor (shape [1]) that holds this attribute's
    * value on the device. The kernel reads it when it runs, so a recorded batch
    * replays with whatever was last written to it. When the tensor is given the
@@ -181,10 +187,13 @@ export function inputName(spec: AnyKernelSpec, index: number): string {
   return spec.inputs[index]?.name ?? `input${index}`;
 }
 
-function declFor(spec: AnyKernelSpec, index: number): InputDecl | undefined {
-  const last = spec.inputs[spec.inputs.length - 1];
-  if (last?.variadic && index >= spec.inputs.length - 1) return last;
-  return spec.inputs[index];
+/** The declaration of flat input `index`, a variadic element's role applied. */
+export function inputDecl(spec: AnyKernelSpec, index: number): InputDecl | undefined {
+  const fixed = spec.inputs.length - 1;
+  const last = spec.inputs[fixed];
+  if (!last?.variadic || index < fixed) return spec.inputs[index];
+  const role = last.roles?.[(index - fixed) % last.roles.length];
+  return role ? { ...last, ...role } : last;
 }
 
 function describeValue(value: unknown): string {
@@ -429,7 +438,7 @@ export function checkInputs(
   const metas: (TensorMeta | undefined)[] = [];
   const count = Math.max(inputs.length, spec.inputs.length - (last?.variadic ? 1 : 0));
   for (let i = 0; i < count; i++) {
-    const decl = declFor(spec, i)!;
+    const decl = inputDecl(spec, i)!;
     const argument = inputName(spec, i);
     const t = inputs[i];
     if (t === undefined || t === null) {
@@ -487,7 +496,7 @@ export function checkInputs(
 export function checkDtypeGroups(spec: AnyKernelSpec, inputs: InputMetas): void {
   const groups = new Map<string, { dtype: DType; argument: string }>();
   inputs.forEach((meta, i) => {
-    const decl = declFor(spec, i);
+    const decl = inputDecl(spec, i);
     if (!meta || !decl || !isFloat(meta.dtype)) return;
     const group = dtypeGroupOf(decl);
     if (group === undefined) return;

@@ -344,9 +344,10 @@ export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
     },
     {
       name: 'tensors',
-      dtypes: F32,
+      dtypes: FLOAT,
       variadic: true,
-      doc: 'param, grad, m, v of each tensor in turn (each four of one shape); param, m and v updated in place',
+      roles: [{ dtypes: F32 }, { dtypes: FLOAT, dtypeGroup: GRADIENTS }, { dtypes: F32 }, { dtypes: F32 }],
+      doc: 'param, grad, m, v of each tensor in turn (each four of one shape); param, m and v f32 and updated in place, the grads of one dtype (half too)',
     },
   ],
   attributes: {
@@ -447,7 +448,10 @@ export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
   },
   cost(inputs) {
     const n = inputs.slice(MULTI_FIXED).reduce((sum, t, i) => sum + (i % 4 === 0 ? sizeOf(t!.shape) : 0), 0);
+    const gradBytes = inputs
+      .slice(MULTI_FIXED)
+      .reduce((sum, t, i) => sum + (i % 4 === 1 ? bytesOf(t) : 0), 0);
     // adamwStep's traffic per element, plus a multiply by the clip scale.
-    return { flops: (inputs[2] ? 16 : 15) * n, bytes: 7 * F32_BYTES * n };
+    return { flops: (inputs[2] ? 16 : 15) * n, bytes: 6 * F32_BYTES * n + gradBytes };
   },
 });

@@ -8,7 +8,14 @@ import {
   InvalidArgumentError,
   ShapeError,
 } from '../errors.js';
-import { type AnyKernelSpec, inferKernel, inputName, runReference, type TensorMeta } from '../kernel.js';
+import {
+  type AnyKernelSpec,
+  inferKernel,
+  inputDecl,
+  inputName,
+  runReference,
+  type TensorMeta,
+} from '../kernel.js';
 import { KERNELS } from '../kernels/index.js';
 import { matmul } from '../kernels/matmul.js';
 import { sizeOf } from '../shape.js';
@@ -95,7 +102,7 @@ function sampleInputs(
       data.push(undefined);
       return;
     }
-    const decl = spec.inputs[Math.min(i, spec.inputs.length - 1)]!;
+    const decl = inputDecl(spec, i)!;
     const dtype = s.dtype ?? decl.dtypes[0]!;
     metas.push({ shape: s.shape, dtype });
     data.push(fillValues(rng, dtype, sizeOf(s.shape), s.init));
@@ -216,7 +223,7 @@ function derivedErrorChecks(
   const argument = inputName(spec, first);
   const sampledFor = () => sampleInputs(spec, c.inputs, seed ^ hashString(caseName(c)));
   const checks: ConformanceCheck[] = [];
-  const decl = spec.inputs[Math.min(first, spec.inputs.length - 1)]!;
+  const decl = inputDecl(spec, first)!;
   const wrong =
     (['i32', 'f32', 'f16'] as DType[]).find((d) => !decl.dtypes.includes(d)) ??
     DTYPES.find((d) => !decl.dtypes.includes(d));

@@ -1,7 +1,14 @@
 import type { Backend } from '../backend.js';
 import { type DType, isFloat, isHalf } from '../dtype.js';
 import { UnsupportedOnBackendError } from '../errors.js';
-import { type AnyKernelSpec, dtypeGroupOf, inferKernel, inputName, type TensorMeta } from '../kernel.js';
+import {
+  type AnyKernelSpec,
+  dtypeGroupOf,
+  inferKernel,
+  inputDecl,
+  inputName,
+  type TensorMeta,
+} from '../kernel.js';
 import { ACTIVATIONS } from '../kernels/vocabulary.js';
 import type { AnyConformanceCase, AnyErrorCase, InputSample, Tolerance } from './cases.js';
 import { DEFAULT_TOLERANCE } from './compare.js';
@@ -33,7 +40,7 @@ export function halfTolerance(dtype: HalfDType, c: AnyConformanceCase): Toleranc
 }
 
 function declOf(spec: AnyKernelSpec, index: number) {
-  return spec.inputs[Math.min(index, spec.inputs.length - 1)]!;
+  return inputDecl(spec, index)!;
 }
 
 /** The case with the inputs `pick` selects stored in `dtype` (the others as they were). */
