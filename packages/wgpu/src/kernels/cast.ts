@@ -1,7 +1,8 @@
 import { type CastDType, cast, FLOAT } from '@rayo/core';
-import { type AnyWgpuKernel, storage, uniform, wgpuKernel } from '../kernel.js';
+import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
-import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+import { ShaderModule } from '../wgsl/module.js';
+import { elementGrid, elementIndex, WG } from './common.js';
 
 // Conversions are integer code on the bit patterns: f16 needs no `shader-f16`
 // (and WGSL's pack2x16float leaves overflow unspecified), bf16 has no WGSL
@@ -56,34 +57,32 @@ fn f32_to_bf16(x: u32) -> u32 {
 function loader(from: CastDType): string {
   const half = '((x[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu)';
   const body = from === 'f32' ? 'x[i]' : from === 'f16' ? `f16_to_f32(${half})` : `${half} << 16u`;
-  return `${from === 'f16' ? F16_TO_F32 : ''}\nfn load(i: u32) -> u32 { return ${body}; }`;
+  return `fn load(i: u32) -> u32 { return ${body}; }`;
 }
 
 function castShader(from: CastDType, to: CastDType) {
   const encode = to === 'f16' ? 'f32_to_f16' : 'f32_to_bf16';
   // A half output: one thread per word; the last word of an odd count keeps its upper half.
-  const main =
+  const body =
     to === 'f32'
-      ? `${elementIndex('params.n')}\n  y[i] = load(i);`
-      : `${elementIndex('(params.n + 1u) / 2u')}
+      ? `  ${elementIndex('params.n')}\n  y[i] = load(i);`
+      : `  ${elementIndex('(params.n + 1u) / 2u')}
   let first = 2u * i;
   let lo = ${encode}(load(first));
   let hi = select(y[i] >> 16u, ${encode}(load(first + 1u)), first + 1u < params.n);
   y[i] = lo | (hi << 16u);`;
   return {
-    key: `cast/${from}-${to}`,
+    key: `cast/${from}-${to}/wg${WG}`,
     kernel: 'cast',
-    code: () => `
-${PARAMS.wgsl}
-${storage(0, 'x', 'u32', 'read')}
-${storage(1, 'y', 'u32', 'read_write')}
-${uniform(2)}
-${loader(from)}
-${to === 'f16' ? F32_TO_F16 : to === 'bf16' ? F32_TO_BF16 : ''}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  ${main}
-}`,
+    code: () => {
+      const module = new ShaderModule();
+      module.storage('x', 'u32', 'read');
+      module.storage('y', 'u32', 'read_write');
+      if (from === 'f16') module.declare(F16_TO_F32);
+      module.declare(loader(from));
+      if (to !== 'f32') module.declare(to === 'f16' ? F32_TO_F16 : F32_TO_BF16);
+      return module.build(PARAMS, WG, body);
+    },
   };
 }
 
