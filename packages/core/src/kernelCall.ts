@@ -155,16 +155,19 @@ function checkFloatDtypes(
   call: { readonly inputs: KernelIO['inputs']; readonly outputs: readonly OutputMeta[] },
 ): void {
   const tensors = [
-    ...call.inputs.map((meta, i) => ({ meta, argument: inputName(spec, i) })),
-    ...call.outputs.map((meta, i) => ({ meta, argument: `out[${i}] '${meta.name}'` })),
+    ...call.inputs.map((meta, i) => ({ meta, argument: inputName(spec, i), what: 'input' })),
+    ...call.outputs.map((meta, i) => ({ meta, argument: `out[${i}]`, what: `output '${meta.name}'` })),
   ];
-  for (const { meta, argument } of tensors) {
+  for (const { meta, argument, what } of tensors) {
     if (!meta || !isFloat(meta.dtype) || floats.includes(meta.dtype)) continue;
-    throw new UnsupportedOnBackendError(`the ${backend} backend does not run this kernel in ${meta.dtype}`, {
-      kernel: spec.name,
-      argument,
-      expected: `${floats.join(' | ')} (what the ${backend} backend implements)`,
-      actual: meta.dtype,
-    });
+    throw new UnsupportedOnBackendError(
+      `the ${backend} backend does not run this kernel with an ${what} in ${meta.dtype}`,
+      {
+        kernel: spec.name,
+        argument,
+        expected: `${floats.join(' | ')} (what the ${backend} backend implements)`,
+        actual: meta.dtype,
+      },
+    );
   }
 }
