@@ -1,4 +1,3 @@
-import { ArithmeticInstructions } from './arithmeticInstructions.js';
 import { INDENT } from './builderCore.js';
 import {
   type AtomOp,
@@ -17,6 +16,7 @@ import {
   type StoreOptions,
   type VecOf,
 } from './instructionTypes.js';
+import { MatrixInstructions } from './matrixInstructions.js';
 import {
   type AddressLike,
   type F32,
@@ -54,7 +54,7 @@ const FULL_MASK = 0xffffffff;
  * type argument and again at run time, where a mismatch throws an
  * InvalidArgumentError naming the call, the argument and both types.
  */
-export class KernelBuilder extends ArithmeticInstructions {
+export class KernelBuilder extends MatrixInstructions {
   // ------------------------------------------------------------ shared memory
 
   /** `.shared .align A .b8 name[bytes];` in this entry. */
