@@ -1,4 +1,7 @@
+import type { MmaInputType, MmaShape } from '../ptx/mmaFragments.js';
+import { MMA_SHAPES } from '../ptx/mmaFragments.js';
 import type { FakeLaunch, FakeLibCuda } from './fakeLibCuda.js';
+import { AsyncCopyQueue, ldmatrixWarp, mmaSyncWarp, roundToTf32 } from './tensorCoreSemantics.js';
 
 /**
  * Executes the PTX the builder emits against the fake libcuda's device
@@ -35,6 +38,11 @@ import type { FakeLaunch, FakeLibCuda } from './fakeLibCuda.js';
  * membermask waiting at a barrier or at another warp instruction is a
  * deadlock on hardware and an error here. Atomics are read-modify-writes in
  * this (sequentially consistent) order.
+ *
+ * Tensor cores (see tensorCoreSemantics.ts): `mma.sync` and `ldmatrix` are
+ * warp-synchronous instructions of the whole warp; `cp.async` reads its
+ * source when issued and writes shared memory when a `cp.async.wait_group`
+ * or `wait_all` of the same thread retires its group.
  *
  * Memory: global accesses must fall inside one live allocation and be
  * naturally aligned (vectors to their whole size), shared accesses inside
@@ -87,7 +95,10 @@ class Thread {
   readonly shared32: Uint32Array;
   readonly sharedF32: Float32Array;
   readonly shared16: Uint16Array;
+  readonly shared8: Uint8Array;
   readonly sharedBytes: number;
+  /** This thread's cp.async copies not yet waited for. */
+  readonly copies = new AsyncCopyQueue();
 
   constructor(
     readonly u: Uint32Array,
@@ -99,6 +110,7 @@ class Thread {
     this.shared32 = shared.words;
     this.sharedF32 = shared.floats;
     this.shared16 = shared.halves;
+    this.shared8 = shared.octets;
     this.sharedBytes = shared.bytes;
   }
 
@@ -115,12 +127,14 @@ class SharedMemory {
   readonly words: Uint32Array;
   readonly floats: Float32Array;
   readonly halves: Uint16Array;
+  readonly octets: Uint8Array;
 
   constructor(readonly bytes: number) {
     const buffer = new ArrayBuffer(Math.ceil(bytes / 16) * 16);
     this.words = new Uint32Array(buffer);
     this.floats = new Float32Array(buffer);
     this.halves = new Uint16Array(buffer);
+    this.octets = new Uint8Array(buffer);
   }
 }
 
@@ -1034,6 +1048,12 @@ function lower(ctx: Context): Lowered {
       return lowerShfl(ctx);
     case 'vote':
       return lowerVote(ctx);
+    case 'mma':
+      return lowerMma(ctx);
+    case 'ldmatrix':
+      return lowerLdmatrix(ctx);
+    case 'cp':
+      return lowerCpAsync(ctx);
     default:
       return unsupported(ctx);
   }
@@ -1099,6 +1119,7 @@ function lowerMove(ctx: Context): Lowered {
   if (parts[0] === 'cvta' && parts.join('.') !== 'cvta.to.global.u64') unsupported(ctx);
   if (parts.length !== (parts[0] === 'cvta' ? 4 : 2)) unsupported(ctx);
   const type = typeOf(ctx);
+  if (parts[0] === 'mov' && (ops[0]!.startsWith('{') || ops[1]!.startsWith('{'))) return lowerPackMove(ctx);
   const d = dst(ctx, 0, type);
   if (ops[1] === '%clock') return inline(`u[${d}] = ++S.clock;`);
   return inline(copy(widthOf(type), d, src(ctx, 1, type)));
@@ -1833,6 +1854,7 @@ const CVT_TYPES = ['u16', 's16', 'u32', 's32', 'u64', 's64', 'f16', 'bf16', 'f32
 function lowerCvt(ctx: Context): Lowered {
   const { parts } = ctx.ins;
   const dtype = parts[parts.length - 2]!;
+  if (dtype === 'tf32' || dtype.endsWith('x2')) return lowerPackedCvt(ctx);
   const atype = typeOf(ctx);
   onlyModifiers(ctx, ['rn', 'rz', 'rm', 'rp', 'rni', 'rzi', 'rmi', 'rpi', 'ftz', 'sat'], 2);
   if (!CVT_TYPES.includes(dtype) || !CVT_TYPES.includes(atype)) unsupported(ctx);
@@ -2108,6 +2130,182 @@ function lowerVote(ctx: Context): Lowered {
   });
 }
 
+// ------------------------------------------------------------ tensor cores
+
+/** `mov.b32 d, {lo, hi}` and `mov.b32 {lo, hi}, a`: two 16-bit registers as one 32-bit value. */
+function lowerPackMove(ctx: Context): Lowered {
+  const { ops, line } = ctx.ins;
+  if (ctx.ins.parts.join('.') !== 'mov.b32') unsupported(ctx);
+  const halves = (op: string) => {
+    const names = splitOperands(op.replace(/^\{|\}$/g, ''));
+    if (names.length !== 2) fail(`expected two 16-bit registers: ${line}`);
+    return names;
+  };
+  if (ops[1]!.startsWith('{')) {
+    const [lo, hi] = halves(ops[1]!).map((n) => ctx.layout.source(n, 'b16', line)) as [number, number];
+    const d = dst(ctx, 0, 'b32');
+    return inline(`u[${d}] = (u[${lo}] | (u[${hi}] << 16)) >>> 0;`);
+  }
+  const [lo, hi] = halves(ops[0]!).map((n) => ctx.layout.dest(n, 16, line)) as [number, number];
+  const a = src(ctx, 1, 'b32');
+  return inline(`{ const w = u[${a}]; u[${lo}] = w & 0xffff; u[${hi}] = w >>> 16; }`);
+}
+
+/** `cvt.rna.tf32.f32 d, a` and `cvt.rn.{f16,bf16}x2.f32 d, hi, lo`. */
+function lowerPackedCvt(ctx: Context): Lowered {
+  const pattern = ctx.ins.parts.join('.');
+  if (pattern === 'cvt.rna.tf32.f32') {
+    const d = dst(ctx, 0, 'b32');
+    const a = src(ctx, 1, 'f32');
+    return call((u) => {
+      u[d] = roundToTf32(u[a]!);
+    });
+  }
+  const half = pattern === 'cvt.rn.f16x2.f32' ? 'f16' : pattern === 'cvt.rn.bf16x2.f32' ? 'bf16' : undefined;
+  if (!half) return unsupported(ctx);
+  const d = dst(ctx, 0, 'b32');
+  const hi = src(ctx, 1, 'f32');
+  const lo = src(ctx, 2, 'f32');
+  const toHalf = (bits: number) =>
+    half === 'f16'
+      ? numberToF16(roundToFormat(bitsToF32(bits), F16, 'rn'))
+      : numberToBf16(roundToFormat(bitsToF32(bits), BF16, 'rn'));
+  return call((u) => {
+    u[d] = (toHalf(u[lo]!) | (toHalf(u[hi]!) << 16)) >>> 0;
+  });
+}
+
+/** The register slots of a brace list `{%r1, %r2, ...}` of `count` registers. */
+function registerList(ctx: Context, op: string, count: number, type: string, dest: boolean): number[] {
+  const names = splitOperands(op.replace(/^\{|\}$/g, ''));
+  if (!op.startsWith('{') || names.length !== count)
+    fail(`expected ${count} registers in ${op}: ${ctx.ins.line}`);
+  return names.map((n) =>
+    dest ? ctx.layout.dest(n, widthOf(type), ctx.ins.line) : ctx.layout.source(n, type, ctx.ins.line),
+  );
+}
+
+/** A warp-synchronous instruction that needs all 32 lanes (`.aligned` tensor-core instructions). */
+function wholeWarp(line: string, complete: (lanes: readonly Thread[]) => void): Lowered {
+  const site: WarpSite = {
+    line,
+    complete: (lanes) => {
+      const missing = lanes.indexOf(undefined);
+      if (missing >= 0) fail(`lane ${missing} of the warp did not execute ${line} (it needs all 32 lanes)`);
+      complete(lanes as readonly Thread[]);
+    },
+  };
+  return stop((_u, _f, t) => {
+    t.site = site;
+    t.mask = 0xffffffff;
+    return WARP;
+  });
+}
+
+/** `mma.sync.aligned.shape.row.col.f32.type.type.f32 d, a, b, c`. */
+function lowerMma(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  const shape = parts[3] as MmaShape;
+  const type = parts[7] as MmaInputType;
+  const info = Object.hasOwn(MMA_SHAPES, shape) ? MMA_SHAPES[shape] : undefined;
+  const form = `mma.sync.aligned.${shape}.row.col.f32.${type}.${type}.f32`;
+  if (!info?.inputs.includes(type) || parts.join('.') !== form) unsupported(ctx);
+  const per = info.elementsPerRegister;
+  const d = registerList(ctx, ops[0]!, info.c.length, 'f32', true);
+  const a = registerList(ctx, ops[1]!, info.a.length / per, 'b32', false);
+  const b = registerList(ctx, ops[2]!, info.b.length / per, 'b32', false);
+  const c = registerList(ctx, ops[3]!, info.c.length, 'f32', false);
+  const gather = (lanes: readonly Thread[], slots: readonly number[]) => {
+    const words = new Uint32Array(32 * slots.length);
+    lanes.forEach((t, lane) => {
+      slots.forEach((slot, i) => {
+        words[lane * slots.length + i] = t.u[slot]!;
+      });
+    });
+    return words;
+  };
+  return wholeWarp(line, (lanes) => {
+    const out = mmaSyncWarp(shape, type, gather(lanes, a), gather(lanes, b), gather(lanes, c));
+    lanes.forEach((t, lane) => {
+      d.forEach((slot, i) => {
+        t.u[slot] = out[lane * d.length + i]!;
+      });
+    });
+  });
+}
+
+/** `ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16 d, [a]`. */
+function lowerLdmatrix(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  const trans = parts[5] === 'trans';
+  const count = Number(/^x([124])$/.exec(parts[4] ?? '')?.[1] ?? Number.NaN);
+  const form = `ldmatrix.sync.aligned.m8n8.x${count}${trans ? '.trans' : ''}.shared.b16`;
+  if (Number.isNaN(count) || parts.join('.') !== form) unsupported(ctx);
+  const d = registerList(ctx, ops[0]!, count, 'b32', true);
+  const { base, offset } = parseAddress(ctx, ops[1]!, 'shared');
+  return wholeWarp(line, (lanes) => {
+    const out = ldmatrixWarp(count, trans, (matrix, row) => {
+      const t = lanes[8 * matrix + row]!;
+      const at = t.u[base]! + offset;
+      if ((at & 15) !== 0) misaligned(line, at, 16);
+      if (at + 16 > t.sharedBytes) outsideShared(line, at, 16, t.sharedBytes);
+      return t.shared16.subarray(at >>> 1, (at >>> 1) + 8);
+    });
+    lanes.forEach((t, lane) => {
+      d.forEach((slot, i) => {
+        t.u[slot] = out[lane * count + i]!;
+      });
+    });
+  });
+}
+
+/** `cp.async.{ca,cg}.shared.global [dst], [src], size{, srcSize}` and its commit and waits. */
+function lowerCpAsync(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  const pattern = parts.join('.');
+  if (pattern === 'cp.async.commit_group') return call((_u, _f, t) => t.copies.commit());
+  if (pattern === 'cp.async.wait_all') return call((_u, _f, t) => t.copies.waitAll());
+  if (pattern === 'cp.async.wait_group') {
+    const n = /^\d+$/.test(ops[0] ?? '') ? Number(ops[0]) : fail(`wait_group takes an immediate: ${line}`);
+    return call((_u, _f, t) => t.copies.waitGroup(n));
+  }
+  const cache = parts[2];
+  if (
+    parts.length !== 5 ||
+    (cache !== 'ca' && cache !== 'cg') ||
+    parts[3] !== 'shared' ||
+    parts[4] !== 'global'
+  )
+    unsupported(ctx);
+  const size = Number(ops[2]);
+  if (![4, 8, 16].includes(size) || (cache === 'cg' && size !== 16)) fail(`cp.async size: ${line}`);
+  const to = parseAddress(ctx, ops[0]!, 'shared');
+  const from = parseAddress(ctx, ops[1]!, 'global');
+  const srcSize = ops[3] === undefined ? -1 : src(ctx, 3, 'u32');
+  const w = new Window();
+  const state = ctx.state;
+  return call((u, _f, t) => {
+    const at = u[to.base]! + to.offset;
+    if ((at & (size - 1)) !== 0) misaligned(line, at, size);
+    if (at + size > t.sharedBytes) outsideShared(line, at, size, t.sharedBytes);
+    const copied = srcSize < 0 ? size : u[srcSize]!;
+    if (copied > size) fail(`${line}: src-size ${copied} is larger than the copy's ${size} bytes`);
+    // The bytes past src-size are zeros.
+    const data = new Uint8Array(size);
+    if (copied > 0) {
+      const low = u[from.base]! + from.offset;
+      const address = u[from.base + 1]! * TWO32 + low;
+      if (w.generation !== state.generation || address < w.start || address + copied > w.end) {
+        state.locate(w, address, copied, line);
+      }
+      if ((low & (size - 1)) !== 0) misaligned(line, address, size);
+      const bytes = new Uint8Array(w.words.buffer, w.words.byteOffset + (address - w.start), copied);
+      data.set(bytes);
+    }
+    t.copies.start(() => t.shared8.set(data, at));
+  });
+}
+
 // -------------------------------------------------------------- interpreter
 
 export class PtxInterpreter {
@@ -2195,6 +2393,7 @@ export class PtxInterpreter {
             t.pc = 0;
             t.status = RUNNING;
             t.site = undefined;
+            t.copies.reset();
           }
           block.run();
         }
