@@ -96,3 +96,11 @@ export type {
   RegClass,
   ScalarType,
 } from './types.js';
+export type { WgmmaInputType, WgmmaOptions } from './warpgroupInstructions.js';
+export type { WgmmaDescriptorFields, WgmmaN } from './wgmmaLayout.js';
+export {
+  isWgmmaN,
+  wgmmaAccumulatorElement,
+  wgmmaDescriptor,
+  wgmmaDescriptorFlags,
+} from './wgmmaLayout.js';

@@ -16,7 +16,6 @@ import {
   type StoreOptions,
   type VecOf,
 } from './instructionTypes.js';
-import { MatrixInstructions } from './matrixInstructions.js';
 import {
   type AddressLike,
   type F32,
@@ -43,6 +42,7 @@ import {
   type ScalarType,
   TYPE_BYTES,
 } from './types.js';
+import { WarpgroupInstructions } from './warpgroupInstructions.js';
 
 const FULL_MASK = 0xffffffff;
 
@@ -54,7 +54,7 @@ const FULL_MASK = 0xffffffff;
  * type argument and again at run time, where a mismatch throws an
  * InvalidArgumentError naming the call, the argument and both types.
  */
-export class KernelBuilder extends MatrixInstructions {
+export class KernelBuilder extends WarpgroupInstructions {
   // ------------------------------------------------------------ shared memory
 
   /** `.shared .align A .b8 name[bytes];` in this entry. */
