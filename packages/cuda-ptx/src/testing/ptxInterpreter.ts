@@ -1,6 +1,7 @@
 import type { MmaInputType, MmaShape } from '../ptx/mmaFragments.js';
 import { MMA_SHAPES } from '../ptx/mmaFragments.js';
 import type { FakeLaunch, FakeLibCuda } from './fakeLibCuda.js';
+import { bf16ToNumber, bitsToF32, F16_VALUES, f16ToNumber, f32ToBits } from './floatBits.js';
 import { AsyncCopyQueue, ldmatrixWarp, mmaSyncWarp, roundToTf32 } from './tensorCoreSemantics.js';
 
 /**
@@ -143,19 +144,6 @@ function fail(message: string): never {
 }
 
 // ------------------------------------------------------------ float helpers
-
-const f32Scratch = new Float32Array(1);
-const u32Scratch = new Uint32Array(f32Scratch.buffer);
-
-function bitsToF32(bits: number): number {
-  u32Scratch[0] = bits;
-  return f32Scratch[0]!;
-}
-
-function f32ToBits(value: number): number {
-  f32Scratch[0] = value;
-  return u32Scratch[0]!;
-}
 
 const MIN_NORMAL_F32 = 2 ** -126;
 const MAX_F32 = bitsToF32(0x7f7fffff);
@@ -314,23 +302,6 @@ function bigToDoubleRoundOdd(v: bigint): number {
   if (top << BigInt(shift) !== a) top |= 1n;
   const value = Number(top) * 2 ** shift;
   return negative ? -value : value;
-}
-
-/** Every f16 value by its bits. */
-const F16_VALUES = Float32Array.from({ length: 65536 }, (_, b) => {
-  const sign = b & 0x8000 ? -1 : 1;
-  const exp = (b >>> 10) & 31;
-  const mant = b & 1023;
-  if (exp === 31) return mant === 0 ? sign * Number.POSITIVE_INFINITY : Number.NaN;
-  return exp === 0 ? sign * mant * 2 ** -24 : sign * (1 + mant / 1024) * 2 ** (exp - 15);
-});
-
-function f16ToNumber(bits: number): number {
-  return F16_VALUES[bits]!;
-}
-
-function bf16ToNumber(bits: number): number {
-  return bitsToF32(bits << 16);
 }
 
 /** Bits of a value representable in f16 (or ±Infinity, NaN). */

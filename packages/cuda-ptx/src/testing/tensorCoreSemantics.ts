@@ -1,4 +1,5 @@
 import { fragmentElement, MMA_SHAPES, type MmaInputType, type MmaShape } from '../ptx/mmaFragments.js';
+import { bf16ToNumber, bitsToF32, f16ToNumber, f32ToBits } from './floatBits.js';
 
 /**
  * What the PTX interpreter computes for the warp-collective tensor-core
@@ -19,34 +20,13 @@ import { fragmentElement, MMA_SHAPES, type MmaInputType, type MmaShape } from '.
  * ldmatrix checks one against the other.
  */
 
-const f32Scratch = new Float32Array(1);
-const u32Scratch = new Uint32Array(f32Scratch.buffer);
-
-function bitsToF32(bits: number): number {
-  u32Scratch[0] = bits;
-  return f32Scratch[0]!;
-}
-
-function f32ToBits(value: number): number {
-  f32Scratch[0] = value;
-  return u32Scratch[0]!;
-}
-
-function f16Value(bits: number): number {
-  const sign = bits & 0x8000 ? -1 : 1;
-  const exp = (bits >>> 10) & 31;
-  const mant = bits & 1023;
-  if (exp === 31) return mant === 0 ? sign * Number.POSITIVE_INFINITY : Number.NaN;
-  return exp === 0 ? sign * mant * 2 ** -24 : sign * (1 + mant / 1024) * 2 ** (exp - 15);
-}
-
 /** The value of one A or B element: `half` selects the upper 16 bits of a packed register. */
 function inputValue(type: MmaInputType, word: number, half: number): number {
   switch (type) {
     case 'f16':
-      return f16Value(half ? word >>> 16 : word & 0xffff);
+      return f16ToNumber(half ? word >>> 16 : word & 0xffff);
     case 'bf16':
-      return bitsToF32(half ? word & 0xffff0000 : word << 16);
+      return bf16ToNumber(half ? word >>> 16 : word & 0xffff);
     default:
       // The tensor cores read a tf32 operand's sign, exponent and 10 mantissa bits.
       return bitsToF32(word & 0xffffe000);
