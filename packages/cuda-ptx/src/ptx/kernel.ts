@@ -28,6 +28,7 @@ import {
   type RegOf,
   SharedVar,
 } from './operands.js';
+import { PipelineInstructions } from './pipelineInstructions.js';
 import {
   classOf,
   type MemType,
@@ -42,7 +43,6 @@ import {
   type ScalarType,
   TYPE_BYTES,
 } from './types.js';
-import { WarpgroupInstructions } from './warpgroupInstructions.js';
 
 const FULL_MASK = 0xffffffff;
 
@@ -54,7 +54,7 @@ const FULL_MASK = 0xffffffff;
  * type argument and again at run time, where a mismatch throws an
  * InvalidArgumentError naming the call, the argument and both types.
  */
-export class KernelBuilder extends WarpgroupInstructions {
+export class KernelBuilder extends PipelineInstructions {
   // ------------------------------------------------------------ shared memory
 
   /** `.shared .align A .b8 name[bytes];` in this entry. */
