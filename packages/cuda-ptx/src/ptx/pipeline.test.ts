@@ -1,61 +1,10 @@
 import { InvalidArgumentError } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
+import { bulkPipeline } from '../testing/bulkPipelineKernel.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import type { KernelBuilder } from './kernel.js';
 import { PtxModule } from './module.js';
-import { addr } from './operands.js';
 import { ptxasTestGate } from './ptxas.js';
-
-/**
- * A two-stage pipeline over `n` rows of 512 bytes: thread 0 starts the bulk
- * copy of row i + 1 into one buffer while every thread sums row i from the
- * other, each buffer's mbarrier saying when its bytes have landed.
- */
-export function bulkPipeline(target = 'sm_90'): PtxModule {
-  const ROW = 512;
-  const m = new PtxModule({ target });
-  m.entry('pipeline', { src: 'ptr', out: 'ptr', n: 'u32' }, (k, p) => {
-    const src = k.globalPointer(p.src);
-    const out = k.globalPointer(p.out);
-    const n = k.ldParam(p.n);
-    const buffers = k.shared('buffers', 2 * ROW, 128);
-    const barriers = k.shared('barriers', 16, 8);
-    const tid = k.tid();
-    const leader = k.setp('eq', 'u32', k.reg('pred'), tid, 0);
-    const start = (row: Parameters<KernelBuilder['add']>[2], stage: Parameters<KernelBuilder['add']>[2]) => {
-      const bar = k.madLo('u32', k.reg('u32'), stage as never, 8, k.sharedAddress(barriers));
-      const buffer = k.madLo('u32', k.reg('u32'), stage as never, ROW, k.sharedAddress(buffers));
-      k.mbarrierArrive(bar, { expectTx: ROW });
-      k.cpAsyncBulk(buffer, k.elementAddress(src, row as never, ROW), ROW, bar);
-    };
-    k.predicated(leader, () => {
-      k.mbarrierInit(barriers, 1);
-      k.mbarrierInit(addr(barriers, 8), 1);
-      k.fenceMbarrierInit();
-    });
-    k.barSync();
-    k.ifThen(leader, () => start(0, 0));
-    const sum = k.mov('f32', k.reg('f32'), 0);
-    const row = k.reg('u32');
-    k.forRange(row, 0, n, 1, () => {
-      const stage = k.and('b32', k.reg('u32'), row, 1);
-      // Stage s is used by rows s, s + 2, ...: its phase parity flips every second row.
-      const parity = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), row, 1), 1);
-      const next = k.add('u32', k.reg('u32'), row, 1);
-      const more = k.setp('lt', 'u32', k.reg('pred'), next, n);
-      const issue = k.and('pred', k.reg('pred'), more, leader);
-      k.ifThen(issue, () => start(next, k.xor('b32', k.reg('u32'), stage, 1)));
-      k.mbarrierWait(k.madLo('u32', k.reg('u32'), stage, 8, k.sharedAddress(barriers)), parity);
-      const buffer = k.madLo('u32', k.reg('u32'), stage, ROW, k.sharedAddress(buffers));
-      const slot = k.madLo('u32', k.reg('u32'), tid, 4, buffer);
-      k.add('f32', sum, sum, k.ldShared('f32', k.reg('f32'), slot));
-      // Every thread has read the stage before the leader refills it.
-      k.barSync();
-    });
-    k.stGlobal('f32', k.elementAddress(out, tid, 4), sum);
-  });
-  return m;
-}
 
 function lines(m: PtxModule): string[] {
   return m

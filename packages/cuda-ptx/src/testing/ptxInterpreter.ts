@@ -2,7 +2,7 @@ import type { MmaInputType, MmaShape } from '../ptx/mmaFragments.js';
 import { MMA_SHAPES } from '../ptx/mmaFragments.js';
 import type { FakeLaunch, FakeLibCuda } from './fakeLibCuda.js';
 import { bf16ToNumber, bitsToF32, F16_VALUES, f16ToNumber, f32ToBits } from './floatBits.js';
-import { AsyncCopyQueue, ldmatrixWarp, mmaSyncWarp, roundToTf32 } from './tensorCoreSemantics.js';
+import { AsyncCopyQueue, ldmatrixWarp, Mbarriers, mmaSyncWarp, roundToTf32 } from './tensorCoreSemantics.js';
 
 /**
  * Executes the PTX the builder emits against the fake libcuda's device
@@ -43,7 +43,12 @@ import { AsyncCopyQueue, ldmatrixWarp, mmaSyncWarp, roundToTf32 } from './tensor
  * Tensor cores (see tensorCoreSemantics.ts): `mma.sync` and `ldmatrix` are
  * warp-synchronous instructions of the whole warp; `cp.async` reads its
  * source when issued and writes shared memory when a `cp.async.wait_group`
- * or `wait_all` of the same thread retires its group.
+ * or `wait_all` of the same thread retires its group. mbarriers live beside
+ * shared memory (tensorCoreSemantics.ts); a `cp.async.bulk` lands at once and
+ * completes its bytes on its mbarrier; a thread whose `mbarrier.try_wait`
+ * finds the phase incomplete stops (as at a barrier) and polls again once
+ * the others have run, and threads that poll with nothing changed are a
+ * deadlock and an error.
  *
  * Memory: global accesses must fall inside one live allocation and be
  * naturally aligned (vectors to their whole size), shared accesses inside
@@ -58,6 +63,8 @@ import { AsyncCopyQueue, ldmatrixWarp, mmaSyncWarp, roundToTf32 } from './tensor
 const EXIT = -1;
 const BARRIER = -2;
 const WARP = -3;
+/** A thread polled an mbarrier whose phase is not complete: others must run before it polls again. */
+const SPIN = -4;
 
 /** A thread that runs this many instructions without stopping is taken to be stuck. */
 const RUNAWAY_STEPS = 2 ** 28;
@@ -78,6 +85,7 @@ const RUNNING = 0;
 const AT_BARRIER = 1;
 const AT_WARP = 2;
 const EXITED = 3;
+const AT_SPIN = 4;
 
 class Thread {
   pc = 0;
@@ -100,6 +108,7 @@ class Thread {
   readonly sharedBytes: number;
   /** This thread's cp.async copies not yet waited for. */
   readonly copies = new AsyncCopyQueue();
+  readonly mbarriers: Mbarriers;
 
   constructor(
     readonly u: Uint32Array,
@@ -112,6 +121,7 @@ class Thread {
     this.sharedF32 = shared.floats;
     this.shared16 = shared.halves;
     this.shared8 = shared.octets;
+    this.mbarriers = shared.mbarriers;
     this.sharedBytes = shared.bytes;
   }
 
@@ -129,6 +139,7 @@ class SharedMemory {
   readonly floats: Float32Array;
   readonly halves: Uint16Array;
   readonly octets: Uint8Array;
+  readonly mbarriers = new Mbarriers();
 
   constructor(readonly bytes: number) {
     const buffer = new ArrayBuffer(Math.ceil(bytes / 16) * 16);
@@ -1024,7 +1035,9 @@ function lower(ctx: Context): Lowered {
     case 'ldmatrix':
       return lowerLdmatrix(ctx);
     case 'cp':
-      return lowerCpAsync(ctx);
+      return ctx.ins.parts[2] === 'bulk' ? lowerBulkCopy(ctx) : lowerCpAsync(ctx);
+    case 'mbarrier':
+      return lowerMbarrier(ctx);
     default:
       return unsupported(ctx);
   }
@@ -2277,6 +2290,91 @@ function lowerCpAsync(ctx: Context): Lowered {
   });
 }
 
+/** A shared address operand's byte offset in the block's window, checked for 8-byte mbarrier objects. */
+function mbarrierAddress(ctx: Context, op: string): (u: Uint32Array, t: Thread) => number {
+  const { base, offset } = parseAddress(ctx, op, 'shared');
+  const { line } = ctx.ins;
+  return (u, t) => {
+    const at = u[base]! + offset;
+    if ((at & 7) !== 0) misaligned(line, at, 8);
+    if (at + 8 > t.sharedBytes) outsideShared(line, at, 8, t.sharedBytes);
+    return at;
+  };
+}
+
+/** `mbarrier.init`, `mbarrier.arrive{.expect_tx}` and `mbarrier.try_wait.parity`, on `.shared::cta`. */
+function lowerMbarrier(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  const form = parts.slice(1).join('.');
+  const failAt = (message: string) => fail(`${message}: ${line}`);
+  switch (form) {
+    case 'init.shared::cta.b64': {
+      const bar = mbarrierAddress(ctx, ops[0]!);
+      const count = src(ctx, 1, 'u32');
+      return call((u, _f, t) => t.mbarriers.init(bar(u, t), u[count]!, failAt));
+    }
+    case 'arrive.shared::cta.b64':
+    case 'arrive.expect_tx.shared::cta.b64': {
+      const state = ops[0] === '_' ? -1 : dst(ctx, 0, 'b64');
+      const bar = mbarrierAddress(ctx, ops[1]!);
+      const tx = parts[2] === 'expect_tx' ? src(ctx, 2, 'u32') : -1;
+      return call((u, _f, t) => {
+        const phase = t.mbarriers.arrive(bar(u, t), tx < 0 ? 0 : u[tx]!, failAt);
+        // The state is opaque to kernels; the phase it was taken in will do.
+        if (state >= 0) set64(u, state, BigInt(phase));
+      });
+    }
+    case 'try_wait.parity.shared::cta.b64': {
+      const p = dst(ctx, 0, 'pred');
+      const bar = mbarrierAddress(ctx, ops[1]!);
+      const parity = src(ctx, 2, 'u32');
+      const next = ctx.pc + 1;
+      return stop((u, _f, t) => {
+        const done = t.mbarriers.phaseCompleted(bar(u, t), u[parity]! & 1, failAt);
+        u[p] = done ? 1 : 0;
+        return done ? next : SPIN;
+      });
+    }
+    default:
+      return unsupported(ctx);
+  }
+}
+
+/**
+ * `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], size, [bar]`:
+ * lands at once and completes its bytes on the mbarrier (a consumer still
+ * waits for the phase, which is when hardware would have landed it).
+ */
+function lowerBulkCopy(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  if (parts.join('.') !== 'cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes')
+    unsupported(ctx);
+  const to = parseAddress(ctx, ops[0]!, 'shared');
+  const from = parseAddress(ctx, ops[1]!, 'global');
+  const size = src(ctx, 2, 'u32');
+  const bar = mbarrierAddress(ctx, ops[3]!);
+  const w = new Window();
+  const state = ctx.state;
+  const failAt = (message: string) => fail(`${message}: ${line}`);
+  return call((u, _f, t) => {
+    const bytes = u[size]!;
+    const at = u[to.base]! + to.offset;
+    const low = u[from.base]! + from.offset;
+    const address = u[from.base + 1]! * TWO32 + low;
+    if (bytes % 16 !== 0) failAt(`bulk copy of ${bytes} bytes (a multiple of 16 is needed)`);
+    if ((at & 15) !== 0) misaligned(line, at, 16);
+    if ((low & 15) !== 0) misaligned(line, address, 16);
+    if (at + bytes > t.sharedBytes) outsideShared(line, at, bytes, t.sharedBytes);
+    if (bytes > 0) {
+      if (w.generation !== state.generation || address < w.start || address + bytes > w.end) {
+        state.locate(w, address, bytes, line);
+      }
+      t.shared8.set(new Uint8Array(w.words.buffer, w.words.byteOffset + (address - w.start), bytes), at);
+    }
+    t.mbarriers.completeTx(bar(u, t), bytes, failAt);
+  });
+}
+
 // -------------------------------------------------------------- interpreter
 
 export class PtxInterpreter {
@@ -2346,6 +2444,7 @@ export class PtxInterpreter {
           template[SPECIAL_SLOT['%ctaid.z']!] = cz;
           // Shared memory starts zeroed in every block (hardware leaves it undefined).
           shared.words.fill(0);
+          shared.mbarriers.reset();
           for (const t of threads) {
             const u = t.u;
             u.set(template);
@@ -2388,7 +2487,7 @@ export class PtxInterpreter {
         continue;
       }
       this.executed += n;
-      return next === BARRIER ? AT_BARRIER : next === WARP ? AT_WARP : EXITED;
+      return next === BARRIER ? AT_BARRIER : next === WARP ? AT_WARP : next === SPIN ? AT_SPIN : EXITED;
     }
   }
 }
@@ -2414,6 +2513,8 @@ function paramWords(entry: Entry, launch: FakeLaunch): Uint32Array {
 /** One block's threads, scheduled warp by warp between barriers. */
 class Block {
   readonly #lanes: (Thread | undefined)[] = new Array(32).fill(undefined);
+  /** The mbarrier epoch when spinning threads last polled; -1 before they have. */
+  #spinEpoch = -1;
 
   constructor(
     readonly threads: readonly Thread[],
@@ -2422,8 +2523,14 @@ class Block {
     readonly interpreter: PtxInterpreter,
   ) {}
 
+  /** The block's mbarriers, shared by all its threads. */
+  get mbarriers(): Mbarriers {
+    return this.threads[0]!.mbarriers;
+  }
+
   run(): void {
     const threads = this.threads;
+    this.#spinEpoch = -1;
     for (;;) {
       for (let w = 0; w < threads.length; w += 32) this.#runWarp(w, Math.min(w + 32, threads.length));
       if (!this.#releaseBarriers()) return;
@@ -2501,15 +2608,47 @@ class Block {
     const threads = this.threads;
     let waiting = 0;
     let exited = 0;
+    let spinning = 0;
     let wholeBlock = true;
     for (const t of threads) {
       if (t.status === EXITED) exited++;
+      else if (t.status === AT_SPIN) spinning++;
       else if (t.status === AT_BARRIER) {
         waiting++;
         if (t.barrier !== 0 || t.barrierCount !== 0) wholeBlock = false;
       }
     }
-    if (waiting === 0) return false;
+    if (waiting === 0 && spinning === 0) return false;
+    const released = waiting > 0 && this.#releaseBarrierGroups(wholeBlock, waiting);
+    if (spinning > 0) return this.#resumeSpinning(released);
+    if (!released) {
+      fail(
+        exited > 0
+          ? `${this.entry}: ${exited} threads exited while others wait at a barrier`
+          : `${this.entry}: threads wait at barriers that can never complete`,
+      );
+    }
+    return true;
+  }
+
+  /**
+   * Lets the threads polling an mbarrier (`try_wait` that found its phase
+   * incomplete) poll again, unless nothing changed since they last did: no
+   * barrier released anyone and no mbarrier moved, so none ever will.
+   */
+  #resumeSpinning(released: boolean): boolean {
+    const epoch = this.mbarriers.epoch;
+    if (!released && epoch === this.#spinEpoch) {
+      fail(`${this.entry}: threads wait for mbarrier phases that can never complete`);
+    }
+    this.#spinEpoch = epoch;
+    for (const t of this.threads) if (t.status === AT_SPIN) t.status = RUNNING;
+    return true;
+  }
+
+  /** Releases every barrier whose thread count has arrived; whether any was. */
+  #releaseBarrierGroups(wholeBlock: boolean, waiting: number): boolean {
+    const threads = this.threads;
     // The common case: the whole block at `bar.sync 0`.
     if (wholeBlock && waiting === threads.length) {
       for (const t of threads) t.status = RUNNING;
@@ -2536,13 +2675,6 @@ class Block {
         }
       }
     }
-    if (!released) {
-      fail(
-        exited > 0
-          ? `${this.entry}: ${exited} threads exited while others wait at a barrier`
-          : `${this.entry}: threads wait at barriers that can never complete`,
-      );
-    }
-    return true;
+    return released;
   }
 }

@@ -1,7 +1,5 @@
-import { afterAll, describe, expect, it } from 'vitest';
-import { CudaDriver } from '../driver/driver.js';
+import { describe, expect, it } from 'vitest';
 import type { DeviceBuffer } from '../driver/pool.js';
-import { CommandRecorder } from '../encoder.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import type { MmaLaneCoordinates } from '../ptx/matrixInstructions.js';
 import { type FragmentCoordinate, MMA_SHAPES, type MmaShape } from '../ptx/mmaFragments.js';
@@ -9,17 +7,9 @@ import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R32, type R64 } from '../ptx/operands.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { expectAssemblesCleanly } from './expectAssembles.js';
-import { FakeLibCuda } from './fakeLibCuda.js';
-import { PtxInterpreter } from './ptxInterpreter.js';
+import { useInterpretedDevice } from './interpretedDevice.js';
 
-const fake = new FakeLibCuda();
-new PtxInterpreter(fake).attach();
-const driver = new CudaDriver(fake);
-const stream = driver.createStream();
-const buffers: DeviceBuffer[] = [];
-afterAll(() => {
-  for (const b of buffers) driver.free(b);
-});
+const device = useInterpretedDevice();
 
 type Buffers = { a: R64; b: R64; c: R64; d: R64 };
 type KernelBody = (k: KernelBuilder, p: Buffers) => void;
@@ -38,36 +28,20 @@ function tileModule(body: KernelBody, target = 'sm_80'): PtxModule {
   return m;
 }
 
-let launches = 0;
-
 /** Runs `body` as one warp over device copies of `inputs`; returns `outWords` words of d. */
 function runWarp(
   body: KernelBody,
   inputs: { a: Uint32Array; b: Uint32Array; c: Uint32Array },
   outWords: number,
-) {
-  const device = (words: Uint32Array | number) => {
-    const bytes = typeof words === 'number' ? words * 4 : words.byteLength;
-    const buffer = driver.alloc(Math.max(bytes, 16));
-    buffers.push(buffer);
-    fake.memory.write(
-      buffer.ptr,
-      typeof words === 'number' ? new Uint8Array(bytes) : new Uint8Array(words.buffer),
-    );
-    return buffer;
-  };
-  const [a, b, c, d] = [device(inputs.a), device(inputs.b), device(inputs.c), device(outWords)];
-  const recorder = new CommandRecorder(driver);
-  recorder.launch({
-    key: `test/tensor-core/${launches++}`,
-    module: () => tileModule(body),
-    entry: 'tile',
-    grid: 1,
-    block: 32,
-    args: { a: a.ptr, b: b.ptr, c: c.ptr, d: d.ptr },
-  });
-  driver.enqueue(recorder.commands, stream);
-  return fake.memory.u32(d.ptr, outWords).slice();
+): Uint32Array {
+  const [a, b, c, d] = [inputs.a, inputs.b, inputs.c, outWords].map((w) => device.buffer(w)) as [
+    DeviceBuffer,
+    DeviceBuffer,
+    DeviceBuffer,
+    DeviceBuffer,
+  ];
+  device.launch(() => tileModule(body), 'tile', { block: 32 }, { a: a.ptr, b: b.ptr, c: c.ptr, d: d.ptr });
+  return device.read(d, outWords);
 }
 
 // ------------------------------------------------------------ numbers

@@ -18,6 +18,9 @@ import { bf16ToNumber, bitsToF32, f16ToNumber, f32ToBits } from './floatBits.js'
  * 8i … 8i+7, lane l gets elements 2(l & 3), 2(l & 3) + 1 of row l >> 2),
  * independently of the mma layout table, so that a kernel feeding mma from
  * ldmatrix checks one against the other.
+ *
+ * `cp.async` copies wait in a per-thread queue of groups, and mbarriers keep
+ * their arrivals, transaction bytes and phase in a per-block table.
  */
 
 /** The value of one A or B element: `half` selects the upper 16 bits of a packed register. */
@@ -144,5 +147,74 @@ export class AsyncCopyQueue {
   reset(): void {
     this.#groups.length = 0;
     this.#open = [];
+  }
+}
+
+interface MbarrierState {
+  /** Arrivals each phase expects. */
+  readonly expected: number;
+  /** Arrivals still missing in the current phase. */
+  pending: number;
+  /** Bytes announced by expect_tx and not yet landed (negative when they land first). */
+  tx: number;
+  /** The current phase's parity. */
+  phase: number;
+}
+
+/**
+ * A block's mbarrier objects by shared-memory offset. A phase completes when
+ * its arrivals are all in and its transaction count is back at 0; then the
+ * parity flips and the arrivals are expected anew. `epoch` counts every
+ * change, so that the scheduler can tell threads polling in vain from
+ * threads waiting for others to run.
+ */
+export class Mbarriers {
+  readonly #barriers = new Map<number, MbarrierState>();
+  epoch = 0;
+
+  init(at: number, count: number, fail: (message: string) => never): void {
+    if (count < 1 || count >= 2 ** 20) fail(`mbarrier count ${count} outside 1 .. 2^20 - 1`);
+    this.#barriers.set(at, { expected: count, pending: count, tx: 0, phase: 0 });
+    this.epoch++;
+  }
+
+  /** One arrival announcing `tx` more bytes; returns the parity of the phase it arrived in. */
+  arrive(at: number, tx: number, fail: (message: string) => never): number {
+    const b = this.#get(at, fail);
+    const phase = b.phase;
+    if (b.pending === 0) fail('more arrivals than the mbarrier expects');
+    b.tx += tx;
+    b.pending--;
+    this.#advance(b);
+    return phase;
+  }
+
+  /** `bytes` of a bulk copy landed. */
+  completeTx(at: number, bytes: number, fail: (message: string) => never): void {
+    const b = this.#get(at, fail);
+    b.tx -= bytes;
+    this.#advance(b);
+  }
+
+  /** Whether the phase of parity `parity` has completed: the current phase is the other one. */
+  phaseCompleted(at: number, parity: number, fail: (message: string) => never): boolean {
+    return this.#get(at, fail).phase !== parity;
+  }
+
+  reset(): void {
+    this.#barriers.clear();
+    this.epoch = 0;
+  }
+
+  #get(at: number, fail: (message: string) => never): MbarrierState {
+    return this.#barriers.get(at) ?? fail(`no mbarrier initialised at shared address ${at}`);
+  }
+
+  #advance(b: MbarrierState): void {
+    this.epoch++;
+    if (b.pending === 0 && b.tx === 0) {
+      b.phase ^= 1;
+      b.pending = b.expected;
+    }
   }
 }
