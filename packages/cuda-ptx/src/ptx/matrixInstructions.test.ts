@@ -2,6 +2,7 @@ import { InvalidArgumentError } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import type { KernelBuilder } from './kernel.js';
+import { MMA_SHAPES } from './mmaFragments.js';
 import { PtxModule } from './module.js';
 import { addr, type F32, type R32 } from './operands.js';
 import { ptxasTestGate } from './ptxas.js';
@@ -115,6 +116,27 @@ function misuse(body: (k: KernelBuilder) => void, target = 'sm_80'): InvalidArgu
   throw new Error('expected the builder to throw');
 }
 
+describe('fragment element offsets', () => {
+  it('emits row · rowBytes + col · elementBytes from groupID and threadInGroup', () => {
+    const m = new PtxModule({ target: 'sm_80' });
+    m.entry('offsets', {}, (k) => {
+      // Element 2 of the accumulator: row groupID + 8, column 2 · threadInGroup.
+      k.mmaElementOffset(k.mmaLaneCoordinates(), MMA_SHAPES.m16n8k16.c[2]!, 32, 4);
+    });
+    const body = entryLines(m);
+    const start = body.indexOf('mov.u32 %r0, %laneid;');
+    expect(body.slice(start, body.indexOf('ret;'))).toEqual([
+      'mov.u32 %r0, %laneid;',
+      'shr.u32 %r1, %r0, 2;',
+      'and.b32 %r2, %r0, 3;',
+      'mad.lo.u32 %r3, %r1, 1, 8;',
+      'mad.lo.u32 %r4, %r2, 2, 0;',
+      'mul.lo.u32 %r4, %r4, 4;',
+      'mad.lo.u32 %r5, %r3, 32, %r4;',
+    ]);
+  });
+});
+
 describe('tensor-core builder misuse', () => {
   const fragments = (k: KernelBuilder) => ({
     d: k.regs('f32', 4),
@@ -192,6 +214,11 @@ describe('tensor-core builder misuse', () => {
     const space = misuse((k) => k.cpAsync('cg', k.reg('u32'), k.shared('s', 16), 16));
     expect(space.argument).toBe('src');
     expect(misuse((k) => k.cpAsyncWaitGroup(-1)).argument).toBe('n');
+  });
+
+  it('rejects element sizes of zero', () => {
+    const e = misuse((k) => k.mmaElementOffset(k.mmaLaneCoordinates(), MMA_SHAPES.m16n8k8.a[0]!, 32, 0));
+    expect([e.kernel, e.argument]).toEqual(['KernelBuilder.mmaElementOffset', 'elementBytes']);
   });
 
   it('rejects an unknown swizzle', () => {

@@ -2,6 +2,7 @@ import { ArithmeticInstructions } from './arithmeticInstructions.js';
 import { describeValue } from './errors.js';
 import type { Tuple, Vec2, Vec4 } from './instructionTypes.js';
 import {
+  type FragmentCoordinate,
   fragmentRegisters,
   MMA_SHAPES,
   type MmaInputType,
@@ -93,6 +94,28 @@ export abstract class MatrixInstructions extends ArithmeticInstructions {
       groupId: this.shr('u32', this.reg('u32'), lane, 2),
       threadInGroup: this.and('b32', this.reg('u32'), lane, 3),
     };
+  }
+
+  /**
+   * The byte offset of fragment element `element` (an entry of
+   * `MMA_SHAPES[shape].a`, `.b` or `.c`) of this lane in a row-major tile
+   * with rows `rowBytes` apart and elements `elementBytes` wide: where to
+   * load it from or store it to.
+   */
+  mmaElementOffset(
+    lane: MmaLaneCoordinates,
+    element: FragmentCoordinate,
+    rowBytes: number,
+    elementBytes: number,
+  ): R32 {
+    const call = 'mmaElementOffset';
+    this.live(call);
+    this.check.count(call, 'rowBytes', rowBytes, 0);
+    this.check.count(call, 'elementBytes', elementBytes, 1);
+    const row = this.#affine(lane, element.rowPerGroup, element.rowPerThread, element.row);
+    const col = this.#affine(lane, element.colPerGroup, element.colPerThread, element.col);
+    const colBytes = this.mulLo('u32', col, col, elementBytes);
+    return this.madLo('u32', this.reg('u32'), row, rowBytes, colBytes);
   }
 
   // ---------------------------------------------------------------- ldmatrix
@@ -236,6 +259,15 @@ export abstract class MatrixInstructions extends ArithmeticInstructions {
   }
 
   // ---------------------------------------------------------------- internals
+
+  /** `perGroup · groupID + perThread · threadInGroup + base`, without the terms that are 0. */
+  #affine(lane: MmaLaneCoordinates, perGroup: number, perThread: number, base: number): R32 {
+    const d = this.reg('u32');
+    if (perGroup !== 0) this.madLo('u32', d, lane.groupId, perGroup, base);
+    if (perThread !== 0) this.madLo('u32', d, lane.threadInGroup, perThread, perGroup !== 0 ? d : base);
+    if (perGroup === 0 && perThread === 0) this.emit(`mov.u32 ${d}, ${base}`);
+    return d;
+  }
 
   /** A brace list of exactly `count` registers of `type`. */
   #fragment(call: string, argument: string, value: unknown, count: number, type: ScalarType): string {

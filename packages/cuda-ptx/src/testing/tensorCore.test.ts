@@ -121,22 +121,6 @@ function expectClose(out: Uint32Array, ref: { d: number[]; scale: number[] }): v
 
 // ----------------------------------------------------- fragment addressing
 
-/** The byte offset of a fragment element in a row-major matrix with `ld` elements a row. */
-function elementOffset(
-  k: KernelBuilder,
-  lane: MmaLaneCoordinates,
-  e: FragmentCoordinate,
-  ld: number,
-  bytes: number,
-): R32 {
-  const row = k.madLo('u32', k.reg('u32'), lane.groupId, e.rowPerGroup, e.row);
-  k.madLo('u32', row, lane.threadInGroup, e.rowPerThread, row);
-  const col = k.madLo('u32', k.reg('u32'), lane.groupId, e.colPerGroup, e.col);
-  k.madLo('u32', col, lane.threadInGroup, e.colPerThread, col);
-  const index = k.madLo('u32', k.reg('u32'), row, ld, col);
-  return k.mulLo('u32', index, index, bytes);
-}
-
 /** `base + offset` for a 32-bit byte offset. */
 function at(k: KernelBuilder, base: R64, offset: R32): R64 {
   return k.add('u64', k.reg('u64'), base, k.cvt('u64', 'u32', k.reg('u64'), offset));
@@ -144,7 +128,7 @@ function at(k: KernelBuilder, base: R64, offset: R32): R64 {
 
 /** Stores the lane's D fragment of a 16×8 tile into row-major f32 `d`, loading C the same way from `c`. */
 function accumulatorIo(k: KernelBuilder, lane: MmaLaneCoordinates, shape: MmaShape, p: Buffers) {
-  const places = MMA_SHAPES[shape].c.map((e) => elementOffset(k, lane, e, 8, 4));
+  const places = MMA_SHAPES[shape].c.map((e) => k.mmaElementOffset(lane, e, 32, 4));
   const c = places.map((o) => k.ldGlobal('f32', k.reg('f32'), at(k, p.c, o)));
   return {
     c: [c[0]!, c[1]!, c[2]!, c[3]!] as const,
@@ -167,12 +151,12 @@ function directLoads(type: 'f16' | 'bf16'): KernelBody {
     const { a: aLayout, b: bLayout } = MMA_SHAPES.m16n8k16;
     // Elements 2i and 2i+1 of A are neighbours in a row: one 32-bit load per register.
     const a = [0, 1, 2, 3].map((i) =>
-      k.ldGlobal('b32', k.reg('u32'), at(k, p.a, elementOffset(k, lane, aLayout[2 * i]!, 16, 2))),
+      k.ldGlobal('b32', k.reg('u32'), at(k, p.a, k.mmaElementOffset(lane, aLayout[2 * i]!, 32, 2))),
     );
     // Those of B are neighbours in a column: two 16-bit loads, packed.
     const b = [0, 1].map((i) => {
       const [lo, hi] = [2 * i, 2 * i + 1].map((e) =>
-        k.ldGlobal('b16', k.reg('b16'), at(k, p.b, elementOffset(k, lane, bLayout[e]!, 8, 2))),
+        k.ldGlobal('b16', k.reg('b16'), at(k, p.b, k.mmaElementOffset(lane, bLayout[e]!, 16, 2))),
       );
       return k.packHalves(k.reg('u32'), lo!, hi!);
     });
@@ -227,7 +211,10 @@ function tf32Tile(): KernelBody {
     const lane = k.mmaLaneCoordinates();
     const { a: aLayout, b: bLayout } = MMA_SHAPES.m16n8k8;
     const load = (base: R64, e: FragmentCoordinate, ld: number) =>
-      k.cvtTf32(k.reg('u32'), k.ldGlobal('f32', k.reg('f32'), at(k, base, elementOffset(k, lane, e, ld, 4))));
+      k.cvtTf32(
+        k.reg('u32'),
+        k.ldGlobal('f32', k.reg('f32'), at(k, base, k.mmaElementOffset(lane, e, ld * 4, 4))),
+      );
     const a = aLayout.map((e) => load(p.a, e, 8));
     const b = bLayout.map((e) => load(p.b, e, 8));
     const io = accumulatorIo(k, lane, 'm16n8k8', p);
