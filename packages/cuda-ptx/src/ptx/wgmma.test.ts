@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
+import { wgmmaBf16Tile } from '../testing/wgmmaKernel.js';
 import type { KernelBuilder } from './kernel.js';
 import { PtxModule } from './module.js';
 import type { F32, R32 } from './operands.js';
@@ -218,6 +219,11 @@ describe.skipIf(gate.skip)(`wgmma assembles with ptxas -arch=sm_90a (${gate.reas
   for (const n of [16, 128]) {
     it(`m64n${n}k16 bf16 from descriptors`, () => {
       expectAssemblesCleanly(wgmmaTile(n).emit(), 'sm_90a');
+    });
+  }
+  for (const n of [64, 256]) {
+    it(`the m64n${n} bf16 tile kernel of the GPU tests (swizzled stores, four k steps)`, () => {
+      expectAssemblesCleanly(wgmmaBf16Tile(n).emit(), 'sm_90a');
     });
   }
   it('A from registers', () => {

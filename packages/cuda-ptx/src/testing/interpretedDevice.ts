@@ -6,11 +6,11 @@ import type { PtxModule } from '../ptx/module.js';
 import { FakeLibCuda } from './fakeLibCuda.js';
 import { PtxInterpreter } from './ptxInterpreter.js';
 
-/** A fake device whose launches run in the PTX interpreter, for one test file. */
-export interface InterpretedDevice {
+/** Buffers and launches on one driver (a real device or the interpreted fake), for tests. */
+export interface TestDevice {
   /** Device memory holding `words`, or `words` zeroed words. */
   buffer(words: Uint32Array | number): DeviceBuffer;
-  /** Launches `entry` of the module (built on first use) and runs it to completion. */
+  /** Launches `entry` of the module (built on first use) and waits for it. */
   launch(
     module: () => PtxModule,
     entry: string,
@@ -19,35 +19,27 @@ export interface InterpretedDevice {
   ): void;
   /** `count` words of a buffer, copied. */
   read(buffer: DeviceBuffer, count: number): Uint32Array;
+  /** Frees the buffers. */
+  dispose(): void;
 }
 
-/** An interpreted device for a test suite; its buffers are freed after it. */
-export function useInterpretedDevice(): InterpretedDevice {
-  const fake = new FakeLibCuda();
-  new PtxInterpreter(fake).attach();
-  const driver = new CudaDriver(fake);
+/** A TestDevice on `driver`; `name` keeps its module keys apart from other devices'. */
+export function testDevice(driver: CudaDriver, name: string): TestDevice {
   const stream = driver.createStream();
   const buffers: DeviceBuffer[] = [];
-  afterAll(() => {
-    for (const b of buffers) driver.free(b);
-  });
   let launches = 0;
   return {
     buffer(words) {
-      const bytes = typeof words === 'number' ? words * 4 : words.byteLength;
-      const buffer = driver.alloc(Math.max(bytes, 16));
+      const data = typeof words === 'number' ? new Uint32Array(words) : words;
+      const buffer = driver.alloc(Math.max(data.byteLength, 16));
       buffers.push(buffer);
-      const init =
-        typeof words === 'number'
-          ? new Uint8Array(bytes)
-          : new Uint8Array(words.buffer, words.byteOffset, bytes);
-      fake.memory.write(buffer.ptr, init);
+      driver.copyHtoD(buffer.ptr, data, data.byteLength);
       return buffer;
     },
     launch(module, entry, geometry, args) {
       const recorder = new CommandRecorder(driver);
       recorder.launch({
-        key: `test/interpreted/${launches++}`,
+        key: `test/${name}/${launches++}`,
         module,
         entry,
         grid: geometry.grid ?? 1,
@@ -55,9 +47,29 @@ export function useInterpretedDevice(): InterpretedDevice {
         args,
       });
       driver.enqueue(recorder.commands, stream);
+      driver.synchronize(stream);
     },
     read(buffer, count) {
-      return fake.memory.u32(buffer.ptr, count).slice();
+      const out = new Uint32Array(count);
+      driver.copyDtoH(out, buffer.ptr, count * 4);
+      return out;
+    },
+    dispose() {
+      for (const b of buffers.splice(0)) driver.free(b);
     },
   };
+}
+
+/** A fake device whose launches run in the PTX interpreter. */
+export function interpretedDevice(): TestDevice {
+  const fake = new FakeLibCuda();
+  new PtxInterpreter(fake).attach();
+  return testDevice(new CudaDriver(fake), 'interpreted');
+}
+
+/** An interpreted device for a test suite; its buffers are freed after it. */
+export function useInterpretedDevice(): TestDevice {
+  const device = interpretedDevice();
+  afterAll(() => device.dispose());
+  return device;
 }
