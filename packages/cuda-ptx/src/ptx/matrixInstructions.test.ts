@@ -1,5 +1,5 @@
-import { InvalidArgumentError } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
+import { builderError } from '../testing/builderMisuse.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import type { KernelBuilder } from './kernel.js';
 import { MMA_SHAPES } from './mmaFragments.js';
@@ -105,16 +105,7 @@ describe('tensor-core and async-copy instructions', () => {
   });
 });
 
-/** Runs `body` in an entry of a module for `target` and returns the builder error it threw. */
-function misuse(body: (k: KernelBuilder) => void, target = 'sm_80'): InvalidArgumentError {
-  try {
-    new PtxModule({ target }).entry('k', {}, (k) => body(k));
-  } catch (e) {
-    expect(e).toBeInstanceOf(InvalidArgumentError);
-    return e as InvalidArgumentError;
-  }
-  throw new Error('expected the builder to throw');
-}
+const misuse = (body: (k: KernelBuilder) => void, target = 'sm_80') => builderError(body, { target });
 
 describe('fragment element offsets', () => {
   it('emits row · rowBytes + col · elementBytes from groupID and threadInGroup', () => {

@@ -1,5 +1,5 @@
-import { InvalidArgumentError } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
+import { builderError } from '../testing/builderMisuse.js';
 import { bulkPipeline } from '../testing/bulkPipelineKernel.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import type { KernelBuilder } from './kernel.js';
@@ -13,15 +13,7 @@ function lines(m: PtxModule): string[] {
     .map((l) => l.trim());
 }
 
-function misuse(body: (k: KernelBuilder) => void, target = 'sm_90'): InvalidArgumentError {
-  try {
-    new PtxModule({ target }).entry('k', {}, (k) => body(k));
-  } catch (e) {
-    expect(e).toBeInstanceOf(InvalidArgumentError);
-    return e as InvalidArgumentError;
-  }
-  throw new Error('expected the builder to throw');
-}
+const misuse = (body: (k: KernelBuilder) => void, target = 'sm_90') => builderError(body, { target });
 
 describe('mbarrier and bulk copies', () => {
   it('emits the pipeline instructions', () => {

@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
+import { builderError } from '../testing/builderMisuse.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import { wgmmaBf16Tile } from '../testing/wgmmaKernel.js';
 import type { KernelBuilder } from './kernel.js';
@@ -121,16 +122,8 @@ describe('wgmma accumulator layout', () => {
   });
 });
 
-/** The builder error `body` throws in an entry of a module for `target`. */
-function misuse(body: (k: KernelBuilder) => void, target = 'sm_90a', version = '8.0'): InvalidArgumentError {
-  try {
-    new PtxModule({ target, version }).entry('k', {}, (k) => body(k));
-  } catch (e) {
-    expect(e).toBeInstanceOf(InvalidArgumentError);
-    return e as InvalidArgumentError;
-  }
-  throw new Error('expected the builder to throw');
-}
+const misuse = (body: (k: KernelBuilder) => void, target = 'sm_90a', version = '8.0') =>
+  builderError(body, { target, version });
 
 describe('wgmma in the builder', () => {
   it('emits the warpgroup instructions and the descriptor arithmetic', () => {
