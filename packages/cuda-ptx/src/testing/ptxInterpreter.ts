@@ -3,6 +3,7 @@ import { MMA_SHAPES } from '../ptx/mmaFragments.js';
 import type { FakeLaunch, FakeLibCuda } from './fakeLibCuda.js';
 import { bf16ToNumber, bitsToF32, F16_VALUES, f16ToNumber, f32ToBits } from './floatBits.js';
 import { AsyncCopyQueue, ldmatrixWarp, Mbarriers, mmaSyncWarp, roundToTf32 } from './tensorCoreSemantics.js';
+import { decodeWgmmaDescriptor, type WgmmaDescriptor, wgmmaWarp } from './wgmmaSemantics.js';
 
 /**
  * Executes the PTX the builder emits against the fake libcuda's device
@@ -1038,6 +1039,8 @@ function lower(ctx: Context): Lowered {
       return ctx.ins.parts[2] === 'bulk' ? lowerBulkCopy(ctx) : lowerCpAsync(ctx);
     case 'mbarrier':
       return lowerMbarrier(ctx);
+    case 'wgmma':
+      return lowerWgmma(ctx);
     default:
       return unsupported(ctx);
   }
@@ -2372,6 +2375,74 @@ function lowerBulkCopy(ctx: Context): Lowered {
       t.shared8.set(new Uint8Array(w.words.buffer, w.words.byteOffset + (address - w.start), bytes), at);
     }
     t.mbarriers.completeTx(bar(u, t), bytes, failAt);
+  });
+}
+
+/**
+ * `wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T d, a, b-desc, scale-d, ±1, ±1{, 0}, 0` (K-major
+ * operands), and its fence, commit and wait, which have nothing to order here.
+ */
+function lowerWgmma(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  const pattern = parts.join('.');
+  if (['wgmma.fence.sync.aligned', 'wgmma.commit_group.sync.aligned'].includes(pattern)) return inline('');
+  if (pattern === 'wgmma.wait_group.sync.aligned') {
+    if (!/^\d+$/.test(ops[0] ?? '')) fail(`wait_group takes an immediate: ${line}`);
+    return inline('');
+  }
+  const n = Number(/^m64n(\d+)k16$/.exec(parts[4] ?? '')?.[1] ?? Number.NaN);
+  const type = parts[6];
+  const form = `wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${type}.${type}`;
+  if (!(n >= 8 && n <= 256 && n % 8 === 0) || (type !== 'bf16' && type !== 'f16') || pattern !== form) {
+    unsupported(ctx);
+  }
+  const fromRegisters = ops[1]!.startsWith('{');
+  const [scaleOp, scaleA, scaleB, ...trans] = ops.slice(3);
+  if (trans.length !== (fromRegisters ? 1 : 2) || trans.some((t) => t !== '0')) {
+    fail(`the interpreter runs K-major wgmma operands only (transpose immediates 0): ${line}`);
+  }
+  const scale = (op: string | undefined) =>
+    op === '1' ? 1 : op === '-1' ? -1 : fail(`imm-scale must be 1 or -1: ${line}`);
+  const [negateA, negateB] = [scale(scaleA) < 0, scale(scaleB) < 0];
+  const d = registerList(ctx, ops[0]!, n / 2, 'f32', true);
+  const a = fromRegisters ? registerList(ctx, ops[1]!, 4, 'b32', false) : [src(ctx, 1, 'b64')];
+  const b = src(ctx, 2, 'b64');
+  const accumulate = /^[01]$/.test(scaleOp ?? '') ? Number(scaleOp) : -1;
+  const accumulateSlot = accumulate < 0 ? src(ctx, 3, 'pred') : -1;
+  return wholeWarp(line, (lanes) => {
+    const first = lanes[0]!;
+    // Descriptors and scale-d are the warpgroup's: every lane must give the same.
+    const uniform = (slot: number) => {
+      if (lanes.some((t) => t.u[slot] !== first.u[slot])) fail(`lanes disagree on an operand of ${line}`);
+      return first.u[slot]!;
+    };
+    const descriptor = (slot: number): WgmmaDescriptor =>
+      decodeWgmmaDescriptor(uniform(slot), uniform(slot + 1));
+    const gather = (slots: readonly number[]) =>
+      Uint32Array.from(
+        { length: 32 * slots.length },
+        (_, i) => lanes[Math.floor(i / slots.length)]!.u[slots[i % slots.length]!]!,
+      );
+    const out = wgmmaWarp({
+      type,
+      n,
+      warp: first.warp & 3,
+      a: fromRegisters ? gather(a) : descriptor(a[0]!),
+      b: descriptor(b),
+      d: gather(d),
+      accumulate: accumulate < 0 ? uniform(accumulateSlot) !== 0 : accumulate === 1,
+      negateA,
+      negateB,
+      half: (address) => {
+        if (address + 2 > first.sharedBytes) outsideShared(line, address, 2, first.sharedBytes);
+        return first.shared16[address >>> 1]!;
+      },
+    });
+    lanes.forEach((t, lane) => {
+      d.forEach((slot, i) => {
+        t.u[slot] = out[lane * d.length + i]!;
+      });
+    });
   });
 }
 
