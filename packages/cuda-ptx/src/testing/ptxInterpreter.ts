@@ -50,6 +50,9 @@ import { decodeWgmmaDescriptor, type WgmmaDescriptor, wgmmaWarp } from './wgmmaS
  * finds the phase incomplete stops (as at a barrier) and polls again once
  * the others have run, and threads that poll with nothing changed are a
  * deadlock and an error.
+ * `wgmma.mma_async` (wgmmaSemantics.ts) runs per warp, each warp computing
+ * its 16 rows of D from K-major tiles at once; its fence, commit and wait
+ * are no-ops.
  *
  * Memory: global accesses must fall inside one live allocation and be
  * naturally aligned (vectors to their whole size), shared accesses inside
@@ -2416,8 +2419,11 @@ function lowerWgmma(ctx: Context): Lowered {
       if (lanes.some((t) => t.u[slot] !== first.u[slot])) fail(`lanes disagree on an operand of ${line}`);
       return first.u[slot]!;
     };
-    const descriptor = (slot: number): WgmmaDescriptor =>
-      decodeWgmmaDescriptor(uniform(slot), uniform(slot + 1));
+    const descriptor = (slot: number): WgmmaDescriptor => {
+      const d = decodeWgmmaDescriptor(uniform(slot), uniform(slot + 1));
+      if (d.baseOffset !== 0) fail(`the interpreter models descriptors of base offset 0 only: ${line}`);
+      return d;
+    };
     const gather = (slots: readonly number[]) =>
       Uint32Array.from(
         { length: 32 * slots.length },
