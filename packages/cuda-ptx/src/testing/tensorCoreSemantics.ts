@@ -38,7 +38,8 @@ function inputValue(type: MmaInputType, word: number, half: number): number {
 
 /** `cvt.rna.tf32.f32`: to nearest, ties away from zero, on the 13 low mantissa bits, which become 0. */
 export function roundToTf32(bits: number): number {
-  if ((bits & 0x7f800000) === 0x7f800000) return (bits & 0x7fffff) === 0 ? bits : 0x7fffffff;
+  // A NaN becomes the canonical 0x7fc00000, as an H100 gives.
+  if ((bits & 0x7f800000) === 0x7f800000) return (bits & 0x7fffff) === 0 ? bits : 0x7fc00000;
   // A carry out of the mantissa steps the exponent (up to infinity), as rounding should.
   return ((bits + 0x1000) & 0xffffe000) >>> 0;
 }
