@@ -31,7 +31,11 @@ function cacheKernels(fused: boolean): string[] {
 }
 
 /** Whether `backend` runs the fused decode kernels in these dtypes (f32 needs only the kernels). */
-export function fusedDecodeSupported(backend: Backend, weightDtype: FloatDType, cacheDtype: FloatDType): boolean {
+export function fusedDecodeSupported(
+  backend: Backend,
+  weightDtype: FloatDType,
+  cacheDtype: FloatDType,
+): boolean {
   const weights = new Set([rmsNormMatmul3.name, rmsNormMatmul.name, gateUpSwiglu.name]);
   return FUSED.every(
     (name) =>
@@ -54,7 +58,8 @@ export function checkLlamaBackend(
   fused: boolean,
 ): void {
   const needs: [string, string, FloatDType][] = [];
-  if (weightDtype !== 'f32') for (const k of weightKernels(fused)) needs.push([k, 'weightDtype', weightDtype]);
+  if (weightDtype !== 'f32')
+    for (const k of weightKernels(fused)) needs.push([k, 'weightDtype', weightDtype]);
   if (cacheDtype !== 'f32') for (const k of cacheKernels(fused)) needs.push([k, 'kvCacheDtype', cacheDtype]);
   for (const [kernel, option, dtype] of needs) {
     if (backend.supports(kernel, dtype)) continue;

@@ -212,7 +212,8 @@ export class LlamaModel {
     const checkpoint = await openLlamaCheckpoint(dir, options);
     try {
       checkLlamaTensors(checkpoint.config, checkpoint.tensors);
-      const dtype = choice === 'checkpoint' ? checkpointWeightDtype(checkpoint.config, checkpoint.tensors) : choice;
+      const dtype =
+        choice === 'checkpoint' ? checkpointWeightDtype(checkpoint.config, checkpoint.tensors) : choice;
       const cacheDtype = options.kvCacheDtype ?? 'f32';
       const fused = options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype);
       checkLlamaBackend(backend, dtype, cacheDtype, fused);

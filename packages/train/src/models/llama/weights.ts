@@ -261,7 +261,8 @@ export function checkLlamaWeights(config: LlamaConfig, weights: LlamaWeights): L
   }
   const named = namedLlamaWeights(config, weights);
   const embeddingDtype = weights.embedding.dtype;
-  const dtype: LlamaWeightDType = embeddingDtype === 'f16' || embeddingDtype === 'bf16' ? embeddingDtype : 'f32';
+  const dtype: LlamaWeightDType =
+    embeddingDtype === 'f16' || embeddingDtype === 'bf16' ? embeddingDtype : 'f32';
   for (const [name, shape] of llamaWeightShapes(config)) {
     const tensor = named.get(name);
     const want = isNormWeight(name) ? 'f32' : dtype;
