@@ -82,10 +82,18 @@ function stored(
   );
 }
 
-/** The weights rounded to `dtype` and widened back: the f32 values a model of `dtype` weights holds. */
+/**
+ * The values a model of `dtype` weights loaded from f32 `weights` holds: the
+ * matrices and the embedding rounded to `dtype` (and widened back), the norm
+ * weights as they are (the model keeps them f32).
+ */
 export function roundedTinyWeights(weights: TinyWeights, dtype: 'f16' | 'bf16'): TinyWeights {
   const rounded: TinyWeights = new Map();
   for (const [name, { shape, data }] of weights) {
+    if (name.endsWith('norm.weight')) {
+      rounded.set(name, { shape, data });
+      continue;
+    }
     const words = toHostArray(dtype, data);
     rounded.set(name, { shape, data: Float32Array.from(toNumbers(dtype, words)) });
   }

@@ -267,12 +267,12 @@ export function checkLlamaWeights(config: LlamaConfig, weights: LlamaWeights): L
     const tensor = named.get(name);
     const want = isNormWeight(name) ? 'f32' : dtype;
     if (tensor?.dtype !== want || !shapesEqual(tensor.shape, shape)) {
-      const Mismatch = tensor && shapesEqual(tensor.shape, shape) ? DTypeError : ShapeError;
+      const shapeFits = tensor !== undefined && shapesEqual(tensor.shape, shape);
       const why = isNormWeight(name) ? ' (norm weights are f32)' : " (the embedding's dtype)";
-      throw new Mismatch(`weight '${name}' does not fit the config`, {
+      throw new (shapeFits ? DTypeError : ShapeError)(`weight '${name}' does not fit the config`, {
         kernel: 'LlamaModel',
         argument: name,
-        expected: `${want}${formatShape(shape)}${name === 'model.embed_tokens.weight' ? '' : why}`,
+        expected: `${want}${formatShape(shape)}${shapeFits ? why : ''}`,
         actual: tensor ? `${tensor.dtype}${formatShape(tensor.shape)}` : 'absent',
       });
     }
