@@ -26,6 +26,28 @@ afterAll(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
 
+/** The tiny model on the cpu backend, in fresh folders. */
+async function tinySettings(overrides: Partial<DecodeSettings>): Promise<DecodeSettings> {
+  return {
+    config: 'llama-tiny',
+    dtype: 'f32',
+    kvDtype: 'f32',
+    backends: ['cpu'],
+    promptTokens: 12,
+    newTokens: 6,
+    warmupTokens: 1,
+    seed: 0,
+    baseline: 'none',
+    torchDevice: 'cpu',
+    weights: await tempDir(),
+    out: await tempDir(),
+    profile: false,
+    profileRepetitions: 1,
+    hostTokens: 1,
+    ...overrides,
+  };
+}
+
 describe('decode-bench', () => {
   it('parses its options and refuses bad ones', () => {
     const s = parseDecodeArgs(['--config', 'llama-tiny', '--prompt', '16', '--new', '6', '--warmup', '1']);
@@ -114,23 +136,7 @@ describe('decode-bench', () => {
 
   it('decodes the tiny model on the cpu backend and reports ms per token against the limit', async () => {
     const out = await tempDir();
-    const settings: DecodeSettings = {
-      config: 'llama-tiny',
-      dtype: 'f32',
-      kvDtype: 'f32',
-      backends: ['cpu'],
-      promptTokens: 12,
-      newTokens: 6,
-      warmupTokens: 1,
-      seed: 0,
-      baseline: 'none',
-      torchDevice: 'cpu',
-      weights: await tempDir(),
-      out,
-      profile: true,
-      profileRepetitions: 2,
-      hostTokens: 2,
-    };
+    const settings = await tinySettings({ out, profile: true, profileRepetitions: 2, hostTokens: 2 });
     const report = await decodeBench(settings, () => {});
     const cpu = report.backends[0]!;
     expect(cpu.status).toBe('ok');
@@ -169,24 +175,7 @@ describe('decode-bench', () => {
   }, 60_000);
 
   it('decodes the tiny model in bf16 with a bf16 cache, the limit from the bf16 bytes', async () => {
-    const weights = await tempDir();
-    const base: DecodeSettings = {
-      config: 'llama-tiny',
-      dtype: 'f32',
-      kvDtype: 'f32',
-      backends: ['cpu'],
-      promptTokens: 12,
-      newTokens: 6,
-      warmupTokens: 1,
-      seed: 0,
-      baseline: 'none',
-      torchDevice: 'cpu',
-      weights,
-      out: await tempDir(),
-      profile: false,
-      profileRepetitions: 1,
-      hostTokens: 1,
-    };
+    const base = await tinySettings({});
     const f32 = await decodeBench(base, () => {});
     const bf16 = await decodeBench(
       { ...base, dtype: 'bf16', kvDtype: 'bf16', out: await tempDir() },
