@@ -64,7 +64,17 @@ describe('SafetensorsFile', () => {
     expect(await file.readAs('half', 'f16')).toEqual(Uint16Array.of(0x3e00, 0xc000, 0x3100));
     expect(await file.readAs('f16', 'bf16')).toEqual(Uint16Array.of(0x3fc0, 0xc000, 0x3e20));
     // f32 to half: the same words as core's conversion of each value (ties included).
-    const values = Float32Array.from([...big, 1 + 2 ** -8, 1 + 3 * 2 ** -8, -0, 65520, 1e-8, Number.NaN]);
+    const values = Float32Array.from([
+      ...big,
+      1 + 2 ** -8,
+      1 + 3 * 2 ** -8,
+      -0,
+      65520,
+      1e-8,
+      3.4028234663852886e38,
+      -1e-40,
+      Number.NaN,
+    ]);
     const mixed = await SafetensorsFile.open(
       memoryFile(encodeSafetensors({ v: { dtype: 'f32', shape: [values.length], data: values } })),
     );

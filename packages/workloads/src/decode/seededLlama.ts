@@ -1,7 +1,7 @@
 import { open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { bytesPerElement, sizeOf, toHostArray } from '@rayo/core';
-import { type LlamaWeightDType, llamaWeightShapes, parseLlamaConfig, Rng } from '@rayo/train';
+import { bytesPerElement, sizeOf } from '@rayo/core';
+import { type LlamaWeightDType, llamaWeightShapes, parseLlamaConfig, Rng, roundF32To } from '@rayo/train';
 
 /**
  * A Llama checkpoint in the Hugging Face layout whose weights come from a
@@ -101,7 +101,7 @@ export async function writeSeededLlama(
       for (let done = 0, size = sizeOf(shape); done < size; done += PIECE) {
         const part = piece.subarray(0, Math.min(PIECE, size - done));
         fillPiece(name, tensorRng, part);
-        const stored = dtype === 'f32' ? part : toHostArray(dtype, part);
+        const stored = roundF32To(dtype, part);
         await file.write(new Uint8Array(stored.buffer, stored.byteOffset, stored.byteLength));
       }
     }
