@@ -4,6 +4,7 @@ import {
   type DType,
   type HostArray,
   inferKernel,
+  runReference,
   scale as scaleSpec,
   type TensorMeta,
   toHostArray,
@@ -60,12 +61,15 @@ function chainReference(c: BenchCase, data: readonly (HostArray | undefined)[]):
   const scaleAttrs = { alpha: CHAIN_SCALE, beta: 0 };
   let y = data[0]!;
   for (let i = 0; i < (c.chain ?? 1); i++) {
-    y = i % 2 === 0 ? add.reference([y, data[1]], {}, io)[0]! : scaleSpec.reference([y], scaleAttrs, io)[0]!;
+    y =
+      i % 2 === 0
+        ? runReference(add, [y, data[1]], {}, io)[0]!
+        : runReference(scaleSpec, [y], scaleAttrs, io)[0]!;
   }
   return y;
 }
 
-/** Runs `spec.reference` for the case on `data` (copies: the reference must not see shared arrays). */
+/** Runs the case's reference (`runReference`) on `data` (copies: the reference must not see shared arrays). */
 export function expectedOutputs(c: BenchCase, data: readonly (HostArray | undefined)[]): Expectation {
   if (caseVia(c) === 'batch') {
     return {
@@ -79,7 +83,7 @@ export function expectedOutputs(c: BenchCase, data: readonly (HostArray | undefi
   const metas: readonly (TensorMeta | undefined)[] = subset?.inputs ?? inputMetas(c);
   const inputs = (subset?.data ?? data).map((d) => d?.slice());
   const { attrs, outputs } = inferKernel(c.spec, metas, { ...c.attrs, ...subset?.attrs });
-  const result = c.spec.reference(inputs, attrs, { inputs: metas, outputs });
+  const result = runReference(c.spec, inputs, attrs, { inputs: metas, outputs });
   return {
     names: outputs.map((o) => o.name),
     dtypes: outputs.map((o) => o.dtype),

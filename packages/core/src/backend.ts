@@ -109,8 +109,12 @@ export interface WeightCache {
 export interface Backend extends KernelRunner {
   readonly name: string;
   readonly info: BackendInfo;
-  /** Whether a kernel spec of this name is implemented here. */
-  supports(kernel: string): boolean;
+  /**
+   * Whether a kernel spec of this name is implemented here and, given `dtype`,
+   * runs its float tensors in that dtype (f16, bf16). A call the backend cannot
+   * run is an UnsupportedOnBackendError, never an f32 fallback.
+   */
+  supports(kernel: string, dtype?: DType): boolean;
   /** Copies host data to a new tensor. Numbers are converted to `dtype` (default f32). */
   upload(data: HostArray | readonly number[], shape: Shape, dtype?: DType): Tensor;
   /**

@@ -68,44 +68,68 @@ export function toNumbers(dtype: DType, data: HostArray): Float64Array {
   return out;
 }
 
+/** A 16-bit float format: sign, `exponentBits` and `mantissaBits`. */
+interface HalfFormat {
+  readonly exponentBits: number;
+  readonly mantissaBits: number;
+  readonly quietNaN: number;
+}
+
+const F16: HalfFormat = { exponentBits: 5, mantissaBits: 10, quietNaN: 0x7e00 };
+const BF16: HalfFormat = { exponentBits: 8, mantissaBits: 7, quietNaN: 0x7fc0 };
+
+/** Rounds a non-negative number to an integer, ties to even. */
+function roundHalfEven(v: number): number {
+  const floor = Math.floor(v);
+  const rest = v - floor;
+  return rest > 0.5 || (rest === 0.5 && floor % 2 === 1) ? floor + 1 : floor;
+}
+
+/**
+ * The nearest `format` word to a number, ties to even, from the double itself
+ * (rounding to f32 first would round twice). Overflow gives ±Inf, values
+ * below the smallest subnormal's half give ±0, NaN gives the quiet NaN.
+ */
+function encodeHalf(value: number, format: HalfFormat): number {
+  if (Number.isNaN(value)) return format.quietNaN;
+  const sign = value < 0 || Object.is(value, -0) ? 0x8000 : 0;
+  const a = Math.abs(value);
+  const { exponentBits, mantissaBits } = format;
+  const bias = 2 ** (exponentBits - 1) - 1;
+  const maxField = 2 ** exponentBits - 1;
+  const inf = sign | (maxField << mantissaBits);
+  if (a === Number.POSITIVE_INFINITY) return inf;
+  const minNormal = 2 ** (1 - bias);
+  // Subnormals (and the carry into the smallest normal) are multiples of one step.
+  if (a < minNormal) return sign | roundHalfEven(a / 2 ** (1 - bias - mantissaBits));
+  let e = Math.floor(Math.log2(a));
+  if (2 ** e > a) e--;
+  else if (2 ** (e + 1) <= a) e++;
+  let mantissa = roundHalfEven((a / 2 ** e - 1) * 2 ** mantissaBits);
+  if (mantissa === 2 ** mantissaBits) {
+    mantissa = 0;
+    e++;
+  }
+  const field = e + bias;
+  return field >= maxField ? inf : sign | (field << mantissaBits) | mantissa;
+}
+
+/** The nearest bf16 word to `value` (any number, rounded once), ties to even. */
+export function f32ToBf16Bits(value: number): number {
+  return encodeHalf(value, BF16);
+}
+
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
-
-export function f32ToBf16Bits(value: number): number {
-  f32[0] = value;
-  const bits = u32[0]!;
-  if (Number.isNaN(value)) return 0x7fc0;
-  return ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
-}
 
 export function bf16BitsToF32(bits: number): number {
   u32[0] = bits << 16;
   return f32[0]!;
 }
 
+/** The nearest f16 word to `value` (any number, rounded once), ties to even. */
 export function f32ToF16Bits(value: number): number {
-  f32[0] = value;
-  const bits = u32[0]!;
-  const sign = (bits >>> 16) & 0x8000;
-  const exp = (bits >>> 23) & 0xff;
-  let mant = bits & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  const e = exp - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00;
-  if (e <= 0) {
-    if (e < -10) return sign;
-    mant |= 0x800000;
-    const shift = 14 - e;
-    let half = mant >>> shift;
-    const rest = mant & ((1 << shift) - 1);
-    const mid = 1 << (shift - 1);
-    if (rest > mid || (rest === mid && half & 1)) half++;
-    return sign | half;
-  }
-  let half = (e << 10) | (mant >>> 13);
-  const rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest === 0x1000 && half & 1)) half++;
-  return sign | half;
+  return encodeHalf(value, F16);
 }
 
 export function f16BitsToF32(bits: number): number {
@@ -115,4 +139,14 @@ export function f16BitsToF32(bits: number): number {
   if (exp === 0) return sign * mant * 2 ** -24;
   if (exp === 0x1f) return mant ? Number.NaN : sign * Number.POSITIVE_INFINITY;
   return sign * (1 + mant / 1024) * 2 ** (exp - 15);
+}
+
+/** Whether `dtype` is a 16-bit float stored as raw words on the host. */
+export function isHalf(dtype: DType): dtype is 'f16' | 'bf16' {
+  return dtype === 'f16' || dtype === 'bf16';
+}
+
+/** Whether `dtype` holds floating-point values. */
+export function isFloat(dtype: DType): dtype is 'f32' | 'f16' | 'bf16' {
+  return dtype === 'f32' || isHalf(dtype);
 }

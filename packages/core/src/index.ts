@@ -16,11 +16,18 @@ export * from './dtype.js';
 export * from './errors.js';
 export { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from './hostData.js';
 export * from './kernel.js';
-export { type CallSite, KernelTable, type PreparedCall, prepareCall } from './kernelCall.js';
+export {
+  type CallSite,
+  F32_ONLY,
+  type KernelImplementation,
+  KernelTable,
+  type PreparedCall,
+  prepareCall,
+} from './kernelCall.js';
 export { ArgCheck } from './kernels/check.js';
 export * from './kernels/index.js';
 export type { MatmulDims, MatmulLaunch, MatmulTile } from './kernels/matmulLaunch.js';
-export { type NoAttrs, pow2AtLeast } from './kernels/vocabulary.js';
+export { FLOAT, type NoAttrs, pow2AtLeast } from './kernels/vocabulary.js';
 export { checkInputsWritten, checkWritten, PendingWrites } from './pendingWrites.js';
 export {
   type BackendProvider,

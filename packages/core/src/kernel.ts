@@ -1,5 +1,5 @@
 import type { Backend, RunOptions } from './backend.js';
-import type { DType, HostArray } from './dtype.js';
+import { type DType, type HostArray, isFloat, isHalf, toHostArray, toNumbers } from './dtype.js';
 import {
   BackendMismatchError,
   DisposedTensorError,
@@ -8,6 +8,7 @@ import {
   RayoError,
   ShapeError,
 } from './errors.js';
+import { ACTIVATIONS } from './kernels/vocabulary.js';
 import { formatShape, type Shape, shapesEqual } from './shape.js';
 import { Tensor } from './tensor.js';
 
@@ -48,10 +49,22 @@ export type AttrDecls<A extends AttrValues> = { readonly [K in keyof A]-?: AttrD
 export interface InputDecl {
   readonly name: string;
   readonly dtypes: readonly DType[];
+  /**
+   * Float inputs of one group must share one dtype. An input that allows a
+   * half dtype is in group `activation` unless it names another (weights
+   * that may be half under f32 activations, caches, gradients).
+   */
+  readonly dtypeGroup?: string;
   /** May be passed as `undefined`. */
   readonly optional?: boolean;
   /** The last input only: one or more tensors, named `name[0]`, `name[1]`, … */
   readonly variadic?: boolean;
+  /**
+   * A variadic input of repeating roles (an optimizer's param, grad, m, v):
+   * its element k takes the dtypes and dtype group of `roles[k % length]`
+   * instead of the input's own.
+   */
+  readonly roles?: readonly Pick<InputDecl, 'dtypes' | 'dtypeGroup'>[];
   /**
    * An optional one-element tensor (shape [1]) that holds this attribute's
    * value on the device. The kernel reads it when it runs, so a recorded batch
@@ -139,6 +152,33 @@ export function defineKernel<A extends AttrValues>(spec: KernelSpec<A>): KernelS
   return Object.freeze(spec);
 }
 
+/**
+ * Runs `implementation` (the spec's reference by default) as f32 code:
+ * half inputs are widened to Float32Array and each half output is rounded to
+ * its dtype, ties to even. Every caller of a reference goes through here.
+ */
+export function runReference<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  inputs: readonly (HostArray | undefined)[],
+  attrs: A,
+  io: KernelIO,
+  implementation: KernelSpec<A>['reference'] = spec.reference,
+): HostArray[] {
+  const widened = inputs.map((data, i) => {
+    const dtype = io.inputs[i]?.dtype;
+    return data && dtype && isHalf(dtype) ? Float32Array.from(toNumbers(dtype, data)) : data;
+  });
+  return implementation(widened, attrs, io).map((result, i) => {
+    const dtype = io.outputs[i]?.dtype;
+    return dtype && isHalf(dtype) && !(result instanceof Uint16Array) ? toHostArray(dtype, result) : result;
+  });
+}
+
+/** The dtype group of a float input (see `InputDecl.dtypeGroup`), or undefined. */
+export function dtypeGroupOf(decl: InputDecl): string | undefined {
+  return decl.dtypeGroup ?? (decl.dtypes.some(isHalf) ? ACTIVATIONS : undefined);
+}
+
 /** The name of flat input `index` (`grads[2]` for a variadic input). */
 export function inputName(spec: AnyKernelSpec, index: number): string {
   const fixed = spec.inputs.length;
@@ -147,10 +187,13 @@ export function inputName(spec: AnyKernelSpec, index: number): string {
   return spec.inputs[index]?.name ?? `input${index}`;
 }
 
-function declFor(spec: AnyKernelSpec, index: number): InputDecl | undefined {
-  const last = spec.inputs[spec.inputs.length - 1];
-  if (last?.variadic && index >= spec.inputs.length - 1) return last;
-  return spec.inputs[index];
+/** The declaration of flat input `index`, a variadic element's role applied. */
+export function inputDecl(spec: AnyKernelSpec, index: number): InputDecl | undefined {
+  const fixed = spec.inputs.length - 1;
+  const last = spec.inputs[fixed];
+  if (!last?.variadic || index < fixed) return spec.inputs[index];
+  const role = last.roles?.[(index - fixed) % last.roles.length];
+  return role ? { ...last, ...role } : last;
 }
 
 function describeValue(value: unknown): string {
@@ -395,7 +438,7 @@ export function checkInputs(
   const metas: (TensorMeta | undefined)[] = [];
   const count = Math.max(inputs.length, spec.inputs.length - (last?.variadic ? 1 : 0));
   for (let i = 0; i < count; i++) {
-    const decl = declFor(spec, i)!;
+    const decl = inputDecl(spec, i)!;
     const argument = inputName(spec, i);
     const t = inputs[i];
     if (t === undefined || t === null) {
@@ -445,7 +488,30 @@ export function checkInputs(
     }
     metas.push({ shape: t.shape, dtype: t.dtype });
   }
+  checkDtypeGroups(spec, metas);
   return metas;
+}
+
+/** Float inputs of one dtype group share one dtype: the first given input's. */
+export function checkDtypeGroups(spec: AnyKernelSpec, inputs: InputMetas): void {
+  const groups = new Map<string, { dtype: DType; argument: string }>();
+  inputs.forEach((meta, i) => {
+    const decl = inputDecl(spec, i);
+    if (!meta || !decl || !isFloat(meta.dtype)) return;
+    const group = dtypeGroupOf(decl);
+    if (group === undefined) return;
+    const argument = inputName(spec, i);
+    const first = groups.get(group);
+    if (!first) groups.set(group, { dtype: meta.dtype, argument });
+    else if (first.dtype !== meta.dtype) {
+      throw new DTypeError(`inputs of dtype group '${group}' must share one element type`, {
+        kernel: spec.name,
+        argument,
+        expected: `${first.dtype} (the type of '${first.argument}')`,
+        actual: meta.dtype,
+      });
+    }
+  });
 }
 
 /** Checks caller-provided outputs against the inferred ones. */
@@ -562,6 +628,7 @@ export function inferKernel<A extends AttrValues>(
   inputs: InputMetas,
   attrs?: Partial<A>,
 ): { attrs: A; outputs: OutputMeta[] } {
+  checkDtypeGroups(spec, inputs);
   const resolved = resolveAttrs(spec, attrs, inputs);
   return { attrs: resolved, outputs: spec.infer(inputs, resolved) };
 }

@@ -1,9 +1,10 @@
 import type { Backend, RunOptions } from './backend.js';
-import type { DType } from './dtype.js';
+import { type DType, isFloat } from './dtype.js';
 import { UnsupportedOnBackendError } from './errors.js';
 import {
   type AnyKernelSpec,
   type AttrValues,
+  inputName,
   type KernelIO,
   type KernelSpec,
   type OutputMeta,
@@ -12,8 +13,22 @@ import {
 import type { Shape } from './shape.js';
 import type { Tensor } from './tensor.js';
 
+/** What a backend's kernel (WGSL, PTX) says of itself. */
+export interface KernelImplementation {
+  readonly spec: AnyKernelSpec;
+  /**
+   * The float dtypes its tensors may have (inputs and outputs); f32 only when
+   * absent. `prepareCall` refuses any other with an UnsupportedOnBackendError,
+   * never a silent f32 fallback.
+   */
+  readonly dtypes?: readonly DType[];
+}
+
+/** What an implementation that declares nothing runs: f32 only. */
+export const F32_ONLY: readonly DType[] = ['f32'];
+
 /** A backend's implementations of kernel specs, looked up by spec. */
-export class KernelTable<K extends { readonly spec: AnyKernelSpec }> {
+export class KernelTable<K extends KernelImplementation> {
   readonly #byName: ReadonlyMap<string, K>;
 
   /**
@@ -30,6 +45,13 @@ export class KernelTable<K extends { readonly spec: AnyKernelSpec }> {
 
   has(kernel: string): boolean {
     return this.#byName.has(kernel);
+  }
+
+  /** Whether `kernel` is implemented and, given `dtype`, runs float tensors of that dtype. */
+  supports(kernel: string, dtype?: DType): boolean {
+    const implementation = this.#byName.get(kernel);
+    if (!implementation) return false;
+    return dtype === undefined || !isFloat(dtype) || floatDtypesOf(implementation).includes(dtype);
   }
 
   /** The implementation of `spec` itself; another spec object of the same name is refused. */
@@ -53,6 +75,8 @@ export interface CallSite<K> {
   checkAlive(api: string): void;
   /** The backend's implementation of `spec`, or an UnsupportedOnBackendError. */
   implementationOf(spec: AnyKernelSpec): K;
+  /** The float dtypes `implementation` runs; by default its `dtypes`, else f32 only. */
+  floatDtypes?(implementation: K): readonly DType[];
   /** A new tensor for an output; `api` names the call in errors. */
   allocate(api: string, shape: Shape, dtype: DType): Tensor;
   /** Backend-specific checks of a valid call, before its outputs are allocated. */
@@ -90,6 +114,8 @@ export function prepareCall<K, A extends AttrValues>(
   site.checkAlive(spec?.name ?? 'run');
   const implementation = site.implementationOf(spec as AnyKernelSpec);
   const prepared = prepareKernel(spec, site.backend, inputs, attrs, options);
+  const floats = site.floatDtypes?.(implementation) ?? floatDtypesOf(implementation);
+  checkFloatDtypes(site.backend.name, spec as AnyKernelSpec, floats, prepared);
   site.checkCall?.(implementation, spec as AnyKernelSpec, inputs, prepared.outputs);
   const fresh: Tensor[] = [];
   let outputs: Tensor[];
@@ -114,4 +140,34 @@ export function prepareCall<K, A extends AttrValues>(
     outputs,
     fresh,
   };
+}
+
+function floatDtypesOf(implementation: unknown): readonly DType[] {
+  const declared = (implementation as Partial<KernelImplementation> | undefined)?.dtypes;
+  return Array.isArray(declared) ? declared : F32_ONLY;
+}
+
+/** Refuses a float input or output of a dtype the implementation does not declare. */
+function checkFloatDtypes(
+  backend: string,
+  spec: AnyKernelSpec,
+  floats: readonly DType[],
+  call: { readonly inputs: KernelIO['inputs']; readonly outputs: readonly OutputMeta[] },
+): void {
+  const tensors = [
+    ...call.inputs.map((meta, i) => ({ meta, argument: inputName(spec, i), what: 'input' })),
+    ...call.outputs.map((meta, i) => ({ meta, argument: `out[${i}]`, what: `output '${meta.name}'` })),
+  ];
+  for (const { meta, argument, what } of tensors) {
+    if (!meta || !isFloat(meta.dtype) || floats.includes(meta.dtype)) continue;
+    throw new UnsupportedOnBackendError(
+      `the ${backend} backend does not run this kernel with an ${what} in ${meta.dtype}`,
+      {
+        kernel: spec.name,
+        argument,
+        expected: `${floats.join(' | ')} (what the ${backend} backend implements)`,
+        actual: meta.dtype,
+      },
+    );
+  }
 }

@@ -120,8 +120,8 @@ export class CudaBackend implements Backend {
     };
   }
 
-  supports(kernel: string): boolean {
-    return this.#kernels.has(kernel);
+  supports(kernel: string, dtype?: DType): boolean {
+    return this.#kernels.supports(kernel, dtype);
   }
 
   /** Module cache and allocation counts of the driver: flat once a workload is warm. */

@@ -10,6 +10,7 @@ import {
   transpose,
 } from '@rayo/core';
 import { compareOutputs, conformanceSuite } from '@rayo/core/testing';
+import { runConformanceCheck } from '@rayo/core/testing/vitest';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CudaBackend } from './backend.js';
 import { CudaDriver } from './driver/driver.js';
@@ -47,7 +48,7 @@ describe('conformance of the implemented families on an emulated device', () => 
   for (const check of checks) groups.set(check.group, [...(groups.get(check.group) ?? []), check]);
   for (const [group, list] of groups) {
     describe(group, () => {
-      for (const check of list) it(check.name, () => check.run(), 60_000);
+      for (const check of list) it(check.name, (context) => runConformanceCheck(check, context), 60_000);
     });
   }
 });

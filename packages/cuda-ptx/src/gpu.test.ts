@@ -1,5 +1,6 @@
 import { add, KERNELS, KernelCompileError, relu, scale } from '@rayo/core';
 import { conformanceSuite } from '@rayo/core/testing';
+import { runConformanceCheck } from '@rayo/core/testing/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CudaBackend } from './backend.js';
 import { backendProvider } from './index.js';
@@ -104,7 +105,9 @@ const checks = suite.checks.filter(
 );
 onGpu('conformance of the implemented families on a real device', () => {
   afterAll(() => suite.teardown());
-  for (const check of checks) it(`${check.group} › ${check.name}`, () => check.run(), 60_000);
+  for (const check of checks) {
+    it(`${check.group} › ${check.name}`, (context) => runConformanceCheck(check, context), 60_000);
+  }
   it('covers every spec of those families', () => {
     const specs = KERNELS.filter((s) => families.has(s.family));
     expect(specs.length).toBeGreaterThan(20);

@@ -2,6 +2,8 @@ import {
   type AttrValues,
   bytesPerElement,
   type DType,
+  F32_ONLY,
+  type KernelImplementation,
   type KernelIO,
   type KernelSpec,
   type Shape,
@@ -73,7 +75,7 @@ export interface KernelCall<A extends AttrValues> {
 }
 
 /** The CUDA implementation of one kernel spec. */
-export interface CudaKernel<A extends AttrValues = AttrValues> {
+export interface CudaKernel<A extends AttrValues = AttrValues> extends KernelImplementation {
   readonly spec: KernelSpec<A>;
   /** Records the spec's work for validated inputs and allocated outputs. */
   launch(encoder: KernelEncoder, call: KernelCall<A>): void;
@@ -86,8 +88,10 @@ export type AnyCudaKernel = CudaKernel<any>;
 export function cudaKernel<A extends AttrValues>(
   spec: KernelSpec<A>,
   launch: (encoder: KernelEncoder, call: KernelCall<A>) => void,
+  options: { dtypes?: readonly DType[] } = {},
 ): CudaKernel<A> {
-  return { spec, launch };
+  // Float tensors are f32 unless the kernel declares the half dtypes it was written for.
+  return { spec, launch, dtypes: options.dtypes ?? F32_ONLY };
 }
 
 /** The device address of element `index` of an operand. */

@@ -17,6 +17,7 @@ export {
   saveCheckpoint,
   writeCheckpointFile,
 } from './checkpoint/checkpoint.js';
+export { type FloatDType, roundF32To, widenToF32 } from './checkpoint/floatWords.js';
 export { type OpenFile, openNodeFile, type RandomAccessFile } from './checkpoint/randomAccessFile.js';
 export {
   decodeSafetensors,

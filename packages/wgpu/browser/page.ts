@@ -1,6 +1,6 @@
 // The browser side of the conformance harness: bundled for the page, it runs
 // every conformance check of the wgpu backend on the page's navigator.gpu.
-import { type ConformanceCheck, conformanceSuite, runChecks } from '@rayo/core/testing';
+import { type ConformanceCheck, conformanceSuite, runChecks, UnsupportedOnBackend } from '@rayo/core/testing';
 import { createWgpuBackend } from '../src/index.js';
 
 export interface BrowserConformanceReport {
@@ -10,6 +10,8 @@ export interface BrowserConformanceReport {
   readonly unavailable?: string;
   readonly passed: number;
   readonly failed: number;
+  /** Checks in a dtype the backend declares it does not run, refused as declared. */
+  readonly unsupported: number;
   readonly failures: readonly { readonly name: string; readonly message: string }[];
   /** Seconds spent in each check group, to show where the time goes. */
   readonly groupSeconds: Readonly<Record<string, number>>;
@@ -33,6 +35,7 @@ async function runConformance(filter?: string): Promise<BrowserConformanceReport
   const empty = {
     passed: 0,
     failed: 0,
+    unsupported: 0,
     failures: [],
     groupSeconds: {},
     slowestChecks: [],
@@ -74,7 +77,9 @@ async function runConformance(filter?: string): Promise<BrowserConformanceReport
     }),
   );
   const summary = await runChecks(timed, (check, error) => {
-    void report?.(check.group, check.name, error === undefined ? undefined : String(error));
+    // A declared refusal is no failure: it is counted apart in the summary.
+    const failure = error === undefined || error instanceof UnsupportedOnBackend ? undefined : String(error);
+    void report?.(check.group, check.name, failure);
   });
   const pipelinesCompiled = compiles();
   await suite.teardown();
@@ -82,6 +87,7 @@ async function runConformance(filter?: string): Promise<BrowserConformanceReport
     adapter: backend.info.device,
     passed: summary.passed,
     failed: summary.failed,
+    unsupported: summary.unsupported,
     failures: summary.failures,
     groupSeconds,
     pipelinesCompiled,

@@ -171,8 +171,8 @@ export class WgpuBackend implements Backend {
     };
   }
 
-  supports(kernel: string): boolean {
-    return this.#kernels.has(kernel);
+  supports(kernel: string, dtype?: DType): boolean {
+    return this.#kernels.supports(kernel, dtype);
   }
 
   /** Command buffers submitted so far by eager calls and batches (a batch submits several: `batchFirstPart`). */

@@ -34,7 +34,7 @@ if (!chromium && process.env.CI !== 'true') {
           `${report.pipelinesCompiled} pipelines compiled; slowest groups: ${groups.join(', ')}\nslowest checks:\n  ${checks.join('\n  ')}`,
         );
         console.log(
-          `browser conformance (wgpu, ${report.adapter}): ${report.passed} passed, ${report.failed} failed`,
+          `browser conformance (wgpu, ${report.adapter}): ${report.passed} passed, ${report.failed} failed, ${report.unsupported} unsupported (refused as declared)`,
         );
         expect(report.failures).toEqual([]);
         expect(report.passed).toBeGreaterThan(0);

@@ -2,6 +2,8 @@ import {
   type AttrValues,
   bytesPerElement,
   type DType,
+  F32_ONLY,
+  type KernelImplementation,
   type KernelIO,
   type KernelSpec,
   type Shape,
@@ -54,7 +56,7 @@ export interface KernelCall<A extends AttrValues> {
 }
 
 /** The WebGPU implementation of one kernel spec. */
-export interface WgpuKernel<A extends AttrValues = AttrValues> {
+export interface WgpuKernel<A extends AttrValues = AttrValues> extends KernelImplementation {
   readonly spec: KernelSpec<A>;
   encode(encoder: KernelEncoder, call: KernelCall<A>): void;
   /**
@@ -71,9 +73,10 @@ export type AnyWgpuKernel = WgpuKernel<any>;
 export function wgpuKernel<A extends AttrValues>(
   spec: KernelSpec<A>,
   encode: (encoder: KernelEncoder, call: KernelCall<A>) => void,
-  options: { splitsLargeOperands?: boolean } = {},
+  options: { splitsLargeOperands?: boolean; dtypes?: readonly DType[] } = {},
 ): WgpuKernel<A> {
-  return { spec, encode, ...options };
+  // Float tensors are f32 unless the kernel declares the half dtypes it was written for.
+  return { spec, encode, ...options, dtypes: options.dtypes ?? F32_ONLY };
 }
 
 /**

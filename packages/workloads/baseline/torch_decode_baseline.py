@@ -3,7 +3,10 @@
 
 Loads a Llama-family checkpoint in the Hugging Face layout (``config.json``
 and ``model.safetensors``, or shards listed in ``model.safetensors.index.json``)
-as fp32, prefills a prompt, and decodes greedily twice, timing every token:
+in the request's ``dtype`` (``f32``, ``f16`` or ``bf16``: the matrix weights
+and the embedding; norm weights f32, as rayo keeps them) with a KV cache in
+its ``kvDtype``, prefills a prompt, and decodes greedily twice, timing every
+token:
 
 - ``eager``: each step launched op by op from Python, attention over exactly
   the tokens cached so far;
@@ -13,8 +16,11 @@ as fp32, prefills a prompt, and decodes greedily twice, timing every token:
 
 The first token comes from the prefill's last row; each later one is timed
 on the host from the start of its step until its id has been read back
-(``.item()``), as rayo's ``generate`` yields ids to its caller. fp32 throughout
-with TF32 off. Writes JSON (``--out``) with ms per token and the tokens of
+(``.item()``), as rayo's ``generate`` yields ids to its caller. Activations,
+norms, softmax and logits are fp32 with TF32 off, as in rayo; with half
+weights each product takes its input rounded to the weights' dtype and
+returns fp32 (cuBLAS accumulates in fp32), so that the products read the
+half weights as they are stored, as rayo's do. Writes JSON (``--out``) with ms per token and the tokens of
 both runs (``newTokens`` each, the first included) and, beside it, the logits
 of the prompt's last position as little-endian float32 (``--logits``). Without torch or CUDA the output says so
 (``available: false``) and the script exits 0.
@@ -46,6 +52,12 @@ SCHEMA_IN = "rayo-decode-request/1"
 SCHEMA_OUT = "rayo-decode-torch/1"
 
 DTYPES = {"F32": ("float32", 4), "F16": ("float16", 2), "BF16": ("bfloat16", 2)}
+# The request's dtypes, as torch names them.
+TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+
+
+def is_norm(name):
+    return name.endswith("norm.weight")
 
 
 def safetensors_files(model_dir):
@@ -57,8 +69,9 @@ def safetensors_files(model_dir):
     return [os.path.join(model_dir, "model.safetensors")]
 
 
-def load_safetensors(torch, path, device, into):
-    """Reads one safetensors file tensor by tensor, straight to `device` as fp32."""
+def load_safetensors(torch, path, device, into, weight_dtype):
+    """Reads one safetensors file tensor by tensor, straight to `device`: norm weights as fp32,
+    the rest as `weight_dtype`."""
     with open(path, "rb") as f:
         (header_len,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(header_len))
@@ -71,13 +84,14 @@ def load_safetensors(torch, path, device, into):
             f.seek(base + start)
             raw = bytearray(f.read(end - start))
             host = torch.frombuffer(raw, dtype=getattr(torch, dtype)) if raw else torch.empty(0)
-            into[name] = host.reshape(entry["shape"]).to(device=device, dtype=torch.float32)
+            target = torch.float32 if is_norm(name) else weight_dtype
+            into[name] = host.reshape(entry["shape"]).to(device=device, dtype=target)
 
 
 class Llama:
     """A Llama-family decoder in plain tensor code: RMSNorm, rotate-half RoPE, GQA, SwiGLU."""
 
-    def __init__(self, torch, config, weights, capacity, device):
+    def __init__(self, torch, config, weights, capacity, device, kv_dtype):
         self.torch = torch
         self.F = torch.nn.functional
         self.c = config
@@ -98,12 +112,22 @@ class Llama:
         head = "lm_head.weight"
         self.lm_head = weights[head] if head in weights else weights["model.embed_tokens.weight"]
         shape = (self.layers, self.kv_heads, capacity, self.head_dim)
-        self.k_cache = torch.zeros(shape, dtype=torch.float32, device=device)
-        self.v_cache = torch.zeros(shape, dtype=torch.float32, device=device)
+        self.k_cache = torch.zeros(shape, dtype=kv_dtype, device=device)
+        self.v_cache = torch.zeros(shape, dtype=kv_dtype, device=device)
         self.positions = torch.arange(capacity, device=device)
 
     def layer(self, i, name):
         return self.w["model.layers.%d.%s" % (i, name)]
+
+    def linear(self, x, weight):
+        """x·weightᵀ in fp32; a half weight is read as stored, its input rounded to its dtype."""
+        if weight.dtype == self.torch.float32:
+            return self.F.linear(x, weight)
+        return self.F.linear(x.to(weight.dtype), weight).float()
+
+    def cached(self, q, cache):
+        """q in the cache's dtype, so that the attention's products read the cache as stored."""
+        return q.to(cache.dtype)
 
     def norm(self, x, weight):
         return x * self.torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * weight
@@ -119,22 +143,23 @@ class Llama:
         """Hidden states of tokens `ids` [T]; `write(i, k, v)` stores their keys and values of
         layer i, `attend(i, q)` attends the queries q [T, heads, d] to the cache."""
         F = self.F
-        h = self.w["model.embed_tokens.weight"][ids]
+        linear = self.linear
+        h = self.w["model.embed_tokens.weight"][ids].float()
         for i in range(self.layers):
             x = self.norm(h, self.layer(i, "input_layernorm.weight"))
             t = x.shape[0]
-            q = F.linear(x, self.layer(i, "self_attn.q_proj.weight")).view(t, self.heads, self.head_dim)
-            k = F.linear(x, self.layer(i, "self_attn.k_proj.weight")).view(t, self.kv_heads, self.head_dim)
-            v = F.linear(x, self.layer(i, "self_attn.v_proj.weight")).view(t, self.kv_heads, self.head_dim)
+            q = linear(x, self.layer(i, "self_attn.q_proj.weight")).view(t, self.heads, self.head_dim)
+            k = linear(x, self.layer(i, "self_attn.k_proj.weight")).view(t, self.kv_heads, self.head_dim)
+            v = linear(x, self.layer(i, "self_attn.v_proj.weight")).view(t, self.kv_heads, self.head_dim)
             q, k = self.rope(q, cos, sin), self.rope(k, cos, sin)
             write(i, k, v)
             attn = attend(i, q).reshape(t, self.dim)
-            h = h + F.linear(attn, self.layer(i, "self_attn.o_proj.weight"))
+            h = h + linear(attn, self.layer(i, "self_attn.o_proj.weight"))
             x = self.norm(h, self.layer(i, "post_attention_layernorm.weight"))
-            gate = F.linear(x, self.layer(i, "mlp.gate_proj.weight"))
-            up = F.linear(x, self.layer(i, "mlp.up_proj.weight"))
-            h = h + F.linear(F.silu(gate) * up, self.layer(i, "mlp.down_proj.weight"))
-        return F.linear(self.norm(h, self.w["model.norm.weight"]), self.lm_head)
+            gate = linear(x, self.layer(i, "mlp.gate_proj.weight"))
+            up = linear(x, self.layer(i, "mlp.up_proj.weight"))
+            h = h + linear(F.silu(gate) * up, self.layer(i, "mlp.down_proj.weight"))
+        return linear(self.norm(h, self.w["model.norm.weight"]), self.lm_head)
 
     def grouped(self, q):
         """[T, heads, d] → [kv_heads, T·group, d]: the query heads of one KV head together."""
@@ -159,16 +184,16 @@ class Llama:
         group = self.heads // self.kv_heads
 
         def write(i, k, v):
-            self.k_cache[i, :, :t] = k.transpose(0, 1)
+            self.k_cache[i, :, :t] = k.transpose(0, 1)  # assignment rounds to the cache's dtype
             self.v_cache[i, :, :t] = v.transpose(0, 1)
 
         def attend(i, q):
             k = self.k_cache[i, :, :t]
             v = self.v_cache[i, :, :t]
-            qg = q.view(t, self.kv_heads, group, self.head_dim).permute(1, 2, 0, 3)  # [kv, g, T, d]
-            scores = torch.matmul(qg, k[:, None].transpose(-1, -2)) * scale  # [kv, g, T, T]
+            qg = self.cached(q, k).view(t, self.kv_heads, group, self.head_dim).permute(1, 2, 0, 3)  # [kv, g, T, d]
+            scores = torch.matmul(qg, k[:, None].transpose(-1, -2)).float() * scale  # [kv, g, T, T]
             probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
-            out = torch.matmul(probs, v[:, None])  # [kv, g, T, d]
+            out = torch.matmul(self.cached(probs, v), v[:, None]).float()  # [kv, g, T, d]
             return out.permute(2, 0, 1, 3).reshape(t, self.heads, self.head_dim)
 
         return self.forward(ids, self.cos[:t], self.sin[:t], write, attend)
@@ -186,10 +211,10 @@ class Llama:
         def attend(i, q):
             k = self.k_cache[i, :, : pos + 1]
             v = self.v_cache[i, :, : pos + 1]
-            qg = self.grouped(q)
-            scores = torch.empty((self.kv_heads, qg.shape[1], pos + 1), device=q.device)
-            s = torch.baddbmm(scores, qg, k.transpose(1, 2), beta=0, alpha=scale)
-            return self.ungrouped(torch.bmm(s.softmax(-1), v), 1)
+            qg = self.cached(self.grouped(q), k)
+            scores = torch.empty((self.kv_heads, qg.shape[1], pos + 1), dtype=k.dtype, device=q.device)
+            s = torch.baddbmm(scores, qg, k.transpose(1, 2), beta=0, alpha=scale).float()
+            return self.ungrouped(torch.bmm(self.cached(s.softmax(-1), v), v).float(), 1)
 
         return self.forward(ids, self.cos[pos : pos + 1], self.sin[pos : pos + 1], write, attend)[0]
 
@@ -204,13 +229,14 @@ class Llama:
         hidden = self.positions > pos  # [capacity]
 
         def write(i, k, v):
-            self.k_cache[i].index_copy_(1, pos, k.transpose(0, 1))
-            self.v_cache[i].index_copy_(1, pos, v.transpose(0, 1))
+            self.k_cache[i].index_copy_(1, pos, self.cached(k, self.k_cache).transpose(0, 1))
+            self.v_cache[i].index_copy_(1, pos, self.cached(v, self.v_cache).transpose(0, 1))
 
         def attend(i, q):
-            s = torch.bmm(self.grouped(q), self.k_cache[i].transpose(1, 2)) * scale
+            k, v = self.k_cache[i], self.v_cache[i]
+            s = torch.bmm(self.cached(self.grouped(q), k), k.transpose(1, 2)).float() * scale
             s = s.masked_fill(hidden, float("-inf"))
-            return self.ungrouped(torch.bmm(s.softmax(-1), self.v_cache[i]), 1)
+            return self.ungrouped(torch.bmm(self.cached(s.softmax(-1), v), v).float(), 1)
 
         return self.forward(ids, cos, sin, write, attend)[0]
 
@@ -290,17 +316,23 @@ def main(argv=None):
 
     with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
+    dtypes = {}
+    for key in ("dtype", "kvDtype"):
+        name = request.get(key, "f32")
+        if name not in TORCH_DTYPES:
+            raise SystemExit("request %s must be one of %s, got %r" % (key, ", ".join(TORCH_DTYPES), name))
+        dtypes[key] = getattr(torch, TORCH_DTYPES[name])
     weights = {}
     start = time.perf_counter()
     for path in safetensors_files(args.model):
-        load_safetensors(torch, path, device, weights)
+        load_safetensors(torch, path, device, weights, dtypes["dtype"])
     load_ms = (time.perf_counter() - start) * 1e3
     prompt = [int(t) for t in request["prompt"]]
     new_tokens = int(request["newTokens"])
     warmup = int(request.get("warmupTokens", 0))
     capacity = len(prompt) + max(new_tokens, 4)
-    model = Llama(torch, config, weights, capacity, device)
-    weight_bytes = sum(t.numel() * 4 for t in weights.values())
+    model = Llama(torch, config, weights, capacity, device, dtypes["kvDtype"])
+    weight_bytes = sum(t.numel() * t.element_size() for t in weights.values())
 
     results = {}
     logits0 = None
@@ -335,6 +367,8 @@ def main(argv=None):
             "loadMs": load_ms,
             "promptTokens": len(prompt),
             "newTokens": new_tokens,
+            "dtype": request.get("dtype", "f32"),
+            "kvDtype": request.get("kvDtype", "f32"),
             "attention": "baddbmm+softmax+bmm over the cached rows (eager); bmm over the static cache, masked (graph)",
             "results": results,
         },

@@ -3,7 +3,7 @@ import { RecordingBatch } from '../batchCalls.js';
 import { allocHost, bytesPerElement, type DType, type HostArray } from '../dtype.js';
 import { OutOfMemoryError, RayoError } from '../errors.js';
 import { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from '../hostData.js';
-import type { AttrValues, KernelIO, KernelSpec } from '../kernel.js';
+import { type AttrValues, type KernelIO, type KernelSpec, runReference } from '../kernel.js';
 import { type CallSite, type PreparedCall, prepareCall } from '../kernelCall.js';
 import {
   batchedMatmul as batchedMatmulSpec,
@@ -11,6 +11,7 @@ import {
   kernelByName,
   matmul as matmulSpec,
 } from '../kernels/index.js';
+import { FLOAT } from '../kernels/vocabulary.js';
 import { checkInputsWritten, checkWritten } from '../pendingWrites.js';
 import type { BackendProvider } from '../registry.js';
 import { formatShape, type Shape, sizeOf } from '../shape.js';
@@ -133,7 +134,8 @@ export class CpuBackend implements Backend {
     };
   }
 
-  supports(kernel: string): boolean {
+  // Every reference runs f32, f16 and bf16 storage (`runReference`).
+  supports(kernel: string, _dtype?: DType): boolean {
     return kernelByName(kernel) !== undefined;
   }
 
@@ -240,6 +242,7 @@ export class CpuBackend implements Backend {
     backend: this,
     checkAlive: (api) => this.#checkAlive(api),
     implementationOf: (spec) => FAST_PATHS[spec.name] ?? spec.reference,
+    floatDtypes: () => FLOAT,
     allocate: (api, shape, dtype) => this.#empty(api, shape, dtype),
   };
 
@@ -254,7 +257,8 @@ export class CpuBackend implements Backend {
     const { implementation: impl, io, outputs } = call;
     const execute = () => {
       const arrays = inputs.map((t) => (t ? t.storage<CpuStorage>().data : undefined));
-      const results = impl(arrays, call.attrs, io);
+      // Every implementation is f32 code: half tensors are widened and rounded around it.
+      const results = runReference(spec, arrays, call.attrs, io, impl);
       if (results.length !== outputs.length) {
         throw new RayoError('implementation returned the wrong number of outputs', {
           kernel: spec.name,

@@ -1,9 +1,9 @@
-import type { HostArray } from '../dtype.js';
-import { defineKernel, deviceAttribute } from '../kernel.js';
+import { bytesPerElement, type HostArray } from '../dtype.js';
+import { defineKernel, deviceAttribute, runReference } from '../kernel.js';
 import { formatShape, shapesEqual, sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
 import { rope } from './rope.js';
-import { F32, F32_BYTES } from './vocabulary.js';
+import { bytesOf, CACHES, FLOAT } from './vocabulary.js';
 
 const FAMILY = 'decoding';
 
@@ -16,10 +16,15 @@ export const kvCacheScatter = defineKernel<KvCacheScatterAttrs>({
   family: FAMILY,
   summary: 'cache[h, position + t, :] = values[t, h·headDim : (h+1)·headDim], in place',
   inputs: [
-    { name: 'cache', dtypes: F32, doc: '[nHeads, maxSeq, headDim], head-first; written in place' },
+    {
+      name: 'cache',
+      dtypes: FLOAT,
+      dtypeGroup: CACHES,
+      doc: "[nHeads, maxSeq, headDim], head-first; written in place; may be half under f32 'values'",
+    },
     {
       name: 'values',
-      dtypes: F32,
+      dtypes: FLOAT,
       doc: '[T, nHeads·headDim] or [nHeads·headDim] (one token): heads interleaved, as a projection writes them',
     },
     {
@@ -62,7 +67,7 @@ export const kvCacheScatter = defineKernel<KvCacheScatterAttrs>({
       `<= maxSeq − T = ${maxSeq - tokens}`,
       position,
     );
-    return [{ name: 'cache', shape: cache!.shape, dtype: 'f32', aliasOf: 0 }];
+    return [{ name: 'cache', shape: cache!.shape, dtype: cache!.dtype, aliasOf: 0 }];
   },
   reference([cache, values, positionTensor], attrs, io) {
     const [nHeads, maxSeq, headDim] = io.outputs[0]!.shape as [number, number, number];
@@ -88,7 +93,10 @@ export const kvCacheScatter = defineKernel<KvCacheScatterAttrs>({
     return [out];
   },
   // Reads the new rows and writes them; the rest of the cache is not touched.
-  cost: ([, values]) => ({ flops: 0, bytes: 2 * F32_BYTES * sizeOf(values!.shape) }),
+  cost: ([cache, values]) => ({
+    flops: 0,
+    bytes: bytesOf(values) + bytesOf({ shape: values!.shape, dtype: cache!.dtype }),
+  }),
 });
 
 // ---- incremental attention ----------------------------------------------------
@@ -101,9 +109,19 @@ export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
   summary:
     'out[h] = softmax(scale · q[h] · K[g]ᵀ) · V[g] over the first seqLen cached rows, g = kv head of h',
   inputs: [
-    { name: 'q', dtypes: F32, doc: '[nHeads, headDim], one token' },
-    { name: 'kCache', dtypes: F32, doc: '[nKvHeads, maxSeq, headDim]; nKvHeads divides nHeads' },
-    { name: 'vCache', dtypes: F32, doc: '[nKvHeads, maxSeq, headDim]' },
+    { name: 'q', dtypes: FLOAT, doc: '[nHeads, headDim], one token' },
+    {
+      name: 'kCache',
+      dtypes: FLOAT,
+      dtypeGroup: CACHES,
+      doc: "[nKvHeads, maxSeq, headDim]; nKvHeads divides nHeads; may be half under f32 'q'",
+    },
+    {
+      name: 'vCache',
+      dtypes: FLOAT,
+      dtypeGroup: CACHES,
+      doc: "[nKvHeads, maxSeq, headDim], the type of 'kCache'",
+    },
     {
       name: 'seqLen',
       dtypes: ['i32'],
@@ -145,7 +163,7 @@ export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
       `<= maxSeq = ${maxSeq}`,
       seqLen,
     );
-    return [{ name: 'out', shape: q!.shape, dtype: 'f32' }];
+    return [{ name: 'out', shape: q!.shape, dtype: q!.dtype }];
   },
   reference([q, kCache, vCache, seqLenTensor], attrs, io) {
     const [nHeads, headDim] = io.outputs[0]!.shape as [number, number];
@@ -190,7 +208,7 @@ export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
     return {
       // q·k and the weighted sum of v (2 flops per multiply-add each), plus max, exp and sum per score.
       flops: nHeads * seqLen * (4 * headDim + 3),
-      bytes: F32_BYTES * (2 * nHeads * headDim + 2 * nKvHeads * seqLen * headDim),
+      bytes: 2 * bytesOf(q) + 2 * bytesPerElement(kCache!.dtype) * nKvHeads * seqLen * headDim,
     };
   },
 });
@@ -209,11 +227,21 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
   summary:
     'rope(q) returned; rope(k) and v written into kCache and vCache at rows position … position + T − 1, in place',
   inputs: [
-    { name: 'q', dtypes: F32, doc: '[T, heads, headDim], headDim even' },
-    { name: 'k', dtypes: F32, doc: '[T, kvHeads, headDim] or [T, kvHeads·headDim]' },
-    { name: 'v', dtypes: F32, doc: '[T, kvHeads·headDim]' },
-    { name: 'kCache', dtypes: F32, doc: '[kvHeads, maxSeq, headDim], head-first; written in place' },
-    { name: 'vCache', dtypes: F32, doc: '[kvHeads, maxSeq, headDim]; written in place' },
+    { name: 'q', dtypes: FLOAT, doc: '[T, heads, headDim], headDim even' },
+    { name: 'k', dtypes: FLOAT, doc: '[T, kvHeads, headDim] or [T, kvHeads·headDim]' },
+    { name: 'v', dtypes: FLOAT, doc: '[T, kvHeads·headDim]' },
+    {
+      name: 'kCache',
+      dtypes: FLOAT,
+      dtypeGroup: CACHES,
+      doc: "[kvHeads, maxSeq, headDim], head-first; written in place; may be half under f32 'q'",
+    },
+    {
+      name: 'vCache',
+      dtypes: FLOAT,
+      dtypeGroup: CACHES,
+      doc: '[kvHeads, maxSeq, headDim]; written in place',
+    },
     {
       name: 'position',
       dtypes: ['i32'],
@@ -261,16 +289,16 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
       position,
     );
     return [
-      { name: 'q', shape: q!.shape, dtype: 'f32' },
-      { name: 'kCache', shape: kCache!.shape, dtype: 'f32', aliasOf: 3 },
-      { name: 'vCache', shape: vCache!.shape, dtype: 'f32', aliasOf: 4 },
+      { name: 'q', shape: q!.shape, dtype: q!.dtype },
+      { name: 'kCache', shape: kCache!.shape, dtype: kCache!.dtype, aliasOf: 3 },
+      { name: 'vCache', shape: vCache!.shape, dtype: vCache!.dtype, aliasOf: 4 },
     ];
   },
-  // The unfused chain itself: rope of q and k at the position, then the two scatters.
+  // The unfused chain itself, in f32: rope of q and k at the position, then the two scatters.
   reference([q, k, v, kCache, vCache, positionTensor], { position: attrPosition, theta, layout }, io) {
     const [tokens, heads, headDim] = io.inputs[0]!.shape as [number, number, number];
-    const cacheMeta = io.inputs[3]!;
-    const [kvHeads, maxSeq] = cacheMeta.shape as [number, number, number];
+    const f32Cache = { shape: io.inputs[3]!.shape, dtype: 'f32' as const };
+    const [kvHeads, maxSeq] = f32Cache.shape as [number, number, number];
     const position = deviceAttribute(
       ropeKvScatter,
       'position',
@@ -280,7 +308,8 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
       maxSeq - tokens,
     );
     const ropeAt = (x: HostArray, shape: number[]) =>
-      rope.reference(
+      runReference(
+        rope,
         [x, undefined],
         { positionOffset: position, theta, inverse: false, layout },
         {
@@ -289,12 +318,13 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
         },
       )[0]!;
     const scatter = (cache: HostArray, values: HostArray) =>
-      kvCacheScatter.reference(
+      runReference(
+        kvCacheScatter,
         [cache, values, undefined],
         { position },
         {
-          inputs: [cacheMeta, { shape: [tokens, kvHeads * headDim], dtype: 'f32' }],
-          outputs: [{ name: 'cache', shape: cacheMeta.shape, dtype: 'f32', aliasOf: 0 }],
+          inputs: [f32Cache, { shape: [tokens, kvHeads * headDim], dtype: 'f32' }],
+          outputs: [{ name: 'cache', shape: f32Cache.shape, dtype: 'f32', aliasOf: 0 }],
         },
       )[0]!;
     return [
@@ -304,8 +334,9 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
     ];
   },
   // Reads q, k, v and writes q and the new cache rows; rope's flops for q and k.
-  cost([q, k]) {
+  cost([q, k, v, kCache]) {
     const n = sizeOf(q!.shape) + sizeOf(k!.shape);
-    return { flops: 3 * n, bytes: 2 * F32_BYTES * (n + sizeOf(k!.shape)) };
+    const rows = 2 * bytesPerElement(kCache!.dtype) * sizeOf(v!.shape);
+    return { flops: 3 * n, bytes: 2 * bytesOf(q) + bytesOf(k) + bytesOf(v) + rows };
   },
 });

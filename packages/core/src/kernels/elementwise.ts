@@ -1,8 +1,8 @@
-import type { HostArray } from '../dtype.js';
+import { bytesPerElement, type HostArray } from '../dtype.js';
 import { defineKernel, type KernelSpec } from '../kernel.js';
 import { broadcastIndexMap, broadcastShapes, sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
-import { F32, F32_BYTES, type NoAttrs } from './vocabulary.js';
+import { bytesOf, FLOAT, type NoAttrs } from './vocabulary.js';
 
 const FAMILY = 'elementwise';
 
@@ -18,8 +18,8 @@ function binaryKernel(
     family: FAMILY,
     summary,
     inputs: [
-      { name: 'a', dtypes: F32 },
-      { name: 'b', dtypes: F32 },
+      { name: 'a', dtypes: FLOAT },
+      { name: 'b', dtypes: FLOAT },
     ],
     attributes: {},
     infer([a, b]) {
@@ -36,7 +36,7 @@ function binaryKernel(
     },
     cost([a, b]) {
       const n = sizeOf(broadcastShapes(a!.shape, b!.shape, { kernel: name, argument: 'b' }));
-      return { flops: n, bytes: (sizeOf(a!.shape) + sizeOf(b!.shape) + n) * F32_BYTES };
+      return { flops: n, bytes: bytesOf(a) + bytesOf(b) + n * bytesPerElement(a!.dtype) };
     },
   });
 }
@@ -59,11 +59,11 @@ function unaryKernel(name: string, summary: string, flopsPerElement: number, fn:
     name,
     family: FAMILY,
     summary,
-    inputs: [{ name: 'x', dtypes: F32 }],
+    inputs: [{ name: 'x', dtypes: FLOAT }],
     attributes: {},
     infer: ([x]) => [{ name: 'y', shape: x!.shape, dtype: x!.dtype }],
     reference: ([x]) => [mapF32(x!, fn)],
-    cost: ([x]) => ({ flops: flopsPerElement * sizeOf(x!.shape), bytes: 2 * F32_BYTES * sizeOf(x!.shape) }),
+    cost: ([x]) => ({ flops: flopsPerElement * sizeOf(x!.shape), bytes: 2 * bytesOf(x) }),
   });
 }
 
@@ -101,14 +101,14 @@ export const scale = defineKernel<ScaleAttrs>({
   name: 'scale',
   family: FAMILY,
   summary: 'y = alpha · x + beta',
-  inputs: [{ name: 'x', dtypes: F32 }],
+  inputs: [{ name: 'x', dtypes: FLOAT }],
   attributes: {
     alpha: { kind: 'number', doc: 'multiplier' },
     beta: { kind: 'number', default: 0, doc: 'added after scaling' },
   },
   infer: ([x]) => [{ name: 'y', shape: x!.shape, dtype: x!.dtype }],
   reference: ([x], { alpha, beta }) => [mapF32(x!, (v) => alpha * v + beta)],
-  cost: ([x]) => ({ flops: 2 * sizeOf(x!.shape), bytes: 2 * F32_BYTES * sizeOf(x!.shape) }),
+  cost: ([x]) => ({ flops: 2 * sizeOf(x!.shape), bytes: 2 * bytesOf(x) }),
 });
 
 type ClipAttrs = { min: number; max: number };
@@ -116,14 +116,14 @@ export const clip = defineKernel<ClipAttrs>({
   name: 'clip',
   family: FAMILY,
   summary: 'y = min(max(x, min), max)',
-  inputs: [{ name: 'x', dtypes: F32 }],
+  inputs: [{ name: 'x', dtypes: FLOAT }],
   attributes: { min: { kind: 'number' }, max: { kind: 'number' } },
   infer([x], { min, max }) {
     new ArgCheck('clip').attr(min <= max, 'max', 'max must not be below min', `>= ${min}`, max);
     return [{ name: 'y', shape: x!.shape, dtype: x!.dtype }];
   },
   reference: ([x], { min, max }) => [mapF32(x!, (v) => Math.min(Math.max(v, min), max))],
-  cost: ([x]) => ({ flops: 2 * sizeOf(x!.shape), bytes: 2 * F32_BYTES * sizeOf(x!.shape) }),
+  cost: ([x]) => ({ flops: 2 * sizeOf(x!.shape), bytes: 2 * bytesOf(x) }),
 });
 
 // ---- gated and bias ------------------------------------------------------
@@ -133,20 +133,20 @@ export const swiglu = defineKernel<NoAttrs>({
   family: FAMILY,
   summary: 'y = silu(gate) · up',
   inputs: [
-    { name: 'gate', dtypes: F32 },
-    { name: 'up', dtypes: F32 },
+    { name: 'gate', dtypes: FLOAT },
+    { name: 'up', dtypes: FLOAT },
   ],
   attributes: {},
   infer([gate, up]) {
     new ArgCheck('swiglu').sameShape('up', up!, gate!.shape, "'gate'");
-    return [{ name: 'y', shape: gate!.shape, dtype: 'f32' }];
+    return [{ name: 'y', shape: gate!.shape, dtype: gate!.dtype }];
   },
   reference([g, u]) {
     const y = new Float32Array(g!.length);
     for (let i = 0; i < y.length; i++) y[i] = siluOf(g![i]!) * u![i]!;
     return [y];
   },
-  cost: ([g]) => ({ flops: 5 * sizeOf(g!.shape), bytes: 3 * F32_BYTES * sizeOf(g!.shape) }),
+  cost: ([g]) => ({ flops: 5 * sizeOf(g!.shape), bytes: 3 * bytesOf(g) }),
 });
 
 export const biasAdd = defineKernel<NoAttrs>({
@@ -154,8 +154,8 @@ export const biasAdd = defineKernel<NoAttrs>({
   family: FAMILY,
   summary: 'y[..., j] = x[..., j] + bias[j]',
   inputs: [
-    { name: 'x', dtypes: F32, doc: '[..., N]' },
-    { name: 'bias', dtypes: F32, doc: '[N]' },
+    { name: 'x', dtypes: FLOAT, doc: '[..., N]' },
+    { name: 'bias', dtypes: FLOAT, doc: '[N]' },
   ],
   attributes: {},
   infer([x, bias]) {
@@ -163,7 +163,7 @@ export const biasAdd = defineKernel<NoAttrs>({
     check.minRank('x', x!, 1, '[..., N]');
     check.rank('bias', bias!, 1, '[N]');
     check.dim('bias', bias!, 0, x!.shape[x!.shape.length - 1]!, "the last dimension of 'x'");
-    return [{ name: 'y', shape: x!.shape, dtype: 'f32' }];
+    return [{ name: 'y', shape: x!.shape, dtype: x!.dtype }];
   },
   reference([x, bias]) {
     const n = bias!.length;
@@ -173,7 +173,7 @@ export const biasAdd = defineKernel<NoAttrs>({
   },
   cost: ([x, b]) => ({
     flops: sizeOf(x!.shape),
-    bytes: F32_BYTES * (2 * sizeOf(x!.shape) + sizeOf(b!.shape)),
+    bytes: 2 * bytesOf(x) + bytesOf(b),
   }),
 });
 
@@ -190,20 +190,20 @@ function unaryBackward(
     family: FAMILY,
     summary,
     inputs: [
-      { name: 'dy', dtypes: F32 },
-      { name: second, dtypes: F32, doc: second === 'x' ? 'the forward input' : 'the forward output' },
+      { name: 'dy', dtypes: FLOAT },
+      { name: second, dtypes: FLOAT, doc: second === 'x' ? 'the forward input' : 'the forward output' },
     ],
     attributes: {},
     infer(inputs) {
       new ArgCheck(name).sameShape(second, inputs[1]!, inputs[0]!.shape, "'dy'");
-      return [{ name: 'dx', shape: inputs[0]!.shape, dtype: 'f32' }];
+      return [{ name: 'dx', shape: inputs[0]!.shape, dtype: inputs[0]!.dtype }];
     },
     reference([dy, v]) {
       const dx = new Float32Array(dy!.length);
       for (let i = 0; i < dx.length; i++) dx[i] = dy![i]! * grad(v![i]!);
       return [dx];
     },
-    cost: ([dy]) => ({ flops: 4 * sizeOf(dy!.shape), bytes: 3 * F32_BYTES * sizeOf(dy!.shape) }),
+    cost: ([dy]) => ({ flops: 4 * sizeOf(dy!.shape), bytes: 3 * bytesOf(dy) }),
   });
 }
 
@@ -223,22 +223,22 @@ export const clipBackward = defineKernel<ClipAttrs>({
   family: FAMILY,
   summary: 'dx = dy where min <= x <= max, else 0',
   inputs: [
-    { name: 'dy', dtypes: F32 },
-    { name: 'x', dtypes: F32, doc: 'the forward input' },
+    { name: 'dy', dtypes: FLOAT },
+    { name: 'x', dtypes: FLOAT, doc: 'the forward input' },
   ],
   attributes: { min: { kind: 'number' }, max: { kind: 'number' } },
   infer([dy, x], { min, max }) {
     const check = new ArgCheck('clipBackward');
     check.sameShape('x', x!, dy!.shape, "'dy'");
     check.attr(min <= max, 'max', 'max must not be below min', `>= ${min}`, max);
-    return [{ name: 'dx', shape: dy!.shape, dtype: 'f32' }];
+    return [{ name: 'dx', shape: dy!.shape, dtype: dy!.dtype }];
   },
   reference([dy, x], { min, max }) {
     const dx = new Float32Array(dy!.length);
     for (let i = 0; i < dx.length; i++) dx[i] = x![i]! >= min && x![i]! <= max ? dy![i]! : 0;
     return [dx];
   },
-  cost: ([dy]) => ({ flops: 2 * sizeOf(dy!.shape), bytes: 3 * F32_BYTES * sizeOf(dy!.shape) }),
+  cost: ([dy]) => ({ flops: 2 * sizeOf(dy!.shape), bytes: 3 * bytesOf(dy) }),
 });
 
 export const swigluBackward = defineKernel<NoAttrs>({
@@ -246,9 +246,9 @@ export const swigluBackward = defineKernel<NoAttrs>({
   family: FAMILY,
   summary: "dgate = dy · up · silu'(gate), dup = dy · silu(gate)",
   inputs: [
-    { name: 'dy', dtypes: F32 },
-    { name: 'gate', dtypes: F32 },
-    { name: 'up', dtypes: F32 },
+    { name: 'dy', dtypes: FLOAT },
+    { name: 'gate', dtypes: FLOAT },
+    { name: 'up', dtypes: FLOAT },
   ],
   attributes: {},
   infer([dy, gate, up]) {
@@ -256,8 +256,8 @@ export const swigluBackward = defineKernel<NoAttrs>({
     check.sameShape('gate', gate!, dy!.shape, "'dy'");
     check.sameShape('up', up!, dy!.shape, "'dy'");
     return [
-      { name: 'dgate', shape: dy!.shape, dtype: 'f32' },
-      { name: 'dup', shape: dy!.shape, dtype: 'f32' },
+      { name: 'dgate', shape: dy!.shape, dtype: dy!.dtype },
+      { name: 'dup', shape: dy!.shape, dtype: dy!.dtype },
     ];
   },
   reference([dy, gate, up]) {
@@ -270,5 +270,5 @@ export const swigluBackward = defineKernel<NoAttrs>({
     }
     return [dgate, dup];
   },
-  cost: ([dy]) => ({ flops: 10 * sizeOf(dy!.shape), bytes: 5 * F32_BYTES * sizeOf(dy!.shape) }),
+  cost: ([dy]) => ({ flops: 10 * sizeOf(dy!.shape), bytes: 5 * bytesOf(dy) }),
 });

@@ -1,7 +1,8 @@
+import { bytesPerElement } from '../dtype.js';
 import { defineKernel } from '../kernel.js';
 import { formatShape, shapesEqual, sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
-import { F32, F32_BYTES, type NoAttrs } from './vocabulary.js';
+import { FLOAT, type NoAttrs } from './vocabulary.js';
 
 const FAMILY = 'embedding';
 const I32 = ['i32'] as const;
@@ -15,7 +16,7 @@ export const embedding = defineKernel<NoAttrs>({
   family: FAMILY,
   summary: 'y[..., :] = table[ids[...], :]; an id outside [0, V) gives a NaN row',
   inputs: [
-    { name: 'table', dtypes: F32, doc: '[V, D]' },
+    { name: 'table', dtypes: FLOAT, doc: '[V, D]' },
     { name: 'ids', dtypes: I32, doc: 'any shape of rank >= 1, row ids in [0, V)' },
   ],
   attributes: {},
@@ -23,7 +24,7 @@ export const embedding = defineKernel<NoAttrs>({
     const check = new ArgCheck('embedding');
     check.rank('table', table!, 2, '[V, D]');
     check.minRank('ids', ids!, 1);
-    return [{ name: 'y', shape: [...ids!.shape, table!.shape[1]!], dtype: 'f32' }];
+    return [{ name: 'y', shape: [...ids!.shape, table!.shape[1]!], dtype: table!.dtype }];
   },
   reference([table, ids], _attrs, io) {
     const [v, d] = io.inputs[0]!.shape as [number, number];
@@ -39,7 +40,7 @@ export const embedding = defineKernel<NoAttrs>({
     const n = sizeOf(ids!.shape);
     const d = table!.shape[1]!;
     // A gather: read the ids and one table row per id, write the rows.
-    return { flops: 0, bytes: F32_BYTES * (n + 2 * n * d) };
+    return { flops: 0, bytes: bytesPerElement('i32') * n + 2 * bytesPerElement(table!.dtype) * n * d };
   },
 });
 
@@ -51,7 +52,7 @@ export const embeddingBackward = defineKernel<EmbeddingBackwardAttrs>({
   summary:
     'dtable[v, :] = Σ dy[i, :] over the positions i with ids[i] = v (rows never referenced are 0); any id outside [0, vocabSize) makes all of dtable NaN',
   inputs: [
-    { name: 'dy', dtypes: F32, doc: '[...ids.shape, D]' },
+    { name: 'dy', dtypes: FLOAT, doc: '[...ids.shape, D]' },
     { name: 'ids', dtypes: I32, doc: 'any shape of rank >= 1, row ids in [0, vocabSize)' },
   ],
   attributes: {
@@ -68,7 +69,7 @@ export const embeddingBackward = defineKernel<EmbeddingBackwardAttrs>({
       `[${[...ids!.shape, 'D'].join(', ')}]`,
       formatShape(dy!.shape),
     );
-    return [{ name: 'dtable', shape: [vocabSize, dy!.shape[dy!.shape.length - 1]!], dtype: 'f32' }];
+    return [{ name: 'dtable', shape: [vocabSize, dy!.shape[dy!.shape.length - 1]!], dtype: dy!.dtype }];
   },
   reference([dy, ids], { vocabSize }, io) {
     const d = io.outputs[0]!.shape[1]!;
@@ -89,6 +90,9 @@ export const embeddingBackward = defineKernel<EmbeddingBackwardAttrs>({
     const n = sizeOf(ids!.shape);
     const d = dy!.shape[dy!.shape.length - 1]!;
     // A scatter-add: read dy and the ids, write the table once.
-    return { flops: n * d, bytes: F32_BYTES * (n * d + n + vocabSize * d) };
+    return {
+      flops: n * d,
+      bytes: bytesPerElement('i32') * n + bytesPerElement(dy!.dtype) * (n * d + vocabSize * d),
+    };
   },
 });

@@ -1,8 +1,9 @@
+import { bytesPerElement } from '../dtype.js';
 import { defineKernel } from '../kernel.js';
 import { formatShape } from '../shape.js';
 import { ArgCheck } from './check.js';
 import { geluGrad, geluOf, sigmoidOf, siluGrad, siluOf } from './elementwise.js';
-import { F32, F32_BYTES } from './vocabulary.js';
+import { bytesOf, FLOAT, WEIGHTS } from './vocabulary.js';
 
 // Fused decode kernels: each does in one pass over the weights what a chain
 // of simpler specs does in several, and never writes the chain's
@@ -72,10 +73,10 @@ export const gateUpSwiglu = defineKernel<EpsAttrs>({
   family: FAMILY,
   summary: 'y = silu(x̂·wGateᵀ) ⊙ (x̂·wUpᵀ), x̂ = rmsNorm(x, normWeight) when normWeight is given, else x',
   inputs: [
-    { name: 'x', dtypes: F32, doc: '[M, K]: M rows (1 when decoding)' },
-    { name: 'wGate', dtypes: F32, doc: '[N, K], as a linear layer stores it' },
-    { name: 'wUp', dtypes: F32, doc: '[N, K], as a linear layer stores it' },
-    { name: 'normWeight', dtypes: F32, optional: true, doc: '[K]: rmsNorm of each row of x first' },
+    { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
+    { name: 'wGate', dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: '[N, K], as a linear layer stores it' },
+    { name: 'wUp', dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: '[N, K], as a linear layer stores it' },
+    { name: 'normWeight', dtypes: FLOAT, optional: true, doc: '[K]: rmsNorm of each row of x first' },
   ],
   attributes: { eps: { ...EPS, doc: `${EPS.doc} (unused without 'normWeight')` } },
   infer([x, wGate, wUp, normWeight]) {
@@ -90,7 +91,7 @@ export const gateUpSwiglu = defineKernel<EpsAttrs>({
       check.dim('normWeight', normWeight, 0, k, "K of 'x'");
       check.shape(k > 0, 'x', 'rmsNorm of an empty row is undefined', 'K of at least 1', x!.shape);
     }
-    return [{ name: 'y', shape: [m, wGate!.shape[0]!], dtype: 'f32' }];
+    return [{ name: 'y', shape: [m, wGate!.shape[0]!], dtype: x!.dtype }];
   },
   reference([x, wGate, wUp, normWeight], { eps }, io) {
     const [m, k] = io.inputs[0]!.shape as [number, number];
@@ -103,7 +104,8 @@ export const gateUpSwiglu = defineKernel<EpsAttrs>({
     const n = wGate!.shape[0]!;
     return {
       flops: 4 * m * n * k + 6 * m * n + (normWeight ? 3 * m * k : 0),
-      bytes: F32_BYTES * (m * k + 2 * n * k + m * n + (normWeight ? k : 0)),
+      bytes:
+        bytesOf(x) + 2 * bytesOf(wGate) + bytesOf(normWeight) + bytesOf({ shape: [m, n], dtype: x!.dtype }),
     };
   },
 });
@@ -121,9 +123,9 @@ export const rmsNormMatmul = defineKernel<EpsAttrs>({
   family: FAMILY,
   summary: 'y = rmsNorm(x, normWeight)·wᵀ, the norm folded into the product',
   inputs: [
-    { name: 'x', dtypes: F32, doc: '[M, K]: M rows (1 when decoding)' },
-    { name: 'normWeight', dtypes: F32, doc: '[K]' },
-    { name: 'w', dtypes: F32, doc: '[N, K], as a linear layer stores it' },
+    { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
+    { name: 'normWeight', dtypes: FLOAT, doc: '[K]' },
+    { name: 'w', dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: '[N, K], as a linear layer stores it' },
   ],
   attributes: { eps: EPS },
   infer([x, normWeight, w]) {
@@ -135,17 +137,21 @@ export const rmsNormMatmul = defineKernel<EpsAttrs>({
     check.dim('normWeight', normWeight!, 0, k, "K of 'x'");
     check.rank('w', w!, 2, '[N, K]');
     check.dim('w', w!, 1, k, "K of 'x'");
-    return [{ name: 'y', shape: [m, w!.shape[0]!], dtype: 'f32' }];
+    return [{ name: 'y', shape: [m, w!.shape[0]!], dtype: x!.dtype }];
   },
   reference([x, normWeight, w], { eps }, io) {
     const [m, k] = io.inputs[0]!.shape as [number, number];
     const n = io.outputs[0]!.shape[1]!;
     return [Float32Array.from(normedDots(x!, [w!], normWeight, eps, m, k, n)[0]!)];
   },
-  cost([x, _normWeight, w]) {
+  cost([x, normWeight, w]) {
     const [m, k] = x!.shape as [number, number];
     const n = w!.shape[0]!;
-    return { flops: 2 * m * n * k + 3 * m * k, bytes: F32_BYTES * (m * k + k + n * k + m * n) };
+    const y = { shape: [m, n], dtype: x!.dtype };
+    return {
+      flops: 2 * m * n * k + 3 * m * k,
+      bytes: bytesOf(x) + bytesOf(normWeight) + bytesOf(w) + bytesOf(y),
+    };
   },
 });
 
@@ -162,11 +168,11 @@ export const rmsNormMatmul3 = defineKernel<EpsAttrs>({
   family: FAMILY,
   summary: 'y_i = rmsNorm(x, normWeight)·w_iᵀ for up to three weights, one norm and one pass',
   inputs: [
-    { name: 'x', dtypes: F32, doc: '[M, K]: M rows (1 when decoding)' },
-    { name: 'normWeight', dtypes: F32, doc: '[K]' },
-    { name: 'w0', dtypes: F32, doc: '[N0, K], as a linear layer stores it' },
-    { name: 'w1', dtypes: F32, optional: true, doc: '[N1, K]' },
-    { name: 'w2', dtypes: F32, optional: true, doc: "[N2, K]; only with 'w1'" },
+    { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
+    { name: 'normWeight', dtypes: FLOAT, doc: '[K]' },
+    { name: 'w0', dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: '[N0, K], as a linear layer stores it' },
+    { name: 'w1', dtypes: FLOAT, dtypeGroup: WEIGHTS, optional: true, doc: '[N1, K]' },
+    { name: 'w2', dtypes: FLOAT, dtypeGroup: WEIGHTS, optional: true, doc: "[N2, K]; only with 'w1'" },
   ],
   attributes: { eps: EPS },
   infer([x, normWeight, ...weights]) {
@@ -188,7 +194,7 @@ export const rmsNormMatmul3 = defineKernel<EpsAttrs>({
       if (!w) return [];
       check.rank(`w${i}`, w, 2, `[N${i}, K]`);
       check.dim(`w${i}`, w, 1, k, "K of 'x'");
-      return [{ name: `y${i}`, shape: [m, w.shape[0]!], dtype: 'f32' as const }];
+      return [{ name: `y${i}`, shape: [m, w.shape[0]!], dtype: x!.dtype }];
     });
   },
   reference([x, normWeight, ...weights], { eps }, io) {
@@ -198,10 +204,15 @@ export const rmsNormMatmul3 = defineKernel<EpsAttrs>({
       return Float32Array.from(normedDots(x!, [weights[i]!], normWeight, eps, m, k, n)[0]!);
     });
   },
-  cost([x, _normWeight, ...weights]) {
+  cost([x, normWeight, ...weights]) {
     const [m, k] = x!.shape as [number, number];
     const n = weights.reduce((s, w) => s + (w ? w.shape[0]! : 0), 0);
-    return { flops: 2 * m * n * k + 3 * m * k, bytes: F32_BYTES * (m * k + k + n * k + m * n) };
+    const wBytes = weights.reduce((s, w) => s + bytesOf(w), 0);
+    const y = { shape: [m, n], dtype: x!.dtype };
+    return {
+      flops: 2 * m * n * k + 3 * m * k,
+      bytes: bytesOf(x) + bytesOf(normWeight) + wBytes + bytesOf(y),
+    };
   },
 });
 
@@ -266,9 +277,9 @@ export const linear = defineKernel<LinearAttrs>({
   summary:
     "y = act(x·wᵀ + b), the bias and activation in the product's epilogue; optionally z = x·wᵀ + b too",
   inputs: [
-    { name: 'x', dtypes: F32, doc: '[M, K]' },
-    { name: 'w', dtypes: F32, doc: '[N, K], as a linear layer stores it' },
-    { name: 'bias', dtypes: F32, optional: true, doc: '[N]' },
+    { name: 'x', dtypes: FLOAT, doc: '[M, K]' },
+    { name: 'w', dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: '[N, K], as a linear layer stores it' },
+    { name: 'bias', dtypes: FLOAT, optional: true, doc: '[N]' },
   ],
   attributes: {
     activation: ACTIVATION,
@@ -292,8 +303,8 @@ export const linear = defineKernel<LinearAttrs>({
       "false with activation 'none'",
       String(preActivation),
     );
-    const y = { name: 'y', shape: [m, n], dtype: 'f32' as const };
-    return preActivation ? [y, { name: 'z', shape: [m, n], dtype: 'f32' as const }] : [y];
+    const y = { name: 'y', shape: [m, n], dtype: x!.dtype };
+    return preActivation ? [y, { ...y, name: 'z' }] : [y];
   },
   reference([x, w, bias], { activation, preActivation }, io) {
     const [m, k] = io.inputs[0]!.shape as [number, number];
@@ -318,7 +329,11 @@ export const linear = defineKernel<LinearAttrs>({
     const mn = m * n;
     return {
       flops: 2 * mn * k + (bias ? mn : 0) + ACTIVATION_FUNCTIONS[activation].flops * mn,
-      bytes: F32_BYTES * (m * k + n * k + (bias ? n : 0) + mn * (preActivation ? 2 : 1)),
+      bytes:
+        bytesOf(x) +
+        bytesOf(w) +
+        bytesOf(bias) +
+        bytesOf({ shape: [mn * (preActivation ? 2 : 1)], dtype: x!.dtype }),
     };
   },
 });
@@ -334,10 +349,10 @@ export const biasActivationBackward = defineKernel<{ activation: LinearActivatio
   family: FAMILY,
   summary: "dz = dy · act'(z), db = Σ over rows of dz",
   inputs: [
-    { name: 'dy', dtypes: F32, doc: '[M, N]' },
+    { name: 'dy', dtypes: FLOAT, doc: '[M, N]' },
     {
       name: 'z',
-      dtypes: F32,
+      dtypes: FLOAT,
       optional: true,
       doc: "[M, N], the pre-activation (y for relu); not given with activation 'none'",
     },
@@ -359,8 +374,8 @@ export const biasActivationBackward = defineKernel<{ activation: LinearActivatio
       check.sameShape('z', z!, dy!.shape, "'dy'");
     }
     return [
-      { name: 'dz', shape: dy!.shape, dtype: 'f32' },
-      { name: 'db', shape: [dy!.shape[1]!], dtype: 'f32' },
+      { name: 'dz', shape: dy!.shape, dtype: dy!.dtype },
+      { name: 'db', shape: [dy!.shape[1]!], dtype: dy!.dtype },
     ];
   },
   reference([dy, z], { activation }, io) {
@@ -379,7 +394,7 @@ export const biasActivationBackward = defineKernel<{ activation: LinearActivatio
     const z = activation === 'none' ? 0 : mn;
     return {
       flops: (ACTIVATION_FUNCTIONS[activation].flops + 2) * mn,
-      bytes: F32_BYTES * (2 * mn + z + dy!.shape[1]!),
+      bytes: bytesPerElement(dy!.dtype) * (2 * mn + z + dy!.shape[1]!),
     };
   },
 });

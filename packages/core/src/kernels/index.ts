@@ -1,4 +1,5 @@
 import type { AnyKernelSpec } from '../kernel.js';
+import * as cast from './cast.js';
 import * as decoding from './decoding.js';
 import * as elementwise from './elementwise.js';
 import * as embedding from './embedding.js';
@@ -12,6 +13,7 @@ import * as reduction from './reduction.js';
 import * as rope from './rope.js';
 import * as softmax from './softmax.js';
 
+export * from './cast.js';
 export * from './decoding.js';
 export * from './elementwise.js';
 export * from './embedding.js';
@@ -37,6 +39,7 @@ function isSpec(value: unknown): value is AnyKernelSpec {
 
 const families = [
   memory,
+  cast,
   elementwise,
   reduction,
   softmax,

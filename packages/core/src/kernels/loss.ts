@@ -2,7 +2,7 @@ import type { HostArray } from '../dtype.js';
 import { defineKernel, type InputMetas } from '../kernel.js';
 import { formatShape } from '../shape.js';
 import { ArgCheck } from './check.js';
-import { F32, F32_BYTES, type NoAttrs } from './vocabulary.js';
+import { bytesOf, F32, F32_BYTES, FLOAT, type NoAttrs } from './vocabulary.js';
 
 const FAMILY = 'loss';
 const I32 = ['i32'] as const;
@@ -42,12 +42,13 @@ export const crossEntropy = defineKernel<NoAttrs>({
   summary:
     'loss = mean over rows of −log softmax(logits)[row, target]; a target outside [0, C) makes the loss NaN (targets live on the device and are not checked on the host)',
   inputs: [
-    { name: 'logits', dtypes: F32, doc: '[N, C]' },
+    { name: 'logits', dtypes: FLOAT, doc: '[N, C]' },
     { name: 'targets', dtypes: I32, doc: '[N], class ids in [0, C)' },
   ],
   attributes: {},
   infer(inputs) {
     checkLogitsTargets('crossEntropy', inputs);
+    // The mean loss stays f32 whatever the logits: one value, summed over N rows.
     return [{ name: 'loss', shape: [], dtype: 'f32' }];
   },
   reference([logits, targets], _attrs, io) {
@@ -60,10 +61,10 @@ export const crossEntropy = defineKernel<NoAttrs>({
     }
     return [Float32Array.of(total / n)];
   },
-  cost([logits]) {
+  cost([logits, targets]) {
     const [n, c] = logits!.shape as [number, number];
     // Max, subtract, exp and add per element.
-    return { flops: 4 * n * c, bytes: F32_BYTES * (n * c + n + 1) };
+    return { flops: 4 * n * c, bytes: bytesOf(logits) + bytesOf(targets) + F32_BYTES };
   },
 });
 
@@ -73,7 +74,7 @@ export const crossEntropyBackward = defineKernel<NoAttrs>({
   summary:
     'dlogits = dloss · (softmax(logits) − onehot(targets)) / N; a row whose target is outside [0, C) is NaN',
   inputs: [
-    { name: 'logits', dtypes: F32, doc: '[N, C]' },
+    { name: 'logits', dtypes: FLOAT, doc: '[N, C]' },
     { name: 'targets', dtypes: I32, doc: '[N], class ids in [0, C)' },
     { name: 'dloss', dtypes: F32, doc: '[] or [1], the gradient of the mean loss' },
   ],
@@ -88,7 +89,7 @@ export const crossEntropyBackward = defineKernel<NoAttrs>({
       '[] or [1]',
       formatShape(dloss.shape),
     );
-    return [{ name: 'dlogits', shape: [n, c], dtype: 'f32' }];
+    return [{ name: 'dlogits', shape: [n, c], dtype: inputs[0]!.dtype }];
   },
   reference([logits, targets, dloss], _attrs, io) {
     const [n, c] = io.inputs[0]!.shape as [number, number];
@@ -106,9 +107,9 @@ export const crossEntropyBackward = defineKernel<NoAttrs>({
     }
     return [dy];
   },
-  cost([logits]) {
+  cost([logits, targets]) {
     const [n, c] = logits!.shape as [number, number];
     // The forward's softmax, then subtract and scale.
-    return { flops: 6 * n * c, bytes: F32_BYTES * (2 * n * c + n + 1) };
+    return { flops: 6 * n * c, bytes: 2 * bytesOf(logits) + bytesOf(targets) + F32_BYTES };
   },
 });

@@ -1,6 +1,6 @@
 import { defineKernel } from '../kernel.js';
 import { ArgCheck } from './check.js';
-import { F32, F32_BYTES } from './vocabulary.js';
+import { bytesOf, FLOAT, WEIGHTS } from './vocabulary.js';
 
 const FAMILY = 'matmul';
 
@@ -29,9 +29,14 @@ export const matmul = defineKernel<MatmulAttrs>({
   family: FAMILY,
   summary: 'y = alpha · op(a) · op(b) + beta · c, op = optional transpose (M = 1 is a GEMV)',
   inputs: [
-    { name: 'a', dtypes: F32, doc: '[M, K], or [K, M] with transA' },
-    { name: 'b', dtypes: F32, doc: '[K, N], or [N, K] with transB' },
-    { name: 'c', dtypes: F32, optional: true, doc: '[M, N], added after scaling by beta' },
+    { name: 'a', dtypes: FLOAT, doc: '[M, K], or [K, M] with transA' },
+    {
+      name: 'b',
+      dtypes: FLOAT,
+      dtypeGroup: WEIGHTS,
+      doc: "[K, N], or [N, K] with transB; may be half under f32 'a'",
+    },
+    { name: 'c', dtypes: FLOAT, optional: true, doc: '[M, N], added after scaling by beta' },
   ],
   attributes: {
     alpha: { kind: 'number', default: 1, doc: 'scales the product' },
@@ -46,7 +51,7 @@ export const matmul = defineKernel<MatmulAttrs>({
     const [m, k, n] = matmulDims(a!.shape, b!.shape, transA, transB);
     check.dim('b', b!, transB ? 1 : 0, k, "K of 'a'");
     if (c) check.sameShape('c', c, [m, n], 'the product [M, N]');
-    return [{ name: 'y', shape: [m, n], dtype: 'f32' }];
+    return [{ name: 'y', shape: [m, n], dtype: a!.dtype }];
   },
   reference([a, b, c], { alpha, beta, transA, transB }, io) {
     const [m, n] = io.outputs[0]!.shape as [number, number];
@@ -68,7 +73,7 @@ export const matmul = defineKernel<MatmulAttrs>({
     const [m, k, n] = matmulDims(a!.shape, b!.shape, transA, transB);
     return {
       flops: 2 * m * n * k + (c ? 2 * m * n : 0),
-      bytes: F32_BYTES * (m * k + k * n + m * n + (c ? m * n : 0)),
+      bytes: bytesOf(a) + bytesOf(b) + bytesOf(c) + bytesOf({ shape: [m, n], dtype: a!.dtype }),
     };
   },
 });
@@ -88,8 +93,8 @@ export const batchedMatmul = defineKernel<BatchedMatmulAttrs>({
   family: FAMILY,
   summary: 'y[i] = alpha · op(a[i]) · op(b[i]) for each batch index i',
   inputs: [
-    { name: 'a', dtypes: F32, doc: '[B, M, K], or [B, K, M] with transA' },
-    { name: 'b', dtypes: F32, doc: '[B, K, N], or [B, N, K] with transB' },
+    { name: 'a', dtypes: FLOAT, doc: '[B, M, K], or [B, K, M] with transA' },
+    { name: 'b', dtypes: FLOAT, doc: '[B, K, N], or [B, N, K] with transB' },
   ],
   attributes: {
     alpha: { kind: 'number', default: 1, doc: 'scales the product' },
@@ -103,7 +108,7 @@ export const batchedMatmul = defineKernel<BatchedMatmulAttrs>({
     const [batch, m, k, n] = batchedDims(a!.shape, b!.shape, transA, transB);
     check.dim('b', b!, 0, batch, "the batch size B of 'a'");
     check.dim('b', b!, transB ? 2 : 1, k, "K of 'a'");
-    return [{ name: 'y', shape: [batch, m, n], dtype: 'f32' }];
+    return [{ name: 'y', shape: [batch, m, n], dtype: a!.dtype }];
   },
   reference([a, b], { alpha, transA, transB }, io) {
     const [batch, m, n] = io.outputs[0]!.shape as [number, number, number];
@@ -127,6 +132,9 @@ export const batchedMatmul = defineKernel<BatchedMatmulAttrs>({
   },
   cost([a, b], { transA, transB }) {
     const [batch, m, k, n] = batchedDims(a!.shape, b!.shape, transA, transB);
-    return { flops: 2 * batch * m * n * k, bytes: F32_BYTES * batch * (m * k + k * n + m * n) };
+    return {
+      flops: 2 * batch * m * n * k,
+      bytes: bytesOf(a) + bytesOf(b) + bytesOf({ shape: [batch, m, n], dtype: a!.dtype }),
+    };
   },
 });

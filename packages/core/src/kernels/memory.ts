@@ -1,17 +1,11 @@
-import { allocHost, bytesPerElement, type DType, type HostArray } from '../dtype.js';
-import { defineKernel, type TensorMeta } from '../kernel.js';
-import { sizeOf } from '../shape.js';
+import { allocHost, type DType, type HostArray } from '../dtype.js';
+import { defineKernel } from '../kernel.js';
 import { ArgCheck } from './check.js';
-import type { NoAttrs } from './vocabulary.js';
+import { bytesOf, type NoAttrs } from './vocabulary.js';
 
 const FAMILY = 'memory';
 /** Moving data never looks at the values, so every 32-bit type is accepted. */
 const WORDS = ['f32', 'i32', 'u32'] as const;
-
-/** Bytes of a tensor. */
-function bytesOf(meta: TensorMeta): number {
-  return sizeOf(meta.shape) * bytesPerElement(meta.dtype);
-}
 
 const INTEGER_RANGE: Partial<Record<DType, readonly [number, number]>> = {
   i32: [-(2 ** 31), 2 ** 31 - 1],
@@ -48,7 +42,7 @@ export const fill = defineKernel<FillAttrs>({
   reference([x], { value }, io) {
     return [allocHost(io.outputs[0]!.dtype, x!.length).fill(value)];
   },
-  cost: ([x]) => ({ flops: 0, bytes: bytesOf(x!) }),
+  cost: ([x]) => ({ flops: 0, bytes: bytesOf(x) }),
 });
 
 export const copy = defineKernel<NoAttrs>({
@@ -59,7 +53,7 @@ export const copy = defineKernel<NoAttrs>({
   attributes: {},
   infer: ([x]) => [{ name: 'y', shape: x!.shape, dtype: x!.dtype }],
   reference: ([x]) => [x!.slice()],
-  cost: ([x]) => ({ flops: 0, bytes: 2 * bytesOf(x!) }),
+  cost: ([x]) => ({ flops: 0, bytes: 2 * bytesOf(x) }),
 });
 
 export const transpose = defineKernel<NoAttrs>({
@@ -88,5 +82,5 @@ export const transpose = defineKernel<NoAttrs>({
     }
     return [y];
   },
-  cost: ([x]) => ({ flops: 0, bytes: 2 * bytesOf(x!) }),
+  cost: ([x]) => ({ flops: 0, bytes: 2 * bytesOf(x) }),
 });

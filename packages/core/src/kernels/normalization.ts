@@ -2,7 +2,7 @@ import type { HostArray } from '../dtype.js';
 import { defineKernel, type TensorMeta } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
-import { F32, F32_BYTES, rowsOf } from './vocabulary.js';
+import { bytesOf, FLOAT, rowsOf } from './vocabulary.js';
 
 const FAMILY = 'normalization';
 
@@ -57,13 +57,13 @@ export const rmsNorm = defineKernel<EpsAttrs>({
   family: FAMILY,
   summary: 'y = x / sqrt(mean(x²) + eps) · weight over the last axis',
   inputs: [
-    { name: 'x', dtypes: F32, doc: '[..., N]' },
-    { name: 'weight', dtypes: F32, doc: '[N]' },
+    { name: 'x', dtypes: FLOAT, doc: '[..., N]' },
+    { name: 'weight', dtypes: FLOAT, doc: '[N]' },
   ],
   attributes: epsAttr(1e-6),
   infer([x, weight]) {
     checkRows(new ArgCheck('rmsNorm'), 'x', x!, [['weight', weight!]]);
-    return [{ name: 'y', shape: x!.shape, dtype: 'f32' }];
+    return [{ name: 'y', shape: x!.shape, dtype: x!.dtype }];
   },
   reference([x, weight], { eps }, io) {
     const { rows, n } = rowsOf(io.inputs[0]!.shape);
@@ -77,7 +77,7 @@ export const rmsNorm = defineKernel<EpsAttrs>({
   },
   cost: ([x, w]) => ({
     flops: 4 * sizeOf(x!.shape),
-    bytes: F32_BYTES * (2 * sizeOf(x!.shape) + sizeOf(w!.shape)),
+    bytes: 2 * bytesOf(x) + bytesOf(w),
   }),
 });
 
@@ -86,9 +86,9 @@ export const rmsNormBackward = defineKernel<EpsAttrs>({
   family: FAMILY,
   summary: 'dx and dweight of rmsNorm, recomputing the row scale from x',
   inputs: [
-    { name: 'dy', dtypes: F32, doc: '[..., N]' },
-    { name: 'x', dtypes: F32, doc: 'the forward input, same shape as dy' },
-    { name: 'weight', dtypes: F32, doc: '[N]' },
+    { name: 'dy', dtypes: FLOAT, doc: '[..., N]' },
+    { name: 'x', dtypes: FLOAT, doc: 'the forward input, same shape as dy' },
+    { name: 'weight', dtypes: FLOAT, doc: '[N]' },
   ],
   attributes: epsAttr(1e-6),
   infer([dy, x, weight]) {
@@ -96,8 +96,8 @@ export const rmsNormBackward = defineKernel<EpsAttrs>({
     const n = checkRows(check, 'dy', dy!, [['weight', weight!]]);
     check.sameShape('x', x!, dy!.shape, "'dy'");
     return [
-      { name: 'dx', shape: dy!.shape, dtype: 'f32' },
-      { name: 'dweight', shape: [n], dtype: 'f32' },
+      { name: 'dx', shape: dy!.shape, dtype: dy!.dtype },
+      { name: 'dweight', shape: [n], dtype: dy!.dtype },
     ];
   },
   reference([dy, x, weight], { eps }, io) {
@@ -123,7 +123,7 @@ export const rmsNormBackward = defineKernel<EpsAttrs>({
   },
   cost: ([dy, _x, w]) => ({
     flops: 11 * sizeOf(dy!.shape),
-    bytes: F32_BYTES * (3 * sizeOf(dy!.shape) + 2 * sizeOf(w!.shape)),
+    bytes: 3 * bytesOf(dy) + 2 * bytesOf(w),
   }),
 });
 
@@ -132,9 +132,9 @@ export const layerNorm = defineKernel<EpsAttrs>({
   family: FAMILY,
   summary: 'y = (x − mean) / sqrt(var + eps) · gamma + beta over the last axis (biased variance)',
   inputs: [
-    { name: 'x', dtypes: F32, doc: '[..., N]' },
-    { name: 'gamma', dtypes: F32, doc: '[N]' },
-    { name: 'beta', dtypes: F32, doc: '[N]' },
+    { name: 'x', dtypes: FLOAT, doc: '[..., N]' },
+    { name: 'gamma', dtypes: FLOAT, doc: '[N]' },
+    { name: 'beta', dtypes: FLOAT, doc: '[N]' },
   ],
   attributes: epsAttr(1e-5),
   infer([x, gamma, beta]) {
@@ -142,7 +142,7 @@ export const layerNorm = defineKernel<EpsAttrs>({
       ['gamma', gamma!],
       ['beta', beta!],
     ]);
-    return [{ name: 'y', shape: x!.shape, dtype: 'f32' }];
+    return [{ name: 'y', shape: x!.shape, dtype: x!.dtype }];
   },
   reference([x, gamma, beta], { eps }, io) {
     const { rows, n } = rowsOf(io.inputs[0]!.shape);
@@ -156,7 +156,7 @@ export const layerNorm = defineKernel<EpsAttrs>({
   },
   cost: ([x, g]) => ({
     flops: 8 * sizeOf(x!.shape),
-    bytes: F32_BYTES * (2 * sizeOf(x!.shape) + 2 * sizeOf(g!.shape)),
+    bytes: 2 * bytesOf(x) + 2 * bytesOf(g),
   }),
 });
 
@@ -165,9 +165,9 @@ export const layerNormBackward = defineKernel<EpsAttrs>({
   family: FAMILY,
   summary: 'dx, dgamma and dbeta of layerNorm, recomputing mean and variance from x',
   inputs: [
-    { name: 'dy', dtypes: F32, doc: '[..., N]' },
-    { name: 'x', dtypes: F32, doc: 'the forward input, same shape as dy' },
-    { name: 'gamma', dtypes: F32, doc: '[N]' },
+    { name: 'dy', dtypes: FLOAT, doc: '[..., N]' },
+    { name: 'x', dtypes: FLOAT, doc: 'the forward input, same shape as dy' },
+    { name: 'gamma', dtypes: FLOAT, doc: '[N]' },
   ],
   attributes: epsAttr(1e-5),
   infer([dy, x, gamma]) {
@@ -175,9 +175,9 @@ export const layerNormBackward = defineKernel<EpsAttrs>({
     const n = checkRows(check, 'dy', dy!, [['gamma', gamma!]]);
     check.sameShape('x', x!, dy!.shape, "'dy'");
     return [
-      { name: 'dx', shape: dy!.shape, dtype: 'f32' },
-      { name: 'dgamma', shape: [n], dtype: 'f32' },
-      { name: 'dbeta', shape: [n], dtype: 'f32' },
+      { name: 'dx', shape: dy!.shape, dtype: dy!.dtype },
+      { name: 'dgamma', shape: [n], dtype: dy!.dtype },
+      { name: 'dbeta', shape: [n], dtype: dy!.dtype },
     ];
   },
   reference([dy, x, gamma], { eps }, io) {
@@ -212,6 +212,6 @@ export const layerNormBackward = defineKernel<EpsAttrs>({
   },
   cost: ([dy, _x, g]) => ({
     flops: 14 * sizeOf(dy!.shape),
-    bytes: F32_BYTES * (3 * sizeOf(dy!.shape) + 3 * sizeOf(g!.shape)),
+    bytes: 3 * bytesOf(dy) + 3 * bytesOf(g),
   }),
 });

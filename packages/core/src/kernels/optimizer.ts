@@ -2,7 +2,7 @@ import type { HostArray } from '../dtype.js';
 import { defineKernel, deviceAttribute, inputName, type TensorMeta } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
-import { F32, F32_BYTES } from './vocabulary.js';
+import { bytesOf, F32, F32_BYTES, FLOAT, GRADIENTS } from './vocabulary.js';
 
 const FAMILY = 'optimizer';
 
@@ -63,7 +63,7 @@ export const adamwStep = defineKernel<AdamwValues>({
   summary: 'One AdamW step in place (PyTorch semantics: decoupled weight decay, bias-corrected moments)',
   inputs: [
     { name: 'param', dtypes: F32, doc: 'updated in place' },
-    { name: 'grad', dtypes: F32, doc: "the shape of 'param'" },
+    { name: 'grad', dtypes: FLOAT, dtypeGroup: GRADIENTS, doc: "the shape of 'param'; may be half" },
     { name: 'm', dtypes: F32, doc: 'first moment, updated in place' },
     { name: 'v', dtypes: F32, doc: 'second moment, updated in place' },
     {
@@ -106,7 +106,7 @@ export const adamwStep = defineKernel<AdamwValues>({
     return adamwUpdate(param!, grad!, m!, v!, { lr, beta1, beta2, eps, weightDecay, step }, 1);
   },
   // Reads param, grad, m, v; writes param, m, v.
-  cost: ([param]) => ({ flops: 15 * sizeOf(param!.shape), bytes: 7 * F32_BYTES * sizeOf(param!.shape) }),
+  cost: ([param, grad]) => ({ flops: 15 * sizeOf(param!.shape), bytes: 6 * bytesOf(param) + bytesOf(grad) }),
 });
 
 /** The names of `adamwMomentConstants`, in the order kernels that take them as parameters list them. */
@@ -160,7 +160,7 @@ export const sgdStep = defineKernel<SgdAttrs>({
     'One SGD step in place (PyTorch semantics; the momentum buffer starts at zeros and is left as is when momentum = 0)',
   inputs: [
     { name: 'param', dtypes: F32, doc: 'updated in place' },
-    { name: 'grad', dtypes: F32, doc: "the shape of 'param'" },
+    { name: 'grad', dtypes: FLOAT, dtypeGroup: GRADIENTS, doc: "the shape of 'param'; may be half" },
     {
       name: 'momentumBuffer',
       dtypes: F32,
@@ -224,12 +224,12 @@ export const sgdStep = defineKernel<SgdAttrs>({
     }
     return [p1, b1];
   },
-  cost([param], { momentum }) {
+  cost([param, grad], { momentum }) {
     const n = sizeOf(param!.shape);
     // Plain SGD reads param and grad and writes param; momentum adds the buffer's read and write.
     return momentum > 0
-      ? { flops: 10 * n, bytes: 5 * F32_BYTES * n }
-      : { flops: 4 * n, bytes: 3 * F32_BYTES * n };
+      ? { flops: 10 * n, bytes: 4 * bytesOf(param) + bytesOf(grad) }
+      : { flops: 4 * n, bytes: 2 * bytesOf(param) + bytesOf(grad) };
   },
 });
 
@@ -242,14 +242,16 @@ export const clipByGlobalNorm = defineKernel<ClipNormAttrs>({
   family: FAMILY,
   summary:
     'Scales every gradient in place by min(1, maxNorm / (norm + eps)), norm = the L2 norm of all of them (PyTorch clip_grad_norm_); also returns that norm',
-  inputs: [{ name: 'grads', dtypes: F32, variadic: true, doc: 'one or more tensors of any shapes' }],
+  inputs: [
+    { name: 'grads', dtypes: FLOAT, variadic: true, doc: 'one or more tensors of any shapes, of one dtype' },
+  ],
   attributes: {
     maxNorm: { kind: 'number', above: 0, doc: 'the largest global norm left unscaled' },
     eps: { kind: 'number', default: 1e-6, min: 0, doc: 'added to the norm before dividing' },
   },
   infer(grads) {
     return [
-      ...grads.map((g, i) => ({ name: `grads[${i}]`, shape: g!.shape, dtype: 'f32' as const, aliasOf: i })),
+      ...grads.map((g, i) => ({ name: `grads[${i}]`, shape: g!.shape, dtype: g!.dtype, aliasOf: i })),
       { name: 'norm', shape: [], dtype: 'f32' },
     ];
   },
@@ -268,7 +270,8 @@ export const clipByGlobalNorm = defineKernel<ClipNormAttrs>({
   cost(grads) {
     const n = grads.reduce((sum, g) => sum + sizeOf(g!.shape), 0);
     // A square-add per element for the norm, a multiply to scale; read and write each element once.
-    return { flops: 3 * n, bytes: F32_BYTES * (2 * n + 1) };
+    const bytes = grads.reduce((sum, g) => sum + 2 * bytesOf(g), F32_BYTES);
+    return { flops: 3 * n, bytes };
   },
 });
 
@@ -279,7 +282,9 @@ export const globalNorm = defineKernel<Record<string, never>>({
   family: FAMILY,
   summary:
     'The L2 norm of all the given tensors together (what clipByGlobalNorm measures), without writing them: one read of each',
-  inputs: [{ name: 'xs', dtypes: F32, variadic: true, doc: 'one or more tensors of any shapes' }],
+  inputs: [
+    { name: 'xs', dtypes: FLOAT, variadic: true, doc: 'one or more tensors of any shapes, of one dtype' },
+  ],
   attributes: {},
   infer() {
     return [{ name: 'norm', shape: [], dtype: 'f32' }];
@@ -291,7 +296,7 @@ export const globalNorm = defineKernel<Record<string, never>>({
   },
   cost(xs) {
     const n = xs.reduce((sum, x) => sum + sizeOf(x!.shape), 0);
-    return { flops: 2 * n, bytes: F32_BYTES * (n + 1) };
+    return { flops: 2 * n, bytes: xs.reduce((sum, x) => sum + bytesOf(x), F32_BYTES) };
   },
 });
 
@@ -339,9 +344,10 @@ export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
     },
     {
       name: 'tensors',
-      dtypes: F32,
+      dtypes: FLOAT,
       variadic: true,
-      doc: 'param, grad, m, v of each tensor in turn (each four of one shape); param, m and v updated in place',
+      roles: [{ dtypes: F32 }, { dtypes: FLOAT, dtypeGroup: GRADIENTS }, { dtypes: F32 }, { dtypes: F32 }],
+      doc: 'param, grad, m, v of each tensor in turn (each four of one shape); param, m and v f32 and updated in place, the grads of one dtype (half too)',
     },
   ],
   attributes: {
@@ -442,7 +448,10 @@ export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
   },
   cost(inputs) {
     const n = inputs.slice(MULTI_FIXED).reduce((sum, t, i) => sum + (i % 4 === 0 ? sizeOf(t!.shape) : 0), 0);
+    const gradBytes = inputs
+      .slice(MULTI_FIXED)
+      .reduce((sum, t, i) => sum + (i % 4 === 1 ? bytesOf(t) : 0), 0);
     // adamwStep's traffic per element, plus a multiply by the clip scale.
-    return { flops: (inputs[2] ? 16 : 15) * n, bytes: 7 * F32_BYTES * n };
+    return { flops: (inputs[2] ? 16 : 15) * n, bytes: 6 * F32_BYTES * n + gradBytes };
   },
 });

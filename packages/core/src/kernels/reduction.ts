@@ -1,8 +1,8 @@
-import type { HostArray } from '../dtype.js';
+import { bytesPerElement, type HostArray } from '../dtype.js';
 import { defineKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
-import { F32, F32_BYTES } from './vocabulary.js';
+import { FLOAT } from './vocabulary.js';
 
 const FAMILY = 'reduction';
 
@@ -26,7 +26,7 @@ function reduceKernel(
     name,
     family: FAMILY,
     summary,
-    inputs: [{ name: 'x', dtypes: F32, doc: '[..., N]' }],
+    inputs: [{ name: 'x', dtypes: FLOAT, doc: '[..., N]' }],
     attributes: {
       axis: {
         kind: 'enum',
@@ -43,7 +43,7 @@ function reduceKernel(
         const expected = axis === 'last' ? 'a last dimension of at least 1' : 'at least one element';
         check.shape(length > 0, 'x', `${name} of no elements is undefined`, expected, x!.shape);
       }
-      return [{ name: 'y', shape: axis === 'last' ? x!.shape.slice(0, -1) : [], dtype: 'f32' }];
+      return [{ name: 'y', shape: axis === 'last' ? x!.shape.slice(0, -1) : [], dtype: x!.dtype }];
     },
     reference([x], { axis }, io) {
       const { length, count } = runsOf(io.inputs[0]!, axis);
@@ -53,7 +53,7 @@ function reduceKernel(
     },
     cost([x], { axis }) {
       const n = sizeOf(x!.shape);
-      return { flops: flopsPerElement * n, bytes: (n + runsOf(x!, axis).count) * F32_BYTES };
+      return { flops: flopsPerElement * n, bytes: (n + runsOf(x!, axis).count) * bytesPerElement(x!.dtype) };
     },
   });
 }
@@ -109,7 +109,7 @@ export const argmax = defineKernel<Record<never, never>>({
   family: FAMILY,
   summary:
     'y[...] = the index of the largest x[..., i] (the lowest among equal ones; a NaN counts as largest, so the first NaN wins)',
-  inputs: [{ name: 'x', dtypes: F32, doc: '[..., N] with N >= 1' }],
+  inputs: [{ name: 'x', dtypes: FLOAT, doc: '[..., N] with N >= 1' }],
   attributes: {},
   infer([x]) {
     const check = new ArgCheck('argmax');
@@ -133,6 +133,9 @@ export const argmax = defineKernel<Record<never, never>>({
   cost([x]) {
     const n = sizeOf(x!.shape);
     // One comparison per element; reads x, writes one i32 per row.
-    return { flops: n, bytes: (n + runsOf(x!, 'last').count) * F32_BYTES };
+    return {
+      flops: n,
+      bytes: n * bytesPerElement(x!.dtype) + runsOf(x!, 'last').count * bytesPerElement('i32'),
+    };
   },
 });

@@ -2,7 +2,7 @@
 import { expect } from 'vitest';
 import type { HostArray } from '../dtype.js';
 import type { InvalidArgumentError, RayoError, ShapeError } from '../errors.js';
-import { type AttrValues, inferKernel, type KernelSpec, type OutputMeta } from '../kernel.js';
+import { type AttrValues, inferKernel, type KernelSpec, type OutputMeta, runReference } from '../kernel.js';
 import type { Shape } from '../shape.js';
 import type { Rng } from '../testing/random.js';
 
@@ -20,7 +20,8 @@ export function run<A extends AttrValues>(
   const metas = inputs.map((x) => ({ shape: x.shape, dtype: 'f32' as const }));
   const io = inferKernel(spec, metas, attrs);
   const before = inputs.map((x) => x.data.slice());
-  const values = spec.reference(
+  const values = runReference(
+    spec,
     inputs.map((x) => x.data),
     io.attrs,
     { inputs: metas, outputs: io.outputs },

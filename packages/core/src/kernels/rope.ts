@@ -1,7 +1,7 @@
 import { defineKernel, deviceAttribute } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
-import { F32, F32_BYTES } from './vocabulary.js';
+import { bytesOf, FLOAT } from './vocabulary.js';
 
 const FAMILY = 'rope';
 
@@ -17,7 +17,7 @@ export const rope = defineKernel<RopeAttrs>({
   family: FAMILY,
   summary: 'rotary position embedding: rotates pairs of x by position · theta^(−2i/headDim)',
   inputs: [
-    { name: 'x', dtypes: F32, doc: '[seq, heads, headDim], headDim even' },
+    { name: 'x', dtypes: FLOAT, doc: '[seq, heads, headDim], headDim even' },
     {
       name: 'positionOffset',
       dtypes: ['i32'],
@@ -52,7 +52,7 @@ export const rope = defineKernel<RopeAttrs>({
     check.rank('x', x!, 3, '[seq, heads, headDim]');
     const headDim = x!.shape[2]!;
     check.shape(headDim % 2 === 0, 'x', 'headDim must be even', 'an even last dimension', x!.shape);
-    return [{ name: 'y', shape: x!.shape, dtype: 'f32' }];
+    return [{ name: 'y', shape: x!.shape, dtype: x!.dtype }];
   },
   reference([x, offset], { positionOffset: attrOffset, theta, inverse, layout }, io) {
     const [seq, heads, headDim] = io.inputs[0]!.shape as [number, number, number];
@@ -87,5 +87,5 @@ export const rope = defineKernel<RopeAttrs>({
     return [y];
   },
   // Four multiplies and two adds per pair; the angles are per position, not per element.
-  cost: ([x]) => ({ flops: 3 * sizeOf(x!.shape), bytes: 2 * F32_BYTES * sizeOf(x!.shape) }),
+  cost: ([x]) => ({ flops: 3 * sizeOf(x!.shape), bytes: 2 * bytesOf(x) }),
 });

@@ -2,7 +2,7 @@ import type { HostArray } from '../dtype.js';
 import { defineKernel, type KernelSpec } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
-import { F32, F32_BYTES, type NoAttrs, rowsOf } from './vocabulary.js';
+import { bytesOf, FLOAT, type NoAttrs, rowsOf } from './vocabulary.js';
 
 const FAMILY = 'softmax';
 
@@ -25,11 +25,11 @@ function forwardKernel(
     name,
     family: FAMILY,
     summary,
-    inputs: [{ name: 'x', dtypes: F32, doc: '[..., N]' }],
+    inputs: [{ name: 'x', dtypes: FLOAT, doc: '[..., N]' }],
     attributes: {},
     infer([x]) {
       new ArgCheck(name).minRank('x', x!, 1, '[..., N]');
-      return [{ name: 'y', shape: x!.shape, dtype: 'f32' }];
+      return [{ name: 'y', shape: x!.shape, dtype: x!.dtype }];
     },
     reference([x], _attrs, io) {
       const { rows, n } = rowsOf(io.inputs[0]!.shape);
@@ -37,7 +37,7 @@ function forwardKernel(
       for (let r = 0; r < rows; r++) row(x!, y, r * n, n);
       return [y];
     },
-    cost: ([x]) => ({ flops: flopsPerElement * sizeOf(x!.shape), bytes: 2 * F32_BYTES * sizeOf(x!.shape) }),
+    cost: ([x]) => ({ flops: flopsPerElement * sizeOf(x!.shape), bytes: 2 * bytesOf(x) }),
   });
 }
 
@@ -73,15 +73,15 @@ function backwardKernel(
     family: FAMILY,
     summary,
     inputs: [
-      { name: 'dy', dtypes: F32, doc: '[..., N]' },
-      { name: 'y', dtypes: F32, doc: yDoc },
+      { name: 'dy', dtypes: FLOAT, doc: '[..., N]' },
+      { name: 'y', dtypes: FLOAT, doc: yDoc },
     ],
     attributes: {},
     infer([dy, y]) {
       const check = new ArgCheck(name);
       check.minRank('dy', dy!, 1, '[..., N]');
       check.sameShape('y', y!, dy!.shape, "'dy'");
-      return [{ name: 'dx', shape: dy!.shape, dtype: 'f32' }];
+      return [{ name: 'dx', shape: dy!.shape, dtype: dy!.dtype }];
     },
     reference([dy, y], _attrs, io) {
       const { rows, n } = rowsOf(io.inputs[0]!.shape);
@@ -89,7 +89,7 @@ function backwardKernel(
       for (let r = 0; r < rows; r++) row(dy!, y!, dx, r * n, n);
       return [dx];
     },
-    cost: ([dy]) => ({ flops: 4 * sizeOf(dy!.shape), bytes: 3 * F32_BYTES * sizeOf(dy!.shape) }),
+    cost: ([dy]) => ({ flops: 4 * sizeOf(dy!.shape), bytes: 3 * bytesOf(dy) }),
   });
 }
 

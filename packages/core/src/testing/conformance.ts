@@ -8,7 +8,14 @@ import {
   InvalidArgumentError,
   ShapeError,
 } from '../errors.js';
-import { type AnyKernelSpec, inferKernel, inputName, type TensorMeta } from '../kernel.js';
+import {
+  type AnyKernelSpec,
+  inferKernel,
+  inputDecl,
+  inputName,
+  runReference,
+  type TensorMeta,
+} from '../kernel.js';
 import { KERNELS } from '../kernels/index.js';
 import { matmul } from '../kernels/matmul.js';
 import { sizeOf } from '../shape.js';
@@ -19,6 +26,7 @@ import type { AnyConformanceCase, AnyErrorCase, InputInit, InputSample } from '.
 import { compareOutputs } from './compare.js';
 import { type ErrorClass, expectRayoError, fail } from './expect.js';
 import { faultContractChecks } from './faultContract.js';
+import { halfVariants, mixedDtypeError, runAsDeclared, UnsupportedOnBackend } from './halfCases.js';
 import { hashString, Rng } from './random.js';
 import { replayChecks, writeChecks } from './replay.js';
 import { viewChecks } from './viewChecks.js';
@@ -94,7 +102,7 @@ function sampleInputs(
       data.push(undefined);
       return;
     }
-    const decl = spec.inputs[Math.min(i, spec.inputs.length - 1)]!;
+    const decl = inputDecl(spec, i)!;
     const dtype = s.dtype ?? decl.dtypes[0]!;
     metas.push({ shape: s.shape, dtype });
     data.push(fillValues(rng, dtype, sizeOf(s.shape), s.init));
@@ -125,7 +133,7 @@ async function runValidCase(
   const spec = c.spec;
   const sampled = sampleInputs(spec, c.inputs, seed ^ hashString(caseName(c)));
   const { attrs, outputs: metas } = inferKernel(spec, sampled.metas, c.attrs);
-  const expected = spec.reference(sampled.data, attrs, { inputs: sampled.metas, outputs: metas });
+  const expected = runReference(spec, sampled.data, attrs, { inputs: sampled.metas, outputs: metas });
   const inputs = upload(backend, sampled);
   const out =
     mode === 'poisoned out'
@@ -215,7 +223,7 @@ function derivedErrorChecks(
   const argument = inputName(spec, first);
   const sampledFor = () => sampleInputs(spec, c.inputs, seed ^ hashString(caseName(c)));
   const checks: ConformanceCheck[] = [];
-  const decl = spec.inputs[Math.min(first, spec.inputs.length - 1)]!;
+  const decl = inputDecl(spec, first)!;
   const wrong =
     (['i32', 'f32', 'f16'] as DType[]).find((d) => !decl.dtypes.includes(d)) ??
     DTYPES.find((d) => !decl.dtypes.includes(d));
@@ -401,9 +409,12 @@ function apiChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
         { shape: [13, 7], dtype: 'f32' },
         { shape: [7, 5], dtype: 'f32' },
       ]);
-      const ref = matmul.reference([av, bv], io.attrs, { inputs: [], outputs: io.outputs })[0]!;
+      const ref = runReference(matmul, [av, bv], io.attrs, { inputs: [], outputs: io.outputs })[0]!;
       const io2 = inferKernel(matmul, [ab!, ab!], { transA: true });
-      const ref2 = matmul.reference([ref, ref], io2.attrs, { inputs: [ab!, ab!], outputs: io2.outputs })[0]!;
+      const ref2 = runReference(matmul, [ref, ref], io2.attrs, {
+        inputs: [ab!, ab!],
+        outputs: io2.outputs,
+      })[0]!;
       let mismatch = compareOutputs('f32', await abb!.read(), ref2, { rtol: 1e-4, atol: 1e-4 });
       if (mismatch) fail(mismatch);
       await batch.submit();
@@ -436,7 +447,7 @@ function apiChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
               transB: true,
             },
           );
-          const ref = matmul.reference([x, w], io.attrs, { inputs: [], outputs: io.outputs })[0]!;
+          const ref = runReference(matmul, [x, w], io.attrs, { inputs: [], outputs: io.outputs })[0]!;
           const host = await cache.matmulHost('proj', x, m, { alpha: 0.5 });
           let mismatch = compareOutputs('f32', host, ref, { rtol: 1e-4, atol: 1e-4 });
           if (mismatch) fail(`matmulHost M=${m}: ${mismatch}`);
@@ -500,17 +511,25 @@ export function conformanceSuite(options: ConformanceOptions): ConformanceSuite 
         if (valid.length === 0) fail(`kernel '${spec.name}' has no conformance cases`);
       },
     });
+    const runCase = async (c: AnyConformanceCase, mode: Mode) => {
+      const backend = await getBackend();
+      await runAsDeclared(backend, c, () => runValidCase(backend, c, seed, mode));
+    };
     valid.forEach((c, i) => {
       const modes: Mode[] = i === 0 ? ['poisoned out', 'fresh outputs', 'batch'] : ['poisoned out'];
       for (const mode of modes) {
         checks.push({
           name: `${caseName(c)}${mode === 'poisoned out' ? '' : ` (${mode})`}`,
           group: spec.family,
-          run: async () => runValidCase(await getBackend(), c, seed, mode),
+          run: () => runCase(c, mode),
         });
       }
     });
-    for (const c of errors) {
+    for (const half of valid.flatMap(halfVariants)) {
+      checks.push({ name: caseName(half), group: spec.family, run: () => runCase(half, 'poisoned out') });
+    }
+    const mixed = valid[0] && mixedDtypeError(valid[0]);
+    for (const c of mixed ? [...errors, mixed] : errors) {
       checks.push({
         name: `${spec.name} rejects ${c.label}`,
         group: spec.family,
@@ -542,6 +561,8 @@ export function conformanceSuite(options: ConformanceOptions): ConformanceSuite 
 export interface RunSummary {
   readonly passed: number;
   readonly failed: number;
+  /** Checks of dtypes the backend declares it does not run, whose calls it refused as declared. */
+  readonly unsupported: number;
   readonly failures: readonly { readonly name: string; readonly message: string }[];
 }
 
@@ -551,6 +572,7 @@ export async function runChecks(
   onResult?: (check: ConformanceCheck, error: unknown | undefined) => void,
 ): Promise<RunSummary> {
   let passed = 0;
+  let unsupported = 0;
   const failures: { name: string; message: string }[] = [];
   for (const check of checks) {
     let error: unknown;
@@ -559,9 +581,11 @@ export async function runChecks(
       passed++;
     } catch (e) {
       error = e ?? new Error('failed');
-      failures.push({ name: check.name, message: error instanceof Error ? error.message : String(error) });
+      if (error instanceof UnsupportedOnBackend) unsupported++;
+      else
+        failures.push({ name: check.name, message: error instanceof Error ? error.message : String(error) });
     }
     onResult?.(check, error);
   }
-  return { passed, failed: failures.length, failures };
+  return { passed, failed: failures.length, unsupported, failures };
 }

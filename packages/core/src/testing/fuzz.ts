@@ -2,7 +2,7 @@ import type { Backend, RunOptions } from '../backend.js';
 import { CpuBackend } from '../cpu/backend.js';
 import { DTYPES, type DType, type HostArray, toHostArray } from '../dtype.js';
 import { RayoError } from '../errors.js';
-import type { AnyKernelSpec } from '../kernel.js';
+import { type AnyKernelSpec, inputDecl } from '../kernel.js';
 import { KERNELS } from '../kernels/index.js';
 import { type Shape, sizeOf } from '../shape.js';
 import type { Tensor } from '../tensor.js';
@@ -227,7 +227,7 @@ export async function fuzzBadCalls(backend: Backend, options: FuzzOptions): Prom
       const call: Call = {
         inputs: c.inputs.map((s, i) => {
           if (!s) return undefined;
-          const decl = spec.inputs[Math.min(i, spec.inputs.length - 1)]!;
+          const decl = inputDecl(spec, i)!;
           const dtype = s.dtype ?? decl.dtypes[0]!;
           const t = backend.upload(values(rng, s, dtype), s.shape, dtype);
           made.push(t);

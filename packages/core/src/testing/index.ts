@@ -26,4 +26,11 @@ export {
   settledWithin,
 } from './faultSuite.js';
 export { type FuzzOptions, type FuzzSummary, fuzzBadCalls } from './fuzz.js';
+export {
+  HALF_DTYPES,
+  halfTolerance,
+  halfVariants,
+  UNIT_ROUNDOFF,
+  UnsupportedOnBackend,
+} from './halfCases.js';
 export { hashString, Rng } from './random.js';

@@ -1,7 +1,13 @@
 import type { Backend } from '../backend.js';
 import { type DType, type HostArray, toHostArray } from '../dtype.js';
 import { BackendMismatchError, DisposedTensorError, DTypeError, ShapeError } from '../errors.js';
-import { type AnyKernelSpec, type AttrValues, inferKernel, type TensorMeta } from '../kernel.js';
+import {
+  type AnyKernelSpec,
+  type AttrValues,
+  inferKernel,
+  runReference,
+  type TensorMeta,
+} from '../kernel.js';
 import { incrementalAttention, kvCacheScatter, ropeKvScatter } from '../kernels/decoding.js';
 import { copy } from '../kernels/memory.js';
 import { adamwStep, globalNorm, multiTensorAdamw } from '../kernels/optimizer.js';
@@ -26,7 +32,7 @@ function reference(
   attrs: AttrValues = {},
 ): HostArray[] {
   const io = inferKernel(spec, metas, attrs);
-  return spec.reference(data, io.attrs, { inputs: metas, outputs: io.outputs });
+  return runReference(spec, data, io.attrs, { inputs: metas, outputs: io.outputs });
 }
 
 async function expectContents(

@@ -2,12 +2,14 @@
 import { parseArgs } from 'node:util';
 import { createBackend } from '../registry.js';
 import { conformanceSuite, runChecks } from './conformance.js';
+import { UnsupportedOnBackend } from './halfCases.js';
 
 const USAGE = `Usage: rayo-conformance [--backend NAME] [--filter TEXT] [--verbose]
 
 Runs the rayo conformance suite (every kernel spec against the reference, the
 error cases and the Backend contract) on one backend and prints
-"N passed, M failed". Exits 1 when a check fails, 2 when the backend cannot run.
+"N passed, M failed, U unsupported" (U: checks in a dtype the backend declares
+it does not run, whose calls it refused as declared). Exits 1 when a check fails, 2 when the backend cannot run.
 
   --backend NAME   cpu (default), wgpu or cuda
   --filter TEXT    only checks whose name or group contains TEXT
@@ -41,7 +43,9 @@ async function main(): Promise<number> {
     : suite.checks;
   const started = performance.now();
   const summary = await runChecks(checks, (check, error) => {
-    if (error)
+    if (error instanceof UnsupportedOnBackend) {
+      if (args.values.verbose) process.stdout.write(`unsupported ${check.group} › ${check.name}\n`);
+    } else if (error)
       process.stdout.write(
         `FAIL ${check.group} › ${check.name}\n     ${String((error as Error).message ?? error).replace(/\n/g, '\n     ')}\n`,
       );
@@ -51,7 +55,9 @@ async function main(): Promise<number> {
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   const groups = new Set(checks.map((c) => c.group)).size;
   process.stdout.write(`${checks.length} checks in ${groups} groups, ${seconds} s\n`);
-  process.stdout.write(`${summary.passed} passed, ${summary.failed} failed\n`);
+  process.stdout.write(
+    `${summary.passed} passed, ${summary.failed} failed, ${summary.unsupported} unsupported (refused as declared)\n`,
+  );
   return summary.failed === 0 ? 0 : 1;
 }
 

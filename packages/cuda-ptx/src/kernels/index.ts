@@ -1,4 +1,5 @@
 import type { AnyCudaKernel } from '../kernel.js';
+import { CAST_KERNELS } from './cast.js';
 import { DECODING_KERNELS } from './decoding.js';
 import { ELEMENTWISE_KERNELS } from './elementwise.js';
 import { EMBEDDING_KERNELS } from './embedding.js';
@@ -19,6 +20,7 @@ import { SOFTMAX_KERNELS } from './softmax.js';
  */
 export const CUDA_KERNELS: readonly AnyCudaKernel[] = [
   ...MEMORY_KERNELS,
+  ...CAST_KERNELS,
   ...ELEMENTWISE_KERNELS,
   ...OPTIMIZER_KERNELS,
   ...LOSS_KERNELS,

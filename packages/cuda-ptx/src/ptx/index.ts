@@ -33,6 +33,22 @@ export type {
 } from './instructionTypes.js';
 export { KernelBuilder } from './kernel.js';
 export type {
+  CpAsyncBytes,
+  CpAsyncCache,
+  CpAsyncOptions,
+  LdmatrixCount,
+  LdmatrixOptions,
+  MmaLaneCoordinates,
+} from './matrixInstructions.js';
+export type {
+  FragmentCoordinate,
+  MmaInputType,
+  MmaOperand,
+  MmaShape,
+  MmaShapeInfo,
+} from './mmaFragments.js';
+export { fragmentElement, fragmentRegisters, MMA_SHAPES } from './mmaFragments.js';
+export type {
   Dim3,
   EntryOptions,
   ParamHandles,
@@ -58,6 +74,14 @@ export type {
 export { addr, Label, Param, Register, SharedVar } from './operands.js';
 export type { AssembleOptions, PtxasResult, PtxasStatus, PtxasTestGate } from './ptxas.js';
 export { assemblePtx, assemblePtxOrThrow, findPtxas, ptxasTestGate } from './ptxas.js';
+export type { SharedSwizzle } from './swizzle.js';
+export {
+  SHARED_SWIZZLES,
+  SWIZZLE_SPAN,
+  swizzledTileOffset,
+  swizzleMask,
+  swizzleOffset,
+} from './swizzle.js';
 export { DEFAULT_PTX_VERSION, DEFAULT_TARGET, KNOWN_TARGETS } from './target.js';
 export type {
   BitType,
@@ -72,3 +96,11 @@ export type {
   RegClass,
   ScalarType,
 } from './types.js';
+export type { WgmmaInputType, WgmmaOptions } from './warpgroupInstructions.js';
+export type { WgmmaDescriptorFields, WgmmaN } from './wgmmaLayout.js';
+export {
+  isWgmmaN,
+  wgmmaAccumulatorElement,
+  wgmmaDescriptor,
+  wgmmaDescriptorFlags,
+} from './wgmmaLayout.js';

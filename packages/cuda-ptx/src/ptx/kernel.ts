@@ -1,4 +1,3 @@
-import { ArithmeticInstructions } from './arithmeticInstructions.js';
 import { INDENT } from './builderCore.js';
 import {
   type AtomOp,
@@ -29,6 +28,7 @@ import {
   type RegOf,
   SharedVar,
 } from './operands.js';
+import { PipelineInstructions } from './pipelineInstructions.js';
 import {
   classOf,
   type MemType,
@@ -54,7 +54,7 @@ const FULL_MASK = 0xffffffff;
  * type argument and again at run time, where a mismatch throws an
  * InvalidArgumentError naming the call, the argument and both types.
  */
-export class KernelBuilder extends ArithmeticInstructions {
+export class KernelBuilder extends PipelineInstructions {
   // ------------------------------------------------------------ shared memory
 
   /** `.shared .align A .b8 name[bytes];` in this entry. */

@@ -90,10 +90,11 @@ export class PtxModule {
   dynamicShared(name: string, align = 16): SharedVar {
     const call = 'PtxModule.dynamicShared';
     this.#checkName(call, name);
-    if (![4, 8, 16, 32, 64, 128].includes(align)) {
+    // 1024 is what 128-byte swizzled tiles need.
+    if (![4, 8, 16, 32, 64, 128, 256, 512, 1024].includes(align)) {
       throw misuse(call, 'invalid alignment', {
         argument: 'align',
-        expected: 'a power of two from 4 to 128',
+        expected: 'a power of two from 4 to 1024',
         actual: describeValue(align),
       });
     }

@@ -343,10 +343,11 @@ export class OperandChecks {
       });
     }
     this.count(call, 'bytes', bytes, 1);
-    if (![1, 2, 4, 8, 16, 32, 64, 128].includes(align)) {
+    // 1024 is what 128-byte swizzled tiles need (the pattern repeats every 8 rows of 128 bytes).
+    if (![1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024].includes(align)) {
       throw this.error(call, 'invalid alignment', {
         argument: 'align',
-        expected: 'a power of two from 1 to 128',
+        expected: 'a power of two from 1 to 1024',
         actual: describeValue(align),
       });
     }

@@ -1,4 +1,9 @@
+import type { MmaInputType, MmaShape } from '../ptx/mmaFragments.js';
+import { MMA_SHAPES } from '../ptx/mmaFragments.js';
 import type { FakeLaunch, FakeLibCuda } from './fakeLibCuda.js';
+import { bf16ToNumber, bitsToF32, F16_VALUES, f16ToNumber, f32ToBits } from './floatBits.js';
+import { AsyncCopyQueue, ldmatrixWarp, Mbarriers, mmaSyncWarp, roundToTf32 } from './tensorCoreSemantics.js';
+import { decodeWgmmaDescriptor, type WgmmaDescriptor, wgmmaWarp } from './wgmmaSemantics.js';
 
 /**
  * Executes the PTX the builder emits against the fake libcuda's device
@@ -36,6 +41,19 @@ import type { FakeLaunch, FakeLibCuda } from './fakeLibCuda.js';
  * deadlock on hardware and an error here. Atomics are read-modify-writes in
  * this (sequentially consistent) order.
  *
+ * Tensor cores (see tensorCoreSemantics.ts): `mma.sync` and `ldmatrix` are
+ * warp-synchronous instructions of the whole warp; `cp.async` reads its
+ * source when issued and writes shared memory when a `cp.async.wait_group`
+ * or `wait_all` of the same thread retires its group. mbarriers live beside
+ * shared memory (tensorCoreSemantics.ts); a `cp.async.bulk` lands at once and
+ * completes its bytes on its mbarrier; a thread whose `mbarrier.try_wait`
+ * finds the phase incomplete stops (as at a barrier) and polls again once
+ * the others have run, and threads that poll with nothing changed are a
+ * deadlock and an error.
+ * `wgmma.mma_async` (wgmmaSemantics.ts) runs per warp, each warp computing
+ * its 16 rows of D from K-major tiles at once; its fence, commit and wait
+ * are no-ops.
+ *
  * Memory: global accesses must fall inside one live allocation and be
  * naturally aligned (vectors to their whole size), shared accesses inside
  * the block's static plus dynamic shared memory, else the launch throws.
@@ -49,6 +67,8 @@ import type { FakeLaunch, FakeLibCuda } from './fakeLibCuda.js';
 const EXIT = -1;
 const BARRIER = -2;
 const WARP = -3;
+/** A thread polled an mbarrier whose phase is not complete: others must run before it polls again. */
+const SPIN = -4;
 
 /** A thread that runs this many instructions without stopping is taken to be stuck. */
 const RUNAWAY_STEPS = 2 ** 28;
@@ -69,6 +89,7 @@ const RUNNING = 0;
 const AT_BARRIER = 1;
 const AT_WARP = 2;
 const EXITED = 3;
+const AT_SPIN = 4;
 
 class Thread {
   pc = 0;
@@ -87,7 +108,11 @@ class Thread {
   readonly shared32: Uint32Array;
   readonly sharedF32: Float32Array;
   readonly shared16: Uint16Array;
+  readonly shared8: Uint8Array;
   readonly sharedBytes: number;
+  /** This thread's cp.async copies not yet waited for. */
+  readonly copies = new AsyncCopyQueue();
+  readonly mbarriers: Mbarriers;
 
   constructor(
     readonly u: Uint32Array,
@@ -99,6 +124,8 @@ class Thread {
     this.shared32 = shared.words;
     this.sharedF32 = shared.floats;
     this.shared16 = shared.halves;
+    this.shared8 = shared.octets;
+    this.mbarriers = shared.mbarriers;
     this.sharedBytes = shared.bytes;
   }
 
@@ -115,12 +142,15 @@ class SharedMemory {
   readonly words: Uint32Array;
   readonly floats: Float32Array;
   readonly halves: Uint16Array;
+  readonly octets: Uint8Array;
+  readonly mbarriers = new Mbarriers();
 
   constructor(readonly bytes: number) {
     const buffer = new ArrayBuffer(Math.ceil(bytes / 16) * 16);
     this.words = new Uint32Array(buffer);
     this.floats = new Float32Array(buffer);
     this.halves = new Uint16Array(buffer);
+    this.octets = new Uint8Array(buffer);
   }
 }
 
@@ -129,19 +159,6 @@ function fail(message: string): never {
 }
 
 // ------------------------------------------------------------ float helpers
-
-const f32Scratch = new Float32Array(1);
-const u32Scratch = new Uint32Array(f32Scratch.buffer);
-
-function bitsToF32(bits: number): number {
-  u32Scratch[0] = bits;
-  return f32Scratch[0]!;
-}
-
-function f32ToBits(value: number): number {
-  f32Scratch[0] = value;
-  return u32Scratch[0]!;
-}
 
 const MIN_NORMAL_F32 = 2 ** -126;
 const MAX_F32 = bitsToF32(0x7f7fffff);
@@ -300,23 +317,6 @@ function bigToDoubleRoundOdd(v: bigint): number {
   if (top << BigInt(shift) !== a) top |= 1n;
   const value = Number(top) * 2 ** shift;
   return negative ? -value : value;
-}
-
-/** Every f16 value by its bits. */
-const F16_VALUES = Float32Array.from({ length: 65536 }, (_, b) => {
-  const sign = b & 0x8000 ? -1 : 1;
-  const exp = (b >>> 10) & 31;
-  const mant = b & 1023;
-  if (exp === 31) return mant === 0 ? sign * Number.POSITIVE_INFINITY : Number.NaN;
-  return exp === 0 ? sign * mant * 2 ** -24 : sign * (1 + mant / 1024) * 2 ** (exp - 15);
-});
-
-function f16ToNumber(bits: number): number {
-  return F16_VALUES[bits]!;
-}
-
-function bf16ToNumber(bits: number): number {
-  return bitsToF32(bits << 16);
 }
 
 /** Bits of a value representable in f16 (or ±Infinity, NaN). */
@@ -1034,6 +1034,16 @@ function lower(ctx: Context): Lowered {
       return lowerShfl(ctx);
     case 'vote':
       return lowerVote(ctx);
+    case 'mma':
+      return lowerMma(ctx);
+    case 'ldmatrix':
+      return lowerLdmatrix(ctx);
+    case 'cp':
+      return ctx.ins.parts[2] === 'bulk' ? lowerBulkCopy(ctx) : lowerCpAsync(ctx);
+    case 'mbarrier':
+      return lowerMbarrier(ctx);
+    case 'wgmma':
+      return lowerWgmma(ctx);
     default:
       return unsupported(ctx);
   }
@@ -1099,6 +1109,7 @@ function lowerMove(ctx: Context): Lowered {
   if (parts[0] === 'cvta' && parts.join('.') !== 'cvta.to.global.u64') unsupported(ctx);
   if (parts.length !== (parts[0] === 'cvta' ? 4 : 2)) unsupported(ctx);
   const type = typeOf(ctx);
+  if (parts[0] === 'mov' && (ops[0]!.startsWith('{') || ops[1]!.startsWith('{'))) return lowerPackMove(ctx);
   const d = dst(ctx, 0, type);
   if (ops[1] === '%clock') return inline(`u[${d}] = ++S.clock;`);
   return inline(copy(widthOf(type), d, src(ctx, 1, type)));
@@ -1833,6 +1844,7 @@ const CVT_TYPES = ['u16', 's16', 'u32', 's32', 'u64', 's64', 'f16', 'bf16', 'f32
 function lowerCvt(ctx: Context): Lowered {
   const { parts } = ctx.ins;
   const dtype = parts[parts.length - 2]!;
+  if (dtype === 'tf32' || dtype.endsWith('x2')) return lowerPackedCvt(ctx);
   const atype = typeOf(ctx);
   onlyModifiers(ctx, ['rn', 'rz', 'rm', 'rp', 'rni', 'rzi', 'rmi', 'rpi', 'ftz', 'sat'], 2);
   if (!CVT_TYPES.includes(dtype) || !CVT_TYPES.includes(atype)) unsupported(ctx);
@@ -2108,6 +2120,338 @@ function lowerVote(ctx: Context): Lowered {
   });
 }
 
+// ------------------------------------------------------------ tensor cores
+
+/** `mov.b32 d, {lo, hi}` and `mov.b32 {lo, hi}, a`: two 16-bit registers as one 32-bit value. */
+function lowerPackMove(ctx: Context): Lowered {
+  const { ops, line } = ctx.ins;
+  if (ctx.ins.parts.join('.') !== 'mov.b32') unsupported(ctx);
+  const halves = (op: string) => {
+    const names = splitOperands(op.replace(/^\{|\}$/g, ''));
+    if (names.length !== 2) fail(`expected two 16-bit registers: ${line}`);
+    return names;
+  };
+  if (ops[1]!.startsWith('{')) {
+    const [lo, hi] = halves(ops[1]!).map((n) => ctx.layout.source(n, 'b16', line)) as [number, number];
+    const d = dst(ctx, 0, 'b32');
+    return inline(`u[${d}] = (u[${lo}] | (u[${hi}] << 16)) >>> 0;`);
+  }
+  const [lo, hi] = halves(ops[0]!).map((n) => ctx.layout.dest(n, 16, line)) as [number, number];
+  const a = src(ctx, 1, 'b32');
+  return inline(`{ const w = u[${a}]; u[${lo}] = w & 0xffff; u[${hi}] = w >>> 16; }`);
+}
+
+/** `cvt.rna.tf32.f32 d, a` and `cvt.rn.{f16,bf16}x2.f32 d, hi, lo`. */
+function lowerPackedCvt(ctx: Context): Lowered {
+  const pattern = ctx.ins.parts.join('.');
+  if (pattern === 'cvt.rna.tf32.f32') {
+    const d = dst(ctx, 0, 'b32');
+    const a = src(ctx, 1, 'f32');
+    return call((u) => {
+      u[d] = roundToTf32(u[a]!);
+    });
+  }
+  const half = pattern === 'cvt.rn.f16x2.f32' ? 'f16' : pattern === 'cvt.rn.bf16x2.f32' ? 'bf16' : undefined;
+  if (!half) return unsupported(ctx);
+  const d = dst(ctx, 0, 'b32');
+  const hi = src(ctx, 1, 'f32');
+  const lo = src(ctx, 2, 'f32');
+  const toHalf = (bits: number) =>
+    half === 'f16'
+      ? numberToF16(roundToFormat(bitsToF32(bits), F16, 'rn'))
+      : numberToBf16(roundToFormat(bitsToF32(bits), BF16, 'rn'));
+  return call((u) => {
+    u[d] = (toHalf(u[lo]!) | (toHalf(u[hi]!) << 16)) >>> 0;
+  });
+}
+
+/** The register slots of a brace list `{%r1, %r2, ...}` of `count` registers. */
+function registerList(ctx: Context, op: string, count: number, type: string, dest: boolean): number[] {
+  const names = splitOperands(op.replace(/^\{|\}$/g, ''));
+  if (!op.startsWith('{') || names.length !== count)
+    fail(`expected ${count} registers in ${op}: ${ctx.ins.line}`);
+  return names.map((n) =>
+    dest ? ctx.layout.dest(n, widthOf(type), ctx.ins.line) : ctx.layout.source(n, type, ctx.ins.line),
+  );
+}
+
+/** A warp-synchronous instruction that needs all 32 lanes (`.aligned` tensor-core instructions). */
+function wholeWarp(line: string, complete: (lanes: readonly Thread[]) => void): Lowered {
+  const site: WarpSite = {
+    line,
+    complete: (lanes) => {
+      const missing = lanes.indexOf(undefined);
+      if (missing >= 0) fail(`lane ${missing} of the warp did not execute ${line} (it needs all 32 lanes)`);
+      complete(lanes as readonly Thread[]);
+    },
+  };
+  return stop((_u, _f, t) => {
+    t.site = site;
+    t.mask = 0xffffffff;
+    return WARP;
+  });
+}
+
+/** `mma.sync.aligned.shape.row.col.f32.type.type.f32 d, a, b, c`. */
+function lowerMma(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  const shape = parts[3] as MmaShape;
+  const type = parts[7] as MmaInputType;
+  const info = Object.hasOwn(MMA_SHAPES, shape) ? MMA_SHAPES[shape] : undefined;
+  const form = `mma.sync.aligned.${shape}.row.col.f32.${type}.${type}.f32`;
+  if (!info?.inputs.includes(type) || parts.join('.') !== form) unsupported(ctx);
+  const per = info.elementsPerRegister;
+  const d = registerList(ctx, ops[0]!, info.c.length, 'f32', true);
+  const a = registerList(ctx, ops[1]!, info.a.length / per, 'b32', false);
+  const b = registerList(ctx, ops[2]!, info.b.length / per, 'b32', false);
+  const c = registerList(ctx, ops[3]!, info.c.length, 'f32', false);
+  const gather = (lanes: readonly Thread[], slots: readonly number[]) => {
+    const words = new Uint32Array(32 * slots.length);
+    lanes.forEach((t, lane) => {
+      slots.forEach((slot, i) => {
+        words[lane * slots.length + i] = t.u[slot]!;
+      });
+    });
+    return words;
+  };
+  return wholeWarp(line, (lanes) => {
+    const out = mmaSyncWarp(shape, type, gather(lanes, a), gather(lanes, b), gather(lanes, c));
+    lanes.forEach((t, lane) => {
+      d.forEach((slot, i) => {
+        t.u[slot] = out[lane * d.length + i]!;
+      });
+    });
+  });
+}
+
+/** `ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16 d, [a]`. */
+function lowerLdmatrix(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  const trans = parts[5] === 'trans';
+  const count = Number(/^x([124])$/.exec(parts[4] ?? '')?.[1] ?? Number.NaN);
+  const form = `ldmatrix.sync.aligned.m8n8.x${count}${trans ? '.trans' : ''}.shared.b16`;
+  if (Number.isNaN(count) || parts.join('.') !== form) unsupported(ctx);
+  const d = registerList(ctx, ops[0]!, count, 'b32', true);
+  const { base, offset } = parseAddress(ctx, ops[1]!, 'shared');
+  return wholeWarp(line, (lanes) => {
+    const out = ldmatrixWarp(count, trans, (matrix, row) => {
+      const t = lanes[8 * matrix + row]!;
+      const at = t.u[base]! + offset;
+      if ((at & 15) !== 0) misaligned(line, at, 16);
+      if (at + 16 > t.sharedBytes) outsideShared(line, at, 16, t.sharedBytes);
+      return t.shared16.subarray(at >>> 1, (at >>> 1) + 8);
+    });
+    lanes.forEach((t, lane) => {
+      d.forEach((slot, i) => {
+        t.u[slot] = out[lane * count + i]!;
+      });
+    });
+  });
+}
+
+/** `cp.async.{ca,cg}.shared.global [dst], [src], size{, srcSize}` and its commit and waits. */
+function lowerCpAsync(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  const pattern = parts.join('.');
+  if (pattern === 'cp.async.commit_group') return call((_u, _f, t) => t.copies.commit());
+  if (pattern === 'cp.async.wait_all') return call((_u, _f, t) => t.copies.waitAll());
+  if (pattern === 'cp.async.wait_group') {
+    const n = /^\d+$/.test(ops[0] ?? '') ? Number(ops[0]) : fail(`wait_group takes an immediate: ${line}`);
+    return call((_u, _f, t) => t.copies.waitGroup(n));
+  }
+  const cache = parts[2];
+  if (
+    parts.length !== 5 ||
+    (cache !== 'ca' && cache !== 'cg') ||
+    parts[3] !== 'shared' ||
+    parts[4] !== 'global'
+  )
+    unsupported(ctx);
+  const size = Number(ops[2]);
+  if (![4, 8, 16].includes(size) || (cache === 'cg' && size !== 16)) fail(`cp.async size: ${line}`);
+  const to = parseAddress(ctx, ops[0]!, 'shared');
+  const from = parseAddress(ctx, ops[1]!, 'global');
+  const srcSize = ops[3] === undefined ? -1 : src(ctx, 3, 'u32');
+  const w = new Window();
+  const state = ctx.state;
+  return call((u, _f, t) => {
+    const at = u[to.base]! + to.offset;
+    if ((at & (size - 1)) !== 0) misaligned(line, at, size);
+    if (at + size > t.sharedBytes) outsideShared(line, at, size, t.sharedBytes);
+    const copied = srcSize < 0 ? size : u[srcSize]!;
+    if (copied > size) fail(`${line}: src-size ${copied} is larger than the copy's ${size} bytes`);
+    // The bytes past src-size are zeros.
+    const data = new Uint8Array(size);
+    if (copied > 0) {
+      const low = u[from.base]! + from.offset;
+      const address = u[from.base + 1]! * TWO32 + low;
+      if (w.generation !== state.generation || address < w.start || address + copied > w.end) {
+        state.locate(w, address, copied, line);
+      }
+      if ((low & (size - 1)) !== 0) misaligned(line, address, size);
+      const bytes = new Uint8Array(w.words.buffer, w.words.byteOffset + (address - w.start), copied);
+      data.set(bytes);
+    }
+    t.copies.start(() => t.shared8.set(data, at));
+  });
+}
+
+/** A shared address operand's byte offset in the block's window, checked for 8-byte mbarrier objects. */
+function mbarrierAddress(ctx: Context, op: string): (u: Uint32Array, t: Thread) => number {
+  const { base, offset } = parseAddress(ctx, op, 'shared');
+  const { line } = ctx.ins;
+  return (u, t) => {
+    const at = u[base]! + offset;
+    if ((at & 7) !== 0) misaligned(line, at, 8);
+    if (at + 8 > t.sharedBytes) outsideShared(line, at, 8, t.sharedBytes);
+    return at;
+  };
+}
+
+/** `mbarrier.init`, `mbarrier.arrive{.expect_tx}` and `mbarrier.try_wait.parity`, on `.shared::cta`. */
+function lowerMbarrier(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  const form = parts.slice(1).join('.');
+  const failAt = (message: string) => fail(`${message}: ${line}`);
+  switch (form) {
+    case 'init.shared::cta.b64': {
+      const bar = mbarrierAddress(ctx, ops[0]!);
+      const count = src(ctx, 1, 'u32');
+      return call((u, _f, t) => t.mbarriers.init(bar(u, t), u[count]!, failAt));
+    }
+    case 'arrive.shared::cta.b64':
+    case 'arrive.expect_tx.shared::cta.b64': {
+      const state = ops[0] === '_' ? -1 : dst(ctx, 0, 'b64');
+      const bar = mbarrierAddress(ctx, ops[1]!);
+      const tx = parts[2] === 'expect_tx' ? src(ctx, 2, 'u32') : -1;
+      return call((u, _f, t) => {
+        const phase = t.mbarriers.arrive(bar(u, t), tx < 0 ? 0 : u[tx]!, failAt);
+        // The state is opaque to kernels; the phase it was taken in will do.
+        if (state >= 0) set64(u, state, BigInt(phase));
+      });
+    }
+    case 'try_wait.parity.shared::cta.b64': {
+      const p = dst(ctx, 0, 'pred');
+      const bar = mbarrierAddress(ctx, ops[1]!);
+      const parity = src(ctx, 2, 'u32');
+      const next = ctx.pc + 1;
+      return stop((u, _f, t) => {
+        const done = t.mbarriers.phaseCompleted(bar(u, t), u[parity]! & 1, failAt);
+        u[p] = done ? 1 : 0;
+        return done ? next : SPIN;
+      });
+    }
+    default:
+      return unsupported(ctx);
+  }
+}
+
+/**
+ * `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], size, [bar]`:
+ * lands at once and completes its bytes on the mbarrier (a consumer still
+ * waits for the phase, which is when hardware would have landed it).
+ */
+function lowerBulkCopy(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  if (parts.join('.') !== 'cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes')
+    unsupported(ctx);
+  const to = parseAddress(ctx, ops[0]!, 'shared');
+  const from = parseAddress(ctx, ops[1]!, 'global');
+  const size = src(ctx, 2, 'u32');
+  const bar = mbarrierAddress(ctx, ops[3]!);
+  const w = new Window();
+  const state = ctx.state;
+  const failAt = (message: string) => fail(`${message}: ${line}`);
+  return call((u, _f, t) => {
+    const bytes = u[size]!;
+    const at = u[to.base]! + to.offset;
+    const low = u[from.base]! + from.offset;
+    const address = u[from.base + 1]! * TWO32 + low;
+    if (bytes % 16 !== 0) failAt(`bulk copy of ${bytes} bytes (a multiple of 16 is needed)`);
+    if ((at & 15) !== 0) misaligned(line, at, 16);
+    if ((low & 15) !== 0) misaligned(line, address, 16);
+    if (at + bytes > t.sharedBytes) outsideShared(line, at, bytes, t.sharedBytes);
+    if (bytes > 0) {
+      if (w.generation !== state.generation || address < w.start || address + bytes > w.end) {
+        state.locate(w, address, bytes, line);
+      }
+      t.shared8.set(new Uint8Array(w.words.buffer, w.words.byteOffset + (address - w.start), bytes), at);
+    }
+    t.mbarriers.completeTx(bar(u, t), bytes, failAt);
+  });
+}
+
+/**
+ * `wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T d, a, b-desc, scale-d, ±1, ±1{, 0}, 0` (K-major
+ * operands), and its fence, commit and wait, which have nothing to order here.
+ */
+function lowerWgmma(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  const pattern = parts.join('.');
+  if (['wgmma.fence.sync.aligned', 'wgmma.commit_group.sync.aligned'].includes(pattern)) return inline('');
+  if (pattern === 'wgmma.wait_group.sync.aligned') {
+    if (!/^\d+$/.test(ops[0] ?? '')) fail(`wait_group takes an immediate: ${line}`);
+    return inline('');
+  }
+  const n = Number(/^m64n(\d+)k16$/.exec(parts[4] ?? '')?.[1] ?? Number.NaN);
+  const type = parts[6];
+  const form = `wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${type}.${type}`;
+  if (!(n >= 8 && n <= 256 && n % 8 === 0) || (type !== 'bf16' && type !== 'f16') || pattern !== form) {
+    unsupported(ctx);
+  }
+  const fromRegisters = ops[1]!.startsWith('{');
+  const [scaleOp, scaleA, scaleB, ...trans] = ops.slice(3);
+  if (trans.length !== (fromRegisters ? 1 : 2) || trans.some((t) => t !== '0')) {
+    fail(`the interpreter runs K-major wgmma operands only (transpose immediates 0): ${line}`);
+  }
+  const scale = (op: string | undefined) =>
+    op === '1' ? 1 : op === '-1' ? -1 : fail(`imm-scale must be 1 or -1: ${line}`);
+  const [negateA, negateB] = [scale(scaleA) < 0, scale(scaleB) < 0];
+  const d = registerList(ctx, ops[0]!, n / 2, 'f32', true);
+  const a = fromRegisters ? registerList(ctx, ops[1]!, 4, 'b32', false) : [src(ctx, 1, 'b64')];
+  const b = src(ctx, 2, 'b64');
+  const accumulate = /^[01]$/.test(scaleOp ?? '') ? Number(scaleOp) : -1;
+  const accumulateSlot = accumulate < 0 ? src(ctx, 3, 'pred') : -1;
+  return wholeWarp(line, (lanes) => {
+    const first = lanes[0]!;
+    // Descriptors and scale-d are the warpgroup's: every lane must give the same.
+    const uniform = (slot: number) => {
+      if (lanes.some((t) => t.u[slot] !== first.u[slot])) fail(`lanes disagree on an operand of ${line}`);
+      return first.u[slot]!;
+    };
+    const descriptor = (slot: number): WgmmaDescriptor => {
+      const d = decodeWgmmaDescriptor(uniform(slot), uniform(slot + 1));
+      if (d.baseOffset !== 0) fail(`the interpreter models descriptors of base offset 0 only: ${line}`);
+      return d;
+    };
+    const gather = (slots: readonly number[]) =>
+      Uint32Array.from(
+        { length: 32 * slots.length },
+        (_, i) => lanes[Math.floor(i / slots.length)]!.u[slots[i % slots.length]!]!,
+      );
+    const out = wgmmaWarp({
+      type,
+      n,
+      warp: first.warp & 3,
+      a: fromRegisters ? gather(a) : descriptor(a[0]!),
+      b: descriptor(b),
+      d: gather(d),
+      accumulate: accumulate < 0 ? uniform(accumulateSlot) !== 0 : accumulate === 1,
+      negateA,
+      negateB,
+      half: (address) => {
+        if (address + 2 > first.sharedBytes) outsideShared(line, address, 2, first.sharedBytes);
+        return first.shared16[address >>> 1]!;
+      },
+    });
+    lanes.forEach((t, lane) => {
+      d.forEach((slot, i) => {
+        t.u[slot] = out[lane * d.length + i]!;
+      });
+    });
+  });
+}
+
 // -------------------------------------------------------------- interpreter
 
 export class PtxInterpreter {
@@ -2177,6 +2521,7 @@ export class PtxInterpreter {
           template[SPECIAL_SLOT['%ctaid.z']!] = cz;
           // Shared memory starts zeroed in every block (hardware leaves it undefined).
           shared.words.fill(0);
+          shared.mbarriers.reset();
           for (const t of threads) {
             const u = t.u;
             u.set(template);
@@ -2195,6 +2540,7 @@ export class PtxInterpreter {
             t.pc = 0;
             t.status = RUNNING;
             t.site = undefined;
+            t.copies.reset();
           }
           block.run();
         }
@@ -2218,7 +2564,7 @@ export class PtxInterpreter {
         continue;
       }
       this.executed += n;
-      return next === BARRIER ? AT_BARRIER : next === WARP ? AT_WARP : EXITED;
+      return next === BARRIER ? AT_BARRIER : next === WARP ? AT_WARP : next === SPIN ? AT_SPIN : EXITED;
     }
   }
 }
@@ -2244,6 +2590,8 @@ function paramWords(entry: Entry, launch: FakeLaunch): Uint32Array {
 /** One block's threads, scheduled warp by warp between barriers. */
 class Block {
   readonly #lanes: (Thread | undefined)[] = new Array(32).fill(undefined);
+  /** The mbarrier epoch when spinning threads last polled; -1 before they have. */
+  #spinEpoch = -1;
 
   constructor(
     readonly threads: readonly Thread[],
@@ -2252,8 +2600,14 @@ class Block {
     readonly interpreter: PtxInterpreter,
   ) {}
 
+  /** The block's mbarriers, shared by all its threads. */
+  get mbarriers(): Mbarriers {
+    return this.threads[0]!.mbarriers;
+  }
+
   run(): void {
     const threads = this.threads;
+    this.#spinEpoch = -1;
     for (;;) {
       for (let w = 0; w < threads.length; w += 32) this.#runWarp(w, Math.min(w + 32, threads.length));
       if (!this.#releaseBarriers()) return;
@@ -2331,15 +2685,47 @@ class Block {
     const threads = this.threads;
     let waiting = 0;
     let exited = 0;
+    let spinning = 0;
     let wholeBlock = true;
     for (const t of threads) {
       if (t.status === EXITED) exited++;
+      else if (t.status === AT_SPIN) spinning++;
       else if (t.status === AT_BARRIER) {
         waiting++;
         if (t.barrier !== 0 || t.barrierCount !== 0) wholeBlock = false;
       }
     }
-    if (waiting === 0) return false;
+    if (waiting === 0 && spinning === 0) return false;
+    const released = waiting > 0 && this.#releaseBarrierGroups(wholeBlock, waiting);
+    if (spinning > 0) return this.#resumeSpinning(released);
+    if (!released) {
+      fail(
+        exited > 0
+          ? `${this.entry}: ${exited} threads exited while others wait at a barrier`
+          : `${this.entry}: threads wait at barriers that can never complete`,
+      );
+    }
+    return true;
+  }
+
+  /**
+   * Lets the threads polling an mbarrier (`try_wait` that found its phase
+   * incomplete) poll again, unless nothing changed since they last did: no
+   * barrier released anyone and no mbarrier moved, so none ever will.
+   */
+  #resumeSpinning(released: boolean): boolean {
+    const epoch = this.mbarriers.epoch;
+    if (!released && epoch === this.#spinEpoch) {
+      fail(`${this.entry}: threads wait for mbarrier phases that can never complete`);
+    }
+    this.#spinEpoch = epoch;
+    for (const t of this.threads) if (t.status === AT_SPIN) t.status = RUNNING;
+    return true;
+  }
+
+  /** Releases every barrier whose thread count has arrived; whether any was. */
+  #releaseBarrierGroups(wholeBlock: boolean, waiting: number): boolean {
+    const threads = this.threads;
     // The common case: the whole block at `bar.sync 0`.
     if (wholeBlock && waiting === threads.length) {
       for (const t of threads) t.status = RUNNING;
@@ -2366,13 +2752,6 @@ class Block {
         }
       }
     }
-    if (!released) {
-      fail(
-        exited > 0
-          ? `${this.entry}: ${exited} threads exited while others wait at a barrier`
-          : `${this.entry}: threads wait at barriers that can never complete`,
-      );
-    }
-    return true;
+    return released;
   }
 }

@@ -1,4 +1,5 @@
-import { DTypeError, InvalidArgumentError, sizeOf } from '@rayo/core';
+import { DTypeError, type HostArray, InvalidArgumentError, sizeOf } from '@rayo/core';
+import { type FloatDType, isFloatDType, roundF32To, widenToF32 } from './floatWords.js';
 import type { RandomAccessFile } from './randomAccessFile.js';
 import {
   headerLengthOf,
@@ -12,12 +13,12 @@ const DEFAULT_MAX_READ_BYTES = 64 * 2 ** 20;
 
 const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
 
-/** Formats `readF32` accepts, and how. */
-export const F32_READABLE = 'F32, or BF16 (widened to f32 on the host while reading: exact)';
+/** Formats `readF32` and `readAs` accept. */
+export const FLOAT_READABLE = 'F32, F16 or BF16';
 
-/** Whether `readF32` can read a tensor of this entry. */
-export function readableAsF32(entry: SafetensorsEntry): boolean {
-  return entry.format === 'F32' || entry.format === 'BF16';
+/** Whether `readF32` and `readAs` can read a tensor of this entry. */
+export function readableAsFloat(entry: SafetensorsEntry): boolean {
+  return isFloatDType(entry.dtype);
 }
 
 export interface SafetensorsFileOptions {
@@ -76,40 +77,51 @@ export class SafetensorsFile {
   }
 
   /**
-   * The elements of tensor `name` as f32 on the host. F32 is read as it is;
-   * BF16 is widened (exactly: a bf16 is the top half of an f32). Any other
-   * format is a DTypeError naming the tensor.
+   * The elements of tensor `name` as f32 on the host: F32 as it is, F16 and
+   * BF16 widened (exactly). Any other format is a DTypeError naming the tensor.
    */
   async readF32(name: string): Promise<Float32Array> {
+    return (await this.readAs(name, 'f32', 'SafetensorsFile.readF32')) as Float32Array;
+  }
+
+  /**
+   * The elements of tensor `name` as a host array of `dtype` (`Uint16Array`
+   * words for f16 and bf16): stored words as they are when the formats
+   * match; otherwise widened to f32 (exact) and, for a half `dtype`, rounded
+   * once to nearest even. Any other format is a DTypeError naming the tensor.
+   */
+  async readAs(name: string, dtype: FloatDType, api = 'SafetensorsFile.readAs'): Promise<HostArray> {
     const entry = this.header.entries.get(name);
     if (!entry) {
       throw new InvalidArgumentError('no such tensor in the file', {
-        kernel: 'SafetensorsFile.readF32',
+        kernel: api,
         argument: name,
         expected: `one of the ${this.header.entries.size} tensors of ${this.file.name}`,
         actual: 'absent',
       });
     }
+    if (!isFloatDType(entry.dtype)) {
+      throw new DTypeError(`tensor '${name}' is not a float tensor`, {
+        kernel: api,
+        argument: name,
+        expected: FLOAT_READABLE,
+        actual: entry.format,
+      });
+    }
+    const stored = await this.#readStored(entry, entry.dtype);
+    if (entry.dtype === dtype) return stored;
+    const values = entry.dtype === 'f32' ? (stored as Float32Array) : widenToF32(entry.dtype, stored);
+    return roundF32To(dtype, values);
+  }
+
+  /** The stored elements of `entry` in host byte order: a Float32Array for F32, words for F16 and BF16. */
+  async #readStored(entry: SafetensorsEntry, dtype: FloatDType): Promise<HostArray> {
     const n = sizeOf(entry.shape);
-    if (entry.format === 'F32') {
-      const out = new Float32Array(n);
-      const bytes = new Uint8Array(out.buffer);
-      await this.#readInto(entry, bytes);
-      if (!LITTLE_ENDIAN) for (let i = 0; i < bytes.length; i += 4) bytes.subarray(i, i + 4).reverse();
-      return out;
-    }
-    if (entry.format === 'BF16') {
-      const raw = new Uint8Array(2 * n);
-      await this.#readInto(entry, raw);
-      const bits = new Uint32Array(n);
-      for (let i = 0; i < n; i++) bits[i] = ((raw[2 * i + 1]! << 8) | raw[2 * i]!) << 16;
-      return new Float32Array(bits.buffer);
-    }
-    throw new DTypeError(`tensor '${name}' has a dtype that cannot be loaded as f32 yet`, {
-      kernel: 'SafetensorsFile.readF32',
-      argument: name,
-      expected: F32_READABLE,
-      actual: entry.format,
-    });
+    const out = dtype === 'f32' ? new Float32Array(n) : new Uint16Array(n);
+    const bytes = new Uint8Array(out.buffer);
+    await this.#readInto(entry, bytes);
+    const width = out.BYTES_PER_ELEMENT;
+    if (!LITTLE_ENDIAN) for (let i = 0; i < bytes.length; i += width) bytes.subarray(i, i + width).reverse();
+    return out;
   }
 }

@@ -1,4 +1,5 @@
 import type { AnyWgpuKernel } from '../kernel.js';
+import { CAST_KERNELS } from './cast.js';
 import { DECODING_KERNELS } from './decoding.js';
 import { ELEMENTWISE_KERNELS } from './elementwise.js';
 import { EMBEDDING_KERNELS } from './embedding.js';
@@ -18,6 +19,7 @@ export const WGPU_KERNELS: readonly AnyWgpuKernel[] = [
   ...SOFTMAX_KERNELS,
   ...REDUCTION_KERNELS,
   ...MEMORY_KERNELS,
+  ...CAST_KERNELS,
   ...MATMUL_KERNELS,
   ...NORMALIZATION_KERNELS,
   ...ROPE_KERNELS,

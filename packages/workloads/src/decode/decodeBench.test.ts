@@ -1,6 +1,8 @@
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { toHostArray } from '@rayo/core';
+import { openNodeFile, SafetensorsFile } from '@rayo/train';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   DECODE_CONFIGS,
@@ -24,6 +26,28 @@ afterAll(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
 
+/** The tiny model on the cpu backend, in fresh folders. */
+async function tinySettings(overrides: Partial<DecodeSettings>): Promise<DecodeSettings> {
+  return {
+    config: 'llama-tiny',
+    dtype: 'f32',
+    kvDtype: 'f32',
+    backends: ['cpu'],
+    promptTokens: 12,
+    newTokens: 6,
+    warmupTokens: 1,
+    seed: 0,
+    baseline: 'none',
+    torchDevice: 'cpu',
+    weights: await tempDir(),
+    out: await tempDir(),
+    profile: false,
+    profileRepetitions: 1,
+    hostTokens: 1,
+    ...overrides,
+  };
+}
+
 describe('decode-bench', () => {
   it('parses its options and refuses bad ones', () => {
     const s = parseDecodeArgs(['--config', 'llama-tiny', '--prompt', '16', '--new', '6', '--warmup', '1']);
@@ -33,8 +57,16 @@ describe('decode-bench', () => {
       newTokens: 6,
       warmupTokens: 1,
       baseline: 'none',
+      dtype: 'f32',
+      kvDtype: 'f32',
     });
     expect(s.backends).toEqual(['cuda', 'wgpu']);
+    expect(parseDecodeArgs(['--dtype', 'bf16', '--kv-dtype', 'f16'])).toMatchObject({
+      dtype: 'bf16',
+      kvDtype: 'f16',
+    });
+    expect(() => parseDecodeArgs(['--dtype', 'fp8'])).toThrow(/--dtype must be f32, f16 or bf16, got fp8/);
+    expect(() => parseDecodeArgs(['--kv-dtype', 'f64'])).toThrow(/--kv-dtype must be f32, f16 or bf16/);
     expect(s).toMatchObject({ profile: false, profileRepetitions: 10, hostTokens: 32 });
     expect(parseDecodeArgs(['--profile', '--profile-reps', '4', '--host-tokens', '8'])).toMatchObject({
       profile: true,
@@ -67,6 +99,31 @@ describe('decode-bench', () => {
     expect((await readFile(file)).equals(fa)).toBe(false);
   });
 
+  it('writes the seeded checkpoint in bf16 and f16: the f32 values rounded, half the bytes', async () => {
+    const config = DECODE_CONFIGS['llama-tiny']!;
+    const f32Dir = await tempDir();
+    const f32Bytes = await writeSeededLlama(f32Dir, config, 5);
+    const f32 = await SafetensorsFile.open(await openNodeFile(join(f32Dir, 'model.safetensors')));
+    for (const dtype of ['bf16', 'f16'] as const) {
+      const dir = await tempDir();
+      expect(await writeSeededLlama(dir, config, 5, dtype)).toBe(f32Bytes / 2);
+      expect(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')).torch_dtype).toBe(
+        dtype === 'bf16' ? 'bfloat16' : 'float16',
+      );
+      const half = await SafetensorsFile.open(await openNodeFile(join(dir, 'model.safetensors')));
+      for (const name of [
+        'model.embed_tokens.weight',
+        'model.layers.1.mlp.down_proj.weight',
+        'model.norm.weight',
+      ]) {
+        expect(half.entries.get(name)!.dtype).toBe(dtype);
+        expect(await half.readAs(name, dtype)).toEqual(toHostArray(dtype, await f32.readF32(name)));
+      }
+      await half.file.close();
+    }
+    await f32.file.close();
+  });
+
   it('compares runs token by token and logits element by element', () => {
     expect(firstDisagreement([1, 2, 3], [1, 2, 3])).toBe(-1);
     expect(firstDisagreement([1, 2, 3], [1, 5, 3])).toBe(1);
@@ -79,21 +136,7 @@ describe('decode-bench', () => {
 
   it('decodes the tiny model on the cpu backend and reports ms per token against the limit', async () => {
     const out = await tempDir();
-    const settings: DecodeSettings = {
-      config: 'llama-tiny',
-      backends: ['cpu'],
-      promptTokens: 12,
-      newTokens: 6,
-      warmupTokens: 1,
-      seed: 0,
-      baseline: 'none',
-      torchDevice: 'cpu',
-      weights: await tempDir(),
-      out,
-      profile: true,
-      profileRepetitions: 2,
-      hostTokens: 2,
-    };
+    const settings = await tinySettings({ out, profile: true, profileRepetitions: 2, hostTokens: 2 });
     const report = await decodeBench(settings, () => {});
     const cpu = report.backends[0]!;
     expect(cpu.status).toBe('ok');
@@ -128,5 +171,27 @@ describe('decode-bench', () => {
     expect(md).toContain('# rayo decode-bench');
     expect(md).toContain('### cpu: the decode step, kernel by kernel');
     expect(md).toMatch(/\| rmsNormMatmul \| \[1, 64\] · \[64\] · \[512, 64\] \| eps [\d.e-]+ \| 1 \|/);
+    expect(summary).toContain('of f32 weights, f32 KV cache; limit');
+  }, 60_000);
+
+  it('decodes the tiny model in bf16 with a bf16 cache, the limit from the bf16 bytes', async () => {
+    const base = await tinySettings({});
+    const f32 = await decodeBench(base, () => {});
+    const bf16 = await decodeBench(
+      { ...base, dtype: 'bf16', kvDtype: 'bf16', out: await tempDir() },
+      () => {},
+    );
+    const cpu = bf16.backends[0]!;
+    expect(cpu.status).toBe('ok');
+    expect(cpu.run!.tokens).toHaveLength(6);
+    expect(bf16.weightBytes).toBe(f32.weightBytes / 2);
+    expect(bf16.limitMs).toBeCloseTo((bf16.weightBytes / (bf16.bandwidthGbps! * 1e9)) * 1e3, 9);
+    expect(decodeSummary(bf16)).toContain('of bf16 weights, bf16 KV cache; limit');
+    // The profile's bytes are the kernels' costs in the actual dtypes: the weights read as bf16.
+    const head = cpu.profile!.groups.find((g) => g.kernel === 'rmsNormMatmul')!;
+    const f32Head = f32.backends[0]!.profile!.groups.find((g) => g.kernel === 'rmsNormMatmul')!;
+    expect(head.bytesPerCall!).toBeLessThan(f32Head.bytesPerCall!);
+    // Seeded so that greedy choices are decisive: bf16 picks the tokens of f32.
+    expect(cpu.run!.tokens).toEqual(f32.backends[0]!.run!.tokens);
   }, 60_000);
 });

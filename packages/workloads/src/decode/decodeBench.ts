@@ -2,14 +2,15 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Backend, copy, createBackend, probeBackends } from '@rayo/core';
-import { LlamaModel, Rng } from '@rayo/train';
+import { LlamaModel, type LlamaWeightDType, Rng } from '@rayo/train';
 import { type HostPhases, measureHostPhases } from './hostPhases.js';
 import { writeSeededLlama } from './seededLlama.js';
 import { PROFILE_HEADER, profileRows, profileStep, profileTotals, type StepProfile } from './stepProfile.js';
 import { runTorchDecode, type TorchDecodeEntry, type TorchDecodeOutcome } from './torchDecodeBaseline.js';
 
 /**
- * The decode benchmark: a Llama-shaped fp32 model with seeded weights,
+ * The decode benchmark: a Llama-shaped model with seeded weights (f32, f16
+ * or bf16),
  * written once as a Hugging Face checkpoint, decoded greedily from a prompt
  * on each rayo backend and by PyTorch (eager, and one CUDA graph per step)
  * from the same files in the same run. Reports ms per token against the
@@ -34,7 +35,7 @@ const LLAMA_D2048 = {
 
 /** Llama-shaped configurations (Hugging Face config.json fields). */
 export const DECODE_CONFIGS: Readonly<Record<string, Record<string, unknown>>> = {
-  // 32 query / 8 kv heads of 64: 1.97 GB of fp32 weights.
+  // 32 query / 8 kv heads of 64: 1.97 GB of fp32 weights (0.98 GB in bf16).
   'llama-d2048-hd64': { ...LLAMA_D2048, num_attention_heads: 32, num_key_value_heads: 8 },
   // The same weight bytes with heads of 128 (16 query / 4 kv heads).
   'llama-d2048-hd128': { ...LLAMA_D2048, num_attention_heads: 16, num_key_value_heads: 4 },
@@ -92,6 +93,10 @@ export interface DecodeBackendResult {
 
 export interface DecodeSettings {
   readonly config: string;
+  /** The dtype of the checkpoint and of the model's matrix weights and embedding (norm weights are f32). */
+  readonly dtype: LlamaWeightDType;
+  /** The dtype of the KV cache. */
+  readonly kvDtype: LlamaWeightDType;
   readonly backends: readonly string[];
   readonly promptTokens: number;
   readonly newTokens: number;
@@ -154,12 +159,16 @@ export async function decodeOnBackend(
   prompt: readonly number[],
   settings: Pick<
     DecodeSettings,
-    'newTokens' | 'warmupTokens' | 'profile' | 'profileRepetitions' | 'hostTokens'
+    'dtype' | 'kvDtype' | 'newTokens' | 'warmupTokens' | 'profile' | 'profileRepetitions' | 'hostTokens'
   >,
 ): Promise<Omit<DecodeBackendResult, 'backend' | 'device' | 'status'>> {
   const copyGbps = await copyBandwidth(backend);
   const loadStart = performance.now();
-  const model = await LlamaModel.load(backend, dir, { maxSequence: prompt.length + settings.newTokens });
+  const model = await LlamaModel.load(backend, dir, {
+    maxSequence: prompt.length + settings.newTokens,
+    weightDtype: settings.dtype,
+    kvCacheDtype: settings.kvDtype,
+  });
   await backend.sync();
   const loadMs = performance.now() - loadStart;
   try {
@@ -271,6 +280,7 @@ export interface DecodeReport {
   readonly createdAt: string;
   readonly settings: DecodeSettings;
   readonly hfConfig: Record<string, unknown>;
+  /** The checkpoint's weight bytes in `settings.dtype`: what one decode step reads at least. */
   readonly weightBytes: number;
   /** The highest copy bandwidth measured (GB/s): the limit is the weights' bytes over it. */
   readonly bandwidthGbps?: number;
@@ -296,11 +306,15 @@ export async function decodeBench(
   const hfConfig = DECODE_CONFIGS[settings.config];
   if (!hfConfig)
     throw new Error(`unknown config '${settings.config}' (known: ${Object.keys(DECODE_CONFIGS).join(', ')})`);
-  const dir = resolve(settings.weights, settings.config);
+  // One folder per dtype (the f32 one keeps its old name, so that a checkpoint on disk is reused).
+  const dir = resolve(
+    settings.weights,
+    settings.dtype === 'f32' ? settings.config : `${settings.config}-${settings.dtype}`,
+  );
   await mkdir(dir, { recursive: true });
   await mkdir(settings.out, { recursive: true });
-  log(`weights: ${dir}`);
-  const weightBytes = await writeSeededLlama(dir, hfConfig, settings.seed);
+  log(`weights (${settings.dtype}): ${dir}`);
+  const weightBytes = await writeSeededLlama(dir, hfConfig, settings.seed, settings.dtype);
   const prompt = decodePrompt(hfConfig.vocab_size as number, settings.promptTokens, settings.seed);
   const results: DecodeBackendResult[] = [];
   for (const status of await probeBackends(settings.backends)) {
@@ -518,7 +532,7 @@ export function decodeSummary(report: DecodeReport): string {
   const out = textTable(HEADER, decodeRows(report));
   out.push(
     '',
-    `${report.settings.config}: ${fmt(report.weightBytes / 1e9)} GB of fp32 weights; limit ${fmt(report.limitMs)} ms/token at ${fmt(report.bandwidthGbps, 4)} GB/s`,
+    `${report.settings.config}: ${fmt(report.weightBytes / 1e9)} GB of ${weightsNote(report.settings)}; limit ${fmt(report.limitMs)} ms/token at ${fmt(report.bandwidthGbps, 4)} GB/s`,
   );
   for (const a of report.agreement) {
     out.push(
@@ -528,6 +542,11 @@ export function decodeSummary(report: DecodeReport): string {
   }
   out.push('', SPLIT_NOTE, ...backendDetails(report, false));
   return `${out.join('\n')}\n`;
+}
+
+/** The weights' and the cache's dtypes, as the report states them. */
+function weightsNote(s: Pick<DecodeSettings, 'dtype' | 'kvDtype'>): string {
+  return `${s.dtype} weights, ${s.kvDtype} KV cache`;
 }
 
 const SPLIT_NOTE =
@@ -541,7 +560,7 @@ export function decodeMarkdown(report: DecodeReport): string {
   return `${[
     '# rayo decode-bench',
     '',
-    `${report.createdAt}. Model \`${s.config}\` (${fmt(report.weightBytes / 1e9)} GB of fp32 weights, seed ${s.seed}), ` +
+    `${report.createdAt}. Model \`${s.config}\` (${fmt(report.weightBytes / 1e9)} GB of ${weightsNote(s)}, seed ${s.seed}), ` +
       `greedy decoding of ${s.newTokens} tokens after a prompt of ${s.promptTokens}; ms/token is the median ` +
       `interval between tokens after ${s.warmupTokens} untimed ones, each token read back to the host. ` +
       `The limit is the weights' bytes over the best copy bandwidth measured (${fmt(report.bandwidthGbps, 4)} GB/s): ` +
@@ -588,6 +607,9 @@ and, with --baseline torch, in PyTorch (eager and as one CUDA graph per step)
 from the same checkpoint, and reports ms per token against the bandwidth limit.
 
   --config NAME     ${Object.keys(DECODE_CONFIGS).join(', ')} (default llama-d2048-hd64)
+  --dtype D         f32, f16 or bf16: the checkpoint and the model's matrix weights and
+                    embedding, in rayo and in PyTorch (default f32)
+  --kv-dtype D      f32, f16 or bf16: the KV cache (default f32)
   --backends LIST   rayo backends (default cuda,wgpu)
   --prompt N        prompt tokens (default 1024)
   --new N           tokens to generate (default 128)
@@ -607,6 +629,8 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
     args: [...argv],
     options: {
       config: { type: 'string', default: 'llama-d2048-hd64' },
+      dtype: { type: 'string', default: 'f32' },
+      'kv-dtype': { type: 'string', default: 'f32' },
       backends: { type: 'string', default: 'cuda,wgpu' },
       prompt: { type: 'string', default: '1024' },
       new: { type: 'string', default: '128' },
@@ -627,6 +651,11 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
       throw new Error(`--${name} must be an integer >= ${min}, got ${text}`);
     return v;
   };
+  const dtype = (name: string, text: string): LlamaWeightDType => {
+    if (text !== 'f32' && text !== 'f16' && text !== 'bf16')
+      throw new Error(`--${name} must be f32, f16 or bf16, got ${text}`);
+    return text;
+  };
   if (values.baseline !== 'torch' && values.baseline !== 'none')
     throw new Error(`--baseline must be torch or none, got ${values.baseline}`);
   if (!DECODE_CONFIGS[values.config])
@@ -637,6 +666,8 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
     throw new Error(`--warmup must leave tokens to time: below ${newTokens - 1}, got ${warmupTokens}`);
   return {
     config: values.config,
+    dtype: dtype('dtype', values.dtype),
+    kvDtype: dtype('kv-dtype', values['kv-dtype']),
     backends: values.backends.split(',').filter(Boolean),
     promptTokens: int('prompt', values.prompt, 1),
     newTokens,

@@ -1,7 +1,7 @@
 import { open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { sizeOf } from '@rayo/core';
-import { llamaWeightShapes, parseLlamaConfig, Rng } from '@rayo/train';
+import { bytesPerElement, sizeOf } from '@rayo/core';
+import { type LlamaWeightDType, llamaWeightShapes, parseLlamaConfig, Rng, roundF32To } from '@rayo/train';
 
 /**
  * A Llama checkpoint in the Hugging Face layout whose weights come from a
@@ -35,33 +35,54 @@ function fillPiece(name: string, rng: Rng, out: Float32Array): void {
 
 const STAMP = 'rayo-seeded-llama/1';
 
+/** The safetensors name and the Hugging Face `torch_dtype` of each weight dtype. */
+const FORMATS = {
+  f32: { format: 'F32', torch: 'float32' },
+  f16: { format: 'F16', torch: 'float16' },
+  bf16: { format: 'BF16', torch: 'bfloat16' },
+} as const satisfies Record<LlamaWeightDType, { format: string; torch: string }>;
+
 /**
- * Writes `config.json` and `model.safetensors` (f32) into `dir` from `seed`,
+ * Writes `config.json` and `model.safetensors` into `dir` from `seed`, every
+ * tensor in `dtype` (default f32; the f32 values rounded once to nearest
+ * even, so that the checkpoints of one seed are one model up to rounding),
  * tensor by tensor, unless the folder already holds the same model (the
- * same config and seed, recorded in the file's metadata). Returns the bytes
- * of the weights.
+ * same config, seed and dtype, recorded beside it). Returns the bytes of the
+ * weights.
  */
 export async function writeSeededLlama(
   dir: string,
   hfConfig: Record<string, unknown>,
   seed: number,
+  dtype: LlamaWeightDType = 'f32',
 ): Promise<number> {
   const config = parseLlamaConfig(hfConfig);
   const shapes = [...llamaWeightShapes(config)];
-  const stamp = JSON.stringify({ stamp: STAMP, seed, config: hfConfig });
-  const weightBytes = shapes.reduce((sum, [, shape]) => sum + 4 * sizeOf(shape), 0);
+  // An f32 checkpoint keeps the stamp it had before dtypes were a choice, so that one on disk is reused.
+  const stamp = JSON.stringify({
+    stamp: STAMP,
+    seed,
+    config: hfConfig,
+    ...(dtype === 'f32' ? {} : { dtype }),
+  });
+  const width = bytesPerElement(dtype);
+  const weightBytes = shapes.reduce((sum, [, shape]) => sum + width * sizeOf(shape), 0);
   try {
     const existing = JSON.parse(await readFile(join(dir, 'rayo-seed.json'), 'utf8'));
     if (JSON.stringify(existing) === stamp) return weightBytes;
   } catch {
     // No model here yet, or another one: write it.
   }
-  await writeFile(join(dir, 'config.json'), `${JSON.stringify(hfConfig, null, 2)}\n`);
+  const { format, torch } = FORMATS[dtype];
+  await writeFile(
+    join(dir, 'config.json'),
+    `${JSON.stringify({ ...hfConfig, torch_dtype: torch }, null, 2)}\n`,
+  );
   const header: Record<string, unknown> = { __metadata__: { format: 'pt', seeded: STAMP } };
   let offset = 0;
   for (const [name, shape] of shapes) {
-    const bytes = 4 * sizeOf(shape);
-    header[name] = { dtype: 'F32', shape, data_offsets: [offset, offset + bytes] };
+    const bytes = width * sizeOf(shape);
+    header[name] = { dtype: format, shape, data_offsets: [offset, offset + bytes] };
     offset += bytes;
   }
   // The data starts 8-byte aligned: pad the header with spaces, as the format allows.
@@ -80,7 +101,8 @@ export async function writeSeededLlama(
       for (let done = 0, size = sizeOf(shape); done < size; done += PIECE) {
         const part = piece.subarray(0, Math.min(PIECE, size - done));
         fillPiece(name, tensorRng, part);
-        await file.write(new Uint8Array(part.buffer, part.byteOffset, part.byteLength));
+        const stored = roundF32To(dtype, part);
+        await file.write(new Uint8Array(stored.buffer, stored.byteOffset, stored.byteLength));
       }
     }
   } finally {

@@ -39,7 +39,7 @@ export const TORCH_DECODE_SCRIPT = 'torch_decode_baseline.py';
 export async function runTorchDecode(
   dir: string,
   prompt: readonly number[],
-  settings: Pick<DecodeSettings, 'out' | 'newTokens' | 'warmupTokens' | 'torchDevice'>,
+  settings: Pick<DecodeSettings, 'out' | 'newTokens' | 'warmupTokens' | 'torchDevice' | 'dtype' | 'kvDtype'>,
 ): Promise<TorchDecodeOutcome> {
   const script = findPackageScript(TORCH_DECODE_SCRIPT, import.meta.url);
   if (!script) return { status: 'unavailable', reason: `the script ${TORCH_DECODE_SCRIPT} was not found` };
@@ -48,7 +48,14 @@ export async function runTorchDecode(
   const logitsFile = join(settings.out, 'torch-logits.f32');
   await writeFile(
     request,
-    `${JSON.stringify({ schema: 'rayo-decode-request/1', prompt, newTokens: settings.newTokens, warmupTokens: settings.warmupTokens })}\n`,
+    `${JSON.stringify({
+      schema: 'rayo-decode-request/1',
+      prompt,
+      newTokens: settings.newTokens,
+      warmupTokens: settings.warmupTokens,
+      dtype: settings.dtype,
+      kvDtype: settings.kvDtype,
+    })}\n`,
   );
   const outcome = await runPythonScript<TorchDecodeOutput>({
     script,

@@ -1,4 +1,5 @@
 import type { AnyConformanceCase, AnyErrorCase } from '../cases.js';
+import { castCases } from './cast.js';
 import { decodingCases } from './decoding.js';
 import { elementwiseCases } from './elementwise.js';
 import { embeddingCases } from './embedding.js';
@@ -14,6 +15,7 @@ import { softmaxCases } from './softmax.js';
 
 const families = [
   memoryCases,
+  castCases,
   elementwiseCases,
   reductionCases,
   softmaxCases,

@@ -1,10 +1,13 @@
 export { type LlamaCheckpoint, type LlamaCheckpointOptions, openLlamaCheckpoint } from './checkpoint.js';
 export { type LlamaConfig, parseLlamaConfig } from './config.js';
-export { type GenerateOptions, LlamaModel, type LlamaModelOptions } from './model.js';
+export { type GenerateOptions, type LlamaLoadOptions, LlamaModel, type LlamaModelOptions } from './model.js';
 export {
   checkLlamaTensors,
   checkLlamaWeights,
+  checkpointWeightDtype,
   type LlamaLayerWeights,
+  type LlamaWeightDType,
+  type LlamaWeightDTypeChoice,
   type LlamaWeights,
   llamaWeightShapes,
   uploadLlamaWeights,

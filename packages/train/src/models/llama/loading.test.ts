@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { createCpuBackend, DTypeError, InvalidArgumentError, type RayoError, ShapeError } from '@rayo/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type OpenFile, openNodeFile } from '../../checkpoint/randomAccessFile.js';
-import { encodeSafetensors } from '../../checkpoint/safetensors.js';
+import { encodeSafetensors, type StoredTensor } from '../../checkpoint/safetensors.js';
 import { LlamaModel } from './model.js';
 import { removeTinyLlamas, tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from './tinyLlama.testkit.js';
 
@@ -95,36 +95,47 @@ describe('loading a Llama checkpoint', () => {
     expect(error.message).toMatch(/expected \[32, 64\], got \[64, 64\]/);
   });
 
-  it('rejects f16 weights, saying what is supported; reads bf16 exactly as f32', async () => {
+  it('keeps a bf16 or f16 checkpoint in its dtype, widens it exactly when asked, and names mixed matrices', async () => {
     const weights = tinyLlamaWeights(config, 5);
-    // Values a bf16 holds exactly, so that the bf16 and f32 checkpoints are the same model.
-    for (const w of weights.values()) {
-      const bits = new Uint32Array(w.data.buffer);
-      for (let i = 0; i < bits.length; i++) bits[i] = bits[i]! & 0xffff0000;
-    }
+    // Values bf16 and f16 both hold exactly, so that every checkpoint below is the same model.
+    for (const w of weights.values())
+      for (let i = 0; i < w.data.length; i++) w.data[i] = Math.round(w.data[i]! * 64) / 64;
     const f32Dir = await writeTinyLlama(config, weights);
-    const bf16Dir = await writeTinyLlama(config, weights);
-    const half = (dtype: 'bf16' | 'f16') =>
-      new Map(
-        [...weights].map(([name, w]) => {
-          const bits = new Uint32Array(w.data.slice().buffer);
-          const data = Uint16Array.from(bits, (b) => (dtype === 'bf16' ? b >>> 16 : 0x3c00));
-          return [name, { dtype, shape: w.shape, data }];
-        }),
-      );
-    await writeFile(join(bf16Dir, 'model.safetensors'), encodeSafetensors(half('bf16')));
     using fromF32 = await LlamaModel.load(backend, f32Dir);
-    using fromBf16 = await LlamaModel.load(backend, bf16Dir);
-    using a = fromF32.prefill([1, 2, 3]);
-    using b = fromBf16.prefill([1, 2, 3]);
-    expect(Array.from(await b.read())).toEqual(Array.from(await a.read()));
+    expect(fromF32.weightDtype).toBe('f32');
+    using want = fromF32.prefill([1, 2, 3]);
+    const logits = Array.from(await want.read());
+    for (const dtype of ['bf16', 'f16'] as const) {
+      const dir = await writeTinyLlama(config, weights, { dtype });
+      using kept = await LlamaModel.load(backend, dir);
+      expect(kept.weightDtype).toBe(dtype);
+      expect(
+        [kept.weights.embedding, kept.weights.head, kept.weights.layers[1]!.down].map((t) => t.dtype),
+      ).toEqual([dtype, dtype, dtype]);
+      // Norm weights are f32: the kernels take them with the (f32) activations.
+      expect(kept.weights.layers[0]!.inputNorm.dtype).toBe('f32');
+      using widened = await LlamaModel.load(backend, dir, { weightDtype: 'f32' });
+      expect(widened.weights.layers[0]!.q.dtype).toBe('f32');
+      for (const model of [kept, widened]) {
+        using got = model.prefill([1, 2, 3]);
+        expect(Array.from(await got.read())).toEqual(logits);
+      }
+    }
 
-    const f16Dir = await writeTinyLlama(config, weights);
-    await writeFile(join(f16Dir, 'model.safetensors'), encodeSafetensors(half('f16')));
-    const error = (await loadError(f16Dir)) as RayoError;
+    const mixed = await writeTinyLlama(config, weights, { dtype: 'bf16' });
+    const tensors = new Map<string, StoredTensor>([...weights].map(([n, w]) => [n, { dtype: 'f32', ...w }]));
+    const q = 'model.layers.0.self_attn.q_proj.weight';
+    tensors.set(q, { dtype: 'bf16', shape: weights.get(q)!.shape, data: new Uint16Array(64 * 64) });
+    await writeFile(join(mixed, 'model.safetensors'), encodeSafetensors(tensors));
+    const error = (await loadError(mixed)) as RayoError;
     expect(error).toBeInstanceOf(DTypeError);
-    expect(error.argument).toBe('model.embed_tokens.weight');
-    expect(error.message).toMatch(/expected F32, or BF16 .*got F16/);
+    expect(error.argument).toBe('weightDtype');
+    expect(error.message).toMatch(/'model.layers.0.self_attn.q_proj.weight'.*f32 and bf16/);
+    // An explicit dtype reads it.
+    (await LlamaModel.load(backend, mixed, { weightDtype: 'bf16' })).dispose();
+    await expect(LlamaModel.load(backend, mixed, { weightDtype: 'f64' as never })).rejects.toThrow(
+      /weightDtype.*expected 'f32' \| 'f16' \| 'bf16' \| 'checkpoint', got f64/,
+    );
   });
 
   it('rejects tensors a Llama does not use, but accepts derived rotary buffers', async () => {

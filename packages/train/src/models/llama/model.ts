@@ -4,6 +4,7 @@ import {
   type Backend,
   batchedMatmul,
   type CommandBatch,
+  cast,
   embedding,
   gateUpSwiglu,
   InvalidArgumentError,
@@ -25,17 +26,28 @@ import {
 import { Rng } from '../../random.js';
 import { checkSamplingOptions, type SamplingOptions, sampleToken } from '../sampling.js';
 import { ScratchRunner } from '../scratchRunner.js';
+import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
 import { type LlamaCheckpointOptions, openLlamaCheckpoint } from './checkpoint.js';
 import type { LlamaConfig } from './config.js';
 import {
+  checkLlamaTensors,
   checkLlamaWeights,
+  checkpointWeightDtype,
   type LlamaLayerWeights,
+  type LlamaWeightDType,
+  type LlamaWeightDTypeChoice,
   type LlamaWeights,
   llamaWeightTensors,
   uploadLlamaWeights,
 } from './weights.js';
 
 export interface LlamaModelOptions {
+  /**
+   * The dtype of the KV cache (default f32). A half cache halves what the
+   * attention reads per token; queries, keys and values are computed in f32
+   * and rounded once as they are written.
+   */
+  readonly kvCacheDtype?: LlamaWeightDType;
   /** Rows of the KV cache: the longest context (prompt + generated tokens). Default: `max_position_embeddings`. */
   readonly maxSequence?: number;
   /**
@@ -48,10 +60,34 @@ export interface LlamaModelOptions {
    * Decode steps (one token) fold each RMSNorm into what follows it: the
    * attention projections and the head are `rmsNormMatmul`s, and the MLP up
    * to the down projection is one `gateUpSwiglu` (default: true where the
-   * backend implements both). Prefill keeps the unfused chain, whose products
-   * are GEMMs.
+   * backend implements them in the weights' and the cache's dtypes). Prefill
+   * keeps the unfused chain, whose products are GEMMs.
    */
   readonly fused?: boolean;
+}
+
+export interface LlamaLoadOptions extends LlamaModelOptions, LlamaCheckpointOptions {
+  /**
+   * The dtype of the matrix weights and the embedding on the device (norm
+   * weights are f32): `'checkpoint'` (the default) keeps the dtype the
+   * checkpoint stores, so a bf16 checkpoint stays bf16; `'f32'` widens a half
+   * checkpoint (exactly); `'f16'` or `'bf16'` rounds an f32 checkpoint once to
+   * nearest even (and converts between the half formats through f32).
+   */
+  readonly weightDtype?: LlamaWeightDTypeChoice;
+}
+
+const FLOAT_DTYPES: readonly string[] = ['f32', 'f16', 'bf16'];
+
+function checkDtypeOption(option: string, value: unknown, extra: readonly string[] = []): void {
+  if (![...FLOAT_DTYPES, ...extra].includes(value as string)) {
+    throw new InvalidArgumentError(`${option} must be a float dtype`, {
+      kernel: 'LlamaModel',
+      argument: option,
+      expected: [...FLOAT_DTYPES, ...extra].map((d) => `'${d}'`).join(' | '),
+      actual: String(value),
+    });
+  }
 }
 
 /**
@@ -112,6 +148,10 @@ export class LlamaModel {
   readonly config: LlamaConfig;
   readonly maxSequence: number;
   readonly weights: LlamaWeights;
+  /** The dtype of the matrix weights and the embedding (norm weights are f32). */
+  readonly weightDtype: LlamaWeightDType;
+  /** The dtype of the KV cache. */
+  readonly kvCacheDtype: LlamaWeightDType;
   readonly #caches: LayerCache[];
   /** i32 [1]: the token a decode step embeds. The host writes it; the step reads it on the device. */
   readonly tokenInput: Tensor;
@@ -137,34 +177,47 @@ export class LlamaModel {
         actual: String(maxSequence),
       });
     }
-    checkLlamaWeights(config, weights);
+    this.weightDtype = checkLlamaWeights(config, weights);
+    const cacheDtype = options.kvCacheDtype ?? 'f32';
+    checkDtypeOption('kvCacheDtype', cacheDtype);
+    this.kvCacheDtype = cacheDtype;
+    this.#fused = options.fused ?? fusedDecodeSupported(backend, this.weightDtype, cacheDtype);
+    checkLlamaBackend(backend, this.weightDtype, cacheDtype, this.#fused);
     this.backend = backend;
     this.config = config;
     this.weights = weights;
     this.maxSequence = maxSequence;
     const cacheShape = [config.numKeyValueHeads, maxSequence, config.headDim];
     // Zeros, so that rows not yet written hold finite values under the attention mask.
-    this.#caches = weights.layers.map(() => ({ k: backend.zeros(cacheShape), v: backend.zeros(cacheShape) }));
+    this.#caches = weights.layers.map(() => ({
+      k: backend.zeros(cacheShape, cacheDtype),
+      v: backend.zeros(cacheShape, cacheDtype),
+    }));
     this.tokenInput = backend.zeros([1], 'i32');
     this.positionInput = backend.zeros([1], 'i32');
     this.lengthInput = backend.zeros([1], 'i32');
     this.#replay = options.replay ?? true;
-    this.#fused =
-      options.fused ??
-      [gateUpSwiglu, rmsNormMatmul, rmsNormMatmul3, ropeKvScatter].every((spec) =>
-        backend.supports(spec.name),
-      );
   }
 
-  /** Loads a Hugging Face Llama checkpoint directory onto `backend`, tensor by tensor. */
-  static async load(
-    backend: Backend,
-    dir: string,
-    options: LlamaModelOptions & LlamaCheckpointOptions = {},
-  ): Promise<LlamaModel> {
+  /**
+   * Loads a Hugging Face Llama checkpoint directory onto `backend`, tensor by
+   * tensor, in `weightDtype` (default: the checkpoint's). A backend that
+   * cannot run the model's kernels in that dtype (or in `kvCacheDtype`) is
+   * refused before any weight is read.
+   */
+  static async load(backend: Backend, dir: string, options: LlamaLoadOptions = {}): Promise<LlamaModel> {
+    const choice = options.weightDtype ?? 'checkpoint';
+    checkDtypeOption('weightDtype', choice, ['checkpoint']);
+    checkDtypeOption('kvCacheDtype', options.kvCacheDtype ?? 'f32');
     const checkpoint = await openLlamaCheckpoint(dir, options);
     try {
-      const weights = await uploadLlamaWeights(backend, checkpoint.config, checkpoint.tensors);
+      checkLlamaTensors(checkpoint.config, checkpoint.tensors);
+      const dtype =
+        choice === 'checkpoint' ? checkpointWeightDtype(checkpoint.config, checkpoint.tensors) : choice;
+      const cacheDtype = options.kvCacheDtype ?? 'f32';
+      const fused = options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype);
+      checkLlamaBackend(backend, dtype, cacheDtype, fused);
+      const weights = await uploadLlamaWeights(backend, checkpoint.config, checkpoint.tensors, dtype);
       try {
         return new LlamaModel(backend, checkpoint.config, weights, options);
       } catch (error) {
@@ -438,6 +491,8 @@ export class LlamaModel {
   ): Tensor {
     const { weights } = this;
     let x = run.run1(embedding, [weights.embedding, ids]);
+    // Activations are f32 whatever the table's dtype: the kernels take half weights under f32 activations.
+    if (x.dtype !== 'f32') x = run.run1(cast, [x], { to: 'f32' });
     weights.layers.forEach((layer, i) => {
       x = this.#layer(run, layer, this.#caches[i]!, x, position, mask);
       if (eager) run.disposeAllBut(x);
@@ -508,7 +563,7 @@ export class LlamaModel {
               this.#headsFirst(run, v, kvHeads),
               mask!,
             )
-          : this.#causalAttention(run, q, cache.k, cache.v, mask!);
+          : this.#causalAttention(run, q, this.#asF32(run, cache.k), this.#asF32(run, cache.v), mask!);
     const x1 = run.run1(matmul, [attended, w.o, x], { transB: true, beta: 1 });
     return run.run1(matmul, [this.#mlp(run, w, x1), w.down, x1], { transB: true, beta: 1 });
   }
@@ -553,6 +608,11 @@ export class LlamaModel {
     const gate = run.run1(matmul, [h1, w.gate], { transB: true });
     const up = run.run1(matmul, [h1, w.up], { transB: true });
     return run.run1(swiglu, [gate, up]);
+  }
+
+  /** `t` itself when f32, else a copy cast to f32 (the batched products take one dtype for both operands). */
+  #asF32(run: ScratchRunner, t: Tensor): Tensor {
+    return t.dtype === 'f32' ? t : run.run1(cast, [t], { to: 'f32' });
   }
 
   /** [T, n·headDim] → [n, T, headDim]: heads first, the layout of the cache and of the batched products. */

@@ -1,6 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { toHostArray, toNumbers } from '@rayo/core';
 import { encodeSafetensors, type StoredTensor } from '../../checkpoint/safetensors.js';
 import { Rng } from '../../random.js';
 
@@ -67,10 +68,36 @@ export function tinyLlamaWeights(config: Record<string, unknown>, seed: number):
   return weights;
 }
 
-function stored(weights: TinyWeights, names: readonly string[]): Map<string, StoredTensor> {
+/** The tensors `names` in `dtype` (rounded to nearest even from the f32 values for a half dtype). */
+function stored(
+  weights: TinyWeights,
+  names: readonly string[],
+  dtype: 'f32' | 'f16' | 'bf16',
+): Map<string, StoredTensor> {
   return new Map(
-    names.map((n) => [n, { dtype: 'f32', shape: weights.get(n)!.shape, data: weights.get(n)!.data }]),
+    names.map((n) => {
+      const { shape, data } = weights.get(n)!;
+      return [n, { dtype, shape, data: dtype === 'f32' ? data : toHostArray(dtype, data) }];
+    }),
   );
+}
+
+/**
+ * The values a model of `dtype` weights loaded from f32 `weights` holds: the
+ * matrices and the embedding rounded to `dtype` (and widened back), the norm
+ * weights as they are (the model keeps them f32).
+ */
+export function roundedTinyWeights(weights: TinyWeights, dtype: 'f16' | 'bf16'): TinyWeights {
+  const rounded: TinyWeights = new Map();
+  for (const [name, { shape, data }] of weights) {
+    if (name.endsWith('norm.weight')) {
+      rounded.set(name, { shape, data });
+      continue;
+    }
+    const words = toHostArray(dtype, data);
+    rounded.set(name, { shape, data: Float32Array.from(toNumbers(dtype, words)) });
+  }
+  return rounded;
 }
 
 const written: string[] = [];
@@ -82,20 +109,22 @@ export async function removeTinyLlamas(): Promise<void> {
 
 /**
  * Writes a checkpoint directory: config.json and either model.safetensors or
- * `shards` shard files with a model.safetensors.index.json.
+ * `shards` shard files with a model.safetensors.index.json, every tensor in
+ * `dtype` (default f32).
  */
 export async function writeTinyLlama(
   config: Record<string, unknown>,
   weights: TinyWeights,
-  options: { shards?: number; dir?: string } = {},
+  options: { shards?: number; dir?: string; dtype?: 'f32' | 'f16' | 'bf16' } = {},
 ): Promise<string> {
+  const dtype = options.dtype ?? 'f32';
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'tiny-llama-')));
   if (!options.dir) written.push(dir);
   await writeFile(join(dir, 'config.json'), JSON.stringify(config));
   const names = [...weights.keys()];
   const shards = options.shards ?? 1;
   if (shards === 1) {
-    await writeFile(join(dir, 'model.safetensors'), encodeSafetensors(stored(weights, names)));
+    await writeFile(join(dir, 'model.safetensors'), encodeSafetensors(stored(weights, names, dtype)));
     return dir;
   }
   const weightMap: Record<string, string> = {};
@@ -103,7 +132,7 @@ export async function writeTinyLlama(
     const file = `model-${String(s + 1).padStart(5, '0')}-of-${String(shards).padStart(5, '0')}.safetensors`;
     const mine = names.filter((_, i) => i % shards === s);
     for (const n of mine) weightMap[n] = file;
-    await writeFile(join(dir, file), encodeSafetensors(stored(weights, mine)));
+    await writeFile(join(dir, file), encodeSafetensors(stored(weights, mine, dtype)));
   }
   await writeFile(
     join(dir, 'model.safetensors.index.json'),

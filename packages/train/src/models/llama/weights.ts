@@ -8,8 +8,19 @@ import {
   shapesEqual,
   type Tensor,
 } from '@rayo/core';
-import { F32_READABLE, readableAsF32, type SafetensorsFile } from '../../checkpoint/safetensorsFile.js';
+import type { FloatDType } from '../../checkpoint/floatWords.js';
+import { FLOAT_READABLE, readableAsFloat, type SafetensorsFile } from '../../checkpoint/safetensorsFile.js';
 import type { LlamaConfig } from './config.js';
+
+/**
+ * The dtype of a model's matrix weights (the projections, the head) and its
+ * embedding table. Norm weights are always f32: the kernels take them with
+ * the activations, which are f32.
+ */
+export type LlamaWeightDType = FloatDType;
+
+/** How a loader picks the weight dtype: one given, or `'checkpoint'`, the dtype the checkpoint stores. */
+export type LlamaWeightDTypeChoice = LlamaWeightDType | 'checkpoint';
 
 export interface LlamaLayerWeights {
   readonly inputNorm: Tensor;
@@ -108,11 +119,11 @@ export function checkLlamaTensors(config: LlamaConfig, files: ReadonlyMap<string
         actual: formatShape(entry.shape),
       });
     }
-    if (!readableAsF32(entry)) {
-      throw new DTypeError(`weight '${name}' has a dtype the loader does not read yet`, {
+    if (!readableAsFloat(entry)) {
+      throw new DTypeError(`weight '${name}' has a dtype the loader does not read`, {
         kernel: KERNEL,
         argument: name,
-        expected: F32_READABLE,
+        expected: FLOAT_READABLE,
         actual: entry.format,
       });
     }
@@ -135,20 +146,58 @@ export function checkLlamaTensors(config: LlamaConfig, files: ReadonlyMap<string
   }
 }
 
+/** Whether the tensor `name` is a norm weight (kept f32) rather than a matrix or the embedding. */
+function isNormWeight(name: string): boolean {
+  return name.endsWith('norm.weight');
+}
+
+/**
+ * The dtype the checkpoint stores its matrix weights and embedding in (norm
+ * weights may differ: they are read as f32 whatever they are stored in).
+ * Matrices of different dtypes are a DTypeError asking for an explicit
+ * `weightDtype`. Call after `checkLlamaTensors`.
+ */
+export function checkpointWeightDtype(
+  config: LlamaConfig,
+  files: ReadonlyMap<string, SafetensorsFile>,
+): LlamaWeightDType {
+  let first: { name: string; dtype: LlamaWeightDType } | undefined;
+  for (const name of llamaWeightShapes(config).keys()) {
+    if (isNormWeight(name)) continue;
+    const dtype = files.get(name)!.entries.get(name)!.dtype as LlamaWeightDType;
+    first ??= { name, dtype };
+    if (dtype !== first.dtype) {
+      throw new DTypeError(`weight '${name}' is stored in another dtype than '${first.name}'`, {
+        kernel: KERNEL,
+        argument: 'weightDtype',
+        expected: `one dtype for every matrix and the embedding, or an explicit weightDtype ('f32', 'f16' or 'bf16')`,
+        actual: `${first.dtype} and ${dtype}`,
+      });
+    }
+  }
+  return first!.dtype;
+}
+
 /**
  * Uploads the weights tensor by tensor: each is read from its file at its
  * offset, uploaded, and its host copy dropped before the next is read.
- * `files` maps each tensor name to the file that holds it.
+ * `files` maps each tensor name to the file that holds it. Matrices and the
+ * embedding are uploaded in `weightDtype` (default: the checkpoint's; words
+ * of that dtype go up as stored, other float formats are converted once on
+ * the host, rounding to nearest even), norm weights in f32.
  */
 export async function uploadLlamaWeights(
   backend: Backend,
   config: LlamaConfig,
   files: ReadonlyMap<string, SafetensorsFile>,
+  weightDtype: LlamaWeightDTypeChoice = 'checkpoint',
 ): Promise<LlamaWeights> {
   checkLlamaTensors(config, files);
+  const dtype = weightDtype === 'checkpoint' ? checkpointWeightDtype(config, files) : weightDtype;
   const uploaded: Tensor[] = [];
   const load = async (name: string, shape: Shape): Promise<Tensor> => {
-    const tensor = backend.upload(await files.get(name)!.readF32(name), shape);
+    const as = isNormWeight(name) ? 'f32' : dtype;
+    const tensor = backend.upload(await files.get(name)!.readAs(name, as), shape, as);
     uploaded.push(tensor);
     return tensor;
   };
@@ -188,8 +237,12 @@ function namedLlamaWeights(config: LlamaConfig, weights: LlamaWeights): Map<stri
   return named;
 }
 
-/** Checks weights given to a model against its config: every tensor present, f32, of its shape. */
-export function checkLlamaWeights(config: LlamaConfig, weights: LlamaWeights): void {
+/**
+ * Checks weights given to a model against its config: every tensor present
+ * and of its shape, the matrices and the embedding of one float dtype, the
+ * norm weights f32. Returns the matrices' dtype.
+ */
+export function checkLlamaWeights(config: LlamaConfig, weights: LlamaWeights): LlamaWeightDType {
   if (weights.layers.length !== config.numHiddenLayers) {
     throw new InvalidArgumentError('one set of weights per layer is needed', {
       kernel: 'LlamaModel',
@@ -207,17 +260,24 @@ export function checkLlamaWeights(config: LlamaConfig, weights: LlamaWeights): v
     });
   }
   const named = namedLlamaWeights(config, weights);
+  const embeddingDtype = weights.embedding.dtype;
+  const dtype: LlamaWeightDType =
+    embeddingDtype === 'f16' || embeddingDtype === 'bf16' ? embeddingDtype : 'f32';
   for (const [name, shape] of llamaWeightShapes(config)) {
     const tensor = named.get(name);
-    if (tensor?.dtype !== 'f32' || !shapesEqual(tensor.shape, shape)) {
-      throw new ShapeError(`weight '${name}' does not fit the config`, {
+    const want = isNormWeight(name) ? 'f32' : dtype;
+    if (tensor?.dtype !== want || !shapesEqual(tensor.shape, shape)) {
+      const shapeFits = tensor !== undefined && shapesEqual(tensor.shape, shape);
+      const why = isNormWeight(name) ? ' (norm weights are f32)' : " (the embedding's dtype)";
+      throw new (shapeFits ? DTypeError : ShapeError)(`weight '${name}' does not fit the config`, {
         kernel: 'LlamaModel',
         argument: name,
-        expected: `f32${formatShape(shape)}`,
+        expected: `${want}${formatShape(shape)}${shapeFits ? why : ''}`,
         actual: tensor ? `${tensor.dtype}${formatShape(tensor.shape)}` : 'absent',
       });
     }
   }
+  return dtype;
 }
 
 /** Every distinct tensor of `weights` (the tied head once). */

@@ -1,0 +1,95 @@
+import { type CastDType, cast, FLOAT } from '@rayo/core';
+import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
+import { PtxModule } from '../ptx/module.js';
+import type { R32, R64 } from '../ptx/operands.js';
+import { BLOCK, checkElementCount, gridFor } from './common.js';
+
+// f16 converts with cvt (IEEE: round to nearest even, overflow to Inf,
+// subnormals kept). bf16 is integer code on the bit patterns, so the module
+// keeps the default target: bf16 cvt needs sm_80.
+
+const BYTES: Readonly<Record<CastDType, number>> = { f32: 4, f16: 2, bf16: 2 };
+
+export function castKey(from: CastDType, to: CastDType): string {
+  return `cast/${from}_${to}`;
+}
+
+/** The f32 bits of element `i` of x, in a b32 register. */
+function loadBits(k: KernelBuilder, from: CastDType, x: R64, i: R32): R32 {
+  const at = k.elementAddress(x, i, BYTES[from]);
+  if (from === 'f32') return k.ldGlobal('u32', k.reg('u32'), at);
+  const half = k.ldGlobal('b16', k.reg('b16'), at);
+  const bits = k.cvt('u32', 'u16', k.reg('u32'), half);
+  if (from === 'bf16') return k.shl('b32', bits, bits, 16);
+  const value = k.cvt('f32', 'f16', k.reg('f32'), half);
+  return k.mov('b32', k.reg('u32'), value);
+}
+
+/** Stores f32 bits as element `i` of y in `to`, rounded to nearest even. */
+function storeBits(k: KernelBuilder, to: CastDType, y: R64, i: R32, bits: R32): void {
+  const at = k.elementAddress(y, i, BYTES[to]);
+  if (to === 'f32') {
+    k.stGlobal('u32', at, bits);
+    return;
+  }
+  if (to === 'f16') {
+    const value = k.mov('b32', k.reg('f32'), bits);
+    const half = k.cvt('f16', 'f32', k.reg('b16'), value, { rnd: 'rn' });
+    k.stGlobal('b16', at, half);
+    return;
+  }
+  // bf16: add 0x7fff plus the lowest kept bit, then keep the upper half; a NaN becomes the quiet NaN.
+  const lsb = k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), bits, 16), 1);
+  const rounded = k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), bits, 0x7fff), lsb);
+  k.shr('b32', rounded, rounded, 16);
+  const magnitude = k.and('b32', k.reg('u32'), bits, 0x7fffffff);
+  const nan = k.setp('gt', 'u32', k.reg('pred'), magnitude, 0x7f800000);
+  const quiet = k.or(
+    'b32',
+    k.reg('u32'),
+    k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), bits, 16), 0x8000),
+    0x7fc0,
+  );
+  const word = k.selp('b32', k.reg('u32'), quiet, rounded, nan);
+  k.stGlobal('b16', at, k.cvt('u16', 'u32', k.reg('b16'), word));
+}
+
+/** y[i] = x[i] converted from `from` to `to` for i < n, with a grid-stride loop. */
+export function castModule(from: CastDType, to: CastDType): PtxModule {
+  const m = new PtxModule();
+  m.entry(
+    `cast_${from}_${to}`,
+    { x: 'ptr', y: 'ptr', n: 'u32' },
+    (k, p) => {
+      const x = k.globalPointer(p.x);
+      const y = k.globalPointer(p.y);
+      const n = k.ldParam(p.n);
+      k.gridStrideLoop(n, (i) => storeBits(k, to, y, i, loadBits(k, from, x, i)));
+    },
+    { maxThreadsPerBlock: BLOCK },
+  );
+  return m;
+}
+
+const castKernel = cudaKernel(
+  cast,
+  (encoder, { inputs, outputs, attrs }) => {
+    const x = inputs[0]!;
+    const y = outputs[0]!;
+    if (y.size === 0) return;
+    checkElementCount('cast', 'x', y.size);
+    const from = x.dtype as CastDType;
+    encoder.launch({
+      key: castKey(from, attrs.to),
+      module: () => castModule(from, attrs.to),
+      entry: `cast_${from}_${attrs.to}`,
+      grid: gridFor(encoder.device, y.size),
+      block: BLOCK,
+      args: { x, y, n: y.size },
+    });
+  },
+  { dtypes: FLOAT },
+);
+
+export const CAST_KERNELS: readonly AnyCudaKernel[] = [castKernel];

@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest';
+import { builderError } from '../testing/builderMisuse.js';
+import { bulkPipeline } from '../testing/bulkPipelineKernel.js';
+import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
+import type { KernelBuilder } from './kernel.js';
+import { PtxModule } from './module.js';
+import { ptxasTestGate } from './ptxas.js';
+
+function lines(m: PtxModule): string[] {
+  return m
+    .emit()
+    .split('\n')
+    .map((l) => l.trim());
+}
+
+const misuse = (body: (k: KernelBuilder) => void, target = 'sm_90') => builderError(body, { target });
+
+describe('mbarrier and bulk copies', () => {
+  it('emits the pipeline instructions', () => {
+    const text = lines(bulkPipeline());
+    for (const expected of [
+      '@%p0 mbarrier.init.shared::cta.b64 [barriers], 1;',
+      '@%p0 mbarrier.init.shared::cta.b64 [barriers+8], 1;',
+      '@%p0 fence.mbarrier_init.release.cluster;',
+      'mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 512;',
+      'cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r4], [%rd4], 512, [%r2];',
+    ]) {
+      expect(text).toContain(expected);
+    }
+    const wait = text.findIndex((l) => l.startsWith('mbarrier.try_wait.parity.shared::cta.b64'));
+    expect(text[wait - 1]).toMatch(/^\$L__mbarrier\d+_wait:$/);
+    expect(text[wait + 1]).toBe(
+      `@!${text[wait]!.split(' ')[1]!.slice(0, -1)} bra ${text[wait - 1]!.slice(0, -1)};`,
+    );
+    const m = new PtxModule({ target: 'sm_80' });
+    m.entry('arrive', {}, (k) => {
+      const bar = k.shared('bar', 8, 8);
+      k.mbarrierInit(bar, k.ntid());
+      k.mbarrierArrive(bar, { state: k.reg('u64') });
+    });
+    expect(lines(m)).toContain('mbarrier.arrive.shared::cta.b64 %rd0, [bar];');
+  });
+
+  it('checks targets, counts and sizes', () => {
+    const e = misuse((k) => k.cpAsyncBulk(k.reg('u32'), k.reg('u64'), 512, k.reg('u32')), 'sm_80');
+    expect([e.kernel, e.expected]).toEqual([
+      'KernelBuilder.cpAsyncBulk',
+      '.target >= sm_90 and .version >= 8.0',
+    ]);
+    expect(misuse((k) => k.mbarrierArrive(k.reg('u32'), { expectTx: 16 }), 'sm_80').kernel).toBe(
+      'KernelBuilder.mbarrierArrive',
+    );
+    expect(misuse((k) => k.mbarrierTryWait(k.reg('pred'), k.reg('u32'), 0), 'sm_80').kernel).toBe(
+      'KernelBuilder.mbarrierTryWait',
+    );
+    const size = misuse((k) => k.cpAsyncBulk(k.reg('u32'), k.reg('u64'), 24, k.reg('u32')));
+    expect([size.argument, size.expected]).toEqual(['bytes', 'a multiple of 16']);
+    expect(misuse((k) => k.mbarrierInit(k.reg('u32'), 0)).argument).toBe('count');
+    expect(misuse((k) => k.mbarrierTryWait(k.reg('pred'), k.reg('u32'), 2)).argument).toBe('parity');
+    expect(misuse((k) => k.cpAsyncBulk(k.reg('u32'), k.reg('u32'), 16, k.reg('u32'))).argument).toBe(
+      'src.base',
+    );
+  });
+});
+
+const gate = ptxasTestGate();
+
+describe.skipIf(gate.skip)(`the bulk-copy pipeline assembles with ptxas (${gate.reason})`, () => {
+  for (const arch of ['sm_90', 'sm_90a']) {
+    it(`-arch=${arch}`, () => {
+      expectAssemblesCleanly(bulkPipeline(arch).emit(), arch);
+    });
+  }
+});
