@@ -18,6 +18,7 @@ import {
   type RowVariant,
 } from './gemv.js';
 import { SPLIT_SUM_ENTRY, splitSumKey, splitSumModule } from './matmulSplitK.js';
+import { encodeTensorCore, tensorCoreDtype } from './matmulTensorCore.js';
 import {
   TILE_ENTRY,
   TILE_LARGE,
@@ -201,6 +202,12 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
   checkElementCount(call.kernel, 'b', b.size);
   checkElementCount(call.kernel, 'y', y.size);
   if (c) checkElementCount(call.kernel, 'c', c.size);
+  // All-half products run on tensor cores.
+  const half = tensorCoreDtype(call);
+  if (half) {
+    encodeTensorCore(encoder, call, half);
+    return;
+  }
   const epilogue: Epilogue | undefined =
     call.activation === undefined
       ? undefined
@@ -328,13 +335,17 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
 }
 
 export const MATMUL_KERNELS: readonly AnyCudaKernel[] = [
-  cudaKernel(matmul, (encoder, { inputs, outputs, attrs }) => {
-    const [a, b, c] = inputs;
-    const y = outputs[0]!;
-    const [m, n] = y.shape as [number, number];
-    const k = attrs.transA ? a!.shape[0]! : a!.shape[1]!;
-    encodeMatmul(encoder, { kernel: matmul.name, a: a!, b: b!, c, y, batch: 1, m, n, k, ...attrs });
-  }),
+  cudaKernel(
+    matmul,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [a, b, c] = inputs;
+      const y = outputs[0]!;
+      const [m, n] = y.shape as [number, number];
+      const k = attrs.transA ? a!.shape[0]! : a!.shape[1]!;
+      encodeMatmul(encoder, { kernel: matmul.name, a: a!, b: b!, c, y, batch: 1, m, n, k, ...attrs });
+    },
+    { dtypes: ['f32', 'f16', 'bf16'] },
+  ),
   cudaKernel(batchedMatmul, (encoder, { inputs, outputs, attrs }) => {
     const [a, b] = inputs;
     const y = outputs[0]!;
