@@ -341,7 +341,9 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
         k.add('u32', kNext, kNext, TC_BK);
         for (let kk = 0; kk < TC_BK / 16; kk++) {
           const fa = offsetsA[kk]!.map((o) =>
-            k.ldmatrix(4, k.regs('u32', 4), k.add('u32', k.reg('u32'), readStage, o)),
+            k.ldmatrix(4, k.regs('u32', 4), k.add('u32', k.reg('u32'), readStage, o), {
+              trans: !tileA.kInner,
+            }),
           );
           const fb = offsetsB[kk]!.map((o) =>
             k.ldmatrix(4, k.regs('u32', 4), k.add('u32', k.reg('u32'), readStage, o), {
