@@ -335,17 +335,13 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
 }
 
 export const MATMUL_KERNELS: readonly AnyCudaKernel[] = [
-  cudaKernel(
-    matmul,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [a, b, c] = inputs;
-      const y = outputs[0]!;
-      const [m, n] = y.shape as [number, number];
-      const k = attrs.transA ? a!.shape[0]! : a!.shape[1]!;
-      encodeMatmul(encoder, { kernel: matmul.name, a: a!, b: b!, c, y, batch: 1, m, n, k, ...attrs });
-    },
-    { dtypes: ['f32', 'f16', 'bf16'] },
-  ),
+  cudaKernel(matmul, (encoder, { inputs, outputs, attrs }) => {
+    const [a, b, c] = inputs;
+    const y = outputs[0]!;
+    const [m, n] = y.shape as [number, number];
+    const k = attrs.transA ? a!.shape[0]! : a!.shape[1]!;
+    encodeMatmul(encoder, { kernel: matmul.name, a: a!, b: b!, c, y, batch: 1, m, n, k, ...attrs });
+  }),
   cudaKernel(batchedMatmul, (encoder, { inputs, outputs, attrs }) => {
     const [a, b] = inputs;
     const y = outputs[0]!;

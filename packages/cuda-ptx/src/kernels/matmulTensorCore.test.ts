@@ -1,12 +1,15 @@
-import { matmul, type Tensor } from '@rayo/core';
+import { createCpuBackend, matmul, type Tensor, toHostArray } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
-import { useEmulatedGpu } from '../testing/emulatedGpu.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
+import { useInterpretedDevice } from '../testing/interpretedDevice.js';
 import {
   type HalfDType,
+  TC_BM,
+  TC_BN,
   TC_ENTRY,
+  TC_THREADS,
   type TensorCoreVariant,
   tensorCoreKey,
   tensorCoreModule,
@@ -16,63 +19,105 @@ import {
 const UNIT: Record<HalfDType, number> = { f16: 2 ** -11, bf16: 2 ** -8 };
 /** A quiet NaN in each dtype: what the output holds before the run. */
 const POISON: Record<HalfDType, number> = { f16: 0x7e00, bf16: 0x7fc0 };
+const LAYOUTS = [
+  [false, false],
+  [false, true],
+  [true, false],
+  [true, true],
+] as const;
 
+// The kernel is launched directly: which calls reach it is matmul's routing (tensorCoreDtype).
 describe('the tensor-core product in the PTX interpreter', () => {
-  const { fake, gpu, cpu } = useEmulatedGpu();
+  const device = useInterpretedDevice();
+  const cpu = createCpuBackend();
+  afterAll(() => cpu.dispose());
   let seed = 11;
   const random = (n: number) =>
     Array.from({ length: n }, () => {
       seed = (seed * 16807) % 2147483647;
       return (seed / 2147483647) * 2 - 1;
     });
+  /** Half words packed two to a 32-bit word (the last padded). */
+  const words = (h: Uint16Array) => {
+    const w = new Uint32Array(Math.ceil(h.length / 2));
+    new Uint16Array(w.buffer).set(h);
+    return w;
+  };
 
-  /** y = alpha · op(a) · op(b) (+ beta · c) on both backends, y poisoned first; returns the entries launched. */
+  /** y = alpha · op(a) · op(b) (+ beta · c) by the kernel, y poisoned first, against the cpu backend. */
   async function check(
-    dtype: HalfDType,
+    variant: Omit<TensorCoreVariant, 'async'>,
     [m, k, n]: [number, number, number],
-    attrs: { transA?: boolean; transB?: boolean; alpha?: number; beta?: number },
-    withC = false,
+    { alpha = 1, beta = 1 } = {},
   ) {
-    const shapes = [attrs.transA ? [k, m] : [m, k], attrs.transB ? [n, k] : [k, n]];
-    if (withC) shapes.push([m, n]);
-    const data = shapes.map((s) => random(s[0]! * s[1]!));
-    const ins = data.map((d, i) => gpu.upload(d, shapes[i]!, dtype));
-    const refs = data.map((d, i) => cpu.upload(d, shapes[i]!, dtype));
-    using out = gpu.upload(new Uint16Array(m * n).fill(POISON[dtype]), [m, n], dtype);
-    const first = fake.launches.length;
-    gpu.run(matmul, ins, attrs, { out: [out] });
-    const [want] = cpu.run(matmul, refs, attrs) as Tensor[];
+    const { dtype, transA, transB, withC } = variant;
+    const shapes = [transA ? [k, m] : [m, k], transB ? [n, k] : [k, n], [m, n]];
+    const halves = shapes.map((s) => toHostArray(dtype, random(s[0]! * s[1]!)) as Uint16Array);
+    const [a, b, c] = halves.map((h) => device.buffer(words(h)));
+    const y = device.buffer(words(new Uint16Array(m * n).fill(POISON[dtype])));
+    // The 16-byte copies where rows are whole chunks (the buffers are aligned).
+    const async = (transA ? m : k) % 8 === 0 && (transB ? k : n) % 8 === 0;
+    const v = { ...variant, async };
+    const tilesM = Math.ceil(m / TC_BM);
+    const tilesN = Math.ceil(n / TC_BN);
+    device.launch(
+      () => tensorCoreModule(v),
+      TC_ENTRY,
+      { grid: tilesM * tilesN, block: TC_THREADS },
+      {
+        a: a!.ptr,
+        b: b!.ptr,
+        c: c!.ptr,
+        y: y.ptr,
+        m,
+        n,
+        k,
+        alpha,
+        beta,
+        strideA: m * k,
+        strideB: k * n,
+        strideY: m * n,
+        tilesM,
+        tilesN,
+      },
+    );
+    const got = new Uint16Array(device.read(y, Math.ceil((m * n) / 2)).buffer, 0, m * n);
+    const ins = halves.slice(0, withC ? 3 : 2).map((h, i) => cpu.upload(h, shapes[i]!, dtype));
+    const [want] = cpu.run(matmul, ins, { alpha, beta, transA, transB }) as Tensor[];
     // The conformance suite's bound for half products: 4·u·√K.
     const tol = Math.max(1e-3, 4 * UNIT[dtype] * Math.sqrt(k));
-    const error = compareOutputs(dtype, await out.read(), await want!.read(), { rtol: tol, atol: tol });
-    expect(error).toBeUndefined();
-    for (const t of [...ins, ...refs, want!]) t.dispose();
-    return fake.launches.slice(first).map((l) => l.entry);
+    expect(
+      compareOutputs(dtype, got, await want!.read(), { rtol: tol, atol: tol }),
+      tensorCoreKey(v),
+    ).toBeUndefined();
+    for (const t of [...ins, want!]) t.dispose();
+    return async;
   }
 
-  it('runs bf16 [K, N] products with 16-byte copies, edge tiles zero-filled', async () => {
-    expect(await check('bf16', [24, 40, 16], {})).toEqual([TC_ENTRY]);
-  }, 120_000);
-
-  it('runs f16 with b stored [N, K], alpha and beta · c, over two tiles each way and a wrapping pipeline', async () => {
-    expect(await check('f16', [136, 136, 144], { transB: true, alpha: 0.5, beta: -1.5 }, true)).toEqual([
-      TC_ENTRY,
-    ]);
-  }, 600_000);
-
-  it('loads odd shapes element by element, a stored [K, M], and stores odd columns one by one', async () => {
-    expect(await check('bf16', [19, 37, 21], { transA: true, beta: 2 }, true)).toEqual([TC_ENTRY]);
-    expect(await check('f16', [9, 13, 7], { transA: true, transB: true })).toEqual([TC_ENTRY]);
+  it('multiplies each layout with 16-byte copies, edge tiles zero-filled', async () => {
+    for (const dtype of ['bf16', 'f16'] as const) {
+      for (const [transA, transB] of LAYOUTS) {
+        expect(await check({ dtype, transA, transB, withC: false }, [24, 40, 16])).toBe(true);
+      }
+    }
   }, 300_000);
 
-  it('leaves f32 products to the other kernels', async () => {
-    const a = gpu.upload(random(8 * 8), [8, 8]);
-    const b = gpu.upload(random(8 * 8), [8, 8]);
-    const first = fake.launches.length;
-    const [y] = gpu.run(matmul, [a, b], {}) as Tensor[];
-    await y!.read();
-    expect(fake.launches.slice(first).map((l) => l.entry)).not.toContain(TC_ENTRY);
-    for (const t of [a, b, y!]) t.dispose();
+  it('adds beta · c after alpha, over two tiles each way and a pipeline that wraps twice', async () => {
+    const v = { dtype: 'f16', transA: false, transB: true, withC: true } as const;
+    expect(await check(v, [136, 200, 144], { alpha: 0.5, beta: -1.5 })).toBe(true);
+  }, 600_000);
+
+  it('loads odd shapes element by element and stores odd columns one by one', async () => {
+    for (const [transA, transB] of LAYOUTS) {
+      const v = { dtype: 'bf16', transA, transB, withC: true } as const;
+      expect(await check(v, [19, 37, 21], { alpha: -1, beta: 2 })).toBe(false);
+    }
+    expect(await check({ dtype: 'f16', transA: false, transB: false, withC: false }, [1, 13, 7])).toBe(false);
+  }, 300_000);
+
+  it('writes beta · c alone when K is 0', async () => {
+    const v = { dtype: 'bf16', transA: false, transB: false, withC: true } as const;
+    await check(v, [5, 0, 6], { beta: 0.5 });
   });
 });
 
@@ -81,12 +126,7 @@ const gate = ptxasTestGate();
 describe.skipIf(gate.skip)(`the tensor-core product under ptxas (${gate.reason})`, () => {
   const variants: TensorCoreVariant[] = [];
   for (const dtype of ['bf16', 'f16'] as const) {
-    for (const [transA, transB] of [
-      [false, false],
-      [false, true],
-      [true, false],
-      [true, true],
-    ] as const) {
+    for (const [transA, transB] of LAYOUTS) {
       variants.push({ dtype, transA, transB, async: true, withC: false });
     }
   }
