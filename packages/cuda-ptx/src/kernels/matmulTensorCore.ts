@@ -425,7 +425,8 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
         }
       }
     },
-    { maxThreadsPerBlock: TC_THREADS, minBlocksPerSm: 1 },
+    // Two blocks an SM (at most 128 registers a thread, no spills) hide the latency one block leaves bare.
+    { maxThreadsPerBlock: TC_THREADS, minBlocksPerSm: 2 },
   );
   return m;
 }
