@@ -1,16 +1,20 @@
-import { createCpuBackend, matmul, type Tensor, toHostArray } from '@rayo/core';
+import { batchedMatmul, createCpuBackend, matmul, sizeOf, type Tensor, toHostArray } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
 import { afterAll, describe, expect, it } from 'vitest';
+import { CudaDriver } from '../driver/driver.js';
+import type { DeviceBuffer } from '../driver/pool.js';
+import { CommandRecorder } from '../encoder.js';
+import type { Operand } from '../kernel.js';
 import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
-import { useInterpretedDevice } from '../testing/interpretedDevice.js';
+import { FakeLibCuda } from '../testing/fakeLibCuda.js';
+import { PtxInterpreter } from '../testing/ptxInterpreter.js';
 import {
+  encodeTensorCore,
   type HalfDType,
-  TC_BM,
-  TC_BN,
   TC_ENTRY,
-  TC_THREADS,
   type TensorCoreVariant,
+  tensorCoreDtype,
   tensorCoreKey,
   tensorCoreModule,
 } from './matmulTensorCore.js';
@@ -26,98 +30,107 @@ const LAYOUTS = [
   [true, true],
 ] as const;
 
-// The kernel is launched directly: which calls reach it is matmul's routing (tensorCoreDtype).
+// The kernel is recorded by its launch function on an interpreted device: which
+// calls reach it is matmul's routing (tensorCoreDtype).
 describe('the tensor-core product in the PTX interpreter', () => {
-  const device = useInterpretedDevice();
+  const fake = new FakeLibCuda();
+  new PtxInterpreter(fake).attach();
+  const driver = new CudaDriver(fake);
+  const stream = driver.createStream();
   const cpu = createCpuBackend();
-  afterAll(() => cpu.dispose());
+  const buffers: DeviceBuffer[] = [];
+  afterAll(() => {
+    for (const b of buffers) driver.free(b);
+    cpu.dispose();
+  });
   let seed = 11;
   const random = (n: number) =>
     Array.from({ length: n }, () => {
       seed = (seed * 16807) % 2147483647;
       return (seed / 2147483647) * 2 - 1;
     });
-  /** Half words packed two to a 32-bit word (the last padded). */
-  const words = (h: Uint16Array) => {
-    const w = new Uint32Array(Math.ceil(h.length / 2));
-    new Uint16Array(w.buffer).set(h);
-    return w;
+  const operand = (h: Uint16Array, shape: number[], dtype: HalfDType): Operand => {
+    const buffer = driver.alloc(Math.max(h.byteLength, 16));
+    buffers.push(buffer);
+    driver.copyHtoD(buffer.ptr, h, h.byteLength);
+    return { ptr: buffer.ptr, size: h.length, shape, dtype, byteLength: h.byteLength };
   };
 
-  /** y = alpha · op(a) · op(b) (+ beta · c) by the kernel, y poisoned first, against the cpu backend. */
+  /**
+   * y = alpha · op(a) · op(b) (+ beta · c) for each of `batch` products by the
+   * kernel, y poisoned first, against the cpu backend; returns whether it took
+   * the 16-byte copies.
+   */
   async function check(
     variant: Omit<TensorCoreVariant, 'async'>,
     [m, k, n]: [number, number, number],
-    { alpha = 1, beta = 1 } = {},
+    { alpha = 1, beta = 1, batch = 1 } = {},
   ) {
     const { dtype, transA, transB, withC } = variant;
-    const shapes = [transA ? [k, m] : [m, k], transB ? [n, k] : [k, n], [m, n]];
-    const halves = shapes.map((s) => toHostArray(dtype, random(s[0]! * s[1]!)) as Uint16Array);
-    const [a, b, c] = halves.map((h) => device.buffer(words(h)));
-    const y = device.buffer(words(new Uint16Array(m * n).fill(POISON[dtype])));
-    // The 16-byte copies where rows are whole chunks (the buffers are aligned).
-    const async = (transA ? m : k) % 8 === 0 && (transB ? k : n) % 8 === 0;
-    const v = { ...variant, async };
-    const tilesM = Math.ceil(m / TC_BM);
-    const tilesN = Math.ceil(n / TC_BN);
-    device.launch(
-      () => tensorCoreModule(v),
-      TC_ENTRY,
-      { grid: tilesM * tilesN, block: TC_THREADS },
-      {
-        a: a!.ptr,
-        b: b!.ptr,
-        c: c!.ptr,
-        y: y.ptr,
-        m,
-        n,
-        k,
-        alpha,
-        beta,
-        strideA: m * k,
-        strideB: k * n,
-        strideY: m * n,
-        tilesM,
-        tilesN,
-      },
+    const shapes = [transA ? [k, m] : [m, k], transB ? [n, k] : [k, n], [m, n]].map((s) =>
+      batch > 1 ? [batch, ...s] : s,
     );
-    const got = new Uint16Array(device.read(y, Math.ceil((m * n) / 2)).buffer, 0, m * n);
+    const halves = shapes.map((s) => toHostArray(dtype, random(sizeOf(s))) as Uint16Array);
+    const [a, b, c] = halves.map((h, i) => operand(h, shapes[i]!, dtype));
+    const y = operand(new Uint16Array(batch * m * n).fill(POISON[dtype]), shapes[2]!, dtype);
+    const recorder = new CommandRecorder(driver);
+    const call = { a: a!, b: b!, c: withC ? c : undefined, y, batch, m, n, k, transA, transB, alpha, beta };
+    expect(tensorCoreDtype(call)).toBe(dtype);
+    encodeTensorCore(recorder, call, dtype);
+    driver.enqueue(recorder.commands, stream);
+    driver.synchronize(stream);
+    const got = new Uint16Array(batch * m * n);
+    driver.copyDtoH(got, y.ptr, got.byteLength);
     const ins = halves.slice(0, withC ? 3 : 2).map((h, i) => cpu.upload(h, shapes[i]!, dtype));
-    const [want] = cpu.run(matmul, ins, { alpha, beta, transA, transB }) as Tensor[];
+    const [want] = (
+      batch > 1
+        ? cpu.run(batchedMatmul, ins, { alpha, transA, transB })
+        : cpu.run(matmul, ins, { alpha, beta, transA, transB })
+    ) as Tensor[];
     // The conformance suite's bound for half products: 4·u·√K.
     const tol = Math.max(1e-3, 4 * UNIT[dtype] * Math.sqrt(k));
-    expect(
-      compareOutputs(dtype, got, await want!.read(), { rtol: tol, atol: tol }),
-      tensorCoreKey(v),
-    ).toBeUndefined();
+    expect(compareOutputs(dtype, got, await want!.read(), { rtol: tol, atol: tol })).toBeUndefined();
     for (const t of [...ins, want!]) t.dispose();
-    return async;
+    const launches = fake.launches.filter((l) => l.entry === TC_ENTRY);
+    return { async: (transA ? m : k) % 8 === 0 && (transB ? k : n) % 8 === 0, launches: launches.length };
   }
 
   it('multiplies each layout with 16-byte copies, edge tiles zero-filled', async () => {
     for (const dtype of ['bf16', 'f16'] as const) {
       for (const [transA, transB] of LAYOUTS) {
-        expect(await check({ dtype, transA, transB, withC: false }, [24, 40, 16])).toBe(true);
+        expect(await check({ dtype, transA, transB, withC: false }, [24, 40, 16])).toMatchObject({
+          async: true,
+        });
       }
     }
   }, 300_000);
 
   it('adds beta · c after alpha, over two tiles each way and a pipeline that wraps twice', async () => {
     const v = { dtype: 'f16', transA: false, transB: true, withC: true } as const;
-    expect(await check(v, [136, 200, 144], { alpha: 0.5, beta: -1.5 })).toBe(true);
+    expect(await check(v, [136, 200, 144], { alpha: 0.5, beta: -1.5 })).toMatchObject({ async: true });
   }, 600_000);
 
   it('loads odd shapes element by element and stores odd columns one by one', async () => {
     for (const [transA, transB] of LAYOUTS) {
       const v = { dtype: 'bf16', transA, transB, withC: true } as const;
-      expect(await check(v, [19, 37, 21], { alpha: -1, beta: 2 })).toBe(false);
+      expect(await check(v, [19, 37, 21], { alpha: -1, beta: 2 })).toMatchObject({ async: false });
     }
-    expect(await check({ dtype: 'f16', transA: false, transB: false, withC: false }, [1, 13, 7])).toBe(false);
+    const v = { dtype: 'f16', transA: false, transB: false, withC: false } as const;
+    expect(await check(v, [1, 13, 7])).toMatchObject({ async: false });
   }, 300_000);
 
   it('writes beta · c alone when K is 0', async () => {
     const v = { dtype: 'bf16', transA: false, transB: false, withC: true } as const;
     await check(v, [5, 0, 6], { beta: 0.5 });
+  });
+
+  it('runs a batch along the grid z, each product at its own offsets', async () => {
+    const before = (await check({ dtype: 'bf16', transA: false, transB: true, withC: false }, [8, 16, 8]))
+      .launches;
+    const v = { dtype: 'bf16', transA: true, transB: false, withC: false } as const;
+    const after = await check(v, [24, 16, 40], { alpha: 2, batch: 3 });
+    expect(after.launches - before).toBe(1);
+    expect(fake.launches.at(-1)!.grid).toEqual([1, 1, 3]);
   });
 });
 
