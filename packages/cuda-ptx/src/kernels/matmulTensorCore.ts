@@ -4,6 +4,7 @@ import type { Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
+import { groupedTile } from './tileOrder.js';
 
 // The half-precision matrix product on tensor cores (sm_80 mma.sync): f16 or
 // bf16 operands, f32 accumulators, the output rounded to the operands' dtype.
@@ -19,8 +20,6 @@ export const TC_THREADS = 256;
 const WARPS_N = 4;
 const WARP_M = 64;
 const WARP_N = 32;
-/** Tile rows per group of the block order: consecutive blocks share rows of a and columns of b in L2. */
-const GROUP_ROWS = 8;
 export const TC_ENTRY = 'matmul_mma';
 
 /** Bytes of one operand's tile in one stage (128 × 32 halves) and of one stage (a and b). */
@@ -251,22 +250,7 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       const warp = k.shr('u32', k.reg('u32'), tid, 5);
       const zero = k.mov('u32', k.reg('u32'), 0);
 
-      // Grouped block order: GROUP_ROWS tile rows are walked column by column.
-      const block = k.ctaid();
-      const groupSize = k.mulLo('u32', k.reg('u32'), tilesN, GROUP_ROWS);
-      const group = k.div('u32', k.reg('u32'), block, groupSize);
-      const firstRow = k.mulLo('u32', k.reg('u32'), group, GROUP_ROWS);
-      const rowsInGroup = k.min(
-        'u32',
-        k.reg('u32'),
-        k.sub('u32', k.reg('u32'), tilesM, firstRow),
-        GROUP_ROWS,
-      );
-      const inGroup = k.sub('u32', k.reg('u32'), block, k.mulLo('u32', k.reg('u32'), group, groupSize));
-      const tileRow = k.add('u32', k.reg('u32'), firstRow, k.rem('u32', k.reg('u32'), inGroup, rowsInGroup));
-      const tileCol = k.div('u32', k.reg('u32'), inGroup, rowsInGroup);
-      const row0 = k.mulLo('u32', k.reg('u32'), tileRow, TC_BM);
-      const col0 = k.mulLo('u32', k.reg('u32'), tileCol, TC_BN);
+      const { row0, col0 } = groupedTile(k, tilesM, tilesN, TC_BM, TC_BN);
 
       const z = k.ctaid('z');
       const batchBase = (ptr: R64, stride: R32) =>
