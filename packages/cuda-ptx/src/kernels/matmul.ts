@@ -18,6 +18,7 @@ import {
   type RowVariant,
 } from './gemv.js';
 import { SPLIT_SUM_ENTRY, splitSumKey, splitSumModule } from './matmulSplitK.js';
+import { encodeTensorCore, tensorCoreDtype } from './matmulTensorCore.js';
 import {
   TILE_ENTRY,
   TILE_LARGE,
@@ -201,6 +202,12 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
   checkElementCount(call.kernel, 'b', b.size);
   checkElementCount(call.kernel, 'y', y.size);
   if (c) checkElementCount(call.kernel, 'c', c.size);
+  // All-half products run on tensor cores.
+  const half = tensorCoreDtype(call);
+  if (half) {
+    encodeTensorCore(encoder, call, half);
+    return;
+  }
   const epilogue: Epilogue | undefined =
     call.activation === undefined
       ? undefined

@@ -12,6 +12,7 @@ import {
   loadOrZero,
   scaleAndAdd,
 } from './gemv.js';
+import { groupedTile } from './tileOrder.js';
 
 // The tiled matrix product: each block computes a tile of y from
 // double-buffered shared tiles of a and b, each thread a register micro-tile.
@@ -28,8 +29,6 @@ export const TILE_THREADS = 256;
  * warp's loads write k and k + 4) land in different banks.
  */
 const PAD = 4;
-/** Tile rows per group in the block order: consecutive blocks share rows of a and columns of b in L2. */
-export const GROUP_ROWS = 8;
 export const TILE_ENTRY = 'matmul_tile';
 
 export interface TileVariant {
@@ -255,22 +254,7 @@ export function tileModule(v: TileVariant): PtxModule {
       const sharedBase = k.sharedAddress(tiles);
       const tid = k.tid();
 
-      // Grouped block order: GROUP_ROWS tile rows are walked column by column.
-      const block = k.ctaid();
-      const groupSize = k.mulLo('u32', k.reg('u32'), tilesN, GROUP_ROWS);
-      const group = k.div('u32', k.reg('u32'), block, groupSize);
-      const firstRow = k.mulLo('u32', k.reg('u32'), group, GROUP_ROWS);
-      const rowsInGroup = k.min(
-        'u32',
-        k.reg('u32'),
-        k.sub('u32', k.reg('u32'), tilesM, firstRow),
-        GROUP_ROWS,
-      );
-      const inGroup = k.sub('u32', k.reg('u32'), block, k.mulLo('u32', k.reg('u32'), group, groupSize));
-      const tileRow = k.add('u32', k.reg('u32'), firstRow, k.rem('u32', k.reg('u32'), inGroup, rowsInGroup));
-      const tileCol = k.div('u32', k.reg('u32'), inGroup, rowsInGroup);
-      const row0 = k.mulLo('u32', k.reg('u32'), tileRow, t.bm);
-      const col0 = k.mulLo('u32', k.reg('u32'), tileCol, t.bn);
+      const { row0, col0 } = groupedTile(k, tilesM, tilesN, t.bm, t.bn);
 
       const z = k.ctaid('z');
       // Split K: block y takes [y · kPerSplit, y · kPerSplit + kLength) of K.
