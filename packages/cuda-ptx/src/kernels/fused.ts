@@ -13,7 +13,7 @@ import { addr, type F32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
 import { DOT_COLUMNS, loadOrZero, ROW_THREADS, streamLoop } from './gemv.js';
 import { activationGradF32, siluF32 } from './math.js';
-import { encodeMatmul } from './matmul.js';
+import { encodeMatmul, HALF_STORAGE } from './matmul.js';
 
 // gateUpSwiglu as the GEMV's `dot` kernel over two weights at once: warp w
 // of block x owns output column n = x · 8 + w, its lanes stream row n of
@@ -397,7 +397,7 @@ export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
       transA: false,
       transB: true,
     });
-  }),
+  }, HALF_STORAGE),
   cudaKernel(biasActivationBackward, (encoder, { inputs, outputs, attrs }) => {
     const [dy, z] = inputs;
     const [dz, db] = outputs;

@@ -158,7 +158,7 @@ describe('matmul kernel selection', () => {
     for (let rows = 1; rows <= MAX_ROWS; rows++) {
       for (const vec of [true, false]) {
         for (const n of [3, 130, 4096, 100_000]) {
-          const columns = axpyColumns(rows, n, vec, 1, 132);
+          const columns = axpyColumns(rows, n, vec ? 4 : 1, 1, 132);
           const variant = { rows, transA: false, vec, withC: false, columns, quadK: false };
           expect(axpySharedBytes(variant)).toBeLessThanOrEqual(32 * 1024);
           expect(() => axpyGeometry(variant)).not.toThrow();
@@ -166,8 +166,8 @@ describe('matmul kernel selection', () => {
         }
       }
     }
-    expect(axpyColumns(1, 100_000, true, 1, 132)).toBe(128);
-    expect(axpyColumns(1, 4096, true, 1, 132)).toBe(16);
+    expect(axpyColumns(1, 100_000, 4, 1, 132)).toBe(128);
+    expect(axpyColumns(1, 4096, 4, 1, 132)).toBe(16);
   });
 });
 

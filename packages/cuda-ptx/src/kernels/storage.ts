@@ -141,13 +141,18 @@ export function storeFromF32(k: KernelBuilder, type: FloatStorage, at: AddressLi
   else k.stGlobal('b16', at, toHalfBits(k, type, value));
 }
 
-/** Stores consecutive f32 values as elements of `type` (f32: one `.v4` store of 4; halves one by one). */
-export function storeManyFromF32(k: KernelBuilder, type: FloatStorage, at: AddressLike, values: readonly F32[]): void {
-  if (type === 'f32' && values.length === 4) {
-    k.stGlobal('f32', at, values as unknown as Vec4<F32>);
-    return;
+/**
+ * Converts f32 values to `type` at once and returns their stores at
+ * consecutive elements, to emit later (under a predicate, say): f32 as one
+ * `.v4` store of 4, halves one by one.
+ */
+export function storesOf(k: KernelBuilder, type: FloatStorage, values: readonly F32[]): (at: AddressLike) => void {
+  if (type === 'f32') {
+    return (at) => {
+      if (values.length === 4) k.stGlobal('f32', at, values as unknown as Vec4<F32>);
+      else values.forEach((v, j) => k.stGlobal('f32', offsetBy(at, j * 4), v));
+    };
   }
-  values.forEach((v, j) => {
-    storeFromF32(k, type, offsetBy(at, j * STORAGE_BYTES[type]), v);
-  });
+  const bits = values.map((v) => toHalfBits(k, type, v));
+  return (at) => bits.forEach((b, j) => k.stGlobal('b16', offsetBy(at, j * 2), b));
 }
