@@ -375,29 +375,33 @@ export function biasActivationModule(activation: LinearActivation): PtxModule {
 }
 
 export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
-  cudaKernel(linear, (encoder, { inputs, outputs, attrs }) => {
-    const [x, w, bias] = inputs;
-    const [y, z] = outputs;
-    const [m, n] = y!.shape as [number, number];
-    encodeMatmul(encoder, {
-      kernel: linear.name,
-      a: x!,
-      b: w!,
-      c: undefined,
-      y: y!,
-      bias,
-      z,
-      activation: attrs.activation,
-      batch: 1,
-      m,
-      n,
-      k: x!.shape[1]!,
-      alpha: 1,
-      beta: 0,
-      transA: false,
-      transB: true,
-    });
-  }, HALF_STORAGE),
+  cudaKernel(
+    linear,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, w, bias] = inputs;
+      const [y, z] = outputs;
+      const [m, n] = y!.shape as [number, number];
+      encodeMatmul(encoder, {
+        kernel: linear.name,
+        a: x!,
+        b: w!,
+        c: undefined,
+        y: y!,
+        bias,
+        z,
+        activation: attrs.activation,
+        batch: 1,
+        m,
+        n,
+        k: x!.shape[1]!,
+        alpha: 1,
+        beta: 0,
+        transA: false,
+        transB: true,
+      });
+    },
+    HALF_STORAGE,
+  ),
   cudaKernel(biasActivationBackward, (encoder, { inputs, outputs, attrs }) => {
     const [dy, z] = inputs;
     const [dz, db] = outputs;

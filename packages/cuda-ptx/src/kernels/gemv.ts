@@ -4,7 +4,14 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { type ParamHandles, PtxModule } from '../ptx/module.js';
 import { type AddressLike, addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { activationF32 } from './math.js';
-import { type FloatStorage, loadAsF32, loadOneAsF32, STORAGE_BYTES, storageKey, storeFromF32 } from './storage.js';
+import {
+  type FloatStorage,
+  loadAsF32,
+  loadOneAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storeFromF32,
+} from './storage.js';
 
 // Streaming kernels of the matmul family: the GEMV (one row of op(a)) and
 // small M (a few rows). Their cost is reading b once, so each is shaped
@@ -165,11 +172,11 @@ function typesOf(v: RowVariant): RowTypes {
 
 /**
  * Elements of b per vector access: 16 bytes (4 f32, 8 halves), or 8 bytes
- * of halves past 8 rows, where 8 elements of every row of a would not fit
- * in registers.
+ * of halves past 4 rows, where 8 elements of every row of a per unrolled
+ * step would spill registers.
  */
 export function streamWidth(b: FloatStorage, rows: number): number {
-  return b === 'f32' || rows > 8 ? 4 : 8;
+  return b === 'f32' || rows > 4 ? 4 : 8;
 }
 
 export interface AxpyVariant extends RowVariant {
@@ -316,7 +323,9 @@ function storeResult(k: KernelBuilder, p: RowOutput, m: R32 | number, col: R32, 
     k.madLo('u32', index, p.rowStride, m, index);
   }
   const bytes = STORAGE_BYTES[p.type];
-  const extra = p.withC ? { beta: p.beta, c: loadOneAsF32(k, p.type, k.elementAddress(p.c, index, bytes)) } : undefined;
+  const extra = p.withC
+    ? { beta: p.beta, c: loadOneAsF32(k, p.type, k.elementAddress(p.c, index, bytes)) }
+    : undefined;
   const e = p.epilogue;
   let bias: F32 | undefined;
   if (e?.bias) {
@@ -527,7 +536,13 @@ export function axpyModule(v: AxpyVariant): PtxModule {
             if (j > 0) row = k.add('u64', k.reg('u64'), row, rowBytes);
             const regs = k.regs('f32', w);
             const prefetch = bPrefetch(v);
-            loadAsF32(k, types.b, regs, row, prefetch === undefined ? { ok: colOk } : { ok: colOk, prefetch });
+            loadAsF32(
+              k,
+              types.b,
+              regs,
+              row,
+              prefetch === undefined ? { ok: colOk } : { ok: colOk, prefetch },
+            );
             return regs;
           });
           k.add('u64', bPtr, bPtr, bStep);

@@ -1,4 +1,11 @@
-import { batchedMatmul, FLOAT, type MatmulDims, type MatmulLaunch, type MatmulTile, matmul } from '@rayo/core';
+import {
+  batchedMatmul,
+  FLOAT,
+  type MatmulDims,
+  type MatmulLaunch,
+  type MatmulTile,
+  matmul,
+} from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import { BLOCK, checkElementCount, gridFor, MAX_ELEMENTS } from './common.js';
@@ -19,7 +26,6 @@ import {
   type RowVariant,
   streamWidth,
 } from './gemv.js';
-import { storageOf } from './storage.js';
 import { SPLIT_SUM_ENTRY, splitSumKey, splitSumModule } from './matmulSplitK.js';
 import {
   TILE_ENTRY,
@@ -30,6 +36,7 @@ import {
   tileKey,
   tileModule,
 } from './matmulTile.js';
+import { storageOf } from './storage.js';
 
 // Matrix products: each problem goes to the streaming kernels (GEMV and small
 // M, in gemv.ts) or to the tiled kernel, which splits K across blocks where
@@ -101,9 +108,10 @@ export function planMatmul(
     const alignedB = swapped ? p.aligned.a : p.aligned.b;
     const t = p.types;
     // Swapped, the streaming kernel's a is the spec's b and its b the spec's a.
-    const rowTypes = t && (t.a !== 'f32' || t.b !== 'f32' || t.out !== 'f32')
-      ? { types: swapped ? { a: t.b, b: t.a, out: t.out } : t }
-      : {};
+    const rowTypes =
+      t && (t.a !== 'f32' || t.b !== 'f32' || t.out !== 'f32')
+        ? { types: swapped ? { a: t.b, b: t.a, out: t.out } : t }
+        : {};
     const width = streamWidth(rowTypes.types?.b ?? 'f32', rows);
     if (bKInner) {
       // a is read as vectors along K too, unless it is transposed (then element by element).
@@ -357,30 +365,38 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
 export const HALF_STORAGE = { dtypes: FLOAT };
 
 export const MATMUL_KERNELS: readonly AnyCudaKernel[] = [
-  cudaKernel(matmul, (encoder, { inputs, outputs, attrs }) => {
-    const [a, b, c] = inputs;
-    const y = outputs[0]!;
-    const [m, n] = y.shape as [number, number];
-    const k = attrs.transA ? a!.shape[0]! : a!.shape[1]!;
-    encodeMatmul(encoder, { kernel: matmul.name, a: a!, b: b!, c, y, batch: 1, m, n, k, ...attrs });
-  }, HALF_STORAGE),
-  cudaKernel(batchedMatmul, (encoder, { inputs, outputs, attrs }) => {
-    const [a, b] = inputs;
-    const y = outputs[0]!;
-    const [batch, m, n] = y.shape as [number, number, number];
-    const k = attrs.transA ? a!.shape[1]! : a!.shape[2]!;
-    encodeMatmul(encoder, {
-      kernel: batchedMatmul.name,
-      a: a!,
-      b: b!,
-      c: undefined,
-      y,
-      batch,
-      m,
-      n,
-      k,
-      beta: 0,
-      ...attrs,
-    });
-  }, HALF_STORAGE),
+  cudaKernel(
+    matmul,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [a, b, c] = inputs;
+      const y = outputs[0]!;
+      const [m, n] = y.shape as [number, number];
+      const k = attrs.transA ? a!.shape[0]! : a!.shape[1]!;
+      encodeMatmul(encoder, { kernel: matmul.name, a: a!, b: b!, c, y, batch: 1, m, n, k, ...attrs });
+    },
+    HALF_STORAGE,
+  ),
+  cudaKernel(
+    batchedMatmul,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [a, b] = inputs;
+      const y = outputs[0]!;
+      const [batch, m, n] = y.shape as [number, number, number];
+      const k = attrs.transA ? a!.shape[1]! : a!.shape[2]!;
+      encodeMatmul(encoder, {
+        kernel: batchedMatmul.name,
+        a: a!,
+        b: b!,
+        c: undefined,
+        y,
+        batch,
+        m,
+        n,
+        k,
+        beta: 0,
+        ...attrs,
+      });
+    },
+    HALF_STORAGE,
+  ),
 ];

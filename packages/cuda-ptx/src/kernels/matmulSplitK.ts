@@ -53,9 +53,7 @@ export function splitSumModule(withC: boolean, epilogue?: Epilogue, out: FloatSt
           const part = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(parts, at, 4), { nc: true });
           k.add('f32', sum, sum, part, { rnd: 'rn' });
         });
-        const extra = withC
-          ? { beta, c: loadOneAsF32(k, out, k.elementAddress(c, i, bytes)) }
-          : undefined;
+        const extra = withC ? { beta, c: loadOneAsF32(k, out, k.elementAddress(c, i, bytes)) } : undefined;
         let bias: F32 | undefined;
         if (epilogue?.bias) {
           const col = k.rem('u32', k.reg('u32'), i, k.ldParam(p.n));

@@ -188,13 +188,22 @@ function firstSlices(
  * are never stored. Predicated rather than branched over, so that the loads
  * and the arithmetic after them are one block for the scheduler.
  */
-function loadSlices(k: KernelBuilder, type: FloatStorage, slices: readonly Slice[], more: Pred, vec: boolean) {
+function loadSlices(
+  k: KernelBuilder,
+  type: FloatStorage,
+  slices: readonly Slice[],
+  more: Pred,
+  vec: boolean,
+) {
   for (const s of slices) {
     const ok = s.inside.map((inside) => k.and('pred', k.reg('pred'), inside, more));
     if (type !== 'f32') {
       // Halves go through word registers and a conversion, which loadAsF32 does (zeroing what it skips).
       if (vec) loadAsF32(k, type, s.regs, s.ptr, { ok: ok[0]! });
-      else s.regs.forEach((r, j) => loadAsF32(k, type, [r], addr(s.ptr, j * 2), { ok: ok[ok.length === 1 ? 0 : j]! }));
+      else
+        s.regs.forEach((r, j) =>
+          loadAsF32(k, type, [r], addr(s.ptr, j * 2), { ok: ok[ok.length === 1 ? 0 : j]! }),
+        );
       continue;
     }
     if (vec) {
@@ -434,9 +443,7 @@ export function tileModule(v: TileVariant): PtxModule {
           );
         }
       }
-      const zBase = e?.z
-        ? batchBase(k, k.globalPointer(p.z), z, k.ldParam(p.strideY), outBytes)
-        : undefined;
+      const zBase = e?.z ? batchBase(k, k.globalPointer(p.z), z, k.ldParam(p.strideY), outBytes) : undefined;
       const rowFirst = k.madLo('u32', k.reg('u32'), ty, 4, row0);
       for (let i = 0; i < t.tm; i++) {
         const row = k.add('u32', k.reg('u32'), rowFirst, (i >> 2) * quadStrideM + (i & 3));
@@ -461,8 +468,18 @@ export function tileModule(v: TileVariant): PtxModule {
                 biasRegs[q]?.[g]?.[x],
               ),
             );
-            const storeZ = zRow ? storesOf(k, types.out, out.map((o) => o.z)) : undefined;
-            const storeY = storesOf(k, types.out, out.map((o) => o.y));
+            const storeZ = zRow
+              ? storesOf(
+                  k,
+                  types.out,
+                  out.map((o) => o.z),
+                )
+              : undefined;
+            const storeY = storesOf(
+              k,
+              types.out,
+              out.map((o) => o.y),
+            );
             k.predicated(ok, () => {
               if (zRow) storeZ?.(addr(zRow, at));
               storeY(addr(yRow, at));

@@ -1,7 +1,15 @@
 import type { DType } from '@rayo/core';
 import type { L2Prefetch, Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
-import { type Address, type AddressLike, addr, type F32, type Pred, type R16, type R32 } from '../ptx/operands.js';
+import {
+  type Address,
+  type AddressLike,
+  addr,
+  type F32,
+  type Pred,
+  type R16,
+  type R32,
+} from '../ptx/operands.js';
 
 // Float tensors are stored as f32, f16 or bf16 and computed on as f32. These
 // helpers are the only places that know the storage: a kernel passes the
@@ -30,7 +38,8 @@ export function storageKey(types: readonly FloatStorage[]): string {
 
 function offsetBy(at: AddressLike, bytes: number): AddressLike {
   if (bytes === 0) return at;
-  if (typeof at === 'object' && 'offset' in at) return addr((at as Address).base, (at as Address).offset + bytes);
+  if (typeof at === 'object' && 'offset' in at)
+    return addr((at as Address).base, (at as Address).offset + bytes);
   return addr(at as Exclude<AddressLike, Address>, bytes);
 }
 
@@ -146,7 +155,11 @@ export function storeFromF32(k: KernelBuilder, type: FloatStorage, at: AddressLi
  * consecutive elements, to emit later (under a predicate, say): f32 as one
  * `.v4` store of 4, halves one by one.
  */
-export function storesOf(k: KernelBuilder, type: FloatStorage, values: readonly F32[]): (at: AddressLike) => void {
+export function storesOf(
+  k: KernelBuilder,
+  type: FloatStorage,
+  values: readonly F32[],
+): (at: AddressLike) => void {
   if (type === 'f32') {
     return (at) => {
       if (values.length === 4) k.stGlobal('f32', at, values as unknown as Vec4<F32>);
