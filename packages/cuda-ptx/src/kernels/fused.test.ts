@@ -40,6 +40,21 @@ const variants: FusedVariant[] = [
   ),
 ];
 
+// Half weights under f32 activations (the decode case) and all-half, at each width the rows choose.
+const halfVariants: FusedVariant[] = (
+  [
+    { act: 'f32', weight: 'bf16' },
+    { act: 'f32', weight: 'f16' },
+    { act: 'bf16', weight: 'bf16' },
+    { act: 'f16', weight: 'f16' },
+  ] as const
+).flatMap((types) =>
+  [1, 2, 4, 5, FUSED_MAX_ROWS].flatMap((rows) => [
+    { gated: true, rows, vec: true, norm: true, types },
+    { gated: false, weights: 3, rows, vec: rows % 2 === 0, norm: true, types },
+  ]),
+);
+
 describe('fused streaming kernels', () => {
   it('implements gateUpSwiglu and rmsNormMatmul', () => {
     expect(FUSED_KERNELS.map((k) => k.spec.name)).toEqual([
@@ -158,8 +173,8 @@ describe('linear epilogue and its backward', () => {
 const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`fused PTX assembles with ptxas, without spills (${gate.reason})`, () => {
-  it('every row count, layout and norm', () => {
-    for (const v of variants) {
+  it('every row count, layout and norm, over f32 and half storage', () => {
+    for (const v of [...variants, ...halfVariants]) {
       for (const arch of ['sm_90', DEFAULT_TARGET]) {
         expectAssemblesCleanly(fusedModule(v).emit(), arch, `${fusedKey(v)} ${arch}`);
       }

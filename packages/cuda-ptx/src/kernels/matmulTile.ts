@@ -200,10 +200,11 @@ function loadSlices(
     if (type !== 'f32') {
       // Halves go through word registers and a conversion, which loadAsF32 does (zeroing what it skips).
       if (vec) loadAsF32(k, type, s.regs, s.ptr, { ok: ok[0]! });
-      else
-        s.regs.forEach((r, j) =>
-          loadAsF32(k, type, [r], addr(s.ptr, j * 2), { ok: ok[ok.length === 1 ? 0 : j]! }),
-        );
+      else {
+        s.regs.forEach((r, j) => {
+          loadAsF32(k, type, [r], addr(s.ptr, j * 2), { ok: ok[ok.length === 1 ? 0 : j]! });
+        });
+      }
       continue;
     }
     if (vec) {

@@ -163,9 +163,17 @@ export function storesOf(
   if (type === 'f32') {
     return (at) => {
       if (values.length === 4) k.stGlobal('f32', at, values as unknown as Vec4<F32>);
-      else values.forEach((v, j) => k.stGlobal('f32', offsetBy(at, j * 4), v));
+      else {
+        values.forEach((v, j) => {
+          k.stGlobal('f32', offsetBy(at, j * 4), v);
+        });
+      }
     };
   }
   const bits = values.map((v) => toHalfBits(k, type, v));
-  return (at) => bits.forEach((b, j) => k.stGlobal('b16', offsetBy(at, j * 2), b));
+  return (at) => {
+    bits.forEach((b, j) => {
+      k.stGlobal('b16', offsetBy(at, j * 2), b);
+    });
+  };
 }
