@@ -1,8 +1,8 @@
-import { embedding, embeddingBackward, pow2AtLeast } from '@rayo/core';
+import { embedding, embeddingBackward, FLOAT, pow2AtLeast } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type F32, type Param, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { addr, type Param, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import {
@@ -14,9 +14,9 @@ import {
   loadFloats,
   type RowGeometry,
   rowGrid,
-  storeFloats,
   WARP_ROWS_BLOCK,
 } from './rowReduce.js';
+import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
 
 // A group of up to a warp per id: the id is read once per row and the
 // group's lanes move the row, `.v4` where D and every base allow. Ids live
@@ -99,12 +99,13 @@ function embeddingEntry(
 
 // ---- embedding -------------------------------------------------------------------
 
-export function embeddingKey(g: RowGeometry): string {
-  return `embedding/gather/${geometryKey(g)}`;
+export function embeddingKey(g: RowGeometry, type: FloatStorage = 'f32'): string {
+  return `embedding/gather/${geometryKey(g)}${storageKey([type])}`;
 }
 
-/** y[r, :] = table[ids[r], :], or NaN where ids[r] is outside the table. */
-export function embeddingModule(g: RowGeometry): PtxModule {
+/** y[r, :] = table[ids[r], :], or NaN where ids[r] is outside the table; y has the table's dtype. */
+export function embeddingModule(g: RowGeometry, type: FloatStorage = 'f32'): PtxModule {
+  const bytes = STORAGE_BYTES[type];
   const m = new PtxModule();
   embeddingEntry(
     m,
@@ -115,37 +116,41 @@ export function embeddingModule(g: RowGeometry): PtxModule {
       const src = k.mulLo('u32', k.reg('u32'), id, dim);
       const dst = k.mulLo('u32', k.reg('u32'), row, dim);
       forEachColumn(k, place, dim, (col) => {
-        const from = k.elementAddress(ptr.table!, k.add('u32', k.reg('u32'), src, col), 4);
-        let loaded: F32[] = [];
-        k.predicated(idValid, () => {
-          loaded = loadFloats(k, from, g.width, { nc: true });
-        });
+        const from = k.elementAddress(ptr.table!, k.add('u32', k.reg('u32'), src, col), bytes);
+        const loaded = k.regs('f32', g.width);
+        loadAsF32(k, type, loaded, from, { ok: idValid });
         const values = loaded.map((v) => k.selp('f32', k.reg('f32'), v, NAN, idValid));
-        const to = k.elementAddress(ptr.y!, k.add('u32', k.reg('u32'), dst, col), 4);
-        guarded(k, rowValid, () => storeFloats(k, to, values));
+        const to = k.elementAddress(ptr.y!, k.add('u32', k.reg('u32'), dst, col), bytes);
+        const store = storesOf(k, type, values);
+        guarded(k, rowValid, () => store(to));
       });
     },
   );
   return m;
 }
 
-const embeddingKernel = cudaKernel(embedding, (encoder, { inputs, outputs }) => {
-  const [table, ids] = inputs as Operand[];
-  const y = outputs[0]!;
-  if (y.size === 0) return;
-  checkElementCount('embedding', 'table', table!.size);
-  checkElementCount('embedding', 'y', y.size);
-  const [vocab, dim] = table!.shape as [number, number];
-  const g = embeddingGeometry(dim, [table!, y]);
-  encoder.launch({
-    key: embeddingKey(g),
-    module: () => embeddingModule(g),
-    entry: 'embedding_gather',
-    grid: rowGrid(encoder.device, g, ids!.size),
-    block: g.block,
-    args: { table: table!, ids: ids!, y, rows: ids!.size, vocab, dim },
-  });
-});
+const embeddingKernel = cudaKernel(
+  embedding,
+  (encoder, { inputs, outputs }) => {
+    const [table, ids] = inputs as Operand[];
+    const y = outputs[0]!;
+    if (y.size === 0) return;
+    checkElementCount('embedding', 'table', table!.size);
+    checkElementCount('embedding', 'y', y.size);
+    const [vocab, dim] = table!.shape as [number, number];
+    const g = embeddingGeometry(dim, [table!, y]);
+    const type = storageOf(table!);
+    encoder.launch({
+      key: embeddingKey(g, type),
+      module: () => embeddingModule(g, type),
+      entry: 'embedding_gather',
+      grid: rowGrid(encoder.device, g, ids!.size),
+      block: g.block,
+      args: { table: table!, ids: ids!, y, rows: ids!.size, vocab, dim },
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- embeddingBackward -------------------------------------------------------------
 

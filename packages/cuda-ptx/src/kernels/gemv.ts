@@ -2,7 +2,7 @@ import { InvalidArgumentError, type LinearActivation } from '@rayo/core';
 import type { L2Prefetch, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { type ParamHandles, PtxModule } from '../ptx/module.js';
-import { type AddressLike, addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { activationF32 } from './math.js';
 import {
   type FloatStorage,
@@ -29,31 +29,6 @@ export const MAX_ROWS = 16;
 export const AXPY_SHARED_BYTES = 32 * 1024;
 
 // ---- helpers shared with the tiled kernels -------------------------------------
-
-/**
- * Loads one f32 or a `.v4` of them from global memory through the read-only
- * cache; where `ok` is false nothing is read and the registers hold zeros
- * (the edge of a matrix contributes nothing to a sum).
- */
-export function loadOrZero(
-  k: KernelBuilder,
-  dst: readonly F32[],
-  at: AddressLike,
-  ok?: Pred,
-  prefetch?: L2Prefetch,
-): void {
-  const opts = prefetch === undefined ? { nc: true } : { nc: true, prefetch };
-  const load = () => {
-    if (dst.length === 4) k.ldGlobal('f32', dst as unknown as Vec4<F32>, at, opts);
-    else k.ldGlobal('f32', dst[0]!, at, opts);
-  };
-  if (!ok) {
-    load();
-    return;
-  }
-  for (const r of dst) k.mov('f32', r, 0);
-  k.predicated(ok, load);
-}
 
 /** alpha · sum (+ beta · c): the epilogue of every matmul kernel. */
 export function scaleAndAdd(k: KernelBuilder, sum: F32, alpha: F32, extra?: { beta: F32; c: F32 }): F32 {

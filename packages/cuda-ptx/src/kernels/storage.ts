@@ -10,6 +10,7 @@ import {
   type R16,
   type R32,
 } from '../ptx/operands.js';
+import { asVector } from './common.js';
 
 // Float tensors are stored as f32, f16 or bf16 and computed on as f32. These
 // helpers are the only places that know the storage: a kernel passes the
@@ -151,25 +152,16 @@ export function storeFromF32(k: KernelBuilder, type: FloatStorage, at: AddressLi
 }
 
 /**
- * Converts f32 values to `type` at once and returns their stores at
- * consecutive elements, to emit later (under a predicate, say): f32 as one
- * `.v4` store of 4, halves one by one.
+ * Converts f32 values (1, 2 or 4) to `type` at once and returns their stores
+ * at consecutive elements, to emit later (under a predicate, say): f32 as
+ * one access, halves one by one.
  */
 export function storesOf(
   k: KernelBuilder,
   type: FloatStorage,
   values: readonly F32[],
 ): (at: AddressLike) => void {
-  if (type === 'f32') {
-    return (at) => {
-      if (values.length === 4) k.stGlobal('f32', at, values as unknown as Vec4<F32>);
-      else {
-        values.forEach((v, j) => {
-          k.stGlobal('f32', offsetBy(at, j * 4), v);
-        });
-      }
-    };
-  }
+  if (type === 'f32') return (at) => k.stGlobal('f32', at, asVector(values));
   const bits = values.map((v) => toHalfBits(k, type, v));
   return (at) => {
     bits.forEach((b, j) => {
