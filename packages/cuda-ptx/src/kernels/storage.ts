@@ -59,8 +59,7 @@ function f16ToF32(k: KernelBuilder, word: R32, upper: boolean): F32 {
 /**
  * Loads `dst.length` consecutive elements of `type` at `at` into f32
  * registers through the read-only cache, in accesses of at most 16 bytes
- * (the caller keeps `at` aligned to the total size). f32 takes 1, 4 or 8
- * elements, a half type 1, 2, 4 or 8. Where `ok` is false nothing is read
+ * (the caller keeps `at` aligned to the total size): 1, 2, 4 or 8 elements. Where `ok` is false nothing is read
  * and the registers hold zeros.
  */
 export function loadAsF32(
@@ -88,8 +87,7 @@ export function loadAsF32(
       const part = dst.slice(first, first + 4);
       const at4 = offsetBy(at, first * 4);
       guarded(part, () => {
-        if (part.length === 4) k.ldGlobal('f32', part as unknown as Vec4<F32>, at4, ld);
-        else k.ldGlobal('f32', part[0]!, at4, ld);
+        k.ldGlobal('f32', asVector(part), at4, ld);
       });
     }
     return;
