@@ -21,6 +21,7 @@ import {
   rowGrid,
   storeFloats,
 } from './rowGroups.js';
+import { type FloatStorage, loadAsF32, STORAGE_BYTES, storesOf } from './storage.js';
 
 // Row kernels: a thread's part of a row (RowTile), the column sums of
 // backward kernels (ColumnSums), and a whole kernel from a declaration
@@ -66,6 +67,9 @@ export interface Slot {
  */
 export class RowTile {
   readonly width: number;
+  /** The storage of every tensor the tile reads and writes. */
+  readonly type: FloatStorage;
+  readonly #bytes: number;
   readonly #k: KernelBuilder;
   readonly #place: GroupPlace;
   readonly #n: R32;
@@ -82,7 +86,15 @@ export class RowTile {
   #slots: { valid: Pred; values: Map<string, F32[]> }[] = [];
   readonly #derived = new Map<string, (slot: Slot) => readonly F32[]>();
 
-  constructor(k: KernelBuilder, place: GroupPlace, n: R32, sources: Readonly<Record<string, RowSource>>) {
+  constructor(
+    k: KernelBuilder,
+    place: GroupPlace,
+    n: R32,
+    sources: Readonly<Record<string, RowSource>>,
+    type: FloatStorage = 'f32',
+  ) {
+    this.type = type;
+    this.#bytes = STORAGE_BYTES[type];
     this.#k = k;
     this.#place = place;
     this.#n = n;
@@ -99,7 +111,7 @@ export class RowTile {
     if (this.cached) {
       for (const source of Object.values(sources)) {
         if (source.kind === 'column') {
-          this.#columnBases.set(source.ptr, k.elementAddress(source.ptr, this.#laneCol, 4));
+          this.#columnBases.set(source.ptr, k.elementAddress(source.ptr, this.#laneCol, this.#bytes));
         }
       }
     }
@@ -160,7 +172,7 @@ export class RowTile {
     if (rowStart === undefined) throw new Error('RowTile.each before begin');
     if (this.cached) {
       this.#slots.forEach((s, position) => {
-        const offset = position * this.#stride * 4;
+        const offset = position * this.#stride * this.#bytes;
         const at = (ptr: R64) => addr(this.#rowBase(ptr), offset);
         body(this.#slot(position, s.valid, this.#cols[position]!, at, s.values));
       });
@@ -171,7 +183,7 @@ export class RowTile {
       const index = k.add('u32', k.reg('u32'), rowStart, col);
       const addresses = new Map<R64, R64>();
       const at = (ptr: R64) => {
-        if (!addresses.has(ptr)) addresses.set(ptr, k.elementAddress(ptr, index, 4));
+        if (!addresses.has(ptr)) addresses.set(ptr, k.elementAddress(ptr, index, this.#bytes));
         return addr(addresses.get(ptr)!);
       };
       body(this.#slot(-1, this.#rowValid, col, at, new Map()));
@@ -207,8 +219,9 @@ export class RowTile {
   write(slot: Slot, ptr: R64, values: readonly F32[]): void {
     const k = this.#k;
     const at = slot.at(ptr);
-    if (slot.valid) k.predicated(slot.valid, () => k.stGlobal('f32', at, asVector(values)));
-    else k.stGlobal('f32', at, asVector(values));
+    const store = storesOf(k, this.type, values);
+    if (slot.valid) k.predicated(slot.valid, () => store(at));
+    else store(at);
   }
 
   /** The address of the thread's first element of the current row of a [rows, n] tensor. */
@@ -216,7 +229,7 @@ export class RowTile {
     let base = this.#rowBases.get(ptr);
     if (!base) {
       const k = this.#k;
-      base = k.elementAddress(ptr, k.add('u32', k.reg('u32'), this.#rowStart!, this.#laneCol), 4);
+      base = k.elementAddress(ptr, k.add('u32', k.reg('u32'), this.#rowStart!, this.#laneCol), this.#bytes);
       this.#rowBases.set(ptr, base);
     }
     return base;
@@ -256,9 +269,15 @@ export class RowTile {
     const k = this.#k;
     let at: Address;
     if (source.kind === 'row') at = slot.at(source.ptr);
-    else if (this.cached) at = addr(this.#columnBases.get(source.ptr)!, slot.position * this.#stride * 4);
-    else at = addr(k.elementAddress(source.ptr, slot.col, 4));
+    else if (this.cached)
+      at = addr(this.#columnBases.get(source.ptr)!, slot.position * this.#stride * this.#bytes);
+    else at = addr(k.elementAddress(source.ptr, slot.col, this.#bytes));
     const regs = k.regs('f32', this.width) as F32[];
+    if (this.type !== 'f32') {
+      // Halves are widened after the load; what a missing slot skips reads as zeros.
+      loadAsF32(k, this.type, regs, at, slot.valid ? { ok: slot.valid } : {});
+      return regs;
+    }
     const load = () => k.ldGlobal('f32', asVector(regs), at, { nc: true });
     if (slot.valid) k.predicated(slot.valid, load);
     else load();
@@ -527,6 +546,8 @@ export interface RowKernelDecl {
   /** f32 parameters after `rows` and `n`. */
   readonly floats?: readonly string[];
   readonly sources: Readonly<Record<string, Omit<RowSource, 'ptr'>>>;
+  /** Storage of the tensors read and written through the tile; f32 when absent. */
+  readonly type?: FloatStorage;
   /** Emits set-up code, and returns the code of one row (after the tile's `begin`) and of the end. */
   readonly build: (r: RowKernel) => { readonly row: () => void; readonly finish?: () => void };
 }
@@ -556,7 +577,7 @@ export function rowKernelModule(decl: RowKernelDecl): PtxModule {
       for (const [name, source] of Object.entries(decl.sources)) {
         sources[name] = { ...source, ptr: pointers.get(name)! };
       }
-      const tile = new RowTile(k, place, n, sources);
+      const tile = new RowTile(k, place, n, sources, decl.type);
       const { row, finish } = decl.build({
         k,
         place,
