@@ -21,7 +21,15 @@ import {
   rowGrid,
   storeFloats,
 } from './rowGroups.js';
-import { type FloatStorage, loadAsF32, STORAGE_BYTES, storesOf } from './storage.js';
+import {
+  type FloatStorage,
+  loadAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storageOf,
+  storeFromF32,
+  storesOf,
+} from './storage.js';
 
 // Row kernels: a thread's part of a row (RowTile), the column sums of
 // backward kernels (ColumnSums), and a whole kernel from a declaration
@@ -462,7 +470,7 @@ export const COLUMN_SUMS_KEY = `rows/column_sums/tile${COLUMN_TILE}x${COLUMN_ROW
  * its 8 warps stride over the rows (each warp reads 128 contiguous bytes),
  * and the 8 partial sums are added in a fixed order.
  */
-export function columnSumsModule(): PtxModule {
+export function columnSumsModule(type: FloatStorage = 'f32'): PtxModule {
   const m = new PtxModule();
   m.entry(
     'column_sums',
@@ -496,7 +504,7 @@ export function columnSumsModule(): PtxModule {
           const v = k.ldShared('f32', k.reg('f32'), addr(mine, row * COLUMN_TILE * 4));
           k.add('f32', sum, sum, v, { rnd: 'rn' });
         }
-        k.stGlobal('f32', k.elementAddress(out, c, 4), sum);
+        storeFromF32(k, type, k.elementAddress(out, c, STORAGE_BYTES[type]), sum);
       });
     },
     { requiredThreadsPerBlock: [COLUMN_TILE, COLUMN_ROWS, 1] },
@@ -513,9 +521,10 @@ export function sumColumns(
   outs: readonly Operand[],
 ): void {
   outs.forEach((out, i) => {
+    const type = storageOf(out);
     encoder.launch({
-      key: COLUMN_SUMS_KEY,
-      module: columnSumsModule,
+      key: `${COLUMN_SUMS_KEY}${storageKey([type])}`,
+      module: () => columnSumsModule(type),
       entry: 'column_sums',
       grid: Math.ceil(n / COLUMN_TILE),
       block: [COLUMN_TILE, COLUMN_ROWS],

@@ -1,4 +1,5 @@
 import type { DType } from '@rayo/core';
+import type { KernelEncoder, Operand } from '../kernel.js';
 import type { L2Prefetch, Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import {
@@ -166,4 +167,15 @@ export function storesOf(
       k.stGlobal('b16', offsetBy(at, j * 2), b);
     });
   };
+}
+
+/** Zeroes a tensor of any float storage: whole words with a memset, a trailing half from a zeroed scratch word. */
+export function fillZero(encoder: KernelEncoder, op: Operand): void {
+  const words = Math.floor(op.byteLength / 4);
+  if (words > 0) encoder.fill32(op.ptr, 0, words);
+  if (op.byteLength % 4 !== 0) {
+    const zero = encoder.scratch(4);
+    encoder.fill32(zero, 0, 1);
+    encoder.copy(zero, op.ptr + BigInt(words * 4), op.byteLength % 4);
+  }
 }
