@@ -342,4 +342,39 @@ describe('gateUpSwiglu on a one-SM emulated device', () => {
       }
     });
   }
+
+  // Half weights under f32 activations, the decode case: 8 halves per load
+  // (K a multiple of 8, up to 4 rows), 4 past that, element by element otherwise.
+  for (const dtype of ['bf16', 'f16'] as const) {
+    for (const [m, k, n] of [
+      [1, 512, 19],
+      [3, 264, 9],
+      [11, 136, 10],
+      [2, 131, 7],
+    ] as const) {
+      it(`gateUpSwiglu and rmsNormMatmul3 ${m}×${k}→${n}, ${dtype} weights`, async () => {
+        const x = random(m * k);
+        const norm = random(k);
+        const weights = [random(n * k), random(n * k), random(n * k)];
+        const upload = (b: typeof gpu | typeof cpu) => [
+          b.upload(x, [m, k]),
+          b.upload(norm, [k]),
+          ...weights.map((w) => b.upload([...w], [n, k], dtype)),
+        ];
+        const [gx, gn, gw0, gw1, gw2] = upload(gpu);
+        const [cx, cn, cw0, cw1, cw2] = upload(cpu);
+        const tolerance = { rtol: 1e-4, atol: 5e-5 * Math.sqrt(k) };
+        const [y] = gpu.run(gateUpSwiglu, [gx!, gw0!, gw1!, gn!]) as Tensor[];
+        const [want] = cpu.run(gateUpSwiglu, [cx!, cw0!, cw1!, cn!]);
+        expect(compareOutputs('f32', await y!.read(), await want!.read(), tolerance)).toBeUndefined();
+        const got3 = gpu.run(rmsNormMatmul3, [gx!, gn!, gw0!, gw1!, gw2!]) as Tensor[];
+        const want3 = cpu.run(rmsNormMatmul3, [cx!, cn!, cw0!, cw1!, cw2!]);
+        for (let i = 0; i < 3; i++) {
+          expect(
+            compareOutputs('f32', await got3[i]!.read(), await want3[i]!.read(), tolerance),
+          ).toBeUndefined();
+        }
+      });
+    }
+  }
 });
