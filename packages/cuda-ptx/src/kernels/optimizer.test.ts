@@ -217,6 +217,14 @@ describe.skipIf(gate.skip)(`optimizer PTX assembles with ptxas (${gate.reason})`
           `multiTensorAdamw 3 slots v${w}, ${grad} gradients`,
           () => multiAdamwModule(3, w, { step: true, lr: true, norm: true }, grad),
         ] as [string, () => { emit(): string }],
+        [`clip sum of squares v${w}, ${grad}`, () => clipSumSquaresModule(CLIP_SLOTS, w, grad)] as [
+          string,
+          () => { emit(): string },
+        ],
+        [`clip scale v${w}, ${grad}`, () => clipScaleModule(CLIP_SLOTS, w, grad)] as [
+          string,
+          () => { emit(): string },
+        ],
       ]),
     ),
     ...modes.flatMap((mode) =>

@@ -19,13 +19,14 @@ import {
   arithmetic,
   f32Params,
   load,
+  loadTyped,
   store,
   type VectorWidth,
   vectorGrid,
   vectorLoop,
   vectorWidthFor,
 } from './optimizerLoops.js';
-import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf } from './storage.js';
+import { type FloatStorage, storageKey, storageOf } from './storage.js';
 
 // Optimizer steps: AdamW and SGD over one tensor, AdamW over many tensors at
 // once, and (in clipByGlobalNorm.ts) clipping by the gradients' global norm.
@@ -58,14 +59,6 @@ export function adamwKey(
 ): string {
   const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}`;
   return `optimizer/adamwStep/v${width}${at}${storageKey([grad])}`;
-}
-
-/** `w` gradient elements at `i` as f32: parameters and moments stay f32, gradients may be half. */
-function loadGrad(k: KernelBuilder, type: FloatStorage, grad: R64, i: R32, w: VectorWidth): F32[] {
-  if (type === 'f32') return load(k, grad, i, w);
-  const regs = k.regs('f32', w);
-  loadAsF32(k, type, regs, k.elementAddress(grad, i, STORAGE_BYTES[type]));
-  return regs;
 }
 
 /** The launch parameters of a kernel whose step or lr is on the device: their inputs to the constants. */
@@ -136,7 +129,7 @@ function adamwElements(
   gradScale?: F32,
 ): void {
   const { mul, fma, div, neg } = arithmetic(k);
-  const raw = loadGrad(k, gradType, grad!, i, w);
+  const raw = loadTyped(k, gradType, grad!, i, w);
   const g = gradScale ? raw.map((x) => mul(x, gradScale)) : raw;
   const m0 = load(k, mom!, i, w);
   const v0 = load(k, vel!, i, w);
@@ -272,7 +265,7 @@ export function sgdModule(mode: SgdMode, width: VectorWidth, gradType: FloatStor
       const negLr = neg(c.lr!);
       vectorLoop(k, loadU32(k, p, 'n'), width, (i, w) => {
         const p0 = load(k, param, i, w);
-        const g = loadGrad(k, gradType, grad, i, w).map((gj, j) => fma(c.weightDecay!, p0[j]!, gj));
+        const g = loadTyped(k, gradType, grad, i, w).map((gj, j) => fma(c.weightDecay!, p0[j]!, gj));
         let step = g;
         if (buf) {
           const b0 = load(k, buf, i, w);
