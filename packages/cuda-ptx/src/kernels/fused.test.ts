@@ -190,7 +190,13 @@ describe.skipIf(gate.skip)(`fused PTX assembles with ptxas, without spills (${ga
         expectAssemblesCleanly(splitSumModule(false, e).emit(), arch, `${splitSumKey(false, e)} ${arch}`);
       }
       for (const a of LINEAR_ACTIVATIONS) {
-        expectAssemblesCleanly(biasActivationModule(a).emit(), arch, `${biasActivationKey(a)} ${arch}`);
+        for (const type of ['f32', 'bf16'] as const) {
+          expectAssemblesCleanly(
+            biasActivationModule(a, type).emit(),
+            arch,
+            `${biasActivationKey(a, type)} ${arch}`,
+          );
+        }
       }
     }
   }, 300_000);

@@ -17,6 +17,7 @@ import { encodeMatmul, HALF_STORAGE } from './matmul.js';
 import {
   type FloatStorage,
   loadAsF32,
+  loadOneAsF32,
   STORAGE_BYTES,
   storageKey,
   storageOf,
@@ -335,8 +336,8 @@ export const BIAS_ACTIVATION_ENTRY = 'bias_activation_backward';
 export const BIAS_ACTIVATION_COLUMNS = 32;
 const BIAS_ACTIVATION_WARPS = 8;
 
-export function biasActivationKey(activation: LinearActivation): string {
-  return `fused/biasActivationBackward/${activation}`;
+export function biasActivationKey(activation: LinearActivation, type: FloatStorage = 'f32'): string {
+  return `fused/biasActivationBackward/${activation}${storageKey([type])}`;
 }
 
 /**
@@ -346,7 +347,8 @@ export function biasActivationKey(activation: LinearActivation): string {
  * running sum, and warp 0 adds the 8 warps' sums in warp order (the same
  * result every run) and writes db.
  */
-export function biasActivationModule(activation: LinearActivation): PtxModule {
+export function biasActivationModule(activation: LinearActivation, type: FloatStorage = 'f32'): PtxModule {
+  const bytes = STORAGE_BYTES[type];
   const m = new PtxModule();
   m.entry(
     BIAS_ACTIVATION_ENTRY,
@@ -367,12 +369,13 @@ export function biasActivationModule(activation: LinearActivation): PtxModule {
         const row = k.reg('u32');
         k.forRange(row, warp, rows, BIAS_ACTIVATION_WARPS, () => {
           const index = k.madLo('u32', k.reg('u32'), row, n, col);
-          const g = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(dy, index, 4), { nc: true });
+          const g = loadOneAsF32(k, type, k.elementAddress(dy, index, bytes));
           if (activation !== 'none') {
-            const zv = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(z, index, 4), { nc: true });
+            const zv = loadOneAsF32(k, type, k.elementAddress(z, index, bytes));
             k.mul('f32', g, g, activationGradF32(k, activation, zv), { rnd: 'rn' });
           }
-          k.stGlobal('f32', k.elementAddress(dz, index, 4), g);
+          // db sums the f32 values; dz is rounded only as it is stored.
+          storeFromF32(k, type, k.elementAddress(dz, index, bytes), g);
           k.add('f32', sum, sum, g, { rnd: 'rn' });
         });
       });
@@ -392,7 +395,7 @@ export function biasActivationModule(activation: LinearActivation): PtxModule {
           const part = k.ldShared('f32', k.reg('f32'), addr(at, w * BIAS_ACTIVATION_COLUMNS * 4));
           k.add('f32', total, total, part, { rnd: 'rn' });
         }
-        k.stGlobal('f32', k.elementAddress(k.globalPointer(p.db), col, 4), total);
+        storeFromF32(k, type, k.elementAddress(k.globalPointer(p.db), col, bytes), total);
       });
     },
     { maxThreadsPerBlock: BIAS_ACTIVATION_WARPS * 32 },
@@ -428,23 +431,28 @@ export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
     },
     HALF_STORAGE,
   ),
-  cudaKernel(biasActivationBackward, (encoder, { inputs, outputs, attrs }) => {
-    const [dy, z] = inputs;
-    const [dz, db] = outputs;
-    const [m, n] = dy!.shape as [number, number];
-    if (n === 0) return;
-    checkElementCount(biasActivationBackward.name, 'dy', dy!.size);
-    const { activation } = attrs;
-    encoder.launch({
-      key: biasActivationKey(activation),
-      module: () => biasActivationModule(activation),
-      entry: BIAS_ACTIVATION_ENTRY,
-      grid: Math.ceil(n / BIAS_ACTIVATION_COLUMNS),
-      block: BIAS_ACTIVATION_WARPS * 32,
-      // Without an activation z is never read.
-      args: { dy: dy!.ptr, z: (z ?? dy!).ptr, dz: dz!.ptr, db: db!.ptr, m, n },
-    });
-  }),
+  cudaKernel(
+    biasActivationBackward,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [dy, z] = inputs;
+      const [dz, db] = outputs;
+      const [m, n] = dy!.shape as [number, number];
+      if (n === 0) return;
+      checkElementCount(biasActivationBackward.name, 'dy', dy!.size);
+      const { activation } = attrs;
+      const type = storageOf(dy!);
+      encoder.launch({
+        key: biasActivationKey(activation, type),
+        module: () => biasActivationModule(activation, type),
+        entry: BIAS_ACTIVATION_ENTRY,
+        grid: Math.ceil(n / BIAS_ACTIVATION_COLUMNS),
+        block: BIAS_ACTIVATION_WARPS * 32,
+        // Without an activation z is never read.
+        args: { dy: dy!.ptr, z: (z ?? dy!).ptr, dz: dz!.ptr, db: db!.ptr, m, n },
+      });
+    },
+    HALF_STORAGE,
+  ),
   cudaKernel(
     gateUpSwiglu,
     (encoder, { inputs, outputs, attrs }) => {
