@@ -13,11 +13,11 @@ import {
 } from '../ptx/operands.js';
 import { asVector } from './common.js';
 
-// Float tensors are stored as f32, f16 or bf16 and computed on as f32. These
-// helpers are the only places that know the storage: a kernel passes the
-// operand's dtype and gets f32 registers. f16 converts with cvt; bf16 is
-// integer code on the bit patterns (widening is a shift, narrowing rounds to
-// nearest even by hand), so the modules keep the default sm_75 target.
+// Float tensors are stored as f32, f16 or bf16 and computed on as f32. Only
+// these loads and stores know the storage: a kernel passes an operand's
+// dtype and gets f32 registers. f16 converts with cvt; bf16 is integer code
+// on the bit patterns (widening is a shift, narrowing rounds to nearest even
+// by hand), so the modules keep the default sm_75 target.
 
 export type FloatStorage = 'f32' | 'f16' | 'bf16';
 
