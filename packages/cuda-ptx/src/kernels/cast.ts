@@ -4,6 +4,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { R32, R64 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
+import { toHalfBits } from './storage.js';
 
 // f16 converts with cvt (IEEE: round to nearest even, overflow to Inf,
 // subnormals kept). bf16 is integer code on the bit patterns, so the module
@@ -33,26 +34,8 @@ function storeBits(k: KernelBuilder, to: CastDType, y: R64, i: R32, bits: R32): 
     k.stGlobal('u32', at, bits);
     return;
   }
-  if (to === 'f16') {
-    const value = k.mov('b32', k.reg('f32'), bits);
-    const half = k.cvt('f16', 'f32', k.reg('b16'), value, { rnd: 'rn' });
-    k.stGlobal('b16', at, half);
-    return;
-  }
-  // bf16: add 0x7fff plus the lowest kept bit, then keep the upper half; a NaN becomes the quiet NaN.
-  const lsb = k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), bits, 16), 1);
-  const rounded = k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), bits, 0x7fff), lsb);
-  k.shr('b32', rounded, rounded, 16);
-  const magnitude = k.and('b32', k.reg('u32'), bits, 0x7fffffff);
-  const nan = k.setp('gt', 'u32', k.reg('pred'), magnitude, 0x7f800000);
-  const quiet = k.or(
-    'b32',
-    k.reg('u32'),
-    k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), bits, 16), 0x8000),
-    0x7fc0,
-  );
-  const word = k.selp('b32', k.reg('u32'), quiet, rounded, nan);
-  k.stGlobal('b16', at, k.cvt('u16', 'u32', k.reg('b16'), word));
+  // The f32 bits reinterpreted, then rounded to nearest even.
+  k.stGlobal('b16', at, toHalfBits(k, to, k.mov('b32', k.reg('f32'), bits)));
 }
 
 /** y[i] = x[i] converted from `from` to `to` for i < n, with a grid-stride loop. */

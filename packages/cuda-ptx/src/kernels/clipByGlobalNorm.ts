@@ -1,4 +1,4 @@
-import { clipByGlobalNorm, globalNorm } from '@rayo/core';
+import { clipByGlobalNorm, FLOAT, globalNorm } from '@rayo/core';
 import { cudaKernel, type KernelEncoder, type LaunchValue, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
@@ -10,13 +10,14 @@ import {
   arithmetic,
   blockSum,
   isThreadZero,
-  load,
-  store,
+  loadTyped,
+  storeTyped,
   type VectorWidth,
   vectorGrid,
   vectorLoop,
   vectorWidthFor,
 } from './optimizerLoops.js';
+import { type FloatStorage, storageKey, storageOf } from './storage.js';
 
 // Clip by global norm, and the global norm alone: each launch's gradients add
 // their squares into per-block partials, one block adds the partials into the
@@ -28,12 +29,12 @@ import {
  */
 export const CLIP_SLOTS = 16;
 
-export function clipSumSquaresKey(slots: number, width: VectorWidth): string {
-  return `optimizer/clipByGlobalNorm/sumSquares/slots${slots}/v${width}`;
+export function clipSumSquaresKey(slots: number, width: VectorWidth, type: FloatStorage = 'f32'): string {
+  return `optimizer/clipByGlobalNorm/sumSquares/slots${slots}/v${width}${storageKey([type])}`;
 }
 
-export function clipScaleKey(slots: number, width: VectorWidth): string {
-  return `optimizer/clipByGlobalNorm/scale/slots${slots}/v${width}`;
+export function clipScaleKey(slots: number, width: VectorWidth, type: FloatStorage = 'f32'): string {
+  return `optimizer/clipByGlobalNorm/scale/slots${slots}/v${width}${storageKey([type])}`;
 }
 
 export const CLIP_NORM_KEY = `optimizer/clipByGlobalNorm/norm/block${BLOCK}`;
@@ -67,7 +68,11 @@ function forEachSlotElement(
  * elements. Which thread adds which element depends only on the grid, and
  * the block combines in a fixed order, so the norm is deterministic.
  */
-export function clipSumSquaresModule(slots: number, width: VectorWidth): PtxModule {
+export function clipSumSquaresModule(
+  slots: number,
+  width: VectorWidth,
+  type: FloatStorage = 'f32',
+): PtxModule {
   const m = new PtxModule();
   m.entry(
     'clip_sum_squares',
@@ -75,7 +80,7 @@ export function clipSumSquaresModule(slots: number, width: VectorWidth): PtxModu
     (k, p: Readonly<Record<string, Param<ParamType>>>) => {
       const acc = k.mov('f32', k.reg('f32'), 0);
       forEachSlotElement(k, p, slots, width, (g, i, w) => {
-        for (const x of load(k, g, i, w)) k.fma('f32', acc, x, x, acc);
+        for (const x of loadTyped(k, type, g, i, w)) k.fma('f32', acc, x, x, acc);
       });
       const total = blockSum(k, acc);
       k.ifThen(isThreadZero(k), () => {
@@ -134,7 +139,7 @@ export function clipScale(k: KernelBuilder, norm: F32, maxNorm: F32, eps: F32): 
 }
 
 /** Pass 3: g ← g · scale, skipped where scale is exactly 1 (nothing would change), the usual case. */
-export function clipScaleModule(slots: number, width: VectorWidth): PtxModule {
+export function clipScaleModule(slots: number, width: VectorWidth, type: FloatStorage = 'f32'): PtxModule {
   const m = new PtxModule();
   m.entry(
     'clip_scale',
@@ -144,11 +149,12 @@ export function clipScaleModule(slots: number, width: VectorWidth): PtxModule {
       const { mul } = arithmetic(k);
       k.ifThen(k.setp('neu', 'f32', k.reg('pred'), scale, 1), () => {
         forEachSlotElement(k, p, slots, width, (g, i, w) => {
-          store(
+          storeTyped(
             k,
+            type,
             g,
             i,
-            load(k, g, i, w).map((x) => mul(x, scale)),
+            loadTyped(k, type, g, i, w).map((x) => mul(x, scale)),
           );
         });
       });
@@ -221,11 +227,13 @@ function encodeSumSquares(
   const partialCount = sums.reduce((total, s) => total + s.blocks, 0);
   const partials = encoder.scratch(4 * (partialCount + extraWords));
   let offset = 0;
+  // The tensors share one dtype (one dtype group).
+  const type = grads.length > 0 ? storageOf(grads[0]!) : 'f32';
   for (const { group, blocks } of sums) {
     const slots = group.grads.length;
     encoder.launch({
-      key: clipSumSquaresKey(slots, group.width),
-      module: () => clipSumSquaresModule(slots, group.width),
+      key: clipSumSquaresKey(slots, group.width, type),
+      module: () => clipSumSquaresModule(slots, group.width, type),
       entry: 'clip_sum_squares',
       grid: blocks,
       block: BLOCK,
@@ -236,41 +244,50 @@ function encodeSumSquares(
   return { partials, partialCount };
 }
 
-export const clipKernel = cudaKernel(clipByGlobalNorm, (encoder, { inputs, outputs, attrs }) => {
-  const grads = inputs as Operand[];
-  const norm = outputs[outputs.length - 1]!;
-  // The partials, then the scale: the norm and scale never leave the device.
-  const { partials, partialCount } = encodeSumSquares(encoder, 'clipByGlobalNorm', 'grads', grads, 1);
-  const scale = partials + BigInt(4 * partialCount);
-  encoder.launch({
-    key: CLIP_NORM_KEY,
-    module: () => clipNormModule(true),
-    entry: 'clip_norm',
-    grid: 1,
-    block: BLOCK,
-    args: { partials, count: partialCount, norm, scale, maxNorm: attrs.maxNorm, eps: attrs.eps },
-  });
-  for (const group of clipGroups(grads, true)) {
-    const slots = group.grads.length;
+export const clipKernel = cudaKernel(
+  clipByGlobalNorm,
+  (encoder, { inputs, outputs, attrs }) => {
+    const grads = inputs as Operand[];
+    const norm = outputs[outputs.length - 1]!;
+    // The partials, then the scale: the norm and scale never leave the device.
+    const { partials, partialCount } = encodeSumSquares(encoder, 'clipByGlobalNorm', 'grads', grads, 1);
+    const scale = partials + BigInt(4 * partialCount);
     encoder.launch({
-      key: clipScaleKey(slots, group.width),
-      module: () => clipScaleModule(slots, group.width),
-      entry: 'clip_scale',
-      grid: vectorGrid(encoder, group.elements, group.width),
+      key: CLIP_NORM_KEY,
+      module: () => clipNormModule(true),
+      entry: 'clip_norm',
+      grid: 1,
       block: BLOCK,
-      args: { scale, ...slotArgs(group.grads) },
+      args: { partials, count: partialCount, norm, scale, maxNorm: attrs.maxNorm, eps: attrs.eps },
     });
-  }
-});
+    const type = grads.length > 0 ? storageOf(grads[0]!) : 'f32';
+    for (const group of clipGroups(grads, true)) {
+      const slots = group.grads.length;
+      encoder.launch({
+        key: clipScaleKey(slots, group.width, type),
+        module: () => clipScaleModule(slots, group.width, type),
+        entry: 'clip_scale',
+        grid: vectorGrid(encoder, group.elements, group.width),
+        block: BLOCK,
+        args: { scale, ...slotArgs(group.grads) },
+      });
+    }
+  },
+  { dtypes: FLOAT },
+);
 
-export const globalNormKernel = cudaKernel(globalNorm, (encoder, { inputs, outputs }) => {
-  const { partials, partialCount } = encodeSumSquares(encoder, 'globalNorm', 'xs', inputs as Operand[], 0);
-  encoder.launch({
-    key: GLOBAL_NORM_KEY,
-    module: () => clipNormModule(false),
-    entry: 'global_norm',
-    grid: 1,
-    block: BLOCK,
-    args: { partials, count: partialCount, norm: outputs[0]! },
-  });
-});
+export const globalNormKernel = cudaKernel(
+  globalNorm,
+  (encoder, { inputs, outputs }) => {
+    const { partials, partialCount } = encodeSumSquares(encoder, 'globalNorm', 'xs', inputs as Operand[], 0);
+    encoder.launch({
+      key: GLOBAL_NORM_KEY,
+      module: () => clipNormModule(false),
+      entry: 'global_norm',
+      grid: 1,
+      block: BLOCK,
+      args: { partials, count: partialCount, norm: outputs[0]! },
+    });
+  },
+  { dtypes: FLOAT },
+);

@@ -157,7 +157,16 @@ function assemble(text: string, arch: string): string {
 }
 
 describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`, () => {
-  for (const c of CONFIGS) {
+  // Half caches (under f32 or half q) at every configuration, which must not spill either.
+  const HALF_CONFIGS: AttentionConfig[] = CONFIGS.flatMap((c) =>
+    (
+      [
+        { act: 'f32', cache: 'bf16' },
+        { act: 'f16', cache: 'f16' },
+      ] as const
+    ).map((types) => ({ ...c, types })),
+  );
+  for (const c of [...CONFIGS, ...HALF_CONFIGS]) {
     it(`${attentionKey(c)} for sm_90 and ${DEFAULT_TARGET}`, () => {
       const text = attentionModule(c).emit();
       const log = assemble(text, 'sm_90');
@@ -174,9 +183,11 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`,
     [1024, 4],
   ] as const) {
     it(`merge d${d}v${width}`, () => {
-      const text = mergeModule(d, width).emit();
-      expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
-      assemble(text, DEFAULT_TARGET);
+      for (const out of ['f32', 'bf16'] as const) {
+        const text = mergeModule(d, width, out).emit();
+        expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
+        assemble(text, DEFAULT_TARGET);
+      }
     }, 60_000);
   }
   for (const width of [1, 4] as const) {
@@ -188,6 +199,20 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`,
       }, 60_000);
     }
   }
+  it('kvCacheScatter over half rows and caches', () => {
+    for (const width of [1, 4] as const) {
+      for (const [rows, cache] of [
+        ['f32', 'bf16'],
+        ['f32', 'f16'],
+        ['f16', 'f16'],
+        ['bf16', 'bf16'],
+      ] as const) {
+        const text = scatterModule(width, true, { rows, cache }).emit();
+        expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
+        assemble(text, DEFAULT_TARGET);
+      }
+    }
+  }, 60_000);
 });
 
 // The attention kernels run on an emulated device. Views one element past a
@@ -288,8 +313,14 @@ describe.skipIf(gate.skip)(`ropeKvScatter PTX assembles cleanly with ptxas (${ga
   for (const layout of ['half', 'interleaved'] as const) {
     for (const devicePosition of [false, true]) {
       it(`${ropeScatterKey(layout, devicePosition)} for sm_90 and ${DEFAULT_TARGET}`, () => {
-        const text = ropeScatterModule(layout, devicePosition).emit();
-        for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
+        for (const types of [
+          { rows: 'f32', cache: 'f32' },
+          { rows: 'f32', cache: 'bf16' },
+          { rows: 'f16', cache: 'f16' },
+        ] as const) {
+          const text = ropeScatterModule(layout, devicePosition, types).emit();
+          for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
+        }
       }, 60_000);
     }
   }

@@ -1,6 +1,5 @@
 import type { KernelBuilder } from '../ptx/kernel.js';
-import type { AddressLike, F32, R32, R64 } from '../ptx/operands.js';
-import { asVector } from './common.js';
+import type { R32, R64 } from '../ptx/operands.js';
 
 // Loads and stores shared by the decoding kernels: cache rows move as `.v4`
 // where their length and every base address allow it.
@@ -16,8 +15,4 @@ export type VectorWidth = 1 | 4;
 /** `.v4` when `count` is a multiple of 4 and every address is 16-byte aligned. */
 export function vectorWidth(count: number, addresses: readonly bigint[]): VectorWidth {
   return count % 4 === 0 && addresses.every((a) => a % 16n === 0n) ? 4 : 1;
-}
-
-export function loadF32(k: KernelBuilder, regs: readonly F32[], at: AddressLike): void {
-  k.ldGlobal('f32', asVector(regs), at, { nc: true });
 }

@@ -133,12 +133,23 @@ describe.skipIf(gate.skip)(`elementwise PTX assembles with ptxas (${gate.reason}
       }
     }, 120_000);
   }
+  it('binary ops over half storage', () => {
+    for (const op of BINARY_OPS) {
+      for (const type of ['f16', 'bf16'] as const) {
+        const result = assemblePtx(binaryModule(op, 2, type).emit(), DEFAULT_TARGET);
+        expect(result.log, `${op} ${type}`).toBe('');
+        expect(result.ok).toBe(true);
+      }
+    }
+  }, 120_000);
   for (const decl of MAP_DECLS) {
     it(`map ${decl.spec.name}`, () => {
       for (const arch of ARCHS) {
-        const result = assemblePtx(mapModule(decl).emit(), arch);
-        expect(result.log, `${decl.spec.name} ${arch}`).toBe('');
-        expect(result.ok).toBe(true);
+        for (const type of ['f32', 'f16', 'bf16'] as const) {
+          const result = assemblePtx(mapModule(decl, type).emit(), arch);
+          expect(result.log, `${decl.spec.name} ${type} ${arch}`).toBe('');
+          expect(result.ok).toBe(true);
+        }
       }
     }, 60_000);
   }

@@ -6,6 +6,7 @@ import {
   clipBackward,
   div,
   exp,
+  FLOAT,
   gelu,
   geluBackward,
   type KernelSpec,
@@ -34,6 +35,14 @@ import type { F32, Param } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { clampF32, expF32, geluF32, geluGradF32, sigmoidF32, siluF32, siluGradF32, tanhF32 } from './math.js';
+import {
+  type FloatStorage,
+  loadOneAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storageOf,
+  storeFromF32,
+} from './storage.js';
 
 // ---- binary with broadcasting ----------------------------------------------------
 
@@ -104,15 +113,16 @@ export function binaryEntry(op: BinaryOp, rank: number): string {
   return `binary_${op}_r${rank}`;
 }
 
-export function binaryKey(op: BinaryOp, rank: number): string {
-  return `elementwise/binary/${op}/rank${rank}`;
+export function binaryKey(op: BinaryOp, rank: number, type: FloatStorage = 'f32'): string {
+  return `elementwise/binary/${op}/rank${rank}${storageKey([type])}`;
 }
 
 /**
  * y[i] = a[ia] op b[ib] over a grid-stride loop, where ia and ib come from
  * i's coordinates over `rank` axes (innermost first: c = rest mod d_k).
  */
-export function binaryModule(op: BinaryOp, rank: number): PtxModule {
+export function binaryModule(op: BinaryOp, rank: number, type: FloatStorage = 'f32'): PtxModule {
+  const bytes = STORAGE_BYTES[type];
   const params: Record<string, ParamType> = { a: 'ptr', b: 'ptr', y: 'ptr', n: 'u32' };
   for (const prefix of ['d', 'sa', 'sb']) for (let d = 0; d < rank; d++) params[`${prefix}${d}`] = 'u32';
   const m = new PtxModule();
@@ -141,9 +151,9 @@ export function binaryModule(op: BinaryOp, rank: number): PtxModule {
         // The outermost coordinate is what is left: rest < d0.
         k.madLo('u32', ia, rest, sa[0]!, ia);
         k.madLo('u32', ib, rest, sb[0]!, ib);
-        const x = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(a, ia, 4), { nc: true });
-        const z = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(b, ib, 4), { nc: true });
-        k.stGlobal('f32', k.elementAddress(y, i, 4), binaryOp(k, op, x, z));
+        const x = loadOneAsF32(k, type, k.elementAddress(a, ia, bytes));
+        const z = loadOneAsF32(k, type, k.elementAddress(b, ib, bytes));
+        storeFromF32(k, type, k.elementAddress(y, i, bytes), binaryOp(k, op, x, z));
       });
     },
     { maxThreadsPerBlock: BLOCK },
@@ -153,35 +163,40 @@ export function binaryModule(op: BinaryOp, rank: number): PtxModule {
 
 function binary(op: BinaryOp): AnyCudaKernel {
   const spec = BINARY_SPECS[op];
-  return cudaKernel(spec, (encoder, { inputs, outputs, io }) => {
-    const out = outputs[0]!;
-    if (out.size === 0) return;
-    checkElementCount(spec.name, 'y', out.size);
-    const plan = broadcastPlan(out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
-    const rank = plan.dims.length;
-    if (rank > MAX_RANK) {
-      throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
-        kernel: spec.name,
-        argument: 'b',
-        expected: `at most ${MAX_RANK} after merging contiguous axes`,
-        actual: String(rank),
+  return cudaKernel(
+    spec,
+    (encoder, { inputs, outputs, io }) => {
+      const out = outputs[0]!;
+      if (out.size === 0) return;
+      checkElementCount(spec.name, 'y', out.size);
+      const plan = broadcastPlan(out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
+      const rank = plan.dims.length;
+      if (rank > MAX_RANK) {
+        throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
+          kernel: spec.name,
+          argument: 'b',
+          expected: `at most ${MAX_RANK} after merging contiguous axes`,
+          actual: String(rank),
+        });
+      }
+      const args: Record<string, LaunchValue> = { a: inputs[0]!, b: inputs[1]!, y: out, n: out.size };
+      for (let d = 0; d < rank; d++) {
+        args[`d${d}`] = plan.dims[d]!;
+        args[`sa${d}`] = plan.sa[d]!;
+        args[`sb${d}`] = plan.sb[d]!;
+      }
+      const type = storageOf(out);
+      encoder.launch({
+        key: binaryKey(op, rank, type),
+        module: () => binaryModule(op, rank, type),
+        entry: binaryEntry(op, rank),
+        grid: gridFor(encoder.device, out.size),
+        block: BLOCK,
+        args,
       });
-    }
-    const args: Record<string, LaunchValue> = { a: inputs[0]!, b: inputs[1]!, y: out, n: out.size };
-    for (let d = 0; d < rank; d++) {
-      args[`d${d}`] = plan.dims[d]!;
-      args[`sa${d}`] = plan.sa[d]!;
-      args[`sb${d}`] = plan.sb[d]!;
-    }
-    encoder.launch({
-      key: binaryKey(op, rank),
-      module: () => binaryModule(op, rank),
-      entry: binaryEntry(op, rank),
-      grid: gridFor(encoder.device, out.size),
-      block: BLOCK,
-      args,
-    });
-  });
+    },
+    { dtypes: FLOAT },
+  );
 }
 
 // ---- same-shape maps: any inputs and outputs, one body ---------------------------
@@ -207,11 +222,13 @@ export function mapEntry(spec: KernelSpec<AttrValues>): string {
   return `ew_${spec.name}`;
 }
 
-export function mapKey(spec: KernelSpec<AttrValues>): string {
-  return `elementwise/map/${spec.name}`;
+export function mapKey(spec: KernelSpec<AttrValues>, type: FloatStorage = 'f32'): string {
+  return `elementwise/map/${spec.name}${storageKey([type])}`;
 }
 
-export function mapModule<A extends AttrValues>(decl: MapDecl<A>): PtxModule {
+/** The module of a map whose tensors are all stored as `type`. */
+export function mapModule<A extends AttrValues>(decl: MapDecl<A>, type: FloatStorage = 'f32'): PtxModule {
+  const bytes = STORAGE_BYTES[type];
   const attrs = decl.attrs ?? [];
   const params: Record<string, ParamType> = {};
   for (const name of [...decl.inputs, ...decl.outputs]) params[name] = 'ptr';
@@ -234,12 +251,11 @@ export function mapModule<A extends AttrValues>(decl: MapDecl<A>): PtxModule {
         const values: Record<string, F32> = { ...attrValues };
         for (const name of decl.inputs) {
           const index = name === decl.periodic ? k.rem('u32', k.reg('u32'), i, period!) : i;
-          const at = k.elementAddress(pointers.get(name)!, index, 4);
-          values[name] = k.ldGlobal('f32', k.reg('f32'), at, { nc: true });
+          values[name] = loadOneAsF32(k, type, k.elementAddress(pointers.get(name)!, index, bytes));
         }
         const results = decl.body(k, values);
         for (const name of decl.outputs) {
-          k.stGlobal('f32', k.elementAddress(pointers.get(name)!, i, 4), results[name]!);
+          storeFromF32(k, type, k.elementAddress(pointers.get(name)!, i, bytes), results[name]!);
         }
       });
     },
@@ -250,24 +266,29 @@ export function mapModule<A extends AttrValues>(decl: MapDecl<A>): PtxModule {
 
 function map<A extends AttrValues>(decl: MapDecl<A>): AnyCudaKernel {
   const spec = decl.spec;
-  const key = mapKey(spec as KernelSpec<AttrValues>);
   const entry = mapEntry(spec as KernelSpec<AttrValues>);
-  const build = () => mapModule(decl);
-  return cudaKernel(spec, (encoder, { inputs, outputs, attrs }) => {
-    const n = outputs[0]!.size;
-    if (n === 0) return;
-    checkElementCount(spec.name, decl.outputs[0]!, n);
-    const args: Record<string, LaunchValue> = { n };
-    decl.inputs.forEach((name, i) => {
-      args[name] = inputs[i]!;
-    });
-    decl.outputs.forEach((name, i) => {
-      args[name] = outputs[i]!;
-    });
-    if (decl.periodic) args.m = inputs[decl.inputs.indexOf(decl.periodic)]!.size;
-    for (const name of decl.attrs ?? []) args[name] = attrs[name] as number;
-    encoder.launch({ key, module: build, entry, grid: gridFor(encoder.device, n), block: BLOCK, args });
-  });
+  return cudaKernel(
+    spec,
+    (encoder, { inputs, outputs, attrs }) => {
+      const type = storageOf(outputs[0]!);
+      const key = mapKey(spec as KernelSpec<AttrValues>, type);
+      const build = () => mapModule(decl, type);
+      const n = outputs[0]!.size;
+      if (n === 0) return;
+      checkElementCount(spec.name, decl.outputs[0]!, n);
+      const args: Record<string, LaunchValue> = { n };
+      decl.inputs.forEach((name, i) => {
+        args[name] = inputs[i]!;
+      });
+      decl.outputs.forEach((name, i) => {
+        args[name] = outputs[i]!;
+      });
+      if (decl.periodic) args.m = inputs[decl.inputs.indexOf(decl.periodic)]!.size;
+      for (const name of decl.attrs ?? []) args[name] = attrs[name] as number;
+      encoder.launch({ key, module: build, entry, grid: gridFor(encoder.device, n), block: BLOCK, args });
+    },
+    { dtypes: FLOAT },
+  );
 }
 
 function f32(k: KernelBuilder): F32 {

@@ -61,6 +61,13 @@ describe.skipIf(gate.skip)(`embedding PTX assembles with ptxas (${gate.reason})`
           expectAssemblesCleanly(build(g).emit(), arch);
         }
       }
+      // Half tables and gradients.
+      for (const type of ['f16', 'bf16'] as const) {
+        for (const arch of ['sm_90', DEFAULT_TARGET]) {
+          expectAssemblesCleanly(embeddingModule(g, type).emit(), arch);
+          expectAssemblesCleanly(embeddingScatterModule(g, type).emit(), arch);
+        }
+      }
     }, 60_000);
   }
   it(`the poisoning for sm_90 and ${DEFAULT_TARGET}`, () => {

@@ -1,9 +1,10 @@
-import { embedding, embeddingBackward, pow2AtLeast } from '@rayo/core';
+import { embedding, embeddingBackward, FLOAT, pow2AtLeast } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type F32, type Param, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { addr, type Param, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
+import { castKey, castModule } from './cast.js';
 import { BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import {
   accessWidth,
@@ -11,12 +12,19 @@ import {
   type GroupPlace,
   geometryKey,
   groupPlace,
-  loadFloats,
   type RowGeometry,
   rowGrid,
-  storeFloats,
   WARP_ROWS_BLOCK,
 } from './rowReduce.js';
+import {
+  type FloatStorage,
+  fillZero,
+  loadAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storageOf,
+  storesOf,
+} from './storage.js';
 
 // A group of up to a warp per id: the id is read once per row and the
 // group's lanes move the row, `.v4` where D and every base allow. Ids live
@@ -99,12 +107,13 @@ function embeddingEntry(
 
 // ---- embedding -------------------------------------------------------------------
 
-export function embeddingKey(g: RowGeometry): string {
-  return `embedding/gather/${geometryKey(g)}`;
+export function embeddingKey(g: RowGeometry, type: FloatStorage = 'f32'): string {
+  return `embedding/gather/${geometryKey(g)}${storageKey([type])}`;
 }
 
-/** y[r, :] = table[ids[r], :], or NaN where ids[r] is outside the table. */
-export function embeddingModule(g: RowGeometry): PtxModule {
+/** y[r, :] = table[ids[r], :], or NaN where ids[r] is outside the table; y has the table's dtype. */
+export function embeddingModule(g: RowGeometry, type: FloatStorage = 'f32'): PtxModule {
+  const bytes = STORAGE_BYTES[type];
   const m = new PtxModule();
   embeddingEntry(
     m,
@@ -115,42 +124,46 @@ export function embeddingModule(g: RowGeometry): PtxModule {
       const src = k.mulLo('u32', k.reg('u32'), id, dim);
       const dst = k.mulLo('u32', k.reg('u32'), row, dim);
       forEachColumn(k, place, dim, (col) => {
-        const from = k.elementAddress(ptr.table!, k.add('u32', k.reg('u32'), src, col), 4);
-        let loaded: F32[] = [];
-        k.predicated(idValid, () => {
-          loaded = loadFloats(k, from, g.width, { nc: true });
-        });
+        const from = k.elementAddress(ptr.table!, k.add('u32', k.reg('u32'), src, col), bytes);
+        const loaded = k.regs('f32', g.width);
+        loadAsF32(k, type, loaded, from, { ok: idValid });
         const values = loaded.map((v) => k.selp('f32', k.reg('f32'), v, NAN, idValid));
-        const to = k.elementAddress(ptr.y!, k.add('u32', k.reg('u32'), dst, col), 4);
-        guarded(k, rowValid, () => storeFloats(k, to, values));
+        const to = k.elementAddress(ptr.y!, k.add('u32', k.reg('u32'), dst, col), bytes);
+        const store = storesOf(k, type, values);
+        guarded(k, rowValid, () => store(to));
       });
     },
   );
   return m;
 }
 
-const embeddingKernel = cudaKernel(embedding, (encoder, { inputs, outputs }) => {
-  const [table, ids] = inputs as Operand[];
-  const y = outputs[0]!;
-  if (y.size === 0) return;
-  checkElementCount('embedding', 'table', table!.size);
-  checkElementCount('embedding', 'y', y.size);
-  const [vocab, dim] = table!.shape as [number, number];
-  const g = embeddingGeometry(dim, [table!, y]);
-  encoder.launch({
-    key: embeddingKey(g),
-    module: () => embeddingModule(g),
-    entry: 'embedding_gather',
-    grid: rowGrid(encoder.device, g, ids!.size),
-    block: g.block,
-    args: { table: table!, ids: ids!, y, rows: ids!.size, vocab, dim },
-  });
-});
+const embeddingKernel = cudaKernel(
+  embedding,
+  (encoder, { inputs, outputs }) => {
+    const [table, ids] = inputs as Operand[];
+    const y = outputs[0]!;
+    if (y.size === 0) return;
+    checkElementCount('embedding', 'table', table!.size);
+    checkElementCount('embedding', 'y', y.size);
+    const [vocab, dim] = table!.shape as [number, number];
+    const g = embeddingGeometry(dim, [table!, y]);
+    const type = storageOf(table!);
+    encoder.launch({
+      key: embeddingKey(g, type),
+      module: () => embeddingModule(g, type),
+      entry: 'embedding_gather',
+      grid: rowGrid(encoder.device, g, ids!.size),
+      block: g.block,
+      args: { table: table!, ids: ids!, y, rows: ids!.size, vocab, dim },
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- embeddingBackward -------------------------------------------------------------
 
-export function embeddingScatterKey(g: RowGeometry): string {
-  return `embedding/scatterAdd/${geometryKey(g)}`;
+export function embeddingScatterKey(g: RowGeometry, type: FloatStorage = 'f32'): string {
+  return `embedding/scatterAdd/${geometryKey(g)}${storageKey([type])}`;
 }
 
 export const EMBEDDING_POISON_KEY = 'embedding/poisonIfFlagged';
@@ -158,9 +171,10 @@ export const EMBEDDING_POISON_KEY = 'embedding/poisonIfFlagged';
 /**
  * dtable[ids[r], :] += dy[r, :] with f32 atomic adds into the zeroed table
  * (the order of the adds varies: sums agree to rounding). An id outside
- * the table raises `flag` instead, and its row is skipped.
+ * the table raises `flag` instead, and its row is skipped. dy may be half;
+ * the sums are f32 (for a half dtable, a scratch table cast afterwards).
  */
-export function embeddingScatterModule(g: RowGeometry): PtxModule {
+export function embeddingScatterModule(g: RowGeometry, type: FloatStorage = 'f32'): PtxModule {
   const m = new PtxModule();
   embeddingEntry(
     m,
@@ -174,12 +188,12 @@ export function embeddingScatterModule(g: RowGeometry): PtxModule {
       const src = k.mulLo('u32', k.reg('u32'), row, dim);
       const dst = k.mulLo('u32', k.reg('u32'), id, dim);
       forEachColumn(k, place, dim, (col) => {
-        const from = k.elementAddress(ptr.dy!, k.add('u32', k.reg('u32'), src, col), 4);
+        const from = k.elementAddress(ptr.dy!, k.add('u32', k.reg('u32'), src, col), STORAGE_BYTES[type]);
         const to = k.elementAddress(ptr.dtable!, k.add('u32', k.reg('u32'), dst, col), 4);
         k.predicated(idValid, () => {
-          for (const [l, x] of loadFloats(k, from, g.width, { nc: true }).entries()) {
-            k.red('global', 'add', 'f32', addr(to, 4 * l), x);
-          }
+          const values = k.regs('f32', g.width);
+          loadAsF32(k, type, values, from);
+          for (const [l, x] of values.entries()) k.red('global', 'add', 'f32', addr(to, 4 * l), x);
         });
       });
     },
@@ -206,35 +220,54 @@ export function embeddingPoisonModule(): PtxModule {
   return m;
 }
 
-const embeddingBackwardKernel = cudaKernel(embeddingBackward, (encoder, { inputs, outputs, attrs }) => {
-  const [dy, ids] = inputs as Operand[];
-  const dtable = outputs[0]!;
-  if (dtable.size === 0) return;
-  checkElementCount('embeddingBackward', 'dtable', dtable.size);
-  checkElementCount('embeddingBackward', 'dy', dy!.size);
-  encoder.fill32(dtable.ptr, 0, dtable.size);
-  if (dy!.size === 0) return;
-  const dim = dtable.shape[1]!;
-  const flag = encoder.scratch(4);
-  encoder.fill32(flag, 0, 1);
-  const g = embeddingGeometry(dim, [dy!, dtable]);
-  encoder.launch({
-    key: embeddingScatterKey(g),
-    module: () => embeddingScatterModule(g),
-    entry: 'embedding_scatter_add',
-    grid: rowGrid(encoder.device, g, ids!.size),
-    block: g.block,
-    args: { dy: dy!, ids: ids!, dtable, flag, rows: ids!.size, vocab: attrs.vocabSize, dim },
-  });
-  encoder.launch({
-    key: EMBEDDING_POISON_KEY,
-    module: embeddingPoisonModule,
-    entry: 'embedding_poison',
-    // Almost always a no-op, so a small grid keeps it cheap.
-    grid: Math.min(gridFor(encoder.device, dtable.size), encoder.device.multiprocessors),
-    block: BLOCK,
-    args: { flag, dtable, n: dtable.size },
-  });
-});
+const embeddingBackwardKernel = cudaKernel(
+  embeddingBackward,
+  (encoder, { inputs, outputs, attrs }) => {
+    const [dy, ids] = inputs as Operand[];
+    const dtable = outputs[0]!;
+    if (dtable.size === 0) return;
+    checkElementCount('embeddingBackward', 'dtable', dtable.size);
+    checkElementCount('embeddingBackward', 'dy', dy!.size);
+    const type = storageOf(dtable);
+    if (dy!.size === 0) {
+      fillZero(encoder, dtable);
+      return;
+    }
+    // A half table is summed in an f32 scratch table, then rounded into dtable once.
+    const sums = type === 'f32' ? dtable.ptr : encoder.scratch(4 * dtable.size);
+    encoder.fill32(sums, 0, dtable.size);
+    const dim = dtable.shape[1]!;
+    const flag = encoder.scratch(4);
+    encoder.fill32(flag, 0, 1);
+    const g = embeddingGeometry(dim, [dy!, dtable]);
+    encoder.launch({
+      key: embeddingScatterKey(g, type),
+      module: () => embeddingScatterModule(g, type),
+      entry: 'embedding_scatter_add',
+      grid: rowGrid(encoder.device, g, ids!.size),
+      block: g.block,
+      args: { dy: dy!, ids: ids!, dtable: sums, flag, rows: ids!.size, vocab: attrs.vocabSize, dim },
+    });
+    encoder.launch({
+      key: EMBEDDING_POISON_KEY,
+      module: embeddingPoisonModule,
+      entry: 'embedding_poison',
+      // Almost always a no-op, so a small grid keeps it cheap.
+      grid: Math.min(gridFor(encoder.device, dtable.size), encoder.device.multiprocessors),
+      block: BLOCK,
+      args: { flag, dtable: sums, n: dtable.size },
+    });
+    if (type === 'f32') return;
+    encoder.launch({
+      key: castKey('f32', type),
+      module: () => castModule('f32', type),
+      entry: `cast_f32_${type}`,
+      grid: gridFor(encoder.device, dtable.size),
+      block: BLOCK,
+      args: { x: sums, y: dtable, n: dtable.size },
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 export const EMBEDDING_KERNELS: readonly AnyCudaKernel[] = [embeddingKernel, embeddingBackwardKernel];

@@ -40,6 +40,21 @@ const variants: FusedVariant[] = [
   ),
 ];
 
+// Half weights under f32 activations (the decode case) and all-half, at each width the rows choose.
+const halfVariants: FusedVariant[] = (
+  [
+    { act: 'f32', weight: 'bf16' },
+    { act: 'f32', weight: 'f16' },
+    { act: 'bf16', weight: 'bf16' },
+    { act: 'f16', weight: 'f16' },
+  ] as const
+).flatMap((types) =>
+  [1, 2, 4, 5, FUSED_MAX_ROWS].flatMap((rows) => [
+    { gated: true, rows, vec: true, norm: true, types },
+    { gated: false, weights: 3, rows, vec: rows % 2 === 0, norm: true, types },
+  ]),
+);
+
 describe('fused streaming kernels', () => {
   it('implements gateUpSwiglu and rmsNormMatmul', () => {
     expect(FUSED_KERNELS.map((k) => k.spec.name)).toEqual([
@@ -158,8 +173,8 @@ describe('linear epilogue and its backward', () => {
 const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`fused PTX assembles with ptxas, without spills (${gate.reason})`, () => {
-  it('every row count, layout and norm', () => {
-    for (const v of variants) {
+  it('every row count, layout and norm, over f32 and half storage', () => {
+    for (const v of [...variants, ...halfVariants]) {
       for (const arch of ['sm_90', DEFAULT_TARGET]) {
         expectAssemblesCleanly(fusedModule(v).emit(), arch, `${fusedKey(v)} ${arch}`);
       }
@@ -175,7 +190,13 @@ describe.skipIf(gate.skip)(`fused PTX assembles with ptxas, without spills (${ga
         expectAssemblesCleanly(splitSumModule(false, e).emit(), arch, `${splitSumKey(false, e)} ${arch}`);
       }
       for (const a of LINEAR_ACTIVATIONS) {
-        expectAssemblesCleanly(biasActivationModule(a).emit(), arch, `${biasActivationKey(a)} ${arch}`);
+        for (const type of ['f32', 'bf16'] as const) {
+          expectAssemblesCleanly(
+            biasActivationModule(a, type).emit(),
+            arch,
+            `${biasActivationKey(a, type)} ${arch}`,
+          );
+        }
       }
     }
   }, 300_000);
@@ -326,5 +347,40 @@ describe('gateUpSwiglu on a one-SM emulated device', () => {
         ).toBeUndefined();
       }
     });
+  }
+
+  // Half weights under f32 activations, the decode case: 8 halves per load
+  // (K a multiple of 8, up to 4 rows), 4 past that, element by element otherwise.
+  for (const dtype of ['bf16', 'f16'] as const) {
+    for (const [m, k, n] of [
+      [1, 512, 19],
+      [3, 264, 9],
+      [11, 136, 10],
+      [2, 131, 7],
+    ] as const) {
+      it(`gateUpSwiglu and rmsNormMatmul3 ${m}×${k}→${n}, ${dtype} weights`, async () => {
+        const x = random(m * k);
+        const norm = random(k);
+        const weights = [random(n * k), random(n * k), random(n * k)];
+        const upload = (b: typeof gpu | typeof cpu) => [
+          b.upload(x, [m, k]),
+          b.upload(norm, [k]),
+          ...weights.map((w) => b.upload([...w], [n, k], dtype)),
+        ];
+        const [gx, gn, gw0, gw1, gw2] = upload(gpu);
+        const [cx, cn, cw0, cw1, cw2] = upload(cpu);
+        const tolerance = { rtol: 1e-4, atol: 5e-5 * Math.sqrt(k) };
+        const [y] = gpu.run(gateUpSwiglu, [gx!, gw0!, gw1!, gn!]) as Tensor[];
+        const [want] = cpu.run(gateUpSwiglu, [cx!, cw0!, cw1!, cn!]);
+        expect(compareOutputs('f32', await y!.read(), await want!.read(), tolerance)).toBeUndefined();
+        const got3 = gpu.run(rmsNormMatmul3, [gx!, gn!, gw0!, gw1!, gw2!]) as Tensor[];
+        const want3 = cpu.run(rmsNormMatmul3, [cx!, cn!, cw0!, cw1!, cw2!]);
+        for (let i = 0; i < 3; i++) {
+          expect(
+            compareOutputs('f32', await got3[i]!.read(), await want3[i]!.read(), tolerance),
+          ).toBeUndefined();
+        }
+      });
+    }
   }
 });

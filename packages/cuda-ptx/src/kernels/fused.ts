@@ -11,9 +11,18 @@ import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Op
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
-import { DOT_COLUMNS, loadOrZero, ROW_THREADS, streamLoop } from './gemv.js';
+import { DOT_COLUMNS, ROW_THREADS, streamLoop, streamWidth } from './gemv.js';
 import { activationGradF32, siluF32 } from './math.js';
-import { encodeMatmul } from './matmul.js';
+import { encodeMatmul, HALF_STORAGE } from './matmul.js';
+import {
+  type FloatStorage,
+  loadAsF32,
+  loadOneAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storageOf,
+  storeFromF32,
+} from './storage.js';
 
 // gateUpSwiglu as the GEMV's `dot` kernel over two weights at once: warp w
 // of block x owns output column n = x · 8 + w, its lanes stream row n of
@@ -44,6 +53,8 @@ export interface FusedVariant {
   readonly vec: boolean;
   /** Folds rmsNorm(x, normWeight) into the dot products. */
   readonly norm: boolean;
+  /** Storage of x, normWeight and the outputs (`act`) and of the weights; all f32 when absent. */
+  readonly types?: { readonly act: FloatStorage; readonly weight: FloatStorage };
 }
 
 const weightCount = (v: FusedVariant) => v.weights ?? 1;
@@ -57,7 +68,8 @@ function kernelName(v: FusedVariant): string {
 }
 
 export function fusedKey(v: FusedVariant): string {
-  return `fused/${kernelName(v)}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}`;
+  const types = v.types ? storageKey([v.types.act, v.types.weight]) : '';
+  return `fused/${kernelName(v)}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}${types}`;
 }
 
 /**
@@ -92,7 +104,12 @@ export function fusedModule(v: FusedVariant): PtxModule {
       actual: String(weights),
     });
   }
-  const w = v.vec ? 4 : 1;
+  const { act, weight } = v.types ?? { act: 'f32', weight: 'f32' };
+  const w = v.vec ? streamWidth(weight, v.rows) : 1;
+  // Vectors of 8 halves take as many registers per step as 4 f32: half the steps in flight.
+  const unroll = Math.max(1, (unrollFor(v.rows) * 4) / Math.max(w, 4));
+  const actBytes = STORAGE_BYTES[act];
+  const weightBytes = STORAGE_BYTES[weight];
   const m = new PtxModule();
   m.entry(
     FUSED_ENTRY,
@@ -149,17 +166,17 @@ export function fusedModule(v: FusedVariant): PtxModule {
           });
         }
         const wOffset = k.madLo('u32', k.reg('u32'), wRow, kDim, kIdx);
-        const gPtr = k.elementAddress(wBase, wOffset, 4);
-        const uPtr = v.gated ? k.elementAddress(k.globalPointer(p.wUp), wOffset, 4) : undefined;
-        const nPtr = v.norm ? k.elementAddress(k.globalPointer(p.normWeight), kIdx, 4) : undefined;
+        const gPtr = k.elementAddress(wBase, wOffset, weightBytes);
+        const uPtr = v.gated ? k.elementAddress(k.globalPointer(p.wUp), wOffset, weightBytes) : undefined;
+        const nPtr = v.norm ? k.elementAddress(k.globalPointer(p.normWeight), kIdx, actBytes) : undefined;
         const x = k.globalPointer(p.x);
         // Rows past M read the last row (never written), so every step loads alike.
         const xPtrs: R64[] = Array.from({ length: v.rows }, (_, r) => {
           const row = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), row0, r), lastRow);
-          return k.elementAddress(x, k.madLo('u32', k.reg('u32'), row, kDim, kIdx), 4);
+          return k.elementAddress(x, k.madLo('u32', k.reg('u32'), row, kDim, kIdx), actBytes);
         });
-        // A partial sum per vector element keeps the FMA chains short for one or two rows.
-        const lanes = v.rows <= 2 ? w : 1;
+        // A partial sum per vector element (up to 4) keeps the FMA chains short for one or two rows.
+        const lanes = v.rows <= 2 ? Math.min(w, 4) : 1;
         const zeros = (count: number) => {
           const regs = k.regs('f32', count);
           for (const r of regs) k.mov('f32', r, 0);
@@ -169,19 +186,21 @@ export function fusedModule(v: FusedVariant): PtxModule {
         const up = Array.from({ length: v.rows }, () => zeros(v.gated ? lanes : 0));
         const squares = Array.from({ length: v.rows }, () => zeros(v.norm ? lanes : 0));
         const stride = 32 * w;
-        const ptrs = [gPtr, ...(uPtr ? [uPtr] : []), ...(nPtr ? [nPtr] : []), ...xPtrs];
-        streamLoop(k, kIdx, kDim, stride, unrollFor(v.rows), {
+        const weightPtrs = [gPtr, ...(uPtr ? [uPtr] : [])];
+        const actPtrs = [...(nPtr ? [nPtr] : []), ...xPtrs];
+        streamLoop(k, kIdx, kDim, stride, unroll, {
           load: () => {
-            const load = (ptr: R64) => {
+            const load = (type: FloatStorage) => (ptr: R64) => {
               const regs = k.regs('f32', w);
-              loadOrZero(k, regs, ptr);
+              loadAsF32(k, type, regs, ptr);
               return regs;
             };
-            const g = load(gPtr);
-            const u = uPtr ? load(uPtr) : undefined;
-            const nv = nPtr ? load(nPtr) : undefined;
-            const xv = xPtrs.map(load);
-            for (const ptr of ptrs) k.add('u64', ptr, ptr, stride * 4);
+            const g = load(weight)(gPtr);
+            const u = uPtr ? load(weight)(uPtr) : undefined;
+            const nv = nPtr ? load(act)(nPtr) : undefined;
+            const xv = xPtrs.map(load(act));
+            for (const ptr of weightPtrs) k.add('u64', ptr, ptr, stride * weightBytes);
+            for (const ptr of actPtrs) k.add('u64', ptr, ptr, stride * actBytes);
             return { g, u, nv, xv };
           },
           use: ({ g, u, nv, xv }) => {
@@ -231,7 +250,7 @@ export function fusedModule(v: FusedVariant): PtxModule {
             }
             const out = u ? k.mul('f32', k.reg('f32'), siluF32(k, g), u, { rnd: 'rn' }) : g;
             const index = k.madLo('u32', k.reg('u32'), row, yCols, wRow);
-            k.stGlobal('f32', k.elementAddress(yBase, index, 4), out);
+            storeFromF32(k, act, k.elementAddress(yBase, index, actBytes), out);
           });
         }
       });
@@ -266,9 +285,17 @@ function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
   for (const [i, o] of w.entries()) checkElementCount(call.kernel, w.length > 1 ? `w${i}` : 'w', o.size);
   for (const [i, o] of y.entries()) checkElementCount(call.kernel, y.length > 1 ? `y${i}` : 'y', o.size);
   const operands = [x, ...w, ...(wUp ? [wUp] : []), ...(normWeight ? [normWeight] : [])];
-  const vec = kDim % 4 === 0 && operands.every((o) => aligned16(o.ptr));
   const rows = Math.min(m, FUSED_MAX_ROWS);
-  const variant = { gated: wUp !== undefined, weights: w.length, rows, vec, norm: normWeight !== undefined };
+  const types = { act: storageOf(x), weight: storageOf(w[0]!) };
+  const vec = kDim % streamWidth(types.weight, rows) === 0 && operands.every((o) => aligned16(o.ptr));
+  const variant = {
+    gated: wUp !== undefined,
+    weights: w.length,
+    rows,
+    vec,
+    norm: normWeight !== undefined,
+    ...(types.act === 'f32' && types.weight === 'f32' ? {} : { types }),
+  };
   // Rows beyond the grid's y limit go in several launches.
   const perLaunch = encoder.device.maxGridDim[1] * rows;
   for (let first = 0; first < m; first += perLaunch) {
@@ -309,8 +336,8 @@ export const BIAS_ACTIVATION_ENTRY = 'bias_activation_backward';
 export const BIAS_ACTIVATION_COLUMNS = 32;
 const BIAS_ACTIVATION_WARPS = 8;
 
-export function biasActivationKey(activation: LinearActivation): string {
-  return `fused/biasActivationBackward/${activation}`;
+export function biasActivationKey(activation: LinearActivation, type: FloatStorage = 'f32'): string {
+  return `fused/biasActivationBackward/${activation}${storageKey([type])}`;
 }
 
 /**
@@ -320,7 +347,8 @@ export function biasActivationKey(activation: LinearActivation): string {
  * running sum, and warp 0 adds the 8 warps' sums in warp order (the same
  * result every run) and writes db.
  */
-export function biasActivationModule(activation: LinearActivation): PtxModule {
+export function biasActivationModule(activation: LinearActivation, type: FloatStorage = 'f32'): PtxModule {
+  const bytes = STORAGE_BYTES[type];
   const m = new PtxModule();
   m.entry(
     BIAS_ACTIVATION_ENTRY,
@@ -341,12 +369,13 @@ export function biasActivationModule(activation: LinearActivation): PtxModule {
         const row = k.reg('u32');
         k.forRange(row, warp, rows, BIAS_ACTIVATION_WARPS, () => {
           const index = k.madLo('u32', k.reg('u32'), row, n, col);
-          const g = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(dy, index, 4), { nc: true });
+          const g = loadOneAsF32(k, type, k.elementAddress(dy, index, bytes));
           if (activation !== 'none') {
-            const zv = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(z, index, 4), { nc: true });
+            const zv = loadOneAsF32(k, type, k.elementAddress(z, index, bytes));
             k.mul('f32', g, g, activationGradF32(k, activation, zv), { rnd: 'rn' });
           }
-          k.stGlobal('f32', k.elementAddress(dz, index, 4), g);
+          // db sums the f32 values; dz is rounded only as it is stored.
+          storeFromF32(k, type, k.elementAddress(dz, index, bytes), g);
           k.add('f32', sum, sum, g, { rnd: 'rn' });
         });
       });
@@ -366,7 +395,7 @@ export function biasActivationModule(activation: LinearActivation): PtxModule {
           const part = k.ldShared('f32', k.reg('f32'), addr(at, w * BIAS_ACTIVATION_COLUMNS * 4));
           k.add('f32', total, total, part, { rnd: 'rn' });
         }
-        k.stGlobal('f32', k.elementAddress(k.globalPointer(p.db), col, 4), total);
+        storeFromF32(k, type, k.elementAddress(k.globalPointer(p.db), col, bytes), total);
       });
     },
     { maxThreadsPerBlock: BIAS_ACTIVATION_WARPS * 32 },
@@ -375,80 +404,101 @@ export function biasActivationModule(activation: LinearActivation): PtxModule {
 }
 
 export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
-  cudaKernel(linear, (encoder, { inputs, outputs, attrs }) => {
-    const [x, w, bias] = inputs;
-    const [y, z] = outputs;
-    const [m, n] = y!.shape as [number, number];
-    encodeMatmul(encoder, {
-      kernel: linear.name,
-      a: x!,
-      b: w!,
-      c: undefined,
-      y: y!,
-      bias,
-      z,
-      activation: attrs.activation,
-      batch: 1,
-      m,
-      n,
-      k: x!.shape[1]!,
-      alpha: 1,
-      beta: 0,
-      transA: false,
-      transB: true,
-    });
-  }),
-  cudaKernel(biasActivationBackward, (encoder, { inputs, outputs, attrs }) => {
-    const [dy, z] = inputs;
-    const [dz, db] = outputs;
-    const [m, n] = dy!.shape as [number, number];
-    if (n === 0) return;
-    checkElementCount(biasActivationBackward.name, 'dy', dy!.size);
-    const { activation } = attrs;
-    encoder.launch({
-      key: biasActivationKey(activation),
-      module: () => biasActivationModule(activation),
-      entry: BIAS_ACTIVATION_ENTRY,
-      grid: Math.ceil(n / BIAS_ACTIVATION_COLUMNS),
-      block: BIAS_ACTIVATION_WARPS * 32,
-      // Without an activation z is never read.
-      args: { dy: dy!.ptr, z: (z ?? dy!).ptr, dz: dz!.ptr, db: db!.ptr, m, n },
-    });
-  }),
-  cudaKernel(gateUpSwiglu, (encoder, { inputs, outputs, attrs }) => {
-    const [x, wGate, wUp, normWeight] = inputs;
-    encodeFused(encoder, {
-      kernel: gateUpSwiglu.name,
-      x: x!,
-      w: [wGate!],
-      wUp: wUp!,
-      normWeight,
-      y: [outputs[0]!],
-      eps: attrs.eps,
-    });
-  }),
-  cudaKernel(rmsNormMatmul, (encoder, { inputs, outputs, attrs }) => {
-    const [x, normWeight, w] = inputs;
-    encodeFused(encoder, {
-      kernel: rmsNormMatmul.name,
-      x: x!,
-      w: [w!],
-      wUp: undefined,
-      normWeight: normWeight!,
-      y: [outputs[0]!],
-      eps: attrs.eps,
-    });
-  }),
-  cudaKernel(rmsNormMatmul3, (encoder, { inputs, outputs, attrs }) => {
-    const [x, normWeight, ...weights] = inputs;
-    encodeFused(encoder, {
-      kernel: rmsNormMatmul3.name,
-      x: x!,
-      w: weights.filter((o) => o !== undefined),
-      wUp: undefined,
-      normWeight: normWeight!,
-      y: outputs,
-      eps: attrs.eps,
-    });
-  }),
+  cudaKernel(
+    linear,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, w, bias] = inputs;
+      const [y, z] = outputs;
+      const [m, n] = y!.shape as [number, number];
+      encodeMatmul(encoder, {
+        kernel: linear.name,
+        a: x!,
+        b: w!,
+        c: undefined,
+        y: y!,
+        bias,
+        z,
+        activation: attrs.activation,
+        batch: 1,
+        m,
+        n,
+        k: x!.shape[1]!,
+        alpha: 1,
+        beta: 0,
+        transA: false,
+        transB: true,
+      });
+    },
+    HALF_STORAGE,
+  ),
+  cudaKernel(
+    biasActivationBackward,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [dy, z] = inputs;
+      const [dz, db] = outputs;
+      const [m, n] = dy!.shape as [number, number];
+      if (n === 0) return;
+      checkElementCount(biasActivationBackward.name, 'dy', dy!.size);
+      const { activation } = attrs;
+      const type = storageOf(dy!);
+      encoder.launch({
+        key: biasActivationKey(activation, type),
+        module: () => biasActivationModule(activation, type),
+        entry: BIAS_ACTIVATION_ENTRY,
+        grid: Math.ceil(n / BIAS_ACTIVATION_COLUMNS),
+        block: BIAS_ACTIVATION_WARPS * 32,
+        // Without an activation z is never read.
+        args: { dy: dy!.ptr, z: (z ?? dy!).ptr, dz: dz!.ptr, db: db!.ptr, m, n },
+      });
+    },
+    HALF_STORAGE,
+  ),
+  cudaKernel(
+    gateUpSwiglu,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, wGate, wUp, normWeight] = inputs;
+      encodeFused(encoder, {
+        kernel: gateUpSwiglu.name,
+        x: x!,
+        w: [wGate!],
+        wUp: wUp!,
+        normWeight,
+        y: [outputs[0]!],
+        eps: attrs.eps,
+      });
+    },
+    HALF_STORAGE,
+  ),
+  cudaKernel(
+    rmsNormMatmul,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, normWeight, w] = inputs;
+      encodeFused(encoder, {
+        kernel: rmsNormMatmul.name,
+        x: x!,
+        w: [w!],
+        wUp: undefined,
+        normWeight: normWeight!,
+        y: [outputs[0]!],
+        eps: attrs.eps,
+      });
+    },
+    HALF_STORAGE,
+  ),
+  cudaKernel(
+    rmsNormMatmul3,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, normWeight, ...weights] = inputs;
+      encodeFused(encoder, {
+        kernel: rmsNormMatmul3.name,
+        x: x!,
+        w: weights.filter((o) => o !== undefined),
+        wUp: undefined,
+        normWeight: normWeight!,
+        y: outputs,
+        eps: attrs.eps,
+      });
+    },
+    HALF_STORAGE,
+  ),
 ];

@@ -2,8 +2,16 @@ import { InvalidArgumentError, type LinearActivation } from '@rayo/core';
 import type { L2Prefetch, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { type ParamHandles, PtxModule } from '../ptx/module.js';
-import { type AddressLike, addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { activationF32 } from './math.js';
+import {
+  type FloatStorage,
+  loadAsF32,
+  loadOneAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storeFromF32,
+} from './storage.js';
 
 // Streaming kernels of the matmul family: the GEMV (one row of op(a)) and
 // small M (a few rows). Their cost is reading b once, so each is shaped
@@ -21,31 +29,6 @@ export const MAX_ROWS = 16;
 export const AXPY_SHARED_BYTES = 32 * 1024;
 
 // ---- helpers shared with the tiled kernels -------------------------------------
-
-/**
- * Loads one f32 or a `.v4` of them from global memory through the read-only
- * cache; where `ok` is false nothing is read and the registers hold zeros
- * (the edge of a matrix contributes nothing to a sum).
- */
-export function loadOrZero(
-  k: KernelBuilder,
-  dst: readonly F32[],
-  at: AddressLike,
-  ok?: Pred,
-  prefetch?: L2Prefetch,
-): void {
-  const opts = prefetch === undefined ? { nc: true } : { nc: true, prefetch };
-  const load = () => {
-    if (dst.length === 4) k.ldGlobal('f32', dst as unknown as Vec4<F32>, at, opts);
-    else k.ldGlobal('f32', dst[0]!, at, opts);
-  };
-  if (!ok) {
-    load();
-    return;
-  }
-  for (const r of dst) k.mov('f32', r, 0);
-  k.predicated(ok, load);
-}
 
 /** alpha · sum (+ beta · c): the epilogue of every matmul kernel. */
 export function scaleAndAdd(k: KernelBuilder, sum: F32, alpha: F32, extra?: { beta: F32; c: F32 }): F32 {
@@ -139,12 +122,36 @@ export interface RowVariant {
   readonly withC: boolean;
   /** linear's bias and activation after the sum. */
   readonly epilogue?: Epilogue;
+  /** Storage of a, of b and of the outputs (y, c, bias, z); all f32 when absent. */
+  readonly types?: RowTypes;
   /**
    * b's loads ask L2 for the 256 bytes around each (`.L2::256B`), a hint for
    * a stream read once. The module then targets sm_80. The planner sets it
    * for the axpy layout, where a 64 MiB GEMV ran 4% faster on an H100.
    */
   readonly l2Prefetch?: boolean;
+}
+
+/** Storage of the streaming kernels' operands: the outputs share one (c, bias and z with y). */
+export interface RowTypes {
+  readonly a: FloatStorage;
+  readonly b: FloatStorage;
+  readonly out: FloatStorage;
+}
+
+const ALL_F32: RowTypes = { a: 'f32', b: 'f32', out: 'f32' };
+
+function typesOf(v: RowVariant): RowTypes {
+  return v.types ?? ALL_F32;
+}
+
+/**
+ * Elements of b per vector access: 16 bytes (4 f32, 8 halves), or 8 bytes
+ * of halves past 4 rows, where 8 elements of every row of a per unrolled
+ * step would spill registers.
+ */
+export function streamWidth(b: FloatStorage, rows: number): number {
+  return b === 'f32' || rows > 4 ? 4 : 8;
 }
 
 export interface AxpyVariant extends RowVariant {
@@ -186,7 +193,8 @@ const ROW_PARAMS = {
 } as const;
 
 function rowsName(v: RowVariant): string {
-  return `m${v.rows}/${v.transA ? 't' : 'n'}/${v.vec ? 'v4' : 'scalar'}${v.withC ? '/c' : ''}${epilogueKey(v.epilogue)}${v.l2Prefetch ? '/l2pf' : ''}`;
+  const t = typesOf(v);
+  return `m${v.rows}/${v.transA ? 't' : 'n'}/${v.vec ? 'v4' : 'scalar'}${v.withC ? '/c' : ''}${epilogueKey(v.epilogue)}${v.l2Prefetch ? '/l2pf' : ''}${storageKey([t.a, t.b, t.out])}`;
 }
 
 export function dotKey(v: RowVariant): string {
@@ -239,9 +247,9 @@ function bPrefetch(v: RowVariant): L2Prefetch | undefined {
   return v.l2Prefetch ? 256 : undefined;
 }
 
-/** The batch's base address of an operand: `ptr + z · stride` elements. */
-export function batchBase(k: KernelBuilder, ptr: R64, z: R32, stride: R32): R64 {
-  return k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), z, stride), 4);
+/** The batch's base address of an operand: `ptr + z · stride` elements of `bytes` each. */
+export function batchBase(k: KernelBuilder, ptr: R64, z: R32, stride: R32, bytes = 4): R64 {
+  return k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), z, stride), bytes);
 }
 
 /** Where and how the streaming kernels store a result. */
@@ -259,6 +267,7 @@ interface RowOutput {
   biasRow: R32;
   biasCol: R32;
   epilogue: Epilogue | undefined;
+  type: FloatStorage;
 }
 
 function rowOutput(k: KernelBuilder, p: ParamHandles<typeof ROW_PARAMS>, z: R32, v: RowVariant): RowOutput {
@@ -276,6 +285,7 @@ function rowOutput(k: KernelBuilder, p: ParamHandles<typeof ROW_PARAMS>, z: R32,
     biasRow: k.ldParam(p.biasRow),
     biasCol: k.ldParam(p.biasCol),
     epilogue: v.epilogue,
+    type: typesOf(v).out,
   };
 }
 
@@ -287,11 +297,9 @@ function storeResult(k: KernelBuilder, p: RowOutput, m: R32 | number, col: R32, 
   } else {
     k.madLo('u32', index, p.rowStride, m, index);
   }
+  const bytes = STORAGE_BYTES[p.type];
   const extra = p.withC
-    ? {
-        beta: p.beta,
-        c: k.ldGlobal('f32', k.reg('f32'), k.elementAddress(p.c, index, 4), { nc: true }),
-      }
+    ? { beta: p.beta, c: loadOneAsF32(k, p.type, k.elementAddress(p.c, index, bytes)) }
     : undefined;
   const e = p.epilogue;
   let bias: F32 | undefined;
@@ -302,11 +310,11 @@ function storeResult(k: KernelBuilder, p: RowOutput, m: R32 | number, col: R32, 
     } else {
       k.madLo('u32', at, p.biasRow, m, at);
     }
-    bias = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(p.bias, at, 4), { nc: true });
+    bias = loadOneAsF32(k, p.type, k.elementAddress(p.bias, at, bytes));
   }
   const { z, y } = biasAndActivation(k, e, scaleAndAdd(k, sum, p.alpha, extra), bias);
-  if (e?.z) k.stGlobal('f32', k.elementAddress(p.z, index, 4), z);
-  k.stGlobal('f32', k.elementAddress(p.y, index, 4), y);
+  if (e?.z) storeFromF32(k, p.type, k.elementAddress(p.z, index, bytes), z);
+  storeFromF32(k, p.type, k.elementAddress(p.y, index, bytes), y);
 }
 
 /**
@@ -317,7 +325,10 @@ function storeResult(k: KernelBuilder, p: RowOutput, m: R32 | number, col: R32, 
  */
 export function dotModule(v: RowVariant): PtxModule {
   checkRows(v);
-  const w = v.vec ? 4 : 1;
+  const types = typesOf(v);
+  const w = v.vec ? streamWidth(types.b, v.rows) : 1;
+  const bytesA = STORAGE_BYTES[types.a];
+  const bytesB = STORAGE_BYTES[types.b];
   const m = new PtxModule(moduleOptions(v));
   m.entry(
     DOT_ENTRY,
@@ -332,15 +343,15 @@ export function dotModule(v: RowVariant): PtxModule {
       // Whole warps leave together, so the shuffles below always see 32 lanes.
       k.guard(col, n, () => {
         const z = k.ctaid('z');
-        const a = batchBase(k, k.globalPointer(p.a), z, k.ldParam(p.strideA));
-        const b = batchBase(k, k.globalPointer(p.b), z, k.ldParam(p.strideB));
+        const a = batchBase(k, k.globalPointer(p.a), z, k.ldParam(p.strideA), bytesA);
+        const b = batchBase(k, k.globalPointer(p.b), z, k.ldParam(p.strideB), bytesB);
         const kIdx = k.mulLo('u32', k.reg('u32'), lane, w);
-        const bPtr = k.elementAddress(b, k.madLo('u32', k.reg('u32'), col, kDim, kIdx), 4);
+        const bPtr = k.elementAddress(b, k.madLo('u32', k.reg('u32'), col, kDim, kIdx), bytesB);
         // transA: a(m, k) = a[k · rows + m], one pointer; else one pointer per row.
         const aPtrs: R64[] = v.transA
-          ? [k.elementAddress(a, k.mulLo('u32', k.reg('u32'), kIdx, v.rows), 4)]
+          ? [k.elementAddress(a, k.mulLo('u32', k.reg('u32'), kIdx, v.rows), bytesA)]
           : Array.from({ length: v.rows }, (_, r) =>
-              k.elementAddress(a, k.madLo('u32', k.reg('u32'), kDim, r, kIdx), 4),
+              k.elementAddress(a, k.madLo('u32', k.reg('u32'), kDim, r, kIdx), bytesA),
             );
         // A partial sum per vector element keeps the FMA chains short; past 4 rows they are long enough.
         const lanes = v.rows <= 4 ? w : 1;
@@ -350,20 +361,21 @@ export function dotModule(v: RowVariant): PtxModule {
         streamLoop(k, kIdx, kDim, stride, unrollFor(v.rows), {
           load: () => {
             const bv = k.regs('f32', w);
-            loadOrZero(k, bv, bPtr, undefined, bPrefetch(v));
-            k.add('u64', bPtr, bPtr, stride * 4);
+            const prefetch = bPrefetch(v);
+            loadAsF32(k, types.b, bv, bPtr, prefetch === undefined ? {} : { prefetch });
+            k.add('u64', bPtr, bPtr, stride * bytesB);
             const av = Array.from({ length: v.rows }, (_, r) => {
               const regs = k.regs('f32', w);
               if (v.transA) {
                 regs.forEach((reg, j) => {
-                  loadOrZero(k, [reg], addr(aPtrs[0]!, (j * v.rows + r) * 4));
+                  loadAsF32(k, types.a, [reg], addr(aPtrs[0]!, (j * v.rows + r) * bytesA));
                 });
               } else {
-                loadOrZero(k, regs, aPtrs[r]!);
+                loadAsF32(k, types.a, regs, aPtrs[r]!);
               }
               return regs;
             });
-            for (const ptr of aPtrs) k.add('u64', ptr, ptr, stride * 4 * (v.transA ? v.rows : 1));
+            for (const ptr of aPtrs) k.add('u64', ptr, ptr, stride * bytesA * (v.transA ? v.rows : 1));
             return { av, bv };
           },
           use: ({ av, bv }) => {
@@ -399,7 +411,7 @@ export function dotModule(v: RowVariant): PtxModule {
 
 /** The shape of an axpy block: lanes per row of b, rows of b a warp (and the block) reads at once. */
 export function axpyGeometry(v: AxpyVariant): { lanesPerRow: number; rowsPerWarp: number; slots: number } {
-  const w = v.vec ? 4 : 1;
+  const w = v.vec ? streamWidth(typesOf(v).b, v.rows) : 1;
   const lanesPerRow = v.columns / w;
   if (!Number.isInteger(lanesPerRow) || lanesPerRow < 1 || lanesPerRow > 32 || 32 % lanesPerRow !== 0) {
     throw new InvalidArgumentError('an axpy block row must be a power-of-two part of a warp', {
@@ -428,7 +440,10 @@ export function axpySharedBytes(v: AxpyVariant): number {
  */
 export function axpyModule(v: AxpyVariant): PtxModule {
   checkRows(v);
-  const w = v.vec ? 4 : 1;
+  const types = typesOf(v);
+  const w = v.vec ? streamWidth(types.b, v.rows) : 1;
+  const bytesA = STORAGE_BYTES[types.a];
+  const bytesB = STORAGE_BYTES[types.b];
   const { lanesPerRow, rowsPerWarp, slots } = axpyGeometry(v);
   if (axpySharedBytes(v) > AXPY_SHARED_BYTES) {
     throw new InvalidArgumentError('the axpy cross-warp sums do not fit in shared memory', {
@@ -473,18 +488,18 @@ export function axpyModule(v: AxpyVariant): PtxModule {
       // With `.v4`, N is a multiple of 4: a vector is all inside or all outside.
       const colOk = below(k, col, n);
       const z = k.ctaid('z');
-      const a = batchBase(k, k.globalPointer(p.a), z, k.ldParam(p.strideA));
-      const b = batchBase(k, k.globalPointer(p.b), z, k.ldParam(p.strideB));
+      const a = batchBase(k, k.globalPointer(p.a), z, k.ldParam(p.strideA), bytesA);
+      const b = batchBase(k, k.globalPointer(p.b), z, k.ldParam(p.strideB), bytesB);
       // Slot s starts at k = s · depth and steps by slots · depth.
       const kIdx = k.mulLo('u32', k.reg('u32'), slot, depth);
       const stride = slots * depth;
-      const bPtr = k.elementAddress(b, k.madLo('u32', k.reg('u32'), kIdx, n, col), 4);
-      const rowBytes = k.mulWide('u32', k.reg('u64'), n, 4);
-      const bStep = k.mulWide('u32', k.reg('u64'), n, stride * 4);
+      const bPtr = k.elementAddress(b, k.madLo('u32', k.reg('u32'), kIdx, n, col), bytesB);
+      const rowBytes = k.mulWide('u32', k.reg('u64'), n, bytesB);
+      const bStep = k.mulWide('u32', k.reg('u64'), n, stride * bytesB);
       const aPtrs: R64[] = v.transA
-        ? [k.elementAddress(a, k.mulLo('u32', k.reg('u32'), kIdx, v.rows), 4)]
+        ? [k.elementAddress(a, k.mulLo('u32', k.reg('u32'), kIdx, v.rows), bytesA)]
         : Array.from({ length: v.rows }, (_, r) =>
-            k.elementAddress(a, k.madLo('u32', k.reg('u32'), kDim, r, kIdx), 4),
+            k.elementAddress(a, k.madLo('u32', k.reg('u32'), kDim, r, kIdx), bytesA),
           );
       const acc = Array.from({ length: v.rows }, () => Array.from({ length: w }, () => k.reg('f32')));
       for (const row of acc) for (const r of row) k.mov('f32', r, 0);
@@ -495,17 +510,24 @@ export function axpyModule(v: AxpyVariant): PtxModule {
           const bv = Array.from({ length: depth }, (_, j) => {
             if (j > 0) row = k.add('u64', k.reg('u64'), row, rowBytes);
             const regs = k.regs('f32', w);
-            loadOrZero(k, regs, row, colOk, bPrefetch(v));
+            const prefetch = bPrefetch(v);
+            loadAsF32(
+              k,
+              types.b,
+              regs,
+              row,
+              prefetch === undefined ? { ok: colOk } : { ok: colOk, prefetch },
+            );
             return regs;
           });
           k.add('u64', bPtr, bPtr, bStep);
           // av[r][j]: a(r, k + j).
           const av = Array.from({ length: v.rows }, (_, r) => {
             const regs = k.regs('f32', depth);
-            loadOrZero(k, regs, v.transA ? addr(aPtrs[0]!, r * 4) : aPtrs[r]!);
+            loadAsF32(k, types.a, regs, v.transA ? addr(aPtrs[0]!, r * bytesA) : aPtrs[r]!);
             return regs;
           });
-          for (const ptr of aPtrs) k.add('u64', ptr, ptr, stride * 4 * (v.transA ? v.rows : 1));
+          for (const ptr of aPtrs) k.add('u64', ptr, ptr, stride * bytesA * (v.transA ? v.rows : 1));
           return { av, bv };
         },
         use: ({ av, bv }) => {
@@ -528,9 +550,11 @@ export function axpyModule(v: AxpyVariant): PtxModule {
         const at = k.madLo('u32', k.reg('u32'), warp, v.rows * v.columns * 4, base);
         k.madLo('u32', at, colLane, w * 4, at);
         acc.forEach((row, r) => {
-          const to = addr(at, r * v.columns * 4);
-          if (w === 4) k.stShared('f32', to, row as unknown as Vec4<F32>);
-          else k.stShared('f32', to, row[0]!);
+          for (let j = 0; j < w; j += 4) {
+            const to = addr(at, (r * v.columns + j) * 4);
+            if (w >= 4) k.stShared('f32', to, row.slice(j, j + 4) as unknown as Vec4<F32>);
+            else k.stShared('f32', to, row[0]!);
+          }
         });
       });
       k.barSync();

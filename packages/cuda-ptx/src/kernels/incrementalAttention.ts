@@ -1,4 +1,4 @@
-import { incrementalAttention, pow2AtLeast, UnsupportedOnBackendError } from '@rayo/core';
+import { FLOAT, incrementalAttention, pow2AtLeast, UnsupportedOnBackendError } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
@@ -6,8 +6,16 @@ import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Param, type Pred, type R32 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { asVector, checkElementCount, loadPointer, loadU32 } from './common.js';
-import { loadDeviceU32, loadF32, type VectorWidth, vectorWidth } from './decodingAccess.js';
+import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
 import { expF32 } from './math.js';
+import {
+  type FloatStorage,
+  loadAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storageOf,
+  storeFromF32,
+} from './storage.js';
 
 // One query token's attention over the KV cache as flash-decoding: the cached
 // sequence is split across blocks, each leaving a partial softmax state that a
@@ -66,6 +74,8 @@ export interface AttentionConfig {
   readonly split: boolean;
   /** Whether seqLen is read from device memory (`seqLenAt`) instead of a parameter. */
   readonly deviceLength?: boolean;
+  /** Storage of q and out (`act`) and of the caches; all f32 when absent. The partial states are f32. */
+  readonly types?: { readonly act: FloatStorage; readonly cache: FloatStorage };
 }
 
 export interface AttentionPlan {
@@ -123,11 +133,12 @@ export function planAttention(
 }
 
 export function attentionKey(c: AttentionConfig): string {
-  return `decoding/attention/${c.split ? 'split' : 'single'}/d${c.headDim}v${c.width}/g${c.headsPerBlock}u${c.unroll}w${ATTENTION_WARPS}${c.deviceLength ? '/len' : ''}`;
+  const types = c.types ? storageKey([c.types.act, c.types.cache]) : '';
+  return `decoding/attention/${c.split ? 'split' : 'single'}/d${c.headDim}v${c.width}/g${c.headsPerBlock}u${c.unroll}w${ATTENTION_WARPS}${c.deviceLength ? '/len' : ''}${types}`;
 }
 
-export function mergeKey(headDim: number, width: VectorWidth): string {
-  return `decoding/attention/merge/d${headDim}v${width}/w${MERGE_WARPS}`;
+export function mergeKey(headDim: number, width: VectorWidth, out: FloatStorage = 'f32'): string {
+  return `decoding/attention/merge/d${headDim}v${width}/w${MERGE_WARPS}${storageKey([out])}`;
 }
 
 // ---- softmax states ------------------------------------------------------------------
@@ -311,6 +322,9 @@ export function attentionModule(c: AttentionConfig): PtxModule {
   const { headDim, width, headsPerBlock: heads, unroll } = c;
   const { lanes: L, slots: S, perLane } = layout;
   const W = ATTENTION_WARPS;
+  const { act, cache } = c.types ?? { act: 'f32', cache: 'f32' };
+  const actBytes = STORAGE_BYTES[act];
+  const cacheBytes = STORAGE_BYTES[cache];
   const outputs: Record<string, ParamType> = c.split
     ? { partAcc: 'ptr', partMax: 'ptr', partSum: 'ptr' }
     : { out: 'ptr' };
@@ -351,24 +365,21 @@ export function attentionModule(c: AttentionConfig): PtxModule {
       // A split past the length has t1 <= t0: it reads nothing and leaves an empty state.
       const t1 = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), t0, splitTokens), seqLen);
       const column = k.mulLo('u32', k.reg('u32'), ln.laneInSlot, width);
-      const vectorBytes = (i: number) => 4 * i * L * width;
+      const vectorBytes = (i: number, bytes: number) => bytes * i * L * width;
 
       // q, pre-multiplied by the scale, in registers: q[h][i] is vector i of this lane.
       const scale = k.ldParam(p.scale as Param<'f32'>);
       const qAt = k.elementAddress(
         loadPointer(k, p, 'q'),
         k.madLo('u32', k.reg('u32'), head0, headDim, column),
-        4,
+        actBytes,
       );
       const q = Array.from({ length: heads }, (_, h) =>
         Array.from({ length: perLane }, (_, i) => {
           const r = k.regs('f32', width);
-          const at = addr(qAt, 4 * h * headDim + vectorBytes(i));
+          const at = addr(qAt, actBytes * h * headDim + vectorBytes(i, actBytes));
           const ok = ln.chunkOk[i];
-          if (ok) {
-            for (const x of r) k.mov('f32', x, 0);
-            k.predicated(ok, () => loadF32(k, r, at));
-          } else loadF32(k, r, at);
+          loadAsF32(k, act, r, at, ok ? { ok } : {});
           for (const x of r) k.mul('f32', x, x, scale, { rnd: 'rn' });
           return r;
         }),
@@ -381,9 +392,10 @@ export function attentionModule(c: AttentionConfig): PtxModule {
       const row = k.madLo('u32', k.reg('u32'), kvHead, loadU32(k, p, 'maxSeq'), wb);
       k.add('u32', row, row, ln.slot);
       const rowElement = k.madLo('u32', k.reg('u32'), row, headDim, column);
-      const kAt = k.elementAddress(loadPointer(k, p, 'kCache'), rowElement, 4);
-      const vAt = k.elementAddress(loadPointer(k, p, 'vCache'), rowElement, 4);
-      const tokenBytes = (j: number) => 4 * j * W * S * headDim;
+      const kAt = k.elementAddress(loadPointer(k, p, 'kCache'), rowElement, cacheBytes);
+      const vAt = k.elementAddress(loadPointer(k, p, 'vCache'), rowElement, cacheBytes);
+      const tokenBytes = (j: number) => cacheBytes * j * W * S * headDim;
+      const loadCache = (regs: readonly F32[], at: ReturnType<typeof addr>) => loadAsF32(k, cache, regs, at);
       const kRegs = Array.from({ length: unroll }, () =>
         Array.from({ length: perLane }, () => k.regs('f32', width)),
       );
@@ -403,18 +415,19 @@ export function attentionModule(c: AttentionConfig): PtxModule {
             const chunk = ln.chunkOk[i];
             const token = valid?.[j];
             const ok = chunk && token ? k.and('pred', k.reg('pred'), chunk, token) : (chunk ?? token);
-            const kAtJ = addr(kAt, tokenBytes(j) + vectorBytes(i));
-            const vAtJ = addr(vAt, tokenBytes(j) + vectorBytes(i));
+            const kAtJ = addr(kAt, tokenBytes(j) + vectorBytes(i, cacheBytes));
+            const vAtJ = addr(vAt, tokenBytes(j) + vectorBytes(i, cacheBytes));
             if (!ok) {
-              loadF32(k, kRegs[j]![i]!, kAtJ);
-              loadF32(k, vRegs[j]![i]!, vAtJ);
+              loadCache(kRegs[j]![i]!, kAtJ);
+              loadCache(vRegs[j]![i]!, vAtJ);
               continue;
             }
             // Tokens past the split read nothing and must not carry the last group's rows (0 · inf).
             if (token) for (const x of [...kRegs[j]![i]!, ...vRegs[j]![i]!]) k.mov('f32', x, 0);
+            // Half rows are converted under the same predicate: a skipped row keeps its zeros.
             k.predicated(ok, () => {
-              loadF32(k, kRegs[j]![i]!, kAtJ);
-              loadF32(k, vRegs[j]![i]!, vAtJ);
+              loadCache(kRegs[j]![i]!, kAtJ);
+              loadCache(vRegs[j]![i]!, vAtJ);
             });
           }
         }
@@ -475,8 +488,8 @@ export function attentionModule(c: AttentionConfig): PtxModule {
         () => {
           loadGroup(undefined);
           useGroup(undefined);
-          k.add('u64', kAt, kAt, 4 * groupTokens * headDim);
-          k.add('u64', vAt, vAt, 4 * groupTokens * headDim);
+          k.add('u64', kAt, kAt, cacheBytes * groupTokens * headDim);
+          k.add('u64', vAt, vAt, cacheBytes * groupTokens * headDim);
         },
         { signed: true },
       );
@@ -518,7 +531,12 @@ export function attentionModule(c: AttentionConfig): PtxModule {
         const out = loadPointer(k, p, 'out');
         combineWarps(k, layout, ln, W, headDim, states, (r) => {
           const at = k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), head0, r.head), headDim, r.dim);
-          k.stGlobal('f32', k.elementAddress(out, at, 4), k.div('f32', k.reg('f32'), r.acc, r.l, 'rn'));
+          storeFromF32(
+            k,
+            act,
+            k.elementAddress(out, at, actBytes),
+            k.div('f32', k.reg('f32'), r.acc, r.l, 'rn'),
+          );
         });
       }
     },
@@ -534,7 +552,7 @@ export function attentionModule(c: AttentionConfig): PtxModule {
  * of head h (M the largest m_s), one block per head: the slots of its warps
  * take splits in turn, as the attention kernel's take tokens.
  */
-export function mergeModule(headDim: number, width: VectorWidth): PtxModule {
+export function mergeModule(headDim: number, width: VectorWidth, outType: FloatStorage = 'f32'): PtxModule {
   const layout = laneLayout(headDim, width);
   const { lanes: L, slots: S, perLane } = layout;
   const W = MERGE_WARPS;
@@ -587,7 +605,8 @@ export function mergeModule(headDim: number, width: VectorWidth): PtxModule {
       const out = k.globalPointer(p.out);
       combineWarps(k, layout, ln, W, headDim, [state], (r) => {
         const at = k.madLo('u32', k.reg('u32'), head, headDim, r.dim);
-        k.stGlobal('f32', k.elementAddress(out, at, 4), k.div('f32', k.reg('f32'), r.acc, r.l, 'rn'));
+        const value = k.div('f32', k.reg('f32'), r.acc, r.l, 'rn');
+        storeFromF32(k, outType, k.elementAddress(out, at, STORAGE_BYTES[outType]), value);
       });
     },
     { maxThreadsPerBlock: 32 * W },
@@ -631,7 +650,12 @@ export function recordAttention(
     { nHeads, nKvHeads, headDim, seqLen: onDevice ? maxSeq : seqLen },
     width,
   );
-  const plan = onDevice ? { ...planned, config: { ...planned.config, deviceLength: true } } : planned;
+  const types = { act: storageOf(q), cache: storageOf(kCache) };
+  const typed = types.act === 'f32' && types.cache === 'f32' ? {} : { types };
+  const plan = {
+    ...planned,
+    config: { ...planned.config, ...(onDevice ? { deviceLength: true } : {}), ...typed },
+  };
   const c = plan.config;
   const shared = {
     q,
@@ -668,8 +692,8 @@ export function recordAttention(
   });
   // The scratch rows are aligned; the merge reads them as the attention read the caches.
   encoder.launch({
-    key: mergeKey(headDim, width),
-    module: () => mergeModule(headDim, width),
+    key: mergeKey(headDim, width, types.act),
+    module: () => mergeModule(headDim, width, types.act),
     entry: 'attention_merge',
     grid: nHeads,
     block: 32 * MERGE_WARPS,
@@ -677,7 +701,11 @@ export function recordAttention(
   });
 }
 
-export const attentionKernel = cudaKernel(incrementalAttention, (encoder, { inputs, outputs, attrs }) => {
-  const seqLen = inputs[3] ?? attrs.seqLen;
-  recordAttention(encoder, inputs[0]!, inputs[1]!, inputs[2]!, outputs[0]!, seqLen, attrs.scale);
-});
+export const attentionKernel = cudaKernel(
+  incrementalAttention,
+  (encoder, { inputs, outputs, attrs }) => {
+    const seqLen = inputs[3] ?? attrs.seqLen;
+    recordAttention(encoder, inputs[0]!, inputs[1]!, inputs[2]!, outputs[0]!, seqLen, attrs.scale);
+  },
+  { dtypes: FLOAT },
+);

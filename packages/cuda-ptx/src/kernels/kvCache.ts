@@ -1,4 +1,4 @@
-import { kvCacheScatter, ropeKvScatter } from '@rayo/core';
+import { FLOAT, kvCacheScatter, ropeKvScatter } from '@rayo/core';
 import { cudaKernel, type LaunchValue, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
@@ -7,6 +7,16 @@ import type { ParamType } from '../ptx/types.js';
 import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
 import { checkRopeAngles, frequencyExponent, type RopeLayout, ropeSinCos, rotatePair } from './rope.js';
+import {
+  type FloatStorage,
+  loadAsF32,
+  loadOneAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storageOf,
+  storeFromF32,
+  storesOf,
+} from './storage.js';
 
 // The KV-cache writes of decoding: the scatter of new rows into the cache,
 // and the same with RoPE applied to q and k on the way (ropeKvScatter).
@@ -51,17 +61,28 @@ function loadPosition(
 
 // ---- kvCacheScatter ---------------------------------------------------------------
 
-export function scatterKey(width: VectorWidth, devicePosition = false): string {
-  return `decoding/kvCacheScatter/v${width}${devicePosition ? '/at' : ''}`;
+/** Storage of the rows written (values, and q, k, v of ropeKvScatter) and of the caches. */
+export interface CacheTypes {
+  readonly rows: FloatStorage;
+  readonly cache: FloatStorage;
+}
+
+const F32_CACHE: CacheTypes = { rows: 'f32', cache: 'f32' };
+
+const allF32 = (t: CacheTypes) => t.rows === 'f32' && t.cache === 'f32';
+
+export function scatterKey(width: VectorWidth, devicePosition = false, types = F32_CACHE): string {
+  return `decoding/kvCacheScatter/v${width}${devicePosition ? '/at' : ''}${storageKey([types.rows, types.cache])}`;
 }
 
 /**
  * cache[h, position + t, :] = values[t, h·headDim : (h+1)·headDim], counted
  * in vectors of `width` words: a grid-stride loop over the values in order,
- * so reads are contiguous and writes are contiguous runs of a row. Words are
- * moved as u32 (bit-exact).
+ * so reads are contiguous and writes are contiguous runs of a row. f32 words
+ * are moved as u32 (bit-exact); half storage is widened and rounded to the
+ * cache's (a vector is then `width` elements).
  */
-export function scatterModule(width: VectorWidth, devicePosition = false): PtxModule {
+export function scatterModule(width: VectorWidth, devicePosition = false, types = F32_CACHE): PtxModule {
   const m = new PtxModule();
   const where = positionParams(devicePosition);
   m.entry(
@@ -91,9 +112,15 @@ export function scatterModule(width: VectorWidth, devicePosition = false): PtxMo
         const row = k.madLo('u32', k.reg('u32'), h, maxSeq, position);
         k.add('u32', row, row, t);
         const dst = k.madLo('u32', k.reg('u32'), row, rowVectors, e);
-        const words = k.regs('u32', width);
-        k.ldGlobal('u32', asVector(words), k.elementAddress(values, i, bytes), { nc: true });
-        k.stGlobal('u32', k.elementAddress(cache, dst, bytes), asVector(words));
+        if (allF32(types)) {
+          const words = k.regs('u32', width);
+          k.ldGlobal('u32', asVector(words), k.elementAddress(values, i, bytes), { nc: true });
+          k.stGlobal('u32', k.elementAddress(cache, dst, bytes), asVector(words));
+          return;
+        }
+        const floats = k.regs('f32', width);
+        loadAsF32(k, types.rows, floats, k.elementAddress(values, i, STORAGE_BYTES[types.rows] * width));
+        storesOf(k, types.cache, floats)(k.elementAddress(cache, dst, STORAGE_BYTES[types.cache] * width));
       });
     },
     { maxThreadsPerBlock: BLOCK },
@@ -101,40 +128,45 @@ export function scatterModule(width: VectorWidth, devicePosition = false): PtxMo
   return m;
 }
 
-export const scatterKernel = cudaKernel(kvCacheScatter, (encoder, { inputs, attrs }) => {
-  const cache = inputs[0]!;
-  const values = inputs[1]!;
-  const positionAt = inputs[2];
-  if (values.size === 0) return;
-  checkElementCount('kvCacheScatter', 'cache', cache.size);
-  const [nHeads, maxSeq, headDim] = cache.shape as [number, number, number];
-  const width = vectorWidth(headDim, [cache.ptr, values.ptr]);
-  const rowVectors = headDim / width;
-  const n = values.size / width;
-  const tokens = values.size / (nHeads * headDim);
-  const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
-  encoder.launch({
-    key: scatterKey(width, positionAt !== undefined),
-    module: () => scatterModule(width, positionAt !== undefined),
-    entry: 'kv_cache_scatter',
-    grid: gridFor(encoder.device, n),
-    block: BLOCK,
-    args: {
-      values,
-      cache,
-      n,
-      rowVectors,
-      tokenVectors: nHeads * rowVectors,
-      maxSeq,
-      ...where,
-    },
-  });
-});
+export const scatterKernel = cudaKernel(
+  kvCacheScatter,
+  (encoder, { inputs, attrs }) => {
+    const cache = inputs[0]!;
+    const values = inputs[1]!;
+    const positionAt = inputs[2];
+    if (values.size === 0) return;
+    checkElementCount('kvCacheScatter', 'cache', cache.size);
+    const [nHeads, maxSeq, headDim] = cache.shape as [number, number, number];
+    const width = vectorWidth(headDim, [cache.ptr, values.ptr]);
+    const rowVectors = headDim / width;
+    const n = values.size / width;
+    const tokens = values.size / (nHeads * headDim);
+    const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
+    const types = { rows: storageOf(values), cache: storageOf(cache) };
+    encoder.launch({
+      key: scatterKey(width, positionAt !== undefined, types),
+      module: () => scatterModule(width, positionAt !== undefined, types),
+      entry: 'kv_cache_scatter',
+      grid: gridFor(encoder.device, n),
+      block: BLOCK,
+      args: {
+        values,
+        cache,
+        n,
+        rowVectors,
+        tokenVectors: nHeads * rowVectors,
+        maxSeq,
+        ...where,
+      },
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- ropeKvScatter ------------------------------------------------------------
 
-export function ropeScatterKey(layout: RopeLayout, devicePosition = false): string {
-  return `decoding/ropeKvScatter/${layout}${devicePosition ? '/at' : ''}`;
+export function ropeScatterKey(layout: RopeLayout, devicePosition = false, types = F32_CACHE): string {
+  return `decoding/ropeKvScatter/${layout}${devicePosition ? '/at' : ''}${storageKey([types.rows, types.cache])}`;
 }
 
 /**
@@ -143,7 +175,9 @@ export function ropeScatterKey(layout: RopeLayout, devicePosition = false): stri
  * (copied to their vCache rows). A device position whose rows do not fit
  * leaves only the items of q, so nothing is written to the caches.
  */
-export function ropeScatterModule(layout: RopeLayout, devicePosition = false): PtxModule {
+export function ropeScatterModule(layout: RopeLayout, devicePosition = false, types = F32_CACHE): PtxModule {
+  const rowBytes = STORAGE_BYTES[types.rows];
+  const cacheBytes = STORAGE_BYTES[types.cache];
   const m = new PtxModule();
   const where = positionParams(devicePosition);
   m.entry(
@@ -198,8 +232,13 @@ export function ropeScatterModule(layout: RopeLayout, devicePosition = false): P
             const t = k.div('u32', k.reg('u32'), rest, kvHeads);
             const h = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), t, kvHeads));
             const dst = k.madLo('u32', k.reg('u32'), cacheRow(h, t), headDim, e);
-            const word = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(v, j, 4), { nc: true });
-            k.stGlobal('u32', k.elementAddress(vCache, dst, 4), word);
+            if (allF32(types)) {
+              const word = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(v, j, 4), { nc: true });
+              k.stGlobal('u32', k.elementAddress(vCache, dst, 4), word);
+              return;
+            }
+            const value = loadOneAsF32(k, types.rows, k.elementAddress(v, j, rowBytes));
+            storeFromF32(k, types.cache, k.elementAddress(vCache, dst, cacheBytes), value);
           },
           () => {
             // A pair of q or of k: the same rotation, from and to different places.
@@ -225,18 +264,25 @@ export function ropeScatterModule(layout: RopeLayout, devicePosition = false): P
             const from = k.selp('u64', k.reg('u64'), kIn, q, isK);
             const to = k.selp('u64', k.reg('u64'), kCache, y, isK);
             const values = [first, second].map((at) =>
-              k.ldGlobal(
-                'f32',
-                k.reg('f32'),
-                k.elementAddress(from, k.add('u32', k.reg('u32'), src, at), 4),
-                {
-                  nc: true,
-                },
+              loadOneAsF32(
+                k,
+                types.rows,
+                k.elementAddress(from, k.add('u32', k.reg('u32'), src, at), rowBytes),
               ),
             ) as [F32, F32];
             const rotated = rotatePair(k, values[0], values[1], cos, sin);
             for (const [e, at] of [first, second].entries()) {
-              k.stGlobal('f32', k.elementAddress(to, k.add('u32', k.reg('u32'), dst, at), 4), rotated[e]!);
+              const index = k.add('u32', k.reg('u32'), dst, at);
+              if (types.rows === types.cache) {
+                storeFromF32(k, types.rows, k.elementAddress(to, index, rowBytes), rotated[e]!);
+                continue;
+              }
+              // k goes to its cache, q to y: two storages.
+              k.ifElse(
+                isK,
+                () => storeFromF32(k, types.cache, k.elementAddress(kCache, index, cacheBytes), rotated[e]!),
+                () => storeFromF32(k, types.rows, k.elementAddress(y, index, rowBytes), rotated[e]!),
+              );
             }
           },
         );
@@ -247,55 +293,60 @@ export function ropeScatterModule(layout: RopeLayout, devicePosition = false): P
   return m;
 }
 
-export const ropeScatterKernel = cudaKernel(ropeKvScatter, (encoder, { inputs, outputs, attrs }) => {
-  const [q, kIn, v, kCache, vCache, positionAt] = inputs as [
-    Operand,
-    Operand,
-    Operand,
-    Operand,
-    Operand,
-    Operand | undefined,
-  ];
-  const y = outputs[0]!;
-  if (q.size === 0) return;
-  checkElementCount('ropeKvScatter', 'kCache', kCache.size);
-  checkElementCount('ropeKvScatter', 'q', q.size + 2 * kIn.size);
-  const [tokens, heads, headDim] = q.shape as [number, number, number];
-  const [kvHeads, maxSeq] = kCache.shape as [number, number, number];
-  const half = headDim / 2;
-  checkRopeAngles(
-    'ropeKvScatter',
-    'attrs.position',
-    positionAt ? maxSeq - 1 : attrs.position + tokens - 1,
-    attrs.theta,
-    headDim,
-  );
-  const qPairs = tokens * heads * half;
-  const pairs = qPairs + tokens * kvHeads * half;
-  const n = pairs + v.size;
-  const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
-  encoder.launch({
-    key: ropeScatterKey(attrs.layout, positionAt !== undefined),
-    module: () => ropeScatterModule(attrs.layout, positionAt !== undefined),
-    entry: 'rope_kv_scatter',
-    grid: gridFor(encoder.device, n),
-    block: BLOCK,
-    args: {
-      q,
-      k: kIn,
-      v,
-      y,
-      kCache,
-      vCache,
-      qPairs,
-      pairs,
-      n,
-      half,
-      heads,
-      kvHeads,
-      maxSeq,
-      ...frequencyExponent(attrs.theta, headDim),
-      ...where,
-    },
-  });
-});
+export const ropeScatterKernel = cudaKernel(
+  ropeKvScatter,
+  (encoder, { inputs, outputs, attrs }) => {
+    const [q, kIn, v, kCache, vCache, positionAt] = inputs as [
+      Operand,
+      Operand,
+      Operand,
+      Operand,
+      Operand,
+      Operand | undefined,
+    ];
+    const y = outputs[0]!;
+    if (q.size === 0) return;
+    checkElementCount('ropeKvScatter', 'kCache', kCache.size);
+    checkElementCount('ropeKvScatter', 'q', q.size + 2 * kIn.size);
+    const [tokens, heads, headDim] = q.shape as [number, number, number];
+    const [kvHeads, maxSeq] = kCache.shape as [number, number, number];
+    const half = headDim / 2;
+    checkRopeAngles(
+      'ropeKvScatter',
+      'attrs.position',
+      positionAt ? maxSeq - 1 : attrs.position + tokens - 1,
+      attrs.theta,
+      headDim,
+    );
+    const qPairs = tokens * heads * half;
+    const pairs = qPairs + tokens * kvHeads * half;
+    const n = pairs + v.size;
+    const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
+    const types = { rows: storageOf(q), cache: storageOf(kCache) };
+    encoder.launch({
+      key: ropeScatterKey(attrs.layout, positionAt !== undefined, types),
+      module: () => ropeScatterModule(attrs.layout, positionAt !== undefined, types),
+      entry: 'rope_kv_scatter',
+      grid: gridFor(encoder.device, n),
+      block: BLOCK,
+      args: {
+        q,
+        k: kIn,
+        v,
+        y,
+        kCache,
+        vCache,
+        qPairs,
+        pairs,
+        n,
+        half,
+        heads,
+        kvHeads,
+        maxSeq,
+        ...frequencyExponent(attrs.theta, headDim),
+        ...where,
+      },
+    });
+  },
+  { dtypes: FLOAT },
+);

@@ -63,7 +63,8 @@ describe.skipIf(gate.skip)(`loss PTX assembles with ptxas (${gate.reason})`, () 
     it(`crossEntropy and its backward for ${classes} classes (${crossEntropyRowsKey(g)}) on sm_90 and ${DEFAULT_TARGET}`, () => {
       for (const build of [crossEntropyRowsModule, crossEntropyBackwardModule]) {
         for (const arch of ['sm_90', DEFAULT_TARGET]) {
-          expectAssemblesCleanly(build(g).emit(), arch);
+          for (const type of ['f32', 'f16', 'bf16'] as const)
+            expectAssemblesCleanly(build(g, type).emit(), arch);
         }
       }
     }, 60_000);

@@ -1,4 +1,4 @@
-import { crossEntropy, crossEntropyBackward } from '@rayo/core';
+import { crossEntropy, crossEntropyBackward, FLOAT } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
@@ -18,6 +18,7 @@ import {
   RowTile,
   rowGrid,
 } from './rowReduce.js';
+import { type FloatStorage, loadOneAsF32, STORAGE_BYTES, storageKey, storageOf } from './storage.js';
 
 // Cross-entropy reads each row once for its log-sum-exp: every thread folds
 // its elements into an online state (running max m, Σ exp(x − m)) with one
@@ -105,6 +106,7 @@ function lossModule(
   pointers: readonly string[],
   floats: readonly string[],
   reuseLogits: boolean,
+  type: FloatStorage,
   row: (r: LossRow) => void,
 ): PtxModule {
   const params: Record<string, ParamType> = {};
@@ -122,9 +124,15 @@ function lossModule(
       const classes = loadU32(k, p, 'classes');
       const place = groupPlace(k, g);
       const reducer = new GroupReducer(k, place);
-      const tile = new RowTile(k, place, classes, {
-        logits: { ptr: ptr.logits!, kind: 'row', reuse: reuseLogits },
-      });
+      const tile = new RowTile(
+        k,
+        place,
+        classes,
+        {
+          logits: { ptr: ptr.logits!, kind: 'row', reuse: reuseLogits },
+        },
+        type,
+      );
       const first = k.setp('eq', 'u32', k.reg('pred'), place.laneInGroup, 0);
       forEachRow(
         k,
@@ -150,20 +158,21 @@ function lossModule(
 
 // ---- crossEntropy ------------------------------------------------------------------
 
-export function crossEntropyRowsKey(g: RowGeometry): string {
-  return `loss/crossEntropy/rows/${geometryKey(g)}`;
+export function crossEntropyRowsKey(g: RowGeometry, type: FloatStorage = 'f32'): string {
+  return `loss/crossEntropy/rows/${geometryKey(g)}${storageKey([type])}`;
 }
 
 export const CROSS_ENTROPY_MEAN_KEY = `loss/crossEntropy/mean/block${BLOCK}`;
 
 /** rowLoss[r] = (max − x[r, t]) + ln Σ exp(x − max) for a target t in [0, C), else NaN. */
-export function crossEntropyRowsModule(g: RowGeometry): PtxModule {
-  return lossModule('cross_entropy_rows', g, ['logits', 'targets', 'rowLoss'], [], false, (r) => {
+export function crossEntropyRowsModule(g: RowGeometry, type: FloatStorage = 'f32'): PtxModule {
+  return lossModule('cross_entropy_rows', g, ['logits', 'targets', 'rowLoss'], [], false, type, (r) => {
     const { k } = r;
     const { max, sum } = rowLogSumExp(k, r.tile, r.reducer);
-    const picked = k.mov('f32', k.reg('f32'), NAN);
-    const at = k.elementAddress(r.ptr.logits!, k.madLo('u32', k.reg('u32'), r.row, r.classes, r.target), 4);
-    k.predicated(r.targetValid, () => k.ldGlobal('f32', picked, at, { nc: true }));
+    const index = k.madLo('u32', k.reg('u32'), r.row, r.classes, r.target);
+    const at = k.elementAddress(r.ptr.logits!, index, STORAGE_BYTES[type]);
+    const logit = loadOneAsF32(k, type, at, r.targetValid);
+    const picked = k.selp('f32', k.reg('f32'), logit, NAN, r.targetValid);
     // ln via lg2.approx (about 2^-22 absolute), far inside a loss's tolerance.
     const lnSum = k.mul('f32', k.reg('f32'), k.lg2(k.reg('f32'), sum), Math.LN2, { rnd: 'rn' });
     const loss = k.add('f32', k.reg('f32'), k.sub('f32', k.reg('f32'), max, picked, { rnd: 'rn' }), lnSum, {
@@ -200,47 +209,52 @@ export function crossEntropyMeanModule(): PtxModule {
   return m;
 }
 
-const crossEntropyKernel = cudaKernel(crossEntropy, (encoder, { inputs, outputs }) => {
-  const [logits, targets] = inputs as Operand[];
-  checkElementCount('crossEntropy', 'logits', logits!.size);
-  const [rows, classes] = logits!.shape as [number, number];
-  const g = lossGeometry(classes, [logits!]);
-  const rowLoss = encoder.scratch(4 * rows);
-  encoder.launch({
-    key: crossEntropyRowsKey(g),
-    module: () => crossEntropyRowsModule(g),
-    entry: 'cross_entropy_rows',
-    grid: rowGrid(encoder.device, g, rows),
-    block: g.block,
-    args: { logits: logits!, targets: targets!, rowLoss, rows, classes },
-  });
-  encoder.launch({
-    key: CROSS_ENTROPY_MEAN_KEY,
-    module: crossEntropyMeanModule,
-    entry: 'cross_entropy_mean',
-    grid: 1,
-    block: BLOCK,
-    args: { rowLoss, rows, rowCount: rows, loss: outputs[0]! },
-  });
-});
+const crossEntropyKernel = cudaKernel(
+  crossEntropy,
+  (encoder, { inputs, outputs }) => {
+    const [logits, targets] = inputs as Operand[];
+    checkElementCount('crossEntropy', 'logits', logits!.size);
+    const [rows, classes] = logits!.shape as [number, number];
+    const g = lossGeometry(classes, [logits!]);
+    const rowLoss = encoder.scratch(4 * rows);
+    encoder.launch({
+      key: crossEntropyRowsKey(g, storageOf(logits!)),
+      module: () => crossEntropyRowsModule(g, storageOf(logits!)),
+      entry: 'cross_entropy_rows',
+      grid: rowGrid(encoder.device, g, rows),
+      block: g.block,
+      args: { logits: logits!, targets: targets!, rowLoss, rows, classes },
+    });
+    encoder.launch({
+      key: CROSS_ENTROPY_MEAN_KEY,
+      module: crossEntropyMeanModule,
+      entry: 'cross_entropy_mean',
+      grid: 1,
+      block: BLOCK,
+      args: { rowLoss, rows, rowCount: rows, loss: outputs[0]! },
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- crossEntropyBackward ---------------------------------------------------------
 
-export function crossEntropyBackwardKey(g: RowGeometry): string {
-  return `loss/crossEntropyBackward/${geometryKey(g)}`;
+export function crossEntropyBackwardKey(g: RowGeometry, type: FloatStorage = 'f32'): string {
+  return `loss/crossEntropyBackward/${geometryKey(g)}${storageKey([type])}`;
 }
 
 /**
  * dlogits[r, j] = (dloss / N) · (exp(x − max) / Σ − [j = t]); a row whose
  * target is not a class is NaN. dloss is read on the device.
  */
-export function crossEntropyBackwardModule(g: RowGeometry): PtxModule {
+export function crossEntropyBackwardModule(g: RowGeometry, type: FloatStorage = 'f32'): PtxModule {
   return lossModule(
     'cross_entropy_backward',
     g,
     ['logits', 'targets', 'dloss', 'dlogits'],
     ['rowCount'],
     true,
+    type,
     (r) => {
       const { k } = r;
       const dloss = k.ldGlobal('f32', k.reg('f32'), r.ptr.dloss!);
@@ -264,20 +278,24 @@ export function crossEntropyBackwardModule(g: RowGeometry): PtxModule {
   );
 }
 
-const crossEntropyBackwardKernel = cudaKernel(crossEntropyBackward, (encoder, { inputs, outputs }) => {
-  const [logits, targets, dloss] = inputs as Operand[];
-  const dlogits = outputs[0]!;
-  checkElementCount('crossEntropyBackward', 'logits', logits!.size);
-  const [rows, classes] = logits!.shape as [number, number];
-  const g = lossGeometry(classes, [logits!, dlogits]);
-  encoder.launch({
-    key: crossEntropyBackwardKey(g),
-    module: () => crossEntropyBackwardModule(g),
-    entry: 'cross_entropy_backward',
-    grid: rowGrid(encoder.device, g, rows),
-    block: g.block,
-    args: { logits: logits!, targets: targets!, dloss: dloss!, dlogits, rows, classes, rowCount: rows },
-  });
-});
+const crossEntropyBackwardKernel = cudaKernel(
+  crossEntropyBackward,
+  (encoder, { inputs, outputs }) => {
+    const [logits, targets, dloss] = inputs as Operand[];
+    const dlogits = outputs[0]!;
+    checkElementCount('crossEntropyBackward', 'logits', logits!.size);
+    const [rows, classes] = logits!.shape as [number, number];
+    const g = lossGeometry(classes, [logits!, dlogits]);
+    encoder.launch({
+      key: crossEntropyBackwardKey(g, storageOf(logits!)),
+      module: () => crossEntropyBackwardModule(g, storageOf(logits!)),
+      entry: 'cross_entropy_backward',
+      grid: rowGrid(encoder.device, g, rows),
+      block: g.block,
+      args: { logits: logits!, targets: targets!, dloss: dloss!, dlogits, rows, classes, rowCount: rows },
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 export const LOSS_KERNELS: readonly AnyCudaKernel[] = [crossEntropyKernel, crossEntropyBackwardKernel];

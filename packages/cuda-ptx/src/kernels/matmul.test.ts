@@ -14,7 +14,9 @@ import {
   dotKey,
   dotModule,
   MAX_ROWS,
+  type RowTypes,
   type RowVariant,
+  streamWidth,
 } from './gemv.js';
 import { axpyColumns, MATMUL_KERNELS, type MatmulProblem, MIN_SPLIT_K, planMatmul } from './matmul.js';
 import { splitSumKey, splitSumModule } from './matmulSplitK.js';
@@ -158,7 +160,7 @@ describe('matmul kernel selection', () => {
     for (let rows = 1; rows <= MAX_ROWS; rows++) {
       for (const vec of [true, false]) {
         for (const n of [3, 130, 4096, 100_000]) {
-          const columns = axpyColumns(rows, n, vec, 1, 132);
+          const columns = axpyColumns(rows, n, vec ? 4 : 1, 1, 132);
           const variant = { rows, transA: false, vec, withC: false, columns, quadK: false };
           expect(axpySharedBytes(variant)).toBeLessThanOrEqual(32 * 1024);
           expect(() => axpyGeometry(variant)).not.toThrow();
@@ -166,8 +168,8 @@ describe('matmul kernel selection', () => {
         }
       }
     }
-    expect(axpyColumns(1, 100_000, true, 1, 132)).toBe(128);
-    expect(axpyColumns(1, 4096, true, 1, 132)).toBe(16);
+    expect(axpyColumns(1, 100_000, 4, 1, 132)).toBe(128);
+    expect(axpyColumns(1, 4096, 4, 1, 132)).toBe(16);
   });
 });
 
@@ -195,6 +197,29 @@ describe('matmul modules', () => {
     [8, v.vec ? 64 : 32].flatMap((columns) =>
       (v.transA ? [false] : [false, true]).map((quadK) => ({ ...v, columns, quadK })),
     ),
+  );
+
+  // Half storage: weight-only (b half under f32 a and y) and all-half, at the widths they change (8 halves per load up to 4 rows).
+  const HALF_TYPES: RowTypes[] = [
+    { a: 'f32', b: 'bf16', out: 'f32' },
+    { a: 'f32', b: 'f16', out: 'f32' },
+    { a: 'bf16', b: 'f32', out: 'f32' },
+    { a: 'f16', b: 'f16', out: 'f16' },
+    { a: 'bf16', b: 'bf16', out: 'bf16' },
+  ];
+  const halfRowVariants: RowVariant[] = [1, 2, 4, 5, MAX_ROWS].flatMap((rows) =>
+    HALF_TYPES.flatMap((types) => [
+      { rows, transA: false, vec: true, withC: true, types },
+      { rows, transA: true, vec: false, withC: false, types },
+    ]),
+  );
+  const halfAxpyVariants: AxpyVariant[] = halfRowVariants.map((v) => ({
+    ...v,
+    columns: v.vec ? 8 * streamWidth(v.types!.b, v.rows) : 32,
+    quadK: !v.transA,
+  }));
+  const halfTileVariants: TileVariant[] = HALF_TYPES.flatMap((types) =>
+    FLAGS.map(([transA, transB]) => ({ tile: TILE_MID, transA, transB, vec: transA, withC: true, types })),
   );
 
   it('names every configuration by its own key', () => {
@@ -308,6 +333,13 @@ describe('matmul modules', () => {
       for (const v of rowVariants) assemble(dotKey(v), dotModule(v).emit());
       for (const v of axpyVariants) assemble(axpyKey(v), axpyModule(v).emit());
       for (const withC of [false, true]) assemble(splitSumKey(withC), splitSumModule(withC).emit());
+    }, 120_000);
+    it('the streaming, tiled and split-sum kernels over half storage', () => {
+      for (const v of halfRowVariants) assemble(dotKey(v), dotModule(v).emit());
+      for (const v of halfAxpyVariants) assemble(axpyKey(v), axpyModule(v).emit());
+      for (const v of halfTileVariants) assemble(tileKey(v), tileModule(v).emit());
+      for (const out of ['f16', 'bf16'] as const)
+        assemble(splitSumKey(true, undefined, out), splitSumModule(true, undefined, out).emit());
     }, 120_000);
   });
 });
@@ -443,5 +475,41 @@ describe('split K on an emulated device', () => {
         ['matmul_split_sum', [expect.any(Number), 1, 1]],
       ]);
     }, 120_000);
+  }
+});
+
+// Half weights under f32 activations where the planner takes 16-byte loads
+// of 8 halves (K or N a multiple of 8), and past 4 rows 8-byte loads of 4.
+describe('half weights on an emulated device', () => {
+  const { gpu, cpu } = createEmulatedGpu({ multiprocessors: 4 });
+  afterAll(() => gpu.dispose());
+  let seed = 11;
+  const random = (n: number) =>
+    Array.from({ length: n }, () => {
+      seed = (seed * 16807) % 2147483647;
+      return (seed / 2147483647) * 2 - 1;
+    });
+  for (const dtype of ['bf16', 'f16'] as const) {
+    for (const [m, k, n] of [
+      [1, 264, 40],
+      [3, 128, 136],
+      [12, 96, 72],
+      [40, 64, 5],
+    ] as const) {
+      for (const transB of [false, true]) {
+        it(`${m}×${k}×${n}${transB ? ' transB' : ''}, ${dtype} b`, async () => {
+          const aData = random(m * k);
+          const bData = random(k * n);
+          const bShape = transB ? [n, k] : [k, n];
+          const a = [gpu.upload(aData, [m, k]), cpu.upload(aData, [m, k])] as const;
+          const b = [gpu.upload(bData, bShape, dtype), cpu.upload(bData, bShape, dtype)] as const;
+          const [y] = gpu.run(matmul, [a[0], b[0]], { transB });
+          const [want] = cpu.run(matmul, [a[1], b[1]], { transB });
+          const tolerance = { rtol: 1e-4, atol: 2e-5 * Math.sqrt(k) };
+          expect(compareOutputs('f32', await y!.read(), await want!.read(), tolerance)).toBeUndefined();
+          for (const t of [...a, ...b, y!, want!]) t.dispose();
+        }, 120_000);
+      }
+    }
   }
 });

@@ -1,4 +1,11 @@
-import { batchedMatmul, type MatmulDims, type MatmulLaunch, type MatmulTile, matmul } from '@rayo/core';
+import {
+  batchedMatmul,
+  FLOAT,
+  type MatmulDims,
+  type MatmulLaunch,
+  type MatmulTile,
+  matmul,
+} from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import { BLOCK, checkElementCount, gridFor, MAX_ELEMENTS } from './common.js';
@@ -15,7 +22,9 @@ import {
   type Epilogue,
   MAX_ROWS,
   ROW_THREADS,
+  type RowTypes,
   type RowVariant,
+  streamWidth,
 } from './gemv.js';
 import { SPLIT_SUM_ENTRY, splitSumKey, splitSumModule } from './matmulSplitK.js';
 import { encodeTensorCore, tensorCoreDtype } from './matmulTensorCore.js';
@@ -28,6 +37,7 @@ import {
   tileKey,
   tileModule,
 } from './matmulTile.js';
+import { storageOf } from './storage.js';
 
 // Matrix products: each problem goes to the streaming kernels (GEMV and small
 // M, in gemv.ts) or to the tiled kernel, which splits K across blocks where
@@ -40,6 +50,8 @@ export interface MatmulProblem extends MatmulDims {
   readonly withC: boolean;
   /** linear's bias and activation. */
   readonly epilogue?: Epilogue;
+  /** Storage of a, b and the outputs (c and bias with them); all f32 when absent. */
+  readonly types?: RowTypes;
   /** Whether each operand's address is 16-byte aligned (`.v4` access needs it; bias and z count only when present). */
   readonly aligned: {
     readonly a: boolean;
@@ -95,14 +107,21 @@ export function planMatmul(
     const bKInner = swapped ? !p.transA : p.transB;
     const alignedA = swapped ? p.aligned.b : p.aligned.a;
     const alignedB = swapped ? p.aligned.a : p.aligned.b;
+    const t = p.types;
+    // Swapped, the streaming kernel's a is the spec's b and its b the spec's a.
+    const rowTypes =
+      t && (t.a !== 'f32' || t.b !== 'f32' || t.out !== 'f32')
+        ? { types: swapped ? { a: t.b, b: t.a, out: t.out } : t }
+        : {};
+    const width = streamWidth(rowTypes.types?.b ?? 'f32', rows);
     if (bKInner) {
-      // a is read as .v4 along K too, unless it is transposed (then element by element).
-      const vec = p.k % 4 === 0 && alignedB && (transA || alignedA);
-      const variant = { rows, transA, vec, withC: p.withC, epilogue: p.epilogue };
+      // a is read as vectors along K too, unless it is transposed (then element by element).
+      const vec = p.k % width === 0 && alignedB && (transA || alignedA);
+      const variant = { rows, transA, vec, withC: p.withC, epilogue: p.epilogue, ...rowTypes };
       return { kind: 'dot', variant, swapped, columns, blocks: Math.ceil(columns / DOT_COLUMNS) };
     }
-    const vec = columns % 4 === 0 && alignedB;
-    const cols = axpyColumns(rows, columns, vec, p.batch, device.multiprocessors);
+    const vec = columns % width === 0 && alignedB;
+    const cols = axpyColumns(rows, columns, vec ? width : 1, p.batch, device.multiprocessors);
     const quadK = !transA && p.k % 4 === 0 && alignedA;
     const variant = {
       rows,
@@ -113,6 +132,7 @@ export function planMatmul(
       columns: cols,
       quadK,
       ...prefetch(vec),
+      ...rowTypes,
     };
     return { kind: 'axpy', variant, swapped, columns, blocks: Math.ceil(columns / cols) };
   }
@@ -136,9 +156,23 @@ export function planMatmul(
     (!withC || p.aligned.c) &&
     (!epilogue?.bias || p.aligned.bias !== false) &&
     (!epilogue?.z || p.aligned.z !== false);
+  // Split, the tiles write f32 partial sums; the sum kernel stores the outputs' dtype.
+  const t = p.types;
+  const tileTypes =
+    t && (t.a !== 'f32' || t.b !== 'f32' || (t.out !== 'f32' && splits === 1))
+      ? { types: { ...t, out: splits === 1 ? t.out : 'f32' } }
+      : {};
   return {
     kind: 'tile',
-    variant: { tile, transA: p.transA, transB: p.transB, vec, withC, ...(epilogue ? { epilogue } : {}) },
+    variant: {
+      tile,
+      transA: p.transA,
+      transB: p.transB,
+      vec,
+      withC,
+      ...(epilogue ? { epilogue } : {}),
+      ...tileTypes,
+    },
     tilesM,
     tilesN,
     splits,
@@ -173,8 +207,7 @@ function splitK(
  * Columns per axpy block: the widest that still gives every SM a block (a
  * warp's row of b stays at least 32 bytes), within the shared memory budget.
  */
-export function axpyColumns(rows: number, columns: number, vec: boolean, batch: number, sms: number): number {
-  const w = vec ? 4 : 1;
+export function axpyColumns(rows: number, columns: number, w: number, batch: number, sms: number): number {
   const fits = (c: number) => c * rows * 8 * 4 <= AXPY_SHARED_BYTES;
   let best = 8;
   for (let c = 32 * w; c >= 8; c /= 2) {
@@ -202,8 +235,10 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
   checkElementCount(call.kernel, 'b', b.size);
   checkElementCount(call.kernel, 'y', y.size);
   if (c) checkElementCount(call.kernel, 'c', c.size);
-  // All-half products run on tensor cores.
-  const half = tensorCoreDtype(call);
+  // All-half products run on tensor cores, except the GEMV and small-M
+  // shapes: the streaming kernels read b once, where a 128×128 tile would
+  // mostly compute zero rows.
+  const half = Math.min(m, n) > MAX_ROWS ? tensorCoreDtype(call) : undefined;
   if (half) {
     encodeTensorCore(encoder, call, half);
     return;
@@ -236,6 +271,7 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
         transB: call.transB,
         withC: c !== undefined,
         ...(epilogue ? { epilogue } : {}),
+        types: { a: storageOf(a), b: storageOf(b), out: storageOf(y) },
         aligned: {
           a: aligned16(ptrs.a),
           b: aligned16(ptrs.b),
@@ -287,8 +323,8 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
       if (splitting) {
         const withC = ptrs.c !== undefined;
         encoder.launch({
-          key: splitSumKey(withC, epilogue),
-          module: () => splitSumModule(withC, epilogue),
+          key: splitSumKey(withC, epilogue, storageOf(y)),
+          module: () => splitSumModule(withC, epilogue, storageOf(y)),
           entry: SPLIT_SUM_ENTRY,
           grid: gridFor(encoder.device, total),
           block: BLOCK,
@@ -334,31 +370,42 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
   }
 }
 
+/** The matrix products read f32, f16 and bf16 (widened as loaded, summed in f32) and store their outputs' dtype. */
+export const HALF_STORAGE = { dtypes: FLOAT };
+
 export const MATMUL_KERNELS: readonly AnyCudaKernel[] = [
-  cudaKernel(matmul, (encoder, { inputs, outputs, attrs }) => {
-    const [a, b, c] = inputs;
-    const y = outputs[0]!;
-    const [m, n] = y.shape as [number, number];
-    const k = attrs.transA ? a!.shape[0]! : a!.shape[1]!;
-    encodeMatmul(encoder, { kernel: matmul.name, a: a!, b: b!, c, y, batch: 1, m, n, k, ...attrs });
-  }),
-  cudaKernel(batchedMatmul, (encoder, { inputs, outputs, attrs }) => {
-    const [a, b] = inputs;
-    const y = outputs[0]!;
-    const [batch, m, n] = y.shape as [number, number, number];
-    const k = attrs.transA ? a!.shape[1]! : a!.shape[2]!;
-    encodeMatmul(encoder, {
-      kernel: batchedMatmul.name,
-      a: a!,
-      b: b!,
-      c: undefined,
-      y,
-      batch,
-      m,
-      n,
-      k,
-      beta: 0,
-      ...attrs,
-    });
-  }),
+  cudaKernel(
+    matmul,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [a, b, c] = inputs;
+      const y = outputs[0]!;
+      const [m, n] = y.shape as [number, number];
+      const k = attrs.transA ? a!.shape[0]! : a!.shape[1]!;
+      encodeMatmul(encoder, { kernel: matmul.name, a: a!, b: b!, c, y, batch: 1, m, n, k, ...attrs });
+    },
+    HALF_STORAGE,
+  ),
+  cudaKernel(
+    batchedMatmul,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [a, b] = inputs;
+      const y = outputs[0]!;
+      const [batch, m, n] = y.shape as [number, number, number];
+      const k = attrs.transA ? a!.shape[1]! : a!.shape[2]!;
+      encodeMatmul(encoder, {
+        kernel: batchedMatmul.name,
+        a: a!,
+        b: b!,
+        c: undefined,
+        y,
+        batch,
+        m,
+        n,
+        k,
+        beta: 0,
+        ...attrs,
+      });
+    },
+    HALF_STORAGE,
+  ),
 ];

@@ -2,6 +2,7 @@ import { PtxModule } from '../ptx/module.js';
 import type { F32 } from '../ptx/operands.js';
 import { BLOCK } from './common.js';
 import { biasAndActivation, type Epilogue, epilogueKey, scaleAndAdd } from './gemv.js';
+import { type FloatStorage, loadOneAsF32, STORAGE_BYTES, storageKey, storeFromF32 } from './storage.js';
 
 // Split-K: when the output alone gives too few blocks, the tiled kernel
 // writes each split of K's partial sums to scratch, and this kernel adds them
@@ -9,8 +10,8 @@ import { biasAndActivation, type Epilogue, epilogueKey, scaleAndAdd } from './ge
 
 export const SPLIT_SUM_ENTRY = 'matmul_split_sum';
 
-export function splitSumKey(withC: boolean, epilogue?: Epilogue): string {
-  return `matmul/split_sum${withC ? '/c' : ''}${epilogueKey(epilogue)}`;
+export function splitSumKey(withC: boolean, epilogue?: Epilogue, out: FloatStorage = 'f32'): string {
+  return `matmul/split_sum${withC ? '/c' : ''}${epilogueKey(epilogue)}${storageKey([out])}`;
 }
 
 /**
@@ -18,7 +19,8 @@ export function splitSumKey(withC: boolean, epilogue?: Epilogue): string {
  * tiles' partial sums, added in split order (the same result every run),
  * then linear's bias (of column i mod n) and activation.
  */
-export function splitSumModule(withC: boolean, epilogue?: Epilogue): PtxModule {
+export function splitSumModule(withC: boolean, epilogue?: Epilogue, out: FloatStorage = 'f32'): PtxModule {
+  const bytes = STORAGE_BYTES[out];
   const m = new PtxModule();
   m.entry(
     SPLIT_SUM_ENTRY,
@@ -51,19 +53,15 @@ export function splitSumModule(withC: boolean, epilogue?: Epilogue): PtxModule {
           const part = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(parts, at, 4), { nc: true });
           k.add('f32', sum, sum, part, { rnd: 'rn' });
         });
-        const extra = withC
-          ? { beta, c: k.ldGlobal('f32', k.reg('f32'), k.elementAddress(c, i, 4), { nc: true }) }
-          : undefined;
+        const extra = withC ? { beta, c: loadOneAsF32(k, out, k.elementAddress(c, i, bytes)) } : undefined;
         let bias: F32 | undefined;
         if (epilogue?.bias) {
           const col = k.rem('u32', k.reg('u32'), i, k.ldParam(p.n));
-          bias = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(k.globalPointer(p.bias), col, 4), {
-            nc: true,
-          });
+          bias = loadOneAsF32(k, out, k.elementAddress(k.globalPointer(p.bias), col, bytes));
         }
-        const out = biasAndActivation(k, epilogue, scaleAndAdd(k, sum, alpha, extra), bias);
-        if (epilogue?.z) k.stGlobal('f32', k.elementAddress(k.globalPointer(p.z), i, 4), out.z);
-        k.stGlobal('f32', k.elementAddress(y, i, 4), out.y);
+        const result = biasAndActivation(k, epilogue, scaleAndAdd(k, sum, alpha, extra), bias);
+        if (epilogue?.z) storeFromF32(k, out, k.elementAddress(k.globalPointer(p.z), i, bytes), result.z);
+        storeFromF32(k, out, k.elementAddress(y, i, bytes), result.y);
       });
     },
     { maxThreadsPerBlock: BLOCK },

@@ -9,9 +9,10 @@ import {
   biasAndActivation,
   type Epilogue,
   epilogueKey,
-  loadOrZero,
+  type RowTypes,
   scaleAndAdd,
 } from './gemv.js';
+import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storesOf } from './storage.js';
 import { groupedTile } from './tileOrder.js';
 
 // The tiled matrix product: each block computes a tile of y from
@@ -47,13 +48,16 @@ export interface TileVariant {
   readonly withC: boolean;
   /** linear's bias and activation after alpha · acc (+ beta · c); with `vec`, bias and z are 16-byte aligned. */
   readonly epilogue?: Epilogue;
+  /** Storage of a, b and the outputs (c, bias, z with y); all f32 when absent. Halves are widened on their way to shared memory. */
+  readonly types?: RowTypes;
 }
 
 export function tileKey(v: TileVariant): string {
   const { bm, bn, bk, tm, tn } = v.tile;
   const layout = `${v.transA ? 't' : 'n'}${v.transB ? 't' : 'n'}`;
   const c = v.withC ? '/c' : '';
-  return `matmul/tile${bm}x${bn}x${bk}_${tm}x${tn}/${layout}/${v.vec ? 'v4' : 'scalar'}${c}${epilogueKey(v.epilogue)}`;
+  const types = v.types ? storageKey([v.types.a, v.types.b, v.types.out]) : '';
+  return `matmul/tile${bm}x${bn}x${bk}_${tm}x${tn}/${layout}/${v.vec ? 'v4' : 'scalar'}${c}${epilogueKey(v.epilogue)}${types}`;
 }
 
 /** Bytes of one of the two shared buffers: a's and b's k-major tiles. */
@@ -84,6 +88,7 @@ function checkTile(t: MatmulTile): void {
 interface TileOperand {
   /** The batch's base address. */
   readonly base: R64;
+  readonly type: FloatStorage;
   /** K is the stored rows' contiguous axis (a untransposed, b transposed): stores to shared transpose. */
   readonly kInner: boolean;
   /** The tile's extent along M (a) or N (b). */
@@ -128,9 +133,10 @@ function firstSlices(
 ): Slice[] {
   const perRow = (op.kInner ? t.bk : op.span) / 4;
   const count = (t.bk * op.span) / 4 / TILE_THREADS;
+  const bytes = STORAGE_BYTES[op.type];
   const leadBytes = op.kInner
-    ? k.mulWide('u32', k.reg('u64'), p.lead, 4)
-    : k.mulWide('u32', k.reg('u64'), k.mulLo('u32', k.reg('u32'), p.lead, op.ld), 4);
+    ? k.mulWide('u32', k.reg('u64'), p.lead, bytes)
+    : k.mulWide('u32', k.reg('u64'), k.mulLo('u32', k.reg('u32'), p.lead, op.ld), bytes);
   const slices: Slice[] = [];
   for (let i = 0; i < count; i++) {
     const s = k.add('u32', k.reg('u32'), p.tid, i * TILE_THREADS);
@@ -143,7 +149,7 @@ function firstSlices(
       ? k.madLo('u32', k.reg('u32'), index, op.ld, kOffset)
       : k.madLo('u32', k.reg('u32'), kOffset, op.ld, index);
     // 64-bit, so that stepping back by the lead wraps around and comes back.
-    const ptr = k.sub('u64', k.reg('u64'), k.elementAddress(op.base, element, 4), leadBytes);
+    const ptr = k.sub('u64', k.reg('u64'), k.elementAddress(op.base, element, bytes), leadBytes);
     // Without `.v4` a slice running along M/N may cross the matrix's edge.
     const inside =
       op.kInner || p.vec
@@ -161,14 +167,14 @@ function firstSlices(
       return k.and('pred', k.reg('pred'), k.setp('ge', 'u32', k.reg('pred'), kj, p.lead), p.anyK);
     };
     if (p.vec) {
-      loadOrZero(k, slice.regs, ptr, k.and('pred', k.reg('pred'), inK(0), inside[0]!));
+      loadAsF32(k, op.type, slice.regs, ptr, { ok: k.and('pred', k.reg('pred'), inK(0), inside[0]!) });
       continue;
     }
     for (let j = 0; j < 4; j++) {
       const ok = op.kInner
         ? k.and('pred', k.reg('pred'), inK(j), inside[0]!)
         : k.and('pred', k.reg('pred'), inK(0), inside[j]!);
-      loadOrZero(k, [slice.regs[j]!], addr(ptr, j * 4), ok);
+      loadAsF32(k, op.type, [slice.regs[j]!], addr(ptr, j * bytes), { ok });
     }
   }
   return slices;
@@ -181,9 +187,25 @@ function firstSlices(
  * are never stored. Predicated rather than branched over, so that the loads
  * and the arithmetic after them are one block for the scheduler.
  */
-function loadSlices(k: KernelBuilder, slices: readonly Slice[], more: Pred, vec: boolean) {
+function loadSlices(
+  k: KernelBuilder,
+  type: FloatStorage,
+  slices: readonly Slice[],
+  more: Pred,
+  vec: boolean,
+) {
   for (const s of slices) {
     const ok = s.inside.map((inside) => k.and('pred', k.reg('pred'), inside, more));
+    if (type !== 'f32') {
+      // Halves go through word registers and a conversion, which loadAsF32 does (zeroing what it skips).
+      if (vec) loadAsF32(k, type, s.regs, s.ptr, { ok: ok[0]! });
+      else {
+        s.regs.forEach((r, j) => {
+          loadAsF32(k, type, [r], addr(s.ptr, j * 2), { ok: ok[ok.length === 1 ? 0 : j]! });
+        });
+      }
+      continue;
+    }
     if (vec) {
       k.predicated(ok[0]!, () => k.ldGlobal('f32', s.regs as unknown as Vec4<F32>, s.ptr, { nc: true }));
       continue;
@@ -221,6 +243,8 @@ export function tileModule(v: TileVariant): PtxModule {
   const t = v.tile;
   checkTile(t);
   const bufferBytes = tileBufferBytes(t);
+  const types = v.types ?? { a: 'f32', b: 'f32', out: 'f32' };
+  const outBytes = STORAGE_BYTES[types.out];
   const m = new PtxModule();
   m.entry(
     TILE_ENTRY,
@@ -263,14 +287,20 @@ export function tileModule(v: TileVariant): PtxModule {
       const kBegin = k.mulLo('u32', k.reg('u32'), split, kPerSplit);
       const kLength = k.min('u32', k.reg('u32'), k.sub('u32', k.reg('u32'), kDim, kBegin), kPerSplit);
       /** The operand's base moved to k = kBegin. */
-      const splitBase = (base: R64, kInner: boolean, ld: R32) =>
-        k.elementAddress(base, kInner ? kBegin : k.mulLo('u32', k.reg('u32'), kBegin, ld), 4);
+      const splitBase = (base: R64, kInner: boolean, ld: R32, type: FloatStorage) =>
+        k.elementAddress(
+          base,
+          kInner ? kBegin : k.mulLo('u32', k.reg('u32'), kBegin, ld),
+          STORAGE_BYTES[type],
+        );
       const opA: TileOperand = {
         base: splitBase(
-          batchBase(k, k.globalPointer(p.a), z, k.ldParam(p.strideA)),
+          batchBase(k, k.globalPointer(p.a), z, k.ldParam(p.strideA), STORAGE_BYTES[types.a]),
           !v.transA,
           v.transA ? mDim : kDim,
+          types.a,
         ),
+        type: types.a,
         kInner: !v.transA,
         span: t.bm,
         pitch: t.bm + PAD,
@@ -281,10 +311,12 @@ export function tileModule(v: TileVariant): PtxModule {
       };
       const opB: TileOperand = {
         base: splitBase(
-          batchBase(k, k.globalPointer(p.b), z, k.ldParam(p.strideB)),
+          batchBase(k, k.globalPointer(p.b), z, k.ldParam(p.strideB), STORAGE_BYTES[types.b]),
           v.transB,
           v.transB ? kDim : nDim,
+          types.b,
         ),
+        type: types.b,
         kInner: v.transB,
         span: t.bn,
         pitch: t.bn + PAD,
@@ -300,8 +332,10 @@ export function tileModule(v: TileVariant): PtxModule {
       const slicesA = firstSlices(k, t, opA, first);
       const slicesB = firstSlices(k, t, opB, first);
       // Bytes the slice pointers move per step: bk elements along K.
-      const stepOf = (op: TileOperand): R64 | number =>
-        op.kInner ? t.bk * 4 : k.mulWide('u32', k.reg('u64'), op.ld, t.bk * 4);
+      const stepOf = (op: TileOperand): R64 | number => {
+        const bytes = STORAGE_BYTES[op.type];
+        return op.kInner ? t.bk * bytes : k.mulWide('u32', k.reg('u64'), op.ld, t.bk * bytes);
+      };
       const stepA = stepOf(opA);
       const stepB = stepOf(opB);
 
@@ -330,8 +364,8 @@ export function tileModule(v: TileVariant): PtxModule {
         const more = below(k, k.add('u32', k.reg('u32'), kAt, t.bk), kPadded);
         for (const s of slicesA) k.add('u64', s.ptr, s.ptr, stepA);
         for (const s of slicesB) k.add('u64', s.ptr, s.ptr, stepB);
-        loadSlices(k, slicesA, more, v.vec);
-        loadSlices(k, slicesB, more, v.vec);
+        loadSlices(k, types.a, slicesA, more, v.vec);
+        loadSlices(k, types.b, slicesB, more, v.vec);
         for (let kk = 0; kk < t.bk; kk++) {
           const a = readQuads(k, readA, read + kk * opA.pitch * 4, quadsM, quadStrideM);
           const b = readQuads(k, readB, read + kk * opB.pitch * 4, quadsN, quadStrideN);
@@ -359,11 +393,13 @@ export function tileModule(v: TileVariant): PtxModule {
       const beta = k.ldParam(p.beta);
       // Splits write their partial sums to consecutive blocks of y (scratch memory then).
       const yBase = k.elementAddress(
-        batchBase(k, k.globalPointer(p.y), z, k.ldParam(p.strideY)),
+        batchBase(k, k.globalPointer(p.y), z, k.ldParam(p.strideY), outBytes),
         k.mulLo('u32', k.reg('u32'), split, k.ldParam(p.splitStride)),
-        4,
+        outBytes,
       );
-      const cBase = v.withC ? batchBase(k, k.globalPointer(p.c), z, k.ldParam(p.strideY)) : undefined;
+      const cBase = v.withC
+        ? batchBase(k, k.globalPointer(p.c), z, k.ldParam(p.strideY), outBytes)
+        : undefined;
       const colFirst = k.madLo('u32', k.reg('u32'), tx, 4, col0);
       const colOk: Pred[][] = [];
       for (let q = 0; q < quadsN; q++) {
@@ -379,34 +415,36 @@ export function tileModule(v: TileVariant): PtxModule {
       // The bias of the thread's columns, the same for each of its rows: loaded once.
       const biasRegs: F32[][][] = [];
       if (e?.bias) {
-        const biasCols = k.elementAddress(k.globalPointer(p.bias), colFirst, 4);
+        const biasCols = k.elementAddress(k.globalPointer(p.bias), colFirst, outBytes);
         for (let q = 0; q < quadsN; q++) {
           biasRegs.push(
             groups.map((js, g) => {
               const regs = k.regs('f32', js.length);
-              loadOrZero(k, regs, addr(biasCols, (q * quadStrideN + js[0]!) * 4), colOk[q]![g]!);
+              loadAsF32(k, types.out, regs, addr(biasCols, (q * quadStrideN + js[0]!) * outBytes), {
+                ok: colOk[q]![g]!,
+              });
               return regs;
             }),
           );
         }
       }
-      const zBase = e?.z ? batchBase(k, k.globalPointer(p.z), z, k.ldParam(p.strideY)) : undefined;
+      const zBase = e?.z ? batchBase(k, k.globalPointer(p.z), z, k.ldParam(p.strideY), outBytes) : undefined;
       const rowFirst = k.madLo('u32', k.reg('u32'), ty, 4, row0);
       for (let i = 0; i < t.tm; i++) {
         const row = k.add('u32', k.reg('u32'), rowFirst, (i >> 2) * quadStrideM + (i & 3));
         const rowOk = below(k, row, mDim);
         const element = k.madLo('u32', k.reg('u32'), row, nDim, colFirst);
-        const yRow = k.elementAddress(yBase, element, 4);
-        const cRow = cBase ? k.elementAddress(cBase, element, 4) : undefined;
-        const zRow = zBase ? k.elementAddress(zBase, element, 4) : undefined;
+        const yRow = k.elementAddress(yBase, element, outBytes);
+        const cRow = cBase ? k.elementAddress(cBase, element, outBytes) : undefined;
+        const zRow = zBase ? k.elementAddress(zBase, element, outBytes) : undefined;
         for (let q = 0; q < quadsN; q++) {
           const values = acc[i]!.slice(q * 4, q * 4 + 4);
-          const offset = q * quadStrideN * 4;
+          const offset = q * quadStrideN * outBytes;
           groups.forEach((js, g) => {
             const ok = k.and('pred', k.reg('pred'), rowOk, colOk[q]![g]!);
-            const at = offset + js[0]! * 4;
+            const at = offset + js[0]! * outBytes;
             const c = k.regs('f32', js.length);
-            if (cRow) loadOrZero(k, c, addr(cRow, at), ok);
+            if (cRow) loadAsF32(k, types.out, c, addr(cRow, at), { ok });
             const out = js.map((j, x) =>
               biasAndActivation(
                 k,
@@ -415,20 +453,21 @@ export function tileModule(v: TileVariant): PtxModule {
                 biasRegs[q]?.[g]?.[x],
               ),
             );
-            const store = (row: R64, regs: F32[]) => {
-              if (regs.length === 4) k.stGlobal('f32', addr(row, at), regs as unknown as Vec4<F32>);
-              else k.stGlobal('f32', addr(row, at), regs[0]!);
-            };
-            k.predicated(ok, () => {
-              if (zRow)
-                store(
-                  zRow,
+            const storeZ = zRow
+              ? storesOf(
+                  k,
+                  types.out,
                   out.map((o) => o.z),
-                );
-              store(
-                yRow,
-                out.map((o) => o.y),
-              );
+                )
+              : undefined;
+            const storeY = storesOf(
+              k,
+              types.out,
+              out.map((o) => o.y),
+            );
+            k.predicated(ok, () => {
+              if (zRow) storeZ?.(addr(zRow, at));
+              storeY(addr(yRow, at));
             });
           });
         }

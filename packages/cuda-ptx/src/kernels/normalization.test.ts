@@ -116,13 +116,17 @@ describe.skipIf(gate.skip)(`normalization PTX assembles with ptxas, without spil
         for (const arch of ['sm_90', DEFAULT_TARGET]) {
           expectAssemblesCleanly(normModule(d, g).emit(), arch, `${normKey(d, g)} ${arch}`);
         }
+        for (const type of ['f16', 'bf16'] as const) {
+          expectAssemblesCleanly(normModule(d, g, type).emit(), 'sm_90', normKey(d, g, type));
+        }
       }
     }, 120_000);
   }
 
   it('column sums', () => {
     for (const arch of ['sm_90', DEFAULT_TARGET]) {
-      expectAssemblesCleanly(columnSumsModule().emit(), arch);
+      for (const type of ['f32', 'f16', 'bf16'] as const)
+        expectAssemblesCleanly(columnSumsModule(type).emit(), arch);
     }
   });
 });

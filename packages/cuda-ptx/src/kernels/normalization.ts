@@ -1,4 +1,4 @@
-import { type KernelSpec, layerNorm, layerNormBackward, rmsNorm, rmsNormBackward } from '@rayo/core';
+import { FLOAT, type KernelSpec, layerNorm, layerNormBackward, rmsNorm, rmsNormBackward } from '@rayo/core';
 import {
   type AnyCudaKernel,
   cudaKernel,
@@ -26,6 +26,7 @@ import {
   type Slot,
   sumColumns,
 } from './rowReduce.js';
+import { type FloatStorage, fillZero, storageKey, storageOf } from './storage.js';
 
 type EpsAttrs = { eps: number };
 
@@ -189,15 +190,17 @@ export function normEntry(decl: NormDecl): string {
   return entryNameOf(decl.spec.name);
 }
 
-export function normKey(decl: NormDecl, g: RowGeometry): string {
-  return `normalization/${decl.spec.name}/${geometryKey(g)}`;
+export function normKey(decl: NormDecl, g: RowGeometry, type: FloatStorage = 'f32'): string {
+  return `normalization/${decl.spec.name}/${geometryKey(g)}${storageKey([type])}`;
 }
 
-export function normModule(decl: NormDecl, g: RowGeometry): PtxModule {
+/** The module of one kernel; every tensor is stored as `type` (the column sums' partials are f32). */
+export function normModule(decl: NormDecl, g: RowGeometry, type: FloatStorage = 'f32'): PtxModule {
   const partials = decl.columnSums.length > 0 ? ['partials'] : [];
   return rowKernelModule({
     entry: normEntry(decl),
     geometry: g,
+    type,
     pointers: [...decl.inputs, decl.output, ...partials],
     floats: ['eps'],
     sources: decl.sources,
@@ -249,9 +252,10 @@ function launchNorm(
     partials = columnPartials(encoder, decl.spec.name, g, grid, n, sumOuts.length);
     args.partials = partials;
   }
+  const type = storageOf(out!);
   encoder.launch({
-    key: normKey(decl, g),
-    module: () => normModule(decl, g),
+    key: normKey(decl, g, type),
+    module: () => normModule(decl, g, type),
     entry: normEntry(decl),
     grid,
     block: g.block,
@@ -261,18 +265,22 @@ function launchNorm(
 }
 
 function normKernel(decl: NormDecl): AnyCudaKernel {
-  return cudaKernel(decl.spec, (encoder, { inputs, outputs, attrs, io }) => {
-    const out = outputs[0]!;
-    const shape = io.inputs[0]!.shape;
-    const n = shape[shape.length - 1]!;
-    if (out.size === 0) {
-      // No rows: the per-column sums over them are 0.
-      for (const sum of outputs.slice(1)) encoder.fill32(sum.ptr, 0, sum.size);
-      return;
-    }
-    checkElementCount(decl.spec.name, decl.inputs[0]!, out.size);
-    launchNorm(encoder, decl, [...inputs.map((x) => x!), ...outputs], out.size / n, n, attrs.eps);
-  });
+  return cudaKernel(
+    decl.spec,
+    (encoder, { inputs, outputs, attrs, io }) => {
+      const out = outputs[0]!;
+      const shape = io.inputs[0]!.shape;
+      const n = shape[shape.length - 1]!;
+      if (out.size === 0) {
+        // No rows: the per-column sums over them are 0.
+        for (const sum of outputs.slice(1)) fillZero(encoder, sum);
+        return;
+      }
+      checkElementCount(decl.spec.name, decl.inputs[0]!, out.size);
+      launchNorm(encoder, decl, [...inputs.map((x) => x!), ...outputs], out.size / n, n, attrs.eps);
+    },
+    { dtypes: FLOAT },
+  );
 }
 
 export const NORMALIZATION_KERNELS: readonly AnyCudaKernel[] = NORM_DECLS.map(normKernel);

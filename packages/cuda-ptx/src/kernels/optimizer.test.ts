@@ -202,6 +202,31 @@ describe.skipIf(gate.skip)(`optimizer PTX assembles with ptxas (${gate.reason})`
         ],
     ),
     ['adamwStep v1, device step and lr', () => adamwModule(1, { step: true, lr: true })],
+    // Half gradients under f32 parameters and moments.
+    ...(['f16', 'bf16'] as const).flatMap((grad) =>
+      widths.flatMap((w) => [
+        [`adamwStep v${w}, ${grad} gradients`, () => adamwModule(w, undefined, grad)] as [
+          string,
+          () => { emit(): string },
+        ],
+        [`sgdStep nesterov v${w}, ${grad} gradients`, () => sgdModule('nesterov', w, grad)] as [
+          string,
+          () => { emit(): string },
+        ],
+        [
+          `multiTensorAdamw 3 slots v${w}, ${grad} gradients`,
+          () => multiAdamwModule(3, w, { step: true, lr: true, norm: true }, grad),
+        ] as [string, () => { emit(): string }],
+        [`clip sum of squares v${w}, ${grad}`, () => clipSumSquaresModule(CLIP_SLOTS, w, grad)] as [
+          string,
+          () => { emit(): string },
+        ],
+        [`clip scale v${w}, ${grad}`, () => clipScaleModule(CLIP_SLOTS, w, grad)] as [
+          string,
+          () => { emit(): string },
+        ],
+      ]),
+    ),
     ...modes.flatMap((mode) =>
       ([1, 4] as const).map(
         (w) => [`sgdStep ${mode} v${w}`, () => sgdModule(mode, w)] as [string, () => { emit(): string }],

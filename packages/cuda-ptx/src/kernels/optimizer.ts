@@ -3,6 +3,7 @@ import {
   type AdamwValues,
   adamwMomentConstants,
   adamwStep,
+  FLOAT,
   multiTensorAdamw,
   sgdStep,
 } from '@rayo/core';
@@ -18,12 +19,14 @@ import {
   arithmetic,
   f32Params,
   load,
+  loadTyped,
   store,
   type VectorWidth,
   vectorGrid,
   vectorLoop,
   vectorWidthFor,
 } from './optimizerLoops.js';
+import { type FloatStorage, storageKey, storageOf } from './storage.js';
 
 // Optimizer steps: AdamW and SGD over one tensor, AdamW over many tensors at
 // once, and (in clipByGlobalNorm.ts) clipping by the gradients' global norm.
@@ -49,9 +52,13 @@ export interface AdamwDeviceInputs {
 
 const ON_HOST: AdamwDeviceInputs = { step: false, lr: false };
 
-export function adamwKey(width: VectorWidth, device: AdamwDeviceInputs = ON_HOST): string {
+export function adamwKey(
+  width: VectorWidth,
+  device: AdamwDeviceInputs = ON_HOST,
+  grad: FloatStorage = 'f32',
+): string {
   const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}`;
-  return `optimizer/adamwStep/v${width}${at}`;
+  return `optimizer/adamwStep/v${width}${at}${storageKey([grad])}`;
 }
 
 /** The launch parameters of a kernel whose step or lr is on the device: their inputs to the constants. */
@@ -118,10 +125,11 @@ function adamwElements(
   c: Readonly<Record<string, F32>>,
   i: R32,
   w: VectorWidth,
+  gradType: FloatStorage,
   gradScale?: F32,
 ): void {
   const { mul, fma, div, neg } = arithmetic(k);
-  const raw = load(k, grad!, i, w);
+  const raw = loadTyped(k, gradType, grad!, i, w);
   const g = gradScale ? raw.map((x) => mul(x, gradScale)) : raw;
   const m0 = load(k, mom!, i, w);
   const v0 = load(k, vel!, i, w);
@@ -138,7 +146,11 @@ function adamwElements(
 }
 
 /** One AdamW update of one tensor (`adamwElements`). */
-export function adamwModule(width: VectorWidth, device: AdamwDeviceInputs = ON_HOST): PtxModule {
+export function adamwModule(
+  width: VectorWidth,
+  device: AdamwDeviceInputs = ON_HOST,
+  gradType: FloatStorage = 'f32',
+): PtxModule {
   const params: Record<string, ParamType> = { param: 'ptr', grad: 'ptr', m: 'ptr', v: 'ptr', n: 'u32' };
   const onDevice = device.step || device.lr;
   for (const name of onDevice ? ADAMW_DEVICE_CONSTANTS : ADAMW_CONSTANTS) params[name] = 'f32';
@@ -151,7 +163,7 @@ export function adamwModule(width: VectorWidth, device: AdamwDeviceInputs = ON_H
     (k, p: Readonly<Record<string, Param<ParamType>>>) => {
       const ptrs = ['param', 'grad', 'm', 'v'].map((name) => loadPointer(k, p, name));
       const c = onDevice ? deviceConstants(k, p, device) : f32Params(k, p, ADAMW_CONSTANTS);
-      vectorLoop(k, loadU32(k, p, 'n'), width, (i, w) => adamwElements(k, ptrs, c, i, w));
+      vectorLoop(k, loadU32(k, p, 'n'), width, (i, w) => adamwElements(k, ptrs, c, i, w, gradType));
     },
     { maxThreadsPerBlock: BLOCK },
   );
@@ -181,32 +193,37 @@ export function adamwDeviceConstants(attrs: AdamwValues): Record<string, number>
   return { ...adamwMomentConstants(attrs), weightDecay, step, lr };
 }
 
-const adamwKernel = cudaKernel(adamwStep, (encoder, { inputs, attrs }) => {
-  const [param, grad, m, v, stepAt, lrAt] = inputs as (Operand | undefined)[];
-  const n = param!.size;
-  if (n === 0) return;
-  checkElementCount('adamwStep', 'param', n);
-  const width = vectorWidthFor([param!, grad!, m!, v!]);
-  const device = { step: stepAt !== undefined, lr: lrAt !== undefined };
-  const onDevice = device.step || device.lr;
-  encoder.launch({
-    key: adamwKey(width, device),
-    module: () => adamwModule(width, device),
-    entry: 'adamw_step',
-    grid: vectorGrid(encoder, n, width),
-    block: BLOCK,
-    args: {
-      param: param!,
-      grad: grad!,
-      m: m!,
-      v: v!,
-      n,
-      ...(onDevice ? adamwDeviceConstants(attrs) : adamwConstants(attrs)),
-      ...(stepAt ? { stepAt } : {}),
-      ...(lrAt ? { lrAt } : {}),
-    },
-  });
-});
+const adamwKernel = cudaKernel(
+  adamwStep,
+  (encoder, { inputs, attrs }) => {
+    const [param, grad, m, v, stepAt, lrAt] = inputs as (Operand | undefined)[];
+    const n = param!.size;
+    if (n === 0) return;
+    checkElementCount('adamwStep', 'param', n);
+    const width = vectorWidthFor([param!, grad!, m!, v!]);
+    const device = { step: stepAt !== undefined, lr: lrAt !== undefined };
+    const onDevice = device.step || device.lr;
+    const gradType = storageOf(grad!);
+    encoder.launch({
+      key: adamwKey(width, device, gradType),
+      module: () => adamwModule(width, device, gradType),
+      entry: 'adamw_step',
+      grid: vectorGrid(encoder, n, width),
+      block: BLOCK,
+      args: {
+        param: param!,
+        grad: grad!,
+        m: m!,
+        v: v!,
+        n,
+        ...(onDevice ? adamwDeviceConstants(attrs) : adamwConstants(attrs)),
+        ...(stepAt ? { stepAt } : {}),
+        ...(lrAt ? { lrAt } : {}),
+      },
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- SGD ---------------------------------------------------------------------
 
@@ -217,8 +234,8 @@ export function sgdMode(attrs: { momentum: number; nesterov: boolean }): SgdMode
   return attrs.momentum === 0 ? 'plain' : attrs.nesterov ? 'nesterov' : 'momentum';
 }
 
-export function sgdKey(mode: SgdMode, width: VectorWidth): string {
-  return `optimizer/sgdStep/${mode}/v${width}`;
+export function sgdKey(mode: SgdMode, width: VectorWidth, grad: FloatStorage = 'f32'): string {
+  return `optimizer/sgdStep/${mode}/v${width}${storageKey([grad])}`;
 }
 
 function sgdConstantNames(mode: SgdMode): string[] {
@@ -229,7 +246,7 @@ function sgdConstantNames(mode: SgdMode): string[] {
  * g ← grad + wd·p; with momentum b ← μ·b + (1 − dampening)·g and the step
  * along b (Nesterov: g + μ·b); p ← p − lr·step.
  */
-export function sgdModule(mode: SgdMode, width: VectorWidth): PtxModule {
+export function sgdModule(mode: SgdMode, width: VectorWidth, gradType: FloatStorage = 'f32'): PtxModule {
   const params: Record<string, ParamType> = { param: 'ptr', grad: 'ptr' };
   if (mode !== 'plain') params.buf = 'ptr';
   params.n = 'u32';
@@ -248,7 +265,7 @@ export function sgdModule(mode: SgdMode, width: VectorWidth): PtxModule {
       const negLr = neg(c.lr!);
       vectorLoop(k, loadU32(k, p, 'n'), width, (i, w) => {
         const p0 = load(k, param, i, w);
-        const g = load(k, grad, i, w).map((gj, j) => fma(c.weightDecay!, p0[j]!, gj));
+        const g = loadTyped(k, gradType, grad, i, w).map((gj, j) => fma(c.weightDecay!, p0[j]!, gj));
         let step = g;
         if (buf) {
           const b0 = load(k, buf, i, w);
@@ -269,33 +286,38 @@ export function sgdModule(mode: SgdMode, width: VectorWidth): PtxModule {
   return m;
 }
 
-const sgdKernel = cudaKernel(sgdStep, (encoder, { inputs, attrs }) => {
-  const [param, grad, buf] = inputs as Operand[];
-  const n = param!.size;
-  if (n === 0) return;
-  checkElementCount('sgdStep', 'param', n);
-  const mode = sgdMode(attrs);
-  const args: Record<string, LaunchValue> = {
-    param: param!,
-    grad: grad!,
-    n,
-    lr: attrs.lr,
-    weightDecay: attrs.weightDecay,
-  };
-  // Without momentum the buffer is neither read nor written.
-  if (mode !== 'plain') {
-    Object.assign(args, { buf: buf!, momentum: attrs.momentum, oneMinusDampening: 1 - attrs.dampening });
-  }
-  const width = vectorWidthFor(mode === 'plain' ? [param!, grad!] : [param!, grad!, buf!]);
-  encoder.launch({
-    key: sgdKey(mode, width),
-    module: () => sgdModule(mode, width),
-    entry: `sgd_${mode}`,
-    grid: vectorGrid(encoder, n, width),
-    block: BLOCK,
-    args,
-  });
-});
+const sgdKernel = cudaKernel(
+  sgdStep,
+  (encoder, { inputs, attrs }) => {
+    const [param, grad, buf] = inputs as Operand[];
+    const n = param!.size;
+    if (n === 0) return;
+    checkElementCount('sgdStep', 'param', n);
+    const mode = sgdMode(attrs);
+    const args: Record<string, LaunchValue> = {
+      param: param!,
+      grad: grad!,
+      n,
+      lr: attrs.lr,
+      weightDecay: attrs.weightDecay,
+    };
+    // Without momentum the buffer is neither read nor written.
+    if (mode !== 'plain') {
+      Object.assign(args, { buf: buf!, momentum: attrs.momentum, oneMinusDampening: 1 - attrs.dampening });
+    }
+    const width = vectorWidthFor(mode === 'plain' ? [param!, grad!] : [param!, grad!, buf!]);
+    const gradType = storageOf(grad!);
+    encoder.launch({
+      key: sgdKey(mode, width, gradType),
+      module: () => sgdModule(mode, width, gradType),
+      entry: `sgd_${mode}`,
+      grid: vectorGrid(encoder, n, width),
+      block: BLOCK,
+      args,
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- AdamW over many tensors ----------------------------------------------------
 //
@@ -325,9 +347,14 @@ export interface MultiAdamwDeviceInputs extends AdamwDeviceInputs {
   readonly norm: boolean;
 }
 
-export function multiAdamwKey(slots: number, width: VectorWidth, device: MultiAdamwDeviceInputs): string {
+export function multiAdamwKey(
+  slots: number,
+  width: VectorWidth,
+  device: MultiAdamwDeviceInputs,
+  grad: FloatStorage = 'f32',
+): string {
   const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}${device.norm ? '/clip' : ''}`;
-  return `optimizer/multiTensorAdamw/slots${slots}/v${width}${at}`;
+  return `optimizer/multiTensorAdamw/slots${slots}/v${width}${at}${storageKey([grad])}`;
 }
 
 /** The register-held fields of one slot. */
@@ -380,6 +407,7 @@ export function multiAdamwModule(
   slots: number,
   width: VectorWidth,
   device: MultiAdamwDeviceInputs,
+  gradType: FloatStorage = 'f32',
 ): PtxModule {
   const params: Record<string, ParamType> = {};
   // Pointers first, so that the 4-byte values pack without padding.
@@ -424,11 +452,11 @@ export function multiAdamwModule(
       const groups = k.shr('u32', k.reg('u32'), len, shift);
       const g = k.reg('u32');
       k.forRange(g, k.tid('x'), groups, BLOCK, () => {
-        adamwElements(k, ptrs, constants, at(k.shl('b32', k.reg('u32'), g, shift)), width, scale);
+        adamwElements(k, ptrs, constants, at(k.shl('b32', k.reg('u32'), g, shift)), width, gradType, scale);
       });
       if (width > 1) {
         const tail = k.add('u32', k.reg('u32'), k.shl('b32', k.reg('u32'), groups, shift), k.tid('x'));
-        k.guard(tail, len, () => adamwElements(k, ptrs, constants, at(tail), 1, scale));
+        k.guard(tail, len, () => adamwElements(k, ptrs, constants, at(tail), 1, gradType, scale));
       }
     },
     { maxThreadsPerBlock: BLOCK },
@@ -466,44 +494,50 @@ export function multiAdamwGroups(quads: readonly (readonly Operand[])[]): MultiA
   return groups;
 }
 
-const multiAdamwKernel = cudaKernel(multiTensorAdamw, (encoder, { inputs, attrs }) => {
-  const [stepAt, lrAt, normAt] = inputs as (Operand | undefined)[];
-  const tensors = inputs.slice(3) as Operand[];
-  const quads = Array.from({ length: tensors.length / 4 }, (_, j) => tensors.slice(4 * j, 4 * j + 4));
-  quads.forEach((quad, j) => {
-    checkElementCount('multiTensorAdamw', `tensors[${4 * j}]`, quad[0]!.size);
-  });
-  const device = { step: stepAt !== undefined, lr: lrAt !== undefined, norm: normAt !== undefined };
-  const { weightDecay } = attrs;
-  const constants = adamwDeviceConstants({ ...attrs, weightDecay: 0 });
-  for (const { tensors: group, width } of multiAdamwGroups(quads)) {
-    const args: Record<string, LaunchValue> = {
-      ...Object.fromEntries(MULTI_CONSTANTS.slice(0, -2).map((name) => [name, constants[name]!])),
-      maxNorm: attrs.maxNorm,
-      clipEps: attrs.clipEps,
-      ...(stepAt ? { stepAt } : {}),
-      ...(lrAt ? { lrAt } : {}),
-      ...(normAt ? { normAt } : {}),
-    };
-    let blocks = 0;
-    group.forEach((j, s) => {
-      const [param, grad, m, v] = quads[j]!;
-      Object.assign(args, { [`p${s}`]: param!, [`g${s}`]: grad!, [`m${s}`]: m!, [`v${s}`]: v! });
-      args[`n${s}`] = param!.size;
-      args[`first${s}`] = blocks;
-      args[`wd${s}`] = weightDecay.length === 1 ? weightDecay[0]! : weightDecay[j]!;
-      blocks += Math.ceil(param!.size / MULTI_ADAMW_CHUNK);
+const multiAdamwKernel = cudaKernel(
+  multiTensorAdamw,
+  (encoder, { inputs, attrs }) => {
+    const [stepAt, lrAt, normAt] = inputs as (Operand | undefined)[];
+    const tensors = inputs.slice(3) as Operand[];
+    const quads = Array.from({ length: tensors.length / 4 }, (_, j) => tensors.slice(4 * j, 4 * j + 4));
+    quads.forEach((quad, j) => {
+      checkElementCount('multiTensorAdamw', `tensors[${4 * j}]`, quad[0]!.size);
     });
-    encoder.launch({
-      key: multiAdamwKey(group.length, width, device),
-      module: () => multiAdamwModule(group.length, width, device),
-      entry: 'multi_adamw',
-      grid: blocks,
-      block: BLOCK,
-      args,
-    });
-  }
-});
+    const device = { step: stepAt !== undefined, lr: lrAt !== undefined, norm: normAt !== undefined };
+    const { weightDecay } = attrs;
+    const constants = adamwDeviceConstants({ ...attrs, weightDecay: 0 });
+    // The gradients share one dtype (their dtype group's).
+    const gradType = quads.length > 0 ? storageOf(quads[0]![1]!) : 'f32';
+    for (const { tensors: group, width } of multiAdamwGroups(quads)) {
+      const args: Record<string, LaunchValue> = {
+        ...Object.fromEntries(MULTI_CONSTANTS.slice(0, -2).map((name) => [name, constants[name]!])),
+        maxNorm: attrs.maxNorm,
+        clipEps: attrs.clipEps,
+        ...(stepAt ? { stepAt } : {}),
+        ...(lrAt ? { lrAt } : {}),
+        ...(normAt ? { normAt } : {}),
+      };
+      let blocks = 0;
+      group.forEach((j, s) => {
+        const [param, grad, m, v] = quads[j]!;
+        Object.assign(args, { [`p${s}`]: param!, [`g${s}`]: grad!, [`m${s}`]: m!, [`v${s}`]: v! });
+        args[`n${s}`] = param!.size;
+        args[`first${s}`] = blocks;
+        args[`wd${s}`] = weightDecay.length === 1 ? weightDecay[0]! : weightDecay[j]!;
+        blocks += Math.ceil(param!.size / MULTI_ADAMW_CHUNK);
+      });
+      encoder.launch({
+        key: multiAdamwKey(group.length, width, device, gradType),
+        module: () => multiAdamwModule(group.length, width, device, gradType),
+        entry: 'multi_adamw',
+        grid: blocks,
+        block: BLOCK,
+        args,
+      });
+    }
+  },
+  { dtypes: FLOAT },
+);
 
 export const OPTIMIZER_KERNELS: readonly AnyCudaKernel[] = [
   adamwKernel,

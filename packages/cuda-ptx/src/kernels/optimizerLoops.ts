@@ -4,6 +4,7 @@ import type { F32, Param, R32, R64 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { BLOCK, gridFor } from './common.js';
 import { accessWidth, GroupReducer, groupPlace, loadFloats, storeFloats } from './rowReduce.js';
+import { type FloatStorage, loadAsF32, STORAGE_BYTES, storesOf } from './storage.js';
 
 // Optimizer steps stream every element once: f32 moves as `.v4` where every
 // operand is 16-byte aligned (the pool's allocations are), and the per-step
@@ -51,6 +52,32 @@ export function load(k: KernelBuilder, base: R64, index: R32, width: VectorWidth
 
 export function store(k: KernelBuilder, base: R64, index: R32, values: readonly F32[]): void {
   storeFloats(k, k.elementAddress(base, index, 4), values);
+}
+
+/** `width` elements of `type` at `index` as f32: f32 as `load` does, halves widened (gradients may be half). */
+export function loadTyped(
+  k: KernelBuilder,
+  type: FloatStorage,
+  base: R64,
+  index: R32,
+  width: VectorWidth,
+): F32[] {
+  if (type === 'f32') return load(k, base, index, width);
+  const regs = k.regs('f32', width);
+  loadAsF32(k, type, regs, k.elementAddress(base, index, STORAGE_BYTES[type]));
+  return regs;
+}
+
+/** Stores f32 values as elements of `type` at `index`, rounded to nearest even. */
+export function storeTyped(
+  k: KernelBuilder,
+  type: FloatStorage,
+  base: R64,
+  index: R32,
+  values: readonly F32[],
+): void {
+  if (type === 'f32') store(k, base, index, values);
+  else storesOf(k, type, values)(k.elementAddress(base, index, STORAGE_BYTES[type]));
 }
 
 /** IEEE round-to-nearest f32 arithmetic, each result in a fresh register. */

@@ -115,6 +115,20 @@ describe.skipIf(gate.skip)(`reduction PTX assembles with ptxas (${gate.reason})`
     { threads: 256, block: 256, width: 1, slots: 0 },
   ];
   const kinds: ReduceKind[] = [SUM, { op: 'max', square: false }, { op: 'sum', square: true }];
+  it('sums and maxima of half inputs into half outputs, split and not', () => {
+    for (const [x, y] of [
+      ['bf16', 'bf16'],
+      ['f16', 'f16'],
+      ['f32', 'bf16'],
+    ] as const) {
+      for (const g of [geometries[1]!, geometries[3]!]) {
+        for (const split of [false, true]) {
+          const v = reductionModule(kinds[2]!, g, split, { x, y }).emit();
+          expectAssemblesCleanly(v, 'sm_90', reductionKey(kinds[2]!, g, split, { x, y }));
+        }
+      }
+    }
+  }, 120_000);
   for (const kind of kinds) {
     it(`${reductionKey(kind, geometries[0]!, false).split('/')[1]} at several geometries`, () => {
       for (const g of geometries) {
@@ -164,7 +178,9 @@ describe.skipIf(gate.skip)(`argmax PTX assembles with ptxas (${gate.reason})`, (
     ] as const) {
       const g = planArgmax(n, width);
       for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        expectAssemblesCleanly(argmaxModule(g).emit(), arch, `${argmaxKey(g)} ${arch}`);
+        for (const type of ['f32', 'f16', 'bf16'] as const) {
+          expectAssemblesCleanly(argmaxModule(g, type).emit(), arch, `${argmaxKey(g, type)} ${arch}`);
+        }
       }
     }
   }, 120_000);

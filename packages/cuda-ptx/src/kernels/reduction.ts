@@ -1,9 +1,9 @@
-import { argmax, type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
+import { argmax, FLOAT, type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type F32, type R32 } from '../ptx/operands.js';
+import { type Address, addr, type F32, type R32 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
 import {
   accessWidth,
@@ -13,12 +13,20 @@ import {
   geometryKey,
   groupPlace,
   identityOf,
-  loadFloats,
   type ReduceOp,
   type RowGeometry,
   rowGrid,
   WARP_ROWS_BLOCK,
 } from './rowReduce.js';
+import {
+  type FloatStorage,
+  loadAsF32,
+  loadOneAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storageOf,
+  storesOf,
+} from './storage.js';
 
 /** What a reduction kernel adds up: the op, and whether it squares each element first. */
 export interface ReduceKind {
@@ -82,8 +90,16 @@ export function reductionEntry(kind: ReduceKind): string {
   return `reduce_${kind.op}${kind.square ? '_squares' : ''}`;
 }
 
-export function reductionKey(kind: ReduceKind, g: RowGeometry, split: boolean): string {
-  return `reduction/${kind.op}${kind.square ? 'Squares' : ''}/${geometryKey(g)}${split ? '/split' : ''}`;
+/** Storage of a reduction's input and output (a split's partial results are f32). */
+export interface ReduceTypes {
+  readonly x: FloatStorage;
+  readonly y: FloatStorage;
+}
+
+const F32_REDUCE: ReduceTypes = { x: 'f32', y: 'f32' };
+
+export function reductionKey(kind: ReduceKind, g: RowGeometry, split: boolean, types = F32_REDUCE): string {
+  return `reduction/${kind.op}${kind.square ? 'Squares' : ''}/${geometryKey(g)}${split ? '/split' : ''}${storageKey([types.x, types.y])}`;
 }
 
 /**
@@ -93,7 +109,13 @@ export function reductionKey(kind: ReduceKind, g: RowGeometry, split: boolean): 
  * per access, a group's accesses are adjacent; a run of one row may end in
  * fewer than `width` elements, which the lanes read one by one.
  */
-export function reductionModule(kind: ReduceKind, g: RowGeometry, split: boolean): PtxModule {
+export function reductionModule(
+  kind: ReduceKind,
+  g: RowGeometry,
+  split: boolean,
+  types = F32_REDUCE,
+): PtxModule {
+  const bytes = STORAGE_BYTES[types.x];
   const m = new PtxModule();
   m.entry(
     reductionEntry(kind),
@@ -135,30 +157,34 @@ export function reductionModule(kind: ReduceKind, g: RowGeometry, split: boolean
           // UNROLL accesses in flight per thread while they all fit, then one at a time.
           const span = (UNROLL - 1) * stride;
           const unrolledEnd = k.sub('u32', k.reg('u32'), k.max('u32', k.reg('u32'), whole, span), span);
+          const loadAt = (at: Address) => {
+            const regs = k.regs('f32', g.width);
+            loadAsF32(k, types.x, regs, at);
+            return regs;
+          };
           k.forRange(c, first, unrolledEnd, UNROLL * stride, () => {
-            const at = k.elementAddress(x, k.add('u32', k.reg('u32'), start, c), 4);
-            const loads = Array.from({ length: UNROLL }, (_, u) =>
-              loadFloats(k, addr(at, u * stride * 4), g.width, { nc: true }),
-            );
+            const at = k.elementAddress(x, k.add('u32', k.reg('u32'), start, c), bytes);
+            const loads = Array.from({ length: UNROLL }, (_, u) => loadAt(addr(at, u * stride * bytes)));
             for (const v of loads.flat()) accumulate(acc, v);
           });
           k.forRange(c, c, whole, stride, () => {
-            const at = k.elementAddress(x, k.add('u32', k.reg('u32'), start, c), 4);
-            for (const v of loadFloats(k, at, g.width, { nc: true })) accumulate(acc, v);
+            const at = k.elementAddress(x, k.add('u32', k.reg('u32'), start, c), bytes);
+            for (const v of loadAt(addr(at))) accumulate(acc, v);
           });
           if (g.width > 1) {
             // The last fewer-than-width elements of a one-row run, one by one (a group may be narrower than them).
             const t = k.reg('u32');
             k.forRange(t, k.add('u32', k.reg('u32'), whole, place.laneInGroup), len, g.threads, () => {
-              const at = k.elementAddress(x, k.add('u32', k.reg('u32'), start, t), 4);
-              accumulate(acc, k.ldGlobal('f32', k.reg('f32'), at, { nc: true }));
+              const at = k.elementAddress(x, k.add('u32', k.reg('u32'), start, t), bytes);
+              accumulate(acc, loadOneAsF32(k, types.x, at));
             });
           }
           const [result] = reducer.reduce([kind.op], [acc]);
           const leader = k.setp('eq', 'u32', k.reg('pred'), place.laneInGroup, 0);
           const write = valid ? k.and('pred', k.reg('pred'), leader, valid) : leader;
-          const out = k.elementAddress(y, segment, 4);
-          k.predicated(write, () => k.stGlobal('f32', out, result!));
+          const out = k.elementAddress(y, segment, STORAGE_BYTES[types.y]);
+          const store = storesOf(k, types.y, [result!]);
+          k.predicated(write, () => store(out));
         },
         reducer,
       );
@@ -177,6 +203,7 @@ export function launchReduction(
   rows: number,
   n: number,
   allowSplit = true,
+  types = F32_REDUCE,
 ): void {
   // One run needs only its start aligned (its last elements are read one by one); more need n too.
   const width = rows === 1 ? accessWidth(4, [x]) : accessWidth(n, [x]);
@@ -184,33 +211,42 @@ export function launchReduction(
   const split = plan.splits > 1;
   const segments = rows * plan.splits;
   const out = split ? encoder.scratch(segments * 4) : y;
+  const first = split ? { x: types.x, y: 'f32' as const } : types;
   encoder.launch({
-    key: reductionKey(kind, plan.geometry, split),
-    module: () => reductionModule(kind, plan.geometry, split),
+    key: reductionKey(kind, plan.geometry, split, first),
+    module: () => reductionModule(kind, plan.geometry, split, first),
     entry: reductionEntry(kind),
     grid: rowGrid(encoder.device, plan.geometry, segments),
     block: plan.geometry.block,
     args: { x, y: out, segments, n, chunk: plan.chunk, splits: plan.splits },
   });
   // The segments' results are plain partial sums (or maxima): reduce them without squaring.
-  if (split) launchReduction(encoder, { op: kind.op, square: false }, out, y, rows, plan.splits, false);
+  if (split) {
+    const rest = { x: 'f32' as const, y: types.y };
+    launchReduction(encoder, { op: kind.op, square: false }, out, y, rows, plan.splits, false, rest);
+  }
 }
 
 function reductionKernel(spec: KernelSpec<{ axis: 'last' | 'all' }>, kind: ReduceKind): AnyCudaKernel {
-  return cudaKernel(spec, (encoder, { inputs, outputs, attrs, io }) => {
-    const x = inputs[0]!;
-    const y = outputs[0]!;
-    if (y.size === 0) return;
-    checkElementCount(spec.name, 'x', x.size);
-    const shape = io.inputs[0]!.shape;
-    const n = attrs.axis === 'all' ? sizeOf(shape) : shape[shape.length - 1]!;
-    // A sum of nothing is 0 (max rejects empty runs in its spec).
-    if (n === 0) {
-      encoder.fill32(y.ptr, 0, y.size);
-      return;
-    }
-    launchReduction(encoder, kind, x, y, y.size, n);
-  });
+  return cudaKernel(
+    spec,
+    (encoder, { inputs, outputs, attrs, io }) => {
+      const x = inputs[0]!;
+      const y = outputs[0]!;
+      if (y.size === 0) return;
+      checkElementCount(spec.name, 'x', x.size);
+      const shape = io.inputs[0]!.shape;
+      const n = attrs.axis === 'all' ? sizeOf(shape) : shape[shape.length - 1]!;
+      const types = { x: storageOf(x), y: storageOf(y) };
+      // A sum of nothing is 0 (max rejects empty runs in its spec); half outputs are not whole words: the kernel writes them.
+      if (n === 0 && types.y === 'f32') {
+        encoder.fill32(y.ptr, 0, y.size);
+        return;
+      }
+      launchReduction(encoder, kind, x, y, y.size, n, true, types);
+    },
+    { dtypes: FLOAT },
+  );
 }
 
 // ---- argmax ---------------------------------------------------------------------
@@ -266,8 +302,8 @@ export function planArgmax(n: number, width: 1 | 2 | 4): RowGeometry {
   return { threads: ARGMAX_BLOCK, block: ARGMAX_BLOCK, width, slots: 0 };
 }
 
-export function argmaxKey(g: RowGeometry): string {
-  return `reduction/argmax/${geometryKey(g)}`;
+export function argmaxKey(g: RowGeometry, type: FloatStorage = 'f32'): string {
+  return `reduction/argmax/${geometryKey(g)}${storageKey([type])}`;
 }
 
 /**
@@ -277,7 +313,8 @@ export function argmaxKey(g: RowGeometry): string {
  * group's pairs then meet in a shuffle butterfly, a block's warps through
  * shared memory in warp order.
  */
-export function argmaxModule(g: RowGeometry): PtxModule {
+export function argmaxModule(g: RowGeometry, type: FloatStorage = 'f32'): PtxModule {
+  const bytes = STORAGE_BYTES[type];
   const m = new PtxModule();
   m.entry(
     'argmax',
@@ -301,8 +338,10 @@ export function argmaxModule(g: RowGeometry): PtxModule {
           index: k.mov('u32', k.reg('u32'), 0xffffffff),
         };
         const read = (c: R32, offset: number) => {
-          const at = k.elementAddress(x, k.add('u32', k.reg('u32'), start, c), 4);
-          return loadFloats(k, addr(at, offset * 4), g.width, { nc: true });
+          const at = k.elementAddress(x, k.add('u32', k.reg('u32'), start, c), bytes);
+          const regs = k.regs('f32', g.width);
+          loadAsF32(k, type, regs, addr(at, offset * bytes));
+          return regs;
         };
         /** Absorbs the loads made at c, c + stride, … element by element, in index order. */
         const absorb = (loads: readonly F32[][], c: R32) => {
@@ -358,23 +397,28 @@ export function argmaxModule(g: RowGeometry): PtxModule {
   return m;
 }
 
-const argmaxKernel = cudaKernel(argmax, (encoder, { inputs, outputs, io }) => {
-  const x = inputs[0]!;
-  const y = outputs[0]!;
-  if (y.size === 0) return;
-  checkElementCount('argmax', 'x', x.size);
-  const shape = io.inputs[0]!.shape;
-  const n = shape[shape.length - 1]!;
-  const g = planArgmax(n, accessWidth(n, [x]));
-  encoder.launch({
-    key: argmaxKey(g),
-    module: () => argmaxModule(g),
-    entry: 'argmax',
-    grid: rowGrid(encoder.device, g, y.size),
-    block: g.block,
-    args: { x, y, rows: y.size, n },
-  });
-});
+const argmaxKernel = cudaKernel(
+  argmax,
+  (encoder, { inputs, outputs, io }) => {
+    const x = inputs[0]!;
+    const y = outputs[0]!;
+    if (y.size === 0) return;
+    checkElementCount('argmax', 'x', x.size);
+    const shape = io.inputs[0]!.shape;
+    const n = shape[shape.length - 1]!;
+    const g = planArgmax(n, accessWidth(n, [x]));
+    const type = storageOf(x);
+    encoder.launch({
+      key: argmaxKey(g, type),
+      module: () => argmaxModule(g, type),
+      entry: 'argmax',
+      grid: rowGrid(encoder.device, g, y.size),
+      block: g.block,
+      args: { x, y, rows: y.size, n },
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 export const REDUCTION_KERNELS: readonly AnyCudaKernel[] = [
   reductionKernel(sum, { op: 'sum', square: false }),

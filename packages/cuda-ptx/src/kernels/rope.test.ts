@@ -46,9 +46,9 @@ describe.skipIf(gate.skip)(`rope PTX assembles with ptxas (${gate.reason})`, () 
       [4, true],
     ] as const) {
       it(`${ropeKey(layout, heads, devicePosition)} for sm_90 and ${DEFAULT_TARGET}`, () => {
-        const text = ropeModule(layout, heads, devicePosition).emit();
-        for (const arch of ['sm_90', DEFAULT_TARGET]) {
-          expectAssemblesCleanly(text, arch);
+        for (const type of ['f32', 'f16', 'bf16'] as const) {
+          const text = ropeModule(layout, heads, devicePosition, type).emit();
+          for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
         }
       }, 60_000);
     }

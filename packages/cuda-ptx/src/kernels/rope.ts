@@ -1,10 +1,11 @@
-import { rope, UnsupportedOnBackendError } from '@rayo/core';
+import { FLOAT, rope, UnsupportedOnBackendError } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Param, R32 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
+import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
 
 // Rotary position embedding. The reference takes its angles in f64; here an
 // angle is position · 2^(i·c) with the power accurate to about an ulp and the
@@ -169,8 +170,13 @@ export function checkRopeAngles(
   }
 }
 
-export function ropeKey(layout: RopeLayout, headsPerThread: number, devicePosition = false): string {
-  return `rope/${layout}/heads${headsPerThread}${devicePosition ? '/at' : ''}`;
+export function ropeKey(
+  layout: RopeLayout,
+  headsPerThread: number,
+  devicePosition = false,
+  type: FloatStorage = 'f32',
+): string {
+  return `rope/${layout}/heads${headsPerThread}${devicePosition ? '/at' : ''}${storageKey([type])}`;
 }
 
 /**
@@ -179,7 +185,13 @@ export function ropeKey(layout: RopeLayout, headsPerThread: number, devicePositi
  * head of the run, whose loads are issued together. Items are ordered with
  * i fastest, so a warp reads consecutive pairs of one head.
  */
-export function ropeModule(layout: RopeLayout, headsPerThread: number, devicePosition = false): PtxModule {
+export function ropeModule(
+  layout: RopeLayout,
+  headsPerThread: number,
+  devicePosition = false,
+  type: FloatStorage = 'f32',
+): PtxModule {
+  const bytes = STORAGE_BYTES[type];
   const m = new PtxModule();
   m.entry(
     'rope',
@@ -237,19 +249,17 @@ export function ropeModule(layout: RopeLayout, headsPerThread: number, devicePos
               ? undefined
               : k.setp('lt', 'u32', k.reg('pred'), k.add('u32', k.reg('u32'), head0, h), heads);
           const values = [f32(k), f32(k)] as const;
-          const load = () => {
-            for (const e of [0, 1])
-              k.ldGlobal('f32', values[e]!, k.elementAddress(x, at[e]!, 4), { nc: true });
-          };
-          if (ok) k.predicated(ok, load);
-          else load();
+          for (const e of [0, 1]) {
+            loadAsF32(k, type, [values[e]!], k.elementAddress(x, at[e]!, bytes), ok ? { ok } : {});
+          }
           return { at, ok, values };
         });
         for (const { at, ok, values } of pairs) {
           const [first, second] = rotatePair(k, values[0], values[1], cos, sin);
+          const stores = [storesOf(k, type, [first]), storesOf(k, type, [second])];
           const store = () => {
-            k.stGlobal('f32', k.elementAddress(y, at[0], 4), first);
-            k.stGlobal('f32', k.elementAddress(y, at[1], 4), second);
+            stores[0]!(k.elementAddress(y, at[0], bytes));
+            stores[1]!(k.elementAddress(y, at[1], bytes));
           };
           if (ok) k.predicated(ok, store);
           else store();
@@ -286,37 +296,42 @@ export function frequencyExponent(theta: number, headDim: number): { cHi: number
   return { cHi, cLo: Math.fround(c - cHi) };
 }
 
-const ropeKernel = cudaKernel(rope, (encoder, { inputs, outputs, attrs }) => {
-  const x = inputs[0]!;
-  const positionAt = inputs[1];
-  const y = outputs[0]!;
-  if (x.size === 0) return;
-  checkElementCount('rope', 'x', x.size);
-  const [seq, heads, headDim] = x.shape as [number, number, number];
-  const half = headDim / 2;
-  checkRopeAngles('rope', 'attrs.positionOffset', attrs.positionOffset + seq - 1, attrs.theta, headDim);
-  const runs = headsPerThread(encoder.device, seq * heads * half, heads);
-  const headRuns = Math.ceil(heads / runs);
-  const items = seq * headRuns * half;
-  encoder.launch({
-    key: ropeKey(attrs.layout, runs, positionAt !== undefined),
-    module: () => ropeModule(attrs.layout, runs, positionAt !== undefined),
-    entry: 'rope',
-    grid: gridFor(encoder.device, items),
-    block: BLOCK,
-    args: {
-      x,
-      y,
-      ...(positionAt ? { positionAt } : {}),
-      items,
-      half,
-      heads,
-      headRuns,
-      positionOffset: attrs.positionOffset,
-      ...frequencyExponent(attrs.theta, headDim),
-      sign: attrs.inverse ? -1 : 1,
-    },
-  });
-});
+const ropeKernel = cudaKernel(
+  rope,
+  (encoder, { inputs, outputs, attrs }) => {
+    const x = inputs[0]!;
+    const positionAt = inputs[1];
+    const y = outputs[0]!;
+    if (x.size === 0) return;
+    checkElementCount('rope', 'x', x.size);
+    const [seq, heads, headDim] = x.shape as [number, number, number];
+    const half = headDim / 2;
+    checkRopeAngles('rope', 'attrs.positionOffset', attrs.positionOffset + seq - 1, attrs.theta, headDim);
+    const runs = headsPerThread(encoder.device, seq * heads * half, heads);
+    const headRuns = Math.ceil(heads / runs);
+    const items = seq * headRuns * half;
+    const type = storageOf(x);
+    encoder.launch({
+      key: ropeKey(attrs.layout, runs, positionAt !== undefined, type),
+      module: () => ropeModule(attrs.layout, runs, positionAt !== undefined, type),
+      entry: 'rope',
+      grid: gridFor(encoder.device, items),
+      block: BLOCK,
+      args: {
+        x,
+        y,
+        ...(positionAt ? { positionAt } : {}),
+        items,
+        half,
+        heads,
+        headRuns,
+        positionOffset: attrs.positionOffset,
+        ...frequencyExponent(attrs.theta, headDim),
+        sign: attrs.inverse ? -1 : 1,
+      },
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 export const ROPE_KERNELS: readonly AnyCudaKernel[] = [ropeKernel];

@@ -21,6 +21,15 @@ import {
   rowGrid,
   storeFloats,
 } from './rowGroups.js';
+import {
+  type FloatStorage,
+  loadAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storageOf,
+  storeFromF32,
+  storesOf,
+} from './storage.js';
 
 // Row kernels: a thread's part of a row (RowTile), the column sums of
 // backward kernels (ColumnSums), and a whole kernel from a declaration
@@ -66,6 +75,9 @@ export interface Slot {
  */
 export class RowTile {
   readonly width: number;
+  /** The storage of every tensor the tile reads and writes. */
+  readonly type: FloatStorage;
+  readonly #bytes: number;
   readonly #k: KernelBuilder;
   readonly #place: GroupPlace;
   readonly #n: R32;
@@ -82,7 +94,15 @@ export class RowTile {
   #slots: { valid: Pred; values: Map<string, F32[]> }[] = [];
   readonly #derived = new Map<string, (slot: Slot) => readonly F32[]>();
 
-  constructor(k: KernelBuilder, place: GroupPlace, n: R32, sources: Readonly<Record<string, RowSource>>) {
+  constructor(
+    k: KernelBuilder,
+    place: GroupPlace,
+    n: R32,
+    sources: Readonly<Record<string, RowSource>>,
+    type: FloatStorage = 'f32',
+  ) {
+    this.type = type;
+    this.#bytes = STORAGE_BYTES[type];
     this.#k = k;
     this.#place = place;
     this.#n = n;
@@ -99,7 +119,7 @@ export class RowTile {
     if (this.cached) {
       for (const source of Object.values(sources)) {
         if (source.kind === 'column') {
-          this.#columnBases.set(source.ptr, k.elementAddress(source.ptr, this.#laneCol, 4));
+          this.#columnBases.set(source.ptr, k.elementAddress(source.ptr, this.#laneCol, this.#bytes));
         }
       }
     }
@@ -160,7 +180,7 @@ export class RowTile {
     if (rowStart === undefined) throw new Error('RowTile.each before begin');
     if (this.cached) {
       this.#slots.forEach((s, position) => {
-        const offset = position * this.#stride * 4;
+        const offset = position * this.#stride * this.#bytes;
         const at = (ptr: R64) => addr(this.#rowBase(ptr), offset);
         body(this.#slot(position, s.valid, this.#cols[position]!, at, s.values));
       });
@@ -171,7 +191,7 @@ export class RowTile {
       const index = k.add('u32', k.reg('u32'), rowStart, col);
       const addresses = new Map<R64, R64>();
       const at = (ptr: R64) => {
-        if (!addresses.has(ptr)) addresses.set(ptr, k.elementAddress(ptr, index, 4));
+        if (!addresses.has(ptr)) addresses.set(ptr, k.elementAddress(ptr, index, this.#bytes));
         return addr(addresses.get(ptr)!);
       };
       body(this.#slot(-1, this.#rowValid, col, at, new Map()));
@@ -207,8 +227,9 @@ export class RowTile {
   write(slot: Slot, ptr: R64, values: readonly F32[]): void {
     const k = this.#k;
     const at = slot.at(ptr);
-    if (slot.valid) k.predicated(slot.valid, () => k.stGlobal('f32', at, asVector(values)));
-    else k.stGlobal('f32', at, asVector(values));
+    const store = storesOf(k, this.type, values);
+    if (slot.valid) k.predicated(slot.valid, () => store(at));
+    else store(at);
   }
 
   /** The address of the thread's first element of the current row of a [rows, n] tensor. */
@@ -216,7 +237,7 @@ export class RowTile {
     let base = this.#rowBases.get(ptr);
     if (!base) {
       const k = this.#k;
-      base = k.elementAddress(ptr, k.add('u32', k.reg('u32'), this.#rowStart!, this.#laneCol), 4);
+      base = k.elementAddress(ptr, k.add('u32', k.reg('u32'), this.#rowStart!, this.#laneCol), this.#bytes);
       this.#rowBases.set(ptr, base);
     }
     return base;
@@ -256,9 +277,15 @@ export class RowTile {
     const k = this.#k;
     let at: Address;
     if (source.kind === 'row') at = slot.at(source.ptr);
-    else if (this.cached) at = addr(this.#columnBases.get(source.ptr)!, slot.position * this.#stride * 4);
-    else at = addr(k.elementAddress(source.ptr, slot.col, 4));
+    else if (this.cached)
+      at = addr(this.#columnBases.get(source.ptr)!, slot.position * this.#stride * this.#bytes);
+    else at = addr(k.elementAddress(source.ptr, slot.col, this.#bytes));
     const regs = k.regs('f32', this.width) as F32[];
+    if (this.type !== 'f32') {
+      // Halves are widened after the load; what a missing slot skips reads as zeros.
+      loadAsF32(k, this.type, regs, at, slot.valid ? { ok: slot.valid } : {});
+      return regs;
+    }
     const load = () => k.ldGlobal('f32', asVector(regs), at, { nc: true });
     if (slot.valid) k.predicated(slot.valid, load);
     else load();
@@ -443,7 +470,7 @@ export const COLUMN_SUMS_KEY = `rows/column_sums/tile${COLUMN_TILE}x${COLUMN_ROW
  * its 8 warps stride over the rows (each warp reads 128 contiguous bytes),
  * and the 8 partial sums are added in a fixed order.
  */
-export function columnSumsModule(): PtxModule {
+export function columnSumsModule(type: FloatStorage = 'f32'): PtxModule {
   const m = new PtxModule();
   m.entry(
     'column_sums',
@@ -477,7 +504,7 @@ export function columnSumsModule(): PtxModule {
           const v = k.ldShared('f32', k.reg('f32'), addr(mine, row * COLUMN_TILE * 4));
           k.add('f32', sum, sum, v, { rnd: 'rn' });
         }
-        k.stGlobal('f32', k.elementAddress(out, c, 4), sum);
+        storeFromF32(k, type, k.elementAddress(out, c, STORAGE_BYTES[type]), sum);
       });
     },
     { requiredThreadsPerBlock: [COLUMN_TILE, COLUMN_ROWS, 1] },
@@ -494,9 +521,10 @@ export function sumColumns(
   outs: readonly Operand[],
 ): void {
   outs.forEach((out, i) => {
+    const type = storageOf(out);
     encoder.launch({
-      key: COLUMN_SUMS_KEY,
-      module: columnSumsModule,
+      key: `${COLUMN_SUMS_KEY}${storageKey([type])}`,
+      module: () => columnSumsModule(type),
       entry: 'column_sums',
       grid: Math.ceil(n / COLUMN_TILE),
       block: [COLUMN_TILE, COLUMN_ROWS],
@@ -527,6 +555,8 @@ export interface RowKernelDecl {
   /** f32 parameters after `rows` and `n`. */
   readonly floats?: readonly string[];
   readonly sources: Readonly<Record<string, Omit<RowSource, 'ptr'>>>;
+  /** Storage of the tensors read and written through the tile; f32 when absent. */
+  readonly type?: FloatStorage;
   /** Emits set-up code, and returns the code of one row (after the tile's `begin`) and of the end. */
   readonly build: (r: RowKernel) => { readonly row: () => void; readonly finish?: () => void };
 }
@@ -556,7 +586,7 @@ export function rowKernelModule(decl: RowKernelDecl): PtxModule {
       for (const [name, source] of Object.entries(decl.sources)) {
         sources[name] = { ...source, ptr: pointers.get(name)! };
       }
-      const tile = new RowTile(k, place, n, sources);
+      const tile = new RowTile(k, place, n, sources, decl.type);
       const { row, finish } = decl.build({
         k,
         place,

@@ -54,6 +54,9 @@ describe.skipIf(gate.skip)(`softmax PTX assembles with ptxas, without spills (${
         for (const arch of ['sm_90', DEFAULT_TARGET]) {
           expectAssemblesCleanly(softmaxModule(d, g).emit(), arch, `${softmaxKey(d, g)} ${arch}`);
         }
+        for (const type of ['f16', 'bf16'] as const) {
+          expectAssemblesCleanly(softmaxModule(d, g, type).emit(), 'sm_90', softmaxKey(d, g, type));
+        }
       }
     }, 120_000);
   }

@@ -1,4 +1,5 @@
 import {
+  FLOAT,
   type KernelSpec,
   logSoftmax,
   logSoftmaxBackward,
@@ -22,6 +23,7 @@ import {
   rowGrid,
   rowKernelModule,
 } from './rowReduce.js';
+import { type FloatStorage, storageKey, storageOf } from './storage.js';
 
 /** One softmax-family kernel: its inputs (read through the row tile), its output and one row's work. */
 export interface SoftmaxDecl {
@@ -119,14 +121,16 @@ export function softmaxEntry(decl: SoftmaxDecl): string {
   return entryNameOf(decl.spec.name);
 }
 
-export function softmaxKey(decl: SoftmaxDecl, g: RowGeometry): string {
-  return `softmax/${decl.spec.name}/${geometryKey(g)}`;
+export function softmaxKey(decl: SoftmaxDecl, g: RowGeometry, type: FloatStorage = 'f32'): string {
+  return `softmax/${decl.spec.name}/${geometryKey(g)}${storageKey([type])}`;
 }
 
-export function softmaxModule(decl: SoftmaxDecl, g: RowGeometry): PtxModule {
+/** The module of one kernel; every tensor is stored as `type`. */
+export function softmaxModule(decl: SoftmaxDecl, g: RowGeometry, type: FloatStorage = 'f32'): PtxModule {
   return rowKernelModule({
     entry: softmaxEntry(decl),
     geometry: g,
+    type,
     pointers: [...Object.keys(decl.inputs), decl.output],
     sources: decl.inputs,
     build: (r) => ({ row: () => decl.row(r, r.pointer(decl.output)) }),
@@ -139,33 +143,38 @@ export function softmaxGeometry(decl: SoftmaxDecl, n: number, pointers: readonly
 }
 
 function softmaxKernel(decl: SoftmaxDecl): AnyCudaKernel {
-  return cudaKernel(decl.spec, (encoder, { inputs, outputs, io }) => {
-    const out = outputs[0]!;
-    if (out.size === 0) return;
-    checkElementCount(decl.spec.name, Object.keys(decl.inputs)[0]!, out.size);
-    const shape = io.inputs[0]!.shape;
-    const n = shape[shape.length - 1]!;
-    const rows = out.size / n;
-    const operands = [...inputs.map((x) => x!), out];
-    const g = softmaxGeometry(
-      decl,
-      n,
-      operands.map((o) => o.ptr),
-    );
-    const args: Record<string, (typeof operands)[number] | number> = { rows, n };
-    Object.keys(decl.inputs).forEach((name, i) => {
-      args[name] = inputs[i]!;
-    });
-    args[decl.output] = out;
-    encoder.launch({
-      key: softmaxKey(decl, g),
-      module: () => softmaxModule(decl, g),
-      entry: softmaxEntry(decl),
-      grid: rowGrid(encoder.device, g, rows),
-      block: g.block,
-      args,
-    });
-  });
+  return cudaKernel(
+    decl.spec,
+    (encoder, { inputs, outputs, io }) => {
+      const out = outputs[0]!;
+      if (out.size === 0) return;
+      checkElementCount(decl.spec.name, Object.keys(decl.inputs)[0]!, out.size);
+      const shape = io.inputs[0]!.shape;
+      const n = shape[shape.length - 1]!;
+      const rows = out.size / n;
+      const operands = [...inputs.map((x) => x!), out];
+      const g = softmaxGeometry(
+        decl,
+        n,
+        operands.map((o) => o.ptr),
+      );
+      const args: Record<string, (typeof operands)[number] | number> = { rows, n };
+      Object.keys(decl.inputs).forEach((name, i) => {
+        args[name] = inputs[i]!;
+      });
+      args[decl.output] = out;
+      const type = storageOf(out);
+      encoder.launch({
+        key: softmaxKey(decl, g, type),
+        module: () => softmaxModule(decl, g, type),
+        entry: softmaxEntry(decl),
+        grid: rowGrid(encoder.device, g, rows),
+        block: g.block,
+        args,
+      });
+    },
+    { dtypes: FLOAT },
+  );
 }
 
 export const SOFTMAX_KERNELS: readonly AnyCudaKernel[] = SOFTMAX_DECLS.map(softmaxKernel);
