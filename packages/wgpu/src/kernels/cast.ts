@@ -1,5 +1,5 @@
 import { type CastDType, cast, FLOAT } from '@rayo/core';
-import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
+import { type AnyWgpuKernel, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
@@ -86,18 +86,22 @@ function castShader(from: CastDType, to: CastDType) {
   };
 }
 
+/** Encodes y = x converted to y's dtype (both float operands of y.size elements). */
+export function encodeCast(encoder: KernelEncoder, x: Operand, y: Operand): void {
+  const to = y.dtype as CastDType;
+  const threads = to === 'f32' ? y.size : Math.ceil(y.size / 2);
+  encoder.dispatch({
+    shader: castShader(x.dtype as CastDType, to),
+    buffers: [x, y],
+    params: { layout: PARAMS, values: { n: y.size } },
+    workgroups: elementGrid(encoder, threads),
+  });
+}
+
 const castKernel = wgpuKernel(
   cast,
-  (encoder, { inputs, outputs, attrs }) => {
-    const x = inputs[0]!;
-    const y = outputs[0]!;
-    const threads = attrs.to === 'f32' ? y.size : Math.ceil(y.size / 2);
-    encoder.dispatch({
-      shader: castShader(x.dtype as CastDType, attrs.to),
-      buffers: [x, y],
-      params: { layout: PARAMS, values: { n: y.size } },
-      workgroups: elementGrid(encoder, threads),
-    });
+  (encoder, { inputs, outputs }) => {
+    encodeCast(encoder, inputs[0]!, outputs[0]!);
   },
   { dtypes: FLOAT },
 );
