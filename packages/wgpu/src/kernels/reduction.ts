@@ -1,8 +1,17 @@
-import { argmax, type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
+import { argmax, FLOAT, type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
 import { type AnyWgpuKernel, gridFor, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
-import { linearWorkgroup, type Scalar, ShaderModule, vectorOf, widen } from '../wgsl/module.js';
+import {
+  bindingType,
+  halfFunctions,
+  loadScalar,
+  quadType,
+  type Storage,
+  storageOf,
+  unpackQuad,
+} from '../wgsl/half.js';
+import { linearWorkgroup, type Scalar, ShaderModule, widen } from '../wgsl/module.js';
 import {
   ACCUMULATORS,
   type Combine,
@@ -212,10 +221,13 @@ fn better(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
  * loads in increasing index order, so a strictly larger key is the only one
  * that displaces its best; the tree then breaks ties by index.
  */
-export function argmaxShader(threads: number, width: 1 | 4, scalar: Scalar = 'f32'): ShaderSource {
+export function argmaxShader(threads: number, width: 1 | 4, storage: Storage = 'f32'): ShaderSource {
   const components = width === 4 ? ['x', 'y', 'z', 'w'] : [''];
+  // Half logits are widened exactly, so the keys order them as the halves.
+  const value = (load: string) =>
+    width === 4 ? unpackQuad(storage, `x[base + ${load}]`) : loadScalar(storage, 'x', `base + ${load}`);
   const absorb = (load: string) =>
-    `{ let v = ${widen(scalar, width, `x[base + ${load}]`)};${components
+    `{ let v = ${value(load)};${components
       .map(
         (c, i) =>
           ` { let k = order_key(v${c ? `.${c}` : ''}); if (k > best.x) { best = vec2<u32>(k, (${load}) * ${width}u + ${i}u); } }`,
@@ -224,13 +236,14 @@ export function argmaxShader(threads: number, width: 1 | 4, scalar: Scalar = 'f3
   const step = `${threads}u`;
   const at = (u: number) => (u === 0 ? 'j' : `j + ${u}u * ${step}`);
   return {
-    key: `reduction/argmax/${scalar}/t${threads}/w${width}/u${ARGMAX_UNROLL}/wg${WG}`,
+    key: `reduction/argmax/${storage}/t${threads}/w${width}/u${ARGMAX_UNROLL}/wg${WG}`,
     kernel: 'argmax',
     code: () => {
       const module = new ShaderModule();
-      module.storage('x', vectorOf(scalar, width), 'read');
+      module.storage('x', width === 4 ? quadType(storage) : bindingType(storage, false), 'read');
       module.storage('y', 'i32', 'read_write');
       module.declare(ARGMAX_WGSL);
+      if (storage === 'bf16') module.declare(halfFunctions(storage));
       segmentReduce(module, 'reduce', threads, (a, b) => `better(${a}, ${b})`, 'vec2<u32>');
       return module.build(
         ARGMAX_PARAMS,
@@ -253,21 +266,25 @@ export function argmaxShader(threads: number, width: 1 | 4, scalar: Scalar = 'f3
 /** Loads per invocation a row aims for before it takes more invocations. */
 const ARGMAX_LOADS_PER_THREAD = 8;
 
-const argmaxKernel = wgpuKernel(argmax, (encoder, { inputs, outputs, io }) => {
-  const shape = io.inputs[0]!.shape;
-  const n = shape[shape.length - 1]!;
-  const rows = outputs[0]!.size;
-  if (rows === 0) return;
-  const width = n % 4 === 0 ? 4 : 1;
-  const loads = n / width;
-  const threads = threadsPerRow(loads, ARGMAX_LOADS_PER_THREAD);
-  encoder.dispatch({
-    shader: argmaxShader(threads, width),
-    buffers: [inputs[0]!, outputs[0]!],
-    params: { layout: ARGMAX_PARAMS, values: { rows, loads } },
-    workgroups: rowGrid(encoder, rows, threads),
-  });
-});
+const argmaxKernel = wgpuKernel(
+  argmax,
+  (encoder, { inputs, outputs, io }) => {
+    const shape = io.inputs[0]!.shape;
+    const n = shape[shape.length - 1]!;
+    const rows = outputs[0]!.size;
+    if (rows === 0) return;
+    const width = n % 4 === 0 ? 4 : 1;
+    const loads = n / width;
+    const threads = threadsPerRow(loads, ARGMAX_LOADS_PER_THREAD);
+    encoder.dispatch({
+      shader: argmaxShader(threads, width, storageOf(inputs[0]!.dtype)),
+      buffers: [inputs[0]!, outputs[0]!],
+      params: { layout: ARGMAX_PARAMS, values: { rows, loads } },
+      workgroups: rowGrid(encoder, rows, threads),
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 /** Every shader of the family for rows of `n`, for tests. */
 export function reductionShaders(n: number, scalar: Scalar = 'f32'): ShaderSource[] {
