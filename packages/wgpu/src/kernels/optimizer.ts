@@ -2,7 +2,9 @@ import {
   ADAMW_MOMENT_CONSTANTS,
   adamwMomentConstants,
   adamwStep,
+  bytesPerElement,
   clipByGlobalNorm,
+  FLOAT,
   globalNorm,
   multiTensorAdamw,
   sgdStep,
@@ -20,6 +22,15 @@ import {
 } from '../kernel.js';
 import { type ParamLayout, type ParamType, paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
+import {
+  bindingType,
+  halfFunctions,
+  loadScalar,
+  quadType,
+  type Storage,
+  storageOf,
+  unpackQuad,
+} from '../wgsl/half.js';
 import { BUILTINS, elementGrid, WG } from './common.js';
 
 /** Threads of a grid of `WG`-thread workgroups. */
@@ -57,29 +68,39 @@ function updateLayout<const F extends readonly (readonly [string, 'u32' | 'f32']
   return paramLayout([['n', 'u32'], ['base', 'u32'], ['stride', 'u32'], ...fields] as const);
 }
 
-function updateShader(decl: UpdateDecl, vec: boolean): ShaderSource {
+/** `grad` may be half (u32 words): widened as it is read, 4 halves per vec2<u32> load. */
+function updateShader(decl: UpdateDecl, vec: boolean, grad: Storage = 'f32'): ShaderSource {
   const type = vec ? 'vec4<f32>' : 'f32';
+  const bindingOf = (name: string) =>
+    name !== 'grad' ? type : vec ? quadType(grad) : bindingType(grad, false);
+  const load = (name: string) =>
+    name !== 'grad'
+      ? `${name}_buf[i]`
+      : vec
+        ? unpackQuad(grad, `${name}_buf[i]`)
+        : loadScalar(grad, `${name}_buf`, 'i');
   const ops = decl.operands;
   const written = ops.filter(([, access]) => access === 'read_write').map(([name]) => name);
   const extra = decl.extra ?? [];
   return {
-    key: `optimizer/${decl.name}/${vec ? 'vec4' : 'scalar'}/wg${WG}`,
+    key: `optimizer/${decl.name}/${vec ? 'vec4' : 'scalar'}${grad === 'f32' ? '' : `/grad-${grad}`}/wg${WG}`,
     kernel: decl.kernel,
     code: () => `
 ${decl.layout.wgsl}
 alias T = ${type};
-${ops.map(([name, access], b) => storage(b, `${name}_buf`, type, access)).join('\n')}
+${ops.map(([name, access], b) => storage(b, `${name}_buf`, bindingOf(name), access)).join('\n')}
 ${extra
   .map((e) => (typeof e === 'string' ? [e, 'f32'] : e))
   .map(([name, type], b) => storage(ops.length + b, name!, type!, 'read'))
   .join('\n')}
 ${uniform(ops.length + extra.length)}
 ${decl.helpers ?? ''}
+${halfFunctions(grad)}
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
   ${decl.prologue ?? ''}
   for (var i = params.base + (${linearWorkgroup}) * ${WG}u + lid.x; i < params.n; i += params.stride) {
-${ops.map(([name]) => `    let ${name} = ${name}_buf[i];`).join('\n')}
+${ops.map(([name]) => `    let ${name} = ${load(name)};`).join('\n')}
 ${written.map((name) => `    var ${name}_out: T;`).join('\n')}
     ${decl.body}
 ${written.map((name) => `    ${name}_buf[i] = ${name}_out;`).join('\n')}
@@ -103,13 +124,15 @@ function dispatchUpdate(
 ): void {
   const n = operands[0]!.size;
   if (n === 0) return;
+  const gradAt = decl.operands.findIndex(([name]) => name === 'grad');
+  const grad = gradAt < 0 ? 'f32' : storageOf(operands[gradAt]!.dtype);
   const vecs = Math.floor(n / 4);
   if (vecs > 0) {
     const grid = decl.maxWorkgroups
       ? gridFor(Math.min(decl.maxWorkgroups, Math.ceil(vecs / WG)), encoder.limits)
       : elementGrid(encoder, vecs);
     encoder.dispatch({
-      shader: updateShader(decl, true),
+      shader: updateShader(decl, true, grad),
       buffers: [...operands, ...extra],
       params: { layout: decl.layout, values: { ...values, n: vecs, base: 0, stride: threadsOf(grid) } },
       workgroups: grid,
@@ -117,12 +140,20 @@ function dispatchUpdate(
   }
   const done = vecs * 4;
   if (done === n) return;
-  const align = encoder.limits.minStorageBufferOffsetAlignment / 4;
+  // Elements from an offset every operand's binding accepts (2-byte halves need twice as many).
+  const align = encoder.limits.minStorageBufferOffsetAlignment / (grad === 'f32' ? 4 : 2);
   const from = Math.floor(done / align) * align;
   encoder.dispatch({
-    shader: updateShader(decl, false),
+    shader: updateShader(decl, false, grad),
     buffers: [
-      ...operands.map((op) => ({ buffer: op.buffer, offset: op.offset + from * 4, size: (n - from) * 4 })),
+      ...operands.map((op) => {
+        const bytes = bytesPerElement(op.dtype);
+        return {
+          buffer: op.buffer,
+          offset: op.offset + from * bytes,
+          size: Math.ceil(((n - from) * bytes) / 4) * 4,
+        };
+      }),
       ...extra,
     ],
     params: { layout: decl.layout, values: { ...values, n: n - from, base: done - from, stride: WG } },
@@ -216,35 +247,39 @@ const ADAMW_DEVICE = [false, true].flatMap((deviceStep) =>
   [false, true].map((deviceLr) => adamwDeviceDecl(deviceStep, deviceLr)),
 );
 
-const adamwKernel = wgpuKernel(adamwStep, (encoder, { inputs, attrs }) => {
-  const { lr, beta1, beta2, eps, weightDecay, step } = attrs;
-  const operands = [inputs[0]!, inputs[1]!, inputs[2]!, inputs[3]!];
-  const stepAt = inputs[4];
-  const lrAt = inputs[5];
-  if (stepAt || lrAt) {
-    const decl = ADAMW_DEVICE[(stepAt ? 2 : 0) + (lrAt ? 1 : 0)]!;
-    dispatchUpdate(encoder, decl, operands, [...(stepAt ? [stepAt] : []), ...(lrAt ? [lrAt] : [])], {
-      ...adamwMomentConstants(attrs),
-      step,
-      lr,
-      weightDecay,
+const adamwKernel = wgpuKernel(
+  adamwStep,
+  (encoder, { inputs, attrs }) => {
+    const { lr, beta1, beta2, eps, weightDecay, step } = attrs;
+    const operands = [inputs[0]!, inputs[1]!, inputs[2]!, inputs[3]!];
+    const stepAt = inputs[4];
+    const lrAt = inputs[5];
+    if (stepAt || lrAt) {
+      const decl = ADAMW_DEVICE[(stepAt ? 2 : 0) + (lrAt ? 1 : 0)]!;
+      dispatchUpdate(encoder, decl, operands, [...(stepAt ? [stepAt] : []), ...(lrAt ? [lrAt] : [])], {
+        ...adamwMomentConstants(attrs),
+        step,
+        lr,
+        weightDecay,
+      });
+      return;
+    }
+    // The corrections are formed in f64 here: 1 − β^t loses everything in f32 for small t·(1 − β).
+    const bc1 = -Math.expm1(step * Math.log(beta1));
+    const bc2 = -Math.expm1(step * Math.log(beta2));
+    dispatchUpdate(encoder, ADAMW, operands, [], {
+      decay: 1 - lr * weightDecay,
+      stepSize: lr / bc1,
+      rootCorrection: 1 / Math.sqrt(bc2),
+      eps,
+      beta1,
+      oneMinusBeta1: 1 - beta1,
+      beta2,
+      oneMinusBeta2: 1 - beta2,
     });
-    return;
-  }
-  // The corrections are formed in f64 here: 1 − β^t loses everything in f32 for small t·(1 − β).
-  const bc1 = -Math.expm1(step * Math.log(beta1));
-  const bc2 = -Math.expm1(step * Math.log(beta2));
-  dispatchUpdate(encoder, ADAMW, operands, [], {
-    decay: 1 - lr * weightDecay,
-    stepSize: lr / bc1,
-    rootCorrection: 1 / Math.sqrt(bc2),
-    eps,
-    beta1,
-    oneMinusBeta1: 1 - beta1,
-    beta2,
-    oneMinusBeta2: 1 - beta2,
-  });
-});
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- sgdStep -------------------------------------------------------------------
 
@@ -289,21 +324,25 @@ const SGD_PLAIN = sgdDecl('plain');
 const SGD_MOMENTUM = sgdDecl('momentum');
 const SGD_NESTEROV = sgdDecl('nesterov');
 
-const sgdKernel = wgpuKernel(sgdStep, (encoder, { inputs, attrs }) => {
-  const { lr, momentum, dampening, weightDecay, nesterov } = attrs;
-  const values = { lr, momentum, oneMinusDampening: 1 - dampening, weightDecay };
-  if (momentum === 0) {
-    dispatchUpdate(encoder, SGD_PLAIN, [inputs[0]!, inputs[1]!], [], values);
-    return;
-  }
-  dispatchUpdate(
-    encoder,
-    nesterov ? SGD_NESTEROV : SGD_MOMENTUM,
-    [inputs[0]!, inputs[1]!, inputs[2]!],
-    [],
-    values,
-  );
-});
+const sgdKernel = wgpuKernel(
+  sgdStep,
+  (encoder, { inputs, attrs }) => {
+    const { lr, momentum, dampening, weightDecay, nesterov } = attrs;
+    const values = { lr, momentum, oneMinusDampening: 1 - dampening, weightDecay };
+    if (momentum === 0) {
+      dispatchUpdate(encoder, SGD_PLAIN, [inputs[0]!, inputs[1]!], [], values);
+      return;
+    }
+    dispatchUpdate(
+      encoder,
+      nesterov ? SGD_NESTEROV : SGD_MOMENTUM,
+      [inputs[0]!, inputs[1]!, inputs[2]!],
+      [],
+      values,
+    );
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- clipByGlobalNorm ------------------------------------------------------------
 //
@@ -528,7 +567,12 @@ function multiLayout(slots: number): ParamLayout<string> {
   return layout;
 }
 
-export function multiAdamwShader(slots: number, device: MultiAdamwDevice): ShaderSource {
+/** `grad`: how every gradient is stored (one dtype for all); halves are widened as read. */
+export function multiAdamwShader(
+  slots: number,
+  device: MultiAdamwDevice,
+  grad: Storage = 'f32',
+): ShaderSource {
   const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}${device.norm ? '/clip' : ''}`;
   const extra: [string, string][] = [];
   if (device.step) extra.push(['stepAt', 'i32']);
@@ -536,7 +580,7 @@ export function multiAdamwShader(slots: number, device: MultiAdamwDevice): Shade
   if (device.norm) extra.push(['normAt', 'f32']);
   const tensors = Array.from({ length: slots }, (_, s) => s);
   return {
-    key: `optimizer/multiTensorAdamw/slots${slots}/wg${WG}${at}`,
+    key: `optimizer/multiTensorAdamw/slots${slots}/wg${WG}${at}${grad === 'f32' ? '' : `/grad-${grad}`}`,
     kernel: 'multiTensorAdamw',
     code: () => `
 ${multiLayout(slots).wgsl}
@@ -544,7 +588,7 @@ ${tensors
   .map((s) =>
     [
       storage(4 * s, `p${s}`, 'f32', 'read_write'),
-      storage(4 * s + 1, `g${s}`, 'f32', 'read'),
+      storage(4 * s + 1, `g${s}`, bindingType(grad, false), 'read'),
       storage(4 * s + 2, `m${s}`, 'f32', 'read_write'),
       storage(4 * s + 3, `v${s}`, 'f32', 'read_write'),
     ].join('\n'),
@@ -553,6 +597,7 @@ ${tensors
 ${extra.map(([name, type], b) => storage(4 * slots + b, name, type, 'read')).join('\n')}
 ${uniform(4 * slots + extra.length)}
 ${EXPM1}
+${halfFunctions(grad)}
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
   let w = ${linearWorkgroup};
@@ -588,7 +633,7 @@ ${tensors
   .map(
     (s) => `    case ${s}u: {
       for (var i = start + lid.x; i < end; i += ${WG}u) {
-        let g = g${s}[i]${device.norm ? ' * scale' : ''};
+        let g = ${loadScalar(grad, `g${s}`, 'i')}${device.norm ? ' * scale' : ''};
         let m = params.beta1 * m${s}[i] + params.oneMinusBeta1 * g;
         let v = params.beta2 * v${s}[i] + params.oneMinusBeta2 * g * g;
         m${s}[i] = m;
@@ -604,57 +649,62 @@ ${tensors
   };
 }
 
-const multiAdamwKernel = wgpuKernel(multiTensorAdamw, (encoder, { inputs, attrs }) => {
-  const [stepAt, lrAt, normAt] = inputs;
-  const device = { step: stepAt !== undefined, lr: lrAt !== undefined, norm: normAt !== undefined };
-  const maxBuffers = encoder.limits.maxStorageBuffersPerShaderStage;
-  const slots = multiAdamwSlots(maxBuffers, device);
-  if (slots < 1) {
-    throw new UnsupportedOnBackendError('the device binds too few storage buffers per shader stage', {
-      kernel: 'multiTensorAdamw',
-      argument: 'tensors',
-      expected: `maxStorageBuffersPerShaderStage >= ${4 + Number(device.step) + Number(device.lr) + Number(device.norm)}`,
-      actual: String(maxBuffers),
-    });
-  }
-  const { weightDecay } = attrs;
-  const base: Record<string, number> = {
-    ...adamwMomentConstants(attrs),
-    step: attrs.step,
-    lr: attrs.lr,
-    maxNorm: attrs.maxNorm,
-    clipEps: attrs.clipEps,
-  };
-  const tensors = inputs.slice(3).map((t) => t!);
-  // Empty tensors have nothing to update and cannot be bound.
-  const live = Array.from({ length: tensors.length / 4 }, (_, j) => j).filter(
-    (j) => tensors[4 * j]!.size > 0,
-  );
-  const dispatches = Math.ceil(live.length / slots);
-  // As even as possible, so that one pipeline serves every dispatch.
-  const per = Math.ceil(live.length / Math.max(1, dispatches));
-  for (let from = 0; from < live.length; from += per) {
-    const group = live.slice(from, from + per);
-    const values = { ...base };
-    let workgroups = 0;
-    group.forEach((j, s) => {
-      values[`n${s}`] = tensors[4 * j]!.size;
-      values[`first${s}`] = workgroups;
-      values[`wd${s}`] = weightDecay.length === 1 ? weightDecay[0]! : weightDecay[j]!;
-      workgroups += Math.ceil(tensors[4 * j]!.size / MULTI_CHUNK);
-    });
-    values.workgroups = workgroups;
-    encoder.dispatch({
-      shader: multiAdamwShader(group.length, device),
-      buffers: [
-        ...group.flatMap((j) => tensors.slice(4 * j, 4 * j + 4)),
-        ...[stepAt, lrAt, normAt].filter((t) => t !== undefined),
-      ],
-      params: { layout: multiLayout(group.length), values },
-      workgroups: gridFor(workgroups, encoder.limits),
-    });
-  }
-});
+const multiAdamwKernel = wgpuKernel(
+  multiTensorAdamw,
+  (encoder, { inputs, attrs }) => {
+    const [stepAt, lrAt, normAt] = inputs;
+    const device = { step: stepAt !== undefined, lr: lrAt !== undefined, norm: normAt !== undefined };
+    const maxBuffers = encoder.limits.maxStorageBuffersPerShaderStage;
+    const slots = multiAdamwSlots(maxBuffers, device);
+    if (slots < 1) {
+      throw new UnsupportedOnBackendError('the device binds too few storage buffers per shader stage', {
+        kernel: 'multiTensorAdamw',
+        argument: 'tensors',
+        expected: `maxStorageBuffersPerShaderStage >= ${4 + Number(device.step) + Number(device.lr) + Number(device.norm)}`,
+        actual: String(maxBuffers),
+      });
+    }
+    const { weightDecay } = attrs;
+    const base: Record<string, number> = {
+      ...adamwMomentConstants(attrs),
+      step: attrs.step,
+      lr: attrs.lr,
+      maxNorm: attrs.maxNorm,
+      clipEps: attrs.clipEps,
+    };
+    const tensors = inputs.slice(3).map((t) => t!);
+    const grad = storageOf(tensors[1]?.dtype ?? 'f32');
+    // Empty tensors have nothing to update and cannot be bound.
+    const live = Array.from({ length: tensors.length / 4 }, (_, j) => j).filter(
+      (j) => tensors[4 * j]!.size > 0,
+    );
+    const dispatches = Math.ceil(live.length / slots);
+    // As even as possible, so that one pipeline serves every dispatch.
+    const per = Math.ceil(live.length / Math.max(1, dispatches));
+    for (let from = 0; from < live.length; from += per) {
+      const group = live.slice(from, from + per);
+      const values = { ...base };
+      let workgroups = 0;
+      group.forEach((j, s) => {
+        values[`n${s}`] = tensors[4 * j]!.size;
+        values[`first${s}`] = workgroups;
+        values[`wd${s}`] = weightDecay.length === 1 ? weightDecay[0]! : weightDecay[j]!;
+        workgroups += Math.ceil(tensors[4 * j]!.size / MULTI_CHUNK);
+      });
+      values.workgroups = workgroups;
+      encoder.dispatch({
+        shader: multiAdamwShader(group.length, device, grad),
+        buffers: [
+          ...group.flatMap((j) => tensors.slice(4 * j, 4 * j + 4)),
+          ...[stepAt, lrAt, normAt].filter((t) => t !== undefined),
+        ],
+        params: { layout: multiLayout(group.length), values },
+        workgroups: gridFor(workgroups, encoder.limits),
+      });
+    }
+  },
+  { dtypes: FLOAT },
+);
 
 export const OPTIMIZER_KERNELS: readonly AnyWgpuKernel[] = [
   adamwKernel,

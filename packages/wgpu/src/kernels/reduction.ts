@@ -236,7 +236,7 @@ export function argmaxShader(threads: number, width: 1 | 4, storage: Storage = '
   const step = `${threads}u`;
   const at = (u: number) => (u === 0 ? 'j' : `j + ${u}u * ${step}`);
   return {
-    key: `reduction/argmax/${storage}/t${threads}/w${width}/u${ARGMAX_UNROLL}/wg${WG}`,
+    key: `reduction/argmax/${storage === 'f32' ? 'f32' : `words-${storage}`}/t${threads}/w${width}/u${ARGMAX_UNROLL}/wg${WG}`,
     kernel: 'argmax',
     code: () => {
       const module = new ShaderModule();
