@@ -1,4 +1,4 @@
-import { argmax, FLOAT, type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
+import { argmax, FLOAT, isHalf, type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
 import { type AnyWgpuKernel, gridFor, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
@@ -26,6 +26,7 @@ import {
   threadsPerRow,
 } from '../wgsl/rowReduce.js';
 import { WG } from './common.js';
+import { encodeWithF32Activations } from './halfEdges.js';
 
 // ---- reductions ----------------------------------------------------------------
 
@@ -71,10 +72,22 @@ const ROW_PARAMS = paramLayout([
   ['n', 'u32'],
 ] as const);
 
-/** A module reading `x` of `scalar` into f32 `out`, with `reduce` over segments of `threads`. */
-function reduceModule(op: ReduceOp, threads: number, scalar: Scalar, out: string): ShaderModule {
+/**
+ * How a reduction reads x: a WGSL scalar (`f16` natively, with `shader-f16`),
+ * or halves in u32 words (`{ words }`, on every adapter: what the kernels run).
+ */
+export type RowInput = Scalar | { readonly words: 'f16' | 'bf16' };
+
+const inputKey = (x: RowInput) => (typeof x === 'string' ? x : `words-${x.words}`);
+/** WGSL: the f32 of element `index` of x. */
+const inputLoad = (x: RowInput) => (index: string) =>
+  typeof x === 'string' ? widen(x, 1, `x[${index}]`) : loadScalar(x.words, 'x', index);
+
+/** A module reading `x` into f32 `out`, with `reduce` over segments of `threads`. */
+function reduceModule(op: ReduceOp, threads: number, scalar: RowInput, out: string): ShaderModule {
   const module = new ShaderModule();
-  module.storage('x', scalar, 'read');
+  module.storage('x', typeof scalar === 'string' ? scalar : 'u32', 'read');
+  if (typeof scalar !== 'string') module.declare(halfFunctions(scalar.words));
   module.storage(out, 'f32', 'read_write');
   declareNegInf(module);
   segmentReduce(module, 'reduce', threads, op.combine);
@@ -86,17 +99,17 @@ export function rowReduceShader(
   op: ReduceOp,
   threads: number,
   kernel: string,
-  scalar: Scalar = 'f32',
+  scalar: RowInput = 'f32',
 ): ShaderSource {
   return {
-    key: `reduction/rows/${op.name}/${scalar}/t${threads}/acc${ACCUMULATORS}/wg${WG}`,
+    key: `reduction/rows/${op.name}/${inputKey(scalar)}/t${threads}/acc${ACCUMULATORS}/wg${WG}`,
     kernel,
     code: () =>
       reduceModule(op, threads, scalar, 'y').build(
         ROW_PARAMS,
         WG,
         `${rowPrologue(threads, 'params.n')}
-  ${stridedAccumulate(op.combine, op.identity, op.element, 'lane', threads, (v) => widen(scalar, 1, v))}
+  ${stridedAccumulate(op.combine, op.identity, op.element, 'lane', threads, inputLoad(scalar))}
   let total = reduce(lid.x, acc);
   if (row < params.rows && lane == 0u) { y[row] = total; }`,
       ),
@@ -114,9 +127,9 @@ const SPLIT_PARAMS = paramLayout([
  * row `w / splits` (the row's elements strided by `splits · WG`, so that
  * loads stay coalesced) into `partials[w]`.
  */
-export function splitReduceShader(op: ReduceOp, kernel: string, scalar: Scalar = 'f32'): ShaderSource {
+export function splitReduceShader(op: ReduceOp, kernel: string, scalar: RowInput = 'f32'): ShaderSource {
   return {
-    key: `reduction/split/${op.name}/${scalar}/acc${ACCUMULATORS}/wg${WG}`,
+    key: `reduction/split/${op.name}/${inputKey(scalar)}/acc${ACCUMULATORS}/wg${WG}`,
     kernel,
     code: () =>
       reduceModule(op, WG, scalar, 'partials').build(
@@ -127,7 +140,7 @@ export function splitReduceShader(op: ReduceOp, kernel: string, scalar: Scalar =
   let part = w % params.splits;
   let base = row * params.n;
   let end = select(0u, params.n, w < params.groups);
-  ${stridedAccumulate(op.combine, op.identity, op.element, `part * ${WG}u + lid.x`, `params.splits * ${WG}u`, (v) => widen(scalar, 1, v))}
+  ${stridedAccumulate(op.combine, op.identity, op.element, `part * ${WG}u + lid.x`, `params.splits * ${WG}u`, inputLoad(scalar))}
   let total = reduce(lid.x, acc);
   if (w < params.groups && lid.x == 0u) { partials[w] = total; }`,
       ),
@@ -150,6 +163,7 @@ function encodeRowReduce(
   y: Operand | GPUBufferBinding,
   rows: number,
   n: number,
+  input: RowInput = 'f32',
 ): void {
   if (rows === 0) return;
   const splits =
@@ -160,7 +174,7 @@ function encodeRowReduce(
     const groups = rows * splits;
     const partials: GPUBufferBinding = { buffer: encoder.scratch(groups * 4), offset: 0, size: groups * 4 };
     encoder.dispatch({
-      shader: splitReduceShader(op, kernel),
+      shader: splitReduceShader(op, kernel, input),
       buffers: [x, partials],
       params: { layout: SPLIT_PARAMS, values: { n, splits, groups } },
       workgroups: gridFor(groups, encoder.limits),
@@ -170,7 +184,7 @@ function encodeRowReduce(
   }
   const threads = threadsPerRow(n, ELEMENTS_PER_THREAD);
   encoder.dispatch({
-    shader: rowReduceShader(op, threads, kernel),
+    shader: rowReduceShader(op, threads, kernel, input),
     buffers: [x, y],
     params: { layout: ROW_PARAMS, values: { rows, n } },
     workgroups: rowGrid(encoder, rows, threads),
@@ -178,14 +192,22 @@ function encodeRowReduce(
 }
 
 function reduceKernel(spec: KernelSpec<{ axis: 'last' | 'all' }>, op: ReduceOp): AnyWgpuKernel {
-  return wgpuKernel(spec, (encoder, { inputs, outputs, attrs, io }) => {
-    const x = inputs[0]!;
-    const y = outputs[0]!;
-    const shape = io.inputs[0]!.shape;
-    const n = attrs.axis === 'all' ? sizeOf(shape) : shape[shape.length - 1]!;
-    // An empty run reduces to the identity (0 for the sums; max rejects empty runs).
-    encodeRowReduce(encoder, op, spec.name, x, y, y.size, n);
-  });
+  return wgpuKernel(
+    spec,
+    (encoder, { inputs, outputs, attrs, io }) => {
+      const x = inputs[0]!;
+      const y = outputs[0]!;
+      const shape = io.inputs[0]!.shape;
+      const n = attrs.axis === 'all' ? sizeOf(shape) : shape[shape.length - 1]!;
+      // An empty run reduces to the identity (0 for the sums; max rejects empty runs).
+      // Half x is read in words; a half y (one value per row) is rounded from f32 scratch.
+      const input: RowInput = isHalf(x.dtype) ? { words: x.dtype } : 'f32';
+      encodeWithF32Activations(encoder, spec.name, {}, { y }, (_, o) =>
+        encodeRowReduce(encoder, op, spec.name, x, o.y!, y.size, n, input),
+      );
+    },
+    { dtypes: FLOAT },
+  );
 }
 
 // ---- argmax --------------------------------------------------------------------

@@ -198,8 +198,9 @@ ${unrolled.map((k) => `      { let c = ${step(k)}; ${body((name) => `${name}_${k
 export const ACCUMULATORS = 4;
 
 /**
- * WGSL: combines `element(x[base + c])` for c = start, start + stride, … < end
- * into `let acc`, over `ACCUMULATORS` independent accumulators.
+ * WGSL: combines `element(load(base + c))` (load: the f32 of x at an index)
+ * for c = start, start + stride, … < end into `let acc`, over `ACCUMULATORS`
+ * independent accumulators.
  */
 export function stridedAccumulate(
   combine: Combine,
@@ -207,13 +208,13 @@ export function stridedAccumulate(
   element: (v: string) => string,
   start: string,
   stride: number | string,
-  load: (v: string) => string,
+  load: (index: string) => string,
 ): string {
   const step = typeof stride === 'number' ? `${stride}u` : stride;
   const accs = Array.from({ length: ACCUMULATORS }, (_, k) => `a${k}`);
   const at = (k: number) => (k === 0 ? 'c' : `c + ${k}u * ${step}`);
   const one = (k: number) =>
-    `{ let v = ${load(`x[base + ${at(k)}]`)}; ${accs[k]} = ${combine(accs[k]!, element('v'))}; }`;
+    `{ let v = ${load(`base + ${at(k)}`)}; ${accs[k]} = ${combine(accs[k]!, element('v'))}; }`;
   return `
   ${accs.map((a) => `var ${a} = ${identity};`).join(' ')}
   var c = ${start};
