@@ -11,14 +11,19 @@ import {
   storageOf,
   unpackQuad,
 } from '../wgsl/half.js';
-import { linearWorkgroup, type Scalar, ShaderModule, widen } from '../wgsl/module.js';
+import { linearWorkgroup, type Scalar, ShaderModule } from '../wgsl/module.js';
 import {
   ACCUMULATORS,
   type Combine,
   declareNegInf,
+  declareRowInput,
   MAX,
   NEG_INF,
+  type RowInput,
   rowGrid,
+  rowInputKey,
+  rowInputLoad,
+  rowInputType,
   rowPrologue,
   SUM,
   segmentReduce,
@@ -72,22 +77,13 @@ const ROW_PARAMS = paramLayout([
   ['n', 'u32'],
 ] as const);
 
-/**
- * How a reduction reads x: a WGSL scalar (`f16` natively, with `shader-f16`),
- * or halves in u32 words (`{ words }`, on every adapter: what the kernels run).
- */
-export type RowInput = Scalar | { readonly words: 'f16' | 'bf16' };
-
-const inputKey = (x: RowInput) => (typeof x === 'string' ? x : `words-${x.words}`);
-/** WGSL: the f32 of element `index` of x. */
-const inputLoad = (x: RowInput) => (index: string) =>
-  typeof x === 'string' ? widen(x, 1, `x[${index}]`) : loadScalar(x.words, 'x', index);
+const inputLoad = (x: RowInput) => (index: string) => rowInputLoad(x, 'x', index);
 
 /** A module reading `x` into f32 `out`, with `reduce` over segments of `threads`. */
 function reduceModule(op: ReduceOp, threads: number, scalar: RowInput, out: string): ShaderModule {
   const module = new ShaderModule();
-  module.storage('x', typeof scalar === 'string' ? scalar : 'u32', 'read');
-  if (typeof scalar !== 'string') module.declare(halfFunctions(scalar.words));
+  module.storage('x', rowInputType(scalar), 'read');
+  declareRowInput(module, scalar);
   module.storage(out, 'f32', 'read_write');
   declareNegInf(module);
   segmentReduce(module, 'reduce', threads, op.combine);
@@ -102,7 +98,7 @@ export function rowReduceShader(
   scalar: RowInput = 'f32',
 ): ShaderSource {
   return {
-    key: `reduction/rows/${op.name}/${inputKey(scalar)}/t${threads}/acc${ACCUMULATORS}/wg${WG}`,
+    key: `reduction/rows/${op.name}/${rowInputKey(scalar)}/t${threads}/acc${ACCUMULATORS}/wg${WG}`,
     kernel,
     code: () =>
       reduceModule(op, threads, scalar, 'y').build(
@@ -129,7 +125,7 @@ const SPLIT_PARAMS = paramLayout([
  */
 export function splitReduceShader(op: ReduceOp, kernel: string, scalar: RowInput = 'f32'): ShaderSource {
   return {
-    key: `reduction/split/${op.name}/${inputKey(scalar)}/acc${ACCUMULATORS}/wg${WG}`,
+    key: `reduction/split/${op.name}/${rowInputKey(scalar)}/acc${ACCUMULATORS}/wg${WG}`,
     kernel,
     code: () =>
       reduceModule(op, WG, scalar, 'partials').build(
