@@ -426,35 +426,50 @@ export const NORMALIZATION_KERNELS: readonly AnyWgpuKernel[] = [
     },
     { dtypes: FLOAT },
   ),
-  wgpuKernel(rmsNormBackward, (encoder, { inputs, outputs, attrs }) => {
-    const [dy, x, w] = [inputs[0]!, inputs[1]!, inputs[2]!];
-    const { n, rows, plan, values } = rowCall(dy, attrs.eps);
-    let stats: GPUBufferBinding | undefined;
-    if (rows > 0) {
-      stats = { buffer: encoder.scratch(rows * 4), offset: 0, size: rows * 4 };
-      encoder.dispatch({
-        shader: rmsNormBackwardShader(plan),
-        buffers: [dy, x, w, outputs[0]!, stats],
-        params: { layout: ROW_PARAMS, values },
-        workgroups: rowGrid(encoder, rows, plan.threads),
+  // The backward kernels take half tensors through f32 scratch (widened, and rounded once after).
+  wgpuKernel(
+    rmsNormBackward,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [dy, x, w] = [inputs[0]!, inputs[1]!, inputs[2]!];
+      const out = { dx: outputs[0]!, dw: outputs[1]! };
+      encodeWithF32Activations(encoder, rmsNormBackward.name, { dy, x, w }, out, (i, o) => {
+        const { n, rows, plan, values } = rowCall(i.dy, attrs.eps);
+        let stats: GPUBufferBinding | undefined;
+        if (rows > 0) {
+          stats = { buffer: encoder.scratch(rows * 4), offset: 0, size: rows * 4 };
+          encoder.dispatch({
+            shader: rmsNormBackwardShader(plan),
+            buffers: [i.dy, i.x, i.w, o.dx, stats],
+            params: { layout: ROW_PARAMS, values },
+            workgroups: rowGrid(encoder, rows, plan.threads),
+          });
+        }
+        // With no rows, dweight is still written: zeros.
+        encodeColumnSums(encoder, 'rms', i.dy, i.x, stats, rows, n, [o.dw]);
       });
-    }
-    // With no rows, dweight is still written: zeros.
-    encodeColumnSums(encoder, 'rms', dy, x, stats, rows, n, [outputs[1]!]);
-  }),
-  wgpuKernel(layerNormBackward, (encoder, { inputs, outputs, attrs }) => {
-    const [dy, x, gamma] = [inputs[0]!, inputs[1]!, inputs[2]!];
-    const { n, rows, plan, values } = rowCall(dy, attrs.eps);
-    let stats: GPUBufferBinding | undefined;
-    if (rows > 0) {
-      stats = { buffer: encoder.scratch(rows * 16), offset: 0, size: rows * 16 };
-      encoder.dispatch({
-        shader: layerNormBackwardShader(plan),
-        buffers: [dy, x, gamma, outputs[0]!, stats],
-        params: { layout: ROW_PARAMS, values },
-        workgroups: rowGrid(encoder, rows, plan.threads),
+    },
+    { dtypes: FLOAT },
+  ),
+  wgpuKernel(
+    layerNormBackward,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [dy, x, gamma] = [inputs[0]!, inputs[1]!, inputs[2]!];
+      const out = { dx: outputs[0]!, dg: outputs[1]!, db: outputs[2]! };
+      encodeWithF32Activations(encoder, layerNormBackward.name, { dy, x, gamma }, out, (i, o) => {
+        const { n, rows, plan, values } = rowCall(i.dy, attrs.eps);
+        let stats: GPUBufferBinding | undefined;
+        if (rows > 0) {
+          stats = { buffer: encoder.scratch(rows * 16), offset: 0, size: rows * 16 };
+          encoder.dispatch({
+            shader: layerNormBackwardShader(plan),
+            buffers: [i.dy, i.x, i.gamma, o.dx, stats],
+            params: { layout: ROW_PARAMS, values },
+            workgroups: rowGrid(encoder, rows, plan.threads),
+          });
+        }
+        encodeColumnSums(encoder, 'layer', i.dy, i.x, stats, rows, n, [o.dg, o.db]);
       });
-    }
-    encodeColumnSums(encoder, 'layer', dy, x, stats, rows, n, [outputs[1]!, outputs[2]!]);
-  }),
+    },
+    { dtypes: FLOAT },
+  ),
 ];
