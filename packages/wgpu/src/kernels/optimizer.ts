@@ -378,17 +378,21 @@ const TREE_SUM = `
     if (tid < s) { red[tid] += red[tid + s]; }
   }`;
 
-function sumsqShader(kernel: string, vec: boolean): ShaderSource {
+/** `x`: how the tensor is stored; halves are read in u32 words (4 per vec2<u32>). */
+function sumsqShader(kernel: string, vec: boolean, x: Storage = 'f32'): ShaderSource {
+  const x4 = (i: string) => unpackQuad(x, `x4[${i}]`);
+  const xs = (i: string) => loadScalar(x, 'xs', i);
   return {
-    key: `optimizer/${kernel}/sumsq/${vec ? 'vec4' : 'scalar'}/wg${WG}`,
+    key: `optimizer/${kernel}/sumsq/${vec ? 'vec4' : 'scalar'}${x === 'f32' ? '' : `/${x}`}/wg${WG}`,
     kernel,
     code: () => `
 ${SUMSQ_PARAMS.wgsl}
-${storage(0, 'xs', 'f32', 'read')}
+${storage(0, 'xs', bindingType(x, false), 'read')}
 ${storage(1, 'partials', 'f32', 'read_write')}
-${vec ? storage(2, 'x4', 'vec4<f32>', 'read') : ''}
+${vec ? storage(2, 'x4', quadType(x), 'read') : ''}
 ${uniform(vec ? 3 : 2)}
 var<workgroup> red: array<f32, ${WG}>;
+${halfFunctions(x)}
 
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
@@ -402,16 +406,16 @@ ${
     ? `  // Four independent loads per step keep memory busy.
   var a0 = vec4<f32>(); var a1 = vec4<f32>(); var a2 = vec4<f32>(); var a3 = vec4<f32>();
   for (; i + 3u * stride < params.vecs; i += 4u * stride) {
-    let x0 = x4[i]; let x1 = x4[i + stride]; let x2 = x4[i + 2u * stride]; let x3 = x4[i + 3u * stride];
+    let x0 = ${x4('i')}; let x1 = ${x4('i + stride')}; let x2 = ${x4('i + 2u * stride')}; let x3 = ${x4('i + 3u * stride')};
     a0 += x0 * x0; a1 += x1 * x1; a2 += x2 * x2; a3 += x3 * x3;
   }
-  for (; i < params.vecs; i += stride) { let x = x4[i]; a0 += x * x; }
+  for (; i < params.vecs; i += stride) { let x = ${x4('i')}; a0 += x * x; }
   let a = (a0 + a1) + (a2 + a3);
   total = (a.x + a.y) + (a.z + a.w);
   // The last n mod 4 elements.
   let tail = params.vecs * 4u + tid;
-  if (w == 0u && tail < params.n) { let x = xs[tail]; total += x * x; }`
-    : `  for (; i < params.n; i += stride) { let x = xs[i]; total += x * x; }`
+  if (w == 0u && tail < params.n) { let x = ${xs('tail')}; total += x * x; }`
+    : `  for (; i < params.n; i += stride) { let x = ${xs('i')}; total += x * x; }`
 }
   red[tid] = total;
 ${TREE_SUM}
@@ -489,8 +493,10 @@ function encodeNorm(
     const vecs = Math.floor(g.size / 4);
     const vec = vecs > 0;
     encoder.dispatch({
-      shader: sumsqShader(kernel, vec),
-      buffers: vec ? [g, partials, { buffer: g.buffer, offset: g.offset, size: vecs * 16 }] : [g, partials],
+      shader: sumsqShader(kernel, vec, storageOf(g.dtype)),
+      buffers: vec
+        ? [g, partials, { buffer: g.buffer, offset: g.offset, size: vecs * 4 * bytesPerElement(g.dtype) }]
+        : [g, partials],
       params: { layout: SUMSQ_PARAMS, values: { n: g.size, vecs, threads: workgroups * WG, base } },
       workgroups: gridFor(workgroups, encoder.limits),
     });
@@ -512,14 +518,18 @@ const clipKernel = wgpuKernel(clipByGlobalNorm, (encoder, { inputs, outputs, att
   for (const g of grads) dispatchUpdate(encoder, SCALE, [g], [partials], { at: count });
 });
 
-const globalNormKernel = wgpuKernel(globalNorm, (encoder, { inputs, outputs }) => {
-  encodeNorm(
-    encoder,
-    'globalNorm',
-    inputs.map((x) => x!),
-    outputs[0]!,
-  );
-});
+const globalNormKernel = wgpuKernel(
+  globalNorm,
+  (encoder, { inputs, outputs }) => {
+    encodeNorm(
+      encoder,
+      'globalNorm',
+      inputs.map((x) => x!),
+      outputs[0]!,
+    );
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- multiTensorAdamw ------------------------------------------------------------
 //
