@@ -6,6 +6,7 @@ import {
   clipByGlobalNorm,
   FLOAT,
   globalNorm,
+  isHalf,
   multiTensorAdamw,
   sgdStep,
   UnsupportedOnBackendError,
@@ -24,14 +25,17 @@ import { type ParamLayout, type ParamType, paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
 import {
   bindingType,
+  declareHalf,
   halfFunctions,
   loadScalar,
   quadType,
   type Storage,
   storageOf,
+  unpack2,
   unpackQuad,
 } from '../wgsl/half.js';
-import { BUILTINS, elementGrid, WG } from './common.js';
+import { ShaderModule } from '../wgsl/module.js';
+import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
 
 /** Threads of a grid of `WG`-thread workgroups. */
 function threadsOf(grid: readonly number[]): number {
@@ -511,12 +515,57 @@ function encodeNorm(
   return { partials, count };
 }
 
-const clipKernel = wgpuKernel(clipByGlobalNorm, (encoder, { inputs, outputs, attrs }) => {
-  const grads = inputs.map((g) => g!);
-  const norm = outputs[outputs.length - 1]!;
-  const { partials, count } = encodeNorm(encoder, 'clipByGlobalNorm', grads, norm, attrs);
-  for (const g of grads) dispatchUpdate(encoder, SCALE, [g], [partials], { at: count });
-});
+const HALF_SCALE_PARAMS = paramLayout([
+  ['n', 'u32'],
+  ['at', 'u32'],
+] as const);
+
+/** The clip scale of a half gradient in place: one u32 word (two halves) per invocation, each rounded once. */
+function halfScaleShader(dtype: 'f16' | 'bf16'): ShaderSource {
+  return {
+    key: `optimizer/clipByGlobalNorm/scale/${dtype}/wg${WG}`,
+    kernel: 'clipByGlobalNorm',
+    code: () => {
+      const module = new ShaderModule();
+      module.storage('x', 'u32', 'read_write');
+      module.storage('clip', 'f32', 'read');
+      declareHalf(module, dtype);
+      return module.build(
+        HALF_SCALE_PARAMS,
+        WG,
+        `  ${elementIndex('(params.n + 1u) / 2u')}
+  let s = clip[params.at];
+  if (s == 1.0) { return; }
+  let w = x[i];
+  let v = ${unpack2(dtype, 'w')} * s;
+  let hi = select(w >> 16u, to_${dtype}(v.y), 2u * i + 1u < params.n);
+  x[i] = to_${dtype}(v.x) | (hi << 16u);`,
+      );
+    },
+  };
+}
+
+const clipKernel = wgpuKernel(
+  clipByGlobalNorm,
+  (encoder, { inputs, outputs, attrs }) => {
+    const grads = inputs.map((g) => g!);
+    const norm = outputs[outputs.length - 1]!;
+    const { partials, count } = encodeNorm(encoder, 'clipByGlobalNorm', grads, norm, attrs);
+    for (const g of grads) {
+      if (!isHalf(g.dtype)) {
+        dispatchUpdate(encoder, SCALE, [g], [partials], { at: count });
+      } else if (g.size > 0) {
+        encoder.dispatch({
+          shader: halfScaleShader(g.dtype),
+          buffers: [g, partials],
+          params: { layout: HALF_SCALE_PARAMS, values: { n: g.size, at: count } },
+          workgroups: elementGrid(encoder, Math.ceil(g.size / 2)),
+        });
+      }
+    }
+  },
+  { dtypes: FLOAT },
+);
 
 const globalNormKernel = wgpuKernel(
   globalNorm,
