@@ -27,7 +27,7 @@ export function bindingType(storage: Storage, vec: boolean): WgslType {
   return vec ? 'vec4<u32>' : 'u32';
 }
 
-/** Module-scope WGSL the helpers below need for `storage` (declare it once). */
+/** Module-scope WGSL that `unpack2` needs for `storage` (declare it once). */
 export function halfFunctions(storage: Storage): string {
   if (storage !== 'bf16') return '';
   return `fn unpack2xbf16(w: u32) -> vec2<f32> {
