@@ -2,13 +2,14 @@ import { isHalf, UnsupportedOnBackendError } from '@rayo/core';
 import type { KernelEncoder, Operand } from '../kernel.js';
 import { encodeCast } from './cast.js';
 
-// Half activations of the matrix products: the shaders read half weights
-// natively (what a decode step reads most of), and take their activations,
-// bias and c in f32. Half ones are widened into f32 scratch by the cast
-// shader first, and half outputs are computed into f32 scratch and rounded
-// once (to nearest even) by it afterwards. Activations are the small side of
-// a product (M·K + M·N against N·K weights), so the extra passes cost little
-// beside the product, and every product shader serves every dtype.
+// Half tensors a kernel's shaders take in f32: the activations, bias and c
+// of the matrix products (whose shaders read half weights natively, what a
+// decode step reads most of), half outputs that invocations cannot store a
+// u32 word at a time (rows whose adjacent columns belong to different
+// invocations), and the backward kernels. Half inputs are widened into f32
+// scratch by the cast shader first; half outputs are computed into f32
+// scratch and rounded once (to nearest even) by it afterwards. For the
+// products these are the small side (M·K + M·N against N·K weights).
 
 /** An f32 scratch tensor of `like`'s shape, living until the submission finished. */
 function f32Scratch(encoder: KernelEncoder, like: Operand, kernel: string, argument: string): Operand {

@@ -115,7 +115,7 @@ fn f32_to_bf16(x: u32) -> u32 {
 
 /**
  * Module-scope WGSL `fn to_<storage>(v: f32) -> u32`: the half bits of v,
- * rounded to nearest even (declare with `halfFunctions`' text once).
+ * rounded to nearest even (declare it once, or through `declareHalf`).
  */
 export function narrowFunctions(storage: Exclude<Storage, 'f32'>): string {
   return storage === 'f16'
