@@ -429,47 +429,45 @@ export const NORMALIZATION_KERNELS: readonly AnyWgpuKernel[] = [
   // The backward kernels take half tensors through f32 scratch (widened, and rounded once after).
   wgpuKernel(
     rmsNormBackward,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [dy, x, w] = [inputs[0]!, inputs[1]!, inputs[2]!];
-      const out = { dx: outputs[0]!, dw: outputs[1]! };
-      encodeWithF32Activations(encoder, rmsNormBackward.name, { dy, x, w }, out, (i, o) => {
-        const { n, rows, plan, values } = rowCall(i.dy, attrs.eps);
-        let stats: GPUBufferBinding | undefined;
-        if (rows > 0) {
-          stats = { buffer: encoder.scratch(rows * 4), offset: 0, size: rows * 4 };
-          encoder.dispatch({
-            shader: rmsNormBackwardShader(plan),
-            buffers: [i.dy, i.x, i.w, o.dx, stats],
-            params: { layout: ROW_PARAMS, values },
-            workgroups: rowGrid(encoder, rows, plan.threads),
-          });
-        }
-        // With no rows, dweight is still written: zeros.
-        encodeColumnSums(encoder, 'rms', i.dy, i.x, stats, rows, n, [o.dw]);
-      });
-    },
+    (encoder, { inputs, outputs, attrs }) => encodeNormBackward(encoder, 'rms', inputs, outputs, attrs.eps),
     { dtypes: FLOAT },
   ),
   wgpuKernel(
     layerNormBackward,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [dy, x, gamma] = [inputs[0]!, inputs[1]!, inputs[2]!];
-      const out = { dx: outputs[0]!, dg: outputs[1]!, db: outputs[2]! };
-      encodeWithF32Activations(encoder, layerNormBackward.name, { dy, x, gamma }, out, (i, o) => {
-        const { n, rows, plan, values } = rowCall(i.dy, attrs.eps);
-        let stats: GPUBufferBinding | undefined;
-        if (rows > 0) {
-          stats = { buffer: encoder.scratch(rows * 16), offset: 0, size: rows * 16 };
-          encoder.dispatch({
-            shader: layerNormBackwardShader(plan),
-            buffers: [i.dy, i.x, i.gamma, o.dx, stats],
-            params: { layout: ROW_PARAMS, values },
-            workgroups: rowGrid(encoder, rows, plan.threads),
-          });
-        }
-        encodeColumnSums(encoder, 'layer', i.dy, i.x, stats, rows, n, [o.dg, o.db]);
-      });
-    },
+    (encoder, { inputs, outputs, attrs }) => encodeNormBackward(encoder, 'layer', inputs, outputs, attrs.eps),
     { dtypes: FLOAT },
   ),
 ];
+
+/** dx through the row pass (which also writes each row's statistics), then the column sums of the weight gradients. */
+function encodeNormBackward(
+  encoder: KernelEncoder,
+  kind: ColumnKind,
+  inputs: readonly (Operand | undefined)[],
+  outputs: readonly Operand[],
+  eps: number,
+): void {
+  const spec = kind === 'rms' ? rmsNormBackward : layerNormBackward;
+  const [dy, x, w] = [inputs[0]!, inputs[1]!, inputs[2]!];
+  const [dx, ...dweights] = outputs;
+  const grads = Object.fromEntries(dweights.map((t, i) => [`out[${i + 1}]`, t]));
+  encodeWithF32Activations(encoder, spec.name, { dy, x, w }, { dx, ...grads }, (i, o) => {
+    const { n, rows, plan, values } = rowCall(i.dy, eps);
+    let stats: GPUBufferBinding | undefined;
+    if (rows > 0) {
+      const bytes = rows * (kind === 'rms' ? 4 : 16);
+      stats = { buffer: encoder.scratch(bytes), offset: 0, size: bytes };
+      encoder.dispatch({
+        shader: kind === 'rms' ? rmsNormBackwardShader(plan) : layerNormBackwardShader(plan),
+        buffers: [i.dy, i.x, i.w, o.dx!, stats],
+        params: { layout: ROW_PARAMS, values },
+        workgroups: rowGrid(encoder, rows, plan.threads),
+      });
+    }
+    // With no rows, the weight gradients are still written: zeros.
+    const sums = Object.entries(o)
+      .filter(([name]) => name !== 'dx')
+      .map(([, t]) => t!);
+    encodeColumnSums(encoder, kind, i.dy, i.x, stats, rows, n, sums);
+  });
+}
