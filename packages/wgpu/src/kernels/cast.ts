@@ -1,6 +1,7 @@
 import { type CastDType, cast, FLOAT } from '@rayo/core';
-import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
+import { type AnyWgpuKernel, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { F16_TO_F32, F32_TO_BF16, F32_TO_F16 } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
 
@@ -10,48 +11,6 @@ import { elementGrid, elementIndex, WG } from './common.js';
 // tensors are bound as u32 words of two elements, the lower one first.
 
 const PARAMS = paramLayout([['n', 'u32']] as const);
-
-/** f32 bits from f16 bits, exact (subnormals normalised, NaN kept NaN). */
-const F16_TO_F32 = `
-fn f16_to_f32(h: u32) -> u32 {
-  let sign = (h & 0x8000u) << 16u;
-  let e = (h >> 10u) & 0x1fu;
-  let m = h & 0x3ffu;
-  if (e == 0x1fu) { return sign | 0x7f800000u | (m << 13u); }
-  if (e == 0u) {
-    if (m == 0u) { return sign; }
-    let shift = countLeadingZeros(m) - 21u;
-    return sign | ((113u - shift) << 23u) | (((m << shift) & 0x3ffu) << 13u);
-  }
-  return sign | ((e + 112u) << 23u) | (m << 13u);
-}`;
-
-/** f16 bits from f32 bits, round to nearest even; overflow to Inf, NaN to the quiet NaN. */
-const F32_TO_F16 = `
-fn f32_to_f16(x: u32) -> u32 {
-  let sign = (x >> 16u) & 0x8000u;
-  let a = x & 0x7fffffffu;
-  if (a > 0x7f800000u) { return sign | 0x7e00u; }
-  if (a >= 0x477ff000u) { return sign | 0x7c00u; }
-  if (a >= 0x38800000u) {
-    let b = a - 0x38000000u;
-    return sign | ((b + 0xfffu + ((b >> 13u) & 1u)) >> 13u);
-  }
-  if (a < 0x33000000u) { return sign; }
-  let m = (a & 0x7fffffu) | 0x800000u;
-  let shift = 126u - (a >> 23u);
-  let q = m >> shift;
-  let rest = m & ((1u << shift) - 1u);
-  let halfway = 1u << (shift - 1u);
-  return sign | select(q, q + 1u, rest > halfway || (rest == halfway && (q & 1u) == 1u));
-}`;
-
-/** bf16 bits from f32 bits, round to nearest even; NaN to the quiet NaN. */
-const F32_TO_BF16 = `
-fn f32_to_bf16(x: u32) -> u32 {
-  if ((x & 0x7fffffffu) > 0x7f800000u) { return ((x >> 16u) & 0x8000u) | 0x7fc0u; }
-  return (x + 0x7fffu + ((x >> 16u) & 1u)) >> 16u;
-}`;
 
 /** WGSL of `load(i)`: the f32 bits of element i of x. */
 function loader(from: CastDType): string {
@@ -86,18 +45,22 @@ function castShader(from: CastDType, to: CastDType) {
   };
 }
 
+/** Encodes y = x converted to y's dtype (both float operands of y.size elements). */
+export function encodeCast(encoder: KernelEncoder, x: Operand, y: Operand): void {
+  const to = y.dtype as CastDType;
+  const threads = to === 'f32' ? y.size : Math.ceil(y.size / 2);
+  encoder.dispatch({
+    shader: castShader(x.dtype as CastDType, to),
+    buffers: [x, y],
+    params: { layout: PARAMS, values: { n: y.size } },
+    workgroups: elementGrid(encoder, threads),
+  });
+}
+
 const castKernel = wgpuKernel(
   cast,
-  (encoder, { inputs, outputs, attrs }) => {
-    const x = inputs[0]!;
-    const y = outputs[0]!;
-    const threads = attrs.to === 'f32' ? y.size : Math.ceil(y.size / 2);
-    encoder.dispatch({
-      shader: castShader(x.dtype as CastDType, attrs.to),
-      buffers: [x, y],
-      params: { layout: PARAMS, values: { n: y.size } },
-      workgroups: elementGrid(encoder, threads),
-    });
+  (encoder, { inputs, outputs }) => {
+    encodeCast(encoder, inputs[0]!, outputs[0]!);
   },
   { dtypes: FLOAT },
 );

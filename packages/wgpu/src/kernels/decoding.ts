@@ -1,8 +1,28 @@
-import { incrementalAttention, kvCacheScatter, ropeKvScatter } from '@rayo/core';
-import { type AnyWgpuKernel, gridFor, linearWorkgroup, storage, uniform, wgpuKernel } from '../kernel.js';
+import { FLOAT, incrementalAttention, isHalf, kvCacheScatter, ropeKvScatter } from '@rayo/core';
+import {
+  type AnyWgpuKernel,
+  gridFor,
+  type KernelEncoder,
+  linearWorkgroup,
+  type Operand,
+  storage,
+  uniform,
+  wgpuKernel,
+} from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
+import {
+  bindingType,
+  halfFunctions,
+  loadScalar,
+  quadType,
+  type Storage,
+  storageOf,
+  unpackQuad,
+} from '../wgsl/half.js';
 import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+import { encodeHalfScatter } from './halfCache.js';
+import { encodeWithF32Activations } from './halfEdges.js';
 import { checkRopePositions, ROPE_ROTATION_WGSL, type RopeLayout, ropeLogStep } from './rope.js';
 
 /** vec4 loads where rows are a whole number of vec4s, scalars otherwise. */
@@ -61,26 +81,37 @@ ${
   };
 }
 
-const scatterKernel = wgpuKernel(kvCacheScatter, (encoder, { inputs, outputs, attrs }) => {
-  const cache = outputs[0]!;
-  const values = inputs[1]!;
-  const at = inputs[2];
-  const [nHeads, maxSeq, headDim] = cache.shape as [number, number, number];
-  const width = nHeads * headDim;
-  if (values.size === 0 || width === 0) return;
-  const tokens = values.size / width;
-  const { width: w } = vectorOf(headDim);
-  const n = values.size / w;
-  encoder.dispatch({
-    shader: scatterShader(w, at !== undefined),
-    buffers: at ? [cache, values, at] : [cache, values],
-    params: {
-      layout: SCATTER_PARAMS,
-      values: { n, rowVecs: headDim / w, tokens, maxSeq, position: attrs.position, widthVecs: width / w },
-    },
-    workgroups: elementGrid(encoder, n),
-  });
-});
+const scatterKernel = wgpuKernel(
+  kvCacheScatter,
+  (encoder, { inputs, outputs, attrs }) => {
+    const cache = outputs[0]!;
+    const values = inputs[1]!;
+    const at = inputs[2];
+    const [nHeads, maxSeq, headDim] = cache.shape as [number, number, number];
+    const width = nHeads * headDim;
+    if (values.size === 0 || width === 0) return;
+    const tokens = values.size / width;
+    if (isHalf(cache.dtype)) {
+      encodeHalfScatter(encoder, cache, values, at, attrs.position, tokens);
+      return;
+    }
+    const { width: w } = vectorOf(headDim);
+    const n = values.size / w;
+    // An f32 cache takes half rows widened first.
+    encodeWithF32Activations(encoder, kvCacheScatter.name, { values }, {}, ({ values: rows }) => {
+      encoder.dispatch({
+        shader: scatterShader(w, at !== undefined),
+        buffers: at ? [cache, rows!, at] : [cache, rows!],
+        params: {
+          layout: SCATTER_PARAMS,
+          values: { n, rowVecs: headDim / w, tokens, maxSeq, position: attrs.position, widthVecs: width / w },
+        },
+        workgroups: elementGrid(encoder, n),
+      });
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- incrementalAttention ------------------------------------------------------
 //
@@ -140,6 +171,8 @@ interface SplitConfig {
   readonly direct: boolean;
   /** The length is read from a device tensor bound after the outputs. */
   readonly device: boolean;
+  /** How the caches are stored (halves in u32 words are widened as loaded). */
+  readonly cache: Storage;
 }
 
 /** Tree reduction over `red[h * WG + tid]` for every head; the result lands in `red[h * WG]`. */
@@ -155,8 +188,12 @@ ${unroll(heads, (h) => `      red[${h * WG}u + tid] = ${op(`red[${h * WG}u + tid
 }
 
 function splitShader(cfg: SplitConfig): ShaderSource {
-  const { headDim: D, heads: HB, direct, device } = cfg;
+  const { headDim: D, heads: HB, direct, device, cache } = cfg;
   const { width: W, type: VT, zero } = vectorOf(D);
+  // Vector (or element) x of a cache, as f32.
+  const cacheAt = (name: string, x: string) =>
+    W === 4 ? unpackQuad(cache, `${name}[${x}]`) : loadScalar(cache, name, x);
+  const cacheType = W === 4 ? quadType(cache) : bindingType(cache, false);
   const NV = D / W;
   // Score pass: LK threads per row, each summing JK vectors.
   const LK = kLanes(NV);
@@ -176,10 +213,10 @@ function splitShader(cfg: SplitConfig): ShaderSource {
   const vLoad = (row: string, j: number) => {
     const x = `vl + ${j * LV}u`;
     return guardV && (j + 1) * LV > NV
-      ? `select(${zero}, v[kv + (${row}) * NV + min(${x}, NV - 1u)], ${x} < NV)`
-      : `v[kv + (${row}) * NV + ${x}]`;
+      ? `select(${zero}, ${cacheAt('v', `kv + (${row}) * NV + min(${x}, NV - 1u)`)}, ${x} < NV)`
+      : cacheAt('v', `kv + (${row}) * NV + ${x}`);
   };
-  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${device ? '/device' : ''}/wg${WG}`;
+  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${device ? '/device' : ''}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`;
 
   const outputs = direct
     ? storage(3, 'out', 'f32', 'read_write')
@@ -188,8 +225,8 @@ function splitShader(cfg: SplitConfig): ShaderSource {
   const code = () => `
 ${SPLIT_PARAMS.wgsl}
 ${storage(0, 'q', VT, 'read')}
-${storage(1, 'k', VT, 'read')}
-${storage(2, 'v', VT, 'read')}
+${storage(1, 'k', cacheType, 'read')}
+${storage(2, 'v', cacheType, 'read')}
 ${outputs}
 ${device ? storage(direct ? 4 : 5, 'len', 'i32', 'read') : ''}
 ${uniform((direct ? 4 : 5) + (device ? 1 : 0))}
@@ -197,6 +234,7 @@ const NV = ${NV}u;
 ${qShared ? `var<workgroup> qs: array<${VT}, ${HB * NV}>;` : ''}
 var<workgroup> red: array<f32, ${red}>;
 var<workgroup> sc: array<f32, ${HB * MAX_CHUNK}>;
+${halfFunctions(cache)}
 
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
@@ -251,7 +289,7 @@ ${unroll(HB, (h) => `    var s${h} = 0.0;`)}
       let row = kv + t * NV;
 ${unroll(JK, (j) => {
   const x = `kl + ${j * LK}u`;
-  const body = `let k${j} = k[row + ${x}];\n${unroll(HB, (h) => `        s${h} += ${dotOf(`k${j}`, qAt(h, x))};`)}`;
+  const body = `let k${j} = ${cacheAt('k', `row + ${x}`)};\n${unroll(HB, (h) => `        s${h} += ${dotOf(`k${j}`, qAt(h, x))};`)}`;
   return guardK && (j + 1) * LK > NV
     ? `      if (${x} < NV) {\n        ${body}\n      }`
     : `      {\n        ${body}\n      }`;
@@ -442,15 +480,33 @@ function chunkFor(seqLen: number, blocks: number): number {
   return MAX_CHUNK / 4;
 }
 
-const attentionKernel = wgpuKernel(incrementalAttention, (encoder, { inputs, outputs, attrs }) => {
-  const q = inputs[0]!;
-  const k = inputs[1]!;
-  const v = inputs[2]!;
-  const out = outputs[0]!;
+/** Half caches are read as stored; a half q and out go through f32 (one row per head). */
+const attentionKernel = wgpuKernel(
+  incrementalAttention,
+  (encoder, { inputs, outputs, attrs }) => {
+    encodeWithF32Activations(
+      encoder,
+      incrementalAttention.name,
+      { q: inputs[0]! },
+      { out: outputs[0]! },
+      (i, o) => encodeAttention(encoder, i.q, inputs[1]!, inputs[2]!, inputs[3], o.out, attrs),
+    );
+  },
+  { dtypes: FLOAT },
+);
+
+function encodeAttention(
+  encoder: KernelEncoder,
+  q: Operand,
+  k: Operand,
+  v: Operand,
+  length: Operand | undefined,
+  out: Operand,
+  attrs: { readonly seqLen: number; readonly scale: number },
+): void {
   const [nHeads, headDim] = out.shape as [number, number];
   const [nKvHeads, maxSeq] = k.shape as [number, number, number];
   if (out.size === 0) return;
-  const length = inputs[3];
   // A length on the device: size the grid by the cache, its bound.
   const seqLen = length ? maxSeq : attrs.seqLen;
   const scale = attrs.scale === 0 ? 1 / Math.sqrt(headDim) : attrs.scale;
@@ -463,7 +519,13 @@ const attentionKernel = wgpuKernel(incrementalAttention, (encoder, { inputs, out
   const direct = chunks === 1;
   const values = { group, blocksPerKv, blocks, maxSeq, seqLen, chunk, chunks, scale };
   const workgroups = gridFor(blocks * chunks, encoder.limits);
-  const shader = splitShader({ headDim, heads, direct, device: length !== undefined });
+  const shader = splitShader({
+    headDim,
+    heads,
+    direct,
+    device: length !== undefined,
+    cache: storageOf(k.dtype),
+  });
   const lengthBinding = length ? [length] : [];
   if (direct) {
     encoder.dispatch({
@@ -490,7 +552,7 @@ const attentionKernel = wgpuKernel(incrementalAttention, (encoder, { inputs, out
     params: { layout: MERGE_PARAMS, values: { heads: nHeads, chunks } },
     workgroups: gridFor(nHeads, encoder.limits),
   });
-});
+}
 
 // ---- ropeKvScatter -------------------------------------------------------------
 
@@ -577,19 +639,58 @@ ${
   };
 }
 
-const ropeScatterKernel = wgpuKernel(ropeKvScatter, (encoder, { inputs, outputs, attrs }) => {
-  const [q, k, v, , , at] = inputs;
-  const [y, kCache, vCache] = outputs;
+/**
+ * Half caches: q is rotated by the shader above (its k and v left out), the
+ * keys are rotated and the values copied into the caches by the half scatter,
+ * each element rounded once. A half q and y go through f32.
+ */
+const ropeScatterKernel = wgpuKernel(
+  ropeKvScatter,
+  (encoder, { inputs, outputs, attrs }) => {
+    const [q, k, v, , , at] = inputs;
+    const [y, kCache, vCache] = outputs;
+    const [tokens, heads, headDim] = q!.shape as [number, number, number];
+    const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
+    if (tokens * heads * headDim + v!.size === 0) return;
+    checkRopePositions('ropeKvScatter', 'attrs.position', (at ? maxSeq : attrs.position + tokens) - 1);
+    const position = attrs.position ?? 0;
+    const logStep = ropeLogStep(attrs.theta, headDim);
+    const caches = { kCache: kCache!, vCache: vCache!, at };
+    if (!isHalf(kCache!.dtype)) {
+      encodeWithF32Activations(encoder, ropeKvScatter.name, { q, k, v }, { y }, (i, o) =>
+        encodeRopeScatter(encoder, { ...i, y: o.y, ...caches }, attrs.layout, position, logStep, true),
+      );
+      return;
+    }
+    encodeWithF32Activations(encoder, ropeKvScatter.name, { q }, { y }, (i, o) =>
+      encodeRopeScatter(encoder, { q: i.q, k, v, y: o.y, ...caches }, attrs.layout, position, logStep, false),
+    );
+    if (kvHeads * headDim === 0) return;
+    encodeHalfScatter(encoder, kCache!, k!, at, position, tokens, { layout: attrs.layout, logStep });
+    encodeHalfScatter(encoder, vCache!, v!, at, position, tokens);
+  },
+  { dtypes: FLOAT },
+);
+
+/** The f32 shader over q, and with `withCaches` k and v, into f32 caches. */
+function encodeRopeScatter(
+  encoder: KernelEncoder,
+  t: Readonly<Record<'q' | 'k' | 'v' | 'y' | 'kCache' | 'vCache' | 'at', Operand | undefined>>,
+  layout: RopeLayout,
+  position: number,
+  logStep: number,
+  withCaches: boolean,
+): void {
+  const { q, k, v, y, kCache, vCache, at } = t;
   const [tokens, heads, headDim] = q!.shape as [number, number, number];
   const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
   const half = headDim / 2;
   const qPairs = tokens * heads * half;
-  const pairs = qPairs + tokens * kvHeads * half;
-  const n = pairs + v!.size;
+  const pairs = qPairs + (withCaches ? tokens * kvHeads * half : 0);
+  const n = pairs + (withCaches ? v!.size : 0);
   if (n === 0) return;
-  checkRopePositions('ropeKvScatter', 'attrs.position', (at ? maxSeq : attrs.position + tokens) - 1);
   encoder.dispatch({
-    shader: ropeScatterShader(attrs.layout, at !== undefined),
+    shader: ropeScatterShader(layout, at !== undefined),
     buffers: [q!, k!, v!, y!, kCache!, vCache!, ...(at ? [at] : [])],
     params: {
       layout: ROPE_SCATTER_PARAMS,
@@ -603,12 +704,12 @@ const ropeScatterKernel = wgpuKernel(ropeKvScatter, (encoder, { inputs, outputs,
         kvHeads,
         tokens,
         maxSeq,
-        position: attrs.position ?? 0,
-        logStep: ropeLogStep(attrs.theta, headDim),
+        position,
+        logStep,
       },
     },
     workgroups: elementGrid(encoder, n),
   });
-});
+}
 
 export const DECODING_KERNELS: readonly AnyWgpuKernel[] = [scatterKernel, attentionKernel, ropeScatterKernel];

@@ -2,10 +2,12 @@ import {
   type AttrValues,
   add,
   biasAdd,
+  bytesPerElement,
   clip,
   clipBackward,
   div,
   exp,
+  FLOAT,
   gelu,
   geluBackward,
   type KernelSpec,
@@ -26,17 +28,11 @@ import {
   tanhBackward,
   UnsupportedOnBackendError,
 } from '@rayo/core';
-import {
-  type AnyWgpuKernel,
-  bindingRanges,
-  type Operand,
-  operandRange,
-  storage,
-  uniform,
-  wgpuKernel,
-} from '../kernel.js';
+import { type AnyWgpuKernel, bindingRanges, type Operand, operandRange, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
-import { BUILTINS, elementGrid, elementIndex, WG, WGSL_MATH } from './common.js';
+import { bindingType, declareHalf, loadScalar, type Storage, storageOf } from '../wgsl/half.js';
+import { ShaderModule } from '../wgsl/module.js';
+import { elementGrid, elementIndex, WG, WGSL_MATH } from './common.js';
 
 // ---- binary with broadcasting ------------------------------------------------
 
@@ -81,31 +77,62 @@ export function broadcastPlan(out: readonly number[], a: readonly number[], b: r
 
 // An operand with as many elements as the output is read at the output's own
 // index (and may be bound in pieces); a broadcast one through the stride plan.
-function binaryShader(op: string, rank: number, kernel: string, directA: boolean, directB: boolean) {
-  return {
-    key: `elementwise/binary/${kernel}/rank${rank}/${directA ? 'a' : 'A'}${directB ? 'b' : 'B'}`,
-    kernel,
-    code: () => `
-${BINARY_PARAMS.wgsl}
-${storage(0, 'a', 'f32', 'read')}
-${storage(1, 'b', 'f32', 'read')}
-${storage(2, 'y', 'f32', 'read_write')}
-${uniform(3)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  ${elementIndex('params.n')}
-  var rest = params.base + i;
+function binaryShader(
+  op: string,
+  rank: number,
+  kernel: string,
+  directA: boolean,
+  directB: boolean,
+  dtype: Storage,
+) {
+  const element = (e: string) => `var rest = params.base + ${e};
   var ia = 0u;
   var ib = 0u;
 ${Array.from({ length: rank }, (_, k) => {
   const d = rank - 1 - k; // innermost first
   return `  { let c = rest % params.d${d}; rest = rest / params.d${d}; ia += c * params.sa${d}; ib += c * params.sb${d}; }`;
 }).join('\n')}
-  let x = a[${directA ? 'i' : 'ia'}];
-  let z = b[${directB ? 'i' : 'ib'}];
-  y[i] = ${op};
-}`,
+  let x = ${loadScalar(dtype, 'a', directA ? e : 'ia')};
+  let z = ${loadScalar(dtype, 'b', directB ? e : 'ib')};
+  let y = ${op};`;
+  return {
+    key: `elementwise/binary/${kernel}/rank${rank}/${directA ? 'a' : 'A'}${directB ? 'b' : 'B'}${dtype === 'f32' ? '' : `/${dtype}`}`,
+    kernel,
+    code: () => {
+      const module = new ShaderModule();
+      module.storage('a', bindingType(dtype, false), 'read');
+      module.storage('b', bindingType(dtype, false), 'read');
+      module.storage('y_buf', bindingType(dtype, false), 'read_write');
+      declareHalf(module, dtype);
+      return module.build(BINARY_PARAMS, WG, elementBody(dtype, ['y'], element));
+    },
   };
+}
+
+/**
+ * WGSL body of a one-element-per-index kernel over `params.n` elements:
+ * `element(e)` computes f32 `let`s named `outputs` for element e, stored to
+ * `<name>_buf`. Half outputs go a u32 word (two elements) per invocation,
+ * each rounded once; the upper half of a last, odd word is kept.
+ */
+function elementBody(dtype: Storage, outputs: readonly string[], element: (e: string) => string): string {
+  if (dtype === 'f32') {
+    return `  ${elementIndex('params.n')}
+  {
+  ${element('i')}
+${outputs.map((name) => `  ${name}_buf[i] = ${name};`).join('\n')}
+  }`;
+  }
+  return `  ${elementIndex('(params.n + 1u) / 2u')}
+${outputs.map((name) => `  var ${name}_bits = select(0u, ${name}_buf[i] & 0xffff0000u, 2u * i + 1u >= params.n);`).join('\n')}
+  for (var j = 0u; j < 2u; j++) {
+    let e = 2u * i + j;
+    if (e < params.n) {
+  ${element('e')}
+${outputs.map((name) => `      ${name}_bits |= to_${dtype}(${name}) << (16u * j);`).join('\n')}
+    }
+  }
+${outputs.map((name) => `  ${name}_buf[i] = ${name}_bits;`).join('\n')}`;
 }
 
 function binary(spec: KernelSpec<NoAttrs>, op: string): AnyWgpuKernel {
@@ -130,20 +157,22 @@ function binary(spec: KernelSpec<NoAttrs>, op: string): AnyWgpuKernel {
         [a, directA, 'a'],
         [b, directB, 'b'],
       ] as const) {
-        if (!direct && t.size * 4 > encoder.maxBindingBytes) {
+        const bytes = t.size * bytesPerElement(t.dtype);
+        if (!direct && bytes > encoder.maxBindingBytes) {
           throw new UnsupportedOnBackendError(
             'a broadcast operand larger than one storage binding cannot be split',
             {
               kernel: spec.name,
               argument,
               expected: `<= ${encoder.maxBindingBytes} bytes, or as many elements as the output`,
-              actual: `${t.size * 4} bytes`,
+              actual: `${bytes} bytes`,
             },
           );
         }
       }
-      const shader = binaryShader(op, plan.dims.length, spec.name, directA, directB);
-      for (const range of bindingRanges(out.size, 4, encoder)) {
+      const dtype = storageOf(out.dtype);
+      const shader = binaryShader(op, plan.dims.length, spec.name, directA, directB, dtype);
+      for (const range of bindingRanges(out.size, bytesPerElement(out.dtype), encoder)) {
         const values: Record<string, number> = { n: range.count, base: range.start };
         for (let d = 0; d < MAX_RANK; d++) {
           values[`d${d}`] = plan.dims[d] ?? 1;
@@ -160,7 +189,7 @@ function binary(spec: KernelSpec<NoAttrs>, op: string): AnyWgpuKernel {
         });
       }
     },
-    { splitsLargeOperands: true },
+    { splitsLargeOperands: true, dtypes: FLOAT },
   );
 }
 
@@ -176,8 +205,8 @@ interface MapDecl<A extends AttrValues> {
   readonly body: string;
   /** f32 attributes passed as uniform parameters `params.<name>`. */
   readonly attrs?: readonly (keyof A & string)[];
-  /** Element count, when an input is broadcast (biasAdd's bias is indexed by the body). */
-  readonly indexed?: readonly string[];
+  /** Inputs read at another index than the element's (biasAdd's bias): WGSL of it from the element index. */
+  readonly indexed?: Readonly<Record<string, (e: string) => string>>;
 }
 
 function map<A extends AttrValues>(decl: MapDecl<A>): AnyWgpuKernel {
@@ -188,36 +217,33 @@ function map<A extends AttrValues>(decl: MapDecl<A>): AnyWgpuKernel {
     ['base', 'u32'],
     ...attrs.map((a) => [a, 'f32'] as const),
   ]);
-  const indexed = new Set(decl.indexed ?? []);
-  const shader = {
-    key: `elementwise/map/${decl.spec.name}`,
+  const indexed = decl.indexed ?? {};
+  const shader = (dtype: Storage) => ({
+    key: `elementwise/map/${decl.spec.name}${dtype === 'f32' ? '' : `/${dtype}`}`,
     kernel: decl.spec.name,
-    code: () => `
-${layout.wgsl}
-${WGSL_MATH}
-${decl.inputs.map((name, b) => storage(b, `${name}_buf`, 'f32', 'read')).join('\n')}
-${decl.outputs.map((name, k) => storage(decl.inputs.length + k, `${name}_buf`, 'f32', 'read_write')).join('\n')}
-${uniform(decl.inputs.length + decl.outputs.length)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  ${elementIndex('params.n')}
-${decl.inputs
-  .filter((name) => !indexed.has(name))
-  .map((name) => `  let ${name} = ${name}_buf[i];`)
-  .join('\n')}
+    code: () => {
+      const module = new ShaderModule();
+      for (const name of decl.inputs) module.storage(`${name}_buf`, bindingType(dtype, false), 'read');
+      for (const name of decl.outputs) module.storage(`${name}_buf`, bindingType(dtype, false), 'read_write');
+      module.declare(WGSL_MATH);
+      declareHalf(module, dtype);
+      const element = (e: string) => `${decl.inputs
+        .map((name) => `  let ${name} = ${loadScalar(dtype, `${name}_buf`, indexed[name]?.(e) ?? e)};`)
+        .join('\n')}
 ${decl.outputs.map((name) => `  var ${name}: f32;`).join('\n')}
-  ${decl.body}
-${decl.outputs.map((name) => `  ${name}_buf[i] = ${name};`).join('\n')}
-}`,
-  };
+  ${decl.body}`;
+      return module.build(layout, WG, elementBody(dtype, decl.outputs, element));
+    },
+  });
   return wgpuKernel(
     decl.spec,
     (encoder, { inputs, outputs, attrs: values }) => {
       const n = outputs[0]!.size;
       if (n === 0) return;
+      const dtype = storageOf(outputs[0]!.dtype);
       // Element-aligned inputs and outputs are bound range by range; indexed
       // ones (a bias) whole, read at the global index `base + i`.
-      for (const range of bindingRanges(n, 4, encoder)) {
+      for (const range of bindingRanges(n, bytesPerElement(outputs[0]!.dtype), encoder)) {
         const params: Record<string, number> = {
           n: range.count,
           m: inputs[inputs.length - 1]!.size,
@@ -225,16 +251,16 @@ ${decl.outputs.map((name) => `  ${name}_buf[i] = ${name};`).join('\n')}
         };
         for (const a of attrs) params[a] = values[a] as number;
         const piece = (t: Operand, name?: string) =>
-          name !== undefined && indexed.has(name) ? t : operandRange(t, range.start, range.count);
+          name !== undefined && indexed[name] ? t : operandRange(t, range.start, range.count);
         encoder.dispatch({
-          shader,
+          shader: shader(dtype),
           buffers: [...inputs.map((t, k) => piece(t!, decl.inputs[k])), ...outputs.map((t) => piece(t))],
           params: { layout, values: params },
           workgroups: elementGrid(encoder, range.count),
         });
       }
     },
-    { splitsLargeOperands: true },
+    { splitsLargeOperands: true, dtypes: FLOAT },
   );
 }
 
@@ -268,8 +294,8 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
     spec: biasAdd,
     inputs: ['x', 'bias'],
     outputs: ['y'],
-    indexed: ['bias'],
-    body: 'y = x + bias_buf[(params.base + i) % params.m];',
+    indexed: { bias: (e) => `(params.base + ${e}) % params.m` },
+    body: 'y = x + bias;',
   }),
   map({ spec: reluBackward, inputs: ['dy', 'x'], outputs: ['dx'], body: 'dx = select(0.0, dy, x > 0.0);' }),
   map({ spec: geluBackward, inputs: ['dy', 'x'], outputs: ['dx'], body: 'dx = dy * gelu_grad(x);' }),

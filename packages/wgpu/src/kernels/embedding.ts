@@ -1,7 +1,8 @@
-import { embedding, embeddingBackward } from '@rayo/core';
+import { embedding, embeddingBackward, FLOAT, isHalf } from '@rayo/core';
 import {
   type AnyWgpuKernel,
   gridFor,
+  type KernelEncoder,
   linearWorkgroup,
   type Operand,
   storage,
@@ -9,7 +10,9 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { ShaderModule } from '../wgsl/module.js';
 import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+import { encodeWithF32Activations } from './halfEdges.js';
 
 // An id outside [0, V) is compared as u32 (negative ids wrap to huge values),
 // never turned into an offset first, so no id can alias a valid row.
@@ -50,6 +53,50 @@ fn main(${BUILTINS}) {
     y[i] = ${vsplat(vec, NAN)};
   }
 }`,
+  };
+}
+
+/**
+ * The gather of a half table: bit copies, no conversion. Rows of a multiple
+ * of 8 halves go a vec4<u32> (8 halves) per invocation; otherwise an
+ * invocation assembles one u32 word of y from its two elements (the upper
+ * half of a last, odd word is left as it was). An id outside the table
+ * gives the dtype's quiet NaN.
+ */
+function halfGatherShader(dtype: 'f16' | 'bf16', vec: boolean) {
+  const nan = dtype === 'f16' ? '0x7e00u' : '0x7fc0u';
+  const body = vec
+    ? `${elementIndex('params.count')}
+  let id = bitcast<u32>(ids[i / params.dv]);
+  if (id < params.vocab) {
+    y[i] = table[id * params.dv + i % params.dv];
+  } else {
+    y[i] = vec4<u32>(${nan} | (${nan} << 16u));
+  }`
+    : `${elementIndex('(params.count + 1u) / 2u')}
+  let first = 2u * i;
+  let lo = element(first);
+  let hi = select(y[i] >> 16u, element(first + 1u), first + 1u < params.count);
+  y[i] = lo | (hi << 16u);`;
+  return {
+    key: `embedding/embedding/${dtype}/${vec ? 'v8' : 'words'}/wg${WG}`,
+    kernel: 'embedding',
+    code: () => {
+      const module = new ShaderModule();
+      module.storage('table', vec ? 'vec4<u32>' : 'u32', 'read');
+      module.storage('ids', 'i32', 'read');
+      module.storage('y', vec ? 'vec4<u32>' : 'u32', 'read_write');
+      if (!vec) {
+        module.declare(`/** The bits of element e of y. */
+fn element(e: u32) -> u32 {
+  let id = bitcast<u32>(ids[e / params.dv]);
+  if (id >= params.vocab) { return ${nan}; }
+  let t = id * params.dv + e % params.dv;
+  return (table[t >> 1u] >> ((t & 1u) * 16u)) & 0xffffu;
+}`);
+      }
+      return module.build(GATHER_PARAMS, WG, body);
+    },
   };
 }
 
@@ -277,73 +324,110 @@ function scratchBinding(encoder: { scratch(bytes: number): GPUBuffer }, count: n
 }
 
 export const EMBEDDING_KERNELS: readonly AnyWgpuKernel[] = [
-  wgpuKernel(embedding, (encoder, { inputs, outputs, io }) => {
-    const out = outputs[0]!;
-    if (out.size === 0) return;
-    const [vocab, d] = io.inputs[0]!.shape as [number, number];
-    // vec4 bindings must hold at least one vec4: not for an empty table.
-    const vec = d % 4 === 0 && vocab > 0 ? 4 : 1;
-    const count = out.size / vec;
-    encoder.dispatch({
-      shader: gatherShader(vec),
-      buffers: [inputs[0]!, inputs[1]!, out],
-      params: { layout: GATHER_PARAMS, values: { count, dv: d / vec, vocab } },
-      workgroups: elementGrid(encoder, count),
-    });
-  }),
-  wgpuKernel(embeddingBackward, (encoder, { inputs, outputs, attrs }) => {
-    const [dy, ids] = [inputs[0]!, inputs[1]!] as [Operand, Operand];
-    const dtable = outputs[0]!;
-    if (dtable.size === 0) return;
-    const vocab = attrs.vocabSize;
-    const d = dtable.shape[1]!;
-    const n = ids.size;
-    const blocks = Math.ceil(n / BLOCK);
-    const sort = (shift: number) => ({ layout: SORT_PARAMS, values: { n, blocks, shift, vocab } });
-    let keys = scratchBinding(encoder, n);
-    let pos = scratchBinding(encoder, n);
-    if (n > 0) {
-      encoder.dispatch({
-        shader: keysShader,
-        buffers: [ids, keys, pos],
-        params: sort(0),
-        workgroups: elementGrid(encoder, n),
-      });
-      // Keys lie in [0, V]: as many 8-bit digits as V has bits.
-      const passes = Math.ceil(Math.floor(Math.log2(vocab) + 1) / 8);
-      let keysOut = scratchBinding(encoder, n);
-      let posOut = scratchBinding(encoder, n);
-      const hist = scratchBinding(encoder, blocks * DIGITS);
-      for (let p = 0; p < passes; p++) {
-        const params = sort(8 * p);
-        const grid = gridFor(blocks, encoder.limits);
-        encoder.dispatch({ shader: histogramShader, buffers: [keys, hist], params, workgroups: grid });
-        encoder.dispatch({ shader: scanShader, buffers: [hist], params, workgroups: [1] });
+  wgpuKernel(
+    embedding,
+    (encoder, { inputs, outputs, io }) => {
+      const out = outputs[0]!;
+      if (out.size === 0) return;
+      const [vocab, d] = io.inputs[0]!.shape as [number, number];
+      const dtype = out.dtype;
+      if (isHalf(dtype)) {
+        const vec = d % 8 === 0 && vocab > 0;
+        const threads = vec ? out.size / 8 : Math.ceil(out.size / 2);
         encoder.dispatch({
-          shader: scatterShader,
-          buffers: [keys, pos, hist, keysOut, posOut],
-          params,
-          workgroups: grid,
+          shader: halfGatherShader(dtype, vec),
+          buffers: [inputs[0]!, inputs[1]!, out],
+          params: {
+            layout: GATHER_PARAMS,
+            values: { count: vec ? threads : out.size, dv: vec ? d / 8 : d, vocab },
+          },
+          workgroups: elementGrid(encoder, threads),
         });
-        [keys, keysOut] = [keysOut, keys];
-        [pos, posOut] = [posOut, pos];
+        return;
       }
-    }
-    const starts = scratchBinding(encoder, vocab + 1);
-    encoder.dispatch({
-      shader: startsShader,
-      buffers: [keys, starts],
-      params: sort(0),
-      workgroups: elementGrid(encoder, vocab + 1),
-    });
-    // vec4 bindings must hold at least one vec4: not for an empty dy.
-    const vec = d % 4 === 0 && n > 0 ? 4 : 1;
-    const count = dtable.size / vec;
-    encoder.dispatch({
-      shader: sumShader(vec),
-      buffers: [dy, pos, starts, dtable],
-      params: { layout: SUM_PARAMS, values: { count, dv: d / vec, vocab, n } },
-      workgroups: elementGrid(encoder, count),
-    });
-  }),
+      // vec4 bindings must hold at least one vec4: not for an empty table.
+      const vec = d % 4 === 0 && vocab > 0 ? 4 : 1;
+      const count = out.size / vec;
+      encoder.dispatch({
+        shader: gatherShader(vec),
+        buffers: [inputs[0]!, inputs[1]!, out],
+        params: { layout: GATHER_PARAMS, values: { count, dv: d / vec, vocab } },
+        workgroups: elementGrid(encoder, count),
+      });
+    },
+    { dtypes: FLOAT },
+  ),
+  wgpuKernel(
+    embeddingBackward,
+    (encoder, { inputs, outputs, attrs }) => {
+      if (outputs[0]!.size === 0) return;
+      // Half dy and dtable through f32: the sums are f32 anyway.
+      encodeWithF32Activations(
+        encoder,
+        embeddingBackward.name,
+        { dy: inputs[0]! },
+        { dtable: outputs[0]! },
+        (i, o) => encodeBackward(encoder, i.dy, inputs[1]!, o.dtable, attrs.vocabSize),
+      );
+    },
+    { dtypes: FLOAT },
+  ),
 ];
+
+function encodeBackward(
+  encoder: KernelEncoder,
+  dy: Operand,
+  ids: Operand,
+  dtable: Operand,
+  vocab: number,
+): void {
+  const d = dtable.shape[1]!;
+  const n = ids.size;
+  const blocks = Math.ceil(n / BLOCK);
+  const sort = (shift: number) => ({ layout: SORT_PARAMS, values: { n, blocks, shift, vocab } });
+  let keys = scratchBinding(encoder, n);
+  let pos = scratchBinding(encoder, n);
+  if (n > 0) {
+    encoder.dispatch({
+      shader: keysShader,
+      buffers: [ids, keys, pos],
+      params: sort(0),
+      workgroups: elementGrid(encoder, n),
+    });
+    // Keys lie in [0, V]: as many 8-bit digits as V has bits.
+    const passes = Math.ceil(Math.floor(Math.log2(vocab) + 1) / 8);
+    let keysOut = scratchBinding(encoder, n);
+    let posOut = scratchBinding(encoder, n);
+    const hist = scratchBinding(encoder, blocks * DIGITS);
+    for (let p = 0; p < passes; p++) {
+      const params = sort(8 * p);
+      const grid = gridFor(blocks, encoder.limits);
+      encoder.dispatch({ shader: histogramShader, buffers: [keys, hist], params, workgroups: grid });
+      encoder.dispatch({ shader: scanShader, buffers: [hist], params, workgroups: [1] });
+      encoder.dispatch({
+        shader: scatterShader,
+        buffers: [keys, pos, hist, keysOut, posOut],
+        params,
+        workgroups: grid,
+      });
+      [keys, keysOut] = [keysOut, keys];
+      [pos, posOut] = [posOut, pos];
+    }
+  }
+  const starts = scratchBinding(encoder, vocab + 1);
+  encoder.dispatch({
+    shader: startsShader,
+    buffers: [keys, starts],
+    params: sort(0),
+    workgroups: elementGrid(encoder, vocab + 1),
+  });
+  // vec4 bindings must hold at least one vec4: not for an empty dy.
+  const vec = d % 4 === 0 && n > 0 ? 4 : 1;
+  const count = dtable.size / vec;
+  encoder.dispatch({
+    shader: sumShader(vec),
+    buffers: [dy, pos, starts, dtable],
+    params: { layout: SUM_PARAMS, values: { count, dv: d / vec, vocab, n } },
+    workgroups: elementGrid(encoder, count),
+  });
+}

@@ -1,5 +1,7 @@
 import {
   biasActivationBackward,
+  bytesPerElement,
+  FLOAT,
   gateUpSwiglu,
   type LinearActivation,
   linear,
@@ -19,7 +21,17 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import {
+  bindingType,
+  halfFunctions,
+  loadScalar,
+  type Storage,
+  storageOf,
+  unpackVector,
+  vectorElements,
+} from '../wgsl/half.js';
 import { BUILTINS, WGSL_MATH } from './common.js';
+import { encodeWithF32Activations } from './halfEdges.js';
 import { CHECK_SUBGROUP_LAYOUT, encodeMatmul, streamLoop } from './matmul.js';
 
 // gateUpSwiglu as one streaming pass over both weights. A workgroup is
@@ -65,8 +77,10 @@ interface Variant {
   /** Ungated only: weights whose rows the columns span, each with its own output (rmsNormMatmul3). */
   readonly weights: number;
   readonly rows: number;
-  /** vec4 loads along K: K % 4 = 0 and 16-byte aligned operands. */
+  /** Vector loads along K: K a multiple of `vectorElements(w)` and 16-byte aligned operands. */
   readonly vec: boolean;
+  /** How the weights are stored (f32, or halves in u32 words: 8 per vec4<u32> load). */
+  readonly w: Storage;
   readonly norm: boolean;
   /** Sum each group with subgroupShuffleXor where subgroups of at least 32 run in invocation order. */
   readonly subgroups: boolean;
@@ -75,28 +89,52 @@ interface Variant {
 function fusedShader(v: Variant) {
   const rows = Array.from({ length: v.rows }, (_, r) => r);
   const type = v.vec ? 'vec4<f32>' : 'f32';
-  const div = v.vec ? ' / 4u' : '';
+  // Elements per step along K; vector steps are `pieces` vec4<f32> of x.
+  const per = v.vec ? vectorElements(v.w) : 1;
+  const pieces = Array.from({ length: Math.max(1, per / 4) }, (_, j) => j);
   const dot = (a: string, b: string) => (v.vec ? `dot(${a}, ${b})` : `${a} * ${b}`);
+  /** WGSL: piece j of x-like f32 binding `name` at step k from element offset `base`. */
+  const xAt = (name: string, base: string, k: string, j: number) =>
+    v.vec
+      ? `${name}[${base ? `${base} / 4u + ` : ''}(${k}) * ${pieces.length}u + ${j}u]`
+      : `${name}[${base ? `${base} + ` : ''}${k}]`;
+  /** WGSL: the f32 pieces of weight `name` at step k (bound as let `as`). */
+  const wAt = (name: string, as: string, k: string) => {
+    if (!v.vec) return { load: `let ${as}_0 = ${loadScalar(v.w, name, `wRow + ${k}`)};`, names: [`${as}_0`] };
+    const parts = unpackVector(v.w, `${as}w`);
+    return {
+      load: `let ${as}w = ${name}[wRow / ${per}u + ${k}]; ${parts.map((e, j) => `let ${as}_${j} = ${e};`).join(' ')}`,
+      names: parts.map((_, j) => `${as}_${j}`),
+    };
+  };
   // Partial sums per lane, laid out in red as value · THREADS + tid.
   const values = [
     ...rows.map((r) => `g${r}`),
     ...(v.gated ? rows.map((r) => `u${r}`) : []),
     ...(v.norm ? rows.map((r) => `s${r}`) : []),
   ];
-  const step = (wName: string) => (k: string) =>
-    `{
-      let gv = ${wName}[wRow${div} + ${k}];
-      ${v.gated ? `let uv = wu[wRow${div} + ${k}];` : ''}
-      ${v.norm ? `let nv = nw[${k}];` : ''}
+  const step = (wName: string) => (k: string) => {
+    const gv = wAt(wName, 'gv', k);
+    const uv = wAt('wu', 'uv', k);
+    const sum = (f: (j: number) => string) => pieces.map(f).join(' + ');
+    return `{
+      ${gv.load}
+      ${v.gated ? uv.load : ''}
+      ${v.norm ? pieces.map((j) => `let nv${j} = ${xAt('nw', '', k, j)};`).join(' ') : ''}
       ${rows
         .map(
-          (r) => `{ let xv = x[xRow${r}${div} + ${k}];
-        ${v.norm ? `s${r} += ${dot('xv', 'xv')}; let xn = xv * nv;` : 'let xn = xv;'}
-        g${r} += ${dot('xn', 'gv')};
-        ${v.gated ? `u${r} += ${dot('xn', 'uv')};` : ''} }`,
+          (r) => `{ ${pieces.map((j) => `let xv${j} = ${xAt('x', `xRow${r}`, k, j)};`).join(' ')}
+        ${
+          v.norm
+            ? `s${r} += ${sum((j) => dot(`xv${j}`, `xv${j}`))}; ${pieces.map((j) => `let xn${j} = xv${j} * nv${j};`).join(' ')}`
+            : pieces.map((j) => `let xn${j} = xv${j};`).join(' ')
+        }
+        g${r} += ${sum((j) => dot(`xn${j}`, gv.names[j]!))};
+        ${v.gated ? `u${r} += ${sum((j) => dot(`xn${j}`, uv.names[j]!))};` : ''} }`,
         )
         .join('\n      ')}
     }`;
+  };
   const at = (i: number, o = '') => `red[${i * THREADS}u + tid${o}]`;
   const kernel = v.gated ? 'gateUpSwiglu' : v.weights > 1 ? `rmsNormMatmul3/w${v.weights}` : 'rmsNormMatmul';
   const extra = Array.from({ length: v.weights - 1 }, (_, i) => i + 1);
@@ -111,7 +149,8 @@ function fusedShader(v: Variant) {
     ...(v.norm ? ['nw'] : []),
   ];
   const outputs = ['y', ...extra.map((i) => `y${i}`)];
-  const loop = (wName: string) => streamLoop('lane', `params.k${div}`, LANES, unrollFor(v.rows), step(wName));
+  const loop = (wName: string) =>
+    streamLoop('lane', per > 1 ? `params.k / ${per}u` : 'params.k', LANES, unrollFor(v.rows), step(wName));
   // Column c of weight i: its row c - (start of i), its output's columns N_i.
   const store = (row: string, out: string) =>
     v.weights === 1
@@ -161,16 +200,17 @@ function fusedShader(v: Variant) {
     ${epilogue((i) => values[i]!)}
   } else {`;
   return {
-    key: `fused/${kernel}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}/${v.subgroups ? 'subgroups' : 'workgroup'}`,
+    key: `fused/${kernel}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.w === 'f32' ? '' : `/w-${v.w}`}${v.norm ? '/norm' : ''}/${v.subgroups ? 'subgroups' : 'workgroup'}`,
     kernel,
     code: () => `${v.subgroups ? 'enable subgroups;\n' : ''}
 ${PARAMS.wgsl}
-${names.map((name, i) => storage(i, name, type, 'read')).join('\n')}
+${names.map((name, i) => storage(i, name, name === 'x' || name === 'nw' ? type : bindingType(v.w, v.vec), 'read')).join('\n')}
 ${outputs.map((name, i) => storage(names.length + i, name, 'f32', 'read_write')).join('\n')}
 ${uniform(names.length + outputs.length)}
 var<workgroup> red: array<f32, ${values.length * THREADS}>;
 ${v.subgroups ? 'var<workgroup> scattered: atomic<u32>;' : ''}
 ${WGSL_MATH}
+${halfFunctions(v.w)}
 
 @compute @workgroup_size(${THREADS})
 fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins}) {
@@ -209,22 +249,43 @@ interface FusedCall {
 
 const aligned = (offset: number) => offset % 16 === 0;
 
-function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
+/** Half x, normWeight and y through f32 (see halfEdges.ts); the weights are read as stored. */
+function encodeFused(encoder: KernelEncoder, call: FusedCall, kernel: string): void {
+  const outputs = Object.fromEntries(call.y.map((t, i) => [`out[${i}]`, t]));
+  encodeWithF32Activations(
+    encoder,
+    kernel,
+    { x: call.x, normWeight: call.normWeight },
+    outputs,
+    (inputs, outs) => {
+      encodeFusedF32(encoder, {
+        ...call,
+        x: inputs.x!,
+        normWeight: inputs.normWeight,
+        y: Object.values(outs).map((t) => t!),
+      });
+    },
+  );
+}
+
+function encodeFusedF32(encoder: KernelEncoder, call: FusedCall): void {
   const { x, w, wUp, normWeight, y, eps } = call;
   const [m, k] = x.shape as [number, number];
   const cols = y.map((o) => o.shape[1]!);
-  const fits = cols.every((n) => bindingRanges(n, Math.max(k, 1) * 4, encoder).length <= 1);
+  const storage = storageOf(w[0]!.dtype);
+  const rowBytes = Math.max(k, 1) * bytesPerElement(w[0]!.dtype);
+  const fits = cols.every((n) => bindingRanges(n, rowBytes, encoder).length <= 1);
   if (w.length > 1 && !fits) {
     // A weight in pieces takes several dispatches anyway: one weight at a time.
     w.forEach((wi, i) => {
-      encodeFused(encoder, { ...call, w: [wi], y: [y[i]!] });
+      encodeFusedF32(encoder, { ...call, w: [wi], y: [y[i]!] });
     });
     return;
   }
   const n = cols.reduce((a, b) => a + b, 0);
   if (m === 0 || n === 0) return;
   const vec =
-    k % 4 === 0 &&
+    k % vectorElements(storage) === 0 &&
     [x, ...w, ...(wUp ? [wUp] : []), ...(normWeight ? [normWeight] : [])].every((o) => aligned(o.offset));
   const rows = Math.min(m, MAX_ROWS);
   // K = 0 (gateUpSwiglu without the norm) binds a placeholder for the empty
@@ -233,7 +294,7 @@ function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
   const tilesM = Math.ceil(m / rows);
   // Weights larger than one binding go in pieces of whole rows (output columns);
   // several weights come here only when each fits one binding.
-  const ranges = w.length > 1 ? [{ start: 0, count: n }] : bindingRanges(n, Math.max(k, 1) * 4, encoder);
+  const ranges = w.length > 1 ? [{ start: 0, count: n }] : bindingRanges(n, rowBytes, encoder);
   for (const range of ranges) {
     const weights =
       w.length > 1
@@ -248,6 +309,7 @@ function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
         weights: w.length,
         rows,
         vec: vec && weights.every((op) => aligned(op.offset)),
+        w: storage,
         norm: normWeight !== undefined,
         subgroups: encoder.features.has('subgroups'),
       }),
@@ -340,62 +402,84 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
 }
 
 export const FUSED_KERNELS: readonly AnyWgpuKernel[] = [
-  wgpuKernel(linear, (encoder, { inputs, outputs, attrs }) => {
-    const [x, w, bias] = inputs;
-    const [y, z] = outputs;
-    const [m, n] = y!.shape as [number, number];
-    const call = { a: x!, b: w!, c: undefined, y: y!, bias, z, activation: attrs.activation };
-    const dims = { batch: 1, m, n, k: x!.shape[1]!, alpha: 1, beta: 0, transA: false, transB: true };
-    encodeMatmul(encoder, { ...call, ...dims }, linear.name);
-  }),
-  wgpuKernel(biasActivationBackward, (encoder, { inputs, outputs, attrs }) => {
-    const [dy, z] = inputs;
-    const [dz, db] = outputs;
-    const [m, n] = dy!.shape as [number, number];
-    if (n === 0) return;
-    encoder.dispatch({
-      shader: biasActivationShader(attrs.activation),
-      buffers: z ? [dy!, z, dz!, db!] : [dy!, dz!, db!],
-      params: { layout: BACKWARD_PARAMS, values: { m, n } },
-      workgroups: gridFor(Math.ceil(n / BACKWARD_COLUMNS), encoder.limits),
-    });
-  }),
+  wgpuKernel(
+    linear,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, w, bias] = inputs;
+      const [y, z] = outputs;
+      const [m, n] = y!.shape as [number, number];
+      const call = { a: x!, b: w!, c: undefined, y: y!, bias, z, activation: attrs.activation };
+      const dims = { batch: 1, m, n, k: x!.shape[1]!, alpha: 1, beta: 0, transA: false, transB: true };
+      encodeMatmul(encoder, { ...call, ...dims }, linear.name);
+    },
+    { dtypes: FLOAT },
+  ),
+  wgpuKernel(
+    biasActivationBackward,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [dy, z] = inputs;
+      const [dz, db] = outputs;
+      const [m, n] = dy!.shape as [number, number];
+      if (n === 0) return;
+      encodeWithF32Activations(encoder, biasActivationBackward.name, { dy, z }, { dz, db }, (i, o) => {
+        encoder.dispatch({
+          shader: biasActivationShader(attrs.activation),
+          buffers: i.z ? [i.dy!, i.z, o.dz!, o.db!] : [i.dy!, o.dz!, o.db!],
+          params: { layout: BACKWARD_PARAMS, values: { m, n } },
+          workgroups: gridFor(Math.ceil(n / BACKWARD_COLUMNS), encoder.limits),
+        });
+      });
+    },
+    { dtypes: FLOAT },
+  ),
   wgpuKernel(
     gateUpSwiglu,
     (encoder, { inputs, outputs, attrs }) => {
       const [x, wGate, wUp, normWeight] = inputs;
-      encodeFused(encoder, { x: x!, w: [wGate!], wUp: wUp!, normWeight, y: [outputs[0]!], eps: attrs.eps });
+      encodeFused(
+        encoder,
+        { x: x!, w: [wGate!], wUp: wUp!, normWeight, y: [outputs[0]!], eps: attrs.eps },
+        gateUpSwiglu.name,
+      );
     },
-    { splitsLargeOperands: true },
+    { splitsLargeOperands: true, dtypes: FLOAT },
   ),
   wgpuKernel(
     rmsNormMatmul,
     (encoder, { inputs, outputs, attrs }) => {
       const [x, normWeight, w] = inputs;
-      encodeFused(encoder, {
-        x: x!,
-        w: [w!],
-        wUp: undefined,
-        normWeight: normWeight!,
-        y: [outputs[0]!],
-        eps: attrs.eps,
-      });
+      encodeFused(
+        encoder,
+        {
+          x: x!,
+          w: [w!],
+          wUp: undefined,
+          normWeight: normWeight!,
+          y: [outputs[0]!],
+          eps: attrs.eps,
+        },
+        rmsNormMatmul.name,
+      );
     },
-    { splitsLargeOperands: true },
+    { splitsLargeOperands: true, dtypes: FLOAT },
   ),
   wgpuKernel(
     rmsNormMatmul3,
     (encoder, { inputs, outputs, attrs }) => {
       const [x, normWeight, ...weights] = inputs;
-      encodeFused(encoder, {
-        x: x!,
-        w: weights.filter((o) => o !== undefined),
-        wUp: undefined,
-        normWeight: normWeight!,
-        y: outputs,
-        eps: attrs.eps,
-      });
+      encodeFused(
+        encoder,
+        {
+          x: x!,
+          w: weights.filter((o) => o !== undefined),
+          wUp: undefined,
+          normWeight: normWeight!,
+          y: outputs,
+          eps: attrs.eps,
+        },
+        rmsNormMatmul3.name,
+      );
     },
-    { splitsLargeOperands: true },
+    { splitsLargeOperands: true, dtypes: FLOAT },
   ),
 ];

@@ -1,4 +1,4 @@
-import { crossEntropy, crossEntropyBackward } from '@rayo/core';
+import { crossEntropy, crossEntropyBackward, FLOAT } from '@rayo/core';
 import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
@@ -14,6 +14,7 @@ import {
   type VectorRowPlan,
 } from '../wgsl/rowReduce.js';
 import { WG } from './common.js';
+import { encodeWithF32Activations } from './halfEdges.js';
 
 // One segment of invocations per row of logits (see `planVectorRow`: a whole
 // workgroup for a large vocabulary, many rows per workgroup for few
@@ -177,33 +178,52 @@ export function lossShaders(c: number, scalar: Scalar = 'f32'): ShaderSource[] {
   return [rowLossShader(plan, scalar), meanShader, lossBackwardShader(plan, scalar)];
 }
 
+// Half logits (and a half dlogits) go through f32 scratch: widened once, rounded once.
 export const LOSS_KERNELS: readonly AnyWgpuKernel[] = [
-  wgpuKernel(crossEntropy, (encoder, { inputs, outputs, io }) => {
-    const [rows, c] = io.inputs[0]!.shape as [number, number];
-    const plan = planVectorRow(c);
-    const bytes = rows * 4;
-    const rowLoss = { buffer: encoder.scratch(bytes), offset: 0, size: bytes };
-    encoder.dispatch({
-      shader: rowLossShader(plan),
-      buffers: [inputs[0]!, inputs[1]!, rowLoss],
-      params: { layout: ROW_PARAMS, values: { rows, cv: plan.loads, c } },
-      workgroups: rowGrid(encoder, rows, plan.threads),
-    });
-    encoder.dispatch({
-      shader: meanShader,
-      buffers: [rowLoss, outputs[0]!],
-      params: { layout: MEAN_PARAMS, values: { rows } },
-      workgroups: [1],
-    });
-  }),
-  wgpuKernel(crossEntropyBackward, (encoder, { inputs, outputs, io }) => {
-    const [rows, c] = io.inputs[0]!.shape as [number, number];
-    const plan = planVectorRow(c);
-    encoder.dispatch({
-      shader: lossBackwardShader(plan),
-      buffers: [inputs[0]!, inputs[1]!, inputs[2]!, outputs[0]!],
-      params: { layout: ROW_PARAMS, values: { rows, cv: plan.loads, c } },
-      workgroups: rowGrid(encoder, rows, plan.threads),
-    });
-  }),
+  wgpuKernel(
+    crossEntropy,
+    (encoder, { inputs, outputs, io }) => {
+      const [rows, c] = io.inputs[0]!.shape as [number, number];
+      const plan = planVectorRow(c);
+      const bytes = rows * 4;
+      const rowLoss = { buffer: encoder.scratch(bytes), offset: 0, size: bytes };
+      encodeWithF32Activations(encoder, crossEntropy.name, { logits: inputs[0]! }, {}, (i) => {
+        encoder.dispatch({
+          shader: rowLossShader(plan),
+          buffers: [i.logits, inputs[1]!, rowLoss],
+          params: { layout: ROW_PARAMS, values: { rows, cv: plan.loads, c } },
+          workgroups: rowGrid(encoder, rows, plan.threads),
+        });
+      });
+      encoder.dispatch({
+        shader: meanShader,
+        buffers: [rowLoss, outputs[0]!],
+        params: { layout: MEAN_PARAMS, values: { rows } },
+        workgroups: [1],
+      });
+    },
+    { dtypes: FLOAT },
+  ),
+  wgpuKernel(
+    crossEntropyBackward,
+    (encoder, { inputs, outputs, io }) => {
+      const [rows, c] = io.inputs[0]!.shape as [number, number];
+      const plan = planVectorRow(c);
+      encodeWithF32Activations(
+        encoder,
+        crossEntropyBackward.name,
+        { logits: inputs[0]! },
+        { dlogits: outputs[0]! },
+        (i, o) => {
+          encoder.dispatch({
+            shader: lossBackwardShader(plan),
+            buffers: [i.logits, inputs[1]!, inputs[2]!, o.dlogits],
+            params: { layout: ROW_PARAMS, values: { rows, cv: plan.loads, c } },
+            workgroups: rowGrid(encoder, rows, plan.threads),
+          });
+        },
+      );
+    },
+    { dtypes: FLOAT },
+  ),
 ];

@@ -1,4 +1,4 @@
-import { batchedMatmul, type MatmulDims, type MatmulLaunch, matmul, pow2AtLeast } from '@rayo/core';
+import { batchedMatmul, FLOAT, type MatmulDims, type MatmulLaunch, matmul, pow2AtLeast } from '@rayo/core';
 import {
   type AnyWgpuKernel,
   gridFor,
@@ -8,9 +8,12 @@ import {
   uniform,
   wgpuKernel,
 } from '../kernel.js';
+import { type Storage, storageOf } from '../wgsl/half.js';
 import { BUILTINS, elementGrid, elementIndex } from './common.js';
+import { encodeWithF32Activations } from './halfEdges.js';
 import {
   AXPY_LANES,
+  dotStep,
   GEMV_AXPY_ROW_BYTES,
   type GemvVariant,
   gemvColumns,
@@ -46,6 +49,8 @@ import {
 // Each may split K across workgroups when the output alone gives too few of
 // them; the partial sums then go through a scratch buffer and a reduce pass
 // that applies the alpha/beta/c epilogue (and linear's bias and activation).
+// b may be stored in f16 or bf16 (weight-only half): every kernel widens it
+// as it loads. Half activations go through f32 scratch (see halfEdges.ts).
 
 // The fused kernels stream the way the matrix products do.
 export { CHECK_SUBGROUP_LAYOUT, streamLoop } from './matmulStream.js';
@@ -98,6 +103,8 @@ export interface MatmulProblem extends MatmulDims {
     readonly y: number;
     readonly z?: number;
   };
+  /** How b is stored: f32 (the default) or halves in u32 words. */
+  readonly b?: Storage;
 }
 
 export type MatmulPlan =
@@ -151,13 +158,15 @@ export interface MatmulDevice {
 /** Chooses the kernel, its specialisation and its grid for one problem. */
 export function planMatmul(p: MatmulProblem, device: MatmulDevice = {}): MatmulPlan {
   const { maxWorkgroupBytes = 16384, subgroups = false } = device;
-  const { batch, m, n, k, transA, transB } = p;
+  const { batch, m, n, k, transA, transB, b = 'f32' } = p;
   if (batch === 0 || m === 0 || n === 0 || k === 0) return { path: 'empty' };
   const aligned = (offset: number | undefined) => (offset ?? 0) % 16 === 0;
   const off = p.offsets ?? { a: 0, b: 0, y: 0 };
   const vecY = n % 4 === 0 && aligned(off.y) && aligned(off.c) && aligned(off.z);
-  // transB reads b and a along K; otherwise b along N.
-  const streamVecB = (transB ? k % 4 === 0 : n % 4 === 0) && aligned(off.b);
+  // transB reads b and a along K (8 halves per vector of a half b); otherwise b along N.
+  const streamVecB = (transB ? k % dotStep(b) === 0 : n % 4 === 0) && aligned(off.b);
+  // Splits of K start on a vector step of b.
+  const granule = b === 'f32' ? 4 : 8;
 
   if (m === 1) {
     // [K, 1] and [1, K] are the same memory: a is read as untransposed.
@@ -168,9 +177,9 @@ export function planMatmul(p: MatmulProblem, device: MatmulDevice = {}): MatmulP
     const rowBytes =
       GEMV_AXPY_ROW_BYTES.find((bytes) => Math.ceil((n * 4) / bytes) * batch >= TARGET_WORKGROUPS) ??
       GEMV_AXPY_ROW_BYTES[GEMV_AXPY_ROW_BYTES.length - 1]!;
-    const variant = { transB, vecA, vecB, lanes: rowBytes / 4 / width, subgroups };
+    const variant = { transB, vecA, vecB, lanes: rowBytes / 4 / width, subgroups, b };
     const tilesN = Math.ceil(n / gemvColumns(variant));
-    const plan = splitK(tilesN * batch, k, 4);
+    const plan = splitK(tilesN * batch, k, granule);
     // The dot kernel writes single columns.
     return { path: 'gemv', variant, vecY: vecY && !transB, tilesM: 1, tilesN, ...plan };
   }
@@ -184,10 +193,10 @@ export function planMatmul(p: MatmulProblem, device: MatmulDevice = {}): MatmulP
     const shape: StreamShape = transB
       ? SMALL_M_DOT
       : { group: AXPY_LANES, cols: 1, unroll: rows <= 2 ? 4 : 2 };
-    const variant = { rows, shape, transA, transB, vecA, vecB };
+    const variant = { rows, shape, transA, transB, vecA, vecB, b };
     const tilesM = Math.ceil(m / rows);
     const tilesN = Math.ceil(n / streamColumns(variant));
-    const plan = splitK(tilesM * tilesN * batch, k, 4);
+    const plan = splitK(tilesM * tilesN * batch, k, granule);
     // The dot kernel writes single columns.
     return { path: 'smallm', variant, vecY: vecY && !transB, tilesM, tilesN, ...plan };
   }
@@ -201,7 +210,7 @@ export function planMatmul(p: MatmulProblem, device: MatmulDevice = {}): MatmulP
   const tilesM = Math.ceil((swap ? n : m) / tile.bm);
   const tilesN = Math.ceil((swap ? m : n) / tile.bn);
   const plan = splitK(tilesM * tilesN * batch, k, tile.bk);
-  const variant = { tile, swap, transA, transB, vecA, vecB };
+  const variant = { tile, swap, transA, transB, vecA, vecB, b };
   // Swapped tiles write y element by element.
   return { path: 'tile', variant, vecY: vecY && !swap, tilesM, tilesN, ...plan };
 }
@@ -210,8 +219,19 @@ export function planMatmul(p: MatmulProblem, device: MatmulDevice = {}): MatmulP
 
 export type MatmulCall = MatmulLaunch<Operand>;
 
-/** Encodes the plan of one matrix product (and, for linear, its epilogue). */
+/**
+ * Encodes the plan of one matrix product (and, for linear, its epilogue): b
+ * in any float dtype, read as stored; half a, c, bias, y and z through f32.
+ */
 export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall, kernel: string): void {
+  const { a, c, bias, y, z } = call;
+  if (call.batch * call.m * call.n === 0) return;
+  encodeWithF32Activations(encoder, kernel, { a, c, bias }, { y, z }, (inputs, outputs) =>
+    encodeF32Activations(encoder, { ...call, ...inputs, ...outputs, y: outputs.y! }, kernel),
+  );
+}
+
+function encodeF32Activations(encoder: KernelEncoder, call: MatmulCall, kernel: string): void {
   const { a, b, c, y, batch, m, n, k, bias, z } = call;
   const total = batch * m * n;
   if (total === 0) return;
@@ -228,7 +248,11 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall, kernel: s
     ...(z ? [z] : []),
   ];
   const plan = planMatmul(
-    { ...call, offsets: { a: a.offset, b: b.offset, c: c?.offset, y: y.offset, z: z?.offset } },
+    {
+      ...call,
+      offsets: { a: a.offset, b: b.offset, c: c?.offset, y: y.offset, z: z?.offset },
+      b: storageOf(b.dtype),
+    },
     {
       maxWorkgroupBytes: encoder.limits.maxComputeWorkgroupStorageSize,
       subgroups: encoder.features.has('subgroups'),
@@ -296,22 +320,30 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall, kernel: s
 }
 
 export const MATMUL_KERNELS: readonly AnyWgpuKernel[] = [
-  wgpuKernel(matmul, (encoder, { inputs, outputs, attrs }) => {
-    const [a, b, c] = inputs;
-    const y = outputs[0]!;
-    const [m, n] = y.shape as [number, number];
-    const k = attrs.transA ? a!.shape[0]! : a!.shape[1]!;
-    encodeMatmul(encoder, { a: a!, b: b!, c, y, batch: 1, m, n, k, ...attrs }, matmul.name);
-  }),
-  wgpuKernel(batchedMatmul, (encoder, { inputs, outputs, attrs }) => {
-    const [a, b] = inputs;
-    const y = outputs[0]!;
-    const [batch, m, n] = y.shape as [number, number, number];
-    const k = attrs.transA ? a!.shape[1]! : a!.shape[2]!;
-    encodeMatmul(
-      encoder,
-      { a: a!, b: b!, c: undefined, y, batch, m, n, k, ...attrs, beta: 0 },
-      batchedMatmul.name,
-    );
-  }),
+  wgpuKernel(
+    matmul,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [a, b, c] = inputs;
+      const y = outputs[0]!;
+      const [m, n] = y.shape as [number, number];
+      const k = attrs.transA ? a!.shape[0]! : a!.shape[1]!;
+      encodeMatmul(encoder, { a: a!, b: b!, c, y, batch: 1, m, n, k, ...attrs }, matmul.name);
+    },
+    { dtypes: FLOAT },
+  ),
+  wgpuKernel(
+    batchedMatmul,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [a, b] = inputs;
+      const y = outputs[0]!;
+      const [batch, m, n] = y.shape as [number, number, number];
+      const k = attrs.transA ? a!.shape[1]! : a!.shape[2]!;
+      encodeMatmul(
+        encoder,
+        { a: a!, b: b!, c: undefined, y, batch, m, n, k, ...attrs, beta: 0 },
+        batchedMatmul.name,
+      );
+    },
+    { dtypes: FLOAT },
+  ),
 ];

@@ -1,8 +1,30 @@
+import {
+  bindingType,
+  loadScalar,
+  quadType,
+  type Storage,
+  unpackQuad,
+  unpackVector,
+  vectorElements,
+} from '../wgsl/half.js';
 import { BUILTINS } from './common.js';
-import { bindings, decodeWorkgroup, emitFunctions, type Output, outputKey, PARAMS } from './matmulWgsl.js';
+import {
+  bindings,
+  decodeWorkgroup,
+  emitFunctions,
+  type Output,
+  outputKey,
+  PARAMS,
+  storageKey,
+} from './matmulWgsl.js';
 
 // The streaming matrix products, memory-bound by design: GEMV (M = 1) and
 // small M, each workgroup streaming a block of b with coalesced vec4 loads.
+// A half b (weight-only half: `b` in f16 or bf16, a and y in f32) is read as
+// u32 words: along K (transB) one vec4<u32> load brings 8 halves, the 16
+// bytes a vec4<f32> load brings, so a K step covers 8 elements; along N two
+// words bring the 4 columns of a lane. Halves are widened in registers and
+// every sum stays f32.
 
 // Streaming shapes, as measured fastest on an H100 (Dawn/Vulkan).
 export const SMALL_M_DOT: StreamShape = { group: 32, cols: 4, unroll: 2 };
@@ -33,7 +55,36 @@ export interface StreamVariant {
   /** vec4 loads of a (transB: along K) and of b. */
   readonly vecA: boolean;
   readonly vecB: boolean;
+  /** How b is stored (f32, or halves in u32 words). */
+  readonly b: Storage;
   readonly out: Output;
+}
+
+/** Elements of K per vector step of b stored [N, K]: 4, or 8 halves per vec4<u32>. */
+export function dotStep(b: Storage): number {
+  return vectorElements(b);
+}
+
+/** WGSL binding type of b: along K (transB) vec4 loads; along N quads (vec4<f32> or vec2<u32>). */
+function bBinding(transB: boolean, vecB: boolean, b: Storage): string {
+  if (!vecB) return bindingType(b, false);
+  return transB ? bindingType(b, true) : quadType(b);
+}
+
+/**
+ * WGSL: the vec4<f32> pieces of row `row` of op(a) at vector step `k` of
+ * `per` elements (per / 4 pieces), from vec4 loads or from scalars.
+ */
+function aPieces(per: number, vecA: boolean, scalarAt: (k: string) => string, vecBase: string, k: string) {
+  return Array.from({ length: per / 4 }, (_, j) => {
+    if (vecA) return `a[${vecBase} + (${k}) * ${per / 4}u + ${j}u]`;
+    return `vec4<f32>(${[0, 1, 2, 3].map((i) => scalarAt(`(${k}) * ${per}u + ${4 * j + i}u`)).join(', ')})`;
+  });
+}
+
+/** WGSL: Σ dot(a piece, b piece) over the pieces of one vector step. */
+function dotPieces(a: readonly string[], b: readonly string[]): string {
+  return a.map((x, j) => `dot(${x}, ${b[j]})`).join(' + ');
 }
 
 /** Output columns one streaming workgroup produces. */
@@ -97,20 +148,29 @@ function dotBody(v: StreamVariant): string {
   const rows = Array.from({ length: v.rows }, (_, r) => r);
   const cs = Array.from({ length: cols }, (_, c) => c);
   const acc = (r: number, c: number) => `acc${r * cols + c}`;
-  const aAt = (r: number, k: string) => {
-    if (!v.vecB) return aScalar(v, `row${r}`, k);
-    if (v.vecA) return `a[(aBase + row${r} * params.k) / 4u + ${k}]`;
-    return `vec4<f32>(${[0, 1, 2, 3].map((i) => aScalar(v, `row${r}`, `(${k}) * 4u + ${i}u`)).join(', ')})`;
-  };
+  const per = dotStep(v.b);
   const step = (k: string) => {
     const bs = cs.map((c) =>
-      v.vecB ? `let b${c} = b[bRow${c} / 4u + ${k}];` : `let b${c} = b[bRow${c} + ${k}];`,
+      v.vecB
+        ? `let b${c} = b[bRow${c} / ${per}u + ${k}];`
+        : `let b${c} = ${loadScalar(v.b, 'b', `bRow${c} + ${k}`)};`,
     );
+    const bPieces = cs.map((c) => unpackVector(v.b, `b${c}`));
     const terms = rows.map((r) => {
-      const fmas = cs.map((c) =>
-        v.vecB ? `${acc(r, c)} += dot(a${r}, b${c});` : `${acc(r, c)} = fma(a${r}, b${c}, ${acc(r, c)});`,
+      if (!v.vecB) {
+        const fmas = cs.map((c) => `${acc(r, c)} = fma(a${r}, b${c}, ${acc(r, c)});`);
+        return `{ let a${r} = ${aScalar(v, `row${r}`, k)}; ${fmas.join(' ')} }`;
+      }
+      const as = aPieces(
+        per,
+        v.vecA,
+        (kk) => aScalar(v, `row${r}`, kk),
+        `(aBase + row${r} * params.k) / 4u`,
+        k,
       );
-      return `{ let a${r} = ${aAt(r, k)}; ${fmas.join(' ')} }`;
+      const names = as.map((_, j) => `a${r}_${j}`);
+      const fmas = cs.map((c) => `${acc(r, c)} += ${dotPieces(names, bPieces[c]!)};`);
+      return `{ ${as.map((x, j) => `let ${names[j]} = ${x};`).join(' ')} ${fmas.join(' ')} }`;
     });
     return `{\n        ${bs.join(' ')}\n        ${terms.join('\n        ')}\n      }`;
   };
@@ -124,8 +184,8 @@ function dotBody(v: StreamVariant): string {
   ${cs.map((c) => `let bRow${c} = bBase + min(n0 + ${c}u, params.n - 1u) * params.k;`).join('\n  ')}
   ${Array.from({ length: values }, (_, i) => `var acc${i} = 0.0;`).join('\n  ')}
   if (n0 < params.n) {
-    // K in vec4 (or scalar) units; kBegin and kPerSplit are multiples of 4.
-    ${streamLoop(`${v.vecB ? 'kBegin / 4u' : 'kBegin'} + g`, v.vecB ? 'kEnd / 4u' : 'kEnd', group, unroll, step)}
+    // K in vector (or scalar) units; kBegin and kPerSplit are multiples of ${per}.
+    ${streamLoop(`${v.vecB ? `kBegin / ${per}u` : 'kBegin'} + g`, v.vecB ? `kEnd / ${per}u` : 'kEnd', group, unroll, step)}
   }
   ${treeReduce(values, group, 1, 'g')}
   if (g == 0u) {
@@ -156,8 +216,8 @@ function axpyBody(v: StreamVariant): string {
   const splat = (x: string) => (v.vecB ? `vec4<f32>(${x})` : x);
   const step = (k: string) => {
     const bv = v.vecB
-      ? `b[(bBase + (${k}) * params.n) / 4u + col / 4u]`
-      : `b[bBase + (${k}) * params.n + col]`;
+      ? unpackQuad(v.b, `b[(bBase + (${k}) * params.n) / 4u + col / 4u]`)
+      : loadScalar(v.b, 'b', `bBase + (${k}) * params.n + col`);
     const terms = rows.map((r) => `acc${r} = fma(${splat(aScalar(v, `row${r}`, k))}, bv, acc${r});`);
     return `{ let bv = ${bv}; ${terms.join(' ')} }`;
   };
@@ -189,14 +249,14 @@ export function streamShader(v: StreamVariant, kernel: string) {
     `smallm/rows${v.rows}`,
     v.transB ? `dot/g${group}c${cols}u${unroll}` : `axpy/l${group}u${unroll}`,
     `tA${+v.transA}tB${+v.transB}`,
-    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}`,
+    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}${storageKey(v.b)}`,
     outputKey(v.out),
   ].join('/');
   const values = v.transB ? v.rows * cols : v.rows;
   const type = v.transB || !v.vecB ? 'f32' : 'vec4<f32>';
   const code = () => `
 ${PARAMS.wgsl}
-${bindings(v.vecA, v.vecB, v.out)}
+${bindings(v.vecA, bBinding(v.transB, v.vecB, v.b), v.out, v.b)}
 var<workgroup> red: array<${type}, ${values * STREAM_THREADS}>;
 ${emitFunctions(v.out)}
 
@@ -229,6 +289,8 @@ export interface GemvVariant {
   readonly lanes: number;
   /** Reduce with subgroup operations (the `subgroups` feature). */
   readonly subgroups: boolean;
+  /** How b is stored (f32, or halves in u32 words). */
+  readonly b: Storage;
   readonly out: Output;
 }
 
@@ -255,18 +317,20 @@ export const CHECK_SUBGROUP_LAYOUT = `let inOrder = subgroupAll(sgid == tid % sg
  */
 function gemvDotBody(v: GemvVariant): string {
   const cs = Array.from({ length: GEMV_DOT_COLS }, (_, c) => c);
-  const av = (k: string) => {
-    if (!v.vecB) return `a[aBase + ${k}]`;
-    if (v.vecA) return `a[aBase / 4u + ${k}]`;
-    return `vec4<f32>(${[0, 1, 2, 3].map((i) => `a[aBase + (${k}) * 4u + ${i}u]`).join(', ')})`;
-  };
+  const per = dotStep(v.b);
   const step = (k: string) => {
-    const terms = cs.map((c) =>
-      v.vecB
-        ? `acc${c} += dot(av, b[bRow${c} / 4u + ${k}]);`
-        : `acc${c} = fma(av, b[bRow${c} + ${k}], acc${c});`,
+    if (!v.vecB) {
+      const terms = cs.map((c) => `acc${c} = fma(av, ${loadScalar(v.b, 'b', `bRow${c} + ${k}`)}, acc${c});`);
+      return `{ let av = a[aBase + ${k}];
+        ${terms.join('\n        ')} }`;
+    }
+    const as = aPieces(per, v.vecA, (kk) => `a[aBase + ${kk}]`, 'aBase / 4u', k);
+    const names = as.map((_, j) => `av${j}`);
+    const terms = cs.map(
+      (c) =>
+        `{ let bw = b[bRow${c} / ${per}u + ${k}]; acc${c} += ${dotPieces(names, unpackVector(v.b, 'bw'))}; }`,
     );
-    return `{ let av = ${av(k)};
+    return `{ ${as.map((x, j) => `let ${names[j]} = ${x};`).join(' ')}
         ${terms.join('\n        ')} }`;
   };
   const subgroupSum = `
@@ -286,8 +350,8 @@ function gemvDotBody(v: GemvVariant): string {
   // Rows of b past N are clamped (read, never written).
   ${cs.map((c) => `let bRow${c} = bBase + min(n0 + ${c}u, params.n - 1u) * params.k;`).join('\n  ')}
   ${cs.map((c) => `var acc${c} = 0.0;`).join('\n  ')}
-  // K in vec4 (or scalar) units; kBegin and kPerSplit are multiples of 4.
-  ${streamLoop(`${v.vecB ? 'kBegin / 4u' : 'kBegin'} + tid`, v.vecB ? 'kEnd / 4u' : 'kEnd', GEMV_THREADS, GEMV_DOT_UNROLL, step)}
+  // K in vector (or scalar) units; kBegin and kPerSplit are multiples of ${per}.
+  ${streamLoop(`${v.vecB ? `kBegin / ${per}u` : 'kBegin'} + tid`, v.vecB ? `kEnd / ${per}u` : 'kEnd', GEMV_THREADS, GEMV_DOT_UNROLL, step)}
   var total = 0.0;${v.subgroups ? subgroupSum : ''}
   ${treeReduce(GEMV_DOT_COLS, GEMV_THREADS, 1, 'tid')}
   if (tid < ${GEMV_DOT_COLS}u) { total = red[tid * ${GEMV_THREADS}u]; }${v.subgroups ? '\n  }' : ''}
@@ -307,7 +371,9 @@ function gemvAxpyBody(v: GemvVariant): string {
   const width = v.vecB ? 4 : 1;
   const type = v.vecB ? 'vec4<f32>' : 'f32';
   const step = (k: string) => {
-    const bv = v.vecB ? `b[(bBase + (${k}) * params.n + col) / 4u]` : `b[bBase + (${k}) * params.n + col]`;
+    const bv = v.vecB
+      ? unpackQuad(v.b, `b[(bBase + (${k}) * params.n + col) / 4u]`)
+      : loadScalar(v.b, 'b', `bBase + (${k}) * params.n + col`);
     return `acc = fma(${type}(a[aBase + ${k}]), ${bv}, acc);`;
   };
   const subgroupSum = `
@@ -342,7 +408,7 @@ export function gemvShader(v: GemvVariant, kernel: string) {
     'matmul/gemv',
     v.transB ? `dot/c${GEMV_DOT_COLS}u${GEMV_DOT_UNROLL}` : `axpy/l${v.lanes}u${GEMV_AXPY_UNROLL}`,
     v.subgroups ? 'subgroups' : 'workgroup',
-    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}`,
+    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}${storageKey(v.b)}`,
     outputKey(v.out),
   ].join('/');
   const red = v.transB
@@ -353,7 +419,7 @@ export function gemvShader(v: GemvVariant, kernel: string) {
     : '';
   const code = () => `${v.subgroups ? 'enable subgroups;\n' : ''}
 ${PARAMS.wgsl}
-${bindings(v.vecA, v.vecB, v.out)}
+${bindings(v.vecA, bBinding(v.transB, v.vecB, v.b), v.out, v.b)}
 var<workgroup> red: ${red};
 ${v.subgroups ? 'var<workgroup> scattered: atomic<u32>;' : ''}
 ${emitFunctions(v.out)}

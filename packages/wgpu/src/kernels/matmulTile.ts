@@ -1,10 +1,20 @@
 import type { MatmulTile } from '@rayo/core';
+import { bindingType, loadScalar, quadType, type Storage, unpackQuad } from '../wgsl/half.js';
 import { BUILTINS } from './common.js';
-import { bindings, decodeWorkgroup, emitFunctions, type Output, outputKey, PARAMS } from './matmulWgsl.js';
+import {
+  bindings,
+  decodeWorkgroup,
+  emitFunctions,
+  type Output,
+  outputKey,
+  PARAMS,
+  storageKey,
+} from './matmulWgsl.js';
 
 // The tiled matrix product: register-blocked GEMM with double-buffered
 // workgroup tiles, vec4 global and workgroup loads, transposes baked into the
-// loaders.
+// loaders. A half b (weight-only half) is widened as it is loaded into
+// registers: vec4 loads become two u32 words of four halves.
 
 export const TILE_LARGE: MatmulTile = { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8 };
 export const TILE_MID: MatmulTile = { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
@@ -26,6 +36,8 @@ interface TileOperand {
   readonly source: 'a' | 'b';
   readonly wide: boolean;
   readonly vec: boolean;
+  /** How its binding stores elements (f32, or halves in u32 words). */
+  readonly storage: Storage;
   readonly width: number;
   /** WGSL: the operand's extent along the tile width, and its first row in this tile. */
   readonly dim: string;
@@ -75,6 +87,9 @@ function tileLoader(op: TileOperand, tile: MatmulTile) {
 
   const declare = slots.map((j) => `var ${reg(j)}: ${op.vec ? 'vec4<f32>' : 'f32'};`).join('\n  ');
 
+  const read = (idx: string) =>
+    op.vec ? unpackQuad(op.storage, `${op.source}[(${idx}) / 4u]`) : loadScalar(op.storage, op.source, idx);
+
   /** WGSL: fills the registers with the tile at K offset `k0`, zero outside the operand. */
   const load = (k0: string) =>
     slots
@@ -86,7 +101,7 @@ function tileLoader(op: TileOperand, tile: MatmulTile) {
       let gw = ${gw};
       let gk = ${gk};
       ${reg(j)} = ${zero};
-      if (gw < ${op.dim} && gk < kEnd) { ${reg(j)} = ${op.source}[${op.vec ? `(${idx}) / 4u` : idx}]; }
+      if (gw < ${op.dim} && gk < kEnd) { ${reg(j)} = ${read(idx)}; }
     }`;
       })
       .join('\n    ');
@@ -171,6 +186,8 @@ export interface TileVariant {
   readonly transB: boolean;
   readonly vecA: boolean;
   readonly vecB: boolean;
+  /** How b is stored (f32, or halves in u32 words). */
+  readonly b: Storage;
   readonly out: Output;
 }
 
@@ -185,13 +202,13 @@ export function tileShader(v: TileVariant, kernel: string) {
     `tile${tile.bm}x${tile.bn}x${tile.bk}`,
     `t${tile.tm}x${tile.tn}`,
     `tA${+v.transA}tB${+v.transB}${v.swap ? 'swap' : ''}`,
-    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}`,
+    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}${storageKey(v.b)}`,
     outputKey(v.out),
   ].join('/');
   const code = () => {
     // Swapped, the tile rows run along N (b, [N, K]) and its columns along M (a, [K, M]).
-    const fromA = { source: 'a', wide: v.transA, vec: v.vecA, dim: 'params.m' } as const;
-    const fromB = { source: 'b', wide: !v.transB, vec: v.vecB, dim: 'params.n' } as const;
+    const fromA = { source: 'a', wide: v.transA, vec: v.vecA, storage: 'f32', dim: 'params.m' } as const;
+    const fromB = { source: 'b', wide: !v.transB, vec: v.vecB, storage: v.b, dim: 'params.n' } as const;
     const la = tileLoader({ ...(v.swap ? fromB : fromA), name: 'a', width: tile.bm, origin: 'm0' }, tile);
     const lb = tileLoader({ ...(v.swap ? fromA : fromB), name: 'b', width: tile.bn, origin: 'n0' }, tile);
     const accs: string[] = [];
@@ -199,7 +216,7 @@ export function tileShader(v: TileVariant, kernel: string) {
       for (let g = 0; g < tile.tn / 4; g++) accs.push(`var acc${i}_${g} = vec4<f32>();`);
     return `
 ${PARAMS.wgsl}
-${bindings(v.vecA, v.vecB, v.out)}
+${bindings(v.vecA, v.vecB ? quadType(v.b) : bindingType(v.b, false), v.out, v.b)}
 var<workgroup> tile_a: array<vec4<f32>, ${2 * la.size}>;
 var<workgroup> tile_b: array<vec4<f32>, ${2 * lb.size}>;
 ${emitFunctions(v.out)}

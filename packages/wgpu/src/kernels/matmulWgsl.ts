@@ -1,6 +1,7 @@
 import type { LinearActivation } from '@rayo/core';
 import { linearWorkgroup, storage, uniform } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { halfFunctions, type Storage } from '../wgsl/half.js';
 import { WGSL_MATH } from './common.js';
 
 // What the matrix-product shaders share: their parameters, bindings, and the
@@ -154,13 +155,23 @@ export function decodeWorkgroup(): string {
   let yOff = split * params.partStride;`;
 }
 
-/** a, b, then c, bias, y and z where present (the order `outputBuffers` binds them in), then the params. */
-export function bindings(vecA: boolean, vecB: boolean, o: Output): string {
-  const lines = [bind(0, 'a', vecA, 'read'), bind(1, 'b', vecB, 'read')];
+/**
+ * a, b, then c, bias, y and z where present (the order `outputBuffers` binds
+ * them in), then the params. `bType` is b's element type (half weights are
+ * bound as u32 words, see `wgsl/half.ts`); its `halfFunctions` follow.
+ */
+export function bindings(vecA: boolean, bType: string, o: Output, b: Storage = 'f32'): string {
+  const lines = [bind(0, 'a', vecA, 'read'), storage(1, 'b', bType, 'read')];
   if (o.c) lines.push(bind(lines.length, 'c', o.vec, 'read'));
   if (o.epilogue?.bias) lines.push(storage(lines.length, 'bias', 'f32', 'read'));
   lines.push(bind(lines.length, 'y', o.vec, 'read_write'));
   if (o.epilogue?.z) lines.push(bind(lines.length, 'z', o.vec, 'read_write'));
   lines.push(uniform(lines.length));
+  lines.push(halfFunctions(b));
   return lines.join('\n');
+}
+
+/** Pipeline-key part of b's storage: nothing for f32 (the keys f32 always had). */
+export function storageKey(b: Storage): string {
+  return b === 'f32' ? '' : `/b-${b}`;
 }

@@ -1,7 +1,8 @@
-import { layerNorm, layerNormBackward, rmsNorm, rmsNormBackward } from '@rayo/core';
+import { FLOAT, isHalf, layerNorm, layerNormBackward, rmsNorm, rmsNormBackward } from '@rayo/core';
 import { type AnyWgpuKernel, gridFor, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
+import { bindingType, loadScalar, quadType, unpackQuad } from '../wgsl/half.js';
 import {
   linearWorkgroup,
   narrow,
@@ -13,14 +14,18 @@ import {
 } from '../wgsl/module.js';
 import {
   columnLoop,
+  declareRowInput,
   planVectorRow,
+  type RowInput,
   rowGrid,
+  rowInputKey,
   rowPrologue,
   SUM,
   segmentReduce,
   type VectorRowPlan,
 } from '../wgsl/rowReduce.js';
 import { WG } from './common.js';
+import { encodeWithF32Activations } from './halfEdges.js';
 
 // Row kernels: one segment of invocations per row of the last axis (see
 // `planVectorRow`), statistics from tree reductions in workgroup memory,
@@ -56,7 +61,7 @@ interface RowAccess {
 function normShader(
   name: string,
   plan: VectorRowPlan,
-  scalar: Scalar,
+  scalar: RowInput,
   bindings: { inputs: readonly string[]; output: string; stats?: 'f32' | 'vec4<f32>' },
   sums: Readonly<Record<string, 'f32' | 'vec2<f32>' | 'vec4<f32>'>>,
   body: (access: RowAccess) => string,
@@ -66,15 +71,29 @@ function normShader(
     kernel: name,
     code: () => {
       const module = new ShaderModule();
-      const rowType = vectorOf(scalar, plan.vec);
+      // Rows in words are read as u32 (4 halves per vec2<u32>); their output is f32, rounded after.
+      const words = typeof scalar === 'string' ? undefined : scalar.words;
+      const stored = typeof scalar === 'string' ? scalar : 'f32';
+      const rowType = words
+        ? plan.vec === 4
+          ? quadType(words)
+          : bindingType(words, false)
+        : vectorOf(stored, plan.vec);
+      const load = (input: string, index: string) =>
+        !words
+          ? widen(stored, plan.vec, `${input}[${index}]`)
+          : plan.vec === 4
+            ? unpackQuad(words, `${input}[${index}]`)
+            : loadScalar(words, input, index);
       for (const input of bindings.inputs) module.storage(input, rowType, 'read');
-      module.storage(bindings.output, rowType, 'read_write');
+      module.storage(bindings.output, vectorOf(stored, plan.vec), 'read_write');
+      declareRowInput(module, scalar);
       if (bindings.stats) module.storage('stats', bindings.stats, 'read_write');
       for (const [sum, type] of Object.entries(sums)) segmentReduce(module, sum, plan.threads, SUM, type);
       const access: RowAccess = {
-        row: (input) => widen(scalar, plan.vec, `${input}[base + j]`),
-        feature: (input) => widen(scalar, plan.vec, `${input}[j]`),
-        store: (output, value) => `${output}[base + j] = ${narrow(scalar, plan.vec, value)};`,
+        row: (input) => load(input, 'base + j'),
+        feature: (input) => load(input, 'j'),
+        store: (output, value) => `${output}[base + j] = ${narrow(stored, plan.vec, value)};`,
       };
       return module.build(
         ROW_PARAMS,
@@ -86,8 +105,8 @@ ${body(access)}`,
   };
 }
 
-function rowKey(name: string, plan: VectorRowPlan, scalar: Scalar): string {
-  return `normalization/${name}/${scalar}/t${plan.threads}/v${plan.vec}/wg${WG}`;
+function rowKey(name: string, plan: VectorRowPlan, scalar: RowInput): string {
+  return `normalization/${name}/${rowInputKey(scalar)}/t${plan.threads}/v${plan.vec}/wg${WG}`;
 }
 
 /**
@@ -107,7 +126,7 @@ function rowMoments(plan: VectorRowPlan, x: string): string {
 
 // ---- forward -----------------------------------------------------------------
 
-export function rmsNormShader(plan: VectorRowPlan, scalar: Scalar = 'f32'): ShaderSource {
+export function rmsNormShader(plan: VectorRowPlan, scalar: RowInput = 'f32'): ShaderSource {
   const { threads, vec } = plan;
   return normShader(
     'rmsNorm',
@@ -123,7 +142,7 @@ export function rmsNormShader(plan: VectorRowPlan, scalar: Scalar = 'f32'): Shad
   );
 }
 
-export function layerNormShader(plan: VectorRowPlan, scalar: Scalar = 'f32'): ShaderSource {
+export function layerNormShader(plan: VectorRowPlan, scalar: RowInput = 'f32'): ShaderSource {
   const sums = { rowSum: 'f32', rowSum2: 'vec2<f32>' } as const;
   return normShader(
     'layerNorm',
@@ -136,6 +155,11 @@ ${rowMoments(plan, a.row('x'))}
   let scale = inverseSqrt(m.y + params.eps);
   ${columnLoop(plan.threads, a.store('y', `(${a.row('x')} - mean - m.x) * scale * ${a.feature('g')} + ${a.feature('b')}`))}`,
   );
+}
+
+/** How the row kernels read `x`: f32, or halves in u32 words. */
+function rowInputOf(x: Operand): RowInput {
+  return isHalf(x.dtype) ? { words: x.dtype } : 'f32';
 }
 
 function rowCall(x: Operand, eps: number) {
@@ -369,55 +393,81 @@ function encodeColumnSums(
 }
 
 export const NORMALIZATION_KERNELS: readonly AnyWgpuKernel[] = [
-  wgpuKernel(rmsNorm, (encoder, { inputs, outputs, attrs }) => {
-    const { rows, plan, values } = rowCall(inputs[0]!, attrs.eps);
-    if (rows === 0) return;
-    encoder.dispatch({
-      shader: rmsNormShader(plan),
-      buffers: [inputs[0]!, inputs[1]!, outputs[0]!],
-      params: { layout: ROW_PARAMS, values },
-      workgroups: rowGrid(encoder, rows, plan.threads),
-    });
-  }),
-  wgpuKernel(layerNorm, (encoder, { inputs, outputs, attrs }) => {
-    const { rows, plan, values } = rowCall(inputs[0]!, attrs.eps);
-    if (rows === 0) return;
-    encoder.dispatch({
-      shader: layerNormShader(plan),
-      buffers: [inputs[0]!, inputs[1]!, inputs[2]!, outputs[0]!],
-      params: { layout: ROW_PARAMS, values },
-      workgroups: rowGrid(encoder, rows, plan.threads),
-    });
-  }),
-  wgpuKernel(rmsNormBackward, (encoder, { inputs, outputs, attrs }) => {
-    const [dy, x, w] = [inputs[0]!, inputs[1]!, inputs[2]!];
-    const { n, rows, plan, values } = rowCall(dy, attrs.eps);
-    let stats: GPUBufferBinding | undefined;
-    if (rows > 0) {
-      stats = { buffer: encoder.scratch(rows * 4), offset: 0, size: rows * 4 };
-      encoder.dispatch({
-        shader: rmsNormBackwardShader(plan),
-        buffers: [dy, x, w, outputs[0]!, stats],
-        params: { layout: ROW_PARAMS, values },
-        workgroups: rowGrid(encoder, rows, plan.threads),
+  // Half rows and weights are read in u32 words; a half y is computed in f32 scratch and rounded once.
+  wgpuKernel(
+    rmsNorm,
+    (encoder, { inputs, outputs, attrs }) => {
+      const { rows, plan, values } = rowCall(inputs[0]!, attrs.eps);
+      if (rows === 0) return;
+      encodeWithF32Activations(encoder, rmsNorm.name, {}, { y: outputs[0]! }, (_, o) => {
+        encoder.dispatch({
+          shader: rmsNormShader(plan, rowInputOf(inputs[0]!)),
+          buffers: [inputs[0]!, inputs[1]!, o.y!],
+          params: { layout: ROW_PARAMS, values },
+          workgroups: rowGrid(encoder, rows, plan.threads),
+        });
       });
-    }
-    // With no rows, dweight is still written: zeros.
-    encodeColumnSums(encoder, 'rms', dy, x, stats, rows, n, [outputs[1]!]);
-  }),
-  wgpuKernel(layerNormBackward, (encoder, { inputs, outputs, attrs }) => {
-    const [dy, x, gamma] = [inputs[0]!, inputs[1]!, inputs[2]!];
-    const { n, rows, plan, values } = rowCall(dy, attrs.eps);
-    let stats: GPUBufferBinding | undefined;
-    if (rows > 0) {
-      stats = { buffer: encoder.scratch(rows * 16), offset: 0, size: rows * 16 };
-      encoder.dispatch({
-        shader: layerNormBackwardShader(plan),
-        buffers: [dy, x, gamma, outputs[0]!, stats],
-        params: { layout: ROW_PARAMS, values },
-        workgroups: rowGrid(encoder, rows, plan.threads),
+    },
+    { dtypes: FLOAT },
+  ),
+  wgpuKernel(
+    layerNorm,
+    (encoder, { inputs, outputs, attrs }) => {
+      const { rows, plan, values } = rowCall(inputs[0]!, attrs.eps);
+      if (rows === 0) return;
+      encodeWithF32Activations(encoder, layerNorm.name, {}, { y: outputs[0]! }, (_, o) => {
+        encoder.dispatch({
+          shader: layerNormShader(plan, rowInputOf(inputs[0]!)),
+          buffers: [inputs[0]!, inputs[1]!, inputs[2]!, o.y!],
+          params: { layout: ROW_PARAMS, values },
+          workgroups: rowGrid(encoder, rows, plan.threads),
+        });
       });
-    }
-    encodeColumnSums(encoder, 'layer', dy, x, stats, rows, n, [outputs[1]!, outputs[2]!]);
-  }),
+    },
+    { dtypes: FLOAT },
+  ),
+  // The backward kernels take half tensors through f32 scratch (widened, and rounded once after).
+  wgpuKernel(
+    rmsNormBackward,
+    (encoder, { inputs, outputs, attrs }) => encodeNormBackward(encoder, 'rms', inputs, outputs, attrs.eps),
+    { dtypes: FLOAT },
+  ),
+  wgpuKernel(
+    layerNormBackward,
+    (encoder, { inputs, outputs, attrs }) => encodeNormBackward(encoder, 'layer', inputs, outputs, attrs.eps),
+    { dtypes: FLOAT },
+  ),
 ];
+
+/** dx through the row pass (which also writes each row's statistics), then the column sums of the weight gradients. */
+function encodeNormBackward(
+  encoder: KernelEncoder,
+  kind: ColumnKind,
+  inputs: readonly (Operand | undefined)[],
+  outputs: readonly Operand[],
+  eps: number,
+): void {
+  const spec = kind === 'rms' ? rmsNormBackward : layerNormBackward;
+  const [dy, x, w] = [inputs[0]!, inputs[1]!, inputs[2]!];
+  const [dx, ...dweights] = outputs;
+  const grads = Object.fromEntries(dweights.map((t, i) => [`out[${i + 1}]`, t]));
+  encodeWithF32Activations(encoder, spec.name, { dy, x, w }, { dx, ...grads }, (i, o) => {
+    const { n, rows, plan, values } = rowCall(i.dy, eps);
+    let stats: GPUBufferBinding | undefined;
+    if (rows > 0) {
+      const bytes = rows * (kind === 'rms' ? 4 : 16);
+      stats = { buffer: encoder.scratch(bytes), offset: 0, size: bytes };
+      encoder.dispatch({
+        shader: kind === 'rms' ? rmsNormBackwardShader(plan) : layerNormBackwardShader(plan),
+        buffers: [i.dy, i.x, i.w, o.dx!, stats],
+        params: { layout: ROW_PARAMS, values },
+        workgroups: rowGrid(encoder, rows, plan.threads),
+      });
+    }
+    // With no rows, the weight gradients are still written: zeros.
+    const sums = Object.entries(o)
+      .filter(([name]) => name !== 'dx')
+      .map(([, t]) => t!);
+    encodeColumnSums(encoder, kind, i.dy, i.x, stats, rows, n, sums);
+  });
+}

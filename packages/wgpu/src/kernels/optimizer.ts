@@ -2,8 +2,11 @@ import {
   ADAMW_MOMENT_CONSTANTS,
   adamwMomentConstants,
   adamwStep,
+  bytesPerElement,
   clipByGlobalNorm,
+  FLOAT,
   globalNorm,
+  isHalf,
   multiTensorAdamw,
   sgdStep,
   UnsupportedOnBackendError,
@@ -20,7 +23,19 @@ import {
 } from '../kernel.js';
 import { type ParamLayout, type ParamType, paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
-import { BUILTINS, elementGrid, WG } from './common.js';
+import {
+  bindingType,
+  declareHalf,
+  halfFunctions,
+  loadScalar,
+  quadType,
+  type Storage,
+  storageOf,
+  unpack2,
+  unpackQuad,
+} from '../wgsl/half.js';
+import { ShaderModule } from '../wgsl/module.js';
+import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
 
 /** Threads of a grid of `WG`-thread workgroups. */
 function threadsOf(grid: readonly number[]): number {
@@ -57,29 +72,39 @@ function updateLayout<const F extends readonly (readonly [string, 'u32' | 'f32']
   return paramLayout([['n', 'u32'], ['base', 'u32'], ['stride', 'u32'], ...fields] as const);
 }
 
-function updateShader(decl: UpdateDecl, vec: boolean): ShaderSource {
+/** `grad` may be half (u32 words): widened as it is read, 4 halves per vec2<u32> load. */
+function updateShader(decl: UpdateDecl, vec: boolean, grad: Storage = 'f32'): ShaderSource {
   const type = vec ? 'vec4<f32>' : 'f32';
+  const bindingOf = (name: string) =>
+    name !== 'grad' ? type : vec ? quadType(grad) : bindingType(grad, false);
+  const load = (name: string) =>
+    name !== 'grad'
+      ? `${name}_buf[i]`
+      : vec
+        ? unpackQuad(grad, `${name}_buf[i]`)
+        : loadScalar(grad, `${name}_buf`, 'i');
   const ops = decl.operands;
   const written = ops.filter(([, access]) => access === 'read_write').map(([name]) => name);
   const extra = decl.extra ?? [];
   return {
-    key: `optimizer/${decl.name}/${vec ? 'vec4' : 'scalar'}/wg${WG}`,
+    key: `optimizer/${decl.name}/${vec ? 'vec4' : 'scalar'}${grad === 'f32' ? '' : `/grad-${grad}`}/wg${WG}`,
     kernel: decl.kernel,
     code: () => `
 ${decl.layout.wgsl}
 alias T = ${type};
-${ops.map(([name, access], b) => storage(b, `${name}_buf`, type, access)).join('\n')}
+${ops.map(([name, access], b) => storage(b, `${name}_buf`, bindingOf(name), access)).join('\n')}
 ${extra
   .map((e) => (typeof e === 'string' ? [e, 'f32'] : e))
   .map(([name, type], b) => storage(ops.length + b, name!, type!, 'read'))
   .join('\n')}
 ${uniform(ops.length + extra.length)}
 ${decl.helpers ?? ''}
+${halfFunctions(grad)}
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
   ${decl.prologue ?? ''}
   for (var i = params.base + (${linearWorkgroup}) * ${WG}u + lid.x; i < params.n; i += params.stride) {
-${ops.map(([name]) => `    let ${name} = ${name}_buf[i];`).join('\n')}
+${ops.map(([name]) => `    let ${name} = ${load(name)};`).join('\n')}
 ${written.map((name) => `    var ${name}_out: T;`).join('\n')}
     ${decl.body}
 ${written.map((name) => `    ${name}_buf[i] = ${name}_out;`).join('\n')}
@@ -103,13 +128,15 @@ function dispatchUpdate(
 ): void {
   const n = operands[0]!.size;
   if (n === 0) return;
+  const gradAt = decl.operands.findIndex(([name]) => name === 'grad');
+  const grad = gradAt < 0 ? 'f32' : storageOf(operands[gradAt]!.dtype);
   const vecs = Math.floor(n / 4);
   if (vecs > 0) {
     const grid = decl.maxWorkgroups
       ? gridFor(Math.min(decl.maxWorkgroups, Math.ceil(vecs / WG)), encoder.limits)
       : elementGrid(encoder, vecs);
     encoder.dispatch({
-      shader: updateShader(decl, true),
+      shader: updateShader(decl, true, grad),
       buffers: [...operands, ...extra],
       params: { layout: decl.layout, values: { ...values, n: vecs, base: 0, stride: threadsOf(grid) } },
       workgroups: grid,
@@ -117,12 +144,20 @@ function dispatchUpdate(
   }
   const done = vecs * 4;
   if (done === n) return;
-  const align = encoder.limits.minStorageBufferOffsetAlignment / 4;
+  // Elements from an offset every operand's binding accepts (2-byte halves need twice as many).
+  const align = encoder.limits.minStorageBufferOffsetAlignment / (grad === 'f32' ? 4 : 2);
   const from = Math.floor(done / align) * align;
   encoder.dispatch({
-    shader: updateShader(decl, false),
+    shader: updateShader(decl, false, grad),
     buffers: [
-      ...operands.map((op) => ({ buffer: op.buffer, offset: op.offset + from * 4, size: (n - from) * 4 })),
+      ...operands.map((op) => {
+        const bytes = bytesPerElement(op.dtype);
+        return {
+          buffer: op.buffer,
+          offset: op.offset + from * bytes,
+          size: Math.ceil(((n - from) * bytes) / 4) * 4,
+        };
+      }),
       ...extra,
     ],
     params: { layout: decl.layout, values: { ...values, n: n - from, base: done - from, stride: WG } },
@@ -216,35 +251,39 @@ const ADAMW_DEVICE = [false, true].flatMap((deviceStep) =>
   [false, true].map((deviceLr) => adamwDeviceDecl(deviceStep, deviceLr)),
 );
 
-const adamwKernel = wgpuKernel(adamwStep, (encoder, { inputs, attrs }) => {
-  const { lr, beta1, beta2, eps, weightDecay, step } = attrs;
-  const operands = [inputs[0]!, inputs[1]!, inputs[2]!, inputs[3]!];
-  const stepAt = inputs[4];
-  const lrAt = inputs[5];
-  if (stepAt || lrAt) {
-    const decl = ADAMW_DEVICE[(stepAt ? 2 : 0) + (lrAt ? 1 : 0)]!;
-    dispatchUpdate(encoder, decl, operands, [...(stepAt ? [stepAt] : []), ...(lrAt ? [lrAt] : [])], {
-      ...adamwMomentConstants(attrs),
-      step,
-      lr,
-      weightDecay,
+const adamwKernel = wgpuKernel(
+  adamwStep,
+  (encoder, { inputs, attrs }) => {
+    const { lr, beta1, beta2, eps, weightDecay, step } = attrs;
+    const operands = [inputs[0]!, inputs[1]!, inputs[2]!, inputs[3]!];
+    const stepAt = inputs[4];
+    const lrAt = inputs[5];
+    if (stepAt || lrAt) {
+      const decl = ADAMW_DEVICE[(stepAt ? 2 : 0) + (lrAt ? 1 : 0)]!;
+      dispatchUpdate(encoder, decl, operands, [...(stepAt ? [stepAt] : []), ...(lrAt ? [lrAt] : [])], {
+        ...adamwMomentConstants(attrs),
+        step,
+        lr,
+        weightDecay,
+      });
+      return;
+    }
+    // The corrections are formed in f64 here: 1 − β^t loses everything in f32 for small t·(1 − β).
+    const bc1 = -Math.expm1(step * Math.log(beta1));
+    const bc2 = -Math.expm1(step * Math.log(beta2));
+    dispatchUpdate(encoder, ADAMW, operands, [], {
+      decay: 1 - lr * weightDecay,
+      stepSize: lr / bc1,
+      rootCorrection: 1 / Math.sqrt(bc2),
+      eps,
+      beta1,
+      oneMinusBeta1: 1 - beta1,
+      beta2,
+      oneMinusBeta2: 1 - beta2,
     });
-    return;
-  }
-  // The corrections are formed in f64 here: 1 − β^t loses everything in f32 for small t·(1 − β).
-  const bc1 = -Math.expm1(step * Math.log(beta1));
-  const bc2 = -Math.expm1(step * Math.log(beta2));
-  dispatchUpdate(encoder, ADAMW, operands, [], {
-    decay: 1 - lr * weightDecay,
-    stepSize: lr / bc1,
-    rootCorrection: 1 / Math.sqrt(bc2),
-    eps,
-    beta1,
-    oneMinusBeta1: 1 - beta1,
-    beta2,
-    oneMinusBeta2: 1 - beta2,
-  });
-});
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- sgdStep -------------------------------------------------------------------
 
@@ -289,21 +328,25 @@ const SGD_PLAIN = sgdDecl('plain');
 const SGD_MOMENTUM = sgdDecl('momentum');
 const SGD_NESTEROV = sgdDecl('nesterov');
 
-const sgdKernel = wgpuKernel(sgdStep, (encoder, { inputs, attrs }) => {
-  const { lr, momentum, dampening, weightDecay, nesterov } = attrs;
-  const values = { lr, momentum, oneMinusDampening: 1 - dampening, weightDecay };
-  if (momentum === 0) {
-    dispatchUpdate(encoder, SGD_PLAIN, [inputs[0]!, inputs[1]!], [], values);
-    return;
-  }
-  dispatchUpdate(
-    encoder,
-    nesterov ? SGD_NESTEROV : SGD_MOMENTUM,
-    [inputs[0]!, inputs[1]!, inputs[2]!],
-    [],
-    values,
-  );
-});
+const sgdKernel = wgpuKernel(
+  sgdStep,
+  (encoder, { inputs, attrs }) => {
+    const { lr, momentum, dampening, weightDecay, nesterov } = attrs;
+    const values = { lr, momentum, oneMinusDampening: 1 - dampening, weightDecay };
+    if (momentum === 0) {
+      dispatchUpdate(encoder, SGD_PLAIN, [inputs[0]!, inputs[1]!], [], values);
+      return;
+    }
+    dispatchUpdate(
+      encoder,
+      nesterov ? SGD_NESTEROV : SGD_MOMENTUM,
+      [inputs[0]!, inputs[1]!, inputs[2]!],
+      [],
+      values,
+    );
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- clipByGlobalNorm ------------------------------------------------------------
 //
@@ -339,17 +382,21 @@ const TREE_SUM = `
     if (tid < s) { red[tid] += red[tid + s]; }
   }`;
 
-function sumsqShader(kernel: string, vec: boolean): ShaderSource {
+/** `x`: how the tensor is stored; halves are read in u32 words (4 per vec2<u32>). */
+function sumsqShader(kernel: string, vec: boolean, x: Storage = 'f32'): ShaderSource {
+  const x4 = (i: string) => unpackQuad(x, `x4[${i}]`);
+  const xs = (i: string) => loadScalar(x, 'xs', i);
   return {
-    key: `optimizer/${kernel}/sumsq/${vec ? 'vec4' : 'scalar'}/wg${WG}`,
+    key: `optimizer/${kernel}/sumsq/${vec ? 'vec4' : 'scalar'}${x === 'f32' ? '' : `/${x}`}/wg${WG}`,
     kernel,
     code: () => `
 ${SUMSQ_PARAMS.wgsl}
-${storage(0, 'xs', 'f32', 'read')}
+${storage(0, 'xs', bindingType(x, false), 'read')}
 ${storage(1, 'partials', 'f32', 'read_write')}
-${vec ? storage(2, 'x4', 'vec4<f32>', 'read') : ''}
+${vec ? storage(2, 'x4', quadType(x), 'read') : ''}
 ${uniform(vec ? 3 : 2)}
 var<workgroup> red: array<f32, ${WG}>;
+${halfFunctions(x)}
 
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
@@ -363,16 +410,16 @@ ${
     ? `  // Four independent loads per step keep memory busy.
   var a0 = vec4<f32>(); var a1 = vec4<f32>(); var a2 = vec4<f32>(); var a3 = vec4<f32>();
   for (; i + 3u * stride < params.vecs; i += 4u * stride) {
-    let x0 = x4[i]; let x1 = x4[i + stride]; let x2 = x4[i + 2u * stride]; let x3 = x4[i + 3u * stride];
+    let x0 = ${x4('i')}; let x1 = ${x4('i + stride')}; let x2 = ${x4('i + 2u * stride')}; let x3 = ${x4('i + 3u * stride')};
     a0 += x0 * x0; a1 += x1 * x1; a2 += x2 * x2; a3 += x3 * x3;
   }
-  for (; i < params.vecs; i += stride) { let x = x4[i]; a0 += x * x; }
+  for (; i < params.vecs; i += stride) { let x = ${x4('i')}; a0 += x * x; }
   let a = (a0 + a1) + (a2 + a3);
   total = (a.x + a.y) + (a.z + a.w);
   // The last n mod 4 elements.
   let tail = params.vecs * 4u + tid;
-  if (w == 0u && tail < params.n) { let x = xs[tail]; total += x * x; }`
-    : `  for (; i < params.n; i += stride) { let x = xs[i]; total += x * x; }`
+  if (w == 0u && tail < params.n) { let x = ${xs('tail')}; total += x * x; }`
+    : `  for (; i < params.n; i += stride) { let x = ${xs('i')}; total += x * x; }`
 }
   red[tid] = total;
 ${TREE_SUM}
@@ -450,8 +497,10 @@ function encodeNorm(
     const vecs = Math.floor(g.size / 4);
     const vec = vecs > 0;
     encoder.dispatch({
-      shader: sumsqShader(kernel, vec),
-      buffers: vec ? [g, partials, { buffer: g.buffer, offset: g.offset, size: vecs * 16 }] : [g, partials],
+      shader: sumsqShader(kernel, vec, storageOf(g.dtype)),
+      buffers: vec
+        ? [g, partials, { buffer: g.buffer, offset: g.offset, size: vecs * 4 * bytesPerElement(g.dtype) }]
+        : [g, partials],
       params: { layout: SUMSQ_PARAMS, values: { n: g.size, vecs, threads: workgroups * WG, base } },
       workgroups: gridFor(workgroups, encoder.limits),
     });
@@ -466,21 +515,70 @@ function encodeNorm(
   return { partials, count };
 }
 
-const clipKernel = wgpuKernel(clipByGlobalNorm, (encoder, { inputs, outputs, attrs }) => {
-  const grads = inputs.map((g) => g!);
-  const norm = outputs[outputs.length - 1]!;
-  const { partials, count } = encodeNorm(encoder, 'clipByGlobalNorm', grads, norm, attrs);
-  for (const g of grads) dispatchUpdate(encoder, SCALE, [g], [partials], { at: count });
-});
+const HALF_SCALE_PARAMS = paramLayout([
+  ['n', 'u32'],
+  ['at', 'u32'],
+] as const);
 
-const globalNormKernel = wgpuKernel(globalNorm, (encoder, { inputs, outputs }) => {
-  encodeNorm(
-    encoder,
-    'globalNorm',
-    inputs.map((x) => x!),
-    outputs[0]!,
-  );
-});
+/** The clip scale of a half gradient in place: one u32 word (two halves) per invocation, each rounded once. */
+function halfScaleShader(dtype: 'f16' | 'bf16'): ShaderSource {
+  return {
+    key: `optimizer/clipByGlobalNorm/scale/${dtype}/wg${WG}`,
+    kernel: 'clipByGlobalNorm',
+    code: () => {
+      const module = new ShaderModule();
+      module.storage('x', 'u32', 'read_write');
+      module.storage('clip', 'f32', 'read');
+      declareHalf(module, dtype);
+      return module.build(
+        HALF_SCALE_PARAMS,
+        WG,
+        `  ${elementIndex('(params.n + 1u) / 2u')}
+  let s = clip[params.at];
+  if (s == 1.0) { return; }
+  let w = x[i];
+  let v = ${unpack2(dtype, 'w')} * s;
+  let hi = select(w >> 16u, to_${dtype}(v.y), 2u * i + 1u < params.n);
+  x[i] = to_${dtype}(v.x) | (hi << 16u);`,
+      );
+    },
+  };
+}
+
+const clipKernel = wgpuKernel(
+  clipByGlobalNorm,
+  (encoder, { inputs, outputs, attrs }) => {
+    const grads = inputs.map((g) => g!);
+    const norm = outputs[outputs.length - 1]!;
+    const { partials, count } = encodeNorm(encoder, 'clipByGlobalNorm', grads, norm, attrs);
+    for (const g of grads) {
+      if (!isHalf(g.dtype)) {
+        dispatchUpdate(encoder, SCALE, [g], [partials], { at: count });
+      } else if (g.size > 0) {
+        encoder.dispatch({
+          shader: halfScaleShader(g.dtype),
+          buffers: [g, partials],
+          params: { layout: HALF_SCALE_PARAMS, values: { n: g.size, at: count } },
+          workgroups: elementGrid(encoder, Math.ceil(g.size / 2)),
+        });
+      }
+    }
+  },
+  { dtypes: FLOAT },
+);
+
+const globalNormKernel = wgpuKernel(
+  globalNorm,
+  (encoder, { inputs, outputs }) => {
+    encodeNorm(
+      encoder,
+      'globalNorm',
+      inputs.map((x) => x!),
+      outputs[0]!,
+    );
+  },
+  { dtypes: FLOAT },
+);
 
 // ---- multiTensorAdamw ------------------------------------------------------------
 //
@@ -528,7 +626,12 @@ function multiLayout(slots: number): ParamLayout<string> {
   return layout;
 }
 
-export function multiAdamwShader(slots: number, device: MultiAdamwDevice): ShaderSource {
+/** `grad`: how every gradient is stored (one dtype for all); halves are widened as read. */
+export function multiAdamwShader(
+  slots: number,
+  device: MultiAdamwDevice,
+  grad: Storage = 'f32',
+): ShaderSource {
   const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}${device.norm ? '/clip' : ''}`;
   const extra: [string, string][] = [];
   if (device.step) extra.push(['stepAt', 'i32']);
@@ -536,7 +639,7 @@ export function multiAdamwShader(slots: number, device: MultiAdamwDevice): Shade
   if (device.norm) extra.push(['normAt', 'f32']);
   const tensors = Array.from({ length: slots }, (_, s) => s);
   return {
-    key: `optimizer/multiTensorAdamw/slots${slots}/wg${WG}${at}`,
+    key: `optimizer/multiTensorAdamw/slots${slots}/wg${WG}${at}${grad === 'f32' ? '' : `/grad-${grad}`}`,
     kernel: 'multiTensorAdamw',
     code: () => `
 ${multiLayout(slots).wgsl}
@@ -544,7 +647,7 @@ ${tensors
   .map((s) =>
     [
       storage(4 * s, `p${s}`, 'f32', 'read_write'),
-      storage(4 * s + 1, `g${s}`, 'f32', 'read'),
+      storage(4 * s + 1, `g${s}`, bindingType(grad, false), 'read'),
       storage(4 * s + 2, `m${s}`, 'f32', 'read_write'),
       storage(4 * s + 3, `v${s}`, 'f32', 'read_write'),
     ].join('\n'),
@@ -553,6 +656,7 @@ ${tensors
 ${extra.map(([name, type], b) => storage(4 * slots + b, name, type, 'read')).join('\n')}
 ${uniform(4 * slots + extra.length)}
 ${EXPM1}
+${halfFunctions(grad)}
 @compute @workgroup_size(${WG})
 fn main(${BUILTINS}) {
   let w = ${linearWorkgroup};
@@ -588,7 +692,7 @@ ${tensors
   .map(
     (s) => `    case ${s}u: {
       for (var i = start + lid.x; i < end; i += ${WG}u) {
-        let g = g${s}[i]${device.norm ? ' * scale' : ''};
+        let g = ${loadScalar(grad, `g${s}`, 'i')}${device.norm ? ' * scale' : ''};
         let m = params.beta1 * m${s}[i] + params.oneMinusBeta1 * g;
         let v = params.beta2 * v${s}[i] + params.oneMinusBeta2 * g * g;
         m${s}[i] = m;
@@ -604,57 +708,62 @@ ${tensors
   };
 }
 
-const multiAdamwKernel = wgpuKernel(multiTensorAdamw, (encoder, { inputs, attrs }) => {
-  const [stepAt, lrAt, normAt] = inputs;
-  const device = { step: stepAt !== undefined, lr: lrAt !== undefined, norm: normAt !== undefined };
-  const maxBuffers = encoder.limits.maxStorageBuffersPerShaderStage;
-  const slots = multiAdamwSlots(maxBuffers, device);
-  if (slots < 1) {
-    throw new UnsupportedOnBackendError('the device binds too few storage buffers per shader stage', {
-      kernel: 'multiTensorAdamw',
-      argument: 'tensors',
-      expected: `maxStorageBuffersPerShaderStage >= ${4 + Number(device.step) + Number(device.lr) + Number(device.norm)}`,
-      actual: String(maxBuffers),
-    });
-  }
-  const { weightDecay } = attrs;
-  const base: Record<string, number> = {
-    ...adamwMomentConstants(attrs),
-    step: attrs.step,
-    lr: attrs.lr,
-    maxNorm: attrs.maxNorm,
-    clipEps: attrs.clipEps,
-  };
-  const tensors = inputs.slice(3).map((t) => t!);
-  // Empty tensors have nothing to update and cannot be bound.
-  const live = Array.from({ length: tensors.length / 4 }, (_, j) => j).filter(
-    (j) => tensors[4 * j]!.size > 0,
-  );
-  const dispatches = Math.ceil(live.length / slots);
-  // As even as possible, so that one pipeline serves every dispatch.
-  const per = Math.ceil(live.length / Math.max(1, dispatches));
-  for (let from = 0; from < live.length; from += per) {
-    const group = live.slice(from, from + per);
-    const values = { ...base };
-    let workgroups = 0;
-    group.forEach((j, s) => {
-      values[`n${s}`] = tensors[4 * j]!.size;
-      values[`first${s}`] = workgroups;
-      values[`wd${s}`] = weightDecay.length === 1 ? weightDecay[0]! : weightDecay[j]!;
-      workgroups += Math.ceil(tensors[4 * j]!.size / MULTI_CHUNK);
-    });
-    values.workgroups = workgroups;
-    encoder.dispatch({
-      shader: multiAdamwShader(group.length, device),
-      buffers: [
-        ...group.flatMap((j) => tensors.slice(4 * j, 4 * j + 4)),
-        ...[stepAt, lrAt, normAt].filter((t) => t !== undefined),
-      ],
-      params: { layout: multiLayout(group.length), values },
-      workgroups: gridFor(workgroups, encoder.limits),
-    });
-  }
-});
+const multiAdamwKernel = wgpuKernel(
+  multiTensorAdamw,
+  (encoder, { inputs, attrs }) => {
+    const [stepAt, lrAt, normAt] = inputs;
+    const device = { step: stepAt !== undefined, lr: lrAt !== undefined, norm: normAt !== undefined };
+    const maxBuffers = encoder.limits.maxStorageBuffersPerShaderStage;
+    const slots = multiAdamwSlots(maxBuffers, device);
+    if (slots < 1) {
+      throw new UnsupportedOnBackendError('the device binds too few storage buffers per shader stage', {
+        kernel: 'multiTensorAdamw',
+        argument: 'tensors',
+        expected: `maxStorageBuffersPerShaderStage >= ${4 + Number(device.step) + Number(device.lr) + Number(device.norm)}`,
+        actual: String(maxBuffers),
+      });
+    }
+    const { weightDecay } = attrs;
+    const base: Record<string, number> = {
+      ...adamwMomentConstants(attrs),
+      step: attrs.step,
+      lr: attrs.lr,
+      maxNorm: attrs.maxNorm,
+      clipEps: attrs.clipEps,
+    };
+    const tensors = inputs.slice(3).map((t) => t!);
+    const grad = storageOf(tensors[1]?.dtype ?? 'f32');
+    // Empty tensors have nothing to update and cannot be bound.
+    const live = Array.from({ length: tensors.length / 4 }, (_, j) => j).filter(
+      (j) => tensors[4 * j]!.size > 0,
+    );
+    const dispatches = Math.ceil(live.length / slots);
+    // As even as possible, so that one pipeline serves every dispatch.
+    const per = Math.ceil(live.length / Math.max(1, dispatches));
+    for (let from = 0; from < live.length; from += per) {
+      const group = live.slice(from, from + per);
+      const values = { ...base };
+      let workgroups = 0;
+      group.forEach((j, s) => {
+        values[`n${s}`] = tensors[4 * j]!.size;
+        values[`first${s}`] = workgroups;
+        values[`wd${s}`] = weightDecay.length === 1 ? weightDecay[0]! : weightDecay[j]!;
+        workgroups += Math.ceil(tensors[4 * j]!.size / MULTI_CHUNK);
+      });
+      values.workgroups = workgroups;
+      encoder.dispatch({
+        shader: multiAdamwShader(group.length, device, grad),
+        buffers: [
+          ...group.flatMap((j) => tensors.slice(4 * j, 4 * j + 4)),
+          ...[stepAt, lrAt, normAt].filter((t) => t !== undefined),
+        ],
+        params: { layout: multiLayout(group.length), values },
+        workgroups: gridFor(workgroups, encoder.limits),
+      });
+    }
+  },
+  { dtypes: FLOAT },
+);
 
 export const OPTIMIZER_KERNELS: readonly AnyWgpuKernel[] = [
   adamwKernel,

@@ -1,15 +1,29 @@
-import { argmax, type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
+import { argmax, FLOAT, isHalf, type KernelSpec, max, sizeOf, sum, sumSquares } from '@rayo/core';
 import { type AnyWgpuKernel, gridFor, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
-import { linearWorkgroup, type Scalar, ShaderModule, vectorOf, widen } from '../wgsl/module.js';
+import {
+  bindingType,
+  halfFunctions,
+  loadScalar,
+  quadType,
+  type Storage,
+  storageOf,
+  unpackQuad,
+} from '../wgsl/half.js';
+import { linearWorkgroup, type Scalar, ShaderModule } from '../wgsl/module.js';
 import {
   ACCUMULATORS,
   type Combine,
   declareNegInf,
+  declareRowInput,
   MAX,
   NEG_INF,
+  type RowInput,
   rowGrid,
+  rowInputKey,
+  rowInputLoad,
+  rowInputType,
   rowPrologue,
   SUM,
   segmentReduce,
@@ -17,6 +31,7 @@ import {
   threadsPerRow,
 } from '../wgsl/rowReduce.js';
 import { WG } from './common.js';
+import { encodeWithF32Activations } from './halfEdges.js';
 
 // ---- reductions ----------------------------------------------------------------
 
@@ -62,10 +77,13 @@ const ROW_PARAMS = paramLayout([
   ['n', 'u32'],
 ] as const);
 
-/** A module reading `x` of `scalar` into f32 `out`, with `reduce` over segments of `threads`. */
-function reduceModule(op: ReduceOp, threads: number, scalar: Scalar, out: string): ShaderModule {
+const inputLoad = (x: RowInput) => (index: string) => rowInputLoad(x, 'x', index);
+
+/** A module reading `x` into f32 `out`, with `reduce` over segments of `threads`. */
+function reduceModule(op: ReduceOp, threads: number, scalar: RowInput, out: string): ShaderModule {
   const module = new ShaderModule();
-  module.storage('x', scalar, 'read');
+  module.storage('x', rowInputType(scalar), 'read');
+  declareRowInput(module, scalar);
   module.storage(out, 'f32', 'read_write');
   declareNegInf(module);
   segmentReduce(module, 'reduce', threads, op.combine);
@@ -77,17 +95,17 @@ export function rowReduceShader(
   op: ReduceOp,
   threads: number,
   kernel: string,
-  scalar: Scalar = 'f32',
+  scalar: RowInput = 'f32',
 ): ShaderSource {
   return {
-    key: `reduction/rows/${op.name}/${scalar}/t${threads}/acc${ACCUMULATORS}/wg${WG}`,
+    key: `reduction/rows/${op.name}/${rowInputKey(scalar)}/t${threads}/acc${ACCUMULATORS}/wg${WG}`,
     kernel,
     code: () =>
       reduceModule(op, threads, scalar, 'y').build(
         ROW_PARAMS,
         WG,
         `${rowPrologue(threads, 'params.n')}
-  ${stridedAccumulate(op.combine, op.identity, op.element, 'lane', threads, (v) => widen(scalar, 1, v))}
+  ${stridedAccumulate(op.combine, op.identity, op.element, 'lane', threads, inputLoad(scalar))}
   let total = reduce(lid.x, acc);
   if (row < params.rows && lane == 0u) { y[row] = total; }`,
       ),
@@ -105,9 +123,9 @@ const SPLIT_PARAMS = paramLayout([
  * row `w / splits` (the row's elements strided by `splits · WG`, so that
  * loads stay coalesced) into `partials[w]`.
  */
-export function splitReduceShader(op: ReduceOp, kernel: string, scalar: Scalar = 'f32'): ShaderSource {
+export function splitReduceShader(op: ReduceOp, kernel: string, scalar: RowInput = 'f32'): ShaderSource {
   return {
-    key: `reduction/split/${op.name}/${scalar}/acc${ACCUMULATORS}/wg${WG}`,
+    key: `reduction/split/${op.name}/${rowInputKey(scalar)}/acc${ACCUMULATORS}/wg${WG}`,
     kernel,
     code: () =>
       reduceModule(op, WG, scalar, 'partials').build(
@@ -118,7 +136,7 @@ export function splitReduceShader(op: ReduceOp, kernel: string, scalar: Scalar =
   let part = w % params.splits;
   let base = row * params.n;
   let end = select(0u, params.n, w < params.groups);
-  ${stridedAccumulate(op.combine, op.identity, op.element, `part * ${WG}u + lid.x`, `params.splits * ${WG}u`, (v) => widen(scalar, 1, v))}
+  ${stridedAccumulate(op.combine, op.identity, op.element, `part * ${WG}u + lid.x`, `params.splits * ${WG}u`, inputLoad(scalar))}
   let total = reduce(lid.x, acc);
   if (w < params.groups && lid.x == 0u) { partials[w] = total; }`,
       ),
@@ -141,6 +159,7 @@ function encodeRowReduce(
   y: Operand | GPUBufferBinding,
   rows: number,
   n: number,
+  input: RowInput = 'f32',
 ): void {
   if (rows === 0) return;
   const splits =
@@ -151,7 +170,7 @@ function encodeRowReduce(
     const groups = rows * splits;
     const partials: GPUBufferBinding = { buffer: encoder.scratch(groups * 4), offset: 0, size: groups * 4 };
     encoder.dispatch({
-      shader: splitReduceShader(op, kernel),
+      shader: splitReduceShader(op, kernel, input),
       buffers: [x, partials],
       params: { layout: SPLIT_PARAMS, values: { n, splits, groups } },
       workgroups: gridFor(groups, encoder.limits),
@@ -161,7 +180,7 @@ function encodeRowReduce(
   }
   const threads = threadsPerRow(n, ELEMENTS_PER_THREAD);
   encoder.dispatch({
-    shader: rowReduceShader(op, threads, kernel),
+    shader: rowReduceShader(op, threads, kernel, input),
     buffers: [x, y],
     params: { layout: ROW_PARAMS, values: { rows, n } },
     workgroups: rowGrid(encoder, rows, threads),
@@ -169,14 +188,22 @@ function encodeRowReduce(
 }
 
 function reduceKernel(spec: KernelSpec<{ axis: 'last' | 'all' }>, op: ReduceOp): AnyWgpuKernel {
-  return wgpuKernel(spec, (encoder, { inputs, outputs, attrs, io }) => {
-    const x = inputs[0]!;
-    const y = outputs[0]!;
-    const shape = io.inputs[0]!.shape;
-    const n = attrs.axis === 'all' ? sizeOf(shape) : shape[shape.length - 1]!;
-    // An empty run reduces to the identity (0 for the sums; max rejects empty runs).
-    encodeRowReduce(encoder, op, spec.name, x, y, y.size, n);
-  });
+  return wgpuKernel(
+    spec,
+    (encoder, { inputs, outputs, attrs, io }) => {
+      const x = inputs[0]!;
+      const y = outputs[0]!;
+      const shape = io.inputs[0]!.shape;
+      const n = attrs.axis === 'all' ? sizeOf(shape) : shape[shape.length - 1]!;
+      // An empty run reduces to the identity (0 for the sums; max rejects empty runs).
+      // Half x is read in words; a half y (one value per row) is rounded from f32 scratch.
+      const input: RowInput = isHalf(x.dtype) ? { words: x.dtype } : 'f32';
+      encodeWithF32Activations(encoder, spec.name, {}, { y }, (_, o) =>
+        encodeRowReduce(encoder, op, spec.name, x, o.y!, y.size, n, input),
+      );
+    },
+    { dtypes: FLOAT },
+  );
 }
 
 // ---- argmax --------------------------------------------------------------------
@@ -212,10 +239,13 @@ fn better(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
  * loads in increasing index order, so a strictly larger key is the only one
  * that displaces its best; the tree then breaks ties by index.
  */
-export function argmaxShader(threads: number, width: 1 | 4, scalar: Scalar = 'f32'): ShaderSource {
+export function argmaxShader(threads: number, width: 1 | 4, storage: Storage = 'f32'): ShaderSource {
   const components = width === 4 ? ['x', 'y', 'z', 'w'] : [''];
+  // Half logits are widened exactly, so the keys order them as the halves.
+  const value = (load: string) =>
+    width === 4 ? unpackQuad(storage, `x[base + ${load}]`) : loadScalar(storage, 'x', `base + ${load}`);
   const absorb = (load: string) =>
-    `{ let v = ${widen(scalar, width, `x[base + ${load}]`)};${components
+    `{ let v = ${value(load)};${components
       .map(
         (c, i) =>
           ` { let k = order_key(v${c ? `.${c}` : ''}); if (k > best.x) { best = vec2<u32>(k, (${load}) * ${width}u + ${i}u); } }`,
@@ -224,13 +254,14 @@ export function argmaxShader(threads: number, width: 1 | 4, scalar: Scalar = 'f3
   const step = `${threads}u`;
   const at = (u: number) => (u === 0 ? 'j' : `j + ${u}u * ${step}`);
   return {
-    key: `reduction/argmax/${scalar}/t${threads}/w${width}/u${ARGMAX_UNROLL}/wg${WG}`,
+    key: `reduction/argmax/${storage === 'f32' ? 'f32' : `words-${storage}`}/t${threads}/w${width}/u${ARGMAX_UNROLL}/wg${WG}`,
     kernel: 'argmax',
     code: () => {
       const module = new ShaderModule();
-      module.storage('x', vectorOf(scalar, width), 'read');
+      module.storage('x', width === 4 ? quadType(storage) : bindingType(storage, false), 'read');
       module.storage('y', 'i32', 'read_write');
       module.declare(ARGMAX_WGSL);
+      if (storage === 'bf16') module.declare(halfFunctions(storage));
       segmentReduce(module, 'reduce', threads, (a, b) => `better(${a}, ${b})`, 'vec2<u32>');
       return module.build(
         ARGMAX_PARAMS,
@@ -253,21 +284,25 @@ export function argmaxShader(threads: number, width: 1 | 4, scalar: Scalar = 'f3
 /** Loads per invocation a row aims for before it takes more invocations. */
 const ARGMAX_LOADS_PER_THREAD = 8;
 
-const argmaxKernel = wgpuKernel(argmax, (encoder, { inputs, outputs, io }) => {
-  const shape = io.inputs[0]!.shape;
-  const n = shape[shape.length - 1]!;
-  const rows = outputs[0]!.size;
-  if (rows === 0) return;
-  const width = n % 4 === 0 ? 4 : 1;
-  const loads = n / width;
-  const threads = threadsPerRow(loads, ARGMAX_LOADS_PER_THREAD);
-  encoder.dispatch({
-    shader: argmaxShader(threads, width),
-    buffers: [inputs[0]!, outputs[0]!],
-    params: { layout: ARGMAX_PARAMS, values: { rows, loads } },
-    workgroups: rowGrid(encoder, rows, threads),
-  });
-});
+const argmaxKernel = wgpuKernel(
+  argmax,
+  (encoder, { inputs, outputs, io }) => {
+    const shape = io.inputs[0]!.shape;
+    const n = shape[shape.length - 1]!;
+    const rows = outputs[0]!.size;
+    if (rows === 0) return;
+    const width = n % 4 === 0 ? 4 : 1;
+    const loads = n / width;
+    const threads = threadsPerRow(loads, ARGMAX_LOADS_PER_THREAD);
+    encoder.dispatch({
+      shader: argmaxShader(threads, width, storageOf(inputs[0]!.dtype)),
+      buffers: [inputs[0]!, outputs[0]!],
+      params: { layout: ARGMAX_PARAMS, values: { rows, loads } },
+      workgroups: rowGrid(encoder, rows, threads),
+    });
+  },
+  { dtypes: FLOAT },
+);
 
 /** Every shader of the family for rows of `n`, for tests. */
 export function reductionShaders(n: number, scalar: Scalar = 'f32'): ShaderSource[] {

@@ -1,6 +1,8 @@
-import { rope, UnsupportedOnBackendError } from '@rayo/core';
+import { FLOAT, isHalf, rope, UnsupportedOnBackendError } from '@rayo/core';
 import { type AnyWgpuKernel, storage, uniform, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { declareHalf, loadScalar } from '../wgsl/half.js';
+import { ShaderModule } from '../wgsl/module.js';
 import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
 
 // One invocation per rotated pair. The angle position · theta^(−2i/headDim)
@@ -134,31 +136,82 @@ ${
   };
 }
 
+/**
+ * rope of half x into half y, one invocation per u32 word of y (pairs of
+ * the half layout straddle words, so each invocation rotates its own two
+ * elements from their partners; there are as many words as pairs).
+ */
+function halfRopeShader(layout: RopeLayout, device: boolean, dtype: 'f16' | 'bf16') {
+  const [pair, first, second, isFirst] =
+    layout === 'half'
+      ? ['d % params.half', 'pair', 'pair + params.half', 'd < params.half']
+      : ['d / 2u', '2u * pair', '2u * pair + 1u', 'd % 2u == 0u'];
+  return {
+    key: `rope/rope/${layout}${device ? '/device' : ''}/${dtype}/wg${WG}`,
+    kernel: 'rope',
+    code: () => {
+      const module = new ShaderModule();
+      module.storage('x', 'u32', 'read');
+      module.storage('y', 'u32', 'read_write');
+      if (device) module.storage('offset', 'i32', 'read');
+      module.declare(ROPE_ROTATION_WGSL);
+      declareHalf(module, dtype);
+      return module.build(
+        PARAMS,
+        WG,
+        `  ${elementIndex('params.pairs')}
+  var bits = 0u;
+  for (var j = 0u; j < 2u; j++) {
+    let e = 2u * i + j;
+    let d = e % params.headDim;
+    let rest = e / params.headDim; // s · heads + h
+    let base = rest * params.headDim;
+    let pair = ${pair};
+    let position = params.positionOffset${device ? ' + bitcast<u32>(offset[0])' : ''} + rest / params.heads;
+    let rotation = ropeRotation(position, pair, params.logStep, params.sign);
+    let a = ${loadScalar(dtype, 'x', `base + ${first}`)};
+    let b = ${loadScalar(dtype, 'x', `base + ${second}`)};
+    let v = select(a * rotation.y + b * rotation.x, a * rotation.x - b * rotation.y, ${isFirst});
+    bits |= to_${dtype}(v) << (16u * j);
+  }
+  y[i] = bits;`,
+      );
+    },
+  };
+}
+
 export const ROPE_KERNELS: readonly AnyWgpuKernel[] = [
-  wgpuKernel(rope, (encoder, { inputs, outputs, attrs }) => {
-    const x = inputs[0]!;
-    const offset = inputs[1];
-    const [seq, heads, headDim] = x.shape as [number, number, number];
-    const half = headDim / 2;
-    const pairs = seq * heads * half;
-    if (pairs === 0) return;
-    checkRopePositions('rope', 'attrs.positionOffset', attrs.positionOffset + seq - 1);
-    encoder.dispatch({
-      shader: ropeShader(attrs.layout, offset !== undefined),
-      buffers: offset ? [x, outputs[0]!, offset] : [x, outputs[0]!],
-      params: {
-        layout: PARAMS,
-        values: {
-          pairs,
-          half,
-          headDim,
-          heads,
-          positionOffset: attrs.positionOffset,
-          logStep: ropeLogStep(attrs.theta, headDim),
-          sign: attrs.inverse ? -1 : 1,
+  wgpuKernel(
+    rope,
+    (encoder, { inputs, outputs, attrs }) => {
+      const x = inputs[0]!;
+      const offset = inputs[1];
+      const [seq, heads, headDim] = x.shape as [number, number, number];
+      const half = headDim / 2;
+      const pairs = seq * heads * half;
+      if (pairs === 0) return;
+      checkRopePositions('rope', 'attrs.positionOffset', attrs.positionOffset + seq - 1);
+      const dtype = x.dtype;
+      encoder.dispatch({
+        shader: isHalf(dtype)
+          ? halfRopeShader(attrs.layout, offset !== undefined, dtype)
+          : ropeShader(attrs.layout, offset !== undefined),
+        buffers: offset ? [x, outputs[0]!, offset] : [x, outputs[0]!],
+        params: {
+          layout: PARAMS,
+          values: {
+            pairs,
+            half,
+            headDim,
+            heads,
+            positionOffset: attrs.positionOffset,
+            logStep: ropeLogStep(attrs.theta, headDim),
+            sign: attrs.inverse ? -1 : 1,
+          },
         },
-      },
-      workgroups: elementGrid(encoder, pairs),
-    });
-  }),
+        workgroups: elementGrid(encoder, pairs),
+      });
+    },
+    { dtypes: FLOAT },
+  ),
 ];

@@ -1,4 +1,6 @@
 import {
+  FLOAT,
+  isHalf,
   type KernelSpec,
   logSoftmax,
   logSoftmaxBackward,
@@ -9,16 +11,21 @@ import {
 import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
-import { narrow, type Scalar, ShaderModule, widen } from '../wgsl/module.js';
+import { narrow, type Scalar, ShaderModule } from '../wgsl/module.js';
 import {
   type At,
   type CachedRowPlan,
   declareNegInf,
+  declareRowInput,
   MAX,
   NEG_INF,
   onlineMerge,
   planCachedRow,
+  type RowInput,
   rowGrid,
+  rowInputKey,
+  rowInputLoad,
+  rowInputType,
   rowPrologue,
   SUM,
   segmentReduce,
@@ -26,6 +33,7 @@ import {
   unrolledRowLoop,
 } from '../wgsl/rowReduce.js';
 import { WG } from './common.js';
+import { encodeWithF32Activations } from './halfEdges.js';
 
 // Every kernel here runs one row of the last axis per segment of threads
 // (see `planCachedRow`), with the row statistics from tree reductions in
@@ -65,38 +73,46 @@ export interface RowKernel {
 }
 
 /** Loads the thread's `cached` elements of each input into registers, then runs the cached body. */
-function cachedBody(kernel: RowKernel, scalar: Scalar, { threads, cached }: CachedRowPlan): string {
+/** The stored type of the output: the input's scalar, or f32 for inputs in words (rounded after). */
+const outputOf = (x: RowInput): Scalar => (typeof x === 'string' ? x : 'f32');
+
+function cachedBody(kernel: RowKernel, scalar: RowInput, { threads, cached }: CachedRowPlan): string {
   const column = `lane + k * ${threads}u`;
   return `  const K = ${cached}u;
 ${kernel.inputs.map((name) => `  var ${name}_v: array<f32, ${cached}>;`).join('\n')}
   for (var k = 0u; k < K; k++) {
     if (${column} < end) {
-${kernel.inputs.map((name) => `      ${name}_v[k] = ${widen(scalar, 1, `${name}[base + ${column}]`)};`).join('\n')}
+${kernel.inputs.map((name) => `      ${name}_v[k] = ${rowInputLoad(scalar, name, `base + ${column}`)};`).join('\n')}
     }
   }
 ${kernel.cached({
   at: (name) => `${name}_v[k]`,
   valid: `${column} < end`,
-  store: (value) => `${kernel.output}[base + ${column}] = ${narrow(scalar, 1, value)};`,
+  store: (value) => `${kernel.output}[base + ${column}] = ${narrow(outputOf(scalar), 1, value)};`,
 })}`;
 }
 
-function streamedBody(kernel: RowKernel, scalar: Scalar, threads: number): string {
+function streamedBody(kernel: RowKernel, scalar: RowInput, threads: number): string {
   return kernel.streamed({
-    loop: (body) => unrolledRowLoop(threads, body, (v) => widen(scalar, 1, v)),
-    store: (value) => `${kernel.output}[base + c] = ${narrow(scalar, 1, value)};`,
+    loop: (body) => unrolledRowLoop(threads, body, (name, index) => rowInputLoad(scalar, name, index)),
+    store: (value) => `${kernel.output}[base + c] = ${narrow(outputOf(scalar), 1, value)};`,
   });
 }
 
-export function softmaxShader(kernel: RowKernel, plan: CachedRowPlan, scalar: Scalar = 'f32'): ShaderSource {
+export function softmaxShader(
+  kernel: RowKernel,
+  plan: CachedRowPlan,
+  scalar: RowInput = 'f32',
+): ShaderSource {
   const variant = plan.cached ? `cached${plan.cached}` : `streamed/unroll${UNROLL}`;
   return {
-    key: `softmax/${kernel.spec.name}/${scalar}/t${plan.threads}/${variant}/wg${WG}`,
+    key: `softmax/${kernel.spec.name}/${rowInputKey(scalar)}/t${plan.threads}/${variant}/wg${WG}`,
     kernel: kernel.spec.name,
     code: () => {
       const module = new ShaderModule();
-      for (const name of kernel.inputs) module.storage(name, scalar, 'read');
-      module.storage(kernel.output, scalar, 'read_write');
+      for (const name of kernel.inputs) module.storage(name, rowInputType(scalar), 'read');
+      module.storage(kernel.output, outputOf(scalar), 'read_write');
+      declareRowInput(module, scalar);
       declareNegInf(module);
       kernel.declare(module, plan.threads, plan.cached > 0);
       const body = plan.cached
@@ -107,20 +123,29 @@ export function softmaxShader(kernel: RowKernel, plan: CachedRowPlan, scalar: Sc
   };
 }
 
+/** Half rows are read in u32 words; a half output is computed in f32 scratch and rounded once. */
 function rowKernel(kernel: RowKernel): AnyWgpuKernel {
-  return wgpuKernel(kernel.spec, (encoder, { inputs, outputs }) => {
-    const out = outputs[0]!;
-    if (out.size === 0) return;
-    const n = out.shape[out.shape.length - 1]!;
-    const rows = out.size / n;
-    const plan = planCachedRow(n);
-    encoder.dispatch({
-      shader: softmaxShader(kernel, plan, 'f32'),
-      buffers: [...inputs.map((t) => t!), out],
-      params: { layout: PARAMS, values: { rows, n } },
-      workgroups: rowGrid(encoder, rows, plan.threads),
-    });
-  });
+  return wgpuKernel(
+    kernel.spec,
+    (encoder, { inputs, outputs }) => {
+      const out = outputs[0]!;
+      if (out.size === 0) return;
+      const n = out.shape[out.shape.length - 1]!;
+      const rows = out.size / n;
+      const plan = planCachedRow(n);
+      const dtype = inputs[0]!.dtype;
+      const input: RowInput = isHalf(dtype) ? { words: dtype } : 'f32';
+      encodeWithF32Activations(encoder, kernel.spec.name, {}, { out }, (_, o) => {
+        encoder.dispatch({
+          shader: softmaxShader(kernel, plan, input),
+          buffers: [...inputs.map((t) => t!), o.out!],
+          params: { layout: PARAMS, values: { rows, n } },
+          workgroups: rowGrid(encoder, rows, plan.threads),
+        });
+      });
+    },
+    { dtypes: FLOAT },
+  );
 }
 
 const declareSum = (module: ShaderModule, threads: number) => {

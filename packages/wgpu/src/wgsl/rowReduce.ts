@@ -1,7 +1,8 @@
 import { pow2AtLeast } from '@rayo/core';
 import { gridFor, type KernelEncoder } from '../kernel.js';
 import { WG } from '../kernels/common.js';
-import { linearWorkgroup, type ShaderModule, type WgslType } from './module.js';
+import { halfFunctions, loadScalar } from './half.js';
+import { linearWorkgroup, type Scalar, type ShaderModule, type WgslType, widen } from './module.js';
 
 // Building blocks of the kernels that reduce along rows of the last axis
 // (reductions, softmax, normalization, loss): a segment of `threads`
@@ -168,12 +169,13 @@ export type At = (name: string) => string;
  * WGSL: a loop over the thread's columns `c` of the row, `UNROLL` columns
  * per step with their loads issued first so that they are in flight
  * together, then the rest one at a time. `body` gets `at(name)` for the
- * element of input `name` at `c`; `load(expr)` turns a stored value into f32.
+ * element of input `name` at `c`; `load(name, index)` reads element `index`
+ * of input `name` as f32.
  */
 export function unrolledRowLoop(
   threads: number,
   body: (at: At) => string,
-  load: (v: string) => string,
+  load: (name: string, index: string) => string,
 ): string {
   const read = new Set<string>();
   body((name) => {
@@ -187,10 +189,10 @@ export function unrolledRowLoop(
   {
     var cc = lane;
     for (; cc + ${(UNROLL - 1) * threads}u < end; cc += ${UNROLL * threads}u) {
-${unrolled.map((k) => names.map((name) => `      let ${name}_${k} = ${load(`${name}[base + ${step(k)}]`)};`).join('\n')).join('\n')}
+${unrolled.map((k) => names.map((name) => `      let ${name}_${k} = ${load(name, `base + ${step(k)}`)};`).join('\n')).join('\n')}
 ${unrolled.map((k) => `      { let c = ${step(k)}; ${body((name) => `${name}_${k}`)} }`).join('\n')}
     }
-    for (; cc < end; cc += ${threads}u) { let c = cc; ${body((name) => load(`${name}[base + c]`))} }
+    for (; cc < end; cc += ${threads}u) { let c = cc; ${body((name) => load(name, 'base + c'))} }
   }`;
 }
 
@@ -198,8 +200,9 @@ ${unrolled.map((k) => `      { let c = ${step(k)}; ${body((name) => `${name}_${k
 export const ACCUMULATORS = 4;
 
 /**
- * WGSL: combines `element(x[base + c])` for c = start, start + stride, … < end
- * into `let acc`, over `ACCUMULATORS` independent accumulators.
+ * WGSL: combines `element(load(base + c))` (load: the f32 of x at an index)
+ * for c = start, start + stride, … < end into `let acc`, over `ACCUMULATORS`
+ * independent accumulators.
  */
 export function stridedAccumulate(
   combine: Combine,
@@ -207,13 +210,13 @@ export function stridedAccumulate(
   element: (v: string) => string,
   start: string,
   stride: number | string,
-  load: (v: string) => string,
+  load: (index: string) => string,
 ): string {
   const step = typeof stride === 'number' ? `${stride}u` : stride;
   const accs = Array.from({ length: ACCUMULATORS }, (_, k) => `a${k}`);
   const at = (k: number) => (k === 0 ? 'c' : `c + ${k}u * ${step}`);
   const one = (k: number) =>
-    `{ let v = ${load(`x[base + ${at(k)}]`)}; ${accs[k]} = ${combine(accs[k]!, element('v'))}; }`;
+    `{ let v = ${load(`base + ${at(k)}`)}; ${accs[k]} = ${combine(accs[k]!, element('v'))}; }`;
   return `
   ${accs.map((a) => `var ${a} = ${identity};`).join(' ')}
   var c = ${start};
@@ -229,4 +232,31 @@ function pairwise(combine: Combine, terms: readonly string[]): string {
   if (terms.length === 1) return terms[0]!;
   const half = terms.length >> 1;
   return combine(pairwise(combine, terms.slice(0, half)), pairwise(combine, terms.slice(half)));
+}
+
+/**
+ * How a row kernel reads its inputs: a WGSL scalar (`f16` natively, with
+ * `shader-f16`), or halves in u32 words (`{ words }`, on every adapter: what
+ * the kernels run; their outputs are then f32, rounded by the caller).
+ */
+export type RowInput = Scalar | { readonly words: 'f16' | 'bf16' };
+
+/** Pipeline-key part of a row input. */
+export function rowInputKey(x: RowInput): string {
+  return typeof x === 'string' ? x : `words-${x.words}`;
+}
+
+/** The element type of a row input's binding. */
+export function rowInputType(x: RowInput): Scalar | 'u32' {
+  return typeof x === 'string' ? x : 'u32';
+}
+
+/** WGSL: element `index` of input binding `name` as f32. */
+export function rowInputLoad(x: RowInput, name: string, index: string): string {
+  return typeof x === 'string' ? widen(x, 1, `${name}[${index}]`) : loadScalar(x.words, name, index);
+}
+
+/** Declares what reading a row input needs in `module`. */
+export function declareRowInput(module: ShaderModule, x: RowInput): void {
+  if (typeof x !== 'string') module.declare(halfFunctions(x.words));
 }
