@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 const root = dirname(fileURLToPath(import.meta.url));
 const packagesDir = join(root, 'packages');
@@ -24,9 +25,30 @@ const alias = readdirSync(packagesDir).flatMap((dir) => {
   });
 });
 
+// The longest files start first, so that they overlap the many short ones on
+// CI's two cores instead of running alone at the end: the browser suite is a
+// small file that spends minutes compiling shaders in SwiftShader, which the
+// default order (by size, for files without timings) would leave for last.
+const LONGEST_FIRST = ['wgpu/src/browser.test.ts', 'cuda-ptx/src/emulated.test.ts'];
+
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const rank = (f: TestSpecification) => {
+      const i = LONGEST_FIRST.findIndex((tail) => f.moduleId.endsWith(tail));
+      return i === -1 ? LONGEST_FIRST.length : i;
+    };
+    return sorted
+      .map((f, i) => ({ f, i }))
+      .sort((x, y) => rank(x.f) - rank(y.f) || x.i - y.i)
+      .map(({ f }) => f);
+  }
+}
+
 export default defineConfig({
   resolve: { alias },
   test: {
+    sequence: { sequencer: LongestFirst },
     // Lavapipe shares the CPU with everything else: on a loaded 2-core machine
     // a few-second test can take much longer, and a timeout is not a result.
     testTimeout: 60_000,
