@@ -9,6 +9,7 @@ import * as matmul from './matmul.js';
 import * as memory from './memory.js';
 import * as normalization from './normalization.js';
 import * as optimizer from './optimizer.js';
+import * as quantized from './quantized.js';
 import * as reduction from './reduction.js';
 import * as rope from './rope.js';
 import * as softmax from './softmax.js';
@@ -23,6 +24,7 @@ export * from './matmul.js';
 export * from './memory.js';
 export * from './normalization.js';
 export * from './optimizer.js';
+export * from './quantized.js';
 export * from './reduction.js';
 export * from './rope.js';
 export * from './softmax.js';
@@ -51,6 +53,7 @@ const families = [
   loss,
   embedding,
   fused,
+  quantized,
 ];
 
 /** Every kernel spec rayo defines, in family order. Backends implement all of them. */

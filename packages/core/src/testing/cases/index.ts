@@ -9,6 +9,7 @@ import { matmulCases } from './matmul.js';
 import { memoryCases } from './memory.js';
 import { normalizationCases } from './normalization.js';
 import { optimizerCases } from './optimizer.js';
+import { quantizedCases } from './quantized.js';
 import { reductionCases } from './reduction.js';
 import { ropeCases } from './rope.js';
 import { softmaxCases } from './softmax.js';
@@ -27,6 +28,7 @@ const families = [
   lossCases,
   embeddingCases,
   fusedCases,
+  quantizedCases,
 ];
 
 export const VALID_CASES: readonly AnyConformanceCase[] = families.flatMap((f) => f.cases);

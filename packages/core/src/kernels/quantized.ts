@@ -1,0 +1,96 @@
+import { defineKernel } from '../kernel.js';
+import { QUANT_FORMATS, type QuantFormat, quantLayout } from '../quant/layout.js';
+import { dequantizeInto } from '../quant/quantize.js';
+import { ArgCheck } from './check.js';
+import { bytesOf, FLOAT } from './vocabulary.js';
+
+const FAMILY = 'quantized';
+
+/**
+ * The dtype group of quantized weights' scales: f32, f16 or bf16 whatever
+ * the activations are.
+ */
+export const SCALES = 'scale';
+
+type QuantizedMatmulAttrs = { format: QuantFormat; beta: number };
+
+/**
+ * y = x · dequant(W)ᵀ (+ beta · c) for a weight W [N, K] in a quantized
+ * format (see quant/layout.ts for the bits): the decode product of a linear
+ * layer whose weights are read as 8 or 4 bits. x, c and y share one float
+ * dtype; the sums are f32. The reference dequantizes exactly (in f64) and
+ * sums in f64, so a backend differs only by its f32 summation order.
+ */
+export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
+  name: 'quantizedMatmul',
+  family: FAMILY,
+  summary: 'y = x · dequant(W)ᵀ + beta · c for an int8 or 4-bit weight W [N, K]',
+  inputs: [
+    { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
+    { name: 'packed', dtypes: ['u32'], doc: '[N, rowWords(K)]: the codes, see quantLayout' },
+    { name: 'scales', dtypes: FLOAT, dtypeGroup: SCALES, doc: '[N, groups(K)]' },
+    {
+      name: 'zeros',
+      dtypes: ['u32'],
+      optional: true,
+      doc: '[N, ceil(groups / 8)]: q4 zero-point nibbles; absent, codes are centred on 8',
+    },
+    { name: 'c', dtypes: FLOAT, optional: true, doc: '[M, N], added after scaling by beta' },
+  ],
+  attributes: {
+    format: { kind: 'enum', values: QUANT_FORMATS, doc: 'how W is stored' },
+    beta: { kind: 'number', default: 1, doc: "scales 'c' (unused without it)" },
+  },
+  infer([x, packed, scales, zeros, c], { format }) {
+    const check = new ArgCheck('quantizedMatmul');
+    check.rank('x', x!, 2, '[M, K]');
+    const [m, k] = x!.shape as [number, number];
+    check.shape(k > 0, 'x', 'a quantized product needs rows of at least one element', 'K >= 1', x!.shape);
+    const layout = quantLayout(format, k);
+    check.rank('packed', packed!, 2, '[N, rowWords]');
+    const n = packed!.shape[0]!;
+    check.dim('packed', packed!, 1, layout.rowWords, `the u32 words of a ${format} row of K = ${k}`);
+    check.sameShape('scales', scales!, [n, layout.groups], `[N, groups] of ${format} for K = ${k}`);
+    if (zeros) {
+      check.shape(
+        layout.bits === 4,
+        'zeros',
+        'q8 is symmetric: it takes no zero points',
+        'nothing with q8',
+        zeros.shape,
+      );
+      check.sameShape('zeros', zeros, [n, layout.zeroWords], '[N, ceil(groups / 8)] nibble words');
+    }
+    if (c) check.sameShape('c', c, [m, n], 'the product [M, N]');
+    return [{ name: 'y', shape: [m, n], dtype: x!.dtype }];
+  },
+  reference([x, packed, scales, zeros, c], { format, beta }, io) {
+    const [m, k] = io.inputs[0]!.shape as [number, number];
+    const n = io.outputs[0]!.shape[1]!;
+    const w = new Float64Array(n * k);
+    dequantizeInto(w, packed!, scales!, zeros, quantLayout(format, k), n, k);
+    const y = new Float32Array(m * n);
+    for (let i = 0; i < m; i++) {
+      for (let j = 0; j < n; j++) {
+        let sum = 0;
+        for (let p = 0; p < k; p++) sum += x![i * k + p]! * w[j * k + p]!;
+        y[i * n + j] = sum + (c ? beta * c[i * n + j]! : 0);
+      }
+    }
+    return [y];
+  },
+  cost([x, packed, scales, zeros, c]) {
+    const [m, k] = x!.shape as [number, number];
+    const n = packed!.shape[0]!;
+    return {
+      flops: 2 * m * n * k + (c ? 2 * m * n : 0),
+      bytes:
+        bytesOf(x) +
+        bytesOf(packed) +
+        bytesOf(scales) +
+        bytesOf(zeros) +
+        bytesOf(c) +
+        bytesOf({ shape: [m, n], dtype: x!.dtype }),
+    };
+  },
+});

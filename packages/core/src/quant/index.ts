@@ -1,0 +1,3 @@
+export * from './layout.js';
+export * from './quantize.js';
+export * from './quantizedWeight.js';

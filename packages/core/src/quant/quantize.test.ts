@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import { createCpuBackend } from '../cpu/backend.js';
+import { toHostArray, toNumbers } from '../dtype.js';
+import { InvalidArgumentError, ShapeError } from '../errors.js';
+import { Rng } from '../testing/random.js';
+import { codeAt, QUANT_FORMATS, quantLayout, zeroAt } from './layout.js';
+import { dequantizeWeights, quantizationError, quantizeWeights } from './quantize.js';
+import { runQuantizedMatmul, uploadQuantized } from './quantizedWeight.js';
+
+function gaussian(seed: number, count: number, scale = 0.02): Float32Array {
+  const rng = new Rng(seed);
+  return Float32Array.from({ length: count }, () => rng.normal() * scale);
+}
+
+describe('quantized layouts', () => {
+  it('pads rows to 32-weight blocks and q4 rows to whole groups', () => {
+    expect(quantLayout('q8', 1)).toMatchObject({ rowWords: 8, groups: 1, groupSize: 32, zeroWords: 0 });
+    expect(quantLayout('q8', 4096)).toMatchObject({ rowWords: 1024, groups: 1 });
+    expect(quantLayout('q4g32', 4096)).toMatchObject({ rowWords: 512, groups: 128, zeroWords: 16 });
+    expect(quantLayout('q4g128', 4096)).toMatchObject({ rowWords: 512, groups: 32, zeroWords: 4 });
+    expect(quantLayout('q4g128', 129)).toMatchObject({ rowWords: 32, groups: 2, zeroWords: 1 });
+    expect(quantLayout('q4g32', 33)).toMatchObject({ rowWords: 8, groups: 2 });
+  });
+
+  it('reads q8 bytes as two’s complement and q4 nibbles lower first', () => {
+    const q8 = quantLayout('q8', 4);
+    const word = Uint32Array.of(0x80ff7f01);
+    expect([0, 1, 2, 3].map((k) => codeAt(word, q8, 0, k))).toEqual([1, 127, -1, -128]);
+    const q4 = quantLayout('q4g32', 8);
+    const nibbles = Uint32Array.of(0xfedcba98);
+    expect([0, 1, 7].map((k) => codeAt(nibbles, q4, 0, k))).toEqual([8, 9, 15]);
+    expect(zeroAt(Uint32Array.of(0x00000a30), q4, 0, 1)).toBe(3);
+    expect(zeroAt(Uint32Array.of(0x00000a30), q4, 0, 2)).toBe(10);
+  });
+});
+
+describe('quantizeWeights', () => {
+  it('rounds to nearest: every weight within half a step (a step with zero points, whose range may clip)', () => {
+    const [n, k] = [7, 300];
+    const w = gaussian(1, n * k);
+    for (const format of QUANT_FORMATS) {
+      for (const zeroPoints of format === 'q8' ? [false] : [false, true]) {
+        const q = quantizeWeights(w, [n, k], format, { zeroPoints });
+        const layout = quantLayout(format, k);
+        const back = dequantizeWeights(q);
+        const scales = toNumbers(q.scaleDType, q.scales);
+        for (let i = 0; i < n * k; i++) {
+          const g = Math.floor((i % k) / layout.groupSize);
+          const step = scales[Math.floor(i / k) * layout.groups + g]!;
+          expect(Math.abs(back[i]! - w[i]!)).toBeLessThanOrEqual((zeroPoints ? step : step / 2) + 1e-12);
+        }
+        const error = quantizationError(w, q);
+        // 8 bits: about 1/(127·2·sqrt(3)) of the largest weight per row; 4 bits about 1/(7·2·sqrt(3)) per group.
+        expect(error.rmsRelative).toBeLessThan(format === 'q8' ? 0.01 : 0.15);
+        expect(error.maxAbs).toBeLessThan(error.maxWeight / (format === 'q8' ? 200 : 10));
+      }
+    }
+  });
+
+  it('reports the error of q8, q4g128 and q4g32 on Gaussian weights, smallest with the most bits', () => {
+    const [n, k] = [64, 512];
+    const w = gaussian(2, n * k);
+    const errors = Object.fromEntries(
+      QUANT_FORMATS.map((format) => [format, quantizationError(w, quantizeWeights(w, [n, k], format))]),
+    );
+    expect(errors.q8!.rmsRelative).toBeLessThan(0.01);
+    expect(errors.q4g32!.rmsRelative).toBeLessThan(errors.q4g128!.rmsRelative);
+    expect(errors.q4g128!.rmsRelative).toBeLessThan(0.2);
+    expect(errors.q8!.rmsRelative).toBeLessThan(errors.q4g32!.rmsRelative);
+    const zeroPoints = quantizationError(w, quantizeWeights(w, [n, k], 'q4g32', { zeroPoints: true }));
+    expect(zeroPoints.rmsRelative).toBeLessThan(0.15);
+  });
+
+  it('takes bf16 weights as stored words and measures against them', () => {
+    const [n, k] = [3, 64];
+    const w = gaussian(3, n * k);
+    const bf16 = toHostArray('bf16', w);
+    const q = quantizeWeights(bf16, [n, k], 'q8', { dtype: 'bf16' });
+    const error = quantizationError(bf16, q, 'bf16');
+    expect(error.rmsRelative).toBeGreaterThan(0);
+    expect(error.rmsRelative).toBeLessThan(0.01);
+  });
+
+  it('stores zero weights and padding as code 0 of q8 and 8 of q4', () => {
+    const q8 = quantizeWeights(new Float32Array(5), [1, 5], 'q8');
+    expect([...q8.packed]).toEqual(new Array(8).fill(0));
+    const q4 = quantizeWeights(Float32Array.of(0.5, -0.25, 1), [1, 3], 'q4g32');
+    expect(q4.packed[1]).toBe(0x88888888);
+    expect([...dequantizeWeights(q4)].map((v) => Math.round(v * 1000) / 1000)).toEqual([0.571, -0.286, 1]);
+  });
+
+  it('refuses shapes, formats and options that do not fit', () => {
+    expect(() => quantizeWeights(new Float32Array(6), [2, 4], 'q8')).toThrow(ShapeError);
+    expect(() => quantizeWeights(new Float32Array(4), [1, 4], 'q5' as 'q8')).toThrow(InvalidArgumentError);
+    expect(() => quantizeWeights(new Float32Array(4), [1, 4], 'q8', { zeroPoints: true })).toThrow(
+      /no zero points/,
+    );
+  });
+});
+
+describe('a quantized weight on a backend', () => {
+  it('multiplies like the dequantized weight, and reports the bytes it holds', async () => {
+    const backend = createCpuBackend();
+    const [m, n, k] = [2, 9, 160];
+    const w = gaussian(4, n * k, 0.1);
+    const xs = gaussian(5, m * k, 1);
+    for (const format of QUANT_FORMATS) {
+      using weight = uploadQuantized(backend, quantizeWeights(w, [n, k], format));
+      const layout = quantLayout(format, k);
+      expect(weight.byteLength).toBe(n * layout.rowWords * 4 + n * layout.groups * (format === 'q8' ? 4 : 2));
+      using x = backend.upload(xs, [m, k]);
+      using y = runQuantizedMatmul(backend, x, weight);
+      const got = await y.read();
+      const deq = dequantizeWeights(quantizeWeights(w, [n, k], format));
+      for (let i = 0; i < m; i++) {
+        for (let j = 0; j < n; j++) {
+          let sum = 0;
+          for (let p = 0; p < k; p++) sum += xs[i * k + p]! * deq[j * k + p]!;
+          expect(got[i * n + j]).toBeCloseTo(sum, 4);
+        }
+      }
+    }
+    backend.dispose();
+  });
+});

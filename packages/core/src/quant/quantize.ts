@@ -1,0 +1,202 @@
+import { type DType, type HostArray, toHostArray, toNumbers } from '../dtype.js';
+import { InvalidArgumentError, ShapeError } from '../errors.js';
+import { codeAt, isQuantFormat, type QuantFormat, type QuantLayout, quantLayout, zeroAt } from './layout.js';
+
+/** The float dtypes a scale may be stored in. */
+export type ScaleDType = 'f32' | 'f16' | 'bf16';
+
+/** A quantized weight on the host: what `uploadQuantized` puts on a device. */
+export interface QuantizedHostWeight {
+  readonly format: QuantFormat;
+  /** Output rows. */
+  readonly n: number;
+  /** Weights per row (the product's K). */
+  readonly k: number;
+  /** [N, rowWords] codes, see layout.ts. */
+  readonly packed: Uint32Array;
+  /** [N, groups] in `scaleDType`. */
+  readonly scales: HostArray;
+  readonly scaleDType: ScaleDType;
+  /** [N, ceil(groups / 8)] zero-point nibbles (q4 only); absent: symmetric around 8. */
+  readonly zeros?: Uint32Array;
+}
+
+export interface QuantizeOptions {
+  /** q4 only: a zero point per group (asymmetric); default false (symmetric around 8). */
+  readonly zeroPoints?: boolean;
+  /** Default f32 for q8, f16 for q4 (see layout.ts). */
+  readonly scaleDType?: ScaleDType;
+}
+
+const KERNEL = 'quantizeWeights';
+
+function checkShape(values: ArrayLike<number>, n: number, k: number): void {
+  if (!Number.isInteger(n) || !Number.isInteger(k) || n < 1 || k < 1 || values.length !== n * k) {
+    throw new ShapeError('weights must hold N · K values', {
+      kernel: KERNEL,
+      argument: 'values',
+      expected: `N, K >= 1 and ${n} · ${k} = ${n * k} values`,
+      actual: `N ${n}, K ${k}, ${values.length} values`,
+    });
+  }
+}
+
+/** The value a scale has once stored in `dtype`. */
+function stored(dtype: ScaleDType, value: number): number {
+  return toNumbers(dtype, toHostArray(dtype, [value]))[0]!;
+}
+
+/**
+ * Quantizes a weight [N, K] (f32 numbers, or the raw words of f16/bf16
+ * weights with `dtype`) to `format`, rounding to nearest. Each scale is
+ * rounded to its storage first and the codes are rounded against the stored
+ * scale, so dequantizing gives the nearest representable values:
+ * - q8: scale = max|w| / 127 per row, q = round(w / scale) in −127…127.
+ * - q4 symmetric: scale = max|w| / 7 per group, q = round(w / scale) + 8 in 1…15.
+ * - q4 with zero points: the group's range widened to include 0, scale =
+ *   (max − min) / 15, zero = round(−min / scale), q = round(w / scale) + zero in 0…15.
+ */
+export function quantizeWeights(
+  values: ArrayLike<number>,
+  shape: readonly [number, number],
+  format: QuantFormat,
+  options: QuantizeOptions & { dtype?: DType } = {},
+): QuantizedHostWeight {
+  if (!isQuantFormat(format)) {
+    throw new InvalidArgumentError('unknown quantized format', {
+      kernel: KERNEL,
+      argument: 'format',
+      expected: "'q8' | 'q4g32' | 'q4g128'",
+      actual: String(format),
+    });
+  }
+  const [n, k] = shape;
+  checkShape(values, n, k);
+  const dtype = options.dtype ?? 'f32';
+  if (dtype !== 'f32' && dtype !== 'f16' && dtype !== 'bf16') {
+    throw new InvalidArgumentError('weights must be floats', {
+      kernel: KERNEL,
+      argument: 'dtype',
+      expected: 'f32 | f16 | bf16',
+      actual: dtype,
+    });
+  }
+  const w = dtype === 'f32' ? values : toNumbers(dtype, values as HostArray);
+  const layout = quantLayout(format, k);
+  const zeroPoints = options.zeroPoints ?? false;
+  if (zeroPoints && layout.bits === 8) {
+    throw new InvalidArgumentError('q8 is symmetric: it has no zero points', {
+      kernel: KERNEL,
+      argument: 'zeroPoints',
+      expected: 'false with q8',
+      actual: 'true',
+    });
+  }
+  const scaleDType = options.scaleDType ?? (layout.bits === 8 ? 'f32' : 'f16');
+  const packed = new Uint32Array(n * layout.rowWords);
+  const scales = new Float64Array(n * layout.groups);
+  const zeros = zeroPoints ? new Uint32Array(n * layout.zeroWords) : undefined;
+  const put = (row: number, kk: number, code: number) => {
+    const at = row * layout.rowWords + Math.floor(kk / layout.perWord);
+    const shift = layout.bits * (kk % layout.perWord);
+    packed[at] = (packed[at]! | ((code & (layout.bits === 8 ? 0xff : 0xf)) << shift)) >>> 0;
+  };
+  for (let row = 0; row < n; row++) {
+    // Padding codes mean 0: byte 0 for q8, nibble 8 (or the zero point) for q4.
+    for (let g = 0; g < layout.groups; g++) {
+      const first = g * layout.groupSize;
+      const last = Math.min(k, first + layout.groupSize);
+      let lo = 0;
+      let hi = 0;
+      for (let kk = first; kk < last; kk++) {
+        const v = w[row * k + kk]!;
+        lo = Math.min(lo, v);
+        hi = Math.max(hi, v);
+      }
+      const amax = Math.max(-lo, hi);
+      const raw = layout.bits === 8 ? amax / 127 : zeroPoints ? (hi - lo) / 15 : amax / 7;
+      const scale = stored(scaleDType, raw);
+      scales[row * layout.groups + g] = scale;
+      const zero =
+        layout.bits === 8 ? 0 : zeroPoints ? (scale > 0 ? Math.min(15, Math.round(-lo / scale)) : 0) : 8;
+      if (zeros) zeros[row * layout.zeroWords + (g >> 3)]! |= zero << (4 * (g % 8));
+      const [qMin, qMax] = layout.bits === 8 ? [-127, 127] : [0, 15];
+      for (let kk = first; kk < first + layout.groupSize && kk < layout.rowWords * layout.perWord; kk++) {
+        const v = kk < last ? w[row * k + kk]! : 0;
+        const q = scale > 0 ? Math.round(v / scale) + zero : zero;
+        put(row, kk, Math.min(qMax, Math.max(qMin, q)));
+      }
+    }
+  }
+  return {
+    format,
+    n,
+    k,
+    packed,
+    scales: toHostArray(scaleDType, scales),
+    scaleDType,
+    ...(zeros ? { zeros } : {}),
+  };
+}
+
+/** The value of every weight, [N, K] row-major in f64: (q − zero) · scale, exactly. */
+export function dequantizeWeights(weight: QuantizedHostWeight): Float64Array {
+  const { n, k } = weight;
+  const layout = quantLayout(weight.format, k);
+  const scales = toNumbers(weight.scaleDType, weight.scales);
+  const out = new Float64Array(n * k);
+  dequantizeInto(out, weight.packed, scales, weight.zeros, layout, n, k);
+  return out;
+}
+
+/** Writes row n's K weights (q − zero) · scale into `out` for every row; shared with the kernel reference. */
+export function dequantizeInto(
+  out: Float64Array | Float32Array,
+  packed: ArrayLike<number>,
+  scales: ArrayLike<number>,
+  zeros: ArrayLike<number> | undefined,
+  layout: QuantLayout,
+  n: number,
+  k: number,
+): void {
+  for (let row = 0; row < n; row++) {
+    for (let kk = 0; kk < k; kk++) {
+      const g = Math.floor(kk / layout.groupSize);
+      const zero = zeros ? zeroAt(zeros, layout, row, g) : layout.offset;
+      out[row * k + kk] = (codeAt(packed, layout, row, kk) - zero) * scales[row * layout.groups + g]!;
+    }
+  }
+}
+
+/** How far dequantized weights are from the originals. */
+export interface QuantizationError {
+  /** max |w − ŵ|. */
+  readonly maxAbs: number;
+  /** sqrt(Σ (w − ŵ)² / Σ w²): the error's size relative to the weights' (0 for all-zero weights). */
+  readonly rmsRelative: number;
+  /** max |w|, to put maxAbs in scale. */
+  readonly maxWeight: number;
+}
+
+/** The error `weight` introduces against `original` (f32 numbers, or f16/bf16 words with `dtype`). */
+export function quantizationError(
+  original: ArrayLike<number>,
+  weight: QuantizedHostWeight,
+  dtype: DType = 'f32',
+): QuantizationError {
+  checkShape(original, weight.n, weight.k);
+  const w = dtype === 'f32' ? original : toNumbers(dtype, original as HostArray);
+  const q = dequantizeWeights(weight);
+  let maxAbs = 0;
+  let maxWeight = 0;
+  let sumSq = 0;
+  let errSq = 0;
+  for (let i = 0; i < q.length; i++) {
+    const e = Math.abs(w[i]! - q[i]!);
+    maxAbs = Math.max(maxAbs, e);
+    maxWeight = Math.max(maxWeight, Math.abs(w[i]!));
+    errSq += e * e;
+    sumSq += w[i]! * w[i]!;
+  }
+  return { maxAbs, rmsRelative: sumSq > 0 ? Math.sqrt(errSq / sumSq) : 0, maxWeight };
+}

@@ -1,0 +1,61 @@
+import type { Backend, KernelRunner, RunOptions } from '../backend.js';
+import { quantizedMatmul } from '../kernels/quantized.js';
+import type { Tensor } from '../tensor.js';
+import { type QuantFormat, quantLayout } from './layout.js';
+import type { QuantizedHostWeight } from './quantize.js';
+
+/**
+ * A quantized weight on a device: the tensors `quantizedMatmul` takes, with
+ * what they mean. Disposing it frees them.
+ */
+export interface QuantizedWeight {
+  readonly format: QuantFormat;
+  readonly n: number;
+  readonly k: number;
+  /** u32 [N, rowWords]. */
+  readonly packed: Tensor;
+  /** [N, groups] in f32, f16 or bf16. */
+  readonly scales: Tensor;
+  /** u32 [N, ceil(groups / 8)] zero-point nibbles (q4 only). */
+  readonly zeros: Tensor | undefined;
+  /** Bytes of packed data, scales and zero points: what one product reads of the weight. */
+  readonly byteLength: number;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+/** Uploads a host-quantized weight to `backend`. */
+export function uploadQuantized(backend: Backend, weight: QuantizedHostWeight): QuantizedWeight {
+  const layout = quantLayout(weight.format, weight.k);
+  const packed = backend.upload(weight.packed, [weight.n, layout.rowWords], 'u32');
+  const scales = backend.upload(weight.scales, [weight.n, layout.groups], weight.scaleDType);
+  const zeros = weight.zeros ? backend.upload(weight.zeros, [weight.n, layout.zeroWords], 'u32') : undefined;
+  const dispose = () => {
+    packed.dispose();
+    scales.dispose();
+    zeros?.dispose();
+  };
+  return {
+    format: weight.format,
+    n: weight.n,
+    k: weight.k,
+    packed,
+    scales,
+    zeros,
+    byteLength: packed.byteLength + scales.byteLength + (zeros?.byteLength ?? 0),
+    dispose,
+    [Symbol.dispose]: dispose,
+  };
+}
+
+/** y = x · dequant(w)ᵀ (+ beta · c) with any runner (a backend, a batch). */
+export function runQuantizedMatmul(
+  runner: KernelRunner,
+  x: Tensor,
+  w: QuantizedWeight,
+  options: { c?: Tensor; beta?: number; out?: Tensor } = {},
+): Tensor {
+  const run: RunOptions = options.out ? { out: [options.out] } : {};
+  const attrs = options.beta === undefined ? { format: w.format } : { format: w.format, beta: options.beta };
+  return runner.run(quantizedMatmul, [x, w.packed, w.scales, w.zeros, options.c], attrs, run)[0]!;
+}
