@@ -9,6 +9,7 @@ import { MATMUL_KERNELS } from './matmul.js';
 import { MEMORY_KERNELS } from './memory.js';
 import { NORMALIZATION_KERNELS } from './normalization.js';
 import { OPTIMIZER_KERNELS } from './optimizer.js';
+import { QUANTIZED_KERNELS } from './quantized.js';
 import { REDUCTION_KERNELS } from './reduction.js';
 import { ROPE_KERNELS } from './rope.js';
 import { SOFTMAX_KERNELS } from './softmax.js';
@@ -32,4 +33,5 @@ export const CUDA_KERNELS: readonly AnyCudaKernel[] = [
   ...NORMALIZATION_KERNELS,
   ...MATMUL_KERNELS,
   ...FUSED_KERNELS,
+  ...QUANTIZED_KERNELS,
 ];

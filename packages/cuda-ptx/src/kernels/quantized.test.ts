@@ -1,0 +1,132 @@
+import {
+  QUANT_FORMATS,
+  type QuantFormat,
+  quantizedMatmul,
+  quantizeWeights,
+  type Tensor,
+  uploadQuantized,
+} from '@rayo/core';
+import { compareOutputs } from '@rayo/core/testing';
+import { describe, expect, it } from 'vitest';
+import { ptxasTestGate } from '../ptx/ptxas.js';
+import { DEFAULT_TARGET } from '../ptx/target.js';
+import { useEmulatedGpu } from '../testing/emulatedGpu.js';
+import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
+import {
+  QUANT_DOT_MAX_ROWS,
+  type QuantDotVariant,
+  QUANTIZED_KERNELS,
+  type QuantVariant,
+  quantDotKey,
+  quantDotModule,
+  quantTileKey,
+  quantTileModule,
+} from './quantized.js';
+
+const TYPES = [
+  { act: 'f32', scale: 'f32' },
+  { act: 'f32', scale: 'f16' },
+  { act: 'bf16', scale: 'bf16' },
+  { act: 'f16', scale: 'f16' },
+] as const;
+
+const variants: QuantVariant[] = QUANT_FORMATS.flatMap((format: QuantFormat) =>
+  (format === 'q8' ? [false] : [false, true]).flatMap((zeros) =>
+    TYPES.flatMap((types) => [false, true].map((withC) => ({ format, zeros, withC, types }))),
+  ),
+);
+// Every row count with c on half the variants: c only adds the epilogue's load.
+const dotVariants: QuantDotVariant[] = variants.flatMap((v) =>
+  [1, 3, QUANT_DOT_MAX_ROWS]
+    .filter((rows) => v.withC === (rows === 3))
+    .flatMap((rows) => [true, false].map((vecX) => ({ ...v, rows, vecX }))),
+);
+
+describe('quantized kernels', () => {
+  it('implement quantizedMatmul for every float storage', () => {
+    expect(QUANTIZED_KERNELS.map((k) => k.spec.name)).toEqual(['quantizedMatmul']);
+    expect(QUANTIZED_KERNELS[0]!.dtypes).toEqual(['f32', 'f16', 'bf16']);
+  });
+
+  it('read the codes as 16-byte words through the non-coherent cache and convert none with cvt', () => {
+    const base = { zeros: false, withC: false, types: TYPES[1], rows: 1, vecX: true } as const;
+    for (const format of QUANT_FORMATS) {
+      const text = quantDotModule({ ...base, format }).emit();
+      // Two steps in flight for one row, then the rest one at a time.
+      expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(2 + 1);
+      expect(text).not.toContain('cvt.rn.f32.s32');
+      expect(text).not.toContain('bar.sync');
+      expect(text.match(/st\.global/g)).toHaveLength(1);
+    }
+    const tile = quantTileModule({ format: 'q4g32', zeros: true, withC: true, types: TYPES[1] }).emit();
+    expect(tile.match(/bar\.sync 0;/g)).toHaveLength(2);
+  });
+
+  it('name every variant in the key and refuse what they cannot take', () => {
+    const keys = [...dotVariants.map(quantDotKey), ...variants.map(quantTileKey)];
+    expect(new Set(keys).size).toBe(keys.length);
+    expect(quantDotKey(dotVariants[0]!)).toBe('quantized/dot/m1/v4/q8');
+    expect(() => quantDotModule({ ...dotVariants[0]!, rows: QUANT_DOT_MAX_ROWS + 1 })).toThrow(/rows/);
+    expect(() => quantTileModule({ ...variants[0]!, zeros: true })).toThrow(/zero points/);
+  });
+});
+
+const gate = ptxasTestGate();
+
+describe.skipIf(gate.skip)(`quantized PTX assembles with ptxas, without spills (${gate.reason})`, () => {
+  it('the streaming kernel for every format, row count, x layout and storage', () => {
+    for (const v of dotVariants) {
+      for (const arch of ['sm_90', DEFAULT_TARGET]) {
+        expectAssemblesCleanly(quantDotModule(v).emit(), arch, `${quantDotKey(v)} ${arch}`);
+      }
+    }
+  }, 300_000);
+
+  it('the tiled kernel for every format and storage', () => {
+    for (const v of variants) {
+      for (const arch of ['sm_90', DEFAULT_TARGET]) {
+        expectAssemblesCleanly(quantTileModule(v).emit(), arch, `${quantTileKey(v)} ${arch}`);
+      }
+    }
+  }, 300_000);
+});
+
+// One SM: the lanes' loops over K run many times, the tiles step through K and past M and N.
+describe('quantizedMatmul on a one-SM emulated device', () => {
+  const { fake, gpu, cpu } = useEmulatedGpu({ multiprocessors: 1 });
+  let seed = 7;
+  const random = (n: number, scale = 1) =>
+    Float32Array.from({ length: n }, () => {
+      seed = (seed * 16807) % 2147483647;
+      return ((seed / 2147483647) * 2 - 1) * scale;
+    });
+
+  for (const [format, zeroPoints, m, k, n] of [
+    ['q4g32', false, 1, 4096, 19],
+    ['q4g128', true, 3, 1000, 21],
+    ['q8', false, 2, 515, 9],
+    ['q4g32', true, 70, 96, 67],
+    ['q8', false, 9, 64, 5],
+  ] as const) {
+    it(`${format}${zeroPoints ? ' zero points' : ''} ${m}×${k}→${n} from quantizeWeights`, async () => {
+      const host = quantizeWeights(random(n * k, 0.05), [n, k], format, { zeroPoints });
+      const x = random(m * k);
+      const c = random(m * n);
+      const run = (backend: typeof gpu | typeof cpu) => {
+        const w = uploadQuantized(backend, host);
+        return backend.run(
+          quantizedMatmul,
+          [backend.upload(x, [m, k]), w.packed, w.scales, w.zeros, backend.upload(c, [m, n])],
+          { format, beta: 0.5 },
+        )[0] as Tensor;
+      };
+      const first = fake.launches.length;
+      const got = run(gpu);
+      expect(fake.launches.length - first).toBe(1);
+      const want = run(cpu);
+      expect(
+        compareOutputs('f32', await got.read(), await want.read(), { rtol: 1e-4, atol: 2e-5 * Math.sqrt(k) }),
+      ).toBeUndefined();
+    });
+  }
+});
