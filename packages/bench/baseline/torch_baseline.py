@@ -537,6 +537,19 @@ def build(torch, device, case):
 
         return [Candidate(f"act(F.linear(x, w, b)), act = {attrs.get('activation', 'none')}", linear_act)], "device"
 
+    if kind == "quantizedMatmul":
+        # PyTorch has no int8 or 4-bit GEMV of its own. The reference row is the
+        # same product with the weight dequantized to bf16: 2 bytes a weight,
+        # what the codes replace. One weight per rotation set, like the inputs.
+        rows = case["shapes"][1][0]
+        xs = [s[0].to(torch.bfloat16) for s in sets]
+        weights = [(torch.rand((rows, xs[0].shape[1]), device=device) * 2 - 1).to(torch.bfloat16) for _ in sets]
+
+        def bf16_linear(i):
+            F.linear(xs[i % n], weights[i % n])
+
+        return [Candidate("F.linear on the weight dequantized to bf16 (no int8/int4 GEMV in PyTorch)", bf16_linear)], "device"
+
     if kind == "rmsNormMatmul":
         eps = float(attrs.get("eps", 1e-6))
         rms_norm = getattr(F, "rms_norm", None)

@@ -3,6 +3,7 @@ import {
   type AttrValues,
   add,
   bytesPerElement,
+  type DType,
   type HostArray,
   inferKernel,
   type KernelCost,
@@ -25,6 +26,8 @@ export type InputFill = 'uniform' | 'positive' | ((rng: Rng, size: number) => Ar
 export interface BenchInput {
   readonly shape: Shape;
   readonly fill?: InputFill;
+  /** Defaults to the first dtype the spec declares for the input. */
+  readonly dtype?: DType;
 }
 
 export interface CheckTolerance {
@@ -232,7 +235,7 @@ export function inputMetas(c: BenchCase): (TensorMeta | undefined)[] {
   const declared = c.spec.inputs;
   return c.inputs.map((input, i) => {
     const decl = declared[Math.min(i, declared.length - 1)];
-    return input ? { shape: input.shape, dtype: decl?.dtypes[0] ?? 'f32' } : undefined;
+    return input ? { shape: input.shape, dtype: input.dtype ?? decl?.dtypes[0] ?? 'f32' } : undefined;
   });
 }
 

@@ -51,6 +51,10 @@ describe('the suite', () => {
       'normmatmul/1x2048x32000',
       'normmatmul3/1x2048x2048+512+512',
       'normmatmul3/1x4096x4096+1024+1024',
+      'qgemv/q8-1x4096x4096',
+      'qgemv/q4g32-1x4096x4096',
+      'qgemv/q4g128-1x4096x4096',
+      'qgemv/q4g128z-1x4096x4096',
       'wcache/1x4096x4096',
       'wcache/4x4096x4096',
       'wcache/64x4096x4096',
@@ -87,6 +91,16 @@ describe('the suite', () => {
       expect(cost!.bytes, c.id).toBeGreaterThan(0);
       if (c.bound === 'flops') expect(cost!.flops, c.id).toBeGreaterThan(0);
     }
+  });
+
+  it('counts the codes, scales and zero points a quantized GEMV reads, and stores q4 scales in f16', () => {
+    const q4 = SUITE.find((c) => c.id === 'qgemv/q4g32-1x4096x4096')!;
+    expect(inputMetas(q4).map((m) => m?.dtype)).toEqual(['f32', 'u32', 'f16']);
+    // 4096² nibbles, 4096 · 128 f16 scales, x and y in f32.
+    expect(caseCost(q4)!.bytes).toBe(4096 * 4096 * 0.5 + 4096 * 128 * 2 + 2 * 4096 * 4);
+    expect(q4.x).toBe(4096 * 4096 * 0.5 + 4096 * 128 * 2);
+    const q8 = SUITE.find((c) => c.id === 'qgemv/q8-1x4096x4096')!;
+    expect(caseCost(q8)!.bytes).toBe(4096 * 4096 + 4096 * 4 + 2 * 4096 * 4);
   });
 
   it('counts about 2·M·N·K flops for a GEMM, transposed or not', () => {

@@ -13,6 +13,10 @@ import {
   linear,
   matmul,
   multiTensorAdamw,
+  QUANT_FORMATS,
+  type QuantFormat,
+  quantizedMatmul,
+  quantLayout,
   rmsNorm,
   rmsNormMatmul,
   rmsNormMatmul3,
@@ -21,7 +25,7 @@ import {
   softmax,
   swiglu,
 } from '@rayo/core';
-import { ropeTolerance } from '@rayo/core/testing';
+import { type Rng, ropeTolerance } from '@rayo/core/testing';
 import {
   type BenchCase,
   type BenchInput,
@@ -72,6 +76,12 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
   normmatmul: {
     title: 'RMSNorm folded into a product, 1×K → N',
     x: 'weight bytes',
+    xBytes: true,
+    caseTicks: true,
+  },
+  qgemv: {
+    title: 'Quantized GEMV: weights as int8 (q8) or 4-bit codes (q4, a scale per 32 or 128), 1×K → N',
+    x: 'weight bytes read',
     xBytes: true,
     caseTicks: true,
   },
@@ -297,6 +307,45 @@ function normMatmul3(
     attrs: { eps: 1e-5 },
     bound: 'bytes',
     x: 4 * k * ns.reduce((a, b) => a + b, 0),
+    ...modes(when),
+    tolerance: MAX_TOL,
+  };
+}
+
+/**
+ * x·dequant(W)ᵀ for a weight [N, K] in a quantized format (random codes,
+ * scales that keep |w| near 1): what a decode step reads instead of f32 or
+ * bf16 weights. Bytes-bound; the x axis is the codes, scales and zero points.
+ */
+function quantizedGemv(
+  format: QuantFormat,
+  [m, k, n]: readonly [number, number, number],
+  zeroPoints: boolean,
+  when: Modes,
+): BenchCase {
+  const layout = quantLayout(format, k);
+  const q8 = layout.bits === 8;
+  const words = (rng: Rng, size: number) => Array.from({ length: size }, () => rng.int(0, 2 ** 32));
+  const [lo, hi] = q8 ? [0.002, 0.008] : [0.02, 0.066];
+  const scaleBytes = n * layout.groups * (q8 ? 4 : 2);
+  return {
+    id: `qgemv/${format}${zeroPoints ? 'z' : ''}-${m}x${k}x${n}`,
+    family: 'qgemv',
+    spec: quantizedMatmul,
+    inputs: [
+      { shape: [m, k] },
+      { shape: [n, layout.rowWords], fill: words },
+      // q8's one scale per row in f32, q4's group scales in f16: what quantizeWeights stores.
+      {
+        shape: [n, layout.groups],
+        dtype: q8 ? 'f32' : 'f16',
+        fill: (rng, size) => Array.from({ length: size }, () => rng.uniform(lo, hi)),
+      },
+      ...(zeroPoints ? [{ shape: [n, layout.zeroWords], fill: words }] : []),
+    ],
+    attrs: { format },
+    bound: 'bytes',
+    x: n * layout.rowWords * 4 + scaleBytes + (zeroPoints ? n * layout.zeroWords * 4 : 0),
     ...modes(when),
     tolerance: MAX_TOL,
   };
@@ -614,6 +663,17 @@ const CASES: BenchCase[] = [
       [1, 4096, 4096, 1024, 1024],
     ] as const
   ).map((s) => normMatmul3(s, FULL)),
+  ...QUANT_FORMATS.map((format) => quantizedGemv(format, [1, 256, 256], false, QUICK)),
+  ...QUANT_FORMATS.flatMap((format) =>
+    (
+      [
+        [1, 4096, 4096],
+        [1, 4096, 11008],
+        [1, 11008, 4096],
+      ] as const
+    ).map((s) => quantizedGemv(format, s, false, FULL)),
+  ),
+  quantizedGemv('q4g128', [1, 4096, 4096], true, FULL),
   kvScatter(8, 64, 256, 1, QUICK),
   kvScatter(8, 64, 256, 16, QUICK),
   ...[1, 16, 256].map((t) => kvScatter(32, 128, 2048, t, FULL)),

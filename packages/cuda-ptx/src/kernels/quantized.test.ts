@@ -14,8 +14,8 @@ import { useEmulatedGpu } from '../testing/emulatedGpu.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
   QUANT_DOT_MAX_ROWS,
-  type QuantDotVariant,
   QUANTIZED_KERNELS,
+  type QuantDotVariant,
   type QuantVariant,
   quantDotKey,
   quantDotModule,

@@ -281,9 +281,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
           }
         }
         const rowScale =
-          layout.bits === 8
-            ? loadOneAsF32(k, scale, k.elementAddress(scales, col, scaleBytes))
-            : undefined;
+          layout.bits === 8 ? loadOneAsF32(k, scale, k.elementAddress(scales, col, scaleBytes)) : undefined;
         const out = { y: k.globalPointer(p.y), c: k.globalPointer(p.c), beta: k.ldParam(p.beta), n };
         // Lane r stores row r, so the stores go out in parallel.
         acc.forEach((a, r) => {

@@ -9,6 +9,7 @@ import { MATMUL_KERNELS } from './matmul.js';
 import { MEMORY_KERNELS } from './memory.js';
 import { NORMALIZATION_KERNELS } from './normalization.js';
 import { OPTIMIZER_KERNELS } from './optimizer.js';
+import { QUANTIZED_KERNELS } from './quantized.js';
 import { REDUCTION_KERNELS } from './reduction.js';
 import { ROPE_KERNELS } from './rope.js';
 import { SOFTMAX_KERNELS } from './softmax.js';
@@ -28,4 +29,5 @@ export const WGPU_KERNELS: readonly AnyWgpuKernel[] = [
   ...DECODING_KERNELS,
   ...OPTIMIZER_KERNELS,
   ...FUSED_KERNELS,
+  ...QUANTIZED_KERNELS,
 ];

@@ -1,0 +1,36 @@
+import { QUANT_FORMATS } from '@rayo/core';
+import { describe, expect, it } from 'vitest';
+import { QUANT_STREAM_MAX_ROWS, QUANTIZED_KERNELS, quantStreamShader, quantTileShader } from './quantized.js';
+
+describe('quantized shaders', () => {
+  it('implement quantizedMatmul for every float storage', () => {
+    expect(QUANTIZED_KERNELS.map((k) => k.spec.name)).toEqual(['quantizedMatmul']);
+    expect(QUANTIZED_KERNELS[0]!.dtypes).toEqual(['f32', 'f16', 'bf16']);
+  });
+
+  it('read the codes as vec4<u32>, sum in workgroup memory without subgroups, and bind zero points only for q4', () => {
+    for (const format of QUANT_FORMATS) {
+      const code = quantStreamShader({ format, rows: 1, vecX: true }).code();
+      expect(code).toContain('var<storage, read> packed: array<vec4<u32>>');
+      expect(code).toContain('var<storage, read> x: array<vec4<f32>>');
+      expect(code).not.toContain('subgroup');
+      expect(code).toContain('workgroupBarrier()');
+      expect(code.includes('zeros')).toBe(format !== 'q8');
+      const tile = quantTileShader({ format }).code();
+      expect(tile).toContain('var<workgroup> ws: array<vec4<f32>, 512>');
+      expect(tile.includes('zeros')).toBe(format !== 'q8');
+    }
+  });
+
+  it('compile one shader per format, row count and x layout: zero points, c and scale storage are parameters', () => {
+    const keys = QUANT_FORMATS.flatMap((format) => [
+      ...[1, QUANT_STREAM_MAX_ROWS].flatMap((rows) =>
+        [true, false].map((vecX) => quantStreamShader({ format, rows, vecX }).key),
+      ),
+      quantTileShader({ format }).key,
+    ]);
+    expect(new Set(keys).size).toBe(keys.length);
+    expect(keys).toContain('quantized/stream/m1/v4/q4g32');
+    expect(keys).toContain('quantized/tile64x64x32/q8');
+  });
+});

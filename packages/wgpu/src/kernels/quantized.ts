@@ -1,0 +1,345 @@
+import { FLOAT, type QuantFormat, quantizedMatmul, quantLayout } from '@rayo/core';
+import {
+  type AnyWgpuKernel,
+  gridFor,
+  type KernelEncoder,
+  linearWorkgroup,
+  type Operand,
+  storage,
+  uniform,
+  wgpuKernel,
+} from '../kernel.js';
+import { paramLayout } from '../params.js';
+import { type Storage, storageOf } from '../wgsl/half.js';
+import { BUILTINS } from './common.js';
+import { encodeWithF32Activations } from './halfEdges.js';
+import { streamLoop } from './matmulStream.js';
+
+// quantizedMatmul: y = x · dequant(W)ᵀ (+ beta · c) with W [N, K] stored as
+// int8 or 4-bit codes (core's quant/layout.ts has the bits). For a few rows
+// of x (decoding), a workgroup is 8 groups of 32 invocations; group g owns
+// output column n and its lanes read the row's 16-byte words (16 int8 or 32
+// nibbles each) as vec4<u32>, dequantize them in registers and sum against
+// x in vec4 dot products; q4 sums each word before its group scale
+// multiplies it, q8 scales the row's sum once. The lanes' sums meet in a
+// tree in workgroup memory (no subgroups needed). More rows take a tiled
+// shader: a 64-column × 32-k tile of W is dequantized into workgroup memory
+// per step, and each invocation computes 4 × 4 outputs of a 64 × 64 tile.
+// x, c and y are f32 in the shaders (half ones go through f32 scratch, see
+// halfEdges.ts); the scales are read as stored.
+
+const THREADS = 256;
+const LANES = 32;
+const GROUPS = THREADS / LANES;
+/** The most rows of x the streaming shader takes; more go to the tiled one. */
+export const QUANT_STREAM_MAX_ROWS = 4;
+const TILE = 64;
+const TILE_K = 32;
+
+const PARAMS = paramLayout([
+  ['m', 'u32'],
+  ['n', 'u32'],
+  ['k', 'u32'],
+  /** u32 words of packed data per row. */
+  ['rowWords', 'u32'],
+  ['groups', 'u32'],
+  ['zeroWords', 'u32'],
+  ['beta', 'f32'],
+  /** 1 when c is given (bound to a placeholder otherwise). */
+  ['hasC', 'u32'],
+  /** 1 when zero points are given. */
+  ['hasZeros', 'u32'],
+  /** How the scales are stored: 0 f32, 1 f16, 2 bf16 (all bound as u32 words). */
+  ['scaleKind', 'u32'],
+  /** Workgroups that do work (the rest of a `gridFor` grid return at once). */
+  ['tiles', 'u32'],
+  ['tilesN', 'u32'],
+] as const);
+
+/**
+ * What a shader is compiled for. Zero points, c and the scales' storage are
+ * uniform parameters instead: each would multiply the shaders to compile
+ * (seconds each on a software Vulkan), and their branches are uniform.
+ */
+export interface QuantShaderVariant {
+  readonly format: QuantFormat;
+}
+
+export interface QuantStreamVariant extends QuantShaderVariant {
+  /** Rows of x per workgroup: 1 (decoding) or QUANT_STREAM_MAX_ROWS, rows past M clamped. */
+  readonly rows: number;
+  /** x read as vec4<f32>: K a multiple of 32 and x 16-byte aligned; else element by element up to K. */
+  readonly vecX: boolean;
+}
+
+const SCALE_KINDS: Readonly<Record<Storage, number>> = { f32: 0, f16: 1, bf16: 2 };
+
+/** Module-scope WGSL: the codes of a word as exact f32, a scale, and a group's zero point. */
+function dequantFunctions(v: QuantShaderVariant): string {
+  const bits = quantLayout(v.format, 1).bits;
+  const codes =
+    bits === 8
+      ? // Four signed bytes: each shifted to the top of an i32, then arithmetic-shifted back.
+        `fn codes_lo(w: u32) -> vec4<f32> {
+  return vec4<f32>((vec4<i32>(bitcast<i32>(w)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+}`
+      : // Eight nibbles, the lowest first: codes_lo has 0–3, codes_hi 4–7.
+        `fn codes_lo(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)); }
+fn codes_hi(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)); }`;
+  // q8 is symmetric: it has no zero points, nor a binding for them.
+  const zero =
+    bits === 8
+      ? ''
+      : `fn zero_of(row: u32, g: u32) -> f32 {
+  if (params.hasZeros == 0u) { return 8.0; }
+  return f32((zeros[row * params.zeroWords + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u);
+}`;
+  return `${codes}
+${zero}
+fn scale_of(i: u32) -> f32 {
+  if (params.scaleKind == 0u) { return bitcast<f32>(scales[i]); }
+  let half = (scales[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu;
+  if (params.scaleKind == 1u) { return unpack2x16float(half).x; }
+  return bitcast<f32>(half << 16u);
+}`;
+}
+
+/** Bindings in dispatch order: x, packed, scales, zeros (q4 only), c, y, then the params. */
+function bindings(v: QuantShaderVariant, xType: string, packedType: string): string {
+  const names: [string, string, 'read' | 'read_write'][] = [
+    ['x', xType, 'read'],
+    ['packed', packedType, 'read'],
+    ['scales', 'u32', 'read'],
+    ...(quantLayout(v.format, 1).bits === 4 ? [['zeros', 'u32', 'read'] as [string, string, 'read']] : []),
+    ['c', 'f32', 'read'],
+    ['y', 'f32', 'read_write'],
+  ];
+  return `${names.map(([name, type, access], i) => storage(i, name, type, access)).join('\n')}
+${uniform(names.length)}`;
+}
+
+/** WGSL: y[index] = value (+ beta · c[index]). */
+function storeY(index: string, value: string): string {
+  return `y[${index}] = select(${value}, fma(params.beta, c[${index}], ${value}), params.hasC != 0u);`;
+}
+
+export function quantStreamShader(v: QuantStreamVariant) {
+  const layout = quantLayout(v.format, 1);
+  const rows = Array.from({ length: v.rows }, (_, r) => r);
+  /** Weights per 16-byte word. */
+  const perChunk = 4 * layout.perWord;
+  const q4 = layout.bits === 4;
+  // The word loop stays a loop: unrolled, it made shaders that took seconds to compile on lavapipe.
+  const step = (c: string) => `{
+      let c = ${c};
+      let wv = packed[wRow * chunks + c];
+      ${q4 ? `let g = ${layout.groupSize === 32 ? 'c' : 'c / 4u'}; let s = scale_of(wRow * params.groups + g); let z = vec4<f32>(zero_of(wRow, g));` : ''}
+      ${rows.map((r) => `var part${r} = 0.0;`).join(' ')}
+      for (var j = 0u; j < 4u; j++) {
+        let k = c * ${perChunk}u + j * ${layout.perWord}u;
+        let lo = codes_lo(wv[j])${q4 ? ' - z' : ''};
+        ${q4 ? 'let hi = codes_hi(wv[j]) - z;' : ''}
+        ${rows.map((r) => `part${r} += dot(lo, x_quad(xRow${r}, k))${q4 ? ` + dot(hi, x_quad(xRow${r}, k + 4u))` : ''};`).join('\n        ')}
+      }
+      ${rows.map((r) => (q4 ? `acc${r} = fma(part${r}, s, acc${r});` : `acc${r} += part${r};`)).join(' ')}
+    }`;
+  const at = (r: number, o = '') => `red[${r * THREADS}u + tid${o}]`;
+  // x[row + k … + 3]: one vector load, or elements up to K (0 past it: the row's padding codes never count).
+  const xQuad = v.vecX
+    ? 'fn x_quad(row: u32, k: u32) -> vec4<f32> { return x[(row + k) / 4u]; }'
+    : `fn x_at(row: u32, k: u32) -> f32 { return select(0.0, x[row + min(k, params.k - 1u)], k < params.k); }
+fn x_quad(row: u32, k: u32) -> vec4<f32> {
+  return vec4<f32>(x_at(row, k), x_at(row, k + 1u), x_at(row, k + 2u), x_at(row, k + 3u));
+}`;
+  return {
+    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}/${v.format}`,
+    kernel: quantizedMatmul.name,
+    code: () => `
+${PARAMS.wgsl}
+${bindings(v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>')}
+var<workgroup> red: array<f32, ${v.rows * THREADS}>;
+${dequantFunctions(v)}
+${xQuad}
+
+@compute @workgroup_size(${THREADS})
+fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
+  let wgi = ${linearWorkgroup};
+  if (wgi >= params.tiles) { return; }
+  let col = wgi * ${GROUPS}u + tid / ${LANES}u;
+  let lane = tid % ${LANES}u;
+  // Columns and rows past the end are clamped (read, never written).
+  let wRow = min(col, params.n - 1u);
+  let chunks = params.rowWords / 4u;
+  ${rows.map((r) => `let xRow${r} = min(${r}u, params.m - 1u) * params.k;`).join('\n  ')}
+  ${rows.map((r) => `var acc${r} = 0.0;`).join(' ')}
+  ${streamLoop('lane', 'chunks', LANES, v.rows === 1 ? 2 : 1, step)}
+  ${rows.map((r) => `${at(r)} = acc${r};`).join('\n  ')}
+  workgroupBarrier();
+  for (var s = ${LANES / 2}u; s > 0u; s >>= 1u) {
+    if (lane < s) {
+      ${rows.map((r) => `${at(r)} += ${at(r, ' + s')};`).join('\n      ')}
+    }
+    workgroupBarrier();
+  }
+  if (lane == 0u && col < params.n) {
+    ${q4 ? '' : 'let rowScale = scale_of(col);'}
+    ${rows
+      .map(
+        (r) =>
+          `if (${r}u < params.m) { ${storeY(`${r}u * params.n + col`, q4 ? at(r) : `${at(r)} * rowScale`)} }`,
+      )
+      .join('\n    ')}
+  }
+}`,
+  };
+}
+
+/**
+ * Workgroup (tile) computes y[64·tm … +64, 64·tn … +64], invocation t a 4 × 4
+ * block (rows 4 · (t / 16), columns 4 · (t % 16)). Each 32-k step stages x as
+ * xs[k][m] (invocation t: row t / 4, k 8 · (t % 4) … +8, 0 past M and K) and
+ * W as ws[k][n] (column t / 4, its codes 8 · (t % 4) … +8, times the group's
+ * scale), then takes 32 steps of two vec4 reads and 16 FMAs.
+ */
+export function quantTileShader(v: QuantShaderVariant) {
+  const layout = quantLayout(v.format, 1);
+  const q4 = layout.bits === 4;
+  const stageW = q4
+    ? `let word = packed[wRow * params.rowWords + k0 / 8u + quarter];
+    let g = k0 / ${layout.groupSize}u;
+    let s = scale_of(wRow * params.groups + g);
+    let z = vec4<f32>(zero_of(wRow, g));
+    let lo = (codes_lo(word) - z) * s;
+    let hi = (codes_hi(word) - z) * s;
+    for (var j = 0u; j < 4u; j++) {
+      ws[(quarter * 8u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = lo[j];
+      ws[(quarter * 8u + 4u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = hi[j];
+    }`
+    : `let s = scale_of(wRow);
+    for (var i = 0u; i < 2u; i++) {
+      let q = codes_lo(packed[wRow * params.rowWords + k0 / 4u + quarter * 2u + i]) * s;
+      for (var j = 0u; j < 4u; j++) {
+        ws[(quarter * 8u + i * 4u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = q[j];
+      }
+    }`;
+  return {
+    key: `quantized/tile64x64x32/${v.format}`,
+    kernel: quantizedMatmul.name,
+    code: () => `
+${PARAMS.wgsl}
+${bindings(v, 'f32', 'u32')}
+var<workgroup> xs: array<vec4<f32>, ${(TILE_K * TILE) / 4}>;
+var<workgroup> ws: array<vec4<f32>, ${(TILE_K * TILE) / 4}>;
+${dequantFunctions(v)}
+
+@compute @workgroup_size(${THREADS})
+fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
+  let wgi = ${linearWorkgroup};
+  if (wgi >= params.tiles) { return; }
+  let row0 = (wgi / params.tilesN) * ${TILE}u;
+  let col0 = (wgi % params.tilesN) * ${TILE}u;
+  let quarter = tid % 4u;
+  let xr = tid / 4u;
+  let xRow = row0 + xr;
+  let wCol = tid / 4u;
+  // Columns past N read the last row of W (never stored).
+  let wRow = min(col0 + wCol, params.n - 1u);
+  let ty = tid / 16u;
+  let tx = tid % 16u;
+  var acc: array<vec4<f32>, 4>;
+  for (var k0 = 0u; k0 < params.k; k0 += ${TILE_K}u) {
+    for (var j = 0u; j < 8u; j++) {
+      let kk = k0 + quarter * 8u + j;
+      var value = 0.0;
+      if (xRow < params.m && kk < params.k) { value = x[xRow * params.k + kk]; }
+      xs[(quarter * 8u + j) * ${TILE / 4}u + xr / 4u][xr % 4u] = value;
+    }
+    ${stageW}
+    workgroupBarrier();
+    for (var kk = 0u; kk < ${TILE_K}u; kk++) {
+      let a = xs[kk * ${TILE / 4}u + ty];
+      let b = ws[kk * ${TILE / 4}u + tx];
+      for (var i = 0u; i < 4u; i++) { acc[i] = fma(vec4<f32>(a[i]), b, acc[i]); }
+    }
+    workgroupBarrier();
+  }
+  for (var i = 0u; i < 4u; i++) {
+    let row = row0 + ty * 4u + i;
+    for (var j = 0u; j < 4u; j++) {
+      let col = col0 + tx * 4u + j;
+      if (row < params.m && col < params.n) { ${storeY('row * params.n + col', 'acc[i][j]')} }
+    }
+  }
+}`,
+  };
+}
+
+const aligned = (offset: number) => offset % 16 === 0;
+
+function encodeQuantizedF32(
+  encoder: KernelEncoder,
+  x: Operand,
+  weight: { packed: Operand; scales: Operand; zeros: Operand | undefined },
+  c: Operand | undefined,
+  y: Operand,
+  attrs: { format: QuantFormat; beta: number },
+): void {
+  const [m, k] = x.shape as [number, number];
+  const n = y.shape[1]!;
+  if (m === 0 || n === 0) return;
+  const layout = quantLayout(attrs.format, k);
+  const variant: QuantShaderVariant = { format: attrs.format };
+  // Absent zero points and c bind read-only placeholders the shader never reads.
+  const zeros = layout.bits === 4 ? [weight.zeros ?? weight.packed] : [];
+  const buffers = [x, weight.packed, weight.scales, ...zeros, c ?? x, y];
+  const values = {
+    hasC: c ? 1 : 0,
+    hasZeros: weight.zeros ? 1 : 0,
+    scaleKind: SCALE_KINDS[storageOf(weight.scales.dtype)],
+    m,
+    n,
+    k,
+    rowWords: layout.rowWords,
+    groups: layout.groups,
+    zeroWords: layout.zeroWords,
+    beta: attrs.beta,
+  };
+  if (m <= QUANT_STREAM_MAX_ROWS) {
+    const tiles = Math.ceil(n / GROUPS);
+    encoder.dispatch({
+      // One row (decoding) or up to 4, rows past M clamped: two shaders per variant, not four.
+      shader: quantStreamShader({
+        format: attrs.format,
+        rows: m === 1 ? 1 : QUANT_STREAM_MAX_ROWS,
+        vecX: k % 32 === 0 && aligned(x.offset),
+      }),
+      buffers,
+      params: { layout: PARAMS, values: { ...values, tiles, tilesN: tiles } },
+      workgroups: gridFor(tiles, encoder.limits),
+    });
+    return;
+  }
+  const tilesN = Math.ceil(n / TILE);
+  const tiles = tilesN * Math.ceil(m / TILE);
+  encoder.dispatch({
+    shader: quantTileShader(variant),
+    buffers,
+    params: { layout: PARAMS, values: { ...values, tiles, tilesN } },
+    workgroups: gridFor(tiles, encoder.limits),
+  });
+}
+
+export const QUANTIZED_KERNELS: readonly AnyWgpuKernel[] = [
+  wgpuKernel(
+    quantizedMatmul,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, packed, scales, zeros, c] = inputs;
+      const weight = { packed: packed!, scales: scales!, zeros };
+      encodeWithF32Activations(encoder, quantizedMatmul.name, { x, c }, { y: outputs[0] }, (i, o) => {
+        encodeQuantizedF32(encoder, i.x!, weight, i.c, o.y!, attrs);
+      });
+    },
+    // x, c and y in f32, f16 or bf16 (halves through f32 scratch); scales in any of them, read as stored.
+    { dtypes: FLOAT },
+  ),
+];
