@@ -28,8 +28,8 @@ export { ArgCheck } from './kernels/check.js';
 export * from './kernels/index.js';
 export type { MatmulDims, MatmulLaunch, MatmulTile } from './kernels/matmulLaunch.js';
 export { FLOAT, type NoAttrs, pow2AtLeast } from './kernels/vocabulary.js';
-export * from './quant/index.js';
 export { checkInputsWritten, checkWritten, PendingWrites } from './pendingWrites.js';
+export * from './quant/index.js';
 export {
   type BackendProvider,
   type BackendStatus,

@@ -272,7 +272,11 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
                 });
               });
             });
-            if (s) sums.forEach((sum, r) => k.fma('f32', acc[r]!, sum, s, acc[r]!));
+            if (s) {
+              sums.forEach((sum, r) => {
+                k.fma('f32', acc[r]!, sum, s, acc[r]!);
+              });
+            }
           },
         });
         for (const a of acc) {
