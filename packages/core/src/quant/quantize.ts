@@ -176,6 +176,9 @@ export interface QuantizationError {
   readonly rmsRelative: number;
   /** max |w|, to put maxAbs in scale. */
   readonly maxWeight: number;
+  /** Σ (w − ŵ)² and Σ w², to pool the error of several weights. */
+  readonly sumSquaredError: number;
+  readonly sumSquaredWeight: number;
 }
 
 /** The error `weight` introduces against `original` (f32 numbers, or f16/bf16 words with `dtype`). */
@@ -198,5 +201,11 @@ export function quantizationError(
     errSq += e * e;
     sumSq += w[i]! * w[i]!;
   }
-  return { maxAbs, rmsRelative: sumSq > 0 ? Math.sqrt(errSq / sumSq) : 0, maxWeight };
+  return {
+    maxAbs,
+    rmsRelative: sumSq > 0 ? Math.sqrt(errSq / sumSq) : 0,
+    maxWeight,
+    sumSquaredError: errSq,
+    sumSquaredWeight: sumSq,
+  };
 }

@@ -2,6 +2,13 @@ export { type LlamaCheckpoint, type LlamaCheckpointOptions, openLlamaCheckpoint 
 export { type LlamaConfig, parseLlamaConfig } from './config.js';
 export { type GenerateOptions, type LlamaLoadOptions, LlamaModel, type LlamaModelOptions } from './model.js';
 export {
+  disposeQuantizedLayer,
+  type LlamaQuantizationReport,
+  type LlamaWeightFormat,
+  type QuantizedLlamaLayer,
+  quantizeLlamaLayers,
+} from './quantizedLayers.js';
+export {
   checkLlamaTensors,
   checkLlamaWeights,
   checkpointWeightDtype,

@@ -12,6 +12,7 @@ import {
   type KernelRunner,
   kvCacheScatter,
   matmul,
+  quantizedMatmul,
   RayoError,
   rmsNorm,
   rmsNormMatmul,
@@ -29,6 +30,14 @@ import { ScratchRunner } from '../scratchRunner.js';
 import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
 import { type LlamaCheckpointOptions, openLlamaCheckpoint } from './checkpoint.js';
 import type { LlamaConfig } from './config.js';
+import {
+  checkWeightFormat,
+  disposeQuantizedLayer,
+  type LlamaQuantizationReport,
+  type LlamaWeightFormat,
+  type QuantizedLlamaLayer,
+  quantizeLlamaLayers,
+} from './quantizedLayers.js';
 import {
   checkLlamaTensors,
   checkLlamaWeights,
@@ -64,6 +73,17 @@ export interface LlamaModelOptions {
    * keeps the unfused chain, whose products are GEMMs.
    */
   readonly fused?: boolean;
+  /**
+   * Every layer's projections quantized (from `quantizeLlamaLayers`), used
+   * in place of the dense ones in `weights` for decode steps and prefill
+   * alike; the model owns them from here. Quantized layers take the unfused
+   * chain (the fused decode kernels read dense weights); the head keeps its
+   * fused norm.
+   */
+  readonly quantized?: {
+    readonly layers: readonly QuantizedLlamaLayer[];
+    readonly report: LlamaQuantizationReport;
+  };
 }
 
 export interface LlamaLoadOptions extends LlamaModelOptions, LlamaCheckpointOptions {
@@ -75,6 +95,13 @@ export interface LlamaLoadOptions extends LlamaModelOptions, LlamaCheckpointOpti
    * nearest even (and converts between the half formats through f32).
    */
   readonly weightDtype?: LlamaWeightDTypeChoice;
+  /**
+   * Quantizes the projection weights (q, k, v, o, gate, up, down) on load:
+   * `'q8'` int8 per output row, `'q4g32'` or `'q4g128'` 4 bits with a scale
+   * per 32 or 128 weights. The embedding, the norms and the head stay in
+   * `weightDtype`. Absent: the projections stay dense.
+   */
+  readonly weightFormat?: LlamaWeightFormat;
 }
 
 const FLOAT_DTYPES: readonly string[] = ['f32', 'f16', 'bf16'];
@@ -161,6 +188,9 @@ export class LlamaModel {
   readonly lengthInput: Tensor;
   readonly #replay: boolean;
   readonly #fused: boolean;
+  readonly #quantized: readonly QuantizedLlamaLayer[] | undefined;
+  /** What quantizing the projections cost in accuracy and saved in bytes; absent for a dense model. */
+  readonly quantization: LlamaQuantizationReport | undefined;
   #recorded: RecordedStep | undefined;
   #greedy: GreedyChain | undefined;
   #position = 0;
@@ -197,6 +227,16 @@ export class LlamaModel {
     this.positionInput = backend.zeros([1], 'i32');
     this.lengthInput = backend.zeros([1], 'i32');
     this.#replay = options.replay ?? true;
+    if (options.quantized && options.quantized.layers.length !== weights.layers.length) {
+      throw new InvalidArgumentError('one quantized layer per layer is needed', {
+        kernel: 'LlamaModel',
+        argument: 'quantized.layers',
+        expected: `${weights.layers.length} layers`,
+        actual: `${options.quantized.layers.length}`,
+      });
+    }
+    this.#quantized = options.quantized?.layers;
+    this.quantization = options.quantized?.report;
   }
 
   /**
@@ -209,6 +249,7 @@ export class LlamaModel {
     const choice = options.weightDtype ?? 'checkpoint';
     checkDtypeOption('weightDtype', choice, ['checkpoint']);
     checkDtypeOption('kvCacheDtype', options.kvCacheDtype ?? 'f32');
+    if (options.weightFormat !== undefined) checkWeightFormat(backend, options.weightFormat);
     const checkpoint = await openLlamaCheckpoint(dir, options);
     try {
       checkLlamaTensors(checkpoint.config, checkpoint.tensors);
@@ -218,10 +259,14 @@ export class LlamaModel {
       const fused = options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype);
       checkLlamaBackend(backend, dtype, cacheDtype, fused);
       const weights = await uploadLlamaWeights(backend, checkpoint.config, checkpoint.tensors, dtype);
+      let quantized: LlamaModelOptions['quantized'];
       try {
-        return new LlamaModel(backend, checkpoint.config, weights, options);
+        if (options.weightFormat !== undefined)
+          quantized = await quantizeLlamaLayers(backend, weights, options.weightFormat);
+        return new LlamaModel(backend, checkpoint.config, weights, { ...options, quantized });
       } catch (error) {
         for (const t of llamaWeightTensors(weights)) t.dispose();
+        for (const layer of quantized?.layers ?? []) disposeQuantizedLayer(layer);
         throw error;
       }
     } finally {
@@ -494,7 +539,7 @@ export class LlamaModel {
     // Activations are f32 whatever the table's dtype: the kernels take half weights under f32 activations.
     if (x.dtype !== 'f32') x = run.run1(cast, [x], { to: 'f32' });
     weights.layers.forEach((layer, i) => {
-      x = this.#layer(run, layer, this.#caches[i]!, x, position, mask);
+      x = this.#layer(run, layer, this.#quantized?.[i], this.#caches[i]!, x, position, mask);
       if (eager) run.disposeAllBut(x);
     });
     return this.#normedProduct(run, x, weights.norm, weights.head);
@@ -511,6 +556,7 @@ export class LlamaModel {
   #layer(
     run: ScratchRunner,
     w: LlamaLayerWeights,
+    quantized: QuantizedLlamaLayer | undefined,
     cache: LayerCache,
     x: Tensor,
     at: StepPosition,
@@ -527,10 +573,11 @@ export class LlamaModel {
     // A device step reads position and length from the model's tensors; an eager one bakes them in.
     const device = at.kind === 'device';
     const position = at.kind === 'host' ? at.position : 0;
-    if (this.#fused && t === 1) return this.#fusedDecodeLayer(run, w, cache, x, device, position);
+    if (this.#fused && t === 1 && !quantized)
+      return this.#fusedDecodeLayer(run, w, cache, x, device, position);
     // A chunk normalises once for the three projections.
     const h = run.run1(rmsNorm, [x, w.inputNorm], { eps });
-    const project = (weight: Tensor) => run.run1(matmul, [h, weight], { transB: true });
+    const project = (name: 'q' | 'k' | 'v') => this.#project(run, h, w, quantized, name);
     const rotate = (z: Tensor, n: number) =>
       run.run1(
         rope,
@@ -539,9 +586,9 @@ export class LlamaModel {
           ? { theta: ropeTheta, layout: 'half' }
           : { positionOffset: position, theta: ropeTheta, layout: 'half' },
       );
-    const q = rotate(project(w.q), heads);
-    const k = rotate(project(w.k), kvHeads);
-    const v = project(w.v);
+    const q = rotate(project('q'), heads);
+    const k = rotate(project('k'), kvHeads);
+    const v = project('v');
     const row = device ? this.positionInput : undefined;
     const rowAttrs = device ? {} : { position };
     run.run(kvCacheScatter, [cache.k, k.reshape([t, kvHeads * headDim]), row], rowAttrs);
@@ -564,8 +611,31 @@ export class LlamaModel {
               mask!,
             )
           : this.#causalAttention(run, q, this.#asF32(run, cache.k), this.#asF32(run, cache.v), mask!);
-    const x1 = run.run1(matmul, [attended, w.o, x], { transB: true, beta: 1 });
-    return run.run1(matmul, [this.#mlp(run, w, x1), w.down, x1], { transB: true, beta: 1 });
+    const x1 = this.#project(run, attended, w, quantized, 'o', x);
+    return this.#project(run, this.#mlp(run, w, quantized, x1), w, quantized, 'down', x1);
+  }
+
+  /** input·Wᵀ (+ residual) for projection `name`: the quantized product where the layer has one. */
+  #project(
+    run: ScratchRunner,
+    input: Tensor,
+    w: LlamaLayerWeights,
+    quantized: QuantizedLlamaLayer | undefined,
+    name: 'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down',
+    residual?: Tensor,
+  ): Tensor {
+    const q = quantized?.[name];
+    if (q) {
+      return run.run1(quantizedMatmul, [input, q.packed, q.scales, q.zeros, residual], {
+        format: q.format,
+        beta: 1,
+      });
+    }
+    return run.run1(
+      matmul,
+      [input, w[name], residual],
+      residual ? { transB: true, beta: 1 } : { transB: true },
+    );
   }
 
   /**
@@ -602,11 +672,16 @@ export class LlamaModel {
   }
 
   /** silu(h·gateᵀ) ⊙ (h·upᵀ) with h = rmsNorm(x1), unfused (a fused decode step has its own path). */
-  #mlp(run: ScratchRunner, w: LlamaLayerWeights, x1: Tensor): Tensor {
+  #mlp(
+    run: ScratchRunner,
+    w: LlamaLayerWeights,
+    quantized: QuantizedLlamaLayer | undefined,
+    x1: Tensor,
+  ): Tensor {
     const eps = this.config.rmsNormEps;
     const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], { eps });
-    const gate = run.run1(matmul, [h1, w.gate], { transB: true });
-    const up = run.run1(matmul, [h1, w.up], { transB: true });
+    const gate = this.#project(run, h1, w, quantized, 'gate');
+    const up = this.#project(run, h1, w, quantized, 'up');
     return run.run1(swiglu, [gate, up]);
   }
 
@@ -726,6 +801,7 @@ export class LlamaModel {
     if (this.#disposed) return;
     this.#disposed = true;
     for (const t of llamaWeightTensors(this.weights)) t.dispose();
+    for (const layer of this.#quantized ?? []) disposeQuantizedLayer(layer);
     for (const c of this.#caches) {
       c.k.dispose();
       c.v.dispose();

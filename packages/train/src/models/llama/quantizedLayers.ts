@@ -1,0 +1,121 @@
+import {
+  type Backend,
+  type HostArray,
+  InvalidArgumentError,
+  isQuantFormat,
+  type QuantFormat,
+  type QuantizedWeight,
+  quantizationError,
+  quantizedMatmul,
+  quantizeWeights,
+  UnsupportedOnBackendError,
+  uploadQuantized,
+} from '@rayo/core';
+import type { LlamaLayerWeights, LlamaWeights } from './weights.js';
+
+/**
+ * How a model stores its projection weights (q, k, v, o, gate, up, down) on
+ * the device: int8 per output row, or 4 bits with a scale per 32 or 128
+ * weights (see @rayo/core's quantized layouts). The embedding, the norms and
+ * the head stay in the model's weight dtype.
+ */
+export type LlamaWeightFormat = QuantFormat;
+
+/** The quantized projections of one layer. */
+export type QuantizedLlamaLayer = Readonly<Record<(typeof PROJECTIONS)[number], QuantizedWeight>>;
+
+const PROJECTIONS = [
+  'q',
+  'k',
+  'v',
+  'o',
+  'gate',
+  'up',
+  'down',
+] as const satisfies readonly (keyof LlamaLayerWeights)[];
+
+/** What quantizing the projections cost in accuracy, over all of them. */
+export interface LlamaQuantizationReport {
+  readonly format: LlamaWeightFormat;
+  /** max |w − ŵ| over every projection weight. */
+  readonly maxAbsError: number;
+  /** sqrt(Σ (w − ŵ)² / Σ w²) over every projection weight. */
+  readonly rmsRelativeError: number;
+  /** Bytes of the quantized projections (codes, scales, zero points), and of the weights they replace. */
+  readonly quantizedBytes: number;
+  readonly denseBytes: number;
+}
+
+/** Refuses a format that is not one and a backend without the quantized product. */
+export function checkWeightFormat(backend: Backend, format: unknown): asserts format is LlamaWeightFormat {
+  if (!isQuantFormat(format)) {
+    throw new InvalidArgumentError('weightFormat must be a quantized format', {
+      kernel: 'LlamaModel',
+      argument: 'weightFormat',
+      expected: "'q8' | 'q4g32' | 'q4g128'",
+      actual: String(format),
+    });
+  }
+  if (!backend.supports(quantizedMatmul.name)) {
+    throw new UnsupportedOnBackendError(`the ${backend.name} backend has no quantized matrix product`, {
+      kernel: quantizedMatmul.name,
+      argument: 'weightFormat',
+      expected: `a backend that implements ${quantizedMatmul.name}`,
+      actual: backend.name,
+    });
+  }
+}
+
+/**
+ * Quantizes every layer's projections: each weight is read back from the
+ * device, quantized on the host (round to nearest), uploaded, and its
+ * dense tensor disposed, one weight at a time (so the host holds one
+ * weight's values at once). Returns the layers and the error introduced.
+ */
+export async function quantizeLlamaLayers(
+  backend: Backend,
+  weights: LlamaWeights,
+  format: LlamaWeightFormat,
+): Promise<{ layers: QuantizedLlamaLayer[]; report: LlamaQuantizationReport }> {
+  checkWeightFormat(backend, format);
+  const layers: QuantizedLlamaLayer[] = [];
+  let maxAbsError = 0;
+  let errorSq = 0;
+  let weightSq = 0;
+  let quantizedBytes = 0;
+  let denseBytes = 0;
+  try {
+    for (const layer of weights.layers) {
+      const quantized: Partial<Record<(typeof PROJECTIONS)[number], QuantizedWeight>> = {};
+      try {
+        for (const name of PROJECTIONS) {
+          const dense = layer[name];
+          const values = (await dense.read()) as HostArray;
+          const shape = dense.shape as [number, number];
+          const host = quantizeWeights(values, shape, format, { dtype: dense.dtype });
+          const error = quantizationError(values, host, dense.dtype);
+          maxAbsError = Math.max(maxAbsError, error.maxAbs);
+          errorSq += error.sumSquaredError;
+          weightSq += error.sumSquaredWeight;
+          quantized[name] = uploadQuantized(backend, host);
+          quantizedBytes += quantized[name].byteLength;
+          denseBytes += dense.byteLength;
+          dense.dispose();
+        }
+      } catch (error) {
+        for (const w of Object.values(quantized)) w.dispose();
+        throw error;
+      }
+      layers.push(quantized as QuantizedLlamaLayer);
+    }
+  } catch (error) {
+    for (const layer of layers) disposeQuantizedLayer(layer);
+    throw error;
+  }
+  const rmsRelativeError = weightSq > 0 ? Math.sqrt(errorSq / weightSq) : 0;
+  return { layers, report: { format, maxAbsError, rmsRelativeError, quantizedBytes, denseBytes } };
+}
+
+export function disposeQuantizedLayer(layer: QuantizedLlamaLayer): void {
+  for (const name of PROJECTIONS) layer[name].dispose();
+}
