@@ -44,6 +44,7 @@ async function tinySettings(overrides: Partial<DecodeSettings>): Promise<DecodeS
     profile: false,
     profileRepetitions: 1,
     hostTokens: 1,
+    quant: 'none',
     ...overrides,
   };
 }
@@ -77,6 +78,9 @@ describe('decode-bench', () => {
     expect(() => parseDecodeArgs(['--config', 'gpt'])).toThrow(/unknown --config 'gpt'/);
     expect(() => parseDecodeArgs(['--new', '4', '--warmup', '3'])).toThrow(/--warmup must leave tokens/);
     expect(() => parseDecodeArgs(['--baseline', 'jax'])).toThrow(/torch or none/);
+    expect(s.quant).toBe('none');
+    expect(parseDecodeArgs(['--quant', 'q4g32']).quant).toBe('q4g32');
+    expect(() => parseDecodeArgs(['--quant', 'q2'])).toThrow(/--quant must be q8, q4g32, q4g128 or none/);
   });
 
   it('writes the seeded checkpoint once, and the same bytes for the same seed', async () => {
@@ -194,4 +198,31 @@ describe('decode-bench', () => {
     // Seeded so that greedy choices are decisive: bf16 picks the tokens of f32.
     expect(cpu.run!.tokens).toEqual(f32.backends[0]!.run!.tokens);
   }, 60_000);
+
+  it('decodes with quantized projections: the bytes read, and the model against itself in f32', async () => {
+    const base = await tinySettings({});
+    const f32 = await decodeBench(base, () => {});
+    for (const quant of ['q8', 'q4g32'] as const) {
+      const report = await decodeBench({ ...base, quant, out: await tempDir() }, () => {});
+      const cpu = report.backends[0]!;
+      expect(cpu.status).toBe('ok');
+      expect(cpu.run!.tokens).toHaveLength(6);
+      const q = cpu.quality!;
+      expect(q.weights.format).toBe(quant);
+      // The limit is from the bytes a step reads: the projections as codes and scales.
+      expect(report.checkpointBytes).toBe(f32.weightBytes);
+      expect(report.weightBytes).toBe(f32.weightBytes - q.weights.denseBytes + q.weights.quantizedBytes);
+      expect(report.weightBytes).toBeLessThan(f32.weightBytes);
+      expect(report.limitMs).toBeCloseTo((report.weightBytes / (report.bandwidthGbps! * 1e9)) * 1e3, 9);
+      expect(q.positions).toBe(6);
+      expect(q.top1Agreement).toBeGreaterThan(0.5);
+      expect(q.logitsMaxError).toBeGreaterThan(0);
+      expect(q.logitsMeanError).toBeLessThanOrEqual(q.logitsMaxError);
+      if (quant === 'q8') expect(q.firstDisagreement).toBe(-1);
+      const summary = decodeSummary(report);
+      expect(summary).toContain(`of f32 weights with ${quant} projections, f32 KV cache; limit`);
+      expect(summary).toMatch(new RegExp(`cpu ${quant}: projections [\\d.]+ GB instead of [\\d.]+ GB`));
+      expect(summary).toMatch(/top-1 agreement [\d.]+% over 6 positions/);
+    }
+  }, 120_000);
 });

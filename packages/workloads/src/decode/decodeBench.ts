@@ -2,7 +2,13 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Backend, copy, createBackend, probeBackends } from '@rayo/core';
-import { LlamaModel, type LlamaWeightDType, Rng } from '@rayo/train';
+import {
+  LlamaModel,
+  type LlamaQuantizationReport,
+  type LlamaWeightDType,
+  type LlamaWeightFormat,
+  Rng,
+} from '@rayo/train';
 import { type HostPhases, measureHostPhases } from './hostPhases.js';
 import { writeSeededLlama } from './seededLlama.js';
 import { PROFILE_HEADER, profileRows, profileStep, profileTotals, type StepProfile } from './stepProfile.js';
@@ -89,6 +95,27 @@ export interface DecodeBackendResult {
   readonly profileError?: string;
   /** The prompt's last-position logits (compared across runs, not written to the report). */
   readonly logits?: Float32Array;
+  /** With --quant: the quantized model against the same model in f32. */
+  readonly quality?: QuantizationQuality;
+}
+
+/**
+ * How far a model with quantized projections is from the same model in f32,
+ * on one backend: its greedy tokens against the f32 model's, and, with both
+ * models given the quantized run's tokens (teacher forcing, so one early
+ * difference does not make every later position differ), the top-1 agreement
+ * and the logits' error at every generated position.
+ */
+export interface QuantizationQuality {
+  readonly weights: LlamaQuantizationReport;
+  /** Where the greedy tokens of the two models part (-1: never). */
+  readonly firstDisagreement: number;
+  /** Positions compared: the prompt's last and every generated one but the last. */
+  readonly positions: number;
+  /** Fraction of those positions where both models' top-1 token is the same. */
+  readonly top1Agreement: number;
+  readonly logitsMaxError: number;
+  readonly logitsMeanError: number;
 }
 
 export interface DecodeSettings {
@@ -114,6 +141,8 @@ export interface DecodeSettings {
   readonly profileRepetitions: number;
   /** Replayed tokens whose host phases are timed. */
   readonly hostTokens: number;
+  /** The projections' format: quantized on load, or `none` (dense, in `dtype`). */
+  readonly quant: LlamaWeightFormat | 'none';
 }
 
 function quantile(sorted: readonly number[], q: number): number {
@@ -159,7 +188,14 @@ export async function decodeOnBackend(
   prompt: readonly number[],
   settings: Pick<
     DecodeSettings,
-    'dtype' | 'kvDtype' | 'newTokens' | 'warmupTokens' | 'profile' | 'profileRepetitions' | 'hostTokens'
+    | 'dtype'
+    | 'kvDtype'
+    | 'newTokens'
+    | 'warmupTokens'
+    | 'profile'
+    | 'profileRepetitions'
+    | 'hostTokens'
+    | 'quant'
   >,
 ): Promise<Omit<DecodeBackendResult, 'backend' | 'device' | 'status'>> {
   const copyGbps = await copyBandwidth(backend);
@@ -168,6 +204,7 @@ export async function decodeOnBackend(
     maxSequence: prompt.length + settings.newTokens,
     weightDtype: settings.dtype,
     kvCacheDtype: settings.kvDtype,
+    ...(settings.quant === 'none' ? {} : { weightFormat: settings.quant }),
   });
   await backend.sync();
   const loadMs = performance.now() - loadStart;
@@ -193,7 +230,11 @@ export async function decodeOnBackend(
     const median = quantile(timed, 0.5);
     const timing = await stepTiming(model, prompt.length, tokens, settings);
     const deviceMs = timing.profile?.stepDeviceMs;
+    const quality = model.quantization
+      ? await quantizationQuality(model, model.quantization, dir, prompt, tokens, settings)
+      : undefined;
     return {
+      ...(quality ? { quality } : {}),
       loadMs,
       ...(copyGbps === undefined ? {} : { copyGbps }),
       ...(deviceMs === undefined ? {} : { deviceMsPerStep: deviceMs, hostMsPerToken: median - deviceMs }),
@@ -212,6 +253,70 @@ export async function decodeOnBackend(
   } finally {
     model.dispose();
   }
+}
+
+/** Teacher-forced logits [T, vocab] of `sequence` from the start of the context. */
+async function sequenceLogits(model: LlamaModel, sequence: readonly number[]): Promise<Float32Array> {
+  model.reset();
+  using logits = model.prefill(sequence);
+  return (await logits.read()) as Float32Array;
+}
+
+function argmaxOf(row: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < row.length; i++) if (row[i]! > row[best]!) best = i;
+  return best;
+}
+
+/**
+ * The quantized model (`model`, which decoded `tokens`) against the same
+ * checkpoint loaded in f32 on the same backend: see QuantizationQuality.
+ * Both prefill the prompt and the generated tokens (but the last), so the
+ * quantized model's prefill path is measured too.
+ */
+async function quantizationQuality(
+  model: LlamaModel,
+  weights: LlamaQuantizationReport,
+  dir: string,
+  prompt: readonly number[],
+  tokens: readonly number[],
+  settings: Pick<DecodeSettings, 'newTokens' | 'kvDtype'>,
+): Promise<QuantizationQuality> {
+  const sequence = [...prompt, ...tokens.slice(0, -1)];
+  const quantized = await sequenceLogits(model, sequence);
+  using dense = await LlamaModel.load(model.backend, dir, {
+    maxSequence: prompt.length + settings.newTokens,
+    weightDtype: 'f32',
+    kvCacheDtype: settings.kvDtype,
+  });
+  const denseTokens: number[] = [];
+  for await (const token of dense.generate(prompt, { maxNewTokens: tokens.length, temperature: 0 }))
+    denseTokens.push(token);
+  const reference = await sequenceLogits(dense, sequence);
+  const vocab = dense.config.vocabSize;
+  const first = prompt.length - 1;
+  const positions = sequence.length - first;
+  let agree = 0;
+  let maxError = 0;
+  let sumError = 0;
+  for (let p = first; p < sequence.length; p++) {
+    const q = quantized.subarray(p * vocab, (p + 1) * vocab);
+    const d = reference.subarray(p * vocab, (p + 1) * vocab);
+    if (argmaxOf(q) === argmaxOf(d)) agree++;
+    for (let i = 0; i < vocab; i++) {
+      const e = Math.abs(q[i]! - d[i]!);
+      maxError = Math.max(maxError, e);
+      sumError += e;
+    }
+  }
+  return {
+    weights,
+    firstDisagreement: firstDisagreement(tokens, denseTokens),
+    positions,
+    top1Agreement: agree / positions,
+    logitsMaxError: maxError,
+    logitsMeanError: sumError / (positions * vocab),
+  };
 }
 
 /**
@@ -280,8 +385,14 @@ export interface DecodeReport {
   readonly createdAt: string;
   readonly settings: DecodeSettings;
   readonly hfConfig: Record<string, unknown>;
-  /** The checkpoint's weight bytes in `settings.dtype`: what one decode step reads at least. */
+  /**
+   * What one decode step reads of the weights at least: the checkpoint's
+   * bytes in `settings.dtype`, with --quant the quantized projections'
+   * codes, scales and zero points in place of theirs.
+   */
   readonly weightBytes: number;
+  /** With --quant: the checkpoint's bytes in `settings.dtype`, before quantizing. */
+  readonly checkpointBytes?: number;
   /** The highest copy bandwidth measured (GB/s): the limit is the weights' bytes over it. */
   readonly bandwidthGbps?: number;
   readonly limitMs?: number;
@@ -371,15 +482,19 @@ export async function decodeBench(
     : [];
   const bandwidths = results.flatMap((r) => (r.copyGbps === undefined ? [] : [r.copyGbps]));
   const bandwidthGbps = bandwidths.length ? Math.max(...bandwidths) : undefined;
+  // The same checkpoint quantizes to the same bytes on every backend.
+  const quantized = results.find((r) => r.quality)?.quality?.weights;
+  const readBytes = quantized ? weightBytes - quantized.denseBytes + quantized.quantizedBytes : weightBytes;
   const report: DecodeReport = {
     schema: 'rayo-decode-bench/1',
     createdAt: new Date().toISOString(),
     settings,
     hfConfig,
-    weightBytes,
+    weightBytes: readBytes,
+    ...(quantized ? { checkpointBytes: weightBytes } : {}),
     ...(bandwidthGbps === undefined
       ? {}
-      : { bandwidthGbps, limitMs: (weightBytes / (bandwidthGbps * 1e9)) * 1e3 }),
+      : { bandwidthGbps, limitMs: (readBytes / (bandwidthGbps * 1e9)) * 1e3 }),
     backends: results.map(({ logits: _logits, ...rest }) => rest),
     torch: torch.status === 'ok' ? { status: 'ok', output: torch.output } : torch,
     agreement,
@@ -540,13 +655,31 @@ export function decodeSummary(report: DecodeReport): string {
         (a.logitsMaxDiff === undefined ? '' : `, prompt logits max |Δ| ${fmt(a.logitsMaxDiff, 2)}`),
     );
   }
+  out.push(...qualityLines(report));
   out.push('', SPLIT_NOTE, ...backendDetails(report, false));
   return `${out.join('\n')}\n`;
 }
 
+/** With --quant, per backend: the weights' error and the quantized model against the same model in f32. */
+function qualityLines(report: DecodeReport): string[] {
+  return report.backends.flatMap((b) => {
+    const q = b.quality;
+    if (!q) return [];
+    const w = q.weights;
+    return [
+      `${b.backend} ${w.format}: projections ${fmt(w.quantizedBytes / 1e9)} GB instead of ${fmt(w.denseBytes / 1e9)} GB ` +
+        `(weights max |Δ| ${fmt(w.maxAbsError, 2)}, RMS relative ${fmt(w.rmsRelativeError, 2)}); against f32: ` +
+        `${q.firstDisagreement < 0 ? 'the same greedy tokens' : `greedy tokens part at ${q.firstDisagreement}`}, ` +
+        `top-1 agreement ${fmt(100 * q.top1Agreement, 4)}% over ${q.positions} positions (teacher-forced), ` +
+        `logits max |Δ| ${fmt(q.logitsMaxError, 2)}, mean |Δ| ${fmt(q.logitsMeanError, 2)}`,
+    ];
+  });
+}
+
 /** The weights' and the cache's dtypes, as the report states them. */
-function weightsNote(s: Pick<DecodeSettings, 'dtype' | 'kvDtype'>): string {
-  return `${s.dtype} weights, ${s.kvDtype} KV cache`;
+function weightsNote(s: Pick<DecodeSettings, 'dtype' | 'kvDtype' | 'quant'>): string {
+  const projections = s.quant === 'none' ? '' : ` with ${s.quant} projections`;
+  return `${s.dtype} weights${projections}, ${s.kvDtype} KV cache`;
 }
 
 const SPLIT_NOTE =
@@ -588,6 +721,7 @@ export function decodeMarkdown(report: DecodeReport): string {
     '',
     '## Agreement',
     '',
+    ...qualityLines(report).map((line) => `- ${line}`),
     ...(report.agreement.length
       ? report.agreement.map(
           (a) =>
@@ -610,6 +744,9 @@ from the same checkpoint, and reports ms per token against the bandwidth limit.
   --dtype D         f32, f16 or bf16: the checkpoint and the model's matrix weights and
                     embedding, in rayo and in PyTorch (default f32)
   --kv-dtype D      f32, f16 or bf16: the KV cache (default f32)
+  --quant F         q8, q4g32, q4g128 or none: quantize the projections on load (rayo only);
+                    reports the bytes read and the quantized model against the same model
+                    in f32 (greedy tokens, top-1 agreement, logit error) (default none)
   --backends LIST   rayo backends (default cuda,wgpu)
   --prompt N        prompt tokens (default 1024)
   --new N           tokens to generate (default 128)
@@ -631,6 +768,7 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
       config: { type: 'string', default: 'llama-d2048-hd64' },
       dtype: { type: 'string', default: 'f32' },
       'kv-dtype': { type: 'string', default: 'f32' },
+      quant: { type: 'string', default: 'none' },
       backends: { type: 'string', default: 'cuda,wgpu' },
       prompt: { type: 'string', default: '1024' },
       new: { type: 'string', default: '128' },
@@ -656,6 +794,9 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
       throw new Error(`--${name} must be f32, f16 or bf16, got ${text}`);
     return text;
   };
+  const quant = values.quant;
+  if (quant !== 'none' && quant !== 'q8' && quant !== 'q4g32' && quant !== 'q4g128')
+    throw new Error(`--quant must be q8, q4g32, q4g128 or none, got ${quant}`);
   if (values.baseline !== 'torch' && values.baseline !== 'none')
     throw new Error(`--baseline must be torch or none, got ${values.baseline}`);
   if (!DECODE_CONFIGS[values.config])
@@ -680,5 +821,6 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
     profile: values.profile,
     profileRepetitions: int('profile-reps', values['profile-reps'], 1),
     hostTokens: int('host-tokens', values['host-tokens'], 1),
+    quant,
   };
 }
