@@ -461,7 +461,8 @@ export async function decodeBench(
   for (const r of results)
     if (r.run)
       runs.push({ name: r.backend, tokens: r.run.tokens, ...(r.logits ? { logits: r.logits } : {}) });
-  if (torch.status === 'ok') {
+  // With --quant PyTorch decodes the dense model: a timing reference, not the same model to agree with.
+  if (torch.status === 'ok' && settings.quant === 'none') {
     for (const [method, r] of Object.entries(torch.output.results)) {
       if ('tokens' in r)
         runs.push({
