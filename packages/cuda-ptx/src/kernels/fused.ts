@@ -11,7 +11,7 @@ import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Op
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
-import { DOT_COLUMNS, ROW_THREADS, streamLoop, streamWidth } from './gemv.js';
+import { DOT_COLUMNS, ROW_THREADS, streamLoop, streamWidth, warpColumn, warpSum } from './gemv.js';
 import { activationGradF32, siluF32 } from './math.js';
 import { encodeMatmul, HALF_STORAGE } from './matmul.js';
 import {
@@ -136,10 +136,7 @@ export function fusedModule(v: FusedVariant): PtxModule {
       const n = k.ldParam(p.n);
       const kDim = k.ldParam(p.k);
       const rowsTotal = k.ldParam(p.m);
-      const tid = k.tid();
-      const warp = k.shr('u32', k.reg('u32'), tid, 5);
-      const lane = k.and('b32', k.reg('u32'), tid, 31);
-      const col = k.madLo('u32', k.reg('u32'), k.ctaid(), DOT_COLUMNS, warp);
+      const { lane, col } = warpColumn(k, DOT_COLUMNS);
       // Whole warps leave together, so the shuffles below always see 32 lanes.
       k.guard(col, n, () => {
         const row0 = k.mulLo('u32', k.reg('u32'), k.ctaid('y'), v.rows);
@@ -219,17 +216,9 @@ export function fusedModule(v: FusedVariant): PtxModule {
             });
           },
         });
-        const warpSum = (parts: readonly F32[]): F32 => {
-          const s = parts[0]!;
-          for (let j = 1; j < parts.length; j++) k.add('f32', s, s, parts[j]!, { rnd: 'rn' });
-          for (let offset = 16; offset >= 1; offset /= 2) {
-            k.add('f32', s, s, k.shflSync('bfly', k.reg('f32'), s, offset), { rnd: 'rn' });
-          }
-          return s;
-        };
-        const gates = gate.map(warpSum);
-        const ups = v.gated ? up.map(warpSum) : [];
-        const sums = v.norm ? squares.map(warpSum) : [];
+        const gates = gate.map((parts) => warpSum(k, parts));
+        const ups = v.gated ? up.map((parts) => warpSum(k, parts)) : [];
+        const sums = v.norm ? squares.map((parts) => warpSum(k, parts)) : [];
         const eps = v.norm ? k.ldParam(p.eps) : undefined;
         const count = v.norm ? k.cvt('f32', 'u32', k.reg('f32'), kDim, { rnd: 'rn' }) : undefined;
         // Every lane holds every sum; lane r stores row r, so the stores go out in parallel.

@@ -70,6 +70,29 @@ export function below(k: KernelBuilder, a: R32, b: R32 | number): Pred {
   return k.setp('lt', 'u32', k.reg('pred'), a, b);
 }
 
+/**
+ * The warp-per-column layout of the streaming kernels: warp w of block x
+ * owns output column x · columns + w.
+ */
+export function warpColumn(k: KernelBuilder, columns: number): { tid: R32; warp: R32; lane: R32; col: R32 } {
+  const tid = k.tid();
+  const warp = k.shr('u32', k.reg('u32'), tid, 5);
+  const lane = k.and('b32', k.reg('u32'), tid, 31);
+  const col = k.madLo('u32', k.reg('u32'), k.ctaid(), columns, warp);
+  return { tid, warp, lane, col };
+}
+
+/** Adds `parts` into the first, then across the warp by butterfly shuffles: every lane gets the total. */
+export function warpSum(k: KernelBuilder, parts: readonly F32[]): F32 {
+  const s = parts[0]!;
+  for (let j = 1; j < parts.length; j++) k.add('f32', s, s, parts[j]!, { rnd: 'rn' });
+  for (let offset = 16; offset >= 1; offset /= 2) {
+    const other = k.shflSync('bfly', k.reg('f32'), s, offset);
+    k.add('f32', s, s, other, { rnd: 'rn' });
+  }
+  return s;
+}
+
 /** One step of a streaming loop: its loads, then the arithmetic on them. */
 export interface StreamStep<T> {
   /** Loads the operands of the counter's current position and advances the pointers one step. */
@@ -336,10 +359,7 @@ export function dotModule(v: RowVariant): PtxModule {
     (k, p) => {
       const n = k.ldParam(p.n);
       const kDim = k.ldParam(p.k);
-      const tid = k.tid();
-      const warp = k.shr('u32', k.reg('u32'), tid, 5);
-      const lane = k.and('b32', k.reg('u32'), tid, 31);
-      const col = k.madLo('u32', k.reg('u32'), k.ctaid(), DOT_COLUMNS, warp);
+      const { lane, col } = warpColumn(k, DOT_COLUMNS);
       // Whole warps leave together, so the shuffles below always see 32 lanes.
       k.guard(col, n, () => {
         const z = k.ctaid('z');
@@ -387,15 +407,7 @@ export function dotModule(v: RowVariant): PtxModule {
             }
           },
         });
-        const sums = acc.map((row) => {
-          const s = row[0]!;
-          for (let j = 1; j < lanes; j++) k.add('f32', s, s, row[j]!, { rnd: 'rn' });
-          for (let offset = 16; offset >= 1; offset /= 2) {
-            const other = k.shflSync('bfly', k.reg('f32'), s, offset);
-            k.add('f32', s, s, other, { rnd: 'rn' });
-          }
-          return s;
-        });
+        const sums = acc.map((row) => warpSum(k, row));
         const out = rowOutput(k, p, z, v);
         // Every lane holds every sum; lane r stores row r, so the stores go out in parallel.
         sums.forEach((s, r) => {

@@ -12,7 +12,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
-import { below, streamLoop } from './gemv.js';
+import { below, streamLoop, warpColumn, warpSum } from './gemv.js';
 import {
   type FloatStorage,
   loadAsF32,
@@ -203,10 +203,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
       const n = k.ldParam(p.n);
       const kDim = k.ldParam(p.k);
       const rowsTotal = k.ldParam(p.m);
-      const tid = k.tid();
-      const warp = k.shr('u32', k.reg('u32'), tid, 5);
-      const lane = k.and('b32', k.reg('u32'), tid, 31);
-      const col = k.madLo('u32', k.reg('u32'), k.ctaid(), WARPS, warp);
+      const { lane, col } = warpColumn(k, WARPS);
       // Whole warps leave together, so the shuffles below always see 32 lanes.
       k.guard(col, n, () => {
         const { rowWords, groups, zeroWords } = rowGeometry(k, layout, kDim);
@@ -279,11 +276,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
             }
           },
         });
-        for (const a of acc) {
-          for (let offset = 16; offset >= 1; offset /= 2) {
-            k.add('f32', a, a, k.shflSync('bfly', k.reg('f32'), a, offset), { rnd: 'rn' });
-          }
-        }
+        for (const a of acc) warpSum(k, [a]);
         const rowScale =
           layout.bits === 8 ? loadOneAsF32(k, scale, k.elementAddress(scales, col, scaleBytes)) : undefined;
         const out = { y: k.globalPointer(p.y), c: k.globalPointer(p.c), beta: k.ldParam(p.beta), n };
