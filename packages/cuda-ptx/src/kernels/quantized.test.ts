@@ -48,14 +48,15 @@ describe('quantized kernels', () => {
     expect(QUANTIZED_KERNELS[0]!.dtypes).toEqual(['f32', 'f16', 'bf16']);
   });
 
-  it('read the codes as 16-byte words through the non-coherent cache and convert none with cvt', () => {
+  it('read the codes as 16-byte words through the non-coherent cache, x from shared memory, no cvt', () => {
     const base = { zeros: false, withC: false, types: TYPES[1], rows: 1, vecX: true } as const;
     for (const format of QUANT_FORMATS) {
       const text = quantDotModule({ ...base, format }).emit();
-      // Two steps in flight for one row, then the rest one at a time.
-      expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(2 + 1);
+      // One code word per lane and tile; x staged once per tile, read back as .v4 from shared memory.
+      expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(1);
+      expect(text.match(/ld\.shared\.v4\.f32/g)).toHaveLength(format === 'q8' ? 4 : 8);
       expect(text).not.toContain('cvt.rn.f32.s32');
-      expect(text).not.toContain('bar.sync');
+      expect(text.match(/bar\.sync 0;/g)).toHaveLength(2);
       expect(text.match(/st\.global/g)).toHaveLength(1);
     }
     const tile = quantTileModule({ format: 'q4g32', zeros: true, withC: true, types: TYPES[1] }).emit();

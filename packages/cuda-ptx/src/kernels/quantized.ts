@@ -12,7 +12,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
-import { below, streamLoop, warpColumn, warpSum } from './gemv.js';
+import { below, warpColumn, warpSum } from './gemv.js';
 import {
   type FloatStorage,
   loadAsF32,
@@ -180,10 +180,16 @@ function storeOutput(
 }
 
 /**
- * Warp w of block x owns column n = x · 8 + w for rows y · rows … + rows − 1
- * of x. Lane l reads the row's 16-byte words l, l + 32, …, each with its
- * scale (and zero point), then the same k of each row of x, and sums; the
- * warp's shuffles give every lane every row's sum, and lane r stores row r.
+ * Warp w of block x owns column n = x · 8 + w for every row of x (up to
+ * QUANT_DOT_MAX_ROWS). The block walks K in tiles of 32 code words per
+ * row: lane l reads word l of the tile (its codes, scale and zero point),
+ * the block stages the tile's x in shared memory (coalesced, widened to f32,
+ * 0 past K), and lane l reads its word's 32 (q4) or 16 (q8) x values from
+ * there. In global memory those lie 64 or 128 bytes apart from lane to lane,
+ * which would cost a cache line per lane and load; in shared memory each
+ * lane's 16-byte units are XOR-swizzled so that a `.v4` read of 8 lanes
+ * touches 8 different bank groups. The warp's shuffles give every lane
+ * every row's sum, and lane r stores row r.
  */
 export function quantDotModule(v: QuantDotVariant): PtxModule {
   checkRows(v.rows);
@@ -192,9 +198,12 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
   const { act, scale } = v.types;
   const actBytes = STORAGE_BYTES[act];
   const scaleBytes = STORAGE_BYTES[scale];
-  /** Weights per 16-byte word. */
+  /** Weights per 16-byte code word, 16-byte units of x per word, x elements per tile. */
   const perChunk = 4 * layout.perWord;
-  const unroll = v.rows <= 2 ? 2 : 1;
+  const units = perChunk / 4;
+  const tileElems = 32 * perChunk;
+  /** Lanes of one 8-lane phase of a `.v4` shared read that share a chunk's 8-unit bank cycle. */
+  const lanesPerCycle = 8 / units;
   const m = new PtxModule();
   m.entry(
     QUANT_DOT_ENTRY,
@@ -203,96 +212,141 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
       const n = k.ldParam(p.n);
       const kDim = k.ldParam(p.k);
       const rowsTotal = k.ldParam(p.m);
-      const { lane, col } = warpColumn(k, WARPS);
-      // Whole warps leave together, so the shuffles below always see 32 lanes.
-      k.guard(col, n, () => {
-        const { rowWords, groups, zeroWords } = rowGeometry(k, layout, kDim);
-        const chunks = k.shr('u32', k.reg('u32'), rowWords, 2);
-        const row0 = k.mulLo('u32', k.reg('u32'), k.ctaid('y'), v.rows);
-        const lastRow = k.sub('u32', k.reg('u32'), rowsTotal, 1);
-        const x = k.globalPointer(p.x);
-        // Rows past M read the last row (never stored), so every step loads alike.
-        const xRows: R64[] = Array.from({ length: v.rows }, (_, r) => {
-          const row = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), row0, r), lastRow);
-          return k.elementAddress(x, k.mulLo('u32', k.reg('u32'), row, kDim), actBytes);
+      const xTile = k.sharedArray('xTile', 'f32', v.rows * tileElems, 16);
+      const base = k.sharedAddress(xTile);
+      const { tid, lane, col } = warpColumn(k, WARPS);
+      const { rowWords, groups, zeroWords } = rowGeometry(k, layout, kDim);
+      const chunks = k.shr('u32', k.reg('u32'), rowWords, 2);
+      // Columns past N read the last row of W (never stored): every warp takes part in the barriers.
+      const wRow = k.min('u32', k.reg('u32'), col, k.sub('u32', k.reg('u32'), n, 1));
+      const lastRow = k.sub('u32', k.reg('u32'), rowsTotal, 1);
+      const x = k.globalPointer(p.x);
+      const xRows: R64[] = Array.from({ length: v.rows }, (_, r) => {
+        const row = k.min('u32', k.reg('u32'), k.mov('u32', k.reg('u32'), r), lastRow);
+        return k.elementAddress(x, k.mulLo('u32', k.reg('u32'), row, kDim), actBytes);
+      });
+      const wPtr = k.elementAddress(
+        k.globalPointer(p.packed),
+        k.madLo('u32', k.reg('u32'), wRow, rowWords, k.shl('b32', k.reg('u32'), lane, 2)),
+        4,
+      );
+      const scales = k.globalPointer(p.scales);
+      const zeros = k.globalPointer(p.zeros);
+      const scaleRow = groups ? k.mulLo('u32', k.reg('u32'), wRow, groups) : wRow;
+      const zeroRow = zeroWords ? k.mulLo('u32', k.reg('u32'), wRow, zeroWords) : undefined;
+      // Where lane l finds unit j of its word: l · units + (j XOR swizzle), swizzle = (l / lanesPerCycle) mod units.
+      const swizzle = k.and(
+        'b32',
+        k.reg('u32'),
+        k.shr('u32', k.reg('u32'), lane, Math.log2(lanesPerCycle)),
+        units - 1,
+      );
+      const laneBase = k.madLo('u32', k.reg('u32'), lane, units * 16, base);
+      const unitAt = Array.from({ length: units }, (_, j) =>
+        k.madLo('u32', k.reg('u32'), k.xor('b32', k.reg('u32'), swizzle, j), 16, laneBase),
+      );
+      // Staging: thread t widens x elements 4t … 4t + 3 of the tile (q8 tiles take half the threads).
+      const stager = k.shl('b32', k.reg('u32'), tid, 2);
+      const stageUnit = tid;
+      const stageLane = k.shr('u32', k.reg('u32'), stageUnit, Math.log2(units));
+      const stageSwizzle = k.and(
+        'b32',
+        k.reg('u32'),
+        k.shr('u32', k.reg('u32'), stageLane, Math.log2(lanesPerCycle)),
+        units - 1,
+      );
+      const stageAt = k.madLo(
+        'u32',
+        k.reg('u32'),
+        k.or(
+          'b32',
+          k.reg('u32'),
+          k.and('b32', k.reg('u32'), stageUnit, ~(units - 1) >>> 0),
+          k.xor('b32', k.reg('u32'), k.and('b32', k.reg('u32'), stageUnit, units - 1), stageSwizzle),
+        ),
+        16,
+        base,
+      );
+      const stages = below(k, stager, tileElems);
+      const acc = k.regs('f32', v.rows);
+      for (const a of acc) k.mov('f32', a, 0);
+      const first = k.reg('u32');
+      k.forRange(first, 0, chunks, 32, () => {
+        const c = k.add('u32', k.reg('u32'), first, lane);
+        const ok = below(k, c, chunks);
+        // This lane's word of the tile, its scale and zero point: in flight while x is staged.
+        const words = k.regs('u32', 4);
+        for (const w of words) k.mov('b32', w, 0);
+        k.predicated(ok, () => {
+          k.ldGlobal('b32', words as unknown as Vec4<R32>, wPtr, { nc: true });
         });
-        const wPtr = k.elementAddress(
-          k.globalPointer(p.packed),
-          k.madLo('u32', k.reg('u32'), col, rowWords, k.shl('b32', k.reg('u32'), lane, 2)),
-          4,
-        );
-        const scales = k.globalPointer(p.scales);
-        const zeros = k.globalPointer(p.zeros);
-        const scaleRow = groups ? k.mulLo('u32', k.reg('u32'), col, groups) : col;
-        const zeroRow = zeroWords ? k.mulLo('u32', k.reg('u32'), col, zeroWords) : undefined;
-        const acc = k.regs('f32', v.rows);
-        for (const a of acc) k.mov('f32', a, 0);
-        const chunk = k.mov('u32', k.reg('u32'), lane);
-        const counter = k.mov('u32', k.reg('u32'), lane);
-        streamLoop(k, counter, chunks, 32, unroll, {
-          load: () => {
-            const c = k.mov('u32', k.reg('u32'), chunk);
-            k.add('u32', chunk, chunk, 32);
-            const words = k.regs('u32', 4);
-            k.ldGlobal('b32', words as unknown as Vec4<R32>, wPtr, { nc: true });
-            k.add('u64', wPtr, wPtr, 32 * 16);
-            if (layout.bits === 8) return { c, words, s: undefined, bias: undefined };
-            // q4: group g = chunk (group 32) or chunk / 4 (group 128).
-            const g = layout.groupSize === 32 ? c : k.shr('u32', k.reg('u32'), c, 2);
-            const s = loadOneAsF32(
-              k,
-              scale,
-              k.elementAddress(scales, k.add('u32', k.reg('u32'), scaleRow, g), scaleBytes),
-            );
-            const bias = v.zeros ? zeroBias(k, zeros, zeroRow!, g) : undefined;
-            return { c, words, s, bias };
-          },
-          use: ({ c, words, s, bias }) => {
-            const k0 = k.mulLo('u32', k.reg('u32'), c, perChunk);
-            const sums = layout.bits === 8 ? acc : acc.map(() => k.mov('f32', k.reg('f32'), 0));
-            words.forEach((word, i) => {
-              const codes = codesOf(k, layout, word, bias ?? fixedBias(layout));
-              const first = k.add('u32', k.reg('u32'), k0, i * layout.perWord);
-              xRows.forEach((xRow, r) => {
-                const xs = k.regs('f32', layout.perWord);
-                const at = k.elementAddress(xRow, first, actBytes);
-                if (v.vecX) loadAsF32(k, act, xs, at);
-                else {
-                  // x past K reads as 0: the row's padding codes never count.
-                  xs.forEach((reg, j) => {
-                    const inside = below(k, k.add('u32', k.reg('u32'), first, j), kDim);
-                    loadAsF32(k, act, [reg], addr(at, j * actBytes), { ok: inside });
-                  });
-                }
-                codes.forEach((code, j) => {
-                  k.fma('f32', sums[r]!, code, xs[j]!, sums[r]!);
-                });
-              });
-            });
-            if (s) {
-              sums.forEach((sum, r) => {
-                k.fma('f32', acc[r]!, sum, s, acc[r]!);
+        k.add('u64', wPtr, wPtr, 32 * 16);
+        let s: F32 | undefined;
+        let bias: F32 | number = fixedBias(layout);
+        if (layout.bits === 4) {
+          // q4: group g = word (group 32) or word / 4 (group 128); past the row, the last word's.
+          const last = k.min('u32', k.reg('u32'), c, k.sub('u32', k.reg('u32'), chunks, 1));
+          const g = layout.groupSize === 32 ? last : k.shr('u32', k.reg('u32'), last, 2);
+          s = loadOneAsF32(
+            k,
+            scale,
+            k.elementAddress(scales, k.add('u32', k.reg('u32'), scaleRow, g), scaleBytes),
+          );
+          if (v.zeros) bias = zeroBias(k, zeros, zeroRow!, g);
+        }
+        k.barSync(); // the previous tile's x has been read
+        k.ifThen(stages, () => {
+          const kk = k.madLo('u32', k.reg('u32'), first, perChunk, stager);
+          xRows.forEach((xRow, r) => {
+            const xs = k.regs('f32', 4);
+            const at = k.elementAddress(xRow, kk, actBytes);
+            if (v.vecX) loadAsF32(k, act, xs, at, { ok: below(k, kk, kDim) });
+            else {
+              xs.forEach((reg, j) => {
+                const inside = below(k, k.add('u32', k.reg('u32'), kk, j), kDim);
+                loadAsF32(k, act, [reg], addr(at, j * actBytes), { ok: inside });
               });
             }
-          },
-        });
-        for (const a of acc) warpSum(k, [a]);
-        const rowScale =
-          layout.bits === 8 ? loadOneAsF32(k, scale, k.elementAddress(scales, col, scaleBytes)) : undefined;
-        const out = { y: k.globalPointer(p.y), c: k.globalPointer(p.c), beta: k.ldParam(p.beta), n };
-        // Lane r stores row r, so the stores go out in parallel.
-        acc.forEach((a, r) => {
-          const row = k.add('u32', k.reg('u32'), row0, r);
-          const mine = k.and(
-            'pred',
-            k.reg('pred'),
-            k.setp('eq', 'u32', k.reg('pred'), lane, r),
-            below(k, row, rowsTotal),
-          );
-          k.ifThen(mine, () => {
-            const sum = rowScale ? k.mul('f32', k.reg('f32'), a, rowScale, { rnd: 'rn' }) : a;
-            storeOutput(k, v, out, row, col, sum);
+            k.stShared('f32', addr(stageAt, r * tileElems * 4), xs as unknown as Vec4<F32>);
           });
+        });
+        k.barSync();
+        const sums = layout.bits === 8 ? acc : acc.map(() => k.mov('f32', k.reg('f32'), 0));
+        words.forEach((word, i) => {
+          const codes = codesOf(k, layout, word, bias);
+          for (let r = 0; r < v.rows; r++) {
+            // Word i of the chunk covers units i · perWord / 4 … of the lane's x.
+            for (let q = 0; q < layout.perWord / 4; q++) {
+              const xs = k.regs('f32', 4);
+              const unit = (i * layout.perWord) / 4 + q;
+              k.ldShared('f32', xs as unknown as Vec4<F32>, addr(unitAt[unit]!, r * tileElems * 4));
+              for (let j = 0; j < 4; j++) k.fma('f32', sums[r]!, codes[q * 4 + j]!, xs[j]!, sums[r]!);
+            }
+          }
+        });
+        if (s) {
+          const scaleOf = s;
+          sums.forEach((sum, r) => {
+            k.fma('f32', acc[r]!, sum, scaleOf, acc[r]!);
+          });
+        }
+      });
+      for (const a of acc) warpSum(k, [a]);
+      const rowScale =
+        layout.bits === 8 ? loadOneAsF32(k, scale, k.elementAddress(scales, wRow, scaleBytes)) : undefined;
+      const out = { y: k.globalPointer(p.y), c: k.globalPointer(p.c), beta: k.ldParam(p.beta), n };
+      // Lane r stores row r, so the stores go out in parallel.
+      acc.forEach((a, r) => {
+        const row = k.mov('u32', k.reg('u32'), r);
+        const mine = k.and(
+          'pred',
+          k.reg('pred'),
+          k.and('pred', k.reg('pred'), k.setp('eq', 'u32', k.reg('pred'), lane, r), below(k, row, rowsTotal)),
+          below(k, col, n),
+        );
+        k.ifThen(mine, () => {
+          const sum = rowScale ? k.mul('f32', k.reg('f32'), a, rowScale, { rnd: 'rn' }) : a;
+          storeOutput(k, v, out, row, col, sum);
         });
       });
     },

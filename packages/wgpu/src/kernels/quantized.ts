@@ -13,7 +13,6 @@ import { paramLayout } from '../params.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
 import { BUILTINS } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
-import { streamLoop } from './matmulStream.js';
 
 // quantizedMatmul: y = x · dequant(W)ᵀ (+ beta · c) with W [N, K] stored as
 // int8 or 4-bit codes (core's quant/layout.ts has the bits). For a few rows
@@ -123,30 +122,46 @@ function storeY(index: string, value: string): string {
   return `y[${index}] = select(${value}, fma(params.beta, c[${index}], ${value}), params.hasC != 0u);`;
 }
 
+/**
+ * Group g of a workgroup owns column 8 · workgroup + g for every row of x
+ * (up to QUANT_STREAM_MAX_ROWS). The workgroup walks K in tiles of 32 code
+ * words per row: invocation l of a group reads word l of the tile, the
+ * workgroup stages the tile's x in workgroup memory (coalesced, 0 past K),
+ * and each invocation reads its word's 32 (q4) or 16 (q8) x values from
+ * there. In a storage buffer those lie 64 or 128 bytes apart from one
+ * invocation to the next (a cache line each); in workgroup memory each
+ * invocation's 16-byte units are XOR-swizzled so that neighbours read
+ * different banks.
+ */
 export function quantStreamShader(v: QuantStreamVariant) {
   const layout = quantLayout(v.format, 1);
   const rows = Array.from({ length: v.rows }, (_, r) => r);
-  /** Weights per 16-byte word. */
-  const perChunk = 4 * layout.perWord;
   const q4 = layout.bits === 4;
+  /** Weights per 16-byte code word; vec4 units of x per word and per tile; lanes that share a bank cycle. */
+  const perChunk = 4 * layout.perWord;
+  const units = perChunk / 4;
+  const tileUnits = LANES * units;
+  const lanesPerCycle = 8 / units;
+  const xAt = (r: number, unit: string) => `xt[${r * tileUnits}u + lane * ${units}u + ((${unit}) ^ sw)]`;
   // The word loop stays a loop: unrolled, it made shaders that took seconds to compile on lavapipe.
-  const step = (c: string) => `{
-      let c = ${c};
-      let wv = packed[wRow * chunks + c];
-      ${q4 ? `let g = ${layout.groupSize === 32 ? 'c' : 'c / 4u'}; let s = scale_of(wRow * params.groups + g); let z = vec4<f32>(zero_of(wRow, g));` : ''}
-      ${rows.map((r) => `var part${r} = 0.0;`).join(' ')}
-      for (var j = 0u; j < 4u; j++) {
-        let k = c * ${perChunk}u + j * ${layout.perWord}u;
+  const body = `for (var j = 0u; j < 4u; j++) {
         let lo = codes_lo(wv[j])${q4 ? ' - z' : ''};
         ${q4 ? 'let hi = codes_hi(wv[j]) - z;' : ''}
-        ${rows.map((r) => `part${r} += dot(lo, x_quad(xRow${r}, k))${q4 ? ` + dot(hi, x_quad(xRow${r}, k + 4u))` : ''};`).join('\n        ')}
-      }
-      ${rows.map((r) => (q4 ? `acc${r} = fma(part${r}, s, acc${r});` : `acc${r} += part${r};`)).join(' ')}
-    }`;
+        ${rows
+          .map((r) =>
+            q4
+              ? `part${r} += dot(lo, ${xAt(r, '2u * j')}) + dot(hi, ${xAt(r, '2u * j + 1u')});`
+              : `part${r} += dot(lo, ${xAt(r, 'j')});`,
+          )
+          .join('\n        ')}
+      }`;
   const at = (r: number, o = '') => `red[${r * THREADS}u + tid${o}]`;
-  // x[row + k … + 3]: one vector load, or elements up to K (0 past it: the row's padding codes never count).
+  // x[row + k … + 3], 0 past K: one vector load, or elements.
   const xQuad = v.vecX
-    ? 'fn x_quad(row: u32, k: u32) -> vec4<f32> { return x[(row + k) / 4u]; }'
+    ? `fn x_quad(row: u32, k: u32) -> vec4<f32> {
+  if (k >= params.k) { return vec4<f32>(0.0); }
+  return x[(row + k) / 4u];
+}`
     : `fn x_at(row: u32, k: u32) -> f32 { return select(0.0, x[row + min(k, params.k - 1u)], k < params.k); }
 fn x_quad(row: u32, k: u32) -> vec4<f32> {
   return vec4<f32>(x_at(row, k), x_at(row, k + 1u), x_at(row, k + 2u), x_at(row, k + 3u));
@@ -157,6 +172,7 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
     code: () => `
 ${PARAMS.wgsl}
 ${bindings(v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>')}
+var<workgroup> xt: array<vec4<f32>, ${v.rows * tileUnits}>;
 var<workgroup> red: array<f32, ${v.rows * THREADS}>;
 ${dequantFunctions(v)}
 ${xQuad}
@@ -167,12 +183,30 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
   if (wgi >= params.tiles) { return; }
   let col = wgi * ${GROUPS}u + tid / ${LANES}u;
   let lane = tid % ${LANES}u;
-  // Columns and rows past the end are clamped (read, never written).
+  // Columns past N read the last row of W (never written); every invocation takes part in the barriers.
   let wRow = min(col, params.n - 1u);
   let chunks = params.rowWords / 4u;
+  let sw = (lane / ${lanesPerCycle}u) % ${units}u;
+  // Staging: invocation t widens x unit t of the tile into its swizzled place.
+  let stageLane = tid / ${units}u;
+  let stagePos = stageLane * ${units}u + ((tid % ${units}u) ^ ((stageLane / ${lanesPerCycle}u) % ${units}u));
   ${rows.map((r) => `let xRow${r} = min(${r}u, params.m - 1u) * params.k;`).join('\n  ')}
   ${rows.map((r) => `var acc${r} = 0.0;`).join(' ')}
-  ${streamLoop('lane', 'chunks', LANES, v.rows === 1 ? 2 : 1, step)}
+  for (var first = 0u; first < chunks; first += ${LANES}u) {
+    let c = first + lane;
+    var wv = vec4<u32>(0u);
+    if (c < chunks) { wv = packed[wRow * chunks + c]; }
+    ${q4 ? `let g = ${layout.groupSize === 32 ? 'min(c, chunks - 1u)' : 'min(c, chunks - 1u) / 4u'}; let s = scale_of(wRow * params.groups + g); let z = vec4<f32>(zero_of(wRow, g));` : ''}
+    workgroupBarrier();
+    if (tid < ${tileUnits}u) {
+      let k = first * ${perChunk}u + tid * 4u;
+      ${rows.map((r) => `xt[${r * tileUnits}u + stagePos] = x_quad(xRow${r}, k);`).join('\n      ')}
+    }
+    workgroupBarrier();
+    ${rows.map((r) => `var part${r} = 0.0;`).join(' ')}
+    ${body}
+    ${rows.map((r) => (q4 ? `acc${r} = fma(part${r}, s, acc${r});` : `acc${r} += part${r};`)).join(' ')}
+  }
   ${rows.map((r) => `${at(r)} = acc${r};`).join('\n  ')}
   workgroupBarrier();
   for (var s = ${LANES / 2}u; s > 0u; s >>= 1u) {
