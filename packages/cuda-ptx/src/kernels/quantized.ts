@@ -28,12 +28,13 @@ import {
 // the codes once, so the small-M kernel is shaped around them: warp w of a
 // block owns output column n, its lanes read the row's 16-byte words (16
 // int8 or 32 nibbles each) with `.v4` loads through the non-coherent cache,
-// turn each code into an exact f32 in registers (the code ORed into the
-// mantissa of 2^23, then 2^23 + zero subtracted: no int-to-float convert),
-// and the warp sums its lanes with shuffles. q4 sums each 32-weight word
-// before its group scale multiplies it; q8 scales the row's sum once. More
-// rows of x go to a tiled kernel that dequantizes a 64-column × 32-k tile of
-// W into shared memory per step and computes a 64 × 64 tile of y from it.
+// the block stages the matching x in shared memory, each lane turns its
+// codes into exact f32s in registers (the code ORed into the mantissa of
+// 2^23, then 2^23 + zero subtracted: no int-to-float convert), and the
+// warp sums its lanes with shuffles. q4 sums each 32-weight word before its
+// group scale multiplies it; q8 scales the row's sum once. More rows of x
+// go to a tiled kernel that dequantizes a 64-column × 32-k tile of W into
+// shared memory per step and computes a 64 × 64 tile of y from it.
 
 /** Threads per block of both kernels. */
 const THREADS = 256;

@@ -19,7 +19,7 @@ import { encodeWithF32Activations } from './halfEdges.js';
 // of x (decoding), a workgroup is 8 groups of 32 invocations; group g owns
 // output column n and its lanes read the row's 16-byte words (16 int8 or 32
 // nibbles each) as vec4<u32>, dequantize them in registers and sum against
-// x in vec4 dot products; q4 sums each word before its group scale
+// x (staged per tile in workgroup memory) in vec4 dot products; q4 sums each word before its group scale
 // multiplies it, q8 scales the row's sum once. The lanes' sums meet in a
 // tree in workgroup memory (no subgroups needed). More rows take a tiled
 // shader: a 64-column × 32-k tile of W is dequantized into workgroup memory
