@@ -52,8 +52,9 @@ describe('quantized kernels', () => {
     const base = { zeros: false, withC: false, types: TYPES[1], rows: 1, vecX: true } as const;
     for (const format of QUANT_FORMATS) {
       const text = quantDotModule({ ...base, format }).emit();
-      // One code word per lane and tile; x staged once per tile, read back as .v4 from shared memory.
-      expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(1);
+      // One code word per lane and tile, loaded a tile ahead (the first before the loop); x staged
+      // once per tile, read back as .v4 from shared memory.
+      expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(2);
       expect(text.match(/ld\.shared\.v4\.f32/g)).toHaveLength(format === 'q8' ? 4 : 8);
       expect(text).not.toContain('cvt.rn.f32.s32');
       expect(text.match(/bar\.sync 0;/g)).toHaveLength(2);

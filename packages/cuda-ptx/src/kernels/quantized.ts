@@ -271,30 +271,33 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
       const stages = below(k, stager, tileElems);
       const acc = k.regs('f32', v.rows);
       for (const a of acc) k.mov('f32', a, 0);
-      const first = k.reg('u32');
-      k.forRange(first, 0, chunks, 32, () => {
-        const c = k.add('u32', k.reg('u32'), first, lane);
-        const ok = below(k, c, chunks);
-        // This lane's word of the tile, its scale and zero point: in flight while x is staged.
-        const words = k.regs('u32', 4);
-        for (const w of words) k.mov('b32', w, 0);
-        k.predicated(ok, () => {
-          k.ldGlobal('b32', words as unknown as Vec4<R32>, wPtr, { nc: true });
+      // A tile's code word, scale and zero point are loaded one tile ahead, so
+      // that they are in flight while the tile before is staged and summed.
+      type TileCodes = { words: R32[]; s: F32; bias: F32 };
+      const tileCodes = (): TileCodes => ({ words: k.regs('u32', 4), s: k.reg('f32'), bias: k.reg('f32') });
+      const loadTile = (c: R32, into: TileCodes) => {
+        for (const w of into.words) k.mov('b32', w, 0);
+        k.predicated(below(k, c, chunks), () => {
+          k.ldGlobal('b32', into.words as unknown as Vec4<R32>, wPtr, { nc: true });
         });
         k.add('u64', wPtr, wPtr, 32 * 16);
-        let s: F32 | undefined;
-        let bias: F32 | number = fixedBias(layout);
-        if (layout.bits === 4) {
-          // q4: group g = word (group 32) or word / 4 (group 128); past the row, the last word's.
-          const last = k.min('u32', k.reg('u32'), c, k.sub('u32', k.reg('u32'), chunks, 1));
-          const g = layout.groupSize === 32 ? last : k.shr('u32', k.reg('u32'), last, 2);
-          s = loadOneAsF32(
-            k,
-            scale,
-            k.elementAddress(scales, k.add('u32', k.reg('u32'), scaleRow, g), scaleBytes),
-          );
-          if (v.zeros) bias = zeroBias(k, zeros, zeroRow!, g);
-        }
+        if (layout.bits === 8) return;
+        // q4: group g = word (group 32) or word / 4 (group 128); past the row, the last word's.
+        const last = k.min('u32', k.reg('u32'), c, k.sub('u32', k.reg('u32'), chunks, 1));
+        const g = layout.groupSize === 32 ? last : k.shr('u32', k.reg('u32'), last, 2);
+        const at = k.elementAddress(scales, k.add('u32', k.reg('u32'), scaleRow, g), scaleBytes);
+        k.mov('f32', into.s, loadOneAsF32(k, scale, at));
+        if (v.zeros) k.mov('f32', into.bias, zeroBias(k, zeros, zeroRow!, g));
+      };
+      const current = tileCodes();
+      loadTile(lane, current);
+      const first = k.reg('u32');
+      k.forRange(first, 0, chunks, 32, () => {
+        const next = tileCodes();
+        loadTile(k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), first, 32), lane), next);
+        const { words } = current;
+        const s = layout.bits === 4 ? current.s : undefined;
+        const bias: F32 | number = v.zeros ? current.bias : fixedBias(layout);
         k.barSync(); // the previous tile's x has been read
         k.ifThen(stages, () => {
           const kk = k.madLo('u32', k.reg('u32'), first, perChunk, stager);
@@ -331,6 +334,11 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
             k.fma('f32', acc[r]!, sum, scaleOf, acc[r]!);
           });
         }
+        current.words.forEach((w, i) => {
+          k.mov('b32', w, next.words[i]!);
+        });
+        if (layout.bits === 4) k.mov('f32', current.s, next.s);
+        if (v.zeros) k.mov('f32', current.bias, next.bias);
       });
       for (const a of acc) warpSum(k, [a]);
       const rowScale =
