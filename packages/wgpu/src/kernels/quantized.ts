@@ -176,6 +176,18 @@ var<workgroup> xt: array<vec4<f32>, ${v.rows * tileUnits}>;
 var<workgroup> red: array<f32, ${v.rows * THREADS}>;
 ${dequantFunctions(v)}
 ${xQuad}
+fn word_of(row: u32, chunks: u32, c: u32) -> vec4<u32> {
+  if (c >= chunks) { return vec4<u32>(0u); }
+  return packed[row * chunks + c];
+}
+${
+  q4
+    ? `// Past the row, the last word's group.
+fn group_of(chunks: u32, c: u32) -> u32 { return ${layout.groupSize === 32 ? 'min(c, chunks - 1u)' : 'min(c, chunks - 1u) / 4u'}; }
+fn group_scale(row: u32, chunks: u32, c: u32) -> f32 { return scale_of(row * params.groups + group_of(chunks, c)); }
+fn group_zero(row: u32, chunks: u32, c: u32) -> vec4<f32> { return vec4<f32>(zero_of(row, group_of(chunks, c))); }`
+    : ''
+}
 
 @compute @workgroup_size(${THREADS})
 fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
@@ -192,11 +204,13 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
   let stagePos = stageLane * ${units}u + ((tid % ${units}u) ^ ((stageLane / ${lanesPerCycle}u) % ${units}u));
   ${rows.map((r) => `let xRow${r} = min(${r}u, params.m - 1u) * params.k;`).join('\n  ')}
   ${rows.map((r) => `var acc${r} = 0.0;`).join(' ')}
+  // Each tile's code word (and q4's scale and zero point) is loaded a tile ahead.
+  var wv = word_of(wRow, chunks, lane);
+  ${q4 ? 'var gs = group_scale(wRow, chunks, lane); var z = group_zero(wRow, chunks, lane);' : ''}
   for (var first = 0u; first < chunks; first += ${LANES}u) {
-    let c = first + lane;
-    var wv = vec4<u32>(0u);
-    if (c < chunks) { wv = packed[wRow * chunks + c]; }
-    ${q4 ? `let g = ${layout.groupSize === 32 ? 'min(c, chunks - 1u)' : 'min(c, chunks - 1u) / 4u'}; let s = scale_of(wRow * params.groups + g); let z = vec4<f32>(zero_of(wRow, g));` : ''}
+    let next = first + ${LANES}u + lane;
+    let nextWv = word_of(wRow, chunks, next);
+    ${q4 ? 'let nextGs = group_scale(wRow, chunks, next); let nextZ = group_zero(wRow, chunks, next);' : ''}
     workgroupBarrier();
     if (tid < ${tileUnits}u) {
       let k = first * ${perChunk}u + tid * 4u;
@@ -205,7 +219,9 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
     workgroupBarrier();
     ${rows.map((r) => `var part${r} = 0.0;`).join(' ')}
     ${body}
-    ${rows.map((r) => (q4 ? `acc${r} = fma(part${r}, s, acc${r});` : `acc${r} += part${r};`)).join(' ')}
+    ${rows.map((r) => (q4 ? `acc${r} = fma(part${r}, gs, acc${r});` : `acc${r} += part${r};`)).join(' ')}
+    wv = nextWv;
+    ${q4 ? 'gs = nextGs; z = nextZ;' : ''}
   }
   ${rows.map((r) => `${at(r)} = acc${r};`).join('\n  ')}
   workgroupBarrier();
