@@ -1,5 +1,12 @@
 import type { AttrValues, DType } from '@rayo/core';
-import { type BenchCase, caseVia, inputMetas, resolvedAttrs, type SuiteMode, workingSetBytes } from './case.js';
+import {
+  type BenchCase,
+  caseVia,
+  inputMetas,
+  resolvedAttrs,
+  type SuiteMode,
+  workingSetBytes,
+} from './case.js';
 import { findPackageScript, type PythonScriptOutcome, runPythonScript } from './python.js';
 import { rotationSets, type TimingOptions } from './timing.js';
 

@@ -51,7 +51,11 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
   'gemm-tb': { title: 'fp32 GEMM, B transposed', x: 'FLOP per call', caseTicks: true },
   'gemm-ta': { title: 'fp32 GEMM, A transposed', x: 'FLOP per call', caseTicks: true },
   gemv: { title: 'fp32 GEMV, 1×K×N', x: 'weight bytes', xBytes: true, caseTicks: true },
-  'gemm-half': { title: 'Half GEMM (f16, bf16), square N×N×N, f32 accumulation', x: 'FLOP per call', caseTicks: true },
+  'gemm-half': {
+    title: 'Half GEMM (f16, bf16), square N×N×N, f32 accumulation',
+    x: 'FLOP per call',
+    caseTicks: true,
+  },
   'gemv-half': {
     title: 'GEMV against half weights, 1×K×N (x and y f32, or all bf16)',
     x: 'weight bytes',
@@ -179,7 +183,9 @@ function halfGemm(dtype: 'f16' | 'bf16', n: number, when: Modes): BenchCase {
     x: 2 * n ** 3,
     ...modes(when),
     tolerance: halfTolerance(dtype),
-    ...(n ** 3 > FULL_CHECK_MACS ? { subset: matmulRowSubset(n, n, n, SAMPLED_ROWS, { dtypes: [dtype, dtype] }) } : {}),
+    ...(n ** 3 > FULL_CHECK_MACS
+      ? { subset: matmulRowSubset(n, n, n, SAMPLED_ROWS, { dtypes: [dtype, dtype] }) }
+      : {}),
   };
 }
 
