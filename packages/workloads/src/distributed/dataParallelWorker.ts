@@ -43,6 +43,26 @@ export interface DataParallelRun {
   readonly losses: readonly number[];
   /** Step times (ms) after the warm-up, from the start of a step to its loss readback. */
   readonly times: readonly number[];
+  /**
+   * The bucketed all-reduce of one step's gradient bytes alone, from enqueue
+   * to the device being done (median ms of a few), and those bytes; absent on one rank.
+   */
+  readonly allReduce?: { readonly ms: number; readonly bytes: number };
+}
+
+/** Times `parallel`'s bucketed all-reduce alone, over tensors shaped as the gradients (the parameters: identical on every rank, so averaging leaves them as they are). */
+async function timeAllReduce(parallel: DataParallel, sync: () => Promise<void>, reps = 5) {
+  const times: number[] = [];
+  for (let i = 0; i <= reps; i++) {
+    const begin = performance.now();
+    parallel.allReduceGradientsOf((p) => p.value);
+    await sync();
+    parallel.throwIfFailed();
+    if (i > 0) times.push(performance.now() - begin);
+  }
+  times.sort((a, b) => a - b);
+  const bytes = parallel.buckets.reduce((sum, b) => sum + b.bytes, 0);
+  return { ms: times[Math.floor(times.length / 2)]!, bytes };
 }
 
 /** Columns [start, end) of every row of a row-major [rows, columns] array (a rank's sequences of [seq, batch] tokens). */
@@ -117,8 +137,9 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
     losses.push(result.loss!);
   }
   replayed?.dispose();
+  const allReduce = where.size > 1 ? await timeAllReduce(parallel, () => backend.sync()) : undefined;
   if (where.rank === 0) {
-    const run: DataParallelRun = { world: where.size, device: backend.info.device, losses, times };
+    const run: DataParallelRun = { world: where.size, device: backend.info.device, losses, times, allReduce };
     console.log(JSON.stringify(run));
   }
   await communicator.dispose();
