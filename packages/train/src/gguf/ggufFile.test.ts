@@ -3,27 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DTypeError, f16BitsToF32, f32ToF16Bits, RayoError } from '@rayo/core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openNodeFile, type RandomAccessFile } from '../checkpoint/randomAccessFile.js';
+import { openNodeFile } from '../checkpoint/randomAccessFile.js';
 import { Rng } from '../random.js';
 import { GgufFile } from './ggufFile.js';
+import { memoryFile } from './memoryFile.testkit.js';
 import type { GgmlType } from './ggmlTypes.js';
 import type { GgufValue } from './metadata.js';
 import { quantize } from './quantize.js';
 import { encodeGguf, type GgufContents, writeGgufFile } from './writer.js';
-
-/** An in-memory file whose reads are recorded. */
-export function memoryFile(bytes: Uint8Array, reads: { position: number; length: number }[] = []): RandomAccessFile {
-  return {
-    name: 'memory.gguf',
-    size: bytes.length,
-    async read(into, position) {
-      if (position < 0 || position + into.length > bytes.length) throw new RangeError('read outside the file');
-      reads.push({ position, length: into.length });
-      into.set(bytes.subarray(position, position + into.length));
-    },
-    close: async () => {},
-  };
-}
 
 const METADATA: [string, GgufValue][] = [
   ['general.architecture', { type: 'string', value: 'llama' }],
