@@ -48,7 +48,14 @@ export function llamaToGguf(
     const values =
       heads === undefined
         ? data
-        : new Float32Array(hfRowsToGguf(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), heads, shape[0]!, hfName).buffer);
+        : new Float32Array(
+            hfRowsToGguf(
+              new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+              heads,
+              shape[0]!,
+              hfName,
+            ).buffer,
+          );
     tensors.push({ name, type: options.typeOf?.(hfName, shape) ?? 'F32', shape, values });
   }
   return {

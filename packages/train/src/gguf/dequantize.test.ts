@@ -13,7 +13,9 @@ describe('ggml block dequantization, against blocks computed by hand', () => {
   it('Q8_0: f16 d, then 32 int8 values; x = d·q', () => {
     // q_j = j − 16 (bytes are two's complement), d = 0.5.
     const block = Uint8Array.of(...F16_HALF, ...Array.from({ length: 32 }, (_, j) => (j - 16) & 0xff));
-    expect(Array.from(dequantize('Q8_0', block))).toEqual(Array.from({ length: 32 }, (_, j) => 0.5 * (j - 16)));
+    expect(Array.from(dequantize('Q8_0', block))).toEqual(
+      Array.from({ length: 32 }, (_, j) => 0.5 * (j - 16)),
+    );
     // The extremes of int8.
     const ends = Uint8Array.of(...F16_QUARTER, 0x80, 0x7f, ...new Array(30).fill(0));
     expect(Array.from(dequantize('Q8_0', ends)).slice(0, 3)).toEqual([-32, 31.75, 0]);
@@ -39,9 +41,18 @@ describe('ggml block dequantization, against blocks computed by hand', () => {
   //   sc4 = 17 = 01|0001, sc5 = 33 = 10|0001, sc6 = 48 = 11|0000, sc7 = 5 = 00|0101
   //   m4 = 20 = 01|0100, m5 = 40 = 10|1000, m6 = 63 = 11|1111, m7 = 9 = 00|1001
   const SCALE_BYTES = [
-    1 | (1 << 6), 2 | (2 << 6), 3 | (3 << 6), 63 | (0 << 6), // 65, 130, 195, 63
-    0 | (1 << 6), 1 | (2 << 6), 62 | (3 << 6), 7 | (0 << 6), // 64, 129, 254, 7
-    1 | (4 << 4), 1 | (8 << 4), 0 | (15 << 4), 5 | (9 << 4), // 65, 129, 240, 149
+    1 | (1 << 6),
+    2 | (2 << 6),
+    3 | (3 << 6),
+    63 | (0 << 6), // 65, 130, 195, 63
+    0 | (1 << 6),
+    1 | (2 << 6),
+    62 | (3 << 6),
+    7 | (0 << 6), // 64, 129, 254, 7
+    1 | (4 << 4),
+    1 | (8 << 4),
+    0 | (15 << 4),
+    5 | (9 << 4), // 65, 129, 240, 149
   ];
 
   it('Q4_K: the 6-bit scales and mins unpack from their 12 bytes', () => {
@@ -98,7 +109,12 @@ describe('ggml block dequantization, against blocks computed by hand', () => {
 
 describe('ggml block quantizers', () => {
   // The largest error of a round trip, as a fraction of the block's absolute maximum.
-  const BOUND: Record<GgmlQuantizedType, number> = { Q8_0: 0.5 / 127 + 1e-3, Q4_0: 1 / 8, Q4_K: 0.1, Q6_K: 0.04 };
+  const BOUND: Record<GgmlQuantizedType, number> = {
+    Q8_0: 0.5 / 127 + 1e-3,
+    Q4_0: 1 / 8,
+    Q4_K: 0.1,
+    Q6_K: 0.04,
+  };
 
   for (const type of ['Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'] as const) {
     it(`${type}: quantized blocks decode to within the format's step`, () => {
@@ -113,7 +129,9 @@ describe('ggml block quantizers', () => {
         const block = values.subarray(b * blockSize, (b + 1) * blockSize);
         const amax = Math.max(...block.map(Math.abs));
         for (let i = 0; i < blockSize; i++)
-          expect(Math.abs(decoded[b * blockSize + i]! - block[i]!)).toBeLessThanOrEqual(BOUND[type] * amax + 1e-6);
+          expect(Math.abs(decoded[b * blockSize + i]! - block[i]!)).toBeLessThanOrEqual(
+            BOUND[type] * amax + 1e-6,
+          );
       }
     });
   }
@@ -125,7 +143,10 @@ describe('ggml block quantizers', () => {
     expect([q4[0], q4[1]]).toEqual(F16_HALF);
     // Element 20 (−4 → q 0) is the high nibble of byte 4; element 4 (0 → q 8) its low nibble.
     expect(q4[2 + 4]).toBe(8 | (0 << 4));
-    const q8 = quantize('Q8_0', Float32Array.from({ length: 32 }, (_, j) => j - 16));
+    const q8 = quantize(
+      'Q8_0',
+      Float32Array.from({ length: 32 }, (_, j) => j - 16),
+    );
     // d = 16 / 127; element 0 (−16) → −127.
     expect((q8[2]! << 24) >> 24).toBe(-127);
   });

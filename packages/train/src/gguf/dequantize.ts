@@ -119,6 +119,7 @@ export function dequantize(type: GgmlQuantizedType, bytes: Uint8Array): Float32A
   const blocks = bytes.length / blockBytes;
   const out = new Float32Array(blocks * blockSize);
   const one = DEQUANTIZE[type];
-  for (let b = 0; b < blocks; b++) one(bytes.subarray(b * blockBytes, (b + 1) * blockBytes), out, b * blockSize);
+  for (let b = 0; b < blocks; b++)
+    one(bytes.subarray(b * blockBytes, (b + 1) * blockBytes), out, b * blockSize);
   return out;
 }

@@ -278,7 +278,11 @@ export function floatElements(type: 'F32' | 'F16' | 'BF16', bytes: Uint8Array, d
   return roundF32To(dtype, values);
 }
 
-async function readTensorInfo(cursor: HeaderCursor, file: RandomAccessFile, i: number): Promise<GgufTensorInfo> {
+async function readTensorInfo(
+  cursor: HeaderCursor,
+  file: RandomAccessFile,
+  i: number,
+): Promise<GgufTensorInfo> {
   const name = await cursor.string(`tensor name ${i}`);
   await cursor.ensure(4, `tensor '${name}'`);
   const nDims = cursor.u32();
@@ -289,7 +293,8 @@ async function readTensorInfo(cursor: HeaderCursor, file: RandomAccessFile, i: n
   await cursor.ensure(12, `tensor '${name}'`);
   const typeId = cursor.u32();
   const type = ggmlTypeOfId(typeId);
-  if (type === undefined) fail(file, `tensor '${name}' has an unknown ggml type`, 'a ggml type id', `${typeId}`);
+  if (type === undefined)
+    fail(file, `tensor '${name}' has an unknown ggml type`, 'a ggml type id', `${typeId}`);
   const offset = cursor.u64();
   if (offset > BigInt(file.size))
     fail(file, `tensor '${name}' has an offset beyond the file`, `at most ${file.size}`, String(offset));
@@ -307,7 +312,12 @@ function checkTensorLayout(
   for (const info of infos) {
     if (tensors.has(info.name)) fail(file, `tensor '${info.name}' appears twice`, 'unique names', info.name);
     if (info.offset % alignment !== 0)
-      fail(file, `tensor '${info.name}' is not aligned`, `an offset that is a multiple of ${alignment}`, `${info.offset}`);
+      fail(
+        file,
+        `tensor '${info.name}' is not aligned`,
+        `an offset that is a multiple of ${alignment}`,
+        `${info.offset}`,
+      );
     if (info.offset + info.byteLength > dataBytes) {
       fail(
         file,
@@ -323,7 +333,12 @@ function checkTensorLayout(
     const before = spans[i - 1]!;
     const span = spans[i]!;
     if (span.offset < before.offset + before.byteLength)
-      fail(file, `tensor '${span.name}' overlaps '${before.name}'`, `an offset >= ${before.offset + before.byteLength}`, `${span.offset}`);
+      fail(
+        file,
+        `tensor '${span.name}' overlaps '${before.name}'`,
+        `an offset >= ${before.offset + before.byteLength}`,
+        `${span.offset}`,
+      );
   }
   return tensors;
 }

@@ -15,14 +15,15 @@ const labelsOf = (bytes: Uint8Array, width = 1) =>
   Array.from(new Float32Array(bytes.slice().buffer)).filter((_, i) => i % width === 0);
 
 describe("llama.cpp's Q/K row permutation", () => {
-  it('is the converter\'s reshape(heads, 2, d/2, in).swapaxes(1, 2): [0, 2, 1, 3 | 4, 6, 5, 7] for 2 heads of 4', () => {
+  it("is the converter's reshape(heads, 2, d/2, in).swapaxes(1, 2): [0, 2, 1, 3 | 4, 6, 5, 7] for 2 heads of 4", () => {
     const hf = rowsOf([0, 1, 2, 3, 4, 5, 6, 7], 3);
     expect(labelsOf(hfRowsToGguf(hf, 2, 8), 3)).toEqual([0, 2, 1, 3, 4, 6, 5, 7]);
     // The same from the converter's index arithmetic: GGUF row (h, i, p) is HF row (h, p, i).
     const heads = 3;
     const d = 6;
     const expected: number[] = [];
-    for (let h = 0; h < heads; h++) for (let i = 0; i < d / 2; i++) for (let p = 0; p < 2; p++) expected.push(h * d + p * (d / 2) + i);
+    for (let h = 0; h < heads; h++)
+      for (let i = 0; i < d / 2; i++) for (let p = 0; p < 2; p++) expected.push(h * d + p * (d / 2) + i);
     const labels = Array.from({ length: heads * d }, (_, r) => r);
     expect(labelsOf(hfRowsToGguf(rowsOf(labels), heads, heads * d))).toEqual(expected);
   });
@@ -69,7 +70,7 @@ describe("llama.cpp's Q/K row permutation", () => {
     const back = new Float32Array(
       ggufRowsToHf(new Uint8Array(Float32Array.from(ggufRotated).buffer), heads, heads * d).buffer,
     );
-    Array.from(back).forEach((v, r) => expect(v).toBeCloseTo(hfRotated[r]!, 5));
+    for (const [r, v] of back.entries()) expect(v).toBeCloseTo(hfRotated[r]!, 5);
   });
 
   it('refuses rows that do not split into heads of an even dimension', () => {
@@ -121,9 +122,16 @@ describe('GGUF Llama names and config', () => {
 
   it('takes the vocabulary from the tokenizer, else from the embedding; the head dimension from the heads', () => {
     const base = ggufLlamaMetadata(config).filter(
-      ([k]) => k !== 'llama.vocab_size' && k !== 'llama.attention.key_length' && k !== 'llama.attention.value_length',
+      ([k]) =>
+        k !== 'llama.vocab_size' &&
+        k !== 'llama.attention.key_length' &&
+        k !== 'llama.attention.value_length',
     );
-    const tokens: GgufValue = { type: 'array', itemType: 'string', value: Array.from({ length: 97 }, (_, i) => `t${i}`) };
+    const tokens: GgufValue = {
+      type: 'array',
+      itemType: 'string',
+      value: Array.from({ length: 97 }, (_, i) => `t${i}`),
+    };
     const withTokens = new Map([...base, ['tokenizer.ggml.tokens', tokens] as const]);
     expect(ggufLlamaConfig(withTokens, infos(false)).vocabSize).toBe(97);
     expect(ggufLlamaConfig(new Map(base), infos(false))).toMatchObject({ vocabSize: 97, headDim: 16 });
@@ -136,12 +144,16 @@ describe('GGUF Llama names and config', () => {
       else m.set(key, value);
       return () => ggufLlamaConfig(m, infos(false));
     };
-    expect(edit('general.architecture', { type: 'string', value: 'qwen2' })).toThrow(/general\.architecture.*'llama'/);
+    expect(edit('general.architecture', { type: 'string', value: 'qwen2' })).toThrow(
+      /general\.architecture.*'llama'/,
+    );
     expect(edit('llama.attention.layer_norm_rms_epsilon', undefined)).toThrow(/layer_norm_rms_epsilon/);
     expect(edit('llama.attention.head_count_kv', { type: 'uint32', value: 3 })).toThrow(
       /'llama\.attention\.head_count_kv'.*a divisor of num_attention_heads/,
     );
-    expect(edit('llama.embedding_length', { type: 'float32', value: 64 })).toThrow(/embedding_length.*an integer/);
+    expect(edit('llama.embedding_length', { type: 'float32', value: 64 })).toThrow(
+      /embedding_length.*an integer/,
+    );
     expect(edit('llama.rope.scaling.type', { type: 'string', value: 'yarn' })).toThrow(/scaled RoPE/);
     expect(edit('llama.rope.dimension_count', { type: 'uint32', value: 8 })).toThrow(/partial RoPE/);
     expect(edit('llama.expert_count', { type: 'uint32', value: 8 })).toThrow(/mixture of experts/);

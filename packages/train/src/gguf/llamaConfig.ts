@@ -27,14 +27,22 @@ const KEYS = {
 const KERNEL = 'ggufLlamaConfig';
 
 function invalid(key: string, expected: string, actual: string): never {
-  throw new InvalidArgumentError(`GGUF metadata '${key}' is invalid`, { kernel: KERNEL, argument: key, expected, actual });
+  throw new InvalidArgumentError(`GGUF metadata '${key}' is invalid`, {
+    kernel: KERNEL,
+    argument: key,
+    expected,
+    actual,
+  });
 }
 
 /**
  * The vocabulary size: `llama.vocab_size` where the file has it, else the
  * length of `tokenizer.ggml.tokens`, else the embedding's rows.
  */
-function vocabSizeOf(metadata: GgufMetadata, tensors: ReadonlyMap<string, GgufTensorInfo>): number | undefined {
+function vocabSizeOf(
+  metadata: GgufMetadata,
+  tensors: ReadonlyMap<string, GgufTensorInfo>,
+): number | undefined {
   return (
     metadataInteger(metadata, KEYS.vocab_size) ??
     metadataArrayLength(metadata, 'tokenizer.ggml.tokens') ??
@@ -46,15 +54,24 @@ function vocabSizeOf(metadata: GgufMetadata, tensors: ReadonlyMap<string, GgufTe
 function rejectUnsupported(metadata: GgufMetadata, headDim: number | undefined): void {
   const scaling = metadataString(metadata, 'llama.rope.scaling.type');
   if (scaling !== undefined && scaling !== 'none')
-    invalid('llama.rope.scaling.type', "'none' or absent (scaled RoPE is not implemented)", JSON.stringify(scaling));
+    invalid(
+      'llama.rope.scaling.type',
+      "'none' or absent (scaled RoPE is not implemented)",
+      JSON.stringify(scaling),
+    );
   const experts = metadataInteger(metadata, 'llama.expert_count') ?? 0;
-  if (experts > 0) invalid('llama.expert_count', '0 or absent (mixture of experts is not implemented)', `${experts}`);
+  if (experts > 0)
+    invalid('llama.expert_count', '0 or absent (mixture of experts is not implemented)', `${experts}`);
   const valueLength = metadataInteger(metadata, 'llama.attention.value_length');
   if (valueLength !== undefined && valueLength !== headDim)
     invalid('llama.attention.value_length', `the key length (${headDim})`, `${valueLength}`);
   const ropeDims = metadataInteger(metadata, 'llama.rope.dimension_count');
   if (ropeDims !== undefined && headDim !== undefined && ropeDims !== headDim)
-    invalid('llama.rope.dimension_count', `the head dimension (${headDim}): partial RoPE is not implemented`, `${ropeDims}`);
+    invalid(
+      'llama.rope.dimension_count',
+      `the head dimension (${headDim}): partial RoPE is not implemented`,
+      `${ropeDims}`,
+    );
 }
 
 /**
@@ -68,10 +85,14 @@ export function ggufLlamaConfig(
   tensors: ReadonlyMap<string, GgufTensorInfo>,
 ): LlamaConfig {
   const architecture = metadataString(metadata, 'general.architecture');
-  if (architecture !== 'llama') invalid('general.architecture', "'llama'", JSON.stringify(architecture ?? 'absent'));
+  if (architecture !== 'llama')
+    invalid('general.architecture', "'llama'", JSON.stringify(architecture ?? 'absent'));
   const json: Record<string, unknown> = {};
   for (const [field, key] of Object.entries(KEYS)) {
-    const value = field === 'rope_theta' || field === 'rms_norm_eps' ? metadataNumber(metadata, key) : metadataInteger(metadata, key);
+    const value =
+      field === 'rope_theta' || field === 'rms_norm_eps'
+        ? metadataNumber(metadata, key)
+        : metadataInteger(metadata, key);
     if (value !== undefined) json[field] = value;
   }
   json.vocab_size = vocabSizeOf(metadata, tensors);
@@ -84,7 +105,10 @@ export function ggufLlamaConfig(
     return parseLlamaConfig(json);
   } catch (error) {
     if (!(error instanceof RayoError) || error.argument === undefined) throw error;
-    const key = error.argument === 'vocab_size' ? `${KEYS.vocab_size} (or tokenizer.ggml.tokens)` : KEYS[error.argument as keyof typeof KEYS];
+    const key =
+      error.argument === 'vocab_size'
+        ? `${KEYS.vocab_size} (or tokenizer.ggml.tokens)`
+        : KEYS[error.argument as keyof typeof KEYS];
     throw new InvalidArgumentError(`GGUF metadata '${key ?? error.argument}' is invalid`, {
       kernel: KERNEL,
       argument: key ?? error.argument,

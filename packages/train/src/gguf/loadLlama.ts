@@ -20,8 +20,8 @@ import {
   type LlamaWeights,
   llamaWeightShapes,
 } from '../models/llama/weights.js';
-import { floatDTypeOf, floatElements, GgufFile, type GgufTensorInfo } from './ggufFile.js';
 import { isGgmlFloatType } from './ggmlTypes.js';
+import { floatDTypeOf, floatElements, GgufFile, type GgufTensorInfo } from './ggufFile.js';
 import { ggufLlamaConfig } from './llamaConfig.js';
 import { ggufNameOfHf, hfNameOfGguf, ropeHeadsOf } from './llamaNames.js';
 import { type GgufRepack, type RepackedWeight, refuseQuantized } from './repack.js';
@@ -32,6 +32,8 @@ export interface GgufLlamaOpenOptions {
   readonly openFile?: OpenFile;
   /** Largest single read of tensor data, in bytes (default 64 MiB). */
   readonly maxReadBytes?: number;
+  /** Bytes read at a time while parsing the header (default 1 MiB). */
+  readonly headerChunkBytes?: number;
 }
 
 export interface GgufLlamaUploadOptions {
@@ -45,7 +47,10 @@ export interface GgufLlamaUploadOptions {
   readonly repack?: GgufRepack;
 }
 
-export interface GgufLlamaLoadOptions extends GgufLlamaOpenOptions, GgufLlamaUploadOptions, LlamaModelOptions {}
+export interface GgufLlamaLoadOptions
+  extends GgufLlamaOpenOptions,
+    GgufLlamaUploadOptions,
+    LlamaModelOptions {}
 
 /** A weight of a GGUF model on the device: a float tensor, or a quantized one in a kernel's format. */
 export type GgufLlamaWeight = Tensor | RepackedWeight;
@@ -99,7 +104,10 @@ function disposeWeight(weight: GgufLlamaWeight): void {
  * read: each weight present under its llama.cpp name with the shape the
  * config gives, nothing else in the file, norm weights in a float type.
  */
-export function checkGgufLlamaTensors(config: LlamaConfig, tensors: ReadonlyMap<string, GgufTensorInfo>): void {
+export function checkGgufLlamaTensors(
+  config: LlamaConfig,
+  tensors: ReadonlyMap<string, GgufTensorInfo>,
+): void {
   const expected = llamaWeightShapes(config);
   for (const [hfName, shape] of expected) {
     const name = ggufNameOfHf(hfName)!;
@@ -150,7 +158,10 @@ export function checkGgufLlamaTensors(config: LlamaConfig, tensors: ReadonlyMap<
  * ones aside); f32 where every matrix is quantized. Float matrices of
  * different types are a DTypeError asking for an explicit `weightDtype`.
  */
-export function ggufWeightDtype(config: LlamaConfig, tensors: ReadonlyMap<string, GgufTensorInfo>): FloatDType {
+export function ggufWeightDtype(
+  config: LlamaConfig,
+  tensors: ReadonlyMap<string, GgufTensorInfo>,
+): FloatDType {
   let first: GgufTensorInfo | undefined;
   for (const hfName of llamaWeightShapes(config).keys()) {
     if (hfName.endsWith('norm.weight')) continue;
@@ -161,7 +172,8 @@ export function ggufWeightDtype(config: LlamaConfig, tensors: ReadonlyMap<string
       throw new DTypeError(`weight '${info.name}' is stored in another type than '${first.name}'`, {
         kernel: KERNEL,
         argument: 'weightDtype',
-        expected: "one float type for every float matrix and the embedding, or an explicit weightDtype ('f32', 'f16' or 'bf16')",
+        expected:
+          "one float type for every float matrix and the embedding, or an explicit weightDtype ('f32', 'f16' or 'bf16')",
         actual: `${first.type} and ${info.type}`,
       });
     }
@@ -173,7 +185,7 @@ export function ggufWeightDtype(config: LlamaConfig, tensors: ReadonlyMap<string
 export async function openGgufLlama(path: string, options: GgufLlamaOpenOptions = {}): Promise<GgufLlama> {
   const raw = await (options.openFile ?? openNodeFile)(path);
   try {
-    const file = await GgufFile.open(raw, { maxReadBytes: options.maxReadBytes });
+    const file = await GgufFile.open(raw, options);
     const config = ggufLlamaConfig(file.metadata, file.tensors);
     checkGgufLlamaTensors(config, file.tensors);
     return { file, config, close: () => raw.close() };
@@ -221,7 +233,10 @@ export async function uploadGgufLlamaWeights(
   return {
     embedding,
     layers: Array.from({ length: config.numHiddenLayers }, (_, i) => {
-      const entries = Object.entries(LAYER_TENSORS).map(([key, suffix]) => [key, get(`model.layers.${i}.${suffix}.weight`)]);
+      const entries = Object.entries(LAYER_TENSORS).map(([key, suffix]) => [
+        key,
+        get(`model.layers.${i}.${suffix}.weight`),
+      ]);
       return Object.fromEntries(entries) as { [K in keyof LlamaLayerWeights]: GgufLlamaWeight };
     }),
     norm: get('model.norm.weight') as Tensor,
@@ -232,7 +247,12 @@ export async function uploadGgufLlamaWeights(
 /** Every distinct weight of `weights` (a tied head once). */
 export function ggufLlamaWeightList(weights: GgufLlamaWeights): GgufLlamaWeight[] {
   return [
-    ...new Set([weights.embedding, ...weights.layers.flatMap((l) => Object.values(l)), weights.norm, weights.head]),
+    ...new Set([
+      weights.embedding,
+      ...weights.layers.flatMap((l) => Object.values(l)),
+      weights.norm,
+      weights.head,
+    ]),
   ];
 }
 
@@ -253,7 +273,12 @@ export async function loadGgufLlama(
   try {
     const dtype = chosenDtype(options.weightDtype, gguf.config, gguf.file.tensors);
     const cacheDtype = options.kvCacheDtype ?? 'f32';
-    checkLlamaBackend(backend, dtype, cacheDtype, options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype));
+    checkLlamaBackend(
+      backend,
+      dtype,
+      cacheDtype,
+      options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype),
+    );
     const weights = await uploadGgufLlamaWeights(backend, gguf, { ...options, weightDtype: dtype });
     try {
       const repacked = ggufLlamaWeightList(weights).find((w) => !isTensor(w)) as RepackedWeight | undefined;

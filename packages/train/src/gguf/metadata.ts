@@ -18,7 +18,15 @@ export const GGUF_VALUE_TYPES = {
 } as const;
 
 export type GgufValueType = keyof typeof GGUF_VALUE_TYPES;
-export type GgufNumberType = 'uint8' | 'int8' | 'uint16' | 'int16' | 'uint32' | 'int32' | 'float32' | 'float64';
+export type GgufNumberType =
+  | 'uint8'
+  | 'int8'
+  | 'uint16'
+  | 'int16'
+  | 'uint32'
+  | 'int32'
+  | 'float32'
+  | 'float64';
 export type GgufBigIntType = 'uint64' | 'int64';
 
 /** One array of a metadata value: its items' type and the items (arrays of arrays nest). */

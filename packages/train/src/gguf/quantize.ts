@@ -97,7 +97,8 @@ function quantizeQ4_K(x: Float32Array, block: Uint8Array): void {
     const sd = fround(d * scale);
     if (!sd) continue;
     const sm = fround(dmin * min);
-    for (let l = 0; l < 32; l++) q[32 * j + l] = Math.max(0, Math.min(15, nearestInt((x[32 * j + l]! + sm) / sd)));
+    for (let l = 0; l < 32; l++)
+      q[32 * j + l] = Math.max(0, Math.min(15, nearestInt((x[32 * j + l]! + sm) / sd)));
   }
   for (let j = 0; j < 4; j++) {
     for (let l = 0; l < 32; l++) block[16 + 32 * j + l] = q[64 * j + l]! | (q[64 * j + 32 + l]! << 4);
@@ -124,14 +125,16 @@ function quantizeQ6_K(x: Float32Array, block: Uint8Array): void {
     block[192 + g] = scale & 0xff;
     const sd = fround(d * scale);
     if (!sd) continue;
-    for (let l = 0; l < 16; l++) q[16 * g + l] = Math.max(-32, Math.min(31, nearestInt(x[16 * g + l]! / sd))) + 32;
+    for (let l = 0; l < 16; l++)
+      q[16 * g + l] = Math.max(-32, Math.min(31, nearestInt(x[16 * g + l]! / sd))) + 32;
   }
   for (let h = 0; h < 2; h++) {
     for (let l = 0; l < 32; l++) {
       const e = 128 * h + l;
       block[64 * h + l] = (q[e]! & 0xf) | ((q[e + 64]! & 0xf) << 4);
       block[64 * h + l + 32] = (q[e + 32]! & 0xf) | ((q[e + 96]! & 0xf) << 4);
-      block[128 + 32 * h + l] = (q[e]! >> 4) | ((q[e + 32]! >> 4) << 2) | ((q[e + 64]! >> 4) << 4) | ((q[e + 96]! >> 4) << 6);
+      block[128 + 32 * h + l] =
+        (q[e]! >> 4) | ((q[e + 32]! >> 4) << 2) | ((q[e + 64]! >> 4) << 4) | ((q[e + 96]! >> 4) << 6);
     }
   }
 }
@@ -158,7 +161,10 @@ export function quantize(type: GgmlQuantizedType, values: Float32Array): Uint8Ar
   const out = new Uint8Array(blocks * blockBytes);
   const one = QUANTIZE[type];
   for (let b = 0; b < blocks; b++) {
-    one(values.subarray(b * blockSize, (b + 1) * blockSize), out.subarray(b * blockBytes, (b + 1) * blockBytes));
+    one(
+      values.subarray(b * blockSize, (b + 1) * blockSize),
+      out.subarray(b * blockBytes, (b + 1) * blockBytes),
+    );
   }
   return out;
 }

@@ -1,4 +1,11 @@
-import { type Backend, DTypeError, f16BitsToF32, InvalidArgumentError, type Shape, type Tensor } from '@rayo/core';
+import {
+  type Backend,
+  DTypeError,
+  f16BitsToF32,
+  InvalidArgumentError,
+  type Shape,
+  type Tensor,
+} from '@rayo/core';
 import { q4kScaleMin } from './dequantize.js';
 import { GGML_TYPES, type GgmlType } from './ggmlTypes.js';
 
@@ -42,12 +49,15 @@ export type GgufRepack = (
 
 /** The repack used until the quantized kernels land: a DTypeError naming the tensor and its type. */
 export const refuseQuantized: GgufRepack = (_backend, tensor) => {
-  throw new DTypeError(`quantized GGUF tensors need the quantized kernels: '${tensor.name}' is ${tensor.type}`, {
-    kernel: 'loadGgufLlama',
-    argument: tensor.name,
-    expected: "F32, F16 or BF16, or a 'repack' option that puts quantized blocks in a kernel's format",
-    actual: tensor.type,
-  });
+  throw new DTypeError(
+    `quantized GGUF tensors need the quantized kernels: '${tensor.name}' is ${tensor.type}`,
+    {
+      kernel: 'loadGgufLlama',
+      argument: tensor.name,
+      expected: "F32, F16 or BF16, or a 'repack' option that puts quantized blocks in a kernel's format",
+      actual: tensor.type,
+    },
+  );
 };
 
 // ---- host repacks of whole blocks (pure functions over bytes; no device) ----------------------

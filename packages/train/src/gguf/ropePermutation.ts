@@ -11,7 +11,13 @@ import { InvalidArgumentError } from '@rayo/core';
  * it gives the weights back exactly; both move whole rows, so they work on
  * stored bytes of any type (a row of blocks is a row of values).
  */
-function permuteRows(bytes: Uint8Array, heads: number, rows: number, toGguf: boolean, what: string): Uint8Array {
+function permuteRows(
+  bytes: Uint8Array,
+  heads: number,
+  rows: number,
+  toGguf: boolean,
+  what: string,
+): Uint8Array {
   const headDim = rows / heads;
   if (!Number.isInteger(headDim) || headDim % 2 !== 0 || bytes.length % rows !== 0) {
     throw new InvalidArgumentError('rows do not split into heads of an even dimension', {

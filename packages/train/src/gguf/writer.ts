@@ -1,8 +1,14 @@
 import { InvalidArgumentError, type Shape, sizeOf } from '@rayo/core';
 import { roundF32To } from '../checkpoint/floatWords.js';
-import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_DIMS } from './ggufFile.js';
 import { GGML_TYPES, type GgmlType, ggmlTensorBytes, isGgmlQuantizedType } from './ggmlTypes.js';
-import { GGUF_VALUE_TYPES, type GgufArray, type GgufValue, type GgufValueType, SCALAR_BYTES } from './metadata.js';
+import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_DIMS } from './ggufFile.js';
+import {
+  GGUF_VALUE_TYPES,
+  type GgufArray,
+  type GgufValue,
+  type GgufValueType,
+  SCALAR_BYTES,
+} from './metadata.js';
 import { quantize } from './quantize.js';
 
 /** A tensor to write: f32 `values` converted or quantized to `type`, or its stored `bytes` as they are. */
@@ -81,12 +87,18 @@ class ByteWriter {
     const range = INTEGER_RANGES[type];
     if (range) {
       if (typeof value !== 'number' || !Number.isInteger(value) || value < range[0] || value > range[1])
-        invalid(what, `a ${type} value is out of range`, `an integer in [${range[0]}, ${range[1]}]`, String(value));
+        invalid(
+          what,
+          `a ${type} value is out of range`,
+          `an integer in [${range[0]}, ${range[1]}]`,
+          String(value),
+        );
     }
     switch (type) {
       case 'float32':
       case 'float64':
-        if (typeof value !== 'number') invalid(what, `a ${type} value is not a number`, 'a number', typeof value);
+        if (typeof value !== 'number')
+          invalid(what, `a ${type} value is not a number`, 'a number', typeof value);
         break;
       case 'uint64':
       case 'int64': {
@@ -96,38 +108,52 @@ class ByteWriter {
         break;
       }
       case 'bool':
-        if (typeof value !== 'boolean') invalid(what, 'a bool value is not a boolean', 'true or false', String(value));
+        if (typeof value !== 'boolean')
+          invalid(what, 'a bool value is not a boolean', 'true or false', String(value));
         break;
       case 'string':
-        if (typeof value !== 'string') invalid(what, 'a string value is not a string', 'a string', typeof value);
-        return this.string(value);
+        if (typeof value !== 'string')
+          invalid(what, 'a string value is not a string', 'a string', typeof value);
+        this.string(value);
+        return;
     }
     // The position first: making room may replace the view.
     const at = this.#room(SCALAR_BYTES[type]);
     const view = this.#view;
     switch (type) {
       case 'uint8':
-        return view.setUint8(at, value as number);
+        view.setUint8(at, value as number);
+        break;
       case 'int8':
-        return view.setInt8(at, value as number);
+        view.setInt8(at, value as number);
+        break;
       case 'uint16':
-        return view.setUint16(at, value as number, true);
+        view.setUint16(at, value as number, true);
+        break;
       case 'int16':
-        return view.setInt16(at, value as number, true);
+        view.setInt16(at, value as number, true);
+        break;
       case 'uint32':
-        return view.setUint32(at, value as number, true);
+        view.setUint32(at, value as number, true);
+        break;
       case 'int32':
-        return view.setInt32(at, value as number, true);
+        view.setInt32(at, value as number, true);
+        break;
       case 'float32':
-        return view.setFloat32(at, value as number, true);
+        view.setFloat32(at, value as number, true);
+        break;
       case 'float64':
-        return view.setFloat64(at, value as number, true);
+        view.setFloat64(at, value as number, true);
+        break;
       case 'uint64':
-        return view.setBigUint64(at, value as bigint, true);
+        view.setBigUint64(at, value as bigint, true);
+        break;
       case 'int64':
-        return view.setBigInt64(at, value as bigint, true);
+        view.setBigInt64(at, value as bigint, true);
+        break;
       case 'bool':
-        return view.setUint8(at, value ? 1 : 0);
+        view.setUint8(at, value ? 1 : 0);
+        break;
     }
   }
 
@@ -158,15 +184,30 @@ function tensorBytes(tensor: GgufTensorToWrite): Uint8Array {
   const dims = [...tensor.shape].reverse();
   const byteLength = ggmlTensorBytes(tensor.type, dims, tensor.name);
   if ((tensor.bytes === undefined) === (tensor.values === undefined))
-    invalid(tensor.name, 'a tensor needs either values or bytes', 'exactly one of values, bytes', 'both or neither');
+    invalid(
+      tensor.name,
+      'a tensor needs either values or bytes',
+      'exactly one of values, bytes',
+      'both or neither',
+    );
   if (tensor.bytes) {
     if (tensor.bytes.length !== byteLength)
-      invalid(tensor.name, 'tensor bytes do not fit its type and shape', `${byteLength} bytes`, `${tensor.bytes.length}`);
+      invalid(
+        tensor.name,
+        'tensor bytes do not fit its type and shape',
+        `${byteLength} bytes`,
+        `${tensor.bytes.length}`,
+      );
     return tensor.bytes;
   }
   const values = tensor.values!;
   if (values.length !== sizeOf(tensor.shape))
-    invalid(tensor.name, 'tensor values do not fit its shape', `${sizeOf(tensor.shape)} values`, `${values.length}`);
+    invalid(
+      tensor.name,
+      'tensor values do not fit its shape',
+      `${sizeOf(tensor.shape)} values`,
+      `${values.length}`,
+    );
   if (isGgmlQuantizedType(tensor.type)) return quantize(tensor.type, values);
   if (tensor.type === 'F32') return new Uint8Array(Float32Array.from(values).buffer);
   if (tensor.type === 'F16' || tensor.type === 'BF16') {
@@ -196,7 +237,12 @@ export function* ggufPieces(contents: GgufContents): Generator<Uint8Array> {
       ? GGUF_DEFAULT_ALIGNMENT
       : alignmentEntry.type === 'uint32' && (alignmentEntry.value & (alignmentEntry.value - 1)) === 0
         ? alignmentEntry.value
-        : invalid('general.alignment', 'the alignment is invalid', 'a uint32 power of two', JSON.stringify(alignmentEntry));
+        : invalid(
+            'general.alignment',
+            'the alignment is invalid',
+            'a uint32 power of two',
+            JSON.stringify(alignmentEntry),
+          );
   const header = new ByteWriter();
   header.u32(GGUF_MAGIC);
   header.u32(version);
@@ -213,11 +259,18 @@ export function* ggufPieces(contents: GgufContents): Generator<Uint8Array> {
   const names = new Set<string>();
   let offset = 0;
   for (const tensor of contents.tensors) {
-    if (names.has(tensor.name)) invalid(tensor.name, 'a tensor name appears twice', 'unique names', tensor.name);
+    if (names.has(tensor.name))
+      invalid(tensor.name, 'a tensor name appears twice', 'unique names', tensor.name);
     names.add(tensor.name);
-    if (!GGML_TYPES[tensor.type]) invalid(tensor.name, 'unknown ggml type', 'a ggml type name', String(tensor.type));
+    if (!GGML_TYPES[tensor.type])
+      invalid(tensor.name, 'unknown ggml type', 'a ggml type name', String(tensor.type));
     if (tensor.shape.length < 1 || tensor.shape.length > GGUF_MAX_DIMS)
-      invalid(tensor.name, 'a tensor has too many or no dimensions', `1 to ${GGUF_MAX_DIMS}`, `${tensor.shape.length}`);
+      invalid(
+        tensor.name,
+        'a tensor has too many or no dimensions',
+        `1 to ${GGUF_MAX_DIMS}`,
+        `${tensor.shape.length}`,
+      );
     const dims = [...tensor.shape].reverse();
     header.string(tensor.name);
     header.u32(dims.length);
