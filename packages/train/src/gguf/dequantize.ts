@@ -1,5 +1,5 @@
-import { f16BitsToF32, InvalidArgumentError } from '@rayo/core';
-import { GGML_TYPES, type GgmlQuantizedType } from './ggmlTypes.js';
+import { f16BitsToF32 } from '@rayo/core';
+import { GGML_TYPES, type GgmlQuantizedType, wholeBlocks } from './ggmlTypes.js';
 
 /**
  * Reference dequantization of ggml's blocks, on the host, to f32: the oracle
@@ -24,10 +24,6 @@ import { GGML_TYPES, type GgmlQuantizedType } from './ggmlTypes.js';
 
 const fround = Math.fround;
 
-function half(bytes: Uint8Array, at: number): number {
-  return f16BitsToF32(bytes[at]! | (bytes[at + 1]! << 8));
-}
-
 /**
  * The 6-bit scale and min of sub-block `j` (0–7) of a Q4_K super-block's
  * 12 scale bytes: sub-blocks 0–3 keep theirs in the low 6 bits of bytes j
@@ -43,58 +39,78 @@ export function q4kScaleMin(scales: Uint8Array, j: number): { scale: number; min
   };
 }
 
+/** The 32 4-bit values (0–15) of a Q4_0 block, in element order, into `q`. */
+export function q4_0Values(block: Uint8Array, q: Uint8Array): void {
+  for (let j = 0; j < 16; j++) {
+    q[j] = block[2 + j]! & 0xf;
+    q[j + 16] = block[2 + j]! >> 4;
+  }
+}
+
+/** The 256 4-bit values (0–15) of a Q4_K block, in element order, into `q`. */
+export function q4kValues(block: Uint8Array, q: Uint8Array): void {
+  for (let j = 0; j < 4; j++) {
+    for (let l = 0; l < 32; l++) {
+      const byte = block[16 + 32 * j + l]!;
+      q[64 * j + l] = byte & 0xf;
+      q[64 * j + 32 + l] = byte >> 4;
+    }
+  }
+}
+
+/** The 256 6-bit values (0–63, before the −32) of a Q6_K block, in element order, into `q`. */
+export function q6kValues(block: Uint8Array, q: Uint8Array): void {
+  for (let h = 0; h < 2; h++) {
+    for (let l = 0; l < 32; l++) {
+      const ql0 = block[64 * h + l]!;
+      const ql1 = block[64 * h + l + 32]!;
+      const qh = block[128 + 32 * h + l]!;
+      const e = 128 * h + l;
+      q[e] = (ql0 & 0xf) | ((qh & 3) << 4);
+      q[e + 32] = (ql1 & 0xf) | (((qh >> 2) & 3) << 4);
+      q[e + 64] = (ql0 >> 4) | (((qh >> 4) & 3) << 4);
+      q[e + 96] = (ql1 >> 4) | (((qh >> 6) & 3) << 4);
+    }
+  }
+}
+
+/** An f16 block scale at byte `at`. */
+export function blockHalf(block: Uint8Array, at: number): number {
+  return f16BitsToF32(block[at]! | (block[at + 1]! << 8));
+}
+
+const q = new Uint8Array(256);
+
 function dequantizeQ8_0(block: Uint8Array, out: Float32Array, at: number): void {
-  const d = half(block, 0);
+  const d = blockHalf(block, 0);
   for (let j = 0; j < 32; j++) out[at + j] = fround(d * ((block[2 + j]! << 24) >> 24));
 }
 
 function dequantizeQ4_0(block: Uint8Array, out: Float32Array, at: number): void {
-  const d = half(block, 0);
-  for (let j = 0; j < 16; j++) {
-    const byte = block[2 + j]!;
-    out[at + j] = fround(((byte & 0xf) - 8) * d);
-    out[at + j + 16] = fround(((byte >> 4) - 8) * d);
-  }
+  const d = blockHalf(block, 0);
+  q4_0Values(block, q);
+  for (let j = 0; j < 32; j++) out[at + j] = fround((q[j]! - 8) * d);
 }
 
 function dequantizeQ4_K(block: Uint8Array, out: Float32Array, at: number): void {
-  const d = half(block, 0);
-  const dmin = half(block, 2);
+  const d = blockHalf(block, 0);
+  const dmin = blockHalf(block, 2);
   const scales = block.subarray(4, 16);
-  for (let j = 0; j < 4; j++) {
-    const lo = q4kScaleMin(scales, 2 * j);
-    const hi = q4kScaleMin(scales, 2 * j + 1);
-    const d1 = fround(d * lo.scale);
-    const m1 = fround(dmin * lo.min);
-    const d2 = fround(d * hi.scale);
-    const m2 = fround(dmin * hi.min);
-    for (let l = 0; l < 32; l++) {
-      const byte = block[16 + 32 * j + l]!;
-      out[at + 64 * j + l] = fround(fround(d1 * (byte & 0xf)) - m1);
-      out[at + 64 * j + 32 + l] = fround(fround(d2 * (byte >> 4)) - m2);
-    }
+  q4kValues(block, q);
+  for (let j = 0; j < 8; j++) {
+    const { scale, min } = q4kScaleMin(scales, j);
+    const sd = fround(d * scale);
+    const sm = fround(dmin * min);
+    for (let l = 0; l < 32; l++) out[at + 32 * j + l] = fround(fround(sd * q[32 * j + l]!) - sm);
   }
 }
 
 function dequantizeQ6_K(block: Uint8Array, out: Float32Array, at: number): void {
-  const d = half(block, 208);
-  for (let h = 0; h < 2; h++) {
-    const ql = 64 * h;
-    const qh = 128 + 32 * h;
-    for (let l = 0; l < 32; l++) {
-      const high = block[qh + l]!;
-      const q = [
-        (block[ql + l]! & 0xf) | ((high & 3) << 4),
-        (block[ql + l + 32]! & 0xf) | (((high >> 2) & 3) << 4),
-        (block[ql + l]! >> 4) | (((high >> 4) & 3) << 4),
-        (block[ql + l + 32]! >> 4) | (((high >> 6) & 3) << 4),
-      ];
-      for (let k = 0; k < 4; k++) {
-        const e = 128 * h + 32 * k + l;
-        const scale = (block[192 + (e >> 4)]! << 24) >> 24;
-        out[at + e] = fround(fround(d * scale) * (q[k]! - 32));
-      }
-    }
+  const d = blockHalf(block, 208);
+  q6kValues(block, q);
+  for (let e = 0; e < 256; e++) {
+    const scale = (block[192 + (e >> 4)]! << 24) >> 24;
+    out[at + e] = fround(fround(d * scale) * (q[e]! - 32));
   }
 }
 
@@ -108,15 +124,7 @@ const DEQUANTIZE: Record<GgmlQuantizedType, (block: Uint8Array, out: Float32Arra
 /** The f32 values of `bytes`, whole blocks of `type` (host reference; see the module comment). */
 export function dequantize(type: GgmlQuantizedType, bytes: Uint8Array): Float32Array {
   const { blockSize, blockBytes } = GGML_TYPES[type];
-  if (bytes.length % blockBytes !== 0) {
-    throw new InvalidArgumentError(`${type} data is not a whole number of blocks`, {
-      kernel: 'dequantize',
-      argument: 'bytes',
-      expected: `a multiple of ${blockBytes} bytes`,
-      actual: `${bytes.length}`,
-    });
-  }
-  const blocks = bytes.length / blockBytes;
+  const blocks = wholeBlocks(type, bytes.length, 'bytes', 'dequantize');
   const out = new Float32Array(blocks * blockSize);
   const one = DEQUANTIZE[type];
   for (let b = 0; b < blocks; b++)

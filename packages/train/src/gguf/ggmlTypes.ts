@@ -84,3 +84,18 @@ export function ggmlTensorBytes(type: GgmlType, dims: readonly number[], what: s
   for (const d of dims) elements *= d;
   return (elements / blockSize) * blockBytes;
 }
+
+/** How many whole blocks of `type` `count` bytes or values make; otherwise an InvalidArgumentError for `kernel`. */
+export function wholeBlocks(type: GgmlType, count: number, unit: 'bytes' | 'values', kernel: string): number {
+  const { blockSize, blockBytes } = GGML_TYPES[type];
+  const per = unit === 'bytes' ? blockBytes : blockSize;
+  if (count % per !== 0) {
+    throw new InvalidArgumentError(`${type} takes whole blocks of ${per} ${unit}`, {
+      kernel,
+      argument: unit,
+      expected: `a multiple of ${per} ${unit}`,
+      actual: `${count}`,
+    });
+  }
+  return count / per;
+}

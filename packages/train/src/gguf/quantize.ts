@@ -1,6 +1,6 @@
-import { f16BitsToF32, f32ToF16Bits, InvalidArgumentError } from '@rayo/core';
+import { f16BitsToF32, f32ToF16Bits } from '@rayo/core';
 import { q4kScaleMin } from './dequantize.js';
-import { GGML_TYPES, type GgmlQuantizedType } from './ggmlTypes.js';
+import { GGML_TYPES, type GgmlQuantizedType, wholeBlocks } from './ggmlTypes.js';
 
 /**
  * Quantizers that write ggml's block layouts exactly (see `dequantize.ts`
@@ -149,15 +149,7 @@ const QUANTIZE: Record<GgmlQuantizedType, (x: Float32Array, block: Uint8Array) =
 /** `values` as blocks of `type`; their count must be a whole number of blocks. */
 export function quantize(type: GgmlQuantizedType, values: Float32Array): Uint8Array {
   const { blockSize, blockBytes } = GGML_TYPES[type];
-  if (values.length % blockSize !== 0) {
-    throw new InvalidArgumentError(`${type} quantizes whole blocks of ${blockSize} values`, {
-      kernel: 'quantize',
-      argument: 'values',
-      expected: `a multiple of ${blockSize} values`,
-      actual: `${values.length}`,
-    });
-  }
-  const blocks = values.length / blockSize;
+  const blocks = wholeBlocks(type, values.length, 'values', 'quantize');
   const out = new Uint8Array(blocks * blockBytes);
   const one = QUANTIZE[type];
   for (let b = 0; b < blocks; b++) {

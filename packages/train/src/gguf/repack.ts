@@ -1,13 +1,6 @@
-import {
-  type Backend,
-  DTypeError,
-  f16BitsToF32,
-  InvalidArgumentError,
-  type Shape,
-  type Tensor,
-} from '@rayo/core';
-import { q4kScaleMin } from './dequantize.js';
-import { GGML_TYPES, type GgmlType } from './ggmlTypes.js';
+import { type Backend, DTypeError, type Shape, type Tensor } from '@rayo/core';
+import { blockHalf, q4_0Values, q4kScaleMin, q4kValues, q6kValues } from './dequantize.js';
+import { type GgmlType, wholeBlocks } from './ggmlTypes.js';
 
 /** One quantized tensor of a GGUF file, as a repack receives it. */
 export interface GgufQuantizedTensor {
@@ -63,17 +56,15 @@ export const refuseQuantized: GgufRepack = (_backend, tensor) => {
 // ---- host repacks of whole blocks (pure functions over bytes; no device) ----------------------
 
 function blocksOf(type: 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K', bytes: Uint8Array): number {
-  const { blockBytes } = GGML_TYPES[type];
-  if (bytes.length % blockBytes !== 0) {
-    throw new InvalidArgumentError(`${type} data is not a whole number of blocks`, {
-      kernel: `repack${type}`,
-      argument: 'bytes',
-      expected: `a multiple of ${blockBytes} bytes`,
-      actual: `${bytes.length}`,
-    });
-  }
-  return bytes.length / blockBytes;
+  return wholeBlocks(type, bytes.length, 'bytes', `repack${type}`);
 }
+
+/** `count` 4-bit values of `q` two to a byte, element 2k low, 2k+1 high, into `out` from byte `at`. */
+function packNibbles(q: Uint8Array, count: number, out: Uint8Array, at: number): void {
+  for (let k = 0; k < count / 2; k++) out[at + k] = q[2 * k]! | (q[2 * k + 1]! << 4);
+}
+
+const q = new Uint8Array(256);
 
 /** Symmetric int8 groups: element i is `values[i] · f16(scales[i / groupSize])`. */
 export interface Int8Groups {
@@ -114,15 +105,11 @@ export function repackQ4_0(bytes: Uint8Array): Int4Groups {
   const blocks = blocksOf('Q4_0', bytes);
   const nibbles = new Uint8Array(blocks * 16);
   const scales = new Uint16Array(blocks);
-  const q = new Uint8Array(32);
   for (let b = 0; b < blocks; b++) {
-    const at = b * 18;
-    scales[b] = bytes[at]! | (bytes[at + 1]! << 8);
-    for (let j = 0; j < 16; j++) {
-      q[j] = bytes[at + 2 + j]! & 0xf;
-      q[j + 16] = bytes[at + 2 + j]! >> 4;
-    }
-    for (let k = 0; k < 16; k++) nibbles[b * 16 + k] = q[2 * k]! | (q[2 * k + 1]! << 4);
+    const block = bytes.subarray(b * 18, (b + 1) * 18);
+    scales[b] = block[0]! | (block[1]! << 8);
+    q4_0Values(block, q);
+    packNibbles(q, 32, nibbles, b * 16);
   }
   return { groupSize: 32, nibbles, scales };
 }
@@ -151,25 +138,17 @@ export function repackQ4_K(bytes: Uint8Array): Uint4OffsetGroups {
   const nibbles = new Uint8Array(blocks * 128);
   const scales = new Float32Array(blocks * 8);
   const offsets = new Float32Array(blocks * 8);
-  const q = new Uint8Array(256);
   for (let b = 0; b < blocks; b++) {
-    const at = b * 144;
-    const d = f16BitsToF32(bytes[at]! | (bytes[at + 1]! << 8));
-    const dmin = f16BitsToF32(bytes[at + 2]! | (bytes[at + 3]! << 8));
-    const packed = bytes.subarray(at + 4, at + 16);
+    const block = bytes.subarray(b * 144, (b + 1) * 144);
+    const d = blockHalf(block, 0);
+    const dmin = blockHalf(block, 2);
     for (let j = 0; j < 8; j++) {
-      const { scale, min } = q4kScaleMin(packed, j);
+      const { scale, min } = q4kScaleMin(block.subarray(4, 16), j);
       scales[b * 8 + j] = d * scale;
       offsets[b * 8 + j] = dmin * min;
     }
-    for (let j = 0; j < 4; j++) {
-      for (let l = 0; l < 32; l++) {
-        const byte = bytes[at + 16 + 32 * j + l]!;
-        q[64 * j + l] = byte & 0xf;
-        q[64 * j + 32 + l] = byte >> 4;
-      }
-    }
-    for (let k = 0; k < 128; k++) nibbles[b * 128 + k] = q[2 * k]! | (q[2 * k + 1]! << 4);
+    q4kValues(block, q);
+    packNibbles(q, 256, nibbles, b * 128);
   }
   return { groupSize: 32, nibbles, scales, offsets };
 }
@@ -190,21 +169,11 @@ export function repackQ6_K(bytes: Uint8Array): Int8F32Groups {
   const values = new Int8Array(blocks * 256);
   const scales = new Float32Array(blocks * 16);
   for (let b = 0; b < blocks; b++) {
-    const at = b * 210;
-    const d = f16BitsToF32(bytes[at + 208]! | (bytes[at + 209]! << 8));
-    for (let g = 0; g < 16; g++) scales[b * 16 + g] = d * ((bytes[at + 192 + g]! << 24) >> 24);
-    for (let h = 0; h < 2; h++) {
-      for (let l = 0; l < 32; l++) {
-        const ql0 = bytes[at + 64 * h + l]!;
-        const ql1 = bytes[at + 64 * h + l + 32]!;
-        const qh = bytes[at + 128 + 32 * h + l]!;
-        const e = b * 256 + 128 * h + l;
-        values[e] = ((ql0 & 0xf) | ((qh & 3) << 4)) - 32;
-        values[e + 32] = ((ql1 & 0xf) | (((qh >> 2) & 3) << 4)) - 32;
-        values[e + 64] = ((ql0 >> 4) | (((qh >> 4) & 3) << 4)) - 32;
-        values[e + 96] = ((ql1 >> 4) | (((qh >> 6) & 3) << 4)) - 32;
-      }
-    }
+    const block = bytes.subarray(b * 210, (b + 1) * 210);
+    const d = blockHalf(block, 208);
+    for (let g = 0; g < 16; g++) scales[b * 16 + g] = d * ((block[192 + g]! << 24) >> 24);
+    q6kValues(block, q);
+    for (let e = 0; e < 256; e++) values[b * 256 + e] = q[e]! - 32;
   }
   return { groupSize: 16, values, scales };
 }
