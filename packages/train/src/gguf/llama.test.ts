@@ -157,5 +157,8 @@ describe('GGUF Llama names and config', () => {
     expect(edit('llama.rope.scaling.type', { type: 'string', value: 'yarn' })).toThrow(/scaled RoPE/);
     expect(edit('llama.rope.dimension_count', { type: 'uint32', value: 8 })).toThrow(/partial RoPE/);
     expect(edit('llama.expert_count', { type: 'uint32', value: 8 })).toThrow(/mixture of experts/);
+    expect(edit('llama.attention.value_length', { type: 'uint32', value: 8 })).toThrow(
+      /value_length.*the key length \(16\)/,
+    );
   });
 });

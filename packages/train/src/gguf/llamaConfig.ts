@@ -51,7 +51,7 @@ function vocabSizeOf(
 }
 
 /** Keys whose other values change the computation in ways the decoder does not implement. */
-function rejectUnsupported(metadata: GgufMetadata, headDim: number | undefined): void {
+function rejectUnsupported(metadata: GgufMetadata, headDim: number): void {
   const scaling = metadataString(metadata, 'llama.rope.scaling.type');
   if (scaling !== undefined && scaling !== 'none')
     invalid(
@@ -66,7 +66,7 @@ function rejectUnsupported(metadata: GgufMetadata, headDim: number | undefined):
   if (valueLength !== undefined && valueLength !== headDim)
     invalid('llama.attention.value_length', `the key length (${headDim})`, `${valueLength}`);
   const ropeDims = metadataInteger(metadata, 'llama.rope.dimension_count');
-  if (ropeDims !== undefined && headDim !== undefined && ropeDims !== headDim)
+  if (ropeDims !== undefined && ropeDims !== headDim)
     invalid(
       'llama.rope.dimension_count',
       `the head dimension (${headDim}): partial RoPE is not implemented`,
@@ -100,9 +100,9 @@ export function ggufLlamaConfig(
   // llama.cpp requires these; transformers' defaults would hide a broken file.
   for (const field of ['rms_norm_eps', 'max_position_embeddings'] as const)
     if (json[field] === undefined) invalid(KEYS[field], 'present', 'absent');
-  rejectUnsupported(metadata, (json.head_dim as number | undefined) ?? undefined);
+  let config: LlamaConfig;
   try {
-    return parseLlamaConfig(json);
+    config = parseLlamaConfig(json);
   } catch (error) {
     if (!(error instanceof RayoError) || error.argument === undefined) throw error;
     const key =
@@ -116,6 +116,8 @@ export function ggufLlamaConfig(
       actual: error.actual,
     });
   }
+  rejectUnsupported(metadata, config.headDim);
+  return config;
 }
 
 /** The GGUF metadata of a Llama decoder of `config` (what a converter writes besides the tokenizer). */
