@@ -612,7 +612,10 @@ const CASES: BenchCase[] = [
   gemm('gemm-llm', [16, 4096, 11008], FULL),
   gemm('gemm-llm', [512, 4096, 4096], FULL),
   gemm('gemm-tb', square(256), QUICK),
-  ...[square(1024), square(4096), [512, 4096, 4096] as const].map((s) => gemm('gemm-tb', s, FULL)),
+  // The first is a decoder's GEMV: one row against a weight stored [N, K].
+  ...[[1, 4096, 4096] as const, square(1024), square(4096), [512, 4096, 4096] as const].map((s) =>
+    gemm('gemm-tb', s, FULL),
+  ),
   gemm('gemm-ta', square(256), QUICK),
   // The last is a weight gradient: Xᵀ·dY over 512 tokens.
   ...[square(1024), square(4096), [4096, 512, 4096] as const].map((s) => gemm('gemm-ta', s, FULL)),
