@@ -37,7 +37,9 @@ describe('two copies of core', () => {
     expect(table.get(otherRelu).spec).toBe(otherRelu);
     // The error is the other copy's class: `instanceof` is one more thing two copies break.
     expect(() => table.get(relu)).toThrow(expect.objectContaining({ name: 'DuplicateCoreError' }));
-    expect(() => table.get(relu)).toThrow(/test backend cannot run this 'relu' spec: two copies of @rayo\/core/);
+    expect(() => table.get(relu)).toThrow(
+      /test backend cannot run this 'relu' spec: two copies of @rayo\/core/,
+    );
     // Within one copy nothing changes.
     expect(new KernelTable('test', 'TEST', [{ spec: relu }]).get(relu).spec).toBe(relu);
   });

@@ -126,12 +126,4 @@ describe('registration on import', () => {
     registerBackend(provider('cpu', 'package'), { replace: false });
     expect((await createBackend('cpu')).name).toBe('cpu');
   });
-
-  it('a missing published backend names the package to install', async () => {
-    const error = (await createBackend('cuda').catch((e: unknown) => e)) as BackendUnavailableError;
-    // Inside this workspace @rayo/cuda-ptx is installed; the message is checked where it is not.
-    if (error instanceof BackendUnavailableError && /unknown backend/.test(error.message)) {
-      expect(error.message).toMatch(/provided by @rayo\/cuda-ptx: install it \(npm install @rayo\/cuda-ptx\)/);
-    }
-  });
 });
