@@ -182,13 +182,15 @@ describe('the published packages', () => {
     'type-check in a TypeScript consumer with skipLibCheck off (node16 and bundler resolution)',
     async () => {
       const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-      const checks = [
-        { dir: 'browser', types: [] },
-        { dir: 'cuda', types: ['node'] },
-      ].flatMap(({ dir, types }) =>
+      const checks = (
+        [
+          { dir: 'browser', environment: 'browser' },
+          { dir: 'cuda', environment: 'node' },
+        ] as const
+      ).flatMap(({ dir, environment }) =>
         (['node16', 'bundler'] as const).map(async (resolution) => {
           const config = `tsconfig.${resolution}.json`;
-          await writeFile(join(project(dir), config), consumerTsconfig(resolution, types));
+          await writeFile(join(project(dir), config), consumerTsconfig(resolution, environment));
           const result = await run(process.execPath, [tsc, '-p', config], { cwd: project(dir) });
           return {
             check: `${dir} (${resolution})`,

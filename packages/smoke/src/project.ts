@@ -45,8 +45,11 @@ export async function installProject(spec: ProjectSpec): Promise<void> {
   );
 }
 
-/** A consumer's tsconfig: strict, skipLibCheck off, for one module resolution. */
-export function consumerTsconfig(resolution: 'node16' | 'bundler', types: readonly string[]): string {
+/**
+ * A consumer's tsconfig: strict, skipLibCheck off, for one module resolution,
+ * with the DOM's types and no others in a browser, Node's types in Node.
+ */
+export function consumerTsconfig(resolution: 'node16' | 'bundler', environment: 'browser' | 'node'): string {
   const modules =
     resolution === 'node16'
       ? { module: 'node16', moduleResolution: 'node16' }
@@ -54,11 +57,11 @@ export function consumerTsconfig(resolution: 'node16' | 'bundler', types: readon
   const compilerOptions = {
     ...modules,
     target: 'ES2023',
-    lib: ['ES2023', 'ESNext.Disposable', 'DOM'],
+    lib: ['ES2023', 'ESNext.Disposable', ...(environment === 'browser' ? ['DOM'] : [])],
     strict: true,
     noEmit: true,
     skipLibCheck: false,
-    types,
+    types: environment === 'browser' ? [] : ['node'],
   };
   return `${JSON.stringify({ compilerOptions, files: ['consumer.ts'] }, null, 2)}\n`;
 }
