@@ -1,5 +1,5 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +29,7 @@ const workspaceManifest = (dir: string) =>
   };
 const TYPES_NODE = workspaceManifest('.').devDependencies!['@types/node']!;
 const WEBGPU = workspaceManifest('packages/wgpu').peerDependencies!.webgpu!;
+const CORE_VERSION = (workspaceManifest('packages/core') as { version?: string }).version!;
 
 let root: string;
 let tarballs: Record<string, string>;
@@ -79,6 +80,13 @@ beforeAll(async () => {
       tarballs: only('@rayo/core', '@rayo/cuda-ptx', '@rayo/train', '@rayo/bench'),
       dependencies: { '@types/node': TYPES_NODE },
       fixtures: [fixture('cuda'), fixture('readme.mjs')],
+      storeDir,
+    }),
+    // Made to hold two copies of core below (what nesting package managers do).
+    installProject({
+      dir: project('two-cores'),
+      tarballs: only('@rayo/core', '@rayo/wgpu'),
+      fixtures: [fixture('readme.mjs')],
       storeDir,
     }),
     // No backend package at all.
@@ -179,6 +187,30 @@ describe('the published packages', () => {
       expect(missing.cuda).toMatch(/^BackendUnavailableError: .*unknown backend 'cuda'/);
       expect(missing.cuda).toMatch(/provided by @rayo\/cuda-ptx: install it \(npm install @rayo\/cuda-ptx\)/);
       expect(missing.wgpu).toMatch(/provided by @rayo\/wgpu: install it \(npm install @rayo\/wgpu\)/);
+    },
+    SLOW,
+  );
+
+  it(
+    'two copies of core: createBackend names both, where each is, and how to dedupe',
+    async () => {
+      // pnpm links @rayo/wgpu's peer to the project's core; a real copy in
+      // its place is a second core, as a package manager that nests installs.
+      const store = join(project('two-cores'), 'node_modules', '.pnpm');
+      const wgpu = readdirSync(store).find((entry) => entry.startsWith('@rayo+wgpu@'))!;
+      const nested = join(store, wgpu, 'node_modules', '@rayo', 'core');
+      const original = await realpath(nested);
+      await rm(nested);
+      await cp(original, nested, { recursive: true });
+      const result = lastJsonLine((await node('two-cores', 'readme.mjs', 'wgpu')).stdout);
+      expect(result.error).toBe('DuplicateCoreError');
+      const version = CORE_VERSION.replace(/\./g, '\\.');
+      expect(result.message).toMatch(
+        new RegExp(
+          `two copies of @rayo/core are loaded \\(this one ${version} at \\S+; also ${version} at \\S*@rayo\\+wgpu@`,
+        ),
+      );
+      expect(result.message).toMatch(/npm dedupe/);
     },
     SLOW,
   );
