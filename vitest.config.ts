@@ -10,12 +10,17 @@ const packagesDir = join(root, 'packages');
 interface PackageJson {
   name: string;
   exports?: Record<string, { '@rayo/source'?: string }>;
+  imports?: Record<string, { node?: { '@rayo/source'?: string } }>;
 }
+
+const manifests = readdirSync(packagesDir).map((dir) => ({
+  dir,
+  pkg: JSON.parse(readFileSync(join(packagesDir, dir, 'package.json'), 'utf8')) as PackageJson,
+}));
 
 // Tests import workspace packages from their sources (the "@rayo/source" export
 // of each package), so `vitest` never needs a build first.
-const alias = readdirSync(packagesDir).flatMap((dir) => {
-  const pkg = JSON.parse(readFileSync(join(packagesDir, dir, 'package.json'), 'utf8')) as PackageJson;
+const alias = manifests.flatMap(({ dir, pkg }) => {
   return Object.entries(pkg.exports ?? {}).flatMap(([subpath, target]) => {
     const source = target['@rayo/source'];
     if (!source) return [];
@@ -24,6 +29,15 @@ const alias = readdirSync(packagesDir).flatMap((dir) => {
     return [{ find: new RegExp(`^${escaped}$`), replacement: resolve(packagesDir, dir, source) }];
   });
 });
+// A package's own `#name` imports pick a file by the `node` or `browser`
+// condition; tests run in Node, so they get the Node one, from its source.
+// (`#` names are unique across the workspace.)
+for (const { dir, pkg } of manifests) {
+  for (const [name, target] of Object.entries(pkg.imports ?? {})) {
+    const source = target.node?.['@rayo/source'];
+    if (source) alias.push({ find: new RegExp(`^${name}$`), replacement: resolve(packagesDir, dir, source) });
+  }
+}
 
 // The longest files start first, so that they overlap the many short ones on
 // CI's two cores instead of running alone at the end: the browser suite is a

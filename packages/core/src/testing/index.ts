@@ -34,3 +34,4 @@ export {
   UnsupportedOnBackend,
 } from './halfCases.js';
 export { hashString, Rng } from './random.js';
+export { checkRegisteredOnImport } from './registration.js';

@@ -150,7 +150,7 @@ export interface LoadLibCudaOptions {
 }
 
 /** The driver library's file name on this platform, or undefined where CUDA does not exist. */
-export function defaultLibCudaPath(platform: NodeJS.Platform = process.platform): string | undefined {
+export function defaultLibCudaPath(platform: string = process.platform): string | undefined {
   if (platform === 'linux') return 'libcuda.so.1';
   if (platform === 'win32') return 'nvcuda.dll';
   return undefined;
