@@ -1,10 +1,10 @@
+import { escapeXml } from '@rayo/bench';
+
 /** One bar: a label and its value. */
 export interface Bar {
   readonly label: string;
   readonly value: number;
 }
-
-const escape = (text: string) => text.replace(/[<>&"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /** A horizontal bar chart as SVG markup: one row a bar, its value and unit written after it. */
 export function barChart(title: string, unit: string, bars: readonly Bar[]): string {
@@ -19,14 +19,14 @@ export function barChart(title: string, unit: string, bars: readonly Bar[]): str
     const y = top + i * row;
     const w = Math.max(1, b.value * scale);
     return [
-      `<text x="${labelWidth - 8}" y="${y + 16}" text-anchor="end">${escape(b.label)}</text>`,
+      `<text x="${labelWidth - 8}" y="${y + 16}" text-anchor="end">${escapeXml(b.label)}</text>`,
       `<rect x="${labelWidth}" y="${y + 4}" width="${w.toFixed(1)}" height="${row - 8}" fill="#3b6fb6"/>`,
-      `<text x="${(labelWidth + w + 6).toFixed(1)}" y="${y + 16}">${b.value.toPrecision(3)} ${escape(unit)}</text>`,
+      `<text x="${(labelWidth + w + 6).toFixed(1)}" y="${y + 16}">${b.value.toPrecision(3)} ${escapeXml(unit)}</text>`,
     ].join('');
   });
   return [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" role="img" aria-label="${escape(title)}">`,
-    `<text x="0" y="16" font-weight="bold">${escape(title)}</text>`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" role="img" aria-label="${escapeXml(title)}">`,
+    `<text x="0" y="16" font-weight="bold">${escapeXml(title)}</text>`,
     ...rows,
     '</svg>',
   ].join('');
