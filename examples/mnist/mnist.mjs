@@ -44,7 +44,9 @@ const optimizer = new AdamW(model.namedParameters(), { lr: 4e-3 });
 
 function upload(indices, part) {
   const x = new Float32Array(indices.length * PIXELS);
-  indices.forEach((n, row) => x.set(part.images[n], row * PIXELS));
+  indices.forEach((n, row) => {
+    x.set(part.images[n], row * PIXELS);
+  });
   return {
     x: backend.upload(x, [indices.length, PIXELS]),
     y: backend.upload(
