@@ -34,6 +34,7 @@ const LONGEST_FIRST = [
   'wgpu/src/browser.test.ts',
   'cuda-ptx/src/emulated.test.ts',
   'examples/web/src/page.test.ts',
+  'docs/api.test.ts',
 ];
 
 class LongestFirst extends BaseSequencer {
@@ -63,6 +64,8 @@ export default defineConfig({
         extends: true as const,
         test: { name: dir, root: join(packagesDir, dir), include: ['src/**/*.test.ts'] },
       })),
+      // The API reference, built as `pnpm docs` builds it (docs/api.test.ts).
+      { extends: true as const, test: { name: 'docs', root: join(root, 'docs'), include: ['*.test.ts'] } },
       // The examples run as a user runs them: from the packages' builds.
       {
         extends: true as const,
