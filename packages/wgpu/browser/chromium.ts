@@ -5,6 +5,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { delimiter, join } from 'node:path';
 import { type Browser, launch } from 'puppeteer-core';
+import { describe, it } from 'vitest';
 
 const CHROMIUM_NAMES = ['chromium', 'chromium-browser', 'google-chrome-stable', 'google-chrome'];
 
@@ -54,4 +55,25 @@ export async function serveFiles(
 /** Headless Chromium with WebGPU on SwiftShader; `timeoutMs` bounds each DevTools call. */
 export function launchChromium(executablePath: string, timeoutMs: number): Promise<Browser> {
   return launch({ executablePath, headless: true, args: CHROMIUM_ARGS, protocolTimeout: timeoutMs });
+}
+
+/**
+ * Registers `body` as the suite `title`, given the Chromium to drive. Where
+ * there is none, under CI it fails (the tests then throw); elsewhere the
+ * suite is reported as visibly skipped.
+ */
+export function describeInChromium(title: string, body: (chromium: () => string) => void): void {
+  const found = findChromium();
+  if (!found && process.env.CI !== 'true') {
+    describe.skip(`${title} — no chromium here (set CHROMIUM_PATH or install chromium)`, () => {
+      it('needs chromium', () => {});
+    });
+    return;
+  }
+  describe(title, () =>
+    body(() => {
+      if (!found) throw new Error('no chromium: install it (on PATH) or set CHROMIUM_PATH to it');
+      return found;
+    }),
+  );
 }

@@ -6,7 +6,6 @@ import { build } from 'esbuild';
 import { launchChromium, serveFiles } from './chromium.js';
 import type { BrowserConformanceReport } from './page.js';
 
-export { CHROMIUM_ARGS, findChromium } from './chromium.js';
 export type { BrowserConformanceReport } from './page.js';
 
 /** The page script: page.ts and everything it imports, sources included, for the browser. */
