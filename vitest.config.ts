@@ -6,6 +6,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 const root = dirname(fileURLToPath(import.meta.url));
 const packagesDir = join(root, 'packages');
+const examplesDir = join(root, 'examples');
 
 interface PackageJson {
   name: string;
@@ -43,7 +44,12 @@ for (const { dir, pkg } of manifests) {
 // CI's two cores instead of running alone at the end: the browser suite is a
 // small file that spends minutes compiling shaders in SwiftShader, which the
 // default order (by size, for files without timings) would leave for last.
-const LONGEST_FIRST = ['wgpu/src/browser.test.ts', 'cuda-ptx/src/emulated.test.ts'];
+const LONGEST_FIRST = [
+  'wgpu/src/browser.test.ts',
+  'cuda-ptx/src/emulated.test.ts',
+  'examples/web/src/page.test.ts',
+  'docs/api.test.ts',
+];
 
 class LongestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
@@ -67,9 +73,23 @@ export default defineConfig({
     // a few-second test can take much longer, and a timeout is not a result.
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    projects: readdirSync(packagesDir).map((dir) => ({
-      extends: true as const,
-      test: { name: dir, root: join(packagesDir, dir), include: ['src/**/*.test.ts'] },
-    })),
+    projects: [
+      ...readdirSync(packagesDir).map((dir) => ({
+        extends: true as const,
+        test: { name: dir, root: join(packagesDir, dir), include: ['src/**/*.test.ts'] },
+      })),
+      // The API reference, built as `pnpm docs` builds it (docs/api.test.ts).
+      { extends: true as const, test: { name: 'docs', root: join(root, 'docs'), include: ['*.test.ts'] } },
+      // The examples run as a user runs them: from the packages' builds.
+      {
+        extends: true as const,
+        test: {
+          name: 'examples',
+          root: examplesDir,
+          include: ['**/*.test.ts'],
+          exclude: ['**/node_modules/**'],
+        },
+      },
+    ],
   },
 });
