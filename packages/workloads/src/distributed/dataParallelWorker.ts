@@ -6,10 +6,13 @@ import {
   DataParallel,
   dataParallelStep,
   joinRendezvous,
+  leaveRendezvous,
   ReplayedDataParallelStep,
   rankEnvironment,
   shardRange,
   type Tape,
+  type TcpStore,
+  watchPeers,
 } from '@rayo/train';
 import type { THROUGHPUT_ADAMW } from '../train/throughput.js';
 import { buildWorkload, type TransformerWorkloadSpec } from '../train/workload.js';
@@ -90,10 +93,11 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
   const where = rankEnvironment();
   const backend = await createCudaBackend();
   let communicator: Communicator;
+  let store: TcpStore | undefined;
   if (where.size === 1) {
     communicator = new SingleRankCommunicator(backend);
   } else {
-    const { store } = await joinRendezvous(where);
+    ({ store } = await joinRendezvous(where));
     communicator = await NcclCommunicator.create({
       backend,
       rank: where.rank,
@@ -105,7 +109,11 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
         process.exit(1);
       },
     });
-    await store.close();
+    // The store stays open while training: a rank whose process ends is noticed at once.
+    watchPeers(store, communicator, (error) => {
+      console.error(error.message);
+      process.exit(1);
+    });
   }
   const { spec } = request;
   const work = buildWorkload(backend, spec, request.seed);
@@ -138,6 +146,7 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
   }
   replayed?.dispose();
   const allReduce = where.size > 1 ? await timeAllReduce(parallel, () => backend.sync()) : undefined;
+  if (store) await leaveRendezvous(store, where);
   if (where.rank === 0) {
     const run: DataParallelRun = { world: where.size, device: backend.info.device, losses, times, allReduce };
     console.log(JSON.stringify(run));
