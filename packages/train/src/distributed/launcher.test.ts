@@ -67,7 +67,7 @@ describe('watchPeers', () => {
     expect(error.exits[1]!.signal).toBe('SIGKILL');
     // Ranks 0 and 2 waited on a key nobody sets (20 s timeout): the lost peer ended the wait.
     for (const r of [0, 2]) {
-      expect(error.exits[r]!.code).toBe(4);
+      expect(error.exits[r]!.code, error.exits[r]!.stderr).toBe(4);
       expect(error.exits[r]!.stderr).toMatch(
         new RegExp(
           `rank ${r} of 3: rank 1 ended before leaving the rendezvous .*communicator aborted: rank 1 is gone`,

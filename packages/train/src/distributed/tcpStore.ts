@@ -57,6 +57,8 @@ export class TcpStoreServer {
   readonly #sockets = new Set<Socket>();
   /** The rank each joined connection announced; removed when it leaves. */
   readonly #ranks = new Map<Socket, number>();
+  /** Ranks lost so far: told to clients that connect later too. */
+  readonly #lost = new Set<number>();
   #closing = false;
 
   private constructor(
@@ -93,8 +95,10 @@ export class TcpStoreServer {
       const rank = this.#ranks.get(socket);
       this.#ranks.delete(socket);
       if (rank === undefined || this.#closing) return;
+      this.#lost.add(rank);
       for (const other of this.#sockets) other.write(`${JSON.stringify({ lost: rank } satisfies Reply)}\n`);
     });
+    for (const rank of this.#lost) socket.write(`${JSON.stringify({ lost: rank } satisfies Reply)}\n`);
     socket.on('error', () => socket.destroy());
     const reply = (r: Reply) => socket.write(`${JSON.stringify(r)}\n`);
     onLines(socket, (line) => {
@@ -152,6 +156,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 export class TcpStore implements RendezvousStore {
   readonly #pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
   readonly #lostListeners = new Set<(rank: number) => void>();
+  /** Ranks announced lost so far, also for listeners that subscribe later. */
+  readonly #lostRanks: number[] = [];
   #nextId = 0;
   #closed = false;
   #joined = false;
@@ -237,10 +243,16 @@ export class TcpStore implements RendezvousStore {
 
   /**
    * Calls `listener` with a rank whose process ended before it left (rank 0
-   * when the store's server itself went away). Returns the unsubscribe.
+   * when the store's server itself went away), also for ranks lost before it
+   * subscribed. Returns the unsubscribe.
    */
   onPeerLost(listener: (rank: number) => void): () => void {
     this.#lostListeners.add(listener);
+    const earlier = [...this.#lostRanks];
+    if (earlier.length)
+      queueMicrotask(() => {
+        for (const rank of earlier) if (this.#lostListeners.has(listener)) listener(rank);
+      });
     return () => this.#lostListeners.delete(listener);
   }
 
@@ -285,6 +297,8 @@ export class TcpStore implements RendezvousStore {
   }
 
   #announceLost(rank: number): void {
+    if (this.#lostRanks.includes(rank)) return;
+    this.#lostRanks.push(rank);
     for (const listener of [...this.#lostListeners]) listener(rank);
   }
 

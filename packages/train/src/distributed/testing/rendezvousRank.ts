@@ -19,7 +19,12 @@ if (process.argv[2] === 'die') {
     console.error(`${error.message}; communicator aborted: ${aborted.join(', ')}`);
     process.exit(4);
   });
-  if (rank === 1) process.kill(process.pid, 'SIGKILL');
+  // Every rank watches before rank 1 dies.
+  await store.set(`watching/${rank}`, new Uint8Array(0));
+  if (rank === 1) {
+    for (let r = 0; r < size; r++) await store.get(`watching/${r}`);
+    process.kill(process.pid, 'SIGKILL');
+  }
   // Never set: only the lost peer ends this wait early.
   await store.get('never');
 }
