@@ -19,7 +19,7 @@ import {
   acceptedClasses,
   isInt,
   type MemType,
-  type ParamType,
+  type EntryParamType,
   REG_DECL_TYPE,
   type ScalarType,
   TYPE_BYTES,
@@ -287,7 +287,7 @@ export class OperandChecks {
   }
 
   /** A parameter declared by this entry. */
-  entryParam(call: string, param: unknown): asserts param is Param<ParamType> {
+  entryParam(call: string, param: unknown): asserts param is Param<EntryParamType> {
     if (!(param instanceof Param) || param.scope !== this.#ctx.scope) {
       throw this.error(call, 'expected a parameter of this entry', {
         argument: 'param',

@@ -5,7 +5,7 @@ import { bf16ToNumber, bitsToF32, f16ToNumber, f32ToBits } from './floatBits.js'
 
 /**
  * What the PTX interpreter computes for `wgmma.mma_async` with f32
- * accumulators and K-major (untransposed) operands. With A and B read through
+ * accumulators, its operands K-major or (transposed) MN-major. With A and B read through
  * descriptors (or A from the warp's own registers), each warp of the
  * warpgroup computes its own 16 rows of D, so the instruction is a meeting of
  * one warp, and the asynchrony is modelled as none (fence, commit and wait
@@ -39,8 +39,30 @@ export function decodeWgmmaDescriptor(lo: number, hi: number): WgmmaDescriptor {
   };
 }
 
-/** The shared-window byte address of element (row, k) of a K-major tile of 2-byte elements. */
-export function descriptorElementAddress(d: WgmmaDescriptor, row: number, k: number): number {
+/**
+ * The shared-window byte address of element (row, k) of a tile of 2-byte
+ * elements: K-major (rows of K), or MN-major (`transposed`: rows of M or N,
+ * one row per k) as the PTX ISA's canonical layouts say. MN-major and
+ * swizzled, a row holds span/2 elements of MN, 8 rows (k) make a
+ * span × 8 atom, atoms along MN are LBO apart and along K (8 k each) SBO
+ * apart; MN-major and unswizzled, core matrices of 8 MN × 8 k (8 rows of
+ * 16 bytes, one per k) are SBO apart along MN and LBO apart along K.
+ */
+export function descriptorElementAddress(d: WgmmaDescriptor, row: number, k: number, transposed = false): number {
+  if (transposed) {
+    if (d.swizzle === 'none') {
+      return d.start + (row >>> 3) * d.strideByteOffset + (k >>> 3) * d.leadingByteOffset + (k & 7) * 16 + (row & 7) * 2;
+    }
+    const span = { '32B': 32, '64B': 64, '128B': 128 }[d.swizzle];
+    const perRow = span / 2;
+    const at =
+      d.start +
+      Math.floor(row / perRow) * d.leadingByteOffset +
+      (k >>> 3) * d.strideByteOffset +
+      (k & 7) * span +
+      (row % perRow) * 2;
+    return swizzleOffset(d.swizzle, at);
+  }
   const group = d.start + (row >>> 3) * d.strideByteOffset;
   if (d.swizzle === 'none') return group + (k >>> 3) * d.leadingByteOffset + (row & 7) * 16 + (k & 7) * 2;
   const span = { '32B': 32, '64B': 64, '128B': 128 }[d.swizzle];
@@ -61,6 +83,9 @@ export interface WgmmaWarpOperands {
   readonly accumulate: boolean;
   readonly negateA: boolean;
   readonly negateB: boolean;
+  /** `imm-trans-a` / `imm-trans-b`: the descriptor's tile is MN-major. */
+  readonly transposeA?: boolean;
+  readonly transposeB?: boolean;
   /** The 16-bit element at a shared-window byte address. */
   readonly half: (address: number) => number;
 }
@@ -82,12 +107,12 @@ export function wgmmaWarp(o: WgmmaWarpOperands): Uint32Array {
   } else {
     for (let r = 0; r < 16; r++) {
       for (let k = 0; k < 16; k++)
-        A[r * 16 + k] = value(o.half(descriptorElementAddress(o.a, 16 * o.warp + r, k)));
+        A[r * 16 + k] = value(o.half(descriptorElementAddress(o.a, 16 * o.warp + r, k, o.transposeA)));
     }
   }
   const B = new Float64Array(o.n * 16);
   for (let c = 0; c < o.n; c++) {
-    for (let k = 0; k < 16; k++) B[c * 16 + k] = value(o.half(descriptorElementAddress(o.b, c, k)));
+    for (let k = 0; k < 16; k++) B[c * 16 + k] = value(o.half(descriptorElementAddress(o.b, c, k, o.transposeB)));
   }
   const sign = (o.negateA ? -1 : 1) * (o.negateB ? -1 : 1);
   const out = new Uint32Array(32 * perLane);
