@@ -1,0 +1,405 @@
+import type { MatmulLaunch } from '@rayo/core';
+import type { TensorMapTiled } from '../driver/tensorMap.js';
+import { elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
+import { PtxModule } from '../ptx/module.js';
+import { addr, type F32, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
+import type { HalfDType } from './matmulTensorCore.js';
+import { groupedTile } from './tileOrder.js';
+
+// The half-precision matrix product on sm_90a warpgroup MMA: a producer
+// warpgroup streams tiles of a and b into shared memory with bulk tensor
+// copies (TMA), two consumer warpgroups multiply them with wgmma.mma_async,
+// and full/empty mbarriers per stage hand the buffers back and forth.
+
+/** Block tile: BM × BN of y, BK of K per stage; each consumer warpgroup owns 64 rows × BN. */
+export const WG_BM = 128;
+export const WG_BN = 256;
+export const WG_BK = 64;
+/** Stages in flight (4 × 48 KiB of the 227 KiB an H100 block may have). */
+export const WG_STAGES = 4;
+/** A producer warpgroup and two consumer warpgroups. */
+export const WG_THREADS = 384;
+export const WG_ENTRY = 'matmul_wgmma';
+
+/** Register budgets after `setmaxnreg`: the producer needs few, the consumers hold 128 accumulators each. */
+const PRODUCER_REGS = 40;
+const CONSUMER_REGS = 232;
+
+/** 128-byte swizzled rows: 64 halves of the inner (contiguous) axis. */
+const ROW = 128;
+/** One 8-row swizzle atom. */
+const ATOM = 8 * ROW;
+/** A box of 64 inner × 64 outer elements (8 KiB). */
+const PANEL = 64 * ROW;
+const A_BYTES = WG_BM * WG_BK * 2;
+const B_BYTES = WG_BN * WG_BK * 2;
+const STAGE_BYTES = A_BYTES + B_BYTES;
+/** 1024 bytes of slack to align the stages to the swizzle atom, then the stages, then 2 × STAGES mbarriers. */
+export const WG_SHARED_BYTES = 1024 + WG_STAGES * STAGE_BYTES + 16 * WG_STAGES;
+
+export interface WgmmaVariant {
+  readonly dtype: HalfDType;
+  /** a is stored [K, M] (its tiles M-major). */
+  readonly transA: boolean;
+  /** b is stored [N, K] (its tiles K-major); else [K, N], N-major. */
+  readonly transB: boolean;
+  /** Adds beta · c. */
+  readonly withC: boolean;
+}
+
+export function wgmmaKey(v: WgmmaVariant): string {
+  const layout = `${v.transA ? 't' : 'n'}${v.transB ? 't' : 'n'}`;
+  return `matmul/wgmma${WG_BM}x${WG_BN}x${WG_BK}s${WG_STAGES}/${v.dtype}/${layout}${v.withC ? '/c' : ''}`;
+}
+
+/**
+ * How an operand's stage tile sits in shared memory and how a consumer's
+ * descriptor walks it. K-major (a untransposed, b transposed): one box of
+ * 64 k × rows, 128-byte rows, 8-row atoms 1024 bytes apart (SBO), the next
+ * 16 of K 32 bytes on. MN-major: boxes of 64 MN × 64 k, one per 64 of MN,
+ * 8 KiB apart (LBO), one 128-byte row per k, 8-k atoms 1024 bytes apart
+ * (SBO), the next 16 of K 2048 bytes on.
+ */
+function operandLayout(kMajor: boolean) {
+  return {
+    fields: kMajor
+      ? ({ leadingByteOffset: 16, strideByteOffset: ATOM, swizzle: '128B' } as const)
+      : ({ leadingByteOffset: PANEL, strideByteOffset: ATOM, swizzle: '128B' } as const),
+    /** Descriptor address units (16 bytes) per 16 of K. */
+    kStep: kMajor ? (16 * 2) / 16 : (16 * ROW) / 16,
+  };
+}
+
+/** A half element (b16 bits) to f32. */
+function halfToF32(k: KernelBuilder, dtype: HalfDType, h: R16): F32 {
+  if (dtype === 'f16') return k.cvt('f32', 'f16', k.reg('f32'), h);
+  const wide = k.shl('b32', k.reg('u32'), k.cvt('u32', 'u16', k.reg('u32'), h), 16);
+  return k.mov('b32', k.reg('f32'), wide) as F32;
+}
+
+/**
+ * y = alpha · op(a) · op(b) (+ beta · c) for half a, b, c and y, a and b
+ * read through tensor maps (3-d: inner, outer, batch). Block (tile, 1,
+ * batch) computes a 128 × 256 tile of y.
+ */
+export function wgmmaModule(v: WgmmaVariant): PtxModule {
+  const m = new PtxModule({ target: 'sm_90a' });
+  const smem = m.dynamicShared('smem', 1024);
+  const aKMajor = !v.transA;
+  const bKMajor = v.transB;
+  m.entry(
+    WG_ENTRY,
+    {
+      mapA: 'tensorMap',
+      mapB: 'tensorMap',
+      c: 'ptr',
+      y: 'ptr',
+      m: 'u32',
+      n: 'u32',
+      k: 'u32',
+      alpha: 'f32',
+      beta: 'f32',
+      strideY: 'u32',
+      tilesM: 'u32',
+      tilesN: 'u32',
+    },
+    (k, p) => {
+      const mDim = k.ldParam(p.m);
+      const nDim = k.ldParam(p.n);
+      const kDim = k.ldParam(p.k);
+      const tid = k.tid();
+      const z = k.ctaid('z');
+      const { row0, col0 } = groupedTile(k, k.ldParam(p.tilesM), k.ldParam(p.tilesN), WG_BM, WG_BN);
+      // Stages start at the first 1024-byte boundary of the dynamic window (the swizzle atom).
+      const base = k.and(
+        'b32',
+        k.reg('u32'),
+        k.add('u32', k.reg('u32'), k.sharedAddress(smem), 1023),
+        ~1023 >>> 0,
+      );
+      const bars = k.add('u32', k.reg('u32'), base, WG_STAGES * STAGE_BYTES);
+      const full = (s: R32) => k.madLo('u32', k.reg('u32'), s, 8, bars);
+      const empty = (s: R32) => k.madLo('u32', k.reg('u32'), s, 8, k.add('u32', k.reg('u32'), bars, 8 * WG_STAGES));
+      const stageAt = (s: R32) => k.madLo('u32', k.reg('u32'), s, STAGE_BYTES, base);
+      const kTiles = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, WG_BK - 1), WG_BK);
+
+      const first = k.setp('eq', 'u32', k.reg('pred'), tid, 0);
+      k.ifThen(first, () => {
+        for (let s = 0; s < WG_STAGES; s++) {
+          // Full: the producer's arrival and the stage's bytes; empty: one arrival per consumer.
+          k.mbarrierInit(addr(bars, 8 * s), 1);
+          k.mbarrierInit(addr(bars, 8 * (WG_STAGES + s)), 2);
+        }
+        k.fenceMbarrierInit();
+      });
+      k.barSync();
+
+      const warpgroup = k.shr('u32', k.reg('u32'), tid, 7);
+      const producer = k.setp('eq', 'u32', k.reg('pred'), warpgroup, 0);
+      const done = k.label('done');
+      const consumer = k.label('consumer');
+      k.predicated(producer, () => k.bra(consumer), { negate: true });
+      // ---- producer warpgroup: one thread issues every copy.
+      k.setmaxnreg('dec', PRODUCER_REGS);
+      const mapA = k.tensorMapAddress(p.mapA);
+      const mapB = k.tensorMapAddress(p.mapB);
+      k.ifThen(first, () => {
+        const kt = k.reg('u32');
+        k.forRange(kt, 0, kTiles, 1, () => {
+          const s = k.and('b32', k.reg('u32'), kt, WG_STAGES - 1);
+          const round = k.shr('u32', k.reg('u32'), kt, Math.log2(WG_STAGES));
+          // From the second round on, the consumers must have released the stage's previous use.
+          const reuse = k.setp('ge', 'u32', k.reg('pred'), kt, WG_STAGES);
+          k.ifThen(reuse, () => {
+            const parity = k.and('b32', k.reg('u32'), k.sub('u32', k.reg('u32'), round, 1), 1);
+            k.mbarrierWait(empty(s), parity);
+          });
+          const fullBar = full(s);
+          k.mbarrierArrive(fullBar, { expectTx: STAGE_BYTES });
+          const stage = stageAt(s);
+          const k0 = k.mulLo('u32', k.reg('u32'), kt, WG_BK);
+          // a: K-major, one box of 64 k × 128 rows; M-major, two boxes of 64 rows × 64 k.
+          if (aKMajor) k.cpAsyncBulkTensor(stage, mapA, [k0, row0, z], fullBar);
+          else {
+            for (let h = 0; h < WG_BM / 64; h++) {
+              const mAt = k.add('u32', k.reg('u32'), row0, 64 * h);
+              k.cpAsyncBulkTensor(addr(stage, h * PANEL), mapA, [mAt, k0, z], fullBar);
+            }
+          }
+          const stageB = k.add('u32', k.reg('u32'), stage, A_BYTES);
+          if (bKMajor) k.cpAsyncBulkTensor(stageB, mapB, [k0, col0, z], fullBar);
+          else {
+            for (let j = 0; j < WG_BN / 64; j++) {
+              const nAt = k.add('u32', k.reg('u32'), col0, 64 * j);
+              k.cpAsyncBulkTensor(addr(stageB, j * PANEL), mapB, [nAt, k0, z], fullBar);
+            }
+          }
+        });
+      });
+      k.bra(done);
+
+      // ---- consumer warpgroups: 64 rows × 256 columns each.
+      k.place(consumer);
+      k.setmaxnreg('inc', CONSUMER_REGS);
+      const cw = k.sub('u32', k.reg('u32'), warpgroup, 1);
+      const inGroup = k.and('b32', k.reg('u32'), tid, 127);
+      const leader = k.setp('eq', 'u32', k.reg('pred'), inGroup, 0);
+      const layoutA = operandLayout(aKMajor);
+      const layoutB = operandLayout(bKMajor);
+      // a's rows of this consumer: the second 64 rows are 8 KiB on in either layout.
+      const aOffset = k.mulLo('u32', k.reg('u32'), cw, PANEL);
+      const acc = k.regs('f32', WG_BN / 2);
+      for (const r of acc) k.mov('f32', r, 0);
+      const kt = k.reg('u32');
+      k.forRange(kt, 0, kTiles, 1, () => {
+        const s = k.and('b32', k.reg('u32'), kt, WG_STAGES - 1);
+        const parity = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), kt, Math.log2(WG_STAGES)), 1);
+        k.mbarrierWait(full(s), parity);
+        const stage = stageAt(s);
+        const descA = k.wgmmaDescriptor(k.reg('u64'), k.add('u32', k.reg('u32'), stage, aOffset), layoutA.fields);
+        const descB = k.wgmmaDescriptor(k.reg('u64'), k.add('u32', k.reg('u32'), stage, A_BYTES), layoutB.fields);
+        k.wgmmaFence();
+        for (let j = 0; j < WG_BK / 16; j++) {
+          k.wgmmaMmaAsync(WG_BN, v.dtype, acc, descA, descB, { transposeA: !aKMajor, transposeB: !bKMajor });
+          if (j < WG_BK / 16 - 1) {
+            k.add('u64', descA, descA, layoutA.kStep);
+            k.add('u64', descB, descB, layoutB.kStep);
+          }
+        }
+        k.wgmmaCommitGroup();
+        // The previous step's products are done: its stage goes back to the producer.
+        k.wgmmaWaitGroup(1);
+        const release = k.and(
+          'pred',
+          k.reg('pred'),
+          leader,
+          k.setp('gt', 'u32', k.reg('pred'), kt, 0),
+        );
+        k.ifThen(release, () => {
+          const previous = k.and('b32', k.reg('u32'), k.sub('u32', k.reg('u32'), kt, 1), WG_STAGES - 1);
+          k.mbarrierArrive(empty(previous));
+        });
+      });
+      k.wgmmaWaitGroup(0);
+      epilogue(k, v, p, acc, { mDim, nDim, z, row0, col0, cw, inGroup });
+      k.place(done);
+    },
+    { maxThreadsPerBlock: WG_THREADS, minBlocksPerSm: 1 },
+  );
+  return m;
+}
+
+interface EpilogueAt {
+  readonly mDim: R32;
+  readonly nDim: R32;
+  readonly z: R32;
+  readonly row0: R32;
+  readonly col0: R32;
+  /** The consumer warpgroup (0, 1) and the thread within it. */
+  readonly cw: R32;
+  readonly inGroup: R32;
+}
+
+/**
+ * y = alpha · acc (+ beta · c), rounded to the dtype; register i of thread
+ * t holds row 16·warp + lane/4 + 8·((i >> 1) & 1), column 8·(i >> 2) +
+ * 2·(lane & 3) + (i & 1) of the consumer's 64 × 256 (wgmmaLayout.ts), so
+ * registers 2j, 2j + 1 are two adjacent columns: one 4-byte store where
+ * both are inside and N is even, else one or two 2-byte stores.
+ */
+function epilogue(
+  k: KernelBuilder,
+  v: WgmmaVariant,
+  p: {
+    readonly alpha: Param<'f32'>;
+    readonly beta: Param<'f32'>;
+    readonly strideY: Param<'u32'>;
+    readonly c: Param<'ptr'>;
+    readonly y: Param<'ptr'>;
+  },
+  acc: readonly F32[],
+  at: EpilogueAt,
+): void {
+  const alpha = k.ldParam(p.alpha);
+  const beta = k.ldParam(p.beta);
+  const strideY = k.ldParam(p.strideY);
+  const batchBase = (ptr: R64) => k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), at.z, strideY), 2);
+  const yBase = batchBase(k.globalPointer(p.y));
+  const cBase = v.withC ? batchBase(k.globalPointer(p.c)) : undefined;
+  const lane = k.and('b32', k.reg('u32'), at.inGroup, 31);
+  const warp = k.shr('u32', k.reg('u32'), at.inGroup, 5);
+  const rowBase = k.add(
+    'u32',
+    k.reg('u32'),
+    k.madLo('u32', k.reg('u32'), at.cw, 64, at.row0),
+    k.madLo('u32', k.reg('u32'), warp, 16, k.shr('u32', k.reg('u32'), lane, 2)),
+  );
+  const colBase = k.madLo('u32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 3), 2, at.col0);
+  const nEven = k.setp('eq', 'u32', k.reg('pred'), k.and('b32', k.reg('u32'), at.nDim, 1), 0);
+  for (let h = 0; h < 2; h++) {
+    const row = k.add('u32', k.reg('u32'), rowBase, 8 * h);
+    const rowOk = k.setp('lt', 'u32', k.reg('pred'), row, at.mDim);
+    const rowStart = k.mulLo('u32', k.reg('u32'), row, at.nDim);
+    for (let q = 0; q < WG_BN / 8; q++) {
+      const col = k.add('u32', k.reg('u32'), colBase, 8 * q);
+      const ok0 = k.and('pred', k.reg('pred'), rowOk, k.setp('lt', 'u32', k.reg('pred'), col, at.nDim));
+      const ok1 = k.and(
+        'pred',
+        k.reg('pred'),
+        rowOk,
+        k.setp('lt', 'u32', k.reg('pred'), k.add('u32', k.reg('u32'), col, 1), at.nDim),
+      );
+      const pairOk = k.and('pred', k.reg('pred'), ok1, nEven);
+      const singleOk = [ok0, ok1].map((ok) =>
+        k.and('pred', k.reg('pred'), ok, k.not('pred', k.reg('pred'), pairOk)),
+      ) as [Pred, Pred];
+      const element = k.add('u32', k.reg('u32'), rowStart, col);
+      const yAt = k.elementAddress(yBase, element, 2);
+      const values = [0, 1].map((e) => k.mul('f32', k.reg('f32'), acc[4 * q + 2 * h + e]!, alpha));
+      if (cBase) {
+        const cAt = k.elementAddress(cBase, element, 2);
+        const ch = [k.mov('b16', k.reg('b16'), 0), k.mov('b16', k.reg('b16'), 0)] as const;
+        const word = k.mov('u32', k.reg('u32'), 0);
+        k.predicated(pairOk, () => k.ldGlobal('b32', word, cAt));
+        k.predicated(pairOk, () => k.unpackHalves(ch[0], ch[1], word));
+        for (const e of [0, 1]) k.predicated(singleOk[e]!, () => k.ldGlobal('b16', ch[e]!, addr(cAt, 2 * e)));
+        values.forEach((x, e) => {
+          k.fma('f32', x, halfToF32(k, v.dtype, ch[e]!), beta, x);
+        });
+      }
+      const packed = k.cvtPack(v.dtype, k.reg('u32'), values[0]!, values[1]!);
+      k.predicated(pairOk, () => k.stGlobal('b32', yAt, packed));
+      const lo = k.reg('b16');
+      const hi = k.reg('b16');
+      k.unpackHalves(lo, hi, packed);
+      k.predicated(singleOk[0], () => k.stGlobal('b16', yAt, lo));
+      k.predicated(singleOk[1], () => k.stGlobal('b16', addr(yAt, 2), hi));
+    }
+  }
+}
+
+// ---- launching -----------------------------------------------------------------
+
+/**
+ * Whether the wgmma kernel can take a half product on this device: sm_90
+ * (the arch-specific sm_90a instructions), and tensor maps over a and b:
+ * 16-byte aligned bases and contiguous axes of whole 8-element (16-byte)
+ * rows. Other products go to the mma.sync kernel.
+ */
+export function wgmmaApplies(encoder: KernelEncoder, call: MatmulLaunch<Operand>): boolean {
+  const [major, minor] = encoder.device.computeCapability;
+  if (major !== 9 || minor !== 0) return false;
+  const contiguousA = call.transA ? call.m : call.k;
+  const contiguousB = call.transB ? call.k : call.n;
+  return (
+    contiguousA % 8 === 0 &&
+    contiguousB % 8 === 0 &&
+    call.a.ptr % 16n === 0n &&
+    call.b.ptr % 16n === 0n
+  );
+}
+
+/** A 3-d tensor map (inner, outer, batch) over a half operand stored [outer, inner] per batch. */
+function operandMap(
+  dtype: HalfDType,
+  address: bigint,
+  inner: number,
+  outer: number,
+  batch: number,
+  box: [number, number],
+): TensorMapTiled {
+  return {
+    dtype,
+    address,
+    dims: [inner, outer, batch],
+    strides: [inner * 2, inner * outer * 2],
+    box: [box[0], box[1], 1],
+    swizzle: '128B',
+  };
+}
+
+/** Launches the wgmma product of an all-half call that `wgmmaApplies` accepted. */
+export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>, dtype: HalfDType): void {
+  const { a, b, c, y, batch, m, n, k } = call;
+  const tilesM = Math.ceil(m / WG_BM);
+  const tilesN = Math.ceil(n / WG_BN);
+  const maxBatch = encoder.device.maxGridDim[2];
+  for (let first = 0; first < batch; first += maxBatch) {
+    const count = Math.min(maxBatch, batch - first);
+    const aPtr = elementPtr(a, first * m * k);
+    const bPtr = elementPtr(b, first * k * n);
+    const yPtr = elementPtr(y, first * m * n);
+    const cPtr = c ? elementPtr(c, first * m * n) : undefined;
+    const v: WgmmaVariant = { dtype, transA: call.transA, transB: call.transB, withC: cPtr !== undefined };
+    const mapA = call.transA
+      ? operandMap(dtype, aPtr, m, k, count, [64, WG_BK])
+      : operandMap(dtype, aPtr, k, m, count, [WG_BK, WG_BM]);
+    const mapB = call.transB
+      ? operandMap(dtype, bPtr, k, n, count, [WG_BK, WG_BN])
+      : operandMap(dtype, bPtr, n, k, count, [64, WG_BK]);
+    encoder.launch({
+      key: wgmmaKey(v),
+      module: () => wgmmaModule(v),
+      entry: WG_ENTRY,
+      grid: [tilesM * tilesN, 1, count],
+      block: WG_THREADS,
+      sharedBytes: WG_SHARED_BYTES,
+      args: {
+        mapA: encoder.tensorMap(mapA),
+        mapB: encoder.tensorMap(mapB),
+        // Without c its pointer is y's, never read.
+        c: cPtr ?? yPtr,
+        y: yPtr,
+        m,
+        n,
+        k,
+        alpha: call.alpha,
+        beta: call.beta,
+        strideY: m * n,
+        tilesM,
+        tilesN,
+      },
+    });
+  }
+}
