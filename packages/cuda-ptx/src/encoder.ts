@@ -6,7 +6,12 @@ import type { TensorMapTiled } from './driver/tensorMap.js';
 import type { KernelEncoder, Launch, LaunchDim, LaunchValue, Operand } from './kernel.js';
 
 function isOperand(value: LaunchValue): value is Operand {
-  return typeof value === 'object' && value !== null && !(value instanceof Uint8Array) && typeof value.ptr === 'bigint';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !(value instanceof Uint8Array) &&
+    typeof value.ptr === 'bigint'
+  );
 }
 
 function describe(value: unknown): string {

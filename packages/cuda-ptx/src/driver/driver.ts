@@ -22,9 +22,9 @@ import {
   type LoadLibCudaOptions,
   loadLibCuda,
 } from './libcuda.js';
-import { type TensorMapTiled, tensorMapProblem } from './tensorMap.js';
 import { kernelParamBytes, type ParamValue, writeKernelParams } from './params.js';
 import { type DeviceBuffer, DevicePool } from './pool.js';
+import { type TensorMapTiled, tensorMapProblem } from './tensorMap.js';
 
 /** How long a wait polls on every turn of the event loop before it falls back to a millisecond timer. */
 const WAIT_SPIN_MS = 20;

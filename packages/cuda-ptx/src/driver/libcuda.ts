@@ -1,6 +1,11 @@
 import { BackendUnavailableError } from '@rayo/core';
 import type { CUresult } from './errors.js';
-import { TENSOR_MAP_DTYPE, TENSOR_MAP_L2_256B, TENSOR_MAP_SWIZZLE, type TensorMapTiled } from './tensorMap.js';
+import {
+  TENSOR_MAP_DTYPE,
+  TENSOR_MAP_L2_256B,
+  TENSOR_MAP_SWIZZLE,
+  type TensorMapTiled,
+} from './tensorMap.js';
 
 /**
  * The CUDA driver API functions rayo calls, as plain TypeScript functions:

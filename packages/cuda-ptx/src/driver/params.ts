@@ -119,7 +119,7 @@ export function writeKernelParams(
   const view = new DataView(block.buffer, block.byteOffset, bytes);
   // Tensor maps follow the slots, from the first 64-byte aligned address.
   const align = BigInt(TENSOR_MAP_ALIGN);
-  let mapAt = Number((((base + BigInt(16 * n) + align - 1n) / align) * align) - base);
+  let mapAt = Number(((base + BigInt(16 * n) + align - 1n) / align) * align - base);
   for (let i = 0; i < n; i++) {
     const slot = 8 * n + 8 * i;
     if (params[i]!.type === 'tensorMap') {

@@ -45,7 +45,8 @@ export function tensorMapProblem(t: TensorMapTiled): string | undefined {
   if (rank < 1 || rank > 5) return `rank ${rank} outside 1 .. 5`;
   if (t.strides.length !== rank - 1 || t.box.length !== rank) return 'strides or box of the wrong length';
   if (t.address % 16n !== 0n) return 'the global address is not 16-byte aligned';
-  if (t.dims.some((d) => !Number.isInteger(d) || d < 1 || d > 2 ** 32)) return 'a dimension outside 1 .. 2^32';
+  if (t.dims.some((d) => !Number.isInteger(d) || d < 1 || d > 2 ** 32))
+    return 'a dimension outside 1 .. 2^32';
   if (t.strides.some((s) => !Number.isInteger(s) || s % 16 !== 0 || s <= 0 || s >= 2 ** 40)) {
     return 'a stride that is not a positive multiple of 16 below 2^40';
   }

@@ -37,6 +37,7 @@ import {
   tileKey,
   tileModule,
 } from './matmulTile.js';
+import { encodeWgmma, wgmmaApplies } from './matmulWgmma.js';
 import { storageOf } from './storage.js';
 
 // Matrix products: each problem goes to the streaming kernels (GEMV and small
@@ -238,9 +239,12 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
   // All-half products run on tensor cores, except the GEMV and small-M
   // shapes: the streaming kernels read b once, where a 128×128 tile would
   // mostly compute zero rows.
+  // On sm_90 the warpgroup-MMA kernel takes them where tensor maps can
+  // describe a and b; mma.sync takes the rest and sm_80–89.
   const half = Math.min(m, n) > MAX_ROWS ? tensorCoreDtype(call) : undefined;
   if (half) {
-    encodeTensorCore(encoder, call, half);
+    if (wgmmaApplies(encoder, call)) encodeWgmma(encoder, call, half);
+    else encodeTensorCore(encoder, call, half);
     return;
   }
   const epilogue: Epilogue | undefined =

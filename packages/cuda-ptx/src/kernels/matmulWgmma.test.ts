@@ -10,7 +10,14 @@ import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import { FakeLibCuda } from '../testing/fakeLibCuda.js';
 import { PtxInterpreter } from '../testing/ptxInterpreter.js';
 import type { HalfDType } from './matmulTensorCore.js';
-import { encodeWgmma, WG_ENTRY, type WgmmaVariant, wgmmaApplies, wgmmaKey, wgmmaModule } from './matmulWgmma.js';
+import {
+  encodeWgmma,
+  WG_ENTRY,
+  type WgmmaVariant,
+  wgmmaApplies,
+  wgmmaKey,
+  wgmmaModule,
+} from './matmulWgmma.js';
 
 const UNIT: Record<HalfDType, number> = { f16: 2 ** -11, bf16: 2 ** -8 };
 const POISON: Record<HalfDType, number> = { f16: 0x7e00, bf16: 0x7fc0 };
@@ -108,7 +115,13 @@ describe('the wgmma product in the PTX interpreter', () => {
 
   it('leaves products without 16-byte rows to the mma.sync kernel', () => {
     const recorder = new CommandRecorder(driver);
-    const op = (shape: number[]): Operand => ({ ptr: 0x1000n, size: sizeOf(shape), shape, dtype: 'bf16', byteLength: 0 });
+    const op = (shape: number[]): Operand => ({
+      ptr: 0x1000n,
+      size: sizeOf(shape),
+      shape,
+      dtype: 'bf16',
+      byteLength: 0,
+    });
     const call = (m: number, k: number, n: number, transB: boolean) => ({
       a: op([m, k]),
       b: op(transB ? [n, k] : [k, n]),

@@ -120,7 +120,8 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
       );
       const bars = k.add('u32', k.reg('u32'), base, WG_STAGES * STAGE_BYTES);
       const full = (s: R32) => k.madLo('u32', k.reg('u32'), s, 8, bars);
-      const empty = (s: R32) => k.madLo('u32', k.reg('u32'), s, 8, k.add('u32', k.reg('u32'), bars, 8 * WG_STAGES));
+      const empty = (s: R32) =>
+        k.madLo('u32', k.reg('u32'), s, 8, k.add('u32', k.reg('u32'), bars, 8 * WG_STAGES));
       const stageAt = (s: R32) => k.madLo('u32', k.reg('u32'), s, STAGE_BYTES, base);
       const kTiles = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, WG_BK - 1), WG_BK);
 
@@ -197,8 +198,16 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
         const parity = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), kt, Math.log2(WG_STAGES)), 1);
         k.mbarrierWait(full(s), parity);
         const stage = stageAt(s);
-        const descA = k.wgmmaDescriptor(k.reg('u64'), k.add('u32', k.reg('u32'), stage, aOffset), layoutA.fields);
-        const descB = k.wgmmaDescriptor(k.reg('u64'), k.add('u32', k.reg('u32'), stage, A_BYTES), layoutB.fields);
+        const descA = k.wgmmaDescriptor(
+          k.reg('u64'),
+          k.add('u32', k.reg('u32'), stage, aOffset),
+          layoutA.fields,
+        );
+        const descB = k.wgmmaDescriptor(
+          k.reg('u64'),
+          k.add('u32', k.reg('u32'), stage, A_BYTES),
+          layoutB.fields,
+        );
         k.wgmmaFence();
         for (let j = 0; j < WG_BK / 16; j++) {
           k.wgmmaMmaAsync(WG_BN, v.dtype, acc, descA, descB, { transposeA: !aKMajor, transposeB: !bKMajor });
@@ -210,12 +219,7 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
         k.wgmmaCommitGroup();
         // The previous step's products are done: its stage goes back to the producer.
         k.wgmmaWaitGroup(1);
-        const release = k.and(
-          'pred',
-          k.reg('pred'),
-          leader,
-          k.setp('gt', 'u32', k.reg('pred'), kt, 0),
-        );
+        const release = k.and('pred', k.reg('pred'), leader, k.setp('gt', 'u32', k.reg('pred'), kt, 0));
         k.ifThen(release, () => {
           const previous = k.and('b32', k.reg('u32'), k.sub('u32', k.reg('u32'), kt, 1), WG_STAGES - 1);
           k.mbarrierArrive(empty(previous));
@@ -332,12 +336,7 @@ export function wgmmaApplies(encoder: KernelEncoder, call: MatmulLaunch<Operand>
   if (major !== 9 || minor !== 0) return false;
   const contiguousA = call.transA ? call.m : call.k;
   const contiguousB = call.transB ? call.k : call.n;
-  return (
-    contiguousA % 8 === 0 &&
-    contiguousB % 8 === 0 &&
-    call.a.ptr % 16n === 0n &&
-    call.b.ptr % 16n === 0n
-  );
+  return contiguousA % 8 === 0 && contiguousB % 8 === 0 && call.a.ptr % 16n === 0n && call.b.ptr % 16n === 0n;
 }
 
 /** A 3-d tensor map (inner, outer, batch) over a half operand stored [outer, inner] per batch. */

@@ -155,7 +155,11 @@ export class PtxModule {
       const symbol = `${name}_param_${key}`;
       symbols.add(symbol);
       handles[key] = new Param(key, type, symbol, scope);
-      infos.push({ name: key, type, bytes: type === 'tensorMap' ? TENSOR_MAP_BYTES : TYPE_BYTES[paramScalar(type)] });
+      infos.push({
+        name: key,
+        type,
+        bytes: type === 'tensorMap' ? TENSOR_MAP_BYTES : TYPE_BYTES[paramScalar(type)],
+      });
     }
     const directives = entryDirectives(call, name, options);
     const counts: Record<RegClass, number> = { pred: 0, b16: 0, b32: 0, f32: 0, b64: 0 };

@@ -17,9 +17,9 @@ import { type Address, Label, Param, Register, type Scope, SharedVar } from './o
 import { type Requirement, smNumber, versionNumber } from './target.js';
 import {
   acceptedClasses,
+  type EntryParamType,
   isInt,
   type MemType,
-  type EntryParamType,
   REG_DECL_TYPE,
   type ScalarType,
   TYPE_BYTES,

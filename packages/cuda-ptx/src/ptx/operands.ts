@@ -5,7 +5,6 @@ import type {
   Int32Type,
   Int64Type,
   MemType,
-  ParamType,
   RegClass,
   ScalarType,
 } from './types.js';

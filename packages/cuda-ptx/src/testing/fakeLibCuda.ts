@@ -1,5 +1,3 @@
-import { type TensorMapTiled, tensorMapProblem } from '../driver/tensorMap.js';
-import { encodeFakeTensorMap } from './fakeTensorMap.js';
 import type { CUresult } from '../driver/errors.js';
 import {
   CU_DEVICE_ATTRIBUTE,
@@ -8,6 +6,8 @@ import {
   type JitLogs,
   type LibCuda,
 } from '../driver/libcuda.js';
+import { type TensorMapTiled, tensorMapProblem } from '../driver/tensorMap.js';
+import { encodeFakeTensorMap } from './fakeTensorMap.js';
 
 /**
  * A LibCuda without a GPU, for tests: device memory is host memory, stream

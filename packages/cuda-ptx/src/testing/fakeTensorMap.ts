@@ -21,9 +21,15 @@ export function encodeFakeTensorMap(t: TensorMapTiled): Uint8Array {
   v.setUint32(8, t.dims.length, true);
   v.setUint32(12, TENSOR_MAP_SWIZZLE[t.swizzle], true);
   v.setBigUint64(16, t.address, true);
-  t.dims.forEach((d, i) => v.setBigUint64(24 + 8 * i, BigInt(d), true));
-  t.strides.forEach((s, i) => v.setBigUint64(64 + 8 * i, BigInt(s), true));
-  t.box.forEach((b, i) => v.setUint32(96 + 4 * i, b, true));
+  t.dims.forEach((d, i) => {
+    v.setBigUint64(24 + 8 * i, BigInt(d), true);
+  });
+  t.strides.forEach((s, i) => {
+    v.setBigUint64(64 + 8 * i, BigInt(s), true);
+  });
+  t.box.forEach((b, i) => {
+    v.setUint32(96 + 4 * i, b, true);
+  });
   return bytes;
 }
 

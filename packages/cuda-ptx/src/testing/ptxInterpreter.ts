@@ -1,11 +1,11 @@
+import type { TensorMapTiled } from '../driver/tensorMap.js';
 import type { MmaInputType, MmaShape } from '../ptx/mmaFragments.js';
 import { MMA_SHAPES } from '../ptx/mmaFragments.js';
+import { swizzleOffset } from '../ptx/swizzle.js';
 import type { FakeLaunch, FakeLibCuda } from './fakeLibCuda.js';
+import { decodeFakeTensorMap } from './fakeTensorMap.js';
 import { bf16ToNumber, bitsToF32, F16_VALUES, f16ToNumber, f32ToBits } from './floatBits.js';
 import { AsyncCopyQueue, ldmatrixWarp, Mbarriers, mmaSyncWarp, roundToTf32 } from './tensorCoreSemantics.js';
-import type { TensorMapTiled } from '../driver/tensorMap.js';
-import { swizzleOffset } from '../ptx/swizzle.js';
-import { decodeFakeTensorMap } from './fakeTensorMap.js';
 import { decodeWgmmaDescriptor, type WgmmaDescriptor, wgmmaWarp } from './wgmmaSemantics.js';
 
 /**
@@ -2439,7 +2439,8 @@ function lowerTensorCopy(ctx: Context): Lowered {
     const elem = map.dtype === 'f32' ? 4 : 2;
     const rowBytes = map.box[0]! * elem;
     const span = { none: 0, '32B': 32, '64B': 64, '128B': 128 }[map.swizzle];
-    if (span > 0 && rowBytes !== span) failAt(`the interpreter models swizzled boxes of rows of exactly ${span} bytes`);
+    if (span > 0 && rowBytes !== span)
+      failAt(`the interpreter models swizzled boxes of rows of exactly ${span} bytes`);
     const at = u[to.base]! + to.offset;
     if ((at & (span === 128 ? 1023 : 127)) !== 0) misaligned(line, at, span === 128 ? 1024 : 128);
     const c = coords.map((slot) => u[slot]! | 0);
@@ -2467,10 +2468,14 @@ function lowerTensorCopy(ctx: Context): Lowered {
         if (w.generation !== state.generation || address < w.start || address + bytes > w.end) {
           state.locate(w, address, bytes, line);
         }
-        row.set(new Uint8Array(w.words.buffer, w.words.byteOffset + (address - w.start), bytes), first * elem);
+        row.set(
+          new Uint8Array(w.words.buffer, w.words.byteOffset + (address - w.start), bytes),
+          first * elem,
+        );
       }
       for (let chunk = 0; chunk < rowBytes; chunk += 16) {
-        const place = span > 0 ? swizzleOffset(map.swizzle, at + r * rowBytes + chunk) : at + r * rowBytes + chunk;
+        const place =
+          span > 0 ? swizzleOffset(map.swizzle, at + r * rowBytes + chunk) : at + r * rowBytes + chunk;
         t.shared8.set(row.subarray(chunk, chunk + 16), place);
       }
     }

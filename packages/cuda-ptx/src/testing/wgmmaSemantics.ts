@@ -48,10 +48,21 @@ export function decodeWgmmaDescriptor(lo: number, hi: number): WgmmaDescriptor {
  * apart; MN-major and unswizzled, core matrices of 8 MN × 8 k (8 rows of
  * 16 bytes, one per k) are SBO apart along MN and LBO apart along K.
  */
-export function descriptorElementAddress(d: WgmmaDescriptor, row: number, k: number, transposed = false): number {
+export function descriptorElementAddress(
+  d: WgmmaDescriptor,
+  row: number,
+  k: number,
+  transposed = false,
+): number {
   if (transposed) {
     if (d.swizzle === 'none') {
-      return d.start + (row >>> 3) * d.strideByteOffset + (k >>> 3) * d.leadingByteOffset + (k & 7) * 16 + (row & 7) * 2;
+      return (
+        d.start +
+        (row >>> 3) * d.strideByteOffset +
+        (k >>> 3) * d.leadingByteOffset +
+        (k & 7) * 16 +
+        (row & 7) * 2
+      );
     }
     const span = { '32B': 32, '64B': 64, '128B': 128 }[d.swizzle];
     const perRow = span / 2;
@@ -112,7 +123,8 @@ export function wgmmaWarp(o: WgmmaWarpOperands): Uint32Array {
   }
   const B = new Float64Array(o.n * 16);
   for (let c = 0; c < o.n; c++) {
-    for (let k = 0; k < 16; k++) B[c * 16 + k] = value(o.half(descriptorElementAddress(o.b, c, k, o.transposeB)));
+    for (let k = 0; k < 16; k++)
+      B[c * 16 + k] = value(o.half(descriptorElementAddress(o.b, c, k, o.transposeB)));
   }
   const sign = (o.negateA ? -1 : 1) * (o.negateB ? -1 : 1);
   const out = new Uint32Array(32 * perLane);
