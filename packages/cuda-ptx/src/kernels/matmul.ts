@@ -243,7 +243,7 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
   // describe a and b; mma.sync takes the rest and sm_80–89.
   const half = Math.min(m, n) > MAX_ROWS ? tensorCoreDtype(call) : undefined;
   if (half) {
-    if (wgmmaApplies(encoder, call)) encodeWgmma(encoder, call, half);
+    if (wgmmaApplies(encoder, call, half)) encodeWgmma(encoder, call, half);
     else encodeTensorCore(encoder, call, half);
     return;
   }

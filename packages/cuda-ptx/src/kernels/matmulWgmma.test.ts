@@ -13,13 +13,14 @@ import type { HalfDType } from './matmulTensorCore.js';
 import {
   encodeWgmma,
   WG_ENTRY,
+  type WgmmaDType,
   type WgmmaVariant,
   wgmmaApplies,
   wgmmaKey,
   wgmmaModule,
 } from './matmulWgmma.js';
 
-const UNIT: Record<HalfDType, number> = { f16: 2 ** -11, bf16: 2 ** -8 };
+const UNIT: Record<WgmmaDType, number> = { f16: 2 ** -11, bf16: 2 ** -8, tf32: 2 ** -11 };
 const POISON: Record<HalfDType, number> = { f16: 0x7e00, bf16: 0x7fc0 };
 const LAYOUTS = [
   [false, false],
@@ -47,7 +48,11 @@ describe('the wgmma product in the PTX interpreter', () => {
       seed = (seed * 16807) % 2147483647;
       return (seed / 2147483647) * 2 - 1;
     });
-  const operand = (h: Uint16Array, shape: number[], dtype: HalfDType): Operand => {
+  const operand = (
+    h: Uint16Array | Float32Array,
+    shape: number[],
+    dtype: 'f16' | 'bf16' | 'f32',
+  ): Operand => {
     const buffer = driver.alloc(Math.max(h.byteLength, 16));
     buffers.push(buffer);
     driver.copyHtoD(buffer.ptr, h, h.byteLength);
@@ -60,29 +65,41 @@ describe('the wgmma product in the PTX interpreter', () => {
     { alpha = 1, beta = 1, batch = 1 } = {},
   ) {
     const { dtype, transA, transB, withC } = variant;
+    const stored = dtype === 'tf32' ? 'f32' : dtype;
     const shapes = [transA ? [k, m] : [m, k], transB ? [n, k] : [k, n], [m, n]].map((s) =>
       batch > 1 ? [batch, ...s] : s,
     );
-    const halves = shapes.map((s) => toHostArray(dtype, random(sizeOf(s))) as Uint16Array);
-    const [a, b, c] = halves.map((h, i) => operand(h, shapes[i]!, dtype));
-    const y = operand(new Uint16Array(batch * m * n).fill(POISON[dtype]), shapes[2]!, dtype);
+    const host = shapes.map((s) =>
+      stored === 'f32'
+        ? Float32Array.from(random(sizeOf(s)))
+        : (toHostArray(stored, random(sizeOf(s))) as Uint16Array),
+    );
+    const [a, b, c] = host.map((h, i) => operand(h, shapes[i]!, stored));
+    const poison =
+      dtype === 'tf32'
+        ? new Float32Array(batch * m * n).fill(Number.NaN)
+        : new Uint16Array(batch * m * n).fill(POISON[dtype]);
+    const y = operand(poison, shapes[2]!, stored);
     const recorder = new CommandRecorder(driver);
     const call = { a: a!, b: b!, c: withC ? c : undefined, y, batch, m, n, k, transA, transB, alpha, beta };
-    expect(wgmmaApplies(recorder, call)).toBe(true);
+    expect(wgmmaApplies(recorder, call, dtype)).toBe(true);
     const before = fake.launches.filter((l) => l.entry === WG_ENTRY).length;
     encodeWgmma(recorder, call, dtype);
     driver.enqueue(recorder.commands, stream);
     driver.synchronize(stream);
-    const got = new Uint16Array(batch * m * n);
+    for (const s of recorder.scratchBuffers) driver.free(s);
+    const got = dtype === 'tf32' ? new Float32Array(batch * m * n) : new Uint16Array(batch * m * n);
     driver.copyDtoH(got, y.ptr, got.byteLength);
-    const ins = halves.slice(0, withC ? 3 : 2).map((h, i) => cpu.upload(h, shapes[i]!, dtype));
+    const ins = host.slice(0, withC ? 3 : 2).map((h, i) => cpu.upload(h, shapes[i]!, stored));
     const [want] = (
       batch > 1
         ? cpu.run(batchedMatmul, ins, { alpha, transA, transB })
         : cpu.run(matmul, ins, { alpha, beta, transA, transB })
     ) as Tensor[];
+    // The conformance suite's bound for reduced-precision products: 4·u·√K.
     const tol = Math.max(1e-3, 4 * UNIT[dtype] * Math.sqrt(k));
-    expect(compareOutputs(dtype, got, await want!.read(), { rtol: tol, atol: tol })).toBeUndefined();
+    const wanted = await want!.read();
+    expect(compareOutputs(stored, got, wanted, { rtol: tol, atol: tol })).toBeUndefined();
     for (const t of [...ins, want!]) t.dispose();
     return fake.launches.filter((l) => l.entry === WG_ENTRY).slice(before);
   }
@@ -113,6 +130,16 @@ describe('the wgmma product in the PTX interpreter', () => {
     expect(launches.map((l) => l.grid)).toEqual([[1, 1, 3]]);
   }, 60_000);
 
+  it('multiplies f32 operands as tf32, transposing a stored [K, M] and b stored [K, N] first', async () => {
+    for (const [transA, transB] of [[false, true], ...LAYOUTS] as const) {
+      const launches = await check({ dtype: 'tf32', transA, transB, withC: transA }, [130, 72, 136], {
+        alpha: 0.75,
+        beta: 0.5,
+      });
+      expect(launches).toHaveLength(1);
+    }
+  }, 120_000);
+
   it('leaves products without 16-byte rows to the mma.sync kernel', () => {
     const recorder = new CommandRecorder(driver);
     const op = (shape: number[]): Operand => ({
@@ -136,10 +163,12 @@ describe('the wgmma product in the PTX interpreter', () => {
       alpha: 1,
       beta: 0,
     });
-    expect(wgmmaApplies(recorder, call(64, 64, 64, false))).toBe(true);
-    expect(wgmmaApplies(recorder, call(64, 60, 64, false))).toBe(false);
-    expect(wgmmaApplies(recorder, call(64, 64, 60, false))).toBe(false);
-    expect(wgmmaApplies(recorder, call(64, 64, 60, true))).toBe(true);
+    expect(wgmmaApplies(recorder, call(64, 64, 64, false), 'bf16')).toBe(true);
+    expect(wgmmaApplies(recorder, call(64, 60, 64, false), 'bf16')).toBe(false);
+    expect(wgmmaApplies(recorder, call(64, 64, 60, false), 'bf16')).toBe(false);
+    expect(wgmmaApplies(recorder, call(64, 64, 60, true), 'bf16')).toBe(true);
+    expect(wgmmaApplies(recorder, call(64, 60, 60, false), 'tf32')).toBe(true);
+    expect(wgmmaApplies(recorder, call(64, 62, 64, true), 'tf32')).toBe(false);
   });
 });
 
@@ -154,6 +183,10 @@ describe.skipIf(gate.skip)(`the wgmma product under ptxas (${gate.reason})`, () 
           expectAssemblesCleanly(wgmmaModule(v).emit(), 'sm_90a', wgmmaKey(v));
         }
       }
+    }
+    for (const withC of [false, true]) {
+      const v: WgmmaVariant = { dtype: 'tf32', transA: false, transB: true, withC };
+      expectAssemblesCleanly(wgmmaModule(v).emit(), 'sm_90a', wgmmaKey(v));
     }
   }, 300_000);
 });

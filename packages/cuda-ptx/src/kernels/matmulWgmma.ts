@@ -5,17 +5,21 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
 import type { HalfDType } from './matmulTensorCore.js';
+import { encodeTranspose32 } from './memory.js';
 import { groupedTile } from './tileOrder.js';
 
-// The half-precision matrix product on sm_90a warpgroup MMA: a producer
+// The matrix product on sm_90a warpgroup MMA, for half operands (f16, bf16)
+// and for f32 operands multiplied as tf32 (matmul's precision 'tf32'): a producer
 // warpgroup streams tiles of a and b into shared memory with bulk tensor
 // copies (TMA), two consumer warpgroups multiply them with wgmma.mma_async,
 // and full/empty mbarriers per stage hand the buffers back and forth.
 
-/** Block tile: BM × BN of y, BK of K per stage; each consumer warpgroup owns 64 rows × BN. */
+/**
+ * Block tile: BM × BN of y, one 128-byte row of K per stage (64 halves or
+ * 32 tf32); each consumer warpgroup owns 64 rows × BN.
+ */
 export const WG_BM = 128;
 export const WG_BN = 256;
-export const WG_BK = 64;
 /** Stages in flight (4 × 48 KiB of the 227 KiB an H100 block may have). */
 export const WG_STAGES = 4;
 /** A producer warpgroup and two consumer warpgroups. */
@@ -26,20 +30,30 @@ export const WG_ENTRY = 'matmul_wgmma';
 const PRODUCER_REGS = 40;
 const CONSUMER_REGS = 232;
 
-/** 128-byte swizzled rows: 64 halves of the inner (contiguous) axis. */
+/** 128-byte swizzled rows of the inner (contiguous) axis. */
 const ROW = 128;
 /** One 8-row swizzle atom. */
 const ATOM = 8 * ROW;
 /** A box of 64 inner × 64 outer elements (8 KiB). */
 const PANEL = 64 * ROW;
-const A_BYTES = WG_BM * WG_BK * 2;
-const B_BYTES = WG_BN * WG_BK * 2;
+const A_BYTES = WG_BM * ROW;
+const B_BYTES = WG_BN * ROW;
 const STAGE_BYTES = A_BYTES + B_BYTES;
 /** 1024 bytes of slack to align the stages to the swizzle atom, then the stages, then 2 × STAGES mbarriers. */
 export const WG_SHARED_BYTES = 1024 + WG_STAGES * STAGE_BYTES + 16 * WG_STAGES;
 
+/** The operands' dtype: half, or f32 multiplied as tf32. */
+export type WgmmaDType = HalfDType | 'tf32';
+
+/** Bytes of an element, K of a stage and K of one wgmma instruction. */
+function shapeOf(dtype: WgmmaDType) {
+  const bytes = dtype === 'tf32' ? 4 : 2;
+  return { bytes, bk: ROW / bytes, instrK: dtype === 'tf32' ? 8 : 16 };
+}
+
 export interface WgmmaVariant {
-  readonly dtype: HalfDType;
+  /** tf32: a, b, c and y are f32 and a, b K-major (transA false, transB true). */
+  readonly dtype: WgmmaDType;
   /** a is stored [K, M] (its tiles M-major). */
   readonly transA: boolean;
   /** b is stored [N, K] (its tiles K-major); else [K, N], N-major. */
@@ -50,7 +64,7 @@ export interface WgmmaVariant {
 
 export function wgmmaKey(v: WgmmaVariant): string {
   const layout = `${v.transA ? 't' : 'n'}${v.transB ? 't' : 'n'}`;
-  return `matmul/wgmma${WG_BM}x${WG_BN}x${WG_BK}s${WG_STAGES}/${v.dtype}/${layout}${v.withC ? '/c' : ''}`;
+  return `matmul/wgmma${WG_BM}x${WG_BN}x${shapeOf(v.dtype).bk}s${WG_STAGES}/${v.dtype}/${layout}${v.withC ? '/c' : ''}`;
 }
 
 /**
@@ -61,13 +75,14 @@ export function wgmmaKey(v: WgmmaVariant): string {
  * 8 KiB apart (LBO), one 128-byte row per k, 8-k atoms 1024 bytes apart
  * (SBO), the next 16 of K 2048 bytes on.
  */
-function operandLayout(kMajor: boolean) {
+function operandLayout(kMajor: boolean, dtype: WgmmaDType) {
+  const { bytes, instrK } = shapeOf(dtype);
   return {
     fields: kMajor
       ? ({ leadingByteOffset: 16, strideByteOffset: ATOM, swizzle: '128B' } as const)
       : ({ leadingByteOffset: PANEL, strideByteOffset: ATOM, swizzle: '128B' } as const),
-    /** Descriptor address units (16 bytes) per 16 of K. */
-    kStep: kMajor ? (16 * 2) / 16 : (16 * ROW) / 16,
+    /** Descriptor address units (16 bytes) per instruction's K. */
+    kStep: kMajor ? (instrK * bytes) / 16 : (instrK * ROW) / 16,
   };
 }
 
@@ -88,6 +103,10 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
   const smem = m.dynamicShared('smem', 1024);
   const aKMajor = !v.transA;
   const bKMajor = v.transB;
+  const { bk, instrK } = shapeOf(v.dtype);
+  if (v.dtype === 'tf32' && !(aKMajor && bKMajor)) {
+    throw new Error('wgmmaModule: tf32 operands are K-major (transA false, transB true)');
+  }
   m.entry(
     WG_ENTRY,
     {
@@ -123,7 +142,7 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
       const empty = (s: R32) =>
         k.madLo('u32', k.reg('u32'), s, 8, k.add('u32', k.reg('u32'), bars, 8 * WG_STAGES));
       const stageAt = (s: R32) => k.madLo('u32', k.reg('u32'), s, STAGE_BYTES, base);
-      const kTiles = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, WG_BK - 1), WG_BK);
+      const kTiles = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, bk - 1), bk);
 
       const first = k.setp('eq', 'u32', k.reg('pred'), tid, 0);
       k.ifThen(first, () => {
@@ -159,7 +178,7 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
           const fullBar = full(s);
           k.mbarrierArrive(fullBar, { expectTx: STAGE_BYTES });
           const stage = stageAt(s);
-          const k0 = k.mulLo('u32', k.reg('u32'), kt, WG_BK);
+          const k0 = k.mulLo('u32', k.reg('u32'), kt, bk);
           // a: K-major, one box of 64 k × 128 rows; M-major, two boxes of 64 rows × 64 k.
           if (aKMajor) k.cpAsyncBulkTensor(stage, mapA, [k0, row0, z], fullBar);
           else {
@@ -186,8 +205,8 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
       const cw = k.sub('u32', k.reg('u32'), warpgroup, 1);
       const inGroup = k.and('b32', k.reg('u32'), tid, 127);
       const leader = k.setp('eq', 'u32', k.reg('pred'), inGroup, 0);
-      const layoutA = operandLayout(aKMajor);
-      const layoutB = operandLayout(bKMajor);
+      const layoutA = operandLayout(aKMajor, v.dtype);
+      const layoutB = operandLayout(bKMajor, v.dtype);
       // a's rows of this consumer: the second 64 rows are 8 KiB on in either layout.
       const aOffset = k.mulLo('u32', k.reg('u32'), cw, PANEL);
       const acc = k.regs('f32', WG_BN / 2);
@@ -209,9 +228,9 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
           layoutB.fields,
         );
         k.wgmmaFence();
-        for (let j = 0; j < WG_BK / 16; j++) {
+        for (let j = 0; j < bk / instrK; j++) {
           k.wgmmaMmaAsync(WG_BN, v.dtype, acc, descA, descB, { transposeA: !aKMajor, transposeB: !bKMajor });
-          if (j < WG_BK / 16 - 1) {
+          if (j < bk / instrK - 1) {
             k.add('u64', descA, descA, layoutA.kStep);
             k.add('u64', descB, descB, layoutB.kStep);
           }
@@ -268,7 +287,8 @@ function epilogue(
   const alpha = k.ldParam(p.alpha);
   const beta = k.ldParam(p.beta);
   const strideY = k.ldParam(p.strideY);
-  const batchBase = (ptr: R64) => k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), at.z, strideY), 2);
+  const bytes = shapeOf(v.dtype).bytes;
+  const batchBase = (ptr: R64) => k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), at.z, strideY), bytes);
   const yBase = batchBase(k.globalPointer(p.y));
   const cBase = v.withC ? batchBase(k.globalPointer(p.c)) : undefined;
   const lane = k.and('b32', k.reg('u32'), at.inGroup, 31);
@@ -299,8 +319,13 @@ function epilogue(
         k.and('pred', k.reg('pred'), ok, k.not('pred', k.reg('pred'), pairOk)),
       ) as [Pred, Pred];
       const element = k.add('u32', k.reg('u32'), rowStart, col);
-      const yAt = k.elementAddress(yBase, element, 2);
       const values = [0, 1].map((e) => k.mul('f32', k.reg('f32'), acc[4 * q + 2 * h + e]!, alpha));
+      if (v.dtype === 'tf32') {
+        storeF32Pair(k, yBase, cBase, element, values, beta, pairOk, singleOk);
+        continue;
+      }
+      const dtype = v.dtype;
+      const yAt = k.elementAddress(yBase, element, 2);
       if (cBase) {
         const cAt = k.elementAddress(cBase, element, 2);
         const ch = [k.mov('b16', k.reg('b16'), 0), k.mov('b16', k.reg('b16'), 0)] as const;
@@ -309,10 +334,10 @@ function epilogue(
         k.predicated(pairOk, () => k.unpackHalves(ch[0], ch[1], word));
         for (const e of [0, 1]) k.predicated(singleOk[e]!, () => k.ldGlobal('b16', ch[e]!, addr(cAt, 2 * e)));
         values.forEach((x, e) => {
-          k.fma('f32', x, halfToF32(k, v.dtype, ch[e]!), beta, x);
+          k.fma('f32', x, halfToF32(k, dtype, ch[e]!), beta, x);
         });
       }
-      const packed = k.cvtPack(v.dtype, k.reg('u32'), values[0]!, values[1]!);
+      const packed = k.cvtPack(dtype, k.reg('u32'), values[0]!, values[1]!);
       k.predicated(pairOk, () => k.stGlobal('b32', yAt, packed));
       const lo = k.reg('b16');
       const hi = k.reg('b16');
@@ -323,60 +348,117 @@ function epilogue(
   }
 }
 
+/** tf32's f32 outputs: one 8-byte store of the pair where it may, else one or two 4-byte stores. */
+function storeF32Pair(
+  k: KernelBuilder,
+  yBase: R64,
+  cBase: R64 | undefined,
+  element: R32,
+  values: F32[],
+  beta: F32,
+  pairOk: Pred,
+  singleOk: [Pred, Pred],
+): void {
+  const yAt = k.elementAddress(yBase, element, 4);
+  if (cBase) {
+    const cAt = k.elementAddress(cBase, element, 4);
+    const cv = [k.mov('f32', k.reg('f32'), 0), k.mov('f32', k.reg('f32'), 0)] as const;
+    k.predicated(pairOk, () => k.ldGlobal('f32', [cv[0], cv[1]], cAt));
+    for (const e of [0, 1]) k.predicated(singleOk[e]!, () => k.ldGlobal('f32', cv[e]!, addr(cAt, 4 * e)));
+    values.forEach((x, e) => {
+      k.fma('f32', x, cv[e]!, beta, x);
+    });
+  }
+  k.predicated(pairOk, () => k.stGlobal('f32', yAt, [values[0]!, values[1]!]));
+  for (const e of [0, 1]) k.predicated(singleOk[e]!, () => k.stGlobal('f32', addr(yAt, 4 * e), values[e]!));
+}
+
 // ---- launching -----------------------------------------------------------------
 
 /**
- * Whether the wgmma kernel can take a half product on this device: sm_90
- * (the arch-specific sm_90a instructions), and tensor maps over a and b:
- * 16-byte aligned bases and contiguous axes of whole 8-element (16-byte)
- * rows. Other products go to the mma.sync kernel.
+ * Whether the wgmma kernel can take a product on this device: sm_90 (the
+ * arch-specific sm_90a instructions), and tensor maps over a and b: 16-byte
+ * aligned bases and contiguous axes of whole 16-byte rows. tf32 products
+ * read a and b K-major, transposing them into scratch first where they are
+ * not; other products go to the mma.sync kernel (half) or the exact f32
+ * kernels (tf32).
  */
-export function wgmmaApplies(encoder: KernelEncoder, call: MatmulLaunch<Operand>): boolean {
+export function wgmmaApplies(
+  encoder: KernelEncoder,
+  call: MatmulLaunch<Operand>,
+  dtype: WgmmaDType,
+): boolean {
   const [major, minor] = encoder.device.computeCapability;
   if (major !== 9 || minor !== 0) return false;
+  if (dtype === 'tf32') {
+    return (
+      call.k % 4 === 0 &&
+      (call.transA || call.a.ptr % 16n === 0n) &&
+      (!call.transB || call.b.ptr % 16n === 0n)
+    );
+  }
   const contiguousA = call.transA ? call.m : call.k;
   const contiguousB = call.transB ? call.k : call.n;
   return contiguousA % 8 === 0 && contiguousB % 8 === 0 && call.a.ptr % 16n === 0n && call.b.ptr % 16n === 0n;
 }
 
-/** A 3-d tensor map (inner, outer, batch) over a half operand stored [outer, inner] per batch. */
+/** A 3-d tensor map (inner, outer, batch) over an operand stored [outer, inner] per batch. */
 function operandMap(
-  dtype: HalfDType,
+  dtype: WgmmaDType,
   address: bigint,
   inner: number,
   outer: number,
   batch: number,
   box: [number, number],
 ): TensorMapTiled {
+  const bytes = shapeOf(dtype).bytes;
   return {
-    dtype,
+    dtype: dtype === 'tf32' ? 'f32' : dtype,
     address,
     dims: [inner, outer, batch],
-    strides: [inner * 2, inner * outer * 2],
+    strides: [inner * bytes, inner * outer * bytes],
     box: [box[0], box[1], 1],
     swizzle: '128B',
   };
 }
 
-/** Launches the wgmma product of an all-half call that `wgmmaApplies` accepted. */
-export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>, dtype: HalfDType): void {
+/**
+ * Launches the wgmma product of a call that `wgmmaApplies` accepted. tf32
+ * products first transpose a stored [K, M] and b stored [K, N] into scratch,
+ * so that both are read K-major.
+ */
+export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>, dtype: WgmmaDType): void {
   const { a, b, c, y, batch, m, n, k } = call;
+  const { bytes, bk } = shapeOf(dtype);
   const tilesM = Math.ceil(m / WG_BM);
   const tilesN = Math.ceil(n / WG_BN);
   const maxBatch = encoder.device.maxGridDim[2];
   for (let first = 0; first < batch; first += maxBatch) {
     const count = Math.min(maxBatch, batch - first);
-    const aPtr = elementPtr(a, first * m * k);
-    const bPtr = elementPtr(b, first * k * n);
+    let aPtr = elementPtr(a, first * m * k);
+    let bPtr = elementPtr(b, first * k * n);
+    let { transA, transB } = call;
+    if (dtype === 'tf32' && transA) {
+      const scratch = encoder.scratch(count * m * k * 4);
+      encodeTranspose32(encoder, aPtr, scratch, [count, k, m]);
+      [aPtr, transA] = [scratch, false];
+    }
+    if (dtype === 'tf32' && !transB) {
+      const scratch = encoder.scratch(count * k * n * 4);
+      encodeTranspose32(encoder, bPtr, scratch, [count, k, n]);
+      [bPtr, transB] = [scratch, true];
+    }
     const yPtr = elementPtr(y, first * m * n);
     const cPtr = c ? elementPtr(c, first * m * n) : undefined;
-    const v: WgmmaVariant = { dtype, transA: call.transA, transB: call.transB, withC: cPtr !== undefined };
-    const mapA = call.transA
-      ? operandMap(dtype, aPtr, m, k, count, [64, WG_BK])
-      : operandMap(dtype, aPtr, k, m, count, [WG_BK, WG_BM]);
-    const mapB = call.transB
-      ? operandMap(dtype, bPtr, k, n, count, [WG_BK, WG_BN])
-      : operandMap(dtype, bPtr, n, k, count, [64, WG_BK]);
+    const v: WgmmaVariant = { dtype, transA, transB, withC: cPtr !== undefined };
+    // M- and N-major boxes are 128 bytes of MN by one stage of K; K-major ones one stage of K by the tile.
+    const mnBox = ROW / bytes;
+    const mapA = transA
+      ? operandMap(dtype, aPtr, m, k, count, [mnBox, bk])
+      : operandMap(dtype, aPtr, k, m, count, [bk, WG_BM]);
+    const mapB = transB
+      ? operandMap(dtype, bPtr, k, n, count, [bk, WG_BN])
+      : operandMap(dtype, bPtr, n, k, count, [mnBox, bk]);
     encoder.launch({
       key: wgmmaKey(v),
       module: () => wgmmaModule(v),

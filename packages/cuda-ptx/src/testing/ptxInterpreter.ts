@@ -2496,18 +2496,26 @@ function lowerWgmma(ctx: Context): Lowered {
     if (!/^\d+$/.test(ops[0] ?? '')) fail(`wait_group takes an immediate: ${line}`);
     return inline('');
   }
-  const n = Number(/^m64n(\d+)k16$/.exec(parts[4] ?? '')?.[1] ?? Number.NaN);
   const type = parts[6];
-  const form = `wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${type}.${type}`;
-  if (!(n >= 8 && n <= 256 && n % 8 === 0) || (type !== 'bf16' && type !== 'f16') || pattern !== form) {
+  const tf32 = type === 'tf32';
+  const n = Number(new RegExp(`^m64n(\\d+)k${tf32 ? 8 : 16}$`).exec(parts[4] ?? '')?.[1] ?? Number.NaN);
+  const form = `wgmma.mma_async.sync.aligned.m64n${n}k${tf32 ? 8 : 16}.f32.${type}.${type}`;
+  if (
+    !(n >= 8 && n <= 256 && n % 8 === 0) ||
+    (type !== 'bf16' && type !== 'f16' && type !== 'tf32') ||
+    pattern !== form
+  ) {
     unsupported(ctx);
   }
   const fromRegisters = ops[1]!.startsWith('{');
+  if (tf32 && fromRegisters) fail(`the interpreter models tf32 wgmma with A in shared memory only: ${line}`);
   const [scaleOp, scaleA, scaleB, ...trans] = ops.slice(3);
-  if (trans.length !== (fromRegisters ? 1 : 2) || trans.some((t) => t !== '0' && t !== '1')) {
+  if (trans.length !== (tf32 ? 0 : fromRegisters ? 1 : 2) || trans.some((t) => t !== '0' && t !== '1')) {
     fail(`wgmma transpose immediates are 0 or 1: ${line}`);
   }
-  const [transposeA, transposeB] = fromRegisters ? [false, trans[0] === '1'] : trans.map((t) => t === '1');
+  const [transposeA, transposeB] = fromRegisters
+    ? [false, trans[0] === '1']
+    : [trans[0] === '1', trans[1] === '1'];
   const scale = (op: string | undefined) =>
     op === '1' ? 1 : op === '-1' ? -1 : fail(`imm-scale must be 1 or -1: ${line}`);
   const [negateA, negateB] = [scale(scaleA) < 0, scale(scaleB) < 0];
@@ -2534,7 +2542,7 @@ function lowerWgmma(ctx: Context): Lowered {
         (_, i) => lanes[Math.floor(i / slots.length)]!.u[slots[i % slots.length]!]!,
       );
     const out = wgmmaWarp({
-      type,
+      type: type as 'bf16' | 'f16' | 'tf32',
       n,
       warp: first.warp & 3,
       a: fromRegisters ? gather(a) : descriptor(a[0]!),
@@ -2548,6 +2556,15 @@ function lowerWgmma(ctx: Context): Lowered {
       half: (address) => {
         if (address + 2 > first.sharedBytes) outsideShared(line, address, 2, first.sharedBytes);
         return first.shared16[address >>> 1]!;
+      },
+      word: (address) => {
+        if (address + 4 > first.sharedBytes) outsideShared(line, address, 4, first.sharedBytes);
+        return (
+          first.shared8[address]! |
+          (first.shared8[address + 1]! << 8) |
+          (first.shared8[address + 2]! << 16) |
+          (first.shared8[address + 3]! << 24)
+        );
       },
     });
     lanes.forEach((t, lane) => {

@@ -53,6 +53,7 @@ export function descriptorElementAddress(
   row: number,
   k: number,
   transposed = false,
+  elementBytes = 2,
 ): number {
   if (transposed) {
     if (d.swizzle === 'none') {
@@ -75,14 +76,20 @@ export function descriptorElementAddress(
     return swizzleOffset(d.swizzle, at);
   }
   const group = d.start + (row >>> 3) * d.strideByteOffset;
-  if (d.swizzle === 'none') return group + (k >>> 3) * d.leadingByteOffset + (row & 7) * 16 + (k & 7) * 2;
+  // A core matrix row is 16 bytes: 8 halves or 4 tf32.
+  const perChunk = 16 / elementBytes;
+  if (d.swizzle === 'none') {
+    return (
+      group + Math.floor(k / perChunk) * d.leadingByteOffset + (row & 7) * 16 + (k % perChunk) * elementBytes
+    );
+  }
   const span = { '32B': 32, '64B': 64, '128B': 128 }[d.swizzle];
-  return swizzleOffset(d.swizzle, group + (row & 7) * span + k * 2);
+  return swizzleOffset(d.swizzle, group + (row & 7) * span + k * elementBytes);
 }
 
 export interface WgmmaWarpOperands {
-  /** Input element type (2 bytes). */
-  readonly type: 'bf16' | 'f16';
+  /** Input element type: 2 bytes (16 of K), or tf32 in 4 (8 of K, K-major, its low 13 bits ignored). */
+  readonly type: 'bf16' | 'f16' | 'tf32';
   readonly n: number;
   /** This warp's index in its warpgroup (0–3): it owns rows 16w … 16w + 15 of D. */
   readonly warp: number;
@@ -99,15 +106,27 @@ export interface WgmmaWarpOperands {
   readonly transposeB?: boolean;
   /** The 16-bit element at a shared-window byte address. */
   readonly half: (address: number) => number;
+  /** The 32-bit word at a shared-window byte address (tf32). */
+  readonly word?: (address: number) => number;
+}
+
+function fail(): never {
+  throw new Error('tf32 wgmma needs a word reader');
 }
 
 /** The warp's new accumulators: D (its 16 rows) = A·B + (accumulate ? D : 0), lane-major. */
 export function wgmmaWarp(o: WgmmaWarpOperands): Uint32Array {
+  const tf32 = o.type === 'tf32';
+  const K = tf32 ? 8 : 16;
+  const bytes = tf32 ? 4 : 2;
   const value = o.type === 'bf16' ? bf16ToNumber : f16ToNumber;
+  const read = (address: number) =>
+    tf32 ? bitsToF32(((o.word ?? fail)(address) & 0xffffe000) >>> 0) : value(o.half(address));
   const perLane = o.n / 2;
-  // This warp's 16 rows of A (16 × 16) and all of B, as B[col][k].
+  // This warp's 16 rows of A (16 × K) and all of B, as B[col][k].
   const A = new Float64Array(16 * 16);
   if (o.a instanceof Uint32Array) {
+    if (tf32) throw new Error('tf32 A from registers is not modelled');
     for (let lane = 0; lane < 32; lane++) {
       for (let e = 0; e < 8; e++) {
         const { row, col } = fragmentElement('m16n8k16', 'a', lane, e);
@@ -117,14 +136,14 @@ export function wgmmaWarp(o: WgmmaWarpOperands): Uint32Array {
     }
   } else {
     for (let r = 0; r < 16; r++) {
-      for (let k = 0; k < 16; k++)
-        A[r * 16 + k] = value(o.half(descriptorElementAddress(o.a, 16 * o.warp + r, k, o.transposeA)));
+      for (let k = 0; k < K; k++)
+        A[r * 16 + k] = read(descriptorElementAddress(o.a, 16 * o.warp + r, k, o.transposeA, bytes));
     }
   }
   const B = new Float64Array(o.n * 16);
   for (let c = 0; c < o.n; c++) {
-    for (let k = 0; k < 16; k++)
-      B[c * 16 + k] = value(o.half(descriptorElementAddress(o.b, c, k, o.transposeB)));
+    for (let k = 0; k < K; k++)
+      B[c * 16 + k] = read(descriptorElementAddress(o.b, c, k, o.transposeB, bytes));
   }
   const sign = (o.negateA ? -1 : 1) * (o.negateB ? -1 : 1);
   const out = new Uint32Array(32 * perLane);
@@ -133,7 +152,7 @@ export function wgmmaWarp(o: WgmmaWarpOperands): Uint32Array {
       const { row, col } = wgmmaAccumulatorElement(o.n, 32 * o.warp + lane, i);
       const r = row - 16 * o.warp;
       let sum = o.accumulate ? bitsToF32(o.d[lane * perLane + i]!) : 0;
-      for (let k = 0; k < 16; k++) sum += sign * A[r * 16 + k]! * B[col * 16 + k]!;
+      for (let k = 0; k < K; k++) sum += sign * A[r * 16 + k]! * B[col * 16 + k]!;
       out[lane * perLane + i] = f32ToBits(sum);
     }
   }
