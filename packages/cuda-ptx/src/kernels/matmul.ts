@@ -239,6 +239,19 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
   // All-half products run on tensor cores, except the GEMV and small-M
   // shapes: the streaming kernels read b once, where a 128×128 tile would
   // mostly compute zero rows.
+  // precision 'tf32' on sm_90: f32 operands on the warpgroup-MMA kernel as
+  // tf32; elsewhere (and for shapes it cannot take) the exact f32 kernels,
+  // more precise than asked.
+  if (
+    call.precision === 'tf32' &&
+    Math.min(m, n) > MAX_ROWS &&
+    call.activation === undefined &&
+    [a, b, c, y].every((o) => o === undefined || o.dtype === 'f32') &&
+    wgmmaApplies(encoder, call, 'tf32')
+  ) {
+    encodeWgmma(encoder, call, 'tf32');
+    return;
+  }
   // On sm_90 the warpgroup-MMA kernel takes them where tensor maps can
   // describe a and b; mma.sync takes the rest and sm_80–89.
   const half = Math.min(m, n) > MAX_ROWS ? tensorCoreDtype(call) : undefined;

@@ -389,7 +389,8 @@ export function wgmmaApplies(
   dtype: WgmmaDType,
 ): boolean {
   const [major, minor] = encoder.device.computeCapability;
-  if (major !== 9 || minor !== 0) return false;
+  // K = 0 leaves nothing to map (and y = beta · c to the other kernels).
+  if (major !== 9 || minor !== 0 || call.k === 0) return false;
   if (dtype === 'tf32') {
     return (
       call.k % 4 === 0 &&
