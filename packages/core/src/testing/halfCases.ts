@@ -38,10 +38,7 @@ export function halfTolerance(dtype: HalfDType, c: AnyConformanceCase): Toleranc
 export const TF32_UNIT_ROUNDOFF = 2 ** -11;
 
 /** The rule of `halfTolerance` for any unit roundoff `u`: max(the case's, 4·u·√L). */
-export function roundoffTolerance(
-  u: number,
-  c: Pick<AnyConformanceCase, 'inputs' | 'tolerance'>,
-): Tolerance {
+export function roundoffTolerance(u: number, c: Pick<AnyConformanceCase, 'inputs' | 'tolerance'>): Tolerance {
   const longest = Math.max(1, ...c.inputs.flatMap((s) => s?.shape ?? []));
   const bound = 4 * u * Math.sqrt(longest);
   return {
