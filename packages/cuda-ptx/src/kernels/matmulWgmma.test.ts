@@ -1,106 +1,35 @@
-import { batchedMatmul, createCpuBackend, matmul, sizeOf, type Tensor, toHostArray } from '@rayo/core';
-import { compareOutputs } from '@rayo/core/testing';
-import { afterAll, describe, expect, it } from 'vitest';
-import { CudaDriver } from '../driver/driver.js';
-import type { DeviceBuffer } from '../driver/pool.js';
+import { sizeOf } from '@rayo/core';
+import { describe, expect, it } from 'vitest';
 import { CommandRecorder } from '../encoder.js';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
-import { FakeLibCuda } from '../testing/fakeLibCuda.js';
-import { PtxInterpreter } from '../testing/ptxInterpreter.js';
-import type { HalfDType } from './matmulTensorCore.js';
+import { LAYOUTS, useGemmDevice } from '../testing/gemmDevice.js';
 import {
   encodeWgmma,
   WG_ENTRY,
-  type WgmmaDType,
   type WgmmaVariant,
   wgmmaApplies,
   wgmmaKey,
   wgmmaModule,
 } from './matmulWgmma.js';
 
-const UNIT: Record<WgmmaDType, number> = { f16: 2 ** -11, bf16: 2 ** -8, tf32: 2 ** -11 };
-const POISON: Record<HalfDType, number> = { f16: 0x7e00, bf16: 0x7fc0 };
-const LAYOUTS = [
-  [false, false],
-  [false, true],
-  [true, false],
-  [true, true],
-] as const;
-
 // The fake device is an sm_90 part: its tensor maps are the fake's own
 // encoding, which the interpreter's bulk tensor copies decode.
 describe('the wgmma product in the PTX interpreter', () => {
-  const fake = new FakeLibCuda();
-  new PtxInterpreter(fake).attach();
-  const driver = new CudaDriver(fake);
-  const stream = driver.createStream();
-  const cpu = createCpuBackend();
-  const buffers: DeviceBuffer[] = [];
-  afterAll(() => {
-    for (const b of buffers) driver.free(b);
-    cpu.dispose();
-  });
-  let seed = 7;
-  const random = (n: number) =>
-    Array.from({ length: n }, () => {
-      seed = (seed * 16807) % 2147483647;
-      return (seed / 2147483647) * 2 - 1;
-    });
-  const operand = (
-    h: Uint16Array | Float32Array,
-    shape: number[],
-    dtype: 'f16' | 'bf16' | 'f32',
-  ): Operand => {
-    const buffer = driver.alloc(Math.max(h.byteLength, 16));
-    buffers.push(buffer);
-    driver.copyHtoD(buffer.ptr, h, h.byteLength);
-    return { ptr: buffer.ptr, size: h.length, shape, dtype, byteLength: h.byteLength };
-  };
+  const { fake, driver, product } = useGemmDevice(7);
 
+  /** One product by the kernel against the cpu backend (gemmDevice.ts); returns its launches. */
   async function check(
     variant: WgmmaVariant,
-    [m, k, n]: [number, number, number],
-    { alpha = 1, beta = 1, batch = 1 } = {},
+    shape: [number, number, number],
+    options: { alpha?: number; beta?: number; batch?: number } = {},
   ) {
-    const { dtype, transA, transB, withC } = variant;
-    const stored = dtype === 'tf32' ? 'f32' : dtype;
-    const shapes = [transA ? [k, m] : [m, k], transB ? [n, k] : [k, n], [m, n]].map((s) =>
-      batch > 1 ? [batch, ...s] : s,
-    );
-    const host = shapes.map((s) =>
-      stored === 'f32'
-        ? Float32Array.from(random(sizeOf(s)))
-        : (toHostArray(stored, random(sizeOf(s))) as Uint16Array),
-    );
-    const [a, b, c] = host.map((h, i) => operand(h, shapes[i]!, stored));
-    const poison =
-      dtype === 'tf32'
-        ? new Float32Array(batch * m * n).fill(Number.NaN)
-        : new Uint16Array(batch * m * n).fill(POISON[dtype]);
-    const y = operand(poison, shapes[2]!, stored);
-    const recorder = new CommandRecorder(driver);
-    const call = { a: a!, b: b!, c: withC ? c : undefined, y, batch, m, n, k, transA, transB, alpha, beta };
-    expect(wgmmaApplies(recorder, call, dtype)).toBe(true);
     const before = fake.launches.filter((l) => l.entry === WG_ENTRY).length;
-    encodeWgmma(recorder, call, dtype);
-    driver.enqueue(recorder.commands, stream);
-    driver.synchronize(stream);
-    for (const s of recorder.scratchBuffers) driver.free(s);
-    const got = dtype === 'tf32' ? new Float32Array(batch * m * n) : new Uint16Array(batch * m * n);
-    driver.copyDtoH(got, y.ptr, got.byteLength);
-    const ins = host.slice(0, withC ? 3 : 2).map((h, i) => cpu.upload(h, shapes[i]!, stored));
-    const [want] = (
-      batch > 1
-        ? cpu.run(batchedMatmul, ins, { alpha, transA, transB })
-        : cpu.run(matmul, ins, { alpha, beta, transA, transB })
-    ) as Tensor[];
-    // The conformance suite's bound for reduced-precision products: 4·u·√K.
-    const tol = Math.max(1e-3, 4 * UNIT[dtype] * Math.sqrt(k));
-    const wanted = await want!.read();
-    expect(compareOutputs(stored, got, wanted, { rtol: tol, atol: tol })).toBeUndefined();
-    for (const t of [...ins, want!]) t.dispose();
+    await product(variant, shape, options, (recorder, call) => {
+      expect(wgmmaApplies(recorder, call, variant.dtype)).toBe(true);
+      encodeWgmma(recorder, call, variant.dtype);
+    });
     return fake.launches.filter((l) => l.entry === WG_ENTRY).slice(before);
   }
 

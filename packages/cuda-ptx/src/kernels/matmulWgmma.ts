@@ -3,9 +3,11 @@ import type { TensorMapTiled } from '../driver/tensorMap.js';
 import { elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type F32, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
+import { addr, type F32, type Param, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { PRODUCT_PARAMS, productDims } from './common.js';
 import type { HalfDType } from './matmulTensorCore.js';
 import { encodeTranspose32 } from './memory.js';
+import { storePair } from './pairStores.js';
 import { groupedTile } from './tileOrder.js';
 
 // The matrix product on sm_90a warpgroup MMA, for half operands (f16, bf16)
@@ -86,13 +88,6 @@ function operandLayout(kMajor: boolean, dtype: WgmmaDType) {
   };
 }
 
-/** A half element (b16 bits) to f32. */
-function halfToF32(k: KernelBuilder, dtype: HalfDType, h: R16): F32 {
-  if (dtype === 'f16') return k.cvt('f32', 'f16', k.reg('f32'), h);
-  const wide = k.shl('b32', k.reg('u32'), k.cvt('u32', 'u16', k.reg('u32'), h), 16);
-  return k.mov('b32', k.reg('f32'), wide) as F32;
-}
-
 /**
  * y = alpha · op(a) · op(b) (+ beta · c) for half a, b, c and y, a and b
  * read through tensor maps (3-d: inner, outer, batch). Block (tile, 1,
@@ -109,27 +104,12 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
   }
   m.entry(
     WG_ENTRY,
-    {
-      mapA: 'tensorMap',
-      mapB: 'tensorMap',
-      c: 'ptr',
-      y: 'ptr',
-      m: 'u32',
-      n: 'u32',
-      k: 'u32',
-      alpha: 'f32',
-      beta: 'f32',
-      strideY: 'u32',
-      tilesM: 'u32',
-      tilesN: 'u32',
-    },
+    { mapA: 'tensorMap', mapB: 'tensorMap', ...PRODUCT_PARAMS },
     (k, p) => {
-      const mDim = k.ldParam(p.m);
-      const nDim = k.ldParam(p.n);
-      const kDim = k.ldParam(p.k);
+      const { mDim, nDim, kDim, tilesM, tilesN } = productDims(k, p);
       const tid = k.tid();
       const z = k.ctaid('z');
-      const { row0, col0 } = groupedTile(k, k.ldParam(p.tilesM), k.ldParam(p.tilesN), WG_BM, WG_BN);
+      const { row0, col0 } = groupedTile(k, tilesM, tilesN, WG_BM, WG_BN);
       // Stages start at the first 1024-byte boundary of the dynamic window (the swizzle atom).
       const base = k.and(
         'b32',
@@ -179,22 +159,18 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
           k.mbarrierArrive(fullBar, { expectTx: STAGE_BYTES });
           const stage = stageAt(s);
           const k0 = k.mulLo('u32', k.reg('u32'), kt, bk);
-          // a: K-major, one box of 64 k × 128 rows; M-major, two boxes of 64 rows × 64 k.
-          if (aKMajor) k.cpAsyncBulkTensor(stage, mapA, [k0, row0, z], fullBar);
-          else {
-            for (let h = 0; h < WG_BM / 64; h++) {
-              const mAt = k.add('u32', k.reg('u32'), row0, 64 * h);
-              k.cpAsyncBulkTensor(addr(stage, h * PANEL), mapA, [mAt, k0, z], fullBar);
+          // K-major: one box of a stage's K × the tile's rows; MN-major: a box of 64 rows × K per 64 rows.
+          const copy = (kMajor: boolean, dst: R32, map: R64, first: R32, rows: number) => {
+            if (kMajor) k.cpAsyncBulkTensor(dst, map, [k0, first, z], fullBar);
+            else {
+              for (let j = 0; j < rows / 64; j++) {
+                const at = k.add('u32', k.reg('u32'), first, 64 * j);
+                k.cpAsyncBulkTensor(addr(dst, j * PANEL), map, [at, k0, z], fullBar);
+              }
             }
-          }
-          const stageB = k.add('u32', k.reg('u32'), stage, A_BYTES);
-          if (bKMajor) k.cpAsyncBulkTensor(stageB, mapB, [k0, col0, z], fullBar);
-          else {
-            for (let j = 0; j < WG_BN / 64; j++) {
-              const nAt = k.add('u32', k.reg('u32'), col0, 64 * j);
-              k.cpAsyncBulkTensor(addr(stageB, j * PANEL), mapB, [nAt, k0, z], fullBar);
-            }
-          }
+          };
+          copy(aKMajor, stage, mapA, row0, WG_BM);
+          copy(bKMajor, k.add('u32', k.reg('u32'), stage, A_BYTES), mapB, col0, WG_BN);
         });
       });
       k.bra(done);
@@ -320,57 +296,19 @@ function epilogue(
       ) as [Pred, Pred];
       const element = k.add('u32', k.reg('u32'), rowStart, col);
       const values = [0, 1].map((e) => k.mul('f32', k.reg('f32'), acc[4 * q + 2 * h + e]!, alpha));
-      if (v.dtype === 'tf32') {
-        storeF32Pair(k, yBase, cBase, element, values, beta, pairOk, singleOk);
-        continue;
-      }
-      const dtype = v.dtype;
-      const yAt = k.elementAddress(yBase, element, 2);
-      if (cBase) {
-        const cAt = k.elementAddress(cBase, element, 2);
-        const ch = [k.mov('b16', k.reg('b16'), 0), k.mov('b16', k.reg('b16'), 0)] as const;
-        const word = k.mov('u32', k.reg('u32'), 0);
-        k.predicated(pairOk, () => k.ldGlobal('b32', word, cAt));
-        k.predicated(pairOk, () => k.unpackHalves(ch[0], ch[1], word));
-        for (const e of [0, 1]) k.predicated(singleOk[e]!, () => k.ldGlobal('b16', ch[e]!, addr(cAt, 2 * e)));
-        values.forEach((x, e) => {
-          k.fma('f32', x, halfToF32(k, dtype, ch[e]!), beta, x);
-        });
-      }
-      const packed = k.cvtPack(dtype, k.reg('u32'), values[0]!, values[1]!);
-      k.predicated(pairOk, () => k.stGlobal('b32', yAt, packed));
-      const lo = k.reg('b16');
-      const hi = k.reg('b16');
-      k.unpackHalves(lo, hi, packed);
-      k.predicated(singleOk[0], () => k.stGlobal('b16', yAt, lo));
-      k.predicated(singleOk[1], () => k.stGlobal('b16', addr(yAt, 2), hi));
+      storePair(
+        k,
+        v.dtype === 'tf32' ? 'f32' : v.dtype,
+        yBase,
+        cBase,
+        element,
+        values,
+        beta,
+        pairOk,
+        singleOk,
+      );
     }
   }
-}
-
-/** tf32's f32 outputs: one 8-byte store of the pair where it may, else one or two 4-byte stores. */
-function storeF32Pair(
-  k: KernelBuilder,
-  yBase: R64,
-  cBase: R64 | undefined,
-  element: R32,
-  values: F32[],
-  beta: F32,
-  pairOk: Pred,
-  singleOk: [Pred, Pred],
-): void {
-  const yAt = k.elementAddress(yBase, element, 4);
-  if (cBase) {
-    const cAt = k.elementAddress(cBase, element, 4);
-    const cv = [k.mov('f32', k.reg('f32'), 0), k.mov('f32', k.reg('f32'), 0)] as const;
-    k.predicated(pairOk, () => k.ldGlobal('f32', [cv[0], cv[1]], cAt));
-    for (const e of [0, 1]) k.predicated(singleOk[e]!, () => k.ldGlobal('f32', cv[e]!, addr(cAt, 4 * e)));
-    values.forEach((x, e) => {
-      k.fma('f32', x, cv[e]!, beta, x);
-    });
-  }
-  k.predicated(pairOk, () => k.stGlobal('f32', yAt, [values[0]!, values[1]!]));
-  for (const e of [0, 1]) k.predicated(singleOk[e]!, () => k.stGlobal('f32', addr(yAt, 4 * e), values[e]!));
 }
 
 // ---- launching -----------------------------------------------------------------
