@@ -30,6 +30,8 @@ export {
   HALF_DTYPES,
   halfTolerance,
   halfVariants,
+  roundoffTolerance,
+  TF32_UNIT_ROUNDOFF,
   UNIT_ROUNDOFF,
   UnsupportedOnBackend,
 } from './halfCases.js';
