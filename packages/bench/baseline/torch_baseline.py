@@ -263,6 +263,17 @@ def input_sets(torch, device, case):
     return sets
 
 
+@contextlib.contextmanager
+def allow_tf32(torch):
+    """PyTorch's TF32 products for f32 operands (cuBLAS on tensor cores), as rayo's precision 'tf32'."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
 def matmul_candidates(torch, device, case, sets):
     F = torch.nn.functional
     attrs = case.get("attrs", {})
@@ -295,6 +306,8 @@ def matmul_candidates(torch, device, case, sets):
             torch.addmm(c, op_a, op_b, beta=beta, alpha=alpha, out=out)
 
     note = "x cast to the weights' %s" % str(sets[0][1].dtype).replace("torch.", "") if mixed else None
+    if attrs.get("precision") == "tf32":
+        return [Candidate("torch.mm (allow_tf32)", mm, context=lambda: allow_tf32(torch))]
     candidates = [Candidate("torch.mm", mm, note=note)]
     if operands[0][0].shape[0] == 1 and sets[0][2:3] in ([], [None]) and alpha == 1:
         # One row: PyTorch's GEMV entry points may pick another cuBLAS kernel.

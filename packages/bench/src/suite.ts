@@ -51,6 +51,11 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
   'gemm-tb': { title: 'fp32 GEMM, B transposed', x: 'FLOP per call', caseTicks: true },
   'gemm-ta': { title: 'fp32 GEMM, A transposed', x: 'FLOP per call', caseTicks: true },
   gemv: { title: 'fp32 GEMV, 1×K×N', x: 'weight bytes', xBytes: true, caseTicks: true },
+  'gemm-tf32': {
+    title: "fp32 GEMM with precision 'tf32' (tensor cores, as PyTorch's allow_tf32), square N×N×N",
+    x: 'FLOP per call',
+    caseTicks: true,
+  },
   'gemm-half': {
     title: 'Half GEMM (f16, bf16), square N×N×N, f32 accumulation',
     x: 'FLOP per call',
@@ -186,6 +191,25 @@ function halfGemm(dtype: 'f16' | 'bf16', n: number, when: Modes): BenchCase {
     ...(n ** 3 > FULL_CHECK_MACS
       ? { subset: matmulRowSubset(n, n, n, SAMPLED_ROWS, { dtypes: [dtype, dtype] }) }
       : {}),
+  };
+}
+
+/** tf32's unit roundoff (10 explicit mantissa bits): its products are checked to a few of them. */
+const TF32_ROUNDOFF = 2 ** -11;
+
+/** A square f32 product that allows tf32 tensor cores (opt-in; PyTorch's side sets allow_tf32). */
+function tf32Gemm(n: number, when: Modes): BenchCase {
+  return {
+    id: `gemm-tf32/${n}x${n}x${n}`,
+    family: 'gemm-tf32',
+    spec: matmul,
+    inputs: [{ shape: [n, n] }, { shape: [n, n] }],
+    attrs: { transA: false, transB: false, precision: 'tf32' },
+    bound: 'flops',
+    x: 2 * n ** 3,
+    ...modes(when),
+    tolerance: { rtol: 4 * TF32_ROUNDOFF, atol: 0, relativeTo: 'max' },
+    ...(n ** 3 > FULL_CHECK_MACS ? { subset: matmulRowSubset(n, n, n, SAMPLED_ROWS) } : {}),
   };
 }
 
@@ -627,6 +651,8 @@ const CASES: BenchCase[] = [
     [11008, 4096],
     [8192, 8192],
   ].map(([k, n]) => gemm('gemv', [1, k!, n!], FULL)),
+  tf32Gemm(256, QUICK),
+  ...[4096, 8192].map((n) => tf32Gemm(n, FULL)),
   ...(['f16', 'bf16'] as const).flatMap((dtype) => [
     halfGemm(dtype, 256, QUICK),
     ...[4096, 8192].map((n) => halfGemm(dtype, n, FULL)),
