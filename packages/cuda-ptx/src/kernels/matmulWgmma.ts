@@ -89,9 +89,9 @@ function operandLayout(kMajor: boolean, dtype: WgmmaDType) {
 }
 
 /**
- * y = alpha · op(a) · op(b) (+ beta · c) for half a, b, c and y, a and b
- * read through tensor maps (3-d: inner, outer, batch). Block (tile, 1,
- * batch) computes a 128 × 256 tile of y.
+ * y = alpha · op(a) · op(b) (+ beta · c) for half a, b, c and y (or f32 ones
+ * as tf32), a and b read through tensor maps (3-d: inner, outer, batch).
+ * Persistent: each block computes 128 × 256 tiles of y in turn.
  */
 export function wgmmaModule(v: WgmmaVariant): PtxModule {
   const m = new PtxModule({ target: 'sm_90a' });
@@ -266,11 +266,11 @@ interface EpilogueAt {
 }
 
 /**
- * y = alpha · acc (+ beta · c), rounded to the dtype; register i of thread
- * t holds row 16·warp + lane/4 + 8·((i >> 1) & 1), column 8·(i >> 2) +
- * 2·(lane & 3) + (i & 1) of the consumer's 64 × 256 (wgmmaLayout.ts), so
- * registers 2j, 2j + 1 are two adjacent columns: one 4-byte store where
- * both are inside and N is even, else one or two 2-byte stores.
+ * y = alpha · acc (+ beta · c), in the half dtype or f32 (tf32); register
+ * i of thread t holds row 16·warp + lane/4 + 8·((i >> 1) & 1), column
+ * 8·(i >> 2) + 2·(lane & 3) + (i & 1) of the consumer's 64 × 256
+ * (wgmmaLayout.ts), so registers 2j, 2j + 1 are two adjacent columns,
+ * stored as a pair where both are inside and N is even (pairStores.ts).
  */
 function epilogue(
   k: KernelBuilder,
