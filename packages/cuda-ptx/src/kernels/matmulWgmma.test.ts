@@ -51,12 +51,12 @@ describe('the wgmma product in the PTX interpreter', () => {
     await check({ dtype: 'bf16', transA: true, transB: true, withC: false }, [8, 320, 264]);
   }, 120_000);
 
-  it('runs a batch along the grid z through the maps’ third dimension', async () => {
+  it('runs a batch as further tiles of the persistent grid through the maps’ third dimension', async () => {
     const launches = await check({ dtype: 'bf16', transA: false, transB: true, withC: false }, [16, 24, 8], {
       alpha: 2,
       batch: 3,
     });
-    expect(launches.map((l) => l.grid)).toEqual([[1, 1, 3]]);
+    expect(launches.map((l) => l.grid)).toEqual([[3, 1, 1]]);
   }, 60_000);
 
   it('multiplies f32 operands as tf32, transposing a stored [K, M] and b stored [K, N] first', async () => {
@@ -102,6 +102,31 @@ describe('the wgmma product in the PTX interpreter', () => {
 });
 
 const gate = ptxasTestGate();
+
+describe('the wgmma product on a one-SM device', () => {
+  const { fake, product } = useGemmDevice(5, 1);
+
+  it('loops one block over 9 tiles, its stages and phases running on across tiles', async () => {
+    const before = fake.launches.length;
+    // 3 k steps a tile through 4 stages: tile boundaries fall mid-round.
+    await product(
+      { dtype: 'bf16', transA: false, transB: false, withC: true },
+      [300, 136, 520],
+      { beta: 0.5 },
+      (r, call) => encodeWgmma(r, call, 'bf16'),
+    );
+    await product(
+      { dtype: 'f16', transA: true, transB: true, withC: false },
+      [136, 64, 264],
+      { batch: 2 },
+      (r, call) => encodeWgmma(r, call, 'f16'),
+    );
+    expect(fake.launches.slice(before).map((l) => l.grid)).toEqual([
+      [1, 1, 1],
+      [1, 1, 1],
+    ]);
+  }, 120_000);
+});
 
 describe.skipIf(gate.skip)(`the wgmma product under ptxas (${gate.reason})`, () => {
   it('assembles for sm_90a without spills', () => {

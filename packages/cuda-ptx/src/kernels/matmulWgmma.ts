@@ -89,9 +89,9 @@ function operandLayout(kMajor: boolean, dtype: WgmmaDType) {
 }
 
 /**
- * y = alpha · op(a) · op(b) (+ beta · c) for half a, b, c and y, a and b
- * read through tensor maps (3-d: inner, outer, batch). Block (tile, 1,
- * batch) computes a 128 × 256 tile of y.
+ * y = alpha · op(a) · op(b) (+ beta · c) for half a, b, c and y (or f32 ones
+ * as tf32), a and b read through tensor maps (3-d: inner, outer, batch).
+ * Persistent: each block computes 128 × 256 tiles of y in turn.
  */
 export function wgmmaModule(v: WgmmaVariant): PtxModule {
   const m = new PtxModule({ target: 'sm_90a' });
@@ -104,12 +104,20 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
   }
   m.entry(
     WG_ENTRY,
-    { mapA: 'tensorMap', mapB: 'tensorMap', ...PRODUCT_PARAMS },
+    { mapA: 'tensorMap', mapB: 'tensorMap', batches: 'u32', ...PRODUCT_PARAMS },
     (k, p) => {
       const { mDim, nDim, kDim, tilesM, tilesN } = productDims(k, p);
       const tid = k.tid();
-      const z = k.ctaid('z');
-      const { row0, col0 } = groupedTile(k, tilesM, tilesN, WG_BM, WG_BN);
+      // Persistent: block x takes tiles x, x + gridDim.x, … of every batch in turn.
+      const perBatch = k.mulLo('u32', k.reg('u32'), tilesM, tilesN);
+      const total = k.mulLo('u32', k.reg('u32'), perBatch, k.ldParam(p.batches));
+      const firstTile = k.ctaid();
+      const gridTiles = k.nctaid('x');
+      const tileAt = (t: R32) => {
+        const z = k.div('u32', k.reg('u32'), t, perBatch);
+        const local = k.sub('u32', k.reg('u32'), t, k.mulLo('u32', k.reg('u32'), z, perBatch));
+        return { z, ...groupedTile(k, tilesM, tilesN, WG_BM, WG_BN, local) };
+      };
       // Stages start at the first 1024-byte boundary of the dynamic window (the swizzle atom).
       const base = k.and(
         'b32',
@@ -123,6 +131,9 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
         k.madLo('u32', k.reg('u32'), s, 8, k.add('u32', k.reg('u32'), bars, 8 * WG_STAGES));
       const stageAt = (s: R32) => k.madLo('u32', k.reg('u32'), s, STAGE_BYTES, base);
       const kTiles = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, bk - 1), bk);
+      // Stage `it & 3` of the block's running k step `it` (counted across its tiles), and its round.
+      const stageOf = (it: R32) => k.and('b32', k.reg('u32'), it, WG_STAGES - 1);
+      const roundOf = (it: R32) => k.shr('u32', k.reg('u32'), it, Math.log2(WG_STAGES));
 
       const first = k.setp('eq', 'u32', k.reg('pred'), tid, 0);
       k.ifThen(first, () => {
@@ -145,32 +156,37 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
       const mapA = k.tensorMapAddress(p.mapA);
       const mapB = k.tensorMapAddress(p.mapB);
       k.ifThen(first, () => {
-        const kt = k.reg('u32');
-        k.forRange(kt, 0, kTiles, 1, () => {
-          const s = k.and('b32', k.reg('u32'), kt, WG_STAGES - 1);
-          const round = k.shr('u32', k.reg('u32'), kt, Math.log2(WG_STAGES));
-          // From the second round on, the consumers must have released the stage's previous use.
-          const reuse = k.setp('ge', 'u32', k.reg('pred'), kt, WG_STAGES);
-          k.ifThen(reuse, () => {
-            const parity = k.and('b32', k.reg('u32'), k.sub('u32', k.reg('u32'), round, 1), 1);
-            k.mbarrierWait(empty(s), parity);
-          });
-          const fullBar = full(s);
-          k.mbarrierArrive(fullBar, { expectTx: STAGE_BYTES });
-          const stage = stageAt(s);
-          const k0 = k.mulLo('u32', k.reg('u32'), kt, bk);
-          // K-major: one box of a stage's K × the tile's rows; MN-major: a box of 64 rows × K per 64 rows.
-          const copy = (kMajor: boolean, dst: R32, map: R64, first: R32, rows: number) => {
-            if (kMajor) k.cpAsyncBulkTensor(dst, map, [k0, first, z], fullBar);
-            else {
-              for (let j = 0; j < rows / 64; j++) {
-                const at = k.add('u32', k.reg('u32'), first, 64 * j);
-                k.cpAsyncBulkTensor(addr(dst, j * PANEL), map, [at, k0, z], fullBar);
+        const it = k.mov('u32', k.reg('u32'), 0);
+        const tile = k.reg('u32');
+        k.forRange(tile, firstTile, total, gridTiles, () => {
+          const { z, row0, col0 } = tileAt(tile);
+          const kt = k.reg('u32');
+          k.forRange(kt, 0, kTiles, 1, () => {
+            const s = stageOf(it);
+            // From the second round on, the consumers must have released the stage's previous use.
+            const reuse = k.setp('ge', 'u32', k.reg('pred'), it, WG_STAGES);
+            k.ifThen(reuse, () => {
+              const parity = k.and('b32', k.reg('u32'), k.sub('u32', k.reg('u32'), roundOf(it), 1), 1);
+              k.mbarrierWait(empty(s), parity);
+            });
+            const fullBar = full(s);
+            k.mbarrierArrive(fullBar, { expectTx: STAGE_BYTES });
+            const stage = stageAt(s);
+            const k0 = k.mulLo('u32', k.reg('u32'), kt, bk);
+            // K-major: one box of a stage's K × the tile's rows; MN-major: a box of 64 rows × K per 64 rows.
+            const copy = (kMajor: boolean, dst: R32, map: R64, first: R32, rows: number) => {
+              if (kMajor) k.cpAsyncBulkTensor(dst, map, [k0, first, z], fullBar);
+              else {
+                for (let j = 0; j < rows / 64; j++) {
+                  const at = k.add('u32', k.reg('u32'), first, 64 * j);
+                  k.cpAsyncBulkTensor(addr(dst, j * PANEL), map, [at, k0, z], fullBar);
+                }
               }
-            }
-          };
-          copy(aKMajor, stage, mapA, row0, WG_BM);
-          copy(bKMajor, k.add('u32', k.reg('u32'), stage, A_BYTES), mapB, col0, WG_BN);
+            };
+            copy(aKMajor, stage, mapA, row0, WG_BM);
+            copy(bKMajor, k.add('u32', k.reg('u32'), stage, A_BYTES), mapB, col0, WG_BN);
+            k.add('u32', it, it, 1);
+          });
         });
       });
       k.bra(done);
@@ -186,42 +202,51 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
       // a's rows of this consumer: the second 64 rows are 8 KiB on in either layout.
       const aOffset = k.mulLo('u32', k.reg('u32'), cw, PANEL);
       const acc = k.regs('f32', WG_BN / 2);
-      for (const r of acc) k.mov('f32', r, 0);
-      const kt = k.reg('u32');
-      k.forRange(kt, 0, kTiles, 1, () => {
-        const s = k.and('b32', k.reg('u32'), kt, WG_STAGES - 1);
-        const parity = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), kt, Math.log2(WG_STAGES)), 1);
-        k.mbarrierWait(full(s), parity);
-        const stage = stageAt(s);
-        const descA = k.wgmmaDescriptor(
-          k.reg('u64'),
-          k.add('u32', k.reg('u32'), stage, aOffset),
-          layoutA.fields,
-        );
-        const descB = k.wgmmaDescriptor(
-          k.reg('u64'),
-          k.add('u32', k.reg('u32'), stage, A_BYTES),
-          layoutB.fields,
-        );
-        k.wgmmaFence();
-        for (let j = 0; j < bk / instrK; j++) {
-          k.wgmmaMmaAsync(WG_BN, v.dtype, acc, descA, descB, { transposeA: !aKMajor, transposeB: !bKMajor });
-          if (j < bk / instrK - 1) {
-            k.add('u64', descA, descA, layoutA.kStep);
-            k.add('u64', descB, descB, layoutB.kStep);
+      const it = k.mov('u32', k.reg('u32'), 0);
+      const releasePrevious = (when: Pred) =>
+        k.ifThen(when, () => k.mbarrierArrive(empty(stageOf(k.sub('u32', k.reg('u32'), it, 1)))));
+      const tile = k.reg('u32');
+      k.forRange(tile, firstTile, total, gridTiles, () => {
+        const { z, row0, col0 } = tileAt(tile);
+        for (const r of acc) k.mov('f32', r, 0);
+        const kt = k.reg('u32');
+        k.forRange(kt, 0, kTiles, 1, () => {
+          const s = stageOf(it);
+          const parity = k.and('b32', k.reg('u32'), roundOf(it), 1);
+          k.mbarrierWait(full(s), parity);
+          const stage = stageAt(s);
+          const descA = k.wgmmaDescriptor(
+            k.reg('u64'),
+            k.add('u32', k.reg('u32'), stage, aOffset),
+            layoutA.fields,
+          );
+          const descB = k.wgmmaDescriptor(
+            k.reg('u64'),
+            k.add('u32', k.reg('u32'), stage, A_BYTES),
+            layoutB.fields,
+          );
+          k.wgmmaFence();
+          for (let j = 0; j < bk / instrK; j++) {
+            k.wgmmaMmaAsync(WG_BN, v.dtype, acc, descA, descB, {
+              transposeA: !aKMajor,
+              transposeB: !bKMajor,
+            });
+            if (j < bk / instrK - 1) {
+              k.add('u64', descA, descA, layoutA.kStep);
+              k.add('u64', descB, descB, layoutB.kStep);
+            }
           }
-        }
-        k.wgmmaCommitGroup();
-        // The previous step's products are done: its stage goes back to the producer.
-        k.wgmmaWaitGroup(1);
-        const release = k.and('pred', k.reg('pred'), leader, k.setp('gt', 'u32', k.reg('pred'), kt, 0));
-        k.ifThen(release, () => {
-          const previous = k.and('b32', k.reg('u32'), k.sub('u32', k.reg('u32'), kt, 1), WG_STAGES - 1);
-          k.mbarrierArrive(empty(previous));
+          k.wgmmaCommitGroup();
+          // The previous step's products are done: its stage goes back to the producer.
+          k.wgmmaWaitGroup(1);
+          releasePrevious(k.and('pred', k.reg('pred'), leader, k.setp('gt', 'u32', k.reg('pred'), kt, 0)));
+          k.add('u32', it, it, 1);
         });
+        // The tile's last stage goes back too, before the epilogue, so the producer runs ahead into the next tile.
+        k.wgmmaWaitGroup(0);
+        releasePrevious(leader);
+        epilogue(k, v, p, acc, { mDim, nDim, z, row0, col0, cw, inGroup });
       });
-      k.wgmmaWaitGroup(0);
-      epilogue(k, v, p, acc, { mDim, nDim, z, row0, col0, cw, inGroup });
       k.place(done);
     },
     { maxThreadsPerBlock: WG_THREADS, minBlocksPerSm: 1 },
@@ -241,11 +266,11 @@ interface EpilogueAt {
 }
 
 /**
- * y = alpha · acc (+ beta · c), rounded to the dtype; register i of thread
- * t holds row 16·warp + lane/4 + 8·((i >> 1) & 1), column 8·(i >> 2) +
- * 2·(lane & 3) + (i & 1) of the consumer's 64 × 256 (wgmmaLayout.ts), so
- * registers 2j, 2j + 1 are two adjacent columns: one 4-byte store where
- * both are inside and N is even, else one or two 2-byte stores.
+ * y = alpha · acc (+ beta · c), in the half dtype or f32 (tf32); register
+ * i of thread t holds row 16·warp + lane/4 + 8·((i >> 1) & 1), column
+ * 8·(i >> 2) + 2·(lane & 3) + (i & 1) of the consumer's 64 × 256
+ * (wgmmaLayout.ts), so registers 2j, 2j + 1 are two adjacent columns,
+ * stored as a pair where both are inside and N is even (pairStores.ts).
  */
 function epilogue(
   k: KernelBuilder,
@@ -402,10 +427,12 @@ export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>,
       key: wgmmaKey(v),
       module: () => wgmmaModule(v),
       entry: WG_ENTRY,
-      grid: [tilesM * tilesN, 1, count],
+      // One block an SM (its shared memory allows no second), each looping over tiles.
+      grid: Math.min(tilesM * tilesN * count, encoder.device.multiprocessors),
       block: WG_THREADS,
       sharedBytes: WG_SHARED_BYTES,
       args: {
+        batches: count,
         mapA: encoder.tensorMap(mapA),
         mapB: encoder.tensorMap(mapB),
         // Without c its pointer is y's, never read.

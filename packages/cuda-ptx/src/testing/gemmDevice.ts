@@ -10,6 +10,7 @@ import {
 import { compareOutputs } from '@rayo/core/testing';
 import { afterAll, expect } from 'vitest';
 import { CudaDriver } from '../driver/driver.js';
+import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
 import type { DeviceBuffer } from '../driver/pool.js';
 import { CommandRecorder } from '../encoder.js';
 import type { Operand } from '../kernel.js';
@@ -31,10 +32,13 @@ export const LAYOUTS = [
 /**
  * An interpreted (sm_90) device for the GEMM kernels' tests: its driver and
  * stream, the cpu reference, seeded values in [-1, 1) and uploads as
- * operands, all freed after the suite.
+ * operands, all freed after the suite; `multiprocessors` shrinks the device
+ * so that persistent kernels loop over several tiles a block.
  */
-export function useGemmDevice(seed: number) {
+export function useGemmDevice(seed: number, multiprocessors?: number) {
   const fake = new FakeLibCuda();
+  if (multiprocessors !== undefined)
+    fake.attributes.set(CU_DEVICE_ATTRIBUTE.MULTIPROCESSOR_COUNT, multiprocessors);
   new PtxInterpreter(fake).attach();
   const driver = new CudaDriver(fake);
   const stream = driver.createStream();
