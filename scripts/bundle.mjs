@@ -5,8 +5,9 @@
 // fault suite), train-bench.mjs (training parity and throughput),
 // decode-bench.mjs (Llama decoding against PyTorch), names.mjs (the
 // first-names example), dp-bench.mjs (data-parallel training over NCCL on 1
-// and N GPUs, against PyTorch DDP) and launch.mjs (one process per GPU for
-// any program), with the native `webgpu`
+// and N GPUs, against PyTorch DDP), launch.mjs (one process per GPU for
+// any program) and gemm-check.mjs (each cuda GEMM path checked and timed on
+// the GPU), with the native `webgpu`
 // and `koffi` packages left external and the PyTorch baseline scripts copied
 // beside them, with the Python module they share (rayo_torch.py), which they
 // import from their own folder.
@@ -40,11 +41,12 @@ const DECODE_BENCH = './packages/workloads/src/decode/decodeBenchCli.ts';
 const NAMES = './packages/workloads/src/examples/names/namesCli.ts';
 const DP_BENCH = './packages/workloads/src/distributed/dataParallelBench.ts';
 const LAUNCH = './packages/train/src/distributed/launchCli.ts';
+const GEMM_CHECK = './packages/cuda-ptx/src/tools/gemmCheck.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
 Writes bench.mjs, conformance.mjs, faults.mjs, train-bench.mjs,
-decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, torch_baseline.py,
+decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, torch_baseline.py,
 torch_train_baseline.py, torch_decode_baseline.py, torch_ddp_baseline.py and
 the module they share, rayo_torch.py, into DIR
 (default: .device/app). Run them with 'node DIR/bench.mjs --help'.`;
@@ -124,6 +126,11 @@ function sources(providers, faultSuites) {
       `import { launchCli } from '${LAUNCH}';`,
       'process.exitCode = await launchCli(process.argv.slice(2));',
     ].join('\n'),
+    // The cuda GEMM paths, run directly on the driver (no backend registry).
+    'rayo-bundle:gemm-check': [
+      `import { main } from '${GEMM_CHECK}';`,
+      'process.exitCode = await main(process.argv.slice(2));',
+    ].join('\n'),
   };
 }
 
@@ -187,6 +194,7 @@ async function main() {
     'names',
     'dp-bench',
     'launch',
+    'gemm-check',
   ]) {
     const outfile = join(outdir, `${name}.mjs`);
     await build({

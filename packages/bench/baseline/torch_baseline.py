@@ -235,23 +235,43 @@ class Candidate:
         self.graph = graph
 
 
-def make_input(torch, device, shape, fill):
+TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+
+
+def torch_dtype(torch, name):
+    return getattr(torch, TORCH_DTYPES.get(name or "f32", "float32"))
+
+
+def make_input(torch, device, shape, fill, dtype="f32"):
     if shape is None:
         return None
     t = torch.rand(shape, dtype=torch.float32, device=device)
-    # The same distributions as rayo's inputs: never zeros.
-    return t + 0.5 if fill == "positive" else t * 2 - 1
+    # The same distributions as rayo's inputs: never zeros; stored in the case's dtype.
+    t = t + 0.5 if fill == "positive" else t * 2 - 1
+    return t.to(torch_dtype(torch, dtype))
 
 
 def input_sets(torch, device, case):
     """`rotate` independent copies of the inputs, cycled through to defeat the L2 cache."""
     shapes = case["shapes"]
     fills = case.get("fills") or ["uniform"] * len(shapes)
-    base = [make_input(torch, device, s, f) for s, f in zip(shapes, fills)]
+    dtypes = case.get("dtypes") or ["f32"] * len(shapes)
+    base = [make_input(torch, device, s, f, d) for s, f, d in zip(shapes, fills, dtypes)]
     sets = [base]
     for _ in range(max(1, int(case.get("rotate", 1))) - 1):
         sets.append([None if t is None else t.clone() for t in base])
     return sets
+
+
+@contextlib.contextmanager
+def allow_tf32(torch):
+    """PyTorch's TF32 products for f32 operands (cuBLAS on tensor cores), as rayo's precision 'tf32'."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def matmul_candidates(torch, device, case, sets):
@@ -263,11 +283,17 @@ def matmul_candidates(torch, device, case, sets):
     trans_a = bool(attrs.get("transA", False))
     trans_b = bool(attrs.get("transB", False))
     operands = []
+    # PyTorch multiplies operands of one dtype: an f32 row against half weights
+    # (rayo widens the weights as it reads them) becomes a half row here.
+    mixed = sets[0][0].dtype != sets[0][1].dtype
     for a, b, c in (s + [None] * (3 - len(s)) for s in sets):
+        if mixed:
+            a = a.to(b.dtype)
+            c = None if c is None else c.to(b.dtype)
         # Transposed views: cuBLAS gets the transpose flag, nothing is copied.
         op_a = a.t() if trans_a else a
         op_b = b.t() if trans_b else b
-        out = torch.empty((op_a.shape[0], op_b.shape[1]), dtype=torch.float32, device=device)
+        out = torch.empty((op_a.shape[0], op_b.shape[1]), dtype=a.dtype, device=device)
         operands.append((op_a, op_b, c, out))
 
     def mm(i):
@@ -279,7 +305,10 @@ def matmul_candidates(torch, device, case, sets):
         else:
             torch.addmm(c, op_a, op_b, beta=beta, alpha=alpha, out=out)
 
-    candidates = [Candidate("torch.mm", mm)]
+    note = "x cast to the weights' %s" % str(sets[0][1].dtype).replace("torch.", "") if mixed else None
+    if attrs.get("precision") == "tf32":
+        return [Candidate("torch.mm (allow_tf32)", mm, context=lambda: allow_tf32(torch))]
+    candidates = [Candidate("torch.mm", mm, note=note)]
     if operands[0][0].shape[0] == 1 and sets[0][2:3] in ([], [None]) and alpha == 1:
         # One row: PyTorch's GEMV entry points may pick another cuBLAS kernel.
         vectors = [(op_a.reshape(-1), op_b.t(), out.view(-1)) for op_a, op_b, _c, out in operands]
@@ -292,7 +321,7 @@ def matmul_candidates(torch, device, case, sets):
             op_a, op_b, _c, _out = operands[i % n]
             F.linear(op_a, op_b.t())
 
-        candidates += [Candidate("torch.mv", mv), Candidate("F.linear", linear)]
+        candidates += [Candidate("torch.mv", mv, note=note), Candidate("F.linear", linear, note=note)]
     return candidates
 
 
@@ -306,14 +335,15 @@ def attention_candidates(torch, device, case, sets):
     seq_len = int(attrs["seqLen"])
     scale = float(attrs.get("scale", 0)) or 1.0 / math.sqrt(dim)
     # Contiguous caches of exactly seqLen tokens (copied before timing): the fast paths want them.
+    # A half cache takes a query of its dtype (rayo keeps the query in f32).
     caches = [
-        (q, k[:, :seq_len, :].contiguous(), v[:, :seq_len, :].contiguous()) for q, k, v in sets
+        (q.to(k.dtype), k[:, :seq_len, :].contiguous(), v[:, :seq_len, :].contiguous()) for q, k, v in sets
     ]
     candidates = []
 
     # softmax(q·Kᵀ·scale)·V as two batched matmuls, the query heads of one KV head together.
     grouped = [(q.view(kv_heads, group, dim), k, v) for q, k, v in caches]
-    scores = [torch.empty((kv_heads, group, seq_len), dtype=torch.float32, device=device) for _ in grouped]
+    scores = [torch.empty((kv_heads, group, seq_len), dtype=k.dtype, device=device) for _q, k, _v in grouped]
 
     def two_matmuls(i):
         q, k, v = grouped[i % n]

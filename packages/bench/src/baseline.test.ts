@@ -67,9 +67,15 @@ describe('the case file', () => {
         [256, 256],
       ],
       fills: ['uniform', 'uniform'],
-      attrs: { alpha: 1, beta: 1, transA: false, transB: true },
+      dtypes: ['f32', 'f32'],
+      attrs: { alpha: 1, beta: 1, transA: false, transB: true, precision: 'f32' },
       rotate: 8,
     });
+    // half cases carry each input's dtype, so PyTorch stores the same bytes
+    expect(find('gemv-half/f32xbf16-1x1024x1024').dtypes).toEqual(['f32', 'bf16']);
+    expect(find('attention-half/h8-d128-t1024').dtypes).toEqual(['f32', 'bf16', 'bf16']);
+    // tf32 is asked for by the case, and the script sets allow_tf32 from it
+    expect(find('gemm-tf32/256x256x256').attrs).toMatchObject({ precision: 'tf32' });
     expect(find('adamw/1e5').fills).toEqual(['uniform', 'uniform', 'uniform', 'positive']);
     expect(find('adamw/1e5').attrs).toMatchObject({ lr: 1e-3, step: 10, weightDecay: 0.01 });
     // defaults are spelled out: the script needs no knowledge of rayo's specs

@@ -1,5 +1,12 @@
-import type { AttrValues } from '@rayo/core';
-import { type BenchCase, caseVia, resolvedAttrs, type SuiteMode, workingSetBytes } from './case.js';
+import type { AttrValues, DType } from '@rayo/core';
+import {
+  type BenchCase,
+  caseVia,
+  inputMetas,
+  resolvedAttrs,
+  type SuiteMode,
+  workingSetBytes,
+} from './case.js';
 import { findPackageScript, type PythonScriptOutcome, runPythonScript } from './python.js';
 import { rotationSets, type TimingOptions } from './timing.js';
 
@@ -18,6 +25,8 @@ export interface BaselineCase {
   readonly shapes: readonly (readonly number[] | null)[];
   /** How each input is filled (`positive` where the kernel needs it, e.g. second moments). */
   readonly fills: readonly ('uniform' | 'positive')[];
+  /** Each input's storage dtype (f32, f16, bf16, i32); null for an absent optional input. */
+  readonly dtypes: readonly (DType | null)[];
   /** Every attribute, defaults applied. */
   readonly attrs: AttrValues;
   /** Input sets to cycle through, as rayo does. */
@@ -65,6 +74,7 @@ export function baselineCase(c: BenchCase, timing: TimingOptions): BaselineCase 
     kind: baselineKind(c),
     shapes: c.inputs.map((input) => (input ? [...input.shape] : null)),
     fills: c.inputs.map((input) => (input?.fill === 'positive' ? 'positive' : 'uniform')),
+    dtypes: inputMetas(c).map((m) => m?.dtype ?? null),
     attrs: caseVia(c) === 'run' || caseVia(c) === 'weightCache' ? resolvedAttrs(c) : {},
     rotate: c.bound === 'latency' ? 1 : rotationSets(workingSetBytes(c), timing),
     ...(c.chain === undefined ? {} : { chain: c.chain }),

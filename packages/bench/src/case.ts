@@ -26,7 +26,7 @@ export type InputFill = 'uniform' | 'positive' | ((rng: Rng, size: number) => Ar
 export interface BenchInput {
   readonly shape: Shape;
   readonly fill?: InputFill;
-  /** Defaults to the first dtype the spec declares for the input. */
+  /** Storage dtype (default: the spec's first for that input, f32). PyTorch's side uses the same. */
   readonly dtype?: DType;
 }
 
@@ -113,8 +113,13 @@ export function sampleRows(rows: number, count: number): number[] {
   return [...picked].sort((a, b) => a - b);
 }
 
-function takeRows(data: HostArray, cols: number, rows: readonly number[]): Float32Array {
-  const out = new Float32Array(rows.length * cols);
+/** An empty array of `data`'s kind: half data stay 16-bit words. */
+function likeOf(data: HostArray, length: number): HostArray {
+  return new (data.constructor as new (n: number) => HostArray)(length);
+}
+
+function takeRows(data: HostArray, cols: number, rows: readonly number[]): HostArray {
+  const out = likeOf(data, rows.length * cols);
   rows.forEach((r, i) => {
     out.set(data.subarray(r * cols, (r + 1) * cols), i * cols);
   });
@@ -122,15 +127,15 @@ function takeRows(data: HostArray, cols: number, rows: readonly number[]): Float
 }
 
 /** Columns `cols` of a row-major `[rows, width]` matrix, as a `[cols.length, rows]` matrix. */
-function takeColumns(data: HostArray, width: number, rows: number, cols: readonly number[]): Float32Array {
-  const out = new Float32Array(cols.length * rows);
+function takeColumns(data: HostArray, width: number, rows: number, cols: readonly number[]): HostArray {
+  const out = likeOf(data, cols.length * rows);
   cols.forEach((c, i) => {
     for (let r = 0; r < rows; r++) out[i * rows + r] = data[r * width + c]!;
   });
   return out;
 }
 
-const meta = (shape: Shape): TensorMeta => ({ shape, dtype: 'f32' });
+const meta = (shape: Shape, dtype: DType = 'f32'): TensorMeta => ({ shape, dtype });
 
 /**
  * Checks `rowCount` evenly spread rows of `y = op(A)·op(B)` (+ `c`): the
@@ -142,17 +147,18 @@ export function matmulRowSubset(
   k: number,
   n: number,
   rowCount: number,
-  flags: { transA?: boolean; transB?: boolean } = {},
+  flags: { transA?: boolean; transB?: boolean; dtypes?: readonly [DType, DType] } = {},
 ) {
   return (data: readonly (HostArray | undefined)[]): CheckSubset => {
     const rows = sampleRows(m, rowCount);
     const [a, b, c] = data;
     const transB = flags.transB ?? false;
+    const [aType, bType] = flags.dtypes ?? ['f32', 'f32'];
     return {
       inputs: [
-        meta([rows.length, k]),
-        meta(transB ? [n, k] : [k, n]),
-        c ? meta([rows.length, n]) : undefined,
+        meta([rows.length, k], aType),
+        meta(transB ? [n, k] : [k, n], bType),
+        c ? meta([rows.length, n], aType) : undefined,
       ],
       // transA stores A as [K, M]: row r of op(A) is column r of the stored matrix.
       data: [

@@ -55,6 +55,22 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
   'gemm-tb': { title: 'fp32 GEMM, B transposed', x: 'FLOP per call', caseTicks: true },
   'gemm-ta': { title: 'fp32 GEMM, A transposed', x: 'FLOP per call', caseTicks: true },
   gemv: { title: 'fp32 GEMV, 1×K×N', x: 'weight bytes', xBytes: true, caseTicks: true },
+  'gemm-tf32': {
+    title: "fp32 GEMM with precision 'tf32' (tensor cores, as PyTorch's allow_tf32), square N×N×N",
+    x: 'FLOP per call',
+    caseTicks: true,
+  },
+  'gemm-half': {
+    title: 'Half GEMM (f16, bf16), square N×N×N, f32 accumulation',
+    x: 'FLOP per call',
+    caseTicks: true,
+  },
+  'gemv-half': {
+    title: 'GEMV against half weights, 1×K×N (x and y f32, or all bf16)',
+    x: 'weight bytes',
+    xBytes: true,
+    caseTicks: true,
+  },
   wcache: { title: 'Weight cache matmul, 4096×4096 weights (full) / 512×512 (quick)', x: 'rows M' },
   softmax: { title: 'Softmax over the last axis', x: 'elements' },
   argmax: { title: 'Argmax over the last axis (greedy decoding)', x: 'elements' },
@@ -98,6 +114,11 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
     xBytes: true,
   },
   attention: { title: 'Incremental attention (one decode step)', x: 'KV bytes read', xBytes: true },
+  'attention-half': {
+    title: 'Incremental attention over a bf16 KV cache (one decode step)',
+    x: 'KV bytes read',
+    xBytes: true,
+  },
   adamw: { title: 'AdamW step', x: 'parameters' },
   adamwMulti: {
     title: 'AdamW over all of a model’s tensors in one call, clipped by a global norm inside it',
@@ -152,6 +173,74 @@ function gemm(family: GemmVariant, [m, k, n]: readonly [number, number, number],
     ...(m * k * n > FULL_CHECK_MACS && m > SAMPLED_ROWS
       ? { subset: matmulRowSubset(m, k, n, SAMPLED_ROWS, { transA, transB }) }
       : {}),
+  };
+}
+
+/** Unit roundoff of a storage dtype: half outputs are checked to a few of them. */
+const UNIT_ROUNDOFF: Readonly<Record<'f16' | 'bf16', number>> = { f16: 2 ** -11, bf16: 2 ** -8 };
+
+function halfTolerance(dtype: 'f16' | 'bf16'): CheckTolerance {
+  return { rtol: 4 * UNIT_ROUNDOFF[dtype], atol: 0, relativeTo: 'max' };
+}
+
+/** A square product with both operands (and so the output) in `dtype`. */
+function halfGemm(dtype: 'f16' | 'bf16', n: number, when: Modes): BenchCase {
+  return {
+    id: `gemm-half/${dtype}-${n}x${n}x${n}`,
+    family: 'gemm-half',
+    spec: matmul,
+    inputs: [
+      { shape: [n, n], dtype },
+      { shape: [n, n], dtype },
+    ],
+    attrs: { transA: false, transB: false },
+    bound: 'flops',
+    x: 2 * n ** 3,
+    ...modes(when),
+    tolerance: halfTolerance(dtype),
+    ...(n ** 3 > FULL_CHECK_MACS
+      ? { subset: matmulRowSubset(n, n, n, SAMPLED_ROWS, { dtypes: [dtype, dtype] }) }
+      : {}),
+  };
+}
+
+/** tf32's unit roundoff (10 explicit mantissa bits): its products are checked to a few of them. */
+const TF32_ROUNDOFF = 2 ** -11;
+
+/** A square f32 product that allows tf32 tensor cores (opt-in; PyTorch's side sets allow_tf32). */
+function tf32Gemm(n: number, when: Modes): BenchCase {
+  return {
+    id: `gemm-tf32/${n}x${n}x${n}`,
+    family: 'gemm-tf32',
+    spec: matmul,
+    inputs: [{ shape: [n, n] }, { shape: [n, n] }],
+    attrs: { transA: false, transB: false, precision: 'tf32' },
+    bound: 'flops',
+    x: 2 * n ** 3,
+    ...modes(when),
+    tolerance: { rtol: 4 * TF32_ROUNDOFF, atol: 0, relativeTo: 'max' },
+    ...(n ** 3 > FULL_CHECK_MACS ? { subset: matmulRowSubset(n, n, n, SAMPLED_ROWS) } : {}),
+  };
+}
+
+/**
+ * One row against a bf16 weight stored [N, K], as a decoder's linear layers
+ * hold it: x (and y) f32, or x bf16 too (`all`).
+ */
+function halfGemv([k, n]: readonly [number, number], x: 'f32' | 'bf16', when: Modes): BenchCase {
+  return {
+    id: `gemv-half/${x === 'f32' ? 'f32xbf16' : 'bf16'}-1x${k}x${n}`,
+    family: 'gemv-half',
+    spec: matmul,
+    inputs: [
+      { shape: [1, k], dtype: x },
+      { shape: [n, k], dtype: 'bf16' },
+    ],
+    attrs: { transB: true },
+    bound: 'bytes',
+    x: 2 * k * n,
+    ...modes(when),
+    tolerance: x === 'f32' ? MAX_TOL : halfTolerance('bf16'),
   };
 }
 
@@ -409,6 +498,25 @@ function attention(heads: number, dim: number, tokens: number, when: Modes): Ben
   };
 }
 
+/** One decode step's attention over a bf16 KV cache, the query in f32. */
+function halfAttention(heads: number, dim: number, tokens: number, when: Modes): BenchCase {
+  return {
+    id: `attention-half/h${heads}-d${dim}-t${tokens}`,
+    family: 'attention-half',
+    spec: incrementalAttention,
+    inputs: [
+      { shape: [heads, dim] },
+      { shape: [heads, tokens, dim], dtype: 'bf16' },
+      { shape: [heads, tokens, dim], dtype: 'bf16' },
+    ],
+    attrs: { seqLen: tokens },
+    bound: 'bytes',
+    x: 2 * 2 * heads * tokens * dim,
+    ...modes(when),
+    tolerance: { rtol: 1e-3, atol: 1e-6, relativeTo: 'max' },
+  };
+}
+
 function label(count: number): string {
   const exponent = Math.log10(count);
   return Number.isInteger(exponent) ? `1e${exponent}` : String(count);
@@ -577,7 +685,10 @@ const CASES: BenchCase[] = [
   gemm('gemm-llm', [16, 4096, 11008], FULL),
   gemm('gemm-llm', [512, 4096, 4096], FULL),
   gemm('gemm-tb', square(256), QUICK),
-  ...[square(1024), square(4096), [512, 4096, 4096] as const].map((s) => gemm('gemm-tb', s, FULL)),
+  // The first is a decoder's GEMV: one row against a weight stored [N, K].
+  ...[[1, 4096, 4096] as const, square(1024), square(4096), [512, 4096, 4096] as const].map((s) =>
+    gemm('gemm-tb', s, FULL),
+  ),
   gemm('gemm-ta', square(256), QUICK),
   // The last is a weight gradient: Xᵀ·dY over 512 tokens.
   ...[square(1024), square(4096), [4096, 512, 4096] as const].map((s) => gemm('gemm-ta', s, FULL)),
@@ -589,6 +700,17 @@ const CASES: BenchCase[] = [
     [11008, 4096],
     [8192, 8192],
   ].map(([k, n]) => gemm('gemv', [1, k!, n!], FULL)),
+  tf32Gemm(256, QUICK),
+  ...[4096, 8192].map((n) => tf32Gemm(n, FULL)),
+  ...(['f16', 'bf16'] as const).flatMap((dtype) => [
+    halfGemm(dtype, 256, QUICK),
+    ...[4096, 8192].map((n) => halfGemm(dtype, n, FULL)),
+  ]),
+  ...(['f32', 'bf16'] as const).flatMap((x) => [
+    halfGemv([1024, 1024], x, QUICK),
+    halfGemv([4096, 4096], x, FULL),
+    halfGemv([4096, 11008], x, FULL),
+  ]),
   ...[1, 4, 64].map((m) => weightCache(m, 512, 512, QUICK)),
   ...[1, 4, 64].map((m) => weightCache(m, 4096, 4096, FULL)),
   rows('softmax', softmax, [64, 4096], 0, BOTH),
@@ -682,6 +804,8 @@ const CASES: BenchCase[] = [
   attention(8, 64, 128, QUICK),
   attention(8, 128, 1024, QUICK),
   ...[128, 512, 2048, 4096, 8192, 32768].map((t) => attention(32, 128, t, FULL)),
+  halfAttention(8, 128, 1024, QUICK),
+  ...[4096, 32768].map((t) => halfAttention(32, 128, t, FULL)),
   attention(8, 64, 4096, FULL),
   attention(8, 128, 32768, FULL),
   attention(64, 128, 4096, FULL),

@@ -1,5 +1,7 @@
 /**
- * Backend packages found on disk (Node only). A package declares the backend
+ * Backend packages found on disk (Node only; `./backendPackages.browser.js`
+ * stands in for this file elsewhere, chosen by the `#backendPackages` import
+ * of core's package.json). A package declares the backend
  * it provides in its package.json, and exports a `backendProvider`:
  *
  *     { "name": "@rayo/wgpu", "rayo": { "backend": "wgpu" } }
@@ -41,6 +43,9 @@ function nodeBuiltins(): NodeBuiltins | undefined {
     module: load('node:module') as NodeBuiltins['module'],
   };
 }
+
+/** Whether backend packages are looked for on disk here (in Node, yes). */
+export const PACKAGES_ON_DISK = nodeBuiltins() !== undefined;
 
 /** What a package.json says about a backend, or undefined when it declares none. */
 function declaredBackend(fs: Fs, packageJson: string): { name: string; backend: string } | undefined {
@@ -101,14 +106,26 @@ export function findBackendPackages(startDirectories: readonly string[]): Backen
   return [...found.values()];
 }
 
+/** The directory of this file (core's `dist` or `src`), when it was loaded from disk. */
+function moduleDirectory(node: NodeBuiltins): string | undefined {
+  return import.meta.url.startsWith('file:')
+    ? node.path.dirname(node.url.fileURLToPath(import.meta.url))
+    : undefined;
+}
+
 /** The caller's project (the working directory) first, then where @rayo/core is installed. */
 export function defaultSearchDirectories(): string[] {
   const node = nodeBuiltins();
   if (!node) return [];
-  const core = import.meta.url.startsWith('file:')
-    ? [node.path.dirname(node.url.fileURLToPath(import.meta.url))]
-    : [];
-  return [process.cwd(), ...core];
+  const core = moduleDirectory(node);
+  return [process.cwd(), ...(core ? [core] : [])];
+}
+
+/** The package directory of this copy of @rayo/core, when it was loaded from disk. */
+export function coreDirectory(): string | undefined {
+  const node = nodeBuiltins();
+  const dir = node && moduleDirectory(node);
+  return dir && node.path.dirname(dir);
 }
 
 /**

@@ -4,7 +4,7 @@ import type { Tensor } from './tensor.js';
 
 /** One decoding step: new keys and values written into the caches, and the query attending to them. */
 export interface DecodeStep {
-  /** [nHeads, headDim]: the query of the newest token. */
+  /** `[nHeads, headDim]`: the query of the newest token. */
   readonly q: Tensor;
   /** [T, nKvHeads·headDim] or [nKvHeads·headDim]: new keys, heads interleaved as a projection writes them. */
   readonly k: Tensor;

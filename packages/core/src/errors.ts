@@ -72,3 +72,10 @@ export class KernelCompileError extends RayoError {
 export class UnsupportedOnBackendError extends RayoError {}
 /** A backend is not installed or cannot run on this machine; the message says why. */
 export class BackendUnavailableError extends RayoError {}
+
+/**
+ * Two copies of @rayo/core met in one program (a backend built on one, kernel
+ * specs or tensors from the other): their kernel specs are different objects,
+ * so nothing from one runs on the other.
+ */
+export class DuplicateCoreError extends RayoError {}

@@ -36,8 +36,10 @@ export {
   createBackend,
   knownBackendNames,
   probeBackends,
+  type RegisterOptions,
   registerBackend,
 } from './registry.js';
 export * from './shape.js';
 export { Tensor, type TensorStorage } from './tensor.js';
+export { CORE_VERSION } from './version.js';
 export { DeviceWeightCache, type WeightCacheDevice } from './weightCache.js';

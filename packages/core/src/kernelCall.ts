@@ -1,4 +1,5 @@
 import type { Backend, RunOptions } from './backend.js';
+import { duplicateCoreError, otherCores } from './coreCopies.js';
 import { type DType, isFloat } from './dtype.js';
 import { UnsupportedOnBackendError } from './errors.js';
 import {
@@ -58,6 +59,11 @@ export class KernelTable<K extends KernelImplementation> {
   get(spec: AnyKernelSpec): K {
     const kernel = this.#byName.get(spec?.name);
     if (kernel && kernel.spec === spec) return kernel;
+    if (kernel && otherCores().length > 0) {
+      throw duplicateCoreError(`the ${this.backend} backend cannot run this '${spec.name}' spec`, undefined, {
+        kernel: spec.name,
+      });
+    }
     throw new UnsupportedOnBackendError(`kernel is not implemented on the ${this.backend} backend`, {
       kernel: spec?.name ?? String(spec),
       expected: 'a kernel spec from @rayo/core that this backend implements',

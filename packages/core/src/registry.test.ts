@@ -106,3 +106,24 @@ describe('backend packages on disk', () => {
     expect(() => registerBackend({ name: 'broken' } as never)).toThrow(InvalidArgumentError);
   });
 });
+
+describe('registration on import', () => {
+  const provider = (name: string, from: string) => ({
+    name,
+    probe: async () => undefined,
+    create: async () => ({ name, from }) as never,
+  });
+
+  it('a package registering itself keeps what is already known', async () => {
+    registerBackend(provider('self-registered', 'package'), { replace: false });
+    expect(knownBackendNames()).toContain('self-registered');
+    registerBackend(provider('self-registered', 'second package'), { replace: false });
+    expect(await createBackend('self-registered')).toEqual({ name: 'self-registered', from: 'package' });
+    // A program's own registration replaces it.
+    registerBackend(provider('self-registered', 'program'));
+    expect(await createBackend('self-registered')).toEqual({ name: 'self-registered', from: 'program' });
+    // The built-in cpu backend is not replaced by a package's registration.
+    registerBackend(provider('cpu', 'package'), { replace: false });
+    expect((await createBackend('cpu')).name).toBe('cpu');
+  });
+});

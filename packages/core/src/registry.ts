@@ -1,16 +1,20 @@
-import type { Backend } from './backend.js';
 import {
   type BackendPackage,
   defaultSearchDirectories,
   findBackendPackages,
   importBackendPackage,
-} from './backendPackages.js';
+  PACKAGES_ON_DISK,
+} from '#backendPackages';
+import type { Backend } from './backend.js';
+import { type CoreCopy, duplicateCoreError, realmShared, THIS_CORE } from './coreCopies.js';
 import { BackendUnavailableError, InvalidArgumentError, RayoError } from './errors.js';
 
 /**
- * How a backend package makes itself known: its package.json declares
- * `"rayo": { "backend": "<name>" }` and its entry exports a `backendProvider`
- * with this shape (or a program passes the provider to `registerBackend`).
+ * How a backend package makes itself known: its entry registers its provider
+ * when imported (`registerBackend(provider, { replace: false })`), which is
+ * how bundles and browsers know it; for Node to find it on disk before it is
+ * imported, its package.json declares `"rayo": { "backend": "<name>" }` and
+ * its entry exports the provider as `backendProvider`.
  */
 export interface BackendProvider {
   readonly name: string;
@@ -31,22 +35,62 @@ const BUILT_IN: Readonly<Record<string, () => Promise<BackendProvider>>> = {
   cpu: async () => (await import('./cpu/backend.js')).cpuBackendProvider,
 };
 
-/** How a backend becomes known, for errors about one that is not. */
-const HOW_TO_MAKE_KNOWN =
-  'install a package that declares it (`"rayo": { "backend": "<name>" }` in its package.json, ' +
-  'found under node_modules/@rayo/* or node_modules/rayo-backend-*, e.g. @rayo/wgpu or @rayo/cuda-ptx), ' +
-  'or call registerBackend(provider) with its backendProvider (what bundles and browsers do)';
+/** The packages of the backends that rayo itself publishes, for errors about a missing one. */
+const PUBLISHED: Readonly<Record<string, string>> = { wgpu: '@rayo/wgpu', cuda: '@rayo/cuda-ptx' };
 
-/** Registered providers, and those loaded from built-ins and packages (by name). */
-const providers = new Map<string, BackendProvider>();
-const registered = new Set<string>();
+/** How a backend becomes known, for errors about one that is not. */
+function howToMakeKnown(name: string): string {
+  const published = PUBLISHED[name];
+  if (!PACKAGES_ON_DISK) {
+    // A bundle or a browser: nothing is found on disk, a package registers itself when imported.
+    return published
+      ? `'${name}' is provided by ${published}: add it to the project and import '${published}' once ` +
+          '(e.g. in the entry module) so it registers'
+      : "import the backend's package once so it registers, or call registerBackend(provider)";
+  }
+  const generic =
+    'install a package that declares it (`"rayo": { "backend": "<name>" }` in its package.json, ' +
+    'found under node_modules/@rayo/* or node_modules/rayo-backend-*, e.g. @rayo/wgpu or @rayo/cuda-ptx), ' +
+    'import its package once so it registers (what bundles do), or call registerBackend(provider)';
+  return published
+    ? `'${name}' is provided by ${published}: install it (npm install ${published}); to make a backend known, ${generic}`
+    : `to make a backend known, ${generic}`;
+}
+
+interface Registration {
+  readonly provider: BackendProvider;
+  /** The copy of core whose `registerBackend` took it: the one its backend is built on. */
+  readonly core: CoreCopy;
+  /** Registered by a program (replaces) rather than by a package on import (keeps what is there). */
+  readonly replaces: boolean;
+}
 
 /**
- * Registers (or replaces) a provider. A registered provider takes precedence
- * over a built-in and over an installed package of the same name. Bundles and
- * browsers, which cannot look for packages on disk, register theirs this way.
+ * Registered providers, by name, shared by every copy of core in this realm
+ * (through a global symbol): a backend registered with one copy and asked for
+ * through another is a DuplicateCoreError that names both, not "unknown".
  */
-export function registerBackend(provider: BackendProvider): void {
+const registrations = realmShared('@rayo/core/backends@1', () => new Map<string, Registration>());
+
+/** Providers of built-in backends, once loaded (this copy's own). */
+const builtIns = new Map<string, BackendProvider>();
+
+export interface RegisterOptions {
+  /**
+   * Whether the provider replaces one already known by its name (default
+   * true). A package that registers itself on import passes false, so that a
+   * program's own registration or the built-in backend of that name wins.
+   */
+  readonly replace?: boolean;
+}
+
+/**
+ * Registers a provider. By default it replaces one of the same name and takes
+ * precedence over a built-in backend and over an installed package. Backend
+ * packages call this when imported, which is how bundles and browsers (which
+ * cannot look for packages on disk) know them.
+ */
+export function registerBackend(provider: BackendProvider, options: RegisterOptions = {}): void {
   if (!isProvider(provider)) {
     throw new InvalidArgumentError('a backend provider has a name, probe() and create()', {
       kernel: 'registerBackend',
@@ -55,8 +99,24 @@ export function registerBackend(provider: BackendProvider): void {
       actual: describeValue(provider),
     });
   }
-  providers.set(provider.name, provider);
-  registered.add(provider.name);
+  const replaces = options.replace !== false;
+  if (!replaces && (registrations.has(provider.name) || provider.name in BUILT_IN)) return;
+  registrations.set(provider.name, { provider, core: THIS_CORE, replaces });
+}
+
+/** A registration's provider, when its backend is built on this copy of core. */
+function providerOf(name: string, registration: Registration): BackendProvider {
+  if (registration.core !== THIS_CORE) {
+    throw duplicateCoreError(
+      `backend '${name}' was registered with another copy of @rayo/core`,
+      registration.core,
+      {
+        kernel: 'createBackend',
+        argument: 'name',
+      },
+    );
+  }
+  return registration.provider;
 }
 
 // Looking for packages reads the disk: once per working directory.
@@ -77,10 +137,10 @@ function installedPackages(): ReadonlyMap<string, BackendPackage> {
 /**
  * Every backend name rayo knows of, whether or not it is usable here: the
  * built-in cpu backend, registered providers, and in Node the installed
- * packages that declare a backend (see `HOW_TO_MAKE_KNOWN`).
+ * packages that declare a backend (see `howToMakeKnown`).
  */
 export function knownBackendNames(): string[] {
-  return [...new Set([...Object.keys(BUILT_IN), ...providers.keys(), ...installedPackages().keys()])];
+  return [...new Set([...Object.keys(BUILT_IN), ...registrations.keys(), ...installedPackages().keys()])];
 }
 
 function isProvider(value: unknown): value is BackendProvider {
@@ -103,6 +163,9 @@ async function providerOfPackage(name: string, found: BackendPackage): Promise<B
       { cause: error },
     );
   }
+  // A package that registers itself on import has done so by now.
+  const registration = registrations.get(name);
+  if (registration) return providerOf(name, registration);
   const provider = (module as { backendProvider?: unknown }).backendProvider;
   if (!isProvider(provider)) {
     throw new BackendUnavailableError(
@@ -117,29 +180,33 @@ async function providerOfPackage(name: string, found: BackendPackage): Promise<B
       actual: `'${provider.name}'`,
     });
   }
-  return provider;
+  registerBackend(provider, { replace: false });
+  return providerOf(name, registrations.get(name)!);
 }
 
 async function loadProvider(name: string): Promise<BackendProvider> {
-  const known = providers.get(name);
-  if (known) return known;
+  const registration = registrations.get(name);
+  if (registration?.replaces) return providerOf(name, registration);
   const builtIn = BUILT_IN[name];
-  const installed = builtIn ? undefined : installedPackages().get(name);
-  if (!builtIn && !installed) {
-    throw new BackendUnavailableError(
-      `unknown backend '${name}'; to make a backend known, ${HOW_TO_MAKE_KNOWN}`,
-      {
-        kernel: 'createBackend',
-        argument: 'name',
-        expected: knownBackendNames().join(' | '),
-        actual: name,
-      },
-    );
+  if (builtIn) {
+    let provider = builtIns.get(name);
+    if (!provider) {
+      provider = await builtIn();
+      builtIns.set(name, provider);
+    }
+    return provider;
   }
-  const provider = builtIn ? await builtIn() : await providerOfPackage(name, installed!);
-  // A provider registered while this one loaded takes precedence.
-  if (!registered.has(name)) providers.set(name, provider);
-  return providers.get(name)!;
+  if (registration) return providerOf(name, registration);
+  const installed = installedPackages().get(name);
+  if (!installed) {
+    throw new BackendUnavailableError(`unknown backend '${name}'; ${howToMakeKnown(name)}`, {
+      kernel: 'createBackend',
+      argument: 'name',
+      expected: knownBackendNames().join(' | '),
+      actual: name,
+    });
+  }
+  return providerOfPackage(name, installed);
 }
 
 /** Creates a backend by name, or throws a BackendUnavailableError that says why it cannot. */

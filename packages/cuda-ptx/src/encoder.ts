@@ -2,10 +2,16 @@ import { InvalidArgumentError } from '@rayo/core';
 import type { CudaDriver, DeviceCommand, DeviceProperties, Dim3Tuple } from './driver/driver.js';
 import { checkParamValue, type ParamValue } from './driver/params.js';
 import type { DeviceBuffer } from './driver/pool.js';
+import type { TensorMapTiled } from './driver/tensorMap.js';
 import type { KernelEncoder, Launch, LaunchDim, LaunchValue, Operand } from './kernel.js';
 
 function isOperand(value: LaunchValue): value is Operand {
-  return typeof value === 'object' && value !== null && typeof value.ptr === 'bigint';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !(value instanceof Uint8Array) &&
+    typeof value.ptr === 'bigint'
+  );
 }
 
 function describe(value: unknown): string {
@@ -79,6 +85,10 @@ export class CommandRecorder implements KernelEncoder {
     });
     this.driver.allowDynamicShared(fn, sharedBytes);
     this.commands.push({ kind: 'launch', fn, grid, block, sharedBytes, values });
+  }
+
+  tensorMap(tensor: TensorMapTiled): Uint8Array {
+    return this.driver.encodeTensorMap(tensor);
   }
 
   copy(src: bigint, dst: bigint, bytes: number): void {

@@ -1,4 +1,4 @@
-import type { BackendProvider } from '@rayo/core';
+import { type BackendProvider, registerBackend } from '@rayo/core';
 import { CudaBackend, type CudaBackendOptions } from './backend.js';
 import { CUDA_SUCCESS, cudaErrorName } from './driver/errors.js';
 import { type LibCuda, libCuda, loadLibCuda } from './driver/libcuda.js';
@@ -86,6 +86,10 @@ export const backendProvider: BackendProvider = {
   },
   create: (options) => CudaBackend.create(options as CudaBackendOptions | undefined),
 };
+
+// Importing the package registers the backend, so that `createBackend('cuda')`
+// finds it in a bundle too (a program's own registration of 'cuda' wins).
+registerBackend(backendProvider, { replace: false });
 
 /** Probes a given library (e.g. one loaded from a non-default path). */
 export async function probeLibCuda(path?: string): Promise<string | undefined> {

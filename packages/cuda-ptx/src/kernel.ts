@@ -9,6 +9,7 @@ import {
   type Shape,
 } from '@rayo/core';
 import type { DeviceProperties } from './driver/driver.js';
+import type { TensorMapTiled } from './driver/tensorMap.js';
 import type { PtxModule } from './ptx/module.js';
 
 /** A tensor as a kernel sees it: device memory holding `size` elements. */
@@ -23,8 +24,8 @@ export interface Operand {
   readonly byteLength: number;
 }
 
-/** A kernel argument: an operand (passed as its address), a number or a bigint. */
-export type LaunchValue = Operand | number | bigint;
+/** A kernel argument: an operand (passed as its address), a number, a bigint or an encoded tensor map. */
+export type LaunchValue = Operand | number | bigint | Uint8Array;
 
 /** Launch dimensions; missing axes are 1. */
 export type LaunchDim = number | readonly [number, number?, number?];
@@ -54,6 +55,8 @@ export interface KernelEncoder {
   readonly device: DeviceProperties;
   /** Loads (once per key) and launches a kernel. */
   launch(launch: Launch): void;
+  /** The 128 bytes of a tiled tensor map, the value of a `tensorMap` parameter (host work only). */
+  tensorMap(tensor: TensorMapTiled): Uint8Array;
   /** Device-to-device copy of `bytes` (cuMemcpyDtoDAsync). */
   copy(src: bigint, dst: bigint, bytes: number): void;
   /** Sets `count` 32-bit words at `dst` to `word` (cuMemsetD32Async). */

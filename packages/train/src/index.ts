@@ -28,6 +28,7 @@ export {
 export { SafetensorsFile, type SafetensorsFileOptions } from './checkpoint/safetensorsFile.js';
 export type { SafetensorsEntry, SafetensorsHeader } from './checkpoint/safetensorsHeader.js';
 export * from './distributed/index.js';
+export * from './gguf/index.js';
 export {
   formatDuration,
   ProgressBar,

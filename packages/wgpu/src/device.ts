@@ -1,4 +1,5 @@
 import { BackendUnavailableError, DeviceLostError } from '@rayo/core';
+import { dawnGpu } from '#dawn';
 
 export interface WgpuDeviceOptions {
   readonly powerPreference?: GPUPowerPreference;
@@ -56,43 +57,6 @@ const RAISED_LIMITS = [
   'maxStorageBuffersPerShaderStage',
 ] as const;
 
-async function nodeGpu(options: WgpuDeviceOptions): Promise<GPU> {
-  let webgpu: { create(flags: string[]): GPU; globals: object };
-  try {
-    webgpu = (await import('webgpu')) as unknown as typeof webgpu;
-  } catch (error) {
-    throw new BackendUnavailableError(
-      `the 'webgpu' package (Dawn for Node) could not be loaded: ${(error as Error).message}`,
-      {
-        cause: error,
-      },
-    );
-  }
-  // Dawn's GPU* classes (GPUBufferUsage, …) must be globals for WebGPU code.
-  for (const [name, value] of Object.entries(webgpu.globals)) {
-    if (!(name in globalThis))
-      Object.defineProperty(globalThis, name, { value, configurable: true, writable: true });
-  }
-  const flags: string[] = [];
-  if (options.enableToggles?.length) flags.push(`enable-dawn-features=${options.enableToggles.join(',')}`);
-  // Dawn rounds timestamps to 65.5 µs by default (a browser privacy measure);
-  // a compute library needs real kernel times.
-  const disable = [...new Set(['timestamp_quantization', ...(options.disableToggles ?? [])])];
-  flags.push(`disable-dawn-features=${disable.join(',')}`);
-  const key = flags.join(' ');
-  let gpu = instances.get(key);
-  if (!gpu) {
-    gpu = webgpu.create(flags);
-    instances.set(key, gpu);
-  }
-  return gpu;
-}
-
-// One Dawn instance per set of flags for the whole process: an instance
-// collected while another is in use can crash Dawn (seen on lavapipe), and a
-// kept instance does not hold the process open once its devices are destroyed.
-const instances = new Map<string, GPU>();
-
 function describeAdapter(info: GPUAdapterInfo | undefined): string {
   if (!info) return 'unknown adapter';
   return (
@@ -113,7 +77,7 @@ export async function requestWgpuDevice(options: WgpuDeviceOptions = {}): Promis
   let gpu: GPU | undefined;
   if (!device) {
     const browserGpu = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
-    gpu = browserGpu ?? (await nodeGpu(options));
+    gpu = browserGpu ?? (await dawnGpu(options));
     const adapter = await gpu.requestAdapter(
       options.powerPreference ? { powerPreference: options.powerPreference } : undefined,
     );

@@ -1,3 +1,4 @@
+/// <reference types="@webgpu/types" preserve="true" />
 import { add, type Backend, DeviceLostError, OutOfMemoryError, relu, type Tensor } from '@rayo/core';
 import {
   type FaultScenario,

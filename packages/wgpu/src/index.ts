@@ -1,4 +1,7 @@
-import type { BackendProvider } from '@rayo/core';
+// The WebGPU types (GPUDevice, …) this package's declarations use, for every
+// program that imports it, browser or Node.
+/// <reference types="@webgpu/types" preserve="true" />
+import { type BackendProvider, registerBackend } from '@rayo/core';
 import { WgpuBackend, type WgpuBackendOptions } from './backend.js';
 import { requestWgpuDevice } from './device.js';
 
@@ -28,3 +31,10 @@ export const backendProvider: BackendProvider = {
   },
   create: (options) => WgpuBackend.create(options as WgpuBackendOptions | undefined),
 };
+
+// Importing the package registers the backend, so that `createBackend('wgpu')`
+// finds it in a bundle or a browser, where nothing is looked for on disk (a
+// program's own registration of 'wgpu' wins over this one). The package.json
+// marks this file as having side effects, so bundlers keep a bare
+// `import '@rayo/wgpu'`.
+registerBackend(backendProvider, { replace: false });

@@ -22,7 +22,10 @@ weights each product takes its input rounded to the weights' dtype and
 returns fp32 (cuBLAS accumulates in fp32), so that the products read the
 half weights as they are stored, as rayo's do. Writes JSON (``--out``) with ms per token and the tokens of
 both runs (``newTokens`` each, the first included) and, beside it, the logits
-of the prompt's last position as little-endian float32 (``--logits``). Without torch or CUDA the output says so
+of the prompt's last position as little-endian float32 (``--logits``). With
+half weights or cache a third run comes first, ``reference``: rayo's
+arithmetic (fp32 products on the widened weights, the cache rounded as
+stored), eager and untimed for comparison; the logits are its. Without torch or CUDA the output says so
 (``available: false``) and the script exits 0.
 
     python3 torch_decode_baseline.py --model DIR --request request.json --out torch-decode.json
@@ -91,11 +94,15 @@ def load_safetensors(torch, path, device, into, weight_dtype):
 class Llama:
     """A Llama-family decoder in plain tensor code: RMSNorm, rotate-half RoPE, GQA, SwiGLU."""
 
-    def __init__(self, torch, config, weights, capacity, device, kv_dtype):
+    def __init__(self, torch, config, weights, capacity, device, kv_dtype, exact=False):
         self.torch = torch
         self.F = torch.nn.functional
         self.c = config
-        self.w = weights
+        # exact: rayo's arithmetic on half weights and caches, for checking tokens rather than
+        # timing: every product in fp32 on the weights widened once, the cache stored in its
+        # dtype (written rounded, as rayo writes it) and widened when read.
+        self.exact = exact
+        self.w = {n: t.float() for n, t in weights.items()} if exact else weights
         self.dim = config["hidden_size"]
         self.heads = config["num_attention_heads"]
         self.kv_heads = config.get("num_key_value_heads", self.heads)
@@ -110,7 +117,7 @@ class Llama:
         self.cos = angles.cos().float()
         self.sin = angles.sin().float()
         head = "lm_head.weight"
-        self.lm_head = weights[head] if head in weights else weights["model.embed_tokens.weight"]
+        self.lm_head = self.w[head] if head in self.w else self.w["model.embed_tokens.weight"]
         shape = (self.layers, self.kv_heads, capacity, self.head_dim)
         self.k_cache = torch.zeros(shape, dtype=kv_dtype, device=device)
         self.v_cache = torch.zeros(shape, dtype=kv_dtype, device=device)
@@ -127,7 +134,11 @@ class Llama:
 
     def cached(self, q, cache):
         """q in the cache's dtype, so that the attention's products read the cache as stored."""
-        return q.to(cache.dtype)
+        return q if self.exact else q.to(cache.dtype)
+
+    def kv(self, rows):
+        """Cached rows as the attention's products take them: widened in the exact model."""
+        return rows.float() if self.exact else rows
 
     def norm(self, x, weight):
         return x * self.torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * weight
@@ -188,8 +199,8 @@ class Llama:
             self.v_cache[i, :, :t] = v.transpose(0, 1)
 
         def attend(i, q):
-            k = self.k_cache[i, :, :t]
-            v = self.v_cache[i, :, :t]
+            k = self.kv(self.k_cache[i, :, :t])
+            v = self.kv(self.v_cache[i, :, :t])
             qg = self.cached(q, k).view(t, self.kv_heads, group, self.head_dim).permute(1, 2, 0, 3)  # [kv, g, T, d]
             scores = torch.matmul(qg, k[:, None].transpose(-1, -2)).float() * scale  # [kv, g, T, T]
             probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
@@ -209,8 +220,8 @@ class Llama:
             self.v_cache[i, :, pos] = v[0]
 
         def attend(i, q):
-            k = self.k_cache[i, :, : pos + 1]
-            v = self.v_cache[i, :, : pos + 1]
+            k = self.kv(self.k_cache[i, :, : pos + 1])
+            v = self.kv(self.v_cache[i, :, : pos + 1])
             qg = self.cached(self.grouped(q), k)
             scores = torch.empty((self.kv_heads, qg.shape[1], pos + 1), dtype=k.dtype, device=q.device)
             s = torch.baddbmm(scores, qg, k.transpose(1, 2), beta=0, alpha=scale).float()
@@ -333,26 +344,35 @@ def main(argv=None):
     capacity = len(prompt) + max(new_tokens, 4)
     model = Llama(torch, config, weights, capacity, device, dtypes["kvDtype"])
     weight_bytes = sum(t.numel() * t.element_size() for t in weights.values())
+    half = dtypes["dtype"] != torch.float32 or dtypes["kvDtype"] != torch.float32
+    methods = ("eager", "graph") if device.type == "cuda" else ("eager",)
+    if half:
+        # PyTorch's half products round their inputs to half, rayo's widen the weights and keep
+        # activations fp32: greedy tokens part after some dozens. The reference runs rayo's
+        # arithmetic (untimed, first), and its tokens and logits are what rayo is checked against.
+        methods = ("reference",) + methods
+    models = {"reference": Llama(torch, config, weights, capacity, device, dtypes["kvDtype"], exact=True)} if half else {}
 
     results = {}
     logits0 = None
     with torch.no_grad():
         ids = torch.tensor(prompt, dtype=torch.long, device=device)
-        for method in ("eager", "graph") if device.type == "cuda" else ("eager",):
+        for method in methods:
             try:
                 begin = time.perf_counter()
-                logits = model.prefill(ids)[-1]
+                logits = models.get(method, model).prefill(ids)[-1]
                 first = logits.argmax()
                 first_id = first.item()
                 prefill_ms = (time.perf_counter() - begin) * 1e3
                 run = decode_graph if method == "graph" else decode_eager
-                tokens, times = run(torch, model, first, len(prompt), new_tokens - 1)
+                tokens, times = run(torch, models.get(method, model), first, len(prompt), new_tokens - 1)
                 results[method] = {"prefillMs": prefill_ms, **summary([first_id] + tokens, times, warmup)}
                 if logits0 is None:
                     logits0 = logits.float().cpu()
             except Exception as error:  # noqa: BLE001 - one way failing must not hide the other
                 results[method] = {"error": error_text(error)}
             sync(torch, device)
+    models.clear()
     if args.logits and logits0 is not None:
         with open(args.logits, "wb") as f:
             f.write(struct.pack("<%df" % logits0.numel(), *logits0.tolist()))

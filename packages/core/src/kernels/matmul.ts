@@ -12,9 +12,34 @@ function innerDim(length: number, rows: number): number {
   return rows === 0 ? 0 : length / rows;
 }
 
+// ---- precision -----------------------------------------------------------------
+
+/**
+ * How f32 products may be computed: `'f32'` (the default) sums exact f32
+ * products; `'tf32'` lets a backend round a and b to tf32 (10 mantissa bits,
+ * f32's exponent) on tensor cores and sum in f32, as PyTorch's `allow_tf32`.
+ * Half operands are unaffected. A backend without tf32 computes in f32, more
+ * precisely than asked.
+ */
+export const MATMUL_PRECISIONS = ['f32', 'tf32'] as const;
+export type MatmulPrecision = (typeof MATMUL_PRECISIONS)[number];
+
+const PRECISION = {
+  kind: 'enum',
+  values: MATMUL_PRECISIONS,
+  default: 'f32',
+  doc: "'f32' exact f32 products (default); 'tf32' allows a and b rounded to tf32 (10-bit mantissa) on tensor cores, summed in f32 (opt-in, as PyTorch's allow_tf32); half operands ignore it",
+} as const;
+
 // ---- matmul ----------------------------------------------------------------
 
-type MatmulAttrs = { alpha: number; beta: number; transA: boolean; transB: boolean };
+type MatmulAttrs = {
+  alpha: number;
+  beta: number;
+  transA: boolean;
+  transB: boolean;
+  precision: MatmulPrecision;
+};
 
 /** [M, K, N] of a valid call. */
 function matmulDims(a: readonly number[], b: readonly number[], transA: boolean, transB: boolean) {
@@ -43,6 +68,7 @@ export const matmul = defineKernel<MatmulAttrs>({
     beta: { kind: 'number', default: 1, doc: "scales 'c' (unused without it)" },
     transA: { kind: 'boolean', default: false, doc: "'a' is stored as [K, M]" },
     transB: { kind: 'boolean', default: false, doc: "'b' is stored as [N, K]" },
+    precision: PRECISION,
   },
   infer([a, b, c], { transA, transB }) {
     const check = new ArgCheck('matmul');
@@ -80,7 +106,7 @@ export const matmul = defineKernel<MatmulAttrs>({
 
 // ---- batched -------------------------------------------------------------------
 
-type BatchedMatmulAttrs = { alpha: number; transA: boolean; transB: boolean };
+type BatchedMatmulAttrs = { alpha: number; transA: boolean; transB: boolean; precision: MatmulPrecision };
 
 /** [B, M, K, N] of a valid call. */
 function batchedDims(a: readonly number[], b: readonly number[], transA: boolean, transB: boolean) {
@@ -100,6 +126,7 @@ export const batchedMatmul = defineKernel<BatchedMatmulAttrs>({
     alpha: { kind: 'number', default: 1, doc: 'scales the product' },
     transA: { kind: 'boolean', default: false, doc: "each 'a[i]' is stored as [K, M]" },
     transB: { kind: 'boolean', default: false, doc: "each 'b[i]' is stored as [N, K]" },
+    precision: PRECISION,
   },
   infer([a, b], { transA, transB }) {
     const check = new ArgCheck('batchedMatmul');

@@ -37,4 +37,6 @@ export interface MatmulLaunch<O> extends MatmulDims {
   readonly activation?: LinearActivation;
   readonly alpha: number;
   readonly beta: number;
+  /** matmul's precision: 'tf32' allows f32 operands rounded to tf32; absent or 'f32', exact. */
+  readonly precision?: 'f32' | 'tf32';
 }

@@ -31,11 +31,19 @@ export const UNIT_ROUNDOFF: Readonly<Record<HalfDType, number>> = { f16: 2 ** -1
  * reduction length of these kernels).
  */
 export function halfTolerance(dtype: HalfDType, c: AnyConformanceCase): Tolerance {
+  return roundoffTolerance(UNIT_ROUNDOFF[dtype], c);
+}
+
+/** tf32's unit roundoff (a 10-bit mantissa): matmul's precision 'tf32' rounds a and b to it. */
+export const TF32_UNIT_ROUNDOFF = 2 ** -11;
+
+/** The rule of `halfTolerance` for any unit roundoff `u`: max(the case's, 4·u·√L). */
+export function roundoffTolerance(u: number, c: Pick<AnyConformanceCase, 'inputs' | 'tolerance'>): Tolerance {
   const longest = Math.max(1, ...c.inputs.flatMap((s) => s?.shape ?? []));
-  const half = 4 * UNIT_ROUNDOFF[dtype] * Math.sqrt(longest);
+  const bound = 4 * u * Math.sqrt(longest);
   return {
-    rtol: Math.max(c.tolerance?.rtol ?? DEFAULT_TOLERANCE.rtol, half),
-    atol: Math.max(c.tolerance?.atol ?? DEFAULT_TOLERANCE.atol, half),
+    rtol: Math.max(c.tolerance?.rtol ?? DEFAULT_TOLERANCE.rtol, bound),
+    atol: Math.max(c.tolerance?.atol ?? DEFAULT_TOLERANCE.atol, bound),
   };
 }
 

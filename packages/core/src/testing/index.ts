@@ -30,7 +30,10 @@ export {
   HALF_DTYPES,
   halfTolerance,
   halfVariants,
+  roundoffTolerance,
+  TF32_UNIT_ROUNDOFF,
   UNIT_ROUNDOFF,
   UnsupportedOnBackend,
 } from './halfCases.js';
 export { hashString, Rng } from './random.js';
+export { checkRegisteredOnImport } from './registration.js';

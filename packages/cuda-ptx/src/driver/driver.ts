@@ -24,6 +24,7 @@ import {
 } from './libcuda.js';
 import { kernelParamBytes, type ParamValue, writeKernelParams } from './params.js';
 import { type DeviceBuffer, DevicePool } from './pool.js';
+import { type TensorMapTiled, tensorMapProblem } from './tensorMap.js';
 
 /** How long a wait polls on every turn of the event loop before it falls back to a millisecond timer. */
 const WAIT_SPIN_MS = 20;
@@ -342,6 +343,24 @@ export class CudaDriver {
     return fn;
   }
 
+  /** The 128 bytes of a tiled tensor map (tensorMap.ts), checked against the driver's limits first. */
+  encodeTensorMap(tensor: TensorMapTiled): Uint8Array {
+    const problem = tensorMapProblem(tensor);
+    if (problem !== undefined) {
+      throw new InvalidArgumentError('tensor map cannot be encoded', {
+        kernel: 'cuTensorMapEncodeTiled',
+        argument: 'tensor',
+        expected: 'a tensor within the tiled tensor-map limits',
+        actual: problem,
+      });
+    }
+    const map = new Uint8Array(128);
+    this.check('cuTensorMapEncodeTiled', this.lib.cuTensorMapEncodeTiled(map, tensor), {
+      detail: `${tensor.dtype} dims [${tensor.dims.join(', ')}], box [${tensor.box.join(', ')}]`,
+    });
+    return map;
+  }
+
   /** Lets `fn` use more than 48 KiB of dynamic shared memory (once per function and size). */
   allowDynamicShared(fn: LoadedFunction, bytes: number): void {
     if (bytes <= DEFAULT_DYNAMIC_SHARED || (this.#dynamicShared.get(fn.handle) ?? 0) >= bytes) return;
@@ -558,7 +577,7 @@ export class CudaDriver {
     const n = fn.params.length;
     let address = 0n;
     if (n > 0) {
-      const params = this.#paramBlock(kernelParamBytes(n));
+      const params = this.#paramBlock(kernelParamBytes(fn.params));
       writeKernelParams(fn.params, values, params.bytes, params.address);
       address = params.address;
     }

@@ -176,6 +176,33 @@ describe.skipIf(!haveCc)(
       driver.dispose();
     });
 
+    it('encodes a tiled tensor map at a 64-byte aligned address, every argument as the driver declares it', () => {
+      const map = new Uint8Array(128);
+      const status = lib.cuTensorMapEncodeTiled(map, {
+        dtype: 'bf16',
+        address: 0x7f00_0000_1000n,
+        dims: [4096, 8192, 3],
+        strides: [8192, 67108864],
+        box: [64, 128, 1],
+        swizzle: '128B',
+      });
+      expect(status).toBe(0);
+      const words = new BigUint64Array(map.buffer);
+      expect([...words.slice(0, 10)]).toEqual([
+        9n, // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+        3n,
+        0x7f00_0000_1000n,
+        3n,
+        67108864n,
+        64n,
+        1n,
+        1n,
+        // interleave none, swizzle 128B, L2 promotion 256B, zero fill
+        (0n << 48n) | (3n << 32n) | (3n << 16n) | 0n,
+        4096n,
+      ]);
+    });
+
     it('turns a JIT failure into a KernelCompileError carrying the log', () => {
       const driver = new CudaDriver(lib, 0);
       const broken = () => {

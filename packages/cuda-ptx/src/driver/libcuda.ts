@@ -1,5 +1,11 @@
 import { BackendUnavailableError } from '@rayo/core';
 import type { CUresult } from './errors.js';
+import {
+  TENSOR_MAP_DTYPE,
+  TENSOR_MAP_L2_256B,
+  TENSOR_MAP_SWIZZLE,
+  type TensorMapTiled,
+} from './tensorMap.js';
 
 /**
  * The CUDA driver API functions rayo calls, as plain TypeScript functions:
@@ -91,6 +97,9 @@ export interface LibCuda {
     kernelParams: bigint,
   ): CUresult;
 
+  /** Encodes a tiled tensor map (no interleave, zero fill, L2 256-byte promotion) into `map` (128 bytes). */
+  cuTensorMapEncodeTiled(map: Uint8Array, tensor: TensorMapTiled): CUresult;
+
   cuStreamBeginCapture_v2(stream: bigint, mode: number): CUresult;
   cuStreamEndCapture(stream: bigint): CuOut<bigint>;
   cuGraphInstantiateWithFlags(graph: bigint, flags: number): CuOut<bigint>;
@@ -150,7 +159,7 @@ export interface LoadLibCudaOptions {
 }
 
 /** The driver library's file name on this platform, or undefined where CUDA does not exist. */
-export function defaultLibCudaPath(platform: NodeJS.Platform = process.platform): string | undefined {
+export function defaultLibCudaPath(platform: string = process.platform): string | undefined {
   if (platform === 'linux') return 'libcuda.so.1';
   if (platform === 'win32') return 'nvcuda.dll';
   return undefined;
@@ -287,6 +296,20 @@ function bindLibCuda(koffi: Koffi, library: ReturnType<Koffi['load']>, path: str
       'void *',
       'void *',
     ]),
+    cuTensorMapEncodeTiled: fn('cuTensorMapEncodeTiled', 'int', [
+      'void *',
+      'int',
+      'uint',
+      'void *',
+      'void *',
+      'void *',
+      'void *',
+      'void *',
+      'int',
+      'int',
+      'int',
+      'int',
+    ]),
     cuStreamBeginCapture_v2: fn('cuStreamBeginCapture_v2', 'int', ['void *', 'int']),
     cuStreamEndCapture: fn('cuStreamEndCapture', 'int', ['void *', outPtr]),
     cuGraphInstantiateWithFlags: fn('cuGraphInstantiateWithFlags', 'int', [outPtr, 'void *', 'uint64_t']),
@@ -412,6 +435,33 @@ function bindLibCuda(koffi: Koffi, library: ReturnType<Koffi['load']>, path: str
     cuStreamWaitEvent: (stream, event, flags) => call(f.cuStreamWaitEvent, ptr(stream), ptr(event), flags),
     cuLaunchKernel: (fnHandle, gx, gy, gz, bx, by, bz, shared, stream, params) =>
       call(f.cuLaunchKernel, ptr(fnHandle), gx, gy, gz, bx, by, bz, shared, ptr(stream), ptr(params), null),
+    cuTensorMapEncodeTiled(map, t) {
+      // The driver writes the map at a 64-byte aligned native address; it is copied out after.
+      const raw = koffi.alloc('uint8_t', 192) as bigint;
+      try {
+        const pad = Number((64n - (BigInt(raw) % 64n)) % 64n);
+        const rank = t.dims.length;
+        const status = call(
+          f.cuTensorMapEncodeTiled,
+          BigInt(raw) + BigInt(pad),
+          TENSOR_MAP_DTYPE[t.dtype],
+          rank,
+          ptr(t.address),
+          new BigUint64Array(t.dims.map(BigInt)),
+          new BigUint64Array(t.strides.map(BigInt)),
+          new Uint32Array(t.box),
+          new Uint32Array(rank).fill(1),
+          0,
+          TENSOR_MAP_SWIZZLE[t.swizzle],
+          TENSOR_MAP_L2_256B,
+          0,
+        );
+        if (status === 0) map.set(new Uint8Array(koffi.view(raw, 192)).subarray(pad, pad + 128));
+        return status;
+      } finally {
+        koffi.free(raw);
+      }
+    },
     cuStreamBeginCapture_v2: (stream, mode) => call(f.cuStreamBeginCapture_v2, ptr(stream), mode),
     cuStreamEndCapture(stream) {
       const out: unknown[] = [null];

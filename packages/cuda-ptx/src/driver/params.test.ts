@@ -11,6 +11,25 @@ const param = (name: string, type: ParamInfo['type']): ParamInfo => ({
 });
 
 describe('kernel parameter marshalling', () => {
+  it('puts tensor maps after the slots, 64-byte aligned, and points at them', () => {
+    const params: ParamInfo[] = [param('n', 'u32'), { name: 'map', type: 'tensorMap', bytes: 128 }];
+    const bytes = kernelParamBytes(params);
+    expect(bytes).toBe(2 * 16 + 128 + 64);
+    const block = new Uint8Array(bytes);
+    const base = 0x7000_1008n;
+    const map = Uint8Array.from({ length: 128 }, (_, i) => i + 1);
+    writeKernelParams(params, [5, map], block, base);
+    const v = new DataView(block.buffer);
+    const at = v.getBigUint64(8, true);
+    expect(at % 64n).toBe(0n);
+    expect(at >= base + 32n).toBe(true);
+    const offset = Number(at - base);
+    expect([...block.subarray(offset, offset + 128)]).toEqual([...map]);
+    expect(v.getUint32(16, true)).toBe(5);
+    expect(() => checkParamValue('k', params[1]!, new Uint8Array(64))).toThrow(/128-byte Uint8Array/);
+    expect(checkParamValue('k', params[1]!, map)).toBe(map);
+  });
+
   it('lays out a pointer table followed by 8-byte little-endian value slots', () => {
     const params = [
       param('x', 'ptr'),

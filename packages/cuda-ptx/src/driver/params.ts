@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from '@rayo/core';
 import type { ParamInfo } from '../ptx/module.js';
+import { TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES } from '../ptx/types.js';
 
 /**
  * Kernel parameters as `cuLaunchKernel` takes them: `void *kernelParams[]`,
@@ -9,19 +10,26 @@ import type { ParamInfo } from '../ptx/module.js';
  *   [0, 8·n)        the pointer table: entry i holds base + 8·n + 8·i
  *   [8·n, 16·n)     the values: parameter i in the 8-byte slot at 8·n + 8·i,
  *                   little-endian, 32-bit values in the slot's first 4 bytes
+ *   after them      tensor maps (128 bytes each, at 64-byte aligned
+ *                   addresses), which entry i then points at instead
  *
  * Every slot is 8-byte aligned, which satisfies the alignment of every
  * parameter type; the driver copies each value (by the size the kernel
  * declares) when the launch is enqueued, so the block can be reused at once.
  */
 
-/** Bytes of the block for `count` parameters. */
-export function kernelParamBytes(count: number): number {
-  return count * 16;
+/** Bytes of the block for `count` scalar parameters, or for these parameters. */
+export function kernelParamBytes(params: number | readonly Pick<ParamInfo, 'type'>[]): number {
+  if (typeof params === 'number') return params * 16;
+  const maps = params.filter((p) => p.type === 'tensorMap').length;
+  return params.length * 16 + (maps > 0 ? maps * TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN : 0);
 }
 
-/** A parameter value checked against its type: numbers for 32-bit types, bigints for 64-bit ones. */
-export type ParamValue = number | bigint;
+/**
+ * A parameter value checked against its type: numbers for 32-bit types,
+ * bigints for 64-bit ones, the 128 bytes of a tensor map.
+ */
+export type ParamValue = number | bigint | Uint8Array;
 
 const U32_MAX = 2 ** 32 - 1;
 const I32_MIN = -(2 ** 31);
@@ -69,6 +77,16 @@ export function checkParamValue(kernel: string, param: ParamInfo, value: unknown
         fail(kernel, param, 'a bigint (or safe integer) in [-2^63, 2^63)', value);
       return v;
     }
+    case 'tensorMap':
+      if (!(value instanceof Uint8Array) || value.byteLength !== TENSOR_MAP_BYTES) {
+        fail(
+          kernel,
+          param,
+          `a ${TENSOR_MAP_BYTES}-byte Uint8Array (an encoded tensor map)`,
+          value instanceof Uint8Array ? `${value.byteLength} bytes` : value,
+        );
+      }
+      return value;
   }
 }
 
@@ -90,16 +108,27 @@ export function writeKernelParams(
   base: bigint,
 ): void {
   const n = params.length;
-  if (values.length !== n || block.byteLength < kernelParamBytes(n)) {
+  const bytes = kernelParamBytes(params);
+  if (values.length !== n || block.byteLength < bytes) {
     throw new InvalidArgumentError('kernel parameter block does not match the parameters', {
       kernel: 'writeKernelParams',
-      expected: `${n} values in >= ${kernelParamBytes(n)} bytes`,
+      expected: `${n} values in >= ${bytes} bytes`,
       actual: `${values.length} values in ${block.byteLength} bytes`,
     });
   }
-  const view = new DataView(block.buffer, block.byteOffset, kernelParamBytes(n));
+  const view = new DataView(block.buffer, block.byteOffset, bytes);
+  // Tensor maps follow the slots, from the first 64-byte aligned address.
+  const align = BigInt(TENSOR_MAP_ALIGN);
+  let mapAt = Number(((base + BigInt(16 * n) + align - 1n) / align) * align - base);
   for (let i = 0; i < n; i++) {
     const slot = 8 * n + 8 * i;
+    if (params[i]!.type === 'tensorMap') {
+      view.setBigUint64(8 * i, base + BigInt(mapAt), true);
+      view.setBigUint64(slot, 0n, true);
+      block.set(values[i] as Uint8Array, mapAt);
+      mapAt += TENSOR_MAP_BYTES;
+      continue;
+    }
     view.setBigUint64(8 * i, base + BigInt(slot), true);
     // Zero the whole slot first so 32-bit values never carry stale high bytes.
     view.setBigUint64(slot, 0n, true);

@@ -2,6 +2,7 @@ import { UnsupportedOnBackendError } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import type { VecOf } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
+import type { ParamHandles } from '../ptx/module.js';
 import type { Param, R32, R64 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 
@@ -57,4 +58,29 @@ export function loadPointer(
 /** A load or store operand of `regs.length` (1, 2 or 4) registers: `.v2`/`.v4` where more than one. */
 export function asVector<R>(regs: readonly R[]): VecOf<R> {
   return regs.length === 1 ? regs[0]! : (regs as unknown as VecOf<R>);
+}
+
+/** The parameters the tiled matrix products share besides their operands: c, y, the shape, the scales, the tile grid. */
+export const PRODUCT_PARAMS = {
+  c: 'ptr',
+  y: 'ptr',
+  m: 'u32',
+  n: 'u32',
+  k: 'u32',
+  alpha: 'f32',
+  beta: 'f32',
+  strideY: 'u32',
+  tilesM: 'u32',
+  tilesN: 'u32',
+} as const;
+
+/** M, N and K and the tile grid, loaded from the PRODUCT_PARAMS parameters. */
+export function productDims(k: KernelBuilder, p: ParamHandles<typeof PRODUCT_PARAMS>) {
+  return {
+    mDim: k.ldParam(p.m),
+    nDim: k.ldParam(p.n),
+    kDim: k.ldParam(p.k),
+    tilesM: k.ldParam(p.tilesM),
+    tilesN: k.ldParam(p.tilesN),
+  };
 }

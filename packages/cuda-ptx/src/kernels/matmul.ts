@@ -37,6 +37,7 @@ import {
   tileKey,
   tileModule,
 } from './matmulTile.js';
+import { encodeWgmma, wgmmaApplies } from './matmulWgmma.js';
 import { storageOf } from './storage.js';
 
 // Matrix products: each problem goes to the streaming kernels (GEMV and small
@@ -238,9 +239,25 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
   // All-half products run on tensor cores, except the GEMV and small-M
   // shapes: the streaming kernels read b once, where a 128×128 tile would
   // mostly compute zero rows.
+  // precision 'tf32' on sm_90: f32 operands on the warpgroup-MMA kernel as
+  // tf32; elsewhere (and for shapes it cannot take) the exact f32 kernels,
+  // more precise than asked.
+  if (
+    call.precision === 'tf32' &&
+    Math.min(m, n) > MAX_ROWS &&
+    call.activation === undefined &&
+    [a, b, c, y].every((o) => o === undefined || o.dtype === 'f32') &&
+    wgmmaApplies(encoder, call, 'tf32')
+  ) {
+    encodeWgmma(encoder, call, 'tf32');
+    return;
+  }
+  // On sm_90 the warpgroup-MMA kernel takes them where tensor maps can
+  // describe a and b; mma.sync takes the rest and sm_80–89.
   const half = Math.min(m, n) > MAX_ROWS ? tensorCoreDtype(call) : undefined;
   if (half) {
-    encodeTensorCore(encoder, call, half);
+    if (wgmmaApplies(encoder, call, half)) encodeWgmma(encoder, call, half);
+    else encodeTensorCore(encoder, call, half);
     return;
   }
   const epilogue: Epilogue | undefined =

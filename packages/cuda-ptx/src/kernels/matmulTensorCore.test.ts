@@ -1,17 +1,9 @@
-import { batchedMatmul, createCpuBackend, matmul, sizeOf, type Tensor, toHostArray } from '@rayo/core';
-import { compareOutputs } from '@rayo/core/testing';
-import { afterAll, describe, expect, it } from 'vitest';
-import { CudaDriver } from '../driver/driver.js';
-import type { DeviceBuffer } from '../driver/pool.js';
-import { CommandRecorder } from '../encoder.js';
-import type { Operand } from '../kernel.js';
+import { describe, expect, it } from 'vitest';
 import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
-import { FakeLibCuda } from '../testing/fakeLibCuda.js';
-import { PtxInterpreter } from '../testing/ptxInterpreter.js';
+import { LAYOUTS, useGemmDevice } from '../testing/gemmDevice.js';
 import {
   encodeTensorCore,
-  type HalfDType,
   TC_ENTRY,
   type TensorCoreVariant,
   tensorCoreDtype,
@@ -19,78 +11,25 @@ import {
   tensorCoreModule,
 } from './matmulTensorCore.js';
 
-/** Unit roundoff of each half dtype. */
-const UNIT: Record<HalfDType, number> = { f16: 2 ** -11, bf16: 2 ** -8 };
-/** A quiet NaN in each dtype: what the output holds before the run. */
-const POISON: Record<HalfDType, number> = { f16: 0x7e00, bf16: 0x7fc0 };
-const LAYOUTS = [
-  [false, false],
-  [false, true],
-  [true, false],
-  [true, true],
-] as const;
-
 // The kernel is recorded by its launch function on an interpreted device: which
 // calls reach it is matmul's routing (tensorCoreDtype).
 describe('the tensor-core product in the PTX interpreter', () => {
-  const fake = new FakeLibCuda();
-  new PtxInterpreter(fake).attach();
-  const driver = new CudaDriver(fake);
-  const stream = driver.createStream();
-  const cpu = createCpuBackend();
-  const buffers: DeviceBuffer[] = [];
-  afterAll(() => {
-    for (const b of buffers) driver.free(b);
-    cpu.dispose();
-  });
-  let seed = 11;
-  const random = (n: number) =>
-    Array.from({ length: n }, () => {
-      seed = (seed * 16807) % 2147483647;
-      return (seed / 2147483647) * 2 - 1;
-    });
-  const operand = (h: Uint16Array, shape: number[], dtype: HalfDType): Operand => {
-    const buffer = driver.alloc(Math.max(h.byteLength, 16));
-    buffers.push(buffer);
-    driver.copyHtoD(buffer.ptr, h, h.byteLength);
-    return { ptr: buffer.ptr, size: h.length, shape, dtype, byteLength: h.byteLength };
-  };
+  const { fake, product } = useGemmDevice(11);
 
   /**
-   * y = alpha · op(a) · op(b) (+ beta · c) for each of `batch` products by the
-   * kernel, y poisoned first, against the cpu backend; returns whether it took
-   * the 16-byte copies.
+   * One product by the kernel against the cpu backend (gemmDevice.ts);
+   * returns whether it took the 16-byte copies and the kernel's launches so far.
    */
   async function check(
     variant: Omit<TensorCoreVariant, 'async'>,
     [m, k, n]: [number, number, number],
-    { alpha = 1, beta = 1, batch = 1 } = {},
+    options: { alpha?: number; beta?: number; batch?: number } = {},
   ) {
-    const { dtype, transA, transB, withC } = variant;
-    const shapes = [transA ? [k, m] : [m, k], transB ? [n, k] : [k, n], [m, n]].map((s) =>
-      batch > 1 ? [batch, ...s] : s,
-    );
-    const halves = shapes.map((s) => toHostArray(dtype, random(sizeOf(s))) as Uint16Array);
-    const [a, b, c] = halves.map((h, i) => operand(h, shapes[i]!, dtype));
-    const y = operand(new Uint16Array(batch * m * n).fill(POISON[dtype]), shapes[2]!, dtype);
-    const recorder = new CommandRecorder(driver);
-    const call = { a: a!, b: b!, c: withC ? c : undefined, y, batch, m, n, k, transA, transB, alpha, beta };
-    expect(tensorCoreDtype(call)).toBe(dtype);
-    encodeTensorCore(recorder, call, dtype);
-    driver.enqueue(recorder.commands, stream);
-    driver.synchronize(stream);
-    const got = new Uint16Array(batch * m * n);
-    driver.copyDtoH(got, y.ptr, got.byteLength);
-    const ins = halves.slice(0, withC ? 3 : 2).map((h, i) => cpu.upload(h, shapes[i]!, dtype));
-    const [want] = (
-      batch > 1
-        ? cpu.run(batchedMatmul, ins, { alpha, transA, transB })
-        : cpu.run(matmul, ins, { alpha, beta, transA, transB })
-    ) as Tensor[];
-    // The conformance suite's bound for half products: 4·u·√K.
-    const tol = Math.max(1e-3, 4 * UNIT[dtype] * Math.sqrt(k));
-    expect(compareOutputs(dtype, got, await want!.read(), { rtol: tol, atol: tol })).toBeUndefined();
-    for (const t of [...ins, want!]) t.dispose();
+    const { dtype, transA, transB } = variant;
+    await product(variant, [m, k, n], options, (recorder, call) => {
+      expect(tensorCoreDtype(call)).toBe(dtype);
+      encodeTensorCore(recorder, call, dtype);
+    });
     const launches = fake.launches.filter((l) => l.entry === TC_ENTRY);
     return { async: (transA ? m : k) % 8 === 0 && (transB ? k : n) % 8 === 0, launches: launches.length };
   }

@@ -3,7 +3,9 @@ import { elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import type { Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type F32, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
+import { addr, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
+import { PRODUCT_PARAMS, productDims } from './common.js';
+import { storePair } from './pairStores.js';
 import { groupedTile } from './tileOrder.js';
 
 // The half-precision matrix product on tensor cores (sm_80 mma.sync): f16 or
@@ -203,13 +205,6 @@ function ldmatrixOffset(
   return swizzled(k, t, row, k.shr('u32', k.reg('u32'), mnBlock, 3));
 }
 
-/** A half element (b16 bits) to f32. */
-function halfToF32(k: KernelBuilder, dtype: HalfDType, h: R16): F32 {
-  if (dtype === 'f16') return k.cvt('f32', 'f16', k.reg('f32'), h);
-  const wide = k.shl('b32', k.reg('u32'), k.cvt('u32', 'u16', k.reg('u32'), h), 16);
-  return k.mov('b32', k.reg('f32'), wide) as F32;
-}
-
 /**
  * y = alpha · op(a) · op(b) (+ beta · c) for half a, b, c and y. Block
  * (tile, 1, batch) computes a 128 × 128 tile of y; each warp a 64 × 32 part
@@ -221,28 +216,9 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
   const m = new PtxModule({ target: 'sm_80' });
   m.entry(
     TC_ENTRY,
-    {
-      a: 'ptr',
-      b: 'ptr',
-      c: 'ptr',
-      y: 'ptr',
-      m: 'u32',
-      n: 'u32',
-      k: 'u32',
-      alpha: 'f32',
-      beta: 'f32',
-      strideA: 'u32',
-      strideB: 'u32',
-      strideY: 'u32',
-      tilesM: 'u32',
-      tilesN: 'u32',
-    },
+    { a: 'ptr', b: 'ptr', strideA: 'u32', strideB: 'u32', ...PRODUCT_PARAMS },
     (k, p) => {
-      const mDim = k.ldParam(p.m);
-      const nDim = k.ldParam(p.n);
-      const kDim = k.ldParam(p.k);
-      const tilesM = k.ldParam(p.tilesM);
-      const tilesN = k.ldParam(p.tilesN);
+      const { mDim, nDim, kDim, tilesM, tilesN } = productDims(k, p);
       const smem = k.shared('stages', TC_STAGES * STAGE_BYTES, 128);
       const smemBase = k.sharedAddress(smem);
       const tid = k.tid();
@@ -375,36 +351,16 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
             const row = k.add('u32', k.reg('u32'), rowBase, i * 16 + h * 8);
             const rowOk = k.setp('lt', 'u32', k.reg('pred'), row, mDim);
             const element = k.madLo('u32', k.reg('u32'), row, nDim, col);
-            const yAt = k.elementAddress(yBase, element, 2);
             const pairOk = k.and('pred', k.reg('pred'), rowOk, pairCols);
             const singleOk = [ok0, ok1].map((ok) => {
               const s = k.and('pred', k.reg('pred'), rowOk, ok);
               return k.and('pred', s, s, k.not('pred', k.reg('pred'), pairCols));
-            });
+            }) as [Pred, Pred];
             const values = [0, 1].map((e) => {
               const x = acc[i]![j]![2 * h + e]!;
               return k.mul('f32', k.reg('f32'), x, alpha);
             });
-            if (cBase) {
-              const cAt = k.elementAddress(cBase, element, 2);
-              const ch = [k.mov('b16', k.reg('b16'), 0), k.mov('b16', k.reg('b16'), 0)] as const;
-              const word = k.mov('u32', k.reg('u32'), 0);
-              k.predicated(pairOk, () => k.ldGlobal('b32', word, cAt));
-              k.predicated(pairOk, () => k.unpackHalves(ch[0], ch[1], word));
-              for (const e of [0, 1]) {
-                k.predicated(singleOk[e]!, () => k.ldGlobal('b16', ch[e]!, addr(cAt, 2 * e)));
-              }
-              values.forEach((x, e) => {
-                k.fma('f32', x, halfToF32(k, v.dtype, ch[e]!), beta, x);
-              });
-            }
-            const packed = k.cvtPack(v.dtype, k.reg('u32'), values[0]!, values[1]!);
-            k.predicated(pairOk, () => k.stGlobal('b32', yAt, packed));
-            const lo = k.reg('b16');
-            const hi = k.reg('b16');
-            k.unpackHalves(lo, hi, packed);
-            k.predicated(singleOk[0]!, () => k.stGlobal('b16', yAt, lo));
-            k.predicated(singleOk[1]!, () => k.stGlobal('b16', addr(yAt, 2), hi));
+            storePair(k, v.dtype, yBase, cBase, element, values, beta, pairOk, singleOk);
           }
         }
       }

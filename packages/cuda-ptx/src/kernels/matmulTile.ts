@@ -3,6 +3,7 @@ import type { Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { PRODUCT_PARAMS, productDims } from './common.js';
 import {
   batchBase,
   below,
@@ -251,29 +252,16 @@ export function tileModule(v: TileVariant): PtxModule {
     {
       a: 'ptr',
       b: 'ptr',
-      c: 'ptr',
-      y: 'ptr',
-      m: 'u32',
-      n: 'u32',
-      k: 'u32',
-      alpha: 'f32',
-      beta: 'f32',
       strideA: 'u32',
       strideB: 'u32',
-      strideY: 'u32',
-      tilesM: 'u32',
-      tilesN: 'u32',
       kPerSplit: 'u32',
       splitStride: 'u32',
       bias: 'ptr',
       z: 'ptr',
+      ...PRODUCT_PARAMS,
     },
     (k, p) => {
-      const mDim = k.ldParam(p.m);
-      const nDim = k.ldParam(p.n);
-      const kDim = k.ldParam(p.k);
-      const tilesM = k.ldParam(p.tilesM);
-      const tilesN = k.ldParam(p.tilesN);
+      const { mDim, nDim, kDim, tilesM, tilesN } = productDims(k, p);
       const tiles = k.sharedArray('tiles', 'f32', (2 * bufferBytes) / 4, 16);
       const sharedBase = k.sharedAddress(tiles);
       const tid = k.tid();

@@ -1,5 +1,5 @@
 import { copy, type DType, fill, transpose } from '@rayo/core';
-import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
+import { type AnyCudaKernel, cudaKernel, type KernelEncoder } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
@@ -181,15 +181,19 @@ export function transposePlan(shape: readonly number[]): {
   return { rows, cols, tilesC, tilesPerMatrix, tiles: batch * tilesPerMatrix };
 }
 
-const transposeKernel = cudaKernel(transpose, (encoder, { inputs, outputs }) => {
-  const x = inputs[0]!;
-  const y = outputs[0]!;
-  if (x.size === 0) return;
-  checkElementCount('transpose', 'x', x.size);
-  const plan = transposePlan(x.shape);
+/** Launches the transpose of the 32-bit elements at `x` (the last two axes of `shape` swapped) into `y`. */
+export function encodeTranspose32(
+  encoder: KernelEncoder,
+  x: bigint,
+  y: bigint,
+  shape: readonly number[],
+): void {
+  const plan = transposePlan(shape);
+  const size = shape.reduce((a, b) => a * b, 1);
+  if (size === 0) return;
   // With a single row or column both layouts are the same words in the same order.
   if (plan.rows === 1 || plan.cols === 1) {
-    encoder.copy(x.ptr, y.ptr, x.byteLength);
+    encoder.copy(x, y, size * 4);
     return;
   }
   const device = encoder.device;
@@ -203,6 +207,14 @@ const transposeKernel = cudaKernel(transpose, (encoder, { inputs, outputs }) => 
     block: [TILE, ROWS],
     args: { x, y, ...plan },
   });
+}
+
+const transposeKernel = cudaKernel(transpose, (encoder, { inputs, outputs }) => {
+  const x = inputs[0]!;
+  const y = outputs[0]!;
+  if (x.size === 0) return;
+  checkElementCount('transpose', 'x', x.size);
+  encodeTranspose32(encoder, x.ptr, y.ptr, x.shape);
 });
 
 export const MEMORY_KERNELS: readonly AnyCudaKernel[] = [fillKernel, copyKernel, transposeKernel];

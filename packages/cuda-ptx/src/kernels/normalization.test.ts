@@ -26,6 +26,7 @@ function record(name: string, shapes: number[][], outShapes: number[][]) {
     launch: (l: Launch) => launches.push(l),
     copy: () => {},
     fill32: (dst: bigint, word: number, count: number) => fills.push([dst, word, count]),
+    tensorMap: () => new Uint8Array(128),
     scratch: (bytes: number) => {
       const ptr = next;
       next += BigInt(Math.ceil(bytes / 256) * 256);

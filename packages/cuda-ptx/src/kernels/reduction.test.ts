@@ -32,6 +32,7 @@ function recorder() {
     launch: (l: Launch) => launches.push(l),
     copy: () => {},
     fill32: () => {},
+    tensorMap: () => new Uint8Array(128),
     scratch: (bytes: number) => {
       const ptr = next;
       next += BigInt(Math.ceil(bytes / 256) * 256);

@@ -5,7 +5,8 @@ import type { R32 } from '../ptx/operands.js';
 export const GROUP_ROWS = 8;
 
 /**
- * The first row and column of block x's tile of y in the grouped order:
+ * The first row and column of block x's tile of y (or of tile `block`, for
+ * persistent kernels) in the grouped order:
  * GROUP_ROWS tile rows are walked column by column (the last group may have
  * fewer rows).
  */
@@ -15,8 +16,8 @@ export function groupedTile(
   tilesN: R32,
   bm: number,
   bn: number,
+  block: R32 = k.ctaid(),
 ): { row0: R32; col0: R32 } {
-  const block = k.ctaid();
   const groupSize = k.mulLo('u32', k.reg('u32'), tilesN, GROUP_ROWS);
   const group = k.div('u32', k.reg('u32'), block, groupSize);
   const firstRow = k.mulLo('u32', k.reg('u32'), group, GROUP_ROWS);

@@ -77,10 +77,40 @@ export class KernelBuilder extends PipelineInstructions {
     const call = 'ldParam';
     this.live(call);
     this.check.entryParam(call, param);
+    if ((param as Param).type === 'tensorMap') {
+      throw this.check.error(call, 'a tensor map is not loaded into a register', {
+        argument: 'param',
+        expected: 'a scalar parameter (take a tensor map with tensorMapAddress)',
+        actual: param.describe(),
+      });
+    }
     const t = paramScalar(param.type);
     const dst = d ?? this.alloc(classOf(t));
     this.emit(`ld.param.${t} ${this.check.reg(call, 'd', dst, t)}, [${param.symbol}]`);
     return dst as RegOf<ParamScalar<P>>;
+  }
+
+  /**
+   * The generic address of a `tensorMap` parameter (`mov.u64` of the
+   * parameter, then `cvta.param.u64`): the tensor-map operand of
+   * `cpAsyncBulkTensor`, read where the kernel's arguments live.
+   */
+  tensorMapAddress(param: Param<'tensorMap'>): R64 {
+    const call = 'tensorMapAddress';
+    this.live(call);
+    this.check.entryParam(call, param);
+    if (param.type !== 'tensorMap') {
+      throw this.check.error(call, 'expected a tensor-map parameter', {
+        argument: 'param',
+        expected: "a parameter declared 'tensorMap'",
+        actual: param.describe(),
+      });
+    }
+    this.check.require(call, 'cvta.param', { sm: 70, ptx: '7.7' });
+    const d = this.reg('u64');
+    this.emit(`mov.u64 ${d}, ${param.symbol}`);
+    this.emit(`cvta.param.u64 ${d}, ${d}`);
+    return d;
   }
 
   /** A pointer parameter as a global-space address: `ld.param.u64` then `cvta.to.global.u64`. */

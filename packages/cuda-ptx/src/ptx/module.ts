@@ -3,7 +3,15 @@ import { describeValue, misuse } from './errors.js';
 import { KernelBuilder, registerDeclarations, sharedDeclaration } from './kernel.js';
 import { Param, type Scope, SharedVar } from './operands.js';
 import { checkTarget, DEFAULT_PTX_VERSION, DEFAULT_TARGET } from './target.js';
-import { PARAM_TYPES, type ParamType, paramScalar, type RegClass, TYPE_BYTES } from './types.js';
+import {
+  ENTRY_PARAM_TYPES,
+  type EntryParamType,
+  paramScalar,
+  type RegClass,
+  TENSOR_MAP_ALIGN,
+  TENSOR_MAP_BYTES,
+  TYPE_BYTES,
+} from './types.js';
 
 export interface PtxModuleOptions {
   /** PTX ISA version, `MAJOR.MINOR`; 8.0 by default (JIT-compiled by CUDA 12.0+ drivers). */
@@ -27,13 +35,13 @@ export interface EntryOptions {
 }
 
 /** The typed parameter handles an entry body receives, one per declared parameter. */
-export type ParamHandles<P extends Record<string, ParamType>> = { readonly [K in keyof P]: Param<P[K]> };
+export type ParamHandles<P extends Record<string, EntryParamType>> = { readonly [K in keyof P]: Param<P[K]> };
 
 /** One parameter of an entry as the launcher marshals it. */
 export interface ParamInfo {
   readonly name: string;
-  readonly type: ParamType;
-  /** Size in bytes of the argument value (8 for pointers). */
+  readonly type: EntryParamType;
+  /** Size in bytes of the argument value (8 for pointers, 128 for tensor maps). */
   readonly bytes: number;
 }
 
@@ -109,7 +117,7 @@ export class PtxModule {
    * declared in the order of `params`' keys; `body` receives the kernel
    * builder and a typed handle per parameter.
    */
-  entry<P extends Record<string, ParamType>>(
+  entry<P extends Record<string, EntryParamType>>(
     name: string,
     params: P,
     body: (k: KernelBuilder, p: ParamHandles<P>) => void,
@@ -137,17 +145,21 @@ export class PtxModule {
           actual: `'${key}'`,
         });
       }
-      if (!PARAM_TYPES.includes(type)) {
+      if (!ENTRY_PARAM_TYPES.includes(type)) {
         throw misuse(call, `unsupported parameter type in entry '${name}'`, {
           argument: `params.${key}`,
-          expected: `one of ${PARAM_TYPES.join(', ')}`,
+          expected: `one of ${ENTRY_PARAM_TYPES.join(', ')}`,
           actual: describeValue(type),
         });
       }
       const symbol = `${name}_param_${key}`;
       symbols.add(symbol);
       handles[key] = new Param(key, type, symbol, scope);
-      infos.push({ name: key, type, bytes: TYPE_BYTES[paramScalar(type)] });
+      infos.push({
+        name: key,
+        type,
+        bytes: type === 'tensorMap' ? TENSOR_MAP_BYTES : TYPE_BYTES[paramScalar(type)],
+      });
     }
     const directives = entryDirectives(call, name, options);
     const counts: Record<RegClass, number> = { pred: 0, b16: 0, b32: 0, f32: 0, b64: 0 };
@@ -184,7 +196,7 @@ export class PtxModule {
     }
     const paramLines = infos.map(
       (p, i) =>
-        `${INDENT}.param .${paramScalar(p.type)} ${name}_param_${p.name}${i < infos.length - 1 ? ',' : ''}`,
+        `${INDENT}.param ${p.type === 'tensorMap' ? `.align ${TENSOR_MAP_ALIGN} .b8` : `.${paramScalar(p.type)}`} ${name}_param_${p.name}${p.type === 'tensorMap' ? `[${TENSOR_MAP_BYTES}]` : ''}${i < infos.length - 1 ? ',' : ''}`,
     );
     const decls = [...registerDeclarations(counts), ...state.shared.map(sharedDeclaration)];
     const text = [

@@ -17,9 +17,9 @@ import { type Address, Label, Param, Register, type Scope, SharedVar } from './o
 import { type Requirement, smNumber, versionNumber } from './target.js';
 import {
   acceptedClasses,
+  type EntryParamType,
   isInt,
   type MemType,
-  type ParamType,
   REG_DECL_TYPE,
   type ScalarType,
   TYPE_BYTES,
@@ -287,7 +287,7 @@ export class OperandChecks {
   }
 
   /** A parameter declared by this entry. */
-  entryParam(call: string, param: unknown): asserts param is Param<ParamType> {
+  entryParam(call: string, param: unknown): asserts param is Param<EntryParamType> {
     if (!(param instanceof Param) || param.scope !== this.#ctx.scope) {
       throw this.error(call, 'expected a parameter of this entry', {
         argument: 'param',

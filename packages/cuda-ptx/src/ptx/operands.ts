@@ -1,10 +1,10 @@
 import type {
+  EntryParamType,
   HalfType,
   Int16Type,
   Int32Type,
   Int64Type,
   MemType,
-  ParamType,
   RegClass,
   ScalarType,
 } from './types.js';
@@ -67,7 +67,7 @@ export type Imm<T extends ScalarType> = T extends 'pred' | HalfType
 export type Operand<T extends ScalarType> = RegOf<T> | Imm<T>;
 
 /** A kernel parameter, read with `ldParam`. */
-export class Param<T extends ParamType = ParamType> {
+export class Param<T extends EntryParamType = EntryParamType> {
   constructor(
     readonly name: string,
     readonly type: T,
@@ -77,7 +77,7 @@ export class Param<T extends ParamType = ParamType> {
   ) {}
 
   describe(): string {
-    return `parameter '${this.name}' (.${this.type === 'ptr' ? 'u64' : this.type})`;
+    return `parameter '${this.name}' (${this.type === 'tensorMap' ? 'a 128-byte tensor map' : `.${this.type === 'ptr' ? 'u64' : this.type}`})`;
   }
 }
 

@@ -63,6 +63,57 @@ describe('mbarrier and bulk copies', () => {
   });
 });
 
+describe('bulk tensor copies and register budgets', () => {
+  const tensorModule = () => {
+    const m = new PtxModule({ target: 'sm_90a' });
+    const smem = m.dynamicShared('smem', 1024);
+    m.entry('tma', { map: 'tensorMap', n: 'u32' }, (k, p) => {
+      const base = k.sharedAddress(smem);
+      const bar = k.add('u32', k.reg('u32'), base, 8192);
+      k.setmaxnreg('dec', 40);
+      k.mbarrierInit(bar, 1);
+      k.fenceMbarrierInit();
+      k.mbarrierArrive(bar, { expectTx: 8192 });
+      k.cpAsyncBulkTensor(base, k.tensorMapAddress(p.map), [k.ldParam(p.n), 0, 0], bar);
+      k.mbarrierWait(bar, 0);
+    });
+    return m;
+  };
+
+  it('declares a tensor map by value and copies through its address', () => {
+    const text = lines(tensorModule());
+    expect(text).toContain('.param .align 64 .b8 tma_param_map[128],');
+    expect(text).toContain('mov.u64 %rd0, tma_param_map;');
+    expect(text).toContain('cvta.param.u64 %rd0, %rd0;');
+    expect(text).toContain('setmaxnreg.dec.sync.aligned.u32 40;');
+    expect(text.find((l) => l.startsWith('cp.async.bulk.tensor'))).toMatch(
+      /^cp\.async\.bulk\.tensor\.3d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes \[%r0\], \[%rd0, \{%r\d+, 0, 0\}\], \[%r1\];$/,
+    );
+    expect(tensorModule().entries[0]!.params).toEqual([
+      { name: 'map', type: 'tensorMap', bytes: 128 },
+      { name: 'n', type: 'u32', bytes: 4 },
+    ]);
+  });
+
+  it('checks targets, register counts, coordinates and parameter kinds', () => {
+    const sm90 = misuse((k) => k.setmaxnreg('inc', 232));
+    expect(sm90.expected).toBe('.target sm_90a');
+    expect(misuse((k) => k.setmaxnreg('inc', 100), 'sm_90a').argument).toBe('count');
+    expect(misuse((k) => k.setmaxnreg('dec', 16), 'sm_90a').argument).toBe('count');
+    expect(misuse((k) => k.cpAsyncBulkTensor(k.reg('u32'), k.reg('u64'), [], k.reg('u32'))).argument).toBe(
+      'coords',
+    );
+    const m = new PtxModule({ target: 'sm_90a' });
+    expect(() => m.entry('k', { map: 'tensorMap' }, (k, p) => k.ldParam(p.map as never))).toThrow(
+      /not loaded into a register/,
+    );
+  });
+
+  it.skipIf(ptxasTestGate().skip)('assembles for sm_90a', () => {
+    expectAssemblesCleanly(tensorModule().emit(), 'sm_90a');
+  });
+});
+
 const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`the bulk-copy pipeline assembles with ptxas (${gate.reason})`, () => {

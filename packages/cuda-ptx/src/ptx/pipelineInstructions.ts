@@ -104,6 +104,57 @@ export abstract class PipelineInstructions extends WarpgroupInstructions {
     );
   }
 
+  /**
+   * `cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes [dst], [map, {c0, …}], [bar]`:
+   * copies the box of the tensor map `map` (a generic address, from
+   * `tensorMapAddress`) whose first element is at coordinates `coords`
+   * (innermost first, in elements) into shared memory at `dst` (128-byte
+   * aligned; 1024 for the 128-byte swizzle), laid out and swizzled as the
+   * map says. Elements outside the tensor are filled with zeros; the whole
+   * box's bytes are reported to `bar`.
+   */
+  cpAsyncBulkTensor(dst: AddressLike, map: R64, coords: readonly Operand<'s32'>[], bar: AddressLike): void {
+    const call = 'cpAsyncBulkTensor';
+    this.check.require(call, 'cp.async.bulk.tensor', MBARRIER_TX);
+    if (!Array.isArray(coords) || coords.length < 1 || coords.length > 5) {
+      throw this.check.error(call, 'a tensor copy takes 1 to 5 coordinates', {
+        argument: 'coords',
+        expected: '1 .. 5 coordinates, innermost first',
+        actual: Array.isArray(coords) ? `${coords.length} coordinates` : String(coords),
+      });
+    }
+    const c = coords.map((x, i) => this.check.src(call, `coords[${i}]`, x, 's32')).join(', ');
+    this.emit(
+      `cp.async.bulk.tensor.${coords.length}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes ${this.check.address(call, 'dst', dst, 'shared')}, [${this.check.reg(call, 'map', map, 'u64')}, {${c}}], ${this.check.address(call, 'bar', bar, 'shared')}`,
+    );
+  }
+
+  /**
+   * `setmaxnreg.{inc,dec}.sync.aligned.u32 count`: every thread of the
+   * warpgroup moves to `count` registers (24 … 256, a multiple of 8), so
+   * that producer warpgroups give theirs to the consumers.
+   */
+  setmaxnreg(action: 'inc' | 'dec', count: number): void {
+    const call = 'setmaxnreg';
+    this.check.require(call, 'setmaxnreg', { sm: 90, ptx: '8.0' });
+    if (this.target !== 'sm_90a') {
+      throw this.check.error(call, 'setmaxnreg needs the sm_90a target', {
+        expected: '.target sm_90a',
+        actual: `.target ${this.target}`,
+      });
+    }
+    this.check.oneOf(call, 'action', action, ['inc', 'dec']);
+    this.check.count(call, 'count', count, 24, 256);
+    if (count % 8 !== 0) {
+      throw this.check.error(call, 'register counts come in multiples of 8', {
+        argument: 'count',
+        expected: 'a multiple of 8 in 24 .. 256',
+        actual: String(count),
+      });
+    }
+    this.emit(`setmaxnreg.${action}.sync.aligned.u32 ${count}`);
+  }
+
   /** `fence.mbarrier_init.release.cluster`: makes initialised mbarriers visible to the async proxy (bulk copies). */
   fenceMbarrierInit(): void {
     this.check.require('fenceMbarrierInit', 'fence.mbarrier_init', MBARRIER_TX);

@@ -35,6 +35,15 @@ export type HalfType = 'f16' | 'bf16';
 export type ScalarType = 'pred' | IntType | BitType | HalfType | 'f32';
 /** Types of kernel parameters. `ptr` is a 64-bit device address (`.u64`). */
 export type ParamType = 'u32' | 's32' | 'f32' | 'u64' | 's64' | 'ptr';
+/**
+ * Types an entry parameter may have: the scalar ParamTypes, and `tensorMap`,
+ * a 128-byte `CUtensorMap` passed by value (`.param .align 64 .b8 name[128]`)
+ * whose address the bulk tensor copies take (`tensorMapAddress`).
+ */
+export type EntryParamType = ParamType | 'tensorMap';
+/** Bytes (and alignment) of a `CUtensorMap`. */
+export const TENSOR_MAP_BYTES = 128;
+export const TENSOR_MAP_ALIGN = 64;
 
 /** Types that can be loaded from or stored to memory. */
 export type MemType = Exclude<ScalarType, 'pred'>;
@@ -56,6 +65,7 @@ export const SCALAR_TYPES: readonly ScalarType[] = [
 ];
 
 export const PARAM_TYPES: readonly ParamType[] = ['u32', 's32', 'f32', 'u64', 's64', 'ptr'];
+export const ENTRY_PARAM_TYPES: readonly EntryParamType[] = [...PARAM_TYPES, 'tensorMap'];
 
 /** The PTX type a parameter type is declared and loaded as. */
 export type ParamScalar<P extends ParamType> = P extends 'ptr' ? 'u64' : P;

@@ -7,8 +7,12 @@ import { isWgmmaN, type WgmmaDescriptorFields, type WgmmaN, wgmmaDescriptorFlags
 /** The wgmma instructions exist on sm_90a only: arch-specific, not carried forward to later GPUs. */
 const WGMMA_TARGET = 'sm_90a';
 
-/** Input types of `wgmma.mma_async` with f32 accumulators that the builder emits. */
-export type WgmmaInputType = 'bf16' | 'f16';
+/**
+ * Input types of `wgmma.mma_async` with f32 accumulators that the builder
+ * emits: 16-bit types take 16 of K an instruction (m64nNk16), tf32 (f32 bits,
+ * of which the tensor cores use the top 19) takes 8 (m64nNk8), K-major only.
+ */
+export type WgmmaInputType = 'bf16' | 'f16' | 'tf32';
 
 export interface WgmmaOptions {
   /**
@@ -36,7 +40,8 @@ export interface WgmmaOptions {
  */
 export abstract class WarpgroupInstructions extends MatrixInstructions {
   /**
-   * `wgmma.mma_async.sync.aligned.m64nNk16.f32.type.type d, a, b-desc, scale-d, ±1, ±1{, trans-a}, trans-b`:
+   * `wgmma.mma_async.sync.aligned.m64nNkK.f32.type.type d, a, b-desc, scale-d, ±1, ±1{, trans-a}, trans-b`
+   * (K = 16, or 8 and no transposes for tf32):
    * D (64×N, N/2 f32 registers a thread) = A·B + D. A is a descriptor
    * (`.b64` register) or, from registers, 4 `.b32` a thread; B a descriptor.
    * Asynchronous: read D only after `wgmmaCommitGroup` and `wgmmaWaitGroup`.
@@ -58,7 +63,15 @@ export abstract class WarpgroupInstructions extends MatrixInstructions {
         actual: describeValue(n),
       });
     }
-    this.check.oneOf(call, 'type', type, ['bf16', 'f16']);
+    this.check.oneOf(call, 'type', type, ['bf16', 'f16', 'tf32']);
+    const tf32 = type === 'tf32';
+    if (tf32 && (opts.transposeA || opts.transposeB)) {
+      throw this.check.error(call, 'tf32 operands are K-major only', {
+        argument: opts.transposeA ? 'opts.transposeA' : 'opts.transposeB',
+        expected: 'false for tf32',
+        actual: 'true',
+      });
+    }
     if (!Array.isArray(d) || d.length !== n / 2) {
       throw this.check.error(call, 'wrong fragment register count', {
         argument: 'd',
@@ -96,9 +109,14 @@ export abstract class WarpgroupInstructions extends MatrixInstructions {
         : this.check.reg(call, 'opts.accumulate', accumulate, 'pred');
     const imm = (flag: boolean | undefined) => (flag ? '1' : '0');
     const scales = `${opts.negateA ? '-1' : '1'}, ${opts.negateB ? '-1' : '1'}`;
-    const trans = fromRegisters ? imm(opts.transposeB) : `${imm(opts.transposeA)}, ${imm(opts.transposeB)}`;
+    // tf32 has no transpose immediates.
+    const trans = tf32
+      ? ''
+      : fromRegisters
+        ? `, ${imm(opts.transposeB)}`
+        : `, ${imm(opts.transposeA)}, ${imm(opts.transposeB)}`;
     this.emit(
-      `wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${type}.${type} ${dText}, ${aText}, ${bText}, ${scaleD}, ${scales}, ${trans}`,
+      `wgmma.mma_async.sync.aligned.m64n${n}k${tf32 ? 8 : 16}.f32.${type}.${type} ${dText}, ${aText}, ${bText}, ${scaleD}, ${scales}${trans}`,
     );
     return d;
   }

@@ -186,8 +186,12 @@ describe('wgmma in the builder', () => {
       }),
     );
     expect(trans.argument).toBe('opts.transposeA');
-    const type = misuse((k) => k.wgmmaMmaAsync(8, 'tf32' as 'bf16', k.regs('f32', 4), desc(k), desc(k)));
+    const type = misuse((k) => k.wgmmaMmaAsync(8, 'f32' as 'bf16', k.regs('f32', 4), desc(k), desc(k)));
     expect(type.argument).toBe('type');
+    const tf32 = misuse((k) =>
+      k.wgmmaMmaAsync(8, 'tf32', k.regs('f32', 4), desc(k), desc(k), { transposeB: true }),
+    );
+    expect([tf32.argument, tf32.expected]).toEqual(['opts.transposeB', 'false for tf32']);
     const wrongReg = misuse((k) =>
       k.wgmmaMmaAsync(8, 'bf16', k.regs('u32', 4) as unknown as F32[], desc(k), desc(k)),
     );

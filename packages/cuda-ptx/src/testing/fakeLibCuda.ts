@@ -6,6 +6,8 @@ import {
   type JitLogs,
   type LibCuda,
 } from '../driver/libcuda.js';
+import { type TensorMapTiled, tensorMapProblem } from '../driver/tensorMap.js';
+import { encodeFakeTensorMap } from './fakeTensorMap.js';
 
 /**
  * A LibCuda without a GPU, for tests: device memory is host memory, stream
@@ -29,7 +31,7 @@ export interface FakeLaunch {
   /** Each parameter's 8 bytes as they were at the call. */
   readonly slots: readonly Uint8Array[];
   /** Each parameter decoded by its declared type (pointers and 64-bit values as bigints). */
-  readonly args: Readonly<Record<string, number | bigint>>;
+  readonly args: Readonly<Record<string, number | bigint | Uint8Array>>;
 }
 
 export interface FakeMemory {
@@ -82,10 +84,12 @@ export function parsePtxEntries(image: string): Map<string, FakeParam[]> {
   for (const m of image.matchAll(/\.entry\s+(\w+)\s*\(([^)]*)\)/g)) {
     const name = m[1]!;
     const params: FakeParam[] = [];
-    for (const p of m[2]!.matchAll(/\.param\s+\.(\w+)\s+(\w+)/g)) {
+    for (const p of m[2]!.matchAll(/\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+(\w+)(\[\d+\])?/g)) {
       const symbol = p[2]!;
       const prefix = `${name}_param_`;
-      params.push({ name: symbol.startsWith(prefix) ? symbol.slice(prefix.length) : symbol, type: p[1]! });
+      // A by-value byte array is a tensor map (the only kind the builder declares).
+      const type = p[3] ? 'tensorMap' : p[1]!;
+      params.push({ name: symbol.startsWith(prefix) ? symbol.slice(prefix.length) : symbol, type });
     }
     entries.set(name, params);
   }
@@ -358,6 +362,15 @@ export class FakeLibCuda implements LibCuda {
     return this.#modules.delete(module) ? 0 : INVALID_HANDLE;
   }
 
+  /** Encodes the map in the fake's own format (fakeTensorMap.ts), which the interpreter reads. */
+  cuTensorMapEncodeTiled(map: Uint8Array, tensor: TensorMapTiled): CUresult {
+    const failed = this.#enter('cuTensorMapEncodeTiled');
+    if (failed !== undefined) return failed;
+    if (map.byteLength !== 128 || tensorMapProblem(tensor) !== undefined) return INVALID_VALUE;
+    map.set(encodeFakeTensorMap(tensor));
+    return 0;
+  }
+
   cuFuncSetAttribute(fn: bigint, attribute: number, value: number): CUresult {
     const failed = this.#enter('cuFuncSetAttribute');
     if (failed !== undefined) return failed;
@@ -575,19 +588,27 @@ export class FakeLibCuda implements LibCuda {
     // Like the driver: the values are read now; the block may be reused after the call.
     const pointers: bigint[] = [];
     const slots: Uint8Array[] = [];
-    const args: Record<string, number | bigint> = {};
+    const args: Record<string, number | bigint | Uint8Array> = {};
     if (f.params.length > 0) {
       const table = this.#hostRead(kernelParams, 8 * f.params.length);
       if (!table) return INVALID_VALUE;
       const tableView = new DataView(table.buffer, table.byteOffset, table.byteLength);
       for (let i = 0; i < f.params.length; i++) {
         const at = tableView.getBigUint64(8 * i, true);
+        const p = f.params[i]!;
+        if (p.type === 'tensorMap') {
+          const map = this.#hostRead(at, 128);
+          if (!map || at % 64n !== 0n) return INVALID_VALUE;
+          pointers.push(at);
+          slots.push(map.slice(0, 8));
+          args[p.name] = map.slice();
+          continue;
+        }
         const slot = this.#hostRead(at, 8);
         if (!slot) return INVALID_VALUE;
         pointers.push(at);
         slots.push(slot.slice());
         const v = new DataView(slot.buffer, slot.byteOffset, 8);
-        const p = f.params[i]!;
         args[p.name] =
           p.type === 'f32'
             ? v.getFloat32(0, true)

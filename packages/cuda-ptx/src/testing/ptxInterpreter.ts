@@ -1,6 +1,9 @@
+import type { TensorMapTiled } from '../driver/tensorMap.js';
 import type { MmaInputType, MmaShape } from '../ptx/mmaFragments.js';
 import { MMA_SHAPES } from '../ptx/mmaFragments.js';
+import { swizzleOffset } from '../ptx/swizzle.js';
 import type { FakeLaunch, FakeLibCuda } from './fakeLibCuda.js';
+import { decodeFakeTensorMap } from './fakeTensorMap.js';
 import { bf16ToNumber, bitsToF32, F16_VALUES, f16ToNumber, f32ToBits } from './floatBits.js';
 import { AsyncCopyQueue, ldmatrixWarp, Mbarriers, mmaSyncWarp, roundToTf32 } from './tensorCoreSemantics.js';
 import { decodeWgmmaDescriptor, type WgmmaDescriptor, wgmmaWarp } from './wgmmaSemantics.js';
@@ -489,8 +492,9 @@ function parseModule(text: string): Module {
     const name = head[1]!;
     const params: { name: string; type: string }[] = [];
     for (i++; lines[i]!.trim() !== ')'; i++) {
-      const p = /\.param \.(\w+) (\w+)/.exec(lines[i]!);
-      if (p) params.push({ name: p[2]!, type: p[1]! });
+      const p = /\.param (?:\.align \d+ )?\.(\w+) (\w+)(\[\d+\])?/.exec(lines[i]!);
+      // A by-value byte array is a tensor map, the only one the builder declares.
+      if (p) params.push({ name: p[2]!, type: p[3] ? 'tensorMap' : p[1]! });
     }
     while (lines[i]!.trim() !== '{') i++;
     const counts: Record<string, number> = { p: 0, rs: 0, r: 0, f: 0, rd: 0 };
@@ -617,8 +621,13 @@ class Layout {
   readonly staticSharedBytes: number;
   /** Offset of the dynamic shared memory (after the static variables). */
   readonly dynamicOffset: number;
+  /** Tensor-map parameters by symbol: their index among the parameters. */
+  readonly tensorMaps = new Map<string, number>();
 
   constructor(entry: Entry, module: Module) {
+    entry.params.forEach((p, i) => {
+      if (p.type === 'tensorMap') this.tensorMaps.set(p.name, i);
+    });
     const c = entry.counts;
     this.#counts = c;
     let next = SPECIALS;
@@ -684,6 +693,11 @@ class Layout {
     }
     const shared = this.sharedOffsets.get(op);
     if (shared !== undefined) return this.#constant(`${width}:${op}`, width, BigInt(shared));
+    const map = this.tensorMaps.get(op);
+    if (map !== undefined) {
+      if (width !== 64) fail(`a tensor map's address is 64 bits: ${line}`);
+      return this.#constant(`map:${op}`, width, TENSOR_MAP_HANDLE + BigInt(map));
+    }
     if (width === 1) fail(`expected a predicate register, got ${op}: ${line}`);
     return this.#constant(`${type}:${op}`, width, parseImmediate(op, type, line));
   }
@@ -744,6 +758,8 @@ class LaunchState {
   generation = 0;
   /** Each parameter's value as two words, in declaration order. */
   params: Uint32Array = new Uint32Array(0);
+  /** Each tensor-map parameter's map, by parameter index. */
+  tensorMaps: (TensorMapTiled | undefined)[] = [];
   clock = 0;
   readonly #allocations = new Map<number, Allocation>();
 
@@ -1039,7 +1055,15 @@ function lower(ctx: Context): Lowered {
     case 'ldmatrix':
       return lowerLdmatrix(ctx);
     case 'cp':
-      return ctx.ins.parts[2] === 'bulk' ? lowerBulkCopy(ctx) : lowerCpAsync(ctx);
+      return ctx.ins.parts[2] !== 'bulk'
+        ? lowerCpAsync(ctx)
+        : ctx.ins.parts[3] === 'tensor'
+          ? lowerTensorCopy(ctx)
+          : lowerBulkCopy(ctx);
+    case 'setmaxnreg':
+      // Register budgets change nothing a thread computes.
+      if (!/^setmaxnreg\.(inc|dec)\.sync\.aligned\.u32$/.test(ctx.ins.parts.join('.'))) unsupported(ctx);
+      return inline('');
     case 'mbarrier':
       return lowerMbarrier(ctx);
     case 'wgmma':
@@ -1106,8 +1130,9 @@ function lowerBarrier(ctx: Context): Lowered {
 
 function lowerMove(ctx: Context): Lowered {
   const { parts, ops } = ctx.ins;
-  if (parts[0] === 'cvta' && parts.join('.') !== 'cvta.to.global.u64') unsupported(ctx);
-  if (parts.length !== (parts[0] === 'cvta' ? 4 : 2)) unsupported(ctx);
+  const form = parts.join('.');
+  if (parts[0] === 'cvta' && form !== 'cvta.to.global.u64' && form !== 'cvta.param.u64') unsupported(ctx);
+  if (parts.length !== (parts[0] === 'cvta' ? (form === 'cvta.param.u64' ? 3 : 4) : 2)) unsupported(ctx);
   const type = typeOf(ctx);
   if (parts[0] === 'mov' && (ops[0]!.startsWith('{') || ops[1]!.startsWith('{'))) return lowerPackMove(ctx);
   const d = dst(ctx, 0, type);
@@ -2381,9 +2406,87 @@ function lowerBulkCopy(ctx: Context): Lowered {
   });
 }
 
+/** Where the interpreter's register files hold a tensor map's address: a handle, its parameter index added. */
+const TENSOR_MAP_HANDLE = 0x7e6d_0000_0000n;
+
 /**
- * `wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T d, a, b-desc, scale-d, ±1, ±1{, 0}, 0` (K-major
- * operands), and its fence, commit and wait, which have nothing to order here.
+ * `cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes [dst], [map, {c…}], [bar]`:
+ * copies the map's box at the coordinates into shared memory at once, rows
+ * of the box's inner extent packed one after another and swizzled by their
+ * address (swizzle.ts), elements outside the tensor as zeros, and completes
+ * the whole box's bytes on the mbarrier.
+ */
+function lowerTensorCopy(ctx: Context): Lowered {
+  const { parts, ops, line } = ctx.ins;
+  const rank = Number(/^([1-5])d$/.exec(parts[4] ?? '')?.[1] ?? Number.NaN);
+  const form = `cp.async.bulk.tensor.${rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes`;
+  if (parts.join('.') !== form) unsupported(ctx);
+  const to = parseAddress(ctx, ops[0]!, 'shared');
+  const m = /^\[([^,\]]+),\s*\{([^}]*)\}\]$/.exec(ops[1]!) ?? fail(`tensor operand: ${line}`);
+  const mapSlot = ctx.layout.source(m[1]!.trim(), 'b64', line);
+  const coords = splitOperands(m[2]!).map((c) => ctx.layout.source(c, 's32', line));
+  if (coords.length !== rank) fail(`${rank}d copy with ${coords.length} coordinates: ${line}`);
+  const bar = mbarrierAddress(ctx, ops[2]!);
+  const state = ctx.state;
+  const w = new Window();
+  const failAt = (message: string) => fail(`${message}: ${line}`);
+  return call((u, _f, t) => {
+    const handle = BigInt(u[mapSlot]!) + (BigInt(u[mapSlot + 1]!) << 32n) - TENSOR_MAP_HANDLE;
+    const map =
+      (handle >= 0n && handle < 256n ? state.tensorMaps[Number(handle)] : undefined) ??
+      failAt('the tensor-map operand is not the address of a tensor-map parameter');
+    if (map.dims.length !== rank) failAt(`a rank-${map.dims.length} map in a ${rank}d copy`);
+    const elem = map.dtype === 'f32' ? 4 : 2;
+    const rowBytes = map.box[0]! * elem;
+    const span = { none: 0, '32B': 32, '64B': 64, '128B': 128 }[map.swizzle];
+    if (span > 0 && rowBytes !== span)
+      failAt(`the interpreter models swizzled boxes of rows of exactly ${span} bytes`);
+    const at = u[to.base]! + to.offset;
+    if ((at & (span === 128 ? 1023 : 127)) !== 0) misaligned(line, at, span === 128 ? 1024 : 128);
+    const c = coords.map((slot) => u[slot]! | 0);
+    const rows = map.box.slice(1).reduce((x, y) => x * y, 1);
+    const total = rows * rowBytes;
+    if (at + total > t.sharedBytes) outsideShared(line, at, total, t.sharedBytes);
+    const row = new Uint8Array(rowBytes);
+    for (let r = 0; r < rows; r++) {
+      // The row's outer coordinates, and whether all of them are inside.
+      let rest = r;
+      let offset = map.address;
+      let inside = true;
+      for (let d = 1; d < rank; d++) {
+        const g = c[d]! + (rest % map.box[d]!);
+        rest = Math.floor(rest / map.box[d]!);
+        if (g < 0 || g >= map.dims[d]!) inside = false;
+        offset += BigInt(g) * BigInt(map.strides[d - 1]!);
+      }
+      row.fill(0);
+      const first = Math.max(0, -c[0]!);
+      const last = Math.min(map.box[0]!, map.dims[0]! - c[0]!);
+      if (inside && last > first) {
+        const address = Number(offset) + (c[0]! + first) * elem;
+        const bytes = (last - first) * elem;
+        if (w.generation !== state.generation || address < w.start || address + bytes > w.end) {
+          state.locate(w, address, bytes, line);
+        }
+        row.set(
+          new Uint8Array(w.words.buffer, w.words.byteOffset + (address - w.start), bytes),
+          first * elem,
+        );
+      }
+      for (let chunk = 0; chunk < rowBytes; chunk += 16) {
+        const place =
+          span > 0 ? swizzleOffset(map.swizzle, at + r * rowBytes + chunk) : at + r * rowBytes + chunk;
+        t.shared8.set(row.subarray(chunk, chunk + 16), place);
+      }
+    }
+    t.mbarriers.completeTx(bar(u, t), total, failAt);
+  });
+}
+
+/**
+ * `wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T d, a, b-desc, scale-d, ±1, ±1{, trans-a}, trans-b`
+ * (operands K-major, or MN-major where transposed), and its fence, commit
+ * and wait, which have nothing to order here.
  */
 function lowerWgmma(ctx: Context): Lowered {
   const { parts, ops, line } = ctx.ins;
@@ -2393,17 +2496,26 @@ function lowerWgmma(ctx: Context): Lowered {
     if (!/^\d+$/.test(ops[0] ?? '')) fail(`wait_group takes an immediate: ${line}`);
     return inline('');
   }
-  const n = Number(/^m64n(\d+)k16$/.exec(parts[4] ?? '')?.[1] ?? Number.NaN);
   const type = parts[6];
-  const form = `wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${type}.${type}`;
-  if (!(n >= 8 && n <= 256 && n % 8 === 0) || (type !== 'bf16' && type !== 'f16') || pattern !== form) {
+  const tf32 = type === 'tf32';
+  const n = Number(new RegExp(`^m64n(\\d+)k${tf32 ? 8 : 16}$`).exec(parts[4] ?? '')?.[1] ?? Number.NaN);
+  const form = `wgmma.mma_async.sync.aligned.m64n${n}k${tf32 ? 8 : 16}.f32.${type}.${type}`;
+  if (
+    !(n >= 8 && n <= 256 && n % 8 === 0) ||
+    (type !== 'bf16' && type !== 'f16' && type !== 'tf32') ||
+    pattern !== form
+  ) {
     unsupported(ctx);
   }
   const fromRegisters = ops[1]!.startsWith('{');
+  if (tf32 && fromRegisters) fail(`the interpreter models tf32 wgmma with A in shared memory only: ${line}`);
   const [scaleOp, scaleA, scaleB, ...trans] = ops.slice(3);
-  if (trans.length !== (fromRegisters ? 1 : 2) || trans.some((t) => t !== '0')) {
-    fail(`the interpreter runs K-major wgmma operands only (transpose immediates 0): ${line}`);
+  if (trans.length !== (tf32 ? 0 : fromRegisters ? 1 : 2) || trans.some((t) => t !== '0' && t !== '1')) {
+    fail(`wgmma transpose immediates are 0 or 1: ${line}`);
   }
+  const [transposeA, transposeB] = fromRegisters
+    ? [false, trans[0] === '1']
+    : [trans[0] === '1', trans[1] === '1'];
   const scale = (op: string | undefined) =>
     op === '1' ? 1 : op === '-1' ? -1 : fail(`imm-scale must be 1 or -1: ${line}`);
   const [negateA, negateB] = [scale(scaleA) < 0, scale(scaleB) < 0];
@@ -2430,7 +2542,7 @@ function lowerWgmma(ctx: Context): Lowered {
         (_, i) => lanes[Math.floor(i / slots.length)]!.u[slots[i % slots.length]!]!,
       );
     const out = wgmmaWarp({
-      type,
+      type: type as 'bf16' | 'f16' | 'tf32',
       n,
       warp: first.warp & 3,
       a: fromRegisters ? gather(a) : descriptor(a[0]!),
@@ -2439,9 +2551,20 @@ function lowerWgmma(ctx: Context): Lowered {
       accumulate: accumulate < 0 ? uniform(accumulateSlot) !== 0 : accumulate === 1,
       negateA,
       negateB,
+      transposeA,
+      transposeB,
       half: (address) => {
         if (address + 2 > first.sharedBytes) outsideShared(line, address, 2, first.sharedBytes);
         return first.shared16[address >>> 1]!;
+      },
+      word: (address) => {
+        if (address + 4 > first.sharedBytes) outsideShared(line, address, 4, first.sharedBytes);
+        return (
+          first.shared8[address]! |
+          (first.shared8[address + 1]! << 8) |
+          (first.shared8[address + 2]! << 16) |
+          (first.shared8[address + 3]! << 24)
+        );
       },
     });
     lanes.forEach((t, lane) => {
@@ -2491,6 +2614,13 @@ export class PtxInterpreter {
     const state = this.#state;
     state.begin();
     state.params = paramWords(entry, launch);
+    state.tensorMaps = entry.params.map((p) => {
+      if (p.type !== 'tensorMap') return undefined;
+      const name = p.name.slice(`${entry.name}_param_`.length);
+      const bytes = launch.args[name];
+      const map = bytes instanceof Uint8Array ? decodeFakeTensorMap(bytes) : undefined;
+      return map ?? fail(`${entry.name}: parameter ${name} holds no tensor map the fake encoded`);
+    });
 
     const [gx, gy, gz] = launch.grid;
     const [bx, by, bz] = launch.block;
@@ -2577,6 +2707,7 @@ function paramWords(entry: Entry, launch: FakeLaunch): Uint32Array {
     const name = p.name.startsWith(prefix) ? p.name.slice(prefix.length) : p.name;
     const v = launch.args[name];
     if (v === undefined) fail(`no value for parameter ${name}`);
+    if (v instanceof Uint8Array) return;
     if (typeof v === 'bigint') {
       const w = BigInt.asUintN(64, v);
       words[2 * i] = Number(w & 0xffffffffn);

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { PtxModule } from '../ptx/module.js';
 import { wgmmaAccumulatorElement, wgmmaDescriptor } from '../ptx/wgmmaLayout.js';
 import { useInterpretedDevice } from './interpretedDevice.js';
 import { bitsF32, packHalves, random, randomBf16, reference } from './tensorCoreKernels.js';
@@ -60,20 +59,15 @@ describe('wgmma in the PTX interpreter', () => {
     expect(descriptorElementAddress(plain, 10, 12)).toBe(0x2400 + 1024 + 256 + 2 * 16 + 4 * 2);
   });
 
-  it('refuses transposed operands it does not model', () => {
-    const transposed = () => {
-      const m = new PtxModule({ target: 'sm_90a' });
-      m.entry('k', {}, (k) => {
-        const tile = k.shared('tile', 4096, 1024);
-        const desc = k.wgmmaDescriptor(k.reg('u64'), k.sharedAddress(tile), {
-          leadingByteOffset: 16,
-          strideByteOffset: 1024,
-          swizzle: '128B',
-        });
-        k.wgmmaMmaAsync(8, 'bf16', k.regs('f32', 4), desc, desc, { transposeB: true });
-      });
-      return m;
-    };
-    expect(() => device.launch(transposed, 'k', { block: 128 }, {})).toThrow(/K-major wgmma operands only/);
+  it('finds elements of MN-major (transposed) tiles as the canonical layouts say', () => {
+    const d = { start: 0x4000, leadingByteOffset: 8192, strideByteOffset: 1024, baseOffset: 0 };
+    // 128B: a row per k holds 64 of MN; MN 70 is in the second 64-block (LBO on), k 9 in the second 8-k atom (SBO on).
+    const at = 0x4000 + 8192 + 1024 + 1 * 128 + 6 * 2;
+    expect(descriptorElementAddress({ ...d, swizzle: '128B' }, 70, 9, true)).toBe(
+      at ^ (((at >>> 7) & 7) << 4),
+    );
+    // Unswizzled: core matrices of 8 MN × 8 k, SBO apart along MN and LBO apart along K, a 16-byte row per k.
+    const plain = { ...d, leadingByteOffset: 256, strideByteOffset: 128, swizzle: 'none' as const };
+    expect(descriptorElementAddress(plain, 10, 12, true)).toBe(0x4000 + 128 + 256 + 4 * 16 + 2 * 2);
   });
 });

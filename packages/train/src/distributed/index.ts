@@ -8,7 +8,14 @@ export {
 } from './dataParallel.js';
 export { LAUNCH_USAGE, launchCli } from './launchCli.js';
 export { LaunchError, type LaunchOptions, launchDataParallel, type RankExit } from './launcher.js';
-export { joinRendezvous, RANK_ENV, type RankEnvironment, rankEnvironment } from './rendezvous.js';
+export {
+  joinRendezvous,
+  leaveRendezvous,
+  RANK_ENV,
+  type RankEnvironment,
+  rankEnvironment,
+  watchPeers,
+} from './rendezvous.js';
 export { ReplayedDataParallelStep, type ReplayedDataParallelStepOptions } from './replayedStep.js';
 export { type DataParallelStepOptions, dataParallelStep } from './step.js';
 export { TcpStore, type TcpStoreOptions, TcpStoreServer, type TcpStoreServerOptions } from './tcpStore.js';

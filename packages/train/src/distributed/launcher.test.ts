@@ -53,6 +53,30 @@ describe('launchDataParallel and the TCP rendezvous store, across processes', ()
   }, 30_000);
 });
 
+describe('watchPeers', () => {
+  it('ends the other ranks at once when a rank is killed, naming it, without the launcher’s help', async () => {
+    const run = launchDataParallel({
+      gpus: 3,
+      script,
+      args: ['die'],
+      output: 'collect',
+      stopOthersOnFailure: false,
+    });
+    const error = (await run.catch((e: unknown) => e)) as LaunchError;
+    expect(error).toBeInstanceOf(LaunchError);
+    expect(error.exits[1]!.signal).toBe('SIGKILL');
+    // Ranks 0 and 2 waited on a key nobody sets (20 s timeout): the lost peer ended the wait.
+    for (const r of [0, 2]) {
+      expect(error.exits[r]!.code, error.exits[r]!.stderr).toBe(4);
+      expect(error.exits[r]!.stderr).toMatch(
+        new RegExp(
+          `rank ${r} of 3: rank 1 ended before leaving the rendezvous .*communicator aborted: rank 1 is gone`,
+        ),
+      );
+    }
+  }, 30_000);
+});
+
 describe('launchCli', () => {
   it('refuses unknown options and a missing script with its usage', async () => {
     const errors: string[] = [];

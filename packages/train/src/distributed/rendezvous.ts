@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '@rayo/core';
+import { CollectiveError, type Communicator, InvalidArgumentError } from '@rayo/core';
 import { checkPort, TcpStore, TcpStoreServer } from './tcpStore.js';
 
 /** Where a rank stands, as a launcher tells it through the environment. */
@@ -61,8 +61,10 @@ export function rankEnvironment(env: NodeJS.ProcessEnv = process.env): RankEnvir
 
 /**
  * Joins the rendezvous: rank 0 starts the TCP store on the master port (on
- * every interface, for ranks of other hosts) and every rank connects to it.
- * Close the store once the communicator exists; rank 0's close stops the server.
+ * every interface, for ranks of other hosts) and every rank connects to it
+ * and joins as its rank. Keep the store open while training and
+ * `watchPeers` it, so that a rank whose process ends is noticed by the others
+ * within moments; end with `leaveRendezvous` (rank 0's close stops the server).
  */
 export async function joinRendezvous(
   where: RankEnvironment = rankEnvironment(),
@@ -71,9 +73,52 @@ export async function joinRendezvous(
   const { timeoutMs } = options;
   if (where.rank !== 0) {
     const store = await TcpStore.connect({ host: where.masterAddr, port: where.masterPort, timeoutMs });
+    await store.join(where.rank);
     return { ...where, store };
   }
   const server = await TcpStoreServer.start({ port: where.masterPort });
   const store = await TcpStore.connect({ host: '127.0.0.1', port: server.port, timeoutMs, server });
+  await store.join(0);
   return { ...where, store };
+}
+
+/**
+ * Aborts `communicator` when another rank's process ends before it left the
+ * rendezvous (its connection to the store closed), then calls `onLost` with
+ * an error naming both ranks (e.g. to exit the process). A collective whose
+ * peer died never completes; without this only the communicator's timeout
+ * would end the wait. Returns the unsubscribe.
+ */
+export function watchPeers(
+  store: TcpStore,
+  communicator: Communicator,
+  onLost: (error: CollectiveError) => void,
+): () => void {
+  return store.onPeerLost((peer) => {
+    const error = new CollectiveError(
+      `rank ${communicator.rank} of ${communicator.size}: rank ${peer} ended before leaving the rendezvous (its process exited or was killed)`,
+      {
+        kernel: 'watchPeers',
+        expected: `rank ${peer} alive until it leaves`,
+        actual: 'its connection closed',
+      },
+    );
+    communicator.abort(`rank ${peer} is gone`);
+    onLost(error);
+  });
+}
+
+/**
+ * Leaves the rendezvous in order: stops watching, tells the store, waits
+ * (rank 0) until every rank has done so, then closes, so that no rank's
+ * shutdown looks like a lost peer to another.
+ */
+export async function leaveRendezvous(
+  store: TcpStore,
+  where: Pick<RankEnvironment, 'rank' | 'size'>,
+): Promise<void> {
+  await store.leave();
+  await store.set(`rayo/left/${where.rank}`, new Uint8Array(0));
+  if (where.rank === 0) for (let r = 1; r < where.size; r++) await store.get(`rayo/left/${r}`);
+  await store.close();
 }

@@ -40,6 +40,41 @@ describe('TcpStore', () => {
     await expect(store.set('id', new Uint8Array(1))).rejects.toThrow(/the rendezvous store was closed/);
   });
 
+  it('tells the other ranks when a joined rank’s connection ends before it leaves', async () => {
+    const server = await TcpStoreServer.start({ host: '127.0.0.1', port: 0 });
+    const [a, b, c] = await Promise.all(
+      [0, 1, 2].map(() => TcpStore.connect({ host: '127.0.0.1', port: server.port })),
+    );
+    await Promise.all([a!.join(0), b!.join(1), c!.join(2)]);
+    const heardByA: number[] = [];
+    a!.onPeerLost((rank) => heardByA.push(rank));
+    // rank 2 leaves in order: nobody hears of it
+    await c!.leave();
+    await c!.close();
+    // rank 1's process "dies": its socket closes without a leave
+    const told = new Promise<void>((resolve) => a!.onPeerLost(() => resolve()));
+    b!.socket.destroy();
+    await told;
+    expect(heardByA).toEqual([1]);
+    // the server itself going away is rank 0 gone, for a client still watching
+    const d = await TcpStore.connect({ host: '127.0.0.1', port: server.port });
+    await d.join(3);
+    const heardByD: number[] = [];
+    const gone = new Promise<void>((resolve) =>
+      d.onPeerLost((rank) => {
+        heardByD.push(rank);
+        if (rank === 0) resolve();
+      }),
+    );
+    await server.close();
+    await gone;
+    // a late client hears of ranks lost before it came too
+    expect(heardByD).toEqual([1, 0]);
+    expect(heardByA).toEqual([1, 0]);
+    await a!.close();
+    await d.close();
+  });
+
   it('gives up connecting after its timeout', async () => {
     const server = await TcpStoreServer.start({ host: '127.0.0.1', port: 0 });
     const port = server.port;

@@ -7,18 +7,27 @@ import { CollectiveError, InvalidArgumentError, type RendezvousStore } from '@ra
  * in base64. `get` waits on the server until the key is set, so a rank may
  * ask before rank 0 has published, and clients retry connecting until the
  * server is up, so ranks may start in any order.
+ *
+ * The connections double as a liveness check while training: a client that
+ * `join`ed as a rank and whose connection ends before it `leave`s (its
+ * process ended: killed, crashed) is announced to every other client, and a
+ * client whose server goes away hears that rank 0 is gone. The operating
+ * system closes a dead process's sockets at once, so the others learn of it
+ * within moments instead of at a collective's timeout.
  */
 
 interface Request {
   readonly id: number;
-  readonly op: 'set' | 'get';
+  readonly op: 'set' | 'get' | 'join' | 'leave';
   readonly key: string;
   readonly value?: string;
 }
 
+/** A reply to request `id`, or (without an id) the news that a rank's connection ended. */
 interface Reply {
-  readonly id: number;
+  readonly id?: number;
   readonly value?: string;
+  readonly lost?: number;
 }
 
 /** Splits a socket's data into lines. */
@@ -46,6 +55,11 @@ export class TcpStoreServer {
   readonly #values = new Map<string, string>();
   readonly #waiting = new Map<string, ((value: string) => void)[]>();
   readonly #sockets = new Set<Socket>();
+  /** The rank each joined connection announced; removed when it leaves. */
+  readonly #ranks = new Map<Socket, number>();
+  /** Ranks lost so far: told to clients that connect later too. */
+  readonly #lost = new Set<number>();
+  #closing = false;
 
   private constructor(
     readonly server: Server,
@@ -76,7 +90,15 @@ export class TcpStoreServer {
 
   #serve(socket: Socket): void {
     this.#sockets.add(socket);
-    socket.on('close', () => this.#sockets.delete(socket));
+    socket.on('close', () => {
+      this.#sockets.delete(socket);
+      const rank = this.#ranks.get(socket);
+      this.#ranks.delete(socket);
+      if (rank === undefined || this.#closing) return;
+      this.#lost.add(rank);
+      for (const other of this.#sockets) other.write(`${JSON.stringify({ lost: rank } satisfies Reply)}\n`);
+    });
+    for (const rank of this.#lost) socket.write(`${JSON.stringify({ lost: rank } satisfies Reply)}\n`);
     socket.on('error', () => socket.destroy());
     const reply = (r: Reply) => socket.write(`${JSON.stringify(r)}\n`);
     onLines(socket, (line) => {
@@ -86,6 +108,12 @@ export class TcpStoreServer {
       } catch {
         // Not one of ours (a stray connection): drop it rather than the server.
         socket.destroy();
+        return;
+      }
+      if (request.op === 'join' || request.op === 'leave') {
+        if (request.op === 'join') this.#ranks.set(socket, Number(request.key));
+        else this.#ranks.delete(socket);
+        reply({ id: request.id });
         return;
       }
       if (request.op === 'set') {
@@ -107,6 +135,7 @@ export class TcpStoreServer {
   }
 
   async close(): Promise<void> {
+    this.#closing = true;
     for (const socket of this.#sockets) socket.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
@@ -126,8 +155,12 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 /** A client of the rendezvous store. */
 export class TcpStore implements RendezvousStore {
   readonly #pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
+  readonly #lostListeners = new Set<(rank: number) => void>();
+  /** Ranks announced lost so far, also for listeners that subscribe later. */
+  readonly #lostRanks: number[] = [];
   #nextId = 0;
   #closed = false;
+  #joined = false;
 
   private constructor(
     readonly socket: Socket,
@@ -135,10 +168,18 @@ export class TcpStore implements RendezvousStore {
   ) {
     onLines(socket, (line) => {
       const reply = JSON.parse(line) as Reply;
+      if (reply.id === undefined) {
+        if (reply.lost !== undefined) this.#announceLost(reply.lost);
+        return;
+      }
       this.#pending.get(reply.id)?.resolve(reply);
       this.#pending.delete(reply.id);
     });
-    socket.on('close', () => this.#failAll(`the rendezvous store at ${this.#where} closed the connection`));
+    socket.on('close', () => {
+      this.#failAll(`the rendezvous store at ${this.#where} closed the connection`);
+      // The server is rank 0's: its connection ending unasked means rank 0 is gone.
+      if (!this.#closed) this.#announceLost(0);
+    });
     socket.on('error', () => {});
   }
 
@@ -184,7 +225,39 @@ export class TcpStore implements RendezvousStore {
     return new Uint8Array(Buffer.from(reply.value ?? '', 'base64'));
   }
 
+  /**
+   * Announces this client as `rank`: from now on, the end of its connection
+   * before `leave()` tells the other ranks that it is gone.
+   */
+  async join(rank: number): Promise<void> {
+    await this.#request('join', String(rank));
+    this.#joined = true;
+  }
+
+  /** Stops announcing this rank and watching the others: call before an orderly shutdown. */
+  async leave(): Promise<void> {
+    this.#lostListeners.clear();
+    if (this.#joined) await this.#request('leave', '');
+    this.#joined = false;
+  }
+
+  /**
+   * Calls `listener` with a rank whose process ended before it left (rank 0
+   * when the store's server itself went away), also for ranks lost before it
+   * subscribed. Returns the unsubscribe.
+   */
+  onPeerLost(listener: (rank: number) => void): () => void {
+    this.#lostListeners.add(listener);
+    const earlier = [...this.#lostRanks];
+    if (earlier.length)
+      queueMicrotask(() => {
+        for (const rank of earlier) if (this.#lostListeners.has(listener)) listener(rank);
+      });
+    return () => this.#lostListeners.delete(listener);
+  }
+
   async close(): Promise<void> {
+    this.#lostListeners.clear();
     this.#closed = true;
     this.socket.end();
     this.socket.destroy();
@@ -221,6 +294,12 @@ export class TcpStore implements RendezvousStore {
       });
       this.socket.write(`${JSON.stringify({ id, op, key, value } satisfies Request)}\n`);
     });
+  }
+
+  #announceLost(rank: number): void {
+    if (this.#lostRanks.includes(rank)) return;
+    this.#lostRanks.push(rank);
+    for (const listener of [...this.#lostListeners]) listener(rank);
   }
 
   #failAll(message: string): void {

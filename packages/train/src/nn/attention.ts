@@ -70,7 +70,7 @@ export class CausalSelfAttention extends Module {
     this.rope = options.rope === true ? {} : options.rope || undefined;
   }
 
-  /** [T, T]: 0 on and below the diagonal, a large negative number above. */
+  /** `[T, T]`: 0 on and below the diagonal, a large negative number above. */
   #mask(t: number): Tensor {
     let mask = this.#masks.get(t);
     if (!mask) {

@@ -319,6 +319,8 @@ function encodeF32Activations(encoder: KernelEncoder, call: MatmulCall, kernel: 
   });
 }
 
+// matmul's precision 'tf32' is accepted and computed in f32 (WGSL has no tf32):
+// more precise than asked, as the spec allows.
 export const MATMUL_KERNELS: readonly AnyWgpuKernel[] = [
   wgpuKernel(
     matmul,

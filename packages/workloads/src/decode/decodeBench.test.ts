@@ -7,12 +7,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   DECODE_CONFIGS,
   type DecodeSettings,
+  decodeAgreement,
   decodeBench,
   decodePrompt,
   decodeSummary,
   firstDisagreement,
   maxAbsDiff,
   parseDecodeArgs,
+  TORCH_REFERENCE_RUN,
 } from './decodeBench.js';
 import { writeSeededLlama } from './seededLlama.js';
 
@@ -135,6 +137,29 @@ describe('decode-bench', () => {
     expect(maxAbsDiff(Float32Array.of(1, 2), Float32Array.of(1.5, 1))).toBe(1);
     expect(maxAbsDiff(Float32Array.of(1), Float32Array.of(1, 2))).toBe(Number.POSITIVE_INFINITY);
     expect(decodePrompt(100, 5, 0)).toEqual(decodePrompt(100, 5, 0));
+  });
+
+  it('checks half runs against PyTorch running rayo’s arithmetic, and PyTorch’s half runs for information', () => {
+    const logits = Float32Array.of(1, 2);
+    const half = decodeAgreement([
+      { name: 'cuda', tokens: [1, 2, 3], logits: Float32Array.of(1, 2.5) },
+      { name: 'wgpu', tokens: [1, 2, 4], logits },
+      { name: TORCH_REFERENCE_RUN, tokens: [1, 2, 3], logits },
+      { name: 'torch-eager', tokens: [1, 9, 9], logits },
+    ]);
+    expect(half).toEqual([
+      { run: 'cuda', reference: TORCH_REFERENCE_RUN, firstDisagreement: -1, logitsMaxDiff: 0.5, gate: true },
+      { run: 'wgpu', reference: TORCH_REFERENCE_RUN, firstDisagreement: 2, logitsMaxDiff: 0, gate: true },
+      { run: 'torch-eager', reference: TORCH_REFERENCE_RUN, firstDisagreement: 1, gate: false },
+    ]);
+    // f32: the first run is the reference, and PyTorch's runs must agree with it
+    const f32 = decodeAgreement([
+      { name: 'cuda', tokens: [1, 2], logits },
+      { name: 'torch-graph', tokens: [1, 3], logits },
+    ]);
+    expect(f32).toEqual([
+      { run: 'torch-graph', reference: 'cuda', firstDisagreement: 1, logitsMaxDiff: 0, gate: true },
+    ]);
     expect(decodePrompt(100, 5, 0).every((t) => t >= 0 && t < 100)).toBe(true);
   });
 

@@ -398,13 +398,50 @@ export interface DecodeReport {
   readonly limitMs?: number;
   readonly backends: readonly Omit<DecodeBackendResult, 'logits'>[];
   readonly torch: TorchDecodeEntry;
-  /** Every run against the first one that finished: where tokens part (-1: never), and the logits' max |Δ|. */
-  readonly agreement: readonly {
-    readonly run: string;
-    readonly reference: string;
-    readonly firstDisagreement: number;
-    readonly logitsMaxDiff?: number;
-  }[];
+  /**
+   * Every run against the reference: PyTorch's `reference` run where there is
+   * one (half weights or cache: rayo's arithmetic in PyTorch), else the first
+   * run that finished. Where tokens part (-1: never), the logits' max |Δ|, and
+   * whether a disagreement fails the run (`gate`): PyTorch's own half runs
+   * round activations to half and are compared for information only.
+   */
+  readonly agreement: readonly DecodeAgreement[];
+}
+
+export interface DecodeAgreement {
+  readonly run: string;
+  readonly reference: string;
+  readonly firstDisagreement: number;
+  readonly logitsMaxDiff?: number;
+  readonly gate: boolean;
+}
+
+/** PyTorch's run of rayo's arithmetic on half weights or caches (its tokens are the ones to match). */
+export const TORCH_REFERENCE_RUN = 'torch-reference';
+
+/**
+ * Compares every run with the reference (see `DecodeReport.agreement`):
+ * PyTorch's reference run when present, else the first run.
+ */
+export function decodeAgreement(
+  runs: readonly { name: string; tokens: readonly number[]; logits?: Float32Array }[],
+): DecodeAgreement[] {
+  const reference = runs.find((r) => r.name === TORCH_REFERENCE_RUN) ?? runs[0];
+  if (!reference) return [];
+  return runs
+    .filter((r) => r !== reference)
+    .map((r) => ({
+      run: r.name,
+      reference: reference.name,
+      firstDisagreement: firstDisagreement(r.tokens, reference.tokens),
+      // PyTorch writes one logits file (its first run's): never compared with itself.
+      ...(r.logits &&
+      reference.logits &&
+      !(r.name.startsWith('torch-') && reference.name.startsWith('torch-'))
+        ? { logitsMaxDiff: maxAbsDiff(r.logits, reference.logits) }
+        : {}),
+      gate: !(reference.name === TORCH_REFERENCE_RUN && r.name.startsWith('torch-')),
+    }));
 }
 
 /** Runs the benchmark: weights, every backend, the baseline; writes report.json and report.md. */
@@ -472,15 +509,7 @@ export async function decodeBench(
         });
     }
   }
-  const reference = runs[0];
-  const agreement = reference
-    ? runs.slice(1).map((r) => ({
-        run: r.name,
-        reference: reference.name,
-        firstDisagreement: firstDisagreement(r.tokens, reference.tokens),
-        ...(r.logits && reference.logits ? { logitsMaxDiff: maxAbsDiff(r.logits, reference.logits) } : {}),
-      }))
-    : [];
+  const agreement = decodeAgreement(runs);
   const bandwidths = results.flatMap((r) => (r.copyGbps === undefined ? [] : [r.copyGbps]));
   const bandwidthGbps = bandwidths.length ? Math.max(...bandwidths) : undefined;
   // The same checkpoint quantizes to the same bytes on every backend.
@@ -653,7 +682,8 @@ export function decodeSummary(report: DecodeReport): string {
   for (const a of report.agreement) {
     out.push(
       `${a.run} vs ${a.reference}: ${a.firstDisagreement < 0 ? 'same tokens' : `tokens part at ${a.firstDisagreement}`}` +
-        (a.logitsMaxDiff === undefined ? '' : `, prompt logits max |Δ| ${fmt(a.logitsMaxDiff, 2)}`),
+        (a.logitsMaxDiff === undefined ? '' : `, prompt logits max |Δ| ${fmt(a.logitsMaxDiff, 2)}`) +
+        (a.gate ? '' : ' (for information: PyTorch rounds activations to half)'),
     );
   }
   out.push(...qualityLines(report));
@@ -729,7 +759,8 @@ export function decodeMarkdown(report: DecodeReport): string {
             `- ${a.run} vs ${a.reference}: ${a.firstDisagreement < 0 ? 'the same tokens' : `tokens part at index ${a.firstDisagreement}`}` +
             (a.logitsMaxDiff === undefined
               ? ''
-              : `; the prompt's logits differ by at most ${fmt(a.logitsMaxDiff, 2)}`),
+              : `; the prompt's logits differ by at most ${fmt(a.logitsMaxDiff, 2)}`) +
+            (a.gate ? '' : ' (for information: PyTorch rounds activations to half)'),
         )
       : ['- only one run']),
   ].join('\n')}\n`;

@@ -203,6 +203,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     losses: { single: single.losses, parallel: parallel.losses, maxRelativeDifference: lossDifference },
     tokensPerSecond: rayo,
     scaling: rayo.parallel / rayo.single,
+    stepMs: {
+      single: summariseTimes(single.times).medianMs,
+      parallel: summariseTimes(parallel.times).medianMs,
+    },
+    allReduce: parallel.allReduce,
     torch,
     vsTorchDdp: torch?.parallel.tokensPerSecond ? rayo.parallel / torch.parallel.tokensPerSecond : undefined,
     fault,
@@ -213,7 +218,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     [
       `device: ${report.device}, global batch ${spec.batch} × ${spec.seq} tokens`,
       `losses 1 vs ${gpus} GPUs: max relative difference ${lossDifference.toExponential(2)} (${lossesAgree ? 'ok' : 'MISMATCH'})`,
-      `rayo: ${rayo.single.toFixed(0)} tokens/s on 1 GPU, ${rayo.parallel.toFixed(0)} on ${gpus}: scaling ${report.scaling.toFixed(2)}×`,
+      `rayo: ${rayo.single.toFixed(0)} tokens/s on 1 GPU, ${rayo.parallel.toFixed(0)} on ${gpus}: scaling ${report.scaling.toFixed(2)}× (steps ${report.stepMs.single.toFixed(1)} / ${report.stepMs.parallel.toFixed(1)} ms)`,
+      parallel.allReduce
+        ? `all-reduce of the ${(parallel.allReduce.bytes / 2 ** 20).toFixed(0)} MiB of gradients alone: ${parallel.allReduce.ms.toFixed(2)} ms (${(parallel.allReduce.bytes / parallel.allReduce.ms / 1e6).toFixed(0)} GB/s)`
+        : '',
       torch
         ? `PyTorch DDP: 1 GPU ${torch.single.tokensPerSecond?.toFixed(0) ?? torch.single.error}, ${gpus} GPUs ${torch.parallel.tokensPerSecond?.toFixed(0) ?? torch.parallel.error}; rayo/DDP ${report.vsTorchDdp?.toFixed(2) ?? '-'}×`
         : '',

@@ -6,10 +6,13 @@ import {
   DataParallel,
   dataParallelStep,
   joinRendezvous,
+  leaveRendezvous,
   ReplayedDataParallelStep,
   rankEnvironment,
   shardRange,
   type Tape,
+  type TcpStore,
+  watchPeers,
 } from '@rayo/train';
 import type { THROUGHPUT_ADAMW } from '../train/throughput.js';
 import { buildWorkload, type TransformerWorkloadSpec } from '../train/workload.js';
@@ -43,6 +46,26 @@ export interface DataParallelRun {
   readonly losses: readonly number[];
   /** Step times (ms) after the warm-up, from the start of a step to its loss readback. */
   readonly times: readonly number[];
+  /**
+   * The bucketed all-reduce of one step's gradient bytes alone, from enqueue
+   * to the device being done (median ms of a few), and those bytes; absent on one rank.
+   */
+  readonly allReduce?: { readonly ms: number; readonly bytes: number };
+}
+
+/** Times `parallel`'s bucketed all-reduce alone, over tensors shaped as the gradients (the parameters: identical on every rank, so averaging leaves them as they are). */
+async function timeAllReduce(parallel: DataParallel, sync: () => Promise<void>, reps = 5) {
+  const times: number[] = [];
+  for (let i = 0; i <= reps; i++) {
+    const begin = performance.now();
+    parallel.allReduceGradientsOf((p) => p.value);
+    await sync();
+    parallel.throwIfFailed();
+    if (i > 0) times.push(performance.now() - begin);
+  }
+  times.sort((a, b) => a - b);
+  const bytes = parallel.buckets.reduce((sum, b) => sum + b.bytes, 0);
+  return { ms: times[Math.floor(times.length / 2)]!, bytes };
 }
 
 /** Columns [start, end) of every row of a row-major [rows, columns] array (a rank's sequences of [seq, batch] tokens). */
@@ -70,10 +93,11 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
   const where = rankEnvironment();
   const backend = await createCudaBackend();
   let communicator: Communicator;
+  let store: TcpStore | undefined;
   if (where.size === 1) {
     communicator = new SingleRankCommunicator(backend);
   } else {
-    const { store } = await joinRendezvous(where);
+    ({ store } = await joinRendezvous(where));
     communicator = await NcclCommunicator.create({
       backend,
       rank: where.rank,
@@ -85,7 +109,11 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
         process.exit(1);
       },
     });
-    await store.close();
+    // The store stays open while training: a rank whose process ends is noticed at once.
+    watchPeers(store, communicator, (error) => {
+      console.error(error.message);
+      process.exit(1);
+    });
   }
   const { spec } = request;
   const work = buildWorkload(backend, spec, request.seed);
@@ -117,8 +145,10 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
     losses.push(result.loss!);
   }
   replayed?.dispose();
+  const allReduce = where.size > 1 ? await timeAllReduce(parallel, () => backend.sync()) : undefined;
+  if (store) await leaveRendezvous(store, where);
   if (where.rank === 0) {
-    const run: DataParallelRun = { world: where.size, device: backend.info.device, losses, times };
+    const run: DataParallelRun = { world: where.size, device: backend.info.device, losses, times, allReduce };
     console.log(JSON.stringify(run));
   }
   await communicator.dispose();

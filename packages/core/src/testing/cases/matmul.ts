@@ -8,6 +8,7 @@ import {
   type Tolerance,
   valid,
 } from '../cases.js';
+import { roundoffTolerance, TF32_UNIT_ROUNDOFF } from '../halfCases.js';
 
 const cases: AnyConformanceCase[] = [];
 const errors: AnyErrorCase[] = [];
@@ -136,6 +137,27 @@ cases.push(
   }),
 );
 
+// precision 'tf32': a and b may be rounded to tf32, so the bound is the half
+// rule's with tf32's unit roundoff; large enough for tensor-core kernels.
+for (const [m, kd, n, transA, transB, withC] of [
+  [61, 67, 129, false, false, false],
+  [257, 300, 263, false, false, false],
+  [257, 300, 263, false, true, true],
+  [129, 64, 136, true, false, true],
+  [136, 72, 130, true, true, false],
+] as const) {
+  const inputs = [...operands(m, kd, n, transA, transB), ...(withC ? [f32([m, n])] : [])];
+  const attrs = { transA, transB, precision: 'tf32', ...(withC ? { alpha: 0.5, beta: -1 } : {}) } as const;
+  cases.push(
+    valid(k.matmul, {
+      label: `${m}×${kd}×${n}${flags(transA, transB)}${withC ? ' + c' : ''} precision tf32`,
+      inputs,
+      attrs,
+      tolerance: roundoffTolerance(TF32_UNIT_ROUNDOFF, { inputs, tolerance: tolerance(kd) }),
+    }),
+  );
+}
+
 errors.push(
   invalid(k.matmul, {
     label: "'a' of rank 3",
@@ -189,6 +211,13 @@ errors.push(
     argument: 'attrs.alpha',
   }),
   invalid(k.matmul, {
+    label: "precision 'f16' (only 'f32' or 'tf32')",
+    inputs: [f32([3, 7]), f32([7, 5])],
+    attrs: { precision: 'f16' as unknown as 'tf32' },
+    error: 'argument',
+    argument: 'attrs.precision',
+  }),
+  invalid(k.matmul, {
     label: 'transA not a boolean',
     inputs: [f32([3, 7]), f32([7, 5])],
     attrs: { transA: 1 as unknown as boolean },
@@ -218,6 +247,17 @@ for (const [b, m, kd, n] of BATCHED) {
       }),
     );
   }
+}
+{
+  const inputs = [f32([3, 136, 64]), f32([3, 64, 131])];
+  cases.push(
+    valid(k.batchedMatmul, {
+      label: '3×(136×64×131) precision tf32',
+      inputs,
+      attrs: { precision: 'tf32' },
+      tolerance: roundoffTolerance(TF32_UNIT_ROUNDOFF, { inputs, tolerance: tolerance(64) }),
+    }),
+  );
 }
 cases.push(
   valid(k.batchedMatmul, {

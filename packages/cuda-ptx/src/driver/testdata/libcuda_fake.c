@@ -208,3 +208,29 @@ CUresult cuGetErrorString(CUresult code, const char **text) {
     default: *text = 0; return 1;
   }
 }
+
+/*
+ * A tiled tensor map: 0 unless the map is 64-byte aligned and the arrays are
+ * readable; writes back dtype, rank, address, the dims, strides (rank - 1),
+ * box, element strides and the four enums as 64-bit words, so that the test
+ * sees every argument as it arrived.
+ */
+CUresult cuTensorMapEncodeTiled(void *map, int dtype, unsigned int rank, void *address, const uint64_t *dims,
+                                const uint64_t *strides, const unsigned int *box, const unsigned int *element_strides,
+                                int interleave, int swizzle, int l2, int oob) {
+  if (((uintptr_t)map & 63) != 0) return 1;
+  if (rank < 1 || rank > 5) return 1;
+  uint64_t *out = (uint64_t *)map;
+  memset(out, 0, 128);
+  out[0] = (uint64_t)dtype;
+  out[1] = rank;
+  out[2] = (uint64_t)(uintptr_t)address;
+  out[3] = dims[rank - 1];
+  out[4] = rank > 1 ? strides[rank - 2] : 0;
+  out[5] = box[0];
+  out[6] = box[rank - 1];
+  out[7] = element_strides[rank - 1];
+  out[8] = ((uint64_t)interleave << 48) | ((uint64_t)swizzle << 32) | ((uint64_t)l2 << 16) | (uint64_t)oob;
+  out[9] = dims[0];
+  return 0;
+}

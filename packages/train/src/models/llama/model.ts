@@ -510,7 +510,7 @@ export class LlamaModel {
   }
 
   /**
-   * [T, S]: 0 where token t (at position + t) may attend to key j (j <= position + t),
+   * `[T, S]`: 0 where token t (at position + t) may attend to key j (j <= position + t),
    * a large negative number elsewhere. A chunk at position 0 attends to its own
    * T keys; a later one to the whole cache (S = maxSequence).
    */

@@ -48,7 +48,7 @@ const KERNEL = 'loadLlama';
 /** Buffers of older checkpoints that the decoder recomputes from `rope_theta`. */
 const DERIVED = /^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$/;
 
-const LAYER_TENSORS = {
+export const LAYER_TENSORS = {
   inputNorm: 'input_layernorm',
   q: 'self_attn.q_proj',
   k: 'self_attn.k_proj',

@@ -1,0 +1,144 @@
+import { sizeOf } from '@rayo/core';
+import { describe, expect, it } from 'vitest';
+import { CommandRecorder } from '../encoder.js';
+import type { Operand } from '../kernel.js';
+import { ptxasTestGate } from '../ptx/ptxas.js';
+import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
+import { LAYOUTS, useGemmDevice } from '../testing/gemmDevice.js';
+import {
+  encodeWgmma,
+  WG_ENTRY,
+  type WgmmaVariant,
+  wgmmaApplies,
+  wgmmaKey,
+  wgmmaModule,
+} from './matmulWgmma.js';
+
+// The fake device is an sm_90 part: its tensor maps are the fake's own
+// encoding, which the interpreter's bulk tensor copies decode.
+describe('the wgmma product in the PTX interpreter', () => {
+  const { fake, driver, product } = useGemmDevice(7);
+
+  /** One product by the kernel against the cpu backend (gemmDevice.ts); returns its launches. */
+  async function check(
+    variant: WgmmaVariant,
+    shape: [number, number, number],
+    options: { alpha?: number; beta?: number; batch?: number } = {},
+  ) {
+    const before = fake.launches.filter((l) => l.entry === WG_ENTRY).length;
+    await product(variant, shape, options, (recorder, call) => {
+      expect(wgmmaApplies(recorder, call, variant.dtype)).toBe(true);
+      encodeWgmma(recorder, call, variant.dtype);
+    });
+    return fake.launches.filter((l) => l.entry === WG_ENTRY).slice(before);
+  }
+
+  it('multiplies one 128 × 128 × 64 tile in each layout', async () => {
+    for (const [transA, transB] of LAYOUTS) {
+      const launches = await check({ dtype: 'bf16', transA, transB, withC: false }, [128, 64, 128]);
+      expect(launches.map((l) => [l.grid, l.block, l.sharedBytes > 192 * 1024])).toEqual([
+        [[1, 1, 1], [384, 1, 1], true],
+      ]);
+    }
+  }, 120_000);
+
+  it('zero-fills edge tiles and masks edge stores (130 × 72 × 136, + c, f16), and wraps the pipeline', async () => {
+    await check({ dtype: 'f16', transA: false, transB: false, withC: true }, [130, 72, 136], {
+      alpha: 0.5,
+      beta: -1.5,
+    });
+    // 5 k steps through 4 stages: every stage refilled once after its release.
+    await check({ dtype: 'bf16', transA: true, transB: true, withC: false }, [8, 320, 264]);
+  }, 120_000);
+
+  it('runs a batch as further tiles of the persistent grid through the maps’ third dimension', async () => {
+    const launches = await check({ dtype: 'bf16', transA: false, transB: true, withC: false }, [16, 24, 8], {
+      alpha: 2,
+      batch: 3,
+    });
+    expect(launches.map((l) => l.grid)).toEqual([[3, 1, 1]]);
+  }, 60_000);
+
+  it('multiplies f32 operands as tf32, transposing a stored [K, M] and b stored [K, N] first', async () => {
+    for (const [transA, transB] of [[false, true], ...LAYOUTS] as const) {
+      const launches = await check({ dtype: 'tf32', transA, transB, withC: transA }, [130, 72, 136], {
+        alpha: 0.75,
+        beta: 0.5,
+      });
+      expect(launches).toHaveLength(1);
+    }
+  }, 120_000);
+
+  it('leaves products without 16-byte rows to the mma.sync kernel', () => {
+    const recorder = new CommandRecorder(driver);
+    const op = (shape: number[]): Operand => ({
+      ptr: 0x1000n,
+      size: sizeOf(shape),
+      shape,
+      dtype: 'bf16',
+      byteLength: 0,
+    });
+    const call = (m: number, k: number, n: number, transB: boolean) => ({
+      a: op([m, k]),
+      b: op(transB ? [n, k] : [k, n]),
+      c: undefined,
+      y: op([m, n]),
+      batch: 1,
+      m,
+      n,
+      k,
+      transA: false,
+      transB,
+      alpha: 1,
+      beta: 0,
+    });
+    expect(wgmmaApplies(recorder, call(64, 64, 64, false), 'bf16')).toBe(true);
+    expect(wgmmaApplies(recorder, call(64, 60, 64, false), 'bf16')).toBe(false);
+    expect(wgmmaApplies(recorder, call(64, 64, 60, false), 'bf16')).toBe(false);
+    expect(wgmmaApplies(recorder, call(64, 64, 60, true), 'bf16')).toBe(true);
+    expect(wgmmaApplies(recorder, call(64, 60, 60, false), 'tf32')).toBe(true);
+    expect(wgmmaApplies(recorder, call(64, 62, 64, true), 'tf32')).toBe(false);
+  });
+});
+
+const gate = ptxasTestGate();
+
+describe('the wgmma product on a one-SM device', () => {
+  const { fake, product } = useGemmDevice(5, 1);
+
+  it('loops one block over 9 tiles, its stages and phases running on across tiles', async () => {
+    const before = fake.launches.length;
+    // 3 k steps a tile through 4 stages: tile boundaries fall mid-round.
+    await product(
+      { dtype: 'bf16', transA: false, transB: false, withC: true },
+      [300, 136, 520],
+      { beta: 0.5 },
+      (r, call) => encodeWgmma(r, call, 'bf16'),
+    );
+    await product(
+      { dtype: 'f16', transA: true, transB: true, withC: false },
+      [136, 64, 264],
+      { batch: 2 },
+      (r, call) => encodeWgmma(r, call, 'f16'),
+    );
+    expect(fake.launches.slice(before).map((l) => l.grid)).toEqual([
+      [1, 1, 1],
+      [1, 1, 1],
+    ]);
+  }, 120_000);
+});
+
+describe.skipIf(gate.skip)(`the wgmma product under ptxas (${gate.reason})`, () => {
+  it('assembles for sm_90a without spills', () => {
+    const variants: WgmmaVariant[] = [
+      ...LAYOUTS.map(([transA, transB]) => ({ dtype: 'bf16' as const, transA, transB, withC: false })),
+      { dtype: 'f16', transA: false, transB: false, withC: true },
+      { dtype: 'tf32', transA: false, transB: true, withC: true },
+    ];
+    for (const v of variants) {
+      const log = expectAssemblesCleanly(wgmmaModule(v).emit(), 'sm_90a', wgmmaKey(v)).log;
+      // 384 threads of one block an SM: ptxas budgets 168 registers, setmaxnreg moves them to the consumers.
+      expect(Number(/Used (\d+) registers/.exec(log)?.[1]), wgmmaKey(v)).toBeLessThanOrEqual(168);
+    }
+  }, 300_000);
+});

@@ -1,0 +1,344 @@
+/**
+ * GGUF, llama.cpp's single-file model format, read tensor by tensor.
+ *
+ * This is a reader of its own rather than `@huggingface/gguf`: that package
+ * parses the header only (no tensor data), reads a local file by path in
+ * fixed chunks into one growable buffer with a 50 MB cap rather than through
+ * a file handle at offsets, reports sizes as bigints, depends on
+ * `@huggingface/tasks`, and would be the first runtime dependency of
+ * `@rayo/train` besides core. Here the header streams through the same
+ * `RandomAccessFile` the safetensors loader reads (so a test can count the
+ * reads), and each tensor's bytes are read at their offset in pieces of at
+ * most `maxReadBytes`: neither the file nor more than one tensor is held.
+ *
+ * Layout (little-endian; versions 2 and 3): magic `GGUF`, u32 version, u64
+ * tensor count, u64 metadata count; the metadata key/values (u64-length
+ * UTF-8 key, u32 value type, value; an array is u32 item type, u64 count,
+ * items); the tensor infos (name, u32 dimension count, u64 dims innermost
+ * first, u32 ggml type, u64 offset into the data); zero padding to
+ * `general.alignment` (default 32); the tensor data, each tensor at an
+ * aligned offset.
+ */
+import { DTypeError, type HostArray, InvalidArgumentError, RayoError, type Shape } from '@rayo/core';
+import { type FloatDType, roundF32To, widenToF32 } from '../checkpoint/floatWords.js';
+import type { RandomAccessFile } from '../checkpoint/randomAccessFile.js';
+import { type GgmlType, ggmlTensorBytes, ggmlTypeOfId, isGgmlFloatType } from './ggmlTypes.js';
+import { HeaderCursor } from './headerCursor.js';
+import {
+  type GgufArray,
+  type GgufMetadata,
+  type GgufValue,
+  type GgufValueType,
+  ggufValueTypeOfCode,
+  SCALAR_BYTES,
+} from './metadata.js';
+
+export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
+export const GGUF_DEFAULT_ALIGNMENT = 32;
+/** ggml's limit on a tensor's dimensions. */
+export const GGUF_MAX_DIMS = 4;
+
+const DEFAULT_MAX_READ_BYTES = 64 * 2 ** 20;
+const DEFAULT_HEADER_CHUNK_BYTES = 2 ** 20;
+const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
+
+/** One tensor of a GGUF file: its type, dims and where its bytes lie. */
+export interface GgufTensorInfo {
+  readonly name: string;
+  readonly type: GgmlType;
+  /** As stored, innermost first: `dims[0]` is the row length. */
+  readonly dims: readonly number[];
+  /** Outermost first, as rayo (and torch) write shapes: `dims` reversed. */
+  readonly shape: Shape;
+  /** Byte offset into the data section (a multiple of the alignment). */
+  readonly offset: number;
+  readonly byteLength: number;
+}
+
+export interface GgufFileOptions {
+  /** Largest single read of tensor data in bytes (default 64 MiB). */
+  readonly maxReadBytes?: number;
+  /** Bytes read at a time while parsing the header (default 1 MiB). */
+  readonly headerChunkBytes?: number;
+}
+
+function fail(file: RandomAccessFile, message: string, expected: string, actual: string): never {
+  throw new RayoError(message, { kernel: 'gguf', argument: file.name, expected, actual });
+}
+
+function checkReadOption(name: string, value: number, least: number): void {
+  if (!Number.isInteger(value) || value < least) {
+    throw new InvalidArgumentError(`${name} must be an integer of at least ${least}`, {
+      kernel: 'GgufFile.open',
+      argument: name,
+      expected: `an integer >= ${least}`,
+      actual: String(value),
+    });
+  }
+}
+
+async function readScalar(cursor: HeaderCursor, type: Exclude<GgufValueType, 'array'>, what: string) {
+  if (type === 'string') return cursor.string(what);
+  await cursor.ensure(SCALAR_BYTES[type], what);
+  switch (type) {
+    case 'uint8':
+      return cursor.u8();
+    case 'int8':
+      return cursor.i8();
+    case 'uint16':
+      return cursor.u16();
+    case 'int16':
+      return cursor.i16();
+    case 'uint32':
+      return cursor.u32();
+    case 'int32':
+      return cursor.i32();
+    case 'float32':
+      return cursor.f32();
+    case 'float64':
+      return cursor.f64();
+    case 'uint64':
+      return cursor.u64();
+    case 'int64':
+      return cursor.i64();
+    case 'bool': {
+      const byte = cursor.u8();
+      if (byte > 1) throw new RayoError(`GGUF ${what} is not a bool`, { kernel: 'gguf', actual: `${byte}` });
+      return byte === 1;
+    }
+  }
+}
+
+async function readValueType(cursor: HeaderCursor, file: RandomAccessFile, what: string) {
+  await cursor.ensure(4, what);
+  const code = cursor.u32();
+  const type = ggufValueTypeOfCode(code);
+  if (type === undefined) fail(file, `GGUF ${what} has an unknown value type`, 'a type code 0–12', `${code}`);
+  return type;
+}
+
+async function readArray(cursor: HeaderCursor, file: RandomAccessFile, what: string): Promise<GgufArray> {
+  const itemType = await readValueType(cursor, file, `${what} item type`);
+  // Every item takes at least one byte, so a count beyond the file is corrupt.
+  const count = await cursor.size(`${what} count`, file.size - cursor.position);
+  const items: unknown[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    items[i] =
+      itemType === 'array'
+        ? await readArray(cursor, file, `${what}[${i}]`)
+        : await readScalar(cursor, itemType, `${what}[${i}]`);
+  }
+  return { type: 'array', itemType, value: items } as GgufArray;
+}
+
+async function readValue(cursor: HeaderCursor, file: RandomAccessFile, key: string): Promise<GgufValue> {
+  const type = await readValueType(cursor, file, `metadata '${key}'`);
+  if (type === 'array') return readArray(cursor, file, `metadata '${key}'`);
+  return { type, value: await readScalar(cursor, type, `metadata '${key}'`) } as GgufValue;
+}
+
+function alignmentOf(file: RandomAccessFile, metadata: GgufMetadata): number {
+  const entry = metadata.get('general.alignment');
+  if (entry === undefined) return GGUF_DEFAULT_ALIGNMENT;
+  const value = entry.type === 'uint32' ? entry.value : 0;
+  if (value === 0 || (value & (value - 1)) !== 0)
+    fail(file, "GGUF 'general.alignment' is invalid", 'a uint32 power of two', JSON.stringify(entry));
+  return value;
+}
+
+/**
+ * A GGUF file read tensor by tensor: opening streams the header (metadata
+ * and tensor infos) and checks that every tensor is of a known type, whole
+ * blocks per row, at an aligned offset, within the file and overlapping no
+ * other; tensor bytes are read only when asked for.
+ */
+export class GgufFile {
+  readonly file: RandomAccessFile;
+  readonly version: 2 | 3;
+  readonly metadata: GgufMetadata;
+  readonly tensors: ReadonlyMap<string, GgufTensorInfo>;
+  readonly alignment: number;
+  /** The file position of the data section. */
+  readonly dataStart: number;
+  readonly #maxReadBytes: number;
+
+  private constructor(
+    fields: Pick<GgufFile, 'file' | 'version' | 'metadata' | 'tensors' | 'alignment' | 'dataStart'>,
+    maxReadBytes: number,
+  ) {
+    this.file = fields.file;
+    this.version = fields.version;
+    this.metadata = fields.metadata;
+    this.tensors = fields.tensors;
+    this.alignment = fields.alignment;
+    this.dataStart = fields.dataStart;
+    this.#maxReadBytes = maxReadBytes;
+  }
+
+  static async open(file: RandomAccessFile, options: GgufFileOptions = {}): Promise<GgufFile> {
+    const maxReadBytes = options.maxReadBytes ?? DEFAULT_MAX_READ_BYTES;
+    const chunk = options.headerChunkBytes ?? DEFAULT_HEADER_CHUNK_BYTES;
+    checkReadOption('maxReadBytes', maxReadBytes, 4);
+    checkReadOption('headerChunkBytes', chunk, 8);
+    const cursor = new HeaderCursor(file, chunk);
+    await cursor.ensure(24, 'fixed header');
+    const magic = cursor.u32();
+    if (magic !== GGUF_MAGIC)
+      fail(file, 'not a GGUF file', "the magic 'GGUF'", `0x${magic.toString(16).padStart(8, '0')}`);
+    const version = cursor.u32();
+    if (version !== 2 && version !== 3) {
+      const hint = (version & 0xffff) === 0 ? ' (a big-endian file?)' : '';
+      fail(file, `unsupported GGUF version${hint}`, 'version 2 or 3, little-endian', `${version}`);
+    }
+    const tensorCount = Number(cursor.u64());
+    const kvCount = Number(cursor.u64());
+    // Each entry takes more than 8 bytes: counts beyond the file are corrupt.
+    if (tensorCount > file.size / 8 || kvCount > file.size / 8)
+      fail(file, 'GGUF counts exceed the file', `at most ${file.size / 8}`, `${tensorCount} / ${kvCount}`);
+    const metadata = new Map<string, GgufValue>();
+    for (let i = 0; i < kvCount; i++) {
+      const key = await cursor.string(`metadata key ${i}`);
+      if (metadata.has(key)) fail(file, `GGUF metadata key '${key}' appears twice`, 'unique keys', key);
+      metadata.set(key, await readValue(cursor, file, key));
+    }
+    const alignment = alignmentOf(file, metadata);
+    const infos: GgufTensorInfo[] = [];
+    for (let i = 0; i < tensorCount; i++) infos.push(await readTensorInfo(cursor, file, i));
+    const dataStart = Math.ceil(cursor.position / alignment) * alignment;
+    const tensors = checkTensorLayout(file, infos, alignment, file.size - dataStart);
+    return new GgufFile({ file, version, metadata, tensors, alignment, dataStart }, maxReadBytes);
+  }
+
+  /** The info of tensor `name`, or an InvalidArgumentError naming it. */
+  tensor(name: string, api = 'GgufFile'): GgufTensorInfo {
+    const info = this.tensors.get(name);
+    if (!info) {
+      throw new InvalidArgumentError('no such tensor in the GGUF file', {
+        kernel: api,
+        argument: name,
+        expected: `one of the ${this.tensors.size} tensors of ${this.file.name}`,
+        actual: 'absent',
+      });
+    }
+    return info;
+  }
+
+  /** The stored bytes of tensor `name` (blocks as they are), read in pieces of at most `maxReadBytes`. */
+  async readBytes(name: string): Promise<Uint8Array> {
+    const info = this.tensor(name, 'GgufFile.readBytes');
+    const bytes = new Uint8Array(info.byteLength);
+    const start = this.dataStart + info.offset;
+    for (let at = 0; at < bytes.length; at += this.#maxReadBytes) {
+      await this.file.read(bytes.subarray(at, Math.min(at + this.#maxReadBytes, bytes.length)), start + at);
+    }
+    return bytes;
+  }
+
+  /**
+   * The elements of an F32, F16 or BF16 tensor as a host array of `dtype`
+   * (words for the half dtypes): as stored where the formats match, else
+   * widened to f32 (exact) and rounded once to nearest even. A quantized
+   * tensor is a DTypeError: it is never dequantized on the host.
+   */
+  async readFloat(name: string, dtype: FloatDType): Promise<HostArray> {
+    const info = this.tensor(name, 'GgufFile.readFloat');
+    if (!isGgmlFloatType(info.type)) {
+      throw new DTypeError(`tensor '${name}' is not a float tensor`, {
+        kernel: 'GgufFile.readFloat',
+        argument: name,
+        expected: 'F32, F16 or BF16 (quantized tensors go through a repack)',
+        actual: info.type,
+      });
+    }
+    return floatElements(info.type, await this.readBytes(name), dtype);
+  }
+
+  close(): Promise<void> {
+    return this.file.close();
+  }
+}
+
+/** The rayo dtype of a GGUF float type. */
+export function floatDTypeOf(type: 'F32' | 'F16' | 'BF16'): FloatDType {
+  return type === 'F32' ? 'f32' : type === 'F16' ? 'f16' : 'bf16';
+}
+
+/** Stored little-endian float bytes of `type` as a host array of `dtype` (see `readFloat`). */
+export function floatElements(type: 'F32' | 'F16' | 'BF16', bytes: Uint8Array, dtype: FloatDType): HostArray {
+  const stored = floatDTypeOf(type);
+  const width = stored === 'f32' ? 4 : 2;
+  if (!LITTLE_ENDIAN) for (let i = 0; i < bytes.length; i += width) bytes.subarray(i, i + width).reverse();
+  const aligned = bytes.byteOffset % width === 0 ? bytes : bytes.slice();
+  const words =
+    stored === 'f32'
+      ? new Float32Array(aligned.buffer, aligned.byteOffset, aligned.length / 4)
+      : new Uint16Array(aligned.buffer, aligned.byteOffset, aligned.length / 2);
+  if (stored === dtype) return words;
+  const values = stored === 'f32' ? (words as Float32Array) : widenToF32(stored, words);
+  return roundF32To(dtype, values);
+}
+
+async function readTensorInfo(
+  cursor: HeaderCursor,
+  file: RandomAccessFile,
+  i: number,
+): Promise<GgufTensorInfo> {
+  const name = await cursor.string(`tensor name ${i}`);
+  await cursor.ensure(4, `tensor '${name}'`);
+  const nDims = cursor.u32();
+  if (nDims < 1 || nDims > GGUF_MAX_DIMS)
+    fail(file, `tensor '${name}' has an invalid dimension count`, `1 to ${GGUF_MAX_DIMS}`, `${nDims}`);
+  const dims: number[] = [];
+  for (let d = 0; d < nDims; d++) dims.push(await cursor.size(`tensor '${name}' dims[${d}]`, 2 ** 53 - 1));
+  await cursor.ensure(12, `tensor '${name}'`);
+  const typeId = cursor.u32();
+  const type = ggmlTypeOfId(typeId);
+  if (type === undefined)
+    fail(file, `tensor '${name}' has an unknown ggml type`, 'a ggml type id', `${typeId}`);
+  const offset = cursor.u64();
+  if (offset > BigInt(file.size))
+    fail(file, `tensor '${name}' has an offset beyond the file`, `at most ${file.size}`, String(offset));
+  const byteLength = ggmlTensorBytes(type, dims, name);
+  return { name, type, dims, shape: [...dims].reverse(), offset: Number(offset), byteLength };
+}
+
+function checkTensorLayout(
+  file: RandomAccessFile,
+  infos: readonly GgufTensorInfo[],
+  alignment: number,
+  dataBytes: number,
+): Map<string, GgufTensorInfo> {
+  const tensors = new Map<string, GgufTensorInfo>();
+  for (const info of infos) {
+    if (tensors.has(info.name)) fail(file, `tensor '${info.name}' appears twice`, 'unique names', info.name);
+    if (info.offset % alignment !== 0)
+      fail(
+        file,
+        `tensor '${info.name}' is not aligned`,
+        `an offset that is a multiple of ${alignment}`,
+        `${info.offset}`,
+      );
+    if (info.offset + info.byteLength > dataBytes) {
+      fail(
+        file,
+        `tensor '${info.name}' lies beyond the end of the file`,
+        `${info.byteLength} bytes within the ${dataBytes} of the data section`,
+        `[${info.offset}, ${info.offset + info.byteLength})`,
+      );
+    }
+    tensors.set(info.name, info);
+  }
+  const spans = [...infos].sort((a, b) => a.offset - b.offset);
+  for (let i = 1; i < spans.length; i++) {
+    const before = spans[i - 1]!;
+    const span = spans[i]!;
+    if (span.offset < before.offset + before.byteLength)
+      fail(
+        file,
+        `tensor '${span.name}' overlaps '${before.name}'`,
+        `an offset >= ${before.offset + before.byteLength}`,
+        `${span.offset}`,
+      );
+  }
+  return tensors;
+}

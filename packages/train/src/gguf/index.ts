@@ -1,0 +1,69 @@
+export { type HfWeight, type LlamaToGgufOptions, llamaToGguf } from './convertLlama.js';
+export { dequantize, q4kScaleMin } from './dequantize.js';
+export {
+  GGML_TYPES,
+  type GgmlFloatType,
+  type GgmlQuantizedType,
+  type GgmlType,
+  ggmlTensorBytes,
+  ggmlTypeOfId,
+  isGgmlFloatType,
+  isGgmlQuantizedType,
+} from './ggmlTypes.js';
+export {
+  GGUF_DEFAULT_ALIGNMENT,
+  GGUF_MAGIC,
+  GgufFile,
+  type GgufFileOptions,
+  type GgufTensorInfo,
+} from './ggufFile.js';
+export { ggufLlamaConfig, ggufLlamaMetadata } from './llamaConfig.js';
+export { ggufNameOfHf, hfNameOfGguf } from './llamaNames.js';
+export {
+  checkGgufLlamaTensors,
+  type GgufLlama,
+  type GgufLlamaLoadOptions,
+  type GgufLlamaOpenOptions,
+  type GgufLlamaUploadOptions,
+  type GgufLlamaWeight,
+  type GgufLlamaWeights,
+  ggufLlamaWeightList,
+  ggufWeightDtype,
+  loadGgufLlama,
+  openGgufLlama,
+  uploadGgufLlamaWeights,
+} from './loadLlama.js';
+export {
+  GGUF_VALUE_TYPES,
+  type GgufArray,
+  type GgufMetadata,
+  type GgufValue,
+  type GgufValueType,
+  metadataArrayLength,
+  metadataInteger,
+  metadataNumber,
+  metadataString,
+} from './metadata.js';
+export { quantize } from './quantize.js';
+export {
+  type GgufQuantizedTensor,
+  type GgufRepack,
+  type Int4Groups,
+  type Int8F32Groups,
+  type Int8Groups,
+  type RepackedWeight,
+  refuseQuantized,
+  repackQ4_0,
+  repackQ4_K,
+  repackQ6_K,
+  repackQ8_0,
+  type Uint4OffsetGroups,
+} from './repack.js';
+export { ggufRowsToHf, hfRowsToGguf } from './ropePermutation.js';
+export {
+  encodeGguf,
+  type GgufContents,
+  type GgufTensorToWrite,
+  ggufPieces,
+  writeGgufFile,
+} from './writer.js';

@@ -1,0 +1,301 @@
+import {
+  type Backend,
+  DTypeError,
+  formatShape,
+  InvalidArgumentError,
+  type Shape,
+  ShapeError,
+  shapesEqual,
+  type Tensor,
+} from '@rayo/core';
+import type { FloatDType } from '../checkpoint/floatWords.js';
+import { type OpenFile, openNodeFile } from '../checkpoint/randomAccessFile.js';
+import { checkLlamaBackend, fusedDecodeSupported } from '../models/llama/backendDtypes.js';
+import type { LlamaConfig } from '../models/llama/config.js';
+import { LlamaModel, type LlamaModelOptions } from '../models/llama/model.js';
+import {
+  LAYER_TENSORS,
+  type LlamaLayerWeights,
+  type LlamaWeightDTypeChoice,
+  type LlamaWeights,
+  llamaWeightShapes,
+} from '../models/llama/weights.js';
+import { isGgmlFloatType } from './ggmlTypes.js';
+import { floatDTypeOf, floatElements, GgufFile, type GgufTensorInfo } from './ggufFile.js';
+import { ggufLlamaConfig } from './llamaConfig.js';
+import { ggufNameOfHf, hfNameOfGguf, ropeHeadsOf } from './llamaNames.js';
+import { type GgufRepack, type RepackedWeight, refuseQuantized } from './repack.js';
+import { ggufRowsToHf } from './ropePermutation.js';
+
+export interface GgufLlamaOpenOptions {
+  /** How the file is opened (default: a Node file handle); e.g. to count reads. */
+  readonly openFile?: OpenFile;
+  /** Largest single read of tensor data, in bytes (default 64 MiB). */
+  readonly maxReadBytes?: number;
+  /** Bytes read at a time while parsing the header (default 1 MiB). */
+  readonly headerChunkBytes?: number;
+}
+
+export interface GgufLlamaUploadOptions {
+  /**
+   * The dtype of the float (F32, F16, BF16) matrices and embedding on the
+   * device: `'checkpoint'` (the default) keeps the file's, otherwise as
+   * `LlamaModel.load`'s option. Norm weights are f32.
+   */
+  readonly weightDtype?: LlamaWeightDTypeChoice;
+  /** What a quantized tensor becomes on the device (default: `refuseQuantized`). */
+  readonly repack?: GgufRepack;
+}
+
+export interface GgufLlamaLoadOptions
+  extends GgufLlamaOpenOptions,
+    GgufLlamaUploadOptions,
+    LlamaModelOptions {}
+
+/** A weight of a GGUF model on the device: a float tensor, or a quantized one in a kernel's format. */
+export type GgufLlamaWeight = Tensor | RepackedWeight;
+
+/** The decoder's weights as `LlamaWeights` lays them out, each a float tensor or a repacked one. */
+export interface GgufLlamaWeights {
+  readonly embedding: GgufLlamaWeight;
+  readonly layers: readonly { readonly [K in keyof LlamaLayerWeights]: GgufLlamaWeight }[];
+  readonly norm: Tensor;
+  readonly head: GgufLlamaWeight;
+}
+
+/** A GGUF Llama file, opened: its header read and checked against the decoder. */
+export interface GgufLlama {
+  readonly file: GgufFile;
+  readonly config: LlamaConfig;
+  close(): Promise<void>;
+}
+
+const KERNEL = 'loadGgufLlama';
+const DTYPE_CHOICES: readonly string[] = ['checkpoint', 'f32', 'f16', 'bf16'];
+
+/** The float weights' dtype a `weightDtype` option asks for (see `ggufWeightDtype`). */
+function chosenDtype(
+  choice: LlamaWeightDTypeChoice | undefined,
+  config: LlamaConfig,
+  tensors: ReadonlyMap<string, GgufTensorInfo>,
+): FloatDType {
+  if (choice !== undefined && !DTYPE_CHOICES.includes(choice)) {
+    throw new InvalidArgumentError('weightDtype must be a float dtype or checkpoint', {
+      kernel: KERNEL,
+      argument: 'weightDtype',
+      expected: DTYPE_CHOICES.map((d) => `'${d}'`).join(' | '),
+      actual: String(choice),
+    });
+  }
+  return choice === undefined || choice === 'checkpoint' ? ggufWeightDtype(config, tensors) : choice;
+}
+
+function isTensor(weight: GgufLlamaWeight): weight is Tensor {
+  return !('tensors' in weight);
+}
+
+function disposeWeight(weight: GgufLlamaWeight): void {
+  if (isTensor(weight)) weight.dispose();
+  else for (const t of Object.values(weight.tensors)) t.dispose();
+}
+
+/**
+ * Checks every tensor of the file against the decoder, before any data is
+ * read: each weight present under its llama.cpp name with the shape the
+ * config gives, nothing else in the file, norm weights in a float type.
+ */
+export function checkGgufLlamaTensors(
+  config: LlamaConfig,
+  tensors: ReadonlyMap<string, GgufTensorInfo>,
+): void {
+  const expected = llamaWeightShapes(config);
+  for (const [hfName, shape] of expected) {
+    const name = ggufNameOfHf(hfName)!;
+    const info = tensors.get(name);
+    if (!info) {
+      throw new InvalidArgumentError(`weight '${name}' is missing from the GGUF file`, {
+        kernel: KERNEL,
+        argument: name,
+        expected: `a tensor of shape ${formatShape(shape)} (dims ${formatShape([...shape].reverse())})`,
+        actual: 'absent',
+      });
+    }
+    if (!shapesEqual(info.shape, shape)) {
+      throw new ShapeError(`weight '${name}' has the wrong shape`, {
+        kernel: KERNEL,
+        argument: name,
+        expected: `${formatShape(shape)} (dims ${formatShape([...shape].reverse())})`,
+        actual: `${formatShape(info.shape)} (dims ${formatShape(info.dims)})`,
+      });
+    }
+    if (hfName.endsWith('norm.weight') && !isGgmlFloatType(info.type)) {
+      throw new DTypeError(`norm weight '${name}' is not a float tensor`, {
+        kernel: KERNEL,
+        argument: name,
+        expected: 'F32, F16 or BF16',
+        actual: info.type,
+      });
+    }
+  }
+  for (const name of tensors.keys()) {
+    const hfName = hfNameOfGguf(name);
+    if (hfName !== undefined && expected.has(hfName)) continue;
+    const why =
+      name === 'rope_freqs.weight'
+        ? 'scaled RoPE frequencies are not implemented'
+        : 'the file has a tensor a Llama decoder does not use';
+    throw new InvalidArgumentError(why, {
+      kernel: KERNEL,
+      argument: name,
+      expected: 'only llama.cpp Llama weight names (token_embd, blk.N.attn_*/ffn_*, output_norm, output)',
+      actual: name,
+    });
+  }
+}
+
+/**
+ * The dtype the file stores its float matrices and embedding in (quantized
+ * ones aside); f32 where every matrix is quantized. Float matrices of
+ * different types are a DTypeError asking for an explicit `weightDtype`.
+ */
+export function ggufWeightDtype(
+  config: LlamaConfig,
+  tensors: ReadonlyMap<string, GgufTensorInfo>,
+): FloatDType {
+  let first: GgufTensorInfo | undefined;
+  for (const hfName of llamaWeightShapes(config).keys()) {
+    if (hfName.endsWith('norm.weight')) continue;
+    const info = tensors.get(ggufNameOfHf(hfName)!)!;
+    if (!isGgmlFloatType(info.type)) continue;
+    first ??= info;
+    if (info.type !== first.type) {
+      throw new DTypeError(`weight '${info.name}' is stored in another type than '${first.name}'`, {
+        kernel: KERNEL,
+        argument: 'weightDtype',
+        expected:
+          "one float type for every float matrix and the embedding, or an explicit weightDtype ('f32', 'f16' or 'bf16')",
+        actual: `${first.type} and ${info.type}`,
+      });
+    }
+  }
+  return first && isGgmlFloatType(first.type) ? floatDTypeOf(first.type) : 'f32';
+}
+
+/** Opens a GGUF file of the `llama` architecture: reads its header, maps its config, checks its tensors. */
+export async function openGgufLlama(path: string, options: GgufLlamaOpenOptions = {}): Promise<GgufLlama> {
+  const raw = await (options.openFile ?? openNodeFile)(path);
+  try {
+    const file = await GgufFile.open(raw, options);
+    const config = ggufLlamaConfig(file.metadata, file.tensors);
+    checkGgufLlamaTensors(config, file.tensors);
+    return { file, config, close: () => raw.close() };
+  } catch (error) {
+    await raw.close();
+    throw error;
+  }
+}
+
+/**
+ * Uploads the weights tensor by tensor: each is read at its offset, the rows
+ * of Q and K moved back from llama.cpp's RoPE layout, then a float tensor is
+ * uploaded as `LlamaModel.load` uploads a safetensors tensor, and a
+ * quantized one is handed, as stored blocks, to `repack`. Nothing is
+ * dequantized on the host. Call `checkGgufLlamaTensors` first (opening does).
+ */
+export async function uploadGgufLlamaWeights(
+  backend: Backend,
+  { file, config }: Pick<GgufLlama, 'file' | 'config'>,
+  options: GgufLlamaUploadOptions = {},
+): Promise<GgufLlamaWeights> {
+  const dtype = chosenDtype(options.weightDtype, config, file.tensors);
+  const repack = options.repack ?? refuseQuantized;
+  const named = new Map<string, GgufLlamaWeight>();
+  const load = async (hfName: string, shape: Shape): Promise<GgufLlamaWeight> => {
+    const name = ggufNameOfHf(hfName)!;
+    const info = file.tensor(name);
+    let bytes = await file.readBytes(name);
+    const heads = ropeHeadsOf(config, hfName);
+    if (heads !== undefined) bytes = ggufRowsToHf(bytes, heads, shape[0]!, name);
+    if (isGgmlFloatType(info.type)) {
+      const as = hfName.endsWith('norm.weight') ? 'f32' : dtype;
+      return backend.upload(floatElements(info.type, bytes, as), shape, as);
+    }
+    return repack(backend, { name, weight: hfName, type: info.type, dims: info.dims, shape, bytes });
+  };
+  try {
+    for (const [hfName, shape] of llamaWeightShapes(config)) named.set(hfName, await load(hfName, shape));
+  } catch (error) {
+    for (const weight of named.values()) disposeWeight(weight);
+    throw error;
+  }
+  const get = (hfName: string) => named.get(hfName)!;
+  const embedding = get('model.embed_tokens.weight');
+  return {
+    embedding,
+    layers: Array.from({ length: config.numHiddenLayers }, (_, i) => {
+      const entries = Object.entries(LAYER_TENSORS).map(([key, suffix]) => [
+        key,
+        get(`model.layers.${i}.${suffix}.weight`),
+      ]);
+      return Object.fromEntries(entries) as { [K in keyof LlamaLayerWeights]: GgufLlamaWeight };
+    }),
+    norm: get('model.norm.weight') as Tensor,
+    head: config.tieWordEmbeddings ? embedding : get('lm_head.weight'),
+  };
+}
+
+/** Every distinct weight of `weights` (a tied head once). */
+export function ggufLlamaWeightList(weights: GgufLlamaWeights): GgufLlamaWeight[] {
+  return [
+    ...new Set([
+      weights.embedding,
+      ...weights.layers.flatMap((l) => Object.values(l)),
+      weights.norm,
+      weights.head,
+    ]),
+  ];
+}
+
+/**
+ * Loads a GGUF Llama file onto `backend` as a `LlamaModel`. Float tensors
+ * load as from safetensors; quantized ones go through `repack`, whose
+ * default refuses them (the decoder has no quantized kernels yet), as does
+ * the model for a repack that returns anything but a float tensor. A backend
+ * that cannot run the model's kernels in the weights' dtype is refused
+ * before any weight is read.
+ */
+export async function loadGgufLlama(
+  backend: Backend,
+  path: string,
+  options: GgufLlamaLoadOptions = {},
+): Promise<LlamaModel> {
+  const gguf = await openGgufLlama(path, options);
+  try {
+    const dtype = chosenDtype(options.weightDtype, gguf.config, gguf.file.tensors);
+    const cacheDtype = options.kvCacheDtype ?? 'f32';
+    checkLlamaBackend(
+      backend,
+      dtype,
+      cacheDtype,
+      options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype),
+    );
+    const weights = await uploadGgufLlamaWeights(backend, gguf, { ...options, weightDtype: dtype });
+    try {
+      const repacked = ggufLlamaWeightList(weights).find((w) => !isTensor(w)) as RepackedWeight | undefined;
+      if (repacked) {
+        throw new DTypeError('LlamaModel takes float weights only until its quantized kernels land', {
+          kernel: KERNEL,
+          argument: 'repack',
+          expected: 'a repack that returns float tensors (or uploadGgufLlamaWeights for repacked weights)',
+          actual: `a repacked weight of format '${repacked.format}'`,
+        });
+      }
+      return new LlamaModel(backend, gguf.config, weights as LlamaWeights, options);
+    } catch (error) {
+      for (const w of ggufLlamaWeightList(weights)) disposeWeight(w);
+      throw error;
+    }
+  } finally {
+    await gguf.close();
+  }
+}

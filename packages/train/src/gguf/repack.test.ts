@@ -1,0 +1,87 @@
+import { createCpuBackend, DTypeError, f16BitsToF32 } from '@rayo/core';
+import { describe, expect, it } from 'vitest';
+import { Rng } from '../random.js';
+import { dequantize } from './dequantize.js';
+import { quantize } from './quantize.js';
+import { refuseQuantized, repackQ4_0, repackQ4_K, repackQ6_K, repackQ8_0 } from './repack.js';
+
+function randomBlocks(type: 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K', seed: number): Uint8Array {
+  const rng = new Rng(seed);
+  return quantize(
+    type,
+    Float32Array.from({ length: 3 * 256 }, (_, i) => rng.uniform(-1, 1) * (1 + (i % 5))),
+  );
+}
+
+const nibble = (bytes: Uint8Array, i: number) => (i % 2 === 0 ? bytes[i >> 1]! & 0xf : bytes[i >> 1]! >> 4);
+
+describe('host repacks of quantized blocks', () => {
+  it('Q8_0 → int8 values and an f16 scale per 32, the same values', () => {
+    // A hand-made block: d = 0.5, q_j = j − 16.
+    const block = Uint8Array.of(0x00, 0x38, ...Array.from({ length: 32 }, (_, j) => (j - 16) & 0xff));
+    const { groupSize, values, scales } = repackQ8_0(block);
+    expect(groupSize).toBe(32);
+    expect(Array.from(scales)).toEqual([0x3800]);
+    expect(Array.from(values)).toEqual(Array.from({ length: 32 }, (_, j) => j - 16));
+    const bytes = randomBlocks('Q8_0', 1);
+    const r = repackQ8_0(bytes);
+    const want = dequantize('Q8_0', bytes);
+    for (const [i, v] of want.entries())
+      expect(Math.fround(r.values[i]! * f16BitsToF32(r.scales[i >> 5]!))).toBe(v);
+  });
+
+  it('Q4_0 → sequential nibbles (2k low, 2k+1 high) and an f16 scale per 32, the same values', () => {
+    // Byte j = j | (15 − j) << 4: ggml's elements 0..15 are 0..15, elements 16..31 are 15..0.
+    const block = Uint8Array.of(0x00, 0x34, ...Array.from({ length: 16 }, (_, j) => j | ((15 - j) << 4)));
+    const { nibbles, scales } = repackQ4_0(block);
+    expect(Array.from(scales)).toEqual([0x3400]);
+    // Elements in order: 0, 1, …, 15, 15, 14, …, 0, two to a byte.
+    expect(Array.from(nibbles)).toEqual([
+      0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe, 0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01,
+    ]);
+    const bytes = randomBlocks('Q4_0', 2);
+    const r = repackQ4_0(bytes);
+    const want = dequantize('Q4_0', bytes);
+    for (const [i, v] of want.entries())
+      expect(Math.fround((nibble(r.nibbles, i) - 8) * f16BitsToF32(r.scales[i >> 5]!))).toBe(v);
+  });
+
+  it('Q4_K → sequential nibbles with an f32 scale and offset per 32, bit for bit', () => {
+    const bytes = randomBlocks('Q4_K', 3);
+    const r = repackQ4_K(bytes);
+    expect(r.groupSize).toBe(32);
+    const want = dequantize('Q4_K', bytes);
+    for (const [i, v] of want.entries())
+      expect(Math.fround(Math.fround(r.scales[i >> 5]! * nibble(r.nibbles, i)) - r.offsets[i >> 5]!)).toBe(v);
+  });
+
+  it('Q6_K → int8 values (q − 32) with an f32 scale per 16, bit for bit', () => {
+    const bytes = randomBlocks('Q6_K', 4);
+    const r = repackQ6_K(bytes);
+    expect(r.groupSize).toBe(16);
+    expect(Math.min(...r.values)).toBeGreaterThanOrEqual(-32);
+    expect(Math.max(...r.values)).toBeLessThanOrEqual(31);
+    const want = dequantize('Q6_K', bytes);
+    for (const [i, v] of want.entries()) expect(Math.fround(r.scales[i >> 4]! * r.values[i]!)).toBe(v);
+  });
+
+  it('take whole blocks only', () => {
+    expect(() => repackQ8_0(new Uint8Array(35))).toThrow(/multiple of 34 bytes/);
+    expect(() => repackQ6_K(new Uint8Array(211))).toThrow(/multiple of 210 bytes/);
+  });
+
+  it('the default repack refuses, naming the tensor and its type', () => {
+    const tensor = {
+      name: 'blk.0.attn_q.weight',
+      weight: 'model.layers.0.self_attn.q_proj.weight',
+      type: 'Q4_K' as const,
+      dims: [256, 4],
+      shape: [4, 256],
+      bytes: new Uint8Array(4 * 144),
+    };
+    expect(() => refuseQuantized(createCpuBackend(), tensor)).toThrow(DTypeError);
+    expect(() => refuseQuantized(createCpuBackend(), tensor)).toThrow(
+      /quantized GGUF tensors need the quantized kernels: 'blk\.0\.attn_q\.weight' is Q4_K/,
+    );
+  });
+});

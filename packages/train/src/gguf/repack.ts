@@ -1,0 +1,179 @@
+import { type Backend, DTypeError, type Shape, type Tensor } from '@rayo/core';
+import { blockHalf, q4_0Values, q4kScaleMin, q4kValues, q6kValues } from './dequantize.js';
+import { type GgmlType, wholeBlocks } from './ggmlTypes.js';
+
+/** One quantized tensor of a GGUF file, as a repack receives it. */
+export interface GgufQuantizedTensor {
+  /** Its name in the GGUF file, e.g. `blk.0.attn_q.weight`. */
+  readonly name: string;
+  /** The decoder's (Hugging Face) name of the weight, e.g. `model.layers.0.self_attn.q_proj.weight`. */
+  readonly weight: string;
+  readonly type: GgmlType;
+  /** As stored, innermost first: `dims[0]` is the row length (the input features of a projection). */
+  readonly dims: readonly number[];
+  /** Outermost first: [out, in] for a projection, [vocab, hidden] for the embedding. */
+  readonly shape: Shape;
+  /**
+   * The stored blocks, one row after another, in the decoder's row order:
+   * the rows of Q and K already moved back from llama.cpp's RoPE layout.
+   */
+  readonly bytes: Uint8Array;
+}
+
+/** A weight on the device in a quantized kernel's format: its named parts (values, scales, …). */
+export interface RepackedWeight {
+  /** The kernel format, e.g. `q8` or `q4`. */
+  readonly format: string;
+  /** The logical shape, outermost first. */
+  readonly shape: Shape;
+  readonly tensors: Readonly<Record<string, Tensor>>;
+}
+
+/**
+ * Turns the raw blocks of one quantized tensor into device tensors in the
+ * format the quantized kernels read: the blocks uploaded as they are where
+ * the layout suits the kernels, otherwise repacked once at load. Never
+ * dequantized to f32 on the host.
+ */
+export type GgufRepack = (
+  backend: Backend,
+  tensor: GgufQuantizedTensor,
+) => RepackedWeight | Tensor | Promise<RepackedWeight | Tensor>;
+
+/** The repack used until the quantized kernels land: a DTypeError naming the tensor and its type. */
+export const refuseQuantized: GgufRepack = (_backend, tensor) => {
+  throw new DTypeError(
+    `quantized GGUF tensors need the quantized kernels: '${tensor.name}' is ${tensor.type}`,
+    {
+      kernel: 'loadGgufLlama',
+      argument: tensor.name,
+      expected: "F32, F16 or BF16, or a 'repack' option that puts quantized blocks in a kernel's format",
+      actual: tensor.type,
+    },
+  );
+};
+
+// ---- host repacks of whole blocks (pure functions over bytes; no device) ----------------------
+
+function blocksOf(type: 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K', bytes: Uint8Array): number {
+  return wholeBlocks(type, bytes.length, 'bytes', `repack${type}`);
+}
+
+/** `count` 4-bit values of `q` two to a byte, element 2k low, 2k+1 high, into `out` from byte `at`. */
+function packNibbles(q: Uint8Array, count: number, out: Uint8Array, at: number): void {
+  for (let k = 0; k < count / 2; k++) out[at + k] = q[2 * k]! | (q[2 * k + 1]! << 4);
+}
+
+const q = new Uint8Array(256);
+
+/** Symmetric int8 groups: element i is `values[i] · f16(scales[i / groupSize])`. */
+export interface Int8Groups {
+  readonly groupSize: number;
+  readonly values: Int8Array;
+  /** f16 words, one per group. */
+  readonly scales: Uint16Array;
+}
+
+/** 4-bit groups with a zero point of 8: element i is `(q_i − 8) · f16(scales[i / groupSize])`. */
+export interface Int4Groups {
+  readonly groupSize: number;
+  /** Element 2k in the low nibble of byte k, element 2k+1 in its high nibble. */
+  readonly nibbles: Uint8Array;
+  /** f16 words, one per group. */
+  readonly scales: Uint16Array;
+}
+
+/** Q8_0 as int8 values and one f16 scale per 32: the block's d and q split apart, losslessly. */
+export function repackQ8_0(bytes: Uint8Array): Int8Groups {
+  const blocks = blocksOf('Q8_0', bytes);
+  const values = new Int8Array(blocks * 32);
+  const scales = new Uint16Array(blocks);
+  for (let b = 0; b < blocks; b++) {
+    const at = b * 34;
+    scales[b] = bytes[at]! | (bytes[at + 1]! << 8);
+    values.set(new Int8Array(bytes.buffer, bytes.byteOffset + at + 2, 32), b * 32);
+  }
+  return { groupSize: 32, values, scales };
+}
+
+/**
+ * Q4_0 as sequential nibbles and one f16 scale per 32, losslessly: ggml
+ * keeps element j and j+16 in one byte; here elements 2k and 2k+1 share
+ * byte k, so that a kernel reads a group's values in order.
+ */
+export function repackQ4_0(bytes: Uint8Array): Int4Groups {
+  const blocks = blocksOf('Q4_0', bytes);
+  const nibbles = new Uint8Array(blocks * 16);
+  const scales = new Uint16Array(blocks);
+  for (let b = 0; b < blocks; b++) {
+    const block = bytes.subarray(b * 18, (b + 1) * 18);
+    scales[b] = block[0]! | (block[1]! << 8);
+    q4_0Values(block, q);
+    packNibbles(q, 32, nibbles, b * 16);
+  }
+  return { groupSize: 32, nibbles, scales };
+}
+
+/**
+ * Unsigned 4-bit groups with an offset: element i is
+ * `q_i · scales[g] − offsets[g]` with g = i / groupSize, in f32 parameters.
+ */
+export interface Uint4OffsetGroups {
+  readonly groupSize: number;
+  /** Element 2k in the low nibble of byte k, element 2k+1 in its high nibble. */
+  readonly nibbles: Uint8Array;
+  readonly scales: Float32Array;
+  readonly offsets: Float32Array;
+}
+
+/**
+ * Q4_K as sequential nibbles with an f32 scale (d·sc) and offset (dmin·m)
+ * per 32: the products ggml forms itself, so the values are the same bit
+ * for bit. The f16 group scales of `Int4Groups` cannot hold them exactly
+ * (and have no offset), so a symmetric 4-bit kernel would need a lossy
+ * requantization instead.
+ */
+export function repackQ4_K(bytes: Uint8Array): Uint4OffsetGroups {
+  const blocks = blocksOf('Q4_K', bytes);
+  const nibbles = new Uint8Array(blocks * 128);
+  const scales = new Float32Array(blocks * 8);
+  const offsets = new Float32Array(blocks * 8);
+  for (let b = 0; b < blocks; b++) {
+    const block = bytes.subarray(b * 144, (b + 1) * 144);
+    const d = blockHalf(block, 0);
+    const dmin = blockHalf(block, 2);
+    for (let j = 0; j < 8; j++) {
+      const { scale, min } = q4kScaleMin(block.subarray(4, 16), j);
+      scales[b * 8 + j] = d * scale;
+      offsets[b * 8 + j] = dmin * min;
+    }
+    q4kValues(block, q);
+    packNibbles(q, 256, nibbles, b * 128);
+  }
+  return { groupSize: 32, nibbles, scales, offsets };
+}
+
+/** Symmetric int8 groups with f32 scales: element i is `values[i] · scales[i / groupSize]`. */
+export interface Int8F32Groups {
+  readonly groupSize: number;
+  readonly values: Int8Array;
+  readonly scales: Float32Array;
+}
+
+/**
+ * Q6_K as int8 values (q − 32, in −32..31) with an f32 scale (d·scale) per
+ * 16: ggml's own products, so the values are the same bit for bit.
+ */
+export function repackQ6_K(bytes: Uint8Array): Int8F32Groups {
+  const blocks = blocksOf('Q6_K', bytes);
+  const values = new Int8Array(blocks * 256);
+  const scales = new Float32Array(blocks * 16);
+  for (let b = 0; b < blocks; b++) {
+    const block = bytes.subarray(b * 210, (b + 1) * 210);
+    const d = blockHalf(block, 208);
+    for (let g = 0; g < 16; g++) scales[b * 16 + g] = d * ((block[192 + g]! << 24) >> 24);
+    q6kValues(block, q);
+    for (let e = 0; e < 256; e++) values[b * 256 + e] = q[e]! - 32;
+  }
+  return { groupSize: 16, values, scales };
+}

@@ -1,0 +1,49 @@
+/**
+ * WebGPU in Node: Dawn, from the `webgpu` package (an optional peer
+ * dependency: browsers have `navigator.gpu` and never load this file; the
+ * `#dawn` import of the package.json gives them `./dawn.browser.js`).
+ */
+import { BackendUnavailableError } from '@rayo/core';
+import type { WgpuDeviceOptions } from './device.js';
+
+export type DawnOptions = Pick<WgpuDeviceOptions, 'enableToggles' | 'disableToggles'>;
+
+/** Dawn's WebGPU entry point, one instance per set of toggles. */
+export async function dawnGpu(options: DawnOptions): Promise<GPU> {
+  let webgpu: { create(flags: string[]): GPU; globals: object };
+  try {
+    webgpu = (await import('webgpu')) as unknown as typeof webgpu;
+  } catch (error) {
+    const missing = (error as { code?: string }).code === 'ERR_MODULE_NOT_FOUND';
+    throw new BackendUnavailableError(
+      missing
+        ? "the 'webgpu' package (Dawn for Node) is not installed: in Node, @rayo/wgpu needs it beside it " +
+            '(npm install webgpu; an optional peer dependency, which browsers do not need)'
+        : `the 'webgpu' package (Dawn for Node) could not be loaded: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+  // Dawn's GPU* classes (GPUBufferUsage, …) must be globals for WebGPU code.
+  for (const [name, value] of Object.entries(webgpu.globals)) {
+    if (!(name in globalThis))
+      Object.defineProperty(globalThis, name, { value, configurable: true, writable: true });
+  }
+  const flags: string[] = [];
+  if (options.enableToggles?.length) flags.push(`enable-dawn-features=${options.enableToggles.join(',')}`);
+  // Dawn rounds timestamps to 65.5 µs by default (a browser privacy measure);
+  // a compute library needs real kernel times.
+  const disable = [...new Set(['timestamp_quantization', ...(options.disableToggles ?? [])])];
+  flags.push(`disable-dawn-features=${disable.join(',')}`);
+  const key = flags.join(' ');
+  let gpu = instances.get(key);
+  if (!gpu) {
+    gpu = webgpu.create(flags);
+    instances.set(key, gpu);
+  }
+  return gpu;
+}
+
+// One Dawn instance per set of flags for the whole process: an instance
+// collected while another is in use can crash Dawn (seen on lavapipe), and a
+// kept instance does not hold the process open once its devices are destroyed.
+const instances = new Map<string, GPU>();

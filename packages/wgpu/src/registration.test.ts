@@ -1,0 +1,6 @@
+import { checkRegisteredOnImport } from '@rayo/core/testing';
+import { it } from 'vitest';
+import { backendProvider } from './index.js';
+
+it("importing the package registers its provider for createBackend('wgpu')", () =>
+  checkRegisteredOnImport(backendProvider));
