@@ -16,6 +16,12 @@ describe('quantized shaders', () => {
       expect(code).not.toContain('subgroup');
       expect(code).toContain('workgroupBarrier()');
       expect(code.includes('zeros')).toBe(format !== 'q8');
+      // x tiles and the lanes' sums share the 16 KiB of workgroup memory every device has.
+      expect(code).toContain(`var<workgroup> xt: array<vec4<f32>, ${format === 'q8' ? 128 : 256}>`);
+      expect(quantStreamShader({ format, rows: QUANT_STREAM_MAX_ROWS, vecX: true }).code()).toContain(
+        `var<workgroup> xt: array<vec4<f32>, ${format === 'q8' ? 512 : 1024}>`,
+      );
+      expect(code).not.toContain('var<workgroup> red');
       const tile = quantTileShader({ format }).code();
       expect(tile).toContain('var<workgroup> ws: array<vec4<f32>, 512>');
       expect(tile.includes('zeros')).toBe(format !== 'q8');

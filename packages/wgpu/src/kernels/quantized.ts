@@ -155,7 +155,12 @@ export function quantStreamShader(v: QuantStreamVariant) {
           )
           .join('\n        ')}
       }`;
-  const at = (r: number, o = '') => `red[${r * THREADS}u + tid${o}]`;
+  // The lanes' sums meet in xt once the last tile is read: the shader fits the 16 KiB of workgroup
+  // memory every WebGPU device offers (4 rows of q4 x tiles take all of it).
+  const at = (r: number, o = '') => {
+    const e = `${r * THREADS}u + tid${o}`;
+    return `xt[(${e}) / 4u][(${e}) % 4u]`;
+  };
   // x[row + k … + 3], 0 past K: one vector load, or elements.
   const xQuad = v.vecX
     ? `fn x_quad(row: u32, k: u32) -> vec4<f32> {
@@ -173,7 +178,6 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
 ${PARAMS.wgsl}
 ${bindings(v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>')}
 var<workgroup> xt: array<vec4<f32>, ${v.rows * tileUnits}>;
-var<workgroup> red: array<f32, ${v.rows * THREADS}>;
 ${dequantFunctions(v)}
 ${xQuad}
 fn word_of(row: u32, chunks: u32, c: u32) -> vec4<u32> {
@@ -223,6 +227,7 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
     wv = nextWv;
     ${q4 ? 'gs = nextGs; z = nextZ;' : ''}
   }
+  workgroupBarrier();
   ${rows.map((r) => `${at(r)} = acc${r};`).join('\n  ')}
   workgroupBarrier();
   for (var s = ${LANES / 2}u; s > 0u; s >>= 1u) {
