@@ -16,9 +16,9 @@ import {
 } from '@rayo/core';
 import { Tape, type Variable } from '../autograd/tape.js';
 import { AdamW } from '../optim/adamw.js';
-import { gradNorm } from '../optim/clip.js';
 import type { Optimizer } from '../optim/optimizer.js';
 import type { StepResult } from './step.js';
+import { recordUpdate, takeGradients } from './update.js';
 
 /** The shape and dtype of one fixed input tensor of a replayed step. */
 export interface ReplayedInput {
@@ -281,14 +281,9 @@ export class ReplayedStep<N extends string = string> {
     try {
       const loss = this.#options.loss(tape, inputs);
       tape.backward(loss);
-      const { clipNorm, readGradNorm } = this.#options;
-      // The norm alone (one read of the gradients); the update applies the clip as it reads them.
-      if (clipNorm !== undefined || readGradNorm) norm = gradNorm(optimizer.params, { runner: batch });
-      const clip = norm && clipNorm !== undefined ? { norm, maxNorm: clipNorm } : undefined;
-      optimizer.stepOnDevice(batch, this.#step, this.#lr, clip);
+      norm = recordUpdate(optimizer, batch, { step: this.#step, lr: this.#lr }, this.#options);
       // The recording keeps the gradients; the parameters are left without, as after an eager step.
-      const grads = optimizer.params.flatMap((p) => (p.grad ? [p.grad] : []));
-      for (const p of optimizer.params) p.grad = undefined;
+      const grads = [...takeGradients(optimizer.params).values()];
       this.#recording = { batch, tape, loss: loss.value, norm, grads, inputs };
       return this.#recording;
     } catch (error) {
