@@ -71,6 +71,14 @@ export function segmentedBackward(options: SegmentedBackwardOptions): BackwardSe
     if (!handed && batch !== options.batch) batch?.dispose();
     throw error;
   }
-  close([...parallel.buckets.keys()].filter((b) => !reduced.has(b)));
+  const rest = [...parallel.buckets.keys()].filter((b) => !reduced.has(b));
+  // Backward usually finishes the last bucket with its very last rule, leaving a batch with nothing to do.
+  if (rest.length === 0 && batch && batch !== options.batch && batch.size === 0) {
+    batch.dispose();
+    // Whatever the tape runs later (nothing, in the steps) runs eagerly in queue order.
+    tape.switchRunner(backend);
+  } else {
+    close(rest);
+  }
   return segments;
 }
