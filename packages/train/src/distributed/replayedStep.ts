@@ -1,9 +1,9 @@
-import { type Backend, type CommandBatch, InvalidArgumentError, type Tensor } from '@rayo/core';
+import type { Backend, CommandBatch, Tensor } from '@rayo/core';
 import { Tape, type Variable } from '../autograd/tape.js';
 import type { StepResult } from '../loop/step.js';
-import { recordUpdate, takeGradients } from '../loop/update.js';
+import { checkNotDisposed, DeviceSchedule, disposeRecorded, takeGradients } from '../loop/update.js';
 import type { Parameter } from '../nn/module.js';
-import { AdamW } from '../optim/adamw.js';
+import type { AdamW } from '../optim/adamw.js';
 import { type BackwardSegment, segmentedBackward } from './backwardSegments.js';
 import type { DataParallel } from './dataParallel.js';
 
@@ -63,27 +63,14 @@ interface Recording {
 export class ReplayedDataParallelStep {
   readonly backend: Backend;
   readonly #options: ReplayedDataParallelStepOptions;
-  readonly #step: Tensor;
-  readonly #lr: Tensor;
+  readonly #schedule: DeviceSchedule;
   #recording: Recording | undefined;
   #disposed = false;
 
   constructor(options: ReplayedDataParallelStepOptions) {
-    if (!(options.optimizer instanceof AdamW)) {
-      throw new InvalidArgumentError(
-        'a replayed step needs an optimizer that reads its step and rate on the device',
-        {
-          kernel: 'ReplayedDataParallelStep',
-          argument: 'optimizer',
-          expected: 'AdamW',
-          actual: (options.optimizer as { kind?: string }).kind ?? typeof options.optimizer,
-        },
-      );
-    }
     this.backend = options.backend;
     this.#options = options;
-    this.#step = this.backend.zeros([1], 'i32');
-    this.#lr = this.backend.zeros([1]);
+    this.#schedule = new DeviceSchedule(this.backend, options.optimizer, 'ReplayedDataParallelStep');
   }
 
   get recorded(): boolean {
@@ -97,19 +84,11 @@ export class ReplayedDataParallelStep {
 
   /** Trains on what the loss's tensors hold now: records the step the first time, replays it afterwards. */
   async run(options: { readonly lr?: number; readonly readLoss?: boolean } = {}): Promise<StepResult> {
-    if (this.#disposed) {
-      throw new InvalidArgumentError('the replayed step was disposed', {
-        kernel: 'ReplayedDataParallelStep',
-        argument: 'this',
-        expected: 'a live replayed step',
-        actual: 'a disposed one',
-      });
-    }
+    checkNotDisposed(this.#disposed, 'ReplayedDataParallelStep');
     const { optimizer, parallel } = this.#options;
     if (options.lr !== undefined) optimizer.lr = options.lr;
     const r = this.#recording ?? this.#record();
-    this.backend.write(this.#step, [optimizer.stepCount + 1]);
-    this.backend.write(this.#lr, [optimizer.lr]);
+    this.#schedule.write();
     const readLoss = options.readLoss ?? true;
     const readNorm = this.#options.readGradNorm === true && r.norm !== undefined;
     // Each submit enqueues its batch before its promise settles, so every
@@ -165,16 +144,13 @@ export class ReplayedDataParallelStep {
         batch: first,
         onSegment: (s) => segments.push(s),
       });
-      norm = recordUpdate(optimizer, update, { step: this.#step, lr: this.#lr }, this.#options);
+      norm = this.#schedule.recordUpdate(update, this.#options);
       const grads = takeGradients(optimizer.params);
       this.#recording = { segments, update, tape, loss: loss.value, norm, grads };
       return this.#recording;
     } catch (error) {
-      norm?.dispose();
-      tape.dispose();
-      if (segments.length === 0) first.dispose();
-      for (const s of segments) s.batch!.dispose();
-      update.dispose();
+      const batches = [...(segments.length === 0 ? [first] : segments.map((s) => s.batch!)), update];
+      disposeRecorded({ batches, norm, tape });
       optimizer.zeroGrad();
       throw error;
     }
@@ -186,14 +162,10 @@ export class ReplayedDataParallelStep {
     this.#disposed = true;
     const r = this.#recording;
     if (r) {
-      for (const s of r.segments) s.batch!.dispose();
-      r.update.dispose();
-      r.norm?.dispose();
-      r.tape.dispose();
-      for (const g of r.grads.values()) g.dispose();
+      const batches = [...r.segments.map((s) => s.batch!), r.update];
+      disposeRecorded({ batches, norm: r.norm, tape: r.tape, grads: r.grads.values() });
     }
-    this.#step.dispose();
-    this.#lr.dispose();
+    this.#schedule.dispose();
   }
 
   [Symbol.dispose](): void {

@@ -1,4 +1,11 @@
-import type { KernelRunner, Tensor } from '@rayo/core';
+import {
+  type Backend,
+  type CommandBatch,
+  InvalidArgumentError,
+  type KernelRunner,
+  type Tensor,
+} from '@rayo/core';
+import type { Tape } from '../autograd/tape.js';
 import type { Parameter } from '../nn/module.js';
 import { AdamW } from '../optim/adamw.js';
 import { clipGradNorm, gradNorm, NO_CLIP } from '../optim/clip.js';
@@ -35,21 +42,86 @@ export function clipAndUpdate(
 }
 
 /**
- * The update of a replayed step, recorded on `runner`: AdamW reading its
- * step number and learning rate from device tensors, so that replays need
- * no re-recording; returns the norm tensor when one was computed.
+ * What a replayed step's update reads on the device: AdamW's step number
+ * and learning rate, rewritten by the host before every replay so that
+ * replays need no re-recording.
  */
-export function recordUpdate(
-  optimizer: AdamW,
-  runner: KernelRunner,
-  device: { readonly step: Tensor; readonly lr: Tensor },
-  options: UpdateOptions,
-): Tensor | undefined {
-  const { clipNorm, readGradNorm } = options;
-  const norm = clipNorm !== undefined || readGradNorm ? gradNorm(optimizer.params, { runner }) : undefined;
-  const clip = norm && clipNorm !== undefined ? { norm, maxNorm: clipNorm } : undefined;
-  optimizer.stepOnDevice(runner, device.step, device.lr, clip);
-  return norm;
+export class DeviceSchedule {
+  readonly optimizer: AdamW;
+  readonly #backend: Backend;
+  readonly #step: Tensor;
+  readonly #lr: Tensor;
+
+  /** `kernel` names the step in the error for an optimizer other than AdamW. */
+  constructor(backend: Backend, optimizer: Optimizer, kernel: string) {
+    if (!(optimizer instanceof AdamW)) {
+      throw new InvalidArgumentError(
+        'a replayed step needs an optimizer that reads its step and rate on the device',
+        {
+          kernel,
+          argument: 'optimizer',
+          expected: 'AdamW',
+          actual: (optimizer as { kind?: string }).kind ?? typeof optimizer,
+        },
+      );
+    }
+    this.optimizer = optimizer;
+    this.#backend = backend;
+    this.#step = backend.zeros([1], 'i32');
+    this.#lr = backend.zeros([1]);
+  }
+
+  /** Writes the coming step's number and the optimizer's rate (in queue order, before the replay). */
+  write(): void {
+    this.#backend.write(this.#step, [this.optimizer.stepCount + 1]);
+    this.#backend.write(this.#lr, [this.optimizer.lr]);
+  }
+
+  /**
+   * Records the update on `runner`: the norm (if asked) and AdamW reading
+   * the step and rate from the device; returns the norm tensor when one was
+   * computed.
+   */
+  recordUpdate(runner: KernelRunner, options: UpdateOptions): Tensor | undefined {
+    const { clipNorm, readGradNorm } = options;
+    const params = this.optimizer.params;
+    const norm = clipNorm !== undefined || readGradNorm ? gradNorm(params, { runner }) : undefined;
+    const clip = norm && clipNorm !== undefined ? { norm, maxNorm: clipNorm } : undefined;
+    this.optimizer.stepOnDevice(runner, this.#step, this.#lr, clip);
+    return norm;
+  }
+
+  dispose(): void {
+    this.#step.dispose();
+    this.#lr.dispose();
+  }
+}
+
+/** Throws if a replayed step is used after its dispose. */
+export function checkNotDisposed(disposed: boolean, kernel: string): void {
+  if (disposed) {
+    throw new InvalidArgumentError('the replayed step was disposed', {
+      kernel,
+      argument: 'this',
+      expected: 'a live replayed step',
+      actual: 'a disposed one',
+    });
+  }
+}
+
+/** What a recorded step holds for its replays, freed together (after a failed recording, or on dispose). */
+export interface RecordedParts {
+  readonly batches: Iterable<CommandBatch>;
+  readonly norm: Tensor | undefined;
+  readonly tape: Tape;
+  readonly grads?: Iterable<Tensor>;
+}
+
+export function disposeRecorded(parts: RecordedParts): void {
+  for (const b of parts.batches) b.dispose();
+  parts.norm?.dispose();
+  parts.tape.dispose();
+  for (const g of parts.grads ?? []) g.dispose();
 }
 
 /**
