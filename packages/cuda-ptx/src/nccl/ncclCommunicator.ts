@@ -381,11 +381,13 @@ export class NcclCommunicator implements Communicator {
       );
       return;
     }
+    if (this.#pendingSince === undefined && this.#overlapPendingSince === undefined) return;
     this.backend.driver.activate();
     // Each stream on its own: a dead peer stalls an overlapped collective as much as any.
     const { lib } = this.backend.driver;
-    if (this.#pendingSince !== undefined && lib.cuEventQuery(this.#done) === 0)
+    if (this.#pendingSince !== undefined && lib.cuEventQuery(this.#done) === 0) {
       this.#pendingSince = undefined;
+    }
     if (this.#overlapPendingSince !== undefined && lib.cuEventQuery(this.#overlap!.done) === 0) {
       this.#overlapPendingSince = undefined;
     }
