@@ -14,6 +14,17 @@ describe('SingleRankCommunicator', () => {
     expect([comm.rank, comm.size, comm.failure]).toEqual([0, 1, undefined]);
   });
 
+  it('overlaps trivially: an overlapped all-reduce is the identity and a join waits for nothing', async () => {
+    const cpu = createCpuBackend();
+    const comm = new SingleRankCommunicator(cpu);
+    const x = cpu.upload([4, 5], [2]);
+    comm.joinOverlapped();
+    comm.allReduce([x], 'avg', { overlap: true });
+    comm.joinOverlapped();
+    expect(Array.from(await x.read())).toEqual([4, 5]);
+    expect(() => comm.allReduce([x], 'mean' as 'sum', { overlap: true })).toThrow(InvalidArgumentError);
+  });
+
   it('copies for all-gather and reduce-scatter, whatever the output’s shape', async () => {
     const cpu = createCpuBackend();
     const comm = new SingleRankCommunicator(cpu);

@@ -15,11 +15,27 @@ export type ReduceOp = 'sum' | 'avg' | 'max' | 'min' | 'prod';
 
 export const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min', 'prod'];
 
+/** How a collective is ordered with the backend's other work. */
+export interface CollectiveOptions {
+  /**
+   * Overlap the collective with later backend work (default false): it still
+   * starts after everything already enqueued on the backend's queue, but
+   * kernels, copies and reads enqueued after it do not wait for it, until
+   * `joinOverlapped()`. Meanwhile its tensors belong to the collective: later
+   * work must neither read nor write them, and a read or `backend.sync()`
+   * does not wait for it. Overlapped collectives run in the order they were
+   * issued, as every collective does.
+   */
+  readonly overlap?: boolean;
+}
+
 /**
  * Collective operations over a group of ranks, one process (or device) per
  * rank. Every operation is enqueued on the backend's queue/stream in order
  * with kernels and returns without waiting; a later read, `sync()` or
- * `barrier()` waits. Every rank must call the same operations in the same
+ * `barrier()` waits. An all-reduce may instead be overlapped with later
+ * backend work (`{ overlap: true }`, e.g. gradients all-reduced while backward
+ * goes on), until `joinOverlapped()`. Every rank must call the same operations in the same
  * order with tensors of the same shapes and dtypes.
  */
 export interface Communicator {
@@ -30,7 +46,15 @@ export interface Communicator {
   /** The error that aborted the communicator (a peer died, a timeout), if one did: results since are meaningless. */
   readonly failure: Error | undefined;
   /** Reduces each tensor across the ranks, in place (issued together where the library can fuse them). */
-  allReduce(tensors: readonly Tensor[], op?: ReduceOp): void;
+  allReduce(tensors: readonly Tensor[], op?: ReduceOp, options?: CollectiveOptions): void;
+  /**
+   * Orders everything enqueued on the backend from now on after every
+   * overlapped collective issued so far (returns at once, waits for nothing
+   * on the host). Call it before the overlapped tensors are used or read.
+   * Every collective issued without `overlap`, `barrier()` and `dispose()`
+   * join first, so the ranks' collectives stay in one order.
+   */
+  joinOverlapped(): void;
   /** Overwrites each rank's `tensor` with rank `root`'s. */
   broadcast(tensor: Tensor, root?: number): void;
   /** `output` (size·n elements) gets every rank's `input` (n elements), rank r's at offset r·n. */
@@ -123,13 +147,16 @@ export class SingleRankCommunicator implements Communicator {
 
   constructor(readonly backend: Backend) {}
 
-  allReduce(tensors: readonly Tensor[], op: ReduceOp = 'sum'): void {
+  /** The identity; `overlap` changes nothing, since nothing moves. */
+  allReduce(tensors: readonly Tensor[], op: ReduceOp = 'sum', _options?: CollectiveOptions): void {
     this.#alive('allReduce');
     collectiveChecks.op('allReduce', op);
     tensors.forEach((t, i) => {
       collectiveChecks.backend('allReduce', `tensors[${i}]`, t, this.backend);
     });
   }
+
+  joinOverlapped(): void {}
 
   broadcast(tensor: Tensor, root = 0): void {
     this.#alive('broadcast');

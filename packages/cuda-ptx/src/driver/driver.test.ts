@@ -370,6 +370,24 @@ describe('CudaDriver: streams, graphs and lifetime', () => {
     driver.destroyEvent(b);
   });
 
+  it('makes events only for ordering streams, without timing, and says when one is reached', () => {
+    const { fake, driver } = open();
+    const [main, side] = [driver.createStream(), driver.createStream()];
+    const order = driver.createEvent({ timing: false });
+    const timed = driver.createEvent();
+    expect(fake.eventFlags.get(order)).toBe(2);
+    expect(fake.eventFlags.get(timed)).toBe(0);
+    driver.recordEvent(order, main);
+    driver.recordEvent(timed, main);
+    driver.waitEvent(side, order);
+    expect(driver.eventDone(order)).toBe(true);
+    expect(fake.calls).toContain('cuStreamWaitEvent');
+    // As the driver: no timestamps on an event made without timing.
+    expect(() => driver.elapsedMs(order, timed)).toThrow(/CUDA_ERROR_INVALID_HANDLE/);
+    driver.destroyEvent(order);
+    driver.destroyEvent(timed);
+  });
+
   it('unloads modules, frees pooled memory and releases the context on dispose', () => {
     const { fake, driver } = open();
     const fn = driver.loadFunction('k', 'k', moduleOf('k', { n: 'u32' }));

@@ -13,6 +13,7 @@ import {
 import {
   CU_DEVICE_ATTRIBUTE,
   CU_EVENT_DEFAULT,
+  CU_EVENT_DISABLE_TIMING,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
   CU_STREAM_CAPTURE_MODE_RELAXED,
   CU_STREAM_NON_BLOCKING,
@@ -513,9 +514,20 @@ export class CudaDriver {
 
   // ------------------------------------------------------------------- events
 
-  createEvent(): bigint {
+  /** An event with timestamps (`elapsedMs`), or, with `timing: false`, one only for ordering streams, which costs less. */
+  createEvent(options: { readonly timing?: boolean } = {}): bigint {
     this.activate();
-    return this.value('cuEventCreate', this.lib.cuEventCreate(CU_EVENT_DEFAULT));
+    const flags = options.timing === false ? CU_EVENT_DISABLE_TIMING : CU_EVENT_DEFAULT;
+    return this.value('cuEventCreate', this.lib.cuEventCreate(flags));
+  }
+
+  /** Whether everything before the last record of `event` has finished (errors of that work are thrown here). */
+  eventDone(event: bigint): boolean {
+    this.activate();
+    const status = this.lib.cuEventQuery(event);
+    if (status === CUDA_ERROR_NOT_READY) return false;
+    this.check('cuEventQuery', status);
+    return true;
   }
 
   recordEvent(event: bigint, stream: bigint): void {

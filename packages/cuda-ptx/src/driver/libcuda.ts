@@ -144,6 +144,8 @@ export const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 /** A stream that does not synchronise with the legacy NULL stream. */
 export const CU_STREAM_NON_BLOCKING = 1;
 export const CU_EVENT_DEFAULT = 0;
+/** An event only for ordering (cuStreamWaitEvent, cuEventQuery): cheaper to record and wait on, no timestamps. */
+export const CU_EVENT_DISABLE_TIMING = 2;
 /**
  * Capture that lets the capturing thread make other driver calls (a module
  * load, an allocation) without invalidating the capture; rayo records before

@@ -120,6 +120,67 @@ describe('NcclCommunicator over the fake NCCL', () => {
     expect(Array.from(await reading)).toEqual([3]);
   });
 
+  it('overlaps an all-reduce with later work of the backend until joinOverlapped', async () => {
+    const { cuda, backends, comms } = await group(2);
+    const [b0, b1] = backends as [CudaBackend, CudaBackend];
+    const xs = backends.map((b, r) => b.upload([r + 1, 10], [2]));
+    const later = b0.upload([7], [1]);
+    comms[0]!.allReduce([xs[0]!], 'sum', { overlap: true });
+    // The collective waits for rank 1 on the communicator's stream; the backend's stream goes on.
+    expect(cuda.cuStreamQuery(b0.stream)).toBe(0);
+    b0.write(later, [8]);
+    expect(Array.from(await later.read())).toEqual([8]);
+    comms[0]!.joinOverlapped();
+    // From the join on, the backend's work waits for the collective.
+    expect(cuda.cuStreamQuery(b0.stream)).toBe(600);
+    const reading = xs[0]!.read();
+    comms[1]!.allReduce([xs[1]!], 'sum', { overlap: true });
+    comms[1]!.joinOverlapped();
+    expect(cuda.cuStreamQuery(b0.stream)).toBe(0);
+    expect(Array.from(await reading)).toEqual([3, 20]);
+    expect(Array.from(await xs[1]!.read())).toEqual([3, 20]);
+    // Made once, ordering only: no timestamps to record.
+    const waits = cuda.calls.filter((c) => c.startsWith('cuStreamWaitEvent'));
+    expect(waits.length).toBeGreaterThanOrEqual(4);
+    expect(cuda.calls.filter((c) => c.startsWith('cuStreamCreate'))).toHaveLength(4);
+    expect([...cuda.eventFlags.values()].filter((f) => f === 2).length).toBeGreaterThanOrEqual(6);
+    b1.write(xs[1]!, [0, 0]);
+    expect(Array.from(await xs[1]!.read())).toEqual([0, 0]);
+  });
+
+  it('starts an overlapped all-reduce after the work enqueued before it, and joins before any other collective', async () => {
+    const { backends, comms } = await group(2);
+    const xs = backends.map((b, r) => b.upload([r + 1], [1]));
+    const ys = backends.map((b, r) => b.upload([10 * r], [1]));
+    comms.forEach((c, r) => {
+      // Written on the backend's stream just before: the collective must see it.
+      backends[r]!.write(xs[r]!, [r + 2]);
+      c.allReduce([xs[r]!], 'sum', { overlap: true });
+      // Not overlapped: it joins first, so reading ys also waits for xs.
+      c.allReduce([ys[r]!], 'sum');
+    });
+    expect(Array.from(await xs[0]!.read())).toEqual([5]);
+    expect(Array.from(await ys[1]!.read())).toEqual([10]);
+    await Promise.all(comms.map((c) => c.barrier()));
+    await Promise.all(comms.map((c) => c.dispose()));
+  });
+
+  it('aborts an overlapped collective that a peer never joins after the timeout', async () => {
+    const failures: CollectiveError[] = [];
+    const { backends, comms } = await group(2, {
+      timeoutMs: 30,
+      pollMs: 2,
+      onFailure: (e) => failures.push(e),
+    });
+    comms[0]!.allReduce([backends[0]!.upload([1], [1])], 'sum', { overlap: true });
+    // Nothing waits for it on the backend's stream: only the watchdog can see it stall.
+    // Rank 0 times out and aborts; its abort reaches rank 1 as a remote error.
+    await vi.waitFor(() => expect(failures).toHaveLength(2));
+    expect(failures[0]!.message).toMatch(/rank 0 of 2: a collective did not complete within 30 ms/);
+    expect(failures[1]!.message).toMatch(/rank 1 of 2: remote process exited/);
+    expect(() => comms[0]!.joinOverlapped()).not.toThrow();
+  });
+
   it('rejects tensors that do not fit, naming the argument', async () => {
     const { backends, comms } = await group(2);
     const other = new CudaBackend(new CudaDriver(new CollectiveLibCuda()));

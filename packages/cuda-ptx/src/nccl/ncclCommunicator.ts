@@ -1,5 +1,6 @@
 import {
   CollectiveError,
+  type CollectiveOptions,
   type Communicator,
   collectiveChecks,
   type DType,
@@ -67,9 +68,20 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * per GPU. Collectives are enqueued on the backend's stream, so they are
  * ordered with its kernels, copies and reads. The communicator is
  * non-blocking (`ncclConfig_t.blocking = 0`) so that nothing in it can block
- * the event loop: a watchdog polls `ncclCommGetAsyncError` and the event
- * recorded after the last collective, and aborts (`ncclCommAbort`) on an
- * error or a timeout; every later call throws that `CollectiveError`.
+ * the event loop: a watchdog polls `ncclCommGetAsyncError` and the events
+ * recorded after the last collective on each stream, and aborts
+ * (`ncclCommAbort`) on an error or a timeout; every later call throws that
+ * `CollectiveError`.
+ *
+ * An overlapped all-reduce (`{ overlap: true }`) runs on a stream of the
+ * communicator's own (non-blocking, made on first use): an event recorded on
+ * the backend's stream makes it start after the work enqueued so far, and an
+ * event recorded behind it on the communicator's stream is what
+ * `joinOverlapped()` makes the backend's stream wait for. The backend's
+ * `sync()` and reads wait for the backend's stream only: until the join they
+ * do not wait for overlapped all-reduces. Every other collective joins
+ * first, so that all of them keep one order on the GPU; NCCL needs every
+ * rank to run a communicator's collectives in the same order.
  */
 export class NcclCommunicator implements Communicator {
   readonly backend: CudaBackend;
@@ -80,9 +92,14 @@ export class NcclCommunicator implements Communicator {
   readonly #timeoutMs: number;
   readonly #onFailure: ((error: CollectiveError) => void) | undefined;
   readonly #done: bigint;
+  /** The stream of overlapped collectives and its two ordering events, made on first use. */
+  #overlap: { readonly stream: bigint; readonly start: bigint; readonly done: bigint } | undefined;
+  /** Whether overlapped collectives were issued since the backend's stream last joined them. */
+  #unjoined = false;
   readonly #watchdog: ReturnType<typeof setInterval>;
   readonly #untrackSignals: () => void;
   #pendingSince: number | undefined;
+  #overlapPendingSince: number | undefined;
   #failure: CollectiveError | undefined;
   #closed: string | undefined;
   #barrierScratch: Tensor | undefined;
@@ -170,7 +187,7 @@ export class NcclCommunicator implements Communicator {
     this.#comm = comm;
     this.#timeoutMs = timeoutMs;
     this.#onFailure = options.onFailure;
-    this.#done = this.backend.driver.createEvent();
+    this.#done = this.backend.driver.createEvent({ timing: false });
     this.#watchdog = setInterval(() => this.#poll(), options.pollMs ?? 100);
     this.#watchdog.unref();
     this.#untrackSignals = options.abortOnSignals === false ? () => {} : abortOnSignals(this);
@@ -181,7 +198,7 @@ export class NcclCommunicator implements Communicator {
     return this.#failure;
   }
 
-  allReduce(tensors: readonly Tensor[], op: ReduceOp = 'sum'): void {
+  allReduce(tensors: readonly Tensor[], op: ReduceOp = 'sum', options: CollectiveOptions = {}): void {
     this.#alive('allReduce');
     const code = NCCL_RED_OP[collectiveChecks.op('allReduce', op)];
     const operands = tensors
@@ -194,19 +211,11 @@ export class NcclCommunicator implements Communicator {
     if (operands.length === 0) return;
     // Several tensors go in one NCCL group, which NCCL fuses into as few kernels as it can.
     const grouped = operands.length > 1;
-    this.#issue('ncclAllReduce', () => {
+    this.#issue('ncclAllReduce', options.overlap === true, (stream) => {
       if (grouped) check(this.lib, 'ncclGroupStart', this.lib.ncclGroupStart());
       let status: NcclResult = NCCL_RESULT.success;
       for (const o of operands) {
-        status = this.lib.ncclAllReduce(
-          o.ptr,
-          o.ptr,
-          o.count,
-          o.dtype,
-          code,
-          this.#comm,
-          this.backend.stream,
-        );
+        status = this.lib.ncclAllReduce(o.ptr, o.ptr, o.count, o.dtype, code, this.#comm, stream);
         if (status !== NCCL_RESULT.success) break;
       }
       if (grouped) {
@@ -223,8 +232,8 @@ export class NcclCommunicator implements Communicator {
     const ptr = this.#pointer('broadcast', 'tensor', tensor);
     const dtype = this.#dtype('broadcast', 'tensor', tensor);
     if (tensor.size === 0) return;
-    this.#issue('ncclBroadcast', () =>
-      this.lib.ncclBroadcast(ptr, ptr, tensor.size, dtype, root, this.#comm, this.backend.stream),
+    this.#issue('ncclBroadcast', false, (stream) =>
+      this.lib.ncclBroadcast(ptr, ptr, tensor.size, dtype, root, this.#comm, stream),
     );
   }
 
@@ -233,8 +242,8 @@ export class NcclCommunicator implements Communicator {
     const [send, recv, dtype] = this.#pair('allGather', input, output);
     collectiveChecks.blocks('allGather', input, output, 'output', this.size);
     if (input.size === 0) return;
-    this.#issue('ncclAllGather', () =>
-      this.lib.ncclAllGather(send, recv, input.size, dtype, this.#comm, this.backend.stream),
+    this.#issue('ncclAllGather', false, (stream) =>
+      this.lib.ncclAllGather(send, recv, input.size, dtype, this.#comm, stream),
     );
   }
 
@@ -244,9 +253,20 @@ export class NcclCommunicator implements Communicator {
     const [recv, send, dtype] = this.#pair('reduceScatter', output, input);
     collectiveChecks.blocks('reduceScatter', output, input, 'input', this.size);
     if (output.size === 0) return;
-    this.#issue('ncclReduceScatter', () =>
-      this.lib.ncclReduceScatter(send, recv, output.size, dtype, code, this.#comm, this.backend.stream),
+    this.#issue('ncclReduceScatter', false, (stream) =>
+      this.lib.ncclReduceScatter(send, recv, output.size, dtype, code, this.#comm, stream),
     );
+  }
+
+  /**
+   * Makes the backend's stream wait (on the GPU) for every overlapped
+   * all-reduce issued so far; cheap, and a no-op when there is none.
+   */
+  joinOverlapped(): void {
+    if (!this.#unjoined || this.#closed !== undefined) return;
+    this.backend.checkAlive('joinOverlapped');
+    this.backend.driver.waitEvent(this.backend.stream, this.#overlap!.done);
+    this.#unjoined = false;
   }
 
   /** A one-element all-reduce, then a wait for the stream that fails as soon as the watchdog does. */
@@ -265,6 +285,7 @@ export class NcclCommunicator implements Communicator {
   /** Waits for pending collectives, then finalises and destroys the NCCL communicator. */
   async dispose(): Promise<void> {
     if (this.#closed !== undefined) return;
+    this.joinOverlapped();
     await this.#orFailure(this.backend.sync());
     this.backend.driver.activate();
     const finalize = this.lib.ncclCommFinalize(this.#comm);
@@ -276,15 +297,42 @@ export class NcclCommunicator implements Communicator {
     this.#close('disposed');
     this.#barrierScratch?.dispose();
     check(this.lib, 'ncclCommDestroy', this.lib.ncclCommDestroy(this.#comm));
+    // Idle since the join and the sync above.
+    this.backend.driver.destroyEvent(this.#done);
+    if (this.#overlap) {
+      this.backend.driver.destroyEvent(this.#overlap.start);
+      this.backend.driver.destroyEvent(this.#overlap.done);
+      this.backend.driver.destroyStream(this.#overlap.stream);
+      this.#overlap = undefined;
+    }
   }
 
   // ------------------------------------------------------------------ internals
 
-  #issue(api: string, call: () => NcclResult): void {
+  /**
+   * Enqueues one collective (`call` gets the stream): on the backend's
+   * stream after joining the overlapped ones, or, overlapped, on the
+   * communicator's stream once the backend's stream has reached this point.
+   */
+  #issue(api: string, overlap: boolean, call: (stream: bigint) => NcclResult): void {
     this.#alive(api);
     this.backend.checkAlive(api);
-    this.backend.driver.activate();
-    let status = call();
+    const driver = this.backend.driver;
+    driver.activate();
+    let stream = this.backend.stream;
+    if (overlap) {
+      this.#overlap ??= {
+        stream: driver.createStream(),
+        start: driver.createEvent({ timing: false }),
+        done: driver.createEvent({ timing: false }),
+      };
+      driver.recordEvent(this.#overlap.start, stream);
+      stream = this.#overlap.stream;
+      driver.waitEvent(stream, this.#overlap.start);
+    } else {
+      this.joinOverlapped();
+    }
+    let status = call(stream);
     // A non-blocking communicator may still be setting up connections: finish before the next call.
     const deadline = performance.now() + this.#timeoutMs;
     while (status === NCCL_RESULT.inProgress && performance.now() < deadline) {
@@ -293,8 +341,15 @@ export class NcclCommunicator implements Communicator {
     if (status !== NCCL_RESULT.success) {
       throw this.#fail(ncclError(this.lib, api, status, this.#comm, `rank ${this.rank} of ${this.size}`));
     }
-    this.backend.driver.recordEvent(this.#done, this.backend.stream);
-    this.#pendingSince ??= performance.now();
+    // The watchdog times the oldest collective not yet seen finished, per stream.
+    if (overlap) {
+      driver.recordEvent(this.#overlap!.done, stream);
+      this.#unjoined = true;
+      this.#overlapPendingSince ??= performance.now();
+    } else {
+      driver.recordEvent(this.#done, stream);
+      this.#pendingSince ??= performance.now();
+    }
   }
 
   #poll(): void {
@@ -326,11 +381,18 @@ export class NcclCommunicator implements Communicator {
       );
       return;
     }
-    if (this.#pendingSince === undefined) return;
+    if (this.#pendingSince === undefined && this.#overlapPendingSince === undefined) return;
     this.backend.driver.activate();
-    if (this.backend.driver.lib.cuEventQuery(this.#done) === 0) {
+    // Each stream on its own: a dead peer stalls an overlapped collective as much as any.
+    const { lib } = this.backend.driver;
+    if (this.#pendingSince !== undefined && lib.cuEventQuery(this.#done) === 0) {
       this.#pendingSince = undefined;
-    } else if (performance.now() - this.#pendingSince > this.#timeoutMs) {
+    }
+    if (this.#overlapPendingSince !== undefined && lib.cuEventQuery(this.#overlap!.done) === 0) {
+      this.#overlapPendingSince = undefined;
+    }
+    const since = Math.min(this.#pendingSince ?? Infinity, this.#overlapPendingSince ?? Infinity);
+    if (performance.now() - since > this.#timeoutMs) {
       this.#fail(
         new CollectiveError(
           `rank ${this.rank} of ${this.size}: a collective did not complete within ${this.#timeoutMs} ms (a peer died or is stuck)`,

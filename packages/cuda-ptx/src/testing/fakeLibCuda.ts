@@ -1,6 +1,7 @@
 import type { CUresult } from '../driver/errors.js';
 import {
   CU_DEVICE_ATTRIBUTE,
+  CU_EVENT_DISABLE_TIMING,
   type CuOut,
   type HostBlock,
   type JitLogs,
@@ -118,6 +119,8 @@ export class FakeLibCuda implements LibCuda {
   errorNames = true;
   /** The next module load fails with this status and error log. */
   jitFailure: { readonly status: CUresult; readonly log: string } | undefined;
+  /** The flags each live event was created with. */
+  readonly eventFlags = new Map<bigint, number>();
   /** cuStreamQuery reports this many polls as still busy. */
   busyPolls = 0;
   /**
@@ -516,11 +519,14 @@ export class FakeLibCuda implements LibCuda {
     return 0;
   }
 
-  cuEventCreate(_flags: number): CuOut<bigint> {
+  cuEventCreate(flags: number): CuOut<bigint> {
     const failed = this.#enter('cuEventCreate') ?? this.#needContext();
     if (failed !== undefined) return { status: failed, value: 0n };
+    // CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS
+    if ((flags & ~0x7) !== 0) return { status: INVALID_VALUE, value: 0n };
     const handle = this.#handle();
     this.#events.set(handle, false);
+    this.eventFlags.set(handle, flags);
     return { status: 0, value: handle };
   }
 
@@ -546,12 +552,17 @@ export class FakeLibCuda implements LibCuda {
     const failed = this.#enter('cuEventElapsedTime');
     if (failed !== undefined) return { status: failed, value: 0 };
     if (!this.#events.get(start) || !this.#events.get(end)) return { status: INVALID_HANDLE, value: 0 };
+    // As the driver: an event created with CU_EVENT_DISABLE_TIMING has no time to give.
+    if ((this.eventFlags.get(start)! | this.eventFlags.get(end)!) & CU_EVENT_DISABLE_TIMING) {
+      return { status: INVALID_HANDLE, value: 0 };
+    }
     return { status: 0, value: 0.25 };
   }
 
   cuEventDestroy_v2(event: bigint): CUresult {
     const failed = this.#enter('cuEventDestroy_v2');
     if (failed !== undefined) return failed;
+    this.eventFlags.delete(event);
     return this.#events.delete(event) ? 0 : INVALID_HANDLE;
   }
 

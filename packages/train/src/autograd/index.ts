@@ -25,4 +25,11 @@ export { mean, type ReduceOptions, sum, sumSquares } from './ops/reduction.js';
 export { type RopeOptions, rope } from './ops/rope.js';
 export { reshape } from './ops/shape.js';
 export { logSoftmax, softmax } from './ops/softmax.js';
-export { type BackwardFn, Tape, type TapeOptions, Variable, type VariableInit } from './tape.js';
+export {
+  type BackwardFn,
+  type BackwardOptions,
+  Tape,
+  type TapeOptions,
+  Variable,
+  type VariableInit,
+} from './tape.js';

@@ -1,4 +1,10 @@
-import { createCpuBackend, InvalidArgumentError, ShapeError } from '@rayo/core';
+import {
+  createCpuBackend,
+  InvalidArgumentError,
+  ShapeError,
+  type Tensor,
+  type TensorStorage,
+} from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { Parameter } from '../nn/module.js';
 import { clipGradNorm } from '../optim/clip.js';
@@ -108,5 +114,89 @@ describe('Tape', () => {
     expect(await read(viewKept)).toEqual([6]);
     kept.dispose();
     viewKept.dispose();
+  });
+
+  it('reports each leaf once, as soon as backward made its last contribution to it', () => {
+    const backend = createCpuBackend();
+    const param = (name: string, v: number) => new Parameter(backend.upload([v, v + 1], [2]), name);
+    const [tied, w, twice, unused] = [param('tied', 1), param('w', 2), param('twice', 3), param('unused', 4)];
+    using tape = new Tape(backend);
+    const x = tape.input([0.5, -1], [2]);
+    const host = (t: Tensor) => Array.from(t.storage<TensorStorage & { data: Float32Array }>().data);
+    // Forward uses: tied (node 0), twice (nodes 1 and 2), w (node 3), tied again (node 4), then a sum (5).
+    const a = mul(tape, x, tied);
+    const b = mul(tape, mul(tape, a, twice), twice);
+    const c = add(tape, b, w);
+    const loss = sum(tape, mul(tape, c, tied));
+    const events: { names: string[]; kernels: number; grads: number[][] }[] = [];
+    let kernels = 0;
+    const counting = {
+      run: ((...args: Parameters<typeof backend.run>) => {
+        kernels++;
+        return backend.run(...args);
+      }) as typeof backend.run,
+    };
+    tape.switchRunner(counting);
+    tape.backward(loss, {
+      onGradientsFinal: (leaves) => {
+        events.push({
+          names: leaves.map((l) => l.name!),
+          kernels,
+          grads: leaves.map((l) => host(l.grad!)),
+        });
+      },
+    });
+    // Backward runs the nodes from the last: w is final after node 3, twice after node 1, tied
+    // (used by nodes 4 and 0) only after node 0, at the very end; unused never gets a gradient.
+    expect(events.map((e) => e.names)).toEqual([['w'], ['twice'], ['tied']]);
+    expect(events[0]!.kernels).toBeLessThan(events[1]!.kernels);
+    expect(events[1]!.kernels).toBeLessThan(events[2]!.kernels);
+    expect(kernels).toBe(events[2]!.kernels);
+    // What a callback sees is the final gradient.
+    for (const e of events)
+      expect(e.grads).toEqual([host([w, twice, tied].find((p) => p.name === e.names[0])!.grad!)]);
+    expect(unused.grad).toBeUndefined();
+    for (const p of [tied, w, twice]) p.zeroGrad();
+  });
+
+  it('switches the runner mid-backward: kernels after the switch go to the new batch', async () => {
+    const backend = createCpuBackend();
+    const w1 = new Parameter(backend.upload([2], [1]), 'w1');
+    const w2 = new Parameter(backend.upload([3], [1]), 'w2');
+    const first = backend.batch();
+    const batches = [first];
+    using tape = new Tape(backend, { runner: first });
+    const y = sum(tape, mul(tape, mul(tape, tape.input([5], [1]), w1), w2));
+    tape.backward(y, {
+      onGradientsFinal: () => {
+        const next = backend.batch();
+        batches.push(next);
+        tape.switchRunner(next);
+      },
+    });
+    expect(tape.runner).toBe(batches[2]);
+    expect(batches.map((b) => b.size > 0)).toEqual([true, true, false]);
+    for (const b of batches) await b.submit();
+    expect(await read(w1.grad!)).toEqual([15]);
+    expect(await read(w2.grad!)).toEqual([10]);
+    w1.zeroGrad();
+    w2.zeroGrad();
+  });
+
+  it('gives the same gradients with and without the callback', async () => {
+    const run = async (hook: boolean) => {
+      const backend = createCpuBackend();
+      const w = new Parameter(backend.upload([1, -2, 3, 0.5], [2, 2]), 'w');
+      const v = new Parameter(backend.upload([0.25, 4], [2]), 'v');
+      using tape = new Tape(backend);
+      const x = tape.input([1, 2, -1, 0.5], [2, 2]);
+      const h = mul(tape, matmul(tape, x, w), matmul(tape, x, w));
+      tape.backward(
+        mul(tape, sum(tape, h), sum(tape, mul(tape, v, v))),
+        hook ? { onGradientsFinal: () => {} } : undefined,
+      );
+      return [await read(w.grad!), await read(v.grad!)];
+    };
+    expect(await run(true)).toEqual(await run(false));
   });
 });

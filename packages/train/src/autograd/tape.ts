@@ -91,6 +91,23 @@ export interface TapeOptions {
   readonly grad?: boolean;
 }
 
+export interface BackwardOptions {
+  /** The gradient of the root (default: ones, for a root of one element). */
+  readonly seed?: Tensor;
+  /**
+   * Called during `backward` as soon as leaves' gradients are final: right
+   * after the backward rule that made the last contribution to them, with
+   * the leaves, their `grad` already set. A leaf's last contribution comes
+   * from its earliest use in forward, so a leaf used twice (a weight tied
+   * between the embedding and the head) is final only when backward reaches
+   * its first use. Every leaf that receives a gradient is reported exactly
+   * once, in the order backward finishes them; kernels the callback runs on
+   * the tape, or a `switchRunner` it makes, come before the rest of backward.
+   * Data parallelism starts each bucket's all-reduce here.
+   */
+  readonly onGradientsFinal?: (leaves: readonly Variable[]) => void;
+}
+
 /**
  * Records operations on variables and runs them backward. Every tensor the tape
  * allocates (forward values, gradients of intermediates, temporaries) is its
@@ -99,8 +116,8 @@ export interface TapeOptions {
  */
 export class Tape {
   readonly backend: Backend;
-  readonly runner: KernelRunner;
   readonly gradEnabled: boolean;
+  #runner: KernelRunner;
   readonly #owned = new Set<Tensor>();
   readonly #nodes: Variable[] = [];
   readonly #tapeLeaves: Variable[] = [];
@@ -108,8 +125,24 @@ export class Tape {
 
   constructor(backend: Backend, options: TapeOptions = {}) {
     this.backend = backend;
-    this.runner = options.runner ?? backend;
+    this.#runner = options.runner ?? backend;
     this.gradEnabled = options.grad ?? true;
+  }
+
+  /** Where the tape's kernels go now. */
+  get runner(): KernelRunner {
+    return this.#runner;
+  }
+
+  /**
+   * Sends the tape's later kernels to `runner`: e.g. a new command batch of
+   * the backend, cutting a recorded backward into pieces that can be
+   * submitted (and overlapped with collectives) one after another. Kernels
+   * already recorded stay where they are; tensors keep their owner.
+   */
+  switchRunner(runner: KernelRunner): void {
+    this.#alive('switchRunner');
+    this.#runner = runner;
   }
 
   get disposed(): boolean {
@@ -244,11 +277,14 @@ export class Tape {
 
   /**
    * Propagates gradients from `root` to every leaf that requires one, and
-   * adds them to the leaves' `grad`. `seed` is the gradient of `root`
-   * (default: ones, for a root of one element).
+   * adds them to the leaves' `grad`. `seed` (or `options.seed`) is the
+   * gradient of `root` (default: ones, for a root of one element).
    */
-  backward(root: Variable, seed?: Tensor): void {
+  backward(root: Variable, seedOrOptions?: Tensor | BackwardOptions): void {
     this.#alive('backward');
+    const options: BackwardOptions =
+      seedOrOptions instanceof Tensor ? { seed: seedOrOptions } : (seedOrOptions ?? {});
+    const { seed, onGradientsFinal } = options;
     if (!root.requiresGrad) {
       throw new InvalidArgumentError(
         'nothing to differentiate: the root does not depend on a leaf that requires a gradient',
@@ -285,8 +321,17 @@ export class Tape {
         actual: 'a variable of another tape',
       });
     }
+    const finalAfter = onGradientsFinal ? this.#finalAfter(root, end) : undefined;
     const grads = new Map<Variable, Tensor>();
     grads.set(root, seed ?? this.ones(root.shape));
+    const depositFinal = (leaves: readonly Variable[]): void => {
+      const done = leaves.filter((v) => grads.has(v));
+      for (const v of done) {
+        this.#deposit(v, grads.get(v)!);
+        grads.delete(v);
+      }
+      if (done.length > 0) onGradientsFinal!(done);
+    };
     for (let i = end; i >= 0; i--) {
       const node = this.#nodes[i]!;
       const dy = grads.get(node);
@@ -307,8 +352,39 @@ export class Tape {
         const previous = grads.get(input);
         grads.set(input, previous ? this.run1(add, [previous, dx]) : dx);
       });
+      const final = finalAfter?.get(i);
+      if (final) depositFinal(final);
     }
-    for (const [v, g] of grads) if (v.isLeaf && v.requiresGrad) this.#deposit(v, g);
+    const leaves = [...grads.keys()].filter((v) => v.isLeaf && v.requiresGrad);
+    if (onGradientsFinal) depositFinal(leaves);
+    else for (const v of leaves) this.#deposit(v, grads.get(v)!);
+  }
+
+  /**
+   * For each node that backward from `root` (node `end`) runs, the leaves
+   * that get their last gradient contribution from it: backward walks the
+   * nodes from `end` down, so that is the lowest-numbered reached node that
+   * takes the leaf as an input.
+   */
+  #finalAfter(root: Variable, end: number): Map<number, Variable[]> {
+    const reached = new Set<Variable>([root]);
+    const last = new Map<Variable, number>();
+    for (let i = end; i >= 0; i--) {
+      const node = this.#nodes[i]!;
+      if (!reached.has(node)) continue;
+      for (const input of node.inputs) {
+        if (!input.requiresGrad) continue;
+        reached.add(input);
+        if (input.isLeaf) last.set(input, i);
+      }
+    }
+    const byNode = new Map<number, Variable[]>();
+    for (const [leaf, i] of last) {
+      const list = byNode.get(i) ?? [];
+      list.push(leaf);
+      byNode.set(i, list);
+    }
+    return byNode;
   }
 
   /** Adds `g` to a leaf's gradient; the leaf owns the result exclusively (clipping scales it in place). */

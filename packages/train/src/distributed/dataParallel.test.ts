@@ -44,6 +44,7 @@ function lockstepGroup(backends: readonly Backend[]): Communicator[] {
         for (const d of datas) d.set(result);
       });
     },
+    joinOverlapped() {},
     broadcast() {},
     allGather() {},
     reduceScatter() {},

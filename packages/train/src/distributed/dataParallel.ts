@@ -1,4 +1,12 @@
-import { type Communicator, InvalidArgumentError, RayoError, type ReduceOp, type Tensor } from '@rayo/core';
+import {
+  type CollectiveOptions,
+  type Communicator,
+  InvalidArgumentError,
+  RayoError,
+  type ReduceOp,
+  type Tensor,
+} from '@rayo/core';
+import type { Variable } from '../autograd/tape.js';
 import type { HasParameters } from '../checkpoint/checkpoint.js';
 import type { Parameter } from '../nn/module.js';
 import { Rng } from '../random.js';
@@ -26,16 +34,21 @@ export interface GradientBucket {
  * trains on its own share of each batch and averages gradients with the
  * others before the update, so all ranks keep the same parameters.
  *
- * Buckets follow reverse parameter order, which is the order backward
- * produces gradients in. The tape has no per-gradient hook and a step's
- * backward is one command batch (one CUDA graph on cuda), so the buckets are
- * all-reduced after backward rather than overlapped with it; they are
- * enqueued on the device right behind it.
+ * Buckets follow reverse parameter order, which is about the order backward
+ * finishes gradients in. As in PyTorch's DDP, a step may all-reduce each
+ * bucket as soon as backward has finished its last gradient, overlapped
+ * with the rest of backward: `bucketTracker()` follows the tape's
+ * `onGradientsFinal` and says which buckets are complete, and
+ * `allReduceBucket(..., { overlap: true })` starts one of them; the steps
+ * (`dataParallelStep`, `ReplayedDataParallelStep`) do this by default. Each
+ * bucket is one all-reduce of the same tensors whether overlapped or not,
+ * so the results are the same bits; only the timing changes.
  */
 export class DataParallel {
   readonly communicator: Communicator;
   readonly parameters: readonly Parameter[];
   readonly buckets: readonly GradientBucket[];
+  readonly #bucketOf = new Map<Variable, number>();
 
   constructor(options: DataParallelOptions) {
     this.communicator = options.communicator;
@@ -53,6 +66,28 @@ export class DataParallel {
       });
     }
     this.buckets = bucketsOf(named, limit);
+    this.buckets.forEach((b, i) => {
+      for (const p of b.parameters) this.#bucketOf.set(p, i);
+    });
+  }
+
+  /**
+   * Follows one backward: give it the leaves of each `onGradientsFinal` call;
+   * it returns the indices of the buckets whose every parameter is now final
+   * (ascending), each once. Every rank runs the same backward, so every rank
+   * finds the same buckets at the same points and issues the same
+   * collectives in the same order.
+   */
+  bucketTracker(): (finished: readonly Variable[]) => number[] {
+    const missing = this.buckets.map((b) => b.parameters.length);
+    return (finished) => {
+      const ready: number[] = [];
+      for (const leaf of finished) {
+        const i = this.#bucketOf.get(leaf);
+        if (i !== undefined && --missing[i]! === 0) ready.push(i);
+      }
+      return ready.sort((a, b) => a - b);
+    };
   }
 
   get rank(): number {
@@ -80,23 +115,31 @@ export class DataParallel {
 
   /** The same for gradients kept elsewhere than on the parameters (a replayed step's recording). */
   allReduceGradientsOf(gradientOf: (parameter: Parameter) => Tensor | undefined): void {
-    for (const bucket of this.buckets) {
-      const grads = bucket.parameters.map((p, i) => {
-        const grad = gradientOf(p);
-        if (!grad) {
-          // A gradient present on one rank only would leave the ranks' collectives out of step.
-          throw new RayoError('a parameter has no gradient to all-reduce', {
-            kernel: 'DataParallel.allReduceGradients',
-            argument: bucket.names[i],
-            expected:
-              'a gradient on every rank (call after backward; every parameter must be used by the loss)',
-            actual: 'none',
-          });
-        }
-        return grad;
-      });
-      this.communicator.allReduce(grads, 'avg');
-    }
+    for (const i of this.buckets.keys()) this.allReduceBucket(i, gradientOf);
+  }
+
+  /** Averages the gradients of bucket `index` across the ranks: one collective, overlapped with later work if asked. */
+  allReduceBucket(
+    index: number,
+    gradientOf: (parameter: Parameter) => Tensor | undefined = (p) => p.grad,
+    options?: CollectiveOptions,
+  ): void {
+    const bucket = this.buckets[index]!;
+    const grads = bucket.parameters.map((p, i) => {
+      const grad = gradientOf(p);
+      if (!grad) {
+        // A gradient present on one rank only would leave the ranks' collectives out of step.
+        throw new RayoError('a parameter has no gradient to all-reduce', {
+          kernel: 'DataParallel.allReduceGradients',
+          argument: bucket.names[i],
+          expected:
+            'a gradient on every rank (call after backward; every parameter must be used by the loss)',
+          actual: 'none',
+        });
+      }
+      return grad;
+    });
+    this.communicator.allReduce(grads, 'avg', options);
   }
 
   /** Reduces scalar metrics across the ranks (the mean by default), for logging on rank 0. */

@@ -1,9 +1,10 @@
-import { type Backend, type CommandBatch, InvalidArgumentError, type Tensor } from '@rayo/core';
+import type { Backend, CommandBatch, Tensor } from '@rayo/core';
 import { Tape, type Variable } from '../autograd/tape.js';
 import type { StepResult } from '../loop/step.js';
+import { checkNotDisposed, DeviceSchedule, disposeRecorded, takeGradients } from '../loop/update.js';
 import type { Parameter } from '../nn/module.js';
-import { AdamW } from '../optim/adamw.js';
-import { gradNorm } from '../optim/clip.js';
+import type { AdamW } from '../optim/adamw.js';
+import { type BackwardSegment, segmentedBackward } from './backwardSegments.js';
 import type { DataParallel } from './dataParallel.js';
 
 export interface ReplayedDataParallelStepOptions {
@@ -19,10 +20,22 @@ export interface ReplayedDataParallelStepOptions {
   readonly loss: (tape: Tape) => Variable;
   readonly clipNorm?: number;
   readonly readGradNorm?: boolean;
+  /**
+   * All-reduce each gradient bucket as soon as backward has finished it,
+   * overlapped with the rest of backward (default true); false records
+   * backward as one batch and all-reduces every bucket after it.
+   */
+  readonly overlap?: boolean;
+}
+
+/** What a recorded step's backward looks like: per segment, its kernels and the buckets all-reduced after it. */
+export interface RecordedSegment {
+  readonly kernels: number;
+  readonly buckets: readonly number[];
 }
 
 interface Recording {
-  readonly backward: CommandBatch;
+  readonly segments: readonly BackwardSegment[];
   readonly update: CommandBatch;
   readonly tape: Tape;
   readonly loss: Tensor;
@@ -32,69 +45,72 @@ interface Recording {
 
 /**
  * A data-parallel training step recorded once and replayed, as `ReplayedStep`
- * is on one device: forward and backward in one command batch (one CUDA graph
- * on cuda), the gradient norm and the AdamW update in another, and between
- * them the gradients (and the loss) averaged across the ranks on the
- * backend's queue. Each `run` writes the step number and the learning rate,
- * enqueues the two replays and the collectives back to back and waits for
- * the device once, for the loss. From the first replay on a step allocates
- * nothing. The gradients stay with the recording, not on the parameters.
+ * is on one device. Forward and backward are recorded as a few command
+ * batches (CUDA graphs on cuda), cut where backward finishes a gradient
+ * bucket (`segmentedBackward`); the gradient norm and the AdamW update are
+ * one more. Each `run` writes the step number and the learning rate, then
+ * submits segment 0, starts the all-reduce of the buckets it finished
+ * overlapped with what follows (`{ overlap: true }`: on cuda, NCCL on a
+ * stream of its own), submits segment 1, and so on; then joins the
+ * overlapped collectives (`joinOverlapped`), averages the loss and submits
+ * the update. Everything is enqueued back to back and the step waits for the
+ * device once, for the loss. The collectives are the same, bucket for
+ * bucket, as without overlap (`overlap: false`: one backward batch, then
+ * every bucket), so the results are the same bits; only the timing changes.
+ * From the first replay on a step allocates nothing. The gradients stay with
+ * the recording, not on the parameters.
  */
 export class ReplayedDataParallelStep {
   readonly backend: Backend;
   readonly #options: ReplayedDataParallelStepOptions;
-  readonly #step: Tensor;
-  readonly #lr: Tensor;
+  readonly #schedule: DeviceSchedule;
   #recording: Recording | undefined;
   #disposed = false;
 
   constructor(options: ReplayedDataParallelStepOptions) {
-    if (!(options.optimizer instanceof AdamW)) {
-      throw new InvalidArgumentError(
-        'a replayed step needs an optimizer that reads its step and rate on the device',
-        {
-          kernel: 'ReplayedDataParallelStep',
-          argument: 'optimizer',
-          expected: 'AdamW',
-          actual: (options.optimizer as { kind?: string }).kind ?? typeof options.optimizer,
-        },
-      );
-    }
     this.backend = options.backend;
     this.#options = options;
-    this.#step = this.backend.zeros([1], 'i32');
-    this.#lr = this.backend.zeros([1]);
+    this.#schedule = new DeviceSchedule(this.backend, options.optimizer, 'ReplayedDataParallelStep');
   }
 
   get recorded(): boolean {
     return this.#recording !== undefined;
   }
 
+  /** The recorded backward, segment by segment (empty before the first `run`). */
+  get segments(): readonly RecordedSegment[] {
+    return (this.#recording?.segments ?? []).map((s) => ({ kernels: s.batch!.size, buckets: s.buckets }));
+  }
+
   /** Trains on what the loss's tensors hold now: records the step the first time, replays it afterwards. */
   async run(options: { readonly lr?: number; readonly readLoss?: boolean } = {}): Promise<StepResult> {
-    if (this.#disposed) {
-      throw new InvalidArgumentError('the replayed step was disposed', {
-        kernel: 'ReplayedDataParallelStep',
-        argument: 'this',
-        expected: 'a live replayed step',
-        actual: 'a disposed one',
-      });
-    }
+    checkNotDisposed(this.#disposed, 'ReplayedDataParallelStep');
     const { optimizer, parallel } = this.#options;
     if (options.lr !== undefined) optimizer.lr = options.lr;
     const r = this.#recording ?? this.#record();
-    this.backend.write(this.#step, [optimizer.stepCount + 1]);
-    this.backend.write(this.#lr, [optimizer.lr]);
+    this.#schedule.write();
     const readLoss = options.readLoss ?? true;
     const readNorm = this.#options.readGradNorm === true && r.norm !== undefined;
-    // Each submit enqueues its batch before its promise settles, so the
-    // collectives between the two replays run in queue order between them.
-    const backward = r.backward.submit();
-    backward.catch(() => undefined);
-    parallel.allReduceGradientsOf((p) => r.grads.get(p));
+    // Each submit enqueues its batch before its promise settles, so every
+    // collective runs in queue order after the segment before it; an
+    // overlapped one does not hold back the segments after it.
+    const overlap = this.#options.overlap ?? true;
+    const gradientOf = (p: Parameter) => r.grads.get(p);
+    const submitted: Promise<void>[] = [];
+    try {
+      for (const segment of r.segments) {
+        const done = segment.batch!.submit();
+        done.catch(() => undefined);
+        submitted.push(done);
+        for (const b of segment.buckets) parallel.allReduceBucket(b, gradientOf, { overlap });
+      }
+    } finally {
+      // The update (and anything after a failure) must see the averaged gradients.
+      parallel.communicator.joinOverlapped();
+    }
     if (readLoss) parallel.communicator.allReduce([r.loss], 'avg');
     const [done, updated, loss, norm] = await Promise.allSettled([
-      backward,
+      Promise.all(submitted),
       r.update.submit(),
       readLoss ? r.loss.read() : undefined,
       readNorm ? r.norm!.read() : undefined,
@@ -110,28 +126,31 @@ export class ReplayedDataParallelStep {
   }
 
   #record(): Recording {
-    const { optimizer, clipNorm, readGradNorm } = this.#options;
+    const { optimizer, parallel } = this.#options;
     // Gradients left by an eager step would be added to, and read by every replay.
     optimizer.zeroGrad();
-    const backward = this.backend.batch();
+    const first = this.backend.batch();
     const update = this.backend.batch();
-    const tape = new Tape(this.backend, { runner: backward });
+    const tape = new Tape(this.backend, { runner: first });
+    const segments: BackwardSegment[] = [];
     let norm: Tensor | undefined;
     try {
       const loss = this.#options.loss(tape);
-      tape.backward(loss);
-      if (clipNorm !== undefined || readGradNorm) norm = gradNorm(optimizer.params, { runner: update });
-      const clip = norm && clipNorm !== undefined ? { norm, maxNorm: clipNorm } : undefined;
-      optimizer.stepOnDevice(update, this.#step, this.#lr, clip);
-      const grads = new Map(optimizer.params.flatMap((p) => (p.grad ? [[p, p.grad] as const] : [])));
-      for (const p of optimizer.params) p.grad = undefined;
-      this.#recording = { backward, update, tape, loss: loss.value, norm, grads };
+      segmentedBackward({
+        tape,
+        loss,
+        parallel,
+        overlap: this.#options.overlap ?? true,
+        batch: first,
+        onSegment: (s) => segments.push(s),
+      });
+      norm = this.#schedule.recordUpdate(update, this.#options);
+      const grads = takeGradients(optimizer.params);
+      this.#recording = { segments, update, tape, loss: loss.value, norm, grads };
       return this.#recording;
     } catch (error) {
-      norm?.dispose();
-      tape.dispose();
-      backward.dispose();
-      update.dispose();
+      const batches = [...(segments.length === 0 ? [first] : segments.map((s) => s.batch!)), update];
+      disposeRecorded({ batches, norm, tape });
       optimizer.zeroGrad();
       throw error;
     }
@@ -143,14 +162,10 @@ export class ReplayedDataParallelStep {
     this.#disposed = true;
     const r = this.#recording;
     if (r) {
-      r.backward.dispose();
-      r.update.dispose();
-      r.norm?.dispose();
-      r.tape.dispose();
-      for (const g of r.grads.values()) g.dispose();
+      const batches = [...r.segments.map((s) => s.batch!), r.update];
+      disposeRecorded({ batches, norm: r.norm, tape: r.tape, grads: r.grads.values() });
     }
-    this.#step.dispose();
-    this.#lr.dispose();
+    this.#schedule.dispose();
   }
 
   [Symbol.dispose](): void {

@@ -15,10 +15,10 @@ import {
   Tensor,
 } from '@rayo/core';
 import { Tape, type Variable } from '../autograd/tape.js';
-import { AdamW } from '../optim/adamw.js';
-import { gradNorm } from '../optim/clip.js';
+import type { AdamW } from '../optim/adamw.js';
 import type { Optimizer } from '../optim/optimizer.js';
 import type { StepResult } from './step.js';
+import { checkNotDisposed, DeviceSchedule, disposeRecorded, takeGradients } from './update.js';
 
 /** The shape and dtype of one fixed input tensor of a replayed step. */
 export interface ReplayedInput {
@@ -91,26 +91,13 @@ export class ReplayedStep<N extends string = string> {
   readonly #options: ReplayedStepOptions<N>;
   readonly #optimizer: AdamW;
   readonly #names: readonly N[];
-  readonly #step: Tensor;
-  readonly #lr: Tensor;
+  readonly #schedule: DeviceSchedule;
   #recording: Recording<N> | undefined;
   #disposed = false;
 
   constructor(options: ReplayedStepOptions<N>) {
-    if (!(options.optimizer instanceof AdamW)) {
-      throw new InvalidArgumentError(
-        'a replayed step needs an optimizer that reads its step and rate on the device',
-        {
-          kernel: 'ReplayedStep',
-          argument: 'optimizer',
-          expected: 'AdamW',
-          actual: options.optimizer.kind,
-        },
-      );
-    }
     this.backend = options.backend;
     this.#options = options;
-    this.#optimizer = options.optimizer;
     this.#names = Object.keys(options.inputs) as N[];
     if (this.#names.length === 0) {
       throw new InvalidArgumentError('a replayed step needs at least one input', {
@@ -120,8 +107,8 @@ export class ReplayedStep<N extends string = string> {
         actual: 'none',
       });
     }
-    this.#step = this.backend.zeros([1], 'i32');
-    this.#lr = this.backend.zeros([1]);
+    this.#schedule = new DeviceSchedule(this.backend, options.optimizer, 'ReplayedStep');
+    this.#optimizer = this.#schedule.optimizer;
   }
 
   /** Whether the step has been recorded (after the first `run`). */
@@ -134,14 +121,7 @@ export class ReplayedStep<N extends string = string> {
     batch: Readonly<Record<N, ReplayedBatchInput>>,
     options: ReplayedRunOptions = {},
   ): Promise<StepResult> {
-    if (this.#disposed) {
-      throw new InvalidArgumentError('the replayed step was disposed', {
-        kernel: 'ReplayedStep',
-        argument: 'this',
-        expected: 'a live replayed step',
-        actual: 'a disposed one',
-      });
-    }
+    checkNotDisposed(this.#disposed, 'ReplayedStep');
     this.#check(batch);
     const optimizer = this.#optimizer;
     if (options.lr !== undefined) optimizer.lr = options.lr;
@@ -162,8 +142,7 @@ export class ReplayedStep<N extends string = string> {
       if (given instanceof Tensor) this.backend.copy(given, recording.inputs[name]);
       else this.backend.write(recording.inputs[name], given.data);
     }
-    this.backend.write(this.#step, [optimizer.stepCount + 1]);
-    this.backend.write(this.#lr, [optimizer.lr]);
+    this.#schedule.write();
     // Every backend enqueues a batch when submit() is called, before its
     // promise settles, and orders reads after enqueued work: the readbacks
     // start at once and the step waits for the device once, not twice.
@@ -281,20 +260,13 @@ export class ReplayedStep<N extends string = string> {
     try {
       const loss = this.#options.loss(tape, inputs);
       tape.backward(loss);
-      const { clipNorm, readGradNorm } = this.#options;
-      // The norm alone (one read of the gradients); the update applies the clip as it reads them.
-      if (clipNorm !== undefined || readGradNorm) norm = gradNorm(optimizer.params, { runner: batch });
-      const clip = norm && clipNorm !== undefined ? { norm, maxNorm: clipNorm } : undefined;
-      optimizer.stepOnDevice(batch, this.#step, this.#lr, clip);
+      norm = this.#schedule.recordUpdate(batch, this.#options);
       // The recording keeps the gradients; the parameters are left without, as after an eager step.
-      const grads = optimizer.params.flatMap((p) => (p.grad ? [p.grad] : []));
-      for (const p of optimizer.params) p.grad = undefined;
+      const grads = [...takeGradients(optimizer.params).values()];
       this.#recording = { batch, tape, loss: loss.value, norm, grads, inputs };
       return this.#recording;
     } catch (error) {
-      norm?.dispose();
-      tape.dispose();
-      batch.dispose();
+      disposeRecorded({ batches: [batch], norm, tape });
       optimizer.zeroGrad();
       for (const t of Object.values<Tensor>(inputs)) t.dispose();
       throw error;
@@ -307,14 +279,10 @@ export class ReplayedStep<N extends string = string> {
     this.#disposed = true;
     const r = this.#recording;
     if (r) {
-      r.batch.dispose();
-      r.norm?.dispose();
-      r.tape.dispose();
-      for (const g of r.grads) g.dispose();
+      disposeRecorded({ batches: [r.batch], norm: r.norm, tape: r.tape, grads: r.grads });
       for (const t of Object.values<Tensor>(r.inputs)) t.dispose();
     }
-    this.#step.dispose();
-    this.#lr.dispose();
+    this.#schedule.dispose();
   }
 
   [Symbol.dispose](): void {

@@ -9,9 +9,8 @@ import type {
 } from '@rayo/core';
 import type { Variable } from '../autograd/tape.js';
 import { Tape } from '../autograd/tape.js';
-import { AdamW } from '../optim/adamw.js';
-import { clipGradNorm, gradNorm as globalGradNorm, NO_CLIP } from '../optim/clip.js';
 import type { Optimizer } from '../optim/optimizer.js';
+import { clipAndUpdate } from './update.js';
 
 export interface StepOptions {
   readonly backend: Backend;
@@ -74,17 +73,7 @@ export async function trainStep(options: StepOptions): Promise<StepResult> {
     if (options.lr !== undefined) optimizer.lr = options.lr;
     const loss = options.loss(tape);
     tape.backward(loss);
-    const { clipNorm } = options;
-    if (optimizer instanceof AdamW) {
-      // As a replayed step does: the norm alone, and the clip applied inside the update.
-      if (clipNorm !== undefined || options.readGradNorm) norm = globalGradNorm(optimizer.params, { runner });
-      optimizer.step(runner, norm && clipNorm !== undefined ? { norm, maxNorm: clipNorm } : undefined);
-    } else {
-      if (clipNorm !== undefined || options.readGradNorm) {
-        norm = clipGradNorm(optimizer.params, clipNorm ?? NO_CLIP, { runner });
-      }
-      optimizer.step(runner);
-    }
+    norm = clipAndUpdate(optimizer, runner, options);
     if (batch) await batch.submit();
     const lossValue = (options.readLoss ?? true) ? (await loss.value.read())[0]! : undefined;
     const gradNorm = options.readGradNorm && norm ? (await norm.read())[0]! : undefined;

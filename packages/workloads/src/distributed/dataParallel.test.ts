@@ -28,6 +28,7 @@ async function train(
   communicator: Communicator,
   rows: readonly [number, number],
   mode: 'eager' | 'replayed' = 'eager',
+  overlap = true,
 ) {
   const model = new MLP(backend, [3, 8, 2], { seed: 7 });
   const parallel = new DataParallel({ communicator, model, bucketBytes: 64 });
@@ -40,17 +41,19 @@ async function train(
     crossEntropy(tape, model.forward(tape, tape.constant(x)), y);
   const replayed =
     mode === 'replayed'
-      ? new ReplayedDataParallelStep({ backend, optimizer, parallel, loss, clipNorm: 1 })
+      ? new ReplayedDataParallelStep({ backend, optimizer, parallel, loss, clipNorm: 1, overlap })
       : undefined;
   const losses: number[] = [];
   for (let step = 0; step < STEPS; step++) {
     const result = replayed
       ? await replayed.run()
-      : await dataParallelStep({ backend, optimizer, parallel, clipNorm: 1, loss });
+      : await dataParallelStep({ backend, optimizer, parallel, clipNorm: 1, loss, overlap });
     losses.push(result.loss!);
   }
+  const segments = replayed?.segments.length;
   replayed?.dispose();
-  return { losses, weight: Array.from(await model.parameters()[0]!.value.read()) };
+  const params = await Promise.all(model.parameters().map(async (p) => Array.from(await p.value.read())));
+  return { losses, weight: params[0]!, params, segments };
 }
 
 describe('data-parallel training on two emulated GPUs over the fake NCCL', () => {
@@ -110,5 +113,40 @@ describe('data-parallel training on two emulated GPUs over the fake NCCL', () =>
     }
     expect(losses[STEPS - 1]).toBeLessThan(losses[0]!);
     await Promise.all(comms.map((c) => c.dispose()));
+  });
+
+  it('gives the same losses and parameters, to the bit, with the all-reduce overlapped or after backward', async () => {
+    const cuda = new CollectiveLibCuda();
+    new PtxInterpreter(cuda).attach();
+    const runRanks = async (mode: 'eager' | 'replayed', overlap: boolean) => {
+      const backends = [0, 1].map(() => new CudaBackend(new CudaDriver(cuda)));
+      const comms = await NcclCommunicator.createGroup(backends, {
+        lib: new FakeNccl(cuda),
+        abortOnSignals: false,
+      });
+      const ranks = await Promise.all(
+        backends.map((b, r) => train(b, comms[r]!, [2 * r, 2 * r + 2], mode, overlap)),
+      );
+      await Promise.all(comms.map((c) => c.dispose()));
+      return ranks;
+    };
+    for (const mode of ['eager', 'replayed'] as const) {
+      const waitsBefore = cuda.calls.filter((c) => c.startsWith('cuStreamWaitEvent')).length;
+      const on = await runRanks(mode, true);
+      const waits = cuda.calls.filter((c) => c.startsWith('cuStreamWaitEvent')).length - waitsBefore;
+      const off = await runRanks(mode, false);
+      // The overlapped run ordered two streams through events; the other needed none.
+      expect(waits).toBeGreaterThan(0);
+      for (const r of [0, 1]) {
+        expect(on[r]!.losses).toEqual(off[r]!.losses);
+        expect(on[r]!.params).toEqual(off[r]!.params);
+      }
+      expect(on[0]!.params).toEqual(on[1]!.params);
+      if (mode === 'replayed') {
+        // Two fused layers: backward cut once per layer.
+        expect(on[0]!.segments).toBe(2);
+        expect(off[0]!.segments).toBe(1);
+      }
+    }
   });
 });

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { LOSS_TOLERANCE, maxRelativeDifference, tokensPerSecond } from './dataParallelBench.js';
+import {
+  LOSS_TOLERANCE,
+  maxRelativeDifference,
+  overlapSettings,
+  tokensPerSecond,
+} from './dataParallelBench.js';
 import { batchColumns } from './dataParallelWorker.js';
 
 describe('dp-bench', () => {
@@ -18,5 +23,12 @@ describe('dp-bench', () => {
 
   it('counts tokens per second at the median step', () => {
     expect(tokensPerSecond([10, 1000, 20], 4096)).toBeCloseTo(204_800, 6);
+  });
+
+  it('reads --overlap as on, off or both (an A/B of the N-GPU run)', () => {
+    expect(overlapSettings('on')).toEqual(['on']);
+    expect(overlapSettings('off')).toEqual(['off']);
+    expect(overlapSettings('both')).toEqual(['on', 'off']);
+    expect(() => overlapSettings('yes')).toThrow(/--overlap.*on \| off \| both/);
   });
 });

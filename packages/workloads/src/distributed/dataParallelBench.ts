@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { CollectiveError } from '@rayo/core';
+import { CollectiveError, InvalidArgumentError } from '@rayo/core';
 import { LaunchError, launchDataParallel, type RankExit } from '@rayo/train';
 import { summariseTimes, THROUGHPUT_ADAMW } from '../train/throughput.js';
 import { QUICK_WORKLOADS, THROUGHPUT_WORKLOADS } from '../train/trainBench.js';
@@ -23,8 +23,12 @@ mid-run and checks that rank 0 exits with a clear error within 30 s.
   --warmup N         untimed steps (default 3)
   --steps N          timed steps (default 20; quick 3)
   --seed N           initialisation and data (default 0)
-  --mode MODE        replayed: the step recorded once as two CUDA graphs
+  --mode MODE        replayed: the step recorded once as CUDA graphs
                      (default); eager: recorded anew every step
+  --overlap WHEN     on: all-reduce each gradient bucket as soon as backward
+                     finishes it, overlapped with the rest of backward
+                     (default); off: all of them after backward; both: the
+                     N-GPU run once with each, on then off (an A/B)
   --quick            the tiny transformer of train-bench's quick mode
   --baseline NAME    torch: also run torch_ddp_baseline.py ($PYTHON, else python3); none (default)
   --fault            also run the killed-rank check
@@ -149,6 +153,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       steps: { type: 'string' },
       seed: { type: 'string', default: '0' },
       mode: { type: 'string', default: 'replayed' },
+      overlap: { type: 'string', default: 'on' },
       quick: { type: 'boolean', default: false },
       baseline: { type: 'string', default: 'none' },
       fault: { type: 'boolean', default: false },
@@ -160,6 +165,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
+  const overlaps = overlapSettings(values.overlap!);
   const model = (values.quick ? QUICK_WORKLOADS[2] : THROUGHPUT_WORKLOADS[3]) as TransformerWorkloadSpec;
   const spec: TransformerWorkloadSpec = { ...model, batch: Number(values.batch ?? (values.quick ? 4 : 16)) };
   const gpus = Number(values.gpus);
@@ -172,6 +178,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     clipNorm: 1,
     adamw: THROUGHPUT_ADAMW,
     mode: values.mode === 'eager' ? 'eager' : 'replayed',
+    overlap: overlaps[0] === 'on',
   };
   const out = resolve(values.out);
   await mkdir(out, { recursive: true });
@@ -181,6 +188,9 @@ export async function main(argv: readonly string[]): Promise<number> {
 
   const single = await runRayo(script, requestPath, 1);
   const parallel = await runRayo(script, requestPath, gpus);
+  // The A/B: the same run with the other setting, right after on the same GPUs.
+  const other =
+    overlaps.length > 1 ? await runRayo(script, await requestWith(out, request, false), gpus) : undefined;
   const tokens = spec.seq * spec.batch;
   const lossDifference = maxRelativeDifference(single.losses, parallel.losses);
   const rayo = {
@@ -208,6 +218,16 @@ export async function main(argv: readonly string[]): Promise<number> {
       parallel: summariseTimes(parallel.times).medianMs,
     },
     allReduce: parallel.allReduce,
+    overlap: overlaps[0],
+    segments: parallel.segments,
+    overlapOff: other && {
+      stepMs: summariseTimes(other.times).medianMs,
+      tokensPerSecond: tokensPerSecond(other.times, tokens),
+      segments: other.segments,
+      // The same collectives, only at other times: the same bits where the kernels are deterministic.
+      identicalLosses: other.losses.every((l, i) => l === parallel.losses[i]),
+      maxRelativeDifference: maxRelativeDifference(other.losses, parallel.losses),
+    },
     torch,
     vsTorchDdp: torch?.parallel.tokensPerSecond ? rayo.parallel / torch.parallel.tokensPerSecond : undefined,
     fault,
@@ -218,7 +238,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     [
       `device: ${report.device}, global batch ${spec.batch} × ${spec.seq} tokens`,
       `losses 1 vs ${gpus} GPUs: max relative difference ${lossDifference.toExponential(2)} (${lossesAgree ? 'ok' : 'MISMATCH'})`,
-      `rayo: ${rayo.single.toFixed(0)} tokens/s on 1 GPU, ${rayo.parallel.toFixed(0)} on ${gpus}: scaling ${report.scaling.toFixed(2)}× (steps ${report.stepMs.single.toFixed(1)} / ${report.stepMs.parallel.toFixed(1)} ms)`,
+      `rayo (all-reduce overlap ${report.overlap}${report.segments ? `, backward in ${report.segments} graphs` : ''}): ${rayo.single.toFixed(0)} tokens/s on 1 GPU, ${rayo.parallel.toFixed(0)} on ${gpus}: scaling ${report.scaling.toFixed(2)}× (steps ${report.stepMs.single.toFixed(1)} / ${report.stepMs.parallel.toFixed(1)} ms)`,
+      report.overlapOff
+        ? `overlap off: ${report.overlapOff.tokensPerSecond.toFixed(0)} tokens/s on ${gpus} (step ${report.overlapOff.stepMs.toFixed(1)} ms); losses ${report.overlapOff.identicalLosses ? 'identical' : `differ by up to ${report.overlapOff.maxRelativeDifference.toExponential(2)}`} to overlap on`
+        : '',
       parallel.allReduce
         ? `all-reduce of the ${(parallel.allReduce.bytes / 2 ** 20).toFixed(0)} MiB of gradients alone: ${parallel.allReduce.ms.toFixed(2)} ms (${(parallel.allReduce.bytes / parallel.allReduce.ms / 1e6).toFixed(0)} GB/s)`
         : '',
@@ -233,5 +256,29 @@ export async function main(argv: readonly string[]): Promise<number> {
       .filter(Boolean)
       .join('\n'),
   );
-  return lossesAgree && (fault?.passed ?? true) ? 0 : 1;
+  const abAgrees = (report.overlapOff?.maxRelativeDifference ?? 0) <= LOSS_TOLERANCE;
+  return lossesAgree && abAgrees && (fault?.passed ?? true) ? 0 : 1;
+}
+
+/** The `--overlap` value: the settings to run the N-GPU benchmark with, in order. */
+export function overlapSettings(value: string): ('on' | 'off')[] {
+  if (value === 'on' || value === 'off') return [value];
+  if (value === 'both') return ['on', 'off'];
+  throw new InvalidArgumentError('unknown --overlap setting', {
+    kernel: 'dp-bench',
+    argument: '--overlap',
+    expected: 'on | off | both',
+    actual: value,
+  });
+}
+
+/** A request file like `request` but with `overlap` set. */
+async function requestWith(out: string, request: DataParallelRequest, overlap: boolean): Promise<string> {
+  const path = join(out, `request-overlap-${overlap ? 'on' : 'off'}.json`);
+  await writeFile(
+    path,
+    `${JSON.stringify({ ...request, overlap }, null, 2)}
+`,
+  );
+  return path;
 }

@@ -29,6 +29,12 @@ export interface DataParallelRequest {
   readonly adamw: typeof THROUGHPUT_ADAMW;
   /** `replayed`: the step recorded once (ReplayedDataParallelStep); `eager`: recorded anew every step (dataParallelStep). */
   readonly mode: 'replayed' | 'eager';
+  /**
+   * Whether gradient buckets are all-reduced overlapped with the rest of
+   * backward (default true); a run of one rank has nothing to overlap and
+   * records backward whole.
+   */
+  readonly overlap?: boolean;
   /** The fault check: this rank is killed (SIGKILL) at the start of `killAtStep`. */
   readonly killRank?: number;
   readonly killAtStep?: number;
@@ -51,6 +57,9 @@ export interface DataParallelRun {
    * to the device being done (median ms of a few), and those bytes; absent on one rank.
    */
   readonly allReduce?: { readonly ms: number; readonly bytes: number };
+  /** Whether the all-reduce was overlapped with backward (false on one rank), and in how many segments backward was recorded. */
+  readonly overlap: boolean;
+  readonly segments?: number;
 }
 
 /** Times `parallel`'s bucketed all-reduce alone, over tensors shaped as the gradients (the parameters: identical on every rank, so averaging leaves them as they are). */
@@ -129,9 +138,10 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
   const optimizer = new AdamW(work.model.namedParameters(), request.adamw);
   const loss = (tape: Tape) => work.lossOn(tape, shard);
   const { clipNorm } = request;
+  const overlap = (request.overlap ?? true) && where.size > 1;
   const replayed =
     request.mode === 'replayed'
-      ? new ReplayedDataParallelStep({ backend, optimizer, parallel, loss, clipNorm })
+      ? new ReplayedDataParallelStep({ backend, optimizer, parallel, loss, clipNorm, overlap })
       : undefined;
   const losses: number[] = [];
   const times: number[] = [];
@@ -140,15 +150,24 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
     const begin = performance.now();
     const result = replayed
       ? await replayed.run()
-      : await dataParallelStep({ backend, optimizer, parallel, clipNorm, loss });
+      : await dataParallelStep({ backend, optimizer, parallel, clipNorm, loss, overlap });
     if (step >= request.warmup) times.push(performance.now() - begin);
     losses.push(result.loss!);
   }
+  const segments = replayed?.segments.length;
   replayed?.dispose();
   const allReduce = where.size > 1 ? await timeAllReduce(parallel, () => backend.sync()) : undefined;
   if (store) await leaveRendezvous(store, where);
   if (where.rank === 0) {
-    const run: DataParallelRun = { world: where.size, device: backend.info.device, losses, times, allReduce };
+    const run: DataParallelRun = {
+      world: where.size,
+      device: backend.info.device,
+      losses,
+      times,
+      allReduce,
+      overlap,
+      segments,
+    };
     console.log(JSON.stringify(run));
   }
   await communicator.dispose();

@@ -20,10 +20,14 @@ export interface StreamItem {
  * Work on an idle stream runs at once, as in FakeLibCuda; a graph launch
  * waits like the rest, but a kernel launched eagerly behind a waiting
  * collective is refused (its parameter block is not the fake's to keep).
+ * `cuStreamWaitEvent` holds a stream's later work until the last record of
+ * the event (made before the wait) has run on its own stream, so work of two
+ * streams (a backend's and a communicator's own) is ordered as on a GPU.
  */
 export class CollectiveLibCuda extends FakeLibCuda {
   readonly #queues = new Map<bigint, StreamItem[]>();
-  readonly #unrecordedEvents = new Set<bigint>();
+  /** Records of events still queued behind a waiting item, oldest first. */
+  readonly #unrecordedEvents = new Map<bigint, { done: boolean }[]>();
   readonly #capturing = new Set<bigint>();
   readonly #draining = new Set<bigint>();
 
@@ -76,17 +80,34 @@ export class CollectiveLibCuda extends FakeLibCuda {
   }
 
   override cuEventRecord(event: bigint, stream: bigint): CUresult {
-    if (!this.#busy(stream)) return super.cuEventRecord(event, stream);
-    this.#unrecordedEvents.add(event);
+    if (!this.#busy(stream) || this.#capturing.has(stream)) return super.cuEventRecord(event, stream);
+    const record = { done: false };
+    const pending = this.#unrecordedEvents.get(event) ?? [];
+    this.#unrecordedEvents.set(event, pending);
+    pending.push(record);
     return this.#ordered(stream, () => {
-      this.#unrecordedEvents.delete(event);
-      return super.cuEventRecord(event, stream);
+      record.done = true;
+      pending.splice(pending.indexOf(record), 1);
+      if (pending.length === 0) this.#unrecordedEvents.delete(event);
+      const status = super.cuEventRecord(event, stream);
+      // Streams waiting for this record may go on.
+      for (const other of this.#queues.keys()) if (other !== stream) this.drain(other);
+      return status;
     });
   }
 
   override cuEventQuery(event: bigint): CUresult {
     const status = super.cuEventQuery(event);
     return status === 0 && this.#unrecordedEvents.has(event) ? NOT_READY : status;
+  }
+
+  override cuStreamWaitEvent(stream: bigint, event: bigint, flags: number): CUresult {
+    const status = super.cuStreamWaitEvent(stream, event, flags);
+    // The wait is for the event's last record made before it; one still queued holds the stream.
+    const record = this.#unrecordedEvents.get(event)?.at(-1);
+    if (status !== 0 || !record || this.#capturing.has(stream)) return status;
+    this.enqueue(stream, { advance: () => record.done });
+    return 0;
   }
 
   override cuLaunchKernel(

@@ -1,0 +1,135 @@
+import {
+  type Backend,
+  type CommandBatch,
+  InvalidArgumentError,
+  type KernelRunner,
+  type Tensor,
+} from '@rayo/core';
+import type { Tape } from '../autograd/tape.js';
+import type { Parameter } from '../nn/module.js';
+import { AdamW } from '../optim/adamw.js';
+import { clipGradNorm, gradNorm, NO_CLIP } from '../optim/clip.js';
+import type { Optimizer } from '../optim/optimizer.js';
+
+export interface UpdateOptions {
+  /** Clip the gradients to this global norm. */
+  readonly clipNorm?: number;
+  /** Compute the global norm (before clipping) even without a clip, to read it back. */
+  readonly readGradNorm?: boolean;
+}
+
+/**
+ * Clipping by global norm (if asked) and the optimizer's update, on
+ * `runner`; returns the norm tensor when one was computed (the caller's).
+ * AdamW takes the norm alone (one read of the gradients) and applies the
+ * clip as it reads them; other optimizers clip in place first.
+ */
+export function clipAndUpdate(
+  optimizer: Optimizer,
+  runner: KernelRunner,
+  options: UpdateOptions,
+): Tensor | undefined {
+  const { clipNorm, readGradNorm } = options;
+  const wantNorm = clipNorm !== undefined || readGradNorm === true;
+  if (optimizer instanceof AdamW) {
+    const norm = wantNorm ? gradNorm(optimizer.params, { runner }) : undefined;
+    optimizer.step(runner, norm && clipNorm !== undefined ? { norm, maxNorm: clipNorm } : undefined);
+    return norm;
+  }
+  const norm = wantNorm ? clipGradNorm(optimizer.params, clipNorm ?? NO_CLIP, { runner }) : undefined;
+  optimizer.step(runner);
+  return norm;
+}
+
+/**
+ * What a replayed step's update reads on the device: AdamW's step number
+ * and learning rate, rewritten by the host before every replay so that
+ * replays need no re-recording.
+ */
+export class DeviceSchedule {
+  readonly optimizer: AdamW;
+  readonly #backend: Backend;
+  readonly #step: Tensor;
+  readonly #lr: Tensor;
+
+  /** `kernel` names the step in the error for an optimizer other than AdamW. */
+  constructor(backend: Backend, optimizer: Optimizer, kernel: string) {
+    if (!(optimizer instanceof AdamW)) {
+      throw new InvalidArgumentError(
+        'a replayed step needs an optimizer that reads its step and rate on the device',
+        {
+          kernel,
+          argument: 'optimizer',
+          expected: 'AdamW',
+          actual: (optimizer as { kind?: string }).kind ?? typeof optimizer,
+        },
+      );
+    }
+    this.optimizer = optimizer;
+    this.#backend = backend;
+    this.#step = backend.zeros([1], 'i32');
+    this.#lr = backend.zeros([1]);
+  }
+
+  /** Writes the coming step's number and the optimizer's rate (in queue order, before the replay). */
+  write(): void {
+    this.#backend.write(this.#step, [this.optimizer.stepCount + 1]);
+    this.#backend.write(this.#lr, [this.optimizer.lr]);
+  }
+
+  /**
+   * Records the update on `runner`: the norm (if asked) and AdamW reading
+   * the step and rate from the device; returns the norm tensor when one was
+   * computed.
+   */
+  recordUpdate(runner: KernelRunner, options: UpdateOptions): Tensor | undefined {
+    const { clipNorm, readGradNorm } = options;
+    const params = this.optimizer.params;
+    const norm = clipNorm !== undefined || readGradNorm ? gradNorm(params, { runner }) : undefined;
+    const clip = norm && clipNorm !== undefined ? { norm, maxNorm: clipNorm } : undefined;
+    this.optimizer.stepOnDevice(runner, this.#step, this.#lr, clip);
+    return norm;
+  }
+
+  dispose(): void {
+    this.#step.dispose();
+    this.#lr.dispose();
+  }
+}
+
+/** Throws if a replayed step is used after its dispose. */
+export function checkNotDisposed(disposed: boolean, kernel: string): void {
+  if (disposed) {
+    throw new InvalidArgumentError('the replayed step was disposed', {
+      kernel,
+      argument: 'this',
+      expected: 'a live replayed step',
+      actual: 'a disposed one',
+    });
+  }
+}
+
+/** What a recorded step holds for its replays, freed together (after a failed recording, or on dispose). */
+export interface RecordedParts {
+  readonly batches: Iterable<CommandBatch>;
+  readonly norm: Tensor | undefined;
+  readonly tape: Tape;
+  readonly grads?: Iterable<Tensor>;
+}
+
+export function disposeRecorded(parts: RecordedParts): void {
+  for (const b of parts.batches) b.dispose();
+  parts.norm?.dispose();
+  parts.tape.dispose();
+  for (const g of parts.grads ?? []) g.dispose();
+}
+
+/**
+ * Takes the gradients off the parameters for a recording to keep (its
+ * replays write them), leaving the parameters without, as after an eager step.
+ */
+export function takeGradients(params: readonly Parameter[]): Map<Parameter, Tensor> {
+  const grads = new Map(params.flatMap((p) => (p.grad ? [[p, p.grad] as const] : [])));
+  for (const p of params) p.grad = undefined;
+  return grads;
+}
