@@ -261,6 +261,30 @@ describe('NcclCommunicator over the fake NCCL', () => {
     await expect(comms[1]!.barrier()).rejects.toThrow(/remote process exited/);
   });
 
+  it('times a collective from when it was enqueued, not from an earlier one that finished unseen', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'performance'] });
+    try {
+      const failures: CollectiveError[] = [];
+      const { backends, comms } = await group(2, {
+        timeoutMs: 40,
+        pollMs: 50,
+        onFailure: (e) => failures.push(e),
+      });
+      const xs = backends.map((b) => b.upload([1], [1]));
+      comms.forEach((c, r) => c.allReduce([xs[r]!]));
+      // Finished, but the watchdog has not looked since: 45 ms later the next one starts.
+      vi.advanceTimersByTime(45);
+      comms[0]!.allReduce([xs[0]!]);
+      // The watchdog looks at 50 ms while rank 1 has not joined yet: 5 ms pending, not 50.
+      vi.advanceTimersByTime(10);
+      comms[1]!.allReduce([xs[1]!]);
+      expect(failures).toEqual([]);
+      expect(Array.from(await xs[0]!.read())).toEqual([4]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('reports ranks that disagree on a collective', async () => {
     const { backends, comms } = await group(2, { pollMs: 2 });
     comms[0]!.allReduce([backends[0]!.upload([1, 2], [2])]);

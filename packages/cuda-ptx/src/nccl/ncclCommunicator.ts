@@ -342,11 +342,19 @@ export class NcclCommunicator implements Communicator {
       throw this.#fail(ncclError(this.lib, api, status, this.#comm, `rank ${this.rank} of ${this.size}`));
     }
     // The watchdog times the oldest collective not yet seen finished, per stream.
+    // Earlier ones found finished now no longer count, so that a loop that
+    // enqueues again before the watchdog looks is not timed from its first step.
+    const { lib } = driver;
     if (overlap) {
+      if (this.#overlapPendingSince !== undefined && lib.cuEventQuery(this.#overlap!.done) === 0) {
+        this.#overlapPendingSince = undefined;
+      }
       driver.recordEvent(this.#overlap!.done, stream);
       this.#unjoined = true;
       this.#overlapPendingSince ??= performance.now();
     } else {
+      if (this.#pendingSince !== undefined && lib.cuEventQuery(this.#done) === 0)
+        this.#pendingSince = undefined;
       driver.recordEvent(this.#done, stream);
       this.#pendingSince ??= performance.now();
     }
