@@ -1,6 +1,15 @@
 import { BackendUnavailableError } from '@rayo/core';
 import type { CUresult } from './errors.js';
 import {
+  firstLine,
+  type Koffi,
+  loadedOnce,
+  type NativeFn,
+  type NativeLibrary,
+  openNativeLibrary,
+  type TypeSpec,
+} from './nativeLibrary.js';
+import {
   TENSOR_MAP_DTYPE,
   TENSOR_MAP_L2_256B,
   TENSOR_MAP_SWIZZLE,
@@ -167,17 +176,8 @@ export function defaultLibCudaPath(platform: string = process.platform): string 
   return undefined;
 }
 
-function firstLine(error: unknown): string {
-  return String((error as Error)?.message ?? error).split('\n')[0]!;
-}
-
-type Koffi = typeof import('koffi').default;
-type TypeSpec = Parameters<Koffi['out']>[0];
-type NativeFn = (...args: unknown[]) => unknown;
-
 /**
- * Loads `libcuda` through koffi, which is imported here and only here, so
- * that everything else in the package works without it. Throws
+ * Loads `libcuda` through koffi (see nativeLibrary.ts). Throws
  * BackendUnavailableError with the reason when either cannot be loaded.
  */
 export async function loadLibCuda(options: LoadLibCudaOptions = {}): Promise<LibCuda> {
@@ -187,39 +187,14 @@ export async function loadLibCuda(options: LoadLibCudaOptions = {}): Promise<Lib
       kernel: 'loadLibCuda',
     });
   }
-  let koffi: Koffi;
-  try {
-    koffi = (await import('koffi')).default;
-  } catch (error) {
-    throw new BackendUnavailableError(`the koffi package could not be loaded: ${firstLine(error)}`, {
-      kernel: 'loadLibCuda',
-      cause: error,
-    });
-  }
-  let library: ReturnType<Koffi['load']>;
-  try {
-    library = koffi.load(path);
-  } catch (error) {
-    throw new BackendUnavailableError(
-      `could not load ${path} (is the NVIDIA driver installed?): ${firstLine(error)}`,
-      { kernel: 'loadLibCuda', cause: error },
-    );
-  }
+  const { koffi, library } = await openNativeLibrary(path, 'loadLibCuda', 'is the NVIDIA driver installed?');
   return bindLibCuda(koffi, library, path);
 }
 
-let shared: Promise<LibCuda> | undefined;
-
 /** `libcuda` from the default location, loaded once per process (a failure is retried next time). */
-export function libCuda(): Promise<LibCuda> {
-  shared ??= loadLibCuda().catch((error: unknown) => {
-    shared = undefined;
-    throw error;
-  });
-  return shared;
-}
+export const libCuda: () => Promise<LibCuda> = loadedOnce(() => loadLibCuda());
 
-function bindLibCuda(koffi: Koffi, library: ReturnType<Koffi['load']>, path: string): LibCuda {
+function bindLibCuda(koffi: Koffi, library: NativeLibrary, path: string): LibCuda {
   // Declares the first symbol of `names` the library exports.
   const fn = (names: string | readonly string[], result: string, args: TypeSpec[]): NativeFn => {
     const list = typeof names === 'string' ? [names] : names;

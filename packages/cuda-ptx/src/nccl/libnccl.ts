@@ -1,4 +1,12 @@
 import { BackendUnavailableError } from '@rayo/core';
+import {
+  firstLine,
+  type Koffi,
+  loadedOnce,
+  type NativeFn,
+  type NativeLibrary,
+  openNativeLibrary,
+} from '../driver/nativeLibrary.js';
 
 /**
  * The NCCL functions rayo calls, as plain TypeScript functions in the style of
@@ -91,18 +99,11 @@ export interface LibNccl {
   ): NcclResult;
 }
 
-type Koffi = typeof import('koffi').default;
-type NativeFn = (...args: unknown[]) => unknown;
-
 // ncclConfig_t as of NCCL 2.14 (the first with non-blocking communicators);
 // later versions read only the fields that the declared version has.
 const CONFIG_VERSION_2_14 = 21400;
 const CONFIG_MAGIC = 0xcafebeef;
 const CONFIG_UNDEF_INT = -2147483648;
-
-function firstLine(error: unknown): string {
-  return String((error as Error)?.message ?? error).split('\n')[0]!;
-}
 
 /**
  * Loads NCCL through koffi (`libnccl.so.2` from the system library path by
@@ -110,39 +111,18 @@ function firstLine(error: unknown): string {
  * loaded or is older than 2.14.
  */
 export async function loadLibNccl(path = 'libnccl.so.2'): Promise<LibNccl> {
-  let koffi: Koffi;
-  try {
-    koffi = (await import('koffi')).default;
-  } catch (error) {
-    throw new BackendUnavailableError(`the koffi package could not be loaded: ${firstLine(error)}`, {
-      kernel: 'loadLibNccl',
-      cause: error,
-    });
-  }
-  let library: ReturnType<Koffi['load']>;
-  try {
-    library = koffi.load(path);
-  } catch (error) {
-    throw new BackendUnavailableError(
-      `could not load ${path} (is NCCL installed in the system library path?): ${firstLine(error)}`,
-      { kernel: 'loadLibNccl', cause: error },
-    );
-  }
+  const { koffi, library } = await openNativeLibrary(
+    path,
+    'loadLibNccl',
+    'is NCCL installed in the system library path?',
+  );
   return bindLibNccl(koffi, library, path);
 }
 
-let shared: Promise<LibNccl> | undefined;
-
 /** NCCL from the default location, loaded once per process (a failure is retried next time). */
-export function libNccl(): Promise<LibNccl> {
-  shared ??= loadLibNccl().catch((error: unknown) => {
-    shared = undefined;
-    throw error;
-  });
-  return shared;
-}
+export const libNccl: () => Promise<LibNccl> = loadedOnce(() => loadLibNccl());
 
-function bindLibNccl(koffi: Koffi, library: ReturnType<Koffi['load']>, path: string): LibNccl {
+function bindLibNccl(koffi: Koffi, library: NativeLibrary, path: string): LibNccl {
   const fn = (name: string, result: string, args: unknown[]): NativeFn => {
     try {
       return library.func(name, result, args as never) as NativeFn;
