@@ -1,9 +1,25 @@
-import { createCpuBackend, DTypeError, f16BitsToF32 } from '@rayo/core';
+import {
+  createCpuBackend,
+  DTypeError,
+  dequantizeWeights,
+  f16BitsToF32,
+  matmul,
+  quantizedMatmul,
+} from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../random.js';
 import { dequantize } from './dequantize.js';
 import { quantize } from './quantize.js';
-import { refuseQuantized, repackQ4_0, repackQ4_K, repackQ6_K, repackQ8_0 } from './repack.js';
+import {
+  q4_0AsQ4g32,
+  type RepackedWeight,
+  refuseQuantized,
+  repackOntoCoreFormats,
+  repackQ4_0,
+  repackQ4_K,
+  repackQ6_K,
+  repackQ8_0,
+} from './repack.js';
 
 function randomBlocks(type: 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K', seed: number): Uint8Array {
   const rng = new Rng(seed);
@@ -83,5 +99,64 @@ describe('host repacks of quantized blocks', () => {
     expect(() => refuseQuantized(createCpuBackend(), tensor)).toThrow(
       /quantized GGUF tensors need the quantized kernels: 'blk\.0\.attn_q\.weight' is Q4_K/,
     );
+  });
+});
+
+describe('GGUF blocks on core’s quantized formats', () => {
+  it('Q4_0 is q4g32 exactly: the same weights, and quantizedMatmul gives the product with them', async () => {
+    const rows = 5;
+    const cols = 96;
+    const rng = new Rng(7);
+    const bytes = quantize(
+      'Q4_0',
+      Float32Array.from({ length: rows * cols }, () => rng.uniform(-2, 2)),
+    );
+    const host = q4_0AsQ4g32(bytes, rows, cols);
+    // dequantized by core's reference = ggml's values, bit for bit
+    expect(Array.from(dequantizeWeights(host), Math.fround)).toEqual(Array.from(dequantize('Q4_0', bytes)));
+    const cpu = createCpuBackend();
+    try {
+      const repacked = (await repackOntoCoreFormats(cpu, {
+        name: 'blk.0.attn_q.weight',
+        weight: 'model.layers.0.self_attn.q_proj.weight',
+        type: 'Q4_0',
+        dims: [cols, rows],
+        shape: [rows, cols],
+        bytes,
+      })) as RepackedWeight;
+      expect(repacked.format).toBe('q4g32');
+      const x = cpu.upload(
+        Float32Array.from({ length: 2 * cols }, () => rng.uniform(-1, 1)),
+        [2, cols],
+      );
+      const { packed, scales } = repacked.tensors as { packed: never; scales: never };
+      const [y] = cpu.run(quantizedMatmul, [x, packed, scales], { format: 'q4g32' });
+      const w = cpu.upload(dequantize('Q4_0', bytes), [rows, cols]);
+      const [want] = cpu.run(matmul, [x, w], { transB: true });
+      const got = Array.from(await y!.read());
+      const expected = Array.from(await want!.read());
+      for (const [i, v] of expected.entries()) expect(got[i]).toBeCloseTo(v, 4);
+    } finally {
+      cpu.dispose();
+    }
+  });
+
+  it('refuses blocks that do not make whole rows, and types core has no format for', () => {
+    expect(() => q4_0AsQ4g32(new Uint8Array(18), 1, 64)).toThrow(/Q4_0 blocks do not make whole rows/);
+    const cpu = createCpuBackend();
+    try {
+      expect(() =>
+        repackOntoCoreFormats(cpu, {
+          name: 'blk.0.ffn_down.weight',
+          weight: 'model.layers.0.mlp.down_proj.weight',
+          type: 'Q6_K',
+          dims: [256, 1],
+          shape: [1, 256],
+          bytes: new Uint8Array(210),
+        }),
+      ).toThrow(DTypeError);
+    } finally {
+      cpu.dispose();
+    }
   });
 });

@@ -1,4 +1,13 @@
-import { type Backend, DTypeError, type Shape, type Tensor } from '@rayo/core';
+import {
+  type Backend,
+  DTypeError,
+  type QuantizedHostWeight,
+  quantLayout,
+  type Shape,
+  ShapeError,
+  type Tensor,
+  uploadQuantized,
+} from '@rayo/core';
 import { blockHalf, q4_0Values, q4kScaleMin, q4kValues, q6kValues } from './dequantize.js';
 import { type GgmlType, wholeBlocks } from './ggmlTypes.js';
 
@@ -177,3 +186,40 @@ export function repackQ6_K(bytes: Uint8Array): Int8F32Groups {
   }
   return { groupSize: 16, values, scales };
 }
+
+// ---- onto core's quantized formats ------------------------------------------------------------
+
+/**
+ * A Q4_0 tensor [rows, cols] as core's `q4g32` weight, exactly: both are
+ * `(q − 8) · scale` with an f16 scale per 32 weights, and `repackQ4_0`'s
+ * sequential nibbles read as little-endian u32 words are `q4g32`'s codes
+ * (weight k at nibble k mod 8 of word k / 8). GGUF rows are whole blocks, so
+ * no row is padded.
+ */
+export function q4_0AsQ4g32(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
+  const layout = quantLayout('q4g32', cols);
+  if (cols % 32 !== 0 || bytes.byteLength !== rows * (cols / 32) * 18) {
+    throw new ShapeError('Q4_0 blocks do not make whole rows of the shape', {
+      kernel: 'q4_0AsQ4g32',
+      argument: 'bytes',
+      expected: `cols a multiple of 32 and ${rows} · ${cols / 32} blocks of 18 bytes`,
+      actual: `cols ${cols}, ${bytes.byteLength} bytes`,
+    });
+  }
+  const { nibbles, scales } = repackQ4_0(bytes);
+  const packed = new Uint32Array(rows * layout.rowWords);
+  new Uint8Array(packed.buffer).set(nibbles);
+  return { format: 'q4g32', n: rows, k: cols, packed, scales, scaleDType: 'f16' };
+}
+
+/**
+ * A repack for `loadGgufLlama` that puts Q4_0 tensors on the device in
+ * core's `q4g32` format (`packed`, `scales`), losslessly; other quantized
+ * types are refused by name until core has formats for them.
+ */
+export const repackOntoCoreFormats: GgufRepack = (backend, tensor) => {
+  if (tensor.type !== 'Q4_0') return refuseQuantized(backend, tensor);
+  const [rows, cols] = tensor.shape as [number, number];
+  const weight = uploadQuantized(backend, q4_0AsQ4g32(tensor.bytes, rows, cols));
+  return { format: 'q4g32', shape: tensor.shape, tensors: { packed: weight.packed, scales: weight.scales } };
+};
