@@ -78,7 +78,7 @@ export default defineConfig({
         extends: true as const,
         test: { name: dir, root: join(packagesDir, dir), include: ['src/**/*.test.ts'] },
       })),
-      // The API reference, built as `pnpm docs` builds it (docs/api.test.ts).
+      // The API reference, built as `pnpm run docs` builds it (docs/api.test.ts).
       { extends: true as const, test: { name: 'docs', root: join(root, 'docs'), include: ['*.test.ts'] } },
       // The examples run as a user runs them: from the packages' builds.
       {

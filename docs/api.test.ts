@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect, it } from 'vitest';
 
-// The API reference of `pnpm docs` (typedoc.json): converted without writing
+// The API reference of `pnpm run docs` (typedoc.json): converted without writing
 // HTML, its warnings (a broken link, a comment TSDoc cannot read, an entry
 // point that is gone) treated as errors.
 const run = promisify(execFile);
