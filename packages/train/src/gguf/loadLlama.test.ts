@@ -19,7 +19,7 @@ import { dequantize } from './dequantize.js';
 import type { GgmlQuantizedType, GgmlType } from './ggmlTypes.js';
 import { loadGgufLlama, openGgufLlama, uploadGgufLlamaWeights } from './loadLlama.js';
 import { quantize } from './quantize.js';
-import type { GgufQuantizedTensor, GgufRepack } from './repack.js';
+import { type GgufQuantizedTensor, type GgufRepack, repackOntoCoreFormats } from './repack.js';
 import { writeGgufFile } from './writer.js';
 
 const backend = createCpuBackend();
@@ -66,7 +66,7 @@ describe('loading a GGUF Llama', () => {
         ['k', 'model.layers.1.self_attn.k_proj.weight'],
         ['down', 'model.layers.1.mlp.down_proj.weight'],
       ] as const) {
-        expect(Array.from(await fromGguf.weights.layers[1]![key].read())).toEqual(
+        expect(Array.from(await fromGguf.weights.layers[1]![key]!.read())).toEqual(
           Array.from(weights.get(name)!.data),
         );
       }
@@ -81,7 +81,7 @@ describe('loading a GGUF Llama', () => {
     using model = await loadGgufLlama(backend, path);
     expect(model.weightDtype).toBe('f16');
     const q = weights.get('model.layers.0.self_attn.q_proj.weight')!.data;
-    expect(Array.from(await model.weights.layers[0]!.q.read())).toEqual(Array.from(roundF32To('f16', q)));
+    expect(Array.from(await model.weights.layers[0]!.q!.read())).toEqual(Array.from(roundF32To('f16', q)));
     expect(model.weights.norm.dtype).toBe('f32');
     using widened = await loadGgufLlama(backend, path, { weightDtype: 'f32' });
     expect(widened.weightDtype).toBe('f32');
@@ -177,7 +177,9 @@ describe('loading a GGUF Llama', () => {
         await gguf.close();
       }
       const error = await loadGgufLlama(backend, await path, { repack }).catch((e: unknown) => e);
-      expect(String(error)).toMatch(/LlamaModel takes float weights only.*'test-Q6_K'/);
+      expect(String(error)).toMatch(
+        /LlamaModel takes the embedding and the head as float tensors.*'test-Q6_K'/,
+      );
     });
 
     it('a repack that yields float tensors makes a model whose logits match the same values from safetensors', async () => {
@@ -208,6 +210,32 @@ describe('loading a GGUF Llama', () => {
       using fromSafetensors = await LlamaModel.load(backend, await writeTinyLlama(small, decoded));
       expect(await prefillLogits(fromGguf)).toEqual(await prefillLogits(fromSafetensors));
     });
+  });
+
+  it('Q4_0 projections run on core’s q4g32 kernels: the tokens and logits of the same weights dequantized, in f32', async () => {
+    const small = tinyLlamaConfig({ intermediate_size: 96, rms_norm_eps: 2 ** -17 });
+    const w = tinyLlamaWeights(small, 13);
+    const projection = /_proj\.weight$/;
+    const typeOf = (name: string): GgmlType => (projection.test(name) ? 'Q4_0' : 'F32');
+    using fromGguf = await loadGgufLlama(backend, await writeGguf(small, w, typeOf), {
+      repack: repackOntoCoreFormats,
+    });
+    expect(fromGguf.weights.layers[0]!.q).toBeUndefined();
+    const decoded: TinyWeights = new Map(
+      [...w].map(([name, { shape, data }]) => [
+        name,
+        { shape, data: projection.test(name) ? dequantize('Q4_0', quantize('Q4_0', data)) : data },
+      ]),
+    );
+    using dense = await LlamaModel.load(backend, await writeTinyLlama(small, decoded));
+    const [got, want] = [await prefillLogits(fromGguf), await prefillLogits(dense)];
+    for (const [i, v] of want.entries()) expect(got[i]).toBeCloseTo(v, 4);
+    const tokens = async (model: LlamaModel) => {
+      const out: number[] = [];
+      for await (const t of model.generate(PROMPT, { maxNewTokens: 8 })) out.push(t);
+      return out;
+    };
+    expect(await tokens(fromGguf)).toEqual(await tokens(dense));
   });
 
   describe('refuses files the decoder cannot run, before reading weights', () => {

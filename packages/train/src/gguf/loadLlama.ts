@@ -3,6 +3,8 @@ import {
   DTypeError,
   formatShape,
   InvalidArgumentError,
+  isQuantFormat,
+  type QuantizedWeight,
   type Shape,
   ShapeError,
   shapesEqual,
@@ -13,8 +15,10 @@ import { type OpenFile, openNodeFile } from '../checkpoint/randomAccessFile.js';
 import { checkLlamaBackend, fusedDecodeSupported } from '../models/llama/backendDtypes.js';
 import type { LlamaConfig } from '../models/llama/config.js';
 import { LlamaModel, type LlamaModelOptions } from '../models/llama/model.js';
+import type { QuantizedLlamaLayer } from '../models/llama/quantizedLayers.js';
 import {
   LAYER_TENSORS,
+  LLAMA_PROJECTIONS,
   type LlamaLayerWeights,
   type LlamaWeightDTypeChoice,
   type LlamaWeights,
@@ -259,10 +263,11 @@ export function ggufLlamaWeightList(weights: GgufLlamaWeights): GgufLlamaWeight[
 /**
  * Loads a GGUF Llama file onto `backend` as a `LlamaModel`. Float tensors
  * load as from safetensors; quantized ones go through `repack`, whose
- * default refuses them (the decoder has no quantized kernels yet), as does
- * the model for a repack that returns anything but a float tensor. A backend
- * that cannot run the model's kernels in the weights' dtype is refused
- * before any weight is read.
+ * default refuses them by name. With `repackOntoCoreFormats` (or any repack
+ * that returns core's quantized formats), quantized projections run on
+ * `quantizedMatmul` — all of a model's projections or none; the embedding,
+ * norms and head must be float. A backend that cannot run the model's
+ * kernels in the weights' dtype is refused before any weight is read.
  */
 export async function loadGgufLlama(
   backend: Backend,
@@ -281,16 +286,8 @@ export async function loadGgufLlama(
     );
     const weights = await uploadGgufLlamaWeights(backend, gguf, { ...options, weightDtype: dtype });
     try {
-      const repacked = ggufLlamaWeightList(weights).find((w) => !isTensor(w)) as RepackedWeight | undefined;
-      if (repacked) {
-        throw new DTypeError('LlamaModel takes float weights only until its quantized kernels land', {
-          kernel: KERNEL,
-          argument: 'repack',
-          expected: 'a repack that returns float tensors (or uploadGgufLlamaWeights for repacked weights)',
-          actual: `a repacked weight of format '${repacked.format}'`,
-        });
-      }
-      return new LlamaModel(backend, gguf.config, weights as LlamaWeights, options);
+      const { dense, quantized } = splitQuantizedProjections(weights);
+      return new LlamaModel(backend, gguf.config, dense, { ...options, ...(quantized ? { quantized } : {}) });
     } catch (error) {
       for (const w of ggufLlamaWeightList(weights)) disposeWeight(w);
       throw error;
@@ -298,4 +295,79 @@ export async function loadGgufLlama(
   } finally {
     await gguf.close();
   }
+}
+
+/** A repacked weight in one of core's quantized formats, as `quantizedMatmul` takes it. */
+function asQuantizedWeight(weight: RepackedWeight, name: string): QuantizedWeight {
+  const { packed, scales, zeros } = weight.tensors as Partial<Record<'packed' | 'scales' | 'zeros', Tensor>>;
+  if (!isQuantFormat(weight.format) || !packed || !scales || weight.shape.length !== 2) {
+    throw new DTypeError('a repacked projection must be in one of core’s quantized formats', {
+      kernel: KERNEL,
+      argument: name,
+      expected:
+        "format 'q8' | 'q4g32' | 'q4g128' with tensors packed, scales (and zeros) of a [out, in] weight",
+      actual: `format '${weight.format}' with ${Object.keys(weight.tensors).join(', ') || 'no tensors'}`,
+    });
+  }
+  const dispose = () => disposeWeight(weight);
+  return {
+    format: weight.format,
+    n: weight.shape[0]!,
+    k: weight.shape[1]!,
+    packed,
+    scales,
+    zeros,
+    byteLength: packed.byteLength + scales.byteLength + (zeros?.byteLength ?? 0),
+    dispose,
+    [Symbol.dispose]: dispose,
+  };
+}
+
+/**
+ * The model's dense weights and, where the file stores the projections
+ * quantized, its quantized layers: all projections of every layer
+ * repacked into core's formats, or none (the model takes one or the other);
+ * the embedding, the norms and the head must be float tensors.
+ */
+function splitQuantizedProjections(weights: GgufLlamaWeights): {
+  dense: LlamaWeights;
+  quantized?: { layers: QuantizedLlamaLayer[] };
+} {
+  const float = (w: GgufLlamaWeight, name: string): Tensor => {
+    if (isTensor(w)) return w;
+    throw new DTypeError('LlamaModel takes the embedding and the head as float tensors', {
+      kernel: KERNEL,
+      argument: name,
+      expected: 'F32, F16 or BF16 in the file',
+      actual: `a repacked weight of format '${w.format}'`,
+    });
+  };
+  const embedding = float(weights.embedding, 'token_embd.weight');
+  const head = weights.head === weights.embedding ? embedding : float(weights.head, 'output.weight');
+  const repacked = weights.layers.some((l) => LLAMA_PROJECTIONS.some((p) => !isTensor(l[p]!)));
+  if (!repacked)
+    return {
+      dense: { embedding, head, norm: weights.norm, layers: weights.layers as LlamaWeights['layers'] },
+    };
+  const layers = weights.layers.map((layer, i) => {
+    const entries = LLAMA_PROJECTIONS.map((p) => {
+      const w = layer[p]!;
+      const name = `model.layers.${i}.${LAYER_TENSORS[p]}.weight`;
+      if (isTensor(w)) {
+        throw new DTypeError('a model takes all its projections quantized or none', {
+          kernel: KERNEL,
+          argument: name,
+          expected: 'a quantized tensor, as the other projections are',
+          actual: `a float tensor (${w.dtype})`,
+        });
+      }
+      return [p, asQuantizedWeight(w, name)] as const;
+    });
+    return Object.fromEntries(entries) as QuantizedLlamaLayer;
+  });
+  const norms = weights.layers.map((l) => ({
+    inputNorm: float(l.inputNorm, 'attn_norm.weight'),
+    postAttentionNorm: float(l.postAttentionNorm, 'ffn_norm.weight'),
+  }));
+  return { dense: { embedding, head, norm: weights.norm, layers: norms }, quantized: { layers } };
 }

@@ -70,7 +70,7 @@ describe('Llama with half weights and half KV caches (cpu)', () => {
     it(`${dtype} weights rounded from an f32 checkpoint match the f64 reference of the rounded weights`, async () => {
       using model = await load({ weightDtype: dtype });
       expect(model.weightDtype).toBe(dtype);
-      expect(model.weights.layers[0]!.gate.dtype).toBe(dtype);
+      expect(model.weights.layers[0]!.gate!.dtype).toBe(dtype);
       const want = referenceLogits(config, roundedTinyWeights(weights, dtype), [...PROMPT, ...CONTINUATION]);
       const got = await promptAndDecodeLogits(model);
       expect(worstRowDiff(got, want)).toBeLessThan(F32_TOLERANCE);

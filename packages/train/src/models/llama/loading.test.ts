@@ -71,7 +71,7 @@ describe('loading a Llama checkpoint', () => {
         expect(covered.size * 4).toBe(size - mine[0]!.length - mine[1]!.length);
       }
       // The streamed weights are the written ones.
-      expect(Array.from(await model.weights.layers[1]!.down.read())).toEqual(
+      expect(Array.from(await model.weights.layers[1]!.down!.read())).toEqual(
         Array.from(weights.get('model.layers.1.mlp.down_proj.weight')!.data),
       );
     }
@@ -110,12 +110,12 @@ describe('loading a Llama checkpoint', () => {
       using kept = await LlamaModel.load(backend, dir);
       expect(kept.weightDtype).toBe(dtype);
       expect(
-        [kept.weights.embedding, kept.weights.head, kept.weights.layers[1]!.down].map((t) => t.dtype),
+        [kept.weights.embedding, kept.weights.head, kept.weights.layers[1]!.down!].map((t) => t.dtype),
       ).toEqual([dtype, dtype, dtype]);
       // Norm weights are f32: the kernels take them with the (f32) activations.
       expect(kept.weights.layers[0]!.inputNorm.dtype).toBe('f32');
       using widened = await LlamaModel.load(backend, dir, { weightDtype: 'f32' });
-      expect(widened.weights.layers[0]!.q.dtype).toBe('f32');
+      expect(widened.weights.layers[0]!.q!.dtype).toBe('f32');
       for (const model of [kept, widened]) {
         using got = model.prefill([1, 2, 3]);
         expect(Array.from(await got.read())).toEqual(logits);

@@ -42,6 +42,7 @@ import {
   checkLlamaTensors,
   checkLlamaWeights,
   checkpointWeightDtype,
+  type LLAMA_PROJECTIONS,
   type LlamaLayerWeights,
   type LlamaWeightDType,
   type LlamaWeightDTypeChoice,
@@ -74,15 +75,17 @@ export interface LlamaModelOptions {
    */
   readonly fused?: boolean;
   /**
-   * Every layer's projections quantized (from `quantizeLlamaLayers`), used
-   * in place of the dense ones in `weights` for decode steps and prefill
+   * Every layer's projections quantized (from `quantizeLlamaLayers`, or a
+   * GGUF file's quantized tensors), used in place of the dense ones in
+   * `weights` (which may then be absent) for decode steps and prefill
    * alike; the model owns them from here. Quantized layers take the unfused
    * chain (the fused decode kernels read dense weights); the head keeps its
    * fused norm.
    */
   readonly quantized?: {
     readonly layers: readonly QuantizedLlamaLayer[];
-    readonly report: LlamaQuantizationReport;
+    /** What quantizing cost; absent for weights a checkpoint stores quantized (nothing was quantized on load). */
+    readonly report?: LlamaQuantizationReport;
   };
 }
 
@@ -207,7 +210,9 @@ export class LlamaModel {
         actual: String(maxSequence),
       });
     }
-    this.weightDtype = checkLlamaWeights(config, weights);
+    this.weightDtype = checkLlamaWeights(config, weights, {
+      quantizedProjections: options.quantized !== undefined,
+    });
     const cacheDtype = options.kvCacheDtype ?? 'f32';
     checkDtypeOption('kvCacheDtype', cacheDtype);
     this.kvCacheDtype = cacheDtype;
@@ -633,7 +638,7 @@ export class LlamaModel {
     }
     return run.run1(
       matmul,
-      [input, w[name], residual],
+      [input, denseProjection(w, name), residual],
       residual ? { transB: true, beta: 1 } : { transB: true },
     );
   }
@@ -653,7 +658,8 @@ export class LlamaModel {
     position: number,
   ): Tensor {
     const { rmsNormEps: eps, numAttentionHeads: heads, headDim, ropeTheta } = this.config;
-    const [q, k, v] = run.run(rmsNormMatmul3, [x, w.inputNorm, w.q, w.k, w.v], { eps });
+    const p = (name: (typeof LLAMA_PROJECTIONS)[number]) => denseProjection(w, name);
+    const [q, k, v] = run.run(rmsNormMatmul3, [x, w.inputNorm, p('q'), p('k'), p('v')], { eps });
     const [qRot] = run.run(
       ropeKvScatter,
       [q!.reshape([1, heads, headDim]), k!, v!, cache.k, cache.v, device ? this.positionInput : undefined],
@@ -666,9 +672,9 @@ export class LlamaModel {
         device ? {} : { seqLen: position + 1 },
       )
       .reshape([1, heads * headDim]);
-    const x1 = run.run1(matmul, [attended, w.o, x], { transB: true, beta: 1 });
-    const inner = run.run1(gateUpSwiglu, [x1, w.gate, w.up, w.postAttentionNorm], { eps });
-    return run.run1(matmul, [inner, w.down, x1], { transB: true, beta: 1 });
+    const x1 = run.run1(matmul, [attended, p('o'), x], { transB: true, beta: 1 });
+    const inner = run.run1(gateUpSwiglu, [x1, p('gate'), p('up'), w.postAttentionNorm], { eps });
+    return run.run1(matmul, [inner, p('down'), x1], { transB: true, beta: 1 });
   }
 
   /** silu(h·gateᵀ) ⊙ (h·upᵀ) with h = rmsNorm(x1), unfused (a fused decode step has its own path). */
@@ -826,4 +832,18 @@ export class LlamaModel {
 function disposeRecorded(recorded: RecordedStep): void {
   recorded.batch.dispose();
   for (const t of recorded.made) t.dispose();
+}
+
+/** A layer's dense projection, which a model without quantized layers must have. */
+function denseProjection(w: LlamaLayerWeights, name: (typeof LLAMA_PROJECTIONS)[number]): Tensor {
+  const tensor = w[name];
+  if (!tensor) {
+    throw new InvalidArgumentError(`the layer has no dense '${name}' projection and no quantized one`, {
+      kernel: 'LlamaModel',
+      argument: `weights.layers[].${name}`,
+      expected: 'a dense weight, or quantized layers (LlamaModelOptions.quantized)',
+      actual: 'absent',
+    });
+  }
+  return tensor;
 }

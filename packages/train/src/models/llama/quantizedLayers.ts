@@ -11,7 +11,7 @@ import {
   UnsupportedOnBackendError,
   uploadQuantized,
 } from '@rayo/core';
-import type { LlamaLayerWeights, LlamaWeights } from './weights.js';
+import { LLAMA_PROJECTIONS, type LlamaWeights } from './weights.js';
 
 /**
  * How a model stores its projection weights (q, k, v, o, gate, up, down) on
@@ -24,15 +24,7 @@ export type LlamaWeightFormat = QuantFormat;
 /** The quantized projections of one layer. */
 export type QuantizedLlamaLayer = Readonly<Record<(typeof PROJECTIONS)[number], QuantizedWeight>>;
 
-const PROJECTIONS = [
-  'q',
-  'k',
-  'v',
-  'o',
-  'gate',
-  'up',
-  'down',
-] as const satisfies readonly (keyof LlamaLayerWeights)[];
+const PROJECTIONS = LLAMA_PROJECTIONS;
 
 /** What quantizing the projections cost in accuracy, over all of them. */
 export interface LlamaQuantizationReport {
@@ -90,6 +82,14 @@ export async function quantizeLlamaLayers(
       try {
         for (const name of PROJECTIONS) {
           const dense = layer[name];
+          if (!dense) {
+            throw new InvalidArgumentError(`layer ${layers.length} has no '${name}' projection to quantize`, {
+              kernel: 'quantizeLlamaLayers',
+              argument: `weights.layers[${layers.length}].${name}`,
+              expected: 'a dense [out, in] weight',
+              actual: 'absent',
+            });
+          }
           const values = (await dense.read()) as HostArray;
           const shape = dense.shape as [number, number];
           const host = quantizeWeights(values, shape, format, { dtype: dense.dtype });

@@ -24,16 +24,31 @@ export type LlamaWeightDTypeChoice = LlamaWeightDType | 'checkpoint';
 
 export interface LlamaLayerWeights {
   readonly inputNorm: Tensor;
-  /** Projections in the layout of a linear layer, [out, in]. */
-  readonly q: Tensor;
-  readonly k: Tensor;
-  readonly v: Tensor;
-  readonly o: Tensor;
+  /**
+   * Projections in the layout of a linear layer, [out, in]. A model given
+   * quantized layers (`LlamaModelOptions.quantized`) reads those instead, and
+   * these may be absent (a checkpoint that stores them quantized only).
+   */
+  readonly q?: Tensor;
+  readonly k?: Tensor;
+  readonly v?: Tensor;
+  readonly o?: Tensor;
   readonly postAttentionNorm: Tensor;
-  readonly gate: Tensor;
-  readonly up: Tensor;
-  readonly down: Tensor;
+  readonly gate?: Tensor;
+  readonly up?: Tensor;
+  readonly down?: Tensor;
 }
+
+/** The projections of a layer, the weights a quantized layer replaces. */
+export const LLAMA_PROJECTIONS = [
+  'q',
+  'k',
+  'v',
+  'o',
+  'gate',
+  'up',
+  'down',
+] as const satisfies readonly (keyof LlamaLayerWeights)[];
 
 export interface LlamaWeights {
   readonly embedding: Tensor;
@@ -242,7 +257,11 @@ function namedLlamaWeights(config: LlamaConfig, weights: LlamaWeights): Map<stri
  * and of its shape, the matrices and the embedding of one float dtype, the
  * norm weights f32. Returns the matrices' dtype.
  */
-export function checkLlamaWeights(config: LlamaConfig, weights: LlamaWeights): LlamaWeightDType {
+export function checkLlamaWeights(
+  config: LlamaConfig,
+  weights: LlamaWeights,
+  options: { readonly quantizedProjections?: boolean } = {},
+): LlamaWeightDType {
   if (weights.layers.length !== config.numHiddenLayers) {
     throw new InvalidArgumentError('one set of weights per layer is needed', {
       kernel: 'LlamaModel',
@@ -265,6 +284,8 @@ export function checkLlamaWeights(config: LlamaConfig, weights: LlamaWeights): L
     embeddingDtype === 'f16' || embeddingDtype === 'bf16' ? embeddingDtype : 'f32';
   for (const [name, shape] of llamaWeightShapes(config)) {
     const tensor = named.get(name);
+    // Quantized layers replace the projections (checked where they are made); absent ones are fine.
+    if (options.quantizedProjections && tensor === undefined && isProjection(name)) continue;
     const want = isNormWeight(name) ? 'f32' : dtype;
     if (tensor?.dtype !== want || !shapesEqual(tensor.shape, shape)) {
       const shapeFits = tensor !== undefined && shapesEqual(tensor.shape, shape);
@@ -278,6 +299,12 @@ export function checkLlamaWeights(config: LlamaConfig, weights: LlamaWeights): L
     }
   }
   return dtype;
+}
+
+const PROJECTION_SUFFIXES = new Set(LLAMA_PROJECTIONS.map((key) => `.${LAYER_TENSORS[key]}.weight`));
+
+function isProjection(name: string): boolean {
+  return [...PROJECTION_SUFFIXES].some((suffix) => name.endsWith(suffix));
 }
 
 /** Every distinct tensor of `weights` (the tied head once). */
