@@ -271,7 +271,7 @@ describe('NcclCommunicator over the fake NCCL', () => {
         onFailure: (e) => failures.push(e),
       });
       const xs = backends.map((b) => b.upload([1], [1]));
-      comms.forEach((c, r) => c.allReduce([xs[r]!]));
+      for (const [r, c] of comms.entries()) c.allReduce([xs[r]!]);
       // Finished, but the watchdog has not looked since: 45 ms later the next one starts.
       vi.advanceTimersByTime(45);
       comms[0]!.allReduce([xs[0]!]);
