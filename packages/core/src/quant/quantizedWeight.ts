@@ -24,21 +24,26 @@ export interface QuantizedWeight {
   [Symbol.dispose](): void;
 }
 
-/** Uploads a host-quantized weight to `backend`. */
-export function uploadQuantized(backend: Backend, weight: QuantizedHostWeight): QuantizedWeight {
-  const layout = quantLayout(weight.format, weight.k);
-  const packed = backend.upload(weight.packed, [weight.n, layout.rowWords], 'u32');
-  const scales = backend.upload(weight.scales, [weight.n, layout.groups], weight.scaleDType);
-  const zeros = weight.zeros ? backend.upload(weight.zeros, [weight.n, layout.zeroWords], 'u32') : undefined;
+/**
+ * A quantized weight of device tensors already in `format`'s layout (see
+ * layout.ts): disposing it frees them.
+ */
+export function quantizedWeightOf(
+  format: QuantFormat,
+  n: number,
+  k: number,
+  tensors: { readonly packed: Tensor; readonly scales: Tensor; readonly zeros?: Tensor | undefined },
+): QuantizedWeight {
+  const { packed, scales, zeros } = tensors;
   const dispose = () => {
     packed.dispose();
     scales.dispose();
     zeros?.dispose();
   };
   return {
-    format: weight.format,
-    n: weight.n,
-    k: weight.k,
+    format,
+    n,
+    k,
     packed,
     scales,
     zeros,
@@ -46,6 +51,16 @@ export function uploadQuantized(backend: Backend, weight: QuantizedHostWeight): 
     dispose,
     [Symbol.dispose]: dispose,
   };
+}
+
+/** Uploads a host-quantized weight to `backend`. */
+export function uploadQuantized(backend: Backend, weight: QuantizedHostWeight): QuantizedWeight {
+  const layout = quantLayout(weight.format, weight.k);
+  return quantizedWeightOf(weight.format, weight.n, weight.k, {
+    packed: backend.upload(weight.packed, [weight.n, layout.rowWords], 'u32'),
+    scales: backend.upload(weight.scales, [weight.n, layout.groups], weight.scaleDType),
+    zeros: weight.zeros ? backend.upload(weight.zeros, [weight.n, layout.zeroWords], 'u32') : undefined,
+  });
 }
 
 /** y = x · dequant(w)ᵀ (+ beta · c) with any runner (a backend, a batch). */

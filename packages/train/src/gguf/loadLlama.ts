@@ -5,6 +5,7 @@ import {
   InvalidArgumentError,
   isQuantFormat,
   type QuantizedWeight,
+  quantizedWeightOf,
   type Shape,
   ShapeError,
   shapesEqual,
@@ -309,18 +310,7 @@ function asQuantizedWeight(weight: RepackedWeight, name: string): QuantizedWeigh
       actual: `format '${weight.format}' with ${Object.keys(weight.tensors).join(', ') || 'no tensors'}`,
     });
   }
-  const dispose = () => disposeWeight(weight);
-  return {
-    format: weight.format,
-    n: weight.shape[0]!,
-    k: weight.shape[1]!,
-    packed,
-    scales,
-    zeros,
-    byteLength: packed.byteLength + scales.byteLength + (zeros?.byteLength ?? 0),
-    dispose,
-    [Symbol.dispose]: dispose,
-  };
+  return quantizedWeightOf(weight.format, weight.shape[0]!, weight.shape[1]!, { packed, scales, zeros });
 }
 
 /**
