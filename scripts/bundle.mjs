@@ -37,11 +37,13 @@ const BASELINE_SCRIPTS = [
 const RUNNER = './packages/core/src/testing/runner.ts';
 const FAULT_RUNNER = './packages/core/src/testing/faultRunner.ts';
 const TRAIN_BENCH = './packages/workloads/src/train/trainBench.ts';
+const TRAIN_PROFILE = './packages/workloads/src/train/trainProfileCli.ts';
 const DECODE_BENCH = './packages/workloads/src/decode/decodeBenchCli.ts';
 const NAMES = './packages/workloads/src/examples/names/namesCli.ts';
 const DP_BENCH = './packages/workloads/src/distributed/dataParallelBench.ts';
 const LAUNCH = './packages/train/src/distributed/launchCli.ts';
 const GEMM_CHECK = './packages/cuda-ptx/src/tools/gemmCheck.ts';
+const GEMM_SWEEP = './packages/cuda-ptx/src/tools/gemmSweep.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
@@ -114,6 +116,11 @@ function sources(providers, faultSuites) {
       `import { main } from '${TRAIN_BENCH}';`,
       'process.exitCode = await main(process.argv.slice(2));',
     ].join('\n'),
+    'rayo-bundle:train-profile': [
+      "import 'rayo-bundle:register';",
+      `import { main } from '${TRAIN_PROFILE}';`,
+      'process.exitCode = await main(process.argv.slice(2));',
+    ].join('\n'),
     // The CLIs of the decode benchmark and the names example run on import.
     'rayo-bundle:decode-bench': ["import 'rayo-bundle:register';", `import '${DECODE_BENCH}';`].join('\n'),
     'rayo-bundle:names': ["import 'rayo-bundle:register';", `import '${NAMES}';`].join('\n'),
@@ -129,6 +136,11 @@ function sources(providers, faultSuites) {
     // The cuda GEMM paths, run directly on the driver (no backend registry).
     'rayo-bundle:gemm-check': [
       `import { main } from '${GEMM_CHECK}';`,
+      'process.exitCode = await main(process.argv.slice(2));',
+    ].join('\n'),
+    // The f32 tiled GEMM under every tile and split-K choice.
+    'rayo-bundle:gemm-sweep': [
+      `import { main } from '${GEMM_SWEEP}';`,
       'process.exitCode = await main(process.argv.slice(2));',
     ].join('\n'),
   };
@@ -190,11 +202,13 @@ async function main() {
     'conformance',
     'faults',
     'train-bench',
+    'train-profile',
     'decode-bench',
     'names',
     'dp-bench',
     'launch',
     'gemm-check',
+    'gemm-sweep',
   ]) {
     const outfile = join(outdir, `${name}.mjs`);
     await build({

@@ -18,7 +18,14 @@ import {
   type RowVariant,
   streamWidth,
 } from './gemv.js';
-import { axpyColumns, MATMUL_KERNELS, type MatmulProblem, MIN_SPLIT_K, planMatmul } from './matmul.js';
+import {
+  axpyColumns,
+  LARGE_MIN_SPLIT_K,
+  MATMUL_KERNELS,
+  type MatmulProblem,
+  MIN_SPLIT_K,
+  planMatmul,
+} from './matmul.js';
 import { splitSumKey, splitSumModule } from './matmulSplitK.js';
 import { TILE_LARGE, TILE_MID, type TileVariant, tileKey, tileModule } from './matmulTile.js';
 
@@ -116,22 +123,58 @@ describe('matmul kernel selection', () => {
   });
 
   it('splits K where the tiles would leave SMs idle, each split whole tile steps of MIN_SPLIT_K or more', () => {
-    // 64 rows against 4096×4096 weights: 64 mid tiles, 5 splits of 832.
+    // 64 rows against 4096×4096 weights: large tiles would be half padding, so 64 mid tiles, 5 splits of 832.
     expect(planMatmul(problem(64, 4096, 4096, { transB: true, withC: true }), H100)).toMatchObject({
       variant: { tile: TILE_MID, withC: false },
       splits: 5,
       kPerSplit: 832,
     });
-    expect(planMatmul(problem(512, 512, 512), H100)).toMatchObject({ splits: 2, kPerSplit: 256 });
+    // 128 rows: 32 large tiles, 12 splits of 344 (384 blocks).
+    expect(planMatmul(problem(128, 4096, 4096, { transB: true, withC: true }), H100)).toMatchObject({
+      variant: { tile: TILE_LARGE, withC: false },
+      splits: 12,
+      kPerSplit: 344,
+    });
+    // A GPT block's products at 2048 tokens: 36 and 96 large tiles, split 11 and 4 ways.
+    expect(planMatmul(problem(768, 2048, 768, { transA: true }), H100)).toMatchObject({
+      variant: { tile: TILE_LARGE },
+      splits: 11,
+      kPerSplit: 192,
+    });
+    expect(planMatmul(problem(2048, 2048, 768), H100)).toMatchObject({
+      variant: { tile: TILE_LARGE },
+      splits: 4,
+      kPerSplit: 512,
+    });
+    // 192 large tiles split in two; 256 fill the device unsplit.
+    expect(planMatmul(problem(4096, 768, 768), H100)).toMatchObject({ splits: 2, kPerSplit: 384 });
+    expect(planMatmul(problem(2048, 768, 2048), H100)).toMatchObject({
+      variant: { tile: TILE_LARGE },
+      splits: 1,
+    });
+    // 16 large tiles cannot fill 132 SMs within K = 512: the mid tile, split in two.
+    expect(planMatmul(problem(512, 512, 512), H100)).toMatchObject({
+      variant: { tile: TILE_MID },
+      splits: 2,
+      kPerSplit: 256,
+    });
     expect(planMatmul(problem(512, 511, 512), H100)).toMatchObject({ splits: 1, kPerSplit: 511 });
-    expect(planMatmul(problem(1024, 4096, 1024), H100)).toMatchObject({ splits: 1 });
+    // 64 large tiles of 1024×1024 over K = 4096: six splits of 688 (384 blocks).
+    expect(planMatmul(problem(1024, 4096, 1024), H100)).toMatchObject({
+      variant: { tile: TILE_LARGE },
+      splits: 6,
+      kPerSplit: 688,
+    });
     for (const k of [512, 1000, 4097, 100_000]) {
       const plan = planMatmul(problem(100, k, 100), H100);
       if (plan.kind !== 'tile') throw new Error('unreachable');
       expect(plan.kPerSplit % plan.variant.tile.bk).toBe(0);
-      expect(plan.kPerSplit).toBeGreaterThanOrEqual(MIN_SPLIT_K);
+      expect(plan.kPerSplit).toBeGreaterThanOrEqual(
+        plan.variant.tile === TILE_LARGE ? LARGE_MIN_SPLIT_K : MIN_SPLIT_K,
+      );
       expect(plan.splits).toBe(Math.ceil(k / plan.kPerSplit));
-      expect(plan.splits * 4).toBeLessThanOrEqual(2 * 132 + 4);
+      // At most about three blocks per SM.
+      expect(plan.splits).toBeLessThanOrEqual(Math.round((2.9 * 132) / 1) + 1);
     }
   });
 
@@ -476,6 +519,31 @@ describe('split K on an emulated device', () => {
       ]);
     }, 120_000);
   }
+});
+
+// With 4 SMs a 256×256 output is 4 large tiles: K = 520 is split three ways
+// (176, 176 and a short last 168) for about three blocks per SM.
+describe('split K of the large tile on an emulated device', () => {
+  const { gpu, check } = emulated(4);
+  afterAll(() => gpu.dispose());
+
+  it('256×520×256 transA + c', async () => {
+    const [m, k, n] = [256, 520, 256];
+    const launches = await check(
+      matmul,
+      [
+        [k, m],
+        [k, n],
+        [m, n],
+      ],
+      { alpha: 0.75, beta: 1.5, transA: true },
+      k,
+    );
+    expect(launches.map((l) => [l.entry, l.grid])).toEqual([
+      ['matmul_tile', [4, 3, 1]],
+      ['matmul_split_sum', [expect.any(Number), 1, 1]],
+    ]);
+  }, 300_000);
 });
 
 // Half weights under f32 activations where the planner takes 16-byte loads

@@ -545,7 +545,7 @@ function clockNote(b: Omit<DecodeBackendResult, 'logits'>): string {
   return b.profileError ? `${b.device} (${b.profileError})` : b.device;
 }
 
-function textTable(header: readonly string[], rows: readonly string[][]): string[] {
+export function textTable(header: readonly string[], rows: readonly string[][]): string[] {
   const all = [header, ...rows];
   const widths = header.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
   const line = (r: readonly string[]) =>

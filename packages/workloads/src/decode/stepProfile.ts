@@ -19,6 +19,14 @@ import {
  * only `KernelRunner` calls and `Backend.deviceTime`.
  */
 
+/**
+ * What a recorded step leaves for the profiler to free once the device is
+ * done with it: tensors, or anything owning them (a training step's tape).
+ */
+export interface Owned {
+  dispose(): void;
+}
+
 /** One `run` call as a step made it. */
 export interface KernelCall {
   readonly spec: AnyKernelSpec;
@@ -196,15 +204,15 @@ function allocated(call: KernelCall, outputs: readonly Tensor[]): Tensor[] {
  * a batch, never submitted, and gives the call table without times. Every
  * tensor it allocates is freed.
  */
-export async function profileStep(
+export async function profileStep<T extends Owned = Tensor>(
   backend: Backend,
-  record: (runner: KernelRunner, made: Tensor[]) => void,
+  record: (runner: KernelRunner, made: T[]) => void,
   options: StepProfileOptions = {},
 ): Promise<StepProfile> {
   const stepRepetitions = positiveInteger('stepRepetitions', options.stepRepetitions ?? 5);
   const repetitions = positiveInteger('repetitions', options.repetitions ?? 10);
   const deviceValues = options.deviceValues ?? new Map<Tensor, number>();
-  const kept: Tensor[] = [];
+  const kept: T[] = [];
   const recorder = { current: undefined as RecordingRunner | undefined };
   const deviceTime = backend.deviceTime?.bind(backend);
   try {
@@ -236,7 +244,7 @@ export async function profileStep(
     // The first recording was the warm-up (pipelines made, caches cold).
     const samples: number[] = [];
     for (let i = 0; i < stepRepetitions; i++) {
-      const made: Tensor[] = [];
+      const made: T[] = [];
       try {
         samples.push((await timeOnDevice((runner) => record(runner, made)))!);
       } finally {
