@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  bucketBytesOf,
   LOSS_TOLERANCE,
   maxRelativeDifference,
   overlapSettings,
@@ -30,5 +31,12 @@ describe('dp-bench', () => {
     expect(overlapSettings('off')).toEqual(['off']);
     expect(overlapSettings('both')).toEqual(['on', 'off']);
     expect(() => overlapSettings('yes')).toThrow(/--overlap.*on \| off \| both/);
+  });
+
+  it('reads --bucket-mb as MiB of gradients per bucket', () => {
+    expect(bucketBytesOf('25')).toBe(25 * 2 ** 20);
+    expect(bucketBytesOf('0.5')).toBe(2 ** 19);
+    expect(() => bucketBytesOf('0')).toThrow(/--bucket-mb/);
+    expect(() => bucketBytesOf('lots')).toThrow(/a number > 0/);
   });
 });

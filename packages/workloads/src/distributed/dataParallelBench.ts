@@ -29,6 +29,8 @@ mid-run and checks that rank 0 exits with a clear error within 30 s.
                      finishes it, overlapped with the rest of backward
                      (default); off: all of them after backward; both: the
                      N-GPU run once with each, on then off (an A/B)
+  --bucket-mb N      MiB of gradients per all-reduce bucket (default 25, as
+                     PyTorch DDP's bucket_cap_mb)
   --quick            the tiny transformer of train-bench's quick mode
   --baseline NAME    torch: also run torch_ddp_baseline.py ($PYTHON, else python3); none (default)
   --fault            also run the killed-rank check
@@ -154,6 +156,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       seed: { type: 'string', default: '0' },
       mode: { type: 'string', default: 'replayed' },
       overlap: { type: 'string', default: 'on' },
+      'bucket-mb': { type: 'string' },
       quick: { type: 'boolean', default: false },
       baseline: { type: 'string', default: 'none' },
       fault: { type: 'boolean', default: false },
@@ -179,6 +182,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     adamw: THROUGHPUT_ADAMW,
     mode: values.mode === 'eager' ? 'eager' : 'replayed',
     overlap: overlaps[0] === 'on',
+    ...(values['bucket-mb'] === undefined ? {} : { bucketBytes: bucketBytesOf(values['bucket-mb']) }),
   };
   const out = resolve(values.out);
   await mkdir(out, { recursive: true });
@@ -258,6 +262,20 @@ export async function main(argv: readonly string[]): Promise<number> {
   );
   const abAgrees = (report.overlapOff?.maxRelativeDifference ?? 0) <= LOSS_TOLERANCE;
   return lossesAgree && abAgrees && (fault?.passed ?? true) ? 0 : 1;
+}
+
+/** The `--bucket-mb` value in bytes. */
+export function bucketBytesOf(value: string): number {
+  const mb = Number(value);
+  if (!(mb > 0) || !Number.isFinite(mb)) {
+    throw new InvalidArgumentError('--bucket-mb must be a positive number of MiB', {
+      kernel: 'dp-bench',
+      argument: '--bucket-mb',
+      expected: 'a number > 0',
+      actual: value,
+    });
+  }
+  return Math.round(mb * 2 ** 20);
 }
 
 /** The `--overlap` value: the settings to run the N-GPU benchmark with, in order. */

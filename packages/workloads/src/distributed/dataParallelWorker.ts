@@ -35,6 +35,8 @@ export interface DataParallelRequest {
    * records backward whole.
    */
   readonly overlap?: boolean;
+  /** Gradient bytes per all-reduce bucket (default: DataParallel's, PyTorch DDP's 25 MiB). */
+  readonly bucketBytes?: number;
   /** The fault check: this rank is killed (SIGKILL) at the start of `killAtStep`. */
   readonly killRank?: number;
   readonly killAtStep?: number;
@@ -133,7 +135,11 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
     ids: backend.upload(ids, [spec.seq, end - start], 'i32'),
     targets: backend.upload(targets, [spec.seq * (end - start)], 'i32'),
   };
-  const parallel = new DataParallel({ communicator, model: work.model });
+  const parallel = new DataParallel({
+    communicator,
+    model: work.model,
+    ...(request.bucketBytes ? { bucketBytes: request.bucketBytes } : {}),
+  });
   parallel.broadcastParameters();
   const optimizer = new AdamW(work.model.namedParameters(), request.adamw);
   const loss = (tape: Tape) => work.lossOn(tape, shard);
