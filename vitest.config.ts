@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
@@ -69,6 +70,10 @@ export default defineConfig({
   resolve: { alias },
   test: {
     sequence: { sequencer: LongestFirst },
+    // At least two workers: vitest's default (one less than the cores) is a
+    // single worker on CI's 2 cores, which ran every file one after another
+    // while the longest ones mostly waited on Chromium, typedoc or pnpm.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     // Lavapipe shares the CPU with everything else: on a loaded 2-core machine
     // a few-second test can take much longer, and a timeout is not a result.
     testTimeout: 60_000,

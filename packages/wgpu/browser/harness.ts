@@ -4,9 +4,9 @@
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { launchChromium, serveFiles } from './chromium.js';
-import type { BrowserConformanceReport } from './page.js';
+import type { BrowserConformanceReport, BrowserConformanceRun } from './page.js';
 
-export type { BrowserConformanceReport } from './page.js';
+export type { BrowserConformanceReport, BrowserConformanceRun } from './page.js';
 
 /** The page script: page.ts and everything it imports, sources included, for the browser. */
 export async function bundlePage(): Promise<string> {
@@ -32,14 +32,19 @@ const PAGE_HTML =
 export interface BrowserConformanceOptions {
   readonly executablePath: string;
   /** Only checks whose name or group contains this text. */
-  readonly filter?: string;
+  readonly filter?: string | undefined;
+  /**
+   * One valid case of every kernel × variant and every other check
+   * (`sampleConformance`) instead of the whole suite; ignored with a filter.
+   */
+  readonly sample?: boolean;
   /** Called with each check's result as the page reports it. */
   readonly onCheck?: (group: string, name: string, error: string | undefined) => void;
   /** How long the whole run may take (default 20 minutes: SwiftShader is slow on a few cores). */
   readonly timeoutMs?: number;
 }
 
-/** Runs the wgpu conformance suite in headless Chromium on its navigator.gpu. */
+/** Runs the wgpu conformance suite (or its sample) in headless Chromium on its navigator.gpu. */
 export async function runBrowserConformance(
   options: BrowserConformanceOptions,
 ): Promise<BrowserConformanceReport> {
@@ -63,11 +68,13 @@ export async function runBrowserConformance(
         throw new Error(`the conformance page did not load: ${pageErrors.join('; ') || String(error)}`);
       });
     return await page.evaluate(
-      (filter) =>
+      (run) =>
         (
-          globalThis as unknown as { runConformance(filter?: string): Promise<BrowserConformanceReport> }
-        ).runConformance(filter),
-      options.filter,
+          globalThis as unknown as {
+            runConformance(run: BrowserConformanceRun): Promise<BrowserConformanceReport>;
+          }
+        ).runConformance(run),
+      { filter: options.filter, sample: options.sample ?? false } satisfies BrowserConformanceRun,
     );
   } finally {
     await browser.close();

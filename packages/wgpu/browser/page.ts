@@ -1,6 +1,14 @@
 // The browser side of the conformance harness: bundled for the page, it runs
-// every conformance check of the wgpu backend on the page's navigator.gpu.
-import { type ConformanceCheck, conformanceSuite, runChecks, UnsupportedOnBackend } from '@rayo/core/testing';
+// the conformance checks of the wgpu backend on the page's navigator.gpu:
+// every check, or one of every kernel × variant (`sampleConformance`).
+import {
+  type ConformanceCheck,
+  type ConformanceSample,
+  conformanceSuite,
+  runChecks,
+  sampleConformance,
+  UnsupportedOnBackend,
+} from '@rayo/core/testing';
 import { createWgpuBackend } from '../src/index.js';
 
 export interface BrowserConformanceReport {
@@ -23,6 +31,17 @@ export interface BrowserConformanceReport {
   }[];
   /** Compute pipelines compiled over the whole run. */
   readonly pipelinesCompiled: number;
+  /** Checks run (the sample's, the filter's or the whole suite's). */
+  readonly checks: number;
+  /** What the sample covers, when the run was `sampleConformance`'s sample. */
+  readonly sample?: Omit<ConformanceSample, 'checks'>;
+}
+
+export interface BrowserConformanceRun {
+  /** Only checks whose name or group contains this text (of the whole suite). */
+  readonly filter?: string | undefined;
+  /** `sampleConformance`'s sample of the suite instead of all of it (ignored with a filter). */
+  readonly sample?: boolean | undefined;
 }
 
 const SLOWEST_KEPT = 5;
@@ -30,7 +49,10 @@ const SLOWEST_KEPT = 5;
 /** Set by the Node side (page.exposeFunction) to stream each result as it comes. */
 type ReportCheck = (group: string, name: string, error: string | undefined) => Promise<void>;
 
-async function runConformance(filter?: string): Promise<BrowserConformanceReport> {
+async function runConformance({
+  filter,
+  sample,
+}: BrowserConformanceRun = {}): Promise<BrowserConformanceReport> {
   const gpu = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
   const empty = {
     passed: 0,
@@ -40,6 +62,7 @@ async function runConformance(filter?: string): Promise<BrowserConformanceReport
     groupSeconds: {},
     slowestChecks: [],
     pipelinesCompiled: 0,
+    checks: 0,
   };
   if (!gpu) return { adapter: undefined, unavailable: 'the page has no navigator.gpu', ...empty };
   let backend: Awaited<ReturnType<typeof createWgpuBackend>>;
@@ -49,9 +72,10 @@ async function runConformance(filter?: string): Promise<BrowserConformanceReport
     return { adapter: undefined, unavailable: (error as Error).message, ...empty };
   }
   const suite = conformanceSuite({ create: () => backend });
+  const sampled = !filter && sample ? sampleConformance(suite.checks) : undefined;
   const checks = filter
     ? suite.checks.filter((c) => c.name.includes(filter) || c.group.includes(filter))
-    : suite.checks;
+    : (sampled?.checks ?? suite.checks);
   const report = (globalThis as { reportCheck?: ReportCheck }).reportCheck;
   const groupSeconds: Record<string, number> = {};
   const checkSeconds: { name: string; seconds: number; compiles: number }[] = [];
@@ -91,6 +115,10 @@ async function runConformance(filter?: string): Promise<BrowserConformanceReport
     failures: summary.failures,
     groupSeconds,
     pipelinesCompiled,
+    checks: checks.length,
+    ...(sampled
+      ? { sample: { total: sampled.total, kernels: sampled.kernels, variants: sampled.variants } }
+      : {}),
     slowestChecks: checkSeconds.sort((a, b) => b.seconds - a.seconds).slice(0, SLOWEST_KEPT),
   };
 }

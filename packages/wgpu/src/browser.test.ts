@@ -1,17 +1,43 @@
+import { conformanceSuite } from '@rayo/core/testing';
 import { expect, it } from 'vitest';
 import { describeInChromium } from '../browser/chromium.js';
 import { runBrowserConformance } from '../browser/harness.js';
 
-// The whole conformance suite in headless Chromium through navigator.gpu, on
-// SwiftShader's WebGPU adapter. Under CI a missing Chromium is a failure;
-// elsewhere it is reported as a visibly skipped suite.
+// The conformance suite in headless Chromium through navigator.gpu, on
+// SwiftShader's WebGPU adapter: the browser build of the backend, bundled as
+// an app bundles it. The same WGSL runs every check of the suite on Dawn in
+// Node (conformance.test.ts, on lavapipe in CI), so by default the page runs
+// one valid case of every kernel × variant (inputs' dtypes, layout and
+// activation attributes, mode) and every other check: `sampleConformance`.
+// RAYO_FULL_CONFORMANCE=1 runs every check here too; RAYO_BROWSER_FILTER=TEXT
+// only the checks whose name or group contains TEXT. Under CI a missing
+// Chromium is a failure; elsewhere it is reported as a visibly skipped suite.
+const full = process.env.RAYO_FULL_CONFORMANCE === '1';
+const filter = process.env.RAYO_BROWSER_FILTER || undefined;
+
+/** The kernels and kernel × variant pairs of the whole suite, counted here in Node. */
+function suiteCoverage() {
+  const { checks } = conformanceSuite({
+    create: () => {
+      throw new Error('counting checks creates no backend');
+    },
+  });
+  const cases = checks.flatMap((c) => (c.kernelCase ? [c.kernelCase] : []));
+  return {
+    checks: checks.length,
+    kernels: new Set(cases.map((c) => c.kernel)).size,
+    variants: new Set(cases.map((c) => `${c.kernel}\u0000${c.variant}`)).size,
+  };
+}
+
 describeInChromium('wgpu conformance in a browser', (chromium) => {
   it(
-    'passes every check in headless Chromium on navigator.gpu',
+    `passes ${full ? 'every check' : filter ? `the checks matching '${filter}'` : 'one case of every kernel × variant'} in headless Chromium on navigator.gpu`,
     async () => {
       const report = await runBrowserConformance({
         executablePath: chromium(),
-        filter: process.env.RAYO_BROWSER_FILTER,
+        filter,
+        sample: !full,
         onCheck: (group, name, error) => {
           if (error) console.log(`FAIL ${group} › ${name}\n     ${error.replace(/\n/g, '\n     ')}`);
         },
@@ -27,11 +53,26 @@ describeInChromium('wgpu conformance in a browser', (chromium) => {
       console.log(
         `${report.pipelinesCompiled} pipelines compiled; slowest groups: ${groups.join(', ')}\nslowest checks:\n  ${checks.join('\n  ')}`,
       );
+      const sample = report.sample;
       console.log(
-        `browser conformance (wgpu, ${report.adapter}): ${report.passed} passed, ${report.failed} failed, ${report.unsupported} unsupported (refused as declared)`,
+        `browser conformance (wgpu, ${report.adapter}): ${report.passed} passed, ${report.failed} failed, ${report.unsupported} unsupported (refused as declared)` +
+          (sample
+            ? `; the sample: ${report.checks} of ${sample.total} checks, ${sample.kernels} kernels, ${sample.variants} kernel × variant pairs`
+            : ''),
       );
       expect(report.failures).toEqual([]);
       expect(report.passed).toBeGreaterThan(0);
+      expect(report.passed + report.unsupported).toBe(report.checks);
+      if (!filter) {
+        const suite = suiteCoverage();
+        if (full) {
+          expect(report.checks).toBe(suite.checks);
+        } else {
+          // The sample left out shapes, never a kernel or a variant.
+          expect(sample).toEqual({ total: suite.checks, kernels: suite.kernels, variants: suite.variants });
+          expect(report.checks).toBeLessThan(suite.checks);
+        }
+      }
     },
     25 * 60_000,
   );

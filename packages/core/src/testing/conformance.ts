@@ -36,7 +36,28 @@ export interface ConformanceCheck {
   readonly name: string;
   /** `api`, `coverage`, or a kernel family. */
   readonly group: string;
+  /** For a valid case of a kernel: the kernel and its variant (see `sampleConformance`). */
+  readonly kernelCase?: { readonly kernel: string; readonly variant: string };
   run(): Promise<void>;
+}
+
+/**
+ * The variant of a valid case: its inputs' dtypes, its boolean and string
+ * attributes (layouts, activations, precision: what picks a shader) and, for
+ * the unpoisoned runs, the mode. Numbers (shapes, scales) are not in it.
+ */
+function caseVariant(c: AnyConformanceCase, mode: Mode): string {
+  const metas = c.inputs.map((s, i) =>
+    s ? { shape: s.shape, dtype: s.dtype ?? inputDecl(c.spec, i)!.dtypes[0]! } : undefined,
+  );
+  const dtypes = metas.map((m) => m?.dtype ?? '-');
+  // The attributes as the kernel sees them (defaults filled in), so that an
+  // explicit default is the variant of its absence.
+  const attrs = Object.entries(inferKernel(c.spec, metas, c.attrs).attrs)
+    .filter(([, v]) => typeof v === 'boolean' || typeof v === 'string')
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([k, v]) => `${k}=${String(v)}`);
+  return [dtypes.join(','), ...attrs, ...(mode === 'poisoned out' ? [] : [mode])].join(' ');
 }
 
 export interface ConformanceOptions {
@@ -521,12 +542,18 @@ export function conformanceSuite(options: ConformanceOptions): ConformanceSuite 
         checks.push({
           name: `${caseName(c)}${mode === 'poisoned out' ? '' : ` (${mode})`}`,
           group: spec.family,
+          kernelCase: { kernel: spec.name, variant: caseVariant(c, mode) },
           run: () => runCase(c, mode),
         });
       }
     });
     for (const half of valid.flatMap(halfVariants)) {
-      checks.push({ name: caseName(half), group: spec.family, run: () => runCase(half, 'poisoned out') });
+      checks.push({
+        name: caseName(half),
+        group: spec.family,
+        kernelCase: { kernel: spec.name, variant: caseVariant(half, 'poisoned out') },
+        run: () => runCase(half, 'poisoned out'),
+      });
     }
     const mixed = valid[0] && mixedDtypeError(valid[0]);
     for (const c of mixed ? [...errors, mixed] : errors) {
