@@ -18,13 +18,16 @@ type QuantizedMatmulAttrs = { format: QuantFormat; beta: number };
  * y = x · dequant(W)ᵀ (+ beta · c) for a weight W [N, K] in a quantized
  * format (see quant/layout.ts for the bits): the decode product of a linear
  * layer whose weights are read as 8 or 4 bits. x, c and y share one float
- * dtype; the sums are f32. The reference dequantizes exactly (in f64) and
- * sums in f64, so a backend differs only by its f32 summation order.
+ * dtype; the sums are f32. The reference dequantizes exactly (in f64; ggml's
+ * f32 values for q8g32, q8g16 and q4g32a) and sums in f64, so a backend
+ * differs only by its f32 summation order (and, for those formats, by where
+ * it rounds the scaling: a kernel may scale a group's sum instead of each
+ * weight). Optional inputs keep their positions: offsets come after c.
  */
 export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
   name: 'quantizedMatmul',
   family: FAMILY,
-  summary: 'y = x · dequant(W)ᵀ + beta · c for an int8 or 4-bit weight W [N, K]',
+  summary: 'y = x · dequant(W)ᵀ + beta · c for an int8 or 4-bit weight W [N, K] (scale per row or group)',
   inputs: [
     { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
     { name: 'packed', dtypes: ['u32'], doc: '[N, rowWords(K)]: the codes, see quantLayout' },
@@ -36,12 +39,19 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
       doc: '[N, ceil(groups / 8)]: q4 zero-point nibbles; absent, codes are centred on 8',
     },
     { name: 'c', dtypes: FLOAT, optional: true, doc: '[M, N], added after scaling by beta' },
+    {
+      name: 'offsets',
+      dtypes: FLOAT,
+      dtypeGroup: SCALES,
+      optional: true,
+      doc: "[N, groups(K)]: q4g32a's offsets, subtracted after scaling (required there, refused elsewhere)",
+    },
   ],
   attributes: {
     format: { kind: 'enum', values: QUANT_FORMATS, doc: 'how W is stored' },
     beta: { kind: 'number', default: 1, doc: "scales 'c' (unused without it)" },
   },
-  infer([x, packed, scales, zeros, c], { format }) {
+  infer([x, packed, scales, zeros, c, offsets], { format }) {
     const check = new ArgCheck('quantizedMatmul');
     check.rank('x', x!, 2, '[M, K]');
     const [m, k] = x!.shape as [number, number];
@@ -53,22 +63,32 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
     check.sameShape('scales', scales!, [n, layout.groups], `[N, groups] of ${format} for K = ${k}`);
     if (zeros) {
       check.shape(
-        layout.bits === 4,
+        layout.zeroPoints,
         'zeros',
-        'q8 is symmetric: it takes no zero points',
-        'nothing with q8',
+        `${format} takes no zero points`,
+        `nothing with ${format} (zero points are q4g32's and q4g128's)`,
         zeros.shape,
       );
       check.sameShape('zeros', zeros, [n, layout.zeroWords], '[N, ceil(groups / 8)] nibble words');
     }
+    if (layout.offsets || offsets) {
+      check.shape(
+        layout.offsets && offsets !== undefined,
+        'offsets',
+        layout.offsets ? `${format} needs an offset per group` : `${format} takes no offsets`,
+        layout.offsets ? `[N, groups] = [${n}, ${layout.groups}]` : 'nothing',
+        offsets?.shape ?? 'absent',
+      );
+      check.sameShape('offsets', offsets!, [n, layout.groups], `[N, groups] of ${format} for K = ${k}`);
+    }
     if (c) check.sameShape('c', c, [m, n], 'the product [M, N]');
     return [{ name: 'y', shape: [m, n], dtype: x!.dtype }];
   },
-  reference([x, packed, scales, zeros, c], { format, beta }, io) {
+  reference([x, packed, scales, zeros, c, offsets], { format, beta }, io) {
     const [m, k] = io.inputs[0]!.shape as [number, number];
     const n = io.outputs[0]!.shape[1]!;
     const w = new Float64Array(n * k);
-    dequantizeInto(w, packed!, scales!, zeros, quantLayout(format, k), n, k);
+    dequantizeInto(w, packed!, scales!, zeros, quantLayout(format, k), n, k, offsets);
     const y = new Float32Array(m * n);
     for (let i = 0; i < m; i++) {
       for (let j = 0; j < n; j++) {
@@ -79,7 +99,7 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
     }
     return [y];
   },
-  cost([x, packed, scales, zeros, c]) {
+  cost([x, packed, scales, zeros, c, offsets]) {
     const [m, k] = x!.shape as [number, number];
     const n = packed!.shape[0]!;
     return {
@@ -90,6 +110,7 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
         bytesOf(scales) +
         bytesOf(zeros) +
         bytesOf(c) +
+        bytesOf(offsets) +
         bytesOf({ shape: [m, n], dtype: x!.dtype }),
     };
   },

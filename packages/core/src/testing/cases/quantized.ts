@@ -1,5 +1,5 @@
 import * as k from '../../kernels/quantized.js';
-import { type QuantFormat, quantLayout } from '../../quant/layout.js';
+import { QUANT_FORMATS, type QuantFormat, quantLayout } from '../../quant/layout.js';
 import {
   type AnyConformanceCase,
   type AnyErrorCase,
@@ -20,8 +20,11 @@ const errors: AnyErrorCase[] = [];
  * The scales below keep |w| <= about 1, as matmul's cases do, so matmul's
  * bound holds: about sqrt(K) roundings, far below one misread code or scale.
  */
-function tolerance(depth: number): Tolerance {
-  return { rtol: 1e-4, atol: 2e-5 * Math.sqrt(Math.max(depth, 1)) };
+function tolerance(depth: number, format?: QuantFormat): Tolerance {
+  // q4g32a's values are q · scale − offset with both terms up to about 1: a kernel that sums
+  // q · x and x apart and scales the sums cancels terms twice the size of w (hence twice the bound).
+  const terms = format === 'q4g32a' ? 2 : 1;
+  return { rtol: 1e-4, atol: terms * 2e-5 * Math.sqrt(Math.max(depth, 1)) };
 }
 
 /** Random words: every code, the row padding included (a kernel must not count it). */
@@ -33,11 +36,21 @@ function words(shape: readonly number[]): InputSample {
   };
 }
 
-/** Scales that keep |w| within about 1: 128 · 0.008 for q8, 15 · 0.066 for q4 with zero points. */
+/**
+ * Scales that keep |w| within about 1: 128 · 0.008 for the 8-bit formats, 15 · 0.066 for
+ * q4 with zero points and for q4g32a (whose offsets, in [0, 1), shift the values into −1 … 1).
+ */
 function scalesOf(format: QuantFormat, n: number, kd: number): InputSample {
-  const [lo, hi] = format === 'q8' ? [0.002, 0.008] : [0.02, 0.066];
+  const [lo, hi] = quantLayout(format, kd).bits === 8 ? [0.002, 0.008] : [0.02, 0.066];
   return f32([n, quantLayout(format, kd).groups], (rng, size) =>
     Array.from({ length: size }, () => rng.uniform(lo, hi)),
+  );
+}
+
+function offsetsOf(format: QuantFormat, n: number, kd: number): InputSample | undefined {
+  if (!quantLayout(format, kd).offsets) return undefined;
+  return f32([n, quantLayout(format, kd).groups], (rng, size) =>
+    Array.from({ length: size }, () => rng.uniform(0, 1)),
   );
 }
 
@@ -48,6 +61,21 @@ function weightOf(format: QuantFormat, n: number, kd: number, zeroPoints: boolea
     scalesOf(format, n, kd),
     zeroPoints ? words([n, layout.zeroWords]) : undefined,
   ] as const;
+}
+
+/** The inputs of y = x · dequant(W)ᵀ (+ c): x, the weight's parts, c, and q4g32a's offsets. */
+function inputsOf(
+  format: QuantFormat,
+  x: InputSample,
+  n: number,
+  options: { zeroPoints?: boolean; c?: InputSample } = {},
+): (InputSample | undefined)[] {
+  const kd = x.shape[1]!;
+  const inputs = [x, ...weightOf(format, n, kd, options.zeroPoints ?? false), options.c];
+  const offsets = offsetsOf(format, n, kd);
+  if (offsets) inputs.push(offsets);
+  while (inputs.length > 0 && inputs[inputs.length - 1] === undefined) inputs.pop();
+  return inputs;
 }
 
 // [M, K, N]: the GEMV (M = 1) and small M of the streaming kernels, past
@@ -70,23 +98,24 @@ const SHAPES = [
   [67, 61, 129],
 ] as const;
 
-for (const format of ['q8', 'q4g32', 'q4g128'] as const) {
+for (const format of QUANT_FORMATS) {
+  const zeroPoints = quantLayout(format, 1).zeroPoints;
   for (const [m, kd, n] of SHAPES) {
     cases.push(
       valid(k.quantizedMatmul, {
         label: `${format} ${m}×${kd}→${n}`,
-        inputs: [f32([m, kd]), ...weightOf(format, n, kd, false)],
+        inputs: inputsOf(format, f32([m, kd]), n),
         attrs: { format },
-        tolerance: tolerance(kd),
+        tolerance: tolerance(kd, format),
       }),
     );
-    if (format !== 'q8') {
+    if (zeroPoints) {
       cases.push(
         valid(k.quantizedMatmul, {
           label: `${format} ${m}×${kd}→${n} zero points`,
-          inputs: [f32([m, kd]), ...weightOf(format, n, kd, true)],
+          inputs: inputsOf(format, f32([m, kd]), n, { zeroPoints: true }),
           attrs: { format },
-          tolerance: tolerance(kd),
+          tolerance: tolerance(kd, format),
         }),
       );
     }
@@ -94,27 +123,27 @@ for (const format of ['q8', 'q4g32', 'q4g128'] as const) {
   cases.push(
     valid(k.quantizedMatmul, {
       label: `${format} 1×1031→61 + c (beta=1 default)`,
-      inputs: [f32([1, 1031]), ...weightOf(format, 61, 1031, false), f32([1, 61])],
+      inputs: inputsOf(format, f32([1, 1031]), 61, { c: f32([1, 61]) }),
       attrs: { format },
-      tolerance: tolerance(1031),
+      tolerance: tolerance(1031, format),
     }),
     valid(k.quantizedMatmul, {
       label: `${format} 19×200→45 + c beta=-0.5`,
-      inputs: [f32([19, 200]), ...weightOf(format, 45, 200, format !== 'q8'), f32([19, 45])],
+      inputs: inputsOf(format, f32([19, 200]), 45, { zeroPoints, c: f32([19, 45]) }),
       attrs: { format, beta: -0.5 },
-      tolerance: tolerance(200),
+      tolerance: tolerance(200, format),
     }),
     valid(k.quantizedMatmul, {
       label: `${format} 3×67→7 c absent, beta=3 unused`,
-      inputs: [f32([3, 67]), ...weightOf(format, 7, 67, false)],
+      inputs: inputsOf(format, f32([3, 67]), 7),
       attrs: { format, beta: 3 },
-      tolerance: tolerance(67),
+      tolerance: tolerance(67, format),
     }),
     valid(k.quantizedMatmul, {
       label: `${format} 2×300→9 wide x`,
-      inputs: [f32([2, 300], 'wide'), ...weightOf(format, 9, 300, false)],
+      inputs: inputsOf(format, f32([2, 300], 'wide'), 9),
       attrs: { format },
-      tolerance: tolerance(300 * 64),
+      tolerance: tolerance(300 * 64, format),
     }),
   );
 }
@@ -184,6 +213,48 @@ errors.push(
     attrs: { format: 'q4g32' },
     error: 'shape',
     argument: 'c',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "'zeros' with q4g32a",
+    inputs: [f32([2, 40]), q4Words, q4Scales, words([5, 1]), undefined, f32([5, 2])],
+    attrs: { format: 'q4g32a' },
+    error: 'shape',
+    argument: 'zeros',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "q4g32a without 'offsets'",
+    inputs: [f32([2, 40]), q4Words, q4Scales],
+    attrs: { format: 'q4g32a' },
+    error: 'shape',
+    argument: 'offsets',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "'offsets' with q4g32",
+    inputs: [f32([2, 40]), q4Words, q4Scales, undefined, undefined, f32([5, 2])],
+    attrs: { format: 'q4g32' },
+    error: 'shape',
+    argument: 'offsets',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "'offsets' of one per row under q4g32a",
+    inputs: [f32([2, 40]), q4Words, q4Scales, undefined, undefined, f32([5, 1])],
+    attrs: { format: 'q4g32a' },
+    error: 'shape',
+    argument: 'offsets',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "'scales' of a q8g32 row under q8g16",
+    inputs: [f32([2, 40]), q8Words, f32([5, 2])],
+    attrs: { format: 'q8g16' },
+    error: 'shape',
+    argument: 'scales',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "'offsets' as u32",
+    inputs: [f32([2, 40]), q4Words, q4Scales, undefined, undefined, words([5, 2])],
+    attrs: { format: 'q4g32a' },
+    error: 'dtype',
+    argument: 'offsets',
   }),
   invalid(k.quantizedMatmul, {
     label: "'packed' as i32",
