@@ -1,6 +1,8 @@
-import { defineKernel } from '../kernel.js';
+import { bytesPerElement } from '../dtype.js';
+import { defineKernel, type TensorMeta } from '../kernel.js';
 import { QUANT_FORMATS, type QuantFormat, quantLayout } from '../quant/layout.js';
 import { dequantizeInto } from '../quant/quantize.js';
+import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
 
@@ -112,6 +114,130 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
         bytesOf(c) +
         bytesOf(offsets) +
         bytesOf({ shape: [m, n], dtype: x!.dtype }),
+    };
+  },
+});
+
+type QuantizedEmbeddingAttrs = { format: QuantFormat; dim: number };
+
+/** The shape checks of a quantized table [V, D] (or weight [N, K]) in `format`; returns V. */
+function checkQuantizedTable(
+  check: ArgCheck,
+  format: QuantFormat,
+  dim: number,
+  metas: {
+    packed: TensorMeta;
+    scales: TensorMeta;
+    zeros: TensorMeta | undefined;
+    offsets: TensorMeta | undefined;
+  },
+): number {
+  const layout = quantLayout(format, dim);
+  const { packed, scales, zeros, offsets } = metas;
+  check.rank('packed', packed, 2, '[V, rowWords]');
+  const v = packed.shape[0]!;
+  check.dim('packed', packed, 1, layout.rowWords, `the u32 words of a ${format} row of ${dim}`);
+  check.sameShape('scales', scales, [v, layout.groups], `[V, groups] of ${format} for rows of ${dim}`);
+  if (zeros) {
+    check.shape(
+      layout.zeroPoints,
+      'zeros',
+      `${format} takes no zero points`,
+      `nothing with ${format} (zero points are q4g32's and q4g128's)`,
+      zeros.shape,
+    );
+    check.sameShape('zeros', zeros, [v, layout.zeroWords], '[V, ceil(groups / 8)] nibble words');
+  }
+  if (layout.offsets || offsets) {
+    check.shape(
+      layout.offsets && offsets !== undefined,
+      'offsets',
+      layout.offsets ? `${format} needs an offset per group` : `${format} takes no offsets`,
+      layout.offsets ? `[V, groups] = [${v}, ${layout.groups}]` : 'nothing',
+      offsets?.shape ?? 'absent',
+    );
+    check.sameShape('offsets', offsets!, [v, layout.groups], `[V, groups] of ${format} for rows of ${dim}`);
+  }
+  return v;
+}
+
+/**
+ * y[..., :] = dequant(table)[ids[...], :] for a table [V, D] in a quantized
+ * format: the embedding lookup of a quantized token table (a GGUF file's
+ * Q4_K or Q6_K `token_embd`), dequantizing only the rows it reads. D is an
+ * attribute: a row's packed words do not give it (rows are padded). y is f32
+ * whatever the scales' dtype, each value exactly what the format's
+ * dequantization gives (see quant/layout.ts), so a backend must match the
+ * reference bit for bit. An id outside [0, V) gives a NaN row, as
+ * `embedding`'s does.
+ */
+export const quantizedEmbedding = defineKernel<QuantizedEmbeddingAttrs>({
+  name: 'quantizedEmbedding',
+  family: FAMILY,
+  summary:
+    'y[..., :] = dequant(table)[ids[...], :] for an int8 or 4-bit table [V, D]; NaN rows for ids outside',
+  inputs: [
+    { name: 'ids', dtypes: ['i32'], doc: 'any shape of rank >= 1, row ids in [0, V)' },
+    { name: 'packed', dtypes: ['u32'], doc: '[V, rowWords(D)]: the codes, see quantLayout' },
+    { name: 'scales', dtypes: FLOAT, dtypeGroup: SCALES, doc: '[V, groups(D)]' },
+    {
+      name: 'zeros',
+      dtypes: ['u32'],
+      optional: true,
+      doc: '[V, ceil(groups / 8)]: q4g32/q4g128 zero-point nibbles',
+    },
+    {
+      name: 'offsets',
+      dtypes: FLOAT,
+      dtypeGroup: SCALES,
+      optional: true,
+      doc: "[V, groups(D)]: q4g32a's offsets (required there, refused elsewhere)",
+    },
+  ],
+  attributes: {
+    format: { kind: 'enum', values: QUANT_FORMATS, doc: 'how the table is stored' },
+    dim: { kind: 'number', integer: true, min: 1, doc: 'D, the length of a row' },
+  },
+  infer([ids, packed, scales, zeros, offsets], { format, dim }) {
+    const check = new ArgCheck('quantizedEmbedding');
+    check.minRank('ids', ids!, 1);
+    checkQuantizedTable(check, format, dim, { packed: packed!, scales: scales!, zeros, offsets });
+    return [{ name: 'y', shape: [...ids!.shape, dim], dtype: 'f32' }];
+  },
+  reference([ids, packed, scales, zeros, offsets], { format, dim }, io) {
+    const v = io.inputs[1]!.shape[0]!;
+    const layout = quantLayout(format, dim);
+    const y = new Float32Array(ids!.length * dim);
+    const row = new Float64Array(dim);
+    for (let i = 0; i < ids!.length; i++) {
+      const id = ids![i]!;
+      if (!(id >= 0 && id < v)) {
+        y.fill(Number.NaN, i * dim, (i + 1) * dim);
+        continue;
+      }
+      dequantizeInto(row, packed!, scales!, zeros, layout, 1, dim, offsets, id);
+      y.set(row, i * dim);
+    }
+    return [y];
+  },
+  cost([ids, packed, scales, zeros, offsets], { format, dim }) {
+    const n = sizeOf(ids!.shape);
+    const layout = quantLayout(format, dim);
+    const v = packed!.shape[0]!;
+    // A gather: the ids, one packed row (and its scales) per id, the f32 rows written.
+    const perRow = (b: { shape: readonly number[] } | undefined, bytes: number) =>
+      b ? (sizeOf(b.shape) / Math.max(v, 1)) * bytes : 0;
+    const scaleBytes = bytesPerElement(scales!.dtype);
+    return {
+      flops: n * dim * (layout.offsets ? 2 : 1),
+      bytes:
+        4 * n +
+        n *
+          (perRow(packed, 4) +
+            perRow(scales, scaleBytes) +
+            perRow(zeros, 4) +
+            perRow(offsets, scaleBytes) +
+            4 * dim),
     };
   },
 });

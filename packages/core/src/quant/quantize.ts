@@ -208,8 +208,9 @@ export function dequantizeWeights(weight: QuantizedHostWeight): Float64Array {
 const fround = Math.fround;
 
 /**
- * Writes row n's K weights into `out` for every row (see `dequantizeWeights`
- * for the value of each format); shared with the kernel reference.
+ * Writes the K weights of rows firstRow … firstRow + n − 1 into `out`, one
+ * row after another (see `dequantizeWeights` for the value of each format);
+ * shared with the kernels' references.
  */
 export function dequantizeInto(
   out: Float64Array | Float32Array,
@@ -220,14 +221,16 @@ export function dequantizeInto(
   n: number,
   k: number,
   offsets?: ArrayLike<number>,
+  firstRow = 0,
 ): void {
-  for (let row = 0; row < n; row++) {
+  for (let i = 0; i < n; i++) {
+    const row = firstRow + i;
     for (let kk = 0; kk < k; kk++) {
       const g = Math.floor(kk / layout.groupSize);
       const at = row * layout.groups + g;
       const zero = zeros ? zeroAt(zeros, layout, row, g) : layout.offset;
       const scaled = (codeAt(packed, layout, row, kk) - zero) * scales[at]!;
-      out[row * k + kk] = !layout.f32Values
+      out[i * k + kk] = !layout.f32Values
         ? scaled
         : offsets
           ? fround(fround(scaled) - offsets[at]!)

@@ -6,6 +6,7 @@ import {
   type FamilyCases,
   f32,
   type InputSample,
+  i32,
   invalid,
   type Tolerance,
   valid,
@@ -275,6 +276,99 @@ errors.push(
     attrs: { format: 'q3' as 'q8' },
     error: 'argument',
     argument: 'attrs.format',
+  }),
+);
+
+// ---- quantizedEmbedding: exact, every value the format's f32 ------------------------------
+
+/** Ids in [0, v), every third one outside it (just outside, negative, the i32 extremes). */
+function someBadIds(shape: readonly number[], v: number): InputSample {
+  const bad = [v, -1, 2147483647, -2147483648, 536870912];
+  return {
+    shape,
+    dtype: 'i32',
+    init: (rng, size) =>
+      Array.from({ length: size }, (_, i) =>
+        i % 3 === 2 ? bad[((i - 2) / 3) % bad.length]! : rng.int(0, v),
+      ),
+  };
+}
+
+function tableOf(format: QuantFormat, v: number, d: number, zeroPoints: boolean) {
+  const [packed, scales, zeros] = weightOf(format, v, d, zeroPoints);
+  const offsets = offsetsOf(format, v, d);
+  const inputs = [packed, scales, zeros, offsets];
+  while (inputs.length > 0 && inputs[inputs.length - 1] === undefined) inputs.pop();
+  return inputs;
+}
+
+// ids shape, V, D: D inside one block, across groups and odd, long.
+const TABLES = [
+  [[1], 1, 1],
+  [[7], 13, 61],
+  [[3, 5], 67, 33],
+  [[2, 3], 5, 257],
+  [[300], 1031, 17],
+] as const;
+
+for (const format of QUANT_FORMATS) {
+  const zeroPoints = quantLayout(format, 1).zeroPoints;
+  for (const [ids, v, d] of TABLES) {
+    cases.push(
+      valid(k.quantizedEmbedding, {
+        label: `${format} [${v}, ${d}] by ids [${ids.join(', ')}]`,
+        inputs: [{ shape: ids, dtype: 'i32', init: { int: [0, v] } }, ...tableOf(format, v, d, false)],
+        attrs: { format, dim: d },
+        tolerance: { rtol: 0, atol: 0 },
+      }),
+    );
+  }
+  cases.push(
+    valid(k.quantizedEmbedding, {
+      label: `${format} [13, 40] by out-of-range ids: NaN rows${zeroPoints ? ', zero points' : ''}`,
+      inputs: [someBadIds([4, 3], 13), ...tableOf(format, 13, 40, zeroPoints)],
+      attrs: { format, dim: 40 },
+      tolerance: { rtol: 0, atol: 0 },
+    }),
+  );
+}
+
+const [tableWords, tableScales] = weightOf('q4g32', 5, 40, false);
+errors.push(
+  invalid(k.quantizedEmbedding, {
+    label: "'packed' of another D",
+    inputs: [i32([3], 0, 5), tableWords, tableScales],
+    attrs: { format: 'q4g32', dim: 80 },
+    error: 'shape',
+    argument: 'packed',
+  }),
+  invalid(k.quantizedEmbedding, {
+    label: "'ids' as f32",
+    inputs: [{ shape: [3], dtype: 'f32' }, tableWords, tableScales],
+    attrs: { format: 'q4g32', dim: 40 },
+    error: 'dtype',
+    argument: 'ids',
+  }),
+  invalid(k.quantizedEmbedding, {
+    label: 'q4g32a without offsets',
+    inputs: [i32([3], 0, 5), tableWords, tableScales],
+    attrs: { format: 'q4g32a', dim: 40 },
+    error: 'shape',
+    argument: 'offsets',
+  }),
+  invalid(k.quantizedEmbedding, {
+    label: "'scales' of one per row under q8g16",
+    inputs: [i32([3], 0, 5), ...weightOf('q8', 5, 40, false).slice(0, 2)],
+    attrs: { format: 'q8g16', dim: 40 },
+    error: 'shape',
+    argument: 'scales',
+  }),
+  invalid(k.quantizedEmbedding, {
+    label: 'dim missing',
+    inputs: [i32([3], 0, 5), tableWords, tableScales],
+    attrs: { format: 'q4g32' },
+    error: 'argument',
+    argument: 'attrs.dim',
   }),
 );
 
