@@ -166,10 +166,10 @@ function checkQuantizedTable(
  * format: the embedding lookup of a quantized token table (a GGUF file's
  * Q4_K or Q6_K `token_embd`), dequantizing only the rows it reads. D is an
  * attribute: a row's packed words do not give it (rows are padded). y is f32
- * whatever the scales' dtype, each value exactly what the format's
- * dequantization gives (see quant/layout.ts), so a backend must match the
- * reference bit for bit. An id outside [0, V) gives a NaN row, as
- * `embedding`'s does.
+ * whatever the scales' dtype, each value what the format's dequantization
+ * gives (see quant/layout.ts): a backend matches the reference bit for bit,
+ * but that a shader compiler may fuse q4g32a's q · scale − offset into one
+ * fma. An id outside [0, V) gives a NaN row, as `embedding`'s does.
  */
 export const quantizedEmbedding = defineKernel<QuantizedEmbeddingAttrs>({
   name: 'quantizedEmbedding',
