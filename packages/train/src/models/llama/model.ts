@@ -16,17 +16,17 @@ import {
   quantizedEmbedding,
   quantizedMatmul,
   RayoError,
-  ShapeError,
-  UnsupportedOnBackendError,
   rmsNorm,
   rmsNormMatmul,
   rmsNormMatmul3,
   rope,
   ropeKvScatter,
+  ShapeError,
   softmax,
   swiglu,
   type Tensor,
   transpose,
+  UnsupportedOnBackendError,
 } from '@rayo/core';
 import { Rng } from '../../random.js';
 import { checkSamplingOptions, type SamplingOptions, sampleToken } from '../sampling.js';
@@ -605,9 +605,13 @@ export class LlamaModel {
     const head = this.#quantizedHead;
     if (head) {
       const normed = run.run1(rmsNorm, [x, weights.norm], { eps: this.config.rmsNormEps });
-      return run.run1(quantizedMatmul, [normed, head.packed, head.scales, head.zeros, undefined, head.offsets], {
-        format: head.format,
-      });
+      return run.run1(
+        quantizedMatmul,
+        [normed, head.packed, head.scales, head.zeros, undefined, head.offsets],
+        {
+          format: head.format,
+        },
+      );
     }
     return this.#normedProduct(run, x, weights.norm, weights.head!);
   }
