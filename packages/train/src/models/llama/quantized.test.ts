@@ -3,7 +3,11 @@ import {
   InvalidArgumentError,
   QUANT_FORMATS,
   quantizedMatmul,
+  quantizeWeights,
   quantLayout,
+  ShapeError,
+  type Tensor,
+  uploadQuantized,
 } from '@rayo/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LlamaModel } from './model.js';
@@ -67,6 +71,43 @@ describe('LlamaModel with quantized projections', async () => {
       argmax(logits.subarray((prompt.length - 1 + i) * vocab, (prompt.length + i) * vocab)),
     );
     expect(picked).toEqual(tokens);
+  });
+
+  it('takes a quantized embedding and head in place of the dense ones, and refuses ones of another shape', async () => {
+    using dense = await LlamaModel.load(backend, dir);
+    const vocab = config.vocab_size as number;
+    const hidden = config.hidden_size as number;
+    const quantizedOf = async (t: Tensor) =>
+      uploadQuantized(backend, quantizeWeights(await t.read(), [vocab, hidden], 'q8g32'));
+    const embedding = await quantizedOf(dense.weights.embedding!);
+    const head = await quantizedOf(dense.weights.head!);
+    // The model shares dense's layers and norm, so it is not disposed: dense frees those, the test the rest.
+    const weights = { ...dense.weights, embedding: undefined, head: undefined };
+    const model = new LlamaModel(backend, dense.config, weights, { quantized: { embedding, head } });
+    using want = dense.prefill(prompt);
+    using got = model.prefill(prompt);
+    const [a, b] = [(await got.read()) as Float32Array, (await want.read()) as Float32Array];
+    let maxError = 0;
+    let spread = 0;
+    for (let i = 0; i < b.length; i++) {
+      maxError = Math.max(maxError, Math.abs(a[i]! - b[i]!));
+      spread = Math.max(spread, Math.abs(b[i]!));
+    }
+    expect(maxError).toBeGreaterThan(0);
+    expect(maxError).toBeLessThan(spread * 0.02);
+    const short = uploadQuantized(
+      backend,
+      quantizeWeights(new Float32Array(3 * hidden).fill(1), [3, hidden], 'q8g32'),
+    );
+    expect(
+      () => new LlamaModel(backend, dense.config, weights, { quantized: { embedding: short, head } }),
+    ).toThrow(ShapeError);
+    expect(() => new LlamaModel(backend, dense.config, weights, { quantized: { embedding } })).toThrow(
+      /weight 'lm_head\.weight' does not fit the config/,
+    );
+    short.dispose();
+    embedding.dispose();
+    head.dispose();
   });
 
   it('refuses a format that is none', async () => {
