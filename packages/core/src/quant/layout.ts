@@ -34,8 +34,9 @@
  * - `q8g32`, `q8g16`: int8 codes laid out as q8's (byte k % 4 of word
  *   k / 4), a scale per group of 32 or 16 consecutive k: value =
  *   f32(q · scale[n, g]). Scales are [N, G], G = ceil(K / group); rows are
- *   padded to whole 32-weight blocks (a q8g16 row of K ≤ 16 mod 32 ends in a
- *   padding half-block past its last group, whose x is 0). Q8_0 is q8g32
+ *   padded to whole 32-weight blocks (where K mod 32 is 1 to 16, a q8g16 row
+ *   ends in a padding half-block past its last group: kernels take the last
+ *   group's scale there, against x of 0). Q8_0 is q8g32
  *   with f16 scales; Q6_K is q8g16 with q − 32 as the code and f32 scales
  *   d · scale (10 bits per weight instead of Q6_K's 6.56: what a kernel
  *   reads stays the int8 of q8).

@@ -269,8 +269,9 @@ export function ggufLlamaWeightList(weights: GgufLlamaWeights): GgufLlamaWeight[
  * that returns core's quantized formats), quantized projections run on
  * `quantizedMatmul` — all of a model's projections or none; a quantized
  * head too, and a quantized embedding is looked up with `quantizedEmbedding`
- * (a Q4_K_M file quantizes both). Norms must be float. A backend that cannot run the model's
- * kernels in the weights' dtype is refused before any weight is read.
+ * (a Q4_K_M file quantizes both). Norms must be float. A backend that
+ * cannot run the model's kernels in the weights' dtype is refused before
+ * any weight is read.
  */
 export async function loadGgufLlama(
   backend: Backend,
