@@ -6,8 +6,9 @@
 // decode-bench.mjs (Llama decoding against PyTorch), names.mjs (the
 // first-names example), dp-bench.mjs (data-parallel training over NCCL on 1
 // and N GPUs, against PyTorch DDP), launch.mjs (one process per GPU for
-// any program) and gemm-check.mjs (each cuda GEMM path checked and timed on
-// the GPU), with the native `webgpu`
+// any program), gemm-check.mjs (each cuda GEMM path checked and timed on
+// the GPU) and gguf-check.mjs (a Q4_K_M GGUF file decoded on each backend
+// with quantized weights, against its weights dequantized in f32), with the native `webgpu`
 // and `koffi` packages left external and the PyTorch baseline scripts copied
 // beside them, with the Python module they share (rayo_torch.py), which they
 // import from their own folder.
@@ -44,11 +45,12 @@ const DP_BENCH = './packages/workloads/src/distributed/dataParallelBench.ts';
 const LAUNCH = './packages/train/src/distributed/launchCli.ts';
 const GEMM_CHECK = './packages/cuda-ptx/src/tools/gemmCheck.ts';
 const GEMM_SWEEP = './packages/cuda-ptx/src/tools/gemmSweep.ts';
+const GGUF_CHECK = './packages/workloads/src/decode/ggufCheckCli.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
 Writes bench.mjs, conformance.mjs, faults.mjs, train-bench.mjs,
-decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, torch_baseline.py,
+decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs, torch_baseline.py,
 torch_train_baseline.py, torch_decode_baseline.py, torch_ddp_baseline.py and
 the module they share, rayo_torch.py, into DIR
 (default: .device/app). Run them with 'node DIR/bench.mjs --help'.`;
@@ -124,6 +126,7 @@ function sources(providers, faultSuites) {
     // The CLIs of the decode benchmark and the names example run on import.
     'rayo-bundle:decode-bench': ["import 'rayo-bundle:register';", `import '${DECODE_BENCH}';`].join('\n'),
     'rayo-bundle:names': ["import 'rayo-bundle:register';", `import '${NAMES}';`].join('\n'),
+    'rayo-bundle:gguf-check': ["import 'rayo-bundle:register';", `import '${GGUF_CHECK}';`].join('\n'),
     // Data-parallel training on 1 and N GPUs; each rank is this program again, started by the launcher.
     'rayo-bundle:dp-bench': [
       `import { main } from '${DP_BENCH}';`,
@@ -157,10 +160,13 @@ function virtualModules(contents) {
         loader: 'js',
       }));
       // The runner does its work on import; "sideEffects": false of its package must not drop it.
-      b.onResolve({ filter: /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli)\.ts$/ }, (args) => ({
-        path: resolve(args.resolveDir, args.path),
-        sideEffects: true,
-      }));
+      b.onResolve(
+        { filter: /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli|ggufCheckCli)\.ts$/ },
+        (args) => ({
+          path: resolve(args.resolveDir, args.path),
+          sideEffects: true,
+        }),
+      );
     },
   };
 }
@@ -209,6 +215,7 @@ async function main() {
     'launch',
     'gemm-check',
     'gemm-sweep',
+    'gguf-check',
   ]) {
     const outfile = join(outdir, `${name}.mjs`);
     await build({

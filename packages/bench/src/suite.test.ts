@@ -101,6 +101,10 @@ describe('the suite', () => {
     expect(q4.x).toBe(4096 * 4096 * 0.5 + 4096 * 128 * 2);
     const q8 = SUITE.find((c) => c.id === 'qgemv/q8-1x4096x4096')!;
     expect(caseCost(q8)!.bytes).toBe(4096 * 4096 + 4096 * 4 + 2 * 4096 * 4);
+    // Q4_K repacked: nibbles, an f32 scale and an f32 offset per 32.
+    const q4a = SUITE.find((c) => c.id === 'qgemv/q4g32a-1x4096x4096')!;
+    expect(inputMetas(q4a).map((m) => m?.dtype)).toEqual(['f32', 'u32', 'f32', undefined, undefined, 'f32']);
+    expect(q4a.x).toBe(4096 * 4096 * 0.5 + 4096 * 128 * 8);
   });
 
   it('counts about 2·M·N·K flops for a GEMM, transposed or not', () => {

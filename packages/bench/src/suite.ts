@@ -96,7 +96,8 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
     caseTicks: true,
   },
   qgemv: {
-    title: 'Quantized GEMV: weights as int8 (q8) or 4-bit codes (q4, a scale per 32 or 128), 1×K → N',
+    title:
+      'Quantized GEMV: weights as int8 (q8, q8g32, q8g16) or 4-bit codes (q4g32, q4g128, q4g32a with offsets), 1×K → N',
     x: 'weight bytes read',
     xBytes: true,
     caseTicks: true,
@@ -416,7 +417,14 @@ function quantizedGemv(
   const q8 = layout.bits === 8;
   const words = (rng: Rng, size: number) => Array.from({ length: size }, () => rng.int(0, 2 ** 32));
   const [lo, hi] = q8 ? [0.002, 0.008] : [0.02, 0.066];
-  const scaleBytes = n * layout.groups * (q8 ? 4 : 2);
+  // What quantizeWeights (and the GGUF repacks) store: f32 scales for q8, q8g16 (Q6_K) and q4g32a (Q4_K), else f16.
+  const scaleF32 = format === 'q8' || format === 'q8g16' || format === 'q4g32a';
+  const scaleBytes = n * layout.groups * (scaleF32 ? 4 : 2) * (layout.offsets ? 2 : 1);
+  const groupValues = (from: number, to: number) => ({
+    shape: [n, layout.groups],
+    dtype: scaleF32 ? ('f32' as const) : ('f16' as const),
+    fill: (rng: Rng, size: number) => Array.from({ length: size }, () => rng.uniform(from, to)),
+  });
   return {
     id: `qgemv/${format}${zeroPoints ? 'z' : ''}-${m}x${k}x${n}`,
     family: 'qgemv',
@@ -424,13 +432,10 @@ function quantizedGemv(
     inputs: [
       { shape: [m, k] },
       { shape: [n, layout.rowWords], fill: words },
-      // q8's one scale per row in f32, q4's group scales in f16: what quantizeWeights stores.
-      {
-        shape: [n, layout.groups],
-        dtype: q8 ? 'f32' : 'f16',
-        fill: (rng, size) => Array.from({ length: size }, () => rng.uniform(lo, hi)),
-      },
+      groupValues(lo, hi),
+      // Zero points, c absent, q4g32a's offsets last.
       ...(zeroPoints ? [{ shape: [n, layout.zeroWords], fill: words }] : []),
+      ...(layout.offsets ? [undefined, undefined, groupValues(0, 1)] : []),
     ],
     attrs: { format },
     bound: 'bytes',

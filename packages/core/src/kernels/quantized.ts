@@ -1,6 +1,8 @@
-import { defineKernel } from '../kernel.js';
+import { bytesPerElement } from '../dtype.js';
+import { defineKernel, type TensorMeta } from '../kernel.js';
 import { QUANT_FORMATS, type QuantFormat, quantLayout } from '../quant/layout.js';
 import { dequantizeInto } from '../quant/quantize.js';
+import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
 
@@ -18,13 +20,16 @@ type QuantizedMatmulAttrs = { format: QuantFormat; beta: number };
  * y = x · dequant(W)ᵀ (+ beta · c) for a weight W [N, K] in a quantized
  * format (see quant/layout.ts for the bits): the decode product of a linear
  * layer whose weights are read as 8 or 4 bits. x, c and y share one float
- * dtype; the sums are f32. The reference dequantizes exactly (in f64) and
- * sums in f64, so a backend differs only by its f32 summation order.
+ * dtype; the sums are f32. The reference dequantizes exactly (in f64; ggml's
+ * f32 values for q8g32, q8g16 and q4g32a) and sums in f64, so a backend
+ * differs only by its f32 summation order (and, for those formats, by where
+ * it rounds the scaling: a kernel may scale a group's sum instead of each
+ * weight). Optional inputs keep their positions: offsets come after c.
  */
 export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
   name: 'quantizedMatmul',
   family: FAMILY,
-  summary: 'y = x · dequant(W)ᵀ + beta · c for an int8 or 4-bit weight W [N, K]',
+  summary: 'y = x · dequant(W)ᵀ + beta · c for an int8 or 4-bit weight W [N, K] (scale per row or group)',
   inputs: [
     { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
     { name: 'packed', dtypes: ['u32'], doc: '[N, rowWords(K)]: the codes, see quantLayout' },
@@ -36,12 +41,19 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
       doc: '[N, ceil(groups / 8)]: q4 zero-point nibbles; absent, codes are centred on 8',
     },
     { name: 'c', dtypes: FLOAT, optional: true, doc: '[M, N], added after scaling by beta' },
+    {
+      name: 'offsets',
+      dtypes: FLOAT,
+      dtypeGroup: SCALES,
+      optional: true,
+      doc: "[N, groups(K)]: q4g32a's offsets, subtracted after scaling (required there, refused elsewhere)",
+    },
   ],
   attributes: {
     format: { kind: 'enum', values: QUANT_FORMATS, doc: 'how W is stored' },
     beta: { kind: 'number', default: 1, doc: "scales 'c' (unused without it)" },
   },
-  infer([x, packed, scales, zeros, c], { format }) {
+  infer([x, packed, scales, zeros, c, offsets], { format }) {
     const check = new ArgCheck('quantizedMatmul');
     check.rank('x', x!, 2, '[M, K]');
     const [m, k] = x!.shape as [number, number];
@@ -53,22 +65,32 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
     check.sameShape('scales', scales!, [n, layout.groups], `[N, groups] of ${format} for K = ${k}`);
     if (zeros) {
       check.shape(
-        layout.bits === 4,
+        layout.zeroPoints,
         'zeros',
-        'q8 is symmetric: it takes no zero points',
-        'nothing with q8',
+        `${format} takes no zero points`,
+        `nothing with ${format} (zero points are q4g32's and q4g128's)`,
         zeros.shape,
       );
       check.sameShape('zeros', zeros, [n, layout.zeroWords], '[N, ceil(groups / 8)] nibble words');
     }
+    if (layout.offsets || offsets) {
+      check.shape(
+        layout.offsets && offsets !== undefined,
+        'offsets',
+        layout.offsets ? `${format} needs an offset per group` : `${format} takes no offsets`,
+        layout.offsets ? `[N, groups] = [${n}, ${layout.groups}]` : 'nothing',
+        offsets?.shape ?? 'absent',
+      );
+      check.sameShape('offsets', offsets!, [n, layout.groups], `[N, groups] of ${format} for K = ${k}`);
+    }
     if (c) check.sameShape('c', c, [m, n], 'the product [M, N]');
     return [{ name: 'y', shape: [m, n], dtype: x!.dtype }];
   },
-  reference([x, packed, scales, zeros, c], { format, beta }, io) {
+  reference([x, packed, scales, zeros, c, offsets], { format, beta }, io) {
     const [m, k] = io.inputs[0]!.shape as [number, number];
     const n = io.outputs[0]!.shape[1]!;
     const w = new Float64Array(n * k);
-    dequantizeInto(w, packed!, scales!, zeros, quantLayout(format, k), n, k);
+    dequantizeInto(w, packed!, scales!, zeros, quantLayout(format, k), n, k, offsets);
     const y = new Float32Array(m * n);
     for (let i = 0; i < m; i++) {
       for (let j = 0; j < n; j++) {
@@ -79,7 +101,7 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
     }
     return [y];
   },
-  cost([x, packed, scales, zeros, c]) {
+  cost([x, packed, scales, zeros, c, offsets]) {
     const [m, k] = x!.shape as [number, number];
     const n = packed!.shape[0]!;
     return {
@@ -90,7 +112,132 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
         bytesOf(scales) +
         bytesOf(zeros) +
         bytesOf(c) +
+        bytesOf(offsets) +
         bytesOf({ shape: [m, n], dtype: x!.dtype }),
+    };
+  },
+});
+
+type QuantizedEmbeddingAttrs = { format: QuantFormat; dim: number };
+
+/** The shape checks of a quantized table [V, D] (or weight [N, K]) in `format`; returns V. */
+function checkQuantizedTable(
+  check: ArgCheck,
+  format: QuantFormat,
+  dim: number,
+  metas: {
+    packed: TensorMeta;
+    scales: TensorMeta;
+    zeros: TensorMeta | undefined;
+    offsets: TensorMeta | undefined;
+  },
+): number {
+  const layout = quantLayout(format, dim);
+  const { packed, scales, zeros, offsets } = metas;
+  check.rank('packed', packed, 2, '[V, rowWords]');
+  const v = packed.shape[0]!;
+  check.dim('packed', packed, 1, layout.rowWords, `the u32 words of a ${format} row of ${dim}`);
+  check.sameShape('scales', scales, [v, layout.groups], `[V, groups] of ${format} for rows of ${dim}`);
+  if (zeros) {
+    check.shape(
+      layout.zeroPoints,
+      'zeros',
+      `${format} takes no zero points`,
+      `nothing with ${format} (zero points are q4g32's and q4g128's)`,
+      zeros.shape,
+    );
+    check.sameShape('zeros', zeros, [v, layout.zeroWords], '[V, ceil(groups / 8)] nibble words');
+  }
+  if (layout.offsets || offsets) {
+    check.shape(
+      layout.offsets && offsets !== undefined,
+      'offsets',
+      layout.offsets ? `${format} needs an offset per group` : `${format} takes no offsets`,
+      layout.offsets ? `[V, groups] = [${v}, ${layout.groups}]` : 'nothing',
+      offsets?.shape ?? 'absent',
+    );
+    check.sameShape('offsets', offsets!, [v, layout.groups], `[V, groups] of ${format} for rows of ${dim}`);
+  }
+  return v;
+}
+
+/**
+ * y[..., :] = dequant(table)[ids[...], :] for a table [V, D] in a quantized
+ * format: the embedding lookup of a quantized token table (a GGUF file's
+ * Q4_K or Q6_K `token_embd`), dequantizing only the rows it reads. D is an
+ * attribute: a row's packed words do not give it (rows are padded). y is f32
+ * whatever the scales' dtype, each value what the format's dequantization
+ * gives (see quant/layout.ts): a backend matches the reference bit for bit,
+ * but that a shader compiler may fuse q4g32a's q · scale − offset into one
+ * fma. An id outside [0, V) gives a NaN row, as `embedding`'s does.
+ */
+export const quantizedEmbedding = defineKernel<QuantizedEmbeddingAttrs>({
+  name: 'quantizedEmbedding',
+  family: FAMILY,
+  summary:
+    'y[..., :] = dequant(table)[ids[...], :] for an int8 or 4-bit table [V, D]; NaN rows for ids outside',
+  inputs: [
+    { name: 'ids', dtypes: ['i32'], doc: 'any shape of rank >= 1, row ids in [0, V)' },
+    { name: 'packed', dtypes: ['u32'], doc: '[V, rowWords(D)]: the codes, see quantLayout' },
+    { name: 'scales', dtypes: FLOAT, dtypeGroup: SCALES, doc: '[V, groups(D)]' },
+    {
+      name: 'zeros',
+      dtypes: ['u32'],
+      optional: true,
+      doc: '[V, ceil(groups / 8)]: q4g32/q4g128 zero-point nibbles',
+    },
+    {
+      name: 'offsets',
+      dtypes: FLOAT,
+      dtypeGroup: SCALES,
+      optional: true,
+      doc: "[V, groups(D)]: q4g32a's offsets (required there, refused elsewhere)",
+    },
+  ],
+  attributes: {
+    format: { kind: 'enum', values: QUANT_FORMATS, doc: 'how the table is stored' },
+    dim: { kind: 'number', integer: true, min: 1, doc: 'D, the length of a row' },
+  },
+  infer([ids, packed, scales, zeros, offsets], { format, dim }) {
+    const check = new ArgCheck('quantizedEmbedding');
+    check.minRank('ids', ids!, 1);
+    checkQuantizedTable(check, format, dim, { packed: packed!, scales: scales!, zeros, offsets });
+    return [{ name: 'y', shape: [...ids!.shape, dim], dtype: 'f32' }];
+  },
+  reference([ids, packed, scales, zeros, offsets], { format, dim }, io) {
+    const v = io.inputs[1]!.shape[0]!;
+    const layout = quantLayout(format, dim);
+    const y = new Float32Array(ids!.length * dim);
+    const row = new Float64Array(dim);
+    for (let i = 0; i < ids!.length; i++) {
+      const id = ids![i]!;
+      if (!(id >= 0 && id < v)) {
+        y.fill(Number.NaN, i * dim, (i + 1) * dim);
+        continue;
+      }
+      dequantizeInto(row, packed!, scales!, zeros, layout, 1, dim, offsets, id);
+      y.set(row, i * dim);
+    }
+    return [y];
+  },
+  cost([ids, packed, scales, zeros, offsets], { format, dim }) {
+    const n = sizeOf(ids!.shape);
+    const layout = quantLayout(format, dim);
+    const v = packed!.shape[0]!;
+    // A gather: the ids, one packed row (and its scales) per id, the f32 rows written.
+    const perRow = (b: { shape: readonly number[] } | undefined, bytes: number) =>
+      b ? (sizeOf(b.shape) / Math.max(v, 1)) * bytes : 0;
+    const scaleBytes = bytesPerElement(scales!.dtype);
+    return {
+      flops: n * dim * (layout.offsets ? 2 : 1),
+      bytes:
+        4 * n +
+        n *
+          (perRow(packed, 4) +
+            perRow(scales, scaleBytes) +
+            perRow(zeros, 4) +
+            perRow(offsets, scaleBytes) +
+            4 * dim),
     };
   },
 });

@@ -26,8 +26,26 @@
  * range of small rows) and q4's group scales in f16, as common 4-bit formats
  * do (2 bytes per 16 already cost 1/8 of the weight bytes at group 32; f16's
  * relative rounding, 2^-11, is far below the 4-bit step).
+ *
+ * Group-scaled formats whose values are ggml's (GGUF's Q8_0, Q6_K and Q4_K
+ * repacked losslessly; any weight may be quantized to them too). Each value
+ * is an f32 formed as ggml forms it, so that a GGUF tensor repacked into
+ * them dequantizes to ggml's own values bit for bit:
+ * - `q8g32`, `q8g16`: int8 codes laid out as q8's (byte k % 4 of word
+ *   k / 4), a scale per group of 32 or 16 consecutive k: value =
+ *   f32(q · scale[n, g]). Scales are [N, G], G = ceil(K / group); rows are
+ *   padded to whole 32-weight blocks (where K mod 32 is 1 to 16, a q8g16 row
+ *   ends in a padding half-block past its last group: kernels take the last
+ *   group's scale there, against x of 0). Q8_0 is q8g32
+ *   with f16 scales; Q6_K is q8g16 with q − 32 as the code and f32 scales
+ *   d · scale (10 bits per weight instead of Q6_K's 6.56: what a kernel
+ *   reads stays the int8 of q8).
+ * - `q4g32a`: unsigned nibbles laid out as q4g32's, with a scale and an
+ *   offset per 32 (no zero points): value = f32(f32(q · scale[n, g]) −
+ *   offset[n, g]). Offsets are [N, G] in the scales' dtype. Q4_K is q4g32a
+ *   with f32 scales d · sc and offsets dmin · m.
  */
-export const QUANT_FORMATS = ['q8', 'q4g32', 'q4g128'] as const;
+export const QUANT_FORMATS = ['q8', 'q4g32', 'q4g128', 'q8g32', 'q8g16', 'q4g32a'] as const;
 export type QuantFormat = (typeof QUANT_FORMATS)[number];
 
 /** Weights per 16-byte word of packed data, the unit every kernel reads. */
@@ -47,8 +65,16 @@ export interface QuantLayout {
   readonly zeroWords: number;
   /** Weights per u32 word: 4 or 8. */
   readonly perWord: 4 | 8;
-  /** Value of a code without zero points: q − offset (0 for q8, 8 for q4). */
+  /** Value of a code without zero points: q − offset (0 for q8 and 8-bit groups, 8 for q4, 0 for q4g32a). */
   readonly offset: number;
+  /** One scale for the whole row (q8); otherwise a scale per group. */
+  readonly scalePerRow: boolean;
+  /** Takes optional zero-point nibbles (q4g32, q4g128). */
+  readonly zeroPoints: boolean;
+  /** Takes an offset per group, subtracted after scaling (q4g32a). */
+  readonly offsets: boolean;
+  /** Values are f32 products formed as ggml forms them (the formats after q4g128); else exact. */
+  readonly f32Values: boolean;
 }
 
 export function isQuantFormat(value: unknown): value is QuantFormat {
@@ -58,30 +84,40 @@ export function isQuantFormat(value: unknown): value is QuantFormat {
 /** The layout of a row of K weights in `format`. */
 export function quantLayout(format: QuantFormat, k: number): QuantLayout {
   const blocks = Math.ceil(k / BLOCK_WEIGHTS);
-  if (format === 'q8') {
+  if (format === 'q8' || format === 'q8g32' || format === 'q8g16') {
     const padded = blocks * BLOCK_WEIGHTS;
+    const groupSize = format === 'q8' ? padded : format === 'q8g32' ? 32 : 16;
     return {
       format,
       bits: 8,
-      groupSize: padded,
-      groups: 1,
+      groupSize,
+      groups: format === 'q8' ? 1 : Math.ceil(k / groupSize),
       rowWords: padded / 4,
       zeroWords: 0,
       perWord: 4,
       offset: 0,
+      scalePerRow: format === 'q8',
+      zeroPoints: false,
+      offsets: false,
+      f32Values: format !== 'q8',
     };
   }
-  const groupSize = format === 'q4g32' ? 32 : 128;
+  const groupSize = format === 'q4g128' ? 128 : 32;
   const groups = Math.ceil(k / groupSize);
+  const asymmetric = format === 'q4g32a';
   return {
     format,
     bits: 4,
     groupSize,
     groups,
     rowWords: (groups * groupSize) / 8,
-    zeroWords: Math.ceil(groups / 8),
+    zeroWords: asymmetric ? 0 : Math.ceil(groups / 8),
     perWord: 8,
-    offset: 8,
+    offset: asymmetric ? 0 : 8,
+    scalePerRow: false,
+    zeroPoints: !asymmetric,
+    offsets: asymmetric,
+    f32Values: asymmetric,
   };
 }
 
@@ -92,7 +128,7 @@ export function codeAt(packed: ArrayLike<number>, layout: QuantLayout, n: number
   return (word >>> (4 * (k % 8))) & 0xf;
 }
 
-/** The zero point of group g of row n (q4 with zero points only). */
+/** The zero point of group g of row n (q4g32 and q4g128 with zero points only). */
 export function zeroAt(zeros: ArrayLike<number>, layout: QuantLayout, n: number, g: number): number {
   return ((zeros[n * layout.zeroWords + (g >> 3)]! >>> 0) >>> (4 * (g % 8))) & 0xf;
 }

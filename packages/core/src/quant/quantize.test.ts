@@ -20,6 +20,38 @@ describe('quantized layouts', () => {
     expect(quantLayout('q4g128', 4096)).toMatchObject({ rowWords: 512, groups: 32, zeroWords: 4 });
     expect(quantLayout('q4g128', 129)).toMatchObject({ rowWords: 32, groups: 2, zeroWords: 1 });
     expect(quantLayout('q4g32', 33)).toMatchObject({ rowWords: 8, groups: 2 });
+    expect(quantLayout('q8g32', 33)).toMatchObject({ rowWords: 16, groups: 2, groupSize: 32, zeroWords: 0 });
+    expect(quantLayout('q8g16', 17)).toMatchObject({ rowWords: 8, groups: 2, groupSize: 16 });
+    expect(quantLayout('q8g16', 33)).toMatchObject({ rowWords: 16, groups: 3 });
+    expect(quantLayout('q4g32a', 33)).toMatchObject({ rowWords: 8, groups: 2, zeroWords: 0, offsets: true });
+  });
+
+  it('gives ggml’s f32 values: f32(q · scale), and f32(f32(q · scale) − offset) for q4g32a', () => {
+    // Codes 3 and 5 (bytes / nibbles), a scale that makes q · scale inexact in f32.
+    const scale = Math.fround(1 / 3);
+    const q8 = {
+      n: 1,
+      k: 2,
+      packed: Uint32Array.of(0x0503),
+      scales: Float32Array.of(scale),
+      scaleDType: 'f32',
+    } as const;
+    expect([...dequantizeWeights({ ...q8, format: 'q8g16' })]).toEqual([
+      Math.fround(3 * scale),
+      Math.fround(5 * scale),
+    ]);
+    const offset = Math.fround(0.7);
+    const q4 = {
+      ...q8,
+      format: 'q4g32a',
+      packed: Uint32Array.of(0x53),
+      offsets: Float32Array.of(offset),
+    } as const;
+    expect([...dequantizeWeights(q4)]).toEqual([
+      Math.fround(Math.fround(3 * scale) - offset),
+      Math.fround(Math.fround(5 * scale) - offset),
+    ]);
+    expect(() => dequantizeWeights({ ...q4, offsets: undefined })).toThrow(/q4g32a needs offsets/);
   });
 
   it('reads q8 bytes as two’s complement and q4 nibbles lower first', () => {
@@ -39,7 +71,7 @@ describe('quantizeWeights', () => {
     const [n, k] = [7, 300];
     const w = gaussian(1, n * k);
     for (const format of QUANT_FORMATS) {
-      for (const zeroPoints of format === 'q8' ? [false] : [false, true]) {
+      for (const zeroPoints of quantLayout(format, 1).zeroPoints ? [false, true] : [false]) {
         const q = quantizeWeights(w, [n, k], format, { zeroPoints });
         const layout = quantLayout(format, k);
         const back = dequantizeWeights(q);
@@ -47,12 +79,14 @@ describe('quantizeWeights', () => {
         for (let i = 0; i < n * k; i++) {
           const g = Math.floor((i % k) / layout.groupSize);
           const step = scales[Math.floor(i / k) * layout.groups + g]!;
-          expect(Math.abs(back[i]! - w[i]!)).toBeLessThanOrEqual((zeroPoints ? step : step / 2) + 1e-12);
+          // f32 values add their own rounding (2^-24 relative) to half a step.
+          const slack = layout.f32Values ? 2 ** -23 * Math.abs(w[i]!) + 1e-12 : 1e-12;
+          expect(Math.abs(back[i]! - w[i]!)).toBeLessThanOrEqual((zeroPoints ? step : step / 2) + slack);
         }
         const error = quantizationError(w, q);
         // 8 bits: about 1/(127·2·sqrt(3)) of the largest weight per row; 4 bits about 1/(7·2·sqrt(3)) per group.
-        expect(error.rmsRelative).toBeLessThan(format === 'q8' ? 0.01 : 0.15);
-        expect(error.maxAbs).toBeLessThan(error.maxWeight / (format === 'q8' ? 200 : 10));
+        expect(error.rmsRelative).toBeLessThan(layout.bits === 8 ? 0.01 : 0.15);
+        expect(error.maxAbs).toBeLessThan(error.maxWeight / (layout.bits === 8 ? 200 : 10));
       }
     }
   });
@@ -67,6 +101,10 @@ describe('quantizeWeights', () => {
     expect(errors.q4g32!.rmsRelative).toBeLessThan(errors.q4g128!.rmsRelative);
     expect(errors.q4g128!.rmsRelative).toBeLessThan(0.2);
     expect(errors.q8!.rmsRelative).toBeLessThan(errors.q4g32!.rmsRelative);
+    // Smaller groups, smaller error; the asymmetric 4-bit range is no worse than the symmetric one.
+    expect(errors.q8g16!.rmsRelative).toBeLessThan(errors.q8g32!.rmsRelative);
+    expect(errors.q8g32!.rmsRelative).toBeLessThan(errors.q8!.rmsRelative);
+    expect(errors.q4g32a!.rmsRelative).toBeLessThan(errors.q4g32!.rmsRelative);
     const zeroPoints = quantizationError(w, quantizeWeights(w, [n, k], 'q4g32', { zeroPoints: true }));
     expect(zeroPoints.rmsRelative).toBeLessThan(0.15);
   });
@@ -95,6 +133,12 @@ describe('quantizeWeights', () => {
     expect(() => quantizeWeights(new Float32Array(4), [1, 4], 'q8', { zeroPoints: true })).toThrow(
       /no zero points/,
     );
+    expect(() => quantizeWeights(new Float32Array(4), [1, 4], 'q4g32a', { zeroPoints: true })).toThrow(
+      InvalidArgumentError,
+    );
+    expect(() =>
+      quantizeWeights(new Float32Array(4), [1, 4], 'q8g16', { scaleDType: 'i32' as 'f32' }),
+    ).toThrow(/scales are stored as floats/);
   });
 });
 
@@ -107,7 +151,10 @@ describe('a quantized weight on a backend', () => {
     for (const format of QUANT_FORMATS) {
       using weight = uploadQuantized(backend, quantizeWeights(w, [n, k], format));
       const layout = quantLayout(format, k);
-      expect(weight.byteLength).toBe(n * layout.rowWords * 4 + n * layout.groups * (format === 'q8' ? 4 : 2));
+      const scaleBytes = format === 'q8' || format === 'q8g16' || format === 'q4g32a' ? 4 : 2;
+      expect(weight.byteLength).toBe(
+        n * layout.rowWords * 4 + n * layout.groups * scaleBytes * (layout.offsets ? 2 : 1),
+      );
       using x = backend.upload(xs, [m, k]);
       using y = runQuantizedMatmul(backend, x, weight);
       const got = await y.read();

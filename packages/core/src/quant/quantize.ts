@@ -1,6 +1,14 @@
 import { type DType, type HostArray, toHostArray, toNumbers } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
-import { codeAt, isQuantFormat, type QuantFormat, type QuantLayout, quantLayout, zeroAt } from './layout.js';
+import {
+  codeAt,
+  isQuantFormat,
+  QUANT_FORMATS,
+  type QuantFormat,
+  type QuantLayout,
+  quantLayout,
+  zeroAt,
+} from './layout.js';
 
 /** The float dtypes a scale may be stored in. */
 export type ScaleDType = 'f32' | 'f16' | 'bf16';
@@ -17,14 +25,16 @@ export interface QuantizedHostWeight {
   /** [N, groups] in `scaleDType`. */
   readonly scales: HostArray;
   readonly scaleDType: ScaleDType;
-  /** [N, ceil(groups / 8)] zero-point nibbles (q4 only); absent: symmetric around 8. */
+  /** [N, ceil(groups / 8)] zero-point nibbles (q4g32, q4g128); absent: symmetric around 8. */
   readonly zeros?: Uint32Array;
+  /** [N, groups] in `scaleDType`: q4g32a's offsets (required there, absent elsewhere). */
+  readonly offsets?: HostArray;
 }
 
 export interface QuantizeOptions {
-  /** q4 only: a zero point per group (asymmetric); default false (symmetric around 8). */
+  /** q4g32, q4g128 only: a zero point per group (asymmetric); default false (symmetric around 8). */
   readonly zeroPoints?: boolean;
-  /** Default f32 for q8, f16 for q4 (see layout.ts). */
+  /** Default f32 for q8, q8g16 and q4g32a, f16 for q4g32, q4g128 and q8g32 (see layout.ts). */
   readonly scaleDType?: ScaleDType;
 }
 
@@ -55,6 +65,9 @@ function stored(dtype: ScaleDType, value: number): number {
  * - q4 symmetric: scale = max|w| / 7 per group, q = round(w / scale) + 8 in 1…15.
  * - q4 with zero points: the group's range widened to include 0, scale =
  *   (max − min) / 15, zero = round(−min / scale), q = round(w / scale) + zero in 0…15.
+ * - q8g32, q8g16: scale = max|w| / 127 per group, q = round(w / scale) in −127…127.
+ * - q4g32a: offset = −min, scale = (max − min) / 15 per group (each stored
+ *   first), q = round((w + offset) / scale) in 0…15.
  */
 export function quantizeWeights(
   values: ArrayLike<number>,
@@ -66,7 +79,7 @@ export function quantizeWeights(
     throw new InvalidArgumentError('unknown quantized format', {
       kernel: KERNEL,
       argument: 'format',
-      expected: "'q8' | 'q4g32' | 'q4g128'",
+      expected: QUANT_FORMATS.map((f) => `'${f}'`).join(' | '),
       actual: String(format),
     });
   }
@@ -84,25 +97,35 @@ export function quantizeWeights(
   const w = dtype === 'f32' ? values : toNumbers(dtype, values as HostArray);
   const layout = quantLayout(format, k);
   const zeroPoints = options.zeroPoints ?? false;
-  if (zeroPoints && layout.bits === 8) {
-    throw new InvalidArgumentError('q8 is symmetric: it has no zero points', {
+  if (zeroPoints && !layout.zeroPoints) {
+    throw new InvalidArgumentError(`${format} has no zero points`, {
       kernel: KERNEL,
       argument: 'zeroPoints',
-      expected: 'false with q8',
+      expected: `false with ${format} (zero points are q4g32's and q4g128's)`,
       actual: 'true',
     });
   }
-  const scaleDType = options.scaleDType ?? (layout.bits === 8 ? 'f32' : 'f16');
+  const scaleDType =
+    options.scaleDType ?? (format === 'q8' || format === 'q8g16' || format === 'q4g32a' ? 'f32' : 'f16');
+  if (scaleDType !== 'f32' && scaleDType !== 'f16' && scaleDType !== 'bf16') {
+    throw new InvalidArgumentError('scales are stored as floats', {
+      kernel: KERNEL,
+      argument: 'scaleDType',
+      expected: 'f32 | f16 | bf16',
+      actual: String(scaleDType),
+    });
+  }
   const packed = new Uint32Array(n * layout.rowWords);
   const scales = new Float64Array(n * layout.groups);
   const zeros = zeroPoints ? new Uint32Array(n * layout.zeroWords) : undefined;
+  const offsets = layout.offsets ? new Float64Array(n * layout.groups) : undefined;
   const put = (row: number, kk: number, code: number) => {
     const at = row * layout.rowWords + Math.floor(kk / layout.perWord);
     const shift = layout.bits * (kk % layout.perWord);
     packed[at] = (packed[at]! | ((code & (layout.bits === 8 ? 0xff : 0xf)) << shift)) >>> 0;
   };
   for (let row = 0; row < n; row++) {
-    // Padding codes mean 0: byte 0 for q8, nibble 8 (or the zero point) for q4.
+    // Padding codes mean 0: byte 0 for q8, nibble 8 (or the zero point) for q4, 0 for q4g32a (x is 0 there).
     for (let g = 0; g < layout.groups; g++) {
       const first = g * layout.groupSize;
       const last = Math.min(k, first + layout.groupSize);
@@ -114,6 +137,25 @@ export function quantizeWeights(
         hi = Math.max(hi, v);
       }
       const amax = Math.max(-lo, hi);
+      if (offsets) {
+        // The group's own range (not widened to 0): q = 0 is its minimum, 15 its maximum.
+        let min = Number.POSITIVE_INFINITY;
+        let max = Number.NEGATIVE_INFINITY;
+        for (let kk = first; kk < last; kk++) {
+          min = Math.min(min, w[row * k + kk]!);
+          max = Math.max(max, w[row * k + kk]!);
+        }
+        const scale = stored(scaleDType, (max - min) / 15);
+        const offset = stored(scaleDType, -min);
+        scales[row * layout.groups + g] = scale;
+        offsets[row * layout.groups + g] = offset;
+        for (let kk = first; kk < first + layout.groupSize; kk++) {
+          const v = kk < last ? w[row * k + kk]! : 0;
+          const q = scale > 0 ? Math.round((v + offset) / scale) : 0;
+          put(row, kk, Math.min(15, Math.max(0, q)));
+        }
+        continue;
+      }
       const raw = layout.bits === 8 ? amax / 127 : zeroPoints ? (hi - lo) / 15 : amax / 7;
       const scale = stored(scaleDType, raw);
       scales[row * layout.groups + g] = scale;
@@ -136,20 +178,40 @@ export function quantizeWeights(
     scales: toHostArray(scaleDType, scales),
     scaleDType,
     ...(zeros ? { zeros } : {}),
+    ...(offsets ? { offsets: toHostArray(scaleDType, offsets) } : {}),
   };
 }
 
-/** The value of every weight, [N, K] row-major in f64: (q − zero) · scale, exactly. */
+/**
+ * The value of every weight, [N, K] row-major in f64: (q − zero) · scale,
+ * exactly, for q8, q4g32 and q4g128; ggml's f32 values for the others
+ * (f32(q · scale), and f32(f32(q · scale) − offset) for q4g32a).
+ */
 export function dequantizeWeights(weight: QuantizedHostWeight): Float64Array {
   const { n, k } = weight;
   const layout = quantLayout(weight.format, k);
   const scales = toNumbers(weight.scaleDType, weight.scales);
+  const offsets = weight.offsets ? toNumbers(weight.scaleDType, weight.offsets) : undefined;
+  if (layout.offsets !== (offsets !== undefined)) {
+    throw new InvalidArgumentError(`${weight.format} ${layout.offsets ? 'needs' : 'takes no'} offsets`, {
+      kernel: 'dequantizeWeights',
+      argument: 'offsets',
+      expected: layout.offsets ? '[N, groups] offsets' : 'none',
+      actual: offsets ? `${offsets.length} offsets` : 'none',
+    });
+  }
   const out = new Float64Array(n * k);
-  dequantizeInto(out, weight.packed, scales, weight.zeros, layout, n, k);
+  dequantizeInto(out, weight.packed, scales, weight.zeros, layout, n, k, offsets);
   return out;
 }
 
-/** Writes row n's K weights (q − zero) · scale into `out` for every row; shared with the kernel reference. */
+const fround = Math.fround;
+
+/**
+ * Writes the K weights of rows firstRow … firstRow + n − 1 into `out`, one
+ * row after another (see `dequantizeWeights` for the value of each format);
+ * shared with the kernels' references.
+ */
 export function dequantizeInto(
   out: Float64Array | Float32Array,
   packed: ArrayLike<number>,
@@ -158,12 +220,21 @@ export function dequantizeInto(
   layout: QuantLayout,
   n: number,
   k: number,
+  offsets?: ArrayLike<number>,
+  firstRow = 0,
 ): void {
-  for (let row = 0; row < n; row++) {
+  for (let i = 0; i < n; i++) {
+    const row = firstRow + i;
     for (let kk = 0; kk < k; kk++) {
       const g = Math.floor(kk / layout.groupSize);
+      const at = row * layout.groups + g;
       const zero = zeros ? zeroAt(zeros, layout, row, g) : layout.offset;
-      out[row * k + kk] = (codeAt(packed, layout, row, kk) - zero) * scales[row * layout.groups + g]!;
+      const scaled = (codeAt(packed, layout, row, kk) - zero) * scales[at]!;
+      out[i * k + kk] = !layout.f32Values
+        ? scaled
+        : offsets
+          ? fround(fround(scaled) - offsets[at]!)
+          : fround(scaled);
     }
   }
 }

@@ -16,8 +16,10 @@ export interface QuantizedWeight {
   readonly packed: Tensor;
   /** [N, groups] in f32, f16 or bf16. */
   readonly scales: Tensor;
-  /** u32 [N, ceil(groups / 8)] zero-point nibbles (q4 only). */
+  /** u32 [N, ceil(groups / 8)] zero-point nibbles (q4g32, q4g128 only). */
   readonly zeros: Tensor | undefined;
+  /** [N, groups] in the scales' dtype: q4g32a's offsets (absent for every other format). */
+  readonly offsets: Tensor | undefined;
   /** Bytes of packed data, scales and zero points: what one product reads of the weight. */
   readonly byteLength: number;
   dispose(): void;
@@ -32,13 +34,19 @@ export function quantizedWeightOf(
   format: QuantFormat,
   n: number,
   k: number,
-  tensors: { readonly packed: Tensor; readonly scales: Tensor; readonly zeros?: Tensor | undefined },
+  tensors: {
+    readonly packed: Tensor;
+    readonly scales: Tensor;
+    readonly zeros?: Tensor | undefined;
+    readonly offsets?: Tensor | undefined;
+  },
 ): QuantizedWeight {
-  const { packed, scales, zeros } = tensors;
+  const { packed, scales, zeros, offsets } = tensors;
   const dispose = () => {
     packed.dispose();
     scales.dispose();
     zeros?.dispose();
+    offsets?.dispose();
   };
   return {
     format,
@@ -47,7 +55,8 @@ export function quantizedWeightOf(
     packed,
     scales,
     zeros,
-    byteLength: packed.byteLength + scales.byteLength + (zeros?.byteLength ?? 0),
+    offsets,
+    byteLength: packed.byteLength + scales.byteLength + (zeros?.byteLength ?? 0) + (offsets?.byteLength ?? 0),
     dispose,
     [Symbol.dispose]: dispose,
   };
@@ -60,6 +69,9 @@ export function uploadQuantized(backend: Backend, weight: QuantizedHostWeight): 
     packed: backend.upload(weight.packed, [weight.n, layout.rowWords], 'u32'),
     scales: backend.upload(weight.scales, [weight.n, layout.groups], weight.scaleDType),
     zeros: weight.zeros ? backend.upload(weight.zeros, [weight.n, layout.zeroWords], 'u32') : undefined,
+    offsets: weight.offsets
+      ? backend.upload(weight.offsets, [weight.n, layout.groups], weight.scaleDType)
+      : undefined,
   });
 }
 
@@ -72,5 +84,5 @@ export function runQuantizedMatmul(
 ): Tensor {
   const run: RunOptions = options.out ? { out: [options.out] } : {};
   const attrs = options.beta === undefined ? { format: w.format } : { format: w.format, beta: options.beta };
-  return runner.run(quantizedMatmul, [x, w.packed, w.scales, w.zeros, options.c], attrs, run)[0]!;
+  return runner.run(quantizedMatmul, [x, w.packed, w.scales, w.zeros, options.c, w.offsets], attrs, run)[0]!;
 }

@@ -31,8 +31,10 @@ import {
 // the block stages the matching x in shared memory, each lane turns its
 // codes into exact f32s in registers (the code ORed into the mantissa of
 // 2^23, then 2^23 + zero subtracted: no int-to-float convert), and the
-// warp sums its lanes with shuffles. q4 sums each 32-weight word before its
-// group scale multiplies it; q8 scales the row's sum once. More rows of x
+// warp sums its lanes with shuffles. Group-scaled formats sum each 16-byte
+// word before its group scale multiplies it (q8g16's words are one group,
+// q8g32's two words one); q8 scales the row's sum once; q4g32a also sums
+// the word's x and subtracts offset · Σx. More rows of x
 // go to a tiled kernel that dequantizes a 64-column × 32-k tile of W into
 // shared memory per step and computes a 64 × 64 tile of y from it.
 
@@ -85,6 +87,7 @@ const PARAMS = {
   zeros: 'ptr',
   c: 'ptr',
   y: 'ptr',
+  offsets: 'ptr',
   m: 'u32',
   n: 'u32',
   k: 'u32',
@@ -102,9 +105,27 @@ function rowGeometry(k: KernelBuilder, layout: QuantLayout, kDim: R32) {
   const unit = layout.bits === 8 ? 32 : layout.groupSize;
   const units = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
   const rowWords = k.mulLo('u32', k.reg('u32'), units, unit / layout.perWord);
-  const groups = layout.bits === 8 ? undefined : units;
-  const zeroWords = groups ? k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), groups, 7), 3) : undefined;
+  const groups = layout.scalePerRow
+    ? undefined
+    : layout.bits === 4
+      ? units
+      : k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, layout.groupSize - 1), layout.groupSize);
+  const zeroWords =
+    groups && layout.zeroPoints
+      ? k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), groups, 7), 3)
+      : undefined;
   return { rowWords, groups, zeroWords };
+}
+
+/**
+ * The scale group of the 8-aligned run of weights that starts at weight `at`
+ * of a row: at / groupSize, clamped to the last group (a q8g16 row's padding
+ * half-block lies past it; x is 0 there).
+ */
+function groupAt(k: KernelBuilder, layout: QuantLayout, at: R32, groups: R32): R32 {
+  const g = k.shr('u32', k.reg('u32'), at, Math.log2(layout.groupSize));
+  if (layout.bits === 4) return g;
+  return k.min('u32', g, g, k.sub('u32', k.reg('u32'), groups, 1));
 }
 
 /**
@@ -134,9 +155,9 @@ function zeroBias(k: KernelBuilder, zeros: R64, zeroRow: R32, g: R32): F32 {
   return k.add('f32', bias, bias, MAGIC, { rnd: 'rn' });
 }
 
-/** The bias of codes without zero points: 2^23 (+ 128 for q8's flipped sign bit, + 8 for q4's centre). */
+/** The bias of codes without zero points: 2^23 (+ 128 for q8's flipped sign bit, + 8 for q4's centre, + 0 for q4g32a). */
 function fixedBias(layout: QuantLayout): number {
-  return MAGIC + (layout.bits === 8 ? 128 : 8);
+  return MAGIC + (layout.bits === 8 ? 128 : layout.offset);
 }
 
 function checkRows(rows: number): void {
@@ -151,11 +172,11 @@ function checkRows(rows: number): void {
 }
 
 function checkZeros(v: QuantVariant): void {
-  if (v.zeros && layoutOf(v.format).bits === 8) {
-    throw new InvalidArgumentError('q8 has no zero points', {
+  if (v.zeros && !layoutOf(v.format).zeroPoints) {
+    throw new InvalidArgumentError(`${v.format} has no zero points`, {
       kernel: quantizedMatmul.name,
       argument: 'zeros',
-      expected: 'zero points with q4 formats only',
+      expected: 'zero points with q4g32 and q4g128 only',
       actual: v.format,
     });
   }
@@ -233,6 +254,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
       );
       const scales = k.globalPointer(p.scales);
       const zeros = k.globalPointer(p.zeros);
+      const offsets = k.globalPointer(p.offsets);
       const scaleRow = groups ? k.mulLo('u32', k.reg('u32'), wRow, groups) : wRow;
       const zeroRow = zeroWords ? k.mulLo('u32', k.reg('u32'), wRow, zeroWords) : undefined;
       // Where lane l finds unit j of its word: l · units + (j XOR swizzle), swizzle = (l / lanesPerCycle) mod units.
@@ -273,21 +295,31 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
       for (const a of acc) k.mov('f32', a, 0);
       // A tile's code word, scale and zero point are loaded one tile ahead, so
       // that they are in flight while the tile before is staged and summed.
-      type TileCodes = { words: R32[]; s: F32; bias: F32 };
-      const tileCodes = (): TileCodes => ({ words: k.regs('u32', 4), s: k.reg('f32'), bias: k.reg('f32') });
+      // negOffset: q4g32a's −offset of the word's group.
+      type TileCodes = { words: R32[]; s: F32; bias: F32; negOffset: F32 };
+      const tileCodes = (): TileCodes => ({
+        words: k.regs('u32', 4),
+        s: k.reg('f32'),
+        bias: k.reg('f32'),
+        negOffset: k.reg('f32'),
+      });
       const loadTile = (c: R32, into: TileCodes) => {
         for (const w of into.words) k.mov('b32', w, 0);
         k.predicated(below(k, c, chunks), () => {
           k.ldGlobal('b32', into.words as unknown as Vec4<R32>, wPtr, { nc: true });
         });
         k.add('u64', wPtr, wPtr, 32 * 16);
-        if (layout.bits === 8) return;
-        // q4: group g = word (group 32) or word / 4 (group 128); past the row, the last word's.
+        if (layout.scalePerRow) return;
+        // The group of the word's first weight (c · perChunk); past the row, the last word's.
         const last = k.min('u32', k.reg('u32'), c, k.sub('u32', k.reg('u32'), chunks, 1));
-        const g = layout.groupSize === 32 ? last : k.shr('u32', k.reg('u32'), last, 2);
-        const at = k.elementAddress(scales, k.add('u32', k.reg('u32'), scaleRow, g), scaleBytes);
-        k.mov('f32', into.s, loadOneAsF32(k, scale, at));
+        const g = groupAt(k, layout, k.mulLo('u32', k.reg('u32'), last, perChunk), groups!);
+        const at = k.add('u32', k.reg('u32'), scaleRow, g);
+        k.mov('f32', into.s, loadOneAsF32(k, scale, k.elementAddress(scales, at, scaleBytes)));
         if (v.zeros) k.mov('f32', into.bias, zeroBias(k, zeros, zeroRow!, g));
+        if (layout.offsets) {
+          const offset = loadOneAsF32(k, scale, k.elementAddress(offsets, at, scaleBytes));
+          k.neg('f32', into.negOffset, offset);
+        }
       };
       const current = tileCodes();
       loadTile(lane, current);
@@ -296,7 +328,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         const next = tileCodes();
         loadTile(k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), first, 32), lane), next);
         const { words } = current;
-        const s = layout.bits === 4 ? current.s : undefined;
+        const s = layout.scalePerRow ? undefined : current.s;
         const bias: F32 | number = v.zeros ? current.bias : fixedBias(layout);
         k.barSync(); // the previous tile's x has been read
         k.ifThen(stages, () => {
@@ -315,7 +347,9 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
           });
         });
         k.barSync();
-        const sums = layout.bits === 8 ? acc : acc.map(() => k.mov('f32', k.reg('f32'), 0));
+        const sums = layout.scalePerRow ? acc : acc.map(() => k.mov('f32', k.reg('f32'), 0));
+        // q4g32a: Σx of the word, which its offset multiplies.
+        const xSums = layout.offsets ? acc.map(() => k.mov('f32', k.reg('f32'), 0)) : undefined;
         words.forEach((word, i) => {
           const codes = codesOf(k, layout, word, bias);
           for (let r = 0; r < v.rows; r++) {
@@ -325,6 +359,8 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
               const unit = (i * layout.perWord) / 4 + q;
               k.ldShared('f32', xs as unknown as Vec4<F32>, addr(unitAt[unit]!, r * tileElems * 4));
               for (let j = 0; j < 4; j++) k.fma('f32', sums[r]!, codes[q * 4 + j]!, xs[j]!, sums[r]!);
+              if (xSums)
+                for (let j = 0; j < 4; j++) k.add('f32', xSums[r]!, xSums[r]!, xs[j]!, { rnd: 'rn' });
             }
           }
         });
@@ -334,15 +370,20 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
             k.fma('f32', acc[r]!, sum, scaleOf, acc[r]!);
           });
         }
+        xSums?.forEach((xSum, r) => {
+          k.fma('f32', acc[r]!, xSum, current.negOffset, acc[r]!);
+        });
         current.words.forEach((w, i) => {
           k.mov('b32', w, next.words[i]!);
         });
-        if (layout.bits === 4) k.mov('f32', current.s, next.s);
+        if (!layout.scalePerRow) k.mov('f32', current.s, next.s);
         if (v.zeros) k.mov('f32', current.bias, next.bias);
+        if (layout.offsets) k.mov('f32', current.negOffset, next.negOffset);
       });
       for (const a of acc) warpSum(k, [a]);
-      const rowScale =
-        layout.bits === 8 ? loadOneAsF32(k, scale, k.elementAddress(scales, wRow, scaleBytes)) : undefined;
+      const rowScale = layout.scalePerRow
+        ? loadOneAsF32(k, scale, k.elementAddress(scales, wRow, scaleBytes))
+        : undefined;
       const out = { y: k.globalPointer(p.y), c: k.globalPointer(p.c), beta: k.ldParam(p.beta), n };
       // Lane r stores row r, so the stores go out in parallel.
       acc.forEach((a, r) => {
@@ -445,10 +486,12 @@ export function quantTileModule(v: QuantVariant): PtxModule {
       );
       const scales = k.globalPointer(p.scales);
       const zeros = k.globalPointer(p.zeros);
+      const offsets = k.globalPointer(p.offsets);
       const scaleRow = groups ? k.mulLo('u32', k.reg('u32'), wCol, groups) : wCol;
       const zeroRow = zeroWords ? k.mulLo('u32', k.reg('u32'), wCol, zeroWords) : undefined;
-      const rowScale =
-        layout.bits === 8 ? loadOneAsF32(k, scale, k.elementAddress(scales, wCol, scaleBytes)) : undefined;
+      const rowScale = layout.scalePerRow
+        ? loadOneAsF32(k, scale, k.elementAddress(scales, wCol, scaleBytes))
+        : undefined;
 
       const ty = k.shr('u32', k.reg('u32'), tid, 4);
       const tx = k.and('b32', k.reg('u32'), tid, 15);
@@ -475,19 +518,22 @@ export function quantTileModule(v: QuantVariant): PtxModule {
         k.add('u64', wPtr, wPtr, (TILE_K / layout.perWord) * 4);
         let s: F32;
         let bias: F32 | number = fixedBias(layout);
+        let offset: F32 | undefined;
         if (rowScale) s = rowScale;
         else {
-          const g = k.shr('u32', k.reg('u32'), kStep, Math.log2(layout.groupSize));
-          s = loadOneAsF32(
-            k,
-            scale,
-            k.elementAddress(scales, k.add('u32', k.reg('u32'), scaleRow, g), scaleBytes),
-          );
+          // The group of this thread's 8 codes (a q8g16 step holds two groups).
+          const g = groupAt(k, layout, k.add('u32', k.reg('u32'), kStep, xK), groups!);
+          const at = k.add('u32', k.reg('u32'), scaleRow, g);
+          s = loadOneAsF32(k, scale, k.elementAddress(scales, at, scaleBytes));
           if (v.zeros) bias = zeroBias(k, zeros, zeroRow!, g);
+          if (layout.offsets) offset = loadOneAsF32(k, scale, k.elementAddress(offsets, at, scaleBytes));
         }
         const codes = words.flatMap((word) => codesOf(k, layout, word, bias));
         codes.forEach((code, j) => {
-          k.stShared('f32', addr(wAt, j * PITCH_N * 4), k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' }));
+          // ggml's value: f32(q · scale) (− offset, rounded again, for q4g32a).
+          const w = k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' });
+          if (offset) k.sub('f32', w, w, offset, { rnd: 'rn' });
+          k.stShared('f32', addr(wAt, j * PITCH_N * 4), w);
         });
         k.barSync();
         for (let kk = 0; kk < TILE_K; kk++) {
@@ -527,7 +573,7 @@ function encodeQuantized(
   y: Operand,
   attrs: { format: QuantFormat; beta: number },
 ): void {
-  const [x, packed, scales, zeros, c] = inputs;
+  const [x, packed, scales, zeros, c, offsets] = inputs;
   const [m, kDim] = x!.shape as [number, number];
   const n = y.shape[1]!;
   if (m === 0 || n === 0) return;
@@ -548,6 +594,7 @@ function encodeQuantized(
     zeros: zeros ?? packed!,
     c: c ?? y,
     y,
+    offsets: offsets ?? scales!,
     m,
     n,
     k: kDim,

@@ -46,12 +46,25 @@ export {
 } from './metadata.js';
 export { quantize } from './quantize.js';
 export {
+  checkQuantizedDecode,
+  dequantizeOnHost,
+  type QuantizedDecodeResult,
+  q4kmTestConfig,
+  q4kmTypeOf,
+  seededLlamaWeights,
+  writeQ4kmLlama,
+} from './quantizedDecodeCheck.js';
+export {
   type GgufQuantizedTensor,
   type GgufRepack,
+  ggufAsCoreFormat,
   type Int4Groups,
   type Int8F32Groups,
   type Int8Groups,
   q4_0AsQ4g32,
+  q4_KAsQ4g32a,
+  q6_KAsQ8g16,
+  q8_0AsQ8g32,
   type RepackedWeight,
   refuseQuantized,
   repackOntoCoreFormats,

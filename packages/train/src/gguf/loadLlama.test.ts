@@ -178,7 +178,7 @@ describe('loading a GGUF Llama', () => {
       }
       const error = await loadGgufLlama(backend, await path, { repack }).catch((e: unknown) => e);
       expect(String(error)).toMatch(
-        /LlamaModel takes the embedding and the head as float tensors.*'test-Q6_K'/,
+        /a repacked weight must be in one of core’s quantized formats.*'test-Q6_K'/,
       );
     });
 

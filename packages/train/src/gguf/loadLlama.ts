@@ -4,6 +4,7 @@ import {
   formatShape,
   InvalidArgumentError,
   isQuantFormat,
+  QUANT_FORMATS,
   type QuantizedWeight,
   quantizedWeightOf,
   type Shape,
@@ -266,9 +267,11 @@ export function ggufLlamaWeightList(weights: GgufLlamaWeights): GgufLlamaWeight[
  * load as from safetensors; quantized ones go through `repack`, whose
  * default refuses them by name. With `repackOntoCoreFormats` (or any repack
  * that returns core's quantized formats), quantized projections run on
- * `quantizedMatmul` — all of a model's projections or none; the embedding,
- * norms and head must be float. A backend that cannot run the model's
- * kernels in the weights' dtype is refused before any weight is read.
+ * `quantizedMatmul` — all of a model's projections or none; a quantized
+ * head too, and a quantized embedding is looked up with `quantizedEmbedding`
+ * (a Q4_K_M file quantizes both). Norms must be float. A backend that
+ * cannot run the model's kernels in the weights' dtype is refused before
+ * any weight is read.
  */
 export async function loadGgufLlama(
   backend: Backend,
@@ -300,45 +303,68 @@ export async function loadGgufLlama(
 
 /** A repacked weight in one of core's quantized formats, as `quantizedMatmul` takes it. */
 function asQuantizedWeight(weight: RepackedWeight, name: string): QuantizedWeight {
-  const { packed, scales, zeros } = weight.tensors as Partial<Record<'packed' | 'scales' | 'zeros', Tensor>>;
+  const { packed, scales, zeros, offsets } = weight.tensors as Partial<
+    Record<'packed' | 'scales' | 'zeros' | 'offsets', Tensor>
+  >;
   if (!isQuantFormat(weight.format) || !packed || !scales || weight.shape.length !== 2) {
-    throw new DTypeError('a repacked projection must be in one of core’s quantized formats', {
+    throw new DTypeError('a repacked weight must be in one of core’s quantized formats', {
       kernel: KERNEL,
       argument: name,
-      expected:
-        "format 'q8' | 'q4g32' | 'q4g128' with tensors packed, scales (and zeros) of a [out, in] weight",
+      expected: `format ${QUANT_FORMATS.map((f) => `'${f}'`).join(' | ')} with tensors packed, scales (and zeros or offsets) of a [rows, cols] weight`,
       actual: `format '${weight.format}' with ${Object.keys(weight.tensors).join(', ') || 'no tensors'}`,
     });
   }
-  return quantizedWeightOf(weight.format, weight.shape[0]!, weight.shape[1]!, { packed, scales, zeros });
+  return quantizedWeightOf(weight.format, weight.shape[0]!, weight.shape[1]!, {
+    packed,
+    scales,
+    zeros,
+    offsets,
+  });
 }
 
 /**
- * The model's dense weights and, where the file stores the projections
- * quantized, its quantized layers: all projections of every layer
- * repacked into core's formats, or none (the model takes one or the other);
- * the embedding, the norms and the head must be float tensors.
+ * The model's dense weights and, where the file stores them quantized, its
+ * quantized parts: all projections of every layer repacked into core's
+ * formats, or none (the model takes one or the other); the embedding and
+ * the head each quantized or float (a tied head is the embedding); the
+ * norms float.
  */
 function splitQuantizedProjections(weights: GgufLlamaWeights): {
   dense: LlamaWeights;
-  quantized?: { layers: QuantizedLlamaLayer[] };
+  quantized?: NonNullable<LlamaModelOptions['quantized']>;
 } {
   const float = (w: GgufLlamaWeight, name: string): Tensor => {
     if (isTensor(w)) return w;
-    throw new DTypeError('LlamaModel takes the embedding and the head as float tensors', {
+    throw new DTypeError('norm weights must be float tensors', {
       kernel: KERNEL,
       argument: name,
       expected: 'F32, F16 or BF16 in the file',
       actual: `a repacked weight of format '${w.format}'`,
     });
   };
-  const embedding = float(weights.embedding, 'token_embd.weight');
-  const head = weights.head === weights.embedding ? embedding : float(weights.head, 'output.weight');
+  const tied = weights.head === weights.embedding;
+  const quantizedEmbedding = isTensor(weights.embedding)
+    ? undefined
+    : asQuantizedWeight(weights.embedding, 'token_embd.weight');
+  const quantizedHead = tied
+    ? quantizedEmbedding
+    : isTensor(weights.head)
+      ? undefined
+      : asQuantizedWeight(weights.head, 'output.weight');
+  const ends = {
+    ...(quantizedEmbedding ? { embedding: quantizedEmbedding } : {}),
+    ...(quantizedHead ? { head: quantizedHead } : {}),
+  };
+  const embedding = isTensor(weights.embedding) ? weights.embedding : undefined;
+  const head = isTensor(weights.head) ? weights.head : undefined;
   const repacked = weights.layers.some((l) => LLAMA_PROJECTIONS.some((p) => !isTensor(l[p]!)));
-  if (!repacked)
+  const quantizedEnds = quantizedEmbedding || quantizedHead ? { quantized: ends } : {};
+  if (!repacked) {
     return {
       dense: { embedding, head, norm: weights.norm, layers: weights.layers as LlamaWeights['layers'] },
+      ...quantizedEnds,
     };
+  }
   const layers = weights.layers.map((layer, i) => {
     const entries = LLAMA_PROJECTIONS.map((p) => {
       const w = layer[p]!;
@@ -359,5 +385,8 @@ function splitQuantizedProjections(weights: GgufLlamaWeights): {
     inputNorm: float(l.inputNorm, 'attn_norm.weight'),
     postAttentionNorm: float(l.postAttentionNorm, 'ffn_norm.weight'),
   }));
-  return { dense: { embedding, head, norm: weights.norm, layers: norms }, quantized: { layers } };
+  return {
+    dense: { embedding, head, norm: weights.norm, layers: norms },
+    quantized: { layers, ...ends },
+  };
 }

@@ -5,12 +5,14 @@ import {
   f16BitsToF32,
   matmul,
   quantizedMatmul,
+  ShapeError,
 } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../random.js';
 import { dequantize } from './dequantize.js';
 import { quantize } from './quantize.js';
 import {
+  ggufAsCoreFormat,
   q4_0AsQ4g32,
   type RepackedWeight,
   refuseQuantized,
@@ -103,56 +105,69 @@ describe('host repacks of quantized blocks', () => {
 });
 
 describe('GGUF blocks on core’s quantized formats', () => {
-  it('Q4_0 is q4g32 exactly: the same weights, and quantizedMatmul gives the product with them', async () => {
-    const rows = 5;
-    const cols = 96;
-    const rng = new Rng(7);
-    const bytes = quantize(
-      'Q4_0',
-      Float32Array.from({ length: rows * cols }, () => rng.uniform(-2, 2)),
-    );
-    const host = q4_0AsQ4g32(bytes, rows, cols);
-    // dequantized by core's reference = ggml's values, bit for bit
-    expect(Array.from(dequantizeWeights(host), Math.fround)).toEqual(Array.from(dequantize('Q4_0', bytes)));
-    const cpu = createCpuBackend();
-    try {
-      const repacked = (await repackOntoCoreFormats(cpu, {
-        name: 'blk.0.attn_q.weight',
-        weight: 'model.layers.0.self_attn.q_proj.weight',
-        type: 'Q4_0',
-        dims: [cols, rows],
-        shape: [rows, cols],
-        bytes,
-      })) as RepackedWeight;
-      expect(repacked.format).toBe('q4g32');
-      const x = cpu.upload(
-        Float32Array.from({ length: 2 * cols }, () => rng.uniform(-1, 1)),
-        [2, cols],
+  const FORMATS = { Q4_0: 'q4g32', Q8_0: 'q8g32', Q4_K: 'q4g32a', Q6_K: 'q8g16' } as const;
+  for (const [type, format] of Object.entries(FORMATS) as [keyof typeof FORMATS, string][]) {
+    it(`${type} is ${format} exactly: ggml's values bit for bit, and quantizedMatmul gives the product with them`, async () => {
+      const rows = 5;
+      const cols = 512;
+      const rng = new Rng(7);
+      const bytes = quantize(
+        type,
+        Float32Array.from({ length: rows * cols }, (_, i) => rng.uniform(-2, 2) * (1 + (i % 7))),
       );
-      const { packed, scales } = repacked.tensors as { packed: never; scales: never };
-      const [y] = cpu.run(quantizedMatmul, [x, packed, scales], { format: 'q4g32' });
-      const w = cpu.upload(dequantize('Q4_0', bytes), [rows, cols]);
-      const [want] = cpu.run(matmul, [x, w], { transB: true });
-      const got = Array.from(await y!.read());
-      const expected = Array.from(await want!.read());
-      for (const [i, v] of expected.entries()) expect(got[i]).toBeCloseTo(v, 4);
-    } finally {
-      cpu.dispose();
-    }
-  });
+      const host = ggufAsCoreFormat(type, bytes, rows, cols);
+      expect(host.format).toBe(format);
+      // dequantized by core's reference = ggml's values, bit for bit
+      expect(Array.from(dequantizeWeights(host), Math.fround)).toEqual(Array.from(dequantize(type, bytes)));
+      const cpu = createCpuBackend();
+      try {
+        const repacked = (await repackOntoCoreFormats(cpu, {
+          name: 'blk.0.attn_q.weight',
+          weight: 'model.layers.0.self_attn.q_proj.weight',
+          type,
+          dims: [cols, rows],
+          shape: [rows, cols],
+          bytes,
+        })) as RepackedWeight;
+        expect(repacked.format).toBe(format);
+        expect(Object.keys(repacked.tensors).sort()).toEqual(
+          type === 'Q4_K' ? ['offsets', 'packed', 'scales'] : ['packed', 'scales'],
+        );
+        const x = cpu.upload(
+          Float32Array.from({ length: 2 * cols }, () => rng.uniform(-1, 1)),
+          [2, cols],
+        );
+        const { packed, scales, offsets } = repacked.tensors as Record<string, never>;
+        const [y] = cpu.run(quantizedMatmul, [x, packed, scales, undefined, undefined, offsets], {
+          format: format as 'q4g32',
+        });
+        const w = cpu.upload(dequantize(type, bytes), [rows, cols]);
+        const [want] = cpu.run(matmul, [x, w], { transB: true });
+        const got = Array.from(await y!.read());
+        const expected = Array.from(await want!.read());
+        for (const [i, v] of expected.entries()) expect(got[i]).toBeCloseTo(v, 3);
+      } finally {
+        cpu.dispose();
+      }
+    });
+  }
 
   it('refuses blocks that do not make whole rows, and types core has no format for', () => {
     expect(() => q4_0AsQ4g32(new Uint8Array(18), 1, 64)).toThrow(/Q4_0 blocks do not make whole rows/);
+    expect(() => ggufAsCoreFormat('Q6_K', new Uint8Array(210), 2, 256)).toThrow(
+      /Q6_K blocks do not make whole rows/,
+    );
+    expect(() => ggufAsCoreFormat('Q4_K', new Uint8Array(144), 1, 128)).toThrow(ShapeError);
     const cpu = createCpuBackend();
     try {
       expect(() =>
         repackOntoCoreFormats(cpu, {
           name: 'blk.0.ffn_down.weight',
           weight: 'model.layers.0.mlp.down_proj.weight',
-          type: 'Q6_K',
+          type: 'Q5_K',
           dims: [256, 1],
           shape: [1, 256],
-          bytes: new Uint8Array(210),
+          bytes: new Uint8Array(176),
         }),
       ).toThrow(DTypeError);
     } finally {

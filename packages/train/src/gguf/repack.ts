@@ -9,7 +9,13 @@ import {
   uploadQuantized,
 } from '@rayo/core';
 import { blockHalf, q4_0Values, q4kScaleMin, q4kValues, q6kValues } from './dequantize.js';
-import { type GgmlType, wholeBlocks } from './ggmlTypes.js';
+import {
+  GGML_TYPES,
+  type GgmlQuantizedType,
+  type GgmlType,
+  isGgmlQuantizedType,
+  wholeBlocks,
+} from './ggmlTypes.js';
 
 /** One quantized tensor of a GGUF file, as a repack receives it. */
 export interface GgufQuantizedTensor {
@@ -212,14 +218,96 @@ export function q4_0AsQ4g32(bytes: Uint8Array, rows: number, cols: number): Quan
   return { format: 'q4g32', n: rows, k: cols, packed, scales, scaleDType: 'f16' };
 }
 
+/** Bytes of `rows` rows of `cols` elements in whole blocks of `type`; otherwise a ShapeError for `kernel`. */
+function checkBlockRows(
+  kernel: string,
+  type: 'Q8_0' | 'Q4_K' | 'Q6_K',
+  bytes: Uint8Array,
+  rows: number,
+  cols: number,
+): void {
+  const { blockSize, blockBytes } = GGML_TYPES[type];
+  if (cols % blockSize !== 0 || bytes.byteLength !== rows * (cols / blockSize) * blockBytes) {
+    throw new ShapeError(`${type} blocks do not make whole rows of the shape`, {
+      kernel,
+      argument: 'bytes',
+      expected: `cols a multiple of ${blockSize} and ${rows} · ${cols / blockSize} blocks of ${blockBytes} bytes`,
+      actual: `cols ${cols}, ${bytes.byteLength} bytes`,
+    });
+  }
+}
+
 /**
- * A repack for `loadGgufLlama` that puts Q4_0 tensors on the device in
- * core's `q4g32` format (`packed`, `scales`), losslessly; other quantized
- * types are refused by name until core has formats for them.
+ * A Q8_0 tensor [rows, cols] as core's `q8g32` weight, exactly: both are
+ * int8 · f16 scale per 32 weights; the int8 values in order are `q8g32`'s
+ * codes (weight k at byte k mod 4 of word k / 4).
+ */
+export function q8_0AsQ8g32(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
+  checkBlockRows('q8_0AsQ8g32', 'Q8_0', bytes, rows, cols);
+  const { values, scales } = repackQ8_0(bytes);
+  const packed = new Uint32Array(rows * quantLayout('q8g32', cols).rowWords);
+  new Int8Array(packed.buffer).set(values);
+  return { format: 'q8g32', n: rows, k: cols, packed, scales, scaleDType: 'f16' };
+}
+
+/**
+ * A Q4_K tensor [rows, cols] as core's `q4g32a` weight, exactly: `repackQ4_K`'s
+ * sequential nibbles are `q4g32a`'s codes, its f32 scales d·sc and offsets
+ * dmin·m the format's, and f32(f32(q · scale) − offset) is ggml's value.
+ */
+export function q4_KAsQ4g32a(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
+  checkBlockRows('q4_KAsQ4g32a', 'Q4_K', bytes, rows, cols);
+  const { nibbles, scales, offsets } = repackQ4_K(bytes);
+  const packed = new Uint32Array(rows * quantLayout('q4g32a', cols).rowWords);
+  new Uint8Array(packed.buffer).set(nibbles);
+  return { format: 'q4g32a', n: rows, k: cols, packed, scales, offsets, scaleDType: 'f32' };
+}
+
+/**
+ * A Q6_K tensor [rows, cols] as core's `q8g16` weight, exactly: `repackQ6_K`'s
+ * int8 values (q − 32) are `q8g16`'s codes and its f32 scales d·scale the
+ * format's; f32(code · scale) is ggml's value. 10 bits per weight where Q6_K
+ * stores 6.5625: the kernels read the int8 codes they read for Q8_0.
+ */
+export function q6_KAsQ8g16(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
+  checkBlockRows('q6_KAsQ8g16', 'Q6_K', bytes, rows, cols);
+  const { values, scales } = repackQ6_K(bytes);
+  const packed = new Uint32Array(rows * quantLayout('q8g16', cols).rowWords);
+  new Int8Array(packed.buffer).set(values);
+  return { format: 'q8g16', n: rows, k: cols, packed, scales, scaleDType: 'f32' };
+}
+
+/** A quantized GGUF tensor [rows, cols] in core's format for its type, exactly (see each function). */
+export function ggufAsCoreFormat(
+  type: GgmlQuantizedType,
+  bytes: Uint8Array,
+  rows: number,
+  cols: number,
+): QuantizedHostWeight {
+  switch (type) {
+    case 'Q4_0':
+      return q4_0AsQ4g32(bytes, rows, cols);
+    case 'Q8_0':
+      return q8_0AsQ8g32(bytes, rows, cols);
+    case 'Q4_K':
+      return q4_KAsQ4g32a(bytes, rows, cols);
+    case 'Q6_K':
+      return q6_KAsQ8g16(bytes, rows, cols);
+  }
+}
+
+/**
+ * A repack for `loadGgufLlama` that puts quantized tensors on the device in
+ * core's formats, exactly (the values ggml's own dequantization gives):
+ * Q4_0 as `q4g32`, Q8_0 as `q8g32`, Q4_K as `q4g32a`, Q6_K as `q8g16`. The
+ * parts are named as `quantizedWeightOf` takes them (`packed`, `scales`,
+ * `offsets`). Other quantized types are refused by name.
  */
 export const repackOntoCoreFormats: GgufRepack = (backend, tensor) => {
-  if (tensor.type !== 'Q4_0') return refuseQuantized(backend, tensor);
+  if (!isGgmlQuantizedType(tensor.type) || tensor.shape.length !== 2) return refuseQuantized(backend, tensor);
   const [rows, cols] = tensor.shape as [number, number];
-  const weight = uploadQuantized(backend, q4_0AsQ4g32(tensor.bytes, rows, cols));
-  return { format: 'q4g32', shape: tensor.shape, tensors: { packed: weight.packed, scales: weight.scales } };
+  const weight = uploadQuantized(backend, ggufAsCoreFormat(tensor.type, tensor.bytes, rows, cols));
+  const tensors: Record<string, Tensor> = { packed: weight.packed, scales: weight.scales };
+  if (weight.offsets) tensors.offsets = weight.offsets;
+  return { format: weight.format, shape: tensor.shape, tensors };
 };

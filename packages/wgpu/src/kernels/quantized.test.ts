@@ -1,4 +1,4 @@
-import { QUANT_FORMATS } from '@rayo/core';
+import { QUANT_FORMATS, quantLayout } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { QUANT_STREAM_MAX_ROWS, QUANTIZED_KERNELS, quantStreamShader, quantTileShader } from './quantized.js';
 
@@ -8,23 +8,26 @@ describe('quantized shaders', () => {
     expect(QUANTIZED_KERNELS[0]!.dtypes).toEqual(['f32', 'f16', 'bf16']);
   });
 
-  it('read the codes as vec4<u32>, sum in workgroup memory without subgroups, and bind zero points only for q4', () => {
+  it('read the codes as vec4<u32>, sum in workgroup memory without subgroups, and bind zero points and offsets only where the format has them', () => {
     for (const format of QUANT_FORMATS) {
+      const layout = quantLayout(format, 1);
       const code = quantStreamShader({ format, rows: 1, vecX: true }).code();
       expect(code).toContain('var<storage, read> packed: array<vec4<u32>>');
       expect(code).toContain('var<storage, read> x: array<vec4<f32>>');
       expect(code).not.toContain('subgroup');
       expect(code).toContain('workgroupBarrier()');
-      expect(code.includes('zeros')).toBe(format !== 'q8');
+      expect(code.includes('zeros')).toBe(layout.zeroPoints);
+      expect(code.includes('offsets')).toBe(layout.offsets);
       // x tiles and the lanes' sums share the 16 KiB of workgroup memory every device has.
-      expect(code).toContain(`var<workgroup> xt: array<vec4<f32>, ${format === 'q8' ? 128 : 256}>`);
+      expect(code).toContain(`var<workgroup> xt: array<vec4<f32>, ${layout.bits === 8 ? 128 : 256}>`);
       expect(quantStreamShader({ format, rows: QUANT_STREAM_MAX_ROWS, vecX: true }).code()).toContain(
-        `var<workgroup> xt: array<vec4<f32>, ${format === 'q8' ? 512 : 1024}>`,
+        `var<workgroup> xt: array<vec4<f32>, ${layout.bits === 8 ? 512 : 1024}>`,
       );
       expect(code).not.toContain('var<workgroup> red');
       const tile = quantTileShader({ format }).code();
       expect(tile).toContain('var<workgroup> ws: array<vec4<f32>, 512>');
-      expect(tile.includes('zeros')).toBe(format !== 'q8');
+      expect(tile.includes('zeros')).toBe(layout.zeroPoints);
+      expect(tile.includes('offsets')).toBe(layout.offsets);
     }
   });
 

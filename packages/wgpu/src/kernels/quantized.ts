@@ -19,8 +19,9 @@ import { encodeWithF32Activations } from './halfEdges.js';
 // of x (decoding), a workgroup is 8 groups of 32 invocations; group g owns
 // output column n and its lanes read the row's 16-byte words (16 int8 or 32
 // nibbles each) as vec4<u32>, dequantize them in registers and sum against
-// x (staged per tile in workgroup memory) in vec4 dot products; q4 sums each word before its group scale
-// multiplies it, q8 scales the row's sum once. The lanes' sums meet in a
+// x (staged per tile in workgroup memory) in vec4 dot products; group-scaled formats sum each word
+// before its group scale multiplies it (q4g32a also sums the word's x, which its offset multiplies),
+// q8 scales the row's sum once. The lanes' sums meet in a
 // tree in workgroup memory (no subgroups needed). More rows take a tiled
 // shader: a 64-column × 32-k tile of W is dequantized into workgroup memory
 // per step, and each invocation computes 4 × 4 outputs of a 64 × 64 tile.
@@ -73,9 +74,10 @@ export interface QuantStreamVariant extends QuantShaderVariant {
 
 const SCALE_KINDS: Readonly<Record<Storage, number>> = { f32: 0, f16: 1, bf16: 2 };
 
-/** Module-scope WGSL: the codes of a word as exact f32, a scale, and a group's zero point. */
+/** Module-scope WGSL: the codes of a word as exact f32, a scale, a group's zero point and offset. */
 function dequantFunctions(v: QuantShaderVariant): string {
-  const bits = quantLayout(v.format, 1).bits;
+  const layout = quantLayout(v.format, 1);
+  const bits = layout.bits;
   const codes =
     bits === 8
       ? // Four signed bytes: each shifted to the top of an i32, then arithmetic-shifted back.
@@ -85,31 +87,40 @@ function dequantFunctions(v: QuantShaderVariant): string {
       : // Eight nibbles, the lowest first: codes_lo has 0–3, codes_hi 4–7.
         `fn codes_lo(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)); }
 fn codes_hi(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)); }`;
-  // q8 is symmetric: it has no zero points, nor a binding for them.
-  const zero =
-    bits === 8
-      ? ''
-      : `fn zero_of(row: u32, g: u32) -> f32 {
+  // Only q4g32 and q4g128 have zero points (and a binding for them); q4g32a's codes are unsigned.
+  const zero = layout.zeroPoints
+    ? `fn zero_of(row: u32, g: u32) -> f32 {
   if (params.hasZeros == 0u) { return 8.0; }
   return f32((zeros[row * params.zeroWords + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u);
-}`;
+}`
+    : bits === 4
+      ? `fn zero_of(row: u32, g: u32) -> f32 { return ${layout.offset}.0; }`
+      : '';
+  const offset = layout.offsets
+    ? `fn offset_of(i: u32) -> f32 { return float_of(offsets[i >> select(1u, 0u, params.scaleKind == 0u)], i); }`
+    : '';
   return `${codes}
 ${zero}
-fn scale_of(i: u32) -> f32 {
-  if (params.scaleKind == 0u) { return bitcast<f32>(scales[i]); }
-  let half = (scales[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu;
+// Element i of a float array stored as u32 words: f32, or a half of a word (f16, bf16).
+fn float_of(word: u32, i: u32) -> f32 {
+  if (params.scaleKind == 0u) { return bitcast<f32>(word); }
+  let half = (word >> ((i & 1u) * 16u)) & 0xffffu;
   if (params.scaleKind == 1u) { return unpack2x16float(half).x; }
   return bitcast<f32>(half << 16u);
-}`;
+}
+fn scale_of(i: u32) -> f32 { return float_of(scales[i >> select(1u, 0u, params.scaleKind == 0u)], i); }
+${offset}`;
 }
 
-/** Bindings in dispatch order: x, packed, scales, zeros (q4 only), c, y, then the params. */
+/** Bindings in dispatch order: x, packed, scales, zeros (q4g32, q4g128), offsets (q4g32a), c, y, then the params. */
 function bindings(v: QuantShaderVariant, xType: string, packedType: string): string {
+  const layout = quantLayout(v.format, 1);
   const names: [string, string, 'read' | 'read_write'][] = [
     ['x', xType, 'read'],
     ['packed', packedType, 'read'],
     ['scales', 'u32', 'read'],
-    ...(quantLayout(v.format, 1).bits === 4 ? [['zeros', 'u32', 'read'] as [string, string, 'read']] : []),
+    ...(layout.zeroPoints ? [['zeros', 'u32', 'read'] as [string, string, 'read']] : []),
+    ...(layout.offsets ? [['offsets', 'u32', 'read'] as [string, string, 'read']] : []),
     ['c', 'f32', 'read'],
     ['y', 'f32', 'read_write'],
   ];
@@ -137,6 +148,8 @@ export function quantStreamShader(v: QuantStreamVariant) {
   const layout = quantLayout(v.format, 1);
   const rows = Array.from({ length: v.rows }, (_, r) => r);
   const q4 = layout.bits === 4;
+  const grouped = !layout.scalePerRow;
+  const offsets = layout.offsets;
   /** Weights per 16-byte code word; vec4 units of x per word and per tile; lanes that share a bank cycle. */
   const perChunk = 4 * layout.perWord;
   const units = perChunk / 4;
@@ -144,13 +157,15 @@ export function quantStreamShader(v: QuantStreamVariant) {
   const lanesPerCycle = 8 / units;
   const xAt = (r: number, unit: string) => `xt[${r * tileUnits}u + lane * ${units}u + ((${unit}) ^ sw)]`;
   // The word loop stays a loop: unrolled, it made shaders that took seconds to compile on lavapipe.
+  const xSum = (r: number, units: string[]) =>
+    offsets ? `xsum${r} += ${units.map((u) => `dot(${xAt(r, u)}, vec4<f32>(1.0))`).join(' + ')};` : '';
   const body = `for (var j = 0u; j < 4u; j++) {
         let lo = codes_lo(wv[j])${q4 ? ' - z' : ''};
         ${q4 ? 'let hi = codes_hi(wv[j]) - z;' : ''}
         ${rows
           .map((r) =>
             q4
-              ? `part${r} += dot(lo, ${xAt(r, '2u * j')}) + dot(hi, ${xAt(r, '2u * j + 1u')});`
+              ? `part${r} += dot(lo, ${xAt(r, '2u * j')}) + dot(hi, ${xAt(r, '2u * j + 1u')}); ${xSum(r, ['2u * j', '2u * j + 1u'])}`
               : `part${r} += dot(lo, ${xAt(r, 'j')});`,
           )
           .join('\n        ')}
@@ -185,13 +200,15 @@ fn word_of(row: u32, chunks: u32, c: u32) -> vec4<u32> {
   return packed[row * chunks + c];
 }
 ${
-  q4
-    ? `// Past the row, the last word's group.
-fn group_of(chunks: u32, c: u32) -> u32 { return ${layout.groupSize === 32 ? 'min(c, chunks - 1u)' : 'min(c, chunks - 1u) / 4u'}; }
-fn group_scale(row: u32, chunks: u32, c: u32) -> f32 { return scale_of(row * params.groups + group_of(chunks, c)); }
-fn group_zero(row: u32, chunks: u32, c: u32) -> vec4<f32> { return vec4<f32>(zero_of(row, group_of(chunks, c))); }`
+  grouped
+    ? `// The group of word c's first weight; past the row, the last word's (clamped to the last group: a q8g16
+// row's padding half-block lies past it).
+fn group_of(chunks: u32, c: u32) -> u32 { return min(min(c, chunks - 1u) * ${perChunk}u / ${layout.groupSize}u, params.groups - 1u); }
+fn group_scale(row: u32, chunks: u32, c: u32) -> f32 { return scale_of(row * params.groups + group_of(chunks, c)); }`
     : ''
 }
+${q4 ? 'fn group_zero(row: u32, chunks: u32, c: u32) -> vec4<f32> { return vec4<f32>(zero_of(row, group_of(chunks, c))); }' : ''}
+${offsets ? 'fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return offset_of(row * params.groups + group_of(chunks, c)); }' : ''}
 
 @compute @workgroup_size(${THREADS})
 fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
@@ -208,24 +225,29 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
   let stagePos = stageLane * ${units}u + ((tid % ${units}u) ^ ((stageLane / ${lanesPerCycle}u) % ${units}u));
   ${rows.map((r) => `let xRow${r} = min(${r}u, params.m - 1u) * params.k;`).join('\n  ')}
   ${rows.map((r) => `var acc${r} = 0.0;`).join(' ')}
-  // Each tile's code word (and q4's scale and zero point) is loaded a tile ahead.
+  // Each tile's code word (and its group's scale, zero point and offset) is loaded a tile ahead.
   var wv = word_of(wRow, chunks, lane);
-  ${q4 ? 'var gs = group_scale(wRow, chunks, lane); var z = group_zero(wRow, chunks, lane);' : ''}
+  ${grouped ? 'var gs = group_scale(wRow, chunks, lane);' : ''}
+  ${q4 ? 'var z = group_zero(wRow, chunks, lane);' : ''}
+  ${offsets ? 'var go = group_offset(wRow, chunks, lane);' : ''}
   for (var first = 0u; first < chunks; first += ${LANES}u) {
     let next = first + ${LANES}u + lane;
     let nextWv = word_of(wRow, chunks, next);
-    ${q4 ? 'let nextGs = group_scale(wRow, chunks, next); let nextZ = group_zero(wRow, chunks, next);' : ''}
+    ${grouped ? 'let nextGs = group_scale(wRow, chunks, next);' : ''}
+    ${q4 ? 'let nextZ = group_zero(wRow, chunks, next);' : ''}
+    ${offsets ? 'let nextGo = group_offset(wRow, chunks, next);' : ''}
     workgroupBarrier();
     if (tid < ${tileUnits}u) {
       let k = first * ${perChunk}u + tid * 4u;
       ${rows.map((r) => `xt[${r * tileUnits}u + stagePos] = x_quad(xRow${r}, k);`).join('\n      ')}
     }
     workgroupBarrier();
-    ${rows.map((r) => `var part${r} = 0.0;`).join(' ')}
+    ${rows.map((r) => `var part${r} = 0.0;${offsets ? ` var xsum${r} = 0.0;` : ''}`).join(' ')}
     ${body}
-    ${rows.map((r) => (q4 ? `acc${r} = fma(part${r}, gs, acc${r});` : `acc${r} += part${r};`)).join(' ')}
+    ${rows.map((r) => (grouped ? `acc${r} = fma(part${r}, gs, acc${r});` : `acc${r} += part${r};`)).join(' ')}
+    ${offsets ? rows.map((r) => `acc${r} = fma(xsum${r}, -go, acc${r});`).join(' ') : ''}
     wv = nextWv;
-    ${q4 ? 'gs = nextGs; z = nextZ;' : ''}
+    ${grouped ? 'gs = nextGs;' : ''} ${q4 ? 'z = nextZ;' : ''} ${offsets ? 'go = nextGo;' : ''}
   }
   workgroupBarrier();
   ${rows.map((r) => `${at(r)} = acc${r};`).join('\n  ')}
@@ -237,11 +259,11 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
     workgroupBarrier();
   }
   if (lane == 0u && col < params.n) {
-    ${q4 ? '' : 'let rowScale = scale_of(col);'}
+    ${grouped ? '' : 'let rowScale = scale_of(col);'}
     ${rows
       .map(
         (r) =>
-          `if (${r}u < params.m) { ${storeY(`${r}u * params.n + col`, q4 ? at(r) : `${at(r)} * rowScale`)} }`,
+          `if (${r}u < params.m) { ${storeY(`${r}u * params.n + col`, grouped ? at(r) : `${at(r)} * rowScale`)} }`,
       )
       .join('\n    ')}
   }
@@ -259,18 +281,22 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
 export function quantTileShader(v: QuantShaderVariant) {
   const layout = quantLayout(v.format, 1);
   const q4 = layout.bits === 4;
+  // q4g32a's value: f32(q · scale) − offset, as ggml forms it.
+  const less = layout.offsets ? ' - vec4<f32>(offset_of(wRow * params.groups + g))' : '';
+  // The group of this invocation's 8 codes (a q8g16 step holds two), clamped to the last.
+  const group = `min((k0 + quarter * 8u) / ${layout.groupSize}u, params.groups - 1u)`;
   const stageW = q4
     ? `let word = packed[wRow * params.rowWords + k0 / 8u + quarter];
-    let g = k0 / ${layout.groupSize}u;
+    let g = ${group};
     let s = scale_of(wRow * params.groups + g);
     let z = vec4<f32>(zero_of(wRow, g));
-    let lo = (codes_lo(word) - z) * s;
-    let hi = (codes_hi(word) - z) * s;
+    let lo = (codes_lo(word) - z) * s${less};
+    let hi = (codes_hi(word) - z) * s${less};
     for (var j = 0u; j < 4u; j++) {
       ws[(quarter * 8u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = lo[j];
       ws[(quarter * 8u + 4u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = hi[j];
     }`
-    : `let s = scale_of(wRow);
+    : `let s = ${layout.scalePerRow ? 'scale_of(wRow)' : `scale_of(wRow * params.groups + ${group})`};
     for (var i = 0u; i < 2u; i++) {
       let q = codes_lo(packed[wRow * params.rowWords + k0 / 4u + quarter * 2u + i]) * s;
       for (var j = 0u; j < 4u; j++) {
@@ -334,7 +360,7 @@ const aligned = (offset: number) => offset % 16 === 0;
 function encodeQuantizedF32(
   encoder: KernelEncoder,
   x: Operand,
-  weight: { packed: Operand; scales: Operand; zeros: Operand | undefined },
+  weight: { packed: Operand; scales: Operand; zeros: Operand | undefined; offsets: Operand | undefined },
   c: Operand | undefined,
   y: Operand,
   attrs: { format: QuantFormat; beta: number },
@@ -345,8 +371,9 @@ function encodeQuantizedF32(
   const layout = quantLayout(attrs.format, k);
   const variant: QuantShaderVariant = { format: attrs.format };
   // Absent zero points and c bind read-only placeholders the shader never reads.
-  const zeros = layout.bits === 4 ? [weight.zeros ?? weight.packed] : [];
-  const buffers = [x, weight.packed, weight.scales, ...zeros, c ?? x, y];
+  const zeros = layout.zeroPoints ? [weight.zeros ?? weight.packed] : [];
+  const offsets = layout.offsets ? [weight.offsets!] : [];
+  const buffers = [x, weight.packed, weight.scales, ...zeros, ...offsets, c ?? x, y];
   const values = {
     hasC: c ? 1 : 0,
     hasZeros: weight.zeros ? 1 : 0,
@@ -388,8 +415,8 @@ export const QUANTIZED_KERNELS: readonly AnyWgpuKernel[] = [
   wgpuKernel(
     quantizedMatmul,
     (encoder, { inputs, outputs, attrs }) => {
-      const [x, packed, scales, zeros, c] = inputs;
-      const weight = { packed: packed!, scales: scales!, zeros };
+      const [x, packed, scales, zeros, c, offsets] = inputs;
+      const weight = { packed: packed!, scales: scales!, zeros, offsets };
       encodeWithF32Activations(encoder, quantizedMatmul.name, { x, c }, { y: outputs[0] }, (i, o) => {
         encodeQuantizedF32(encoder, i.x!, weight, i.c, o.y!, attrs);
       });

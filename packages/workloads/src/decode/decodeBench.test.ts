@@ -82,7 +82,9 @@ describe('decode-bench', () => {
     expect(() => parseDecodeArgs(['--baseline', 'jax'])).toThrow(/torch or none/);
     expect(s.quant).toBe('none');
     expect(parseDecodeArgs(['--quant', 'q4g32']).quant).toBe('q4g32');
-    expect(() => parseDecodeArgs(['--quant', 'q2'])).toThrow(/--quant must be q8, q4g32, q4g128 or none/);
+    expect(() => parseDecodeArgs(['--quant', 'q2'])).toThrow(
+      /--quant must be q8, q4g32, q4g128, q8g32, q8g16, q4g32a or none/,
+    );
   });
 
   it('writes the seeded checkpoint once, and the same bytes for the same seed', async () => {

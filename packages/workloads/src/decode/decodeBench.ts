@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Backend, copy, createBackend, probeBackends } from '@rayo/core';
+import { type Backend, copy, createBackend, isQuantFormat, probeBackends, QUANT_FORMATS } from '@rayo/core';
 import {
   LlamaModel,
   type LlamaQuantizationReport,
@@ -776,7 +776,8 @@ from the same checkpoint, and reports ms per token against the bandwidth limit.
   --dtype D         f32, f16 or bf16: the checkpoint and the model's matrix weights and
                     embedding, in rayo and in PyTorch (default f32)
   --kv-dtype D      f32, f16 or bf16: the KV cache (default f32)
-  --quant F         q8, q4g32, q4g128 or none: quantize the projections on load (rayo only);
+  --quant F         q8, q4g32, q4g128, q8g32, q8g16, q4g32a or none: quantize the projections
+                    on load (rayo only; the last three are the formats of GGUF's Q8_0, Q6_K, Q4_K);
                     reports the bytes read and the quantized model against the same model
                     in f32 (greedy tokens, top-1 agreement, logit error) (default none)
   --backends LIST   rayo backends (default cuda,wgpu)
@@ -827,8 +828,8 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
     return text;
   };
   const quant = values.quant;
-  if (quant !== 'none' && quant !== 'q8' && quant !== 'q4g32' && quant !== 'q4g128')
-    throw new Error(`--quant must be q8, q4g32, q4g128 or none, got ${quant}`);
+  if (quant !== 'none' && !isQuantFormat(quant))
+    throw new Error(`--quant must be ${QUANT_FORMATS.join(', ')} or none, got ${quant}`);
   if (values.baseline !== 'torch' && values.baseline !== 'none')
     throw new Error(`--baseline must be torch or none, got ${values.baseline}`);
   if (!DECODE_CONFIGS[values.config])

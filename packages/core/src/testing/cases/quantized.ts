@@ -1,11 +1,12 @@
 import * as k from '../../kernels/quantized.js';
-import { type QuantFormat, quantLayout } from '../../quant/layout.js';
+import { QUANT_FORMATS, type QuantFormat, quantLayout } from '../../quant/layout.js';
 import {
   type AnyConformanceCase,
   type AnyErrorCase,
   type FamilyCases,
   f32,
   type InputSample,
+  i32,
   invalid,
   type Tolerance,
   valid,
@@ -20,8 +21,11 @@ const errors: AnyErrorCase[] = [];
  * The scales below keep |w| <= about 1, as matmul's cases do, so matmul's
  * bound holds: about sqrt(K) roundings, far below one misread code or scale.
  */
-function tolerance(depth: number): Tolerance {
-  return { rtol: 1e-4, atol: 2e-5 * Math.sqrt(Math.max(depth, 1)) };
+function tolerance(depth: number, format?: QuantFormat): Tolerance {
+  // q4g32a's values are q · scale − offset with both terms up to about 1: a kernel that sums
+  // q · x and x apart and scales the sums cancels terms twice the size of w (hence twice the bound).
+  const terms = format === 'q4g32a' ? 2 : 1;
+  return { rtol: 1e-4, atol: terms * 2e-5 * Math.sqrt(Math.max(depth, 1)) };
 }
 
 /** Random words: every code, the row padding included (a kernel must not count it). */
@@ -33,11 +37,21 @@ function words(shape: readonly number[]): InputSample {
   };
 }
 
-/** Scales that keep |w| within about 1: 128 · 0.008 for q8, 15 · 0.066 for q4 with zero points. */
+/**
+ * Scales that keep |w| within about 1: 128 · 0.008 for the 8-bit formats, 15 · 0.066 for
+ * q4 with zero points and for q4g32a (whose offsets, in [0, 1), shift the values into −1 … 1).
+ */
 function scalesOf(format: QuantFormat, n: number, kd: number): InputSample {
-  const [lo, hi] = format === 'q8' ? [0.002, 0.008] : [0.02, 0.066];
+  const [lo, hi] = quantLayout(format, kd).bits === 8 ? [0.002, 0.008] : [0.02, 0.066];
   return f32([n, quantLayout(format, kd).groups], (rng, size) =>
     Array.from({ length: size }, () => rng.uniform(lo, hi)),
+  );
+}
+
+function offsetsOf(format: QuantFormat, n: number, kd: number): InputSample | undefined {
+  if (!quantLayout(format, kd).offsets) return undefined;
+  return f32([n, quantLayout(format, kd).groups], (rng, size) =>
+    Array.from({ length: size }, () => rng.uniform(0, 1)),
   );
 }
 
@@ -48,6 +62,21 @@ function weightOf(format: QuantFormat, n: number, kd: number, zeroPoints: boolea
     scalesOf(format, n, kd),
     zeroPoints ? words([n, layout.zeroWords]) : undefined,
   ] as const;
+}
+
+/** The inputs of y = x · dequant(W)ᵀ (+ c): x, the weight's parts, c, and q4g32a's offsets. */
+function inputsOf(
+  format: QuantFormat,
+  x: InputSample,
+  n: number,
+  options: { zeroPoints?: boolean; c?: InputSample } = {},
+): (InputSample | undefined)[] {
+  const kd = x.shape[1]!;
+  const inputs = [x, ...weightOf(format, n, kd, options.zeroPoints ?? false), options.c];
+  const offsets = offsetsOf(format, n, kd);
+  if (offsets) inputs.push(offsets);
+  while (inputs.length > 0 && inputs[inputs.length - 1] === undefined) inputs.pop();
+  return inputs;
 }
 
 // [M, K, N]: the GEMV (M = 1) and small M of the streaming kernels, past
@@ -70,23 +99,29 @@ const SHAPES = [
   [67, 61, 129],
 ] as const;
 
-for (const format of ['q8', 'q4g32', 'q4g128'] as const) {
-  for (const [m, kd, n] of SHAPES) {
+// The formats after q4g128 run the same kernels' branches on fewer shapes (the browser and lavapipe suites
+// compile and run every case): the GEMV's vector and scalar x, 2–4 rows, the tiled path, K within a block,
+// K just past a block (a q8g16 row's padding half-block) and past a group.
+const GGML_SHAPES = SHAPES.filter(([m, kd]) => [7, 257, 1024, 640, 33, 129, 61].includes(kd) && m !== 5);
+
+for (const format of QUANT_FORMATS) {
+  const zeroPoints = quantLayout(format, 1).zeroPoints;
+  for (const [m, kd, n] of quantLayout(format, 1).f32Values ? GGML_SHAPES : SHAPES) {
     cases.push(
       valid(k.quantizedMatmul, {
         label: `${format} ${m}×${kd}→${n}`,
-        inputs: [f32([m, kd]), ...weightOf(format, n, kd, false)],
+        inputs: inputsOf(format, f32([m, kd]), n),
         attrs: { format },
-        tolerance: tolerance(kd),
+        tolerance: tolerance(kd, format),
       }),
     );
-    if (format !== 'q8') {
+    if (zeroPoints) {
       cases.push(
         valid(k.quantizedMatmul, {
           label: `${format} ${m}×${kd}→${n} zero points`,
-          inputs: [f32([m, kd]), ...weightOf(format, n, kd, true)],
+          inputs: inputsOf(format, f32([m, kd]), n, { zeroPoints: true }),
           attrs: { format },
-          tolerance: tolerance(kd),
+          tolerance: tolerance(kd, format),
         }),
       );
     }
@@ -94,27 +129,27 @@ for (const format of ['q8', 'q4g32', 'q4g128'] as const) {
   cases.push(
     valid(k.quantizedMatmul, {
       label: `${format} 1×1031→61 + c (beta=1 default)`,
-      inputs: [f32([1, 1031]), ...weightOf(format, 61, 1031, false), f32([1, 61])],
+      inputs: inputsOf(format, f32([1, 1031]), 61, { c: f32([1, 61]) }),
       attrs: { format },
-      tolerance: tolerance(1031),
+      tolerance: tolerance(1031, format),
     }),
     valid(k.quantizedMatmul, {
       label: `${format} 19×200→45 + c beta=-0.5`,
-      inputs: [f32([19, 200]), ...weightOf(format, 45, 200, format !== 'q8'), f32([19, 45])],
+      inputs: inputsOf(format, f32([19, 200]), 45, { zeroPoints, c: f32([19, 45]) }),
       attrs: { format, beta: -0.5 },
-      tolerance: tolerance(200),
+      tolerance: tolerance(200, format),
     }),
     valid(k.quantizedMatmul, {
       label: `${format} 3×67→7 c absent, beta=3 unused`,
-      inputs: [f32([3, 67]), ...weightOf(format, 7, 67, false)],
+      inputs: inputsOf(format, f32([3, 67]), 7),
       attrs: { format, beta: 3 },
-      tolerance: tolerance(67),
+      tolerance: tolerance(67, format),
     }),
     valid(k.quantizedMatmul, {
       label: `${format} 2×300→9 wide x`,
-      inputs: [f32([2, 300], 'wide'), ...weightOf(format, 9, 300, false)],
+      inputs: inputsOf(format, f32([2, 300], 'wide'), 9),
       attrs: { format },
-      tolerance: tolerance(300 * 64),
+      tolerance: tolerance(300 * 64, format),
     }),
   );
 }
@@ -186,6 +221,48 @@ errors.push(
     argument: 'c',
   }),
   invalid(k.quantizedMatmul, {
+    label: "'zeros' with q4g32a",
+    inputs: [f32([2, 40]), q4Words, q4Scales, words([5, 1]), undefined, f32([5, 2])],
+    attrs: { format: 'q4g32a' },
+    error: 'shape',
+    argument: 'zeros',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "q4g32a without 'offsets'",
+    inputs: [f32([2, 40]), q4Words, q4Scales],
+    attrs: { format: 'q4g32a' },
+    error: 'shape',
+    argument: 'offsets',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "'offsets' with q4g32",
+    inputs: [f32([2, 40]), q4Words, q4Scales, undefined, undefined, f32([5, 2])],
+    attrs: { format: 'q4g32' },
+    error: 'shape',
+    argument: 'offsets',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "'offsets' of one per row under q4g32a",
+    inputs: [f32([2, 40]), q4Words, q4Scales, undefined, undefined, f32([5, 1])],
+    attrs: { format: 'q4g32a' },
+    error: 'shape',
+    argument: 'offsets',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "'scales' of a q8g32 row under q8g16",
+    inputs: [f32([2, 40]), q8Words, f32([5, 2])],
+    attrs: { format: 'q8g16' },
+    error: 'shape',
+    argument: 'scales',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "'offsets' as u32",
+    inputs: [f32([2, 40]), q4Words, q4Scales, undefined, undefined, words([5, 2])],
+    attrs: { format: 'q4g32a' },
+    error: 'dtype',
+    argument: 'offsets',
+  }),
+  invalid(k.quantizedMatmul, {
     label: "'packed' as i32",
     inputs: [f32([2, 40]), { shape: q8Words.shape, dtype: 'i32', init: { int: [0, 100] } }, q8Scales],
     attrs: { format: 'q8' },
@@ -204,6 +281,106 @@ errors.push(
     attrs: { format: 'q3' as 'q8' },
     error: 'argument',
     argument: 'attrs.format',
+  }),
+);
+
+// ---- quantizedEmbedding: every value the format's f32 ------------------------------------
+
+/**
+ * The reference's values, but for one rounding: a shader compiler may fuse
+ * q4g32a's q · scale − offset into one fma (WGSL allows it), which skips the
+ * rounding of the product, at most half an ulp of |q · scale| <= about 1.
+ */
+const GATHER_TOLERANCE: Tolerance = { rtol: 2 ** -22, atol: 2 ** -24 };
+
+/** Ids in [0, v), every third one outside it (just outside, negative, the i32 extremes). */
+function someBadIds(shape: readonly number[], v: number): InputSample {
+  const bad = [v, -1, 2147483647, -2147483648, 536870912];
+  return {
+    shape,
+    dtype: 'i32',
+    init: (rng, size) =>
+      Array.from({ length: size }, (_, i) =>
+        i % 3 === 2 ? bad[((i - 2) / 3) % bad.length]! : rng.int(0, v),
+      ),
+  };
+}
+
+function tableOf(format: QuantFormat, v: number, d: number, zeroPoints: boolean) {
+  const [packed, scales, zeros] = weightOf(format, v, d, zeroPoints);
+  const offsets = offsetsOf(format, v, d);
+  const inputs = [packed, scales, zeros, offsets];
+  while (inputs.length > 0 && inputs[inputs.length - 1] === undefined) inputs.pop();
+  return inputs;
+}
+
+// ids shape, V, D: D inside one block, across groups and odd, long.
+const TABLES = [
+  [[1], 1, 1],
+  [[7], 13, 61],
+  [[3, 5], 67, 33],
+  [[2, 3], 5, 257],
+  [[300], 1031, 17],
+] as const;
+
+for (const format of QUANT_FORMATS) {
+  const zeroPoints = quantLayout(format, 1).zeroPoints;
+  for (const [ids, v, d] of TABLES) {
+    cases.push(
+      valid(k.quantizedEmbedding, {
+        label: `${format} [${v}, ${d}] by ids [${ids.join(', ')}]`,
+        inputs: [{ shape: ids, dtype: 'i32', init: { int: [0, v] } }, ...tableOf(format, v, d, false)],
+        attrs: { format, dim: d },
+        tolerance: GATHER_TOLERANCE,
+      }),
+    );
+  }
+  cases.push(
+    valid(k.quantizedEmbedding, {
+      label: `${format} [13, 40] by out-of-range ids: NaN rows${zeroPoints ? ', zero points' : ''}`,
+      inputs: [someBadIds([4, 3], 13), ...tableOf(format, 13, 40, zeroPoints)],
+      attrs: { format, dim: 40 },
+      tolerance: GATHER_TOLERANCE,
+    }),
+  );
+}
+
+const [tableWords, tableScales] = weightOf('q4g32', 5, 40, false);
+errors.push(
+  invalid(k.quantizedEmbedding, {
+    label: "'packed' of another D",
+    inputs: [i32([3], 0, 5), tableWords, tableScales],
+    attrs: { format: 'q4g32', dim: 80 },
+    error: 'shape',
+    argument: 'packed',
+  }),
+  invalid(k.quantizedEmbedding, {
+    label: "'ids' as f32",
+    inputs: [{ shape: [3], dtype: 'f32' }, tableWords, tableScales],
+    attrs: { format: 'q4g32', dim: 40 },
+    error: 'dtype',
+    argument: 'ids',
+  }),
+  invalid(k.quantizedEmbedding, {
+    label: 'q4g32a without offsets',
+    inputs: [i32([3], 0, 5), tableWords, tableScales],
+    attrs: { format: 'q4g32a', dim: 40 },
+    error: 'shape',
+    argument: 'offsets',
+  }),
+  invalid(k.quantizedEmbedding, {
+    label: "'scales' of one per row under q8g16",
+    inputs: [i32([3], 0, 5), ...weightOf('q8', 5, 40, false).slice(0, 2)],
+    attrs: { format: 'q8g16', dim: 40 },
+    error: 'shape',
+    argument: 'scales',
+  }),
+  invalid(k.quantizedEmbedding, {
+    label: 'dim missing',
+    inputs: [i32([3], 0, 5), tableWords, tableScales],
+    attrs: { format: 'q4g32' },
+    error: 'argument',
+    argument: 'attrs.dim',
   }),
 );
 

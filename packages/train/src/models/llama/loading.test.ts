@@ -110,7 +110,7 @@ describe('loading a Llama checkpoint', () => {
       using kept = await LlamaModel.load(backend, dir);
       expect(kept.weightDtype).toBe(dtype);
       expect(
-        [kept.weights.embedding, kept.weights.head, kept.weights.layers[1]!.down!].map((t) => t.dtype),
+        [kept.weights.embedding, kept.weights.head, kept.weights.layers[1]!.down!].map((t) => t!.dtype),
       ).toEqual([dtype, dtype, dtype]);
       // Norm weights are f32: the kernels take them with the (f32) activations.
       expect(kept.weights.layers[0]!.inputNorm.dtype).toBe('f32');

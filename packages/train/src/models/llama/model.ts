@@ -12,6 +12,8 @@ import {
   type KernelRunner,
   kvCacheScatter,
   matmul,
+  type QuantizedWeight,
+  quantizedEmbedding,
   quantizedMatmul,
   RayoError,
   rmsNorm,
@@ -19,10 +21,12 @@ import {
   rmsNormMatmul3,
   rope,
   ropeKvScatter,
+  ShapeError,
   softmax,
   swiglu,
   type Tensor,
   transpose,
+  UnsupportedOnBackendError,
 } from '@rayo/core';
 import { Rng } from '../../random.js';
 import { checkSamplingOptions, type SamplingOptions, sampleToken } from '../sampling.js';
@@ -79,11 +83,18 @@ export interface LlamaModelOptions {
    * GGUF file's quantized tensors), used in place of the dense ones in
    * `weights` (which may then be absent) for decode steps and prefill
    * alike; the model owns them from here. Quantized layers take the unfused
-   * chain (the fused decode kernels read dense weights); the head keeps its
-   * fused norm.
+   * chain (the fused decode kernels read dense weights); a dense head keeps
+   * its fused norm. `embedding` and `head` (a GGUF file's quantized
+   * `token_embd` and `output`, [vocab, hidden]) replace the dense ones:
+   * the embedding is looked up with `quantizedEmbedding` (only the rows read
+   * are dequantized, on the device), the logits come from `quantizedMatmul`.
+   * A tied head is the quantized embedding itself.
    */
   readonly quantized?: {
-    readonly layers: readonly QuantizedLlamaLayer[];
+    /** Every layer's projections (absent: the dense ones in `weights`). */
+    readonly layers?: readonly QuantizedLlamaLayer[];
+    readonly embedding?: QuantizedWeight;
+    readonly head?: QuantizedWeight;
     /** What quantizing cost; absent for weights a checkpoint stores quantized (nothing was quantized on load). */
     readonly report?: LlamaQuantizationReport;
   };
@@ -192,6 +203,8 @@ export class LlamaModel {
   readonly #replay: boolean;
   readonly #fused: boolean;
   readonly #quantized: readonly QuantizedLlamaLayer[] | undefined;
+  readonly #quantizedEmbedding: QuantizedWeight | undefined;
+  readonly #quantizedHead: QuantizedWeight | undefined;
   /** What quantizing the projections cost in accuracy and saved in bytes; absent for a dense model. */
   readonly quantization: LlamaQuantizationReport | undefined;
   #recorded: RecordedStep | undefined;
@@ -211,7 +224,9 @@ export class LlamaModel {
       });
     }
     this.weightDtype = checkLlamaWeights(config, weights, {
-      quantizedProjections: options.quantized !== undefined,
+      quantizedProjections: options.quantized?.layers !== undefined,
+      quantizedEmbedding: options.quantized?.embedding !== undefined,
+      quantizedHead: options.quantized?.head !== undefined,
     });
     const cacheDtype = options.kvCacheDtype ?? 'f32';
     checkDtypeOption('kvCacheDtype', cacheDtype);
@@ -232,15 +247,49 @@ export class LlamaModel {
     this.positionInput = backend.zeros([1], 'i32');
     this.lengthInput = backend.zeros([1], 'i32');
     this.#replay = options.replay ?? true;
-    if (options.quantized && options.quantized.layers.length !== weights.layers.length) {
+    const layers = options.quantized?.layers;
+    if (layers && layers.length !== weights.layers.length) {
       throw new InvalidArgumentError('one quantized layer per layer is needed', {
         kernel: 'LlamaModel',
         argument: 'quantized.layers',
         expected: `${weights.layers.length} layers`,
-        actual: `${options.quantized.layers.length}`,
+        actual: `${layers.length}`,
       });
     }
-    this.#quantized = options.quantized?.layers;
+    const { embedding: qEmbedding, head: qHead } = options.quantized ?? {};
+    if (config.tieWordEmbeddings && qHead !== undefined && qHead !== qEmbedding) {
+      throw new InvalidArgumentError('a tied head must be the embedding itself', {
+        kernel: 'LlamaModel',
+        argument: 'quantized.head',
+        expected: 'quantized.embedding (tie_word_embeddings is true)',
+        actual: 'another weight',
+      });
+    }
+    this.#quantizedEmbedding = qEmbedding;
+    this.#quantizedHead = qHead ?? (config.tieWordEmbeddings ? qEmbedding : undefined);
+    for (const [name, w, kernel] of [
+      ['quantized.embedding', qEmbedding, quantizedEmbedding.name],
+      ['quantized.head', this.#quantizedHead, quantizedMatmul.name],
+    ] as const) {
+      if (!w) continue;
+      if (w.n !== config.vocabSize || w.k !== config.hiddenSize) {
+        throw new ShapeError(`${name} does not fit the config`, {
+          kernel: 'LlamaModel',
+          argument: name,
+          expected: `[${config.vocabSize}, ${config.hiddenSize}] (vocab_size, hidden_size)`,
+          actual: `[${w.n}, ${w.k}]`,
+        });
+      }
+      if (!backend.supports(kernel)) {
+        throw new UnsupportedOnBackendError(`the ${backend.name} backend has no ${kernel}`, {
+          kernel,
+          argument: name,
+          expected: `a backend that implements ${kernel}`,
+          actual: backend.name,
+        });
+      }
+    }
+    this.#quantized = layers;
     this.quantization = options.quantized?.report;
   }
 
@@ -540,14 +589,31 @@ export class LlamaModel {
     eager: boolean,
   ): Tensor {
     const { weights } = this;
-    let x = run.run1(embedding, [weights.embedding, ids]);
+    const table = this.#quantizedEmbedding;
+    let x = table
+      ? run.run1(quantizedEmbedding, [ids, table.packed, table.scales, table.zeros, table.offsets], {
+          format: table.format,
+          dim: this.config.hiddenSize,
+        })
+      : run.run1(embedding, [weights.embedding!, ids]);
     // Activations are f32 whatever the table's dtype: the kernels take half weights under f32 activations.
     if (x.dtype !== 'f32') x = run.run1(cast, [x], { to: 'f32' });
     weights.layers.forEach((layer, i) => {
       x = this.#layer(run, layer, this.#quantized?.[i], this.#caches[i]!, x, position, mask);
       if (eager) run.disposeAllBut(x);
     });
-    return this.#normedProduct(run, x, weights.norm, weights.head);
+    const head = this.#quantizedHead;
+    if (head) {
+      const normed = run.run1(rmsNorm, [x, weights.norm], { eps: this.config.rmsNormEps });
+      return run.run1(
+        quantizedMatmul,
+        [normed, head.packed, head.scales, head.zeros, undefined, head.offsets],
+        {
+          format: head.format,
+        },
+      );
+    }
+    return this.#normedProduct(run, x, weights.norm, weights.head!);
   }
 
   /** rmsNorm(x, norm)·weightᵀ: one kernel for a decode step, the norm and the product for a chunk. */
@@ -631,7 +697,7 @@ export class LlamaModel {
   ): Tensor {
     const q = quantized?.[name];
     if (q) {
-      return run.run1(quantizedMatmul, [input, q.packed, q.scales, q.zeros, residual], {
+      return run.run1(quantizedMatmul, [input, q.packed, q.scales, q.zeros, residual, q.offsets], {
         format: q.format,
         beta: 1,
       });
@@ -808,6 +874,8 @@ export class LlamaModel {
     this.#disposed = true;
     for (const t of llamaWeightTensors(this.weights)) t.dispose();
     for (const layer of this.#quantized ?? []) disposeQuantizedLayer(layer);
+    this.#quantizedEmbedding?.dispose();
+    if (this.#quantizedHead !== this.#quantizedEmbedding) this.#quantizedHead?.dispose();
     for (const c of this.#caches) {
       c.k.dispose();
       c.v.dispose();

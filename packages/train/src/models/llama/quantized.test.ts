@@ -1,4 +1,14 @@
-import { createCpuBackend, InvalidArgumentError, quantizedMatmul } from '@rayo/core';
+import {
+  createCpuBackend,
+  InvalidArgumentError,
+  QUANT_FORMATS,
+  quantizedMatmul,
+  quantizeWeights,
+  quantLayout,
+  ShapeError,
+  type Tensor,
+  uploadQuantized,
+} from '@rayo/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LlamaModel } from './model.js';
 import { removeTinyLlamas, tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from './tinyLlama.testkit.js';
@@ -18,16 +28,17 @@ function argmax(row: Float32Array): number {
 describe('LlamaModel with quantized projections', async () => {
   const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 3));
 
-  it('q8 and q4 follow the dense model: close logits, and q8 the same greedy token', async () => {
+  it('8-bit and 4-bit formats follow the dense model: close logits, and 8 bits the same greedy token', async () => {
     using dense = await LlamaModel.load(backend, dir);
     using want = dense.prefill(prompt);
     const wanted = (await want.read()) as Float32Array;
     const vocab = config.vocab_size as number;
-    for (const format of ['q8', 'q4g32', 'q4g128'] as const) {
+    for (const format of QUANT_FORMATS) {
+      const eightBits = quantLayout(format, 1).bits === 8;
       using model = await LlamaModel.load(backend, dir, { weightFormat: format });
       expect(model.quantization?.format).toBe(format);
       expect(model.quantization!.quantizedBytes).toBeLessThan(model.quantization!.denseBytes / 3);
-      expect(model.quantization!.rmsRelativeError).toBeLessThan(format === 'q8' ? 0.01 : 0.15);
+      expect(model.quantization!.rmsRelativeError).toBeLessThan(eightBits ? 0.01 : 0.15);
       using got = model.prefill(prompt);
       const values = (await got.read()) as Float32Array;
       let maxError = 0;
@@ -36,10 +47,10 @@ describe('LlamaModel with quantized projections', async () => {
         maxError = Math.max(maxError, Math.abs(values[i]! - wanted[i]!));
         spread = Math.max(spread, Math.abs(wanted[i]!));
       }
-      expect(maxError).toBeLessThan(spread * (format === 'q8' ? 0.02 : 0.25));
+      expect(maxError).toBeLessThan(spread * (eightBits ? 0.02 : 0.25));
       // 8 bits keep the greedy token of this tiny model; 4 bits may flip its close calls.
       const last = (a: Float32Array) => a.subarray(a.length - vocab);
-      if (format === 'q8') expect(argmax(last(values))).toBe(argmax(last(wanted)));
+      if (eightBits) expect(argmax(last(values)), format).toBe(argmax(last(wanted)));
     }
   });
 
@@ -60,6 +71,43 @@ describe('LlamaModel with quantized projections', async () => {
       argmax(logits.subarray((prompt.length - 1 + i) * vocab, (prompt.length + i) * vocab)),
     );
     expect(picked).toEqual(tokens);
+  });
+
+  it('takes a quantized embedding and head in place of the dense ones, and refuses ones of another shape', async () => {
+    using dense = await LlamaModel.load(backend, dir);
+    const vocab = config.vocab_size as number;
+    const hidden = config.hidden_size as number;
+    const quantizedOf = async (t: Tensor) =>
+      uploadQuantized(backend, quantizeWeights(await t.read(), [vocab, hidden], 'q8g32'));
+    const embedding = await quantizedOf(dense.weights.embedding!);
+    const head = await quantizedOf(dense.weights.head!);
+    // The model shares dense's layers and norm, so it is not disposed: dense frees those, the test the rest.
+    const weights = { ...dense.weights, embedding: undefined, head: undefined };
+    const model = new LlamaModel(backend, dense.config, weights, { quantized: { embedding, head } });
+    using want = dense.prefill(prompt);
+    using got = model.prefill(prompt);
+    const [a, b] = [(await got.read()) as Float32Array, (await want.read()) as Float32Array];
+    let maxError = 0;
+    let spread = 0;
+    for (let i = 0; i < b.length; i++) {
+      maxError = Math.max(maxError, Math.abs(a[i]! - b[i]!));
+      spread = Math.max(spread, Math.abs(b[i]!));
+    }
+    expect(maxError).toBeGreaterThan(0);
+    expect(maxError).toBeLessThan(spread * 0.02);
+    const short = uploadQuantized(
+      backend,
+      quantizeWeights(new Float32Array(3 * hidden).fill(1), [3, hidden], 'q8g32'),
+    );
+    expect(
+      () => new LlamaModel(backend, dense.config, weights, { quantized: { embedding: short, head } }),
+    ).toThrow(ShapeError);
+    expect(() => new LlamaModel(backend, dense.config, weights, { quantized: { embedding } })).toThrow(
+      /weight 'lm_head\.weight' does not fit the config/,
+    );
+    short.dispose();
+    embedding.dispose();
+    head.dispose();
   });
 
   it('refuses a format that is none', async () => {

@@ -3,6 +3,7 @@ import {
   type HostArray,
   InvalidArgumentError,
   isQuantFormat,
+  QUANT_FORMATS,
   type QuantFormat,
   type QuantizedWeight,
   quantizationError,
@@ -15,9 +16,10 @@ import { LLAMA_PROJECTIONS, type LlamaWeights } from './weights.js';
 
 /**
  * How a model stores its projection weights (q, k, v, o, gate, up, down) on
- * the device: int8 per output row, or 4 bits with a scale per 32 or 128
- * weights (see @rayo/core's quantized layouts). The embedding, the norms and
- * the head stay in the model's weight dtype.
+ * the device: int8 per output row or with a scale per 32 or 16 weights, or 4
+ * bits with a scale per 32 or 128 weights (or a scale and an offset per 32),
+ * see @rayo/core's quantized layouts. Quantizing on load leaves the
+ * embedding, the norms and the head in the model's weight dtype.
  */
 export type LlamaWeightFormat = QuantFormat;
 
@@ -44,7 +46,7 @@ export function checkWeightFormat(backend: Backend, format: unknown): asserts fo
     throw new InvalidArgumentError('weightFormat must be a quantized format', {
       kernel: 'LlamaModel',
       argument: 'weightFormat',
-      expected: "'q8' | 'q4g32' | 'q4g128'",
+      expected: QUANT_FORMATS.map((f) => `'${f}'`).join(' | '),
       actual: String(format),
     });
   }

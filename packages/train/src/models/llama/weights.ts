@@ -51,11 +51,15 @@ export const LLAMA_PROJECTIONS = [
 ] as const satisfies readonly (keyof LlamaLayerWeights)[];
 
 export interface LlamaWeights {
-  readonly embedding: Tensor;
+  /** The token table [vocab, hidden]; absent where the model is given it quantized. */
+  readonly embedding: Tensor | undefined;
   readonly layers: readonly LlamaLayerWeights[];
   readonly norm: Tensor;
-  /** The output projection [vocab, hidden]: the embedding itself when the config ties them. */
-  readonly head: Tensor;
+  /**
+   * The output projection [vocab, hidden]: the embedding itself when the
+   * config ties them; absent where the model is given it quantized.
+   */
+  readonly head: Tensor | undefined;
 }
 
 const KERNEL = 'loadLlama';
@@ -260,7 +264,11 @@ function namedLlamaWeights(config: LlamaConfig, weights: LlamaWeights): Map<stri
 export function checkLlamaWeights(
   config: LlamaConfig,
   weights: LlamaWeights,
-  options: { readonly quantizedProjections?: boolean } = {},
+  options: {
+    readonly quantizedProjections?: boolean;
+    readonly quantizedEmbedding?: boolean;
+    readonly quantizedHead?: boolean;
+  } = {},
 ): LlamaWeightDType {
   if (weights.layers.length !== config.numHiddenLayers) {
     throw new InvalidArgumentError('one set of weights per layer is needed', {
@@ -279,13 +287,17 @@ export function checkLlamaWeights(
     });
   }
   const named = namedLlamaWeights(config, weights);
-  const embeddingDtype = weights.embedding.dtype;
+  // The matrices' dtype: the embedding's, or where it is quantized the first float matrix's (f32 where none is).
+  const first = [...named].find(([name, t]) => t !== undefined && !isNormWeight(name))?.[1];
+  const embeddingDtype = first?.dtype;
   const dtype: LlamaWeightDType =
     embeddingDtype === 'f16' || embeddingDtype === 'bf16' ? embeddingDtype : 'f32';
   for (const [name, shape] of llamaWeightShapes(config)) {
     const tensor = named.get(name);
-    // Quantized layers replace the projections (checked where they are made); absent ones are fine.
+    // Quantized layers, embedding and head replace the dense ones (checked where they are made); absent ones are fine.
     if (options.quantizedProjections && tensor === undefined && isProjection(name)) continue;
+    if (options.quantizedEmbedding && tensor === undefined && name === 'model.embed_tokens.weight') continue;
+    if (options.quantizedHead && tensor === undefined && name === 'lm_head.weight') continue;
     const want = isNormWeight(name) ? 'f32' : dtype;
     if (tensor?.dtype !== want || !shapesEqual(tensor.shape, shape)) {
       const shapeFits = tensor !== undefined && shapesEqual(tensor.shape, shape);
@@ -315,5 +327,5 @@ export function llamaWeightTensors(weights: LlamaWeights): Tensor[] {
     weights.norm,
     weights.head,
   ];
-  return [...new Set(all)];
+  return [...new Set(all)].filter((t): t is Tensor => t !== undefined);
 }

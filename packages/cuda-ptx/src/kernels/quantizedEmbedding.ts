@@ -1,0 +1,164 @@
+import { FLOAT, type QuantFormat, quantizedEmbedding, quantLayout } from '@rayo/core';
+import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
+import { PtxModule } from '../ptx/module.js';
+import { BLOCK, checkElementCount, gridFor } from './common.js';
+import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf } from './storage.js';
+
+// quantizedEmbedding: y[r, :] = dequant(table)[ids[r], :] for a table in one
+// of core's quantized formats (quant/layout.ts has the bits). A gather reads
+// one row per id, so a thread per output element is enough: it reads its
+// code's u32 word, its group's scale (and zero point or offset), and writes
+// the value the format defines, f32(f32((q − zero) · scale) − offset),
+// rounded where ggml rounds (mul.rn then sub.rn): the reference's bits. An
+// id outside [0, V) (compared as unsigned) reads nothing and writes NaN.
+
+export const QUANT_EMBEDDING_ENTRY = 'quantized_embedding';
+
+export interface QuantEmbeddingVariant {
+  readonly format: QuantFormat;
+  /** Zero points per group (q4g32, q4g128). */
+  readonly zeros: boolean;
+  /** Storage of the scales (and offsets). */
+  readonly scale: FloatStorage;
+}
+
+export function quantEmbeddingKey(v: QuantEmbeddingVariant): string {
+  return `quantized/embedding/${v.format}${v.zeros ? '/zeros' : ''}${storageKey([v.scale])}`;
+}
+
+export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
+  const layout = quantLayout(v.format, 1);
+  const scaleBytes = STORAGE_BYTES[v.scale];
+  const m = new PtxModule();
+  m.entry(
+    QUANT_EMBEDDING_ENTRY,
+    {
+      ids: 'ptr',
+      packed: 'ptr',
+      scales: 'ptr',
+      zeros: 'ptr',
+      offsets: 'ptr',
+      y: 'ptr',
+      total: 'u32',
+      dim: 'u32',
+      vocab: 'u32',
+      rowWords: 'u32',
+      groups: 'u32',
+      zeroWords: 'u32',
+    },
+    (k, p) => {
+      const ids = k.globalPointer(p.ids);
+      const packed = k.globalPointer(p.packed);
+      const scales = k.globalPointer(p.scales);
+      const zeros = k.globalPointer(p.zeros);
+      const offsets = k.globalPointer(p.offsets);
+      const y = k.globalPointer(p.y);
+      const total = k.ldParam(p.total);
+      const dim = k.ldParam(p.dim);
+      const vocab = k.ldParam(p.vocab);
+      const rowWords = k.ldParam(p.rowWords);
+      const groups = k.ldParam(p.groups);
+      const zeroWords = k.ldParam(p.zeroWords);
+      k.gridStrideLoop(total, (e) => {
+        const row = k.div('u32', k.reg('u32'), e, dim);
+        const col = k.sub('u32', k.reg('u32'), e, k.mulLo('u32', k.reg('u32'), row, dim));
+        const id = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(ids, row, 4), { nc: true });
+        const valid = k.setp('lo', 'u32', k.reg('pred'), id, vocab);
+        const word = k.mov('b32', k.reg('u32'), 0);
+        const at = k.madLo(
+          'u32',
+          k.reg('u32'),
+          id,
+          rowWords,
+          k.shr('u32', k.reg('u32'), col, Math.log2(layout.perWord)),
+        );
+        k.predicated(valid, () => k.ldGlobal('u32', word, k.elementAddress(packed, at, 4), { nc: true }));
+        const shift = k.mulLo(
+          'u32',
+          k.reg('u32'),
+          k.and('b32', k.reg('u32'), col, layout.perWord - 1),
+          layout.bits,
+        );
+        let code = k.reg('f32');
+        if (layout.bits === 8) {
+          // The byte moved to the top of the word, then shifted back with its sign.
+          const up = k.shl('b32', k.reg('u32'), word, k.sub('u32', k.reg('u32'), 24, shift));
+          const signed = k.shr('s32', k.reg('s32'), up, 24);
+          k.cvt('f32', 's32', code, signed, { rnd: 'rn' });
+        } else {
+          const nibble = k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), word, shift), 0xf);
+          k.cvt('f32', 'u32', code, nibble, { rnd: 'rn' });
+        }
+        const g = layout.scalePerRow
+          ? k.mov('u32', k.reg('u32'), 0)
+          : k.shr('u32', k.reg('u32'), col, Math.log2(layout.groupSize));
+        const groupAt = k.madLo('u32', k.reg('u32'), id, groups, g);
+        if (v.zeros) {
+          const zw = k.mov('b32', k.reg('u32'), 0);
+          const zAt = k.madLo('u32', k.reg('u32'), id, zeroWords, k.shr('u32', k.reg('u32'), g, 3));
+          k.predicated(valid, () => k.ldGlobal('u32', zw, k.elementAddress(zeros, zAt, 4), { nc: true }));
+          const zShift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), g, 7), 2);
+          const zero = k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), zw, zShift), 0xf);
+          const zf = k.cvt('f32', 'u32', k.reg('f32'), zero, { rnd: 'rn' });
+          code = k.sub('f32', k.reg('f32'), code, zf, { rnd: 'rn' });
+        } else if (layout.offset !== 0) {
+          code = k.sub('f32', k.reg('f32'), code, layout.offset, { rnd: 'rn' });
+        }
+        const s = k.reg('f32');
+        loadAsF32(k, v.scale, [s], k.elementAddress(scales, groupAt, scaleBytes), { ok: valid });
+        const value = k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' });
+        if (layout.offsets) {
+          const o = k.reg('f32');
+          loadAsF32(k, v.scale, [o], k.elementAddress(offsets, groupAt, scaleBytes), { ok: valid });
+          k.sub('f32', value, value, o, { rnd: 'rn' });
+        }
+        const out = k.selp('f32', k.reg('f32'), value, Number.NaN, valid);
+        k.stGlobal('f32', k.elementAddress(y, e, 4), out);
+      });
+    },
+    { maxThreadsPerBlock: BLOCK },
+  );
+  return m;
+}
+
+export const QUANTIZED_EMBEDDING_KERNELS: readonly AnyCudaKernel[] = [
+  cudaKernel(
+    quantizedEmbedding,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [ids, packed, scales, zeros, offsets] = inputs;
+      const y = outputs[0]!;
+      if (y.size === 0) return;
+      checkElementCount(quantizedEmbedding.name, 'y', y.size);
+      const layout = quantLayout(attrs.format, attrs.dim);
+      const variant: QuantEmbeddingVariant = {
+        format: attrs.format,
+        zeros: zeros !== undefined,
+        scale: storageOf(scales!),
+      };
+      encoder.launch({
+        key: quantEmbeddingKey(variant),
+        module: () => quantEmbeddingModule(variant),
+        entry: QUANT_EMBEDDING_ENTRY,
+        grid: gridFor(encoder.device, y.size),
+        block: BLOCK,
+        args: {
+          ids: ids!,
+          packed: packed!,
+          scales: scales!,
+          // Unused without them; any valid address.
+          zeros: zeros ?? packed!,
+          offsets: offsets ?? scales!,
+          y,
+          total: y.size,
+          dim: attrs.dim,
+          vocab: packed!.shape[0]!,
+          rowWords: layout.rowWords,
+          groups: layout.groups,
+          zeroWords: layout.zeroWords,
+        },
+      });
+    },
+    // The scales (and offsets) in f32, f16 or bf16; y is f32.
+    { dtypes: FLOAT },
+  ),
+];

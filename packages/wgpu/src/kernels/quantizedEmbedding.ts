@@ -1,0 +1,121 @@
+import { FLOAT, type QuantFormat, quantizedEmbedding, quantLayout } from '@rayo/core';
+import { type AnyWgpuKernel, storage, uniform, wgpuKernel } from '../kernel.js';
+import { paramLayout } from '../params.js';
+import { storageOf } from '../wgsl/half.js';
+import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+
+// quantizedEmbedding: y[r, :] = dequant(table)[ids[r], :] for a table in one
+// of core's quantized formats (quant/layout.ts has the bits), one invocation
+// per output element: its code's u32 word, its group's scale (and zero point
+// or offset), (q − zero) · scale (− offset). An id outside [0, V) is compared
+// as u32 and reads nothing: its row is NaN. The scales' storage is a
+// parameter (one shader per format).
+
+const PARAMS = paramLayout([
+  ['count', 'u32'],
+  ['dim', 'u32'],
+  ['vocab', 'u32'],
+  ['rowWords', 'u32'],
+  ['groups', 'u32'],
+  ['zeroWords', 'u32'],
+  /** 1 when zero points are given. */
+  ['hasZeros', 'u32'],
+  /** How the scales (and offsets) are stored: 0 f32, 1 f16, 2 bf16 (all bound as u32 words). */
+  ['scaleKind', 'u32'],
+] as const);
+
+const SCALE_KINDS = { f32: 0, f16: 1, bf16: 2 } as const;
+
+export function quantEmbeddingShader(format: QuantFormat) {
+  const layout = quantLayout(format, 1);
+  const names: [string, string, 'read' | 'read_write'][] = [
+    ['ids', 'i32', 'read'],
+    ['packed', 'u32', 'read'],
+    ['scales', 'u32', 'read'],
+    ...(layout.zeroPoints ? [['zeros', 'u32', 'read'] as [string, string, 'read']] : []),
+    ...(layout.offsets ? [['offsets', 'u32', 'read'] as [string, string, 'read']] : []),
+    ['y', 'f32', 'read_write'],
+  ];
+  const code =
+    layout.bits === 8 ? `f32((bitcast<i32>(word) << (24u - shift)) >> 24u)` : `f32((word >> shift) & 15u)`;
+  const zero = layout.zeroPoints
+    ? `select(8.0, f32((zeros[id * params.zeroWords + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u), params.hasZeros != 0u)`
+    : `${layout.offset}.0`;
+  return {
+    key: `quantized/embedding/${format}/wg${WG}`,
+    kernel: quantizedEmbedding.name,
+    code: () => `
+${PARAMS.wgsl}
+${names.map(([name, type, access], i) => storage(i, name, type, access)).join('\n')}
+${uniform(names.length)}
+var<private> nanBits: u32 = 0x7fc00000u;
+// Element i of a float array stored as u32 words: f32, or a half of a word (f16, bf16).
+fn float_at(i: u32, word: u32) -> f32 {
+  if (params.scaleKind == 0u) { return bitcast<f32>(word); }
+  let half = (word >> ((i & 1u) * 16u)) & 0xffffu;
+  if (params.scaleKind == 1u) { return unpack2x16float(half).x; }
+  return bitcast<f32>(half << 16u);
+}
+fn word_index(i: u32) -> u32 { return select(i >> 1u, i, params.scaleKind == 0u); }
+
+@compute @workgroup_size(${WG})
+fn main(${BUILTINS}) {
+  ${elementIndex('params.count')}
+  let id = bitcast<u32>(ids[i / params.dim]);
+  if (id >= params.vocab) {
+    y[i] = bitcast<f32>(nanBits);
+    return;
+  }
+  let col = i % params.dim;
+  let word = packed[id * params.rowWords + col / ${layout.perWord}u];
+  let shift = (col % ${layout.perWord}u) * ${layout.bits}u;
+  let g = ${layout.scalePerRow ? '0u' : `col / ${layout.groupSize}u`};
+  let at = id * params.groups + g;
+  let s = float_at(at, scales[word_index(at)]);
+  let value = (${code} - ${zero}) * s;
+  y[i] = ${layout.offsets ? 'value - float_at(at, offsets[word_index(at)])' : 'value'};
+}`,
+  };
+}
+
+export const QUANTIZED_EMBEDDING_KERNELS: readonly AnyWgpuKernel[] = [
+  wgpuKernel(
+    quantizedEmbedding,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [ids, packed, scales, zeros, offsets] = inputs;
+      const y = outputs[0]!;
+      const count = y.size;
+      if (count === 0) return;
+      const layout = quantLayout(attrs.format, attrs.dim);
+      const buffers = [
+        ids!,
+        packed!,
+        scales!,
+        // Absent zero points bind a read-only placeholder the shader never reads.
+        ...(layout.zeroPoints ? [zeros ?? packed!] : []),
+        ...(layout.offsets ? [offsets!] : []),
+        y,
+      ];
+      encoder.dispatch({
+        shader: quantEmbeddingShader(attrs.format),
+        buffers,
+        params: {
+          layout: PARAMS,
+          values: {
+            count,
+            dim: attrs.dim,
+            vocab: packed!.shape[0]!,
+            rowWords: layout.rowWords,
+            groups: layout.groups,
+            zeroWords: layout.zeroWords,
+            hasZeros: zeros ? 1 : 0,
+            scaleKind: SCALE_KINDS[storageOf(scales!.dtype)],
+          },
+        },
+        workgroups: elementGrid(encoder, count),
+      });
+    },
+    // The scales (and offsets) in f32, f16 or bf16, read as stored; y is f32.
+    { dtypes: FLOAT },
+  ),
+];
