@@ -1,4 +1,3 @@
-import type { SubgroupMatrixConfig } from './device.js';
 import {
   type AttrValues,
   bytesPerElement,
@@ -9,6 +8,7 @@ import {
   type KernelSpec,
   type Shape,
 } from '@rayo/core';
+import type { SubgroupMatrixConfig } from './device.js';
 import type { ParamLayout } from './params.js';
 import type { ShaderSource } from './pipelines.js';
 

@@ -291,6 +291,11 @@ export interface GemvVariant {
   readonly subgroups: boolean;
   /** How b is stored (f32, or halves in u32 words). */
   readonly b: Storage;
+  /**
+   * How a is stored: f32, or (with b in the same half) halves in u32 words,
+   * read in place rather than widened into scratch by another dispatch.
+   */
+  readonly a?: Storage;
   readonly out: Output;
 }
 
@@ -318,13 +323,18 @@ export const CHECK_SUBGROUP_LAYOUT = `let inOrder = subgroupAll(sgid == tid % sg
 function gemvDotBody(v: GemvVariant): string {
   const cs = Array.from({ length: GEMV_DOT_COLS }, (_, c) => c);
   const per = dotStep(v.b);
+  const aStorage = v.a ?? 'f32';
   const step = (k: string) => {
     if (!v.vecB) {
       const terms = cs.map((c) => `acc${c} = fma(av, ${loadScalar(v.b, 'b', `bRow${c} + ${k}`)}, acc${c});`);
-      return `{ let av = a[aBase + ${k}];
+      return `{ let av = ${loadScalar(aStorage, 'a', `aBase + ${k}`)};
         ${terms.join('\n        ')} }`;
     }
-    const as = aPieces(per, v.vecA, (kk) => `a[aBase + ${kk}]`, 'aBase / 4u', k);
+    // A half a (with b in the same half) is one vector of 8 per step, as b is.
+    const as =
+      aStorage !== 'f32' && v.vecA
+        ? unpackVector(aStorage, `a[aBase / ${per}u + ${k}]`)
+        : aPieces(per, v.vecA, (kk) => loadScalar(aStorage, 'a', `aBase + ${kk}`), 'aBase / 4u', k);
     const names = as.map((_, j) => `av${j}`);
     const terms = cs.map(
       (c) =>
@@ -374,7 +384,7 @@ function gemvAxpyBody(v: GemvVariant): string {
     const bv = v.vecB
       ? unpackQuad(v.b, `b[(bBase + (${k}) * params.n + col) / 4u]`)
       : loadScalar(v.b, 'b', `bBase + (${k}) * params.n + col`);
-    return `acc = fma(${type}(a[aBase + ${k}]), ${bv}, acc);`;
+    return `acc = fma(${type}(${loadScalar(v.a ?? 'f32', 'a', `aBase + ${k}`)}), ${bv}, acc);`;
   };
   const subgroupSum = `
   ${CHECK_SUBGROUP_LAYOUT}
@@ -408,7 +418,7 @@ export function gemvShader(v: GemvVariant, kernel: string) {
     'matmul/gemv',
     v.transB ? `dot/c${GEMV_DOT_COLS}u${GEMV_DOT_UNROLL}` : `axpy/l${v.lanes}u${GEMV_AXPY_UNROLL}`,
     v.subgroups ? 'subgroups' : 'workgroup',
-    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}${storageKey(v.b)}`,
+    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}${storageKey(v.b)}${v.a && v.a !== 'f32' ? `/a-${v.a}` : ''}`,
     outputKey(v.out),
   ].join('/');
   const red = v.transB
@@ -419,7 +429,7 @@ export function gemvShader(v: GemvVariant, kernel: string) {
     : '';
   const code = () => `${v.subgroups ? 'enable subgroups;\n' : ''}
 ${PARAMS.wgsl}
-${bindings(v.vecA, bBinding(v.transB, v.vecB, v.b), v.out, v.b)}
+${bindings(v.vecA, bBinding(v.transB, v.vecB, v.b), v.out, v.b, v.a)}
 var<workgroup> red: ${red};
 ${v.subgroups ? 'var<workgroup> scattered: atomic<u32>;' : ''}
 ${emitFunctions(v.out)}
