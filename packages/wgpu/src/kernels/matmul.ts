@@ -396,15 +396,48 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall, kernel: s
       return;
     }
   }
-  // The GEMV (M = 1) reads a half a in place when b is stored in the same half.
+  // The GEMV (M = 1) reads a half a in place when b is stored in the same
+  // half, and (one K split, b stored [N, K], no epilogue, N even) stores a
+  // half y in place too: no cast dispatches around it.
   const halfA = call.m === 1 && call.k > 0 && isHalf(a.dtype) && b.dtype === a.dtype;
   const widen = halfA ? { c, bias } : { a, c, bias };
-  encodeWithF32Activations(encoder, kernel, widen, { y, z }, (inputs, outputs) =>
-    encodeF32Activations(encoder, { ...call, ...inputs, ...outputs, y: outputs.y! }, kernel),
+  const halfY = halfA && call.activation === undefined && halfGemvStoresY(encoder, call);
+  const outputs = halfY ? {} : { y, z };
+  encodeWithF32Activations(encoder, kernel, widen, outputs, (inputs, wide) =>
+    encodeF32Activations(
+      encoder,
+      { ...call, ...inputs, ...wide, y: (wide as { y?: Operand }).y ?? y },
+      kernel,
+      halfY ? storageOf(y.dtype) : 'f32',
+    ),
   );
 }
 
-function encodeF32Activations(encoder: KernelEncoder, call: MatmulCall, kernel: string): void {
+/** Whether the GEMV of `call` (M = 1, half a and b) can store its half y in place. */
+function halfGemvStoresY(encoder: KernelEncoder, call: MatmulCall): boolean {
+  const { a, b, c, y } = call;
+  if (!call.transB || call.n % 2 !== 0 || y.offset % 4 !== 0) return false;
+  const plan = planMatmul(
+    {
+      ...call,
+      offsets: { a: a.offset, b: b.offset, c: c?.offset, y: y.offset },
+      a: storageOf(a.dtype),
+      b: storageOf(b.dtype),
+    },
+    {
+      maxWorkgroupBytes: encoder.limits.maxComputeWorkgroupStorageSize,
+      subgroups: encoder.features.has('subgroups'),
+    },
+  );
+  return plan.path === 'gemv' && plan.splits === 1;
+}
+
+function encodeF32Activations(
+  encoder: KernelEncoder,
+  call: MatmulCall,
+  kernel: string,
+  yStorage: Storage = 'f32',
+): void {
   const { a, b, c, y, batch, m, n, bias, z } = call;
   const total = batch * m * n;
   if (total === 0) return;
@@ -435,7 +468,12 @@ function encodeF32Activations(encoder: KernelEncoder, call: MatmulCall, kernel: 
     plan.path === 'tile'
       ? tileShader({ ...plan.variant, out }, kernel)
       : plan.path === 'gemv'
-        ? gemvShader({ ...plan.variant, out }, kernel)
+        ? gemvShader(
+            yStorage === 'f32'
+              ? { ...plan.variant, out }
+              : { ...plan.variant, y: yStorage, out: { vec: false, c: out.c } },
+            kernel,
+          )
         : streamShader({ ...plan.variant, out }, kernel),
   );
 }

@@ -1,4 +1,11 @@
-import { batchedMatmul, inferKernel, linear, matmul, UnsupportedOnBackendError } from '@rayo/core';
+import {
+  batchedMatmul,
+  f16BitsToF32,
+  inferKernel,
+  linear,
+  matmul,
+  UnsupportedOnBackendError,
+} from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backendProvider, createWgpuBackend, type WgpuBackend } from '../index.js';
@@ -80,6 +87,8 @@ describe('f16 matrix product plans', () => {
       ).code();
     const plain = wgsl(false, false);
     expect(plain).toContain('enable chromium_experimental_subgroup_matrix;');
+    // Fragment offsets depend on subgroup_id: uniform per subgroup, not per workgroup.
+    expect(plain).toContain('diagnostic(off, chromium.subgroup_matrix_uniformity);');
     expect(plain).toContain('subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&tile_a, ca + sgRow');
     expect(plain).toMatch(/subgroup_matrix_left<f16, 16, 16>>\(&tile_a, [^;]*, false, 40u\)/);
     expect(plain).toMatch(/subgroup_matrix_right<f16, 16, 16>>\(&tile_b, [^;]*, false, 136u\)/);
@@ -110,6 +119,9 @@ describe.skipIf(unavailable !== undefined)('f16 matrix products on the device (e
 
   const rng = new Rng(0xf16);
   const random = (n: number) => Array.from({ length: n }, () => rng.uniform(-1, 1));
+  /** The values of a half tensor as read back (f16 bits), for the reference. */
+  const valuesOf = async (t: { read(): Promise<unknown> }) =>
+    Float32Array.from((await t.read()) as Uint16Array, f16BitsToF32);
 
   async function check(
     batch: number | undefined,
@@ -127,7 +139,7 @@ describe.skipIf(unavailable !== undefined)('f16 matrix products on the device (e
     const b = backend.upload(random(size(bShape)), bShape, 'f16');
     const c = withC ? backend.upload(random(m * n), [m, n], 'f16') : undefined;
     // The reference sees the rounded halves.
-    const [av, bv, cv] = await Promise.all([a.read(), b.read(), c?.read()]);
+    const [av, bv, cv] = await Promise.all([valuesOf(a), valuesOf(b), c && valuesOf(c)]);
     const metas = [a, b, c].map((t) => (t ? { shape: t.shape, dtype: t.dtype } : undefined));
     let expected: Float32Array;
     let y: ReturnType<WgpuBackend['run']>[number];
@@ -183,7 +195,7 @@ describe.skipIf(unavailable !== undefined)('f16 matrix products on the device (e
     const x = backend.upload(random(m * k), [m, k], 'f16');
     const w = backend.upload(random(n * k), [n, k], 'f16');
     const bias = backend.upload(random(n), [n], 'f16');
-    const [xv, wv, bv] = await Promise.all([x.read(), w.read(), bias.read()]);
+    const [xv, wv, bv] = await Promise.all([valuesOf(x), valuesOf(w), valuesOf(bias)]);
     const metas = [x, w, bias].map((t) => ({ shape: t.shape, dtype: t.dtype }));
     const attrs = { activation: 'gelu' as const };
     const io = inferKernel(linear, metas, attrs);

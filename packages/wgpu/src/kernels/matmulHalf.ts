@@ -306,7 +306,7 @@ fn emulatedStore(at: u32, acc: array<f32, ${frag / shape.lanes}>, lane: u32) {
     const sid = real ? 'sg' : `(tid / ${shape.lanes}u)`;
     const lane = real ? 'sgLane' : `(tid % ${shape.lanes}u)`;
     return `${real ? 'enable chromium_experimental_subgroup_matrix;\nenable subgroups;\n' : ''}enable f16;
-${real ? 'diagnostic(off, chromium_experimental.subgroup_matrix_uniformity);\n' : ''}
+${real ? 'diagnostic(off, chromium.subgroup_matrix_uniformity);\n' : ''}
 ${PARAMS.wgsl}
 ${binds.join('\n')}
 var<workgroup> tile_a: array<f16, ${2 * la.size}>;

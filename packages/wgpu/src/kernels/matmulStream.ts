@@ -1,6 +1,7 @@
 import {
   bindingType,
   loadScalar,
+  narrowFunctions,
   quadType,
   type Storage,
   unpackQuad,
@@ -296,6 +297,11 @@ export interface GemvVariant {
    * read in place rather than widened into scratch by another dispatch.
    */
   readonly a?: Storage;
+  /**
+   * How y is stored: f32, or (transB, one K split, no epilogue, N even) halves
+   * in u32 words, two adjacent outputs rounded and stored per word.
+   */
+  readonly y?: Storage;
   readonly out: Output;
 }
 
@@ -365,7 +371,28 @@ function gemvDotBody(v: GemvVariant): string {
   var total = 0.0;${v.subgroups ? subgroupSum : ''}
   ${treeReduce(GEMV_DOT_COLS, GEMV_THREADS, 1, 'tid')}
   if (tid < ${GEMV_DOT_COLS}u) { total = red[tid * ${GEMV_THREADS}u]; }${v.subgroups ? '\n  }' : ''}
-  if (tid < ${GEMV_DOT_COLS}u && n0 + tid < params.n) { emit1(yBase + n0 + tid, total, yOff); }`;
+  ${v.y && v.y !== 'f32' ? halfPairStore(v.y, v.out.c) : `if (tid < ${GEMV_DOT_COLS}u && n0 + tid < params.n) { emit1(yBase + n0 + tid, total, yOff); }`}`;
+}
+
+/**
+ * WGSL: the workgroup's outputs (\`total\` of invocations below
+ * GEMV_DOT_COLS) stored two per u32 word of a half y, each rounded once to
+ * nearest even: y = alpha·total (+ beta·c). Words never straddle
+ * workgroups: n0 and N are even.
+ */
+function halfPairStore(y: Exclude<Storage, 'f32'>, c: boolean): string {
+  const value = (col: string, j: string) =>
+    `params.alpha * outv[${j}]${c ? ` + params.beta * c[yBase + ${col}]` : ''}`;
+  return `if (tid < ${GEMV_DOT_COLS}u) { outv[tid] = total; }
+  workgroupBarrier();
+  if (tid < ${GEMV_DOT_COLS / 2}u) {
+    let col = n0 + 2u * tid;
+    if (col < params.n) {
+      let lo = to_${y}(${value('col', '2u * tid')});
+      let hi = to_${y}(${value('col + 1u', '2u * tid + 1u')});
+      y[(yBase + col) / 2u] = lo | (hi << 16u);
+    }
+  }`;
 }
 
 /**
@@ -414,11 +441,14 @@ function gemvAxpyBody(v: GemvVariant): string {
 }
 
 export function gemvShader(v: GemvVariant, kernel: string) {
+  const halfY = v.y && v.y !== 'f32' ? v.y : undefined;
+  if (halfY && (!v.transB || v.out.epilogue || v.out.vec))
+    throw new Error('a half y is stored by the dot GEMV only, without an epilogue');
   const key = [
     'matmul/gemv',
     v.transB ? `dot/c${GEMV_DOT_COLS}u${GEMV_DOT_UNROLL}` : `axpy/l${v.lanes}u${GEMV_AXPY_UNROLL}`,
     v.subgroups ? 'subgroups' : 'workgroup',
-    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}${storageKey(v.b)}${v.a && v.a !== 'f32' ? `/a-${v.a}` : ''}`,
+    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}${storageKey(v.b)}${v.a && v.a !== 'f32' ? `/a-${v.a}` : ''}${v.y && v.y !== 'f32' ? `/y-${v.y}` : ''}`,
     outputKey(v.out),
   ].join('/');
   const red = v.transB
@@ -429,10 +459,10 @@ export function gemvShader(v: GemvVariant, kernel: string) {
     : '';
   const code = () => `${v.subgroups ? 'enable subgroups;\n' : ''}
 ${PARAMS.wgsl}
-${bindings(v.vecA, bBinding(v.transB, v.vecB, v.b), v.out, v.b, v.a)}
+${bindings(v.vecA, bBinding(v.transB, v.vecB, v.b), v.out, v.b, v.a, v.y)}
 var<workgroup> red: ${red};
 ${v.subgroups ? 'var<workgroup> scattered: atomic<u32>;' : ''}
-${emitFunctions(v.out)}
+${halfY ? `var<workgroup> outv: array<f32, ${GEMV_DOT_COLS}>;\n${narrowFunctions(halfY)}` : emitFunctions(v.out)}
 
 @compute @workgroup_size(${GEMV_THREADS})
 fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins}) {

@@ -166,13 +166,19 @@ export function bindings(
   o: Output,
   b: Storage = 'f32',
   a: Storage = 'f32',
+  y: Storage = 'f32',
 ): string {
   const aBinding =
     a === 'f32' ? bind(0, 'a', vecA, 'read') : storage(0, 'a', vecA ? 'vec4<u32>' : 'u32', 'read');
   const lines = [aBinding, storage(1, 'b', bType, 'read')];
   if (o.c) lines.push(bind(lines.length, 'c', o.vec, 'read'));
   if (o.epilogue?.bias) lines.push(storage(lines.length, 'bias', 'f32', 'read'));
-  lines.push(bind(lines.length, 'y', o.vec, 'read_write'));
+  // A half y is written a u32 word (two elements) at a time.
+  lines.push(
+    y === 'f32'
+      ? bind(lines.length, 'y', o.vec, 'read_write')
+      : storage(lines.length, 'y', 'u32', 'read_write'),
+  );
   if (o.epilogue?.z) lines.push(bind(lines.length, 'z', o.vec, 'read_write'));
   lines.push(uniform(lines.length));
   lines.push(halfFunctions(b));
