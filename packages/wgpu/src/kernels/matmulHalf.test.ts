@@ -89,7 +89,7 @@ describe('f16 matrix product plans', () => {
     expect(plain).toContain('enable chromium_experimental_subgroup_matrix;');
     // Fragment offsets depend on subgroup_id: uniform per subgroup, not per workgroup.
     expect(plain).toContain('diagnostic(off, chromium.subgroup_matrix_uniformity);');
-    expect(plain).toContain('subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&tile_a, ca + sgRow');
+    expect(plain).toContain('subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&tile_a, ca + (sgRow');
     expect(plain).toMatch(/subgroup_matrix_left<f16, 16, 16>>\(&tile_a, [^;]*, false, 40u\)/);
     expect(plain).toMatch(/subgroup_matrix_right<f16, 16, 16>>\(&tile_b, [^;]*, false, 136u\)/);
     expect(plain).toContain('subgroupMatrixMultiplyAccumulate(l3, r1, acc3_1)');
@@ -161,7 +161,7 @@ describe.skipIf(unavailable !== undefined)('f16 matrix products on the device (e
     }
     expect(y.dtype).toBe('f16');
     const bound = Math.max(1e-3, 4 * 2 ** -11 * Math.sqrt(k));
-    const mismatch = compareOutputs('f16', await y.read(), expected, {
+    const mismatch = compareOutputs('f32', await valuesOf(y), expected, {
       rtol: bound,
       atol: bound * Math.sqrt(k),
     });
@@ -202,7 +202,7 @@ describe.skipIf(unavailable !== undefined)('f16 matrix products on the device (e
     const expected = linear.reference([xv, wv, bv], io.attrs, { inputs: metas, outputs: io.outputs });
     const outs = backend.run(linear, [x, w, bias], attrs);
     for (let i = 0; i < outs.length; i++) {
-      const mismatch = compareOutputs('f16', await outs[i]!.read(), expected[i] as Float32Array, {
+      const mismatch = compareOutputs('f32', await valuesOf(outs[i]!), expected[i] as Float32Array, {
         rtol: 4e-3,
         atol: 4e-3,
       });

@@ -219,9 +219,9 @@ export function halfGemmShader(v: HalfGemmVariant, kernel: string) {
     const C = `subgroup_matrix_result<f32, ${shape.n}, ${shape.m}>`;
     /** WGSL: offset in tile_a of the left fragment at row `r` (in the tile), K `kk`. */
     const leftAt = (r: string, kk: string) =>
-      colMajorA ? `${kk} * ${la.stride}u + ${r}` : `${r} * ${la.stride}u + ${kk}`;
+      colMajorA ? `(${kk}) * ${la.stride}u + (${r})` : `(${r}) * ${la.stride}u + (${kk})`;
     const rightAt = (c: string, kk: string) =>
-      colMajorB ? `${c} * ${lb.stride}u + ${kk}` : `${kk} * ${lb.stride}u + ${c}`;
+      colMajorB ? `(${c}) * ${lb.stride}u + (${kk})` : `(${kk}) * ${lb.stride}u + (${c})`;
     // The emulation keeps its fragments in one array and loops where the real
     // kernel unrolls (llvmpipe took minutes to compile the unrolled emulation).
     const accs: string[] = [];
