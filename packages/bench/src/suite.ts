@@ -225,23 +225,25 @@ function tf32Gemm(n: number, when: Modes): BenchCase {
 }
 
 /**
- * One row against a bf16 weight stored [N, K], as a decoder's linear layers
- * hold it: x (and y) f32, or x bf16 too (`all`).
+ * One row against a half weight stored [N, K], as a decoder's linear layers
+ * hold it: x (and y) f32 against bf16 weights, or x, weights and y all bf16
+ * (`bf16`) or all f16 (`f16`).
  */
-function halfGemv([k, n]: readonly [number, number], x: 'f32' | 'bf16', when: Modes): BenchCase {
+function halfGemv([k, n]: readonly [number, number], x: 'f32' | 'bf16' | 'f16', when: Modes): BenchCase {
+  const weights = x === 'f16' ? 'f16' : 'bf16';
   return {
-    id: `gemv-half/${x === 'f32' ? 'f32xbf16' : 'bf16'}-1x${k}x${n}`,
+    id: `gemv-half/${x === 'f32' ? 'f32xbf16' : x}-1x${k}x${n}`,
     family: 'gemv-half',
     spec: matmul,
     inputs: [
       { shape: [1, k], dtype: x },
-      { shape: [n, k], dtype: 'bf16' },
+      { shape: [n, k], dtype: weights },
     ],
     attrs: { transB: true },
     bound: 'bytes',
     x: 2 * k * n,
     ...modes(when),
-    tolerance: x === 'f32' ? MAX_TOL : halfTolerance('bf16'),
+    tolerance: x === 'f32' ? MAX_TOL : halfTolerance(weights),
   };
 }
 
@@ -711,7 +713,7 @@ const CASES: BenchCase[] = [
     halfGemm(dtype, 256, QUICK),
     ...[4096, 8192].map((n) => halfGemm(dtype, n, FULL)),
   ]),
-  ...(['f32', 'bf16'] as const).flatMap((x) => [
+  ...(['f32', 'bf16', 'f16'] as const).flatMap((x) => [
     halfGemv([1024, 1024], x, QUICK),
     halfGemv([4096, 4096], x, FULL),
     halfGemv([4096, 11008], x, FULL),

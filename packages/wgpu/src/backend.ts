@@ -42,7 +42,7 @@ import { BufferPool } from './buffers.js';
 import { type AttributedError, CallErrors, reportedError } from './callErrors.js';
 import { describeAdapter, requestWgpuDevice, type WgpuDevice } from './device.js';
 import { CommandRecorder, type Recording } from './encoder.js';
-import type { AnyWgpuKernel, Operand } from './kernel.js';
+import type { AnyWgpuKernel, Operand, SubgroupMatrixSupport } from './kernel.js';
 import { WGPU_KERNELS } from './kernels/index.js';
 import { DeviceMemory, type MemoryRecovery } from './memory.js';
 import {
@@ -111,6 +111,7 @@ export class WgpuBackend implements Backend {
   #commandBuffers = 0;
   readonly #batchFirstPart: number;
   #disposed = false;
+  readonly #subgroupMatrix: SubgroupMatrixSupport | undefined;
   /** A tiny buffer cleared by the queue rounds that push freed memory back to the driver. */
   readonly #releaseFence: GPUBuffer;
 
@@ -128,6 +129,14 @@ export class WgpuBackend implements Backend {
 
   private constructor(gpu: WgpuDevice, ownsDevice: boolean, options: ResolvedBackendOptions) {
     this.gpu = gpu;
+    this.#subgroupMatrix =
+      gpu.subgroupMatrixConfigs.length > 0
+        ? {
+            configs: gpu.subgroupMatrixConfigs,
+            subgroupSize: gpu.subgroupSizes.max,
+            minSubgroupSize: gpu.subgroupSizes.min,
+          }
+        : undefined;
     this.#batchFirstPart = options.batchFirstPart;
     this.device = gpu.device;
     this.#ownsDevice = ownsDevice;
@@ -492,6 +501,7 @@ export class WgpuBackend implements Backend {
       this.#params.begin(),
       this.#scratch,
       this.maxBindingBytes,
+      this.#subgroupMatrix,
     );
     try {
       encodeAll(recorder);

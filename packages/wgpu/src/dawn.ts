@@ -6,7 +6,29 @@
 import { BackendUnavailableError } from '@rayo/core';
 import type { WgpuDeviceOptions } from './device.js';
 
-export type DawnOptions = Pick<WgpuDeviceOptions, 'enableToggles' | 'disableToggles'>;
+export type DawnOptions = Pick<
+  WgpuDeviceOptions,
+  'enableToggles' | 'disableToggles' | 'f16OnNvidia' | 'unsafeApis'
+>;
+
+/** The Dawn toggles to enable and disable for `options` (with rayo's defaults). */
+export function dawnToggles(
+  options: DawnOptions,
+  env: Record<string, string | undefined> = process.env,
+): { enable: string[]; disable: string[] } {
+  const disable = new Set(['timestamp_quantization', ...(options.disableToggles ?? [])]);
+  const enable = new Set(options.enableToggles ?? []);
+  // Dawn hides shader-f16 on NVIDIA's Vulkan driver because old drivers had
+  // bugs with it; current ones (tested: 580) run rayo's f16 kernels. Only
+  // NVIDIA's Vulkan driver reads this toggle.
+  if (options.f16OnNvidia !== false && !disable.has(F16_ON_NVIDIA)) enable.add(F16_ON_NVIDIA);
+  if (options.f16OnNvidia === false) enable.delete(F16_ON_NVIDIA);
+  const unsafe = options.unsafeApis ?? env.RAYO_WGPU_UNSAFE_APIS === '1';
+  if (unsafe) enable.add('allow_unsafe_apis');
+  return { enable: [...enable], disable: [...disable] };
+}
+
+const F16_ON_NVIDIA = 'vulkan_enable_f16_on_nvidia';
 
 /** Dawn's WebGPU entry point, one instance per set of toggles. */
 export async function dawnGpu(options: DawnOptions): Promise<GPU> {
@@ -28,11 +50,11 @@ export async function dawnGpu(options: DawnOptions): Promise<GPU> {
     if (!(name in globalThis))
       Object.defineProperty(globalThis, name, { value, configurable: true, writable: true });
   }
-  const flags: string[] = [];
-  if (options.enableToggles?.length) flags.push(`enable-dawn-features=${options.enableToggles.join(',')}`);
   // Dawn rounds timestamps to 65.5 µs by default (a browser privacy measure);
-  // a compute library needs real kernel times.
-  const disable = [...new Set(['timestamp_quantization', ...(options.disableToggles ?? [])])];
+  // a compute library needs real kernel times: timestamp_quantization is off.
+  const { enable, disable } = dawnToggles(options);
+  const flags: string[] = [];
+  if (enable.length) flags.push(`enable-dawn-features=${enable.join(',')}`);
   flags.push(`disable-dawn-features=${disable.join(',')}`);
   const key = flags.join(' ');
   let gpu = instances.get(key);

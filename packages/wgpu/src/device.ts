@@ -5,9 +5,25 @@ export interface WgpuDeviceOptions {
   readonly powerPreference?: GPUPowerPreference;
   /** Prefer an adapter whose description, vendor or architecture contains this text. */
   readonly adapter?: string;
-  /** Dawn toggles to enable, e.g. `allow_unsafe_apis`, `vulkan_enable_f16_on_nvidia` (Node only). */
+  /** Dawn toggles to enable, e.g. `allow_unsafe_apis` (Node only). */
   readonly enableToggles?: readonly string[];
+  /** Dawn toggles to disable, e.g. `vulkan_enable_f16_on_nvidia` (Node only). */
   readonly disableToggles?: readonly string[];
+  /**
+   * In Node, enable Dawn's `vulkan_enable_f16_on_nvidia` toggle (default
+   * true): without it Dawn hides `shader-f16` on NVIDIA's Vulkan driver
+   * (because of bugs in old drivers); it changes nothing on other adapters.
+   * `false` (or the toggle in `disableToggles`) leaves it off.
+   */
+  readonly f16OnNvidia?: boolean;
+  /**
+   * In Node, enable Dawn's `allow_unsafe_apis` toggle (default false): it
+   * exposes experimental features, among them
+   * `chromium-experimental-subgroup-matrix`, which the half matrix products
+   * use for their tensor-core path. Also read from the environment variable
+   * `RAYO_WGPU_UNSAFE_APIS=1`.
+   */
+  readonly unsafeApis?: boolean;
   /**
    * Optional features not to request even where the adapter has them, e.g.
    * `subgroups` to run the kernels' fallbacks.
@@ -26,12 +42,42 @@ export interface WgpuDevice {
   readonly device: GPUDevice;
   readonly adapterInfo: GPUAdapterInfo | undefined;
   readonly features: ReadonlySet<string>;
+  /**
+   * The subgroup-matrix shapes the adapter lists (empty without the
+   * `chromium-experimental-subgroup-matrix` feature on the device).
+   */
+  readonly subgroupMatrixConfigs: readonly SubgroupMatrixConfig[];
+  /** The adapter's subgroup sizes (0 where it does not say). */
+  readonly subgroupSizes: { readonly min: number; readonly max: number };
   /** Rejects with a DeviceLostError when the device is lost. */
   readonly lost: Promise<never>;
   /** Set once the device is lost. */
   readonly lostError: () => DeviceLostError | undefined;
   /** Takes the validation or out-of-memory errors the device reported since the last call. */
   readonly takeErrors: () => GPUError[];
+}
+
+/** One subgroup-matrix configuration: left M×K, right K×N, result M×N. */
+export interface SubgroupMatrixConfig {
+  readonly componentType: string;
+  readonly resultComponentType: string;
+  readonly M: number;
+  readonly N: number;
+  readonly K: number;
+}
+
+/** The configurations of `info.subgroupMatrixConfigs` (absent in older WebGPU implementations). */
+function subgroupMatrixConfigsOf(info: GPUAdapterInfo | undefined): SubgroupMatrixConfig[] {
+  const list = (info as { subgroupMatrixConfigs?: Iterable<SubgroupMatrixConfig> } | undefined)
+    ?.subgroupMatrixConfigs;
+  if (!list) return [];
+  return [...list].map((c) => ({
+    componentType: String(c.componentType),
+    resultComponentType: String(c.resultComponentType),
+    M: Number(c.M),
+    N: Number(c.N),
+    K: Number(c.K),
+  }));
 }
 
 const MAX_KEPT_ERRORS = 64;
@@ -114,6 +160,8 @@ export async function requestWgpuDevice(options: WgpuDeviceOptions = {}): Promis
   } else {
     adapterInfo = device.adapterInfo;
   }
+  const features = new Set([...device.features].map(String));
+  const sizes = adapterInfo as { subgroupMinSize?: number; subgroupMaxSize?: number } | undefined;
   let lostError: DeviceLostError | undefined;
   const lost = device.lost.then((info) => {
     lostError = new DeviceLostError(`WebGPU device lost (${info.reason}): ${info.message}`);
@@ -133,7 +181,11 @@ export async function requestWgpuDevice(options: WgpuDeviceOptions = {}): Promis
     gpu,
     device,
     adapterInfo,
-    features: new Set([...device.features].map(String)),
+    features,
+    subgroupMatrixConfigs: features.has('chromium-experimental-subgroup-matrix')
+      ? subgroupMatrixConfigsOf(adapterInfo)
+      : [],
+    subgroupSizes: { min: sizes?.subgroupMinSize ?? 0, max: sizes?.subgroupMaxSize ?? 0 },
     lost,
     lostError: () => lostError,
     takeErrors: () => errors.splice(0),

@@ -1,6 +1,6 @@
 import { bytesPerElement } from '@rayo/core';
 import type { ScratchPool } from './buffers.js';
-import type { Dispatch, KernelEncoder, Operand } from './kernel.js';
+import type { Dispatch, KernelEncoder, Operand, SubgroupMatrixSupport } from './kernel.js';
 import type { ParamSlots } from './params.js';
 import type { PipelineCache } from './pipelines.js';
 
@@ -143,6 +143,7 @@ export class CommandRecorder implements KernelEncoder {
     private readonly params: ParamSlots,
     private readonly scratchPool: ScratchPool,
     readonly maxBindingBytes: number,
+    readonly subgroupMatrix?: SubgroupMatrixSupport,
   ) {}
 
   get limits(): GPUSupportedLimits {

@@ -8,6 +8,7 @@ import {
   type KernelSpec,
   type Shape,
 } from '@rayo/core';
+import type { SubgroupMatrixConfig } from './device.js';
 import type { ParamLayout } from './params.js';
 import type { ShaderSource } from './pipelines.js';
 
@@ -34,11 +35,25 @@ export interface Dispatch<K extends string = string> {
   readonly workgroups: readonly [number, number?, number?];
 }
 
+/** A device's subgroup-matrix configurations and its (fixed) subgroup size. */
+export interface SubgroupMatrixSupport {
+  readonly configs: readonly SubgroupMatrixConfig[];
+  /** The adapter's largest subgroup size (workgroup x sizes must be a multiple of it). */
+  readonly subgroupSize: number;
+  /** The adapter's smallest subgroup size. */
+  readonly minSubgroupSize: number;
+}
+
 /** What a kernel encodes with. One encoder records one submission. */
 export interface KernelEncoder {
   readonly device: GPUDevice;
   readonly limits: GPUSupportedLimits;
   readonly features: ReadonlySet<string>;
+  /**
+   * The subgroup-matrix shapes the device can run and its subgroup size,
+   * where it has `chromium-experimental-subgroup-matrix`.
+   */
+  readonly subgroupMatrix?: SubgroupMatrixSupport;
   /** Largest byte range one storage binding may cover (the device limit, or lower when forced). */
   readonly maxBindingBytes: number;
   dispatch<K extends string>(d: Dispatch<K>): void;

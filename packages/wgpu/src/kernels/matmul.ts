@@ -1,4 +1,14 @@
-import { batchedMatmul, FLOAT, type MatmulDims, type MatmulLaunch, matmul, pow2AtLeast } from '@rayo/core';
+import {
+  batchedMatmul,
+  FLOAT,
+  isHalf,
+  type MatmulDims,
+  type MatmulLaunch,
+  matmul,
+  pow2AtLeast,
+  UnsupportedOnBackendError,
+} from '@rayo/core';
+import type { SubgroupMatrixConfig } from '../device.js';
 import {
   type AnyWgpuKernel,
   gridFor,
@@ -8,9 +18,20 @@ import {
   uniform,
   wgpuKernel,
 } from '../kernel.js';
+import type { ShaderSource } from '../pipelines.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
 import { BUILTINS, elementGrid, elementIndex } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
+import {
+  HALF_TILE_LARGE,
+  HALF_TILE_MID,
+  type HalfGemmVariant,
+  halfGemmShader,
+  halfThreads,
+  halfTileBytes,
+  pickSubgroupMatrixConfig,
+  type SubgroupMatrixShape,
+} from './matmulHalf.js';
 import {
   AXPY_LANES,
   dotStep,
@@ -105,6 +126,8 @@ export interface MatmulProblem extends MatmulDims {
   };
   /** How b is stored: f32 (the default) or halves in u32 words. */
   readonly b?: Storage;
+  /** How a is stored: f32 (the default), or halves the GEMV reads in place (M = 1, b in the same half). */
+  readonly a?: Storage;
 }
 
 export type MatmulPlan =
@@ -136,6 +159,128 @@ export type MatmulPlan =
       readonly splits: number;
       readonly kPerSplit: number;
     };
+
+/**
+ * Which kernel multiplies f16 a by f16 b where the tiles would (M past the
+ * streaming kernels): 'subgroup-matrix' (the default where the device has a
+ * usable configuration), 'emulated' (the same tiles and fragment addressing
+ * in plain f32 arithmetic, for checking on adapters without subgroup
+ * matrices; needs `shader-f16`), or 'widen' (a widened into f32, the f32
+ * tiles; the default elsewhere).
+ */
+export type HalfGemmMode = 'subgroup-matrix' | 'emulated' | 'widen';
+
+export const HALF_GEMM_MODES: readonly HalfGemmMode[] = ['subgroup-matrix', 'emulated', 'widen'];
+
+/** What of the device the f16 product depends on. */
+export interface HalfGemmDevice {
+  readonly maxWorkgroupBytes?: number;
+  readonly maxInvocations?: number;
+  readonly shaderF16?: boolean;
+  readonly subgroupMatrix?: {
+    readonly configs: readonly SubgroupMatrixConfig[];
+    readonly subgroupSize: number;
+    readonly minSubgroupSize: number;
+  };
+}
+
+export interface HalfGemmPlan {
+  readonly variant: Omit<HalfGemmVariant, 'out'>;
+  readonly vecY: boolean;
+  readonly tilesM: number;
+  readonly tilesN: number;
+  readonly splits: number;
+  readonly kPerSplit: number;
+}
+
+/**
+ * The f16 × f16 product's plan in `mode`, or undefined where that mode does
+ * not apply (the shape goes to the streaming kernels, or 'widen'). A mode the
+ * device cannot run is an UnsupportedOnBackendError naming what it lacks.
+ */
+export function planHalfGemm(
+  p: MatmulProblem,
+  mode: HalfGemmMode,
+  device: HalfGemmDevice,
+  kernel = 'matmul',
+): HalfGemmPlan | undefined {
+  const { batch, m, n, k, transA, transB } = p;
+  if (mode === 'widen' || batch === 0 || m === 0 || n === 0 || k === 0) return undefined;
+  if (m <= (transB ? SMALL_M_MAX : STREAM_ROWS)) return undefined;
+  let shape: SubgroupMatrixShape;
+  if (mode === 'subgroup-matrix') {
+    const sm = device.subgroupMatrix;
+    const config = sm && pickSubgroupMatrixConfig(sm.configs);
+    if (!sm || !config || sm.subgroupSize === 0 || sm.minSubgroupSize !== sm.subgroupSize) {
+      throw new UnsupportedOnBackendError(`${kernel}: no subgroup-matrix configuration for f16 operands`, {
+        kernel,
+        argument: 'a',
+        expected:
+          "the 'chromium-experimental-subgroup-matrix' feature (Dawn: allow_unsafe_apis) with an f16 → f32 configuration and one subgroup size",
+        actual: sm
+          ? `configurations ${JSON.stringify(sm.configs)}, subgroup sizes ${sm.minSubgroupSize}–${sm.subgroupSize}`
+          : 'no subgroup matrices on this device',
+      });
+    }
+    shape = { m: config.M, n: config.N, k: config.K, lanes: sm.subgroupSize };
+  } else {
+    if (!device.shaderF16) {
+      throw new UnsupportedOnBackendError(`${kernel}: the emulated f16 product needs shader-f16`, {
+        kernel,
+        argument: 'a',
+        expected: "the 'shader-f16' feature",
+        actual: 'a device without it',
+      });
+    }
+    shape = { m: 16, n: 16, k: 16, lanes: 32 };
+  }
+  const { maxWorkgroupBytes = 16384, maxInvocations = 256 } = device;
+  const aligned = (offset: number | undefined) => (offset ?? 0) % 16 === 0;
+  const off = p.offsets ?? { a: 0, b: 0, y: 0 };
+  const fits = (t: typeof HALF_TILE_LARGE) =>
+    halfTileBytes(t, shape, transA, transB) <= maxWorkgroupBytes && halfThreads(t, shape) <= maxInvocations;
+  const large =
+    Math.ceil(m / HALF_TILE_LARGE.bm) * Math.ceil(n / HALF_TILE_LARGE.bn) * batch >= TARGET_WORKGROUPS / 2;
+  const tile = large && fits(HALF_TILE_LARGE) ? HALF_TILE_LARGE : HALF_TILE_MID;
+  if (!fits(tile)) return undefined;
+  // 8 halves per vec4<u32> along each operand's stored rows.
+  const vecA = (transA ? m % 8 === 0 : k % 8 === 0) && aligned(off.a);
+  const vecB = (transB ? k % 8 === 0 : n % 8 === 0) && aligned(off.b);
+  const vecY = n % 4 === 0 && aligned(off.y) && aligned(off.c) && aligned(off.z);
+  const tilesM = Math.ceil(m / tile.bm);
+  const tilesN = Math.ceil(n / tile.bn);
+  const plan = splitK(tilesM * tilesN * batch, k, tile.bk);
+  const variant = {
+    compute: mode === 'emulated' ? ('emulated' as const) : ('subgroup-matrix' as const),
+    shape,
+    tile,
+    transA,
+    transB,
+    vecA,
+    vecB,
+  };
+  return { variant, vecY, tilesM, tilesN, ...plan };
+}
+
+/** The f16 product's mode: RAYO_WGPU_F16_GEMM where set, else subgroup matrices where the device has them. */
+export function halfGemmMode(encoder: KernelEncoder, kernel: string): HalfGemmMode {
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+  const asked = env?.RAYO_WGPU_F16_GEMM;
+  if (asked !== undefined && asked !== '') {
+    if (!(HALF_GEMM_MODES as readonly string[]).includes(asked)) {
+      throw new UnsupportedOnBackendError(`${kernel}: unknown RAYO_WGPU_F16_GEMM '${asked}'`, {
+        kernel,
+        argument: 'RAYO_WGPU_F16_GEMM',
+        expected: HALF_GEMM_MODES.join(' | '),
+        actual: asked,
+      });
+    }
+    return asked as HalfGemmMode;
+  }
+  const sm = encoder.subgroupMatrix;
+  const usable = sm && pickSubgroupMatrixConfig(sm.configs) && sm.minSubgroupSize === sm.subgroupSize;
+  return usable ? 'subgroup-matrix' : 'widen';
+}
 
 /** K splits that bring `blocks` workgroups near the target; kPerSplit a multiple of `granule`. */
 function splitK(blocks: number, k: number, granule: number): { splits: number; kPerSplit: number } {
@@ -177,7 +322,7 @@ export function planMatmul(p: MatmulProblem, device: MatmulDevice = {}): MatmulP
     const rowBytes =
       GEMV_AXPY_ROW_BYTES.find((bytes) => Math.ceil((n * 4) / bytes) * batch >= TARGET_WORKGROUPS) ??
       GEMV_AXPY_ROW_BYTES[GEMV_AXPY_ROW_BYTES.length - 1]!;
-    const variant = { transB, vecA, vecB, lanes: rowBytes / 4 / width, subgroups, b };
+    const variant = { transB, vecA, vecB, lanes: rowBytes / 4 / width, subgroups, b, a: p.a ?? 'f32' };
     const tilesN = Math.ceil(n / gemvColumns(variant));
     const plan = splitK(tilesN * batch, k, granule);
     // The dot kernel writes single columns.
@@ -224,34 +369,85 @@ export type MatmulCall = MatmulLaunch<Operand>;
  * in any float dtype, read as stored; half a, c, bias, y and z through f32.
  */
 export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall, kernel: string): void {
-  const { a, c, bias, y, z } = call;
+  const { a, b, c, bias, y, z } = call;
   if (call.batch * call.m * call.n === 0) return;
-  encodeWithF32Activations(encoder, kernel, { a, c, bias }, { y, z }, (inputs, outputs) =>
-    encodeF32Activations(encoder, { ...call, ...inputs, ...outputs, y: outputs.y! }, kernel),
+  if (a.dtype === 'f16' && b.dtype === 'f16' && call.k > 0) {
+    const plan = planHalfGemm(
+      {
+        ...call,
+        offsets: { a: a.offset, b: b.offset, c: c?.offset, y: y.offset, z: z?.offset },
+        a: 'f16',
+        b: 'f16',
+      },
+      halfGemmMode(encoder, kernel),
+      {
+        maxWorkgroupBytes: encoder.limits.maxComputeWorkgroupStorageSize,
+        maxInvocations: encoder.limits.maxComputeInvocationsPerWorkgroup,
+        shaderF16: encoder.features.has('shader-f16'),
+        subgroupMatrix: encoder.subgroupMatrix,
+      },
+      kernel,
+    );
+    if (plan) {
+      // a and b are read in f16; c and bias widened, y and z rounded from f32.
+      encodeWithF32Activations(encoder, kernel, { c, bias }, { y, z }, (inputs, outputs) =>
+        encodeHalfGemm(encoder, { ...call, ...inputs, ...outputs, y: outputs.y! }, plan, kernel),
+      );
+      return;
+    }
+  }
+  // The GEMV (M = 1) reads a half a in place when b is stored in the same
+  // half, and (one K split, b stored [N, K], no epilogue, N even) stores a
+  // half y in place too: no cast dispatches around it.
+  const halfA = call.m === 1 && call.k > 0 && isHalf(a.dtype) && b.dtype === a.dtype;
+  const widen = halfA ? { c, bias } : { a, c, bias };
+  const halfY = halfA && call.activation === undefined && halfGemvStoresY(encoder, call);
+  const outputs = halfY ? {} : { y, z };
+  encodeWithF32Activations(encoder, kernel, widen, outputs, (inputs, wide) =>
+    encodeF32Activations(
+      encoder,
+      { ...call, ...inputs, ...wide, y: (wide as { y?: Operand }).y ?? y },
+      kernel,
+      halfY ? storageOf(y.dtype) : 'f32',
+    ),
   );
 }
 
-function encodeF32Activations(encoder: KernelEncoder, call: MatmulCall, kernel: string): void {
-  const { a, b, c, y, batch, m, n, k, bias, z } = call;
+/** Whether the GEMV of `call` (M = 1, half a and b) can store its half y in place. */
+function halfGemvStoresY(encoder: KernelEncoder, call: MatmulCall): boolean {
+  const { a, b, c, y } = call;
+  if (!call.transB || call.n % 2 !== 0 || y.offset % 4 !== 0) return false;
+  const plan = planMatmul(
+    {
+      ...call,
+      offsets: { a: a.offset, b: b.offset, c: c?.offset, y: y.offset },
+      a: storageOf(a.dtype),
+      b: storageOf(b.dtype),
+    },
+    {
+      maxWorkgroupBytes: encoder.limits.maxComputeWorkgroupStorageSize,
+      subgroups: encoder.features.has('subgroups'),
+    },
+  );
+  return plan.path === 'gemv' && plan.splits === 1;
+}
+
+function encodeF32Activations(
+  encoder: KernelEncoder,
+  call: MatmulCall,
+  kernel: string,
+  yStorage: Storage = 'f32',
+): void {
+  const { a, b, c, y, batch, m, n, bias, z } = call;
   const total = batch * m * n;
   if (total === 0) return;
-  const epilogue: Epilogue | undefined =
-    call.activation === undefined
-      ? undefined
-      : { bias: bias !== undefined, activation: call.activation, z: z !== undefined };
-  // The operands after a and b, in the order `bindings` and `reduceShader` declare them.
-  const tail = (first: readonly (Operand | GPUBufferBinding)[]) => [
-    ...first,
-    ...(c ? [c] : []),
-    ...(bias ? [bias] : []),
-    y,
-    ...(z ? [z] : []),
-  ];
+  const epilogue = epilogueOf(call);
   const plan = planMatmul(
     {
       ...call,
       offsets: { a: a.offset, b: b.offset, c: c?.offset, y: y.offset, z: z?.offset },
       b: storageOf(b.dtype),
+      a: storageOf(a.dtype),
     },
     {
       maxWorkgroupBytes: encoder.limits.maxComputeWorkgroupStorageSize,
@@ -262,23 +458,63 @@ function encodeF32Activations(encoder: KernelEncoder, call: MatmulCall, kernel: 
     // K = 0: the product is zero; only beta·c remains.
     encoder.dispatch({
       shader: reduceShader(false, c !== undefined, epilogue, kernel),
-      buffers: tail([]),
+      buffers: [...(c ? [c] : []), ...(bias ? [bias] : []), y, ...(z ? [z] : [])],
       params: { layout: REDUCE_PARAMS, values: { total, splits: 0, n, alpha: call.alpha, beta: call.beta } },
       workgroups: elementGrid(encoder, total),
     });
     return;
   }
+  encodeTiles(encoder, call, plan, epilogue, kernel, (out) =>
+    plan.path === 'tile'
+      ? tileShader({ ...plan.variant, out }, kernel)
+      : plan.path === 'gemv'
+        ? gemvShader(
+            yStorage === 'f32'
+              ? { ...plan.variant, out }
+              : { ...plan.variant, y: yStorage, out: { vec: false, c: out.c } },
+            kernel,
+          )
+        : streamShader({ ...plan.variant, out }, kernel),
+  );
+}
+
+function epilogueOf(call: MatmulCall): Epilogue | undefined {
+  return call.activation === undefined
+    ? undefined
+    : { bias: call.bias !== undefined, activation: call.activation, z: call.z !== undefined };
+}
+
+function encodeHalfGemm(encoder: KernelEncoder, call: MatmulCall, plan: HalfGemmPlan, kernel: string): void {
+  encodeTiles(encoder, call, plan, epilogueOf(call), kernel, (out) =>
+    halfGemmShader({ ...plan.variant, out }, kernel),
+  );
+}
+
+/** The main dispatch of a plan over tiles and K splits, and the reduce pass that sums the splits. */
+function encodeTiles(
+  encoder: KernelEncoder,
+  call: MatmulCall,
+  plan: { tilesM: number; tilesN: number; splits: number; kPerSplit: number; vecY: boolean },
+  epilogue: Epilogue | undefined,
+  kernel: string,
+  shaderFor: (out: Output) => ShaderSource,
+): void {
+  const { a, b, c, y, batch, m, n, k, bias, z } = call;
+  const total = batch * m * n;
+  // The operands after a and b, in the order `bindings` and `reduceShader` declare them.
+  const tail = (first: readonly (Operand | GPUBufferBinding)[]) => [
+    ...first,
+    ...(c ? [c] : []),
+    ...(bias ? [bias] : []),
+    y,
+    ...(z ? [z] : []),
+  ];
   const splitting = plan.splits > 1;
   // K splits write raw sums (alpha 1, no c) to scratch, each split its own block.
   const out: Output = splitting
     ? { vec: n % 4 === 0, c: false }
     : { vec: plan.vecY, c: c !== undefined, ...(epilogue ? { epilogue } : {}) };
-  const shader =
-    plan.path === 'tile'
-      ? tileShader({ ...plan.variant, out }, kernel)
-      : plan.path === 'gemv'
-        ? gemvShader({ ...plan.variant, out }, kernel)
-        : streamShader({ ...plan.variant, out }, kernel);
+  const shader = shaderFor(out);
   const values = {
     m,
     n,

@@ -1,6 +1,7 @@
 import {
   bindingType,
   loadScalar,
+  narrowFunctions,
   quadType,
   type Storage,
   unpackQuad,
@@ -291,6 +292,16 @@ export interface GemvVariant {
   readonly subgroups: boolean;
   /** How b is stored (f32, or halves in u32 words). */
   readonly b: Storage;
+  /**
+   * How a is stored: f32, or (with b in the same half) halves in u32 words,
+   * read in place rather than widened into scratch by another dispatch.
+   */
+  readonly a?: Storage;
+  /**
+   * How y is stored: f32, or (transB, one K split, no epilogue, N even) halves
+   * in u32 words, two adjacent outputs rounded and stored per word.
+   */
+  readonly y?: Storage;
   readonly out: Output;
 }
 
@@ -318,13 +329,18 @@ export const CHECK_SUBGROUP_LAYOUT = `let inOrder = subgroupAll(sgid == tid % sg
 function gemvDotBody(v: GemvVariant): string {
   const cs = Array.from({ length: GEMV_DOT_COLS }, (_, c) => c);
   const per = dotStep(v.b);
+  const aStorage = v.a ?? 'f32';
   const step = (k: string) => {
     if (!v.vecB) {
       const terms = cs.map((c) => `acc${c} = fma(av, ${loadScalar(v.b, 'b', `bRow${c} + ${k}`)}, acc${c});`);
-      return `{ let av = a[aBase + ${k}];
+      return `{ let av = ${loadScalar(aStorage, 'a', `aBase + ${k}`)};
         ${terms.join('\n        ')} }`;
     }
-    const as = aPieces(per, v.vecA, (kk) => `a[aBase + ${kk}]`, 'aBase / 4u', k);
+    // A half a (with b in the same half) is one vector of 8 per step, as b is.
+    const as =
+      aStorage !== 'f32' && v.vecA
+        ? unpackVector(aStorage, `a[aBase / ${per}u + ${k}]`)
+        : aPieces(per, v.vecA, (kk) => loadScalar(aStorage, 'a', `aBase + ${kk}`), 'aBase / 4u', k);
     const names = as.map((_, j) => `av${j}`);
     const terms = cs.map(
       (c) =>
@@ -355,7 +371,28 @@ function gemvDotBody(v: GemvVariant): string {
   var total = 0.0;${v.subgroups ? subgroupSum : ''}
   ${treeReduce(GEMV_DOT_COLS, GEMV_THREADS, 1, 'tid')}
   if (tid < ${GEMV_DOT_COLS}u) { total = red[tid * ${GEMV_THREADS}u]; }${v.subgroups ? '\n  }' : ''}
-  if (tid < ${GEMV_DOT_COLS}u && n0 + tid < params.n) { emit1(yBase + n0 + tid, total, yOff); }`;
+  ${v.y && v.y !== 'f32' ? halfPairStore(v.y, v.out.c) : `if (tid < ${GEMV_DOT_COLS}u && n0 + tid < params.n) { emit1(yBase + n0 + tid, total, yOff); }`}`;
+}
+
+/**
+ * WGSL: the workgroup's outputs (\`total\` of invocations below
+ * GEMV_DOT_COLS) stored two per u32 word of a half y, each rounded once to
+ * nearest even: y = alpha·total (+ beta·c). Words never straddle
+ * workgroups: n0 and N are even.
+ */
+function halfPairStore(y: Exclude<Storage, 'f32'>, c: boolean): string {
+  const value = (col: string, j: string) =>
+    `params.alpha * outv[${j}]${c ? ` + params.beta * c[yBase + ${col}]` : ''}`;
+  return `if (tid < ${GEMV_DOT_COLS}u) { outv[tid] = total; }
+  workgroupBarrier();
+  if (tid < ${GEMV_DOT_COLS / 2}u) {
+    let col = n0 + 2u * tid;
+    if (col < params.n) {
+      let lo = to_${y}(${value('col', '2u * tid')});
+      let hi = to_${y}(${value('col + 1u', '2u * tid + 1u')});
+      y[(yBase + col) / 2u] = lo | (hi << 16u);
+    }
+  }`;
 }
 
 /**
@@ -374,7 +411,7 @@ function gemvAxpyBody(v: GemvVariant): string {
     const bv = v.vecB
       ? unpackQuad(v.b, `b[(bBase + (${k}) * params.n + col) / 4u]`)
       : loadScalar(v.b, 'b', `bBase + (${k}) * params.n + col`);
-    return `acc = fma(${type}(a[aBase + ${k}]), ${bv}, acc);`;
+    return `acc = fma(${type}(${loadScalar(v.a ?? 'f32', 'a', `aBase + ${k}`)}), ${bv}, acc);`;
   };
   const subgroupSum = `
   ${CHECK_SUBGROUP_LAYOUT}
@@ -404,11 +441,14 @@ function gemvAxpyBody(v: GemvVariant): string {
 }
 
 export function gemvShader(v: GemvVariant, kernel: string) {
+  const halfY = v.y && v.y !== 'f32' ? v.y : undefined;
+  if (halfY && (!v.transB || v.out.epilogue || v.out.vec))
+    throw new Error('a half y is stored by the dot GEMV only, without an epilogue');
   const key = [
     'matmul/gemv',
     v.transB ? `dot/c${GEMV_DOT_COLS}u${GEMV_DOT_UNROLL}` : `axpy/l${v.lanes}u${GEMV_AXPY_UNROLL}`,
     v.subgroups ? 'subgroups' : 'workgroup',
-    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}${storageKey(v.b)}`,
+    `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}${storageKey(v.b)}${v.a && v.a !== 'f32' ? `/a-${v.a}` : ''}${v.y && v.y !== 'f32' ? `/y-${v.y}` : ''}`,
     outputKey(v.out),
   ].join('/');
   const red = v.transB
@@ -419,10 +459,10 @@ export function gemvShader(v: GemvVariant, kernel: string) {
     : '';
   const code = () => `${v.subgroups ? 'enable subgroups;\n' : ''}
 ${PARAMS.wgsl}
-${bindings(v.vecA, bBinding(v.transB, v.vecB, v.b), v.out, v.b)}
+${bindings(v.vecA, bBinding(v.transB, v.vecB, v.b), v.out, v.b, v.a, v.y)}
 var<workgroup> red: ${red};
 ${v.subgroups ? 'var<workgroup> scattered: atomic<u32>;' : ''}
-${emitFunctions(v.out)}
+${halfY ? `var<workgroup> outv: array<f32, ${GEMV_DOT_COLS}>;\n${narrowFunctions(halfY)}` : emitFunctions(v.out)}
 
 @compute @workgroup_size(${GEMV_THREADS})
 fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins}) {

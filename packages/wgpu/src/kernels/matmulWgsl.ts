@@ -160,14 +160,29 @@ export function decodeWorkgroup(): string {
  * them in), then the params. `bType` is b's element type (half weights are
  * bound as u32 words, see `wgsl/half.ts`); its `halfFunctions` follow.
  */
-export function bindings(vecA: boolean, bType: string, o: Output, b: Storage = 'f32'): string {
-  const lines = [bind(0, 'a', vecA, 'read'), storage(1, 'b', bType, 'read')];
+export function bindings(
+  vecA: boolean,
+  bType: string,
+  o: Output,
+  b: Storage = 'f32',
+  a: Storage = 'f32',
+  y: Storage = 'f32',
+): string {
+  const aBinding =
+    a === 'f32' ? bind(0, 'a', vecA, 'read') : storage(0, 'a', vecA ? 'vec4<u32>' : 'u32', 'read');
+  const lines = [aBinding, storage(1, 'b', bType, 'read')];
   if (o.c) lines.push(bind(lines.length, 'c', o.vec, 'read'));
   if (o.epilogue?.bias) lines.push(storage(lines.length, 'bias', 'f32', 'read'));
-  lines.push(bind(lines.length, 'y', o.vec, 'read_write'));
+  // A half y is written a u32 word (two elements) at a time.
+  lines.push(
+    y === 'f32'
+      ? bind(lines.length, 'y', o.vec, 'read_write')
+      : storage(lines.length, 'y', 'u32', 'read_write'),
+  );
   if (o.epilogue?.z) lines.push(bind(lines.length, 'z', o.vec, 'read_write'));
   lines.push(uniform(lines.length));
   lines.push(halfFunctions(b));
+  if (a !== b) lines.push(halfFunctions(a));
   return lines.join('\n');
 }
 

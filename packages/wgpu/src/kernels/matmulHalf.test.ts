@@ -1,0 +1,213 @@
+import {
+  batchedMatmul,
+  f16BitsToF32,
+  inferKernel,
+  linear,
+  matmul,
+  UnsupportedOnBackendError,
+} from '@rayo/core';
+import { compareOutputs, Rng } from '@rayo/core/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { backendProvider, createWgpuBackend, type WgpuBackend } from '../index.js';
+import { type HalfGemmDevice, type MatmulProblem, planHalfGemm } from './matmul.js';
+import { HALF_TILE_LARGE, HALF_TILE_MID, halfGemmShader, pickSubgroupMatrixConfig } from './matmulHalf.js';
+
+const F16_F32 = { componentType: 'f16', resultComponentType: 'f32', M: 16, N: 16, K: 16 };
+/** What NVIDIA's Vulkan driver lists, roughly: f16 → f16 and f16 → f32 shapes, and integer ones. */
+const NVIDIA_LIKE = [
+  { componentType: 'f16', resultComponentType: 'f16', M: 16, N: 16, K: 16 },
+  { componentType: 'f16', resultComponentType: 'f32', M: 16, N: 8, K: 16 },
+  F16_F32,
+  { componentType: 'i8', resultComponentType: 'i32', M: 16, N: 16, K: 32 },
+];
+const H100: HalfGemmDevice = {
+  maxWorkgroupBytes: 49152,
+  maxInvocations: 1024,
+  shaderF16: true,
+  subgroupMatrix: { configs: NVIDIA_LIKE, subgroupSize: 32, minSubgroupSize: 32 },
+};
+const p = (m: number, k: number, n: number, more: Partial<MatmulProblem> = {}): MatmulProblem => ({
+  batch: 1,
+  m,
+  n,
+  k,
+  transA: false,
+  transB: false,
+  ...more,
+});
+
+describe('f16 matrix product plans', () => {
+  it('picks the f16 → f32 configuration with the largest fragments', () => {
+    expect(pickSubgroupMatrixConfig(NVIDIA_LIKE)).toBe(F16_F32);
+    const apple = { componentType: 'f16', resultComponentType: 'f32', M: 8, N: 8, K: 8 };
+    expect(pickSubgroupMatrixConfig([apple])).toBe(apple);
+    expect(pickSubgroupMatrixConfig([NVIDIA_LIKE[0]!, NVIDIA_LIKE[3]!])).toBeUndefined();
+    // Fragments that do not divide the subgroup tiles are not used.
+    expect(pickSubgroupMatrixConfig([{ ...F16_F32, M: 48 }])).toBeUndefined();
+  });
+
+  it('tiles 4096³ in 128×128 with 8-half loads, one K split; small M streams instead', () => {
+    const plan = planHalfGemm(p(4096, 4096, 4096), 'subgroup-matrix', H100);
+    expect(plan).toMatchObject({
+      variant: { compute: 'subgroup-matrix', tile: HALF_TILE_LARGE, vecA: true, vecB: true },
+      vecY: true,
+      tilesM: 32,
+      tilesN: 32,
+      splits: 1,
+    });
+    expect(plan?.variant.shape).toEqual({ m: 16, n: 16, k: 16, lanes: 32 });
+    expect(planHalfGemm(p(512, 512, 512), 'subgroup-matrix', H100)?.variant.tile).toBe(HALF_TILE_MID);
+    expect(planHalfGemm(p(4, 4096, 4096), 'subgroup-matrix', H100)).toBeUndefined();
+    expect(planHalfGemm(p(32, 4096, 4096, { transB: true }), 'subgroup-matrix', H100)).toBeUndefined();
+    expect(planHalfGemm(p(4096, 4096, 4096), 'widen', H100)).toBeUndefined();
+    // Few tiles split K; odd rows read halves one by one.
+    const narrow = planHalfGemm(p(64, 8192, 64), 'subgroup-matrix', H100);
+    expect(narrow!.splits).toBeGreaterThan(1);
+    expect(narrow!.kPerSplit % HALF_TILE_MID.bk).toBe(0);
+    const odd = planHalfGemm(p(100, 99, 100, { transA: true }), 'subgroup-matrix', H100);
+    expect(odd?.variant).toMatchObject({ vecA: false, vecB: false });
+  });
+
+  it('refuses subgroup matrices a device lacks, by name', () => {
+    const none = { ...H100, subgroupMatrix: undefined };
+    expect(() => planHalfGemm(p(256, 256, 256), 'subgroup-matrix', none)).toThrow(UnsupportedOnBackendError);
+    const varying = { ...H100, subgroupMatrix: { ...H100.subgroupMatrix!, minSubgroupSize: 16 } };
+    expect(() => planHalfGemm(p(256, 256, 256), 'subgroup-matrix', varying)).toThrow(/subgroup sizes 16–32/);
+    expect(() => planHalfGemm(p(256, 256, 256), 'emulated', { shaderF16: false })).toThrow(/shader-f16/);
+  });
+
+  it('loads transposed operands as column-major fragments', () => {
+    const wgsl = (transA: boolean, transB: boolean) =>
+      halfGemmShader(
+        {
+          ...planHalfGemm(p(4096, 4096, 4096, { transA, transB }), 'subgroup-matrix', H100)!.variant,
+          out: { vec: true, c: true },
+        },
+        'matmul',
+      ).code();
+    const plain = wgsl(false, false);
+    expect(plain).toContain('enable chromium_experimental_subgroup_matrix;');
+    // Fragment offsets depend on subgroup_id: uniform per subgroup, not per workgroup.
+    expect(plain).toContain('diagnostic(off, chromium.subgroup_matrix_uniformity);');
+    expect(plain).toContain('subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&tile_a, ca + (sgRow');
+    expect(plain).toMatch(/subgroup_matrix_left<f16, 16, 16>>\(&tile_a, [^;]*, false, 40u\)/);
+    expect(plain).toMatch(/subgroup_matrix_right<f16, 16, 16>>\(&tile_b, [^;]*, false, 136u\)/);
+    expect(plain).toContain('subgroupMatrixMultiplyAccumulate(l3, r1, acc3_1)');
+    expect(plain).toContain('@workgroup_size(256)');
+    const tt = wgsl(true, true);
+    expect(tt).toMatch(/subgroup_matrix_left<f16, 16, 16>>\(&tile_a, [^;]*, true, 136u\)/);
+    expect(tt).toMatch(/subgroup_matrix_right<f16, 16, 16>>\(&tile_b, [^;]*, true, 40u\)/);
+  });
+});
+
+// The emulated variant runs the subgroup-matrix kernel's staging, fragment
+// addressing and edges in plain f32 arithmetic on any adapter with shader-f16.
+const unavailable = await backendProvider.probe();
+
+describe.skipIf(unavailable !== undefined)('f16 matrix products on the device (emulated fragments)', () => {
+  let backend: WgpuBackend;
+  const saved = process.env.RAYO_WGPU_F16_GEMM;
+  beforeAll(async () => {
+    backend = await createWgpuBackend();
+    process.env.RAYO_WGPU_F16_GEMM = 'emulated';
+  });
+  afterAll(() => {
+    backend?.dispose();
+    if (saved === undefined) delete process.env.RAYO_WGPU_F16_GEMM;
+    else process.env.RAYO_WGPU_F16_GEMM = saved;
+  });
+
+  const rng = new Rng(0xf16);
+  const random = (n: number) => Array.from({ length: n }, () => rng.uniform(-1, 1));
+  /** The values of a half tensor as read back (f16 bits), for the reference. */
+  const valuesOf = async (t: { read(): Promise<unknown> }) =>
+    Float32Array.from((await t.read()) as Uint16Array, f16BitsToF32);
+
+  async function check(
+    batch: number | undefined,
+    [m, k, n]: readonly [number, number, number],
+    attrs: { transA?: boolean; transB?: boolean; alpha?: number; beta?: number },
+    withC = false,
+  ): Promise<void> {
+    if (!backend.gpu.features.has('shader-f16')) return;
+    const { transA = false, transB = false } = attrs;
+    const lead = batch === undefined ? [] : [batch];
+    const aShape = [...lead, ...(transA ? [k, m] : [m, k])];
+    const bShape = [...lead, ...(transB ? [n, k] : [k, n])];
+    const size = (s: number[]) => s.reduce((x, y) => x * y, 1);
+    const a = backend.upload(random(size(aShape)), aShape, 'f16');
+    const b = backend.upload(random(size(bShape)), bShape, 'f16');
+    const c = withC ? backend.upload(random(m * n), [m, n], 'f16') : undefined;
+    // The reference sees the rounded halves.
+    const [av, bv, cv] = await Promise.all([valuesOf(a), valuesOf(b), c && valuesOf(c)]);
+    const metas = [a, b, c].map((t) => (t ? { shape: t.shape, dtype: t.dtype } : undefined));
+    let expected: Float32Array;
+    let y: ReturnType<WgpuBackend['run']>[number];
+    if (batch === undefined) {
+      const io = inferKernel(matmul, metas, attrs);
+      expected = matmul.reference([av, bv, cv], io.attrs, {
+        inputs: metas,
+        outputs: io.outputs,
+      })[0] as Float32Array;
+      y = backend.run(matmul, [a, b, c], attrs)[0]!;
+    } else {
+      const { beta: _, ...batchedAttrs } = attrs;
+      const io = inferKernel(batchedMatmul, metas, batchedAttrs);
+      expected = batchedMatmul.reference([av, bv], io.attrs, {
+        inputs: metas,
+        outputs: io.outputs,
+      })[0] as Float32Array;
+      y = backend.run(batchedMatmul, [a, b], batchedAttrs)[0]!;
+    }
+    expect(y.dtype).toBe('f16');
+    const bound = Math.max(1e-3, 4 * 2 ** -11 * Math.sqrt(k));
+    const mismatch = compareOutputs('f32', await valuesOf(y), expected, {
+      rtol: bound,
+      atol: bound * Math.sqrt(k),
+    });
+    for (const t of [a, b, c, y]) t?.dispose();
+    expect(mismatch, `${batch ?? ''}×[${m}, ${k}, ${n}] ${JSON.stringify(attrs)}`).toBeUndefined();
+  }
+
+  const TRANSPOSES = [
+    [false, false],
+    [true, false],
+    [false, true],
+    [true, true],
+  ] as const;
+
+  // Few shapes: llvmpipe compiles each variant of the emulation for tens of seconds.
+  it('8-half loads in every transpose with c; scalar loads and ragged edges', async () => {
+    for (const [transA, transB] of TRANSPOSES) {
+      await check(undefined, [72, 48, 80], { transA, transB, alpha: 1.5, beta: -0.5 }, true);
+    }
+    await check(undefined, [67, 45, 70], { transA: true, transB: true, alpha: -1 }, true);
+  }, 1_200_000);
+
+  it('batched, K splits, and K shorter than a step', async () => {
+    await check(3, [37, 29, 65], {});
+    await check(undefined, [40, 2048, 48], { transB: true }, true);
+  }, 1_200_000);
+
+  it('linear with bias and activation on the same tiles', async () => {
+    if (!backend.gpu.features.has('shader-f16')) return;
+    const [m, k, n] = [40, 56, 72];
+    const x = backend.upload(random(m * k), [m, k], 'f16');
+    const w = backend.upload(random(n * k), [n, k], 'f16');
+    const bias = backend.upload(random(n), [n], 'f16');
+    const [xv, wv, bv] = await Promise.all([valuesOf(x), valuesOf(w), valuesOf(bias)]);
+    const metas = [x, w, bias].map((t) => ({ shape: t.shape, dtype: t.dtype }));
+    const attrs = { activation: 'gelu' as const };
+    const io = inferKernel(linear, metas, attrs);
+    const expected = linear.reference([xv, wv, bv], io.attrs, { inputs: metas, outputs: io.outputs });
+    const outs = backend.run(linear, [x, w, bias], attrs);
+    for (let i = 0; i < outs.length; i++) {
+      const mismatch = compareOutputs('f32', await valuesOf(outs[i]!), expected[i] as Float32Array, {
+        rtol: 4e-3,
+        atol: 4e-3,
+      });
+      expect(mismatch, `linear output ${i}`).toBeUndefined();
+    }
+    for (const t of [x, w, bias, ...outs]) t.dispose();
+  }, 1_200_000);
+});
