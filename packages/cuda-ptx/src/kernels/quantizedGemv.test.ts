@@ -1,9 +1,9 @@
 import { quantizedMatmul, quantizeWeights, type Tensor, uploadQuantized } from '@rayo/core';
-import { compareOutputs } from '@rayo/core/testing';
+import { compareOutputs, conformanceSuite, runChecks } from '@rayo/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { useEmulatedGpu } from '../testing/emulatedGpu.js';
+import { createEmulatedGpu, useEmulatedGpu } from '../testing/emulatedGpu.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
   DEFAULT_QGEMV_VARIANT,
@@ -170,5 +170,25 @@ describe('quantized GEMV variants on an emulated device', () => {
         ).toBeUndefined();
       });
     }
+  }
+});
+
+// The conformance cases of both quantized specs (half dtypes, batches and error cases included)
+// through the PTX interpreter, once per variant.
+describe('quantized conformance cases on an emulated device', () => {
+  for (const variant of QGEMV_VARIANTS) {
+    it(`variant ${variant}`, async () => {
+      process.env[ENV] = variant;
+      resetQgemvVariant();
+      const suite = conformanceSuite({ create: () => createEmulatedGpu({ multiprocessors: 2 }).gpu });
+      try {
+        const checks = suite.checks.filter((c) => c.group === 'quantized');
+        expect(checks.length).toBeGreaterThan(500);
+        const summary = await runChecks(checks);
+        expect(summary.failures).toEqual([]);
+      } finally {
+        await suite.teardown();
+      }
+    }, 600_000);
   }
 });

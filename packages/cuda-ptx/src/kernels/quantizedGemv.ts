@@ -1,5 +1,6 @@
-import { InvalidArgumentError, type QuantFormat, quantLayout } from '@rayo/core';
-import type { KernelEncoder, Operand } from '../kernel.js';
+import { FLOAT, InvalidArgumentError, type QuantFormat, quantizedGateUpSwiglu, quantLayout } from '@rayo/core';
+import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
+import { checkElementCount } from './common.js';
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
@@ -52,7 +53,7 @@ const MAGIC = 2 ** 23;
  */
 export const QGEMV_VARIANTS = ['a', 'b', 'c', 'd'] as const;
 export type QgemvVariantName = (typeof QGEMV_VARIANTS)[number];
-export const DEFAULT_QGEMV_VARIANT: QgemvVariantName = 'b';
+export const DEFAULT_QGEMV_VARIANT: Exclude<QgemvVariantName, 'a'> = 'b';
 export const QGEMV_SHAPES: Readonly<
   Record<Exclude<QgemvVariantName, 'a'>, { readonly cols: number; readonly words: 1 | 2 | 4 }>
 > = {
@@ -520,3 +521,35 @@ export function encodeQuantizedGemv(
     },
   });
 }
+
+/** The gate·up·SwiGLU pair of a decode step: this file's kernel with two weights, any M (4 rows per block). */
+export const QUANTIZED_GATE_UP_KERNELS: readonly AnyCudaKernel[] = [
+  cudaKernel(
+    quantizedGateUpSwiglu,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros] = inputs;
+      const y = outputs[0]!;
+      checkElementCount(quantizedGateUpSwiglu.name, 'x', x!.size);
+      checkElementCount(quantizedGateUpSwiglu.name, 'gatePacked', gatePacked!.size * 8);
+      checkElementCount(quantizedGateUpSwiglu.name, 'y', y.size);
+      // Variant a has no pair kernel: it leaves the pair to the default.
+      const variant = qgemvVariant();
+      encodeQuantizedGemv(
+        encoder,
+        variant === 'a' ? DEFAULT_QGEMV_VARIANT : variant,
+        {
+          x: x!,
+          weights: [
+            { packed: gatePacked!, scales: gateScales!, zeros: gateZeros },
+            { packed: upPacked!, scales: upScales!, zeros: upZeros },
+          ],
+          c: undefined,
+          y,
+        },
+        { format: attrs.format, beta: 0 },
+      );
+    },
+    // x and y in f32, f16 or bf16; the scales of both weights in one of them (summed in f32).
+    { dtypes: FLOAT },
+  ),
+];

@@ -10,6 +10,7 @@ import { MEMORY_KERNELS } from './memory.js';
 import { NORMALIZATION_KERNELS } from './normalization.js';
 import { OPTIMIZER_KERNELS } from './optimizer.js';
 import { QUANTIZED_KERNELS } from './quantized.js';
+import { QUANTIZED_GATE_UP_KERNELS } from './quantizedGemv.js';
 import { REDUCTION_KERNELS } from './reduction.js';
 import { ROPE_KERNELS } from './rope.js';
 import { SOFTMAX_KERNELS } from './softmax.js';
@@ -30,4 +31,5 @@ export const WGPU_KERNELS: readonly AnyWgpuKernel[] = [
   ...OPTIMIZER_KERNELS,
   ...FUSED_KERNELS,
   ...QUANTIZED_KERNELS,
+  ...QUANTIZED_GATE_UP_KERNELS,
 ];
