@@ -1,10 +1,14 @@
 import { defineKernel } from '../kernel.js';
-import { QUANT_FORMATS, type QuantFormat, quantLayout } from '../quant/layout.js';
+import { quantLayout } from '../quant/layout.js';
 import { dequantizeInto } from '../quant/quantize.js';
 import { ArgCheck } from './check.js';
 import { siluOf } from './elementwise.js';
 import { SCALES } from './quantized.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
+
+/** The formats the fused product takes: int8 rows and 4-bit groups of 32 or 128 (see quant/layout.ts). */
+export const GATE_UP_FORMATS = ['q8', 'q4g32', 'q4g128'] as const;
+export type GateUpFormat = (typeof GATE_UP_FORMATS)[number];
 
 /**
  * y = silu(x · dequant(Wg)ᵀ) ⊙ (x · dequant(Wu)ᵀ) for a gate and an up
@@ -13,7 +17,7 @@ import { bytesOf, FLOAT } from './vocabulary.js';
  * f32 on a backend; the reference dequantizes exactly and sums in f64, as
  * `quantizedMatmul`'s does, then takes silu and the product in f64.
  */
-export const quantizedGateUpSwiglu = defineKernel<{ format: QuantFormat }>({
+export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
   name: 'quantizedGateUpSwiglu',
   family: 'quantized',
   summary: 'y = silu(x · dequant(Wg)ᵀ) ⊙ (x · dequant(Wu)ᵀ) for int8 or 4-bit gate and up weights [N, K]',
@@ -37,7 +41,7 @@ export const quantizedGateUpSwiglu = defineKernel<{ format: QuantFormat }>({
     { name: 'upZeros', dtypes: ['u32'], optional: true, doc: "[N, ceil(groups / 8)], with 'gateZeros'" },
   ],
   attributes: {
-    format: { kind: 'enum', values: QUANT_FORMATS, doc: 'how both weights are stored' },
+    format: { kind: 'enum', values: GATE_UP_FORMATS, doc: 'how both weights are stored' },
   },
   infer([x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros], { format }) {
     const check = new ArgCheck('quantizedGateUpSwiglu');

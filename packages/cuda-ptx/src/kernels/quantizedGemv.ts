@@ -1,10 +1,15 @@
-import { FLOAT, InvalidArgumentError, type QuantFormat, quantizedGateUpSwiglu, quantLayout } from '@rayo/core';
+import {
+  FLOAT,
+  InvalidArgumentError,
+  type QuantFormat,
+  quantizedGateUpSwiglu,
+  quantLayout,
+} from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
-import { checkElementCount } from './common.js';
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
-import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { checkElementCount } from './common.js';
 import { below } from './gemv.js';
 import { siluF32 } from './math.js';
 import {
@@ -61,6 +66,13 @@ export const QGEMV_SHAPES: Readonly<
   c: { cols: 2, words: 2 },
   d: { cols: 8, words: 1 },
 };
+
+/** The formats this file's kernel reads: int8 rows and 4-bit groups of 32 or 128 with f16-or-wider scales. */
+export const QGEMV_FORMATS = ['q8', 'q4g32', 'q4g128'] as const;
+
+export function isQgemvFormat(format: string): format is (typeof QGEMV_FORMATS)[number] {
+  return (QGEMV_FORMATS as readonly string[]).includes(format);
+}
 
 /** The variant a value of RAYO_QGEMV_VARIANT names (unset or empty: the default). */
 export function parseQgemvVariant(value: string | undefined): QgemvVariantName {

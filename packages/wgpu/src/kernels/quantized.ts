@@ -13,7 +13,7 @@ import { paramLayout } from '../params.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
 import { BUILTINS } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
-import { encodeQuantizedGemvF32, qgemvVariant } from './quantizedGemv.js';
+import { encodeQuantizedGemvF32, isQgemvFormat, qgemvVariant } from './quantizedGemv.js';
 
 // quantizedMatmul: y = x · dequant(W)ᵀ (+ beta · c) with W [N, K] stored as
 // int8 or 4-bit codes (core's quant/layout.ts has the bits). For a few rows
@@ -362,7 +362,7 @@ function encodeQuantizedF32(
   };
   // Small M: quantizedGemv.ts's shader unless RAYO_QGEMV_VARIANT picks this file's ('a').
   const gemv = qgemvVariant();
-  if (m <= QUANT_STREAM_MAX_ROWS && gemv !== 'a') {
+  if (m <= QUANT_STREAM_MAX_ROWS && gemv !== 'a' && isQgemvFormat(attrs.format)) {
     encodeQuantizedGemvF32(encoder, gemv, { x, weights: [weight], c, y }, attrs);
     return;
   }

@@ -62,6 +62,13 @@ export const QGEMV_SHAPES: Readonly<
   d: { cols: 8, words: 1 },
 };
 
+/** The formats this file's kernel reads: int8 rows and 4-bit groups of 32 or 128 with f16-or-wider scales. */
+export const QGEMV_FORMATS = ['q8', 'q4g32', 'q4g128'] as const;
+
+export function isQgemvFormat(format: string): format is (typeof QGEMV_FORMATS)[number] {
+  return (QGEMV_FORMATS as readonly string[]).includes(format);
+}
+
 /** The variant a value of RAYO_QGEMV_VARIANT names (unset or empty: the default). */
 export function parseQgemvVariant(value: string | undefined): QgemvVariantName {
   if (value === undefined || value === '') return DEFAULT_QGEMV_VARIANT;
