@@ -465,13 +465,13 @@ const TARGET_WARPS_PER_SM = 3 * WARPS;
 
 /**
  * Warps of a block that split K: doubled while the grid stays within about
- * three resident blocks per SM and each warp keeps at least two steps of K.
+ * three resident blocks per SM and each warp keeps at least one step of K.
  */
 export function slicesFor(n: number, k: number, cols: number, words: number, perWord: number, sms: number) {
   const groups = Math.ceil(n / cols);
   const steps = Math.ceil(k / (perWord * words * 32));
   let slices = 1;
-  while (slices < WARPS && groups * slices * 2 <= sms * TARGET_WARPS_PER_SM && steps >= slices * 4)
+  while (slices < WARPS && groups * slices * 2 <= sms * TARGET_WARPS_PER_SM && steps >= slices * 2)
     slices *= 2;
   return slices as 1 | 2 | 4 | 8;
 }

@@ -402,13 +402,13 @@ const UNITS = 132;
 /**
  * Groups of a workgroup that split K: doubled while the grid stays within
  * about three resident workgroups per compute unit and each group keeps at
- * least two steps of K (as cuda-ptx's slicesFor).
+ * least one step of K (as cuda-ptx's slicesFor).
  */
 export function slicesFor(n: number, k: number, cols: number, words: number, perWord: number, units = UNITS) {
   const groups = Math.ceil(n / cols);
   const steps = Math.ceil(k / (perWord * words * LANES));
   let slices = 1;
-  while (slices < WARPS && groups * slices * 2 <= units * TARGET_GROUPS_PER_UNIT && steps >= slices * 4)
+  while (slices < WARPS && groups * slices * 2 <= units * TARGET_GROUPS_PER_UNIT && steps >= slices * 2)
     slices *= 2;
   return slices;
 }
