@@ -182,8 +182,11 @@ describe('quantized conformance cases on an emulated device', () => {
       resetQgemvVariant();
       const suite = conformanceSuite({ create: () => createEmulatedGpu({ multiprocessors: 2 }).gpu });
       try {
-        const checks = suite.checks.filter((c) => c.group === 'quantized');
-        expect(checks.length).toBeGreaterThan(500);
+        // Cases of more than 4 rows of quantizedMatmul take the tiled kernel whatever the variant
+        // (quantized.test.ts runs it); the interpreter is slow enough to leave them out here.
+        const tiled = /^quantizedMatmul .*\b([5-9]|\d{2,})×/;
+        const checks = suite.checks.filter((c) => c.group === 'quantized' && !tiled.test(c.name));
+        expect(checks.length).toBeGreaterThan(300);
         const summary = await runChecks(checks);
         expect(summary.failures).toEqual([]);
       } finally {
