@@ -7,6 +7,7 @@ import { createEmulatedGpu, useEmulatedGpu } from '../testing/emulatedGpu.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
   DEFAULT_QGEMV_VARIANT,
+  parseQgemvSlices,
   parseQgemvVariant,
   QGEMV_SHAPES,
   QGEMV_VARIANTS,
@@ -20,10 +21,13 @@ import {
 } from './quantizedGemv.js';
 
 const ENV = 'RAYO_QGEMV_VARIANT';
-const saved = process.env[ENV];
+const SLICES = 'RAYO_QGEMV_SLICES';
+const saved = { [ENV]: process.env[ENV], [SLICES]: process.env[SLICES] };
 afterEach(() => {
-  if (saved === undefined) delete process.env[ENV];
-  else process.env[ENV] = saved;
+  for (const [name, value] of Object.entries(saved)) {
+    if (value === undefined) delete process.env[name];
+    else process.env[name] = value;
+  }
   resetQgemvVariant();
 });
 
@@ -51,6 +55,9 @@ describe('quantized GEMV', () => {
     expect(qgemvVariant()).toBe('d');
     process.env[ENV] = 'a';
     expect(qgemvVariant()).toBe('d');
+    expect(parseQgemvSlices(undefined)).toBeUndefined();
+    expect(parseQgemvSlices('4')).toBe(4);
+    expect(() => parseQgemvSlices('3')).toThrow(/RAYO_QGEMV_SLICES/);
   });
 
   it('loads codes coalesced and x from global memory, with one barrier and no convert per code', () => {
@@ -142,34 +149,38 @@ describe('quantized GEMV variants on an emulated device', () => {
     // Eight warps split K.
     ['q8', false, 1, 8192, 3],
   ] as const;
-  for (const variant of QGEMV_VARIANTS) {
-    for (const [format, zeroPoints, m, k, n] of shapes) {
-      it(`${variant}: ${format}${zeroPoints ? ' zero points' : ''} ${m}×${k}→${n}`, async () => {
-        process.env[ENV] = variant;
-        resetQgemvVariant();
-        const host = quantizeWeights(random(n * k, 0.05), [n, k], format, { zeroPoints });
-        const x = random(m * k);
-        const c = random(m * n);
-        const run = (backend: typeof gpu | typeof cpu) => {
-          const w = uploadQuantized(backend, host);
-          return backend.run(
-            quantizedMatmul,
-            [backend.upload(x, [m, k]), w.packed, w.scales, w.zeros, backend.upload(c, [m, n])],
-            { format, beta: 0.5 },
-          )[0] as Tensor;
-        };
-        const first = fake.launches.length;
-        const got = run(gpu);
-        expect(fake.launches.length - first).toBe(1);
-        const want = run(cpu);
-        expect(
-          compareOutputs('f32', await got.read(), await want.read(), {
-            rtol: 1e-4,
-            atol: 2e-5 * Math.sqrt(k),
-          }),
-        ).toBeUndefined();
-      });
-    }
+  const cases = [
+    ...QGEMV_VARIANTS.flatMap((variant) => shapes.map((shape) => [variant, '', shape] as const)),
+    // Eight slices forced on rows of one or two steps: warps with no step of K add nothing.
+    ...(['b', 'c'] as const).map((variant) => [variant, '8', ['q4g32', true, 2, 200, 13]] as const),
+  ];
+  for (const [variant, slices, [format, zeroPoints, m, k, n]] of cases) {
+    it(`${variant}${slices ? ` slices ${slices}` : ''}: ${format}${zeroPoints ? ' zero points' : ''} ${m}×${k}→${n}`, async () => {
+      process.env[ENV] = variant;
+      process.env[SLICES] = slices;
+      resetQgemvVariant();
+      const host = quantizeWeights(random(n * k, 0.05), [n, k], format, { zeroPoints });
+      const x = random(m * k);
+      const c = random(m * n);
+      const run = (backend: typeof gpu | typeof cpu) => {
+        const w = uploadQuantized(backend, host);
+        return backend.run(
+          quantizedMatmul,
+          [backend.upload(x, [m, k]), w.packed, w.scales, w.zeros, backend.upload(c, [m, n])],
+          { format, beta: 0.5 },
+        )[0] as Tensor;
+      };
+      const first = fake.launches.length;
+      const got = run(gpu);
+      expect(fake.launches.length - first).toBe(1);
+      const want = run(cpu);
+      expect(
+        compareOutputs('f32', await got.read(), await want.read(), {
+          rtol: 1e-4,
+          atol: 2e-5 * Math.sqrt(k),
+        }),
+      ).toBeUndefined();
+    });
   }
 });
 

@@ -97,6 +97,7 @@ export function qgemvVariant(): QgemvVariantName {
 /** Forgets the variant read, so that the next call reads RAYO_QGEMV_VARIANT again (tests). */
 export function resetQgemvVariant(): void {
   chosen = undefined;
+  forcedSlices = undefined;
 }
 
 export interface QgemvConfig {
@@ -476,6 +477,33 @@ export function slicesFor(n: number, k: number, cols: number, words: number, per
   return slices as 1 | 2 | 4 | 8;
 }
 
+/**
+ * RAYO_QGEMV_SLICES (read once): 1, 2, 4 or 8 forces the split of K for
+ * measurements; unset or empty, slicesFor chooses.
+ */
+export function parseQgemvSlices(value: string | undefined): 1 | 2 | 4 | 8 | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (value === '1' || value === '2' || value === '4' || value === '8') return Number(value) as 1 | 2 | 4 | 8;
+  throw new InvalidArgumentError('RAYO_QGEMV_SLICES is no split of K', {
+    kernel: 'quantizedMatmul',
+    argument: 'RAYO_QGEMV_SLICES',
+    expected: '1, 2, 4 or 8',
+    actual: value,
+  });
+}
+
+let forcedSlices: { value: 1 | 2 | 4 | 8 | undefined } | undefined;
+
+function qgemvSlices(): 1 | 2 | 4 | 8 | undefined {
+  forcedSlices ??= {
+    value: parseQgemvSlices(
+      (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
+        ?.RAYO_QGEMV_SLICES,
+    ),
+  };
+  return forcedSlices.value;
+}
+
 const aligned16 = (ptr: bigint) => ptr % 16n === 0n;
 
 /**
@@ -507,7 +535,7 @@ export function encodeQuantizedGemv(
     vecX: kDim % 32 === 0 && aligned16(x.ptr),
     cols,
     words,
-    slices: slicesFor(n, kDim, cols, words, layout.perWord, encoder.device.multiprocessors),
+    slices: qgemvSlices() ?? slicesFor(n, kDim, cols, words, layout.perWord, encoder.device.multiprocessors),
   };
   encoder.launch({
     key: qgemvKey(config),

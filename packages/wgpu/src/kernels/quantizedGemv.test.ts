@@ -2,6 +2,7 @@ import { QUANT_FORMATS } from '@rayo/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   DEFAULT_QGEMV_VARIANT,
+  parseQgemvSlices,
   parseQgemvVariant,
   QGEMV_SHAPES,
   QUANTIZED_GATE_UP_KERNELS,
@@ -25,6 +26,9 @@ describe('quantized GEMV shaders', () => {
     expect(parseQgemvVariant(undefined)).toBe(DEFAULT_QGEMV_VARIANT);
     expect(parseQgemvVariant('a')).toBe('a');
     expect(() => parseQgemvVariant('q')).toThrow(/RAYO_QGEMV_VARIANT/);
+    expect(parseQgemvSlices('')).toBeUndefined();
+    expect(parseQgemvSlices('8')).toBe(8);
+    expect(() => parseQgemvSlices('16')).toThrow(/RAYO_QGEMV_SLICES/);
     process.env[ENV] = 'c';
     resetQgemvVariant();
     expect(qgemvVariant()).toBe('c');
