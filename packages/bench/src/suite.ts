@@ -15,6 +15,7 @@ import {
   multiTensorAdamw,
   QUANT_FORMATS,
   type QuantFormat,
+  quantizedGateUpSwiglu,
   quantizedMatmul,
   quantLayout,
   rmsNorm,
@@ -447,6 +448,39 @@ function quantizedGemv(
   };
 }
 
+/**
+ * silu(x·dequant(Wg)ᵀ) ⊙ (x·dequant(Wu)ᵀ) for two weights [N, K] of one
+ * format: a quantized decode step's gate, up and SwiGLU in one launch.
+ * Bytes-bound; the x axis is both weights' codes and scales.
+ */
+function quantizedGateUp(
+  format: QuantFormat,
+  [m, k, n]: readonly [number, number, number],
+  when: Modes,
+): BenchCase {
+  const layout = quantLayout(format, k);
+  const q8 = layout.bits === 8;
+  const words = (rng: Rng, size: number) => Array.from({ length: size }, () => rng.int(0, 2 ** 32));
+  const [lo, hi] = q8 ? [0.002, 0.008] : [0.02, 0.066];
+  const codes = { shape: [n, layout.rowWords], fill: words };
+  const scales = {
+    shape: [n, layout.groups],
+    dtype: q8 ? ('f32' as const) : ('f16' as const),
+    fill: (rng: Rng, size: number) => Array.from({ length: size }, () => rng.uniform(lo, hi)),
+  };
+  return {
+    id: `qgemv/gateup-${format}-${m}x${k}x${n}`,
+    family: 'qgemv',
+    spec: quantizedGateUpSwiglu,
+    inputs: [{ shape: [m, k] }, codes, scales, codes, scales],
+    attrs: { format },
+    bound: 'bytes',
+    x: 2 * (n * layout.rowWords * 4 + n * layout.groups * (q8 ? 4 : 2)),
+    ...modes(when),
+    tolerance: MAX_TOL,
+  };
+}
+
 function kvScatter(heads: number, dim: number, maxSeq: number, tokens: number, when: Modes): BenchCase {
   return {
     id: `kvscatter/h${heads}-d${dim}-s${maxSeq}-t${tokens}`,
@@ -803,6 +837,18 @@ const CASES: BenchCase[] = [
     ).map((s) => quantizedGemv(format, s, false, FULL)),
   ),
   quantizedGemv('q4g128', [1, 4096, 4096], true, FULL),
+  // The projections of the decode benchmark's Llama (d 2048, FFN 5632, 8 kv heads of 64).
+  ...(
+    [
+      [1, 2048, 512],
+      [1, 2048, 2048],
+      [1, 2048, 5632],
+      [1, 5632, 2048],
+    ] as const
+  ).map((s) => quantizedGemv('q4g32', s, false, FULL)),
+  quantizedGateUp('q4g32', [1, 256, 256], QUICK),
+  quantizedGateUp('q4g32', [1, 2048, 5632], FULL),
+  quantizedGateUp('q4g32', [1, 4096, 11008], FULL),
   kvScatter(8, 64, 256, 1, QUICK),
   kvScatter(8, 64, 256, 16, QUICK),
   ...[1, 16, 256].map((t) => kvScatter(32, 128, 2048, t, FULL)),

@@ -10,6 +10,7 @@ import * as memory from './memory.js';
 import * as normalization from './normalization.js';
 import * as optimizer from './optimizer.js';
 import * as quantized from './quantized.js';
+import * as quantizedGateUp from './quantizedGateUp.js';
 import * as reduction from './reduction.js';
 import * as rope from './rope.js';
 import * as softmax from './softmax.js';
@@ -25,6 +26,7 @@ export * from './memory.js';
 export * from './normalization.js';
 export * from './optimizer.js';
 export * from './quantized.js';
+export * from './quantizedGateUp.js';
 export * from './reduction.js';
 export * from './rope.js';
 export * from './softmax.js';
@@ -54,6 +56,7 @@ const families = [
   embedding,
   fused,
   quantized,
+  quantizedGateUp,
 ];
 
 /** Every kernel spec rayo defines, in family order. Backends implement all of them. */

@@ -13,6 +13,7 @@ import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
 import { below, warpColumn, warpSum } from './gemv.js';
+import { encodeQuantizedGemv, isQgemvFormat, qgemvVariant } from './quantizedGemv.js';
 import {
   type FloatStorage,
   loadAsF32,
@@ -600,6 +601,13 @@ function encodeQuantized(
     k: kDim,
     beta: attrs.beta,
   };
+  // Small M: quantizedGemv.ts's kernel unless RAYO_QGEMV_VARIANT picks this file's ('a').
+  const gemv = qgemvVariant();
+  if (m <= QUANT_DOT_MAX_ROWS && gemv !== 'a' && isQgemvFormat(attrs.format)) {
+    const weight = { packed: packed!, scales: scales!, zeros };
+    encodeQuantizedGemv(encoder, gemv, { x: x!, weights: [weight], c, y }, attrs);
+    return;
+  }
   if (m <= QUANT_DOT_MAX_ROWS) {
     const dot: QuantDotVariant = {
       ...variant,

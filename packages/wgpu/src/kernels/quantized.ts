@@ -13,6 +13,7 @@ import { paramLayout } from '../params.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
 import { BUILTINS } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
+import { encodeQuantizedGemvF32, isQgemvFormat, qgemvVariant } from './quantizedGemv.js';
 
 // quantizedMatmul: y = x · dequant(W)ᵀ (+ beta · c) with W [N, K] stored as
 // int8 or 4-bit codes (core's quant/layout.ts has the bits). For a few rows
@@ -386,6 +387,12 @@ function encodeQuantizedF32(
     zeroWords: layout.zeroWords,
     beta: attrs.beta,
   };
+  // Small M: quantizedGemv.ts's shader unless RAYO_QGEMV_VARIANT picks this file's ('a').
+  const gemv = qgemvVariant();
+  if (m <= QUANT_STREAM_MAX_ROWS && gemv !== 'a' && isQgemvFormat(attrs.format)) {
+    encodeQuantizedGemvF32(encoder, gemv, { x, weights: [weight], c, y }, attrs);
+    return;
+  }
   if (m <= QUANT_STREAM_MAX_ROWS) {
     const tiles = Math.ceil(n / GROUPS);
     encoder.dispatch({

@@ -10,6 +10,7 @@ import { memoryCases } from './memory.js';
 import { normalizationCases } from './normalization.js';
 import { optimizerCases } from './optimizer.js';
 import { quantizedCases } from './quantized.js';
+import { quantizedGateUpCases } from './quantizedGateUp.js';
 import { reductionCases } from './reduction.js';
 import { ropeCases } from './rope.js';
 import { softmaxCases } from './softmax.js';
@@ -29,6 +30,7 @@ const families = [
   embeddingCases,
   fusedCases,
   quantizedCases,
+  quantizedGateUpCases,
 ];
 
 export const VALID_CASES: readonly AnyConformanceCase[] = families.flatMap((f) => f.cases);

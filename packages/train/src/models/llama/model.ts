@@ -14,6 +14,7 @@ import {
   matmul,
   type QuantizedWeight,
   quantizedEmbedding,
+  quantizedGateUpSwiglu,
   quantizedMatmul,
   RayoError,
   rmsNorm,
@@ -34,6 +35,7 @@ import { ScratchRunner } from '../scratchRunner.js';
 import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
 import { type LlamaCheckpointOptions, openLlamaCheckpoint } from './checkpoint.js';
 import type { LlamaConfig } from './config.js';
+import { quantizedGateUpCall } from './quantizedGateUp.js';
 import {
   checkWeightFormat,
   disposeQuantizedLayer,
@@ -752,6 +754,9 @@ export class LlamaModel {
   ): Tensor {
     const eps = this.config.rmsNormEps;
     const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], { eps });
+    // Decoding with quantized gate and up: one launch, the two products never written.
+    const fused = quantizedGateUpCall(this.backend, quantized, h1);
+    if (fused) return run.run1(quantizedGateUpSwiglu, fused.inputs, fused.attrs);
     const gate = this.#project(run, h1, w, quantized, 'gate');
     const up = this.#project(run, h1, w, quantized, 'up');
     return run.run1(swiglu, [gate, up]);

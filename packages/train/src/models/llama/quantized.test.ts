@@ -2,14 +2,16 @@ import {
   createCpuBackend,
   InvalidArgumentError,
   QUANT_FORMATS,
+  quantizedGateUpSwiglu,
   quantizedMatmul,
   quantizeWeights,
   quantLayout,
   ShapeError,
+  swiglu,
   type Tensor,
   uploadQuantized,
 } from '@rayo/core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { LlamaModel } from './model.js';
 import { removeTinyLlamas, tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from './tinyLlama.testkit.js';
 
@@ -108,6 +110,34 @@ describe('LlamaModel with quantized projections', async () => {
     short.dispose();
     embedding.dispose();
     head.dispose();
+  });
+
+  it('decodes gate, up and SwiGLU in one quantizedGateUpSwiglu per layer, as the separate products do', async () => {
+    const layers = config.num_hidden_layers as number;
+    for (const format of ['q8', 'q4g128'] as const) {
+      using model = await LlamaModel.load(backend, dir, { weightFormat: format, replay: false });
+      model.prefill(prompt).dispose();
+      const run = vi.spyOn(backend, 'run');
+      try {
+        using step = model.decode(prompt[0]!);
+        const names = run.mock.calls.map((call) => call[0].name);
+        expect(names.filter((name) => name === quantizedGateUpSwiglu.name)).toHaveLength(layers);
+        expect(names).not.toContain(swiglu.name);
+        // q, k, v, o and down stay separate products.
+        expect(names.filter((name) => name === quantizedMatmul.name)).toHaveLength(5 * layers);
+        // The same step through the separate products: the prefill of one more token takes them.
+        model.reset();
+        using all = model.prefill([...prompt, prompt[0]!]);
+        const vocab = config.vocab_size as number;
+        const want = ((await all.read()) as Float32Array).subarray(prompt.length * vocab);
+        const got = (await step.read()) as Float32Array;
+        let maxError = 0;
+        for (let i = 0; i < vocab; i++) maxError = Math.max(maxError, Math.abs(got[i]! - want[i]!));
+        expect(maxError).toBeLessThan(1e-3);
+      } finally {
+        run.mockRestore();
+      }
+    }
   });
 
   it('refuses a format that is none', async () => {

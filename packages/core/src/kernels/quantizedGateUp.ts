@@ -1,0 +1,120 @@
+import { defineKernel } from '../kernel.js';
+import { quantLayout } from '../quant/layout.js';
+import { dequantizeInto } from '../quant/quantize.js';
+import { ArgCheck } from './check.js';
+import { siluOf } from './elementwise.js';
+import { SCALES } from './quantized.js';
+import { bytesOf, FLOAT } from './vocabulary.js';
+
+/** The formats the fused product takes: int8 rows and 4-bit groups of 32 or 128 (see quant/layout.ts). */
+export const GATE_UP_FORMATS = ['q8', 'q4g32', 'q4g128'] as const;
+export type GateUpFormat = (typeof GATE_UP_FORMATS)[number];
+
+/**
+ * y = silu(x · dequant(Wg)ᵀ) ⊙ (x · dequant(Wu)ᵀ) for a gate and an up
+ * weight [N, K] in one quantized format: a decoder's gate, up and SwiGLU in
+ * one pass over both weights, without writing the two products. Sums are
+ * f32 on a backend; the reference dequantizes exactly and sums in f64, as
+ * `quantizedMatmul`'s does, then takes silu and the product in f64.
+ */
+export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
+  name: 'quantizedGateUpSwiglu',
+  family: 'quantized',
+  summary: 'y = silu(x · dequant(Wg)ᵀ) ⊙ (x · dequant(Wu)ᵀ) for int8 or 4-bit gate and up weights [N, K]',
+  inputs: [
+    { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
+    { name: 'gatePacked', dtypes: ['u32'], doc: "[N, rowWords(K)]: the gate's codes, see quantLayout" },
+    { name: 'gateScales', dtypes: FLOAT, dtypeGroup: SCALES, doc: '[N, groups(K)]' },
+    { name: 'upPacked', dtypes: ['u32'], doc: "[N, rowWords(K)]: the up weight's codes" },
+    {
+      name: 'upScales',
+      dtypes: FLOAT,
+      dtypeGroup: SCALES,
+      doc: '[N, groups(K)], stored as the gate scales are',
+    },
+    {
+      name: 'gateZeros',
+      dtypes: ['u32'],
+      optional: true,
+      doc: "[N, ceil(groups / 8)]: q4 zero-point nibbles, given with 'upZeros' or not at all",
+    },
+    { name: 'upZeros', dtypes: ['u32'], optional: true, doc: "[N, ceil(groups / 8)], with 'gateZeros'" },
+  ],
+  attributes: {
+    format: { kind: 'enum', values: GATE_UP_FORMATS, doc: 'how both weights are stored' },
+  },
+  infer([x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros], { format }) {
+    const check = new ArgCheck('quantizedGateUpSwiglu');
+    check.rank('x', x!, 2, '[M, K]');
+    const [m, k] = x!.shape as [number, number];
+    check.shape(k > 0, 'x', 'a quantized product needs rows of at least one element', 'K >= 1', x!.shape);
+    const layout = quantLayout(format, k);
+    check.rank('gatePacked', gatePacked!, 2, '[N, rowWords]');
+    const n = gatePacked!.shape[0]!;
+    check.dim('gatePacked', gatePacked!, 1, layout.rowWords, `the u32 words of a ${format} row of K = ${k}`);
+    check.sameShape('upPacked', upPacked!, gatePacked!.shape, "'gatePacked': both weights are [N, K]");
+    check.sameShape('gateScales', gateScales!, [n, layout.groups], `[N, groups] of ${format} for K = ${k}`);
+    check.sameShape('upScales', upScales!, [n, layout.groups], `[N, groups] of ${format} for K = ${k}`);
+    check.shape(
+      (gateZeros === undefined) === (upZeros === undefined),
+      gateZeros ? 'upZeros' : 'gateZeros',
+      'the gate and up weights take zero points together or not at all',
+      'both or neither',
+      'one of them',
+    );
+    for (const [name, zeros] of [
+      ['gateZeros', gateZeros],
+      ['upZeros', upZeros],
+    ] as const) {
+      if (!zeros) continue;
+      check.shape(
+        layout.bits === 4,
+        name,
+        'q8 is symmetric: it takes no zero points',
+        'nothing with q8',
+        zeros.shape,
+      );
+      check.sameShape(name, zeros, [n, layout.zeroWords], '[N, ceil(groups / 8)] nibble words');
+    }
+    return [{ name: 'y', shape: [m, n], dtype: x!.dtype }];
+  },
+  reference([x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros], { format }, io) {
+    const [m, k] = io.inputs[0]!.shape as [number, number];
+    const n = io.outputs[0]!.shape[1]!;
+    const layout = quantLayout(format, k);
+    const gate = new Float64Array(n * k);
+    const up = new Float64Array(n * k);
+    dequantizeInto(gate, gatePacked!, gateScales!, gateZeros, layout, n, k);
+    dequantizeInto(up, upPacked!, upScales!, upZeros, layout, n, k);
+    const y = new Float32Array(m * n);
+    for (let i = 0; i < m; i++) {
+      for (let j = 0; j < n; j++) {
+        let g = 0;
+        let u = 0;
+        for (let p = 0; p < k; p++) {
+          const xv = x![i * k + p]!;
+          g += xv * gate[j * k + p]!;
+          u += xv * up[j * k + p]!;
+        }
+        y[i * n + j] = siluOf(g) * u;
+      }
+    }
+    return [y];
+  },
+  cost([x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros]) {
+    const [m, k] = x!.shape as [number, number];
+    const n = gatePacked!.shape[0]!;
+    return {
+      flops: 4 * m * n * k + 6 * m * n,
+      bytes:
+        bytesOf(x) +
+        bytesOf(gatePacked) +
+        bytesOf(gateScales) +
+        bytesOf(upPacked) +
+        bytesOf(upScales) +
+        bytesOf(gateZeros) +
+        bytesOf(upZeros) +
+        bytesOf({ shape: [m, n], dtype: x!.dtype }),
+    };
+  },
+});

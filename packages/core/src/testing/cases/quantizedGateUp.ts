@@ -1,0 +1,135 @@
+import * as k from '../../kernels/quantizedGateUp.js';
+import { type QuantFormat, quantLayout } from '../../quant/layout.js';
+import {
+  type AnyConformanceCase,
+  type AnyErrorCase,
+  type FamilyCases,
+  f32,
+  type InputSample,
+  invalid,
+  type Tolerance,
+  valid,
+} from '../cases.js';
+
+const cases: AnyConformanceCase[] = [];
+const errors: AnyErrorCase[] = [];
+
+/**
+ * Both products carry quantizedMatmul's f32 summation error (about sqrt(K)
+ * roundings of terms near 1, with |w| <= about 1); y multiplies one product
+ * by silu of the other, whose size grows like sqrt(K), so the absolute
+ * bound grows like K.
+ */
+function tolerance(depth: number): Tolerance {
+  return { rtol: 2e-4, atol: 2e-5 * Math.max(depth, 1) };
+}
+
+/** Random words: every code, the row padding included (a kernel must not count it). */
+function words(shape: readonly number[]): InputSample {
+  return {
+    shape,
+    dtype: 'u32',
+    init: (rng, size) => Array.from({ length: size }, () => rng.int(0, 2 ** 32)),
+  };
+}
+
+/** Scales that keep |w| within about 1, as quantizedMatmul's cases do. */
+function scalesOf(format: QuantFormat, n: number, kd: number): InputSample {
+  const [lo, hi] = format === 'q8' ? [0.002, 0.008] : [0.02, 0.066];
+  return f32([n, quantLayout(format, kd).groups], (rng, size) =>
+    Array.from({ length: size }, () => rng.uniform(lo, hi)),
+  );
+}
+
+/** gatePacked, gateScales, upPacked, upScales, and both zero points or none. */
+function weightsOf(format: QuantFormat, n: number, kd: number, zeroPoints: boolean): InputSample[] {
+  const layout = quantLayout(format, kd);
+  const packed = () => words([n, layout.rowWords]);
+  const main = [packed(), scalesOf(format, n, kd), packed(), scalesOf(format, n, kd)];
+  return zeroPoints ? [...main, words([n, layout.zeroWords]), words([n, layout.zeroWords])] : main;
+}
+
+// [M, K, N]: decoding's one row and the few rows of a small batch, more rows (several blocks of
+// rows on a GPU); K inside one block, across partial blocks and groups, and long enough to be split;
+// N at 1, primes and non-multiples of the columns a warp or block takes.
+const SHAPES = [
+  [1, 1, 1],
+  [1, 7, 13],
+  [1, 257, 61],
+  [1, 2048, 67],
+  [2, 100, 37],
+  [3, 1000, 9],
+  [4, 33, 129],
+  [5, 160, 21],
+  [9, 64, 5],
+] as const;
+
+for (const format of ['q8', 'q4g32', 'q4g128'] as const) {
+  for (const [m, kd, n] of SHAPES) {
+    for (const zeroPoints of format === 'q8' ? [false] : [false, true]) {
+      cases.push(
+        valid(k.quantizedGateUpSwiglu, {
+          label: `${format} ${m}×${kd}→${n}${zeroPoints ? ' zero points' : ''}`,
+          inputs: [f32([m, kd]), ...weightsOf(format, n, kd, zeroPoints)],
+          attrs: { format },
+          tolerance: tolerance(kd),
+        }),
+      );
+    }
+  }
+}
+
+const q8 = weightsOf('q8', 5, 40, false);
+const q4 = weightsOf('q4g32', 5, 40, true);
+errors.push(
+  invalid(k.quantizedGateUpSwiglu, {
+    label: "'x' of rank 1",
+    inputs: [f32([40]), ...q8],
+    attrs: { format: 'q8' },
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.quantizedGateUpSwiglu, {
+    label: "'upPacked' of another N",
+    inputs: [f32([1, 40]), q8[0]!, q8[1]!, words([4, 10]), q8[3]!],
+    attrs: { format: 'q8' },
+    error: 'shape',
+    argument: 'upPacked',
+  }),
+  invalid(k.quantizedGateUpSwiglu, {
+    label: "'gatePacked' with the words of another K",
+    inputs: [f32([1, 80]), ...q8],
+    attrs: { format: 'q8' },
+    error: 'shape',
+    argument: 'gatePacked',
+  }),
+  invalid(k.quantizedGateUpSwiglu, {
+    label: "'upScales' of one per row under q4g32",
+    inputs: [f32([1, 40]), q4[0]!, q4[1]!, q4[2]!, f32([5, 1])],
+    attrs: { format: 'q4g32' },
+    error: 'shape',
+    argument: 'upScales',
+  }),
+  invalid(k.quantizedGateUpSwiglu, {
+    label: "'gateZeros' without 'upZeros'",
+    inputs: [f32([1, 40]), ...q4.slice(0, 5)],
+    attrs: { format: 'q4g32' },
+    error: 'shape',
+    argument: 'upZeros',
+  }),
+  invalid(k.quantizedGateUpSwiglu, {
+    label: 'zero points with q8',
+    inputs: [f32([1, 40]), ...q8, words([5, 1]), words([5, 1])],
+    attrs: { format: 'q8' },
+    error: 'shape',
+    argument: 'gateZeros',
+  }),
+  invalid(k.quantizedGateUpSwiglu, {
+    label: 'format missing',
+    inputs: [f32([1, 40]), ...q8],
+    error: 'argument',
+    argument: 'attrs.format',
+  }),
+);
+
+export const quantizedGateUpCases: FamilyCases = { cases, errors };

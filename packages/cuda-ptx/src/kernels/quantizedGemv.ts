@@ -1,0 +1,595 @@
+import {
+  FLOAT,
+  InvalidArgumentError,
+  type QuantFormat,
+  quantizedGateUpSwiglu,
+  quantLayout,
+} from '@rayo/core';
+import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
+import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
+import { PtxModule } from '../ptx/module.js';
+import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { checkElementCount } from './common.js';
+import { below } from './gemv.js';
+import { siluF32 } from './math.js';
+import {
+  type FloatStorage,
+  loadAsF32,
+  loadOneAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storageOf,
+  storeFromF32,
+} from './storage.js';
+
+// The small-M quantized GEMV (M <= 4 rows of x; decoding has one). Its cost
+// is reading the codes once, so it is shaped to keep many bytes in flight on
+// every SM and little else in the way:
+// - lane l of a warp reads u32 word (or v2/v4 words) l of a 32-lane run of
+//   C rows of W at once, so each load instruction is one coalesced 128-byte
+//   (or 256/512-byte) line per row, and the matching x (32 contiguous bytes
+//   per lane for q4 in f32) comes straight from global memory through L1,
+//   read once per step and used for the C columns: no shared-memory stage,
+//   no barrier in the loop;
+// - the warps of a block split K (S slices) when N alone gives too few warps
+//   for the SMs, and meet once at the end in shared memory;
+// - U steps' loads are issued before any of them is used;
+// - a code becomes an exact f32 in two instructions: the nibble (or byte)
+//   masked in place and ORed into the mantissa of 2^23 reads as
+//   2^23 + q·16^j, and one fma by 16^-j with −(2^23·16^-j + zero) gives
+//   q − zero exactly (no shift per nibble, no int-to-float convert).
+// The same kernel with two weights is the fused gate·up·SwiGLU of decoding.
+
+export const QGEMV_ENTRY = 'quantized_gemv';
+/** Threads per block: 8 warps. */
+const THREADS = 256;
+const WARPS = THREADS / 32;
+/** The most rows of x one block takes; more rows take more blocks (grid y). */
+export const QGEMV_MAX_ROWS = 4;
+/** 2^23 as f32 bits: a code ORed into its mantissa reads as 2^23 + code. */
+const MAGIC_BITS = 0x4b000000;
+const MAGIC = 2 ** 23;
+
+/**
+ * The kernels the small-M product can take, chosen by the environment
+ * variable RAYO_QGEMV_VARIANT (read once): `a` is the warp-per-column kernel
+ * of quantized.ts (x staged in shared memory per tile), the others this
+ * file's kernel with C columns per warp and W u32 words per lane and step.
+ */
+export const QGEMV_VARIANTS = ['a', 'b', 'c', 'd'] as const;
+export type QgemvVariantName = (typeof QGEMV_VARIANTS)[number];
+export const DEFAULT_QGEMV_VARIANT: Exclude<QgemvVariantName, 'a'> = 'b';
+export const QGEMV_SHAPES: Readonly<
+  Record<Exclude<QgemvVariantName, 'a'>, { readonly cols: number; readonly words: 1 | 2 | 4 }>
+> = {
+  b: { cols: 4, words: 1 },
+  c: { cols: 2, words: 2 },
+  d: { cols: 8, words: 1 },
+};
+
+/** The formats this file's kernel reads: int8 rows and 4-bit groups of 32 or 128 with f16-or-wider scales. */
+export const QGEMV_FORMATS = ['q8', 'q4g32', 'q4g128'] as const;
+
+export function isQgemvFormat(format: string): format is (typeof QGEMV_FORMATS)[number] {
+  return (QGEMV_FORMATS as readonly string[]).includes(format);
+}
+
+/** The variant a value of RAYO_QGEMV_VARIANT names (unset or empty: the default). */
+export function parseQgemvVariant(value: string | undefined): QgemvVariantName {
+  if (value === undefined || value === '') return DEFAULT_QGEMV_VARIANT;
+  if ((QGEMV_VARIANTS as readonly string[]).includes(value)) return value as QgemvVariantName;
+  throw new InvalidArgumentError('RAYO_QGEMV_VARIANT names no quantized GEMV variant', {
+    kernel: 'quantizedMatmul',
+    argument: 'RAYO_QGEMV_VARIANT',
+    expected: QGEMV_VARIANTS.join(' | '),
+    actual: value,
+  });
+}
+
+let chosen: QgemvVariantName | undefined;
+
+/** The variant in use: RAYO_QGEMV_VARIANT, read on the first call. */
+export function qgemvVariant(): QgemvVariantName {
+  chosen ??= parseQgemvVariant(globalThis.process?.env?.RAYO_QGEMV_VARIANT);
+  return chosen;
+}
+
+/** Forgets the variant read, so that the next call reads RAYO_QGEMV_VARIANT again (tests). */
+export function resetQgemvVariant(): void {
+  chosen = undefined;
+  forcedSlices = undefined;
+}
+
+export interface QgemvConfig {
+  readonly format: QuantFormat;
+  /** Zero points per group (q4 only). */
+  readonly zeros: boolean;
+  /** Adds beta · c (not with `pair`). */
+  readonly withC: boolean;
+  /** Two weights of one shape: y = silu(x·Wgᵀ) ⊙ (x·Wuᵀ). */
+  readonly pair: boolean;
+  readonly types: { readonly act: FloatStorage; readonly scale: FloatStorage };
+  /** Rows of x per block, 1 to QGEMV_MAX_ROWS. */
+  readonly rows: number;
+  /** x read in 16-byte pieces: K a multiple of 32 and x 16-byte aligned; else element by element. */
+  readonly vecX: boolean;
+  /** Columns of y per warp. */
+  readonly cols: number;
+  /** u32 code words per lane and step: 1, 2 or 4 (one ld, .v2 or .v4). */
+  readonly words: 1 | 2 | 4;
+  /** Warps of a block that split K for the same columns: 1, 2, 4 or 8. */
+  readonly slices: 1 | 2 | 4 | 8;
+}
+
+export function qgemvKey(v: QgemvConfig): string {
+  const what = `${v.pair ? 'gateup/' : ''}${v.format}${v.zeros ? '/zeros' : ''}${v.withC ? '/c' : ''}`;
+  const shape = `m${v.rows}/c${v.cols}w${v.words}s${v.slices}/${v.vecX ? 'v4' : 'scalar'}`;
+  return `quantized/gemv/${shape}/${what}${storageKey([v.types.act, v.types.scale])}`;
+}
+
+const PARAMS = {
+  x: 'ptr',
+  packed: 'ptr',
+  scales: 'ptr',
+  zeros: 'ptr',
+  packed2: 'ptr',
+  scales2: 'ptr',
+  zeros2: 'ptr',
+  c: 'ptr',
+  y: 'ptr',
+  m: 'u32',
+  n: 'u32',
+  k: 'u32',
+  beta: 'f32',
+} as const;
+
+/** Steps whose loads are issued together: as many as about 64 registers of codes, scales and x hold. */
+export function unrollOf(v: QgemvConfig): number {
+  const perWord = quantLayout(v.format, 1).perWord;
+  // Per step: each weight's code words, scale (and zero point) per column, and x for each row.
+  const perColumn = v.words + 1 + (v.zeros ? 2 : 0);
+  const perStep = (v.pair ? 2 : 1) * v.cols * perColumn + v.rows * perWord * v.words;
+  return Math.max(1, Math.min(4, Math.floor(64 / perStep)));
+}
+
+function check(v: QgemvConfig): void {
+  const fail = (argument: string, expected: string, actual: string) => {
+    throw new InvalidArgumentError('the quantized GEMV cannot take this configuration', {
+      kernel: 'quantizedMatmul',
+      argument,
+      expected,
+      actual,
+    });
+  };
+  if (!Number.isInteger(v.rows) || v.rows < 1 || v.rows > QGEMV_MAX_ROWS)
+    fail('rows', `an integer from 1 to ${QGEMV_MAX_ROWS}`, String(v.rows));
+  if (![1, 2, 4, 8].includes(v.slices)) fail('slices', '1, 2, 4 or 8', String(v.slices));
+  if (![1, 2, 4].includes(v.words)) fail('words', '1, 2 or 4', String(v.words));
+  if (!Number.isInteger(v.cols) || v.cols < 1 || v.cols * v.rows > 32)
+    fail('cols', 'columns · rows of at most 32 (one lane stores each)', String(v.cols));
+  if (v.zeros && quantLayout(v.format, 1).bits === 8)
+    fail('zeros', 'zero points with q4 formats only', v.format);
+  if (v.pair && v.withC) fail('c', 'no c with the gate·up pair', 'c');
+}
+
+/**
+ * Block (bx, by) computes rows by·R … +R of y for columns
+ * (bx · 8/S + g) · C … +C, g = warp / S. Warp (g, s) reads chunks
+ * s·32 + l + i·32·S of those C rows of W (a chunk is `words` u32 words,
+ * lane l's at step i) and the same k range of x, so the S warps of a
+ * column group read adjacent runs; each lane keeps C·R (two for a pair)
+ * sums. At the end the warps' sums meet in shared memory and lane
+ * c·R + r of the group's first warp stores y(r, c).
+ */
+export function qgemvModule(v: QgemvConfig): PtxModule {
+  check(v);
+  const layout = quantLayout(v.format, 1);
+  const q4 = layout.bits === 4;
+  const { act, scale } = v.types;
+  const actBytes = STORAGE_BYTES[act];
+  const scaleBytes = STORAGE_BYTES[scale];
+  const C = v.cols;
+  const R = v.rows;
+  const S = v.slices;
+  const G = WARPS / S;
+  const P = v.pair ? 2 : 1;
+  const V = v.words;
+  /** Weights per lane and step. */
+  const E = layout.perWord * V;
+  const U = unrollOf(v);
+  /** Sums per warp: P weights × C columns × R rows. */
+  const perWarp = P * C * R;
+  const m = new PtxModule();
+  m.entry(
+    QGEMV_ENTRY,
+    PARAMS,
+    (k, p) => {
+      const n = k.ldParam(p.n);
+      const kDim = k.ldParam(p.k);
+      const mDim = k.ldParam(p.m);
+      const red = k.sharedArray('red', 'f32', WARPS * perWarp, 16);
+      const redBase = k.sharedAddress(red);
+      const tid = k.tid();
+      const warp = k.shr('u32', k.reg('u32'), tid, 5);
+      const lane = k.and('b32', k.reg('u32'), tid, 31);
+      const slice = k.and('b32', k.reg('u32'), warp, S - 1);
+      const group = k.shr('u32', k.reg('u32'), warp, Math.log2(S));
+      const colBase = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), k.ctaid(), G, group), C);
+      const row0 = k.mulLo('u32', k.reg('u32'), k.ctaid('y'), R);
+      // Row geometry for K (see quantLayout): whole 32-weight blocks, and whole groups for q4.
+      const unit = q4 ? layout.groupSize : 32;
+      const units = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
+      const rowWords = k.mulLo('u32', k.reg('u32'), units, unit / layout.perWord);
+      const zeroWords = k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), units, 7), 3);
+      // This lane's first chunk and first k.
+      const chunk0 = k.madLo('u32', k.reg('u32'), slice, 32, lane);
+      const lastN = k.sub('u32', k.reg('u32'), n, 1);
+      const weightSets = [
+        { packed: p.packed, scales: p.scales, zeros: p.zeros },
+        { packed: p.packed2, scales: p.scales2, zeros: p.zeros2 },
+      ].slice(0, P);
+      // Per weight and column: the lane's code pointer, its scale row and zero row. Columns past N
+      // read row N − 1 (never stored).
+      const cols = weightSets.map((set) => {
+        const packed = k.globalPointer(set.packed);
+        const scales = k.globalPointer(set.scales);
+        const zeros = v.zeros ? k.globalPointer(set.zeros) : undefined;
+        return Array.from({ length: C }, (_, c) => {
+          const wRow = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), colBase, c), lastN);
+          const w = k.elementAddress(
+            packed,
+            k.madLo('u32', k.reg('u32'), wRow, rowWords, k.mulLo('u32', k.reg('u32'), chunk0, V)),
+            4,
+          );
+          const scaleRow = q4 ? k.mulLo('u32', k.reg('u32'), wRow, units) : wRow;
+          const zeroRow = zeros ? k.mulLo('u32', k.reg('u32'), wRow, zeroWords) : undefined;
+          return { w, scales, zeros, scaleRow, zeroRow };
+        });
+      });
+      const lastM = k.sub('u32', k.reg('u32'), mDim, 1);
+      const x = k.globalPointer(p.x);
+      const firstK = k.mulLo('u32', k.reg('u32'), chunk0, E);
+      const xRows: R64[] = Array.from({ length: R }, (_, r) => {
+        const row = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), row0, r), lastM);
+        return k.elementAddress(x, k.madLo('u32', k.reg('u32'), row, kDim, firstK), actBytes);
+      });
+      const acc = Array.from({ length: P }, () =>
+        Array.from({ length: C }, () => Array.from({ length: R }, () => k.mov('f32', k.reg('f32'), 0))),
+      );
+      /** Chunks, k and bytes one step moves on. */
+      const stepK = 32 * S * E;
+      const stepWordBytes = 32 * S * V * 4;
+      const stepXBytes = stepK * actBytes;
+      type Step = {
+        words: R32[][][];
+        scales: F32[][];
+        zeros: F32[][] | undefined;
+        xs: F32[][];
+      };
+      const loadStep = (u: number, kk: R32): Step => {
+        const ok: Pred = below(k, kk, kDim);
+        const group = q4 ? k.shr('u32', k.reg('u32'), kk, Math.log2(layout.groupSize)) : undefined;
+        const words = cols.map((set) =>
+          set.map((col) => {
+            const regs = k.regs('u32', V);
+            for (const r of regs) k.mov('b32', r, 0);
+            const at = addr(col.w, u * stepWordBytes);
+            k.predicated(ok, () => {
+              if (V === 1) k.ldGlobal('b32', regs[0]!, at, { nc: true });
+              else if (V === 2) k.ldGlobal('b32', regs as unknown as Vec2<R32>, at, { nc: true });
+              else k.ldGlobal('b32', regs as unknown as Vec4<R32>, at, { nc: true });
+            });
+            return regs;
+          }),
+        );
+        // q4: the chunk's group scale (one group holds whole chunks); 0 past K, so that nothing there counts.
+        const scales = q4
+          ? cols.map((set) =>
+              set.map((col) =>
+                loadOneAsF32(
+                  k,
+                  scale,
+                  k.elementAddress(col.scales, k.add('u32', k.reg('u32'), col.scaleRow, group!), scaleBytes),
+                  ok,
+                ),
+              ),
+            )
+          : [];
+        const zeros = v.zeros
+          ? cols.map((set) =>
+              set.map((col) => {
+                const word = k.mov('b32', k.reg('u32'), 0);
+                const at = k.add('u32', k.reg('u32'), col.zeroRow!, k.shr('u32', k.reg('u32'), group!, 3));
+                k.predicated(ok, () => {
+                  k.ldGlobal('b32', word, k.elementAddress(col.zeros!, at, 4), { nc: true });
+                });
+                const shift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), group!, 7), 2);
+                const nibble = k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), word, shift), 0xf);
+                return k.cvt('f32', 'u32', k.reg('f32'), nibble, { rnd: 'rn' });
+              }),
+            )
+          : undefined;
+        const xs = xRows.map((xRow) => {
+          const regs = k.regs('f32', E);
+          const base = addr(xRow, u * stepXBytes);
+          if (v.vecX) {
+            // K is a multiple of 32: a chunk lies wholly inside or past K.
+            for (let first = 0; first < E; first += 8) {
+              loadAsF32(
+                k,
+                act,
+                regs.slice(first, first + 8),
+                addr(base.base, base.offset + first * actBytes),
+                {
+                  ok,
+                },
+              );
+            }
+          } else {
+            regs.forEach((reg, j) => {
+              const inside = below(k, k.add('u32', k.reg('u32'), kk, j), kDim);
+              loadAsF32(k, act, [reg], addr(base.base, base.offset + j * actBytes), { ok: inside });
+            });
+          }
+          return regs;
+        });
+        return { words, scales, zeros, xs };
+      };
+      /** −(2^23 · 2^-shift + zero) for each in-place position of a code (shift 0, bits, 2·bits, 3·bits). */
+      const positions = q4 ? 4 : 2;
+      const fixedZero = q4 ? 8 : 128;
+      const useStep = (st: Step) => {
+        cols.forEach((set, pi) => {
+          set.forEach((_, c) => {
+            const zero = st.zeros ? st.zeros[pi]![c] : undefined;
+            const offsets: (F32 | number)[] = Array.from({ length: positions }, (_, j) => {
+              const top = -(MAGIC / 2 ** (j * layout.bits));
+              return zero ? k.fma('f32', k.reg('f32'), zero, -1, top, { rnd: 'rn' }) : top - fixedZero;
+            });
+            const parts = Array.from({ length: R }, () => k.mov('f32', k.reg('f32'), 0));
+            st.words[pi]![c]!.forEach((word, wi) => {
+              // q8's bytes are two's complement: flipping each sign bit makes them q + 128.
+              const lo = q4 ? word : k.xor('b32', k.reg('u32'), word, 0x80808080);
+              const hi = k.shr('b32', k.reg('u32'), lo, 16);
+              for (let e = 0; e < layout.perWord; e++) {
+                const j = e % positions;
+                const src = e < positions ? lo : hi;
+                const mask = ((q4 ? 0xf : 0xff) << (j * layout.bits)) >>> 0;
+                const bits = k.and('b32', k.reg('u32'), src, mask);
+                k.or('b32', bits, bits, MAGIC_BITS);
+                const f = k.mov('b32', k.reg('f32'), bits);
+                const code = k.fma('f32', k.reg('f32'), f, 2 ** (-j * layout.bits), offsets[j]!, {
+                  rnd: 'rn',
+                });
+                const at = wi * layout.perWord + e;
+                for (let r = 0; r < R; r++)
+                  k.fma('f32', parts[r]!, code, st.xs[r]![at]!, parts[r]!, { rnd: 'rn' });
+              }
+            });
+            for (let r = 0; r < R; r++) {
+              const a = acc[pi]![c]![r]!;
+              if (q4) k.fma('f32', a, parts[r]!, st.scales[pi]![c]!, a, { rnd: 'rn' });
+              else k.add('f32', a, a, parts[r]!, { rnd: 'rn' });
+            }
+          });
+        });
+      };
+      const kk = k.mov('u32', k.reg('u32'), firstK);
+      const base = k.mulLo('u32', k.reg('u32'), slice, 32 * E);
+      k.forRange(base, base, kDim, U * stepK, () => {
+        const steps = Array.from({ length: U }, (_, u) =>
+          loadStep(u, u === 0 ? kk : k.add('u32', k.reg('u32'), kk, u * stepK)),
+        );
+        for (const st of steps) useStep(st);
+        for (const set of cols) for (const col of set) k.add('u64', col.w, col.w, U * stepWordBytes);
+        for (const xRow of xRows) k.add('u64', xRow, xRow, U * stepXBytes);
+        k.add('u32', kk, kk, U * stepK);
+      });
+      // Each sum across the warp; one lane writes it to the warp's row of `red`.
+      const warpRow = k.madLo('u32', k.reg('u32'), warp, perWarp * 4, redBase);
+      acc.forEach((set, pi) => {
+        set.forEach((rows, c) => {
+          rows.forEach((a, r) => {
+            for (let offset = 16; offset >= 1; offset /= 2) {
+              const other = k.shflSync('bfly', k.reg('f32'), a, offset);
+              k.add('f32', a, a, other, { rnd: 'rn' });
+            }
+            const idx = (pi * C + c) * R + r;
+            k.ifThen(k.setp('eq', 'u32', k.reg('pred'), lane, idx % 32), () => {
+              k.stShared('f32', addr(warpRow, idx * 4), a);
+            });
+          });
+        });
+      });
+      k.barSync();
+      // Lane o = c·R + r of slice 0 adds the S slices' sums and stores y(row0 + r, colBase + c).
+      const o = lane;
+      const c = k.div('u32', k.reg('u32'), o, R);
+      const r = k.rem('u32', k.reg('u32'), o, R);
+      const col = k.add('u32', k.reg('u32'), colBase, c);
+      const row = k.add('u32', k.reg('u32'), row0, r);
+      const mine = [
+        k.setp('eq', 'u32', k.reg('pred'), slice, 0),
+        below(k, o, C * R),
+        below(k, col, n),
+        below(k, row, mDim),
+      ].reduce((a, b) => k.and('pred', k.reg('pred'), a, b));
+      k.ifThen(mine, () => {
+        const groupRow = k.madLo(
+          'u32',
+          k.reg('u32'),
+          group,
+          S * perWarp * 4,
+          k.madLo('u32', k.reg('u32'), o, 4, redBase),
+        );
+        const sums = weightSets.map((set, pi) => {
+          const sum = k.mov('f32', k.reg('f32'), 0);
+          for (let s = 0; s < S; s++) {
+            const part = k.ldShared('f32', k.reg('f32'), addr(groupRow, (s * perWarp + pi * C * R) * 4));
+            k.add('f32', sum, sum, part, { rnd: 'rn' });
+          }
+          if (q4) return sum;
+          // q8: one scale per row of W.
+          const rowScale = loadOneAsF32(
+            k,
+            scale,
+            k.elementAddress(k.globalPointer(set.scales), col, scaleBytes),
+          );
+          return k.mul('f32', k.reg('f32'), sum, rowScale, { rnd: 'rn' });
+        });
+        const index = k.madLo('u32', k.reg('u32'), row, n, col);
+        let value = sums[0]!;
+        if (v.pair) value = k.mul('f32', k.reg('f32'), siluF32(k, sums[0]!), sums[1]!, { rnd: 'rn' });
+        else if (v.withC) {
+          const cv = loadOneAsF32(k, act, k.elementAddress(k.globalPointer(p.c), index, actBytes));
+          value = k.fma('f32', k.reg('f32'), k.ldParam(p.beta), cv, value, { rnd: 'rn' });
+        }
+        storeFromF32(k, act, k.elementAddress(k.globalPointer(p.y), index, actBytes), value);
+      });
+    },
+    // No minimum of blocks per SM: the decode configurations take 40–80 registers as they are
+    // (3–6 blocks per SM), and a bound makes the wide ones spill.
+    { maxThreadsPerBlock: THREADS },
+  );
+  return m;
+}
+
+/** The weight operands of one product. */
+export interface QgemvWeight {
+  readonly packed: Operand;
+  readonly scales: Operand;
+  readonly zeros: Operand | undefined;
+}
+
+/** Warps per SM the split aims at: three blocks, all resident at once (one wave, no tail). */
+const TARGET_WARPS_PER_SM = 3 * WARPS;
+
+/**
+ * Warps of a block that split K: doubled while the grid stays within about
+ * three resident blocks per SM and each warp keeps at least one step of K.
+ */
+export function slicesFor(n: number, k: number, cols: number, words: number, perWord: number, sms: number) {
+  const groups = Math.ceil(n / cols);
+  const steps = Math.ceil(k / (perWord * words * 32));
+  let slices = 1;
+  while (slices < WARPS && groups * slices * 2 <= sms * TARGET_WARPS_PER_SM && steps >= slices * 2)
+    slices *= 2;
+  return slices as 1 | 2 | 4 | 8;
+}
+
+/**
+ * RAYO_QGEMV_SLICES (read once): 1, 2, 4 or 8 forces the split of K for
+ * measurements; unset or empty, slicesFor chooses.
+ */
+export function parseQgemvSlices(value: string | undefined): 1 | 2 | 4 | 8 | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (value === '1' || value === '2' || value === '4' || value === '8') return Number(value) as 1 | 2 | 4 | 8;
+  throw new InvalidArgumentError('RAYO_QGEMV_SLICES is no split of K', {
+    kernel: 'quantizedMatmul',
+    argument: 'RAYO_QGEMV_SLICES',
+    expected: '1, 2, 4 or 8',
+    actual: value,
+  });
+}
+
+let forcedSlices: { value: 1 | 2 | 4 | 8 | undefined } | undefined;
+
+function qgemvSlices(): 1 | 2 | 4 | 8 | undefined {
+  forcedSlices ??= {
+    value: parseQgemvSlices(
+      (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
+        ?.RAYO_QGEMV_SLICES,
+    ),
+  };
+  return forcedSlices.value;
+}
+
+const aligned16 = (ptr: bigint) => ptr % 16n === 0n;
+
+/**
+ * Launches the GEMV of `variant` (not `a`) for x [M, K] against one weight
+ * (y = x·Wᵀ + beta·c) or a gate·up pair (y = silu(x·Wgᵀ) ⊙ (x·Wuᵀ)).
+ */
+export function encodeQuantizedGemv(
+  encoder: KernelEncoder,
+  variant: Exclude<QgemvVariantName, 'a'>,
+  ops: { x: Operand; weights: readonly QgemvWeight[]; c: Operand | undefined; y: Operand },
+  attrs: { format: QuantFormat; beta: number },
+): void {
+  const { x, weights, c, y } = ops;
+  const [m, kDim] = x.shape as [number, number];
+  const n = y.shape[1]!;
+  if (m === 0 || n === 0) return;
+  const { cols, words } = QGEMV_SHAPES[variant];
+  const layout = quantLayout(attrs.format, kDim);
+  const rows = Math.min(m, QGEMV_MAX_ROWS);
+  const first = weights[0]!;
+  const second = weights[1] ?? first;
+  const config: QgemvConfig = {
+    format: attrs.format,
+    zeros: first.zeros !== undefined,
+    withC: c !== undefined,
+    pair: weights.length === 2,
+    types: { act: storageOf(x), scale: storageOf(first.scales) },
+    rows,
+    vecX: kDim % 32 === 0 && aligned16(x.ptr),
+    cols,
+    words,
+    slices: qgemvSlices() ?? slicesFor(n, kDim, cols, words, layout.perWord, encoder.device.multiprocessors),
+  };
+  encoder.launch({
+    key: qgemvKey(config),
+    module: () => qgemvModule(config),
+    entry: QGEMV_ENTRY,
+    grid: [Math.ceil(n / ((cols * WARPS) / config.slices)), Math.ceil(m / rows), 1],
+    block: THREADS,
+    args: {
+      x,
+      packed: first.packed,
+      scales: first.scales,
+      // Unused without them; any valid address.
+      zeros: first.zeros ?? first.packed,
+      packed2: second.packed,
+      scales2: second.scales,
+      zeros2: second.zeros ?? second.packed,
+      c: c ?? y,
+      y,
+      m,
+      n,
+      k: kDim,
+      beta: attrs.beta,
+    },
+  });
+}
+
+/** The gate·up·SwiGLU pair of a decode step: this file's kernel with two weights, any M (4 rows per block). */
+export const QUANTIZED_GATE_UP_KERNELS: readonly AnyCudaKernel[] = [
+  cudaKernel(
+    quantizedGateUpSwiglu,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros] = inputs;
+      const y = outputs[0]!;
+      checkElementCount(quantizedGateUpSwiglu.name, 'x', x!.size);
+      checkElementCount(quantizedGateUpSwiglu.name, 'gatePacked', gatePacked!.size * 8);
+      checkElementCount(quantizedGateUpSwiglu.name, 'y', y.size);
+      // Variant a has no pair kernel: it leaves the pair to the default.
+      const variant = qgemvVariant();
+      encodeQuantizedGemv(
+        encoder,
+        variant === 'a' ? DEFAULT_QGEMV_VARIANT : variant,
+        {
+          x: x!,
+          weights: [
+            { packed: gatePacked!, scales: gateScales!, zeros: gateZeros },
+            { packed: upPacked!, scales: upScales!, zeros: upZeros },
+          ],
+          c: undefined,
+          y,
+        },
+        { format: attrs.format, beta: 0 },
+      );
+    },
+    // x and y in f32, f16 or bf16; the scales of both weights in one of them (summed in f32).
+    { dtypes: FLOAT },
+  ),
+];

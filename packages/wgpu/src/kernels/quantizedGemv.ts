@@ -1,0 +1,537 @@
+import {
+  FLOAT,
+  InvalidArgumentError,
+  type QuantFormat,
+  quantizedGateUpSwiglu,
+  quantLayout,
+} from '@rayo/core';
+import {
+  type AnyWgpuKernel,
+  gridFor,
+  type KernelEncoder,
+  linearWorkgroup,
+  type Operand,
+  storage,
+  uniform,
+  wgpuKernel,
+} from '../kernel.js';
+import { paramLayout } from '../params.js';
+import { type Storage, storageOf } from '../wgsl/half.js';
+import { BUILTINS, WGSL_MATH } from './common.js';
+import { encodeWithF32Activations } from './halfEdges.js';
+
+// The small-M quantized GEMV (M <= 4 rows of x; decoding has one), shaped
+// like cuda-ptx's quantizedGemv.ts: a workgroup is 8 groups of 32
+// invocations ("warps"); invocation l of a group reads u32 word (or
+// vec2/vec4 of words) l of a 32-invocation run of C rows of W, so each load
+// is one coalesced run per row, and reads the matching x (32 contiguous
+// bytes per invocation for q4) straight from the storage buffer, once per
+// step for the C columns: no workgroup-memory stage and no barrier in the
+// loop. The groups of a workgroup split K (S slices) when N alone gives
+// too few groups for the GPU, and meet at the end in workgroup memory. A
+// code becomes an exact f32 in vector operations: four nibbles (or bytes)
+// masked in place in a vec4<u32>, ORed into the mantissa of 2^23 and
+// bitcast, then one fma by 16^-j with −(2^23·16^-j + zero). The same shader
+// with two weights is the fused gate·up·SwiGLU of decoding. x and y are f32
+// in the shader (halves go through f32 scratch, see halfEdges.ts); the
+// scales are read as stored.
+
+const THREADS = 256;
+const LANES = 32;
+const WARPS = THREADS / LANES;
+/** The most rows of x one workgroup takes; more rows take more workgroups. */
+export const QGEMV_MAX_ROWS = 4;
+/** Partial sums reduced at once in workgroup memory: 8 KiB of the 16 KiB every device has. */
+const BATCH = 8;
+
+/**
+ * The shaders the small-M product can take, chosen by the environment
+ * variable RAYO_QGEMV_VARIANT (read once) where there is one: `a` is the
+ * workgroup-per-8-columns shader of quantized.ts (x staged per tile), the
+ * others this file's shader with C columns per group and W u32 words per
+ * invocation and step.
+ */
+export const QGEMV_VARIANTS = ['a', 'b', 'c', 'd'] as const;
+export type QgemvVariantName = (typeof QGEMV_VARIANTS)[number];
+export const DEFAULT_QGEMV_VARIANT: Exclude<QgemvVariantName, 'a'> = 'b';
+export const QGEMV_SHAPES: Readonly<
+  Record<Exclude<QgemvVariantName, 'a'>, { readonly cols: number; readonly words: 1 | 2 | 4 }>
+> = {
+  b: { cols: 4, words: 1 },
+  c: { cols: 2, words: 2 },
+  d: { cols: 8, words: 1 },
+};
+
+/** The formats this file's kernel reads: int8 rows and 4-bit groups of 32 or 128 with f16-or-wider scales. */
+export const QGEMV_FORMATS = ['q8', 'q4g32', 'q4g128'] as const;
+
+export function isQgemvFormat(format: string): format is (typeof QGEMV_FORMATS)[number] {
+  return (QGEMV_FORMATS as readonly string[]).includes(format);
+}
+
+/** The variant a value of RAYO_QGEMV_VARIANT names (unset or empty: the default). */
+export function parseQgemvVariant(value: string | undefined): QgemvVariantName {
+  if (value === undefined || value === '') return DEFAULT_QGEMV_VARIANT;
+  if ((QGEMV_VARIANTS as readonly string[]).includes(value)) return value as QgemvVariantName;
+  throw new InvalidArgumentError('RAYO_QGEMV_VARIANT names no quantized GEMV variant', {
+    kernel: 'quantizedMatmul',
+    argument: 'RAYO_QGEMV_VARIANT',
+    expected: QGEMV_VARIANTS.join(' | '),
+    actual: value,
+  });
+}
+
+let chosen: QgemvVariantName | undefined;
+
+/** The variant in use: RAYO_QGEMV_VARIANT (in Node), read on the first call. */
+export function qgemvVariant(): QgemvVariantName {
+  chosen ??= parseQgemvVariant(
+    (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
+      ?.RAYO_QGEMV_VARIANT,
+  );
+  return chosen;
+}
+
+/** Forgets the variant read, so that the next call reads RAYO_QGEMV_VARIANT again (tests). */
+export function resetQgemvVariant(): void {
+  chosen = undefined;
+  forcedSlices = undefined;
+}
+
+const PARAMS = paramLayout([
+  ['m', 'u32'],
+  ['n', 'u32'],
+  ['k', 'u32'],
+  /** u32 words of packed data per row. */
+  ['rowWords', 'u32'],
+  ['groups', 'u32'],
+  ['zeroWords', 'u32'],
+  ['beta', 'f32'],
+  /** 1 when c is given (bound to a placeholder otherwise). */
+  ['hasC', 'u32'],
+  /** 1 when zero points are given. */
+  ['hasZeros', 'u32'],
+  /** How the scales are stored: 0 f32, 1 f16, 2 bf16 (all bound as u32 words). */
+  ['scaleKind', 'u32'],
+  /** Groups of a workgroup that split K: 1, 2, 4 or 8. */
+  ['slices', 'u32'],
+  /** Workgroups along N; the rest of the grid's workgroups take the next rows of x. */
+  ['tilesN', 'u32'],
+  /** Workgroups that do work (the rest of a `gridFor` grid return at once). */
+  ['tiles', 'u32'],
+] as const);
+
+/**
+ * What a shader is compiled for. Zero points, c, the scales' storage and
+ * the split of K are uniform parameters: each would multiply the shaders
+ * to compile (seconds each on a software Vulkan), and their branches are
+ * uniform.
+ */
+export interface QgemvShaderVariant {
+  readonly format: QuantFormat;
+  /** Rows of x per workgroup: 1 (decoding) or QGEMV_MAX_ROWS, rows past M clamped. */
+  readonly rows: number;
+  /** x read as vec4<f32>: K a multiple of 32 and x 16-byte aligned; else element by element up to K. */
+  readonly vecX: boolean;
+  /** Two weights: y = silu(x·Wgᵀ) ⊙ (x·Wuᵀ). */
+  readonly pair: boolean;
+  /** Columns of y per group of 32 invocations. */
+  readonly cols: number;
+  /** u32 code words per invocation and step. */
+  readonly words: 1 | 2 | 4;
+}
+
+const SCALE_KINDS: Readonly<Record<Storage, number>> = { f32: 0, f16: 1, bf16: 2 };
+
+/** Steps whose loads are issued together: as many as about 64 registers of codes, scales and x hold. */
+export function unrollOf(v: QgemvShaderVariant): number {
+  const perWord = quantLayout(v.format, 1).perWord;
+  const perStep = (v.pair ? 2 : 1) * v.cols * (v.words + 1) + v.rows * perWord * v.words;
+  return Math.max(1, Math.min(4, Math.floor(64 / perStep)));
+}
+
+const f32Literal = (value: number) => {
+  const text = String(value);
+  return /[.e]/.test(text) ? text : `${text}.0`;
+};
+
+const vec4Literal = (values: readonly number[], type: 'f32' | 'u32') =>
+  `vec4<${type}>(${values.map((x) => (type === 'u32' ? `${x >>> 0}u` : f32Literal(x))).join(', ')})`;
+
+export function qgemvShader(v: QgemvShaderVariant) {
+  if (v.cols * v.rows * (v.pair ? 2 : 1) > 64 || v.rows > QGEMV_MAX_ROWS) {
+    throw new InvalidArgumentError('the quantized GEMV shader cannot take this configuration', {
+      kernel: 'quantizedMatmul',
+      argument: 'cols',
+      expected: `columns · rows · weights of at most 64 and at most ${QGEMV_MAX_ROWS} rows`,
+      actual: `${v.cols} columns, ${v.rows} rows`,
+    });
+  }
+  const layout = quantLayout(v.format, 1);
+  const q4 = layout.bits === 4;
+  const C = v.cols;
+  const R = v.rows;
+  const P = v.pair ? 2 : 1;
+  const V = v.words;
+  const E = layout.perWord * V;
+  const U = unrollOf(v);
+  const NV = P * C * R;
+  const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+  const weights = range(P).map((p) => (p === 0 ? '' : '2'));
+  const wordType = V === 1 ? 'u32' : `vec${V}<u32>`;
+  const bindingNames: [string, string, 'read' | 'read_write'][] = [
+    ['x', v.vecX ? 'vec4<f32>' : 'f32', 'read'],
+    ...weights.flatMap((w) => [
+      [`packed${w}`, wordType, 'read'] as [string, string, 'read'],
+      [`scales${w}`, 'u32', 'read'] as [string, string, 'read'],
+      ...(q4 ? [[`zeros${w}`, 'u32', 'read'] as [string, string, 'read']] : []),
+    ]),
+    ...(v.pair ? [] : [['c', 'f32', 'read'] as [string, string, 'read']]),
+    ['y', 'f32', 'read_write'],
+  ];
+  // Dequantization: a word's codes as vec4<f32> less their zero, the lowest first.
+  const positions = q4 ? 4 : 2;
+  const masks = range(4).map((j) => ((q4 ? 0xf : 0xff) << ((j % positions) * layout.bits)) >>> 0);
+  const mults = range(4).map((j) => 2 ** (-(j % positions) * layout.bits));
+  const tops = range(4).map((j) => -(2 ** 23) * mults[j]!);
+  // q4: nibbles 0–3 of w and of w >> 16 (two vec4s); q8: bytes 0, 1 of w and of w >> 16 (one vec4).
+  const dequant = q4
+    ? `fn codes4(w: u32, off: vec4<f32>) -> vec4<f32> {
+  let bits = (vec4<u32>(w) & ${vec4Literal(masks, 'u32')}) | vec4<u32>(0x4b000000u);
+  return fma(bitcast<vec4<f32>>(bits), ${vec4Literal(mults, 'f32')}, off);
+}`
+    : `fn codes4(w: u32, off: vec4<f32>) -> vec4<f32> {
+  let s = w ^ 0x80808080u;
+  let bits = (vec4<u32>(s, s, s >> 16u, s >> 16u) & ${vec4Literal(masks, 'u32')}) | vec4<u32>(0x4b000000u);
+  return fma(bitcast<vec4<f32>>(bits), ${vec4Literal(mults, 'f32')}, off);
+}`;
+  const zeroFns = q4
+    ? weights
+        .map(
+          (w) => `fn zero${w}_of(row: u32, g: u32) -> f32 {
+  if (params.hasZeros == 0u) { return 8.0; }
+  return f32((zeros${w}[row * params.zeroWords + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u);
+}`,
+        )
+        .join('\n')
+    : '';
+  const scaleFns = weights
+    .map(
+      (w) => `fn scale${w}_of(i: u32) -> f32 {
+  if (params.scaleKind == 0u) { return bitcast<f32>(scales${w}[i]); }
+  let half = (scales${w}[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu;
+  if (params.scaleKind == 1u) { return unpack2x16float(half).x; }
+  return bitcast<f32>(half << 16u);
+}`,
+    )
+    .join('\n');
+  /** The u32 words of a loaded chunk value. */
+  const wordsOf = (name: string) => (V === 1 ? [name] : range(V).map((i) => `${name}[${i}]`));
+  const xPieces = E / 4;
+  /** WGSL of step u: its loads (0 past K), then its sums. */
+  const step = (u: number) => {
+    const kk = `kk${u}`;
+    const loads = [
+      `let ${kk} = kk + ${u * LANES}u * stepChunks * ${E}u;`,
+      `let ok${u} = ${kk} < params.k;`,
+      `let ch${u} = ${kk} / ${E}u;`,
+      ...(q4 ? [`let g${u} = ${kk} / ${layout.groupSize}u;`] : []),
+      ...weights.flatMap((w, p) =>
+        range(C).flatMap((c) => {
+          const name = `w${p}_${c}_${u}`;
+          return [
+            `var ${name} = ${wordType}(0u);`,
+            `var s${p}_${c}_${u} = 0.0;`,
+            `var z${p}_${c}_${u} = ${q4 ? '8.0' : '128.0'};`,
+            `if (ok${u}) {`,
+            `  ${name} = packed${w}[wRow${p}_${c} * chunks + ch${u}];`,
+            ...(q4
+              ? [
+                  `  s${p}_${c}_${u} = scale${w}_of(rowId${c} * params.groups + g${u});`,
+                  `  z${p}_${c}_${u} = zero${w}_of(rowId${c}, g${u});`,
+                ]
+              : []),
+            '}',
+          ];
+        }),
+      ),
+      ...range(R).flatMap((r) =>
+        range(xPieces).map((j) =>
+          v.vecX
+            ? `let x${r}_${j}_${u} = select(vec4<f32>(0.0), x[(xRow${r} + ${kk}) / 4u + ${j}u], ok${u});`
+            : `let x${r}_${j}_${u} = vec4<f32>(${range(4)
+                .map((i) => `x_at(xRow${r}, ${kk} + ${j * 4 + i}u)`)
+                .join(', ')});`,
+        ),
+      ),
+    ];
+    const sums = weights.flatMap((_, p) =>
+      range(C).flatMap((c) => {
+        const ws = wordsOf(`w${p}_${c}_${u}`);
+        const z = `z${p}_${c}_${u}`;
+        const lines = [`{`, `  let off = ${vec4Literal(tops, 'f32')} - vec4<f32>(${z});`];
+        range(R).forEach((r) => {
+          lines.push(`  var part${r} = 0.0;`);
+        });
+        ws.forEach((word, wi) => {
+          const pieces = q4
+            ? [
+                [`codes4(${word}, off)`, wi * 2],
+                [`codes4(${word} >> 16u, off)`, wi * 2 + 1],
+              ]
+            : [[`codes4(${word}, off)`, wi]];
+          pieces.forEach(([expr, piece], i) => {
+            lines.push(`  let q${wi}_${i} = ${expr};`);
+            range(R).forEach((r) => {
+              lines.push(`  part${r} += dot(q${wi}_${i}, x${r}_${piece}_${u});`);
+            });
+          });
+        });
+        range(R).forEach((r) => {
+          const acc = `acc${p}_${c}_${r}`;
+          lines.push(q4 ? `  ${acc} = fma(part${r}, s${p}_${c}_${u}, ${acc});` : `  ${acc} += part${r};`);
+        });
+        lines.push('}');
+        return lines;
+      }),
+    );
+    return { loads, sums };
+  };
+  const steps = range(U).map(step);
+  const accNames = weights.flatMap((_, p) =>
+    range(C).flatMap((c) => range(R).map((r) => `acc${p}_${c}_${r}`)),
+  );
+  // The lanes' sums meet in BATCH-value rounds of a tree in `red`; lane 0 of each group keeps the
+  // group's totals in `tot`, where one invocation per output adds the slices.
+  const batches = range(Math.ceil(NV / BATCH)).map((b) => accNames.slice(b * BATCH, (b + 1) * BATCH));
+  const reduce = batches
+    .map(
+      (batch, b) => `
+  ${batch.map((name, i) => `red[${i * THREADS}u + tid] = ${name};`).join('\n  ')}
+  workgroupBarrier();
+  for (var s = ${LANES / 2}u; s > 0u; s >>= 1u) {
+    if (lane < s) {
+      ${batch.map((_, i) => `red[${i * THREADS}u + tid] += red[${i * THREADS}u + tid + s];`).join('\n      ')}
+    }
+    workgroupBarrier();
+  }
+  if (lane == 0u) {
+    ${batch.map((_, i) => `tot[warp * ${NV}u + ${b * BATCH + i}u] = red[${i * THREADS}u + tid];`).join('\n    ')}
+  }
+  workgroupBarrier();`,
+    )
+    .join('');
+  const groupsPerWg = `(${WARPS}u / params.slices)`;
+  const sumOf = (p: number) =>
+    `var sum${p} = 0.0;
+    for (var s = 0u; s < params.slices; s++) { sum${p} += tot[(og * params.slices + s) * ${NV}u + ${p * C * R}u + o]; }`;
+  const rowScale = (p: number) => (q4 ? '' : `sum${p} *= scale${weights[p]}_of(col);`);
+  const output = v.pair
+    ? 'silu_f(sum0) * sum1'
+    : 'select(sum0, fma(params.beta, c[index], sum0), params.hasC != 0u)';
+  return {
+    key: `quantized/gemv/m${R}/c${C}w${V}/${v.vecX ? 'v4' : 'scalar'}/${v.pair ? 'gateup/' : ''}${v.format}`,
+    kernel: v.pair ? quantizedGateUpSwiglu.name : 'quantizedMatmul',
+    code: () => `
+${PARAMS.wgsl}
+${bindingNames.map(([name, type, access], i) => storage(i, name, type, access)).join('\n')}
+${uniform(bindingNames.length)}
+var<workgroup> red: array<f32, ${Math.min(NV, BATCH) * THREADS}>;
+var<workgroup> tot: array<f32, ${WARPS * NV}>;
+${v.pair ? WGSL_MATH : ''}
+${dequant}
+${zeroFns}
+${scaleFns}
+${v.vecX ? '' : 'fn x_at(row: u32, k: u32) -> f32 { return select(0.0, x[row + min(k, params.k - 1u)], k < params.k); }'}
+
+@compute @workgroup_size(${THREADS})
+fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
+  let wgi = ${linearWorkgroup};
+  if (wgi >= params.tiles) { return; }
+  let lane = tid % ${LANES}u;
+  let warp = tid / ${LANES}u;
+  let slice = warp % params.slices;
+  let group = warp / params.slices;
+  let colBase = ((wgi % params.tilesN) * ${groupsPerWg} + group) * ${C}u;
+  let row0 = (wgi / params.tilesN) * ${R}u;
+  let stepChunks = params.slices;
+  let chunks = params.rowWords / ${V}u;
+  // Columns past N read row N − 1 of W and rows past M row M − 1 of x (never written).
+  ${range(C)
+    .map((c) => `let rowId${c} = min(colBase + ${c}u, params.n - 1u);`)
+    .join('\n  ')}
+  ${weights.flatMap((_, p) => range(C).map((c) => `let wRow${p}_${c} = rowId${c};`)).join('\n  ')}
+  ${range(R)
+    .map((r) => `let xRow${r} = min(row0 + ${r}u, params.m - 1u) * params.k;`)
+    .join('\n  ')}
+  ${accNames.map((name) => `var ${name} = 0.0;`).join('\n  ')}
+  var kk = (slice * ${LANES}u + lane) * ${E}u;
+  for (var first = slice * ${LANES * E}u; first < params.k; first += ${U * LANES}u * stepChunks * ${E}u) {
+    ${steps.flatMap((st) => st.loads).join('\n    ')}
+    ${steps.flatMap((st) => st.sums).join('\n    ')}
+    kk += ${U * LANES}u * stepChunks * ${E}u;
+  }
+  ${reduce}
+  // Invocation o = c·R + r of group og adds the slices' sums and stores y(row0 + r, colBase + c).
+  let og = tid / ${C * R}u;
+  let o = tid % ${C * R}u;
+  let col = ((wgi % params.tilesN) * ${groupsPerWg} + og) * ${C}u + o / ${R}u;
+  let row = row0 + o % ${R}u;
+  if (og < ${groupsPerWg} && col < params.n && row < params.m) {
+    ${range(P)
+      .map((p) => `${sumOf(p)}\n    ${rowScale(p)}`)
+      .join('\n    ')}
+    let index = row * params.n + col;
+    y[index] = ${output};
+  }
+}`,
+  };
+}
+
+/** The weight operands of one product. */
+export interface QgemvWeight {
+  readonly packed: Operand;
+  readonly scales: Operand;
+  readonly zeros: Operand | undefined;
+}
+
+/** Groups of 32 per SM (or compute unit) the split aims at: three workgroups resident at once. */
+const TARGET_GROUPS_PER_UNIT = 3 * WARPS;
+/** Compute units assumed where the adapter does not say: an H100's 132 SMs. */
+const UNITS = 132;
+
+/**
+ * Groups of a workgroup that split K: doubled while the grid stays within
+ * about three resident workgroups per compute unit and each group keeps at
+ * least one step of K (as cuda-ptx's slicesFor).
+ */
+export function slicesFor(n: number, k: number, cols: number, words: number, perWord: number, units = UNITS) {
+  const groups = Math.ceil(n / cols);
+  const steps = Math.ceil(k / (perWord * words * LANES));
+  let slices = 1;
+  while (slices < WARPS && groups * slices * 2 <= units * TARGET_GROUPS_PER_UNIT && steps >= slices * 2)
+    slices *= 2;
+  return slices;
+}
+
+/**
+ * RAYO_QGEMV_SLICES (read once): 1, 2, 4 or 8 forces the split of K for
+ * measurements; unset or empty, slicesFor chooses.
+ */
+export function parseQgemvSlices(value: string | undefined): 1 | 2 | 4 | 8 | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (value === '1' || value === '2' || value === '4' || value === '8') return Number(value) as 1 | 2 | 4 | 8;
+  throw new InvalidArgumentError('RAYO_QGEMV_SLICES is no split of K', {
+    kernel: 'quantizedMatmul',
+    argument: 'RAYO_QGEMV_SLICES',
+    expected: '1, 2, 4 or 8',
+    actual: value,
+  });
+}
+
+let forcedSlices: { value: 1 | 2 | 4 | 8 | undefined } | undefined;
+
+function qgemvSlices(): 1 | 2 | 4 | 8 | undefined {
+  forcedSlices ??= {
+    value: parseQgemvSlices(
+      (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
+        ?.RAYO_QGEMV_SLICES,
+    ),
+  };
+  return forcedSlices.value;
+}
+
+const aligned = (offset: number) => offset % 16 === 0;
+
+/**
+ * Dispatches the shader of `variant` (not `a`) for f32 x [M, K] against one
+ * weight (y = x·Wᵀ + beta·c) or a gate·up pair (y = silu(x·Wgᵀ) ⊙ (x·Wuᵀ)).
+ */
+export function encodeQuantizedGemvF32(
+  encoder: KernelEncoder,
+  variant: Exclude<QgemvVariantName, 'a'>,
+  ops: { x: Operand; weights: readonly QgemvWeight[]; c: Operand | undefined; y: Operand },
+  attrs: { format: QuantFormat; beta: number },
+): void {
+  const { x, weights, c, y } = ops;
+  const [m, k] = x.shape as [number, number];
+  const n = y.shape[1]!;
+  if (m === 0 || n === 0) return;
+  const { cols, words } = QGEMV_SHAPES[variant];
+  const layout = quantLayout(attrs.format, k);
+  const pair = weights.length === 2;
+  // One row (decoding) or up to 4, rows past M clamped: two shaders per variant, not four.
+  const rows = m === 1 ? 1 : QGEMV_MAX_ROWS;
+  const shader = qgemvShader({
+    format: attrs.format,
+    rows,
+    vecX: k % 32 === 0 && aligned(x.offset),
+    pair,
+    cols,
+    words,
+  });
+  const slices = qgemvSlices() ?? slicesFor(n, k, cols, words, layout.perWord);
+  const tilesN = Math.ceil(n / ((cols * WARPS) / slices));
+  const tiles = tilesN * Math.ceil(m / rows);
+  const first = weights[0]!;
+  // Absent zero points and c bind read-only placeholders the shader never reads.
+  const weightBuffers = weights.flatMap((w) => [
+    w.packed,
+    w.scales,
+    ...(layout.bits === 4 ? [w.zeros ?? w.packed] : []),
+  ]);
+  const buffers = [x, ...weightBuffers, ...(pair ? [] : [c ?? x]), y];
+  encoder.dispatch({
+    shader,
+    buffers,
+    params: {
+      layout: PARAMS,
+      values: {
+        m,
+        n,
+        k,
+        rowWords: layout.rowWords,
+        groups: layout.groups,
+        zeroWords: layout.zeroWords,
+        beta: attrs.beta,
+        hasC: c ? 1 : 0,
+        hasZeros: first.zeros ? 1 : 0,
+        scaleKind: SCALE_KINDS[storageOf(first.scales.dtype)],
+        slices,
+        tilesN,
+        tiles,
+      },
+    },
+    workgroups: gridFor(tiles, encoder.limits),
+  });
+}
+
+/** The gate·up·SwiGLU pair of a decode step: this file's shader with two weights, any M. */
+export const QUANTIZED_GATE_UP_KERNELS: readonly AnyWgpuKernel[] = [
+  wgpuKernel(
+    quantizedGateUpSwiglu,
+    (encoder, { inputs, outputs, attrs }) => {
+      const [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros] = inputs;
+      const variant = qgemvVariant();
+      encodeWithF32Activations(encoder, quantizedGateUpSwiglu.name, { x }, { y: outputs[0] }, (i, o) => {
+        encodeQuantizedGemvF32(
+          encoder,
+          // Variant a has no pair shader: it leaves the pair to the default.
+          variant === 'a' ? DEFAULT_QGEMV_VARIANT : variant,
+          {
+            x: i.x!,
+            weights: [
+              { packed: gatePacked!, scales: gateScales!, zeros: gateZeros },
+              { packed: upPacked!, scales: upScales!, zeros: upZeros },
+            ],
+            c: undefined,
+            y: o.y!,
+          },
+          { format: attrs.format, beta: 0 },
+        );
+      });
+    },
+    // x and y in f32, f16 or bf16 (halves through f32 scratch); the scales in any of them, read as stored.
+    { dtypes: FLOAT },
+  ),
+];
