@@ -58,7 +58,7 @@ const MAGIC = 2 ** 23;
  */
 export const QGEMV_VARIANTS = ['a', 'b', 'c', 'd'] as const;
 export type QgemvVariantName = (typeof QGEMV_VARIANTS)[number];
-export const DEFAULT_QGEMV_VARIANT: Exclude<QgemvVariantName, 'a'> = 'b';
+export const DEFAULT_QGEMV_VARIANT: Exclude<QgemvVariantName, 'a'> = 'c';
 export const QGEMV_SHAPES: Readonly<
   Record<Exclude<QgemvVariantName, 'a'>, { readonly cols: number; readonly words: 1 | 2 | 4 }>
 > = {
@@ -92,6 +92,13 @@ let chosen: QgemvVariantName | undefined;
 export function qgemvVariant(): QgemvVariantName {
   chosen ??= parseQgemvVariant(globalThis.process?.env?.RAYO_QGEMV_VARIANT);
   return chosen;
+}
+
+/** Whether RAYO_QGEMV_VARIANT names a variant (unset: each product takes its measured default). */
+export function qgemvVariantForced(): boolean {
+  const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
+    ?.RAYO_QGEMV_VARIANT;
+  return value !== undefined && value !== '';
 }
 
 /** Forgets the variant read, so that the next call reads RAYO_QGEMV_VARIANT again (tests). */
