@@ -82,6 +82,9 @@ describe('decode-bench', () => {
     expect(() => parseDecodeArgs(['--baseline', 'jax'])).toThrow(/torch or none/);
     expect(s.quant).toBe('none');
     expect(parseDecodeArgs(['--quant', 'q4g32']).quant).toBe('q4g32');
+    expect(parseDecodeArgs(['--quant', 'q4g32', '--quant-head']).quantHead).toBe(true);
+    expect(parseDecodeArgs(['--quant', 'q4g32']).quantHead).toBeUndefined();
+    expect(() => parseDecodeArgs(['--quant-head'])).toThrow(/--quant-head needs --quant/);
     expect(() => parseDecodeArgs(['--quant', 'q2'])).toThrow(
       /--quant must be q8, q4g32, q4g128, q8g32, q8g16, q4g32a or none/,
     );

@@ -143,6 +143,8 @@ export interface DecodeSettings {
   readonly hostTokens: number;
   /** The projections' format: quantized on load, or `none` (dense, in `dtype`). */
   readonly quant: LlamaWeightFormat | 'none';
+  /** With `quant`: the LM head quantized in the same format too. */
+  readonly quantHead?: boolean;
 }
 
 function quantile(sorted: readonly number[], q: number): number {
@@ -196,6 +198,7 @@ export async function decodeOnBackend(
     | 'profileRepetitions'
     | 'hostTokens'
     | 'quant'
+    | 'quantHead'
   >,
 ): Promise<Omit<DecodeBackendResult, 'backend' | 'device' | 'status'>> {
   const copyGbps = await copyBandwidth(backend);
@@ -205,6 +208,7 @@ export async function decodeOnBackend(
     weightDtype: settings.dtype,
     kvCacheDtype: settings.kvDtype,
     ...(settings.quant === 'none' ? {} : { weightFormat: settings.quant }),
+    ...(settings.quantHead ? { quantizeHead: true } : {}),
   });
   await backend.sync();
   const loadMs = performance.now() - loadStart;
@@ -698,7 +702,7 @@ function qualityLines(report: DecodeReport): string[] {
     if (!q) return [];
     const w = q.weights;
     return [
-      `${b.backend} ${w.format}: projections ${fmt(w.quantizedBytes / 1e9)} GB instead of ${fmt(w.denseBytes / 1e9)} GB ` +
+      `${b.backend} ${w.format}: ${report.settings.quantHead ? 'projections and head' : 'projections'} ${fmt(w.quantizedBytes / 1e9)} GB instead of ${fmt(w.denseBytes / 1e9)} GB ` +
         `(weights max |Δ| ${fmt(w.maxAbsError, 2)}, RMS relative ${fmt(w.rmsRelativeError, 2)}); against f32: ` +
         `${q.firstDisagreement < 0 ? 'the same greedy tokens' : `greedy tokens part at ${q.firstDisagreement}`}, ` +
         `top-1 agreement ${fmt(100 * q.top1Agreement, 4)}% over ${q.positions} positions (teacher-forced), ` +
@@ -708,8 +712,9 @@ function qualityLines(report: DecodeReport): string[] {
 }
 
 /** The weights' and the cache's dtypes, as the report states them. */
-function weightsNote(s: Pick<DecodeSettings, 'dtype' | 'kvDtype' | 'quant'>): string {
-  const projections = s.quant === 'none' ? '' : ` with ${s.quant} projections`;
+function weightsNote(s: Pick<DecodeSettings, 'dtype' | 'kvDtype' | 'quant' | 'quantHead'>): string {
+  const projections =
+    s.quant === 'none' ? '' : ` with ${s.quant} projections${s.quantHead ? ' and head' : ''}`;
   return `${s.dtype} weights${projections}, ${s.kvDtype} KV cache`;
 }
 
@@ -780,6 +785,7 @@ from the same checkpoint, and reports ms per token against the bandwidth limit.
                     on load (rayo only; the last three are the formats of GGUF's Q8_0, Q6_K, Q4_K);
                     reports the bytes read and the quantized model against the same model
                     in f32 (greedy tokens, top-1 agreement, logit error) (default none)
+  --quant-head      with --quant: quantize the LM head in the same format too
   --backends LIST   rayo backends (default cuda,wgpu)
   --prompt N        prompt tokens (default 1024)
   --new N           tokens to generate (default 128)
@@ -802,6 +808,7 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
       dtype: { type: 'string', default: 'f32' },
       'kv-dtype': { type: 'string', default: 'f32' },
       quant: { type: 'string', default: 'none' },
+      'quant-head': { type: 'boolean', default: false },
       backends: { type: 'string', default: 'cuda,wgpu' },
       prompt: { type: 'string', default: '1024' },
       new: { type: 'string', default: '128' },
@@ -830,6 +837,7 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
   const quant = values.quant;
   if (quant !== 'none' && !isQuantFormat(quant))
     throw new Error(`--quant must be ${QUANT_FORMATS.join(', ')} or none, got ${quant}`);
+  if (values['quant-head'] && quant === 'none') throw new Error('--quant-head needs --quant');
   if (values.baseline !== 'torch' && values.baseline !== 'none')
     throw new Error(`--baseline must be torch or none, got ${values.baseline}`);
   if (!DECODE_CONFIGS[values.config])
@@ -855,5 +863,6 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
     profileRepetitions: int('profile-reps', values['profile-reps'], 1),
     hostTokens: int('host-tokens', values['host-tokens'], 1),
     quant,
+    ...(values['quant-head'] ? { quantHead: true } : {}),
   };
 }

@@ -118,6 +118,12 @@ export interface LlamaLoadOptions extends LlamaModelOptions, LlamaCheckpointOpti
    * `weightDtype`. Absent: the projections stay dense.
    */
   readonly weightFormat?: LlamaWeightFormat;
+  /**
+   * Quantizes the LM head in `weightFormat` too (an untied head only: a tied
+   * head is the embedding, which stays dense). The quantization report then
+   * covers the head with the projections.
+   */
+  readonly quantizeHead?: boolean;
 }
 
 const FLOAT_DTYPES: readonly string[] = ['f32', 'f16', 'bf16'];
@@ -314,15 +320,29 @@ export class LlamaModel {
       const cacheDtype = options.kvCacheDtype ?? 'f32';
       const fused = options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype);
       checkLlamaBackend(backend, dtype, cacheDtype, fused);
-      const weights = await uploadLlamaWeights(backend, checkpoint.config, checkpoint.tensors, dtype);
+      let weights = await uploadLlamaWeights(backend, checkpoint.config, checkpoint.tensors, dtype);
       let quantized: LlamaModelOptions['quantized'];
       try {
-        if (options.weightFormat !== undefined)
-          quantized = await quantizeLlamaLayers(backend, weights, options.weightFormat);
+        if (options.quantizeHead && options.weightFormat === undefined) {
+          throw new InvalidArgumentError('quantizeHead needs a weightFormat', {
+            kernel: 'LlamaModel',
+            argument: 'quantizeHead',
+            expected: 'weightFormat given',
+            actual: 'no weightFormat',
+          });
+        }
+        if (options.weightFormat !== undefined) {
+          quantized = await quantizeLlamaLayers(backend, weights, options.weightFormat, {
+            head: options.quantizeHead === true,
+          });
+          // The dense head was freed as it was quantized.
+          if (quantized.head) weights = { ...weights, head: undefined };
+        }
         return new LlamaModel(backend, checkpoint.config, weights, { ...options, quantized });
       } catch (error) {
         for (const t of llamaWeightTensors(weights)) t.dispose();
         for (const layer of quantized?.layers ?? []) disposeQuantizedLayer(layer);
+        quantized?.head?.dispose();
         throw error;
       }
     } finally {

@@ -56,6 +56,31 @@ describe('LlamaModel with quantized projections', async () => {
     }
   });
 
+  it('quantizes the head too on request: its bytes in the report, logits near the dense model', async () => {
+    using dense = await LlamaModel.load(backend, dir);
+    using want = dense.prefill(prompt);
+    const wanted = (await want.read()) as Float32Array;
+    using projections = await LlamaModel.load(backend, dir, { weightFormat: 'q8' });
+    using model = await LlamaModel.load(backend, dir, { weightFormat: 'q8', quantizeHead: true });
+    expect(model.weights.head).toBeUndefined();
+    const headBytes = (config.vocab_size as number) * (config.hidden_size as number) * 4;
+    expect(model.quantization!.denseBytes - projections.quantization!.denseBytes).toBe(headBytes);
+    expect(model.quantization!.quantizedBytes).toBeGreaterThan(projections.quantization!.quantizedBytes);
+    using got = model.prefill(prompt);
+    const values = (await got.read()) as Float32Array;
+    let maxError = 0;
+    let spread = 0;
+    for (let i = 0; i < values.length; i++) {
+      maxError = Math.max(maxError, Math.abs(values[i]! - wanted[i]!));
+      spread = Math.max(spread, Math.abs(wanted[i]!));
+    }
+    expect(maxError).toBeGreaterThan(0);
+    expect(maxError).toBeLessThan(spread * 0.02);
+    await expect(LlamaModel.load(backend, dir, { quantizeHead: true })).rejects.toThrow(
+      /quantizeHead needs a weightFormat/,
+    );
+  });
+
   it('decodes the same tokens replayed, eagerly and by prefill of the whole sequence', async () => {
     using model = await LlamaModel.load(backend, dir, { weightFormat: 'q4g32' });
     const tokens: number[] = [];

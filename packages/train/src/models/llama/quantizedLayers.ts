@@ -70,9 +70,19 @@ export async function quantizeLlamaLayers(
   backend: Backend,
   weights: LlamaWeights,
   format: LlamaWeightFormat,
-): Promise<{ layers: QuantizedLlamaLayer[]; report: LlamaQuantizationReport }> {
+  options: { readonly head?: boolean } = {},
+): Promise<{ layers: QuantizedLlamaLayer[]; head?: QuantizedWeight; report: LlamaQuantizationReport }> {
   checkWeightFormat(backend, format);
+  if (options.head && !weights.head) {
+    throw new InvalidArgumentError('the model has no head of its own to quantize', {
+      kernel: 'quantizeLlamaLayers',
+      argument: 'quantizeHead',
+      expected: 'an untied head (a tied head is the embedding, which stays dense)',
+      actual: 'a tied or absent head',
+    });
+  }
   const layers: QuantizedLlamaLayer[] = [];
+  let head: QuantizedWeight | undefined;
   let maxAbsError = 0;
   let errorSq = 0;
   let weightSq = 0;
@@ -110,12 +120,27 @@ export async function quantizeLlamaLayers(
       }
       layers.push(quantized as QuantizedLlamaLayer);
     }
+    if (options.head) {
+      const dense = weights.head!;
+      const values = (await dense.read()) as HostArray;
+      const host = quantizeWeights(values, dense.shape as [number, number], format, { dtype: dense.dtype });
+      const error = quantizationError(values, host, dense.dtype);
+      maxAbsError = Math.max(maxAbsError, error.maxAbs);
+      errorSq += error.sumSquaredError;
+      weightSq += error.sumSquaredWeight;
+      head = uploadQuantized(backend, host);
+      quantizedBytes += head.byteLength;
+      denseBytes += dense.byteLength;
+      dense.dispose();
+    }
   } catch (error) {
     for (const layer of layers) disposeQuantizedLayer(layer);
+    head?.dispose();
     throw error;
   }
   const rmsRelativeError = weightSq > 0 ? Math.sqrt(errorSq / weightSq) : 0;
-  return { layers, report: { format, maxAbsError, rmsRelativeError, quantizedBytes, denseBytes } };
+  const report = { format, maxAbsError, rmsRelativeError, quantizedBytes, denseBytes };
+  return { layers, ...(head ? { head } : {}), report };
 }
 
 export function disposeQuantizedLayer(layer: QuantizedLlamaLayer): void {
