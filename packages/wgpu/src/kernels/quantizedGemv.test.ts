@@ -1,9 +1,9 @@
-import { QUANT_FORMATS } from '@rayo/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   DEFAULT_QGEMV_VARIANT,
   parseQgemvSlices,
   parseQgemvVariant,
+  QGEMV_FORMATS,
   QGEMV_SHAPES,
   QUANTIZED_GATE_UP_KERNELS,
   qgemvShader,
@@ -42,7 +42,7 @@ describe('quantized GEMV shaders', () => {
   });
 
   it('load codes and x from storage without a workgroup stage in the loop, and bind what the format needs', () => {
-    for (const format of QUANT_FORMATS) {
+    for (const format of QGEMV_FORMATS) {
       for (const [name, shape] of Object.entries(QGEMV_SHAPES)) {
         const v = { format, rows: 1, vecX: true, pair: false, ...shape };
         const code = qgemvShader(v).code();
@@ -65,7 +65,7 @@ describe('quantized GEMV shaders', () => {
   });
 
   it('compile one shader per format, row count, x layout, pair and shape', () => {
-    const keys = QUANT_FORMATS.flatMap((format) =>
+    const keys = QGEMV_FORMATS.flatMap((format) =>
       [1, 4].flatMap((rows) =>
         [true, false].flatMap((vecX) =>
           [true, false].flatMap((pair) =>
