@@ -58,31 +58,13 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
     check.rank('x', x!, 2, '[M, K]');
     const [m, k] = x!.shape as [number, number];
     check.shape(k > 0, 'x', 'a quantized product needs rows of at least one element', 'K >= 1', x!.shape);
-    const layout = quantLayout(format, k);
-    check.rank('packed', packed!, 2, '[N, rowWords]');
-    const n = packed!.shape[0]!;
-    check.dim('packed', packed!, 1, layout.rowWords, `the u32 words of a ${format} row of K = ${k}`);
-    check.sameShape('scales', scales!, [n, layout.groups], `[N, groups] of ${format} for K = ${k}`);
-    if (zeros) {
-      check.shape(
-        layout.zeroPoints,
-        'zeros',
-        `${format} takes no zero points`,
-        `nothing with ${format} (zero points are q4g32's and q4g128's)`,
-        zeros.shape,
-      );
-      check.sameShape('zeros', zeros, [n, layout.zeroWords], '[N, ceil(groups / 8)] nibble words');
-    }
-    if (layout.offsets || offsets) {
-      check.shape(
-        layout.offsets && offsets !== undefined,
-        'offsets',
-        layout.offsets ? `${format} needs an offset per group` : `${format} takes no offsets`,
-        layout.offsets ? `[N, groups] = [${n}, ${layout.groups}]` : 'nothing',
-        offsets?.shape ?? 'absent',
-      );
-      check.sameShape('offsets', offsets!, [n, layout.groups], `[N, groups] of ${format} for K = ${k}`);
-    }
+    const n = checkQuantizedTable(
+      check,
+      format,
+      k,
+      { packed: packed!, scales: scales!, zeros, offsets },
+      { rows: 'N', rowOf: `K = ${k}`, forRows: `K = ${k}` },
+    );
     if (c) check.sameShape('c', c, [m, n], 'the product [M, N]');
     return [{ name: 'y', shape: [m, n], dtype: x!.dtype }];
   },
@@ -120,7 +102,11 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
 
 type QuantizedEmbeddingAttrs = { format: QuantFormat; dim: number };
 
-/** The shape checks of a quantized table [V, D] (or weight [N, K]) in `format`; returns V. */
+/**
+ * The shape checks of a quantized table [V, D] (or weight [N, K]) in
+ * `format`; returns V. `words` names the rows and the row length in the
+ * messages (default: a table's V and D).
+ */
 function checkQuantizedTable(
   check: ArgCheck,
   format: QuantFormat,
@@ -131,13 +117,19 @@ function checkQuantizedTable(
     zeros: TensorMeta | undefined;
     offsets: TensorMeta | undefined;
   },
+  words: { rows: string; rowOf: string; forRows: string } = {
+    rows: 'V',
+    rowOf: `${dim}`,
+    forRows: `rows of ${dim}`,
+  },
 ): number {
+  const { rows, rowOf, forRows } = words;
   const layout = quantLayout(format, dim);
   const { packed, scales, zeros, offsets } = metas;
-  check.rank('packed', packed, 2, '[V, rowWords]');
+  check.rank('packed', packed, 2, `[${rows}, rowWords]`);
   const v = packed.shape[0]!;
-  check.dim('packed', packed, 1, layout.rowWords, `the u32 words of a ${format} row of ${dim}`);
-  check.sameShape('scales', scales, [v, layout.groups], `[V, groups] of ${format} for rows of ${dim}`);
+  check.dim('packed', packed, 1, layout.rowWords, `the u32 words of a ${format} row of ${rowOf}`);
+  check.sameShape('scales', scales, [v, layout.groups], `[${rows}, groups] of ${format} for ${forRows}`);
   if (zeros) {
     check.shape(
       layout.zeroPoints,
@@ -146,17 +138,17 @@ function checkQuantizedTable(
       `nothing with ${format} (zero points are q4g32's and q4g128's)`,
       zeros.shape,
     );
-    check.sameShape('zeros', zeros, [v, layout.zeroWords], '[V, ceil(groups / 8)] nibble words');
+    check.sameShape('zeros', zeros, [v, layout.zeroWords], `[${rows}, ceil(groups / 8)] nibble words`);
   }
   if (layout.offsets || offsets) {
     check.shape(
       layout.offsets && offsets !== undefined,
       'offsets',
       layout.offsets ? `${format} needs an offset per group` : `${format} takes no offsets`,
-      layout.offsets ? `[V, groups] = [${v}, ${layout.groups}]` : 'nothing',
+      layout.offsets ? `[${rows}, groups] = [${v}, ${layout.groups}]` : 'nothing',
       offsets?.shape ?? 'absent',
     );
-    check.sameShape('offsets', offsets!, [v, layout.groups], `[V, groups] of ${format} for rows of ${dim}`);
+    check.sameShape('offsets', offsets!, [v, layout.groups], `[${rows}, groups] of ${format} for ${forRows}`);
   }
   return v;
 }
