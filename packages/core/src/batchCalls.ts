@@ -1,8 +1,7 @@
-import type { CommandBatch, RunOptions } from './backend.js';
+import type { CommandBatch, RunOptions, Tensor } from './backend.js';
 import { DisposedTensorError } from './errors.js';
 import { type AnyKernelSpec, type AttrValues, inputName, type KernelIO, type KernelSpec } from './kernel.js';
 import { checkWritten, PendingWrites } from './pendingWrites.js';
-import type { Tensor } from './tensor.js';
 
 /** A tensor a recorded kernel reads or writes, and the name it has in that call. */
 interface Touched {

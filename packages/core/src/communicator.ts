@@ -1,8 +1,7 @@
-import type { Backend } from './backend.js';
+import type { Backend, Tensor } from './backend.js';
 import { DTypeError, InvalidArgumentError, RayoError, ShapeError } from './errors.js';
 import { copy } from './kernels/memory.js';
 import { formatShape } from './shape.js';
-import type { Tensor } from './tensor.js';
 
 /**
  * A collective failed (the library's message says why), timed out, or was

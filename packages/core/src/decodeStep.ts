@@ -1,6 +1,5 @@
-import type { KernelRunner } from './backend.js';
+import type { KernelRunner, Tensor } from './backend.js';
 import { incrementalAttention, kvCacheScatter } from './kernels/decoding.js';
-import type { Tensor } from './tensor.js';
 
 /** One decoding step: new keys and values written into the caches, and the query attending to them. */
 export interface DecodeStep {

@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { CpuBackend } from './cpu/backend.js';
 import { f32ToF16Bits, toHostArray, toNumbers } from './dtype.js';
 import { DTypeError, UnsupportedOnBackendError } from './errors.js';
-import { inferKernel, runReference, type TensorMeta } from './kernel.js';
+import { runReference, type TensorMeta } from './kernel.js';
 import { F32_ONLY, KernelTable, prepareCall } from './kernelCall.js';
+import { inferKernel } from './kernelChecks.js';
 import { adamwStep, cast, incrementalAttention, matmul, multiTensorAdamw, rmsNorm } from './kernels/index.js';
 import { Rng } from './testing/random.js';
 

@@ -1,4 +1,4 @@
-import type { Backend } from './backend.js';
+import { type Backend, Tensor, type TensorStorage } from './backend.js';
 import { type DType, type HostArray, hostArrayMatches, isDType, toHostArray } from './dtype.js';
 import {
   BackendMismatchError,
@@ -8,7 +8,6 @@ import {
   ShapeError,
 } from './errors.js';
 import { formatShape, isValidShape, type Shape, sizeOf } from './shape.js';
-import { Tensor, type TensorStorage } from './tensor.js';
 
 /** Checks the shape and dtype a backend API (`upload`, `empty`, …) was given. */
 export function checkShapeAndDType(api: string, shape: Shape, dtype: DType): void {

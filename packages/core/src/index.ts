@@ -1,13 +1,16 @@
-export type {
-  Backend,
-  BackendInfo,
-  BackendLimits,
-  CommandBatch,
-  KernelRunner,
-  MemoryStats,
-  RunOptions,
-  WeightCache,
+export {
+  type Backend,
+  type BackendInfo,
+  type BackendLimits,
+  type CommandBatch,
+  type KernelRunner,
+  type MemoryStats,
+  type RunOptions,
+  Tensor,
+  type TensorStorage,
+  type WeightCache,
 } from './backend.js';
+export type { BackendProvider } from './backendProvider.js';
 export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch } from './batchCalls.js';
 export * from './communicator.js';
 export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
@@ -15,7 +18,27 @@ export { type DecodeStep, decodeStep } from './decodeStep.js';
 export * from './dtype.js';
 export * from './errors.js';
 export { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from './hostData.js';
-export * from './kernel.js';
+export {
+  type AnyKernelSpec,
+  type AttrDecl,
+  type AttrDecls,
+  type AttrValue,
+  type AttrValues,
+  defineKernel,
+  deviceAttribute,
+  dtypeGroupOf,
+  type InputDecl,
+  type InputMetas,
+  inputDecl,
+  inputName,
+  type KernelCost,
+  type KernelIO,
+  type KernelSpec,
+  type OutputMeta,
+  runReference,
+  type TensorMeta,
+} from './kernel.js';
+export { resolveAttrs } from './kernelAttrs.js';
 export {
   type CallSite,
   F32_ONLY,
@@ -24,6 +47,14 @@ export {
   type PreparedCall,
   prepareCall,
 } from './kernelCall.js';
+export {
+  checkDtypeGroups,
+  checkInputs,
+  checkOutputs,
+  inferKernel,
+  type PreparedKernel,
+  prepareKernel,
+} from './kernelChecks.js';
 export { ArgCheck } from './kernels/check.js';
 export * from './kernels/index.js';
 export type { MatmulDims, MatmulLaunch, MatmulTile } from './kernels/matmulLaunch.js';
@@ -31,7 +62,6 @@ export { FLOAT, type NoAttrs, pow2AtLeast } from './kernels/vocabulary.js';
 export { checkInputsWritten, checkWritten, PendingWrites } from './pendingWrites.js';
 export * from './quant/index.js';
 export {
-  type BackendProvider,
   type BackendStatus,
   createBackend,
   knownBackendNames,
@@ -40,6 +70,5 @@ export {
   registerBackend,
 } from './registry.js';
 export * from './shape.js';
-export { Tensor, type TensorStorage } from './tensor.js';
 export { CORE_VERSION } from './version.js';
 export { DeviceWeightCache, type WeightCacheDevice } from './weightCache.js';

@@ -1,4 +1,4 @@
-import type { Backend, RunOptions } from './backend.js';
+import type { Backend, RunOptions, Tensor } from './backend.js';
 import { duplicateCoreError, otherCores } from './coreCopies.js';
 import { type DType, isFloat } from './dtype.js';
 import { UnsupportedOnBackendError } from './errors.js';
@@ -9,10 +9,9 @@ import {
   type KernelIO,
   type KernelSpec,
   type OutputMeta,
-  prepareKernel,
 } from './kernel.js';
+import { prepareKernel } from './kernelChecks.js';
 import type { Shape } from './shape.js';
-import type { Tensor } from './tensor.js';
 
 /** What a backend's kernel (WGSL, PTX) says of itself. */
 export interface KernelImplementation {

@@ -1,6 +1,6 @@
+import type { Tensor } from './backend.js';
 import { UnsubmittedWriteError } from './errors.js';
 import { type AnyKernelSpec, inputName } from './kernel.js';
-import type { Tensor } from './tensor.js';
 
 interface Writer {
   /** The batch that recorded the kernel. */

@@ -6,22 +6,9 @@ import {
   PACKAGES_ON_DISK,
 } from '#backendPackages';
 import type { Backend } from './backend.js';
+import type { BackendProvider } from './backendProvider.js';
 import { type CoreCopy, duplicateCoreError, realmShared, THIS_CORE } from './coreCopies.js';
 import { BackendUnavailableError, InvalidArgumentError, RayoError } from './errors.js';
-
-/**
- * How a backend package makes itself known: its entry registers its provider
- * when imported (`registerBackend(provider, { replace: false })`), which is
- * how bundles and browsers know it; for Node to find it on disk before it is
- * imported, its package.json declares `"rayo": { "backend": "<name>" }` and
- * its entry exports the provider as `backendProvider`.
- */
-export interface BackendProvider {
-  readonly name: string;
-  /** Resolves to `undefined` when the backend can run here, or to the reason it cannot. */
-  probe(): Promise<string | undefined>;
-  create(options?: Readonly<Record<string, unknown>>): Promise<Backend>;
-}
 
 export interface BackendStatus {
   readonly name: string;

@@ -1,9 +1,8 @@
-import type { Backend, WeightCache } from './backend.js';
+import type { Backend, Tensor, WeightCache } from './backend.js';
 import type { HostArray } from './dtype.js';
 import { InvalidArgumentError, ShapeError } from './errors.js';
 import { matmul } from './kernels/matmul.js';
 import type { Shape } from './shape.js';
-import type { Tensor } from './tensor.js';
 
 /** What a GPU backend lends the shared weight cache: host writes into its tensors, and tensors over their first elements. */
 export interface WeightCacheDevice {

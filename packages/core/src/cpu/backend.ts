@@ -1,4 +1,14 @@
-import type { Backend, BackendInfo, CommandBatch, MemoryStats, RunOptions, WeightCache } from '../backend.js';
+import {
+  type Backend,
+  type BackendInfo,
+  type CommandBatch,
+  type MemoryStats,
+  type RunOptions,
+  Tensor,
+  type TensorStorage,
+  type WeightCache,
+} from '../backend.js';
+import type { BackendProvider } from '../backendProvider.js';
 import { RecordingBatch } from '../batchCalls.js';
 import { allocHost, bytesPerElement, type DType, type HostArray } from '../dtype.js';
 import { OutOfMemoryError, RayoError } from '../errors.js';
@@ -13,9 +23,7 @@ import {
 } from '../kernels/index.js';
 import { FLOAT } from '../kernels/vocabulary.js';
 import { checkInputsWritten, checkWritten } from '../pendingWrites.js';
-import type { BackendProvider } from '../registry.js';
 import { formatShape, type Shape, sizeOf } from '../shape.js';
-import { Tensor, type TensorStorage } from '../tensor.js';
 import { DeviceWeightCache } from '../weightCache.js';
 import { gemm } from './gemm.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { inferKernel } from '../kernel.js';
+import { inferKernel } from '../kernelChecks.js';
 import { matmul } from '../kernels/matmul.js';
 import { compareOutputs } from '../testing/compare.js';
 import { Rng } from '../testing/random.js';

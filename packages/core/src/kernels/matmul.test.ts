@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
-import { type AttrValues, inferKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
+import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
+import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
 import { batchedMatmul, matmul } from './matmul.js';
 

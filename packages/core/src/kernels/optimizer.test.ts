@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { DType, HostArray } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
-import { type AttrValues, inferKernel, type KernelSpec, type TensorMeta } from '../kernel.js';
+import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
+import { inferKernel } from '../kernelChecks.js';
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
 import { adamwStep, clipByGlobalNorm, globalNorm, multiTensorAdamw, sgdStep } from './optimizer.js';

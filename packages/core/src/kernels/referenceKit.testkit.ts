@@ -2,7 +2,8 @@
 import { expect } from 'vitest';
 import type { HostArray } from '../dtype.js';
 import type { InvalidArgumentError, RayoError, ShapeError } from '../errors.js';
-import { type AttrValues, inferKernel, type KernelSpec, type OutputMeta, runReference } from '../kernel.js';
+import { type AttrValues, type KernelSpec, type OutputMeta, runReference } from '../kernel.js';
+import { inferKernel } from '../kernelChecks.js';
 import type { Shape } from '../shape.js';
 import type { Rng } from '../testing/random.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
-import { inferKernel } from '../kernel.js';
+import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
 import { dot, expectClose, expectError, meta, random, run, thrown } from './referenceKit.testkit.js';
 import { rope } from './rope.js';

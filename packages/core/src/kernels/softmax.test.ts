@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ShapeError } from '../errors.js';
-import { inferKernel } from '../kernel.js';
+import { inferKernel } from '../kernelChecks.js';
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
 import {

@@ -17,9 +17,6 @@ export const FLOAT = ['f32', 'f16', 'bf16'] as const;
 /** Bytes of one f32 element: the unit of the f32 kernels' memory costs. */
 export const F32_BYTES = bytesPerElement('f32');
 
-/** The dtype group of every half-capable input that names no other; outputs take its dtype. */
-export const ACTIVATIONS = 'activation';
-
 /**
  * The dtype group of matmul-family weights: they may be half while the
  * activations are f32 (weight-only half, what decoding reads most of).

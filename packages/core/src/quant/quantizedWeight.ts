@@ -1,6 +1,5 @@
-import type { Backend, KernelRunner, RunOptions } from '../backend.js';
+import type { Backend, KernelRunner, RunOptions, Tensor } from '../backend.js';
 import { quantizedMatmul } from '../kernels/quantized.js';
-import type { Tensor } from '../tensor.js';
 import { type QuantFormat, quantLayout } from './layout.js';
 import type { QuantizedHostWeight } from './quantize.js';
 

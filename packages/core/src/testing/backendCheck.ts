@@ -1,5 +1,14 @@
 import type { Backend } from '../backend.js';
-import type { ConformanceCheck } from './conformance.js';
+
+/** One named, independent check. `run` rejects with a descriptive error on failure. */
+export interface ConformanceCheck {
+  readonly name: string;
+  /** `api`, `coverage`, or a kernel family. */
+  readonly group: string;
+  /** For a valid case of a kernel: the kernel and its variant (see `sampleConformance`). */
+  readonly kernelCase?: { readonly kernel: string; readonly variant: string };
+  run(): Promise<void>;
+}
 
 /** Makes checks of one group that each run on the backend `getBackend` gives. */
 export function backendCheck(

@@ -1,4 +1,4 @@
-import type { Backend } from '../backend.js';
+import type { Backend, Tensor } from '../backend.js';
 import { CpuBackend } from '../cpu/backend.js';
 import { DTYPES, type DType, type HostArray, toHostArray } from '../dtype.js';
 import {
@@ -8,19 +8,12 @@ import {
   InvalidArgumentError,
   ShapeError,
 } from '../errors.js';
-import {
-  type AnyKernelSpec,
-  inferKernel,
-  inputDecl,
-  inputName,
-  runReference,
-  type TensorMeta,
-} from '../kernel.js';
+import { type AnyKernelSpec, inputDecl, inputName, runReference, type TensorMeta } from '../kernel.js';
+import { inferKernel } from '../kernelChecks.js';
 import { KERNELS } from '../kernels/index.js';
 import { matmul } from '../kernels/matmul.js';
 import { sizeOf } from '../shape.js';
-import type { Tensor } from '../tensor.js';
-import { backendCheck } from './backendCheck.js';
+import { backendCheck, type ConformanceCheck } from './backendCheck.js';
 import { ERROR_CASES, VALID_CASES } from './cases/index.js';
 import type { AnyConformanceCase, AnyErrorCase, InputInit, InputSample } from './cases.js';
 import { compareOutputs } from './compare.js';
@@ -31,15 +24,7 @@ import { hashString, Rng } from './random.js';
 import { replayChecks, writeChecks } from './replay.js';
 import { viewChecks } from './viewChecks.js';
 
-/** One named, independent check. `run` rejects with a descriptive error on failure. */
-export interface ConformanceCheck {
-  readonly name: string;
-  /** `api`, `coverage`, or a kernel family. */
-  readonly group: string;
-  /** For a valid case of a kernel: the kernel and its variant (see `sampleConformance`). */
-  readonly kernelCase?: { readonly kernel: string; readonly variant: string };
-  run(): Promise<void>;
-}
+export type { ConformanceCheck } from './backendCheck.js';
 
 /**
  * The variant of a valid case: its inputs' dtypes, its boolean and string

@@ -1,8 +1,7 @@
 import type { Backend } from '../backend.js';
 import { OutOfMemoryError, type RayoError, UnsubmittedWriteError } from '../errors.js';
 import { add, relu } from '../kernels/elementwise.js';
-import { backendCheck } from './backendCheck.js';
-import type { ConformanceCheck } from './conformance.js';
+import { backendCheck, type ConformanceCheck } from './backendCheck.js';
 
 class ContractFailure extends Error {
   override name = 'ContractFailure';

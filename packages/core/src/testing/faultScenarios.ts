@@ -1,9 +1,8 @@
-import type { Backend } from '../backend.js';
+import type { Backend, Tensor } from '../backend.js';
 import { CpuBackend } from '../cpu/backend.js';
 import { DisposedTensorError, OutOfMemoryError } from '../errors.js';
 import { add, relu, scale } from '../kernels/elementwise.js';
 import { sum } from '../kernels/reduction.js';
-import type { Tensor } from '../tensor.js';
 import { compareOutputs } from './compare.js';
 import { runChecks } from './conformance.js';
 import { faultContractChecks } from './faultContract.js';

@@ -1,11 +1,10 @@
-import type { Backend, RunOptions } from '../backend.js';
+import type { Backend, RunOptions, Tensor } from '../backend.js';
 import { CpuBackend } from '../cpu/backend.js';
 import { DTYPES, type DType, type HostArray, toHostArray } from '../dtype.js';
 import { RayoError } from '../errors.js';
 import { type AnyKernelSpec, inputDecl } from '../kernel.js';
 import { KERNELS } from '../kernels/index.js';
 import { type Shape, sizeOf } from '../shape.js';
-import type { Tensor } from '../tensor.js';
 import { VALID_CASES } from './cases/index.js';
 import type { AnyConformanceCase, InputSample } from './cases.js';
 import { Rng } from './random.js';

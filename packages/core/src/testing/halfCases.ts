@@ -2,14 +2,14 @@ import type { Backend } from '../backend.js';
 import { type DType, isFloat, isHalf } from '../dtype.js';
 import { UnsupportedOnBackendError } from '../errors.js';
 import {
+  ACTIVATIONS,
   type AnyKernelSpec,
   dtypeGroupOf,
-  inferKernel,
   inputDecl,
   inputName,
   type TensorMeta,
 } from '../kernel.js';
-import { ACTIVATIONS } from '../kernels/vocabulary.js';
+import { inferKernel } from '../kernelChecks.js';
 import type { AnyConformanceCase, AnyErrorCase, InputSample, Tolerance } from './cases.js';
 import { DEFAULT_TOLERANCE } from './compare.js';
 import { fail } from './expect.js';

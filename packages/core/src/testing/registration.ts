@@ -1,4 +1,5 @@
-import { type BackendProvider, probeBackends } from '../registry.js';
+import type { BackendProvider } from '../backendProvider.js';
+import { probeBackends } from '../registry.js';
 
 /**
  * Rejects unless `createBackend(provider.name)` uses `provider` itself: what a

@@ -1,22 +1,15 @@
-import type { Backend } from '../backend.js';
+import type { Backend, Tensor } from '../backend.js';
 import { type DType, type HostArray, toHostArray } from '../dtype.js';
 import { BackendMismatchError, DisposedTensorError, DTypeError, ShapeError } from '../errors.js';
-import {
-  type AnyKernelSpec,
-  type AttrValues,
-  inferKernel,
-  runReference,
-  type TensorMeta,
-} from '../kernel.js';
+import { type AnyKernelSpec, type AttrValues, runReference, type TensorMeta } from '../kernel.js';
+import { inferKernel } from '../kernelChecks.js';
 import { incrementalAttention, kvCacheScatter, ropeKvScatter } from '../kernels/decoding.js';
 import { copy } from '../kernels/memory.js';
 import { adamwStep, globalNorm, multiTensorAdamw } from '../kernels/optimizer.js';
 import { rope } from '../kernels/rope.js';
-import type { Tensor } from '../tensor.js';
-import { backendCheck } from './backendCheck.js';
+import { backendCheck, type ConformanceCheck } from './backendCheck.js';
 import { ropeTolerance } from './cases/rope.js';
 import { compareOutputs } from './compare.js';
-import type { ConformanceCheck } from './conformance.js';
 import { expectRayoError, fail } from './expect.js';
 import { Rng } from './random.js';
 

@@ -1,10 +1,8 @@
-import type { Backend } from '../backend.js';
+import type { Backend, Tensor } from '../backend.js';
 import { DisposedTensorError, ShapeError } from '../errors.js';
 import { kvCacheScatter } from '../kernels/decoding.js';
 import { add, scale } from '../kernels/elementwise.js';
-import type { Tensor } from '../tensor.js';
-import { backendCheck } from './backendCheck.js';
-import type { ConformanceCheck } from './conformance.js';
+import { backendCheck, type ConformanceCheck } from './backendCheck.js';
 
 class ViewCheckFailure extends Error {
   override name = 'ConformanceFailure';
