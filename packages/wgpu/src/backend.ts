@@ -25,7 +25,6 @@ import {
   type MemoryStats,
   OutOfMemoryError,
   ownedStorage,
-  type PreparedCall,
   prepareCall,
   RayoError,
   type RunOptions,
@@ -37,7 +36,7 @@ import {
   UnsupportedOnBackendError,
   type WeightCache,
 } from '@rayo/core';
-import { WgpuCommandBatch } from './batch.js';
+import { WgpuCommandBatch, type WgpuRecordedCall } from './batch.js';
 import { BufferPool } from './buffers.js';
 import { type AttributedError, CallErrors, reportedError } from './callErrors.js';
 import { describeAdapter, requestWgpuDevice, type WgpuDevice } from './device.js';
@@ -81,11 +80,6 @@ class WgpuStorage implements TensorStorage {
 
 // The options and counts are declared with the options' checks; the package entry exports them from here.
 export type { WgpuBackendOptions, WgpuObjectCounts } from './options.js';
-
-/** A validated kernel call, with the work that encodes it. */
-export type WgpuRecordedCall<A extends AttrValues = AttrValues> = PreparedCall<AnyWgpuKernel, A> & {
-  readonly encode: (recorder: CommandRecorder) => void;
-};
 
 /**
  * The WebGPU backend: WGSL kernels for every spec, one submission per eager

@@ -1,6 +1,22 @@
-import { type AnyKernelSpec, RecordingBatch } from '@rayo/core';
-import type { WgpuBackend, WgpuRecordedCall } from './backend.js';
+import {
+  type AnyKernelSpec,
+  type AttrValues,
+  type CallRecorder,
+  type PreparedCall,
+  RecordingBatch,
+} from '@rayo/core';
 import type { CommandRecorder, Recording } from './encoder.js';
+import type { AnyWgpuKernel } from './kernel.js';
+
+/** A validated kernel call, with the work that encodes it. */
+export type WgpuRecordedCall<A extends AttrValues = AttrValues> = PreparedCall<AnyWgpuKernel, A> & {
+  readonly encode: (recorder: CommandRecorder) => void;
+};
+
+/** What a batch needs of its backend: recording calls, and waiting for pipelines still compiling. */
+export interface BatchBackend extends CallRecorder<WgpuRecordedCall> {
+  settle(api: string): Promise<void>;
+}
 
 /** What a batch needs of its backend's command machinery. */
 export interface BatchCommands {
@@ -26,7 +42,7 @@ export class WgpuCommandBatch extends RecordingBatch<WgpuRecordedCall> {
   #recording: Recording | undefined;
 
   constructor(
-    private readonly backend: WgpuBackend,
+    private readonly backend: BatchBackend,
     private readonly commands: BatchCommands,
   ) {
     super(backend);

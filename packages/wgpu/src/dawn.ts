@@ -4,12 +4,29 @@
  * `#dawn` import of the package.json gives them `./dawn.browser.js`).
  */
 import { BackendUnavailableError } from '@rayo/core';
-import type { WgpuDeviceOptions } from './device.js';
 
-export type DawnOptions = Pick<
-  WgpuDeviceOptions,
-  'enableToggles' | 'disableToggles' | 'f16OnNvidia' | 'unsafeApis'
->;
+/** The Dawn toggles a device is requested with (part of `WgpuDeviceOptions`; Node only). */
+export interface DawnOptions {
+  /** Dawn toggles to enable, e.g. `allow_unsafe_apis` (Node only). */
+  readonly enableToggles?: readonly string[];
+  /** Dawn toggles to disable, e.g. `vulkan_enable_f16_on_nvidia` (Node only). */
+  readonly disableToggles?: readonly string[];
+  /**
+   * In Node, enable Dawn's `vulkan_enable_f16_on_nvidia` toggle (default
+   * true): without it Dawn hides `shader-f16` on NVIDIA's Vulkan driver
+   * (because of bugs in old drivers); it changes nothing on other adapters.
+   * `false` (or the toggle in `disableToggles`) leaves it off.
+   */
+  readonly f16OnNvidia?: boolean;
+  /**
+   * In Node, enable Dawn's `allow_unsafe_apis` toggle (default false): it
+   * exposes experimental features, among them
+   * `chromium-experimental-subgroup-matrix`, which the half matrix products
+   * use for their tensor-core path. Also read from the environment variable
+   * `RAYO_WGPU_UNSAFE_APIS=1`.
+   */
+  readonly unsafeApis?: boolean;
+}
 
 /** The Dawn toggles to enable and disable for `options` (with rayo's defaults). */
 export function dawnToggles(

@@ -1,29 +1,11 @@
 import { BackendUnavailableError, DeviceLostError } from '@rayo/core';
 import { dawnGpu } from '#dawn';
+import type { DawnOptions } from './dawn.js';
 
-export interface WgpuDeviceOptions {
+export interface WgpuDeviceOptions extends DawnOptions {
   readonly powerPreference?: GPUPowerPreference;
   /** Prefer an adapter whose description, vendor or architecture contains this text. */
   readonly adapter?: string;
-  /** Dawn toggles to enable, e.g. `allow_unsafe_apis` (Node only). */
-  readonly enableToggles?: readonly string[];
-  /** Dawn toggles to disable, e.g. `vulkan_enable_f16_on_nvidia` (Node only). */
-  readonly disableToggles?: readonly string[];
-  /**
-   * In Node, enable Dawn's `vulkan_enable_f16_on_nvidia` toggle (default
-   * true): without it Dawn hides `shader-f16` on NVIDIA's Vulkan driver
-   * (because of bugs in old drivers); it changes nothing on other adapters.
-   * `false` (or the toggle in `disableToggles`) leaves it off.
-   */
-  readonly f16OnNvidia?: boolean;
-  /**
-   * In Node, enable Dawn's `allow_unsafe_apis` toggle (default false): it
-   * exposes experimental features, among them
-   * `chromium-experimental-subgroup-matrix`, which the half matrix products
-   * use for their tensor-core path. Also read from the environment variable
-   * `RAYO_WGPU_UNSAFE_APIS=1`.
-   */
-  readonly unsafeApis?: boolean;
   /**
    * Optional features not to request even where the adapter has them, e.g.
    * `subgroups` to run the kernels' fallbacks.

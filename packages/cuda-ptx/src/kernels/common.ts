@@ -15,6 +15,9 @@ export const BLOCK = 256;
  */
 export const MAX_ELEMENTS = 2 ** 31 - 1;
 
+/** The half dtypes the tensor-core products read (they accumulate in f32). */
+export type HalfDType = 'f16' | 'bf16';
+
 /** Throws UnsupportedOnBackendError for an operand too large for 32-bit indexing. */
 export function checkElementCount(kernel: string, argument: string, n: number): void {
   if (n > MAX_ELEMENTS) {

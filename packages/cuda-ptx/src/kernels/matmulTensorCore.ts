@@ -4,7 +4,7 @@ import type { Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
-import { PRODUCT_PARAMS, productDims } from './common.js';
+import { type HalfDType, PRODUCT_PARAMS, productDims } from './common.js';
 import { storePair } from './pairStores.js';
 import { groupedTile } from './tileOrder.js';
 
@@ -30,8 +30,6 @@ const STAGE_BYTES = 2 * OPERAND_BYTES;
 /** 16-byte chunks of one operand's tile, and per thread. */
 const CHUNKS = OPERAND_BYTES / 16;
 const CHUNKS_PER_THREAD = CHUNKS / TC_THREADS;
-
-export type HalfDType = 'f16' | 'bf16';
 
 export interface TensorCoreVariant {
   readonly dtype: HalfDType;

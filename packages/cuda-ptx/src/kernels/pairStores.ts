@@ -1,6 +1,6 @@
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { addr, type F32, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
-import type { HalfDType } from './matmulTensorCore.js';
+import type { HalfDType } from './common.js';
 
 // The epilogue stores of the tensor-core products: two adjacent columns of y
 // a thread holds, y = values (+ beta · c), in one store where both are inside

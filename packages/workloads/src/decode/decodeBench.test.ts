@@ -6,7 +6,6 @@ import { openNodeFile, SafetensorsFile } from '@rayo/train';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   DECODE_CONFIGS,
-  type DecodeSettings,
   decodeAgreement,
   decodeBench,
   decodePrompt,
@@ -16,6 +15,7 @@ import {
   parseDecodeArgs,
   TORCH_REFERENCE_RUN,
 } from './decodeBench.js';
+import type { DecodeSettings } from './decodeRun.js';
 import { writeSeededLlama } from './seededLlama.js';
 
 const dirs: string[] = [];

@@ -2,13 +2,8 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Backend, copy, createBackend, isQuantFormat, probeBackends, QUANT_FORMATS } from '@rayo/core';
-import {
-  LlamaModel,
-  type LlamaQuantizationReport,
-  type LlamaWeightDType,
-  type LlamaWeightFormat,
-  Rng,
-} from '@rayo/train';
+import { LlamaModel, type LlamaQuantizationReport, type LlamaWeightDType, Rng } from '@rayo/train';
+import type { DecodeRun, DecodeSettings } from './decodeRun.js';
 import { type HostPhases, measureHostPhases } from './hostPhases.js';
 import { writeSeededLlama } from './seededLlama.js';
 import { PROFILE_HEADER, profileRows, profileStep, profileTotals, type StepProfile } from './stepProfile.js';
@@ -58,18 +53,6 @@ export const DECODE_CONFIGS: Readonly<Record<string, Record<string, unknown>>> =
   },
 };
 
-export interface DecodeRun {
-  /** Milliseconds between consecutive tokens (the first, from the prompt, excluded). */
-  readonly msPerToken: number;
-  readonly p10Ms: number;
-  readonly p90Ms: number;
-  /** Every interval after the warm-up, in order (to see a pattern the percentiles hide). */
-  readonly intervalsMs: readonly number[];
-  readonly tokensPerSecond: number;
-  readonly prefillMs: number;
-  readonly tokens: readonly number[];
-}
-
 export interface DecodeBackendResult {
   readonly backend: string;
   readonly device: string;
@@ -116,35 +99,6 @@ export interface QuantizationQuality {
   readonly top1Agreement: number;
   readonly logitsMaxError: number;
   readonly logitsMeanError: number;
-}
-
-export interface DecodeSettings {
-  readonly config: string;
-  /** The dtype of the checkpoint and of the model's matrix weights and embedding (norm weights are f32). */
-  readonly dtype: LlamaWeightDType;
-  /** The dtype of the KV cache. */
-  readonly kvDtype: LlamaWeightDType;
-  readonly backends: readonly string[];
-  readonly promptTokens: number;
-  readonly newTokens: number;
-  /** Tokens not timed at the start of each run. */
-  readonly warmupTokens: number;
-  readonly seed: number;
-  readonly baseline: 'torch' | 'none';
-  /** The PyTorch device (cuda; cpu only checks the script). */
-  readonly torchDevice: string;
-  readonly weights: string;
-  readonly out: string;
-  /** Time every group of identical kernel calls of the step (the breakdown); the whole step is always timed. */
-  readonly profile: boolean;
-  /** Back-to-back repetitions of a kernel group per timing. */
-  readonly profileRepetitions: number;
-  /** Replayed tokens whose host phases are timed. */
-  readonly hostTokens: number;
-  /** The projections' format: quantized on load, or `none` (dense, in `dtype`). */
-  readonly quant: LlamaWeightFormat | 'none';
-  /** With `quant`: the LM head quantized in the same format too. */
-  readonly quantHead?: boolean;
 }
 
 function quantile(sorted: readonly number[], q: number): number {

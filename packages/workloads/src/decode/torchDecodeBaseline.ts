@@ -1,7 +1,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { findPackageScript, type PythonScriptOutcome, runPythonScript } from '@rayo/bench';
-import type { DecodeRun, DecodeSettings } from './decodeBench.js';
+import type { DecodeRun, DecodeSettings } from './decodeRun.js';
 
 /** What the PyTorch decode baseline writes. */
 export interface TorchDecodeOutput {
