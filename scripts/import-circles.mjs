@@ -77,7 +77,11 @@ function resolutionModes(packageDir) {
   const parsed = ts.getParsedCommandLineOfConfigFile(configPath, {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic() {} });
   if (!parsed) throw new Error(`cannot read ${relative(root, configPath)}`);
   const options = parsed.options;
-  return [options, { ...options, module: ts.ModuleKind.ESNext, moduleResolution: ts.ModuleResolutionKind.Bundler }];
+  const bundler = { ...options, module: ts.ModuleKind.ESNext, moduleResolution: ts.ModuleResolutionKind.Bundler };
+  return [options, bundler].map((mode) => ({
+    options: mode,
+    cache: ts.createModuleResolutionCache(packageDir, (name) => name, mode),
+  }));
 }
 
 /** file → (imported file → type-only), for the files of `packageDir/src`. */
@@ -89,8 +93,9 @@ function importGraph(packageDir) {
   for (const file of files) {
     const edges = new Map();
     for (const [specifier, typeOnly] of specifiersOf(file)) {
-      for (const options of modes) {
-        const target = ts.resolveModuleName(specifier, file, options, ts.sys).resolvedModule?.resolvedFileName;
+      for (const { options, cache } of modes) {
+        const resolved = ts.resolveModuleName(specifier, file, options, ts.sys, cache);
+        const target = resolved.resolvedModule?.resolvedFileName;
         if (!target || relative(srcDir, target).startsWith('..') || target.includes('node_modules')) continue;
         const key = resolve(target);
         edges.set(key, (edges.get(key) ?? true) && typeOnly);
