@@ -1,3 +1,4 @@
+import { expectError, thrown, unchanged } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import type { DType, HostArray } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
@@ -5,7 +6,6 @@ import { type AttrValues, inferKernel, type KernelSpec, type OutputMeta } from '
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
 import { copy, fill, transpose } from './memory.js';
-import { expectError, thrown, unchanged } from './referenceKit.testkit.js';
 
 interface Input {
   readonly shape: Shape;
