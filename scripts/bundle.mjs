@@ -43,8 +43,8 @@ const DECODE_BENCH = './packages/workloads/src/decode/decodeBenchCli.ts';
 const NAMES = './packages/workloads/src/examples/names/namesCli.ts';
 const DP_BENCH = './packages/workloads/src/distributed/dataParallelBench.ts';
 const LAUNCH = './packages/train/src/distributed/launchCli.ts';
-const GEMM_CHECK = './packages/cuda-ptx/src/tools/gemmCheck.ts';
-const GEMM_SWEEP = './packages/cuda-ptx/src/tools/gemmSweep.ts';
+const GEMM_CHECK = './packages/cuda-tools/src/gemmCheck.ts';
+const GEMM_SWEEP = './packages/cuda-tools/src/gemmSweep.ts';
 const GGUF_CHECK = './packages/workloads/src/decode/ggufCheckCli.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]

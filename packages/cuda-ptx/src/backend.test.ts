@@ -13,13 +13,12 @@ import {
   scale,
   UnsupportedOnBackendError,
 } from '@rayo/core';
+import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { CudaBackend, type CudaCommandBatch } from './backend.js';
 import { CudaDriver } from './driver/driver.js';
 import { backendProvider } from './index.js';
 import { CUDA_KERNELS } from './kernels/index.js';
-import { FakeLibCuda } from './testing/fakeLibCuda.js';
-import { PtxInterpreter } from './testing/ptxInterpreter.js';
 
 function setup() {
   const fake = new FakeLibCuda();

@@ -1,3 +1,4 @@
+import { runConformanceCheck } from '@rayo/conformance';
 import {
   type AnyKernelSpec,
   add,
@@ -10,13 +11,11 @@ import {
   transpose,
 } from '@rayo/core';
 import { compareOutputs, conformanceSuite } from '@rayo/core/testing';
-import { runConformanceCheck } from '@rayo/core/testing/vitest';
+import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CudaBackend } from './backend.js';
 import { CudaDriver } from './driver/driver.js';
 import { CU_DEVICE_ATTRIBUTE } from './driver/libcuda.js';
-import { FakeLibCuda } from './testing/fakeLibCuda.js';
-import { PtxInterpreter } from './testing/ptxInterpreter.js';
 
 // The conformance suite's checks for the kernel families this backend
 // implements, run without a GPU: the backend drives the fake libcuda, which

@@ -1,10 +1,10 @@
 import { InvalidArgumentError } from '@rayo/core';
+import { FakeLibCuda } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { CudaDriver } from './driver/driver.js';
 import { CommandRecorder } from './encoder.js';
 import type { Launch, Operand } from './kernel.js';
 import { PtxModule } from './ptx/module.js';
-import { FakeLibCuda } from './testing/fakeLibCuda.js';
 
 function setup() {
   const fake = new FakeLibCuda();

@@ -1,11 +1,10 @@
 import { DeviceLostError, relu, scale } from '@rayo/core';
 import { FAULT_SCENARIOS, runFaultScenarios } from '@rayo/core/testing';
+import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { CudaBackend } from './backend.js';
 import { CudaDriver } from './driver/driver.js';
 import { cudaFaultSuite, launchStoreToAddress, STORE_TO_ADDRESS_KEY } from './faults.js';
-import { FakeLibCuda } from './testing/fakeLibCuda.js';
-import { PtxInterpreter } from './testing/ptxInterpreter.js';
 
 function setup() {
   const fake = new FakeLibCuda();

@@ -1,7 +1,7 @@
 import { KERNELS } from '@rayo/core';
 import { fuzzBadCalls } from '@rayo/core/testing';
+import { useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
-import { useEmulatedGpu } from './testing/emulatedGpu.js';
 
 describe('random bad calls on cuda, on an emulated device', () => {
   const { gpu } = useEmulatedGpu({ memoryLimit: 2 ** 30 });

@@ -1,6 +1,6 @@
+import { runConformanceCheck } from '@rayo/conformance';
 import { add, KERNELS, KernelCompileError, relu, scale } from '@rayo/core';
 import { conformanceSuite } from '@rayo/core/testing';
-import { runConformanceCheck } from '@rayo/core/testing/vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CudaBackend } from './backend.js';
 import { backendProvider } from './index.js';

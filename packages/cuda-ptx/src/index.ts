@@ -28,6 +28,7 @@ export {
 } from './driver/errors.js';
 export {
   CU_DEVICE_ATTRIBUTE,
+  CU_EVENT_DISABLE_TIMING,
   type CuOut,
   defaultLibCudaPath,
   type HostBlock,
@@ -39,6 +40,13 @@ export {
 } from './driver/libcuda.js';
 export { checkParamValue, kernelParamBytes, type ParamValue, writeKernelParams } from './driver/params.js';
 export { bucketBytes, type DeviceBuffer, DevicePool } from './driver/pool.js';
+export {
+  TENSOR_MAP_DTYPE,
+  TENSOR_MAP_SWIZZLE,
+  type TensorMapDType,
+  type TensorMapTiled,
+  tensorMapProblem,
+} from './driver/tensorMap.js';
 export { CommandRecorder } from './encoder.js';
 export {
   type AnyCudaKernel,

@@ -7,12 +7,11 @@ import {
   type Tensor,
 } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
+import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CudaBackend, type CudaCommandBatch } from './backend.js';
 import { CudaDriver } from './driver/driver.js';
 import { runOnStream } from './runOnStream.js';
-import { FakeLibCuda } from './testing/fakeLibCuda.js';
-import { PtxInterpreter } from './testing/ptxInterpreter.js';
 
 // headDim 7 keeps the kernels on one-word loads, which the interpreter runs.
 const N_HEADS = 4;

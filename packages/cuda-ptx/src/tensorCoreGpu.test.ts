@@ -1,26 +1,29 @@
+import {
+  bitsF32,
+  bulkPipeline,
+  directLoads,
+  halfInputs,
+  interpretedDevice,
+  type KernelBody,
+  packHalves,
+  ROW,
+  random,
+  randomBf16,
+  reference,
+  sharedLoads,
+  type TestDevice,
+  testDevice,
+  tf32Reference,
+  tf32Tile,
+  tileModule,
+  wgmmaBf16Tile,
+} from '@rayo/cuda-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CudaDriver } from './driver/driver.js';
 import { libCuda } from './driver/libcuda.js';
 import { backendProvider } from './index.js';
 import type { PtxModule } from './ptx/module.js';
 import { wgmmaAccumulatorElement } from './ptx/wgmmaLayout.js';
-import { bulkPipeline, ROW } from './testing/bulkPipelineKernel.js';
-import { interpretedDevice, type TestDevice, testDevice } from './testing/interpretedDevice.js';
-import {
-  bitsF32,
-  directLoads,
-  halfInputs,
-  type KernelBody,
-  packHalves,
-  random,
-  randomBf16,
-  reference,
-  sharedLoads,
-  tf32Reference,
-  tf32Tile,
-  tileModule,
-} from './testing/tensorCoreKernels.js';
-import { wgmmaBf16Tile } from './testing/wgmmaKernel.js';
 
 // Runs on an NVIDIA host only: the tensor-core kernels of the interpreter's
 // tests on the real device, against the reference and the interpreter.

@@ -1,4 +1,4 @@
-import { describeConformance } from '@rayo/core/testing/vitest';
+import { describeConformance } from '@rayo/conformance';
 import { describe, it } from 'vitest';
 import { backendProvider, createWgpuBackend } from './index.js';
 

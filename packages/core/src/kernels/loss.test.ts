@@ -1,3 +1,4 @@
+import { expectThrows } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { type DType, type HostArray, toHostArray } from '../dtype.js';
 import { ShapeError } from '../errors.js';
@@ -6,7 +7,6 @@ import { inferKernel } from '../kernelChecks.js';
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
 import { crossEntropy, crossEntropyBackward } from './loss.js';
-import { expectThrows } from './referenceKit.testkit.js';
 
 type In = readonly [values: readonly number[], shape: Shape, dtype: DType];
 

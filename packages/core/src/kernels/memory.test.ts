@@ -1,3 +1,4 @@
+import { expectError, thrown, unchanged } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import type { DType, HostArray } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
@@ -6,7 +7,6 @@ import { inferKernel } from '../kernelChecks.js';
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
 import { copy, fill, transpose } from './memory.js';
-import { expectError, thrown, unchanged } from './referenceKit.testkit.js';
 
 interface Input {
   readonly shape: Shape;

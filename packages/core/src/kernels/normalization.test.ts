@@ -1,9 +1,3 @@
-import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError, ShapeError } from '../errors.js';
-import { inferKernel } from '../kernelChecks.js';
-import type { Shape } from '../shape.js';
-import { Rng } from '../testing/random.js';
-import { layerNorm, layerNormBackward, rmsNorm, rmsNormBackward } from './normalization.js';
 import {
   dot,
   expectClose,
@@ -13,7 +7,13 @@ import {
   random,
   run,
   thrown,
-} from './referenceKit.testkit.js';
+} from '@rayo/core-testkit';
+import { describe, expect, it } from 'vitest';
+import { InvalidArgumentError, ShapeError } from '../errors.js';
+import { inferKernel } from '../kernelChecks.js';
+import type { Shape } from '../shape.js';
+import { Rng } from '../testing/random.js';
+import { layerNorm, layerNormBackward, rmsNorm, rmsNormBackward } from './normalization.js';
 
 const f32 = (data: number[], shape: Shape = [data.length]) => ({ shape, data: Float32Array.from(data) });
 describe('rmsNorm', () => {

@@ -1,9 +1,9 @@
+import { expectError, run, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
 import { argmax, max, sum, sumSquares } from './reduction.js';
-import { expectError, run, thrown } from './referenceKit.testkit.js';
 
 const X = { shape: [2, 3], data: Float32Array.from([1, -2, 3, -4, 5, 0.5]) };
 

@@ -1,8 +1,8 @@
+import { dot, expectClose, expectError, meta, random, run, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
-import { dot, expectClose, expectError, meta, random, run, thrown } from './referenceKit.testkit.js';
 import { rope } from './rope.js';
 
 /** Rotates (a, b) by `angle`. */

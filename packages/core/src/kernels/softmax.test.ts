@@ -1,17 +1,9 @@
+import { dot, expectClose, expectError, numericGradient, random, run, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { ShapeError } from '../errors.js';
 import { inferKernel } from '../kernelChecks.js';
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
-import {
-  dot,
-  expectClose,
-  expectError,
-  numericGradient,
-  random,
-  run,
-  thrown,
-} from './referenceKit.testkit.js';
 import { logSoftmax, logSoftmaxBackward, softmax, softmaxBackward } from './softmax.js';
 
 const row = (data: number[], shape: Shape = [data.length]) => ({ shape, data: Float32Array.from(data) });

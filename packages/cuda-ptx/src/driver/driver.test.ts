@@ -6,9 +6,9 @@ import {
   OutOfMemoryError,
   type RayoError,
 } from '@rayo/core';
+import { FakeLibCuda } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { PtxModule } from '../ptx/module.js';
-import { FakeLibCuda } from '../testing/fakeLibCuda.js';
 import { CudaDriver } from './driver.js';
 import { CU_DEVICE_ATTRIBUTE } from './libcuda.js';
 

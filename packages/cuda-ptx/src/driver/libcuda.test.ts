@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { BackendUnavailableError, KernelCompileError } from '@rayo/core';
+import { NATIVE_FAKE_SOURCES } from '@rayo/cuda-testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PtxModule } from '../ptx/module.js';
 import { CudaDriver } from './driver.js';
@@ -26,7 +26,7 @@ describe('loading libcuda', () => {
 
 // The binding itself is checked against a C library with the driver API's
 // signatures, built here with the system C compiler where one exists.
-const source = join(dirname(fileURLToPath(import.meta.url)), 'testdata', 'libcuda_fake.c');
+const source = NATIVE_FAKE_SOURCES.libcuda;
 const cc = process.platform === 'linux' ? spawnSync('cc', ['--version'], { encoding: 'utf8' }) : undefined;
 const haveCc = cc?.status === 0;
 

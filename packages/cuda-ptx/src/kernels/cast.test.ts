@@ -1,8 +1,8 @@
 import { CAST_DTYPES } from '@rayo/core';
+import { expectAssemblesCleanly } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import { CAST_KERNELS, castModule } from './cast.js';
 
 describe('cast kernels', () => {

@@ -6,16 +6,13 @@ import {
   type Tensor,
 } from '@rayo/core';
 import { compareOutputs, Rng, ropeTolerance } from '@rayo/core/testing';
+import { expectAssemblesCleanly, FakeLibCuda, PtxInterpreter, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { CudaBackend } from '../backend.js';
 import { CudaDriver } from '../driver/driver.js';
 import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
 import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { useEmulatedGpu } from '../testing/emulatedGpu.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
-import { FakeLibCuda } from '../testing/fakeLibCuda.js';
-import { PtxInterpreter } from '../testing/ptxInterpreter.js';
 import { DECODING_KERNELS } from './decoding.js';
 import { vectorWidth } from './decodingAccess.js';
 import {

@@ -8,11 +8,10 @@ import {
   type Tensor,
 } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
+import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { useEmulatedGpu } from '../testing/emulatedGpu.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
   biasActivationKey,
   biasActivationModule,

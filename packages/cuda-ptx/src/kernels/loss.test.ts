@@ -1,11 +1,10 @@
 import { crossEntropy, crossEntropyBackward } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
+import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { useEmulatedGpu } from '../testing/emulatedGpu.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
   CROSS_ENTROPY_MEAN_KEY,
   crossEntropyBackwardModule,

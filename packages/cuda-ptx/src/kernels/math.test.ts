@@ -1,4 +1,5 @@
 import { geluOf, sigmoidOf, siluOf } from '@rayo/core';
+import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { CudaDriver } from '../driver/driver.js';
 import { CommandRecorder } from '../encoder.js';
@@ -6,8 +7,6 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32 } from '../ptx/operands.js';
 import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
-import { FakeLibCuda } from '../testing/fakeLibCuda.js';
-import { PtxInterpreter } from '../testing/ptxInterpreter.js';
 import { expF32, geluF32, geluGradF32, sigmoidF32, siluF32, siluGradF32, tanhF32 } from './math.js';
 
 // The helpers run in the PTX interpreter, where ex2.approx is exact; the

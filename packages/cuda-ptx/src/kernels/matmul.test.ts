@@ -1,10 +1,9 @@
 import { batchedMatmul, InvalidArgumentError, matmul, type Tensor } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
+import { createEmulatedGpu, expectAssemblesCleanly } from '@rayo/cuda-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { createEmulatedGpu } from '../testing/emulatedGpu.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
   type AxpyVariant,
   axpyGeometry,

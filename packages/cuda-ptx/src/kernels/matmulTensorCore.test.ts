@@ -1,7 +1,6 @@
+import { expectAssemblesCleanly, LAYOUTS, useGemmDevice } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
-import { LAYOUTS, useGemmDevice } from '../testing/gemmDevice.js';
 import {
   encodeTensorCore,
   TC_ENTRY,

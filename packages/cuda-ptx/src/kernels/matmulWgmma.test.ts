@@ -1,10 +1,9 @@
 import { sizeOf } from '@rayo/core';
+import { expectAssemblesCleanly, LAYOUTS, useGemmDevice } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { CommandRecorder } from '../encoder.js';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
-import { LAYOUTS, useGemmDevice } from '../testing/gemmDevice.js';
 import {
   encodeWgmma,
   WG_ENTRY,

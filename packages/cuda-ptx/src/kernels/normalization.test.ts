@@ -1,9 +1,9 @@
+import { expectAssemblesCleanly } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { DeviceProperties } from '../driver/driver.js';
 import type { Launch } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import { NORM_DECLS, NORMALIZATION_KERNELS, normGeometry, normKey, normModule } from './normalization.js';
 import { COLUMN_SUMS_KEY, columnSumsModule, largestPlannedGeometries } from './rowReduce.js';
 

@@ -6,11 +6,10 @@ import {
   type Tensor,
   uploadQuantized,
 } from '@rayo/core';
+import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { useEmulatedGpu } from '../testing/emulatedGpu.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import { type QuantEmbeddingVariant, quantEmbeddingKey, quantEmbeddingModule } from './quantizedEmbedding.js';
 
 const variants: QuantEmbeddingVariant[] = QUANT_FORMATS.flatMap((format) =>

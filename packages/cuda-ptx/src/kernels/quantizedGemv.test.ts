@@ -1,10 +1,9 @@
 import { quantizedMatmul, quantizeWeights, type Tensor, uploadQuantized } from '@rayo/core';
 import { compareOutputs, conformanceSuite, runChecks } from '@rayo/core/testing';
+import { createEmulatedGpu, expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { createEmulatedGpu, useEmulatedGpu } from '../testing/emulatedGpu.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import {
   DEFAULT_QGEMV_VARIANT,
   parseQgemvSlices,

@@ -1,10 +1,9 @@
 import { rope, UnsupportedOnBackendError } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
+import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { useEmulatedGpu } from '../testing/emulatedGpu.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import { frequencyExponent, headsPerThread, MAX_ANGLE, ROPE_KERNELS, ropeKey, ropeModule } from './rope.js';
 
 const H100 = { multiprocessors: 132, maxThreadsPerMultiprocessor: 2048 };

@@ -15,10 +15,10 @@ import {
   sumSquares,
 } from '@rayo/core';
 import { compareOutputs, type Tolerance } from '@rayo/core/testing';
+import { createEmulatedGpu } from '@rayo/cuda-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CudaBackend } from '../backend.js';
 import type { DeviceProperties } from '../driver/driver.js';
-import { createEmulatedGpu } from '../testing/emulatedGpu.js';
 import {
   accessWidth,
   geometryKey,

@@ -1,7 +1,7 @@
+import { expectAssemblesCleanly } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import { geometryKey, largestPlannedGeometries, type RowGeometry } from './rowReduce.js';
 import { SOFTMAX_DECLS, SOFTMAX_KERNELS, softmaxGeometry, softmaxKey, softmaxModule } from './softmax.js';
 

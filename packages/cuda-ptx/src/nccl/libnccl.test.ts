@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { BackendUnavailableError } from '@rayo/core';
+import { NATIVE_FAKE_SOURCES } from '@rayo/cuda-testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LibNccl, loadLibNccl, NCCL_DATA_TYPE, NCCL_RED_OP, NCCL_RESULT } from './libnccl.js';
 
@@ -18,7 +18,7 @@ describe('loading NCCL', () => {
 
 // The binding is checked against a C library with NCCL's signatures, built
 // here with the system C compiler where one exists (as libcuda's is).
-const source = join(dirname(fileURLToPath(import.meta.url)), 'testdata', 'libnccl_fake.c');
+const source = NATIVE_FAKE_SOURCES.libnccl;
 const cc = process.platform === 'linux' ? spawnSync('cc', ['--version'], { encoding: 'utf8' }) : undefined;
 const haveCc = cc?.status === 0;
 

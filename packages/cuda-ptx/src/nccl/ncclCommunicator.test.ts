@@ -5,12 +5,11 @@ import {
   type RendezvousStore,
   ShapeError,
 } from '@rayo/core';
+import { CollectiveLibCuda, FakeNccl } from '@rayo/cuda-testkit';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CudaBackend } from '../backend.js';
 import { CudaDriver } from '../driver/driver.js';
 import { NcclCommunicator, type NcclCommunicatorOptions } from './ncclCommunicator.js';
-import { CollectiveLibCuda } from './testing/collectiveLibCuda.js';
-import { FakeNccl } from './testing/fakeNccl.js';
 
 type Extra = Partial<Omit<NcclCommunicatorOptions, 'backend' | 'rank' | 'size'>>;
 

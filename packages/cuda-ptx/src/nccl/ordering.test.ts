@@ -1,11 +1,9 @@
 import { add } from '@rayo/core';
+import { CollectiveLibCuda, FakeNccl, PtxInterpreter } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { CudaBackend } from '../backend.js';
 import { CudaDriver } from '../driver/driver.js';
-import { PtxInterpreter } from '../testing/ptxInterpreter.js';
 import { NcclCommunicator } from './ncclCommunicator.js';
-import { CollectiveLibCuda } from './testing/collectiveLibCuda.js';
-import { FakeNccl } from './testing/fakeNccl.js';
 
 describe('collectives between batches (CUDA graphs) on the emulated GPU', () => {
   it('runs a batch recorded after an all-reduce on the reduced values, whatever order the ranks reach it in', async () => {

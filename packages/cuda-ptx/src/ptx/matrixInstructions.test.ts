@@ -1,6 +1,5 @@
+import { builderError, expectAssemblesCleanly } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
-import { builderError } from '../testing/builderMisuse.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import type { KernelBuilder } from './kernel.js';
 import { MMA_SHAPES } from './mmaFragments.js';
 import { PtxModule } from './module.js';

@@ -1,7 +1,5 @@
+import { builderError, bulkPipeline, expectAssemblesCleanly } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
-import { builderError } from '../testing/builderMisuse.js';
-import { bulkPipeline } from '../testing/bulkPipelineKernel.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
 import type { KernelBuilder } from './kernel.js';
 import { PtxModule } from './module.js';
 import { ptxasTestGate } from './ptxas.js';

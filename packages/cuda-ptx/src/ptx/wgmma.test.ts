@@ -1,8 +1,6 @@
 import { InvalidArgumentError } from '@rayo/core';
+import { builderError, expectAssemblesCleanly, wgmmaBf16Tile } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
-import { builderError } from '../testing/builderMisuse.js';
-import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
-import { wgmmaBf16Tile } from '../testing/wgmmaKernel.js';
 import type { KernelBuilder } from './kernel.js';
 import { PtxModule } from './module.js';
 import type { F32, R32 } from './operands.js';

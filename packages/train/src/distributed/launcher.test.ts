@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { RENDEZVOUS_RANK_PROGRAM } from '@rayo/train-testkit';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchCli } from './launchCli.js';
@@ -15,7 +15,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'rayo-rendezvous-'));
   script = join(dir, 'rank.mjs');
   await build({
-    entryPoints: [fileURLToPath(new URL('./testing/rendezvousRank.ts', import.meta.url))],
+    entryPoints: [RENDEZVOUS_RANK_PROGRAM],
     outfile: script,
     bundle: true,
     platform: 'node',

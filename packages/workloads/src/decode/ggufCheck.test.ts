@@ -2,10 +2,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CudaBackend, CudaDriver } from '@rayo/cuda-ptx';
+import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
 import { checkQuantizedDecode, q4kmTestConfig, writeQ4kmLlama } from '@rayo/train';
 import { afterAll, describe, expect, it } from 'vitest';
-import { FakeLibCuda } from '../../../cuda-ptx/src/testing/fakeLibCuda.js';
-import { PtxInterpreter } from '../../../cuda-ptx/src/testing/ptxInterpreter.js';
 
 // gguf-check's comparison on the cuda backend without a GPU: the backend
 // drives the fake libcuda, whose launches run the generated PTX in the

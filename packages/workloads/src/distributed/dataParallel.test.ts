@@ -1,5 +1,7 @@
 import { type Communicator, SingleRankCommunicator, type Tensor } from '@rayo/core';
 import { CudaBackend, CudaDriver, NcclCommunicator } from '@rayo/cuda-ptx';
+// The emulated GPU and the fake NCCL are cuda-ptx's test doubles, not part of its API.
+import { CollectiveLibCuda, FakeNccl, PtxInterpreter } from '@rayo/cuda-testkit';
 import {
   AdamW,
   crossEntropy,
@@ -10,10 +12,6 @@ import {
   ReplayedStep,
 } from '@rayo/train';
 import { describe, expect, it } from 'vitest';
-// The emulated GPU and the fake NCCL are cuda-ptx's test doubles, not part of its API.
-import { CollectiveLibCuda } from '../../../cuda-ptx/src/nccl/testing/collectiveLibCuda.js';
-import { FakeNccl } from '../../../cuda-ptx/src/nccl/testing/fakeNccl.js';
-import { PtxInterpreter } from '../../../cuda-ptx/src/testing/ptxInterpreter.js';
 
 const FEATURES = [0.5, -1, 2, 1, 0, -0.5, -2, 1.5, 0.25, 1, 1, -1];
 const LABELS = [1, 0, 1, 0];

@@ -1,0 +1,4 @@
+import { createCpuBackend } from '@rayo/core';
+import { describeConformance } from './describeConformance.js';
+
+describeConformance('cpu backend conformance', { create: createCpuBackend });

@@ -1,0 +1,1 @@
+export { describeConformance, runConformanceCheck } from './describeConformance.js';

@@ -1,0 +1,130 @@
+// Helpers shared by the reference-implementation tests of the kernel families.
+
+import {
+  type AttrValues,
+  type HostArray,
+  type InvalidArgumentError,
+  inferKernel,
+  type KernelSpec,
+  type OutputMeta,
+  type RayoError,
+  runReference,
+  type Shape,
+  type ShapeError,
+} from '@rayo/core';
+import type { Rng } from '@rayo/core/testing';
+import { expect } from 'vitest';
+
+export interface Input {
+  readonly shape: Shape;
+  readonly data: Float32Array;
+}
+
+/** Runs the reference with the io metadata `inferKernel` derives, and checks it left its inputs alone. */
+export function run<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  inputs: readonly Input[],
+  attrs?: Partial<A>,
+): { outputs: OutputMeta[]; values: HostArray[] } {
+  const metas = inputs.map((x) => ({ shape: x.shape, dtype: 'f32' as const }));
+  const io = inferKernel(spec, metas, attrs);
+  const before = inputs.map((x) => x.data.slice());
+  const values = runReference(
+    spec,
+    inputs.map((x) => x.data),
+    io.attrs,
+    { inputs: metas, outputs: io.outputs },
+  );
+  inputs.forEach((x, i) => {
+    expect(unchanged(x.data, before[i]!), `input ${i} was written`).toBe(true);
+  });
+  return { outputs: io.outputs, values };
+}
+
+export function unchanged(a: HostArray, b: HostArray): boolean {
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
+  return a.length === b.length;
+}
+
+export function thrown(call: () => unknown): RayoError {
+  try {
+    call();
+  } catch (error) {
+    return error as RayoError;
+  }
+  throw new Error('expected the call to throw');
+}
+
+export function expectError(
+  error: RayoError,
+  cls: typeof ShapeError | typeof InvalidArgumentError,
+  kernel: string,
+  argument: string,
+  expected: string,
+  actual: string,
+): void {
+  expect(error).toBeInstanceOf(cls);
+  expect(error.kernel).toBe(kernel);
+  expect(error.argument).toBe(argument);
+  expect(error.message).toContain(expected);
+  expect(error.message).toContain(actual);
+}
+
+export function random(rng: Rng, n: number, lo = -1, hi = 1): Float32Array {
+  return Float32Array.from({ length: n }, () => rng.uniform(lo, hi));
+}
+
+/**
+ * Central differences of `loss` with respect to each element of `x` (changed
+ * in place and restored), dividing by the step float32 actually took.
+ */
+export function numericGradient(loss: () => number, x: Float32Array, h = 1e-3): Float64Array {
+  const grad = new Float64Array(x.length);
+  for (let i = 0; i < x.length; i++) {
+    const v = x[i]!;
+    x[i] = v + h;
+    const up = loss();
+    const stepUp = x[i]!;
+    x[i] = v - h;
+    const down = loss();
+    grad[i] = (up - down) / (stepUp - x[i]!);
+    x[i] = v;
+  }
+  return grad;
+}
+
+export function dot(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let total = 0;
+  for (let i = 0; i < a.length; i++) total += a[i]! * b[i]!;
+  return total;
+}
+
+export function expectClose(actual: ArrayLike<number>, expected: ArrayLike<number>, tolerance: number): void {
+  expect(actual.length).toBe(expected.length);
+  for (let i = 0; i < actual.length; i++) expect(Math.abs(actual[i]! - expected[i]!)).toBeLessThan(tolerance);
+}
+
+export const meta = (shape: Shape) => ({ shape, dtype: 'f32' as const });
+
+/** Asserts `call` throws `errorClass` naming the kernel and argument, with expected and actual in the message. */
+export function expectThrows(
+  call: () => unknown,
+  errorClass: typeof ShapeError | typeof InvalidArgumentError,
+  kernel: string,
+  argument: string,
+  expected: string,
+  actual: string,
+): void {
+  let caught: unknown;
+  try {
+    call();
+  } catch (error) {
+    caught = error;
+  }
+  expect(caught).toBeInstanceOf(errorClass);
+  const e = caught as RayoError;
+  expect(e.kernel).toBe(kernel);
+  expect(e.argument).toBe(argument);
+  expect(e.message).toContain(expected);
+  expect(e.message).toContain(actual);
+}

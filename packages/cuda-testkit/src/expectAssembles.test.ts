@@ -1,0 +1,53 @@
+import { ptxasTestGate } from '@rayo/cuda-ptx';
+import { describe, expect, it } from 'vitest';
+import { expectAssemblesCleanly } from './expectAssembles.js';
+
+/**
+ * A kernel that keeps `n` values live at once (a chain computed forwards,
+ * multiplied backwards) while `.minnctapersm 2` at 1024 threads leaves 32
+ * registers a thread: ptxas must spill.
+ */
+function spillingPtx(n: number): string {
+  const lines = [
+    '.version 8.0',
+    '.target sm_75',
+    '.address_size 64',
+    '.visible .entry spills(.param .u64 y, .param .f32 a)',
+    '.maxntid 1024, 1, 1',
+    '.minnctapersm 2',
+    '{',
+    `  .reg .f32 %v<${n + 1}>;`,
+    '  .reg .f32 %a;',
+    '  .reg .u64 %y;',
+    '  ld.param.u64 %y, [y];',
+    '  cvta.to.global.u64 %y, %y;',
+    '  ld.param.f32 %a, [a];',
+    '  mov.f32 %v0, %a;',
+  ];
+  for (let i = 1; i < n; i++) lines.push(`  fma.rn.f32 %v${i}, %v${i - 1}, %a, %v${i - 1};`);
+  lines.push(`  mov.f32 %v${n}, %v${n - 1};`);
+  for (let i = n - 2; i >= 0; i--) lines.push(`  mul.rn.f32 %v${n}, %v${n}, %v${i};`);
+  lines.push(`  st.global.f32 [%y], %v${n};`, '  ret;', '}');
+  return lines.join('\n');
+}
+
+const gate = ptxasTestGate();
+
+describe.skipIf(gate.skip)(`expectAssemblesCleanly (${gate.reason})`, () => {
+  it('passes a kernel that fits its registers', () => {
+    const result = expectAssemblesCleanly(spillingPtx(8), 'sm_90');
+    expect(result.log).toMatch(/ 0 bytes spill stores, 0 bytes spill loads/);
+  });
+
+  it('fails on a kernel that spills', () => {
+    expect(() => expectAssemblesCleanly(spillingPtx(96), 'sm_90', 'the spilling kernel')).toThrow(
+      /the spilling kernel: the kernel spills registers/,
+    );
+  });
+
+  it('fails on PTX that does not assemble', () => {
+    expect(() => expectAssemblesCleanly('.version 8.0\n.target sm_90\nnonsense', 'sm_90')).toThrow(
+      /ptxas failed/,
+    );
+  });
+});

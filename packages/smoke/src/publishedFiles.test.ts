@@ -1,0 +1,171 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { builtinModules } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runOk } from './commands.js';
+import { tarballFiles } from './tarball.js';
+
+// What each published package ships is library code: packed as the packaging
+// test packs them (as last built), no test, test kit, test double, fixture or
+// tool is in a tarball, and no packed module imports a package its manifest
+// does not declare (vitest, a test kit). Test kits and tools live in private
+// workspace packages.
+
+const WORKSPACE = fileURLToPath(new URL('../../../', import.meta.url));
+// Packing on a loaded 2-core machine.
+const SLOW = 5 * 60_000;
+
+interface Manifest {
+  readonly name: string;
+  readonly private?: boolean;
+  readonly exports?: Record<string, unknown>;
+  readonly imports?: Record<string, unknown>;
+  readonly bin?: Record<string, string>;
+  readonly dependencies?: Record<string, string>;
+  readonly peerDependencies?: Record<string, string>;
+  readonly optionalDependencies?: Record<string, string>;
+}
+
+const workspacePackages = readdirSync(join(WORKSPACE, 'packages')).map((dir) => ({
+  dir,
+  manifest: JSON.parse(readFileSync(join(WORKSPACE, 'packages', dir, 'package.json'), 'utf8')) as Manifest,
+}));
+const PUBLISHED = workspacePackages.filter((p) => p.manifest.private !== true);
+
+/**
+ * A `testing/` folder a package publishes on purpose: @rayo/core's conformance
+ * suite (`@rayo/core/testing`, run by the `rayo-conformance` bin), which
+ * backend authors run against their backends.
+ */
+const PUBLIC_TESTING_ENTRIES: Readonly<Record<string, { readonly subpath: string; readonly dir: string }>> = {
+  '@rayo/core': { subpath: './testing', dir: 'dist/testing/' },
+};
+
+/** Why a packed path is not library code, or undefined when it may be. */
+function notLibraryCode(name: string, path: string): string | undefined {
+  const segments = path.split('/');
+  const file = segments.at(-1)!;
+  if (/\.(test|spec)\./.test(file)) return 'a test';
+  if (/\.testkit\./.test(file)) return 'a test kit';
+  if (/fake|mock|stub|emulated|interpreter/i.test(file)) return 'a test double';
+  if (segments.includes('tools')) return 'a tool';
+  const fixtures = segments.find((s) => ['__tests__', 'test', 'tests', 'testdata', 'fixtures'].includes(s));
+  if (fixtures) return `in a ${fixtures}/ folder`;
+  const published = PUBLIC_TESTING_ENTRIES[name];
+  if (segments.includes('testing') && !(published && path.startsWith(published.dir))) return 'a test helper';
+  return undefined;
+}
+
+/** The files an `exports` or `imports` map points at, outside the workspace's source condition. */
+function entryFiles(map: unknown): string[] {
+  if (typeof map === 'string') return [map];
+  if (map === null || typeof map !== 'object') return [];
+  return Object.entries(map).flatMap(([key, value]) => (key === '@rayo/source' ? [] : entryFiles(value)));
+}
+
+/** The bare package names a compiled module or declaration file imports. */
+function importedPackages(code: string): string[] {
+  const specifiers = [
+    // Statements at the start of a line, as tsc writes them (not text inside a string).
+    ...code.matchAll(/^(?:import|export)\b[^;]*?\bfrom\s*['"]([^'"]+)['"]/gms),
+    ...code.matchAll(/^import\s*['"]([^'"]+)['"]/gm),
+    ...code.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g),
+    ...code.matchAll(/\brequire\(\s*['"]([^'"]+)['"]\s*\)/g),
+  ].map((m) => m[1]!);
+  return specifiers
+    .filter((s) => !/^(\.|\/|#|node:)/.test(s) && !builtinModules.includes(s))
+    .map((s) =>
+      s
+        .split('/')
+        .slice(0, s.startsWith('@') ? 2 : 1)
+        .join('/'),
+    );
+}
+
+let root: string;
+let packed: Map<string, Map<string, Buffer>>;
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), 'rayo-published-files-'));
+  // What is packed is what `pnpm build` last built; building here would
+  // rewrite dist/ under the tests that run beside this one.
+  for (const { dir, manifest } of PUBLISHED) {
+    const built = join(WORKSPACE, 'packages', dir, 'dist', 'index.js');
+    if (!existsSync(built))
+      throw new Error(`${manifest.name} is not built (no ${built}): run \`pnpm build\` first`);
+  }
+  const filters = PUBLISHED.flatMap(({ manifest }) => ['--filter', manifest.name]);
+  await runOk('pnpm', ['-r', ...filters, 'pack', '--pack-destination', root], { cwd: WORKSPACE });
+  const tarballs = await readdir(root);
+  packed = new Map();
+  for (const { manifest } of PUBLISHED) {
+    const file = tarballs.find((f) => f.startsWith(`${manifest.name.slice(1).replace('/', '-')}-`));
+    if (!file) throw new Error(`pnpm pack made no tarball of ${manifest.name} (made ${tarballs.join(', ')})`);
+    const files = tarballFiles(await readFile(join(root, file)));
+    // Every path in a tarball of `pnpm pack` starts with package/.
+    packed.set(
+      manifest.name,
+      new Map([...files].map(([path, body]) => [path.replace(/^package\//, ''), body])),
+    );
+  }
+}, SLOW);
+
+afterAll(async () => {
+  if (root) await rm(root, { recursive: true, force: true });
+});
+
+describe.each(PUBLISHED.map((p) => [p.manifest.name] as const))('the tarball of %s', (name) => {
+  const files = () => packed.get(name)!;
+  const manifest = () => JSON.parse(files().get('package.json')!.toString('utf8')) as Manifest;
+
+  it('holds its entry points, bins and LICENSE', () => {
+    const { exports, imports, bin } = manifest();
+    const entries = [...entryFiles(exports), ...entryFiles(imports), ...Object.values(bin ?? {})].map((f) =>
+      f.replace(/^\.\//, ''),
+    );
+    expect(entries.length, `${name} declares no entry point`).toBeGreaterThan(0);
+    expect(entries.filter((f) => !files().has(f))).toEqual([]);
+    expect([...files().keys()]).toContain('LICENSE');
+  });
+
+  it('holds no test, test kit, test double, fixture or tool', () => {
+    const published = PUBLIC_TESTING_ENTRIES[name];
+    if (published)
+      expect(entryFiles(manifest().exports?.[published.subpath])).toContain(`./${published.dir}index.js`);
+    const offenders = [...files().keys()].flatMap((path) => {
+      const why = notLibraryCode(name, path);
+      return why ? [`${path} (${why})`] : [];
+    });
+    // tsc leaves the outputs of deleted sources in dist/: a stale build shows here too.
+    expect(offenders, `${name} packs these (delete its dist/ and build again if they are stale)`).toEqual([]);
+  });
+
+  it('imports no package its manifest does not declare', () => {
+    const { dependencies, peerDependencies, optionalDependencies } = manifest();
+    const declared = new Set([
+      name,
+      ...Object.keys({ ...dependencies, ...peerDependencies, ...optionalDependencies }),
+    ]);
+    const undeclared = [...files()]
+      .filter(([path]) => /\.(js|mjs|d\.ts)$/.test(path))
+      .flatMap(([path, body]) =>
+        importedPackages(body.toString('utf8'))
+          .filter((pkg) => !declared.has(pkg))
+          .map((pkg) => `${path} imports ${pkg}`),
+      );
+    expect(undeclared).toEqual([]);
+  });
+});
+
+describe('the workspace packages of test kits and tools', () => {
+  it('are private, so that no registry ever gets them', () => {
+    const kits = workspacePackages.filter(({ dir }) => /-(testkit|tools)$/.test(dir));
+    expect(kits.map(({ dir }) => dir)).toEqual(expect.arrayContaining(['cuda-testkit', 'cuda-tools']));
+    expect(
+      kits.filter(({ manifest }) => manifest.private !== true).map(({ manifest }) => manifest.name),
+    ).toEqual([]);
+  });
+});

@@ -1,0 +1,1 @@
+export { RENDEZVOUS_RANK_PROGRAM } from './rankPrograms.js';
