@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-/** The circles printed per strongly connected group of files; the count is always complete up to this. */
+/** At most this many circles are printed (and counted) per group of files that reach each other. */
 const MAX_CIRCLES_SHOWN = 20;
 
 /** Every TypeScript file under `dir`. */
