@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-/** The circles printed per strongly connected group of files; the count is always complete up to this. */
+/** At most this many circles are printed (and counted) per group of files that reach each other. */
 const MAX_CIRCLES_SHOWN = 20;
 
 /** Every TypeScript file under `dir`. */
@@ -74,10 +74,18 @@ function specifiersOf(path) {
 /** The compiler options of a package; resolved a second time as a bundler would, for `browser`-only targets. */
 function resolutionModes(packageDir) {
   const configPath = join(packageDir, 'tsconfig.json');
-  const parsed = ts.getParsedCommandLineOfConfigFile(configPath, {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic() {} });
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    configPath,
+    {},
+    { ...ts.sys, onUnRecoverableConfigFileDiagnostic() {} },
+  );
   if (!parsed) throw new Error(`cannot read ${relative(root, configPath)}`);
   const options = parsed.options;
-  const bundler = { ...options, module: ts.ModuleKind.ESNext, moduleResolution: ts.ModuleResolutionKind.Bundler };
+  const bundler = {
+    ...options,
+    module: ts.ModuleKind.ESNext,
+    moduleResolution: ts.ModuleResolutionKind.Bundler,
+  };
   return [options, bundler].map((mode) => ({
     options: mode,
     cache: ts.createModuleResolutionCache(packageDir, (name) => name, mode),
