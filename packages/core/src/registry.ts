@@ -8,6 +8,7 @@ import {
 import type { Backend } from './backend.js';
 import { type CoreCopy, duplicateCoreError, realmShared, THIS_CORE } from './coreCopies.js';
 import { BackendUnavailableError, InvalidArgumentError, RayoError } from './errors.js';
+import type { EnvironmentVariables } from './tuningOptions.js';
 
 /**
  * How a backend package makes itself known: its entry registers its provider
@@ -21,6 +22,12 @@ export interface BackendProvider {
   /** Resolves to `undefined` when the backend can run here, or to the reason it cannot. */
   probe(): Promise<string | undefined>;
   create(options?: Readonly<Record<string, unknown>>): Promise<Backend>;
+  /**
+   * The options that environment variables name (tuning switches that
+   * measurement programs take from the environment, e.g. RAYO_QGEMV_VARIANT),
+   * for `create`. A backend without such variables leaves it out.
+   */
+  optionsFromEnvironment?(env: EnvironmentVariables): Readonly<Record<string, unknown>>;
 }
 
 export interface BackendStatus {
@@ -227,6 +234,21 @@ export async function createBackend(
       cause: error,
     });
   }
+}
+
+/**
+ * The options of backend `name` that the environment variables `env` name
+ * (its provider's `optionsFromEnvironment`; none where it has none), for a
+ * program to pass to `createBackend`: `createBackend(name, await
+ * backendOptionsFromEnvironment(name, process.env))`. Libraries never read the
+ * environment themselves.
+ */
+export async function backendOptionsFromEnvironment(
+  name: string,
+  env: EnvironmentVariables,
+): Promise<Readonly<Record<string, unknown>>> {
+  const provider = await loadProvider(name);
+  return provider.optionsFromEnvironment?.(env) ?? {};
 }
 
 /** Which backends can run here, and why the others cannot. */
