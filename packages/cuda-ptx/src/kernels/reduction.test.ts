@@ -7,6 +7,7 @@ import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import { useEmulatedGpu } from '../testing/emulatedGpu.js';
 import { expectAssemblesCleanly } from '../testing/expectAssembles.js';
+import { DEFAULT_CUDA_TUNING } from '../tuning.js';
 import {
   argmaxKey,
   argmaxModule,
@@ -29,6 +30,7 @@ function recorder() {
   let next = 1n << 20n;
   const encoder = {
     device: H100,
+    tuning: DEFAULT_CUDA_TUNING,
     launch: (l: Launch) => launches.push(l),
     copy: () => {},
     fill32: () => {},

@@ -3,6 +3,7 @@ import { afterAll } from 'vitest';
 import { CudaBackend } from '../backend.js';
 import { CudaDriver } from '../driver/driver.js';
 import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
+import type { CudaTuningOptions } from '../tuning.js';
 import { FakeLibCuda } from './fakeLibCuda.js';
 import { PtxInterpreter } from './ptxInterpreter.js';
 
@@ -11,6 +12,8 @@ export interface EmulatedGpuOptions {
   readonly multiprocessors?: number;
   /** Bytes the fake device lets be allocated. */
   readonly memoryLimit?: number;
+  /** The backend's tuning switches. */
+  readonly tuning?: CudaTuningOptions;
 }
 
 export interface EmulatedGpu {
@@ -30,7 +33,7 @@ export function createEmulatedGpu(options: EmulatedGpuOptions = {}): EmulatedGpu
     fake.attributes.set(CU_DEVICE_ATTRIBUTE.MULTIPROCESSOR_COUNT, options.multiprocessors);
   }
   new PtxInterpreter(fake).attach();
-  const gpu = new CudaBackend(new CudaDriver(fake));
+  const gpu = new CudaBackend(new CudaDriver(fake), options.tuning);
   const cpu = createCpuBackend();
   return {
     fake,
