@@ -12,10 +12,7 @@ export type DawnOptions = Pick<
 >;
 
 /** The Dawn toggles to enable and disable for `options` (with rayo's defaults). */
-export function dawnToggles(
-  options: DawnOptions,
-  env: Record<string, string | undefined> = process.env,
-): { enable: string[]; disable: string[] } {
+export function dawnToggles(options: DawnOptions): { enable: string[]; disable: string[] } {
   const disable = new Set(['timestamp_quantization', ...(options.disableToggles ?? [])]);
   const enable = new Set(options.enableToggles ?? []);
   // Dawn hides shader-f16 on NVIDIA's Vulkan driver because old drivers had
@@ -23,8 +20,7 @@ export function dawnToggles(
   // NVIDIA's Vulkan driver reads this toggle.
   if (options.f16OnNvidia !== false && !disable.has(F16_ON_NVIDIA)) enable.add(F16_ON_NVIDIA);
   if (options.f16OnNvidia === false) enable.delete(F16_ON_NVIDIA);
-  const unsafe = options.unsafeApis ?? env.RAYO_WGPU_UNSAFE_APIS === '1';
-  if (unsafe) enable.add('allow_unsafe_apis');
+  if (options.unsafeApis) enable.add('allow_unsafe_apis');
   return { enable: [...enable], disable: [...disable] };
 }
 

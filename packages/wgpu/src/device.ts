@@ -20,8 +20,8 @@ export interface WgpuDeviceOptions {
    * In Node, enable Dawn's `allow_unsafe_apis` toggle (default false): it
    * exposes experimental features, among them
    * `chromium-experimental-subgroup-matrix`, which the half matrix products
-   * use for their tensor-core path. Also read from the environment variable
-   * `RAYO_WGPU_UNSAFE_APIS=1`.
+   * use for their tensor-core path. `wgpuOptionsFromEnvironment` sets it
+   * from `RAYO_WGPU_UNSAFE_APIS=1`.
    */
   readonly unsafeApis?: boolean;
   /**
