@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Backend, copy, createBackend, isQuantFormat, probeBackends, QUANT_FORMATS } from '@rayo/core';
+import { type Backend, copy, isQuantFormat, probeBackends, QUANT_FORMATS } from '@rayo/core';
 import {
   LlamaModel,
   type LlamaQuantizationReport,
@@ -9,6 +9,7 @@ import {
   type LlamaWeightFormat,
   Rng,
 } from '@rayo/train';
+import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import { type HostPhases, measureHostPhases } from './hostPhases.js';
 import { writeSeededLlama } from './seededLlama.js';
 import { PROFILE_HEADER, profileRows, profileStep, profileTotals, type StepProfile } from './stepProfile.js';
@@ -479,7 +480,7 @@ export async function decodeBench(
       });
       continue;
     }
-    const backend = await createBackend(status.name);
+    const backend = await createBackendFromEnvironment(status.name);
     try {
       log(`${status.name}: decoding ${settings.newTokens} tokens after ${prompt.length}`);
       const r = await decodeOnBackend(backend, dir, prompt, settings);
