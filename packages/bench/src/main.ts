@@ -3,7 +3,9 @@ import { dirname, join } from 'node:path';
 import {
   type Backend,
   type BackendStatus,
+  backendOptionsFromEnvironment,
   createBackend,
+  type EnvironmentVariables,
   knownBackendNames,
   probeBackends,
 } from '@rayo/core';
@@ -42,11 +44,14 @@ import { FULL_TIMING, QUICK_TIMING } from './timing.js';
 export interface CliIo {
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
+  /** Environment variables that name backend options (e.g. RAYO_QGEMV_VARIANT); none where absent. */
+  readonly env?: EnvironmentVariables;
 }
 
 const PROCESS_IO: CliIo = {
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
+  env: process.env,
 };
 
 /** Exit codes: 0 all checks passed, 1 a check failed or a backend errored, 2 usage or setup error. */
@@ -89,7 +94,7 @@ async function openBackends(
   const backends: Backend[] = [];
   for (const name of usable) {
     try {
-      backends.push(await createBackend(name));
+      backends.push(await createBackend(name, await backendOptionsFromEnvironment(name, io.env ?? {})));
     } catch (error) {
       const reason = (error as Error).message;
       io.stderr(`rayo-bench: backend ${name} unavailable: ${reason}\n`);

@@ -1,4 +1,5 @@
 import type { Backend } from './backend.js';
+import type { EnvironmentVariables } from './tuningOptions.js';
 
 /**
  * How a backend package makes itself known: its entry registers its provider
@@ -12,4 +13,10 @@ export interface BackendProvider {
   /** Resolves to `undefined` when the backend can run here, or to the reason it cannot. */
   probe(): Promise<string | undefined>;
   create(options?: Readonly<Record<string, unknown>>): Promise<Backend>;
+  /**
+   * The options that environment variables name (tuning switches that
+   * measurement programs take from the environment, e.g. RAYO_QGEMV_VARIANT),
+   * for `create`. A backend without such variables leaves it out.
+   */
+  optionsFromEnvironment?(env: EnvironmentVariables): Readonly<Record<string, unknown>>;
 }

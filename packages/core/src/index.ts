@@ -12,6 +12,7 @@ export {
 } from './backend.js';
 export type { BackendProvider } from './backendProvider.js';
 export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch } from './batchCalls.js';
+export { type BroadcastPlan, broadcastPlan } from './broadcastPlan.js';
 export * from './communicator.js';
 export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
 export { type DecodeStep, decodeStep } from './decodeStep.js';
@@ -56,13 +57,29 @@ export {
   prepareKernel,
 } from './kernelChecks.js';
 export { ArgCheck } from './kernels/check.js';
+export {
+  type FusedLaunch,
+  gateUpSwigluLaunch,
+  rmsNormMatmul3Launch,
+  rmsNormMatmulLaunch,
+} from './kernels/fusedLaunch.js';
 export * from './kernels/index.js';
-export type { MatmulDims, MatmulLaunch, MatmulTile } from './kernels/matmulLaunch.js';
+export {
+  batchedMatmulLaunch,
+  linearLaunch,
+  type MatmulDims,
+  type MatmulLaunch,
+  type MatmulTile,
+  matmulLaunch,
+} from './kernels/matmulLaunch.js';
+export type { AttrsOf, SpecCall } from './kernels/specCall.js';
 export { FLOAT, type NoAttrs, pow2AtLeast } from './kernels/vocabulary.js';
 export { checkInputsWritten, checkWritten, PendingWrites } from './pendingWrites.js';
+export { poolBucketBytes } from './poolBuckets.js';
 export * from './quant/index.js';
 export {
   type BackendStatus,
+  backendOptionsFromEnvironment,
   createBackend,
   knownBackendNames,
   probeBackends,
@@ -70,5 +87,15 @@ export {
   registerBackend,
 } from './registry.js';
 export * from './shape.js';
+export {
+  checkChoice,
+  choiceFromEnvironment,
+  type EnvironmentVariables,
+  type OptionSource,
+  type QgemvOptions,
+  type QgemvTuning,
+  qgemvOptionsFromEnvironment,
+  resolveQgemvOptions,
+} from './tuningOptions.js';
 export { CORE_VERSION } from './version.js';
 export { DeviceWeightCache, type WeightCacheDevice } from './weightCache.js';

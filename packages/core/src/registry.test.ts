@@ -4,7 +4,13 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findBackendPackages } from './backendPackages.js';
 import { BackendUnavailableError, InvalidArgumentError } from './errors.js';
-import { createBackend, knownBackendNames, probeBackends, registerBackend } from './registry.js';
+import {
+  backendOptionsFromEnvironment,
+  createBackend,
+  knownBackendNames,
+  probeBackends,
+  registerBackend,
+} from './registry.js';
 
 /** Writes an ESM package under `nodeModules` whose provider is named `provides`. */
 function writePackage(
@@ -125,5 +131,22 @@ describe('registration on import', () => {
     // The built-in cpu backend is not replaced by a package's registration.
     registerBackend(provider('cpu', 'package'), { replace: false });
     expect((await createBackend('cpu')).name).toBe('cpu');
+  });
+});
+
+describe('options from the environment', () => {
+  it('are what the provider reads from the variables given, and none where it reads none', async () => {
+    registerBackend({
+      name: 'tuned',
+      probe: async () => undefined,
+      create: async (options) => ({ name: 'tuned', options }) as never,
+      optionsFromEnvironment: (env) => (env.TUNED_MODE ? { mode: env.TUNED_MODE } : {}),
+    });
+    const options = await backendOptionsFromEnvironment('tuned', { TUNED_MODE: 'fast' });
+    expect(options).toEqual({ mode: 'fast' });
+    expect(await createBackend('tuned', options)).toEqual({ name: 'tuned', options: { mode: 'fast' } });
+    expect(await backendOptionsFromEnvironment('tuned', {})).toEqual({});
+    expect(await backendOptionsFromEnvironment('cpu', { TUNED_MODE: 'fast' })).toEqual({});
+    await expect(backendOptionsFromEnvironment('no-such-backend', {})).rejects.toThrow(/unknown backend/);
   });
 });

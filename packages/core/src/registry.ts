@@ -9,6 +9,7 @@ import type { Backend } from './backend.js';
 import type { BackendProvider } from './backendProvider.js';
 import { type CoreCopy, duplicateCoreError, realmShared, THIS_CORE } from './coreCopies.js';
 import { BackendUnavailableError, InvalidArgumentError, RayoError } from './errors.js';
+import type { EnvironmentVariables } from './tuningOptions.js';
 
 export interface BackendStatus {
   readonly name: string;
@@ -214,6 +215,21 @@ export async function createBackend(
       cause: error,
     });
   }
+}
+
+/**
+ * The options of backend `name` that the environment variables `env` name
+ * (its provider's `optionsFromEnvironment`; none where it has none), for a
+ * program to pass to `createBackend`: `createBackend(name, await
+ * backendOptionsFromEnvironment(name, process.env))`. Libraries never read the
+ * environment themselves.
+ */
+export async function backendOptionsFromEnvironment(
+  name: string,
+  env: EnvironmentVariables,
+): Promise<Readonly<Record<string, unknown>>> {
+  const provider = await loadProvider(name);
+  return provider.optionsFromEnvironment?.(env) ?? {};
 }
 
 /** Which backends can run here, and why the others cannot. */

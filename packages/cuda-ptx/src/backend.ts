@@ -44,6 +44,7 @@ import type { DeviceBuffer } from './driver/pool.js';
 import { CommandRecorder } from './encoder.js';
 import type { AnyCudaKernel, Operand } from './kernel.js';
 import { CUDA_KERNELS } from './kernels/index.js';
+import { type CudaTuning, type CudaTuningOptions, resolveCudaTuning } from './tuning.js';
 
 class CudaStorage implements TensorStorage {
   #freed = false;
@@ -69,7 +70,8 @@ export interface RecordedCall {
   readonly scratch: readonly DeviceBuffer[];
 }
 
-export interface CudaBackendOptions extends CudaDriverOptions {}
+/** The device to open and the tuning switches (see CudaTuningOptions). */
+export interface CudaBackendOptions extends CudaDriverOptions, CudaTuningOptions {}
 
 /**
  * The CUDA backend: PTX kernels loaded through the driver API on one device's
@@ -82,6 +84,8 @@ export class CudaBackend implements Backend {
   readonly driver: CudaDriver;
   /** The stream every operation of this backend is ordered on. */
   readonly stream: bigint;
+  /** The tuning switches every kernel of this backend sees. */
+  readonly tuning: CudaTuning;
   readonly #kernels: KernelTable<AnyCudaKernel>;
   readonly #callSite: CallSite<AnyCudaKernel> = {
     backend: this,
@@ -95,17 +99,20 @@ export class CudaBackend implements Backend {
   #disposed = false;
 
   static async create(options: CudaBackendOptions = {}): Promise<CudaBackend> {
+    // Checked before a driver is opened: a wrong switch costs no context.
+    resolveCudaTuning(options);
     const lib = options.lib ?? (options.path === undefined ? await libCuda() : undefined);
     const driver = await CudaDriver.open({ ...options, ...(lib ? { lib } : {}) });
     try {
-      return new CudaBackend(driver);
+      return new CudaBackend(driver, options);
     } catch (error) {
       driver.dispose();
       throw error;
     }
   }
 
-  constructor(driver: CudaDriver) {
+  constructor(driver: CudaDriver, tuning: CudaTuningOptions = {}) {
+    this.tuning = resolveCudaTuning(tuning);
     this.driver = driver;
     this.stream = driver.createStream();
     this.#kernels = new KernelTable('cuda', 'PTX', CUDA_KERNELS);
@@ -316,7 +323,7 @@ export class CudaBackend implements Backend {
       attrs: resolved,
       io,
     } = prepareCall(this.#callSite, spec, inputs, attrs, options);
-    const recorder = new CommandRecorder(this.driver);
+    const recorder = new CommandRecorder(this.driver, this.tuning);
     try {
       kernel.launch(recorder, {
         inputs: inputs.map((t) => (t ? this.operand(t) : undefined)),

@@ -4,6 +4,7 @@ import { checkParamValue, type ParamValue } from './driver/params.js';
 import type { DeviceBuffer } from './driver/pool.js';
 import type { TensorMapTiled } from './driver/tensorMap.js';
 import type { KernelEncoder, Launch, LaunchDim, LaunchValue, Operand } from './kernel.js';
+import { type CudaTuning, DEFAULT_CUDA_TUNING } from './tuning.js';
 
 function isOperand(value: LaunchValue): value is Operand {
   return (
@@ -30,7 +31,10 @@ export class CommandRecorder implements KernelEncoder {
   /** Scratch allocations made by the recorded kernels; the owner releases them. */
   readonly scratchBuffers: DeviceBuffer[] = [];
 
-  constructor(private readonly driver: CudaDriver) {}
+  constructor(
+    private readonly driver: CudaDriver,
+    readonly tuning: CudaTuning = DEFAULT_CUDA_TUNING,
+  ) {}
 
   get device(): DeviceProperties {
     return this.driver.device;

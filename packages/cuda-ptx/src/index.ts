@@ -2,6 +2,7 @@ import { type BackendProvider, registerBackend } from '@rayo/core';
 import { CudaBackend, type CudaBackendOptions } from './backend.js';
 import { CUDA_SUCCESS, cudaErrorName } from './driver/errors.js';
 import { type LibCuda, libCuda, loadLibCuda } from './driver/libcuda.js';
+import { cudaOptionsFromEnvironment } from './environment.js';
 
 export {
   CudaBackend,
@@ -39,7 +40,7 @@ export {
   loadLibCuda,
 } from './driver/libcuda.js';
 export { checkParamValue, kernelParamBytes, type ParamValue, writeKernelParams } from './driver/params.js';
-export { bucketBytes, type DeviceBuffer, DevicePool } from './driver/pool.js';
+export { type DeviceBuffer, DevicePool } from './driver/pool.js';
 export {
   TENSOR_MAP_DTYPE,
   TENSOR_MAP_SWIZZLE,
@@ -48,6 +49,7 @@ export {
   tensorMapProblem,
 } from './driver/tensorMap.js';
 export { CommandRecorder } from './encoder.js';
+export { cudaOptionsFromEnvironment } from './environment.js';
 export {
   type AnyCudaKernel,
   type CudaKernel,
@@ -64,6 +66,7 @@ export { CUDA_KERNELS } from './kernels/index.js';
 export * from './nccl/index.js';
 export * from './ptx/index.js';
 export { runOnStream } from './runOnStream.js';
+export { type CudaTuning, type CudaTuningOptions, DEFAULT_CUDA_TUNING, resolveCudaTuning } from './tuning.js';
 
 /** Creates the CUDA backend on device 0 (or `options.device`), loading `libcuda` through koffi. */
 export function createCudaBackend(options?: CudaBackendOptions): Promise<CudaBackend> {
@@ -93,6 +96,7 @@ export const backendProvider: BackendProvider = {
     }
   },
   create: (options) => CudaBackend.create(options as CudaBackendOptions | undefined),
+  optionsFromEnvironment: (env) => ({ ...cudaOptionsFromEnvironment(env) }),
 };
 
 // Importing the package registers the backend, so that `createBackend('cuda')`

@@ -11,6 +11,7 @@ import {
 import type { DeviceProperties } from './driver/driver.js';
 import type { TensorMapTiled } from './driver/tensorMap.js';
 import type { PtxModule } from './ptx/module.js';
+import type { CudaTuning } from './tuning.js';
 
 /** A tensor as a kernel sees it: device memory holding `size` elements. */
 export interface Operand {
@@ -53,6 +54,8 @@ export interface Launch {
 /** What a kernel records its work with. Work runs in order on the backend's stream. */
 export interface KernelEncoder {
   readonly device: DeviceProperties;
+  /** The backend's tuning switches (see CudaBackendOptions). */
+  readonly tuning: CudaTuning;
   /** Loads (once per key) and launches a kernel. */
   launch(launch: Launch): void;
   /** The 128 bytes of a tiled tensor map, the value of a `tensorMap` parameter (host work only). */

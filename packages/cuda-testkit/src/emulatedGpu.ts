@@ -1,4 +1,5 @@
 import { type CpuBackend, createCpuBackend } from '@rayo/core';
+import type { CudaTuningOptions } from '@rayo/cuda-ptx';
 import { CU_DEVICE_ATTRIBUTE, CudaBackend, CudaDriver } from '@rayo/cuda-ptx';
 import { afterAll } from 'vitest';
 import { FakeLibCuda } from './fakeLibCuda.js';
@@ -9,6 +10,8 @@ export interface EmulatedGpuOptions {
   readonly multiprocessors?: number;
   /** Bytes the fake device lets be allocated. */
   readonly memoryLimit?: number;
+  /** The backend's tuning switches. */
+  readonly tuning?: CudaTuningOptions;
 }
 
 export interface EmulatedGpu {
@@ -28,7 +31,7 @@ export function createEmulatedGpu(options: EmulatedGpuOptions = {}): EmulatedGpu
     fake.attributes.set(CU_DEVICE_ATTRIBUTE.MULTIPROCESSOR_COUNT, options.multiprocessors);
   }
   new PtxInterpreter(fake).attach();
-  const gpu = new CudaBackend(new CudaDriver(fake));
+  const gpu = new CudaBackend(new CudaDriver(fake), options.tuning);
   const cpu = createCpuBackend();
   return {
     fake,

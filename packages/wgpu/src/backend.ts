@@ -52,6 +52,7 @@ import {
 } from './options.js';
 import { ParamArena } from './params.js';
 import { PipelineCache } from './pipelines.js';
+import type { WgpuTuning } from './tuning.js';
 import { UploadStaging } from './upload.js';
 
 const STORAGE_USAGE = GPUBufferUsageFlagsOf('STORAGE', 'COPY_SRC', 'COPY_DST');
@@ -115,6 +116,8 @@ export class WgpuBackend implements Backend {
    * Kernels bind larger operands in pieces, or refuse them by name.
    */
   readonly maxBindingBytes: number;
+  /** The tuning switches every kernel of this backend sees. */
+  readonly tuning: WgpuTuning;
 
   static async create(options: WgpuBackendOptions = {}): Promise<WgpuBackend> {
     const resolved = resolveBackendOptions(options);
@@ -132,6 +135,7 @@ export class WgpuBackend implements Backend {
           }
         : undefined;
     this.#batchFirstPart = options.batchFirstPart;
+    this.tuning = options.tuning;
     this.device = gpu.device;
     this.#ownsDevice = ownsDevice;
     this.pipelines = new PipelineCache(this.device);
@@ -495,6 +499,7 @@ export class WgpuBackend implements Backend {
       this.#params.begin(),
       this.#scratch,
       this.maxBindingBytes,
+      this.tuning,
       this.#subgroupMatrix,
     );
     try {

@@ -1,14 +1,5 @@
-import { OutOfMemoryError } from '@rayo/core';
+import { OutOfMemoryError, poolBucketBytes } from '@rayo/core';
 import type { DeviceMemory } from './memory.js';
-
-/** Rounds a request up so that buffers of similar sizes can be reused. */
-export function bucketBytes(bytes: number): number {
-  const b = Math.max(bytes, 4);
-  if (b <= 64 * 1024) return Math.ceil(b / 256) * 256;
-  // Above 64 KiB: 8 buckets per power of two (at most 12.5% slack).
-  const step = 2 ** (Math.floor(Math.log2(b)) - 3);
-  return Math.ceil(b / step) * step;
-}
 
 /**
  * Reuses buffers of one usage by size bucket, so steady-state work allocates
@@ -37,7 +28,7 @@ export class BufferPool {
 
   /** A buffer of at least `bytes`; `api` is the call named if it cannot be had. */
   acquire(bytes: number, api = 'allocate'): GPUBuffer {
-    const size = bucketBytes(bytes);
+    const size = poolBucketBytes(bytes);
     const list = this.#free.get(size);
     const reused = list?.pop();
     if (reused) {

@@ -3,29 +3,27 @@ import { dawnToggles } from './dawn.js';
 
 describe('dawnToggles', () => {
   it('enables f16 on NVIDIA and disables timestamp quantization by default', () => {
-    expect(dawnToggles({}, {})).toEqual({
+    expect(dawnToggles({})).toEqual({
       enable: ['vulkan_enable_f16_on_nvidia'],
       disable: ['timestamp_quantization'],
     });
   });
 
   it('leaves f16 on NVIDIA off when asked, by option or by disabling the toggle', () => {
-    expect(dawnToggles({ f16OnNvidia: false }, {}).enable).toEqual([]);
-    const viaDisable = dawnToggles({ disableToggles: ['vulkan_enable_f16_on_nvidia'] }, {});
+    expect(dawnToggles({ f16OnNvidia: false }).enable).toEqual([]);
+    const viaDisable = dawnToggles({ disableToggles: ['vulkan_enable_f16_on_nvidia'] });
     expect(viaDisable.enable).toEqual([]);
     expect(viaDisable.disable).toContain('vulkan_enable_f16_on_nvidia');
     expect(
-      dawnToggles({ f16OnNvidia: false, enableToggles: ['vulkan_enable_f16_on_nvidia'] }, {}).enable,
+      dawnToggles({ f16OnNvidia: false, enableToggles: ['vulkan_enable_f16_on_nvidia'] }).enable,
     ).toEqual([]);
   });
 
-  it('allows unsafe APIs by option or by RAYO_WGPU_UNSAFE_APIS=1, and keeps given toggles', () => {
-    expect(dawnToggles({ unsafeApis: true }, {}).enable).toContain('allow_unsafe_apis');
-    expect(dawnToggles({}, { RAYO_WGPU_UNSAFE_APIS: '1' }).enable).toContain('allow_unsafe_apis');
-    expect(dawnToggles({ unsafeApis: false }, { RAYO_WGPU_UNSAFE_APIS: '1' }).enable).not.toContain(
-      'allow_unsafe_apis',
-    );
-    expect(dawnToggles({ enableToggles: ['dump_shaders'] }, {}).enable).toEqual([
+  it('allows unsafe APIs by option only, and keeps given toggles', () => {
+    expect(dawnToggles({ unsafeApis: true }).enable).toContain('allow_unsafe_apis');
+    expect(dawnToggles({}).enable).not.toContain('allow_unsafe_apis');
+    expect(dawnToggles({ unsafeApis: false }).enable).not.toContain('allow_unsafe_apis');
+    expect(dawnToggles({ enableToggles: ['dump_shaders'] }).enable).toEqual([
       'dump_shaders',
       'vulkan_enable_f16_on_nvidia',
     ]);

@@ -22,17 +22,14 @@ export interface DawnOptions {
    * In Node, enable Dawn's `allow_unsafe_apis` toggle (default false): it
    * exposes experimental features, among them
    * `chromium-experimental-subgroup-matrix`, which the half matrix products
-   * use for their tensor-core path. Also read from the environment variable
-   * `RAYO_WGPU_UNSAFE_APIS=1`.
+   * use for their tensor-core path. `wgpuOptionsFromEnvironment` sets it
+   * from `RAYO_WGPU_UNSAFE_APIS=1`.
    */
   readonly unsafeApis?: boolean;
 }
 
 /** The Dawn toggles to enable and disable for `options` (with rayo's defaults). */
-export function dawnToggles(
-  options: DawnOptions,
-  env: Record<string, string | undefined> = process.env,
-): { enable: string[]; disable: string[] } {
+export function dawnToggles(options: DawnOptions): { enable: string[]; disable: string[] } {
   const disable = new Set(['timestamp_quantization', ...(options.disableToggles ?? [])]);
   const enable = new Set(options.enableToggles ?? []);
   // Dawn hides shader-f16 on NVIDIA's Vulkan driver because old drivers had
@@ -40,8 +37,7 @@ export function dawnToggles(
   // NVIDIA's Vulkan driver reads this toggle.
   if (options.f16OnNvidia !== false && !disable.has(F16_ON_NVIDIA)) enable.add(F16_ON_NVIDIA);
   if (options.f16OnNvidia === false) enable.delete(F16_ON_NVIDIA);
-  const unsafe = options.unsafeApis ?? env.RAYO_WGPU_UNSAFE_APIS === '1';
-  if (unsafe) enable.add('allow_unsafe_apis');
+  if (options.unsafeApis) enable.add('allow_unsafe_apis');
   return { enable: [...enable], disable: [...disable] };
 }
 

@@ -3,6 +3,7 @@ import type { ScratchPool } from './buffers.js';
 import type { Dispatch, KernelEncoder, Operand, SubgroupMatrixSupport } from './kernel.js';
 import type { ParamSlots } from './params.js';
 import type { PipelineCache } from './pipelines.js';
+import type { WgpuTuning } from './tuning.js';
 
 function binding(b: Operand | GPUBufferBinding): GPUBufferBinding {
   if ('shape' in b) {
@@ -143,6 +144,7 @@ export class CommandRecorder implements KernelEncoder {
     private readonly params: ParamSlots,
     private readonly scratchPool: ScratchPool,
     readonly maxBindingBytes: number,
+    readonly tuning: WgpuTuning,
     readonly subgroupMatrix?: SubgroupMatrixSupport,
   ) {}
 

@@ -4,12 +4,22 @@
 import { type BackendProvider, registerBackend } from '@rayo/core';
 import { WgpuBackend, type WgpuBackendOptions } from './backend.js';
 import { requestWgpuDevice } from './device.js';
+import { wgpuOptionsFromEnvironment } from './environment.js';
 
 export { WgpuBackend, type WgpuBackendOptions, type WgpuObjectCounts } from './backend.js';
 export { requestWgpuDevice, type WgpuDevice, type WgpuDeviceOptions } from './device.js';
+export { type WgpuEnvironmentOptions, wgpuOptionsFromEnvironment } from './environment.js';
 export type { KernelEncoder, Operand, WgpuKernel } from './kernel.js';
 export { WGPU_KERNELS } from './kernels/index.js';
 export { PipelineCache, type PipelineStats } from './pipelines.js';
+export {
+  DEFAULT_WGPU_TUNING,
+  HALF_GEMM_MODES,
+  type HalfGemmMode,
+  resolveWgpuTuning,
+  type WgpuTuning,
+  type WgpuTuningOptions,
+} from './tuning.js';
 
 /** Creates the WebGPU backend (Dawn in Node, navigator.gpu in browsers). */
 export function createWgpuBackend(options?: WgpuBackendOptions): Promise<WgpuBackend> {
@@ -30,6 +40,7 @@ export const backendProvider: BackendProvider = {
     }
   },
   create: (options) => WgpuBackend.create(options as WgpuBackendOptions | undefined),
+  optionsFromEnvironment: (env) => ({ ...wgpuOptionsFromEnvironment(env) }),
 };
 
 // Importing the package registers the backend, so that `createBackend('wgpu')`

@@ -11,6 +11,7 @@ import {
 import type { SubgroupMatrixConfig } from './device.js';
 import type { ParamLayout } from './params.js';
 import type { ShaderSource } from './pipelines.js';
+import type { WgpuTuning } from './tuning.js';
 
 /** A tensor as a kernel sees it: a buffer range of elements. */
 export interface Operand {
@@ -56,6 +57,8 @@ export interface KernelEncoder {
   readonly subgroupMatrix?: SubgroupMatrixSupport;
   /** Largest byte range one storage binding may cover (the device limit, or lower when forced). */
   readonly maxBindingBytes: number;
+  /** The backend's tuning switches (see WgpuTuningOptions). */
+  readonly tuning: WgpuTuning;
   dispatch<K extends string>(d: Dispatch<K>): void;
   /** Device-side copy of `bytes` (a multiple of 4). */
   copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, bytes: number): void;

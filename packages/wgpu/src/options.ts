@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from '@rayo/core';
 import type { WgpuDeviceOptions } from './device.js';
 import type { PipelineStats } from './pipelines.js';
+import { resolveWgpuTuning, type WgpuTuning, type WgpuTuningOptions } from './tuning.js';
 
 /** GPU object creation counts: flat once a workload is warm. */
 export interface WgpuObjectCounts {
@@ -15,7 +16,7 @@ export interface WgpuObjectCounts {
   readonly bindGroups: number;
 }
 
-export interface WgpuBackendOptions extends WgpuDeviceOptions {
+export interface WgpuBackendOptions extends WgpuDeviceOptions, WgpuTuningOptions {
   /**
    * Treat storage bindings as limited to this many bytes (at most the
    * device's limit): forces the splitting of large operands, for tests.
@@ -53,6 +54,7 @@ export interface ResolvedBackendOptions {
   readonly uploadStagingBytes: number;
   readonly memoryBudgetBytes: number;
   readonly batchFirstPart: number;
+  readonly tuning: WgpuTuning;
 }
 
 export function resolveBackendOptions(options: WgpuBackendOptions): ResolvedBackendOptions {
@@ -70,6 +72,7 @@ export function resolveBackendOptions(options: WgpuBackendOptions): ResolvedBack
     uploadStagingBytes: options.uploadStagingBytes ?? DEFAULT_UPLOAD_STAGING_BYTES,
     memoryBudgetBytes: budget,
     batchFirstPart: checkBatchFirstPart(options.batchFirstPart),
+    tuning: resolveWgpuTuning(options),
   };
 }
 

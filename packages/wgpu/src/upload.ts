@@ -1,4 +1,4 @@
-import { bucketBytes } from './buffers.js';
+import { poolBucketBytes } from '@rayo/core';
 import type { DeviceMemory } from './memory.js';
 
 /**
@@ -82,7 +82,7 @@ export class UploadStaging {
   /** A mapped staging buffer of `bytes`' size bucket, or undefined when the budget is spent. */
   #take(bytes: number): GPUBuffer | undefined {
     if (this.#disposed) return undefined;
-    const size = bucketBytes(bytes);
+    const size = poolBucketBytes(bytes);
     const reused = this.#ready.get(size)?.pop();
     if (reused) return reused;
     // Make room by dropping ready buffers of other sizes before refusing.

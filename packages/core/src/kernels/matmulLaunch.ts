@@ -1,4 +1,7 @@
-import type { LinearActivation } from './fused.js';
+import type { Shape } from '../shape.js';
+import type { LinearActivation, linear } from './fused.js';
+import type { batchedMatmul, matmul } from './matmul.js';
+import type { AttrsOf, SpecCall } from './specCall.js';
 
 // The shapes a backend's matrix-product kernels are planned and launched in,
 // shared so that the backends describe a product the same way. The tile sizes
@@ -39,4 +42,54 @@ export interface MatmulLaunch<O> extends MatmulDims {
   readonly beta: number;
   /** matmul's precision: 'tf32' allows f32 operands rounded to tf32; absent or 'f32', exact. */
   readonly precision?: 'f32' | 'tf32';
+}
+
+// ---- from a spec's call ------------------------------------------------------------
+
+/** matmul's call as one product: y [M, N] = alpha · op(a)·op(b) (+ beta · c). */
+export function matmulLaunch<O extends { readonly shape: Shape }>(
+  call: SpecCall<O, AttrsOf<typeof matmul>>,
+): MatmulLaunch<O> {
+  const [a, b, c] = call.inputs;
+  const y = call.outputs[0]!;
+  const [m, n] = y.shape as [number, number];
+  const k = call.attrs.transA ? a!.shape[0]! : a!.shape[1]!;
+  return { a: a!, b: b!, c, y, batch: 1, m, n, k, ...call.attrs };
+}
+
+/** batchedMatmul's call: B products y[i] = alpha · op(a[i])·op(b[i]), no c. */
+export function batchedMatmulLaunch<O extends { readonly shape: Shape }>(
+  call: SpecCall<O, AttrsOf<typeof batchedMatmul>>,
+): MatmulLaunch<O> {
+  const [a, b] = call.inputs;
+  const y = call.outputs[0]!;
+  const [batch, m, n] = y.shape as [number, number, number];
+  const k = call.attrs.transA ? a!.shape[1]! : a!.shape[2]!;
+  return { a: a!, b: b!, c: undefined, y, batch, m, n, k, ...call.attrs, beta: 0 };
+}
+
+/** linear's call: y = act(x·wᵀ + bias) with w stored [N, K], z the pre-activation when asked for. */
+export function linearLaunch<O extends { readonly shape: Shape }>(
+  call: SpecCall<O, AttrsOf<typeof linear>>,
+): MatmulLaunch<O> {
+  const [x, w, bias] = call.inputs;
+  const [y, z] = call.outputs;
+  const [m, n] = y!.shape as [number, number];
+  return {
+    a: x!,
+    b: w!,
+    c: undefined,
+    y: y!,
+    bias,
+    z,
+    activation: call.attrs.activation,
+    batch: 1,
+    m,
+    n,
+    k: x!.shape[1]!,
+    alpha: 1,
+    beta: 0,
+    transA: false,
+    transB: true,
+  };
 }

@@ -1,3 +1,4 @@
+export * from './gemvVariants.js';
 export * from './layout.js';
 export * from './quantize.js';
 export * from './quantizedWeight.js';

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { createBackend } from '../registry.js';
+import { backendOptionsFromEnvironment, createBackend } from '../registry.js';
 import { FAULT_SCENARIOS } from './faultScenarios.js';
 import { type FaultResult, faultExtensions, faultTable, runFaultScenarios } from './faultSuite.js';
 
@@ -33,9 +33,11 @@ async function main(): Promise<number> {
   const name = args.values.backend ?? 'cpu';
   let info: string;
   let kind: string;
+  let fromEnvironment: Readonly<Record<string, unknown>>;
   try {
+    fromEnvironment = await backendOptionsFromEnvironment(name, process.env);
     // A probe backend only to say what runs; each scenario gets fresh ones.
-    const probe = await createBackend(name);
+    const probe = await createBackend(name, fromEnvironment);
     info = probe.info.device;
     kind = probe.info.kind;
     probe.dispose();
@@ -69,7 +71,7 @@ async function main(): Promise<number> {
   process.on('uncaughtException', stray);
   await runFaultScenarios(scenarios, {
     backendName: name,
-    create: (options) => createBackend(name, options),
+    create: (options) => createBackend(name, { ...fromEnvironment, ...options }),
     soakKernels: soak,
     onResult: (r) => {
       results.push(r);

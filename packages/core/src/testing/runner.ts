@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { createBackend } from '../registry.js';
+import { backendOptionsFromEnvironment, createBackend } from '../registry.js';
 import { conformanceSuite, runChecks } from './conformance.js';
 import { UnsupportedOnBackend } from './halfCases.js';
 
@@ -30,7 +30,7 @@ async function main(): Promise<number> {
   const name = args.values.backend ?? 'cpu';
   let backend: Awaited<ReturnType<typeof createBackend>>;
   try {
-    backend = await createBackend(name);
+    backend = await createBackend(name, await backendOptionsFromEnvironment(name, process.env));
   } catch (error) {
     process.stderr.write(`rayo-conformance: ${(error as Error).message}\n`);
     return 2;

@@ -2,7 +2,7 @@ import { InvalidArgumentError } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import type { ParamInfo } from '../ptx/module.js';
 import { checkParamValue, kernelParamBytes, writeKernelParams } from './params.js';
-import { bucketBytes, DevicePool } from './pool.js';
+import { DevicePool } from './pool.js';
 
 const param = (name: string, type: ParamInfo['type']): ParamInfo => ({
   name,
@@ -97,17 +97,6 @@ describe('kernel parameter marshalling', () => {
 });
 
 describe('device allocation pool', () => {
-  it('rounds sizes to 256-byte steps, then to eighths of a power of two', () => {
-    expect([0, 1, 256, 257, 65536].map(bucketBytes)).toEqual([256, 256, 256, 512, 65536]);
-    expect(bucketBytes(65537)).toBe(65536 + 8192);
-    expect(bucketBytes(1_000_000)).toBe(1_048_576);
-    for (const n of [70_000, 1_234_567, 99_999_999]) {
-      const b = bucketBytes(n);
-      expect(b).toBeGreaterThanOrEqual(n);
-      expect(b / n).toBeLessThanOrEqual(1.125);
-    }
-  });
-
   it('reuses released allocations of the same bucket and frees them on trim', () => {
     const made: bigint[] = [];
     const freed: bigint[] = [];

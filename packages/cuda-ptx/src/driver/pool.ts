@@ -1,19 +1,9 @@
-/** A device allocation handed out by the pool: `bytes` is its bucket size, at least what was asked. */
+import { poolBucketBytes } from '@rayo/core';
+
+/** A device allocation handed out by the pool: `bytes` is its bucket size (core's poolBucketBytes), at least what was asked. */
 export interface DeviceBuffer {
   readonly ptr: bigint;
   readonly bytes: number;
-}
-
-/**
- * Rounds a request up so that allocations of similar sizes can be reused:
- * 256-byte steps up to 64 KiB (256 is also the driver's alignment), then
- * eight buckets per power of two (at most 12.5% slack).
- */
-export function bucketBytes(bytes: number): number {
-  const b = Math.max(bytes, 1);
-  if (b <= 64 * 1024) return Math.ceil(b / 256) * 256;
-  const step = 2 ** (Math.floor(Math.log2(b)) - 3);
-  return Math.ceil(b / step) * step;
 }
 
 /**
@@ -48,7 +38,7 @@ export class DevicePool {
   }
 
   acquire(bytes: number): DeviceBuffer {
-    const size = bucketBytes(bytes);
+    const size = poolBucketBytes(bytes);
     const ptr = this.#free.get(size)?.pop();
     if (ptr !== undefined) {
       this.#pooledBytes -= size;

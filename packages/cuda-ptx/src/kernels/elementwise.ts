@@ -2,6 +2,7 @@ import {
   type AttrValues,
   add,
   biasAdd,
+  broadcastPlan,
   clip,
   clipBackward,
   div,
@@ -14,13 +15,11 @@ import {
   type NoAttrs,
   relu,
   reluBackward,
-  type Shape,
   scale,
   sigmoid,
   sigmoidBackward,
   silu,
   siluBackward,
-  stridesOf,
   sub,
   swiglu,
   swigluBackward,
@@ -48,48 +47,6 @@ import {
 
 /** The most independent axes a broadcast may have after merging; each is three kernel parameters. */
 export const MAX_RANK = 6;
-
-export interface BroadcastPlan {
-  /** Output extents, outermost first. */
-  readonly dims: readonly number[];
-  /** Element strides of `a` and `b` along each axis (0 where broadcast). */
-  readonly sa: readonly number[];
-  readonly sb: readonly number[];
-}
-
-/**
- * Strides of both operands over the output, with size-1 output axes dropped
- * and adjacent axes merged where neither operand breaks contiguity, so most
- * calls end up rank 1 or 2. Output element i (row-major over `dims`) reads
- * a[Σ c_k·sa_k] and b[Σ c_k·sb_k], c_k its coordinates.
- */
-export function broadcastPlan(out: Shape, a: Shape, b: Shape): BroadcastPlan {
-  const eff = (shape: Shape) => {
-    const strides = stridesOf(shape);
-    return out.map((_, i) => {
-      const j = i - (out.length - shape.length);
-      return j < 0 || shape[j] === 1 ? 0 : strides[j]!;
-    });
-  };
-  const full = { dims: [...out], sa: eff(a), sb: eff(b) };
-  const keep = full.dims.map((d) => d !== 1);
-  const dims = full.dims.filter((_, i) => keep[i]);
-  const sa = full.sa.filter((_, i) => keep[i]);
-  const sb = full.sb.filter((_, i) => keep[i]);
-  for (let i = dims.length - 2; i >= 0; i--) {
-    const inner = dims[i + 1]!;
-    if (sa[i] === sa[i + 1]! * inner && sb[i] === sb[i + 1]! * inner) {
-      dims[i] = dims[i]! * inner;
-      sa[i] = sa[i + 1]!;
-      sb[i] = sb[i + 1]!;
-      dims.splice(i + 1, 1);
-      sa.splice(i + 1, 1);
-      sb.splice(i + 1, 1);
-    }
-  }
-  if (dims.length === 0) return { dims: [1], sa: [0], sb: [0] };
-  return { dims, sa, sb };
-}
 
 export type BinaryOp = 'add' | 'sub' | 'mul' | 'div';
 

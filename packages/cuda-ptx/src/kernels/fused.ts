@@ -1,11 +1,16 @@
 import {
   biasActivationBackward,
+  type FusedLaunch,
   gateUpSwiglu,
+  gateUpSwigluLaunch,
   InvalidArgumentError,
   type LinearActivation,
   linear,
+  linearLaunch,
   rmsNormMatmul,
   rmsNormMatmul3,
+  rmsNormMatmul3Launch,
+  rmsNormMatmulLaunch,
 } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
@@ -252,16 +257,8 @@ export function fusedModule(v: FusedVariant): PtxModule {
 /** `.v4` accesses need 16-byte alignment. */
 const aligned16 = (ptr: bigint) => ptr % 16n === 0n;
 
-interface FusedCall {
+interface FusedCall extends FusedLaunch<Operand> {
   readonly kernel: string;
-  readonly x: Operand;
-  /** One weight, or up to three for rmsNormMatmul3, each with the output in `y` at its index. */
-  readonly w: readonly Operand[];
-  /** The up weight of gateUpSwiglu; absent otherwise. */
-  readonly wUp: Operand | undefined;
-  readonly normWeight: Operand | undefined;
-  readonly y: readonly Operand[];
-  readonly eps: number;
 }
 
 function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
@@ -395,29 +392,7 @@ export function biasActivationModule(activation: LinearActivation, type: FloatSt
 export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
   cudaKernel(
     linear,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [x, w, bias] = inputs;
-      const [y, z] = outputs;
-      const [m, n] = y!.shape as [number, number];
-      encodeMatmul(encoder, {
-        kernel: linear.name,
-        a: x!,
-        b: w!,
-        c: undefined,
-        y: y!,
-        bias,
-        z,
-        activation: attrs.activation,
-        batch: 1,
-        m,
-        n,
-        k: x!.shape[1]!,
-        alpha: 1,
-        beta: 0,
-        transA: false,
-        transB: true,
-      });
-    },
+    (encoder, call) => encodeMatmul(encoder, { kernel: linear.name, ...linearLaunch(call) }),
     HALF_STORAGE,
   ),
   cudaKernel(
@@ -444,50 +419,17 @@ export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
   ),
   cudaKernel(
     gateUpSwiglu,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [x, wGate, wUp, normWeight] = inputs;
-      encodeFused(encoder, {
-        kernel: gateUpSwiglu.name,
-        x: x!,
-        w: [wGate!],
-        wUp: wUp!,
-        normWeight,
-        y: [outputs[0]!],
-        eps: attrs.eps,
-      });
-    },
+    (encoder, call) => encodeFused(encoder, { kernel: gateUpSwiglu.name, ...gateUpSwigluLaunch(call) }),
     HALF_STORAGE,
   ),
   cudaKernel(
     rmsNormMatmul,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [x, normWeight, w] = inputs;
-      encodeFused(encoder, {
-        kernel: rmsNormMatmul.name,
-        x: x!,
-        w: [w!],
-        wUp: undefined,
-        normWeight: normWeight!,
-        y: [outputs[0]!],
-        eps: attrs.eps,
-      });
-    },
+    (encoder, call) => encodeFused(encoder, { kernel: rmsNormMatmul.name, ...rmsNormMatmulLaunch(call) }),
     HALF_STORAGE,
   ),
   cudaKernel(
     rmsNormMatmul3,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [x, normWeight, ...weights] = inputs;
-      encodeFused(encoder, {
-        kernel: rmsNormMatmul3.name,
-        x: x!,
-        w: weights.filter((o) => o !== undefined),
-        wUp: undefined,
-        normWeight: normWeight!,
-        y: outputs,
-        eps: attrs.eps,
-      });
-    },
+    (encoder, call) => encodeFused(encoder, { kernel: rmsNormMatmul3.name, ...rmsNormMatmul3Launch(call) }),
     HALF_STORAGE,
   ),
 ];

@@ -1,10 +1,12 @@
 import {
   batchedMatmul,
+  batchedMatmulLaunch,
   FLOAT,
   type MatmulDims,
   type MatmulLaunch,
   type MatmulTile,
   matmul,
+  matmulLaunch,
 } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
@@ -440,36 +442,12 @@ export const HALF_STORAGE = { dtypes: FLOAT };
 export const MATMUL_KERNELS: readonly AnyCudaKernel[] = [
   cudaKernel(
     matmul,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [a, b, c] = inputs;
-      const y = outputs[0]!;
-      const [m, n] = y.shape as [number, number];
-      const k = attrs.transA ? a!.shape[0]! : a!.shape[1]!;
-      encodeMatmul(encoder, { kernel: matmul.name, a: a!, b: b!, c, y, batch: 1, m, n, k, ...attrs });
-    },
+    (encoder, call) => encodeMatmul(encoder, { kernel: matmul.name, ...matmulLaunch(call) }),
     HALF_STORAGE,
   ),
   cudaKernel(
     batchedMatmul,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [a, b] = inputs;
-      const y = outputs[0]!;
-      const [batch, m, n] = y.shape as [number, number, number];
-      const k = attrs.transA ? a!.shape[1]! : a!.shape[2]!;
-      encodeMatmul(encoder, {
-        kernel: batchedMatmul.name,
-        a: a!,
-        b: b!,
-        c: undefined,
-        y,
-        batch,
-        m,
-        n,
-        k,
-        beta: 0,
-        ...attrs,
-      });
-    },
+    (encoder, call) => encodeMatmul(encoder, { kernel: batchedMatmul.name, ...batchedMatmulLaunch(call) }),
     HALF_STORAGE,
   ),
 ];

@@ -4,6 +4,7 @@ import type { DeviceProperties } from '../driver/driver.js';
 import type { Launch } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
+import { DEFAULT_CUDA_TUNING } from '../tuning.js';
 import { NORM_DECLS, NORMALIZATION_KERNELS, normGeometry, normKey, normModule } from './normalization.js';
 import { COLUMN_SUMS_KEY, columnSumsModule, largestPlannedGeometries } from './rowReduce.js';
 
@@ -23,6 +24,7 @@ function record(name: string, shapes: number[][], outShapes: number[][]) {
   let next = 1n << 40n;
   const encoder = {
     device: H100,
+    tuning: DEFAULT_CUDA_TUNING,
     launch: (l: Launch) => launches.push(l),
     copy: () => {},
     fill32: (dst: bigint, word: number, count: number) => fills.push([dst, word, count]),

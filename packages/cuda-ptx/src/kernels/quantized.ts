@@ -1,6 +1,8 @@
 import {
+  DEFAULT_QGEMV_VARIANT,
   FLOAT,
   InvalidArgumentError,
+  isQgemvFormat,
   type QuantFormat,
   type QuantLayout,
   quantizedMatmul,
@@ -13,7 +15,7 @@ import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
 import { below, warpColumn, warpSum } from './gemv.js';
-import { encodeQuantizedGemv, isQgemvFormat, qgemvVariant, qgemvVariantForced } from './quantizedGemv.js';
+import { encodeQuantizedGemv } from './quantizedGemv.js';
 import {
   type FloatStorage,
   loadAsF32,
@@ -604,8 +606,8 @@ function encodeQuantized(
   // Small M: quantizedGemv.ts's kernel for 4-bit weights, this file's for
   // int8 (on an H100, 1×4096×4096: q4g32 8.8 against 8.5 µs, but the decode
   // shapes 1×2048×5632 6.5 against 8.2 µs and 1×5632×2048 7.3 against 9.4;
-  // q8 14.8 against 10.8), unless RAYO_QGEMV_VARIANT picks one ('a': this file's).
-  const gemv = qgemvVariantForced() ? qgemvVariant() : attrs.format === 'q8' ? 'a' : qgemvVariant();
+  // q8 14.8 against 10.8), unless the qgemvVariant option picks one ('a': this file's).
+  const gemv = encoder.tuning.qgemvVariant ?? (attrs.format === 'q8' ? 'a' : DEFAULT_QGEMV_VARIANT);
   if (m <= QUANT_DOT_MAX_ROWS && gemv !== 'a' && isQgemvFormat(attrs.format)) {
     const weight = { packed: packed!, scales: scales!, zeros };
     encodeQuantizedGemv(encoder, gemv, { x: x!, weights: [weight], c, y }, attrs);

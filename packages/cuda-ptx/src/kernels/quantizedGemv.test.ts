@@ -1,34 +1,21 @@
-import { quantizedMatmul, quantizeWeights, type Tensor, uploadQuantized } from '@rayo/core';
-import { compareOutputs, conformanceSuite, runChecks } from '@rayo/core/testing';
-import { createEmulatedGpu, expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
-import { afterEach, describe, expect, it } from 'vitest';
-import { ptxasTestGate } from '../ptx/ptxas.js';
-import { DEFAULT_TARGET } from '../ptx/target.js';
 import {
-  DEFAULT_QGEMV_VARIANT,
-  parseQgemvSlices,
-  parseQgemvVariant,
+  InvalidArgumentError,
   QGEMV_SHAPES,
   QGEMV_VARIANTS,
-  type QgemvConfig,
-  qgemvKey,
-  qgemvModule,
-  qgemvVariant,
-  resetQgemvVariant,
-  slicesFor,
-  unrollOf,
-} from './quantizedGemv.js';
-
-const ENV = 'RAYO_QGEMV_VARIANT';
-const SLICES = 'RAYO_QGEMV_SLICES';
-const saved = { [ENV]: process.env[ENV], [SLICES]: process.env[SLICES] };
-afterEach(() => {
-  for (const [name, value] of Object.entries(saved)) {
-    if (value === undefined) delete process.env[name];
-    else process.env[name] = value;
-  }
-  resetQgemvVariant();
-});
+  type QgemvSlices,
+  quantizedMatmul,
+  quantizeWeights,
+  type Tensor,
+  uploadQuantized,
+} from '@rayo/core';
+import { compareOutputs, conformanceSuite, runChecks } from '@rayo/core/testing';
+import { createEmulatedGpu, expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
+import { describe, expect, it } from 'vitest';
+import { cudaOptionsFromEnvironment } from '../environment.js';
+import { ptxasTestGate } from '../ptx/ptxas.js';
+import { DEFAULT_TARGET } from '../ptx/target.js';
+import { QUANT_DOT_ENTRY } from './quantized.js';
+import { QGEMV_ENTRY, type QgemvConfig, qgemvKey, qgemvModule, unrollOf } from './quantizedGemv.js';
 
 const base: QgemvConfig = {
   format: 'q4g32',
@@ -44,19 +31,24 @@ const base: QgemvConfig = {
 };
 
 describe('quantized GEMV', () => {
-  it('reads RAYO_QGEMV_VARIANT once and refuses a name it does not know', () => {
-    expect(parseQgemvVariant(undefined)).toBe(DEFAULT_QGEMV_VARIANT);
-    expect(parseQgemvVariant('')).toBe(DEFAULT_QGEMV_VARIANT);
-    expect(parseQgemvVariant('c')).toBe('c');
-    expect(() => parseQgemvVariant('z')).toThrow(/RAYO_QGEMV_VARIANT/);
-    process.env[ENV] = 'd';
-    resetQgemvVariant();
-    expect(qgemvVariant()).toBe('d');
-    process.env[ENV] = 'a';
-    expect(qgemvVariant()).toBe('d');
-    expect(parseQgemvSlices(undefined)).toBeUndefined();
-    expect(parseQgemvSlices('4')).toBe(4);
-    expect(() => parseQgemvSlices('3')).toThrow(/RAYO_QGEMV_SLICES/);
+  it('takes its variant and split from the backend options, which the environment can name', () => {
+    expect(createEmulatedGpu().gpu.tuning).toEqual({ qgemvVariant: undefined, qgemvSlices: undefined });
+    const tuned = createEmulatedGpu({ tuning: { qgemvVariant: 'd', qgemvSlices: 2 } });
+    expect(tuned.gpu.tuning).toEqual({ qgemvVariant: 'd', qgemvSlices: 2 });
+    tuned.dispose();
+    const variant = { qgemvVariant: 'z' } as unknown as { qgemvVariant: 'a' };
+    expect(() => createEmulatedGpu({ tuning: variant })).toThrow(InvalidArgumentError);
+    expect(() => createEmulatedGpu({ tuning: variant })).toThrow(
+      /CudaBackend\.create: argument 'qgemvVariant'/,
+    );
+    const slices = { qgemvSlices: 3 } as unknown as { qgemvSlices: 1 };
+    expect(() => createEmulatedGpu({ tuning: slices })).toThrow(/'qgemvSlices'.*got 3/);
+    expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_VARIANT: 'd', RAYO_QGEMV_SLICES: '4' })).toEqual({
+      qgemvVariant: 'd',
+      qgemvSlices: 4,
+    });
+    expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_VARIANT: '' })).toEqual({});
+    expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_VARIANT: 'z' })).toThrow(/RAYO_QGEMV_VARIANT/);
   });
 
   it('loads codes coalesced and x from global memory, with one barrier and no convert per code', () => {
@@ -85,17 +77,6 @@ describe('quantized GEMV', () => {
     expect(() => qgemvModule({ ...base, format: 'q8', zeros: true })).toThrow(/zero points/);
     expect(() => qgemvModule({ ...base, pair: true, withC: true })).toThrow(/c/);
     expect(() => qgemvModule({ ...base, cols: 9, rows: 4 })).toThrow(/cols/);
-  });
-
-  it('splits K across the warps of a block only where N gives too few warps', () => {
-    // H100: 132 SMs. q4 (8 weights per word).
-    expect(slicesFor(4096, 4096, 4, 1, 8, 132)).toBe(2);
-    expect(slicesFor(5632, 2048, 4, 1, 8, 132)).toBe(2);
-    expect(slicesFor(2048, 5632, 4, 1, 8, 132)).toBe(4);
-    expect(slicesFor(512, 2048, 4, 1, 8, 132)).toBe(8);
-    expect(slicesFor(32000, 2048, 4, 1, 8, 132)).toBe(1);
-    // A short row is never split into warps without a step.
-    expect(slicesFor(8, 64, 4, 1, 8, 132)).toBe(1);
   });
 });
 
@@ -131,7 +112,7 @@ describe.skipIf(gate.skip)(`quantized GEMV PTX assembles with ptxas, without spi
 // Every variant through the PTX interpreter, on shapes the kernel treats specially: N not a
 // multiple of the columns per block, K not a multiple of the group or of a step, split K, M 1–4.
 describe('quantized GEMV variants on an emulated device', () => {
-  const { fake, gpu, cpu } = useEmulatedGpu({ multiprocessors: 2 });
+  const { cpu } = useEmulatedGpu();
   let seed = 11;
   const random = (n: number, scale = 1) =>
     Float32Array.from({ length: n }, () => {
@@ -149,36 +130,44 @@ describe('quantized GEMV variants on an emulated device', () => {
     ['q8', false, 1, 8192, 3],
   ] as const;
   const cases = [
-    ...QGEMV_VARIANTS.flatMap((variant) => shapes.map((shape) => [variant, '', shape] as const)),
+    ...QGEMV_VARIANTS.flatMap((variant) => shapes.map((shape) => [variant, undefined, shape] as const)),
     // Eight slices forced on rows of one or two steps: warps with no step of K add nothing.
-    ...(['b', 'c'] as const).map((variant) => [variant, '8', ['q4g32', true, 2, 200, 13]] as const),
+    ...(['b', 'c'] as const).map((variant) => [variant, 8, ['q4g32', true, 2, 200, 13]] as const),
   ];
   for (const [variant, slices, [format, zeroPoints, m, k, n]] of cases) {
     it(`${variant}${slices ? ` slices ${slices}` : ''}: ${format}${zeroPoints ? ' zero points' : ''} ${m}×${k}→${n}`, async () => {
-      process.env[ENV] = variant;
-      process.env[SLICES] = slices;
-      resetQgemvVariant();
-      const host = quantizeWeights(random(n * k, 0.05), [n, k], format, { zeroPoints });
-      const x = random(m * k);
-      const c = random(m * n);
-      const run = (backend: typeof gpu | typeof cpu) => {
-        const w = uploadQuantized(backend, host);
-        return backend.run(
-          quantizedMatmul,
-          [backend.upload(x, [m, k]), w.packed, w.scales, w.zeros, backend.upload(c, [m, n])],
-          { format, beta: 0.5 },
-        )[0] as Tensor;
-      };
-      const first = fake.launches.length;
-      const got = run(gpu);
-      expect(fake.launches.length - first).toBe(1);
-      const want = run(cpu);
-      expect(
-        compareOutputs('f32', await got.read(), await want.read(), {
-          rtol: 1e-4,
-          atol: 2e-5 * Math.sqrt(k),
-        }),
-      ).toBeUndefined();
+      const tuning = { qgemvVariant: variant, ...(slices ? { qgemvSlices: slices as QgemvSlices } : {}) };
+      const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 2, tuning });
+      try {
+        const host = quantizeWeights(random(n * k, 0.05), [n, k], format, { zeroPoints });
+        const x = random(m * k);
+        const c = random(m * n);
+        const run = (backend: typeof gpu | typeof cpu) => {
+          const w = uploadQuantized(backend, host);
+          return backend.run(
+            quantizedMatmul,
+            [backend.upload(x, [m, k]), w.packed, w.scales, w.zeros, backend.upload(c, [m, n])],
+            { format, beta: 0.5 },
+          )[0] as Tensor;
+        };
+        const first = fake.launches.length;
+        const got = run(gpu);
+        const launched = fake.launches.slice(first);
+        expect(launched.map((l) => l.entry)).toEqual([variant === 'a' ? QUANT_DOT_ENTRY : QGEMV_ENTRY]);
+        // A forced split gives each block 8 / slices warps of C columns.
+        if (variant !== 'a' && slices) {
+          expect(launched[0]!.grid[0]).toBe(Math.ceil(n / ((QGEMV_SHAPES[variant].cols * 8) / slices)));
+        }
+        const want = run(cpu);
+        expect(
+          compareOutputs('f32', await got.read(), await want.read(), {
+            rtol: 1e-4,
+            atol: 2e-5 * Math.sqrt(k),
+          }),
+        ).toBeUndefined();
+      } finally {
+        dispose();
+      }
     });
   }
 });
@@ -188,9 +177,9 @@ describe('quantized GEMV variants on an emulated device', () => {
 describe('quantized conformance cases on an emulated device', () => {
   for (const variant of QGEMV_VARIANTS) {
     it(`variant ${variant}`, async () => {
-      process.env[ENV] = variant;
-      resetQgemvVariant();
-      const suite = conformanceSuite({ create: () => createEmulatedGpu({ multiprocessors: 2 }).gpu });
+      const suite = conformanceSuite({
+        create: () => createEmulatedGpu({ multiprocessors: 2, tuning: { qgemvVariant: variant } }).gpu,
+      });
       try {
         // Cases of more than 4 rows of quantizedMatmul take the tiled kernel whatever the variant
         // (quantized.test.ts runs it); the interpreter is slow enough to leave them out here.

@@ -1,7 +1,12 @@
 import {
   FLOAT,
   InvalidArgumentError,
+  QGEMV_GROUPS,
+  QGEMV_SHAPES,
+  type QgemvShapeVariant,
   type QuantFormat,
+  qgemvPairVariant,
+  qgemvSlicesFor,
   quantizedGateUpSwiglu,
   quantLayout,
 } from '@rayo/core';
@@ -39,73 +44,19 @@ import {
 //   2^23 + q·16^j, and one fma by 16^-j with −(2^23·16^-j + zero) gives
 //   q − zero exactly (no shift per nibble, no int-to-float convert).
 // The same kernel with two weights is the fused gate·up·SwiGLU of decoding.
+// Its shapes (C columns and W words per lane) are core's QGEMV_SHAPES; the
+// backend's `qgemvVariant` and `qgemvSlices` options force one for
+// measurements.
 
 export const QGEMV_ENTRY = 'quantized_gemv';
-/** Threads per block: 8 warps. */
-const THREADS = 256;
-const WARPS = THREADS / 32;
+/** Warps per block, as core's split of K counts them. */
+const WARPS = QGEMV_GROUPS;
+const THREADS = WARPS * 32;
 /** The most rows of x one block takes; more rows take more blocks (grid y). */
 export const QGEMV_MAX_ROWS = 4;
 /** 2^23 as f32 bits: a code ORed into its mantissa reads as 2^23 + code. */
 const MAGIC_BITS = 0x4b000000;
 const MAGIC = 2 ** 23;
-
-/**
- * The kernels the small-M product can take, chosen by the environment
- * variable RAYO_QGEMV_VARIANT (read once): `a` is the warp-per-column kernel
- * of quantized.ts (x staged in shared memory per tile), the others this
- * file's kernel with C columns per warp and W u32 words per lane and step.
- */
-export const QGEMV_VARIANTS = ['a', 'b', 'c', 'd'] as const;
-export type QgemvVariantName = (typeof QGEMV_VARIANTS)[number];
-export const DEFAULT_QGEMV_VARIANT: Exclude<QgemvVariantName, 'a'> = 'c';
-export const QGEMV_SHAPES: Readonly<
-  Record<Exclude<QgemvVariantName, 'a'>, { readonly cols: number; readonly words: 1 | 2 | 4 }>
-> = {
-  b: { cols: 4, words: 1 },
-  c: { cols: 2, words: 2 },
-  d: { cols: 8, words: 1 },
-};
-
-/** The formats this file's kernel reads: int8 rows and 4-bit groups of 32 or 128 with f16-or-wider scales. */
-export const QGEMV_FORMATS = ['q8', 'q4g32', 'q4g128'] as const;
-
-export function isQgemvFormat(format: string): format is (typeof QGEMV_FORMATS)[number] {
-  return (QGEMV_FORMATS as readonly string[]).includes(format);
-}
-
-/** The variant a value of RAYO_QGEMV_VARIANT names (unset or empty: the default). */
-export function parseQgemvVariant(value: string | undefined): QgemvVariantName {
-  if (value === undefined || value === '') return DEFAULT_QGEMV_VARIANT;
-  if ((QGEMV_VARIANTS as readonly string[]).includes(value)) return value as QgemvVariantName;
-  throw new InvalidArgumentError('RAYO_QGEMV_VARIANT names no quantized GEMV variant', {
-    kernel: 'quantizedMatmul',
-    argument: 'RAYO_QGEMV_VARIANT',
-    expected: QGEMV_VARIANTS.join(' | '),
-    actual: value,
-  });
-}
-
-let chosen: QgemvVariantName | undefined;
-
-/** The variant in use: RAYO_QGEMV_VARIANT, read on the first call. */
-export function qgemvVariant(): QgemvVariantName {
-  chosen ??= parseQgemvVariant(globalThis.process?.env?.RAYO_QGEMV_VARIANT);
-  return chosen;
-}
-
-/** Whether RAYO_QGEMV_VARIANT names a variant (unset: each product takes its measured default). */
-export function qgemvVariantForced(): boolean {
-  const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
-    ?.RAYO_QGEMV_VARIANT;
-  return value !== undefined && value !== '';
-}
-
-/** Forgets the variant read, so that the next call reads RAYO_QGEMV_VARIANT again (tests). */
-export function resetQgemvVariant(): void {
-  chosen = undefined;
-  forcedSlices = undefined;
-}
 
 export interface QgemvConfig {
   readonly format: QuantFormat;
@@ -468,49 +419,6 @@ export interface QgemvWeight {
   readonly zeros: Operand | undefined;
 }
 
-/** Warps per SM the split aims at: three blocks, all resident at once (one wave, no tail). */
-const TARGET_WARPS_PER_SM = 3 * WARPS;
-
-/**
- * Warps of a block that split K: doubled while the grid stays within about
- * three resident blocks per SM and each warp keeps at least one step of K.
- */
-export function slicesFor(n: number, k: number, cols: number, words: number, perWord: number, sms: number) {
-  const groups = Math.ceil(n / cols);
-  const steps = Math.ceil(k / (perWord * words * 32));
-  let slices = 1;
-  while (slices < WARPS && groups * slices * 2 <= sms * TARGET_WARPS_PER_SM && steps >= slices * 2)
-    slices *= 2;
-  return slices as 1 | 2 | 4 | 8;
-}
-
-/**
- * RAYO_QGEMV_SLICES (read once): 1, 2, 4 or 8 forces the split of K for
- * measurements; unset or empty, slicesFor chooses.
- */
-export function parseQgemvSlices(value: string | undefined): 1 | 2 | 4 | 8 | undefined {
-  if (value === undefined || value === '') return undefined;
-  if (value === '1' || value === '2' || value === '4' || value === '8') return Number(value) as 1 | 2 | 4 | 8;
-  throw new InvalidArgumentError('RAYO_QGEMV_SLICES is no split of K', {
-    kernel: 'quantizedMatmul',
-    argument: 'RAYO_QGEMV_SLICES',
-    expected: '1, 2, 4 or 8',
-    actual: value,
-  });
-}
-
-let forcedSlices: { value: 1 | 2 | 4 | 8 | undefined } | undefined;
-
-function qgemvSlices(): 1 | 2 | 4 | 8 | undefined {
-  forcedSlices ??= {
-    value: parseQgemvSlices(
-      (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
-        ?.RAYO_QGEMV_SLICES,
-    ),
-  };
-  return forcedSlices.value;
-}
-
 const aligned16 = (ptr: bigint) => ptr % 16n === 0n;
 
 /**
@@ -519,7 +427,7 @@ const aligned16 = (ptr: bigint) => ptr % 16n === 0n;
  */
 export function encodeQuantizedGemv(
   encoder: KernelEncoder,
-  variant: Exclude<QgemvVariantName, 'a'>,
+  variant: QgemvShapeVariant,
   ops: { x: Operand; weights: readonly QgemvWeight[]; c: Operand | undefined; y: Operand },
   attrs: { format: QuantFormat; beta: number },
 ): void {
@@ -527,7 +435,8 @@ export function encodeQuantizedGemv(
   const [m, kDim] = x.shape as [number, number];
   const n = y.shape[1]!;
   if (m === 0 || n === 0) return;
-  const { cols, words } = QGEMV_SHAPES[variant];
+  const shape = QGEMV_SHAPES[variant];
+  const { cols, words } = shape;
   const layout = quantLayout(attrs.format, kDim);
   const rows = Math.min(m, QGEMV_MAX_ROWS);
   const first = weights[0]!;
@@ -542,7 +451,9 @@ export function encodeQuantizedGemv(
     vecX: kDim % 32 === 0 && aligned16(x.ptr),
     cols,
     words,
-    slices: qgemvSlices() ?? slicesFor(n, kDim, cols, words, layout.perWord, encoder.device.multiprocessors),
+    slices:
+      encoder.tuning.qgemvSlices ??
+      qgemvSlicesFor(n, kDim, shape, layout.perWord, encoder.device.multiprocessors),
   };
   encoder.launch({
     key: qgemvKey(config),
@@ -580,10 +491,9 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyCudaKernel[] = [
       checkElementCount(quantizedGateUpSwiglu.name, 'gatePacked', gatePacked!.size * 8);
       checkElementCount(quantizedGateUpSwiglu.name, 'y', y.size);
       // Variant a has no pair kernel: it leaves the pair to the default.
-      const variant = qgemvVariant();
       encodeQuantizedGemv(
         encoder,
-        variant === 'a' ? DEFAULT_QGEMV_VARIANT : variant,
+        qgemvPairVariant(encoder.tuning.qgemvVariant),
         {
           x: x!,
           weights: [

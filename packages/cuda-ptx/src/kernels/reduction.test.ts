@@ -6,6 +6,7 @@ import type { DeviceProperties } from '../driver/driver.js';
 import type { Launch } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
+import { DEFAULT_CUDA_TUNING } from '../tuning.js';
 import {
   argmaxKey,
   argmaxModule,
@@ -28,6 +29,7 @@ function recorder() {
   let next = 1n << 20n;
   const encoder = {
     device: H100,
+    tuning: DEFAULT_CUDA_TUNING,
     launch: (l: Launch) => launches.push(l),
     copy: () => {},
     fill32: () => {},

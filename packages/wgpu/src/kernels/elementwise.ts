@@ -2,6 +2,7 @@ import {
   type AttrValues,
   add,
   biasAdd,
+  broadcastPlan,
   bytesPerElement,
   clip,
   clipBackward,
@@ -20,7 +21,6 @@ import {
   sigmoidBackward,
   silu,
   siluBackward,
-  stridesOf,
   sub,
   swiglu,
   swigluBackward,
@@ -44,36 +44,6 @@ const BINARY_PARAMS = paramLayout([
   ...Array.from({ length: MAX_RANK }, (_, d) => [`sa${d}`, 'u32'] as const),
   ...Array.from({ length: MAX_RANK }, (_, d) => [`sb${d}`, 'u32'] as const),
 ] as const);
-
-/**
- * Broadcast strides of both operands over the output, with adjacent axes
- * merged where neither operand breaks contiguity, so most calls end up rank 1
- * or 2.
- */
-export function broadcastPlan(out: readonly number[], a: readonly number[], b: readonly number[]) {
-  const eff = (shape: readonly number[]) => {
-    const strides = stridesOf(shape);
-    return out.map((_, i) => {
-      const j = i - (out.length - shape.length);
-      return j < 0 || shape[j] === 1 ? 0 : strides[j]!;
-    });
-  };
-  const dims = [...out];
-  const sa = eff(a);
-  const sb = eff(b);
-  for (let i = dims.length - 2; i >= 0; i--) {
-    const inner = dims[i + 1]!;
-    if (sa[i] === sa[i + 1]! * inner && sb[i] === sb[i + 1]! * inner) {
-      dims[i] = dims[i]! * inner;
-      sa[i] = sa[i + 1]!;
-      sb[i] = sb[i + 1]!;
-      dims.splice(i + 1, 1);
-      sa.splice(i + 1, 1);
-      sb.splice(i + 1, 1);
-    }
-  }
-  return { dims, sa, sb };
-}
 
 // An operand with as many elements as the output is read at the output's own
 // index (and may be bound in pieces); a broadcast one through the stride plan.

@@ -2,11 +2,16 @@ import {
   biasActivationBackward,
   bytesPerElement,
   FLOAT,
+  type FusedLaunch,
   gateUpSwiglu,
+  gateUpSwigluLaunch,
   type LinearActivation,
   linear,
+  linearLaunch,
   rmsNormMatmul,
   rmsNormMatmul3,
+  rmsNormMatmul3Launch,
+  rmsNormMatmulLaunch,
 } from '@rayo/core';
 import {
   type AnyWgpuKernel,
@@ -236,16 +241,7 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins
   };
 }
 
-interface FusedCall {
-  readonly x: Operand;
-  /** One weight, or two or three for rmsNormMatmul3, each with the output in `y` at its index. */
-  readonly w: readonly Operand[];
-  /** The up weight of gateUpSwiglu; absent otherwise. */
-  readonly wUp: Operand | undefined;
-  readonly normWeight: Operand | undefined;
-  readonly y: readonly Operand[];
-  readonly eps: number;
-}
+type FusedCall = FusedLaunch<Operand>;
 
 const aligned = (offset: number) => offset % 16 === 0;
 
@@ -402,18 +398,9 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
 }
 
 export const FUSED_KERNELS: readonly AnyWgpuKernel[] = [
-  wgpuKernel(
-    linear,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [x, w, bias] = inputs;
-      const [y, z] = outputs;
-      const [m, n] = y!.shape as [number, number];
-      const call = { a: x!, b: w!, c: undefined, y: y!, bias, z, activation: attrs.activation };
-      const dims = { batch: 1, m, n, k: x!.shape[1]!, alpha: 1, beta: 0, transA: false, transB: true };
-      encodeMatmul(encoder, { ...call, ...dims }, linear.name);
-    },
-    { dtypes: FLOAT },
-  ),
+  wgpuKernel(linear, (encoder, call) => encodeMatmul(encoder, linearLaunch(call), linear.name), {
+    dtypes: FLOAT,
+  }),
   wgpuKernel(
     biasActivationBackward,
     (encoder, { inputs, outputs, attrs }) => {
@@ -434,52 +421,17 @@ export const FUSED_KERNELS: readonly AnyWgpuKernel[] = [
   ),
   wgpuKernel(
     gateUpSwiglu,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [x, wGate, wUp, normWeight] = inputs;
-      encodeFused(
-        encoder,
-        { x: x!, w: [wGate!], wUp: wUp!, normWeight, y: [outputs[0]!], eps: attrs.eps },
-        gateUpSwiglu.name,
-      );
-    },
+    (encoder, call) => encodeFused(encoder, gateUpSwigluLaunch(call), gateUpSwiglu.name),
     { splitsLargeOperands: true, dtypes: FLOAT },
   ),
   wgpuKernel(
     rmsNormMatmul,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [x, normWeight, w] = inputs;
-      encodeFused(
-        encoder,
-        {
-          x: x!,
-          w: [w!],
-          wUp: undefined,
-          normWeight: normWeight!,
-          y: [outputs[0]!],
-          eps: attrs.eps,
-        },
-        rmsNormMatmul.name,
-      );
-    },
+    (encoder, call) => encodeFused(encoder, rmsNormMatmulLaunch(call), rmsNormMatmul.name),
     { splitsLargeOperands: true, dtypes: FLOAT },
   ),
   wgpuKernel(
     rmsNormMatmul3,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [x, normWeight, ...weights] = inputs;
-      encodeFused(
-        encoder,
-        {
-          x: x!,
-          w: weights.filter((o) => o !== undefined),
-          wUp: undefined,
-          normWeight: normWeight!,
-          y: outputs,
-          eps: attrs.eps,
-        },
-        rmsNormMatmul3.name,
-      );
-    },
+    (encoder, call) => encodeFused(encoder, rmsNormMatmul3Launch(call), rmsNormMatmul3.name),
     { splitsLargeOperands: true, dtypes: FLOAT },
   ),
 ];

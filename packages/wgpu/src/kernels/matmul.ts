@@ -1,10 +1,12 @@
 import {
   batchedMatmul,
+  batchedMatmulLaunch,
   FLOAT,
   isHalf,
   type MatmulDims,
   type MatmulLaunch,
   matmul,
+  matmulLaunch,
   pow2AtLeast,
   UnsupportedOnBackendError,
 } from '@rayo/core';
@@ -19,6 +21,7 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import type { ShaderSource } from '../pipelines.js';
+import type { HalfGemmMode } from '../tuning.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
 import { BUILTINS, elementGrid, elementIndex } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
@@ -160,18 +163,6 @@ export type MatmulPlan =
       readonly kPerSplit: number;
     };
 
-/**
- * Which kernel multiplies f16 a by f16 b where the tiles would (M past the
- * streaming kernels): 'subgroup-matrix' (the default where the device has a
- * usable configuration), 'emulated' (the same tiles and fragment addressing
- * in plain f32 arithmetic, for checking on adapters without subgroup
- * matrices; needs `shader-f16`), or 'widen' (a widened into f32, the f32
- * tiles; the default elsewhere).
- */
-export type HalfGemmMode = 'subgroup-matrix' | 'emulated' | 'widen';
-
-export const HALF_GEMM_MODES: readonly HalfGemmMode[] = ['subgroup-matrix', 'emulated', 'widen'];
-
 /** What of the device the f16 product depends on. */
 export interface HalfGemmDevice {
   readonly maxWorkgroupBytes?: number;
@@ -262,21 +253,9 @@ export function planHalfGemm(
   return { variant, vecY, tilesM, tilesN, ...plan };
 }
 
-/** The f16 product's mode: RAYO_WGPU_F16_GEMM where set, else subgroup matrices where the device has them. */
-export function halfGemmMode(encoder: KernelEncoder, kernel: string): HalfGemmMode {
-  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
-  const asked = env?.RAYO_WGPU_F16_GEMM;
-  if (asked !== undefined && asked !== '') {
-    if (!(HALF_GEMM_MODES as readonly string[]).includes(asked)) {
-      throw new UnsupportedOnBackendError(`${kernel}: unknown RAYO_WGPU_F16_GEMM '${asked}'`, {
-        kernel,
-        argument: 'RAYO_WGPU_F16_GEMM',
-        expected: HALF_GEMM_MODES.join(' | '),
-        actual: asked,
-      });
-    }
-    return asked as HalfGemmMode;
-  }
+/** The f16 product's mode: the backend's f16Gemm option where set, else subgroup matrices where the device has them. */
+export function halfGemmMode(encoder: KernelEncoder): HalfGemmMode {
+  if (encoder.tuning.f16Gemm !== undefined) return encoder.tuning.f16Gemm;
   const sm = encoder.subgroupMatrix;
   const usable = sm && pickSubgroupMatrixConfig(sm.configs) && sm.minSubgroupSize === sm.subgroupSize;
   return usable ? 'subgroup-matrix' : 'widen';
@@ -379,7 +358,7 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall, kernel: s
         a: 'f16',
         b: 'f16',
       },
-      halfGemmMode(encoder, kernel),
+      halfGemmMode(encoder),
       {
         maxWorkgroupBytes: encoder.limits.maxComputeWorkgroupStorageSize,
         maxInvocations: encoder.limits.maxComputeInvocationsPerWorkgroup,
@@ -558,30 +537,12 @@ function encodeTiles(
 // matmul's precision 'tf32' is accepted and computed in f32 (WGSL has no tf32):
 // more precise than asked, as the spec allows.
 export const MATMUL_KERNELS: readonly AnyWgpuKernel[] = [
-  wgpuKernel(
-    matmul,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [a, b, c] = inputs;
-      const y = outputs[0]!;
-      const [m, n] = y.shape as [number, number];
-      const k = attrs.transA ? a!.shape[0]! : a!.shape[1]!;
-      encodeMatmul(encoder, { a: a!, b: b!, c, y, batch: 1, m, n, k, ...attrs }, matmul.name);
-    },
-    { dtypes: FLOAT },
-  ),
+  wgpuKernel(matmul, (encoder, call) => encodeMatmul(encoder, matmulLaunch(call), matmul.name), {
+    dtypes: FLOAT,
+  }),
   wgpuKernel(
     batchedMatmul,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [a, b] = inputs;
-      const y = outputs[0]!;
-      const [batch, m, n] = y.shape as [number, number, number];
-      const k = attrs.transA ? a!.shape[1]! : a!.shape[2]!;
-      encodeMatmul(
-        encoder,
-        { a: a!, b: b!, c: undefined, y, batch, m, n, k, ...attrs, beta: 0 },
-        batchedMatmul.name,
-      );
-    },
+    (encoder, call) => encodeMatmul(encoder, batchedMatmulLaunch(call), batchedMatmul.name),
     { dtypes: FLOAT },
   ),
 ];

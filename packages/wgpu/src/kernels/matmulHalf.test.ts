@@ -106,15 +106,11 @@ const unavailable = await backendProvider.probe();
 
 describe.skipIf(unavailable !== undefined)('f16 matrix products on the device (emulated fragments)', () => {
   let backend: WgpuBackend;
-  const saved = process.env.RAYO_WGPU_F16_GEMM;
   beforeAll(async () => {
-    backend = await createWgpuBackend();
-    process.env.RAYO_WGPU_F16_GEMM = 'emulated';
+    backend = await createWgpuBackend({ f16Gemm: 'emulated' });
   });
   afterAll(() => {
     backend?.dispose();
-    if (saved === undefined) delete process.env.RAYO_WGPU_F16_GEMM;
-    else process.env.RAYO_WGPU_F16_GEMM = saved;
   });
 
   const rng = new Rng(0xf16);

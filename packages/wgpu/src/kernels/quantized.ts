@@ -1,4 +1,4 @@
-import { FLOAT, type QuantFormat, quantizedMatmul, quantLayout } from '@rayo/core';
+import { FLOAT, isQgemvFormat, type QuantFormat, quantizedMatmul, quantLayout } from '@rayo/core';
 import {
   type AnyWgpuKernel,
   gridFor,
@@ -13,7 +13,7 @@ import { paramLayout } from '../params.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
 import { BUILTINS } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
-import { encodeQuantizedGemvF32, isQgemvFormat, qgemvVariant, qgemvVariantForced } from './quantizedGemv.js';
+import { encodeQuantizedGemvF32 } from './quantizedGemv.js';
 
 // quantizedMatmul: y = x · dequant(W)ᵀ (+ beta · c) with W [N, K] stored as
 // int8 or 4-bit codes (core's quant/layout.ts has the bits). For a few rows
@@ -387,11 +387,11 @@ function encodeQuantizedF32(
     zeroWords: layout.zeroWords,
     beta: attrs.beta,
   };
-  // Small M: this file's shader, unless RAYO_QGEMV_VARIANT picks
+  // Small M: this file's shader, unless the qgemvVariant option picks
   // quantizedGemv.ts's: on an H100 its variants ran 1.2–2× slower than this
   // one (q4g32 1×4096×4096 15.7–22.3 µs against 11.0), while its pair kernel
   // beats two of these for the fused gate·up (16.8 µs against 2 × 10.4).
-  const gemv = qgemvVariantForced() ? qgemvVariant() : 'a';
+  const gemv = encoder.tuning.qgemvVariant ?? 'a';
   if (m <= QUANT_STREAM_MAX_ROWS && gemv !== 'a' && isQgemvFormat(attrs.format)) {
     encodeQuantizedGemvF32(encoder, gemv, { x, weights: [weight], c, y }, attrs);
     return;

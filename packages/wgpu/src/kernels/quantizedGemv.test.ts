@@ -1,39 +1,25 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import {
-  DEFAULT_QGEMV_VARIANT,
-  parseQgemvSlices,
-  parseQgemvVariant,
-  QGEMV_FORMATS,
-  QGEMV_SHAPES,
-  QUANTIZED_GATE_UP_KERNELS,
-  qgemvShader,
-  qgemvVariant,
-  resetQgemvVariant,
-  slicesFor,
-  unrollOf,
-} from './quantizedGemv.js';
-
-const ENV = 'RAYO_QGEMV_VARIANT';
-const saved = process.env[ENV];
-afterEach(() => {
-  if (saved === undefined) delete process.env[ENV];
-  else process.env[ENV] = saved;
-  resetQgemvVariant();
-});
+import { InvalidArgumentError, QGEMV_FORMATS, QGEMV_SHAPES } from '@rayo/core';
+import { describe, expect, it } from 'vitest';
+import { wgpuOptionsFromEnvironment } from '../environment.js';
+import { DEFAULT_WGPU_TUNING, resolveWgpuTuning } from '../tuning.js';
+import { QUANTIZED_GATE_UP_KERNELS, qgemvShader, unrollOf } from './quantizedGemv.js';
 
 describe('quantized GEMV shaders', () => {
-  it('read RAYO_QGEMV_VARIANT once and refuse a name they do not know', () => {
-    expect(parseQgemvVariant(undefined)).toBe(DEFAULT_QGEMV_VARIANT);
-    expect(parseQgemvVariant('a')).toBe('a');
-    expect(() => parseQgemvVariant('q')).toThrow(/RAYO_QGEMV_VARIANT/);
-    expect(parseQgemvSlices('')).toBeUndefined();
-    expect(parseQgemvSlices('8')).toBe(8);
-    expect(() => parseQgemvSlices('16')).toThrow(/RAYO_QGEMV_SLICES/);
-    process.env[ENV] = 'c';
-    resetQgemvVariant();
-    expect(qgemvVariant()).toBe('c');
-    process.env[ENV] = 'b';
-    expect(qgemvVariant()).toBe('c');
+  it('take their variant and split from the backend options, which the environment can name', () => {
+    expect(resolveWgpuTuning({})).toEqual(DEFAULT_WGPU_TUNING);
+    expect(resolveWgpuTuning({ qgemvVariant: 'a', qgemvSlices: 8 })).toMatchObject({
+      qgemvVariant: 'a',
+      qgemvSlices: 8,
+    });
+    const variant = { qgemvVariant: 'q' } as unknown as { qgemvVariant: 'a' };
+    expect(() => resolveWgpuTuning(variant)).toThrow(InvalidArgumentError);
+    expect(() => resolveWgpuTuning(variant)).toThrow(/WgpuBackend\.create: argument 'qgemvVariant'/);
+    const slices = { qgemvSlices: 16 } as unknown as { qgemvSlices: 1 };
+    expect(() => resolveWgpuTuning(slices)).toThrow(/'qgemvSlices'.*got 16/);
+    expect(wgpuOptionsFromEnvironment({ RAYO_QGEMV_VARIANT: 'c', RAYO_QGEMV_SLICES: '' })).toEqual({
+      qgemvVariant: 'c',
+    });
+    expect(() => wgpuOptionsFromEnvironment({ RAYO_QGEMV_SLICES: '16' })).toThrow(/RAYO_QGEMV_SLICES/);
   });
 
   it('implement quantizedGateUpSwiglu for every float storage', () => {
@@ -79,12 +65,5 @@ describe('quantized GEMV shaders', () => {
     expect(() => qgemvShader({ format: 'q8', rows: 5, vecX: true, pair: false, cols: 4, words: 1 })).toThrow(
       /rows/,
     );
-  });
-
-  it('split K across the groups of a workgroup where N alone gives too few', () => {
-    expect(slicesFor(4096, 4096, 4, 1, 8)).toBe(2);
-    expect(slicesFor(512, 2048, 4, 1, 8)).toBe(8);
-    expect(slicesFor(32000, 2048, 4, 1, 8)).toBe(1);
-    expect(slicesFor(8, 64, 4, 1, 8)).toBe(1);
   });
 });

@@ -1,7 +1,12 @@
 import {
   FLOAT,
   InvalidArgumentError,
+  QGEMV_GROUPS,
+  QGEMV_SHAPES,
+  type QgemvShapeVariant,
   type QuantFormat,
+  qgemvPairVariant,
+  qgemvSlicesFor,
   quantizedGateUpSwiglu,
   quantLayout,
 } from '@rayo/core';
@@ -34,76 +39,18 @@ import { encodeWithF32Activations } from './halfEdges.js';
 // bitcast, then one fma by 16^-j with −(2^23·16^-j + zero). The same shader
 // with two weights is the fused gate·up·SwiGLU of decoding. x and y are f32
 // in the shader (halves go through f32 scratch, see halfEdges.ts); the
-// scales are read as stored.
+// scales are read as stored. Its shapes (C columns and W words per
+// invocation) are core's QGEMV_SHAPES; the backend's `qgemvVariant` and
+// `qgemvSlices` options force one for measurements.
 
-const THREADS = 256;
 const LANES = 32;
-const WARPS = THREADS / LANES;
+/** Groups of 32 invocations per workgroup, as core's split of K counts them. */
+const WARPS = QGEMV_GROUPS;
+const THREADS = WARPS * LANES;
 /** The most rows of x one workgroup takes; more rows take more workgroups. */
 export const QGEMV_MAX_ROWS = 4;
 /** Partial sums reduced at once in workgroup memory: 8 KiB of the 16 KiB every device has. */
 const BATCH = 8;
-
-/**
- * The shaders the small-M product can take, chosen by the environment
- * variable RAYO_QGEMV_VARIANT (read once) where there is one: `a` is the
- * workgroup-per-8-columns shader of quantized.ts (x staged per tile), the
- * others this file's shader with C columns per group and W u32 words per
- * invocation and step.
- */
-export const QGEMV_VARIANTS = ['a', 'b', 'c', 'd'] as const;
-export type QgemvVariantName = (typeof QGEMV_VARIANTS)[number];
-export const DEFAULT_QGEMV_VARIANT: Exclude<QgemvVariantName, 'a'> = 'c';
-export const QGEMV_SHAPES: Readonly<
-  Record<Exclude<QgemvVariantName, 'a'>, { readonly cols: number; readonly words: 1 | 2 | 4 }>
-> = {
-  b: { cols: 4, words: 1 },
-  c: { cols: 2, words: 2 },
-  d: { cols: 8, words: 1 },
-};
-
-/** The formats this file's kernel reads: int8 rows and 4-bit groups of 32 or 128 with f16-or-wider scales. */
-export const QGEMV_FORMATS = ['q8', 'q4g32', 'q4g128'] as const;
-
-export function isQgemvFormat(format: string): format is (typeof QGEMV_FORMATS)[number] {
-  return (QGEMV_FORMATS as readonly string[]).includes(format);
-}
-
-/** The variant a value of RAYO_QGEMV_VARIANT names (unset or empty: the default). */
-export function parseQgemvVariant(value: string | undefined): QgemvVariantName {
-  if (value === undefined || value === '') return DEFAULT_QGEMV_VARIANT;
-  if ((QGEMV_VARIANTS as readonly string[]).includes(value)) return value as QgemvVariantName;
-  throw new InvalidArgumentError('RAYO_QGEMV_VARIANT names no quantized GEMV variant', {
-    kernel: 'quantizedMatmul',
-    argument: 'RAYO_QGEMV_VARIANT',
-    expected: QGEMV_VARIANTS.join(' | '),
-    actual: value,
-  });
-}
-
-let chosen: QgemvVariantName | undefined;
-
-/** The variant in use: RAYO_QGEMV_VARIANT (in Node), read on the first call. */
-export function qgemvVariant(): QgemvVariantName {
-  chosen ??= parseQgemvVariant(
-    (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
-      ?.RAYO_QGEMV_VARIANT,
-  );
-  return chosen;
-}
-
-/** Whether RAYO_QGEMV_VARIANT names a variant (unset: each product takes its measured default). */
-export function qgemvVariantForced(): boolean {
-  const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
-    ?.RAYO_QGEMV_VARIANT;
-  return value !== undefined && value !== '';
-}
-
-/** Forgets the variant read, so that the next call reads RAYO_QGEMV_VARIANT again (tests). */
-export function resetQgemvVariant(): void {
-  chosen = undefined;
-  forcedSlices = undefined;
-}
 
 const PARAMS = paramLayout([
   ['m', 'u32'],
@@ -402,51 +349,8 @@ export interface QgemvWeight {
   readonly zeros: Operand | undefined;
 }
 
-/** Groups of 32 per SM (or compute unit) the split aims at: three workgroups resident at once. */
-const TARGET_GROUPS_PER_UNIT = 3 * WARPS;
 /** Compute units assumed where the adapter does not say: an H100's 132 SMs. */
 const UNITS = 132;
-
-/**
- * Groups of a workgroup that split K: doubled while the grid stays within
- * about three resident workgroups per compute unit and each group keeps at
- * least one step of K (as cuda-ptx's slicesFor).
- */
-export function slicesFor(n: number, k: number, cols: number, words: number, perWord: number, units = UNITS) {
-  const groups = Math.ceil(n / cols);
-  const steps = Math.ceil(k / (perWord * words * LANES));
-  let slices = 1;
-  while (slices < WARPS && groups * slices * 2 <= units * TARGET_GROUPS_PER_UNIT && steps >= slices * 2)
-    slices *= 2;
-  return slices;
-}
-
-/**
- * RAYO_QGEMV_SLICES (read once): 1, 2, 4 or 8 forces the split of K for
- * measurements; unset or empty, slicesFor chooses.
- */
-export function parseQgemvSlices(value: string | undefined): 1 | 2 | 4 | 8 | undefined {
-  if (value === undefined || value === '') return undefined;
-  if (value === '1' || value === '2' || value === '4' || value === '8') return Number(value) as 1 | 2 | 4 | 8;
-  throw new InvalidArgumentError('RAYO_QGEMV_SLICES is no split of K', {
-    kernel: 'quantizedMatmul',
-    argument: 'RAYO_QGEMV_SLICES',
-    expected: '1, 2, 4 or 8',
-    actual: value,
-  });
-}
-
-let forcedSlices: { value: 1 | 2 | 4 | 8 | undefined } | undefined;
-
-function qgemvSlices(): 1 | 2 | 4 | 8 | undefined {
-  forcedSlices ??= {
-    value: parseQgemvSlices(
-      (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
-        ?.RAYO_QGEMV_SLICES,
-    ),
-  };
-  return forcedSlices.value;
-}
 
 const aligned = (offset: number) => offset % 16 === 0;
 
@@ -456,7 +360,7 @@ const aligned = (offset: number) => offset % 16 === 0;
  */
 export function encodeQuantizedGemvF32(
   encoder: KernelEncoder,
-  variant: Exclude<QgemvVariantName, 'a'>,
+  variant: QgemvShapeVariant,
   ops: { x: Operand; weights: readonly QgemvWeight[]; c: Operand | undefined; y: Operand },
   attrs: { format: QuantFormat; beta: number },
 ): void {
@@ -464,7 +368,8 @@ export function encodeQuantizedGemvF32(
   const [m, k] = x.shape as [number, number];
   const n = y.shape[1]!;
   if (m === 0 || n === 0) return;
-  const { cols, words } = QGEMV_SHAPES[variant];
+  const shape = QGEMV_SHAPES[variant];
+  const { cols, words } = shape;
   const layout = quantLayout(attrs.format, k);
   const pair = weights.length === 2;
   // One row (decoding) or up to 4, rows past M clamped: two shaders per variant, not four.
@@ -477,7 +382,7 @@ export function encodeQuantizedGemvF32(
     cols,
     words,
   });
-  const slices = qgemvSlices() ?? slicesFor(n, k, cols, words, layout.perWord);
+  const slices = encoder.tuning.qgemvSlices ?? qgemvSlicesFor(n, k, shape, layout.perWord, UNITS);
   const tilesN = Math.ceil(n / ((cols * WARPS) / slices));
   const tiles = tilesN * Math.ceil(m / rows);
   const first = weights[0]!;
@@ -519,12 +424,11 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyWgpuKernel[] = [
     quantizedGateUpSwiglu,
     (encoder, { inputs, outputs, attrs }) => {
       const [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros] = inputs;
-      const variant = qgemvVariant();
       encodeWithF32Activations(encoder, quantizedGateUpSwiglu.name, { x }, { y: outputs[0] }, (i, o) => {
         encodeQuantizedGemvF32(
           encoder,
           // Variant a has no pair shader: it leaves the pair to the default.
-          variant === 'a' ? DEFAULT_QGEMV_VARIANT : variant,
+          qgemvPairVariant(encoder.tuning.qgemvVariant),
           {
             x: i.x!,
             weights: [

@@ -1,8 +1,14 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Backend, copy, createBackend, isQuantFormat, probeBackends, QUANT_FORMATS } from '@rayo/core';
-import { LlamaModel, type LlamaQuantizationReport, type LlamaWeightDType, Rng } from '@rayo/train';
+import { type Backend, copy, isQuantFormat, probeBackends, QUANT_FORMATS } from '@rayo/core';
+import {
+  LlamaModel,
+  type LlamaQuantizationReport,
+  type LlamaWeightDType,
+  Rng,
+} from '@rayo/train';
+import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import type { DecodeRun, DecodeSettings } from './decodeRun.js';
 import { type HostPhases, measureHostPhases } from './hostPhases.js';
 import { writeSeededLlama } from './seededLlama.js';
@@ -433,7 +439,7 @@ export async function decodeBench(
       });
       continue;
     }
-    const backend = await createBackend(status.name);
+    const backend = await createBackendFromEnvironment(status.name);
     try {
       log(`${status.name}: decoding ${settings.newTokens} tokens after ${prompt.length}`);
       const r = await decodeOnBackend(backend, dir, prompt, settings);

@@ -2,8 +2,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createBackend, probeBackends } from '@rayo/core';
+import { probeBackends } from '@rayo/core';
 import { checkQuantizedDecode, q4kmTestConfig, writeQ4kmLlama } from '@rayo/train';
+import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 
 // gguf-check: the done-when check of the GGUF formats on every backend
 // there is. It writes a small Llama in llama.cpp's Q4_K_M mix (Q4_K
@@ -60,7 +61,7 @@ async function main(argv: readonly string[]): Promise<number> {
           console.log(`  ${status.name}: unavailable (${status.reason ?? 'unavailable'})`);
           continue;
         }
-        const backend = await createBackend(status.name);
+        const backend = await createBackendFromEnvironment(status.name);
         try {
           const r = await checkQuantizedDecode(backend, path, {
             prompt: [5, 17, 3, 60, 0, 42, 8],

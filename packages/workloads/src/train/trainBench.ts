@@ -1,7 +1,8 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Backend, createBackend, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
+import { type Backend, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
+import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import { parityGate } from './parity.js';
 import { measureThroughput, THROUGHPUT_ADAMW, type ThroughputOptions } from './throughput.js';
 
@@ -172,7 +173,7 @@ async function describeBackends(names: readonly string[]): Promise<BackendEntry[
       continue;
     }
     try {
-      const backend = await createBackend(status.name);
+      const backend = await createBackendFromEnvironment(status.name);
       entries.push({ name: status.name, available: true, device: backend.info.device });
       backend.dispose();
     } catch (error) {
@@ -201,8 +202,8 @@ async function runParity(
     }
     try {
       const report = await parityGate(
-        () => createBackend(a),
-        () => createBackend(b),
+        () => createBackendFromEnvironment(a),
+        () => createBackendFromEnvironment(b),
         { model, steps: settings.paritySteps, seed: settings.seed, clipNorm: settings.clipNorm },
       );
       entries.push({ model, backends: [a, b], status: report.passed ? 'passed' : 'failed', report });
@@ -241,7 +242,7 @@ async function timeBackend(
   }
   let backend: Backend;
   try {
-    backend = await createBackend(name);
+    backend = await createBackendFromEnvironment(name);
   } catch (error) {
     return workloads.map((w) => ({
       backend: name,

@@ -1,7 +1,8 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createBackend } from '@rayo/core';
+import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
+
 import { textTable } from '../decode/decodeBench.js';
 import { PROFILE_HEADER, profileRows, profileTotals } from '../decode/stepProfile.js';
 import { QUICK_WORKLOADS, THROUGHPUT_WORKLOADS } from './trainBench.js';
@@ -57,7 +58,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
   }
   const spec = { ...model, batch };
-  const backend = await createBackend(values.backend!);
+  const backend = await createBackendFromEnvironment(values.backend!);
   try {
     const profile = await profileTrainingStep(backend, spec, {
       repetitions: reps,

@@ -28,6 +28,14 @@ for (const spec of binary) {
     valid(spec, { label: '[1] with [61, 3] (scalar broadcast)', inputs: [f32([1]), f32([61, 3], b)] }),
   );
   cases.push(valid(spec, { label: '[] with [17]', inputs: [f32([]), f32([17], b)] }));
+  cases.push(valid(spec, { label: '[] with [] (scalar)', inputs: [f32([]), f32([], b)] }));
+  // Size-1 output axes read nothing: six independent axes remain of seven.
+  cases.push(
+    valid(spec, {
+      label: '[2, 1, 2, 1, 1, 2, 1] with [3, 1, 1, 3, 1, 3] (a size-1 axis among seven)',
+      inputs: [f32([2, 1, 2, 1, 1, 2, 1]), f32([3, 1, 1, 3, 1, 3], b)],
+    }),
+  );
   errors.push(
     invalid(spec, {
       label: '[3, 4] with [5]',

@@ -1,13 +1,13 @@
 import { parseArgs } from 'node:util';
 import {
   type Backend,
-  createBackend,
   createCpuBackend,
   probeBackends,
   type Tensor,
   UnsupportedOnBackendError,
 } from '@rayo/core';
 import { AdamW, crossEntropy, embedding, MLP, Rng, Tape, train, trainStep, warmupCosine } from '@rayo/train';
+import { createBackendFromEnvironment } from '../../backendFromEnvironment.js';
 import { loadMnist, PIXELS, shiftImages } from './data.js';
 
 // Trains a 784-256-10 MLP on the MNIST digits of the `mnist` package.
@@ -101,7 +101,7 @@ function missingKernels(backend: Backend, kernels: Set<string>): string[] {
 
 async function chooseBackend(name: string | undefined, kernels: Set<string>): Promise<Backend> {
   if (name) {
-    const backend = await createBackend(name);
+    const backend = await createBackendFromEnvironment(name);
     const missing = missingKernels(backend, kernels);
     if (missing.length > 0) {
       backend.dispose();
@@ -114,7 +114,7 @@ async function chooseBackend(name: string | undefined, kernels: Set<string>): Pr
       console.error(`skipping ${status.name}: ${status.reason}`);
       continue;
     }
-    const backend = await createBackend(status.name);
+    const backend = await createBackendFromEnvironment(status.name);
     const missing = missingKernels(backend, kernels);
     if (missing.length === 0) return backend;
     console.error(`skipping ${status.name}: it lacks ${missing.join(', ')}`);

@@ -1,7 +1,8 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Backend, createBackend, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
+import { type Backend, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
+import { createBackendFromEnvironment } from '../../backendFromEnvironment.js';
 import { missingKernels, trainingKernels } from '../../train/workload.js';
 import { firstNames } from './corpus.js';
 import { lossCurveSvg } from './lossCurve.js';
@@ -102,7 +103,7 @@ async function chooseBackend(name: string | undefined, settings: NamesSettings):
       console.error(`skipping ${status.name}: ${status.reason}`);
       continue;
     }
-    const backend = await createBackend(status.name);
+    const backend = await createBackendFromEnvironment(status.name);
     const missing = missingKernels(backend, kernels);
     if (missing.length === 0) return backend;
     backend.dispose();

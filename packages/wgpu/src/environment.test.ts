@@ -1,0 +1,41 @@
+import { InvalidArgumentError } from '@rayo/core';
+import { describe, expect, it } from 'vitest';
+import { wgpuOptionsFromEnvironment } from './environment.js';
+import { backendProvider } from './index.js';
+import { resolveWgpuTuning } from './tuning.js';
+
+describe('wgpu options from the environment', () => {
+  it('name the tuning switches and unsafe APIs, and nothing for unset or empty variables', () => {
+    expect(wgpuOptionsFromEnvironment({})).toEqual({});
+    expect(
+      wgpuOptionsFromEnvironment({
+        RAYO_QGEMV_VARIANT: 'b',
+        RAYO_QGEMV_SLICES: '2',
+        RAYO_WGPU_F16_GEMM: 'widen',
+        RAYO_WGPU_UNSAFE_APIS: '1',
+      }),
+    ).toEqual({ qgemvVariant: 'b', qgemvSlices: 2, f16Gemm: 'widen', unsafeApis: true });
+    expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_UNSAFE_APIS: '0', RAYO_WGPU_F16_GEMM: '' })).toEqual({
+      unsafeApis: false,
+    });
+    expect(backendProvider.optionsFromEnvironment?.({ RAYO_WGPU_F16_GEMM: 'emulated' })).toEqual({
+      f16Gemm: 'emulated',
+    });
+  });
+
+  it('refuse a value that names no choice, naming the variable', () => {
+    expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_GEMM: 'tensor' })).toThrow(InvalidArgumentError);
+    expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_GEMM: 'tensor' })).toThrow(
+      /RAYO_WGPU_F16_GEMM'.*expected subgroup-matrix \| emulated \| widen, got 'tensor'/,
+    );
+    expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_UNSAFE_APIS: 'yes' })).toThrow(
+      /RAYO_WGPU_UNSAFE_APIS/,
+    );
+  });
+
+  it('give options the backend checks when it is created', () => {
+    expect(resolveWgpuTuning({ f16Gemm: 'emulated' }).f16Gemm).toBe('emulated');
+    const mode = { f16Gemm: 'fast' } as unknown as { f16Gemm: 'widen' };
+    expect(() => resolveWgpuTuning(mode)).toThrow(/WgpuBackend\.create: argument 'f16Gemm'.*got 'fast'/);
+  });
+});

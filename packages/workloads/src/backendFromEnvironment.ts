@@ -1,0 +1,11 @@
+import { type Backend, backendOptionsFromEnvironment, createBackend } from '@rayo/core';
+
+/**
+ * Opens backend `name` with the options this process's environment variables
+ * name (the backends' tuning switches, e.g. RAYO_QGEMV_VARIANT or
+ * RAYO_WGPU_F16_GEMM), so that measurement commands can set them: how every
+ * workload program opens a backend.
+ */
+export async function createBackendFromEnvironment(name: string): Promise<Backend> {
+  return createBackend(name, await backendOptionsFromEnvironment(name, process.env));
+}
