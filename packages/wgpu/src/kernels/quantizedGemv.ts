@@ -184,7 +184,7 @@ export function qgemvShader(v: QgemvShaderVariant) {
   const NV = P * C * R;
   const range = (n: number) => Array.from({ length: n }, (_, i) => i);
   const weights = range(P).map((p) => (p === 0 ? '' : '2'));
-  const wordType = (V === 1 ? 'u32' : `vec${V}<u32>`) as WgslType;
+  const wordType: WgslType = V === 1 ? 'u32' : V === 2 ? 'vec2<u32>' : 'vec4<u32>';
   const bindingNames: [string, WgslType, 'read' | 'read_write'][] = [
     ['x', v.vecX ? 'vec4<f32>' : 'f32', 'read'],
     ...weights.flatMap((w) => [
@@ -343,11 +343,12 @@ export function qgemvShader(v: QgemvShaderVariant) {
       for (const [name, type, access] of bindingNames) module.storage(name, type, access);
       module.workgroupArray('red', 'f32', Math.min(NV, BATCH) * THREADS);
       module.workgroupArray('tot', 'f32', WARPS * NV);
-      module.declare(`${v.pair ? WGSL_MATH : ''}
-${dequant}
-${zeroFns}
-${scaleFns}
-${v.vecX ? '' : 'fn x_at(row: u32, k: u32) -> f32 { return select(0.0, x[row + min(k, params.k - 1u)], k < params.k); }'}`);
+      if (v.pair) module.declare(WGSL_MATH);
+      module.declare(dequant).declare(zeroFns).declare(scaleFns);
+      if (!v.vecX)
+        module.declare(
+          'fn x_at(row: u32, k: u32) -> f32 { return select(0.0, x[row + min(k, params.k - 1u)], k < params.k); }',
+        );
       return module.build(
         undefined,
         THREADS,

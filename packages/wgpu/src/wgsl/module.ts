@@ -55,10 +55,10 @@ export { linearWorkgroup };
 export class ShaderModule {
   readonly #extensions: WgslExtension[] = [];
   readonly #diagnostics: string[] = [];
-  /** Module-scope WGSL declared before the first binding. */
+  /** Module-scope WGSL declared after `params()` and before the first binding. */
   readonly #head: string[] = [];
   readonly #bindings: string[] = [];
-  /** Module-scope WGSL declared after it (or by a module without bindings). */
+  /** All other module-scope WGSL, after the bindings. */
   readonly #decls: string[] = [];
   #params: ParamLayout<string> | undefined;
   #usesF16 = false;
