@@ -139,13 +139,3 @@ export function gridFor(count: number, limits: GPUSupportedLimits): [number, num
 
 /** WGSL: the linear workgroup index for a grid from `gridFor`. */
 export const linearWorkgroup = 'wid.x + wid.y * nwg.x';
-
-/** WGSL storage binding declaration. */
-export function storage(binding: number, name: string, type: string, access: 'read' | 'read_write'): string {
-  return `@group(0) @binding(${binding}) var<storage, ${access}> ${name}: array<${type}>;`;
-}
-
-/** WGSL uniform binding of the `Params` struct. */
-export function uniform(binding: number): string {
-  return `@group(0) @binding(${binding}) var<uniform> params: Params;`;
-}

@@ -5,8 +5,6 @@ import {
   type KernelEncoder,
   linearWorkgroup,
   type Operand,
-  storage,
-  uniform,
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
@@ -20,13 +18,14 @@ import {
   storageOf,
   unpackQuad,
 } from '../wgsl/half.js';
-import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+import { ShaderModule } from '../wgsl/module.js';
+import { elementGrid, elementIndex, WG } from './common.js';
 import { encodeHalfScatter } from './halfCache.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { checkRopePositions, ROPE_ROTATION_WGSL, type RopeLayout, ropeLogStep } from './rope.js';
 
 /** vec4 loads where rows are a whole number of vec4s, scalars otherwise. */
-function vectorOf(headDim: number): { width: 1 | 4; type: string; zero: string } {
+function vectorOf(headDim: number): { width: 1 | 4; type: 'vec4<f32>' | 'f32'; zero: string } {
   return headDim % 4 === 0
     ? { width: 4, type: 'vec4<f32>', zero: 'vec4<f32>()' }
     : { width: 1, type: 'f32', zero: '0.0' };
@@ -55,15 +54,15 @@ function scatterShader(width: 1 | 4, device: boolean): ShaderSource {
     kernel: 'kvCacheScatter',
     // One thread per written vector, in cache order: the rows of one head are
     // consecutive in the cache, so the writes are contiguous.
-    code: () => `
-${SCATTER_PARAMS.wgsl}
-${storage(0, 'cache', type, 'read_write')}
-${storage(1, 'values', type, 'read')}
-${device ? storage(2, 'at', 'i32', 'read') : ''}
-${uniform(device ? 3 : 2)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  ${elementIndex('params.n')}
+    code: () => {
+      const module = new ShaderModule().params(SCATTER_PARAMS);
+      module.storage('cache', type, 'read_write');
+      module.storage('values', type, 'read');
+      if (device) module.storage('at', 'i32', 'read');
+      return module.build(
+        undefined,
+        WG,
+        `  ${elementIndex('params.n')}
 ${
   device
     ? `  // A device position whose rows do not fit writes nothing (tokens <= maxSeq was checked on the host).
@@ -76,8 +75,9 @@ ${
   let row = i / params.rowVecs;
   let t = row % params.tokens;
   let h = row / params.tokens;
-  cache[(h * params.maxSeq + position + t) * params.rowVecs + d] = values[t * params.widthVecs + h * params.rowVecs + d];
-}`,
+  cache[(h * params.maxSeq + position + t) * params.rowVecs + d] = values[t * params.widthVecs + h * params.rowVecs + d];`,
+      );
+    },
   };
 }
 
@@ -218,27 +218,26 @@ function splitShader(cfg: SplitConfig): ShaderSource {
   };
   const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${device ? '/device' : ''}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`;
 
-  const outputs = direct
-    ? storage(3, 'out', 'f32', 'read_write')
-    : `${storage(3, 'stats', 'f32', 'read_write')}\n${storage(4, 'partial', 'f32', 'read_write')}`;
-
-  const code = () => `
-${SPLIT_PARAMS.wgsl}
-${storage(0, 'q', VT, 'read')}
-${storage(1, 'k', cacheType, 'read')}
-${storage(2, 'v', cacheType, 'read')}
-${outputs}
-${device ? storage(direct ? 4 : 5, 'len', 'i32', 'read') : ''}
-${uniform((direct ? 4 : 5) + (device ? 1 : 0))}
-const NV = ${NV}u;
-${qShared ? `var<workgroup> qs: array<${VT}, ${HB * NV}>;` : ''}
-var<workgroup> red: array<f32, ${red}>;
-var<workgroup> sc: array<f32, ${HB * MAX_CHUNK}>;
-${halfFunctions(cache)}
-
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let tid = lid.x;
+  const code = () => {
+    const module = new ShaderModule().params(SPLIT_PARAMS);
+    module.storage('q', VT, 'read');
+    module.storage('k', cacheType, 'read');
+    module.storage('v', cacheType, 'read');
+    if (direct) module.storage('out', 'f32', 'read_write');
+    else {
+      module.storage('stats', 'f32', 'read_write');
+      module.storage('partial', 'f32', 'read_write');
+    }
+    if (device) module.storage('len', 'i32', 'read');
+    module.declare(`const NV = ${NV}u;`);
+    if (qShared) module.workgroupArray('qs', VT, HB * NV);
+    module.workgroupArray('red', 'f32', red);
+    module.workgroupArray('sc', 'f32', HB * MAX_CHUNK);
+    module.declare(halfFunctions(cache));
+    return module.build(
+      undefined,
+      WG,
+      `  let tid = lid.x;
   let w = ${linearWorkgroup};
   let blk = w % params.blocks;
   let c = w / params.blocks;
@@ -401,8 +400,9 @@ ${unroll(W, (cmp) => `      red[vr * ${D}u + vl * ${W}u + ${cmp}u] = ${W === 4 ?
       }
     }
   }`
-}
-}`;
+}`,
+    );
+  };
   return { key, kernel: 'incrementalAttention', code };
 }
 
@@ -415,19 +415,18 @@ function mergeShader(headDim: number): ShaderSource {
   return {
     key: `decoding/incrementalAttention/merge/d${headDim}/wg${WG}`,
     kernel: 'incrementalAttention',
-    code: () => `
-${MERGE_PARAMS.wgsl}
-${storage(0, 'stats', 'f32', 'read')}
-${storage(1, 'partial', VT, 'read')}
-${storage(2, 'out', VT, 'read_write')}
-${uniform(3)}
-const NV = ${NV}u;
-var<workgroup> red: array<f32, ${WG}>;
-var<workgroup> ored: array<${VT}, ${WG}>;
-
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let tid = lid.x;
+    code: () => {
+      const module = new ShaderModule().params(MERGE_PARAMS);
+      module.storage('stats', 'f32', 'read');
+      module.storage('partial', VT, 'read');
+      module.storage('out', VT, 'read_write');
+      module.declare(`const NV = ${NV}u;`);
+      module.workgroupArray('red', 'f32', WG);
+      module.workgroupArray('ored', VT, WG);
+      return module.build(
+        undefined,
+        WG,
+        `  let tid = lid.x;
   let h = ${linearWorkgroup};
   if (h >= params.heads) { return; }
   let n = params.chunks;
@@ -467,8 +466,9 @@ ${unroll(
     }
     workgroupBarrier();
   }`,
-)}
-}`,
+)}`,
+      );
+    },
   };
 }
 
@@ -585,22 +585,20 @@ function ropeScatterShader(layout: RopeLayout, device: boolean): ShaderSource {
     // One invocation per item, in order: the rotated pairs of q, those of k
     // (written to their kCache rows), then the elements of v (copied to their
     // vCache rows).
-    code: () => `
-${ROPE_SCATTER_PARAMS.wgsl}
-${storage(0, 'q', 'f32', 'read')}
-${storage(1, 'k', 'f32', 'read')}
-${storage(2, 'v', 'f32', 'read')}
-${storage(3, 'y', 'f32', 'read_write')}
-${storage(4, 'kCache', 'f32', 'read_write')}
-${storage(5, 'vCache', 'f32', 'read_write')}
-${device ? storage(6, 'at', 'i32', 'read') : ''}
-${uniform(device ? 7 : 6)}
-
-${ROPE_ROTATION_WGSL}
-
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  ${elementIndex('params.n')}
+    code: () => {
+      const module = new ShaderModule().params(ROPE_SCATTER_PARAMS);
+      module.storage('q', 'f32', 'read');
+      module.storage('k', 'f32', 'read');
+      module.storage('v', 'f32', 'read');
+      module.storage('y', 'f32', 'read_write');
+      module.storage('kCache', 'f32', 'read_write');
+      module.storage('vCache', 'f32', 'read_write');
+      if (device) module.storage('at', 'i32', 'read');
+      module.declare(ROPE_ROTATION_WGSL);
+      return module.build(
+        undefined,
+        WG,
+        `  ${elementIndex('params.n')}
 ${
   device
     ? `  // A device position whose rows do not fit writes nothing to the caches (tokens <= maxSeq was checked on the host).
@@ -634,8 +632,9 @@ ${
   let src = rest * params.headDim;
   if (isK) {${rotate('k', 'kCache', '(rest % rowHeads * params.maxSeq + position + t) * params.headDim')}
   } else {${rotate('q', 'y', 'src')}
-  }
-}`,
+  }`,
+      );
+    },
   };
 }
 

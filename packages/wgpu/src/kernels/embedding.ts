@@ -5,13 +5,11 @@ import {
   type KernelEncoder,
   linearWorkgroup,
   type Operand,
-  storage,
-  uniform,
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { ShaderModule } from '../wgsl/module.js';
-import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+import { elementGrid, elementIndex, WG } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 
 // An id outside [0, V) is compared as u32 (negative ids wrap to huge values),
@@ -36,23 +34,24 @@ function gatherShader(vec: number) {
   return {
     key: `embedding/embedding/v${vec}/wg${WG}`,
     kernel: 'embedding',
-    code: () => `
-${GATHER_PARAMS.wgsl}
-${storage(0, 'table', V, 'read')}
-${storage(1, 'ids', 'i32', 'read')}
-${storage(2, 'y', V, 'read_write')}
-${uniform(3)}
-${NAN_DECL}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  ${elementIndex('params.count')}
+    code: () => {
+      const module = new ShaderModule().params(GATHER_PARAMS);
+      module.storage('table', V, 'read');
+      module.storage('ids', 'i32', 'read');
+      module.storage('y', V, 'read_write');
+      module.declare(NAN_DECL);
+      return module.build(
+        undefined,
+        WG,
+        `  ${elementIndex('params.count')}
   let id = bitcast<u32>(ids[i / params.dv]);
   if (id < params.vocab) {
     y[i] = table[id * params.dv + i % params.dv];
   } else {
     y[i] = ${vsplat(vec, NAN)};
-  }
-}`,
+  }`,
+      );
+    },
   };
 }
 
@@ -126,32 +125,33 @@ const SORT_PARAMS = paramLayout([
 const keysShader = {
   key: `embedding/embeddingBackward/keys/wg${WG}`,
   kernel: 'embeddingBackward',
-  code: () => `
-${SORT_PARAMS.wgsl}
-${storage(0, 'ids', 'i32', 'read')}
-${storage(1, 'keys', 'u32', 'read_write')}
-${storage(2, 'pos', 'u32', 'read_write')}
-${uniform(3)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  ${elementIndex('params.n')}
+  code: () => {
+    const module = new ShaderModule().params(SORT_PARAMS);
+    module.storage('ids', 'i32', 'read');
+    module.storage('keys', 'u32', 'read_write');
+    module.storage('pos', 'u32', 'read_write');
+    return module.build(
+      undefined,
+      WG,
+      `  ${elementIndex('params.n')}
   keys[i] = min(bitcast<u32>(ids[i]), params.vocab);
-  pos[i] = i;
-}`,
+  pos[i] = i;`,
+    );
+  },
 };
 
 const histogramShader = {
   key: `embedding/embeddingBackward/histogram/b${BLOCK}`,
   kernel: 'embeddingBackward',
-  code: () => `
-${SORT_PARAMS.wgsl}
-${storage(0, 'keys', 'u32', 'read')}
-${storage(1, 'hist', 'u32', 'read_write')}
-${uniform(2)}
-var<workgroup> counts: array<atomic<u32>, ${DIGITS}>;
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let block = ${linearWorkgroup};
+  code: () => {
+    const module = new ShaderModule().params(SORT_PARAMS);
+    module.storage('keys', 'u32', 'read');
+    module.storage('hist', 'u32', 'read_write');
+    module.workgroupArray('counts', 'atomic<u32>', DIGITS);
+    return module.build(
+      undefined,
+      WG,
+      `  let block = ${linearWorkgroup};
   if (block >= params.blocks) { return; }
   let t = lid.x;
   atomicStore(&counts[t], 0u);
@@ -162,22 +162,23 @@ fn main(${BUILTINS}) {
   }
   workgroupBarrier();
   // Digit-major, so one scan gives every (digit, block) its first slot.
-  hist[t * params.blocks + block] = atomicLoad(&counts[t]);
-}`,
+  hist[t * params.blocks + block] = atomicLoad(&counts[t]);`,
+    );
+  },
 };
 
 /** Exclusive scan of `hist` (DIGITS · blocks entries) in one workgroup, a tile at a time. */
 const scanShader = {
   key: `embedding/embeddingBackward/scan/wg${WG}/p${SCAN_PER_THREAD}`,
   kernel: 'embeddingBackward',
-  code: () => `
-${SORT_PARAMS.wgsl}
-${storage(0, 'hist', 'u32', 'read_write')}
-${uniform(1)}
-var<workgroup> sums: array<u32, ${WG}>;
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let t = lid.x;
+  code: () => {
+    const module = new ShaderModule().params(SORT_PARAMS);
+    module.storage('hist', 'u32', 'read_write');
+    module.workgroupArray('sums', 'u32', WG);
+    return module.build(
+      undefined,
+      WG,
+      `  let t = lid.x;
   let total = params.blocks * ${DIGITS}u;
   var carry = 0u;
   for (var tile = 0u; tile < total; tile += ${WG * SCAN_PER_THREAD}u) {
@@ -205,26 +206,27 @@ fn main(${BUILTINS}) {
     }
     carry += sums[${WG - 1}];
     workgroupBarrier();
-  }
-}`,
+  }`,
+    );
+  },
 };
 
 const scatterShader = {
   key: `embedding/embeddingBackward/scatter/b${BLOCK}`,
   kernel: 'embeddingBackward',
-  code: () => `
-${SORT_PARAMS.wgsl}
-${storage(0, 'keysIn', 'u32', 'read')}
-${storage(1, 'posIn', 'u32', 'read')}
-${storage(2, 'hist', 'u32', 'read')}
-${storage(3, 'keysOut', 'u32', 'read_write')}
-${storage(4, 'posOut', 'u32', 'read_write')}
-${uniform(5)}
-var<workgroup> digits: array<u32, ${WG}>;
-var<workgroup> running: array<u32, ${DIGITS}>;
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let block = ${linearWorkgroup};
+  code: () => {
+    const module = new ShaderModule().params(SORT_PARAMS);
+    module.storage('keysIn', 'u32', 'read');
+    module.storage('posIn', 'u32', 'read');
+    module.storage('hist', 'u32', 'read');
+    module.storage('keysOut', 'u32', 'read_write');
+    module.storage('posOut', 'u32', 'read_write');
+    module.workgroupArray('digits', 'u32', WG);
+    module.workgroupArray('running', 'u32', DIGITS);
+    return module.build(
+      undefined,
+      WG,
+      `  let block = ${linearWorkgroup};
   if (block >= params.blocks) { return; }
   let t = lid.x;
   running[t] = 0u;
@@ -255,30 +257,32 @@ fn main(${BUILTINS}) {
     workgroupBarrier();
     if (valid && after == 0u) { running[d] += before + 1u; }
     workgroupBarrier();
-  }
-}`,
+  }`,
+    );
+  },
 };
 
 /** starts[v] = the first sorted slot with key >= v, for v in [0, V]. */
 const startsShader = {
   key: `embedding/embeddingBackward/starts/wg${WG}`,
   kernel: 'embeddingBackward',
-  code: () => `
-${SORT_PARAMS.wgsl}
-${storage(0, 'keys', 'u32', 'read')}
-${storage(1, 'starts', 'u32', 'read_write')}
-${uniform(2)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  ${elementIndex('params.vocab + 1u')}
+  code: () => {
+    const module = new ShaderModule().params(SORT_PARAMS);
+    module.storage('keys', 'u32', 'read');
+    module.storage('starts', 'u32', 'read_write');
+    return module.build(
+      undefined,
+      WG,
+      `  ${elementIndex('params.vocab + 1u')}
   var lo = 0u;
   var hi = params.n;
   while (lo < hi) {
     let mid = (lo + hi) / 2u;
     if (keys[mid] < i) { lo = mid + 1u; } else { hi = mid; }
   }
-  starts[i] = lo;
-}`,
+  starts[i] = lo;`,
+    );
+  },
 };
 
 const SUM_PARAMS = paramLayout([
@@ -293,17 +297,17 @@ function sumShader(vec: number) {
   return {
     key: `embedding/embeddingBackward/sum/v${vec}/wg${WG}`,
     kernel: 'embeddingBackward',
-    code: () => `
-${SUM_PARAMS.wgsl}
-${storage(0, 'dy', V, 'read')}
-${storage(1, 'pos', 'u32', 'read')}
-${storage(2, 'starts', 'u32', 'read')}
-${storage(3, 'dtable', V, 'read_write')}
-${uniform(4)}
-${NAN_DECL}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  ${elementIndex('params.count')}
+    code: () => {
+      const module = new ShaderModule().params(SUM_PARAMS);
+      module.storage('dy', V, 'read');
+      module.storage('pos', 'u32', 'read');
+      module.storage('starts', 'u32', 'read');
+      module.storage('dtable', V, 'read_write');
+      module.declare(NAN_DECL);
+      return module.build(
+        undefined,
+        WG,
+        `  ${elementIndex('params.count')}
   // Out-of-range ids sorted last under the key V.
   if (starts[params.vocab] < params.n) {
     dtable[i] = ${vsplat(vec, NAN)};
@@ -313,8 +317,9 @@ fn main(${BUILTINS}) {
   let col = i % params.dv;
   var acc = ${V}(0.0);
   for (var k = starts[v]; k < starts[v + 1u]; k++) { acc += dy[pos[k] * params.dv + col]; }
-  dtable[i] = acc;
-}`,
+  dtable[i] = acc;`,
+      );
+    },
   };
 }
 

@@ -21,8 +21,6 @@ import {
   linearWorkgroup,
   type Operand,
   operandRange,
-  storage,
-  uniform,
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
@@ -35,7 +33,8 @@ import {
   unpackVector,
   vectorElements,
 } from '../wgsl/half.js';
-import { BUILTINS, WGSL_MATH } from './common.js';
+import { ShaderModule } from '../wgsl/module.js';
+import { WGSL_MATH } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { CHECK_SUBGROUP_LAYOUT, encodeMatmul, streamLoop } from './matmul.js';
 
@@ -207,19 +206,21 @@ function fusedShader(v: Variant) {
   return {
     key: `fused/${kernel}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.w === 'f32' ? '' : `/w-${v.w}`}${v.norm ? '/norm' : ''}/${v.subgroups ? 'subgroups' : 'workgroup'}`,
     kernel,
-    code: () => `${v.subgroups ? 'enable subgroups;\n' : ''}
-${PARAMS.wgsl}
-${names.map((name, i) => storage(i, name, name === 'x' || name === 'nw' ? type : bindingType(v.w, v.vec), 'read')).join('\n')}
-${outputs.map((name, i) => storage(names.length + i, name, 'f32', 'read_write')).join('\n')}
-${uniform(names.length + outputs.length)}
-var<workgroup> red: array<f32, ${values.length * THREADS}>;
-${v.subgroups ? 'var<workgroup> scattered: atomic<u32>;' : ''}
-${WGSL_MATH}
-${halfFunctions(v.w)}
-
-@compute @workgroup_size(${THREADS})
-fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins}) {
-  let wgi = ${linearWorkgroup};
+    code: () => {
+      const module = new ShaderModule();
+      if (v.subgroups) module.enable('subgroups');
+      module.params(PARAMS);
+      for (const name of names)
+        module.storage(name, name === 'x' || name === 'nw' ? type : bindingType(v.w, v.vec), 'read');
+      for (const name of outputs) module.storage(name, 'f32', 'read_write');
+      module.workgroupArray('red', 'f32', values.length * THREADS);
+      if (v.subgroups) module.workgroupVar('scattered', 'atomic<u32>');
+      module.declare(WGSL_MATH);
+      module.declare(halfFunctions(v.w));
+      return module.build(
+        undefined,
+        THREADS,
+        `  let wgi = ${linearWorkgroup};
   if (wgi >= params.tiles) { return; }
   let col = (wgi % params.tilesN) * ${GROUPS}u + tid / ${LANES}u;
   let row0 = (wgi / params.tilesN) * ${v.rows}u;
@@ -236,8 +237,10 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins
     }
     workgroupBarrier();
   }
-  ${epilogue(at)}${v.subgroups ? '\n  }' : ''}
-}`,
+  ${epilogue(at)}${v.subgroups ? '\n  }' : ''}`,
+        `@builtin(local_invocation_index) tid: u32${subgroupBuiltins}`,
+      );
+    },
   };
 }
 
@@ -360,22 +363,20 @@ const ACTIVATION_GRAD: Record<LinearActivation, string> = {
 function biasActivationShader(activation: LinearActivation) {
   const grad = activation !== 'none';
   const names = grad ? ['dy', 'z', 'dz', 'db'] : ['dy', 'dz', 'db'];
-  const lines = names.map((name, i) =>
-    storage(i, name, 'f32', name.startsWith('d') && name !== 'dy' ? 'read_write' : 'read'),
-  );
   return {
     key: `fused/biasActivationBackward/${activation}`,
     kernel: biasActivationBackward.name,
-    code: () => `
-${BACKWARD_PARAMS.wgsl}
-${lines.join('\n')}
-${uniform(names.length)}
-${grad ? `${WGSL_MATH}\nfn act_grad(x: f32) -> f32 { return ${ACTIVATION_GRAD[activation]}; }` : ''}
-var<workgroup> part: array<f32, ${THREADS}>;
-
-@compute @workgroup_size(${THREADS})
-fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
-  // Surplus workgroups of the grid find col >= n and take part in the barrier only.
+    code: () => {
+      const module = new ShaderModule().params(BACKWARD_PARAMS);
+      for (const name of names)
+        module.storage(name, 'f32', name.startsWith('d') && name !== 'dy' ? 'read_write' : 'read');
+      if (grad)
+        module.declare(`${WGSL_MATH}\nfn act_grad(x: f32) -> f32 { return ${ACTIVATION_GRAD[activation]}; }`);
+      module.workgroupArray('part', 'f32', THREADS);
+      return module.build(
+        undefined,
+        THREADS,
+        `  // Surplus workgroups of the grid find col >= n and take part in the barrier only.
   let col = (${linearWorkgroup}) * ${BACKWARD_COLUMNS}u + tid % ${BACKWARD_COLUMNS}u;
   var sum = 0.0;
   if (col < params.n) {
@@ -392,8 +393,10 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
     var total = part[tid];
     for (var s = 1u; s < ${BACKWARD_SLICES}u; s++) { total += part[s * ${BACKWARD_COLUMNS}u + tid]; }
     db[col] = total;
-  }
-}`,
+  }`,
+        '@builtin(local_invocation_index) tid: u32',
+      );
+    },
   };
 }
 

@@ -11,19 +11,12 @@ import {
   UnsupportedOnBackendError,
 } from '@rayo/core';
 import type { SubgroupMatrixConfig } from '../device.js';
-import {
-  type AnyWgpuKernel,
-  gridFor,
-  type KernelEncoder,
-  type Operand,
-  storage,
-  uniform,
-  wgpuKernel,
-} from '../kernel.js';
+import { type AnyWgpuKernel, gridFor, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import type { ShaderSource } from '../pipelines.js';
 import type { HalfGemmMode } from '../tuning.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
-import { BUILTINS, elementGrid, elementIndex } from './common.js';
+import { ShaderModule } from '../wgsl/module.js';
+import { elementGrid, elementIndex } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import {
   HALF_TILE_LARGE,
@@ -94,25 +87,26 @@ function reduceShader(partial: boolean, c: boolean, epilogue: Epilogue | undefin
     ? `var acc = 0.0;
   for (var s = 0u; s < params.splits; s++) { acc += part[s * params.total + i]; }`
     : 'let acc = 0.0;';
-  const names = [...(partial ? ['part'] : []), ...(c ? ['c'] : []), ...(epilogue?.bias ? ['bias'] : [])];
-  const lines = names.map((name, i) => storage(i, name, 'f32', 'read'));
-  lines.push(storage(lines.length, 'y', 'f32', 'read_write'));
-  if (epilogue?.z) lines.push(storage(lines.length, 'z', 'f32', 'read_write'));
-  lines.push(uniform(lines.length));
   const value = `params.alpha * acc${c ? ' + params.beta * c[i]' : ''}`;
   return {
     key: `matmul/reduce/${partial ? 'splits' : 'empty'}/c${+c}${epilogueKey(epilogue)}`,
     kernel,
-    code: () => `
-${REDUCE_PARAMS.wgsl}
-${lines.join('\n')}
-${activationWgsl(epilogue)}
-@compute @workgroup_size(256)
-fn main(${BUILTINS}) {
-  ${elementIndex('params.total')}
+    code: () => {
+      const module = new ShaderModule().params(REDUCE_PARAMS);
+      if (partial) module.storage('part', 'f32', 'read');
+      if (c) module.storage('c', 'f32', 'read');
+      if (epilogue?.bias) module.storage('bias', 'f32', 'read');
+      module.storage('y', 'f32', 'read_write');
+      if (epilogue?.z) module.storage('z', 'f32', 'read_write');
+      module.declare(activationWgsl(epilogue));
+      return module.build(
+        undefined,
+        256,
+        `  ${elementIndex('params.total')}
   ${sum}
-  ${storeWgsl(epilogue, value, 'i % params.n', '[i]', false)}
-}`,
+  ${storeWgsl(epilogue, value, 'i % params.n', '[i]', false)}`,
+      );
+    },
   };
 }
 

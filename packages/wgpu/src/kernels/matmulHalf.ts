@@ -1,7 +1,14 @@
 import type { SubgroupMatrixConfig } from '../device.js';
-import { storage, uniform } from '../kernel.js';
-import { BUILTINS } from './common.js';
-import { decodeWorkgroup, emitFunctions, type Output, outputKey, PARAMS } from './matmulWgsl.js';
+import { ShaderModule } from '../wgsl/module.js';
+import {
+  declareBindings,
+  decodeWorkgroup,
+  doubleBufferedKLoop,
+  emitFunctions,
+  type Output,
+  outputKey,
+  type TileStage,
+} from './matmulWgsl.js';
 
 // The f16 matrix product on subgroup matrices (WGSL's
 // `chromium_experimental_subgroup_matrix`: cooperative matrices, the tensor
@@ -105,10 +112,10 @@ interface Staged {
   readonly rows: number;
   readonly cols: number;
   readonly vec: boolean;
-  /** WGSL: the stored row length, the block's first row and column, and their bounds. */
+  /** WGSL: the stored row length, the block's first row and column at K offset `k0`, and their bounds. */
   readonly ld: string;
-  readonly row0: string;
-  readonly col0: string;
+  row0(k0: string): string;
+  col0(k0: string): string;
   readonly rowEnd: string;
   readonly colEnd: string;
 }
@@ -126,16 +133,29 @@ function stagedOperand(name: 'a' | 'b', trans: boolean, vec: boolean, width: num
         cols: bk,
         vec,
         ld: 'params.k',
-        row0: origin,
-        col0: 'k0',
+        row0: () => origin,
+        col0: (k0) => k0,
         rowEnd: dim,
         colEnd: 'kEnd',
       }
-    : { name, rows: bk, cols: width, vec, ld: dim, row0: 'k0', col0: origin, rowEnd: 'kEnd', colEnd: dim };
+    : {
+        name,
+        rows: bk,
+        cols: width,
+        vec,
+        ld: dim,
+        row0: (k0) => k0,
+        col0: () => origin,
+        rowEnd: 'kEnd',
+        colEnd: dim,
+      };
 }
 
 /** Global → register → workgroup staging of one operand (the loader of the f32 tiles, in halves). */
-function halfLoader(op: Staged, threads: number) {
+function halfLoader(
+  op: Staged,
+  threads: number,
+): TileStage & { setup: string; declare: string; stride: number } {
   const per = op.vec ? 8 : 1;
   const stride = op.cols + PAD;
   const count = (op.rows * op.cols) / per / threads;
@@ -160,9 +180,8 @@ function halfLoader(op: Staged, threads: number) {
           ? `${op.name}[(${at}) / 8u]`
           : `bitcast<vec2<f16>>(${op.name}[(${at}) / 2u])[(${at}) % 2u]`;
         return `{
-      let k0 = ${k0};
-      let gr = ${op.row0} + ${op.name}_row${j};
-      let gc = ${op.col0} + ${op.name}_col${j};
+      let gr = ${op.row0(k0)} + ${op.name}_row${j};
+      let gc = ${op.col0(k0)} + ${op.name}_col${j};
       ${reg(j)} = ${op.vec ? 'vec4<u32>()' : '0.0h'};
       if (gr < ${op.rowEnd} && gc < ${op.colEnd}) { ${reg(j)} = ${read}; }
     }`;
@@ -293,31 +312,27 @@ fn emulatedStore(at: u32, acc: array<f32, ${frag / shape.lanes}>, lane: u32) {
     }
     workgroupBarrier();
   }`);
-    const binds = [
-      storage(0, 'a', v.vecA ? 'vec4<u32>' : 'u32', 'read'),
-      storage(1, 'b', v.vecB ? 'vec4<u32>' : 'u32', 'read'),
-    ];
-    const vecOut = v.out.vec ? 'vec4<f32>' : 'f32';
-    if (v.out.c) binds.push(storage(binds.length, 'c', vecOut, 'read'));
-    if (v.out.epilogue?.bias) binds.push(storage(binds.length, 'bias', 'f32', 'read'));
-    binds.push(storage(binds.length, 'y', vecOut, 'read_write'));
-    if (v.out.epilogue?.z) binds.push(storage(binds.length, 'z', vecOut, 'read_write'));
-    binds.push(uniform(binds.length));
     const sid = real ? 'sg' : `(tid / ${shape.lanes}u)`;
     const lane = real ? 'sgLane' : `(tid % ${shape.lanes}u)`;
-    return `${real ? 'enable chromium_experimental_subgroup_matrix;\nenable subgroups;\n' : ''}enable f16;
-${real ? 'diagnostic(off, chromium.subgroup_matrix_uniformity);\n' : ''}
-${PARAMS.wgsl}
-${binds.join('\n')}
-var<workgroup> tile_a: array<f16, ${2 * la.size}>;
-var<workgroup> tile_b: array<f16, ${2 * lb.size}>;
-var<workgroup> tile_c: array<f32, ${tile.wm * tile.wn * frag}>;
-${emitFunctions(v.out)}
-${emulation}
-
-@compute @workgroup_size(${threads})
-fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${real ? ', @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) sgLane: u32' : ''}) {
-  ${decodeWorkgroup()}
+    const module = new ShaderModule();
+    if (real) {
+      module.enable('chromium_experimental_subgroup_matrix').enable('subgroups');
+      // Fragment offsets depend on subgroup_id: uniform per subgroup, not per workgroup.
+      module.diagnostic('off', 'chromium.subgroup_matrix_uniformity');
+    }
+    declareBindings(module, v.vecA, v.vecB ? 'vec4<u32>' : 'u32', v.out, 'f16', 'f16');
+    module.workgroupArray('tile_a', 'f16', 2 * la.size);
+    module.workgroupArray('tile_b', 'f16', 2 * lb.size);
+    module.workgroupArray('tile_c', 'f32', tile.wm * tile.wn * frag);
+    module.declare(emitFunctions(v.out));
+    module.declare(emulation);
+    const multiply = real
+      ? Array.from({ length: tile.bk / shape.k }, (_, kk) => step(kk)).join('\n    ')
+      : emulatedStep;
+    return module.build(
+      undefined,
+      threads,
+      `  ${decodeWorkgroup()}
   // Groups of 8 tile rows walk the columns together (L2 reuse).
   let groupSize = 8u * params.tilesN;
   let firstM = block / groupSize * 8u;
@@ -336,30 +351,10 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${real ? ', @built
   ${lb.declare}
   ${accs.join('\n  ')}
 
-  ${la.load('kBegin')}
-  ${lb.load('kBegin')}
-  ${la.store('0u')}
-  ${lb.store('0u')}
-  workgroupBarrier();
-  let steps = (kEnd - kBegin + ${tile.bk - 1}u) / ${tile.bk}u;
-  for (var s = 0u; s < steps; s++) {
-    let cur = s % 2u;
-    let next = s + 1u < steps;
-    if (next) {
-      ${la.load(`kBegin + (s + 1u) * ${tile.bk}u`)}
-      ${lb.load(`kBegin + (s + 1u) * ${tile.bk}u`)}
-    }
-    let ca = cur * ${la.size}u;
-    let cb = cur * ${lb.size}u;
-    ${real ? Array.from({ length: tile.bk / shape.k }, (_, kk) => step(kk)).join('\n    ') : emulatedStep}
-    if (next) {
-      ${la.store(`${la.size}u - ca`)}
-      ${lb.store(`${lb.size}u - cb`)}
-    }
-    workgroupBarrier();
-  }
-  ${epilogue.join('\n  ')}
-}`;
+  ${doubleBufferedKLoop(la, lb, tile.bk, multiply)}
+  ${epilogue.join('\n  ')}`,
+      `@builtin(local_invocation_index) tid: u32${real ? ', @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) sgLane: u32' : ''}`,
+    );
   };
   return { key, kernel, code };
 }

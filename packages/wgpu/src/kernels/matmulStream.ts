@@ -8,14 +8,13 @@ import {
   unpackVector,
   vectorElements,
 } from '../wgsl/half.js';
-import { BUILTINS } from './common.js';
+import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import {
-  bindings,
+  declareBindings,
   decodeWorkgroup,
   emitFunctions,
   type Output,
   outputKey,
-  PARAMS,
   storageKey,
 } from './matmulWgsl.js';
 
@@ -67,7 +66,7 @@ export function dotStep(b: Storage): number {
 }
 
 /** WGSL binding type of b: along K (transB) vec4 loads; along N quads (vec4<f32> or vec2<u32>). */
-function bBinding(transB: boolean, vecB: boolean, b: Storage): string {
+function bBinding(transB: boolean, vecB: boolean, b: Storage): WgslType {
   if (!vecB) return bindingType(b, false);
   return transB ? bindingType(b, true) : quadType(b);
 }
@@ -255,17 +254,19 @@ export function streamShader(v: StreamVariant, kernel: string) {
   ].join('/');
   const values = v.transB ? v.rows * cols : v.rows;
   const type = v.transB || !v.vecB ? 'f32' : 'vec4<f32>';
-  const code = () => `
-${PARAMS.wgsl}
-${bindings(v.vecA, bBinding(v.transB, v.vecB, v.b), v.out, v.b)}
-var<workgroup> red: array<${type}, ${values * STREAM_THREADS}>;
-${emitFunctions(v.out)}
-
-@compute @workgroup_size(${STREAM_THREADS})
-fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
-  ${decodeWorkgroup()}
-  ${v.transB ? dotBody(v) : axpyBody(v)}
-}`;
+  const code = () => {
+    const module = new ShaderModule();
+    declareBindings(module, v.vecA, bBinding(v.transB, v.vecB, v.b), v.out, v.b);
+    module.workgroupArray('red', type, values * STREAM_THREADS);
+    module.declare(emitFunctions(v.out));
+    return module.build(
+      undefined,
+      STREAM_THREADS,
+      `  ${decodeWorkgroup()}
+  ${v.transB ? dotBody(v) : axpyBody(v)}`,
+      '@builtin(local_invocation_index) tid: u32',
+    );
+  };
   return { key, kernel, code };
 }
 
@@ -451,23 +452,27 @@ export function gemvShader(v: GemvVariant, kernel: string) {
     `a${v.vecA ? 4 : 1}b${v.vecB ? 4 : 1}${storageKey(v.b)}${v.a && v.a !== 'f32' ? `/a-${v.a}` : ''}${v.y && v.y !== 'f32' ? `/y-${v.y}` : ''}`,
     outputKey(v.out),
   ].join('/');
-  const red = v.transB
-    ? `array<f32, ${GEMV_DOT_COLS * GEMV_THREADS}>`
-    : `array<${v.vecB ? 'vec4<f32>' : 'f32'}, ${GEMV_THREADS}>`;
   const subgroupBuiltins = v.subgroups
     ? ', @builtin(subgroup_invocation_id) sgid: u32, @builtin(subgroup_size) sgs: u32'
     : '';
-  const code = () => `${v.subgroups ? 'enable subgroups;\n' : ''}
-${PARAMS.wgsl}
-${bindings(v.vecA, bBinding(v.transB, v.vecB, v.b), v.out, v.b, v.a, v.y)}
-var<workgroup> red: ${red};
-${v.subgroups ? 'var<workgroup> scattered: atomic<u32>;' : ''}
-${halfY ? `var<workgroup> outv: array<f32, ${GEMV_DOT_COLS}>;\n${narrowFunctions(halfY)}` : emitFunctions(v.out)}
-
-@compute @workgroup_size(${GEMV_THREADS})
-fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32${subgroupBuiltins}) {
-  ${decodeWorkgroup()}
-  ${v.transB ? gemvDotBody(v) : gemvAxpyBody(v)}
-}`;
+  const code = () => {
+    const module = new ShaderModule();
+    if (v.subgroups) module.enable('subgroups');
+    declareBindings(module, v.vecA, bBinding(v.transB, v.vecB, v.b), v.out, v.b, v.a, v.y);
+    if (v.transB) module.workgroupArray('red', 'f32', GEMV_DOT_COLS * GEMV_THREADS);
+    else module.workgroupArray('red', v.vecB ? 'vec4<f32>' : 'f32', GEMV_THREADS);
+    if (v.subgroups) module.workgroupVar('scattered', 'atomic<u32>');
+    if (halfY) {
+      module.workgroupArray('outv', 'f32', GEMV_DOT_COLS);
+      module.declare(narrowFunctions(halfY));
+    } else module.declare(emitFunctions(v.out));
+    return module.build(
+      undefined,
+      GEMV_THREADS,
+      `  ${decodeWorkgroup()}
+  ${v.transB ? gemvDotBody(v) : gemvAxpyBody(v)}`,
+      `@builtin(local_invocation_index) tid: u32${subgroupBuiltins}`,
+    );
+  };
   return { key, kernel, code };
 }

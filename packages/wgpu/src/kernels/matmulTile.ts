@@ -1,13 +1,13 @@
 import type { MatmulTile } from '@rayo/core';
 import { bindingType, loadScalar, quadType, type Storage, unpackQuad } from '../wgsl/half.js';
-import { BUILTINS } from './common.js';
+import { ShaderModule } from '../wgsl/module.js';
 import {
-  bindings,
+  declareBindings,
   decodeWorkgroup,
+  doubleBufferedKLoop,
   emitFunctions,
   type Output,
   outputKey,
-  PARAMS,
   storageKey,
 } from './matmulWgsl.js';
 
@@ -214,16 +214,15 @@ export function tileShader(v: TileVariant, kernel: string) {
     const accs: string[] = [];
     for (let i = 0; i < tile.tm; i++)
       for (let g = 0; g < tile.tn / 4; g++) accs.push(`var acc${i}_${g} = vec4<f32>();`);
-    return `
-${PARAMS.wgsl}
-${bindings(v.vecA, v.vecB ? quadType(v.b) : bindingType(v.b, false), v.out, v.b)}
-var<workgroup> tile_a: array<vec4<f32>, ${2 * la.size}>;
-var<workgroup> tile_b: array<vec4<f32>, ${2 * lb.size}>;
-${emitFunctions(v.out)}
-
-@compute @workgroup_size(${threads})
-fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
-  ${decodeWorkgroup()}
+    const module = new ShaderModule();
+    declareBindings(module, v.vecA, v.vecB ? quadType(v.b) : bindingType(v.b, false), v.out, v.b);
+    module.workgroupArray('tile_a', 'vec4<f32>', 2 * la.size);
+    module.workgroupArray('tile_b', 'vec4<f32>', 2 * lb.size);
+    module.declare(emitFunctions(v.out));
+    return module.build(
+      undefined,
+      threads,
+      `  ${decodeWorkgroup()}
   // Groups of ${SWIZZLE} tile rows walk the columns together.
   let groupSize = ${SWIZZLE}u * params.tilesN;
   let firstM = block / groupSize * ${SWIZZLE}u;
@@ -239,33 +238,10 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
   ${lb.declare}
   ${accs.join('\n  ')}
 
-  ${la.load('kBegin')}
-  ${lb.load('kBegin')}
-  ${la.store('0u')}
-  ${lb.store('0u')}
-  workgroupBarrier();
-  let steps = (kEnd - kBegin + ${tile.bk - 1}u) / ${tile.bk}u;
-  for (var s = 0u; s < steps; s++) {
-    let cur = s % 2u;
-    let next = s + 1u < steps;
-    if (next) {
-      let k0 = kBegin + (s + 1u) * ${tile.bk}u;
-      ${la.load('k0')}
-      ${lb.load('k0')}
-    }
-    let ca = cur * ${la.size}u;
-    let cb = cur * ${lb.size}u;
-    ${tileCompute(tile, 'ca', 'cb')}
-    if (next) {
-      let na = ${la.size}u - ca;
-      let nb = ${lb.size}u - cb;
-      ${la.store('na')}
-      ${lb.store('nb')}
-    }
-    workgroupBarrier();
-  }
-  ${tileEpilogue(tile, v.swap)}
-}`;
+  ${doubleBufferedKLoop(la, lb, tile.bk, tileCompute(tile, 'ca', 'cb'))}
+  ${tileEpilogue(tile, v.swap)}`,
+      '@builtin(local_invocation_index) tid: u32',
+    );
   };
   return { key, kernel, code };
 }

@@ -1,11 +1,13 @@
 import type { LinearActivation } from '@rayo/core';
-import { linearWorkgroup, storage, uniform } from '../kernel.js';
+import { linearWorkgroup } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { halfFunctions, type Storage } from '../wgsl/half.js';
+import type { ShaderModule, WgslType } from '../wgsl/module.js';
 import { WGSL_MATH } from './common.js';
 
-// What the matrix-product shaders share: their parameters, bindings, and the
-// epilogue that writes y (alpha, beta·c, and linear's bias and activation).
+// What the matrix-product shaders share: their parameters, bindings, the
+// double-buffered K loop of the tiled products, and the epilogue that writes
+// y (alpha, beta·c, and linear's bias and activation).
 
 export const PARAMS = paramLayout([
   ['m', 'u32'],
@@ -35,10 +37,8 @@ export const REDUCE_PARAMS = paramLayout([
   ['beta', 'f32'],
 ] as const);
 
-/** Storage declaration of a binding read as vec4 or scalar. */
-function bind(binding: number, name: string, vec: boolean, access: 'read' | 'read_write'): string {
-  return storage(binding, name, vec ? 'vec4<f32>' : 'f32', access);
-}
+/** f32 elements read as vec4 or scalar. */
+const f32Type = (vec: boolean): WgslType => (vec ? 'vec4<f32>' : 'f32');
 
 /**
  * What `linear` adds after alpha·v (+ beta·c): a bias per column, then an
@@ -156,34 +156,75 @@ export function decodeWorkgroup(): string {
 }
 
 /**
- * a, b, then c, bias, y and z where present (the order `outputBuffers` binds
- * them in), then the params. `bType` is b's element type (half weights are
- * bound as u32 words, see `wgsl/half.ts`); its `halfFunctions` follow.
+ * Declares the params, then a, b, c, bias, y and z where present (the order
+ * `outputBuffers` binds them in). `bType` is b's element type (half weights
+ * are bound as u32 words, see `wgsl/half.ts`); its `halfFunctions` follow.
  */
-export function bindings(
+export function declareBindings(
+  module: ShaderModule,
   vecA: boolean,
-  bType: string,
+  bType: WgslType,
   o: Output,
   b: Storage = 'f32',
   a: Storage = 'f32',
   y: Storage = 'f32',
-): string {
-  const aBinding =
-    a === 'f32' ? bind(0, 'a', vecA, 'read') : storage(0, 'a', vecA ? 'vec4<u32>' : 'u32', 'read');
-  const lines = [aBinding, storage(1, 'b', bType, 'read')];
-  if (o.c) lines.push(bind(lines.length, 'c', o.vec, 'read'));
-  if (o.epilogue?.bias) lines.push(storage(lines.length, 'bias', 'f32', 'read'));
+): void {
+  module.params(PARAMS);
+  module.storage('a', a === 'f32' ? f32Type(vecA) : vecA ? 'vec4<u32>' : 'u32', 'read');
+  module.storage('b', bType, 'read');
+  if (o.c) module.storage('c', f32Type(o.vec), 'read');
+  if (o.epilogue?.bias) module.storage('bias', 'f32', 'read');
   // A half y is written a u32 word (two elements) at a time.
-  lines.push(
-    y === 'f32'
-      ? bind(lines.length, 'y', o.vec, 'read_write')
-      : storage(lines.length, 'y', 'u32', 'read_write'),
-  );
-  if (o.epilogue?.z) lines.push(bind(lines.length, 'z', o.vec, 'read_write'));
-  lines.push(uniform(lines.length));
-  lines.push(halfFunctions(b));
-  if (a !== b) lines.push(halfFunctions(a));
-  return lines.join('\n');
+  module.storage('y', y === 'f32' ? f32Type(o.vec) : 'u32', 'read_write');
+  if (o.epilogue?.z) module.storage('z', f32Type(o.vec), 'read_write');
+  module.declare(halfFunctions(b));
+  if (a !== b) module.declare(halfFunctions(a));
+}
+
+/** How a tiled product stages one operand: global memory → registers → one of two workgroup buffers. */
+export interface TileStage {
+  /** WGSL: fills the registers with the operand's slice of K starting at `k0` (zero outside it). */
+  load(k0: string): string;
+  /** WGSL: stores the registers into the workgroup buffer starting at `buffer`. */
+  store(buffer: string): string;
+  /** Elements of one buffer in the workgroup array. */
+  readonly size: number;
+}
+
+/**
+ * WGSL: the K loop of the tiled products (the f32 tiles and the half
+ * subgroup-matrix tiles). The first BK slice of both operands is staged into
+ * buffer 0; each step then loads the next slice into registers, multiplies
+ * the current buffers (`multiply`, which reads them at offsets `ca` and
+ * `cb`), and stores the registers into the other buffers, one barrier per
+ * step. Reads [kBegin, kEnd) of `decodeWorkgroup`.
+ */
+export function doubleBufferedKLoop(a: TileStage, b: TileStage, bk: number, multiply: string): string {
+  return `${a.load('kBegin')}
+  ${b.load('kBegin')}
+  ${a.store('0u')}
+  ${b.store('0u')}
+  workgroupBarrier();
+  let steps = (kEnd - kBegin + ${bk - 1}u) / ${bk}u;
+  for (var s = 0u; s < steps; s++) {
+    let cur = s % 2u;
+    let next = s + 1u < steps;
+    if (next) {
+      let k0 = kBegin + (s + 1u) * ${bk}u;
+      ${a.load('k0')}
+      ${b.load('k0')}
+    }
+    let ca = cur * ${a.size}u;
+    let cb = cur * ${b.size}u;
+    ${multiply}
+    if (next) {
+      let na = ${a.size}u - ca;
+      let nb = ${b.size}u - cb;
+      ${a.store('na')}
+      ${b.store('nb')}
+    }
+    workgroupBarrier();
+  }`;
 }
 
 /** Pipeline-key part of b's storage: nothing for f32 (the keys f32 always had). */

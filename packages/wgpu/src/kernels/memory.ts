@@ -7,12 +7,11 @@ import {
   linearWorkgroup,
   type Operand,
   operandRange,
-  storage,
-  uniform,
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
-import { BUILTINS, elementGrid, WG } from './common.js';
+import { ShaderModule } from '../wgsl/module.js';
+import { elementGrid, WG } from './common.js';
 
 // Every dtype of this family is 32 bits wide and moving data never looks at
 // the values, so the shaders see all of them as u32 words: bit-exact for
@@ -40,19 +39,18 @@ function wordsShader(op: WordsOp, unit: 'vec4<u32>' | 'u32') {
   return {
     key: `memory/${op}/${unit === 'u32' ? 'u32' : 'vec4u32'}/wg${WG}`,
     kernel: op,
-    code: () => `
-${WORDS_PARAMS.wgsl}
-${
-  op === 'fill'
-    ? `${storage(0, 'y', unit, 'read_write')}\n${uniform(1)}`
-    : `${storage(0, 'x', unit, 'read')}\n${storage(1, 'y', unit, 'read_write')}\n${uniform(2)}`
-}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let i = params.start + (${linearWorkgroup}) * ${WG}u + lid.x;
+    code: () => {
+      const module = new ShaderModule().params(WORDS_PARAMS);
+      if (op === 'copy') module.storage('x', unit, 'read');
+      module.storage('y', unit, 'read_write');
+      return module.build(
+        undefined,
+        WG,
+        `  let i = params.start + (${linearWorkgroup}) * ${WG}u + lid.x;
   if (i >= params.n) { return; }
-  y[i] = ${op === 'fill' ? `${unit}(params.bits)` : 'x[i]'};
-}`,
+  y[i] = ${op === 'fill' ? `${unit}(params.bits)` : 'x[i]'};`,
+      );
+    },
   };
 }
 
@@ -144,15 +142,15 @@ const TRANSPOSE_PARAMS = paramLayout([
 const TRANSPOSE_SHADER = {
   key: `memory/transpose/u32/tile${TILE}x${ROWS}`,
   kernel: 'transpose',
-  code: () => `
-${TRANSPOSE_PARAMS.wgsl}
-${storage(0, 'x', 'u32', 'read')}
-${storage(1, 'y', 'u32', 'read_write')}
-${uniform(2)}
-var<workgroup> tile: array<u32, ${TILE * PITCH}>;
-@compute @workgroup_size(${TILE}, ${ROWS})
-fn main(${BUILTINS}) {
-  // No early return: every thread reaches the barrier.
+  code: () => {
+    const module = new ShaderModule().params(TRANSPOSE_PARAMS);
+    module.storage('x', 'u32', 'read');
+    module.storage('y', 'u32', 'read_write');
+    module.workgroupArray('tile', 'u32', TILE * PITCH);
+    return module.build(
+      undefined,
+      `${TILE}, ${ROWS}`,
+      `  // No early return: every thread reaches the barrier.
   let w = ${linearWorkgroup};
   let valid = w < params.tiles;
   let matrix = w / params.tilesPerMatrix;
@@ -176,8 +174,9 @@ fn main(${BUILTINS}) {
     if (valid && r < params.rows && c < params.cols) {
       y[base + c * params.rows + r] = tile[lid.x * ${PITCH}u + lid.y + j];
     }
-  }
-}`,
+  }`,
+    );
+  },
 };
 
 const transposeKernel = wgpuKernel(transpose, (encoder, { inputs, outputs }) => {

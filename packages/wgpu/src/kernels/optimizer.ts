@@ -17,8 +17,6 @@ import {
   type KernelEncoder,
   linearWorkgroup,
   type Operand,
-  storage,
-  uniform,
   wgpuKernel,
 } from '../kernel.js';
 import { type ParamLayout, type ParamType, paramLayout } from '../params.js';
@@ -35,7 +33,7 @@ import {
   unpackQuad,
 } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
-import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+import { elementGrid, elementIndex, WG } from './common.js';
 
 /** Threads of a grid of `WG`-thread workgroups. */
 function threadsOf(grid: readonly number[]): number {
@@ -89,27 +87,28 @@ function updateShader(decl: UpdateDecl, vec: boolean, grad: Storage = 'f32'): Sh
   return {
     key: `optimizer/${decl.name}/${vec ? 'vec4' : 'scalar'}${grad === 'f32' ? '' : `/grad-${grad}`}/wg${WG}`,
     kernel: decl.kernel,
-    code: () => `
-${decl.layout.wgsl}
-alias T = ${type};
-${ops.map(([name, access], b) => storage(b, `${name}_buf`, bindingOf(name), access)).join('\n')}
-${extra
-  .map((e) => (typeof e === 'string' ? [e, 'f32'] : e))
-  .map(([name, type], b) => storage(ops.length + b, name!, type!, 'read'))
-  .join('\n')}
-${uniform(ops.length + extra.length)}
-${decl.helpers ?? ''}
-${halfFunctions(grad)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  ${decl.prologue ?? ''}
+    code: () => {
+      const module = new ShaderModule().params(decl.layout);
+      module.declare(`alias T = ${type};`);
+      for (const [name, access] of ops) module.storage(`${name}_buf`, bindingOf(name), access);
+      for (const e of extra) {
+        const [name, type] = typeof e === 'string' ? [e, 'f32' as const] : e;
+        module.storage(name, type, 'read');
+      }
+      module.declare(decl.helpers ?? '');
+      module.declare(halfFunctions(grad));
+      return module.build(
+        undefined,
+        WG,
+        `  ${decl.prologue ?? ''}
   for (var i = params.base + (${linearWorkgroup}) * ${WG}u + lid.x; i < params.n; i += params.stride) {
 ${ops.map(([name]) => `    let ${name} = ${load(name)};`).join('\n')}
 ${written.map((name) => `    var ${name}_out: T;`).join('\n')}
     ${decl.body}
 ${written.map((name) => `    ${name}_buf[i] = ${name}_out;`).join('\n')}
-  }
-}`,
+  }`,
+      );
+    },
   };
 }
 
@@ -389,18 +388,17 @@ function sumsqShader(kernel: string, vec: boolean, x: Storage = 'f32'): ShaderSo
   return {
     key: `optimizer/${kernel}/sumsq/${vec ? 'vec4' : 'scalar'}${x === 'f32' ? '' : `/${x}`}/wg${WG}`,
     kernel,
-    code: () => `
-${SUMSQ_PARAMS.wgsl}
-${storage(0, 'xs', bindingType(x, false), 'read')}
-${storage(1, 'partials', 'f32', 'read_write')}
-${vec ? storage(2, 'x4', quadType(x), 'read') : ''}
-${uniform(vec ? 3 : 2)}
-var<workgroup> red: array<f32, ${WG}>;
-${halfFunctions(x)}
-
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let tid = lid.x;
+    code: () => {
+      const module = new ShaderModule().params(SUMSQ_PARAMS);
+      module.storage('xs', bindingType(x, false), 'read');
+      module.storage('partials', 'f32', 'read_write');
+      if (vec) module.storage('x4', quadType(x), 'read');
+      module.workgroupArray('red', 'f32', WG);
+      module.declare(halfFunctions(x));
+      return module.build(
+        undefined,
+        WG,
+        `  let tid = lid.x;
   let w = ${linearWorkgroup};
   let stride = params.threads;
   var i = w * ${WG}u + tid;
@@ -423,8 +421,9 @@ ${
 }
   red[tid] = total;
 ${TREE_SUM}
-  if (tid == 0u) { partials[params.base + w] = red[0]; }
-}`,
+  if (tid == 0u) { partials[params.base + w] = red[0]; }`,
+      );
+    },
   };
 }
 
@@ -432,16 +431,15 @@ ${TREE_SUM}
 const normShader = (kernel: string, withScale: boolean): ShaderSource => ({
   key: `optimizer/${kernel}/norm${withScale ? '-scale' : ''}/wg${WG}`,
   kernel,
-  code: () => `
-${NORM_PARAMS.wgsl}
-${storage(0, 'partials', 'f32', 'read_write')}
-${storage(1, 'norm', 'f32', 'read_write')}
-${uniform(2)}
-var<workgroup> red: array<f32, ${WG}>;
-
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let tid = lid.x;
+  code: () => {
+    const module = new ShaderModule().params(NORM_PARAMS);
+    module.storage('partials', 'f32', 'read_write');
+    module.storage('norm', 'f32', 'read_write');
+    module.workgroupArray('red', 'f32', WG);
+    return module.build(
+      undefined,
+      WG,
+      `  let tid = lid.x;
   var total = 0.0;
   for (var i = tid; i < params.count; i += ${WG}u) { total += partials[i]; }
   red[tid] = total;
@@ -456,8 +454,9 @@ ${TREE_SUM}
     partials[params.count] = select(1.0, params.maxNorm / denom, denom > params.maxNorm);`
         : ''
     }
-  }
-}`,
+  }`,
+    );
+  },
 });
 
 const SCALE: UpdateDecl = {
@@ -633,7 +632,7 @@ export function multiAdamwShader(
   grad: Storage = 'f32',
 ): ShaderSource {
   const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}${device.norm ? '/clip' : ''}`;
-  const extra: [string, string][] = [];
+  const extra: [string, 'i32' | 'f32'][] = [];
   if (device.step) extra.push(['stepAt', 'i32']);
   if (device.lr) extra.push(['lrAt', 'f32']);
   if (device.norm) extra.push(['normAt', 'f32']);
@@ -641,25 +640,21 @@ export function multiAdamwShader(
   return {
     key: `optimizer/multiTensorAdamw/slots${slots}/wg${WG}${at}${grad === 'f32' ? '' : `/grad-${grad}`}`,
     kernel: 'multiTensorAdamw',
-    code: () => `
-${multiLayout(slots).wgsl}
-${tensors
-  .map((s) =>
-    [
-      storage(4 * s, `p${s}`, 'f32', 'read_write'),
-      storage(4 * s + 1, `g${s}`, bindingType(grad, false), 'read'),
-      storage(4 * s + 2, `m${s}`, 'f32', 'read_write'),
-      storage(4 * s + 3, `v${s}`, 'f32', 'read_write'),
-    ].join('\n'),
-  )
-  .join('\n')}
-${extra.map(([name, type], b) => storage(4 * slots + b, name, type, 'read')).join('\n')}
-${uniform(4 * slots + extra.length)}
-${EXPM1}
-${halfFunctions(grad)}
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  let w = ${linearWorkgroup};
+    code: () => {
+      const module = new ShaderModule().params(multiLayout(slots));
+      for (const s of tensors) {
+        module.storage(`p${s}`, 'f32', 'read_write');
+        module.storage(`g${s}`, bindingType(grad, false), 'read');
+        module.storage(`m${s}`, 'f32', 'read_write');
+        module.storage(`v${s}`, 'f32', 'read_write');
+      }
+      for (const [name, type] of extra) module.storage(name, type, 'read');
+      module.declare(EXPM1);
+      module.declare(halfFunctions(grad));
+      return module.build(
+        undefined,
+        WG,
+        `  let w = ${linearWorkgroup};
   if (w >= params.workgroups) { return; }
   // The last tensor whose first workgroup is at most w.
   var slot = 0u;
@@ -703,8 +698,9 @@ ${tensors
   )
   .join('\n')}
     default: {}
-  }
-}`,
+  }`,
+      );
+    },
   };
 }
 

@@ -5,13 +5,11 @@ import {
   type KernelEncoder,
   linearWorkgroup,
   type Operand,
-  storage,
-  uniform,
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
-import { BUILTINS } from './common.js';
+import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { encodeQuantizedGemvF32 } from './quantizedGemv.js';
 
@@ -113,20 +111,22 @@ fn scale_of(i: u32) -> f32 { return float_of(scales[i >> select(1u, 0u, params.s
 ${offset}`;
 }
 
-/** Bindings in dispatch order: x, packed, scales, zeros (q4g32, q4g128), offsets (q4g32a), c, y, then the params. */
-function bindings(v: QuantShaderVariant, xType: string, packedType: string): string {
+/** Declares the params, then the bindings in dispatch order: x, packed, scales, zeros (q4g32, q4g128), offsets (q4g32a), c, y. */
+function declareBindings(
+  module: ShaderModule,
+  v: QuantShaderVariant,
+  xType: WgslType,
+  packedType: WgslType,
+): void {
   const layout = quantLayout(v.format, 1);
-  const names: [string, string, 'read' | 'read_write'][] = [
-    ['x', xType, 'read'],
-    ['packed', packedType, 'read'],
-    ['scales', 'u32', 'read'],
-    ...(layout.zeroPoints ? [['zeros', 'u32', 'read'] as [string, string, 'read']] : []),
-    ...(layout.offsets ? [['offsets', 'u32', 'read'] as [string, string, 'read']] : []),
-    ['c', 'f32', 'read'],
-    ['y', 'f32', 'read_write'],
-  ];
-  return `${names.map(([name, type, access], i) => storage(i, name, type, access)).join('\n')}
-${uniform(names.length)}`;
+  module.params(PARAMS);
+  module.storage('x', xType, 'read');
+  module.storage('packed', packedType, 'read');
+  module.storage('scales', 'u32', 'read');
+  if (layout.zeroPoints) module.storage('zeros', 'u32', 'read');
+  if (layout.offsets) module.storage('offsets', 'u32', 'read');
+  module.storage('c', 'f32', 'read');
+  module.storage('y', 'f32', 'read_write');
 }
 
 /** WGSL: y[index] = value (+ beta · c[index]). */
@@ -190,11 +190,11 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
   return {
     key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}/${v.format}`,
     kernel: quantizedMatmul.name,
-    code: () => `
-${PARAMS.wgsl}
-${bindings(v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>')}
-var<workgroup> xt: array<vec4<f32>, ${v.rows * tileUnits}>;
-${dequantFunctions(v)}
+    code: () => {
+      const module = new ShaderModule();
+      declareBindings(module, v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>');
+      module.workgroupArray('xt', 'vec4<f32>', v.rows * tileUnits);
+      module.declare(`${dequantFunctions(v)}
 ${xQuad}
 fn word_of(row: u32, chunks: u32, c: u32) -> vec4<u32> {
   if (c >= chunks) { return vec4<u32>(0u); }
@@ -209,11 +209,11 @@ fn group_scale(row: u32, chunks: u32, c: u32) -> f32 { return scale_of(row * par
     : ''
 }
 ${q4 ? 'fn group_zero(row: u32, chunks: u32, c: u32) -> vec4<f32> { return vec4<f32>(zero_of(row, group_of(chunks, c))); }' : ''}
-${offsets ? 'fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return offset_of(row * params.groups + group_of(chunks, c)); }' : ''}
-
-@compute @workgroup_size(${THREADS})
-fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
-  let wgi = ${linearWorkgroup};
+${offsets ? 'fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return offset_of(row * params.groups + group_of(chunks, c)); }' : ''}`);
+      return module.build(
+        undefined,
+        THREADS,
+        `  let wgi = ${linearWorkgroup};
   if (wgi >= params.tiles) { return; }
   let col = wgi * ${GROUPS}u + tid / ${LANES}u;
   let lane = tid % ${LANES}u;
@@ -267,8 +267,10 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
           `if (${r}u < params.m) { ${storeY(`${r}u * params.n + col`, grouped ? at(r) : `${at(r)} * rowScale`)} }`,
       )
       .join('\n    ')}
-  }
-}`,
+  }`,
+        '@builtin(local_invocation_index) tid: u32',
+      );
+    },
   };
 }
 
@@ -307,16 +309,16 @@ export function quantTileShader(v: QuantShaderVariant) {
   return {
     key: `quantized/tile64x64x32/${v.format}`,
     kernel: quantizedMatmul.name,
-    code: () => `
-${PARAMS.wgsl}
-${bindings(v, 'f32', 'u32')}
-var<workgroup> xs: array<vec4<f32>, ${(TILE_K * TILE) / 4}>;
-var<workgroup> ws: array<vec4<f32>, ${(TILE_K * TILE) / 4}>;
-${dequantFunctions(v)}
-
-@compute @workgroup_size(${THREADS})
-fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
-  let wgi = ${linearWorkgroup};
+    code: () => {
+      const module = new ShaderModule();
+      declareBindings(module, v, 'f32', 'u32');
+      module.workgroupArray('xs', 'vec4<f32>', (TILE_K * TILE) / 4);
+      module.workgroupArray('ws', 'vec4<f32>', (TILE_K * TILE) / 4);
+      module.declare(dequantFunctions(v));
+      return module.build(
+        undefined,
+        THREADS,
+        `  let wgi = ${linearWorkgroup};
   if (wgi >= params.tiles) { return; }
   let row0 = (wgi / params.tilesN) * ${TILE}u;
   let col0 = (wgi % params.tilesN) * ${TILE}u;
@@ -351,8 +353,10 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
       let col = col0 + tx * 4u + j;
       if (row < params.m && col < params.n) { ${storeY('row * params.n + col', 'acc[i][j]')} }
     }
-  }
-}`,
+  }`,
+        '@builtin(local_invocation_index) tid: u32',
+      );
+    },
   };
 }
 

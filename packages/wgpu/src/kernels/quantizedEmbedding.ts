@@ -1,8 +1,9 @@
 import { FLOAT, type QuantFormat, quantizedEmbedding, quantLayout } from '@rayo/core';
-import { type AnyWgpuKernel, storage, uniform, wgpuKernel } from '../kernel.js';
+import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { storageOf } from '../wgsl/half.js';
-import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+import { ShaderModule, type WgslType } from '../wgsl/module.js';
+import { elementGrid, elementIndex, WG } from './common.js';
 
 // quantizedEmbedding: y[r, :] = dequant(table)[ids[r], :] for a table in one
 // of core's quantized formats (quant/layout.ts has the bits), one invocation
@@ -28,12 +29,12 @@ const SCALE_KINDS = { f32: 0, f16: 1, bf16: 2 } as const;
 
 export function quantEmbeddingShader(format: QuantFormat) {
   const layout = quantLayout(format, 1);
-  const names: [string, string, 'read' | 'read_write'][] = [
+  const names: [string, WgslType, 'read' | 'read_write'][] = [
     ['ids', 'i32', 'read'],
     ['packed', 'u32', 'read'],
     ['scales', 'u32', 'read'],
-    ...(layout.zeroPoints ? [['zeros', 'u32', 'read'] as [string, string, 'read']] : []),
-    ...(layout.offsets ? [['offsets', 'u32', 'read'] as [string, string, 'read']] : []),
+    ...(layout.zeroPoints ? [['zeros', 'u32', 'read'] as [string, WgslType, 'read']] : []),
+    ...(layout.offsets ? [['offsets', 'u32', 'read'] as [string, WgslType, 'read']] : []),
     ['y', 'f32', 'read_write'],
   ];
   const code =
@@ -44,11 +45,10 @@ export function quantEmbeddingShader(format: QuantFormat) {
   return {
     key: `quantized/embedding/${format}/wg${WG}`,
     kernel: quantizedEmbedding.name,
-    code: () => `
-${PARAMS.wgsl}
-${names.map(([name, type, access], i) => storage(i, name, type, access)).join('\n')}
-${uniform(names.length)}
-var<private> nanBits: u32 = 0x7fc00000u;
+    code: () => {
+      const module = new ShaderModule().params(PARAMS);
+      for (const [name, type, access] of names) module.storage(name, type, access);
+      module.declare(`var<private> nanBits: u32 = 0x7fc00000u;
 // Element i of a float array stored as u32 words: f32, or a half of a word (f16, bf16).
 fn float_at(i: u32, word: u32) -> f32 {
   if (params.scaleKind == 0u) { return bitcast<f32>(word); }
@@ -56,11 +56,11 @@ fn float_at(i: u32, word: u32) -> f32 {
   if (params.scaleKind == 1u) { return unpack2x16float(half).x; }
   return bitcast<f32>(half << 16u);
 }
-fn word_index(i: u32) -> u32 { return select(i >> 1u, i, params.scaleKind == 0u); }
-
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  ${elementIndex('params.count')}
+fn word_index(i: u32) -> u32 { return select(i >> 1u, i, params.scaleKind == 0u); }`);
+      return module.build(
+        undefined,
+        WG,
+        `  ${elementIndex('params.count')}
   let id = bitcast<u32>(ids[i / params.dim]);
   if (id >= params.vocab) {
     y[i] = bitcast<f32>(nanBits);
@@ -73,8 +73,9 @@ fn main(${BUILTINS}) {
   let at = id * params.groups + g;
   let s = float_at(at, scales[word_index(at)]);
   let value = (${code} - ${zero}) * s;
-  y[i] = ${layout.offsets ? 'value - float_at(at, offsets[word_index(at)])' : 'value'};
-}`,
+  y[i] = ${layout.offsets ? 'value - float_at(at, offsets[word_index(at)])' : 'value'};`,
+      );
+    },
   };
 }
 

@@ -16,13 +16,12 @@ import {
   type KernelEncoder,
   linearWorkgroup,
   type Operand,
-  storage,
-  uniform,
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
-import { BUILTINS, WGSL_MATH } from './common.js';
+import { ShaderModule, type WgslType } from '../wgsl/module.js';
+import { WGSL_MATH } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 
 // The small-M quantized GEMV (M <= 4 rows of x; decoding has one), shaped
@@ -132,15 +131,15 @@ export function qgemvShader(v: QgemvShaderVariant) {
   const NV = P * C * R;
   const range = (n: number) => Array.from({ length: n }, (_, i) => i);
   const weights = range(P).map((p) => (p === 0 ? '' : '2'));
-  const wordType = V === 1 ? 'u32' : `vec${V}<u32>`;
-  const bindingNames: [string, string, 'read' | 'read_write'][] = [
+  const wordType: WgslType = V === 1 ? 'u32' : V === 2 ? 'vec2<u32>' : 'vec4<u32>';
+  const bindingNames: [string, WgslType, 'read' | 'read_write'][] = [
     ['x', v.vecX ? 'vec4<f32>' : 'f32', 'read'],
     ...weights.flatMap((w) => [
-      [`packed${w}`, wordType, 'read'] as [string, string, 'read'],
-      [`scales${w}`, 'u32', 'read'] as [string, string, 'read'],
-      ...(q4 ? [[`zeros${w}`, 'u32', 'read'] as [string, string, 'read']] : []),
+      [`packed${w}`, wordType, 'read'] as [string, WgslType, 'read'],
+      [`scales${w}`, 'u32', 'read'] as [string, WgslType, 'read'],
+      ...(q4 ? [[`zeros${w}`, 'u32', 'read'] as [string, WgslType, 'read']] : []),
     ]),
-    ...(v.pair ? [] : [['c', 'f32', 'read'] as [string, string, 'read']]),
+    ...(v.pair ? [] : [['c', 'f32', 'read'] as [string, WgslType, 'read']]),
     ['y', 'f32', 'read_write'],
   ];
   // Dequantization: a word's codes as vec4<f32> less their zero, the lowest first.
@@ -286,21 +285,21 @@ export function qgemvShader(v: QgemvShaderVariant) {
   return {
     key: `quantized/gemv/m${R}/c${C}w${V}/${v.vecX ? 'v4' : 'scalar'}/${v.pair ? 'gateup/' : ''}${v.format}`,
     kernel: v.pair ? quantizedGateUpSwiglu.name : 'quantizedMatmul',
-    code: () => `
-${PARAMS.wgsl}
-${bindingNames.map(([name, type, access], i) => storage(i, name, type, access)).join('\n')}
-${uniform(bindingNames.length)}
-var<workgroup> red: array<f32, ${Math.min(NV, BATCH) * THREADS}>;
-var<workgroup> tot: array<f32, ${WARPS * NV}>;
-${v.pair ? WGSL_MATH : ''}
-${dequant}
-${zeroFns}
-${scaleFns}
-${v.vecX ? '' : 'fn x_at(row: u32, k: u32) -> f32 { return select(0.0, x[row + min(k, params.k - 1u)], k < params.k); }'}
-
-@compute @workgroup_size(${THREADS})
-fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
-  let wgi = ${linearWorkgroup};
+    code: () => {
+      const module = new ShaderModule().params(PARAMS);
+      for (const [name, type, access] of bindingNames) module.storage(name, type, access);
+      module.workgroupArray('red', 'f32', Math.min(NV, BATCH) * THREADS);
+      module.workgroupArray('tot', 'f32', WARPS * NV);
+      if (v.pair) module.declare(WGSL_MATH);
+      module.declare(dequant).declare(zeroFns).declare(scaleFns);
+      if (!v.vecX)
+        module.declare(
+          'fn x_at(row: u32, k: u32) -> f32 { return select(0.0, x[row + min(k, params.k - 1u)], k < params.k); }',
+        );
+      return module.build(
+        undefined,
+        THREADS,
+        `  let wgi = ${linearWorkgroup};
   if (wgi >= params.tiles) { return; }
   let lane = tid % ${LANES}u;
   let warp = tid / ${LANES}u;
@@ -337,8 +336,10 @@ fn main(${BUILTINS}, @builtin(local_invocation_index) tid: u32) {
       .join('\n    ')}
     let index = row * params.n + col;
     y[index] = ${output};
-  }
-}`,
+  }`,
+        '@builtin(local_invocation_index) tid: u32',
+      );
+    },
   };
 }
 

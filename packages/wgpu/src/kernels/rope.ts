@@ -1,9 +1,9 @@
 import { FLOAT, isHalf, rope, UnsupportedOnBackendError } from '@rayo/core';
-import { type AnyWgpuKernel, storage, uniform, wgpuKernel } from '../kernel.js';
+import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { declareHalf, loadScalar } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
-import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
+import { elementGrid, elementIndex, WG } from './common.js';
 
 // One invocation per rotated pair. The angle position · theta^(−2i/headDim)
 // reaches thousands of radians, so it is never formed in f32: the frequency
@@ -103,18 +103,16 @@ function ropeShader(layout: RopeLayout, device: boolean) {
   return {
     key: `rope/rope/${layout}${device ? '/device' : ''}/wg${WG}`,
     kernel: 'rope',
-    code: () => `
-${PARAMS.wgsl}
-${storage(0, 'x', interleaved ? 'vec2<f32>' : 'f32', 'read')}
-${storage(1, 'y', interleaved ? 'vec2<f32>' : 'f32', 'read_write')}
-${device ? storage(2, 'offset', 'i32', 'read') : ''}
-${uniform(device ? 3 : 2)}
-
-${ROPE_ROTATION_WGSL}
-
-@compute @workgroup_size(${WG})
-fn main(${BUILTINS}) {
-  ${elementIndex('params.pairs')}
+    code: () => {
+      const module = new ShaderModule().params(PARAMS);
+      module.storage('x', interleaved ? 'vec2<f32>' : 'f32', 'read');
+      module.storage('y', interleaved ? 'vec2<f32>' : 'f32', 'read_write');
+      if (device) module.storage('offset', 'i32', 'read');
+      module.declare(ROPE_ROTATION_WGSL);
+      return module.build(
+        undefined,
+        WG,
+        `  ${elementIndex('params.pairs')}
   let pair = i % params.half;
   let rest = i / params.half; // s · heads + h
   let position = params.positionOffset${device ? ' + bitcast<u32>(offset[0])' : ''} + rest / params.heads;
@@ -131,8 +129,9 @@ ${
   let b = x[ib];
   y[ia] = a * c - b * s;
   y[ib] = a * s + b * c;`
-}
 }`,
+      );
+    },
   };
 }
 

@@ -41,6 +41,53 @@ describe('ShaderModule', () => {
   });
 });
 
+describe('ShaderModule declarations in binding order', () => {
+  it('puts the struct where params() is called and the uniform after the storage bindings', () => {
+    const module = new ShaderModule().params(PARAMS);
+    module.declare('alias T = f32;');
+    module.storage('x', 'f32', 'read');
+    module.storage('y', 'f32', 'read_write');
+    module.workgroupArray('red', 'f32', 64);
+    const code = module.build(undefined, 64, '  y[0] = x[0];');
+    const order = [
+      'struct Params',
+      'alias T = f32;',
+      '@group(0) @binding(0) var<storage, read> x: array<f32>;',
+      '@group(0) @binding(1) var<storage, read_write> y: array<f32>;',
+      '@group(0) @binding(2) var<uniform> params: Params;',
+      'var<workgroup> red: array<f32, 64>;',
+      '@compute @workgroup_size(64)',
+    ].map((text) => code.indexOf(text));
+    expect(order.every((at) => at >= 0)).toBe(true);
+    expect(order).toEqual([...order].sort((a, b) => a - b));
+    expect(() => module.build(PARAMS, 64, '')).toThrow(/params declared twice/);
+    expect(() => new ShaderModule().params(PARAMS).params(PARAMS)).toThrow(/params declared twice/);
+  });
+
+  it('writes the enables (f16 last unless asked for), diagnostics, workgroup variables and entry parameters', () => {
+    const module = new ShaderModule().enable('subgroups').enable('subgroups');
+    module.diagnostic('off', 'chromium.subgroup_matrix_uniformity');
+    module.workgroupArray('tile', 'f16', 32);
+    module.workgroupVar('flag', 'atomic<u32>');
+    const code = module.build(
+      undefined,
+      '16, 8',
+      '  let i = tid;',
+      '@builtin(local_invocation_index) tid: u32',
+    );
+    expect(
+      code.startsWith(
+        'enable subgroups;\nenable f16;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n',
+      ),
+    ).toBe(true);
+    expect(code).toContain('var<workgroup> flag: atomic<u32>;');
+    expect(code).toContain('@compute @workgroup_size(16, 8)');
+    expect(code).toContain(
+      'fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {',
+    );
+  });
+});
+
 describe('scalar types', () => {
   it('types literals through the scalar', () => {
     expect(literal('f32', 1)).toBe('1.0f');
