@@ -1,0 +1,132 @@
+import { InvalidArgumentError } from '@rayo/core';
+import { GgufFile, type GgufMetadata, metadataInteger, openNodeFile, SafetensorsFile } from '@rayo/train';
+
+/** A model on disk: a Hugging Face folder or a GGUF file, with what its headers say. */
+export type ModelFiles =
+  | {
+      readonly kind: 'huggingface';
+      readonly path: string;
+      /** `max_position_embeddings` of config.json, where it says. */
+      readonly contextLength: number | undefined;
+      readonly tensorsTotal: number;
+      readonly bytesTotal: number;
+    }
+  | {
+      readonly kind: 'gguf';
+      readonly path: string;
+      readonly metadata: GgufMetadata;
+      /** `<architecture>.context_length`, where the metadata says. */
+      readonly contextLength: number | undefined;
+      readonly tensorsTotal: number;
+      readonly bytesTotal: number;
+    };
+
+const KERNEL = 'TextModel.load';
+
+async function readJson(path: string): Promise<Record<string, unknown> | undefined> {
+  const { readFile } = await import('node:fs/promises');
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch (error) {
+    throw new InvalidArgumentError(`${path} is not JSON`, {
+      kernel: KERNEL,
+      argument: path,
+      expected: 'a JSON object',
+      actual: error instanceof Error ? error.message : String(error),
+    });
+  }
+}
+
+/** The tensors and bytes of the safetensors files of a folder (headers only). */
+async function safetensorsTotals(dir: string): Promise<{ tensors: number; bytes: number }> {
+  const { join } = await import('node:path');
+  const index = await readJson(join(dir, 'model.safetensors.index.json'));
+  const weightMap = (index?.weight_map ?? undefined) as Record<string, string> | undefined;
+  const files = weightMap ? [...new Set(Object.values(weightMap))] : ['model.safetensors'];
+  let tensors = 0;
+  let bytes = 0;
+  for (const name of files) {
+    let raw: Awaited<ReturnType<typeof openNodeFile>>;
+    try {
+      raw = await openNodeFile(join(dir, name));
+    } catch (error) {
+      // The loader names a missing weights file in its own words.
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw error;
+    }
+    try {
+      const file = await SafetensorsFile.open(raw);
+      for (const entry of file.entries.values()) {
+        tensors++;
+        bytes += entry.end - entry.begin;
+      }
+    } finally {
+      await raw.close();
+    }
+  }
+  return { tensors, bytes };
+}
+
+/**
+ * What `path` is: a folder (a Hugging Face model) or a `.gguf` file, with
+ * its context length and the tensors and bytes its weights hold, read from
+ * headers only. Anything else is an InvalidArgumentError that says what a
+ * model path must be.
+ */
+export async function inspectModelFiles(path: string): Promise<ModelFiles> {
+  const { stat } = await import('node:fs/promises');
+  const info = await stat(path).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return undefined;
+    throw error;
+  });
+  if (info?.isDirectory()) {
+    const { join } = await import('node:path');
+    const config = await readJson(join(path, 'config.json'));
+    const context = config?.max_position_embeddings;
+    const totals = await safetensorsTotals(path);
+    return {
+      kind: 'huggingface',
+      path,
+      contextLength: typeof context === 'number' ? context : undefined,
+      tensorsTotal: totals.tensors,
+      bytesTotal: totals.bytes,
+    };
+  }
+  if (info?.isFile() && path.endsWith('.gguf')) {
+    const file = await GgufFile.open(await openNodeFile(path));
+    try {
+      const arch = file.metadata.get('general.architecture');
+      const contextLength =
+        arch?.type === 'string' ? metadataInteger(file.metadata, `${arch.value}.context_length`) : undefined;
+      let bytes = 0;
+      for (const t of file.tensors.values()) bytes += t.byteLength;
+      return {
+        kind: 'gguf',
+        path,
+        metadata: file.metadata,
+        contextLength,
+        tensorsTotal: file.tensors.size,
+        bytesTotal: bytes,
+      };
+    } finally {
+      await file.close();
+    }
+  }
+  throw new InvalidArgumentError(
+    info ? 'the model path is neither a folder nor a .gguf file' : 'the model path does not exist',
+    {
+      kernel: KERNEL,
+      argument: path,
+      expected:
+        'a Hugging Face model folder (config.json, model.safetensors, tokenizer.json) or a .gguf file',
+      actual: info ? 'a file without the .gguf extension' : 'no such file or folder',
+    },
+  );
+}
