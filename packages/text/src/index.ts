@@ -6,6 +6,7 @@ export {
 } from './generation/generationConfig.js';
 export { StopStrings } from './generation/stopStrings.js';
 export { GGUF_TOKEN_TYPES, GGUF_TOKENIZER_MODELS, ggufTokenizerSource } from './gguf/ggufTokenizer.js';
+export { type GgufVocabularyOptions, ggufVocabulary } from './gguf/ggufVocabulary.js';
 export { byteLevelPreTokenizer, GGUF_PRE_TOKENIZERS } from './gguf/preTokenizers.js';
 export { sentencePieceMerges } from './gguf/sentencePieceMerges.js';
 export type { LoadProgress } from './model/loadProgress.js';

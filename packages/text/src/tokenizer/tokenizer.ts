@@ -19,6 +19,12 @@ export interface EncodeOptions {
 export interface DecodeOptions {
   /** Leaves special tokens (BOS, EOS, chat markers) out of the text. Default false. */
   readonly skipSpecialTokens?: boolean;
+  /**
+   * Removes the space before punctuation and contractions (" ." → ".",
+   * " n't" → "n't"), as transformers does. Default: the config's
+   * `clean_up_tokenization_spaces` (false when absent).
+   */
+  readonly cleanUpTokenizationSpaces?: boolean;
 }
 
 /** A parsed `tokenizer.json` (the Hugging Face tokenizers format): only its shape is checked here. */
@@ -104,10 +110,21 @@ export class Tokenizer {
     this.#settings = parseTokenizerConfig(name.replace(/tokenizer\.json$/, 'tokenizer_config.json'), config);
     try {
       // The library's clean-up default (true) is not transformers' (false): pass ours.
-      this.#hf = new HfTokenizer(tokenizer, {
-        ...config,
-        clean_up_tokenization_spaces: this.#settings.cleanUpTokenizationSpaces,
-      });
+      // Absent pipeline steps are null in a saved tokenizer.json; the library wants them present.
+      const steps = {
+        normalizer: null,
+        pre_tokenizer: null,
+        post_processor: null,
+        decoder: null,
+        added_tokens: [],
+      };
+      this.#hf = new HfTokenizer(
+        { ...steps, ...tokenizer },
+        {
+          ...config,
+          clean_up_tokenization_spaces: this.#settings.cleanUpTokenizationSpaces,
+        },
+      );
     } catch (error) {
       throw new InvalidArgumentError(`${name} could not be read by the tokenizer`, {
         kernel: KERNEL,
@@ -219,7 +236,11 @@ export class Tokenizer {
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
     this.checkIds('Tokenizer.decode', ids);
     if (ids.length === 0) return '';
-    return this.#hf.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false });
+    return this.#hf.decode([...ids], {
+      skip_special_tokens: options.skipSpecialTokens ?? false,
+      clean_up_tokenization_spaces:
+        options.cleanUpTokenizationSpaces ?? this.#settings.cleanUpTokenizationSpaces,
+    });
   }
 
   /** Throws an InvalidArgumentError naming the first id that is not in the vocabulary. */
