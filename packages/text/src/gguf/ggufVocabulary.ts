@@ -22,6 +22,30 @@ interface BpeModelJson {
 }
 
 /**
+ * SentencePiece scores that rank pieces as the file's merges do: a piece
+ * that merges make scores minus the rank of the first merge that makes it,
+ * so that the highest-scoring join is the merge BPE applies first; a piece
+ * no merge makes (a character) scores below every merged one; control,
+ * byte and added tokens score 0, as llama.cpp's converter writes them.
+ */
+function mergeScores(
+  tokens: readonly string[],
+  types: readonly number[],
+  merges: readonly (string | readonly [string, string])[],
+): number[] {
+  const firstRank = new Map<string, number>();
+  merges.forEach((m, rank) => {
+    const joined = typeof m === 'string' ? m.replace(' ', '') : m[0] + m[1];
+    if (!firstRank.has(joined)) firstRank.set(joined, rank);
+  });
+  return tokens.map((token, id) => {
+    if (types[id] !== GGUF_TOKEN_TYPES.normal) return 0;
+    const rank = firstRank.get(token);
+    return rank === undefined ? -(merges.length + id) : -rank;
+  });
+}
+
+/**
  * The GGUF `tokenizer.*` metadata of a Hugging Face tokenizer, laid out as
  * llama.cpp's `convert_hf_to_gguf.py` writes it: a byte-level BPE as `gpt2`
  * (tokens, token types, merges, `pre`), a SentencePiece-style BPE with byte
@@ -87,11 +111,7 @@ export function ggufVocabulary(
       ['tokenizer.ggml.tokens', { type: 'array', itemType: 'string', value: tokens }],
       [
         'tokenizer.ggml.scores',
-        {
-          type: 'array',
-          itemType: 'float32',
-          value: types.map((type, id) => (type === GGUF_TOKEN_TYPES.normal ? -id : 0)),
-        },
+        { type: 'array', itemType: 'float32', value: mergeScores(tokens, types, model.merges) },
       ],
       ['tokenizer.ggml.token_type', { type: 'array', itemType: 'int32', value: types }],
       ['tokenizer.ggml.add_space_prefix', { type: 'bool', value: spacePrefix }],
