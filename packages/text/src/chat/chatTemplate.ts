@@ -20,6 +20,21 @@ export interface ChatTemplateOptions {
 }
 
 const KERNEL = 'applyChatTemplate';
+/** The name `raise_exception` calls are renamed to, so that rayo's function (not the library's) runs. */
+const RAISE = '__rayo_raise_exception';
+
+/**
+ * Renames every `raise_exception` identifier of a parsed template: the
+ * library declares its own `raise_exception` (a plain Error) and refuses a
+ * second declaration, so the template is pointed at ours instead.
+ */
+function renameRaise(node: unknown, seen = new Set<unknown>()): void {
+  if (typeof node !== 'object' || node === null || seen.has(node)) return;
+  seen.add(node);
+  const n = node as { type?: unknown; value?: unknown };
+  if (n.type === 'Identifier' && n.value === 'raise_exception') n.value = RAISE;
+  for (const child of Object.values(node)) renameRaise(child, seen);
+}
 
 function checkMessages(messages: readonly ChatMessage[]): void {
   if (!Array.isArray(messages) || messages.length === 0) {
@@ -60,6 +75,7 @@ export class ChatTemplate {
     this.name = name;
     try {
       this.#template = new Template(source);
+      renameRaise(this.#template.parsed);
     } catch (error) {
       throw new InvalidArgumentError(`${name} is not a template this Jinja can read`, {
         kernel: 'ChatTemplate',
@@ -82,7 +98,7 @@ export class ChatTemplate {
         add_generation_prompt: options.addGenerationPrompt ?? true,
         bos_token: options.bosToken ?? '',
         eos_token: options.eosToken ?? '',
-        raise_exception: (message: unknown) => {
+        [RAISE]: (message: unknown) => {
           throw new InvalidArgumentError(`${name} refused the messages: ${String(message)}`, {
             kernel: KERNEL,
             argument: 'messages',

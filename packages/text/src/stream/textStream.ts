@@ -32,7 +32,10 @@ function commonPrefix(a: string, b: string): number {
  * the new ones) and emits what the window's text gained, so a decoder that
  * depends on context (SentencePiece's leading space, a byte sequence split
  * over tokens) gives the same text as decoding everything at once, at a cost
- * that does not grow with the length of the stream.
+ * that does not grow with the length of the stream. The clean-up of spaces
+ * some configs ask of `decode` (" ," → ",") is not applied: it rewrites
+ * text on both sides of a token boundary, and streamed text is already
+ * shown; a stream spells the text exactly as its tokens do.
  */
 export class TextStream {
   readonly #tokenizer: Tokenizer;
@@ -61,7 +64,10 @@ export class TextStream {
   }
 
   #decode(ids: readonly number[]): string {
-    return this.#tokenizer.decode(ids, { skipSpecialTokens: this.#skipSpecial });
+    return this.#tokenizer.decode(ids, {
+      skipSpecialTokens: this.#skipSpecial,
+      cleanUpTokenizationSpaces: false,
+    });
   }
 
   /** The text `id` adds (possibly empty). */
