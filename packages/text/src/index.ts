@@ -21,6 +21,11 @@ export {
   type TextModelLoadOptions,
 } from './model/textModel.js';
 export { TextStream, type TextStreamOptions } from './stream/textStream.js';
+export {
+  type CharacterTokenizerOptions,
+  characterTokenizerFiles,
+  type TokenizerFiles,
+} from './tokenizer/characterTokenizer.js';
 export { readHuggingFaceTokenizer } from './tokenizer/huggingFaceFolder.js';
 export {
   type DecodeOptions,
