@@ -3,7 +3,8 @@ import type { LoadProgress } from '@rayo/text';
 const WIDTH = 24;
 
 function gigabytes(bytes: number): string {
-  return bytes >= 1e9 ? `${(bytes / 1e9).toFixed(2)} GB` : `${(bytes / 1e6).toFixed(1)} MB`;
+  if (bytes >= 1e9) return `${(bytes / 1e9).toFixed(2)} GB`;
+  return bytes >= 1e6 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e3).toFixed(1)} kB`;
 }
 
 /**

@@ -17,7 +17,7 @@ Sampling (defaults: the model's generation_config.json, else greedy):
   -t, --temperature T       0 is greedy
       --top-k K             sample among the K most likely tokens
       --top-p P             sample among the most likely tokens that make up P
-      --seed N              seed of the sampler (default 0)
+      --seed N              seed of the sampler (default 0; in chat, each reply the next)
       --stop TEXT           end the reply before TEXT (repeatable)
 
 Output:

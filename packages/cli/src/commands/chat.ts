@@ -33,6 +33,7 @@ export async function chatCommand(args: readonly string[], io: CliIo): Promise<n
     const system: ChatMessage[] =
       options.system !== undefined ? [{ role: 'system', content: options.system }] : [];
     let messages: ChatMessage[] = [...system];
+    let replies = 0;
     const interactive = (io.stdin as { isTTY?: boolean }).isTTY === true;
     const rl = createInterface({ input: io.stdin, output: io.stdout, terminal: interactive });
     if (interactive)
@@ -66,6 +67,8 @@ export async function chatCommand(args: readonly string[], io: CliIo): Promise<n
           continue;
         }
         const turn: ChatMessage[] = [...messages, { role: 'user', content: line }];
+        // Each reply samples with the next seed, so that a sampled reply is not the last one again.
+        const seed = (options.seed ?? 0) + replies++;
         controller = new AbortController();
         try {
           const generation = model.generateText(turn, {
