@@ -73,6 +73,7 @@ export async function chatCommand(args: readonly string[], io: CliIo): Promise<n
         try {
           const generation = model.generateText(turn, {
             ...generationOptions(options),
+            seed,
             signal: controller.signal,
           });
           try {
