@@ -127,6 +127,13 @@ describe('Mistral (SentencePiece-style BPE with byte fallback)', () => {
     expect(t.encode('Hello world', { addSpecialTokens: false })).toEqual([22557, 1526]);
   });
 
+  it('adds one BOS before a text that itself starts with <s>', () => {
+    const t = tok(MISTRAL.name);
+    expect(t.encode('<s>')).toEqual([1, 1]);
+    expect(t.encode('<s>Hello</s>')).toEqual([1, 1, 22557, 2]);
+    expect(t.encode('<s>', { addSpecialTokens: false })).toEqual([1]);
+  });
+
   it('falls back to <0xXX> byte pieces (id 3 + byte) for characters outside the vocabulary', () => {
     const t = tok(MISTRAL.name);
     const text = '𝔘';

@@ -214,18 +214,21 @@ export class Tokenizer {
     const ids = this.#hf.encode(text, { add_special_tokens: addSpecial }).ids;
     if (!addSpecial) return ids;
     const { addBosToken, addEosToken } = this.#settings;
-    // An explicit add_bos_token / add_eos_token overrides what the post-processor adds.
+    if (addBosToken === undefined && addEosToken === undefined) return ids;
+    // An explicit add_bos_token / add_eos_token overrides what the post-processor adds: compare
+    // with the plain encoding to see what it added (the text itself may start with BOS).
+    const plain = this.#hf.encode(text, { add_special_tokens: false }).ids;
+    const same = (a: readonly number[], b: readonly number[]) =>
+      a.length === b.length && a.every((x, i) => x === b[i]);
     const bos = this.bosTokenId;
     if (bos !== undefined && addBosToken !== undefined) {
-      const plain = this.#hf.encode(text, { add_special_tokens: false }).ids;
-      const added = ids[0] === bos && plain[0] !== bos;
+      const added = ids[0] === bos && same(ids.slice(1, 1 + plain.length), plain);
       if (addBosToken && !added) ids.unshift(bos);
       if (!addBosToken && added) ids.shift();
     }
     const eos = this.eosTokenIds[0];
     if (eos !== undefined && addEosToken !== undefined) {
-      const plain = this.#hf.encode(text, { add_special_tokens: false }).ids;
-      const added = ids.at(-1) === eos && plain.at(-1) !== eos;
+      const added = ids.at(-1) === eos && same(ids.slice(ids.length - 1 - plain.length, -1), plain);
       if (addEosToken && !added) ids.push(eos);
       if (!addEosToken && added) ids.pop();
     }
