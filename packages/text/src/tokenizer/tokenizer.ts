@@ -101,6 +101,9 @@ export class Tokenizer {
   readonly #hf: HfTokenizer;
   readonly #settings: TokenizerSettings;
   readonly #templates = new Map<string, ChatTemplate>();
+  /** The ids `encode` puts before and after a text's own when it adds special tokens. */
+  readonly #prefix: readonly number[];
+  readonly #suffix: readonly number[];
 
   constructor(source: TokenizerSource) {
     const { name, tokenizer } = source;
@@ -162,6 +165,7 @@ export class Tokenizer {
     this.eosTokenIds = [
       ...new Set([...(eos === undefined ? [] : [eos]), ...(source.extraEosTokenIds ?? [])]),
     ];
+    [this.#prefix, this.#suffix] = this.#specialEnds();
     const templates = new Map(source.chatTemplates ?? []);
     // tokenizer_config.json's own templates win over the files beside it, as in transformers.
     for (const [key, template] of this.#settings.chatTemplates) templates.set(key, template);
@@ -190,6 +194,39 @@ export class Tokenizer {
     return new Tokenizer(ggufTokenizerSource(metadata, name));
   }
 
+  /**
+   * What the post-processor adds around a text (BOS, EOS, CLS/SEP: fixed
+   * ids, whatever the text), found by encoding a probe both ways, then made
+   * to follow `add_bos_token` / `add_eos_token` where the config sets them,
+   * as transformers does.
+   */
+  #specialEnds(): [number[], number[]] {
+    let prefix: number[] = [];
+    let suffix: number[] = [];
+    for (const probe of ['a', '0', 'x', '.', ' ']) {
+      const plain: number[] = this.#hf.encode(probe, { add_special_tokens: false }).ids;
+      if (plain.length === 0) continue;
+      const full: number[] = this.#hf.encode(probe, { add_special_tokens: true }).ids;
+      const at = full.findIndex((_, i) => plain.every((id, j) => full[i + j] === id));
+      if (at < 0) continue;
+      prefix = full.slice(0, at);
+      suffix = full.slice(at + plain.length);
+      break;
+    }
+    const { addBosToken, addEosToken } = this.#settings;
+    const bos = this.bosTokenId;
+    if (bos !== undefined && addBosToken !== undefined) {
+      if (addBosToken && prefix[0] !== bos) prefix.unshift(bos);
+      if (!addBosToken && prefix[0] === bos) prefix.shift();
+    }
+    const eos = this.eosTokenIds[0];
+    if (eos !== undefined && addEosToken !== undefined) {
+      if (addEosToken && suffix.at(-1) !== eos) suffix.push(eos);
+      if (!addEosToken && suffix.at(-1) === eos) suffix.pop();
+    }
+    return [prefix, suffix];
+  }
+
   /** The id of a token string (added tokens included), or undefined. */
   tokenToId(token: string): number | undefined {
     return this.#hf.token_to_id(token);
@@ -210,29 +247,9 @@ export class Tokenizer {
         actual: typeof text,
       });
     }
-    const addSpecial = options.addSpecialTokens ?? true;
-    const ids = this.#hf.encode(text, { add_special_tokens: addSpecial }).ids;
-    if (!addSpecial) return ids;
-    const { addBosToken, addEosToken } = this.#settings;
-    if (addBosToken === undefined && addEosToken === undefined) return ids;
-    // An explicit add_bos_token / add_eos_token overrides what the post-processor adds: compare
-    // with the plain encoding to see what it added (the text itself may start with BOS).
     const plain = this.#hf.encode(text, { add_special_tokens: false }).ids;
-    const same = (a: readonly number[], b: readonly number[]) =>
-      a.length === b.length && a.every((x, i) => x === b[i]);
-    const bos = this.bosTokenId;
-    if (bos !== undefined && addBosToken !== undefined) {
-      const added = ids[0] === bos && same(ids.slice(1, 1 + plain.length), plain);
-      if (addBosToken && !added) ids.unshift(bos);
-      if (!addBosToken && added) ids.shift();
-    }
-    const eos = this.eosTokenIds[0];
-    if (eos !== undefined && addEosToken !== undefined) {
-      const added = ids.at(-1) === eos && same(ids.slice(ids.length - 1 - plain.length, -1), plain);
-      if (addEosToken && !added) ids.push(eos);
-      if (!addEosToken && added) ids.pop();
-    }
-    return ids;
+    if (!(options.addSpecialTokens ?? true)) return plain;
+    return [...this.#prefix, ...plain, ...this.#suffix];
   }
 
   /** The text of `ids` (every id checked against the vocabulary). */
