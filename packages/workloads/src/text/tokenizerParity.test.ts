@@ -49,7 +49,7 @@ describe('tokenizerParity', () => {
   it.each(PARITY_VOCABULARIES.map((v) => [v.name, v] as const))(
     '%s: rayo, its GGUF layout and @lenml/tokenizers agree on the corpus, and decoding returns the text',
     async (_name, vocabulary) => {
-      const result = await tokenizerParity(vocabulary, dir, 9, 120);
+      const result = await tokenizerParity(vocabulary, join(dir, vocabulary.name), 9, 120);
       expect(result.strings).toHaveLength(120);
       for (const s of result.strings) {
         expect(s.ggufIds, s.text).toEqual(s.ids);

@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import { TokenizerLoader } from '@lenml/tokenizers';
 import { ggufVocabulary, readHuggingFaceTokenizer, Tokenizer } from '@rayo/text';
 import { tokenizerCorpus } from './corpus.js';
@@ -50,14 +49,13 @@ const CONVERSATIONS = [
   ],
 ];
 
-/** Encodes and decodes `count` strings of the seeded corpus with one vocabulary. */
+/** Encodes and decodes `count` strings of the seeded corpus with one vocabulary, read from `folder`. */
 export async function tokenizerParity(
   vocabulary: ParityVocabulary,
-  dir: string,
+  folder: string,
   seed: number,
   count: number,
 ): Promise<ParityVocabularyResult> {
-  const folder = join(dir, vocabulary.name);
   const source = await readHuggingFaceTokenizer(folder);
   const tokenizer = new Tokenizer(source);
   const gguf = Tokenizer.fromGguf(

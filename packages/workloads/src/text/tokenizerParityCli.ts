@@ -1,4 +1,6 @@
+import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -15,7 +17,8 @@ const USAGE = `Usage: tokenizer-parity --vocabularies DIR [--out FILE] [--count 
 
   --vocabularies DIR   a folder with one subfolder per vocabulary (${PARITY_VOCABULARIES.map((v) => v.name).join(', ')}),
                        each holding tokenizer.json and tokenizer_config.json
-                       (default: tokenizers/ beside this program)
+                       (default: tokenizers/ beside this program, as a bundle has it,
+                       else the models/ folders of the packages that ship them)
   --out FILE           where the JSON goes (default tokenizer-parity.json)
   --count N            strings per vocabulary (default 2000)
   --seed N             the corpus seed (default 1)
@@ -37,12 +40,23 @@ async function main(argv: readonly string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const dir = values.vocabularies ?? join(dirname(fileURLToPath(import.meta.url)), 'tokenizers');
+  const beside = join(dirname(fileURLToPath(import.meta.url)), 'tokenizers');
+  const folderOf = (name: string, packageName: string) => {
+    if (values.vocabularies !== undefined) return join(values.vocabularies, name);
+    if (existsSync(join(beside, name))) return join(beside, name);
+    // The packages export no package.json; their entry lies in dist/, beside models/.
+    return join(dirname(createRequire(import.meta.url).resolve(packageName)), '..', 'models');
+  };
   const count = Number(values.count);
   const seed = Number(values.seed);
   const results = [];
   for (const vocabulary of PARITY_VOCABULARIES) {
-    const result = await tokenizerParity(vocabulary, dir, seed, count);
+    const result = await tokenizerParity(
+      vocabulary,
+      folderOf(vocabulary.name, vocabulary.packageName),
+      seed,
+      count,
+    );
     const mb = result.characters / 1e6;
     console.log(
       `${vocabulary.name}: ${result.strings.length} strings, ${result.chats.length} chats; encode ` +
