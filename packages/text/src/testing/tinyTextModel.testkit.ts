@@ -1,4 +1,4 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -36,6 +36,7 @@ export interface TinyTextModelOptions {
 export async function writeTinyTextModel(options: TinyTextModelOptions = {}): Promise<string> {
   const config = tinyLlamaConfig({ max_position_embeddings: 256 });
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'rayo-tiny-text-')));
+  await mkdir(dir, { recursive: true });
   await writeTinyLlama(config, tinyLlamaWeights(config, options.seed ?? 3), { dir });
   if (!options.withoutTokenizer) {
     const files = characterTokenizerFiles(TINY_CHARACTERS, {
