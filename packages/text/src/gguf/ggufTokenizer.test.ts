@@ -20,15 +20,19 @@ afterAll(() => rm(dir, { recursive: true, force: true }));
 describe.each(TEST_VOCABULARIES.map((v) => [v.name, v] as const))(
   '%s as a GGUF vocabulary',
   (name, vocabulary) => {
-    it('encodes and decodes as its tokenizer.json does, read back from a .gguf file', async () => {
+    it('encodes and decodes as its tokenizer.json does (the Mistral one read back from a .gguf file)', async () => {
       const source = await readHuggingFaceTokenizer(vocabulary.dir);
       const fromJson = new Tokenizer(source);
-      const path = join(dir, `${name}.gguf`);
-      await writeGgufFile(path, {
-        metadata: ggufVocabulary(source, vocabulary.pre ? { pre: vocabulary.pre } : {}),
-        tensors: [],
-      });
-      const fromGguf = await Tokenizer.load(path);
+      const metadata = ggufVocabulary(source, vocabulary.pre ? { pre: vocabulary.pre } : {});
+      let fromGguf: Tokenizer;
+      if (name === MISTRAL.name) {
+        // Through the file: the writer's and reader's view of every key (the larger vocabularies stay in memory).
+        const path = join(dir, `${name}.gguf`);
+        await writeGgufFile(path, { metadata, tensors: [] });
+        fromGguf = await Tokenizer.load(path);
+      } else {
+        fromGguf = Tokenizer.fromGguf(new Map(metadata), `${name}.gguf`);
+      }
       expect(fromGguf.vocabSize).toBe(fromJson.vocabSize);
       expect(fromGguf.bosTokenId).toBe(fromJson.bosTokenId);
       expect(fromGguf.eosTokenIds).toEqual(fromJson.eosTokenIds);
@@ -67,8 +71,8 @@ describe('SentencePiece merges from scores', () => {
     const rebuilt = sentencePieceMerges(tokens, scores, normal).map(([a, b]) => `${a} ${b}`);
     const firsts = (list: string[]) => [...new Set(list.map((m) => m.replace(' ', '')))];
     expect(firsts(rebuilt)).toEqual(firsts(file));
-    expect(new Set(rebuilt).size).toBeGreaterThanOrEqual(new Set(file).size);
-    expect(file.filter((m) => !rebuilt.includes(m))).toEqual([]);
+    const rebuiltSet = new Set(rebuilt);
+    expect(file.filter((m) => !rebuiltSet.has(m))).toEqual([]);
   });
 
   it('join the highest-scoring piece first, its splits ordered by their halves', () => {
