@@ -16,6 +16,7 @@ export class LoadProgressBar {
   readonly #label: string;
   readonly #started = performance.now();
   #drawn = false;
+  #linesWritten = new Set<string>();
 
   constructor(stream: NodeJS.WritableStream & { readonly isTTY?: boolean }, label: string) {
     this.#stream = stream;
@@ -36,8 +37,13 @@ export class LoadProgressBar {
     if (this.#stream.isTTY) {
       this.#stream.write(`\r\x1b[2K${line}`);
       this.#drawn = true;
-    } else if (p.tensorsLoaded === 0 || p.tensorsLoaded === p.tensorsTotal) {
-      this.#stream.write(`${line}\n`);
+    } else {
+      // A log gets the start and the end, once each.
+      const stage = p.tensorsLoaded === 0 ? 'start' : p.tensorsLoaded === p.tensorsTotal ? 'end' : undefined;
+      if (stage && !this.#linesWritten.has(stage)) {
+        this.#linesWritten.add(stage);
+        this.#stream.write(`${line}\n`);
+      }
     }
   }
 

@@ -1,25 +1,31 @@
 import { InvalidArgumentError } from '@rayo/core';
 import { GgufFile, type GgufMetadata, metadataInteger, openNodeFile, SafetensorsFile } from '@rayo/train';
 
+/** Where each tensor's bytes lie in the files of a model, by resolved file path. */
+export type TensorLayout = ReadonlyMap<string, readonly { readonly start: number; readonly end: number }[]>;
+
+interface ModelFileTotals {
+  readonly tensorsTotal: number;
+  readonly bytesTotal: number;
+  /** Each file's tensors as absolute byte ranges, sorted by start. */
+  readonly layout: TensorLayout;
+}
+
 /** A model on disk: a Hugging Face folder or a GGUF file, with what its headers say. */
 export type ModelFiles =
-  | {
+  | (ModelFileTotals & {
       readonly kind: 'huggingface';
       readonly path: string;
       /** `max_position_embeddings` of config.json, where it says. */
       readonly contextLength: number | undefined;
-      readonly tensorsTotal: number;
-      readonly bytesTotal: number;
-    }
-  | {
+    })
+  | (ModelFileTotals & {
       readonly kind: 'gguf';
       readonly path: string;
       readonly metadata: GgufMetadata;
       /** `<architecture>.context_length`, where the metadata says. */
       readonly contextLength: number | undefined;
-      readonly tensorsTotal: number;
-      readonly bytesTotal: number;
-    };
+    });
 
 const KERNEL = 'TextModel.load';
 
@@ -44,14 +50,19 @@ async function readJson(path: string): Promise<Record<string, unknown> | undefin
   }
 }
 
+function sortedLayout(entries: [string, { start: number; end: number }[]][]): TensorLayout {
+  return new Map(entries.map(([file, ranges]) => [file, ranges.sort((a, b) => a.start - b.start)]));
+}
+
 /** The tensors and bytes of the safetensors files of a folder (headers only). */
-async function safetensorsTotals(dir: string): Promise<{ tensors: number; bytes: number }> {
-  const { join } = await import('node:path');
+async function safetensorsTotals(dir: string): Promise<ModelFileTotals> {
+  const { join, resolve } = await import('node:path');
   const index = await readJson(join(dir, 'model.safetensors.index.json'));
   const weightMap = (index?.weight_map ?? undefined) as Record<string, string> | undefined;
   const files = weightMap ? [...new Set(Object.values(weightMap))] : ['model.safetensors'];
   let tensors = 0;
   let bytes = 0;
+  const layout: [string, { start: number; end: number }[]][] = [];
   for (const name of files) {
     let raw: Awaited<ReturnType<typeof openNodeFile>>;
     try {
@@ -63,15 +74,18 @@ async function safetensorsTotals(dir: string): Promise<{ tensors: number; bytes:
     }
     try {
       const file = await SafetensorsFile.open(raw);
+      const ranges: { start: number; end: number }[] = [];
       for (const entry of file.entries.values()) {
         tensors++;
         bytes += entry.end - entry.begin;
+        ranges.push({ start: file.header.dataStart + entry.begin, end: file.header.dataStart + entry.end });
       }
+      layout.push([resolve(join(dir, name)), ranges]);
     } finally {
       await raw.close();
     }
   }
-  return { tensors, bytes };
+  return { tensorsTotal: tensors, bytesTotal: bytes, layout: sortedLayout(layout) };
 }
 
 /**
@@ -90,13 +104,11 @@ export async function inspectModelFiles(path: string): Promise<ModelFiles> {
     const { join } = await import('node:path');
     const config = await readJson(join(path, 'config.json'));
     const context = config?.max_position_embeddings;
-    const totals = await safetensorsTotals(path);
     return {
       kind: 'huggingface',
       path,
       contextLength: typeof context === 'number' ? context : undefined,
-      tensorsTotal: totals.tensors,
-      bytesTotal: totals.bytes,
+      ...(await safetensorsTotals(path)),
     };
   }
   if (info?.isFile() && path.endsWith('.gguf')) {
@@ -106,7 +118,12 @@ export async function inspectModelFiles(path: string): Promise<ModelFiles> {
       const contextLength =
         arch?.type === 'string' ? metadataInteger(file.metadata, `${arch.value}.context_length`) : undefined;
       let bytes = 0;
-      for (const t of file.tensors.values()) bytes += t.byteLength;
+      const ranges: { start: number; end: number }[] = [];
+      for (const t of file.tensors.values()) {
+        bytes += t.byteLength;
+        ranges.push({ start: file.dataStart + t.offset, end: file.dataStart + t.offset + t.byteLength });
+      }
+      const { resolve } = await import('node:path');
       return {
         kind: 'gguf',
         path,
@@ -114,6 +131,7 @@ export async function inspectModelFiles(path: string): Promise<ModelFiles> {
         contextLength,
         tensorsTotal: file.tensors.size,
         bytesTotal: bytes,
+        layout: sortedLayout([[resolve(path), ranges]]),
       };
     } finally {
       await file.close();

@@ -225,7 +225,10 @@ describe('TextModel from a GGUF file', () => {
       llamaToGguf(parseLlamaConfig(config), weights, { metadata: ggufVocabulary(source) }),
     );
     const fromFolder = await TextModel.load(backend, dir);
-    const fromGguf = await TextModel.load(backend, path);
+    const progress: LoadProgress[] = [];
+    const fromGguf = await TextModel.load(backend, path, { onProgress: (p) => progress.push(p) });
+    expect(progress.at(-2)).toEqual(progress.at(-1));
+    expect(progress.at(-1)).toMatchObject({ tensorsLoaded: 21, tensorsTotal: 21 });
     try {
       expect(fromGguf.model.maxSequence).toBe(64);
       const prompt = 'Once upon a time';

@@ -15,6 +15,7 @@ import { readHuggingFaceTokenizer } from '../tokenizer/huggingFaceFolder.js';
 import { Tokenizer } from '../tokenizer/tokenizer.js';
 import type { LoadProgress } from './loadProgress.js';
 import { inspectModelFiles } from './modelFiles.js';
+import { progressFiles } from './progressFiles.js';
 
 /** The cache length used when none is asked for: the model's context, at most this. */
 export const DEFAULT_MAX_SEQUENCE = 2048;
@@ -36,7 +37,11 @@ export interface TextModelLoadOptions {
    * go onto core's quantized formats), so this is refused for one.
    */
   readonly weightFormat?: LlamaWeightFormat;
-  /** Called as the weights load. */
+  /**
+   * Called as the weights load: with nothing loaded first, after each read
+   * of tensor data (bytes so far, tensors whose last byte was read), and
+   * with everything loaded at the end.
+   */
   readonly onProgress?: (progress: LoadProgress) => void;
 }
 
@@ -151,8 +156,13 @@ export class TextModel {
       options.maxSequence ?? Math.min(files.contextLength ?? DEFAULT_MAX_SEQUENCE, DEFAULT_MAX_SEQUENCE);
     const { tensorsTotal, bytesTotal } = files;
     options.onProgress?.({ tensorsLoaded: 0, tensorsTotal, bytesLoaded: 0, bytesTotal });
+    // Progress comes from the reads of the loader's files (see progressFiles).
+    const openFile = options.onProgress
+      ? progressFiles(files.layout, { tensorsTotal, bytesTotal }, options.onProgress)
+      : undefined;
     const common = {
       maxSequence,
+      ...(openFile ? { openFile } : {}),
       ...(options.weightDtype !== undefined ? { weightDtype: options.weightDtype } : {}),
       ...(options.kvCacheDtype !== undefined ? { kvCacheDtype: options.kvCacheDtype } : {}),
     };
