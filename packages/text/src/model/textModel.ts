@@ -147,6 +147,14 @@ export class TextModel {
   static async load(backend: Backend, path: string, options: TextModelLoadOptions = {}): Promise<TextModel> {
     checkMaxSequence(options.maxSequence);
     const files = await inspectModelFiles(path);
+    if (files.kind === 'gguf' && options.weightFormat !== undefined) {
+      throw new InvalidArgumentError('a GGUF file keeps the quantization it stores', {
+        kernel: 'TextModel.load',
+        argument: 'weightFormat',
+        expected: 'absent for a .gguf file (its quantized blocks are used as they are)',
+        actual: `'${options.weightFormat}'`,
+      });
+    }
     const tokenizer =
       files.kind === 'gguf'
         ? Tokenizer.fromGguf(files.metadata, path)
@@ -168,14 +176,6 @@ export class TextModel {
     };
     let model: LlamaModel;
     if (files.kind === 'gguf') {
-      if (options.weightFormat !== undefined) {
-        throw new InvalidArgumentError('a GGUF file keeps the quantization it stores', {
-          kernel: 'TextModel.load',
-          argument: 'weightFormat',
-          expected: 'absent for a .gguf file (its quantized blocks are used as they are)',
-          actual: `'${options.weightFormat}'`,
-        });
-      }
       model = await loadGgufLlama(backend, path, { ...common, repack: repackOntoCoreFormats });
     } else {
       const llamaOptions: LlamaLoadOptions = {
