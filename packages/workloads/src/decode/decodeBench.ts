@@ -2,12 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Backend, copy, isQuantFormat, probeBackends, QUANT_FORMATS } from '@rayo/core';
-import {
-  LlamaModel,
-  type LlamaQuantizationReport,
-  type LlamaWeightDType,
-  Rng,
-} from '@rayo/train';
+import { LlamaModel, type LlamaQuantizationReport, type LlamaWeightDType, Rng } from '@rayo/train';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import type { DecodeRun, DecodeSettings } from './decodeRun.js';
 import { type HostPhases, measureHostPhases } from './hostPhases.js';

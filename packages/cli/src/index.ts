@@ -1,0 +1,2 @@
+export type { CliIo } from './io.js';
+export { main } from './main.js';

