@@ -14,7 +14,8 @@ import { BUILTINS, elementGrid, elementIndex, WG } from './common.js';
 // [−π, π] (SwiftShader's are), far coarser than an f32 rotation. A position
 // offset held in a device tensor is read by the shader (and added to the
 // parameter, then 0), so a recorded batch replays at whatever position was
-// last written there.
+// last written there. A frequency table (scaled RoPE) replaces the power of
+// theta as the frequency; the rest is the same.
 
 const PARAMS = paramLayout([
   ['pairs', 'u32'],
