@@ -21,6 +21,7 @@ import type { QuantizedLlamaLayer } from '../models/llama/quantizedLayers.js';
 import {
   LAYER_TENSORS,
   LLAMA_PROJECTIONS,
+  layerShapes,
   type LlamaLayerWeights,
   type LlamaWeightDTypeChoice,
   type LlamaWeights,
@@ -239,9 +240,9 @@ export async function uploadGgufLlamaWeights(
   return {
     embedding,
     layers: Array.from({ length: config.numHiddenLayers }, (_, i) => {
-      const entries = Object.entries(LAYER_TENSORS).map(([key, suffix]) => [
+      const entries = (Object.keys(layerShapes(config)) as (keyof LlamaLayerWeights)[]).map((key) => [
         key,
-        get(`model.layers.${i}.${suffix}.weight`),
+        get(`model.layers.${i}.${LAYER_TENSORS[key]}`),
       ]);
       return Object.fromEntries(entries) as { [K in keyof LlamaLayerWeights]: GgufLlamaWeight };
     }),
@@ -368,7 +369,7 @@ function splitQuantizedProjections(weights: GgufLlamaWeights): {
   const layers = weights.layers.map((layer, i) => {
     const entries = LLAMA_PROJECTIONS.map((p) => {
       const w = layer[p]!;
-      const name = `model.layers.${i}.${LAYER_TENSORS[p]}.weight`;
+      const name = `model.layers.${i}.${LAYER_TENSORS[p]}`;
       if (isTensor(w)) {
         throw new DTypeError('a model takes all its projections quantized or none', {
           kernel: KERNEL,
