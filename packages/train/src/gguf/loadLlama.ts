@@ -7,6 +7,8 @@ import {
   QUANT_FORMATS,
   type QuantizedWeight,
   quantizedWeightOf,
+  RayoError,
+  ropeFrequencies,
   type Shape,
   ShapeError,
   shapesEqual,
@@ -15,22 +17,23 @@ import {
 import type { FloatDType } from '../checkpoint/floatWords.js';
 import { type OpenFile, openNodeFile } from '../checkpoint/randomAccessFile.js';
 import { checkLlamaBackend, fusedDecodeSupported } from '../models/llama/backendDtypes.js';
-import type { LlamaConfig } from '../models/llama/config.js';
+import { checkSlidingWindow, type LlamaConfig } from '../models/llama/config.js';
 import { LlamaModel, type LlamaModelOptions } from '../models/llama/model.js';
 import type { QuantizedLlamaLayer } from '../models/llama/quantizedLayers.js';
 import {
+  isVectorWeight,
   LAYER_TENSORS,
   LLAMA_PROJECTIONS,
-  layerShapes,
   type LlamaLayerWeights,
   type LlamaWeightDTypeChoice,
   type LlamaWeights,
+  layerShapes,
   llamaWeightShapes,
 } from '../models/llama/weights.js';
 import { isGgmlFloatType } from './ggmlTypes.js';
 import { floatDTypeOf, floatElements, GgufFile, type GgufTensorInfo } from './ggufFile.js';
 import { ggufLlamaConfig } from './llamaConfig.js';
-import { ggufNameOfHf, hfNameOfGguf, ropeHeadsOf } from './llamaNames.js';
+import { ggufNameOfHf, hfNameOfGguf, ROPE_FREQS, ropeHeadsOf } from './llamaNames.js';
 import { type GgufRepack, type RepackedWeight, refuseQuantized } from './repack.js';
 import { ggufRowsToHf } from './ropePermutation.js';
 
@@ -135,8 +138,8 @@ export function checkGgufLlamaTensors(
         actual: `${formatShape(info.shape)} (dims ${formatShape(info.dims)})`,
       });
     }
-    if (hfName.endsWith('norm.weight') && !isGgmlFloatType(info.type)) {
-      throw new DTypeError(`norm weight '${name}' is not a float tensor`, {
+    if (isVectorWeight(hfName) && !isGgmlFloatType(info.type)) {
+      throw new DTypeError(`norm or bias '${name}' is not a float tensor`, {
         kernel: KERNEL,
         argument: name,
         expected: 'F32, F16 or BF16',
@@ -147,17 +150,54 @@ export function checkGgufLlamaTensors(
   for (const name of tensors.keys()) {
     const hfName = hfNameOfGguf(name);
     if (hfName !== undefined && expected.has(hfName)) continue;
-    const why =
-      name === 'rope_freqs.weight'
-        ? 'scaled RoPE frequencies are not implemented'
-        : 'the file has a tensor a Llama decoder does not use';
-    throw new InvalidArgumentError(why, {
+    if (name === ROPE_FREQS && config.ropeScaling?.type === 'frequencyFactors') continue;
+    throw new InvalidArgumentError('the file has a tensor the decoder does not use', {
       kernel: KERNEL,
       argument: name,
-      expected: 'only llama.cpp Llama weight names (token_embd, blk.N.attn_*/ffn_*, output_norm, output)',
+      expected: `only the weights of this ${config.family} decoder (token_embd, blk.N.attn_*/ffn_*, output_norm, output${config.qkvBias ? ', attn_q/k/v biases' : ''}${config.qkNorm ? ', attn_q_norm/attn_k_norm' : ''}; rope_freqs)`,
       actual: name,
     });
   }
+}
+
+/**
+ * The config with llama.cpp's llama3 RoPE factors (`rope_freqs.weight`,
+ * F32 [headDim / 2]) as its scaling: frequency i divided by factor i.
+ */
+async function withRopeFactors(file: GgufFile, config: LlamaConfig): Promise<LlamaConfig> {
+  const info = file.tensors.get(ROPE_FREQS);
+  if (!info) return config;
+  const half = config.headDim / 2;
+  if (info.type !== 'F32' || !shapesEqual(info.shape, [half])) {
+    throw new ShapeError('the RoPE factors do not fit the head dimension', {
+      kernel: KERNEL,
+      argument: ROPE_FREQS,
+      expected: `F32 [${half}] (headDim / 2)`,
+      actual: `${info.type} ${formatShape(info.shape)}`,
+    });
+  }
+  if (config.ropeScaling) {
+    throw new InvalidArgumentError('the file scales RoPE twice', {
+      kernel: KERNEL,
+      argument: ROPE_FREQS,
+      expected: `no ${ROPE_FREQS} beside a rope.scaling.type`,
+      actual: `${ROPE_FREQS} and a ${config.ropeScaling.type} scaling`,
+    });
+  }
+  const factors = Array.from(await file.readFloat(ROPE_FREQS, 'f32'));
+  const scaled = { ...config, ropeScaling: { type: 'frequencyFactors', factors } } as const;
+  try {
+    ropeFrequencies(scaled.ropeTheta, scaled.headDim, scaled.ropeScaling);
+  } catch (error) {
+    if (!(error instanceof RayoError)) throw error;
+    throw new InvalidArgumentError('the RoPE factors are invalid', {
+      kernel: KERNEL,
+      argument: ROPE_FREQS,
+      expected: error.expected ?? 'factors >= 1',
+      actual: `${error.argument}: ${error.actual}`,
+    });
+  }
+  return scaled;
 }
 
 /**
@@ -171,7 +211,7 @@ export function ggufWeightDtype(
 ): FloatDType {
   let first: GgufTensorInfo | undefined;
   for (const hfName of llamaWeightShapes(config).keys()) {
-    if (hfName.endsWith('norm.weight')) continue;
+    if (isVectorWeight(hfName)) continue;
     const info = tensors.get(ggufNameOfHf(hfName)!)!;
     if (!isGgmlFloatType(info.type)) continue;
     first ??= info;
@@ -188,12 +228,15 @@ export function ggufWeightDtype(
   return first && isGgmlFloatType(first.type) ? floatDTypeOf(first.type) : 'f32';
 }
 
-/** Opens a GGUF file of the `llama` architecture: reads its header, maps its config, checks its tensors. */
+/**
+ * Opens a GGUF file of the `llama`, `qwen2` or `qwen3` architecture: reads
+ * its header (and llama3 RoPE factors), maps its config, checks its tensors.
+ */
 export async function openGgufLlama(path: string, options: GgufLlamaOpenOptions = {}): Promise<GgufLlama> {
   const raw = await (options.openFile ?? openNodeFile)(path);
   try {
     const file = await GgufFile.open(raw, options);
-    const config = ggufLlamaConfig(file.metadata, file.tensors);
+    const config = await withRopeFactors(file, ggufLlamaConfig(file.metadata, file.tensors));
     checkGgufLlamaTensors(config, file.tensors);
     return { file, config, close: () => raw.close() };
   } catch (error) {
@@ -224,7 +267,7 @@ export async function uploadGgufLlamaWeights(
     const heads = ropeHeadsOf(config, hfName);
     if (heads !== undefined) bytes = ggufRowsToHf(bytes, heads, shape[0]!, name);
     if (isGgmlFloatType(info.type)) {
-      const as = hfName.endsWith('norm.weight') ? 'f32' : dtype;
+      const as = isVectorWeight(hfName) ? 'f32' : dtype;
       return backend.upload(floatElements(info.type, bytes, as), shape, as);
     }
     return repack(backend, { name, weight: hfName, type: info.type, dims: info.dims, shape, bytes });
@@ -281,6 +324,7 @@ export async function loadGgufLlama(
 ): Promise<LlamaModel> {
   const gguf = await openGgufLlama(path, options);
   try {
+    checkSlidingWindow(gguf.config, options.maxSequence ?? gguf.config.maxPositionEmbeddings);
     const dtype = chosenDtype(options.weightDtype, gguf.config, gguf.file.tensors);
     const cacheDtype = options.kvCacheDtype ?? 'f32';
     checkLlamaBackend(
@@ -336,7 +380,7 @@ function splitQuantizedProjections(weights: GgufLlamaWeights): {
 } {
   const float = (w: GgufLlamaWeight, name: string): Tensor => {
     if (isTensor(w)) return w;
-    throw new DTypeError('norm weights must be float tensors', {
+    throw new DTypeError('norm weights and biases must be float tensors', {
       kernel: KERNEL,
       argument: name,
       expected: 'F32, F16 or BF16 in the file',
@@ -382,10 +426,18 @@ function splitQuantizedProjections(weights: GgufLlamaWeights): {
     });
     return Object.fromEntries(entries) as QuantizedLlamaLayer;
   });
-  const norms = weights.layers.map((l) => ({
-    inputNorm: float(l.inputNorm, 'attn_norm.weight'),
-    postAttentionNorm: float(l.postAttentionNorm, 'ffn_norm.weight'),
-  }));
+  // What stays dense beside quantized projections: the norms, and a family's biases and head norms.
+  const norms = weights.layers.map((l, i) => {
+    const vectors = Object.entries(l).filter(
+      ([key]) => !(LLAMA_PROJECTIONS as readonly string[]).includes(key),
+    );
+    return Object.fromEntries(
+      vectors.map(([key, w]) => [
+        key,
+        float(w!, ggufNameOfHf(`model.layers.${i}.${LAYER_TENSORS[key as keyof LlamaLayerWeights]}`)!),
+      ]),
+    ) as unknown as LlamaWeights['layers'][number];
+  });
   return {
     dense: { embedding, head, norm: weights.norm, layers: norms },
     quantized: { layers, ...ends },
