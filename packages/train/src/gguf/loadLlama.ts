@@ -18,6 +18,7 @@ import type { FloatDType } from '../checkpoint/floatWords.js';
 import { type OpenFile, openNodeFile } from '../checkpoint/randomAccessFile.js';
 import { checkLlamaBackend, fusedDecodeSupported } from '../models/llama/backendDtypes.js';
 import { checkSlidingWindow, type LlamaConfig } from '../models/llama/config.js';
+import { type LoadProgressCallback, LoadProgressCounter } from '../models/llama/loadProgress.js';
 import { LlamaModel, type LlamaModelOptions } from '../models/llama/model.js';
 import type { QuantizedLlamaLayer } from '../models/llama/quantizedLayers.js';
 import {
@@ -55,6 +56,8 @@ export interface GgufLlamaUploadOptions {
   readonly weightDtype?: LlamaWeightDTypeChoice;
   /** What a quantized tensor becomes on the device (default: `refuseQuantized`). */
   readonly repack?: GgufRepack;
+  /** Called after each tensor is uploaded (or repacked), with the tensors and stored bytes done and in all. */
+  readonly onProgress?: LoadProgressCallback;
 }
 
 export interface GgufLlamaLoadOptions
@@ -259,6 +262,9 @@ export async function uploadGgufLlamaWeights(
 ): Promise<GgufLlamaWeights> {
   const dtype = chosenDtype(options.weightDtype, config, file.tensors);
   const repack = options.repack ?? refuseQuantized;
+  const shapes = llamaWeightShapes(config);
+  const storedBytes = (hfName: string) => file.tensor(ggufNameOfHf(hfName)!).byteLength;
+  const progress = new LoadProgressCounter(options.onProgress, [...shapes.keys()].map(storedBytes));
   const named = new Map<string, GgufLlamaWeight>();
   const load = async (hfName: string, shape: Shape): Promise<GgufLlamaWeight> => {
     const name = ggufNameOfHf(hfName)!;
@@ -273,7 +279,10 @@ export async function uploadGgufLlamaWeights(
     return repack(backend, { name, weight: hfName, type: info.type, dims: info.dims, shape, bytes });
   };
   try {
-    for (const [hfName, shape] of llamaWeightShapes(config)) named.set(hfName, await load(hfName, shape));
+    for (const [hfName, shape] of shapes) {
+      named.set(hfName, await load(hfName, shape));
+      progress.uploaded(storedBytes(hfName));
+    }
   } catch (error) {
     for (const weight of named.values()) disposeWeight(weight);
     throw error;

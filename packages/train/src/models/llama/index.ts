@@ -7,6 +7,7 @@ export {
   type LlamaFamilyName,
   llamaFamily,
 } from './families.js';
+export { type LoadProgress, type LoadProgressCallback, LoadProgressCounter } from './loadProgress.js';
 export { type GenerateOptions, type LlamaLoadOptions, LlamaModel, type LlamaModelOptions } from './model.js';
 export {
   disposeQuantizedLayer,

@@ -37,6 +37,7 @@ import { ScratchRunner } from '../scratchRunner.js';
 import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
 import { type LlamaCheckpointOptions, openLlamaCheckpoint } from './checkpoint.js';
 import { checkSlidingWindow, type LlamaConfig } from './config.js';
+import type { LoadProgressCallback } from './loadProgress.js';
 import { quantizedGateUpCall } from './quantizedGateUp.js';
 import {
   checkWeightFormat,
@@ -126,6 +127,8 @@ export interface LlamaLoadOptions extends LlamaModelOptions, LlamaCheckpointOpti
    * covers the head with the projections.
    */
   readonly quantizeHead?: boolean;
+  /** Called after each tensor is uploaded, with the tensors and stored bytes done and in all. */
+  readonly onProgress?: LoadProgressCallback;
 }
 
 const FLOAT_DTYPES: readonly string[] = ['f32', 'f16', 'bf16'];
@@ -330,7 +333,13 @@ export class LlamaModel {
       const cacheDtype = options.kvCacheDtype ?? 'f32';
       const fused = options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype);
       checkLlamaBackend(backend, dtype, cacheDtype, fused);
-      let weights = await uploadLlamaWeights(backend, checkpoint.config, checkpoint.tensors, dtype);
+      let weights = await uploadLlamaWeights(
+        backend,
+        checkpoint.config,
+        checkpoint.tensors,
+        dtype,
+        options.onProgress,
+      );
       let quantized: LlamaModelOptions['quantized'];
       try {
         if (options.quantizeHead && options.weightFormat === undefined) {

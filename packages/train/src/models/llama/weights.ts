@@ -11,6 +11,7 @@ import {
 import type { FloatDType } from '../../checkpoint/floatWords.js';
 import { FLOAT_READABLE, readableAsFloat, type SafetensorsFile } from '../../checkpoint/safetensorsFile.js';
 import type { LlamaConfig } from './config.js';
+import { type LoadProgressCallback, LoadProgressCounter } from './loadProgress.js';
 
 /**
  * The dtype of a model's matrix weights (the projections, the head) and its
@@ -221,21 +222,32 @@ export function checkpointWeightDtype(
  * `files` maps each tensor name to the file that holds it. Matrices and the
  * embedding are uploaded in `weightDtype` (default: the checkpoint's; words
  * of that dtype go up as stored, other float formats are converted once on
- * the host, rounding to nearest even), norm weights in f32.
+ * the host, rounding to nearest even), norm weights and biases in f32.
+ * `onProgress` hears of each upload (see `LoadProgress`).
  */
 export async function uploadLlamaWeights(
   backend: Backend,
   config: LlamaConfig,
   files: ReadonlyMap<string, SafetensorsFile>,
   weightDtype: LlamaWeightDTypeChoice = 'checkpoint',
+  onProgress?: LoadProgressCallback,
 ): Promise<LlamaWeights> {
   checkLlamaTensors(config, files);
   const dtype = weightDtype === 'checkpoint' ? checkpointWeightDtype(config, files) : weightDtype;
+  const storedBytes = (name: string) => {
+    const entry = files.get(name)!.entries.get(name)!;
+    return entry.end - entry.begin;
+  };
+  const progress = new LoadProgressCounter(
+    onProgress,
+    [...llamaWeightShapes(config).keys()].map(storedBytes),
+  );
   const uploaded: Tensor[] = [];
   const load = async (name: string, shape: Shape): Promise<Tensor> => {
     const as = isVectorWeight(name) ? 'f32' : dtype;
     const tensor = backend.upload(await files.get(name)!.readAs(name, as), shape, as);
     uploaded.push(tensor);
+    progress.uploaded(storedBytes(name));
     return tensor;
   };
   try {
