@@ -7,8 +7,10 @@
 // first-names example), dp-bench.mjs (data-parallel training over NCCL on 1
 // and N GPUs, against PyTorch DDP), launch.mjs (one process per GPU for
 // any program), gemm-check.mjs (each cuda GEMM path checked and timed on
-// the GPU) and gguf-check.mjs (a Q4_K_M GGUF file decoded on each backend
-// with quantized weights, against its weights dequantized in f32), with the native `webgpu`
+// the GPU), gguf-check.mjs (a Q4_K_M GGUF file decoded on each backend
+// with quantized weights, against its weights dequantized in f32) and
+// family-parity.mjs (every model family's checkpoint written by transformers,
+// decoded by rayo on each backend against transformers' generate), with the native `webgpu`
 // and `koffi` packages left external and the PyTorch baseline scripts copied
 // beside them, with the Python module they share (rayo_torch.py), which they
 // import from their own folder.
@@ -34,6 +36,7 @@ const BASELINE_SCRIPTS = [
   'packages/workloads/baseline/torch_train_baseline.py',
   'packages/workloads/baseline/torch_decode_baseline.py',
   'packages/workloads/baseline/torch_ddp_baseline.py',
+  'packages/workloads/baseline/torch_family_parity.py',
 ];
 const RUNNER = './packages/core/src/testing/runner.ts';
 const FAULT_RUNNER = './packages/core/src/testing/faultRunner.ts';
@@ -46,12 +49,14 @@ const LAUNCH = './packages/train/src/distributed/launchCli.ts';
 const GEMM_CHECK = './packages/cuda-ptx/src/tools/gemmCheck.ts';
 const GEMM_SWEEP = './packages/cuda-ptx/src/tools/gemmSweep.ts';
 const GGUF_CHECK = './packages/workloads/src/decode/ggufCheckCli.ts';
+const FAMILY_PARITY = './packages/workloads/src/families/familyParityCli.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
 Writes bench.mjs, conformance.mjs, faults.mjs, train-bench.mjs,
-decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs, torch_baseline.py,
-torch_train_baseline.py, torch_decode_baseline.py, torch_ddp_baseline.py and
+decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs,
+family-parity.mjs, torch_baseline.py, torch_train_baseline.py, torch_decode_baseline.py,
+torch_ddp_baseline.py, torch_family_parity.py and
 the module they share, rayo_torch.py, into DIR
 (default: .device/app). Run them with 'node DIR/bench.mjs --help'.`;
 
@@ -127,6 +132,7 @@ function sources(providers, faultSuites) {
     'rayo-bundle:decode-bench': ["import 'rayo-bundle:register';", `import '${DECODE_BENCH}';`].join('\n'),
     'rayo-bundle:names': ["import 'rayo-bundle:register';", `import '${NAMES}';`].join('\n'),
     'rayo-bundle:gguf-check': ["import 'rayo-bundle:register';", `import '${GGUF_CHECK}';`].join('\n'),
+    'rayo-bundle:family-parity': ["import 'rayo-bundle:register';", `import '${FAMILY_PARITY}';`].join('\n'),
     // Data-parallel training on 1 and N GPUs; each rank is this program again, started by the launcher.
     'rayo-bundle:dp-bench': [
       `import { main } from '${DP_BENCH}';`,
@@ -161,7 +167,7 @@ function virtualModules(contents) {
       }));
       // The runner does its work on import; "sideEffects": false of its package must not drop it.
       b.onResolve(
-        { filter: /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli|ggufCheckCli)\.ts$/ },
+        { filter: /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli|ggufCheckCli|familyParityCli)\.ts$/ },
         (args) => ({
           path: resolve(args.resolveDir, args.path),
           sideEffects: true,
@@ -216,6 +222,7 @@ async function main() {
     'gemm-check',
     'gemm-sweep',
     'gguf-check',
+    'family-parity',
   ]) {
     const outfile = join(outdir, `${name}.mjs`);
     await build({
