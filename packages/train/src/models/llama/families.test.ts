@@ -115,3 +115,29 @@ describe.each(backends)('model families on %s', (_name, create) => {
     TIMEOUT,
   );
 });
+
+describe('quantized projections of a family with biases and head norms', () => {
+  it('decode steps equal the prefill of the same tokens, near the dense reference', async () => {
+    const backend = createCpuBackend();
+    try {
+      const config = FAMILY_CONFIGS.find(([label]) => label === 'Qwen3 with attention_bias')![1]();
+      const weights = tinyLlamaWeights(config, 77);
+      const dir = await writeTinyLlama(config, weights);
+      using model = await LlamaModel.load(backend, dir, { weightFormat: 'q8', maxSequence: 32 });
+      const vocab = config.vocab_size as number;
+      model.prefill(PROMPT).dispose();
+      using step = model.decode(CONTINUATION[0]!);
+      const got = (await step.read()) as Float32Array;
+      model.reset();
+      using all = model.prefill([...PROMPT, CONTINUATION[0]!]);
+      const prefilled = ((await all.read()) as Float32Array).subarray(PROMPT.length * vocab);
+      expect(maxAbsDiff(got, prefilled)).toBeLessThan(1e-3);
+      // int8 rows lose about 0.4% of each weight: the logits stay within a few hundredths of the dense ones.
+      const want = referenceLogits(config, weights, [...PROMPT, CONTINUATION[0]!]).at(-1)!;
+      const range = Math.max(...want) - Math.min(...want);
+      expect(maxAbsDiff(got, want)).toBeLessThan(0.02 * range);
+    } finally {
+      backend.dispose();
+    }
+  });
+});
