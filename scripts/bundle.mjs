@@ -167,7 +167,9 @@ function virtualModules(contents) {
       }));
       // The runner does its work on import; "sideEffects": false of its package must not drop it.
       b.onResolve(
-        { filter: /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli|ggufCheckCli|familyParityCli)\.ts$/ },
+        {
+          filter: /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli|ggufCheckCli|familyParityCli)\.ts$/,
+        },
         (args) => ({
           path: resolve(args.resolveDir, args.path),
           sideEffects: true,
