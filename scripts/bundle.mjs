@@ -7,8 +7,10 @@
 // first-names example), dp-bench.mjs (data-parallel training over NCCL on 1
 // and N GPUs, against PyTorch DDP), launch.mjs (one process per GPU for
 // any program), gemm-check.mjs (each cuda GEMM path checked and timed on
-// the GPU) and gguf-check.mjs (a Q4_K_M GGUF file decoded on each backend
-// with quantized weights, against its weights dequantized in f32) and
+// the GPU), gguf-check.mjs (a Q4_K_M GGUF file decoded on each backend
+// with quantized weights, against its weights dequantized in f32),
+// family-parity.mjs (every model family's checkpoint written by transformers,
+// decoded by rayo on each backend against transformers' generate) and
 // tokenizer-parity.mjs (rayo's tokenizers on a seeded corpus, for
 // tokenizer_parity.py to compare with transformers; the vocabularies it reads
 // are copied into tokenizers/ beside it), with the native `webgpu`
@@ -39,6 +41,7 @@ const BASELINE_SCRIPTS = [
   'packages/workloads/baseline/torch_decode_baseline.py',
   'packages/workloads/baseline/torch_ddp_baseline.py',
   'packages/workloads/baseline/tokenizer_parity.py',
+  'packages/workloads/baseline/torch_family_parity.py',
 ];
 // The vocabularies of tokenizer-parity (packages/workloads/src/text/parityVocabularies.ts): folder → package.
 const PARITY_VOCABULARIES = {
@@ -58,14 +61,16 @@ const GEMM_CHECK = './packages/cuda-tools/src/gemmCheck.ts';
 const GEMM_SWEEP = './packages/cuda-tools/src/gemmSweep.ts';
 const GGUF_CHECK = './packages/workloads/src/decode/ggufCheckCli.ts';
 const TOKENIZER_PARITY = './packages/workloads/src/text/tokenizerParityCli.ts';
+const FAMILY_PARITY = './packages/workloads/src/families/familyParityCli.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
 Writes bench.mjs, conformance.mjs, faults.mjs, train-bench.mjs,
 decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs,
-tokenizer-parity.mjs (with its vocabularies in tokenizers/), torch_baseline.py,
-torch_train_baseline.py, torch_decode_baseline.py, torch_ddp_baseline.py,
-tokenizer_parity.py and the module they share, rayo_torch.py, into DIR
+family-parity.mjs, tokenizer-parity.mjs (with its vocabularies in tokenizers/),
+torch_baseline.py, torch_train_baseline.py, torch_decode_baseline.py,
+torch_ddp_baseline.py, torch_family_parity.py, tokenizer_parity.py and the
+module they share, rayo_torch.py, into DIR
 (default: .device/app). Run them with 'node DIR/bench.mjs --help'.`;
 
 /** Options shared by every build: TypeScript sources through the "@rayo/source" export condition. */
@@ -142,6 +147,7 @@ function sources(providers, faultSuites) {
     'rayo-bundle:gguf-check': ["import 'rayo-bundle:register';", `import '${GGUF_CHECK}';`].join('\n'),
     // No backend: tokenizers only.
     'rayo-bundle:tokenizer-parity': `import '${TOKENIZER_PARITY}';`,
+    'rayo-bundle:family-parity': ["import 'rayo-bundle:register';", `import '${FAMILY_PARITY}';`].join('\n'),
     // Data-parallel training on 1 and N GPUs; each rank is this program again, started by the launcher.
     'rayo-bundle:dp-bench': [
       `import { main } from '${DP_BENCH}';`,
@@ -178,7 +184,7 @@ function virtualModules(contents) {
       b.onResolve(
         {
           filter:
-            /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli|ggufCheckCli|tokenizerParityCli)\.ts$/,
+            /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli|ggufCheckCli|tokenizerParityCli|familyParityCli)\.ts$/,
         },
         (args) => ({
           path: resolve(args.resolveDir, args.path),
@@ -235,6 +241,7 @@ async function main() {
     'gemm-sweep',
     'gguf-check',
     'tokenizer-parity',
+    'family-parity',
   ]) {
     const outfile = join(outdir, `${name}.mjs`);
     await build({

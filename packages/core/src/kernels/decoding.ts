@@ -3,6 +3,7 @@ import { defineKernel, deviceAttribute, runReference } from '../kernel.js';
 import { formatShape, shapesEqual, sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
 import { rope } from './rope.js';
+import { checkFrequencies, FREQUENCIES_INPUT } from './ropeFrequencies.js';
 import { bytesOf, CACHES, FLOAT } from './vocabulary.js';
 
 const FAMILY = 'decoding';
@@ -225,7 +226,7 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
   name: 'ropeKvScatter',
   family: FAMILY,
   summary:
-    'rope(q) returned; rope(k) and v written into kCache and vCache at rows position … position + T − 1, in place',
+    'rope(q) returned; rope(k) and v written into kCache and vCache at rows position … position + T − 1, in place (frequencies: scaled RoPE)',
   inputs: [
     { name: 'q', dtypes: FLOAT, doc: '[T, heads, headDim], headDim even' },
     { name: 'k', dtypes: FLOAT, doc: '[T, kvHeads, headDim] or [T, kvHeads·headDim]' },
@@ -249,17 +250,19 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
       attribute: 'position',
       doc: '[1]: the position and cache row of the first token, read on the device (instead of the attribute) so that a recorded step replays at a new position; a value past maxSeq − T writes nothing outside the caches and leaves which rows change and the returned q unspecified',
     },
+    FREQUENCIES_INPUT,
   ],
   attributes: {
     position: { kind: 'number', integer: true, min: 0, doc: 'position and cache row of the first token' },
     theta: rope.attributes.theta,
     layout: rope.attributes.layout,
   },
-  infer([q, k, v, kCache, vCache, positionTensor], { position }) {
+  infer([q, k, v, kCache, vCache, positionTensor, frequencies], { position }) {
     const check = new ArgCheck('ropeKvScatter');
     check.rank('q', q!, 3, '[T, heads, headDim]');
     const [tokens, , headDim] = q!.shape as [number, number, number];
     check.shape(headDim % 2 === 0, 'q', 'headDim must be even', 'an even last dimension', q!.shape);
+    if (frequencies) checkFrequencies(check, frequencies.shape, headDim);
     check.rank('kCache', kCache!, 3, '[kvHeads, maxSeq, headDim]');
     const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
     check.dim('kCache', kCache!, 2, headDim, "headDim of 'q'");
@@ -295,7 +298,11 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
     ];
   },
   // The unfused chain itself, in f32: rope of q and k at the position, then the two scatters.
-  reference([q, k, v, kCache, vCache, positionTensor], { position: attrPosition, theta, layout }, io) {
+  reference(
+    [q, k, v, kCache, vCache, positionTensor, frequencies],
+    { position: attrPosition, theta, layout },
+    io,
+  ) {
     const [tokens, heads, headDim] = io.inputs[0]!.shape as [number, number, number];
     const f32Cache = { shape: io.inputs[3]!.shape, dtype: 'f32' as const };
     const [kvHeads, maxSeq] = f32Cache.shape as [number, number, number];
@@ -310,10 +317,10 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
     const ropeAt = (x: HostArray, shape: number[]) =>
       runReference(
         rope,
-        [x, undefined],
+        [x, undefined, frequencies],
         { positionOffset: position, theta, inverse: false, layout },
         {
-          inputs: [{ shape, dtype: 'f32' }],
+          inputs: [{ shape, dtype: 'f32' }, undefined, io.inputs[6]],
           outputs: [{ name: 'y', shape, dtype: 'f32' }],
         },
       )[0]!;
@@ -333,10 +340,13 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
       scatter(vCache!, v!),
     ];
   },
-  // Reads q, k, v and writes q and the new cache rows; rope's flops for q and k.
-  cost([q, k, v, kCache]) {
+  // Reads q, k, v (and the frequencies) and writes q and the new cache rows; rope's flops for q and k.
+  cost([q, k, v, kCache, , , frequencies]) {
     const n = sizeOf(q!.shape) + sizeOf(k!.shape);
     const rows = 2 * bytesPerElement(kCache!.dtype) * sizeOf(v!.shape);
-    return { flops: 3 * n, bytes: 2 * bytesOf(q) + bytesOf(k) + bytesOf(v) + rows };
+    return {
+      flops: 3 * n,
+      bytes: 2 * bytesOf(q) + bytesOf(k) + bytesOf(v) + rows + bytesOf(frequencies),
+    };
   },
 });

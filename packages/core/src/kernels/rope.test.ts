@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
-import { rope } from './rope.js';
+import { rope, ropeFrequencies } from './rope.js';
 
 /** Rotates (a, b) by `angle`. */
 function rotate(a: number, b: number, angle: number): [number, number] {
@@ -127,5 +127,125 @@ describe('rope with a device position', () => {
     );
     expect(e).toBeInstanceOf(InvalidArgumentError);
     expect(e.argument).toBe('positionOffset');
+  });
+});
+
+describe('rope with a frequency table', () => {
+  function withTable(x: Float32Array, shape: number[], table: Float32Array, attrs: Record<string, unknown>) {
+    const metas = [meta(shape), undefined, meta([table.length])];
+    const io = inferKernel(rope, metas, attrs);
+    return rope.reference([x, undefined, table], io.attrs, { inputs: metas, outputs: io.outputs })[0]!;
+  }
+
+  it('rotates pair i by position · frequencies[i], whatever theta says', () => {
+    const x = Float32Array.from([1, 2, 3, 4]);
+    const table = Float32Array.from([0.5, 0.125]);
+    const y = withTable(x, [1, 1, 4], table, { positionOffset: 3, theta: 7 });
+    const [y0, y2] = rotate(1, 3, 1.5);
+    const [y1, y3] = rotate(2, 4, 0.375);
+    expectClose(y, [y0, y1, y2, y3], 1e-6);
+  });
+
+  it("with theta's own frequencies equals rope without a table", () => {
+    const rng = new Rng(9);
+    const x = random(rng, 5 * 3 * 16);
+    const table = ropeFrequencies(500000, 16);
+    const y = withTable(x, [5, 3, 16], table, { positionOffset: 40, theta: 500000, layout: 'interleaved' });
+    const plain = run(rope, [{ shape: [5, 3, 16], data: x }], {
+      positionOffset: 40,
+      theta: 500000,
+      layout: 'interleaved',
+    }).values[0]!;
+    expectClose(y, Array.from(plain), 1e-5);
+  });
+
+  it('refuses a table of another length and values outside [0, 1]', () => {
+    const e = thrown(() => inferKernel(rope, [meta([2, 3, 8]), undefined, meta([8])]));
+    expectError(e, ShapeError, 'rope', 'frequencies', '[4] (headDim / 2)', '[8]');
+    const bad = thrown(() =>
+      withTable(random(new Rng(1), 8), [1, 1, 8], Float32Array.from([1, 0.5, 2, 0]), {}),
+    );
+    expect(bad).toBeInstanceOf(InvalidArgumentError);
+    expect(bad.argument).toBe('frequencies');
+    expect(bad.message).toContain('2 at index 2');
+  });
+});
+
+describe('ropeFrequencies', () => {
+  const base = (theta: number, d: number) => Array.from({ length: d / 2 }, (_, i) => theta ** ((-2 * i) / d));
+
+  it('gives theta^(−2i/headDim) rounded once to f32', () => {
+    expect(Array.from(ropeFrequencies(10000, 8))).toEqual(base(10000, 8).map(Math.fround));
+  });
+
+  it('divides every frequency by a linear factor, and each by its own factor', () => {
+    expect(Array.from(ropeFrequencies(10000, 8, { type: 'linear', factor: 4 }))).toEqual(
+      base(10000, 8).map((f) => Math.fround(f / 4)),
+    );
+    const factors = [1, 2, 3, 8];
+    expect(Array.from(ropeFrequencies(500000, 8, { type: 'frequencyFactors', factors }))).toEqual(
+      base(500000, 8).map((f, i) => Math.fround(f / factors[i]!)),
+    );
+  });
+
+  it("follows Llama 3.1's three bands: short wavelengths kept, long ones divided, the middle interpolated", () => {
+    const scaling = {
+      type: 'llama3',
+      factor: 8,
+      lowFreqFactor: 1,
+      highFreqFactor: 4,
+      originalMaxPositionEmbeddings: 8192,
+    } as const;
+    const got = ropeFrequencies(500000, 128, scaling);
+    const plain = base(500000, 128);
+    let kept = 0;
+    let divided = 0;
+    let between = 0;
+    plain.forEach((f, i) => {
+      const wavelength = (2 * Math.PI) / f;
+      if (wavelength < 2048) {
+        kept++;
+        expect(got[i]).toBe(Math.fround(f));
+      } else if (wavelength > 8192) {
+        divided++;
+        expect(got[i]).toBe(Math.fround(f / 8));
+      } else {
+        between++;
+        const smooth = (8192 / wavelength - 1) / 3;
+        expect(got[i]).toBe(Math.fround((1 - smooth) * (f / 8) + smooth * f));
+        expect(got[i]!).toBeLessThan(f);
+        expect(got[i]!).toBeGreaterThan(f / 8);
+      }
+    });
+    // Llama 3.1's 64 pairs fall into all three bands.
+    expect([kept > 0, divided > 0, between > 0]).toEqual([true, true, true]);
+  });
+
+  it.each([
+    ['theta', () => ropeFrequencies(0.5, 8), 'a finite number >= 1'],
+    ['headDim', () => ropeFrequencies(10000, 7), 'an even integer'],
+    ['scaling.factor', () => ropeFrequencies(10000, 8, { type: 'linear', factor: 0.5 }), '>= 1'],
+    [
+      'scaling.highFreqFactor',
+      () =>
+        ropeFrequencies(10000, 8, {
+          type: 'llama3',
+          factor: 8,
+          lowFreqFactor: 4,
+          highFreqFactor: 1,
+          originalMaxPositionEmbeddings: 8192,
+        }),
+      'lowFreqFactor (4)',
+    ],
+    [
+      'scaling.factors',
+      () => ropeFrequencies(10000, 8, { type: 'frequencyFactors', factors: [1, 2] }),
+      '4 factors',
+    ],
+  ])('refuses a bad %s, naming it', (argument, call, expected) => {
+    const e = thrown(call);
+    expect(e).toBeInstanceOf(InvalidArgumentError);
+    expect(e.argument).toBe(argument);
+    expect(e.message).toContain(expected);
   });
 });

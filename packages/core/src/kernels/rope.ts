@@ -1,7 +1,10 @@
 import { defineKernel, deviceAttribute } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
+import { checkFrequencies, FREQUENCIES_INPUT, frequencyValues } from './ropeFrequencies.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
+
+export { type RopeScaling, ropeFrequencies } from './ropeFrequencies.js';
 
 const FAMILY = 'rope';
 
@@ -15,7 +18,8 @@ type RopeAttrs = {
 export const rope = defineKernel<RopeAttrs>({
   name: 'rope',
   family: FAMILY,
-  summary: 'rotary position embedding: rotates pairs of x by position · theta^(−2i/headDim)',
+  summary:
+    'rotary position embedding: rotates pairs of x by position · theta^(−2i/headDim), or by position · frequencies[i]',
   inputs: [
     { name: 'x', dtypes: FLOAT, doc: '[seq, heads, headDim], headDim even' },
     {
@@ -25,6 +29,7 @@ export const rope = defineKernel<RopeAttrs>({
       attribute: 'positionOffset',
       doc: '[1]: the position of row 0, read on the device (instead of the attribute) so that a recorded step replays at a new position',
     },
+    FREQUENCIES_INPUT,
   ],
   attributes: {
     positionOffset: {
@@ -47,14 +52,15 @@ export const rope = defineKernel<RopeAttrs>({
       doc: "'half' pairs (i, i + headDim/2) (Llama, GPT-NeoX rotate-half); 'interleaved' pairs (2i, 2i + 1)",
     },
   },
-  infer([x]) {
+  infer([x, , frequencies]) {
     const check = new ArgCheck('rope');
     check.rank('x', x!, 3, '[seq, heads, headDim]');
     const headDim = x!.shape[2]!;
     check.shape(headDim % 2 === 0, 'x', 'headDim must be even', 'an even last dimension', x!.shape);
+    if (frequencies) checkFrequencies(check, frequencies.shape, headDim);
     return [{ name: 'y', shape: x!.shape, dtype: x!.dtype }];
   },
-  reference([x, offset], { positionOffset: attrOffset, theta, inverse, layout }, io) {
+  reference([x, offset, table], { positionOffset: attrOffset, theta, inverse, layout }, io) {
     const [seq, heads, headDim] = io.inputs[0]!.shape as [number, number, number];
     // Every position of the rows must stay an i32.
     const positionOffset = deviceAttribute(rope, 'positionOffset', offset, attrOffset, 0, 2 ** 31 - 1 - seq);
@@ -62,7 +68,9 @@ export const rope = defineKernel<RopeAttrs>({
     // Pair i holds elements (first(i), second(i)) of a head.
     const first = (i: number) => (layout === 'half' ? i : 2 * i);
     const second = (i: number) => (layout === 'half' ? i + half : 2 * i + 1);
-    const frequencies = Array.from({ length: half }, (_, i) => theta ** ((-2 * i) / headDim));
+    const frequencies = table
+      ? frequencyValues('rope', table)
+      : Array.from({ length: half }, (_, i) => theta ** ((-2 * i) / headDim));
     const sign = inverse ? -1 : 1;
     const cos = new Float64Array(half);
     const sin = new Float64Array(half);
@@ -87,5 +95,8 @@ export const rope = defineKernel<RopeAttrs>({
     return [y];
   },
   // Four multiplies and two adds per pair; the angles are per position, not per element.
-  cost: ([x]) => ({ flops: 3 * sizeOf(x!.shape), bytes: 2 * bytesOf(x) }),
+  cost: ([x, , frequencies]) => ({
+    flops: 3 * sizeOf(x!.shape),
+    bytes: 2 * bytesOf(x) + bytesOf(frequencies),
+  }),
 });

@@ -309,16 +309,19 @@ describe('device positions and lengths outside the cache on an emulated device',
 describe.skipIf(gate.skip)(`ropeKvScatter PTX assembles cleanly with ptxas (${gate.reason})`, () => {
   for (const layout of ['half', 'interleaved'] as const) {
     for (const devicePosition of [false, true]) {
-      it(`${ropeScatterKey(layout, devicePosition)} for sm_90 and ${DEFAULT_TARGET}`, () => {
-        for (const types of [
-          { rows: 'f32', cache: 'f32' },
-          { rows: 'f32', cache: 'bf16' },
-          { rows: 'f16', cache: 'f16' },
-        ] as const) {
-          const text = ropeScatterModule(layout, devicePosition, types).emit();
-          for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
-        }
-      }, 60_000);
+      for (const table of [false, true]) {
+        const types0 = { rows: 'f32', cache: 'f32' } as const;
+        it(`${ropeScatterKey(layout, devicePosition, types0, table)} for sm_90 and ${DEFAULT_TARGET}`, () => {
+          for (const types of [
+            { rows: 'f32', cache: 'f32' },
+            { rows: 'f32', cache: 'bf16' },
+            { rows: 'f16', cache: 'f16' },
+          ] as const) {
+            const text = ropeScatterModule(layout, devicePosition, types, table).emit();
+            for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
+          }
+        }, 60_000);
+      }
     }
   }
 });

@@ -6,7 +6,14 @@ import type { F32, Param, R32, R64 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
-import { checkRopeAngles, frequencyExponent, type RopeLayout, ropeSinCos, rotatePair } from './rope.js';
+import {
+  checkRopeAngles,
+  frequencyExponent,
+  type RopeFrequencies,
+  type RopeLayout,
+  ropeSinCos,
+  rotatePair,
+} from './rope.js';
 import {
   type FloatStorage,
   loadAsF32,
@@ -165,8 +172,13 @@ export const scatterKernel = cudaKernel(
 
 // ---- ropeKvScatter ------------------------------------------------------------
 
-export function ropeScatterKey(layout: RopeLayout, devicePosition = false, types = F32_CACHE): string {
-  return `decoding/ropeKvScatter/${layout}${devicePosition ? '/at' : ''}${storageKey([types.rows, types.cache])}`;
+export function ropeScatterKey(
+  layout: RopeLayout,
+  devicePosition = false,
+  types = F32_CACHE,
+  table = false,
+): string {
+  return `decoding/ropeKvScatter/${layout}${devicePosition ? '/at' : ''}${table ? '/table' : ''}${storageKey([types.rows, types.cache])}`;
 }
 
 /**
@@ -175,7 +187,12 @@ export function ropeScatterKey(layout: RopeLayout, devicePosition = false, types
  * (copied to their vCache rows). A device position whose rows do not fit
  * leaves only the items of q, so nothing is written to the caches.
  */
-export function ropeScatterModule(layout: RopeLayout, devicePosition = false, types = F32_CACHE): PtxModule {
+export function ropeScatterModule(
+  layout: RopeLayout,
+  devicePosition = false,
+  types = F32_CACHE,
+  table = false,
+): PtxModule {
   const rowBytes = STORAGE_BYTES[types.rows];
   const cacheBytes = STORAGE_BYTES[types.cache];
   const m = new PtxModule();
@@ -196,8 +213,8 @@ export function ropeScatterModule(layout: RopeLayout, devicePosition = false, ty
       heads: 'u32',
       kvHeads: 'u32',
       maxSeq: 'u32',
-      cHi: 'f32',
-      cLo: 'f32',
+      // The pairs' frequencies: a table's address, or theta's exponent.
+      ...(table ? { frequencies: 'ptr' } : { cHi: 'f32', cLo: 'f32' }),
       ...where,
     } as Record<string, ParamType>,
     (k, p) => {
@@ -212,8 +229,9 @@ export function ropeScatterModule(layout: RopeLayout, devicePosition = false, ty
         'kvHeads',
         'maxSeq',
       ].map((name) => loadU32(k, p, name)) as [R32, R32, R32, R32, R32, R32];
-      const cHi = k.ldParam(p.cHi as Param<'f32'>);
-      const cLo = k.ldParam(p.cLo as Param<'f32'>);
+      const frequencies: RopeFrequencies = table
+        ? { table: loadPointer(k, p, 'frequencies') }
+        : { cHi: k.ldParam(p.cHi as Param<'f32'>), cLo: k.ldParam(p.cLo as Param<'f32'>) };
       const headDim = k.add('u32', k.reg('u32'), half, half);
       const { position, n } = loadPosition(k, p, devicePosition, loadU32(k, p, 'n'), qPairs);
       /** The cache row of token t, kv head h: (h·maxSeq + position + t). */
@@ -249,7 +267,7 @@ export function ropeScatterModule(layout: RopeLayout, devicePosition = false, ty
             const i = k.sub('u32', k.reg('u32'), j, k.mulLo('u32', k.reg('u32'), rest, half));
             const t = k.div('u32', k.reg('u32'), rest, rowHeads);
             const h = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), t, rowHeads));
-            const { sin, cos } = ropeSinCos(k, k.add('u32', k.reg('u32'), position, t), i, cHi, cLo);
+            const { sin, cos } = ropeSinCos(k, k.add('u32', k.reg('u32'), position, t), i, frequencies);
             // Element offsets of the pair in a head: (i, i + half) or (2i, 2i + 1).
             const first = layout === 'half' ? i : k.add('u32', k.reg('u32'), i, i);
             const second = k.add('u32', k.reg('u32'), first, layout === 'half' ? half : 1);
@@ -296,14 +314,16 @@ export function ropeScatterModule(layout: RopeLayout, devicePosition = false, ty
 export const ropeScatterKernel = cudaKernel(
   ropeKvScatter,
   (encoder, { inputs, outputs, attrs }) => {
-    const [q, kIn, v, kCache, vCache, positionAt] = inputs as [
+    const [q, kIn, v, kCache, vCache, positionAt, frequencies] = inputs as [
       Operand,
       Operand,
       Operand,
       Operand,
       Operand,
       Operand | undefined,
+      Operand | undefined,
     ];
+    const table = frequencies !== undefined;
     const y = outputs[0]!;
     if (q.size === 0) return;
     checkElementCount('ropeKvScatter', 'kCache', kCache.size);
@@ -317,6 +337,7 @@ export const ropeScatterKernel = cudaKernel(
       positionAt ? maxSeq - 1 : attrs.position + tokens - 1,
       attrs.theta,
       headDim,
+      table,
     );
     const qPairs = tokens * heads * half;
     const pairs = qPairs + tokens * kvHeads * half;
@@ -324,8 +345,8 @@ export const ropeScatterKernel = cudaKernel(
     const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
     const types = { rows: storageOf(q), cache: storageOf(kCache) };
     encoder.launch({
-      key: ropeScatterKey(attrs.layout, positionAt !== undefined, types),
-      module: () => ropeScatterModule(attrs.layout, positionAt !== undefined, types),
+      key: ropeScatterKey(attrs.layout, positionAt !== undefined, types, table),
+      module: () => ropeScatterModule(attrs.layout, positionAt !== undefined, types, table),
       entry: 'rope_kv_scatter',
       grid: gridFor(encoder.device, n),
       block: BLOCK,
@@ -343,7 +364,7 @@ export const ropeScatterKernel = cudaKernel(
         heads,
         kvHeads,
         maxSeq,
-        ...frequencyExponent(attrs.theta, headDim),
+        ...(frequencies ? { frequencies } : frequencyExponent(attrs.theta, headDim)),
         ...where,
       },
     });

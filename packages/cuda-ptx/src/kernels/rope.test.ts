@@ -38,15 +38,17 @@ const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`rope PTX assembles with ptxas (${gate.reason})`, () => {
   for (const layout of ['half', 'interleaved'] as const) {
-    for (const [heads, devicePosition] of [
-      [1, false],
-      [4, false],
-      [1, true],
-      [4, true],
+    for (const [heads, devicePosition, table] of [
+      [1, false, false],
+      [4, false, false],
+      [1, true, false],
+      [4, true, false],
+      [1, false, true],
+      [4, true, true],
     ] as const) {
-      it(`${ropeKey(layout, heads, devicePosition)} for sm_90 and ${DEFAULT_TARGET}`, () => {
+      it(`${ropeKey(layout, heads, devicePosition, 'f32', table)} for sm_90 and ${DEFAULT_TARGET}`, () => {
         for (const type of ['f32', 'f16', 'bf16'] as const) {
-          const text = ropeModule(layout, heads, devicePosition, type).emit();
+          const text = ropeModule(layout, heads, devicePosition, type, table).emit();
           for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
         }
       }, 60_000);
@@ -85,6 +87,27 @@ describe('rope on an emulated device', () => {
     await check([9, 2, 16], { theta: 0.5, layout: 'half' }, 1e-5);
     await check([9, 2, 16], { theta: Number.POSITIVE_INFINITY, layout: 'interleaved' }, 1e-5);
   }, 60_000);
+
+  it('reads a frequency table in place of theta, with four heads per thread too', async () => {
+    const rng = new Rng(3);
+    for (const [shape, positionOffset, layout] of [
+      [[5, 3, 64], 70_000, 'half'],
+      [[48, 6, 128], 3, 'interleaved'],
+    ] as const) {
+      const [seq, heads, headDim] = shape;
+      const table = Float32Array.from({ length: headDim / 2 }, () => 10 ** rng.uniform(-5, 0));
+      const data = Float32Array.from({ length: seq * heads * headDim }, () => rng.uniform(-1, 1));
+      const attrs = { positionOffset, layout };
+      const got = await gpu
+        .run(rope, [gpu.upload(data, [...shape]), undefined, gpu.upload(table, [headDim / 2])], attrs)[0]!
+        .read();
+      const want = await cpu
+        .run(rope, [cpu.upload(data, [...shape]), undefined, cpu.upload(table, [headDim / 2])], attrs)[0]!
+        .read();
+      const atol = 1e-5 + 5e-8 * (positionOffset + seq);
+      expect(compareOutputs('f32', got, want, { rtol: 1e-5, atol })).toBeUndefined();
+    }
+  }, 120_000);
 
   it('refuses angles beyond 2^22 radians rather than losing them', () => {
     const x = gpu.upload(new Float32Array(8), [2, 1, 4]);

@@ -3,7 +3,7 @@ import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import type { F32, Param, R32 } from '../ptx/operands.js';
+import type { F32, Param, R32, R64 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
 import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
 
@@ -12,7 +12,8 @@ import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, sto
 // product kept exactly as two f32s, so the only error that grows with the
 // position is the f32 frequency's rounding; sin and cos come from a
 // Cody–Waite reduction by π/2 and Taylor polynomials (no `sin.approx`, whose
-// absolute error is far above the conformance tolerance).
+// absolute error is far above the conformance tolerance). With a frequency
+// table (scaled RoPE) the frequency is the table's f32 instead of the power.
 
 export type RopeLayout = 'half' | 'interleaved';
 
@@ -117,16 +118,25 @@ function sinCos(k: KernelBuilder, hi: F32, lo: F32): { sin: F32; cos: F32 } {
   };
 }
 
-/** sin and cos of a pair's angle, position · 2^(i·c) for a u32 position and pair i (c = cHi + cLo). */
+/**
+ * Where a kernel takes its pairs' frequencies: 2^(i·c) from the exponent
+ * c = cHi + cLo (theta's), or element i of an f32 table in global memory
+ * (rope's optional `frequencies` input).
+ */
+export type RopeFrequencies = { readonly cHi: F32; readonly cLo: F32 } | { readonly table: R64 };
+
+/** sin and cos of a pair's angle, position · frequency(i) for a u32 position and pair i. */
 export function ropeSinCos(
   k: KernelBuilder,
   position: R32,
   i: R32,
-  cHi: F32,
-  cLo: F32,
+  frequencies: RopeFrequencies,
 ): { sin: F32; cos: F32 } {
   const at = k.cvt('f32', 'u32', f32(k), position, { rnd: 'rn' });
-  const frequency = exp2Product(k, k.cvt('f32', 'u32', f32(k), i, { rnd: 'rn' }), cHi, cLo);
+  const frequency =
+    'table' in frequencies
+      ? k.ldGlobal('f32', f32(k), k.elementAddress(frequencies.table, i, 4), { nc: true })
+      : exp2Product(k, k.cvt('f32', 'u32', f32(k), i, { rnd: 'rn' }), frequencies.cHi, frequencies.cLo);
   const angle = k.mul('f32', f32(k), at, frequency, { rnd: 'rn' });
   const angleError = k.fma('f32', f32(k), at, frequency, k.neg('f32', f32(k), angle));
   return sinCos(k, angle, angleError);
@@ -156,9 +166,11 @@ export function checkRopeAngles(
   lastPosition: number,
   theta: number,
   headDim: number,
+  table = false,
 ): void {
-  // The fastest-turning pair has frequency 1 for theta >= 1, theta^(−(headDim−2)/headDim) below.
-  const topFrequency = theta >= 1 ? 1 : theta ** (-(headDim - 2) / headDim);
+  // The fastest-turning pair has frequency 1 for theta >= 1, theta^(−(headDim−2)/headDim) below;
+  // a table's frequencies are at most 1 (the spec's range, checked by the reference).
+  const topFrequency = table || theta >= 1 ? 1 : theta ** (-(headDim - 2) / headDim);
   const topAngle = Math.max(1, lastPosition) * topFrequency;
   if (!(topAngle < MAX_ANGLE)) {
     throw new UnsupportedOnBackendError('rope angles this large lose their f32 reduction', {
@@ -175,8 +187,9 @@ export function ropeKey(
   headsPerThread: number,
   devicePosition = false,
   type: FloatStorage = 'f32',
+  table = false,
 ): string {
-  return `rope/${layout}/heads${headsPerThread}${devicePosition ? '/at' : ''}${storageKey([type])}`;
+  return `rope/${layout}/heads${headsPerThread}${devicePosition ? '/at' : ''}${table ? '/table' : ''}${storageKey([type])}`;
 }
 
 /**
@@ -190,6 +203,7 @@ export function ropeModule(
   headsPerThread: number,
   devicePosition = false,
   type: FloatStorage = 'f32',
+  table = false,
 ): PtxModule {
   const bytes = STORAGE_BYTES[type];
   const m = new PtxModule();
@@ -205,8 +219,8 @@ export function ropeModule(
       heads: 'u32',
       headRuns: 'u32',
       positionOffset: 'u32',
-      cHi: 'f32',
-      cLo: 'f32',
+      // The pairs' frequencies: a table's address, or theta's exponent.
+      ...(table ? { frequencies: 'ptr' } : { cHi: 'f32', cLo: 'f32' }),
       sign: 'f32',
     },
     (k, p) => {
@@ -220,8 +234,12 @@ export function ropeModule(
         const at = k.globalPointer((p as unknown as Record<string, Param<'ptr'>>).positionAt!);
         k.add('u32', positionOffset, positionOffset, k.ldGlobal('u32', k.reg('u32'), at));
       }
-      const cHi = k.ldParam(p.cHi);
-      const cLo = k.ldParam(p.cLo);
+      // The frequency parameters depend on `table`: one pointer, or theta's exponent in two f32s.
+      const pointers = p as unknown as Record<string, Param<'ptr'>>;
+      const floats = p as unknown as Record<string, Param<'f32'>>;
+      const frequencies: RopeFrequencies = table
+        ? { table: k.globalPointer(pointers.frequencies!) }
+        : { cHi: k.ldParam(floats.cHi!), cLo: k.ldParam(floats.cLo!) };
       const sign = k.ldParam(p.sign);
       const headDim = k.add('u32', k.reg('u32'), half, half);
       k.gridStrideLoop(k.ldParam(p.items), (item) => {
@@ -230,7 +248,7 @@ export function ropeModule(
         const row = k.div('u32', k.reg('u32'), rest, headRuns);
         const run = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), row, headRuns));
 
-        const { sin, cos } = ropeSinCos(k, k.add('u32', k.reg('u32'), positionOffset, row), i, cHi, cLo);
+        const { sin, cos } = ropeSinCos(k, k.add('u32', k.reg('u32'), positionOffset, row), i, frequencies);
         k.mul('f32', sin, sin, sign, { rnd: 'rn' });
 
         // Element offsets of the pair in a head: (i, i + half) or (2i, 2i + 1).
@@ -301,19 +319,28 @@ const ropeKernel = cudaKernel(
   (encoder, { inputs, outputs, attrs }) => {
     const x = inputs[0]!;
     const positionAt = inputs[1];
+    const frequencies = inputs[2];
+    const table = frequencies !== undefined;
     const y = outputs[0]!;
     if (x.size === 0) return;
     checkElementCount('rope', 'x', x.size);
     const [seq, heads, headDim] = x.shape as [number, number, number];
     const half = headDim / 2;
-    checkRopeAngles('rope', 'attrs.positionOffset', attrs.positionOffset + seq - 1, attrs.theta, headDim);
+    checkRopeAngles(
+      'rope',
+      'attrs.positionOffset',
+      attrs.positionOffset + seq - 1,
+      attrs.theta,
+      headDim,
+      table,
+    );
     const runs = headsPerThread(encoder.device, seq * heads * half, heads);
     const headRuns = Math.ceil(heads / runs);
     const items = seq * headRuns * half;
     const type = storageOf(x);
     encoder.launch({
-      key: ropeKey(attrs.layout, runs, positionAt !== undefined, type),
-      module: () => ropeModule(attrs.layout, runs, positionAt !== undefined, type),
+      key: ropeKey(attrs.layout, runs, positionAt !== undefined, type, table),
+      module: () => ropeModule(attrs.layout, runs, positionAt !== undefined, type, table),
       entry: 'rope',
       grid: gridFor(encoder.device, items),
       block: BLOCK,
@@ -326,7 +353,7 @@ const ropeKernel = cudaKernel(
         heads,
         headRuns,
         positionOffset: attrs.positionOffset,
-        ...frequencyExponent(attrs.theta, headDim),
+        ...(frequencies ? { frequencies } : frequencyExponent(attrs.theta, headDim)),
         sign: attrs.inverse ? -1 : 1,
       },
     });

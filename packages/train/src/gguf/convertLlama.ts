@@ -2,7 +2,7 @@ import { InvalidArgumentError, type Shape, sizeOf } from '@rayo/core';
 import type { LlamaConfig } from '../models/llama/config.js';
 import type { GgmlType } from './ggmlTypes.js';
 import { ggufLlamaMetadata } from './llamaConfig.js';
-import { ggufNameOfHf, ropeHeadsOf } from './llamaNames.js';
+import { ggufNameOfHf, ROPE_FREQS, ropeHeadsOf } from './llamaNames.js';
 import type { GgufValue } from './metadata.js';
 import { hfRowsToGguf } from './ropePermutation.js';
 import type { GgufContents, GgufTensorToWrite } from './writer.js';
@@ -22,11 +22,39 @@ export interface LlamaToGgufOptions {
 }
 
 /**
- * The GGUF contents of a Llama decoder from Hugging Face weights, as
- * `convert_hf_to_gguf.py` lays them out: llama.cpp's names, the `llama.*`
- * keys, the rows of Q and K permuted into llama.cpp's RoPE layout, and no
- * `output.weight` when the head is tied. Tensors are converted or quantized
- * as the writer takes them.
+ * llama.cpp's RoPE factors of a scaled config (`rope_freqs.weight`): for
+ * llama3 scaling, per pair 1 where the wavelength is short, `factor` where it
+ * is long and 1 / ((1 − smooth) / factor + smooth) between, as
+ * `convert_hf_to_gguf.py` computes them; undefined for other scalings.
+ */
+export function ropeFactorsOf(config: LlamaConfig): Float32Array | undefined {
+  const scaling = config.ropeScaling;
+  if (scaling?.type === 'frequencyFactors') return Float32Array.from(scaling.factors);
+  if (scaling?.type !== 'llama3') return undefined;
+  const {
+    factor,
+    lowFreqFactor: low,
+    highFreqFactor: high,
+    originalMaxPositionEmbeddings: original,
+  } = scaling;
+  const d = config.headDim;
+  return Float32Array.from({ length: d / 2 }, (_, i) => {
+    const wavelength = 2 * Math.PI * config.ropeTheta ** ((2 * i) / d);
+    if (wavelength < original / high) return 1;
+    if (wavelength > original / low) return factor;
+    const smooth = (original / wavelength - low) / (high - low);
+    return 1 / ((1 - smooth) / factor + smooth);
+  });
+}
+
+/**
+ * The GGUF contents of a decoder from Hugging Face weights, as
+ * `convert_hf_to_gguf.py` lays them out: llama.cpp's names, the family's
+ * architecture (`llama` for Llama and Mistral, `qwen2`, `qwen3`) and keys,
+ * for `llama` the rows of Q and K (and their biases) permuted into
+ * llama.cpp's RoPE layout, llama3 RoPE factors as `rope_freqs.weight`, and
+ * no `output.weight` when the head is tied. Tensors are converted or
+ * quantized as the writer takes them.
  */
 export function llamaToGguf(
   config: LlamaConfig,
@@ -40,7 +68,7 @@ export function llamaToGguf(
       throw new InvalidArgumentError(`'${hfName}' is not a Llama weight of its shape`, {
         kernel: 'llamaToGguf',
         argument: hfName,
-        expected: `a Hugging Face Llama weight name with ${sizeOf(shape)} values`,
+        expected: `a Hugging Face decoder weight name with ${sizeOf(shape)} values`,
         actual: `${name === undefined ? 'an unknown name' : 'a known name'} with ${data.length} values`,
       });
     }
@@ -58,6 +86,8 @@ export function llamaToGguf(
           );
     tensors.push({ name, type: options.typeOf?.(hfName, shape) ?? 'F32', shape, values });
   }
+  const factors = ropeFactorsOf(config);
+  if (factors) tensors.push({ name: ROPE_FREQS, type: 'F32', shape: [factors.length], values: factors });
   return {
     version: options.version,
     metadata: [...ggufLlamaMetadata(config), ...(options.metadata ?? [])],

@@ -1,4 +1,4 @@
-export { type HfWeight, type LlamaToGgufOptions, llamaToGguf } from './convertLlama.js';
+export { type HfWeight, type LlamaToGgufOptions, llamaToGguf, ropeFactorsOf } from './convertLlama.js';
 export { dequantize, q4kScaleMin } from './dequantize.js';
 export {
   GGML_TYPES,
@@ -17,7 +17,12 @@ export {
   type GgufFileOptions,
   type GgufTensorInfo,
 } from './ggufFile.js';
-export { ggufLlamaConfig, ggufLlamaMetadata } from './llamaConfig.js';
+export {
+  type GgufLlamaArchitecture,
+  ggufArchitecture,
+  ggufLlamaConfig,
+  ggufLlamaMetadata,
+} from './llamaConfig.js';
 export { ggufNameOfHf, hfNameOfGguf } from './llamaNames.js';
 export {
   checkGgufLlamaTensors,

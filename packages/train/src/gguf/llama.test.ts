@@ -144,8 +144,8 @@ describe('GGUF Llama names and config', () => {
       else m.set(key, value);
       return () => ggufLlamaConfig(m, infos(false));
     };
-    expect(edit('general.architecture', { type: 'string', value: 'qwen2' })).toThrow(
-      /general\.architecture.*'llama'/,
+    expect(edit('general.architecture', { type: 'string', value: 'gemma2' })).toThrow(
+      /general\.architecture.*'llama', 'qwen2', 'qwen3'.*got "gemma2"/,
     );
     expect(edit('llama.attention.layer_norm_rms_epsilon', undefined)).toThrow(/layer_norm_rms_epsilon/);
     expect(edit('llama.attention.head_count_kv', { type: 'uint32', value: 3 })).toThrow(
@@ -154,7 +154,12 @@ describe('GGUF Llama names and config', () => {
     expect(edit('llama.embedding_length', { type: 'float32', value: 64 })).toThrow(
       /embedding_length.*an integer/,
     );
-    expect(edit('llama.rope.scaling.type', { type: 'string', value: 'yarn' })).toThrow(/scaled RoPE/);
+    expect(edit('llama.rope.scaling.type', { type: 'string', value: 'yarn' })).toThrow(
+      /'llama\.rope\.scaling\.type'.*YaRN and other scalings are not implemented/,
+    );
+    expect(edit('llama.rope.scaling.type', { type: 'string', value: 'linear' })).toThrow(
+      /'llama\.rope\.scaling\.factor'.*a number >= 1, got absent/,
+    );
     expect(edit('llama.rope.dimension_count', { type: 'uint32', value: 8 })).toThrow(/partial RoPE/);
     expect(edit('llama.expert_count', { type: 'uint32', value: 8 })).toThrow(/mixture of experts/);
     expect(edit('llama.attention.value_length', { type: 'uint32', value: 8 })).toThrow(

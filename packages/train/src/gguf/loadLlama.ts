@@ -7,6 +7,8 @@ import {
   QUANT_FORMATS,
   type QuantizedWeight,
   quantizedWeightOf,
+  RayoError,
+  ropeFrequencies,
   type Shape,
   ShapeError,
   shapesEqual,
@@ -15,21 +17,24 @@ import {
 import type { FloatDType } from '../checkpoint/floatWords.js';
 import { type OpenFile, openNodeFile } from '../checkpoint/randomAccessFile.js';
 import { checkLlamaBackend, fusedDecodeSupported } from '../models/llama/backendDtypes.js';
-import type { LlamaConfig } from '../models/llama/config.js';
+import { checkSlidingWindow, type LlamaConfig } from '../models/llama/config.js';
+import { type LoadProgressCallback, LoadProgressCounter } from '../models/llama/loadProgress.js';
 import { LlamaModel, type LlamaModelOptions } from '../models/llama/model.js';
 import type { QuantizedLlamaLayer } from '../models/llama/quantizedLayers.js';
 import {
+  isVectorWeight,
   LAYER_TENSORS,
   LLAMA_PROJECTIONS,
   type LlamaLayerWeights,
   type LlamaWeightDTypeChoice,
   type LlamaWeights,
+  layerShapes,
   llamaWeightShapes,
 } from '../models/llama/weights.js';
 import { isGgmlFloatType } from './ggmlTypes.js';
 import { floatDTypeOf, floatElements, GgufFile, type GgufTensorInfo } from './ggufFile.js';
 import { ggufLlamaConfig } from './llamaConfig.js';
-import { ggufNameOfHf, hfNameOfGguf, ropeHeadsOf } from './llamaNames.js';
+import { ggufNameOfHf, hfNameOfGguf, ROPE_FREQS, ropeHeadsOf } from './llamaNames.js';
 import { type GgufRepack, type RepackedWeight, refuseQuantized } from './repack.js';
 import { ggufRowsToHf } from './ropePermutation.js';
 
@@ -51,6 +56,8 @@ export interface GgufLlamaUploadOptions {
   readonly weightDtype?: LlamaWeightDTypeChoice;
   /** What a quantized tensor becomes on the device (default: `refuseQuantized`). */
   readonly repack?: GgufRepack;
+  /** Called after each tensor is uploaded (or repacked), with the tensors and stored bytes done and in all. */
+  readonly onProgress?: LoadProgressCallback;
 }
 
 export interface GgufLlamaLoadOptions
@@ -134,8 +141,8 @@ export function checkGgufLlamaTensors(
         actual: `${formatShape(info.shape)} (dims ${formatShape(info.dims)})`,
       });
     }
-    if (hfName.endsWith('norm.weight') && !isGgmlFloatType(info.type)) {
-      throw new DTypeError(`norm weight '${name}' is not a float tensor`, {
+    if (isVectorWeight(hfName) && !isGgmlFloatType(info.type)) {
+      throw new DTypeError(`norm or bias '${name}' is not a float tensor`, {
         kernel: KERNEL,
         argument: name,
         expected: 'F32, F16 or BF16',
@@ -146,17 +153,54 @@ export function checkGgufLlamaTensors(
   for (const name of tensors.keys()) {
     const hfName = hfNameOfGguf(name);
     if (hfName !== undefined && expected.has(hfName)) continue;
-    const why =
-      name === 'rope_freqs.weight'
-        ? 'scaled RoPE frequencies are not implemented'
-        : 'the file has a tensor a Llama decoder does not use';
-    throw new InvalidArgumentError(why, {
+    if (name === ROPE_FREQS && config.ropeScaling?.type === 'frequencyFactors') continue;
+    throw new InvalidArgumentError('the file has a tensor the decoder does not use', {
       kernel: KERNEL,
       argument: name,
-      expected: 'only llama.cpp Llama weight names (token_embd, blk.N.attn_*/ffn_*, output_norm, output)',
+      expected: `only the weights of this ${config.family} decoder (token_embd, blk.N.attn_*/ffn_*, output_norm, output${config.qkvBias ? ', attn_q/k/v biases' : ''}${config.qkNorm ? ', attn_q_norm/attn_k_norm' : ''}; rope_freqs)`,
       actual: name,
     });
   }
+}
+
+/**
+ * The config with llama.cpp's llama3 RoPE factors (`rope_freqs.weight`,
+ * F32 [headDim / 2]) as its scaling: frequency i divided by factor i.
+ */
+async function withRopeFactors(file: GgufFile, config: LlamaConfig): Promise<LlamaConfig> {
+  const info = file.tensors.get(ROPE_FREQS);
+  if (!info) return config;
+  const half = config.headDim / 2;
+  if (info.type !== 'F32' || !shapesEqual(info.shape, [half])) {
+    throw new ShapeError('the RoPE factors do not fit the head dimension', {
+      kernel: KERNEL,
+      argument: ROPE_FREQS,
+      expected: `F32 [${half}] (headDim / 2)`,
+      actual: `${info.type} ${formatShape(info.shape)}`,
+    });
+  }
+  if (config.ropeScaling) {
+    throw new InvalidArgumentError('the file scales RoPE twice', {
+      kernel: KERNEL,
+      argument: ROPE_FREQS,
+      expected: `no ${ROPE_FREQS} beside a rope.scaling.type`,
+      actual: `${ROPE_FREQS} and a ${config.ropeScaling.type} scaling`,
+    });
+  }
+  const factors = Array.from(await file.readFloat(ROPE_FREQS, 'f32'));
+  const scaled = { ...config, ropeScaling: { type: 'frequencyFactors', factors } } as const;
+  try {
+    ropeFrequencies(scaled.ropeTheta, scaled.headDim, scaled.ropeScaling);
+  } catch (error) {
+    if (!(error instanceof RayoError)) throw error;
+    throw new InvalidArgumentError('the RoPE factors are invalid', {
+      kernel: KERNEL,
+      argument: ROPE_FREQS,
+      expected: error.expected ?? 'factors >= 1',
+      actual: `${error.argument}: ${error.actual}`,
+    });
+  }
+  return scaled;
 }
 
 /**
@@ -170,7 +214,7 @@ export function ggufWeightDtype(
 ): FloatDType {
   let first: GgufTensorInfo | undefined;
   for (const hfName of llamaWeightShapes(config).keys()) {
-    if (hfName.endsWith('norm.weight')) continue;
+    if (isVectorWeight(hfName)) continue;
     const info = tensors.get(ggufNameOfHf(hfName)!)!;
     if (!isGgmlFloatType(info.type)) continue;
     first ??= info;
@@ -187,12 +231,15 @@ export function ggufWeightDtype(
   return first && isGgmlFloatType(first.type) ? floatDTypeOf(first.type) : 'f32';
 }
 
-/** Opens a GGUF file of the `llama` architecture: reads its header, maps its config, checks its tensors. */
+/**
+ * Opens a GGUF file of the `llama`, `qwen2` or `qwen3` architecture: reads
+ * its header (and llama3 RoPE factors), maps its config, checks its tensors.
+ */
 export async function openGgufLlama(path: string, options: GgufLlamaOpenOptions = {}): Promise<GgufLlama> {
   const raw = await (options.openFile ?? openNodeFile)(path);
   try {
     const file = await GgufFile.open(raw, options);
-    const config = ggufLlamaConfig(file.metadata, file.tensors);
+    const config = await withRopeFactors(file, ggufLlamaConfig(file.metadata, file.tensors));
     checkGgufLlamaTensors(config, file.tensors);
     return { file, config, close: () => raw.close() };
   } catch (error) {
@@ -215,6 +262,9 @@ export async function uploadGgufLlamaWeights(
 ): Promise<GgufLlamaWeights> {
   const dtype = chosenDtype(options.weightDtype, config, file.tensors);
   const repack = options.repack ?? refuseQuantized;
+  const shapes = llamaWeightShapes(config);
+  const storedBytes = (hfName: string) => file.tensor(ggufNameOfHf(hfName)!).byteLength;
+  const progress = new LoadProgressCounter(options.onProgress, [...shapes.keys()].map(storedBytes));
   const named = new Map<string, GgufLlamaWeight>();
   const load = async (hfName: string, shape: Shape): Promise<GgufLlamaWeight> => {
     const name = ggufNameOfHf(hfName)!;
@@ -223,13 +273,16 @@ export async function uploadGgufLlamaWeights(
     const heads = ropeHeadsOf(config, hfName);
     if (heads !== undefined) bytes = ggufRowsToHf(bytes, heads, shape[0]!, name);
     if (isGgmlFloatType(info.type)) {
-      const as = hfName.endsWith('norm.weight') ? 'f32' : dtype;
+      const as = isVectorWeight(hfName) ? 'f32' : dtype;
       return backend.upload(floatElements(info.type, bytes, as), shape, as);
     }
     return repack(backend, { name, weight: hfName, type: info.type, dims: info.dims, shape, bytes });
   };
   try {
-    for (const [hfName, shape] of llamaWeightShapes(config)) named.set(hfName, await load(hfName, shape));
+    for (const [hfName, shape] of shapes) {
+      named.set(hfName, await load(hfName, shape));
+      progress.uploaded(storedBytes(hfName));
+    }
   } catch (error) {
     for (const weight of named.values()) disposeWeight(weight);
     throw error;
@@ -239,9 +292,9 @@ export async function uploadGgufLlamaWeights(
   return {
     embedding,
     layers: Array.from({ length: config.numHiddenLayers }, (_, i) => {
-      const entries = Object.entries(LAYER_TENSORS).map(([key, suffix]) => [
+      const entries = (Object.keys(layerShapes(config)) as (keyof LlamaLayerWeights)[]).map((key) => [
         key,
-        get(`model.layers.${i}.${suffix}.weight`),
+        get(`model.layers.${i}.${LAYER_TENSORS[key]}`),
       ]);
       return Object.fromEntries(entries) as { [K in keyof LlamaLayerWeights]: GgufLlamaWeight };
     }),
@@ -280,6 +333,7 @@ export async function loadGgufLlama(
 ): Promise<LlamaModel> {
   const gguf = await openGgufLlama(path, options);
   try {
+    checkSlidingWindow(gguf.config, options.maxSequence ?? gguf.config.maxPositionEmbeddings);
     const dtype = chosenDtype(options.weightDtype, gguf.config, gguf.file.tensors);
     const cacheDtype = options.kvCacheDtype ?? 'f32';
     checkLlamaBackend(
@@ -335,7 +389,7 @@ function splitQuantizedProjections(weights: GgufLlamaWeights): {
 } {
   const float = (w: GgufLlamaWeight, name: string): Tensor => {
     if (isTensor(w)) return w;
-    throw new DTypeError('norm weights must be float tensors', {
+    throw new DTypeError('norm weights and biases must be float tensors', {
       kernel: KERNEL,
       argument: name,
       expected: 'F32, F16 or BF16 in the file',
@@ -368,7 +422,7 @@ function splitQuantizedProjections(weights: GgufLlamaWeights): {
   const layers = weights.layers.map((layer, i) => {
     const entries = LLAMA_PROJECTIONS.map((p) => {
       const w = layer[p]!;
-      const name = `model.layers.${i}.${LAYER_TENSORS[p]}.weight`;
+      const name = `model.layers.${i}.${LAYER_TENSORS[p]}`;
       if (isTensor(w)) {
         throw new DTypeError('a model takes all its projections quantized or none', {
           kernel: KERNEL,
@@ -381,10 +435,18 @@ function splitQuantizedProjections(weights: GgufLlamaWeights): {
     });
     return Object.fromEntries(entries) as QuantizedLlamaLayer;
   });
-  const norms = weights.layers.map((l) => ({
-    inputNorm: float(l.inputNorm, 'attn_norm.weight'),
-    postAttentionNorm: float(l.postAttentionNorm, 'ffn_norm.weight'),
-  }));
+  // What stays dense beside quantized projections: the norms, and a family's biases and head norms.
+  const norms = weights.layers.map((l, i) => {
+    const vectors = Object.entries(l).filter(
+      ([key]) => !(LLAMA_PROJECTIONS as readonly string[]).includes(key),
+    );
+    return Object.fromEntries(
+      vectors.map(([key, w]) => [
+        key,
+        float(w!, ggufNameOfHf(`model.layers.${i}.${LAYER_TENSORS[key as keyof LlamaLayerWeights]}`)!),
+      ]),
+    ) as unknown as LlamaWeights['layers'][number];
+  });
   return {
     dense: { embedding, head, norm: weights.norm, layers: norms },
     quantized: { layers, ...ends },

@@ -22,7 +22,7 @@ import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
 import { encodeHalfScatter } from './halfCache.js';
 import { encodeWithF32Activations } from './halfEdges.js';
-import { checkRopePositions, ROPE_ROTATION_WGSL, type RopeLayout, ropeLogStep } from './rope.js';
+import { checkRopePositions, type RopeLayout, ropeLogStep, ropeRotationSource, tableKey } from './rope.js';
 
 /** vec4 loads where rows are a whole number of vec4s, scalars otherwise. */
 function vectorOf(headDim: number): { width: 1 | 4; type: 'vec4<f32>' | 'f32'; zero: string } {
@@ -570,7 +570,7 @@ const ROPE_SCATTER_PARAMS = paramLayout([
   ['logStep', 'f32'],
 ] as const);
 
-function ropeScatterShader(layout: RopeLayout, device: boolean): ShaderSource {
+function ropeScatterShader(layout: RopeLayout, device: boolean, table: boolean): ShaderSource {
   const [first, second] =
     layout === 'half' ? ['pair', 'pair + params.half'] : ['2u * pair', '2u * pair + 1u'];
   /** The rotated pair of `from` at row offset `src`, written to `to` at row offset `dst`. */
@@ -580,7 +580,7 @@ function ropeScatterShader(layout: RopeLayout, device: boolean): ShaderSource {
     ${to}[${dst} + first] = a * c - b * s;
     ${to}[${dst} + second] = a * s + b * c;`;
   return {
-    key: `decoding/ropeKvScatter/${layout}${device ? '/device' : ''}/wg${WG}`,
+    key: `decoding/ropeKvScatter/${layout}${device ? '/device' : ''}${tableKey(table)}/wg${WG}`,
     kernel: 'ropeKvScatter',
     // One invocation per item, in order: the rotated pairs of q, those of k
     // (written to their kCache rows), then the elements of v (copied to their
@@ -594,7 +594,8 @@ function ropeScatterShader(layout: RopeLayout, device: boolean): ShaderSource {
       module.storage('kCache', 'f32', 'read_write');
       module.storage('vCache', 'f32', 'read_write');
       if (device) module.storage('at', 'i32', 'read');
-      module.declare(ROPE_ROTATION_WGSL);
+      if (table) module.storage('frequencies', 'f32', 'read');
+      module.declare(ropeRotationSource(table));
       return module.build(
         undefined,
         WG,
@@ -646,7 +647,7 @@ ${
 const ropeScatterKernel = wgpuKernel(
   ropeKvScatter,
   (encoder, { inputs, outputs, attrs }) => {
-    const [q, k, v, , , at] = inputs;
+    const [q, k, v, , , at, frequencies] = inputs;
     const [y, kCache, vCache] = outputs;
     const [tokens, heads, headDim] = q!.shape as [number, number, number];
     const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
@@ -654,7 +655,7 @@ const ropeScatterKernel = wgpuKernel(
     checkRopePositions('ropeKvScatter', 'attrs.position', (at ? maxSeq : attrs.position + tokens) - 1);
     const position = attrs.position ?? 0;
     const logStep = ropeLogStep(attrs.theta, headDim);
-    const caches = { kCache: kCache!, vCache: vCache!, at };
+    const caches = { kCache: kCache!, vCache: vCache!, at, frequencies };
     if (!isHalf(kCache!.dtype)) {
       encodeWithF32Activations(encoder, ropeKvScatter.name, { q, k, v }, { y }, (i, o) =>
         encodeRopeScatter(encoder, { ...i, y: o.y, ...caches }, attrs.layout, position, logStep, true),
@@ -665,7 +666,11 @@ const ropeScatterKernel = wgpuKernel(
       encodeRopeScatter(encoder, { q: i.q, k, v, y: o.y, ...caches }, attrs.layout, position, logStep, false),
     );
     if (kvHeads * headDim === 0) return;
-    encodeHalfScatter(encoder, kCache!, k!, at, position, tokens, { layout: attrs.layout, logStep });
+    encodeHalfScatter(encoder, kCache!, k!, at, position, tokens, {
+      layout: attrs.layout,
+      logStep,
+      frequencies,
+    });
     encodeHalfScatter(encoder, vCache!, v!, at, position, tokens);
   },
   { dtypes: FLOAT },
@@ -674,13 +679,15 @@ const ropeScatterKernel = wgpuKernel(
 /** The f32 shader over q, and with `withCaches` k and v, into f32 caches. */
 function encodeRopeScatter(
   encoder: KernelEncoder,
-  t: Readonly<Record<'q' | 'k' | 'v' | 'y' | 'kCache' | 'vCache' | 'at', Operand | undefined>>,
+  t: Readonly<
+    Record<'q' | 'k' | 'v' | 'y' | 'kCache' | 'vCache' | 'at' | 'frequencies', Operand | undefined>
+  >,
   layout: RopeLayout,
   position: number,
   logStep: number,
   withCaches: boolean,
 ): void {
-  const { q, k, v, y, kCache, vCache, at } = t;
+  const { q, k, v, y, kCache, vCache, at, frequencies } = t;
   const [tokens, heads, headDim] = q!.shape as [number, number, number];
   const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
   const half = headDim / 2;
@@ -689,8 +696,8 @@ function encodeRopeScatter(
   const n = pairs + (withCaches ? v!.size : 0);
   if (n === 0) return;
   encoder.dispatch({
-    shader: ropeScatterShader(layout, at !== undefined),
-    buffers: [q!, k!, v!, y!, kCache!, vCache!, ...(at ? [at] : [])],
+    shader: ropeScatterShader(layout, at !== undefined, frequencies !== undefined),
+    buffers: [q!, k!, v!, y!, kCache!, vCache!, ...(at ? [at] : []), ...(frequencies ? [frequencies] : [])],
     params: {
       layout: ROPE_SCATTER_PARAMS,
       values: {

@@ -11,7 +11,7 @@ import {
 } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
-import { ROPE_ROTATION_WGSL, type RopeLayout } from './rope.js';
+import { type RopeLayout, ropeRotationSource, tableKey } from './rope.js';
 
 // The decoding family's writes into half caches (kvCacheScatter, and
 // ropeKvScatter's keys and values): a cache is u32 words of two halves, so
@@ -72,13 +72,13 @@ function halfScatterBody(
  * WGSL: function `rotated(position, t, h, d)`, element d of key row (t, h) of
  * `values` rotated at position + t as `rope` rotates it (ropeKvScatter's keys).
  */
-function rotatedElement(layout: RopeLayout, values: Storage): string {
+function rotatedElement(layout: RopeLayout, values: Storage, table: boolean): string {
   const at = (e: string) => loadScalar(values, 'values', `base + ${e}`);
   const [pair, first, second, isFirst] =
     layout === 'half'
       ? ['d % (params.headDim / 2u)', 'pair', 'pair + params.headDim / 2u', 'd < params.headDim / 2u']
       : ['d / 2u', '2u * pair', '2u * pair + 1u', 'd % 2u == 0u'];
-  return `${ROPE_ROTATION_WGSL}
+  return `${ropeRotationSource(table)}
 fn rotated(position: u32, t: u32, h: u32, d: u32) -> f32 {
   let base = t * params.width + h * params.headDim;
   let pair = ${pair};
@@ -95,19 +95,21 @@ function halfScatterShader(
   values: Storage,
   device: boolean,
   rope?: RopeLayout,
+  table = false,
 ): ShaderSource {
   const kernel = rope ? 'ropeKvScatter' : 'kvCacheScatter';
   return {
-    key: `decoding/${kernel}/${storage}/values-${values}${rope ? `/${rope}` : ''}${device ? '/device' : ''}/wg${WG}`,
+    key: `decoding/${kernel}/${storage}/values-${values}${rope ? `/${rope}` : ''}${device ? '/device' : ''}${tableKey(table)}/wg${WG}`,
     kernel,
     code: () => {
       const module = new ShaderModule();
       module.storage('cache', 'u32', 'read_write');
       module.storage('values', bindingType(values, false), 'read');
       if (device) module.storage('at', 'i32', 'read');
+      if (table) module.storage('frequencies', 'f32', 'read');
       module.declare(narrowFunctions(storage));
       if (values === 'bf16') module.declare(halfFunctions(values));
-      if (rope) module.declare(rotatedElement(rope, values));
+      if (rope) module.declare(rotatedElement(rope, values, table));
       const element = (h: string, t: string, d: string) =>
         rope
           ? `rotated(position, ${t}, ${h}, ${d})`
@@ -133,7 +135,7 @@ function halfScatterWords(tokens: number, headDim: number): number {
   return Math.floor((tokens * headDim + 1) / 2) + 1;
 }
 
-/** Scatters `tokens` rows of `values` (rotated with `rope`) into a half cache. */
+/** Scatters `tokens` rows of `values` (rotated with `rope`, by its frequency table where it has one) into a half cache. */
 export function encodeHalfScatter(
   encoder: KernelEncoder,
   cache: Operand,
@@ -141,8 +143,13 @@ export function encodeHalfScatter(
   at: Operand | undefined,
   position: number,
   tokens: number,
-  rope?: { readonly layout: RopeLayout; readonly logStep: number },
+  rope?: {
+    readonly layout: RopeLayout;
+    readonly logStep: number;
+    readonly frequencies?: Operand | undefined;
+  },
 ): void {
+  const frequencies = rope?.frequencies;
   const [heads, maxSeq, headDim] = cache.shape as [number, number, number];
   const words = halfScatterWords(tokens, headDim);
   encoder.dispatch({
@@ -151,8 +158,9 @@ export function encodeHalfScatter(
       storageOf(values.dtype),
       at !== undefined,
       rope?.layout,
+      frequencies !== undefined,
     ),
-    buffers: at ? [cache, values, at] : [cache, values],
+    buffers: [cache, values, ...(at ? [at] : []), ...(frequencies ? [frequencies] : [])],
     params: {
       layout: HALF_SCATTER_PARAMS,
       values: {

@@ -14,7 +14,8 @@ import { elementGrid, elementIndex, WG } from './common.js';
 // [−π, π] (SwiftShader's are), far coarser than an f32 rotation. A position
 // offset held in a device tensor is read by the shader (and added to the
 // parameter, then 0), so a recorded batch replays at whatever position was
-// last written there.
+// last written there. A frequency table (scaled RoPE) replaces the power of
+// theta as the frequency; the rest is the same.
 
 const PARAMS = paramLayout([
   ['pairs', 'u32'],
@@ -30,16 +31,18 @@ const PARAMS = paramLayout([
 
 /**
  * WGSL `ropeRotation(position, pair, logStep, sign)`: the cosine and sine of
- * sign · position · exp2(pair · logStep) radians, for every rope shader.
+ * sign · position · frequency radians, for every rope shader, where pair's
+ * frequency is the WGSL expression `frequency` (in `pair` and `logStep`).
  */
-export const ROPE_ROTATION_WGSL = `
+function ropeRotationWgsl(frequency: string): string {
+  return `
 /** fract(a · b) for a < 2^12 times a power of two and b with at most 12 significant bits: the product is exact. */
 fn turns(a: f32, b: f32) -> f32 { return fract(a * b); }
 
-/** position · exp2(pair · logStep) radians as a fraction of a turn, in [0, 1). */
+/** position · ${frequency.replace('f32(pair) * ', 'pair · ')} radians as a fraction of a turn, in [0, 1). */
 fn ropeTurns(position: u32, pair: u32, logStep: f32) -> f32 {
   // The frequency in turns per position, and its split into 12 + 12 significant bits.
-  let g = exp2(f32(pair) * logStep) * 0.15915494309189535;
+  let g = ${frequency} * 0.15915494309189535;
   let gh = bitcast<f32>(bitcast<u32>(g) & 0xfffff000u);
   let gl = g - gh;
   let p0 = f32(position & 0xfffu);
@@ -77,6 +80,27 @@ fn cosSinTurns(t: f32) -> vec2<f32> {
 fn ropeRotation(position: u32, pair: u32, logStep: f32, sign: f32) -> vec2<f32> {
   return cosSinTurns(sign * ropeTurns(position, pair, logStep));
 }`;
+}
+
+/** `ropeRotation` with pair i's frequency exp2(i · logStep): theta^(−2i/headDim). */
+export const ROPE_ROTATION_WGSL = ropeRotationWgsl('exp2(f32(pair) * logStep)');
+
+/**
+ * `ropeRotation` with pair i's frequency read from the storage array
+ * `frequencies` (rope's optional table; logStep unused), which the shader
+ * binds.
+ */
+export const ROPE_TABLE_ROTATION_WGSL = ropeRotationWgsl('frequencies[pair]');
+
+/** The rotation of a shader that binds a frequency table (`table`), or of theta's frequencies. */
+export function ropeRotationSource(table: boolean): string {
+  return table ? ROPE_TABLE_ROTATION_WGSL : ROPE_ROTATION_WGSL;
+}
+
+/** The key suffix of a shader that reads a frequency table. */
+export function tableKey(table: boolean): string {
+  return table ? '/table' : '';
+}
 
 /** −2 · log2(theta) / headDim: pair i's frequency is exp2(i · logStep). */
 export function ropeLogStep(theta: number, headDim: number): number {
@@ -97,18 +121,19 @@ export function checkRopePositions(kernel: string, argument: string, last: numbe
 
 export type RopeLayout = 'half' | 'interleaved';
 
-function ropeShader(layout: RopeLayout, device: boolean) {
+function ropeShader(layout: RopeLayout, device: boolean, table: boolean) {
   // Interleaved pairs are adjacent elements: pair p is vec2 element p.
   const interleaved = layout === 'interleaved';
   return {
-    key: `rope/rope/${layout}${device ? '/device' : ''}/wg${WG}`,
+    key: `rope/rope/${layout}${device ? '/device' : ''}${tableKey(table)}/wg${WG}`,
     kernel: 'rope',
     code: () => {
       const module = new ShaderModule().params(PARAMS);
       module.storage('x', interleaved ? 'vec2<f32>' : 'f32', 'read');
       module.storage('y', interleaved ? 'vec2<f32>' : 'f32', 'read_write');
       if (device) module.storage('offset', 'i32', 'read');
-      module.declare(ROPE_ROTATION_WGSL);
+      if (table) module.storage('frequencies', 'f32', 'read');
+      module.declare(ropeRotationSource(table));
       return module.build(
         undefined,
         WG,
@@ -140,20 +165,21 @@ ${
  * the half layout straddle words, so each invocation rotates its own two
  * elements from their partners; there are as many words as pairs).
  */
-function halfRopeShader(layout: RopeLayout, device: boolean, dtype: 'f16' | 'bf16') {
+function halfRopeShader(layout: RopeLayout, device: boolean, table: boolean, dtype: 'f16' | 'bf16') {
   const [pair, first, second, isFirst] =
     layout === 'half'
       ? ['d % params.half', 'pair', 'pair + params.half', 'd < params.half']
       : ['d / 2u', '2u * pair', '2u * pair + 1u', 'd % 2u == 0u'];
   return {
-    key: `rope/rope/${layout}${device ? '/device' : ''}/${dtype}/wg${WG}`,
+    key: `rope/rope/${layout}${device ? '/device' : ''}${tableKey(table)}/${dtype}/wg${WG}`,
     kernel: 'rope',
     code: () => {
       const module = new ShaderModule();
       module.storage('x', 'u32', 'read');
       module.storage('y', 'u32', 'read_write');
       if (device) module.storage('offset', 'i32', 'read');
-      module.declare(ROPE_ROTATION_WGSL);
+      if (table) module.storage('frequencies', 'f32', 'read');
+      module.declare(ropeRotationSource(table));
       declareHalf(module, dtype);
       return module.build(
         PARAMS,
@@ -185,6 +211,8 @@ export const ROPE_KERNELS: readonly AnyWgpuKernel[] = [
     (encoder, { inputs, outputs, attrs }) => {
       const x = inputs[0]!;
       const offset = inputs[1];
+      const frequencies = inputs[2];
+      const table = frequencies !== undefined;
       const [seq, heads, headDim] = x.shape as [number, number, number];
       const half = headDim / 2;
       const pairs = seq * heads * half;
@@ -193,9 +221,9 @@ export const ROPE_KERNELS: readonly AnyWgpuKernel[] = [
       const dtype = x.dtype;
       encoder.dispatch({
         shader: isHalf(dtype)
-          ? halfRopeShader(attrs.layout, offset !== undefined, dtype)
-          : ropeShader(attrs.layout, offset !== undefined),
-        buffers: offset ? [x, outputs[0]!, offset] : [x, outputs[0]!],
+          ? halfRopeShader(attrs.layout, offset !== undefined, table, dtype)
+          : ropeShader(attrs.layout, offset !== undefined, table),
+        buffers: [x, outputs[0]!, ...(offset ? [offset] : []), ...(frequencies ? [frequencies] : [])],
         params: {
           layout: PARAMS,
           values: {

@@ -9,7 +9,7 @@ import {
   invalid,
   valid,
 } from '../cases.js';
-import { ropeTolerance } from './rope.js';
+import { frequencyTable, ropeTolerance } from './rope.js';
 
 const cases: AnyConformanceCase[] = [];
 const errors: AnyErrorCase[] = [];
@@ -396,6 +396,30 @@ cases.push(
   }),
 );
 
+// With a frequency table (scaled RoPE): theta's frequencies unused.
+const TABLE_SCATTERS: readonly (readonly [number, number, number, number, number, number, boolean])[] = [
+  [1, 1, 1, 2, 1, 0, false],
+  [1, 3, 1, 6, 13, 12, true],
+  [5, 4, 2, 14, 13, 8, false],
+  [3, 32, 8, 128, 61, 58, false],
+  [1, 32, 8, 64, 2048, 2047, true],
+];
+for (const layout of ['half', 'interleaved'] as const) {
+  for (const [tokens, heads, kvHeads, headDim, maxSeq, position, onDevice] of TABLE_SCATTERS) {
+    const width = kvHeads * headDim;
+    const cache = f32([kvHeads, maxSeq, headDim]);
+    const inputs = [f32([tokens, heads, headDim]), f32([tokens, width]), f32([tokens, width]), cache, cache];
+    cases.push(
+      valid(k.ropeKvScatter, {
+        label: `${layout} with a frequency table: q [${tokens}, ${heads}, ${headDim}] into caches [${kvHeads}, ${maxSeq}, ${headDim}] at ${onDevice ? 'a device position ' : ''}${position}`,
+        inputs: [...inputs, onDevice ? deviceValue(position) : undefined, frequencyTable(headDim)],
+        attrs: onDevice ? { layout } : { position, layout },
+        tolerance: ropeTolerance(position + tokens - 1),
+      }),
+    );
+  }
+}
+
 const Q = f32([2, 4, 6]);
 const K = f32([2, 12]);
 const CACHE = f32([2, 8, 6]);
@@ -468,6 +492,20 @@ errors.push(
     attrs: {},
     error: 'argument',
     argument: 'attrs.position',
+  }),
+  invalid(k.ropeKvScatter, {
+    label: 'a frequency table of headDim entries',
+    inputs: [Q, K, K, CACHE, CACHE, undefined, f32([6])],
+    attrs: { position: 0 },
+    error: 'shape',
+    argument: 'frequencies',
+  }),
+  invalid(k.ropeKvScatter, {
+    label: 'a bf16 frequency table',
+    inputs: [Q, K, K, CACHE, CACHE, undefined, { shape: [3], dtype: 'bf16' }],
+    attrs: { position: 0 },
+    error: 'dtype',
+    argument: 'frequencies',
   }),
   invalid(k.ropeKvScatter, {
     label: 'a u32 device position',

@@ -6,6 +6,7 @@ import {
   deviceValue,
   type FamilyCases,
   f32,
+  type InputSample,
   i32,
   invalid,
   type Tolerance,
@@ -22,6 +23,14 @@ export function ropeTolerance(maxPosition: number): Required<Tolerance> {
 }
 
 type Layout = 'half' | 'interleaved';
+
+/** [headDim / 2] random frequencies, log-uniform from 1e-5 to 1: a scaled RoPE's table. */
+export function frequencyTable(headDim: number): InputSample {
+  return {
+    shape: [headDim / 2],
+    init: (rng, n) => Array.from({ length: n }, () => 10 ** rng.uniform(-5, 0)),
+  };
+}
 const LAYOUTS: readonly Layout[] = ['half', 'interleaved'];
 
 /** [seq, heads, headDim] and the position of row 0. */
@@ -100,7 +109,60 @@ cases.push(
   }),
 );
 
+// A table of frequencies (scaled RoPE) in place of theta's: random ones from
+// 1e-5 to 1 radian per position, so that a kernel reading theta, another
+// pair's entry or no table at all fails.
+const TABLE_SHAPES: readonly (readonly [Shape, number, boolean])[] = [
+  [[1, 1, 2], 0, false],
+  [[1, 1, 2], 5, true],
+  [[7, 1, 6], 0, false],
+  [[3, 7, 34], 11, false],
+  [[13, 5, 64], 2, true],
+  [[1, 13, 128], 4093, false],
+  [[1, 13, 128], 4093, true],
+  [[61, 3, 18], 0, false],
+];
+for (const layout of LAYOUTS) {
+  for (const [shape, positionOffset, onDevice] of TABLE_SHAPES) {
+    for (const inverse of [false, true]) {
+      const where = `${onDevice ? 'a device position' : 'position'} ${positionOffset}`;
+      cases.push(
+        valid(k.rope, {
+          label: `[${shape.join(', ')}] from ${where} with a frequency table, ${layout}${inverse ? ', inverse' : ''}`,
+          inputs: [f32(shape), onDevice ? deviceValue(positionOffset) : undefined, frequencyTable(shape[2]!)],
+          attrs: onDevice ? { layout, inverse } : { positionOffset, layout, inverse },
+          tolerance: ropeTolerance(positionOffset + shape[0]! - 1),
+        }),
+      );
+    }
+  }
+}
+
 errors.push(
+  invalid(k.rope, {
+    label: 'a frequency table of headDim entries',
+    inputs: [f32([2, 3, 8]), undefined, f32([8])],
+    error: 'shape',
+    argument: 'frequencies',
+  }),
+  invalid(k.rope, {
+    label: 'a frequency table of rank 2',
+    inputs: [f32([2, 3, 8]), undefined, f32([1, 4])],
+    error: 'shape',
+    argument: 'frequencies',
+  }),
+  invalid(k.rope, {
+    label: 'an f16 frequency table',
+    inputs: [f32([2, 3, 8]), undefined, { shape: [4], dtype: 'f16' }],
+    error: 'dtype',
+    argument: 'frequencies',
+  }),
+  invalid(k.rope, {
+    label: 'an i32 frequency table',
+    inputs: [f32([2, 3, 8]), undefined, i32([4], 0, 1)],
+    error: 'dtype',
+    argument: 'frequencies',
+  }),
   invalid(k.rope, {
     label: 'a device position and attrs.positionOffset both',
     inputs: [f32([2, 3, 8]), deviceValue(3)],

@@ -1,5 +1,13 @@
 export { type LlamaCheckpoint, type LlamaCheckpointOptions, openLlamaCheckpoint } from './checkpoint.js';
-export { type LlamaConfig, parseLlamaConfig } from './config.js';
+export { checkSlidingWindow, type LlamaConfig, parseLlamaConfig } from './config.js';
+export {
+  familyOfConfig,
+  LLAMA_FAMILIES,
+  type LlamaFamily,
+  type LlamaFamilyName,
+  llamaFamily,
+} from './families.js';
+export { type LoadProgress, type LoadProgressCallback, LoadProgressCounter } from './loadProgress.js';
 export { type GenerateOptions, type LlamaLoadOptions, LlamaModel, type LlamaModelOptions } from './model.js';
 export {
   disposeQuantizedLayer,

@@ -3,6 +3,7 @@ import {
   argmax,
   type Backend,
   batchedMatmul,
+  biasAdd,
   type CommandBatch,
   cast,
   embedding,
@@ -21,6 +22,7 @@ import {
   rmsNormMatmul,
   rmsNormMatmul3,
   rope,
+  ropeFrequencies,
   ropeKvScatter,
   ShapeError,
   softmax,
@@ -34,7 +36,8 @@ import { checkSamplingOptions, type SamplingOptions, sampleToken } from '../samp
 import { ScratchRunner } from '../scratchRunner.js';
 import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
 import { type LlamaCheckpointOptions, openLlamaCheckpoint } from './checkpoint.js';
-import type { LlamaConfig } from './config.js';
+import { checkSlidingWindow, type LlamaConfig } from './config.js';
+import type { LoadProgressCallback } from './loadProgress.js';
 import { quantizedGateUpCall } from './quantizedGateUp.js';
 import {
   checkWeightFormat,
@@ -124,6 +127,8 @@ export interface LlamaLoadOptions extends LlamaModelOptions, LlamaCheckpointOpti
    * covers the head with the projections.
    */
   readonly quantizeHead?: boolean;
+  /** Called after each tensor is uploaded, with the tensors and stored bytes done and in all. */
+  readonly onProgress?: LoadProgressCallback;
 }
 
 const FLOAT_DTYPES: readonly string[] = ['f32', 'f16', 'bf16'];
@@ -208,6 +213,8 @@ export class LlamaModel {
   readonly positionInput: Tensor;
   /** i32 [1]: the rows a recorded step attends over (position + 1). */
   readonly lengthInput: Tensor;
+  /** f32 [headDim / 2]: RoPE's scaled frequencies (the config's `ropeScaling`); absent, the kernels use theta's. */
+  readonly #frequencies: Tensor | undefined;
   readonly #replay: boolean;
   readonly #fused: boolean;
   readonly #quantized: readonly QuantizedLlamaLayer[] | undefined;
@@ -231,6 +238,7 @@ export class LlamaModel {
         actual: String(maxSequence),
       });
     }
+    checkSlidingWindow(config, maxSequence);
     this.weightDtype = checkLlamaWeights(config, weights, {
       quantizedProjections: options.quantized?.layers !== undefined,
       quantizedEmbedding: options.quantized?.embedding !== undefined,
@@ -254,6 +262,10 @@ export class LlamaModel {
     this.tokenInput = backend.zeros([1], 'i32');
     this.positionInput = backend.zeros([1], 'i32');
     this.lengthInput = backend.zeros([1], 'i32');
+    const { ropeScaling } = config;
+    this.#frequencies = ropeScaling
+      ? backend.upload(ropeFrequencies(config.ropeTheta, config.headDim, ropeScaling), [config.headDim / 2])
+      : undefined;
     this.#replay = options.replay ?? true;
     const layers = options.quantized?.layers;
     if (layers && layers.length !== weights.layers.length) {
@@ -314,13 +326,20 @@ export class LlamaModel {
     if (options.weightFormat !== undefined) checkWeightFormat(backend, options.weightFormat);
     const checkpoint = await openLlamaCheckpoint(dir, options);
     try {
+      checkSlidingWindow(checkpoint.config, options.maxSequence ?? checkpoint.config.maxPositionEmbeddings);
       checkLlamaTensors(checkpoint.config, checkpoint.tensors);
       const dtype =
         choice === 'checkpoint' ? checkpointWeightDtype(checkpoint.config, checkpoint.tensors) : choice;
       const cacheDtype = options.kvCacheDtype ?? 'f32';
       const fused = options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype);
       checkLlamaBackend(backend, dtype, cacheDtype, fused);
-      let weights = await uploadLlamaWeights(backend, checkpoint.config, checkpoint.tensors, dtype);
+      let weights = await uploadLlamaWeights(
+        backend,
+        checkpoint.config,
+        checkpoint.tensors,
+        dtype,
+        options.onProgress,
+      );
       let quantized: LlamaModelOptions['quantized'];
       try {
         if (options.quantizeHead && options.weightFormat === undefined) {
@@ -670,17 +689,18 @@ export class LlamaModel {
       return this.#fusedDecodeLayer(run, w, cache, x, device, position);
     // A chunk normalises once for the three projections.
     const h = run.run1(rmsNorm, [x, w.inputNorm], { eps });
-    const project = (name: 'q' | 'k' | 'v') => this.#project(run, h, w, quantized, name);
+    const project = (name: 'q' | 'k' | 'v') =>
+      this.#biased(run, this.#project(run, h, w, quantized, name), w[`${name}Bias`]);
     const rotate = (z: Tensor, n: number) =>
       run.run1(
         rope,
-        [z.reshape([t, n, headDim]), device ? this.positionInput : undefined],
+        this.#withFrequencies([z.reshape([t, n, headDim]), device ? this.positionInput : undefined]),
         device
           ? { theta: ropeTheta, layout: 'half' }
           : { positionOffset: position, theta: ropeTheta, layout: 'half' },
       );
-    const q = rotate(project('q'), heads);
-    const k = rotate(project('k'), kvHeads);
+    const q = rotate(this.#headNorm(run, project('q'), w.qNorm), heads);
+    const k = rotate(this.#headNorm(run, project('k'), w.kNorm), kvHeads);
     const v = project('v');
     const row = device ? this.positionInput : undefined;
     const rowAttrs = device ? {} : { position };
@@ -704,8 +724,29 @@ export class LlamaModel {
               mask!,
             )
           : this.#causalAttention(run, q, this.#asF32(run, cache.k), this.#asF32(run, cache.v), mask!);
-    const x1 = this.#project(run, attended, w, quantized, 'o', x);
+    const x1 = this.#biased(run, this.#project(run, attended, w, quantized, 'o', x), w.oBias);
     return this.#project(run, this.#mlp(run, w, quantized, x1), w, quantized, 'down', x1);
+  }
+
+  /** `y` + `bias` (a family's projection bias) on every row, or `y` itself without one. */
+  #biased(run: ScratchRunner, y: Tensor, bias: Tensor | undefined): Tensor {
+    return bias ? run.run1(biasAdd, [y, bias]) : y;
+  }
+
+  /**
+   * z [rows, heads·headDim] with every head normalised by `norm` ([headDim]),
+   * as [rows·heads, headDim] (Qwen3's q and k norms, before RoPE); z itself
+   * without a norm.
+   */
+  #headNorm(run: ScratchRunner, z: Tensor, norm: Tensor | undefined): Tensor {
+    if (!norm) return z;
+    const { headDim, rmsNormEps: eps } = this.config;
+    return run.run1(rmsNorm, [z.reshape([z.size / headDim, headDim]), norm], { eps });
+  }
+
+  /** A RoPE kernel's inputs, with the model's frequency table after them where its RoPE is scaled. */
+  #withFrequencies(inputs: (Tensor | undefined)[]): (Tensor | undefined)[] {
+    return this.#frequencies ? [...inputs, this.#frequencies] : inputs;
   }
 
   /** input·Wᵀ (+ residual) for projection `name`: the quantized product where the layer has one. */
@@ -745,12 +786,29 @@ export class LlamaModel {
     device: boolean,
     position: number,
   ): Tensor {
-    const { rmsNormEps: eps, numAttentionHeads: heads, headDim, ropeTheta } = this.config;
+    const {
+      rmsNormEps: eps,
+      numAttentionHeads: heads,
+      numKeyValueHeads: kvHeads,
+      headDim,
+      ropeTheta,
+    } = this.config;
     const p = (name: (typeof LLAMA_PROJECTIONS)[number]) => denseProjection(w, name);
-    const [q, k, v] = run.run(rmsNormMatmul3, [x, w.inputNorm, p('q'), p('k'), p('v')], { eps });
+    const [q0, k0, v0] = run.run(rmsNormMatmul3, [x, w.inputNorm, p('q'), p('k'), p('v')], { eps });
+    // A family's biases and head norms between the projections and the rotation (none for a Llama).
+    const q = this.#headNorm(run, this.#biased(run, q0!, w.qBias), w.qNorm);
+    const k = this.#headNorm(run, this.#biased(run, k0!, w.kBias), w.kNorm);
+    const v = this.#biased(run, v0!, w.vBias);
     const [qRot] = run.run(
       ropeKvScatter,
-      [q!.reshape([1, heads, headDim]), k!, v!, cache.k, cache.v, device ? this.positionInput : undefined],
+      this.#withFrequencies([
+        q.reshape([1, heads, headDim]),
+        w.kNorm ? k.reshape([1, kvHeads * headDim]) : k,
+        v,
+        cache.k,
+        cache.v,
+        device ? this.positionInput : undefined,
+      ]),
       device ? { theta: ropeTheta, layout: 'half' } : { position, theta: ropeTheta, layout: 'half' },
     );
     const attended = run
@@ -760,7 +818,7 @@ export class LlamaModel {
         device ? {} : { seqLen: position + 1 },
       )
       .reshape([1, heads * headDim]);
-    const x1 = run.run1(matmul, [attended, p('o'), x], { transB: true, beta: 1 });
+    const x1 = this.#biased(run, run.run1(matmul, [attended, p('o'), x], { transB: true, beta: 1 }), w.oBias);
     const inner = run.run1(gateUpSwiglu, [x1, p('gate'), p('up'), w.postAttentionNorm], { eps });
     return run.run1(matmul, [inner, p('down'), x1], { transB: true, beta: 1 });
   }
@@ -908,6 +966,7 @@ export class LlamaModel {
     this.tokenInput.dispose();
     this.positionInput.dispose();
     this.lengthInput.dispose();
+    this.#frequencies?.dispose();
     if (this.#recorded) disposeRecorded(this.#recorded);
     this.#recorded = undefined;
     if (this.#greedy) {

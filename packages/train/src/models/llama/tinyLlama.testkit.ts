@@ -50,6 +50,9 @@ export function tinyLlamaWeights(config: Record<string, unknown>, seed: number):
     add(name, [out, inFeatures], () => rng.uniform(-bound, bound));
   };
   const norm = (name: string) => add(name, [d], () => rng.uniform(0.8, 1.2));
+  const vector = (name: string, n: number, lo: number, hi: number) =>
+    add(name, [n], () => rng.uniform(lo, hi));
+  const features = familyFeatures(config);
   add('model.embed_tokens.weight', [vocab, d], () => rng.uniform(-1.7, 1.7));
   for (let i = 0; i < (config.num_hidden_layers as number); i++) {
     const p = `model.layers.${i}`;
@@ -62,6 +65,17 @@ export function tinyLlamaWeights(config: Record<string, unknown>, seed: number):
     linear(`${p}.mlp.gate_proj.weight`, f, d);
     linear(`${p}.mlp.up_proj.weight`, f, d);
     linear(`${p}.mlp.down_proj.weight`, d, f);
+    // Biases as large as the products' spread, so that a bias left out or misplaced shows.
+    if (features.qkvBias) {
+      vector(`${p}.self_attn.q_proj.bias`, heads * headDim, -0.5, 0.5);
+      vector(`${p}.self_attn.k_proj.bias`, kvHeads * headDim, -0.5, 0.5);
+      vector(`${p}.self_attn.v_proj.bias`, kvHeads * headDim, -0.5, 0.5);
+    }
+    if (features.outputBias) vector(`${p}.self_attn.o_proj.bias`, d, -0.5, 0.5);
+    if (features.qkNorm) {
+      vector(`${p}.self_attn.q_norm.weight`, headDim, 0.5, 1.5);
+      vector(`${p}.self_attn.k_norm.weight`, headDim, 0.5, 1.5);
+    }
   }
   norm('model.norm.weight');
   if (!config.tie_word_embeddings) linear('lm_head.weight', vocab, d);
@@ -90,7 +104,7 @@ function stored(
 export function roundedTinyWeights(weights: TinyWeights, dtype: 'f16' | 'bf16'): TinyWeights {
   const rounded: TinyWeights = new Map();
   for (const [name, { shape, data }] of weights) {
-    if (name.endsWith('norm.weight')) {
+    if (name.endsWith('norm.weight') || name.endsWith('.bias')) {
       rounded.set(name, { shape, data });
       continue;
     }
@@ -143,6 +157,50 @@ export async function writeTinyLlama(
 
 // ---- an independent f64 reference forward pass ------------------------------------------
 
+/**
+ * What the raw config.json asks for beyond the Llama block, read here
+ * without rayo's parser: Qwen2 always biases q, k and v; Llama and Qwen3 do
+ * (and o) where `attention_bias` is true; Qwen3 norms each q and k head.
+ */
+export function familyFeatures(config: Record<string, unknown>): {
+  qkvBias: boolean;
+  outputBias: boolean;
+  qkNorm: boolean;
+} {
+  const architecture = (config.architectures as string[] | undefined)?.[0] ?? 'LlamaForCausalLM';
+  const attentionBias = config.attention_bias === true && architecture !== 'MistralForCausalLM';
+  return {
+    qkvBias: architecture === 'Qwen2ForCausalLM' || attentionBias,
+    outputBias: attentionBias && architecture !== 'Qwen2ForCausalLM',
+    qkNorm: architecture === 'Qwen3ForCausalLM',
+  };
+}
+
+/**
+ * RoPE's frequencies in f64 from the raw config: transformers 5's
+ * `rope_parameters` or `rope_theta` with `rope_scaling`; default, linear or
+ * llama3 (Llama 3.1's three bands), written from the paper's formula.
+ */
+export function ropeFrequenciesOf(config: Record<string, unknown>, headDim: number): number[] {
+  const parameters = (config.rope_parameters ?? config.rope_scaling ?? {}) as Record<string, number | string>;
+  const theta = (parameters.rope_theta ?? config.rope_theta ?? 10000) as number;
+  const kind = parameters.rope_type ?? parameters.type ?? 'default';
+  return Array.from({ length: headDim / 2 }, (_, i) => {
+    const f = 1 / theta ** ((2 * i) / headDim);
+    if (kind === 'linear') return f / (parameters.factor as number);
+    if (kind !== 'llama3') return f;
+    const factor = parameters.factor as number;
+    const low = parameters.low_freq_factor as number;
+    const high = parameters.high_freq_factor as number;
+    const original = parameters.original_max_position_embeddings as number;
+    const wavelength = (2 * Math.PI) / f;
+    if (wavelength < original / high) return f;
+    if (wavelength > original / low) return f / factor;
+    const smooth = (original / wavelength - low) / (high - low);
+    return (1 - smooth) * (f / factor) + smooth * f;
+  });
+}
+
 function matVec(w: Float32Array, rows: number, cols: number, x: Float64Array): Float64Array {
   const y = new Float64Array(rows);
   for (let r = 0; r < rows; r++) {
@@ -160,12 +218,18 @@ function rmsNormed(x: Float64Array, weight: Float32Array, eps: number): Float64A
   return x.map((v, i) => v * scale * weight[i]!);
 }
 
-/** Rotate-half RoPE of every head of `x` at `position`, in place. */
-function rotate(x: Float64Array, heads: number, headDim: number, position: number, theta: number): void {
+/** Rotate-half RoPE of every head of `x` at `position` with pair i turning `frequencies[i]` per position, in place. */
+function rotate(
+  x: Float64Array,
+  heads: number,
+  headDim: number,
+  position: number,
+  frequencies: number[],
+): void {
   const half = headDim / 2;
   for (let h = 0; h < heads; h++) {
     for (let i = 0; i < half; i++) {
-      const angle = position * theta ** ((-2 * i) / headDim);
+      const angle = position * frequencies[i]!;
       const a = x[h * headDim + i]!;
       const b = x[h * headDim + i + half]!;
       x[h * headDim + i] = a * Math.cos(angle) - b * Math.sin(angle);
@@ -190,24 +254,39 @@ export function referenceLogits(
   const headDim = (config.head_dim as number | undefined) ?? d / heads;
   const vocab = config.vocab_size as number;
   const eps = config.rms_norm_eps as number;
-  const theta = config.rope_theta as number;
+  const frequencies = ropeFrequenciesOf(config, headDim);
+  const features = familyFeatures(config);
   const w = (name: string) => weights.get(name)!.data;
+  /** x·Wᵀ (+ the bias, where the checkpoint has one). */
+  const project = (name: string, rows: number, cols: number, x: Float64Array) => {
+    const y = matVec(w(`${name}.weight`), rows, cols, x);
+    const bias = weights.get(`${name}.bias`)?.data;
+    if (bias) for (let r = 0; r < rows; r++) y[r]! += bias[r]!;
+    return y;
+  };
+  /** Each head of x normed by `norm` ([headDim]), in place (Qwen3's q/k norms). */
+  const headNorm = (x: Float64Array, n: number, norm: Float32Array) => {
+    for (let h = 0; h < n; h++)
+      x.set(rmsNormed(x.subarray(h * headDim, (h + 1) * headDim), norm, eps), h * headDim);
+  };
   const embed = w('model.embed_tokens.weight');
   let xs = tokens.map((t) => Float64Array.from(embed.subarray(t * d, (t + 1) * d)));
   for (let l = 0; l < (config.num_hidden_layers as number); l++) {
     const p = `model.layers.${l}`;
     const normed = xs.map((x) => rmsNormed(x, w(`${p}.input_layernorm.weight`), eps));
     const qs = normed.map((h, t) => {
-      const q = matVec(w(`${p}.self_attn.q_proj.weight`), heads * headDim, d, h);
-      rotate(q, heads, headDim, t, theta);
+      const q = project(`${p}.self_attn.q_proj`, heads * headDim, d, h);
+      if (features.qkNorm) headNorm(q, heads, w(`${p}.self_attn.q_norm.weight`));
+      rotate(q, heads, headDim, t, frequencies);
       return q;
     });
     const ks = normed.map((h, t) => {
-      const k = matVec(w(`${p}.self_attn.k_proj.weight`), kvHeads * headDim, d, h);
-      rotate(k, kvHeads, headDim, t, theta);
+      const k = project(`${p}.self_attn.k_proj`, kvHeads * headDim, d, h);
+      if (features.qkNorm) headNorm(k, kvHeads, w(`${p}.self_attn.k_norm.weight`));
+      rotate(k, kvHeads, headDim, t, frequencies);
       return k;
     });
-    const vs = normed.map((h) => matVec(w(`${p}.self_attn.v_proj.weight`), kvHeads * headDim, d, h));
+    const vs = normed.map((h) => project(`${p}.self_attn.v_proj`, kvHeads * headDim, d, h));
     xs = xs.map((x, t) => {
       const attended = new Float64Array(heads * headDim);
       for (let h = 0; h < heads; h++) {
@@ -225,7 +304,7 @@ export function referenceLogits(
             attended[h * headDim + i]! += (e[j]! / sum) * vs[j]![g * headDim + i]!;
         }
       }
-      const o = matVec(w(`${p}.self_attn.o_proj.weight`), d, heads * headDim, attended);
+      const o = project(`${p}.self_attn.o_proj`, d, heads * headDim, attended);
       const x1 = x.map((v, i) => v + o[i]!);
       const h2 = rmsNormed(x1, w(`${p}.post_attention_layernorm.weight`), eps);
       const gate = matVec(w(`${p}.mlp.gate_proj.weight`), f, d, h2);

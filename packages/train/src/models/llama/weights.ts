@@ -11,6 +11,7 @@ import {
 import type { FloatDType } from '../../checkpoint/floatWords.js';
 import { FLOAT_READABLE, readableAsFloat, type SafetensorsFile } from '../../checkpoint/safetensorsFile.js';
 import type { LlamaConfig } from './config.js';
+import { type LoadProgressCallback, LoadProgressCounter } from './loadProgress.js';
 
 /**
  * The dtype of a model's matrix weights (the projections, the head) and its
@@ -37,6 +38,15 @@ export interface LlamaLayerWeights {
   readonly gate?: Tensor;
   readonly up?: Tensor;
   readonly down?: Tensor;
+  /** The q, k and v biases (f32 [out]) of a config with `qkvBias` (Qwen2; Llama, Qwen3 with `attention_bias`). */
+  readonly qBias?: Tensor;
+  readonly kBias?: Tensor;
+  readonly vBias?: Tensor;
+  /** The output projection's bias (f32 [hidden]) of a config with `outputBias`. */
+  readonly oBias?: Tensor;
+  /** RMSNorm weights (f32 [headDim]) of every query and key head, of a config with `qkNorm` (Qwen3). */
+  readonly qNorm?: Tensor;
+  readonly kNorm?: Tensor;
 }
 
 /** The projections of a layer, the weights a quantized layer replaces. */
@@ -67,19 +77,27 @@ const KERNEL = 'loadLlama';
 /** Buffers of older checkpoints that the decoder recomputes from `rope_theta`. */
 const DERIVED = /^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$/;
 
+/** Each layer tensor's Hugging Face name after `model.layers.N.`. */
 export const LAYER_TENSORS = {
-  inputNorm: 'input_layernorm',
-  q: 'self_attn.q_proj',
-  k: 'self_attn.k_proj',
-  v: 'self_attn.v_proj',
-  o: 'self_attn.o_proj',
-  postAttentionNorm: 'post_attention_layernorm',
-  gate: 'mlp.gate_proj',
-  up: 'mlp.up_proj',
-  down: 'mlp.down_proj',
+  inputNorm: 'input_layernorm.weight',
+  q: 'self_attn.q_proj.weight',
+  k: 'self_attn.k_proj.weight',
+  v: 'self_attn.v_proj.weight',
+  o: 'self_attn.o_proj.weight',
+  postAttentionNorm: 'post_attention_layernorm.weight',
+  gate: 'mlp.gate_proj.weight',
+  up: 'mlp.up_proj.weight',
+  down: 'mlp.down_proj.weight',
+  qBias: 'self_attn.q_proj.bias',
+  kBias: 'self_attn.k_proj.bias',
+  vBias: 'self_attn.v_proj.bias',
+  oBias: 'self_attn.o_proj.bias',
+  qNorm: 'self_attn.q_norm.weight',
+  kNorm: 'self_attn.k_norm.weight',
 } as const satisfies Record<keyof LlamaLayerWeights, string>;
 
-function layerShapes(c: LlamaConfig): Record<keyof LlamaLayerWeights, Shape> {
+/** The tensors of a layer of `c`, with their shapes: the Llama block's, and the family's biases and norms. */
+export function layerShapes(c: LlamaConfig): Partial<Record<keyof LlamaLayerWeights, Shape>> {
   const d = c.hiddenSize;
   const qWidth = c.numAttentionHeads * c.headDim;
   const kvWidth = c.numKeyValueHeads * c.headDim;
@@ -94,6 +112,9 @@ function layerShapes(c: LlamaConfig): Record<keyof LlamaLayerWeights, Shape> {
     gate: [f, d],
     up: [f, d],
     down: [d, f],
+    ...(c.qkvBias ? { qBias: [qWidth], kBias: [kvWidth], vBias: [kvWidth] } : {}),
+    ...(c.outputBias ? { oBias: [d] } : {}),
+    ...(c.qkNorm ? { qNorm: [c.headDim], kNorm: [c.headDim] } : {}),
   };
 }
 
@@ -102,11 +123,9 @@ export function llamaWeightShapes(config: LlamaConfig): Map<string, Shape> {
   const shapes = new Map<string, Shape>([
     ['model.embed_tokens.weight', [config.vocabSize, config.hiddenSize]],
   ]);
-  const perLayer = layerShapes(config);
+  const perLayer = Object.entries(layerShapes(config)) as [keyof LlamaLayerWeights, Shape][];
   for (let i = 0; i < config.numHiddenLayers; i++) {
-    for (const [key, suffix] of Object.entries(LAYER_TENSORS)) {
-      shapes.set(`model.layers.${i}.${suffix}.weight`, perLayer[key as keyof LlamaLayerWeights]);
-    }
+    for (const [key, shape] of perLayer) shapes.set(`model.layers.${i}.${LAYER_TENSORS[key]}`, shape);
   }
   shapes.set('model.norm.weight', [config.hiddenSize]);
   if (!config.tieWordEmbeddings) shapes.set('lm_head.weight', [config.vocabSize, config.hiddenSize]);
@@ -165,9 +184,9 @@ export function checkLlamaTensors(config: LlamaConfig, files: ReadonlyMap<string
   }
 }
 
-/** Whether the tensor `name` is a norm weight (kept f32) rather than a matrix or the embedding. */
-function isNormWeight(name: string): boolean {
-  return name.endsWith('norm.weight');
+/** Whether the tensor `name` is a norm weight or a bias (a vector, kept f32) rather than a matrix or the embedding. */
+export function isVectorWeight(name: string): boolean {
+  return name.endsWith('norm.weight') || name.endsWith('.bias');
 }
 
 /**
@@ -182,7 +201,7 @@ export function checkpointWeightDtype(
 ): LlamaWeightDType {
   let first: { name: string; dtype: LlamaWeightDType } | undefined;
   for (const name of llamaWeightShapes(config).keys()) {
-    if (isNormWeight(name)) continue;
+    if (isVectorWeight(name)) continue;
     const dtype = files.get(name)!.entries.get(name)!.dtype as LlamaWeightDType;
     first ??= { name, dtype };
     if (dtype !== first.dtype) {
@@ -203,32 +222,44 @@ export function checkpointWeightDtype(
  * `files` maps each tensor name to the file that holds it. Matrices and the
  * embedding are uploaded in `weightDtype` (default: the checkpoint's; words
  * of that dtype go up as stored, other float formats are converted once on
- * the host, rounding to nearest even), norm weights in f32.
+ * the host, rounding to nearest even), norm weights and biases in f32.
+ * `onProgress` hears of each upload (see `LoadProgress`).
  */
 export async function uploadLlamaWeights(
   backend: Backend,
   config: LlamaConfig,
   files: ReadonlyMap<string, SafetensorsFile>,
   weightDtype: LlamaWeightDTypeChoice = 'checkpoint',
+  onProgress?: LoadProgressCallback,
 ): Promise<LlamaWeights> {
   checkLlamaTensors(config, files);
   const dtype = weightDtype === 'checkpoint' ? checkpointWeightDtype(config, files) : weightDtype;
+  const storedBytes = (name: string) => {
+    const entry = files.get(name)!.entries.get(name)!;
+    return entry.end - entry.begin;
+  };
+  const progress = new LoadProgressCounter(
+    onProgress,
+    [...llamaWeightShapes(config).keys()].map(storedBytes),
+  );
   const uploaded: Tensor[] = [];
   const load = async (name: string, shape: Shape): Promise<Tensor> => {
-    const as = isNormWeight(name) ? 'f32' : dtype;
+    const as = isVectorWeight(name) ? 'f32' : dtype;
     const tensor = backend.upload(await files.get(name)!.readAs(name, as), shape, as);
     uploaded.push(tensor);
+    progress.uploaded(storedBytes(name));
     return tensor;
   };
   try {
     const shapes = llamaWeightShapes(config);
+    const layerKeys = Object.keys(layerShapes(config)) as (keyof LlamaLayerWeights)[];
     const embedding = await load('model.embed_tokens.weight', shapes.get('model.embed_tokens.weight')!);
     const layers: LlamaLayerWeights[] = [];
     for (let i = 0; i < config.numHiddenLayers; i++) {
       const layer: Partial<Record<keyof LlamaLayerWeights, Tensor>> = {};
-      for (const [key, suffix] of Object.entries(LAYER_TENSORS)) {
-        const name = `model.layers.${i}.${suffix}.weight`;
-        layer[key as keyof LlamaLayerWeights] = await load(name, shapes.get(name)!);
+      for (const key of layerKeys) {
+        const name = `model.layers.${i}.${LAYER_TENSORS[key]}`;
+        layer[key] = await load(name, shapes.get(name)!);
       }
       layers.push(layer as LlamaLayerWeights);
     }
@@ -246,10 +277,9 @@ export async function uploadLlamaWeights(
 /** The tensors of `weights` by Hugging Face name (a tied head only as the embedding). */
 function namedLlamaWeights(config: LlamaConfig, weights: LlamaWeights): Map<string, Tensor | undefined> {
   const named = new Map<string, Tensor | undefined>([['model.embed_tokens.weight', weights.embedding]]);
+  const layerKeys = Object.keys(layerShapes(config)) as (keyof LlamaLayerWeights)[];
   weights.layers.forEach((layer, i) => {
-    for (const [key, suffix] of Object.entries(LAYER_TENSORS)) {
-      named.set(`model.layers.${i}.${suffix}.weight`, layer[key as keyof LlamaLayerWeights]);
-    }
+    for (const key of layerKeys) named.set(`model.layers.${i}.${LAYER_TENSORS[key]}`, layer[key]);
   });
   named.set('model.norm.weight', weights.norm);
   if (!config.tieWordEmbeddings) named.set('lm_head.weight', weights.head);
@@ -288,7 +318,7 @@ export function checkLlamaWeights(
   }
   const named = namedLlamaWeights(config, weights);
   // The matrices' dtype: the embedding's, or where it is quantized the first float matrix's (f32 where none is).
-  const first = [...named].find(([name, t]) => t !== undefined && !isNormWeight(name))?.[1];
+  const first = [...named].find(([name, t]) => t !== undefined && !isVectorWeight(name))?.[1];
   const embeddingDtype = first?.dtype;
   const dtype: LlamaWeightDType =
     embeddingDtype === 'f16' || embeddingDtype === 'bf16' ? embeddingDtype : 'f32';
@@ -298,10 +328,10 @@ export function checkLlamaWeights(
     if (options.quantizedProjections && tensor === undefined && isProjection(name)) continue;
     if (options.quantizedEmbedding && tensor === undefined && name === 'model.embed_tokens.weight') continue;
     if (options.quantizedHead && tensor === undefined && name === 'lm_head.weight') continue;
-    const want = isNormWeight(name) ? 'f32' : dtype;
+    const want = isVectorWeight(name) ? 'f32' : dtype;
     if (tensor?.dtype !== want || !shapesEqual(tensor.shape, shape)) {
       const shapeFits = tensor !== undefined && shapesEqual(tensor.shape, shape);
-      const why = isNormWeight(name) ? ' (norm weights are f32)' : " (the embedding's dtype)";
+      const why = isVectorWeight(name) ? ' (norm weights and biases are f32)' : " (the embedding's dtype)";
       throw new (shapeFits ? DTypeError : ShapeError)(`weight '${name}' does not fit the config`, {
         kernel: 'LlamaModel',
         argument: name,
@@ -313,7 +343,7 @@ export function checkLlamaWeights(
   return dtype;
 }
 
-const PROJECTION_SUFFIXES = new Set(LLAMA_PROJECTIONS.map((key) => `.${LAYER_TENSORS[key]}.weight`));
+const PROJECTION_SUFFIXES = new Set(LLAMA_PROJECTIONS.map((key) => `.${LAYER_TENSORS[key]}`));
 
 function isProjection(name: string): boolean {
   return [...PROJECTION_SUFFIXES].some((suffix) => name.endsWith(suffix));

@@ -1,0 +1,225 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Backend, createBackend, createCpuBackend, probeBackends, ShapeError } from '@rayo/core';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openNodeFile } from '../checkpoint/randomAccessFile.js';
+import { parseLlamaConfig } from '../models/llama/config.js';
+import {
+  FAMILY_CONFIGS,
+  llama32Config,
+  qwen3Config,
+  qwen25Config,
+  smolLM2Config,
+} from '../models/llama/familyConfigs.testkit.js';
+import { LlamaModel } from '../models/llama/model.js';
+import {
+  referenceGreedy,
+  referenceLogits,
+  removeTinyLlamas,
+  type TinyWeights,
+  tinyLlamaWeights,
+  writeTinyLlama,
+} from '../models/llama/tinyLlama.testkit.js';
+import { llamaToGguf, ropeFactorsOf } from './convertLlama.js';
+import { dequantize } from './dequantize.js';
+import type { GgmlType } from './ggmlTypes.js';
+import { GgufFile } from './ggufFile.js';
+import { ggufLlamaConfig } from './llamaConfig.js';
+import { loadGgufLlama } from './loadLlama.js';
+import { quantize } from './quantize.js';
+import { repackOntoCoreFormats } from './repack.js';
+import { writeGgufFile } from './writer.js';
+
+/** As the safetensors family tests: f32 rounding against the f64 reference (GGUF's f32 epsilon adds ~1e-8). */
+const TOLERANCE = 5e-5;
+const PROMPT = [5, 17, 3, 96, 0, 42, 8, 71, 30];
+const CONTINUATION = [61, 2, 77];
+/** Lavapipe compiles each pipeline on first use, slowly on a loaded machine. */
+const TIMEOUT = 300_000;
+
+const dir = await mkdtemp(join(tmpdir(), 'gguf-families-'));
+let files = 0;
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+  await removeTinyLlamas();
+});
+
+/** Writes `weights` (Hugging Face layout) as a GGUF file through the converter. */
+async function writeGguf(
+  json: Record<string, unknown>,
+  weights: TinyWeights,
+  typeOf?: (hfName: string) => GgmlType,
+): Promise<string> {
+  const path = join(dir, `model-${files++}.gguf`);
+  await writeGgufFile(path, llamaToGguf(parseLlamaConfig(json), weights, { typeOf }));
+  return path;
+}
+
+function maxAbsDiff(got: ArrayLike<number>, want: ArrayLike<number>): number {
+  expect(got.length).toBe(want.length);
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
+  return worst;
+}
+
+describe('GGUF files of every family', () => {
+  it('write each family under its architecture: Q and K permuted for llama only, llama3 factors as rope_freqs', async () => {
+    const cases = [
+      [llama32Config(), 'llama', true],
+      [smolLM2Config(), 'llama', false],
+      [qwen25Config(), 'qwen2', false],
+      [qwen3Config(), 'qwen3', false],
+    ] as const;
+    for (const [json, arch, factors] of cases) {
+      const weights = tinyLlamaWeights(json, 3);
+      const raw = await openNodeFile(await writeGguf(json, weights));
+      try {
+        const file = await GgufFile.open(raw);
+        expect(file.metadata.get('general.architecture')?.value).toBe(arch);
+        const q = new Float32Array((await file.readBytes('blk.0.attn_q.weight')).slice().buffer);
+        const hfQ = weights.get('model.layers.0.self_attn.q_proj.weight')!.data;
+        // llama.cpp's converter permutes only the llama architecture's rows.
+        expect(Array.from(q).every((v, i) => v === hfQ[i])).toBe(arch !== 'llama');
+        expect(file.tensors.has('rope_freqs.weight')).toBe(factors);
+        if (arch === 'qwen2') {
+          const bias = new Float32Array((await file.readBytes('blk.1.attn_k.bias')).slice().buffer);
+          expect(Array.from(bias)).toEqual(
+            Array.from(weights.get('model.layers.1.self_attn.k_proj.bias')!.data),
+          );
+        }
+        if (arch === 'qwen3') expect(file.tensors.get('blk.0.attn_q_norm.weight')?.shape).toEqual([24]);
+        expect(ggufLlamaConfig(file.metadata, file.tensors).family).toBe(arch === 'llama' ? 'llama' : arch);
+      } finally {
+        await raw.close();
+      }
+    }
+  });
+
+  it("llama3 factors follow llama.cpp's converter: 1, factor, and 1 / ((1 − s) / factor + s) between", () => {
+    const factors = ropeFactorsOf(parseLlamaConfig(llama32Config()))!;
+    // Head 16, theta 500000, original context 64: pair 0 short, pair 1 between, the rest long.
+    expect(factors[0]).toBe(1);
+    expect(factors[1]).toBeGreaterThan(1);
+    expect(factors[1]).toBeLessThan(32);
+    expect(Array.from(factors.subarray(2))).toEqual(new Array(6).fill(32));
+  });
+});
+
+// Under CI the wgpu backend must be there (Mesa lavapipe): a missing adapter fails the test.
+const wgpu = (await probeBackends(['wgpu']))[0]!;
+const backends: [string, () => Promise<Backend>][] = [['cpu', async () => createCpuBackend()]];
+if (wgpu.available || process.env.CI === 'true') backends.push(['wgpu', () => createBackend('wgpu')]);
+
+describe.each(backends)('GGUF families on %s', (_name, create) => {
+  let backend: Backend;
+  const models: LlamaModel[] = [];
+  afterAll(() => {
+    for (const m of models) m.dispose();
+    backend?.dispose();
+  });
+
+  FAMILY_CONFIGS.forEach(([label, makeConfig], index) => {
+    it(
+      `${label}: the logits and greedy tokens of the f64 reference, the weights of the safetensors load`,
+      async () => {
+        backend ??= await create();
+        const json = makeConfig();
+        const weights = tinyLlamaWeights(json, 500 + index);
+        const model = await loadGgufLlama(backend, await writeGguf(json, weights), { maxSequence: 32 });
+        const fromSafetensors = await LlamaModel.load(backend, await writeTinyLlama(json, weights), {
+          maxSequence: 32,
+        });
+        models.push(model, fromSafetensors);
+        // Q and K (and their biases) back in Hugging Face order, whatever the architecture did to them.
+        for (const key of ['q', 'k', 'qBias', 'kBias', 'oBias', 'qNorm'] as const) {
+          const got = model.weights.layers[1]![key];
+          const want = fromSafetensors.weights.layers[1]![key];
+          expect(got === undefined).toBe(want === undefined);
+          if (got && want) expect(Array.from(await got.read())).toEqual(Array.from(await want.read()));
+        }
+        const vocab = json.vocab_size as number;
+        const want = referenceLogits(json, weights, [...PROMPT, ...CONTINUATION]);
+        using prefill = model.prefill(PROMPT);
+        const got = await prefill.read();
+        PROMPT.forEach((_, t) => {
+          expect(maxAbsDiff(got.subarray(t * vocab, (t + 1) * vocab), want[t]!)).toBeLessThan(TOLERANCE);
+        });
+        for (const [i, token] of CONTINUATION.entries()) {
+          using logits = model.decode(token);
+          expect(maxAbsDiff(await logits.read(), want[PROMPT.length + i]!)).toBeLessThan(TOLERANCE);
+        }
+        const ref = referenceGreedy(json, weights, PROMPT, 5);
+        expect(Math.min(...ref.margins)).toBeGreaterThan(10 * TOLERANCE);
+        const tokens: number[] = [];
+        for await (const t of model.generate(PROMPT, { maxNewTokens: 5 })) tokens.push(t);
+        expect(tokens).toEqual(ref.tokens);
+      },
+      TIMEOUT,
+    );
+  });
+
+  it(
+    'a Qwen2 file with Q8_0 projections: quantized products, dense biases, the logits of the dequantized weights',
+    async () => {
+      backend ??= await create();
+      // Rows of Q8_0 blocks: an FFN of 96.
+      const json = qwen25Config({ intermediate_size: 96 });
+      const w = tinyLlamaWeights(json, 41);
+      const projection = /_proj\.weight$/;
+      const typeOf = (name: string): GgmlType => (projection.test(name) ? 'Q8_0' : 'F32');
+      const model = await loadGgufLlama(backend, await writeGguf(json, w, typeOf), {
+        repack: repackOntoCoreFormats,
+        maxSequence: 32,
+      });
+      models.push(model);
+      expect(model.weights.layers[0]!.q).toBeUndefined();
+      expect(model.weights.layers[0]!.qBias?.dtype).toBe('f32');
+      const decoded: TinyWeights = new Map(
+        [...w].map(([name, { shape, data }]) => [
+          name,
+          { shape, data: projection.test(name) ? dequantize('Q8_0', quantize('Q8_0', data)) : data },
+        ]),
+      );
+      const want = referenceLogits(json, decoded, PROMPT);
+      using logits = model.prefill(PROMPT);
+      const got = await logits.read();
+      // The quantized kernels round activations differently from f32 products: looser than f32, far below a lost bias.
+      expect(maxAbsDiff(got.subarray((PROMPT.length - 1) * 97), want.at(-1)!)).toBeLessThan(1e-3);
+    },
+    TIMEOUT,
+  );
+});
+
+describe('GGUF refusals of the families', () => {
+  const backend = createCpuBackend();
+  afterAll(() => backend.dispose());
+
+  it('a rope_freqs table of the wrong length, and factors below 1, named', async () => {
+    const json = llama32Config();
+    const weights = tinyLlamaWeights(json, 2);
+    const contents = llamaToGguf(parseLlamaConfig(json), weights);
+    const withFactors = async (values: Float32Array) => {
+      const path = join(dir, `factors-${files++}.gguf`);
+      const tensors = contents.tensors.map((t) =>
+        t.name === 'rope_freqs.weight' ? { ...t, shape: [values.length], values } : t,
+      );
+      await writeGgufFile(path, { ...contents, tensors });
+      return loadGgufLlama(backend, path).catch((e: unknown) => e);
+    };
+    const short = await withFactors(new Float32Array(4).fill(1));
+    expect(short).toBeInstanceOf(ShapeError);
+    expect(String(short)).toMatch(/'rope_freqs\.weight'.*F32 \[8\] \(headDim \/ 2\).*F32 \[4\]/);
+    expect(String(await withFactors(Float32Array.of(1, 1, 0.5, 1, 1, 1, 1, 1)))).toMatch(
+      /'rope_freqs\.weight'.*factors are invalid.*scaling\.factors\[2\]: 0\.5/,
+    );
+  });
+
+  it('biases a family lacks, and missing ones, named', async () => {
+    const json = qwen25Config();
+    const weights = tinyLlamaWeights(json, 2);
+    weights.delete('model.layers.1.self_attn.v_proj.bias');
+    const error = await loadGgufLlama(backend, await writeGguf(json, weights)).catch((e: unknown) => e);
+    expect(String(error)).toMatch(/'blk\.1\.attn_v\.bias' is missing/);
+  });
+});
