@@ -233,8 +233,9 @@ export class Tokenizer {
     if (ids.length === 0) return '';
     return this.#hf.decode([...ids], {
       skip_special_tokens: options.skipSpecialTokens ?? false,
-      clean_up_tokenization_spaces:
-        options.cleanUpTokenizationSpaces ?? this.#settings.cleanUpTokenizationSpaces,
+      // transformers 5 leaves the spaces as they are whatever the config says
+      // (measured against AutoTokenizer on Llama 3's config, which sets it): so does rayo, unless asked.
+      clean_up_tokenization_spaces: options.cleanUpTokenizationSpaces ?? false,
     });
   }
 

@@ -6,8 +6,8 @@ export interface DecodeOptions {
   readonly skipSpecialTokens?: boolean;
   /**
    * Removes the space before punctuation and contractions (" ." → ".",
-   * " n't" → "n't"), as transformers does. Default: the config's
-   * `clean_up_tokenization_spaces` (false when absent).
+   * " n't" → "n't"). Default false whatever the config's
+   * `clean_up_tokenization_spaces` says, as transformers 5 decodes.
    */
   readonly cleanUpTokenizationSpaces?: boolean;
 }
