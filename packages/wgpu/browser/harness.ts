@@ -75,7 +75,7 @@ export async function runBrowserConformance(
   });
   // Each DevTools call is short (the run reports back through exposed
   // functions), so the protocol's limit need only cover a slow page load.
-  const browser = await launchChromium(options.executablePath, stallMs);
+  const browser = await launchChromium(options.executablePath, Math.max(stallMs, 60_000));
   const result = settleable<BrowserConformanceReport>();
   const pageErrors: string[] = [];
   let checksDone = 0;
@@ -89,10 +89,11 @@ export async function runBrowserConformance(
     );
   };
   let watchdog = setTimeout(stalled, stallMs);
-  try {
-    browser.once('disconnected', () =>
-      result.reject(new Error(`Chromium went away after ${checksDone} checks`)),
-    );
+  browser.once('disconnected', () =>
+    result.reject(new Error(`Chromium went away after ${checksDone} checks`)),
+  );
+
+  const start = async () => {
     const page = await browser.newPage();
     page.on('pageerror', (error) => pageErrors.push(String(error)));
     await page.exposeFunction('reportCheck', (group: string, name: string, error: string | undefined) => {
@@ -108,7 +109,7 @@ export async function runBrowserConformance(
     );
     await page.goto(url, { waitUntil: 'load' });
     await page
-      .waitForFunction(() => 'startConformance' in globalThis, { timeout: stallMs })
+      .waitForFunction(() => 'startConformance' in globalThis, { timeout: Math.max(stallMs, 60_000) })
       .catch((error: unknown) => {
         throw new Error(`the conformance page did not load: ${pageErrors.join('; ') || String(error)}`);
       });
@@ -120,7 +121,12 @@ export async function runBrowserConformance(
         ),
       { filter: options.filter, sample: options.sample ?? false } satisfies BrowserConformanceRun,
     );
-    return await result.promise;
+  };
+  try {
+    // The watchdog also runs while the page loads: whichever comes first decides.
+    const started = start();
+    started.catch(() => {});
+    return await Promise.race([started.then(() => result.promise), result.promise]);
   } finally {
     clearTimeout(watchdog);
     await browser.close();

@@ -75,7 +75,15 @@ describeInChromium('wgpu conformance in a browser', (chromium) => {
         expect(report.checks).toBeLessThan(suite.checks);
       }
     }
-  }, // No limit on the whole run: on a loaded machine it takes what the
-  // machine gives it, and the harness fails a page that stops finishing checks.
+  }, // machine gives it, and the harness fails a page that stops finishing checks. // No limit on the whole run: on a loaded machine it takes what the
   0);
+
+  it('gives up a run that stops finishing checks, naming how far it got', async () => {
+    // A stall limit shorter than any check: the watchdog, not the run, ends it.
+    await expect(
+      runBrowserConformance({ executablePath: chromium(), filter: 'relu', stallMs: 1 }),
+    ).rejects.toThrow(
+      /^the browser conformance made no progress for 0\.001 s after 0 checks \(the last: none yet\)/,
+    );
+  });
 });
