@@ -1,11 +1,31 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 const root = dirname(fileURLToPath(import.meta.url));
+
+/**
+ * How much longer than on an idle machine tests may take: RAYO_TIMEOUT_SCALE
+ * when set, else the load per core when vitest starts (at least 1, at most
+ * 10). Timeouts only guard against hangs, so they grow with the load; the
+ * factor is passed on to the test processes, whose own long timeouts (the
+ * browser suite's, typedoc's) read it.
+ */
+function loadTimeoutScale(): number {
+  const set = process.env.RAYO_TIMEOUT_SCALE;
+  if (set !== undefined && set !== '') {
+    const value = Number(set);
+    if (!(value >= 1)) throw new Error(`RAYO_TIMEOUT_SCALE: expected a number ≥ 1, got '${set}'`);
+    return value;
+  }
+  return Math.min(10, Math.max(1, Math.ceil(loadavg()[0]! / availableParallelism())));
+}
+const timeoutScale = loadTimeoutScale();
+process.env.RAYO_TIMEOUT_SCALE = String(timeoutScale);
+
 const packagesDir = join(root, 'packages');
 const examplesDir = join(root, 'examples');
 
@@ -42,14 +62,29 @@ for (const { dir, pkg } of manifests) {
 }
 
 // The longest files start first, so that they overlap the many short ones on
-// CI's two cores instead of running alone at the end: the browser suite is a
-// small file that spends minutes compiling shaders in SwiftShader, which the
-// default order (by size, for files without timings) would leave for last.
+// CI's two cores instead of running alone at the end (the default order, by
+// size for files without timings, would start the small conformance files
+// last). Longest first, as measured on a 2-core machine: the browser suite
+// and the demo page mostly wait on Chromium compiling shaders in SwiftShader,
+// the others are CPU time in Node (the PTX interpreter, lavapipe, the cpu
+// reference, typedoc).
 const LONGEST_FIRST = [
   'wgpu/src/browser.test.ts',
   'cuda-ptx/src/emulated.test.ts',
+  'wgpu/src/conformance.test.ts',
+  'cuda-ptx/src/kernels/quantizedGemv.test.ts',
   'examples/web/src/page.test.ts',
+  'cuda-ptx/src/kernels/fused.test.ts',
   'docs/api.test.ts',
+  'cuda-ptx/src/kernels/quantized.test.ts',
+  'cuda-ptx/src/kernels/normalization.test.ts',
+  'cuda-ptx/src/kernels/matmul.test.ts',
+  'wgpu/src/kernels/matmulHalf.test.ts',
+  'workloads/src/train/replayedStep.test.ts',
+  'cuda-ptx/src/kernels/decoding.test.ts',
+  'core/src/cpu/conformance.test.ts',
+  'smoke/src/packaging.test.ts',
+  'examples/examples.test.ts',
 ];
 
 class LongestFirst extends BaseSequencer {
@@ -74,10 +109,11 @@ export default defineConfig({
     // single worker on CI's 2 cores, which ran every file one after another
     // while the longest ones mostly waited on Chromium, typedoc or pnpm.
     maxWorkers: Math.max(2, availableParallelism() - 1),
-    // Lavapipe shares the CPU with everything else: on a loaded 2-core machine
-    // a few-second test can take much longer, and a timeout is not a result.
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // Lavapipe, the PTX interpreter and Chromium share the CPU with everything
+    // else: on a loaded machine a test takes longer by about the load per
+    // core, and a timeout is not a result (see timeoutScale).
+    testTimeout: 60_000 * timeoutScale,
+    hookTimeout: 60_000 * timeoutScale,
     projects: [
       ...readdirSync(packagesDir).map((dir) => ({
         extends: true as const,

@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect, it } from 'vitest';
@@ -14,17 +16,40 @@ const typedoc = join(
   'bin',
   'typedoc',
 );
+// vitest.config.ts sets it from the machine's load.
+const timeoutScale = Number(process.env.RAYO_TIMEOUT_SCALE) || 1;
 
-it('builds the API reference from the TSDoc comments without a warning', async () => {
-  const result = await run(process.execPath, [typedoc, '--emit', 'none', '--logLevel', 'Warn'], {
-    cwd: root,
-  }).then(
-    ({ stdout, stderr }) => ({ code: 0, output: stdout + stderr }),
-    (error: { code?: number; stdout?: string; stderr?: string }) => ({
-      code: error.code ?? 1,
-      output: `${error.stdout ?? ''}${error.stderr ?? ''}`,
-    }),
-  );
-  expect(result.output).toBe('');
-  expect(result.code).toBe(0);
-}, 600_000);
+it(
+  'builds the API reference from the TSDoc comments without a warning',
+  async () => {
+    // typedoc.json as it is, less TypeScript's type check of each package's
+    // program: the typecheck task of `pnpm test` checks the same files, and here
+    // it was three quarters of typedoc's time. Links and comments are still read.
+    const dir = await mkdtemp(join(tmpdir(), 'rayo-typedoc-'));
+    const options = join(dir, 'typedoc.json');
+    await writeFile(
+      options,
+      JSON.stringify({ extends: [join(root, 'typedoc.json')], packageOptions: { skipErrorChecking: true } }),
+    );
+    try {
+      const result = await run(
+        process.execPath,
+        [typedoc, '--options', options, '--emit', 'none', '--logLevel', 'Warn'],
+        {
+          cwd: root,
+        },
+      ).then(
+        ({ stdout, stderr }) => ({ code: 0, output: stdout + stderr }),
+        (error: { code?: number; stdout?: string; stderr?: string }) => ({
+          code: error.code ?? 1,
+          output: `${error.stdout ?? ''}${error.stderr ?? ''}`,
+        }),
+      );
+      expect(result.output).toBe('');
+      expect(result.code).toBe(0);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  },
+  300_000 * timeoutScale,
+);

@@ -70,13 +70,29 @@ export function toNumbers(dtype: DType, data: HostArray): Float64Array {
 
 /** A 16-bit float format: sign, `exponentBits` and `mantissaBits`. */
 interface HalfFormat {
-  readonly exponentBits: number;
   readonly mantissaBits: number;
   readonly quietNaN: number;
+  /** The exponent's bias, 2^(exponentBits - 1) - 1. */
+  readonly bias: number;
+  /** The exponent field of Inf and NaN, 2^exponentBits - 1. */
+  readonly maxField: number;
+  /** 2^(bias - 1 + mantissaBits): a value below the smallest normal times this counts subnormal steps. */
+  readonly subnormalSteps: number;
 }
 
-const F16: HalfFormat = { exponentBits: 5, mantissaBits: 10, quietNaN: 0x7e00 };
-const BF16: HalfFormat = { exponentBits: 8, mantissaBits: 7, quietNaN: 0x7fc0 };
+function halfFormat(exponentBits: number, mantissaBits: number, quietNaN: number): HalfFormat {
+  const bias = 2 ** (exponentBits - 1) - 1;
+  return {
+    mantissaBits,
+    quietNaN,
+    bias,
+    maxField: 2 ** exponentBits - 1,
+    subnormalSteps: 2 ** (bias - 1 + mantissaBits),
+  };
+}
+
+const F16 = halfFormat(5, 10, 0x7e00);
+const BF16 = halfFormat(8, 7, 0x7fc0);
 
 /** Rounds a non-negative number to an integer, ties to even. */
 function roundHalfEven(v: number): number {
@@ -85,6 +101,15 @@ function roundHalfEven(v: number): number {
   return rest > 0.5 || (rest === 0.5 && floor % 2 === 1) ? floor + 1 : floor;
 }
 
+// The double's two 32-bit words. The conformance references encode every
+// half element through here, so the exponent and the rounding are read from
+// the bits rather than found with Math.log2 and powers of two.
+const f64 = new Float64Array(1);
+const f64Words = new Uint32Array(f64.buffer);
+const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+const HIGH = littleEndian ? 1 : 0;
+const LOW = 1 - HIGH;
+
 /**
  * The nearest `format` word to a number, ties to even, from the double itself
  * (rounding to f32 first would round twice). Overflow gives ±Inf, values
@@ -92,26 +117,29 @@ function roundHalfEven(v: number): number {
  */
 function encodeHalf(value: number, format: HalfFormat): number {
   if (Number.isNaN(value)) return format.quietNaN;
-  const sign = value < 0 || Object.is(value, -0) ? 0x8000 : 0;
-  const a = Math.abs(value);
-  const { exponentBits, mantissaBits } = format;
-  const bias = 2 ** (exponentBits - 1) - 1;
-  const maxField = 2 ** exponentBits - 1;
+  f64[0] = value;
+  const high = f64Words[HIGH]!;
+  const sign = (high >>> 16) & 0x8000;
+  const { mantissaBits, bias, maxField } = format;
   const inf = sign | (maxField << mantissaBits);
-  if (a === Number.POSITIVE_INFINITY) return inf;
-  const minNormal = 2 ** (1 - bias);
-  // Subnormals (and the carry into the smallest normal) are multiples of one step.
-  if (a < minNormal) return sign | roundHalfEven(a / 2 ** (1 - bias - mantissaBits));
-  let e = Math.floor(Math.log2(a));
-  if (2 ** e > a) e--;
-  else if (2 ** (e + 1) <= a) e++;
-  let mantissa = roundHalfEven((a / 2 ** e - 1) * 2 ** mantissaBits);
-  if (mantissa === 2 ** mantissaBits) {
-    mantissa = 0;
-    e++;
-  }
-  const field = e + bias;
-  return field >= maxField ? inf : sign | (field << mantissaBits) | mantissa;
+  const exponent = ((high >>> 20) & 0x7ff) - 1023;
+  if (exponent === 1024) return inf;
+  // Subnormals (and the carry into the smallest normal) are multiples of one
+  // step; scaling by a power of two is exact.
+  if (exponent < 1 - bias) return sign | roundHalfEven(Math.abs(value) * format.subnormalSteps);
+  const field = exponent + bias;
+  if (field >= maxField) return inf;
+  // The double's 52 fraction bits: the top 20 in the high word, which hold the
+  // kept mantissa and the round bit; the rest only decide ties.
+  const fraction = high & 0xfffff;
+  const dropped = 20 - mantissaBits;
+  const half = 1 << (dropped - 1);
+  const rest = fraction & ((1 << dropped) - 1);
+  let mantissa = fraction >>> dropped;
+  if (rest > half || (rest === half && (f64Words[LOW] !== 0 || (mantissa & 1) === 1))) mantissa++;
+  // A mantissa rounded up to 2^mantissaBits carries into the exponent (Inf past the largest).
+  const word = (field << mantissaBits) + mantissa;
+  return word >= maxField << mantissaBits ? inf : sign | word;
 }
 
 /** The nearest bf16 word to `value` (any number, rounded once), ties to even. */
@@ -132,13 +160,25 @@ export function f32ToF16Bits(value: number): number {
   return encodeHalf(value, F16);
 }
 
-export function f16BitsToF32(bits: number): number {
+function decodeF16(bits: number): number {
   const sign = bits & 0x8000 ? -1 : 1;
   const exp = (bits >>> 10) & 0x1f;
   const mant = bits & 0x3ff;
   if (exp === 0) return sign * mant * 2 ** -24;
   if (exp === 0x1f) return mant ? Number.NaN : sign * Number.POSITIVE_INFINITY;
   return sign * (1 + mant / 1024) * 2 ** (exp - 15);
+}
+
+// Every f16 word decoded once (512 KiB), on first use: references decode
+// millions of words.
+let f16Values: Float64Array | undefined;
+
+export function f16BitsToF32(bits: number): number {
+  if (!f16Values) {
+    f16Values = new Float64Array(0x10000);
+    for (let w = 0; w < 0x10000; w++) f16Values[w] = decodeF16(w);
+  }
+  return f16Values[bits & 0xffff]!;
 }
 
 /** Whether `dtype` is a 16-bit float stored as raw words on the host. */

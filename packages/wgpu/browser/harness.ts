@@ -40,43 +40,95 @@ export interface BrowserConformanceOptions {
   readonly sample?: boolean;
   /** Called with each check's result as the page reports it. */
   readonly onCheck?: (group: string, name: string, error: string | undefined) => void;
-  /** How long the whole run may take (default 20 minutes: SwiftShader is slow on a few cores). */
-  readonly timeoutMs?: number;
+  /**
+   * How long the page may go without finishing a check before the run is
+   * given up (default 10 minutes). The run as a whole has no limit: on a
+   * loaded machine it takes as long as the machine needs, and only a page
+   * that stops making progress fails.
+   */
+  readonly stallMs?: number;
+}
+
+const DEFAULT_STALL_MS = 10 * 60_000;
+
+/** A promise with its resolve and reject (Node 20 has no Promise.withResolvers). */
+function settleable<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: Error) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // Settled while the page still loads, it is awaited later: not unhandled.
+  promise.catch(() => {});
+  return { promise, resolve, reject };
 }
 
 /** Runs the wgpu conformance suite (or its sample) in headless Chromium on its navigator.gpu. */
 export async function runBrowserConformance(
   options: BrowserConformanceOptions,
 ): Promise<BrowserConformanceReport> {
-  const timeoutMs = options.timeoutMs ?? 20 * 60_000;
+  const stallMs = options.stallMs ?? DEFAULT_STALL_MS;
   const { server, url } = await serveFiles({
     '/': { type: 'text/html', body: PAGE_HTML },
     '/conformance.js': { type: 'text/javascript', body: await bundlePage() },
   });
-  const browser = await launchChromium(options.executablePath, timeoutMs);
-  try {
+  // Each DevTools call is short (the run reports back through exposed
+  // functions), so the protocol's limit need only cover a slow page load.
+  const browser = await launchChromium(options.executablePath, Math.max(stallMs, 60_000));
+  const result = settleable<BrowserConformanceReport>();
+  const pageErrors: string[] = [];
+  let checksDone = 0;
+  let lastCheck = 'none yet';
+  const stalled = () => {
+    const errors = pageErrors.length > 0 ? `; page errors: ${pageErrors.join('; ')}` : '';
+    result.reject(
+      new Error(
+        `the browser conformance made no progress for ${stallMs / 1000} s after ${checksDone} checks (the last: ${lastCheck})${errors}`,
+      ),
+    );
+  };
+  let watchdog = setTimeout(stalled, stallMs);
+  browser.once('disconnected', () =>
+    result.reject(new Error(`Chromium went away after ${checksDone} checks`)),
+  );
+
+  const start = async () => {
     const page = await browser.newPage();
-    const pageErrors: string[] = [];
     page.on('pageerror', (error) => pageErrors.push(String(error)));
-    await page.exposeFunction('reportCheck', (group: string, name: string, error: string | undefined) =>
-      options.onCheck?.(group, name, error),
+    await page.exposeFunction('reportCheck', (group: string, name: string, error: string | undefined) => {
+      checksDone++;
+      lastCheck = `${group} › ${name}`;
+      clearTimeout(watchdog);
+      watchdog = setTimeout(stalled, stallMs);
+      options.onCheck?.(group, name, error);
+    });
+    await page.exposeFunction('reportDone', (report: BrowserConformanceReport) => result.resolve(report));
+    await page.exposeFunction('reportFailure', (message: string) =>
+      result.reject(new Error(`the conformance page failed after ${checksDone} checks: ${message}`)),
     );
     await page.goto(url, { waitUntil: 'load' });
     await page
-      .waitForFunction(() => 'runConformance' in globalThis, { timeout: 60_000 })
+      .waitForFunction(() => 'startConformance' in globalThis, { timeout: Math.max(stallMs, 60_000) })
       .catch((error: unknown) => {
         throw new Error(`the conformance page did not load: ${pageErrors.join('; ') || String(error)}`);
       });
-    return await page.evaluate(
+    // Starts the run and returns at once: the results come back through the exposed functions.
+    await page.evaluate(
       (run) =>
-        (
-          globalThis as unknown as {
-            runConformance(run: BrowserConformanceRun): Promise<BrowserConformanceReport>;
-          }
-        ).runConformance(run),
+        (globalThis as unknown as { startConformance(run: BrowserConformanceRun): void }).startConformance(
+          run,
+        ),
       { filter: options.filter, sample: options.sample ?? false } satisfies BrowserConformanceRun,
     );
+  };
+  try {
+    // The watchdog also runs while the page loads: whichever comes first decides.
+    const started = start();
+    started.catch(() => {});
+    return await Promise.race([started.then(() => result.promise), result.promise]);
   } finally {
+    clearTimeout(watchdog);
     await browser.close();
     server.close();
   }

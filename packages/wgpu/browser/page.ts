@@ -46,8 +46,12 @@ export interface BrowserConformanceRun {
 
 const SLOWEST_KEPT = 5;
 
-/** Set by the Node side (page.exposeFunction) to stream each result as it comes. */
-type ReportCheck = (group: string, name: string, error: string | undefined) => Promise<void>;
+/** Set by the Node side (page.exposeFunction): each result as it comes, then the report or why the run broke. */
+interface NodeSide {
+  reportCheck?(group: string, name: string, error: string | undefined): Promise<void>;
+  reportDone?(report: BrowserConformanceReport): Promise<void>;
+  reportFailure?(message: string): Promise<void>;
+}
 
 async function runConformance({
   filter,
@@ -76,7 +80,7 @@ async function runConformance({
   const checks = filter
     ? suite.checks.filter((c) => c.name.includes(filter) || c.group.includes(filter))
     : (sampled?.checks ?? suite.checks);
-  const report = (globalThis as { reportCheck?: ReportCheck }).reportCheck;
+  const report = (globalThis as NodeSide).reportCheck;
   const groupSeconds: Record<string, number> = {};
   const checkSeconds: { name: string; seconds: number; compiles: number }[] = [];
   const compiles = () => backend.objectCounts().pipelines.compiles;
@@ -123,4 +127,18 @@ async function runConformance({
   };
 }
 
-(globalThis as { runConformance?: typeof runConformance }).runConformance = runConformance;
+/**
+ * Starts a run and returns at once; the page reports each check, then the
+ * report (or why the run broke), through the functions the Node side exposed,
+ * so that no single DevTools call lasts as long as the run.
+ */
+function startConformance(run: BrowserConformanceRun): void {
+  const node = globalThis as NodeSide;
+  runConformance(run).then(
+    (report) => node.reportDone?.(report),
+    (error: unknown) =>
+      node.reportFailure?.(error instanceof Error ? (error.stack ?? error.message) : String(error)),
+  );
+}
+
+(globalThis as { startConformance?: typeof startConformance }).startConformance = startConformance;
