@@ -1,3 +1,4 @@
+export type { LoadProgress } from '@rayo/train';
 export { type ChatMessage, ChatTemplate, type ChatTemplateOptions } from './chat/chatTemplate.js';
 export {
   type GenerationDefaults,
@@ -9,7 +10,6 @@ export { GGUF_TOKEN_TYPES, GGUF_TOKENIZER_MODELS, ggufTokenizerSource } from './
 export { type GgufVocabularyOptions, ggufVocabulary } from './gguf/ggufVocabulary.js';
 export { byteLevelPreTokenizer, GGUF_PRE_TOKENIZERS } from './gguf/preTokenizers.js';
 export { sentencePieceMerges } from './gguf/sentencePieceMerges.js';
-export type { LoadProgress } from './model/loadProgress.js';
 export { inspectModelFiles, type ModelFiles } from './model/modelFiles.js';
 export {
   DEFAULT_MAX_SEQUENCE,

@@ -1,14 +1,9 @@
 import { InvalidArgumentError } from '@rayo/core';
 import { GgufFile, type GgufMetadata, metadataInteger, openNodeFile, SafetensorsFile } from '@rayo/train';
 
-/** Where each tensor's bytes lie in the files of a model, by resolved file path. */
-export type TensorLayout = ReadonlyMap<string, readonly { readonly start: number; readonly end: number }[]>;
-
 interface ModelFileTotals {
   readonly tensorsTotal: number;
   readonly bytesTotal: number;
-  /** Each file's tensors as absolute byte ranges, sorted by start. */
-  readonly layout: TensorLayout;
 }
 
 /** A model on disk: a Hugging Face folder or a GGUF file, with what its headers say. */
@@ -50,19 +45,14 @@ async function readJson(path: string): Promise<Record<string, unknown> | undefin
   }
 }
 
-function sortedLayout(entries: [string, { start: number; end: number }[]][]): TensorLayout {
-  return new Map(entries.map(([file, ranges]) => [file, ranges.sort((a, b) => a.start - b.start)]));
-}
-
 /** The tensors and bytes of the safetensors files of a folder (headers only). */
 async function safetensorsTotals(dir: string): Promise<ModelFileTotals> {
-  const { join, resolve } = await import('node:path');
+  const { join } = await import('node:path');
   const index = await readJson(join(dir, 'model.safetensors.index.json'));
   const weightMap = (index?.weight_map ?? undefined) as Record<string, string> | undefined;
   const files = weightMap ? [...new Set(Object.values(weightMap))] : ['model.safetensors'];
   let tensors = 0;
   let bytes = 0;
-  const layout: [string, { start: number; end: number }[]][] = [];
   for (const name of files) {
     let raw: Awaited<ReturnType<typeof openNodeFile>>;
     try {
@@ -74,18 +64,15 @@ async function safetensorsTotals(dir: string): Promise<ModelFileTotals> {
     }
     try {
       const file = await SafetensorsFile.open(raw);
-      const ranges: { start: number; end: number }[] = [];
       for (const entry of file.entries.values()) {
         tensors++;
         bytes += entry.end - entry.begin;
-        ranges.push({ start: file.header.dataStart + entry.begin, end: file.header.dataStart + entry.end });
       }
-      layout.push([resolve(join(dir, name)), ranges]);
     } finally {
       await raw.close();
     }
   }
-  return { tensorsTotal: tensors, bytesTotal: bytes, layout: sortedLayout(layout) };
+  return { tensorsTotal: tensors, bytesTotal: bytes };
 }
 
 /**
@@ -118,12 +105,7 @@ export async function inspectModelFiles(path: string): Promise<ModelFiles> {
       const contextLength =
         arch?.type === 'string' ? metadataInteger(file.metadata, `${arch.value}.context_length`) : undefined;
       let bytes = 0;
-      const ranges: { start: number; end: number }[] = [];
-      for (const t of file.tensors.values()) {
-        bytes += t.byteLength;
-        ranges.push({ start: file.dataStart + t.offset, end: file.dataStart + t.offset + t.byteLength });
-      }
-      const { resolve } = await import('node:path');
+      for (const t of file.tensors.values()) bytes += t.byteLength;
       return {
         kind: 'gguf',
         path,
@@ -131,7 +113,6 @@ export async function inspectModelFiles(path: string): Promise<ModelFiles> {
         contextLength,
         tensorsTotal: file.tensors.size,
         bytesTotal: bytes,
-        layout: sortedLayout([[resolve(path), ranges]]),
       };
     } finally {
       await file.close();

@@ -5,6 +5,7 @@ import {
   type LlamaWeightDType,
   type LlamaWeightDTypeChoice,
   type LlamaWeightFormat,
+  type LoadProgress,
   loadGgufLlama,
   repackOntoCoreFormats,
 } from '@rayo/train';
@@ -13,9 +14,7 @@ import { type GenerationDefaults, readGenerationConfig } from '../generation/gen
 import { StopStrings } from '../generation/stopStrings.js';
 import { readHuggingFaceTokenizer } from '../tokenizer/huggingFaceFolder.js';
 import { Tokenizer } from '../tokenizer/tokenizer.js';
-import type { LoadProgress } from './loadProgress.js';
 import { inspectModelFiles } from './modelFiles.js';
-import { progressFiles } from './progressFiles.js';
 
 /** The cache length used when none is asked for: the model's context, at most this. */
 export const DEFAULT_MAX_SEQUENCE = 2048;
@@ -38,9 +37,9 @@ export interface TextModelLoadOptions {
    */
   readonly weightFormat?: LlamaWeightFormat;
   /**
-   * Called as the weights load: with nothing loaded first, after each read
-   * of tensor data (bytes so far, tensors whose last byte was read), and
-   * with everything loaded at the end.
+   * Called as the weights load, after each tensor reaches the device (the
+   * loaders' `onProgress`): tensors and their stored bytes so far, of all
+   * the load makes.
    */
   readonly onProgress?: (progress: LoadProgress) => void;
 }
@@ -162,15 +161,9 @@ export class TextModel {
     const generation = files.kind === 'huggingface' ? await readGenerationConfig(path) : undefined;
     const maxSequence =
       options.maxSequence ?? Math.min(files.contextLength ?? DEFAULT_MAX_SEQUENCE, DEFAULT_MAX_SEQUENCE);
-    const { tensorsTotal, bytesTotal } = files;
-    options.onProgress?.({ tensorsLoaded: 0, tensorsTotal, bytesLoaded: 0, bytesTotal });
-    // Progress comes from the reads of the loader's files (see progressFiles).
-    const openFile = options.onProgress
-      ? progressFiles(files.layout, { tensorsTotal, bytesTotal }, options.onProgress)
-      : undefined;
     const common = {
       maxSequence,
-      ...(openFile ? { openFile } : {}),
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
       ...(options.weightDtype !== undefined ? { weightDtype: options.weightDtype } : {}),
       ...(options.kvCacheDtype !== undefined ? { kvCacheDtype: options.kvCacheDtype } : {}),
     };
@@ -184,7 +177,6 @@ export class TextModel {
       };
       model = await LlamaModel.load(backend, path, llamaOptions);
     }
-    options.onProgress?.({ tensorsLoaded: tensorsTotal, tensorsTotal, bytesLoaded: bytesTotal, bytesTotal });
     try {
       return new TextModel(tokenizer, model, generation ?? { eosTokenIds: [], notApplied: {} }, path);
     } catch (error) {

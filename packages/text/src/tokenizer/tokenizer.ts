@@ -5,6 +5,7 @@ import { type ChatMessage, ChatTemplate, type ChatTemplateOptions } from '../cha
 import { ggufTokenizerSource } from '../gguf/ggufTokenizer.js';
 import { TextStream, type TextStreamOptions } from '../stream/textStream.js';
 import { readHuggingFaceTokenizer } from './huggingFaceFolder.js';
+import { pipelineOfTokenizerClass } from './tokenizerClasses.js';
 import { parseTokenizerConfig, type TokenizerSettings } from './tokenizerConfig.js';
 import type { DecodeOptions, TokenizerJson, TokenizerSource } from './tokenizerSource.js';
 
@@ -97,7 +98,7 @@ export class Tokenizer {
         added_tokens: [],
       };
       this.#hf = new HfTokenizer(
-        { ...steps, ...tokenizer },
+        { ...steps, ...pipelineOfTokenizerClass(tokenizer, config) },
         {
           ...config,
           clean_up_tokenization_spaces: this.#settings.cleanUpTokenizationSpaces,
