@@ -34,8 +34,9 @@ def main() -> int:
     summary = []
     for vocabulary in results["vocabularies"]:
         name = vocabulary["name"]
-        folder = os.path.join(root, name)
-        tok = AutoTokenizer.from_pretrained(folder)
+        folder = os.path.join(root, vocabulary.get("folder", name))
+        # Settings laid over the folder's tokenizer_config.json (rayo's side did the same).
+        tok = AutoTokenizer.from_pretrained(folder, **vocabulary.get("configOverrides", {}))
         # A GGUF SentencePiece vocabulary encodes as SentencePiece and llama.cpp do (a ▁ before every
         # piece of text): the pipeline tokenizer.json saved, which transformers 5's LlamaTokenizer
         # class replaces. So the GGUF ids of such a vocabulary are checked against that file as the

