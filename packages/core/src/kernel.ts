@@ -19,6 +19,8 @@ export type AttrDecl =
       readonly max?: number;
       /** Exclusive lower bound. */
       readonly above?: number;
+      /** Refuses ±Infinity (NaN is always refused). */
+      readonly finite?: boolean;
       readonly doc?: string;
     }
   | { readonly kind: 'boolean'; readonly default?: boolean; readonly doc?: string }

@@ -66,6 +66,7 @@ export function resolveAttrs<A extends AttrValues>(
         });
       }
       const bounds = [
+        decl.finite && !Number.isFinite(value) ? 'a finite number' : undefined,
         decl.min !== undefined && value < decl.min ? `>= ${decl.min}` : undefined,
         decl.max !== undefined && value > decl.max ? `<= ${decl.max}` : undefined,
         decl.above !== undefined && value <= decl.above ? `> ${decl.above}` : undefined,

@@ -39,7 +39,7 @@ export const rope = defineKernel<RopeAttrs>({
       default: 0,
       doc: 'position of row 0 (the number of tokens already in the cache when decoding)',
     },
-    theta: { kind: 'number', above: 0, default: 10000, doc: 'frequency base' },
+    theta: { kind: 'number', above: 0, finite: true, default: 10000, doc: 'frequency base' },
     inverse: {
       kind: 'boolean',
       default: false,

@@ -34,6 +34,9 @@ import { bindingType, declareHalf, loadScalar, type Storage, storageOf } from '.
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG, WGSL_MATH } from './common.js';
 
+/** WGSL: whether f32 `x` is NaN, from its bits (a compiler may fold `x != x` away). */
+const IS_NAN = (x: string) => `(bitcast<u32>(${x}) & 0x7fffffffu) > 0x7f800000u`;
+
 // ---- binary with broadcasting ------------------------------------------------
 
 const MAX_RANK = 6;
@@ -239,7 +242,9 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
   binary(sub, 'x - z'),
   binary(mul, 'x * z'),
   binary(div, 'x / z'),
-  map({ spec: relu, inputs: ['x'], outputs: ['y'], body: 'y = max(x, 0.0);' }),
+  // NaN passes through relu and clip as in the reference (Math.max keeps it); WGSL's max and min
+  // need not, and a compiler may assume no NaN, so the test is on the bits.
+  map({ spec: relu, inputs: ['x'], outputs: ['y'], body: `y = select(max(x, 0.0), x, ${IS_NAN('x')});` }),
   map({ spec: gelu, inputs: ['x'], outputs: ['y'], body: 'y = gelu_f(x);' }),
   map({ spec: silu, inputs: ['x'], outputs: ['y'], body: 'y = silu_f(x);' }),
   map({ spec: sigmoid, inputs: ['x'], outputs: ['y'], body: 'y = sigmoid_f(x);' }),
@@ -256,7 +261,7 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
     spec: clip,
     inputs: ['x'],
     outputs: ['y'],
-    body: 'y = min(max(x, params.min), params.max);',
+    body: `y = select(min(max(x, params.min), params.max), x, ${IS_NAN('x')});`,
     attrs: ['min', 'max'],
   }),
   map({ spec: swiglu, inputs: ['gate', 'up'], outputs: ['y'], body: 'y = silu_f(gate) * up;' }),

@@ -4,6 +4,7 @@ import {
   type AnyErrorCase,
   type FamilyCases,
   f32,
+  type InputSample,
   invalid,
   ODD_LENGTHS,
   valid,
@@ -50,6 +51,35 @@ for (const spec of unary) {
   for (const n of ODD_LENGTHS) cases.push(valid(spec, { label: `[${n}]`, inputs: [f32([n], 'wide')] }));
   cases.push(valid(spec, { label: '[3, 5, 7]', inputs: [f32([3, 5, 7], 'wide')] }));
 }
+/**
+ * Random values with NaN, +Inf, −Inf, −0 and +0 among them: what NaN and the
+ * infinities become must match the reference (NaN in, NaN out).
+ */
+const withSpecials = (n: number): InputSample => ({
+  shape: [n],
+  init: (rng, length) =>
+    Array.from({ length }, (_, i) => {
+      const special = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -0, 0][i % 7];
+      return special ?? rng.uniform(-4, 4);
+    }),
+});
+for (const spec of unary) {
+  cases.push(valid(spec, { label: '[67] with NaN, ±Inf and ±0', inputs: [withSpecials(67)] }));
+}
+cases.push(
+  valid(k.clip, {
+    label: '[67] with NaN, ±Inf and ±0, to [-0.3, 0.6]',
+    inputs: [withSpecials(67)],
+    attrs: { min: -0.3, max: 0.6 },
+  }),
+);
+cases.push(
+  valid(k.scale, {
+    label: '[67] with NaN, ±Inf and ±0, alpha=-2.5 beta=0.75',
+    inputs: [withSpecials(67)],
+    attrs: { alpha: -2.5, beta: 0.75 },
+  }),
+);
 // Unary kernels have a single input of any shape: their only bad inputs are
 // dtype, disposed and cross-backend ones, which the suite derives for every spec.
 

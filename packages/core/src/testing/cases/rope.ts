@@ -213,6 +213,13 @@ errors.push(
     argument: 'attrs.theta',
   }),
   invalid(k.rope, {
+    label: 'theta = Infinity',
+    inputs: [f32([2, 3, 8])],
+    attrs: { theta: Number.POSITIVE_INFINITY },
+    error: 'argument',
+    argument: 'attrs.theta',
+  }),
+  invalid(k.rope, {
     label: 'an unknown layout',
     inputs: [f32([2, 3, 8])],
     attrs: { layout: 'split' as Layout },
