@@ -1,0 +1,97 @@
+import type { Tensor } from '@rayo/core';
+import {
+  type DecodeTarget,
+  disposeRecorded,
+  type RecordedStep,
+  recordDecode,
+  writePosition,
+} from './recordedStep.js';
+
+/**
+ * How `generate` runs the tokens after the first: chosen once, when the
+ * model is made, from its options and its backend.
+ */
+export interface DecodeStrategy {
+  /**
+   * Tokens 1 … count − 1 after `first` (chosen from the prompt's logits and
+   * yielded by the caller), each chosen by `pick` from the logits of the one
+   * before and fed back; ends before a `stop` token.
+   */
+  continue(
+    first: number,
+    count: number,
+    pick: (logits: Float32Array) => number,
+    stop: ReadonlySet<number>,
+  ): AsyncGenerator<number>;
+  /** Frees what the strategy recorded. */
+  dispose(): void;
+}
+
+/** The last row of `logits` [T, vocab] on the host; `logits` is freed. */
+export async function lastRow(logits: Tensor, vocab: number): Promise<Float32Array> {
+  try {
+    const all = (await logits.read()) as Float32Array;
+    return all.subarray(all.length - vocab);
+  } finally {
+    logits.dispose();
+  }
+}
+
+/** A strategy that reads every step's logits back and picks the next token on the host. */
+abstract class HostPicked implements DecodeStrategy {
+  constructor(protected readonly target: DecodeTarget) {}
+
+  /** The logits of the token after `token`, which is fed at the current position (advanced). */
+  protected abstract next(token: number): Promise<Float32Array>;
+
+  async *continue(
+    first: number,
+    count: number,
+    pick: (logits: Float32Array) => number,
+    stop: ReadonlySet<number>,
+  ): AsyncGenerator<number> {
+    let token = first;
+    for (let i = 1; i < count; i++) {
+      token = pick(await this.next(token));
+      if (stop.has(token)) return;
+      yield token;
+    }
+  }
+
+  dispose(): void {}
+}
+
+/** Every step run eagerly (`LlamaModel.decode`): the `replay: false` option. */
+export class EagerDecoding extends HostPicked {
+  protected next(token: number): Promise<Float32Array> {
+    return lastRow(this.target.decode(token), this.target.vocabSize);
+  }
+}
+
+/**
+ * One step recorded into a batch on first use and replayed for every token:
+ * four bytes each of token, position and length written, one batch
+ * submitted, the logits read.
+ */
+export class ReplayedDecoding extends HostPicked {
+  #recorded: RecordedStep | undefined;
+
+  protected async next(token: number): Promise<Float32Array> {
+    const { target } = this;
+    target.checkNext(token);
+    this.#recorded ??= recordDecode(target, target.tokenInput);
+    target.writeToken(token);
+    writePosition(target);
+    const recorded = this.#recorded;
+    // Reads are ordered after submitted work: waiting for the read alone
+    // saves a round trip to the device per token.
+    const [, logits] = await Promise.all([recorded.batch.submit(), recorded.logits.read()]);
+    target.advance(1);
+    return logits as Float32Array;
+  }
+
+  override dispose(): void {
+    if (this.#recorded) disposeRecorded(this.#recorded);
+    this.#recorded = undefined;
+  }
+}
