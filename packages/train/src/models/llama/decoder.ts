@@ -9,6 +9,7 @@ import {
   type Tensor,
   UnsupportedOnBackendError,
 } from '@rayo/core';
+import { checkIntegerAtLeast } from '../../integerOption.js';
 import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
 import { checkSlidingWindow, type LlamaConfig } from './config.js';
 import { checkDtypeOption, type LlamaModelOptions } from './modelOptions.js';
@@ -71,14 +72,7 @@ export function createLlamaDecoder(
   options: LlamaModelOptions,
 ): LlamaDecoder {
   const maxSequence = options.maxSequence ?? config.maxPositionEmbeddings;
-  if (!Number.isInteger(maxSequence) || maxSequence < 1) {
-    throw new InvalidArgumentError('maxSequence must be a positive integer', {
-      kernel: 'LlamaModel',
-      argument: 'maxSequence',
-      expected: 'an integer >= 1',
-      actual: String(maxSequence),
-    });
-  }
+  checkIntegerAtLeast('LlamaModel', 'maxSequence', maxSequence, 1, 'maxSequence must be a positive integer');
   checkSlidingWindow(config, maxSequence);
   const weightDtype = checkLlamaWeights(config, weights, {
     quantizedProjections: options.quantized?.layers !== undefined,

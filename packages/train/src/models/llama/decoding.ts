@@ -1,28 +1,29 @@
 import type { Tensor } from '@rayo/core';
-import {
-  type DecodeTarget,
-  disposeRecorded,
-  type RecordedStep,
-  recordDecode,
-  writePosition,
-} from './recordedStep.js';
+import { type DecodeTarget, RecordedStep } from './recordedStep.js';
+
+/**
+ * How `generate` runs the tokens after the first: chosen once, when the
+ * model is made, from its options and its backend.
+ */
+/** What `generate` asks of a strategy once it has yielded the first token. */
+export interface Continuation {
+  /** The first token, chosen from the prompt's logits (already yielded). */
+  readonly first: number;
+  /** Tokens to generate in all, the first included. */
+  readonly count: number;
+  /** Chooses a token from a step's logits [vocab]. */
+  readonly pick: (logits: Float32Array) => number;
+  /** Tokens that end generation (not yielded). */
+  readonly stop: ReadonlySet<number>;
+}
 
 /**
  * How `generate` runs the tokens after the first: chosen once, when the
  * model is made, from its options and its backend.
  */
 export interface DecodeStrategy {
-  /**
-   * Tokens 1 … count − 1 after `first` (chosen from the prompt's logits and
-   * yielded by the caller), each chosen by `pick` from the logits of the one
-   * before and fed back; ends before a `stop` token.
-   */
-  continue(
-    first: number,
-    count: number,
-    pick: (logits: Float32Array) => number,
-    stop: ReadonlySet<number>,
-  ): AsyncGenerator<number>;
+  /** Tokens 1 … count − 1, each fed back for the next; ends before a `stop` token. */
+  continue(plan: Continuation): AsyncGenerator<number>;
   /** Frees what the strategy recorded. */
   dispose(): void;
 }
@@ -44,12 +45,7 @@ abstract class HostPicked implements DecodeStrategy {
   /** The logits of the token after `token`, which is fed at the current position (advanced). */
   protected abstract next(token: number): Promise<Float32Array>;
 
-  async *continue(
-    first: number,
-    count: number,
-    pick: (logits: Float32Array) => number,
-    stop: ReadonlySet<number>,
-  ): AsyncGenerator<number> {
+  async *continue({ first, count, pick, stop }: Continuation): AsyncGenerator<number> {
     let token = first;
     for (let i = 1; i < count; i++) {
       token = pick(await this.next(token));
@@ -79,19 +75,18 @@ export class ReplayedDecoding extends HostPicked {
   protected async next(token: number): Promise<Float32Array> {
     const { target } = this;
     target.checkNext(token);
-    this.#recorded ??= recordDecode(target, target.tokenInput);
+    this.#recorded ??= RecordedStep.record(target, target.tokenInput);
     target.writeToken(token);
-    writePosition(target);
     const recorded = this.#recorded;
     // Reads are ordered after submitted work: waiting for the read alone
     // saves a round trip to the device per token.
-    const [, logits] = await Promise.all([recorded.batch.submit(), recorded.logits.read()]);
+    const [, logits] = await Promise.all([recorded.submit(), recorded.logits.read()]);
     target.advance(1);
     return logits as Float32Array;
   }
 
   override dispose(): void {
-    if (this.#recorded) disposeRecorded(this.#recorded);
+    this.#recorded?.dispose();
     this.#recorded = undefined;
   }
 }

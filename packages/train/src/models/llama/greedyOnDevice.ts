@@ -1,12 +1,6 @@
 import type { Tensor } from '@rayo/core';
-import type { DecodeStrategy } from './decoding.js';
-import {
-  type DecodeTarget,
-  disposeRecorded,
-  type RecordedStep,
-  recordDecode,
-  writePosition,
-} from './recordedStep.js';
+import type { Continuation, DecodeStrategy } from './decoding.js';
+import { type DecodeTarget, RecordedStep } from './recordedStep.js';
 
 /**
  * Greedy decoding on the device: two recorded steps, each embedding the token
@@ -35,16 +29,11 @@ export class GreedyOnDevice implements DecodeStrategy {
   }
 
   /**
-   * Yields tokens 1 … count − 1 after `first` (the device picks: `pick` is
-   * not called); a stop token ends it, and the step already queued after it
-   * is taken back from the context.
+   * The device picks (argmax: the pick of temperature 0), so `plan.pick` is
+   * never called. The step queued after a stop token is taken back from the
+   * context.
    */
-  async *continue(
-    first: number,
-    count: number,
-    _pick: (logits: Float32Array) => number,
-    stop: ReadonlySet<number>,
-  ): AsyncGenerator<number> {
+  async *continue({ first, count, stop }: Continuation): AsyncGenerator<number> {
     const target = this.#target;
     const chain = this.#recorded();
     target.writeToken(first);
@@ -79,12 +68,12 @@ export class GreedyOnDevice implements DecodeStrategy {
     const target = this.#target;
     const spare = target.backend.zeros([1], 'i32');
     try {
-      const first = recordDecode(target, target.tokenInput, spare);
+      const first = RecordedStep.record(target, target.tokenInput, spare);
       try {
-        const second = recordDecode(target, spare, target.tokenInput);
+        const second = RecordedStep.record(target, spare, target.tokenInput);
         this.#chain = { steps: [first, second], tokens: [target.tokenInput, spare] };
       } catch (error) {
-        disposeRecorded(first);
+        first.dispose();
         throw error;
       }
     } catch (error) {
@@ -96,15 +85,14 @@ export class GreedyOnDevice implements DecodeStrategy {
 
   /** Submits step `k` at the current position (its token is already on the device) and advances the position. */
   #submit(chain: GreedyChain, k: 0 | 1): Promise<void> {
-    writePosition(this.#target);
-    const submitted = chain.steps[k].batch.submit();
+    const submitted = chain.steps[k].submit();
     this.#target.advance(1);
     return submitted;
   }
 
   dispose(): void {
     if (!this.#chain) return;
-    for (const step of this.#chain.steps) disposeRecorded(step);
+    for (const step of this.#chain.steps) step.dispose();
     this.#chain.tokens[1].dispose();
     this.#chain = undefined;
   }

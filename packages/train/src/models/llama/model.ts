@@ -7,6 +7,7 @@ import {
   type Tensor,
   TrackingRunner,
 } from '@rayo/core';
+import { checkIntegerAtLeast } from '../../integerOption.js';
 import { Rng } from '../../random.js';
 import { checkSamplingOptions, sampleToken } from '../sampling.js';
 import { causalMask } from './attention.js';
@@ -322,14 +323,13 @@ export class LlamaModel {
   ): AsyncGenerator<number, void, undefined> {
     const sampling = checkSamplingOptions(options);
     const { maxNewTokens } = options;
-    if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0) {
-      throw new InvalidArgumentError('maxNewTokens must be a non-negative integer', {
-        kernel: 'generate',
-        argument: 'maxNewTokens',
-        expected: 'an integer >= 0',
-        actual: String(maxNewTokens),
-      });
-    }
+    checkIntegerAtLeast(
+      'generate',
+      'maxNewTokens',
+      maxNewTokens,
+      0,
+      'maxNewTokens must be a non-negative integer',
+    );
     // The last generated token is never fed back, so it needs no cache row.
     const rows = prompt.length + Math.max(maxNewTokens - 1, 0);
     if (rows > this.maxSequence) {
@@ -359,7 +359,7 @@ export class LlamaModel {
       if (stop.has(first)) return;
       yield first;
       const decoding = sampling.temperature === 0 ? this.#greedy : this.#sampled;
-      if (maxNewTokens > 1) yield* decoding.continue(first, maxNewTokens, pick, stop);
+      if (maxNewTokens > 1) yield* decoding.continue({ first, count: maxNewTokens, pick, stop });
     } finally {
       this.#generating = false;
     }

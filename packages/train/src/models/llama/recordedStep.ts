@@ -21,38 +21,50 @@ export interface DecodeTarget {
   decode(token: number): Tensor;
 }
 
-/** A decode step recorded once: the batch, what it allocated, and its logits [1, vocab]. */
-export interface RecordedStep {
-  readonly batch: CommandBatch;
-  readonly made: Tensor[];
+/** A decode step recorded once into a batch, replayed at the target's position by `submit`. */
+export class RecordedStep {
+  readonly #target: DecodeTarget;
+  readonly #batch: CommandBatch;
+  /** What the step allocated, freed with it. */
+  readonly #made: Tensor[];
+  /** [1, vocab]. */
   readonly logits: Tensor;
-  /** i32 [1]: the argmax of the logits, in the steps of greedy decoding on the device. */
-  readonly greedy: Tensor | undefined;
-}
 
-/** Records a decode step that embeds `token`; with `chosen` it also takes the argmax of the logits into it. */
-export function recordDecode(target: DecodeTarget, token: Tensor, chosen?: Tensor): RecordedStep {
-  const batch = target.backend.batch();
-  const made: Tensor[] = [];
-  try {
-    const logits = target.recordStep(batch, made, token);
-    const greedy = chosen && batch.run(argmax, [logits], {}, { out: [chosen] })[0]!;
-    return { batch, made, logits, greedy };
-  } catch (error) {
-    batch.dispose();
-    for (const t of made) t.dispose();
-    throw error;
+  private constructor(target: DecodeTarget, batch: CommandBatch, made: Tensor[], logits: Tensor) {
+    this.#target = target;
+    this.#batch = batch;
+    this.#made = made;
+    this.logits = logits;
   }
-}
 
-export function disposeRecorded(recorded: RecordedStep): void {
-  recorded.batch.dispose();
-  for (const t of recorded.made) t.dispose();
-}
+  /** Records a step that embeds `token`; with `chosen` it also takes the argmax of the logits into it. */
+  static record(target: DecodeTarget, token: Tensor, chosen?: Tensor): RecordedStep {
+    const batch = target.backend.batch();
+    const made: Tensor[] = [];
+    try {
+      const logits = target.recordStep(batch, made, token);
+      if (chosen) batch.run(argmax, [logits], {}, { out: [chosen] });
+      return new RecordedStep(target, batch, made, logits);
+    } catch (error) {
+      batch.dispose();
+      for (const t of made) t.dispose();
+      throw error;
+    }
+  }
 
-/** Writes where the next recorded step goes: its cache row and the rows it attends over. */
-export function writePosition(target: DecodeTarget): void {
-  const { backend, position } = target;
-  backend.write(target.positionInput, Int32Array.of(position));
-  backend.write(target.lengthInput, Int32Array.of(position + 1));
+  /**
+   * Writes the target's position (the cache row) and the rows the step
+   * attends over, and submits the step; the token must be on the device.
+   */
+  submit(): Promise<void> {
+    const { backend, position } = this.#target;
+    backend.write(this.#target.positionInput, Int32Array.of(position));
+    backend.write(this.#target.lengthInput, Int32Array.of(position + 1));
+    return this.#batch.submit();
+  }
+
+  dispose(): void {
+    this.#batch.dispose();
+    for (const t of this.#made) t.dispose();
+  }
 }
