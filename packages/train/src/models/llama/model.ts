@@ -11,34 +11,16 @@ import { checkIntegerAtLeast } from '../../integerOption.js';
 import { Rng } from '../../random.js';
 import { checkSamplingOptions, sampleToken } from '../sampling.js';
 import { causalMask } from './attention.js';
-import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
-import { openLlamaCheckpoint } from './checkpoint.js';
-import { checkSlidingWindow, type LlamaConfig } from './config.js';
+import type { LlamaConfig } from './config.js';
 import { createLlamaDecoder, disposeLlamaDecoder, type LlamaDecoder } from './decoder.js';
 import { type DecodeStrategy, EagerDecoding, lastRow, ReplayedDecoding } from './decoding.js';
 import { forward } from './forward.js';
 import { GreedyOnDevice } from './greedyOnDevice.js';
-import {
-  checkDtypeOption,
-  type GenerateOptions,
-  type LlamaLoadOptions,
-  type LlamaModelOptions,
-} from './modelOptions.js';
-import {
-  checkWeightFormat,
-  disposeQuantizedLayer,
-  type LlamaQuantizationReport,
-  quantizeLlamaLayers,
-} from './quantizedLayers.js';
+import { loadLlamaCheckpoint } from './loadCheckpoint.js';
+import type { GenerateOptions, LlamaLoadOptions, LlamaModelOptions } from './modelOptions.js';
+import type { LlamaQuantizationReport } from './quantizedLayers.js';
 import type { DecodeTarget } from './recordedStep.js';
-import {
-  checkLlamaTensors,
-  checkpointWeightDtype,
-  type LlamaWeightDType,
-  type LlamaWeights,
-  llamaWeightTensors,
-  uploadLlamaWeights,
-} from './weights.js';
+import type { LlamaWeightDType, LlamaWeights } from './weights.js';
 
 /**
  * A Llama-family decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU,
@@ -100,54 +82,10 @@ export class LlamaModel {
    * cannot run the model's kernels in that dtype (or in `kvCacheDtype`) is
    * refused before any weight is read.
    */
-  static async load(backend: Backend, dir: string, options: LlamaLoadOptions = {}): Promise<LlamaModel> {
-    const choice = options.weightDtype ?? 'checkpoint';
-    checkDtypeOption('weightDtype', choice, ['checkpoint']);
-    checkDtypeOption('kvCacheDtype', options.kvCacheDtype ?? 'f32');
-    if (options.weightFormat !== undefined) checkWeightFormat(backend, options.weightFormat);
-    const checkpoint = await openLlamaCheckpoint(dir, options);
-    try {
-      checkSlidingWindow(checkpoint.config, options.maxSequence ?? checkpoint.config.maxPositionEmbeddings);
-      checkLlamaTensors(checkpoint.config, checkpoint.tensors);
-      const dtype =
-        choice === 'checkpoint' ? checkpointWeightDtype(checkpoint.config, checkpoint.tensors) : choice;
-      const cacheDtype = options.kvCacheDtype ?? 'f32';
-      const fused = options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype);
-      checkLlamaBackend(backend, dtype, cacheDtype, fused);
-      let weights = await uploadLlamaWeights(
-        backend,
-        checkpoint.config,
-        checkpoint.tensors,
-        dtype,
-        options.onProgress,
-      );
-      let quantized: LlamaModelOptions['quantized'];
-      try {
-        if (options.quantizeHead && options.weightFormat === undefined) {
-          throw new InvalidArgumentError('quantizeHead needs a weightFormat', {
-            kernel: 'LlamaModel',
-            argument: 'quantizeHead',
-            expected: 'weightFormat given',
-            actual: 'no weightFormat',
-          });
-        }
-        if (options.weightFormat !== undefined) {
-          quantized = await quantizeLlamaLayers(backend, weights, options.weightFormat, {
-            head: options.quantizeHead === true,
-          });
-          // The dense head was freed as it was quantized.
-          if (quantized.head) weights = { ...weights, head: undefined };
-        }
-        return new LlamaModel(backend, checkpoint.config, weights, { ...options, quantized });
-      } catch (error) {
-        for (const t of llamaWeightTensors(weights)) t.dispose();
-        for (const layer of quantized?.layers ?? []) disposeQuantizedLayer(layer);
-        quantized?.head?.dispose();
-        throw error;
-      }
-    } finally {
-      await checkpoint.close();
-    }
+  static load(backend: Backend, dir: string, options: LlamaLoadOptions = {}): Promise<LlamaModel> {
+    return loadLlamaCheckpoint(backend, dir, options, (config, weights, modelOptions) => {
+      return new LlamaModel(backend, config, weights, modelOptions);
+    });
   }
 
   /** Tokens in the cache: the position of the next token. */
