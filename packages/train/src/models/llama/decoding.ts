@@ -1,10 +1,6 @@
 import type { Tensor } from '@rayo/core';
 import { type DecodeTarget, RecordedStep } from './recordedStep.js';
 
-/**
- * How `generate` runs the tokens after the first: chosen once, when the
- * model is made, from its options and its backend.
- */
 /** What `generate` asks of a strategy once it has yielded the first token. */
 export interface Continuation {
   /** The first token, chosen from the prompt's logits (already yielded). */

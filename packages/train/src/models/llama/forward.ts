@@ -69,13 +69,8 @@ export function forward(
   const head = d.quantizedHead;
   if (head) {
     const normed = run.run1(rmsNorm, [x, weights.norm], { eps });
-    return run.run1(
-      quantizedMatmul,
-      [normed, head.packed, head.scales, head.zeros, undefined, head.offsets],
-      {
-        format: head.format,
-      },
-    );
+    const inputs = [normed, head.packed, head.scales, head.zeros, undefined, head.offsets];
+    return run.run1(quantizedMatmul, inputs, { format: head.format });
   }
   // rmsNorm(x)·headᵀ: one kernel for a fused decode step, the norm and the product otherwise.
   if (d.fused && x.shape[0] === 1) return run.run1(rmsNormMatmul, [x, weights.norm, weights.head!], { eps });
