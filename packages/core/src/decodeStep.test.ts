@@ -29,4 +29,32 @@ describe('decodeStep', () => {
     const got = Array.from(await out.read());
     for (const [i, g] of got.entries()) expect(g).toBeCloseTo(want[i]!, 5);
   });
+
+  it('reads the row and the attended length from device tensors: recorded once, replayed at each position', async () => {
+    const backend = createCpuBackend();
+    const kCache = backend.zeros([1, 3, 2]);
+    const vCache = backend.zeros([1, 3, 2]);
+    const q = backend.upload([1, 0], [1, 2]);
+    const k = backend.upload([0, 0], [1, 2]);
+    const v = backend.empty([1, 2]);
+    const row = backend.zeros([1], 'i32');
+    const length = backend.zeros([1], 'i32');
+    const batch = backend.batch();
+    const out = decodeStep(batch, { q, k, v, kCache, vCache, position: { row, length } });
+    const outputs: number[][] = [];
+    for (const position of [0, 1, 2]) {
+      backend.write(v, Float32Array.of(position + 1, 10 * (position + 1)));
+      backend.write(row, Int32Array.of(position));
+      backend.write(length, Int32Array.of(position + 1));
+      await batch.submit();
+      outputs.push(Array.from(await out.read()));
+    }
+    expect(Array.from(await vCache.read())).toEqual([1, 10, 2, 20, 3, 30]);
+    // Equal scores (the keys are 0): the mean of the values written so far.
+    expect(outputs).toEqual([
+      [1, 10],
+      [1.5, 15],
+      [2, 20],
+    ]);
+  });
 });

@@ -15,7 +15,7 @@ export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch 
 export { type BroadcastPlan, broadcastPlan } from './broadcastPlan.js';
 export * from './communicator.js';
 export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
-export { type DecodeStep, decodeStep } from './decodeStep.js';
+export { type DecodeStep, type DevicePosition, decodeStep } from './decodeStep.js';
 export * from './dtype.js';
 export * from './errors.js';
 export { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from './hostData.js';
@@ -87,6 +87,7 @@ export {
   registerBackend,
 } from './registry.js';
 export * from './shape.js';
+export { type TrackedCall, TrackingRunner, type TrackingRunnerOptions } from './trackingRunner.js';
 export {
   checkChoice,
   choiceFromEnvironment,

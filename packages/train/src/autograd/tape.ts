@@ -15,6 +15,7 @@ import {
   ShapeError,
   shapesEqual,
   Tensor,
+  TrackingRunner,
 } from '@rayo/core';
 import { adoptAs } from '../adopt.js';
 
@@ -117,21 +118,21 @@ export interface BackwardOptions {
 export class Tape {
   readonly backend: Backend;
   readonly gradEnabled: boolean;
-  #runner: KernelRunner;
-  readonly #owned = new Set<Tensor>();
+  /** Where the kernels go, and the tensors the tape owns. */
+  readonly #owned: TrackingRunner;
   readonly #nodes: Variable[] = [];
   readonly #tapeLeaves: Variable[] = [];
   #disposed = false;
 
   constructor(backend: Backend, options: TapeOptions = {}) {
     this.backend = backend;
-    this.#runner = options.runner ?? backend;
+    this.#owned = new TrackingRunner(options.runner ?? backend);
     this.gradEnabled = options.grad ?? true;
   }
 
   /** Where the tape's kernels go now. */
   get runner(): KernelRunner {
-    return this.#runner;
+    return this.#owned.inner;
   }
 
   /**
@@ -142,7 +143,7 @@ export class Tape {
    */
   switchRunner(runner: KernelRunner): void {
     this.#alive('switchRunner');
-    this.#runner = runner;
+    this.#owned.redirect(runner);
   }
 
   get disposed(): boolean {
@@ -173,9 +174,7 @@ export class Tape {
     attrs?: Partial<A>,
   ): Tensor[] {
     this.#alive(spec.name);
-    const outputs = this.runner.run(spec, inputs, attrs);
-    for (const t of outputs) if (!inputs.includes(t)) this.#owned.add(t);
-    return outputs;
+    return this.#owned.run(spec, inputs, attrs);
   }
 
   /** `run` for kernels of one output. */
@@ -190,17 +189,14 @@ export class Tape {
   /** A tensor of `shape` filled with `value`, on the device. */
   full(shape: Shape, value: number): Tensor {
     this.#alive('full');
-    const t = this.backend.empty(shape);
-    this.#owned.add(t);
-    this.runner.run(fill, [t], { value });
+    const t = this.#owned.adopt(this.backend.empty(shape));
+    this.#owned.run(fill, [t], { value });
     return t;
   }
 
   zeros(shape: Shape): Tensor {
     this.#alive('zeros');
-    const t = this.backend.zeros(shape);
-    this.#owned.add(t);
-    return t;
+    return this.#owned.adopt(this.backend.zeros(shape));
   }
 
   ones(shape: Shape): Tensor {
@@ -210,9 +206,7 @@ export class Tape {
   /** Uploads host data to a tensor the tape owns. */
   upload(data: HostArray | readonly number[], shape: Shape, dtype: DType = 'f32'): Tensor {
     this.#alive('upload');
-    const t = this.backend.upload(data, shape, dtype);
-    this.#owned.add(t);
-    return t;
+    return this.#owned.adopt(this.backend.upload(data, shape, dtype));
   }
 
   /**
@@ -234,8 +228,7 @@ export class Tape {
     if (tensor.isView) {
       return this.runner.run(copy, [tensor])[0]!;
     }
-    this.#owned.delete(tensor);
-    return tensor;
+    return this.#owned.keep(tensor);
   }
 
   // ---- variables ----------------------------------------------------------------
@@ -392,21 +385,18 @@ export class Tape {
     const previous = leaf.grad;
     if (previous) {
       const total = this.run1(add, [previous, g]);
-      this.#owned.delete(total);
+      this.#owned.keep(total);
       // Freed with the tape, after the kernels that read it.
-      this.#owned.add(previous);
+      this.#owned.adopt(previous);
       leaf.grad = total;
     } else if (this.#owned.has(g) && !g.isView) {
-      this.#owned.delete(g);
-      leaf.grad = g;
+      leaf.grad = this.#owned.keep(g);
     } else if (g.isView && this.#owned.has(g.base)) {
       // A reshaped gradient (a bias's column sums): the leaf takes over the memory.
-      this.#owned.delete(g.base);
+      this.#owned.keep(g.base);
       leaf.grad = adoptAs(g.base, g.shape);
     } else {
-      const c = this.run1(copy, [g]);
-      this.#owned.delete(c);
-      leaf.grad = c;
+      leaf.grad = this.#owned.keep(this.run1(copy, [g]));
     }
   }
 
@@ -414,8 +404,7 @@ export class Tape {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
-    for (const t of this.#owned) t.dispose();
-    this.#owned.clear();
+    this.#owned.dispose();
     for (const v of this.#tapeLeaves) v.zeroGrad();
     this.#nodes.length = 0;
     this.#tapeLeaves.length = 0;

@@ -1,4 +1,5 @@
 import { DTypeError, type HostArray, InvalidArgumentError, sizeOf } from '@rayo/core';
+import { checkIntegerAtLeast } from '../integerOption.js';
 import { type FloatDType, isFloatDType, roundF32To, widenToF32 } from './floatWords.js';
 import type { RandomAccessFile } from './randomAccessFile.js';
 import {
@@ -45,14 +46,7 @@ export class SafetensorsFile {
 
   static async open(file: RandomAccessFile, options: SafetensorsFileOptions = {}): Promise<SafetensorsFile> {
     const maxReadBytes = options.maxReadBytes ?? DEFAULT_MAX_READ_BYTES;
-    if (!Number.isInteger(maxReadBytes) || maxReadBytes < 4) {
-      throw new InvalidArgumentError('maxReadBytes must be an integer of at least 4', {
-        kernel: 'SafetensorsFile.open',
-        argument: 'maxReadBytes',
-        expected: 'an integer >= 4',
-        actual: String(maxReadBytes),
-      });
-    }
+    checkIntegerAtLeast('SafetensorsFile.open', 'maxReadBytes', maxReadBytes, 4);
     const first = new Uint8Array(8);
     if (file.size >= 8) await file.read(first, 0);
     const headerLength = headerLengthOf(first, file.size);

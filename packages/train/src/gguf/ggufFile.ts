@@ -22,6 +22,7 @@
 import { DTypeError, type HostArray, InvalidArgumentError, RayoError, type Shape } from '@rayo/core';
 import { type FloatDType, roundF32To, widenToF32 } from '../checkpoint/floatWords.js';
 import type { RandomAccessFile } from '../checkpoint/randomAccessFile.js';
+import { checkIntegerAtLeast } from '../integerOption.js';
 import { type GgmlType, ggmlTensorBytes, ggmlTypeOfId, isGgmlFloatType } from './ggmlTypes.js';
 import { HeaderCursor } from './headerCursor.js';
 import {
@@ -64,17 +65,6 @@ export interface GgufFileOptions {
 
 function fail(file: RandomAccessFile, message: string, expected: string, actual: string): never {
   throw new RayoError(message, { kernel: 'gguf', argument: file.name, expected, actual });
-}
-
-function checkReadOption(name: string, value: number, least: number): void {
-  if (!Number.isInteger(value) || value < least) {
-    throw new InvalidArgumentError(`${name} must be an integer of at least ${least}`, {
-      kernel: 'GgufFile.open',
-      argument: name,
-      expected: `an integer >= ${least}`,
-      actual: String(value),
-    });
-  }
 }
 
 async function readScalar(cursor: HeaderCursor, type: Exclude<GgufValueType, 'array'>, what: string) {
@@ -178,8 +168,8 @@ export class GgufFile {
   static async open(file: RandomAccessFile, options: GgufFileOptions = {}): Promise<GgufFile> {
     const maxReadBytes = options.maxReadBytes ?? DEFAULT_MAX_READ_BYTES;
     const chunk = options.headerChunkBytes ?? DEFAULT_HEADER_CHUNK_BYTES;
-    checkReadOption('maxReadBytes', maxReadBytes, 4);
-    checkReadOption('headerChunkBytes', chunk, 8);
+    checkIntegerAtLeast('GgufFile.open', 'maxReadBytes', maxReadBytes, 4);
+    checkIntegerAtLeast('GgufFile.open', 'headerChunkBytes', chunk, 8);
     const cursor = new HeaderCursor(file, chunk);
     await cursor.ensure(24, 'fixed header');
     const magic = cursor.u32();

@@ -19,7 +19,8 @@ import { type OpenFile, openNodeFile } from '../checkpoint/randomAccessFile.js';
 import { checkLlamaBackend, fusedDecodeSupported } from '../models/llama/backendDtypes.js';
 import { checkSlidingWindow, type LlamaConfig } from '../models/llama/config.js';
 import { type LoadProgressCallback, LoadProgressCounter } from '../models/llama/loadProgress.js';
-import { LlamaModel, type LlamaModelOptions } from '../models/llama/model.js';
+import { LlamaModel } from '../models/llama/model.js';
+import type { LlamaModelOptions } from '../models/llama/modelOptions.js';
 import type { QuantizedLlamaLayer } from '../models/llama/quantizedLayers.js';
 import {
   isVectorWeight,

@@ -1,12 +1,4 @@
-import type {
-  AttrValues,
-  Backend,
-  CommandBatch,
-  KernelRunner,
-  KernelSpec,
-  RunOptions,
-  Tensor,
-} from '@rayo/core';
+import { type Backend, type CommandBatch, type KernelRunner, type Tensor, TrackingRunner } from '@rayo/core';
 import type { Variable } from '../autograd/tape.js';
 import { Tape } from '../autograd/tape.js';
 import type { Optimizer } from '../optim/optimizer.js';
@@ -40,23 +32,6 @@ export interface StepResult {
   readonly gradNorm: number | undefined;
 }
 
-/** Passes kernels through to a runner and notes their names. */
-class RecordingRunner implements KernelRunner {
-  constructor(
-    private readonly inner: KernelRunner,
-    private readonly names: Set<string>,
-  ) {}
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
-    this.names.add(spec.name);
-    return this.inner.run(spec, inputs, attrs, options);
-  }
-}
-
 /**
  * One training step on the device: forward and backward on a tape, optional
  * clipping by global norm, the optimizer's update; then the tape's tensors and
@@ -66,7 +41,8 @@ export async function trainStep(options: StepOptions): Promise<StepResult> {
   const { backend, optimizer } = options;
   const batch: CommandBatch | undefined = (options.batch ?? true) ? backend.batch() : undefined;
   const base: KernelRunner = batch ?? backend;
-  const runner = options.kernelsUsed ? new RecordingRunner(base, options.kernelsUsed) : base;
+  const names = options.kernelsUsed;
+  const runner = names ? new TrackingRunner(base, { onRun: ({ spec }) => names.add(spec.name) }) : base;
   const tape = new Tape(backend, { runner });
   let norm: Tensor | undefined;
   try {

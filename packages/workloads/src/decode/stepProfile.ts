@@ -1,15 +1,14 @@
 import {
-  type AnyKernelSpec,
   type AttrValues,
   type Backend,
   formatShape,
   type InputMetas,
   InvalidArgumentError,
   type KernelRunner,
-  type KernelSpec,
-  type RunOptions,
   resolveAttrs,
   type Tensor,
+  type TrackedCall,
+  TrackingRunner,
 } from '@rayo/core';
 
 /**
@@ -28,37 +27,14 @@ export interface Owned {
 }
 
 /** One `run` call as a step made it. */
-export interface KernelCall {
-  readonly spec: AnyKernelSpec;
-  readonly inputs: readonly (Tensor | undefined)[];
-  readonly attrs: Partial<AttrValues> | undefined;
-  readonly options: RunOptions | undefined;
-}
+type KernelCall = TrackedCall;
 
-/** Passes every call to `inner` and remembers it. */
-export class RecordingRunner implements KernelRunner {
-  readonly calls: KernelCall[] = [];
-  readonly #inner: KernelRunner;
-
-  constructor(inner: KernelRunner) {
-    this.#inner = inner;
-  }
-
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
-    const outputs = this.#inner.run(spec, inputs, attrs, options);
-    this.calls.push({
-      spec: spec as AnyKernelSpec,
-      inputs: [...inputs],
-      attrs: attrs === undefined ? undefined : { ...attrs },
-      options,
-    });
-    return outputs;
-  }
+/** A runner over `inner` that appends every call to `calls`, its inputs and attributes as they were. */
+function recording(inner: KernelRunner, calls: KernelCall[]): TrackingRunner {
+  return new TrackingRunner(inner, {
+    onRun: (call) =>
+      calls.push({ ...call, inputs: [...call.inputs], attrs: call.attrs && { ...call.attrs } }),
+  });
 }
 
 export interface KernelGroupProfile {
@@ -185,11 +161,6 @@ export function groupCalls(calls: readonly KernelCall[]): KernelCall[][] {
   return [...groups.values()];
 }
 
-/** Outputs a call allocated (not an input written in place, not a preallocated `out`). */
-function allocated(call: KernelCall, outputs: readonly Tensor[]): Tensor[] {
-  return outputs.filter((t) => !call.inputs.includes(t) && !call.options?.out?.includes(t));
-}
-
 /**
  * Records the step `record` makes into the backend's device timer (one CUDA
  * graph, one command buffer) a few times and takes the median; then, with
@@ -213,33 +184,32 @@ export async function profileStep<T extends Owned = Tensor>(
   const repetitions = positiveInteger('repetitions', options.repetitions ?? 10);
   const deviceValues = options.deviceValues ?? new Map<Tensor, number>();
   const kept: T[] = [];
-  const recorder = { current: undefined as RecordingRunner | undefined };
+  // Filled by the first recording of the step.
+  const calls: KernelCall[] = [];
+  let recorded = false;
   const deviceTime = backend.deviceTime?.bind(backend);
   try {
     const first = deviceTime
       ? await deviceTime((runner) => {
-          recorder.current = new RecordingRunner(runner);
-          record(recorder.current, kept);
+          record(recording(runner, calls), kept);
+          recorded = true;
         })
       : undefined;
     if (first === undefined) {
       // No device clock: the calls are still worth listing, so record them into a batch that is never submitted.
-      if (!recorder.current) {
+      if (!recorded) {
         const batch = backend.batch();
         try {
-          recorder.current = new RecordingRunner(batch);
-          record(recorder.current, kept);
+          record(recording(batch, calls), kept);
         } finally {
           batch.dispose();
         }
       }
-      const calls = recorder.current.calls;
       const groups = groupCalls(calls)
         .map((g) => profileRow(g, undefined, undefined, deviceValues))
         .sort((a, b) => (b.bytesPerCall ?? 0) * b.calls - (a.bytesPerCall ?? 0) * a.calls);
       return { calls: calls.length, deviceClock: false, groups, repetitions };
     }
-    const calls = recorder.current!.calls;
     const timeOnDevice = deviceTime!;
     // The first recording was the warm-up (pipelines made, caches cold).
     const samples: number[] = [];
@@ -265,18 +235,17 @@ export async function profileStep<T extends Owned = Tensor>(
     }
     // Runs `list` on the device `times` times in one measurement, freeing what it allocates.
     const timeCalls = async (list: readonly KernelCall[], times = 1): Promise<number> => {
-      const made: Tensor[] = [];
+      let made: TrackingRunner | undefined;
       try {
         const ms = await timeOnDevice((runner) => {
+          made = new TrackingRunner(runner);
           for (let r = 0; r < times; r++) {
-            for (const call of list) {
-              made.push(...allocated(call, runner.run(call.spec, call.inputs, call.attrs, call.options)));
-            }
+            for (const call of list) made.run(call.spec, call.inputs, call.attrs, call.options);
           }
         });
         return ms!;
       } finally {
-        for (const t of made) t.dispose();
+        made?.dispose();
       }
     };
     const groups = groupCalls(calls);

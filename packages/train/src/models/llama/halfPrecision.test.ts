@@ -1,7 +1,8 @@
 import { type Backend, createCpuBackend, type DType, UnsupportedOnBackendError } from '@rayo/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseLlamaConfig } from './config.js';
-import { type LlamaLoadOptions, LlamaModel } from './model.js';
+import { LlamaModel } from './model.js';
+import type { LlamaLoadOptions } from './modelOptions.js';
 import {
   referenceGreedy,
   referenceLogits,

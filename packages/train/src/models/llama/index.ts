@@ -8,7 +8,8 @@ export {
   llamaFamily,
 } from './families.js';
 export { type LoadProgress, type LoadProgressCallback, LoadProgressCounter } from './loadProgress.js';
-export { type GenerateOptions, type LlamaLoadOptions, LlamaModel, type LlamaModelOptions } from './model.js';
+export { LlamaModel } from './model.js';
+export type { GenerateOptions, LlamaLoadOptions, LlamaModelOptions } from './modelOptions.js';
 export {
   disposeQuantizedLayer,
   type LlamaQuantizationReport,

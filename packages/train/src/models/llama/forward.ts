@@ -1,0 +1,170 @@
+import {
+  cast,
+  type DevicePosition,
+  decodeStep,
+  embedding,
+  kvCacheScatter,
+  matmul,
+  quantizedEmbedding,
+  quantizedGateUpSwiglu,
+  quantizedMatmul,
+  rmsNorm,
+  rmsNormMatmul,
+  rope,
+  swiglu,
+  type Tensor,
+  type TrackingRunner,
+} from '@rayo/core';
+import { asF32, causalAttention, headsFirst } from './attention.js';
+import type { LayerCache, LlamaDecoder } from './decoder.js';
+import { fusedDecodeLayer } from './fusedDecodeLayer.js';
+import { biased, headNorm, project, withFrequencies } from './projections.js';
+import { quantizedGateUpCall } from './quantizedGateUp.js';
+import type { QuantizedLlamaLayer } from './quantizedLayers.js';
+import type { LlamaLayerWeights } from './weights.js';
+
+/**
+ * The forward pass: logits [T, vocab] of tokens `ids` [T] (i32, on the
+ * device) at `at`, recorded into `run` and nothing else: it keeps no state,
+ * and every tensor it allocates is tracked by `run`. `at` is the cache row
+ * of the first token, baked into the kernels' attributes, or the device
+ * tensors a recorded step reads (one token). `mask` is required for T > 1.
+ * `eager` (kernels enqueued as they come, not recorded) frees each layer's
+ * intermediates after the layer, so that the memory a long prefill needs is
+ * one layer's, not all of them.
+ *
+ * A layer takes one of three paths: a chunk (T > 1) attends with batched
+ * products under the mask; one token attends over the cache with
+ * `decodeStep`, or, where the decoder is fused and the layer dense, runs
+ * `fusedDecodeLayer`'s six kernels.
+ */
+export function forward(
+  d: LlamaDecoder,
+  run: TrackingRunner,
+  ids: Tensor,
+  at: number | DevicePosition,
+  mask: Tensor | undefined,
+  eager: boolean,
+): Tensor {
+  const { weights, config } = d;
+  const table = d.quantizedEmbedding;
+  let x = table
+    ? run.run1(quantizedEmbedding, [ids, table.packed, table.scales, table.zeros, table.offsets], {
+        format: table.format,
+        dim: config.hiddenSize,
+      })
+    : run.run1(embedding, [weights.embedding!, ids]);
+  // Activations are f32 whatever the table's dtype: the kernels take half weights under f32 activations.
+  if (x.dtype !== 'f32') x = run.run1(cast, [x], { to: 'f32' });
+  weights.layers.forEach((w, i) => {
+    const quantized = d.quantizedLayers?.[i];
+    const cache = d.caches[i]!;
+    x =
+      d.fused && x.shape[0] === 1 && !quantized
+        ? fusedDecodeLayer(d, run, w, cache, x, at)
+        : layer(d, run, w, quantized, cache, x, at, mask);
+    if (eager) run.disposeAllBut(x);
+  });
+  const eps = config.rmsNormEps;
+  const head = d.quantizedHead;
+  if (head) {
+    const normed = run.run1(rmsNorm, [x, weights.norm], { eps });
+    const inputs = [normed, head.packed, head.scales, head.zeros, undefined, head.offsets];
+    return run.run1(quantizedMatmul, inputs, { format: head.format });
+  }
+  // rmsNorm(x)·headᵀ: one kernel for a fused decode step, the norm and the product otherwise.
+  if (d.fused && x.shape[0] === 1) return run.run1(rmsNormMatmul, [x, weights.norm, weights.head!], { eps });
+  return run.run1(matmul, [run.run1(rmsNorm, [x, weights.norm], { eps }), weights.head!], { transB: true });
+}
+
+/** One pre-norm block on x [T, hidden], unfused; the residual adds ride on the products' `beta·c`. */
+function layer(
+  d: LlamaDecoder,
+  run: TrackingRunner,
+  w: LlamaLayerWeights,
+  quantized: QuantizedLlamaLayer | undefined,
+  cache: LayerCache,
+  x: Tensor,
+  at: number | DevicePosition,
+  mask: Tensor | undefined,
+): Tensor {
+  const { config } = d;
+  const { rmsNormEps: eps, numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta } = config;
+  const t = x.shape[0]!;
+  const onDevice = typeof at !== 'number';
+  // A chunk normalises once for the three projections.
+  const h = run.run1(rmsNorm, [x, w.inputNorm], { eps });
+  const projected = (name: 'q' | 'k' | 'v') =>
+    biased(run, project(run, h, w, quantized, name), w[`${name}Bias`]);
+  const rotate = (z: Tensor, n: number) =>
+    run.run1(
+      rope,
+      withFrequencies(d, [z.reshape([t, n, headDim]), onDevice ? at.row : undefined]),
+      onDevice
+        ? { theta: ropeTheta, layout: 'half' }
+        : { positionOffset: at, theta: ropeTheta, layout: 'half' },
+    );
+  const q = rotate(headNorm(run, config, projected('q'), w.qNorm), heads);
+  const k = rotate(headNorm(run, config, projected('k'), w.kNorm), kvHeads).reshape([t, kvHeads * headDim]);
+  const v = projected('v');
+  const attended =
+    t === 1
+      ? decodeStep(run, {
+          q: q.reshape([heads, headDim]),
+          k,
+          v,
+          kCache: cache.k,
+          vCache: cache.v,
+          position: at,
+        }).reshape([1, heads * headDim])
+      : chunkAttention(d, run, q, k, v, cache, onDevice ? 0 : at, mask!);
+  const x1 = biased(run, project(run, attended, w, quantized, 'o', x), w.oBias);
+  return project(run, mlp(d, run, w, quantized, x1), w, quantized, 'down', x1);
+}
+
+/**
+ * Writes a chunk's keys and values [T, kvHeads·headDim] into the cache at
+ * `position` and attends causally: over the chunk's own keys and values at
+ * position 0, else over the whole cache (cast to f32 for the products).
+ */
+function chunkAttention(
+  d: LlamaDecoder,
+  run: TrackingRunner,
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  cache: LayerCache,
+  position: number,
+  mask: Tensor,
+): Tensor {
+  const { config } = d;
+  run.run(kvCacheScatter, [cache.k, k, undefined], { position });
+  run.run(kvCacheScatter, [cache.v, v, undefined], { position });
+  if (position > 0) return causalAttention(run, config, q, asF32(run, cache.k), asF32(run, cache.v), mask);
+  const kvHeads = config.numKeyValueHeads;
+  return causalAttention(
+    run,
+    config,
+    q,
+    headsFirst(run, config.headDim, k, kvHeads),
+    headsFirst(run, config.headDim, v, kvHeads),
+    mask,
+  );
+}
+
+/** silu(h·gateᵀ) ⊙ (h·upᵀ) with h = rmsNorm(x1), unfused (a fused decode step has its own path). */
+function mlp(
+  d: LlamaDecoder,
+  run: TrackingRunner,
+  w: LlamaLayerWeights,
+  quantized: QuantizedLlamaLayer | undefined,
+  x1: Tensor,
+): Tensor {
+  const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], { eps: d.config.rmsNormEps });
+  // Decoding with quantized gate and up: one launch, the two products never written.
+  const fused = quantizedGateUpCall(d.backend, quantized, h1);
+  if (fused) return run.run1(quantizedGateUpSwiglu, fused.inputs, fused.attrs);
+  const gate = project(run, h1, w, quantized, 'gate');
+  const up = project(run, h1, w, quantized, 'up');
+  return run.run1(swiglu, [gate, up]);
+}

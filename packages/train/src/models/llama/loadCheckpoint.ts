@@ -1,0 +1,76 @@
+import { type Backend, InvalidArgumentError } from '@rayo/core';
+import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
+import { openLlamaCheckpoint } from './checkpoint.js';
+import { checkSlidingWindow, type LlamaConfig } from './config.js';
+import { checkDtypeOption, type LlamaLoadOptions, type LlamaModelOptions } from './modelOptions.js';
+import { checkWeightFormat, disposeQuantizedLayer, quantizeLlamaLayers } from './quantizedLayers.js';
+import {
+  checkLlamaTensors,
+  checkpointWeightDtype,
+  type LlamaWeights,
+  llamaWeightTensors,
+  uploadLlamaWeights,
+} from './weights.js';
+
+/**
+ * Reads a Hugging Face checkpoint directory onto `backend` (see
+ * `LlamaModel.load`): the options and the backend checked before any weight
+ * is read, the weights uploaded tensor by tensor in the chosen dtype and
+ * quantized where asked, and `make` given the config, the weights and the
+ * options of the model. Should anything fail after the upload, `make`
+ * included, the weights are freed.
+ */
+export async function loadLlamaCheckpoint<T>(
+  backend: Backend,
+  dir: string,
+  options: LlamaLoadOptions,
+  make: (config: LlamaConfig, weights: LlamaWeights, options: LlamaModelOptions) => T,
+): Promise<T> {
+  const choice = options.weightDtype ?? 'checkpoint';
+  checkDtypeOption('weightDtype', choice, ['checkpoint']);
+  checkDtypeOption('kvCacheDtype', options.kvCacheDtype ?? 'f32');
+  if (options.weightFormat !== undefined) checkWeightFormat(backend, options.weightFormat);
+  const checkpoint = await openLlamaCheckpoint(dir, options);
+  try {
+    checkSlidingWindow(checkpoint.config, options.maxSequence ?? checkpoint.config.maxPositionEmbeddings);
+    checkLlamaTensors(checkpoint.config, checkpoint.tensors);
+    const dtype =
+      choice === 'checkpoint' ? checkpointWeightDtype(checkpoint.config, checkpoint.tensors) : choice;
+    const cacheDtype = options.kvCacheDtype ?? 'f32';
+    const fused = options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype);
+    checkLlamaBackend(backend, dtype, cacheDtype, fused);
+    let weights = await uploadLlamaWeights(
+      backend,
+      checkpoint.config,
+      checkpoint.tensors,
+      dtype,
+      options.onProgress,
+    );
+    let quantized: LlamaModelOptions['quantized'];
+    try {
+      if (options.quantizeHead && options.weightFormat === undefined) {
+        throw new InvalidArgumentError('quantizeHead needs a weightFormat', {
+          kernel: 'LlamaModel',
+          argument: 'quantizeHead',
+          expected: 'weightFormat given',
+          actual: 'no weightFormat',
+        });
+      }
+      if (options.weightFormat !== undefined) {
+        quantized = await quantizeLlamaLayers(backend, weights, options.weightFormat, {
+          head: options.quantizeHead === true,
+        });
+        // The dense head was freed as it was quantized.
+        if (quantized.head) weights = { ...weights, head: undefined };
+      }
+      return make(checkpoint.config, weights, { ...options, quantized });
+    } catch (error) {
+      for (const t of llamaWeightTensors(weights)) t.dispose();
+      for (const layer of quantized?.layers ?? []) disposeQuantizedLayer(layer);
+      quantized?.head?.dispose();
+      throw error;
+    }
+  } finally {
+    await checkpoint.close();
+  }
+}

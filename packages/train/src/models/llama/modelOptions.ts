@@ -1,0 +1,100 @@
+import { InvalidArgumentError, type QuantizedWeight } from '@rayo/core';
+import type { SamplingOptions } from '../sampling.js';
+import type { LlamaCheckpointOptions } from './checkpoint.js';
+import type { LoadProgressCallback } from './loadProgress.js';
+import type { LlamaQuantizationReport, LlamaWeightFormat, QuantizedLlamaLayer } from './quantizedLayers.js';
+import type { LlamaWeightDType, LlamaWeightDTypeChoice } from './weights.js';
+
+export interface LlamaModelOptions {
+  /**
+   * The dtype of the KV cache (default f32). A half cache halves what the
+   * attention reads per token; queries, keys and values are computed in f32
+   * and rounded once as they are written.
+   */
+  readonly kvCacheDtype?: LlamaWeightDType;
+  /** Rows of the KV cache: the longest context (prompt + generated tokens). Default: `max_position_embeddings`. */
+  readonly maxSequence?: number;
+  /**
+   * `generate` records one decode step into a batch once and replays it for
+   * every token, writing only the token, position and length on the device
+   * (default true); false runs every step eagerly.
+   */
+  readonly replay?: boolean;
+  /**
+   * Decode steps (one token) fold each RMSNorm into what follows it: the
+   * attention projections and the head are `rmsNormMatmul`s, and the MLP up
+   * to the down projection is one `gateUpSwiglu` (default: true where the
+   * backend implements them in the weights' and the cache's dtypes). Prefill
+   * keeps the unfused chain, whose products are GEMMs.
+   */
+  readonly fused?: boolean;
+  /**
+   * Every layer's projections quantized (from `quantizeLlamaLayers`, or a
+   * GGUF file's quantized tensors), used in place of the dense ones in
+   * `weights` (which may then be absent) for decode steps and prefill
+   * alike; the model owns them from here. Quantized layers take the unfused
+   * chain (the fused decode kernels read dense weights); a dense head keeps
+   * its fused norm. `embedding` and `head` (a GGUF file's quantized
+   * `token_embd` and `output`, [vocab, hidden]) replace the dense ones:
+   * the embedding is looked up with `quantizedEmbedding` (only the rows read
+   * are dequantized, on the device), the logits come from `quantizedMatmul`.
+   * A tied head is the quantized embedding itself.
+   */
+  readonly quantized?: {
+    /** Every layer's projections (absent: the dense ones in `weights`). */
+    readonly layers?: readonly QuantizedLlamaLayer[];
+    readonly embedding?: QuantizedWeight;
+    readonly head?: QuantizedWeight;
+    /** What quantizing cost; absent for weights a checkpoint stores quantized (nothing was quantized on load). */
+    readonly report?: LlamaQuantizationReport;
+  };
+}
+
+export interface LlamaLoadOptions extends LlamaModelOptions, LlamaCheckpointOptions {
+  /**
+   * The dtype of the matrix weights and the embedding on the device (norm
+   * weights are f32): `'checkpoint'` (the default) keeps the dtype the
+   * checkpoint stores, so a bf16 checkpoint stays bf16; `'f32'` widens a half
+   * checkpoint (exactly); `'f16'` or `'bf16'` rounds an f32 checkpoint once to
+   * nearest even (and converts between the half formats through f32).
+   */
+  readonly weightDtype?: LlamaWeightDTypeChoice;
+  /**
+   * Quantizes the projection weights (q, k, v, o, gate, up, down) on load:
+   * `'q8'` int8 per output row, `'q4g32'` or `'q4g128'` 4 bits with a scale
+   * per 32 or 128 weights. The embedding, the norms and the head stay in
+   * `weightDtype`. Absent: the projections stay dense.
+   */
+  readonly weightFormat?: LlamaWeightFormat;
+  /**
+   * Quantizes the LM head in `weightFormat` too (an untied head only: a tied
+   * head is the embedding, which stays dense). The quantization report then
+   * covers the head with the projections.
+   */
+  readonly quantizeHead?: boolean;
+  /** Called after each tensor is uploaded, with the tensors and stored bytes done and in all. */
+  readonly onProgress?: LoadProgressCallback;
+}
+
+const FLOAT_DTYPES: readonly string[] = ['f32', 'f16', 'bf16'];
+
+/** Checks a dtype option: a float dtype, or one of `extra`. */
+export function checkDtypeOption(option: string, value: unknown, extra: readonly string[] = []): void {
+  if (![...FLOAT_DTYPES, ...extra].includes(value as string)) {
+    throw new InvalidArgumentError(`${option} must be a float dtype`, {
+      kernel: 'LlamaModel',
+      argument: option,
+      expected: [...FLOAT_DTYPES, ...extra].map((d) => `'${d}'`).join(' | '),
+      actual: String(value),
+    });
+  }
+}
+
+export interface GenerateOptions extends SamplingOptions {
+  /** Most tokens to generate (the stop token, when one comes, is not yielded). */
+  readonly maxNewTokens: number;
+  /** Seed of the sampler (default 0); the same seed gives the same tokens. */
+  readonly seed?: number;
+  /** Token ids that end generation. */
+  readonly stop?: readonly number[];
+}
