@@ -9,8 +9,8 @@ import {
   registerBackend,
 } from '@rayo/core';
 import { TextModel } from '@rayo/text';
+import { writeTinyTextModel } from '@rayo/text-testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeTinyTextModel } from '../../text/src/testing/tinyTextModel.testkit.js';
 import type { CliIo } from './io.js';
 import { main } from './main.js';
 

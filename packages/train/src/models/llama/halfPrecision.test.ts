@@ -1,7 +1,4 @@
 import { type Backend, createCpuBackend, type DType, UnsupportedOnBackendError } from '@rayo/core';
-import { afterAll, describe, expect, it } from 'vitest';
-import { parseLlamaConfig } from './config.js';
-import { type LlamaLoadOptions, LlamaModel } from './model.js';
 import {
   referenceGreedy,
   referenceLogits,
@@ -10,7 +7,10 @@ import {
   tinyLlamaConfig,
   tinyLlamaWeights,
   writeTinyLlama,
-} from './tinyLlama.testkit.js';
+} from '@rayo/train-testkit';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseLlamaConfig } from './config.js';
+import { type LlamaLoadOptions, LlamaModel } from './model.js';
 
 afterAll(removeTinyLlamas);
 
