@@ -218,7 +218,7 @@ describe('rayo generate', () => {
           bytes += n * 4;
           if (bytes > 64 * 1024) {
             throw new OutOfMemoryError('the device is out of memory', {
-              kernel: 'upload',
+              operation: 'upload',
               actual: `${bytes} bytes`,
             });
           }

@@ -47,7 +47,7 @@ export class SafetensorsFile {
     const maxReadBytes = options.maxReadBytes ?? DEFAULT_MAX_READ_BYTES;
     if (!Number.isInteger(maxReadBytes) || maxReadBytes < 4) {
       throw new InvalidArgumentError('maxReadBytes must be an integer of at least 4', {
-        kernel: 'SafetensorsFile.open',
+        operation: 'SafetensorsFile.open',
         argument: 'maxReadBytes',
         expected: 'an integer >= 4',
         actual: String(maxReadBytes),
@@ -94,7 +94,7 @@ export class SafetensorsFile {
     const entry = this.header.entries.get(name);
     if (!entry) {
       throw new InvalidArgumentError('no such tensor in the file', {
-        kernel: api,
+        operation: api,
         argument: name,
         expected: `one of the ${this.header.entries.size} tensors of ${this.file.name}`,
         actual: 'absent',
@@ -102,7 +102,7 @@ export class SafetensorsFile {
     }
     if (!isFloatDType(entry.dtype)) {
       throw new DTypeError(`tensor '${name}' is not a float tensor`, {
-        kernel: api,
+        operation: api,
         argument: name,
         expected: FLOAT_READABLE,
         actual: entry.format,

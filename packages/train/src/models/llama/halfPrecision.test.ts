@@ -153,7 +153,7 @@ describe('a backend without the half kernels', () => {
     const { backend: b, uploads } = refusing({ matmul: ['bf16'] });
     const error = await LlamaModel.load(b, f32Dir, { weightDtype: 'bf16' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UnsupportedOnBackendError);
-    expect(error).toMatchObject({ kernel: 'matmul', argument: 'weightDtype' });
+    expect(error).toMatchObject({ operation: 'matmul', argument: 'weightDtype' });
     expect((error as Error).message).toMatch(
       /expected a backend whose matmul runs bf16.*got cpu runs matmul in f32, f16/,
     );
