@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createBackend } from '@rayo/core';
-import { AdamW, crossEntropy, MLP, Rng, Tape, train, warmupCosine } from '@rayo/train';
+import { AdamW, autograd, MLP, Rng, Tape, train, warmupCosine } from '@rayo/train';
 
 const { values } = parseArgs({
   options: {
@@ -100,7 +100,7 @@ try {
       b.x.dispose();
       b.y.dispose();
     },
-    loss: (tape, b) => crossEntropy(tape, model.forward(tape, tape.constant(b.x)), b.y),
+    loss: (tape, b) => autograd.crossEntropy(tape, model.forward(tape, tape.constant(b.x)), b.y),
     lr: warmupCosine({ lr: 4e-3, warmupSteps: Math.min(50, steps), totalSteps: steps }),
     clipNorm: 1,
     progress: false,

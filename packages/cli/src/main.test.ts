@@ -9,8 +9,8 @@ import {
   registerBackend,
 } from '@rayo/core';
 import { TextModel } from '@rayo/text';
+import { writeTinyTextModel } from '@rayo/text-testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeTinyTextModel } from '../../text/src/testing/tinyTextModel.testkit.js';
 import type { CliIo } from './io.js';
 import { main } from './main.js';
 
@@ -218,7 +218,7 @@ describe('rayo generate', () => {
           bytes += n * 4;
           if (bytes > 64 * 1024) {
             throw new OutOfMemoryError('the device is out of memory', {
-              kernel: 'upload',
+              operation: 'upload',
               actual: `${bytes} bytes`,
             });
           }

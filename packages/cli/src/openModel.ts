@@ -48,7 +48,7 @@ export async function openModel(
         `the model does not fit on ${backend.info.device} (the ${backend.name} backend)` +
           (files ? `: its weights take ${size(files.bytesTotal)} as stored` : ''),
         {
-          kernel: 'TextModel.load',
+          operation: 'TextModel.load',
           argument: '--model',
           expected:
             'weights and KV cache within the device memory; try --quant q4g32 (a folder), --dtype bf16, ' +

@@ -4,5 +4,5 @@ import { InvalidArgumentError } from '@rayo/core';
 export class UsageError extends InvalidArgumentError {}
 
 export function usageError(command: string, flag: string, expected: string, actual: string): never {
-  throw new UsageError(`bad ${flag}`, { kernel: `rayo ${command}`, argument: flag, expected, actual });
+  throw new UsageError(`bad ${flag}`, { operation: `rayo ${command}`, argument: flag, expected, actual });
 }

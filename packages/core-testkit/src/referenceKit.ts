@@ -64,7 +64,7 @@ export function expectError(
   actual: string,
 ): void {
   expect(error).toBeInstanceOf(cls);
-  expect(error.kernel).toBe(kernel);
+  expect(error.operation).toBe(kernel);
   expect(error.argument).toBe(argument);
   expect(error.message).toContain(expected);
   expect(error.message).toContain(actual);
@@ -123,7 +123,7 @@ export function expectThrows(
   }
   expect(caught).toBeInstanceOf(errorClass);
   const e = caught as RayoError;
-  expect(e.kernel).toBe(kernel);
+  expect(e.operation).toBe(kernel);
   expect(e.argument).toBe(argument);
   expect(e.message).toContain(expected);
   expect(e.message).toContain(actual);

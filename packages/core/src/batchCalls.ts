@@ -55,7 +55,7 @@ export class BatchCalls {
       if (tensor.disposed) {
         // A replay uses the memory recorded: memory given back may belong to another tensor now.
         throw new DisposedTensorError('a tensor of a recorded kernel was disposed before submit', {
-          kernel,
+          operation: kernel,
           argument,
           expected: 'every tensor a batch reads or writes alive until its last submit',
           actual: `disposed ${tensor.describe()}`,

@@ -27,7 +27,7 @@ function planIndices(plan: BroadcastPlan, n: number): [number[], number[]] {
   return [ia, ib];
 }
 
-const context = { kernel: 'add', argument: 'b' };
+const context = { operation: 'add', argument: 'b' };
 
 /** Broadcastable pairs of shapes: an output shape, each operand with some axes 1 and some leading axes dropped. */
 function broadcastablePairs(maxRank: number, maxDim: number) {

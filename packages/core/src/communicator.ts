@@ -84,7 +84,7 @@ export const collectiveChecks = {
   op(api: string, op: string): ReduceOp {
     if (!(REDUCE_OPS as readonly string[]).includes(op)) {
       throw new InvalidArgumentError('unknown reduce operation', {
-        kernel: api,
+        operation: api,
         argument: 'op',
         expected: REDUCE_OPS.join(' | '),
         actual: String(op),
@@ -95,7 +95,7 @@ export const collectiveChecks = {
   root(api: string, root: number, size: number): void {
     if (!Number.isInteger(root) || root < 0 || root >= size) {
       throw new InvalidArgumentError('root is not a rank of the communicator', {
-        kernel: api,
+        operation: api,
         argument: 'root',
         expected: `an integer in [0, ${size})`,
         actual: String(root),
@@ -105,7 +105,7 @@ export const collectiveChecks = {
   backend(api: string, argument: string, tensor: Tensor, backend: Backend): void {
     if (tensor.backend !== backend) {
       throw new InvalidArgumentError("the tensor belongs to another backend than the communicator's", {
-        kernel: api,
+        operation: api,
         argument,
         expected: backend.name,
         actual: tensor.backend.name,
@@ -116,7 +116,7 @@ export const collectiveChecks = {
   blocks(api: string, part: Tensor, whole: Tensor, wholeName: string, size: number): void {
     if (whole.dtype !== part.dtype) {
       throw new DTypeError('the two tensors of a collective must share a dtype', {
-        kernel: api,
+        operation: api,
         argument: wholeName,
         expected: part.dtype,
         actual: whole.dtype,
@@ -124,7 +124,7 @@ export const collectiveChecks = {
     }
     if (whole.size !== part.size * size) {
       throw new ShapeError(`must hold ${size} blocks (one per rank) of the per-rank tensor`, {
-        kernel: api,
+        operation: api,
         argument: wholeName,
         expected: `${part.size * size} elements`,
         actual: `${whole.size} elements (${formatShape(whole.shape)})`,
@@ -199,7 +199,7 @@ export class SingleRankCommunicator implements Communicator {
   #alive(api: string): void {
     if (this.#aborted !== undefined) {
       throw new CollectiveError(`the communicator was ${this.#aborted}`, {
-        kernel: api,
+        operation: api,
         expected: 'a live communicator',
         actual: this.#aborted,
       });

@@ -1,10 +1,15 @@
 /**
- * Every failure rayo reports is a RayoError. Kernel argument errors carry the
- * kernel, the argument and the expected against the actual value, so a message
- * alone says what to fix.
+ * Every failure rayo reports is a RayoError. Argument errors carry the
+ * operation, the argument and the expected against the actual value, so a
+ * message alone says what to fix.
  */
 export interface RayoErrorDetails {
-  /** The kernel (or API) that rejected its input. */
+  /**
+   * What rejected its input or failed: a kernel (`'matmul'`), a backend call
+   * (`'zeros'`, `'upload'`) or an API (`'generate'`, `'LlamaModel.load'`).
+   */
+  readonly operation?: string;
+  /** @deprecated Renamed `operation`; still accepted, for one minor version. */
   readonly kernel?: string;
   /** The argument at fault, e.g. `b`, `grads[2]`, `attrs.eps` or `out[0]`. */
   readonly argument?: string;
@@ -14,26 +19,33 @@ export interface RayoErrorDetails {
 }
 
 export class RayoError extends Error {
-  readonly kernel: string | undefined;
+  /** What rejected its input or failed: a kernel, a backend call or an API (see {@link RayoErrorDetails.operation}). */
+  readonly operation: string | undefined;
   readonly argument: string | undefined;
   readonly expected: string | undefined;
   readonly actual: string | undefined;
 
   constructor(message: string, details: RayoErrorDetails = {}) {
+    const operation = details.operation ?? details.kernel;
     super(
-      formatMessage(message, details),
+      formatMessage(message, operation, details),
       details.cause === undefined ? undefined : { cause: details.cause },
     );
     this.name = new.target.name;
-    this.kernel = details.kernel;
+    this.operation = operation;
     this.argument = details.argument;
     this.expected = details.expected;
     this.actual = details.actual;
   }
+
+  /** @deprecated Renamed {@link RayoError.operation}, which it returns; kept for one minor version. */
+  get kernel(): string | undefined {
+    return this.operation;
+  }
 }
 
-function formatMessage(message: string, d: RayoErrorDetails): string {
-  const where = d.kernel ? (d.argument ? `${d.kernel}: argument '${d.argument}': ` : `${d.kernel}: `) : '';
+function formatMessage(message: string, operation: string | undefined, d: RayoErrorDetails): string {
+  const where = operation ? (d.argument ? `${operation}: argument '${d.argument}': ` : `${operation}: `) : '';
   const tail =
     d.expected !== undefined || d.actual !== undefined
       ? ` (expected ${d.expected ?? '?'}, got ${d.actual ?? '?'})`

@@ -142,7 +142,7 @@ describe('half storage', () => {
       caught = e;
     }
     expect(caught).toBeInstanceOf(UnsupportedOnBackendError);
-    expect(caught).toMatchObject({ kernel: 'cast', argument: 'x', actual: 'bf16' });
+    expect(caught).toMatchObject({ operation: 'cast', argument: 'x', actual: 'bf16' });
     expect((caught as UnsupportedOnBackendError).expected).toContain(F32_ONLY.join(' | '));
     using y = backend.upload([1, 2, 3], [3]);
     expect(() => prepareCall(site, cast, [y], { to: 'f16' }, undefined)).toThrow(

@@ -13,7 +13,7 @@ import { formatShape, isValidShape, type Shape, sizeOf } from './shape.js';
 export function checkShapeAndDType(api: string, shape: Shape, dtype: DType): void {
   if (!isValidShape(shape)) {
     throw new InvalidArgumentError('invalid shape', {
-      kernel: api,
+      operation: api,
       argument: 'shape',
       expected: 'an array of non-negative integers',
       actual: JSON.stringify(shape),
@@ -21,7 +21,7 @@ export function checkShapeAndDType(api: string, shape: Shape, dtype: DType): voi
   }
   if (!isDType(dtype)) {
     throw new DTypeError('unknown element type', {
-      kernel: api,
+      operation: api,
       argument: 'dtype',
       expected: 'f32 | f16 | bf16 | i32 | u32',
       actual: String(dtype),
@@ -43,7 +43,7 @@ export function hostDataFor(
   const n = sizeOf(shape);
   if (data.length !== n) {
     throw new ShapeError('data length does not match the shape', {
-      kernel: api,
+      operation: api,
       argument: 'data',
       expected: `${n} elements for ${formatShape(shape)}`,
       actual: `${data.length} elements`,
@@ -52,7 +52,7 @@ export function hostDataFor(
   if (Array.isArray(data)) return toHostArray(dtype, data);
   if (hostArrayMatches(dtype, data as HostArray)) return data as HostArray;
   throw new DTypeError('typed array does not hold this element type', {
-    kernel: api,
+    operation: api,
     argument: 'data',
     expected: `the host array of ${dtype}`,
     actual: (data as HostArray).constructor.name,
@@ -71,7 +71,7 @@ export function ownedStorage<S extends TensorStorage>(
 ): S {
   if (!(tensor instanceof Tensor)) {
     throw new InvalidArgumentError('not a tensor', {
-      kernel: api,
+      operation: api,
       argument,
       expected: 'a Tensor',
       actual: String(tensor),
@@ -79,7 +79,7 @@ export function ownedStorage<S extends TensorStorage>(
   }
   if (tensor.backend !== backend) {
     throw new BackendMismatchError('tensor lives on another backend', {
-      kernel: api,
+      operation: api,
       argument,
       expected: `a tensor on this ${backend.name} backend`,
       actual: `a tensor on ${tensor.backend.name}`,
@@ -101,7 +101,7 @@ export function checkWrite<S extends TensorStorage>(
 ): { storage: S; data: HostArray } {
   if (tensor instanceof Tensor && tensor.disposed) {
     throw new DisposedTensorError('tensor was used after dispose()', {
-      kernel: 'write',
+      operation: 'write',
       argument: 'tensor',
       expected: 'a live tensor',
       actual: `disposed ${tensor.describe()}`,
@@ -114,7 +114,7 @@ export function checkWrite<S extends TensorStorage>(
     typeof (data as { length?: unknown }).length !== 'number'
   ) {
     throw new InvalidArgumentError('data must be an array of numbers or a typed array', {
-      kernel: 'write',
+      operation: 'write',
       argument: 'data',
       expected: `${tensor.size} elements of ${tensor.dtype}`,
       actual: String(data),

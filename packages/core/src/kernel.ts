@@ -132,7 +132,7 @@ export type AnyKernelSpec = KernelSpec<any>;
 export function defineKernel<A extends AttrValues>(spec: KernelSpec<A>): KernelSpec<A> {
   const variadic = spec.inputs.findIndex((d) => d.variadic);
   if (variadic !== -1 && variadic !== spec.inputs.length - 1) {
-    throw new RayoError(`only the last input may be variadic`, { kernel: spec.name });
+    throw new RayoError(`only the last input may be variadic`, { operation: spec.name });
   }
   for (const decl of spec.inputs) {
     const target =
@@ -141,7 +141,7 @@ export function defineKernel<A extends AttrValues>(spec: KernelSpec<A>): KernelS
         : (spec.attributes as Record<string, AttrDecl>)[decl.attribute];
     if (decl.attribute !== undefined && (!decl.optional || target?.kind !== 'number')) {
       throw new RayoError(`input '${decl.name}' must be optional and stand for a number attribute`, {
-        kernel: spec.name,
+        operation: spec.name,
       });
     }
   }
@@ -213,7 +213,7 @@ export function deviceAttribute(
   if (!(value >= min && value <= max)) {
     const decl = spec.inputs.find((d) => d.attribute === attribute);
     throw new InvalidArgumentError('device value out of range', {
-      kernel: spec.name,
+      operation: spec.name,
       argument: decl?.name ?? attribute,
       expected: `${min} … ${max}`,
       actual: String(tensor[0]),

@@ -21,7 +21,7 @@ export function resolveAttrs<A extends AttrValues>(
     if (!(key in decls)) {
       const known = Object.keys(decls);
       throw new InvalidArgumentError('unknown attribute', {
-        kernel,
+        operation: kernel,
         argument: `attrs.${key}`,
         expected: known.length ? `one of ${known.join(', ')}` : 'no attributes',
         actual: key,
@@ -37,7 +37,7 @@ export function resolveAttrs<A extends AttrValues>(
     const argument = `attrs.${key}`;
     if (value === undefined) {
       throw new InvalidArgumentError('required attribute is missing', {
-        kernel,
+        operation: kernel,
         argument,
         expected:
           decl.kind === 'enum'
@@ -51,7 +51,7 @@ export function resolveAttrs<A extends AttrValues>(
     if (decl.kind === 'number') {
       if (typeof value !== 'number' || Number.isNaN(value)) {
         throw new InvalidArgumentError('attribute must be a number', {
-          kernel,
+          operation: kernel,
           argument,
           expected: decl.integer ? 'an integer' : 'a number',
           actual: describeValue(value),
@@ -59,7 +59,7 @@ export function resolveAttrs<A extends AttrValues>(
       }
       if (decl.integer && !Number.isInteger(value)) {
         throw new InvalidArgumentError('attribute must be an integer', {
-          kernel,
+          operation: kernel,
           argument,
           expected: 'an integer',
           actual: String(value),
@@ -73,7 +73,7 @@ export function resolveAttrs<A extends AttrValues>(
       ].find((b) => b !== undefined);
       if (bounds) {
         throw new InvalidArgumentError('attribute out of range', {
-          kernel,
+          operation: kernel,
           argument,
           expected: bounds,
           actual: String(value),
@@ -85,7 +85,7 @@ export function resolveAttrs<A extends AttrValues>(
     } else if (decl.kind === 'boolean') {
       if (typeof value !== 'boolean') {
         throw new InvalidArgumentError('attribute must be a boolean', {
-          kernel,
+          operation: kernel,
           argument,
           expected: 'true or false',
           actual: describeValue(value),
@@ -93,7 +93,7 @@ export function resolveAttrs<A extends AttrValues>(
       }
     } else if (typeof value !== 'string' || !decl.values.includes(value)) {
       throw new InvalidArgumentError('attribute must be one of its values', {
-        kernel,
+        operation: kernel,
         argument,
         expected: decl.values.map((v) => JSON.stringify(v)).join(' | '),
         actual: describeValue(value),
@@ -113,7 +113,7 @@ function checkNumberList(
 ): readonly number[] {
   if (!Array.isArray(value) || value.length === 0) {
     throw new InvalidArgumentError('attribute must be a non-empty list of numbers', {
-      kernel,
+      operation: kernel,
       argument,
       expected: 'an array of numbers',
       actual: Array.isArray(value) ? 'an empty array' : describeValue(value),
@@ -130,7 +130,7 @@ function checkNumberList(
             : undefined;
     if (bound) {
       throw new InvalidArgumentError('attribute element out of range', {
-        kernel,
+        operation: kernel,
         argument: `${argument}[${i}]`,
         expected: bound,
         actual: describeValue(x),
@@ -156,7 +156,7 @@ function deviceAttributes(
     if (decl.attribute === undefined || !meta) return;
     if (meta.shape.length !== 1 || meta.shape[0] !== 1) {
       throw new ShapeError('a device value must be a tensor of one element', {
-        kernel: spec.name,
+        operation: spec.name,
         argument: decl.name,
         expected: '[1]',
         actual: formatShape(meta.shape),
@@ -167,7 +167,7 @@ function deviceAttributes(
       throw new InvalidArgumentError(
         `give either attrs.${decl.attribute} or input '${decl.name}', not both`,
         {
-          kernel: spec.name,
+          operation: spec.name,
           argument: `attrs.${decl.attribute}`,
           expected: `nothing (input '${decl.name}' holds it on the device)`,
           actual: describeValue(value),

@@ -60,11 +60,11 @@ export class KernelTable<K extends KernelImplementation> {
     if (kernel && kernel.spec === spec) return kernel;
     if (kernel && otherCores().length > 0) {
       throw duplicateCoreError(`the ${this.backend} backend cannot run this '${spec.name}' spec`, undefined, {
-        kernel: spec.name,
+        operation: spec.name,
       });
     }
     throw new UnsupportedOnBackendError(`kernel is not implemented on the ${this.backend} backend`, {
-      kernel: spec?.name ?? String(spec),
+      operation: spec?.name ?? String(spec),
       expected: 'a kernel spec from @rayo/core that this backend implements',
       actual: kernel
         ? 'another spec object of the same name'
@@ -168,7 +168,7 @@ function checkFloatDtypes(
     throw new UnsupportedOnBackendError(
       `the ${backend} backend does not run this kernel with an ${what} in ${meta.dtype}`,
       {
-        kernel: spec.name,
+        operation: spec.name,
         argument,
         expected: `${floats.join(' | ')} (what the ${backend} backend implements)`,
         actual: meta.dtype,

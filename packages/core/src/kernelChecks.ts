@@ -36,7 +36,7 @@ export function checkInputs(
     : `${spec.inputs.filter((d) => !d.optional).length}–${spec.inputs.length} inputs`;
   if (!Array.isArray(inputs)) {
     throw new InvalidArgumentError('inputs must be an array of tensors', {
-      kernel,
+      operation: kernel,
       argument: 'inputs',
       expected: arity,
       actual: describeValue(inputs),
@@ -44,7 +44,7 @@ export function checkInputs(
   }
   if ((!last?.variadic && inputs.length > spec.inputs.length) || (last?.variadic && inputs.length <= fixed)) {
     throw new InvalidArgumentError('wrong number of inputs', {
-      kernel,
+      operation: kernel,
       argument: 'inputs',
       expected: arity,
       actual: `${inputs.length}`,
@@ -60,7 +60,7 @@ export function checkInputs(
     if (t === undefined || t === null) {
       if (!decl.optional) {
         throw new InvalidArgumentError('required input is missing', {
-          kernel,
+          operation: kernel,
           argument,
           expected: `a tensor of ${decl.dtypes.join(' | ')}`,
           actual: 'nothing',
@@ -71,7 +71,7 @@ export function checkInputs(
     }
     if (!(t instanceof Tensor)) {
       throw new InvalidArgumentError('input must be a Tensor', {
-        kernel,
+        operation: kernel,
         argument,
         expected: 'a Tensor',
         actual: describeValue(t),
@@ -79,7 +79,7 @@ export function checkInputs(
     }
     if (t.disposed) {
       throw new DisposedTensorError('tensor was used after dispose()', {
-        kernel,
+        operation: kernel,
         argument,
         expected: 'a live tensor',
         actual: `disposed ${t.describe()}`,
@@ -88,7 +88,7 @@ export function checkInputs(
     owner ??= t.backend;
     if (t.backend !== owner) {
       throw new BackendMismatchError('all tensors of one call must live on one backend', {
-        kernel,
+        operation: kernel,
         argument,
         expected: `a tensor on ${owner.name}`,
         actual: `a tensor on ${t.backend.name}${t.backend.name === owner.name ? ' (another instance)' : ''}`,
@@ -96,7 +96,7 @@ export function checkInputs(
     }
     if (!decl.dtypes.includes(t.dtype)) {
       throw new DTypeError('unsupported element type', {
-        kernel,
+        operation: kernel,
         argument,
         expected: decl.dtypes.join(' | '),
         actual: t.dtype,
@@ -121,7 +121,7 @@ export function checkDtypeGroups(spec: AnyKernelSpec, inputs: InputMetas): void 
     if (!first) groups.set(group, { dtype: meta.dtype, argument });
     else if (first.dtype !== meta.dtype) {
       throw new DTypeError(`inputs of dtype group '${group}' must share one element type`, {
-        kernel: spec.name,
+        operation: spec.name,
         argument,
         expected: `${first.dtype} (the type of '${first.argument}')`,
         actual: meta.dtype,
@@ -142,7 +142,7 @@ export function checkOutputs(
   const kernel = spec.name;
   if (out.length > outputs.length) {
     throw new InvalidArgumentError('more preallocated outputs than the kernel has', {
-      kernel,
+      operation: kernel,
       argument: 'out',
       expected: `at most ${outputs.length}`,
       actual: `${out.length}`,
@@ -154,7 +154,7 @@ export function checkOutputs(
     const argument = `out[${i}]`;
     if (meta.aliasOf !== undefined) {
       throw new InvalidArgumentError('this output is written in place into an input', {
-        kernel,
+        operation: kernel,
         argument,
         expected: `nothing (output '${meta.name}' is input '${inputName(spec, meta.aliasOf)}')`,
         actual: describeValue(t),
@@ -162,7 +162,7 @@ export function checkOutputs(
     }
     if (!(t instanceof Tensor)) {
       throw new InvalidArgumentError('output must be a Tensor', {
-        kernel,
+        operation: kernel,
         argument,
         expected: 'a Tensor',
         actual: describeValue(t),
@@ -170,7 +170,7 @@ export function checkOutputs(
     }
     if (t.disposed) {
       throw new DisposedTensorError('tensor was used after dispose()', {
-        kernel,
+        operation: kernel,
         argument,
         expected: 'a live tensor',
         actual: `disposed ${t.describe()}`,
@@ -178,7 +178,7 @@ export function checkOutputs(
     }
     if (t.backend !== backend) {
       throw new BackendMismatchError('output lives on another backend', {
-        kernel,
+        operation: kernel,
         argument,
         expected: `a tensor on ${backend.name}`,
         actual: `a tensor on ${t.backend.name}`,
@@ -189,7 +189,7 @@ export function checkOutputs(
       // GPUs cannot read and write one buffer in one dispatch; in-place
       // updates are the in-place kernels' job.
       throw new InvalidArgumentError('a preallocated output must not also be an input', {
-        kernel,
+        operation: kernel,
         argument,
         expected: 'a tensor that is not an input of this call',
         actual: `input '${inputName(spec, input)}'`,
@@ -197,7 +197,7 @@ export function checkOutputs(
     }
     if (!shapesEqual(t.shape, meta.shape)) {
       throw new ShapeError('preallocated output has the wrong shape', {
-        kernel,
+        operation: kernel,
         argument,
         expected: formatShape(meta.shape),
         actual: formatShape(t.shape),
@@ -205,7 +205,7 @@ export function checkOutputs(
     }
     if (t.dtype !== meta.dtype) {
       throw new DTypeError('preallocated output has the wrong element type', {
-        kernel,
+        operation: kernel,
         argument,
         expected: meta.dtype,
         actual: t.dtype,

@@ -51,7 +51,7 @@ export function checkWritten(api: string, tensor: Tensor, argument: string, with
   throw new UnsubmittedWriteError(
     `the tensor is an output of '${writer.kernel}' in a batch that was not submitted, so it holds no data yet`,
     {
-      kernel: api,
+      operation: api,
       argument,
       expected: `submit() of the batch that records '${writer.kernel}' first`,
       actual: `${tensor.describe()} not written yet`,

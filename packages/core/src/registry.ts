@@ -81,7 +81,7 @@ export interface RegisterOptions {
 export function registerBackend(provider: BackendProvider, options: RegisterOptions = {}): void {
   if (!isProvider(provider)) {
     throw new InvalidArgumentError('a backend provider has a name, probe() and create()', {
-      kernel: 'registerBackend',
+      operation: 'registerBackend',
       argument: 'provider',
       expected: '{ name: string, probe(), create() }',
       actual: describeValue(provider),
@@ -99,7 +99,7 @@ function providerOf(name: string, registration: Registration): BackendProvider {
       `backend '${name}' was registered with another copy of @rayo/core`,
       registration.core,
       {
-        kernel: 'createBackend',
+        operation: 'createBackend',
         argument: 'name',
       },
     );
@@ -162,7 +162,7 @@ async function providerOfPackage(name: string, found: BackendPackage): Promise<B
   }
   if (provider.name !== name) {
     throw new BackendUnavailableError(`${found.packageName} declares one backend and provides another`, {
-      kernel: 'createBackend',
+      operation: 'createBackend',
       argument: 'name',
       expected: `a backendProvider named '${name}' (its package.json's rayo.backend)`,
       actual: `'${provider.name}'`,
@@ -188,7 +188,7 @@ async function loadProvider(name: string): Promise<BackendProvider> {
   const installed = installedPackages().get(name);
   if (!installed) {
     throw new BackendUnavailableError(`unknown backend '${name}'; ${howToMakeKnown(name)}`, {
-      kernel: 'createBackend',
+      operation: 'createBackend',
       argument: 'name',
       expected: knownBackendNames().join(' | '),
       actual: name,

@@ -10,7 +10,7 @@ import {
   stridesOf,
 } from './shape.js';
 
-const ctx = { kernel: 'test', argument: 'b' };
+const ctx = { operation: 'test', argument: 'b' };
 const dim = fc.integer({ min: 1, max: 6 });
 const shape = fc.array(dim, { minLength: 0, maxLength: 4 });
 
@@ -63,7 +63,7 @@ describe('shapes', () => {
         } catch (error) {
           expect(error).toBeInstanceOf(ShapeError);
           const e = error as ShapeError;
-          expect(e.kernel).toBe('test');
+          expect(e.operation).toBe('test');
           expect(e.argument).toBe('b');
           expect(e.message).toContain(formatShape([y]));
           expect(e.message).toContain(formatShape([4, x]));

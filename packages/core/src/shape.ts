@@ -36,7 +36,11 @@ export function isValidShape(shape: unknown): shape is Shape {
  * NumPy broadcasting: shapes are aligned on the right; each pair of dimensions
  * must be equal or one of them 1.
  */
-export function broadcastShapes(a: Shape, b: Shape, context: { kernel: string; argument: string }): number[] {
+export function broadcastShapes(
+  a: Shape,
+  b: Shape,
+  context: { operation: string; argument: string },
+): number[] {
   const rank = Math.max(a.length, b.length);
   const out = new Array<number>(rank);
   for (let i = 0; i < rank; i++) {
@@ -92,7 +96,7 @@ export function resolveReshape(from: Shape, to: Shape, api = 'reshape'): number[
   const size = sizeOf(from);
   const refuse = (): never => {
     throw new ShapeError('a reshape must keep the number of elements', {
-      kernel: api,
+      operation: api,
       argument: 'shape',
       expected: `a shape of ${size} elements (from ${formatShape(from)}), with at most one −1`,
       actual: Array.isArray(to) ? formatShape(to) : String(to),

@@ -27,7 +27,7 @@ describe('tuning options', () => {
       /'qgemvSlices'.*expected 1 \| 2 \| 4 \| 8, got 3/,
     );
     // A number's text is no number.
-    expect(() => checkChoice('4', [1, 2, 4, 8], { kernel: 'k', argument: 'x' })).toThrow(/got '4'/);
+    expect(() => checkChoice('4', [1, 2, 4, 8], { operation: 'k', argument: 'x' })).toThrow(/got '4'/);
   });
 
   it('read RAYO_QGEMV_VARIANT and RAYO_QGEMV_SLICES from the variables given, unset or empty as absent', () => {

@@ -12,7 +12,7 @@ export type EnvironmentVariables = Readonly<Record<string, string | undefined>>;
 
 /** Where an option is checked, for the error: the creating API and the option's name. */
 export interface OptionSource {
-  readonly kernel: string;
+  readonly operation: string;
   readonly argument: string;
 }
 
@@ -36,14 +36,14 @@ export function choiceFromEnvironment<const C extends string | number>(
   env: EnvironmentVariables,
   variable: string,
   choices: readonly C[],
-  kernel: string,
+  operation: string,
 ): C | undefined {
   const text = env[variable];
   if (text === undefined || text === '') return undefined;
   const match = choices.find((c) => String(c) === text);
   if (match !== undefined) return match;
   throw new InvalidArgumentError('the environment variable names no choice', {
-    kernel,
+    operation,
     argument: variable,
     expected: choices.map(String).join(' | '),
     actual: `'${text}'`,
@@ -68,18 +68,18 @@ export interface QgemvTuning {
   readonly qgemvSlices: QgemvSlices | undefined;
 }
 
-/** Checks the quantized GEMV's options (a JavaScript caller may pass anything); `kernel` is the creating API. */
-export function resolveQgemvOptions(options: QgemvOptions, kernel: string): QgemvTuning {
+/** Checks the quantized GEMV's options (a JavaScript caller may pass anything); `operation` is the creating API. */
+export function resolveQgemvOptions(options: QgemvOptions, operation: string): QgemvTuning {
   return {
-    qgemvVariant: checkChoice(options.qgemvVariant, QGEMV_VARIANTS, { kernel, argument: 'qgemvVariant' }),
-    qgemvSlices: checkChoice(options.qgemvSlices, QGEMV_SLICES, { kernel, argument: 'qgemvSlices' }),
+    qgemvVariant: checkChoice(options.qgemvVariant, QGEMV_VARIANTS, { operation, argument: 'qgemvVariant' }),
+    qgemvSlices: checkChoice(options.qgemvSlices, QGEMV_SLICES, { operation, argument: 'qgemvSlices' }),
   };
 }
 
 /** RAYO_QGEMV_VARIANT (`a`, `b`, `c`, `d`) and RAYO_QGEMV_SLICES (1, 2, 4, 8) as options; unset or empty: absent. */
-export function qgemvOptionsFromEnvironment(env: EnvironmentVariables, kernel: string): QgemvOptions {
-  const qgemvVariant = choiceFromEnvironment(env, 'RAYO_QGEMV_VARIANT', QGEMV_VARIANTS, kernel);
-  const qgemvSlices = choiceFromEnvironment(env, 'RAYO_QGEMV_SLICES', QGEMV_SLICES, kernel);
+export function qgemvOptionsFromEnvironment(env: EnvironmentVariables, operation: string): QgemvOptions {
+  const qgemvVariant = choiceFromEnvironment(env, 'RAYO_QGEMV_VARIANT', QGEMV_VARIANTS, operation);
+  const qgemvSlices = choiceFromEnvironment(env, 'RAYO_QGEMV_SLICES', QGEMV_SLICES, operation);
   return {
     ...(qgemvVariant === undefined ? {} : { qgemvVariant }),
     ...(qgemvSlices === undefined ? {} : { qgemvSlices }),

@@ -48,7 +48,7 @@ export class DeviceWeightCache implements WeightCache {
   upload(name: string, data: HostArray | readonly number[], shape: readonly [number, number]): void {
     if (!Array.isArray(shape) || shape.length !== 2) {
       throw new ShapeError('a weight is a matrix', {
-        kernel: 'weightCache.upload',
+        operation: 'weightCache.upload',
         argument: 'shape',
         expected: '[outFeatures, inFeatures]',
         actual: JSON.stringify(shape),
@@ -72,7 +72,7 @@ export class DeviceWeightCache implements WeightCache {
     const w = this.#weights.get(name);
     if (!w) {
       throw new InvalidArgumentError('no weight of this name was uploaded', {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: 'name',
         expected: this.#weights.size
           ? `one of ${[...this.#weights.keys()].join(', ')}`
@@ -100,7 +100,7 @@ export class DeviceWeightCache implements WeightCache {
     const [n, k] = w.shape as [number, number];
     if (!Number.isInteger(rows) || rows < 1) {
       throw new InvalidArgumentError('rows must be a positive integer', {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: 'rows',
         expected: 'an integer >= 1',
         actual: String(rows),
@@ -108,7 +108,7 @@ export class DeviceWeightCache implements WeightCache {
     }
     if (x.length !== rows * k) {
       throw new ShapeError('input length must be rows × inFeatures', {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: 'x',
         expected: `${rows * k} (${rows} × ${k})`,
         actual: String(x.length),

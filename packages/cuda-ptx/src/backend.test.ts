@@ -55,7 +55,7 @@ describe('CudaBackend', () => {
     const unknown: AnyKernelSpec = { ...relu, name: 'notAKernel' };
     const e = caught(() => backend.run(unknown, [a])) as UnsupportedOnBackendError;
     expect(e).toBeInstanceOf(UnsupportedOnBackendError);
-    expect(e.kernel).toBe('notAKernel');
+    expect(e.operation).toBe('notAKernel');
     expect(e.message).toContain("no PTX implementation of 'notAKernel'");
     const impostor = { ...relu };
     const i = caught(() => backend.run(impostor, [a])) as UnsupportedOnBackendError;
@@ -86,7 +86,7 @@ describe('CudaBackend', () => {
   it('validates uploads like the other backends', () => {
     const { backend } = setup();
     const shape = caught(() => backend.upload([1, 2, 3], [2, 2])) as RayoError;
-    expect([shape.kernel, shape.argument]).toEqual(['upload', 'data']);
+    expect([shape.operation, shape.argument]).toEqual(['upload', 'data']);
     const dtype = caught(() => backend.upload(new Float32Array(2), [2], 'i32')) as RayoError;
     expect(dtype.argument).toBe('data');
     expect((caught(() => backend.empty([-1])) as RayoError).argument).toBe('shape');
@@ -205,7 +205,7 @@ describe('CudaBackend batches', () => {
     a.dispose();
     const e = await batch.submit().catch((error: unknown) => error);
     expect(e).toBeInstanceOf(DisposedTensorError);
-    expect([(e as RayoError).kernel, (e as RayoError).argument]).toEqual(['relu', 'x']);
+    expect([(e as RayoError).operation, (e as RayoError).argument]).toEqual(['relu', 'x']);
     y!.dispose();
     backend.dispose();
   });

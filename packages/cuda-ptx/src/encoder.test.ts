@@ -59,7 +59,7 @@ describe('CommandRecorder', () => {
   it('names missing, unknown and ill-typed arguments', () => {
     const { recorder } = setup();
     const missing = rejection(() => recorder.launch(launch({ args: { x: operand, n: 4 } })));
-    expect([missing.kernel, missing.argument]).toEqual(['test/k', 'args.alpha']);
+    expect([missing.operation, missing.argument]).toEqual(['test/k', 'args.alpha']);
     const extra = rejection(() => recorder.launch(launch({ args: { x: operand, n: 4, alpha: 1, beta: 2 } })));
     expect([extra.argument, extra.expected]).toEqual(['args.beta', "parameters of 'k': x, n, alpha"]);
     const typed = rejection(() => recorder.launch(launch({ args: { x: operand, n: -1, alpha: 1 } })));

@@ -48,7 +48,7 @@ export class CommandRecorder implements KernelEncoder {
     const threads = block[0] * block[1] * block[2];
     if (threads > device.maxThreadsPerBlock) {
       throw new InvalidArgumentError('too many threads per block', {
-        kernel,
+        operation: kernel,
         argument: 'block',
         expected: `at most ${device.maxThreadsPerBlock} threads`,
         actual: `${threads} ([${block.join(', ')}])`,
@@ -57,7 +57,7 @@ export class CommandRecorder implements KernelEncoder {
     const sharedBytes = l.sharedBytes ?? 0;
     if (!Number.isInteger(sharedBytes) || sharedBytes < 0 || sharedBytes > device.sharedMemoryPerBlockOptin) {
       throw new InvalidArgumentError('dynamic shared memory out of range', {
-        kernel,
+        operation: kernel,
         argument: 'sharedBytes',
         expected: `an integer in [0, ${device.sharedMemoryPerBlockOptin}]`,
         actual: describe(sharedBytes),
@@ -69,7 +69,7 @@ export class CommandRecorder implements KernelEncoder {
     const extra = Object.keys(args).filter((name) => !names.has(name));
     if (extra.length > 0) {
       throw new InvalidArgumentError('argument for a parameter the entry does not have', {
-        kernel,
+        operation: kernel,
         argument: `args.${extra[0]}`,
         expected: `parameters of '${fn.entry}': ${[...names].join(', ') || 'none'}`,
         actual: extra.join(', '),
@@ -79,7 +79,7 @@ export class CommandRecorder implements KernelEncoder {
       const value = args[param.name];
       if (value === undefined) {
         throw new InvalidArgumentError('missing kernel argument', {
-          kernel,
+          operation: kernel,
           argument: `args.${param.name}`,
           expected: `a value for .${param.type} parameter '${param.name}' of '${fn.entry}'`,
           actual: 'nothing',
@@ -105,7 +105,7 @@ export class CommandRecorder implements KernelEncoder {
     this.#count('fill32', 'count', count);
     if (!Number.isInteger(word) || word < -(2 ** 31) || word > 2 ** 32 - 1) {
       throw new InvalidArgumentError('a 32-bit word is expected', {
-        kernel: 'fill32',
+        operation: 'fill32',
         argument: 'word',
         expected: 'an integer in [-2^31, 2^32)',
         actual: describe(word),
@@ -125,7 +125,7 @@ export class CommandRecorder implements KernelEncoder {
   #count(kernel: string, argument: string, value: number): void {
     if (!Number.isSafeInteger(value) || value < 0) {
       throw new InvalidArgumentError('a non-negative integer is expected', {
-        kernel,
+        operation: kernel,
         argument,
         expected: 'an integer >= 0',
         actual: describe(value),
@@ -142,7 +142,7 @@ export class CommandRecorder implements KernelEncoder {
       full.every((d, i) => typeof d === 'number' && Number.isInteger(d) && d >= 1 && d <= max[i]!);
     if (!ok) {
       throw new InvalidArgumentError(`invalid ${argument} dimensions`, {
-        kernel,
+        operation: kernel,
         argument,
         expected: `1 to 3 integers, each from 1 to [${max.join(', ')}]`,
         actual: describe(value),

@@ -28,7 +28,7 @@ describe('GPU faults on cuda', () => {
     using x = backend.upload([1, -2], [2]);
     launchStoreToAddress(backend, 0x10n);
     const fault = await rejection(backend.sync());
-    expect(fault.kernel).toBe(STORE_TO_ADDRESS_KEY);
+    expect(fault.operation).toBe(STORE_TO_ADDRESS_KEY);
     expect(fault.message).toContain(`cuStreamQuery: CUDA_ERROR_ILLEGAL_ADDRESS (700)`);
     expect(fault.message).toContain(
       `a fault in kernel '${STORE_TO_ADDRESS_KEY}' enqueued since the stream was last idle`,
@@ -43,7 +43,7 @@ describe('GPU faults on cuda', () => {
         new RegExp(`^${api}: the CUDA context is unusable after an earlier error: .*create a new one`),
       );
     }
-    expect((await rejection(backend.read(x))).kernel).toBe('read');
+    expect((await rejection(backend.read(x))).operation).toBe('read');
     backend.dispose();
     expect(fake.contextRefs).toBe(0);
     // Once every user released the context, a new backend gets a fresh one.

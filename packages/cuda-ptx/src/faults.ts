@@ -55,8 +55,8 @@ const faultingKernel: FaultScenario = {
     const fault = await settledWithin(backend.sync(), 10_000);
     if (!(fault instanceof DeviceLostError))
       scenarioFailed(`sync after the fault: expected DeviceLostError, got ${String(fault)}`);
-    if (!fault.kernel?.includes(STORE_TO_ADDRESS_KEY)) {
-      scenarioFailed(`the error names '${fault.kernel}', not the faulting kernel: ${fault.message}`);
+    if (!fault.operation?.includes(STORE_TO_ADDRESS_KEY)) {
+      scenarioFailed(`the error names '${fault.operation}', not the faulting kernel: ${fault.message}`);
     }
     // Each call, named as the error must name it.
     const later: [string, () => unknown][] = [
@@ -68,7 +68,7 @@ const faultingKernel: FaultScenario = {
     ];
     for (const [api, call] of later) {
       const error = await settledWithin(Promise.resolve().then(call), 10_000);
-      if (!(error instanceof DeviceLostError) || error.kernel !== api) {
+      if (!(error instanceof DeviceLostError) || error.operation !== api) {
         scenarioFailed(
           `${api} after the fault: expected DeviceLostError naming '${api}', got ${String(error)}`,
         );

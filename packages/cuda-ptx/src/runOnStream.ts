@@ -25,7 +25,7 @@ export function runOnStream<T>(backend: CudaBackend, stream: bigint, work: (runn
   backend.checkAlive('runOnStream');
   if (typeof stream !== 'bigint' || stream < 0n) {
     throw new InvalidArgumentError('a CUstream handle is expected', {
-      kernel: 'runOnStream',
+      operation: 'runOnStream',
       argument: 'stream',
       expected: 'a bigint CUstream of the backend’s context',
       actual: String(stream),

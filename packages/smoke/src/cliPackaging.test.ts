@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createBackend } from '@rayo/core';
 import { TextModel } from '@rayo/text';
+import { writeTinyTextModel } from '@rayo/text-testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeTinyTextModel } from '../../text/src/testing/tinyTextModel.testkit.js';
 import { lastJsonLine, run, runOk } from './commands.js';
 
 // The rayo CLI as a user gets it: core, train, text, cli and wgpu packed (as

@@ -160,10 +160,35 @@ describe.each(PUBLISHED.map((p) => [p.manifest.name] as const))('the tarball of 
   });
 });
 
+/** Every file under `dir`, as a path relative to it with `/` separators. */
+function filesUnder(dir: string, prefix = ''): string[] {
+  return readdirSync(join(dir, prefix), { withFileTypes: true }).flatMap((entry) => {
+    const path = `${prefix}${entry.name}`;
+    return entry.isDirectory() ? filesUnder(dir, `${path}/`) : [path];
+  });
+}
+
+describe.each(PUBLISHED.map((p) => [p.manifest.name, p.dir] as const))('the sources of %s', (name, dir) => {
+  // Tests may sit beside the code they test (the build leaves them out), but
+  // test kits, doubles and tools belong in the private packages: the build
+  // would ship them.
+  it('hold no test kit, test double, fixture or tool', () => {
+    const offenders = filesUnder(join(WORKSPACE, 'packages', dir, 'src')).flatMap((path) => {
+      if (/\.(test|spec)\./.test(path)) return [];
+      // Judged as the build's output of the file would be.
+      const why = notLibraryCode(name, `dist/${path}`);
+      return why ? [`src/${path} (${why})`] : [];
+    });
+    expect(offenders).toEqual([]);
+  });
+});
+
 describe('the workspace packages of test kits and tools', () => {
   it('are private, so that no registry ever gets them', () => {
     const kits = workspacePackages.filter(({ dir }) => /-(testkit|tools)$/.test(dir));
-    expect(kits.map(({ dir }) => dir)).toEqual(expect.arrayContaining(['cuda-testkit', 'cuda-tools']));
+    expect(kits.map(({ dir }) => dir)).toEqual(
+      expect.arrayContaining(['core-testkit', 'cuda-testkit', 'cuda-tools', 'text-testkit', 'train-testkit']),
+    );
     expect(
       kits.filter(({ manifest }) => manifest.private !== true).map(({ manifest }) => manifest.name),
     ).toEqual([]);

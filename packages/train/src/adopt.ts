@@ -11,7 +11,7 @@ const adopted = new WeakMap<Tensor, Tensor>();
 export function adoptAs(base: Tensor, shape: Shape): Tensor {
   if (sizeOf(shape) !== base.size) {
     throw new ShapeError('an adopted tensor must keep the number of elements', {
-      kernel: 'adoptAs',
+      operation: 'adoptAs',
       argument: 'shape',
       expected: `a shape of ${base.size} elements`,
       actual: formatShape(shape),

@@ -6,6 +6,11 @@ export {
   gradCheck,
 } from './autograd/gradcheck.js';
 export * from './autograd/index.js';
+/**
+ * The differentiable operations, each `autograd.op(tape, ...)` with a backward
+ * rule. A namespace, because `@rayo/core` exports kernel specs of the same names.
+ */
+export * as autograd from './autograd/ops/index.js';
 export { CausalLM, type CausalLMOptions } from './causalLM.js';
 export {
   CHECKPOINT_FORMAT,

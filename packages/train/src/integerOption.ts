@@ -13,7 +13,7 @@ export function checkIntegerAtLeast(
 ): void {
   if (!Number.isInteger(value) || value < least) {
     throw new InvalidArgumentError(message, {
-      kernel: api,
+      operation: api,
       argument,
       expected: `an integer >= ${least}`,
       actual: String(value),

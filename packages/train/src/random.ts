@@ -15,7 +15,7 @@ export class Rng {
   constructor(seed: number) {
     if (!Number.isInteger(seed)) {
       throw new InvalidArgumentError('seed must be an integer', {
-        kernel: 'Rng',
+        operation: 'Rng',
         argument: 'seed',
         expected: 'an integer',
         actual: String(seed),

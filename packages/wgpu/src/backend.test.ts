@@ -265,7 +265,7 @@ needsAdapter(`wgpu backend${unavailable ? ` (no adapter: ${unavailable})` : ''}`
     });
     const error = await cache.settle().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(KernelCompileError);
-    expect((error as KernelCompileError).kernel).toBe('broken');
+    expect((error as KernelCompileError).operation).toBe('broken');
     expect((error as KernelCompileError).log).toMatch(/error/i);
   });
 });

@@ -38,7 +38,7 @@ export class BufferPool {
     const max = this.memory.device.limits.maxBufferSize;
     if (size > max) {
       throw new OutOfMemoryError(`${this.label} larger than the device allows`, {
-        kernel: api,
+        operation: api,
         expected: `<= ${max} bytes (maxBufferSize)`,
         actual: `${bytes} bytes`,
       });

@@ -73,7 +73,7 @@ export function reportedError(api: string, errors: readonly AttributedError[]): 
   const message = errors
     .map(({ error, call }) => (call === undefined ? error.message : `${call}: ${error.message}`))
     .join('\n');
-  const details = { kernel: api, cause: errors[0]?.error };
+  const details = { operation: api, cause: errors[0]?.error };
   const outOfMemory = errors.some(({ error }) => error.constructor.name === 'GPUOutOfMemoryError');
   return outOfMemory
     ? new OutOfMemoryError(`the device ran out of memory: ${message}`, details)

@@ -32,7 +32,7 @@ needsAdapter('wgpu backend under faults', () => {
         error = e;
       }
       expect(error).toBeInstanceOf(OutOfMemoryError);
-      expect((error as OutOfMemoryError).kernel).toBe('zeros');
+      expect((error as OutOfMemoryError).operation).toBe('zeros');
       expect(held.length).toBe(8);
       for (const t of held) t.dispose();
       // Other sizes than the pooled ones: the pool gives its memory back.

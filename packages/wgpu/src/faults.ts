@@ -38,8 +38,8 @@ const memoryBudget: FaultScenario = {
     for (const t of held) t.dispose();
     if (!(refused instanceof OutOfMemoryError))
       scenarioFailed(`expected OutOfMemoryError, got ${String(refused)}`);
-    if (refused.kernel !== 'zeros')
-      scenarioFailed(`the error names '${refused.kernel}', not the allocating call 'zeros'`);
+    if (refused.operation !== 'zeros')
+      scenarioFailed(`the error names '${refused.operation}', not the allocating call 'zeros'`);
     const again = Array.from({ length: 8 }, () => backend.zeros([(24 * MIB) / 4]));
     for (const t of again) t.dispose();
     await expectUsable(backend, 'after dispose');

@@ -35,7 +35,7 @@ describe('device memory', () => {
       error = e;
     }
     expect(error).toBeInstanceOf(OutOfMemoryError);
-    expect((error as OutOfMemoryError).kernel).toBe('zeros');
+    expect((error as OutOfMemoryError).operation).toBe('zeros');
     expect((error as OutOfMemoryError).message).toContain('rayo tensor would exceed the memory budget');
     expect((error as OutOfMemoryError).actual).toBe('2048 bytes');
     pool.release(held);
@@ -50,7 +50,7 @@ describe('device memory', () => {
     const big = pool.acquire(1 << 20, 'empty');
     const failure = await memory.takeFailure('read');
     expect(failure).toBeInstanceOf(OutOfMemoryError);
-    expect(failure?.kernel).toBe('empty');
+    expect(failure?.operation).toBe('empty');
     expect(failure?.message).toContain(
       `rayo tensor of ${1 << 20} bytes (reported by read: out of device memory)`,
     );
@@ -179,7 +179,7 @@ describe('device memory: frees that reach the driver late', () => {
     });
     const error = await memory.takeFailure('read');
     expect(error).toBeInstanceOf(OutOfMemoryError);
-    expect(error?.kernel).toBe('zeros');
+    expect(error?.operation).toBe('zeros');
     expect(error?.expected).toBe(`${2 * KIB} bytes free on the device`);
     expect(error?.message).toContain('VK_ERROR_OUT_OF_DEVICE_MEMORY');
     expect(error?.message).toContain(
@@ -207,7 +207,7 @@ describe('device memory: frees that reach the driver late', () => {
     memory.touch(written);
     const error = await memory.takeFailure('sync');
     expect(error).toBeInstanceOf(OutOfMemoryError);
-    expect(error?.kernel).toBe('upload');
+    expect(error?.operation).toBe('upload');
     expect(memory.recovery).toMatchObject({ releases: 1, retried: 0 });
     expect(state).toMatchObject({ free: 4 * KIB, deferred: 0 });
     pool.release(written);

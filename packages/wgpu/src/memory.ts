@@ -113,7 +113,7 @@ export class DeviceMemory {
       throw new OutOfMemoryError(
         `allocating ${descriptor.label ?? 'a buffer'} would exceed the memory budget`,
         {
-          kernel: api,
+          operation: api,
           expected: `<= ${Math.max(0, this.budgetBytes - this.#used)} bytes (${this.#used} of the ${this.budgetBytes}-byte budget in use)`,
           actual: `${bytes} bytes`,
         },
@@ -249,7 +249,7 @@ export class DeviceMemory {
     const refused = new OutOfMemoryError(
       `the device could not allocate ${first.label} of ${first.bytes} bytes${more} (reported by ${reportedBy}: ${first.message}${tried}); dispose tensors and allocate again`,
       {
-        kernel: first.api,
+        operation: first.api,
         expected: `${first.bytes} bytes free on the device`,
         actual: 'out of memory',
       },

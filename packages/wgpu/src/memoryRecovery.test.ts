@@ -99,7 +99,7 @@ needsAdapter('wgpu memory after the device refused an allocation', () => {
     const held = Array.from({ length: 9 }, () => backend.zeros([MIB / 4]));
     const refused = await backend.sync().catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(OutOfMemoryError);
-    expect((refused as OutOfMemoryError).kernel).toBe('zeros');
+    expect((refused as OutOfMemoryError).operation).toBe('zeros');
     expect(state.refused).toBe(1);
     for (const t of held) t.dispose();
     return {
@@ -153,7 +153,7 @@ needsAdapter('wgpu memory after the device refused an allocation', () => {
       expect(state.refused).toBe(2);
       const error = await backend.sync().catch((e: unknown) => e);
       expect(error).toBeInstanceOf(OutOfMemoryError);
-      expect((error as OutOfMemoryError).kernel).toBe('upload');
+      expect((error as OutOfMemoryError).operation).toBe('upload');
       expect(backend.deviceMemory().recovery.retried).toBe(0);
       written.dispose();
       using x = backend.upload(new Float32Array(MIB / 4).fill(2), [MIB / 4]);

@@ -61,7 +61,7 @@ export function resolveBackendOptions(options: WgpuBackendOptions): ResolvedBack
   const budget = options.memoryBudgetBytes ?? Number.POSITIVE_INFINITY;
   if (!(budget > 0)) {
     throw new InvalidArgumentError('the memory budget must be a positive number of bytes', {
-      kernel: 'WgpuBackend.create',
+      operation: 'WgpuBackend.create',
       argument: 'memoryBudgetBytes',
       expected: 'a number > 0',
       actual: String(options.memoryBudgetBytes),
@@ -80,7 +80,7 @@ function checkBatchFirstPart(value: number | undefined): number {
   if (value === undefined) return DEFAULT_BATCH_FIRST_PART;
   if (!Number.isInteger(value) || value < 0) {
     throw new InvalidArgumentError('batchFirstPart must be a whole number of commands', {
-      kernel: 'WgpuBackend.create',
+      operation: 'WgpuBackend.create',
       argument: 'batchFirstPart',
       expected: 'an integer >= 0 (0: one command buffer per batch)',
       actual: String(value),

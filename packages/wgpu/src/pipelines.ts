@@ -73,7 +73,7 @@ export class PipelineCache {
         `WGSL of '${source.key}' failed to compile`,
         `${log || error.message}\n---\n${code}`,
         {
-          kernel: source.kernel,
+          operation: source.kernel,
         },
       );
     });

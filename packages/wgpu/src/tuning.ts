@@ -45,6 +45,6 @@ const CREATE = 'WgpuBackend.create';
 export function resolveWgpuTuning(options: WgpuTuningOptions): WgpuTuning {
   return {
     ...resolveQgemvOptions(options, CREATE),
-    f16Gemm: checkChoice(options.f16Gemm, HALF_GEMM_MODES, { kernel: CREATE, argument: 'f16Gemm' }),
+    f16Gemm: checkChoice(options.f16Gemm, HALF_GEMM_MODES, { operation: CREATE, argument: 'f16Gemm' }),
   };
 }

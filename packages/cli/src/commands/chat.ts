@@ -20,7 +20,7 @@ export async function chatCommand(args: readonly string[], io: CliIo): Promise<n
   try {
     if (!model.tokenizer.hasChatTemplate()) {
       throw new InvalidArgumentError(`${model.path} has no chat template, so it cannot chat`, {
-        kernel: 'rayo chat',
+        operation: 'rayo chat',
         argument: '--model',
         expected:
           "a model with a chat_template (tokenizer_config.json, chat_template.jinja or GGUF 'tokenizer.chat_template')",

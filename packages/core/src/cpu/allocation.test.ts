@@ -13,7 +13,7 @@ describe('cpu allocations', () => {
       }
     })();
     expect(error).toBeInstanceOf(OutOfMemoryError);
-    expect((error as OutOfMemoryError).kernel).toBe('empty');
+    expect((error as OutOfMemoryError).operation).toBe('empty');
     expect((error as OutOfMemoryError).actual).toBe('34359738368 bytes for f32[8589934592]');
     expect(() => backend.zeros([2 ** 20, 2 ** 13], 'i32')).toThrow(OutOfMemoryError);
     expect(backend.memory().liveTensors).toBe(0);

@@ -15,7 +15,7 @@ export class ArgCheck {
     const meta = inputs[index];
     if (!meta)
       throw new InvalidArgumentError('required input is missing', {
-        kernel: this.kernel,
+        operation: this.kernel,
         argument: `input${index}`,
       });
     return meta;
@@ -24,7 +24,7 @@ export class ArgCheck {
   rank(argument: string, meta: TensorMeta, rank: number, layout?: string): void {
     if (meta.shape.length !== rank) {
       throw new ShapeError('wrong rank', {
-        kernel: this.kernel,
+        operation: this.kernel,
         argument,
         expected: `rank ${rank}${layout ? ` ${layout}` : ''}`,
         actual: `rank ${meta.shape.length} ${formatShape(meta.shape)}`,
@@ -35,7 +35,7 @@ export class ArgCheck {
   minRank(argument: string, meta: TensorMeta, rank: number, layout?: string): void {
     if (meta.shape.length < rank) {
       throw new ShapeError('rank too low', {
-        kernel: this.kernel,
+        operation: this.kernel,
         argument,
         expected: `rank >= ${rank}${layout ? ` ${layout}` : ''}`,
         actual: `rank ${meta.shape.length} ${formatShape(meta.shape)}`,
@@ -49,7 +49,7 @@ export class ArgCheck {
     const actual = meta.shape[a];
     if (actual !== size) {
       throw new ShapeError(`dimension ${a} must match ${what}`, {
-        kernel: this.kernel,
+        operation: this.kernel,
         argument,
         expected: `dimension ${a} = ${size}`,
         actual: `${actual ?? 'none'} in ${formatShape(meta.shape)}`,
@@ -60,7 +60,7 @@ export class ArgCheck {
   sameShape(argument: string, meta: TensorMeta, shape: Shape, what: string): void {
     if (!shapesEqual(meta.shape, shape)) {
       throw new ShapeError(`shape must match ${what}`, {
-        kernel: this.kernel,
+        operation: this.kernel,
         argument,
         expected: formatShape(shape),
         actual: formatShape(meta.shape),
@@ -71,7 +71,7 @@ export class ArgCheck {
   sameDType(argument: string, meta: TensorMeta, dtype: DType, what: string): void {
     if (meta.dtype !== dtype) {
       throw new DTypeError(`element type must match ${what}`, {
-        kernel: this.kernel,
+        operation: this.kernel,
         argument,
         expected: dtype,
         actual: meta.dtype,
@@ -83,7 +83,7 @@ export class ArgCheck {
   shape(ok: boolean, argument: string, message: string, expected: string, actual: Shape | string): void {
     if (!ok) {
       throw new ShapeError(message, {
-        kernel: this.kernel,
+        operation: this.kernel,
         argument,
         expected,
         actual: typeof actual === 'string' ? actual : formatShape(actual),
@@ -95,7 +95,7 @@ export class ArgCheck {
   attr(ok: boolean, argument: string, message: string, expected: string, actual: string | number): void {
     if (!ok) {
       throw new InvalidArgumentError(message, {
-        kernel: this.kernel,
+        operation: this.kernel,
         argument: argument.startsWith('attrs.') ? argument : `attrs.${argument}`,
         expected,
         actual: String(actual),

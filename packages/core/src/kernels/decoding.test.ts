@@ -262,7 +262,7 @@ describe('kvCacheScatter argument errors', () => {
   it('names values whose row is not nHeads · headDim', () => {
     const e = thrown(() => inferKernel(kvCacheScatter, [meta([2, 8, 4]), meta([3, 4])], { position: 0 }));
     expect(e).toBeInstanceOf(ShapeError);
-    expect([e.kernel, e.argument]).toEqual(['kvCacheScatter', 'values']);
+    expect([e.operation, e.argument]).toEqual(['kvCacheScatter', 'values']);
     expect(e.message).toContain('dimension 1 = 8');
     expect(e.message).toContain('4 in [3, 4]');
   });
@@ -285,7 +285,7 @@ describe('kvCacheScatter argument errors', () => {
   it('names attrs.position when the rows do not fit', () => {
     const e = thrown(() => inferKernel(kvCacheScatter, [meta([2, 8, 4]), meta([3, 8])], { position: 6 }));
     expect(e).toBeInstanceOf(InvalidArgumentError);
-    expect([e.kernel, e.argument]).toEqual(['kvCacheScatter', 'attrs.position']);
+    expect([e.operation, e.argument]).toEqual(['kvCacheScatter', 'attrs.position']);
     expect(e.expected).toBe('<= maxSeq − T = 5');
     expect(e.message).toContain('<= maxSeq − T = 5');
     expect(e.message).toContain('got 6');
@@ -311,7 +311,7 @@ describe('incrementalAttention argument errors', () => {
       inferKernel(incrementalAttention, [q, meta([2, 5, 3]), meta([2, 5, 3])], { seqLen: 2 }),
     );
     expect(e).toBeInstanceOf(ShapeError);
-    expect([e.kernel, e.argument]).toEqual(['incrementalAttention', 'kCache']);
+    expect([e.operation, e.argument]).toEqual(['incrementalAttention', 'kCache']);
     expect(e.message).toContain("headDim of 'q'");
     expect(e.message).toContain('dimension 2 = 4');
     expect(e.message).toContain('3 in [2, 5, 3]');
@@ -349,7 +349,7 @@ describe('incrementalAttention argument errors', () => {
   it('names attrs.seqLen past the cache, below 1 or missing, and attrs.scale below 0', () => {
     const past = thrown(() => inferKernel(incrementalAttention, [q, kv, kv], { seqLen: 6 }));
     expect(past).toBeInstanceOf(InvalidArgumentError);
-    expect([past.kernel, past.argument]).toEqual(['incrementalAttention', 'attrs.seqLen']);
+    expect([past.operation, past.argument]).toEqual(['incrementalAttention', 'attrs.seqLen']);
     expect(past.message).toContain('<= maxSeq = 5');
     expect(past.message).toContain('got 6');
     expect(() => inferKernel(incrementalAttention, [q, kv, kv], { seqLen: 5 })).not.toThrow();
@@ -423,12 +423,12 @@ describe('positions and lengths held in device tensors', () => {
     for (const position of [-1, 8, 9]) {
       const e = thrown(() => reference(kvCacheScatter, [cache, f([2, 15]), i32(position)]));
       expect(e).toBeInstanceOf(InvalidArgumentError);
-      expect([e.kernel, e.argument, e.expected]).toEqual(['kvCacheScatter', 'position', '0 … 7']);
+      expect([e.operation, e.argument, e.expected]).toEqual(['kvCacheScatter', 'position', '0 … 7']);
     }
     const [q, k] = [f([4, 6]), f([2, 11, 6])];
     for (const seqLen of [0, -3, 12]) {
       const e = thrown(() => reference(incrementalAttention, [q, k, k, i32(seqLen)]));
-      expect([e.kernel, e.argument, e.expected]).toEqual(['incrementalAttention', 'seqLen', '1 … 11']);
+      expect([e.operation, e.argument, e.expected]).toEqual(['incrementalAttention', 'seqLen', '1 … 11']);
     }
   });
 
@@ -446,7 +446,7 @@ describe('positions and lengths held in device tensors', () => {
       }),
     );
     expect(e).toBeInstanceOf(InvalidArgumentError);
-    expect([e.kernel, e.argument]).toEqual(['incrementalAttention', 'attrs.seqLen']);
+    expect([e.operation, e.argument]).toEqual(['incrementalAttention', 'attrs.seqLen']);
     expect(e.message).toContain("input 'seqLen'");
   });
 });
@@ -506,7 +506,7 @@ describe('ropeKvScatter reference', () => {
   it('rejects a device position whose rows do not fit, naming it', () => {
     const e = thrown(() => fused({}, maxSeq - tokens + 1));
     expect(e).toBeInstanceOf(InvalidArgumentError);
-    expect([e.kernel, e.argument, e.expected]).toEqual([
+    expect([e.operation, e.argument, e.expected]).toEqual([
       'ropeKvScatter',
       'position',
       `0 … ${maxSeq - tokens}`,
@@ -543,7 +543,7 @@ describe('ropeKvScatter argument errors', () => {
       }),
     );
     expect(e).toBeInstanceOf(ShapeError);
-    expect([e.kernel, e.argument]).toEqual(['ropeKvScatter', 'k']);
+    expect([e.operation, e.argument]).toEqual(['ropeKvScatter', 'k']);
     expect(e.message).toContain('[2, 2, 6] or [2, 12]');
     expect(e.message).toContain('[2, 3, 6]');
   });

@@ -23,7 +23,7 @@ function binaryKernel(
     ],
     attributes: {},
     infer([a, b]) {
-      const shape = broadcastShapes(a!.shape, b!.shape, { kernel: name, argument: 'b' });
+      const shape = broadcastShapes(a!.shape, b!.shape, { operation: name, argument: 'b' });
       return [{ name: 'y', shape, dtype: a!.dtype }];
     },
     reference([a, b], _attrs, io) {
@@ -35,7 +35,7 @@ function binaryKernel(
       return [y];
     },
     cost([a, b]) {
-      const n = sizeOf(broadcastShapes(a!.shape, b!.shape, { kernel: name, argument: 'b' }));
+      const n = sizeOf(broadcastShapes(a!.shape, b!.shape, { operation: name, argument: 'b' }));
       return { flops: n, bytes: bytesOf(a) + bytesOf(b) + n * bytesPerElement(a!.dtype) };
     },
   });

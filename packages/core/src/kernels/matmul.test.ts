@@ -216,7 +216,7 @@ describe('matmul argument errors', () => {
   it('names b when its K does not match a', () => {
     const e = thrown(() => inferKernel(matmul, [meta([3, 7]), meta([5, 3])]));
     expect(e).toBeInstanceOf(ShapeError);
-    expect(e.kernel).toBe('matmul');
+    expect(e.operation).toBe('matmul');
     expect(e.argument).toBe('b');
     expect(e.expected).toBe('dimension 0 = 7');
     expect(e.message).toContain("K of 'a'");
@@ -239,7 +239,7 @@ describe('matmul argument errors', () => {
   it('names a or b of the wrong rank', () => {
     const a = thrown(() => inferKernel(matmul, [meta([2, 3, 4]), meta([4, 5])]));
     expect(a).toBeInstanceOf(ShapeError);
-    expect([a.kernel, a.argument]).toEqual(['matmul', 'a']);
+    expect([a.operation, a.argument]).toEqual(['matmul', 'a']);
     expect(a.message).toContain('rank 2 [M, K]');
     expect(a.message).toContain('rank 3 [2, 3, 4]');
     const b = thrown(() => inferKernel(matmul, [meta([3, 4]), meta([4])]));
@@ -251,7 +251,7 @@ describe('matmul argument errors', () => {
   it('names c when it is not [M, N]', () => {
     const e = thrown(() => inferKernel(matmul, [meta([3, 7]), meta([7, 5]), meta([5, 3])]));
     expect(e).toBeInstanceOf(ShapeError);
-    expect([e.kernel, e.argument]).toEqual(['matmul', 'c']);
+    expect([e.operation, e.argument]).toEqual(['matmul', 'c']);
     expect(e.message).toContain('expected [3, 5]');
     expect(e.message).toContain('got [5, 3]');
   });
@@ -261,7 +261,7 @@ describe('matmul argument errors', () => {
       inferKernel(matmul, [meta([3, 7]), meta([7, 5])], { transB: 'yes' as unknown as boolean }),
     );
     expect(e).toBeInstanceOf(InvalidArgumentError);
-    expect([e.kernel, e.argument]).toEqual(['matmul', 'attrs.transB']);
+    expect([e.operation, e.argument]).toEqual(['matmul', 'attrs.transB']);
     expect(e.message).toContain('true or false');
     expect(e.message).toContain('"yes"');
   });
@@ -269,7 +269,7 @@ describe('matmul argument errors', () => {
   it('batchedMatmul names b when batch or K disagree, and a or b of the wrong rank', () => {
     const batch = thrown(() => inferKernel(batchedMatmul, [meta([3, 4, 7]), meta([5, 7, 2])]));
     expect(batch).toBeInstanceOf(ShapeError);
-    expect([batch.kernel, batch.argument]).toEqual(['batchedMatmul', 'b']);
+    expect([batch.operation, batch.argument]).toEqual(['batchedMatmul', 'b']);
     expect(batch.message).toContain('dimension 0 = 3');
     expect(batch.message).toContain('5 in [5, 7, 2]');
     const k = thrown(() => inferKernel(batchedMatmul, [meta([3, 4, 7]), meta([3, 7, 2])], { transB: true }));

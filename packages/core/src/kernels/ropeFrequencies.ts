@@ -26,7 +26,7 @@ export type RopeScaling =
 const KERNEL = 'ropeFrequencies';
 
 function invalid(argument: string, message: string, expected: string, actual: unknown): never {
-  throw new InvalidArgumentError(message, { kernel: KERNEL, argument, expected, actual: String(actual) });
+  throw new InvalidArgumentError(message, { operation: KERNEL, argument, expected, actual: String(actual) });
 }
 
 /** A factor that only slows rotations: finite and at least 1, so every frequency stays at most 1. */
@@ -157,7 +157,7 @@ export function frequencyValues(kernel: string, table: ArrayLike<number>): numbe
   const bad = values.findIndex((f) => !(f >= 0 && f <= 1));
   if (bad >= 0) {
     throw new InvalidArgumentError('a RoPE frequency is outside [0, 1]', {
-      kernel,
+      operation: kernel,
       argument: 'frequencies',
       expected: 'every frequency in [0, 1] radians per position',
       actual: `${values[bad]} at index ${bad}`,

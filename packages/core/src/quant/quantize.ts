@@ -43,7 +43,7 @@ const KERNEL = 'quantizeWeights';
 function checkShape(values: ArrayLike<number>, n: number, k: number): void {
   if (!Number.isInteger(n) || !Number.isInteger(k) || n < 1 || k < 1 || values.length !== n * k) {
     throw new ShapeError('weights must hold N · K values', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: 'values',
       expected: `N, K >= 1 and ${n} · ${k} = ${n * k} values`,
       actual: `N ${n}, K ${k}, ${values.length} values`,
@@ -77,7 +77,7 @@ export function quantizeWeights(
 ): QuantizedHostWeight {
   if (!isQuantFormat(format)) {
     throw new InvalidArgumentError('unknown quantized format', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: 'format',
       expected: QUANT_FORMATS.map((f) => `'${f}'`).join(' | '),
       actual: String(format),
@@ -88,7 +88,7 @@ export function quantizeWeights(
   const dtype = options.dtype ?? 'f32';
   if (dtype !== 'f32' && dtype !== 'f16' && dtype !== 'bf16') {
     throw new InvalidArgumentError('weights must be floats', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: 'dtype',
       expected: 'f32 | f16 | bf16',
       actual: dtype,
@@ -99,7 +99,7 @@ export function quantizeWeights(
   const zeroPoints = options.zeroPoints ?? false;
   if (zeroPoints && !layout.zeroPoints) {
     throw new InvalidArgumentError(`${format} has no zero points`, {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: 'zeroPoints',
       expected: `false with ${format} (zero points are q4g32's and q4g128's)`,
       actual: 'true',
@@ -109,7 +109,7 @@ export function quantizeWeights(
     options.scaleDType ?? (format === 'q8' || format === 'q8g16' || format === 'q4g32a' ? 'f32' : 'f16');
   if (scaleDType !== 'f32' && scaleDType !== 'f16' && scaleDType !== 'bf16') {
     throw new InvalidArgumentError('scales are stored as floats', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: 'scaleDType',
       expected: 'f32 | f16 | bf16',
       actual: String(scaleDType),
@@ -194,7 +194,7 @@ export function dequantizeWeights(weight: QuantizedHostWeight): Float64Array {
   const offsets = weight.offsets ? toNumbers(weight.scaleDType, weight.offsets) : undefined;
   if (layout.offsets !== (offsets !== undefined)) {
     throw new InvalidArgumentError(`${weight.format} ${layout.offsets ? 'needs' : 'takes no'} offsets`, {
-      kernel: 'dequantizeWeights',
+      operation: 'dequantizeWeights',
       argument: 'offsets',
       expected: layout.offsets ? '[N, groups] offsets' : 'none',
       actual: offsets ? `${offsets.length} offsets` : 'none',

@@ -31,7 +31,7 @@ export function expectRayoError(
     );
   }
   const e = caught as RayoError;
-  if (e.kernel !== kernel) fail(`error names kernel '${e.kernel}', expected '${kernel}': ${e.message}`);
+  if (e.operation !== kernel) fail(`error names kernel '${e.operation}', expected '${kernel}': ${e.message}`);
   if (e.argument !== argument)
     fail(`error names argument '${e.argument}', expected '${argument}': ${e.message}`);
   if (e.expected === undefined || e.actual === undefined)

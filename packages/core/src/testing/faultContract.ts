@@ -25,14 +25,15 @@ function expectError(
   what: string,
   error: unknown,
   errorClass: typeof RayoError,
-  kernel: string,
+  operation: string,
   argument?: string,
 ): void {
   if (!(error instanceof errorClass)) {
     fail(`${what}: expected ${errorClass.name}, got ${(error as Error)?.name}: ${(error as Error)?.message}`);
   }
   const e = error as RayoError;
-  if (e.kernel !== kernel) fail(`${what}: the error names '${e.kernel}', expected '${kernel}': ${e.message}`);
+  if (e.operation !== operation)
+    fail(`${what}: the error names '${e.operation}', expected '${operation}': ${e.message}`);
   if (argument !== undefined && e.argument !== argument) {
     fail(`${what}: the error names argument '${e.argument}', expected '${argument}': ${e.message}`);
   }

@@ -60,7 +60,7 @@ const outOfMemory: FaultScenario = {
       scenarioFailed(`one allocation beyond maxBufferBytes gave ${tooBig ? errorName(tooBig) : 'no error'}`);
     }
     await expectUsable(backend, 'after the oversized allocation');
-    const once = `OutOfMemoryError at '${tooBig.kernel}' for one oversized allocation; the backend works after it`;
+    const once = `OutOfMemoryError at '${tooBig.operation}' for one oversized allocation; the backend works after it`;
     if (backend.info.kind !== 'gpu') return once;
     // A software adapter's device memory is the host's: filling it would starve the machine.
     if (/llvmpipe|lavapipe|swiftshader/i.test(backend.info.device))
@@ -120,7 +120,7 @@ const outOfMemory: FaultScenario = {
     } finally {
       for (const t of again) t.dispose();
     }
-    return `OutOfMemoryError at '${tooBig.kernel}' for one oversized allocation; after ${(heldBytes / GIB).toFixed(0)} GiB in ${chunk / 2 ** 20}-MiB chunks, OutOfMemoryError at ${where} ('${refused.kernel}'); after dispose, 2 × ${(elements * 4) / 2 ** 20} MiB allocated at once hold zeros, 2 more after a sync and kernels work${memoryRecovery(backend)}`;
+    return `OutOfMemoryError at '${tooBig.operation}' for one oversized allocation; after ${(heldBytes / GIB).toFixed(0)} GiB in ${chunk / 2 ** 20}-MiB chunks, OutOfMemoryError at ${where} ('${refused.operation}'); after dispose, 2 × ${(elements * 4) / 2 ** 20} MiB allocated at once hold zeros, 2 more after a sync and kernels work${memoryRecovery(backend)}`;
   },
 };
 

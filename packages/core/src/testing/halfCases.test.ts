@@ -40,7 +40,7 @@ describe('half conformance cases', () => {
     const [f16] = halfVariants(matmulCase);
     const refused = () => {
       throw new UnsupportedOnBackendError('no f16', {
-        kernel: 'matmul',
+        operation: 'matmul',
         argument: 'a',
         expected: 'f32',
         actual: 'f16',

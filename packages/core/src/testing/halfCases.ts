@@ -141,7 +141,7 @@ export async function runAsDeclared(
   try {
     await run();
   } catch (error) {
-    if (error instanceof UnsupportedOnBackendError && error.kernel === c.spec.name) {
+    if (error instanceof UnsupportedOnBackendError && error.operation === c.spec.name) {
       throw new UnsupportedOnBackend(
         `${backend.name} does not run '${c.spec.name}' in ${missing.join(', ')} (refused as declared: ${error.message})`,
       );

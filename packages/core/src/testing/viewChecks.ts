@@ -144,7 +144,7 @@ export function viewChecks(getBackend: () => Promise<Backend>): ConformanceCheck
         }
         const e = caught as ShapeError | undefined;
         expect(
-          e instanceof ShapeError && e.kernel === 'reshape' && e.argument === 'shape',
+          e instanceof ShapeError && e.operation === 'reshape' && e.argument === 'shape',
           `reshape([${shape.join(', ')}]) of [2, 3]: expected a ShapeError naming reshape's 'shape', got ${String(caught)}`,
         );
       }

@@ -179,7 +179,7 @@ describe('CudaDriver: modules', () => {
     const { driver } = open();
     const e = caught(() => driver.loadFunction('k', 'nope', moduleOf('yes', {}))) as InvalidArgumentError;
     expect(e).toBeInstanceOf(InvalidArgumentError);
-    expect([e.kernel, e.argument, e.expected, e.actual]).toEqual(['k', 'entry', "'yes'", "'nope'"]);
+    expect([e.operation, e.argument, e.expected, e.actual]).toEqual(['k', 'entry', "'yes'", "'nope'"]);
   });
 
   it('carries the JIT error log into KernelCompileError and retries the load next time', () => {
@@ -190,7 +190,7 @@ describe('CudaDriver: modules', () => {
     };
     const e = caught(() => driver.loadFunction('broken/key', 'k', moduleOf('k', {}))) as KernelCompileError;
     expect(e).toBeInstanceOf(KernelCompileError);
-    expect(e.kernel).toBe('broken/key');
+    expect(e.operation).toBe('broken/key');
     expect(e.log).toBe("ptxas application ptx input, line 12; error   : Unknown symbol 'x'");
     expect(e.message).toContain(
       'broken/key: cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX (218): a PTX JIT compilation failed (.target sm_75 on sm_90)',

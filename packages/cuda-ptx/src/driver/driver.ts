@@ -148,14 +148,14 @@ export class CudaDriver {
     const count = this.value('cuDeviceGetCount', lib.cuDeviceGetCount());
     if (count < 1) {
       throw new BackendUnavailableError('the CUDA driver reports no device', {
-        kernel: 'cuDeviceGetCount',
+        operation: 'cuDeviceGetCount',
         expected: 'at least one CUDA device',
         actual: String(count),
       });
     }
     if (!Number.isInteger(ordinal) || ordinal < 0 || ordinal >= count) {
       throw new InvalidArgumentError('no CUDA device of this ordinal', {
-        kernel: 'CudaDriver',
+        operation: 'CudaDriver',
         argument: 'device',
         expected: `an integer in [0, ${count - 1}]`,
         actual: String(ordinal),
@@ -263,14 +263,14 @@ export class CudaDriver {
       throw new DeviceLostError(
         `the CUDA context is unusable after an earlier error: ${this.#lost.message}`,
         {
-          kernel: api,
+          operation: api,
           cause: this.#lost,
         },
       );
     }
     if (this.#disposed) {
       throw new RayoError('the CUDA driver was disposed', {
-        kernel: api,
+        operation: api,
         expected: 'a live backend',
         actual: 'disposed',
       });
@@ -329,7 +329,7 @@ export class CudaDriver {
     const info = loaded.entries.find((e) => e.name === entry);
     if (!info) {
       throw new InvalidArgumentError('the module has no entry of this name', {
-        kernel: key,
+        operation: key,
         argument: 'entry',
         expected: loaded.entries.map((e) => `'${e.name}'`).join(' | ') || 'an entry of the module',
         actual: `'${entry}'`,
@@ -349,7 +349,7 @@ export class CudaDriver {
     const problem = tensorMapProblem(tensor);
     if (problem !== undefined) {
       throw new InvalidArgumentError('tensor map cannot be encoded', {
-        kernel: 'cuTensorMapEncodeTiled',
+        operation: 'cuTensorMapEncodeTiled',
         argument: 'tensor',
         expected: 'a tensor within the tiled tensor-map limits',
         actual: problem,

@@ -28,7 +28,7 @@ describe('CUresult translation', () => {
     const e = cudaError(failure('cuMemAlloc_v2', 2, 'CUDA_ERROR_OUT_OF_MEMORY', 'out of memory'));
     expect(e).toBeInstanceOf(OutOfMemoryError);
     expect(e.message).toBe('cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory');
-    expect(e.kernel).toBe('cuMemAlloc_v2');
+    expect(e.operation).toBe('cuMemAlloc_v2');
     const cause = e.cause as CudaCallError;
     expect(cause).toBeInstanceOf(CudaCallError);
     expect([cause.call, cause.code, cause.name, cause.description]).toEqual([
@@ -45,7 +45,7 @@ describe('CUresult translation', () => {
       detail: 'entry ew_gelu, grid [4, 1, 1]',
     });
     expect(e.constructor).toBe(RayoError);
-    expect(e.kernel).toBe('elementwise/map/gelu');
+    expect(e.operation).toBe('elementwise/map/gelu');
     expect(e.message).toBe(
       'elementwise/map/gelu: cuLaunchKernel: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701) (entry ew_gelu, grid [4, 1, 1])',
     );

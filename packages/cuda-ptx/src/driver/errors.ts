@@ -145,7 +145,7 @@ export interface FailureContext {
 export function cudaError(f: CudaFailure, context: FailureContext = {}): RayoError {
   const cause = new CudaCallError(f);
   const detail = context.detail ? ` (${context.detail})` : '';
-  const details: RayoErrorDetails = { kernel: context.subject ?? f.call, cause };
+  const details: RayoErrorDetails = { operation: context.subject ?? f.call, cause };
   const where = context.subject ? `${f.call}: ` : '';
   const message = `${where}${describeFailure(f)}${detail}`;
   if (f.call === 'cuModuleLoadDataEx' && COMPILE.has(f.code)) {

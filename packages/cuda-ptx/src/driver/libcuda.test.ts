@@ -218,7 +218,7 @@ describe.skipIf(!haveCc)(
       }
       expect(caught).toBeInstanceOf(KernelCompileError);
       const e = caught as KernelCompileError;
-      expect(e.kernel).toBe('test/broken');
+      expect(e.operation).toBe('test/broken');
       expect(e.message).toContain(
         'cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX (218): a PTX JIT compilation failed',
       );

@@ -184,7 +184,7 @@ export async function loadLibCuda(options: LoadLibCudaOptions = {}): Promise<Lib
   const path = options.path ?? defaultLibCudaPath();
   if (path === undefined) {
     throw new BackendUnavailableError(`CUDA does not exist on ${process.platform}`, {
-      kernel: 'loadLibCuda',
+      operation: 'loadLibCuda',
     });
   }
   const { koffi, library } = await openNativeLibrary(path, 'loadLibCuda', 'is the NVIDIA driver installed?');
@@ -208,7 +208,7 @@ function bindLibCuda(koffi: Koffi, library: NativeLibrary, path: string): LibCud
     }
     throw new BackendUnavailableError(
       `${path} lacks ${list.join(' / ')} (a CUDA 12.0 or newer driver is needed): ${firstLine(lastError)}`,
-      { kernel: 'loadLibCuda', cause: lastError },
+      { operation: 'loadLibCuda', cause: lastError },
     );
   };
   const outPtr = koffi.out(koffi.pointer('void *'));

@@ -16,12 +16,12 @@ export function firstLine(error: unknown): string {
 
 /**
  * koffi and the shared library at `path`, or a BackendUnavailableError
- * naming `kernel` (the loader) and, when the library is missing, `hint`
+ * naming `operation` (the loader) and, when the library is missing, `hint`
  * (what to install).
  */
 export async function openNativeLibrary(
   path: string,
-  kernel: string,
+  operation: string,
   hint: string,
 ): Promise<{ koffi: Koffi; library: NativeLibrary }> {
   let koffi: Koffi;
@@ -29,7 +29,7 @@ export async function openNativeLibrary(
     koffi = (await import('koffi')).default;
   } catch (error) {
     throw new BackendUnavailableError(`the koffi package could not be loaded: ${firstLine(error)}`, {
-      kernel,
+      operation,
       cause: error,
     });
   }
@@ -37,7 +37,7 @@ export async function openNativeLibrary(
     return { koffi, library: koffi.load(path) };
   } catch (error) {
     throw new BackendUnavailableError(`could not load ${path} (${hint}): ${firstLine(error)}`, {
-      kernel,
+      operation,
       cause: error,
     });
   }

@@ -90,7 +90,7 @@ describe('kernel parameter marshalling', () => {
       }
       expect(caught, `${p.type} ${String(value)}`).toBeInstanceOf(InvalidArgumentError);
       const e = caught as InvalidArgumentError;
-      expect(e.kernel).toBe('elementwise/binary/add/rank1');
+      expect(e.operation).toBe('elementwise/binary/add/rank1');
       expect(e.argument).toBe(`args.${p.name}`);
     }
   });

@@ -40,7 +40,7 @@ const I64_MAX = 2n ** 63n - 1n;
 
 function fail(kernel: string, param: ParamInfo, expected: string, actual: unknown): never {
   throw new InvalidArgumentError('kernel argument does not fit its parameter', {
-    kernel,
+    operation: kernel,
     argument: `args.${param.name}`,
     expected: `${expected} for .${param.type === 'ptr' ? 'u64 pointer' : param.type} parameter '${param.name}'`,
     actual: typeof actual === 'bigint' ? `${actual}n` : String(actual),
@@ -111,7 +111,7 @@ export function writeKernelParams(
   const bytes = kernelParamBytes(params);
   if (values.length !== n || block.byteLength < bytes) {
     throw new InvalidArgumentError('kernel parameter block does not match the parameters', {
-      kernel: 'writeKernelParams',
+      operation: 'writeKernelParams',
       expected: `${n} values in >= ${bytes} bytes`,
       actual: `${values.length} values in ${block.byteLength} bytes`,
     });

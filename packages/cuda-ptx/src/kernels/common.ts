@@ -22,7 +22,7 @@ export type HalfDType = 'f16' | 'bf16';
 export function checkElementCount(kernel: string, argument: string, n: number): void {
   if (n > MAX_ELEMENTS) {
     throw new UnsupportedOnBackendError('operand has more elements than the CUDA kernels index', {
-      kernel,
+      operation: kernel,
       argument,
       expected: `at most ${MAX_ELEMENTS} elements`,
       actual: String(n),

@@ -130,7 +130,7 @@ function binary(op: BinaryOp): AnyCudaKernel {
       const rank = plan.dims.length;
       if (rank > MAX_RANK) {
         throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
-          kernel: spec.name,
+          operation: spec.name,
           argument: 'b',
           expected: `at most ${MAX_RANK} after merging contiguous axes`,
           actual: String(rank),

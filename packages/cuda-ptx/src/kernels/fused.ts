@@ -94,7 +94,7 @@ function blocksPerSm(rows: number): number {
 export function fusedModule(v: FusedVariant): PtxModule {
   if (!Number.isInteger(v.rows) || v.rows < 1 || v.rows > FUSED_MAX_ROWS) {
     throw new InvalidArgumentError('a fused streaming block takes at most FUSED_MAX_ROWS rows', {
-      kernel: v.gated ? 'gateUpSwiglu' : 'rmsNormMatmul',
+      operation: v.gated ? 'gateUpSwiglu' : 'rmsNormMatmul',
       argument: 'rows',
       expected: `an integer from 1 to ${FUSED_MAX_ROWS}`,
       actual: String(v.rows),
@@ -103,7 +103,7 @@ export function fusedModule(v: FusedVariant): PtxModule {
   const weights = weightCount(v);
   if (!Number.isInteger(weights) || weights < 1 || weights > 3 || (v.gated && weights > 1)) {
     throw new InvalidArgumentError('a fused streaming block spans one to three ungated weights', {
-      kernel: 'rmsNormMatmul3',
+      operation: 'rmsNormMatmul3',
       argument: 'weights',
       expected: v.gated ? '1 with gateUpSwiglu' : 'an integer from 1 to 3',
       actual: String(weights),

@@ -253,7 +253,7 @@ const AXPY_OPTIONS = { maxThreadsPerBlock: ROW_THREADS, minBlocksPerSm: 2 };
 function checkRows(v: RowVariant): void {
   if (!Number.isInteger(v.rows) || v.rows < 1 || v.rows > MAX_ROWS) {
     throw new InvalidArgumentError('a streaming matmul kernel takes at most MAX_ROWS rows', {
-      kernel: 'matmul',
+      operation: 'matmul',
       argument: 'rows',
       expected: `an integer from 1 to ${MAX_ROWS}`,
       actual: String(v.rows),
@@ -427,7 +427,7 @@ export function axpyGeometry(v: AxpyVariant): { lanesPerRow: number; rowsPerWarp
   const lanesPerRow = v.columns / w;
   if (!Number.isInteger(lanesPerRow) || lanesPerRow < 1 || lanesPerRow > 32 || 32 % lanesPerRow !== 0) {
     throw new InvalidArgumentError('an axpy block row must be a power-of-two part of a warp', {
-      kernel: 'matmul',
+      operation: 'matmul',
       argument: 'columns',
       expected: `${w}, ${2 * w}, ${4 * w}, … or ${32 * w} columns`,
       actual: String(v.columns),
@@ -459,7 +459,7 @@ export function axpyModule(v: AxpyVariant): PtxModule {
   const { lanesPerRow, rowsPerWarp, slots } = axpyGeometry(v);
   if (axpySharedBytes(v) > AXPY_SHARED_BYTES) {
     throw new InvalidArgumentError('the axpy cross-warp sums do not fit in shared memory', {
-      kernel: 'matmul',
+      operation: 'matmul',
       argument: 'columns',
       expected: `at most ${AXPY_SHARED_BYTES} bytes`,
       actual: `${axpySharedBytes(v)} bytes for ${v.rows} rows × ${v.columns} columns`,
@@ -467,7 +467,7 @@ export function axpyModule(v: AxpyVariant): PtxModule {
   }
   if (v.quadK && v.transA) {
     throw new InvalidArgumentError('4 k per step read a along K, which a transposed a is not', {
-      kernel: 'matmul',
+      operation: 'matmul',
       argument: 'quadK',
       expected: 'quadK only with an untransposed a',
       actual: 'quadK with transA',

@@ -635,7 +635,7 @@ export function recordAttention(
   if (out.size === 0) return;
   if (headDim > MAX_HEAD_DIM) {
     throw new UnsupportedOnBackendError('head dimension too large for the attention kernel', {
-      kernel: 'incrementalAttention',
+      operation: 'incrementalAttention',
       argument: 'q',
       expected: `headDim <= ${MAX_HEAD_DIM}`,
       actual: String(headDim),

@@ -77,7 +77,7 @@ function checkTile(t: MatmulTile): void {
     ((t.bn * t.bk) / 4) % TILE_THREADS === 0;
   if (!ok) {
     throw new InvalidArgumentError('unsupported matmul tile', {
-      kernel: 'matmul',
+      operation: 'matmul',
       argument: 'tile',
       expected: `${TILE_THREADS} threads of 4×4, 4×8, 8×4 or 8×8, bk a power of two, whole .v4 slices per thread`,
       actual: JSON.stringify(t),

@@ -166,7 +166,7 @@ function fixedBias(layout: QuantLayout): number {
 function checkRows(rows: number): void {
   if (!Number.isInteger(rows) || rows < 1 || rows > QUANT_DOT_MAX_ROWS) {
     throw new InvalidArgumentError('the quantized streaming kernel takes at most QUANT_DOT_MAX_ROWS rows', {
-      kernel: quantizedMatmul.name,
+      operation: quantizedMatmul.name,
       argument: 'rows',
       expected: `an integer from 1 to ${QUANT_DOT_MAX_ROWS}`,
       actual: String(rows),
@@ -177,7 +177,7 @@ function checkRows(rows: number): void {
 function checkZeros(v: QuantVariant): void {
   if (v.zeros && !layoutOf(v.format).zeroPoints) {
     throw new InvalidArgumentError(`${v.format} has no zero points`, {
-      kernel: quantizedMatmul.name,
+      operation: quantizedMatmul.name,
       argument: 'zeros',
       expected: 'zero points with q4g32 and q4g128 only',
       actual: v.format,

@@ -113,7 +113,7 @@ export function unrollOf(v: QgemvConfig): number {
 function check(v: QgemvConfig): void {
   const fail = (argument: string, expected: string, actual: string) => {
     throw new InvalidArgumentError('the quantized GEMV cannot take this configuration', {
-      kernel: 'quantizedMatmul',
+      operation: 'quantizedMatmul',
       argument,
       expected,
       actual,

@@ -174,7 +174,7 @@ export function checkRopeAngles(
   const topAngle = Math.max(1, lastPosition) * topFrequency;
   if (!(topAngle < MAX_ANGLE)) {
     throw new UnsupportedOnBackendError('rope angles this large lose their f32 reduction', {
-      kernel,
+      operation: kernel,
       argument,
       expected: `last position · max frequency < 2^22 (${MAX_ANGLE})`,
       actual: `${lastPosition} · ${topFrequency}`,

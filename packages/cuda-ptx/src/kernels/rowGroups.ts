@@ -71,7 +71,7 @@ function checkGeometry(g: RowGeometry): void {
     g.slots >= 0;
   if (!ok) {
     throw new InvalidArgumentError('invalid row geometry', {
-      kernel: 'rowReduce',
+      operation: 'rowReduce',
       argument: 'geometry',
       expected:
         'threads a power of two <= 32 or the block; block a multiple of 32 up to 1024; width 1, 2 or 4',

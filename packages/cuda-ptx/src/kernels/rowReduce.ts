@@ -314,7 +314,7 @@ export class ColumnSums {
     const g = tile.place.geometry;
     if (!tile.cached && groupsPerBlock(g) !== 1) {
       throw new InvalidArgumentError('streamed column sums need one row group per block', {
-        kernel: 'ColumnSums',
+        operation: 'ColumnSums',
         argument: 'geometry',
         expected: 'threads equal to the block',
         actual: geometryKey(g),
@@ -436,7 +436,7 @@ export function columnPartials(
   const words = count * grid * n;
   if (words > MAX_ELEMENTS) {
     throw new UnsupportedOnBackendError('rows too long for the per-block column sums', {
-      kernel,
+      operation: kernel,
       argument: 'x',
       expected: `count · blocks · row length <= ${MAX_ELEMENTS}`,
       actual: `${count} · ${grid} · ${n}`,
@@ -620,5 +620,5 @@ export function entryNameOf(specName: string): string {
 }
 
 function unknownParam(entry: string, name: string): never {
-  throw new InvalidArgumentError('no such parameter', { kernel: entry, argument: name });
+  throw new InvalidArgumentError('no such parameter', { operation: entry, argument: name });
 }

@@ -130,7 +130,7 @@ function bindLibNccl(koffi: Koffi, library: NativeLibrary, path: string): LibNcc
       throw new BackendUnavailableError(
         `${path} lacks ${name} (NCCL 2.14 or newer is needed): ${firstLine(error)}`,
         {
-          kernel: 'loadLibNccl',
+          operation: 'loadLibNccl',
           cause: error,
         },
       );

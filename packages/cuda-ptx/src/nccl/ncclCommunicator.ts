@@ -110,7 +110,7 @@ export class NcclCommunicator implements Communicator {
     const { backend, rank, size } = options;
     if (!Number.isInteger(size) || size < 1) {
       throw new InvalidArgumentError('size must be a positive integer', {
-        kernel: 'NcclCommunicator.create',
+        operation: 'NcclCommunicator.create',
         argument: 'size',
         expected: 'an integer ≥ 1',
         actual: String(size),
@@ -137,7 +137,7 @@ export class NcclCommunicator implements Communicator {
             ? new CollectiveError(
                 `rank ${rank} of ${size}: the other ranks did not join within ${timeoutMs} ms`,
                 {
-                  kernel: 'ncclCommInitRankConfig',
+                  operation: 'ncclCommInitRankConfig',
                 },
               )
             : ncclError(lib, 'ncclCommInitRankConfig', result, comm, `rank ${rank} of ${size}`);
@@ -370,7 +370,7 @@ export class NcclCommunicator implements Communicator {
         new CollectiveError(
           `rank ${this.rank} of ${this.size}: the watchdog failed: ${(error as Error).message}`,
           {
-            kernel: 'NcclCommunicator',
+            operation: 'NcclCommunicator',
             cause: error,
           },
         ),
@@ -405,7 +405,7 @@ export class NcclCommunicator implements Communicator {
         new CollectiveError(
           `rank ${this.rank} of ${this.size}: a collective did not complete within ${this.#timeoutMs} ms (a peer died or is stuck)`,
           {
-            kernel: 'NcclCommunicator',
+            operation: 'NcclCommunicator',
             expected: `completion within ${this.#timeoutMs} ms`,
             actual: 'still pending',
           },
@@ -449,7 +449,7 @@ export class NcclCommunicator implements Communicator {
     if (this.#failure) throw this.#failure;
     if (this.#closed !== undefined) {
       throw new CollectiveError(`the communicator was ${this.#closed}`, {
-        kernel: api,
+        operation: api,
         expected: 'a live communicator',
       });
     }
@@ -464,7 +464,7 @@ export class NcclCommunicator implements Communicator {
     const code = NCCL_DTYPES[tensor.dtype];
     if (code === undefined) {
       throw new DTypeError('NCCL has no data type for this dtype', {
-        kernel: api,
+        operation: api,
         argument,
         expected: Object.keys(NCCL_DTYPES).join(' | '),
         actual: tensor.dtype,
@@ -479,7 +479,7 @@ export class NcclCommunicator implements Communicator {
     const b = this.#pointer(api, 'output', whole);
     if (part.base === whole.base) {
       throw new InvalidArgumentError('input and output must be different tensors', {
-        kernel: api,
+        operation: api,
         argument: 'output',
         expected: 'memory apart from the input',
         actual: 'a view of the input',
@@ -494,7 +494,7 @@ async function uniqueIdOf(lib: LibNccl, options: NcclCommunicatorOptions): Promi
   const { store, rank } = options;
   if (!store) {
     throw new InvalidArgumentError('a unique id or a rendezvous store is needed', {
-      kernel: 'NcclCommunicator.create',
+      operation: 'NcclCommunicator.create',
       argument: 'store',
       expected: 'options.uniqueId or options.store',
       actual: 'neither',
@@ -517,7 +517,7 @@ function ncclError(
   const detail = lib.ncclGetLastError(comm);
   return new CollectiveError(
     `${who}: ${lib.ncclGetErrorString(result)} (ncclResult ${result})${detail ? `: ${detail}` : ''}`,
-    { kernel: api },
+    { operation: api },
   );
 }
 

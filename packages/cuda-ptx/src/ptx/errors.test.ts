@@ -22,7 +22,7 @@ describe('builder misuse', () => {
       const f = k.reg('f32');
       k.add('u32', f as unknown as R32, 1, 2);
     });
-    expect(e.kernel).toBe('KernelBuilder.add');
+    expect(e.operation).toBe('KernelBuilder.add');
     expect(e.argument).toBe('d');
     expect(e.expected).toBe('.b32 register for .u32');
     expect(e.actual).toBe('.f32 register %f0');
@@ -33,9 +33,9 @@ describe('builder misuse', () => {
 
   it('rejects a wrong-type source operand and a non-register destination', () => {
     const e = thrown((k) => k.fma('f32', k.reg('f32'), k.reg('u32') as unknown as F32, 1, 2));
-    expect([e.kernel, e.argument, e.actual]).toEqual(['KernelBuilder.fma', 'a', '.b32 register %r0']);
+    expect([e.operation, e.argument, e.actual]).toEqual(['KernelBuilder.fma', 'a', '.b32 register %r0']);
     const d = thrown((k) => k.mov('u32', 3 as unknown as R32, 1));
-    expect([d.kernel, d.argument, d.actual]).toEqual(['KernelBuilder.mov', 'd', 'number 3']);
+    expect([d.operation, d.argument, d.actual]).toEqual(['KernelBuilder.mov', 'd', 'number 3']);
   });
 
   it('rejects a duplicate entry name', () => {
@@ -49,7 +49,7 @@ describe('builder misuse', () => {
 
   it('rejects a branch to a label that is never placed', () => {
     const e = thrown((k) => k.bra(k.label('done')));
-    expect(e.kernel).toBe('KernelBuilder.bra');
+    expect(e.operation).toBe('KernelBuilder.bra');
     expect(e.message).toContain('never placed');
     expect(e.expected).toBe('$L__done0 placed with place()');
     const pred = thrown((k) => k.braIfNot(k.reg('pred'), k.label()));
@@ -62,7 +62,7 @@ describe('builder misuse', () => {
         const l = k.label();
         k.place(l);
         k.place(l);
-      }).kernel,
+      }).operation,
     ).toBe('KernelBuilder.place');
     const m = new PtxModule();
     let foreign: Label | undefined;
@@ -105,7 +105,7 @@ describe('builder misuse', () => {
 
   it('enforces cvt rounding rules', () => {
     const none = thrown((k) => k.cvt('s32', 'f32', k.reg('s32'), k.reg('f32')));
-    expect([none.kernel, none.argument, none.actual]).toEqual(['KernelBuilder.cvt', 'opts.rnd', 'none']);
+    expect([none.operation, none.argument, none.actual]).toEqual(['KernelBuilder.cvt', 'opts.rnd', 'none']);
     expect(none.expected).toBe('an integer rounding: rni, rzi, rmi or rpi');
     const wrong = thrown((k) => k.cvt('f32', 'u32', k.reg('f32'), k.reg('u32'), { rnd: 'rzi' }));
     expect(wrong.expected).toBe('a float rounding: rn, rz, rm or rp');
@@ -118,7 +118,7 @@ describe('builder misuse', () => {
     expect(bf16.expected).toBe('.target >= sm_80 and .version >= 7.0');
     expect(bf16.actual).toBe('.target sm_75, .version 8.0');
     const nan = thrown((k) => k.min('f32', k.reg('f32'), 1, 2, { nan: true }));
-    expect(nan.kernel).toBe('KernelBuilder.min');
+    expect(nan.operation).toBe('KernelBuilder.min');
     const tanh = thrown((k) => k.tanh(k.reg('f32'), 1), new PtxModule({ version: '6.5', target: 'sm_75' }));
     expect(tanh.expected).toBe('.target >= sm_75 and .version >= 7.0');
   });
@@ -181,7 +181,7 @@ describe('builder misuse', () => {
       const p = k.reg('pred');
       k.predicated(p, () => k.ifThen(p, () => {}));
     });
-    expect(nested.kernel).toBe('KernelBuilder.ifThen');
+    expect(nested.operation).toBe('KernelBuilder.ifThen');
     expect(thrown((k) => k.barSync(0, 48)).expected).toBe('a multiple of 32');
   });
 
@@ -195,7 +195,7 @@ describe('builder misuse', () => {
       thrown((k) => {
         k.shared('t', 16);
         k.sharedArray('t', 'f32', 4);
-      }).kernel,
+      }).operation,
     ).toBe('KernelBuilder.sharedArray');
     expect(thrown((k) => k.shared('t', 16, 3)).argument).toBe('align');
     expect(() => new PtxModule({ target: 'sm_70' })).toThrow(/unknown target architecture/);

@@ -10,7 +10,7 @@ export function misuse(
   message: string,
   details: { argument?: string; expected?: string; actual?: string } = {},
 ): InvalidArgumentError {
-  return new InvalidArgumentError(message, { kernel: call, ...details });
+  return new InvalidArgumentError(message, { operation: call, ...details });
 }
 
 /** A short description of any value, for the `actual` part of an error. */

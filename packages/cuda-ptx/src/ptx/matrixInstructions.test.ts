@@ -139,14 +139,14 @@ describe('tensor-core builder misuse', () => {
       const { d, a, b } = fragments(k);
       k.mmaSync('m16n8k16', 'bf16', d, a, b, d);
     }, 'sm_75');
-    expect(e.kernel).toBe('KernelBuilder.mmaSync');
+    expect(e.operation).toBe('KernelBuilder.mmaSync');
     expect(e.expected).toBe('.target >= sm_80 and .version >= 7.0');
     expect(e.actual).toBe('.target sm_75, .version 8.0');
-    expect(misuse((k) => k.cpAsyncCommitGroup(), 'sm_75').kernel).toBe('KernelBuilder.cpAsyncCommitGroup');
-    expect(misuse((k) => k.cvtTf32(k.reg('u32'), k.reg('f32')), 'sm_75').kernel).toBe(
+    expect(misuse((k) => k.cpAsyncCommitGroup(), 'sm_75').operation).toBe('KernelBuilder.cpAsyncCommitGroup');
+    expect(misuse((k) => k.cvtTf32(k.reg('u32'), k.reg('f32')), 'sm_75').operation).toBe(
       'KernelBuilder.cvtTf32',
     );
-    expect(misuse((k) => k.cvtPack('f16', k.reg('u32'), k.reg('f32'), k.reg('f32')), 'sm_75').kernel).toBe(
+    expect(misuse((k) => k.cvtPack('f16', k.reg('u32'), k.reg('f32'), k.reg('f32')), 'sm_75').operation).toBe(
       'KernelBuilder.cvtPack',
     );
     // ldmatrix is a Turing instruction.
@@ -191,7 +191,7 @@ describe('tensor-core builder misuse', () => {
     const ld = misuse((k) =>
       k.ldmatrix(4, k.regs('u32', 2) as unknown as [R32, R32, R32, R32], k.reg('u32')),
     );
-    expect([ld.kernel, ld.argument, ld.actual]).toEqual(['KernelBuilder.ldmatrix', 'd', '2 registers']);
+    expect([ld.operation, ld.argument, ld.actual]).toEqual(['KernelBuilder.ldmatrix', 'd', '2 registers']);
     expect(misuse((k) => k.ldmatrix(3 as 4, k.regs('u32', 4), k.reg('u32'))).argument).toBe('count');
   });
 
@@ -208,12 +208,12 @@ describe('tensor-core builder misuse', () => {
 
   it('rejects element sizes of zero', () => {
     const e = misuse((k) => k.mmaElementOffset(k.mmaLaneCoordinates(), MMA_SHAPES.m16n8k8.a[0]!, 32, 0));
-    expect([e.kernel, e.argument]).toEqual(['KernelBuilder.mmaElementOffset', 'elementBytes']);
+    expect([e.operation, e.argument]).toEqual(['KernelBuilder.mmaElementOffset', 'elementBytes']);
   });
 
   it('rejects an unknown swizzle', () => {
     const e = misuse((k) => k.swizzle('256B' as '128B', k.reg('u32'), k.reg('u32')));
-    expect([e.kernel, e.argument]).toEqual(['KernelBuilder.swizzle', 'swizzle']);
+    expect([e.operation, e.argument]).toEqual(['KernelBuilder.swizzle', 'swizzle']);
   });
 });
 

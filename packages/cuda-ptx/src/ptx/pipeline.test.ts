@@ -41,14 +41,14 @@ describe('mbarrier and bulk copies', () => {
 
   it('checks targets, counts and sizes', () => {
     const e = misuse((k) => k.cpAsyncBulk(k.reg('u32'), k.reg('u64'), 512, k.reg('u32')), 'sm_80');
-    expect([e.kernel, e.expected]).toEqual([
+    expect([e.operation, e.expected]).toEqual([
       'KernelBuilder.cpAsyncBulk',
       '.target >= sm_90 and .version >= 8.0',
     ]);
-    expect(misuse((k) => k.mbarrierArrive(k.reg('u32'), { expectTx: 16 }), 'sm_80').kernel).toBe(
+    expect(misuse((k) => k.mbarrierArrive(k.reg('u32'), { expectTx: 16 }), 'sm_80').operation).toBe(
       'KernelBuilder.mbarrierArrive',
     );
-    expect(misuse((k) => k.mbarrierTryWait(k.reg('pred'), k.reg('u32'), 0), 'sm_80').kernel).toBe(
+    expect(misuse((k) => k.mbarrierTryWait(k.reg('pred'), k.reg('u32'), 0), 'sm_80').operation).toBe(
       'KernelBuilder.mbarrierTryWait',
     );
     const size = misuse((k) => k.cpAsyncBulk(k.reg('u32'), k.reg('u64'), 24, k.reg('u32')));

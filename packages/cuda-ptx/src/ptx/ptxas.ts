@@ -100,7 +100,7 @@ export function assemblePtx(ptx: string, arch: string, options: AssembleOptions 
   let ptxas = options.ptxas;
   if (ptxas === undefined) {
     const status = findPtxas();
-    if (!status.available) throw new BackendUnavailableError(status.reason, { kernel: 'assemblePtx' });
+    if (!status.available) throw new BackendUnavailableError(status.reason, { operation: 'assemblePtx' });
     ptxas = status.path;
   }
   const dir = mkdtempSync(join(tmpdir(), 'rayo-ptxas-'));
@@ -118,7 +118,7 @@ export function assemblePtx(ptx: string, arch: string, options: AssembleOptions 
     const run = spawnSync(ptxas, args, { encoding: 'utf8', timeout: TIMEOUT_MS });
     if (run.error) {
       throw new BackendUnavailableError(`could not run ${ptxas}: ${run.error.message}`, {
-        kernel: 'assemblePtx',
+        operation: 'assemblePtx',
         cause: run.error,
       });
     }
@@ -139,7 +139,7 @@ export function assemblePtxOrThrow(
   const result = assemblePtx(ptx, arch, options);
   if (!result.ok) {
     throw new KernelCompileError(`ptxas -arch=${arch} failed (exit ${result.exitCode})`, result.log, {
-      kernel: options.kernel ?? 'assemblePtx',
+      operation: options.kernel ?? 'assemblePtx',
     });
   }
   return result;

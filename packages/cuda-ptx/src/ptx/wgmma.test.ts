@@ -156,13 +156,13 @@ describe('wgmma in the builder', () => {
       ['sm_100a', '8.6'],
     ]) {
       const e = misuse((k) => k.wgmmaFence(), target, version);
-      expect([e.kernel, e.expected, e.actual]).toEqual([
+      expect([e.operation, e.expected, e.actual]).toEqual([
         'KernelBuilder.wgmmaFence',
         '.target sm_90a',
         `.target ${target}`,
       ]);
     }
-    expect(misuse((k) => k.fenceProxyAsyncShared(), 'sm_80').kernel).toBe(
+    expect(misuse((k) => k.fenceProxyAsyncShared(), 'sm_80').operation).toBe(
       'KernelBuilder.fenceProxyAsyncShared',
     );
   });

@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from '@rayo/core';
+import { LLAMA3, MISTRAL, QWEN3 } from '@rayo/text-testkit';
 import { describe, expect, it } from 'vitest';
-import { LLAMA3, MISTRAL, QWEN3 } from '../testing/vocabularies.testkit.js';
 import { Tokenizer } from '../tokenizer/tokenizer.js';
 import { ChatTemplate } from './chatTemplate.js';
 

@@ -39,7 +39,7 @@ function renameRaise(node: unknown, seen = new Set<unknown>()): void {
 function checkMessages(messages: readonly ChatMessage[]): void {
   if (!Array.isArray(messages) || messages.length === 0) {
     throw new InvalidArgumentError('messages must be a non-empty list', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: 'messages',
       expected: 'a list of { role, content }',
       actual: Array.isArray(messages) ? 'an empty list' : typeof messages,
@@ -48,7 +48,7 @@ function checkMessages(messages: readonly ChatMessage[]): void {
   messages.forEach((m, i) => {
     if (typeof m?.role !== 'string' || typeof m.content !== 'string') {
       throw new InvalidArgumentError('a message needs a string role and content', {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: `messages[${i}]`,
         expected: '{ role: string, content: string }',
         actual: JSON.stringify(m)?.slice(0, 80) ?? String(m),
@@ -78,7 +78,7 @@ export class ChatTemplate {
       renameRaise(this.#template.parsed);
     } catch (error) {
       throw new InvalidArgumentError(`${name} is not a template this Jinja can read`, {
-        kernel: 'ChatTemplate',
+        operation: 'ChatTemplate',
         argument: name,
         expected: 'a Jinja chat template',
         actual: error instanceof Error ? error.message : String(error),
@@ -100,7 +100,7 @@ export class ChatTemplate {
         eos_token: options.eosToken ?? '',
         [RAISE]: (message: unknown) => {
           throw new InvalidArgumentError(`${name} refused the messages: ${String(message)}`, {
-            kernel: KERNEL,
+            operation: KERNEL,
             argument: 'messages',
           });
         },
@@ -108,7 +108,7 @@ export class ChatTemplate {
     } catch (error) {
       if (error instanceof RayoError) throw error;
       throw new InvalidArgumentError(`${name} failed to render`, {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: name,
         expected: 'a template that renders these messages',
         actual: error instanceof Error ? error.message : String(error),

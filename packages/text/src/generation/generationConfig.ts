@@ -57,7 +57,7 @@ const NEUTRAL: Readonly<Record<string, unknown>> = {
 
 function wrong(source: string, field: string, expected: string, actual: unknown): never {
   throw new InvalidArgumentError(`${source}: '${field}' is not readable`, {
-    kernel: KERNEL,
+    operation: KERNEL,
     argument: `${source}: ${field}`,
     expected,
     actual: JSON.stringify(actual) ?? String(actual),
@@ -153,7 +153,7 @@ export async function readGenerationConfig(dir: string): Promise<GenerationDefau
     parsed = JSON.parse(text);
   } catch (error) {
     throw new InvalidArgumentError(`${path} is not JSON`, {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: path,
       expected: 'a JSON object',
       actual: error instanceof Error ? error.message : String(error),

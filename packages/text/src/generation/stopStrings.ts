@@ -15,7 +15,7 @@ export class StopStrings {
     stops.forEach((s, i) => {
       if (typeof s !== 'string' || s.length === 0) {
         throw new InvalidArgumentError('a stop string must be a non-empty string', {
-          kernel: 'generateText',
+          operation: 'generateText',
           argument: `stop[${i}]`,
           expected: 'a non-empty string',
           actual: JSON.stringify(s) ?? String(s),

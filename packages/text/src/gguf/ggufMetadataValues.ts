@@ -5,7 +5,7 @@ const KERNEL = 'Tokenizer.fromGguf';
 
 function wrong(key: string, expected: string, actual: string): never {
   throw new InvalidArgumentError(`GGUF metadata '${key}' is not readable`, {
-    kernel: KERNEL,
+    operation: KERNEL,
     argument: key,
     expected,
     actual,

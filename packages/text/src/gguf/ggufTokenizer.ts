@@ -57,7 +57,7 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
     throw new InvalidArgumentError(
       model === undefined ? `${name} has no tokenizer` : `${name}: the GGUF tokenizer model is not supported`,
       {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: 'tokenizer.ggml.model',
         expected: GGUF_TOKENIZER_MODELS.map((m) => `'${m}'`).join(' | '),
         actual: model === undefined ? 'absent' : `'${model}'`,
@@ -69,7 +69,7 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
     numberArray(metadata, 'tokenizer.ggml.token_type') ?? tokens.map(() => GGUF_TOKEN_TYPES.normal);
   if (types.length !== tokens.length) {
     throw new InvalidArgumentError('one token type per token is needed', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: 'tokenizer.ggml.token_type',
       expected: `${tokens.length} types (the length of tokenizer.ggml.tokens)`,
       actual: `${types.length}`,
@@ -106,7 +106,7 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
     const scores = numberArray(metadata, 'tokenizer.ggml.scores');
     if (scores === undefined || scores.length !== n) {
       throw new InvalidArgumentError('a SentencePiece vocabulary needs one score per token', {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: 'tokenizer.ggml.scores',
         expected: `${n} scores`,
         actual: scores === undefined ? 'absent' : `${scores.length}`,

@@ -68,7 +68,7 @@ export function ggufVocabulary(
   const model = json.model;
   if (model?.type !== 'BPE' || typeof model.vocab !== 'object' || !Array.isArray(model.merges)) {
     throw new InvalidArgumentError('only BPE vocabularies have a GGUF layout here', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: `${source.name}: model.type`,
       expected: "'BPE'",
       actual: JSON.stringify(model?.type),
@@ -119,7 +119,7 @@ export function ggufVocabulary(
   } else {
     if (options.pre === undefined || !GGUF_PRE_TOKENIZERS.includes(options.pre)) {
       throw new InvalidArgumentError('a byte-level vocabulary needs its pre-tokenizer named', {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: 'pre',
         expected: GGUF_PRE_TOKENIZERS.map((p) => `'${p}'`).join(' | '),
         actual: options.pre === undefined ? 'absent' : `'${options.pre}'`,

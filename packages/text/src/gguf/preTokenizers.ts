@@ -45,7 +45,7 @@ export function byteLevelPreTokenizer(pre: string | undefined): ByteLevelPreToke
   const found = pre === undefined ? undefined : PRE_TOKENIZERS[pre];
   if (!found) {
     throw new InvalidArgumentError('the GGUF pre-tokenizer is not one this tokenizer knows', {
-      kernel: 'Tokenizer.fromGguf',
+      operation: 'Tokenizer.fromGguf',
       argument: 'tokenizer.ggml.pre',
       expected: GGUF_PRE_TOKENIZERS.map((p) => `'${p}'`).join(' | '),
       actual: pre === undefined ? 'absent' : `'${pre}'`,

@@ -37,7 +37,7 @@ async function readJson(path: string): Promise<Record<string, unknown> | undefin
     return JSON.parse(text) as Record<string, unknown>;
   } catch (error) {
     throw new InvalidArgumentError(`${path} is not JSON`, {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: path,
       expected: 'a JSON object',
       actual: error instanceof Error ? error.message : String(error),
@@ -121,7 +121,7 @@ export async function inspectModelFiles(path: string): Promise<ModelFiles> {
   throw new InvalidArgumentError(
     info ? 'the model path is neither a folder nor a .gguf file' : 'the model path does not exist',
     {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: path,
       expected:
         'a Hugging Face model folder (config.json, model.safetensors, tokenizer.json) or a .gguf file',

@@ -2,16 +2,11 @@ import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Backend, createBackend, InvalidArgumentError } from '@rayo/core';
 import type { LoadProgress } from '@rayo/train';
+import { MISTRAL, TINY_CHAT_TEMPLATE, writeTinyTextModel } from '@rayo/text-testkit';
 import { llamaToGguf, parseLlamaConfig, writeGgufFile } from '@rayo/train';
+import { tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from '@rayo/train-testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  tinyLlamaConfig,
-  tinyLlamaWeights,
-  writeTinyLlama,
-} from '../../../train/src/models/llama/tinyLlama.testkit.js';
 import { ggufVocabulary } from '../gguf/ggufVocabulary.js';
-import { TINY_CHAT_TEMPLATE, writeTinyTextModel } from '../testing/tinyTextModel.testkit.js';
-import { MISTRAL } from '../testing/vocabularies.testkit.js';
 import { readHuggingFaceTokenizer } from '../tokenizer/huggingFaceFolder.js';
 import { TextModel } from './textModel.js';
 

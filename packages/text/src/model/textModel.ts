@@ -98,7 +98,7 @@ const DEFAULT_MAX_NEW_TOKENS = 256;
 function checkMaxSequence(value: number | undefined): void {
   if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
     throw new InvalidArgumentError('maxSequence must be a positive integer', {
-      kernel: 'TextModel.load',
+      operation: 'TextModel.load',
       argument: 'maxSequence',
       expected: 'an integer >= 1',
       actual: String(value),
@@ -125,7 +125,7 @@ export class TextModel {
   constructor(tokenizer: Tokenizer, model: LlamaModel, generationDefaults: GenerationDefaults, path = '') {
     if (tokenizer.vocabSize > model.config.vocabSize) {
       throw new InvalidArgumentError('the tokenizer has more tokens than the model embeds', {
-        kernel: 'TextModel',
+        operation: 'TextModel',
         argument: tokenizer.name,
         expected: `at most ${model.config.vocabSize} tokens (vocab_size of the model)`,
         actual: `${tokenizer.vocabSize}`,
@@ -148,7 +148,7 @@ export class TextModel {
     const files = await inspectModelFiles(path);
     if (files.kind === 'gguf' && options.weightFormat !== undefined) {
       throw new InvalidArgumentError('a GGUF file keeps the quantization it stores', {
-        kernel: 'TextModel.load',
+        operation: 'TextModel.load',
         argument: 'weightFormat',
         expected: 'absent for a .gguf file (its quantized blocks are used as they are)',
         actual: `'${options.weightFormat}'`,
@@ -207,7 +207,7 @@ export class TextModel {
     const promptIds = this.encodePrompt(prompt, options);
     if (promptIds.length === 0) {
       throw new InvalidArgumentError('the prompt has no tokens', {
-        kernel: 'generateText',
+        operation: 'generateText',
         argument: 'prompt',
         expected: 'a prompt of at least one token (a tokenizer without BOS encodes an empty string to none)',
         actual: '0 tokens',
@@ -216,7 +216,7 @@ export class TextModel {
     const room = this.model.maxSequence - promptIds.length + 1;
     if (room < 1) {
       throw new InvalidArgumentError('the prompt does not fit in the cache', {
-        kernel: 'generateText',
+        operation: 'generateText',
         argument: 'prompt',
         expected: `at most maxSequence (${this.model.maxSequence}) tokens; load with a larger maxSequence`,
         actual: `${promptIds.length} tokens`,
@@ -253,7 +253,7 @@ export class TextModel {
     async function* run(): AsyncGenerator<string, void, undefined> {
       if (self.#generating) {
         throw new RayoError('the model is already generating', {
-          kernel: 'generateText',
+          operation: 'generateText',
           expected: 'one generation at a time per model (finish or break out of the last one)',
           actual: 'a second generateText iterated before the first ended',
         });
@@ -319,7 +319,7 @@ export class TextModel {
       [Symbol.asyncIterator]() {
         if (iterated) {
           throw new RayoError('a generation is iterated once', {
-            kernel: 'generateText',
+            operation: 'generateText',
             expected: 'one for-await over the result',
             actual: 'a second iteration',
           });

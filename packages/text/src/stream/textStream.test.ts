@@ -1,6 +1,6 @@
+import { LLAMA3, MISTRAL, QWEN3, TEST_VOCABULARIES } from '@rayo/text-testkit';
 import { describe, expect, it } from 'vitest';
 import { tokenizerCorpus } from '../../../workloads/src/text/corpus.js';
-import { LLAMA3, MISTRAL, QWEN3, TEST_VOCABULARIES } from '../testing/vocabularies.testkit.js';
 import { Tokenizer } from '../tokenizer/tokenizer.js';
 
 const tokenizers = new Map<string, Tokenizer>();

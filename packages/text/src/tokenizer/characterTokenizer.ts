@@ -35,7 +35,7 @@ export function characterTokenizerFiles(
   for (const [i, token] of [...specials, ...characters].entries()) {
     if (token in vocab || (i >= specials.length && [...token].length !== 1)) {
       throw new InvalidArgumentError('characters must be distinct single characters', {
-        kernel: 'characterTokenizerFiles',
+        operation: 'characterTokenizerFiles',
         argument: i < specials.length ? `specialTokens[${i}]` : `characters[${i - specials.length}]`,
         expected: 'a single character not already in the vocabulary',
         actual: JSON.stringify(token),
@@ -49,7 +49,7 @@ export function characterTokenizerFiles(
   ] as const) {
     if (token !== undefined && !(token in vocab)) {
       throw new InvalidArgumentError(`${field} is not in the vocabulary`, {
-        kernel: 'characterTokenizerFiles',
+        operation: 'characterTokenizerFiles',
         argument: field,
         expected: 'a special token or a character of the vocabulary',
         actual: JSON.stringify(token),

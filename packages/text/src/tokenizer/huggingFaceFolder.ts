@@ -20,7 +20,7 @@ function parseJson(path: string, text: string): Record<string, unknown> {
     return value as Record<string, unknown>;
   } catch (error) {
     throw new InvalidArgumentError(`${path} is not a JSON object`, {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: path,
       expected: 'a JSON object',
       actual: error instanceof Error ? error.message : String(error),
@@ -42,7 +42,7 @@ export async function readHuggingFaceTokenizer(dir: string): Promise<TokenizerSo
   if (tokenizerText === undefined) {
     const sentencePiece = await readOptional(join(dir, 'tokenizer.model'));
     throw new InvalidArgumentError(`the model folder has no tokenizer.json`, {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: tokenizerPath,
       expected:
         'a tokenizer.json (the Hugging Face tokenizers format) beside config.json' +
@@ -69,7 +69,7 @@ export async function readHuggingFaceTokenizer(dir: string): Promise<TokenizerSo
     const template = parseJson(jsonTemplatePath, jsonTemplate).chat_template;
     if (typeof template !== 'string') {
       throw new InvalidArgumentError(`${jsonTemplatePath} has no chat_template string`, {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: `${jsonTemplatePath}: chat_template`,
         expected: 'a string',
         actual: typeof template,

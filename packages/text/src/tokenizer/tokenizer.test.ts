@@ -2,9 +2,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InvalidArgumentError } from '@rayo/core';
+import { LLAMA3, MISTRAL, QWEN3, TEST_VOCABULARIES } from '@rayo/text-testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tokenizerCorpus } from '../../../workloads/src/text/corpus.js';
-import { LLAMA3, MISTRAL, QWEN3, TEST_VOCABULARIES } from '../testing/vocabularies.testkit.js';
 import { Tokenizer } from './tokenizer.js';
 
 /** GPT-2's map from bytes to the printable characters byte-level vocabularies store. */

@@ -32,7 +32,7 @@ function addedTokensOf(name: string, json: TokenizerJson): AddedTokenJson[] {
   const added = json.added_tokens ?? [];
   if (!Array.isArray(added)) {
     throw new InvalidArgumentError(`${name}: 'added_tokens' is not a list`, {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: `${name}: added_tokens`,
       expected: 'a list of { id, content, special }',
       actual: typeof added,
@@ -45,7 +45,7 @@ function checkTokenizerJson(name: string, json: TokenizerJson): void {
   const model = json.model as { type?: unknown; vocab?: unknown } | undefined;
   if (typeof model !== 'object' || model === null || typeof model.vocab !== 'object') {
     throw new InvalidArgumentError(`${name} has no model vocabulary`, {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: `${name}: model`,
       expected: 'a tokenizers model with a vocab (BPE, Unigram, WordPiece)',
       actual: model === undefined ? 'absent' : JSON.stringify(model).slice(0, 80),
@@ -106,7 +106,7 @@ export class Tokenizer {
       );
     } catch (error) {
       throw new InvalidArgumentError(`${name} could not be read by the tokenizer`, {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: name,
         expected: 'a tokenizer.json of the Hugging Face tokenizers format',
         actual: error instanceof Error ? error.message : String(error),
@@ -126,7 +126,7 @@ export class Tokenizer {
       const id = this.#hf.token_to_id(token);
       if (id === undefined) {
         throw new InvalidArgumentError(`the ${field} is not in the vocabulary`, {
-          kernel: KERNEL,
+          operation: KERNEL,
           argument: `${name}: ${field}`,
           expected: 'a token of the vocabulary',
           actual: JSON.stringify(token),
@@ -217,7 +217,7 @@ export class Tokenizer {
   encode(text: string, options: EncodeOptions = {}): number[] {
     if (typeof text !== 'string') {
       throw new InvalidArgumentError('text must be a string', {
-        kernel: 'Tokenizer.encode',
+        operation: 'Tokenizer.encode',
         argument: 'text',
         expected: 'a string',
         actual: typeof text,
@@ -246,7 +246,7 @@ export class Tokenizer {
       const id = ids[i]!;
       if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
         throw new InvalidArgumentError('a token id is outside the vocabulary', {
-          kernel,
+          operation: kernel,
           argument: `ids[${i}]`,
           expected: `an integer in [0, ${this.vocabSize})`,
           actual: String(id),
@@ -285,7 +285,7 @@ export class Tokenizer {
             ? `${this.name}: the model has no chat template, so messages cannot be rendered; pass a plain prompt`
             : `${this.name}: the model has no chat template named '${name}'`,
           {
-            kernel: 'applyChatTemplate',
+            operation: 'applyChatTemplate',
             argument: 'messages',
             expected:
               known.length === 0

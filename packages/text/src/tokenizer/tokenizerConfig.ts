@@ -19,7 +19,7 @@ const KERNEL = 'Tokenizer';
 
 function wrong(source: string, field: string, expected: string, actual: unknown): never {
   throw new InvalidArgumentError(`${source}: '${field}' is not readable`, {
-    kernel: KERNEL,
+    operation: KERNEL,
     argument: `${source}: ${field}`,
     expected,
     actual: JSON.stringify(actual)?.slice(0, 120) ?? String(actual),

@@ -33,7 +33,7 @@ import {
   swiglu,
   tanh,
   transpose,
-} from './index.js';
+} from './ops/index.js';
 import type { Tape, Variable } from './tape.js';
 
 const backend = createCpuBackend();

@@ -8,7 +8,7 @@ import {
 import { describe, expect, it } from 'vitest';
 import { Parameter } from '../nn/module.js';
 import { clipGradNorm } from '../optim/clip.js';
-import { add, matmul, mul, reshape, sum } from './index.js';
+import { add, matmul, mul, reshape, sum } from './ops/index.js';
 import { Tape } from './tape.js';
 
 const read = async (t: { read(): Promise<ArrayLike<number>> }) => Array.from(await t.read());

@@ -158,7 +158,7 @@ export class Tape {
   #alive(api: string): void {
     if (this.#disposed) {
       throw new RayoError('the tape was disposed', {
-        kernel: api,
+        operation: api,
         expected: 'a live tape',
         actual: 'a disposed tape',
       });
@@ -282,7 +282,7 @@ export class Tape {
       throw new InvalidArgumentError(
         'nothing to differentiate: the root does not depend on a leaf that requires a gradient',
         {
-          kernel: 'backward',
+          operation: 'backward',
           argument: 'root',
           expected: 'a variable computed from parameters or variables',
           actual: root.isLeaf ? 'a constant' : 'a variable recorded without gradients',
@@ -291,7 +291,7 @@ export class Tape {
     }
     if (seed && !shapesEqual(seed.shape, root.shape)) {
       throw new ShapeError('the seed gradient must have the shape of the root', {
-        kernel: 'backward',
+        operation: 'backward',
         argument: 'seed',
         expected: formatShape(root.shape),
         actual: formatShape(seed.shape),
@@ -299,7 +299,7 @@ export class Tape {
     }
     if (!seed && root.size !== 1) {
       throw new InvalidArgumentError('a root of more than one element needs a seed gradient', {
-        kernel: 'backward',
+        operation: 'backward',
         argument: 'seed',
         expected: `a tensor of shape ${formatShape(root.shape)}`,
         actual: 'nothing',
@@ -308,7 +308,7 @@ export class Tape {
     const end = root.isLeaf ? -1 : this.#nodes.lastIndexOf(root);
     if (!root.isLeaf && end === -1) {
       throw new InvalidArgumentError('the root was recorded on another tape', {
-        kernel: 'backward',
+        operation: 'backward',
         argument: 'root',
         expected: 'a variable computed on this tape',
         actual: 'a variable of another tape',
@@ -336,7 +336,7 @@ export class Tape {
         if (!needs[j] || !dx) return;
         if (!shapesEqual(dx.shape, input.shape)) {
           throw new RayoError('a backward rule produced a gradient of the wrong shape', {
-            kernel: 'backward',
+            operation: 'backward',
             argument: `input ${j}`,
             expected: formatShape(input.shape),
             actual: formatShape(dx.shape),

@@ -59,7 +59,7 @@ function integerMeta(metadata: Record<string, string>, key: string): number {
   const value = Number(metadata[key]);
   if (!Number.isInteger(value) || value < 0) {
     throw new RayoError('checkpoint metadata is not a step count', {
-      kernel: 'loadCheckpoint',
+      operation: 'loadCheckpoint',
       argument: key,
       expected: 'a non-negative integer',
       actual: JSON.stringify(metadata[key]),
@@ -80,7 +80,7 @@ export function loadCheckpoint(
   const { tensors, metadata } = decodeSafetensors(bytes);
   if (metadata.format !== CHECKPOINT_FORMAT) {
     throw new RayoError('not a rayo training checkpoint', {
-      kernel: 'loadCheckpoint',
+      operation: 'loadCheckpoint',
       argument: '__metadata__.format',
       expected: CHECKPOINT_FORMAT,
       actual: JSON.stringify(metadata.format),
@@ -92,7 +92,7 @@ export function loadCheckpoint(
     const stored = tensors.get(`${MODEL}${name}`);
     if (!stored) {
       throw new InvalidArgumentError('the checkpoint has no tensor for a parameter', {
-        kernel: 'loadCheckpoint',
+        operation: 'loadCheckpoint',
         argument: name,
         expected: `${MODEL}${name} of shape ${formatShape(p.shape)}`,
         actual: 'nothing',
@@ -100,7 +100,7 @@ export function loadCheckpoint(
     }
     if (!shapesEqual(stored.shape, p.shape) || stored.dtype !== p.dtype) {
       throw new ShapeError('a stored parameter does not fit the model', {
-        kernel: 'loadCheckpoint',
+        operation: 'loadCheckpoint',
         argument: name,
         expected: `${p.dtype}${formatShape(p.shape)}`,
         actual: `${stored.dtype}${formatShape(stored.shape)}`,
@@ -110,7 +110,7 @@ export function loadCheckpoint(
   const optimizer = target.optimizer;
   if (optimizer && metadata.optimizer !== optimizer.kind) {
     throw new RayoError('the checkpoint holds another optimizer’s state', {
-      kernel: 'loadCheckpoint',
+      operation: 'loadCheckpoint',
       argument: 'optimizer',
       expected: optimizer.kind,
       actual: JSON.stringify(metadata.optimizer),

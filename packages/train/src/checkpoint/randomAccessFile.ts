@@ -23,7 +23,7 @@ export const openNodeFile: OpenFile = async (path) => {
     async read(into, position) {
       if (position < 0 || position + into.length > size) {
         throw new RayoError('read outside the file', {
-          kernel: 'readFile',
+          operation: 'readFile',
           argument: path,
           expected: `a range within ${size} bytes`,
           actual: `[${position}, ${position + into.length})`,
@@ -35,7 +35,7 @@ export const openNodeFile: OpenFile = async (path) => {
         const { bytesRead } = await handle.read(into, done, into.length - done, position + done);
         if (bytesRead === 0) {
           throw new RayoError('the file ended early', {
-            kernel: 'readFile',
+            operation: 'readFile',
             argument: path,
             expected: `${into.length} bytes at ${position}`,
             actual: `${done}`,

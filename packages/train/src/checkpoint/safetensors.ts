@@ -78,7 +78,7 @@ export function encodeSafetensors(
     for (const [k, v] of Object.entries(metadata)) {
       if (typeof v !== 'string') {
         throw new InvalidArgumentError('metadata values must be strings', {
-          kernel: 'encodeSafetensors',
+          operation: 'encodeSafetensors',
           argument: `metadata.${k}`,
           expected: 'a string',
           actual: typeof v,
@@ -91,14 +91,14 @@ export function encodeSafetensors(
   for (const [name, t] of entries) {
     if (name === METADATA) {
       throw new InvalidArgumentError('a tensor cannot be named __metadata__', {
-        kernel: 'encodeSafetensors',
+        operation: 'encodeSafetensors',
         argument: name,
       });
     }
     const expected = sizeOf(t.shape);
     if (t.data.length !== expected || !hostArrayMatches(t.dtype, t.data)) {
       throw new InvalidArgumentError('tensor data does not match its dtype and shape', {
-        kernel: 'encodeSafetensors',
+        operation: 'encodeSafetensors',
         argument: name,
         expected: `${expected} ${t.dtype} elements for ${formatShape(t.shape)}`,
         actual: `${t.data.length} elements in a ${t.data.constructor.name}`,

@@ -88,7 +88,7 @@ export class SafetensorsFile {
     const entry = this.header.entries.get(name);
     if (!entry) {
       throw new InvalidArgumentError('no such tensor in the file', {
-        kernel: api,
+        operation: api,
         argument: name,
         expected: `one of the ${this.header.entries.size} tensors of ${this.file.name}`,
         actual: 'absent',
@@ -96,7 +96,7 @@ export class SafetensorsFile {
     }
     if (!isFloatDType(entry.dtype)) {
       throw new DTypeError(`tensor '${name}' is not a float tensor`, {
-        kernel: api,
+        operation: api,
         argument: name,
         expected: FLOAT_READABLE,
         actual: entry.format,

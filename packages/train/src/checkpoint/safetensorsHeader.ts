@@ -44,7 +44,7 @@ export interface SafetensorsHeader {
 }
 
 export function failSafetensors(message: string, expected: string, actual: string): never {
-  throw new RayoError(message, { kernel: 'safetensors', expected, actual });
+  throw new RayoError(message, { operation: 'safetensors', expected, actual });
 }
 
 /** The JSON header's length from the first 8 bytes of a file of `fileBytes` bytes. */

@@ -9,7 +9,7 @@ import {
   type TensorStorage,
 } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
-import { mseLoss } from '../autograd/index.js';
+import { mseLoss } from '../autograd/ops/index.js';
 import { trainStep } from '../loop/step.js';
 import { MLP } from '../nn/mlp.js';
 import { Parameter } from '../nn/module.js';

@@ -59,7 +59,7 @@ export class DataParallel {
     const limit = options.bucketBytes ?? DEFAULT_BUCKET_BYTES;
     if (!(limit > 0)) {
       throw new InvalidArgumentError('the bucket size must be positive', {
-        kernel: 'DataParallel',
+        operation: 'DataParallel',
         argument: 'bucketBytes',
         expected: '> 0',
         actual: String(limit),
@@ -130,7 +130,7 @@ export class DataParallel {
       if (!grad) {
         // A gradient present on one rank only would leave the ranks' collectives out of step.
         throw new RayoError('a parameter has no gradient to all-reduce', {
-          kernel: 'DataParallel.allReduceGradients',
+          operation: 'DataParallel.allReduceGradients',
           argument: bucket.names[i],
           expected:
             'a gradient on every rank (call after backward; every parameter must be used by the loss)',
@@ -196,7 +196,7 @@ function bucketsOf(named: readonly [string, Parameter][], limit: number): Gradie
 export function shardRange(globalBatch: number, rank: number, size: number): { start: number; end: number } {
   if (!Number.isInteger(globalBatch) || globalBatch % size !== 0 || globalBatch <= 0) {
     throw new InvalidArgumentError('the global batch must split evenly across the ranks', {
-      kernel: 'shardRange',
+      operation: 'shardRange',
       argument: 'globalBatch',
       expected: `a positive multiple of ${size}`,
       actual: String(globalBatch),
@@ -204,7 +204,7 @@ export function shardRange(globalBatch: number, rank: number, size: number): { s
   }
   if (!Number.isInteger(rank) || rank < 0 || rank >= size) {
     throw new InvalidArgumentError('rank out of range', {
-      kernel: 'shardRange',
+      operation: 'shardRange',
       argument: 'rank',
       expected: `an integer in [0, ${size})`,
       actual: String(rank),

@@ -49,7 +49,7 @@ function gpuList(gpus: LaunchOptions['gpus']): readonly number[] {
   const list = typeof gpus === 'number' ? Array.from({ length: gpus }, (_, i) => i) : gpus;
   if (list.length < 1 || list.some((g) => !Number.isInteger(g) || g < 0)) {
     throw new InvalidArgumentError('gpus must be a positive count or a list of GPU ordinals', {
-      kernel: 'launchDataParallel',
+      operation: 'launchDataParallel',
       argument: 'gpus',
       expected: 'a count ≥ 1 or ordinals ≥ 0',
       actual: JSON.stringify(gpus),
@@ -130,7 +130,7 @@ export class LaunchError extends CollectiveError {
     const how = failed.signal ? `was killed by ${failed.signal}` : `exited with code ${failed.code}`;
     const tail = failed.stderr.trim().split('\n').slice(-5).join('\n');
     super(`rank ${failed.rank} of ${exits.length} ${how}${tail ? `:\n${tail}` : ''}`, {
-      kernel: 'launchDataParallel',
+      operation: 'launchDataParallel',
     });
   }
 }

@@ -7,7 +7,7 @@ import {
   type Tensor,
 } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
-import { crossEntropy, embedding, matmul } from '../autograd/index.js';
+import { crossEntropy, embedding, matmul } from '../autograd/ops/index.js';
 import type { Tape } from '../autograd/tape.js';
 import { MLP } from '../nn/mlp.js';
 import { Parameter } from '../nn/module.js';

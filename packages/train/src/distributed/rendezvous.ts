@@ -27,7 +27,7 @@ function integerVar(env: NodeJS.ProcessEnv, name: string, fallback: number, min:
   const value = Number(text);
   if (!Number.isInteger(value) || value < min) {
     throw new InvalidArgumentError('the environment variable is not a valid integer', {
-      kernel: 'rankEnvironment',
+      operation: 'rankEnvironment',
       argument: name,
       expected: `an integer ≥ ${min}`,
       actual: text,
@@ -42,7 +42,7 @@ export function rankEnvironment(env: NodeJS.ProcessEnv = process.env): RankEnvir
   const rank = integerVar(env, RANK_ENV.rank, 0, 0);
   if (rank >= size) {
     throw new InvalidArgumentError('the rank is not below the world size', {
-      kernel: 'rankEnvironment',
+      operation: 'rankEnvironment',
       argument: RANK_ENV.rank,
       expected: `an integer in [0, ${size})`,
       actual: String(rank),
@@ -98,7 +98,7 @@ export function watchPeers(
     const error = new CollectiveError(
       `rank ${communicator.rank} of ${communicator.size}: rank ${peer} ended before leaving the rendezvous (its process exited or was killed)`,
       {
-        kernel: 'watchPeers',
+        operation: 'watchPeers',
         expected: `rank ${peer} alive until it leaves`,
         actual: 'its connection closed',
       },

@@ -74,7 +74,7 @@ export class TcpStoreServer {
       server.once('error', (error) =>
         reject(
           new CollectiveError(`the rendezvous store could not listen: ${error.message}`, {
-            kernel: 'TcpStoreServer.start',
+            operation: 'TcpStoreServer.start',
             argument: 'port',
             actual: String(options.port),
             cause: error,
@@ -200,7 +200,7 @@ export class TcpStore implements RendezvousStore {
           throw new CollectiveError(
             `could not reach the rendezvous store at ${options.host}:${options.port}`,
             {
-              kernel: 'TcpStore.connect',
+              operation: 'TcpStore.connect',
               expected: `rank 0 listening within ${options.timeoutMs ?? 60_000} ms`,
               actual: (error as Error).message,
               cause: error,
@@ -267,7 +267,7 @@ export class TcpStore implements RendezvousStore {
   #request(op: Request['op'], key: string, value?: string): Promise<Reply> {
     if (this.#closed) {
       return Promise.reject(
-        new CollectiveError('the rendezvous store was closed', { kernel: `TcpStore.${op}` }),
+        new CollectiveError('the rendezvous store was closed', { operation: `TcpStore.${op}` }),
       );
     }
     const id = this.#nextId++;
@@ -277,7 +277,7 @@ export class TcpStore implements RendezvousStore {
         this.#pending.delete(id);
         reject(
           new CollectiveError(`key '${key}' was not set at ${this.#where} within ${timeoutMs} ms`, {
-            kernel: `TcpStore.${op}`,
+            operation: `TcpStore.${op}`,
             argument: 'key',
           }),
         );
@@ -304,7 +304,7 @@ export class TcpStore implements RendezvousStore {
 
   #failAll(message: string): void {
     for (const { reject } of this.#pending.values())
-      reject(new CollectiveError(message, { kernel: 'TcpStore' }));
+      reject(new CollectiveError(message, { operation: 'TcpStore' }));
     this.#pending.clear();
   }
 }
@@ -312,7 +312,7 @@ export class TcpStore implements RendezvousStore {
 export function checkPort(api: string, port: number): void {
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     throw new InvalidArgumentError('not a TCP port', {
-      kernel: api,
+      operation: api,
       argument: 'port',
       expected: 'an integer in [0, 65535]',
       actual: String(port),

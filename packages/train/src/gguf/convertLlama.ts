@@ -66,7 +66,7 @@ export function llamaToGguf(
     const name = ggufNameOfHf(hfName);
     if (name === undefined || sizeOf(shape) !== data.length) {
       throw new InvalidArgumentError(`'${hfName}' is not a Llama weight of its shape`, {
-        kernel: 'llamaToGguf',
+        operation: 'llamaToGguf',
         argument: hfName,
         expected: `a Hugging Face decoder weight name with ${sizeOf(shape)} values`,
         actual: `${name === undefined ? 'an unknown name' : 'a known name'} with ${data.length} values`,

@@ -2,25 +2,23 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Backend, createBackend, createCpuBackend, probeBackends, ShapeError } from '@rayo/core';
-import { afterAll, describe, expect, it } from 'vitest';
-import { openNodeFile } from '../checkpoint/randomAccessFile.js';
-import { parseLlamaConfig } from '../models/llama/config.js';
 import {
   FAMILY_CONFIGS,
   llama32Config,
   qwen3Config,
   qwen25Config,
-  smolLM2Config,
-} from '../models/llama/familyConfigs.testkit.js';
-import { LlamaModel } from '../models/llama/model.js';
-import {
   referenceGreedy,
   referenceLogits,
   removeTinyLlamas,
+  smolLM2Config,
   type TinyWeights,
   tinyLlamaWeights,
   writeTinyLlama,
-} from '../models/llama/tinyLlama.testkit.js';
+} from '@rayo/train-testkit';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openNodeFile } from '../checkpoint/randomAccessFile.js';
+import { parseLlamaConfig } from '../models/llama/config.js';
+import { LlamaModel } from '../models/llama/model.js';
 import { llamaToGguf, ropeFactorsOf } from './convertLlama.js';
 import { dequantize } from './dequantize.js';
 import type { GgmlType } from './ggmlTypes.js';

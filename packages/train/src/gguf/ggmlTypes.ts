@@ -74,7 +74,7 @@ export function ggmlTensorBytes(type: GgmlType, dims: readonly number[], what: s
   const row = dims[0] ?? 1;
   if (row % blockSize !== 0) {
     throw new InvalidArgumentError(`tensor '${what}' has rows that do not divide into ${type} blocks`, {
-      kernel: 'gguf',
+      operation: 'gguf',
       argument: what,
       expected: `a row length (dims[0]) that is a multiple of ${blockSize}`,
       actual: `${row}`,
@@ -91,7 +91,7 @@ export function wholeBlocks(type: GgmlType, count: number, unit: 'bytes' | 'valu
   const per = unit === 'bytes' ? blockBytes : blockSize;
   if (count % per !== 0) {
     throw new InvalidArgumentError(`${type} takes whole blocks of ${per} ${unit}`, {
-      kernel,
+      operation: kernel,
       argument: unit,
       expected: `a multiple of ${per} ${unit}`,
       actual: `${count}`,

@@ -64,7 +64,7 @@ export interface GgufFileOptions {
 }
 
 function fail(file: RandomAccessFile, message: string, expected: string, actual: string): never {
-  throw new RayoError(message, { kernel: 'gguf', argument: file.name, expected, actual });
+  throw new RayoError(message, { operation: 'gguf', argument: file.name, expected, actual });
 }
 
 async function readScalar(cursor: HeaderCursor, type: Exclude<GgufValueType, 'array'>, what: string) {
@@ -93,7 +93,8 @@ async function readScalar(cursor: HeaderCursor, type: Exclude<GgufValueType, 'ar
       return cursor.i64();
     case 'bool': {
       const byte = cursor.u8();
-      if (byte > 1) throw new RayoError(`GGUF ${what} is not a bool`, { kernel: 'gguf', actual: `${byte}` });
+      if (byte > 1)
+        throw new RayoError(`GGUF ${what} is not a bool`, { operation: 'gguf', actual: `${byte}` });
       return byte === 1;
     }
   }
@@ -204,7 +205,7 @@ export class GgufFile {
     const info = this.tensors.get(name);
     if (!info) {
       throw new InvalidArgumentError('no such tensor in the GGUF file', {
-        kernel: api,
+        operation: api,
         argument: name,
         expected: `one of the ${this.tensors.size} tensors of ${this.file.name}`,
         actual: 'absent',
@@ -234,7 +235,7 @@ export class GgufFile {
     const info = this.tensor(name, 'GgufFile.readFloat');
     if (!isGgmlFloatType(info.type)) {
       throw new DTypeError(`tensor '${name}' is not a float tensor`, {
-        kernel: 'GgufFile.readFloat',
+        operation: 'GgufFile.readFloat',
         argument: name,
         expected: 'F32, F16 or BF16 (quantized tensors go through a repack)',
         actual: info.type,

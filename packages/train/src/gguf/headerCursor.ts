@@ -37,7 +37,7 @@ export class HeaderCursor {
   async #refill(n: number, what: string): Promise<void> {
     if (this.#position + n > this.#file.size) {
       throw new RayoError(`the file ends inside the GGUF header (${what})`, {
-        kernel: 'gguf',
+        operation: 'gguf',
         argument: this.#file.name,
         expected: `${n} more bytes at ${this.#position}`,
         actual: `${this.#file.size - this.#position}`,
@@ -96,7 +96,7 @@ export class HeaderCursor {
     const value = this.u64();
     if (value > BigInt(limit)) {
       throw new RayoError(`GGUF ${what} is out of range`, {
-        kernel: 'gguf',
+        operation: 'gguf',
         argument: this.#file.name,
         expected: `at most ${limit}`,
         actual: String(value),
@@ -114,7 +114,7 @@ export class HeaderCursor {
       return decoder.decode(this.#buffer.subarray(at, at + length));
     } catch {
       throw new RayoError(`GGUF ${what} is not UTF-8`, {
-        kernel: 'gguf',
+        operation: 'gguf',
         argument: this.#file.name,
         expected: 'a UTF-8 string',
         actual: `${length} bytes at ${this.#position - length}`,

@@ -1,6 +1,6 @@
+import { tinyLlamaConfig } from '@rayo/train-testkit';
 import { describe, expect, it } from 'vitest';
 import { parseLlamaConfig } from '../models/llama/config.js';
-import { tinyLlamaConfig } from '../models/llama/tinyLlama.testkit.js';
 import { llamaWeightShapes } from '../models/llama/weights.js';
 import { Rng } from '../random.js';
 import type { GgufTensorInfo } from './ggufFile.js';

@@ -38,7 +38,7 @@ const KERNEL = 'ggufLlamaConfig';
 
 function invalid(key: string, expected: string, actual: string): never {
   throw new InvalidArgumentError(`GGUF metadata '${key}' is invalid`, {
-    kernel: KERNEL,
+    operation: KERNEL,
     argument: key,
     expected,
     actual,
@@ -155,7 +155,7 @@ export function ggufLlamaConfig(
             ? key(field as keyof typeof KEYS)
             : field;
     throw new InvalidArgumentError(`GGUF metadata '${mapped}' is invalid`, {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: mapped,
       expected: error.expected,
       actual: error.actual,

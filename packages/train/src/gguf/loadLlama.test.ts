@@ -2,18 +2,18 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCpuBackend, DTypeError, InvalidArgumentError, type Shape, ShapeError } from '@rayo/core';
-import { afterAll, describe, expect, it } from 'vitest';
-import { roundF32To } from '../checkpoint/floatWords.js';
-import { type OpenFile, openNodeFile } from '../checkpoint/randomAccessFile.js';
-import { parseLlamaConfig } from '../models/llama/config.js';
-import { LlamaModel } from '../models/llama/model.js';
 import {
   removeTinyLlamas,
   type TinyWeights,
   tinyLlamaConfig,
   tinyLlamaWeights,
   writeTinyLlama,
-} from '../models/llama/tinyLlama.testkit.js';
+} from '@rayo/train-testkit';
+import { afterAll, describe, expect, it } from 'vitest';
+import { roundF32To } from '../checkpoint/floatWords.js';
+import { type OpenFile, openNodeFile } from '../checkpoint/randomAccessFile.js';
+import { parseLlamaConfig } from '../models/llama/config.js';
+import { LlamaModel } from '../models/llama/model.js';
 import { llamaToGguf } from './convertLlama.js';
 import { dequantize } from './dequantize.js';
 import type { GgmlQuantizedType, GgmlType } from './ggmlTypes.js';

@@ -95,7 +95,7 @@ function chosenDtype(
 ): FloatDType {
   if (choice !== undefined && !DTYPE_CHOICES.includes(choice)) {
     throw new InvalidArgumentError('weightDtype must be a float dtype or checkpoint', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: 'weightDtype',
       expected: DTYPE_CHOICES.map((d) => `'${d}'`).join(' | '),
       actual: String(choice),
@@ -128,7 +128,7 @@ export function checkGgufLlamaTensors(
     const info = tensors.get(name);
     if (!info) {
       throw new InvalidArgumentError(`weight '${name}' is missing from the GGUF file`, {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: name,
         expected: `a tensor of shape ${formatShape(shape)} (dims ${formatShape([...shape].reverse())})`,
         actual: 'absent',
@@ -136,7 +136,7 @@ export function checkGgufLlamaTensors(
     }
     if (!shapesEqual(info.shape, shape)) {
       throw new ShapeError(`weight '${name}' has the wrong shape`, {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: name,
         expected: `${formatShape(shape)} (dims ${formatShape([...shape].reverse())})`,
         actual: `${formatShape(info.shape)} (dims ${formatShape(info.dims)})`,
@@ -144,7 +144,7 @@ export function checkGgufLlamaTensors(
     }
     if (isVectorWeight(hfName) && !isGgmlFloatType(info.type)) {
       throw new DTypeError(`norm or bias '${name}' is not a float tensor`, {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: name,
         expected: 'F32, F16 or BF16',
         actual: info.type,
@@ -156,7 +156,7 @@ export function checkGgufLlamaTensors(
     if (hfName !== undefined && expected.has(hfName)) continue;
     if (name === ROPE_FREQS && config.ropeScaling?.type === 'frequencyFactors') continue;
     throw new InvalidArgumentError('the file has a tensor the decoder does not use', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: name,
       expected: `only the weights of this ${config.family} decoder (token_embd, blk.N.attn_*/ffn_*, output_norm, output${config.qkvBias ? ', attn_q/k/v biases' : ''}${config.qkNorm ? ', attn_q_norm/attn_k_norm' : ''}; rope_freqs)`,
       actual: name,
@@ -174,7 +174,7 @@ async function withRopeFactors(file: GgufFile, config: LlamaConfig): Promise<Lla
   const half = config.headDim / 2;
   if (info.type !== 'F32' || !shapesEqual(info.shape, [half])) {
     throw new ShapeError('the RoPE factors do not fit the head dimension', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: ROPE_FREQS,
       expected: `F32 [${half}] (headDim / 2)`,
       actual: `${info.type} ${formatShape(info.shape)}`,
@@ -182,7 +182,7 @@ async function withRopeFactors(file: GgufFile, config: LlamaConfig): Promise<Lla
   }
   if (config.ropeScaling) {
     throw new InvalidArgumentError('the file scales RoPE twice', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: ROPE_FREQS,
       expected: `no ${ROPE_FREQS} beside a rope.scaling.type`,
       actual: `${ROPE_FREQS} and a ${config.ropeScaling.type} scaling`,
@@ -195,7 +195,7 @@ async function withRopeFactors(file: GgufFile, config: LlamaConfig): Promise<Lla
   } catch (error) {
     if (!(error instanceof RayoError)) throw error;
     throw new InvalidArgumentError('the RoPE factors are invalid', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: ROPE_FREQS,
       expected: error.expected ?? 'factors >= 1',
       actual: `${error.argument}: ${error.actual}`,
@@ -221,7 +221,7 @@ export function ggufWeightDtype(
     first ??= info;
     if (info.type !== first.type) {
       throw new DTypeError(`weight '${info.name}' is stored in another type than '${first.name}'`, {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: 'weightDtype',
         expected:
           "one float type for every float matrix and the embedding, or an explicit weightDtype ('f32', 'f16' or 'bf16')",
@@ -363,7 +363,7 @@ function asQuantizedWeight(weight: RepackedWeight, name: string): QuantizedWeigh
   >;
   if (!isQuantFormat(weight.format) || !packed || !scales || weight.shape.length !== 2) {
     throw new DTypeError('a repacked weight must be in one of core’s quantized formats', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: name,
       expected: `format ${QUANT_FORMATS.map((f) => `'${f}'`).join(' | ')} with tensors packed, scales (and zeros or offsets) of a [rows, cols] weight`,
       actual: `format '${weight.format}' with ${Object.keys(weight.tensors).join(', ') || 'no tensors'}`,
@@ -391,7 +391,7 @@ function splitQuantizedProjections(weights: GgufLlamaWeights): {
   const float = (w: GgufLlamaWeight, name: string): Tensor => {
     if (isTensor(w)) return w;
     throw new DTypeError('norm weights and biases must be float tensors', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: name,
       expected: 'F32, F16 or BF16 in the file',
       actual: `a repacked weight of format '${w.format}'`,
@@ -426,7 +426,7 @@ function splitQuantizedProjections(weights: GgufLlamaWeights): {
       const name = `model.layers.${i}.${LAYER_TENSORS[p]}`;
       if (isTensor(w)) {
         throw new DTypeError('a model takes all its projections quantized or none', {
-          kernel: KERNEL,
+          operation: KERNEL,
           argument: name,
           expected: 'a quantized tensor, as the other projections are',
           actual: `a float tensor (${w.dtype})`,

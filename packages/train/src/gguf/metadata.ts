@@ -82,7 +82,7 @@ function describe(value: GgufValue | undefined): string {
 
 function wrongKey(key: string, expected: string, value: GgufValue | undefined): never {
   throw new InvalidArgumentError(`GGUF metadata '${key}' is invalid`, {
-    kernel: 'gguf',
+    operation: 'gguf',
     argument: key,
     expected,
     actual: describe(value),

@@ -60,7 +60,7 @@ export const refuseQuantized: GgufRepack = (_backend, tensor) => {
   throw new DTypeError(
     `quantized GGUF tensors need the quantized kernels: '${tensor.name}' is ${tensor.type}`,
     {
-      kernel: 'loadGgufLlama',
+      operation: 'loadGgufLlama',
       argument: tensor.name,
       expected: "F32, F16 or BF16, or a 'repack' option that puts quantized blocks in a kernel's format",
       actual: tensor.type,
@@ -206,7 +206,7 @@ export function q4_0AsQ4g32(bytes: Uint8Array, rows: number, cols: number): Quan
   const layout = quantLayout('q4g32', cols);
   if (cols % 32 !== 0 || bytes.byteLength !== rows * (cols / 32) * 18) {
     throw new ShapeError('Q4_0 blocks do not make whole rows of the shape', {
-      kernel: 'q4_0AsQ4g32',
+      operation: 'q4_0AsQ4g32',
       argument: 'bytes',
       expected: `cols a multiple of 32 and ${rows} · ${cols / 32} blocks of 18 bytes`,
       actual: `cols ${cols}, ${bytes.byteLength} bytes`,
@@ -229,7 +229,7 @@ function checkBlockRows(
   const { blockSize, blockBytes } = GGML_TYPES[type];
   if (cols % blockSize !== 0 || bytes.byteLength !== rows * (cols / blockSize) * blockBytes) {
     throw new ShapeError(`${type} blocks do not make whole rows of the shape`, {
-      kernel,
+      operation: kernel,
       argument: 'bytes',
       expected: `cols a multiple of ${blockSize} and ${rows} · ${cols / blockSize} blocks of ${blockBytes} bytes`,
       actual: `cols ${cols}, ${bytes.byteLength} bytes`,

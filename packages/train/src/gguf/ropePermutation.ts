@@ -21,7 +21,7 @@ function permuteRows(
   const headDim = rows / heads;
   if (!Number.isInteger(headDim) || headDim % 2 !== 0 || bytes.length % rows !== 0) {
     throw new InvalidArgumentError('rows do not split into heads of an even dimension', {
-      kernel: 'ropePermutation',
+      operation: 'ropePermutation',
       argument: what,
       expected: `a row count that is ${heads} heads of an even dimension, and whole rows of bytes`,
       actual: `${rows} rows of ${bytes.length / rows} bytes`,

@@ -32,7 +32,7 @@ export interface GgufContents {
 const KERNEL = 'writeGguf';
 
 function invalid(argument: string, message: string, expected: string, actual: string): never {
-  throw new InvalidArgumentError(message, { kernel: KERNEL, argument, expected, actual });
+  throw new InvalidArgumentError(message, { operation: KERNEL, argument, expected, actual });
 }
 
 const INTEGER_RANGES: Partial<Record<GgufValueType, readonly [number, number]>> = {

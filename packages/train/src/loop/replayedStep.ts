@@ -101,7 +101,7 @@ export class ReplayedStep<N extends string = string> {
     this.#names = Object.keys(options.inputs) as N[];
     if (this.#names.length === 0) {
       throw new InvalidArgumentError('a replayed step needs at least one input', {
-        kernel: 'ReplayedStep',
+        operation: 'ReplayedStep',
         argument: 'inputs',
         expected: 'one or more named inputs',
         actual: 'none',
@@ -127,7 +127,7 @@ export class ReplayedStep<N extends string = string> {
     if (options.lr !== undefined) optimizer.lr = options.lr;
     if (!(optimizer.lr >= 0)) {
       throw new InvalidArgumentError('the learning rate must be a non-negative number', {
-        kernel: 'ReplayedStep',
+        operation: 'ReplayedStep',
         argument: 'lr',
         expected: '>= 0',
         actual: String(optimizer.lr),
@@ -166,7 +166,7 @@ export class ReplayedStep<N extends string = string> {
     for (const key of Object.keys(batch ?? {})) {
       if (!this.#names.includes(key as N)) {
         throw new InvalidArgumentError('unknown input', {
-          kernel: 'ReplayedStep',
+          operation: 'ReplayedStep',
           argument: `batch.${key}`,
           expected: `one of ${this.#names.join(', ')}`,
           actual: key,
@@ -178,7 +178,7 @@ export class ReplayedStep<N extends string = string> {
       const declared = this.#options.inputs[name];
       if (!given) {
         throw new InvalidArgumentError('an input of the step is missing', {
-          kernel: 'ReplayedStep',
+          operation: 'ReplayedStep',
           argument: `batch.${name}`,
           expected: `data or a tensor of shape ${formatShape(declared.shape)}`,
           actual: 'nothing',
@@ -192,7 +192,7 @@ export class ReplayedStep<N extends string = string> {
       const size = declared.shape.reduce((a, b) => a * b, 1);
       if (!shapesEqual(given.shape, declared.shape) || given.data.length !== size) {
         throw new ShapeError('a replayed step takes batches of the shape it was recorded for', {
-          kernel: 'ReplayedStep',
+          operation: 'ReplayedStep',
           argument,
           expected: `${formatShape(declared.shape)} (${size} values)`,
           actual: `${formatShape(given.shape)} (${given.data.length} values)`,
@@ -206,7 +206,7 @@ export class ReplayedStep<N extends string = string> {
     const kernel = 'ReplayedStep';
     if (given.backend !== this.backend) {
       throw new BackendMismatchError('a device input must live on the step’s backend', {
-        kernel,
+        operation: kernel,
         argument,
         expected: `a tensor of this ${this.backend.name} backend`,
         actual:
@@ -217,7 +217,7 @@ export class ReplayedStep<N extends string = string> {
     }
     if (given.disposed) {
       throw new DisposedTensorError('a device input was disposed', {
-        kernel,
+        operation: kernel,
         argument,
         expected: 'a live tensor',
         actual: `disposed ${given.describe()}`,
@@ -225,7 +225,7 @@ export class ReplayedStep<N extends string = string> {
     }
     if (!shapesEqual(given.shape, declared.shape)) {
       throw new ShapeError('a replayed step takes batches of the shape it was recorded for', {
-        kernel,
+        operation: kernel,
         argument,
         expected: formatShape(declared.shape),
         actual: formatShape(given.shape),
@@ -234,7 +234,7 @@ export class ReplayedStep<N extends string = string> {
     const dtype = declared.dtype ?? 'f32';
     if (given.dtype !== dtype) {
       throw new DTypeError('a device input must have the declared dtype', {
-        kernel,
+        operation: kernel,
         argument,
         expected: dtype,
         actual: given.dtype,

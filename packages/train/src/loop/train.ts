@@ -86,7 +86,7 @@ export interface TrainResult {
 function checkEvery(name: string, every: number | undefined): void {
   if (every !== undefined && !(Number.isInteger(every) && every >= 1)) {
     throw new InvalidArgumentError('an interval must be a positive integer of steps', {
-      kernel: 'train',
+      operation: 'train',
       argument: name,
       expected: 'an integer >= 1',
       actual: String(every),

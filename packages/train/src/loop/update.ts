@@ -58,7 +58,7 @@ export class DeviceSchedule {
       throw new InvalidArgumentError(
         'a replayed step needs an optimizer that reads its step and rate on the device',
         {
-          kernel,
+          operation: kernel,
           argument: 'optimizer',
           expected: 'AdamW',
           actual: (optimizer as { kind?: string }).kind ?? typeof optimizer,
@@ -101,7 +101,7 @@ export class DeviceSchedule {
 export function checkNotDisposed(disposed: boolean, kernel: string): void {
   if (disposed) {
     throw new InvalidArgumentError('the replayed step was disposed', {
-      kernel,
+      operation: kernel,
       argument: 'this',
       expected: 'a live replayed step',
       actual: 'a disposed one',

@@ -15,7 +15,7 @@ const KERNEL = 'generate';
 
 function invalid(argument: string, expected: string, actual: unknown): never {
   throw new InvalidArgumentError(`${argument} is out of range`, {
-    kernel: KERNEL,
+    operation: KERNEL,
     argument,
     expected,
     actual: String(actual),
@@ -39,7 +39,7 @@ function checkFinite(logits: Float32Array): void {
   const bad = logits.findIndex((v) => !Number.isFinite(v));
   if (bad >= 0) {
     throw new RayoError('the logits are not finite', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: 'logits',
       expected: 'finite values',
       actual: `${logits[bad]} at token ${bad}`,

@@ -44,7 +44,7 @@ export class CausalSelfAttention extends Module {
     const { dim, heads } = options;
     if (!Number.isInteger(heads) || heads < 1 || dim % heads !== 0) {
       throw new InvalidArgumentError('heads must divide the model dimension', {
-        kernel: 'CausalSelfAttention',
+        operation: 'CausalSelfAttention',
         argument: 'heads',
         expected: `a divisor of dim ${dim}`,
         actual: String(heads),
@@ -55,7 +55,7 @@ export class CausalSelfAttention extends Module {
     this.headDim = dim / heads;
     if (options.rope && this.headDim % 2 !== 0) {
       throw new InvalidArgumentError('rope needs an even head dimension', {
-        kernel: 'CausalSelfAttention',
+        operation: 'CausalSelfAttention',
         argument: 'rope',
         expected: 'dim / heads even',
         actual: String(this.headDim),
@@ -86,7 +86,7 @@ export class CausalSelfAttention extends Module {
     const shape = x.shape;
     if ((shape.length !== 2 && shape.length !== 3) || shape[shape.length - 1] !== this.dim) {
       throw new ShapeError('attention input must be sequence-first', {
-        kernel: 'CausalSelfAttention',
+        operation: 'CausalSelfAttention',
         argument: 'x',
         expected: `[T, ${this.dim}] or [T, B, ${this.dim}]`,
         actual: formatShape(shape),

@@ -22,7 +22,7 @@ export class MLP extends Module {
     super(backend);
     if (sizes.length < 2 || !sizes.every((s) => Number.isInteger(s) && s > 0)) {
       throw new InvalidArgumentError('an MLP needs at least an input and an output size', {
-        kernel: 'MLP',
+        operation: 'MLP',
         argument: 'sizes',
         expected: 'two or more positive integers',
         actual: JSON.stringify(sizes),

@@ -47,7 +47,7 @@ export abstract class Module {
     this.#checkName(name);
     if (module.backend !== this.backend) {
       throw new InvalidArgumentError('a submodule must live on its parent’s backend', {
-        kernel: 'Module.addModule',
+        operation: 'Module.addModule',
         argument: name,
         expected: `a module on ${this.backend.name}`,
         actual: `a module on ${module.backend.name}`,
@@ -66,7 +66,7 @@ export abstract class Module {
   #checkName(name: string): void {
     if (!name || name.includes('.') || this.#params.has(name) || this.#children.has(name)) {
       throw new InvalidArgumentError('parameter and submodule names must be unique and dot-free', {
-        kernel: 'Module',
+        operation: 'Module',
         argument: 'name',
         expected: 'a new name without dots',
         actual: JSON.stringify(name),

@@ -48,7 +48,7 @@ function gradientsOf(params: readonly Parameter[], kernel: string): Tensor[] {
   const grads = params.flatMap((p) => (p.grad ? [p.grad] : []));
   if (grads.length === 0) {
     throw new InvalidArgumentError('no parameter has a gradient', {
-      kernel,
+      operation: kernel,
       argument: 'params',
       expected: 'parameters after backward',
       actual: `${params.length} parameters without gradients`,

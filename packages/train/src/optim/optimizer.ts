@@ -45,7 +45,7 @@ export abstract class Optimizer {
     const entries = named(params);
     if (entries.length === 0) {
       throw new InvalidArgumentError('an optimizer needs parameters', {
-        kernel: 'Optimizer',
+        operation: 'Optimizer',
         argument: 'params',
         expected: 'at least one parameter',
         actual: 'none',
@@ -53,7 +53,7 @@ export abstract class Optimizer {
     }
     if (!(lr >= 0)) {
       throw new InvalidArgumentError('the learning rate must be a non-negative number', {
-        kernel: 'Optimizer',
+        operation: 'Optimizer',
         argument: 'lr',
         expected: '>= 0',
         actual: String(lr),
@@ -94,7 +94,7 @@ export abstract class Optimizer {
       const source = tensors.get(name);
       if (!source) {
         throw new InvalidArgumentError('optimizer state is missing a tensor', {
-          kernel: 'Optimizer.loadState',
+          operation: 'Optimizer.loadState',
           argument: name,
           expected: `a tensor of shape ${formatShape(target.shape)}`,
           actual: 'nothing',
@@ -102,7 +102,7 @@ export abstract class Optimizer {
       }
       if (!shapesEqual(source.shape, target.shape)) {
         throw new ShapeError('optimizer state has the wrong shape', {
-          kernel: 'Optimizer.loadState',
+          operation: 'Optimizer.loadState',
           argument: name,
           expected: formatShape(target.shape),
           actual: formatShape(source.shape),

@@ -17,7 +17,7 @@ export function warmupCosine(options: WarmupCosineOptions): LrSchedule {
   const { lr, warmupSteps, totalSteps, minLr = 0 } = options;
   if (!(warmupSteps >= 0 && totalSteps >= warmupSteps && Number.isInteger(warmupSteps))) {
     throw new InvalidArgumentError('the warm-up must fit in the schedule', {
-      kernel: 'warmupCosine',
+      operation: 'warmupCosine',
       argument: 'warmupSteps',
       expected: `an integer in [0, totalSteps = ${totalSteps}]`,
       actual: String(warmupSteps),

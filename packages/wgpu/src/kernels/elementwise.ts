@@ -117,7 +117,7 @@ function binary(spec: KernelSpec<NoAttrs>, op: string): AnyWgpuKernel {
       const plan = broadcastPlan(out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
       if (plan.dims.length > MAX_RANK) {
         throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
-          kernel: spec.name,
+          operation: spec.name,
           argument: 'b',
           expected: `at most ${MAX_RANK} after merging contiguous axes`,
           actual: String(plan.dims.length),
@@ -135,7 +135,7 @@ function binary(spec: KernelSpec<NoAttrs>, op: string): AnyWgpuKernel {
           throw new UnsupportedOnBackendError(
             'a broadcast operand larger than one storage binding cannot be split',
             {
-              kernel: spec.name,
+              operation: spec.name,
               argument,
               expected: `<= ${encoder.maxBindingBytes} bytes, or as many elements as the output`,
               actual: `${bytes} bytes`,

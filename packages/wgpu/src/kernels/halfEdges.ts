@@ -18,7 +18,7 @@ function f32Scratch(encoder: KernelEncoder, like: Operand, kernel: string, argum
     throw new UnsupportedOnBackendError(
       `${kernel}: a half '${argument}' this large cannot be widened in one piece`,
       {
-        kernel,
+        operation: kernel,
         argument,
         expected: `at most ${Math.floor(encoder.maxBindingBytes / 4)} elements in half precision`,
         actual: `${like.size} elements in ${like.dtype}`,

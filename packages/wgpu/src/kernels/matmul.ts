@@ -198,7 +198,7 @@ export function planHalfGemm(
     const config = sm && pickSubgroupMatrixConfig(sm.configs);
     if (!sm || !config || sm.subgroupSize === 0 || sm.minSubgroupSize !== sm.subgroupSize) {
       throw new UnsupportedOnBackendError(`${kernel}: no subgroup-matrix configuration for f16 operands`, {
-        kernel,
+        operation: kernel,
         argument: 'a',
         expected:
           "the 'chromium-experimental-subgroup-matrix' feature (Dawn: allow_unsafe_apis) with an f16 → f32 configuration and one subgroup size",
@@ -211,7 +211,7 @@ export function planHalfGemm(
   } else {
     if (!device.shaderF16) {
       throw new UnsupportedOnBackendError(`${kernel}: the emulated f16 product needs shader-f16`, {
-        kernel,
+        operation: kernel,
         argument: 'a',
         expected: "the 'shader-f16' feature",
         actual: 'a device without it',

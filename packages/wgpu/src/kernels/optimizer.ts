@@ -713,7 +713,7 @@ const multiAdamwKernel = wgpuKernel(
     const slots = multiAdamwSlots(maxBuffers, device);
     if (slots < 1) {
       throw new UnsupportedOnBackendError('the device binds too few storage buffers per shader stage', {
-        kernel: 'multiTensorAdamw',
+        operation: 'multiTensorAdamw',
         argument: 'tensors',
         expected: `maxStorageBuffersPerShaderStage >= ${4 + Number(device.step) + Number(device.lr) + Number(device.norm)}`,
         actual: String(maxBuffers),

@@ -114,7 +114,7 @@ const vec4Literal = (values: readonly number[], type: 'f32' | 'u32') =>
 export function qgemvShader(v: QgemvShaderVariant) {
   if (v.cols * v.rows * (v.pair ? 2 : 1) > 64 || v.rows > QGEMV_MAX_ROWS) {
     throw new InvalidArgumentError('the quantized GEMV shader cannot take this configuration', {
-      kernel: 'quantizedMatmul',
+      operation: 'quantizedMatmul',
       argument: 'cols',
       expected: `columns · rows · weights of at most 64 and at most ${QGEMV_MAX_ROWS} rows`,
       actual: `${v.cols} columns, ${v.rows} rows`,

@@ -111,7 +111,7 @@ export function ropeLogStep(theta: number, headDim: number): number {
 export function checkRopePositions(kernel: string, argument: string, last: number): void {
   if (last > 0xffffffff) {
     throw new UnsupportedOnBackendError('positions are 32-bit on the GPU', {
-      kernel,
+      operation: kernel,
       argument,
       expected: `a last position of at most ${0xffffffff}`,
       actual: String(last),

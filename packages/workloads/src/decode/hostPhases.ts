@@ -51,7 +51,7 @@ export async function measureHostPhases(
   const { position } = options;
   if (!Number.isInteger(tokens) || tokens < 1 || !Number.isInteger(warmup) || warmup < 0) {
     throw new InvalidArgumentError('tokens must be >= 1 and warmup >= 0 (integers)', {
-      kernel: 'measureHostPhases',
+      operation: 'measureHostPhases',
       argument: 'tokens',
       expected: 'integers: tokens >= 1, warmup >= 0',
       actual: `tokens ${tokens}, warmup ${warmup}`,
@@ -59,7 +59,7 @@ export async function measureHostPhases(
   }
   if (!Number.isInteger(position) || position < 0 || position >= model.maxSequence) {
     throw new InvalidArgumentError('position must be a row of the cache', {
-      kernel: 'measureHostPhases',
+      operation: 'measureHostPhases',
       argument: 'position',
       expected: `an integer in [0, ${model.maxSequence})`,
       actual: String(position),

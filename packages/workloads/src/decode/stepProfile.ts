@@ -105,7 +105,7 @@ function median(values: readonly number[]): number {
 function positiveInteger(name: string, value: number): number {
   if (!Number.isInteger(value) || value < 1) {
     throw new InvalidArgumentError(`${name} must be a positive integer`, {
-      kernel: 'profileStep',
+      operation: 'profileStep',
       argument: name,
       expected: 'an integer >= 1',
       actual: String(value),

@@ -4,7 +4,7 @@ import { CudaBackend, CudaDriver, NcclCommunicator } from '@rayo/cuda-ptx';
 import { CollectiveLibCuda, FakeNccl, PtxInterpreter } from '@rayo/cuda-testkit';
 import {
   AdamW,
-  crossEntropy,
+  autograd,
   DataParallel,
   dataParallelStep,
   MLP,
@@ -36,7 +36,7 @@ async function train(
   const x: Tensor = backend.upload(FEATURES.slice(3 * start, 3 * end), [end - start, 3]);
   const y: Tensor = backend.upload(new Int32Array(LABELS.slice(start, end)), [end - start], 'i32');
   const loss = (tape: import('@rayo/train').Tape) =>
-    crossEntropy(tape, model.forward(tape, tape.constant(x)), y);
+    autograd.crossEntropy(tape, model.forward(tape, tape.constant(x)), y);
   const replayed =
     mode === 'replayed'
       ? new ReplayedDataParallelStep({ backend, optimizer, parallel, loss, clipNorm: 1, overlap })
@@ -86,7 +86,7 @@ describe('data-parallel training on two emulated GPUs over the fake NCCL', () =>
       backend: single,
       optimizer,
       inputs: { x: { shape: [4, 3] }, y: { shape: [4], dtype: 'i32' } },
-      loss: (tape, t) => crossEntropy(tape, model.forward(tape, tape.constant(t.x)), t.y),
+      loss: (tape, t) => autograd.crossEntropy(tape, model.forward(tape, tape.constant(t.x)), t.y),
       clipNorm: 1,
     });
     const batch = {

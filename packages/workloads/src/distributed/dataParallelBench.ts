@@ -58,7 +58,7 @@ function lastJsonLine<T>(text: string, what: string): T {
     return JSON.parse(line ?? '') as T;
   } catch {
     throw new CollectiveError(`${what} printed no result`, {
-      kernel: 'dp-bench',
+      operation: 'dp-bench',
       actual: line ?? '(nothing)',
     });
   }
@@ -269,7 +269,7 @@ export function bucketBytesOf(value: string): number {
   const mb = Number(value);
   if (!(mb > 0) || !Number.isFinite(mb)) {
     throw new InvalidArgumentError('--bucket-mb must be a positive number of MiB', {
-      kernel: 'dp-bench',
+      operation: 'dp-bench',
       argument: '--bucket-mb',
       expected: 'a number > 0',
       actual: value,
@@ -283,7 +283,7 @@ export function overlapSettings(value: string): ('on' | 'off')[] {
   if (value === 'on' || value === 'off') return [value];
   if (value === 'both') return ['on', 'off'];
   throw new InvalidArgumentError('unknown --overlap setting', {
-    kernel: 'dp-bench',
+    operation: 'dp-bench',
     argument: '--overlap',
     expected: 'on | off | both',
     actual: value,

@@ -192,7 +192,7 @@ export async function parityGate(
           `backend '${backends[i]!.name}' lacks kernels the ${settings.model} training step runs: ${lacking[i]!.join(', ')}`,
       );
       throw new UnsupportedOnBackendError(lines.join('; '), {
-        kernel: 'parityGate',
+        operation: 'parityGate',
         argument: short.map((i) => ['makeBackendA', 'makeBackendB'][i]).join(', '),
       });
     }

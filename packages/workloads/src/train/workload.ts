@@ -7,7 +7,7 @@ import {
   type Tensor,
 } from '@rayo/core';
 import type { ActivationName, Module, Optimizer, Tape, Variable } from '@rayo/train';
-import { AdamW, CausalLM, crossEntropy, MLP, Rng, SGD, trainStep } from '@rayo/train';
+import { AdamW, autograd, CausalLM, MLP, Rng, SGD, trainStep } from '@rayo/train';
 
 /** A classifier on random features: an MLP of `sizes`, cross-entropy over `batch` rows. */
 export interface MlpWorkloadSpec {
@@ -97,7 +97,7 @@ export function buildWorkload(backend: Backend, spec: WorkloadSpec, seed: number
     const x = backend.upload(data.x.data, data.x.shape);
     const targets = backend.upload(data.targets.data, data.targets.shape, 'i32');
     const lossOn = (tape: Tape, t: Readonly<Record<string, Tensor>>) =>
-      crossEntropy(tape, model.forward(tape, tape.constant(t.x!)), t.targets!);
+      autograd.crossEntropy(tape, model.forward(tape, tape.constant(t.x!)), t.targets!);
     return {
       spec,
       model,
@@ -120,7 +120,7 @@ export function buildWorkload(backend: Backend, spec: WorkloadSpec, seed: number
   const idsTensor: Tensor = backend.upload(ids, [seq, batch], 'i32');
   const targets = backend.upload(next, [seq * batch], 'i32');
   const lossOn = (tape: Tape, t: Readonly<Record<string, Tensor>>) =>
-    crossEntropy(tape, model.forward(tape, t.ids!), t.targets!);
+    autograd.crossEntropy(tape, model.forward(tape, t.ids!), t.targets!);
   return {
     spec,
     model,

@@ -65,7 +65,7 @@ export function checkLlamaBackend(
     if (backend.supports(kernel, dtype)) continue;
     const runs = (['f32', 'f16', 'bf16'] as const).filter((d) => backend.supports(kernel, d));
     throw new UnsupportedOnBackendError(`the ${backend.name} backend cannot run ${kernel} in ${dtype}`, {
-      kernel,
+      operation: kernel,
       argument: option,
       expected: `a backend whose ${kernel} runs ${dtype} (or ${option}: 'f32')`,
       actual: `${backend.name} runs ${kernel} in ${runs.length > 0 ? runs.join(', ') : 'no dtype'}`,

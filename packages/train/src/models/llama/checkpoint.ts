@@ -32,7 +32,7 @@ async function readJson(file: RandomAccessFile): Promise<unknown> {
     return JSON.parse(new TextDecoder().decode(bytes));
   } catch (error) {
     throw new InvalidArgumentError('file is not JSON', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: file.name,
       expected: 'a JSON document',
       actual: (error as Error).message,
@@ -64,7 +64,7 @@ function weightMapOf(index: unknown, path: string): Map<string, string> {
   const map = (index as { weight_map?: unknown } | null)?.weight_map;
   if (typeof map !== 'object' || map === null || Array.isArray(map)) {
     throw new InvalidArgumentError('the index has no weight_map', {
-      kernel: KERNEL,
+      operation: KERNEL,
       argument: path,
       expected: '{ "weight_map": { tensor name: shard file } }',
       actual: JSON.stringify(map),
@@ -74,7 +74,7 @@ function weightMapOf(index: unknown, path: string): Map<string, string> {
   for (const [name, file] of entries) {
     if (typeof file !== 'string' || file.includes('/') || file.includes('\\')) {
       throw new InvalidArgumentError(`the index maps '${name}' to an invalid shard`, {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: path,
         expected: 'a file name in the checkpoint directory',
         actual: JSON.stringify(file),
@@ -122,7 +122,7 @@ export async function openLlamaCheckpoint(
         const mapped = weightMap?.get(tensor);
         if (weightMap && mapped !== name) {
           throw new RayoError(`tensor '${tensor}' of shard ${name} is not where the index says`, {
-            kernel: KERNEL,
+            operation: KERNEL,
             argument: tensor,
             expected: mapped ? `in ${mapped}` : 'an entry in the weight_map',
             actual: `in ${name}`,
@@ -134,7 +134,7 @@ export async function openLlamaCheckpoint(
     for (const [tensor, shard] of weightMap ?? []) {
       if (!tensors.has(tensor)) {
         throw new RayoError(`the index names '${tensor}' but its shard lacks it`, {
-          kernel: KERNEL,
+          operation: KERNEL,
           argument: tensor,
           expected: `a tensor in ${shard}`,
           actual: 'absent',

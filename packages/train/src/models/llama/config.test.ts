@@ -1,6 +1,4 @@
 import { InvalidArgumentError } from '@rayo/core';
-import { describe, expect, it } from 'vitest';
-import { checkSlidingWindow, parseLlamaConfig } from './config.js';
 import {
   FAMILY_CONFIGS,
   llama2Config,
@@ -11,8 +9,10 @@ import {
   qwen3Config,
   qwen25Config,
   smolLM2Config,
-} from './familyConfigs.testkit.js';
-import { tinyLlamaConfig } from './tinyLlama.testkit.js';
+  tinyLlamaConfig,
+} from '@rayo/train-testkit';
+import { describe, expect, it } from 'vitest';
+import { checkSlidingWindow, parseLlamaConfig } from './config.js';
 
 /** The InvalidArgumentError `call` throws; its argument must be `field` and its message match. */
 function refusal(call: () => unknown, field: string, message: RegExp): void {

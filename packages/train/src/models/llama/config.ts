@@ -39,7 +39,7 @@ const KERNEL = 'llamaConfig';
 
 function invalid(field: string, expected: string, actual: unknown): never {
   throw new InvalidArgumentError(`config field '${field}' is invalid`, {
-    kernel: KERNEL,
+    operation: KERNEL,
     argument: field,
     expected,
     actual: actual === undefined ? 'absent' : JSON.stringify(actual),
@@ -193,7 +193,7 @@ export function parseLlamaConfig(json: unknown): LlamaConfig {
 export function checkSlidingWindow(config: LlamaConfig, maxSequence: number): void {
   if (config.slidingWindow === undefined || maxSequence <= config.slidingWindow) return;
   throw new InvalidArgumentError('the context is longer than the sliding attention window', {
-    kernel: 'LlamaModel',
+    operation: 'LlamaModel',
     argument: 'sliding_window',
     expected: `maxSequence <= sliding_window (${config.slidingWindow}), where the window never binds: sliding-window attention is not implemented`,
     actual: `maxSequence ${maxSequence}`,

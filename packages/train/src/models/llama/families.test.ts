@@ -1,14 +1,15 @@
 import { type Backend, createBackend, createCpuBackend, probeBackends } from '@rayo/core';
-import { afterAll, describe, expect, it } from 'vitest';
-import { FAMILY_CONFIGS, mistral01Config } from './familyConfigs.testkit.js';
-import { LlamaModel } from './model.js';
 import {
+  FAMILY_CONFIGS,
+  mistral01Config,
   referenceGreedy,
   referenceLogits,
   removeTinyLlamas,
   tinyLlamaWeights,
   writeTinyLlama,
-} from './tinyLlama.testkit.js';
+} from '@rayo/train-testkit';
+import { afterAll, describe, expect, it } from 'vitest';
+import { LlamaModel } from './model.js';
 
 /**
  * Tolerance on logits against the f64 reference (as model.test.ts: f32

@@ -96,7 +96,7 @@ export const LLAMA_FAMILIES: readonly LlamaFamily[] = [
 
 function refuse(field: string, expected: string, actual: unknown): never {
   throw new InvalidArgumentError(`config field '${field}' names an unsupported model family`, {
-    kernel: 'llamaConfig',
+    operation: 'llamaConfig',
     argument: field,
     expected,
     actual: JSON.stringify(actual),

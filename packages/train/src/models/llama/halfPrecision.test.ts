@@ -1,8 +1,4 @@
 import { type Backend, createCpuBackend, type DType, UnsupportedOnBackendError } from '@rayo/core';
-import { afterAll, describe, expect, it } from 'vitest';
-import { parseLlamaConfig } from './config.js';
-import { LlamaModel } from './model.js';
-import type { LlamaLoadOptions } from './modelOptions.js';
 import {
   referenceGreedy,
   referenceLogits,
@@ -11,7 +7,11 @@ import {
   tinyLlamaConfig,
   tinyLlamaWeights,
   writeTinyLlama,
-} from './tinyLlama.testkit.js';
+} from '@rayo/train-testkit';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseLlamaConfig } from './config.js';
+import { LlamaModel } from './model.js';
+import type { LlamaLoadOptions } from './modelOptions.js';
 
 afterAll(removeTinyLlamas);
 
@@ -154,7 +154,7 @@ describe('a backend without the half kernels', () => {
     const { backend: b, uploads } = refusing({ matmul: ['bf16'] });
     const error = await LlamaModel.load(b, f32Dir, { weightDtype: 'bf16' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UnsupportedOnBackendError);
-    expect(error).toMatchObject({ kernel: 'matmul', argument: 'weightDtype' });
+    expect(error).toMatchObject({ operation: 'matmul', argument: 'weightDtype' });
     expect((error as Error).message).toMatch(
       /expected a backend whose matmul runs bf16.*got cpu runs matmul in f32, f16/,
     );

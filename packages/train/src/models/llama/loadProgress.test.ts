@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCpuBackend, InvalidArgumentError } from '@rayo/core';
+import { qwen3Config, removeTinyLlamas, tinyLlamaWeights, writeTinyLlama } from '@rayo/train-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openNodeFile } from '../../checkpoint/randomAccessFile.js';
 import { llamaToGguf } from '../../gguf/convertLlama.js';
@@ -10,10 +11,8 @@ import { loadGgufLlama } from '../../gguf/loadLlama.js';
 import { repackOntoCoreFormats } from '../../gguf/repack.js';
 import { writeGgufFile } from '../../gguf/writer.js';
 import { parseLlamaConfig } from './config.js';
-import { qwen3Config } from './familyConfigs.testkit.js';
 import type { LoadProgress } from './loadProgress.js';
 import { LlamaModel } from './model.js';
-import { removeTinyLlamas, tinyLlamaWeights, writeTinyLlama } from './tinyLlama.testkit.js';
 
 const backend = createCpuBackend();
 const dir = await mkdtemp(join(tmpdir(), 'load-progress-'));

@@ -25,7 +25,7 @@ export class LoadProgressCounter {
   constructor(onProgress: LoadProgressCallback | undefined, storedBytes: readonly number[]) {
     if (onProgress !== undefined && typeof onProgress !== 'function') {
       throw new InvalidArgumentError('onProgress must be a function', {
-        kernel: 'loadProgress',
+        operation: 'loadProgress',
         argument: 'onProgress',
         expected: 'a function (progress: LoadProgress) => void, or absent',
         actual: typeof onProgress,

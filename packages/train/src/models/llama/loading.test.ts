@@ -1,11 +1,11 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createCpuBackend, DTypeError, InvalidArgumentError, type RayoError, ShapeError } from '@rayo/core';
+import { removeTinyLlamas, tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from '@rayo/train-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type OpenFile, openNodeFile } from '../../checkpoint/randomAccessFile.js';
 import { encodeSafetensors, type StoredTensor } from '../../checkpoint/safetensors.js';
 import { LlamaModel } from './model.js';
-import { removeTinyLlamas, tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from './tinyLlama.testkit.js';
 
 const backend = createCpuBackend();
 afterAll(removeTinyLlamas);

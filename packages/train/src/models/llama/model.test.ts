@@ -6,9 +6,6 @@ import {
   probeBackends,
   type Tensor,
 } from '@rayo/core';
-import { afterAll, describe, expect, it } from 'vitest';
-import { parseLlamaConfig } from './config.js';
-import { LlamaModel } from './model.js';
 import {
   referenceGreedy,
   referenceLogits,
@@ -16,7 +13,10 @@ import {
   tinyLlamaConfig,
   tinyLlamaWeights,
   writeTinyLlama,
-} from './tinyLlama.testkit.js';
+} from '@rayo/train-testkit';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseLlamaConfig } from './config.js';
+import { LlamaModel } from './model.js';
 
 /**
  * Tolerance on logits (|logit| up to about 3.5) against the f64 reference.

@@ -82,7 +82,7 @@ const FLOAT_DTYPES: readonly string[] = ['f32', 'f16', 'bf16'];
 export function checkDtypeOption(option: string, value: unknown, extra: readonly string[] = []): void {
   if (![...FLOAT_DTYPES, ...extra].includes(value as string)) {
     throw new InvalidArgumentError(`${option} must be a float dtype`, {
-      kernel: 'LlamaModel',
+      operation: 'LlamaModel',
       argument: option,
       expected: [...FLOAT_DTYPES, ...extra].map((d) => `'${d}'`).join(' | '),
       actual: String(value),

@@ -11,9 +11,9 @@ import {
   type Tensor,
   uploadQuantized,
 } from '@rayo/core';
+import { removeTinyLlamas, tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from '@rayo/train-testkit';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { LlamaModel } from './model.js';
-import { removeTinyLlamas, tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from './tinyLlama.testkit.js';
 
 const backend = createCpuBackend();
 afterAll(removeTinyLlamas);

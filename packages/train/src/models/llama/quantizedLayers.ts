@@ -44,7 +44,7 @@ export interface LlamaQuantizationReport {
 export function checkWeightFormat(backend: Backend, format: unknown): asserts format is LlamaWeightFormat {
   if (!isQuantFormat(format)) {
     throw new InvalidArgumentError('weightFormat must be a quantized format', {
-      kernel: 'LlamaModel',
+      operation: 'LlamaModel',
       argument: 'weightFormat',
       expected: QUANT_FORMATS.map((f) => `'${f}'`).join(' | '),
       actual: String(format),
@@ -52,7 +52,7 @@ export function checkWeightFormat(backend: Backend, format: unknown): asserts fo
   }
   if (!backend.supports(quantizedMatmul.name)) {
     throw new UnsupportedOnBackendError(`the ${backend.name} backend has no quantized matrix product`, {
-      kernel: quantizedMatmul.name,
+      operation: quantizedMatmul.name,
       argument: 'weightFormat',
       expected: `a backend that implements ${quantizedMatmul.name}`,
       actual: backend.name,
@@ -75,7 +75,7 @@ export async function quantizeLlamaLayers(
   checkWeightFormat(backend, format);
   if (options.head && !weights.head) {
     throw new InvalidArgumentError('the model has no head of its own to quantize', {
-      kernel: 'quantizeLlamaLayers',
+      operation: 'quantizeLlamaLayers',
       argument: 'quantizeHead',
       expected: 'an untied head (a tied head is the embedding, which stays dense)',
       actual: 'a tied or absent head',
@@ -96,7 +96,7 @@ export async function quantizeLlamaLayers(
           const dense = layer[name];
           if (!dense) {
             throw new InvalidArgumentError(`layer ${layers.length} has no '${name}' projection to quantize`, {
-              kernel: 'quantizeLlamaLayers',
+              operation: 'quantizeLlamaLayers',
               argument: `weights.layers[${layers.length}].${name}`,
               expected: 'a dense [out, in] weight',
               actual: 'absent',

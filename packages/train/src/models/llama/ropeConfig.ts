@@ -6,7 +6,7 @@ import { InvalidArgumentError, type RopeScaling } from '@rayo/core';
 
 function invalid(field: string, expected: string, actual: unknown): never {
   throw new InvalidArgumentError(`config field '${field}' is invalid`, {
-    kernel: 'llamaConfig',
+    operation: 'llamaConfig',
     argument: field,
     expected,
     actual: actual === undefined ? 'absent' : JSON.stringify(actual),

@@ -143,7 +143,7 @@ export function checkLlamaTensors(config: LlamaConfig, files: ReadonlyMap<string
     const entry = files.get(name)?.entries.get(name);
     if (!entry) {
       throw new InvalidArgumentError(`weight '${name}' is missing from the checkpoint`, {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: name,
         expected: `a tensor of shape ${formatShape(shape)}`,
         actual: 'absent',
@@ -151,7 +151,7 @@ export function checkLlamaTensors(config: LlamaConfig, files: ReadonlyMap<string
     }
     if (!shapesEqual(entry.shape, shape)) {
       throw new ShapeError(`weight '${name}' has the wrong shape`, {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: name,
         expected: formatShape(shape),
         actual: formatShape(entry.shape),
@@ -159,7 +159,7 @@ export function checkLlamaTensors(config: LlamaConfig, files: ReadonlyMap<string
     }
     if (!readableAsFloat(entry)) {
       throw new DTypeError(`weight '${name}' has a dtype the loader does not read`, {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: name,
         expected: FLOAT_READABLE,
         actual: entry.format,
@@ -174,7 +174,7 @@ export function checkLlamaTensors(config: LlamaConfig, files: ReadonlyMap<string
         ? "the checkpoint has 'lm_head.weight' but the config ties the head to the embedding"
         : 'the checkpoint has tensors a Llama decoder does not use',
       {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: unexpected[0]!,
         expected: tied ? 'no lm_head.weight (tie_word_embeddings is true)' : 'only Llama weight names',
         actual:
@@ -206,7 +206,7 @@ export function checkpointWeightDtype(
     first ??= { name, dtype };
     if (dtype !== first.dtype) {
       throw new DTypeError(`weight '${name}' is stored in another dtype than '${first.name}'`, {
-        kernel: KERNEL,
+        operation: KERNEL,
         argument: 'weightDtype',
         expected: `one dtype for every matrix and the embedding, or an explicit weightDtype ('f32', 'f16' or 'bf16')`,
         actual: `${first.dtype} and ${dtype}`,
@@ -302,7 +302,7 @@ export function checkLlamaWeights(
 ): LlamaWeightDType {
   if (weights.layers.length !== config.numHiddenLayers) {
     throw new InvalidArgumentError('one set of weights per layer is needed', {
-      kernel: 'LlamaModel',
+      operation: 'LlamaModel',
       argument: 'weights.layers',
       expected: `${config.numHiddenLayers} layers (num_hidden_layers)`,
       actual: `${weights.layers.length}`,
@@ -310,7 +310,7 @@ export function checkLlamaWeights(
   }
   if (config.tieWordEmbeddings && weights.head !== weights.embedding) {
     throw new InvalidArgumentError('a tied head must be the embedding itself', {
-      kernel: 'LlamaModel',
+      operation: 'LlamaModel',
       argument: 'weights.head',
       expected: 'weights.embedding (tie_word_embeddings is true)',
       actual: 'another tensor',
@@ -333,7 +333,7 @@ export function checkLlamaWeights(
       const shapeFits = tensor !== undefined && shapesEqual(tensor.shape, shape);
       const why = isVectorWeight(name) ? ' (norm weights and biases are f32)' : " (the embedding's dtype)";
       throw new (shapeFits ? DTypeError : ShapeError)(`weight '${name}' does not fit the config`, {
-        kernel: 'LlamaModel',
+        operation: 'LlamaModel',
         argument: name,
         expected: `${want}${formatShape(shape)}${shapeFits ? why : ''}`,
         actual: tensor ? `${tensor.dtype}${formatShape(tensor.shape)}` : 'absent',

@@ -6,7 +6,7 @@ import {
   type Tensor,
   UnsupportedOnBackendError,
 } from '@rayo/core';
-import { AdamW, crossEntropy, embedding, MLP, Rng, Tape, train, trainStep, warmupCosine } from '@rayo/train';
+import { AdamW, autograd, MLP, Rng, Tape, train, trainStep, warmupCosine } from '@rayo/train';
 import { createBackendFromEnvironment } from '../../backendFromEnvironment.js';
 import { loadMnist, PIXELS, shiftImages } from './data.js';
 
@@ -73,7 +73,7 @@ function model(backend: Backend, seed: number, hidden = HIDDEN): MLP {
 
 /** Logits of the rows `ids` of the images already on the device: the batch is gathered there. */
 function logits(tape: Tape, mlp: MLP, images: Tensor, ids: Tensor) {
-  return mlp.forward(tape, embedding(tape, tape.constant(images), ids));
+  return mlp.forward(tape, autograd.embedding(tape, tape.constant(images), ids));
 }
 
 /** The kernels a training step and an evaluation run, found by one small step on the cpu backend. */
@@ -89,7 +89,7 @@ async function requiredKernels(): Promise<Set<string>> {
     optimizer,
     clipNorm: 1,
     kernelsUsed: kernels,
-    loss: (tape) => crossEntropy(tape, logits(tape, mlp, images, ids), ids),
+    loss: (tape) => autograd.crossEntropy(tape, logits(tape, mlp, images, ids), ids),
   });
   cpu.dispose();
   return kernels;
@@ -195,7 +195,7 @@ async function main(): Promise<void> {
       b.ids.dispose();
       b.labels.dispose();
     },
-    loss: (tape, b) => crossEntropy(tape, logits(tape, mlp, b.images, b.ids), b.labels),
+    loss: (tape, b) => autograd.crossEntropy(tape, logits(tape, mlp, b.images, b.ids), b.labels),
     lr: warmupCosine({
       lr: peakLr,
       warmupSteps: Math.min(100, steps),

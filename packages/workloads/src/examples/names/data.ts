@@ -32,7 +32,7 @@ export class Vocabulary {
     const id = this.#ids.get(ch);
     if (id === undefined) {
       throw new InvalidArgumentError('a character outside the vocabulary', {
-        kernel: 'names',
+        operation: 'names',
         argument: 'text',
         expected: `one of ${JSON.stringify(this.chars.join(''))}`,
         actual: JSON.stringify(ch),
@@ -67,7 +67,7 @@ export interface NameSplit {
 export function splitNames(names: Iterable<string>, seed: number, validationFraction = 0.1): NameSplit {
   if (!(validationFraction > 0 && validationFraction < 1)) {
     throw new InvalidArgumentError('the validation share must leave names on both sides', {
-      kernel: 'names',
+      operation: 'names',
       argument: 'validationFraction',
       expected: 'a number in (0, 1)',
       actual: String(validationFraction),
@@ -84,7 +84,7 @@ export function splitNames(names: Iterable<string>, seed: number, validationFrac
 export function randomWindows(stream: Int32Array, length: number, count: number, rng: Rng): Int32Array[] {
   if (stream.length < length + 1) {
     throw new InvalidArgumentError('the stream is shorter than one window', {
-      kernel: 'names',
+      operation: 'names',
       argument: 'length',
       expected: `at most ${stream.length - 1}`,
       actual: String(length),
@@ -123,7 +123,7 @@ export function batchLayout(
   windows.forEach((w, j) => {
     if (w.length !== length + 1) {
       throw new InvalidArgumentError('a window of the wrong length', {
-        kernel: 'names',
+        operation: 'names',
         argument: `windows[${j}]`,
         expected: `${length + 1} ids`,
         actual: `${w.length} ids`,

@@ -15,7 +15,7 @@ export function causalLMDecoder(model: CausalLM, maxSequence: number): LlamaMode
   const rope = first.attn.rope;
   if (!rope || rope.layout === 'interleaved' || !first.gate) {
     throw new InvalidArgumentError('only a CausalLM with rotate-half RoPE and SwiGLU is a Llama', {
-      kernel: 'causalLMDecoder',
+      operation: 'causalLMDecoder',
       argument: 'model',
       expected: "blocks with rope (layout 'half') and mlp 'swiglu'",
       actual: `rope ${rope ? (rope.layout ?? 'half') : 'none'}, mlp ${first.mlp}`,

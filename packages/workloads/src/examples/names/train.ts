@@ -2,9 +2,9 @@ import type { Backend, Tensor } from '@rayo/core';
 import type { LlamaModel } from '@rayo/train';
 import {
   AdamW,
+  autograd,
   CausalLM,
   type CheckpointHook,
-  crossEntropy,
   Rng,
   Tape,
   type TrainResult,
@@ -114,7 +114,7 @@ export async function streamLoss(
       using tape = new Tape(backend, { grad: false });
       using idsTensor = backend.upload(ids, [length, chunk.length], 'i32');
       using targetTensor = backend.upload(targets, [targets.length], 'i32');
-      const loss = crossEntropy(tape, model.forward(tape, idsTensor), targetTensor);
+      const loss = autograd.crossEntropy(tape, model.forward(tape, idsTensor), targetTensor);
       total += (await loss.value.read())[0]! * targets.length;
       count += targets.length;
     }
@@ -173,7 +173,7 @@ export async function trainNames(
         b.ids.dispose();
         b.targets.dispose();
       },
-      loss: (tape, b) => crossEntropy(tape, model.forward(tape, b.ids), b.targets),
+      loss: (tape, b) => autograd.crossEntropy(tape, model.forward(tape, b.ids), b.targets),
       lr: warmupCosine({
         lr: settings.lr,
         warmupSteps: Math.min(100, steps),

@@ -2,8 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { toHostArray, toNumbers } from '@rayo/core';
-import { encodeSafetensors, type StoredTensor } from '../../checkpoint/safetensors.js';
-import { Rng } from '../../random.js';
+import { encodeSafetensors, Rng, type StoredTensor } from '@rayo/train';
 
 /** A Hugging Face config.json of a tiny Llama: 2 layers, d 64, 4 query / 2 kv heads, vocab 97, odd FFN. */
 export function tinyLlamaConfig(overrides: Record<string, unknown> = {}): Record<string, unknown> {

@@ -1,4 +1,4 @@
-import type { RandomAccessFile } from '../checkpoint/randomAccessFile.js';
+import type { RandomAccessFile } from '@rayo/train';
 
 /** An in-memory file whose reads are recorded. */
 export function memoryFile(

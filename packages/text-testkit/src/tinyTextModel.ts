@@ -1,12 +1,8 @@
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  tinyLlamaConfig,
-  tinyLlamaWeights,
-  writeTinyLlama,
-} from '../../../train/src/models/llama/tinyLlama.testkit.js';
-import { characterTokenizerFiles } from '../tokenizer/characterTokenizer.js';
+import { characterTokenizerFiles } from '@rayo/text';
+import { tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from '@rayo/train-testkit';
 
 /** `<s>`, `</s>`, a newline and printable ASCII but `~`: 97 tokens, the tiny Llama's vocab. */
 export const TINY_CHARACTERS: readonly string[] = [
