@@ -119,7 +119,7 @@ function checkQuantized(
   const layers = quantized?.layers;
   if (layers && layers.length !== weights.layers.length) {
     throw new InvalidArgumentError('one quantized layer per layer is needed', {
-      kernel: 'LlamaModel',
+      operation: 'LlamaModel',
       argument: 'quantized.layers',
       expected: `${weights.layers.length} layers`,
       actual: `${layers.length}`,
@@ -128,7 +128,7 @@ function checkQuantized(
   const { embedding, head } = quantized ?? {};
   if (config.tieWordEmbeddings && head !== undefined && head !== embedding) {
     throw new InvalidArgumentError('a tied head must be the embedding itself', {
-      kernel: 'LlamaModel',
+      operation: 'LlamaModel',
       argument: 'quantized.head',
       expected: 'quantized.embedding (tie_word_embeddings is true)',
       actual: 'another weight',
@@ -142,7 +142,7 @@ function checkQuantized(
     if (!w) continue;
     if (w.n !== config.vocabSize || w.k !== config.hiddenSize) {
       throw new ShapeError(`${name} does not fit the config`, {
-        kernel: 'LlamaModel',
+        operation: 'LlamaModel',
         argument: name,
         expected: `[${config.vocabSize}, ${config.hiddenSize}] (vocab_size, hidden_size)`,
         actual: `[${w.n}, ${w.k}]`,

@@ -50,7 +50,7 @@ export async function loadLlamaCheckpoint<T>(
     try {
       if (options.quantizeHead && options.weightFormat === undefined) {
         throw new InvalidArgumentError('quantizeHead needs a weightFormat', {
-          kernel: 'LlamaModel',
+          operation: 'LlamaModel',
           argument: 'quantizeHead',
           expected: 'weightFormat given',
           actual: 'no weightFormat',

@@ -101,7 +101,7 @@ export class LlamaModel {
   #checkAlive(api: string): void {
     if (this.#disposed) {
       throw new RayoError('model was disposed', {
-        kernel: api,
+        operation: api,
         expected: 'a live model',
         actual: 'disposed',
       });
@@ -114,7 +114,7 @@ export class LlamaModel {
     const bad = tokens.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
     if (tokens.length === 0 || bad >= 0) {
       throw new InvalidArgumentError('token ids must be integers in [0, vocab_size)', {
-        kernel: api,
+        operation: api,
         argument: 'tokens',
         expected: `at least one id in [0, ${vocab})`,
         actual: tokens.length === 0 ? 'no tokens' : `${tokens[bad]} at index ${bad}`,
@@ -127,7 +127,7 @@ export class LlamaModel {
     this.#checkTokens(api, tokens);
     if (this.#position + tokens.length > this.maxSequence) {
       throw new InvalidArgumentError('the context is full', {
-        kernel: api,
+        operation: api,
         argument: 'tokens',
         expected: `at most ${this.maxSequence - this.#position} more tokens (maxSequence ${this.maxSequence})`,
         actual: `${tokens.length} at position ${this.#position}`,
@@ -211,7 +211,7 @@ export class LlamaModel {
     this.#checkAlive('step');
     if (!Number.isInteger(position) || position < 0 || position >= this.maxSequence) {
       throw new InvalidArgumentError('position must be a row of the cache', {
-        kernel: 'step',
+        operation: 'step',
         argument: 'position',
         expected: `an integer in [0, ${this.maxSequence})`,
         actual: String(position),
@@ -272,7 +272,7 @@ export class LlamaModel {
     const rows = prompt.length + Math.max(maxNewTokens - 1, 0);
     if (rows > this.maxSequence) {
       throw new InvalidArgumentError('prompt and generated tokens do not fit in the cache', {
-        kernel: 'generate',
+        operation: 'generate',
         argument: 'maxNewTokens',
         expected: `prompt (${prompt.length}) + maxNewTokens − 1 <= maxSequence (${this.maxSequence})`,
         actual: String(maxNewTokens),
@@ -282,7 +282,7 @@ export class LlamaModel {
     const rng = new Rng(options.seed ?? 0);
     if (this.#generating) {
       throw new RayoError('the model is already generating', {
-        kernel: 'generate',
+        operation: 'generate',
         expected: 'one generation at a time per model',
         actual: 'a second generate() before the first finished',
       });

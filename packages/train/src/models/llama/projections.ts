@@ -21,7 +21,7 @@ export function denseProjection(w: LlamaLayerWeights, name: Projection): Tensor 
   const tensor = w[name];
   if (!tensor) {
     throw new InvalidArgumentError(`the layer has no dense '${name}' projection and no quantized one`, {
-      kernel: 'LlamaModel',
+      operation: 'LlamaModel',
       argument: `weights.layers[].${name}`,
       expected: 'a dense weight, or quantized layers (LlamaModelOptions.quantized)',
       actual: 'absent',
