@@ -83,7 +83,7 @@ function countWithin(
   if (count > BigInt(most))
     fail(
       file,
-      `GGUF ${what} exceeds what the file can hold`,
+      `the file ends inside the GGUF header: its ${what} exceeds what the file can hold`,
       `at most ${most} (${bytes} bytes left)`,
       String(count),
     );
