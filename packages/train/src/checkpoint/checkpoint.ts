@@ -121,6 +121,14 @@ export function loadCheckpoint(
       actual: JSON.stringify(metadata.optimizer),
     });
   }
+  const state = new Map<string, HostTensor>();
+  let optimizerStep = 0;
+  if (optimizer) {
+    for (const [name, t] of tensors)
+      if (name.startsWith(OPTIMIZER)) state.set(name.slice(OPTIMIZER.length), t);
+    optimizer.checkState(state);
+    optimizerStep = integerMeta(metadata, 'optimizer.step');
+  }
   // Everything is checked before anything is written.
   for (const [name, p] of params) {
     const stored = tensors.get(`${MODEL}${name}`)!;
@@ -130,10 +138,7 @@ export function loadCheckpoint(
     staged.dispose();
   }
   if (optimizer) {
-    const state = new Map<string, HostTensor>();
-    for (const [name, t] of tensors)
-      if (name.startsWith(OPTIMIZER)) state.set(name.slice(OPTIMIZER.length), t);
-    optimizer.loadState(state, integerMeta(metadata, 'optimizer.step'));
+    optimizer.loadState(state, optimizerStep);
     const lr = Number(metadata['optimizer.lr']);
     if (Number.isFinite(lr)) optimizer.lr = lr;
   }
