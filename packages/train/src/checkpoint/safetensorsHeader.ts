@@ -82,12 +82,13 @@ export function parseSafetensorsHeader(
 ): SafetensorsHeader {
   const fail: (message: string, expected: string, actual: string) => never = (message, expected, actual) =>
     failSafetensors(message, expected, actual, source);
-  const text = new TextDecoder().decode(json);
+  let text = '';
   let header: unknown;
   try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(json);
     header = JSON.parse(text);
   } catch (error) {
-    fail('header is not JSON', 'a JSON object', (error as Error).message);
+    fail('header is not UTF-8 JSON', 'a UTF-8 JSON object', (error as Error).message);
   }
   if (!isObject(header))
     fail('header is not a JSON object', 'an object', JSON.stringify(header)?.slice(0, 80));

@@ -1,4 +1,4 @@
-import { RayoError } from '@rayo/core';
+import { RayoError, type RayoErrorDetails } from '@rayo/core';
 
 /** What a Node file-system error says: its code and message, e.g. `ENOSPC: no space left on device`. */
 export function describeNodeError(error: unknown): string {
@@ -35,4 +35,25 @@ export function fileError(
     actual: describeNodeError(error),
     cause: error,
   });
+}
+
+/**
+ * `error` again with `path` in its message where it lacks it: a refusal
+ * found in parsed contents (a config field, a metadata key) then names the
+ * file it came from as well as the field. The class, kernel, argument,
+ * expected and actual values stay; anything else passes through as it is.
+ */
+export function namingFile(error: unknown, path: string): unknown {
+  if (!(error instanceof RayoError) || error.message.includes(path)) return error;
+  const { kernel, argument, expected, actual } = error;
+  const where = kernel ? (argument ? `${kernel}: argument '${argument}': ` : `${kernel}: `) : '';
+  const tail =
+    expected !== undefined || actual !== undefined
+      ? ` (expected ${expected ?? '?'}, got ${actual ?? '?'})`
+      : '';
+  const { message } = error;
+  if (!message.startsWith(where) || !message.endsWith(tail) || error.constructor.length > 1) return error;
+  const bare = message.slice(where.length, message.length - tail.length);
+  const Class = error.constructor as new (message: string, details: RayoErrorDetails) => RayoError;
+  return new Class(`${bare} in ${path}`, { kernel, argument, expected, actual, cause: error });
 }

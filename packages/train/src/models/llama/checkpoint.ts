@@ -1,7 +1,7 @@
 import { InvalidArgumentError, RayoError } from '@rayo/core';
 import type { OpenFile } from '../../checkpoint/randomAccessFile.js';
 import { SafetensorsFile } from '../../checkpoint/safetensorsFile.js';
-import { nodeErrorCode } from '../../io/fileError.js';
+import { namingFile, nodeErrorCode } from '../../io/fileError.js';
 import { openNodeFileWithin } from '../../io/folderFile.js';
 import { readJsonFile } from '../../io/jsonFile.js';
 import { type LlamaConfig, parseLlamaConfig } from './config.js';
@@ -83,7 +83,14 @@ export async function openLlamaCheckpoint(
   options: LlamaCheckpointOptions = {},
 ): Promise<LlamaCheckpoint> {
   const openFile = options.openFile ?? openNodeFileWithin(dir, KERNEL);
-  const config = parseLlamaConfig(await readJsonFile(openFile, join(dir, 'config.json'), KERNEL));
+  const configPath = join(dir, 'config.json');
+  const configJson = await readJsonFile(openFile, configPath, KERNEL);
+  let config: LlamaConfig;
+  try {
+    config = parseLlamaConfig(configJson);
+  } catch (error) {
+    throw namingFile(error, configPath);
+  }
   const indexPath = join(dir, INDEX);
   const sharded = await exists(openFile, indexPath);
   const weightMap = sharded
