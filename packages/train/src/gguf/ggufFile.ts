@@ -22,6 +22,7 @@
 import { DTypeError, type HostArray, InvalidArgumentError, RayoError, type Shape } from '@rayo/core';
 import { type FloatDType, roundF32To, widenToF32 } from '../checkpoint/floatWords.js';
 import type { RandomAccessFile } from '../checkpoint/randomAccessFile.js';
+import { namingFile } from '../io/fileError.js';
 import { type GgmlType, ggmlTensorBytes, ggmlTypeOfId, isGgmlFloatType } from './ggmlTypes.js';
 import { HeaderCursor } from './headerCursor.js';
 import {
@@ -231,6 +232,14 @@ export class GgufFile {
     const chunk = options.headerChunkBytes ?? DEFAULT_HEADER_CHUNK_BYTES;
     checkReadOption('maxReadBytes', maxReadBytes, 4);
     checkReadOption('headerChunkBytes', chunk, 8);
+    try {
+      return await GgufFile.#read(file, chunk, maxReadBytes);
+    } catch (error) {
+      throw namingFile(error, file.name);
+    }
+  }
+
+  static async #read(file: RandomAccessFile, chunk: number, maxReadBytes: number): Promise<GgufFile> {
     const cursor = new HeaderCursor(file, chunk);
     await cursor.ensure(24, 'fixed header');
     const magic = cursor.u32();

@@ -116,22 +116,25 @@ export async function openLlamaCheckpoint(
       for (const tensor of file.entries.keys()) {
         const mapped = weightMap?.get(tensor);
         if (weightMap && mapped !== name) {
-          throw new RayoError(`tensor '${tensor}' of shard ${name} is not where the index says`, {
-            kernel: KERNEL,
-            argument: tensor,
-            expected: mapped ? `in ${mapped}` : 'an entry in the weight_map',
-            actual: `in ${name}`,
-          });
+          throw new RayoError(
+            `tensor '${tensor}' of shard ${join(dir, name)} is not where ${indexPath} says`,
+            {
+              kernel: KERNEL,
+              argument: tensor,
+              expected: mapped ? `in ${mapped}` : 'an entry in the weight_map',
+              actual: `in ${name}`,
+            },
+          );
         }
         tensors.set(tensor, file);
       }
     }
     for (const [tensor, shard] of weightMap ?? []) {
       if (!tensors.has(tensor)) {
-        throw new RayoError(`the index names '${tensor}' but its shard lacks it`, {
+        throw new RayoError(`${indexPath} names '${tensor}' but its shard lacks it`, {
           kernel: KERNEL,
           argument: tensor,
-          expected: `a tensor in ${shard}`,
+          expected: `a tensor in ${join(dir, shard)}`,
           actual: 'absent',
         });
       }

@@ -61,7 +61,7 @@ function invalid(field: string, expected: string, actual: unknown): never {
     kernel: KERNEL,
     argument: field,
     expected,
-    actual: actual === undefined ? 'absent' : JSON.stringify(actual),
+    actual: actual === undefined ? 'absent' : JSON.stringify(actual).slice(0, 200),
   });
 }
 
