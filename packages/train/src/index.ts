@@ -29,6 +29,7 @@ export { SafetensorsFile, type SafetensorsFileOptions } from './checkpoint/safet
 export type { SafetensorsEntry, SafetensorsHeader } from './checkpoint/safetensorsHeader.js';
 export * from './distributed/index.js';
 export * from './gguf/index.js';
+export { MAX_JSON_DEPTH, MAX_JSON_FILE_BYTES } from './io/jsonFile.js';
 export {
   formatDuration,
   ProgressBar,

@@ -13,6 +13,7 @@ export {
 export {
   GGUF_DEFAULT_ALIGNMENT,
   GGUF_MAGIC,
+  GGUF_MAX_ARRAY_DEPTH,
   GgufFile,
   type GgufFileOptions,
   type GgufTensorInfo,
