@@ -297,7 +297,7 @@ function shards(): HostileCase[] {
         await put(folder, 'model-1.safetensors', validSafetensors());
         await put(folder, 'model-2.safetensors', validSafetensors());
       },
-      /is not where .*index.json says/,
+      /is not where the index says/,
     ),
     single('model.safetensors missing', async () => undefined, /ENOENT/),
     single('model.safetensors a FIFO', (folder) => fifo(folder, 'model.safetensors'), /regular file/),

@@ -42,12 +42,16 @@ describe('the readers accept the valid files the corpus spoils', () => {
     await checkpointFolderReader.read(snapshot);
   });
 
-  it('a regular file through openNodeFile, and refuses a NUL byte in a path', async () => {
+  it('a regular file through openNodeFile; a NUL byte or a missing file refused', async () => {
     const path = await put(join(root, 'plain'), 'x.bin', Uint8Array.of(1, 2, 3));
     const file = await openNodeFile(path);
     expect(file.size).toBe(3);
     await file.close();
     await expect(openNodeFile(`${path}\0`)).rejects.toThrow(RayoError);
+    // Node's code stays readable, for callers that treat a missing file as absent.
+    const missing = await openNodeFile(`${path}.absent`).catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(RayoError);
+    expect((missing as { code?: string }).code).toBe('ENOENT');
   });
 });
 

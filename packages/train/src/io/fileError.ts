@@ -28,13 +28,27 @@ export function fileError(
   error: unknown,
 ): RayoError {
   if (error instanceof RayoError) return error;
-  return new RayoError(message, {
+  return new FileSystemError(message, nodeErrorCode(error), {
     kernel: api,
     argument: path,
     expected,
     actual: describeNodeError(error),
     cause: error,
   });
+}
+
+/**
+ * A file operation the system refused. `code` is Node's (`ENOENT`,
+ * `ENOSPC`, …), so that code written against Node's errors
+ * (`error.code === 'ENOENT'`) keeps working.
+ */
+export class FileSystemError extends RayoError {
+  readonly code: string | undefined;
+
+  constructor(message: string, code: string | undefined, details: RayoErrorDetails) {
+    super(message, details);
+    this.code = code;
+  }
 }
 
 /**

@@ -116,15 +116,12 @@ export async function openLlamaCheckpoint(
       for (const tensor of file.entries.keys()) {
         const mapped = weightMap?.get(tensor);
         if (weightMap && mapped !== name) {
-          throw new RayoError(
-            `tensor '${tensor}' of shard ${join(dir, name)} is not where ${indexPath} says`,
-            {
-              kernel: KERNEL,
-              argument: tensor,
-              expected: mapped ? `in ${mapped}` : 'an entry in the weight_map',
-              actual: `in ${name}`,
-            },
-          );
+          throw new RayoError(`tensor '${tensor}' of shard ${join(dir, name)} is not where the index says`, {
+            kernel: KERNEL,
+            argument: tensor,
+            expected: mapped ? `in ${mapped}` : 'an entry in the weight_map',
+            actual: `in ${name}`,
+          });
         }
         tensors.set(tensor, file);
       }
