@@ -38,6 +38,18 @@ export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
 export const GGUF_DEFAULT_ALIGNMENT = 32;
 /** ggml's limit on a tensor's dimensions. */
 export const GGUF_MAX_DIMS = 4;
+/**
+ * Most array items all metadata may hold: about 8 times what the largest
+ * vocabularies in use need (tokens, scores, types and merges of ~256 K
+ * entries each), low enough that the values stay within a few hundred MB.
+ */
+export const GGUF_MAX_METADATA_ITEMS = 2 ** 23;
+
+/** The array items the metadata may still hold. */
+interface ItemBudget {
+  left: number;
+}
+
 /** Deepest nesting of metadata arrays the reader takes (files in use nest at most 2: arrays of arrays). */
 export const GGUF_MAX_ARRAY_DEPTH = 4;
 
@@ -165,27 +177,41 @@ async function readArray(
   file: RandomAccessFile,
   what: string,
   depth: number,
+  budget: ItemBudget,
 ): Promise<GgufArray> {
   if (depth > GGUF_MAX_ARRAY_DEPTH)
     fail(file, `GGUF ${what} nests arrays too deeply`, `at most ${GGUF_MAX_ARRAY_DEPTH} levels`, `${depth}`);
   const itemType = await readValueType(cursor, file, `${what} item type`);
   const left = file.size - cursor.position - 8;
   const count = await cursor.size(`${what} count`, Math.max(0, Math.floor(left / leastItemBytes(itemType))));
+  budget.left -= count;
+  if (budget.left < 0)
+    fail(
+      file,
+      `GGUF ${what} takes the metadata past its item limit`,
+      `at most ${GGUF_MAX_METADATA_ITEMS} array items in all`,
+      `${count} more`,
+    );
   const items: unknown[] = new Array(count);
   const itemWhat = `${what} item`;
   for (let i = 0; i < count; i++) {
     items[i] =
       itemType === 'array'
-        ? await readArray(cursor, file, itemWhat, depth + 1)
+        ? await readArray(cursor, file, itemWhat, depth + 1, budget)
         : await readScalar(cursor, file, itemType, itemWhat);
   }
   return { type: 'array', itemType, value: items } as GgufArray;
 }
 
-async function readValue(cursor: HeaderCursor, file: RandomAccessFile, key: string): Promise<GgufValue> {
+async function readValue(
+  cursor: HeaderCursor,
+  file: RandomAccessFile,
+  key: string,
+  budget: ItemBudget,
+): Promise<GgufValue> {
   const what = `metadata '${key}'`;
   const type = await readValueType(cursor, file, what);
-  if (type === 'array') return readArray(cursor, file, what, 1);
+  if (type === 'array') return readArray(cursor, file, what, 1, budget);
   return { type, value: await readScalar(cursor, file, type, what) } as GgufValue;
 }
 
@@ -255,10 +281,11 @@ export class GgufFile {
     const tensorCount = countWithin(file, cursor.u64(), 'tensor count', left, LEAST_TENSOR_INFO_BYTES);
     const kvCount = countWithin(file, cursor.u64(), 'metadata count', left, LEAST_METADATA_BYTES);
     const metadata = new Map<string, GgufValue>();
+    const budget: ItemBudget = { left: GGUF_MAX_METADATA_ITEMS };
     for (let i = 0; i < kvCount; i++) {
       const key = await cursor.string(`metadata key ${i}`);
       if (metadata.has(key)) fail(file, `GGUF metadata key '${key}' appears twice`, 'unique keys', key);
-      metadata.set(key, await readValue(cursor, file, key));
+      metadata.set(key, await readValue(cursor, file, key, budget));
     }
     const alignment = alignmentOf(file, metadata);
     const infos: GgufTensorInfo[] = [];

@@ -14,6 +14,7 @@ export {
   GGUF_DEFAULT_ALIGNMENT,
   GGUF_MAGIC,
   GGUF_MAX_ARRAY_DEPTH,
+  GGUF_MAX_METADATA_ITEMS,
   GgufFile,
   type GgufFileOptions,
   type GgufTensorInfo,

@@ -1,6 +1,7 @@
+import { truncate } from 'node:fs/promises';
 import { openNodeFile } from '../checkpoint/randomAccessFile.js';
 import { isGgmlFloatType } from '../gguf/ggmlTypes.js';
-import { GgufFile } from '../gguf/ggufFile.js';
+import { GGUF_MAX_METADATA_ITEMS, GgufFile } from '../gguf/ggufFile.js';
 import { ggufLlamaMetadata } from '../gguf/llamaConfig.js';
 import { ggufNameOfHf } from '../gguf/llamaNames.js';
 import { openGgufLlama } from '../gguf/loadLlama.js';
@@ -225,6 +226,22 @@ function metadata(): HostileCase[] {
       oneKv('k', TYPE.array, (w) => w.u32(13).u64(1)),
       /unknown value type/,
     ),
+    {
+      kind: 'gguf: metadata',
+      name: 'more array items than the metadata limit (sparse file)',
+      reader: ggufReader,
+      mentions: /item limit/,
+      async write(dir) {
+        const items = GGUF_MAX_METADATA_ITEMS + 1;
+        const head = handMade({
+          kvCount: 1,
+          kv: oneKv('k', TYPE.array, (w) => w.u32(TYPE.uint8).u64(items)),
+        });
+        const path = await put(dir, 'model.gguf', head);
+        await truncate(path, head.length + items);
+        return path;
+      },
+    },
     kv('arrays nested 5 deep', oneKv('k', TYPE.array, nestedArrays(5)), /nests arrays too deeply/),
     kv('arrays nested 1000 deep', oneKv('k', TYPE.array, nestedArrays(1000)), /nests arrays too deeply/),
     // The reported crash: a ~360 KB file of nested arrays grew memory quadratically until V8 aborted.
