@@ -9,7 +9,14 @@ import type { GgufValue } from '../gguf/metadata.js';
 import { encodeGguf, type GgufTensorToWrite } from '../gguf/writer.js';
 import { parseLlamaConfig } from '../models/llama/config.js';
 import { llamaWeightShapes } from '../models/llama/weights.js';
-import { type HostileCase, type HostileReader, LittleEndianBytes, put } from './hostileFiles.testkit.js';
+import {
+  fifo,
+  type HostileCase,
+  type HostileReader,
+  LittleEndianBytes,
+  link,
+  put,
+} from './hostileFiles.testkit.js';
 
 /** Opens a GGUF file and reads every tensor's bytes (and each float tensor as f32). */
 export const ggufReader: HostileReader = {
@@ -408,7 +415,36 @@ function llamaMetadata(): HostileCase[] {
   ];
 }
 
+function notRegularFiles(): HostileCase[] {
+  const file = (
+    name: string,
+    reader: HostileReader,
+    write: (dir: string) => Promise<string>,
+  ): HostileCase => ({
+    kind: 'gguf: not a regular file',
+    name: `${name} (${reader.name})`,
+    reader,
+    mentions: /regular file/,
+    write,
+  });
+  return [
+    file('a FIFO', ggufReader, (dir) => fifo(dir, 'model.gguf')),
+    file('a FIFO', ggufLlamaReader, (dir) => fifo(dir, 'model.gguf')),
+    file('a folder', ggufLlamaReader, async (dir) =>
+      (await put(dir, 'model.gguf/inner', '')).replace(/\/inner$/, ''),
+    ),
+    file('a link to a device', ggufLlamaReader, (dir) => link(dir, 'model.gguf', '/dev/zero')),
+  ];
+}
+
 /** GGUF files a careful reader refuses. */
 export function ggufCases(): HostileCase[] {
-  return [...truncations(), ...fixedHeader(), ...metadata(), ...tensorTable(), ...llamaMetadata()];
+  return [
+    ...notRegularFiles(),
+    ...truncations(),
+    ...fixedHeader(),
+    ...metadata(),
+    ...tensorTable(),
+    ...llamaMetadata(),
+  ];
 }

@@ -1,7 +1,14 @@
 import { openNodeFile } from '../checkpoint/randomAccessFile.js';
 import { encodeSafetensors } from '../checkpoint/safetensors.js';
 import { readableAsFloat, SafetensorsFile } from '../checkpoint/safetensorsFile.js';
-import { type HostileCase, type HostileReader, LittleEndianBytes, put } from './hostileFiles.testkit.js';
+import {
+  fifo,
+  type HostileCase,
+  type HostileReader,
+  LittleEndianBytes,
+  link,
+  put,
+} from './hostileFiles.testkit.js';
 
 /** Opens a safetensors file and reads every float tensor, as a loader would. */
 export const safetensorsReader: HostileReader = {
@@ -175,7 +182,16 @@ function metadata(): HostileCase[] {
 
 /** Safetensors files a careful reader refuses. */
 export function safetensorsCases(): HostileCase[] {
+  const notRegular = (name: string, write: (dir: string) => Promise<string>): HostileCase => ({
+    kind: 'safetensors: not a regular file',
+    name,
+    reader: safetensorsReader,
+    mentions: /regular file/,
+    write,
+  });
   return [
+    notRegular('a FIFO', (dir) => fifo(dir, 'model.safetensors')),
+    notRegular('a link to a device', (dir) => link(dir, 'model.safetensors', '/dev/zero')),
     ...truncations(),
     fileCase('trailing bytes', 'one byte no tensor owns', () => {
       const valid = validSafetensors();
