@@ -10,6 +10,20 @@ export {
   smolLM2Config,
   tinyLlama11Config,
 } from './familyConfigs.js';
+export {
+  checkpointFolderReader,
+  TINY_CONFIG,
+  validFolder,
+} from './hostile/checkpointFolderCases.js';
+export { ggufLlamaReader, ggufReader, tinyLlamaGguf, validGguf } from './hostile/ggufCases.js';
+export {
+  type HostileCase,
+  type HostileReader,
+  hostileCorpus,
+  writeHostileCorpus,
+} from './hostile/hostileCorpus.js';
+export { link, put } from './hostile/hostileFiles.js';
+export { safetensorsReader, validSafetensors } from './hostile/safetensorsCases.js';
 export { memoryFile } from './memoryFile.js';
 export { RENDEZVOUS_RANK_PROGRAM } from './rankPrograms.js';
 export {

@@ -18,6 +18,7 @@ export {
   type HasParameters,
   type LoadedCheckpoint,
   loadCheckpoint,
+  MAX_CHECKPOINT_BYTES,
   readCheckpointFile,
   saveCheckpoint,
   writeCheckpointFile,
@@ -30,10 +31,15 @@ export {
   type Safetensors,
   type StoredTensor,
 } from './checkpoint/safetensors.js';
-export { SafetensorsFile, type SafetensorsFileOptions } from './checkpoint/safetensorsFile.js';
+export {
+  readableAsFloat,
+  SafetensorsFile,
+  type SafetensorsFileOptions,
+} from './checkpoint/safetensorsFile.js';
 export type { SafetensorsEntry, SafetensorsHeader } from './checkpoint/safetensorsHeader.js';
 export * from './distributed/index.js';
 export * from './gguf/index.js';
+export { MAX_JSON_DEPTH, MAX_JSON_FILE_BYTES } from './io/jsonFile.js';
 export {
   formatDuration,
   ProgressBar,

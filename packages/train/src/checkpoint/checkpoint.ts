@@ -1,6 +1,9 @@
 import { formatShape, InvalidArgumentError, RayoError, ShapeError, shapesEqual } from '@rayo/core';
+import { writeFileAtomically } from '../io/atomicWrite.js';
+import { fileError } from '../io/fileError.js';
 import type { Parameter } from '../nn/module.js';
 import type { HostTensor, Optimizer } from '../optim/optimizer.js';
+import { openNodeFile, readWholeFile } from './randomAccessFile.js';
 import { decodeSafetensors, encodeSafetensors, type StoredTensor } from './safetensors.js';
 
 /** Anything with named parameters: a `Module`, or a plain object around a list. */
@@ -23,6 +26,8 @@ export interface LoadedCheckpoint {
 }
 
 export const CHECKPOINT_FORMAT = 'rayo-train/1';
+/** Largest checkpoint `readCheckpointFile` reads whole (what one Node read and `loadCheckpoint`'s bytes can hold). */
+export const MAX_CHECKPOINT_BYTES = 2 ** 31 - 1;
 const MODEL = 'model.';
 const OPTIMIZER = 'optimizer.';
 
@@ -116,6 +121,14 @@ export function loadCheckpoint(
       actual: JSON.stringify(metadata.optimizer),
     });
   }
+  const state = new Map<string, HostTensor>();
+  let optimizerStep = 0;
+  if (optimizer) {
+    for (const [name, t] of tensors)
+      if (name.startsWith(OPTIMIZER)) state.set(name.slice(OPTIMIZER.length), t);
+    optimizer.checkState(state);
+    optimizerStep = integerMeta(metadata, 'optimizer.step');
+  }
   // Everything is checked before anything is written.
   for (const [name, p] of params) {
     const stored = tensors.get(`${MODEL}${name}`)!;
@@ -125,29 +138,35 @@ export function loadCheckpoint(
     staged.dispose();
   }
   if (optimizer) {
-    const state = new Map<string, HostTensor>();
-    for (const [name, t] of tensors)
-      if (name.startsWith(OPTIMIZER)) state.set(name.slice(OPTIMIZER.length), t);
-    optimizer.loadState(state, integerMeta(metadata, 'optimizer.step'));
+    optimizer.loadState(state, optimizerStep);
     const lr = Number(metadata['optimizer.lr']);
     if (Number.isFinite(lr)) optimizer.lr = lr;
   }
   return { step, metadata };
 }
 
-/** Writes bytes to a file (Node), creating its folder. */
+/**
+ * Writes bytes to a file (Node), creating its folder: aside, flushed, then
+ * renamed, so that an interrupted save leaves the previous checkpoint whole.
+ */
 export async function writeCheckpointFile(path: string, bytes: Uint8Array): Promise<void> {
-  const { mkdir, writeFile, rename } = await import('node:fs/promises');
+  const { mkdir } = await import('node:fs/promises');
   const { dirname } = await import('node:path');
-  await mkdir(dirname(path), { recursive: true });
-  // Written aside and renamed, so that an interrupted save leaves the previous checkpoint whole.
-  const partial = `${path}.partial`;
-  await writeFile(partial, bytes);
-  await rename(partial, path);
+  try {
+    await mkdir(dirname(path), { recursive: true });
+  } catch (error) {
+    throw fileError(
+      'writeCheckpointFile',
+      path,
+      'could not create the folder of the file',
+      'a writable folder',
+      error,
+    );
+  }
+  await writeFileAtomically(path, bytes, 'writeCheckpointFile');
 }
 
-/** Reads a checkpoint file (Node). */
+/** Reads a checkpoint file (Node): a regular file, read at offsets through `openNodeFile`. */
 export async function readCheckpointFile(path: string): Promise<Uint8Array> {
-  const { readFile } = await import('node:fs/promises');
-  return new Uint8Array(await readFile(path));
+  return readWholeFile(await openNodeFile(path), MAX_CHECKPOINT_BYTES, 'readCheckpointFile');
 }

@@ -49,10 +49,10 @@ export class SafetensorsFile {
     checkIntegerAtLeast('SafetensorsFile.open', 'maxReadBytes', maxReadBytes, 4);
     const first = new Uint8Array(8);
     if (file.size >= 8) await file.read(first, 0);
-    const headerLength = headerLengthOf(first, file.size);
+    const headerLength = headerLengthOf(first, file.size, file.name);
     const json = new Uint8Array(headerLength);
     await file.read(json, 8);
-    const header = parseSafetensorsHeader(json, file.size - 8 - headerLength);
+    const header = parseSafetensorsHeader(json, file.size - 8 - headerLength, file.name);
     return new SafetensorsFile(file, header, maxReadBytes);
   }
 

@@ -1,4 +1,5 @@
-import { type DType, RayoError, type Shape, sizeOf } from '@rayo/core';
+import { type DType, InvalidArgumentError, type Shape, sizeOf } from '@rayo/core';
+import { duplicateJsonKey } from '../io/duplicateJsonKey.js';
 
 /** Element width of every dtype the format defines, and the rayo dtype where there is one. */
 const FORMATS: Readonly<Record<string, { readonly bytes: number; readonly dtype?: DType }>> = {
@@ -43,20 +44,26 @@ export interface SafetensorsHeader {
   readonly dataStart: number;
 }
 
-export function failSafetensors(message: string, expected: string, actual: string): never {
-  throw new RayoError(message, { operation: 'safetensors', expected, actual });
+/** A refusal of a safetensors file, naming it (`source`) where it came from one. */
+export function failSafetensors(message: string, expected: string, actual: string, source?: string): never {
+  throw new InvalidArgumentError(message, { operation: 'safetensors', argument: source, expected, actual });
 }
 
-/** The JSON header's length from the first 8 bytes of a file of `fileBytes` bytes. */
-export function headerLengthOf(first8: Uint8Array, fileBytes: number): number {
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The JSON header's length from the first 8 bytes of a file of `fileBytes` bytes (`source` names it). */
+export function headerLengthOf(first8: Uint8Array, fileBytes: number, source?: string): number {
   if (first8.length < 8 || fileBytes < 8)
-    failSafetensors('file too short for a header length', 'at least 8 bytes', `${fileBytes}`);
+    failSafetensors('file too short for a header length', 'at least 8 bytes', `${fileBytes}`, source);
   const length = Number(new DataView(first8.buffer, first8.byteOffset, 8).getBigUint64(0, true));
   if (length > MAX_HEADER_BYTES || 8 + length > fileBytes) {
     failSafetensors(
       'header length out of range',
       `at most ${Math.min(MAX_HEADER_BYTES, fileBytes - 8)}`,
       `${length}`,
+      source,
     );
   }
   return length;
@@ -64,40 +71,54 @@ export function headerLengthOf(first8: Uint8Array, fileBytes: number): number {
 
 /**
  * Parses and validates a JSON header against a data section of `dataBytes`
- * bytes: known dtypes, valid shapes, offsets that fit dtype and shape, and
- * data covered exactly, without holes or overlaps.
+ * bytes: keys that appear once, known dtypes, valid shapes, offsets that fit
+ * dtype and shape, and data covered exactly, without holes or overlaps.
+ * Errors name `source` (the file) where given.
  */
-export function parseSafetensorsHeader(json: Uint8Array, dataBytes: number): SafetensorsHeader {
+export function parseSafetensorsHeader(
+  json: Uint8Array,
+  dataBytes: number,
+  source?: string,
+): SafetensorsHeader {
+  const fail: (message: string, expected: string, actual: string) => never = (message, expected, actual) =>
+    failSafetensors(message, expected, actual, source);
+  let text = '';
   let header: unknown;
   try {
-    header = JSON.parse(new TextDecoder().decode(json));
+    text = new TextDecoder('utf-8', { fatal: true }).decode(json);
+    header = JSON.parse(text);
   } catch (error) {
-    failSafetensors('header is not JSON', 'a JSON object', (error as Error).message);
+    fail('header is not UTF-8 JSON', 'a UTF-8 JSON object', (error as Error).message);
   }
-  if (typeof header !== 'object' || header === null || Array.isArray(header)) {
-    failSafetensors('header is not a JSON object', 'an object', typeof header);
-  }
+  if (!isObject(header))
+    fail('header is not a JSON object', 'an object', JSON.stringify(header)?.slice(0, 80));
+  const duplicate = duplicateJsonKey(text);
+  if (duplicate)
+    fail(
+      `header key '${duplicate.key}' appears twice${duplicate.path ? ` in '${duplicate.path}'` : ''}`,
+      'each tensor and metadata key once',
+      `'${duplicate.key}' twice`,
+    );
   const metadata: Record<string, string> = {};
   const entries = new Map<string, SafetensorsEntry>();
   for (const [name, raw] of Object.entries(header as Record<string, unknown>)) {
     if (name === METADATA) {
-      for (const [k, v] of Object.entries((raw ?? {}) as Record<string, unknown>)) {
-        if (typeof v !== 'string') failSafetensors(`metadata '${k}' is not a string`, 'a string', typeof v);
+      if (!isObject(raw)) fail(`'${METADATA}' is not an object`, 'string keys to string values', typeof raw);
+      for (const [k, v] of Object.entries(raw)) {
+        if (typeof v !== 'string') fail(`metadata '${k}' is not a string`, 'a string', typeof v);
         metadata[k] = v;
       }
       continue;
     }
-    const { dtype: format, shape, data_offsets: offsets } = (raw ?? {}) as Record<string, unknown>;
-    const known = typeof format === 'string' ? FORMATS[format] : undefined;
+    if (!isObject(raw))
+      fail(`tensor '${name}' is not an object`, '{ dtype, shape, data_offsets }', typeof raw);
+    const { dtype: format, shape, data_offsets: offsets } = raw;
+    const known = typeof format === 'string' && Object.hasOwn(FORMATS, format) ? FORMATS[format] : undefined;
     if (!known) {
-      failSafetensors(
-        `tensor '${name}' has an unsupported dtype`,
-        Object.keys(FORMATS).join(' | '),
-        String(format),
-      );
+      fail(`tensor '${name}' has an unsupported dtype`, Object.keys(FORMATS).join(' | '), String(format));
     }
-    if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
-      failSafetensors(
+    if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+      fail(
         `tensor '${name}' has an invalid shape`,
         'an array of non-negative integers',
         JSON.stringify(shape),
@@ -106,14 +127,14 @@ export function parseSafetensorsHeader(json: Uint8Array, dataBytes: number): Saf
     if (
       !Array.isArray(offsets) ||
       offsets.length !== 2 ||
-      !offsets.every((o) => Number.isInteger(o) && o >= 0)
+      !offsets.every((o) => Number.isSafeInteger(o) && o >= 0)
     ) {
-      failSafetensors(`tensor '${name}' has invalid data_offsets`, '[begin, end]', JSON.stringify(offsets));
+      fail(`tensor '${name}' has invalid data_offsets`, '[begin, end]', JSON.stringify(offsets));
     }
     const [begin, end] = offsets as [number, number];
     const byteLength = sizeOf(shape as number[]) * known.bytes;
     if (end - begin !== byteLength || end > dataBytes) {
-      failSafetensors(
+      fail(
         `tensor '${name}' data_offsets do not fit its dtype and shape`,
         `${byteLength} bytes within ${dataBytes}`,
         `[${begin}, ${end}]`,
@@ -132,14 +153,9 @@ export function parseSafetensorsHeader(json: Uint8Array, dataBytes: number): Saf
   let covered = 0;
   for (const { begin, end, name } of spans) {
     if (begin !== covered)
-      failSafetensors(
-        `tensor '${name}' does not start where the previous one ends`,
-        `${covered}`,
-        `${begin}`,
-      );
+      fail(`tensor '${name}' does not start where the previous one ends`, `${covered}`, `${begin}`);
     covered = end;
   }
-  if (covered !== dataBytes)
-    failSafetensors('the data has bytes no tensor owns', `${covered} bytes`, `${dataBytes}`);
+  if (covered !== dataBytes) fail('the data has bytes no tensor owns', `${covered} bytes`, `${dataBytes}`);
   return { entries, metadata, dataStart: 8 + json.length };
 }

@@ -23,6 +23,7 @@ import { DTypeError, type HostArray, InvalidArgumentError, RayoError, type Shape
 import { type FloatDType, roundF32To, widenToF32 } from '../checkpoint/floatWords.js';
 import type { RandomAccessFile } from '../checkpoint/randomAccessFile.js';
 import { checkIntegerAtLeast } from '../integerOption.js';
+import { namingFile } from '../io/fileError.js';
 import { type GgmlType, ggmlTensorBytes, ggmlTypeOfId, isGgmlFloatType } from './ggmlTypes.js';
 import { HeaderCursor } from './headerCursor.js';
 import {
@@ -38,6 +39,20 @@ export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
 export const GGUF_DEFAULT_ALIGNMENT = 32;
 /** ggml's limit on a tensor's dimensions. */
 export const GGUF_MAX_DIMS = 4;
+/**
+ * Most array items all metadata may hold: about 8 times what the largest
+ * vocabularies in use need (tokens, scores, types and merges of ~256 K
+ * entries each), low enough that the values stay within a few hundred MB.
+ */
+export const GGUF_MAX_METADATA_ITEMS = 2 ** 23;
+
+/** The array items the metadata may still hold. */
+interface ItemBudget {
+  left: number;
+}
+
+/** Deepest nesting of metadata arrays the reader takes (files in use nest at most 2: arrays of arrays). */
+export const GGUF_MAX_ARRAY_DEPTH = 4;
 
 const DEFAULT_MAX_READ_BYTES = 64 * 2 ** 20;
 const DEFAULT_HEADER_CHUNK_BYTES = 2 ** 20;
@@ -67,7 +82,34 @@ function fail(file: RandomAccessFile, message: string, expected: string, actual:
   throw new RayoError(message, { operation: 'gguf', argument: file.name, expected, actual });
 }
 
-async function readScalar(cursor: HeaderCursor, type: Exclude<GgufValueType, 'array'>, what: string) {
+/** The fewest bytes of a metadata entry (u64 key length, u32 type, a 1-byte value) and of a tensor info. */
+const LEAST_METADATA_BYTES = 8 + 4 + 1;
+const LEAST_TENSOR_INFO_BYTES = 8 + 4 + 8 + 4 + 8;
+
+function countWithin(
+  file: RandomAccessFile,
+  count: bigint,
+  what: string,
+  bytes: number,
+  least: number,
+): number {
+  const most = Math.floor(bytes / least);
+  if (count > BigInt(most))
+    fail(
+      file,
+      `the file ends inside the GGUF header: its ${what} exceeds what the file can hold`,
+      `at most ${most} (${bytes} bytes left)`,
+      String(count),
+    );
+  return Number(count);
+}
+
+async function readScalar(
+  cursor: HeaderCursor,
+  file: RandomAccessFile,
+  type: Exclude<GgufValueType, 'array'>,
+  what: string,
+) {
   if (type === 'string') return cursor.string(what);
   await cursor.ensure(SCALAR_BYTES[type], what);
   switch (type) {
@@ -93,8 +135,7 @@ async function readScalar(cursor: HeaderCursor, type: Exclude<GgufValueType, 'ar
       return cursor.i64();
     case 'bool': {
       const byte = cursor.u8();
-      if (byte > 1)
-        throw new RayoError(`GGUF ${what} is not a bool`, { operation: 'gguf', actual: `${byte}` });
+      if (byte > 1) fail(file, `GGUF ${what} is not a bool`, '0 or 1', `${byte}`);
       return byte === 1;
     }
   }
@@ -108,24 +149,60 @@ async function readValueType(cursor: HeaderCursor, file: RandomAccessFile, what:
   return type;
 }
 
-async function readArray(cursor: HeaderCursor, file: RandomAccessFile, what: string): Promise<GgufArray> {
+/** The fewest bytes an item of `type` takes in the file: what bounds an array's count by the bytes left. */
+function leastItemBytes(type: GgufValueType): number {
+  if (type === 'string') return 8; // its u64 length
+  if (type === 'array') return 12; // its u32 item type and u64 count
+  return SCALAR_BYTES[type];
+}
+
+/**
+ * An array value. Its count is checked against the bytes left before
+ * anything is allocated, its nesting against `GGUF_MAX_ARRAY_DEPTH`, and
+ * `what` (for errors) is made once per array, not per item: a small file of
+ * deeply nested arrays costs linear time and memory.
+ */
+async function readArray(
+  cursor: HeaderCursor,
+  file: RandomAccessFile,
+  what: string,
+  depth: number,
+  budget: ItemBudget,
+): Promise<GgufArray> {
+  if (depth > GGUF_MAX_ARRAY_DEPTH)
+    fail(file, `GGUF ${what} nests arrays too deeply`, `at most ${GGUF_MAX_ARRAY_DEPTH} levels`, `${depth}`);
   const itemType = await readValueType(cursor, file, `${what} item type`);
-  // Every item takes at least one byte, so a count beyond the file is corrupt.
-  const count = await cursor.size(`${what} count`, file.size - cursor.position);
+  const left = file.size - cursor.position - 8;
+  const count = await cursor.size(`${what} count`, Math.max(0, Math.floor(left / leastItemBytes(itemType))));
+  budget.left -= count;
+  if (budget.left < 0)
+    fail(
+      file,
+      `GGUF ${what} takes the metadata past its item limit`,
+      `at most ${GGUF_MAX_METADATA_ITEMS} array items in all`,
+      `${count} more`,
+    );
   const items: unknown[] = new Array(count);
+  const itemWhat = `${what} item`;
   for (let i = 0; i < count; i++) {
     items[i] =
       itemType === 'array'
-        ? await readArray(cursor, file, `${what}[${i}]`)
-        : await readScalar(cursor, itemType, `${what}[${i}]`);
+        ? await readArray(cursor, file, itemWhat, depth + 1, budget)
+        : await readScalar(cursor, file, itemType, itemWhat);
   }
   return { type: 'array', itemType, value: items } as GgufArray;
 }
 
-async function readValue(cursor: HeaderCursor, file: RandomAccessFile, key: string): Promise<GgufValue> {
-  const type = await readValueType(cursor, file, `metadata '${key}'`);
-  if (type === 'array') return readArray(cursor, file, `metadata '${key}'`);
-  return { type, value: await readScalar(cursor, type, `metadata '${key}'`) } as GgufValue;
+async function readValue(
+  cursor: HeaderCursor,
+  file: RandomAccessFile,
+  key: string,
+  budget: ItemBudget,
+): Promise<GgufValue> {
+  const what = `metadata '${key}'`;
+  const type = await readValueType(cursor, file, what);
+  if (type === 'array') return readArray(cursor, file, what, 1, budget);
+  return { type, value: await readScalar(cursor, file, type, what) } as GgufValue;
 }
 
 function alignmentOf(file: RandomAccessFile, metadata: GgufMetadata): number {
@@ -171,6 +248,14 @@ export class GgufFile {
     const chunk = options.headerChunkBytes ?? DEFAULT_HEADER_CHUNK_BYTES;
     checkIntegerAtLeast('GgufFile.open', 'maxReadBytes', maxReadBytes, 4);
     checkIntegerAtLeast('GgufFile.open', 'headerChunkBytes', chunk, 8);
+    try {
+      return await GgufFile.#read(file, chunk, maxReadBytes);
+    } catch (error) {
+      throw namingFile(error, file.name);
+    }
+  }
+
+  static async #read(file: RandomAccessFile, chunk: number, maxReadBytes: number): Promise<GgufFile> {
     const cursor = new HeaderCursor(file, chunk);
     await cursor.ensure(24, 'fixed header');
     const magic = cursor.u32();
@@ -181,16 +266,16 @@ export class GgufFile {
       const hint = (version & 0xffff) === 0 ? ' (a big-endian file?)' : '';
       fail(file, `unsupported GGUF version${hint}`, 'version 2 or 3, little-endian', `${version}`);
     }
-    const tensorCount = Number(cursor.u64());
-    const kvCount = Number(cursor.u64());
-    // Each entry takes more than 8 bytes: counts beyond the file are corrupt.
-    if (tensorCount > file.size / 8 || kvCount > file.size / 8)
-      fail(file, 'GGUF counts exceed the file', `at most ${file.size / 8}`, `${tensorCount} / ${kvCount}`);
+    // Counts beyond what the bytes after the fixed header can hold are corrupt; checked before any loop.
+    const left = file.size - 24;
+    const tensorCount = countWithin(file, cursor.u64(), 'tensor count', left, LEAST_TENSOR_INFO_BYTES);
+    const kvCount = countWithin(file, cursor.u64(), 'metadata count', left, LEAST_METADATA_BYTES);
     const metadata = new Map<string, GgufValue>();
+    const budget: ItemBudget = { left: GGUF_MAX_METADATA_ITEMS };
     for (let i = 0; i < kvCount; i++) {
       const key = await cursor.string(`metadata key ${i}`);
       if (metadata.has(key)) fail(file, `GGUF metadata key '${key}' appears twice`, 'unique keys', key);
-      metadata.set(key, await readValue(cursor, file, key));
+      metadata.set(key, await readValue(cursor, file, key, budget));
     }
     const alignment = alignmentOf(file, metadata);
     const infos: GgufTensorInfo[] = [];

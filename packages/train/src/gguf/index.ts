@@ -13,6 +13,8 @@ export {
 export {
   GGUF_DEFAULT_ALIGNMENT,
   GGUF_MAGIC,
+  GGUF_MAX_ARRAY_DEPTH,
+  GGUF_MAX_METADATA_ITEMS,
   GgufFile,
   type GgufFileOptions,
   type GgufTensorInfo,

@@ -16,6 +16,7 @@ import {
 } from '@rayo/core';
 import type { FloatDType } from '../checkpoint/floatWords.js';
 import { type OpenFile, openNodeFile } from '../checkpoint/randomAccessFile.js';
+import { namingFile } from '../io/fileError.js';
 import { checkLlamaBackend, fusedDecodeSupported } from '../models/llama/backendDtypes.js';
 import { checkSlidingWindow, type LlamaConfig } from '../models/llama/config.js';
 import { type LoadProgressCallback, LoadProgressCounter } from '../models/llama/loadProgress.js';
@@ -245,7 +246,7 @@ export async function openGgufLlama(path: string, options: GgufLlamaOpenOptions 
     return { file, config, close: () => raw.close() };
   } catch (error) {
     await raw.close();
-    throw error;
+    throw namingFile(error, path);
   }
 }
 

@@ -1,5 +1,6 @@
 import { InvalidArgumentError, type Shape, sizeOf } from '@rayo/core';
 import { roundF32To } from '../checkpoint/floatWords.js';
+import { writeFileAtomically } from '../io/atomicWrite.js';
 import { GGML_TYPES, type GgmlType, ggmlTensorBytes, isGgmlQuantizedType } from './ggmlTypes.js';
 import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_DIMS } from './ggufFile.js';
 import {
@@ -301,16 +302,11 @@ export function encodeGguf(contents: GgufContents): Uint8Array {
   return out;
 }
 
-/** Writes a GGUF file piece by piece through a Node file handle: one tensor's bytes in memory at a time. */
+/**
+ * Writes a GGUF file piece by piece (one tensor's bytes in memory at a time),
+ * atomically: aside, flushed, then renamed over `path`, so that a failed or
+ * interrupted save leaves the previous file whole and no partial file behind.
+ */
 export async function writeGgufFile(path: string, contents: GgufContents): Promise<void> {
-  const { open } = await import('node:fs/promises');
-  const handle = await open(path, 'w');
-  try {
-    for (const piece of ggufPieces(contents)) {
-      let done = 0;
-      while (done < piece.length) done += (await handle.write(piece, done, piece.length - done)).bytesWritten;
-    }
-  } finally {
-    await handle.close();
-  }
+  await writeFileAtomically(path, ggufPieces(contents), 'writeGgufFile');
 }

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Backend, createCpuBackend, type Tensor } from '@rayo/core';
+import { type Backend, createCpuBackend, ShapeError, type Tensor } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { crossEntropy } from '../autograd/ops/loss.js';
 import { reshape } from '../autograd/ops/shape.js';
@@ -93,6 +93,26 @@ describe('train', () => {
       const result = await train({ backend, ...b, steps: 6, data, release, ...quiet, resume: path });
       expect(result.startStep).toBe(4);
       expect(result.history).toHaveLength(2);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('names the checkpoint file it cannot resume from', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rayo-train-'));
+    try {
+      const backend = createCpuBackend();
+      const { data, release } = task(backend);
+      const path = join(dir, 'run.safetensors');
+      const a = setup(backend, 3);
+      await train({ backend, ...a, steps: 2, data, release, ...quiet, checkpoint: { every: 2, path } });
+      const other = { ...setup(backend, 4), model: new MLP(backend, [6, 8, 4]) };
+      const error = await train({ backend, ...other, steps: 4, data, release, ...quiet, resume: path }).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ShapeError);
+      expect((error as Error).message).toMatch(/does not fit the model/);
+      expect((error as Error).message).toContain(path);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -7,6 +7,7 @@ import {
   saveCheckpoint,
   writeCheckpointFile,
 } from '../checkpoint/checkpoint.js';
+import { namingFile } from '../io/fileError.js';
 import type { Optimizer } from '../optim/optimizer.js';
 import type { LrSchedule } from '../optim/schedule.js';
 import { ProgressBar, type ProgressStream } from './progress.js';
@@ -117,10 +118,14 @@ export async function train<B>(options: TrainOptions<B>): Promise<TrainResult> {
     typeof schedule === 'function' ? schedule(step) : (schedule ?? optimizer.lr);
 
   let startStep = 0;
-  if (options.resume !== undefined) {
-    const bytes =
-      typeof options.resume === 'string' ? await readCheckpointFile(options.resume) : options.resume;
-    startStep = loadCheckpoint(bytes, { model, optimizer }).step;
+  const resume = options.resume;
+  if (resume !== undefined) {
+    const bytes = typeof resume === 'string' ? await readCheckpointFile(resume) : resume;
+    try {
+      startStep = loadCheckpoint(bytes, { model, optimizer }).step;
+    } catch (error) {
+      throw typeof resume === 'string' ? namingFile(error, resume) : error;
+    }
   }
 
   const progressOption = options.progress ?? true;

@@ -89,7 +89,8 @@ export abstract class Optimizer {
   }
 
   /** Overwrites the state from host data (every slot must be given) and the step count. */
-  loadState(tensors: ReadonlyMap<string, HostTensor>, stepCount: number): void {
+  /** Checks that `tensors` hold every state tensor with its shape, writing nothing (else the error `loadState` would give). */
+  checkState(tensors: ReadonlyMap<string, HostTensor>): void {
     for (const [name, target] of this.#state) {
       const source = tensors.get(name);
       if (!source) {
@@ -108,6 +109,13 @@ export abstract class Optimizer {
           actual: formatShape(source.shape),
         });
       }
+    }
+  }
+
+  loadState(tensors: ReadonlyMap<string, HostTensor>, stepCount: number): void {
+    this.checkState(tensors);
+    for (const [name, target] of this.#state) {
+      const source = tensors.get(name)!;
       const staged = this.backend.upload(source.data, source.shape, target.dtype);
       this.backend.copy(staged, target);
       staged.dispose();

@@ -1,6 +1,9 @@
 import { InvalidArgumentError, RayoError } from '@rayo/core';
-import { type OpenFile, openNodeFile, type RandomAccessFile } from '../../checkpoint/randomAccessFile.js';
+import type { OpenFile } from '../../checkpoint/randomAccessFile.js';
 import { SafetensorsFile } from '../../checkpoint/safetensorsFile.js';
+import { namingFile, nodeErrorCode } from '../../io/fileError.js';
+import { openNodeFileWithin } from '../../io/folderFile.js';
+import { readJsonFile } from '../../io/jsonFile.js';
 import { type LlamaConfig, parseLlamaConfig } from './config.js';
 
 export interface LlamaCheckpointOptions {
@@ -25,38 +28,21 @@ function join(dir: string, name: string): string {
   return dir.endsWith('/') ? `${dir}${name}` : `${dir}/${name}`;
 }
 
-async function readJson(file: RandomAccessFile): Promise<unknown> {
-  const bytes = new Uint8Array(file.size);
-  await file.read(bytes, 0);
-  try {
-    return JSON.parse(new TextDecoder().decode(bytes));
-  } catch (error) {
-    throw new InvalidArgumentError('file is not JSON', {
-      operation: KERNEL,
-      argument: file.name,
-      expected: 'a JSON document',
-      actual: (error as Error).message,
-    });
-  }
-}
-
-async function readJsonFile(openFile: OpenFile, path: string): Promise<unknown> {
-  const file = await openFile(path);
-  try {
-    return await readJson(file);
-  } finally {
-    await file.close();
-  }
-}
-
 async function exists(openFile: OpenFile, path: string): Promise<boolean> {
   try {
     await (await openFile(path)).close();
     return true;
   } catch (error) {
-    if ((error as { code?: unknown }).code === 'ENOENT') return false;
+    if (nodeErrorCode(error) === 'ENOENT') return false;
     throw error;
   }
+}
+
+/** Whether `name` is a plain file name: not empty, not `.` or `..`, no separator, no NUL byte. */
+function isPlainFileName(name: unknown): name is string {
+  return (
+    typeof name === 'string' && name.length > 0 && name !== '.' && name !== '..' && !/[/\\\0]/.test(name)
+  );
 }
 
 /** The shard file of each tensor, from an index's `weight_map`. */
@@ -67,16 +53,16 @@ function weightMapOf(index: unknown, path: string): Map<string, string> {
       operation: KERNEL,
       argument: path,
       expected: '{ "weight_map": { tensor name: shard file } }',
-      actual: JSON.stringify(map),
+      actual: String(JSON.stringify(map)).slice(0, 200),
     });
   }
   const entries = Object.entries(map as Record<string, unknown>);
   for (const [name, file] of entries) {
-    if (typeof file !== 'string' || file.includes('/') || file.includes('\\')) {
+    if (!isPlainFileName(file)) {
       throw new InvalidArgumentError(`the index maps '${name}' to an invalid shard`, {
         operation: KERNEL,
         argument: path,
-        expected: 'a file name in the checkpoint directory',
+        expected: 'a file name in the checkpoint directory (not empty, . or .., no separator or NUL)',
         actual: JSON.stringify(file),
       });
     }
@@ -96,11 +82,20 @@ export async function openLlamaCheckpoint(
   dir: string,
   options: LlamaCheckpointOptions = {},
 ): Promise<LlamaCheckpoint> {
-  const openFile = options.openFile ?? openNodeFile;
-  const config = parseLlamaConfig(await readJsonFile(openFile, join(dir, 'config.json')));
+  const openFile = options.openFile ?? openNodeFileWithin(dir, KERNEL);
+  const configPath = join(dir, 'config.json');
+  const configJson = await readJsonFile(openFile, configPath, KERNEL);
+  let config: LlamaConfig;
+  try {
+    config = parseLlamaConfig(configJson);
+  } catch (error) {
+    throw namingFile(error, configPath);
+  }
   const indexPath = join(dir, INDEX);
   const sharded = await exists(openFile, indexPath);
-  const weightMap = sharded ? weightMapOf(await readJsonFile(openFile, indexPath), indexPath) : undefined;
+  const weightMap = sharded
+    ? weightMapOf(await readJsonFile(openFile, indexPath, KERNEL), indexPath)
+    : undefined;
   const fileNames = weightMap ? [...new Set(weightMap.values())].sort() : [SINGLE];
   const files: SafetensorsFile[] = [];
   const close = async () => {
@@ -121,7 +116,7 @@ export async function openLlamaCheckpoint(
       for (const tensor of file.entries.keys()) {
         const mapped = weightMap?.get(tensor);
         if (weightMap && mapped !== name) {
-          throw new RayoError(`tensor '${tensor}' of shard ${name} is not where the index says`, {
+          throw new RayoError(`tensor '${tensor}' of shard ${join(dir, name)} is not where the index says`, {
             operation: KERNEL,
             argument: tensor,
             expected: mapped ? `in ${mapped}` : 'an entry in the weight_map',
@@ -133,10 +128,10 @@ export async function openLlamaCheckpoint(
     }
     for (const [tensor, shard] of weightMap ?? []) {
       if (!tensors.has(tensor)) {
-        throw new RayoError(`the index names '${tensor}' but its shard lacks it`, {
+        throw new RayoError(`${indexPath} names '${tensor}' but its shard lacks it`, {
           operation: KERNEL,
           argument: tensor,
-          expected: `a tensor in ${shard}`,
+          expected: `a tensor in ${join(dir, shard)}`,
           actual: 'absent',
         });
       }

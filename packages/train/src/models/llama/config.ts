@@ -37,19 +37,40 @@ export interface LlamaConfig {
 
 const KERNEL = 'llamaConfig';
 
+/**
+ * The largest value each size field may take. Far above any published
+ * checkpoint, low enough that a hostile config (`num_hidden_layers: 1e9`)
+ * is refused before anything is built from it.
+ */
+export const LLAMA_CONFIG_LIMITS = {
+  hidden_size: 2 ** 20,
+  intermediate_size: 2 ** 22,
+  num_attention_heads: 2 ** 14,
+  num_key_value_heads: 2 ** 14,
+  head_dim: 2 ** 14,
+  num_hidden_layers: 4096,
+  vocab_size: 2 ** 24,
+  max_position_embeddings: 2 ** 24,
+  sliding_window: 2 ** 24,
+} as const;
+
+type LimitedField = keyof typeof LLAMA_CONFIG_LIMITS;
+
 function invalid(field: string, expected: string, actual: unknown): never {
   throw new InvalidArgumentError(`config field '${field}' is invalid`, {
     operation: KERNEL,
     argument: field,
     expected,
-    actual: actual === undefined ? 'absent' : JSON.stringify(actual),
+    actual: actual === undefined ? 'absent' : JSON.stringify(actual).slice(0, 200),
   });
 }
 
-function positiveInteger(json: Record<string, unknown>, field: string): number {
+function positiveInteger(json: Record<string, unknown>, field: LimitedField): number {
   const value = json[field];
+  const most = LLAMA_CONFIG_LIMITS[field];
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
     invalid(field, 'a positive integer', value);
+  if (value > most) invalid(field, `at most ${most}`, value);
   return value;
 }
 

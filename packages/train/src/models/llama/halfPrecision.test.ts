@@ -171,11 +171,11 @@ describe('a backend without the half kernels', () => {
   it('names the cache kernels for a half cache, and leaves the fused step out where only it lacks the dtype', async () => {
     const { backend: b } = refusing({ incrementalAttention: ['f16'], ropeKvScatter: ['bf16'] });
     await expect(LlamaModel.load(b, f32Dir, { kvCacheDtype: 'f16' })).rejects.toMatchObject({
-      kernel: 'incrementalAttention',
+      operation: 'incrementalAttention',
       argument: 'kvCacheDtype',
     });
     await expect(LlamaModel.load(b, f32Dir, { kvCacheDtype: 'bf16', fused: true })).rejects.toMatchObject({
-      kernel: 'ropeKvScatter',
+      operation: 'ropeKvScatter',
       argument: 'kvCacheDtype',
     });
     // By default the decode step is unfused there, and runs.

@@ -1,5 +1,5 @@
 export { type LlamaCheckpoint, type LlamaCheckpointOptions, openLlamaCheckpoint } from './checkpoint.js';
-export { checkSlidingWindow, type LlamaConfig, parseLlamaConfig } from './config.js';
+export { checkSlidingWindow, LLAMA_CONFIG_LIMITS, type LlamaConfig, parseLlamaConfig } from './config.js';
 export {
   familyOfConfig,
   LLAMA_FAMILIES,
