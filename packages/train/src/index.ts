@@ -24,7 +24,12 @@ export {
   writeCheckpointFile,
 } from './checkpoint/checkpoint.js';
 export { type FloatDType, roundF32To, widenToF32 } from './checkpoint/floatWords.js';
-export { type OpenFile, openNodeFile, type RandomAccessFile } from './checkpoint/randomAccessFile.js';
+export {
+  type OpenFile,
+  openNodeFile,
+  type RandomAccessFile,
+  readWholeFile,
+} from './checkpoint/randomAccessFile.js';
 export {
   decodeSafetensors,
   encodeSafetensors,
@@ -39,7 +44,8 @@ export {
 export type { SafetensorsEntry, SafetensorsHeader } from './checkpoint/safetensorsHeader.js';
 export * from './distributed/index.js';
 export * from './gguf/index.js';
-export { MAX_JSON_DEPTH, MAX_JSON_FILE_BYTES } from './io/jsonFile.js';
+export { FileSystemError } from './io/fileError.js';
+export { MAX_JSON_DEPTH, MAX_JSON_FILE_BYTES, readJsonFile } from './io/jsonFile.js';
 export {
   formatDuration,
   ProgressBar,

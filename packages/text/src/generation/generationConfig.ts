@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '@rayo/core';
+import { readOptionalJsonObject } from '../files/boundedFiles.js';
 
 /** What `generation_config.json` asks of generation, as far as rayo honours it. */
 export interface GenerationDefaults {
@@ -138,29 +139,8 @@ export function parseGenerationConfig(
 
 /** Reads `generation_config.json` from a model folder in Node, or undefined when there is none. */
 export async function readGenerationConfig(dir: string): Promise<GenerationDefaults | undefined> {
-  const { readFile } = await import('node:fs/promises');
   const { join } = await import('node:path');
   const path = join(dir, 'generation_config.json');
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (error) {
-    throw new InvalidArgumentError(`${path} is not JSON`, {
-      operation: KERNEL,
-      argument: path,
-      expected: 'a JSON object',
-      actual: error instanceof Error ? error.message : String(error),
-    });
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    wrong(path, '(file)', 'a JSON object', parsed);
-  }
-  return parseGenerationConfig(path, parsed as Record<string, unknown>);
+  const parsed = await readOptionalJsonObject(path, KERNEL);
+  return parsed === undefined ? undefined : parseGenerationConfig(path, parsed);
 }

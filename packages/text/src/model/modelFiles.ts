@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from '@rayo/core';
 import { GgufFile, type GgufMetadata, metadataInteger, openNodeFile, SafetensorsFile } from '@rayo/train';
+import { readOptionalJsonObject } from '../files/boundedFiles.js';
 
 interface ModelFileTotals {
   readonly tensorsTotal: number;
@@ -25,24 +26,7 @@ export type ModelFiles =
 const KERNEL = 'TextModel.load';
 
 async function readJson(path: string): Promise<Record<string, unknown> | undefined> {
-  const { readFile } = await import('node:fs/promises');
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
-  try {
-    return JSON.parse(text) as Record<string, unknown>;
-  } catch (error) {
-    throw new InvalidArgumentError(`${path} is not JSON`, {
-      operation: KERNEL,
-      argument: path,
-      expected: 'a JSON object',
-      actual: error instanceof Error ? error.message : String(error),
-    });
-  }
+  return readOptionalJsonObject(path, KERNEL);
 }
 
 /** The tensors and bytes of the safetensors files of a folder (headers only). */

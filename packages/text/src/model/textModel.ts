@@ -37,7 +37,7 @@ export interface TextModelLoadOptions {
    */
   readonly weightFormat?: LlamaWeightFormat;
   /**
-   * Called as the weights load, after each tensor reaches the device (the
+   * Called as the weights load: once with nothing loaded, then after each tensor reaches the device (the
    * loaders' `onProgress`): tensors and their stored bytes so far, of all
    * the load makes.
    */

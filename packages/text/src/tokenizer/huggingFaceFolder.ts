@@ -1,33 +1,8 @@
 import { InvalidArgumentError } from '@rayo/core';
+import { MAX_TOKENIZER_JSON_BYTES, readOptionalJsonObject, readOptionalText } from '../files/boundedFiles.js';
 import type { TokenizerSource } from './tokenizerSource.js';
 
 const KERNEL = 'Tokenizer.load';
-
-async function readOptional(path: string): Promise<string | undefined> {
-  const { readFile } = await import('node:fs/promises');
-  try {
-    return await readFile(path, 'utf8');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
-}
-
-function parseJson(path: string, text: string): Record<string, unknown> {
-  try {
-    const value: unknown = JSON.parse(text);
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('not an object');
-    return value as Record<string, unknown>;
-  } catch (error) {
-    throw new InvalidArgumentError(`${path} is not a JSON object`, {
-      operation: KERNEL,
-      argument: path,
-      expected: 'a JSON object',
-      actual: error instanceof Error ? error.message : String(error),
-      cause: error,
-    });
-  }
-}
 
 /**
  * The tokenizer files of a Hugging Face model folder: `tokenizer.json`
@@ -37,10 +12,11 @@ function parseJson(path: string, text: string): Record<string, unknown> {
  */
 export async function readHuggingFaceTokenizer(dir: string): Promise<TokenizerSource> {
   const { join } = await import('node:path');
+  const { stat } = await import('node:fs/promises');
   const tokenizerPath = join(dir, 'tokenizer.json');
-  const tokenizerText = await readOptional(tokenizerPath);
-  if (tokenizerText === undefined) {
-    const sentencePiece = await readOptional(join(dir, 'tokenizer.model'));
+  const tokenizer = await readOptionalJsonObject(tokenizerPath, KERNEL, MAX_TOKENIZER_JSON_BYTES);
+  if (tokenizer === undefined) {
+    const sentencePiece = await stat(join(dir, 'tokenizer.model')).catch(() => undefined);
     throw new InvalidArgumentError(`the model folder has no tokenizer.json`, {
       operation: KERNEL,
       argument: tokenizerPath,
@@ -52,21 +28,18 @@ export async function readHuggingFaceTokenizer(dir: string): Promise<TokenizerSo
       actual: 'no such file',
     });
   }
-  const configPath = join(dir, 'tokenizer_config.json');
-  const configText = await readOptional(configPath);
-  const config = configText === undefined ? {} : parseJson(configPath, configText);
-  const mapText = await readOptional(join(dir, 'special_tokens_map.json'));
-  if (mapText !== undefined) {
-    const map = parseJson(join(dir, 'special_tokens_map.json'), mapText);
+  const config = (await readOptionalJsonObject(join(dir, 'tokenizer_config.json'), KERNEL)) ?? {};
+  const map = await readOptionalJsonObject(join(dir, 'special_tokens_map.json'), KERNEL);
+  if (map !== undefined) {
     for (const key of ['bos_token', 'eos_token', 'unk_token', 'pad_token']) {
       if (config[key] === undefined && map[key] !== undefined) config[key] = map[key];
     }
   }
   const chatTemplates = new Map<string, string>();
   const jsonTemplatePath = join(dir, 'chat_template.json');
-  const jsonTemplate = await readOptional(jsonTemplatePath);
+  const jsonTemplate = await readOptionalJsonObject(jsonTemplatePath, KERNEL);
   if (jsonTemplate !== undefined) {
-    const template = parseJson(jsonTemplatePath, jsonTemplate).chat_template;
+    const template = jsonTemplate.chat_template;
     if (typeof template !== 'string') {
       throw new InvalidArgumentError(`${jsonTemplatePath} has no chat_template string`, {
         operation: KERNEL,
@@ -77,11 +50,11 @@ export async function readHuggingFaceTokenizer(dir: string): Promise<TokenizerSo
     }
     chatTemplates.set('default', template);
   }
-  const jinja = await readOptional(join(dir, 'chat_template.jinja'));
+  const jinja = await readOptionalText(join(dir, 'chat_template.jinja'), KERNEL);
   if (jinja !== undefined) chatTemplates.set('default', jinja);
   return {
     name: tokenizerPath,
-    tokenizer: parseJson(tokenizerPath, tokenizerText),
+    tokenizer,
     config,
     chatTemplates,
   };

@@ -217,7 +217,7 @@ describe('Tokenizer.load errors', () => {
 
   it('names an unreadable tokenizer.json, config field or chat template', async () => {
     await writeFile(join(dir, 'tokenizer.json'), '{"model": ');
-    await expect(Tokenizer.load(dir)).rejects.toThrow(/tokenizer\.json is not a JSON object/);
+    await expect(Tokenizer.load(dir)).rejects.toThrow(/tokenizer\.json': file is not JSON/);
     await writeFile(join(dir, 'tokenizer.json'), '{"added_tokens": []}');
     await expect(Tokenizer.load(dir)).rejects.toThrow(/has no model vocabulary/);
     const vocab = { model: { type: 'BPE', vocab: { a: 0, b: 1 }, merges: [] }, added_tokens: [] };

@@ -54,13 +54,13 @@ export class FileSystemError extends RayoError {
 /**
  * `error` again with `path` in its message where it lacks it: a refusal
  * found in parsed contents (a config field, a metadata key) then names the
- * file it came from as well as the field. The class, kernel, argument,
+ * file it came from as well as the field. The class, operation, argument,
  * expected and actual values stay; anything else passes through as it is.
  */
 export function namingFile(error: unknown, path: string): unknown {
   if (!(error instanceof RayoError) || error.message.includes(path)) return error;
-  const { kernel, argument, expected, actual } = error;
-  const where = kernel ? (argument ? `${kernel}: argument '${argument}': ` : `${kernel}: `) : '';
+  const { operation, argument, expected, actual } = error;
+  const where = operation ? (argument ? `${operation}: argument '${argument}': ` : `${operation}: `) : '';
   const tail =
     expected !== undefined || actual !== undefined
       ? ` (expected ${expected ?? '?'}, got ${actual ?? '?'})`
@@ -69,5 +69,5 @@ export function namingFile(error: unknown, path: string): unknown {
   if (!message.startsWith(where) || !message.endsWith(tail) || error.constructor.length > 1) return error;
   const bare = message.slice(where.length, message.length - tail.length);
   const Class = error.constructor as new (message: string, details: RayoErrorDetails) => RayoError;
-  return new Class(`${bare} in ${path}`, { kernel, argument, expected, actual, cause: error });
+  return new Class(`${bare} in ${path}`, { operation, argument, expected, actual, cause: error });
 }

@@ -28,9 +28,18 @@ function nestingDepth(text: string, limit: number): number {
   return deepest;
 }
 
-/** A JSON file of at most `MAX_JSON_FILE_BYTES` nesting at most `MAX_JSON_DEPTH` deep, parsed; anything else is a RayoError naming the file. */
-export async function readJsonFile(openFile: OpenFile, path: string, api: string): Promise<unknown> {
-  const bytes = await readWholeFile(await openFile(path), MAX_JSON_FILE_BYTES, api);
+/**
+ * A JSON file of at most `maxBytes` (default `MAX_JSON_FILE_BYTES`) nesting
+ * at most `MAX_JSON_DEPTH` deep, parsed; anything else is a RayoError naming
+ * the file.
+ */
+export async function readJsonFile(
+  openFile: OpenFile,
+  path: string,
+  api: string,
+  maxBytes = MAX_JSON_FILE_BYTES,
+): Promise<unknown> {
+  const bytes = await readWholeFile(await openFile(path), maxBytes, api);
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);

@@ -22,14 +22,15 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** Checks a load's reports: one per tensor, counting up to the totals, which never change. */
+/** Checks a load's reports: nothing loaded first, then one per tensor, counting up to the totals, which never change. */
 function expectSteady(reports: LoadProgress[], tensors: number, bytes: number): void {
-  expect(reports).toHaveLength(tensors);
+  expect(reports).toHaveLength(tensors + 1);
+  expect(reports[0]).toEqual({ tensorsLoaded: 0, tensorsTotal: tensors, bytesLoaded: 0, bytesTotal: bytes });
   reports.forEach((p, i) => {
-    expect(p.tensorsLoaded).toBe(i + 1);
+    expect(p.tensorsLoaded).toBe(i);
     expect(p.tensorsTotal).toBe(tensors);
     expect(p.bytesTotal).toBe(bytes);
-    expect(p.bytesLoaded).toBeGreaterThan(i === 0 ? 0 : reports[i - 1]!.bytesLoaded);
+    if (i > 0) expect(p.bytesLoaded).toBeGreaterThan(reports[i - 1]!.bytesLoaded);
   });
   expect(reports.at(-1)!.bytesLoaded).toBe(bytes);
 }

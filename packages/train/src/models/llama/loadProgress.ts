@@ -8,7 +8,7 @@ export interface LoadProgress {
   readonly bytesTotal: number;
 }
 
-/** The `onProgress` option of the loaders: called after each tensor is uploaded. */
+/** The `onProgress` option of the loaders: called once with nothing loaded, then after each tensor is uploaded. */
 export type LoadProgressCallback = (progress: LoadProgress) => void;
 
 /**
@@ -34,17 +34,23 @@ export class LoadProgressCounter {
     this.#onProgress = onProgress;
     this.#tensorsTotal = storedBytes.length;
     this.#bytesTotal = storedBytes.reduce((sum, n) => sum + n, 0);
+    // Nothing loaded yet: a progress bar can show the totals before the first tensor (which may take seconds).
+    this.#report();
   }
 
-  /** One more tensor of `bytes` stored bytes is on the device. */
-  uploaded(bytes: number): void {
-    this.#tensorsLoaded++;
-    this.#bytesLoaded += bytes;
+  #report(): void {
     this.#onProgress?.({
       tensorsLoaded: this.#tensorsLoaded,
       tensorsTotal: this.#tensorsTotal,
       bytesLoaded: this.#bytesLoaded,
       bytesTotal: this.#bytesTotal,
     });
+  }
+
+  /** One more tensor of `bytes` stored bytes is on the device. */
+  uploaded(bytes: number): void {
+    this.#tensorsLoaded++;
+    this.#bytesLoaded += bytes;
+    this.#report();
   }
 }
