@@ -5,6 +5,14 @@ import { type BackendProvider, registerBackend } from '@rayo/core';
 import { WgpuBackend, type WgpuBackendOptions } from './backend.js';
 import { requestWgpuDevice } from './device.js';
 import { wgpuOptionsFromEnvironment } from './environment.js';
+import { WGPU_OPTION_KEYS } from './options.js';
+
+// Types `createBackend('wgpu', options)` for every program that imports this package.
+declare module '@rayo/core' {
+  interface BackendOptionsMap {
+    wgpu: WgpuBackendOptions;
+  }
+}
 
 export { WgpuBackend, type WgpuBackendOptions, type WgpuObjectCounts } from './backend.js';
 export { requestWgpuDevice, type WgpuDevice, type WgpuDeviceOptions } from './device.js';
@@ -40,6 +48,7 @@ export const backendProvider: BackendProvider = {
     }
   },
   create: (options) => WgpuBackend.create(options as WgpuBackendOptions | undefined),
+  optionKeys: WGPU_OPTION_KEYS,
   optionsFromEnvironment: (env) => ({ ...wgpuOptionsFromEnvironment(env) }),
 };
 
