@@ -21,6 +21,13 @@ export type { KernelEncoder, Operand, WgpuKernel } from './kernel.js';
 export { WGPU_KERNELS } from './kernels/index.js';
 export { PipelineCache, type PipelineStats } from './pipelines.js';
 export {
+  onSlowPipelineCompile,
+  SLOW_PIPELINE_COMPILE_MS,
+  type SlowPipelineCompile,
+  type SlowPipelineCompileHandler,
+  warnOnceOfSlowCompiles,
+} from './slowCompiles.js';
+export {
   DEFAULT_WGPU_TUNING,
   HALF_GEMM_MODES,
   type HalfGemmMode,
