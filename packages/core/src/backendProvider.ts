@@ -14,6 +14,12 @@ export interface BackendProvider {
   probe(): Promise<string | undefined>;
   create(options?: Readonly<Record<string, unknown>>): Promise<Backend>;
   /**
+   * The option keys `create` takes: `createBackend` rejects any other with an
+   * InvalidArgumentError (a misspelt option is not ignored). Without it,
+   * options are passed on unchecked.
+   */
+  readonly optionKeys?: readonly string[];
+  /**
    * The options that environment variables name (tuning switches that
    * measurement programs take from the environment, e.g. RAYO_QGEMV_VARIANT),
    * for `create`. A backend without such variables leaves it out.

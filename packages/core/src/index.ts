@@ -10,6 +10,7 @@ export {
   type TensorStorage,
   type WeightCache,
 } from './backend.js';
+export type { BackendOptionsMap, BackendOptionsOf } from './backendOptions.js';
 export type { BackendProvider } from './backendProvider.js';
 export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch } from './batchCalls.js';
 export { type BroadcastPlan, broadcastPlan } from './broadcastPlan.js';

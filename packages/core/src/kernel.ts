@@ -107,6 +107,12 @@ export interface KernelSpec<A extends AttrValues = AttrValues> {
   readonly inputs: readonly InputDecl[];
   readonly attributes: AttrDecls<A>;
   /**
+   * Attributes users of other frameworks reach for that the kernel does not
+   * take, each with what to do instead: the error for one given says that
+   * rather than only "unknown attribute" (e.g. softmax's `axis`).
+   */
+  readonly refusedAttributes?: Readonly<Record<string, string>>;
+  /**
    * Output shapes and dtypes. Called after the declared checks (input count,
    * dtypes, live tensors, one backend, attribute kinds and ranges) passed;
    * checks what they cannot express and throws a RayoError naming the argument.

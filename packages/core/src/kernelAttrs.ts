@@ -20,7 +20,7 @@ export function resolveAttrs<A extends AttrValues>(
   for (const key of Object.keys(given ?? {})) {
     if (!(key in decls)) {
       const known = Object.keys(decls);
-      throw new InvalidArgumentError('unknown attribute', {
+      throw new InvalidArgumentError(spec.refusedAttributes?.[key] ?? 'unknown attribute', {
         operation: kernel,
         argument: `attrs.${key}`,
         expected: known.length ? `one of ${known.join(', ')}` : 'no attributes',

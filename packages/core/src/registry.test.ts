@@ -150,3 +150,39 @@ describe('options from the environment', () => {
     await expect(backendOptionsFromEnvironment('no-such-backend', {})).rejects.toThrow(/unknown backend/);
   });
 });
+
+describe('options a backend does not take', () => {
+  const listing = (name: string, optionKeys?: readonly string[]) =>
+    registerBackend({
+      name,
+      probe: async () => undefined,
+      create: async (options) => ({ name, options }) as never,
+      ...(optionKeys === undefined ? {} : { optionKeys }),
+    });
+
+  it('are an InvalidArgumentError naming them and the options it takes', async () => {
+    listing('keyed', ['mode', 'level']);
+    expect(await createBackend('keyed', { mode: 'fast' })).toEqual({
+      name: 'keyed',
+      options: { mode: 'fast' },
+    });
+    const typo = createBackend('keyed', { mdoe: 'fast', level: 1, extra: true });
+    await expect(typo).rejects.toThrow(InvalidArgumentError);
+    await expect(typo).rejects.toThrow(
+      "createBackend('keyed'): unknown options 'mdoe', 'extra' (expected options among mode, level, got an object with 'mdoe', 'extra')",
+    );
+    listing('no-options', []);
+    await expect(createBackend('no-options', { mode: 'fast' })).rejects.toThrow(
+      /unknown option 'mode' \(expected no options/,
+    );
+    expect(await createBackend('no-options', {})).toEqual({ name: 'no-options', options: {} });
+  });
+
+  it('pass unchecked to a provider that lists no option keys', async () => {
+    listing('unlisted');
+    expect(await createBackend('unlisted', { anything: 1 })).toEqual({
+      name: 'unlisted',
+      options: { anything: 1 },
+    });
+  });
+});

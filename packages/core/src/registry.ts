@@ -6,6 +6,7 @@ import {
   PACKAGES_ON_DISK,
 } from '#backendPackages';
 import type { Backend } from './backend.js';
+import { type BackendOptionsOf, checkBackendOptions } from './backendOptions.js';
 import type { BackendProvider } from './backendProvider.js';
 import { type CoreCopy, duplicateCoreError, realmShared, THIS_CORE } from './coreCopies.js';
 import { BackendUnavailableError, InvalidArgumentError, RayoError } from './errors.js';
@@ -197,18 +198,26 @@ async function loadProvider(name: string): Promise<BackendProvider> {
   return providerOfPackage(name, installed);
 }
 
-/** Creates a backend by name, or throws a BackendUnavailableError that says why it cannot. */
-export async function createBackend(
-  name: string,
-  options?: Readonly<Record<string, unknown>>,
+/**
+ * Creates a backend by name, or throws a BackendUnavailableError that says why
+ * it cannot. Its options are typed per backend (`BackendOptionsMap`,
+ * which a backend package extends when imported); an option the backend does
+ * not take is an InvalidArgumentError.
+ */
+export async function createBackend<Name extends string>(
+  name: Name,
+  options?: BackendOptionsOf<Name>,
 ): Promise<Backend> {
   const provider = await loadProvider(name);
+  // Providers take any object: the types are the packages' promise, the keys checked here.
+  const given = options as Readonly<Record<string, unknown>> | undefined;
+  checkBackendOptions(name, provider, given);
   const reason = await provider.probe();
   if (reason !== undefined) {
     throw new BackendUnavailableError(`backend '${name}' cannot run on this machine: ${reason}`);
   }
   try {
-    return await provider.create(options);
+    return await provider.create(given);
   } catch (error) {
     if (error instanceof RayoError) throw error;
     throw new BackendUnavailableError(`backend '${name}' failed to start: ${(error as Error).message}`, {
@@ -224,12 +233,12 @@ export async function createBackend(
  * backendOptionsFromEnvironment(name, process.env))`. Libraries never read the
  * environment themselves.
  */
-export async function backendOptionsFromEnvironment(
-  name: string,
+export async function backendOptionsFromEnvironment<Name extends string>(
+  name: Name,
   env: EnvironmentVariables,
-): Promise<Readonly<Record<string, unknown>>> {
+): Promise<BackendOptionsOf<Name>> {
   const provider = await loadProvider(name);
-  return provider.optionsFromEnvironment?.(env) ?? {};
+  return (provider.optionsFromEnvironment?.(env) ?? {}) as BackendOptionsOf<Name>;
 }
 
 /** Which backends can run here, and why the others cannot. */

@@ -3,6 +3,14 @@ import { CudaBackend, type CudaBackendOptions } from './backend.js';
 import { CUDA_SUCCESS, cudaErrorName } from './driver/errors.js';
 import { type LibCuda, libCuda, loadLibCuda } from './driver/libcuda.js';
 import { cudaOptionsFromEnvironment } from './environment.js';
+import { CUDA_OPTION_KEYS } from './optionKeys.js';
+
+// Types `createBackend('cuda', options)` for every program that imports this package.
+declare module '@rayo/core' {
+  interface BackendOptionsMap {
+    cuda: CudaBackendOptions;
+  }
+}
 
 export {
   CudaBackend,
@@ -96,6 +104,7 @@ export const backendProvider: BackendProvider = {
     }
   },
   create: (options) => CudaBackend.create(options as CudaBackendOptions | undefined),
+  optionKeys: CUDA_OPTION_KEYS,
   optionsFromEnvironment: (env) => ({ ...cudaOptionsFromEnvironment(env) }),
 };
 

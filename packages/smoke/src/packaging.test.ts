@@ -59,12 +59,13 @@ beforeAll(async () => {
   );
   const storeDir = (await runOk('pnpm', ['store', 'path'], { cwd: WORKSPACE })).stdout.trim();
   await Promise.all([
-    // Node with WebGPU: the user adds Dawn (an optional peer of @rayo/wgpu).
+    // Node with WebGPU: the user adds Dawn (an optional peer of @rayo/wgpu),
+    // as the root README's Node install line says.
     installProject({
       dir: project('node-wgpu'),
       tarballs: only('@rayo/core', '@rayo/wgpu'),
-      dependencies: { webgpu: WEBGPU },
-      fixtures: [fixture('readme.mjs')],
+      dependencies: { webgpu: WEBGPU, '@types/node': TYPES_NODE },
+      fixtures: [fixture('node-wgpu'), fixture('readme.mjs')],
       storeDir,
     }),
     // A browser app: no Dawn, no @types/node.
@@ -141,6 +142,21 @@ describe('the published packages', () => {
     SLOW,
   );
 
+  it("the root README's install line for WebGPU in Node installs what the Node project does", () => {
+    const readme = readFileSync(join(WORKSPACE, 'README.md'), 'utf8');
+    const line = /^npm install ([^#\n]+?)\s+# WebGPU in Node/m.exec(readme);
+    expect(line, 'README.md has no `npm install … # WebGPU in Node` line').not.toBeNull();
+    const installed = JSON.parse(readFileSync(join(project('node-wgpu'), 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
+    const forTypes = ['@types/node'];
+    expect(line![1]!.split(/\s+/).sort()).toEqual(
+      Object.keys(installed.dependencies)
+        .filter((name) => !forTypes.includes(name))
+        .sort(),
+    );
+  });
+
   it(
     'core + wgpu without Dawn in Node says to install webgpu',
     async () => {
@@ -216,13 +232,14 @@ describe('the published packages', () => {
   );
 
   it(
-    'type-check in a TypeScript consumer with skipLibCheck off (node16 and bundler resolution)',
+    'type-check in a TypeScript consumer with skipLibCheck off, on for a Node-only lib (node16 and bundler resolution)',
     async () => {
       const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
       const checks = (
         [
           { dir: 'browser', environment: 'browser' },
           { dir: 'cuda', environment: 'node' },
+          { dir: 'node-wgpu', environment: 'node-without-dom' },
         ] as const
       ).flatMap(({ dir, environment }) =>
         (['node16', 'bundler'] as const).map(async (resolution) => {

@@ -46,10 +46,17 @@ export async function installProject(spec: ProjectSpec): Promise<void> {
 }
 
 /**
- * A consumer's tsconfig: strict, skipLibCheck off, for one module resolution,
- * with the DOM's types and no others in a browser, Node's types in Node.
+ * Where a consumer runs: a browser (the DOM's types, no others), Node (Node's
+ * types), or Node with a Node-only lib (ES2022 and Node's types, no DOM),
+ * which needs skipLibCheck while @webgpu/types names DOM types.
  */
-export function consumerTsconfig(resolution: 'node16' | 'bundler', environment: 'browser' | 'node'): string {
+export type ConsumerEnvironment = 'browser' | 'node' | 'node-without-dom';
+
+/**
+ * A consumer's tsconfig: strict, skipLibCheck off (but for a Node-only lib),
+ * for one module resolution.
+ */
+export function consumerTsconfig(resolution: 'node16' | 'bundler', environment: ConsumerEnvironment): string {
   const modules =
     resolution === 'node16'
       ? { module: 'node16', moduleResolution: 'node16' }
@@ -57,10 +64,13 @@ export function consumerTsconfig(resolution: 'node16' | 'bundler', environment: 
   const compilerOptions = {
     ...modules,
     target: 'ES2023',
-    lib: ['ES2023', 'ESNext.Disposable', ...(environment === 'browser' ? ['DOM'] : [])],
+    lib:
+      environment === 'node-without-dom'
+        ? ['ES2022']
+        : ['ES2023', 'ESNext.Disposable', ...(environment === 'browser' ? ['DOM'] : [])],
     strict: true,
     noEmit: true,
-    skipLibCheck: false,
+    skipLibCheck: environment === 'node-without-dom',
     types: environment === 'browser' ? [] : ['node'],
   };
   return `${JSON.stringify({ compilerOptions, files: ['consumer.ts'] }, null, 2)}\n`;

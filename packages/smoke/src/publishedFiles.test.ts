@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runOk } from './commands.js';
+import { run, runOk } from './commands.js';
 import { tarballFiles } from './tarball.js';
 
 // What each published package ships is library code: packed as the packaging
@@ -27,6 +27,8 @@ interface Manifest {
   readonly dependencies?: Record<string, string>;
   readonly peerDependencies?: Record<string, string>;
   readonly optionalDependencies?: Record<string, string>;
+  readonly devDependencies?: Record<string, string>;
+  readonly scripts?: Record<string, string>;
 }
 
 const workspacePackages = readdirSync(join(WORKSPACE, 'packages')).map((dir) => ({
@@ -141,6 +143,29 @@ describe.each(PUBLISHED.map((p) => [p.manifest.name] as const))('the tarball of 
     });
     // tsc leaves the outputs of deleted sources in dist/: a stale build shows here too.
     expect(offenders, `${name} packs these (delete its dist/ and build again if they are stale)`).toEqual([]);
+  });
+
+  it('declares no workspace: range (pnpm pack rewrote them, as pnpm publish does)', () => {
+    const fields = ['dependencies', 'peerDependencies', 'optionalDependencies', 'devDependencies'] as const;
+    const ranges = fields.flatMap((field) =>
+      Object.entries(manifest()[field] ?? {})
+        .filter(([, range]) => range.startsWith('workspace:'))
+        .map(([dependency, range]) => `${field}.${dependency}: ${range}`),
+    );
+    expect(ranges).toEqual([]);
+  });
+
+  it('refuses to be packed by npm, which would keep its workspace: ranges', async () => {
+    const { dir, manifest: source } = PUBLISHED.find((p) => p.manifest.name === name)!;
+    expect(source.scripts?.prepack).toBe('node ../../scripts/refuse-workspace-ranges.mjs');
+    const result = await run('npm', ['pack', '--dry-run', '--ignore-scripts=false'], {
+      cwd: join(WORKSPACE, 'packages', dir),
+    });
+    if (!JSON.stringify(source).includes('"workspace:')) return;
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toMatch(
+      /refusing to pack with npm\/.*only pnpm rewrites.*`pnpm pack`.*`pnpm publish`/,
+    );
   });
 
   it('imports no package its manifest does not declare', () => {

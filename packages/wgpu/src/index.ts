@@ -5,6 +5,14 @@ import { type BackendProvider, registerBackend } from '@rayo/core';
 import { WgpuBackend, type WgpuBackendOptions } from './backend.js';
 import { requestWgpuDevice } from './device.js';
 import { wgpuOptionsFromEnvironment } from './environment.js';
+import { WGPU_OPTION_KEYS } from './options.js';
+
+// Types `createBackend('wgpu', options)` for every program that imports this package.
+declare module '@rayo/core' {
+  interface BackendOptionsMap {
+    wgpu: WgpuBackendOptions;
+  }
+}
 
 export { WgpuBackend, type WgpuBackendOptions, type WgpuObjectCounts } from './backend.js';
 export { requestWgpuDevice, type WgpuDevice, type WgpuDeviceOptions } from './device.js';
@@ -12,6 +20,13 @@ export { type WgpuEnvironmentOptions, wgpuOptionsFromEnvironment } from './envir
 export type { KernelEncoder, Operand, WgpuKernel } from './kernel.js';
 export { WGPU_KERNELS } from './kernels/index.js';
 export { PipelineCache, type PipelineStats } from './pipelines.js';
+export {
+  onSlowPipelineCompile,
+  SLOW_PIPELINE_COMPILE_MS,
+  type SlowPipelineCompile,
+  type SlowPipelineCompileHandler,
+  warnOnceOfSlowCompiles,
+} from './slowCompiles.js';
 export {
   DEFAULT_WGPU_TUNING,
   HALF_GEMM_MODES,
@@ -40,6 +55,7 @@ export const backendProvider: BackendProvider = {
     }
   },
   create: (options) => WgpuBackend.create(options as WgpuBackendOptions | undefined),
+  optionKeys: WGPU_OPTION_KEYS,
   optionsFromEnvironment: (env) => ({ ...wgpuOptionsFromEnvironment(env) }),
 };
 

@@ -45,6 +45,29 @@ export interface WgpuBackendOptions extends WgpuDeviceOptions, WgpuTuningOptions
   readonly batchFirstPart?: number;
 }
 
+/**
+ * Every key of WgpuBackendOptions, for `createBackend('wgpu')` to reject any
+ * other: a key missing here or not in the interface is a compile error.
+ */
+const OPTION_KEYS: Readonly<Record<keyof WgpuBackendOptions, true>> = {
+  enableToggles: true,
+  disableToggles: true,
+  f16OnNvidia: true,
+  unsafeApis: true,
+  powerPreference: true,
+  adapter: true,
+  withoutFeatures: true,
+  device: true,
+  f16Gemm: true,
+  qgemvVariant: true,
+  qgemvSlices: true,
+  maxBindingBytes: true,
+  uploadStagingBytes: true,
+  memoryBudgetBytes: true,
+  batchFirstPart: true,
+};
+export const WGPU_OPTION_KEYS: readonly string[] = Object.keys(OPTION_KEYS);
+
 const DEFAULT_UPLOAD_STAGING_BYTES = 256 * 2 ** 20;
 const DEFAULT_BATCH_FIRST_PART = 0;
 

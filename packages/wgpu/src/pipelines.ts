@@ -1,4 +1,5 @@
 import { KernelCompileError } from '@rayo/core';
+import { compiled as reportCompile } from './slowCompiles.js';
 
 /** What a dispatch runs: a key that identifies the kernel and its specialisation, and its WGSL. */
 export interface ShaderSource {
@@ -57,6 +58,8 @@ export class PipelineCache {
     this.#misses++;
     this.#compiles++;
     const code = source.code();
+    // Dawn compiles here, synchronously: seconds per pipeline on a software adapter.
+    const started = performance.now();
     this.#device.pushErrorScope('validation');
     const module = this.#device.createShaderModule({ label: source.key, code });
     const pipeline = this.#device.createComputePipeline({
@@ -80,6 +83,7 @@ export class PipelineCache {
     this.#pending.add(check);
     check.finally(() => this.#pending.delete(check));
     const compiled = { pipeline, layout: pipeline.getBindGroupLayout(0) };
+    reportCompile(source.key, source.kernel, performance.now() - started);
     this.#pipelines.set(source.key, compiled);
     return compiled;
   }

@@ -1,6 +1,6 @@
 import { dot, expectClose, expectError, numericGradient, random, run, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
-import { ShapeError } from '../errors.js';
+import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { inferKernel } from '../kernelChecks.js';
 import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
@@ -9,6 +9,19 @@ import { logSoftmax, logSoftmaxBackward, softmax, softmaxBackward } from './soft
 const row = (data: number[], shape: Shape = [data.length]) => ({ shape, data: Float32Array.from(data) });
 
 describe('softmax', () => {
+  it('refuses an axis, saying how to work over another one', () => {
+    for (const spec of [softmax, logSoftmax, softmaxBackward, logSoftmaxBackward]) {
+      const inputs = spec.inputs.map(() => ({ shape: [3, 4], dtype: 'f32' as const }));
+      const error = thrown(() => inferKernel(spec, inputs, { axis: 0 } as never));
+      expect(error).toBeInstanceOf(InvalidArgumentError);
+      expect(error.message).toMatch(
+        new RegExp(
+          `^${spec.name}: argument 'attrs.axis': the softmax kernels work over the last axis only .*transpose swaps the last two axes`,
+        ),
+      );
+    }
+  });
+
   it('normalizes a hand-computed row', () => {
     const { outputs, values } = run(softmax, [row([1, 2, 3])]);
     expect(outputs).toEqual([{ name: 'y', shape: [3], dtype: 'f32' }]);

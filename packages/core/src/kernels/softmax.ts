@@ -6,6 +6,13 @@ import { bytesOf, FLOAT, type NoAttrs, rowsOf } from './vocabulary.js';
 
 const FAMILY = 'softmax';
 
+/** Every kernel of the family works over the last axis, which is what `axis` asks to change. */
+const LAST_AXIS_ONLY = {
+  axis:
+    'the softmax kernels work over the last axis only and take no axis attribute: ' +
+    'for another axis, move it last first (transpose swaps the last two axes), run the kernel, and move it back',
+};
+
 /** Per row: the max (subtracted before exp, so that exp never overflows) and Σ exp(x − max). */
 function rowStats(x: HostArray, start: number, n: number): { max: number; sumExp: number } {
   let max = Number.NEGATIVE_INFINITY;
@@ -27,6 +34,7 @@ function forwardKernel(
     summary,
     inputs: [{ name: 'x', dtypes: FLOAT, doc: '[..., N]' }],
     attributes: {},
+    refusedAttributes: LAST_AXIS_ONLY,
     infer([x]) {
       new ArgCheck(name).minRank('x', x!, 1, '[..., N]');
       return [{ name: 'y', shape: x!.shape, dtype: x!.dtype }];
@@ -77,6 +85,7 @@ function backwardKernel(
       { name: 'y', dtypes: FLOAT, doc: yDoc },
     ],
     attributes: {},
+    refusedAttributes: LAST_AXIS_ONLY,
     infer([dy, y]) {
       const check = new ArgCheck(name);
       check.minRank('dy', dy!, 1, '[..., N]');

@@ -65,7 +65,17 @@ for (const [spec, tolerance] of [
       tolerance,
     }),
   );
-  errors.push(invalid(spec, { label: 'rank 0', inputs: [f32([])], error: 'shape', argument: 'x' }));
+  errors.push(
+    invalid(spec, { label: 'rank 0', inputs: [f32([])], error: 'shape', argument: 'x' }),
+    // Refused, with a message that says how to get another axis (the kernels take no attributes).
+    invalid(spec, {
+      label: 'an axis',
+      inputs: [f32([3, 4])],
+      attrs: { axis: 0 } as Record<never, never>,
+      error: 'argument',
+      argument: 'attrs.axis',
+    }),
+  );
 }
 
 for (const shape of SHAPES) {
