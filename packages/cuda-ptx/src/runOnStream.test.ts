@@ -48,6 +48,7 @@ describe('decoding steps', () => {
   }
 
   async function expectReference(step: DecodeStep, out: Tensor): Promise<void> {
+    if (typeof step.position !== 'number') throw new Error('these steps take their position as a number');
     const ref = tensors(cpu, step.position);
     const want = decodeStep(cpu, ref);
     const tolerance = { rtol: 1e-4, atol: 1e-5 };
