@@ -42,7 +42,10 @@ export {
 export { resolveAttrs } from './kernelAttrs.js';
 export {
   type CallSite,
+  type CheckedCall,
+  checkCall,
   F32_ONLY,
+  floatDtypesOf,
   type KernelImplementation,
   KernelTable,
   type PreparedCall,
@@ -75,7 +78,7 @@ export {
 export type { AttrsOf, SpecCall } from './kernels/specCall.js';
 export { FLOAT, type NoAttrs, pow2AtLeast } from './kernels/vocabulary.js';
 export { checkInputsWritten, checkWritten, PendingWrites } from './pendingWrites.js';
-export { poolBucketBytes } from './poolBuckets.js';
+export { poolBucketBytes, SizeBuckets } from './poolBuckets.js';
 export * from './quant/index.js';
 export {
   type BackendStatus,
@@ -87,6 +90,9 @@ export {
   registerBackend,
 } from './registry.js';
 export * from './shape.js';
+export { BackendSkeleton } from './skeleton/backendSkeleton.js';
+export { DeviceStorage } from './skeleton/deviceStorage.js';
+export { LiveStats } from './skeleton/liveStats.js';
 export {
   checkChoice,
   choiceFromEnvironment,

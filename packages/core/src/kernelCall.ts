@@ -18,7 +18,7 @@ export interface KernelImplementation {
   readonly spec: AnyKernelSpec;
   /**
    * The float dtypes its tensors may have (inputs and outputs); f32 only when
-   * absent. `prepareCall` refuses any other with an UnsupportedOnBackendError,
+   * absent. `checkCall` refuses any other with an UnsupportedOnBackendError,
    * never a silent f32 fallback.
    */
   readonly dtypes?: readonly DType[];
@@ -73,6 +73,43 @@ export class KernelTable<K extends KernelImplementation> {
   }
 }
 
+/** A validated kernel call whose outputs exist. */
+export interface PreparedCall<K, A extends AttrValues> {
+  readonly implementation: K;
+  readonly attrs: A;
+  readonly io: KernelIO;
+  /** One tensor per declared output: in-place outputs are their inputs, given ones are `options.out`'s. */
+  readonly outputs: Tensor[];
+  /** The outputs allocated for this call, which the caller disposes if the call fails later. */
+  readonly fresh: Tensor[];
+}
+
+/** What `checkCall` finds of a valid call: the resolved attributes and every tensor's metadata. */
+export interface CheckedCall<A extends AttrValues> {
+  readonly attrs: A;
+  readonly io: KernelIO;
+}
+
+/**
+ * Validation every backend does before it allocates a call's outputs: the
+ * spec's own checks and inference, then the float dtypes the backend's
+ * implementation runs (`floats`, see `floatDtypesOf`). Throws for bad input;
+ * calls nothing of the backend.
+ */
+export function checkCall<A extends AttrValues>(
+  backend: Backend,
+  spec: KernelSpec<A>,
+  floats: readonly DType[],
+  inputs: readonly (Tensor | undefined)[],
+  attrs: Partial<A> | undefined,
+  options: RunOptions | undefined,
+): CheckedCall<A> {
+  const prepared = prepareKernel(spec, backend, inputs, attrs, options);
+  checkFloatDtypes(backend.name, spec as AnyKernelSpec, floats, prepared);
+  return { attrs: prepared.attrs, io: { inputs: prepared.inputs, outputs: prepared.outputs } };
+}
+
+// Until every backend stands on BackendSkeleton.
 /** What `prepareCall` needs of a backend besides the contract. */
 export interface CallSite<K> {
   readonly backend: Backend;
@@ -91,17 +128,6 @@ export interface CallSite<K> {
     inputs: readonly (Tensor | undefined)[],
     outputs: readonly OutputMeta[],
   ): void;
-}
-
-/** A validated kernel call whose outputs exist. */
-export interface PreparedCall<K, A extends AttrValues> {
-  readonly implementation: K;
-  readonly attrs: A;
-  readonly io: KernelIO;
-  /** One tensor per declared output: in-place outputs are their inputs, given ones are `options.out`'s. */
-  readonly outputs: Tensor[];
-  /** The outputs allocated for this call, which the caller disposes if the call fails later. */
-  readonly fresh: Tensor[];
 }
 
 /**
@@ -147,7 +173,8 @@ export function prepareCall<K, A extends AttrValues>(
   };
 }
 
-function floatDtypesOf(implementation: unknown): readonly DType[] {
+/** The float dtypes an implementation declares (`KernelImplementation.dtypes`), else f32 only. */
+export function floatDtypesOf(implementation: unknown): readonly DType[] {
   const declared = (implementation as Partial<KernelImplementation> | undefined)?.dtypes;
   return Array.isArray(declared) ? declared : F32_ONLY;
 }
