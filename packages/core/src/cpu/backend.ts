@@ -1,4 +1,4 @@
-import type { BackendInfo, CommandBatch, Tensor, WeightCache } from '../backend.js';
+import type { BackendInfo, CommandBatch, Tensor } from '../backend.js';
 import type { BackendProvider } from '../backendProvider.js';
 import { allocHost, type DType, type HostArray } from '../dtype.js';
 import { OutOfMemoryError, RayoError } from '../errors.js';
@@ -9,7 +9,6 @@ import { FLOAT } from '../kernels/vocabulary.js';
 import { formatShape, type Shape, sizeOf } from '../shape.js';
 import { BackendSkeleton } from '../skeleton/backendSkeleton.js';
 import type { DeviceStorage } from '../skeleton/deviceStorage.js';
-import { DeviceWeightCache } from '../weightCache.js';
 import { type CpuCall, CpuCommandBatch } from './batch.js';
 import { FAST_PATHS, type Impl } from './fastPaths.js';
 
@@ -40,7 +39,7 @@ export class CpuBackend extends BackendSkeleton<HostArray, Impl, CpuCall> {
   }
 
   // Every reference runs f32, f16 and bf16 storage (`runReference`).
-  supports(kernel: string, _dtype?: DType): boolean {
+  override supports(kernel: string, _dtype?: DType): boolean {
     return kernelByName(kernel) !== undefined;
   }
 
@@ -85,7 +84,7 @@ export class CpuBackend extends BackendSkeleton<HostArray, Impl, CpuCall> {
     return this.own('hostArrayOf', tensor, 'tensor').buffer;
   }
 
-  protected implementationOf(spec: AnyKernelSpec): Impl {
+  protected override implementationOf(spec: AnyKernelSpec): Impl {
     return FAST_PATHS[spec.name] ?? spec.reference;
   }
 
@@ -138,15 +137,9 @@ export class CpuBackend extends BackendSkeleton<HostArray, Impl, CpuCall> {
     return Promise.resolve();
   }
 
-  createWeightCache(): WeightCache {
-    this.checkAlive('createWeightCache');
-    return new DeviceWeightCache({
-      backend: this,
-      writeHost: (tensor, data) => this.hostArrayOf(tensor).set(data),
-      // A view over the first elements of `base`; disposing it frees nothing.
-      prefixOf: (base, shape) =>
-        this.borrowed(this.hostArrayOf(base).subarray(0, sizeOf(shape)), shape, base.dtype),
-    });
+  // A view of the array's first elements: the buffer of a cpu tensor is exactly its elements.
+  protected override prefixOf(base: Tensor, shape: Shape): Tensor {
+    return this.borrowed(this.hostArrayOf(base).subarray(0, sizeOf(shape)), shape, base.dtype);
   }
 }
 

@@ -12,10 +12,17 @@ import { bytesPerElement, type DType, type HostArray } from '../dtype.js';
 import { RayoError } from '../errors.js';
 import { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from '../hostData.js';
 import type { AnyKernelSpec, AttrValues, KernelSpec, OutputMeta } from '../kernel.js';
-import { checkCall, floatDtypesOf, type PreparedCall } from '../kernelCall.js';
+import {
+  checkCall,
+  floatDtypesOf,
+  type KernelImplementation,
+  type KernelTable,
+  type PreparedCall,
+} from '../kernelCall.js';
 import { copy as copySpec } from '../kernels/index.js';
 import { checkInputsWritten, checkWritten } from '../pendingWrites.js';
 import { type Shape, sizeOf } from '../shape.js';
+import { DeviceWeightCache } from '../weightCache.js';
 import { DeviceStorage } from './deviceStorage.js';
 import { LiveStats } from './liveStats.js';
 
@@ -40,6 +47,9 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   readonly #stats = new LiveStats();
   #disposed = false;
 
+  /** `kernels`: the backend's implementations, unless it overrides `supports` and `implementationOf`. */
+  constructor(private readonly kernels?: KernelTable<K & KernelImplementation>) {}
+
   // ---- hooks ----
 
   /** A new buffer of `byteLength` bytes for a tensor of `shape`; `api` names the call in errors. */
@@ -52,8 +62,6 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   protected abstract readHost(tensor: Tensor, storage: DeviceStorage<B>): Promise<HostArray>;
   /** Sets a new tensor's memory to zero. */
   protected abstract clear(tensor: Tensor, storage: DeviceStorage<B>): void;
-  /** The implementation of `spec`, or an UnsupportedOnBackendError. */
-  protected abstract implementationOf(spec: AnyKernelSpec): K;
   /** Turns a validated call whose outputs exist into what this backend records (encoded or launchable work). */
   protected abstract encodeCall<A extends AttrValues>(
     call: PreparedCall<K, A>,
@@ -64,10 +72,22 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   protected abstract submitCall(call: C, spec: AnyKernelSpec): void;
   /** A command batch that records calls through `record`. */
   protected abstract createBatch(): CommandBatch;
-  abstract supports(kernel: string, dtype?: DType): boolean;
   abstract sync(): Promise<void>;
-  abstract createWeightCache(): WeightCache;
 
+  /** Whether `kernel` is implemented here and, given `dtype`, runs float tensors of that dtype. */
+  supports(kernel: string, dtype?: DType): boolean {
+    return this.kernels?.supports(kernel, dtype) ?? false;
+  }
+  /** The implementation of `spec`, or an UnsupportedOnBackendError. */
+  protected implementationOf(spec: AnyKernelSpec): K {
+    return this.#kernelTable().get(spec);
+  }
+  #kernelTable(): KernelTable<K & KernelImplementation> {
+    if (this.kernels) return this.kernels;
+    throw new RayoError(
+      `the ${this.name} backend has no kernel table and does not override implementationOf`,
+    );
+  }
   /** Runs after a tensor's buffer was allocated, before anything uses it. */
   protected allocated(_storage: DeviceStorage<B>): void {}
   /** The float dtypes `implementation` runs: by default those it declares, else f32 only. */
@@ -81,6 +101,11 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
     _inputs: readonly (Tensor | undefined)[],
     _outputs: readonly OutputMeta[],
   ): void {}
+  /** A tensor over the first elements of `base`, sharing its memory; disposing it frees nothing. */
+  protected prefixOf(base: Tensor, shape: Shape): Tensor {
+    const s = this.own('prefixOf', base, 'base');
+    return this.borrowed(s.buffer, shape, base.dtype, s.offset);
+  }
   /** Frees what the backend holds; runs once, from the first `dispose()`. */
   protected releaseDevice(): void {}
 
@@ -244,5 +269,14 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   batch(): CommandBatch {
     this.checkAlive('batch');
     return this.createBatch();
+  }
+
+  createWeightCache(): WeightCache {
+    this.checkAlive('createWeightCache');
+    return new DeviceWeightCache({
+      backend: this,
+      writeHost: (tensor, data) => this.writeHost(this.own('writeHost', tensor, 'tensor'), data),
+      prefixOf: (base, shape) => this.prefixOf(base, shape),
+    });
   }
 }
