@@ -41,7 +41,6 @@ export {
 } from './kernel.js';
 export { resolveAttrs } from './kernelAttrs.js';
 export {
-  type CallSite,
   type CheckedCall,
   checkCall,
   F32_ONLY,
@@ -49,7 +48,6 @@ export {
   type KernelImplementation,
   KernelTable,
   type PreparedCall,
-  prepareCall,
 } from './kernelCall.js';
 export {
   checkDtypeGroups,
@@ -93,6 +91,7 @@ export * from './shape.js';
 export { BackendSkeleton } from './skeleton/backendSkeleton.js';
 export { DeviceStorage } from './skeleton/deviceStorage.js';
 export { LiveStats } from './skeleton/liveStats.js';
+export { SequentialBatch } from './skeleton/sequentialBatch.js';
 export {
   checkChoice,
   choiceFromEnvironment,

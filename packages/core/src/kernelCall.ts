@@ -11,7 +11,6 @@ import {
   type OutputMeta,
 } from './kernel.js';
 import { prepareKernel } from './kernelChecks.js';
-import type { Shape } from './shape.js';
 
 /** What a backend's kernel (WGSL, PTX) says of itself. */
 export interface KernelImplementation {
@@ -107,70 +106,6 @@ export function checkCall<A extends AttrValues>(
   const prepared = prepareKernel(spec, backend, inputs, attrs, options);
   checkFloatDtypes(backend.name, spec as AnyKernelSpec, floats, prepared);
   return { attrs: prepared.attrs, io: { inputs: prepared.inputs, outputs: prepared.outputs } };
-}
-
-// Until every backend stands on BackendSkeleton.
-/** What `prepareCall` needs of a backend besides the contract. */
-export interface CallSite<K> {
-  readonly backend: Backend;
-  /** Throws unless the backend can still run work (not disposed, device not lost). */
-  checkAlive(api: string): void;
-  /** The backend's implementation of `spec`, or an UnsupportedOnBackendError. */
-  implementationOf(spec: AnyKernelSpec): K;
-  /** The float dtypes `implementation` runs; by default its `dtypes`, else f32 only. */
-  floatDtypes?(implementation: K): readonly DType[];
-  /** A new tensor for an output; `api` names the call in errors. */
-  allocate(api: string, shape: Shape, dtype: DType): Tensor;
-  /** Backend-specific checks of a valid call, before its outputs are allocated. */
-  checkCall?(
-    implementation: K,
-    spec: AnyKernelSpec,
-    inputs: readonly (Tensor | undefined)[],
-    outputs: readonly OutputMeta[],
-  ): void;
-}
-
-/**
- * The steps every backend takes before it encodes a kernel: liveness check,
- * the backend's implementation of the spec, validation and inference, and
- * outputs (in place, given, or allocated).
- */
-export function prepareCall<K, A extends AttrValues>(
-  site: CallSite<K>,
-  spec: KernelSpec<A>,
-  inputs: readonly (Tensor | undefined)[],
-  attrs: Partial<A> | undefined,
-  options: RunOptions | undefined,
-): PreparedCall<K, A> {
-  site.checkAlive(spec?.name ?? 'run');
-  const implementation = site.implementationOf(spec as AnyKernelSpec);
-  const prepared = prepareKernel(spec, site.backend, inputs, attrs, options);
-  const floats = site.floatDtypes?.(implementation) ?? floatDtypesOf(implementation);
-  checkFloatDtypes(site.backend.name, spec as AnyKernelSpec, floats, prepared);
-  site.checkCall?.(implementation, spec as AnyKernelSpec, inputs, prepared.outputs);
-  const fresh: Tensor[] = [];
-  let outputs: Tensor[];
-  try {
-    outputs = prepared.outputs.map((meta, i) => {
-      if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
-      const given = options?.out?.[i];
-      if (given) return given;
-      const t = site.allocate(spec.name, meta.shape, meta.dtype);
-      fresh.push(t);
-      return t;
-    });
-  } catch (error) {
-    // A refused second output must not leak the first.
-    for (const t of fresh) t.dispose();
-    throw error;
-  }
-  return {
-    implementation,
-    attrs: prepared.attrs,
-    io: { inputs: prepared.inputs, outputs: prepared.outputs },
-    outputs,
-    fresh,
-  };
 }
 
 /** The float dtypes an implementation declares (`KernelImplementation.dtypes`), else f32 only. */

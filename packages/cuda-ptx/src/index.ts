@@ -7,9 +7,8 @@ import { cudaOptionsFromEnvironment } from './environment.js';
 export {
   CudaBackend,
   type CudaBackendOptions,
-  CudaCommandBatch,
-  type RecordedCall,
 } from './backend.js';
+export { CudaCommandBatch, type RecordedCall } from './batch.js';
 export {
   CudaDriver,
   type CudaDriverOptions,

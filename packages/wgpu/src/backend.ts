@@ -139,7 +139,7 @@ export class WgpuBackend extends BackendSkeleton<GPUBuffer, AnyWgpuKernel, WgpuR
 
   // Kernels are submitted when they are run or a batch is submitted, and
   // queue writes take the data at the call, in queue order with those submits.
-  protected writeHost(storage: DeviceStorage<GPUBuffer>, host: HostArray): void {
+  protected writeStorage(storage: DeviceStorage<GPUBuffer>, host: HostArray): void {
     this.#queue.write(storage.buffer, storage.offset, host);
   }
 
@@ -147,11 +147,11 @@ export class WgpuBackend extends BackendSkeleton<GPUBuffer, AnyWgpuKernel, WgpuR
    * The tensor's values as of this call, so that a caller can read one step's
    * result while the next step runs.
    */
-  protected readHost(tensor: Tensor, s: DeviceStorage<GPUBuffer>): Promise<HostArray> {
+  protected readStorage(tensor: Tensor, s: DeviceStorage<GPUBuffer>): Promise<HostArray> {
     return this.#queue.read(s.buffer, s.offset, s.byteLength, tensor.dtype, tensor.size);
   }
 
-  protected clear(tensor: Tensor, storage: DeviceStorage<GPUBuffer>): void {
+  protected clearStorage(tensor: Tensor, storage: DeviceStorage<GPUBuffer>): void {
     this.#queue.clear('zeros', storage.buffer, tensor.byteLength);
   }
 

@@ -1,4 +1,4 @@
-import type { BackendInfo, CommandBatch, Tensor } from '../backend.js';
+import type { BackendInfo, Tensor } from '../backend.js';
 import type { BackendProvider } from '../backendProvider.js';
 import { allocHost, type DType, type HostArray } from '../dtype.js';
 import { OutOfMemoryError, RayoError } from '../errors.js';
@@ -9,8 +9,10 @@ import { FLOAT } from '../kernels/vocabulary.js';
 import { formatShape, type Shape, sizeOf } from '../shape.js';
 import { BackendSkeleton } from '../skeleton/backendSkeleton.js';
 import type { DeviceStorage } from '../skeleton/deviceStorage.js';
-import { type CpuCall, CpuCommandBatch } from './batch.js';
 import { FAST_PATHS, type Impl } from './fastPaths.js';
+
+/** A validated cpu call with the work that computes it. */
+type CpuCall = PreparedCall<Impl, AttrValues> & { readonly execute: () => void };
 
 /**
  * The reference backend: plain TypeScript on the host, built from the kernel
@@ -68,16 +70,16 @@ export class CpuBackend extends BackendSkeleton<HostArray, Impl, CpuCall> {
   protected freeBuffer(): void {}
 
   // Work runs at submit on this backend, so a plain copy is already in order.
-  protected writeHost(storage: DeviceStorage<HostArray>, host: HostArray): void {
+  protected writeStorage(storage: DeviceStorage<HostArray>, host: HostArray): void {
     storage.buffer.set(host);
   }
 
-  protected readHost(_tensor: Tensor, storage: DeviceStorage<HostArray>): Promise<HostArray> {
+  protected readStorage(_tensor: Tensor, storage: DeviceStorage<HostArray>): Promise<HostArray> {
     return Promise.resolve(storage.buffer.slice());
   }
 
   // A new typed array is zeroed.
-  protected clear(): void {}
+  protected clearStorage(): void {}
 
   /** The tensor's host memory itself, without a copy (for cpu-side helpers). */
   hostArrayOf(tensor: Tensor): HostArray {
@@ -127,10 +129,6 @@ export class CpuBackend extends BackendSkeleton<HostArray, Impl, CpuCall> {
 
   protected submitCall(call: CpuCall): void {
     call.execute();
-  }
-
-  protected createBatch(): CommandBatch {
-    return new CpuCommandBatch(this);
   }
 
   sync(): Promise<void> {

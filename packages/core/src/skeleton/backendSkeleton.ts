@@ -25,6 +25,7 @@ import { type Shape, sizeOf } from '../shape.js';
 import { DeviceWeightCache } from '../weightCache.js';
 import { DeviceStorage } from './deviceStorage.js';
 import { LiveStats } from './liveStats.js';
+import { SequentialBatch } from './sequentialBatch.js';
 
 /**
  * What every backend does the same way, written once: tensor lifecycle and
@@ -57,11 +58,11 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   /** Gives a tensor's buffer back (to a pool or the device); never called once the backend is disposed. */
   protected abstract freeBuffer(storage: DeviceStorage<B>): void;
   /** Copies host data (already of the tensor's dtype and size) into a tensor's memory, in order with the backend's work. */
-  protected abstract writeHost(storage: DeviceStorage<B>, host: HostArray): void;
+  protected abstract writeStorage(storage: DeviceStorage<B>, host: HostArray): void;
   /** The elements of a live, written tensor of this backend, after all work enqueued before. */
-  protected abstract readHost(tensor: Tensor, storage: DeviceStorage<B>): Promise<HostArray>;
+  protected abstract readStorage(tensor: Tensor, storage: DeviceStorage<B>): Promise<HostArray>;
   /** Sets a new tensor's memory to zero. */
-  protected abstract clear(tensor: Tensor, storage: DeviceStorage<B>): void;
+  protected abstract clearStorage(tensor: Tensor, storage: DeviceStorage<B>): void;
   /** Turns a validated call whose outputs exist into what this backend records (encoded or launchable work). */
   protected abstract encodeCall<A extends AttrValues>(
     call: PreparedCall<K, A>,
@@ -70,8 +71,6 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   ): C;
   /** Enqueues one recorded call eagerly. */
   protected abstract submitCall(call: C, spec: AnyKernelSpec): void;
-  /** A command batch that records calls through `record`. */
-  protected abstract createBatch(): CommandBatch;
   abstract sync(): Promise<void>;
 
   /** Whether `kernel` is implemented here and, given `dtype`, runs float tensors of that dtype. */
@@ -101,6 +100,14 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
     _inputs: readonly (Tensor | undefined)[],
     _outputs: readonly OutputMeta[],
   ): void {}
+  /**
+   * A command batch that records calls through `record`; by default one that
+   * submits them in order through `submitCall` (a GPU backend encodes them
+   * together instead).
+   */
+  protected createBatch(): CommandBatch {
+    return new SequentialBatch<C>(this, (call, spec) => this.submitCall(call, spec));
+  }
   /** A tensor over the first elements of `base`, sharing its memory; disposing it frees nothing. */
   protected prefixOf(base: Tensor, shape: Shape): Tensor {
     const s = this.own('prefixOf', base, 'base');
@@ -169,7 +176,7 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
     const host = hostDataFor('upload', data, shape, dtype);
     const tensor = this.allocate('upload', shape, dtype);
     try {
-      this.writeHost(tensor.storage(), host);
+      this.writeStorage(tensor.storage(), host);
     } catch (error) {
       tensor.dispose();
       throw error;
@@ -180,7 +187,7 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   write(tensor: Tensor, data: HostArray | readonly number[]): void {
     this.checkAlive('write');
     const { storage, data: host } = checkWrite<DeviceStorage<B>>(this, tensor, data);
-    this.writeHost(storage, host);
+    this.writeStorage(storage, host);
   }
 
   empty(shape: Shape, dtype: DType = 'f32'): Tensor {
@@ -190,7 +197,7 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   zeros(shape: Shape, dtype: DType = 'f32'): Tensor {
     const tensor = this.#empty('zeros', shape, dtype);
     try {
-      this.clear(tensor, tensor.storage());
+      this.clearStorage(tensor, tensor.storage());
     } catch (error) {
       tensor.dispose();
       throw error;
@@ -208,7 +215,7 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
     this.checkAlive('read');
     const storage = this.own('read', tensor, 'tensor');
     checkWritten('read', tensor, 'tensor');
-    return this.readHost(tensor, storage);
+    return this.readStorage(tensor, storage);
   }
 
   copy(src: Tensor, dst?: Tensor): Tensor {
@@ -275,7 +282,7 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
     this.checkAlive('createWeightCache');
     return new DeviceWeightCache({
       backend: this,
-      writeHost: (tensor, data) => this.writeHost(this.own('writeHost', tensor, 'tensor'), data),
+      writeHost: (tensor, data) => this.writeStorage(this.own('writeHost', tensor, 'tensor'), data),
       prefixOf: (base, shape) => this.prefixOf(base, shape),
     });
   }
