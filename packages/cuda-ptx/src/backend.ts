@@ -215,7 +215,7 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     for (const b of buffers) this.driver.free(b);
   }
 
-  protected createBatch(): CommandBatch {
+  protected override createBatch(): CommandBatch {
     return new CudaCommandBatch(this);
   }
 

@@ -212,7 +212,7 @@ export class WgpuBackend extends BackendSkeleton<GPUBuffer, AnyWgpuKernel, WgpuR
     done.catch(() => {});
   }
 
-  protected createBatch(): CommandBatch {
+  protected override createBatch(): CommandBatch {
     const queue = this.#queue;
     return new WgpuCommandBatch({
       record: (spec, inputs, attrs, options) => this.record(spec, inputs, attrs, options),
