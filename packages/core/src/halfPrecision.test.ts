@@ -3,7 +3,7 @@ import { CpuBackend } from './cpu/backend.js';
 import { f32ToF16Bits, toHostArray, toNumbers } from './dtype.js';
 import { DTypeError, UnsupportedOnBackendError } from './errors.js';
 import { runReference, type TensorMeta } from './kernel.js';
-import { F32_ONLY, KernelTable, prepareCall } from './kernelCall.js';
+import { checkCall, F32_ONLY, floatDtypesOf, KernelTable } from './kernelCall.js';
 import { inferKernel } from './kernelChecks.js';
 import { adamwStep, cast, incrementalAttention, matmul, multiTensorAdamw, rmsNorm } from './kernels/index.js';
 import { Rng } from './testing/random.js';
@@ -127,17 +127,10 @@ describe('half storage', () => {
     expect(table.supports('cast')).toBe(true);
     expect(table.supports('cast', 'f32')).toBe(true);
     expect(table.supports('cast', 'bf16')).toBe(false);
-    const site = {
-      backend,
-      checkAlive() {},
-      implementationOf: (spec: typeof cast) => table.get(spec),
-      allocate: () => {
-        throw new Error('a refused call allocates nothing');
-      },
-    };
+    const floats = floatDtypesOf(table.get(cast));
     let caught: unknown;
     try {
-      prepareCall(site, cast, [x], { to: 'f32' }, undefined);
+      checkCall(backend, cast, floats, [x], { to: 'f32' }, undefined);
     } catch (e) {
       caught = e;
     }
@@ -145,7 +138,7 @@ describe('half storage', () => {
     expect(caught).toMatchObject({ operation: 'cast', argument: 'x', actual: 'bf16' });
     expect((caught as UnsupportedOnBackendError).expected).toContain(F32_ONLY.join(' | '));
     using y = backend.upload([1, 2, 3], [3]);
-    expect(() => prepareCall(site, cast, [y], { to: 'f16' }, undefined)).toThrow(
+    expect(() => checkCall(backend, cast, floats, [y], { to: 'f16' }, undefined)).toThrow(
       expect.objectContaining({
         argument: 'out[0]',
         actual: 'f16',

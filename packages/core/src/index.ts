@@ -42,12 +42,13 @@ export {
 } from './kernel.js';
 export { resolveAttrs } from './kernelAttrs.js';
 export {
-  type CallSite,
+  type CheckedCall,
+  checkCall,
   F32_ONLY,
+  floatDtypesOf,
   type KernelImplementation,
   KernelTable,
   type PreparedCall,
-  prepareCall,
 } from './kernelCall.js';
 export {
   checkDtypeGroups,
@@ -76,7 +77,7 @@ export {
 export type { AttrsOf, SpecCall } from './kernels/specCall.js';
 export { FLOAT, type NoAttrs, pow2AtLeast } from './kernels/vocabulary.js';
 export { checkInputsWritten, checkWritten, PendingWrites } from './pendingWrites.js';
-export { poolBucketBytes } from './poolBuckets.js';
+export { poolBucketBytes, SizeBuckets } from './poolBuckets.js';
 export * from './quant/index.js';
 export {
   type BackendStatus,
@@ -88,6 +89,10 @@ export {
   registerBackend,
 } from './registry.js';
 export * from './shape.js';
+export { BackendSkeleton } from './skeleton/backendSkeleton.js';
+export { DeviceStorage } from './skeleton/deviceStorage.js';
+export { LiveStats } from './skeleton/liveStats.js';
+export { SequentialBatch } from './skeleton/sequentialBatch.js';
 export { type TrackedCall, TrackingRunner, type TrackingRunnerOptions } from './trackingRunner.js';
 export {
   checkChoice,

@@ -11,14 +11,13 @@ import {
   type OutputMeta,
 } from './kernel.js';
 import { prepareKernel } from './kernelChecks.js';
-import type { Shape } from './shape.js';
 
 /** What a backend's kernel (WGSL, PTX) says of itself. */
 export interface KernelImplementation {
   readonly spec: AnyKernelSpec;
   /**
    * The float dtypes its tensors may have (inputs and outputs); f32 only when
-   * absent. `prepareCall` refuses any other with an UnsupportedOnBackendError,
+   * absent. `checkCall` refuses any other with an UnsupportedOnBackendError,
    * never a silent f32 fallback.
    */
   readonly dtypes?: readonly DType[];
@@ -73,26 +72,6 @@ export class KernelTable<K extends KernelImplementation> {
   }
 }
 
-/** What `prepareCall` needs of a backend besides the contract. */
-export interface CallSite<K> {
-  readonly backend: Backend;
-  /** Throws unless the backend can still run work (not disposed, device not lost). */
-  checkAlive(api: string): void;
-  /** The backend's implementation of `spec`, or an UnsupportedOnBackendError. */
-  implementationOf(spec: AnyKernelSpec): K;
-  /** The float dtypes `implementation` runs; by default its `dtypes`, else f32 only. */
-  floatDtypes?(implementation: K): readonly DType[];
-  /** A new tensor for an output; `api` names the call in errors. */
-  allocate(api: string, shape: Shape, dtype: DType): Tensor;
-  /** Backend-specific checks of a valid call, before its outputs are allocated. */
-  checkCall?(
-    implementation: K,
-    spec: AnyKernelSpec,
-    inputs: readonly (Tensor | undefined)[],
-    outputs: readonly OutputMeta[],
-  ): void;
-}
-
 /** A validated kernel call whose outputs exist. */
 export interface PreparedCall<K, A extends AttrValues> {
   readonly implementation: K;
@@ -104,50 +83,33 @@ export interface PreparedCall<K, A extends AttrValues> {
   readonly fresh: Tensor[];
 }
 
+/** What `checkCall` finds of a valid call: the resolved attributes and every tensor's metadata. */
+export interface CheckedCall<A extends AttrValues> {
+  readonly attrs: A;
+  readonly io: KernelIO;
+}
+
 /**
- * The steps every backend takes before it encodes a kernel: liveness check,
- * the backend's implementation of the spec, validation and inference, and
- * outputs (in place, given, or allocated).
+ * Validation every backend does before it allocates a call's outputs: the
+ * spec's own checks and inference, then the float dtypes the backend's
+ * implementation runs (`floats`, see `floatDtypesOf`). Throws for bad input;
+ * calls nothing of the backend.
  */
-export function prepareCall<K, A extends AttrValues>(
-  site: CallSite<K>,
+export function checkCall<A extends AttrValues>(
+  backend: Backend,
   spec: KernelSpec<A>,
+  floats: readonly DType[],
   inputs: readonly (Tensor | undefined)[],
   attrs: Partial<A> | undefined,
   options: RunOptions | undefined,
-): PreparedCall<K, A> {
-  site.checkAlive(spec?.name ?? 'run');
-  const implementation = site.implementationOf(spec as AnyKernelSpec);
-  const prepared = prepareKernel(spec, site.backend, inputs, attrs, options);
-  const floats = site.floatDtypes?.(implementation) ?? floatDtypesOf(implementation);
-  checkFloatDtypes(site.backend.name, spec as AnyKernelSpec, floats, prepared);
-  site.checkCall?.(implementation, spec as AnyKernelSpec, inputs, prepared.outputs);
-  const fresh: Tensor[] = [];
-  let outputs: Tensor[];
-  try {
-    outputs = prepared.outputs.map((meta, i) => {
-      if (meta.aliasOf !== undefined) return inputs[meta.aliasOf]!;
-      const given = options?.out?.[i];
-      if (given) return given;
-      const t = site.allocate(spec.name, meta.shape, meta.dtype);
-      fresh.push(t);
-      return t;
-    });
-  } catch (error) {
-    // A refused second output must not leak the first.
-    for (const t of fresh) t.dispose();
-    throw error;
-  }
-  return {
-    implementation,
-    attrs: prepared.attrs,
-    io: { inputs: prepared.inputs, outputs: prepared.outputs },
-    outputs,
-    fresh,
-  };
+): CheckedCall<A> {
+  const prepared = prepareKernel(spec, backend, inputs, attrs, options);
+  checkFloatDtypes(backend.name, spec as AnyKernelSpec, floats, prepared);
+  return { attrs: prepared.attrs, io: { inputs: prepared.inputs, outputs: prepared.outputs } };
 }
 
-function floatDtypesOf(implementation: unknown): readonly DType[] {
+/** The float dtypes an implementation declares (`KernelImplementation.dtypes`), else f32 only. */
+export function floatDtypesOf(implementation: unknown): readonly DType[] {
   const declared = (implementation as Partial<KernelImplementation> | undefined)?.dtypes;
   return Array.isArray(declared) ? declared : F32_ONLY;
 }

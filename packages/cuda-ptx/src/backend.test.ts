@@ -15,7 +15,8 @@ import {
 } from '@rayo/core';
 import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
-import { CudaBackend, type CudaCommandBatch } from './backend.js';
+import { CudaBackend } from './backend.js';
+import type { CudaCommandBatch } from './batch.js';
 import { CudaDriver } from './driver/driver.js';
 import { backendProvider } from './index.js';
 import { CUDA_KERNELS } from './kernels/index.js';

@@ -1,38 +1,27 @@
 import {
   type AttrValues,
   allocHost,
-  type Backend,
   type BackendInfo,
+  BackendSkeleton,
   bytesPerElement,
-  type CallSite,
   type CommandBatch,
-  checkInputsWritten,
   checkShapeAndDType,
-  checkWrite,
-  checkWritten,
-  copy as copySpec,
-  DeviceWeightCache,
+  type DeviceStorage,
   type DType,
   type HostArray,
   hostDataFor,
   InvalidArgumentError,
-  type KernelIO,
   type KernelRunner,
   type KernelSpec,
   KernelTable,
-  type MemoryStats,
   OutOfMemoryError,
-  ownedStorage,
-  prepareCall,
-  RayoError,
-  RecordingBatch,
-  type RunOptions,
+  type PreparedCall,
   type Shape,
   sizeOf,
-  Tensor,
-  type TensorStorage,
-  type WeightCache,
+  type Tensor,
 } from '@rayo/core';
+import { CudaCommandBatch, type RecordedCall } from './batch.js';
+import { EventTimer } from './deviceTime.js';
 import {
   CudaDriver,
   type CudaDriverOptions,
@@ -46,39 +35,16 @@ import type { AnyCudaKernel, Operand } from './kernel.js';
 import { CUDA_KERNELS } from './kernels/index.js';
 import { type CudaTuning, type CudaTuningOptions, resolveCudaTuning } from './tuning.js';
 
-class CudaStorage implements TensorStorage {
-  #freed = false;
-  constructor(
-    readonly ptr: bigint,
-    readonly byteLength: number,
-    private readonly onFree: (() => void) | undefined,
-  ) {}
-  free(): void {
-    if (this.#freed) return;
-    this.#freed = true;
-    this.onFree?.();
-  }
-}
-
-/** One validated kernel call, recorded as device commands. */
-export interface RecordedCall {
-  readonly outputs: Tensor[];
-  /** Outputs allocated for this call (not given, not in place). */
-  readonly fresh: readonly Tensor[];
-  readonly io: KernelIO;
-  readonly commands: readonly DeviceCommand[];
-  readonly scratch: readonly DeviceBuffer[];
-}
-
 /** The device to open and the tuning switches (see CudaTuningOptions). */
 export interface CudaBackendOptions extends CudaDriverOptions, CudaTuningOptions {}
 
 /**
  * The CUDA backend: PTX kernels loaded through the driver API on one device's
  * primary context, all work in order on one stream of its own, tensors in
- * pooled device allocations, and batches replayed as CUDA graphs.
+ * pooled device allocations, and batches replayed as CUDA graphs. Its hooks
+ * on the core skeleton are driver calls on that stream.
  */
-export class CudaBackend implements Backend {
+export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, RecordedCall> {
   readonly name = 'cuda';
   readonly info: BackendInfo;
   readonly driver: CudaDriver;
@@ -86,17 +52,7 @@ export class CudaBackend implements Backend {
   readonly stream: bigint;
   /** The tuning switches every kernel of this backend sees. */
   readonly tuning: CudaTuning;
-  readonly #kernels: KernelTable<AnyCudaKernel>;
-  readonly #callSite: CallSite<AnyCudaKernel> = {
-    backend: this,
-    checkAlive: (api) => this.checkAlive(api),
-    implementationOf: (spec) => this.#kernels.get(spec),
-    allocate: (api, shape, dtype) => this.#allocate(api, shape, dtype),
-  };
-  readonly #live = { tensors: 0, bytes: 0, peak: 0, allocations: 0 };
-  readonly #timers: { readonly start: bigint; readonly end: bigint }[] = [];
-  readonly #freeTimers: { readonly start: bigint; readonly end: bigint }[] = [];
-  #disposed = false;
+  readonly #timer: EventTimer;
 
   static async create(options: CudaBackendOptions = {}): Promise<CudaBackend> {
     // Checked before a driver is opened: a wrong switch costs no context.
@@ -112,10 +68,11 @@ export class CudaBackend implements Backend {
   }
 
   constructor(driver: CudaDriver, tuning: CudaTuningOptions = {}) {
+    super(new KernelTable('cuda', 'PTX', CUDA_KERNELS));
     this.tuning = resolveCudaTuning(tuning);
     this.driver = driver;
     this.stream = driver.createStream();
-    this.#kernels = new KernelTable('cuda', 'PTX', CUDA_KERNELS);
+    this.#timer = new EventTimer(driver, this.stream);
     const d = driver.device;
     this.info = {
       name: 'cuda',
@@ -127,36 +84,20 @@ export class CudaBackend implements Backend {
     };
   }
 
-  supports(kernel: string, dtype?: DType): boolean {
-    return this.#kernels.supports(kernel, dtype);
-  }
-
   /** Module cache and allocation counts of the driver: flat once a workload is warm. */
   counts(): DriverCounts {
     return this.driver.counts();
   }
 
   /** Throws if the backend was disposed or its context was lost. */
-  checkAlive(api: string): void {
-    if (this.#disposed) {
-      throw new RayoError('backend was disposed', {
-        kernel: api,
-        expected: 'a live backend',
-        actual: 'disposed cuda backend',
-      });
-    }
+  override checkAlive(api: string): void {
+    super.checkAlive(api);
     this.driver.live(api);
   }
 
-  get disposed(): boolean {
-    return this.#disposed;
-  }
-
-  #allocate(api: string, shape: Shape, dtype: DType): Tensor {
-    const byteLength = sizeOf(shape) * bytesPerElement(dtype);
-    let buffer: DeviceBuffer;
+  protected allocateBuffer(api: string, byteLength: number, shape: Shape, dtype: DType): DeviceBuffer {
     try {
-      buffer = this.driver.alloc(byteLength);
+      return this.driver.alloc(byteLength);
     } catch (error) {
       if (!(error instanceof OutOfMemoryError)) throw error;
       // Name the call and the tensor, not only the driver call.
@@ -170,86 +111,48 @@ export class CudaBackend implements Backend {
         },
       );
     }
-    const live = this.#live;
-    live.tensors++;
-    live.allocations++;
-    live.bytes += byteLength;
-    live.peak = Math.max(live.peak, live.bytes);
-    const storage = new CudaStorage(buffer.ptr, byteLength, () => {
-      live.tensors--;
-      live.bytes -= byteLength;
-      if (!this.#disposed) this.driver.free(buffer);
-    });
-    return new Tensor(this, shape, dtype, storage);
   }
 
-  upload(data: HostArray | readonly number[], shape: Shape, dtype: DType = 'f32'): Tensor {
-    this.checkAlive('upload');
-    checkShapeAndDType('upload', shape, dtype);
-    const host = hostDataFor('upload', data, shape, dtype);
-    const tensor = this.#allocate('upload', shape, dtype);
-    try {
-      this.#write(tensor.storage<CudaStorage>().ptr, host);
-    } catch (error) {
-      tensor.dispose();
-      throw error;
-    }
-    return tensor;
+  protected freeBuffer(storage: DeviceStorage<DeviceBuffer>): void {
+    this.driver.free(storage.buffer);
   }
 
-  /** Host to device on the stream; the driver stages pageable data before returning. */
-  #write(ptr: bigint, host: HostArray): void {
+  // Pageable host memory: the driver has copied it out before the call returns.
+  protected writeStorage(storage: DeviceStorage<DeviceBuffer>, host: HostArray): void {
     if (host.byteLength === 0) return;
-    this.driver.copyHtoDAsync(ptr, host, host.byteLength, this.stream);
+    this.driver.copyHtoDAsync(storage.buffer.ptr, host, host.byteLength, this.stream);
   }
 
-  write(tensor: Tensor, data: HostArray | readonly number[]): void {
-    this.checkAlive('write');
-    const { storage, data: host } = checkWrite<CudaStorage>(this, tensor, data);
-    // Pageable host memory: the driver has copied it out before the call returns.
-    this.#write(storage.ptr, host);
+  protected async readStorage(tensor: Tensor): Promise<HostArray> {
+    const out = allocHost(tensor.dtype, tensor.size);
+    if (tensor.byteLength === 0) return out;
+    // Let the stream drain without blocking the event loop; the copy is then
+    // ordered after anything enqueued meanwhile and returns once it is done.
+    await this.driver.waitIdle(this.stream);
+    this.checkAlive('read');
+    const s = this.own('read', tensor, 'tensor');
+    this.driver.copyDtoHAsync(out, s.buffer.ptr, s.byteLength, this.stream);
+    await this.driver.waitIdle(this.stream);
+    return out;
+  }
+
+  // Allocations are whole 256-byte buckets, so rounding up to words stays inside.
+  protected clearStorage(tensor: Tensor, storage: DeviceStorage<DeviceBuffer>): void {
+    const words = Math.ceil(tensor.byteLength / 4);
+    if (words > 0) this.driver.memsetD32Async(storage.buffer.ptr, 0, words, this.stream);
   }
 
   /** Overwrites a tensor's elements with host data, ordered after the work already enqueued. */
   writeHost(tensor: Tensor, data: HostArray | readonly number[]): void {
     this.checkAlive('writeHost');
-    const s = this.#own('writeHost', tensor, 'tensor');
-    this.#write(s.ptr, hostDataFor('writeHost', data, tensor.shape, tensor.dtype));
-  }
-
-  empty(shape: Shape, dtype: DType = 'f32'): Tensor {
-    return this.#empty('empty', shape, dtype);
-  }
-
-  #empty(api: string, shape: Shape, dtype: DType): Tensor {
-    this.checkAlive(api);
-    checkShapeAndDType(api, shape, dtype);
-    return this.#allocate(api, shape, dtype);
-  }
-
-  zeros(shape: Shape, dtype: DType = 'f32'): Tensor {
-    const tensor = this.#empty('zeros', shape, dtype);
-    const words = Math.ceil(tensor.byteLength / 4);
-    if (words > 0) {
-      try {
-        // Allocations are whole 256-byte buckets, so rounding up to words stays inside.
-        this.driver.memsetD32Async(tensor.storage<CudaStorage>().ptr, 0, words, this.stream);
-      } catch (error) {
-        tensor.dispose();
-        throw error;
-      }
-    }
-    return tensor;
-  }
-
-  #own(api: string, tensor: Tensor, argument: string): CudaStorage {
-    return ownedStorage<CudaStorage>(this, api, tensor, argument);
+    const s = this.own('writeHost', tensor, 'tensor');
+    this.writeStorage(s, hostDataFor('writeHost', data, tensor.shape, tensor.dtype));
   }
 
   /** The device memory behind a tensor, e.g. to hand it to other CUDA code. */
   pointerOf(tensor: Tensor): { readonly ptr: bigint; readonly byteLength: number } {
-    const s = this.#own('pointerOf', tensor, 'tensor');
-    return { ptr: s.ptr, byteLength: s.byteLength };
+    const s = this.own('pointerOf', tensor, 'tensor');
+    return { ptr: s.buffer.ptr, byteLength: s.byteLength };
   }
 
   /**
@@ -267,105 +170,52 @@ export class CudaBackend implements Backend {
         actual: String(ptr),
       });
     }
-    return new Tensor(
-      this,
-      shape,
-      dtype,
-      new CudaStorage(ptr, sizeOf(shape) * bytesPerElement(dtype), undefined),
-    );
+    return this.borrowed({ ptr, bytes: sizeOf(shape) * bytesPerElement(dtype) }, shape, dtype);
   }
 
   operand(tensor: Tensor): Operand {
-    const s = tensor.storage<CudaStorage>();
-    return {
-      ptr: s.ptr,
-      size: tensor.size,
-      shape: tensor.shape,
-      dtype: tensor.dtype,
-      byteLength: s.byteLength,
-    };
+    const s = tensor.storage<DeviceStorage<DeviceBuffer>>();
+    const { size, shape, dtype } = tensor;
+    return { ptr: s.buffer.ptr, size, shape, dtype, byteLength: s.byteLength };
   }
 
-  async read(tensor: Tensor): Promise<HostArray> {
-    this.checkAlive('read');
-    this.#own('read', tensor, 'tensor');
-    checkWritten('read', tensor, 'tensor');
-    const out = allocHost(tensor.dtype, tensor.size);
-    if (tensor.byteLength === 0) return out;
-    // Let the stream drain without blocking the event loop; the copy is then
-    // ordered after anything enqueued meanwhile and returns once it is done.
-    await this.driver.waitIdle(this.stream);
-    this.checkAlive('read');
-    const s = this.#own('read', tensor, 'tensor');
-    this.driver.copyDtoHAsync(out, s.ptr, s.byteLength, this.stream);
-    await this.driver.waitIdle(this.stream);
-    return out;
-  }
-
-  copy(src: Tensor, dst?: Tensor): Tensor {
-    return this.run(copySpec, [src], {}, { out: [dst] })[0]!;
-  }
-
-  /**
-   * Validates, allocates the outputs and records the kernel's commands
-   * without enqueueing them. Used by `run`, batches and device timing.
-   */
-  record<A extends AttrValues>(
-    spec: KernelSpec<A>,
+  // The launch is recorded now, as device commands, and enqueued by `run` or a batch.
+  protected encodeCall<A extends AttrValues>(
+    call: PreparedCall<AnyCudaKernel, A>,
+    _spec: KernelSpec<A>,
     inputs: readonly (Tensor | undefined)[],
-    attrs: Partial<A> | undefined,
-    options: RunOptions | undefined,
   ): RecordedCall {
-    const {
-      implementation: kernel,
-      outputs,
-      fresh,
-      attrs: resolved,
-      io,
-    } = prepareCall(this.#callSite, spec, inputs, attrs, options);
+    const { implementation: kernel, outputs, fresh, attrs, io } = call;
     const recorder = new CommandRecorder(this.driver, this.tuning);
     try {
       kernel.launch(recorder, {
         inputs: inputs.map((t) => (t ? this.operand(t) : undefined)),
         outputs: outputs.map((t) => this.operand(t)),
-        attrs: resolved,
+        attrs,
         io,
       });
     } catch (error) {
-      for (const t of fresh) t.dispose();
       this.releaseScratch(recorder.scratchBuffers);
       throw error;
     }
     return { outputs, fresh, io, commands: recorder.commands, scratch: recorder.scratchBuffers };
   }
 
-  /** Returns scratch memory to the pool (stream-ordered reuse, see DevicePool). */
-  releaseScratch(buffers: readonly DeviceBuffer[]): void {
-    if (this.#disposed) return;
-    for (const b of buffers) this.driver.free(b);
-  }
-
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
-    checkInputsWritten(spec, inputs);
-    const call = this.record(spec, inputs, attrs, options);
+  protected submitCall(call: RecordedCall): void {
     try {
       this.driver.enqueue(call.commands, this.stream);
-    } catch (error) {
-      for (const t of call.fresh) t.dispose();
-      throw error;
     } finally {
       this.releaseScratch(call.scratch);
     }
-    return call.outputs;
   }
 
-  batch(): CommandBatch {
-    this.checkAlive('batch');
+  /** Returns scratch memory to the pool (stream-ordered reuse, see DevicePool). */
+  releaseScratch(buffers: readonly DeviceBuffer[]): void {
+    if (this.disposed) return;
+    for (const b of buffers) this.driver.free(b);
+  }
+
+  protected override createBatch(): CommandBatch {
     return new CudaCommandBatch(this);
   }
 
@@ -381,7 +231,7 @@ export class CudaBackend implements Backend {
   }
 
   destroyGraph(exec: bigint): void {
-    if (this.#disposed || this.driver.lostError) return;
+    if (this.disposed || this.driver.lostError) return;
     this.driver.destroyGraph(exec);
   }
 
@@ -390,59 +240,10 @@ export class CudaBackend implements Backend {
     await this.driver.waitIdle(this.stream);
   }
 
-  memory(): MemoryStats {
-    const l = this.#live;
-    return { liveTensors: l.tensors, liveBytes: l.bytes, peakBytes: l.peak, allocations: l.allocations };
-  }
-
-  /**
-   * Milliseconds between CUDA events around one launch of a CUDA graph of the
-   * work: the kernels run back to back as a batch's replay runs them, with no
-   * gaps for the host to launch each one. Tensors disposed inside `work` are
-   * fine: the graph runs the kernels in the order an eager run would, so
-   * memory handed out again is reused in stream order.
-   */
+  /** Milliseconds between CUDA events around one launch of a CUDA graph of the work. */
   async deviceTime(work: (runner: KernelRunner) => void): Promise<number | undefined> {
     this.checkAlive('deviceTime');
-    const calls: RecordedCall[] = [];
-    let exec: bigint | undefined;
-    // A pair of events per measurement in flight, reused afterwards.
-    const timer = this.#freeTimers.pop() ?? this.#newTimer();
-    try {
-      work({
-        run: (spec, inputs, attrs, options) => {
-          const call = this.record(spec, inputs, attrs, options);
-          calls.push(call);
-          return call.outputs;
-        },
-      });
-      const commands = calls.flatMap((c) => c.commands);
-      if (commands.length > 0) exec = this.captureGraph(commands);
-      this.driver.recordEvent(timer.start, this.stream);
-      if (exec !== undefined) this.launchGraph(exec);
-      this.driver.recordEvent(timer.end, this.stream);
-      await this.driver.waitIdle(this.stream);
-      return this.driver.elapsedMs(timer.start, timer.end);
-    } finally {
-      this.#freeTimers.push(timer);
-      if (exec !== undefined) this.destroyGraph(exec);
-      for (const call of calls) this.releaseScratch(call.scratch);
-    }
-  }
-
-  #newTimer(): { readonly start: bigint; readonly end: bigint } {
-    const timer = { start: this.driver.createEvent(), end: this.driver.createEvent() };
-    this.#timers.push(timer);
-    return timer;
-  }
-
-  createWeightCache(): WeightCache {
-    this.checkAlive('createWeightCache');
-    return new DeviceWeightCache({
-      backend: this,
-      writeHost: (tensor, data) => this.writeHost(tensor, data),
-      prefixOf: (base, shape) => this.importPointer(this.pointerOf(base).ptr, shape, base.dtype),
-    });
+    return this.#timer.measure(this, work);
   }
 
   /**
@@ -450,96 +251,19 @@ export class CudaBackend implements Backend {
    * primary context (which frees the memory of tensors still alive). Tensors
    * of this backend are unusable afterwards.
    */
-  dispose(): void {
-    if (this.#disposed) return;
-    this.#disposed = true;
+  protected override releaseDevice(): void {
     const driver = this.driver;
     if (!driver.lostError) {
       try {
         driver.activate();
         driver.synchronize(this.stream);
-        for (const timer of this.#timers) {
-          driver.destroyEvent(timer.start);
-          driver.destroyEvent(timer.end);
-        }
+        this.#timer.destroy();
         driver.destroyStream(this.stream);
       } catch {
         // Released with the context below.
       }
     }
-    this.#timers.length = 0;
-    this.#freeTimers.length = 0;
+    this.#timer.clear();
     driver.dispose();
-  }
-}
-
-/** What a batch holds on the device, shared with its finalizer (which must not see the batch). */
-interface BatchResources {
-  exec: bigint | undefined;
-  readonly scratch: DeviceBuffer[];
-}
-
-function releaseBatch(backend: CudaBackend, resources: BatchResources): void {
-  const exec = resources.exec;
-  resources.exec = undefined;
-  if (exec !== undefined) backend.destroyGraph(exec);
-  backend.releaseScratch(resources.scratch.splice(0));
-}
-
-// Batches that are dropped without dispose() give their graph and scratch
-// memory back when collected.
-const batches = new FinalizationRegistry<{ backend: CudaBackend; resources: BatchResources }>(
-  ({ backend, resources }) => {
-    try {
-      releaseBatch(backend, resources);
-    } catch {
-      // A finalizer has no caller to report to; the context release frees it all.
-    }
-  },
-);
-
-/**
- * Records kernels; the first submit captures all of them into a CUDA graph on
- * the backend's stream, and every submit launches that graph and waits for it
- * (so a second submit replays the work). Recording more after a submit makes
- * the next submit capture again.
- */
-export class CudaCommandBatch extends RecordingBatch<RecordedCall> {
-  readonly #commands: DeviceCommand[] = [];
-  readonly #resources: BatchResources = { exec: undefined, scratch: [] };
-
-  constructor(private readonly backend: CudaBackend) {
-    super(backend);
-    batches.register(this, { backend, resources: this.#resources }, this);
-  }
-
-  protected keep(call: RecordedCall): void {
-    this.#commands.push(...call.commands);
-    // Graph replays reuse the scratch memory, so the batch keeps it.
-    this.#resources.scratch.push(...call.scratch);
-    const stale = this.#resources.exec;
-    this.#resources.exec = undefined;
-    if (stale !== undefined) this.backend.destroyGraph(stale);
-  }
-
-  async submit(): Promise<void> {
-    this.backend.checkAlive('submit');
-    this.calls.checkSubmittable();
-    // Kernels of empty tensors record nothing; there is no graph to make of nothing.
-    if (this.#commands.length > 0) {
-      this.#resources.exec ??= this.backend.captureGraph(this.#commands);
-      this.backend.launchGraph(this.#resources.exec);
-    }
-    // Enqueued: reads of the outputs are ordered after this work now.
-    this.calls.submitted();
-    await this.backend.sync();
-  }
-
-  /** Destroys the graph and returns the batch's scratch memory; the batch is empty afterwards. */
-  dispose(): void {
-    batches.unregister(this);
-    this.#commands.length = 0;
-    this.calls.clear();
-    releaseBatch(this.backend, this.#resources);
   }
 }

@@ -15,9 +15,8 @@ declare module '@rayo/core' {
 export {
   CudaBackend,
   type CudaBackendOptions,
-  CudaCommandBatch,
-  type RecordedCall,
 } from './backend.js';
+export { CudaCommandBatch, type RecordedCall } from './batch.js';
 export {
   CudaDriver,
   type CudaDriverOptions,

@@ -9,7 +9,8 @@ import {
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CudaBackend, type CudaCommandBatch } from './backend.js';
+import { CudaBackend } from './backend.js';
+import type { CudaCommandBatch } from './batch.js';
 import { CudaDriver } from './driver/driver.js';
 import { runOnStream } from './runOnStream.js';
 

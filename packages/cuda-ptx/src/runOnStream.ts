@@ -1,5 +1,6 @@
 import { InvalidArgumentError, type KernelRunner } from '@rayo/core';
-import type { CudaBackend, RecordedCall } from './backend.js';
+import type { CudaBackend } from './backend.js';
+import type { RecordedCall } from './batch.js';
 
 /** Two events per backend, reused by every call: a wait takes the event's last record at the time it is made. */
 const fences = new WeakMap<CudaBackend, { readonly before: bigint; readonly after: bigint }>();

@@ -13,18 +13,18 @@ export type WgpuRecordedCall<A extends AttrValues = AttrValues> = PreparedCall<A
   readonly encode: (recorder: CommandRecorder) => void;
 };
 
-/** What a batch needs of its backend: recording calls, and waiting for pipelines still compiling. */
-export interface BatchBackend extends CallRecorder<WgpuRecordedCall> {
-  settle(api: string): Promise<void>;
-}
-
-/** What a batch needs of its backend's command machinery. */
-export interface BatchCommands {
+/**
+ * Everything a batch needs of its backend, in one seam: validating and
+ * recording calls, and the command machinery that encodes and submits them.
+ */
+export interface BatchCommands extends CallRecorder<WgpuRecordedCall> {
   /** Resolves every dispatch `encodeAll` records to a pipeline and a bind group. */
-  record(encodeAll: (recorder: CommandRecorder) => void): Recording;
+  encode(encodeAll: (recorder: CommandRecorder) => void): Recording;
   submit(recording: Recording): Promise<void>;
   /** Runs `work` in error scopes whose errors are reported as the call `call()` names. */
   scoped<T>(call: () => string, work: () => T): T;
+  /** Reports what went wrong with work submitted so far (pipelines still compiling included). */
+  settle(api: string): Promise<void>;
 }
 
 /**
@@ -41,11 +41,8 @@ export class WgpuCommandBatch extends RecordingBatch<WgpuRecordedCall> {
   readonly #kernelNames: string[] = [];
   #recording: Recording | undefined;
 
-  constructor(
-    private readonly backend: BatchBackend,
-    private readonly commands: BatchCommands,
-  ) {
-    super(backend);
+  constructor(private readonly commands: BatchCommands) {
+    super(commands);
   }
 
   protected keep(call: WgpuRecordedCall, spec: AnyKernelSpec): void {
@@ -76,7 +73,7 @@ export class WgpuCommandBatch extends RecordingBatch<WgpuRecordedCall> {
       this.calls.submitted();
       await submitted;
       // Only this submission: later work of other callers may still be running.
-      await this.backend.settle('submit');
+      await this.commands.settle('submit');
     } catch (error) {
       // A recording that failed (a kernel that did not compile) is not replayed.
       if (recording !== undefined && this.#recording === recording) this.#recording = undefined;
@@ -86,7 +83,7 @@ export class WgpuCommandBatch extends RecordingBatch<WgpuRecordedCall> {
 
   #reclaimOrRecord(): Recording {
     if (this.#recording?.reclaim()) return this.#recording;
-    this.#recording = this.commands.record((recorder) => {
+    this.#recording = this.commands.encode((recorder) => {
       for (const encode of this.#work) encode(recorder);
     });
     return this.#recording;

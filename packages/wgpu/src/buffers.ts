@@ -1,14 +1,22 @@
-import { OutOfMemoryError, poolBucketBytes } from '@rayo/core';
+import { OutOfMemoryError, poolBucketBytes, SizeBuckets } from '@rayo/core';
 import type { DeviceMemory } from './memory.js';
+
+// GPUBufferUsage is a global only once Dawn (or a browser) is loaded, so the
+// flags are computed when a pool is made.
+export function usageFlags(...names: (keyof GPUBufferUsage)[]): number {
+  return names.reduce((flags, n) => flags | (GPUBufferUsage[n] as number), 0);
+}
+
+/** The usage of tensors' and scratch buffers. */
+export const STORAGE_USAGE = (): number => usageFlags('STORAGE', 'COPY_SRC', 'COPY_DST');
 
 /**
  * Reuses buffers of one usage by size bucket, so steady-state work allocates
  * nothing. `created` counts real allocations.
  */
 export class BufferPool {
-  readonly #free = new Map<number, GPUBuffer[]>();
+  readonly #free = new SizeBuckets<GPUBuffer>();
   #created = 0;
-  #pooledBytes = 0;
 
   constructor(
     private readonly memory: DeviceMemory,
@@ -23,18 +31,14 @@ export class BufferPool {
   }
 
   get pooledBytes(): number {
-    return this.#pooledBytes;
+    return this.#free.pooledBytes;
   }
 
   /** A buffer of at least `bytes`; `api` is the call named if it cannot be had. */
   acquire(bytes: number, api = 'allocate'): GPUBuffer {
     const size = poolBucketBytes(bytes);
-    const list = this.#free.get(size);
-    const reused = list?.pop();
-    if (reused) {
-      this.#pooledBytes -= size;
-      return reused;
-    }
+    const reused = this.#free.take(size);
+    if (reused) return reused;
     const max = this.memory.device.limits.maxBufferSize;
     if (size > max) {
       throw new OutOfMemoryError(`${this.label} larger than the device allows`, {
@@ -55,32 +59,19 @@ export class BufferPool {
       this.memory.destroy(buffer);
       return;
     }
-    const size = buffer.size;
-    let list = this.#free.get(size);
-    if (!list) {
-      list = [];
-      this.#free.set(size, list);
-    }
-    list.push(buffer);
-    this.#pooledBytes += size;
+    this.#free.put(buffer, buffer.size);
   }
 
   /** Takes these buffers back out of the pool, all or none: false if one is in use. */
   reclaim(buffers: readonly GPUBuffer[]): boolean {
-    for (const b of buffers) if (!this.#free.get(b.size)?.includes(b)) return false;
-    for (const b of buffers) {
-      const list = this.#free.get(b.size)!;
-      list.splice(list.indexOf(b), 1);
-      this.#pooledBytes -= b.size;
-    }
+    if (!buffers.every((b) => this.#free.has(b, b.size))) return false;
+    for (const b of buffers) this.#free.remove(b, b.size);
     return true;
   }
 
   /** Destroys every pooled buffer. */
   trim(): void {
-    for (const list of this.#free.values()) for (const b of list) this.memory.destroy(b);
-    this.#free.clear();
-    this.#pooledBytes = 0;
+    for (const b of this.#free.drain()) this.memory.destroy(b);
   }
 }
 

@@ -23,6 +23,13 @@ export interface MemoryRecovery {
   readonly recovered: number;
 }
 
+/** Bytes of GPU buffers a backend holds, its budget, and how memory was got back after refusals. */
+export interface MemoryUsage {
+  readonly usedBytes: number;
+  readonly budgetBytes: number;
+  readonly recovery: MemoryRecovery;
+}
+
 /**
  * Submits a trivial command buffer and resolves when the GPU finished it.
  * Dawn frees a destroyed buffer's memory only once a submission made after
@@ -91,6 +98,26 @@ export class DeviceMemory {
 
   get recovery(): MemoryRecovery {
     return { ...this.#recovery };
+  }
+
+  /** Bytes held now, the budget, and how memory was got back after refusals. */
+  usage(): MemoryUsage {
+    return { usedBytes: this.#used, budgetBytes: this.budgetBytes, recovery: this.recovery };
+  }
+
+  /** One line on how memory was got back after refusals, for reports. */
+  describeRecovery(): string {
+    const r = this.#recovery;
+    return `${r.releases} release(s) of freed memory in ${r.waits} queue wait(s); ${r.retried} refused allocation(s) retried, ${r.recovered} granted`;
+  }
+
+  /** Throws for a tensor's buffer that the device refused: it holds no memory. */
+  checkGranted(buffer: GPUBuffer, describe: () => string): void {
+    if (!this.#failed.has(buffer)) return;
+    throw new OutOfMemoryError('the device could not allocate this tensor; it holds no memory', {
+      expected: 'a tensor whose allocation succeeded',
+      actual: `${describe()} (allocation refused)`,
+    });
   }
 
   /** Registers a way to destroy buffers kept for reuse, run when memory is short. */

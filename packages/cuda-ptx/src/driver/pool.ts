@@ -1,4 +1,4 @@
-import { poolBucketBytes } from '@rayo/core';
+import { poolBucketBytes, SizeBuckets } from '@rayo/core';
 
 /** A device allocation handed out by the pool: `bytes` is its bucket size (core's poolBucketBytes), at least what was asked. */
 export interface DeviceBuffer {
@@ -13,10 +13,9 @@ export interface DeviceBuffer {
  * enqueued after the work that used it before.
  */
 export class DevicePool {
-  readonly #free = new Map<number, bigint[]>();
+  readonly #free = new SizeBuckets<bigint>();
   #created = 0;
   #reused = 0;
-  #pooledBytes = 0;
 
   constructor(
     private readonly allocate: (bytes: number) => bigint,
@@ -34,14 +33,13 @@ export class DevicePool {
   }
 
   get pooledBytes(): number {
-    return this.#pooledBytes;
+    return this.#free.pooledBytes;
   }
 
   acquire(bytes: number): DeviceBuffer {
     const size = poolBucketBytes(bytes);
-    const ptr = this.#free.get(size)?.pop();
+    const ptr = this.#free.take(size);
     if (ptr !== undefined) {
-      this.#pooledBytes -= size;
       this.#reused++;
       return { ptr, bytes: size };
     }
@@ -51,20 +49,11 @@ export class DevicePool {
   }
 
   release(buffer: DeviceBuffer): void {
-    let list = this.#free.get(buffer.bytes);
-    if (!list) {
-      list = [];
-      this.#free.set(buffer.bytes, list);
-    }
-    list.push(buffer.ptr);
-    this.#pooledBytes += buffer.bytes;
+    this.#free.put(buffer.ptr, buffer.bytes);
   }
 
   /** Frees every pooled allocation; the caller makes sure no pending work still uses them. */
   trim(): void {
-    const lists = [...this.#free.values()];
-    this.#free.clear();
-    this.#pooledBytes = 0;
-    for (const list of lists) for (const ptr of list) this.release_(ptr);
+    for (const ptr of this.#free.drain()) this.release_(ptr);
   }
 }

@@ -9,7 +9,6 @@ import {
   type ReduceOp,
   type RendezvousStore,
   type Tensor,
-  type TensorStorage,
 } from '@rayo/core';
 import type { CudaBackend } from '../backend.js';
 import {
@@ -55,11 +54,6 @@ const NCCL_DTYPES: Partial<Record<DType, number>> = {
   i32: NCCL_DATA_TYPE.int32,
   u32: NCCL_DATA_TYPE.uint32,
 };
-
-/** What every CUDA tensor's storage has: its device address (a view shares its base's). */
-interface DeviceStorage extends TensorStorage {
-  readonly ptr: bigint;
-}
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -457,7 +451,8 @@ export class NcclCommunicator implements Communicator {
 
   #pointer(api: string, argument: string, tensor: Tensor): bigint {
     collectiveChecks.backend(api, argument, tensor, this.backend);
-    return tensor.storage<DeviceStorage>().ptr;
+    // A view's operand is its base's device address.
+    return this.backend.operand(tensor).ptr;
   }
 
   #dtype(api: string, argument: string, tensor: Tensor): number {

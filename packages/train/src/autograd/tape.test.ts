@@ -1,9 +1,9 @@
 import {
   createCpuBackend,
+  type DeviceStorage,
   InvalidArgumentError,
   ShapeError,
   type Tensor,
-  type TensorStorage,
 } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { Parameter } from '../nn/module.js';
@@ -122,7 +122,7 @@ describe('Tape', () => {
     const [tied, w, twice, unused] = [param('tied', 1), param('w', 2), param('twice', 3), param('unused', 4)];
     using tape = new Tape(backend);
     const x = tape.input([0.5, -1], [2]);
-    const host = (t: Tensor) => Array.from(t.storage<TensorStorage & { data: Float32Array }>().data);
+    const host = (t: Tensor) => Array.from(t.storage<DeviceStorage<Float32Array>>().buffer);
     // Forward uses: tied (node 0), twice (nodes 1 and 2), w (node 3), tied again (node 4), then a sum (5).
     const a = mul(tape, x, tied);
     const b = mul(tape, mul(tape, a, twice), twice);

@@ -2,11 +2,11 @@ import {
   type Backend,
   type Communicator,
   createCpuBackend,
+  type DeviceStorage,
   RayoError,
   type ReduceOp,
   SingleRankCommunicator,
   type Tensor,
-  type TensorStorage,
 } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { mseLoss } from '../autograd/ops/index.js';
@@ -25,7 +25,7 @@ import { dataParallelStep } from './step.js';
 function lockstepGroup(backends: readonly Backend[]): Communicator[] {
   const posted: { tensors: readonly Tensor[]; op: ReduceOp }[][] = [];
   let round = backends.map(() => 0);
-  const host = (t: Tensor) => t.storage<TensorStorage & { data: Float32Array }>().data;
+  const host = (t: Tensor) => t.storage<DeviceStorage<Float32Array>>().buffer;
   return backends.map((backend, rank) => ({
     rank,
     size: backends.length,
@@ -83,8 +83,8 @@ describe('DataParallel', () => {
     });
     for (const { dp } of ranks) dp.allReduceGradients();
     for (const { w, v } of ranks) {
-      expect(Array.from(w.grad!.storage<TensorStorage & { data: Float32Array }>().data)).toEqual([0.5, 5]);
-      expect(Array.from(v.grad!.storage<TensorStorage & { data: Float32Array }>().data)).toEqual([2]);
+      expect(Array.from(w.grad!.storage<DeviceStorage<Float32Array>>().buffer)).toEqual([0.5, 5]);
+      expect(Array.from(v.grad!.storage<DeviceStorage<Float32Array>>().buffer)).toEqual([2]);
     }
   });
 

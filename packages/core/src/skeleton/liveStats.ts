@@ -1,0 +1,30 @@
+import type { MemoryStats } from '../backend.js';
+
+/** The live and peak byte counts behind `Backend.memory()`. */
+export class LiveStats {
+  #liveTensors = 0;
+  #liveBytes = 0;
+  #peakBytes = 0;
+  #allocations = 0;
+
+  allocated(bytes: number): void {
+    this.#liveTensors++;
+    this.#allocations++;
+    this.#liveBytes += bytes;
+    this.#peakBytes = Math.max(this.#peakBytes, this.#liveBytes);
+  }
+
+  freed(bytes: number): void {
+    this.#liveTensors--;
+    this.#liveBytes -= bytes;
+  }
+
+  snapshot(): MemoryStats {
+    return {
+      liveTensors: this.#liveTensors,
+      liveBytes: this.#liveBytes,
+      peakBytes: this.#peakBytes,
+      allocations: this.#allocations,
+    };
+  }
+}

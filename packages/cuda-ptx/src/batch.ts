@@ -1,0 +1,96 @@
+import { type CallRecorder, type KernelIO, RecordingBatch, type Tensor } from '@rayo/core';
+import type { DeviceCommand } from './driver/driver.js';
+import type { DeviceBuffer } from './driver/pool.js';
+
+/** One validated kernel call, recorded as device commands. */
+export interface RecordedCall {
+  readonly outputs: Tensor[];
+  /** Outputs allocated for this call (not given, not in place). */
+  readonly fresh: readonly Tensor[];
+  readonly io: KernelIO;
+  readonly commands: readonly DeviceCommand[];
+  readonly scratch: readonly DeviceBuffer[];
+}
+
+/** What a batch needs of its backend, in one seam: recording calls, and CUDA graphs on its stream. */
+export interface GraphCommands extends CallRecorder<RecordedCall> {
+  checkAlive(api: string): void;
+  /** Captures commands into a CUDA graph on the backend's stream and instantiates it. */
+  captureGraph(commands: readonly DeviceCommand[]): bigint;
+  launchGraph(exec: bigint): void;
+  destroyGraph(exec: bigint): void;
+  /** Returns scratch memory to the pool (stream-ordered reuse). */
+  releaseScratch(buffers: readonly DeviceBuffer[]): void;
+  sync(): Promise<void>;
+}
+
+/** What a batch holds on the device, shared with its finalizer (which must not see the batch). */
+interface BatchResources {
+  exec: bigint | undefined;
+  readonly scratch: DeviceBuffer[];
+}
+
+function releaseBatch(graphs: GraphCommands, resources: BatchResources): void {
+  const exec = resources.exec;
+  resources.exec = undefined;
+  if (exec !== undefined) graphs.destroyGraph(exec);
+  graphs.releaseScratch(resources.scratch.splice(0));
+}
+
+// Batches that are dropped without dispose() give their graph and scratch
+// memory back when collected.
+const batches = new FinalizationRegistry<{ graphs: GraphCommands; resources: BatchResources }>(
+  ({ graphs, resources }) => {
+    try {
+      releaseBatch(graphs, resources);
+    } catch {
+      // A finalizer has no caller to report to; the context release frees it all.
+    }
+  },
+);
+
+/**
+ * Records kernels; the first submit captures all of them into a CUDA graph on
+ * the backend's stream, and every submit launches that graph and waits for it
+ * (so a second submit replays the work). Recording more after a submit makes
+ * the next submit capture again.
+ */
+export class CudaCommandBatch extends RecordingBatch<RecordedCall> {
+  readonly #commands: DeviceCommand[] = [];
+  readonly #resources: BatchResources = { exec: undefined, scratch: [] };
+
+  constructor(private readonly graphs: GraphCommands) {
+    super(graphs);
+    batches.register(this, { graphs, resources: this.#resources }, this);
+  }
+
+  protected keep(call: RecordedCall): void {
+    this.#commands.push(...call.commands);
+    // Graph replays reuse the scratch memory, so the batch keeps it.
+    this.#resources.scratch.push(...call.scratch);
+    const stale = this.#resources.exec;
+    this.#resources.exec = undefined;
+    if (stale !== undefined) this.graphs.destroyGraph(stale);
+  }
+
+  async submit(): Promise<void> {
+    this.graphs.checkAlive('submit');
+    this.calls.checkSubmittable();
+    // Kernels of empty tensors record nothing; there is no graph to make of nothing.
+    if (this.#commands.length > 0) {
+      this.#resources.exec ??= this.graphs.captureGraph(this.#commands);
+      this.graphs.launchGraph(this.#resources.exec);
+    }
+    // Enqueued: reads of the outputs are ordered after this work now.
+    this.calls.submitted();
+    await this.graphs.sync();
+  }
+
+  /** Destroys the graph and returns the batch's scratch memory; the batch is empty afterwards. */
+  dispose(): void {
+    batches.unregister(this);
+    this.#commands.length = 0;
+    this.calls.clear();
+    releaseBatch(this.graphs, this.#resources);
+  }
+}
