@@ -104,7 +104,7 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
       throw new OutOfMemoryError(
         `the device could not allocate ${dtype}[${shape.join(', ')}]: ${error.message}`,
         {
-          kernel: api,
+          operation: api,
           expected: `${byteLength} bytes free on the device`,
           actual: 'out of memory',
           cause: error,
@@ -164,7 +164,7 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     checkShapeAndDType('importPointer', shape, dtype);
     if (typeof ptr !== 'bigint' || ptr <= 0n) {
       throw new InvalidArgumentError('a device address is expected', {
-        kernel: 'importPointer',
+        operation: 'importPointer',
         argument: 'ptr',
         expected: 'a non-zero bigint device address',
         actual: String(ptr),

@@ -26,7 +26,7 @@ export function checkBindable(
       throw new UnsupportedOnBackendError(
         'operand larger than one storage binding, and this kernel cannot split it',
         {
-          kernel,
+          operation: kernel,
           argument,
           expected: `<= ${maxBindingBytes} bytes (maxStorageBufferBindingSize)`,
           actual: `${bytes} bytes`,
@@ -50,7 +50,7 @@ export function checkImportedBuffer(
   const alignment = device.limits.minStorageBufferOffsetAlignment;
   if (!Number.isInteger(byteOffset) || byteOffset % alignment !== 0) {
     throw new InvalidArgumentError('storage bindings must start at an aligned offset', {
-      kernel: 'importBuffer',
+      operation: 'importBuffer',
       argument: 'byteOffset',
       expected: `a multiple of ${alignment} (minStorageBufferOffsetAlignment)`,
       actual: String(byteOffset),
@@ -58,7 +58,7 @@ export function checkImportedBuffer(
   }
   if (byteOffset + byteLength > buffer.size) {
     throw new ShapeError('the buffer is too small for the shape at this offset', {
-      kernel: 'importBuffer',
+      operation: 'importBuffer',
       argument: 'buffer',
       expected: `>= ${byteOffset + byteLength} bytes`,
       actual: `${buffer.size} bytes`,
@@ -66,7 +66,7 @@ export function checkImportedBuffer(
   }
   if (!(buffer.usage & GPUBufferUsage.STORAGE)) {
     throw new InvalidArgumentError('the buffer cannot be bound as storage', {
-      kernel: 'importBuffer',
+      operation: 'importBuffer',
       argument: 'buffer',
       expected: 'usage including STORAGE',
       actual: `usage ${buffer.usage}`,

@@ -288,7 +288,7 @@ export class WgpuQueue {
       ]);
       if (lost instanceof DeviceLostError) throw lost;
       throw new RayoError(`the device failed: ${(error as Error)?.message || String(error)}`, {
-        kernel: api,
+        operation: api,
         cause: error,
       });
     }

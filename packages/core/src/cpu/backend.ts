@@ -47,7 +47,7 @@ export class CpuBackend extends BackendSkeleton<HostArray, Impl, CpuCall> {
 
   protected allocateBuffer(api: string, byteLength: number, shape: Shape, dtype: DType): HostArray {
     const details = {
-      kernel: api,
+      operation: api,
       argument: 'shape',
       expected: `<= ${this.info.limits.maxBufferBytes} bytes (maxBufferBytes)`,
       actual: `${byteLength} bytes for ${dtype}${formatShape(shape)}`,
@@ -106,7 +106,7 @@ export class CpuBackend extends BackendSkeleton<HostArray, Impl, CpuCall> {
       const results = runReference(spec, arrays, call.attrs, io, implementation);
       if (results.length !== outputs.length) {
         throw new RayoError('implementation returned the wrong number of outputs', {
-          kernel: spec.name,
+          operation: spec.name,
           expected: String(outputs.length),
           actual: String(results.length),
         });
@@ -115,7 +115,7 @@ export class CpuBackend extends BackendSkeleton<HostArray, Impl, CpuCall> {
         const target = outputs[i]!.storage<DeviceStorage<HostArray>>().buffer;
         if (result.length !== target.length) {
           throw new RayoError('implementation returned an output of the wrong size', {
-            kernel: spec.name,
+            operation: spec.name,
             argument: io.outputs[i]!.name,
             expected: `${target.length} elements`,
             actual: `${result.length}`,
@@ -147,6 +147,8 @@ export function createCpuBackend(): CpuBackend {
 
 export const cpuBackendProvider: BackendProvider = {
   name: 'cpu',
+  // The cpu backend takes no options: any key is refused by name.
+  optionKeys: [],
   probe: () => Promise.resolve(undefined),
   create: () => Promise.resolve(new CpuBackend()),
 };

@@ -126,7 +126,7 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   checkAlive(api: string): void {
     if (this.#disposed) {
       throw new RayoError('backend was disposed', {
-        kernel: api,
+        operation: api,
         expected: 'a live backend',
         actual: `disposed ${this.name} backend`,
       });

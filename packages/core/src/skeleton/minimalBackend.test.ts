@@ -94,7 +94,7 @@ describe('a minimal backend on the skeleton', () => {
 
     expect(() => backend.run(relu, [x])).toThrow(UnsupportedOnBackendError);
     expect(() => backend.run(scale, [x], { alpha: 1 }, { out: [backend.zeros([4])] })).toThrow(
-      expect.objectContaining({ kernel: 'scale', argument: 'out[0]' }),
+      expect.objectContaining({ operation: 'scale', argument: 'out[0]' }),
     );
     x.dispose();
     await expect(backend.read(x)).rejects.toThrow(DisposedTensorError);
