@@ -1,23 +1,31 @@
 import { BackendUnavailableError, DeviceLostError, InvalidArgumentError, RayoError } from '@rayo/core';
-import type { ParamInfo, PtxEntry, PtxModule } from '../ptx/module.js';
+import type { PtxEntry, PtxModule } from '../ptx/module.js';
+import {
+  type DeviceCommand,
+  type DeviceProperties,
+  type Dim3Tuple,
+  type DriverCounts,
+  type LoadedFunction,
+  readDeviceProperties,
+} from './device.js';
 import {
   CUDA_ERROR_NOT_READY,
   CUDA_ERROR_OUT_OF_MEMORY,
   CUDA_SUCCESS,
   type CUresult,
   cudaError,
-  cudaErrorName,
   type FailureContext,
   isStickyError,
 } from './errors.js';
 import {
-  CU_DEVICE_ATTRIBUTE,
   CU_EVENT_DEFAULT,
   CU_EVENT_DISABLE_TIMING,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
   CU_STREAM_CAPTURE_MODE_RELAXED,
   CU_STREAM_NON_BLOCKING,
   type CuOut,
+  errorNameOf,
+  errorStringOf,
   type HostBlock,
   type LibCuda,
   type LoadLibCudaOptions,
@@ -27,64 +35,10 @@ import { kernelParamBytes, type ParamValue, writeKernelParams } from './params.j
 import { type DeviceBuffer, DevicePool } from './pool.js';
 import { type TensorMapTiled, tensorMapProblem } from './tensorMap.js';
 
+export type { DeviceCommand, DeviceProperties, Dim3Tuple, DriverCounts, LoadedFunction } from './device.js';
+
 /** How long a wait polls on every turn of the event loop before it falls back to a millisecond timer. */
 const WAIT_SPIN_MS = 20;
-/** What rayo needs to know about the device to size launches and report itself. */
-export interface DeviceProperties {
-  readonly ordinal: number;
-  readonly name: string;
-  readonly computeCapability: readonly [number, number];
-  /** The architecture PTX is assembled for on this device, e.g. `sm_90`. */
-  readonly arch: string;
-  readonly multiprocessors: number;
-  readonly totalMemory: number;
-  readonly maxThreadsPerBlock: number;
-  readonly maxBlockDim: readonly [number, number, number];
-  readonly maxGridDim: readonly [number, number, number];
-  /** Static plus dynamic shared memory a block gets without opting in. */
-  readonly sharedMemoryPerBlock: number;
-  /** The most a block can get after `cuFuncSetAttribute`. */
-  readonly sharedMemoryPerBlockOptin: number;
-  readonly maxThreadsPerMultiprocessor: number;
-  readonly warpSize: number;
-  readonly l2CacheBytes: number;
-}
-
-/** A kernel entry loaded from a module, with the parameters its launches marshal. */
-export interface LoadedFunction {
-  /** The module's cache key (kernel identity + configuration). */
-  readonly key: string;
-  readonly entry: string;
-  readonly handle: bigint;
-  readonly params: readonly ParamInfo[];
-}
-
-export type Dim3Tuple = readonly [number, number, number];
-
-/** One unit of stream work, recorded first and enqueued later (at once, or into a graph). */
-export type DeviceCommand =
-  | {
-      readonly kind: 'launch';
-      readonly fn: LoadedFunction;
-      readonly grid: Dim3Tuple;
-      readonly block: Dim3Tuple;
-      readonly sharedBytes: number;
-      readonly values: readonly ParamValue[];
-    }
-  | { readonly kind: 'copy'; readonly src: bigint; readonly dst: bigint; readonly bytes: number }
-  | { readonly kind: 'fill32'; readonly dst: bigint; readonly word: number; readonly count: number };
-
-export interface DriverCounts {
-  /** Modules JIT-loaded so far. */
-  readonly moduleLoads: number;
-  /** Function lookups answered from the cache. */
-  readonly moduleHits: number;
-  /** Real device allocations (cuMemAlloc) so far. */
-  readonly allocations: number;
-  /** Allocation requests served from the pool. */
-  readonly reusedAllocations: number;
-  readonly pooledBytes: number;
-}
 
 export interface CudaDriverOptions extends LoadLibCudaOptions {
   /** Device ordinal; 0 by default. */
@@ -163,7 +117,7 @@ export class CudaDriver {
     }
     const dev = this.value('cuDeviceGet', lib.cuDeviceGet(ordinal));
     this.#deviceHandle = dev;
-    this.device = this.#properties(ordinal, dev);
+    this.device = readDeviceProperties(lib, ordinal, dev, this.value.bind(this));
     this.context = this.value('cuDevicePrimaryCtxRetain', lib.cuDevicePrimaryCtxRetain(dev));
     try {
       this.activate();
@@ -177,32 +131,6 @@ export class CudaDriver {
     );
     // Allocated up front so that launches (also those being captured) only write into it.
     this.#params = lib.allocHost(PARAM_BLOCK_BYTES);
-  }
-
-  #properties(ordinal: number, dev: number): DeviceProperties {
-    const attr = (name: keyof typeof CU_DEVICE_ATTRIBUTE) =>
-      this.value('cuDeviceGetAttribute', this.lib.cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE[name], dev), {
-        detail: `CU_DEVICE_ATTRIBUTE_${name}`,
-      });
-    const major = attr('COMPUTE_CAPABILITY_MAJOR');
-    const minor = attr('COMPUTE_CAPABILITY_MINOR');
-    const shared = attr('MAX_SHARED_MEMORY_PER_BLOCK');
-    return {
-      ordinal,
-      name: this.value('cuDeviceGetName', this.lib.cuDeviceGetName(dev)),
-      computeCapability: [major, minor],
-      arch: `sm_${major}${minor}`,
-      multiprocessors: attr('MULTIPROCESSOR_COUNT'),
-      totalMemory: this.value('cuDeviceTotalMem_v2', this.lib.cuDeviceTotalMem_v2(dev)),
-      maxThreadsPerBlock: attr('MAX_THREADS_PER_BLOCK'),
-      maxBlockDim: [attr('MAX_BLOCK_DIM_X'), attr('MAX_BLOCK_DIM_Y'), attr('MAX_BLOCK_DIM_Z')],
-      maxGridDim: [attr('MAX_GRID_DIM_X'), attr('MAX_GRID_DIM_Y'), attr('MAX_GRID_DIM_Z')],
-      sharedMemoryPerBlock: shared,
-      sharedMemoryPerBlockOptin: Math.max(shared, attr('MAX_SHARED_MEMORY_PER_BLOCK_OPTIN')),
-      maxThreadsPerMultiprocessor: attr('MAX_THREADS_PER_MULTIPROCESSOR'),
-      warpSize: attr('WARP_SIZE'),
-      l2CacheBytes: attr('L2_CACHE_SIZE'),
-    };
   }
 
   // ------------------------------------------------------------------ errors
@@ -219,7 +147,12 @@ export class CudaDriver {
       };
     }
     const error = cudaError(
-      { call, code: status, name: this.#errorName(status), description: this.#errorString(status) },
+      {
+        call,
+        code: status,
+        name: errorNameOf(this.lib, status),
+        description: errorStringOf(this.lib, status),
+      },
       context,
     );
     if (error instanceof DeviceLostError) this.#lost ??= error;
@@ -235,26 +168,6 @@ export class CudaDriver {
   value<T>(call: string, out: CuOut<T>, context?: FailureContext): T {
     this.check(call, out.status, context);
     return out.value;
-  }
-
-  #errorName(status: CUresult): string {
-    try {
-      const r = this.lib.cuGetErrorName(status);
-      if (r.status === CUDA_SUCCESS && r.value) return r.value;
-    } catch {
-      // An unusable library still gets a named error from the table.
-    }
-    return cudaErrorName(status);
-  }
-
-  #errorString(status: CUresult): string | undefined {
-    try {
-      const r = this.lib.cuGetErrorString(status);
-      if (r.status === CUDA_SUCCESS && r.value) return r.value;
-    } catch {
-      // The name alone still identifies the error.
-    }
-    return undefined;
   }
 
   /** Throws if the driver was disposed or the context was lost. */

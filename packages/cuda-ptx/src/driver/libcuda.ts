@@ -1,5 +1,5 @@
 import { BackendUnavailableError } from '@rayo/core';
-import type { CUresult } from './errors.js';
+import { CUDA_SUCCESS, type CUresult, cudaErrorName } from './errors.js';
 import {
   firstLine,
   type Koffi,
@@ -458,4 +458,26 @@ function bindLibCuda(koffi: Koffi, library: NativeLibrary, path: string): LibCud
     },
     freeHost: (block) => koffi.free(block.address),
   };
+}
+
+/** The library's name of `status`, else the one from the table. */
+export function errorNameOf(lib: LibCuda, status: CUresult): string {
+  try {
+    const r = lib.cuGetErrorName(status);
+    if (r.status === CUDA_SUCCESS && r.value) return r.value;
+  } catch {
+    // An unusable library still gets a named error from the table.
+  }
+  return cudaErrorName(status);
+}
+
+/** The library's description of `status`, if it can give one. */
+export function errorStringOf(lib: LibCuda, status: CUresult): string | undefined {
+  try {
+    const r = lib.cuGetErrorString(status);
+    if (r.status === CUDA_SUCCESS && r.value) return r.value;
+  } catch {
+    // The name alone still identifies the error.
+  }
+  return undefined;
 }

@@ -13,19 +13,18 @@ import { CudaDriver } from '../driver/driver.js';
 import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
 import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { DECODING_KERNELS } from './decoding.js';
-import { vectorWidth } from './decodingAccess.js';
 import {
   ATTENTION_WARPS,
   type AttentionConfig,
   attentionKey,
-  attentionModule,
   laneLayout,
   MAX_SPLITS,
   MIN_SPLIT_TOKENS,
-  mergeModule,
   planAttention,
-} from './incrementalAttention.js';
+} from './attentionPlan.js';
+import { DECODING_KERNELS } from './decoding.js';
+import { vectorWidth } from './decodingAccess.js';
+import { attentionModule, mergeModule } from './incrementalAttention.js';
 import { ropeScatterKey, ropeScatterModule, scatterKey, scatterModule } from './kvCache.js';
 
 const H100 = { multiprocessors: 132 };

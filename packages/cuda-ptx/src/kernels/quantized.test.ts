@@ -12,16 +12,15 @@ import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
+import { QUANTIZED_KERNELS, quantDotModule } from './quantized.js';
 import {
   QUANT_DOT_MAX_ROWS,
-  QUANTIZED_KERNELS,
   type QuantDotVariant,
   type QuantVariant,
   quantDotKey,
-  quantDotModule,
   quantTileKey,
-  quantTileModule,
-} from './quantized.js';
+} from './quantizedCodes.js';
+import { quantTileModule } from './quantizedTile.js';
 
 const TYPES = [
   { act: 'f32', scale: 'f32' },

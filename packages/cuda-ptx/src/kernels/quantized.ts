@@ -1,30 +1,34 @@
-import {
-  DEFAULT_QGEMV_VARIANT,
-  FLOAT,
-  InvalidArgumentError,
-  isQgemvFormat,
-  type QuantFormat,
-  type QuantLayout,
-  quantizedMatmul,
-  quantLayout,
-} from '@rayo/core';
+import { DEFAULT_QGEMV_VARIANT, FLOAT, isQgemvFormat, type QuantFormat, quantizedMatmul } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
-import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
-import type { KernelBuilder } from '../ptx/kernel.js';
+import type { Vec4 } from '../ptx/instructionTypes.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { addr, type F32, type R32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
 import { below, warpColumn, warpSum } from './gemv.js';
-import { encodeQuantizedGemv } from './quantizedGemv.js';
 import {
-  type FloatStorage,
-  loadAsF32,
-  loadOneAsF32,
-  STORAGE_BYTES,
-  storageKey,
-  storageOf,
-  storeFromF32,
-} from './storage.js';
+  checkRows,
+  checkZeros,
+  codesOf,
+  fixedBias,
+  groupAt,
+  layoutOf,
+  PARAMS,
+  QUANT_DOT_ENTRY,
+  QUANT_DOT_MAX_ROWS,
+  QUANT_TILE_ENTRY,
+  type QuantDotVariant,
+  type QuantVariant,
+  quantDotKey,
+  quantTileKey,
+  rowGeometry,
+  storeOutput,
+  THREADS,
+  WARPS,
+  zeroBias,
+} from './quantizedCodes.js';
+import { encodeQuantizedGemv } from './quantizedGemv.js';
+import { quantTileModule, TILE_M, TILE_N } from './quantizedTile.js';
+import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageOf } from './storage.js';
 
 // quantizedMatmul: y = x · dequant(W)ᵀ (+ beta · c) with W [N, K] stored as
 // int8 or 4-bit codes (core's quant/layout.ts has the bits). Decoding reads
@@ -40,169 +44,6 @@ import {
 // the word's x and subtracts offset · Σx. More rows of x
 // go to a tiled kernel that dequantizes a 64-column × 32-k tile of W into
 // shared memory per step and computes a 64 × 64 tile of y from it.
-
-/** Threads per block of both kernels. */
-const THREADS = 256;
-const WARPS = THREADS / 32;
-/** The most rows of x the streaming kernel takes; more go to the tiled kernel. */
-export const QUANT_DOT_MAX_ROWS = 4;
-export const QUANT_DOT_ENTRY = 'quantized_dot';
-export const QUANT_TILE_ENTRY = 'quantized_tile';
-
-/** 2^23 as f32 bits: a code c ORed into its mantissa reads as 2^23 + c. */
-const MAGIC_BITS = 0x4b000000;
-const MAGIC = 2 ** 23;
-
-export interface QuantVariant {
-  readonly format: QuantFormat;
-  /** Zero points per group (q4 only). */
-  readonly zeros: boolean;
-  /** Adds beta · c. */
-  readonly withC: boolean;
-  /** Storage of x, c and y, and of the scales. */
-  readonly types: { readonly act: FloatStorage; readonly scale: FloatStorage };
-}
-
-export interface QuantDotVariant extends QuantVariant {
-  /** Rows of x per block, 1 to QUANT_DOT_MAX_ROWS. */
-  readonly rows: number;
-  /** x read in `.v4`-sized pieces: K a multiple of 32 and x 16-byte aligned; else element by element. */
-  readonly vecX: boolean;
-}
-
-function variantName(v: QuantVariant): string {
-  return `${v.format}${v.zeros ? '/zeros' : ''}${v.withC ? '/c' : ''}${storageKey([v.types.act, v.types.scale])}`;
-}
-
-export function quantDotKey(v: QuantDotVariant): string {
-  return `quantized/dot/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}/${variantName(v)}`;
-}
-
-export function quantTileKey(v: QuantVariant): string {
-  return `quantized/tile64x64x32/${variantName(v)}`;
-}
-
-/** Both kernels take the same parameters. */
-const PARAMS = {
-  x: 'ptr',
-  packed: 'ptr',
-  scales: 'ptr',
-  zeros: 'ptr',
-  c: 'ptr',
-  y: 'ptr',
-  offsets: 'ptr',
-  m: 'u32',
-  n: 'u32',
-  k: 'u32',
-  beta: 'f32',
-} as const;
-
-function layoutOf(format: QuantFormat): QuantLayout {
-  // Word counts depend on K (a kernel parameter); bits and group size do not.
-  return quantLayout(format, 1);
-}
-
-/** The row's u32 words, scale groups and zero words for K in a register (see quantLayout). */
-function rowGeometry(k: KernelBuilder, layout: QuantLayout, kDim: R32) {
-  // Rows are whole 32-weight blocks (and whole q4 groups).
-  const unit = layout.bits === 8 ? 32 : layout.groupSize;
-  const units = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
-  const rowWords = k.mulLo('u32', k.reg('u32'), units, unit / layout.perWord);
-  const groups = layout.scalePerRow
-    ? undefined
-    : layout.bits === 4
-      ? units
-      : k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, layout.groupSize - 1), layout.groupSize);
-  const zeroWords =
-    groups && layout.zeroPoints
-      ? k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), groups, 7), 3)
-      : undefined;
-  return { rowWords, groups, zeroWords };
-}
-
-/**
- * The scale group of the 8-aligned run of weights that starts at weight `at`
- * of a row: at / groupSize, clamped to the last group (a q8g16 row's padding
- * half-block lies past it; x is 0 there).
- */
-function groupAt(k: KernelBuilder, layout: QuantLayout, at: R32, groups: R32): R32 {
-  const g = k.shr('u32', k.reg('u32'), at, Math.log2(layout.groupSize));
-  if (layout.bits === 4) return g;
-  return k.min('u32', g, g, k.sub('u32', k.reg('u32'), groups, 1));
-}
-
-/**
- * The codes of `word` less `bias` (2^23 + the zero point) as exact f32: 4
- * signed bytes (q8, bias 2^23 + 128 after flipping each byte's sign bit) or
- * 8 nibbles (q4), the lowest first.
- */
-function codesOf(k: KernelBuilder, layout: QuantLayout, word: R32, bias: F32 | number): F32[] {
-  const mask = layout.bits === 8 ? 0xff : 0xf;
-  return Array.from({ length: layout.perWord }, (_, j) => {
-    const shifted = j === 0 ? word : k.shr('b32', k.reg('u32'), word, j * layout.bits);
-    let bits = k.and('b32', k.reg('u32'), shifted, mask);
-    if (layout.bits === 8) bits = k.xor('b32', k.reg('u32'), bits, 0x80);
-    k.or('b32', bits, bits, MAGIC_BITS);
-    const value = k.mov('b32', k.reg('f32'), bits);
-    return k.sub('f32', value, value, bias, { rnd: 'rn' });
-  });
-}
-
-/** The zero point of group `g` of a row whose zero words start at `zeroRow`, as 2^23 + zero. */
-function zeroBias(k: KernelBuilder, zeros: R64, zeroRow: R32, g: R32): F32 {
-  const at = k.add('u32', k.reg('u32'), zeroRow, k.shr('u32', k.reg('u32'), g, 3));
-  const word = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(zeros, at, 4), { nc: true });
-  const shift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), g, 7), 2);
-  const nibble = k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), word, shift), 0xf);
-  const bias = k.cvt('f32', 'u32', k.reg('f32'), nibble, { rnd: 'rn' });
-  return k.add('f32', bias, bias, MAGIC, { rnd: 'rn' });
-}
-
-/** The bias of codes without zero points: 2^23 (+ 128 for q8's flipped sign bit, + 8 for q4's centre, + 0 for q4g32a). */
-function fixedBias(layout: QuantLayout): number {
-  return MAGIC + (layout.bits === 8 ? 128 : layout.offset);
-}
-
-function checkRows(rows: number): void {
-  if (!Number.isInteger(rows) || rows < 1 || rows > QUANT_DOT_MAX_ROWS) {
-    throw new InvalidArgumentError('the quantized streaming kernel takes at most QUANT_DOT_MAX_ROWS rows', {
-      operation: quantizedMatmul.name,
-      argument: 'rows',
-      expected: `an integer from 1 to ${QUANT_DOT_MAX_ROWS}`,
-      actual: String(rows),
-    });
-  }
-}
-
-function checkZeros(v: QuantVariant): void {
-  if (v.zeros && !layoutOf(v.format).zeroPoints) {
-    throw new InvalidArgumentError(`${v.format} has no zero points`, {
-      operation: quantizedMatmul.name,
-      argument: 'zeros',
-      expected: 'zero points with q4g32 and q4g128 only',
-      actual: v.format,
-    });
-  }
-}
-
-/** Stores y(row, col) = sum (+ beta · c). */
-function storeOutput(
-  k: KernelBuilder,
-  v: QuantVariant,
-  out: { y: R64; c: R64; beta: F32; n: R32 },
-  row: R32,
-  col: R32,
-  sum: F32,
-): void {
-  const bytes = STORAGE_BYTES[v.types.act];
-  const index = k.madLo('u32', k.reg('u32'), row, out.n, col);
-  let value = sum;
-  if (v.withC) {
-    const c = loadOneAsF32(k, v.types.act, k.elementAddress(out.c, index, bytes));
-    value = k.fma('f32', k.reg('f32'), out.beta, c, sum);
-  }
-  storeFromF32(k, v.types.act, k.elementAddress(out.y, index, bytes), value);
-}
 
 /**
  * Warp w of block x owns column n = x · 8 + w for every row of x (up to
@@ -404,166 +245,6 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
       });
     },
     { maxThreadsPerBlock: THREADS, minBlocksPerSm: v.rows === 1 ? 4 : v.rows === 2 ? 2 : 1 },
-  );
-  return m;
-}
-
-// ---- tiled: more rows -----------------------------------------------------------
-
-const TILE_M = 64;
-const TILE_N = 64;
-const TILE_K = 32;
-/** Shared rows padded by 4 floats: `.v4` reads stay aligned and transposing stores spread over banks. */
-const PITCH_M = TILE_M + 4;
-const PITCH_N = TILE_N + 4;
-
-/**
- * Block (x, y) computes y[64y … +64, 64x … +64], thread t a 4 × 4 micro-tile
- * (rows 4 · (t / 16), columns 4 · (t % 16)). Each 32-k step stages x as
- * xs[k][m] (thread t: row t / 4, k 8 · (t % 4) … +8) and W dequantized as
- * ws[k][n] (thread t: column t / 4, its quarter of the column's 32 codes),
- * then every thread takes 32 steps of 4 + 4 shared values and 16 FMAs.
- */
-export function quantTileModule(v: QuantVariant): PtxModule {
-  checkZeros(v);
-  const layout = layoutOf(v.format);
-  const { act, scale } = v.types;
-  const actBytes = STORAGE_BYTES[act];
-  const scaleBytes = STORAGE_BYTES[scale];
-  /** u32 words of one column's 32 codes each thread takes: 1 nibble word or 2 byte words. */
-  const wordsPerThread = layout.bits === 8 ? 2 : 1;
-  const m = new PtxModule();
-  m.entry(
-    QUANT_TILE_ENTRY,
-    PARAMS,
-    (k, p) => {
-      const mDim = k.ldParam(p.m);
-      const n = k.ldParam(p.n);
-      const kDim = k.ldParam(p.k);
-      const xs = k.sharedArray('xs', 'f32', TILE_K * PITCH_M, 16);
-      const ws = k.sharedArray('ws', 'f32', TILE_K * PITCH_N, 16);
-      const xBase = k.sharedAddress(xs);
-      const wBase = k.sharedAddress(ws);
-      const tid = k.tid();
-      const row0 = k.mulLo('u32', k.reg('u32'), k.ctaid('y'), TILE_M);
-      const col0 = k.mulLo('u32', k.reg('u32'), k.ctaid(), TILE_N);
-      const { rowWords, groups, zeroWords } = rowGeometry(k, layout, kDim);
-      const quarter = k.and('b32', k.reg('u32'), tid, 3);
-
-      // Staging x: row t / 4 of the tile, k 8 · (t % 4) … +8 of the step; rows past M read as 0.
-      const xRow = k.add('u32', k.reg('u32'), row0, k.shr('u32', k.reg('u32'), tid, 2));
-      const xRowOk = below(k, xRow, mDim);
-      const xPtr = k.elementAddress(
-        k.globalPointer(p.x),
-        k.madLo('u32', k.reg('u32'), xRow, kDim, k.shl('b32', k.reg('u32'), quarter, 3)),
-        actBytes,
-      );
-      const xAt = k.madLo(
-        'u32',
-        k.reg('u32'),
-        k.shl('b32', k.reg('u32'), quarter, 3),
-        PITCH_M * 4,
-        k.madLo('u32', k.reg('u32'), k.shr('u32', k.reg('u32'), tid, 2), 4, xBase),
-      );
-      const xK = k.shl('b32', k.reg('u32'), quarter, 3);
-
-      // Staging W: column t / 4 (clamped to N − 1: read, never stored), its codes
-      // 8 · (t % 4) … +8 (q4: word t % 4 of the step's 16 bytes; q8: words 2 · (t % 4) and +1).
-      const wCol = k.min(
-        'u32',
-        k.reg('u32'),
-        k.add('u32', k.reg('u32'), col0, k.shr('u32', k.reg('u32'), tid, 2)),
-        k.sub('u32', k.reg('u32'), n, 1),
-      );
-      const wPtr = k.elementAddress(
-        k.globalPointer(p.packed),
-        k.madLo('u32', k.reg('u32'), wCol, rowWords, k.mulLo('u32', k.reg('u32'), quarter, wordsPerThread)),
-        4,
-      );
-      const wAt = k.madLo(
-        'u32',
-        k.reg('u32'),
-        k.shl('b32', k.reg('u32'), quarter, 3),
-        PITCH_N * 4,
-        k.madLo('u32', k.reg('u32'), k.shr('u32', k.reg('u32'), tid, 2), 4, wBase),
-      );
-      const scales = k.globalPointer(p.scales);
-      const zeros = k.globalPointer(p.zeros);
-      const offsets = k.globalPointer(p.offsets);
-      const scaleRow = groups ? k.mulLo('u32', k.reg('u32'), wCol, groups) : wCol;
-      const zeroRow = zeroWords ? k.mulLo('u32', k.reg('u32'), wCol, zeroWords) : undefined;
-      const rowScale = layout.scalePerRow
-        ? loadOneAsF32(k, scale, k.elementAddress(scales, wCol, scaleBytes))
-        : undefined;
-
-      const ty = k.shr('u32', k.reg('u32'), tid, 4);
-      const tx = k.and('b32', k.reg('u32'), tid, 15);
-      const readX = k.madLo('u32', k.reg('u32'), ty, 16, xBase);
-      const readW = k.madLo('u32', k.reg('u32'), tx, 16, wBase);
-      const acc = Array.from({ length: 4 }, () => k.regs('f32', 4));
-      for (const row of acc) for (const r of row) k.mov('f32', r, 0);
-
-      const kStep = k.reg('u32');
-      k.forRange(kStep, 0, kDim, TILE_K, () => {
-        // x: 8 consecutive k of one row, 0 past K and past M.
-        const xv = k.regs('f32', 8);
-        xv.forEach((reg, j) => {
-          const kk = k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kStep, xK), j);
-          const ok: Pred = k.and('pred', k.reg('pred'), xRowOk, below(k, kk, kDim));
-          loadAsF32(k, act, [reg], addr(xPtr, j * actBytes), { ok });
-          k.stShared('f32', addr(xAt, j * PITCH_M * 4), reg);
-        });
-        k.add('u64', xPtr, xPtr, TILE_K * actBytes);
-        // W: this thread's codes, dequantized with their group's scale (and zero point).
-        const words = k.regs('u32', wordsPerThread);
-        if (wordsPerThread === 2) k.ldGlobal('b32', words as unknown as Vec2<R32>, wPtr, { nc: true });
-        else k.ldGlobal('b32', words[0]!, wPtr, { nc: true });
-        k.add('u64', wPtr, wPtr, (TILE_K / layout.perWord) * 4);
-        let s: F32;
-        let bias: F32 | number = fixedBias(layout);
-        let offset: F32 | undefined;
-        if (rowScale) s = rowScale;
-        else {
-          // The group of this thread's 8 codes (a q8g16 step holds two groups).
-          const g = groupAt(k, layout, k.add('u32', k.reg('u32'), kStep, xK), groups!);
-          const at = k.add('u32', k.reg('u32'), scaleRow, g);
-          s = loadOneAsF32(k, scale, k.elementAddress(scales, at, scaleBytes));
-          if (v.zeros) bias = zeroBias(k, zeros, zeroRow!, g);
-          if (layout.offsets) offset = loadOneAsF32(k, scale, k.elementAddress(offsets, at, scaleBytes));
-        }
-        const codes = words.flatMap((word) => codesOf(k, layout, word, bias));
-        codes.forEach((code, j) => {
-          // ggml's value: f32(q · scale) (− offset, rounded again, for q4g32a).
-          const w = k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' });
-          if (offset) k.sub('f32', w, w, offset, { rnd: 'rn' });
-          k.stShared('f32', addr(wAt, j * PITCH_N * 4), w);
-        });
-        k.barSync();
-        for (let kk = 0; kk < TILE_K; kk++) {
-          const a = k.regs('f32', 4);
-          const b = k.regs('f32', 4);
-          k.ldShared('f32', a as unknown as Vec4<F32>, addr(readX, kk * PITCH_M * 4));
-          k.ldShared('f32', b as unknown as Vec4<F32>, addr(readW, kk * PITCH_N * 4));
-          for (let i = 0; i < 4; i++) {
-            for (let j = 0; j < 4; j++) k.fma('f32', acc[i]![j]!, a[i]!, b[j]!, acc[i]![j]!);
-          }
-        }
-        k.barSync();
-      });
-
-      const out = { y: k.globalPointer(p.y), c: k.globalPointer(p.c), beta: k.ldParam(p.beta), n };
-      const outRow0 = k.madLo('u32', k.reg('u32'), ty, 4, row0);
-      const outCol0 = k.madLo('u32', k.reg('u32'), tx, 4, col0);
-      acc.forEach((values, i) => {
-        const row = k.add('u32', k.reg('u32'), outRow0, i);
-        values.forEach((value, j) => {
-          const col = k.add('u32', k.reg('u32'), outCol0, j);
-          const inside = k.and('pred', k.reg('pred'), below(k, row, mDim), below(k, col, n));
-          k.ifThen(inside, () => storeOutput(k, v, out, row, col, value));
-        });
-      });
-    },
-    { maxThreadsPerBlock: THREADS, minBlocksPerSm: 2 },
   );
   return m;
 }

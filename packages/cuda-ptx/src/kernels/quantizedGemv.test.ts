@@ -16,7 +16,7 @@ import { describe, expect, it } from 'vitest';
 import { cudaOptionsFromEnvironment } from '../environment.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { QUANT_DOT_ENTRY } from './quantized.js';
+import { QUANT_DOT_ENTRY } from './quantizedCodes.js';
 import { QGEMV_ENTRY, type QgemvConfig, qgemvKey, qgemvModule, unrollOf } from './quantizedGemv.js';
 
 const base: QgemvConfig = {

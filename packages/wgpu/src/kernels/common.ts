@@ -29,3 +29,10 @@ fn gelu_grad(x: f32) -> f32 {
 fn silu_f(x: f32) -> f32 { return x * sigmoid_f(x); }
 fn silu_grad(x: f32) -> f32 { let s = sigmoid_f(x); return s * (1.0 + x * (1.0 - s)); }
 `;
+
+/** vec4 loads where rows are a whole number of vec4s, scalars otherwise. */
+export function vectorOf(headDim: number): { width: 1 | 4; type: 'vec4<f32>' | 'f32'; zero: string } {
+  return headDim % 4 === 0
+    ? { width: 4, type: 'vec4<f32>', zero: 'vec4<f32>()' }
+    : { width: 1, type: 'f32', zero: '0.0' };
+}

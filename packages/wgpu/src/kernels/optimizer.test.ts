@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WgpuBackend } from '../backend.js';
 import { requestWgpuDevice } from '../device.js';
 import { backendProvider } from '../index.js';
-import { MULTI_SLOTS, multiAdamwShader, multiAdamwSlots } from './optimizer.js';
+import { MULTI_SLOTS, multiAdamwShader, multiAdamwSlots } from './multiTensorAdamw.js';
 
 const unavailable = await backendProvider.probe();
 const needsAdapter = unavailable && process.env.CI !== 'true' ? describe.skip : describe;

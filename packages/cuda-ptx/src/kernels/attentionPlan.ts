@@ -1,0 +1,119 @@
+import { pow2AtLeast } from '@rayo/core';
+import type { DeviceProperties } from '../driver/driver.js';
+import type { VectorWidth } from './decodingAccess.js';
+import { type FloatStorage, storageKey } from './storage.js';
+
+// incrementalAttention's lane layout and split plan: how a head's dimensions
+// spread over a warp's lanes, and how many blocks split the cache.
+
+/** The largest head dimension the attention kernels keep in registers (32 f32 per lane). */
+export const MAX_HEAD_DIM = 1024;
+/** Warps per attention block; each walks its own tokens, merged once at the end. */
+export const ATTENTION_WARPS = 4;
+/** Warps per block of the merge kernel; they take splits in turn. */
+export const MERGE_WARPS = 8;
+/** A split has at least this many tokens: fewer would spend more on the merge than they save. */
+export const MIN_SPLIT_TOKENS = 64;
+/** Splits per head at most, which bounds the merge kernel's serial work. */
+export const MAX_SPLITS = 64;
+/** Blocks aimed for per SM: two waves of eight resident blocks. */
+export const TARGET_BLOCKS_PER_SM = 16;
+
+/**
+ * How a warp covers a head's row: `lanes` consecutive lanes (a slot) share
+ * one token, each holding `perLane` vectors of `width` words at chunks
+ * laneInSlot + i·lanes; a warp holds `slots` tokens at once.
+ */
+export interface LaneLayout {
+  readonly width: VectorWidth;
+  /** Vectors per row (headDim / width). */
+  readonly chunks: number;
+  readonly lanes: number;
+  readonly perLane: number;
+  readonly slots: number;
+}
+
+export function laneLayout(headDim: number, width: VectorWidth): LaneLayout {
+  const chunks = headDim / width;
+  const lanes = Math.min(32, pow2AtLeast(chunks));
+  return { width, chunks, lanes, perLane: Math.ceil(chunks / lanes), slots: 32 / lanes };
+}
+
+/** The compile-time configuration of the attention kernel. */
+export interface AttentionConfig {
+  readonly headDim: number;
+  readonly width: VectorWidth;
+  /** Query heads per block (they share the kv head, so its rows are loaded once for all). */
+  readonly headsPerBlock: number;
+  /** Tokens per slot whose loads are issued together. */
+  readonly unroll: number;
+  /** Whether the block leaves a partial state for the merge kernel instead of the output. */
+  readonly split: boolean;
+  /** Whether seqLen is read from device memory (`seqLenAt`) instead of a parameter. */
+  readonly deviceLength?: boolean;
+  /** Storage of q and out (`act`) and of the caches; all f32 when absent. The partial states are f32. */
+  readonly types?: { readonly act: FloatStorage; readonly cache: FloatStorage };
+}
+
+export interface AttentionPlan {
+  readonly config: AttentionConfig;
+  readonly splits: number;
+  /** Tokens per split (the last one may have fewer). */
+  readonly splitTokens: number;
+  /** Blocks along the heads: nHeads / headsPerBlock. */
+  readonly headBlocks: number;
+}
+
+export interface AttentionShape {
+  readonly nHeads: number;
+  readonly nKvHeads: number;
+  readonly headDim: number;
+  readonly seqLen: number;
+}
+
+/** The largest divisor of `n` that is at most `limit`. */
+function largestDivisorUpTo(n: number, limit: number): number {
+  for (let d = Math.min(n, limit); d > 1; d--) if (n % d === 0) return d;
+  return 1;
+}
+
+/**
+ * Launch plan: query heads per block and tokens per load group from the
+ * registers a lane needs (q and the accumulators grow with both), then
+ * enough splits of the sequence that the grid fills the SMs about twice
+ * over, each split at least MIN_SPLIT_TOKENS long; one split means one pass.
+ */
+export function planAttention(
+  device: Pick<DeviceProperties, 'multiprocessors'>,
+  shape: AttentionShape,
+  width: VectorWidth,
+): AttentionPlan {
+  const { nHeads, nKvHeads, headDim, seqLen } = shape;
+  const layout = laneLayout(headDim, width);
+  const dimsPerLane = layout.perLane * width;
+  const unroll = dimsPerLane <= 4 ? 4 : dimsPerLane <= 8 ? 2 : 1;
+  const headsPerBlock = largestDivisorUpTo(nHeads / nKvHeads, Math.max(1, Math.min(8, 32 / dimsPerLane)));
+  const headBlocks = nHeads / headsPerBlock;
+  const wanted = Math.ceil((device.multiprocessors * TARGET_BLOCKS_PER_SM) / headBlocks);
+  const allowed = Math.max(1, Math.min(MAX_SPLITS, Math.floor(seqLen / MIN_SPLIT_TOKENS)));
+  let splits = Math.min(wanted, allowed);
+  // Whole load groups per split, so only a split's last group is partial.
+  const group = ATTENTION_WARPS * layout.slots * unroll;
+  const splitTokens = splits === 1 ? seqLen : Math.ceil(seqLen / splits / group) * group;
+  splits = Math.ceil(seqLen / splitTokens);
+  return {
+    config: { headDim, width, headsPerBlock, unroll, split: splits > 1 },
+    splits,
+    splitTokens,
+    headBlocks,
+  };
+}
+
+export function attentionKey(c: AttentionConfig): string {
+  const types = c.types ? storageKey([c.types.act, c.types.cache]) : '';
+  return `decoding/attention/${c.split ? 'split' : 'single'}/d${c.headDim}v${c.width}/g${c.headsPerBlock}u${c.unroll}w${ATTENTION_WARPS}${c.deviceLength ? '/len' : ''}${types}`;
+}
+
+export function mergeKey(headDim: number, width: VectorWidth, out: FloatStorage = 'f32'): string {
+  return `decoding/attention/merge/d${headDim}v${width}/w${MERGE_WARPS}${storageKey([out])}`;
+}

@@ -1,0 +1,460 @@
+import { FLOAT, incrementalAttention } from '@rayo/core';
+import { gridFor, type KernelEncoder, linearWorkgroup, type Operand, wgpuKernel } from '../kernel.js';
+import { paramLayout } from '../params.js';
+import type { ShaderSource } from '../pipelines.js';
+import {
+  bindingType,
+  halfFunctions,
+  loadScalar,
+  quadType,
+  type Storage,
+  storageOf,
+  unpackQuad,
+} from '../wgsl/half.js';
+import { ShaderModule } from '../wgsl/module.js';
+import { vectorOf, WG } from './common.js';
+import { encodeWithF32Activations } from './halfEdges.js';
+
+// Flash decoding. The cached tokens of every kv head are split into chunks; a
+// workgroup takes one chunk for up to 4 query heads of the same kv head (so
+// grouped-query heads share the K and V reads) and computes, per head, the
+// chunk's score max, its sum of exp and the un-normalised weighted sum of V
+// rows. A merge pass per head rescales the partials by exp(max_i − max) and
+// normalises. With a single chunk the split pass normalises and writes the
+// output itself.
+//
+// A length held in a device tensor is known only when the shader runs: the
+// grid then covers the whole cache, a chunk past the length records an empty
+// partial (sum 0) and returns, and the merge leaves empty partials out. A
+// length outside 1 … maxSeq reads nothing and leaves NaN (0 / 0) in out.
+
+/** `for` over a compile-time count, emitted unrolled so loads can be issued back to back. */
+function unroll(count: number, body: (i: number) => string): string {
+  return Array.from({ length: count }, (_, i) => body(i)).join('\n');
+}
+
+/** Most query heads one workgroup serves; bounds registers and workgroup memory. */
+const MAX_HEADS_PER_GROUP = 4;
+/** Tokens a chunk can hold (the scores of a chunk stay in workgroup memory). */
+const MAX_CHUNK = 256;
+/** Enough workgroups to fill a large GPU before chunks get smaller than 64 tokens. */
+const TARGET_WORKGROUPS = 512;
+/**
+ * Lanes per K row in the score pass: each lane sums at least 4 vectors of the
+ * row, at most 8 lanes (128 contiguous bytes per row and load) are reduced.
+ */
+function kLanes(vectors: number): number {
+  return Math.min(vectors, Math.max(4, Math.min(8, Math.floor(vectors / 4))));
+}
+/** V rows each thread loads per step of the value pass. */
+const V_ROWS = 4;
+/** The q rows live in workgroup memory up to this many floats, else they are read from memory. */
+const Q_SHARED_FLOATS = 1024;
+const NEG_BIG = '-3.0e38';
+
+const SPLIT_PARAMS = paramLayout([
+  ['group', 'u32'],
+  ['blocksPerKv', 'u32'],
+  ['blocks', 'u32'],
+  ['maxSeq', 'u32'],
+  ['seqLen', 'u32'],
+  ['chunk', 'u32'],
+  ['chunks', 'u32'],
+  ['scale', 'f32'],
+] as const);
+
+const MERGE_PARAMS = paramLayout([
+  ['heads', 'u32'],
+  ['chunks', 'u32'],
+] as const);
+
+interface SplitConfig {
+  readonly headDim: number;
+  /** Query heads per workgroup. */
+  readonly heads: number;
+  /** Normalise and write the output (one chunk) instead of partials. */
+  readonly direct: boolean;
+  /** The length is read from a device tensor bound after the outputs. */
+  readonly device: boolean;
+  /** How the caches are stored (halves in u32 words are widened as loaded). */
+  readonly cache: Storage;
+}
+
+/** Tree reduction over `red[h * WG + tid]` for every head; the result lands in `red[h * WG]`. */
+function treeReduce(heads: number, op: (a: string, b: string) => string): string {
+  return `
+  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
+    workgroupBarrier();
+    if (tid < s) {
+${unroll(heads, (h) => `      red[${h * WG}u + tid] = ${op(`red[${h * WG}u + tid]`, `red[${h * WG}u + tid + s]`)};`)}
+    }
+  }
+  workgroupBarrier();`;
+}
+
+function splitShader(cfg: SplitConfig): ShaderSource {
+  const { headDim: D, heads: HB, direct, device, cache } = cfg;
+  const { width: W, type: VT, zero } = vectorOf(D);
+  // Vector (or element) x of a cache, as f32.
+  const cacheAt = (name: string, x: string) =>
+    W === 4 ? unpackQuad(cache, `${name}[${x}]`) : loadScalar(cache, name, x);
+  const cacheType = W === 4 ? quadType(cache) : bindingType(cache, false);
+  const NV = D / W;
+  // Score pass: LK threads per row, each summing JK vectors.
+  const LK = kLanes(NV);
+  const JK = Math.ceil(NV / LK);
+  const PK = Math.floor(WG / LK);
+  // Value pass: one thread per vector of a row (up to WG), PV rows at a time, U rows per step.
+  const U = V_ROWS;
+  const LV = Math.min(NV, WG);
+  const JV = Math.ceil(NV / LV);
+  const PV = Math.floor(WG / LV);
+  const qShared = HB * D <= Q_SHARED_FLOATS;
+  const red = Math.max(HB * WG, PV > 1 ? PV * D : 0);
+  const dotOf = (a: string, b: string) => (W === 4 ? `dot(${a}, ${b})` : `${a} * ${b}`);
+  const qAt = (h: number, x: string) => (qShared ? `qs[${h * NV}u + ${x}]` : `q[qb${h} + ${x}]`);
+  const guardK = NV % LK !== 0;
+  const guardV = NV % LV !== 0;
+  const vLoad = (row: string, j: number) => {
+    const x = `vl + ${j * LV}u`;
+    return guardV && (j + 1) * LV > NV
+      ? `select(${zero}, ${cacheAt('v', `kv + (${row}) * NV + min(${x}, NV - 1u)`)}, ${x} < NV)`
+      : cacheAt('v', `kv + (${row}) * NV + ${x}`);
+  };
+  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${device ? '/device' : ''}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`;
+
+  const code = () => {
+    const module = new ShaderModule().params(SPLIT_PARAMS);
+    module.storage('q', VT, 'read');
+    module.storage('k', cacheType, 'read');
+    module.storage('v', cacheType, 'read');
+    if (direct) module.storage('out', 'f32', 'read_write');
+    else {
+      module.storage('stats', 'f32', 'read_write');
+      module.storage('partial', 'f32', 'read_write');
+    }
+    if (device) module.storage('len', 'i32', 'read');
+    module.declare(`const NV = ${NV}u;`);
+    if (qShared) module.workgroupArray('qs', VT, HB * NV);
+    module.workgroupArray('red', 'f32', red);
+    module.workgroupArray('sc', 'f32', HB * MAX_CHUNK);
+    module.declare(halfFunctions(cache));
+    return module.build(
+      undefined,
+      WG,
+      `  let tid = lid.x;
+  let w = ${linearWorkgroup};
+  let blk = w % params.blocks;
+  let c = w / params.blocks;
+  // A grid spread over y may have a few workgroups too many.
+  if (c >= params.chunks) { return; }
+  let g = blk / params.blocksPerKv;
+  let j0 = (blk % params.blocksPerKv) * ${HB}u;
+  let h0 = g * params.group + j0;
+  // Heads past the group (a partial last block) repeat the last one and are not written.
+  let nh = min(${HB}u, params.group - j0);
+${
+  device
+    ? `  let given = len[0];
+  let seqLen = select(0u, u32(given), given >= 1 && u32(given) <= params.maxSeq);`
+    : '  let seqLen = params.seqLen;'
+}
+  let t0 = c * params.chunk;
+  let nt = select(0u, min(params.chunk, seqLen - t0), t0 < seqLen);
+${
+  device && !direct
+    ? `  if (nt == 0u) {
+    if (tid == 0u) {
+${unroll(HB, (h) => `      if (${h}u < nh) { let at = ((h0 + ${h}u) * params.chunks + c) * 2u; stats[at] = ${NEG_BIG}; stats[at + 1u] = 0.0; }`)}
+    }
+    return;
+  }`
+    : ''
+}
+  let kv = (g * params.maxSeq + t0) * NV;
+${unroll(HB, (h) => `  let qb${h} = (h0 + min(${h}u, nh - 1u)) * NV;`)}
+${
+  qShared
+    ? `  for (var i = tid; i < ${HB * NV}u; i += ${WG}u) {
+    let h = i / NV;
+    qs[i] = q[(h0 + min(h, nh - 1u)) * NV + i % NV];
+  }
+  workgroupBarrier();`
+    : ''
+}
+
+  // Scores: ${LK} lanes per K row, ${PK} rows at a time.
+  let kl = tid % ${LK}u;
+  let kr = tid / ${LK}u;
+  for (var p0 = 0u; p0 < nt; p0 += ${PK}u) {
+    let t = p0 + kr;
+${unroll(HB, (h) => `    var s${h} = 0.0;`)}
+    if (kr < ${PK}u && t < nt) {
+      let row = kv + t * NV;
+${unroll(JK, (j) => {
+  const x = `kl + ${j * LK}u`;
+  const body = `let k${j} = ${cacheAt('k', `row + ${x}`)};\n${unroll(HB, (h) => `        s${h} += ${dotOf(`k${j}`, qAt(h, x))};`)}`;
+  return guardK && (j + 1) * LK > NV
+    ? `      if (${x} < NV) {\n        ${body}\n      }`
+    : `      {\n        ${body}\n      }`;
+})}
+    }
+${
+  LK > 1
+    ? `${unroll(HB, (h) => `    red[${h * WG}u + tid] = s${h};`)}
+    workgroupBarrier();
+    for (var e = tid; e < ${HB * PK}u; e += ${WG}u) {
+      let h = e / ${PK}u;
+      let r = e % ${PK}u;
+      if (p0 + r < nt) {
+        let at = h * ${WG}u + r * ${LK}u;
+        sc[h * ${MAX_CHUNK}u + p0 + r] = params.scale * (${Array.from({ length: LK }, (_, l) => `red[at + ${l}u]`).join(' + ')});
+      }
+    }
+    workgroupBarrier();`
+    : `    if (t < nt) {\n${unroll(HB, (h) => `      sc[${h * MAX_CHUNK}u + t] = params.scale * s${h};`)}\n    }`
+}
+  }
+  workgroupBarrier();
+
+  let vl = tid % ${LV}u;
+  let vr = tid / ${LV}u;
+  var tv = vr;
+  // The first V rows are loaded before the softmax, overlapping its barriers.
+  let pre = vr < ${PV}u && vr + ${(U - 1) * PV}u < nt;
+${unroll(U, (u) => unroll(JV, (j) => `  var p${u}_${j} = ${zero};`))}
+  if (pre) {
+${unroll(U, (u) => unroll(JV, (j) => `    p${u}_${j} = ${vLoad(`tv + ${u * PV}u`, j)};`))}
+  }
+
+  // Softmax statistics of the chunk, every head at once.
+${unroll(HB, (h) => `  var m${h} = ${NEG_BIG};`)}
+  for (var t = tid; t < nt; t += ${WG}u) {
+${unroll(HB, (h) => `    m${h} = max(m${h}, sc[${h * MAX_CHUNK}u + t]);`)}
+  }
+${unroll(HB, (h) => `  red[${h * WG}u + tid] = m${h};`)}
+${treeReduce(HB, (a, b) => `max(${a}, ${b})`)}
+${unroll(HB, (h) => `  let mx${h} = red[${h * WG}u];`)}
+  workgroupBarrier();
+${unroll(HB, (h) => `  var l${h} = 0.0;`)}
+  for (var t = tid; t < nt; t += ${WG}u) {
+${unroll(HB, (h) => `    { let e = exp(sc[${h * MAX_CHUNK}u + t] - mx${h}); sc[${h * MAX_CHUNK}u + t] = e; l${h} += e; }`)}
+  }
+${unroll(HB, (h) => `  red[${h * WG}u + tid] = l${h};`)}
+${treeReduce(HB, (a, b) => `${a} + ${b}`)}
+${unroll(HB, (h) => `  let sum${h} = red[${h * WG}u];`)}
+
+  // Weighted sum of V rows: one thread per vector of a row, ${PV} rows at a time, ${U} rows per step.
+${unroll(HB, (h) => unroll(JV, (j) => `  var a${h}_${j} = ${zero};`))}
+  if (vr < ${PV}u) {
+    if (pre) {
+${unroll(HB, (h) => unroll(JV, (j) => unroll(U, (u) => `      a${h}_${j} += sc[${h * MAX_CHUNK}u + tv + ${u * PV}u] * p${u}_${j};`)))}
+      tv += ${U * PV}u;
+    }
+    for (; tv + ${(U - 1) * PV}u < nt; tv += ${U * PV}u) {
+${unroll(U, (u) => unroll(JV, (j) => `      let v${u}_${j} = ${vLoad(`tv + ${u * PV}u`, j)};`))}
+${unroll(HB, (h) => unroll(JV, (j) => unroll(U, (u) => `      a${h}_${j} += sc[${h * MAX_CHUNK}u + tv + ${u * PV}u] * v${u}_${j};`)))}
+    }
+    for (; tv < nt; tv += ${PV}u) {
+${unroll(JV, (j) => `      let v${j} = ${vLoad('tv', j)};`)}
+${unroll(HB, (h) => unroll(JV, (j) => `      a${h}_${j} += sc[${h * MAX_CHUNK}u + tv] * v${j};`))}
+    }
+  }
+${
+  direct
+    ? ''
+    : `  if (tid == 0u) {
+${unroll(HB, (h) => `    if (${h}u < nh) { let at = ((h0 + ${h}u) * params.chunks + c) * 2u; stats[at] = mx${h}; stats[at + 1u] = sum${h}; }`)}
+  }`
+}
+${
+  PV === 1
+    ? unroll(HB, (h) => {
+        // One row at a time: every thread holds whole sums already.
+        const dst = (d: string) =>
+          direct
+            ? `out[(h0 + ${h}u) * ${D}u + ${d}]`
+            : `partial[((h0 + ${h}u) * params.chunks + c) * ${D}u + ${d}]`;
+        return `  if (${h}u < nh) {
+${unroll(JV, (j) => {
+  const x = `vl + ${j * LV}u`;
+  const stores = unroll(W, (cmp) => {
+    const a = W === 4 ? `a${h}_${j}[${cmp}]` : `a${h}_${j}`;
+    return `      ${dst(`(${x}) * ${W}u + ${cmp}u`)} = ${direct ? `${a} / sum${h}` : a};`;
+  });
+  return guardV && (j + 1) * LV > NV ? `    if (${x} < NV) {\n${stores}\n    }` : `    {\n${stores}\n    }`;
+})}
+  }`;
+      })
+    : // Rows are summed through workgroup memory, one head after the other; a
+      // loop (not unrolled here) keeps the barriers few for shader compilers.
+      `  for (var h = 0u; h < ${HB}u; h++) {
+    var acc = a0_0;
+    var total = sum0;
+${unroll(HB - 1, (i) => `    if (h == ${i + 1}u) { acc = a${i + 1}_0; total = sum${i + 1}; }`)}
+    workgroupBarrier();
+    if (vr < ${PV}u) {
+${unroll(W, (cmp) => `      red[vr * ${D}u + vl * ${W}u + ${cmp}u] = ${W === 4 ? `acc[${cmp}]` : 'acc'};`)}
+    }
+    workgroupBarrier();
+    if (h < nh) {
+      for (var d = tid; d < ${D}u; d += ${WG}u) {
+        var o = 0.0;
+        for (var r = 0u; r < ${PV}u; r++) { o += red[r * ${D}u + d]; }
+        ${direct ? `out[(h0 + h) * ${D}u + d] = o / total;` : `partial[((h0 + h) * params.chunks + c) * ${D}u + d] = o;`}
+      }
+    }
+  }`
+}`,
+    );
+  };
+  return { key, kernel: 'incrementalAttention', code };
+}
+
+function mergeShader(headDim: number): ShaderSource {
+  const { width: W, type: VT, zero } = vectorOf(headDim);
+  const NV = headDim / W;
+  const LM = Math.min(NV, WG);
+  const JM = Math.ceil(NV / LM);
+  const SM = Math.floor(WG / LM);
+  return {
+    key: `decoding/incrementalAttention/merge/d${headDim}/wg${WG}`,
+    kernel: 'incrementalAttention',
+    code: () => {
+      const module = new ShaderModule().params(MERGE_PARAMS);
+      module.storage('stats', 'f32', 'read');
+      module.storage('partial', VT, 'read');
+      module.storage('out', VT, 'read_write');
+      module.declare(`const NV = ${NV}u;`);
+      module.workgroupArray('red', 'f32', WG);
+      module.workgroupArray('ored', VT, WG);
+      return module.build(
+        undefined,
+        WG,
+        `  let tid = lid.x;
+  let h = ${linearWorkgroup};
+  if (h >= params.heads) { return; }
+  let n = params.chunks;
+  let base = h * n;
+  var m = ${NEG_BIG};
+  for (var i = tid; i < n; i += ${WG}u) { m = max(m, stats[(base + i) * 2u]); }
+  red[tid] = m;
+${treeReduce(1, (a, b) => `max(${a}, ${b})`)}
+  let mx = red[0];
+  workgroupBarrier();
+  var l = 0.0;
+  for (var i = tid; i < n; i += ${WG}u) { l += exp(stats[(base + i) * 2u] - mx) * stats[(base + i) * 2u + 1u]; }
+  red[tid] = l;
+${treeReduce(1, (a, b) => `${a} + ${b}`)}
+  let total = red[0];
+
+  // ${SM} slices of the chunks, one thread per vector of the row in each.
+  let x0 = tid % ${LM}u;
+  let slice = tid / ${LM}u;
+${unroll(
+  JM,
+  (j) => `  {
+    let x = x0 + ${j * LM}u;
+    var o = ${zero};
+    if (slice < ${SM}u && x < NV) {
+      for (var i = slice; i < n; i += ${SM}u) {
+        // An empty chunk (sum 0) has no partial to read.
+        o += select(${zero}, exp(stats[(base + i) * 2u] - mx) * partial[(base + i) * NV + x], stats[(base + i) * 2u + 1u] > 0.0);
+      }
+    }
+    ored[tid] = o;
+    workgroupBarrier();
+    if (slice == 0u && x < NV) {
+      var sum = ${zero};
+      for (var s = 0u; s < ${SM}u; s++) { sum += ored[s * ${LM}u + x0]; }
+      out[h * NV + x] = sum / total;
+    }
+    workgroupBarrier();
+  }`,
+)}`,
+      );
+    },
+  };
+}
+
+/** Chunk length: the longest of 256, 128, 64 tokens that still gives enough workgroups. */
+function chunkFor(seqLen: number, blocks: number): number {
+  for (const chunk of [MAX_CHUNK, MAX_CHUNK / 2]) {
+    if (blocks * Math.ceil(seqLen / chunk) >= TARGET_WORKGROUPS) return chunk;
+  }
+  return MAX_CHUNK / 4;
+}
+
+/** Half caches are read as stored; a half q and out go through f32 (one row per head). */
+export const attentionKernel = wgpuKernel(
+  incrementalAttention,
+  (encoder, { inputs, outputs, attrs }) => {
+    encodeWithF32Activations(
+      encoder,
+      incrementalAttention.name,
+      { q: inputs[0]! },
+      { out: outputs[0]! },
+      (i, o) => encodeAttention(encoder, i.q, inputs[1]!, inputs[2]!, inputs[3], o.out, attrs),
+    );
+  },
+  { dtypes: FLOAT },
+);
+
+function encodeAttention(
+  encoder: KernelEncoder,
+  q: Operand,
+  k: Operand,
+  v: Operand,
+  length: Operand | undefined,
+  out: Operand,
+  attrs: { readonly seqLen: number; readonly scale: number },
+): void {
+  const [nHeads, headDim] = out.shape as [number, number];
+  const [nKvHeads, maxSeq] = k.shape as [number, number, number];
+  if (out.size === 0) return;
+  // A length on the device: size the grid by the cache, its bound.
+  const seqLen = length ? maxSeq : attrs.seqLen;
+  const scale = attrs.scale === 0 ? 1 / Math.sqrt(headDim) : attrs.scale;
+  const group = nHeads / nKvHeads;
+  const blocksPerKv = Math.ceil(group / MAX_HEADS_PER_GROUP);
+  const heads = Math.ceil(group / blocksPerKv);
+  const blocks = nKvHeads * blocksPerKv;
+  const chunk = chunkFor(seqLen, blocks);
+  const chunks = Math.ceil(seqLen / chunk);
+  const direct = chunks === 1;
+  const values = { group, blocksPerKv, blocks, maxSeq, seqLen, chunk, chunks, scale };
+  const workgroups = gridFor(blocks * chunks, encoder.limits);
+  const shader = splitShader({
+    headDim,
+    heads,
+    direct,
+    device: length !== undefined,
+    cache: storageOf(k.dtype),
+  });
+  const lengthBinding = length ? [length] : [];
+  if (direct) {
+    encoder.dispatch({
+      shader,
+      buffers: [q, k, v, out, ...lengthBinding],
+      params: { layout: SPLIT_PARAMS, values },
+      workgroups,
+    });
+    return;
+  }
+  const statBytes = nHeads * chunks * 2 * 4;
+  const partialBytes = nHeads * chunks * headDim * 4;
+  const stats = { buffer: encoder.scratch(statBytes), offset: 0, size: statBytes };
+  const partial = { buffer: encoder.scratch(partialBytes), offset: 0, size: partialBytes };
+  encoder.dispatch({
+    shader,
+    buffers: [q, k, v, stats, partial, ...lengthBinding],
+    params: { layout: SPLIT_PARAMS, values },
+    workgroups,
+  });
+  encoder.dispatch({
+    shader: mergeShader(headDim),
+    buffers: [stats, partial, out],
+    params: { layout: MERGE_PARAMS, values: { heads: nHeads, chunks } },
+    workgroups: gridFor(nHeads, encoder.limits),
+  });
+}
