@@ -3,14 +3,14 @@
 // quantized GEMV variants run only when chosen by name), and the matrix
 // tiles over more variants than the suites reach: generated here, recorded,
 // never compiled.
-import { QUANT_FORMATS } from '@rayo/core';
+import { QGEMV_FORMATS, QGEMV_SHAPES, QUANT_FORMATS } from '@rayo/core';
 import { describe, it } from 'vitest';
 import { HALF_TILE_LARGE, HALF_TILE_MID, halfGemmShader } from '../../src/kernels/matmulHalf.js';
 import { TILE_LARGE, TILE_MID, tileShader } from '../../src/kernels/matmulTile.js';
 import type { Output } from '../../src/kernels/matmulWgsl.js';
 import { multiAdamwShader } from '../../src/kernels/multiTensorAdamw.js';
 import { QUANT_STREAM_MAX_ROWS, quantStreamShader, quantTileShader } from '../../src/kernels/quantized.js';
-import { QGEMV_FORMATS, QGEMV_SHAPES, qgemvShader } from '../../src/kernels/quantizedGemv.js';
+import { qgemvShader } from '../../src/kernels/quantizedGemv.js';
 import { recordShader } from './record.js';
 
 const flags = [false, true] as const;
