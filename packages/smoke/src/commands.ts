@@ -6,6 +6,18 @@ export interface CommandResult {
   readonly stderr: string;
 }
 
+/**
+ * This process's environment without the `npm_*` variables a parent package
+ * manager sets (under `pnpm test`, `npm_config_user_agent` names pnpm):
+ * npm reads them as its own configuration, so a child npm would take itself
+ * for pnpm.
+ */
+export function withoutPackageManagerEnvironment(): NodeJS.ProcessEnv {
+  return Object.fromEntries(
+    Object.entries(process.env).filter(([key]) => !key.toLowerCase().startsWith('npm_')),
+  );
+}
+
 /** Runs a program (no shell) and collects what it prints; never rejects on a failing exit. */
 export function run(
   program: string,

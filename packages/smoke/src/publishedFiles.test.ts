@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run, runOk } from './commands.js';
+import { run, runOk, withoutPackageManagerEnvironment } from './commands.js';
 import { tarballFiles } from './tarball.js';
 
 // What each published package ships is library code: packed as the packaging
@@ -160,6 +160,7 @@ describe.each(PUBLISHED.map((p) => [p.manifest.name] as const))('the tarball of 
     expect(source.scripts?.prepack).toBe('node ../../scripts/refuse-workspace-ranges.mjs');
     const result = await run('npm', ['pack', '--dry-run', '--ignore-scripts=false'], {
       cwd: join(WORKSPACE, 'packages', dir),
+      env: withoutPackageManagerEnvironment(),
     });
     if (!JSON.stringify(source).includes('"workspace:')) return;
     expect(result.code).not.toBe(0);
