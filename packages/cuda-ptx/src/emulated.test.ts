@@ -10,7 +10,7 @@ import {
   swigluBackward,
   transpose,
 } from '@rayo/core';
-import { compareOutputs, conformanceSuite } from '@rayo/core/testing';
+import { compareOutputs, conformanceSuite, sampleConformance } from '@rayo/core/testing';
 import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CudaBackend } from './backend.js';
@@ -41,10 +41,26 @@ const checks = suite.checks.filter((c) => {
   return families.has(c.group);
 });
 
+// The PTX interpreter takes minutes for the whole suite (the real GPU runs it
+// all, as does lavapipe for WebGPU): by default one valid case of every
+// kernel × variant runs here, every PTX generator variant once, with every
+// check that compiles nothing; RAYO_FULL_CONFORMANCE=1 runs every check.
+const full = process.env.RAYO_FULL_CONFORMANCE === '1';
+const sample = sampleConformance(checks);
+const chosen = full ? checks : sample.checks;
+
 describe('conformance of the implemented families on an emulated device', () => {
   afterAll(() => suite.teardown());
+  it(`${full ? 'runs every check' : 'samples every kernel × variant'} of the implemented families`, () => {
+    const pairs = new Set(
+      checks.flatMap((c) => (c.kernelCase ? [`${c.kernelCase.kernel}\u0000${c.kernelCase.variant}`] : [])),
+    );
+    expect(sample.variants).toBe(pairs.size);
+    expect(sample.kernels).toBe(new Set([...pairs].map((p) => p.split('\u0000')[0])).size);
+    expect(chosen.length).toBe(full ? checks.length : sample.checks.length);
+  });
   const groups = new Map<string, typeof checks>();
-  for (const check of checks) groups.set(check.group, [...(groups.get(check.group) ?? []), check]);
+  for (const check of chosen) groups.set(check.group, [...(groups.get(check.group) ?? []), check]);
   for (const [group, list] of groups) {
     describe(group, () => {
       for (const check of list) it(check.name, (context) => runConformanceCheck(check, context), 60_000);
