@@ -130,6 +130,34 @@ export function checkDtypeGroups(spec: AnyKernelSpec, inputs: InputMetas): void 
   });
 }
 
+/**
+ * An input written in place (an output's `aliasOf`) must be the only input
+ * over its memory: read through another binding it would be read while being
+ * written (a GPU refuses one buffer bound writable and again), and passed
+ * twice it would be updated twice (`clipByGlobalNorm([g, g])`). Inputs that
+ * are only read may repeat (`mul(x, x)`).
+ */
+export function checkInPlaceInputs(
+  spec: AnyKernelSpec,
+  outputs: readonly OutputMeta[],
+  inputs: readonly (Tensor | undefined)[],
+): void {
+  for (const meta of outputs) {
+    const written = meta.aliasOf === undefined ? undefined : inputs[meta.aliasOf];
+    if (written === undefined) continue;
+    const other = inputs.findIndex(
+      (x, i) => i !== meta.aliasOf && x !== undefined && x.base === written.base,
+    );
+    if (other === -1) continue;
+    throw new InvalidArgumentError('an input written in place is also passed as another input', {
+      operation: spec.name,
+      argument: inputName(spec, other),
+      expected: `a tensor over other memory than input '${inputName(spec, meta.aliasOf!)}', which output '${meta.name}' writes in place`,
+      actual: inputs[other] === written ? 'the same tensor' : 'the same memory through a view',
+    });
+  }
+}
+
 /** Checks caller-provided outputs against the inferred ones. */
 export function checkOutputs(
   spec: AnyKernelSpec,
@@ -184,15 +212,15 @@ export function checkOutputs(
         actual: `a tensor on ${t.backend.name}`,
       });
     }
-    const input = inputs.indexOf(t);
+    const input = inputs.findIndex((x) => x !== undefined && x.base === t.base);
     if (input !== -1) {
       // GPUs cannot read and write one buffer in one dispatch; in-place
-      // updates are the in-place kernels' job.
+      // updates are the in-place kernels' job. A view shares its base's memory.
       throw new InvalidArgumentError('a preallocated output must not also be an input', {
         operation: kernel,
         argument,
-        expected: 'a tensor that is not an input of this call',
-        actual: `input '${inputName(spec, input)}'`,
+        expected: 'a tensor that is not an input of this call, nor a view of one, nor the base of one',
+        actual: `input '${inputName(spec, input)}'${inputs[input] === t ? '' : ' (the same memory through a view)'}`,
       });
     }
     if (!shapesEqual(t.shape, meta.shape)) {
@@ -234,6 +262,7 @@ export function prepareKernel<A extends AttrValues>(
   const metas = checkInputs(spec, inputs, backend);
   const resolved = resolveAttrs(spec, attrs, metas);
   const outputs = spec.infer(metas, resolved);
+  checkInPlaceInputs(spec, outputs, inputs);
   checkOutputs(spec, outputs, options?.out, backend, inputs);
   return { attrs: resolved, inputs: metas, outputs };
 }

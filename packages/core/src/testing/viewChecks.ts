@@ -1,7 +1,8 @@
 import type { Backend, Tensor } from '../backend.js';
-import { DisposedTensorError, ShapeError } from '../errors.js';
+import { DisposedTensorError, InvalidArgumentError, ShapeError } from '../errors.js';
 import { kvCacheScatter } from '../kernels/decoding.js';
 import { add, scale } from '../kernels/elementwise.js';
+import { clipByGlobalNorm } from '../kernels/optimizer.js';
 import { backendCheck, type ConformanceCheck } from './backendCheck.js';
 
 class ViewCheckFailure extends Error {
@@ -128,6 +129,54 @@ export function viewChecks(getBackend: () => Promise<Backend>): ConformanceCheck
       await expectDisposedError(() => batch.submit(), 'submit of a batch that recorded such a view');
       recorded!.dispose();
     }),
+    check(
+      'aliasing: an output over an input’s memory and an in-place input passed again are refused by name; reads may repeat',
+      async (backend) => {
+        using x = backend.upload(range(6), [2, 3]);
+        using y = backend.upload(range(6, 10), [2, 3]);
+        const refused = (call: () => unknown, argument: string, what: string) => {
+          let caught: unknown;
+          try {
+            call();
+          } catch (error) {
+            caught = error;
+          }
+          const e = caught as InvalidArgumentError | undefined;
+          expect(
+            e instanceof InvalidArgumentError && e.argument === argument,
+            `${what}: expected an InvalidArgumentError naming '${argument}', got ${caught === undefined ? 'success' : String(caught)}`,
+          );
+        };
+        const before = backend.memory().liveTensors;
+        refused(
+          () => backend.run(add, [x, y], {}, { out: [x.reshape([6]).reshape([2, 3])] }),
+          'out[0]',
+          'an output that is a view of an input',
+        );
+        refused(
+          () => backend.run(add, [x.reshape([3, 2]), y.reshape([3, 2])], {}, { out: [y] }),
+          'out[0]',
+          'an output that is the base of an input view',
+        );
+        refused(
+          () => backend.run(clipByGlobalNorm, [x, x], { maxNorm: 1 }),
+          'grads[1]',
+          'clipByGlobalNorm([g, g])',
+        );
+        refused(
+          () => backend.run(clipByGlobalNorm, [x, x.reshape([6])], { maxNorm: 1 }),
+          'grads[1]',
+          'clipByGlobalNorm([g, view of g])',
+        );
+        expect(backend.memory().liveTensors === before, 'a refused call left tensors behind');
+        using doubled = backend.run(add, [x, x])[0]!;
+        await expectValues(
+          doubled,
+          range(6).map((v) => 2 * v),
+          'add(x, x)',
+        );
+      },
+    ),
     check('reshape refuses a shape with another number of elements', async (backend) => {
       using base = backend.zeros([2, 3]);
       for (const shape of [
