@@ -22,6 +22,31 @@ import {
 import { resolveAttrs } from './kernelAttrs.js';
 import { formatShape, shapesEqual } from './shape.js';
 
+/** A call's tensor argument: a Tensor, not disposed. */
+function checkLiveTensor(
+  kernel: string,
+  argument: string,
+  role: 'input' | 'output',
+  t: unknown,
+): asserts t is Tensor {
+  if (!(t instanceof Tensor)) {
+    throw new InvalidArgumentError(`${role} must be a Tensor`, {
+      operation: kernel,
+      argument,
+      expected: 'a Tensor',
+      actual: describeValue(t),
+    });
+  }
+  if (t.disposed) {
+    throw new DisposedTensorError('tensor was used after dispose()', {
+      operation: kernel,
+      argument,
+      expected: 'a live tensor',
+      actual: `disposed ${t.describe()}`,
+    });
+  }
+}
+
 /** Checks the number of inputs, their liveness, backend and dtypes; returns their metadata. */
 export function checkInputs(
   spec: AnyKernelSpec,
@@ -69,22 +94,7 @@ export function checkInputs(
       metas.push(undefined);
       continue;
     }
-    if (!(t instanceof Tensor)) {
-      throw new InvalidArgumentError('input must be a Tensor', {
-        operation: kernel,
-        argument,
-        expected: 'a Tensor',
-        actual: describeValue(t),
-      });
-    }
-    if (t.disposed) {
-      throw new DisposedTensorError('tensor was used after dispose()', {
-        operation: kernel,
-        argument,
-        expected: 'a live tensor',
-        actual: `disposed ${t.describe()}`,
-      });
-    }
+    checkLiveTensor(kernel, argument, 'input', t);
     owner ??= t.backend;
     if (t.backend !== owner) {
       throw new BackendMismatchError('all tensors of one call must live on one backend', {
@@ -188,22 +198,7 @@ export function checkOutputs(
         actual: describeValue(t),
       });
     }
-    if (!(t instanceof Tensor)) {
-      throw new InvalidArgumentError('output must be a Tensor', {
-        operation: kernel,
-        argument,
-        expected: 'a Tensor',
-        actual: describeValue(t),
-      });
-    }
-    if (t.disposed) {
-      throw new DisposedTensorError('tensor was used after dispose()', {
-        operation: kernel,
-        argument,
-        expected: 'a live tensor',
-        actual: `disposed ${t.describe()}`,
-      });
-    }
+    checkLiveTensor(kernel, argument, 'output', t);
     if (t.backend !== backend) {
       throw new BackendMismatchError('output lives on another backend', {
         operation: kernel,

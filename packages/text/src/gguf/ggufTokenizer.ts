@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from '@rayo/core';
 import type { GgufMetadata } from '@rayo/train';
+import { sentencePieceDecoder } from '../tokenizer/tokenizerClasses.js';
 import type { TokenizerSource } from '../tokenizer/tokenizerSource.js';
 import {
   metadataString,
@@ -129,15 +130,7 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
         addBos ? tokenOf(bosId) : undefined,
         addEos ? tokenOf(eosId) : undefined,
       ),
-      decoder: {
-        type: 'Sequence',
-        decoders: [
-          { type: 'Replace', pattern: { String: '▁' }, content: ' ' },
-          { type: 'ByteFallback' },
-          { type: 'Fuse' },
-          ...(spacePrefix ? [{ type: 'Strip', content: ' ', start: 1, stop: 0 }] : []),
-        ],
-      },
+      decoder: sentencePieceDecoder(spacePrefix),
       model: {
         type: 'BPE',
         dropout: null,

@@ -25,14 +25,10 @@ export type ModelFiles =
 
 const KERNEL = 'TextModel.load';
 
-async function readJson(path: string): Promise<Record<string, unknown> | undefined> {
-  return readOptionalJsonObject(path, KERNEL);
-}
-
 /** The tensors and bytes of the safetensors files of a folder (headers only). */
 async function safetensorsTotals(dir: string): Promise<ModelFileTotals> {
   const { join } = await import('node:path');
-  const index = await readJson(join(dir, 'model.safetensors.index.json'));
+  const index = await readOptionalJsonObject(join(dir, 'model.safetensors.index.json'), KERNEL);
   const weightMap = (index?.weight_map ?? undefined) as Record<string, string> | undefined;
   const files = weightMap ? [...new Set(Object.values(weightMap))] : ['model.safetensors'];
   let tensors = 0;
@@ -73,7 +69,7 @@ export async function inspectModelFiles(path: string): Promise<ModelFiles> {
   });
   if (info?.isDirectory()) {
     const { join } = await import('node:path');
-    const config = await readJson(join(path, 'config.json'));
+    const config = await readOptionalJsonObject(join(path, 'config.json'), KERNEL);
     const context = config?.max_position_embeddings;
     return {
       kind: 'huggingface',

@@ -11,6 +11,23 @@ import type { TokenizerJson } from './tokenizerSource.js';
 type Config = Readonly<Record<string, unknown>>;
 
 /**
+ * The decoder of a SentencePiece-style BPE: `▁` back to spaces, `<0xXX>`
+ * byte pieces to bytes, and, where a space was put before the text, that
+ * one leading space stripped.
+ */
+export function sentencePieceDecoder(prefixSpace: boolean): Readonly<Record<string, unknown>> {
+  return {
+    type: 'Sequence',
+    decoders: [
+      { type: 'Replace', pattern: { String: '▁' }, content: ' ' },
+      { type: 'ByteFallback' },
+      { type: 'Fuse' },
+      ...(prefixSpace ? [{ type: 'Strip', content: ' ', start: 1, stop: 0 }] : []),
+    ],
+  };
+}
+
+/**
  * LlamaTokenizer (Llama 2, Mistral, TinyLlama): no normalizer; a Metaspace
  * pre-tokenizer that puts `▁` before the first piece only (`legacy: false`,
  * the default) or before every piece between special tokens
@@ -28,15 +45,7 @@ function llamaPipeline(json: TokenizerJson, config: Config): TokenizerJson {
     ...json,
     normalizer: null,
     pre_tokenizer: { type: 'Metaspace', replacement: '▁', prepend_scheme: prependScheme, split: false },
-    decoder: {
-      type: 'Sequence',
-      decoders: [
-        { type: 'Replace', pattern: { String: '▁' }, content: ' ' },
-        { type: 'ByteFallback' },
-        { type: 'Fuse' },
-        ...(prefixSpace ? [{ type: 'Strip', content: ' ', start: 1, stop: 0 }] : []),
-      ],
-    },
+    decoder: sentencePieceDecoder(prefixSpace),
     model: { ...model, fuse_unk: true, byte_fallback: true },
   };
 }

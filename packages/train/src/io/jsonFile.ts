@@ -11,6 +11,15 @@ export const MAX_JSON_FILE_BYTES = 16 * 2 ** 20;
 /** Deepest nesting of objects and arrays a loader's JSON may have (configs nest 3 or 4 levels). */
 export const MAX_JSON_DEPTH = 64;
 
+function notJson(api: string, path: string, error: unknown): InvalidArgumentError {
+  return new InvalidArgumentError('file is not JSON', {
+    operation: api,
+    argument: path,
+    expected: 'a UTF-8 JSON document',
+    actual: (error as Error).message,
+  });
+}
+
 /** How deeply `text` nests objects and arrays (brackets inside strings not counted); stops past `limit`. */
 function nestingDepth(text: string, limit: number): number {
   let depth = 0;
@@ -44,12 +53,7 @@ export async function readJsonFile(
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch (error) {
-    throw new InvalidArgumentError('file is not JSON', {
-      operation: api,
-      argument: path,
-      expected: 'a UTF-8 JSON document',
-      actual: (error as Error).message,
-    });
+    throw notJson(api, path, error);
   }
   // Checked before parsing: deep nesting overflows the stack of JSON.parse and of whatever reads the result.
   const depth = nestingDepth(text, MAX_JSON_DEPTH);
@@ -64,11 +68,6 @@ export async function readJsonFile(
   try {
     return JSON.parse(text);
   } catch (error) {
-    throw new InvalidArgumentError('file is not JSON', {
-      operation: api,
-      argument: path,
-      expected: 'a UTF-8 JSON document',
-      actual: (error as Error).message,
-    });
+    throw notJson(api, path, error);
   }
 }
