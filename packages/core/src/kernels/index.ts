@@ -1,5 +1,6 @@
 import type { AnyKernelSpec } from '../kernel.js';
 import * as cast from './cast.js';
+import * as causalAttention from './causalAttention.js';
 import * as decoding from './decoding.js';
 import * as elementwise from './elementwise.js';
 import * as embedding from './embedding.js';
@@ -16,6 +17,7 @@ import * as rope from './rope.js';
 import * as softmax from './softmax.js';
 
 export * from './cast.js';
+export * from './causalAttention.js';
 export * from './decoding.js';
 export * from './elementwise.js';
 export * from './embedding.js';
@@ -51,6 +53,7 @@ const families = [
   rope,
   matmul,
   decoding,
+  causalAttention,
   optimizer,
   loss,
   embedding,

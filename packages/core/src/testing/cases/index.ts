@@ -1,5 +1,6 @@
 import type { AnyConformanceCase, AnyErrorCase } from '../cases.js';
 import { castCases } from './cast.js';
+import { causalAttentionCases } from './causalAttention.js';
 import { decodingCases } from './decoding.js';
 import { elementwiseCases } from './elementwise.js';
 import { embeddingCases } from './embedding.js';
@@ -25,6 +26,7 @@ const families = [
   ropeCases,
   matmulCases,
   decodingCases,
+  causalAttentionCases,
   optimizerCases,
   lossCases,
   embeddingCases,

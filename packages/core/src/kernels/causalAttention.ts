@@ -1,0 +1,121 @@
+import { bytesPerElement } from '../dtype.js';
+import { defineKernel } from '../kernel.js';
+import { formatShape } from '../shape.js';
+import { ArgCheck } from './check.js';
+import { bytesOf, CACHES, FLOAT } from './vocabulary.js';
+
+// Prompt processing: a chunk of T queries attends causally over the KV cache,
+// into which the chunk's own keys and values were written first. One kernel
+// for the first chunk and for later ones; backends tile it the
+// FlashAttention way (online softmax, no [T, S] score matrix in memory).
+
+type CausalAttentionAttrs = { position: number; scale: number };
+
+export const causalAttention = defineKernel<CausalAttentionAttrs>({
+  name: 'causalAttention',
+  family: 'decoding',
+  summary:
+    'out[t, h] = softmax(scale · q[t, h] · K[g, 0 … position + t]ᵀ) · V[g, 0 … position + t], g = kv head of h',
+  inputs: [
+    {
+      name: 'q',
+      dtypes: FLOAT,
+      doc: '[T, nHeads, headDim]: the chunk of queries at cache rows position … position + T − 1',
+    },
+    {
+      name: 'kCache',
+      dtypes: FLOAT,
+      dtypeGroup: CACHES,
+      doc: "[nKvHeads, maxSeq, headDim], head-first, holding the chunk's own keys at its rows; nKvHeads divides nHeads; may be half under f32 'q'",
+    },
+    {
+      name: 'vCache',
+      dtypes: FLOAT,
+      dtypeGroup: CACHES,
+      doc: "[nKvHeads, maxSeq, headDim], the type of 'kCache'",
+    },
+  ],
+  attributes: {
+    position: {
+      kind: 'number',
+      integer: true,
+      min: 0,
+      doc: "cache row of the chunk's first query; query t attends to rows 0 … position + t, later rows are ignored",
+    },
+    scale: { kind: 'number', default: 0, min: 0, finite: true, doc: 'score scale; 0 means 1/sqrt(headDim)' },
+  },
+  infer([q, kCache, vCache], { position }) {
+    const check = new ArgCheck('causalAttention');
+    check.rank('q', q!, 3, '[T, nHeads, headDim]');
+    check.rank('kCache', kCache!, 3, '[nKvHeads, maxSeq, headDim]');
+    const [tokens, nHeads, headDim] = q!.shape as [number, number, number];
+    const [nKvHeads, maxSeq] = kCache!.shape as [number, number, number];
+    check.dim('kCache', kCache!, 2, headDim, "headDim of 'q'");
+    // Grouped-query attention: each kv head serves nHeads / nKvHeads consecutive query heads.
+    check.shape(
+      nKvHeads > 0 && nHeads % nKvHeads === 0,
+      'kCache',
+      "dimension 0 (nKvHeads) must divide the number of heads of 'q'",
+      `dimension 0 dividing ${nHeads}`,
+      `${nKvHeads} in ${formatShape(kCache!.shape)}`,
+    );
+    check.sameShape('vCache', vCache!, kCache!.shape, "'kCache'");
+    check.attr(
+      position + tokens <= maxSeq,
+      'position',
+      `the chunk's ${tokens} row(s) must lie in the cache of ${maxSeq} rows`,
+      `<= maxSeq − T = ${maxSeq - tokens}`,
+      position,
+    );
+    return [{ name: 'out', shape: q!.shape, dtype: q!.dtype }];
+  },
+  reference([q, kCache, vCache], attrs, io) {
+    const [tokens, nHeads, headDim] = io.outputs[0]!.shape as [number, number, number];
+    const [nKvHeads, maxSeq] = io.inputs[1]!.shape as [number, number, number];
+    const { position } = attrs;
+    const group = nHeads / nKvHeads;
+    const scale = attrs.scale === 0 ? 1 / Math.sqrt(headDim) : attrs.scale;
+    const out = new Float32Array(tokens * nHeads * headDim);
+    const weights = new Float64Array(position + tokens);
+    const acc = new Float64Array(headDim);
+    for (let t = 0; t < tokens; t++) {
+      const rows = position + t + 1;
+      for (let h = 0; h < nHeads; h++) {
+        const qh = (t * nHeads + h) * headDim;
+        const kv = Math.floor(h / group) * maxSeq * headDim;
+        let max = Number.NEGATIVE_INFINITY;
+        for (let j = 0; j < rows; j++) {
+          let dot = 0;
+          for (let d = 0; d < headDim; d++) dot += q![qh + d]! * kCache![kv + j * headDim + d]!;
+          weights[j] = scale * dot;
+          max = Math.max(max, weights[j]!);
+        }
+        // Subtracting the max keeps exp finite for large scores.
+        let sum = 0;
+        for (let j = 0; j < rows; j++) {
+          weights[j] = Math.exp(weights[j]! - max);
+          sum += weights[j]!;
+        }
+        acc.fill(0);
+        for (let j = 0; j < rows; j++) {
+          const w = weights[j]! / sum;
+          for (let d = 0; d < headDim; d++) acc[d]! += w * vCache![kv + j * headDim + d]!;
+        }
+        for (let d = 0; d < headDim; d++) out[qh + d] = acc[d]!;
+      }
+    }
+    return [out];
+  },
+  cost([q, kCache], attrs) {
+    const [tokens, nHeads, headDim] = q!.shape as [number, number, number];
+    const nKvHeads = kCache!.shape[0]!;
+    // Query t attends to position + t + 1 rows: the sum over the chunk.
+    const scores = tokens * attrs.position + (tokens * (tokens + 1)) / 2;
+    const rows = attrs.position + tokens;
+    return {
+      // q·k and the weighted sum of v (2 flops per multiply-add each), plus max, exp and sum per score.
+      flops: nHeads * scores * (4 * headDim + 3),
+      bytes: 2 * bytesOf(q) + 2 * bytesPerElement(kCache!.dtype) * nKvHeads * rows * headDim,
+    };
+  },
+});
