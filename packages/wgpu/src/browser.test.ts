@@ -1,4 +1,4 @@
-import { conformanceSuite } from '@rayo/core/testing';
+import { conformanceSuite, sampleConformance } from '@rayo/core/testing';
 import { expect, it } from 'vitest';
 import { describeInChromium } from '../browser/chromium.js';
 import { runBrowserConformance } from '../browser/harness.js';
@@ -6,9 +6,9 @@ import { runBrowserConformance } from '../browser/harness.js';
 // The conformance suite in headless Chromium through navigator.gpu, on
 // SwiftShader's WebGPU adapter: the browser build of the backend, bundled as
 // an app bundles it. The same WGSL runs every check of the suite on Dawn in
-// Node (conformance.test.ts, on lavapipe in CI), so by default the page runs
-// one valid case of every kernel × variant (inputs' dtypes, layout and
-// activation attributes, mode) and every other check: `sampleConformance`.
+// Node (conformance.test.ts, on lavapipe in CI), every layout, attribute and
+// mode included, so by default the page runs one valid case of every kernel ×
+// inputs' dtypes and every other check: `sampleConformance(…, 'dtypes')`.
 // RAYO_FULL_CONFORMANCE=1 runs every check here too; RAYO_BROWSER_FILTER=TEXT
 // only the checks whose name or group contains TEXT. Under CI a missing
 // Chromium is a failure; elsewhere it is reported as a visibly skipped suite.
@@ -26,15 +26,17 @@ function suiteCoverage() {
     },
   });
   const cases = checks.flatMap((c) => (c.kernelCase ? [c.kernelCase] : []));
+  const dtypes = (variant: string) => variant.split(' ', 1)[0];
   return {
     checks: checks.length,
     kernels: new Set(cases.map((c) => c.kernel)).size,
-    variants: new Set(cases.map((c) => `${c.kernel}\u0000${c.variant}`)).size,
+    variants: new Set(cases.map((c) => `${c.kernel}\u0000${dtypes(c.variant)}`)).size,
+    sampled: sampleConformance(checks, 'dtypes').checks.length,
   };
 }
 
 describeInChromium('wgpu conformance in a browser', (chromium) => {
-  it(`passes ${full ? 'every check' : filter ? `the checks matching '${filter}'` : 'one case of every kernel × variant'} in headless Chromium on navigator.gpu`, async () => {
+  it(`passes ${full ? 'every check' : filter ? `the checks matching '${filter}'` : 'one case of every kernel × dtypes'} in headless Chromium on navigator.gpu`, async () => {
     const report = await runBrowserConformance({
       executablePath: chromium(),
       filter,
@@ -70,8 +72,9 @@ describeInChromium('wgpu conformance in a browser', (chromium) => {
       if (full) {
         expect(report.checks).toBe(suite.checks);
       } else {
-        // The sample left out shapes, never a kernel or a variant.
+        // The sample left out shapes and layouts, never a kernel or its inputs' dtypes.
         expect(sample).toEqual({ total: suite.checks, kernels: suite.kernels, variants: suite.variants });
+        expect(report.checks).toBe(suite.sampled);
         expect(report.checks).toBeLessThan(suite.checks);
       }
     }

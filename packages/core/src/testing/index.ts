@@ -37,4 +37,4 @@ export {
 } from './halfCases.js';
 export { hashString, Rng } from './random.js';
 export { checkRegisteredOnImport } from './registration.js';
-export { type ConformanceSample, sampleConformance } from './sample.js';
+export { type ConformanceSample, type SampleGrain, sampleConformance } from './sample.js';

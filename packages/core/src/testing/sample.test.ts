@@ -38,6 +38,19 @@ describe('sampleConformance', () => {
     expect([...matmul].some((v) => v.includes('transB=undefined'))).toBe(false);
   });
 
+  it("by 'dtypes': one valid case of every kernel × dtypes, far fewer than by variant", () => {
+    const coarse = sampleConformance(checks, 'dtypes');
+    const dtypes = (c: (typeof checks)[number]) =>
+      `${c.kernelCase!.kernel} | ${c.kernelCase!.variant.split(' ')[0]}`;
+    const cases = checks.filter((c) => c.kernelCase);
+    const kept = coarse.checks.filter((c) => c.kernelCase);
+    expect(new Set(kept.map(dtypes))).toEqual(new Set(cases.map(dtypes)));
+    expect(kept).toHaveLength(coarse.variants);
+    expect(coarse.kernels).toBe(KERNELS.length);
+    expect(coarse.variants).toBeLessThan(sample.variants / 2);
+    expect(coarse.checks.filter((c) => !c.kernelCase)).toEqual(checks.filter((c) => !c.kernelCase));
+  });
+
   it('picks the same checks on every run', () => {
     const again = sampleConformance(conformanceSuite({ create: () => Promise.reject() }).checks);
     expect(again.checks.map((c) => c.name)).toEqual(sample.checks.map((c) => c.name));

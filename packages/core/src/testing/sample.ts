@@ -8,9 +8,20 @@ export interface ConformanceSample {
   readonly total: number;
   /** Kernels with a valid case in the sample: every kernel of the suite. */
   readonly kernels: number;
-  /** Distinct kernel × variant pairs in the sample: every pair of the suite. */
+  /** Distinct kernel × variant pairs in the sample: every pair of the suite (of dtypes only, with `by: 'dtypes'`). */
   readonly variants: number;
 }
+
+/**
+ * What a sampled case stands for: `'variant'` (the default) every kernel ×
+ * variant (dtypes, attributes, mode); `'dtypes'` every kernel × its inputs'
+ * dtypes only, for a platform whose shader compiles are slow and whose
+ * layouts and attributes another backend with the same shaders runs in full.
+ */
+export type SampleGrain = 'variant' | 'dtypes';
+
+/** The dtypes part of a `kernelCase.variant` (its first word). */
+const dtypesOf = (variant: string) => variant.split(' ', 1)[0]!;
 
 /**
  * One valid case of every kernel × variant (its inputs' dtypes, boolean and
@@ -22,9 +33,14 @@ export interface ConformanceSample {
  * checked in full (the browser's WebGPU beside Dawn's): every kernel and
  * shader variant compiled and run once, not every shape.
  */
-export function sampleConformance(checks: readonly ConformanceCheck[]): ConformanceSample {
+export function sampleConformance(
+  checks: readonly ConformanceCheck[],
+  by: SampleGrain = 'variant',
+): ConformanceSample {
   const picked = new Map<string, ConformanceCheck>();
-  const key = (c: ConformanceCheck) => `${c.kernelCase!.kernel}\u0000${c.kernelCase!.variant}`;
+  const variant = (c: ConformanceCheck) =>
+    by === 'dtypes' ? dtypesOf(c.kernelCase!.variant) : c.kernelCase!.variant;
+  const key = (c: ConformanceCheck) => `${c.kernelCase!.kernel}\u0000${variant(c)}`;
   for (const check of checks) {
     if (!check.kernelCase) continue;
     const held = picked.get(key(check));
