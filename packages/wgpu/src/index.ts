@@ -1,6 +1,3 @@
-// The WebGPU types (GPUDevice, …) this package's declarations use, for every
-// program that imports it, browser or Node.
-/// <reference types="@webgpu/types" preserve="true" />
 import { type BackendProvider, registerBackend } from '@rayo/core';
 import { WgpuBackend, type WgpuBackendOptions } from './backend.js';
 import { requestWgpuDevice } from './device.js';
