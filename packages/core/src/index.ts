@@ -12,6 +12,13 @@ export {
 } from './backend.js';
 export type { BackendOptionsMap, BackendOptionsOf } from './backendOptions.js';
 export type { BackendProvider } from './backendProvider.js';
+export {
+  type CompileProgress,
+  compileProgress,
+  type ProgressOutput,
+  type SlowCompile,
+  type SlowCompileHandler,
+} from './compileProgress.js';
 export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch } from './batchCalls.js';
 export { type BroadcastPlan, broadcastPlan } from './broadcastPlan.js';
 export * from './communicator.js';
@@ -84,6 +91,7 @@ export {
   backendOptionsFromEnvironment,
   createBackend,
   knownBackendNames,
+  onSlowBackendCompile,
   probeBackends,
   type RegisterOptions,
   registerBackend,

@@ -3,6 +3,7 @@ import { WgpuBackend, type WgpuBackendOptions } from './backend.js';
 import { requestWgpuDevice } from './device.js';
 import { wgpuOptionsFromEnvironment } from './environment.js';
 import { WGPU_OPTION_KEYS } from './options.js';
+import { onSlowPipelineCompile } from './slowCompiles.js';
 
 // Types `createBackend('wgpu', options)` for every program that imports this package.
 declare module '@rayo/core' {
@@ -54,6 +55,7 @@ export const backendProvider: BackendProvider = {
   create: (options) => WgpuBackend.create(options as WgpuBackendOptions | undefined),
   optionKeys: WGPU_OPTION_KEYS,
   optionsFromEnvironment: (env) => ({ ...wgpuOptionsFromEnvironment(env) }),
+  onSlowCompile: onSlowPipelineCompile,
 };
 
 // Importing the package registers the backend, so that `createBackend('wgpu')`
