@@ -86,9 +86,7 @@ try {
     progress: false,
   });
   const loss = result.history.at(-1)?.loss;
-  log(
-    `${steps} steps in ${result.seconds.toFixed(1)} s, last loss ${loss?.toFixed(3)} nats per character`,
-  );
+  log(`${steps} steps in ${result.seconds.toFixed(1)} s, last loss ${loss?.toFixed(3)} nats per character`);
 
   // The same network as a Llama: Hugging Face names, weights [out, in].
   const weights = {

@@ -12,6 +12,9 @@ export {
 } from './backend.js';
 export type { BackendOptionsMap, BackendOptionsOf } from './backendOptions.js';
 export type { BackendProvider } from './backendProvider.js';
+export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch } from './batchCalls.js';
+export { type BroadcastPlan, broadcastPlan } from './broadcastPlan.js';
+export * from './communicator.js';
 export {
   type CompileProgress,
   compileProgress,
@@ -19,9 +22,6 @@ export {
   type SlowCompile,
   type SlowCompileHandler,
 } from './compileProgress.js';
-export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch } from './batchCalls.js';
-export { type BroadcastPlan, broadcastPlan } from './broadcastPlan.js';
-export * from './communicator.js';
 export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
 export { type DecodeStep, type DevicePosition, decodeStep } from './decodeStep.js';
 export * from './dtype.js';

@@ -6,9 +6,8 @@
 // imports these under the global names it uses in its exported declarations.
 
 /** The global class `name` of WebGPU's types, or unknown where the program lacks them. */
-type WebGpuClass<Name extends string> = typeof globalThis extends Record<Name, { prototype: infer T }>
-  ? T
-  : unknown;
+type WebGpuClass<Name extends string> =
+  typeof globalThis extends Record<Name, { prototype: infer T }> ? T : unknown;
 
 export type GPU = WebGpuClass<'GPU'>;
 export type GPUAdapterInfo = WebGpuClass<'GPUAdapterInfo'>;

@@ -12,7 +12,8 @@ const TWO_OVER_PI_120 = 0xa2f9836e4e441529fc2757d1f534ddn;
 
 /** floor(2^bits / 2π) for bits up to 122: 1 / 2π as a binary fraction of `bits` bits. */
 export function inverseTwoPiFixed(bits: number): bigint {
-  if (!(Number.isInteger(bits) && bits >= 0 && bits <= 122)) throw new RangeError(`bits ${bits} not in [0, 122]`);
+  if (!(Number.isInteger(bits) && bits >= 0 && bits <= 122))
+    throw new RangeError(`bits ${bits} not in [0, 122]`);
   // 2^bits / 2π = (2/π) · 2^(bits − 2), and TWO_OVER_PI_120 is 2/π · 2^120.
   return TWO_OVER_PI_120 >> BigInt(122 - bits);
 }

@@ -364,7 +364,12 @@ function apiChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
         ['u32', 2 ** 32],
       ];
       for (const [dtype, value] of bad) {
-        expectRayoError(() => backend.upload([1, value, 3], [3], dtype), InvalidArgumentError, 'upload', 'data');
+        expectRayoError(
+          () => backend.upload([1, value, 3], [3], dtype),
+          InvalidArgumentError,
+          'upload',
+          'data',
+        );
         using t = backend.upload([1, 2, 3], [3], dtype);
         expectRayoError(() => backend.write(t, [value, 2, 3]), InvalidArgumentError, 'write', 'data');
       }

@@ -91,7 +91,9 @@ describe('rope on an emulated device', () => {
     expect(() => gpu.run(rope, [x], { theta: Number.POSITIVE_INFINITY })).toThrow(
       expect.objectContaining({ argument: 'attrs.theta', expected: 'a finite number' }),
     );
-    expect(() => gpu.run(rope, [x], { theta: 0.5 })).toThrow(expect.objectContaining({ argument: 'attrs.theta' }));
+    expect(() => gpu.run(rope, [x], { theta: 0.5 })).toThrow(
+      expect.objectContaining({ argument: 'attrs.theta' }),
+    );
     x.dispose();
   });
 
@@ -115,5 +117,4 @@ describe('rope on an emulated device', () => {
       expect(compareOutputs('f32', got, want, { rtol: 1e-5, atol: 2e-6 })).toBeUndefined();
     }
   }, 120_000);
-
 });

@@ -10,7 +10,12 @@ import { encodeHalfScatter } from './halfCache.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { attentionKernel } from './incrementalAttention.js';
 import { checkRopePositions, type RopeLayout } from './rope.js';
-import { declareRopeFrequencies, ropeFrequencyBinding, ropeRotationSource, tableKey } from './ropeRotation.js';
+import {
+  declareRopeFrequencies,
+  ropeFrequencyBinding,
+  ropeRotationSource,
+  tableKey,
+} from './ropeRotation.js';
 
 // ---- kvCacheScatter ----------------------------------------------------------
 

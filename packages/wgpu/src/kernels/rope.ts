@@ -4,7 +4,12 @@ import { paramLayout } from '../params.js';
 import { declareHalf, loadScalar } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
-import { declareRopeFrequencies, ropeFrequencyBinding, ropeRotationSource, tableKey } from './ropeRotation.js';
+import {
+  declareRopeFrequencies,
+  ropeFrequencyBinding,
+  ropeRotationSource,
+  tableKey,
+} from './ropeRotation.js';
 
 // One invocation per rotated pair; the rotation (ropeRotation.ts) is
 // exact in the position. A position offset held in a device tensor is read
