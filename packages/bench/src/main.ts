@@ -4,9 +4,12 @@ import {
   type Backend,
   type BackendStatus,
   backendOptionsFromEnvironment,
+  type CompileProgress,
+  compileProgress,
   createBackend,
   type EnvironmentVariables,
   knownBackendNames,
+  onSlowBackendCompile,
   probeBackends,
 } from '@rayo/core';
 import { type CliOptions, parseCliArgs, USAGE, UsageError } from './args.js';
@@ -44,6 +47,8 @@ import { FULL_TIMING, QUICK_TIMING } from './timing.js';
 export interface CliIo {
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
+  /** stderr is a terminal: the compile progress line is rewritten in place there. */
+  readonly stderrIsTTY?: boolean;
   /** Environment variables that name backend options (e.g. RAYO_QGEMV_VARIANT); none where absent. */
   readonly env?: EnvironmentVariables;
 }
@@ -51,6 +56,7 @@ export interface CliIo {
 const PROCESS_IO: CliIo = {
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
+  stderrIsTTY: process.stderr.isTTY,
   env: process.env,
 };
 
@@ -68,6 +74,7 @@ async function openBackends(
   options: CliOptions,
   mode: SuiteMode,
   io: CliIo,
+  progress: CompileProgress,
 ): Promise<OpenBackends | undefined> {
   const explicit = options.backends !== undefined;
   const names = options.backends ?? knownBackendNames();
@@ -94,6 +101,8 @@ async function openBackends(
   const backends: Backend[] = [];
   for (const name of usable) {
     try {
+      // A software adapter compiles each kernel's shaders for seconds: a progress line says so.
+      await onSlowBackendCompile(name, progress.onSlowCompile);
       backends.push(await createBackend(name, await backendOptionsFromEnvironment(name, io.env ?? {})));
     } catch (error) {
       const reason = (error as Error).message;
@@ -158,7 +167,8 @@ export async function main(argv: readonly string[], io: CliIo = PROCESS_IO): Pro
     io.stderr(`rayo-bench: no ${mode} case matches --filter '${options.filter}'\n`);
     return EXIT_USAGE;
   }
-  const opened = await openBackends(options, mode, io);
+  const progress = compileProgress({ write: io.stderr, isTTY: io.stderrIsTTY === true });
+  const opened = await openBackends(options, mode, io, progress);
   if (!opened) return EXIT_USAGE;
   const { backends, unavailable } = opened;
   const date = new Date();
@@ -176,8 +186,16 @@ export async function main(argv: readonly string[], io: CliIo = PROCESS_IO): Pro
         ceilingCases.set(c.id, c);
         return c;
       },
-      onStart: (index, total, backend, c) => io.stderr(`[${index}/${total}] ${backend.name} ${c.id} … `),
-      onDone: (result) => io.stderr(`${describeResult(result)}\n`),
+      onStart: (index, total, backend, c) => {
+        const lead = `[${index}/${total}] ${backend.name} ${c.id} … `;
+        io.stderr(lead);
+        progress.lead(lead);
+      },
+      onDone: (result) => {
+        progress.settle();
+        progress.lead('');
+        io.stderr(`${describeResult(result)}\n`);
+      },
     });
 
     const caseFile = buildCaseFile([...ceilingCases.values(), ...cases], mode, timing);

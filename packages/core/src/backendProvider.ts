@@ -1,4 +1,5 @@
 import type { Backend } from './backend.js';
+import type { SlowCompileHandler } from './compileProgress.js';
 import type { EnvironmentVariables } from './tuningOptions.js';
 
 /**
@@ -25,4 +26,12 @@ export interface BackendProvider {
    * for `create`. A backend without such variables leaves it out.
    */
   optionsFromEnvironment?(env: EnvironmentVariables): Readonly<Record<string, unknown>>;
+  /**
+   * For a backend that compiles kernels on first use, slowly on some devices
+   * (WebGPU pipelines on a software adapter): sets what is called for each
+   * compile slow enough to be worth a word, for every backend it creates (a
+   * progress line: `compileProgress`); `undefined` reports none. A backend
+   * that compiles nothing slowly leaves it out.
+   */
+  onSlowCompile?(handler: SlowCompileHandler | undefined): void;
 }

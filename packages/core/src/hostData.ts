@@ -49,7 +49,10 @@ export function hostDataFor(
       actual: `${data.length} elements`,
     });
   }
-  if (Array.isArray(data)) return toHostArray(dtype, data);
+  if (Array.isArray(data)) {
+    if (dtype === 'i32' || dtype === 'u32') checkIntegers(api, dtype, data);
+    return toHostArray(dtype, data);
+  }
   if (hostArrayMatches(dtype, data as HostArray)) return data as HostArray;
   throw new DTypeError('typed array does not hold this element type', {
     operation: api,
@@ -57,6 +60,30 @@ export function hostDataFor(
     expected: `the host array of ${dtype}`,
     actual: (data as HostArray).constructor.name,
   });
+}
+
+const INTEGER_RANGES = { i32: [-(2 ** 31), 2 ** 31 - 1], u32: [0, 2 ** 32 - 1] } as const;
+
+/**
+ * Numbers bound for an i32 or u32 tensor must be integers in its range: the
+ * typed array would otherwise wrap or truncate them silently.
+ */
+function checkIntegers(api: string, dtype: 'i32' | 'u32', data: readonly number[]): void {
+  const [lo, hi] = INTEGER_RANGES[dtype];
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i];
+    if (Number.isInteger(v) && v! >= lo && v! <= hi) continue;
+    throw new InvalidArgumentError(`a value does not fit ${dtype}`, {
+      operation: api,
+      argument: 'data',
+      expected: `integers in [${lo}, ${hi}] for a ${dtype} tensor`,
+      actual: `${describeNumber(v)} at index ${i}`,
+    });
+  }
+}
+
+function describeNumber(v: unknown): string {
+  return typeof v === 'number' ? String(v) : `${typeof v} ${String(v)}`;
 }
 
 /**

@@ -15,6 +15,13 @@ export type { BackendProvider } from './backendProvider.js';
 export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch } from './batchCalls.js';
 export { type BroadcastPlan, broadcastPlan } from './broadcastPlan.js';
 export * from './communicator.js';
+export {
+  type CompileProgress,
+  compileProgress,
+  type ProgressOutput,
+  type SlowCompile,
+  type SlowCompileHandler,
+} from './compileProgress.js';
 export { CpuBackend, cpuBackendProvider, createCpuBackend } from './cpu/backend.js';
 export { type DecodeStep, type DevicePosition, decodeStep } from './decodeStep.js';
 export * from './dtype.js';
@@ -84,6 +91,7 @@ export {
   backendOptionsFromEnvironment,
   createBackend,
   knownBackendNames,
+  onSlowBackendCompile,
   probeBackends,
   type RegisterOptions,
   registerBackend,

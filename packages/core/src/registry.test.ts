@@ -8,6 +8,7 @@ import {
   backendOptionsFromEnvironment,
   createBackend,
   knownBackendNames,
+  onSlowBackendCompile,
   probeBackends,
   registerBackend,
 } from './registry.js';
@@ -131,6 +132,23 @@ describe('registration on import', () => {
     // The built-in cpu backend is not replaced by a package's registration.
     registerBackend(provider('cpu', 'package'), { replace: false });
     expect((await createBackend('cpu')).name).toBe('cpu');
+  });
+});
+
+describe('slow compiles', () => {
+  it("reach a handler through the provider's onSlowCompile, and are none where it has none", async () => {
+    const handlers: unknown[] = [];
+    registerBackend({
+      name: 'compiling',
+      probe: async () => undefined,
+      create: async () => ({ name: 'compiling' }) as never,
+      onSlowCompile: (handler) => handlers.push(handler),
+    });
+    const handler = () => {};
+    expect(await onSlowBackendCompile('compiling', handler)).toBe(true);
+    expect(await onSlowBackendCompile('compiling', undefined)).toBe(true);
+    expect(handlers).toEqual([handler, undefined]);
+    expect(await onSlowBackendCompile('cpu', handler)).toBe(false);
   });
 });
 

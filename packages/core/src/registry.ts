@@ -8,6 +8,7 @@ import {
 import type { Backend } from './backend.js';
 import { type BackendOptionsOf, checkBackendOptions } from './backendOptions.js';
 import type { BackendProvider } from './backendProvider.js';
+import type { SlowCompileHandler } from './compileProgress.js';
 import { type CoreCopy, duplicateCoreError, realmShared, THIS_CORE } from './coreCopies.js';
 import { BackendUnavailableError, InvalidArgumentError, RayoError } from './errors.js';
 import type { EnvironmentVariables } from './tuningOptions.js';
@@ -239,6 +240,21 @@ export async function backendOptionsFromEnvironment<Name extends string>(
 ): Promise<BackendOptionsOf<Name>> {
   const provider = await loadProvider(name);
   return (provider.optionsFromEnvironment?.(env) ?? {}) as BackendOptionsOf<Name>;
+}
+
+/**
+ * Sends backend `name`'s slow kernel compiles to `handler` (its provider's
+ * `onSlowCompile`), e.g. `compileProgress(process.stderr).onSlowCompile`;
+ * false where the backend reports none.
+ */
+export async function onSlowBackendCompile(
+  name: string,
+  handler: SlowCompileHandler | undefined,
+): Promise<boolean> {
+  const provider = await loadProvider(name);
+  if (!provider.onSlowCompile) return false;
+  provider.onSlowCompile(handler);
+  return true;
 }
 
 /** Which backends can run here, and why the others cannot. */

@@ -232,7 +232,7 @@ describe('the published packages', () => {
   );
 
   it(
-    'type-check in a TypeScript consumer with skipLibCheck off, on for a Node-only lib (node16 and bundler resolution)',
+    'type-check in a TypeScript consumer with skipLibCheck off, a Node-only lib included (node16 and bundler resolution)',
     async () => {
       const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
       const checks = (

@@ -48,13 +48,13 @@ export async function installProject(spec: ProjectSpec): Promise<void> {
 /**
  * Where a consumer runs: a browser (the DOM's types, no others), Node (Node's
  * types), or Node with a Node-only lib (ES2022 and Node's types, no DOM),
- * which needs skipLibCheck while @webgpu/types names DOM types.
+ * where @rayo/wgpu's declarations must not need WebGPU's (which name DOM
+ * types).
  */
 export type ConsumerEnvironment = 'browser' | 'node' | 'node-without-dom';
 
 /**
- * A consumer's tsconfig: strict, skipLibCheck off (but for a Node-only lib),
- * for one module resolution.
+ * A consumer's tsconfig: strict, skipLibCheck off, for one module resolution.
  */
 export function consumerTsconfig(resolution: 'node16' | 'bundler', environment: ConsumerEnvironment): string {
   const modules =
@@ -70,7 +70,7 @@ export function consumerTsconfig(resolution: 'node16' | 'bundler', environment: 
         : ['ES2023', 'ESNext.Disposable', ...(environment === 'browser' ? ['DOM'] : [])],
     strict: true,
     noEmit: true,
-    skipLibCheck: environment === 'node-without-dom',
+    skipLibCheck: false,
     types: environment === 'browser' ? [] : ['node'],
   };
   return `${JSON.stringify({ compilerOptions, files: ['consumer.ts'] }, null, 2)}\n`;

@@ -35,6 +35,7 @@ import {
 import type { PipelineCache } from './pipelines.js';
 import { WgpuQueue } from './queue.js';
 import type { WgpuTuning } from './tuning.js';
+import type { GPUBuffer, GPUDevice } from './webgpuTypes.js';
 
 // The options and counts are declared with the options' checks; the package entry exports them from here.
 export type { WgpuBackendOptions, WgpuObjectCounts } from './options.js';

@@ -1,9 +1,10 @@
 import { OutOfMemoryError, poolBucketBytes, SizeBuckets } from '@rayo/core';
 import type { DeviceMemory } from './memory.js';
+import type { GPUBuffer, GPUBufferUsageFlags, GPUBufferUsageName } from './webgpuTypes.js';
 
 // GPUBufferUsage is a global only once Dawn (or a browser) is loaded, so the
 // flags are computed when a pool is made.
-export function usageFlags(...names: (keyof GPUBufferUsage)[]): number {
+export function usageFlags(...names: GPUBufferUsageName[]): number {
   return names.reduce((flags, n) => flags | (GPUBufferUsage[n] as number), 0);
 }
 

@@ -4,6 +4,7 @@
  * `#dawn` import of the package.json gives them `./dawn.browser.js`).
  */
 import { BackendUnavailableError } from '@rayo/core';
+import type { GPU } from './webgpuTypes.js';
 
 /** The Dawn toggles a device is requested with (part of `WgpuDeviceOptions`; Node only). */
 export interface DawnOptions {

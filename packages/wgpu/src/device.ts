@@ -1,6 +1,7 @@
 import { BackendUnavailableError, DeviceLostError } from '@rayo/core';
 import { dawnGpu } from '#dawn';
 import type { DawnOptions } from './dawn.js';
+import type { GPU, GPUAdapterInfo, GPUDevice, GPUError, GPUPowerPreference } from './webgpuTypes.js';
 
 export interface WgpuDeviceOptions extends DawnOptions {
   readonly powerPreference?: GPUPowerPreference;

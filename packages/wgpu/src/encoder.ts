@@ -4,6 +4,16 @@ import type { Dispatch, KernelEncoder, Operand, SubgroupMatrixSupport } from './
 import type { ParamSlots } from './params.js';
 import type { PipelineCache } from './pipelines.js';
 import type { WgpuTuning } from './tuning.js';
+import type {
+  GPUBindGroup,
+  GPUBuffer,
+  GPUCommandBuffer,
+  GPUCommandEncoder,
+  GPUComputePipeline,
+  GPUDevice,
+  GPUQuerySet,
+  GPUSupportedLimits,
+} from './webgpuTypes.js';
 
 function binding(b: Operand | GPUBufferBinding): GPUBufferBinding {
   if ('shape' in b) {

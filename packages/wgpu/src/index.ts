@@ -1,11 +1,9 @@
-// The WebGPU types (GPUDevice, …) this package's declarations use, for every
-// program that imports it, browser or Node.
-/// <reference types="@webgpu/types" preserve="true" />
 import { type BackendProvider, registerBackend } from '@rayo/core';
 import { WgpuBackend, type WgpuBackendOptions } from './backend.js';
 import { requestWgpuDevice } from './device.js';
 import { wgpuOptionsFromEnvironment } from './environment.js';
 import { WGPU_OPTION_KEYS } from './options.js';
+import { onSlowPipelineCompile } from './slowCompiles.js';
 
 // Types `createBackend('wgpu', options)` for every program that imports this package.
 declare module '@rayo/core' {
@@ -57,6 +55,7 @@ export const backendProvider: BackendProvider = {
   create: (options) => WgpuBackend.create(options as WgpuBackendOptions | undefined),
   optionKeys: WGPU_OPTION_KEYS,
   optionsFromEnvironment: (env) => ({ ...wgpuOptionsFromEnvironment(env) }),
+  onSlowCompile: onSlowPipelineCompile,
 };
 
 // Importing the package registers the backend, so that `createBackend('wgpu')`

@@ -12,6 +12,7 @@ import type { SubgroupMatrixConfig } from './device.js';
 import type { ParamLayout } from './params.js';
 import type { ShaderSource } from './pipelines.js';
 import type { WgpuTuning } from './tuning.js';
+import type { GPUBuffer, GPUBufferBinding, GPUDevice, GPUSupportedLimits } from './webgpuTypes.js';
 
 /** A tensor as a kernel sees it: a buffer range of elements. */
 export interface Operand {

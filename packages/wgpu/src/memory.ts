@@ -1,4 +1,5 @@
 import { OutOfMemoryError } from '@rayo/core';
+import type { GPUBuffer, GPUBufferDescriptor, GPUDevice } from './webgpuTypes.js';
 
 interface Failure {
   readonly api: string;

@@ -1,4 +1,5 @@
 /** A field of a kernel's uniform parameter struct: 4-byte scalars only, so the layout is sequential. */
+import type { GPUBuffer, GPUBufferBinding, GPUDevice, GPUQueue } from './webgpuTypes.js';
 export type ParamType = 'u32' | 'i32' | 'f32';
 
 export interface ParamLayout<K extends string> {

@@ -1,5 +1,6 @@
 import { KernelCompileError } from '@rayo/core';
 import { compiled as reportCompile } from './slowCompiles.js';
+import type { GPUBindGroupLayout, GPUComputePipeline, GPUDevice } from './webgpuTypes.js';
 
 /** What a dispatch runs: a key that identifies the kernel and its specialisation, and its WGSL. */
 export interface ShaderSource {

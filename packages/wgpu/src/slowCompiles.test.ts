@@ -40,3 +40,8 @@ it('calls a handler of its own for each slow compile, and nothing once silenced'
   expect(seen).toHaveLength(2);
   expect(warn).not.toHaveBeenCalled();
 });
+
+it("is what the backend provider's onSlowCompile sets, for programs that open backends by name", async () => {
+  const { backendProvider } = await import('./index.js');
+  expect(backendProvider.onSlowCompile).toBe(onSlowPipelineCompile);
+});

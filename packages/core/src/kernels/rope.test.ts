@@ -97,13 +97,15 @@ describe('rope', () => {
     expectError(e, ShapeError, 'rope', 'x', 'an even last dimension', '[2, 3, 7]');
   });
 
-  it('rejects a negative or fractional positionOffset, theta <= 0 and an unknown layout', () => {
+  it('rejects a negative or fractional positionOffset, theta < 1 and an unknown layout', () => {
     let e = thrown(() => inferKernel(rope, [meta([2, 3, 8])], { positionOffset: -1 }));
     expectError(e, InvalidArgumentError, 'rope', 'attrs.positionOffset', '>= 0', 'got -1');
     e = thrown(() => inferKernel(rope, [meta([2, 3, 8])], { positionOffset: 1.5 }));
     expectError(e, InvalidArgumentError, 'rope', 'attrs.positionOffset', 'an integer', '1.5');
     e = thrown(() => inferKernel(rope, [meta([2, 3, 8])], { theta: 0 }));
-    expectError(e, InvalidArgumentError, 'rope', 'attrs.theta', '> 0', 'got 0');
+    expectError(e, InvalidArgumentError, 'rope', 'attrs.theta', '>= 1', 'got 0');
+    e = thrown(() => inferKernel(rope, [meta([2, 3, 8])], { theta: 0.5 }));
+    expectError(e, InvalidArgumentError, 'rope', 'attrs.theta', '>= 1', 'got 0.5');
     e = thrown(() => inferKernel(rope, [meta([2, 3, 8])], { layout: 'split' as 'half' }));
     expectError(e, InvalidArgumentError, 'rope', 'attrs.layout', '"half" | "interleaved"', '"split"');
   });

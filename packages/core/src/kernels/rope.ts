@@ -2,9 +2,11 @@ import { defineKernel, deviceAttribute } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
 import { checkFrequencies, FREQUENCIES_INPUT, frequencyValues } from './ropeFrequencies.js';
+import { thetaFrequency } from './ropeTurns.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
 
 export { type RopeScaling, ropeFrequencies } from './ropeFrequencies.js';
+export { frequencyTurns64, inverseTwoPiFixed, thetaFrequency } from './ropeTurns.js';
 
 const FAMILY = 'rope';
 
@@ -39,7 +41,13 @@ export const rope = defineKernel<RopeAttrs>({
       default: 0,
       doc: 'position of row 0 (the number of tokens already in the cache when decoding)',
     },
-    theta: { kind: 'number', above: 0, finite: true, default: 10000, doc: 'frequency base' },
+    theta: {
+      kind: 'number',
+      min: 1,
+      finite: true,
+      default: 10000,
+      doc: 'frequency base: at least 1, so that every frequency is at most 1 radian per position (as a table’s)',
+    },
     inverse: {
       kind: 'boolean',
       default: false,
@@ -70,7 +78,7 @@ export const rope = defineKernel<RopeAttrs>({
     const second = (i: number) => (layout === 'half' ? i + half : 2 * i + 1);
     const frequencies = table
       ? frequencyValues('rope', table)
-      : Array.from({ length: half }, (_, i) => theta ** ((-2 * i) / headDim));
+      : Array.from({ length: half }, (_, i) => thetaFrequency(theta, headDim, i));
     const sign = inverse ? -1 : 1;
     const cos = new Float64Array(half);
     const sin = new Float64Array(half);

@@ -20,6 +20,7 @@ import { compareOutputs } from './compare.js';
 import { type ErrorClass, expectRayoError, fail } from './expect.js';
 import { faultContractChecks } from './faultContract.js';
 import { halfVariants, mixedDtypeError, runAsDeclared, UnsupportedOnBackend } from './halfCases.js';
+import { integerDataChecks } from './integerDataChecks.js';
 import { hashString, Rng } from './random.js';
 import { replayChecks, writeChecks } from './replay.js';
 import { viewChecks } from './viewChecks.js';
@@ -502,6 +503,7 @@ export function conformanceSuite(options: ConformanceOptions): ConformanceSuite 
     ...apiChecks(getBackend),
     ...faultContractChecks(getBackend),
     ...viewChecks(getBackend),
+    ...integerDataChecks(getBackend),
     ...writeChecks(getBackend, getOther),
     ...replayChecks(getBackend),
   ];

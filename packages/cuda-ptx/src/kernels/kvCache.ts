@@ -7,12 +7,12 @@ import type { ParamType } from '../ptx/types.js';
 import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
 import {
-  checkRopeAngles,
-  frequencyExponent,
-  type RopeFrequencies,
+  loadRopeFrequencies,
   type RopeLayout,
+  ropeFrequencyParams,
   ropeSinCos,
   rotatePair,
+  thetaPowers,
 } from './rope.js';
 import {
   type FloatStorage,
@@ -213,8 +213,8 @@ export function ropeScatterModule(
       heads: 'u32',
       kvHeads: 'u32',
       maxSeq: 'u32',
-      // The pairs' frequencies: a table's address, or theta's exponent.
-      ...(table ? { frequencies: 'ptr' } : { cHi: 'f32', cLo: 'f32' }),
+      // The pairs' frequencies: a table's address, or theta's powers.
+      ...ropeFrequencyParams(table),
       ...where,
     } as Record<string, ParamType>,
     (k, p) => {
@@ -229,9 +229,7 @@ export function ropeScatterModule(
         'kvHeads',
         'maxSeq',
       ].map((name) => loadU32(k, p, name)) as [R32, R32, R32, R32, R32, R32];
-      const frequencies: RopeFrequencies = table
-        ? { table: loadPointer(k, p, 'frequencies') }
-        : { cHi: k.ldParam(p.cHi as Param<'f32'>), cLo: k.ldParam(p.cLo as Param<'f32'>) };
+      const frequencies = loadRopeFrequencies(k, p, table);
       const headDim = k.add('u32', k.reg('u32'), half, half);
       const { position, n } = loadPosition(k, p, devicePosition, loadU32(k, p, 'n'), qPairs);
       /** The cache row of token t, kv head h: (h·maxSeq + position + t). */
@@ -331,14 +329,6 @@ export const ropeScatterKernel = cudaKernel(
     const [tokens, heads, headDim] = q.shape as [number, number, number];
     const [kvHeads, maxSeq] = kCache.shape as [number, number, number];
     const half = headDim / 2;
-    checkRopeAngles(
-      'ropeKvScatter',
-      'attrs.position',
-      positionAt ? maxSeq - 1 : attrs.position + tokens - 1,
-      attrs.theta,
-      headDim,
-      table,
-    );
     const qPairs = tokens * heads * half;
     const pairs = qPairs + tokens * kvHeads * half;
     const n = pairs + v.size;
@@ -364,7 +354,7 @@ export const ropeScatterKernel = cudaKernel(
         heads,
         kvHeads,
         maxSeq,
-        ...(frequencies ? { frequencies } : frequencyExponent(attrs.theta, headDim)),
+        ...(frequencies ? { frequencies } : thetaPowers('ropeKvScatter', attrs.theta, headDim)),
         ...where,
       },
     });

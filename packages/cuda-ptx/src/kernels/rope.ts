@@ -1,32 +1,44 @@
-import { FLOAT, rope, UnsupportedOnBackendError } from '@rayo/core';
+import { FLOAT, inverseTwoPiFixed, rope, UnsupportedOnBackendError } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Param, R32, R64 } from '../ptx/operands.js';
+import type { ParamType } from '../ptx/types.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
 import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
 
-// Rotary position embedding. The reference takes its angles in f64; here an
-// angle is position · 2^(i·c) with the power accurate to about an ulp and the
-// product kept exactly as two f32s, so the only error that grows with the
-// position is the f32 frequency's rounding; sin and cos come from a
-// Cody–Waite reduction by π/2 and Taylor polynomials (no `sin.approx`, whose
-// absolute error is far above the conformance tolerance). With a frequency
-// table (scaled RoPE) the frequency is the table's f32 instead of the power.
+// Rotary position embedding. The angle position · frequency reaches 2^31
+// radians: as an f32, or as an f32 frequency times the position, it is off
+// by whole turns. Here a pair's frequency is held in 1.63 fixed point (a u64),
+// multiplied by 1/2π to 64 bits into turns per position (a 64-bit binary
+// fraction), and its product with the position modulo 2^64 is the angle's
+// fraction of a turn, exact to about position · 2^−62 turns; only that
+// fraction becomes an f32 angle in [0, 2π]. theta's frequency
+// theta^(−2i/headDim) is the product of the host's f64 powers
+// theta^(−2·2^b/headDim) over the bits b of i; a table's f32 frequency
+// converts exactly. sin and cos come from a Cody–Waite reduction by π/2 and
+// Taylor polynomials (no `sin.approx`, whose absolute error is far above the
+// conformance tolerance).
 
 export type RopeLayout = 'half' | 'interleaved';
 
-/** Angles must stay below this many radians: the reduction by π/2 counts quadrants in an f32 integer. */
-export const MAX_ANGLE = 2 ** 22;
+/** Bits of a pair index: theta's frequencies take one power per bit, so headDim / 2 is at most 2^16. */
+export const PAIR_BITS = 16;
 
-/** π/2 as three f32 parts, each product j·part exact enough for j < 2^22. */
+/** 1 in 1.63 fixed point. */
+const ONE_63 = 1n << 63n;
+/** floor(2^64 / 2π): radians to turns, as a 64-bit fraction. */
+const TURNS_PER_RADIAN_64 = inverseTwoPiFixed(64);
+/** 2π as two f32 parts. */
+const TWO_PI_HI = Math.fround(2 * Math.PI);
+const TWO_PI_LO = Math.fround(2 * Math.PI - TWO_PI_HI);
+
+/** π/2 as three f32 parts, each product j·part exact enough for the quadrants j <= 4 of [0, 2π]. */
 const PIO2_1 = Math.fround(Math.PI / 2);
 const PIO2_2 = Math.fround(Math.PI / 2 - PIO2_1);
 const PIO2_3 = Math.fround(Math.PI / 2 - PIO2_1 - PIO2_2);
 
-/** Taylor coefficients: 2^f = Σ (f·ln 2)^k / k! to k = 7 (error under 1e-8 for |f| <= 0.5). */
-const EXP2_TERMS = Array.from({ length: 8 }, (_, k) => Math.LN2 ** k / factorial(k));
 /** sin r = r · Σ (−r²)^k / (2k+1)!, cos r = Σ (−r²)^k / (2k)!, to r^15 and r^16 (|r| <= 1.6). */
 const SIN_TERMS = Array.from({ length: 8 }, (_, k) => (-1) ** k / factorial(2 * k + 1));
 const COS_TERMS = Array.from({ length: 9 }, (_, k) => (-1) ** k / factorial(2 * k));
@@ -48,43 +60,17 @@ function polynomial(k: KernelBuilder, x: F32, terms: readonly number[]): F32 {
   return acc;
 }
 
-/** 2^n for an integer n in [-126, 127], from its exponent bits. */
-function powerOfTwo(k: KernelBuilder, n: R32): F32 {
-  const bits = k.add('s32', k.reg('u32'), n, 127);
-  k.shl('b32', bits, bits, 23);
-  return k.mov('b32', f32(k), bits);
+/** (a · b) >> 63 for a in 1.63 fixed point (a <= 2^63) and b below 2^64, into d. */
+function mul63(k: KernelBuilder, a: R64, b: R64 | bigint, d: R64 = k.reg('u64')): R64 {
+  const high = k.mulHi('u64', k.reg('u64'), a, b);
+  const low = k.mulLo('u64', k.reg('u64'), a, b);
+  k.shl('b64', high, high, 1);
+  k.shr('u64', low, low, 63);
+  return k.or('b64', d, high, low);
 }
 
 /**
- * 2^(i·c) for a small integer i (as f32) and c = cHi + cLo: the exponent is
- * split into an integer n and a fraction f (|f| <= ½ plus the recovered
- * product error), 2^f by polynomial, 2^n from exponent bits in two halves.
- * Beyond n = ±252 the result is 0 or past f32's range anyway, so n is
- * clamped there and f dropped.
- */
-function exp2Product(k: KernelBuilder, i: F32, cHi: F32, cLo: F32): F32 {
-  const e = k.mul('f32', f32(k), i, cHi, { rnd: 'rn' });
-  const err = k.fma('f32', f32(k), i, cHi, k.neg('f32', f32(k), e));
-  k.fma('f32', err, i, cLo, err);
-  const n = k.cvt('f32', 'f32', f32(k), e, { rnd: 'rni' });
-  const frac = k.sub('f32', f32(k), e, n, { rnd: 'rn' });
-  k.add('f32', frac, frac, err, { rnd: 'rn' });
-  const clamped = k.max('f32', f32(k), n, -252);
-  k.min('f32', clamped, clamped, 252);
-  const outside = k.setp('ne', 'f32', k.reg('pred'), clamped, n);
-  k.selp('f32', frac, 0, frac, outside);
-  const value = polynomial(k, frac, EXP2_TERMS);
-  const whole = k.cvt('s32', 'f32', k.reg('u32'), clamped, { rnd: 'rzi' });
-  const low = k.shr('s32', k.reg('u32'), whole, 1);
-  const high = k.sub('s32', k.reg('u32'), whole, low);
-  k.mul('f32', value, value, powerOfTwo(k, low), { rnd: 'rn' });
-  k.mul('f32', value, value, powerOfTwo(k, high), { rnd: 'rn' });
-  return value;
-}
-
-/**
- * sin and cos of hi + lo (hi >= 0, below MAX_ANGLE; lo the rounding error
- * of hi): j = rint(hi · 2/π), r = hi − j·π/2 (three fma steps with π/2 in
+ * sin and cos of hi + lo (hi in [0, 2π]; lo the rounding error of hi): j = rint(hi · 2/π), r = hi − j·π/2 (three fma steps with π/2 in
  * three parts) + lo, then the quadrant j mod 4 picks and signs the
  * polynomials of r.
  */
@@ -119,11 +105,68 @@ function sinCos(k: KernelBuilder, hi: F32, lo: F32): { sin: F32; cos: F32 } {
 }
 
 /**
- * Where a kernel takes its pairs' frequencies: 2^(i·c) from the exponent
- * c = cHi + cLo (theta's), or element i of an f32 table in global memory
- * (rope's optional `frequencies` input).
+ * Where a kernel takes its pairs' frequencies: theta's powers
+ * theta^(−2·2^b/headDim) for b < PAIR_BITS in 1.63 fixed point, or element i
+ * of an f32 table in global memory (rope's optional `frequencies` input).
  */
-export type RopeFrequencies = { readonly cHi: F32; readonly cLo: F32 } | { readonly table: R64 };
+export type RopeFrequencies = { readonly powers: readonly R64[] } | { readonly table: R64 };
+
+/** The entry parameters of a kernel's frequencies: a table's address, or theta's powers. */
+export function ropeFrequencyParams(table: boolean): Record<string, ParamType> {
+  return table
+    ? { frequencies: 'ptr' }
+    : Object.fromEntries(Array.from({ length: PAIR_BITS }, (_, b) => [`power${b}`, 'u64' as const]));
+}
+
+/** Loads the parameters of `ropeFrequencyParams`. */
+export function loadRopeFrequencies(
+  k: KernelBuilder,
+  params: Record<string, Param<ParamType>>,
+  table: boolean,
+): RopeFrequencies {
+  return table
+    ? { table: k.globalPointer(params.frequencies as Param<'ptr'>) }
+    : { powers: Array.from({ length: PAIR_BITS }, (_, b) => k.ldParam(params[`power${b}`] as Param<'u64'>)) };
+}
+
+/**
+ * The arguments of `ropeFrequencyParams` for theta: theta^(−2·2^b/headDim)
+ * in f64, as 1.63 fixed point (theta >= 1 keeps each at most 1).
+ */
+export function thetaPowers(kernel: string, theta: number, headDim: number): Record<string, bigint> {
+  if (headDim / 2 > 2 ** PAIR_BITS) {
+    throw new UnsupportedOnBackendError('rope takes at most 2^16 pairs per head on cuda', {
+      operation: kernel,
+      argument: 'x',
+      expected: `headDim <= ${2 ** (PAIR_BITS + 1)}`,
+      actual: String(headDim),
+    });
+  }
+  return Object.fromEntries(
+    Array.from({ length: PAIR_BITS }, (_, b) => {
+      const power = theta ** ((-2 * 2 ** b) / headDim);
+      return [`power${b}`, BigInt(Math.floor(power * 2 ** 63))];
+    }),
+  );
+}
+
+/** Pair i's frequency in 1.63 fixed point. */
+function frequencyFixed(k: KernelBuilder, i: R32, frequencies: RopeFrequencies): R64 {
+  if ('table' in frequencies) {
+    const f = k.ldGlobal('f32', f32(k), k.elementAddress(frequencies.table, i, 4), { nc: true });
+    // f <= 1: f · 2^63 is exact, and an integer down to f = 2^−40.
+    const scaled = k.mul('f32', f32(k), f, 2 ** 63, { rnd: 'rn' });
+    return k.cvt('u64', 'f32', k.reg('u64'), scaled, { rnd: 'rzi' });
+  }
+  const product = k.mov('u64', k.reg('u64'), ONE_63);
+  frequencies.powers.forEach((power, b) => {
+    const bit = k.setp('ne', 'b32', k.reg('pred'), k.and('b32', k.reg('u32'), i, 1 << b), 0);
+    k.predicated(bit, () => {
+      mul63(k, product, power, product);
+    });
+  });
+  return product;
+}
 
 /** sin and cos of a pair's angle, position · frequency(i) for a u32 position and pair i. */
 export function ropeSinCos(
@@ -132,14 +175,25 @@ export function ropeSinCos(
   i: R32,
   frequencies: RopeFrequencies,
 ): { sin: F32; cos: F32 } {
-  const at = k.cvt('f32', 'u32', f32(k), position, { rnd: 'rn' });
-  const frequency =
-    'table' in frequencies
-      ? k.ldGlobal('f32', f32(k), k.elementAddress(frequencies.table, i, 4), { nc: true })
-      : exp2Product(k, k.cvt('f32', 'u32', f32(k), i, { rnd: 'rn' }), frequencies.cHi, frequencies.cLo);
-  const angle = k.mul('f32', f32(k), at, frequency, { rnd: 'rn' });
-  const angleError = k.fma('f32', f32(k), at, frequency, k.neg('f32', f32(k), angle));
-  return sinCos(k, angle, angleError);
+  const turnsPerPosition = mul63(k, frequencyFixed(k, i, frequencies), TURNS_PER_RADIAN_64);
+  const at = k.cvt('u64', 'u32', k.reg('u64'), position);
+  const turns = k.mulLo('u64', k.reg('u64'), at, turnsPerPosition);
+  // The fraction of a turn as an exact f32 of its top 24 bits and an f32 of the next 40.
+  const asTurns = (mask: bigint) =>
+    k.mul(
+      'f32',
+      f32(k),
+      k.cvt('f32', 'u64', f32(k), k.and('b64', k.reg('u64'), turns, mask), { rnd: 'rn' }),
+      2 ** -64,
+      { rnd: 'rn' },
+    );
+  const top = asTurns(0xffffff0000000000n);
+  const rest = asTurns(0xffffffffffn);
+  const hi = k.mul('f32', f32(k), top, TWO_PI_HI, { rnd: 'rn' });
+  const lo = k.fma('f32', f32(k), top, TWO_PI_HI, k.neg('f32', f32(k), hi));
+  k.fma('f32', lo, top, TWO_PI_LO, lo);
+  k.fma('f32', lo, rest, TWO_PI_HI, lo);
+  return sinCos(k, hi, lo);
 }
 
 /** The pair (a, b) rotated by the angle: (a·cos − b·sin, a·sin + b·cos). */
@@ -153,33 +207,6 @@ export function rotatePair(k: KernelBuilder, a: F32, b: F32, cos: F32, sin: F32)
   );
   const second = k.fma('f32', f32(k), a, sin, k.mul('f32', f32(k), b, cos, { rnd: 'rn' }));
   return [first, second];
-}
-
-/**
- * Refuses angles past MAX_ANGLE for rows up to `lastPosition`. A device
- * position is checked against nothing here: past the bound its angles are
- * inaccurate.
- */
-export function checkRopeAngles(
-  kernel: string,
-  argument: string,
-  lastPosition: number,
-  theta: number,
-  headDim: number,
-  table = false,
-): void {
-  // The fastest-turning pair has frequency 1 for theta >= 1, theta^(−(headDim−2)/headDim) below;
-  // a table's frequencies are at most 1 (the spec's range, checked by the reference).
-  const topFrequency = table || theta >= 1 ? 1 : theta ** (-(headDim - 2) / headDim);
-  const topAngle = Math.max(1, lastPosition) * topFrequency;
-  if (!(topAngle < MAX_ANGLE)) {
-    throw new UnsupportedOnBackendError('rope angles this large lose their f32 reduction', {
-      operation: kernel,
-      argument,
-      expected: `last position · max frequency < 2^22 (${MAX_ANGLE})`,
-      actual: `${lastPosition} · ${topFrequency}`,
-    });
-  }
 }
 
 export function ropeKey(
@@ -219,8 +246,8 @@ export function ropeModule(
       heads: 'u32',
       headRuns: 'u32',
       positionOffset: 'u32',
-      // The pairs' frequencies: a table's address, or theta's exponent.
-      ...(table ? { frequencies: 'ptr' } : { cHi: 'f32', cLo: 'f32' }),
+      // The pairs' frequencies: a table's address, or theta's powers.
+      ...ropeFrequencyParams(table),
       sign: 'f32',
     },
     (k, p) => {
@@ -234,12 +261,7 @@ export function ropeModule(
         const at = k.globalPointer((p as unknown as Record<string, Param<'ptr'>>).positionAt!);
         k.add('u32', positionOffset, positionOffset, k.ldGlobal('u32', k.reg('u32'), at));
       }
-      // The frequency parameters depend on `table`: one pointer, or theta's exponent in two f32s.
-      const pointers = p as unknown as Record<string, Param<'ptr'>>;
-      const floats = p as unknown as Record<string, Param<'f32'>>;
-      const frequencies: RopeFrequencies = table
-        ? { table: k.globalPointer(pointers.frequencies!) }
-        : { cHi: k.ldParam(floats.cHi!), cLo: k.ldParam(floats.cLo!) };
+      const frequencies = loadRopeFrequencies(k, p as unknown as Record<string, Param<ParamType>>, table);
       const sign = k.ldParam(p.sign);
       const headDim = k.add('u32', k.reg('u32'), half, half);
       k.gridStrideLoop(k.ldParam(p.items), (item) => {
@@ -303,17 +325,6 @@ export function headsPerThread(
   return heads >= 4 && pairs >= 8 * resident ? 4 : 1;
 }
 
-/**
- * log2 of the frequency base's step, c = −2·log2(theta)/headDim, as an f32
- * pair. Below −300 every frequency but the first is 0 in f32, so c is
- * bounded there (theta = Infinity included).
- */
-export function frequencyExponent(theta: number, headDim: number): { cHi: number; cLo: number } {
-  const c = Math.max(-300, (-2 * Math.log2(theta)) / headDim);
-  const cHi = Math.fround(c);
-  return { cHi, cLo: Math.fround(c - cHi) };
-}
-
 const ropeKernel = cudaKernel(
   rope,
   (encoder, { inputs, outputs, attrs }) => {
@@ -326,14 +337,6 @@ const ropeKernel = cudaKernel(
     checkElementCount('rope', 'x', x.size);
     const [seq, heads, headDim] = x.shape as [number, number, number];
     const half = headDim / 2;
-    checkRopeAngles(
-      'rope',
-      'attrs.positionOffset',
-      attrs.positionOffset + seq - 1,
-      attrs.theta,
-      headDim,
-      table,
-    );
     const runs = headsPerThread(encoder.device, seq * heads * half, heads);
     const headRuns = Math.ceil(heads / runs);
     const items = seq * headRuns * half;
@@ -353,7 +356,7 @@ const ropeKernel = cudaKernel(
         heads,
         headRuns,
         positionOffset: attrs.positionOffset,
-        ...(frequencies ? { frequencies } : frequencyExponent(attrs.theta, headDim)),
+        ...(frequencies ? { frequencies } : thetaPowers('rope', attrs.theta, headDim)),
         sign: attrs.inverse ? -1 : 1,
       },
     });

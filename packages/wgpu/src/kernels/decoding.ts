@@ -9,7 +9,13 @@ import { elementGrid, elementIndex, vectorOf, WG } from './common.js';
 import { encodeHalfScatter } from './halfCache.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { attentionKernel } from './incrementalAttention.js';
-import { checkRopePositions, type RopeLayout, ropeLogStep, ropeRotationSource, tableKey } from './rope.js';
+import { checkRopePositions, type RopeLayout } from './rope.js';
+import {
+  declareRopeFrequencies,
+  ropeFrequencyBinding,
+  ropeRotationSource,
+  tableKey,
+} from './ropeRotation.js';
 
 // ---- kvCacheScatter ----------------------------------------------------------
 
@@ -101,7 +107,6 @@ const ROPE_SCATTER_PARAMS = paramLayout([
   ['tokens', 'u32'],
   ['maxSeq', 'u32'],
   ['position', 'u32'],
-  ['logStep', 'f32'],
 ] as const);
 
 function ropeScatterShader(layout: RopeLayout, device: boolean, table: boolean): ShaderSource {
@@ -128,7 +133,7 @@ function ropeScatterShader(layout: RopeLayout, device: boolean, table: boolean):
       module.storage('kCache', 'f32', 'read_write');
       module.storage('vCache', 'f32', 'read_write');
       if (device) module.storage('at', 'i32', 'read');
-      if (table) module.storage('frequencies', 'f32', 'read');
+      declareRopeFrequencies(module, table);
       module.declare(ropeRotationSource(table));
       return module.build(
         undefined,
@@ -159,7 +164,7 @@ ${
   let pair = j % params.half;
   let rest = j / params.half; // t · rowHeads + h
   let t = rest / rowHeads;
-  let rotation = ropeRotation(position + t, pair, params.logStep, 1.0);
+  let rotation = ropeRotation(position + t, pair, 1.0);
   let c = rotation.x;
   let s = rotation.y;
   let first = ${first};
@@ -188,40 +193,44 @@ const ropeScatterKernel = wgpuKernel(
     if (tokens * heads * headDim + v!.size === 0) return;
     checkRopePositions('ropeKvScatter', 'attrs.position', (at ? maxSeq : attrs.position + tokens) - 1);
     const position = attrs.position ?? 0;
-    const logStep = ropeLogStep(attrs.theta, headDim);
-    const caches = { kCache: kCache!, vCache: vCache!, at, frequencies };
+    const rope = {
+      layout: attrs.layout,
+      frequencies: ropeFrequencyBinding(encoder, attrs.theta, headDim, frequencies),
+      table: frequencies !== undefined,
+    };
+    const caches = { kCache: kCache!, vCache: vCache!, at };
     if (!isHalf(kCache!.dtype)) {
       encodeWithF32Activations(encoder, ropeKvScatter.name, { q, k, v }, { y }, (i, o) =>
-        encodeRopeScatter(encoder, { ...i, y: o.y, ...caches }, attrs.layout, position, logStep, true),
+        encodeRopeScatter(encoder, { ...i, y: o.y, ...caches }, rope, position, true),
       );
       return;
     }
     encodeWithF32Activations(encoder, ropeKvScatter.name, { q }, { y }, (i, o) =>
-      encodeRopeScatter(encoder, { q: i.q, k, v, y: o.y, ...caches }, attrs.layout, position, logStep, false),
+      encodeRopeScatter(encoder, { q: i.q, k, v, y: o.y, ...caches }, rope, position, false),
     );
     if (kvHeads * headDim === 0) return;
-    encodeHalfScatter(encoder, kCache!, k!, at, position, tokens, {
-      layout: attrs.layout,
-      logStep,
-      frequencies,
-    });
+    encodeHalfScatter(encoder, kCache!, k!, at, position, tokens, rope);
     encodeHalfScatter(encoder, vCache!, v!, at, position, tokens);
   },
   { dtypes: FLOAT },
 );
 
+/** How ropeKvScatter rotates: its layout and what its shaders bind as `frequencies`. */
+interface RopeScatterRotation {
+  readonly layout: RopeLayout;
+  readonly frequencies: Operand | GPUBufferBinding;
+  readonly table: boolean;
+}
+
 /** The f32 shader over q, and with `withCaches` k and v, into f32 caches. */
 function encodeRopeScatter(
   encoder: KernelEncoder,
-  t: Readonly<
-    Record<'q' | 'k' | 'v' | 'y' | 'kCache' | 'vCache' | 'at' | 'frequencies', Operand | undefined>
-  >,
-  layout: RopeLayout,
+  t: Readonly<Record<'q' | 'k' | 'v' | 'y' | 'kCache' | 'vCache' | 'at', Operand | undefined>>,
+  rope: RopeScatterRotation,
   position: number,
-  logStep: number,
   withCaches: boolean,
 ): void {
-  const { q, k, v, y, kCache, vCache, at, frequencies } = t;
+  const { q, k, v, y, kCache, vCache, at } = t;
   const [tokens, heads, headDim] = q!.shape as [number, number, number];
   const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
   const half = headDim / 2;
@@ -230,8 +239,8 @@ function encodeRopeScatter(
   const n = pairs + (withCaches ? v!.size : 0);
   if (n === 0) return;
   encoder.dispatch({
-    shader: ropeScatterShader(layout, at !== undefined, frequencies !== undefined),
-    buffers: [q!, k!, v!, y!, kCache!, vCache!, ...(at ? [at] : []), ...(frequencies ? [frequencies] : [])],
+    shader: ropeScatterShader(rope.layout, at !== undefined, rope.table),
+    buffers: [q!, k!, v!, y!, kCache!, vCache!, ...(at ? [at] : []), rope.frequencies],
     params: {
       layout: ROPE_SCATTER_PARAMS,
       values: {
@@ -245,7 +254,6 @@ function encodeRopeScatter(
         tokens,
         maxSeq,
         position,
-        logStep,
       },
     },
     workgroups: elementGrid(encoder, n),

@@ -11,7 +11,8 @@ import {
 } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
-import { type RopeLayout, ropeRotationSource, tableKey } from './rope.js';
+import type { RopeLayout } from './rope.js';
+import { declareRopeFrequencies, ropeRotationSource, tableKey } from './ropeRotation.js';
 
 // The decoding family's writes into half caches (kvCacheScatter, and
 // ropeKvScatter's keys and values): a cache is u32 words of two halves, so
@@ -28,8 +29,6 @@ const HALF_SCATTER_PARAMS = paramLayout([
   ['heads', 'u32'],
   /** Elements of the whole cache. */
   ['total', 'u32'],
-  /** ropeKvScatter's keys: the rotation's log frequency step. */
-  ['logStep', 'f32'],
 ] as const);
 
 /**
@@ -84,7 +83,7 @@ fn rotated(position: u32, t: u32, h: u32, d: u32) -> f32 {
   let pair = ${pair};
   let a = ${at(first)};
   let b = ${at(second)};
-  let rotation = ropeRotation(position + t, pair, params.logStep, 1.0);
+  let rotation = ropeRotation(position + t, pair, 1.0);
   return select(a * rotation.y + b * rotation.x, a * rotation.x - b * rotation.y, ${isFirst});
 }`;
 }
@@ -106,7 +105,7 @@ function halfScatterShader(
       module.storage('cache', 'u32', 'read_write');
       module.storage('values', bindingType(values, false), 'read');
       if (device) module.storage('at', 'i32', 'read');
-      if (table) module.storage('frequencies', 'f32', 'read');
+      if (rope) declareRopeFrequencies(module, table);
       module.declare(narrowFunctions(storage));
       if (values === 'bf16') module.declare(halfFunctions(values));
       if (rope) module.declare(rotatedElement(rope, values, table));
@@ -135,7 +134,7 @@ function halfScatterWords(tokens: number, headDim: number): number {
   return Math.floor((tokens * headDim + 1) / 2) + 1;
 }
 
-/** Scatters `tokens` rows of `values` (rotated with `rope`, by its frequency table where it has one) into a half cache. */
+/** Scatters `tokens` rows of `values` (rotated with `rope`, by its `frequencies` binding) into a half cache. */
 export function encodeHalfScatter(
   encoder: KernelEncoder,
   cache: Operand,
@@ -145,11 +144,11 @@ export function encodeHalfScatter(
   tokens: number,
   rope?: {
     readonly layout: RopeLayout;
-    readonly logStep: number;
-    readonly frequencies?: Operand | undefined;
+    /** The call's frequency table, or theta's turns (`ropeFrequencyBinding`). */
+    readonly frequencies: Operand | GPUBufferBinding;
+    readonly table: boolean;
   },
 ): void {
-  const frequencies = rope?.frequencies;
   const [heads, maxSeq, headDim] = cache.shape as [number, number, number];
   const words = halfScatterWords(tokens, headDim);
   encoder.dispatch({
@@ -158,9 +157,9 @@ export function encodeHalfScatter(
       storageOf(values.dtype),
       at !== undefined,
       rope?.layout,
-      frequencies !== undefined,
+      rope?.table,
     ),
-    buffers: [cache, values, ...(at ? [at] : []), ...(frequencies ? [frequencies] : [])],
+    buffers: [cache, values, ...(at ? [at] : []), ...(rope ? [rope.frequencies] : [])],
     params: {
       layout: HALF_SCATTER_PARAMS,
       values: {
@@ -172,7 +171,6 @@ export function encodeHalfScatter(
         words,
         heads,
         total: cache.size,
-        logStep: rope?.logStep ?? 0,
       },
     },
     workgroups: elementGrid(encoder, words * heads),

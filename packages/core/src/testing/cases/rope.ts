@@ -14,13 +14,18 @@ import {
 } from '../cases.js';
 
 /**
- * A float32 angle position · theta^(−2i/headDim) is off by a few ulp of itself
- * (the power and the product are rounded), so the error grows with the position.
+ * Every backend computes the angle position · frequency exactly enough that
+ * only the f32 rotation's roundings remain (a few ulp of the output), at
+ * every position an i32 holds: the bound does not grow with the position.
  * The benchmark checks its rope cases with the same bound.
  */
 export function ropeTolerance(maxPosition: number): Required<Tolerance> {
-  return { rtol: 1e-5, atol: 1e-5 + 5e-7 * maxPosition };
+  if (!(maxPosition <= MAX_POSITION)) throw new RangeError(`position ${maxPosition} is past ${MAX_POSITION}`);
+  return { rtol: 1e-5, atol: 2e-6 };
 }
+
+/** The last position rope takes: positions are i32. */
+const MAX_POSITION = 2 ** 31 - 1;
 
 type Layout = 'half' | 'interleaved';
 
@@ -78,6 +83,43 @@ cases.push(
     tolerance: ropeTolerance(4),
   }),
 );
+
+// Long contexts: the angles reach 2^31 radians, where an f32 angle (or an
+// f32 frequency times the position) is off by whole turns.
+const LARGE_POSITIONS = [100_000, 1_000_000, 2 ** 24 - 8, 2 ** 31 - 5];
+for (const positionOffset of LARGE_POSITIONS) {
+  for (const layout of LAYOUTS) {
+    const shape: Shape = [4, 2, 128];
+    cases.push(
+      valid(k.rope, {
+        label: `[4, 2, 128] from position ${positionOffset}, ${layout}`,
+        inputs: [f32(shape)],
+        attrs: { positionOffset, layout },
+        tolerance: ropeTolerance(positionOffset + 3),
+      }),
+      valid(k.rope, {
+        label: `[4, 2, 128] from a device position ${positionOffset} with a frequency table, ${layout}, inverse`,
+        inputs: [f32(shape), deviceValue(positionOffset), frequencyTable(128)],
+        attrs: { layout, inverse: true },
+        tolerance: ropeTolerance(positionOffset + 3),
+      }),
+    );
+  }
+  cases.push(
+    valid(k.rope, {
+      label: `[3, 5, 64] from a device position ${positionOffset}, theta=500000`,
+      inputs: [f32([3, 5, 64]), deviceValue(positionOffset)],
+      attrs: { theta: 500000 },
+      tolerance: ropeTolerance(positionOffset + 2),
+    }),
+    valid(k.rope, {
+      label: `[2, 3, 34] from position ${positionOffset} with a frequency table`,
+      inputs: [f32([2, 3, 34]), undefined, frequencyTable(34)],
+      attrs: { positionOffset },
+      tolerance: ropeTolerance(positionOffset + 1),
+    }),
+  );
+}
 
 // The position offset read from a device tensor instead of the attribute.
 const DEVICE_SHAPES: readonly (readonly [Shape, number])[] = [
@@ -209,6 +251,13 @@ errors.push(
     label: 'theta = 0',
     inputs: [f32([2, 3, 8])],
     attrs: { theta: 0 },
+    error: 'argument',
+    argument: 'attrs.theta',
+  }),
+  invalid(k.rope, {
+    label: 'theta = 0.5 (frequencies above 1)',
+    inputs: [f32([2, 3, 8])],
+    attrs: { theta: 0.5 },
     error: 'argument',
     argument: 'attrs.theta',
   }),
