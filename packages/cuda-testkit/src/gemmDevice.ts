@@ -94,7 +94,7 @@ export function useGemmDevice(seed: number, multiprocessors?: number) {
     );
     const out = v.out ?? stored;
     // a, b in the operands' dtype; c in the output's.
-    const dtypes = [stored, stored, out];
+    const dtypes = [stored, stored, out] as const;
     const host = shapes.map((s, i) =>
       dtypes[i] === 'f32'
         ? Float32Array.from(random(sizeOf(s)))
