@@ -58,7 +58,9 @@ describe("matmul precision 'half' on an emulated sm_90 device", () => {
     const ins = [on(gpu), on(cpu)] as const;
     const [y] = gpu.run(batchedMatmul, ins[0], { alpha: 2, precision: 'half' });
     const [want] = cpu.run(batchedMatmul, ins[1], { alpha: 2, precision: 'half' });
-    expect(compareOutputs('f32', await y!.read(), await want!.read(), { rtol: 1e-4, atol: 1e-4 })).toBeUndefined();
+    expect(
+      compareOutputs('f32', await y!.read(), await want!.read(), { rtol: 1e-4, atol: 1e-4 }),
+    ).toBeUndefined();
     for (const t of [...ins[0], ...ins[1], y!, want!]) t.dispose();
   }, 300_000);
 

@@ -12,8 +12,8 @@ import {
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import type { DecodeRun, DecodeSettings } from './decodeRun.js';
 import { type HostPhases, measureHostPhases } from './hostPhases.js';
-import { writeSeededLlama } from './seededLlama.js';
 import { PREFILL_LENGTHS, type PrefillReport, prefillBench, prefillLines } from './prefillBench.js';
+import { writeSeededLlama } from './seededLlama.js';
 import { PROFILE_HEADER, profileRows, profileStep, profileTotals, type StepProfile } from './stepProfile.js';
 import { runTorchDecode, type TorchDecodeEntry, type TorchDecodeOutcome } from './torchDecodeBaseline.js';
 
@@ -854,7 +854,9 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
   if (prefillPrecision !== undefined && !['f32', 'tf32', 'bf16'].includes(prefillPrecision))
     throw new Error(`--prefill-precision must be f32, tf32 or bf16, got ${prefillPrecision}`);
   return {
-    ...(prefillLengths ? { prefillLengths, prefillRepeats: int('prefill-reps', values['prefill-reps'], 1) } : {}),
+    ...(prefillLengths
+      ? { prefillLengths, prefillRepeats: int('prefill-reps', values['prefill-reps'], 1) }
+      : {}),
     ...(values['prefill-only'] ? { prefillOnly: true } : {}),
     ...(prefillPrecision ? { prefillPrecision: prefillPrecision as LlamaPrefillPrecision } : {}),
     config: values.config,

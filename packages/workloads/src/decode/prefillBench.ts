@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Backend, probeBackends } from '@rayo/core';
 import { findPackageScript, type PythonScriptOutcome, runPythonScript } from '@rayo/bench';
+import { type Backend, probeBackends } from '@rayo/core';
 import { LlamaModel, type LlamaPrefillPrecision, parseLlamaConfig } from '@rayo/train';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import type { DecodeSettings } from './decodeRun.js';
@@ -39,7 +39,9 @@ export interface TorchPrefillOutput {
   readonly attention?: string;
   /** torch.matmul of two 8192² bf16 matrices, TFLOP/s. */
   readonly bf16PeakTflops?: number | null;
-  readonly results: Readonly<Record<string, { readonly lengths: readonly PrefillRow[] } | { readonly error: string }>>;
+  readonly results: Readonly<
+    Record<string, { readonly lengths: readonly PrefillRow[] } | { readonly error: string }>
+  >;
 }
 
 export interface PrefillReport {
@@ -203,10 +205,14 @@ export function prefillLines(report: PrefillReport): string[] {
   const rows = report.backends.map((b) => [b.backend, ...cells(b.lengths)]);
   if (report.torch.status === 'ok') {
     for (const [method, r] of Object.entries(report.torch.output.results)) {
-      rows.push(['error' in r ? `torch ${method}: ${r.error}` : `torch ${method}`, ...cells('error' in r ? undefined : r.lengths)]);
+      rows.push([
+        'error' in r ? `torch ${method}: ${r.error}` : `torch ${method}`,
+        ...cells('error' in r ? undefined : r.lengths),
+      ]);
     }
   } else rows.push([`torch: ${report.torch.reason}`, ...cells(undefined)]);
-  if (peak) rows.push(['tensor-core limit', ...report.flops.map((f) => `${fmt(f / (peak * 1e12) * 1e3)} ms`)]);
+  if (peak)
+    rows.push(['tensor-core limit', ...report.flops.map((f) => `${fmt((f / (peak * 1e12)) * 1e3)} ms`)]);
   const line = (r: readonly string[]) => `| ${r.map((c) => c.replaceAll('|', '\\|')).join(' | ')} |`;
   return [
     '## Prefill: time to first token',
