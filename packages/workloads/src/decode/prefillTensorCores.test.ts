@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Backend, createCpuBackend } from '@rayo/core';
+import type { Backend } from '@rayo/core';
 import { createEmulatedGpu } from '@rayo/cuda-testkit';
 import { type LlamaLoadOptions, LlamaModel } from '@rayo/train';
 import { afterAll, describe, expect, it } from 'vitest';
