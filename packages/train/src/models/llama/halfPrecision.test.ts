@@ -37,9 +37,12 @@ const F32_TOLERANCE = 5e-5;
 const BF16_TOLERANCE = 5 * 2 ** -9 * 4;
 
 /**
- * f16 prompts: the model and the reference round the same product inputs, yet
- * rows after the first differ by about 1e-3 (not understood yet); five f16
- * roundings (2^-11) at the largest logit bound it as BF16_TOLERANCE does bf16's.
+ * f16 prompts: the model and the reference round the same product inputs, but
+ * from f32 and f64 activations, which fall on opposite sides of a rounding
+ * boundary now and then; f16's steps are 8× finer than bf16's, so that
+ * happens in most rows (bf16's rows match to 1e-7), each such input then one
+ * f16 step apart: rows differ by about 1e-3. Five f16 roundings (2^-11) at
+ * the largest logit bound it as BF16_TOLERANCE does bf16's.
  */
 const PROMPT_F16_TOLERANCE = 5 * 2 ** -11 * 4;
 
