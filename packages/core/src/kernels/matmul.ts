@@ -60,8 +60,8 @@ export function matmulOperands(
   a: HostArray,
   b: HostArray,
 ): [Float32Array, Float32Array] {
-  const [ta, tb] = [io.inputs[0]!.dtype, io.inputs[1]!.dtype];
   if (precision !== 'half') return [a as Float32Array, b as Float32Array];
+  const [ta, tb] = [io.inputs[0]!.dtype, io.inputs[1]!.dtype];
   const half = halfPrecisionDtype(ta, tb);
   const round =
     half === 'bf16'
