@@ -58,6 +58,9 @@ def sdpa_prefill(torch, model, flash):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     backends = [SDPBackend.FLASH_ATTENTION] if flash else [SDPBackend.MATH]
+    # enable_gqa came with torch 2.5.
+    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    gqa = (major, minor) >= (2, 5)
     half = model.lm_head.dtype
 
     def run(ids):
@@ -72,7 +75,12 @@ def sdpa_prefill(torch, model, flash):
             # [T, heads, d] → [1, heads, T, d]
             qh, kh, vh = (x.transpose(0, 1)[None].to(half) for x in (q, k, v))
             with sdpa_kernel(backends):
-                out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, enable_gqa=True)
+                if gqa:
+                    out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, enable_gqa=True)
+                else:  # torch before 2.5: the kv heads repeated for their query heads
+                    group = model.heads // model.kv_heads
+                    kh, vh = (x.repeat_interleave(group, dim=1) for x in (kh, vh))
+                    out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)
             return out[0].transpose(0, 1).float()
 
         h = model.forward_hidden(ids, model.cos[:t], model.sin[:t], write, attend)

@@ -479,7 +479,10 @@ export async function decodeBench(
   const torch: TorchDecodeOutcome =
     settings.baseline === 'torch' && !settings.prefillOnly
       ? await runTorchDecode(dir, prompt, settings)
-      : { status: 'unavailable', reason: 'not requested (--baseline torch runs it)' };
+      : {
+          status: 'unavailable',
+          reason: settings.prefillOnly ? 'prefill only' : 'not requested (--baseline torch runs it)',
+        };
 
   const runs: { name: string; tokens: readonly number[]; logits?: Float32Array }[] = [];
   for (const r of results)
