@@ -1,5 +1,6 @@
 import {
   batchedMatmul,
+  cast,
   createCpuBackend,
   type MatmulLaunch,
   matmul,
@@ -71,10 +72,17 @@ export function useGemmDevice(seed: number, multiprocessors?: number) {
    * y = alpha · op(a) · op(b) (+ beta · c) for each of `batch` products as
    * `encode` records it, on random inputs and y poisoned first, against the
    * cpu backend within the conformance bound for reduced-precision products,
-   * max(1e-3, 4·u·√K). tf32 runs f32 operands.
+   * max(1e-3, 4·u·√K). tf32 runs f32 operands; `out: 'f32'` half a and b
+   * with f32 c and y, against the f32 product of a and b widened.
    */
   async function product(
-    v: { dtype: keyof typeof GEMM_UNIT; transA: boolean; transB: boolean; withC: boolean },
+    v: {
+      dtype: keyof typeof GEMM_UNIT;
+      transA: boolean;
+      transB: boolean;
+      withC: boolean;
+      out?: 'f32';
+    },
     [m, k, n]: readonly [number, number, number],
     { alpha = 1, beta = 1, batch = 1 }: { alpha?: number; beta?: number; batch?: number },
     encode: (recorder: CommandRecorder, call: MatmulLaunch<Operand>) => void,
@@ -84,17 +92,20 @@ export function useGemmDevice(seed: number, multiprocessors?: number) {
     const shapes = [transA ? [k, m] : [m, k], transB ? [n, k] : [k, n], [m, n]].map((s) =>
       batch > 1 ? [batch, ...s] : s,
     );
-    const host = shapes.map((s) =>
-      stored === 'f32'
+    const out = v.out ?? stored;
+    // a, b in the operands' dtype; c in the output's.
+    const dtypes = [stored, stored, out] as const;
+    const host = shapes.map((s, i) =>
+      dtypes[i] === 'f32'
         ? Float32Array.from(random(sizeOf(s)))
         : (toHostArray(stored, random(sizeOf(s))) as Uint16Array),
     );
-    const [a, b, c] = host.map((h, i) => operand(h, shapes[i]!, stored));
+    const [a, b, c] = host.map((h, i) => operand(h, shapes[i]!, dtypes[i]!));
     const poison =
-      stored === 'f32'
+      out === 'f32'
         ? new Float32Array(batch * m * n).fill(Number.NaN)
-        : new Uint16Array(batch * m * n).fill(HALF_POISON[stored]);
-    const y = operand(poison, shapes[2]!, stored);
+        : new Uint16Array(batch * m * n).fill(HALF_POISON[out]);
+    const y = operand(poison, shapes[2]!, out);
     const recorder = new CommandRecorder(driver);
     encode(recorder, {
       a: a!,
@@ -113,16 +124,23 @@ export function useGemmDevice(seed: number, multiprocessors?: number) {
     driver.enqueue(recorder.commands, stream);
     driver.synchronize(stream);
     for (const buffer of recorder.scratchBuffers) driver.free(buffer);
-    const got = stored === 'f32' ? new Float32Array(batch * m * n) : new Uint16Array(batch * m * n);
+    const got = out === 'f32' ? new Float32Array(batch * m * n) : new Uint16Array(batch * m * n);
     driver.copyDtoH(got, y.ptr, got.byteLength);
-    const ins = host.slice(0, withC ? 3 : 2).map((h, i) => cpu.upload(h, shapes[i]!, stored));
+    // An f32 output is checked against the f32 product of the half values widened (exactly).
+    const ins = host.slice(0, withC ? 3 : 2).map((h, i) => {
+      const t = cpu.upload(h, shapes[i]!, dtypes[i]!);
+      if (t.dtype === out) return t;
+      const wide = cpu.run(cast, [t], { to: out })[0]!;
+      t.dispose();
+      return wide;
+    });
     const [want] = (
       batch > 1
         ? cpu.run(batchedMatmul, ins, { alpha, transA, transB })
         : cpu.run(matmul, ins, { alpha, beta, transA, transB })
     ) as Tensor[];
     const tol = Math.max(1e-3, 4 * GEMM_UNIT[dtype] * Math.sqrt(k));
-    expect(compareOutputs(stored, got, await want!.read(), { rtol: tol, atol: tol })).toBeUndefined();
+    expect(compareOutputs(out, got, await want!.read(), { rtol: tol, atol: tol })).toBeUndefined();
     for (const t of [...ins, want!]) t.dispose();
   }
 

@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { toHostArray, toNumbers } from '@rayo/core';
+import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits, toHostArray, toNumbers } from '@rayo/core';
 import { encodeSafetensors, Rng, type StoredTensor } from '@rayo/train';
 
 /** A Hugging Face config.json of a tiny Llama: 2 layers, d 64, 4 query / 2 kv heads, vocab 97, odd FFN. */
@@ -200,6 +200,9 @@ export function ropeFrequenciesOf(config: Record<string, unknown>, headDim: numb
   });
 }
 
+const roundBf16 = (x: number) => bf16BitsToF32(f32ToBf16Bits(x));
+const roundF16 = (x: number) => f16BitsToF32(f32ToF16Bits(x));
+
 function matVec(w: Float32Array, rows: number, cols: number, x: Float64Array): Float64Array {
   const y = new Float64Array(rows);
   for (let r = 0; r < rows; r++) {
@@ -240,11 +243,15 @@ function rotate(
 /**
  * Logits [T][vocab] of every position of `tokens`, in f64, attending over the
  * whole prefix from scratch at each position: shares no code with the model.
+ * `roundedInputs` rounds the inputs of every weight product of the first
+ * `rows` positions to `dtype` (nearest even), as a prompt's products under
+ * half weights do (matmul's precision 'half').
  */
 export function referenceLogits(
   config: Record<string, unknown>,
   weights: TinyWeights,
   tokens: readonly number[],
+  roundedInputs?: { readonly dtype: 'bf16' | 'f16'; readonly rows: number },
 ): Float64Array[] {
   const d = config.hidden_size as number;
   const f = config.intermediate_size as number;
@@ -256,9 +263,13 @@ export function referenceLogits(
   const frequencies = ropeFrequenciesOf(config, headDim);
   const features = familyFeatures(config);
   const w = (name: string) => weights.get(name)!.data;
+  const round = roundedInputs?.dtype === 'f16' ? roundF16 : roundBf16;
+  /** W·x for position t, x rounded where `roundedInputs` says. */
+  const times = (weight: Float32Array, rows: number, cols: number, x: Float64Array, t: number) =>
+    matVec(weight, rows, cols, roundedInputs && t < roundedInputs.rows ? x.map(round) : x);
   /** x·Wᵀ (+ the bias, where the checkpoint has one). */
-  const project = (name: string, rows: number, cols: number, x: Float64Array) => {
-    const y = matVec(w(`${name}.weight`), rows, cols, x);
+  const project = (name: string, rows: number, cols: number, x: Float64Array, t: number) => {
+    const y = times(w(`${name}.weight`), rows, cols, x, t);
     const bias = weights.get(`${name}.bias`)?.data;
     if (bias) for (let r = 0; r < rows; r++) y[r]! += bias[r]!;
     return y;
@@ -274,18 +285,18 @@ export function referenceLogits(
     const p = `model.layers.${l}`;
     const normed = xs.map((x) => rmsNormed(x, w(`${p}.input_layernorm.weight`), eps));
     const qs = normed.map((h, t) => {
-      const q = project(`${p}.self_attn.q_proj`, heads * headDim, d, h);
+      const q = project(`${p}.self_attn.q_proj`, heads * headDim, d, h, t);
       if (features.qkNorm) headNorm(q, heads, w(`${p}.self_attn.q_norm.weight`));
       rotate(q, heads, headDim, t, frequencies);
       return q;
     });
     const ks = normed.map((h, t) => {
-      const k = project(`${p}.self_attn.k_proj`, kvHeads * headDim, d, h);
+      const k = project(`${p}.self_attn.k_proj`, kvHeads * headDim, d, h, t);
       if (features.qkNorm) headNorm(k, kvHeads, w(`${p}.self_attn.k_norm.weight`));
       rotate(k, kvHeads, headDim, t, frequencies);
       return k;
     });
-    const vs = normed.map((h) => project(`${p}.self_attn.v_proj`, kvHeads * headDim, d, h));
+    const vs = normed.map((h, t) => project(`${p}.self_attn.v_proj`, kvHeads * headDim, d, h, t));
     xs = xs.map((x, t) => {
       const attended = new Float64Array(heads * headDim);
       for (let h = 0; h < heads; h++) {
@@ -303,18 +314,18 @@ export function referenceLogits(
             attended[h * headDim + i]! += (e[j]! / sum) * vs[j]![g * headDim + i]!;
         }
       }
-      const o = project(`${p}.self_attn.o_proj`, d, heads * headDim, attended);
+      const o = project(`${p}.self_attn.o_proj`, d, heads * headDim, attended, t);
       const x1 = x.map((v, i) => v + o[i]!);
       const h2 = rmsNormed(x1, w(`${p}.post_attention_layernorm.weight`), eps);
-      const gate = matVec(w(`${p}.mlp.gate_proj.weight`), f, d, h2);
-      const up = matVec(w(`${p}.mlp.up_proj.weight`), f, d, h2);
+      const gate = times(w(`${p}.mlp.gate_proj.weight`), f, d, h2, t);
+      const up = times(w(`${p}.mlp.up_proj.weight`), f, d, h2, t);
       const act = gate.map((g, i) => (g / (1 + Math.exp(-g))) * up[i]!);
-      const down = matVec(w(`${p}.mlp.down_proj.weight`), d, f, act);
+      const down = times(w(`${p}.mlp.down_proj.weight`), d, f, act, t);
       return x1.map((v, i) => v + down[i]!);
     });
   }
   const head = config.tie_word_embeddings ? embed : w('lm_head.weight');
-  return xs.map((x) => matVec(head, vocab, d, rmsNormed(x, w('model.norm.weight'), eps)));
+  return xs.map((x, t) => times(head, vocab, d, rmsNormed(x, w('model.norm.weight'), eps), t));
 }
 
 /** Greedy continuation of `prompt` by the reference, recomputing every position each step. */

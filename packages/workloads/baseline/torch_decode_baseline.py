@@ -151,6 +151,11 @@ class Llama:
         return self.torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
 
     def forward(self, ids, cos, sin, write, attend):
+        """Logits of tokens `ids` [T]; see forward_hidden."""
+        h = self.forward_hidden(ids, cos, sin, write, attend)
+        return self.linear(self.norm(h, self.w["model.norm.weight"]), self.lm_head)
+
+    def forward_hidden(self, ids, cos, sin, write, attend):
         """Hidden states of tokens `ids` [T]; `write(i, k, v)` stores their keys and values of
         layer i, `attend(i, q)` attends the queries q [T, heads, d] to the cache."""
         F = self.F
@@ -170,7 +175,7 @@ class Llama:
             gate = linear(x, self.layer(i, "mlp.gate_proj.weight"))
             up = linear(x, self.layer(i, "mlp.up_proj.weight"))
             h = h + linear(F.silu(gate) * up, self.layer(i, "mlp.down_proj.weight"))
-        return linear(self.norm(h, self.w["model.norm.weight"]), self.lm_head)
+        return h
 
     def grouped(self, q):
         """[T, heads, d] → [kv_heads, T·group, d]: the query heads of one KV head together."""

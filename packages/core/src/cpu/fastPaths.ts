@@ -1,6 +1,11 @@
 import type { HostArray } from '../dtype.js';
 import type { AttrValues, KernelIO } from '../kernel.js';
-import { batchedMatmul as batchedMatmulSpec, matmul as matmulSpec } from '../kernels/index.js';
+import {
+  batchedMatmul as batchedMatmulSpec,
+  type MatmulPrecision,
+  matmulOperands,
+  matmul as matmulSpec,
+} from '../kernels/index.js';
 import { gemm } from './gemm.js';
 
 /** A cpu kernel: f32 host arrays in, f32 host arrays out (half tensors are widened around it). */
@@ -13,7 +18,8 @@ export type Impl = (
 // Kernels where the cpu backend is faster than the plain reference; the
 // conformance suite checks them against it.
 export const FAST_PATHS: Readonly<Record<string, Impl>> = {
-  [matmulSpec.name]: ([a, b, c], attrs, io) => {
+  [matmulSpec.name]: ([a0, b0, c], attrs, io) => {
+    const [a, b] = matmulOperands(attrs.precision as MatmulPrecision, io, a0!, b0!);
     const [m, n] = io.outputs[0]!.shape as [number, number];
     const aShape = io.inputs[0]!.shape;
     const k = attrs.transA ? aShape[0]! : aShape[1]!;
@@ -22,8 +28,8 @@ export const FAST_PATHS: Readonly<Record<string, Impl>> = {
         m,
         n,
         k,
-        a: a!,
-        b: b!,
+        a,
+        b,
         c,
         alpha: attrs.alpha as number,
         beta: attrs.beta as number,
@@ -32,7 +38,8 @@ export const FAST_PATHS: Readonly<Record<string, Impl>> = {
       }),
     ];
   },
-  [batchedMatmulSpec.name]: ([a, b], attrs, io) => {
+  [batchedMatmulSpec.name]: ([a0, b0], attrs, io) => {
+    const [a, b] = matmulOperands(attrs.precision as MatmulPrecision, io, a0!, b0!);
     const [batch, m, n] = io.outputs[0]!.shape as [number, number, number];
     const aShape = io.inputs[0]!.shape;
     const k = attrs.transA ? aShape[1]! : aShape[2]!;
@@ -43,8 +50,8 @@ export const FAST_PATHS: Readonly<Record<string, Impl>> = {
           m,
           n,
           k,
-          a: a!.subarray(i * m * k, (i + 1) * m * k),
-          b: b!.subarray(i * k * n, (i + 1) * k * n),
+          a: a.subarray(i * m * k, (i + 1) * m * k),
+          b: b.subarray(i * k * n, (i + 1) * k * n),
           alpha: attrs.alpha as number,
           beta: 0,
           transA: attrs.transA as boolean,

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { bf16BitsToF32, type DType, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../dtype.js';
 import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
 import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
 import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
-import { batchedMatmul, matmul } from './matmul.js';
+import { batchedMatmul, type MatmulPrecision, matmul } from './matmul.js';
 
 const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
 
@@ -142,6 +143,34 @@ describe('matmul reference', () => {
     expect(outputsOnly[0]).toEqual(withInputs[0]);
     expect(a).toEqual(a0);
     expect(b).toEqual(b0);
+  });
+
+  it("rounds f32 operands to the half operand's dtype (else bf16) under precision 'half'", () => {
+    const rng = new Rng(9);
+    const [a, b] = [random(rng, 5 * 7), random(rng, 7 * 3)];
+    const roundTo = (dtype: 'f16' | 'bf16', x: Float32Array) =>
+      Float32Array.from(
+        x,
+        dtype === 'bf16' ? (v) => bf16BitsToF32(f32ToBf16Bits(v)) : (v) => f16BitsToF32(f32ToF16Bits(v)),
+      );
+    const product = (ta: DType, tb: DType, x: Float32Array, y: Float32Array, precision: MatmulPrecision) => {
+      const inputs = [
+        { shape: [5, 7], dtype: ta },
+        { shape: [7, 3], dtype: tb },
+      ];
+      const io = inferKernel(matmul, inputs, { precision });
+      return matmul.reference([x, y], io.attrs, { inputs, outputs: io.outputs })[0];
+    };
+    const bF16 = roundTo('f16', b);
+    // f32 × f16: a rounded to f16, b (already f16 values) as it is.
+    expect(product('f32', 'f16', a, bF16, 'half')).toEqual(
+      product('f32', 'f32', roundTo('f16', a), bF16, 'f32'),
+    );
+    // f32 × f32: both rounded to bf16.
+    expect(product('f32', 'f32', a, b, 'half')).toEqual(
+      product('f32', 'f32', roundTo('bf16', a), roundTo('bf16', b), 'f32'),
+    );
+    expect(product('f32', 'f32', a, b, 'half')).not.toEqual(product('f32', 'f32', a, b, 'f32'));
   });
 
   it('infers [M, N] and counts 2·M·N·K flops', () => {

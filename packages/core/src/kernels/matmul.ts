@@ -1,4 +1,13 @@
-import { defineKernel } from '../kernel.js';
+import {
+  bf16BitsToF32,
+  type DType,
+  f16BitsToF32,
+  f32ToBf16Bits,
+  f32ToF16Bits,
+  type HostArray,
+  isHalf,
+} from '../dtype.js';
+import { defineKernel, type KernelIO } from '../kernel.js';
 import { ArgCheck } from './check.js';
 import { bytesOf, FLOAT, WEIGHTS } from './vocabulary.js';
 
@@ -18,18 +27,50 @@ function innerDim(length: number, rows: number): number {
  * How f32 products may be computed: `'f32'` (the default) sums exact f32
  * products; `'tf32'` lets a backend round a and b to tf32 (10 mantissa bits,
  * f32's exponent) on tensor cores and sum in f32, as PyTorch's `allow_tf32`.
- * Half operands are unaffected. A backend without tf32 computes in f32, more
- * precisely than asked.
+ * `'half'` rounds the f32 operands to a half dtype (b's where b is half, else
+ * a's, else bf16) and sums the products in f32, the output keeping a's dtype:
+ * the mixed-precision product of a model's prompt, f32 activations times half
+ * weights on tensor cores (the reference rounds the same way; a backend may
+ * keep more precision, e.g. for GEMV shapes). Operands already half are
+ * unaffected. A backend without tf32 computes in f32, more precisely than asked.
  */
-export const MATMUL_PRECISIONS = ['f32', 'tf32'] as const;
+export const MATMUL_PRECISIONS = ['f32', 'tf32', 'half'] as const;
 export type MatmulPrecision = (typeof MATMUL_PRECISIONS)[number];
 
 const PRECISION = {
   kind: 'enum',
   values: MATMUL_PRECISIONS,
   default: 'f32',
-  doc: "'f32' exact f32 products (default); 'tf32' allows a and b rounded to tf32 (10-bit mantissa) on tensor cores, summed in f32 (opt-in, as PyTorch's allow_tf32); half operands ignore it",
+  doc: "'f32' exact f32 products (default); 'tf32' allows a and b rounded to tf32 (10-bit mantissa) on tensor cores, summed in f32 (opt-in, as PyTorch's allow_tf32); 'half' rounds f32 operands to the half dtype of the other (bf16 where neither is half), summed in f32, y in a's dtype",
 } as const;
+
+/** The half dtype precision 'half' rounds f32 operands to: b's where b is half, else a's, else bf16. */
+export function halfPrecisionDtype(a: DType, b: DType): 'f16' | 'bf16' {
+  return isHalf(b) ? b : isHalf(a) ? a : 'bf16';
+}
+
+/**
+ * a and b as precision `precision` multiplies them: under 'half', the f32
+ * ones rounded (nearest even) to `halfPrecisionDtype` (exact in f32); else
+ * as they are. The reference and the cpu backend's fast path share it.
+ */
+export function matmulOperands(
+  precision: MatmulPrecision,
+  io: KernelIO,
+  a: HostArray,
+  b: HostArray,
+): [Float32Array, Float32Array] {
+  if (precision !== 'half') return [a as Float32Array, b as Float32Array];
+  const [ta, tb] = [io.inputs[0]!.dtype, io.inputs[1]!.dtype];
+  const half = halfPrecisionDtype(ta, tb);
+  const round =
+    half === 'bf16'
+      ? (x: number) => bf16BitsToF32(f32ToBf16Bits(x))
+      : (x: number) => f16BitsToF32(f32ToF16Bits(x));
+  const rounded = (x: HostArray, t: DType) =>
+    t === 'f32' ? Float32Array.from(x as Float32Array, round) : (x as Float32Array);
+  return [rounded(a, ta), rounded(b, tb)];
+}
 
 // ---- matmul ----------------------------------------------------------------
 
@@ -79,9 +120,10 @@ export const matmul = defineKernel<MatmulAttrs>({
     if (c) check.sameShape('c', c, [m, n], 'the product [M, N]');
     return [{ name: 'y', shape: [m, n], dtype: a!.dtype }];
   },
-  reference([a, b, c], { alpha, beta, transA, transB }, io) {
+  reference([a0, b0, c], { alpha, beta, transA, transB, precision }, io) {
+    const [a, b] = matmulOperands(precision, io, a0!, b0!);
     const [m, n] = io.outputs[0]!.shape as [number, number];
-    const k = innerDim(a!.length, m);
+    const k = innerDim(a.length, m);
     const y = new Float32Array(m * n);
     const row = new Float64Array(n);
     // i, p, j order: each step adds a scaled row of op(b) to a row of y.
@@ -137,9 +179,10 @@ export const batchedMatmul = defineKernel<BatchedMatmulAttrs>({
     check.dim('b', b!, transB ? 2 : 1, k, "K of 'a'");
     return [{ name: 'y', shape: [batch, m, n], dtype: a!.dtype }];
   },
-  reference([a, b], { alpha, transA, transB }, io) {
+  reference([a0, b0], { alpha, transA, transB, precision }, io) {
+    const [a, b] = matmulOperands(precision, io, a0!, b0!);
     const [batch, m, n] = io.outputs[0]!.shape as [number, number, number];
-    const k = innerDim(a!.length, batch * m);
+    const k = innerDim(a.length, batch * m);
     const y = new Float32Array(batch * m * n);
     const row = new Float64Array(n);
     for (let s = 0; s < batch; s++) {

@@ -1,6 +1,6 @@
 import type { Shape } from '../shape.js';
 import type { LinearActivation, linear } from './fused.js';
-import type { batchedMatmul, matmul } from './matmul.js';
+import type { batchedMatmul, MatmulPrecision, matmul } from './matmul.js';
 import type { AttrsOf, SpecCall } from './specCall.js';
 
 // The shapes a backend's matrix-product kernels are planned and launched in,
@@ -40,8 +40,8 @@ export interface MatmulLaunch<O> extends MatmulDims {
   readonly activation?: LinearActivation;
   readonly alpha: number;
   readonly beta: number;
-  /** matmul's precision: 'tf32' allows f32 operands rounded to tf32; absent or 'f32', exact. */
-  readonly precision?: 'f32' | 'tf32';
+  /** matmul's precision: 'tf32' or 'half' allow f32 operands rounded to tf32 or a half dtype; absent or 'f32', exact. */
+  readonly precision?: MatmulPrecision;
 }
 
 // ---- from a spec's call ------------------------------------------------------------

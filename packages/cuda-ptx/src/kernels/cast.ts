@@ -1,5 +1,5 @@
 import { type CastDType, cast, FLOAT } from '@rayo/core';
-import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
+import { type AnyCudaKernel, cudaKernel, type KernelEncoder } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { R32, R64 } from '../ptx/operands.js';
@@ -55,6 +55,26 @@ export function castModule(from: CastDType, to: CastDType): PtxModule {
   return m;
 }
 
+/** Launches y[i] = x[i] converted from `from` to `to` for the `n` elements at x into y. */
+export function encodeCast(
+  encoder: KernelEncoder,
+  from: CastDType,
+  to: CastDType,
+  x: bigint,
+  y: bigint,
+  n: number,
+): void {
+  if (n === 0) return;
+  encoder.launch({
+    key: castKey(from, to),
+    module: () => castModule(from, to),
+    entry: `cast_${from}_${to}`,
+    grid: gridFor(encoder.device, n),
+    block: BLOCK,
+    args: { x, y, n },
+  });
+}
+
 const castKernel = cudaKernel(
   cast,
   (encoder, { inputs, outputs, attrs }) => {
@@ -62,15 +82,7 @@ const castKernel = cudaKernel(
     const y = outputs[0]!;
     if (y.size === 0) return;
     checkElementCount('cast', 'x', y.size);
-    const from = x.dtype as CastDType;
-    encoder.launch({
-      key: castKey(from, attrs.to),
-      module: () => castModule(from, attrs.to),
-      entry: `cast_${from}_${attrs.to}`,
-      grid: gridFor(encoder.device, y.size),
-      block: BLOCK,
-      args: { x, y, n: y.size },
-    });
+    encodeCast(encoder, x.dtype as CastDType, attrs.to, x.ptr, y.ptr, y.size);
   },
   { dtypes: FLOAT },
 );

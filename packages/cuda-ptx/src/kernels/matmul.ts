@@ -2,6 +2,7 @@ import {
   batchedMatmul,
   batchedMatmulLaunch,
   FLOAT,
+  halfPrecisionDtype,
   type MatmulDims,
   type MatmulLaunch,
   type MatmulTile,
@@ -10,6 +11,7 @@ import {
 } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
+import { encodeCast } from './cast.js';
 import { BLOCK, checkElementCount, gridFor, MAX_ELEMENTS } from './common.js';
 import {
   AXPY_ENTRY,
@@ -301,12 +303,21 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
     encodeWgmma(encoder, call, 'tf32');
     return;
   }
+  // precision 'half' (sm_80+): f32 operands rounded into half scratch, then
+  // the tensor-core product below with f32 accumulators stored as f32 y.
+  const product =
+    call.precision === 'half' &&
+    Math.min(m, n) > MAX_ROWS &&
+    call.activation === undefined &&
+    encoder.device.computeCapability[0] >= 8
+      ? halfOperands(encoder, call)
+      : call;
   // On sm_90 the warpgroup-MMA kernel takes them where tensor maps can
   // describe a and b; mma.sync takes the rest and sm_80–89.
-  const half = Math.min(m, n) > MAX_ROWS ? tensorCoreDtype(call) : undefined;
+  const half = Math.min(m, n) > MAX_ROWS ? tensorCoreDtype(product) : undefined;
   if (half) {
-    if (wgmmaApplies(encoder, call, half)) encodeWgmma(encoder, call, half);
-    else encodeTensorCore(encoder, call, half);
+    if (wgmmaApplies(encoder, product, half)) encodeWgmma(encoder, product, half);
+    else encodeTensorCore(encoder, product, half);
     return;
   }
   const epilogue: Epilogue | undefined =
@@ -434,6 +445,22 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
       },
     });
   }
+}
+
+/**
+ * The call with its f32 a and b rounded (nearest even) into scratch in the
+ * half dtype precision 'half' names; y and c stay as they are. A model's
+ * prompt pays one pass over its T × hidden activations (its weights are half already).
+ */
+function halfOperands(encoder: KernelEncoder, call: MatmulCall): MatmulCall {
+  const half = halfPrecisionDtype(call.a.dtype, call.b.dtype);
+  const rounded = (op: Operand): Operand => {
+    if (op.dtype !== 'f32') return op;
+    const ptr = encoder.scratch(op.size * 2);
+    encodeCast(encoder, 'f32', half, op.ptr, ptr, op.size);
+    return { ...op, ptr, dtype: half, byteLength: op.size * 2 };
+  };
+  return { ...call, a: rounded(call.a), b: rounded(call.b) };
 }
 
 /** The matrix products read f32, f16 and bf16 (widened as loaded, summed in f32) and store their outputs' dtype. */

@@ -57,6 +57,19 @@ describe('the tensor-core product in the PTX interpreter', () => {
     expect(await check(v, [1, 13, 7])).toMatchObject({ async: false });
   }, 300_000);
 
+  it('stores f32 y (+ f32 c) from half operands: odd shapes, beta · c, a batch', async () => {
+    for (const dtype of ['bf16', 'f16'] as const) {
+      const v = { dtype, transA: false, transB: true, withC: true, out: 'f32' } as const;
+      expect(await check(v, [24, 40, 16], { alpha: 0.5, beta: -1.5 })).toMatchObject({ async: true });
+    }
+    for (const [transA, transB] of LAYOUTS) {
+      const v = { dtype: 'bf16', transA, transB, withC: true, out: 'f32' } as const;
+      expect(await check(v, [19, 37, 21], { alpha: -1, beta: 2 })).toMatchObject({ async: false });
+    }
+    const v = { dtype: 'bf16', transA: false, transB: false, withC: false, out: 'f32' } as const;
+    await check(v, [24, 16, 40], { alpha: 2, batch: 3 });
+  }, 300_000);
+
   it('writes beta · c alone when K is 0', async () => {
     const v = { dtype: 'bf16', transA: false, transB: false, withC: true } as const;
     await check(v, [5, 0, 6], { beta: 0.5 });
@@ -83,6 +96,8 @@ describe.skipIf(gate.skip)(`the tensor-core product under ptxas (${gate.reason})
   }
   variants.push({ dtype: 'bf16', transA: false, transB: false, async: false, withC: true });
   variants.push({ dtype: 'f16', transA: true, transB: true, async: true, withC: true });
+  variants.push({ dtype: 'bf16', transA: false, transB: true, async: true, withC: true, out: 'f32' });
+  variants.push({ dtype: 'f16', transA: true, transB: false, async: false, withC: true, out: 'f32' });
 
   it('assembles for sm_80 and sm_90 without spills', () => {
     for (const v of variants) {

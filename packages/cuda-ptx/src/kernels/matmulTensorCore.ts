@@ -9,7 +9,8 @@ import { storePair } from './pairStores.js';
 import { groupedTile } from './tileOrder.js';
 
 // The half-precision matrix product on tensor cores (sm_80 mma.sync): f16 or
-// bf16 operands, f32 accumulators, the output rounded to the operands' dtype.
+// bf16 operands, f32 accumulators, the output (and c) in the operands' dtype
+// or in f32 (the mixed-precision product of matmul's precision 'half').
 
 /** Block tile: BM × BN of y per block, BK of K per pipeline stage. */
 export const TC_BM = 128;
@@ -45,11 +46,13 @@ export interface TensorCoreVariant {
   readonly async: boolean;
   /** Adds beta · c. */
   readonly withC: boolean;
+  /** y and c are f32 (absent: the operands' dtype). */
+  readonly out?: 'f32';
 }
 
 export function tensorCoreKey(v: TensorCoreVariant): string {
   const layout = `${v.transA ? 't' : 'n'}${v.transB ? 't' : 'n'}`;
-  return `matmul/mma${TC_BM}x${TC_BN}x${TC_BK}s${TC_STAGES}/${v.dtype}/${layout}/${v.async ? 'async' : 'scalar'}${v.withC ? '/c' : ''}`;
+  return `matmul/mma${TC_BM}x${TC_BN}x${TC_BK}s${TC_STAGES}/${v.dtype}/${layout}/${v.async ? 'async' : 'scalar'}${v.withC ? '/c' : ''}${v.out ? `/y${v.out}` : ''}`;
 }
 
 /**
@@ -227,8 +230,8 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       const { row0, col0 } = groupedTile(k, tilesM, tilesN, TC_BM, TC_BN);
 
       const z = k.ctaid('z');
-      const batchBase = (ptr: R64, stride: R32) =>
-        k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), z, stride), 2);
+      const batchBase = (ptr: R64, stride: R32, bytes = 2) =>
+        k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), z, stride), bytes);
       const tileA: SharedTile = { kInner: !v.transA, offset: 0 };
       const tileB: SharedTile = { kInner: v.transB, offset: OPERAND_BYTES };
       const opA: GlobalOperand = {
@@ -326,12 +329,14 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       // No copy may still be writing shared memory when the block exits.
       k.cpAsyncWaitAll();
 
-      // Epilogue: y = alpha · acc (+ beta · c), rounded to nearest even, two halves per store where aligned.
+      // Epilogue: y = alpha · acc (+ beta · c), halves rounded to nearest even, two elements per store where aligned.
       const alpha = k.ldParam(p.alpha);
       const beta = k.ldParam(p.beta);
       const strideY = k.ldParam(p.strideY);
-      const yBase = batchBase(k.globalPointer(p.y), strideY);
-      const cBase = v.withC ? batchBase(k.globalPointer(p.c), strideY) : undefined;
+      const out = v.out ?? v.dtype;
+      const outBytes = out === 'f32' ? 4 : 2;
+      const yBase = batchBase(k.globalPointer(p.y), strideY, outBytes);
+      const cBase = v.withC ? batchBase(k.globalPointer(p.c), strideY, outBytes) : undefined;
       const groupId = k.shr('u32', k.reg('u32'), lane, 2);
       const inGroupCol = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 3), 1);
       const rowBase = k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), row0, warpRowsA), groupId);
@@ -358,7 +363,7 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
               const x = acc[i]![j]![2 * h + e]!;
               return k.mul('f32', k.reg('f32'), x, alpha);
             });
-            storePair(k, v.dtype, yBase, cBase, element, values, beta, pairOk, singleOk);
+            storePair(k, out, yBase, cBase, element, values, beta, pairOk, singleOk);
           }
         }
       }
@@ -372,15 +377,18 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
 // ---- launching -----------------------------------------------------------------
 
 /**
- * Whether the tensor-core kernel takes a product: a, b (and c) and y all in
- * one half dtype, without linear's epilogue. Every shape qualifies: edge
- * tiles are zero-filled, odd strides take the element-wise loads.
+ * Whether the tensor-core kernel takes a product: a and b in one half dtype,
+ * c and y in that dtype or both f32 (f32 accumulators stored as they are),
+ * without linear's epilogue; returns the operands' dtype. Every shape
+ * qualifies: edge tiles are zero-filled, odd strides take the element-wise loads.
  */
 export function tensorCoreDtype(call: MatmulLaunch<Operand>): HalfDType | undefined {
-  const t = call.y.dtype;
-  if (t !== 'f16' && t !== 'bf16') return undefined;
-  const same = [call.a, call.b, call.c].every((o) => o === undefined || o.dtype === t);
-  return same && call.activation === undefined ? t : undefined;
+  const t = call.a.dtype;
+  if ((t !== 'f16' && t !== 'bf16') || call.b.dtype !== t) return undefined;
+  const out = call.y.dtype;
+  if (out !== t && out !== 'f32') return undefined;
+  if (call.c && call.c.dtype !== out) return undefined;
+  return call.activation === undefined ? t : undefined;
 }
 
 /** Launches the tensor-core product of `tensorCoreDtype`'s calls. */
@@ -413,6 +421,7 @@ export function encodeTensorCore(
       transB: call.transB,
       async,
       withC: ptrs.c !== undefined,
+      ...(y.dtype === 'f32' ? { out: 'f32' as const } : {}),
     };
     encoder.launch({
       key: tensorCoreKey(v),

@@ -58,6 +58,25 @@ describe('the wgmma product in the PTX interpreter', () => {
     expect(launches.map((l) => l.grid)).toEqual([[3, 1, 1]]);
   }, 60_000);
 
+  it('stores f32 y (+ f32 c) from half operands, edge tiles masked, and a batch', async () => {
+    for (const [transA, transB] of LAYOUTS) {
+      await check({ dtype: 'bf16', transA, transB, withC: true, out: 'f32' }, [136, 72, 136], {
+        alpha: 0.75,
+        beta: -0.5,
+      });
+    }
+    // Odd M and N (K-major operands): single stores at the odd column.
+    await check({ dtype: 'bf16', transA: false, transB: true, withC: true, out: 'f32' }, [131, 40, 129], {
+      beta: 2,
+    });
+    const launches = await check(
+      { dtype: 'f16', transA: false, transB: true, withC: false, out: 'f32' },
+      [16, 24, 8],
+      { alpha: 2, batch: 3 },
+    );
+    expect(launches.map((l) => l.grid)).toEqual([[3, 1, 1]]);
+  }, 300_000);
+
   it('multiplies f32 operands as tf32, transposing a stored [K, M] and b stored [K, N] first', async () => {
     for (const [transA, transB] of [[false, true], ...LAYOUTS] as const) {
       const launches = await check({ dtype: 'tf32', transA, transB, withC: transA }, [130, 72, 136], {
@@ -133,6 +152,8 @@ describe.skipIf(gate.skip)(`the wgmma product under ptxas (${gate.reason})`, () 
       ...LAYOUTS.map(([transA, transB]) => ({ dtype: 'bf16' as const, transA, transB, withC: false })),
       { dtype: 'f16', transA: false, transB: false, withC: true },
       { dtype: 'tf32', transA: false, transB: true, withC: true },
+      { dtype: 'bf16', transA: false, transB: true, withC: true, out: 'f32' },
+      { dtype: 'f16', transA: true, transB: false, withC: false, out: 'f32' },
     ];
     for (const v of variants) {
       const log = expectAssemblesCleanly(wgmmaModule(v).emit(), 'sm_90a', wgmmaKey(v)).log;

@@ -61,11 +61,18 @@ export interface WgmmaVariant {
   readonly transB: boolean;
   /** Adds beta · c. */
   readonly withC: boolean;
+  /** Half operands: y and c are f32 (absent: the operands' dtype). tf32's are always f32. */
+  readonly out?: 'f32';
 }
 
 export function wgmmaKey(v: WgmmaVariant): string {
   const layout = `${v.transA ? 't' : 'n'}${v.transB ? 't' : 'n'}`;
-  return `matmul/wgmma${WG_BM}x${WG_BN}x${shapeOf(v.dtype).bk}s${WG_STAGES}/${v.dtype}/${layout}${v.withC ? '/c' : ''}`;
+  return `matmul/wgmma${WG_BM}x${WG_BN}x${shapeOf(v.dtype).bk}s${WG_STAGES}/${v.dtype}/${layout}${v.withC ? '/c' : ''}${v.out && v.dtype !== 'tf32' ? `/y${v.out}` : ''}`;
+}
+
+/** The dtype of y and c. */
+function outputOf(v: WgmmaVariant): HalfDType | 'f32' {
+  return v.dtype === 'tf32' ? 'f32' : (v.out ?? v.dtype);
 }
 
 /**
@@ -265,7 +272,7 @@ interface EpilogueAt {
 }
 
 /**
- * y = alpha · acc (+ beta · c), in the half dtype or f32 (tf32); register
+ * y = alpha · acc (+ beta · c), in the half dtype or f32 (tf32, or `out`); register
  * i of thread t holds row 16·warp + lane/4 + 8·((i >> 1) & 1), column
  * 8·(i >> 2) + 2·(lane & 3) + (i & 1) of the consumer's 64 × 256
  * (wgmmaLayout.ts), so registers 2j, 2j + 1 are two adjacent columns,
@@ -287,7 +294,8 @@ function epilogue(
   const alpha = k.ldParam(p.alpha);
   const beta = k.ldParam(p.beta);
   const strideY = k.ldParam(p.strideY);
-  const bytes = shapeOf(v.dtype).bytes;
+  const out = outputOf(v);
+  const bytes = out === 'f32' ? 4 : 2;
   const batchBase = (ptr: R64) => k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), at.z, strideY), bytes);
   const yBase = batchBase(k.globalPointer(p.y));
   const cBase = v.withC ? batchBase(k.globalPointer(p.c)) : undefined;
@@ -320,17 +328,7 @@ function epilogue(
       ) as [Pred, Pred];
       const element = k.add('u32', k.reg('u32'), rowStart, col);
       const values = [0, 1].map((e) => k.mul('f32', k.reg('f32'), acc[4 * q + 2 * h + e]!, alpha));
-      storePair(
-        k,
-        v.dtype === 'tf32' ? 'f32' : v.dtype,
-        yBase,
-        cBase,
-        element,
-        values,
-        beta,
-        pairOk,
-        singleOk,
-      );
+      storePair(k, out, yBase, cBase, element, values, beta, pairOk, singleOk);
     }
   }
 }
@@ -413,7 +411,13 @@ export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>,
     }
     const yPtr = elementPtr(y, first * m * n);
     const cPtr = c ? elementPtr(c, first * m * n) : undefined;
-    const v: WgmmaVariant = { dtype, transA, transB, withC: cPtr !== undefined };
+    const v: WgmmaVariant = {
+      dtype,
+      transA,
+      transB,
+      withC: cPtr !== undefined,
+      ...(dtype !== 'tf32' && y.dtype === 'f32' ? { out: 'f32' as const } : {}),
+    };
     // M- and N-major boxes are 128 bytes of MN by one stage of K; K-major ones one stage of K by the tile.
     const mnBox = ROW / bytes;
     const mapA = transA

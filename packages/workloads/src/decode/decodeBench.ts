@@ -2,10 +2,17 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Backend, copy, isQuantFormat, probeBackends, QUANT_FORMATS } from '@rayo/core';
-import { LlamaModel, type LlamaQuantizationReport, type LlamaWeightDType, Rng } from '@rayo/train';
+import {
+  LlamaModel,
+  type LlamaPrefillPrecision,
+  type LlamaQuantizationReport,
+  type LlamaWeightDType,
+  Rng,
+} from '@rayo/train';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import type { DecodeRun, DecodeSettings } from './decodeRun.js';
 import { type HostPhases, measureHostPhases } from './hostPhases.js';
+import { PREFILL_LENGTHS, type PrefillReport, prefillBench, prefillLines } from './prefillBench.js';
 import { writeSeededLlama } from './seededLlama.js';
 import { PROFILE_HEADER, profileRows, profileStep, profileTotals, type StepProfile } from './stepProfile.js';
 import { runTorchDecode, type TorchDecodeEntry, type TorchDecodeOutcome } from './torchDecodeBaseline.js';
@@ -41,6 +48,20 @@ export const DECODE_CONFIGS: Readonly<Record<string, Record<string, unknown>>> =
   'llama-d2048-hd64': { ...LLAMA_D2048, num_attention_heads: 32, num_key_value_heads: 8 },
   // The same weight bytes with heads of 128 (16 query / 4 kv heads).
   'llama-d2048-hd128': { ...LLAMA_D2048, num_attention_heads: 16, num_key_value_heads: 4 },
+  // Llama-3.2-1B's shape (seeded weights, plain RoPE): 16 layers, FFN 8192, 32 query / 8 kv heads of 64,
+  // vocabulary 128256, tied head; the prefill benchmark's model (2.47 GB in bf16).
+  'llama-3.2-1b': {
+    ...LLAMA_D2048,
+    intermediate_size: 8192,
+    num_hidden_layers: 16,
+    num_attention_heads: 32,
+    num_key_value_heads: 8,
+    head_dim: 64,
+    vocab_size: 128256,
+    max_position_embeddings: 131072,
+    rope_theta: 500000,
+    tie_word_embeddings: true,
+  },
   // A model a software GPU decodes in seconds (tests, quick checks).
   'llama-tiny': {
     ...LLAMA_D2048,
@@ -154,6 +175,7 @@ export async function decodeOnBackend(
     | 'hostTokens'
     | 'quant'
     | 'quantHead'
+    | 'prefillPrecision'
   >,
 ): Promise<Omit<DecodeBackendResult, 'backend' | 'device' | 'status'>> {
   const copyGbps = await copyBandwidth(backend);
@@ -162,6 +184,7 @@ export async function decodeOnBackend(
     maxSequence: prompt.length + settings.newTokens,
     weightDtype: settings.dtype,
     kvCacheDtype: settings.kvDtype,
+    ...(settings.prefillPrecision ? { prefillPrecision: settings.prefillPrecision } : {}),
     ...(settings.quant === 'none' ? {} : { weightFormat: settings.quant }),
     ...(settings.quantHead ? { quantizeHead: true } : {}),
   });
@@ -365,6 +388,8 @@ export interface DecodeReport {
    * round activations to half and are compared for information only.
    */
   readonly agreement: readonly DecodeAgreement[];
+  /** With --prefill: time to first token per prompt length, rayo and PyTorch. */
+  readonly prefill?: PrefillReport;
 }
 
 export interface DecodeAgreement {
@@ -424,7 +449,7 @@ export async function decodeBench(
   const weightBytes = await writeSeededLlama(dir, hfConfig, settings.seed, settings.dtype);
   const prompt = decodePrompt(hfConfig.vocab_size as number, settings.promptTokens, settings.seed);
   const results: DecodeBackendResult[] = [];
-  for (const status of await probeBackends(settings.backends)) {
+  for (const status of settings.prefillOnly ? [] : await probeBackends(settings.backends)) {
     if (!status.available) {
       results.push({
         backend: status.name,
@@ -448,10 +473,16 @@ export async function decodeBench(
       backend.dispose();
     }
   }
+  const prefill = settings.prefillLengths
+    ? await prefillBench({ ...settings, prefillLengths: settings.prefillLengths }, dir, hfConfig, log)
+    : undefined;
   const torch: TorchDecodeOutcome =
-    settings.baseline === 'torch'
+    settings.baseline === 'torch' && !settings.prefillOnly
       ? await runTorchDecode(dir, prompt, settings)
-      : { status: 'unavailable', reason: 'not requested (--baseline torch runs it)' };
+      : {
+          status: 'unavailable',
+          reason: settings.prefillOnly ? 'prefill only' : 'not requested (--baseline torch runs it)',
+        };
 
   const runs: { name: string; tokens: readonly number[]; logits?: Float32Array }[] = [];
   for (const r of results)
@@ -487,6 +518,7 @@ export async function decodeBench(
     backends: results.map(({ logits: _logits, ...rest }) => rest),
     torch: torch.status === 'ok' ? { status: 'ok', output: torch.output } : torch,
     agreement,
+    ...(prefill ? { prefill } : {}),
   };
   await writeFile(join(settings.out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
   await writeFile(join(settings.out, 'report.md'), decodeMarkdown(report));
@@ -647,6 +679,7 @@ export function decodeSummary(report: DecodeReport): string {
   }
   out.push(...qualityLines(report));
   out.push('', SPLIT_NOTE, ...backendDetails(report, false));
+  if (report.prefill) out.push('', ...prefillLines(report.prefill));
   return `${out.join('\n')}\n`;
 }
 
@@ -723,6 +756,7 @@ export function decodeMarkdown(report: DecodeReport): string {
             (a.gate ? '' : ' (for information: PyTorch rounds activations to half)'),
         )
       : ['- only one run']),
+    ...(report.prefill ? ['', ...prefillLines(report.prefill)] : []),
   ].join('\n')}\n`;
 }
 
@@ -753,7 +787,13 @@ from the same checkpoint, and reports ms per token against the bandwidth limit.
   --profile         time each group of identical kernel calls of the decode step
                     (the whole step's device time and the host phases are always measured)
   --profile-reps N  back-to-back repetitions of a kernel group per timing (default 10)
-  --host-tokens N   replayed tokens whose host phases are timed (default 32)`;
+  --host-tokens N   replayed tokens whose host phases are timed (default 32)
+  --prefill LIST    also time the first token after prompts of these lengths (comma-separated,
+                    or all: ${PREFILL_LENGTHS.join(',')}), in rayo and with --baseline torch in PyTorch
+                    (SDPA flash, eager and torch.compile), beside the bf16 tensor-core limit
+  --prefill-only    the prefill measurement alone, no decoding (implies --prefill)
+  --prefill-reps N  timed runs of each prompt length, median reported (default 3)
+  --prefill-precision P  f32, tf32 or bf16: how f32 weights multiply a prompt (default f32)`;
 
 export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
   const { values } = parseArgs({
@@ -776,6 +816,10 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
       profile: { type: 'boolean', default: false },
       'profile-reps': { type: 'string', default: '10' },
       'host-tokens': { type: 'string', default: '32' },
+      prefill: { type: 'string' },
+      'prefill-only': { type: 'boolean', default: false },
+      'prefill-reps': { type: 'string', default: '3' },
+      'prefill-precision': { type: 'string' },
     },
   });
   const int = (name: string, text: string, min: number) => {
@@ -801,7 +845,23 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
   const warmupTokens = int('warmup', values.warmup, 0);
   if (warmupTokens >= newTokens - 1)
     throw new Error(`--warmup must leave tokens to time: below ${newTokens - 1}, got ${warmupTokens}`);
+  const prefillLengths =
+    values.prefill === undefined
+      ? values['prefill-only']
+        ? [...PREFILL_LENGTHS]
+        : undefined
+      : values.prefill === 'all'
+        ? [...PREFILL_LENGTHS]
+        : values.prefill.split(',').map((n) => int('prefill', n, 2));
+  const prefillPrecision = values['prefill-precision'];
+  if (prefillPrecision !== undefined && !['f32', 'tf32', 'bf16'].includes(prefillPrecision))
+    throw new Error(`--prefill-precision must be f32, tf32 or bf16, got ${prefillPrecision}`);
   return {
+    ...(prefillLengths
+      ? { prefillLengths, prefillRepeats: int('prefill-reps', values['prefill-reps'], 1) }
+      : {}),
+    ...(values['prefill-only'] ? { prefillOnly: true } : {}),
+    ...(prefillPrecision ? { prefillPrecision: prefillPrecision as LlamaPrefillPrecision } : {}),
     config: values.config,
     dtype: dtype('dtype', values.dtype),
     kvDtype: dtype('kv-dtype', values['kv-dtype']),

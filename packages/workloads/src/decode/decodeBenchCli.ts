@@ -18,7 +18,8 @@ async function main(argv: readonly string[]): Promise<number> {
   process.stdout.write(decodeSummary(report));
   // A run that picks other tokens than the first one is a failure of correctness, not of speed.
   return report.agreement.some((a) => a.gate && a.firstDisagreement >= 0) ||
-    report.backends.some((b) => b.status === 'error')
+    report.backends.some((b) => b.status === 'error') ||
+    report.prefill?.backends.some((b) => b.status === 'error')
     ? 1
     : 0;
 }

@@ -1,4 +1,4 @@
-import type { LlamaWeightDType, LlamaWeightFormat } from '@rayo/train';
+import type { LlamaPrefillPrecision, LlamaWeightDType, LlamaWeightFormat } from '@rayo/train';
 
 // What a decode benchmark is asked to do, and what one run of it measured:
 // shared by the rayo runs and the PyTorch baseline.
@@ -42,4 +42,12 @@ export interface DecodeSettings {
   readonly quant: LlamaWeightFormat | 'none';
   /** With `quant`: the LM head quantized in the same format too. */
   readonly quantHead?: boolean;
+  /** Prompt lengths whose time to first token is measured (--prefill); absent: none. */
+  readonly prefillLengths?: readonly number[];
+  /** Timed runs of each prefill length (the median is reported; default 3). */
+  readonly prefillRepeats?: number;
+  /** Measure the prefill only, no decoding (--prefill-only). */
+  readonly prefillOnly?: boolean;
+  /** The model's `prefillPrecision` (f32 checkpoints). */
+  readonly prefillPrecision?: LlamaPrefillPrecision;
 }

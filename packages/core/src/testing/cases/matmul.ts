@@ -8,7 +8,7 @@ import {
   type Tolerance,
   valid,
 } from '../cases.js';
-import { roundoffTolerance, TF32_UNIT_ROUNDOFF } from '../halfCases.js';
+import { roundoffTolerance, TF32_UNIT_ROUNDOFF, UNIT_ROUNDOFF } from '../halfCases.js';
 
 const cases: AnyConformanceCase[] = [];
 const errors: AnyErrorCase[] = [];
@@ -158,6 +158,26 @@ for (const [m, kd, n, transA, transB, withC] of [
   );
 }
 
+// precision 'half': the reference rounds the f32 operands to bf16 (or to the
+// half operand's dtype); a backend may keep more (e.g. exact f32), so the
+// bound is the half rule's with bf16's unit roundoff.
+for (const [m, kd, n, transA, transB, withC] of [
+  [61, 67, 129, false, true, true],
+  [136, 72, 130, false, false, false],
+  [129, 64, 136, true, true, true],
+] as const) {
+  const inputs = [...operands(m, kd, n, transA, transB), ...(withC ? [f32([m, n])] : [])];
+  const attrs = { transA, transB, precision: 'half', ...(withC ? { alpha: 0.5, beta: -1 } : {}) } as const;
+  cases.push(
+    valid(k.matmul, {
+      label: `${m}×${kd}×${n}${flags(transA, transB)}${withC ? ' + c' : ''} precision half`,
+      inputs,
+      attrs,
+      tolerance: roundoffTolerance(UNIT_ROUNDOFF.bf16, { inputs, tolerance: tolerance(kd) }),
+    }),
+  );
+}
+
 errors.push(
   invalid(k.matmul, {
     label: "'a' of rank 3",
@@ -211,7 +231,7 @@ errors.push(
     argument: 'attrs.alpha',
   }),
   invalid(k.matmul, {
-    label: "precision 'f16' (only 'f32' or 'tf32')",
+    label: "precision 'f16' (only 'f32', 'tf32' or 'half')",
     inputs: [f32([3, 7]), f32([7, 5])],
     attrs: { precision: 'f16' as unknown as 'tf32' },
     error: 'argument',
@@ -256,6 +276,17 @@ for (const [b, m, kd, n] of BATCHED) {
       inputs,
       attrs: { precision: 'tf32' },
       tolerance: roundoffTolerance(TF32_UNIT_ROUNDOFF, { inputs, tolerance: tolerance(64) }),
+    }),
+  );
+}
+{
+  const inputs = [f32([3, 40, 24]), f32([3, 24, 33])];
+  cases.push(
+    valid(k.batchedMatmul, {
+      label: '3×(40×24×33) precision half',
+      inputs,
+      attrs: { precision: 'half', alpha: 2 },
+      tolerance: roundoffTolerance(UNIT_ROUNDOFF.bf16, { inputs, tolerance: tolerance(24) }),
     }),
   );
 }

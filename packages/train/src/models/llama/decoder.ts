@@ -12,7 +12,12 @@ import {
 import { checkIntegerAtLeast } from '../../integerOption.js';
 import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
 import { checkSlidingWindow, type LlamaConfig } from './config.js';
-import { checkDtypeOption, type LlamaModelOptions } from './modelOptions.js';
+import {
+  checkDtypeOption,
+  checkPrefillPrecision,
+  type LlamaModelOptions,
+  type LlamaPrefillPrecision,
+} from './modelOptions.js';
 import { disposeQuantizedLayer, type QuantizedLlamaLayer } from './quantizedLayers.js';
 import {
   checkLlamaWeights,
@@ -44,6 +49,8 @@ export interface LlamaDecoder {
   readonly kvCacheDtype: LlamaWeightDType;
   /** Decode steps fold each RMSNorm into what follows it (the fused kernels). */
   readonly fused: boolean;
+  /** How a prompt's products with f32 weights are computed (`LlamaModelOptions.prefillPrecision`). */
+  readonly prefillPrecision: LlamaPrefillPrecision;
   readonly caches: readonly LayerCache[];
   /** Every layer's quantized projections, in place of the dense ones. */
   readonly quantizedLayers: readonly QuantizedLlamaLayer[] | undefined;
@@ -82,6 +89,7 @@ export function createLlamaDecoder(
   const kvCacheDtype = options.kvCacheDtype ?? 'f32';
   checkDtypeOption('kvCacheDtype', kvCacheDtype);
   const fused = options.fused ?? fusedDecodeSupported(backend, weightDtype, kvCacheDtype);
+  const prefillPrecision = checkPrefillPrecision(options.prefillPrecision ?? 'f32');
   checkLlamaBackend(backend, weightDtype, kvCacheDtype, fused);
   const quantized = checkQuantized(backend, config, weights, options.quantized);
   const cacheShape = [config.numKeyValueHeads, maxSequence, config.headDim];
@@ -94,6 +102,7 @@ export function createLlamaDecoder(
     weightDtype,
     kvCacheDtype,
     fused,
+    prefillPrecision,
     // Zeros, so that rows not yet written hold finite values under the attention mask.
     caches: weights.layers.map(() => ({
       k: backend.zeros(cacheShape, kvCacheDtype),

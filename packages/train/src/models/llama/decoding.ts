@@ -1,4 +1,4 @@
-import type { Tensor } from '@rayo/core';
+import { embedding, type Tensor } from '@rayo/core';
 import { type DecodeTarget, RecordedStep } from './recordedStep.js';
 
 /** What `generate` asks of a strategy once it has yielded the first token. */
@@ -24,11 +24,19 @@ export interface DecodeStrategy {
   dispose(): void;
 }
 
-/** The last row of `logits` [T, vocab] on the host; `logits` is freed. */
+/**
+ * The last row of `logits` [T, vocab] on the host; `logits` is freed. A
+ * prompt's rows but the last stay on the device: the row is gathered there
+ * (`embedding` of row T − 1), so that T × vocab floats never cross to the host.
+ */
 export async function lastRow(logits: Tensor, vocab: number): Promise<Float32Array> {
   try {
-    const all = (await logits.read()) as Float32Array;
-    return all.subarray(all.length - vocab);
+    const rows = logits.size / vocab;
+    if (rows <= 1) return (await logits.read()) as Float32Array;
+    const { backend } = logits;
+    using id = backend.upload(Int32Array.of(rows - 1), [1], 'i32');
+    using row = backend.run(embedding, [logits.reshape([rows, vocab]), id])[0]!;
+    return (await row.read()) as Float32Array;
   } finally {
     logits.dispose();
   }

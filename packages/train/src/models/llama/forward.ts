@@ -18,7 +18,7 @@ import {
 import { asF32, causalAttention, headsFirst } from './attention.js';
 import type { LayerCache, LlamaDecoder } from './decoder.js';
 import { fusedDecodeLayer } from './fusedDecodeLayer.js';
-import { biased, headNorm, project, withFrequencies } from './projections.js';
+import { biased, headNorm, productPrecision, project, withFrequencies } from './projections.js';
 import { quantizedGateUpCall } from './quantizedGateUp.js';
 import type { QuantizedLlamaLayer } from './quantizedLayers.js';
 import type { LlamaLayerWeights } from './weights.js';
@@ -74,7 +74,11 @@ export function forward(
   }
   // rmsNorm(x)·headᵀ: one kernel for a fused decode step, the norm and the product otherwise.
   if (d.fused && x.shape[0] === 1) return run.run1(rmsNormMatmul, [x, weights.norm, weights.head!], { eps });
-  return run.run1(matmul, [run.run1(rmsNorm, [x, weights.norm], { eps }), weights.head!], { transB: true });
+  const precision = productPrecision(d, x.shape[0]!, weights.head!.dtype);
+  return run.run1(matmul, [run.run1(rmsNorm, [x, weights.norm], { eps }), weights.head!], {
+    transB: true,
+    precision,
+  });
 }
 
 /** One pre-norm block on x [T, hidden], unfused; the residual adds ride on the products' `beta·c`. */
@@ -95,7 +99,7 @@ function layer(
   // A chunk normalises once for the three projections.
   const h = run.run1(rmsNorm, [x, w.inputNorm], { eps });
   const projected = (name: 'q' | 'k' | 'v') =>
-    biased(run, project(run, h, w, quantized, name), w[`${name}Bias`]);
+    biased(run, project(d, run, h, w, quantized, name), w[`${name}Bias`]);
   const rotate = (z: Tensor, n: number) =>
     run.run1(
       rope,
@@ -118,8 +122,8 @@ function layer(
           position: at,
         }).reshape([1, heads * headDim])
       : chunkAttention(d, run, q, k, v, cache, onDevice ? 0 : at, mask!);
-  const x1 = biased(run, project(run, attended, w, quantized, 'o', x), w.oBias);
-  return project(run, mlp(d, run, w, quantized, x1), w, quantized, 'down', x1);
+  const x1 = biased(run, project(d, run, attended, w, quantized, 'o', x), w.oBias);
+  return project(d, run, mlp(d, run, w, quantized, x1), w, quantized, 'down', x1);
 }
 
 /**
@@ -164,7 +168,7 @@ function mlp(
   // Decoding with quantized gate and up: one launch, the two products never written.
   const fused = quantizedGateUpCall(d.backend, quantized, h1);
   if (fused) return run.run1(quantizedGateUpSwiglu, fused.inputs, fused.attrs);
-  const gate = project(run, h1, w, quantized, 'gate');
-  const up = project(run, h1, w, quantized, 'up');
+  const gate = project(d, run, h1, w, quantized, 'gate');
+  const up = project(d, run, h1, w, quantized, 'up');
   return run.run1(swiglu, [gate, up]);
 }

@@ -9,7 +9,12 @@ export {
 } from './families.js';
 export { type LoadProgress, type LoadProgressCallback, LoadProgressCounter } from './loadProgress.js';
 export { LlamaModel } from './model.js';
-export type { GenerateOptions, LlamaLoadOptions, LlamaModelOptions } from './modelOptions.js';
+export type {
+  GenerateOptions,
+  LlamaLoadOptions,
+  LlamaModelOptions,
+  LlamaPrefillPrecision,
+} from './modelOptions.js';
 export {
   disposeQuantizedLayer,
   type LlamaQuantizationReport,

@@ -116,10 +116,12 @@ describe('loading a Llama checkpoint', () => {
       expect(kept.weights.layers[0]!.inputNorm.dtype).toBe('f32');
       using widened = await LlamaModel.load(backend, dir, { weightDtype: 'f32' });
       expect(widened.weights.layers[0]!.q!.dtype).toBe('f32');
-      for (const model of [kept, widened]) {
-        using got = model.prefill([1, 2, 3]);
-        expect(Array.from(await got.read())).toEqual(logits);
-      }
+      using exact = widened.prefill([1, 2, 3]);
+      expect(Array.from(await exact.read())).toEqual(logits);
+      // The kept half weights multiply a prompt's activations rounded to their dtype (matmul precision 'half').
+      using rounded = kept.prefill([1, 2, 3]);
+      const got = Array.from(await rounded.read());
+      expect(Math.max(...got.map((x, i) => Math.abs(x - logits[i]!)))).toBeLessThan(0.05);
     }
 
     const mixed = await writeTinyLlama(config, weights, { dtype: 'bf16' });

@@ -12,6 +12,16 @@ export interface LlamaModelOptions {
    * and rounded once as they are written.
    */
   readonly kvCacheDtype?: LlamaWeightDType;
+  /**
+   * How a prompt's matrix products (chunks of more than one token) are
+   * computed where the weights are f32: `'f32'` (the default) exactly;
+   * `'tf32'` on tensor cores with the operands rounded to tf32 (matmul's
+   * precision 'tf32', sm_90 on cuda); `'bf16'` with both rounded to bf16
+   * and summed in f32 (matmul's precision 'half'). Half weights always
+   * multiply a prompt with the activations rounded to their dtype (f32
+   * sums, on tensor cores); decoding (one token) is exact whatever this says.
+   */
+  readonly prefillPrecision?: LlamaPrefillPrecision;
   /** Rows of the KV cache: the longest context (prompt + generated tokens). Default: `max_position_embeddings`. */
   readonly maxSequence?: number;
   /**
@@ -74,6 +84,22 @@ export interface LlamaLoadOptions extends LlamaModelOptions, LlamaCheckpointOpti
   readonly quantizeHead?: boolean;
   /** Called after each tensor is uploaded, with the tensors and stored bytes done and in all. */
   readonly onProgress?: LoadProgressCallback;
+}
+
+export const LLAMA_PREFILL_PRECISIONS = ['f32', 'tf32', 'bf16'] as const;
+export type LlamaPrefillPrecision = (typeof LLAMA_PREFILL_PRECISIONS)[number];
+
+/** Checks `prefillPrecision` and returns it. */
+export function checkPrefillPrecision(value: unknown): LlamaPrefillPrecision {
+  if (!(LLAMA_PREFILL_PRECISIONS as readonly unknown[]).includes(value)) {
+    throw new InvalidArgumentError('prefillPrecision must name a product precision', {
+      operation: 'LlamaModel',
+      argument: 'prefillPrecision',
+      expected: LLAMA_PREFILL_PRECISIONS.map((p) => `'${p}'`).join(' | '),
+      actual: String(value),
+    });
+  }
+  return value as LlamaPrefillPrecision;
 }
 
 const FLOAT_DTYPES: readonly string[] = ['f32', 'f16', 'bf16'];

@@ -1,7 +1,11 @@
 import {
   biasAdd,
+  type DType,
   InvalidArgumentError,
+  type MatmulPrecision,
   matmul,
+  type QuantizedWeight,
+  quantizedEmbedding,
   quantizedMatmul,
   rmsNorm,
   type Tensor,
@@ -30,8 +34,32 @@ export function denseProjection(w: LlamaLayerWeights, name: Projection): Tensor 
   return tensor;
 }
 
+/**
+ * How a product of `rows` rows of f32 activations by a `weight`-dtype weight
+ * is computed: one row (decoding) exactly, as the GEMV kernels do; a chunk
+ * of a prompt on tensor cores where the weights are half (the activations
+ * rounded to the weights' dtype, f32 sums), and as `prefillPrecision` asks
+ * for f32 weights ('bf16' rounds both to bf16).
+ */
+export function productPrecision(d: LlamaDecoder, rows: number, weight: DType): MatmulPrecision {
+  if (rows <= 1) return 'f32';
+  if (weight !== 'f32') return 'half';
+  return d.prefillPrecision === 'bf16' ? 'half' : d.prefillPrecision;
+}
+
+/**
+ * Rows from which a quantized projection is dequantized (to f32, then
+ * rounded to bf16 by the product) and multiplied on tensor cores: below it
+ * the quantized kernels, which read the packed weight once per few rows.
+ * The dequantized weight is a scratch tensor freed after its product, so
+ * the backend's pool hands its memory to the next projection; dequantizing
+ * tiles in shared memory inside the GEMM would avoid the scratch.
+ */
+export const DEQUANTIZED_PREFILL_ROWS = 32;
+
 /** input·Wᵀ (+ residual) for projection `name`: the quantized product where the layer has one. */
 export function project(
+  d: LlamaDecoder,
   run: TrackingRunner,
   input: Tensor,
   w: LlamaLayerWeights,
@@ -40,16 +68,57 @@ export function project(
   residual?: Tensor,
 ): Tensor {
   const q = quantized?.[name];
+  const rows = input.shape[0]!;
+  if (q && rows >= DEQUANTIZED_PREFILL_ROWS && d.backend.supports(quantizedEmbedding.name)) {
+    const weight = dequantized(d, run, q);
+    const y = product(run, input, weight, residual, 'half');
+    weight.dispose();
+    return y;
+  }
   if (q) {
     return run.run1(quantizedMatmul, [input, q.packed, q.scales, q.zeros, residual, q.offsets], {
       format: q.format,
       beta: 1,
     });
   }
-  return run.run1(
-    matmul,
-    [input, denseProjection(w, name), residual],
-    residual ? { transB: true, beta: 1 } : { transB: true },
+  const weight = denseProjection(w, name);
+  return product(run, input, weight, residual, productPrecision(d, rows, weight.dtype));
+}
+
+/** input·weightᵀ (+ residual) at `precision`. */
+function product(
+  run: TrackingRunner,
+  input: Tensor,
+  weight: Tensor,
+  residual: Tensor | undefined,
+  precision: MatmulPrecision,
+): Tensor {
+  return run.run1(matmul, [input, weight, residual], {
+    transB: true,
+    ...(residual ? { beta: 1 } : {}),
+    ...(precision === 'f32' ? {} : { precision }),
+  });
+}
+
+/**
+ * The f32 [N, K] values of a quantized weight, every row looked up by
+ * `quantizedEmbedding` (the values the format's dequantization gives), not
+ * tracked by `run`: the caller frees it once its product is recorded (kernels
+ * are enqueued in order).
+ */
+function dequantized(d: LlamaDecoder, run: TrackingRunner, q: QuantizedWeight): Tensor {
+  const ids = run.adopt(
+    d.backend.upload(
+      Int32Array.from({ length: q.n }, (_, i) => i),
+      [q.n],
+      'i32',
+    ),
+  );
+  return run.keep(
+    run.run1(quantizedEmbedding, [ids, q.packed, q.scales, q.zeros, q.offsets], {
+      format: q.format,
+      dim: q.k,
+    }),
   );
 }
 

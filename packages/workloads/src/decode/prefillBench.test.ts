@@ -1,0 +1,72 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCpuBackend } from '@rayo/core';
+import { afterAll, describe, expect, it } from 'vitest';
+import { DECODE_CONFIGS, parseDecodeArgs } from './decodeBench.js';
+import { PREFILL_LENGTHS, prefillFlops, prefillLines, prefillOnBackend } from './prefillBench.js';
+import { writeSeededLlama } from './seededLlama.js';
+
+describe('decode-bench prefill', () => {
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+
+  it('parses the prefill flags and refuses bad ones', () => {
+    expect(parseDecodeArgs(['--prefill', '512,2048'])).toMatchObject({
+      prefillLengths: [512, 2048],
+      prefillRepeats: 3,
+    });
+    expect(parseDecodeArgs(['--prefill', 'all']).prefillLengths).toEqual([...PREFILL_LENGTHS]);
+    expect(parseDecodeArgs(['--prefill-only', '--prefill-reps', '2'])).toMatchObject({
+      prefillOnly: true,
+      prefillLengths: [...PREFILL_LENGTHS],
+      prefillRepeats: 2,
+    });
+    expect(parseDecodeArgs(['--prefill-precision', 'tf32']).prefillPrecision).toBe('tf32');
+    expect(parseDecodeArgs([]).prefillLengths).toBeUndefined();
+    expect(() => parseDecodeArgs(['--prefill', '512,x'])).toThrow(/--prefill must be an integer/);
+    expect(() => parseDecodeArgs(['--prefill-precision', 'fp8'])).toThrow(/f32, tf32 or bf16/);
+  });
+
+  it('counts a prompt’s FLOPs: the layers’ products, causal attention, the head on one row', () => {
+    const c = DECODE_CONFIGS['llama-3.2-1b']!;
+    // 16 layers of 2048·(2048 + 2·512) + 2048·2048 + 3·2048·8192 weights; attention 2·n²·2048 a layer.
+    const perLayer = 2048 * (2048 + 1024) + 2048 * 2048 + 3 * 2048 * 8192;
+    const n = 512;
+    expect(prefillFlops(c, n)).toBe(16 * (2 * n * perLayer + 2 * n * n * 2048) + 2 * 2048 * 128256);
+  });
+
+  it('times the first token of each prompt length on a backend and tabulates it', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rayo-prefill-'));
+    dirs.push(dir);
+    const config = DECODE_CONFIGS['llama-tiny']!;
+    await writeSeededLlama(dir, config, 3, 'bf16');
+    const backend = createCpuBackend();
+    try {
+      const rows = await prefillOnBackend(backend, dir, config.vocab_size as number, {
+        dtype: 'bf16',
+        kvDtype: 'f32',
+        seed: 3,
+        quant: 'none',
+        lengths: [5, 40],
+        repeats: 1,
+      });
+      expect(rows.map((r) => [r.tokens, r.error])).toEqual([
+        [5, undefined],
+        [40, undefined],
+      ]);
+      for (const r of rows) expect(r.tokensPerSecond).toBeCloseTo(r.tokens / (r.ttftMs! / 1e3));
+      const lines = prefillLines({
+        lengths: [5, 40],
+        flops: [prefillFlops(config, 5), prefillFlops(config, 40)],
+        backends: [{ backend: 'cpu', device: 'cpu', status: 'ok', lengths: rows }],
+        torch: { status: 'unavailable', reason: 'not requested' },
+      });
+      expect(lines.join('\n')).toMatch(/\| cpu \| [\d.]+ \/ [\d.]+ \| [\d.]+ \/ [\d.]+ \|/);
+    } finally {
+      backend.dispose();
+    }
+  }, 120_000);
+});

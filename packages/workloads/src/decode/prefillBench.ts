@@ -1,0 +1,229 @@
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { findPackageScript, type PythonScriptOutcome, runPythonScript } from '@rayo/bench';
+import { type Backend, probeBackends } from '@rayo/core';
+import { LlamaModel, type LlamaPrefillPrecision, parseLlamaConfig } from '@rayo/train';
+import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
+import type { DecodeSettings } from './decodeRun.js';
+
+// decode-bench's prefill measurement: time to first token (the prompt read,
+// its first token on the host) for prompts of several lengths, on each rayo
+// backend and in PyTorch (SDPA's flash backend, eager and torch.compile), with
+// the tensor-core limit: the prompt's FLOPs over a measured bf16 GEMM peak.
+
+/** The prompt lengths of `--prefill` without a list. */
+export const PREFILL_LENGTHS = [512, 2048, 8192, 32768] as const;
+
+export interface PrefillRow {
+  readonly tokens: number;
+  readonly ttftMs?: number;
+  readonly tokensPerSecond?: number;
+  /** PyTorch: the most device memory allocated so far. */
+  readonly peakBytes?: number | null;
+  readonly error?: string;
+}
+
+export interface PrefillBackendResult {
+  readonly backend: string;
+  readonly device: string;
+  readonly status: 'ok' | 'error' | 'unavailable';
+  readonly reason?: string;
+  readonly lengths?: readonly PrefillRow[];
+}
+
+export interface TorchPrefillOutput {
+  readonly schema: 'rayo-prefill-torch/1';
+  readonly available: boolean;
+  readonly reason?: string;
+  readonly device?: string;
+  readonly attention?: string;
+  /** torch.matmul of two 8192² bf16 matrices, TFLOP/s. */
+  readonly bf16PeakTflops?: number | null;
+  readonly results: Readonly<
+    Record<string, { readonly lengths: readonly PrefillRow[] } | { readonly error: string }>
+  >;
+}
+
+export interface PrefillReport {
+  readonly lengths: readonly number[];
+  /** FLOPs of each length's prompt: the products of every layer, causal attention, the head on one row. */
+  readonly flops: readonly number[];
+  readonly backends: readonly PrefillBackendResult[];
+  readonly torch: PythonScriptOutcome<TorchPrefillOutput>;
+}
+
+/**
+ * FLOPs of a prompt of `n` tokens: 2·n per weight of the layers' projections,
+ * causal attention's two products (2·n²·heads·headDim), and the head on the
+ * last row (what the first token needs).
+ */
+export function prefillFlops(hfConfig: Record<string, unknown>, n: number): number {
+  const c = parseLlamaConfig(hfConfig);
+  const d = c.hiddenSize;
+  const qDim = c.numAttentionHeads * c.headDim;
+  const kvDim = c.numKeyValueHeads * c.headDim;
+  const perLayer = d * (qDim + 2 * kvDim) + qDim * d + 3 * d * c.intermediateSize;
+  const attention = 2 * n * n * qDim;
+  return c.numHiddenLayers * (2 * n * perLayer + attention) + 2 * d * c.vocabSize;
+}
+
+/** The prompt of `n` tokens: ids drawn from the seed. */
+function promptOf(vocab: number, n: number, seed: number): number[] {
+  let state = (seed + 1) * 48271;
+  return Array.from({ length: n }, () => {
+    state = (state * 16807) % 2147483647;
+    return state % vocab;
+  });
+}
+
+/** Time to first token of each length on one backend: one untimed run, then the median of `repeats`. */
+export async function prefillOnBackend(
+  backend: Backend,
+  dir: string,
+  vocab: number,
+  settings: Pick<DecodeSettings, 'dtype' | 'kvDtype' | 'seed' | 'quant'> & {
+    readonly lengths: readonly number[];
+    readonly repeats: number;
+    readonly prefillPrecision?: LlamaPrefillPrecision;
+  },
+): Promise<PrefillRow[]> {
+  using model = await LlamaModel.load(backend, dir, {
+    maxSequence: Math.max(...settings.lengths),
+    weightDtype: settings.dtype,
+    kvCacheDtype: settings.kvDtype,
+    ...(settings.quant === 'none' ? {} : { weightFormat: settings.quant }),
+    ...(settings.prefillPrecision ? { prefillPrecision: settings.prefillPrecision } : {}),
+  });
+  const firstToken = async (prompt: readonly number[]) => {
+    for await (const _ of model.generate(prompt, { maxNewTokens: 1, temperature: 0 })) break;
+  };
+  const rows: PrefillRow[] = [];
+  for (const n of settings.lengths) {
+    const prompt = promptOf(vocab, n, settings.seed);
+    try {
+      await firstToken(prompt);
+      const times: number[] = [];
+      for (let i = 0; i < settings.repeats; i++) {
+        await backend.sync();
+        const start = performance.now();
+        await firstToken(prompt);
+        times.push(performance.now() - start);
+      }
+      times.sort((a, b) => a - b);
+      const ms = times[Math.floor(times.length / 2)]!;
+      rows.push({ tokens: n, ttftMs: ms, tokensPerSecond: n / (ms * 1e-3) });
+    } catch (error) {
+      rows.push({ tokens: n, error: error instanceof Error ? error.message : String(error) });
+    }
+  }
+  return rows;
+}
+
+export const TORCH_PREFILL_SCRIPT = 'torch_prefill_baseline.py';
+
+/** Runs the PyTorch prefill baseline on the checkpoint in `dir`; never throws for a missing Python, torch or GPU. */
+export async function runTorchPrefill(
+  dir: string,
+  settings: Pick<DecodeSettings, 'out' | 'torchDevice' | 'dtype' | 'seed'> & {
+    readonly lengths: readonly number[];
+    readonly repeats: number;
+  },
+): Promise<PythonScriptOutcome<TorchPrefillOutput>> {
+  const script = findPackageScript(TORCH_PREFILL_SCRIPT, import.meta.url);
+  if (!script) return { status: 'unavailable', reason: `the script ${TORCH_PREFILL_SCRIPT} was not found` };
+  const request = join(settings.out, 'torch-prefill-request.json');
+  const outFile = join(settings.out, 'torch-prefill.json');
+  await writeFile(
+    request,
+    `${JSON.stringify({
+      schema: 'rayo-prefill-request/1',
+      lengths: settings.lengths,
+      repeats: settings.repeats,
+      dtype: settings.dtype,
+      seed: settings.seed,
+    })}\n`,
+  );
+  return runPythonScript<TorchPrefillOutput>({
+    script,
+    args: ['--model', dir, '--request', request, '--out', outFile, '--device', settings.torchDevice],
+    outFile,
+    label: 'the prefill baseline',
+    onOutput: (text) => process.stderr.write(text),
+  });
+}
+
+/** Every backend's prefill, then PyTorch's (with --baseline torch). */
+export async function prefillBench(
+  settings: DecodeSettings & { readonly prefillLengths: readonly number[] },
+  dir: string,
+  hfConfig: Record<string, unknown>,
+  log: (line: string) => void,
+): Promise<PrefillReport> {
+  const lengths = settings.prefillLengths;
+  const vocab = hfConfig.vocab_size as number;
+  const common = { ...settings, lengths, repeats: settings.prefillRepeats ?? 3 };
+  const backends: PrefillBackendResult[] = [];
+  for (const status of await probeBackends(settings.backends)) {
+    if (!status.available) {
+      backends.push({ backend: status.name, device: '', status: 'unavailable', reason: status.reason ?? '' });
+      continue;
+    }
+    const backend = await createBackendFromEnvironment(status.name);
+    try {
+      log(`${status.name}: prefill of ${lengths.join(', ')} tokens`);
+      const rows = await prefillOnBackend(backend, dir, vocab, common);
+      backends.push({ backend: status.name, device: backend.info.device, status: 'ok', lengths: rows });
+      for (const r of rows) log(`${status.name} prefill ${r.tokens}: ${r.ttftMs?.toFixed(1) ?? r.error} ms`);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      backends.push({ backend: status.name, device: backend.info.device, status: 'error', reason });
+      log(`${status.name}: prefill error: ${reason}`);
+    } finally {
+      backend.dispose();
+    }
+  }
+  const torch: PythonScriptOutcome<TorchPrefillOutput> =
+    settings.baseline === 'torch'
+      ? await runTorchPrefill(dir, common)
+      : { status: 'unavailable', reason: 'not requested (--baseline torch runs it)' };
+  return { lengths, flops: lengths.map((n) => prefillFlops(hfConfig, n)), backends, torch };
+}
+
+const fmt = (x: number | undefined | null, digits = 3) =>
+  x === undefined || x === null || !Number.isFinite(x) ? '—' : String(Number(x.toPrecision(digits)));
+
+/** The prefill table: time to first token and tokens/s per run and length, and the tensor-core limit. */
+export function prefillLines(report: PrefillReport): string[] {
+  const peak = report.torch.status === 'ok' ? report.torch.output.bf16PeakTflops : undefined;
+  const header = ['run', ...report.lengths.map((n) => `TTFT ms / tok/s @${n}`)];
+  const cells = (rows: readonly PrefillRow[] | undefined) =>
+    report.lengths.map((n) => {
+      const r = rows?.find((x) => x.tokens === n);
+      if (!r) return '—';
+      return r.error ? `error: ${r.error.slice(0, 60)}` : `${fmt(r.ttftMs)} / ${fmt(r.tokensPerSecond, 4)}`;
+    });
+  const rows = report.backends.map((b) => [b.backend, ...cells(b.lengths)]);
+  if (report.torch.status === 'ok') {
+    for (const [method, r] of Object.entries(report.torch.output.results)) {
+      rows.push([
+        'error' in r ? `torch ${method}: ${r.error}` : `torch ${method}`,
+        ...cells('error' in r ? undefined : r.lengths),
+      ]);
+    }
+  } else rows.push([`torch: ${report.torch.reason}`, ...cells(undefined)]);
+  if (peak)
+    rows.push(['tensor-core limit', ...report.flops.map((f) => `${fmt((f / (peak * 1e12)) * 1e3)} ms`)]);
+  const line = (r: readonly string[]) => `| ${r.map((c) => c.replaceAll('|', '\\|')).join(' | ')} |`;
+  return [
+    '## Prefill: time to first token',
+    '',
+    'The prompt read and its first token on the host (rayo: `generate` with one new token; PyTorch: the ' +
+      'prefill with SDPA and the head on the last row, `.item()`), one untimed run then the median of the ' +
+      `timed ones. The limit is the prompt's FLOPs over the measured bf16 GEMM peak (${fmt(peak, 4)} TFLOP/s, ` +
+      'torch.matmul of 8192² bf16).',
+    '',
+    line(header),
+    line(header.map(() => '---')),
+    ...rows.map(line),
+  ];
+}

@@ -1,0 +1,93 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Backend } from '@rayo/core';
+import { createEmulatedGpu } from '@rayo/cuda-testkit';
+import { type LlamaLoadOptions, LlamaModel } from '@rayo/train';
+import { afterAll, describe, expect, it } from 'vitest';
+import { DECODE_CONFIGS } from './decodeBench.js';
+import { writeSeededLlama } from './seededLlama.js';
+
+// A prompt's projections and head on tensor cores, end to end: the tiny
+// model's prefill logits on the emulated cuda device (sm_90) against the
+// cpu backend computing the same rounding (matmul precision 'half'), and
+// against the exact f32 model within bf16's rounding of the inputs.
+
+const config = DECODE_CONFIGS['llama-tiny']!;
+const vocab = config.vocab_size as number;
+/** 40 tokens: M = 40 > the streaming kernels' 16 rows, so the chunk's products take the tensor-core kernels. */
+const PROMPT = Array.from({ length: 40 }, (_, i) => (i * 37 + 11) % vocab);
+/**
+ * bf16 inputs of every product: each moves by at most 2^-9 of itself; the
+ * logits (|logit| of a few units here) moved by about 0.01 in the cpu runs.
+ * Five roundings' worth at 4, as halfPrecision.test.ts bounds a bf16 model.
+ */
+const BF16_INPUTS = 5 * 2 ** -9 * 4;
+
+describe('a prompt on tensor cores (emulated cuda)', () => {
+  const dirs: string[] = [];
+  const { gpu, cpu, fake } = createEmulatedGpu({ multiprocessors: 4 });
+  afterAll(async () => {
+    gpu.dispose();
+    cpu.dispose();
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+  const checkpoint = async (dtype: 'f32' | 'bf16') => {
+    const dir = await mkdtemp(join(tmpdir(), 'rayo-prefill-tc-'));
+    dirs.push(dir);
+    await writeSeededLlama(dir, config, 5, dtype);
+    return dir;
+  };
+  const logits = async (backend: Backend, dir: string, options: LlamaLoadOptions = {}) => {
+    using model = await LlamaModel.load(backend, dir, { maxSequence: 64, ...options });
+    using out = model.prefill(PROMPT);
+    return (await out.read()) as Float32Array;
+  };
+  // The mma.sync and the warpgroup-MMA kernels' entries.
+  const tensorCoreLaunches = () =>
+    fake.launches.filter((l) => l.entry === 'matmul_mma' || l.entry === 'matmul_wgmma').length;
+  const maxDiff = (a: Float32Array, b: Float32Array) => {
+    expect(a.length).toBe(b.length);
+    let worst = 0;
+    for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+    return worst;
+  };
+
+  it('bf16 weights: every projection and the head on tensor cores, as the cpu rounds them', async () => {
+    const bf16 = await checkpoint('bf16');
+    const before = tensorCoreLaunches();
+    const got = await logits(gpu, bf16);
+    // 2 layers × (q, k, v, o, gate, up, down) and the head.
+    expect(tensorCoreLaunches() - before).toBe(15);
+    const want = await logits(cpu, bf16);
+    expect(maxDiff(got, want)).toBeLessThan(1e-3);
+    // Against the same weights multiplied exactly (f32 activations): bf16's rounding of the inputs.
+    const exact = await logits(cpu, bf16, { weightDtype: 'f32' });
+    const drift = maxDiff(got, exact);
+    expect(drift).toBeGreaterThan(0);
+    expect(drift).toBeLessThan(BF16_INPUTS);
+  }, 600_000);
+
+  it("f32 weights: exact by default, on tensor cores with prefillPrecision 'bf16'", async () => {
+    const f32 = await checkpoint('f32');
+    const exact = await logits(cpu, f32);
+    let before = tensorCoreLaunches();
+    const plain = await logits(gpu, f32);
+    expect(tensorCoreLaunches()).toBe(before);
+    expect(maxDiff(plain, exact)).toBeLessThan(1e-4);
+    before = tensorCoreLaunches();
+    const rounded = await logits(gpu, f32, { prefillPrecision: 'bf16' });
+    expect(tensorCoreLaunches() - before).toBe(15);
+    expect(maxDiff(rounded, await logits(cpu, f32, { prefillPrecision: 'bf16' }))).toBeLessThan(1e-3);
+    expect(maxDiff(rounded, exact)).toBeLessThan(BF16_INPUTS);
+  }, 600_000);
+
+  it('q8 projections: a chunk of 32+ rows dequantized and multiplied on tensor cores', async () => {
+    const f32 = await checkpoint('f32');
+    const before = tensorCoreLaunches();
+    const got = await logits(gpu, f32, { weightFormat: 'q8' });
+    // The 14 projections; the dense f32 head stays exact.
+    expect(tensorCoreLaunches() - before).toBe(14);
+    expect(maxDiff(got, await logits(cpu, f32, { weightFormat: 'q8' }))).toBeLessThan(1e-3);
+  }, 600_000);
+});
