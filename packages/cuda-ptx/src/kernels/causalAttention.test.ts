@@ -1,10 +1,22 @@
-import { expectAssemblesCleanly } from '@rayo/cuda-testkit';
+import { causalAttention, type DType, f32ToBf16Bits, f32ToF16Bits, type HostArray, type Tensor } from '@rayo/core';
+import { compareOutputs, Rng } from '@rayo/core/testing';
+import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { mmaAttentionConfig } from './causalAttention.js';
-import { type MmaAttentionConfig, mmaAttentionKey, mmaAttentionModule } from './causalAttentionMma.js';
-import { type TiledAttentionConfig, tiledAttentionKey, tiledAttentionModule } from './causalAttentionTiled.js';
+import {
+  MMA_ENTRY,
+  type MmaAttentionConfig,
+  mmaAttentionKey,
+  mmaAttentionModule,
+} from './causalAttentionMma.js';
+import {
+  TILED_ENTRY,
+  type TiledAttentionConfig,
+  tiledAttentionKey,
+  tiledAttentionModule,
+} from './causalAttentionTiled.js';
 
 // The kernels' results are checked by the conformance suite (emulated.test.ts
 // and the GPU runs); here: which kernel a call gets, and ptxas on every variant.
@@ -47,6 +59,49 @@ describe('causalAttention kernel choice', () => {
     expect(mmaAttentionKey({ headDim: 128, cache: 'bf16', q: 'f32' })).toBe('causalAttention/mma64x64/d128/f32_bf16');
     expect(tiledAttentionKey({ headDim: 7, q: 'f32', cache: 'f32' })).toBe('causalAttention/tiled/d7');
   });
+});
+
+// The emulated device is an sm_90 part: half caches of head dim 64 take the tensor cores.
+describe('causalAttention on an emulated device', () => {
+  const { gpu, cpu, fake } = useEmulatedGpu({ multiprocessors: 2 });
+
+  // [T, heads, kvHeads, headDim, position, maxSeq, q dtype, cache dtype, kernel]
+  const CASES = [
+    [70, 8, 2, 64, 30, 101, 'bf16', 'bf16', MMA_ENTRY],
+    [9, 4, 1, 64, 120, 130, 'f32', 'f16', MMA_ENTRY],
+    [21, 6, 3, 24, 5, 26, 'f32', 'f32', TILED_ENTRY],
+    [6, 2, 2, 80, 0, 6, 'bf16', 'bf16', TILED_ENTRY],
+  ] as const;
+  for (const [tokens, heads, kvHeads, headDim, position, maxSeq, qType, cacheType, entry] of CASES) {
+    it(`${tokens} tokens at ${position}, ${heads}/${kvHeads} heads of ${headDim}, q ${qType}, caches ${cacheType}: ${entry}`, async () => {
+      const rng = new Rng(tokens * 31 + headDim);
+      const shapes: number[][] = [
+        [tokens, heads, headDim],
+        [kvHeads, maxSeq, headDim],
+        [kvHeads, maxSeq, headDim],
+      ];
+      const dtypes: DType[] = [qType, cacheType, cacheType];
+      const data = shapes.map((shape, i): HostArray => {
+        const values = Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.uniform(-1, 1));
+        if (dtypes[i] === 'f32') return Float32Array.from(values);
+        return Uint16Array.from(values, dtypes[i] === 'bf16' ? f32ToBf16Bits : f32ToF16Bits);
+      });
+      const first = fake.launches.length;
+      const [got] = gpu.run(
+        causalAttention,
+        data.map((d, i) => gpu.upload(d, shapes[i]!, dtypes[i])),
+        { position },
+      ) as Tensor[];
+      const [want] = cpu.run(
+        causalAttention,
+        data.map((d, i) => cpu.upload(d, shapes[i]!, dtypes[i])),
+        { position },
+      );
+      const tolerance = cacheType === 'f32' ? { rtol: 1e-4, atol: 2e-5 } : { rtol: 2e-2, atol: 2e-2 };
+      expect(compareOutputs(qType, await got!.read(), await want!.read(), tolerance)).toBeUndefined();
+      expect(fake.launches.slice(first).map((l) => l.entry)).toEqual([entry]);
+    }, 120_000);
+  }
 });
 
 const gate = ptxasTestGate();
