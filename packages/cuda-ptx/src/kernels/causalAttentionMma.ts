@@ -2,7 +2,7 @@ import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32 } from '../ptx/operands.js';
-import { CAUSAL_PARAMS, rowOf } from './causalAttentionTiled.js';
+import { blockTile, CAUSAL_PARAMS, rowOf } from './causalAttentionTiled.js';
 import type { HalfDType } from './common.js';
 import { loadAsF32, STORAGE_BYTES, storageKey, type FloatStorage } from './storage.js';
 
@@ -70,9 +70,7 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
       const position = k.ldParam(p.position);
       const scaleLog2 = k.ldParam(p.scaleLog2);
       const rowDims = { group, nHeads };
-      // The longest tiles (the last rows) start first.
-      const tile = k.sub('u32', k.reg('u32'), k.sub('u32', k.reg('u32'), k.nctaid('x'), 1), k.ctaid('x'));
-      const kvHead = k.ctaid('y');
+      const { tile, kvHead } = blockTile(k, nHeads, group);
       const row0 = k.mulLo('u32', k.reg('u32'), tile, MMA_ROWS);
       const rows = k.mulLo('u32', k.reg('u32'), tokens, group);
       const lastRow = k.min(
@@ -238,12 +236,12 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
           top = k.max('f32', k.reg('f32'), top, local!);
           k.mul('f32', scaledMax, top, scaleLog2, { rnd: 'rn' });
           const negMax = k.neg('f32', k.reg('f32'), scaledMax);
-          const factor = k.ex2(k.reg('f32'), k.fma('f32', k.reg('f32'), mRow[h]!, scaleLog2, negMax));
+          const factor = k.ex2(k.reg('f32'), k.fma('f32', k.reg('f32'), mRow[h]!, scaleLog2, negMax), { ftz: true });
           k.mov('f32', mRow[h]!, top);
           k.mul('f32', lRow[h]!, lRow[h]!, factor, { rnd: 'rn' });
           for (const r of s) {
             for (const e of [2 * h, 2 * h + 1]) {
-              k.ex2(r[e]!, k.fma('f32', k.reg('f32'), r[e]!, scaleLog2, negMax));
+              k.ex2(r[e]!, k.fma('f32', k.reg('f32'), r[e]!, scaleLog2, negMax), { ftz: true });
               k.add('f32', lRow[h]!, lRow[h]!, r[e]!, { rnd: 'rn' });
             }
           }
