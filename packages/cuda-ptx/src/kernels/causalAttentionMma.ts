@@ -13,9 +13,10 @@ import { loadAsF32, STORAGE_BYTES, storageKey, type FloatStorage } from './stora
 // the cache 64 keys at a time: S = q·Kᵀ from ldmatrix fragments, the online
 // softmax on S's accumulators (each row's 64 scores lie on the 4 lanes of a
 // quad), P rounded to the cache's dtype and fed back as the A fragment of
-// O += P·V (V through ldmatrix.trans). K and V tiles alternate through
-// cp.async: V's copy runs under q·Kᵀ, the next K's under P·V. Tiles past the
-// block's last query are never read; only tiles crossing the diagonal mask.
+// O += P·V (V through ldmatrix.trans). K and V tiles come through cp.async
+// into two buffers: the next step's copies run under this step's products.
+// Tiles past the block's last query are never read; only tiles crossing the
+// diagonal mask.
 
 export const MMA_ROWS = 64;
 export const MMA_KEYS = 64;
@@ -34,9 +35,9 @@ export function mmaAttentionKey(c: MmaAttentionConfig): string {
   return `causalAttention/mma${MMA_ROWS}x${MMA_KEYS}/d${c.headDim}${storageKey([c.q, c.cache])}`;
 }
 
-/** q, K and V tiles of 64 rows of headDim halves. */
+/** q's tile and two buffers of K and V tiles, each 64 rows of headDim halves. */
 export function mmaSharedBytes(headDim: number): number {
-  return 3 * MMA_ROWS * headDim * 2;
+  return 5 * MMA_ROWS * headDim * 2;
 }
 
 /** Byte offset of 16-byte chunk `chunk` of row `row`: chunks XORed with row & 7, so ldmatrix's 8 rows hit 8 bank groups. */
@@ -170,8 +171,9 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
       const kBases = fragmentBases(kS, kRow, lowBit);
       const vBases = fragmentBases(vS, vRow, highBit);
 
+      // The first K and V tiles load while q's fragments are read.
       copyTile(kS, kSrc, zero);
-      k.cpAsyncWaitAll();
+      copyTile(vS, vSrc, zero);
       k.barSync();
       const qFrag = Array.from({ length: kSteps }, (_, kk) =>
         k.ldmatrix(4, k.regs('u32', 4), fragmentAt(qBases, 0, kk)),
@@ -192,17 +194,27 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
       for (const r of o) for (const x of r) k.mov('f32', x, 0);
       const s = Array.from({ length: MMA_KEYS / 8 }, () => k.regs('f32', 4));
 
+      // K and V tiles alternate between two buffers: the next step's copies run under this step's products.
+      const bufferBytes = 2 * tileBytes;
+      const buffer = k.mov('u32', k.reg('u32'), 0);
       const j0 = k.reg('u32');
       k.forRange(j0, 0, end, MMA_KEYS, () => {
-        // K[j0] has landed and every warp is done with V of the last step: V[j0] may come.
+        // This step's tiles have landed, and every warp is done with the other buffer.
         k.cpAsyncWaitAll();
         k.barSync();
-        copyTile(vS, vSrc, j0);
+        const other = k.xor('b32', k.reg('u32'), buffer, bufferBytes);
+        const next = k.add('u32', k.reg('u32'), j0, MMA_KEYS);
+        k.ifThen(k.setp('lt', 'u32', k.reg('pred'), next, end), () => {
+          copyTile(k.add('u32', k.reg('u32'), kS, other), kSrc, next);
+          copyTile(k.add('u32', k.reg('u32'), vS, other), vSrc, next);
+        });
+        const kAt = kBases.map((b) => k.add('u32', k.reg('u32'), b, buffer));
+        const vAt = vBases.map((b) => k.add('u32', k.reg('u32'), b, buffer));
 
         for (const r of s) for (const x of r) k.mov('f32', x, 0);
         for (let nb = 0; nb < keySteps; nb++) {
           for (let kk = 0; kk < kSteps; kk++) {
-            const b = k.ldmatrix(4, k.regs('u32', 4), fragmentAt(kBases, nb, kk));
+            const b = k.ldmatrix(4, k.regs('u32', 4), fragmentAt(kAt, nb, kk));
             const a = qFrag[kk]!;
             k.mmaSync('m16n8k16', c.cache, s[2 * nb]!, a, [b[0], b[1]] as Vec2<R32>, s[2 * nb]!);
             k.mmaSync('m16n8k16', c.cache, s[2 * nb + 1]!, a, [b[2], b[3]] as Vec2<R32>, s[2 * nb + 1]!);
@@ -261,20 +273,14 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
             }) as unknown as Vec4<R32>,
         );
 
-        // V[j0] has landed and every warp is done with K[j0]: the next K may come.
-        k.cpAsyncWaitAll();
-        k.barSync();
-        const next = k.add('u32', k.reg('u32'), j0, MMA_KEYS);
-        const more = k.setp('lt', 'u32', k.reg('pred'), next, end);
-        k.ifThen(more, () => copyTile(kS, kSrc, next));
-
         for (let kb = 0; kb < keySteps; kb++) {
           for (let dn = 0; dn < kSteps; dn++) {
-            const b = k.ldmatrix(4, k.regs('u32', 4), fragmentAt(vBases, kb, dn), { trans: true });
+            const b = k.ldmatrix(4, k.regs('u32', 4), fragmentAt(vAt, kb, dn), { trans: true });
             k.mmaSync('m16n8k16', c.cache, o[2 * dn]!, pFrag[kb]!, [b[0], b[1]] as Vec2<R32>, o[2 * dn]!);
             k.mmaSync('m16n8k16', c.cache, o[2 * dn + 1]!, pFrag[kb]!, [b[2], b[3]] as Vec2<R32>, o[2 * dn + 1]!);
           }
         }
+        k.mov('u32', buffer, other);
       });
       k.cpAsyncWaitAll();
 
