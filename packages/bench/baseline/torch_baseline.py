@@ -410,11 +410,14 @@ def causal_attention_candidates(torch, device, case, sets):
     views = []
     for q, k, v in sets:
         # [T, H, D] is [1, T, H, D]: SDPA's [1, H, T, D] as a strided view (nothing copied).
-        views.append((q.view(1, tokens, heads, dim).transpose(1, 2), k[:, :rows].unsqueeze(0), v[:, :rows].unsqueeze(0)))
-    # is_causal aligns the mask top-left: rayo's rows are the cache's last `tokens` (the same when position is 0).
-    causal = {"is_causal": True} if position == 0 else {
-        "attn_mask": torch.ones(tokens, rows, dtype=torch.bool, device=device).tril(diagonal=position)
-    }
+        q4 = q.view(1, tokens, heads, dim).transpose(1, 2)
+        views.append((q4, k[:, :rows].unsqueeze(0), v[:, :rows].unsqueeze(0)))
+    # is_causal aligns the mask top-left; rayo's queries are the cache's last rows (the same at position 0).
+    if position == 0:
+        causal = {"is_causal": True}
+    else:
+        mask = torch.ones(tokens, rows, dtype=torch.bool, device=device).tril(diagonal=position)
+        causal = {"attn_mask": mask}
     gqa = {"enable_gqa": True} if kv_heads != heads else {}
 
     def attention(i):

@@ -85,7 +85,8 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
     xBytes: true,
   },
   'flash-attention': {
-    title: 'Causal attention of a prompt over its KV cache (prefill, grouped-query), FLOPs of the causal half',
+    title:
+      'Causal attention of a prompt over its KV cache (prefill, grouped-query), FLOPs of the causal half',
     x: 'FLOP per call',
     caseTicks: true,
   },

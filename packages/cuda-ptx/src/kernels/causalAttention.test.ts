@@ -1,4 +1,11 @@
-import { causalAttention, type DType, f32ToBf16Bits, f32ToF16Bits, type HostArray, type Tensor } from '@rayo/core';
+import {
+  causalAttention,
+  type DType,
+  f32ToBf16Bits,
+  f32ToF16Bits,
+  type HostArray,
+  type Tensor,
+} from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
@@ -56,7 +63,9 @@ describe('causalAttention kernel choice', () => {
   });
 
   it('names modules by their configuration', () => {
-    expect(mmaAttentionKey({ headDim: 128, cache: 'bf16', q: 'f32' })).toBe('causalAttention/mma64x64/d128/f32_bf16');
+    expect(mmaAttentionKey({ headDim: 128, cache: 'bf16', q: 'f32' })).toBe(
+      'causalAttention/mma64x64/d128/f32_bf16',
+    );
     expect(tiledAttentionKey({ headDim: 7, q: 'f32', cache: 'f32' })).toBe('causalAttention/tiled/d7');
   });
 });

@@ -1,8 +1,8 @@
 import { causalAttention, FLOAT, UnsupportedOnBackendError } from '@rayo/core';
 import { cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
 import {
-  MMA_HEAD_DIMS,
   MMA_ENTRY,
+  MMA_HEAD_DIMS,
   MMA_ROWS,
   MMA_THREADS,
   type MmaAttentionConfig,

@@ -4,7 +4,7 @@ import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32 } from '../ptx/operands.js';
 import { blockTile, CAUSAL_PARAMS, rowOf } from './causalAttentionTiled.js';
 import type { HalfDType } from './common.js';
-import { loadAsF32, STORAGE_BYTES, storageKey, type FloatStorage } from './storage.js';
+import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey } from './storage.js';
 
 // causalAttention over half caches on tensor cores, FlashAttention-2 shaped
 // (sm_80 mma.sync m16n8k16, f32 accumulators). A block takes 64 query rows —
@@ -88,7 +88,12 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
         1,
       );
       const firstLimit = k.add('u32', k.reg('u32'), position, k.div('u32', k.reg('u32'), row0, group));
-      const unmaskedEnd = k.and('b32', k.reg('u32'), k.add('u32', k.reg('u32'), firstLimit, 1), ~(MMA_KEYS - 1) >>> 0);
+      const unmaskedEnd = k.and(
+        'b32',
+        k.reg('u32'),
+        k.add('u32', k.reg('u32'), firstLimit, 1),
+        ~(MMA_KEYS - 1) >>> 0,
+      );
 
       const base = k.sharedAddress(smem);
       const qS = base;
@@ -113,7 +118,9 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
         const at = k.elementAddress(q, k.madLo('u32', k.reg('u32'), ch.chunk, 8, element), qBytes);
         const values = k.regs('f32', 8);
         loadAsF32(k, c.q, values, at, { ok });
-        const words = [0, 1, 2, 3].map((w) => k.cvtPack(c.cache, k.reg('u32'), values[2 * w]!, values[2 * w + 1]!));
+        const words = [0, 1, 2, 3].map((w) =>
+          k.cvtPack(c.cache, k.reg('u32'), values[2 * w]!, values[2 * w + 1]!),
+        );
         k.stShared('b32', k.add('u32', k.reg('u32'), qS, ch.shared), words as unknown as Vec4<R32>);
       }
 
@@ -124,7 +131,13 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
         return chunks.map((ch) =>
           k.elementAddress(
             cache,
-            k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kvRow, ch.row), hd, k.shl('b32', k.reg('u32'), ch.chunk, 3)),
+            k.madLo(
+              'u32',
+              k.reg('u32'),
+              k.add('u32', k.reg('u32'), kvRow, ch.row),
+              hd,
+              k.shl('b32', k.reg('u32'), ch.chunk, 3),
+            ),
             2,
           ),
         );
@@ -147,7 +160,12 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
       const mj = k.and('b32', k.reg('u32'), lane, 7);
       const lowBit = k.and('b32', k.reg('u32'), mi, 1);
       const highBit = k.shr('u32', k.reg('u32'), mi, 1);
-      const qRow = k.add('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), warp, 16, mj), k.shl('b32', k.reg('u32'), lowBit, 3));
+      const qRow = k.add(
+        'u32',
+        k.reg('u32'),
+        k.madLo('u32', k.reg('u32'), warp, 16, mj),
+        k.shl('b32', k.reg('u32'), lowBit, 3),
+      );
       // K (B, 16 keys × 16 k): (keys 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15): b of two n8 products.
       const kRow = k.madLo('u32', k.reg('u32'), highBit, 8, mj);
       // V (B through .trans, 16 keys × 16 dims): rows are keys; (k 0-7, n 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
@@ -243,12 +261,15 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
             const pair = k.max('f32', k.reg('f32'), r[2 * h]!, r[2 * h + 1]!);
             local = local ? k.max('f32', local, local, pair) : pair;
           }
-          for (const offset of [1, 2]) k.max('f32', local!, local!, k.shflSync('bfly', k.reg('f32'), local!, offset));
+          for (const offset of [1, 2])
+            k.max('f32', local!, local!, k.shflSync('bfly', k.reg('f32'), local!, offset));
           // Scores are scaled inside the exponent: m is kept unscaled.
           top = k.max('f32', k.reg('f32'), top, local!);
           k.mul('f32', scaledMax, top, scaleLog2, { rnd: 'rn' });
           const negMax = k.neg('f32', k.reg('f32'), scaledMax);
-          const factor = k.ex2(k.reg('f32'), k.fma('f32', k.reg('f32'), mRow[h]!, scaleLog2, negMax), { ftz: true });
+          const factor = k.ex2(k.reg('f32'), k.fma('f32', k.reg('f32'), mRow[h]!, scaleLog2, negMax), {
+            ftz: true,
+          });
           k.mov('f32', mRow[h]!, top);
           k.mul('f32', lRow[h]!, lRow[h]!, factor, { rnd: 'rn' });
           for (const r of s) {
@@ -277,7 +298,14 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
           for (let dn = 0; dn < kSteps; dn++) {
             const b = k.ldmatrix(4, k.regs('u32', 4), fragmentAt(vAt, kb, dn), { trans: true });
             k.mmaSync('m16n8k16', c.cache, o[2 * dn]!, pFrag[kb]!, [b[0], b[1]] as Vec2<R32>, o[2 * dn]!);
-            k.mmaSync('m16n8k16', c.cache, o[2 * dn + 1]!, pFrag[kb]!, [b[2], b[3]] as Vec2<R32>, o[2 * dn + 1]!);
+            k.mmaSync(
+              'm16n8k16',
+              c.cache,
+              o[2 * dn + 1]!,
+              pFrag[kb]!,
+              [b[2], b[3]] as Vec2<R32>,
+              o[2 * dn + 1]!,
+            );
           }
         }
         k.mov('u32', buffer, other);
@@ -288,12 +316,15 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
       const out = k.globalPointer(p.out);
       laneRows.forEach((lr, h) => {
         const l = lRow[h]!;
-        for (const offset of [1, 2]) k.add('f32', l, l, k.shflSync('bfly', k.reg('f32'), l, offset), { rnd: 'rn' });
+        for (const offset of [1, 2])
+          k.add('f32', l, l, k.shflSync('bfly', k.reg('f32'), l, offset), { rnd: 'rn' });
         const inv = k.rcp(k.reg('f32'), l, 'rn');
         const ok: Pred = k.setp('lt', 'u32', k.reg('pred'), lr.row, rows);
         const at = k.elementAddress(out, k.add('u32', k.reg('u32'), lr.element, colPair), qBytes);
         o.forEach((r, j) => {
-          const pair = [r[2 * h]!, r[2 * h + 1]!].map((x) => k.mul('f32', k.reg('f32'), x, inv, { rnd: 'rn' }));
+          const pair = [r[2 * h]!, r[2 * h + 1]!].map((x) =>
+            k.mul('f32', k.reg('f32'), x, inv, { rnd: 'rn' }),
+          );
           k.predicated(ok, () => {
             if (c.q === 'f32') k.stGlobal('f32', addr(at, 32 * j), pair as unknown as Vec2<F32>);
             else k.stGlobal('b32', addr(at, 16 * j), k.cvtPack(c.q, k.reg('u32'), pair[0]!, pair[1]!));

@@ -1,7 +1,7 @@
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32 } from '../ptx/operands.js';
-import { loadOneAsF32, STORAGE_BYTES, storageKey, storeFromF32, type FloatStorage } from './storage.js';
+import { type FloatStorage, loadOneAsF32, STORAGE_BYTES, storageKey, storeFromF32 } from './storage.js';
 
 // causalAttention without tensor cores: f32 caches, head dimensions the mma
 // kernel does not take, devices before sm_80. A FlashAttention-shaped tile
@@ -60,7 +60,12 @@ export function rowOf(
   const token = k.div('u32', k.reg('u32'), row, dims.group);
   const g = k.sub('u32', k.reg('u32'), row, k.mulLo('u32', k.reg('u32'), token, dims.group));
   const head = k.madLo('u32', k.reg('u32'), kvHead, dims.group, g);
-  const element = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), token, dims.nHeads, head), headDim);
+  const element = k.mulLo(
+    'u32',
+    k.reg('u32'),
+    k.madLo('u32', k.reg('u32'), token, dims.nHeads, head),
+    headDim,
+  );
   return { token, element };
 }
 
@@ -106,7 +111,12 @@ export function tiledAttentionModule(c: TiledAttentionConfig): PtxModule {
       const { tile, kvHead } = blockTile(k, nHeads, group);
       const row0 = k.mulLo('u32', k.reg('u32'), tile, TILED_ROWS);
       const rows = k.mulLo('u32', k.reg('u32'), tokens, group);
-      const lastRow = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), row0, TILED_ROWS - 1), k.sub('u32', k.reg('u32'), rows, 1));
+      const lastRow = k.min(
+        'u32',
+        k.reg('u32'),
+        k.add('u32', k.reg('u32'), row0, TILED_ROWS - 1),
+        k.sub('u32', k.reg('u32'), rows, 1),
+      );
       // Keys 0 … end − 1 serve some row of the block.
       const end = k.add(
         'u32',
@@ -128,7 +138,9 @@ export function tiledAttentionModule(c: TiledAttentionConfig): PtxModule {
           const e = k.add('u32', k.reg('u32'), tid, i * TILED_THREADS);
           const row = k.div('u32', k.reg('u32'), e, hd);
           const inside =
-            (i + 1) * TILED_THREADS > tileElements ? k.setp('lt', 'u32', k.reg('pred'), e, tileElements) : undefined;
+            (i + 1) * TILED_THREADS > tileElements
+              ? k.setp('lt', 'u32', k.reg('pred'), e, tileElements)
+              : undefined;
           body(e, row, inside);
         }
       };
@@ -142,11 +154,11 @@ export function tiledAttentionModule(c: TiledAttentionConfig): PtxModule {
         const d = k.sub('u32', k.reg('u32'), e, k.mulLo('u32', k.reg('u32'), row, hd));
         const { element } = rowOf(k, packed, kvHead, rowDims, hd);
         let ok = k.setp('lt', 'u32', k.reg('pred'), packed, rows);
-        if (inside) ok = k.and('pred', k.reg('pred'), ok, inside );
+        if (inside) ok = k.and('pred', k.reg('pred'), ok, inside);
         const at = k.elementAddress(q, k.add('u32', k.reg('u32'), element, d), qBytes);
         const value = loadOneAsF32(k, c.q, at, ok);
         const store = () => k.stShared('f32', sharedWord(qS, e, row), value);
-        if (inside) k.predicated(inside , store);
+        if (inside) k.predicated(inside, store);
         else store();
       });
 
@@ -177,12 +189,14 @@ export function tiledAttentionModule(c: TiledAttentionConfig): PtxModule {
         eachElement((e, row, inside) => {
           // Rows past `end` read nothing: zeros, never the cache's next head or past its end.
           const ok = k.setp('lt', 'u32', k.reg('pred'), e, left);
-          const kv = [kTile, vTile].map((t) => loadOneAsF32(k, c.cache, k.elementAddress(t, e, cacheBytes), ok));
+          const kv = [kTile, vTile].map((t) =>
+            loadOneAsF32(k, c.cache, k.elementAddress(t, e, cacheBytes), ok),
+          );
           const store = () => {
             k.stShared('f32', sharedWord(kS, e, row), kv[0]!);
             k.stShared('f32', sharedWord(vS, e, row), kv[1]!);
           };
-          if (inside) k.predicated(inside , store);
+          if (inside) k.predicated(inside, store);
           else store();
         });
         k.barSync();
@@ -230,7 +244,8 @@ export function tiledAttentionModule(c: TiledAttentionConfig): PtxModule {
         k.add('u64', vTile, vTile, TILED_KEYS * hd * cacheBytes);
       });
 
-      for (const offset of [1, 2]) k.add('f32', lPart, lPart, k.shflSync('bfly', k.reg('f32'), lPart, offset), { rnd: 'rn' });
+      for (const offset of [1, 2])
+        k.add('f32', lPart, lPart, k.shflSync('bfly', k.reg('f32'), lPart, offset), { rnd: 'rn' });
       const out = k.globalPointer(p.out);
       const rowOk = k.setp('lt', 'u32', k.reg('pred'), myRow, rows);
       const outAt = k.elementAddress(out, k.add('u32', k.reg('u32'), mine.element, col), qBytes);
