@@ -70,12 +70,23 @@ export function recordCausalAttention(
   };
   const rows = tokens * group;
   const mma = mmaAttentionConfig(encoder.device, q, kCache, vCache, out);
+  const tiles = Math.ceil(rows / (mma ? MMA_ROWS : TILED_ROWS));
+  // Grid (kv heads, row tiles): the tiles of one kv head along y.
+  const maxTiles = encoder.device.maxGridDim[1];
+  if (tiles > maxTiles) {
+    throw new UnsupportedOnBackendError('chunk too long for one causal attention launch', {
+      operation: 'causalAttention',
+      argument: 'q',
+      expected: `T · nHeads / nKvHeads <= ${maxTiles * (mma ? MMA_ROWS : TILED_ROWS)} (shorter chunks)`,
+      actual: String(rows),
+    });
+  }
   if (mma) {
     encoder.launch({
       key: mmaAttentionKey(mma),
       module: () => mmaAttentionModule(mma),
       entry: MMA_ENTRY,
-      grid: Math.ceil(rows / MMA_ROWS) * nKvHeads,
+      grid: [nKvHeads, tiles],
       block: MMA_THREADS,
       sharedBytes: mmaSharedBytes(headDim),
       args,
@@ -95,7 +106,7 @@ export function recordCausalAttention(
     key: tiledAttentionKey(c),
     module: () => tiledAttentionModule(c),
     entry: TILED_ENTRY,
-    grid: Math.ceil(rows / TILED_ROWS) * nKvHeads,
+    grid: [nKvHeads, tiles],
     block: TILED_THREADS,
     sharedBytes: tiledSharedBytes(headDim),
     args,

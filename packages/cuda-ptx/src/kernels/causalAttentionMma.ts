@@ -71,7 +71,7 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
       const position = k.ldParam(p.position);
       const scaleLog2 = k.ldParam(p.scaleLog2);
       const rowDims = { group, nHeads };
-      const { tile, kvHead } = blockTile(k, nHeads, group);
+      const { tile, kvHead } = blockTile(k);
       const row0 = k.mulLo('u32', k.reg('u32'), tile, MMA_ROWS);
       const rows = k.mulLo('u32', k.reg('u32'), tokens, group);
       const lastRow = k.min(

@@ -70,18 +70,13 @@ export function rowOf(
 }
 
 /**
- * The row tile and kv head of this block in a one-dimensional grid of
- * tiles × kv heads: the kv heads of a tile are neighbours, and the longest
- * tiles (the last rows, which see the most keys) start first.
+ * The row tile and kv head of a block of the grid (kv heads, tiles): the kv
+ * heads of a tile are launched side by side, and the longest tiles (the
+ * last rows, which see the most keys) first.
  */
-export function blockTile(k: KernelBuilder, nHeads: R32, group: R32): { tile: R32; kvHead: R32 } {
-  const nKvHeads = k.div('u32', k.reg('u32'), nHeads, group);
-  const block = k.ctaid('x');
-  const fromLast = k.div('u32', k.reg('u32'), block, nKvHeads);
-  const kvHead = k.sub('u32', k.reg('u32'), block, k.mulLo('u32', k.reg('u32'), fromLast, nKvHeads));
-  const tiles = k.div('u32', k.reg('u32'), k.nctaid('x'), nKvHeads);
-  const tile = k.sub('u32', k.reg('u32'), k.sub('u32', k.reg('u32'), tiles, 1), fromLast);
-  return { tile, kvHead };
+export function blockTile(k: KernelBuilder): { tile: R32; kvHead: R32 } {
+  const tile = k.sub('u32', k.reg('u32'), k.sub('u32', k.reg('u32'), k.nctaid('y'), 1), k.ctaid('y'));
+  return { tile, kvHead: k.ctaid('x') };
 }
 
 export function tiledAttentionModule(c: TiledAttentionConfig): PtxModule {
@@ -108,7 +103,7 @@ export function tiledAttentionModule(c: TiledAttentionConfig): PtxModule {
       const position = k.ldParam(p.position);
       const scaleLog2 = k.ldParam(p.scaleLog2);
       const rowDims = { group, nHeads };
-      const { tile, kvHead } = blockTile(k, nHeads, group);
+      const { tile, kvHead } = blockTile(k);
       const row0 = k.mulLo('u32', k.reg('u32'), tile, TILED_ROWS);
       const rows = k.mulLo('u32', k.reg('u32'), tokens, group);
       const lastRow = k.min(
