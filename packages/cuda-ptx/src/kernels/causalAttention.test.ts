@@ -5,13 +5,14 @@ import {
   f32ToF16Bits,
   type HostArray,
   type Tensor,
+  UnsupportedOnBackendError,
 } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
-import { mmaAttentionConfig } from './causalAttention.js';
+import { mmaAttentionConfig, recordCausalAttention } from './causalAttention.js';
 import {
   MMA_ENTRY,
   type MmaAttentionConfig,
@@ -60,6 +61,28 @@ describe('causalAttention kernel choice', () => {
     const q = operand([5, 8, 64], 'f16');
     const kv = operand([2, 64, 64], 'f16');
     expect(mmaAttentionConfig({ computeCapability: [7, 5] }, q, kv, kv, q)).toBeUndefined();
+  });
+
+  it('refuses a chunk whose row tiles exceed the grid, naming the kernel', () => {
+    const launches: unknown[] = [];
+    const encoder = {
+      device: { computeCapability: [9, 0], maxGridDim: [2 ** 31 - 1, 4, 65535] },
+      launch: (l: unknown) => launches.push(l),
+    } as unknown as Parameters<typeof recordCausalAttention>[0];
+    const kv = operand([2, 600, 64], 'bf16');
+    const record = (tokens: number) =>
+      recordCausalAttention(
+        encoder,
+        [operand([tokens, 8, 64], 'bf16'), kv, kv],
+        operand([tokens, 8, 64], 'bf16'),
+        0,
+        0,
+      );
+    // 4 tiles of 64 rows: 64 tokens of 4 heads a kv head fit, 65 do not.
+    record(64);
+    expect(launches).toHaveLength(1);
+    expect(() => record(65)).toThrow(UnsupportedOnBackendError);
+    expect(() => record(65)).toThrow(/causalAttention/);
   });
 
   it('names modules by their configuration', () => {
