@@ -39,8 +39,9 @@ export function lastTokensSubset(
 /**
  * Causal attention of a `tokens`-token prompt from position 0 (the cache
  * holds exactly the prompt), `heads` query heads sharing `kvHeads` kv heads,
- * everything in `dtype`: FLOPs as FlashAttention counts them (4 · dim per
- * score of the causal half).
+ * everything in `dtype`. Its x is FlashAttention's FLOP count (4 · dim a
+ * score of the causal half); rates come from the spec's cost, which adds
+ * the softmax's 3 a score.
  */
 export function flashAttention(
   heads: number,
