@@ -397,6 +397,44 @@ def attention_candidates(torch, device, case, sets):
     return candidates
 
 
+def causal_attention_candidates(torch, device, case, sets):
+    """A prompt's causal attention over its cache: SDPA with the flash backend, as rayo's causalAttention."""
+    F = torch.nn.functional
+    attrs = case.get("attrs", {})
+    n = len(sets)
+    tokens, heads, dim = case["shapes"][0]
+    kv_heads = case["shapes"][1][0]
+    position = int(attrs.get("position", 0))
+    scale = float(attrs.get("scale", 0)) or 1.0 / math.sqrt(dim)
+    rows = position + tokens
+    views = []
+    for q, k, v in sets:
+        # [T, H, D] is [1, T, H, D]: SDPA's [1, H, T, D] as a strided view (nothing copied).
+        q4 = q.view(1, tokens, heads, dim).transpose(1, 2)
+        views.append((q4, k[:, :rows].unsqueeze(0), v[:, :rows].unsqueeze(0)))
+    # is_causal aligns the mask top-left; rayo's queries are the cache's last rows (the same at position 0).
+    if position == 0:
+        causal = {"is_causal": True}
+    else:
+        mask = torch.ones(tokens, rows, dtype=torch.bool, device=device).tril(diagonal=position)
+        causal = {"attn_mask": mask}
+    gqa = {"enable_gqa": True} if kv_heads != heads else {}
+
+    def attention(i):
+        q, k, v = views[i % n]
+        F.scaled_dot_product_attention(q, k, v, scale=scale, **causal, **gqa)
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return [
+        Candidate(
+            "sdpa[flash_attention]",
+            attention,
+            context=lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION]),
+        )
+    ]
+
+
 def rotary(torch, device, attrs, seq, dim, offset, sign):
     """RoPE of [seq, heads, dim] rows at positions offset …, with cos and sin cached as models cache them."""
     half = dim // 2
@@ -462,6 +500,9 @@ def build(torch, device, case):
 
     if kind == "incrementalAttention":
         return attention_candidates(torch, device, case, sets), "device"
+
+    if kind == "causalAttention":
+        return causal_attention_candidates(torch, device, case, sets), "device"
 
     if kind == "copy":
         outs = [torch.empty_like(s[0]) for s in sets]

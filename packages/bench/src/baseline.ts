@@ -16,7 +16,7 @@ export interface BaselineCase {
   readonly family: string;
   /**
    * What to time: a kernel name (`matmul`, `linear`, `softmax`, `rmsNorm`, `layerNorm`,
-   * `rope`, `swiglu`, `gateUpSwiglu`, `rmsNormMatmul`, `kvCacheScatter`, `incrementalAttention`, `adamwStep`,
+   * `rope`, `swiglu`, `gateUpSwiglu`, `rmsNormMatmul`, `kvCacheScatter`, `incrementalAttention`, `causalAttention`, `adamwStep`,
    * `multiTensorAdamw`, `clipByGlobalNorm`, `copy`), or `weightCache` (a product against a cached weight),
    * `elementwiseChain` (a batch), `upload`, `read`.
    */

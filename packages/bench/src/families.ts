@@ -84,6 +84,12 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
     x: 'KV bytes read',
     xBytes: true,
   },
+  'flash-attention': {
+    title:
+      'Causal attention of a prompt over its KV cache (prefill, grouped-query), FLOPs of the causal half',
+    x: 'FLOP per call',
+    caseTicks: true,
+  },
   adamw: { title: 'AdamW step', x: 'parameters' },
   adamwMulti: {
     title: 'AdamW over all of a model’s tensors in one call, clipped by a global norm inside it',

@@ -1,5 +1,6 @@
 import { layerNorm, QUANT_FORMATS, rmsNorm, softmax } from '@rayo/core';
 import type { BenchCase } from './case.js';
+import { flashAttention } from './prefillCases.js';
 import {
   adamw,
   adamwMulti,
@@ -184,6 +185,9 @@ const CASES: BenchCase[] = [
   attention(8, 128, 32768, FULL),
   attention(64, 128, 4096, FULL),
   attention(64, 64, 32768, FULL),
+  flashAttention(8, 2, 64, 256, 'bf16', QUICK),
+  // A Llama-3-8B-shaped layer's prompt: 32 heads of 128 over 8 kv heads.
+  ...[2048, 8192].map((t) => flashAttention(32, 8, 128, t, 'bf16', FULL)),
   adamw(1e5, QUICK),
   ...[1e6, 1e7, 1e8].map((n) => adamw(n, FULL)),
   // The MLP 784-256-10 (4 tensors) and a GPT-like model of 148 tensors.

@@ -8,6 +8,7 @@ import { bytesOf, CACHES, FLOAT } from './vocabulary.js';
 // into which the chunk's own keys and values were written first. One kernel
 // for the first chunk and for later ones; backends tile it the
 // FlashAttention way (online softmax, no [T, S] score matrix in memory).
+// Precision: over half caches a backend may round q and the softmax weights P to the caches' dtype for tensor-core products (f32 accumulation, max and sum).
 
 type CausalAttentionAttrs = { position: number; scale: number };
 

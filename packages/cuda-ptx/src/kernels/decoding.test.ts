@@ -30,11 +30,12 @@ import { ropeScatterKey, ropeScatterModule, scatterKey, scatterModule } from './
 const H100 = { multiprocessors: 132 };
 
 describe('decoding kernels', () => {
-  it('implements kvCacheScatter, incrementalAttention and ropeKvScatter', () => {
+  it('implements kvCacheScatter, incrementalAttention, ropeKvScatter and causalAttention', () => {
     expect(DECODING_KERNELS.map((k) => k.spec.name)).toEqual([
       'kvCacheScatter',
       'incrementalAttention',
       'ropeKvScatter',
+      'causalAttention',
     ]);
   });
 

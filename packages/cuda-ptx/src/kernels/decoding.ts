@@ -1,6 +1,12 @@
 import type { AnyCudaKernel } from '../kernel.js';
+import { causalAttentionKernel } from './causalAttention.js';
 import { attentionKernel } from './incrementalAttention.js';
 import { ropeScatterKernel, scatterKernel } from './kvCache.js';
 
-/** Decode-time kernels: the KV-cache writes and incremental attention over the cache. */
-export const DECODING_KERNELS: readonly AnyCudaKernel[] = [scatterKernel, attentionKernel, ropeScatterKernel];
+/** Decoding kernels: the KV-cache writes, incremental attention over the cache, and a chunk's causal attention (prefill). */
+export const DECODING_KERNELS: readonly AnyCudaKernel[] = [
+  scatterKernel,
+  attentionKernel,
+  ropeScatterKernel,
+  causalAttentionKernel,
+];

@@ -1,0 +1,338 @@
+import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
+import { PtxModule } from '../ptx/module.js';
+import { addr, type F32, type Pred, type R32 } from '../ptx/operands.js';
+import { blockTile, CAUSAL_PARAMS, rowOf } from './causalAttentionTiled.js';
+import type { HalfDType } from './common.js';
+import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey } from './storage.js';
+
+// causalAttention over half caches on tensor cores, FlashAttention-2 shaped
+// (sm_80 mma.sync m16n8k16, f32 accumulators). A block takes 64 query rows —
+// (token, head) pairs of the query heads of one kv head, so that K and V
+// tiles are read once for the whole group — in 4 warps of 16 rows, and walks
+// the cache 64 keys at a time: S = q·Kᵀ from ldmatrix fragments, the online
+// softmax on S's accumulators (each row's 64 scores lie on the 4 lanes of a
+// quad), P rounded to the cache's dtype and fed back as the A fragment of
+// O += P·V (V through ldmatrix.trans). K and V tiles come through cp.async
+// into two buffers: the next step's copies run under this step's products.
+// Tiles past the block's last query are never read; only tiles crossing the
+// diagonal mask.
+
+export const MMA_ROWS = 64;
+export const MMA_KEYS = 64;
+export const MMA_THREADS = 128;
+export const MMA_HEAD_DIMS: readonly number[] = [64, 128];
+export const MMA_ENTRY = 'causal_attention_mma';
+
+export interface MmaAttentionConfig {
+  readonly headDim: number;
+  /** The caches' dtype: q and P are rounded to it for the products. */
+  readonly cache: HalfDType;
+  readonly q: FloatStorage;
+}
+
+export function mmaAttentionKey(c: MmaAttentionConfig): string {
+  return `causalAttention/mma${MMA_ROWS}x${MMA_KEYS}/d${c.headDim}${storageKey([c.q, c.cache])}`;
+}
+
+/** q's tile and two buffers of K and V tiles, each 64 rows of headDim halves. */
+export function mmaSharedBytes(headDim: number): number {
+  return 5 * MMA_ROWS * headDim * 2;
+}
+
+/** Byte offset of 16-byte chunk `chunk` of row `row`: chunks XORed with row & 7, so ldmatrix's 8 rows hit 8 bank groups. */
+function swizzled(k: KernelBuilder, rowBytes: number, row: R32, chunk: R32): R32 {
+  const c = k.xor('b32', k.reg('u32'), chunk, k.and('b32', k.reg('u32'), row, 7));
+  return k.madLo('u32', k.reg('u32'), row, rowBytes, k.shl('b32', k.reg('u32'), c, 4));
+}
+
+export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
+  const hd = c.headDim;
+  const rowBytes = hd * 2;
+  const tileBytes = MMA_ROWS * rowBytes;
+  const chunksPerRow = hd / 8;
+  const chunksPerThread = (MMA_ROWS * chunksPerRow) / MMA_THREADS;
+  const kSteps = hd / 16;
+  const keySteps = MMA_KEYS / 16;
+  const qBytes = STORAGE_BYTES[c.q];
+  const m = new PtxModule({ target: 'sm_80' });
+  const smem = m.dynamicShared('smem', 128);
+  m.entry(
+    MMA_ENTRY,
+    CAUSAL_PARAMS,
+    (k, p) => {
+      const tid = k.tid();
+      const lane = k.and('b32', k.reg('u32'), tid, 31);
+      const warp = k.shr('u32', k.reg('u32'), tid, 5);
+      const tokens = k.ldParam(p.tokens);
+      const nHeads = k.ldParam(p.nHeads);
+      const group = k.ldParam(p.group);
+      const maxSeq = k.ldParam(p.maxSeq);
+      const position = k.ldParam(p.position);
+      const scaleLog2 = k.ldParam(p.scaleLog2);
+      const rowDims = { group, nHeads };
+      const { tile, kvHead } = blockTile(k);
+      const row0 = k.mulLo('u32', k.reg('u32'), tile, MMA_ROWS);
+      const rows = k.mulLo('u32', k.reg('u32'), tokens, group);
+      const lastRow = k.min(
+        'u32',
+        k.reg('u32'),
+        k.add('u32', k.reg('u32'), row0, MMA_ROWS - 1),
+        k.sub('u32', k.reg('u32'), rows, 1),
+      );
+      // Keys 0 … end − 1 serve some row; tiles below `unmasked` serve every row whole.
+      const end = k.add(
+        'u32',
+        k.reg('u32'),
+        k.add('u32', k.reg('u32'), position, k.div('u32', k.reg('u32'), lastRow, group)),
+        1,
+      );
+      const firstLimit = k.add('u32', k.reg('u32'), position, k.div('u32', k.reg('u32'), row0, group));
+      const unmaskedEnd = k.and(
+        'b32',
+        k.reg('u32'),
+        k.add('u32', k.reg('u32'), firstLimit, 1),
+        ~(MMA_KEYS - 1) >>> 0,
+      );
+
+      const base = k.sharedAddress(smem);
+      const qS = base;
+      const kS = k.add('u32', k.reg('u32'), base, tileBytes);
+      const vS = k.add('u32', k.reg('u32'), base, 2 * tileBytes);
+      const zero = k.mov('u32', k.reg('u32'), 0);
+
+      // Chunk i of this thread: row (tid + 128 i) / chunksPerRow, consecutive threads along a row.
+      const chunks = Array.from({ length: chunksPerThread }, (_, i) => {
+        const s = k.add('u32', k.reg('u32'), tid, i * MMA_THREADS);
+        const row = k.shr('u32', k.reg('u32'), s, Math.log2(chunksPerRow));
+        const chunk = k.and('b32', k.reg('u32'), s, chunksPerRow - 1);
+        return { row, chunk, shared: swizzled(k, rowBytes, row, chunk) };
+      });
+
+      // q, rounded to the cache's dtype, into shared memory (zeros past the last row).
+      const q = k.globalPointer(p.q);
+      for (const ch of chunks) {
+        const packed = k.add('u32', k.reg('u32'), row0, ch.row);
+        const { element } = rowOf(k, packed, kvHead, rowDims, hd);
+        const ok = k.setp('lt', 'u32', k.reg('pred'), packed, rows);
+        const at = k.elementAddress(q, k.madLo('u32', k.reg('u32'), ch.chunk, 8, element), qBytes);
+        const values = k.regs('f32', 8);
+        loadAsF32(k, c.q, values, at, { ok });
+        const words = [0, 1, 2, 3].map((w) =>
+          k.cvtPack(c.cache, k.reg('u32'), values[2 * w]!, values[2 * w + 1]!),
+        );
+        k.stShared('b32', k.add('u32', k.reg('u32'), qS, ch.shared), words as unknown as Vec4<R32>);
+      }
+
+      // K and V rows of this thread's chunks, from key 0 on; rows from `end` on are zero-filled, never read.
+      const kvRow = k.mulLo('u32', k.reg('u32'), kvHead, maxSeq);
+      const sources = (param: typeof p.kCache) => {
+        const cache = k.globalPointer(param);
+        return chunks.map((ch) =>
+          k.elementAddress(
+            cache,
+            k.madLo(
+              'u32',
+              k.reg('u32'),
+              k.add('u32', k.reg('u32'), kvRow, ch.row),
+              hd,
+              k.shl('b32', k.reg('u32'), ch.chunk, 3),
+            ),
+            2,
+          ),
+        );
+      };
+      const kSrc = sources(p.kCache);
+      const vSrc = sources(p.vCache);
+      const copyTile = (dst: R32, src: ReturnType<typeof sources>, j0: R32) => {
+        chunks.forEach((ch, i) => {
+          const inside = k.setp('lt', 'u32', k.reg('pred'), k.add('u32', k.reg('u32'), j0, ch.row), end);
+          const at = k.add('u32', k.reg('u32'), dst, ch.shared);
+          k.predicated(inside, () => k.cpAsync('cg', at, src[i]!, 16));
+          k.predicated(inside, () => k.stShared('b32', at, [zero, zero, zero, zero]), { negate: true });
+          k.add('u64', src[i]!, src[i]!, MMA_KEYS * rowBytes);
+        });
+        k.cpAsyncCommitGroup();
+      };
+
+      // ldmatrix addresses. q (A, 16 × 16 per k step): matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
+      const mi = k.shr('u32', k.reg('u32'), lane, 3);
+      const mj = k.and('b32', k.reg('u32'), lane, 7);
+      const lowBit = k.and('b32', k.reg('u32'), mi, 1);
+      const highBit = k.shr('u32', k.reg('u32'), mi, 1);
+      const qRow = k.add(
+        'u32',
+        k.reg('u32'),
+        k.madLo('u32', k.reg('u32'), warp, 16, mj),
+        k.shl('b32', k.reg('u32'), lowBit, 3),
+      );
+      // K (B, 16 keys × 16 k): (keys 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15): b of two n8 products.
+      const kRow = k.madLo('u32', k.reg('u32'), highBit, 8, mj);
+      // V (B through .trans, 16 keys × 16 dims): rows are keys; (k 0-7, n 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
+      const vRow = k.madLo('u32', k.reg('u32'), lowBit, 8, mj);
+      /**
+       * Shared addresses of a B operand's x4 loads, for k step kk of the first
+       * 16 rows: row & 7 (the swizzle) is the same 16 rows down, and chunk
+       * 2kk + 8 is chunk 2kk's swizzled one plus 8, so 4 registers and
+       * immediate offsets (16 rows · rowBytes, 128 bytes) cover the tile.
+       */
+      const fragmentBases = (tileBase: R32, row: R32, chunkHalf: R32) => {
+        const swz = k.xor('b32', k.reg('u32'), chunkHalf, k.and('b32', k.reg('u32'), row, 7));
+        const rowAt = k.madLo('u32', k.reg('u32'), row, rowBytes, tileBase);
+        return Array.from({ length: Math.min(kSteps, 4) }, (_, kk) =>
+          k.madLo('u32', k.reg('u32'), kk === 0 ? swz : k.xor('b32', k.reg('u32'), swz, 2 * kk), 16, rowAt),
+        );
+      };
+      const fragmentAt = (bases: readonly R32[], rowBlock: number, kk: number) =>
+        addr(bases[kk & 3]!, 16 * rowBlock * rowBytes + 128 * (kk >> 2));
+      const qBases = fragmentBases(qS, qRow, highBit);
+      const kBases = fragmentBases(kS, kRow, lowBit);
+      const vBases = fragmentBases(vS, vRow, highBit);
+
+      // The first K and V tiles load while q's fragments are read.
+      copyTile(kS, kSrc, zero);
+      copyTile(vS, vSrc, zero);
+      k.barSync();
+      const qFrag = Array.from({ length: kSteps }, (_, kk) =>
+        k.ldmatrix(4, k.regs('u32', 4), fragmentAt(qBases, 0, kk)),
+      );
+
+      // The lane's two rows: groupID and groupID + 8 of the warp's 16.
+      const groupId = k.shr('u32', k.reg('u32'), lane, 2);
+      const colPair = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 3), 1);
+      const laneRows = [0, 8].map((h) => {
+        const row = k.add('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), warp, 16, groupId), row0);
+        if (h) k.add('u32', row, row, h);
+        const at = rowOf(k, row, kvHead, rowDims, hd);
+        return { row, element: at.element, limit: k.add('u32', k.reg('u32'), position, at.token) };
+      });
+      const mRow = laneRows.map(() => k.mov('f32', k.reg('f32'), Number.NEGATIVE_INFINITY));
+      const lRow = laneRows.map(() => k.mov('f32', k.reg('f32'), 0));
+      const o = Array.from({ length: hd / 8 }, () => k.regs('f32', 4));
+      for (const r of o) for (const x of r) k.mov('f32', x, 0);
+      const s = Array.from({ length: MMA_KEYS / 8 }, () => k.regs('f32', 4));
+
+      // K and V tiles alternate between two buffers: the next step's copies run under this step's products.
+      const bufferBytes = 2 * tileBytes;
+      const buffer = k.mov('u32', k.reg('u32'), 0);
+      const j0 = k.reg('u32');
+      k.forRange(j0, 0, end, MMA_KEYS, () => {
+        // This step's tiles have landed, and every warp is done with the other buffer.
+        k.cpAsyncWaitAll();
+        k.barSync();
+        const other = k.xor('b32', k.reg('u32'), buffer, bufferBytes);
+        const next = k.add('u32', k.reg('u32'), j0, MMA_KEYS);
+        k.ifThen(k.setp('lt', 'u32', k.reg('pred'), next, end), () => {
+          copyTile(k.add('u32', k.reg('u32'), kS, other), kSrc, next);
+          copyTile(k.add('u32', k.reg('u32'), vS, other), vSrc, next);
+        });
+        const kAt = kBases.map((b) => k.add('u32', k.reg('u32'), b, buffer));
+        const vAt = vBases.map((b) => k.add('u32', k.reg('u32'), b, buffer));
+
+        for (const r of s) for (const x of r) k.mov('f32', x, 0);
+        for (let nb = 0; nb < keySteps; nb++) {
+          for (let kk = 0; kk < kSteps; kk++) {
+            const b = k.ldmatrix(4, k.regs('u32', 4), fragmentAt(kAt, nb, kk));
+            const a = qFrag[kk]!;
+            k.mmaSync('m16n8k16', c.cache, s[2 * nb]!, a, [b[0], b[1]] as Vec2<R32>, s[2 * nb]!);
+            k.mmaSync('m16n8k16', c.cache, s[2 * nb + 1]!, a, [b[2], b[3]] as Vec2<R32>, s[2 * nb + 1]!);
+          }
+        }
+
+        // Keys past a row's last become −inf, only in tiles that cross the diagonal.
+        const crosses = k.setp('ge', 'u32', k.reg('pred'), j0, unmaskedEnd);
+        k.ifThen(crosses, () => {
+          const key0 = k.add('u32', k.reg('u32'), j0, colPair);
+          s.forEach((r, j) => {
+            r.forEach((x, e) => {
+              const key = k.add('u32', k.reg('u32'), key0, 8 * j + (e & 1));
+              const valid = k.setp('le', 'u32', k.reg('pred'), key, laneRows[e >> 1]!.limit);
+              k.selp('f32', x, x, Number.NEGATIVE_INFINITY, valid);
+            });
+          });
+        });
+
+        // Online softmax, rows h = 0, 1 (elements 2h, 2h + 1 of every n8 tile).
+        const rescale = laneRows.map((_, h) => {
+          let top: F32 = mRow[h]!;
+          const scaledMax = k.reg('f32');
+          let local: F32 | undefined;
+          for (const r of s) {
+            const pair = k.max('f32', k.reg('f32'), r[2 * h]!, r[2 * h + 1]!);
+            local = local ? k.max('f32', local, local, pair) : pair;
+          }
+          for (const offset of [1, 2])
+            k.max('f32', local!, local!, k.shflSync('bfly', k.reg('f32'), local!, offset));
+          // Scores are scaled inside the exponent: m is kept unscaled.
+          top = k.max('f32', k.reg('f32'), top, local!);
+          k.mul('f32', scaledMax, top, scaleLog2, { rnd: 'rn' });
+          const negMax = k.neg('f32', k.reg('f32'), scaledMax);
+          const factor = k.ex2(k.reg('f32'), k.fma('f32', k.reg('f32'), mRow[h]!, scaleLog2, negMax), {
+            ftz: true,
+          });
+          k.mov('f32', mRow[h]!, top);
+          k.mul('f32', lRow[h]!, lRow[h]!, factor, { rnd: 'rn' });
+          for (const r of s) {
+            for (const e of [2 * h, 2 * h + 1]) {
+              k.ex2(r[e]!, k.fma('f32', k.reg('f32'), r[e]!, scaleLog2, negMax), { ftz: true });
+              k.add('f32', lRow[h]!, lRow[h]!, r[e]!, { rnd: 'rn' });
+            }
+          }
+          return factor;
+        });
+        for (const r of o) {
+          for (let e = 0; e < 4; e++) k.mul('f32', r[e]!, r[e]!, rescale[e >> 1]!, { rnd: 'rn' });
+        }
+        // P as A fragments: the accumulators of n8 tiles 2kk and 2kk + 1 are exactly A's layout for keys 16kk … 16kk + 15.
+        const pFrag = Array.from(
+          { length: keySteps },
+          (_, kk) =>
+            [0, 1, 2, 3].map((w) => {
+              const r = s[2 * kk + (w >> 1)]!;
+              const e = 2 * (w & 1);
+              return k.cvtPack(c.cache, k.reg('u32'), r[e]!, r[e + 1]!);
+            }) as unknown as Vec4<R32>,
+        );
+
+        for (let kb = 0; kb < keySteps; kb++) {
+          for (let dn = 0; dn < kSteps; dn++) {
+            const b = k.ldmatrix(4, k.regs('u32', 4), fragmentAt(vAt, kb, dn), { trans: true });
+            k.mmaSync('m16n8k16', c.cache, o[2 * dn]!, pFrag[kb]!, [b[0], b[1]] as Vec2<R32>, o[2 * dn]!);
+            k.mmaSync(
+              'm16n8k16',
+              c.cache,
+              o[2 * dn + 1]!,
+              pFrag[kb]!,
+              [b[2], b[3]] as Vec2<R32>,
+              o[2 * dn + 1]!,
+            );
+          }
+        }
+        k.mov('u32', buffer, other);
+      });
+      k.cpAsyncWaitAll();
+
+      // out = O / l, two elements per store.
+      const out = k.globalPointer(p.out);
+      laneRows.forEach((lr, h) => {
+        const l = lRow[h]!;
+        for (const offset of [1, 2])
+          k.add('f32', l, l, k.shflSync('bfly', k.reg('f32'), l, offset), { rnd: 'rn' });
+        const inv = k.rcp(k.reg('f32'), l, 'rn');
+        const ok: Pred = k.setp('lt', 'u32', k.reg('pred'), lr.row, rows);
+        const at = k.elementAddress(out, k.add('u32', k.reg('u32'), lr.element, colPair), qBytes);
+        o.forEach((r, j) => {
+          const pair = [r[2 * h]!, r[2 * h + 1]!].map((x) =>
+            k.mul('f32', k.reg('f32'), x, inv, { rnd: 'rn' }),
+          );
+          k.predicated(ok, () => {
+            if (c.q === 'f32') k.stGlobal('f32', addr(at, 32 * j), pair as unknown as Vec2<F32>);
+            else k.stGlobal('b32', addr(at, 16 * j), k.cvtPack(c.q, k.reg('u32'), pair[0]!, pair[1]!));
+          });
+        });
+      });
+    },
+    { maxThreadsPerBlock: MMA_THREADS },
+  );
+  return m;
+}
