@@ -7,6 +7,7 @@ import {
   Tensor,
   type WeightCache,
 } from '../backend.js';
+import { type AllocatorStats, uncachedStats } from '../allocator/allocatorStats.js';
 import type { CallRecorder, RecordedKernelCall } from '../batchCalls.js';
 import { bytesPerElement, type DType, type HostArray } from '../dtype.js';
 import { RayoError } from '../errors.js';
@@ -115,6 +116,13 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   }
   /** Frees what the backend holds; runs once, from the first `dispose()`. */
   protected releaseDevice(): void {}
+  /** The caching allocator's figures; by default nothing is cached: reserved is what tensors hold. */
+  protected allocatorStats(): AllocatorStats {
+    const s = this.#stats.snapshot();
+    return uncachedStats(s.liveBytes, s.peakBytes, s.allocations);
+  }
+  /** Gives cached device memory back (`emptyCache`); nothing to do without a cache. */
+  protected releaseCache(): void {}
 
   // ---- lifecycle ----
 
@@ -140,7 +148,11 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   }
 
   memory(): MemoryStats {
-    return this.#stats.snapshot();
+    return { ...this.allocatorStats(), ...this.#stats.snapshot() };
+  }
+
+  emptyCache(): void {
+    if (!this.#disposed) this.releaseCache();
   }
 
   /** A tensor of new, counted memory; the skeleton frees it when the tensor is disposed. */
