@@ -1,3 +1,12 @@
+export { type AllocatorStats, uncachedStats } from './allocator/allocatorStats.js';
+export { type MemoryCacheOptions, resolveMaxCachedBytes } from './allocator/cacheOptions.js';
+export {
+  CachingAllocator,
+  type CachingAllocatorOptions,
+  type DeviceBlock,
+  type DeviceSegments,
+} from './allocator/cachingAllocator.js';
+export { ScratchArena, type ScratchSource } from './allocator/scratchArena.js';
 export {
   type Backend,
   type BackendInfo,
@@ -77,15 +86,6 @@ export {
 export type { AttrsOf, SpecCall } from './kernels/specCall.js';
 export { FLOAT, type NoAttrs, pow2AtLeast } from './kernels/vocabulary.js';
 export { checkInputsWritten, checkWritten, PendingWrites } from './pendingWrites.js';
-export { type AllocatorStats, uncachedStats } from './allocator/allocatorStats.js';
-export { type MemoryCacheOptions, resolveMaxCachedBytes } from './allocator/cacheOptions.js';
-export {
-  type CachingAllocatorOptions,
-  CachingAllocator,
-  type DeviceBlock,
-  type DeviceSegments,
-} from './allocator/cachingAllocator.js';
-export { ScratchArena, type ScratchSource } from './allocator/scratchArena.js';
 export { poolBucketBytes, SizeBuckets } from './poolBuckets.js';
 export * from './quant/index.js';
 export {

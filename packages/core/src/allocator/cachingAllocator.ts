@@ -239,7 +239,8 @@ export class CachingAllocator<H> {
           return { handle: this.device.allocate(bytes, api), bytes };
         } catch (error) {
           if (!(error instanceof OutOfMemoryError)) throw error;
-          refused ??= error;
+          // The last refusal is of the smallest size: the one worth reporting.
+          refused = error;
         }
       }
       return refused!;
@@ -262,14 +263,18 @@ export class CachingAllocator<H> {
 
   #outOfMemory(cause: OutOfMemoryError, size: number, api: string): OutOfMemoryError {
     const s = this.#counters.snapshot();
+    const operation = cause.operation ?? api;
+    const expected = cause.expected ?? `${size} bytes free on the device`;
+    const actual = cause.actual ?? 'out of memory';
+    // The refusal's own words, without the prefix and tail the new error adds again.
+    let text = cause.message;
+    if (cause.operation && text.startsWith(`${cause.operation}: `)) text = text.slice(cause.operation.length + 2);
+    const tail = ` (expected ${cause.expected ?? '?'}, got ${cause.actual ?? '?'})`;
+    if ((cause.expected !== undefined || cause.actual !== undefined) && text.endsWith(tail))
+      text = text.slice(0, -tail.length);
     return new OutOfMemoryError(
-      `${cause.message}; ${s.allocatedBytes} bytes allocated and ${s.reservedBytes} reserved by this backend after releasing its cache and trying again`,
-      {
-        operation: cause.operation ?? api,
-        expected: cause.expected ?? `${size} bytes free on the device`,
-        actual: cause.actual ?? 'out of memory',
-        cause,
-      },
+      `${text}; ${s.allocatedBytes} bytes allocated and ${s.reservedBytes} reserved by this backend after releasing its cache and trying again`,
+      { operation, expected, actual, cause },
     );
   }
 
