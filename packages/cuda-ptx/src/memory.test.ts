@@ -37,7 +37,11 @@ describe('CudaBackend: caching allocator', () => {
       reservedBytes: 2 * MIB,
     });
     for (const t of small) t.dispose();
-    expect(backend.memory()).toMatchObject({ allocatedBytes: 0, reservedBytes: 2 * MIB, peakAllocatedBytes: 2048 });
+    expect(backend.memory()).toMatchObject({
+      allocatedBytes: 0,
+      reservedBytes: 2 * MIB,
+      peakAllocatedBytes: 2048,
+    });
     backend.emptyCache();
     expect(fake.liveAllocations).toBe(0);
     expect(backend.memory()).toMatchObject({ reservedBytes: 0, peakReservedBytes: 2 * MIB });
@@ -51,7 +55,11 @@ describe('CudaBackend: caching allocator', () => {
     backend.zeros([(5 * MIB) / 4]).dispose();
     // 5 MiB idle in the cache + 6 MiB do not fit in 8 MiB: released, then granted.
     using big = backend.zeros([(6 * MIB) / 4]);
-    expect(backend.memory()).toMatchObject({ allocationRetries: 1, outOfMemoryErrors: 0, reservedBytes: 6 * MIB });
+    expect(backend.memory()).toMatchObject({
+      allocationRetries: 1,
+      outOfMemoryErrors: 0,
+      reservedBytes: 6 * MIB,
+    });
     // An injected refusal of every attempt (segment and block, before and after the release).
     fake.fail('cuMemAlloc_v2', 2, 4);
     const e = caught(() => backend.empty([1000])) as OutOfMemoryError;

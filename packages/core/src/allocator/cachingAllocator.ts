@@ -268,7 +268,8 @@ export class CachingAllocator<H> {
     const actual = cause.actual ?? 'out of memory';
     // The refusal's own words, without the prefix and tail the new error adds again.
     let text = cause.message;
-    if (cause.operation && text.startsWith(`${cause.operation}: `)) text = text.slice(cause.operation.length + 2);
+    if (cause.operation && text.startsWith(`${cause.operation}: `))
+      text = text.slice(cause.operation.length + 2);
     const tail = ` (expected ${cause.expected ?? '?'}, got ${cause.actual ?? '?'})`;
     if ((cause.expected !== undefined || cause.actual !== undefined) && text.endsWith(tail))
       text = text.slice(0, -tail.length);
