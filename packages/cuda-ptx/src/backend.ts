@@ -123,7 +123,7 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     return out;
   }
 
-  // Allocations are whole 256-byte buckets, so rounding up to words stays inside.
+  // Blocks are whole multiples of 512 bytes, so rounding up to words stays inside.
   protected clearStorage(tensor: Tensor, storage: DeviceStorage<DeviceBuffer>): void {
     const words = Math.ceil(tensor.byteLength / 4);
     if (words > 0) this.driver.memsetD32Async(storage.buffer.ptr, 0, words, this.stream);
