@@ -2,7 +2,7 @@
 // Bundles rayo's programs into self-contained ESM files for a host that has
 // Node but no node_modules (see shared/device/README.md): bench.mjs (the
 // benchmark CLI), conformance.mjs (the conformance runner), faults.mjs (the
-// fault suite), train-bench.mjs (training parity and throughput),
+// fault suite), soak.mjs (the leak checks), train-bench.mjs (training parity and throughput),
 // decode-bench.mjs (Llama decoding against PyTorch), names.mjs (the
 // first-names example), dp-bench.mjs (data-parallel training over NCCL on 1
 // and N GPUs, against PyTorch DDP), launch.mjs (one process per GPU for
@@ -62,10 +62,11 @@ const GEMM_SWEEP = './packages/cuda-tools/src/gemmSweep.ts';
 const GGUF_CHECK = './packages/workloads/src/decode/ggufCheckCli.ts';
 const TOKENIZER_PARITY = './packages/workloads/src/text/tokenizerParityCli.ts';
 const FAMILY_PARITY = './packages/workloads/src/families/familyParityCli.ts';
+const SOAK = './packages/workloads/src/soak/soakCli.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
-Writes bench.mjs, conformance.mjs, faults.mjs, train-bench.mjs,
+Writes bench.mjs, conformance.mjs, faults.mjs, soak.mjs, train-bench.mjs,
 decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs,
 family-parity.mjs, tokenizer-parity.mjs (with its vocabularies in tokenizers/),
 torch_baseline.py, torch_train_baseline.py, torch_decode_baseline.py,
@@ -134,6 +135,12 @@ function sources(providers, faultSuites) {
     'rayo-bundle:train-bench': [
       "import 'rayo-bundle:register';",
       `import { main } from '${TRAIN_BENCH}';`,
+      'process.exitCode = await main(process.argv.slice(2));',
+    ].join('\n'),
+    // Leak checks: eager and replayed soaks, and model load/dispose cycles.
+    'rayo-bundle:soak': [
+      "import 'rayo-bundle:register';",
+      `import { main } from '${SOAK}';`,
       'process.exitCode = await main(process.argv.slice(2));',
     ].join('\n'),
     'rayo-bundle:train-profile': [
@@ -231,6 +238,7 @@ async function main() {
     'bench',
     'conformance',
     'faults',
+    'soak',
     'train-bench',
     'train-profile',
     'decode-bench',

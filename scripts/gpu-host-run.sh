@@ -14,7 +14,7 @@
 # each step, so that one hung step cannot take the others' time; PEAK_TFLOPS
 # (default 67, an H100 SXM's fp32 datasheet peak) is the FLOP limit of the
 # benchmark's FLOP-bound cases; SOAK (default 1000000) is the number of
-# kernels of the fault suite's soak; DECODE_CONFIGS (default
+# kernels of the fault suite's soak and the calls of soak.mjs's leak checks; DECODE_CONFIGS (default
 # "llama-d2048-hd64") the decode benchmark's models, DECODE_WEIGHTS where
 # their checkpoints are written; NAMES_BACKEND (default cuda) where the names
 # example trains; SKIP a space-separated list of step names to leave out
@@ -59,6 +59,13 @@ if [ -f "$app/faults.mjs" ]; then
   done
 fi
 
+if [ -f "$app/soak.mjs" ]; then
+  # Leak checks: SOAK eager calls and batch replays, 100 model load/dispose cycles.
+  for b in ${backends//,/ }; do
+    step "soak-$b" node --expose-gc "$app/soak.mjs" --backend "$b" --calls "$soak" --cycles 100
+  done
+fi
+
 bench_args=(--backend "$backends" --baseline torch --peak-tflops "$peak_tflops" --out "$out/bench")
 [ -n "$filter" ] && bench_args+=(--filter "$filter")
 step bench node "$app/bench.mjs" "${bench_args[@]}"
@@ -85,5 +92,8 @@ for f in "$out"/conformance-*.log; do
 done
 for f in "$out"/faults-*.log; do
   [ -f "$f" ] && echo "$(basename "$f" .log): $(grep -E 'survived, [0-9]+ not survived' "$f" | tail -1)"
+done
+for f in "$out"/soak-*.log; do
+  [ -f "$f" ] && echo "$(basename "$f" .log): $(grep -E '^soak: ' "$f" | tail -1)"
 done
 cat "$summary"

@@ -1,3 +1,4 @@
+import type { AllocatorStats } from './allocator/allocatorStats.js';
 import { bytesPerElement, type DType, type HostArray } from './dtype.js';
 import { DisposedTensorError } from './errors.js';
 import type { AttrValues, KernelSpec } from './kernel.js';
@@ -27,7 +28,14 @@ export interface BackendInfo {
   readonly features: readonly string[];
 }
 
-export interface MemoryStats {
+/**
+ * What `Backend.memory()` reports: tensors and their bytes as asked for, and
+ * the device memory behind them as the backend's caching allocator sees it
+ * (`allocatedBytes` in use, including scratch; `reservedBytes` held from the
+ * device, in use or cached; their peaks; retries after releasing the cache
+ * and out-of-memory errors).
+ */
+export interface MemoryStats extends AllocatorStats {
   readonly liveTensors: number;
   readonly liveBytes: number;
   readonly peakBytes: number;
@@ -142,6 +150,11 @@ export interface Backend extends KernelRunner {
   /** Resolves when all submitted work has finished. */
   sync(): Promise<void>;
   memory(): MemoryStats;
+  /**
+   * Gives the device memory the backend keeps cached for reuse (idle blocks
+   * of its caching allocator) back to the device; memory in use stays.
+   */
+  emptyCache(): void;
   createWeightCache(): WeightCache;
   /**
    * Device time, in milliseconds, of the kernels `work` records into the given

@@ -1,3 +1,12 @@
+export { type AllocatorStats, uncachedStats } from './allocator/allocatorStats.js';
+export { type MemoryCacheOptions, resolveMaxCachedBytes } from './allocator/cacheOptions.js';
+export {
+  CachingAllocator,
+  type CachingAllocatorOptions,
+  type DeviceBlock,
+  type DeviceSegments,
+} from './allocator/cachingAllocator.js';
+export { ScratchArena, type ScratchSource } from './allocator/scratchArena.js';
 export {
   type Backend,
   type BackendInfo,

@@ -1,4 +1,5 @@
 import {
+  type AllocatorStats,
   type AttrValues,
   allocHost,
   type BackendInfo,
@@ -10,11 +11,9 @@ import {
   type DType,
   type HostArray,
   hostDataFor,
-  InvalidArgumentError,
   type KernelRunner,
   type KernelSpec,
   KernelTable,
-  OutOfMemoryError,
   type PreparedCall,
   type Shape,
   sizeOf,
@@ -22,6 +21,7 @@ import {
 } from '@rayo/core';
 import { CudaCommandBatch, type RecordedCall } from './batch.js';
 import { EventTimer } from './deviceTime.js';
+import { cudaBackendInfo } from './driver/device.js';
 import {
   CudaDriver,
   type CudaDriverOptions,
@@ -29,13 +29,13 @@ import {
   type DriverCounts,
 } from './driver/driver.js';
 import { libCuda } from './driver/libcuda.js';
-import type { DeviceBuffer } from './driver/pool.js';
+import { checkDevicePointer, type DeviceBuffer } from './driver/pool.js';
 import { CommandRecorder } from './encoder.js';
 import type { AnyCudaKernel, Operand } from './kernel.js';
 import { CUDA_KERNELS } from './kernels/index.js';
 import { type CudaTuning, type CudaTuningOptions, resolveCudaTuning } from './tuning.js';
 
-/** The device to open and the tuning switches (see CudaTuningOptions). */
+/** The device to open, the cap on cached memory (`maxCachedBytes`) and the tuning switches (see CudaTuningOptions). */
 export interface CudaBackendOptions extends CudaDriverOptions, CudaTuningOptions {}
 
 /**
@@ -73,15 +73,7 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     this.driver = driver;
     this.stream = driver.createStream();
     this.#timer = new EventTimer(driver, this.stream);
-    const d = driver.device;
-    this.info = {
-      name: 'cuda',
-      device: `${d.name} (${d.arch}, ${d.multiprocessors} SMs)`,
-      kind: 'gpu',
-      // Kernels refuse operands beyond MAX_ELEMENTS themselves, naming the argument.
-      limits: { maxBufferBytes: d.totalMemory },
-      features: [d.arch, 'cuda-graphs', 'events'],
-    };
+    this.info = cudaBackendInfo(driver.device);
   }
 
   /** Module cache and allocation counts of the driver: flat once a workload is warm. */
@@ -95,22 +87,17 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     this.driver.live(api);
   }
 
-  protected allocateBuffer(api: string, byteLength: number, shape: Shape, dtype: DType): DeviceBuffer {
-    try {
-      return this.driver.alloc(byteLength);
-    } catch (error) {
-      if (!(error instanceof OutOfMemoryError)) throw error;
-      // Name the call and the tensor, not only the driver call.
-      throw new OutOfMemoryError(
-        `the device could not allocate ${dtype}[${shape.join(', ')}]: ${error.message}`,
-        {
-          operation: api,
-          expected: `${byteLength} bytes free on the device`,
-          actual: 'out of memory',
-          cause: error,
-        },
-      );
-    }
+  protected allocateBuffer(_api: string, byteLength: number): DeviceBuffer {
+    return this.driver.alloc(byteLength);
+  }
+
+  protected override allocatorStats(): AllocatorStats {
+    return this.driver.allocatorStats();
+  }
+
+  // Idle segments are freed after the device finished the work that used them.
+  protected override releaseCache(): void {
+    this.driver.trim();
   }
 
   protected freeBuffer(storage: DeviceStorage<DeviceBuffer>): void {
@@ -136,7 +123,7 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     return out;
   }
 
-  // Allocations are whole 256-byte buckets, so rounding up to words stays inside.
+  // Blocks are whole multiples of 512 bytes, so rounding up to words stays inside.
   protected clearStorage(tensor: Tensor, storage: DeviceStorage<DeviceBuffer>): void {
     const words = Math.ceil(tensor.byteLength / 4);
     if (words > 0) this.driver.memsetD32Async(storage.buffer.ptr, 0, words, this.stream);
@@ -162,14 +149,7 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
   importPointer(ptr: bigint, shape: Shape, dtype: DType = 'f32'): Tensor {
     this.checkAlive('importPointer');
     checkShapeAndDType('importPointer', shape, dtype);
-    if (typeof ptr !== 'bigint' || ptr <= 0n) {
-      throw new InvalidArgumentError('a device address is expected', {
-        operation: 'importPointer',
-        argument: 'ptr',
-        expected: 'a non-zero bigint device address',
-        actual: String(ptr),
-      });
-    }
+    checkDevicePointer('importPointer', ptr);
     return this.borrowed({ ptr, bytes: sizeOf(shape) * bytesPerElement(dtype) }, shape, dtype);
   }
 
@@ -186,7 +166,7 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     inputs: readonly (Tensor | undefined)[],
   ): RecordedCall {
     const { implementation: kernel, outputs, fresh, attrs, io } = call;
-    const recorder = new CommandRecorder(this.driver, this.tuning);
+    const recorder = new CommandRecorder(this.driver, this.tuning, this.recordingArena);
     try {
       kernel.launch(recorder, {
         inputs: inputs.map((t) => (t ? this.operand(t) : undefined)),

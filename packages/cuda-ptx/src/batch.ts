@@ -1,5 +1,5 @@
-import { type CallRecorder, type KernelIO, RecordingBatch, type Tensor } from '@rayo/core';
-import type { DeviceCommand } from './driver/driver.js';
+import { type CallRecorder, type KernelIO, RecordingBatch, ScratchArena, type Tensor } from '@rayo/core';
+import type { CudaDriver, DeviceCommand } from './driver/driver.js';
 import type { DeviceBuffer } from './driver/pool.js';
 
 /** One validated kernel call, recorded as device commands. */
@@ -21,20 +21,24 @@ export interface GraphCommands extends CallRecorder<RecordedCall> {
   destroyGraph(exec: bigint): void;
   /** Returns scratch memory to the pool (stream-ordered reuse). */
   releaseScratch(buffers: readonly DeviceBuffer[]): void;
+  /** The driver whose allocator the batch's scratch arena draws on. */
+  readonly driver: CudaDriver;
+  /** Runs `record` with its kernels' scratch taken from `arena`. */
+  recordWithScratch<T>(arena: ScratchArena<DeviceBuffer>, record: () => T): T;
   sync(): Promise<void>;
 }
 
 /** What a batch holds on the device, shared with its finalizer (which must not see the batch). */
 interface BatchResources {
   exec: bigint | undefined;
-  readonly scratch: DeviceBuffer[];
+  readonly arena: ScratchArena<DeviceBuffer>;
 }
 
 function releaseBatch(graphs: GraphCommands, resources: BatchResources): void {
   const exec = resources.exec;
   resources.exec = undefined;
   if (exec !== undefined) graphs.destroyGraph(exec);
-  graphs.releaseScratch(resources.scratch.splice(0));
+  resources.arena.clear();
 }
 
 // Batches that are dropped without dispose() give their graph and scratch
@@ -57,17 +61,28 @@ const batches = new FinalizationRegistry<{ graphs: GraphCommands; resources: Bat
  */
 export class CudaCommandBatch extends RecordingBatch<RecordedCall> {
   readonly #commands: DeviceCommand[] = [];
-  readonly #resources: BatchResources = { exec: undefined, scratch: [] };
+  readonly #resources: BatchResources;
 
+  // The calls' scratch comes from one arena, reused by each call in turn
+  // (the graph runs them in order) and kept for replays until dispose.
   constructor(private readonly graphs: GraphCommands) {
-    super(graphs);
+    const arena = new ScratchArena<DeviceBuffer>({
+      acquire: (bytes) => graphs.driver.alloc(bytes),
+      release: (b) => graphs.releaseScratch([b]),
+      bytesOf: (b) => b.bytes,
+    });
+    super({ record: (...args) => graphs.recordWithScratch(arena, () => graphs.record(...args)) });
+    this.#resources = { exec: undefined, arena };
     batches.register(this, { graphs, resources: this.#resources }, this);
+  }
+
+  /** Bytes of scratch memory the batch holds for its calls. */
+  get scratchBytes(): number {
+    return this.#resources.arena.bytes;
   }
 
   protected keep(call: RecordedCall): void {
     this.#commands.push(...call.commands);
-    // Graph replays reuse the scratch memory, so the batch keeps it.
-    this.#resources.scratch.push(...call.scratch);
     const stale = this.#resources.exec;
     this.#resources.exec = undefined;
     if (stale !== undefined) this.graphs.destroyGraph(stale);

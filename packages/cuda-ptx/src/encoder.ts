@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '@rayo/core';
+import { InvalidArgumentError, type ScratchArena } from '@rayo/core';
 import type { CudaDriver, DeviceCommand, DeviceProperties, Dim3Tuple } from './driver/driver.js';
 import { checkParamValue, type ParamValue } from './driver/params.js';
 import type { DeviceBuffer } from './driver/pool.js';
@@ -28,12 +28,14 @@ function describe(value: unknown): string {
  */
 export class CommandRecorder implements KernelEncoder {
   readonly commands: DeviceCommand[] = [];
-  /** Scratch allocations made by the recorded kernels; the owner releases them. */
+  /** Scratch allocations made by the recorded kernels outside an arena; the owner releases them. */
   readonly scratchBuffers: DeviceBuffer[] = [];
 
+  /** With `arena` (a batch's), scratch comes from it and stays the arena's. */
   constructor(
     private readonly driver: CudaDriver,
     readonly tuning: CudaTuning = DEFAULT_CUDA_TUNING,
+    private readonly arena?: ScratchArena<DeviceBuffer>,
   ) {}
 
   get device(): DeviceProperties {
@@ -117,6 +119,7 @@ export class CommandRecorder implements KernelEncoder {
 
   scratch(bytes: number): bigint {
     this.#count('scratch', 'bytes', bytes);
+    if (this.arena) return this.arena.take(bytes).ptr;
     const buffer = this.driver.alloc(bytes);
     this.scratchBuffers.push(buffer);
     return buffer.ptr;

@@ -8,6 +8,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   path: true,
   device: true,
   lib: true,
+  maxCachedBytes: true,
   qgemvVariant: true,
   qgemvSlices: true,
 };

@@ -1,4 +1,5 @@
 import {
+  type AllocatorStats,
   type AnyKernelSpec,
   type AttrValues,
   type BackendInfo,
@@ -18,9 +19,9 @@ import {
   sizeOf,
   type Tensor,
 } from '@rayo/core';
-import { WgpuCommandBatch, type WgpuRecordedCall } from './batch.js';
+import { batchOnQueue, type WgpuRecordedCall } from './batch.js';
 import type { BufferPool } from './buffers.js';
-import { describeAdapter, requestWgpuDevice, type WgpuDevice } from './device.js';
+import { requestWgpuDevice, type WgpuDevice, wgpuBackendInfo } from './device.js';
 import { DeviceTimer } from './deviceTime.js';
 import type { AnyWgpuKernel, Operand } from './kernel.js';
 import { WGPU_KERNELS } from './kernels/index.js';
@@ -74,23 +75,14 @@ export class WgpuBackend extends BackendSkeleton<GPUBuffer, AnyWgpuKernel, WgpuR
     this.device = gpu.device;
     this.#ownsDevice = ownsDevice;
     this.tuning = options.tuning;
-    const limits = this.device.limits;
-    this.maxBindingBytes = Math.min(
-      options.maxBindingBytes ?? Number.POSITIVE_INFINITY,
-      limits.maxStorageBufferBindingSize,
-    );
+    const deviceMax = this.device.limits.maxStorageBufferBindingSize;
+    this.maxBindingBytes = Math.min(options.maxBindingBytes ?? deviceMax, deviceMax);
     this.#queue = new WgpuQueue(gpu, { ...options, maxBindingBytes: this.maxBindingBytes }, (api) =>
       this.checkAlive(api),
     );
     this.pipelines = this.#queue.pipelines;
     this.#timer = new DeviceTimer(this.#queue);
-    this.info = {
-      name: 'wgpu',
-      device: describeAdapter(gpu.adapterInfo),
-      kind: 'gpu',
-      limits: { maxBufferBytes: limits.maxBufferSize },
-      features: [...gpu.features].sort(),
-    };
+    this.info = wgpuBackendInfo(gpu);
   }
 
   /** Command buffers submitted so far by eager calls and batches (a batch submits several: `batchFirstPart`). */
@@ -103,11 +95,7 @@ export class WgpuBackend extends BackendSkeleton<GPUBuffer, AnyWgpuKernel, WgpuR
     return this.#queue.objectCounts();
   }
 
-  /**
-   * Bytes of GPU buffers held now (tensors, pools, staging) and the budget
-   * they are held to; `recovery` says how memory was got back after the
-   * device refused an allocation.
-   */
+  /** Bytes of GPU buffers held (tensors, caches, staging), the budget, and how refusals were recovered. */
   deviceMemory(): MemoryUsage {
     return this.#queue.memory.usage();
   }
@@ -124,18 +112,24 @@ export class WgpuBackend extends BackendSkeleton<GPUBuffer, AnyWgpuKernel, WgpuR
   }
 
   protected allocateBuffer(api: string, byteLength: number): GPUBuffer {
-    return this.#queue.tensors.acquire(byteLength, api);
+    return this.#queue.buffers.acquire(byteLength, api);
   }
 
   // Nothing is in it yet: if the device refuses it, it can be created again.
   protected override allocated(storage: DeviceStorage<GPUBuffer>): void {
-    this.#queue.memory.retriable(storage.buffer, (replacement) => {
-      storage.buffer = replacement;
-    });
+    this.#queue.buffers.retriable(storage);
   }
 
   protected freeBuffer(storage: DeviceStorage<GPUBuffer>): void {
-    this.#queue.tensors.release(storage.buffer);
+    this.#queue.buffers.release(storage.buffer);
+  }
+
+  protected override allocatorStats(): AllocatorStats {
+    return this.#queue.buffers.stats();
+  }
+
+  protected override releaseCache(): void {
+    this.#queue.emptyCache();
   }
 
   // Kernels are submitted when they are run or a batch is submitted, and
@@ -214,14 +208,7 @@ export class WgpuBackend extends BackendSkeleton<GPUBuffer, AnyWgpuKernel, WgpuR
   }
 
   protected override createBatch(): CommandBatch {
-    const queue = this.#queue;
-    return new WgpuCommandBatch({
-      record: (spec, inputs, attrs, options) => this.record(spec, inputs, attrs, options),
-      encode: (encodeAll) => queue.record(encodeAll),
-      submit: (recording) => queue.submit(recording, true),
-      scoped: (call, work) => queue.callErrors.scoped(call, work),
-      settle: (api) => queue.settle(api),
-    });
+    return batchOnQueue(this, this.#queue);
   }
 
   /**

@@ -7,6 +7,7 @@ import {
 } from '@rayo/core';
 import type { CommandRecorder, Recording } from './encoder.js';
 import type { AnyWgpuKernel } from './kernel.js';
+import type { WgpuQueue } from './queue.js';
 
 /** A validated kernel call, with the work that encodes it. */
 export type WgpuRecordedCall<A extends AttrValues = AttrValues> = PreparedCall<AnyWgpuKernel, A> & {
@@ -84,7 +85,10 @@ export class WgpuCommandBatch extends RecordingBatch<WgpuRecordedCall> {
   #reclaimOrRecord(): Recording {
     if (this.#recording?.reclaim()) return this.#recording;
     this.#recording = this.commands.encode((recorder) => {
-      for (const encode of this.#work) encode(recorder);
+      for (const encode of this.#work) {
+        recorder.beginCall();
+        encode(recorder);
+      }
     });
     return this.#recording;
   }
@@ -96,4 +100,15 @@ export class WgpuCommandBatch extends RecordingBatch<WgpuRecordedCall> {
     this.calls.clear();
     this.#recording = undefined;
   }
+}
+
+/** A batch of `recorder`'s calls, encoded and submitted on `queue`. */
+export function batchOnQueue(recorder: CallRecorder<WgpuRecordedCall>, queue: WgpuQueue): WgpuCommandBatch {
+  return new WgpuCommandBatch({
+    record: (spec, inputs, attrs, options) => recorder.record(spec, inputs, attrs, options),
+    encode: (encodeAll) => queue.record(encodeAll),
+    submit: (recording) => queue.submit(recording, true),
+    scoped: (call, work) => queue.callErrors.scoped(call, work),
+    settle: (api) => queue.settle(api),
+  });
 }

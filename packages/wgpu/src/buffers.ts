@@ -8,12 +8,12 @@ export function usageFlags(...names: GPUBufferUsageName[]): number {
   return names.reduce((flags, n) => flags | (GPUBufferUsage[n] as number), 0);
 }
 
-/** The usage of tensors' and scratch buffers. */
+/** The usage of tensors' and scratch buffers (see DeviceBuffers). */
 export const STORAGE_USAGE = (): number => usageFlags('STORAGE', 'COPY_SRC', 'COPY_DST');
 
 /**
- * Reuses buffers of one usage by size bucket, so steady-state work allocates
- * nothing. `created` counts real allocations.
+ * Reuses buffers of one usage by size bucket (the staging buffers of reads),
+ * so steady-state work allocates nothing. `created` counts real allocations.
  */
 export class BufferPool {
   readonly #free = new SizeBuckets<GPUBuffer>();
@@ -63,18 +63,8 @@ export class BufferPool {
     this.#free.put(buffer, buffer.size);
   }
 
-  /** Takes these buffers back out of the pool, all or none: false if one is in use. */
-  reclaim(buffers: readonly GPUBuffer[]): boolean {
-    if (!buffers.every((b) => this.#free.has(b, b.size))) return false;
-    for (const b of buffers) this.#free.remove(b, b.size);
-    return true;
-  }
-
   /** Destroys every pooled buffer. */
   trim(): void {
     for (const b of this.#free.drain()) this.memory.destroy(b);
   }
 }
-
-/** Temporary buffers for multi-pass kernels; the same pool type, another usage. */
-export type ScratchPool = BufferPool;

@@ -1,6 +1,7 @@
-import { BackendUnavailableError, DeviceLostError } from '@rayo/core';
+import { type BackendInfo, BackendUnavailableError, DeviceLostError } from '@rayo/core';
 import { dawnGpu } from '#dawn';
 import type { DawnOptions } from './dawn.js';
+import { lossRace } from './lossRace.js';
 import type { GPU, GPUAdapterInfo, GPUDevice, GPUError, GPUPowerPreference } from './webgpuTypes.js';
 
 export interface WgpuDeviceOptions extends DawnOptions {
@@ -34,6 +35,8 @@ export interface WgpuDevice {
   readonly subgroupSizes: { readonly min: number; readonly max: number };
   /** Rejects with a DeviceLostError when the device is lost. */
   readonly lost: Promise<never>;
+  /** `work`, or a DeviceLostError as soon as the device is lost (see lossRace). */
+  readonly untilLost: <T>(work: Promise<T>) => Promise<T>;
   /** Set once the device is lost. */
   readonly lostError: () => DeviceLostError | undefined;
   /** Takes the validation or out-of-memory errors the device reported since the last call. */
@@ -170,9 +173,21 @@ export async function requestWgpuDevice(options: WgpuDeviceOptions = {}): Promis
       : [],
     subgroupSizes: { min: sizes?.subgroupMinSize ?? 0, max: sizes?.subgroupMaxSize ?? 0 },
     lost,
+    untilLost: lossRace(lost),
     lostError: () => lostError,
     takeErrors: () => errors.splice(0),
   };
 }
 
 export { describeAdapter };
+
+/** The backend info of a WebGPU device. */
+export function wgpuBackendInfo(gpu: WgpuDevice): BackendInfo {
+  return {
+    name: 'wgpu',
+    device: describeAdapter(gpu.adapterInfo),
+    kind: 'gpu',
+    limits: { maxBufferBytes: gpu.device.limits.maxBufferSize },
+    features: [...gpu.features].sort(),
+  };
+}

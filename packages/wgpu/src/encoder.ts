@@ -1,5 +1,4 @@
-import { bytesPerElement } from '@rayo/core';
-import type { ScratchPool } from './buffers.js';
+import { bytesPerElement, type ScratchArena } from '@rayo/core';
 import type { Dispatch, KernelEncoder, Operand, SubgroupMatrixSupport } from './kernel.js';
 import type { ParamSlots } from './params.js';
 import type { PipelineCache } from './pipelines.js';
@@ -38,15 +37,14 @@ type RecordedCommand = RecordedDispatch | ((encoder: GPUCommandEncoder) => void)
 
 /**
  * Recorded commands with their bind groups, parameter slots and scratch
- * buffers. Encoding it again creates no bind groups, as long as it gets the
+ * arena. Encoding it again creates no bind groups, as long as it gets the
  * same parameter chunks and scratch buffers back (`reclaim`).
  */
 export class Recording {
   constructor(
     private readonly commands: readonly RecordedCommand[],
     readonly params: ParamSlots,
-    private readonly scratch: readonly GPUBuffer[],
-    private readonly scratchPool: ScratchPool,
+    private readonly scratch: ScratchArena<GPUBuffer>,
     /** Bind groups created while recording. */
     readonly bindGroups: number,
   ) {}
@@ -116,7 +114,7 @@ export class Recording {
   reclaim(): boolean {
     if (this.#inFlight > 0) return true;
     if (!this.params.reclaim()) return false;
-    if (this.scratchPool.reclaim(this.scratch)) return true;
+    if (this.scratch.reclaim()) return true;
     this.params.release();
     return false;
   }
@@ -134,7 +132,7 @@ export class Recording {
   release(): void {
     if (this.#inFlight > 0 && --this.#inFlight > 0) return;
     this.params.release();
-    for (const b of this.scratch) this.scratchPool.release(b);
+    this.scratch.release();
   }
 }
 
@@ -144,7 +142,6 @@ export class Recording {
  */
 export class CommandRecorder implements KernelEncoder {
   readonly #commands: RecordedCommand[] = [];
-  readonly #scratch: GPUBuffer[] = [];
   #bindGroups = 0;
 
   constructor(
@@ -152,7 +149,8 @@ export class CommandRecorder implements KernelEncoder {
     readonly features: ReadonlySet<string>,
     private readonly pipelines: PipelineCache,
     private readonly params: ParamSlots,
-    private readonly scratchPool: ScratchPool,
+    /** Scratch buffers, reused by the recorded calls in turn. */
+    private readonly scratchArena: ScratchArena<GPUBuffer>,
     readonly maxBindingBytes: number,
     readonly tuning: WgpuTuning,
     readonly subgroupMatrix?: SubgroupMatrixSupport,
@@ -178,9 +176,12 @@ export class CommandRecorder implements KernelEncoder {
   }
 
   scratch(bytes: number): GPUBuffer {
-    const buffer = this.scratchPool.acquire(bytes);
-    this.#scratch.push(buffer);
-    return buffer;
+    return this.scratchArena.take(bytes);
+  }
+
+  /** The next kernel call starts: its scratch reuses the buffers of the calls before it (they run first). */
+  beginCall(): void {
+    this.scratchArena.beginCall();
   }
 
   /** Writes a device timestamp into `querySet[index]` at this point of the recording. */
@@ -198,7 +199,7 @@ export class CommandRecorder implements KernelEncoder {
 
   /** Ends recording. */
   finish(): Recording {
-    return new Recording(this.#commands, this.params, this.#scratch, this.scratchPool, this.#bindGroups);
+    return new Recording(this.#commands, this.params, this.scratchArena, this.#bindGroups);
   }
 
   /** Gives back what recording took, after a kernel refused its input halfway. */

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '@rayo/core';
+import { InvalidArgumentError, type MemoryCacheOptions, resolveMaxCachedBytes } from '@rayo/core';
 import type { WgpuDeviceOptions } from './device.js';
 import type { PipelineStats } from './pipelines.js';
 import { resolveWgpuTuning, type WgpuTuning, type WgpuTuningOptions } from './tuning.js';
@@ -16,7 +16,8 @@ export interface WgpuObjectCounts {
   readonly bindGroups: number;
 }
 
-export interface WgpuBackendOptions extends WgpuDeviceOptions, WgpuTuningOptions {
+/** `maxCachedBytes` (core's MemoryCacheOptions) caps the idle buffers the caching allocator keeps. */
+export interface WgpuBackendOptions extends WgpuDeviceOptions, WgpuTuningOptions, MemoryCacheOptions {
   /**
    * Treat storage bindings as limited to this many bytes (at most the
    * device's limit): forces the splitting of large operands, for tests.
@@ -64,6 +65,7 @@ const OPTION_KEYS: Readonly<Record<keyof WgpuBackendOptions, true>> = {
   maxBindingBytes: true,
   uploadStagingBytes: true,
   memoryBudgetBytes: true,
+  maxCachedBytes: true,
   batchFirstPart: true,
 };
 export const WGPU_OPTION_KEYS: readonly string[] = Object.keys(OPTION_KEYS);
@@ -76,6 +78,7 @@ export interface ResolvedBackendOptions {
   readonly maxBindingBytes: number | undefined;
   readonly uploadStagingBytes: number;
   readonly memoryBudgetBytes: number;
+  readonly maxCachedBytes: number;
   readonly batchFirstPart: number;
   readonly tuning: WgpuTuning;
 }
@@ -94,6 +97,7 @@ export function resolveBackendOptions(options: WgpuBackendOptions): ResolvedBack
     maxBindingBytes: options.maxBindingBytes,
     uploadStagingBytes: options.uploadStagingBytes ?? DEFAULT_UPLOAD_STAGING_BYTES,
     memoryBudgetBytes: budget,
+    maxCachedBytes: resolveMaxCachedBytes('wgpu', options),
     batchFirstPart: checkBatchFirstPart(options.batchFirstPart),
     tuning: resolveWgpuTuning(options),
   };

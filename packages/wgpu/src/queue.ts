@@ -5,11 +5,13 @@ import {
   type DType,
   type HostArray,
   RayoError,
+  ScratchArena,
   type Tensor,
 } from '@rayo/core';
-import { BufferPool, STORAGE_USAGE, usageFlags } from './buffers.js';
+import { BufferPool, usageFlags } from './buffers.js';
 import { type AttributedError, CallErrors, reportedError } from './callErrors.js';
 import type { WgpuDevice } from './device.js';
+import { DeviceBuffers } from './deviceBuffers.js';
 import { CommandRecorder, type Recording } from './encoder.js';
 import type { Operand, SubgroupMatrixSupport } from './kernel.js';
 import { DeviceMemory } from './memory.js';
@@ -32,10 +34,9 @@ export class WgpuQueue {
   readonly memory: DeviceMemory;
   readonly callErrors: CallErrors;
   readonly params: ParamArena;
-  /** Tensors' buffers. */
-  readonly tensors: BufferPool;
+  /** Tensors' and scratch buffers, through the caching allocator. */
+  readonly buffers: DeviceBuffers;
   readonly staging: BufferPool;
-  readonly scratch: BufferPool;
   readonly uploads: UploadStaging;
   #bindGroups = 0;
   #commandBuffers = 0;
@@ -76,9 +77,8 @@ export class WgpuQueue {
       device.queue.submit([encoder.finish()]);
       return this.deviceWait('release', device.queue.onSubmittedWorkDone());
     });
-    this.tensors = new BufferPool(this.memory, STORAGE_USAGE(), 'rayo tensor');
+    this.buffers = new DeviceBuffers(this.memory, options.maxCachedBytes);
     this.staging = new BufferPool(this.memory, usageFlags('MAP_READ', 'COPY_DST'), 'rayo staging');
-    this.scratch = new BufferPool(this.memory, STORAGE_USAGE(), 'rayo scratch');
     this.uploads = new UploadStaging(this.memory, options.uploadStagingBytes);
   }
 
@@ -97,9 +97,9 @@ export class WgpuQueue {
     return {
       pipelines: this.pipelines.stats,
       paramBuffers: this.params.buffersCreated,
-      storageBuffers: this.tensors.created,
+      storageBuffers: this.buffers.created.tensors,
       stagingBuffers: this.staging.created,
-      scratchBuffers: this.scratch.created,
+      scratchBuffers: this.buffers.created.scratch,
       uploadStagingBuffers: this.uploads.created,
       bindGroups: this.#bindGroups,
     };
@@ -112,7 +112,7 @@ export class WgpuQueue {
       this.gpu.features,
       this.pipelines,
       this.params.begin(),
-      this.scratch,
+      this.#scratchArena(),
       this.options.maxBindingBytes,
       this.options.tuning,
       this.#subgroupMatrix,
@@ -126,6 +126,16 @@ export class WgpuQueue {
     const recording = recorder.finish();
     this.#bindGroups += recording.bindGroups;
     return recording;
+  }
+
+  #scratchArena(): ScratchArena<GPUBuffer> {
+    const buffers = this.buffers;
+    return new ScratchArena<GPUBuffer>({
+      acquire: (bytes) => buffers.acquire(bytes, 'scratch'),
+      release: (b) => buffers.release(b),
+      bytesOf: (b) => b.size,
+      reclaim: (items) => buffers.reclaim(items),
+    });
   }
 
   /**
@@ -278,7 +288,7 @@ export class WgpuQueue {
   async deviceWait<T>(api: string, work: Promise<T>): Promise<T> {
     let value: T;
     try {
-      value = await Promise.race([work, this.gpu.lost]);
+      value = await this.gpu.untilLost(work);
     } catch (error) {
       if (error instanceof RayoError) throw error;
       // Dawn rejects pending maps of a destroyed device before reporting the loss.
@@ -296,11 +306,16 @@ export class WgpuQueue {
     return value;
   }
 
+  /** Destroys the idle buffers the caching allocator and the staging pool keep. */
+  emptyCache(): void {
+    this.buffers.emptyCache();
+    this.staging.trim();
+  }
+
   /** Destroys the pooled and staging buffers; live tensors' buffers go with the device. */
   dispose(): void {
-    this.tensors.trim();
+    this.buffers.emptyCache();
     this.staging.trim();
-    this.scratch.trim();
     this.uploads.dispose();
     this.params.destroy();
     this.#releaseFence.destroy();

@@ -18,4 +18,29 @@ describe('cpu allocations', () => {
     expect(() => backend.zeros([2 ** 20, 2 ** 13], 'i32')).toThrow(OutOfMemoryError);
     expect(backend.memory().liveTensors).toBe(0);
   });
+
+  it("reports memory() in the allocator's shape, reserving nothing beyond what tensors hold", () => {
+    const backend = new CpuBackend();
+    const a = backend.zeros([10]);
+    const b = backend.zeros([6], 'i32');
+    a.dispose();
+    backend.emptyCache();
+    expect(backend.memory()).toEqual({
+      liveTensors: 1,
+      liveBytes: 24,
+      peakBytes: 64,
+      allocations: 2,
+      allocatedBytes: 24,
+      peakAllocatedBytes: 64,
+      reservedBytes: 24,
+      peakReservedBytes: 64,
+      segmentsAllocated: 2,
+      allocationRetries: 0,
+      outOfMemoryErrors: 0,
+    });
+    b.dispose();
+    backend.dispose();
+    // Nothing to give back, before or after dispose.
+    backend.emptyCache();
+  });
 });

@@ -1,3 +1,5 @@
+import { type AllocatorStats, uncachedStats } from '../allocator/allocatorStats.js';
+import type { ScratchArena } from '../allocator/scratchArena.js';
 import {
   type Backend,
   type BackendInfo,
@@ -9,7 +11,7 @@ import {
 } from '../backend.js';
 import type { CallRecorder, RecordedKernelCall } from '../batchCalls.js';
 import { bytesPerElement, type DType, type HostArray } from '../dtype.js';
-import { RayoError } from '../errors.js';
+import { OutOfMemoryError, RayoError } from '../errors.js';
 import { checkShapeAndDType, checkWrite, hostDataFor, ownedStorage } from '../hostData.js';
 import type { AnyKernelSpec, AttrValues, KernelSpec, OutputMeta } from '../kernel.js';
 import {
@@ -47,6 +49,7 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   abstract readonly info: BackendInfo;
   readonly #stats = new LiveStats();
   #disposed = false;
+  #arena: ScratchArena<B> | undefined;
 
   /** `kernels`: the backend's implementations, unless it overrides `supports` and `implementationOf`. */
   constructor(private readonly kernels?: KernelTable<K & KernelImplementation>) {}
@@ -115,6 +118,13 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   }
   /** Frees what the backend holds; runs once, from the first `dispose()`. */
   protected releaseDevice(): void {}
+  /** The caching allocator's figures; by default nothing is cached: reserved is what tensors hold. */
+  protected allocatorStats(): AllocatorStats {
+    const s = this.#stats.snapshot();
+    return uncachedStats(s.liveBytes, s.peakBytes, s.allocations);
+  }
+  /** Gives cached device memory back (`emptyCache`); nothing to do without a cache. */
+  protected releaseCache(): void {}
 
   // ---- lifecycle ----
 
@@ -140,13 +150,39 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   }
 
   memory(): MemoryStats {
-    return this.#stats.snapshot();
+    return { ...this.allocatorStats(), ...this.#stats.snapshot() };
+  }
+
+  emptyCache(): void {
+    if (!this.#disposed) this.releaseCache();
+  }
+
+  /**
+   * The scratch arena of the batch being recorded, for `encodeCall` to take
+   * its kernels' scratch from; undefined for an eager call.
+   */
+  protected get recordingArena(): ScratchArena<B> | undefined {
+    return this.#arena;
+  }
+
+  /**
+   * Runs `record` (a batch recording calls) with their scratch taken from
+   * `arena`: one arena per batch, whose buffers each call reuses in turn.
+   */
+  recordWithScratch<T>(arena: ScratchArena<B>, record: () => T): T {
+    const outer = this.#arena;
+    this.#arena = arena;
+    try {
+      return record();
+    } finally {
+      this.#arena = outer;
+    }
   }
 
   /** A tensor of new, counted memory; the skeleton frees it when the tensor is disposed. */
   protected allocate(api: string, shape: Shape, dtype: DType): Tensor {
     const byteLength = sizeOf(shape) * bytesPerElement(dtype);
-    const buffer = this.allocateBuffer(api, byteLength, shape, dtype);
+    const buffer = this.#allocateBuffer(api, byteLength, shape, dtype);
     const stats = this.#stats;
     stats.allocated(byteLength);
     const storage = new DeviceStorage(buffer, byteLength, 0, (s) => {
@@ -155,6 +191,24 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
     });
     this.allocated(storage);
     return new Tensor(this, shape, dtype, storage);
+  }
+
+  #allocateBuffer(api: string, byteLength: number, shape: Shape, dtype: DType): B {
+    try {
+      return this.allocateBuffer(api, byteLength, shape, dtype);
+    } catch (error) {
+      if (!(error instanceof OutOfMemoryError) || error.operation === api) throw error;
+      // A refusal reported by a device call: name the call and the tensor too.
+      throw new OutOfMemoryError(
+        `the device could not allocate ${dtype}[${shape.join(', ')}]: ${error.message}`,
+        {
+          operation: api,
+          expected: `${byteLength} bytes free on the device`,
+          actual: 'out of memory',
+          cause: error,
+        },
+      );
+    }
   }
 
   /** A tensor over memory it does not own (imported, or part of another tensor): uncounted, never freed. */
@@ -265,6 +319,7 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
         fresh.push(t);
         return t;
       });
+      this.#arena?.beginCall();
       return this.encodeCall({ implementation, ...checked, outputs, fresh }, spec, inputs);
     } catch (error) {
       // A refused second output (or a launch that cannot be encoded) must not leak the first.

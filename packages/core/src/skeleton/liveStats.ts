@@ -1,5 +1,8 @@
 import type { MemoryStats } from '../backend.js';
 
+/** The tensor counts of MemoryStats (the allocator's figures are its own). */
+export type LiveTensorStats = Pick<MemoryStats, 'liveTensors' | 'liveBytes' | 'peakBytes' | 'allocations'>;
+
 /** The live and peak byte counts behind `Backend.memory()`. */
 export class LiveStats {
   #liveTensors = 0;
@@ -19,7 +22,7 @@ export class LiveStats {
     this.#liveBytes -= bytes;
   }
 
-  snapshot(): MemoryStats {
+  snapshot(): LiveTensorStats {
     return {
       liveTensors: this.#liveTensors,
       liveBytes: this.#liveBytes,

@@ -1,3 +1,4 @@
+import type { BackendInfo } from '@rayo/core';
 import type { ParamInfo } from '../ptx/module.js';
 import type { FailureContext } from './errors.js';
 import { CU_DEVICE_ATTRIBUTE, type CuOut, type LibCuda } from './libcuda.js';
@@ -92,5 +93,17 @@ export function readDeviceProperties(
     maxThreadsPerMultiprocessor: attr('MAX_THREADS_PER_MULTIPROCESSOR'),
     warpSize: attr('WARP_SIZE'),
     l2CacheBytes: attr('L2_CACHE_SIZE'),
+  };
+}
+
+/** The backend info of a CUDA device. */
+export function cudaBackendInfo(d: DeviceProperties): BackendInfo {
+  return {
+    name: 'cuda',
+    device: `${d.name} (${d.arch}, ${d.multiprocessors} SMs)`,
+    kind: 'gpu',
+    // Kernels refuse operands beyond MAX_ELEMENTS themselves, naming the argument.
+    limits: { maxBufferBytes: d.totalMemory },
+    features: [d.arch, 'cuda-graphs', 'events'],
   };
 }

@@ -85,11 +85,12 @@ describe('CudaDriver: device and context', () => {
   it('names errors from its own table when cuGetErrorName cannot', () => {
     const { fake, driver } = open();
     fake.errorNames = false;
-    fake.fail('cuMemAlloc_v2', 2);
+    // Refused as a whole segment and as the block alone, before and after releasing the cache.
+    fake.fail('cuMemAlloc_v2', 2, 4);
     const e = caught(() => driver.alloc(1024)) as RayoError;
     expect(e).toBeInstanceOf(OutOfMemoryError);
     expect(e.message).toMatch(
-      /^cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY \(2\) \(allocating 1024 bytes; \d+ of \d+ bytes free\)$/,
+      /^cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY \(2\) \(allocating 1024 bytes; \d+ of \d+ bytes free\); 0 bytes allocated and 0 reserved by this backend after releasing its cache and trying again \(expected 1024 bytes free on the device, got out of memory\)$/,
     );
     fake.fail('cuMemcpyDtoD_v2', 4242);
     expect((caught(() => driver.copyDtoD(1n, 2n, 4)) as Error).message).toBe(
@@ -108,31 +109,47 @@ describe('CudaDriver: device and context', () => {
 });
 
 describe('CudaDriver: memory', () => {
-  it('pools allocations by bucket and counts real allocations', () => {
+  it('carves allocations from a cached segment and counts real allocations', () => {
     const { fake, driver } = open();
     const a = driver.alloc(1000);
     expect(a.bytes).toBe(1024);
     driver.free(a);
     const b = driver.alloc(900);
     expect(b.ptr).toBe(a.ptr);
-    expect(driver.counts()).toMatchObject({ allocations: 1, reusedAllocations: 1, pooledBytes: 0 });
-    expect(fake.calls.filter((c) => c === 'cuMemAlloc_v2')).toHaveLength(1);
+    const c = driver.alloc(100);
+    expect(c.ptr).toBe(a.ptr + 1024n);
+    expect(driver.counts()).toMatchObject({
+      allocations: 1,
+      reusedAllocations: 2,
+      pooledBytes: 2 * 2 ** 20 - 1024 - 512,
+    });
+    expect(fake.calls.filter((call) => call === 'cuMemAlloc_v2')).toHaveLength(1);
+    expect(driver.allocatorStats()).toMatchObject({ allocatedBytes: 1536, reservedBytes: 2 * 2 ** 20 });
   });
 
-  it('gives pooled memory back and retries once before reporting out of memory', () => {
+  it('gives cached memory back and retries once before reporting out of memory', () => {
     const { fake, driver } = open((f) => (f.memoryLimit = 1 << 20));
+    // A 2 MiB segment does not fit in 1 MiB: the block alone is asked for.
     const a = driver.alloc(600 * 1024);
     driver.free(a);
     const mark = fake.calls.length;
     const b = driver.alloc(700 * 1024);
-    expect(fake.since(mark)).toEqual(['cuMemAlloc_v2', 'cuCtxSynchronize', 'cuMemFree_v2', 'cuMemAlloc_v2']);
+    const memoryCalls = fake.since(mark).filter((c) => /^cu(MemAlloc|MemFree|CtxSynchronize)/.test(c));
+    expect(memoryCalls).toEqual([
+      'cuMemAlloc_v2',
+      'cuMemAlloc_v2',
+      'cuCtxSynchronize',
+      'cuMemFree_v2',
+      'cuMemAlloc_v2',
+      'cuMemAlloc_v2',
+    ]);
     expect(fake.liveAllocations).toBe(1);
     const e = caught(() => driver.alloc(900 * 1024)) as OutOfMemoryError;
     expect(e).toBeInstanceOf(OutOfMemoryError);
-    // The request is rounded up to its pool bucket.
     expect(e.message).toBe(
-      'cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory (allocating 983040 bytes; 327680 of 1048576 bytes free)',
+      'cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory (allocating 921600 bytes; 331776 of 1048576 bytes free); 716800 bytes allocated and 716800 reserved by this backend after releasing its cache and trying again (expected 921600 bytes free on the device, got out of memory)',
     );
+    expect(driver.allocatorStats()).toMatchObject({ allocationRetries: 2, outOfMemoryErrors: 1 });
     driver.free(b);
   });
 
@@ -397,6 +414,7 @@ describe('CudaDriver: streams, graphs and lifetime', () => {
     driver.dispose();
     driver.dispose();
     expect(fake.since(mark)).toEqual([
+      'cuCtxSynchronize',
       'cuCtxSynchronize',
       'cuMemFree_v2',
       'cuModuleUnload',

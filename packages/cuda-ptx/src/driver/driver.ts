@@ -1,4 +1,11 @@
-import { BackendUnavailableError, DeviceLostError, InvalidArgumentError, RayoError } from '@rayo/core';
+import {
+  type AllocatorStats,
+  BackendUnavailableError,
+  DeviceLostError,
+  InvalidArgumentError,
+  RayoError,
+  resolveMaxCachedBytes,
+} from '@rayo/core';
 import type { PtxEntry, PtxModule } from '../ptx/module.js';
 import {
   type DeviceCommand,
@@ -10,7 +17,6 @@ import {
 } from './device.js';
 import {
   CUDA_ERROR_NOT_READY,
-  CUDA_ERROR_OUT_OF_MEMORY,
   CUDA_SUCCESS,
   type CUresult,
   cudaError,
@@ -45,6 +51,11 @@ export interface CudaDriverOptions extends LoadLibCudaOptions {
   readonly device?: number;
   /** A LibCuda to use instead of loading `libcuda` (tests pass a fake). */
   readonly lib?: LibCuda;
+  /**
+   * Idle device bytes the caching allocator keeps for reuse at most
+   * (default: no cap); past it, wholly idle segments are freed.
+   */
+  readonly maxCachedBytes?: number;
 }
 
 /** Size of each JIT log buffer; ptxas errors for a whole module fit easily. */
@@ -93,10 +104,10 @@ export class CudaDriver {
   /** Loads `libcuda` (unless a LibCuda is given) and opens the device. */
   static async open(options: CudaDriverOptions = {}): Promise<CudaDriver> {
     const lib = options.lib ?? (await loadLibCuda(options));
-    return new CudaDriver(lib, options.device ?? 0);
+    return new CudaDriver(lib, options.device ?? 0, resolveMaxCachedBytes('cuda', options));
   }
 
-  constructor(lib: LibCuda, ordinal = 0) {
+  constructor(lib: LibCuda, ordinal = 0, maxCachedBytes = Number.POSITIVE_INFINITY) {
     this.lib = lib;
     this.check('cuInit', lib.cuInit(0));
     const count = this.value('cuDeviceGetCount', lib.cuDeviceGetCount());
@@ -127,7 +138,8 @@ export class CudaDriver {
     }
     this.#pool = new DevicePool(
       (bytes) => this.#allocate(bytes),
-      (ptr) => this.check('cuMemFree_v2', this.lib.cuMemFree_v2(ptr)),
+      (ptrs) => this.#release(ptrs),
+      maxCachedBytes,
     );
     // Allocated up front so that launches (also those being captured) only write into it.
     this.#params = lib.allocHost(PARAM_BLOCK_BYTES);
@@ -288,7 +300,11 @@ export class CudaDriver {
 
   // ------------------------------------------------------------------ memory
 
-  /** A device allocation of at least `bytes`, from the pool when one is free. */
+  /**
+   * A device allocation of at least `bytes` from the caching allocator: an
+   * idle block when one fits, else a new segment; when the device refuses
+   * one, idle segments are freed and it is tried once more.
+   */
   alloc(bytes: number): DeviceBuffer {
     this.live('alloc');
     return this.#pool.acquire(bytes);
@@ -300,21 +316,26 @@ export class CudaDriver {
     this.#pool.release(buffer);
   }
 
-  /** Frees every pooled allocation after the device finished all work. */
+  /** Frees every idle segment of the caching allocator, after the device finished all work. */
   trim(): void {
+    this.#pool.trim();
+  }
+
+  /** The caching allocator's figures: allocated, reserved, peaks, retries, refusals. */
+  allocatorStats(): AllocatorStats {
+    return this.#pool.stats();
+  }
+
+  // A segment may still be used by work in flight: the device finishes it first.
+  #release(ptrs: readonly bigint[]): void {
     this.activate();
     this.check('cuCtxSynchronize', this.lib.cuCtxSynchronize());
-    this.#pool.trim();
+    for (const ptr of ptrs) this.check('cuMemFree_v2', this.lib.cuMemFree_v2(ptr));
   }
 
   #allocate(bytes: number): bigint {
     this.activate();
-    let r = this.lib.cuMemAlloc_v2(bytes);
-    if (r.status === CUDA_ERROR_OUT_OF_MEMORY && this.#pool.pooledBytes > 0) {
-      // Cached allocations are the first thing to give back.
-      this.trim();
-      r = this.lib.cuMemAlloc_v2(bytes);
-    }
+    const r = this.lib.cuMemAlloc_v2(bytes);
     if (r.status !== CUDA_SUCCESS) {
       let detail = `allocating ${bytes} bytes`;
       const info = this.lib.cuMemGetInfo_v2();
