@@ -22,7 +22,7 @@ import { encodeWithF32Activations } from './halfEdges.js';
 
 /** Workgroup memory every adapter offers (WebGPU's default limit, SwiftShader's too). */
 const WORKGROUP_BYTES = 16_384;
-/** Most keys per tile: more brings longer unrolled score code for little gain. */
+/** Most keys per tile: more holds more scores per invocation for little gain. */
 const MAX_TILE_KEYS = 16;
 const NEG_BIG = '-3.0e38';
 
@@ -65,18 +65,12 @@ export function causalTiling(headDim: number): Tiling | undefined {
   return { headDim, lanes, slice, stride, rows: WG / lanes, keys };
 }
 
-/** `body(i)` for i in 0 … count − 1, unrolled so that slices and scores stay in registers. */
-function unroll(count: number, body: (i: number) => string): string {
-  return Array.from({ length: count }, (_, i) => body(i)).join('\n');
-}
-
 function causalShader(tiling: Tiling, cache: Storage): ShaderSource {
   const { headDim: D, lanes: L, slice: S, stride: P, rows: R, keys: B } = tiling;
-  const padded = P !== D;
-  const element = (i: number) => `l + ${i * L}u`;
-  // A padded slice element past headDim reads the row's last element (then zeroed or not stored).
-  const inRow = (i: number) => (padded && (i + 1) * L > D ? `min(${element(i)}, ${D - 1}u)` : element(i));
   const key = `decoding/causalAttention/d${D}/l${L}/k${B}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`;
+  // Loops of constant counts over private arrays: compilers unroll them into
+  // registers, and the text stays small for every headDim (a software
+  // adapter compiles large unrolled text slowly).
   const code = () => {
     const module = new ShaderModule().params(PARAMS);
     module.storage('q', 'f32', 'read');
@@ -108,8 +102,15 @@ function causalShader(tiling: Tiling, cache: Storage): ShaderSource {
   let keys = params.position + min(row0 + ${R - 1}u, rows - 1u) / params.group + 1u;
   let qBase = (t * params.heads + h) * ${D}u;
   let kvBase = g * params.maxSeq * ${D}u;
-${unroll(S, (i) => `  let q${i} = ${padded && (i + 1) * L > D ? `select(0.0, q[qBase + ${inRow(i)}], ${element(i)} < ${D}u)` : `q[qBase + ${element(i)}]`};`)}
-${unroll(S, (i) => `  var o${i} = 0.0;`)}
+  // This lane's slice of the row: elements l, l + ${L}, …; past headDim it holds 0 and stores nothing.
+  var qs: array<f32, ${S}>;
+  var o: array<f32, ${S}>;
+  var p: array<f32, ${B}>;
+  for (var i = 0u; i < ${S}u; i++) {
+    let d = l + i * ${L}u;
+    qs[i] = select(0.0, q[qBase + min(d, ${D - 1}u)], d < ${D}u);
+    o[i] = 0.0;
+  }
   var m = ${NEG_BIG};
   var sum = 0.0;
   for (var k0 = 0u; k0 < keys; k0 += ${B}u) {
@@ -124,42 +125,35 @@ ${unroll(S, (i) => `  var o${i} = 0.0;`)}
       vs[e] = select(0.0, ${loadScalar(cache, 'v', 'at')}, ok);
     }
     workgroupBarrier();
-${unroll(
-  B,
-  (j) =>
-    `    red[${j * L}u + r * ${B * L}u + l] = ${unroll(S, (i) => `q${i} * ks[${j * P}u + ${element(i)}]`)
-      .split('\n')
-      .join(' + ')};`,
-)}
+    for (var j = 0u; j < ${B}u; j++) {
+      var acc = 0.0;
+      for (var i = 0u; i < ${S}u; i++) { acc += qs[i] * ks[j * ${P}u + l + i * ${L}u]; }
+      red[(r * ${B}u + j) * ${L}u + l] = acc;
+    }
     workgroupBarrier();
+    // Every lane of the row sums the row's partial dots: each then holds its scores.
     var mt = m;
-${unroll(
-  B,
-  (j) => `    let s${j} = select(${NEG_BIG}, params.scale * (${Array.from(
-    { length: L },
-    (_, lane) => `red[r * ${B * L}u + ${j * L + lane}u]`,
-  ).join(' + ')}), k0 + ${j}u <= bound);
-    mt = max(mt, s${j});`,
-)}
+    for (var j = 0u; j < ${B}u; j++) {
+      var acc = 0.0;
+      for (var x = 0u; x < ${L}u; x++) { acc += red[(r * ${B}u + j) * ${L}u + x]; }
+      p[j] = select(${NEG_BIG}, params.scale * acc, k0 + j <= bound);
+      mt = max(mt, p[j]);
+    }
     let alpha = exp(m - mt);
-${unroll(B, (j) => `    let p${j} = select(0.0, exp(s${j} - mt), k0 + ${j}u <= bound);`)}
-    sum = sum * alpha + ${unroll(B, (j) => `p${j}`)
-      .split('\n')
-      .join(' + ')};
-${unroll(
-  S,
-  (i) =>
-    `    o${i} = o${i} * alpha + ${unroll(B, (j) => `p${j} * vs[${j * P}u + ${element(i)}]`)
-      .split('\n')
-      .join(' + ')};`,
-)}
+    sum *= alpha;
+    for (var i = 0u; i < ${S}u; i++) { o[i] *= alpha; }
+    for (var j = 0u; j < ${B}u; j++) {
+      let pj = select(0.0, exp(p[j] - mt), k0 + j <= bound);
+      sum += pj;
+      for (var i = 0u; i < ${S}u; i++) { o[i] += pj * vs[j * ${P}u + l + i * ${L}u]; }
+    }
     m = mt;
   }
   if (row0 + r < rows) {
-${unroll(S, (i) => {
-  const store = `out[qBase + ${element(i)}] = o${i} / sum;`;
-  return padded && (i + 1) * L > D ? `    if (${element(i)} < ${D}u) { ${store} }` : `    ${store}`;
-})}
+    for (var i = 0u; i < ${S}u; i++) {
+      let d = l + i * ${L}u;
+      if (d < ${D}u) { out[qBase + d] = o[i] / sum; }
+    }
   }`,
     );
   };

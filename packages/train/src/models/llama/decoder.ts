@@ -94,7 +94,7 @@ export function createLlamaDecoder(
     weightDtype,
     kvCacheDtype,
     fused,
-    // Zeros, so that rows not yet written hold finite values under the attention mask.
+    // Zeros: the attention never reads rows not yet written, but a cache is never left uninitialised.
     caches: weights.layers.map(() => ({
       k: backend.zeros(cacheShape, kvCacheDtype),
       v: backend.zeros(cacheShape, kvCacheDtype),
