@@ -28,8 +28,9 @@ const DEFAULT_PREFILL_CHUNK = 512;
 /**
  * A Llama-family decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU,
  * tied or untied head) on any backend, with a KV cache: its lifecycle, its
- * position in the context, and `generate`. `prefill` runs a chunk of tokens
- * with matrix products over all of them and causal attention; `step` is one
+ * position in the context, and `generate`. `prefill` runs tokens in chunks
+ * of `prefillChunk`, each with matrix products over its tokens and causal
+ * attention over the cache; `step` is one
  * decode step, a single function of the runner and the position (see the
  * README on replay). The forward pass itself is `forward.ts`; how tokens
  * after the first are decoded is a strategy chosen here once (`decoding.ts`,
