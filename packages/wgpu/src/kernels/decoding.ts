@@ -1,10 +1,11 @@
 // The decoding family: the KV-cache writes (kvCacheScatter, ropeKvScatter)
-// here, incrementalAttention in its own file.
+// here, incrementalAttention and causalAttention in their own files.
 import { FLOAT, isHalf, kvCacheScatter, ropeKvScatter } from '@rayo/core';
 import { type AnyWgpuKernel, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
 import { ShaderModule } from '../wgsl/module.js';
+import { causalAttentionKernel } from './causalAttention.js';
 import { elementGrid, elementIndex, vectorOf, WG } from './common.js';
 import { encodeHalfScatter } from './halfCache.js';
 import { encodeWithF32Activations } from './halfEdges.js';
@@ -260,4 +261,9 @@ function encodeRopeScatter(
   });
 }
 
-export const DECODING_KERNELS: readonly AnyWgpuKernel[] = [scatterKernel, attentionKernel, ropeScatterKernel];
+export const DECODING_KERNELS: readonly AnyWgpuKernel[] = [
+  scatterKernel,
+  attentionKernel,
+  ropeScatterKernel,
+  causalAttentionKernel,
+];

@@ -1,6 +1,7 @@
 import {
   type Backend,
   cast,
+  causalAttention,
   embedding,
   gateUpSwiglu,
   incrementalAttention,
@@ -25,8 +26,8 @@ function weightKernels(fused: boolean): string[] {
 
 /** Kernels that read or write the KV cache, in the cache's dtype. */
 function cacheKernels(fused: boolean): string[] {
-  // A prefill chunk after the first attends over the whole cache, cast to f32 for its batched products.
-  const always = [kvCacheScatter.name, incrementalAttention.name, cast.name];
+  // Decode steps attend with incrementalAttention, prefill chunks with causalAttention.
+  const always = [kvCacheScatter.name, incrementalAttention.name, causalAttention.name];
   return fused ? [...always, ropeKvScatter.name] : always;
 }
 

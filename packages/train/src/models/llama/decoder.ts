@@ -103,7 +103,7 @@ export function createLlamaDecoder(
     kvCacheDtype,
     fused,
     prefillPrecision,
-    // Zeros, so that rows not yet written hold finite values under the attention mask.
+    // Zeros: the attention never reads rows not yet written, but a cache is never left uninitialised.
     caches: weights.layers.map(() => ({
       k: backend.zeros(cacheShape, kvCacheDtype),
       v: backend.zeros(cacheShape, kvCacheDtype),

@@ -3,7 +3,6 @@ import {
   type DevicePosition,
   decodeStep,
   embedding,
-  kvCacheScatter,
   matmul,
   quantizedEmbedding,
   quantizedGateUpSwiglu,
@@ -15,7 +14,7 @@ import {
   type Tensor,
   type TrackingRunner,
 } from '@rayo/core';
-import { asF32, causalAttention, headsFirst } from './attention.js';
+import { chunkAttention } from './attention.js';
 import type { LayerCache, LlamaDecoder } from './decoder.js';
 import { fusedDecodeLayer } from './fusedDecodeLayer.js';
 import { biased, headNorm, productPrecision, project, withFrequencies } from './projections.js';
@@ -28,13 +27,14 @@ import type { LlamaLayerWeights } from './weights.js';
  * device) at `at`, recorded into `run` and nothing else: it keeps no state,
  * and every tensor it allocates is tracked by `run`. `at` is the cache row
  * of the first token, baked into the kernels' attributes, or the device
- * tensors a recorded step reads (one token). `mask` is required for T > 1.
+ * tensors a recorded step reads (one token).
  * `eager` (kernels enqueued as they come, not recorded) frees each layer's
  * intermediates after the layer, so that the memory a long prefill needs is
- * one layer's, not all of them.
+ * one layer's, not all of them. `lastRowOnly` computes the head for the last
+ * token alone (logits [1, vocab]): what generation reads of a prompt.
  *
- * A layer takes one of three paths: a chunk (T > 1) attends with batched
- * products under the mask; one token attends over the cache with
+ * A layer takes one of three paths: a chunk (T > 1) attends over the cache
+ * with `causalAttention`; one token attends over the cache with
  * `decodeStep`, or, where the decoder is fused and the layer dense, runs
  * `fusedDecodeLayer`'s six kernels.
  */
@@ -43,8 +43,8 @@ export function forward(
   run: TrackingRunner,
   ids: Tensor,
   at: number | DevicePosition,
-  mask: Tensor | undefined,
   eager: boolean,
+  lastRowOnly = false,
 ): Tensor {
   const { weights, config } = d;
   const table = d.quantizedEmbedding;
@@ -62,9 +62,10 @@ export function forward(
     x =
       d.fused && x.shape[0] === 1 && !quantized
         ? fusedDecodeLayer(d, run, w, cache, x, at)
-        : layer(d, run, w, quantized, cache, x, at, mask);
+        : layer(d, run, w, quantized, cache, x, at);
     if (eager) run.disposeAllBut(x);
   });
+  if (lastRowOnly && x.shape[0]! > 1) x = lastRowOf(d, run, x);
   const eps = config.rmsNormEps;
   const head = d.quantizedHead;
   if (head) {
@@ -90,7 +91,6 @@ function layer(
   cache: LayerCache,
   x: Tensor,
   at: number | DevicePosition,
-  mask: Tensor | undefined,
 ): Tensor {
   const { config } = d;
   const { rmsNormEps: eps, numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta } = config;
@@ -121,39 +121,15 @@ function layer(
           vCache: cache.v,
           position: at,
         }).reshape([1, heads * headDim])
-      : chunkAttention(d, run, q, k, v, cache, onDevice ? 0 : at, mask!);
+      : chunkAttention(run, q, k, v, cache, onDevice ? 0 : at);
   const x1 = biased(run, project(d, run, attended, w, quantized, 'o', x), w.oBias);
   return project(d, run, mlp(d, run, w, quantized, x1), w, quantized, 'down', x1);
 }
 
-/**
- * Writes a chunk's keys and values [T, kvHeads·headDim] into the cache at
- * `position` and attends causally: over the chunk's own keys and values at
- * position 0, else over the whole cache (cast to f32 for the products).
- */
-function chunkAttention(
-  d: LlamaDecoder,
-  run: TrackingRunner,
-  q: Tensor,
-  k: Tensor,
-  v: Tensor,
-  cache: LayerCache,
-  position: number,
-  mask: Tensor,
-): Tensor {
-  const { config } = d;
-  run.run(kvCacheScatter, [cache.k, k, undefined], { position });
-  run.run(kvCacheScatter, [cache.v, v, undefined], { position });
-  if (position > 0) return causalAttention(run, config, q, asF32(run, cache.k), asF32(run, cache.v), mask);
-  const kvHeads = config.numKeyValueHeads;
-  return causalAttention(
-    run,
-    config,
-    q,
-    headsFirst(run, config.headDim, k, kvHeads),
-    headsFirst(run, config.headDim, v, kvHeads),
-    mask,
-  );
+/** Row T − 1 of x [T, hidden] as [1, hidden]: a gather of one row (`embedding` with x as the table). */
+function lastRowOf(d: LlamaDecoder, run: TrackingRunner, x: Tensor): Tensor {
+  const last = run.adopt(d.backend.upload(Int32Array.of(x.shape[0]! - 1), [1], 'i32'));
+  return run.run1(embedding, [x, last]);
 }
 
 /** silu(h·gateᵀ) ⊙ (h·upᵀ) with h = rmsNorm(x1), unfused (a fused decode step has its own path). */

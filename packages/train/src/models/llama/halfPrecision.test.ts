@@ -202,5 +202,12 @@ describe('a backend without the half kernels', () => {
     );
     model.dispose();
     b.dispose();
+    // Prefill attends over the half cache as it is stored.
+    const { backend: c } = refusing({ causalAttention: ['bf16'] });
+    await expect(LlamaModel.load(c, f32Dir, { kvCacheDtype: 'bf16' })).rejects.toMatchObject({
+      operation: 'causalAttention',
+      argument: 'kvCacheDtype',
+    });
+    c.dispose();
   });
 });

@@ -3,6 +3,7 @@ import {
   type DevicePosition,
   InvalidArgumentError,
   type KernelRunner,
+  kvCacheScatter,
   RayoError,
   type Tensor,
   TrackingRunner,
@@ -10,7 +11,6 @@ import {
 import { checkIntegerAtLeast } from '../../integerOption.js';
 import { Rng } from '../../random.js';
 import { checkSamplingOptions, sampleToken } from '../sampling.js';
-import { causalMask } from './attention.js';
 import type { LlamaConfig } from './config.js';
 import { createLlamaDecoder, disposeLlamaDecoder, type LlamaDecoder } from './decoder.js';
 import { type DecodeStrategy, EagerDecoding, lastRow, ReplayedDecoding } from './decoding.js';
@@ -22,11 +22,15 @@ import type { LlamaQuantizationReport } from './quantizedLayers.js';
 import type { DecodeTarget } from './recordedStep.js';
 import type { LlamaWeightDType, LlamaWeights } from './weights.js';
 
+/** Prompt tokens per prefill forward pass unless the `prefillChunk` option says otherwise. */
+const DEFAULT_PREFILL_CHUNK = 512;
+
 /**
  * A Llama-family decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU,
  * tied or untied head) on any backend, with a KV cache: its lifecycle, its
- * position in the context, and `generate`. `prefill` runs a chunk of tokens
- * with matrix products over all of them and causal attention; `step` is one
+ * position in the context, and `generate`. `prefill` runs tokens in chunks
+ * of `prefillChunk`, each with matrix products over its tokens and causal
+ * attention over the cache; `step` is one
  * decode step, a single function of the runner and the position (see the
  * README on replay). The forward pass itself is `forward.ts`; how tokens
  * after the first are decoded is a strategy chosen here once (`decoding.ts`,
@@ -49,6 +53,8 @@ export class LlamaModel {
   readonly lengthInput: Tensor;
   /** What quantizing the projections cost in accuracy and saved in bytes; absent for a dense model. */
   readonly quantization: LlamaQuantizationReport | undefined;
+  /** Most tokens one prefill forward pass takes (the `prefillChunk` option). */
+  readonly prefillChunk: number;
   readonly #decoder: LlamaDecoder;
   /** Sampled decoding, and greedy decoding (the same strategy where the device cannot pick). */
   readonly #sampled: DecodeStrategy;
@@ -58,6 +64,14 @@ export class LlamaModel {
   #disposed = false;
 
   constructor(backend: Backend, config: LlamaConfig, weights: LlamaWeights, options: LlamaModelOptions = {}) {
+    const prefillChunk = options.prefillChunk ?? DEFAULT_PREFILL_CHUNK;
+    checkIntegerAtLeast(
+      'LlamaModel',
+      'prefillChunk',
+      prefillChunk,
+      1,
+      'prefillChunk must be a positive integer',
+    );
     const decoder = createLlamaDecoder(backend, config, weights, options);
     this.#decoder = decoder;
     this.backend = backend;
@@ -70,6 +84,7 @@ export class LlamaModel {
     this.positionInput = decoder.positionInput;
     this.lengthInput = decoder.lengthInput;
     this.quantization = options.quantized?.report;
+    this.prefillChunk = prefillChunk;
     const target = this.#decodeTarget();
     const replay = options.replay ?? true;
     this.#sampled = replay ? new ReplayedDecoding(target) : new EagerDecoding(target);
@@ -159,19 +174,52 @@ export class LlamaModel {
 
   /**
    * Runs `tokens` from the current position (a prompt, or any chunk): one
-   * matrix product per weight over all of them, and causal attention over
-   * the cache. Returns the logits [T, vocab] (the caller disposes them).
+   * matrix product per weight over the tokens of a chunk (`prefillChunk` of
+   * them at most), and causal attention over the cache. Returns the logits
+   * [T, vocab] (the caller disposes them).
    */
   prefill(tokens: readonly number[]): Tensor {
     this.#checkChunk('prefill', tokens);
     const t = tokens.length;
-    const position = this.#position;
+    if (t <= this.prefillChunk) return this.#forwardChunk(tokens, false);
+    const vocab = this.config.vocabSize;
+    let logits: Tensor | undefined;
+    try {
+      for (let start = 0; start < t; start += this.prefillChunk) {
+        using part = this.#forwardChunk(tokens.slice(start, start + this.prefillChunk), false);
+        logits ??= this.backend.zeros([t, vocab], part.dtype);
+        // Each chunk's logits go to their rows: a cache write of one head is a copy at a row offset.
+        this.backend.run(kvCacheScatter, [logits.reshape([1, t, vocab]), part, undefined], {
+          position: start,
+        });
+      }
+      return logits!;
+    } catch (error) {
+      logits?.dispose();
+      throw error;
+    }
+  }
+
+  /**
+   * `prefill` for generation: the same chunks, but the head runs on each
+   * chunk's last token only. Returns the logits [1, vocab] of the last token.
+   */
+  #prefillLast(tokens: readonly number[]): Tensor {
+    this.#checkChunk('prefill', tokens);
+    let start = 0;
+    for (; start + this.prefillChunk < tokens.length; start += this.prefillChunk) {
+      this.#forwardChunk(tokens.slice(start, start + this.prefillChunk), true).dispose();
+    }
+    return this.#forwardChunk(tokens.slice(start), true);
+  }
+
+  /** One forward pass of `tokens` at the current position, which it advances; its intermediates freed. */
+  #forwardChunk(tokens: readonly number[], lastRowOnly: boolean): Tensor {
     const scratch = new TrackingRunner(this.backend);
     try {
-      using ids = this.backend.upload(Int32Array.from(tokens), [t], 'i32');
-      using mask = t > 1 ? causalMask(this.backend, this.maxSequence, t, position) : undefined;
-      const logits = scratch.keep(forward(this.#decoder, scratch, ids, position, mask, true));
-      this.#position += t;
+      using ids = this.backend.upload(Int32Array.from(tokens), [tokens.length], 'i32');
+      const logits = scratch.keep(forward(this.#decoder, scratch, ids, this.#position, true, lastRowOnly));
+      this.#position += tokens.length;
       return logits;
     } finally {
       scratch.dispose();
@@ -243,7 +291,7 @@ export class LlamaModel {
   ): Tensor {
     const run = new TrackingRunner(runner);
     try {
-      return forward(this.#decoder, run, token, at, undefined, eager);
+      return forward(this.#decoder, run, token, at, eager);
     } finally {
       made.push(...run.release());
     }
@@ -293,7 +341,7 @@ export class LlamaModel {
       this.#checkChunk('generate', prompt);
       if (maxNewTokens === 0) return;
       const pick = (logits: Float32Array) => sampleToken(logits, sampling, rng);
-      const first = pick(await lastRow(this.prefill(prompt), this.config.vocabSize));
+      const first = pick(await lastRow(this.#prefillLast(prompt), this.config.vocabSize));
       if (stop.has(first)) return;
       yield first;
       const decoding = sampling.temperature === 0 ? this.#greedy : this.#sampled;

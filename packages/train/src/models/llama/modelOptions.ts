@@ -25,6 +25,13 @@ export interface LlamaModelOptions {
   /** Rows of the KV cache: the longest context (prompt + generated tokens). Default: `max_position_embeddings`. */
   readonly maxSequence?: number;
   /**
+   * Most prompt tokens one forward pass takes (default 512): a longer prompt
+   * is run chunk by chunk, each chunk attending over the cache that the
+   * earlier ones wrote, so that prefill needs one chunk's activations beside
+   * the KV cache whatever the prompt's length.
+   */
+  readonly prefillChunk?: number;
+  /**
    * `generate` records one decode step into a batch once and replays it for
    * every token, writing only the token, position and length on the device
    * (default true); false runs every step eagerly.

@@ -1,0 +1,111 @@
+import { type Backend, createBackend, createCpuBackend, probeBackends } from '@rayo/core';
+import {
+  referenceLogits,
+  removeTinyLlamas,
+  tinyLlamaConfig,
+  tinyLlamaWeights,
+  writeTinyLlama,
+} from '@rayo/train-testkit';
+import { afterAll, describe, expect, it } from 'vitest';
+import { LlamaModel } from './model.js';
+
+// A prompt longer than `prefillChunk` runs chunk by chunk, each chunk
+// attending over the cache the earlier ones wrote.
+
+/** As in model.test.ts: far below what a wrong position or causal bound changes. */
+const TOLERANCE = 5e-5;
+const PROMPT = [5, 17, 3, 96, 0, 42, 8, 61, 2, 77, 13, 40, 9, 11, 30, 1, 64];
+/** Lavapipe compiles each pipeline on first use. */
+const TIMEOUT = 120_000;
+
+afterAll(removeTinyLlamas);
+
+function maxAbsDiff(got: ArrayLike<number>, want: ArrayLike<number>): number {
+  expect(got.length).toBe(want.length);
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
+  return worst;
+}
+
+async function collect(tokens: AsyncIterable<number>): Promise<number[]> {
+  const out: number[] = [];
+  for await (const t of tokens) out.push(t);
+  return out;
+}
+
+// Under CI the wgpu backend must be there (Mesa lavapipe): a missing adapter fails the test.
+const wgpu = (await probeBackends(['wgpu']))[0]!;
+const backends: [string, () => Promise<Backend>][] = [['cpu', async () => createCpuBackend()]];
+if (wgpu.available || process.env.CI === 'true') backends.push(['wgpu', () => createBackend('wgpu')]);
+
+async function checkChunks(backend: Backend): Promise<void> {
+  // Four query heads on two kv heads: the chunks attend with grouped queries.
+  const config = tinyLlamaConfig();
+  const weights = tinyLlamaWeights(config, 2024);
+  const dir = await writeTinyLlama(config, weights);
+  const want = referenceLogits(config, weights, PROMPT);
+  const vocab = config.vocab_size as number;
+  using whole = await LlamaModel.load(backend, dir);
+  using wholeLogits = whole.prefill(PROMPT);
+  const one = await wholeLogits.read();
+  const tokens = await collect(whole.generate(PROMPT, { maxNewTokens: 4 }));
+  for (const prefillChunk of [3, 5, 7]) {
+    using model = await LlamaModel.load(backend, dir, { prefillChunk });
+    using logits = model.prefill(PROMPT);
+    expect(logits.shape).toEqual([PROMPT.length, vocab]);
+    expect(model.position).toBe(PROMPT.length);
+    const got = await logits.read();
+    expect(maxAbsDiff(got, one)).toBeLessThan(TOLERANCE);
+    PROMPT.forEach((_, t) => {
+      expect(maxAbsDiff(got.subarray(t * vocab, (t + 1) * vocab), want[t]!)).toBeLessThan(TOLERANCE);
+    });
+    expect(await collect(model.generate(PROMPT, { maxNewTokens: 4 }))).toEqual(tokens);
+  }
+}
+
+describe.each(backends)('chunked prefill on %s', (_name, create) => {
+  it(
+    'chunks of 3, 5 and 7 tokens give the logits and the generated tokens of one chunk',
+    async () => {
+      const backend = await create();
+      try {
+        await checkChunks(backend);
+      } finally {
+        backend.dispose();
+      }
+    },
+    TIMEOUT,
+  );
+});
+
+describe('chunked prefill', () => {
+  it('needs memory for one chunk whatever the prompt’s length', async () => {
+    const config = tinyLlamaConfig();
+    const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 3));
+    // Memory a prompt's prefill for generation adds above what is live before it (weights, caches).
+    const peak = async (promptLength: number, prefillChunk: number) => {
+      const cpu = createCpuBackend();
+      using model = await LlamaModel.load(cpu, dir, { prefillChunk });
+      const before = cpu.memory();
+      const prompt = Array.from({ length: promptLength }, (_, i) => (i * 7) % 97);
+      await collect(model.generate(prompt, { maxNewTokens: 1 }));
+      const after = cpu.memory();
+      expect(after.liveBytes).toBe(before.liveBytes);
+      return after.peakBytes - before.liveBytes;
+    };
+    const short = await peak(8, 4);
+    expect(await peak(28, 4)).toBeLessThan(1.2 * short);
+    // One chunk of the whole prompt needs more: the bound comes from the chunks.
+    expect(await peak(28, 32)).toBeGreaterThan(2 * short);
+  });
+
+  it('refuses a prefillChunk that is not a positive integer', async () => {
+    const config = tinyLlamaConfig();
+    const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 3));
+    const cpu = createCpuBackend();
+    for (const prefillChunk of [0, 2.5]) {
+      await expect(LlamaModel.load(cpu, dir, { prefillChunk })).rejects.toThrow(/prefillChunk/);
+    }
+    expect(cpu.memory().liveTensors).toBe(0);
+  });
+});
