@@ -39,6 +39,7 @@ const BASELINE_SCRIPTS = [
   'packages/bench/baseline/torch_baseline.py',
   'packages/workloads/baseline/torch_train_baseline.py',
   'packages/workloads/baseline/torch_decode_baseline.py',
+  'packages/workloads/baseline/torch_prefill_baseline.py',
   'packages/workloads/baseline/torch_ddp_baseline.py',
   'packages/workloads/baseline/tokenizer_parity.py',
   'packages/workloads/baseline/torch_family_parity.py',
@@ -69,7 +70,7 @@ const USAGE = `Usage: pnpm bundle [--outdir DIR]
 Writes bench.mjs, conformance.mjs, faults.mjs, soak.mjs, train-bench.mjs,
 decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs,
 family-parity.mjs, tokenizer-parity.mjs (with its vocabularies in tokenizers/),
-torch_baseline.py, torch_train_baseline.py, torch_decode_baseline.py,
+torch_baseline.py, torch_train_baseline.py, torch_decode_baseline.py, torch_prefill_baseline.py,
 torch_ddp_baseline.py, torch_family_parity.py, tokenizer_parity.py and the
 module they share, rayo_torch.py, into DIR
 (default: .device/app). Run them with 'node DIR/bench.mjs --help'.`;

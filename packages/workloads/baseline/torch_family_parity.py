@@ -11,7 +11,10 @@ tokens after a prompt of ``promptTokens`` random ids:
 - ``f32``: the f32 model as written;
 - ``bf16``: the model in f32 on the weights rounded to bf16 (what the bf16
   checkpoint holds, widened), since rayo keeps activations in f32 under bf16
-  weights: the tokens rayo must give from the bf16 checkpoint.
+  weights: the tokens rayo must give from the bf16 checkpoint; and
+  ``promptRounded``, the same with the prompt's matrix products on
+  bf16-rounded inputs, what rayo's tensor-core prefill computes (matmul
+  precision 'half').
 
 RoPE's frequencies are the model's own (the rounded weights are loaded into a
 fresh model, so its non-persistent ``inv_freq`` is never rounded). Matrix
@@ -58,6 +61,17 @@ def config_kwargs(config, layers, transformers_major):
             parameters.pop("type", None)
         kwargs["rope_parameters"] = parameters
     return model_type, kwargs
+
+
+def round_prompt_input(_module, inputs):
+    """A Linear's input rounded to bf16 (and widened back) when it holds more than 16 token
+    rows: cuda's tensor-core products (shorter ones take the exact GEMV and small-M kernels)."""
+    x = inputs[0]
+    if x.dim() < 2 or x.shape[-2] <= 16:
+        return None
+    import torch
+
+    return (x.to(torch.bfloat16).to(x.dtype),) + tuple(inputs[1:])
 
 
 def margins_of(step_logits):
@@ -125,6 +139,13 @@ def run_family(torch, transformers, family, index, request, device):
         del half
         tokens, margins = greedy(torch, transformers, reference, prompt, request["newTokens"], device)
         runs["bf16"] = {"checkpoint": folders["bf16"], "tokens": tokens, "margins": margins}
+        # rayo's prompt products on tensor cores take bf16-rounded inputs (matmul precision
+        # 'half'): the same model with every Linear's input of more than 16 rows rounded.
+        hooks = [m.register_forward_pre_hook(round_prompt_input) for m in reference.modules() if isinstance(m, torch.nn.Linear)]
+        rounded_tokens, rounded_margins = greedy(torch, transformers, reference, prompt, request["newTokens"], device)
+        for hook in hooks:
+            hook.remove()
+        runs["bf16"]["promptRounded"] = {"tokens": rounded_tokens, "margins": rounded_margins}
     return {"source": family.get("source"), "prompt": prompt, "runs": runs}
 
 

@@ -13,6 +13,7 @@ import {
   parityTable,
   parseParityArgs,
   type ReferenceRun,
+  referenceFor,
 } from './familyParity.js';
 import { PARITY_FAMILIES, parityFamily } from './parityFamilies.js';
 
@@ -208,6 +209,19 @@ describe('family parity (Node half, against a fake reference)', () => {
     await expect(familyParity(settings(out, path), () => {})).rejects.toThrow(
       /the reference could not run: no torch/,
     );
+  });
+
+  it("holds cuda's bf16 runs to the reference whose prompt products round their inputs, wgpu's to the exact one", () => {
+    const run = {
+      checkpoint: 'c',
+      tokens: [1, 2],
+      margins: [0.5, 0.5],
+      promptRounded: { tokens: [1, 3], margins: [0.4, 0.6] },
+    };
+    expect(referenceFor(run, 'cuda').tokens).toEqual([1, 3]);
+    expect(referenceFor(run, 'cuda').checkpoint).toBe('c');
+    expect(referenceFor(run, 'wgpu').tokens).toEqual([1, 2]);
+    expect(referenceFor({ checkpoint: 'c', tokens: [4], margins: [1] }, 'cuda').tokens).toEqual([4]);
   });
 
   it('parses its options and refuses bad ones', () => {
