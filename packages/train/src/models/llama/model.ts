@@ -23,7 +23,7 @@ import type { DecodeTarget } from './recordedStep.js';
 import type { LlamaWeightDType, LlamaWeights } from './weights.js';
 
 /** Prompt tokens per prefill forward pass unless the `prefillChunk` option says otherwise. */
-const DEFAULT_PREFILL_CHUNK = 512;
+const DEFAULT_PREFILL_CHUNK = 2048;
 
 /**
  * A Llama-family decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU,

@@ -25,7 +25,7 @@ export interface LlamaModelOptions {
   /** Rows of the KV cache: the longest context (prompt + generated tokens). Default: `max_position_embeddings`. */
   readonly maxSequence?: number;
   /**
-   * Most prompt tokens one forward pass takes (default 512): a longer prompt
+   * Most prompt tokens one forward pass takes (default 2048): a longer prompt
    * is run chunk by chunk, each chunk attending over the cache that the
    * earlier ones wrote, so that prefill needs one chunk's activations beside
    * the KV cache whatever the prompt's length.
