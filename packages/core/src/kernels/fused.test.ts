@@ -17,11 +17,10 @@ import {
   tanh,
   tanhBackward,
 } from './elementwise.js';
+import { LINEAR_ACTIVATIONS, type LinearActivation } from './activations.js';
 import {
   biasActivationBackward,
   gateUpSwiglu,
-  LINEAR_ACTIVATIONS,
-  type LinearActivation,
   linear,
   rmsNormMatmul,
   rmsNormMatmul3,

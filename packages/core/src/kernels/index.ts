@@ -15,6 +15,10 @@ import * as reduction from './reduction.js';
 import * as rope from './rope.js';
 import * as softmax from './softmax.js';
 
+export * from './activations.js';
+/** The expression language of element formulas (the activations), for backends' code generators. */
+export * as formulas from './formula.js';
+export type { Formula, FormulaPrimitive } from './formula.js';
 export * from './cast.js';
 export * from './decoding.js';
 export * from './elementwise.js';

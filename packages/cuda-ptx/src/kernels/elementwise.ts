@@ -1,4 +1,5 @@
 import {
+  ACTIVATIONS,
   type AttrValues,
   add,
   biasAdd,
@@ -11,6 +12,7 @@ import {
   gelu,
   geluBackward,
   type KernelSpec,
+  type LinearActivation,
   mul,
   type NoAttrs,
   relu,
@@ -33,7 +35,8 @@ import { PtxModule } from '../ptx/module.js';
 import type { F32, Param } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
-import { clampF32, expF32, geluF32, geluGradF32, sigmoidF32, siluF32, siluGradF32, tanhF32 } from './math.js';
+import { activationF32, activationGradF32, outputGradientF32 } from './activations.js';
+import { clampF32, expF32 } from './math.js';
 import {
   type FloatStorage,
   loadOneAsF32,
@@ -252,19 +255,27 @@ function f32(k: KernelBuilder): F32 {
   return k.reg('f32');
 }
 
+const ACTIVATION_SPECS = { relu, gelu, silu, sigmoid, tanh } as const;
+const BACKWARD_SPECS = {
+  relu: reluBackward,
+  gelu: geluBackward,
+  silu: siluBackward,
+  sigmoid: sigmoidBackward,
+  tanh: tanhBackward,
+} as const;
+/** The backward maps whose product takes its register before the gradient's (the order of the emitted PTX). */
+const DY_FIRST: ReadonlySet<LinearActivation> = new Set(['gelu', 'silu']);
+
 /** Declarations of the map kernels, exported for the PTX tests. */
 export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
-  {
-    spec: relu,
-    inputs: ['x'],
-    outputs: ['y'],
-    // x where x > 0 or x is NaN (as Math.max does), else +0.
-    body: (k, { x }) => ({ y: k.selp('f32', f32(k), x!, 0, k.setp('gtu', 'f32', k.reg('pred'), x!, 0)) }),
-  },
-  { spec: gelu, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: geluF32(k, x!) }) },
-  { spec: silu, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: siluF32(k, x!) }) },
-  { spec: sigmoid, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: sigmoidF32(k, x!) }) },
-  { spec: tanh, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: tanhF32(k, x!) }) },
+  ...(['relu', 'gelu', 'silu', 'sigmoid', 'tanh'] as const).map(
+    (name): MapDecl<AttrValues> => ({
+      spec: ACTIVATION_SPECS[name],
+      inputs: ['x'],
+      outputs: ['y'],
+      body: (k, { x }) => ({ y: activationF32(k, name, x!) }),
+    }),
+  ),
   { spec: exp, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: expF32(k, x!) }) },
   {
     spec: scale as KernelSpec<AttrValues>,
@@ -285,7 +296,7 @@ export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
     spec: swiglu,
     inputs: ['gate', 'up'],
     outputs: ['y'],
-    body: (k, { gate, up }) => ({ y: k.mul('f32', f32(k), siluF32(k, gate!), up!, { rnd: 'rn' }) }),
+    body: (k, { gate, up }) => ({ y: k.mul('f32', f32(k), activationF32(k, 'silu', gate!), up!, { rnd: 'rn' }) }),
   },
   {
     spec: biasAdd,
@@ -294,46 +305,22 @@ export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
     periodic: 'bias',
     body: (k, { x, bias }) => ({ y: k.add('f32', f32(k), x!, bias!, { rnd: 'rn' }) }),
   },
-  {
-    spec: reluBackward,
-    inputs: ['dy', 'x'],
-    outputs: ['dx'],
-    // dy · (x > 0 ? 1 : 0), a product as in the reference (so inf·0 is NaN there too).
-    body: (k, { dy, x }) => {
-      const g = k.selp('f32', f32(k), 1, 0, k.setp('gt', 'f32', k.reg('pred'), x!, 0));
-      return { dx: k.mul('f32', f32(k), dy!, g, { rnd: 'rn' }) };
-    },
-  },
-  {
-    spec: geluBackward,
-    inputs: ['dy', 'x'],
-    outputs: ['dx'],
-    body: (k, { dy, x }) => ({ dx: k.mul('f32', f32(k), dy!, geluGradF32(k, x!), { rnd: 'rn' }) }),
-  },
-  {
-    spec: siluBackward,
-    inputs: ['dy', 'x'],
-    outputs: ['dx'],
-    body: (k, { dy, x }) => ({ dx: k.mul('f32', f32(k), dy!, siluGradF32(k, x!), { rnd: 'rn' }) }),
-  },
-  {
-    spec: sigmoidBackward,
-    inputs: ['dy', 'y'],
-    outputs: ['dx'],
-    body: (k, { dy, y }) => {
-      const g = k.mul('f32', f32(k), y!, k.sub('f32', f32(k), 1, y!, { rnd: 'rn' }), { rnd: 'rn' });
-      return { dx: k.mul('f32', f32(k), dy!, g, { rnd: 'rn' }) };
-    },
-  },
-  {
-    spec: tanhBackward,
-    inputs: ['dy', 'y'],
-    outputs: ['dx'],
-    body: (k, { dy, y }) => {
-      const g = k.fma('f32', f32(k), k.neg('f32', f32(k), y!), y!, 1);
-      return { dx: k.mul('f32', f32(k), dy!, g, { rnd: 'rn' }) };
-    },
-  },
+  ...(['relu', 'gelu', 'silu', 'sigmoid', 'tanh'] as const).map((name): MapDecl<AttrValues> => {
+    const of = ACTIVATIONS[name].gradient.of;
+    return {
+      spec: BACKWARD_SPECS[name],
+      inputs: ['dy', of],
+      outputs: ['dx'],
+      // dy · act′, a product as in the reference (so inf·0 is NaN here too).
+      body: (k, v) => {
+        if (DY_FIRST.has(name)) {
+          return { dx: k.mul('f32', f32(k), v.dy!, activationGradF32(k, name, v.x!), { rnd: 'rn' }) };
+        }
+        const g = of === 'x' ? activationGradF32(k, name, v.x!) : outputGradientF32(k, name, v.y!);
+        return { dx: k.mul('f32', f32(k), v.dy!, g, { rnd: 'rn' }) };
+      },
+    };
+  }),
   {
     spec: clipBackward as KernelSpec<AttrValues>,
     inputs: ['dy', 'x'],
@@ -353,8 +340,8 @@ export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
     body: (k, { dy, gate, up }) => {
       const dyUp = k.mul('f32', f32(k), dy!, up!, { rnd: 'rn' });
       return {
-        dgate: k.mul('f32', f32(k), dyUp, siluGradF32(k, gate!), { rnd: 'rn' }),
-        dup: k.mul('f32', f32(k), dy!, siluF32(k, gate!), { rnd: 'rn' }),
+        dgate: k.mul('f32', f32(k), dyUp, activationGradF32(k, 'silu', gate!), { rnd: 'rn' }),
+        dup: k.mul('f32', f32(k), dy!, activationF32(k, 'silu', gate!), { rnd: 'rn' }),
       };
     },
   },

@@ -44,7 +44,7 @@ import {
 } from './matmulStream.js';
 import { TILE_LARGE, TILE_MID, type TileVariant, tileBytes, tileShader } from './matmulTile.js';
 import {
-  activationWgsl,
+  epilogueActivationWgsl,
   type Epilogue,
   epilogueKey,
   type Output,
@@ -98,7 +98,7 @@ function reduceShader(partial: boolean, c: boolean, epilogue: Epilogue | undefin
       if (epilogue?.bias) module.storage('bias', 'f32', 'read');
       module.storage('y', 'f32', 'read_write');
       if (epilogue?.z) module.storage('z', 'f32', 'read_write');
-      module.declare(activationWgsl(epilogue));
+      module.declare(epilogueActivationWgsl(epilogue));
       return module.build(
         undefined,
         256,

@@ -21,7 +21,7 @@ import {
 import { paramLayout } from '../params.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
-import { WGSL_MATH } from './common.js';
+import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 
 // The small-M quantized GEMV (M <= 4 rows of x; decoding has one), shaped
@@ -280,7 +280,7 @@ export function qgemvShader(v: QgemvShaderVariant) {
     for (var s = 0u; s < params.slices; s++) { sum${p} += tot[(og * params.slices + s) * ${NV}u + ${p * C * R}u + o]; }`;
   const rowScale = (p: number) => (q4 ? '' : `sum${p} *= scale${weights[p]}_of(col);`);
   const output = v.pair
-    ? 'silu_f(sum0) * sum1'
+    ? `${activationWgsl('silu', 'sum0')} * sum1`
     : 'select(sum0, fma(params.beta, c[index], sum0), params.hasC != 0u)';
   return {
     key: `quantized/gemv/m${R}/c${C}w${V}/${v.vecX ? 'v4' : 'scalar'}/${v.pair ? 'gateup/' : ''}${v.format}`,
@@ -290,7 +290,7 @@ export function qgemvShader(v: QgemvShaderVariant) {
       for (const [name, type, access] of bindingNames) module.storage(name, type, access);
       module.workgroupArray('red', 'f32', Math.min(NV, BATCH) * THREADS);
       module.workgroupArray('tot', 'f32', WARPS * NV);
-      if (v.pair) module.declare(WGSL_MATH);
+      if (v.pair) module.declare(ACTIVATION_FUNCTIONS_WGSL);
       module.declare(dequant).declare(zeroFns).declare(scaleFns);
       if (!v.vecX)
         module.declare(
