@@ -63,15 +63,17 @@ describe('activation table', () => {
   it('propagates NaN through every activation and gradient but the step of relu', () => {
     for (const name of LINEAR_ACTIVATIONS) {
       expect(ACTIVATION_FUNCTIONS[name].f(Number.NaN), name).toBeNaN();
-      if (name !== 'relu' && name !== 'none') expect(ACTIVATION_FUNCTIONS[name].grad(Number.NaN), name).toBeNaN();
+      if (name !== 'relu' && name !== 'none')
+        expect(ACTIVATION_FUNCTIONS[name].grad(Number.NaN), name).toBeNaN();
     }
     expect(ACTIVATION_FUNCTIONS.relu.grad(Number.NaN)).toBe(0);
   });
 
-  it("takes a gradient of the output at y = act(x)", () => {
+  it('takes a gradient of the output at y = act(x)', () => {
     for (const name of ['sigmoid', 'tanh'] as const) {
       const grad = outputGradientFunction(name);
-      for (const x of xs) expect(ACTIVATION_FUNCTIONS[name].grad(x)).toBe(grad(ACTIVATION_FUNCTIONS[name].f(x)));
+      for (const x of xs)
+        expect(ACTIVATION_FUNCTIONS[name].grad(x)).toBe(grad(ACTIVATION_FUNCTIONS[name].f(x)));
     }
     expect(() => outputGradientFunction('gelu')).toThrow(/formula of x/);
     expect(gradientOfInput('gelu')).toBe(ACTIVATIONS.gelu.gradient.formula);

@@ -13,8 +13,8 @@ import {
   type Formula,
   mul,
   neg,
-  substitute,
   sub,
+  substitute,
   variable,
 } from './formula.js';
 

@@ -198,7 +198,12 @@ function unaryBackward(
   });
 }
 
-export const reluBackward = unaryBackward('reluBackward', 'dx = dy · (x > 0)', 'x', ACTIVATION_FUNCTIONS.relu.grad);
+export const reluBackward = unaryBackward(
+  'reluBackward',
+  'dx = dy · (x > 0)',
+  'x',
+  ACTIVATION_FUNCTIONS.relu.grad,
+);
 export const geluBackward = unaryBackward('geluBackward', "dx = dy · gelu'(x)", 'x', geluGrad);
 export const siluBackward = unaryBackward('siluBackward', "dx = dy · silu'(x)", 'x', siluGrad);
 export const sigmoidBackward = unaryBackward(
@@ -207,7 +212,23 @@ export const sigmoidBackward = unaryBackward(
   'y',
   outputGradientFunction('sigmoid'),
 );
-export const tanhBackward = unaryBackward('tanhBackward', 'dx = dy · (1 − y²)', 'y', outputGradientFunction('tanh'));
+export const tanhBackward = unaryBackward(
+  'tanhBackward',
+  'dx = dy · (1 − y²)',
+  'y',
+  outputGradientFunction('tanh'),
+);
+
+/** The unary map of each activation of the table (but `none`), by name. */
+export const ACTIVATION_MAPS = { relu, gelu, silu, sigmoid, tanh } as const;
+/** Their backward maps: dx from dy and x, or from dy and y where the gradient is a formula of the output. */
+export const ACTIVATION_BACKWARD_MAPS = {
+  relu: reluBackward,
+  gelu: geluBackward,
+  silu: siluBackward,
+  sigmoid: sigmoidBackward,
+  tanh: tanhBackward,
+} as const;
 
 export const clipBackward = defineKernel<ClipAttrs>({
   name: 'clipBackward',

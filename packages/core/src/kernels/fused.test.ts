@@ -3,6 +3,7 @@ import { InvalidArgumentError, ShapeError } from '../errors.js';
 import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
 import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
+import { LINEAR_ACTIVATIONS, type LinearActivation } from './activations.js';
 import {
   biasAdd,
   gelu,
@@ -17,14 +18,7 @@ import {
   tanh,
   tanhBackward,
 } from './elementwise.js';
-import { LINEAR_ACTIVATIONS, type LinearActivation } from './activations.js';
-import {
-  biasActivationBackward,
-  gateUpSwiglu,
-  linear,
-  rmsNormMatmul,
-  rmsNormMatmul3,
-} from './fused.js';
+import { biasActivationBackward, gateUpSwiglu, linear, rmsNormMatmul, rmsNormMatmul3 } from './fused.js';
 import { matmul } from './matmul.js';
 import { rmsNorm } from './normalization.js';
 

@@ -1,8 +1,8 @@
 import { bytesPerElement } from '../dtype.js';
 import { defineKernel } from '../kernel.js';
 import { formatShape } from '../shape.js';
-import { ArgCheck } from './check.js';
 import { ACTIVATION_FUNCTIONS, LINEAR_ACTIVATIONS, type LinearActivation, siluOf } from './activations.js';
+import { ArgCheck } from './check.js';
 import { bytesOf, FLOAT, WEIGHTS } from './vocabulary.js';
 
 // Fused decode kernels: each does in one pass over the weights what a chain

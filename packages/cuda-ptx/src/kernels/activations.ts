@@ -6,7 +6,17 @@
 import { ACTIVATIONS, type Formula, type LinearActivation } from '@rayo/core';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import type { F32 } from '../ptx/operands.js';
-import { expF32, geluF32, geluGradF32, sigmoidF32, sigmoidParts, siluF32, siluGradF32, tanhF32 } from './math.js';
+import {
+  arithmeticF32,
+  expF32,
+  geluF32,
+  geluGradF32,
+  sigmoidF32,
+  sigmoidParts,
+  siluF32,
+  siluGradF32,
+  tanhF32,
+} from './math.js';
 
 type Rendered = (k: KernelBuilder, x: F32) => F32;
 
@@ -19,7 +29,9 @@ function f32(k: KernelBuilder): F32 {
  * cancelling, GELU as x·sigmoid(2u) (0.5·x·(1 + tanh u) cancels for x < 0),
  * SiLU and the gradients of all three through the same parts.
  */
-const DEVICE_FORMS: Partial<Record<LinearActivation, { readonly forward: Rendered; readonly gradient: Rendered }>> = {
+const DEVICE_FORMS: Partial<
+  Record<LinearActivation, { readonly forward: Rendered; readonly gradient: Rendered }>
+> = {
   sigmoid: {
     forward: sigmoidF32,
     gradient: (k, z) => {
@@ -77,20 +89,15 @@ function operand(k: KernelBuilder, f: Formula, env: Readonly<Record<string, F32>
       }
       if (f.op === '+' && (isProduct(f.a) || isProduct(f.b))) {
         const [product, addend] = isProduct(f.a) ? [f.a, f.b] : [f.b as Product, f.a];
-        return k.fma('f32', d, operand(k, product.a, env), operand(k, product.b, env), operand(k, addend, env));
+        return k.fma(
+          'f32',
+          d,
+          operand(k, product.a, env),
+          operand(k, product.b, env),
+          operand(k, addend, env),
+        );
       }
-      const a = operand(k, f.a, env);
-      const b = operand(k, f.b, env);
-      switch (f.op) {
-        case '+':
-          return k.add('f32', d, a, b, { rnd: 'rn' });
-        case '-':
-          return k.sub('f32', d, a, b, { rnd: 'rn' });
-        case '*':
-          return k.mul('f32', d, a, b, { rnd: 'rn' });
-        case '/':
-          return k.div('f32', d, a, b, 'rn');
-      }
+      return arithmeticF32(k, f.op, d, operand(k, f.a, env), operand(k, f.b, env));
     }
   }
 }

@@ -1,42 +1,34 @@
 import {
+  ACTIVATION_BACKWARD_MAPS,
+  ACTIVATION_MAPS,
   ACTIVATIONS,
   type AttrValues,
   add,
   biasAdd,
-  broadcastPlan,
   clip,
   clipBackward,
   div,
   exp,
   FLOAT,
-  gelu,
-  geluBackward,
   type KernelSpec,
+  kernelBroadcastPlan,
   type LinearActivation,
+  MAX_BROADCAST_RANK,
   mul,
   type NoAttrs,
-  relu,
-  reluBackward,
   scale,
-  sigmoid,
-  sigmoidBackward,
-  silu,
-  siluBackward,
   sub,
   swiglu,
   swigluBackward,
-  tanh,
-  tanhBackward,
-  UnsupportedOnBackendError,
 } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, type LaunchValue } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Param } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
-import { BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { activationF32, activationGradF32, outputGradientF32 } from './activations.js';
-import { clampF32, expF32 } from './math.js';
+import { BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
+import { arithmeticF32, clampF32, expF32 } from './math.js';
 import {
   type FloatStorage,
   loadOneAsF32,
@@ -49,24 +41,16 @@ import {
 // ---- binary with broadcasting ----------------------------------------------------
 
 /** The most independent axes a broadcast may have after merging; each is three kernel parameters. */
-export const MAX_RANK = 6;
+export const MAX_RANK = MAX_BROADCAST_RANK;
 
 export type BinaryOp = 'add' | 'sub' | 'mul' | 'div';
 
 const BINARY_SPECS: Readonly<Record<BinaryOp, KernelSpec<NoAttrs>>> = { add, sub, mul, div };
 
+const BINARY_OPERATORS = { add: '+', sub: '-', mul: '*', div: '/' } as const;
+
 function binaryOp(k: KernelBuilder, op: BinaryOp, x: F32, z: F32): F32 {
-  const d = k.reg('f32');
-  switch (op) {
-    case 'add':
-      return k.add('f32', d, x, z, { rnd: 'rn' });
-    case 'sub':
-      return k.sub('f32', d, x, z, { rnd: 'rn' });
-    case 'mul':
-      return k.mul('f32', d, x, z, { rnd: 'rn' });
-    case 'div':
-      return k.div('f32', d, x, z, 'rn');
-  }
+  return arithmeticF32(k, BINARY_OPERATORS[op], k.reg('f32'), x, z);
 }
 
 export function binaryEntry(op: BinaryOp, rank: number): string {
@@ -129,16 +113,8 @@ function binary(op: BinaryOp): AnyCudaKernel {
       const out = outputs[0]!;
       if (out.size === 0) return;
       checkElementCount(spec.name, 'y', out.size);
-      const plan = broadcastPlan(out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
+      const plan = kernelBroadcastPlan(spec.name, out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
       const rank = plan.dims.length;
-      if (rank > MAX_RANK) {
-        throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
-          operation: spec.name,
-          argument: 'b',
-          expected: `at most ${MAX_RANK} after merging contiguous axes`,
-          actual: String(rank),
-        });
-      }
       const args: Record<string, LaunchValue> = { a: inputs[0]!, b: inputs[1]!, y: out, n: out.size };
       for (let d = 0; d < rank; d++) {
         args[`d${d}`] = plan.dims[d]!;
@@ -255,14 +231,6 @@ function f32(k: KernelBuilder): F32 {
   return k.reg('f32');
 }
 
-const ACTIVATION_SPECS = { relu, gelu, silu, sigmoid, tanh } as const;
-const BACKWARD_SPECS = {
-  relu: reluBackward,
-  gelu: geluBackward,
-  silu: siluBackward,
-  sigmoid: sigmoidBackward,
-  tanh: tanhBackward,
-} as const;
 /** The backward maps whose product takes its register before the gradient's (the order of the emitted PTX). */
 const DY_FIRST: ReadonlySet<LinearActivation> = new Set(['gelu', 'silu']);
 
@@ -270,7 +238,7 @@ const DY_FIRST: ReadonlySet<LinearActivation> = new Set(['gelu', 'silu']);
 export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
   ...(['relu', 'gelu', 'silu', 'sigmoid', 'tanh'] as const).map(
     (name): MapDecl<AttrValues> => ({
-      spec: ACTIVATION_SPECS[name],
+      spec: ACTIVATION_MAPS[name],
       inputs: ['x'],
       outputs: ['y'],
       body: (k, { x }) => ({ y: activationF32(k, name, x!) }),
@@ -296,7 +264,9 @@ export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
     spec: swiglu,
     inputs: ['gate', 'up'],
     outputs: ['y'],
-    body: (k, { gate, up }) => ({ y: k.mul('f32', f32(k), activationF32(k, 'silu', gate!), up!, { rnd: 'rn' }) }),
+    body: (k, { gate, up }) => ({
+      y: k.mul('f32', f32(k), activationF32(k, 'silu', gate!), up!, { rnd: 'rn' }),
+    }),
   },
   {
     spec: biasAdd,
@@ -308,7 +278,7 @@ export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
   ...(['relu', 'gelu', 'silu', 'sigmoid', 'tanh'] as const).map((name): MapDecl<AttrValues> => {
     const of = ACTIVATIONS[name].gradient.of;
     return {
-      spec: BACKWARD_SPECS[name],
+      spec: ACTIVATION_BACKWARD_MAPS[name],
       inputs: ['dy', of],
       outputs: ['dx'],
       // dy · act′, a product as in the reference (so inf·0 is NaN here too).

@@ -15,9 +15,9 @@ import {
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R64 } from '../ptx/operands.js';
+import { activationF32, activationGradF32 } from './activations.js';
 import { checkElementCount } from './common.js';
 import { DOT_COLUMNS, ROW_THREADS, streamLoop, streamWidth, warpColumn, warpSum } from './gemv.js';
-import { activationF32, activationGradF32 } from './activations.js';
 import { encodeMatmul, HALF_STORAGE } from './matmul.js';
 import {
   type FloatStorage,

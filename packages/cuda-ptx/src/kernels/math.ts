@@ -20,6 +20,26 @@ function f32(k: KernelBuilder): F32 {
   return k.reg('f32');
 }
 
+/** d = a op b in f32, rounded to nearest (the binary maps and the formulas of activations.ts). */
+export function arithmeticF32(
+  k: KernelBuilder,
+  op: '+' | '-' | '*' | '/',
+  d: F32,
+  a: F32 | number,
+  b: F32 | number,
+): F32 {
+  switch (op) {
+    case '+':
+      return k.add('f32', d, a, b, { rnd: 'rn' });
+    case '-':
+      return k.sub('f32', d, a, b, { rnd: 'rn' });
+    case '*':
+      return k.mul('f32', d, a, b, { rnd: 'rn' });
+    case '/':
+      return k.div('f32', d, a, b, 'rn');
+  }
+}
+
 /** `y`, or `x` where `x` is NaN (min and max return the other operand for NaN, which would hide it). */
 export function keepNaN(k: KernelBuilder, x: F32, y: F32): F32 {
   const nan = k.setp('nan', 'f32', k.reg('pred'), x, x);

@@ -14,9 +14,9 @@ import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { activationF32 } from './activations.js';
 import { checkElementCount } from './common.js';
 import { below } from './gemv.js';
-import { activationF32 } from './activations.js';
 import {
   type FloatStorage,
   loadAsF32,
@@ -397,7 +397,8 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
         });
         const index = k.madLo('u32', k.reg('u32'), row, n, col);
         let value = sums[0]!;
-        if (v.pair) value = k.mul('f32', k.reg('f32'), activationF32(k, 'silu', sums[0]!), sums[1]!, { rnd: 'rn' });
+        if (v.pair)
+          value = k.mul('f32', k.reg('f32'), activationF32(k, 'silu', sums[0]!), sums[1]!, { rnd: 'rn' });
         else if (v.withC) {
           const cv = loadOneAsF32(k, act, k.elementAddress(k.globalPointer(p.c), index, actBytes));
           value = k.fma('f32', k.reg('f32'), k.ldParam(p.beta), cv, value, { rnd: 'rn' });

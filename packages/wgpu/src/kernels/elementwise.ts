@@ -1,39 +1,30 @@
 import {
+  ACTIVATION_BACKWARD_MAPS,
+  ACTIVATION_MAPS,
   ACTIVATIONS,
   type AttrValues,
   add,
   biasAdd,
-  broadcastPlan,
   bytesPerElement,
   clip,
   clipBackward,
   div,
   exp,
   FLOAT,
-  gelu,
-  geluBackward,
+  formulas,
   type KernelSpec,
+  kernelBroadcastPlan,
+  MAX_BROADCAST_RANK,
   mul,
   type NoAttrs,
-  relu,
-  reluBackward,
   scale,
-  sigmoid,
-  sigmoidBackward,
-  silu,
-  siluBackward,
   sub,
   swiglu,
   swigluBackward,
-  tanh,
-  tanhBackward,
-  formulas,
   UnsupportedOnBackendError,
 } from '@rayo/core';
 import { type AnyWgpuKernel, bindingRanges, type Operand, operandRange, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
-import { bindingType, declareHalf, loadScalar, type Storage, storageOf } from '../wgsl/half.js';
-import { ShaderModule } from '../wgsl/module.js';
 import {
   ACTIVATION_FUNCTIONS_WGSL,
   activationGradientWgsl,
@@ -41,11 +32,13 @@ import {
   formulaWgsl,
   IS_NAN,
 } from '../wgsl/activations.js';
+import { bindingType, declareHalf, loadScalar, type Storage, storageOf } from '../wgsl/half.js';
+import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
 
 // ---- binary with broadcasting ------------------------------------------------
 
-const MAX_RANK = 6;
+const MAX_RANK = MAX_BROADCAST_RANK;
 const BINARY_PARAMS = paramLayout([
   ['n', 'u32'],
   ['base', 'u32'],
@@ -120,15 +113,7 @@ function binary(spec: KernelSpec<NoAttrs>, op: string): AnyWgpuKernel {
     (encoder, { inputs, outputs, io }) => {
       const out = outputs[0]!;
       if (out.size === 0) return;
-      const plan = broadcastPlan(out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
-      if (plan.dims.length > MAX_RANK) {
-        throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
-          operation: spec.name,
-          argument: 'b',
-          expected: `at most ${MAX_RANK} after merging contiguous axes`,
-          actual: String(plan.dims.length),
-        });
-      }
+      const plan = kernelBroadcastPlan(spec.name, out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
       const [a, b] = [inputs[0]!, inputs[1]!];
       const directA = a.size === out.size;
       const directB = b.size === out.size;
@@ -243,22 +228,18 @@ ${decl.outputs.map((name) => `  var ${name}: f32;`).join('\n')}
   );
 }
 
-const ACTIVATION_SPECS = { relu, gelu, silu, sigmoid, tanh } as const;
-const BACKWARD_SPECS = {
-  relu: reluBackward,
-  gelu: geluBackward,
-  silu: siluBackward,
-  sigmoid: sigmoidBackward,
-  tanh: tanhBackward,
-} as const;
-
 export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
   binary(add, 'x + z'),
   binary(sub, 'x - z'),
   binary(mul, 'x * z'),
   binary(div, 'x / z'),
   ...(['relu', 'gelu', 'silu', 'sigmoid', 'tanh'] as const).map((name) =>
-    map({ spec: ACTIVATION_SPECS[name], inputs: ['x'], outputs: ['y'], body: `y = ${activationWgsl(name, 'x')};` }),
+    map({
+      spec: ACTIVATION_MAPS[name],
+      inputs: ['x'],
+      outputs: ['y'],
+      body: `y = ${activationWgsl(name, 'x')};`,
+    }),
   ),
   map({ spec: exp, inputs: ['x'], outputs: ['y'], body: 'y = exp(x);' }),
   map({
@@ -276,7 +257,12 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
     body: `y = select(min(max(x, params.min), params.max), x, ${IS_NAN('x')});`,
     attrs: ['min', 'max'],
   }),
-  map({ spec: swiglu, inputs: ['gate', 'up'], outputs: ['y'], body: `y = ${activationWgsl('silu', 'gate')} * up;` }),
+  map({
+    spec: swiglu,
+    inputs: ['gate', 'up'],
+    outputs: ['y'],
+    body: `y = ${activationWgsl('silu', 'gate')} * up;`,
+  }),
   map({
     spec: biasAdd,
     inputs: ['x', 'bias'],
@@ -286,7 +272,7 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
   }),
   ...(['relu', 'gelu', 'silu'] as const).map((name) =>
     map({
-      spec: BACKWARD_SPECS[name],
+      spec: ACTIVATION_BACKWARD_MAPS[name],
       inputs: ['dy', 'x'],
       outputs: ['dx'],
       body: `dx = dy * ${activationGradientWgsl(name, 'x')};`,
@@ -294,7 +280,7 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
   ),
   ...(['sigmoid', 'tanh'] as const).map((name) =>
     map({
-      spec: BACKWARD_SPECS[name],
+      spec: ACTIVATION_BACKWARD_MAPS[name],
       inputs: ['dy', 'y'],
       outputs: ['dx'],
       body: `dx = ${formulaWgsl(formulas.mul(formulas.variable('dy'), ACTIVATIONS[name].gradient.formula))};`,

@@ -24,6 +24,7 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { ACTIVATION_FUNCTIONS_WGSL, activationGradientWgsl, activationWgsl } from '../wgsl/activations.js';
 import {
   bindingType,
   halfFunctions,
@@ -34,7 +35,6 @@ import {
   vectorElements,
 } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
-import { ACTIVATION_FUNCTIONS_WGSL, activationGradientWgsl, activationWgsl } from '../wgsl/activations.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { CHECK_SUBGROUP_LAYOUT, encodeMatmul, streamLoop } from './matmul.js';
 

@@ -44,8 +44,8 @@ import {
 } from './matmulStream.js';
 import { TILE_LARGE, TILE_MID, type TileVariant, tileBytes, tileShader } from './matmulTile.js';
 import {
-  epilogueActivationWgsl,
   type Epilogue,
+  epilogueActivationWgsl,
   epilogueKey,
   type Output,
   PARAMS,

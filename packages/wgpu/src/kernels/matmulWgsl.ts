@@ -1,9 +1,9 @@
 import type { LinearActivation } from '@rayo/core';
 import { linearWorkgroup } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
 import { halfFunctions, type Storage } from '../wgsl/half.js';
 import type { ShaderModule, WgslType } from '../wgsl/module.js';
-import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
 
 // What the matrix-product shaders share: their parameters, bindings, the
 // double-buffered K loop of the tiled products, and the epilogue that writes

@@ -19,9 +19,9 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
-import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 
 // The small-M quantized GEMV (M <= 4 rows of x; decoding has one), shaped

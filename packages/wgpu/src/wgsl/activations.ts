@@ -9,7 +9,8 @@ const { operationCount, substitute, variable } = formulas;
 export const IS_NAN = (x: string) => `(bitcast<u32>(${x}) & 0x7fffffffu) > 0x7f800000u`;
 
 /** tanh as sign(x)·(1 − e^−2|x|)/(1 + e^−2|x|), which never overflows (WGSL's own may). */
-const TANH_F = 'fn tanh_f(x: f32) -> f32 { let t = exp(-2.0 * abs(x)); return sign(x) * (1.0 - t) / (1.0 + t); }';
+const TANH_F =
+  'fn tanh_f(x: f32) -> f32 { let t = exp(-2.0 * abs(x)); return sign(x) * (1.0 - t) / (1.0 + t); }';
 
 /** A helper function stands for a formula of more than one operation; one operation is written inline. */
 const hasHelper = (f: Formula) => operationCount(f) > 1;
@@ -127,4 +128,3 @@ export const ACTIVATION_FUNCTIONS_WGSL = (() => {
   }
   return `\n${lines.join('\n')}\n`;
 })();
-

@@ -1,5 +1,5 @@
-import * as k from '../../kernels/fused.js';
 import { LINEAR_ACTIVATIONS } from '../../kernels/activations.js';
+import * as k from '../../kernels/fused.js';
 import {
   type AnyConformanceCase,
   type AnyErrorCase,
