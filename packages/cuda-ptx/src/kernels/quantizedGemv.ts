@@ -2,11 +2,10 @@ import {
   FLOAT,
   InvalidArgumentError,
   QGEMV_GROUPS,
-  QGEMV_SHAPES,
   type QgemvShapeVariant,
   type QuantFormat,
   qgemvPairVariant,
-  qgemvSlicesFor,
+  qgemvProblem,
   quantizedGateUpSwiglu,
   quantLayout,
 } from '@rayo/core';
@@ -433,12 +432,13 @@ export function encodeQuantizedGemv(
   attrs: { format: QuantFormat; beta: number },
 ): void {
   const { x, weights, c, y } = ops;
-  const [m, kDim] = x.shape as [number, number];
-  const n = y.shape[1]!;
-  if (m === 0 || n === 0) return;
-  const shape = QGEMV_SHAPES[variant];
+  const problem = qgemvProblem(variant, x.shape, y.shape, attrs.format, {
+    units: encoder.device.multiprocessors,
+    slices: encoder.tuning.qgemvSlices,
+  });
+  if (!problem) return;
+  const { m, k: kDim, n, shape, slices } = problem;
   const { cols, words } = shape;
-  const layout = quantLayout(attrs.format, kDim);
   const rows = Math.min(m, QGEMV_MAX_ROWS);
   const first = weights[0]!;
   const second = weights[1] ?? first;
@@ -452,9 +452,7 @@ export function encodeQuantizedGemv(
     vecX: kDim % 32 === 0 && aligned16(x.ptr),
     cols,
     words,
-    slices:
-      encoder.tuning.qgemvSlices ??
-      qgemvSlicesFor(n, kDim, shape, layout.perWord, encoder.device.multiprocessors),
+    slices,
   };
   encoder.launch({
     key: qgemvKey(config),

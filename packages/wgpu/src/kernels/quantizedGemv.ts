@@ -2,11 +2,10 @@ import {
   FLOAT,
   InvalidArgumentError,
   QGEMV_GROUPS,
-  QGEMV_SHAPES,
   type QgemvShapeVariant,
   type QuantFormat,
   qgemvPairVariant,
-  qgemvSlicesFor,
+  qgemvProblem,
   quantizedGateUpSwiglu,
   quantLayout,
 } from '@rayo/core';
@@ -366,12 +365,13 @@ export function encodeQuantizedGemvF32(
   attrs: { format: QuantFormat; beta: number },
 ): void {
   const { x, weights, c, y } = ops;
-  const [m, k] = x.shape as [number, number];
-  const n = y.shape[1]!;
-  if (m === 0 || n === 0) return;
-  const shape = QGEMV_SHAPES[variant];
+  const problem = qgemvProblem(variant, x.shape, y.shape, attrs.format, {
+    units: UNITS,
+    slices: encoder.tuning.qgemvSlices,
+  });
+  if (!problem) return;
+  const { m, k, n, shape, layout, slices } = problem;
   const { cols, words } = shape;
-  const layout = quantLayout(attrs.format, k);
   const pair = weights.length === 2;
   // One row (decoding) or up to 4, rows past M clamped: two shaders per variant, not four.
   const rows = m === 1 ? 1 : QGEMV_MAX_ROWS;
@@ -383,7 +383,6 @@ export function encodeQuantizedGemvF32(
     cols,
     words,
   });
-  const slices = encoder.tuning.qgemvSlices ?? qgemvSlicesFor(n, k, shape, layout.perWord, UNITS);
   const tilesN = Math.ceil(n / ((cols * WARPS) / slices));
   const tiles = tilesN * Math.ceil(m / rows);
   const first = weights[0]!;
