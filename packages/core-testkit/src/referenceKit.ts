@@ -12,7 +12,7 @@ import {
   type Shape,
   type ShapeError,
 } from '@rayo/core';
-import type { Rng } from '@rayo/core/testing';
+import { type Rng, thrownBy } from '@rayo/core/testing';
 import { expect } from 'vitest';
 
 export interface Input {
@@ -115,12 +115,7 @@ export function expectThrows(
   expected: string,
   actual: string,
 ): void {
-  let caught: unknown;
-  try {
-    call();
-  } catch (error) {
-    caught = error;
-  }
+  const caught = thrownBy(call);
   expect(caught).toBeInstanceOf(errorClass);
   const e = caught as RayoError;
   expect(e.operation).toBe(kernel);
