@@ -46,7 +46,7 @@ const geluU = mul(GELU_SQRT_2_OVER_PI, add(x, mul(mul(mul(GELU_CUBIC, x), x), x)
  * formula calls only the entries above it). NaN propagates through every
  * formula as IEEE arithmetic does; relu keeps it explicitly (its max would not).
  */
-export const ACTIVATIONS: Readonly<Record<LinearActivation, ActivationFormula>> = {
+export const ACTIVATION_FORMULAS: Readonly<Record<LinearActivation, ActivationFormula>> = {
   none: { forward: x, gradient: { of: 'x', formula: 1 }, flops: 0 },
   relu: { forward: call('relu', x), gradient: { of: 'x', formula: call('step', x) }, flops: 1 },
   sigmoid: {
@@ -84,7 +84,7 @@ export const ACTIVATIONS: Readonly<Record<LinearActivation, ActivationFormula>> 
 
 /** An activation's gradient as a formula of its argument `x` (a gradient of `y` takes y = act(x)). */
 export function gradientOfInput(name: LinearActivation): Formula {
-  const { of, formula } = ACTIVATIONS[name].gradient;
+  const { of, formula } = ACTIVATION_FORMULAS[name].gradient;
   return of === 'x' ? formula : substitute(formula, 'y', act(name, x));
 }
 
@@ -100,7 +100,7 @@ function compiledOnce(key: string, make: () => (v: number) => number): (v: numbe
 
 const forwardFunction = (name: string): ((v: number) => number) =>
   compiledOnce(`${name}`, () =>
-    compileFormula(ACTIVATIONS[name as LinearActivation].forward, 'x', forwardFunction),
+    compileFormula(ACTIVATION_FORMULAS[name as LinearActivation].forward, 'x', forwardFunction),
   );
 
 /** Each activation and its derivative, both as functions of the pre-activation z: the cpu reference. */
@@ -115,14 +115,14 @@ export const ACTIVATION_FUNCTIONS: Readonly<
     {
       f: forwardFunction(name),
       grad: compileFormula(gradientOfInput(name), 'x', forwardFunction),
-      flops: ACTIVATIONS[name].flops,
+      flops: ACTIVATION_FORMULAS[name].flops,
     },
   ]),
 ) as Record<LinearActivation, { f: (z: number) => number; grad: (z: number) => number; flops: number }>;
 
 /** d act/dx from the forward output y, for the activations whose backward map takes y (sigmoid, tanh). */
 export function outputGradientFunction(name: LinearActivation): (y: number) => number {
-  const { of, formula } = ACTIVATIONS[name].gradient;
+  const { of, formula } = ACTIVATION_FORMULAS[name].gradient;
   if (of !== 'y') throw new Error(`the gradient of '${name}' is a formula of x, not of y`);
   return compiledOnce(`${name}/dy`, () => compileFormula(formula, 'y', forwardFunction));
 }

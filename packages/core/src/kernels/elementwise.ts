@@ -2,8 +2,8 @@ import { bytesPerElement, type HostArray } from '../dtype.js';
 import { defineKernel, type KernelSpec } from '../kernel.js';
 import { broadcastIndexMap, broadcastShapes, sizeOf } from '../shape.js';
 import {
+  ACTIVATION_FORMULAS,
   ACTIVATION_FUNCTIONS,
-  ACTIVATIONS,
   geluGrad,
   type LinearActivation,
   outputGradientFunction,
@@ -78,7 +78,7 @@ function unaryKernel(name: string, summary: string, flopsPerElement: number, fn:
 
 /** A unary map of an activation of the table: its reference evaluates the table's formula. */
 const activationKernel = (name: LinearActivation, summary: string) =>
-  unaryKernel(name, summary, ACTIVATIONS[name].flops, ACTIVATION_FUNCTIONS[name].f);
+  unaryKernel(name, summary, ACTIVATION_FORMULAS[name].flops, ACTIVATION_FUNCTIONS[name].f);
 
 export const relu = activationKernel('relu', 'y = max(x, 0)');
 export const gelu = activationKernel('gelu', 'y = GELU(x), tanh approximation');

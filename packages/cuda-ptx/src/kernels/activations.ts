@@ -3,7 +3,7 @@
 // for its primitives. Where a formula evaluated as written would cancel or
 // overflow in f32, a device form of the same function stands for it
 // (math.test.ts checks each against the table's reference).
-import { ACTIVATIONS, type Formula, type LinearActivation } from '@rayo/core';
+import { ACTIVATION_FORMULAS, type Formula, type LinearActivation } from '@rayo/core';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import type { F32 } from '../ptx/operands.js';
 import {
@@ -111,20 +111,20 @@ function registerOf(k: KernelBuilder, f: Formula, env: Readonly<Record<string, F
 /** An activation of the table applied to z. */
 export function activationF32(k: KernelBuilder, name: LinearActivation, z: F32): F32 {
   const device = DEVICE_FORMS[name];
-  return device ? device.forward(k, z) : registerOf(k, ACTIVATIONS[name].forward, { x: z });
+  return device ? device.forward(k, z) : registerOf(k, ACTIVATION_FORMULAS[name].forward, { x: z });
 }
 
 /** act′(z) from the pre-activation z (a gradient of the output takes y = act(z), computed first). */
 export function activationGradF32(k: KernelBuilder, name: LinearActivation, z: F32): F32 {
   const device = DEVICE_FORMS[name];
   if (device) return device.gradient(k, z);
-  const { of, formula } = ACTIVATIONS[name].gradient;
+  const { of, formula } = ACTIVATION_FORMULAS[name].gradient;
   return registerOf(k, formula, of === 'x' ? { x: z } : { y: activationF32(k, name, z) });
 }
 
 /** act′ from the forward output y, for the activations whose backward map takes y (sigmoid, tanh). */
 export function outputGradientF32(k: KernelBuilder, name: LinearActivation, y: F32): F32 {
-  const { of, formula } = ACTIVATIONS[name].gradient;
+  const { of, formula } = ACTIVATION_FORMULAS[name].gradient;
   if (of !== 'y') throw new Error(`the gradient of '${name}' is a formula of x, not of y`);
   return registerOf(k, formula, { y });
 }

@@ -1,7 +1,7 @@
 import {
   ACTIVATION_BACKWARD_MAPS,
+  ACTIVATION_FORMULAS,
   ACTIVATION_MAPS,
-  ACTIVATIONS,
   type AttrValues,
   add,
   biasAdd,
@@ -276,7 +276,7 @@ export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
     body: (k, { x, bias }) => ({ y: k.add('f32', f32(k), x!, bias!, { rnd: 'rn' }) }),
   },
   ...(['relu', 'gelu', 'silu', 'sigmoid', 'tanh'] as const).map((name): MapDecl<AttrValues> => {
-    const of = ACTIVATIONS[name].gradient.of;
+    const of = ACTIVATION_FORMULAS[name].gradient.of;
     return {
       spec: ACTIVATION_BACKWARD_MAPS[name],
       inputs: ['dy', of],

@@ -1,7 +1,7 @@
 import {
   ACTIVATION_BACKWARD_MAPS,
+  ACTIVATION_FORMULAS,
   ACTIVATION_MAPS,
-  ACTIVATIONS,
   type AttrValues,
   add,
   biasAdd,
@@ -283,7 +283,7 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
       spec: ACTIVATION_BACKWARD_MAPS[name],
       inputs: ['dy', 'y'],
       outputs: ['dx'],
-      body: `dx = ${formulaWgsl(formulas.mul(formulas.variable('dy'), ACTIVATIONS[name].gradient.formula))};`,
+      body: `dx = ${formulaWgsl(formulas.mul(formulas.variable('dy'), ACTIVATION_FORMULAS[name].gradient.formula))};`,
     }),
   ),
   map({

@@ -1,7 +1,13 @@
 // WGSL of core's activation table: the helper functions every activation
 // kernel declares, and expressions of an activation, its gradient, or a
 // formula over them, rendered from the table's trees in their operation order.
-import { ACTIVATIONS, type Formula, formulas, gradientOfInput, type LinearActivation } from '@rayo/core';
+import {
+  ACTIVATION_FORMULAS,
+  type Formula,
+  formulas,
+  gradientOfInput,
+  type LinearActivation,
+} from '@rayo/core';
 
 const { operationCount, substitute, variable } = formulas;
 
@@ -14,9 +20,9 @@ const TANH_F =
 
 /** A helper function stands for a formula of more than one operation; one operation is written inline. */
 const hasHelper = (f: Formula) => operationCount(f) > 1;
-const forwardHelper = (name: LinearActivation) => hasHelper(ACTIVATIONS[name].forward);
+const forwardHelper = (name: LinearActivation) => hasHelper(ACTIVATION_FORMULAS[name].forward);
 const gradientHelper = (name: LinearActivation) =>
-  ACTIVATIONS[name].gradient.of === 'x' && hasHelper(ACTIVATIONS[name].gradient.formula);
+  ACTIVATION_FORMULAS[name].gradient.of === 'x' && hasHelper(ACTIVATION_FORMULAS[name].gradient.formula);
 
 const PRECEDENCE = { '+': 1, '-': 1, '*': 2, '/': 2 } as const;
 const ATOM = 4;
@@ -50,7 +56,7 @@ function render(f: Formula): { code: string; precedence: number } {
     case 'act': {
       const name = f.name as LinearActivation;
       if (forwardHelper(name)) return { code: `${name}_f(${render(f.a).code})`, precedence: ATOM };
-      return render(substitute(ACTIVATIONS[name].forward, 'x', f.a));
+      return render(substitute(ACTIVATION_FORMULAS[name].forward, 'x', f.a));
     }
     case 'let':
       throw new Error('a WGSL expression cannot bind a value: the formula needs a helper function');
@@ -78,7 +84,7 @@ const argument = (code: string): Formula => variable(/^\w+$/.test(code) ? code :
 /** WGSL of act(`arg`), `arg` a WGSL f32 expression. */
 export function activationWgsl(name: LinearActivation, arg: string): string {
   if (forwardHelper(name)) return `${name}_f(${arg})`;
-  return formulaWgsl(substitute(ACTIVATIONS[name].forward, 'x', argument(arg)));
+  return formulaWgsl(substitute(ACTIVATION_FORMULAS[name].forward, 'x', argument(arg)));
 }
 
 /** WGSL of act′(`arg`) from the pre-activation `arg`. */
@@ -117,8 +123,8 @@ const usesTanh = (f: Formula): boolean =>
 export const ACTIVATION_FUNCTIONS_WGSL = (() => {
   const lines: string[] = [];
   let tanhDeclared = false;
-  for (const name of Object.keys(ACTIVATIONS) as LinearActivation[]) {
-    const { forward, gradient } = ACTIVATIONS[name];
+  for (const name of Object.keys(ACTIVATION_FORMULAS) as LinearActivation[]) {
+    const { forward, gradient } = ACTIVATION_FORMULAS[name];
     if (!tanhDeclared && (usesTanh(forward) || usesTanh(gradient.formula))) {
       lines.push(TANH_F);
       tanhDeclared = true;
