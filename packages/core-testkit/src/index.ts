@@ -4,10 +4,12 @@ export {
   expectError,
   expectThrows,
   type Input,
+  type ListedInput,
   meta,
   numericGradient,
   random,
   run,
+  runListed,
   thrown,
   unchanged,
 } from './referenceKit.js';

@@ -2,6 +2,7 @@
 
 import {
   type AttrValues,
+  type DType,
   type HostArray,
   type InvalidArgumentError,
   inferKernel,
@@ -11,8 +12,9 @@ import {
   runReference,
   type Shape,
   type ShapeError,
+  toHostArray,
 } from '@rayo/core';
-import type { Rng } from '@rayo/core/testing';
+import { type Rng, thrownBy } from '@rayo/core/testing';
 import { expect } from 'vitest';
 
 export interface Input {
@@ -39,6 +41,31 @@ export function run<A extends AttrValues>(
     expect(unchanged(x.data, before[i]!), `input ${i} was written`).toBe(true);
   });
   return { outputs: io.outputs, values };
+}
+
+/** An input as listed values, its shape, and its dtype (f32 where not given). */
+export type ListedInput = readonly [values: readonly number[], shape: Shape, dtype?: DType];
+
+/**
+ * Runs the reference on listed inputs with the io metadata `inferKernel`
+ * gives, checks it left its inputs alone, and returns every output as plain
+ * numbers with its shape.
+ */
+export function runListed<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  inputs: readonly ListedInput[],
+  attrs?: Partial<A>,
+): { values: number[][]; shapes: Shape[] } {
+  const metas = inputs.map(([, shape, dtype = 'f32']) => ({ shape, dtype }));
+  const data = inputs.map(([values, , dtype = 'f32']) => toHostArray(dtype, values));
+  const copies = data.map((d) => d.slice());
+  const io = inferKernel(spec, metas, attrs);
+  const out = spec.reference(data, io.attrs, { inputs: metas, outputs: io.outputs });
+  // The reference must never write its inputs.
+  data.forEach((d, i) => {
+    expect(d).toEqual(copies[i]);
+  });
+  return { values: out.map((o) => Array.from(o)), shapes: io.outputs.map((o) => o.shape) };
 }
 
 export function unchanged(a: HostArray, b: HostArray): boolean {
@@ -115,12 +142,7 @@ export function expectThrows(
   expected: string,
   actual: string,
 ): void {
-  let caught: unknown;
-  try {
-    call();
-  } catch (error) {
-    caught = error;
-  }
+  const caught = thrownBy(call);
   expect(caught).toBeInstanceOf(errorClass);
   const e = caught as RayoError;
   expect(e.operation).toBe(kernel);

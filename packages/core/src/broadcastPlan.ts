@@ -1,3 +1,4 @@
+import { UnsupportedOnBackendError } from './errors.js';
 import { type Shape, stridesOf } from './shape.js';
 
 /**
@@ -48,4 +49,24 @@ export function broadcastPlan(out: Shape, a: Shape, b: Shape): BroadcastPlan {
   }
   if (dims.length === 0) return { dims: [1], sa: [0], sb: [0] };
   return { dims, sa, sb };
+}
+
+/** The most independent axes the GPU backends' broadcasting kernels take (three parameters each). */
+export const MAX_BROADCAST_RANK = 6;
+
+/**
+ * The plan of a broadcasting call `operation`, refused (not split) where it
+ * has more than MAX_BROADCAST_RANK independent axes after merging.
+ */
+export function kernelBroadcastPlan(operation: string, out: Shape, a: Shape, b: Shape): BroadcastPlan {
+  const plan = broadcastPlan(out, a, b);
+  if (plan.dims.length > MAX_BROADCAST_RANK) {
+    throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
+      operation,
+      argument: 'b',
+      expected: `at most ${MAX_BROADCAST_RANK} after merging contiguous axes`,
+      actual: String(plan.dims.length),
+    });
+  }
+  return plan;
 }

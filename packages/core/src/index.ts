@@ -22,7 +22,12 @@ export {
 export type { BackendOptionsMap, BackendOptionsOf } from './backendOptions.js';
 export type { BackendProvider } from './backendProvider.js';
 export { BatchCalls, type CallRecorder, type RecordedKernelCall, RecordingBatch } from './batchCalls.js';
-export { type BroadcastPlan, broadcastPlan } from './broadcastPlan.js';
+export {
+  type BroadcastPlan,
+  broadcastPlan,
+  kernelBroadcastPlan,
+  MAX_BROADCAST_RANK,
+} from './broadcastPlan.js';
 export * from './communicator.js';
 export {
   type CompileProgress,

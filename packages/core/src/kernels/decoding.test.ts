@@ -1,3 +1,4 @@
+import { type Input, random, run as runReferenceOf } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
 import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
@@ -9,24 +10,9 @@ import { rope } from './rope.js';
 
 const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
 
-/** Runs the reference with the io metadata `inferKernel` derives. */
-function run<A extends AttrValues>(
-  spec: KernelSpec<A>,
-  inputs: { shape: number[]; data: Float32Array }[],
-  attrs?: Partial<A>,
-): Float32Array {
-  const metas = inputs.map((x) => meta(x.shape));
-  const io = inferKernel(spec, metas, attrs);
-  return spec.reference(
-    inputs.map((x) => x.data),
-    io.attrs,
-    { inputs: metas, outputs: io.outputs },
-  )[0] as Float32Array;
-}
-
-function random(rng: Rng, n: number): Float32Array {
-  return Float32Array.from({ length: n }, () => rng.uniform(-1, 1));
-}
+/** The reference's first output (see core-testkit's `run`, which also checks the inputs are left alone). */
+const run = <A extends AttrValues>(spec: KernelSpec<A>, inputs: Input[], attrs?: Partial<A>) =>
+  runReferenceOf(spec, inputs, attrs).values[0] as Float32Array;
 
 function thrown(call: () => unknown): RayoError {
   try {

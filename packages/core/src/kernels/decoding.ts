@@ -1,12 +1,40 @@
 import { bytesPerElement, type HostArray } from '../dtype.js';
 import { defineKernel, deviceAttribute, runReference } from '../kernel.js';
-import { formatShape, shapesEqual, sizeOf } from '../shape.js';
+import { formatShape, type Shape, shapesEqual, sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
 import { rope } from './rope.js';
 import { checkFrequencies, FREQUENCIES_INPUT } from './ropeFrequencies.js';
 import { bytesOf, CACHES, FLOAT } from './vocabulary.js';
 
 const FAMILY = 'decoding';
+
+/**
+ * The T rows written at `position` fit a cache of maxSeq rows. With the
+ * position on the device only the rows' count can be checked here, on the
+ * rows' argument (`always`: checked there with a host position too).
+ */
+function checkRowsFit(
+  check: ArgCheck,
+  rows: { argument: string; shape: Shape; always: boolean },
+  at: { tokens: number; maxSeq: number; position: number; onDevice: boolean },
+): void {
+  const { tokens, maxSeq, position, onDevice } = at;
+  const message = `the ${tokens} written row(s) must fit in the cache of ${maxSeq} rows`;
+  check.shape(
+    !(rows.always || onDevice) || tokens <= maxSeq,
+    rows.argument,
+    message,
+    `at most ${maxSeq} rows`,
+    rows.shape,
+  );
+  check.attr(
+    onDevice || position + tokens <= maxSeq,
+    'position',
+    message,
+    `<= maxSeq − T = ${maxSeq - tokens}`,
+    position,
+  );
+}
 
 // ---- KV cache scatter ------------------------------------------------------
 
@@ -53,20 +81,15 @@ export const kvCacheScatter = defineKernel<KvCacheScatterAttrs>({
     );
     check.dim('values', values!, -1, nHeads * headDim, "nHeads · headDim of 'cache'");
     const tokens = rank === 2 ? values!.shape[0]! : 1;
-    // With the position on the device only the rows' count can be checked here.
-    check.shape(
-      positionTensor === undefined || tokens <= maxSeq,
-      'values',
-      `the ${tokens} written row(s) must fit in the cache of ${maxSeq} rows`,
-      `at most ${maxSeq} rows`,
-      values!.shape,
-    );
-    check.attr(
-      positionTensor !== undefined || position + tokens <= maxSeq,
-      'position',
-      `the ${tokens} written row(s) must fit in the cache of ${maxSeq} rows`,
-      `<= maxSeq − T = ${maxSeq - tokens}`,
-      position,
+    checkRowsFit(
+      check,
+      { argument: 'values', shape: values!.shape, always: false },
+      {
+        tokens,
+        maxSeq,
+        position,
+        onDevice: positionTensor !== undefined,
+      },
     );
     return [{ name: 'cache', shape: cache!.shape, dtype: cache!.dtype, aliasOf: 0 }];
   },
@@ -276,20 +299,15 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
       k!.shape,
     );
     check.sameShape('v', v!, rows, "[T, kvHeads·headDim] of 'q' and 'kCache'");
-    // With the position on the device only the rows' count can be checked here.
-    check.shape(
-      tokens <= maxSeq,
-      'q',
-      `the ${tokens} written row(s) must fit in the cache of ${maxSeq} rows`,
-      `at most ${maxSeq} rows`,
-      q!.shape,
-    );
-    check.attr(
-      positionTensor !== undefined || position + tokens <= maxSeq,
-      'position',
-      `the ${tokens} written row(s) must fit in the cache of ${maxSeq} rows`,
-      `<= maxSeq − T = ${maxSeq - tokens}`,
-      position,
+    checkRowsFit(
+      check,
+      { argument: 'q', shape: q!.shape, always: true },
+      {
+        tokens,
+        maxSeq,
+        position,
+        onDevice: positionTensor !== undefined,
+      },
     );
     return [
       { name: 'q', shape: q!.shape, dtype: q!.dtype },

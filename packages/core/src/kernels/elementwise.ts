@@ -1,6 +1,15 @@
 import { bytesPerElement, type HostArray } from '../dtype.js';
 import { defineKernel, type KernelSpec } from '../kernel.js';
 import { broadcastIndexMap, broadcastShapes, sizeOf } from '../shape.js';
+import {
+  ACTIVATION_FORMULAS,
+  ACTIVATION_FUNCTIONS,
+  geluGrad,
+  type LinearActivation,
+  outputGradientFunction,
+  siluGrad,
+  siluOf,
+} from './activations.js';
 import { ArgCheck } from './check.js';
 import { bytesOf, FLOAT, type NoAttrs } from './vocabulary.js';
 
@@ -67,33 +76,15 @@ function unaryKernel(name: string, summary: string, flopsPerElement: number, fn:
   });
 }
 
-const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);
-const GELU_C = 0.044715;
-export const sigmoidOf = (x: number): number => 1 / (1 + Math.exp(-x));
-/** GELU, tanh approximation (PyTorch `approximate='tanh'`). */
-export const geluOf = (x: number): number =>
-  0.5 * x * (1 + Math.tanh(SQRT_2_OVER_PI * (x + GELU_C * x * x * x)));
-export const siluOf = (x: number): number => x * sigmoidOf(x);
+/** A unary map of an activation of the table: its reference evaluates the table's formula. */
+const activationKernel = (name: LinearActivation, summary: string) =>
+  unaryKernel(name, summary, ACTIVATION_FORMULAS[name].flops, ACTIVATION_FUNCTIONS[name].f);
 
-/** d GELU/dx of the tanh approximation. */
-export function geluGrad(x: number): number {
-  const u = SQRT_2_OVER_PI * (x + GELU_C * x * x * x);
-  const t = Math.tanh(u);
-  const du = SQRT_2_OVER_PI * (1 + 3 * GELU_C * x * x);
-  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du;
-}
-
-/** d SiLU/dx. */
-export function siluGrad(x: number): number {
-  const s = sigmoidOf(x);
-  return s * (1 + x * (1 - s));
-}
-
-export const relu = unaryKernel('relu', 'y = max(x, 0)', 1, (x) => Math.max(x, 0));
-export const gelu = unaryKernel('gelu', 'y = GELU(x), tanh approximation', 8, geluOf);
-export const silu = unaryKernel('silu', 'y = x · sigmoid(x)', 4, siluOf);
-export const sigmoid = unaryKernel('sigmoid', 'y = 1 / (1 + e^−x)', 3, sigmoidOf);
-export const tanh = unaryKernel('tanh', 'y = tanh(x)', 4, Math.tanh);
+export const relu = activationKernel('relu', 'y = max(x, 0)');
+export const gelu = activationKernel('gelu', 'y = GELU(x), tanh approximation');
+export const silu = activationKernel('silu', 'y = x · sigmoid(x)');
+export const sigmoid = activationKernel('sigmoid', 'y = 1 / (1 + e^−x)');
+export const tanh = activationKernel('tanh', 'y = tanh(x)');
 export const exp = unaryKernel('exp', 'y = e^x', 1, Math.exp);
 
 type ScaleAttrs = { alpha: number; beta: number };
@@ -207,16 +198,37 @@ function unaryBackward(
   });
 }
 
-export const reluBackward = unaryBackward('reluBackward', 'dx = dy · (x > 0)', 'x', (x) => (x > 0 ? 1 : 0));
+export const reluBackward = unaryBackward(
+  'reluBackward',
+  'dx = dy · (x > 0)',
+  'x',
+  ACTIVATION_FUNCTIONS.relu.grad,
+);
 export const geluBackward = unaryBackward('geluBackward', "dx = dy · gelu'(x)", 'x', geluGrad);
 export const siluBackward = unaryBackward('siluBackward', "dx = dy · silu'(x)", 'x', siluGrad);
 export const sigmoidBackward = unaryBackward(
   'sigmoidBackward',
   'dx = dy · y · (1 − y)',
   'y',
-  (y) => y * (1 - y),
+  outputGradientFunction('sigmoid'),
 );
-export const tanhBackward = unaryBackward('tanhBackward', 'dx = dy · (1 − y²)', 'y', (y) => 1 - y * y);
+export const tanhBackward = unaryBackward(
+  'tanhBackward',
+  'dx = dy · (1 − y²)',
+  'y',
+  outputGradientFunction('tanh'),
+);
+
+/** The unary map of each activation of the table (but `none`), by name. */
+export const ACTIVATION_MAPS = { relu, gelu, silu, sigmoid, tanh } as const;
+/** Their backward maps: dx from dy and x, or from dy and y where the gradient is a formula of the output. */
+export const ACTIVATION_BACKWARD_MAPS = {
+  relu: reluBackward,
+  gelu: geluBackward,
+  silu: siluBackward,
+  sigmoid: sigmoidBackward,
+  tanh: tanhBackward,
+} as const;
 
 export const clipBackward = defineKernel<ClipAttrs>({
   name: 'clipBackward',

@@ -1,8 +1,10 @@
+import { type Input, run as runReferenceOf } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
 import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
+import { LINEAR_ACTIVATIONS, type LinearActivation } from './activations.js';
 import {
   biasAdd,
   gelu,
@@ -17,33 +19,15 @@ import {
   tanh,
   tanhBackward,
 } from './elementwise.js';
-import {
-  biasActivationBackward,
-  gateUpSwiglu,
-  LINEAR_ACTIVATIONS,
-  type LinearActivation,
-  linear,
-  rmsNormMatmul,
-  rmsNormMatmul3,
-} from './fused.js';
+import { biasActivationBackward, gateUpSwiglu, linear, rmsNormMatmul, rmsNormMatmul3 } from './fused.js';
 import { matmul } from './matmul.js';
 import { rmsNorm } from './normalization.js';
 
 const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
 
-function run<A extends AttrValues>(
-  spec: KernelSpec<A>,
-  inputs: { shape: number[]; data: Float32Array }[],
-  attrs?: Partial<A>,
-): Float32Array {
-  const metas = inputs.map((x) => meta(x.shape));
-  const io = inferKernel(spec, metas, attrs);
-  return spec.reference(
-    inputs.map((x) => x.data),
-    io.attrs,
-    { inputs: metas, outputs: io.outputs },
-  )[0] as Float32Array;
-}
+/** The reference's first output (see core-testkit's `run`, which also checks the inputs are left alone). */
+const run = <A extends AttrValues>(spec: KernelSpec<A>, inputs: Input[], attrs?: Partial<A>) =>
+  runReferenceOf(spec, inputs, attrs).values[0] as Float32Array;
 
 const t = (shape: number[], values: number[]) => ({ shape, data: Float32Array.from(values) });
 const silu = (v: number) => v / (1 + Math.exp(-v));

@@ -1,8 +1,8 @@
 import { bytesPerElement } from '../dtype.js';
 import { defineKernel } from '../kernel.js';
 import { formatShape } from '../shape.js';
+import { ACTIVATION_FUNCTIONS, LINEAR_ACTIVATIONS, type LinearActivation, siluOf } from './activations.js';
 import { ArgCheck } from './check.js';
-import { geluGrad, geluOf, sigmoidOf, siluGrad, siluOf } from './elementwise.js';
 import { bytesOf, FLOAT, WEIGHTS } from './vocabulary.js';
 
 // Fused decode kernels: each does in one pass over the weights what a chain
@@ -217,39 +217,6 @@ export const rmsNormMatmul3 = defineKernel<EpsAttrs>({
 });
 
 // ---- linear: bias and activation in the product's epilogue ---------------------
-
-/** The activations a `linear` epilogue applies; `none` leaves x·wᵀ + b. */
-export const LINEAR_ACTIVATIONS = ['none', 'relu', 'gelu', 'silu', 'sigmoid', 'tanh'] as const;
-export type LinearActivation = (typeof LINEAR_ACTIVATIONS)[number];
-
-/** Each activation and its derivative, both as functions of the pre-activation z. */
-export const ACTIVATION_FUNCTIONS: Readonly<
-  Record<
-    LinearActivation,
-    { readonly f: (z: number) => number; readonly grad: (z: number) => number; readonly flops: number }
-  >
-> = {
-  none: { f: (z) => z, grad: () => 1, flops: 0 },
-  relu: { f: (z) => Math.max(z, 0), grad: (z) => (z > 0 ? 1 : 0), flops: 1 },
-  gelu: { f: geluOf, grad: geluGrad, flops: 8 },
-  silu: { f: siluOf, grad: siluGrad, flops: 4 },
-  sigmoid: {
-    f: sigmoidOf,
-    grad: (z) => {
-      const s = sigmoidOf(z);
-      return s * (1 - s);
-    },
-    flops: 3,
-  },
-  tanh: {
-    f: Math.tanh,
-    grad: (z) => {
-      const t = Math.tanh(z);
-      return 1 - t * t;
-    },
-    flops: 4,
-  },
-};
 
 const ACTIVATION = {
   kind: 'enum',

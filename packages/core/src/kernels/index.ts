@@ -16,11 +16,15 @@ import * as reduction from './reduction.js';
 import * as rope from './rope.js';
 import * as softmax from './softmax.js';
 
+export * from './activations.js';
 export * from './cast.js';
 export * from './causalAttention.js';
 export * from './decoding.js';
 export * from './elementwise.js';
 export * from './embedding.js';
+export type { Formula, FormulaPrimitive } from './formula.js';
+/** The expression language of element formulas (the activations), for backends' code generators. */
+export * as formulas from './formula.js';
 export * from './fused.js';
 export * from './loss.js';
 export * from './matmul.js';

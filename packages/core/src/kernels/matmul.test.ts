@@ -1,3 +1,4 @@
+import { type Input, random, run as runReferenceOf } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { bf16BitsToF32, type DType, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../dtype.js';
 import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
@@ -8,24 +9,9 @@ import { batchedMatmul, type MatmulPrecision, matmul } from './matmul.js';
 
 const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
 
-/** Runs the reference with the io metadata `inferKernel` derives. */
-function run<A extends AttrValues>(
-  spec: KernelSpec<A>,
-  inputs: { shape: number[]; data: Float32Array }[],
-  attrs?: Partial<A>,
-): Float32Array {
-  const metas = inputs.map((x) => meta(x.shape));
-  const io = inferKernel(spec, metas, attrs);
-  return spec.reference(
-    inputs.map((x) => x.data),
-    io.attrs,
-    { inputs: metas, outputs: io.outputs },
-  )[0] as Float32Array;
-}
-
-function random(rng: Rng, n: number): Float32Array {
-  return Float32Array.from({ length: n }, () => rng.uniform(-1, 1));
-}
+/** The reference's first output (see core-testkit's `run`, which also checks the inputs are left alone). */
+const run = <A extends AttrValues>(spec: KernelSpec<A>, inputs: Input[], attrs?: Partial<A>) =>
+  runReferenceOf(spec, inputs, attrs).values[0] as Float32Array;
 
 /** Row-major [rows, cols] → [cols, rows]. */
 function transposed(x: Float32Array, rows: number, cols: number): Float32Array {

@@ -1,5 +1,6 @@
 import type { Shape } from '../shape.js';
-import type { LinearActivation, linear } from './fused.js';
+import type { LinearActivation } from './activations.js';
+import type { linear } from './fused.js';
 import type { batchedMatmul, MatmulPrecision, matmul } from './matmul.js';
 import type { AttrsOf, SpecCall } from './specCall.js';
 

@@ -1,6 +1,6 @@
-import { expectThrows } from '@rayo/core-testkit';
+import { expectThrows, runListed } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
-import type { DType, HostArray } from '../dtype.js';
+import type { DType } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
 import { inferKernel } from '../kernelChecks.js';
@@ -11,23 +11,12 @@ import { adamwStep, clipByGlobalNorm, globalNorm, multiTensorAdamw, sgdStep } fr
 type SgdAttrs = Parameters<typeof sgdStep.infer>[1];
 type In = readonly [values: readonly number[], shape: Shape];
 
-/** Runs the reference on f32 inputs, with the io metadata `inferKernel` gives. */
-function run<A extends AttrValues>(
+/** Runs the reference on f32 inputs (see runListed): every output. */
+const run = <A extends AttrValues>(
   spec: KernelSpec<A>,
   inputs: readonly In[],
   attrs?: Partial<A>,
-): number[][] {
-  const metas: TensorMeta[] = inputs.map(([, shape]) => ({ shape, dtype: 'f32' as DType }));
-  const data: HostArray[] = inputs.map(([values]) => Float32Array.from(values));
-  const copies = data.map((d) => d.slice());
-  const io = inferKernel(spec, metas, attrs);
-  const out = spec.reference(data, io.attrs, { inputs: metas, outputs: io.outputs });
-  // The reference must never write its inputs.
-  data.forEach((d, i) => {
-    expect(d).toEqual(copies[i]);
-  });
-  return out.map((o) => Array.from(o));
-}
+): number[][] => runListed(spec, inputs, attrs).values;
 
 const meta = (...shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
 

@@ -1,8 +1,8 @@
 import { defineKernel } from '../kernel.js';
 import { quantLayout } from '../quant/layout.js';
 import { dequantizeInto } from '../quant/quantize.js';
+import { siluOf } from './activations.js';
 import { ArgCheck } from './check.js';
-import { siluOf } from './elementwise.js';
 import { SCALES } from './quantized.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
 

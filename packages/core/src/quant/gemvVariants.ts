@@ -1,4 +1,4 @@
-import type { QuantFormat } from './layout.js';
+import { type QuantFormat, type QuantLayout, quantLayout } from './layout.js';
 
 // The small-M quantized GEMV (M <= 4 rows of x; decoding has one), as both GPU
 // backends build it: a block (workgroup) of 8 groups of 32 lanes, lane l of a
@@ -76,4 +76,37 @@ export function qgemvSlicesFor(
 /** The shape the gate·up pair takes for a chosen variant: the default where none is chosen or `a` (no pair kernel). */
 export function qgemvPairVariant(chosen: QgemvVariant | undefined): QgemvShapeVariant {
   return chosen === undefined || chosen === 'a' ? DEFAULT_QGEMV_VARIANT : chosen;
+}
+
+/** The sizes of one GEMV call, as both GPU backends launch it. */
+export interface QgemvProblem {
+  /** Rows of x and y, the reduced dimension, columns of y. */
+  readonly m: number;
+  readonly k: number;
+  readonly n: number;
+  readonly shape: QgemvShape;
+  readonly layout: QuantLayout;
+  /** The K split among a block's groups: the tuned one, else `qgemvSlicesFor`. */
+  readonly slices: QgemvSlices;
+}
+
+/**
+ * The GEMV of `variant` for x [M, K] into y [M, N] of `format` weights on a
+ * device of `units` SMs (compute units); undefined where y is empty (nothing
+ * to launch).
+ */
+export function qgemvProblem(
+  variant: QgemvShapeVariant,
+  xShape: readonly number[],
+  yShape: readonly number[],
+  format: QuantFormat,
+  device: { readonly units: number; readonly slices: QgemvSlices | undefined },
+): QgemvProblem | undefined {
+  const [m, k] = xShape as [number, number];
+  const n = yShape[1]!;
+  if (m === 0 || n === 0) return undefined;
+  const shape = QGEMV_SHAPES[variant];
+  const layout = quantLayout(format, k);
+  const slices = device.slices ?? qgemvSlicesFor(n, k, shape, layout.perWord, device.units);
+  return { m, k, n, shape, layout, slices };
 }

@@ -23,6 +23,7 @@ import { halfVariants, mixedDtypeError, runAsDeclared, UnsupportedOnBackend } fr
 import { integerDataChecks } from './integerDataChecks.js';
 import { hashString, Rng } from './random.js';
 import { replayChecks, writeChecks } from './replay.js';
+import { rejectionOf } from './thrown.js';
 import { viewChecks } from './viewChecks.js';
 
 export type { ConformanceCheck } from './backendCheck.js';
@@ -377,12 +378,7 @@ function apiChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
     check('read of a disposed tensor is rejected', async (backend) => {
       const t = backend.upload([1, 2], [2]);
       t.dispose();
-      let caught: unknown;
-      try {
-        await t.read();
-      } catch (error) {
-        caught = error;
-      }
+      const caught = await rejectionOf(() => t.read());
       if (!(caught instanceof DisposedTensorError))
         fail(`expected DisposedTensorError, got ${String(caught)}`);
     }),
@@ -465,12 +461,7 @@ function apiChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
         }
         if (!cache.delete('other') || cache.has('other') || (cache.weightCount as number) !== 1)
           fail('delete did not remove the weight');
-        let caught: unknown;
-        try {
-          await cache.matmulHost('missing', new Float32Array(k), 1);
-        } catch (error) {
-          caught = error;
-        }
+        const caught = await rejectionOf(() => cache.matmulHost('missing', new Float32Array(k), 1));
         if (!(caught instanceof InvalidArgumentError) || caught.argument !== 'name') {
           fail(`a missing weight must be an InvalidArgumentError naming 'name', got ${String(caught)}`);
         }

@@ -1,4 +1,5 @@
 import type { RayoError } from '../errors.js';
+import { thrownBy } from './thrown.js';
 
 /** A conformance check that did not hold. */
 export class CheckFailure extends Error {
@@ -18,12 +19,7 @@ export function expectRayoError(
   kernel: string,
   argument: string,
 ): void {
-  let caught: unknown;
-  try {
-    call();
-  } catch (error) {
-    caught = error;
-  }
+  const caught = thrownBy(call);
   if (caught === undefined) fail(`expected ${errorClass.name} naming '${argument}', but the call succeeded`);
   if (!(caught instanceof errorClass)) {
     fail(

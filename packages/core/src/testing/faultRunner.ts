@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { backendOptionsFromEnvironment, createBackend } from '../registry.js';
+import { parseCommandLine } from './commandLine.js';
 import { FAULT_SCENARIOS } from './faultScenarios.js';
 import { type FaultResult, faultExtensions, faultTable, runFaultScenarios } from './faultSuite.js';
 
@@ -19,17 +20,8 @@ backend cannot run.
   --filter TEXT    only scenarios whose name contains TEXT`;
 
 async function main(): Promise<number> {
-  let args: ReturnType<typeof parse>;
-  try {
-    args = parse();
-  } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n\n${USAGE}\n`);
-    return 2;
-  }
-  if (args.values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
+  const args = parseCommandLine(parse, USAGE);
+  if (typeof args === 'number') return args;
   const name = args.values.backend ?? 'cpu';
   let info: string;
   let kind: string;

@@ -38,3 +38,4 @@ export {
 export { hashString, Rng } from './random.js';
 export { checkRegisteredOnImport } from './registration.js';
 export { type ConformanceSample, type SampleGrain, sampleConformance } from './sample.js';
+export { rejectionOf, thrownBy } from './thrown.js';

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { backendOptionsFromEnvironment, createBackend } from '../registry.js';
+import { parseCommandLine } from './commandLine.js';
 import { conformanceSuite, runChecks } from './conformance.js';
 import { UnsupportedOnBackend } from './halfCases.js';
 
@@ -16,17 +17,8 @@ it does not run, whose calls it refused as declared). Exits 1 when a check fails
   --verbose        print every check, not only failures`;
 
 async function main(): Promise<number> {
-  let args: ReturnType<typeof parse>;
-  try {
-    args = parse();
-  } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n\n${USAGE}\n`);
-    return 2;
-  }
-  if (args.values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
+  const args = parseCommandLine(parse, USAGE);
+  if (typeof args === 'number') return args;
   const name = args.values.backend ?? 'cpu';
   let backend: Awaited<ReturnType<typeof createBackend>>;
   try {

@@ -4,6 +4,7 @@ import { kvCacheScatter } from '../kernels/decoding.js';
 import { add, scale } from '../kernels/elementwise.js';
 import { clipByGlobalNorm } from '../kernels/optimizer.js';
 import { backendCheck, type ConformanceCheck } from './backendCheck.js';
+import { rejectionOf, thrownBy } from './thrown.js';
 
 class ViewCheckFailure extends Error {
   override name = 'ConformanceFailure';
@@ -20,12 +21,7 @@ async function expectValues(tensor: Tensor, want: readonly number[], what: strin
 
 /** Rejects unless `call` throws (or rejects with) a DisposedTensorError. */
 async function expectDisposedError(call: () => unknown, what: string): Promise<void> {
-  let caught: unknown;
-  try {
-    await call();
-  } catch (error) {
-    caught = error;
-  }
+  const caught = await rejectionOf(call);
   expect(
     caught instanceof DisposedTensorError,
     `${what}: expected DisposedTensorError, got ${caught === undefined ? 'success' : String(caught)}`,
@@ -135,12 +131,7 @@ export function viewChecks(getBackend: () => Promise<Backend>): ConformanceCheck
         using x = backend.upload(range(6), [2, 3]);
         using y = backend.upload(range(6, 10), [2, 3]);
         const refused = (call: () => unknown, argument: string, what: string) => {
-          let caught: unknown;
-          try {
-            call();
-          } catch (error) {
-            caught = error;
-          }
+          const caught = thrownBy(call);
           const e = caught as InvalidArgumentError | undefined;
           expect(
             e instanceof InvalidArgumentError && e.argument === argument,
@@ -185,12 +176,7 @@ export function viewChecks(getBackend: () => Promise<Backend>): ConformanceCheck
         [-1, -1],
         [0, -1],
       ]) {
-        let caught: unknown;
-        try {
-          base.reshape(shape);
-        } catch (error) {
-          caught = error;
-        }
+        const caught = thrownBy(() => base.reshape(shape));
         const e = caught as ShapeError | undefined;
         expect(
           e instanceof ShapeError && e.operation === 'reshape' && e.argument === 'shape',

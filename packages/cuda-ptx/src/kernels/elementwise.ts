@@ -1,39 +1,34 @@
 import {
+  ACTIVATION_BACKWARD_MAPS,
+  ACTIVATION_FORMULAS,
+  ACTIVATION_MAPS,
   type AttrValues,
   add,
   biasAdd,
-  broadcastPlan,
   clip,
   clipBackward,
   div,
   exp,
   FLOAT,
-  gelu,
-  geluBackward,
   type KernelSpec,
+  kernelBroadcastPlan,
+  type LinearActivation,
+  MAX_BROADCAST_RANK,
   mul,
   type NoAttrs,
-  relu,
-  reluBackward,
   scale,
-  sigmoid,
-  sigmoidBackward,
-  silu,
-  siluBackward,
   sub,
   swiglu,
   swigluBackward,
-  tanh,
-  tanhBackward,
-  UnsupportedOnBackendError,
 } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, type LaunchValue } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Param } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
+import { activationF32, activationGradF32, outputGradientF32 } from './activations.js';
 import { BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
-import { clampF32, expF32, geluF32, geluGradF32, sigmoidF32, siluF32, siluGradF32, tanhF32 } from './math.js';
+import { arithmeticF32, clampF32, expF32 } from './math.js';
 import {
   type FloatStorage,
   loadOneAsF32,
@@ -46,24 +41,16 @@ import {
 // ---- binary with broadcasting ----------------------------------------------------
 
 /** The most independent axes a broadcast may have after merging; each is three kernel parameters. */
-export const MAX_RANK = 6;
+export const MAX_RANK = MAX_BROADCAST_RANK;
 
 export type BinaryOp = 'add' | 'sub' | 'mul' | 'div';
 
 const BINARY_SPECS: Readonly<Record<BinaryOp, KernelSpec<NoAttrs>>> = { add, sub, mul, div };
 
+const BINARY_OPERATORS = { add: '+', sub: '-', mul: '*', div: '/' } as const;
+
 function binaryOp(k: KernelBuilder, op: BinaryOp, x: F32, z: F32): F32 {
-  const d = k.reg('f32');
-  switch (op) {
-    case 'add':
-      return k.add('f32', d, x, z, { rnd: 'rn' });
-    case 'sub':
-      return k.sub('f32', d, x, z, { rnd: 'rn' });
-    case 'mul':
-      return k.mul('f32', d, x, z, { rnd: 'rn' });
-    case 'div':
-      return k.div('f32', d, x, z, 'rn');
-  }
+  return arithmeticF32(k, BINARY_OPERATORS[op], k.reg('f32'), x, z);
 }
 
 export function binaryEntry(op: BinaryOp, rank: number): string {
@@ -126,16 +113,8 @@ function binary(op: BinaryOp): AnyCudaKernel {
       const out = outputs[0]!;
       if (out.size === 0) return;
       checkElementCount(spec.name, 'y', out.size);
-      const plan = broadcastPlan(out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
+      const plan = kernelBroadcastPlan(spec.name, out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
       const rank = plan.dims.length;
-      if (rank > MAX_RANK) {
-        throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
-          operation: spec.name,
-          argument: 'b',
-          expected: `at most ${MAX_RANK} after merging contiguous axes`,
-          actual: String(rank),
-        });
-      }
       const args: Record<string, LaunchValue> = { a: inputs[0]!, b: inputs[1]!, y: out, n: out.size };
       for (let d = 0; d < rank; d++) {
         args[`d${d}`] = plan.dims[d]!;
@@ -252,19 +231,19 @@ function f32(k: KernelBuilder): F32 {
   return k.reg('f32');
 }
 
+/** The backward maps whose product takes its register before the gradient's (the order of the emitted PTX). */
+const DY_FIRST: ReadonlySet<LinearActivation> = new Set(['gelu', 'silu']);
+
 /** Declarations of the map kernels, exported for the PTX tests. */
 export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
-  {
-    spec: relu,
-    inputs: ['x'],
-    outputs: ['y'],
-    // x where x > 0 or x is NaN (as Math.max does), else +0.
-    body: (k, { x }) => ({ y: k.selp('f32', f32(k), x!, 0, k.setp('gtu', 'f32', k.reg('pred'), x!, 0)) }),
-  },
-  { spec: gelu, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: geluF32(k, x!) }) },
-  { spec: silu, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: siluF32(k, x!) }) },
-  { spec: sigmoid, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: sigmoidF32(k, x!) }) },
-  { spec: tanh, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: tanhF32(k, x!) }) },
+  ...(['relu', 'gelu', 'silu', 'sigmoid', 'tanh'] as const).map(
+    (name): MapDecl<AttrValues> => ({
+      spec: ACTIVATION_MAPS[name],
+      inputs: ['x'],
+      outputs: ['y'],
+      body: (k, { x }) => ({ y: activationF32(k, name, x!) }),
+    }),
+  ),
   { spec: exp, inputs: ['x'], outputs: ['y'], body: (k, { x }) => ({ y: expF32(k, x!) }) },
   {
     spec: scale as KernelSpec<AttrValues>,
@@ -285,7 +264,9 @@ export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
     spec: swiglu,
     inputs: ['gate', 'up'],
     outputs: ['y'],
-    body: (k, { gate, up }) => ({ y: k.mul('f32', f32(k), siluF32(k, gate!), up!, { rnd: 'rn' }) }),
+    body: (k, { gate, up }) => ({
+      y: k.mul('f32', f32(k), activationF32(k, 'silu', gate!), up!, { rnd: 'rn' }),
+    }),
   },
   {
     spec: biasAdd,
@@ -294,46 +275,22 @@ export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
     periodic: 'bias',
     body: (k, { x, bias }) => ({ y: k.add('f32', f32(k), x!, bias!, { rnd: 'rn' }) }),
   },
-  {
-    spec: reluBackward,
-    inputs: ['dy', 'x'],
-    outputs: ['dx'],
-    // dy · (x > 0 ? 1 : 0), a product as in the reference (so inf·0 is NaN there too).
-    body: (k, { dy, x }) => {
-      const g = k.selp('f32', f32(k), 1, 0, k.setp('gt', 'f32', k.reg('pred'), x!, 0));
-      return { dx: k.mul('f32', f32(k), dy!, g, { rnd: 'rn' }) };
-    },
-  },
-  {
-    spec: geluBackward,
-    inputs: ['dy', 'x'],
-    outputs: ['dx'],
-    body: (k, { dy, x }) => ({ dx: k.mul('f32', f32(k), dy!, geluGradF32(k, x!), { rnd: 'rn' }) }),
-  },
-  {
-    spec: siluBackward,
-    inputs: ['dy', 'x'],
-    outputs: ['dx'],
-    body: (k, { dy, x }) => ({ dx: k.mul('f32', f32(k), dy!, siluGradF32(k, x!), { rnd: 'rn' }) }),
-  },
-  {
-    spec: sigmoidBackward,
-    inputs: ['dy', 'y'],
-    outputs: ['dx'],
-    body: (k, { dy, y }) => {
-      const g = k.mul('f32', f32(k), y!, k.sub('f32', f32(k), 1, y!, { rnd: 'rn' }), { rnd: 'rn' });
-      return { dx: k.mul('f32', f32(k), dy!, g, { rnd: 'rn' }) };
-    },
-  },
-  {
-    spec: tanhBackward,
-    inputs: ['dy', 'y'],
-    outputs: ['dx'],
-    body: (k, { dy, y }) => {
-      const g = k.fma('f32', f32(k), k.neg('f32', f32(k), y!), y!, 1);
-      return { dx: k.mul('f32', f32(k), dy!, g, { rnd: 'rn' }) };
-    },
-  },
+  ...(['relu', 'gelu', 'silu', 'sigmoid', 'tanh'] as const).map((name): MapDecl<AttrValues> => {
+    const of = ACTIVATION_FORMULAS[name].gradient.of;
+    return {
+      spec: ACTIVATION_BACKWARD_MAPS[name],
+      inputs: ['dy', of],
+      outputs: ['dx'],
+      // dy · act′, a product as in the reference (so inf·0 is NaN here too).
+      body: (k, v) => {
+        if (DY_FIRST.has(name)) {
+          return { dx: k.mul('f32', f32(k), v.dy!, activationGradF32(k, name, v.x!), { rnd: 'rn' }) };
+        }
+        const g = of === 'x' ? activationGradF32(k, name, v.x!) : outputGradientF32(k, name, v.y!);
+        return { dx: k.mul('f32', f32(k), v.dy!, g, { rnd: 'rn' }) };
+      },
+    };
+  }),
   {
     spec: clipBackward as KernelSpec<AttrValues>,
     inputs: ['dy', 'x'],
@@ -353,8 +310,8 @@ export const MAP_DECLS: readonly MapDecl<AttrValues>[] = [
     body: (k, { dy, gate, up }) => {
       const dyUp = k.mul('f32', f32(k), dy!, up!, { rnd: 'rn' });
       return {
-        dgate: k.mul('f32', f32(k), dyUp, siluGradF32(k, gate!), { rnd: 'rn' }),
-        dup: k.mul('f32', f32(k), dy!, siluF32(k, gate!), { rnd: 'rn' }),
+        dgate: k.mul('f32', f32(k), dyUp, activationGradF32(k, 'silu', gate!), { rnd: 'rn' }),
+        dup: k.mul('f32', f32(k), dy!, activationF32(k, 'silu', gate!), { rnd: 'rn' }),
       };
     },
   },

@@ -15,9 +15,9 @@ import {
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R64 } from '../ptx/operands.js';
+import { activationF32, activationGradF32 } from './activations.js';
 import { checkElementCount } from './common.js';
 import { DOT_COLUMNS, ROW_THREADS, streamLoop, streamWidth, warpColumn, warpSum } from './gemv.js';
-import { activationGradF32, siluF32 } from './math.js';
 import { encodeMatmul, HALF_STORAGE } from './matmul.js';
 import {
   type FloatStorage,
@@ -242,7 +242,7 @@ export function fusedModule(v: FusedVariant): PtxModule {
               g = k.mul('f32', k.reg('f32'), g, s, { rnd: 'rn' });
               if (u) u = k.mul('f32', k.reg('f32'), u, s, { rnd: 'rn' });
             }
-            const out = u ? k.mul('f32', k.reg('f32'), siluF32(k, g), u, { rnd: 'rn' }) : g;
+            const out = u ? k.mul('f32', k.reg('f32'), activationF32(k, 'silu', g), u, { rnd: 'rn' }) : g;
             const index = k.madLo('u32', k.reg('u32'), row, yCols, wRow);
             storeFromF32(k, act, k.elementAddress(yBase, index, actBytes), out);
           });

@@ -3,7 +3,7 @@ import type { L2Prefetch, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { type ParamHandles, PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
-import { activationF32 } from './math.js';
+import { activationF32 } from './activations.js';
 import {
   type FloatStorage,
   loadAsF32,

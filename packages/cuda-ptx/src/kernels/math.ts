@@ -1,4 +1,4 @@
-import type { LinearActivation } from '@rayo/core';
+import { GELU_CUBIC, GELU_SQRT_2_OVER_PI } from '@rayo/core';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import type { F32 } from '../ptx/operands.js';
 
@@ -12,11 +12,32 @@ import type { F32 } from '../ptx/operands.js';
 /** log2(e) split into an f32 head and the remainder, for an exact x·log2(e). */
 const LOG2E_HI = Math.fround(Math.LOG2E);
 const LOG2E_LO = Math.LOG2E - LOG2E_HI;
-const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);
-const GELU_C = 0.044715;
+// GELU's constants come from core's activation table.
+const SQRT_2_OVER_PI = GELU_SQRT_2_OVER_PI;
+const GELU_C = GELU_CUBIC;
 
 function f32(k: KernelBuilder): F32 {
   return k.reg('f32');
+}
+
+/** d = a op b in f32, rounded to nearest (the binary maps and the formulas of activations.ts). */
+export function arithmeticF32(
+  k: KernelBuilder,
+  op: '+' | '-' | '*' | '/',
+  d: F32,
+  a: F32 | number,
+  b: F32 | number,
+): F32 {
+  switch (op) {
+    case '+':
+      return k.add('f32', d, a, b, { rnd: 'rn' });
+    case '-':
+      return k.sub('f32', d, a, b, { rnd: 'rn' });
+    case '*':
+      return k.mul('f32', d, a, b, { rnd: 'rn' });
+    case '/':
+      return k.div('f32', d, a, b, 'rn');
+  }
 }
 
 /** `y`, or `x` where `x` is NaN (min and max return the other operand for NaN, which would hide it). */
@@ -136,45 +157,4 @@ export function siluGradF32(k: KernelBuilder, x: F32): F32 {
   const { s, oneMinusS } = sigmoidParts(k, x);
   const inner = k.fma('f32', f32(k), x, oneMinusS, 1);
   return k.mul('f32', f32(k), s, inner, { rnd: 'rn' });
-}
-
-/** An activation of `linear`'s epilogue applied to the pre-activation z. */
-export function activationF32(k: KernelBuilder, activation: LinearActivation, z: F32): F32 {
-  switch (activation) {
-    case 'none':
-      return z;
-    case 'relu':
-      // z where z > 0 or z is NaN (as Math.max does), else +0: the relu kernel's rule.
-      return k.selp('f32', f32(k), z, 0, k.setp('gtu', 'f32', k.reg('pred'), z, 0));
-    case 'gelu':
-      return geluF32(k, z);
-    case 'silu':
-      return siluF32(k, z);
-    case 'sigmoid':
-      return sigmoidF32(k, z);
-    case 'tanh':
-      return tanhF32(k, z);
-  }
-}
-
-/** act'(z) of an activation, from the pre-activation z (relu's output serves for relu). */
-export function activationGradF32(k: KernelBuilder, activation: LinearActivation, z: F32): F32 {
-  switch (activation) {
-    case 'none':
-      return k.mov('f32', f32(k), 1);
-    case 'relu':
-      return k.selp('f32', f32(k), 1, 0, k.setp('gt', 'f32', k.reg('pred'), z, 0));
-    case 'gelu':
-      return geluGradF32(k, z);
-    case 'silu':
-      return siluGradF32(k, z);
-    case 'sigmoid': {
-      const { s, oneMinusS } = sigmoidParts(k, z);
-      return k.mul('f32', f32(k), s, oneMinusS, { rnd: 'rn' });
-    }
-    case 'tanh': {
-      const t = tanhF32(k, z);
-      return k.fma('f32', f32(k), k.neg('f32', f32(k), t), t, 1);
-    }
-  }
 }

@@ -2,11 +2,10 @@ import {
   FLOAT,
   InvalidArgumentError,
   QGEMV_GROUPS,
-  QGEMV_SHAPES,
   type QgemvShapeVariant,
   type QuantFormat,
   qgemvPairVariant,
-  qgemvSlicesFor,
+  qgemvProblem,
   quantizedGateUpSwiglu,
   quantLayout,
 } from '@rayo/core';
@@ -14,9 +13,9 @@ import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { activationF32 } from './activations.js';
 import { checkElementCount } from './common.js';
 import { below } from './gemv.js';
-import { siluF32 } from './math.js';
 import {
   type FloatStorage,
   loadAsF32,
@@ -397,7 +396,8 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
         });
         const index = k.madLo('u32', k.reg('u32'), row, n, col);
         let value = sums[0]!;
-        if (v.pair) value = k.mul('f32', k.reg('f32'), siluF32(k, sums[0]!), sums[1]!, { rnd: 'rn' });
+        if (v.pair)
+          value = k.mul('f32', k.reg('f32'), activationF32(k, 'silu', sums[0]!), sums[1]!, { rnd: 'rn' });
         else if (v.withC) {
           const cv = loadOneAsF32(k, act, k.elementAddress(k.globalPointer(p.c), index, actBytes));
           value = k.fma('f32', k.reg('f32'), k.ldParam(p.beta), cv, value, { rnd: 'rn' });
@@ -432,12 +432,13 @@ export function encodeQuantizedGemv(
   attrs: { format: QuantFormat; beta: number },
 ): void {
   const { x, weights, c, y } = ops;
-  const [m, kDim] = x.shape as [number, number];
-  const n = y.shape[1]!;
-  if (m === 0 || n === 0) return;
-  const shape = QGEMV_SHAPES[variant];
+  const problem = qgemvProblem(variant, x.shape, y.shape, attrs.format, {
+    units: encoder.device.multiprocessors,
+    slices: encoder.tuning.qgemvSlices,
+  });
+  if (!problem) return;
+  const { m, k: kDim, n, shape, slices } = problem;
   const { cols, words } = shape;
-  const layout = quantLayout(attrs.format, kDim);
   const rows = Math.min(m, QGEMV_MAX_ROWS);
   const first = weights[0]!;
   const second = weights[1] ?? first;
@@ -451,9 +452,7 @@ export function encodeQuantizedGemv(
     vecX: kDim % 32 === 0 && aligned16(x.ptr),
     cols,
     words,
-    slices:
-      encoder.tuning.qgemvSlices ??
-      qgemvSlicesFor(n, kDim, shape, layout.perWord, encoder.device.multiprocessors),
+    slices,
   };
   encoder.launch({
     key: qgemvKey(config),

@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from '@rayo/core';
 import type { GgufMetadata } from '@rayo/train';
+import { bpeModel } from '../tokenizer/bpeModel.js';
 import { sentencePieceDecoder } from '../tokenizer/tokenizerClasses.js';
 import type { TokenizerSource } from '../tokenizer/tokenizerSource.js';
 import {
@@ -131,17 +132,7 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
         addEos ? tokenOf(eosId) : undefined,
       ),
       decoder: sentencePieceDecoder(spacePrefix),
-      model: {
-        type: 'BPE',
-        dropout: null,
-        unk_token: tokenOf(unkId) ?? null,
-        continuing_subword_prefix: null,
-        end_of_word_suffix: null,
-        fuse_unk: true,
-        byte_fallback: true,
-        vocab,
-        merges,
-      },
+      model: bpeModel(vocab, merges, { unkToken: tokenOf(unkId) ?? null, fuseUnk: true, byteFallback: true }),
     };
   } else {
     const merges = stringArray(metadata, 'tokenizer.ggml.merges');
@@ -156,18 +147,7 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
         addEos ? tokenOf(eosId) : undefined,
       ),
       decoder: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
-      model: {
-        type: 'BPE',
-        dropout: null,
-        unk_token: null,
-        continuing_subword_prefix: null,
-        end_of_word_suffix: null,
-        fuse_unk: false,
-        byte_fallback: false,
-        ignore_merges: split.ignoreMerges,
-        vocab,
-        merges,
-      },
+      model: bpeModel(vocab, merges, { ignoreMerges: split.ignoreMerges }),
     };
   }
 

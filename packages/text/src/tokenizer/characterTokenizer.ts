@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '@rayo/core';
+import { bpeModel } from './bpeModel.js';
 
 export interface CharacterTokenizerOptions {
   /** Special tokens, given ids before the characters, in order (e.g. `['<s>', '</s>']`). */
@@ -85,18 +86,7 @@ export function characterTokenizerFiles(
         addBos && bos !== undefined ? { [bos]: { id: bos, ids: [vocab[bos]], tokens: [bos] } } : {},
     },
     decoder: { type: 'Fuse' },
-    model: {
-      type: 'BPE',
-      dropout: null,
-      unk_token: null,
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      ignore_merges: false,
-      vocab,
-      merges: [],
-    },
+    model: bpeModel(vocab, [], { ignoreMerges: false }),
   };
   const config: Record<string, unknown> = {
     tokenizer_class: 'PreTrainedTokenizerFast',

@@ -17,19 +17,6 @@ export function elementGrid(encoder: KernelEncoder, n: number): [number, number]
   return gridFor(Math.ceil(n / WG), encoder.limits);
 }
 
-/** WGSL expressions shared by the forward and backward kernels; overflow-safe. */
-export const WGSL_MATH = `
-fn sigmoid_f(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
-fn tanh_f(x: f32) -> f32 { let t = exp(-2.0 * abs(x)); return sign(x) * (1.0 - t) / (1.0 + t); }
-fn gelu_f(x: f32) -> f32 { return 0.5 * x * (1.0 + tanh_f(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
-fn gelu_grad(x: f32) -> f32 {
-  let t = tanh_f(0.7978845608028654 * (x + 0.044715 * x * x * x));
-  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
-}
-fn silu_f(x: f32) -> f32 { return x * sigmoid_f(x); }
-fn silu_grad(x: f32) -> f32 { let s = sigmoid_f(x); return s * (1.0 + x * (1.0 - s)); }
-`;
-
 /** vec4 loads where rows are a whole number of vec4s, scalars otherwise. */
 export function vectorOf(headDim: number): { width: 1 | 4; type: 'vec4<f32>' | 'f32'; zero: string } {
   return headDim % 4 === 0

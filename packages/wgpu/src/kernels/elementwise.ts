@@ -1,45 +1,44 @@
 import {
+  ACTIVATION_BACKWARD_MAPS,
+  ACTIVATION_FORMULAS,
+  ACTIVATION_MAPS,
   type AttrValues,
   add,
   biasAdd,
-  broadcastPlan,
   bytesPerElement,
   clip,
   clipBackward,
   div,
   exp,
   FLOAT,
-  gelu,
-  geluBackward,
+  formulas,
   type KernelSpec,
+  kernelBroadcastPlan,
+  MAX_BROADCAST_RANK,
   mul,
   type NoAttrs,
-  relu,
-  reluBackward,
   scale,
-  sigmoid,
-  sigmoidBackward,
-  silu,
-  siluBackward,
   sub,
   swiglu,
   swigluBackward,
-  tanh,
-  tanhBackward,
   UnsupportedOnBackendError,
 } from '@rayo/core';
 import { type AnyWgpuKernel, bindingRanges, type Operand, operandRange, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import {
+  ACTIVATION_FUNCTIONS_WGSL,
+  activationGradientWgsl,
+  activationWgsl,
+  formulaWgsl,
+  IS_NAN,
+} from '../wgsl/activations.js';
 import { bindingType, declareHalf, loadScalar, type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
-import { elementGrid, elementIndex, WG, WGSL_MATH } from './common.js';
-
-/** WGSL: whether f32 `x` is NaN, from its bits (a compiler may fold `x != x` away). */
-const IS_NAN = (x: string) => `(bitcast<u32>(${x}) & 0x7fffffffu) > 0x7f800000u`;
+import { elementGrid, elementIndex, WG } from './common.js';
 
 // ---- binary with broadcasting ------------------------------------------------
 
-const MAX_RANK = 6;
+const MAX_RANK = MAX_BROADCAST_RANK;
 const BINARY_PARAMS = paramLayout([
   ['n', 'u32'],
   ['base', 'u32'],
@@ -114,15 +113,7 @@ function binary(spec: KernelSpec<NoAttrs>, op: string): AnyWgpuKernel {
     (encoder, { inputs, outputs, io }) => {
       const out = outputs[0]!;
       if (out.size === 0) return;
-      const plan = broadcastPlan(out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
-      if (plan.dims.length > MAX_RANK) {
-        throw new UnsupportedOnBackendError('broadcast pattern has too many independent axes', {
-          operation: spec.name,
-          argument: 'b',
-          expected: `at most ${MAX_RANK} after merging contiguous axes`,
-          actual: String(plan.dims.length),
-        });
-      }
+      const plan = kernelBroadcastPlan(spec.name, out.shape, io.inputs[0]!.shape, io.inputs[1]!.shape);
       const [a, b] = [inputs[0]!, inputs[1]!];
       const directA = a.size === out.size;
       const directB = b.size === out.size;
@@ -198,7 +189,7 @@ function map<A extends AttrValues>(decl: MapDecl<A>): AnyWgpuKernel {
       const module = new ShaderModule();
       for (const name of decl.inputs) module.storage(`${name}_buf`, bindingType(dtype, false), 'read');
       for (const name of decl.outputs) module.storage(`${name}_buf`, bindingType(dtype, false), 'read_write');
-      module.declare(WGSL_MATH);
+      module.declare(ACTIVATION_FUNCTIONS_WGSL);
       declareHalf(module, dtype);
       const element = (e: string) => `${decl.inputs
         .map((name) => `  let ${name} = ${loadScalar(dtype, `${name}_buf`, indexed[name]?.(e) ?? e)};`)
@@ -242,13 +233,14 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
   binary(sub, 'x - z'),
   binary(mul, 'x * z'),
   binary(div, 'x / z'),
-  // NaN passes through relu and clip as in the reference (Math.max keeps it); WGSL's max and min
-  // need not, and a compiler may assume no NaN, so the test is on the bits.
-  map({ spec: relu, inputs: ['x'], outputs: ['y'], body: `y = select(max(x, 0.0), x, ${IS_NAN('x')});` }),
-  map({ spec: gelu, inputs: ['x'], outputs: ['y'], body: 'y = gelu_f(x);' }),
-  map({ spec: silu, inputs: ['x'], outputs: ['y'], body: 'y = silu_f(x);' }),
-  map({ spec: sigmoid, inputs: ['x'], outputs: ['y'], body: 'y = sigmoid_f(x);' }),
-  map({ spec: tanh, inputs: ['x'], outputs: ['y'], body: 'y = tanh_f(x);' }),
+  ...(['relu', 'gelu', 'silu', 'sigmoid', 'tanh'] as const).map((name) =>
+    map({
+      spec: ACTIVATION_MAPS[name],
+      inputs: ['x'],
+      outputs: ['y'],
+      body: `y = ${activationWgsl(name, 'x')};`,
+    }),
+  ),
   map({ spec: exp, inputs: ['x'], outputs: ['y'], body: 'y = exp(x);' }),
   map({
     spec: scale,
@@ -261,10 +253,16 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
     spec: clip,
     inputs: ['x'],
     outputs: ['y'],
+    // NaN passes through as in the reference (Math.max keeps it); WGSL's max and min need not.
     body: `y = select(min(max(x, params.min), params.max), x, ${IS_NAN('x')});`,
     attrs: ['min', 'max'],
   }),
-  map({ spec: swiglu, inputs: ['gate', 'up'], outputs: ['y'], body: 'y = silu_f(gate) * up;' }),
+  map({
+    spec: swiglu,
+    inputs: ['gate', 'up'],
+    outputs: ['y'],
+    body: `y = ${activationWgsl('silu', 'gate')} * up;`,
+  }),
   map({
     spec: biasAdd,
     inputs: ['x', 'bias'],
@@ -272,11 +270,22 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
     indexed: { bias: (e) => `(params.base + ${e}) % params.m` },
     body: 'y = x + bias;',
   }),
-  map({ spec: reluBackward, inputs: ['dy', 'x'], outputs: ['dx'], body: 'dx = select(0.0, dy, x > 0.0);' }),
-  map({ spec: geluBackward, inputs: ['dy', 'x'], outputs: ['dx'], body: 'dx = dy * gelu_grad(x);' }),
-  map({ spec: siluBackward, inputs: ['dy', 'x'], outputs: ['dx'], body: 'dx = dy * silu_grad(x);' }),
-  map({ spec: sigmoidBackward, inputs: ['dy', 'y'], outputs: ['dx'], body: 'dx = dy * y * (1.0 - y);' }),
-  map({ spec: tanhBackward, inputs: ['dy', 'y'], outputs: ['dx'], body: 'dx = dy * (1.0 - y * y);' }),
+  ...(['relu', 'gelu', 'silu'] as const).map((name) =>
+    map({
+      spec: ACTIVATION_BACKWARD_MAPS[name],
+      inputs: ['dy', 'x'],
+      outputs: ['dx'],
+      body: `dx = dy * ${activationGradientWgsl(name, 'x')};`,
+    }),
+  ),
+  ...(['sigmoid', 'tanh'] as const).map((name) =>
+    map({
+      spec: ACTIVATION_BACKWARD_MAPS[name],
+      inputs: ['dy', 'y'],
+      outputs: ['dx'],
+      body: `dx = ${formulaWgsl(formulas.mul(formulas.variable('dy'), ACTIVATION_FORMULAS[name].gradient.formula))};`,
+    }),
+  ),
   map({
     spec: clipBackward,
     inputs: ['dy', 'x'],
@@ -288,6 +297,6 @@ export const ELEMENTWISE_KERNELS: readonly AnyWgpuKernel[] = [
     spec: swigluBackward,
     inputs: ['dy', 'gate', 'up'],
     outputs: ['dgate', 'dup'],
-    body: 'dgate = dy * up * silu_grad(gate);\n  dup = dy * silu_f(gate);',
+    body: `dgate = dy * up * ${activationGradientWgsl('silu', 'gate')};\n  dup = dy * ${activationWgsl('silu', 'gate')};`,
   }),
 ];

@@ -24,6 +24,7 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { ACTIVATION_FUNCTIONS_WGSL, activationGradientWgsl, activationWgsl } from '../wgsl/activations.js';
 import {
   bindingType,
   halfFunctions,
@@ -34,7 +35,6 @@ import {
   vectorElements,
 } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
-import { WGSL_MATH } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { CHECK_SUBGROUP_LAYOUT, encodeMatmul, streamLoop } from './matmul.js';
 
@@ -183,7 +183,7 @@ function fusedShader(v: Variant) {
           ? `inverseSqrt(${sum(values.indexOf(`s${r}`))} / f32(params.k) + params.eps)`
           : '1.0';
         const out = v.gated
-          ? `silu_f(scale * ${sum(r)}) * (scale * ${sum(v.rows + r)})`
+          ? `${activationWgsl('silu', `scale * ${sum(r)}`)} * (scale * ${sum(v.rows + r)})`
           : `scale * ${sum(r)}`;
         return `if (row0 + ${r}u < params.m) {
       let scale = ${scale};
@@ -215,7 +215,7 @@ function fusedShader(v: Variant) {
       for (const name of outputs) module.storage(name, 'f32', 'read_write');
       module.workgroupArray('red', 'f32', values.length * THREADS);
       if (v.subgroups) module.workgroupVar('scattered', 'atomic<u32>');
-      module.declare(WGSL_MATH);
+      module.declare(ACTIVATION_FUNCTIONS_WGSL);
       module.declare(halfFunctions(v.w));
       return module.build(
         undefined,
@@ -344,16 +344,6 @@ const BACKWARD_PARAMS = paramLayout([
   ['n', 'u32'],
 ] as const);
 
-/** WGSL act'(x) from the pre-activation (relu's output serves for relu). */
-const ACTIVATION_GRAD: Record<LinearActivation, string> = {
-  none: '1.0',
-  relu: 'select(0.0, 1.0, x > 0.0)',
-  gelu: 'gelu_grad(x)',
-  silu: 'silu_grad(x)',
-  sigmoid: 'sigmoid_f(x) * (1.0 - sigmoid_f(x))',
-  tanh: '1.0 - tanh_f(x) * tanh_f(x)',
-};
-
 /**
  * dz = dy · act'(z) and db = Σ_rows dz: workgroup w owns columns
  * [32w, 32w + 32), invocation t column 32w + t % 32 and rows t / 32,
@@ -371,7 +361,9 @@ function biasActivationShader(activation: LinearActivation) {
       for (const name of names)
         module.storage(name, 'f32', name.startsWith('d') && name !== 'dy' ? 'read_write' : 'read');
       if (grad)
-        module.declare(`${WGSL_MATH}\nfn act_grad(x: f32) -> f32 { return ${ACTIVATION_GRAD[activation]}; }`);
+        module.declare(
+          `${ACTIVATION_FUNCTIONS_WGSL}\nfn act_grad(x: f32) -> f32 { return ${activationGradientWgsl(activation, 'x')}; }`,
+        );
       module.workgroupArray('part', 'f32', THREADS);
       return module.build(
         undefined,

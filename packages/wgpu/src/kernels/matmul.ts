@@ -44,8 +44,8 @@ import {
 } from './matmulStream.js';
 import { TILE_LARGE, TILE_MID, type TileVariant, tileBytes, tileShader } from './matmulTile.js';
 import {
-  activationWgsl,
   type Epilogue,
+  epilogueActivationWgsl,
   epilogueKey,
   type Output,
   PARAMS,
@@ -98,7 +98,7 @@ function reduceShader(partial: boolean, c: boolean, epilogue: Epilogue | undefin
       if (epilogue?.bias) module.storage('bias', 'f32', 'read');
       module.storage('y', 'f32', 'read_write');
       if (epilogue?.z) module.storage('z', 'f32', 'read_write');
-      module.declare(activationWgsl(epilogue));
+      module.declare(epilogueActivationWgsl(epilogue));
       return module.build(
         undefined,
         256,

@@ -1,9 +1,9 @@
 import type { LinearActivation } from '@rayo/core';
 import { linearWorkgroup } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
 import { halfFunctions, type Storage } from '../wgsl/half.js';
 import type { ShaderModule, WgslType } from '../wgsl/module.js';
-import { WGSL_MATH } from './common.js';
 
 // What the matrix-product shaders share: their parameters, bindings, the
 // double-buffered K loop of the tiled products, and the epilogue that writes
@@ -67,17 +67,10 @@ export function outputKey(o: Output): string {
   return `y${o.vec ? 4 : 1}/c${+o.c}${epilogueKey(o.epilogue)}`;
 }
 
-/** WGSL `act_f(z)` for an activation, with the math it uses (nothing without one). */
-export function activationWgsl(e: Epilogue | undefined): string {
+/** WGSL `act_f(z)` for an activation, with the helpers it uses (nothing without one). */
+export function epilogueActivationWgsl(e: Epilogue | undefined): string {
   if (!e || e.activation === 'none') return '';
-  const body: Record<Exclude<LinearActivation, 'none'>, string> = {
-    relu: 'max(x, 0.0)',
-    gelu: 'gelu_f(x)',
-    silu: 'silu_f(x)',
-    sigmoid: 'sigmoid_f(x)',
-    tanh: 'tanh_f(x)',
-  };
-  return `${WGSL_MATH}\nfn act_f(x: f32) -> f32 { return ${body[e.activation]}; }`;
+  return `${ACTIVATION_FUNCTIONS_WGSL}\nfn act_f(x: f32) -> f32 { return ${activationWgsl(e.activation, 'x')}; }`;
 }
 
 /**
@@ -126,7 +119,7 @@ export function emitFunctions(o: Output): string {
   const scalarStore = o.vec
     ? `let at = yOff + idx;\n  ${storeWgsl(e, value('v', 'idx / 4u][idx % 4u'), 'idx % params.n', '[at / 4u][at % 4u]', false)}`
     : storeWgsl(e, value('v', 'idx'), 'idx % params.n', '[yOff + idx]', false);
-  return `${activationWgsl(e)}
+  return `${epilogueActivationWgsl(e)}
 fn emit4(idx: u32, col: u32, v: vec4<f32>, yOff: u32) {
   ${vec4Store}
 }

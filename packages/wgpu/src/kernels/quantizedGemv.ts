@@ -2,11 +2,10 @@ import {
   FLOAT,
   InvalidArgumentError,
   QGEMV_GROUPS,
-  QGEMV_SHAPES,
   type QgemvShapeVariant,
   type QuantFormat,
   qgemvPairVariant,
-  qgemvSlicesFor,
+  qgemvProblem,
   quantizedGateUpSwiglu,
   quantLayout,
 } from '@rayo/core';
@@ -19,9 +18,9 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
-import { WGSL_MATH } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 
 // The small-M quantized GEMV (M <= 4 rows of x; decoding has one), shaped
@@ -280,7 +279,7 @@ export function qgemvShader(v: QgemvShaderVariant) {
     for (var s = 0u; s < params.slices; s++) { sum${p} += tot[(og * params.slices + s) * ${NV}u + ${p * C * R}u + o]; }`;
   const rowScale = (p: number) => (q4 ? '' : `sum${p} *= scale${weights[p]}_of(col);`);
   const output = v.pair
-    ? 'silu_f(sum0) * sum1'
+    ? `${activationWgsl('silu', 'sum0')} * sum1`
     : 'select(sum0, fma(params.beta, c[index], sum0), params.hasC != 0u)';
   return {
     key: `quantized/gemv/m${R}/c${C}w${V}/${v.vecX ? 'v4' : 'scalar'}/${v.pair ? 'gateup/' : ''}${v.format}`,
@@ -290,7 +289,7 @@ export function qgemvShader(v: QgemvShaderVariant) {
       for (const [name, type, access] of bindingNames) module.storage(name, type, access);
       module.workgroupArray('red', 'f32', Math.min(NV, BATCH) * THREADS);
       module.workgroupArray('tot', 'f32', WARPS * NV);
-      if (v.pair) module.declare(WGSL_MATH);
+      if (v.pair) module.declare(ACTIVATION_FUNCTIONS_WGSL);
       module.declare(dequant).declare(zeroFns).declare(scaleFns);
       if (!v.vecX)
         module.declare(
@@ -366,12 +365,13 @@ export function encodeQuantizedGemvF32(
   attrs: { format: QuantFormat; beta: number },
 ): void {
   const { x, weights, c, y } = ops;
-  const [m, k] = x.shape as [number, number];
-  const n = y.shape[1]!;
-  if (m === 0 || n === 0) return;
-  const shape = QGEMV_SHAPES[variant];
+  const problem = qgemvProblem(variant, x.shape, y.shape, attrs.format, {
+    units: UNITS,
+    slices: encoder.tuning.qgemvSlices,
+  });
+  if (!problem) return;
+  const { m, k, n, shape, layout, slices } = problem;
   const { cols, words } = shape;
-  const layout = quantLayout(attrs.format, k);
   const pair = weights.length === 2;
   // One row (decoding) or up to 4, rows past M clamped: two shaders per variant, not four.
   const rows = m === 1 ? 1 : QGEMV_MAX_ROWS;
@@ -383,7 +383,6 @@ export function encodeQuantizedGemvF32(
     cols,
     words,
   });
-  const slices = encoder.tuning.qgemvSlices ?? qgemvSlicesFor(n, k, shape, layout.perWord, UNITS);
   const tilesN = Math.ceil(n / ((cols * WARPS) / slices));
   const tiles = tilesN * Math.ceil(m / rows);
   const first = weights[0]!;

@@ -1,3 +1,4 @@
+import { LINEAR_ACTIVATIONS } from '../../kernels/activations.js';
 import * as k from '../../kernels/fused.js';
 import {
   type AnyConformanceCase,
@@ -311,7 +312,7 @@ const LINEAR_SHAPES = [
   [130, 67, 33],
 ] as const;
 
-for (const activation of k.LINEAR_ACTIVATIONS) {
+for (const activation of LINEAR_ACTIVATIONS) {
   for (const [m, kd, n] of LINEAR_SHAPES) {
     cases.push(
       valid(k.linear, {
@@ -390,7 +391,7 @@ const BACKWARD_SHAPES = [
   [64, 257],
 ] as const;
 
-for (const activation of k.LINEAR_ACTIVATIONS) {
+for (const activation of LINEAR_ACTIVATIONS) {
   for (const [m, n] of BACKWARD_SHAPES) {
     cases.push(
       valid(k.biasActivationBackward, {

@@ -11,6 +11,7 @@ import {
   type Tolerance,
   valid,
 } from '../cases.js';
+import { quantScales, quantWords } from '../quantizedInputs.js';
 
 const cases: AnyConformanceCase[] = [];
 const errors: AnyErrorCase[] = [];
@@ -28,26 +29,6 @@ function tolerance(depth: number, format?: QuantFormat): Tolerance {
   return { rtol: 1e-4, atol: terms * 2e-5 * Math.sqrt(Math.max(depth, 1)) };
 }
 
-/** Random words: every code, the row padding included (a kernel must not count it). */
-function words(shape: readonly number[]): InputSample {
-  return {
-    shape,
-    dtype: 'u32',
-    init: (rng, size) => Array.from({ length: size }, () => rng.int(0, 2 ** 32)),
-  };
-}
-
-/**
- * Scales that keep |w| within about 1: 128 · 0.008 for the 8-bit formats, 15 · 0.066 for
- * q4 with zero points and for q4g32a (whose offsets, in [0, 1), shift the values into −1 … 1).
- */
-function scalesOf(format: QuantFormat, n: number, kd: number): InputSample {
-  const [lo, hi] = quantLayout(format, kd).bits === 8 ? [0.002, 0.008] : [0.02, 0.066];
-  return f32([n, quantLayout(format, kd).groups], (rng, size) =>
-    Array.from({ length: size }, () => rng.uniform(lo, hi)),
-  );
-}
-
 function offsetsOf(format: QuantFormat, n: number, kd: number): InputSample | undefined {
   if (!quantLayout(format, kd).offsets) return undefined;
   return f32([n, quantLayout(format, kd).groups], (rng, size) =>
@@ -58,9 +39,9 @@ function offsetsOf(format: QuantFormat, n: number, kd: number): InputSample | un
 function weightOf(format: QuantFormat, n: number, kd: number, zeroPoints: boolean) {
   const layout = quantLayout(format, kd);
   return [
-    words([n, layout.rowWords]),
-    scalesOf(format, n, kd),
-    zeroPoints ? words([n, layout.zeroWords]) : undefined,
+    quantWords([n, layout.rowWords]),
+    quantScales(format, n, kd),
+    zeroPoints ? quantWords([n, layout.zeroWords]) : undefined,
   ] as const;
 }
 
@@ -166,7 +147,7 @@ errors.push(
   }),
   invalid(k.quantizedMatmul, {
     label: 'rows of length 0',
-    inputs: [f32([2, 0]), words([5, 0]), f32([5, 1])],
+    inputs: [f32([2, 0]), quantWords([5, 0]), f32([5, 1])],
     attrs: { format: 'q8' },
     error: 'shape',
     argument: 'x',
@@ -201,14 +182,14 @@ errors.push(
   }),
   invalid(k.quantizedMatmul, {
     label: "'zeros' with q8",
-    inputs: [f32([2, 40]), q8Words, q8Scales, words([5, 1])],
+    inputs: [f32([2, 40]), q8Words, q8Scales, quantWords([5, 1])],
     attrs: { format: 'q8' },
     error: 'shape',
     argument: 'zeros',
   }),
   invalid(k.quantizedMatmul, {
     label: "'zeros' of a nibble per word",
-    inputs: [f32([2, 40]), q4Words, q4Scales, words([5, 2])],
+    inputs: [f32([2, 40]), q4Words, q4Scales, quantWords([5, 2])],
     attrs: { format: 'q4g32' },
     error: 'shape',
     argument: 'zeros',
@@ -222,7 +203,7 @@ errors.push(
   }),
   invalid(k.quantizedMatmul, {
     label: "'zeros' with q4g32a",
-    inputs: [f32([2, 40]), q4Words, q4Scales, words([5, 1]), undefined, f32([5, 2])],
+    inputs: [f32([2, 40]), q4Words, q4Scales, quantWords([5, 1]), undefined, f32([5, 2])],
     attrs: { format: 'q4g32a' },
     error: 'shape',
     argument: 'zeros',
@@ -257,7 +238,7 @@ errors.push(
   }),
   invalid(k.quantizedMatmul, {
     label: "'offsets' as u32",
-    inputs: [f32([2, 40]), q4Words, q4Scales, undefined, undefined, words([5, 2])],
+    inputs: [f32([2, 40]), q4Words, q4Scales, undefined, undefined, quantWords([5, 2])],
     attrs: { format: 'q4g32a' },
     error: 'dtype',
     argument: 'offsets',

@@ -10,6 +10,7 @@ import {
   type Tolerance,
   valid,
 } from '../cases.js';
+import { quantScales, quantWords } from '../quantizedInputs.js';
 
 const cases: AnyConformanceCase[] = [];
 const errors: AnyErrorCase[] = [];
@@ -24,29 +25,12 @@ function tolerance(depth: number): Tolerance {
   return { rtol: 2e-4, atol: 2e-5 * Math.max(depth, 1) };
 }
 
-/** Random words: every code, the row padding included (a kernel must not count it). */
-function words(shape: readonly number[]): InputSample {
-  return {
-    shape,
-    dtype: 'u32',
-    init: (rng, size) => Array.from({ length: size }, () => rng.int(0, 2 ** 32)),
-  };
-}
-
-/** Scales that keep |w| within about 1, as quantizedMatmul's cases do. */
-function scalesOf(format: QuantFormat, n: number, kd: number): InputSample {
-  const [lo, hi] = format === 'q8' ? [0.002, 0.008] : [0.02, 0.066];
-  return f32([n, quantLayout(format, kd).groups], (rng, size) =>
-    Array.from({ length: size }, () => rng.uniform(lo, hi)),
-  );
-}
-
 /** gatePacked, gateScales, upPacked, upScales, and both zero points or none. */
 function weightsOf(format: QuantFormat, n: number, kd: number, zeroPoints: boolean): InputSample[] {
   const layout = quantLayout(format, kd);
-  const packed = () => words([n, layout.rowWords]);
-  const main = [packed(), scalesOf(format, n, kd), packed(), scalesOf(format, n, kd)];
-  return zeroPoints ? [...main, words([n, layout.zeroWords]), words([n, layout.zeroWords])] : main;
+  const packed = () => quantWords([n, layout.rowWords]);
+  const main = [packed(), quantScales(format, n, kd), packed(), quantScales(format, n, kd)];
+  return zeroPoints ? [...main, quantWords([n, layout.zeroWords]), quantWords([n, layout.zeroWords])] : main;
 }
 
 // [M, K, N]: decoding's one row and the few rows of a small batch, more rows (several blocks of
@@ -91,7 +75,7 @@ errors.push(
   }),
   invalid(k.quantizedGateUpSwiglu, {
     label: "'upPacked' of another N",
-    inputs: [f32([1, 40]), q8[0]!, q8[1]!, words([4, 10]), q8[3]!],
+    inputs: [f32([1, 40]), q8[0]!, q8[1]!, quantWords([4, 10]), q8[3]!],
     attrs: { format: 'q8' },
     error: 'shape',
     argument: 'upPacked',
@@ -119,7 +103,7 @@ errors.push(
   }),
   invalid(k.quantizedGateUpSwiglu, {
     label: 'zero points with q8',
-    inputs: [f32([1, 40]), ...q8, words([5, 1]), words([5, 1])],
+    inputs: [f32([1, 40]), ...q8, quantWords([5, 1]), quantWords([5, 1])],
     attrs: { format: 'q8' },
     error: 'shape',
     argument: 'gateZeros',
