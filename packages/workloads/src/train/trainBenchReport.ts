@@ -412,7 +412,13 @@ export function reportMarkdown(report: TrainBenchReport): string {
       `### ${w.id}`,
       '',
       ...markdownTable(
-        ['run', 'peak allocated MiB', 'peak reserved MiB', 'allocated / torch eager', 'allocated / torch graph'],
+        [
+          'run',
+          'peak allocated MiB',
+          'peak reserved MiB',
+          'allocated / torch eager',
+          'allocated / torch graph',
+        ],
         rows,
       ),
     );
