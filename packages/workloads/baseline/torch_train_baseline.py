@@ -16,7 +16,10 @@ device-resident data set does, and as rayo's replayed step is fed:
 
 fp32 throughout with TF32 off. Each step is timed on the host from its start
 to ``loss.item()`` (which waits for the step), as rayo times its steps up to
-the loss readback; throughput is the batch over the median step time. When
+the loss readback; throughput is the batch over the median step time. On a
+GPU each run also reports its peak device memory (``memory``: the peaks of
+``torch.cuda.max_memory_allocated`` and ``max_memory_reserved`` after
+``reset_peak_memory_stats``, warm-up and capture included). When
 torch or CUDA is missing the output says so (``available: false``) and the
 script still exits 0.
 """
@@ -222,8 +225,26 @@ def throughput(spec, times, losses, tokens):
     return result
 
 
+def start_memory(torch, device):
+    """Empties the cache and resets the peaks, so that the next figures are this run's alone."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_memory(torch, device):
+    """The run's peak device memory since start_memory, as {"memory": ...}; nothing on a cpu."""
+    if device.type != "cuda":
+        return {}
+    return {"memory": {
+        "peakAllocatedBytes": int(torch.cuda.max_memory_allocated(device)),
+        "peakReservedBytes": int(torch.cuda.max_memory_reserved(device)),
+    }}
+
+
 def run_eager(torch, device, request, spec, models, note):
     """Steps launched op by op from Python: what a PyTorch user gets by default."""
+    start_memory(torch, device)
     generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
     model, data, loss_fn, tokens = workload(torch, device, spec, models, generator)
     optimizer, impl = make_adamw(torch, list(model.parameters()), request["adamw"], device)
@@ -243,8 +264,9 @@ def run_eager(torch, device, request, spec, models, note):
         losses.append(loss.item())  # waits for the step, as rayo's loss readback does
         if i >= warmup:
             times.append((time.perf_counter() - start) * 1e3)
+    memory = peak_memory(torch, device)
     del model, optimizer
-    return throughput(spec, times, losses, tokens)
+    return {**throughput(spec, times, losses, tokens), **memory}
 
 
 def run_graph(torch, device, request, spec, models, note):
@@ -252,6 +274,7 @@ def run_graph(torch, device, request, spec, models, note):
 
     Each replay is fed the batch by a device-to-device copy into the static inputs.
     """
+    start_memory(torch, device)
     generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
     model, data, loss_fn, tokens = workload(torch, device, spec, models, generator)
     static = [t.clone() for t in data]
@@ -287,14 +310,14 @@ def run_graph(torch, device, request, spec, models, note):
         losses.append(static_loss.item())
         if i >= warmup:
             times.append((time.perf_counter() - start) * 1e3)
+    memory = peak_memory(torch, device)
     del graph, model, optimizer
-    return throughput(spec, times, losses, tokens)
+    return {**throughput(spec, times, losses, tokens), **memory}
 
 
 def run_workload(torch, device, request, spec, models, note):
     result = {"id": spec["id"], "status": "ok", **run_eager(torch, device, request, spec, models, note)}
     if device.type == "cuda":
-        torch.cuda.empty_cache()
         try:
             result["graph"] = run_graph(torch, device, request, spec, models, note)
         except Exception as error:  # noqa: BLE001 - a step that cannot be captured still has its eager figure

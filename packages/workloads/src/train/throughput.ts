@@ -1,4 +1,4 @@
-import type { Backend } from '@rayo/core';
+import type { Backend, MemoryStats } from '@rayo/core';
 import { AdamW, type AdamWOptions, ReplayedStep, type StepResult, trainStep } from '@rayo/train';
 import { buildWorkload, samplesPerStep, tokensPerStep, type WorkloadSpec, workloadId } from './workload.js';
 
@@ -41,6 +41,24 @@ export interface StepTimes {
   readonly p90Ms: number;
 }
 
+/**
+ * The device memory a training run reached. rayo's peak counters cannot be
+ * reset, so a run's own peak is known only when it sets a new high; a figure
+ * marked `lowerBound` did not, and is the most seen between steps instead
+ * (at least the run's steady state; its peak lies between that and the
+ * earlier high).
+ */
+export interface PeakMemory {
+  /** The most bytes in use (tensors, scratch) during the run: PyTorch's `max_memory_allocated`. */
+  readonly peakAllocatedBytes: number;
+  /** The most bytes held from the device (in use plus cached): PyTorch's `max_memory_reserved`. */
+  readonly peakReservedBytes: number;
+  /** rayo: bytes already in use when the run started (the cache was emptied first). */
+  readonly startAllocatedBytes?: number;
+  readonly allocatedLowerBound?: true;
+  readonly reservedLowerBound?: true;
+}
+
 export interface ThroughputMeasurement extends StepTimes {
   readonly workload: string;
   readonly samplesPerSecond: number;
@@ -50,6 +68,8 @@ export interface ThroughputMeasurement extends StepTimes {
   /** Loss of the first and the last step: training that diverges shows here. */
   readonly firstLoss: number;
   readonly lastLoss: number;
+  /** Absent where the device has no memory statistics (PyTorch on the cpu). */
+  readonly memory?: PeakMemory;
 }
 
 /** Linear interpolation between the closest ranks of sorted values. */
@@ -70,13 +90,48 @@ export function summariseTimes(times: readonly number[]): StepTimes {
  * Trains `spec` on `backend` with AdamW (THROUGHPUT_ADAMW) and clipping, and
  * times each step on the host from its start until its loss is read back: the
  * readback waits for the step's work, so each time covers the whole step.
- * Throughput is the batch over the median step time.
+ * Throughput is the batch over the median step time. The device memory the
+ * run reaches, warm-up included, is in `memory` (the cache emptied first).
  */
+/** Tracks a run's peak device memory from the backend's counters (see PeakMemory). */
+class PeakTracker {
+  readonly #start: MemoryStats;
+  #allocated: number;
+  #reserved: number;
+
+  constructor(private readonly backend: Backend) {
+    backend.emptyCache();
+    this.#start = backend.memory();
+    this.#allocated = this.#start.allocatedBytes;
+    this.#reserved = this.#start.reservedBytes;
+  }
+
+  sample(): void {
+    const now = this.backend.memory();
+    this.#allocated = Math.max(this.#allocated, now.allocatedBytes);
+    this.#reserved = Math.max(this.#reserved, now.reservedBytes);
+  }
+
+  result(): PeakMemory {
+    const end = this.backend.memory();
+    const allocatedRose = end.peakAllocatedBytes > this.#start.peakAllocatedBytes;
+    const reservedRose = end.peakReservedBytes > this.#start.peakReservedBytes;
+    return {
+      peakAllocatedBytes: allocatedRose ? end.peakAllocatedBytes : this.#allocated,
+      peakReservedBytes: reservedRose ? end.peakReservedBytes : this.#reserved,
+      startAllocatedBytes: this.#start.allocatedBytes,
+      ...(allocatedRose ? {} : { allocatedLowerBound: true }),
+      ...(reservedRose ? {} : { reservedLowerBound: true }),
+    };
+  }
+}
+
 export async function measureThroughput(
   backend: Backend,
   spec: WorkloadSpec,
   options: ThroughputOptions,
 ): Promise<ThroughputMeasurement> {
+  const peak = new PeakTracker(backend);
   const work = buildWorkload(backend, spec, options.seed ?? 0);
   const optimizer = new AdamW(work.model.namedParameters(), THROUGHPUT_ADAMW);
   const clipNorm = options.clipNorm ?? 1;
@@ -109,7 +164,10 @@ export async function measureThroughput(
       const elapsed = performance.now() - start;
       losses.push(loss!);
       if (i >= options.warmup) times.push(elapsed);
+      // Between steps, outside the timed span: the run's steady state.
+      peak.sample();
     }
+    const memory = peak.result();
     const summary = summariseTimes(times);
     const perSecond = (count: number) => (1000 * count) / summary.medianMs;
     const tokens = tokensPerStep(spec);
@@ -121,6 +179,7 @@ export async function measureThroughput(
       stepsTimed: times.length,
       firstLoss: losses[0]!,
       lastLoss: losses[losses.length - 1]!,
+      memory,
     };
   } finally {
     replayed?.dispose();

@@ -31,7 +31,8 @@ describe('runTorchTrainBaseline', () => {
 const args = process.argv.slice(2);
 const request = JSON.parse(readFileSync(args[args.indexOf('--request') + 1], 'utf8'));
 process.stderr.write('progress\\n');
-const results = request.workloads.map((w) => ({ id: w.id, status: 'ok', samplesPerSecond: 5 }));
+const memory = { peakAllocatedBytes: 1024, peakReservedBytes: 2048 };
+const results = request.workloads.map((w) => ({ id: w.id, status: 'ok', samplesPerSecond: 5, memory, graph: { samplesPerSecond: 6, memory } }));
 const output = { schema: 'rayo-train-torch/3', available: true, torch: '2.x', results };
 writeFileSync(args[args.indexOf('--out') + 1], JSON.stringify(output));
 `,
@@ -48,7 +49,15 @@ writeFileSync(args[args.indexOf('--out') + 1], JSON.stringify(output));
     });
     expect(outcome.status).toBe('ok');
     if (outcome.status === 'ok')
-      expect(outcome.output.results).toEqual([{ id: 'mlp-a', status: 'ok', samplesPerSecond: 5 }]);
+      expect(outcome.output.results).toEqual([
+        {
+          id: 'mlp-a',
+          status: 'ok',
+          samplesPerSecond: 5,
+          memory: { peakAllocatedBytes: 1024, peakReservedBytes: 2048 },
+          graph: { samplesPerSecond: 6, memory: { peakAllocatedBytes: 1024, peakReservedBytes: 2048 } },
+        },
+      ]);
     expect(progress.join('')).toContain('progress');
     expect(JSON.parse(await readFile(join(dir, 'out.json'), 'utf8')).torch).toBe('2.x');
   });

@@ -97,6 +97,15 @@ describe('train-bench program', () => {
       throw new Error('cpu throughput did not run');
     expect(Math.abs(replayed.result.firstLoss - eager.result.firstLoss)).toBeLessThan(1e-6);
     expect(hostFed.result.firstLoss).toBe(replayed.result.firstLoss);
+    // Every run reports the device memory it reached: at least its parameters, and reserved never below allocated.
+    for (const t of report.throughput) {
+      if (t.status !== 'ok') continue;
+      const m = t.result.memory;
+      expect(m?.peakAllocatedBytes).toBeGreaterThan(0);
+      expect(m!.peakReservedBytes).toBeGreaterThanOrEqual(m!.peakAllocatedBytes);
+    }
+    // The first run on a fresh backend sets the high mark of its peaks: its figure is exact.
+    expect(eager.result.memory).not.toHaveProperty('allocatedLowerBound');
     expect(report.baseline).toEqual({
       status: 'unavailable',
       reason: expect.stringMatching(/was not found/),
@@ -108,6 +117,8 @@ describe('train-bench program', () => {
     expect(md).toContain('cpu replayed host-fed');
     // The report says what each row copies per step.
     expect(md).toContain('| torch graph | each input device to device');
+    expect(md).toContain('## Peak device memory');
+    expect(md).toMatch(/\| rayo cpu replayed host-fed \| (≥ )?[\d.]+ \|/);
     expect(stdout.join('')).toMatch(/mlp-784x32x10-b16 on partial: unsupported: lacks multiTensorAdamw/);
   }, 60_000);
 });

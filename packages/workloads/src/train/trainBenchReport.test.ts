@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { ParityReport } from './parity.js';
-import { THROUGHPUT_ADAMW, type ThroughputMeasurement } from './throughput.js';
+import { type PeakMemory, THROUGHPUT_ADAMW, type ThroughputMeasurement } from './throughput.js';
 import {
   type BaselineEntry,
   compareWithBaseline,
   exitCodeOf,
+  formatMiB,
   formatNumber,
   rayoLabel,
   reportMarkdown,
@@ -15,8 +16,15 @@ import {
   throughputRatio,
 } from './trainBenchReport.js';
 
-const measurement = (workload: string, samplesPerSecond: number): ThroughputMeasurement => ({
+const MiB = 2 ** 20;
+
+const measurement = (
+  workload: string,
+  samplesPerSecond: number,
+  memory?: PeakMemory,
+): ThroughputMeasurement => ({
   workload,
+  ...(memory ? { memory } : {}),
   samplesPerSecond,
   medianMs: 1000 / samplesPerSecond,
   p10Ms: 900 / samplesPerSecond,
@@ -27,8 +35,24 @@ const measurement = (workload: string, samplesPerSecond: number): ThroughputMeas
 });
 
 const throughput: ThroughputEntry[] = [
-  { backend: 'wgpu', workload: 'mlp-a', status: 'ok', result: measurement('mlp-a', 3000) },
-  { backend: 'cuda', workload: 'mlp-a', status: 'ok', result: measurement('mlp-a', 500) },
+  {
+    backend: 'wgpu',
+    workload: 'mlp-a',
+    status: 'ok',
+    result: measurement('mlp-a', 3000, { peakAllocatedBytes: 3 * MiB, peakReservedBytes: 4 * MiB }),
+  },
+  {
+    backend: 'cuda',
+    workload: 'mlp-a',
+    status: 'ok',
+    // A run that set no new high of the backend's peaks: its figures are lower bounds.
+    result: measurement('mlp-a', 500, {
+      peakAllocatedBytes: 1.5 * MiB,
+      peakReservedBytes: 2 * MiB,
+      allocatedLowerBound: true,
+      reservedLowerBound: true,
+    }),
+  },
   { backend: 'wgpu', workload: 'lm-b', status: 'ok', result: measurement('lm-b', 40) },
   {
     backend: 'cuda',
@@ -47,7 +71,12 @@ const baseline: BaselineEntry = {
     torch: '2.11.0',
     device: 'NVIDIA H200',
     results: [
-      { id: 'mlp-a', status: 'ok', ...measurement('mlp-a', 1000), graph: measurement('mlp-a', 2000) },
+      {
+        id: 'mlp-a',
+        status: 'ok',
+        ...measurement('mlp-a', 1000, { peakAllocatedBytes: 2 * MiB, peakReservedBytes: 4 * MiB }),
+        graph: measurement('mlp-a', 2000, { peakAllocatedBytes: 3 * MiB, peakReservedBytes: 6 * MiB }),
+      },
       { id: 'lm-b', status: 'error', message: 'RuntimeError: out of memory' },
       {
         id: 'lm-c',
@@ -102,7 +131,10 @@ function report(): TrainBenchReport {
       { name: 'wgpu', available: true, device: 'nvidia-h200' },
       { name: 'cuda', available: true, device: 'NVIDIA H200 (sm_90, 132 SMs)' },
     ],
-    workloads: [],
+    workloads: [
+      { id: 'mlp-a', kind: 'mlp', sizes: [4, 2], activation: 'relu', batch: 8 },
+      { id: 'lm-b', kind: 'transformer', vocab: 8, dim: 4, heads: 1, hidden: 8, blocks: 1, seq: 2, batch: 1 },
+    ],
     parity: [
       { model: 'mlp', backends: ['wgpu', 'cuda'], status: 'passed', report: parityReport(true) },
       {
@@ -137,6 +169,8 @@ describe('train-bench report', () => {
         ratio: 3,
         torchGraphSamplesPerSecond: 2000,
         graphRatio: 1.5,
+        peakAllocatedRatio: 1.5,
+        graphPeakAllocatedRatio: 1,
       },
       {
         backend: 'cuda',
@@ -146,6 +180,8 @@ describe('train-bench report', () => {
         ratio: 0.5,
         torchGraphSamplesPerSecond: 2000,
         graphRatio: 0.25,
+        peakAllocatedRatio: 0.75,
+        graphPeakAllocatedRatio: 0.5,
       },
     ]);
     expect(compareWithBaseline(throughput, { status: 'unavailable', reason: 'no torch' })).toEqual([]);
@@ -183,14 +219,18 @@ describe('train-bench report', () => {
     expect(formatNumber(2.384185791015625e-7, 2)).toBe('2.4e-7');
     expect(formatNumber(0)).toBe('0');
     expect(textTable(['a', 'bb'], [['xyz', '1']])).toBe('a    bb\n---  --\nxyz  1');
+    expect(formatMiB(1.5 * MiB)).toBe('1.5');
+    expect(formatMiB(MiB, true)).toBe('≥ 1');
+    expect(formatMiB(undefined)).toBe('—');
   });
 
   it('puts verdicts, ratios and the reasons for what did not run into the summary', () => {
     const text = summaryTable(report());
     expect(text).toMatch(/mlp: wgpu vs cuda\s+passed\s+1\.0e-4 \(tol 0\.001\)\s+0\.01 \(tol 0\.05\)/);
     expect(text).toMatch(/transformer: wgpu vs cuda\s+skipped/);
-    expect(text).toMatch(/mlp-a\s+wgpu\s+3000\s+0\.333\s+1000\s+3\s+2000\s+1\.5\n/);
-    expect(text).toMatch(/mlp-a\s+cuda\s+500\s+2\s+1000\s+0\.5\s+2000\s+0\.25\n/);
+    expect(text).toMatch(/mlp-a\s+wgpu\s+3000\s+0\.333\s+1000\s+3\s+2000\s+1\.5\s+3\s+1\.5\s+1\n/);
+    expect(text).toMatch(/mlp-a\s+cuda\s+500\s+2\s+1000\s+0\.5\s+2000\s+0\.25\s+≥ 1\.5\s+0\.75\s+0\.5\n/);
+    expect(text).toMatch(/wgpu\s+40\s+25\s+—\s+—\s+—\s+—\s+—\s+—\s+—\n/);
     expect(text).toMatch(/lm-b\s+cuda\s+unsupported\n/);
     expect(text).toContain('lm-b on cuda: unsupported: lacks rope, softmax');
     expect(text).toContain("parity transformer: wgpu vs cuda: backend 'cuda' lacks");
@@ -208,5 +248,20 @@ describe('train-bench report', () => {
     expect(md).toContain('- lm-c, CUDA graph: RuntimeError: not capturable');
     expect(md).toContain('| lm-b | cuda | unsupported: lacks rope, softmax |');
     expect(md).toContain('- lm-b: RuntimeError: out of memory');
+  });
+
+  it('tabulates the peak device memory of each workload against PyTorch’s', () => {
+    const md = reportMarkdown(report());
+    expect(md).toContain('## Peak device memory');
+    const section = md.slice(md.indexOf('### mlp-a'), md.indexOf('## PyTorch baseline'));
+    expect(section).toContain(
+      '| run | peak allocated MiB | peak reserved MiB | allocated / torch eager | allocated / torch graph |',
+    );
+    expect(section).toContain('| rayo wgpu | 3 | 4 | 1.5 | 1 |');
+    expect(section).toContain('| rayo cuda | ≥ 1.5 | ≥ 2 | 0.75 | 0.5 |');
+    expect(section).toContain('| torch eager | 2 | 4 |  |  |');
+    expect(section).toContain('| torch graph | 3 | 6 |  |  |');
+    // A workload with no memory figures on either side gets no table.
+    expect(md).not.toContain('### lm-b');
   });
 });

@@ -1,5 +1,5 @@
 import type { ParityReport } from './parity.js';
-import type { THROUGHPUT_ADAMW, ThroughputMeasurement } from './throughput.js';
+import type { PeakMemory, THROUGHPUT_ADAMW, ThroughputMeasurement } from './throughput.js';
 import type { TorchTrainOutput } from './torchTrainBaseline.js';
 import type { WorkloadSpec } from './workload.js';
 
@@ -78,6 +78,10 @@ export interface Comparison {
   readonly torchGraphSamplesPerSecond?: number;
   /** rayo / PyTorch-with-CUDA-graph samples per second. */
   readonly graphRatio?: number;
+  /** rayo's peak allocated bytes / PyTorch eager's `max_memory_allocated`: below 1, rayo needs less. */
+  readonly peakAllocatedRatio?: number;
+  /** rayo's peak allocated bytes / PyTorch-with-CUDA-graph's `max_memory_allocated`. */
+  readonly graphPeakAllocatedRatio?: number;
 }
 
 export interface TrainBenchSettings {
@@ -124,6 +128,10 @@ export function compareWithBaseline(
     if (ratio === undefined) return [];
     const torchGraphSamplesPerSecond = torchGraphSamples(baseline, entry.workload);
     const graphRatio = throughputRatio(entry.result.samplesPerSecond, torchGraphSamplesPerSecond);
+    const peak = entry.result.memory?.peakAllocatedBytes;
+    const torchPeaks = torchMemory(baseline, entry.workload);
+    const peakAllocatedRatio = throughputRatio(peak, torchPeaks.eager?.peakAllocatedBytes);
+    const graphPeakAllocatedRatio = throughputRatio(peak, torchPeaks.graph?.peakAllocatedBytes);
     return [
       {
         backend: entry.backend,
@@ -133,6 +141,8 @@ export function compareWithBaseline(
         torchSamplesPerSecond: torchSamplesPerSecond!,
         ratio,
         ...(graphRatio === undefined ? {} : { torchGraphSamplesPerSecond, graphRatio }),
+        ...(peakAllocatedRatio === undefined ? {} : { peakAllocatedRatio }),
+        ...(graphPeakAllocatedRatio === undefined ? {} : { graphPeakAllocatedRatio }),
       },
     ];
   });
@@ -207,6 +217,49 @@ function torchGraphSamples(baseline: BaselineEntry, workload: string): number | 
   const r = baseline.output.results.find((x) => x.id === workload);
   const graph = r?.status === 'ok' ? r.graph : undefined;
   return graph && 'samplesPerSecond' in graph ? graph.samplesPerSecond : undefined;
+}
+
+/** PyTorch's peak device memory for a workload, eager and with the step replayed as a CUDA graph (GPU only). */
+function torchMemory(
+  baseline: BaselineEntry,
+  workload: string,
+): { readonly eager?: PeakMemory; readonly graph?: PeakMemory } {
+  if (baseline.status !== 'ok') return {};
+  const r = baseline.output.results.find((x) => x.id === workload);
+  if (r?.status !== 'ok') return {};
+  const graph = r.graph && 'memory' in r.graph ? r.graph.memory : undefined;
+  return { eager: r.memory, graph };
+}
+
+/** Bytes in MiB; `≥` marks a lower bound (a rayo run that set no new high of the backend's peak). */
+export function formatMiB(bytes: number | undefined, lowerBound?: boolean): string {
+  if (bytes === undefined) return '—';
+  return `${lowerBound ? '≥ ' : ''}${formatNumber(bytes / 2 ** 20, 4)}`;
+}
+
+/** The peak-memory rows of one workload: every rayo run, then PyTorch eager and graph. */
+function memoryRows(report: TrainBenchReport, workload: string): string[][] {
+  const rows: string[][] = [];
+  for (const e of report.throughput) {
+    if (e.workload !== workload || e.status !== 'ok' || e.result.memory === undefined) continue;
+    const m = e.result.memory;
+    const c = torchFor(report, e);
+    rows.push([
+      `rayo ${rayoLabel(e)}`,
+      formatMiB(m.peakAllocatedBytes, m.allocatedLowerBound),
+      formatMiB(m.peakReservedBytes, m.reservedLowerBound),
+      formatNumber(c?.peakAllocatedRatio),
+      formatNumber(c?.graphPeakAllocatedRatio),
+    ]);
+  }
+  const torch = torchMemory(report.baseline, workload);
+  for (const [label, m] of [
+    ['torch eager', torch.eager],
+    ['torch graph', torch.graph],
+  ] as const) {
+    if (m) rows.push([label, formatMiB(m.peakAllocatedBytes), formatMiB(m.peakReservedBytes), '', '']);
+  }
+  return rows;
 }
 
 /** Why PyTorch's step could not be captured for a workload, if it could not. */
@@ -340,9 +393,37 @@ export function reportMarkdown(report: TrainBenchReport): string {
       }),
     ),
     '',
-    '## PyTorch baseline',
+    '## Peak device memory',
     '',
+    'The most device memory each run reached, from building the model through its last step (warm-up ' +
+      'included): allocated is what tensors and scratch held (PyTorch’s `max_memory_allocated`), reserved ' +
+      'what the caching allocator held from the device, in use or cached (`max_memory_reserved`). Each ' +
+      'side empties its cache first; PyTorch resets its peak counters (`reset_peak_memory_stats`). ' +
+      'rayo’s peak counters cannot be reset, so a rayo run’s own peak is exact when it set a new high of ' +
+      'the backend’s peaks; otherwise (`≥`) the figure is the most in use seen between steps, a lower ' +
+      'bound (the run’s peak lies between it and an earlier run’s). The ratios are rayo’s peak allocated ' +
+      'over PyTorch’s: below 1, rayo needs less. PyTorch on a cpu reports none.',
   );
+  for (const w of report.workloads) {
+    const rows = memoryRows(report, w.id);
+    if (rows.length === 0) continue;
+    out.push(
+      '',
+      `### ${w.id}`,
+      '',
+      ...markdownTable(
+        [
+          'run',
+          'peak allocated MiB',
+          'peak reserved MiB',
+          'allocated / torch eager',
+          'allocated / torch graph',
+        ],
+        rows,
+      ),
+    );
+  }
+  out.push('', '## PyTorch baseline', '');
   const b = report.baseline;
   if (b.status !== 'ok') out.push(`${b.status}: ${b.reason}`);
   else {
@@ -392,12 +473,16 @@ export function summaryTable(report: TrainBenchReport): string {
       'rayo/eager',
       'torch graph',
       'rayo/graph',
+      'peak MiB',
+      'mem/eager',
+      'mem/graph',
     ],
     report.throughput.map((e) => {
       if (e.status !== 'ok') {
         notes.push(`${e.workload} on ${rayoLabel(e)}: ${throughputReason(e)}`);
-        return [e.workload, rayoLabel(e), e.status, '', '', '', '', ''];
+        return [e.workload, rayoLabel(e), e.status, '', '', '', '', '', '', '', ''];
       }
+      const m = e.result.memory;
       return [
         e.workload,
         rayoLabel(e),
@@ -407,6 +492,9 @@ export function summaryTable(report: TrainBenchReport): string {
         formatNumber(torchFor(report, e)?.ratio),
         formatNumber(torchGraphSamples(report.baseline, e.workload), 4),
         formatNumber(torchFor(report, e)?.graphRatio),
+        formatMiB(m?.peakAllocatedBytes, m?.allocatedLowerBound),
+        formatNumber(torchFor(report, e)?.peakAllocatedRatio),
+        formatNumber(torchFor(report, e)?.graphPeakAllocatedRatio),
       ];
     }),
   );
