@@ -10,6 +10,7 @@ it("createBackend('cuda') refuses an option CudaBackendOptions lacks, before pro
   expect([...(backendProvider.optionKeys ?? [])].sort()).toEqual([
     'device',
     'lib',
+    'maxCachedBytes',
     'path',
     'qgemvSlices',
     'qgemvVariant',
