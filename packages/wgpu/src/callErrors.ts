@@ -1,4 +1,5 @@
 import { OutOfMemoryError, RayoError } from '@rayo/core';
+import type { GPUDevice, GPUError } from './webgpuTypes.js';
 
 /** A WebGPU error and the call whose work raised it (undefined: raised outside any call). */
 export interface AttributedError {

@@ -1,6 +1,7 @@
 import { type AllocatorStats, CachingAllocator, type DeviceBlock, OutOfMemoryError } from '@rayo/core';
 import { STORAGE_USAGE } from './buffers.js';
 import type { DeviceMemory } from './memory.js';
+import type { GPUBuffer } from './webgpuTypes.js';
 
 /**
  * The storage buffers of tensors and kernels' scratch, through core's caching

@@ -1,6 +1,7 @@
 import type { CallRecorder, KernelRunner } from '@rayo/core';
 import type { WgpuRecordedCall } from './batch.js';
 import type { WgpuQueue } from './queue.js';
+import type { GPUBuffer, GPUQuerySet } from './webgpuTypes.js';
 
 /**
  * Device time of recorded work with timestamp queries: the query set and its

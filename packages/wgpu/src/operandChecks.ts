@@ -9,6 +9,7 @@ import {
   type Tensor,
   UnsupportedOnBackendError,
 } from '@rayo/core';
+import type { GPUBuffer, GPUDevice } from './webgpuTypes.js';
 
 /**
  * A kernel that cannot split its operands must not see one larger than a

@@ -19,6 +19,7 @@ import type { ResolvedBackendOptions, WgpuObjectCounts } from './options.js';
 import { ParamArena } from './params.js';
 import { PipelineCache } from './pipelines.js';
 import { UploadStaging } from './upload.js';
+import type { GPUBuffer, GPUDevice } from './webgpuTypes.js';
 
 /**
  * The backend's side of the GPU queue: what work goes through on its way to

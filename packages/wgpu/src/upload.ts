@@ -1,5 +1,6 @@
 import { poolBucketBytes } from '@rayo/core';
 import type { DeviceMemory } from './memory.js';
+import type { GPUBuffer, GPUDevice } from './webgpuTypes.js';
 
 /**
  * Host writes of at least this many bytes go through a staging buffer of our

@@ -8,6 +8,7 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import type { GPUBuffer } from '../webgpuTypes.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';

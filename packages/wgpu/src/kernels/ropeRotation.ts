@@ -1,6 +1,7 @@
 import { frequencyTurns64, inverseTwoPiFixed, thetaFrequency } from '@rayo/core';
 import { usageFlags } from '../buffers.js';
 import type { KernelEncoder, Operand } from '../kernel.js';
+import type { GPUBuffer, GPUDevice } from '../webgpuTypes.js';
 import type { ShaderModule } from '../wgsl/module.js';
 
 // The rotation every rope shader shares. The angle position · frequency
