@@ -1,6 +1,7 @@
 import { bytesPerElement } from '../dtype.js';
 import { defineKernel } from '../kernel.js';
 import { formatShape } from '../shape.js';
+import { attendRows } from './attentionReference.js';
 import { ArgCheck } from './check.js';
 import { bytesOf, CACHES, FLOAT } from './vocabulary.js';
 
@@ -82,27 +83,20 @@ export const causalAttention = defineKernel<CausalAttentionAttrs>({
     for (let t = 0; t < tokens; t++) {
       const rows = position + t + 1;
       for (let h = 0; h < nHeads; h++) {
-        const qh = (t * nHeads + h) * headDim;
         const kv = Math.floor(h / group) * maxSeq * headDim;
-        let max = Number.NEGATIVE_INFINITY;
-        for (let j = 0; j < rows; j++) {
-          let dot = 0;
-          for (let d = 0; d < headDim; d++) dot += q![qh + d]! * kCache![kv + j * headDim + d]!;
-          weights[j] = scale * dot;
-          max = Math.max(max, weights[j]!);
-        }
-        // Subtracting the max keeps exp finite for large scores.
-        let sum = 0;
-        for (let j = 0; j < rows; j++) {
-          weights[j] = Math.exp(weights[j]! - max);
-          sum += weights[j]!;
-        }
-        acc.fill(0);
-        for (let j = 0; j < rows; j++) {
-          const w = weights[j]! / sum;
-          for (let d = 0; d < headDim; d++) acc[d]! += w * vCache![kv + j * headDim + d]!;
-        }
-        for (let d = 0; d < headDim; d++) out[qh + d] = acc[d]!;
+        attendRows(
+          q!,
+          (t * nHeads + h) * headDim,
+          kCache!,
+          vCache!,
+          kv,
+          rows,
+          headDim,
+          scale,
+          out,
+          weights,
+          acc,
+        );
       }
     }
     return [out];

@@ -1,6 +1,7 @@
 import { bytesPerElement, type HostArray } from '../dtype.js';
 import { defineKernel, deviceAttribute, runReference } from '../kernel.js';
 import { formatShape, type Shape, shapesEqual, sizeOf } from '../shape.js';
+import { attendRows } from './attentionReference.js';
 import { ArgCheck } from './check.js';
 import { rope } from './rope.js';
 import { checkFrequencies, FREQUENCIES_INPUT } from './ropeFrequencies.js';
@@ -200,27 +201,8 @@ export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
     const weights = new Float64Array(seqLen);
     const acc = new Float64Array(headDim);
     for (let h = 0; h < nHeads; h++) {
-      const qh = h * headDim;
       const kv = Math.floor(h / group) * maxSeq * headDim;
-      let max = Number.NEGATIVE_INFINITY;
-      for (let t = 0; t < seqLen; t++) {
-        let dot = 0;
-        for (let d = 0; d < headDim; d++) dot += q![qh + d]! * kCache![kv + t * headDim + d]!;
-        weights[t] = s * dot;
-        max = Math.max(max, weights[t]!);
-      }
-      // Subtracting the max keeps exp finite for large scores.
-      let sum = 0;
-      for (let t = 0; t < seqLen; t++) {
-        weights[t] = Math.exp(weights[t]! - max);
-        sum += weights[t]!;
-      }
-      acc.fill(0);
-      for (let t = 0; t < seqLen; t++) {
-        const w = weights[t]! / sum;
-        for (let d = 0; d < headDim; d++) acc[d]! += w * vCache![kv + t * headDim + d]!;
-      }
-      for (let d = 0; d < headDim; d++) out[qh + d] = acc[d]!;
+      attendRows(q!, h * headDim, kCache!, vCache!, kv, seqLen, headDim, s, out, weights, acc);
     }
     return [out];
   },
