@@ -65,6 +65,12 @@ export interface LlamaDecoder {
   readonly positionInput: Tensor;
   /** i32 [1]: the rows a recorded step attends over (position + 1). */
   readonly lengthInput: Tensor;
+  /**
+   * i32 [n] = 0 … n−1 for every row count n of a quantized projection: the
+   * rows a prompt's chunk dequantizes. Uploaded once, as an upload from
+   * pageable memory may wait for the stream to drain.
+   */
+  readonly dequantizeRows: ReadonlyMap<number, Tensor>;
 }
 
 /**
@@ -115,7 +121,24 @@ export function createLlamaDecoder(
     frequencies: ropeScaling
       ? backend.upload(ropeFrequencies(config.ropeTheta, config.headDim, ropeScaling), [config.headDim / 2])
       : undefined,
+    dequantizeRows: rowIdsOf(backend, quantized.quantizedLayers),
   };
+}
+
+function rowIdsOf(backend: Backend, layers: readonly QuantizedLlamaLayer[] | undefined): Map<number, Tensor> {
+  const rows = new Map<number, Tensor>();
+  for (const w of (layers ?? []).flatMap((layer) => Object.values(layer))) {
+    if (!rows.has(w.n))
+      rows.set(
+        w.n,
+        backend.upload(
+          Int32Array.from({ length: w.n }, (_, i) => i),
+          [w.n],
+          'i32',
+        ),
+      );
+  }
+  return rows;
 }
 
 /** The quantized weights of `options.quantized`, checked against the config and the backend. */
@@ -183,4 +206,5 @@ export function disposeLlamaDecoder(d: LlamaDecoder): void {
   d.positionInput.dispose();
   d.lengthInput.dispose();
   d.frequencies?.dispose();
+  for (const ids of d.dequantizeRows.values()) ids.dispose();
 }

@@ -107,13 +107,7 @@ function product(
  * are enqueued in order).
  */
 function dequantized(d: LlamaDecoder, run: TrackingRunner, q: QuantizedWeight): Tensor {
-  const ids = run.adopt(
-    d.backend.upload(
-      Int32Array.from({ length: q.n }, (_, i) => i),
-      [q.n],
-      'i32',
-    ),
-  );
+  const ids = d.dequantizeRows.get(q.n)!;
   return run.keep(
     run.run1(quantizedEmbedding, [ids, q.packed, q.scales, q.zeros, q.offsets], {
       format: q.format,
