@@ -14,6 +14,7 @@ import {
 import { removeTinyLlamas, tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from '@rayo/train-testkit';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { LlamaModel } from './model.js';
+import { DEQUANTIZED_PREFILL_ROWS } from './projections.js';
 
 const backend = createCpuBackend();
 afterAll(removeTinyLlamas);
@@ -53,6 +54,35 @@ describe('LlamaModel with quantized projections', async () => {
       // 8 bits keep the greedy token of this tiny model; 4 bits may flip its close calls.
       const last = (a: Float32Array) => a.subarray(a.length - vocab);
       if (eightBits) expect(argmax(last(values)), format).toBe(argmax(last(wanted)));
+    }
+  });
+
+  it(`multiplies a prompt of ${DEQUANTIZED_PREFILL_ROWS}+ rows by dequantized weights, as the quantized kernels do row by row`, async () => {
+    // Rows past the threshold take the dequantize-then-'half' path; row by
+    // row (decode) the quantized kernels: the same weights, activations
+    // rounded to bf16 on the first path only.
+    const vocab = config.vocab_size as number;
+    const long = Array.from({ length: DEQUANTIZED_PREFILL_ROWS + 5 }, (_, i) => (i * 37 + 11) % vocab);
+    const longConfig = { ...config, max_position_embeddings: long.length };
+    const longDir = await writeTinyLlama(longConfig, tinyLlamaWeights(longConfig, 3));
+    for (const format of ['q8', 'q4g32'] as const) {
+      using model = await LlamaModel.load(backend, longDir, { weightFormat: format });
+      using all = model.prefill(long);
+      const logits = (await all.read()) as Float32Array;
+      model.reset();
+      let spread = 0;
+      let maxError = 0;
+      for (const [i, token] of long.entries()) {
+        using step = model.decode(token);
+        const want = (await step.read()) as Float32Array;
+        const got = logits.subarray(i * vocab, (i + 1) * vocab);
+        for (let j = 0; j < vocab; j++) {
+          spread = Math.max(spread, Math.abs(want[j]!));
+          maxError = Math.max(maxError, Math.abs(got[j]! - want[j]!));
+        }
+      }
+      expect(maxError, format).toBeGreaterThan(0);
+      expect(maxError, format).toBeLessThan(spread * 0.03);
     }
   });
 
