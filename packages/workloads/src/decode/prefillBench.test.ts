@@ -45,14 +45,22 @@ describe('decode-bench prefill', () => {
     await writeSeededLlama(dir, config, 3, 'bf16');
     const backend = createCpuBackend();
     try {
-      const rows = await prefillOnBackend(backend, dir, config.vocab_size as number, {
+      const result = await prefillOnBackend(backend, dir, config.vocab_size as number, {
         dtype: 'bf16',
         kvDtype: 'f32',
         seed: 3,
         quant: 'none',
         lengths: [5, 40],
         repeats: 1,
+        profile: true,
+        profileRepetitions: 1,
       });
+      const rows = result.lengths!;
+      // The cpu backend has no device clock: the chunk's calls are listed, untimed.
+      expect(result.profileError).toBeUndefined();
+      expect(result.profileTokens).toBe(40);
+      expect(result.profile?.deviceClock).toBe(false);
+      expect(result.profile?.groups.some((g) => g.kernel === 'causalAttention')).toBe(true);
       expect(rows.map((r) => [r.tokens, r.error])).toEqual([
         [5, undefined],
         [40, undefined],
@@ -69,4 +77,47 @@ describe('decode-bench prefill', () => {
       backend.dispose();
     }
   }, 120_000);
+
+  it("sets a profiled chunk against the time to first token, with each family's FLOP rate", () => {
+    const group = (kernel: string, usPerCall: number, flopsPerCall: number, calls: number) => ({
+      kernel,
+      shapes: '-',
+      attrs: '',
+      calls,
+      usPerCall,
+      usPerStep: usPerCall * calls,
+      flopsPerCall,
+    });
+    const lines = prefillLines({
+      lengths: [2048],
+      flops: [1e12],
+      backends: [
+        {
+          backend: 'cuda',
+          device: 'gpu',
+          status: 'ok',
+          lengths: [{ tokens: 2048, ttftMs: 10, tokensPerSecond: 204800 }],
+          profileTokens: 2048,
+          profile: {
+            calls: 3,
+            deviceClock: true,
+            stepDeviceMs: 6,
+            repetitions: 1,
+            groups: [
+              group('matmul', 2000, 1e12, 2),
+              group('causalAttention', 1000, 2e11, 1),
+              group('rmsNorm', 500, 0, 2),
+            ],
+          },
+        },
+      ],
+      torch: { status: 'unavailable', reason: 'not requested' },
+    }).join('\n');
+    // 2e12 FLOP in 4 ms: 500 TFLOP/s; 2e11 in 1 ms: 200.
+    expect(lines).toContain('6 ms on the device with no host in between (one recorded batch), against 10 ms');
+    expect(lines).toContain('matrix products 4 ms (500 TFLOP/s)');
+    expect(lines).toContain('causalAttention 1 ms (200 TFLOP/s)');
+    expect(lines).toContain('the rest 1 ms;'.replace(';', '.'));
+    expect(lines).toMatch(/\| matmul \| - \| — \| 2 \| 4000 \| 500 \|/);
+  });
 });

@@ -5,6 +5,7 @@ import { type Backend, probeBackends } from '@rayo/core';
 import { LlamaModel, type LlamaPrefillPrecision, parseLlamaConfig } from '@rayo/train';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import type { DecodeSettings } from './decodeRun.js';
+import { profileStep, type StepProfile } from './stepProfile.js';
 
 // decode-bench's prefill measurement: time to first token (the prompt read,
 // its first token on the host) for prompts of several lengths, on each rayo
@@ -29,6 +30,10 @@ export interface PrefillBackendResult {
   readonly status: 'ok' | 'error' | 'unavailable';
   readonly reason?: string;
   readonly lengths?: readonly PrefillRow[];
+  /** With --profile: one chunk of the longest prompt (at most `prefillChunk` tokens) from row 0, grouped by kernel. */
+  readonly profile?: StepProfile;
+  readonly profileTokens?: number;
+  readonly profileError?: string;
 }
 
 export interface TorchPrefillOutput {
@@ -81,12 +86,15 @@ export async function prefillOnBackend(
   backend: Backend,
   dir: string,
   vocab: number,
-  settings: Pick<DecodeSettings, 'dtype' | 'kvDtype' | 'seed' | 'quant'> & {
+  settings: Pick<
+    DecodeSettings,
+    'dtype' | 'kvDtype' | 'seed' | 'quant' | 'profile' | 'profileRepetitions'
+  > & {
     readonly lengths: readonly number[];
     readonly repeats: number;
     readonly prefillPrecision?: LlamaPrefillPrecision;
   },
-): Promise<PrefillRow[]> {
+): Promise<Pick<PrefillBackendResult, 'lengths' | 'profile' | 'profileTokens' | 'profileError'>> {
   using model = await LlamaModel.load(backend, dir, {
     maxSequence: Math.max(...settings.lengths),
     weightDtype: settings.dtype,
@@ -116,7 +124,23 @@ export async function prefillOnBackend(
       rows.push({ tokens: n, error: error instanceof Error ? error.message : String(error) });
     }
   }
-  return rows;
+  if (!settings.profile) return { lengths: rows };
+  // One chunk on the device alone (recorded whole, so no host time between
+  // its kernels): set against the time to first token, what the host adds.
+  const tokens = Math.min(Math.max(...settings.lengths), model.prefillChunk);
+  try {
+    using ids = backend.upload(Int32Array.from(promptOf(vocab, tokens, settings.seed)), [tokens], 'i32');
+    const profile = await profileStep(
+      backend,
+      (runner, made) => model.recordChunk(runner, ids, 0, made, true),
+      {
+        repetitions: settings.profileRepetitions,
+      },
+    );
+    return { lengths: rows, profile, profileTokens: tokens };
+  } catch (error) {
+    return { lengths: rows, profileError: error instanceof Error ? error.message : String(error) };
+  }
 }
 
 export const TORCH_PREFILL_SCRIPT = 'torch_prefill_baseline.py';
@@ -171,9 +195,11 @@ export async function prefillBench(
     const backend = await createBackendFromEnvironment(status.name);
     try {
       log(`${status.name}: prefill of ${lengths.join(', ')} tokens`);
-      const rows = await prefillOnBackend(backend, dir, vocab, common);
-      backends.push({ backend: status.name, device: backend.info.device, status: 'ok', lengths: rows });
-      for (const r of rows) log(`${status.name} prefill ${r.tokens}: ${r.ttftMs?.toFixed(1) ?? r.error} ms`);
+      const result = await prefillOnBackend(backend, dir, vocab, common);
+      backends.push({ backend: status.name, device: backend.info.device, status: 'ok', ...result });
+      if (result.profileError) log(`${status.name}: prefill profile error: ${result.profileError}`);
+      for (const r of result.lengths ?? [])
+        log(`${status.name} prefill ${r.tokens}: ${r.ttftMs?.toFixed(1) ?? r.error} ms`);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       backends.push({ backend: status.name, device: backend.info.device, status: 'error', reason });
@@ -225,5 +251,65 @@ export function prefillLines(report: PrefillReport): string[] {
     line(header),
     line(header.map(() => '---')),
     ...rows.map(line),
+    ...report.backends.flatMap((b) => prefillProfileLines(b, peak, line)),
+  ];
+}
+
+const MATMULS = new Set(['matmul', 'batchedMatmul']);
+
+/**
+ * A backend's profiled chunk: its device time against the time to first
+ * token of the same length (the rest is the host's), where the time goes by
+ * kernel family with its FLOP rate against the peak, and the kernel table.
+ */
+function prefillProfileLines(
+  b: PrefillBackendResult,
+  peakTflops: number | undefined,
+  line: (cells: readonly string[]) => string,
+): string[] {
+  const p = b.profile;
+  if (b.profileError) return ['', `${b.backend}: no prefill profile (${b.profileError})`];
+  if (!p?.deviceClock || p.stepDeviceMs === undefined) return [];
+  const tflops = (flops: number, us: number) => (us > 0 ? flops / (us * 1e6) : undefined);
+  const family = (name: string) =>
+    MATMULS.has(name) ? 'matrix products' : name === 'causalAttention' ? name : 'the rest';
+  const sums = new Map<string, { us: number; flops: number }>();
+  for (const g of p.groups) {
+    const s = sums.get(family(g.kernel)) ?? { us: 0, flops: 0 };
+    s.us += g.usPerStep ?? 0;
+    s.flops += (g.flopsPerCall ?? 0) * g.calls;
+    sums.set(family(g.kernel), s);
+  }
+  const ttft = b.lengths?.find((r) => r.tokens === b.profileTokens)?.ttftMs;
+  const parts = [...sums].map(([name, s]) => {
+    const rate = tflops(s.flops, s.us);
+    const ofPeak =
+      rate !== undefined && peakTflops ? `, ${fmt((100 * rate) / peakTflops, 2)}% of the peak` : '';
+    return `${name} ${fmt(s.us / 1e3)} ms${s.flops > 0 ? ` (${fmt(rate)} TFLOP/s${ofPeak})` : ''}`;
+  });
+  const header = ['kernel', 'shapes', 'attrs', 'calls', 'µs/chunk', 'TFLOP/s', '% of chunk'];
+  return [
+    '',
+    `### ${b.backend}: one chunk of ${b.profileTokens} tokens on the device`,
+    '',
+    `${fmt(p.stepDeviceMs)} ms on the device with no host in between (one recorded batch)` +
+      (ttft === undefined
+        ? ''
+        : `, against ${fmt(ttft)} ms to the first token of ${b.profileTokens} tokens`) +
+      `; kernels timed alone: ${parts.join('; ')}.`,
+    '',
+    line(header),
+    line(header.map(() => '---')),
+    ...p.groups.map((g) =>
+      line([
+        g.kernel,
+        g.shapes,
+        g.attrs || '—',
+        String(g.calls),
+        fmt(g.usPerStep),
+        fmt(g.flopsPerCall && g.usPerCall ? tflops(g.flopsPerCall, g.usPerCall) : undefined),
+        g.shareOfStep === undefined ? '—' : `${fmt(100 * g.shareOfStep, 2)}%`,
+      ]),
+    ),
   ];
 }

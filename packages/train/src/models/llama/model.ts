@@ -281,6 +281,47 @@ export class LlamaModel {
     return this.#forwardInto(runner, made, token, at, false);
   }
 
+  /**
+   * The forward pass of a chunk, recordable into any runner (a profiler's, a
+   * batch): the tokens `ids` (i32 [T], on the device) at cache rows
+   * `position` … `position` + T − 1, whose keys and values it writes; returns
+   * the logits [T, vocab] (of the last token alone, [1, vocab], with
+   * `lastRowOnly`). Every tensor it allocates (the logits included) is pushed
+   * to `made`. The model's position does not move.
+   */
+  recordChunk(
+    runner: KernelRunner,
+    ids: Tensor,
+    position: number,
+    made: Tensor[],
+    lastRowOnly = false,
+  ): Tensor {
+    this.#checkAlive('recordChunk');
+    const t = ids.shape[0] ?? 0;
+    if (ids.dtype !== 'i32' || ids.shape.length !== 1 || t < 1) {
+      throw new InvalidArgumentError('ids must be the token ids of a chunk', {
+        operation: 'recordChunk',
+        argument: 'ids',
+        expected: 'an i32 tensor of shape [T], T >= 1',
+        actual: `${ids.dtype} [${ids.shape.join(', ')}]`,
+      });
+    }
+    if (!Number.isInteger(position) || position < 0 || position + t > this.maxSequence) {
+      throw new InvalidArgumentError('the chunk must fit the cache', {
+        operation: 'recordChunk',
+        argument: 'position',
+        expected: `an integer in [0, ${this.maxSequence - t}] for ${t} tokens`,
+        actual: String(position),
+      });
+    }
+    const run = new TrackingRunner(runner);
+    try {
+      return forward(this.#decoder, run, ids, position, false, lastRowOnly);
+    } finally {
+      made.push(...run.release());
+    }
+  }
+
   /** The forward pass of one token into `runner`, every tensor it allocates pushed to `made`. */
   #forwardInto(
     runner: KernelRunner,

@@ -1,4 +1,4 @@
-import { type Backend, createBackend, createCpuBackend, probeBackends } from '@rayo/core';
+import { type Backend, createBackend, createCpuBackend, probeBackends, type Tensor } from '@rayo/core';
 import {
   referenceLogits,
   removeTinyLlamas,
@@ -107,5 +107,35 @@ describe('chunked prefill', () => {
       await expect(LlamaModel.load(cpu, dir, { prefillChunk })).rejects.toThrow(/prefillChunk/);
     }
     expect(cpu.memory().liveTensors).toBe(0);
+  });
+
+  it('records a chunk into any runner at a given row without moving the position', async () => {
+    const config = tinyLlamaConfig();
+    const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 3));
+    const cpu = createCpuBackend();
+    using model = await LlamaModel.load(cpu, dir);
+    using whole = model.prefill(PROMPT);
+    const want = await whole.read();
+    const vocab = config.vocab_size as number;
+    model.reset();
+    // The first 10 tokens, then the rest at row 10 into a batch: the prompt's logits.
+    using head = cpu.upload(Int32Array.from(PROMPT.slice(0, 10)), [10], 'i32');
+    using tail = cpu.upload(Int32Array.from(PROMPT.slice(10)), [PROMPT.length - 10], 'i32');
+    const made: Tensor[] = [];
+    const first = model.recordChunk(cpu, head, 0, made);
+    const batch = cpu.batch();
+    const last = model.recordChunk(batch, tail, 10, made, true);
+    batch.submit();
+    expect(model.position).toBe(0);
+    expect(first.shape).toEqual([10, vocab]);
+    expect(last.shape).toEqual([1, vocab]);
+    expect(maxAbsDiff(await first.read(), want.subarray(0, 10 * vocab))).toBeLessThan(TOLERANCE);
+    expect(maxAbsDiff(await last.read(), want.subarray((PROMPT.length - 1) * vocab))).toBeLessThan(TOLERANCE);
+    for (const t of made) t.dispose();
+    expect(() => model.recordChunk(cpu, head, config.max_position_embeddings as number, [])).toThrow(
+      /recordChunk: argument 'position'.*expected an integer in \[0, 22\] for 10 tokens, got 32/,
+    );
+    using floats = cpu.upload(new Float32Array(2), [2]);
+    expect(() => model.recordChunk(cpu, floats, 0, [])).toThrow(/argument 'ids'.*got f32 \[2\]/);
   });
 });
