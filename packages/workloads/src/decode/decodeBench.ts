@@ -785,7 +785,8 @@ from the same checkpoint, and reports ms per token against the bandwidth limit.
   --weights DIR     where the checkpoints are written once and reused (default decode-weights)
   --out DIR         report folder (default decode-results)
   --profile         time each group of identical kernel calls of the decode step
-                    (the whole step's device time and the host phases are always measured)
+                    (the whole step's device time and the host phases are always measured);
+                    with --prefill, also one prefill chunk on the device, kernel by kernel
   --profile-reps N  back-to-back repetitions of a kernel group per timing (default 10)
   --host-tokens N   replayed tokens whose host phases are timed (default 32)
   --prefill LIST    also time the first token after prompts of these lengths (comma-separated,
