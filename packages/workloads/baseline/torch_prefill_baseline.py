@@ -13,7 +13,8 @@ f32 weights):
 - ``compile``: the same prefill under ``torch.compile`` (where it compiles).
 
 The head runs on the last position only (what the first token needs).
-Each length runs once untimed, then ``repeats`` times; the median is
+Each length runs untimed once and then for half a second more (the GPU's
+clocks ramp up under load), then ``repeats`` times; the median is
 reported. Also measures the bf16 tensor-core peak: ``torch.matmul`` of two
 8192 × 8192 bf16 matrices, median of 10, in TFLOP/s. Writes JSON (``--out``);
 without torch or CUDA the output says so (``available: false``).
@@ -32,6 +33,9 @@ from torch_decode_baseline import TORCH_DTYPES, Llama, load_safetensors, safeten
 
 SCHEMA_IN = "rayo-prefill-request/1"
 SCHEMA_OUT = "rayo-prefill-torch/1"
+
+
+WARM_SECONDS = 0.5
 
 
 def bf16_peak_tflops(torch, device, n=8192, repeats=10):
@@ -138,6 +142,10 @@ def main(argv=None):
             for n in lengths:
                 try:
                     run(prompts[n]).item()  # untimed: warm-up (and compilation)
+                    # More untimed runs for half a second: the GPU's clocks ramp up under load.
+                    warm_until = time.perf_counter() + WARM_SECONDS
+                    while time.perf_counter() < warm_until:
+                        run(prompts[n]).item()
                     times = []
                     for _ in range(repeats):
                         sync(torch, device)
