@@ -4,7 +4,15 @@ import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { headsPerThread, PAIR_BITS, ROPE_KERNELS, ropeKey, ropeModule, thetaPowers } from './rope.js';
+import {
+  headsPerThread,
+  PAIR_BITS,
+  pairIndexBits,
+  ROPE_KERNELS,
+  ropeKey,
+  ropeModule,
+  thetaPowers,
+} from './rope.js';
 
 const H100 = { multiprocessors: 132, maxThreadsPerMultiprocessor: 2048 };
 
@@ -21,6 +29,17 @@ describe('rope kernel', () => {
     expect(Number(powers.power3!) / 2 ** 63).toBeCloseTo(10000 ** (-16 / 128), 15);
     expect(thetaPowers('rope', 1, 8).power5).toBe(2n ** 63n);
     expect(() => thetaPowers('rope', 10000, 2 ** 18)).toThrow(UnsupportedOnBackendError);
+  });
+
+  it('multiplies only the powers of the bits a pair index has', () => {
+    expect([1, 2, 3, 32, 33, 64, 2 ** 16, 2 ** 17].map(pairIndexBits)).toEqual([0, 1, 2, 5, 6, 6, 16, 16]);
+    expect(ropeKey('half', 4, false, 'f32', false, 5)).toBe('rope/half/heads4/bits5');
+    const products = (bits: number) =>
+      ropeModule('half', 1, false, 'f32', false, bits)
+        .emit()
+        .match(/mul\.hi\.u64/g)!.length;
+    // One 64-bit product per power a pair's bits select, and one to turns.
+    expect(products(PAIR_BITS) - products(5)).toBe(PAIR_BITS - 5);
   });
 
   it('shares an angle among four heads only where pairs are plentiful', () => {
@@ -47,9 +66,11 @@ describe.skipIf(gate.skip)(`rope PTX assembles with ptxas (${gate.reason})`, () 
       [1, false, true],
       [4, true, true],
     ] as const) {
-      it(`${ropeKey(layout, heads, devicePosition, 'f32', table)} for sm_90 and ${DEFAULT_TARGET}`, () => {
+      // Theta's kernels with the 5 bits of a head of 64; tables take no bits.
+      const bits = table ? PAIR_BITS : 5;
+      it(`${ropeKey(layout, heads, devicePosition, 'f32', table, bits)} for sm_90 and ${DEFAULT_TARGET}`, () => {
         for (const type of ['f32', 'f16', 'bf16'] as const) {
-          const text = ropeModule(layout, heads, devicePosition, type, table).emit();
+          const text = ropeModule(layout, heads, devicePosition, type, table, bits).emit();
           for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
         }
       }, 60_000);

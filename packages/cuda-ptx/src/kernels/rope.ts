@@ -209,21 +209,31 @@ export function rotatePair(k: KernelBuilder, a: F32, b: F32, cos: F32, sin: F32)
   return [first, second];
 }
 
+/** Bits of a pair index below `half` (0 for one pair): the powers of theta a frequency can take. */
+export function pairIndexBits(half: number): number {
+  return Math.min(PAIR_BITS, 32 - Math.clz32(Math.max(half, 1) - 1));
+}
+
 export function ropeKey(
   layout: RopeLayout,
   headsPerThread: number,
   devicePosition = false,
   type: FloatStorage = 'f32',
   table = false,
+  indexBits = PAIR_BITS,
 ): string {
-  return `rope/${layout}/heads${headsPerThread}${devicePosition ? '/at' : ''}${table ? '/table' : ''}${storageKey([type])}`;
+  const bits = table || indexBits === PAIR_BITS ? '' : `/bits${indexBits}`;
+  return `rope/${layout}/heads${headsPerThread}${devicePosition ? '/at' : ''}${table ? '/table' : ''}${bits}${storageKey([type])}`;
 }
 
 /**
  * y = x rotated pair by pair. A work item is (row s, pair i, a run of
  * `headsPerThread` heads): its angle is computed once and applied to each
  * head of the run, whose loads are issued together. Items are ordered with
- * i fastest, so a warp reads consecutive pairs of one head.
+ * i fastest, so a warp reads consecutive pairs of one head. Theta's
+ * frequency multiplies only the powers of the `indexBits` bits a pair index
+ * can have (5 for a head of 64): each is a predicated 64-bit product, the
+ * kernel's main cost.
  */
 export function ropeModule(
   layout: RopeLayout,
@@ -231,6 +241,7 @@ export function ropeModule(
   devicePosition = false,
   type: FloatStorage = 'f32',
   table = false,
+  indexBits = PAIR_BITS,
 ): PtxModule {
   const bytes = STORAGE_BYTES[type];
   const m = new PtxModule();
@@ -261,7 +272,8 @@ export function ropeModule(
         const at = k.globalPointer((p as unknown as Record<string, Param<'ptr'>>).positionAt!);
         k.add('u32', positionOffset, positionOffset, k.ldGlobal('u32', k.reg('u32'), at));
       }
-      const frequencies = loadRopeFrequencies(k, p as unknown as Record<string, Param<ParamType>>, table);
+      const loaded = loadRopeFrequencies(k, p as unknown as Record<string, Param<ParamType>>, table);
+      const frequencies = 'powers' in loaded ? { powers: loaded.powers.slice(0, indexBits) } : loaded;
       const sign = k.ldParam(p.sign);
       const headDim = k.add('u32', k.reg('u32'), half, half);
       k.gridStrideLoop(k.ldParam(p.items), (item) => {
@@ -312,9 +324,9 @@ export function ropeModule(
 }
 
 /**
- * Heads per work item: one while the items alone would not fill the device
- * eight times over (decoding: every pair its own thread), else four, so
- * that the angle is computed once per four pairs.
+ * Heads per work item: one while the pairs alone would not fill the device
+ * (decoding: every pair its own thread), else four, so that the angle, the
+ * kernel's main cost, is computed once per four pairs.
  */
 export function headsPerThread(
   device: Pick<DeviceProperties, 'multiprocessors' | 'maxThreadsPerMultiprocessor'>,
@@ -322,7 +334,7 @@ export function headsPerThread(
   heads: number,
 ): number {
   const resident = device.multiprocessors * device.maxThreadsPerMultiprocessor;
-  return heads >= 4 && pairs >= 8 * resident ? 4 : 1;
+  return heads >= 4 && pairs >= resident ? 4 : 1;
 }
 
 const ropeKernel = cudaKernel(
@@ -341,9 +353,10 @@ const ropeKernel = cudaKernel(
     const headRuns = Math.ceil(heads / runs);
     const items = seq * headRuns * half;
     const type = storageOf(x);
+    const bits = pairIndexBits(half);
     encoder.launch({
-      key: ropeKey(attrs.layout, runs, positionAt !== undefined, type, table),
-      module: () => ropeModule(attrs.layout, runs, positionAt !== undefined, type, table),
+      key: ropeKey(attrs.layout, runs, positionAt !== undefined, type, table, bits),
+      module: () => ropeModule(attrs.layout, runs, positionAt !== undefined, type, table, bits),
       entry: 'rope',
       grid: gridFor(encoder.device, items),
       block: BLOCK,
