@@ -151,6 +151,13 @@ export interface Backend extends KernelRunner {
   sync(): Promise<void>;
   memory(): MemoryStats;
   /**
+   * Starts the peaks of `memory()` (`peakBytes`, `peakAllocatedBytes`,
+   * `peakReservedBytes`) anew from what is in use and held now, so that the
+   * next figures are the peaks of the work that follows (PyTorch's
+   * `reset_peak_memory_stats`).
+   */
+  resetPeakMemory(): void;
+  /**
    * Gives the device memory the backend keeps cached for reuse (idle blocks
    * of its caching allocator) back to the device; memory in use stays.
    */

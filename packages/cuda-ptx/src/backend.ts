@@ -95,6 +95,10 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     return this.driver.allocatorStats();
   }
 
+  protected override resetAllocatorPeaks(): void {
+    this.driver.resetAllocatorPeaks();
+  }
+
   // Idle segments are freed after the device finished the work that used them.
   protected override releaseCache(): void {
     this.driver.trim();

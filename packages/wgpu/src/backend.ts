@@ -132,6 +132,10 @@ export class WgpuBackend extends BackendSkeleton<GPUBuffer, AnyWgpuKernel, WgpuR
     this.#queue.emptyCache();
   }
 
+  protected override resetAllocatorPeaks(): void {
+    this.#queue.buffers.resetPeaks();
+  }
+
   // Kernels are submitted when they are run or a batch is submitted, and
   // queue writes take the data at the call, in queue order with those submits.
   protected writeStorage(storage: DeviceStorage<GPUBuffer>, host: HostArray): void {

@@ -32,6 +32,27 @@ needsAdapter('WgpuBackend: caching allocator', () => {
     expect(backend.deviceMemory().usedBytes).toBeLessThanOrEqual(held - 512);
   });
 
+  it('starts the peaks of memory() again from what is in use and held at resetPeakMemory()', async () => {
+    backend ??= await WgpuBackend.create();
+    backend.zeros([64 * KIB]).dispose();
+    backend.emptyCache();
+    const before = backend.memory();
+    expect(before.peakAllocatedBytes).toBeGreaterThanOrEqual(before.allocatedBytes + 256 * KIB);
+    backend.resetPeakMemory();
+    const reset = backend.memory();
+    expect(reset).toMatchObject({
+      peakAllocatedBytes: before.allocatedBytes,
+      peakReservedBytes: before.reservedBytes,
+      peakBytes: before.liveBytes,
+    });
+    backend.zeros([100]).dispose();
+    expect(backend.memory()).toMatchObject({
+      peakAllocatedBytes: before.allocatedBytes + 512,
+      peakReservedBytes: before.reservedBytes + 512,
+      peakBytes: before.liveBytes + 400,
+    });
+  });
+
   it('gives a batch one scratch arena: ten split reductions create the scratch of one', async () => {
     backend ??= await WgpuBackend.create();
     const n = 40_000;

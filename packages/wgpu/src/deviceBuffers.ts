@@ -97,6 +97,11 @@ export class DeviceBuffers {
     this.#allocator.emptyCache();
   }
 
+  /** The allocator's peaks start again from what is in use and held now. */
+  resetPeaks(): void {
+    this.#allocator.resetPeaks();
+  }
+
   #create(bytes: number, api: string): GPUBuffer {
     const scratch = api === 'scratch';
     const label = scratch ? 'rayo scratch' : 'rayo tensor';

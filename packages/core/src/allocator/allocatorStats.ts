@@ -61,6 +61,12 @@ export class AllocatorCounters {
     this.#reserved -= bytes;
   }
 
+  /** The peaks start again from what is in use and held now. */
+  resetPeaks(): void {
+    this.#peakAllocated = this.#allocated;
+    this.#peakReserved = this.#reserved;
+  }
+
   retried(): void {
     this.#retries++;
   }

@@ -200,6 +200,25 @@ describe('CachingAllocator with splitting', () => {
       peakReservedBytes: SMALL_SEGMENT_BYTES,
     });
   });
+
+  it('starts its peaks again from what is in use and held at resetPeaks()', () => {
+    const device = new FakeDevice(256 * MIB);
+    const alloc = allocatorOn(device);
+    const kept = alloc.allocate(MIB, 'kept');
+    alloc.free(alloc.allocate(3 * MIB, 'gone'));
+    alloc.emptyCache();
+    expect(alloc.stats().peakAllocatedBytes).toBe(4 * MIB);
+    alloc.resetPeaks();
+    expect(alloc.stats()).toMatchObject({
+      allocatedBytes: MIB,
+      peakAllocatedBytes: MIB,
+      reservedBytes: SMALL_SEGMENT_BYTES,
+      peakReservedBytes: SMALL_SEGMENT_BYTES,
+    });
+    alloc.free(alloc.allocate(MIB, 'next'));
+    expect(alloc.stats().peakAllocatedBytes).toBe(2 * MIB);
+    alloc.free(kept);
+  });
 });
 
 describe('CachingAllocator without splitting', () => {

@@ -144,6 +144,11 @@ export class CachingAllocator<H> {
     return this.#counters.snapshot();
   }
 
+  /** The peaks of `stats()` start again from what is in use and held now. */
+  resetPeaks(): void {
+    this.#counters.resetPeaks();
+  }
+
   /** A block of at least `bytes`; `api` names the call in an OutOfMemoryError. */
   allocate(bytes: number, api: string): DeviceBlock<H> {
     const size = blockBytes(bytes, this.#splitting);

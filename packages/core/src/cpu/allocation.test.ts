@@ -43,4 +43,17 @@ describe('cpu allocations', () => {
     // Nothing to give back, before or after dispose.
     backend.emptyCache();
   });
+
+  it('starts the peaks of memory() again from what is live at resetPeakMemory()', () => {
+    const backend = new CpuBackend();
+    const kept = backend.zeros([3]);
+    backend.zeros([40]).dispose();
+    expect(backend.memory().peakAllocatedBytes).toBe(172);
+    backend.resetPeakMemory();
+    expect(backend.memory()).toMatchObject({ peakBytes: 12, peakAllocatedBytes: 12, peakReservedBytes: 12 });
+    backend.zeros([5]).dispose();
+    expect(backend.memory()).toMatchObject({ peakBytes: 32, peakAllocatedBytes: 32, peakReservedBytes: 32 });
+    kept.dispose();
+    backend.dispose();
+  });
 });

@@ -125,6 +125,8 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
   }
   /** Gives cached device memory back (`emptyCache`); nothing to do without a cache. */
   protected releaseCache(): void {}
+  /** Starts the caching allocator's peaks again (`resetPeakMemory`); nothing to do without a cache. */
+  protected resetAllocatorPeaks(): void {}
 
   // ---- lifecycle ----
 
@@ -155,6 +157,11 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
 
   emptyCache(): void {
     if (!this.#disposed) this.releaseCache();
+  }
+
+  resetPeakMemory(): void {
+    this.#stats.resetPeak();
+    if (!this.#disposed) this.resetAllocatorPeaks();
   }
 
   /**

@@ -22,6 +22,11 @@ export class LiveStats {
     this.#liveBytes -= bytes;
   }
 
+  /** The peak starts again from the bytes live now. */
+  resetPeak(): void {
+    this.#peakBytes = this.#liveBytes;
+  }
+
   snapshot(): LiveTensorStats {
     return {
       liveTensors: this.#liveTensors,

@@ -326,6 +326,11 @@ export class CudaDriver {
     return this.#pool.stats();
   }
 
+  /** The caching allocator's peaks start again from what is in use and held now. */
+  resetAllocatorPeaks(): void {
+    this.#pool.resetPeaks();
+  }
+
   // A segment may still be used by work in flight: the device finishes it first.
   #release(ptrs: readonly bigint[]): void {
     this.activate();

@@ -55,6 +55,11 @@ export class DevicePool {
     return this.#allocator.stats();
   }
 
+  /** The allocator's peaks start again from what is in use and held now. */
+  resetPeaks(): void {
+    this.#allocator.resetPeaks();
+  }
+
   acquire(bytes: number, api = 'alloc'): DeviceBuffer {
     const block = this.#allocator.allocate(bytes, api);
     this.#requests++;

@@ -18,6 +18,7 @@ import {
   TrackingRunner,
 } from '@rayo/core';
 import { adoptAs } from '../adopt.js';
+import { GradientHolds, TensorLifetimes } from './lifetimes.js';
 
 /**
  * The backward rule of one recorded operation: from the gradient of its output,
@@ -90,6 +91,12 @@ export interface TapeOptions {
   readonly runner?: KernelRunner;
   /** Record backward rules (default true); false for evaluation, which keeps no closures. */
   readonly grad?: boolean;
+  /**
+   * Reuse the memory of dead tensors for later kernels (default true); false
+   * keeps every tensor until `dispose`, e.g. to read intermediate values of
+   * a scope while debugging.
+   */
+  readonly reuseMemory?: boolean;
 }
 
 export interface BackwardOptions {
@@ -113,7 +120,10 @@ export interface BackwardOptions {
  * Records operations on variables and runs them backward. Every tensor the tape
  * allocates (forward values, gradients of intermediates, temporaries) is its
  * own and is freed by `dispose()`; gradients of leaves that outlive the tape
- * (parameters) are handed over to them.
+ * (parameters) are handed over to them. Before that, the tape reuses the
+ * memory of tensors that are dead (see `TensorLifetimes`) as the outputs of
+ * its later kernels: the gradients of intermediates once consumed in
+ * backward, and what a forward `scope` made that no backward rule reads.
  */
 export class Tape {
   readonly backend: Backend;
@@ -121,6 +131,10 @@ export class Tape {
   /** Where the kernels go, and the tensors the tape owns. */
   readonly #owned: TrackingRunner;
   readonly #nodes: Variable[] = [];
+  /** Per node: the tensors its backward rule reads, or undefined where the rule did not say. */
+  readonly #reads: (readonly Tensor[] | undefined)[] = [];
+  readonly #lifetimes: TensorLifetimes;
+  #backwardFreed = false;
   readonly #tapeLeaves: Variable[] = [];
   #disposed = false;
 
@@ -128,6 +142,7 @@ export class Tape {
     this.backend = backend;
     this.#owned = new TrackingRunner(options.runner ?? backend);
     this.gradEnabled = options.grad ?? true;
+    this.#lifetimes = new TensorLifetimes((t) => this.#owned.has(t), options.reuseMemory ?? true);
   }
 
   /** Where the tape's kernels go now. */
@@ -167,14 +182,19 @@ export class Tape {
 
   // ---- tensors the tape owns -------------------------------------------------
 
-  /** Runs a kernel; outputs that are not inputs written in place belong to the tape. */
+  /**
+   * Runs a kernel; outputs that are not inputs written in place belong to the
+   * tape (in the memory of a dead tensor of the tape where one fits).
+   */
   run<A extends AttrValues>(
     spec: KernelSpec<A>,
     inputs: readonly (Tensor | undefined)[],
     attrs?: Partial<A>,
   ): Tensor[] {
     this.#alive(spec.name);
-    return this.#owned.run(spec, inputs, attrs);
+    const outputs = this.#owned.run(spec, inputs, attrs, this.#lifetimes.outputsFor(spec, inputs, attrs));
+    for (const t of outputs) if (!inputs.includes(t)) this.#lifetimes.born(t);
+    return outputs;
   }
 
   /** `run` for kernels of one output. */
@@ -191,12 +211,15 @@ export class Tape {
     this.#alive('full');
     const t = this.#owned.adopt(this.backend.empty(shape));
     this.#owned.run(fill, [t], { value });
+    this.#lifetimes.born(t);
     return t;
   }
 
   zeros(shape: Shape): Tensor {
     this.#alive('zeros');
-    return this.#owned.adopt(this.backend.zeros(shape));
+    const t = this.#owned.adopt(this.backend.zeros(shape));
+    this.#lifetimes.born(t);
+    return t;
   }
 
   ones(shape: Shape): Tensor {
@@ -206,7 +229,9 @@ export class Tape {
   /** Uploads host data to a tensor the tape owns. */
   upload(data: HostArray | readonly number[], shape: Shape, dtype: DType = 'f32'): Tensor {
     this.#alive('upload');
-    return this.#owned.adopt(this.backend.upload(data, shape, dtype));
+    const t = this.#owned.adopt(this.backend.upload(data, shape, dtype));
+    this.#lifetimes.born(t);
+    return t;
   }
 
   /**
@@ -255,15 +280,40 @@ export class Tape {
   /**
    * Records the result of an operation. `value` should be a tensor this tape
    * made (its output or a view); `backward` is kept only when an input
-   * requires a gradient.
+   * requires a gradient. `reads` lists every tensor `backward` reads apart
+   * from `dy` (inputs' values, the output, temporaries); a scope frees what
+   * no rule reads, and nothing at all where a rule leaves `reads` out.
    */
-  record(value: Tensor, inputs: readonly Variable[], backward: BackwardFn): Variable {
+  record(
+    value: Tensor,
+    inputs: readonly Variable[],
+    backward: BackwardFn,
+    reads?: readonly (Tensor | undefined)[],
+  ): Variable {
     this.#alive('record');
     const requiresGrad = this.gradEnabled && inputs.some((v) => v.requiresGrad);
     if (!requiresGrad) return new Variable(value);
     const v = new Variable(value, { requiresGrad: true }, inputs, backward);
     this.#nodes.push(v);
+    this.#reads.push(reads?.filter((t): t is Tensor => t !== undefined));
     return v;
+  }
+
+  /**
+   * Runs `forward` (a module's forward) as a scope: of the tensors the tape
+   * makes in it, only the returned variable's value may be used after it,
+   * by the caller or by later operations. The rest is dead at once where no
+   * backward rule reads it, and after the last rule that reads it in
+   * `backward`; its memory serves later kernels of the tape. Values of the
+   * scope's intermediate variables are not to be read after the scope.
+   */
+  scope(forward: () => Variable): Variable {
+    this.#alive('scope');
+    const mark = this.#lifetimes.mark;
+    const firstNode = this.#nodes.length;
+    const result = forward();
+    this.#lifetimes.endScope(mark, firstNode, this.#reads, result.value);
+    return result;
   }
 
   // ---- backward -------------------------------------------------------------------
@@ -314,21 +364,54 @@ export class Tape {
         actual: 'a variable of another tape',
       });
     }
+    if (this.#backwardFreed) {
+      throw new RayoError('a backward already freed tensors that the backward rules read', {
+        operation: 'backward',
+        argument: 'root',
+        expected: 'one backward per tape whose forward used scopes',
+        actual: 'a second backward',
+      });
+    }
+    this.#backwardFreed = this.#lifetimes.freesReadTensors;
     const finalAfter = onGradientsFinal ? this.#finalAfter(root, end) : undefined;
+    const lifetimes = this.#lifetimes;
+    // Tensors born from here on are backward's own: gradients and temporaries.
+    const backwardMark = lifetimes.mark;
     const grads = new Map<Variable, Tensor>();
-    grads.set(root, seed ?? this.ones(root.shape));
+    const holds = new GradientHolds();
+    const setGrad = (v: Variable, g: Tensor): void => {
+      const previous = grads.get(v);
+      grads.set(v, g);
+      holds.hold(g);
+      if (previous) holds.drop(previous);
+    };
+    const dropGrad = (v: Variable): Tensor => {
+      const g = grads.get(v)!;
+      grads.delete(v);
+      holds.drop(g);
+      return g;
+    };
+    /** Gives backward's own tensors that no gradient entry holds to later kernels. */
+    const freeIfDead = (t: Tensor): void => {
+      if (lifetimes.bornAfter(t, backwardMark) && !holds.held(t)) lifetimes.free(t.base);
+    };
+    setGrad(root, seed ?? this.ones(root.shape));
     const depositFinal = (leaves: readonly Variable[]): void => {
       const done = leaves.filter((v) => grads.has(v));
       for (const v of done) {
-        this.#deposit(v, grads.get(v)!);
-        grads.delete(v);
+        const g = dropGrad(v);
+        this.#deposit(v, g);
+        // Kept by the leaf, or added to its earlier gradient and dead.
+        freeIfDead(g);
       }
       if (done.length > 0) onGradientsFinal!(done);
     };
     for (let i = end; i >= 0; i--) {
       const node = this.#nodes[i]!;
-      const dy = grads.get(node);
-      if (!dy) continue;
+      if (!grads.has(node)) continue;
+      const ruleMark = lifetimes.mark;
+      const dy = dropGrad(node);
+      const replaced: Tensor[] = [dy];
       const needs = node.inputs.map((v) => v.requiresGrad);
       const dxs = node.backwardFn!(dy, needs);
       node.inputs.forEach((input, j) => {
@@ -343,8 +426,12 @@ export class Tape {
           });
         }
         const previous = grads.get(input);
-        grads.set(input, previous ? this.run1(add, [previous, dx]) : dx);
+        if (previous) replaced.push(previous);
+        setGrad(input, previous ? this.run1(add, [previous, dx]) : dx);
       });
+      for (const t of replaced) freeIfDead(t);
+      for (const t of lifetimes.bornSince(ruleMark)) freeIfDead(t);
+      lifetimes.afterRule(i);
       const final = finalAfter?.get(i);
       if (final) depositFinal(final);
     }
@@ -384,20 +471,23 @@ export class Tape {
   #deposit(leaf: Variable, g: Tensor): void {
     const previous = leaf.grad;
     if (previous) {
-      const total = this.run1(add, [previous, g]);
-      this.#owned.keep(total);
+      leaf.grad = this.#handOver(this.run1(add, [previous, g]));
       // Freed with the tape, after the kernels that read it.
       this.#owned.adopt(previous);
-      leaf.grad = total;
-    } else if (this.#owned.has(g) && !g.isView) {
-      leaf.grad = this.#owned.keep(g);
-    } else if (g.isView && this.#owned.has(g.base)) {
-      // A reshaped gradient (a bias's column sums): the leaf takes over the memory.
-      this.#owned.keep(g.base);
-      leaf.grad = adoptAs(g.base, g.shape);
     } else {
-      leaf.grad = this.#owned.keep(this.run1(copy, [g]));
+      leaf.grad = this.#handOver(g);
     }
+  }
+
+  /** A tensor of the shape of `t` with its values that the caller owns: `t`'s own memory where the tape has it. */
+  #handOver(t: Tensor): Tensor {
+    if (!t.isView && this.#owned.has(t)) return this.#owned.keep(t);
+    if (t.isView && this.#owned.has(t.base)) {
+      // A reshaped gradient (a bias's column sums, an output in reused memory): the leaf takes over the memory.
+      this.#owned.keep(t.base);
+      return adoptAs(t.base, t.shape);
+    }
+    return this.#owned.keep(this.run1(copy, [t]));
   }
 
   /** Frees every tensor the tape owns, and the gradients of its own leaves. */
@@ -405,8 +495,10 @@ export class Tape {
     if (this.#disposed) return;
     this.#disposed = true;
     this.#owned.dispose();
+    this.#lifetimes.clear();
     for (const v of this.#tapeLeaves) v.zeroGrad();
     this.#nodes.length = 0;
+    this.#reads.length = 0;
     this.#tapeLeaves.length = 0;
   }
 

@@ -54,12 +54,15 @@ export class TransformerBlock extends Module {
     this.down = this.addModule('down', new Linear(backend, hidden, dim, { rng, bias }));
   }
 
+  /** One scope of the tape: what the block makes inside is freed once nothing reads it. */
   forward(tape: Tape, x: Variable): Variable {
-    const h = add(tape, x, this.attn.forward(tape, this.norm1.forward(tape, x)));
-    const n = this.norm2.forward(tape, h);
-    const inner = this.gate
-      ? swiglu(tape, this.gate.forward(tape, n), this.up.forward(tape, n))
-      : this.up.forward(tape, n, 'gelu');
-    return add(tape, h, this.down.forward(tape, inner));
+    return tape.scope(() => {
+      const h = add(tape, x, this.attn.forward(tape, this.norm1.forward(tape, x)));
+      const n = this.norm2.forward(tape, h);
+      const inner = this.gate
+        ? swiglu(tape, this.gate.forward(tape, n), this.up.forward(tape, n))
+        : this.up.forward(tape, n, 'gelu');
+      return add(tape, h, this.down.forward(tape, inner));
+    });
   }
 }

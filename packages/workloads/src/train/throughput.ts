@@ -41,13 +41,7 @@ export interface StepTimes {
   readonly p90Ms: number;
 }
 
-/**
- * The device memory a training run reached. rayo's peak counters cannot be
- * reset, so a run's own peak is known only when it sets a new high; a figure
- * marked `lowerBound` did not, and is the most seen between steps instead
- * (at least the run's steady state; its peak lies between that and the
- * earlier high).
- */
+/** The device memory a training run reached (the backend's peaks, reset when the run started). */
 export interface PeakMemory {
   /** The most bytes in use (tensors, scratch) during the run: PyTorch's `max_memory_allocated`. */
   readonly peakAllocatedBytes: number;
@@ -55,8 +49,6 @@ export interface PeakMemory {
   readonly peakReservedBytes: number;
   /** rayo: bytes already in use when the run started (the cache was emptied first). */
   readonly startAllocatedBytes?: number;
-  readonly allocatedLowerBound?: true;
-  readonly reservedLowerBound?: true;
 }
 
 export interface ThroughputMeasurement extends StepTimes {
@@ -93,35 +85,22 @@ export function summariseTimes(times: readonly number[]): StepTimes {
  * Throughput is the batch over the median step time. The device memory the
  * run reaches, warm-up included, is in `memory` (the cache emptied first).
  */
-/** Tracks a run's peak device memory from the backend's counters (see PeakMemory). */
+/** A run's peak device memory: the cache emptied and the backend's peaks reset when it starts, as PyTorch's side does. */
 class PeakTracker {
   readonly #start: MemoryStats;
-  #allocated: number;
-  #reserved: number;
 
   constructor(private readonly backend: Backend) {
     backend.emptyCache();
+    backend.resetPeakMemory();
     this.#start = backend.memory();
-    this.#allocated = this.#start.allocatedBytes;
-    this.#reserved = this.#start.reservedBytes;
-  }
-
-  sample(): void {
-    const now = this.backend.memory();
-    this.#allocated = Math.max(this.#allocated, now.allocatedBytes);
-    this.#reserved = Math.max(this.#reserved, now.reservedBytes);
   }
 
   result(): PeakMemory {
     const end = this.backend.memory();
-    const allocatedRose = end.peakAllocatedBytes > this.#start.peakAllocatedBytes;
-    const reservedRose = end.peakReservedBytes > this.#start.peakReservedBytes;
     return {
-      peakAllocatedBytes: allocatedRose ? end.peakAllocatedBytes : this.#allocated,
-      peakReservedBytes: reservedRose ? end.peakReservedBytes : this.#reserved,
+      peakAllocatedBytes: end.peakAllocatedBytes,
+      peakReservedBytes: end.peakReservedBytes,
       startAllocatedBytes: this.#start.allocatedBytes,
-      ...(allocatedRose ? {} : { allocatedLowerBound: true }),
-      ...(reservedRose ? {} : { reservedLowerBound: true }),
     };
   }
 }
@@ -164,8 +143,6 @@ export async function measureThroughput(
       const elapsed = performance.now() - start;
       losses.push(loss!);
       if (i >= options.warmup) times.push(elapsed);
-      // Between steps, outside the timed span: the run's steady state.
-      peak.sample();
     }
     const memory = peak.result();
     const summary = summariseTimes(times);

@@ -103,9 +103,9 @@ describe('train-bench program', () => {
       const m = t.result.memory;
       expect(m?.peakAllocatedBytes).toBeGreaterThan(0);
       expect(m!.peakReservedBytes).toBeGreaterThanOrEqual(m!.peakAllocatedBytes);
+      // The peaks were reset when the run started: its own, at least what was in use then.
+      expect(m!.peakAllocatedBytes).toBeGreaterThanOrEqual(m!.startAllocatedBytes!);
     }
-    // The first run on a fresh backend sets the high mark of its peaks: its figure is exact.
-    expect(eager.result.memory).not.toHaveProperty('allocatedLowerBound');
     expect(report.baseline).toEqual({
       status: 'unavailable',
       reason: expect.stringMatching(/was not found/),
@@ -118,7 +118,7 @@ describe('train-bench program', () => {
     // The report says what each row copies per step.
     expect(md).toContain('| torch graph | each input device to device');
     expect(md).toContain('## Peak device memory');
-    expect(md).toMatch(/\| rayo cpu replayed host-fed \| (≥ )?[\d.]+ \|/);
+    expect(md).toMatch(/\| rayo cpu replayed host-fed \| [\d.]+ \|/);
     expect(stdout.join('')).toMatch(/mlp-784x32x10-b16 on partial: unsupported: lacks multiTensorAdamw/);
   }, 60_000);
 });

@@ -231,10 +231,10 @@ function torchMemory(
   return { eager: r.memory, graph };
 }
 
-/** Bytes in MiB; `≥` marks a lower bound (a rayo run that set no new high of the backend's peak). */
-export function formatMiB(bytes: number | undefined, lowerBound?: boolean): string {
+/** Bytes in MiB. */
+export function formatMiB(bytes: number | undefined): string {
   if (bytes === undefined) return '—';
-  return `${lowerBound ? '≥ ' : ''}${formatNumber(bytes / 2 ** 20, 4)}`;
+  return formatNumber(bytes / 2 ** 20, 4);
 }
 
 /** The peak-memory rows of one workload: every rayo run, then PyTorch eager and graph. */
@@ -246,8 +246,8 @@ function memoryRows(report: TrainBenchReport, workload: string): string[][] {
     const c = torchFor(report, e);
     rows.push([
       `rayo ${rayoLabel(e)}`,
-      formatMiB(m.peakAllocatedBytes, m.allocatedLowerBound),
-      formatMiB(m.peakReservedBytes, m.reservedLowerBound),
+      formatMiB(m.peakAllocatedBytes),
+      formatMiB(m.peakReservedBytes),
       formatNumber(c?.peakAllocatedRatio),
       formatNumber(c?.graphPeakAllocatedRatio),
     ]);
@@ -398,10 +398,8 @@ export function reportMarkdown(report: TrainBenchReport): string {
     'The most device memory each run reached, from building the model through its last step (warm-up ' +
       'included): allocated is what tensors and scratch held (PyTorch’s `max_memory_allocated`), reserved ' +
       'what the caching allocator held from the device, in use or cached (`max_memory_reserved`). Each ' +
-      'side empties its cache first; PyTorch resets its peak counters (`reset_peak_memory_stats`). ' +
-      'rayo’s peak counters cannot be reset, so a rayo run’s own peak is exact when it set a new high of ' +
-      'the backend’s peaks; otherwise (`≥`) the figure is the most in use seen between steps, a lower ' +
-      'bound (the run’s peak lies between it and an earlier run’s). The ratios are rayo’s peak allocated ' +
+      'side empties its cache first and resets its peak counters (PyTorch’s `reset_peak_memory_stats`, ' +
+      'rayo’s `resetPeakMemory`), so each figure is the run’s own peak. The ratios are rayo’s peak allocated ' +
       'over PyTorch’s: below 1, rayo needs less. PyTorch on a cpu reports none.',
   );
   for (const w of report.workloads) {
@@ -492,7 +490,7 @@ export function summaryTable(report: TrainBenchReport): string {
         formatNumber(torchFor(report, e)?.ratio),
         formatNumber(torchGraphSamples(report.baseline, e.workload), 4),
         formatNumber(torchFor(report, e)?.graphRatio),
-        formatMiB(m?.peakAllocatedBytes, m?.allocatedLowerBound),
+        formatMiB(m?.peakAllocatedBytes),
         formatNumber(torchFor(report, e)?.peakAllocatedRatio),
         formatNumber(torchFor(report, e)?.graphPeakAllocatedRatio),
       ];

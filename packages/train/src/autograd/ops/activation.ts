@@ -20,7 +20,8 @@ import type { Tape, Variable } from '../tape.js';
 function activation(forward: KernelSpec<NoAttrs>, backward: KernelSpec<NoAttrs>, saved: 'x' | 'y') {
   return (tape: Tape, x: Variable): Variable => {
     const y = tape.run1(forward, [x.value]);
-    return tape.record(y, [x], (dy) => [tape.run1(backward, [dy, saved === 'x' ? x.value : y])]);
+    const read = saved === 'x' ? x.value : y;
+    return tape.record(y, [x], (dy) => [tape.run1(backward, [dy, read])], [read]);
   };
 }
 
@@ -44,5 +45,8 @@ export const ACTIVATIONS: Readonly<Record<ActivationName, (tape: Tape, x: Variab
 /** `silu(gate) · up`. */
 export function swiglu(tape: Tape, gate: Variable, up: Variable): Variable {
   const y = tape.run1(swigluSpec, [gate.value, up.value]);
-  return tape.record(y, [gate, up], (dy) => tape.run(swigluBackward, [dy, gate.value, up.value]));
+  return tape.record(y, [gate, up], (dy) => tape.run(swigluBackward, [dy, gate.value, up.value]), [
+    gate.value,
+    up.value,
+  ]);
 }

@@ -5,5 +5,5 @@ import type { Tape, Variable } from '../tape.js';
 export function embedding(tape: Tape, table: Variable, ids: Tensor): Variable {
   const y = tape.run1(embeddingSpec, [table.value, ids]);
   const vocabSize = table.shape[0]!;
-  return tape.record(y, [table], (dy) => [tape.run1(embeddingBackward, [dy, ids], { vocabSize })]);
+  return tape.record(y, [table], (dy) => [tape.run1(embeddingBackward, [dy, ids], { vocabSize })], [ids]);
 }

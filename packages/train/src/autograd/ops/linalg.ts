@@ -57,11 +57,16 @@ export function matmul(tape: Tape, a: Variable, b: Variable, options: MatmulOpti
   const { transA = false, transB = false, alpha = 1, beta = 1, c } = options;
   const y = tape.run1(matmulSpec, [a.value, b.value, c?.value], { transA, transB, alpha, beta });
   const mm: Product = (x, z, tx, tz) => tape.run1(matmulSpec, [x, z], { transA: tx, transB: tz, alpha });
-  return tape.record(y, c ? [a, b, c] : [a, b], (dy, needs) => {
-    const [da, db] = productGrads(mm, a.value, b.value, dy, transA, transB, needs);
-    const dc = needs[2] ? (beta === 1 ? dy : tape.run1(scale, [dy], { alpha: beta })) : undefined;
-    return [da, db, dc];
-  });
+  return tape.record(
+    y,
+    c ? [a, b, c] : [a, b],
+    (dy, needs) => {
+      const [da, db] = productGrads(mm, a.value, b.value, dy, transA, transB, needs);
+      const dc = needs[2] ? (beta === 1 ? dy : tape.run1(scale, [dy], { alpha: beta })) : undefined;
+      return [da, db, dc];
+    },
+    [a.value, b.value],
+  );
 }
 
 /**
@@ -85,21 +90,26 @@ export function linear(
   const preActivation = grads && activation !== 'none' && activation !== 'relu';
   const [y, z] = tape.run(linearSpec, [x.value, w.value, bias?.value], { activation, preActivation });
   const saved = activation === 'relu' ? y! : z;
-  return tape.record(y!, inputs, (dy, needs) => {
-    let dz = dy;
-    let db: Tensor | undefined;
-    if (activation === 'none') {
-      if (needs[2]) db = reduceToShape(tape, dy, bias!.shape);
-    } else {
-      [dz, db] = tape.run(biasActivationBackward, [dy, saved], { activation }) as [Tensor, Tensor];
-    }
-    const mm = (a: Tensor, b: Tensor, transA: boolean) => tape.run1(matmulSpec, [a, b], { transA });
-    return [
-      needs[0] ? mm(dz, w.value, false) : undefined,
-      needs[1] ? mm(dz, x.value, true) : undefined,
-      needs[2] ? db : undefined,
-    ];
-  });
+  return tape.record(
+    y!,
+    inputs,
+    (dy, needs) => {
+      let dz = dy;
+      let db: Tensor | undefined;
+      if (activation === 'none') {
+        if (needs[2]) db = reduceToShape(tape, dy, bias!.shape);
+      } else {
+        [dz, db] = tape.run(biasActivationBackward, [dy, saved], { activation }) as [Tensor, Tensor];
+      }
+      const mm = (a: Tensor, b: Tensor, transA: boolean) => tape.run1(matmulSpec, [a, b], { transA });
+      return [
+        needs[0] ? mm(dz, w.value, false) : undefined,
+        needs[1] ? mm(dz, x.value, true) : undefined,
+        needs[2] ? db : undefined,
+      ];
+    },
+    [x.value, w.value, activation === 'none' ? undefined : saved],
+  );
 }
 
 export interface BatchedMatmulOptions {
@@ -119,11 +129,16 @@ export function batchedMatmul(
   const y = tape.run1(batchedMatmulSpec, [a.value, b.value], { transA, transB, alpha });
   const mm: Product = (x, z, tx, tz) =>
     tape.run1(batchedMatmulSpec, [x, z], { transA: tx, transB: tz, alpha });
-  return tape.record(y, [a, b], (dy, needs) => productGrads(mm, a.value, b.value, dy, transA, transB, needs));
+  return tape.record(
+    y,
+    [a, b],
+    (dy, needs) => productGrads(mm, a.value, b.value, dy, transA, transB, needs),
+    [a.value, b.value],
+  );
 }
 
 /** Swaps the last two axes (a copy). */
 export function transpose(tape: Tape, x: Variable): Variable {
   const y = tape.run1(transposeSpec, [x.value]);
-  return tape.record(y, [x], (dy) => [tape.run1(transposeSpec, [dy])]);
+  return tape.record(y, [x], (dy) => [tape.run1(transposeSpec, [dy])], []);
 }

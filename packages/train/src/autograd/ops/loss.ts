@@ -16,7 +16,10 @@ import { type Tape, Variable } from '../tape.js';
 export function crossEntropy(tape: Tape, logits: Variable, targets: Tensor | Variable): Variable {
   const t = targets instanceof Variable ? targets.value : targets;
   const y = tape.run1(crossEntropySpec, [logits.value, t]);
-  return tape.record(y, [logits], (dy) => [tape.run1(crossEntropyBackward, [logits.value, t, dy])]);
+  return tape.record(y, [logits], (dy) => [tape.run1(crossEntropyBackward, [logits.value, t, dy])], [
+    logits.value,
+    t,
+  ]);
 }
 
 /** Mean squared error `mean((prediction − target)²)` over every element: a scalar (no gradient flows to `target`). */
@@ -25,7 +28,10 @@ export function mseLoss(tape: Tape, prediction: Variable, target: Tensor | Varia
   const n = prediction.size;
   const diff = tape.run1(sub, [prediction.value, t]);
   const y = tape.run1(scale, [tape.run1(sumSquares, [diff], { axis: 'all' })], { alpha: 1 / n });
-  return tape.record(y, [prediction], (dy) => [
-    tape.run1(scale, [tape.run1(mul, [diff, dy])], { alpha: 2 / n }),
-  ]);
+  return tape.record(
+    y,
+    [prediction],
+    (dy) => [tape.run1(scale, [tape.run1(mul, [diff, dy])], { alpha: 2 / n })],
+    [diff],
+  );
 }

@@ -14,5 +14,5 @@ export interface RopeOptions {
 export function rope(tape: Tape, x: Variable, options: RopeOptions = {}): Variable {
   const attrs = { positionOffset: 0, theta: 10000, layout: 'half' as const, ...options };
   const y = tape.run1(ropeSpec, [x.value], { ...attrs, inverse: false });
-  return tape.record(y, [x], (dy) => [tape.run1(ropeSpec, [dy], { ...attrs, inverse: true })]);
+  return tape.record(y, [x], (dy) => [tape.run1(ropeSpec, [dy], { ...attrs, inverse: true })], []);
 }
