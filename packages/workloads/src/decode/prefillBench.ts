@@ -257,7 +257,7 @@ export function prefillLines(report: PrefillReport): string[] {
     line(header),
     line(header.map(() => '---')),
     ...rows.map(line),
-    ...report.backends.flatMap((b) => prefillProfileLines(b, peak, line)),
+    ...report.backends.flatMap((b) => prefillProfileLines(b, peak ?? undefined, line)),
   ];
 }
 
