@@ -12,6 +12,9 @@ import { toApiError } from './errorMapping.js';
 import { sendJson } from './httpIo.js';
 import { type ServerLimits, serverLimits } from './serverLimits.js';
 
+/** The routes, for the metrics' labels (any other path counts as `other`). */
+const ROUTES = new Set(['/v1/chat/completions', '/v1/completions', '/v1/models', '/health', '/metrics']);
+
 export interface ModelServerOptions {
   /** The tokenizer, chat template and generation defaults; its `model` is the engine's default. */
   readonly model: TextModel;
@@ -78,11 +81,11 @@ export class ModelServer {
 
   /** Answers one HTTP request. */
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0];
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
     const operation = `${req.method} ${path}`;
-    res.once('finish', () => this.metrics.responded(res.statusCode));
+    res.once('finish', () => this.metrics.responded(ROUTES.has(path) ? path : 'other', res.statusCode));
     try {
-      await this.#route(req, res, path ?? '/', operation);
+      await this.#route(req, res, path, operation);
     } catch (error) {
       const apiError = toApiError(error, operation);
       if (res.headersSent || res.destroyed) return;

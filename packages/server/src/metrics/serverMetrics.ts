@@ -31,7 +31,8 @@ export class ServerMetrics implements SchedulerObserver {
     failed: 0,
   };
   readonly refusals: Record<RefusalReason, number> = { 'queue-full': 0, 'queue-timeout': 0, 'shutting-down': 0 };
-  readonly responses = new Map<number, number>();
+  /** Responses by route and status, keyed `route status`. */
+  readonly responses = new Map<string, number>();
   readonly #ttftMs: number[] = [];
   #ttftSumMs = 0;
   #ttftCount = 0;
@@ -63,9 +64,10 @@ export class ServerMetrics implements SchedulerObserver {
     this.refusals[refusal.reason]++;
   }
 
-  /** Counts a response by its HTTP status. */
-  responded(status: number): void {
-    this.responses.set(status, (this.responses.get(status) ?? 0) + 1);
+  /** Counts a response by its route (a known one, else `other`) and HTTP status. */
+  responded(route: string, status: number): void {
+    const key = `${route} ${status}`;
+    this.responses.set(key, (this.responses.get(key) ?? 0) + 1);
   }
 
   /** Generated tokens per second over the last whole seconds. */
@@ -109,9 +111,12 @@ export class ServerMetrics implements SchedulerObserver {
       },
       {
         name: 'rayo_http_responses_total',
-        help: 'Responses by HTTP status.',
+        help: 'Responses by route and HTTP status.',
         type: 'counter',
-        samples: [...this.responses].map(([status, value]) => ({ value, labels: { status: String(status) } })),
+        samples: [...this.responses].map(([key, value]) => {
+          const [route = '', status = ''] = key.split(' ');
+          return { value, labels: { route, status } };
+        }),
       },
       {
         name: 'rayo_time_to_first_token_seconds',
