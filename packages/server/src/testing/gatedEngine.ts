@@ -11,6 +11,8 @@ export class GatedEngine<S> implements DecodeEngine<S> {
   steps = 0;
   /** The most sequences one step has advanced. */
   widest = 0;
+  /** Whether a step is waiting for permission now. */
+  waiting = false;
   #permits = Number.POSITIVE_INFINITY;
   #waiters: (() => void)[] = [];
 
@@ -38,7 +40,11 @@ export class GatedEngine<S> implements DecodeEngine<S> {
   }
 
   async step(sequences: readonly S[]): Promise<readonly StepResult[]> {
-    while (this.#permits <= 0) await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    while (this.#permits <= 0) {
+      this.waiting = true;
+      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    }
+    this.waiting = false;
     this.#permits--;
     this.steps++;
     this.widest = Math.max(this.widest, sequences.length);
