@@ -339,7 +339,20 @@ describe('rayo serve', () => {
         };
       },
     };
-    const args = ['serve', '-m', model, '-b', 'cpu', '--port', '0', '--slots', '2', '--model-name', 'tiny', '-q'];
+    const args = [
+      'serve',
+      '-m',
+      model,
+      '-b',
+      'cpu',
+      '--port',
+      '0',
+      '--slots',
+      '2',
+      '--model-name',
+      'tiny',
+      '-q',
+    ];
     const exit = main(args, io);
     const url = await listening;
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);

@@ -59,7 +59,12 @@ function choice<T extends string>(
 }
 
 /** An integer flag's value, at least `least` (undefined when absent). */
-export function integerFlag(command: string, flag: string, value: unknown, least: number): number | undefined {
+export function integerFlag(
+  command: string,
+  flag: string,
+  value: unknown,
+  least: number,
+): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!/^-?\d+$/.test(String(value)) || !Number.isSafeInteger(n) || n < least) {

@@ -1,5 +1,9 @@
 export { ApiError, type ApiErrorType } from './api/apiError.js';
-export { type CompletionKind, type CompletionRequest, parseCompletionRequest } from './api/completionRequest.js';
+export {
+  type CompletionKind,
+  type CompletionRequest,
+  parseCompletionRequest,
+} from './api/completionRequest.js';
 export type { DecodeEngine, EngineUsage, SequenceRequest, StepResult } from './engine/decodeEngine.js';
 export { ModelSlotsEngine, type SlotSequence } from './engine/modelSlotsEngine.js';
 export { ModelServer, type ModelServerOptions } from './http/modelServer.js';

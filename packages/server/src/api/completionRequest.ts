@@ -45,7 +45,9 @@ const ACCEPTED: Record<CompletionKind, ReadonlySet<string>> = {
 };
 
 /** Parameters taken only at the value that changes nothing (OpenAI's default), with that value. */
-const DEFAULT_ONLY: Readonly<Record<string, { readonly is: (v: unknown) => boolean; readonly expected: string }>> = {
+const DEFAULT_ONLY: Readonly<
+  Record<string, { readonly is: (v: unknown) => boolean; readonly expected: string }>
+> = {
   n: { is: (v) => v === 1, expected: '1 (one choice per request)' },
   best_of: { is: (v) => v === 1, expected: '1' },
   presence_penalty: { is: (v) => v === 0, expected: '0 (penalties are not supported)' },
@@ -153,8 +155,7 @@ function stops(op: string, value: unknown): string[] {
   if (!Array.isArray(list) || list.length > MAX_STOPS)
     throw invalidParameter(op, 'stop', `a string or an array of at most ${MAX_STOPS} strings`, value);
   return list.map((s, i) => {
-    if (typeof s !== 'string' || s === '')
-      throw invalidParameter(op, `stop[${i}]`, 'a non-empty string', s);
+    if (typeof s !== 'string' || s === '') throw invalidParameter(op, `stop[${i}]`, 'a non-empty string', s);
     return s;
   });
 }
@@ -172,19 +173,30 @@ export function parseCompletionRequest(kind: CompletionKind, body: unknown): Com
   const fields = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== null));
   for (const [name, value] of Object.entries(fields)) {
     if (!ACCEPTED[kind].has(name)) {
-      throw new ApiError(400, 'invalid_request_error', 'unsupported_parameter', `unsupported parameter '${name}'`, {
-        operation: op,
-        argument: name,
-        expected: `one of ${[...ACCEPTED[kind]].join(', ')}`,
-        actual: `'${name}'`,
-      });
+      throw new ApiError(
+        400,
+        'invalid_request_error',
+        'unsupported_parameter',
+        `unsupported parameter '${name}'`,
+        {
+          operation: op,
+          argument: name,
+          expected: `one of ${[...ACCEPTED[kind]].join(', ')}`,
+          actual: `'${name}'`,
+        },
+      );
     }
     const only = DEFAULT_ONLY[name];
-    if (only && !only.is(value))
-      throw invalidParameter(op, name, only.expected, value, 'unsupported_value');
+    if (only && !only.is(value)) throw invalidParameter(op, name, only.expected, value, 'unsupported_value');
   }
   if (typeof fields.model !== 'string' || fields.model === '')
-    throw invalidParameter(op, 'model', "the served model's id (GET /v1/models)", fields.model, 'missing_parameter');
+    throw invalidParameter(
+      op,
+      'model',
+      "the served model's id (GET /v1/models)",
+      fields.model,
+      'missing_parameter',
+    );
   if (fields.stream !== undefined && typeof fields.stream !== 'boolean')
     throw invalidParameter(op, 'stream', 'a boolean', fields.stream);
   const stream = fields.stream === true;
@@ -216,7 +228,13 @@ export function parseCompletionRequest(kind: CompletionKind, body: unknown): Com
           })()
         : textPrompt(op, fields.prompt);
   const limit = maxTokens ?? maxCompletionTokens;
-  const temperature = number(op, 'temperature', fields.temperature, (n) => n >= 0 && n <= 2, 'a number in [0, 2]');
+  const temperature = number(
+    op,
+    'temperature',
+    fields.temperature,
+    (n) => n >= 0 && n <= 2,
+    'a number in [0, 2]',
+  );
   const topP = number(op, 'top_p', fields.top_p, (n) => n > 0 && n <= 1, 'a number in (0, 1]');
   const topK = integer(op, 'top_k', fields.top_k, 1);
   const seed = integer(op, 'seed', fields.seed, 0);

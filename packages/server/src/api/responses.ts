@@ -63,7 +63,8 @@ export function chunkBody(
       choices: [{ index: 0, text, logprobs: null, finish_reason: finish }],
     };
   }
-  const delta = finish !== null && text === '' ? {} : { ...(first ? { role: 'assistant' } : {}), content: text };
+  const delta =
+    finish !== null && text === '' ? {} : { ...(first ? { role: 'assistant' } : {}), content: text };
   return {
     ...head(who, 'chat.completion.chunk'),
     choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],

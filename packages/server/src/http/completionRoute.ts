@@ -2,7 +2,11 @@ import { randomInt, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TextModel } from '@rayo/text';
 import { ApiError, invalidParameter } from '../api/apiError.js';
-import { type CompletionKind, type CompletionRequest, parseCompletionRequest } from '../api/completionRequest.js';
+import {
+  type CompletionKind,
+  type CompletionRequest,
+  parseCompletionRequest,
+} from '../api/completionRequest.js';
 import {
   type ApiFinishReason,
   type CompletionIdentity,
@@ -36,22 +40,34 @@ function promptIds(model: TextModel, request: CompletionRequest, operation: stri
   const param = request.kind === 'chat' ? 'messages' : 'prompt';
   const { prompt } = request;
   if (request.kind === 'chat' && !model.tokenizer.hasChatTemplate())
-    throw invalidParameter(operation, 'messages', 'a model with a chat template (or use /v1/completions)', 'none');
+    throw invalidParameter(
+      operation,
+      'messages',
+      'a model with a chat template (or use /v1/completions)',
+      'none',
+    );
   const ids = isTokenIds(prompt) ? [...prompt] : model.encodePrompt(prompt);
   const vocab = Math.min(model.tokenizer.vocabSize, model.model.config.vocabSize);
   const bad = ids.findIndex((id) => id >= vocab);
   if (bad >= 0) throw invalidParameter(operation, `prompt[${bad}]`, `a token id below ${vocab}`, ids[bad]);
-  if (ids.length === 0) throw invalidParameter(operation, param, 'a prompt of at least one token', '0 tokens');
+  if (ids.length === 0)
+    throw invalidParameter(operation, param, 'a prompt of at least one token', '0 tokens');
   return ids;
 }
 
 function tooLong(operation: string, param: string, expected: string, actual: string): ApiError {
-  return new ApiError(400, 'invalid_request_error', 'context_length_exceeded', 'the request does not fit the context', {
-    operation,
-    argument: param,
-    expected,
-    actual,
-  });
+  return new ApiError(
+    400,
+    'invalid_request_error',
+    'context_length_exceeded',
+    'the request does not fit the context',
+    {
+      operation,
+      argument: param,
+      expected,
+      actual,
+    },
+  );
 }
 
 /** The engine's request: limits checked, defaults (the model's generation config, else greedy) filled. */
@@ -131,14 +147,23 @@ export async function serveCompletion(
   res: ServerResponse,
 ): Promise<void> {
   const operation = kind === 'chat' ? 'POST /v1/chat/completions' : 'POST /v1/completions';
-  const request = parseCompletionRequest(kind, await readJsonBody(req, context.limits.maxBodyBytes, operation));
+  const request = parseCompletionRequest(
+    kind,
+    await readJsonBody(req, context.limits.maxBodyBytes, operation),
+  );
   if (request.model !== context.modelId) {
-    throw new ApiError(404, 'not_found_error', 'model_not_found', `the model '${request.model}' is not served here`, {
-      operation,
-      argument: 'model',
-      expected: `'${context.modelId}'`,
-      actual: `'${request.model}'`,
-    });
+    throw new ApiError(
+      404,
+      'not_found_error',
+      'model_not_found',
+      `the model '${request.model}' is not served here`,
+      {
+        operation,
+        argument: 'model',
+        expected: `'${context.modelId}'`,
+        actual: `'${request.model}'`,
+      },
+    );
   }
   const ids = promptIds(context.model, request, operation);
   const sequence = context.scheduler.submit(sequenceRequest(context, request, ids, operation));
@@ -155,7 +180,11 @@ export async function serveCompletion(
   const text = new SequenceText(context.model.tokenizer, ids, request.stop);
   if (!request.stream) {
     for await (const _ of deltas(sequence, text));
-    sendJson(res, 200, completionBody(who, text.text, finishReason(sequence, text), usage(ids.length, sequence.generated)));
+    sendJson(
+      res,
+      200,
+      completionBody(who, text.text, finishReason(sequence, text), usage(ids.length, sequence.generated)),
+    );
     return;
   }
   // Headers go out once admitted, so that a refusal while queued is still an HTTP status.
@@ -169,7 +198,8 @@ export async function serveCompletion(
     sendEvent(res, '[DONE]');
   } catch (error) {
     // A client that left gets nothing more; anyone else hears why the stream ends.
-    if (!(error instanceof SequenceCancelled && res.destroyed)) sendEvent(res, toApiError(error, operation).body());
+    if (!(error instanceof SequenceCancelled && res.destroyed))
+      sendEvent(res, toApiError(error, operation).body());
   } finally {
     res.end();
   }

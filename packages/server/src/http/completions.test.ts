@@ -39,9 +39,9 @@ async function expected(prompt: string | ChatMessage[], options: GenerateTextOpt
   };
 }
 
-const chat = (content: string): ChatMessage[] => [
-  { role: 'system', content: 'Be brief.' },
-  { role: 'user', content },
+const chat = (content: string) => [
+  { role: 'system' as const, content: 'Be brief.' },
+  { role: 'user' as const, content },
 ];
 
 describe('chat completions', () => {
@@ -109,7 +109,11 @@ describe('chat completions', () => {
 describe('text completions', () => {
   it('continues a prompt, whole and streamed', async () => {
     const want = await expected('Once upon a time', { maxNewTokens: 40 });
-    const whole = await tiny.client.completions.create({ model: 'tiny', prompt: 'Once upon a time', max_tokens: 40 });
+    const whole = await tiny.client.completions.create({
+      model: 'tiny',
+      prompt: 'Once upon a time',
+      max_tokens: 40,
+    });
     expect(whole.object).toBe('text_completion');
     expect(whole.choices[0]!.text).toBe(want.text);
     expect(whole.choices[0]!.finish_reason).toBe(want.finish);
@@ -171,7 +175,8 @@ describe('several clients at once', () => {
   it('get the tokens each would get alone (greedy)', async () => {
     const prompts = Array.from({ length: 7 }, (_, i) => `Client ${i} asks ${'?'.repeat(i)}`);
     const alone = [];
-    for (const p of prompts) alone.push(await expected(p, { maxNewTokens: 10 + 3 * (prompts.indexOf(p) % 4) }));
+    for (const p of prompts)
+      alone.push(await expected(p, { maxNewTokens: 10 + 3 * (prompts.indexOf(p) % 4) }));
     const together = await Promise.all(
       prompts.map((p, i) =>
         tiny.client.completions.create({ model: 'tiny', prompt: p, max_tokens: 10 + 3 * (i % 4) }),

@@ -17,7 +17,9 @@ export function toApiError(error: unknown, operation: string): ApiError {
   }
   // Cancelled by the server, not by its client: the server is closing.
   if (error instanceof SequenceCancelled)
-    return new ApiError(503, 'server_overloaded', 'shutting_down', 'the server is shutting down', { operation });
+    return new ApiError(503, 'server_overloaded', 'shutting_down', 'the server is shutting down', {
+      operation,
+    });
   if (error instanceof InvalidArgumentError) {
     return new ApiError(400, 'invalid_request_error', 'invalid_value', error.message, {
       operation,

@@ -2,7 +2,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ApiError } from '../api/apiError.js';
 
 /** Reads a request's body as JSON, refusing one over `maxBytes` (413) or not JSON (400). */
-export async function readJsonBody(request: IncomingMessage, maxBytes: number, operation: string): Promise<unknown> {
+export async function readJsonBody(
+  request: IncomingMessage,
+  maxBytes: number,
+  operation: string,
+): Promise<unknown> {
   const tooLarge = (actual: string) =>
     new ApiError(413, 'invalid_request_error', 'request_too_large', 'the request body is too large', {
       operation,

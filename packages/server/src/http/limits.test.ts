@@ -61,22 +61,94 @@ describe('malformed requests', () => {
     ['not an object', '/v1/completions', '[1, 2]', 'body', 'invalid_json'],
     ['no model', '/v1/chat/completions', { messages: chat.messages }, 'model', 'missing_parameter'],
     ['no messages', '/v1/chat/completions', { model: 'tiny' }, 'messages', 'invalid_value'],
-    ['a bad role', '/v1/chat/completions', { ...chat, messages: [{ role: 'robot', content: 'x' }] }, 'messages[0].role', 'invalid_value'],
-    ['an image part', '/v1/chat/completions', { ...chat, messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }, 'messages[0].content[0]', 'invalid_value'],
+    [
+      'a bad role',
+      '/v1/chat/completions',
+      { ...chat, messages: [{ role: 'robot', content: 'x' }] },
+      'messages[0].role',
+      'invalid_value',
+    ],
+    [
+      'an image part',
+      '/v1/chat/completions',
+      { ...chat, messages: [{ role: 'user', content: [{ type: 'image_url' }] }] },
+      'messages[0].content[0]',
+      'invalid_value',
+    ],
     ['n = 2', '/v1/chat/completions', { ...chat, n: 2 }, 'n', 'unsupported_value'],
-    ['a penalty', '/v1/completions', { model: 'tiny', prompt: 'x', presence_penalty: 0.5 }, 'presence_penalty', 'unsupported_value'],
-    ['an unknown parameter', '/v1/chat/completions', { ...chat, tools: [] }, 'tools', 'unsupported_parameter'],
+    [
+      'a penalty',
+      '/v1/completions',
+      { model: 'tiny', prompt: 'x', presence_penalty: 0.5 },
+      'presence_penalty',
+      'unsupported_value',
+    ],
+    [
+      'an unknown parameter',
+      '/v1/chat/completions',
+      { ...chat, tools: [] },
+      'tools',
+      'unsupported_parameter',
+    ],
     ['temperature 5', '/v1/chat/completions', { ...chat, temperature: 5 }, 'temperature', 'invalid_value'],
     ['top_p 0', '/v1/completions', { model: 'tiny', prompt: 'x', top_p: 0 }, 'top_p', 'invalid_value'],
-    ['a fractional seed', '/v1/completions', { model: 'tiny', prompt: 'x', seed: 1.5 }, 'seed', 'invalid_value'],
-    ['max_tokens 0', '/v1/completions', { model: 'tiny', prompt: 'x', max_tokens: 0 }, 'max_tokens', 'invalid_value'],
-    ['max_tokens over the limit', '/v1/completions', { model: 'tiny', prompt: 'x', max_tokens: 65 }, 'max_tokens', 'invalid_value'],
-    ['five stops', '/v1/completions', { model: 'tiny', prompt: 'x', stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop', 'invalid_value'],
-    ['an empty stop', '/v1/completions', { model: 'tiny', prompt: 'x', stop: [''] }, 'stop[0]', 'invalid_value'],
+    [
+      'a fractional seed',
+      '/v1/completions',
+      { model: 'tiny', prompt: 'x', seed: 1.5 },
+      'seed',
+      'invalid_value',
+    ],
+    [
+      'max_tokens 0',
+      '/v1/completions',
+      { model: 'tiny', prompt: 'x', max_tokens: 0 },
+      'max_tokens',
+      'invalid_value',
+    ],
+    [
+      'max_tokens over the limit',
+      '/v1/completions',
+      { model: 'tiny', prompt: 'x', max_tokens: 65 },
+      'max_tokens',
+      'invalid_value',
+    ],
+    [
+      'five stops',
+      '/v1/completions',
+      { model: 'tiny', prompt: 'x', stop: ['a', 'b', 'c', 'd', 'e'] },
+      'stop',
+      'invalid_value',
+    ],
+    [
+      'an empty stop',
+      '/v1/completions',
+      { model: 'tiny', prompt: 'x', stop: [''] },
+      'stop[0]',
+      'invalid_value',
+    ],
     ['two prompts', '/v1/completions', { model: 'tiny', prompt: ['a', 'b'] }, 'prompt', 'invalid_value'],
-    ['a token id past the vocabulary', '/v1/completions', { model: 'tiny', prompt: [1, 5000] }, 'prompt[1]', 'invalid_value'],
-    ['a prompt over maxPromptTokens', '/v1/completions', { model: 'tiny', prompt: 'y'.repeat(41) }, 'prompt', 'context_length_exceeded'],
-    ['stream_options without stream', '/v1/completions', { model: 'tiny', prompt: 'x', stream_options: { include_usage: true } }, 'stream_options', 'invalid_value'],
+    [
+      'a token id past the vocabulary',
+      '/v1/completions',
+      { model: 'tiny', prompt: [1, 5000] },
+      'prompt[1]',
+      'invalid_value',
+    ],
+    [
+      'a prompt over maxPromptTokens',
+      '/v1/completions',
+      { model: 'tiny', prompt: 'y'.repeat(41) },
+      'prompt',
+      'context_length_exceeded',
+    ],
+    [
+      'stream_options without stream',
+      '/v1/completions',
+      { model: 'tiny', prompt: 'x', stream_options: { include_usage: true } },
+      'stream_options',
+      'invalid_value',
+    ],
   ])('%s → 400 naming the parameter', async (_, route, body, param, code) => {
     const answer = await post(tiny.url, route, body);
     expect(answer.status).toBe(400);
@@ -94,7 +166,11 @@ describe('malformed requests', () => {
     expect(answer.status).toBe(200);
     const server = await startTinyServer(backend, dir, 1, { maxPromptTokens: 150 });
     try {
-      const over = await post(server.url, '/v1/completions', { model: 'tiny', prompt: 'z'.repeat(120), max_tokens: 64 });
+      const over = await post(server.url, '/v1/completions', {
+        model: 'tiny',
+        prompt: 'z'.repeat(120),
+        max_tokens: 64,
+      });
       expect(over.status).toBe(400);
       expect(over.body.error).toMatchObject({ param: 'max_tokens', code: 'context_length_exceeded' });
     } finally {
@@ -105,7 +181,11 @@ describe('malformed requests', () => {
   it('an unknown model → 404, a body over maxBodyBytes → 413, a wrong method → 405', async () => {
     const other = await post(tiny.url, '/v1/chat/completions', { ...chat, model: 'gpt-4o' });
     expect(other.status).toBe(404);
-    expect(other.body.error).toMatchObject({ type: 'not_found_error', param: 'model', code: 'model_not_found' });
+    expect(other.body.error).toMatchObject({
+      type: 'not_found_error',
+      param: 'model',
+      code: 'model_not_found',
+    });
     const big = await post(tiny.url, '/v1/completions', { model: 'tiny', prompt: 'x'.repeat(5000) });
     expect(big.status).toBe(413);
     expect(big.body.error).toMatchObject({ param: 'body', code: 'request_too_large' });
@@ -175,7 +255,8 @@ describe('a full server', () => {
         prompts.map((prompt) => tiny.client.completions.create({ model: 'tiny', prompt, max_tokens: 6 })),
       );
       expect(tiny.engine.widest).toBe(2);
-      for (const [i, a] of answers.entries()) expect(a.choices[0]!.text).toBe(await referenceText(prompts[i]!, 6));
+      for (const [i, a] of answers.entries())
+        expect(a.choices[0]!.text).toBe(await referenceText(prompts[i]!, 6));
     } finally {
       await tiny.close();
     }
@@ -224,7 +305,11 @@ describe('a client that leaves', () => {
     const tiny = await startTinyServer(backend, dir, 1);
     try {
       tiny.engine.hold();
-      const running = tiny.client.completions.create({ model: 'tiny', prompt: 'holds the slot', max_tokens: 5 });
+      const running = tiny.client.completions.create({
+        model: 'tiny',
+        prompt: 'holds the slot',
+        max_tokens: 5,
+      });
       await vi.waitFor(() => expect(tiny.server.scheduler.active).toBe(1));
       const controller = new AbortController();
       const leaving = tiny.client.completions
@@ -275,14 +360,17 @@ describe('a bounded load', () => {
           return text;
         }),
       );
-      for (const [i, r] of requests.entries()) expect(texts[i]).toBe(await referenceText(r.prompt, r.max_tokens));
+      for (const [i, r] of requests.entries())
+        expect(texts[i]).toBe(await referenceText(r.prompt, r.max_tokens));
       await tiny.server.scheduler.idle();
       const ended = tiny.server.metrics.endings;
       expect(ended['stop-token'] + ended.length).toBe(count + 4);
       expect(ended.cancelled + ended.failed).toBe(0);
       expect(tiny.engine.usage()).toMatchObject({ sequences: 0, cacheRows: 0 });
       expect(await metric(tiny.url, 'rayo_queue_depth')).toBe(0);
-      expect(await metric(tiny.url, 'rayo_http_responses_total{route="/v1/completions",status="200"}')).toBe(count + 4);
+      expect(await metric(tiny.url, 'rayo_http_responses_total{route="/v1/completions",status="200"}')).toBe(
+        count + 4,
+      );
       expect(backend.memory().liveTensors).toBe(warm);
     } finally {
       await tiny.close();

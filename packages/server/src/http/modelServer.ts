@@ -48,7 +48,12 @@ export class ModelServer {
     const engine = options.engine ?? new ModelSlotsEngine([options.model.model]);
     this.limits = serverLimits(options.limits ?? {}, engine.usage().maxSequences, engine.maxSequence);
     this.scheduler = new Scheduler(engine, this.limits, this.metrics);
-    this.#context = { model: this.model, modelId: this.modelId, scheduler: this.scheduler, limits: this.limits };
+    this.#context = {
+      model: this.model,
+      modelId: this.modelId,
+      scheduler: this.scheduler,
+      limits: this.limits,
+    };
   }
 
   /** Serves on `host:port` (port 0: any free one); resolves with the address taken. */
@@ -136,12 +141,18 @@ export class ModelServer {
       });
     }
     if (req.method !== route.method) {
-      throw new ApiError(405, 'invalid_request_error', 'method_not_allowed', `${path} takes ${route.method}`, {
-        operation,
-        argument: 'method',
-        expected: route.method,
-        actual: req.method ?? 'none',
-      });
+      throw new ApiError(
+        405,
+        'invalid_request_error',
+        'method_not_allowed',
+        `${path} takes ${route.method}`,
+        {
+          operation,
+          argument: 'method',
+          expected: route.method,
+          actual: req.method ?? 'none',
+        },
+      );
     }
     await route.run();
   }

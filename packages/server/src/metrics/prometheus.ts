@@ -31,7 +31,8 @@ export function prometheusText(metrics: readonly Metric[]): string {
   const lines: string[] = [];
   for (const m of metrics) {
     lines.push(`# HELP ${m.name} ${m.help}`, `# TYPE ${m.name} ${m.type}`);
-    for (const s of m.samples) lines.push(`${m.name}${s.suffix ?? ''}${labelText(s.labels)} ${valueText(s.value)}`);
+    for (const s of m.samples)
+      lines.push(`${m.name}${s.suffix ?? ''}${labelText(s.labels)} ${valueText(s.value)}`);
   }
   return `${lines.join('\n')}\n`;
 }

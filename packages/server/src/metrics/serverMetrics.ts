@@ -30,7 +30,11 @@ export class ServerMetrics implements SchedulerObserver {
     cancelled: 0,
     failed: 0,
   };
-  readonly refusals: Record<RefusalReason, number> = { 'queue-full': 0, 'queue-timeout': 0, 'shutting-down': 0 };
+  readonly refusals: Record<RefusalReason, number> = {
+    'queue-full': 0,
+    'queue-timeout': 0,
+    'shutting-down': 0,
+  };
   /** Responses by route and status, keyed `route status`. */
   readonly responses = new Map<string, number>();
   readonly #ttftMs: number[] = [];
@@ -92,11 +96,19 @@ export class ServerMetrics implements SchedulerObserver {
       gauge('rayo_active_sequences', 'Sequences admitted and decoding.', gauges.active),
       gauge('rayo_engine_sequences', 'Sequences the engine holds.', gauges.engine.sequences),
       gauge('rayo_engine_max_sequences', 'Sequences the engine can hold.', gauges.engine.maxSequences),
-      gauge('rayo_kv_cache_rows_in_use', 'KV cache rows held by admitted sequences.', gauges.engine.cacheRows),
+      gauge(
+        'rayo_kv_cache_rows_in_use',
+        'KV cache rows held by admitted sequences.',
+        gauges.engine.cacheRows,
+      ),
       gauge('rayo_kv_cache_rows', 'KV cache rows in all.', gauges.engine.maxCacheRows),
       counter('rayo_prompt_tokens_total', 'Prompt tokens of ended sequences.', this.promptTokens),
       counter('rayo_generated_tokens_total', 'Tokens generated.', this.generatedTokens),
-      gauge('rayo_tokens_per_second', `Tokens generated per second over the last ${RATE_SECONDS} s.`, this.tokensPerSecond()),
+      gauge(
+        'rayo_tokens_per_second',
+        `Tokens generated per second over the last ${RATE_SECONDS} s.`,
+        this.tokensPerSecond(),
+      ),
       {
         name: 'rayo_sequences_ended_total',
         help: 'Sequences ended, by how.',

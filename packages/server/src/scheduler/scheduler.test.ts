@@ -3,7 +3,7 @@ import { TextModel } from '@rayo/text';
 import { writeTinyTextModel } from '@rayo/text-testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { SequenceRequest } from '../engine/decodeEngine.js';
-import { ModelSlotsEngine, type SlotSequence } from '../engine/modelSlotsEngine.js';
+import { ModelSlotsEngine } from '../engine/modelSlotsEngine.js';
 import { GatedEngine } from '../testing/gatedEngine.js';
 import { TINY_MAX_SEQUENCE } from '../testing/tinyServer.js';
 import { Scheduler } from './scheduler.js';
@@ -20,7 +20,8 @@ beforeAll(async () => {
   backend = await createBackend('cpu');
   const dir = await writeTinyTextModel();
   models = [];
-  for (let i = 0; i < 3; i++) models.push(await TextModel.load(backend, dir, { maxSequence: TINY_MAX_SEQUENCE }));
+  for (let i = 0; i < 3; i++)
+    models.push(await TextModel.load(backend, dir, { maxSequence: TINY_MAX_SEQUENCE }));
 });
 
 afterAll(() => {
@@ -41,7 +42,12 @@ function request(text: string, maxNewTokens: number, temperature = 0, seed = 0):
 /** The tokens of `r` alone, from the spare model. */
 async function alone(r: SequenceRequest): Promise<number[]> {
   const tokens: number[] = [];
-  const options = { maxNewTokens: r.maxNewTokens, temperature: r.temperature, seed: r.seed, stop: r.stopTokenIds };
+  const options = {
+    maxNewTokens: r.maxNewTokens,
+    temperature: r.temperature,
+    seed: r.seed,
+    stop: r.stopTokenIds,
+  };
   for await (const t of models[2]!.model.generate(r.promptIds, options)) tokens.push(t);
   return tokens;
 }

@@ -147,7 +147,9 @@ export class Scheduler {
    */
   submit(request: SequenceRequest): ScheduledSequence {
     if (this.#closing) {
-      this.#refuse(new SchedulerRefusal('shutting-down', 'the server is shutting down', 'a running server', 'closing'));
+      this.#refuse(
+        new SchedulerRefusal('shutting-down', 'the server is shutting down', 'a running server', 'closing'),
+      );
     }
     const room = this.#queue.length === 0 && this.#hasRoom();
     if (!room && this.#queue.length >= this.limits.maxQueue) {
@@ -200,7 +202,12 @@ export class Scheduler {
     for (const entry of this.#queue.splice(0)) {
       clearTimeout(entry.timer);
       entry.state = 'ended';
-      const refusal = new SchedulerRefusal('shutting-down', 'the server is shutting down', 'a running server', 'closing');
+      const refusal = new SchedulerRefusal(
+        'shutting-down',
+        'the server is shutting down',
+        'a running server',
+        'closing',
+      );
       this.#observer?.refused(refusal);
       entry.sequence.end = 'cancelled';
       entry.refuse(refusal);

@@ -28,9 +28,15 @@ export async function startTinyServer(
   limits: Partial<ServerLimits> = {},
 ): Promise<TinyServer> {
   const models: TextModel[] = [];
-  for (let i = 0; i < slots; i++) models.push(await TextModel.load(backend, dir, { maxSequence: TINY_MAX_SEQUENCE }));
+  for (let i = 0; i < slots; i++)
+    models.push(await TextModel.load(backend, dir, { maxSequence: TINY_MAX_SEQUENCE }));
   const engine = new GatedEngine(new ModelSlotsEngine(models.map((m) => m.model)));
-  const server = new ModelServer({ model: models[0]!, engine: engine as DecodeEngine, modelId: 'tiny', limits });
+  const server = new ModelServer({
+    model: models[0]!,
+    engine: engine as DecodeEngine,
+    modelId: 'tiny',
+    limits,
+  });
   const address = await server.listen(0, '127.0.0.1');
   const url = `http://127.0.0.1:${address.port}`;
   // No retries: a 429 or 503 is what some tests look for.
