@@ -73,24 +73,21 @@ function operation(kind: CompletionKind): string {
   return kind === 'chat' ? 'POST /v1/chat/completions' : 'POST /v1/completions';
 }
 
-function integer(op: string, name: string, value: unknown, least: number): number | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < least)
-    throw invalidParameter(op, name, `an integer >= ${least}`, value);
-  return value;
-}
-
-function number(
+/** A number parameter that `ok` accepts (absent stays absent). */
+function numberParam(
   op: string,
   name: string,
   value: unknown,
-  check: (n: number) => boolean,
+  ok: (n: number) => boolean,
   expected: string,
 ): number | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'number' || !Number.isFinite(value) || !check(value))
-    throw invalidParameter(op, name, expected, value);
+  if (typeof value !== 'number' || !ok(value)) throw invalidParameter(op, name, expected, value);
   return value;
+}
+
+function integer(op: string, name: string, value: unknown, least: number): number | undefined {
+  return numberParam(op, name, value, (n) => Number.isSafeInteger(n) && n >= least, `an integer >= ${least}`);
 }
 
 function messageText(op: string, i: number, content: unknown): string {
@@ -228,14 +225,14 @@ export function parseCompletionRequest(kind: CompletionKind, body: unknown): Com
           })()
         : textPrompt(op, fields.prompt);
   const limit = maxTokens ?? maxCompletionTokens;
-  const temperature = number(
+  const temperature = numberParam(
     op,
     'temperature',
     fields.temperature,
     (n) => n >= 0 && n <= 2,
     'a number in [0, 2]',
   );
-  const topP = number(op, 'top_p', fields.top_p, (n) => n > 0 && n <= 1, 'a number in (0, 1]');
+  const topP = numberParam(op, 'top_p', fields.top_p, (n) => n > 0 && n <= 1, 'a number in (0, 1]');
   const topK = integer(op, 'top_k', fields.top_k, 1);
   const seed = integer(op, 'seed', fields.seed, 0);
   return {

@@ -2,6 +2,20 @@ import { InvalidArgumentError } from '@rayo/core';
 import type { LlamaModel } from '@rayo/train';
 import type { DecodeEngine, EngineUsage, SequenceRequest, StepResult } from './decodeEngine.js';
 
+function misuse(
+  call: string,
+  argument: string,
+  expected: string,
+  { message, actual }: { message: string; actual: string },
+): InvalidArgumentError {
+  return new InvalidArgumentError(message, {
+    operation: `ModelSlotsEngine${call}`,
+    argument,
+    expected,
+    actual,
+  });
+}
+
 /** One loaded model and the sequence it runs, if any. */
 interface Slot {
   readonly model: LlamaModel;
@@ -35,21 +49,12 @@ export class ModelSlotsEngine implements DecodeEngine<SlotSequence> {
   readonly #slots: Slot[];
 
   constructor(models: readonly LlamaModel[]) {
-    if (models.length === 0) {
-      throw new InvalidArgumentError('an engine needs at least one model', {
-        operation: 'ModelSlotsEngine',
-        argument: 'models',
-        expected: 'one LlamaModel per slot (at least one)',
-        actual: 'none',
-      });
-    }
-    const lengths = new Set(models.map((m) => m.maxSequence));
-    if (lengths.size !== 1) {
-      throw new InvalidArgumentError('every slot needs the same cache length', {
-        operation: 'ModelSlotsEngine',
-        argument: 'models',
-        expected: 'models loaded with one maxSequence',
-        actual: `maxSequence ${[...lengths].join(', ')}`,
+    const lengths = [...new Set(models.map((m) => m.maxSequence))];
+    // One cache length for all: a request that fits one slot fits any.
+    if (lengths.length !== 1) {
+      throw misuse('', 'models', 'one LlamaModel per slot, all loaded with one maxSequence', {
+        message: 'every slot needs a model, all with the same cache length',
+        actual: lengths.length === 0 ? 'none' : `maxSequence ${lengths.join(', ')}`,
       });
     }
     this.maxSequence = models[0]!.maxSequence;
@@ -116,10 +121,8 @@ export class ModelSlotsEngine implements DecodeEngine<SlotSequence> {
   #running(sequence: SlotSequence, operation: string): RunningSequence {
     const slot = this.#slots[sequence.slot];
     if (slot?.sequence !== sequence) {
-      throw new InvalidArgumentError('the sequence is not admitted', {
-        operation: `ModelSlotsEngine.${operation}`,
-        argument: 'sequence',
-        expected: 'a sequence admit() returned and not yet released',
+      throw misuse(`.${operation}`, 'sequence', 'a sequence admit() returned and not yet released', {
+        message: 'the sequence is not admitted',
         actual: `a sequence of slot ${sequence.slot} that is not running there`,
       });
     }

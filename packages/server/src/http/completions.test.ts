@@ -1,43 +1,27 @@
-import { type Backend, createBackend } from '@rayo/core';
-import { type ChatMessage, type GenerateTextOptions, TextModel } from '@rayo/text';
-import { writeTinyTextModel } from '@rayo/text-testkit';
+import type { ChatMessage, GenerateTextOptions } from '@rayo/text';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type TinyFixture, tinyFixture } from '../testing/tinyFixture.js';
 import { startTinyServer, TINY_MAX_SEQUENCE, type TinyServer } from '../testing/tinyServer.js';
 
 // The server as an OpenAI client sees it, on a tiny random Llama with a
 // character tokenizer (cpu backend); every text is checked against
 // TextModel.generateText on another copy of the model.
 
-let backend: Backend;
-let dir: string;
-let reference: TextModel;
+let fixture: TinyFixture;
 let tiny: TinyServer;
 
 beforeAll(async () => {
-  backend = await createBackend('cpu');
-  dir = await writeTinyTextModel();
-  reference = await TextModel.load(backend, dir, { maxSequence: TINY_MAX_SEQUENCE });
-  tiny = await startTinyServer(backend, dir, 2);
+  fixture = await tinyFixture();
+  tiny = await startTinyServer(fixture.backend, fixture.dir, 2);
 });
 
 afterAll(async () => {
   await tiny?.close();
-  reference?.dispose();
-  backend?.dispose();
+  fixture?.dispose();
 });
 
-/** What the reference generates: its text, finish reason and token counts. */
-async function expected(prompt: string | ChatMessage[], options: GenerateTextOptions) {
-  const generation = reference.generateText(prompt, options);
-  for await (const _ of generation);
-  const stats = generation.stats!;
-  return {
-    text: generation.text,
-    finish: stats.finishReason === 'length' ? 'length' : 'stop',
-    promptTokens: stats.promptTokens,
-    generatedTokens: stats.generatedTokens,
-  };
-}
+const expected = (prompt: string | readonly ChatMessage[], options: GenerateTextOptions) =>
+  fixture.generated(prompt, options);
 
 const chat = (content: string) => [
   { role: 'system' as const, content: 'Be brief.' },
@@ -118,12 +102,7 @@ describe('text completions', () => {
     expect(whole.choices[0]!.text).toBe(want.text);
     expect(whole.choices[0]!.finish_reason).toBe(want.finish);
     expect(whole.usage?.prompt_tokens).toBe(want.promptTokens);
-    const stream = await tiny.client.completions.create({
-      model: 'tiny',
-      prompt: 'Once upon a time',
-      max_tokens: 40,
-      stream: true,
-    });
+    const stream = await tiny.stream('Once upon a time', 40);
     let text = '';
     let finish: string | null = null;
     for await (const chunk of stream) {
@@ -135,7 +114,7 @@ describe('text completions', () => {
   });
 
   it('takes a prompt of token ids', async () => {
-    const ids = reference.encodePrompt('token ids');
+    const ids = tiny.models[0]!.encodePrompt('token ids');
     const want = await expected('token ids', { maxNewTokens: 12 });
     const got = await tiny.client.completions.create({ model: 'tiny', prompt: ids, max_tokens: 12 });
     expect(got.choices[0]!.text).toBe(want.text);

@@ -1,33 +1,26 @@
-import { type Backend, createBackend } from '@rayo/core';
-import { TextModel } from '@rayo/text';
-import { writeTinyTextModel } from '@rayo/text-testkit';
+import type { Backend } from '@rayo/core';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { startTinyServer, TINY_MAX_SEQUENCE, type TinyServer } from '../testing/tinyServer.js';
+import { type TinyFixture, tinyFixture } from '../testing/tinyFixture.js';
+import { startTinyServer, type TinyServer } from '../testing/tinyServer.js';
 
 // Bad requests, a full server and clients that leave, against one slot whose
 // steps the tests hold and release (GatedEngine), so that "busy" does not
 // depend on how fast the model decodes.
 
+let fixture: TinyFixture;
 let backend: Backend;
 let dir: string;
-let reference: TextModel;
 
 beforeAll(async () => {
-  backend = await createBackend('cpu');
-  dir = await writeTinyTextModel();
-  reference = await TextModel.load(backend, dir, { maxSequence: TINY_MAX_SEQUENCE });
+  fixture = await tinyFixture();
+  ({ backend, dir } = fixture);
 });
 
-afterAll(() => {
-  reference?.dispose();
-  backend?.dispose();
-});
+afterAll(() => fixture?.dispose());
 
 async function referenceText(prompt: string, maxNewTokens: number): Promise<string> {
-  const generation = reference.generateText(prompt, { maxNewTokens });
-  for await (const _ of generation);
-  return generation.text;
+  return (await fixture.generated(prompt, { maxNewTokens })).text;
 }
 
 /** POSTs `body` (a string as it is, anything else as JSON) and returns the status and the parsed answer. */
@@ -204,13 +197,19 @@ describe('malformed requests', () => {
   });
 });
 
+/** A server of one slot, busy: its steps held, one request admitted and waiting on them. */
+async function busyServer(limits: Parameters<typeof startTinyServer>[3], prompt: string, maxTokens: number) {
+  const tiny = await startTinyServer(backend, dir, 1, limits);
+  tiny.engine.hold();
+  const running = tiny.client.completions.create({ model: 'tiny', prompt, max_tokens: maxTokens });
+  await vi.waitFor(() => expect(tiny.server.scheduler.active).toBe(1));
+  return { tiny, running };
+}
+
 describe('a full server', () => {
   it('queues up to maxQueue, refuses more with 429, and runs the queued ones once the slot frees', async () => {
-    const tiny = await startTinyServer(backend, dir, 1, { maxQueue: 1 });
+    const { tiny, running } = await busyServer({ maxQueue: 1 }, 'first', 8);
     try {
-      tiny.engine.hold();
-      const running = tiny.client.completions.create({ model: 'tiny', prompt: 'first', max_tokens: 8 });
-      await vi.waitFor(() => expect(tiny.server.scheduler.active).toBe(1));
       const queued = tiny.client.completions.create({ model: 'tiny', prompt: 'second', max_tokens: 8 });
       await vi.waitFor(() => expect(tiny.server.scheduler.queued).toBe(1));
       const refused = await tiny.client.completions
@@ -229,11 +228,8 @@ describe('a full server', () => {
   });
 
   it('answers 503 to a request still queued after queueTimeoutMs', async () => {
-    const tiny = await startTinyServer(backend, dir, 1, { queueTimeoutMs: 20 });
+    const { tiny, running } = await busyServer({ queueTimeoutMs: 20 }, 'busy', 4);
     try {
-      tiny.engine.hold();
-      const running = tiny.client.completions.create({ model: 'tiny', prompt: 'busy', max_tokens: 4 });
-      await vi.waitFor(() => expect(tiny.server.scheduler.active).toBe(1));
       const late = await tiny.client.chat.completions
         .create({ model: 'tiny', messages: [{ role: 'user', content: 'late' }], stream: true })
         .catch((e: unknown) => e);
@@ -269,12 +265,7 @@ describe('a client that leaves', () => {
     try {
       tiny.engine.hold();
       tiny.engine.allow(1);
-      const stream = await tiny.client.completions.create({
-        model: 'tiny',
-        prompt: 'a long story',
-        max_tokens: 100,
-        stream: true,
-      });
+      const stream = await tiny.stream('a long story', 100);
       let seen = '';
       for await (const chunk of stream) {
         seen += chunk.choices[0]!.text;
@@ -302,15 +293,8 @@ describe('a client that leaves', () => {
   });
 
   it('cancels a queued request without it ever running', async () => {
-    const tiny = await startTinyServer(backend, dir, 1);
+    const { tiny, running } = await busyServer({}, 'holds the slot', 5);
     try {
-      tiny.engine.hold();
-      const running = tiny.client.completions.create({
-        model: 'tiny',
-        prompt: 'holds the slot',
-        max_tokens: 5,
-      });
-      await vi.waitFor(() => expect(tiny.server.scheduler.active).toBe(1));
       const controller = new AbortController();
       const leaving = tiny.client.completions
         .create({ model: 'tiny', prompt: 'gives up', max_tokens: 5 }, { signal: controller.signal })
@@ -355,7 +339,7 @@ describe('a bounded load', () => {
             return r.choices[0]!.text;
           }
           let text = '';
-          const s = await tiny.client.completions.create({ model: 'tiny', prompt, max_tokens, stream: true });
+          const s = await tiny.stream(prompt, max_tokens);
           for await (const chunk of s) text += chunk.choices[0]!.text;
           return text;
         }),

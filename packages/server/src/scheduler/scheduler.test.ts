@@ -93,7 +93,7 @@ describe('ModelSlotsEngine', () => {
   });
 
   it('refuses an engine of no models', () => {
-    expect(() => new ModelSlotsEngine([])).toThrow(/at least one model/);
+    expect(() => new ModelSlotsEngine([])).toThrow(/every slot needs a model.*got none/);
   });
 });
 

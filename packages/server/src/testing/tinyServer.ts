@@ -16,8 +16,14 @@ export interface TinyServer {
   readonly client: OpenAI;
   readonly url: string;
   readonly models: readonly TextModel[];
+  /** A streamed text completion of `prompt` from the served model. */
+  stream(prompt: string, maxTokens: number): ReturnType<typeof streamed>;
   /** Closes the server and frees the models. */
   close(): Promise<void>;
+}
+
+function streamed(client: OpenAI, prompt: string, maxTokens: number) {
+  return client.completions.create({ model: 'tiny', prompt, max_tokens: maxTokens, stream: true });
 }
 
 /** A server on 127.0.0.1 (a free port) over `slots` copies of the model in `dir`, its steps gated. */
@@ -47,6 +53,7 @@ export async function startTinyServer(
     client,
     url,
     models,
+    stream: (prompt, maxTokens) => streamed(client, prompt, maxTokens),
     async close() {
       engine.allow();
       await server.close();
