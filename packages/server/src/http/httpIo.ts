@@ -64,5 +64,7 @@ export function startEvents(response: ServerResponse): void {
 
 /** One event: `data: <json>` (or the literal `[DONE]`) and a blank line. */
 export function sendEvent(response: ServerResponse, data: unknown): void {
+  // A client that left gets nothing more (its sequence is being cancelled).
+  if (response.destroyed) return;
   response.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
 }

@@ -155,6 +155,17 @@ describe('Scheduler', () => {
     expect(await collect(running)).toEqual(await alone(request('runs', 2)));
   });
 
+  it('with maxQueue 0, refuses what the engine cannot take now, even under maxConcurrent', async () => {
+    const engine = new ModelSlotsEngine([models[0]!.model]);
+    const scheduler = new Scheduler(engine, { maxConcurrent: 4, maxQueue: 0, queueTimeoutMs: 60_000 });
+    const running = scheduler.submit(request('runs', 3));
+    expect(() => scheduler.submit(request('no room', 3))).toThrow(/too many requests are waiting/);
+    expect(await collect(running)).toEqual(await alone(request('runs', 3)));
+    expect(await collect(scheduler.submit(request('room again', 3)))).toEqual(
+      await alone(request('room again', 3)),
+    );
+  });
+
   it('close refuses the queued, cancels the running and leaves the engine empty', async () => {
     const engine = new GatedEngine(new ModelSlotsEngine([models[0]!.model]));
     const scheduler = new Scheduler(engine, limits);

@@ -40,22 +40,20 @@ export class ScheduledSequence implements AsyncIterable<number> {
   generated = 0;
   /** How it ended; undefined while it runs. */
   end: SequenceEnd | undefined;
-  readonly #channel = new TokenChannel();
+  readonly #tokens: AsyncIterable<number>;
   readonly #cancel: (how: 'cancelled' | 'stop-string') => void;
 
+  /** Made by `Scheduler.submit`, which pushes the tokens into `tokens`. */
   constructor(
     request: SequenceRequest,
     admitted: Promise<void>,
+    tokens: AsyncIterable<number>,
     cancel: (how: 'cancelled' | 'stop-string') => void,
   ) {
     this.request = request;
     this.admitted = admitted;
+    this.#tokens = tokens;
     this.#cancel = cancel;
-  }
-
-  /** @internal The scheduler's side of the channel. */
-  get channel(): TokenChannel {
-    return this.#channel;
   }
 
   /** Ends the sequence now (a client gone, say); `stop-string` when its reader found a stop string. */
@@ -66,7 +64,7 @@ export class ScheduledSequence implements AsyncIterable<number> {
   async *[Symbol.asyncIterator](): AsyncGenerator<number, void, undefined> {
     let done = false;
     try {
-      for await (const token of this.#channel) yield token;
+      for await (const token of this.#tokens) yield token;
       done = true;
     } finally {
       // A reader that stops early no longer wants tokens.
@@ -77,6 +75,7 @@ export class ScheduledSequence implements AsyncIterable<number> {
 
 interface Entry {
   readonly sequence: ScheduledSequence;
+  readonly channel: TokenChannel;
   readonly submittedAt: number;
   state: State;
   engineSequence: unknown;
@@ -86,6 +85,9 @@ interface Entry {
   /** Ended while in a step: released when the step returns. */
   releaseAfterStep: boolean;
 }
+
+const closingRefusal = () =>
+  new SchedulerRefusal('shutting-down', 'the server is shutting down', 'a running server', 'closing');
 
 /** Lets I/O (new requests, disconnects) run between steps, even when a step finishes in microtasks. */
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -147,20 +149,7 @@ export class Scheduler {
    */
   submit(request: SequenceRequest): ScheduledSequence {
     if (this.#closing) {
-      this.#refuse(
-        new SchedulerRefusal('shutting-down', 'the server is shutting down', 'a running server', 'closing'),
-      );
-    }
-    const room = this.#queue.length === 0 && this.#hasRoom();
-    if (!room && this.#queue.length >= this.limits.maxQueue) {
-      this.#refuse(
-        new SchedulerRefusal(
-          'queue-full',
-          'too many requests are waiting',
-          `at most ${this.limits.maxQueue} waiting requests (maxQueue) beside ${this.#active.length} running`,
-          `${this.#queue.length} waiting`,
-        ),
-      );
+      this.#refuse(closingRefusal());
     }
     let admit!: () => void;
     let refuse!: (error: Error) => void;
@@ -170,10 +159,12 @@ export class Scheduler {
     });
     // Handled here too: a reader that never awaits it leaves no unhandled rejection.
     admitted.catch(() => undefined);
+    const channel = new TokenChannel();
     let entry!: Entry;
-    const sequence = new ScheduledSequence(request, admitted, (how) => this.#cancel(entry, how));
+    const sequence = new ScheduledSequence(request, admitted, channel, (how) => this.#cancel(entry, how));
     entry = {
       sequence,
+      channel,
       submittedAt: performance.now(),
       state: 'queued',
       engineSequence: undefined,
@@ -182,10 +173,23 @@ export class Scheduler {
       refuse,
       releaseAfterStep: false,
     };
-    if (!(room && this.#tryAdmit(entry))) {
-      entry.timer = setTimeout(() => this.#timeOut(entry), this.limits.queueTimeoutMs);
-      this.#queue.push(entry);
+    // Straight in when nothing waits and there is room; else behind the others.
+    if (this.#queue.length === 0 && this.#tryAdmit(entry)) {
+      this.#kick();
+      return sequence;
     }
+    if (this.#queue.length >= this.limits.maxQueue) {
+      this.#refuse(
+        new SchedulerRefusal(
+          'queue-full',
+          'too many requests are waiting',
+          `at most ${this.limits.maxQueue} waiting requests (maxQueue) beside ${this.#active.length} running`,
+          `${this.#queue.length} waiting`,
+        ),
+      );
+    }
+    entry.timer = setTimeout(() => this.#timeOut(entry), this.limits.queueTimeoutMs);
+    this.#queue.push(entry);
     this.#kick();
     return sequence;
   }
@@ -202,16 +206,11 @@ export class Scheduler {
     for (const entry of this.#queue.splice(0)) {
       clearTimeout(entry.timer);
       entry.state = 'ended';
-      const refusal = new SchedulerRefusal(
-        'shutting-down',
-        'the server is shutting down',
-        'a running server',
-        'closing',
-      );
+      const refusal = closingRefusal();
       this.#observer?.refused(refusal);
       entry.sequence.end = 'cancelled';
       entry.refuse(refusal);
-      entry.sequence.channel.end(refusal);
+      entry.channel.end(refusal);
     }
     for (const entry of [...this.#active]) this.#cancel(entry, 'cancelled');
     return this.idle();
@@ -252,7 +251,7 @@ export class Scheduler {
     );
     this.#observer?.refused(refusal);
     entry.refuse(refusal);
-    entry.sequence.channel.end(refusal);
+    entry.channel.end(refusal);
   }
 
   #cancel(entry: Entry, how: 'cancelled' | 'stop-string'): void {
@@ -267,7 +266,7 @@ export class Scheduler {
         argument: 'request',
       });
       entry.refuse(cancelled);
-      entry.sequence.channel.end(cancelled);
+      entry.channel.end(cancelled);
       this.#observer?.ended(how, entry.sequence.request.promptIds.length, 0);
       return;
     }
@@ -285,7 +284,7 @@ export class Scheduler {
   #endEntry(entry: Entry, how: SequenceEnd, error?: unknown): void {
     entry.state = 'ended';
     entry.sequence.end = how;
-    entry.sequence.channel.end(
+    entry.channel.end(
       how === 'cancelled'
         ? new SequenceCancelled('the request was cancelled', { operation: 'Scheduler', argument: 'request' })
         : error,
@@ -323,7 +322,7 @@ export class Scheduler {
             actual: `${head.sequence.request.promptIds.length} prompt tokens, maxNewTokens ${head.sequence.request.maxNewTokens}`,
           });
           head.refuse(error);
-          head.sequence.channel.end(error);
+          head.channel.end(error);
           continue;
         }
         await this.#step();
@@ -367,7 +366,7 @@ export class Scheduler {
       const sequence = entry.sequence;
       if (sequence.generated++ === 0) this.#observer?.firstToken(performance.now() - entry.submittedAt);
       this.#observer?.token();
-      sequence.channel.push(result.token);
+      entry.channel.push(result.token);
       if (sequence.generated >= sequence.request.maxNewTokens) {
         this.#endEntry(entry, 'length');
         this.#release(entry);
