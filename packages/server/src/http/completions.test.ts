@@ -17,7 +17,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await tiny?.close();
-  fixture?.dispose();
+  await fixture?.dispose();
 });
 
 const expected = (prompt: string | readonly ChatMessage[], options: GenerateTextOptions) =>

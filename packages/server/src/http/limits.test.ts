@@ -17,7 +17,9 @@ beforeAll(async () => {
   ({ backend, dir } = fixture);
 });
 
-afterAll(() => fixture?.dispose());
+afterAll(async () => {
+  await fixture?.dispose();
+});
 
 async function referenceText(prompt: string, maxNewTokens: number): Promise<string> {
   return (await fixture.generated(prompt, { maxNewTokens })).text;

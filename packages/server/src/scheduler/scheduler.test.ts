@@ -1,10 +1,10 @@
-import { type Backend, createBackend, RayoError } from '@rayo/core';
+import { RayoError } from '@rayo/core';
 import { TextModel } from '@rayo/text';
-import { writeTinyTextModel } from '@rayo/text-testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { SequenceRequest } from '../engine/decodeEngine.js';
 import { ModelSlotsEngine } from '../engine/modelSlotsEngine.js';
 import { GatedEngine } from '../testing/gatedEngine.js';
+import { type TinyFixture, tinyFixture } from '../testing/tinyFixture.js';
 import { TINY_MAX_SEQUENCE } from '../testing/tinyServer.js';
 import { Scheduler } from './scheduler.js';
 import { SchedulerRefusal, SequenceCancelled } from './schedulerErrors.js';
@@ -13,20 +13,19 @@ import { SchedulerRefusal, SequenceCancelled } from './schedulerErrors.js';
 // by token: every sequence's tokens are the ones LlamaModel.generate gives
 // for its request alone.
 
-let backend: Backend;
+let fixture: TinyFixture;
 let models: TextModel[];
 
 beforeAll(async () => {
-  backend = await createBackend('cpu');
-  const dir = await writeTinyTextModel();
+  fixture = await tinyFixture();
   models = [];
   for (let i = 0; i < 3; i++)
-    models.push(await TextModel.load(backend, dir, { maxSequence: TINY_MAX_SEQUENCE }));
+    models.push(await TextModel.load(fixture.backend, fixture.dir, { maxSequence: TINY_MAX_SEQUENCE }));
 });
 
-afterAll(() => {
+afterAll(async () => {
   for (const m of models ?? []) m.dispose();
-  backend?.dispose();
+  await fixture?.dispose();
 });
 
 function request(text: string, maxNewTokens: number, temperature = 0, seed = 0): SequenceRequest {

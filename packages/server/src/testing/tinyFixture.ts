@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises';
 import { type Backend, createBackend } from '@rayo/core';
 import { type ChatMessage, type GenerateTextOptions, TextModel } from '@rayo/text';
 import { writeTinyTextModel } from '@rayo/text-testkit';
@@ -20,7 +21,8 @@ export interface TinyFixture {
     prompt: string | readonly ChatMessage[],
     options: GenerateTextOptions,
   ): Promise<ReferenceGeneration>;
-  dispose(): void;
+  /** Frees the reference and the backend, and removes the folder. */
+  dispose(): Promise<void>;
 }
 
 export async function tinyFixture(): Promise<TinyFixture> {
@@ -41,9 +43,10 @@ export async function tinyFixture(): Promise<TinyFixture> {
         generatedTokens: stats.generatedTokens,
       };
     },
-    dispose() {
+    async dispose() {
       reference.dispose();
       backend.dispose();
+      await rm(dir, { recursive: true, force: true });
     },
   };
 }
