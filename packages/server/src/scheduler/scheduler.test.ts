@@ -165,6 +165,32 @@ describe('Scheduler', () => {
     );
   });
 
+  it('fails a queued request the engine refuses outright, and goes on with the next', async () => {
+    /** Refuses a request of 13 tokens once it has room for it. */
+    class Refusing<S> extends GatedEngine<S> {
+      override admit(r: SequenceRequest): S | undefined {
+        const sequence = super.admit(r);
+        if (sequence === undefined || r.maxNewTokens !== 13) return sequence;
+        this.release(sequence);
+        throw new RayoError('refused', { operation: 'Refusing.admit' });
+      }
+    }
+    const engine = new Refusing(new ModelSlotsEngine([models[0]!.model]));
+    const scheduler = new Scheduler(engine, limits);
+    engine.hold();
+    const first = scheduler.submit(request('first', 4));
+    const refused = scheduler.submit(request('refused', 13));
+    const third = scheduler.submit(request('third', 5));
+    await first.admitted;
+    engine.allow();
+    await expect(refused.admitted).rejects.toThrow(/refused/);
+    expect(refused.end).toBe('failed');
+    expect(await collect(first)).toEqual(await alone(request('first', 4)));
+    expect(await collect(third)).toEqual(await alone(request('third', 5)));
+    await scheduler.idle();
+    expect(engine.usage().sequences).toBe(0);
+  });
+
   it('close refuses the queued, cancels the running and leaves the engine empty', async () => {
     const engine = new GatedEngine(new ModelSlotsEngine([models[0]!.model]));
     const scheduler = new Scheduler(engine, limits);

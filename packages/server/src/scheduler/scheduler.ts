@@ -307,22 +307,21 @@ export class Scheduler {
     try {
       for (;;) {
         await nextTurn();
-        while (this.#queue.length > 0 && this.#tryAdmit(this.#queue[0]!)) this.#queue.shift();
+        this.#admitFromQueue();
         if (this.#active.length === 0) {
           // Nothing runs, so the engine is as empty as it gets: the head can never fit.
           const head = this.#queue.shift();
           if (!head) return;
-          clearTimeout(head.timer);
-          head.state = 'ended';
-          head.sequence.end = 'failed';
-          const error = new InvalidArgumentError('the request does not fit the engine', {
-            operation: 'Scheduler',
-            argument: 'request',
-            expected: 'a request an empty engine admits',
-            actual: `${head.sequence.request.promptIds.length} prompt tokens, maxNewTokens ${head.sequence.request.maxNewTokens}`,
-          });
-          head.refuse(error);
-          head.channel.end(error);
+          const { promptIds, maxNewTokens } = head.sequence.request;
+          this.#failQueued(
+            head,
+            new InvalidArgumentError('the request does not fit the engine', {
+              operation: 'Scheduler',
+              argument: 'request',
+              expected: 'a request an empty engine admits',
+              actual: `${promptIds.length} prompt tokens, maxNewTokens ${maxNewTokens}`,
+            }),
+          );
           continue;
         }
         await this.#step();
@@ -335,6 +334,34 @@ export class Scheduler {
         this.#kick();
       }
     }
+  }
+
+  /** Admits from the head of the queue while there is room (FIFO: none skips the head). */
+  #admitFromQueue(): void {
+    while (this.#queue.length > 0) {
+      const head = this.#queue[0]!;
+      let admitted: boolean;
+      try {
+        admitted = this.#tryAdmit(head);
+      } catch (error) {
+        // An engine that refuses the request outright fails it alone.
+        this.#queue.shift();
+        this.#failQueued(head, error);
+        continue;
+      }
+      if (!admitted) return;
+      this.#queue.shift();
+    }
+  }
+
+  /** Ends a request taken off the queue with `error`. */
+  #failQueued(entry: Entry, error: unknown): void {
+    clearTimeout(entry.timer);
+    entry.state = 'ended';
+    entry.sequence.end = 'failed';
+    entry.refuse(error instanceof Error ? error : new Error(String(error)));
+    entry.channel.end(error);
+    this.#observer?.ended('failed', entry.sequence.request.promptIds.length, 0);
   }
 
   async #step(): Promise<void> {
