@@ -309,6 +309,9 @@ describe('a client that leaves', () => {
       await running;
       expect(tiny.server.metrics.endings).toMatchObject({ cancelled: 1 });
       expect(tiny.server.metrics.endings['stop-token'] + tiny.server.metrics.endings.length).toBe(1);
+      // Only the request that ran counts its prompt.
+      const ran = await fixture.generated('holds the slot', { maxNewTokens: 5 });
+      expect(tiny.server.metrics.promptTokens).toBe(ran.promptTokens);
       expect(tiny.engine.steps).toBeLessThanOrEqual(5);
     } finally {
       await tiny.close();

@@ -102,7 +102,11 @@ export class ServerMetrics implements SchedulerObserver {
         gauges.engine.cacheRows,
       ),
       gauge('rayo_kv_cache_rows', 'KV cache rows in all.', gauges.engine.maxCacheRows),
-      counter('rayo_prompt_tokens_total', 'Prompt tokens of ended sequences.', this.promptTokens),
+      counter(
+        'rayo_prompt_tokens_total',
+        'Prompt tokens of sequences that ran (once they end).',
+        this.promptTokens,
+      ),
       counter('rayo_generated_tokens_total', 'Tokens generated.', this.generatedTokens),
       gauge(
         'rayo_tokens_per_second',

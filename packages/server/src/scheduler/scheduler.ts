@@ -21,6 +21,7 @@ export interface SchedulerObserver {
   /** A sequence's first token came, `waitedMs` after it was submitted. */
   firstToken(waitedMs: number): void;
   token(): void;
+  /** A sequence ended; `promptTokens` is 0 for one that never left the queue. */
   ended(how: SequenceEnd, promptTokens: number, generatedTokens: number): void;
   refused(refusal: SchedulerRefusal): void;
 }
@@ -267,7 +268,7 @@ export class Scheduler {
       });
       entry.refuse(cancelled);
       entry.channel.end(cancelled);
-      this.#observer?.ended(how, entry.sequence.request.promptIds.length, 0);
+      this.#observer?.ended(how, 0, 0);
       return;
     }
     if (this.#inStep.has(entry)) {
@@ -361,7 +362,7 @@ export class Scheduler {
     entry.sequence.end = 'failed';
     entry.refuse(error instanceof Error ? error : new Error(String(error)));
     entry.channel.end(error);
-    this.#observer?.ended('failed', entry.sequence.request.promptIds.length, 0);
+    this.#observer?.ended('failed', 0, 0);
   }
 
   async #step(): Promise<void> {
