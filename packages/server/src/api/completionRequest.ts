@@ -216,14 +216,9 @@ export function parseCompletionRequest(kind: CompletionKind, body: unknown): Com
       `absent, or max_tokens' value (${maxTokens})`,
       maxCompletionTokens,
     );
-  const prompt =
-    kind === 'chat'
-      ? messages(op, fields.messages)
-      : fields.prompt === undefined
-        ? (() => {
-            throw invalidParameter(op, 'prompt', 'a prompt', undefined, 'missing_parameter');
-          })()
-        : textPrompt(op, fields.prompt);
+  if (kind === 'text' && fields.prompt === undefined)
+    throw invalidParameter(op, 'prompt', 'a prompt', undefined, 'missing_parameter');
+  const prompt = kind === 'chat' ? messages(op, fields.messages) : textPrompt(op, fields.prompt);
   const limit = maxTokens ?? maxCompletionTokens;
   const temperature = numberParam(
     op,

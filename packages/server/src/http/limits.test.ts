@@ -56,6 +56,7 @@ describe('malformed requests', () => {
     ['not an object', '/v1/completions', '[1, 2]', 'body', 'invalid_json'],
     ['no model', '/v1/chat/completions', { messages: chat.messages }, 'model', 'missing_parameter'],
     ['no messages', '/v1/chat/completions', { model: 'tiny' }, 'messages', 'invalid_value'],
+    ['no prompt', '/v1/completions', { model: 'tiny' }, 'prompt', 'missing_parameter'],
     [
       'a bad role',
       '/v1/chat/completions',
