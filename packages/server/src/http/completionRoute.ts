@@ -170,6 +170,8 @@ export async function serveCompletion(
   res.on('close', () => {
     if (!res.writableFinished) sequence.cancel();
   });
+  // A client that left while its body was read has already closed.
+  if (res.destroyed) sequence.cancel();
   await sequence.admitted;
   const who: CompletionIdentity = {
     kind,
