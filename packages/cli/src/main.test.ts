@@ -84,7 +84,7 @@ describe('rayo --help', () => {
   it('lists the commands, and each command its flags', async () => {
     const top = await rayo(['--help']);
     expect(top.code).toBe(0);
-    expect(top.stdout).toMatch(/generate .*\n.*chat /);
+    expect(top.stdout).toMatch(/generate .*\n.*chat .*\n.*serve /);
     for (const command of ['generate', 'chat']) {
       const help = await rayo([command, '--help']);
       expect(help.code).toBe(0);
@@ -93,9 +93,9 @@ describe('rayo --help', () => {
       expect((await rayo(['help', command])).stdout).toBe(help.stdout);
     }
     expect((await rayo([])).code).toBe(2);
-    const unknown = await rayo(['serve']);
+    const unknown = await rayo(['train']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/no command 'serve'/);
+    expect(unknown.stderr).toMatch(/no command 'train'/);
   });
 });
 
@@ -313,5 +313,72 @@ describe('rayo chat', () => {
     const run = await rayo(['chat', '-m', plain, '-b', 'cpu', '-q'], 'Hi\n');
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(/has no chat template.*rayo generate --model/);
+  });
+});
+
+describe('rayo serve', () => {
+  it('answers OpenAI-style requests until Ctrl+C, then stops listening (exit status 0)', async () => {
+    const stderr = new PassThrough();
+    let err = '';
+    let interrupt: (() => void) | undefined;
+    const listening = new Promise<string>((resolve) => {
+      stderr.on('data', (chunk: Buffer) => {
+        err += chunk;
+        const url = /at (http:\/\/\S+\/v1)\n/.exec(err)?.[1];
+        if (url) resolve(url);
+      });
+    });
+    const io: CliIo = {
+      stdin: Readable.from([]),
+      stdout: new PassThrough(),
+      stderr,
+      onInterrupt: (h) => {
+        interrupt = h;
+        return () => {
+          interrupt = undefined;
+        };
+      },
+    };
+    const args = [
+      'serve',
+      '-m',
+      model,
+      '-b',
+      'cpu',
+      '--port',
+      '0',
+      '--slots',
+      '2',
+      '--model-name',
+      'tiny',
+      '-q',
+    ];
+    const exit = main(args, io);
+    const url = await listening;
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+    expect(err).toMatch(/serving 'tiny' on cpu \(2 slots\)/);
+    const messages = [{ role: 'user' as const, content: 'Hi' }];
+    const response = await fetch(`${url}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny', messages, max_tokens: 12 }),
+    });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { choices: { message: { content: string } }[] };
+    expect(body.choices[0]!.message.content).toBe(await expected(messages, 12));
+    interrupt!();
+    expect(await exit).toBe(0);
+    await expect(fetch(`${url}/models`)).rejects.toThrow();
+  });
+
+  it('refuses per-request flags and a bad port (exit status 2)', async () => {
+    const sampled = await rayo(['serve', '-m', model, '--temperature', '0.7']);
+    expect(sampled.code).toBe(2);
+    expect(sampled.stderr).toMatch(/--temperature.*per request/);
+    const port = await rayo(['serve', '-m', model, '--port', '70000']);
+    expect(port.code).toBe(2);
+    expect(port.stderr).toMatch(/--port/);
+    const help = await rayo(['serve', '--help']);
+    expect(help.stdout).toMatch(/^Usage: rayo serve --model PATH[\s\S]*--slots N[\s\S]*--max-queue N/);
   });
 });

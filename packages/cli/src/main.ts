@@ -1,8 +1,9 @@
 import { RayoError } from '@rayo/core';
 import { chatCommand } from './commands/chat.js';
 import { generateCommand } from './commands/generate.js';
+import { serveCommand } from './commands/serve.js';
 import { type CliIo, processIo } from './io.js';
-import { CHAT_USAGE, GENERATE_USAGE, MAIN_USAGE } from './usage.js';
+import { CHAT_USAGE, GENERATE_USAGE, MAIN_USAGE, SERVE_USAGE } from './usage.js';
 import { UsageError } from './usageError.js';
 
 const COMMANDS: Readonly<
@@ -10,6 +11,7 @@ const COMMANDS: Readonly<
 > = {
   generate: { run: generateCommand, usage: GENERATE_USAGE },
   chat: { run: chatCommand, usage: CHAT_USAGE },
+  serve: { run: serveCommand, usage: SERVE_USAGE },
 };
 
 /**

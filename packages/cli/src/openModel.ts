@@ -17,13 +17,14 @@ function size(bytes: number): string {
 /**
  * Creates the backend (found by name at run time: `@rayo/wgpu` and
  * `@rayo/cuda-ptx` are optional peers) and loads the model onto it with a
- * progress bar on stderr. A model that does not fit the device is an
+ * progress bar on stderr (`copies` times, for a server's slots). A model that does not fit the device is an
  * OutOfMemoryError that says how large it is and what to try.
  */
 export async function openModel(
   options: ModelOptions,
   io: CliIo,
-): Promise<{ backend: Backend; model: TextModel }> {
+  copies = 1,
+): Promise<{ backend: Backend; model: TextModel; models: readonly TextModel[] }> {
   const backend = await createBackend(options.backend === 'auto' ? await autoBackend() : options.backend);
   const bar = options.quiet
     ? undefined
@@ -35,12 +36,15 @@ export async function openModel(
     ...(options.quant !== undefined ? { weightFormat: options.quant } : {}),
     ...(bar ? { onProgress: (p) => bar.update(p) } : {}),
   };
+  const models: TextModel[] = [];
   try {
-    const model = await TextModel.load(backend, options.model, loadOptions);
+    // Copies share nothing: each holds its own weights and KV cache (a slot of `rayo serve`).
+    for (let i = 0; i < copies; i++) models.push(await TextModel.load(backend, options.model, loadOptions));
     bar?.done();
-    return { backend, model };
+    return { backend, model: models[0]!, models };
   } catch (error) {
     bar?.abandon();
+    for (const m of models) m.dispose();
     backend.dispose();
     if (error instanceof OutOfMemoryError) {
       const files = await inspectModelFiles(options.model).catch(() => undefined);

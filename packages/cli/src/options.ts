@@ -58,7 +58,13 @@ function choice<T extends string>(
   return value as T;
 }
 
-function integer(command: string, flag: string, value: unknown, least: number): number | undefined {
+/** An integer flag's value, at least `least` (undefined when absent). */
+export function integerFlag(
+  command: string,
+  flag: string,
+  value: unknown,
+  least: number,
+): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!/^-?\d+$/.test(String(value)) || !Number.isSafeInteger(n) || n < least) {
@@ -128,12 +134,12 @@ export function modelOptions(command: string, values: Values): ModelOptions {
     dtype: choice(command, '--dtype', values.dtype, DTYPES),
     kvDtype: choice(command, '--kv-dtype', values['kv-dtype'], KV_DTYPES),
     quant: choice(command, '--quant', values.quant, QUANTS),
-    maxSequence: integer(command, '--max-sequence', values['max-sequence'], 1),
-    maxNewTokens: integer(command, '--max-new-tokens', values['max-new-tokens'], 1),
+    maxSequence: integerFlag(command, '--max-sequence', values['max-sequence'], 1),
+    maxNewTokens: integerFlag(command, '--max-new-tokens', values['max-new-tokens'], 1),
     temperature: real(command, '--temperature', values.temperature, (n) => n >= 0, 'a number >= 0'),
-    topK: integer(command, '--top-k', values['top-k'], 1),
+    topK: integerFlag(command, '--top-k', values['top-k'], 1),
     topP: real(command, '--top-p', values['top-p'], (n) => n > 0 && n <= 1, 'a number in (0, 1]'),
-    seed: integer(command, '--seed', values.seed, 0),
+    seed: integerFlag(command, '--seed', values.seed, 0),
     stop: (values.stop as string[] | undefined) ?? [],
     ...(typeof values.system === 'string' ? { system: values.system } : {}),
     quiet: values.quiet === true,

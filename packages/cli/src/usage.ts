@@ -1,7 +1,7 @@
 import { DEFAULT_MAX_SEQUENCE } from '@rayo/text';
 import { BACKENDS, DTYPES, KV_DTYPES, QUANTS } from './options.js';
 
-const MODEL_HELP = `Model:
+const LOAD_HELP = `Model:
   -m, --model PATH          a Hugging Face model folder (config.json, model.safetensors,
                             tokenizer.json, tokenizer_config.json) or a .gguf file
   -b, --backend NAME        ${BACKENDS.join(' | ')} (default auto: cuda, else wgpu, else cpu,
@@ -10,7 +10,9 @@ const MODEL_HELP = `Model:
       --kv-dtype DTYPE      the KV cache: ${KV_DTYPES.join(' | ')} (default f32)
       --quant FORMAT        quantize a folder's projections on load: ${QUANTS.join(' | ')}
       --max-sequence N      KV cache rows, prompt and reply together (default: the model's
-                            context, at most ${DEFAULT_MAX_SEQUENCE})
+                            context, at most ${DEFAULT_MAX_SEQUENCE})`;
+
+const MODEL_HELP = `${LOAD_HELP}
 
 Sampling (defaults: the model's generation_config.json, else greedy):
   -n, --max-new-tokens N    most tokens per reply (default 256, within --max-sequence)
@@ -31,11 +33,13 @@ Text generation with rayo's Llama-family decoder on the cpu, WebGPU or CUDA back
 Commands:
   generate    continue a prompt and print the text as it comes
   chat        talk with a model, one reply per line you type
+  serve       answer OpenAI-style chat and text completions over HTTP
 
 Run 'rayo <command> --help' for a command's flags.
 
   rayo generate --model ./model --prompt "Once upon a time"
-  rayo chat --model ./model.gguf --backend cuda --system "You are terse."`;
+  rayo chat --model ./model.gguf --backend cuda --system "You are terse."
+  rayo serve --model ./model --port 8080`;
 
 export const GENERATE_USAGE = `Usage: rayo generate --model PATH --prompt TEXT [flags]
 
@@ -60,3 +64,29 @@ leave; Ctrl+C stops a reply.
   -s, --system TEXT         the system message
 
 ${MODEL_HELP}`;
+
+export const SERVE_USAGE = `Usage: rayo serve --model PATH [flags]
+
+Serves the model over HTTP with OpenAI's API until Ctrl+C: POST /v1/chat/completions,
+POST /v1/completions (streamed as server-sent events with "stream": true),
+GET /v1/models, GET /health and GET /metrics (Prometheus). Sampling is per
+request (temperature, top_p, seed, max_tokens, stop).
+
+Server:
+      --host HOST           the address to listen on (default 127.0.0.1; 0.0.0.0 for every
+                            interface: the server has no authentication)
+      --port N              the port (default 8080; 0 picks a free one)
+      --model-name NAME     the id clients pass as "model" (default: the folder or file name)
+      --slots N             sequences decoded at once, each a copy of the model with its own
+                            KV cache (default 1; N copies take N times the memory)
+      --max-concurrent N    sequences admitted at once (default: --slots)
+      --max-queue N         requests waiting for a slot; more get 429 (default 64)
+      --queue-timeout S     seconds a request may wait; then 503 (default 30)
+      --max-prompt-tokens N longest prompt; longer is a 400 (default: --max-sequence)
+      --max-tokens N        most max_tokens a request may ask (default: --max-sequence)
+  -n, --max-new-tokens N    max_tokens of a request that sets none (default 256)
+
+${LOAD_HELP}
+
+  -q, --quiet               no progress bar on stderr (the address is always printed)
+  -h, --help                this help`;

@@ -9,14 +9,14 @@ import { writeTinyTextModel } from '@rayo/text-testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lastJsonLine, run, runOk } from './commands.js';
 
-// The rayo CLI as a user gets it: core, train, text, cli and wgpu packed (as
+// The rayo CLI as a user gets it: core, train, text, server, cli and wgpu packed (as
 // last built), installed from the tarballs into a fresh project outside the
 // workspace (no webgpu), and `npx rayo generate` run on a tiny model with the
 // cpu backend; the text it prints is the text the workspace's TextModel
 // generates from the same folder.
 
 const WORKSPACE = fileURLToPath(new URL('../../../', import.meta.url));
-const PACKED = ['@rayo/core', '@rayo/train', '@rayo/text', '@rayo/cli', '@rayo/wgpu'];
+const PACKED = ['@rayo/core', '@rayo/train', '@rayo/text', '@rayo/server', '@rayo/cli', '@rayo/wgpu'];
 // Packing and installing on a loaded 2-core machine.
 const SLOW = 10 * 60_000;
 
@@ -74,14 +74,14 @@ afterAll(async () => {
 
 describe('the rayo CLI, packed and installed', () => {
   it(
-    'ships its bin and depends on core, train and text by ^ ranges, with the backends as optional peers',
+    'ships its bin and depends on core, train, text and server by ^ ranges, with the backends as optional peers',
     () => {
       const installed = (name: string) =>
         JSON.parse(readFileSync(join(project, 'node_modules', name, 'package.json'), 'utf8'));
       const cli = installed('@rayo/cli');
       expect(JSON.stringify(cli)).not.toContain('workspace:');
       expect(cli.bin).toEqual({ rayo: './bin/rayo.js' });
-      for (const dep of ['@rayo/core', '@rayo/train', '@rayo/text'])
+      for (const dep of ['@rayo/core', '@rayo/train', '@rayo/text', '@rayo/server'])
         expect(cli.dependencies[dep]).toMatch(/^\^/);
       expect(cli.peerDependenciesMeta).toEqual({
         '@rayo/cuda-ptx': { optional: true },
@@ -96,7 +96,12 @@ describe('the rayo CLI, packed and installed', () => {
         '@huggingface/jinja',
         '@huggingface/tokenizers',
       ]);
-      for (const name of ['@rayo/text', '@rayo/cli']) {
+      expect(Object.keys(installed('@rayo/server').dependencies).sort()).toEqual([
+        '@rayo/core',
+        '@rayo/text',
+        '@rayo/train',
+      ]);
+      for (const name of ['@rayo/text', '@rayo/server', '@rayo/cli']) {
         expect(readFileSync(join(project, 'node_modules', name, 'LICENSE'), 'utf8')).toMatch(/MIT License/);
       }
     },
