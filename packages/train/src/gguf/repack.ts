@@ -8,7 +8,15 @@ import {
   type Tensor,
   uploadQuantized,
 } from '@rayo/core';
-import { blockHalf, q4_0Values, q4kScaleMin, q4kValues, q6kValues } from './dequantize.js';
+import {
+  blockHalf,
+  q4_0Values,
+  q4kScaleMin,
+  q4kValues,
+  q5kValues,
+  q5Values,
+  q6kValues,
+} from './dequantize.js';
 import {
   GGML_TYPES,
   type GgmlQuantizedType,
@@ -70,7 +78,7 @@ export const refuseQuantized: GgufRepack = (_backend, tensor) => {
 
 // ---- host repacks of whole blocks (pure functions over bytes; no device) ----------------------
 
-function blocksOf(type: 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K', bytes: Uint8Array): number {
+function blocksOf(type: GgmlQuantizedType, bytes: Uint8Array): number {
   return wholeBlocks(type, bytes.length, 'bytes', `repack${type}`);
 }
 
@@ -151,10 +159,28 @@ export interface Uint4OffsetGroups {
 export function repackQ4_K(bytes: Uint8Array): Uint4OffsetGroups {
   const blocks = blocksOf('Q4_K', bytes);
   const nibbles = new Uint8Array(blocks * 128);
+  const { scales, offsets } = superBlockScales('Q4_K', bytes, blocks, (block, b) => {
+    q4kValues(block, q);
+    packNibbles(q, 256, nibbles, b * 128);
+  });
+  return { groupSize: 32, nibbles, scales, offsets };
+}
+
+/**
+ * The f32 scale d·sc and offset dmin·m of every sub-block of 32 of Q4_K or
+ * Q5_K blocks (the products ggml forms), with `each` given every block.
+ */
+function superBlockScales(
+  type: 'Q4_K' | 'Q5_K',
+  bytes: Uint8Array,
+  blocks: number,
+  each: (block: Uint8Array, b: number) => void,
+): { scales: Float32Array; offsets: Float32Array } {
+  const { blockBytes } = GGML_TYPES[type];
   const scales = new Float32Array(blocks * 8);
   const offsets = new Float32Array(blocks * 8);
   for (let b = 0; b < blocks; b++) {
-    const block = bytes.subarray(b * 144, (b + 1) * 144);
+    const block = bytes.subarray(b * blockBytes, (b + 1) * blockBytes);
     const d = blockHalf(block, 0);
     const dmin = blockHalf(block, 2);
     for (let j = 0; j < 8; j++) {
@@ -162,10 +188,91 @@ export function repackQ4_K(bytes: Uint8Array): Uint4OffsetGroups {
       scales[b * 8 + j] = d * scale;
       offsets[b * 8 + j] = dmin * min;
     }
-    q4kValues(block, q);
-    packNibbles(q, 256, nibbles, b * 128);
+    each(block, b);
   }
-  return { groupSize: 32, nibbles, scales, offsets };
+  return { scales, offsets };
+}
+
+/**
+ * Q4_1 as sequential nibbles with the block's f16 d as the scale and −m as
+ * the offset (f16 words, the sign bit flipped): f32(f32(q · d) − (−m)) is
+ * ggml's d·q + m.
+ */
+export function repackQ4_1(bytes: Uint8Array): {
+  nibbles: Uint8Array;
+  scales: Uint16Array;
+  offsets: Uint16Array;
+} {
+  const blocks = blocksOf('Q4_1', bytes);
+  const nibbles = new Uint8Array(blocks * 16);
+  const { scales, offsets } = halfScalesAndOffsets('Q4_1', bytes, blocks, (block, b) => {
+    q4_0Values(block, q, 4);
+    packNibbles(q, 32, nibbles, b * 16);
+  });
+  return { nibbles, scales, offsets };
+}
+
+/** The f16 d and −m of every block of a type with a min (Q4_1, Q5_1), with `each` given every block. */
+function halfScalesAndOffsets(
+  type: 'Q4_1' | 'Q5_1',
+  bytes: Uint8Array,
+  blocks: number,
+  each: (block: Uint8Array, b: number) => void,
+): { scales: Uint16Array; offsets: Uint16Array } {
+  const { blockBytes } = GGML_TYPES[type];
+  const scales = new Uint16Array(blocks);
+  const offsets = new Uint16Array(blocks);
+  for (let b = 0; b < blocks; b++) {
+    const block = bytes.subarray(b * blockBytes, (b + 1) * blockBytes);
+    scales[b] = block[0]! | (block[1]! << 8);
+    offsets[b] = (block[2]! | (block[3]! << 8)) ^ 0x8000;
+    each(block, b);
+  }
+  return { scales, offsets };
+}
+
+/** Q5_0 as int8 codes q − 16 (in −16..15) with the block's f16 d per 32: f32(code · d) is ggml's value. */
+export function repackQ5_0(bytes: Uint8Array): Int8Groups {
+  const blocks = blocksOf('Q5_0', bytes);
+  const values = new Int8Array(blocks * 32);
+  const scales = new Uint16Array(blocks);
+  for (let b = 0; b < blocks; b++) {
+    const block = bytes.subarray(b * 22, (b + 1) * 22);
+    scales[b] = block[0]! | (block[1]! << 8);
+    q5Values(block, q, 2);
+    for (let j = 0; j < 32; j++) values[b * 32 + j] = q[j]! - 16;
+  }
+  return { groupSize: 32, values, scales };
+}
+
+/** Q5_1 as int8 codes q (0..31) with the block's f16 d as the scale and −m as the offset (as `repackQ4_1`). */
+export function repackQ5_1(bytes: Uint8Array): {
+  values: Int8Array;
+  scales: Uint16Array;
+  offsets: Uint16Array;
+} {
+  const blocks = blocksOf('Q5_1', bytes);
+  const values = new Int8Array(blocks * 32);
+  const { scales, offsets } = halfScalesAndOffsets('Q5_1', bytes, blocks, (block, b) => {
+    q5Values(block, q, 4);
+    values.set(q.subarray(0, 32), b * 32);
+  });
+  return { values, scales, offsets };
+}
+
+/** Q5_K as int8 codes q (0..31) with Q4_K's f32 scale d·sc and offset dmin·m per 32. */
+export function repackQ5_K(bytes: Uint8Array): {
+  values: Int8Array;
+  scales: Float32Array;
+  offsets: Float32Array;
+} {
+  const blocks = blocksOf('Q5_K', bytes);
+  const values = new Int8Array(blocks * 256);
+  const { scales, offsets } = superBlockScales('Q5_K', bytes, blocks, (block, b) => {
+    q5kValues(block, q);
+    values.set(q, b * 256);
+  });
+  return { values, scales, offsets };
 }
 
 /** Symmetric int8 groups with f32 scales: element i is `values[i] · scales[i / groupSize]`. */
@@ -221,7 +328,7 @@ export function q4_0AsQ4g32(bytes: Uint8Array, rows: number, cols: number): Quan
 /** Bytes of `rows` rows of `cols` elements in whole blocks of `type`; otherwise a ShapeError for `kernel`. */
 function checkBlockRows(
   kernel: string,
-  type: 'Q8_0' | 'Q4_K' | 'Q6_K',
+  type: GgmlQuantizedType,
   bytes: Uint8Array,
   rows: number,
   cols: number,
@@ -245,9 +352,14 @@ function checkBlockRows(
 export function q8_0AsQ8g32(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
   checkBlockRows('q8_0AsQ8g32', 'Q8_0', bytes, rows, cols);
   const { values, scales } = repackQ8_0(bytes);
-  const packed = new Uint32Array(rows * quantLayout('q8g32', cols).rowWords);
-  new Int8Array(packed.buffer).set(values);
-  return { format: 'q8g32', n: rows, k: cols, packed, scales, scaleDType: 'f16' };
+  return {
+    format: 'q8g32',
+    n: rows,
+    k: cols,
+    packed: int8Rows(values, rows, cols, 'q8g32'),
+    scales,
+    scaleDType: 'f16',
+  };
 }
 
 /**
@@ -277,6 +389,64 @@ export function q6_KAsQ8g16(bytes: Uint8Array, rows: number, cols: number): Quan
   return { format: 'q8g16', n: rows, k: cols, packed, scales, scaleDType: 'f32' };
 }
 
+/** `rows` rows of int8 codes in order as q8 layouts' packed words (rows of whole 32-blocks). */
+function int8Rows(values: Int8Array, rows: number, cols: number, format: 'q8g32' | 'q8g32a'): Uint32Array {
+  const packed = new Uint32Array(rows * quantLayout(format, cols).rowWords);
+  new Int8Array(packed.buffer).set(values);
+  return packed;
+}
+
+/**
+ * A Q4_1 tensor [rows, cols] as core's `q4g32a` weight with f16 scales and
+ * offsets, exactly (see `repackQ4_1`): 5 bits per weight, as in the file.
+ */
+export function q4_1AsQ4g32a(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
+  checkBlockRows('q4_1AsQ4g32a', 'Q4_1', bytes, rows, cols);
+  const { nibbles, scales, offsets } = repackQ4_1(bytes);
+  const packed = new Uint32Array(rows * quantLayout('q4g32a', cols).rowWords);
+  new Uint8Array(packed.buffer).set(nibbles);
+  return { format: 'q4g32a', n: rows, k: cols, packed, scales, offsets, scaleDType: 'f16' };
+}
+
+/**
+ * A Q5_0 tensor [rows, cols] as core's `q8g32` weight, exactly (see
+ * `repackQ5_0`): 8.5 bits per weight where Q5_0 stores 5.5.
+ */
+export function q5_0AsQ8g32(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
+  checkBlockRows('q5_0AsQ8g32', 'Q5_0', bytes, rows, cols);
+  const { values, scales } = repackQ5_0(bytes);
+  return {
+    format: 'q8g32',
+    n: rows,
+    k: cols,
+    packed: int8Rows(values, rows, cols, 'q8g32'),
+    scales,
+    scaleDType: 'f16',
+  };
+}
+
+/**
+ * A Q5_1 tensor [rows, cols] as core's `q8g32a` weight with f16 scales and
+ * offsets, exactly (see `repackQ5_1`): 9 bits per weight where Q5_1 stores 6.
+ */
+export function q5_1AsQ8g32a(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
+  checkBlockRows('q5_1AsQ8g32a', 'Q5_1', bytes, rows, cols);
+  const { values, scales, offsets } = repackQ5_1(bytes);
+  const packed = int8Rows(values, rows, cols, 'q8g32a');
+  return { format: 'q8g32a', n: rows, k: cols, packed, scales, offsets, scaleDType: 'f16' };
+}
+
+/**
+ * A Q5_K tensor [rows, cols] as core's `q8g32a` weight, exactly (see
+ * `repackQ5_K`): 10 bits per weight where Q5_K stores 5.5.
+ */
+export function q5_KAsQ8g32a(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
+  checkBlockRows('q5_KAsQ8g32a', 'Q5_K', bytes, rows, cols);
+  const { values, scales, offsets } = repackQ5_K(bytes);
+  const packed = int8Rows(values, rows, cols, 'q8g32a');
+  return { format: 'q8g32a', n: rows, k: cols, packed, scales, offsets, scaleDType: 'f32' };
+}
+
 /** A quantized GGUF tensor [rows, cols] in core's format for its type, exactly (see each function). */
 export function ggufAsCoreFormat(
   type: GgmlQuantizedType,
@@ -291,6 +461,14 @@ export function ggufAsCoreFormat(
       return q8_0AsQ8g32(bytes, rows, cols);
     case 'Q4_K':
       return q4_KAsQ4g32a(bytes, rows, cols);
+    case 'Q4_1':
+      return q4_1AsQ4g32a(bytes, rows, cols);
+    case 'Q5_0':
+      return q5_0AsQ8g32(bytes, rows, cols);
+    case 'Q5_1':
+      return q5_1AsQ8g32a(bytes, rows, cols);
+    case 'Q5_K':
+      return q5_KAsQ8g32a(bytes, rows, cols);
     case 'Q6_K':
       return q6_KAsQ8g16(bytes, rows, cols);
   }
@@ -299,7 +477,8 @@ export function ggufAsCoreFormat(
 /**
  * A repack for `loadGgufLlama` that puts quantized tensors on the device in
  * core's formats, exactly (the values ggml's own dequantization gives):
- * Q4_0 as `q4g32`, Q8_0 as `q8g32`, Q4_K as `q4g32a`, Q6_K as `q8g16`. The
+ * Q4_0 as `q4g32`, Q8_0 and Q5_0 as `q8g32`, Q4_K and Q4_1 as `q4g32a`,
+ * Q6_K as `q8g16`, Q5_K and Q5_1 as `q8g32a`. The
  * parts are named as `quantizedWeightOf` takes them (`packed`, `scales`,
  * `offsets`). Other quantized types are refused by name.
  */
