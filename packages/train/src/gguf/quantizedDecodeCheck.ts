@@ -1,7 +1,7 @@
 import { type Backend, createCpuBackend, type Shape } from '@rayo/core';
 import { type LlamaConfig, parseLlamaConfig } from '../models/llama/config.js';
 import type { LlamaModel } from '../models/llama/model.js';
-import { LLAMA_PROJECTIONS } from '../models/llama/weights.js';
+import { LLAMA_PROJECTIONS, type LlamaWeightDTypeChoice } from '../models/llama/weights.js';
 import { Rng } from '../random.js';
 import { type HfWeight, llamaToGguf } from './convertLlama.js';
 import { dequantize } from './dequantize.js';
@@ -144,20 +144,28 @@ async function prefillLogits(model: LlamaModel, tokens: readonly number[]): Prom
 
 /**
  * Decodes the GGUF file at `path` greedily on `backend` with its weights
- * repacked onto core's quantized formats, and the same file dequantized on
- * the host in f32 on the cpu backend; compares the tokens and the logits of
+ * repacked onto core's quantized formats (float ones as the file stores
+ * them), and the same file dequantized on the host in f32 on the cpu backend; compares the tokens and the logits of
  * a prefill over the prompt and the reference's tokens (the tiled product
  * path, where decoding takes the GEMV).
  */
 export async function checkQuantizedDecode(
   backend: Backend,
   path: string,
-  options: { prompt: readonly number[]; maxNewTokens: number },
+  options: {
+    prompt: readonly number[];
+    maxNewTokens: number;
+    /** The dtype of the file's float matrices on `backend` (default: the file's); the reference's are f32. */
+    weightDtype?: LlamaWeightDTypeChoice;
+  },
 ): Promise<QuantizedDecodeResult> {
   const cpu = createCpuBackend();
   try {
-    using quantized = await loadGgufLlama(backend, path, { repack: repackOntoCoreFormats });
-    using reference = await loadGgufLlama(cpu, path, { repack: dequantizeOnHost });
+    using quantized = await loadGgufLlama(backend, path, {
+      repack: repackOntoCoreFormats,
+      ...(options.weightDtype ? { weightDtype: options.weightDtype } : {}),
+    });
+    using reference = await loadGgufLlama(cpu, path, { repack: dequantizeOnHost, weightDtype: 'f32' });
     const referenceTokens = await greedy(reference, options.prompt, options.maxNewTokens);
     const tokens = await greedy(quantized, options.prompt, options.maxNewTokens);
     const sequence = [...options.prompt, ...referenceTokens.slice(0, -1)];

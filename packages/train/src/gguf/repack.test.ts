@@ -4,6 +4,7 @@ import {
   dequantizeWeights,
   f16BitsToF32,
   matmul,
+  type QuantFormat,
   quantizedMatmul,
   quantLayout,
   ShapeError,
@@ -128,7 +129,7 @@ describe('GGUF blocks on core’s quantized formats', () => {
     Q5_1: [9, 6],
     Q5_K: [10, 5.5],
   } as const;
-  for (const [type, format] of Object.entries(FORMATS) as [keyof typeof FORMATS, string][]) {
+  for (const [type, format] of Object.entries(FORMATS) as [keyof typeof FORMATS, QuantFormat][]) {
     it(`${type} is ${format} exactly: ggml's values bit for bit, and quantizedMatmul gives the product with them`, async () => {
       const rows = 5;
       const cols = 512;
