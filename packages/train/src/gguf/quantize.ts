@@ -43,7 +43,11 @@ function quantizeQ8_0(x: Float32Array, block: Uint8Array): void {
   for (let j = 0; j < 32; j++) block[2 + j] = roundAway(fround(x[j]! * id)) & 0xff;
 }
 
-function quantizeQ4_0(x: Float32Array, block: Uint8Array): void {
+/**
+ * Q4_0 (centre 8) and Q5_0 (centre 16): d = the signed extreme / −centre,
+ * q = trunc(x / d + centre + 0.5) up to 2·centre − 1, into `q`.
+ */
+function quantizeCentred(x: Float32Array, block: Uint8Array, centre: number, q: Uint8Array): void {
   let amax = 0;
   let max = 0;
   for (const v of x) {
@@ -52,11 +56,16 @@ function quantizeQ4_0(x: Float32Array, block: Uint8Array): void {
       max = v;
     }
   }
-  const d = fround(max / -8);
+  const d = fround(max / -centre);
   const id = d ? fround(1 / d) : 0;
   setHalf(block, 0, d);
-  const q = (v: number) => Math.min(15, Math.trunc(fround(fround(v * id) + 8.5)));
-  for (let j = 0; j < 16; j++) block[2 + j] = q(x[j]!) | (q(x[j + 16]!) << 4);
+  for (let j = 0; j < 32; j++)
+    q[j] = Math.min(2 * centre - 1, Math.trunc(fround(fround(x[j]! * id) + centre + 0.5)));
+}
+
+function quantizeQ4_0(x: Float32Array, block: Uint8Array): void {
+  quantizeCentred(x, block, 8, q32);
+  packHalves(q32, block, 2);
 }
 
 /** The block's minimum and maximum, as ggml's reference quantizers find them. */
@@ -107,18 +116,7 @@ function quantizeQ5_1(x: Float32Array, block: Uint8Array): void {
 }
 
 function quantizeQ5_0(x: Float32Array, block: Uint8Array): void {
-  let amax = 0;
-  let max = 0;
-  for (const v of x) {
-    if (amax < Math.abs(v)) {
-      amax = Math.abs(v);
-      max = v;
-    }
-  }
-  const d = fround(max / -16);
-  const id = d ? fround(1 / d) : 0;
-  setHalf(block, 0, d);
-  for (let j = 0; j < 32; j++) q32[j] = Math.min(31, Math.trunc(fround(fround(x[j]! * id) + 16.5)));
+  quantizeCentred(x, block, 16, q32);
   packQ5(q32, block, 2);
 }
 
