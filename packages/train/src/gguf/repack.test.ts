@@ -187,6 +187,14 @@ describe('GGUF blocks on core’s quantized formats', () => {
       /Q6_K blocks do not make whole rows/,
     );
     expect(() => ggufAsCoreFormat('Q4_K', new Uint8Array(144), 1, 128)).toThrow(ShapeError);
+    // A block short, a row that is not whole blocks, for the 5-bit types and the ones with a min.
+    expect(() => ggufAsCoreFormat('Q5_K', new Uint8Array(175), 1, 256)).toThrow(
+      /Q5_K blocks do not make whole rows/,
+    );
+    expect(() => ggufAsCoreFormat('Q5_K', new Uint8Array(176), 1, 224)).toThrow(ShapeError);
+    expect(() => ggufAsCoreFormat('Q5_0', new Uint8Array(22 * 3), 2, 32)).toThrow(/Q5_0 blocks/);
+    expect(() => ggufAsCoreFormat('Q5_1', new Uint8Array(24), 1, 48)).toThrow(/Q5_1 blocks/);
+    expect(() => ggufAsCoreFormat('Q4_1', new Uint8Array(19), 1, 32)).toThrow(/Q4_1 blocks/);
     const cpu = createCpuBackend();
     try {
       expect(() =>

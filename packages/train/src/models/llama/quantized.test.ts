@@ -137,6 +137,43 @@ describe('LlamaModel with quantized projections', async () => {
     head.dispose();
   });
 
+  it('leaves a projection its quantized layer omits to the dense weights, and refuses one absent from both', async () => {
+    using dense = await LlamaModel.load(backend, dir);
+    // Every layer's q and down quantized, the rest dense: the logits of q and down dequantized.
+    const quantizedOf = async (t: Tensor) =>
+      uploadQuantized(backend, quantizeWeights(await t.read(), t.shape as [number, number], 'q8g32a'));
+    const layers = await Promise.all(
+      dense.weights.layers.map(async (l) => ({
+        q: await quantizedOf(l.q!),
+        down: await quantizedOf(l.down!),
+      })),
+    );
+    const weights = {
+      ...dense.weights,
+      layers: dense.weights.layers.map((l) => ({ ...l, q: undefined, down: undefined })),
+    };
+    const model = new LlamaModel(backend, dense.config, weights, { quantized: { layers } });
+    using want = dense.prefill(prompt);
+    using got = model.prefill(prompt);
+    const [a, b] = [(await got.read()) as Float32Array, (await want.read()) as Float32Array];
+    let maxError = 0;
+    let spread = 0;
+    for (let i = 0; i < b.length; i++) {
+      maxError = Math.max(maxError, Math.abs(a[i]! - b[i]!));
+      spread = Math.max(spread, Math.abs(b[i]!));
+    }
+    expect(maxError).toBeGreaterThan(0);
+    expect(maxError).toBeLessThan(spread * 0.02);
+    const missing = { ...weights, layers: weights.layers.map((l) => ({ ...l, up: undefined })) };
+    expect(() => new LlamaModel(backend, dense.config, missing, { quantized: { layers } })).toThrow(
+      /layer 0 has no 'up' projection, quantized or dense/,
+    );
+    for (const l of layers) {
+      l.q.dispose();
+      l.down.dispose();
+    }
+  });
+
   it('decodes gate, up and SwiGLU in one quantizedGateUpSwiglu per layer, as the separate products do', async () => {
     const layers = config.num_hidden_layers as number;
     for (const format of ['q8', 'q4g128'] as const) {
