@@ -30,7 +30,6 @@ export {
   LLAMA_CPP_MIXES,
   type LlamaCppMix,
   llamaCppTypeOf,
-  useMoreBits,
   writeLlamaCppMix,
 } from './llamaCppMixes.js';
 export { ggufNameOfHf, hfNameOfGguf } from './llamaNames.js';
@@ -67,6 +66,7 @@ export {
   q4kmTestConfig,
   q4kmTypeOf,
   seededLlamaWeights,
+  useMoreBits,
   writeQ4kmLlama,
 } from './quantizedDecodeCheck.js';
 export {

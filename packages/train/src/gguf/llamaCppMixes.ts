@@ -2,7 +2,7 @@ import type { Shape } from '@rayo/core';
 import type { LlamaConfig } from '../models/llama/config.js';
 import { llamaToGguf } from './convertLlama.js';
 import { GGML_TYPES, type GgmlType } from './ggmlTypes.js';
-import { seededLlamaWeights } from './quantizedDecodeCheck.js';
+import { seededLlamaWeights, useMoreBits } from './quantizedDecodeCheck.js';
 import { writeGgufFile } from './writer.js';
 
 // Which type llama.cpp's quantizer gives each tensor of a Llama for the
@@ -13,15 +13,6 @@ import { writeGgufFile } from './writer.js';
 /** The k-quant mixes written here: their base type for the matrices. */
 export const LLAMA_CPP_MIXES = { Q4_K_M: 'Q4_K', Q5_K_M: 'Q5_K' } as const;
 export type LlamaCppMix = keyof typeof LLAMA_CPP_MIXES;
-
-/**
- * llama.cpp's `use_more_bits`: the first and last eighth of the layers and
- * every third in between (integer division, as in C).
- */
-export function useMoreBits(layer: number, layers: number): boolean {
-  const eighth = Math.floor(layers / 8);
-  return layer < eighth || layer >= Math.floor((7 * layers) / 8) || (layer - eighth) % 3 === 2;
-}
 
 /** A k-quant whose row does not divide into 256: Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0; F16 where 32 fails too. */
 function fallback(type: GgmlType, rowLength: number): GgmlType {

@@ -13,9 +13,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { type LlamaConfig, parseLlamaConfig } from '../models/llama/config.js';
 import { llamaToGguf } from './convertLlama.js';
 import { GGML_TYPES, type GgmlType } from './ggmlTypes.js';
-import { type LlamaCppMix, llamaCppTypeOf, useMoreBits, writeLlamaCppMix } from './llamaCppMixes.js';
+import { type LlamaCppMix, llamaCppTypeOf, writeLlamaCppMix } from './llamaCppMixes.js';
 import { loadGgufLlama } from './loadLlama.js';
-import { checkQuantizedDecode, q4kmTestConfig, seededLlamaWeights } from './quantizedDecodeCheck.js';
+import {
+  checkQuantizedDecode,
+  q4kmTestConfig,
+  seededLlamaWeights,
+  useMoreBits,
+} from './quantizedDecodeCheck.js';
 import { repackOntoCoreFormats } from './repack.js';
 import { writeGgufFile } from './writer.js';
 

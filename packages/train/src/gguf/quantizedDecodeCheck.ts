@@ -25,15 +25,22 @@ import { writeGgufFile } from './writer.js';
  * norms F32.
  */
 export function q4kmTypeOf(numLayers: number): (hfName: string) => GgmlType {
-  const moreBits = (i: number) =>
-    i < numLayers / 8 || i >= (7 * numLayers) / 8 || (i - Math.floor(numLayers / 8)) % 3 === 2;
   return (hfName) => {
     if (hfName.endsWith('norm.weight')) return 'F32';
     if (hfName === 'lm_head.weight') return 'Q6_K';
     const layer = /^model\.layers\.(\d+)\.(self_attn\.v_proj|mlp\.down_proj)\.weight$/.exec(hfName);
-    if (layer && moreBits(Number(layer[1]))) return 'Q6_K';
+    if (layer && useMoreBits(Number(layer[1]), numLayers)) return 'Q6_K';
     return 'Q4_K';
   };
+}
+
+/**
+ * llama.cpp's `use_more_bits`: the first and last eighth of the layers and
+ * every third in between (integer division, as in C).
+ */
+export function useMoreBits(layer: number, layers: number): boolean {
+  const eighth = Math.floor(layers / 8);
+  return layer < eighth || layer >= Math.floor((7 * layers) / 8) || (layer - eighth) % 3 === 2;
 }
 
 /** A small Llama whose every matrix divides into 256-element k-quant blocks. */

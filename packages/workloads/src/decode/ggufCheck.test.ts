@@ -20,7 +20,7 @@ describe('a Q4_K_M GGUF file on the cuda backend of an emulated device', () => {
     new PtxInterpreter(fake).attach();
     const backend = new CudaBackend(new CudaDriver(fake));
     try {
-      // Two layers: Q6_K V and down in layer 0, Q4_K in layer 1 (llama.cpp's use_more_bits), a Q6_K head.
+      // Two layers: Q4_K V and down in layer 0, Q6_K in layer 1 (llama.cpp's use_more_bits), a Q6_K head.
       const config = q4kmTestConfig({ layers: 2 });
       const path = join(dir, 'q4km.gguf');
       await writeQ4kmLlama(path, config, 31);
