@@ -27,6 +27,23 @@ function argmax(row: Float32Array): number {
   return best;
 }
 
+/** max |logit − dense logit| over a prefill of the prompt, and the dense logits' largest magnitude. */
+async function prefillError(
+  model: LlamaModel,
+  dense: LlamaModel,
+): Promise<{ maxError: number; spread: number }> {
+  using want = dense.prefill(prompt);
+  using got = model.prefill(prompt);
+  const [a, b] = [(await got.read()) as Float32Array, (await want.read()) as Float32Array];
+  let maxError = 0;
+  let spread = 0;
+  for (let i = 0; i < b.length; i++) {
+    maxError = Math.max(maxError, Math.abs(a[i]! - b[i]!));
+    spread = Math.max(spread, Math.abs(b[i]!));
+  }
+  return { maxError, spread };
+}
+
 describe('LlamaModel with quantized projections', async () => {
   const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 3));
 
@@ -111,15 +128,7 @@ describe('LlamaModel with quantized projections', async () => {
     // The model shares dense's layers and norm, so it is not disposed: dense frees those, the test the rest.
     const weights = { ...dense.weights, embedding: undefined, head: undefined };
     const model = new LlamaModel(backend, dense.config, weights, { quantized: { embedding, head } });
-    using want = dense.prefill(prompt);
-    using got = model.prefill(prompt);
-    const [a, b] = [(await got.read()) as Float32Array, (await want.read()) as Float32Array];
-    let maxError = 0;
-    let spread = 0;
-    for (let i = 0; i < b.length; i++) {
-      maxError = Math.max(maxError, Math.abs(a[i]! - b[i]!));
-      spread = Math.max(spread, Math.abs(b[i]!));
-    }
+    const { maxError, spread } = await prefillError(model, dense);
     expect(maxError).toBeGreaterThan(0);
     expect(maxError).toBeLessThan(spread * 0.02);
     const short = uploadQuantized(
@@ -153,15 +162,7 @@ describe('LlamaModel with quantized projections', async () => {
       layers: dense.weights.layers.map((l) => ({ ...l, q: undefined, down: undefined })),
     };
     const model = new LlamaModel(backend, dense.config, weights, { quantized: { layers } });
-    using want = dense.prefill(prompt);
-    using got = model.prefill(prompt);
-    const [a, b] = [(await got.read()) as Float32Array, (await want.read()) as Float32Array];
-    let maxError = 0;
-    let spread = 0;
-    for (let i = 0; i < b.length; i++) {
-      maxError = Math.max(maxError, Math.abs(a[i]! - b[i]!));
-      spread = Math.max(spread, Math.abs(b[i]!));
-    }
+    const { maxError, spread } = await prefillError(model, dense);
     expect(maxError).toBeGreaterThan(0);
     expect(maxError).toBeLessThan(spread * 0.02);
     const missing = { ...weights, layers: weights.layers.map((l) => ({ ...l, up: undefined })) };
