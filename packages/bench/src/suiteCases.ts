@@ -332,8 +332,8 @@ export function quantizedGemv(
   const q8 = layout.bits === 8;
   const words = (rng: Rng, size: number) => Array.from({ length: size }, () => rng.int(0, 2 ** 32));
   const [lo, hi] = q8 ? [0.002, 0.008] : [0.02, 0.066];
-  // What quantizeWeights (and the GGUF repacks) store: f32 scales for q8, q8g16 (Q6_K) and q4g32a (Q4_K), else f16.
-  const scaleF32 = format === 'q8' || format === 'q8g16' || format === 'q4g32a';
+  // What quantizeWeights (and the GGUF repacks) store: f32 scales for q8, q8g16 (Q6_K), q4g32a (Q4_K) and q8g32a (Q5_K), else f16.
+  const scaleF32 = format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a';
   const scaleBytes = n * layout.groups * (scaleF32 ? 4 : 2) * (layout.offsets ? 2 : 1);
   const groupValues = (from: number, to: number) => ({
     shape: [n, layout.groups],

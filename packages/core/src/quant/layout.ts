@@ -44,8 +44,13 @@
  *   offset per 32 (no zero points): value = f32(f32(q · scale[n, g]) −
  *   offset[n, g]). Offsets are [N, G] in the scales' dtype. Q4_K is q4g32a
  *   with f32 scales d · sc and offsets dmin · m.
+ * - `q8g32a`: int8 codes laid out as q8's, with a scale and an offset per
+ *   32, valued as q4g32a's: f32(f32(q · scale[n, g]) − offset[n, g]). The
+ *   5-bit ggml types land here exactly: Q5_K with f32 scales d · sc and
+ *   offsets dmin · m, Q5_1 with scales d and offsets −m (10 bits per weight
+ *   where they store 5.5 and 6: the kernels read the int8 codes of q8).
  */
-export const QUANT_FORMATS = ['q8', 'q4g32', 'q4g128', 'q8g32', 'q8g16', 'q4g32a'] as const;
+export const QUANT_FORMATS = ['q8', 'q4g32', 'q4g128', 'q8g32', 'q8g16', 'q4g32a', 'q8g32a'] as const;
 export type QuantFormat = (typeof QUANT_FORMATS)[number];
 
 /** Weights per 16-byte word of packed data, the unit every kernel reads. */
@@ -71,7 +76,7 @@ export interface QuantLayout {
   readonly scalePerRow: boolean;
   /** Takes optional zero-point nibbles (q4g32, q4g128). */
   readonly zeroPoints: boolean;
-  /** Takes an offset per group, subtracted after scaling (q4g32a). */
+  /** Takes an offset per group, subtracted after scaling (q4g32a, q8g32a). */
   readonly offsets: boolean;
   /** Values are f32 products formed as ggml forms them (the formats after q4g128); else exact. */
   readonly f32Values: boolean;
@@ -84,9 +89,9 @@ export function isQuantFormat(value: unknown): value is QuantFormat {
 /** The layout of a row of K weights in `format`. */
 export function quantLayout(format: QuantFormat, k: number): QuantLayout {
   const blocks = Math.ceil(k / BLOCK_WEIGHTS);
-  if (format === 'q8' || format === 'q8g32' || format === 'q8g16') {
+  if (format === 'q8' || format === 'q8g32' || format === 'q8g16' || format === 'q8g32a') {
     const padded = blocks * BLOCK_WEIGHTS;
-    const groupSize = format === 'q8' ? padded : format === 'q8g32' ? 32 : 16;
+    const groupSize = format === 'q8' ? padded : format === 'q8g16' ? 16 : 32;
     return {
       format,
       bits: 8,
@@ -98,7 +103,7 @@ export function quantLayout(format: QuantFormat, k: number): QuantLayout {
       offset: 0,
       scalePerRow: format === 'q8',
       zeroPoints: false,
-      offsets: false,
+      offsets: format === 'q8g32a',
       f32Values: format !== 'q8',
     };
   }

@@ -24,6 +24,12 @@ describe('quantized layouts', () => {
     expect(quantLayout('q8g16', 17)).toMatchObject({ rowWords: 8, groups: 2, groupSize: 16 });
     expect(quantLayout('q8g16', 33)).toMatchObject({ rowWords: 16, groups: 3 });
     expect(quantLayout('q4g32a', 33)).toMatchObject({ rowWords: 8, groups: 2, zeroWords: 0, offsets: true });
+    expect(quantLayout('q8g32a', 33)).toMatchObject({
+      rowWords: 16,
+      groups: 2,
+      groupSize: 32,
+      offsets: true,
+    });
   });
 
   it('gives ggml’s f32 values: f32(q · scale), and f32(f32(q · scale) − offset) for q4g32a', () => {
@@ -52,6 +58,12 @@ describe('quantized layouts', () => {
       Math.fround(Math.fround(5 * scale) - offset),
     ]);
     expect(() => dequantizeWeights({ ...q4, offsets: undefined })).toThrow(/q4g32a needs offsets/);
+    // q8g32a: signed bytes 3 and −3, each scaled and offset as q4g32a's nibbles are.
+    const q8a = { ...q4, format: 'q8g32a', packed: Uint32Array.of(0xfd03) } as const;
+    expect([...dequantizeWeights(q8a)]).toEqual([
+      Math.fround(Math.fround(3 * scale) - offset),
+      Math.fround(Math.fround(-3 * scale) - offset),
+    ]);
   });
 
   it('reads q8 bytes as two’s complement and q4 nibbles lower first', () => {
@@ -105,6 +117,7 @@ describe('quantizeWeights', () => {
     expect(errors.q8g16!.rmsRelative).toBeLessThan(errors.q8g32!.rmsRelative);
     expect(errors.q8g32!.rmsRelative).toBeLessThan(errors.q8!.rmsRelative);
     expect(errors.q4g32a!.rmsRelative).toBeLessThan(errors.q4g32!.rmsRelative);
+    expect(errors.q8g32a!.rmsRelative).toBeLessThan(errors.q8g32!.rmsRelative);
     const zeroPoints = quantizationError(w, quantizeWeights(w, [n, k], 'q4g32', { zeroPoints: true }));
     expect(zeroPoints.rmsRelative).toBeLessThan(0.15);
   });
@@ -151,7 +164,7 @@ describe('a quantized weight on a backend', () => {
     for (const format of QUANT_FORMATS) {
       using weight = uploadQuantized(backend, quantizeWeights(w, [n, k], format));
       const layout = quantLayout(format, k);
-      const scaleBytes = format === 'q8' || format === 'q8g16' || format === 'q4g32a' ? 4 : 2;
+      const scaleBytes = format === 'q8g32' || format === 'q4g32' || format === 'q4g128' ? 2 : 4;
       expect(weight.byteLength).toBe(
         n * layout.rowWords * 4 + n * layout.groups * scaleBytes * (layout.offsets ? 2 : 1),
       );

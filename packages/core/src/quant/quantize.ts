@@ -34,7 +34,7 @@ export interface QuantizedHostWeight {
 export interface QuantizeOptions {
   /** q4g32, q4g128 only: a zero point per group (asymmetric); default false (symmetric around 8). */
   readonly zeroPoints?: boolean;
-  /** Default f32 for q8, q8g16 and q4g32a, f16 for q4g32, q4g128 and q8g32 (see layout.ts). */
+  /** Default f32 for q8, q8g16, q4g32a and q8g32a, f16 for q4g32, q4g128 and q8g32 (see layout.ts). */
   readonly scaleDType?: ScaleDType;
 }
 
@@ -67,7 +67,8 @@ function stored(dtype: ScaleDType, value: number): number {
  *   (max − min) / 15, zero = round(−min / scale), q = round(w / scale) + zero in 0…15.
  * - q8g32, q8g16: scale = max|w| / 127 per group, q = round(w / scale) in −127…127.
  * - q4g32a: offset = −min, scale = (max − min) / 15 per group (each stored
- *   first), q = round((w + offset) / scale) in 0…15.
+ *   first), q = round((w + offset) / scale) in 0…15; q8g32a the same with
+ *   scale = (max − min) / 255, offset = −128 · scale − min, q in −128…127.
  */
 export function quantizeWeights(
   values: ArrayLike<number>,
@@ -106,7 +107,8 @@ export function quantizeWeights(
     });
   }
   const scaleDType =
-    options.scaleDType ?? (format === 'q8' || format === 'q8g16' || format === 'q4g32a' ? 'f32' : 'f16');
+    options.scaleDType ??
+    (format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a' ? 'f32' : 'f16');
   if (scaleDType !== 'f32' && scaleDType !== 'f16' && scaleDType !== 'bf16') {
     throw new InvalidArgumentError('scales are stored as floats', {
       operation: KERNEL,
@@ -125,7 +127,7 @@ export function quantizeWeights(
     packed[at] = (packed[at]! | ((code & (layout.bits === 8 ? 0xff : 0xf)) << shift)) >>> 0;
   };
   for (let row = 0; row < n; row++) {
-    // Padding codes mean 0: byte 0 for q8, nibble 8 (or the zero point) for q4, 0 for q4g32a (x is 0 there).
+    // Padding codes mean 0: byte 0 for q8, nibble 8 (or the zero point) for q4 (x is 0 there, and for q4g32a and q8g32a).
     for (let g = 0; g < layout.groups; g++) {
       const first = g * layout.groupSize;
       const last = Math.min(k, first + layout.groupSize);
@@ -138,21 +140,23 @@ export function quantizeWeights(
       }
       const amax = Math.max(-lo, hi);
       if (offsets) {
-        // The group's own range (not widened to 0): q = 0 is its minimum, 15 its maximum.
+        // The group's own range (not widened to 0): the lowest code (0, or −128 for int8) is its minimum,
+        // the highest (15 or 127) its maximum.
+        const [lowest, levels] = layout.bits === 8 ? [-128, 255] : [0, 15];
         let min = Number.POSITIVE_INFINITY;
         let max = Number.NEGATIVE_INFINITY;
         for (let kk = first; kk < last; kk++) {
           min = Math.min(min, w[row * k + kk]!);
           max = Math.max(max, w[row * k + kk]!);
         }
-        const scale = stored(scaleDType, (max - min) / 15);
-        const offset = stored(scaleDType, -min);
+        const scale = stored(scaleDType, (max - min) / levels);
+        const offset = stored(scaleDType, lowest * scale - min);
         scales[row * layout.groups + g] = scale;
         offsets[row * layout.groups + g] = offset;
         for (let kk = first; kk < first + layout.groupSize; kk++) {
           const v = kk < last ? w[row * k + kk]! : 0;
-          const q = scale > 0 ? Math.round((v + offset) / scale) : 0;
-          put(row, kk, Math.min(15, Math.max(0, q)));
+          const q = scale > 0 ? Math.round((v + offset) / scale) : lowest;
+          put(row, kk, Math.min(lowest + levels, Math.max(lowest, q)));
         }
         continue;
       }
@@ -185,7 +189,7 @@ export function quantizeWeights(
 /**
  * The value of every weight, [N, K] row-major in f64: (q − zero) · scale,
  * exactly, for q8, q4g32 and q4g128; ggml's f32 values for the others
- * (f32(q · scale), and f32(f32(q · scale) − offset) for q4g32a).
+ * (f32(q · scale), and f32(f32(q · scale) − offset) for q4g32a and q8g32a).
  */
 export function dequantizeWeights(weight: QuantizedHostWeight): Float64Array {
   const { n, k } = weight;

@@ -115,6 +115,9 @@ describe('quantizedMatmul on a one-SM emulated device', () => {
     ['q4g32a', false, 1, 4096, 19],
     ['q4g32a', false, 3, 999, 21],
     ['q4g32a', false, 70, 96, 67],
+    ['q8g32a', false, 1, 4096, 19],
+    ['q8g32a', false, 3, 999, 21],
+    ['q8g32a', false, 70, 96, 67],
   ] as const) {
     it(`${format}${zeroPoints ? ' zero points' : ''} ${m}×${k}→${n} from quantizeWeights`, async () => {
       const host = quantizeWeights(random(n * k, 0.05), [n, k], format, { zeroPoints });

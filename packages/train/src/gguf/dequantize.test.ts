@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../random.js';
 import { dequantize, q4kScaleMin } from './dequantize.js';
-import { GGML_TYPES, type GgmlQuantizedType } from './ggmlTypes.js';
+import { GGML_QUANTIZED_TYPES, GGML_TYPES, type GgmlQuantizedType } from './ggmlTypes.js';
 import { quantize } from './quantize.js';
 
 // f16 words of the block scales used below.
@@ -102,6 +102,57 @@ describe('ggml block dequantization, against blocks computed by hand', () => {
     expect([values[0], values[80], values[96]]).toEqual([-7.75, 63.5, -576]);
   });
 
+  it('Q4_1: f16 d, f16 m, then Q4_0’s nibbles; x = d·q + m', () => {
+    const qs = Array.from({ length: 16 }, (_, j) => j | ((15 - j) << 4));
+    const block = Uint8Array.of(...F16_QUARTER, ...F16_HALF, ...qs);
+    expect(block.length).toBe(GGML_TYPES.Q4_1.blockBytes);
+    expect(Array.from(dequantize('Q4_1', block))).toEqual([
+      ...Array.from({ length: 16 }, (_, j) => 0.25 * j + 0.5),
+      ...Array.from({ length: 16 }, (_, j) => 0.25 * (15 - j) + 0.5),
+    ]);
+  });
+
+  // Fifth bits: elements 0, 3, 16 and 31 set (bits 0, 3, 16, 31 of the little-endian u32).
+  const QH = [0b1001, 0, 0b1, 0b1000_0000];
+  const HIGH = new Set([0, 3, 16, 31]);
+  // Low nibbles as Q4_0's: element j < 16 holds j, element 16 + j holds 15 − j.
+  const LOW = Array.from({ length: 16 }, (_, j) => j | ((15 - j) << 4));
+  const q5 = (e: number) => (e < 16 ? e : 31 - e) + (HIGH.has(e) ? 16 : 0);
+
+  it('Q5_0: f16 d, a u32 of fifth bits (bit j for element j), Q4_0’s nibbles; x = d·(q − 16)', () => {
+    const block = Uint8Array.of(...F16_HALF, ...QH, ...LOW);
+    expect(block.length).toBe(GGML_TYPES.Q5_0.blockBytes);
+    const values = dequantize('Q5_0', block);
+    for (let e = 0; e < 32; e++) expect(values[e]).toBe(0.5 * (q5(e) - 16));
+    // Element 0: q 16 → 0; element 1: q 1 → −7.5; element 16: 15 + 16 = 31 → 7.5; element 31: 0 + 16 → 0.
+    expect([values[0], values[1], values[16], values[31]]).toEqual([0, -7.5, 7.5, 0]);
+  });
+
+  it('Q5_1: f16 d, f16 m, then Q5_0’s fifth bits and nibbles; x = d·q + m', () => {
+    const block = Uint8Array.of(...F16_QUARTER, 0x00, 0xbc, ...QH, ...LOW); // m = −1
+    expect(block.length).toBe(GGML_TYPES.Q5_1.blockBytes);
+    const values = dequantize('Q5_1', block);
+    for (let e = 0; e < 32; e++) expect(values[e]).toBe(0.25 * q5(e) - 1);
+  });
+
+  it('Q5_K: Q4_K’s scales and nibbles, bit s of qh[l] the fifth bit of element 32·s + l', () => {
+    const qs = Array.from({ length: 128 }, (_, i) => (i % 16) | ((15 - (i % 16)) << 4));
+    // qh[l] = l: element 32·s + l has its fifth bit where bit s of l is set.
+    const qh = Array.from({ length: 32 }, (_, l) => l);
+    const block = Uint8Array.of(...F16_HALF, ...F16_EIGHTH, ...SCALE_BYTES, ...qh, ...qs);
+    expect(block.length).toBe(GGML_TYPES.Q5_K.blockBytes);
+    const values = dequantize('Q5_K', block);
+    for (let e = 0; e < 256; e++) {
+      const sub = Math.floor(e / 32);
+      const l = e % 32;
+      const low = sub % 2 === 0 ? l % 16 : 15 - (l % 16);
+      const q = low + (((l >> sub) & 1) << 4);
+      expect(values[e]).toBe(Math.fround(Math.fround(0.5 * SC[sub]!) * q - 0.125 * M[sub]!));
+    }
+    // Element 33 (sub-block 1, l 1: low 14, bit 1 of 1 clear) and 35 (l 3: bit 1 set, q 12 + 16).
+    expect([values[33], values[35]]).toEqual([0.5 * 2 * 14 - 0.125, 0.5 * 2 * 28 - 0.125]);
+  });
+
   it('takes whole blocks only', () => {
     expect(() => dequantize('Q4_K', new Uint8Array(143))).toThrow(/multiple of 144 bytes/);
   });
@@ -112,11 +163,15 @@ describe('ggml block quantizers', () => {
   const BOUND: Record<GgmlQuantizedType, number> = {
     Q8_0: 0.5 / 127 + 1e-3,
     Q4_0: 1 / 8,
+    Q4_1: 1 / 15 + 1e-3,
+    Q5_0: 1 / 16,
+    Q5_1: 1 / 31 + 1e-3,
     Q4_K: 0.1,
+    Q5_K: 0.05,
     Q6_K: 0.04,
   };
 
-  for (const type of ['Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'] as const) {
+  for (const type of GGML_QUANTIZED_TYPES) {
     it(`${type}: quantized blocks decode to within the format's step`, () => {
       const rng = new Rng(3);
       const { blockSize } = GGML_TYPES[type];
@@ -149,5 +204,20 @@ describe('ggml block quantizers', () => {
     );
     // d = 16 / 127; element 0 (−16) → −127.
     expect((q8[2]! << 24) >> 24).toBe(-127);
+  });
+
+  it('Q5_0 and Q5_1 write the values ggml would: d from the extreme (or the range), the fifth bits', () => {
+    const x = Float32Array.from({ length: 32 }, (_, j) => (j === 20 ? -8 : (j % 8) * 0.5 - 2));
+    const q5 = quantize('Q5_0', x);
+    // d = max / −16 = 0.5: f16 0x3800; element 20 (−8 → q 0), element 4 (0 → q 16: fifth bit 4 set).
+    expect([q5[0], q5[1]]).toEqual(F16_HALF);
+    expect(q5[6 + 4]).toBe(0 | (0 << 4));
+    expect(q5[2]! & (1 << 4)).toBe(1 << 4);
+    const q51 = quantize(
+      'Q5_1',
+      Float32Array.from({ length: 32 }, (_, j) => j * 0.25 - 1),
+    );
+    // d = (6.75 + 1) / 31 = 0.25, m = −1: element j has q = j exactly.
+    expect(Array.from(dequantize('Q5_1', q51))).toEqual(Array.from({ length: 32 }, (_, j) => j * 0.25 - 1));
   });
 });

@@ -11,10 +11,18 @@ import { GGML_TYPES, type GgmlQuantizedType, wholeBlocks } from './ggmlTypes.js'
  * - Q8_0, 32 elements in 34 bytes: f16 d; int8 q[32]. x = d·q.
  * - Q4_0, 32 in 18: f16 d; u8 qs[16], element j in the low nibble of byte j,
  *   element j+16 in its high nibble. x = d·(q − 8).
+ * - Q4_1, 32 in 20: f16 d; f16 m; u8 qs[16] as Q4_0's. x = d·q + m.
+ * - Q5_0, 32 in 22: f16 d; u8 qh[4], a little-endian u32 whose bit j is
+ *   the fifth bit of element j; u8 qs[16] as Q4_0's (the low 4 bits).
+ *   x = d·(q − 16).
+ * - Q5_1, 32 in 24: f16 d; f16 m; qh[4] and qs[16] as Q5_0's. x = d·q + m.
  * - Q4_K, 256 in 144: f16 d; f16 dmin; u8 scales[12], eight 6-bit scales and
  *   eight 6-bit mins (see `q4kScaleMin`); u8 qs[128]. Each 64 elements j..j+63
  *   take 32 bytes: the low nibbles are sub-block 2·(j/64), the high nibbles
  *   sub-block 2·(j/64)+1. x = d·sc·q − dmin·m.
+ * - Q5_K, 256 in 176: f16 d; f16 dmin; u8 scales[12] as Q4_K's; u8 qh[32];
+ *   u8 qs[128] as Q4_K's (the low 4 bits). Bit s of qh[l] is the fifth bit
+ *   of element 32·s + l. x = d·sc·q − dmin·m.
  * - Q6_K, 256 in 210: u8 ql[128] (low 4 bits); u8 qh[64] (high 2 bits);
  *   int8 scales[16], one per 16 elements; f16 d. Within each half of 128
  *   elements (64 ql bytes, 32 qh bytes), element l+32·k (l < 32, k < 4) takes
@@ -39,12 +47,22 @@ export function q4kScaleMin(scales: Uint8Array, j: number): { scale: number; min
   };
 }
 
-/** The 32 4-bit values (0–15) of a Q4_0 block, in element order, into `q`. */
-export function q4_0Values(block: Uint8Array, q: Uint8Array): void {
+/**
+ * The 32 4-bit values (0–15) of a Q4_0 block (or of the 16 bytes at
+ * `at` of a Q4_1 or Q5 block), in element order, into `q`.
+ */
+export function q4_0Values(block: Uint8Array, q: Uint8Array, at = 2): void {
   for (let j = 0; j < 16; j++) {
-    q[j] = block[2 + j]! & 0xf;
-    q[j + 16] = block[2 + j]! >> 4;
+    q[j] = block[at + j]! & 0xf;
+    q[j + 16] = block[at + j]! >> 4;
   }
+}
+
+/** The 32 5-bit values (0–31) of a Q5_0 or Q5_1 block whose qh starts at byte `at`, into `q`. */
+export function q5Values(block: Uint8Array, q: Uint8Array, at: number): void {
+  q4_0Values(block, q, at + 4);
+  const qh = (block[at]! | (block[at + 1]! << 8) | (block[at + 2]! << 16) | (block[at + 3]! << 24)) >>> 0;
+  for (let j = 0; j < 32; j++) q[j]! |= ((qh >>> j) & 1) << 4;
 }
 
 /** The 256 4-bit values (0–15) of a Q4_K block, in element order, into `q`. */
@@ -54,6 +72,18 @@ export function q4kValues(block: Uint8Array, q: Uint8Array): void {
       const byte = block[16 + 32 * j + l]!;
       q[64 * j + l] = byte & 0xf;
       q[64 * j + 32 + l] = byte >> 4;
+    }
+  }
+}
+
+/** The 256 5-bit values (0–31) of a Q5_K block, in element order, into `q`. */
+export function q5kValues(block: Uint8Array, q: Uint8Array): void {
+  for (let j = 0; j < 4; j++) {
+    for (let l = 0; l < 32; l++) {
+      const byte = block[48 + 32 * j + l]!;
+      const high = block[16 + l]!;
+      q[64 * j + l] = (byte & 0xf) | (((high >> (2 * j)) & 1) << 4);
+      q[64 * j + 32 + l] = (byte >> 4) | (((high >> (2 * j + 1)) & 1) << 4);
     }
   }
 }
@@ -92,11 +122,44 @@ function dequantizeQ4_0(block: Uint8Array, out: Float32Array, at: number): void 
   for (let j = 0; j < 32; j++) out[at + j] = fround((q[j]! - 8) * d);
 }
 
+/** Q4_1 and Q5_1: x = d·q + m, the product rounded to f32 before the sum (as ggml's C, uncontracted). */
+function dequantizeWithMin(block: Uint8Array, out: Float32Array, at: number): void {
+  const d = blockHalf(block, 0);
+  const m = blockHalf(block, 2);
+  for (let j = 0; j < 32; j++) out[at + j] = fround(fround(q[j]! * d) + m);
+}
+
+function dequantizeQ4_1(block: Uint8Array, out: Float32Array, at: number): void {
+  q4_0Values(block, q, 4);
+  dequantizeWithMin(block, out, at);
+}
+
+function dequantizeQ5_0(block: Uint8Array, out: Float32Array, at: number): void {
+  const d = blockHalf(block, 0);
+  q5Values(block, q, 2);
+  for (let j = 0; j < 32; j++) out[at + j] = fround((q[j]! - 16) * d);
+}
+
+function dequantizeQ5_1(block: Uint8Array, out: Float32Array, at: number): void {
+  q5Values(block, q, 4);
+  dequantizeWithMin(block, out, at);
+}
+
 function dequantizeQ4_K(block: Uint8Array, out: Float32Array, at: number): void {
+  q4kValues(block, q);
+  dequantizeSuperBlock(block, out, at);
+}
+
+function dequantizeQ5_K(block: Uint8Array, out: Float32Array, at: number): void {
+  q5kValues(block, q);
+  dequantizeSuperBlock(block, out, at);
+}
+
+/** Q4_K and Q5_K once their values are in `q`: x = d·sc·q − dmin·m per sub-block of 32. */
+function dequantizeSuperBlock(block: Uint8Array, out: Float32Array, at: number): void {
   const d = blockHalf(block, 0);
   const dmin = blockHalf(block, 2);
   const scales = block.subarray(4, 16);
-  q4kValues(block, q);
   for (let j = 0; j < 8; j++) {
     const { scale, min } = q4kScaleMin(scales, j);
     const sd = fround(d * scale);
@@ -117,7 +180,11 @@ function dequantizeQ6_K(block: Uint8Array, out: Float32Array, at: number): void 
 const DEQUANTIZE: Record<GgmlQuantizedType, (block: Uint8Array, out: Float32Array, at: number) => void> = {
   Q8_0: dequantizeQ8_0,
   Q4_0: dequantizeQ4_0,
+  Q4_1: dequantizeQ4_1,
+  Q5_0: dequantizeQ5_0,
+  Q5_1: dequantizeQ5_1,
   Q4_K: dequantizeQ4_K,
+  Q5_K: dequantizeQ5_K,
   Q6_K: dequantizeQ6_K,
 };
 

@@ -44,8 +44,13 @@ export type GgmlType = keyof typeof GGML_TYPES;
 /** The float types a loader uploads as they are (or converts between on the host). */
 export type GgmlFloatType = 'F32' | 'F16' | 'BF16';
 
-/** The block-quantized types rayo reads: a Q4_K_M file mixes Q4_K and Q6_K. */
-export type GgmlQuantizedType = 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K';
+/**
+ * The block-quantized types rayo reads: a Q4_K_M file mixes Q4_K and Q6_K,
+ * a Q5_K_M file Q5_K and Q6_K, and both fall back to Q5_0, Q5_1 or Q8_0
+ * for rows that do not divide into 256-blocks; Q4_1 and Q5_1 fill older files.
+ */
+export const GGML_QUANTIZED_TYPES = ['Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q4_K', 'Q5_K', 'Q6_K'] as const;
+export type GgmlQuantizedType = (typeof GGML_QUANTIZED_TYPES)[number];
 
 const BY_ID = new Map<number, GgmlType>(
   Object.entries(GGML_TYPES).map(([name, t]) => [t.id, name as GgmlType]),
@@ -61,7 +66,7 @@ export function isGgmlFloatType(type: GgmlType): type is GgmlFloatType {
 }
 
 export function isGgmlQuantizedType(type: GgmlType): type is GgmlQuantizedType {
-  return type === 'Q8_0' || type === 'Q4_0' || type === 'Q4_K' || type === 'Q6_K';
+  return (GGML_QUANTIZED_TYPES as readonly string[]).includes(type);
 }
 
 /**

@@ -1,6 +1,7 @@
 export { type HfWeight, type LlamaToGgufOptions, llamaToGguf, ropeFactorsOf } from './convertLlama.js';
 export { dequantize, q4kScaleMin } from './dequantize.js';
 export {
+  GGML_QUANTIZED_TYPES,
   GGML_TYPES,
   type GgmlFloatType,
   type GgmlQuantizedType,
@@ -25,6 +26,12 @@ export {
   ggufLlamaConfig,
   ggufLlamaMetadata,
 } from './llamaConfig.js';
+export {
+  LLAMA_CPP_MIXES,
+  type LlamaCppMix,
+  llamaCppTypeOf,
+  writeLlamaCppMix,
+} from './llamaCppMixes.js';
 export { ggufNameOfHf, hfNameOfGguf } from './llamaNames.js';
 export {
   checkGgufLlamaTensors,
@@ -59,15 +66,18 @@ export {
   q4kmTestConfig,
   q4kmTypeOf,
   seededLlamaWeights,
+  useMoreBits,
   writeQ4kmLlama,
 } from './quantizedDecodeCheck.js';
 export {
   type GgufQuantizedTensor,
   type GgufRepack,
   ggufAsCoreFormat,
+  type HalfScalesAndOffsets,
   type Int4Groups,
   type Int8F32Groups,
   type Int8Groups,
+  type Int8OffsetGroups,
   q4_0AsQ4g32,
   q4_KAsQ4g32a,
   q6_KAsQ8g16,
@@ -76,7 +86,11 @@ export {
   refuseQuantized,
   repackOntoCoreFormats,
   repackQ4_0,
+  repackQ4_1,
   repackQ4_K,
+  repackQ5_0,
+  repackQ5_1,
+  repackQ5_K,
   repackQ6_K,
   repackQ8_0,
   type Uint4OffsetGroups,

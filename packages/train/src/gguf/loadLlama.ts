@@ -321,10 +321,11 @@ export function ggufLlamaWeightList(weights: GgufLlamaWeights): GgufLlamaWeight[
  * Loads a GGUF Llama file onto `backend` as a `LlamaModel`. Float tensors
  * load as from safetensors; quantized ones go through `repack`, whose
  * default refuses them by name. With `repackOntoCoreFormats` (or any repack
- * that returns core's quantized formats), quantized projections run on
- * `quantizedMatmul` — all of a model's projections or none; a quantized
- * head too, and a quantized embedding is looked up with `quantizedEmbedding`
- * (a Q4_K_M file quantizes both). Norms must be float. A backend that
+ * that returns core's quantized formats), every tensor loads by its own
+ * type: quantized projections run on `quantizedMatmul` and float ones
+ * (a mixed file's F16 fallbacks) on `matmul`; a quantized head too, and a
+ * quantized embedding is looked up with `quantizedEmbedding` (a Q4_K_M
+ * file quantizes both). Norms must be float. A backend that
  * cannot run the model's kernels in the weights' dtype is refused before
  * any weight is read.
  */
@@ -380,10 +381,9 @@ function asQuantizedWeight(weight: RepackedWeight, name: string): QuantizedWeigh
 
 /**
  * The model's dense weights and, where the file stores them quantized, its
- * quantized parts: all projections of every layer repacked into core's
- * formats, or none (the model takes one or the other); the embedding and
- * the head each quantized or float (a tied head is the embedding); the
- * norms float.
+ * quantized parts: every projection by its own type (repacked into core's
+ * formats, or float); the embedding and the head each quantized or float (a
+ * tied head is the embedding); the norms float.
  */
 function splitQuantizedProjections(weights: GgufLlamaWeights): {
   dense: LlamaWeights;
@@ -421,36 +421,29 @@ function splitQuantizedProjections(weights: GgufLlamaWeights): {
       ...quantizedEnds,
     };
   }
+  // Each projection as the file stores it: quantized where repacked, dense where a float tensor (a row
+  // that does not divide into its type's blocks is stored F16).
+  const isQuantizedProjection = (key: string, w: GgufLlamaWeight | undefined) =>
+    (LLAMA_PROJECTIONS as readonly string[]).includes(key) && w !== undefined && !isTensor(w);
   const layers = weights.layers.map((layer, i) => {
-    const entries = LLAMA_PROJECTIONS.map((p) => {
-      const w = layer[p]!;
-      const name = `model.layers.${i}.${LAYER_TENSORS[p]}`;
-      if (isTensor(w)) {
-        throw new DTypeError('a model takes all its projections quantized or none', {
-          operation: KERNEL,
-          argument: name,
-          expected: 'a quantized tensor, as the other projections are',
-          actual: `a float tensor (${w.dtype})`,
-        });
-      }
-      return [p, asQuantizedWeight(w, name)] as const;
-    });
+    const entries = LLAMA_PROJECTIONS.filter((p) => isQuantizedProjection(p, layer[p])).map(
+      (p) =>
+        [p, asQuantizedWeight(layer[p] as RepackedWeight, `model.layers.${i}.${LAYER_TENSORS[p]}`)] as const,
+    );
     return Object.fromEntries(entries) as QuantizedLlamaLayer;
   });
-  // What stays dense beside quantized projections: the norms, and a family's biases and head norms.
-  const norms = weights.layers.map((l, i) => {
-    const vectors = Object.entries(l).filter(
-      ([key]) => !(LLAMA_PROJECTIONS as readonly string[]).includes(key),
-    );
+  // What stays dense: the norms, a family's biases and head norms, and float projections.
+  const denseLayers = weights.layers.map((l, i) => {
+    const kept = Object.entries(l).filter(([key, w]) => !isQuantizedProjection(key, w));
     return Object.fromEntries(
-      vectors.map(([key, w]) => [
+      kept.map(([key, w]) => [
         key,
         float(w!, ggufNameOfHf(`model.layers.${i}.${LAYER_TENSORS[key as keyof LlamaLayerWeights]}`)!),
       ]),
     ) as unknown as LlamaWeights['layers'][number];
   });
   return {
-    dense: { embedding, head, norm: weights.norm, layers: norms },
+    dense: { embedding, head, norm: weights.norm, layers: denseLayers },
     quantized: { layers, ...ends },
   };
 }

@@ -42,8 +42,9 @@ describe.each(backends)('a Q4_K_M GGUF file on %s', (name, create) => {
         const config = q4kmTestConfig({ layers: 3, tied });
         const path = join(dir, `${name}-${tied ? 'tied' : 'untied'}.gguf`);
         const types = await writeQ4kmLlama(path, config, 31);
-        // Layers 0 and 2 of 3 take Q6_K for V and down, layer 1 Q4_K; an untied head Q6_K.
-        expect(types.get('model.layers.0.self_attn.v_proj.weight')).toBe('Q6_K');
+        // Layer 2 of 3 takes Q6_K for V and down (use_more_bits), layers 0 and 1 Q4_K; an untied head Q6_K.
+        expect(types.get('model.layers.0.self_attn.v_proj.weight')).toBe('Q4_K');
+        expect(types.get('model.layers.2.self_attn.v_proj.weight')).toBe('Q6_K');
         expect(types.get('model.layers.1.mlp.down_proj.weight')).toBe('Q4_K');
         expect(types.get('model.layers.2.mlp.down_proj.weight')).toBe('Q6_K');
         expect(types.get('model.embed_tokens.weight')).toBe('Q4_K');

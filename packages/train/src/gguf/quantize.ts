@@ -5,9 +5,10 @@ import { GGML_TYPES, type GgmlQuantizedType, wholeBlocks } from './ggmlTypes.js'
 /**
  * Quantizers that write ggml's block layouts exactly (see `dequantize.ts`
  * for the layouts), for the GGUF writer: a test writes quantized files with
- * them, and a converter could. Q8_0 and Q4_0 follow ggml's reference
- * quantizers step for step. Q4_K and Q6_K use the simple start of ggml's:
- * per sub-block range (Q4_K) or absolute maximum (Q6_K), with the 6- or
+ * them, and a converter could. Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 follow
+ * ggml's reference quantizers step for step. Q4_K, Q5_K and Q6_K use the
+ * simple start of ggml's: per sub-block range (Q4_K, Q5_K) or absolute
+ * maximum (Q6_K), with the 6- or
  * 8-bit sub-block scales quantized against the super-block's largest, but
  * without the iterative search ggml adds to lower the error; any file of
  * either decodes the same way.
@@ -42,7 +43,11 @@ function quantizeQ8_0(x: Float32Array, block: Uint8Array): void {
   for (let j = 0; j < 32; j++) block[2 + j] = roundAway(fround(x[j]! * id)) & 0xff;
 }
 
-function quantizeQ4_0(x: Float32Array, block: Uint8Array): void {
+/**
+ * Q4_0 (centre 8) and Q5_0 (centre 16): d = the signed extreme / −centre,
+ * q = trunc(x / d + centre + 0.5) up to 2·centre − 1, into `q`.
+ */
+function quantizeCentred(x: Float32Array, block: Uint8Array, centre: number, q: Uint8Array): void {
   let amax = 0;
   let max = 0;
   for (const v of x) {
@@ -51,14 +56,76 @@ function quantizeQ4_0(x: Float32Array, block: Uint8Array): void {
       max = v;
     }
   }
-  const d = fround(max / -8);
+  const d = fround(max / -centre);
   const id = d ? fround(1 / d) : 0;
   setHalf(block, 0, d);
-  const q = (v: number) => Math.min(15, Math.trunc(fround(fround(v * id) + 8.5)));
-  for (let j = 0; j < 16; j++) block[2 + j] = q(x[j]!) | (q(x[j + 16]!) << 4);
+  for (let j = 0; j < 32; j++)
+    q[j] = Math.min(2 * centre - 1, Math.trunc(fround(fround(x[j]! * id) + centre + 0.5)));
 }
 
-function quantizeQ4_K(x: Float32Array, block: Uint8Array): void {
+function quantizeQ4_0(x: Float32Array, block: Uint8Array): void {
+  quantizeCentred(x, block, 8, q32);
+  packHalves(q32, block, 2);
+}
+
+/** The block's minimum and maximum, as ggml's reference quantizers find them. */
+function range(x: Float32Array): { min: number; max: number } {
+  let min = Number.POSITIVE_INFINITY;
+  let max = Number.NEGATIVE_INFINITY;
+  for (const v of x) {
+    min = Math.min(min, v);
+    max = Math.max(max, v);
+  }
+  return { min, max };
+}
+
+/** The 32 values of `q` (0–15) as Q4_0's qs, into the 16 bytes at `at`. */
+function packHalves(q: Uint8Array, block: Uint8Array, at: number): void {
+  for (let j = 0; j < 16; j++) block[at + j] = (q[j]! & 0xf) | ((q[j + 16]! & 0xf) << 4);
+}
+
+/** The 32 values of `q` (0–31) as a Q5 block's qh (at `at`) and qs (after it). */
+function packQ5(q: Uint8Array, block: Uint8Array, at: number): void {
+  let qh = 0;
+  for (let j = 0; j < 32; j++) qh |= (q[j]! >> 4) << j;
+  for (let b = 0; b < 4; b++) block[at + b] = (qh >>> (8 * b)) & 0xff;
+  packHalves(q, block, at + 4);
+}
+
+/** Q4_1 and Q5_1: d = (max − min) / levels, m = min, q = trunc((x − min) / d + 0.5). */
+function quantizeWithMin(x: Float32Array, block: Uint8Array, levels: number, q: Uint8Array): void {
+  const { min, max } = range(x);
+  const d = fround((max - min) / levels);
+  const id = d ? fround(1 / d) : 0;
+  setHalf(block, 0, d);
+  setHalf(block, 2, min);
+  for (let j = 0; j < 32; j++)
+    q[j] = Math.min(levels, Math.trunc(fround(fround(fround(x[j]! - min) * id) + 0.5)));
+}
+
+const q32 = new Uint8Array(32);
+
+function quantizeQ4_1(x: Float32Array, block: Uint8Array): void {
+  quantizeWithMin(x, block, 15, q32);
+  packHalves(q32, block, 4);
+}
+
+function quantizeQ5_1(x: Float32Array, block: Uint8Array): void {
+  quantizeWithMin(x, block, 31, q32);
+  packQ5(q32, block, 4);
+}
+
+function quantizeQ5_0(x: Float32Array, block: Uint8Array): void {
+  quantizeCentred(x, block, 16, q32);
+  packQ5(q32, block, 2);
+}
+
+/**
+ * Q4_K (levels 15) and Q5_K (31): per sub-block of 32 a scale (range / levels)
+ * and a min, both quantized to 6 bits against the super-block's largest;
+ * returns the values (0–levels), which the caller packs.
+ */
+function quantizeSuperBlock(x: Float32Array, block: Uint8Array, levels: number): Uint8Array {
   const scales = new Float32Array(8);
   const mins = new Float32Array(8);
   for (let j = 0; j < 8; j++) {
@@ -68,7 +135,7 @@ function quantizeQ4_K(x: Float32Array, block: Uint8Array): void {
       lo = Math.min(lo, x[32 * j + l]!);
       hi = Math.max(hi, x[32 * j + l]!);
     }
-    scales[j] = (hi - lo) / 15;
+    scales[j] = (hi - lo) / levels;
     mins[j] = -lo;
   }
   const maxScale = Math.max(...scales);
@@ -98,10 +165,29 @@ function quantizeQ4_K(x: Float32Array, block: Uint8Array): void {
     if (!sd) continue;
     const sm = fround(dmin * min);
     for (let l = 0; l < 32; l++)
-      q[32 * j + l] = Math.max(0, Math.min(15, nearestInt((x[32 * j + l]! + sm) / sd)));
+      q[32 * j + l] = Math.max(0, Math.min(levels, nearestInt((x[32 * j + l]! + sm) / sd)));
   }
+  return q;
+}
+
+function quantizeQ4_K(x: Float32Array, block: Uint8Array): void {
+  const q = quantizeSuperBlock(x, block, 15);
   for (let j = 0; j < 4; j++) {
     for (let l = 0; l < 32; l++) block[16 + 32 * j + l] = q[64 * j + l]! | (q[64 * j + 32 + l]! << 4);
+  }
+}
+
+function quantizeQ5_K(x: Float32Array, block: Uint8Array): void {
+  const q = quantizeSuperBlock(x, block, 31);
+  const qh = block.subarray(16, 48);
+  qh.fill(0);
+  for (let j = 0; j < 4; j++) {
+    for (let l = 0; l < 32; l++) {
+      const lo = q[64 * j + l]!;
+      const hi = q[64 * j + 32 + l]!;
+      block[48 + 32 * j + l] = (lo & 0xf) | ((hi & 0xf) << 4);
+      qh[l]! |= ((lo >> 4) << (2 * j)) | ((hi >> 4) << (2 * j + 1));
+    }
   }
 }
 
@@ -142,7 +228,11 @@ function quantizeQ6_K(x: Float32Array, block: Uint8Array): void {
 const QUANTIZE: Record<GgmlQuantizedType, (x: Float32Array, block: Uint8Array) => void> = {
   Q8_0: quantizeQ8_0,
   Q4_0: quantizeQ4_0,
+  Q4_1: quantizeQ4_1,
+  Q5_0: quantizeQ5_0,
+  Q5_1: quantizeQ5_1,
   Q4_K: quantizeQ4_K,
+  Q5_K: quantizeQ5_K,
   Q6_K: quantizeQ6_K,
 };
 

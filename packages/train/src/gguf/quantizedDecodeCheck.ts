@@ -1,7 +1,7 @@
 import { type Backend, createCpuBackend, type Shape } from '@rayo/core';
 import { type LlamaConfig, parseLlamaConfig } from '../models/llama/config.js';
 import type { LlamaModel } from '../models/llama/model.js';
-import { LLAMA_PROJECTIONS } from '../models/llama/weights.js';
+import { LLAMA_PROJECTIONS, type LlamaWeightDTypeChoice } from '../models/llama/weights.js';
 import { Rng } from '../random.js';
 import { type HfWeight, llamaToGguf } from './convertLlama.js';
 import { dequantize } from './dequantize.js';
@@ -25,15 +25,22 @@ import { writeGgufFile } from './writer.js';
  * norms F32.
  */
 export function q4kmTypeOf(numLayers: number): (hfName: string) => GgmlType {
-  const moreBits = (i: number) =>
-    i < numLayers / 8 || i >= (7 * numLayers) / 8 || (i - Math.floor(numLayers / 8)) % 3 === 2;
   return (hfName) => {
     if (hfName.endsWith('norm.weight')) return 'F32';
     if (hfName === 'lm_head.weight') return 'Q6_K';
     const layer = /^model\.layers\.(\d+)\.(self_attn\.v_proj|mlp\.down_proj)\.weight$/.exec(hfName);
-    if (layer && moreBits(Number(layer[1]))) return 'Q6_K';
+    if (layer && useMoreBits(Number(layer[1]), numLayers)) return 'Q6_K';
     return 'Q4_K';
   };
+}
+
+/**
+ * llama.cpp's `use_more_bits`: the first and last eighth of the layers and
+ * every third in between (integer division, as in C).
+ */
+export function useMoreBits(layer: number, layers: number): boolean {
+  const eighth = Math.floor(layers / 8);
+  return layer < eighth || layer >= Math.floor((7 * layers) / 8) || (layer - eighth) % 3 === 2;
 }
 
 /** A small Llama whose every matrix divides into 256-element k-quant blocks. */
@@ -144,20 +151,28 @@ async function prefillLogits(model: LlamaModel, tokens: readonly number[]): Prom
 
 /**
  * Decodes the GGUF file at `path` greedily on `backend` with its weights
- * repacked onto core's quantized formats, and the same file dequantized on
- * the host in f32 on the cpu backend; compares the tokens and the logits of
+ * repacked onto core's quantized formats (float ones as the file stores
+ * them), and the same file dequantized on the host in f32 on the cpu backend; compares the tokens and the logits of
  * a prefill over the prompt and the reference's tokens (the tiled product
  * path, where decoding takes the GEMV).
  */
 export async function checkQuantizedDecode(
   backend: Backend,
   path: string,
-  options: { prompt: readonly number[]; maxNewTokens: number },
+  options: {
+    prompt: readonly number[];
+    maxNewTokens: number;
+    /** The dtype of the file's float matrices on `backend` (default: the file's); the reference's are f32. */
+    weightDtype?: LlamaWeightDTypeChoice;
+  },
 ): Promise<QuantizedDecodeResult> {
   const cpu = createCpuBackend();
   try {
-    using quantized = await loadGgufLlama(backend, path, { repack: repackOntoCoreFormats });
-    using reference = await loadGgufLlama(cpu, path, { repack: dequantizeOnHost });
+    using quantized = await loadGgufLlama(backend, path, {
+      repack: repackOntoCoreFormats,
+      ...(options.weightDtype ? { weightDtype: options.weightDtype } : {}),
+    });
+    using reference = await loadGgufLlama(cpu, path, { repack: dequantizeOnHost, weightDtype: 'f32' });
     const referenceTokens = await greedy(reference, options.prompt, options.maxNewTokens);
     const tokens = await greedy(quantized, options.prompt, options.maxNewTokens);
     const sequence = [...options.prompt, ...referenceTokens.slice(0, -1)];

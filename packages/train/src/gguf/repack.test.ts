@@ -4,12 +4,15 @@ import {
   dequantizeWeights,
   f16BitsToF32,
   matmul,
+  type QuantFormat,
   quantizedMatmul,
+  quantLayout,
   ShapeError,
 } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../random.js';
 import { dequantize } from './dequantize.js';
+import { GGML_TYPES } from './ggmlTypes.js';
 import { quantize } from './quantize.js';
 import {
   ggufAsCoreFormat,
@@ -105,8 +108,28 @@ describe('host repacks of quantized blocks', () => {
 });
 
 describe('GGUF blocks on core’s quantized formats', () => {
-  const FORMATS = { Q4_0: 'q4g32', Q8_0: 'q8g32', Q4_K: 'q4g32a', Q6_K: 'q8g16' } as const;
-  for (const [type, format] of Object.entries(FORMATS) as [keyof typeof FORMATS, string][]) {
+  const FORMATS = {
+    Q4_0: 'q4g32',
+    Q8_0: 'q8g32',
+    Q4_K: 'q4g32a',
+    Q6_K: 'q8g16',
+    Q4_1: 'q4g32a',
+    Q5_0: 'q8g32',
+    Q5_1: 'q8g32a',
+    Q5_K: 'q8g32a',
+  } as const;
+  // Device bits per weight (codes, scales and offsets) of a 512-wide row, against the file's.
+  const BITS = {
+    Q4_0: [4.5, 4.5],
+    Q8_0: [8.5, 8.5],
+    Q4_K: [6, 4.5],
+    Q6_K: [10, 6.5625],
+    Q4_1: [5, 5],
+    Q5_0: [8.5, 5.5],
+    Q5_1: [9, 6],
+    Q5_K: [10, 5.5],
+  } as const;
+  for (const [type, format] of Object.entries(FORMATS) as [keyof typeof FORMATS, QuantFormat][]) {
     it(`${type} is ${format} exactly: ggml's values bit for bit, and quantizedMatmul gives the product with them`, async () => {
       const rows = 5;
       const cols = 512;
@@ -117,6 +140,12 @@ describe('GGUF blocks on core’s quantized formats', () => {
       );
       const host = ggufAsCoreFormat(type, bytes, rows, cols);
       expect(host.format).toBe(format);
+      const { blockSize, blockBytes } = GGML_TYPES[type];
+      const deviceBits =
+        (host.packed.byteLength +
+          host.scales.length * (host.scaleDType === 'f32' ? 4 : 2) * (host.offsets ? 2 : 1)) *
+        (8 / (rows * cols));
+      expect([deviceBits, (8 * blockBytes) / blockSize]).toEqual(BITS[type]);
       // dequantized by core's reference = ggml's values, bit for bit
       expect(Array.from(dequantizeWeights(host), Math.fround)).toEqual(Array.from(dequantize(type, bytes)));
       const cpu = createCpuBackend();
@@ -131,7 +160,7 @@ describe('GGUF blocks on core’s quantized formats', () => {
         })) as RepackedWeight;
         expect(repacked.format).toBe(format);
         expect(Object.keys(repacked.tensors).sort()).toEqual(
-          type === 'Q4_K' ? ['offsets', 'packed', 'scales'] : ['packed', 'scales'],
+          quantLayout(format, cols).offsets ? ['offsets', 'packed', 'scales'] : ['packed', 'scales'],
         );
         const x = cpu.upload(
           Float32Array.from({ length: 2 * cols }, () => rng.uniform(-1, 1)),
@@ -158,16 +187,24 @@ describe('GGUF blocks on core’s quantized formats', () => {
       /Q6_K blocks do not make whole rows/,
     );
     expect(() => ggufAsCoreFormat('Q4_K', new Uint8Array(144), 1, 128)).toThrow(ShapeError);
+    // A block short, a row that is not whole blocks, for the 5-bit types and the ones with a min.
+    expect(() => ggufAsCoreFormat('Q5_K', new Uint8Array(175), 1, 256)).toThrow(
+      /Q5_K blocks do not make whole rows/,
+    );
+    expect(() => ggufAsCoreFormat('Q5_K', new Uint8Array(176), 1, 224)).toThrow(ShapeError);
+    expect(() => ggufAsCoreFormat('Q5_0', new Uint8Array(22 * 3), 2, 32)).toThrow(/Q5_0 blocks/);
+    expect(() => ggufAsCoreFormat('Q5_1', new Uint8Array(24), 1, 48)).toThrow(/Q5_1 blocks/);
+    expect(() => ggufAsCoreFormat('Q4_1', new Uint8Array(19), 1, 32)).toThrow(/Q4_1 blocks/);
     const cpu = createCpuBackend();
     try {
       expect(() =>
         repackOntoCoreFormats(cpu, {
           name: 'blk.0.ffn_down.weight',
           weight: 'model.layers.0.mlp.down_proj.weight',
-          type: 'Q5_K',
+          type: 'Q3_K',
           dims: [256, 1],
           shape: [1, 256],
-          bytes: new Uint8Array(176),
+          bytes: new Uint8Array(110),
         }),
       ).toThrow(DTypeError);
     } finally {

@@ -1,6 +1,7 @@
 import {
   type Backend,
   DTypeError,
+  type QuantFormat,
   type QuantizedHostWeight,
   quantLayout,
   type Shape,
@@ -8,7 +9,15 @@ import {
   type Tensor,
   uploadQuantized,
 } from '@rayo/core';
-import { blockHalf, q4_0Values, q4kScaleMin, q4kValues, q6kValues } from './dequantize.js';
+import {
+  blockHalf,
+  q4_0Values,
+  q4kScaleMin,
+  q4kValues,
+  q5kValues,
+  q5Values,
+  q6kValues,
+} from './dequantize.js';
 import {
   GGML_TYPES,
   type GgmlQuantizedType,
@@ -70,7 +79,7 @@ export const refuseQuantized: GgufRepack = (_backend, tensor) => {
 
 // ---- host repacks of whole blocks (pure functions over bytes; no device) ----------------------
 
-function blocksOf(type: 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K', bytes: Uint8Array): number {
+function blocksOf(type: GgmlQuantizedType, bytes: Uint8Array): number {
   return wholeBlocks(type, bytes.length, 'bytes', `repack${type}`);
 }
 
@@ -149,12 +158,29 @@ export interface Uint4OffsetGroups {
  * requantization instead.
  */
 export function repackQ4_K(bytes: Uint8Array): Uint4OffsetGroups {
-  const blocks = blocksOf('Q4_K', bytes);
-  const nibbles = new Uint8Array(blocks * 128);
+  const nibbles = new Uint8Array(blocksOf('Q4_K', bytes) * 128);
+  const { scales, offsets } = superBlockScales('Q4_K', bytes, (block, b) => {
+    q4kValues(block, q);
+    packNibbles(q, 256, nibbles, b * 128);
+  });
+  return { groupSize: 32, nibbles, scales, offsets };
+}
+
+/**
+ * The f32 scale d·sc and offset dmin·m of every sub-block of 32 of Q4_K or
+ * Q5_K blocks (the products ggml forms), with `each` given every block.
+ */
+function superBlockScales(
+  type: 'Q4_K' | 'Q5_K',
+  bytes: Uint8Array,
+  each: (block: Uint8Array, b: number) => void,
+): { scales: Float32Array; offsets: Float32Array } {
+  const { blockBytes } = GGML_TYPES[type];
+  const blocks = blocksOf(type, bytes);
   const scales = new Float32Array(blocks * 8);
   const offsets = new Float32Array(blocks * 8);
   for (let b = 0; b < blocks; b++) {
-    const block = bytes.subarray(b * 144, (b + 1) * 144);
+    const block = bytes.subarray(b * blockBytes, (b + 1) * blockBytes);
     const d = blockHalf(block, 0);
     const dmin = blockHalf(block, 2);
     for (let j = 0; j < 8; j++) {
@@ -162,10 +188,95 @@ export function repackQ4_K(bytes: Uint8Array): Uint4OffsetGroups {
       scales[b * 8 + j] = d * scale;
       offsets[b * 8 + j] = dmin * min;
     }
-    q4kValues(block, q);
-    packNibbles(q, 256, nibbles, b * 128);
+    each(block, b);
   }
-  return { groupSize: 32, nibbles, scales, offsets };
+  return { scales, offsets };
+}
+
+/** The f16 d of every block as its scale and −m as its offset (f16 words, the sign bit flipped). */
+export interface HalfScalesAndOffsets {
+  readonly scales: Uint16Array;
+  readonly offsets: Uint16Array;
+}
+
+/**
+ * Q4_1 as sequential nibbles with the block's f16 d as the scale and −m as
+ * the offset: f32(f32(q · d) − (−m)) is ggml's d·q + m.
+ */
+export function repackQ4_1(bytes: Uint8Array): HalfScalesAndOffsets & { readonly nibbles: Uint8Array } {
+  const nibbles = new Uint8Array(blocksOf('Q4_1', bytes) * 16);
+  const parts = halfScalesAndOffsets('Q4_1', bytes, (block, b) => {
+    q4_0Values(block, q, 4);
+    packNibbles(q, 32, nibbles, b * 16);
+  });
+  return { nibbles, ...parts };
+}
+
+/** The f16 d (the first two bytes) of every block of `type`, with `each` given every block. */
+function halfScales(
+  type: 'Q5_0' | 'Q4_1' | 'Q5_1',
+  bytes: Uint8Array,
+  each: (block: Uint8Array, b: number) => void,
+): Uint16Array {
+  const { blockBytes } = GGML_TYPES[type];
+  const scales = new Uint16Array(blocksOf(type, bytes));
+  for (let b = 0; b < scales.length; b++) {
+    const block = bytes.subarray(b * blockBytes, (b + 1) * blockBytes);
+    scales[b] = block[0]! | (block[1]! << 8);
+    each(block, b);
+  }
+  return scales;
+}
+
+/** The d and −m of every block of a type with a min (Q4_1, Q5_1), with `each` given every block. */
+function halfScalesAndOffsets(
+  type: 'Q4_1' | 'Q5_1',
+  bytes: Uint8Array,
+  each: (block: Uint8Array, b: number) => void,
+): HalfScalesAndOffsets {
+  const offsets = new Uint16Array(blocksOf(type, bytes));
+  const scales = halfScales(type, bytes, (block, b) => {
+    offsets[b] = (block[2]! | (block[3]! << 8)) ^ 0x8000;
+    each(block, b);
+  });
+  return { scales, offsets };
+}
+
+/** Q5_0 as int8 codes q − 16 (in −16..15) with the block's f16 d per 32: f32(code · d) is ggml's value. */
+export function repackQ5_0(bytes: Uint8Array): Int8Groups {
+  const values = new Int8Array(blocksOf('Q5_0', bytes) * 32);
+  const scales = halfScales('Q5_0', bytes, (block, b) => {
+    q5Values(block, q, 2);
+    for (let j = 0; j < 32; j++) values[b * 32 + j] = q[j]! - 16;
+  });
+  return { groupSize: 32, values, scales };
+}
+
+/** Q5_1 as int8 codes q (0..31) with the block's f16 d as the scale and −m as the offset (as `repackQ4_1`). */
+export function repackQ5_1(bytes: Uint8Array): HalfScalesAndOffsets & { readonly values: Int8Array } {
+  const values = new Int8Array(blocksOf('Q5_1', bytes) * 32);
+  const parts = halfScalesAndOffsets('Q5_1', bytes, (block, b) => {
+    q5Values(block, q, 4);
+    values.set(q.subarray(0, 32), b * 32);
+  });
+  return { values, ...parts };
+}
+
+/** Int8 codes with an f32 scale and offset per group: element i is `values[i] · scales[g] − offsets[g]`. */
+export interface Int8OffsetGroups {
+  readonly values: Int8Array;
+  readonly scales: Float32Array;
+  readonly offsets: Float32Array;
+}
+
+/** Q5_K as int8 codes q (0..31) with Q4_K's f32 scale d·sc and offset dmin·m per 32. */
+export function repackQ5_K(bytes: Uint8Array): Int8OffsetGroups {
+  const values = new Int8Array(blocksOf('Q5_K', bytes) * 256);
+  const parts = superBlockScales('Q5_K', bytes, (block, b) => {
+    q5kValues(block, q);
+    values.set(q, b * 256);
+  });
+  return { values, ...parts };
 }
 
 /** Symmetric int8 groups with f32 scales: element i is `values[i] · scales[i / groupSize]`. */
@@ -195,33 +306,10 @@ export function repackQ6_K(bytes: Uint8Array): Int8F32Groups {
 
 // ---- onto core's quantized formats ------------------------------------------------------------
 
-/**
- * A Q4_0 tensor [rows, cols] as core's `q4g32` weight, exactly: both are
- * `(q − 8) · scale` with an f16 scale per 32 weights, and `repackQ4_0`'s
- * sequential nibbles read as little-endian u32 words are `q4g32`'s codes
- * (weight k at nibble k mod 8 of word k / 8). GGUF rows are whole blocks, so
- * no row is padded.
- */
-export function q4_0AsQ4g32(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
-  const layout = quantLayout('q4g32', cols);
-  if (cols % 32 !== 0 || bytes.byteLength !== rows * (cols / 32) * 18) {
-    throw new ShapeError('Q4_0 blocks do not make whole rows of the shape', {
-      operation: 'q4_0AsQ4g32',
-      argument: 'bytes',
-      expected: `cols a multiple of 32 and ${rows} · ${cols / 32} blocks of 18 bytes`,
-      actual: `cols ${cols}, ${bytes.byteLength} bytes`,
-    });
-  }
-  const { nibbles, scales } = repackQ4_0(bytes);
-  const packed = new Uint32Array(rows * layout.rowWords);
-  new Uint8Array(packed.buffer).set(nibbles);
-  return { format: 'q4g32', n: rows, k: cols, packed, scales, scaleDType: 'f16' };
-}
-
 /** Bytes of `rows` rows of `cols` elements in whole blocks of `type`; otherwise a ShapeError for `kernel`. */
 function checkBlockRows(
   kernel: string,
-  type: 'Q8_0' | 'Q4_K' | 'Q6_K',
+  type: GgmlQuantizedType,
   bytes: Uint8Array,
   rows: number,
   cols: number,
@@ -237,69 +325,82 @@ function checkBlockRows(
   }
 }
 
-/**
- * A Q8_0 tensor [rows, cols] as core's `q8g32` weight, exactly: both are
- * int8 · f16 scale per 32 weights; the int8 values in order are `q8g32`'s
- * codes (weight k at byte k mod 4 of word k / 4).
- */
-export function q8_0AsQ8g32(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
-  checkBlockRows('q8_0AsQ8g32', 'Q8_0', bytes, rows, cols);
-  const { values, scales } = repackQ8_0(bytes);
-  const packed = new Uint32Array(rows * quantLayout('q8g32', cols).rowWords);
-  new Int8Array(packed.buffer).set(values);
-  return { format: 'q8g32', n: rows, k: cols, packed, scales, scaleDType: 'f16' };
+/** A repack's output as a core format takes it: the codes in order (nibbles two to a byte, or int8). */
+interface CoreParts extends Pick<QuantizedHostWeight, 'scales' | 'offsets' | 'scaleDType'> {
+  readonly format: QuantFormat;
+  readonly codes: Uint8Array | Int8Array;
+}
+
+function partsOf(repacked: {
+  nibbles?: Uint8Array;
+  values?: Int8Array;
+  scales: Uint16Array | Float32Array;
+  offsets?: Uint16Array | Float32Array;
+}): Omit<CoreParts, 'format' | 'scaleDType'> {
+  const { nibbles, values, scales, offsets } = repacked;
+  return { codes: (nibbles ?? values)!, scales, ...(offsets ? { offsets } : {}) };
 }
 
 /**
- * A Q4_K tensor [rows, cols] as core's `q4g32a` weight, exactly: `repackQ4_K`'s
- * sequential nibbles are `q4g32a`'s codes, its f32 scales d·sc and offsets
- * dmin·m the format's, and f32(f32(q · scale) − offset) is ggml's value.
+ * Each type in the core format that holds it exactly, f32(f32(q · scale) −
+ * offset) being ggml's own value (see each repack):
+ * - Q4_0 as `q4g32` (f16 d, codes centred on 8), Q8_0 and Q5_0 as `q8g32`
+ *   (f16 d; Q5_0's code q − 16), Q6_K as `q8g16` (code q − 32, f32 d·scale):
+ *   GGUF rows are whole blocks, so no row is padded.
+ * - Q4_K as `q4g32a` and Q5_K as `q8g32a` with f32 scales d·sc and offsets
+ *   dmin·m; Q4_1 as `q4g32a` and Q5_1 as `q8g32a` with f16 scales d and
+ *   offsets −m.
+ * On the device Q4_0, Q8_0 and Q4_1 take their stored bits per weight; Q4_K
+ * 6 (stored 4.5), Q5_0 8.5 (5.5), Q5_1 9 (6), Q5_K 10 (5.5), Q6_K 10 (6.56):
+ * the kernels read int8 or 4-bit codes and f32 k-quant scales.
  */
-export function q4_KAsQ4g32a(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
-  checkBlockRows('q4_KAsQ4g32a', 'Q4_K', bytes, rows, cols);
-  const { nibbles, scales, offsets } = repackQ4_K(bytes);
-  const packed = new Uint32Array(rows * quantLayout('q4g32a', cols).rowWords);
-  new Uint8Array(packed.buffer).set(nibbles);
-  return { format: 'q4g32a', n: rows, k: cols, packed, scales, offsets, scaleDType: 'f32' };
-}
+const CORE_PARTS: Readonly<Record<GgmlQuantizedType, (bytes: Uint8Array) => CoreParts>> = {
+  Q4_0: (bytes) => ({ format: 'q4g32', scaleDType: 'f16', ...partsOf(repackQ4_0(bytes)) }),
+  Q8_0: (bytes) => ({ format: 'q8g32', scaleDType: 'f16', ...partsOf(repackQ8_0(bytes)) }),
+  Q5_0: (bytes) => ({ format: 'q8g32', scaleDType: 'f16', ...partsOf(repackQ5_0(bytes)) }),
+  Q6_K: (bytes) => ({ format: 'q8g16', scaleDType: 'f32', ...partsOf(repackQ6_K(bytes)) }),
+  Q4_K: (bytes) => ({ format: 'q4g32a', scaleDType: 'f32', ...partsOf(repackQ4_K(bytes)) }),
+  Q5_K: (bytes) => ({ format: 'q8g32a', scaleDType: 'f32', ...partsOf(repackQ5_K(bytes)) }),
+  Q4_1: (bytes) => ({ format: 'q4g32a', scaleDType: 'f16', ...partsOf(repackQ4_1(bytes)) }),
+  Q5_1: (bytes) => ({ format: 'q8g32a', scaleDType: 'f16', ...partsOf(repackQ5_1(bytes)) }),
+};
 
 /**
- * A Q6_K tensor [rows, cols] as core's `q8g16` weight, exactly: `repackQ6_K`'s
- * int8 values (q − 32) are `q8g16`'s codes and its f32 scales d·scale the
- * format's; f32(code · scale) is ggml's value. 10 bits per weight where Q6_K
- * stores 6.5625: the kernels read the int8 codes they read for Q8_0.
+ * A quantized GGUF tensor [rows, cols] in core's format for its type,
+ * exactly (see `CORE_PARTS`); blocks that do not make whole rows of the
+ * shape are a ShapeError for `operation`.
  */
-export function q6_KAsQ8g16(bytes: Uint8Array, rows: number, cols: number): QuantizedHostWeight {
-  checkBlockRows('q6_KAsQ8g16', 'Q6_K', bytes, rows, cols);
-  const { values, scales } = repackQ6_K(bytes);
-  const packed = new Uint32Array(rows * quantLayout('q8g16', cols).rowWords);
-  new Int8Array(packed.buffer).set(values);
-  return { format: 'q8g16', n: rows, k: cols, packed, scales, scaleDType: 'f32' };
-}
-
-/** A quantized GGUF tensor [rows, cols] in core's format for its type, exactly (see each function). */
 export function ggufAsCoreFormat(
   type: GgmlQuantizedType,
   bytes: Uint8Array,
   rows: number,
   cols: number,
+  operation = 'ggufAsCoreFormat',
 ): QuantizedHostWeight {
-  switch (type) {
-    case 'Q4_0':
-      return q4_0AsQ4g32(bytes, rows, cols);
-    case 'Q8_0':
-      return q8_0AsQ8g32(bytes, rows, cols);
-    case 'Q4_K':
-      return q4_KAsQ4g32a(bytes, rows, cols);
-    case 'Q6_K':
-      return q6_KAsQ8g16(bytes, rows, cols);
-  }
+  checkBlockRows(operation, type, bytes, rows, cols);
+  const { format, codes, ...parts } = CORE_PARTS[type](bytes);
+  const packed = new Uint32Array(rows * quantLayout(format, cols).rowWords);
+  new Uint8Array(packed.buffer).set(new Uint8Array(codes.buffer, codes.byteOffset, codes.byteLength));
+  return { format, n: rows, k: cols, packed, ...parts };
 }
+
+type AsCoreFormat = (bytes: Uint8Array, rows: number, cols: number) => QuantizedHostWeight;
+const asCoreFormat =
+  (type: GgmlQuantizedType, operation: string): AsCoreFormat =>
+  (bytes, rows, cols) =>
+    ggufAsCoreFormat(type, bytes, rows, cols, operation);
+
+/** `ggufAsCoreFormat` of one type: Q4_0 as `q4g32`, Q8_0 as `q8g32`, Q4_K as `q4g32a`, Q6_K as `q8g16`. */
+export const q4_0AsQ4g32 = asCoreFormat('Q4_0', 'q4_0AsQ4g32');
+export const q8_0AsQ8g32 = asCoreFormat('Q8_0', 'q8_0AsQ8g32');
+export const q4_KAsQ4g32a = asCoreFormat('Q4_K', 'q4_KAsQ4g32a');
+export const q6_KAsQ8g16 = asCoreFormat('Q6_K', 'q6_KAsQ8g16');
 
 /**
  * A repack for `loadGgufLlama` that puts quantized tensors on the device in
  * core's formats, exactly (the values ggml's own dequantization gives):
- * Q4_0 as `q4g32`, Q8_0 as `q8g32`, Q4_K as `q4g32a`, Q6_K as `q8g16`. The
+ * Q4_0 as `q4g32`, Q8_0 and Q5_0 as `q8g32`, Q4_K and Q4_1 as `q4g32a`,
+ * Q6_K as `q8g16`, Q5_K and Q5_1 as `q8g32a`. The
  * parts are named as `quantizedWeightOf` takes them (`packed`, `scales`,
  * `offsets`). Other quantized types are refused by name.
  */

@@ -1,7 +1,13 @@
 import { InvalidArgumentError, type Shape, sizeOf } from '@rayo/core';
 import { roundF32To } from '../checkpoint/floatWords.js';
 import { writeFileAtomically } from '../io/atomicWrite.js';
-import { GGML_TYPES, type GgmlType, ggmlTensorBytes, isGgmlQuantizedType } from './ggmlTypes.js';
+import {
+  GGML_QUANTIZED_TYPES,
+  GGML_TYPES,
+  type GgmlType,
+  ggmlTensorBytes,
+  isGgmlQuantizedType,
+} from './ggmlTypes.js';
 import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_DIMS } from './ggufFile.js';
 import {
   GGUF_VALUE_TYPES,
@@ -218,7 +224,7 @@ function tensorBytes(tensor: GgufTensorToWrite): Uint8Array {
   return invalid(
     tensor.name,
     `the writer takes ${tensor.type} tensors only as bytes`,
-    'F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K values, or stored bytes',
+    `F32, F16, BF16 or ${GGML_QUANTIZED_TYPES.join(', ')} values, or stored bytes`,
     tensor.type,
   );
 }

@@ -19,7 +19,7 @@ import { encodeQuantizedGemvF32 } from './quantizedGemv.js';
 // output column n and its lanes read the row's 16-byte words (16 int8 or 32
 // nibbles each) as vec4<u32>, dequantize them in registers and sum against
 // x (staged per tile in workgroup memory) in vec4 dot products; group-scaled formats sum each word
-// before its group scale multiplies it (q4g32a also sums the word's x, which its offset multiplies),
+// before its group scale multiplies it (q4g32a and q8g32a also sum the word's x, which the offset multiplies),
 // q8 scales the row's sum once. The lanes' sums meet in a
 // tree in workgroup memory (no subgroups needed). More rows take a tiled
 // shader: a 64-column × 32-k tile of W is dequantized into workgroup memory
@@ -111,7 +111,7 @@ fn scale_of(i: u32) -> f32 { return float_of(scales[i >> select(1u, 0u, params.s
 ${offset}`;
 }
 
-/** Declares the params, then the bindings in dispatch order: x, packed, scales, zeros (q4g32, q4g128), offsets (q4g32a), c, y. */
+/** Declares the params, then the bindings in dispatch order: x, packed, scales, zeros (q4g32, q4g128), offsets (q4g32a, q8g32a), c, y. */
 function declareBindings(
   module: ShaderModule,
   v: QuantShaderVariant,
@@ -167,7 +167,7 @@ export function quantStreamShader(v: QuantStreamVariant) {
           .map((r) =>
             q4
               ? `part${r} += dot(lo, ${xAt(r, '2u * j')}) + dot(hi, ${xAt(r, '2u * j + 1u')}); ${xSum(r, ['2u * j', '2u * j + 1u'])}`
-              : `part${r} += dot(lo, ${xAt(r, 'j')});`,
+              : `part${r} += dot(lo, ${xAt(r, 'j')});${offsets ? ` ${xSum(r, ['j'])}` : ''}`,
           )
           .join('\n        ')}
       }`;
@@ -284,7 +284,7 @@ ${offsets ? 'fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return offs
 export function quantTileShader(v: QuantShaderVariant) {
   const layout = quantLayout(v.format, 1);
   const q4 = layout.bits === 4;
-  // q4g32a's value: f32(q · scale) − offset, as ggml forms it.
+  // q4g32a's and q8g32a's value: f32(q · scale) − offset, as ggml forms it.
   const less = layout.offsets ? ' - vec4<f32>(offset_of(wRow * params.groups + g))' : '';
   // The group of this invocation's 8 codes (a q8g16 step holds two), clamped to the last.
   const group = `min((k0 + quarter * 8u) / ${layout.groupSize}u, params.groups - 1u)`;
@@ -299,9 +299,9 @@ export function quantTileShader(v: QuantShaderVariant) {
       ws[(quarter * 8u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = lo[j];
       ws[(quarter * 8u + 4u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = hi[j];
     }`
-    : `let s = ${layout.scalePerRow ? 'scale_of(wRow)' : `scale_of(wRow * params.groups + ${group})`};
+    : `${layout.offsets ? `let g = ${group};\n    ` : ''}let s = ${layout.scalePerRow ? 'scale_of(wRow)' : `scale_of(wRow * params.groups + ${layout.offsets ? 'g' : group})`};
     for (var i = 0u; i < 2u; i++) {
-      let q = codes_lo(packed[wRow * params.rowWords + k0 / 4u + quarter * 2u + i]) * s;
+      let q = codes_lo(packed[wRow * params.rowWords + k0 / 4u + quarter * 2u + i]) * s${less};
       for (var j = 0u; j < 4u; j++) {
         ws[(quarter * 8u + i * 4u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = q[j];
       }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CudaBackend, CudaDriver } from '@rayo/cuda-ptx';
 import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
-import { checkQuantizedDecode, q4kmTestConfig, writeQ4kmLlama } from '@rayo/train';
+import { checkQuantizedDecode, q4kmTestConfig, writeLlamaCppMix, writeQ4kmLlama } from '@rayo/train';
 import { afterAll, describe, expect, it } from 'vitest';
 
 // gguf-check's comparison on the cuda backend without a GPU: the backend
@@ -13,24 +13,35 @@ import { afterAll, describe, expect, it } from 'vitest';
 const dir = await mkdtemp(join(tmpdir(), 'gguf-check-'));
 afterAll(() => rm(dir, { recursive: true, force: true }));
 
-describe('a Q4_K_M GGUF file on the cuda backend of an emulated device', () => {
-  it('decodes with the greedy tokens of its weights dequantized by the reference, in f32', async () => {
-    const fake = new FakeLibCuda();
-    fake.memoryLimit = 2 ** 30;
-    new PtxInterpreter(fake).attach();
-    const backend = new CudaBackend(new CudaDriver(fake));
-    try {
-      // Two layers: Q6_K V and down in layer 0, Q4_K in layer 1 (llama.cpp's use_more_bits), a Q6_K head.
-      const config = q4kmTestConfig({ layers: 2 });
-      const path = join(dir, 'q4km.gguf');
-      await writeQ4kmLlama(path, config, 31);
-      const r = await checkQuantizedDecode(backend, path, { prompt: [5, 17, 3], maxNewTokens: 3 });
-      expect(r.denseMatrices).toEqual([]);
-      expect(r.tokens).toHaveLength(3);
-      expect(r.tokens).toEqual(r.referenceTokens);
-      expect(r.maxLogitError).toBeLessThan(1e-4 * Math.max(1, r.maxLogit));
-    } finally {
-      backend.dispose();
-    }
+/** Writes a file with `write`, then runs gguf-check's comparison on an emulated device's cuda backend. */
+async function checkOnEmulatedCuda(name: string, write: (path: string) => Promise<unknown>): Promise<void> {
+  const fake = new FakeLibCuda();
+  fake.memoryLimit = 2 ** 30;
+  new PtxInterpreter(fake).attach();
+  const backend = new CudaBackend(new CudaDriver(fake));
+  try {
+    const path = join(dir, name);
+    await write(path);
+    const r = await checkQuantizedDecode(backend, path, { prompt: [5, 17, 3], maxNewTokens: 3 });
+    expect(r.denseMatrices).toEqual([]);
+    expect(r.tokens).toHaveLength(3);
+    expect(r.tokens).toEqual(r.referenceTokens);
+    expect(r.maxLogitError).toBeLessThan(1e-4 * Math.max(1, r.maxLogit));
+  } finally {
+    backend.dispose();
+  }
+}
+
+describe('GGUF files on the cuda backend of an emulated device', () => {
+  it('Q4_K_M decodes with the greedy tokens of its weights dequantized by the reference, in f32', async () => {
+    // Two layers: Q4_K V and down in layer 0, Q6_K in layer 1 (llama.cpp's use_more_bits), a Q6_K head.
+    await checkOnEmulatedCuda('q4km.gguf', (path) => writeQ4kmLlama(path, q4kmTestConfig({ layers: 2 }), 31));
+  }, 900_000);
+
+  it('Q5_K_M decodes its Q5_K (q8g32a on the device) and Q6_K weights with the reference’s greedy tokens', async () => {
+    await checkOnEmulatedCuda('q5km.gguf', async (path) => {
+      const types = await writeLlamaCppMix(path, q4kmTestConfig({ layers: 2 }), 'Q5_K_M', 37);
+      expect(types.get('model.layers.0.mlp.up_proj.weight')).toBe('Q5_K');
+    });
   }, 900_000);
 });

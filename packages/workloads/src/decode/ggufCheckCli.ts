@@ -21,7 +21,7 @@ backend with quantized weights, and checks the greedy tokens against the file
 dequantized by the reference in f32 on the cpu backend. Exits 1 on a mismatch.
 
   --backends LIST   rayo backends (default cuda,wgpu,cpu)
-  --layers N        decoder layers (default 8: Q6_K in layers 0, 4 and 7)
+  --layers N        decoder layers (default 8: Q6_K in layers 0, 3, 6 and 7)
   --tokens N        tokens to generate (default 16)
   --seed N          weights (default 31)`;
 

@@ -23,9 +23,9 @@ const errors: AnyErrorCase[] = [];
  * bound holds: about sqrt(K) roundings, far below one misread code or scale.
  */
 function tolerance(depth: number, format?: QuantFormat): Tolerance {
-  // q4g32a's values are q · scale − offset with both terms up to about 1: a kernel that sums
+  // q4g32a's and q8g32a's values are q · scale − offset with both terms up to about 1: a kernel that sums
   // q · x and x apart and scales the sums cancels terms twice the size of w (hence twice the bound).
-  const terms = format === 'q4g32a' ? 2 : 1;
+  const terms = format !== undefined && quantLayout(format, 1).offsets ? 2 : 1;
   return { rtol: 1e-4, atol: terms * 2e-5 * Math.sqrt(Math.max(depth, 1)) };
 }
 

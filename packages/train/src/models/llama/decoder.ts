@@ -21,6 +21,8 @@ import {
 import { disposeQuantizedLayer, type QuantizedLlamaLayer } from './quantizedLayers.js';
 import {
   checkLlamaWeights,
+  LAYER_TENSORS,
+  LLAMA_PROJECTIONS,
   type LlamaWeightDType,
   type LlamaWeights,
   llamaWeightTensors,
@@ -157,6 +159,18 @@ function checkQuantized(
       actual: `${layers.length}`,
     });
   }
+  // A projection a quantized layer leaves out is the layer's dense one, which must then be there.
+  layers?.forEach((layer, i) => {
+    for (const p of LLAMA_PROJECTIONS) {
+      if (layer[p] !== undefined || weights.layers[i]![p] !== undefined) continue;
+      throw new InvalidArgumentError(`layer ${i} has no '${p}' projection, quantized or dense`, {
+        operation: 'LlamaModel',
+        argument: `quantized.layers[${i}].${p}`,
+        expected: `a quantized weight, or a dense ${LAYER_TENSORS[p]} in weights.layers[${i}]`,
+        actual: 'absent from both',
+      });
+    }
+  });
   const { embedding, head } = quantized ?? {};
   if (config.tieWordEmbeddings && head !== undefined && head !== embedding) {
     throw new InvalidArgumentError('a tied head must be the embedding itself', {

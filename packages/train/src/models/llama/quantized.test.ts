@@ -28,6 +28,23 @@ function argmax(row: Float32Array): number {
   return best;
 }
 
+/** max |logit − dense logit| over a prefill of the prompt, and the dense logits' largest magnitude. */
+async function prefillError(
+  model: LlamaModel,
+  dense: LlamaModel,
+): Promise<{ maxError: number; spread: number }> {
+  using want = dense.prefill(prompt);
+  using got = model.prefill(prompt);
+  const [a, b] = [(await got.read()) as Float32Array, (await want.read()) as Float32Array];
+  let maxError = 0;
+  let spread = 0;
+  for (let i = 0; i < b.length; i++) {
+    maxError = Math.max(maxError, Math.abs(a[i]! - b[i]!));
+    spread = Math.max(spread, Math.abs(b[i]!));
+  }
+  return { maxError, spread };
+}
+
 describe('LlamaModel with quantized projections', async () => {
   const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 3));
 
@@ -141,15 +158,7 @@ describe('LlamaModel with quantized projections', async () => {
     // The model shares dense's layers and norm, so it is not disposed: dense frees those, the test the rest.
     const weights = { ...dense.weights, embedding: undefined, head: undefined };
     const model = new LlamaModel(backend, dense.config, weights, { quantized: { embedding, head } });
-    using want = dense.prefill(prompt);
-    using got = model.prefill(prompt);
-    const [a, b] = [(await got.read()) as Float32Array, (await want.read()) as Float32Array];
-    let maxError = 0;
-    let spread = 0;
-    for (let i = 0; i < b.length; i++) {
-      maxError = Math.max(maxError, Math.abs(a[i]! - b[i]!));
-      spread = Math.max(spread, Math.abs(b[i]!));
-    }
+    const { maxError, spread } = await prefillError(model, dense);
     expect(maxError).toBeGreaterThan(0);
     expect(maxError).toBeLessThan(spread * 0.02);
     const short = uploadQuantized(
@@ -165,6 +174,35 @@ describe('LlamaModel with quantized projections', async () => {
     short.dispose();
     embedding.dispose();
     head.dispose();
+  });
+
+  it('leaves a projection its quantized layer omits to the dense weights, and refuses one absent from both', async () => {
+    using dense = await LlamaModel.load(backend, dir);
+    // Every layer's q and down quantized, the rest dense: the logits of q and down dequantized.
+    const quantizedOf = async (t: Tensor) =>
+      uploadQuantized(backend, quantizeWeights(await t.read(), t.shape as [number, number], 'q8g32a'));
+    const layers = await Promise.all(
+      dense.weights.layers.map(async (l) => ({
+        q: await quantizedOf(l.q!),
+        down: await quantizedOf(l.down!),
+      })),
+    );
+    const weights = {
+      ...dense.weights,
+      layers: dense.weights.layers.map((l) => ({ ...l, q: undefined, down: undefined })),
+    };
+    const model = new LlamaModel(backend, dense.config, weights, { quantized: { layers } });
+    const { maxError, spread } = await prefillError(model, dense);
+    expect(maxError).toBeGreaterThan(0);
+    expect(maxError).toBeLessThan(spread * 0.02);
+    const missing = { ...weights, layers: weights.layers.map((l) => ({ ...l, up: undefined })) };
+    expect(() => new LlamaModel(backend, dense.config, missing, { quantized: { layers } })).toThrow(
+      /layer 0 has no 'up' projection, quantized or dense/,
+    );
+    for (const l of layers) {
+      l.q.dispose();
+      l.down.dispose();
+    }
   });
 
   it('decodes gate, up and SwiGLU in one quantizedGateUpSwiglu per layer, as the separate products do', async () => {

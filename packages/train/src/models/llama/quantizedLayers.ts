@@ -23,8 +23,12 @@ import { LLAMA_PROJECTIONS, type LlamaWeights } from './weights.js';
  */
 export type LlamaWeightFormat = QuantFormat;
 
-/** The quantized projections of one layer. */
-export type QuantizedLlamaLayer = Readonly<Record<(typeof PROJECTIONS)[number], QuantizedWeight>>;
+/**
+ * The quantized projections of one layer. A projection absent here is the
+ * layer's dense one (a GGUF file stores a matrix whose rows do not divide
+ * into its quantized blocks as F16).
+ */
+export type QuantizedLlamaLayer = Readonly<Partial<Record<(typeof PROJECTIONS)[number], QuantizedWeight>>>;
 
 const PROJECTIONS = LLAMA_PROJECTIONS;
 
@@ -144,5 +148,5 @@ export async function quantizeLlamaLayers(
 }
 
 export function disposeQuantizedLayer(layer: QuantizedLlamaLayer): void {
-  for (const name of PROJECTIONS) layer[name].dispose();
+  for (const name of PROJECTIONS) layer[name]?.dispose();
 }
