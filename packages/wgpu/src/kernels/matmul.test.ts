@@ -3,7 +3,7 @@ import { compareOutputs, Rng, VALID_CASES } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backendProvider, createWgpuBackend, type WgpuBackend } from '../index.js';
 import { type MatmulPlan, type MatmulProblem, planMatmul } from './matmul.js';
-import { type MatmulAttrs, runWithReference, uploadOperands } from './matmulReference.testkit.js';
+import { type MatmulAttrs, runWithReference, TRANSPOSES, uploadOperands } from './matmulReference.testkit.js';
 import { TILE_LARGE, TILE_MID } from './matmulTile.js';
 
 /** What distinguishes plans in the coverage checks below. */
@@ -145,13 +145,6 @@ describe.skipIf(unavailable !== undefined)('matmul on the device', () => {
     for (const t of [...operands, y]) t?.dispose();
     expect(mismatch, `${batch ?? ''}×[${m}, ${k}, ${n}] ${JSON.stringify(attrs)}`).toBeUndefined();
   }
-
-  const TRANSPOSES = [
-    [false, false],
-    [true, false],
-    [false, true],
-    [true, true],
-  ] as const;
 
   it('128×128 tiles, vec4 and scalar, every transpose', async () => {
     // 2×2 tiles of 128 per entry × 32 entries select the large tile.

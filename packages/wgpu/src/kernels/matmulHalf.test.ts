@@ -4,7 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backendProvider, createWgpuBackend, type WgpuBackend } from '../index.js';
 import { type HalfGemmDevice, type MatmulProblem, planHalfGemm } from './matmul.js';
 import { HALF_TILE_LARGE, HALF_TILE_MID, halfGemmShader, pickSubgroupMatrixConfig } from './matmulHalf.js';
-import { halfValues, type MatmulAttrs, runWithReference, uploadOperands } from './matmulReference.testkit.js';
+import {
+  halfValues,
+  type MatmulAttrs,
+  runWithReference,
+  TRANSPOSES,
+  uploadOperands,
+} from './matmulReference.testkit.js';
 
 const F16_F32 = { componentType: 'f16', resultComponentType: 'f32', M: 16, N: 16, K: 16 };
 /** What NVIDIA's Vulkan driver lists, roughly: f16 → f16 and f16 → f32 shapes, and integer ones. */
@@ -129,13 +135,6 @@ describe.skipIf(unavailable !== undefined)('f16 matrix products on the device (e
     for (const t of [...operands, y]) t?.dispose();
     expect(mismatch, `${batch ?? ''}×[${m}, ${k}, ${n}] ${JSON.stringify(attrs)}`).toBeUndefined();
   }
-
-  const TRANSPOSES = [
-    [false, false],
-    [true, false],
-    [false, true],
-    [true, true],
-  ] as const;
 
   // Few shapes: llvmpipe compiles each variant of the emulation for tens of seconds.
   it('8-half loads in every transpose with c; scalar loads and ragged edges', async () => {

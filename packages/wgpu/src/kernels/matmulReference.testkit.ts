@@ -12,6 +12,14 @@ export interface MatmulAttrs {
   readonly beta?: number;
 }
 
+/** Every combination of transA and transB. */
+export const TRANSPOSES = [
+  [false, false],
+  [true, false],
+  [false, true],
+  [true, true],
+] as const;
+
 type Operands = readonly [Device, Device, Device | undefined];
 type Values = readonly [Float32Array, Float32Array, Float32Array | undefined];
 
