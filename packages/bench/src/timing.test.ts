@@ -66,71 +66,50 @@ describe('summarize', () => {
 });
 
 describe('measure', () => {
-  function fakeClock(stepMs: number) {
+  // A kernel that takes `stepMs` on a clock that only it advances.
+  it.each([
+    {
+      what: 'excludes warm-up runs and repeats at least minReps times',
+      stepMs: 1000,
+      options: { warmup: 2, minReps: 5, maxReps: 100, targetMs: 5000 },
+      samples: 5,
+      calls: 7,
+    },
+    {
+      // two warm-up runs reach 600 ms > 500 ms, then five timed runs
+      what: 'warms up less when warm-up runs already take the target time',
+      stepMs: 300,
+      options: { warmup: 3, minReps: 5, maxReps: 100, targetMs: 500 },
+      samples: 5,
+      calls: 7,
+    },
+    {
+      what: 'repeats until the target time is measured',
+      stepMs: 2,
+      options: { warmup: 0, minReps: 5, maxReps: 1000, targetMs: 100 },
+      samples: 50,
+      calls: 50,
+    },
+    {
+      what: 'stops at maxReps',
+      stepMs: 0.001,
+      options: { warmup: 1, minReps: 5, maxReps: 20, targetMs: 500 },
+      samples: 20,
+      calls: 21,
+    },
+  ])('$what', async ({ stepMs, options, samples, calls }) => {
     let t = 0;
-    let calls = 0;
-    return {
-      now: () => t,
-      once: async () => {
-        calls++;
+    let called = 0;
+    const timed = await measure(
+      async () => {
+        called++;
         t += stepMs;
       },
-      calls: () => calls,
-    };
-  }
-
-  it('excludes warm-up runs and repeats at least minReps times', async () => {
-    const clock = fakeClock(1000);
-    const samples = await measure(clock.once, {
-      warmup: 2,
-      minReps: 5,
-      maxReps: 100,
-      targetMs: 5000,
-      now: clock.now,
-      ...NO_ROTATION,
-    });
-    expect(samples).toEqual([1000, 1000, 1000, 1000, 1000]);
-    expect(clock.calls()).toBe(7);
-  });
-
-  it('warms up less when warm-up runs already take the target time', async () => {
-    const clock = fakeClock(300);
-    await measure(clock.once, {
-      warmup: 3,
-      minReps: 5,
-      maxReps: 100,
-      targetMs: 500,
-      now: clock.now,
-      ...NO_ROTATION,
-    });
-    // two warm-up runs reach 600 ms > 500 ms, then five timed runs
-    expect(clock.calls()).toBe(7);
-  });
-
-  it('repeats until the target time is measured', async () => {
-    const clock = fakeClock(2);
-    const samples = await measure(clock.once, {
-      warmup: 0,
-      minReps: 5,
-      maxReps: 1000,
-      targetMs: 100,
-      now: clock.now,
-      ...NO_ROTATION,
-    });
-    expect(samples.length).toBe(50);
-  });
-
-  it('stops at maxReps', async () => {
-    const clock = fakeClock(0.001);
-    const samples = await measure(clock.once, {
-      warmup: 1,
-      minReps: 5,
-      maxReps: 20,
-      targetMs: 500,
-      now: clock.now,
-      ...NO_ROTATION,
-    });
-    expect(samples.length).toBe(20);
+      { ...options, now: () => t, ...NO_ROTATION },
+    );
+    expect(timed).toHaveLength(samples);
+    for (const sample of timed) expect(sample).toBeCloseTo(stepMs, 9);
+    expect(called).toBe(calls);
   });
 });
 
