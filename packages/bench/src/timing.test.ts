@@ -66,38 +66,15 @@ describe('summarize', () => {
 });
 
 describe('measure', () => {
-  // A kernel that takes `stepMs` on a clock that only it advances.
-  it.each([
-    {
-      what: 'excludes warm-up runs and repeats at least minReps times',
-      stepMs: 1000,
-      options: { warmup: 2, minReps: 5, maxReps: 100, targetMs: 5000 },
-      samples: 5,
-      calls: 7,
-    },
-    {
-      // two warm-up runs reach 600 ms > 500 ms, then five timed runs
-      what: 'warms up less when warm-up runs already take the target time',
-      stepMs: 300,
-      options: { warmup: 3, minReps: 5, maxReps: 100, targetMs: 500 },
-      samples: 5,
-      calls: 7,
-    },
-    {
-      what: 'repeats until the target time is measured',
-      stepMs: 2,
-      options: { warmup: 0, minReps: 5, maxReps: 1000, targetMs: 100 },
-      samples: 50,
-      calls: 50,
-    },
-    {
-      what: 'stops at maxReps',
-      stepMs: 0.001,
-      options: { warmup: 1, minReps: 5, maxReps: 20, targetMs: 500 },
-      samples: 20,
-      calls: 21,
-    },
-  ])('$what', async ({ stepMs, options, samples, calls }) => {
+  // A kernel that takes `stepMs` on a clock that only it advances. The second
+  // warms up less: two warm-up runs reach 600 ms > 500 ms, then five timed runs.
+  it.each`
+    stepMs   | warmup | minReps | maxReps | targetMs | samples | calls | what
+    ${1000}  | ${2}   | ${5}    | ${100}  | ${5000}  | ${5}    | ${7}  | ${'excludes warm-up runs and repeats at least minReps times'}
+    ${300}   | ${3}   | ${5}    | ${100}  | ${500}   | ${5}    | ${7}  | ${'warms up less when warm-up runs already take the target time'}
+    ${2}     | ${0}   | ${5}    | ${1000} | ${100}   | ${50}   | ${50} | ${'repeats until the target time is measured'}
+    ${0.001} | ${1}   | ${5}    | ${20}   | ${500}   | ${20}   | ${21} | ${'stops at maxReps'}
+  `('$what', async ({ stepMs, warmup, minReps, maxReps, targetMs, samples, calls }) => {
     let t = 0;
     let called = 0;
     const timed = await measure(
@@ -105,7 +82,7 @@ describe('measure', () => {
         called++;
         t += stepMs;
       },
-      { ...options, now: () => t, ...NO_ROTATION },
+      { warmup, minReps, maxReps, targetMs, now: () => t, ...NO_ROTATION },
     );
     expect(timed).toHaveLength(samples);
     for (const sample of timed) expect(sample).toBeCloseTo(stepMs, 9);
