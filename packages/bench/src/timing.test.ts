@@ -66,28 +66,33 @@ describe('summarize', () => {
 });
 
 describe('measure', () => {
-  // A kernel that takes `stepMs` on a clock that only it advances. The second
-  // warms up less: two warm-up runs reach 600 ms > 500 ms, then five timed runs.
+  // A kernel that takes `stepMs` on a clock that only it advances. By row:
+  // warm-up runs are excluded and at least minReps timed; warm-up stops early
+  // once it takes the target time (two runs reach 600 ms > 500 ms, then five
+  // timed runs); runs repeat until the target time is measured; maxReps stops them.
   it.each`
-    stepMs   | warmup | minReps | maxReps | targetMs | samples | calls | what
-    ${1000}  | ${2}   | ${5}    | ${100}  | ${5000}  | ${5}    | ${7}  | ${'excludes warm-up runs and repeats at least minReps times'}
-    ${300}   | ${3}   | ${5}    | ${100}  | ${500}   | ${5}    | ${7}  | ${'warms up less when warm-up runs already take the target time'}
-    ${2}     | ${0}   | ${5}    | ${1000} | ${100}   | ${50}   | ${50} | ${'repeats until the target time is measured'}
-    ${0.001} | ${1}   | ${5}    | ${20}   | ${500}   | ${20}   | ${21} | ${'stops at maxReps'}
-  `('$what', async ({ stepMs, warmup, minReps, maxReps, targetMs, samples, calls }) => {
-    let t = 0;
-    let called = 0;
-    const timed = await measure(
-      async () => {
-        called++;
-        t += stepMs;
-      },
-      { warmup, minReps, maxReps, targetMs, now: () => t, ...NO_ROTATION },
-    );
-    expect(timed).toHaveLength(samples);
-    for (const sample of timed) expect(sample).toBeCloseTo(stepMs, 9);
-    expect(called).toBe(calls);
-  });
+    stepMs   | warmup | minReps | maxReps | targetMs | samples | calls
+    ${1000}  | ${2}   | ${5}    | ${100}  | ${5000}  | ${5}    | ${7}
+    ${300}   | ${3}   | ${5}    | ${100}  | ${500}   | ${5}    | ${7}
+    ${2}     | ${0}   | ${5}    | ${1000} | ${100}   | ${50}   | ${50}
+    ${0.001} | ${1}   | ${5}    | ${20}   | ${500}   | ${20}   | ${21}
+  `(
+    '$stepMs ms a call, warmup $warmup, $minReps to $maxReps reps, target $targetMs ms: $samples samples of $calls calls',
+    async ({ stepMs, warmup, minReps, maxReps, targetMs, samples, calls }) => {
+      let t = 0;
+      let called = 0;
+      const timed = await measure(
+        async () => {
+          called++;
+          t += stepMs;
+        },
+        { warmup, minReps, maxReps, targetMs, now: () => t, ...NO_ROTATION },
+      );
+      expect(timed).toHaveLength(samples);
+      for (const sample of timed) expect(sample).toBeCloseTo(stepMs, 9);
+      expect(called).toBe(calls);
+    },
+  );
 });
 
 describe('device time', () => {
