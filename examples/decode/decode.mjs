@@ -7,7 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { compileProgress, createBackend, onSlowBackendCompile } from '@rayo/core';
+import { exampleBackend } from '@rayo/example-shared/backend';
 import { LlamaModel } from '@rayo/train';
 
 const { values } = parseArgs({
@@ -28,16 +28,7 @@ try {
 const prompt = values.prompt.split(',').map(Number);
 const maxNewTokens = Number(values['max-new']);
 
-// A software adapter (lavapipe, SwiftShader) compiles each kernel for
-// seconds on first use: a progress line on stderr says so meanwhile.
-const progress = compileProgress(process.stderr);
-await onSlowBackendCompile(values.backend, progress.onSlowCompile);
-/** console.log, once the progress line is off the terminal's line. */
-const log = (...args) => {
-  progress.settle();
-  console.log(...args);
-};
-const backend = await createBackend(values.backend);
+const { backend, log } = await exampleBackend(values.backend);
 let model;
 try {
   model = await LlamaModel.load(backend, values.checkpoint, { maxSequence: prompt.length + maxNewTokens });

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { compileProgress, createBackend, onSlowBackendCompile } from '@rayo/core';
+import { exampleBackend } from '@rayo/example-shared/backend';
 import { AdamW, autograd, MLP, Rng, Tape, train, warmupCosine } from '@rayo/train';
 
 const { values } = parseArgs({
@@ -35,16 +35,7 @@ const trainCount = split.train.labels.length;
 const stepsPerEpoch = Math.floor(trainCount / BATCH);
 const steps = values.quick ? 10 : stepsPerEpoch * Number(values.epochs);
 
-// A software adapter (lavapipe, SwiftShader) compiles each kernel for
-// seconds on first use: a progress line on stderr says so meanwhile.
-const progress = compileProgress(process.stderr);
-await onSlowBackendCompile(values.backend, progress.onSlowCompile);
-/** console.log, once the progress line is off the terminal's line. */
-const log = (...args) => {
-  progress.settle();
-  console.log(...args);
-};
-const backend = await createBackend(values.backend);
+const { backend, log } = await exampleBackend(values.backend);
 log(
   `${trainCount} training and ${split.test.labels.length} test digits on ${backend.name} (${backend.info.device})`,
 );

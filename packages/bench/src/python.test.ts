@@ -1,23 +1,11 @@
-import { spawnSync } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { findPackageScript, runPythonScript, SHARED_BASELINE_MODULE, sharedBaselineDir } from './python.js';
+import { needPython, python, scratchFolder } from './python.testkit.js';
 
-const python = process.env.PYTHON ?? 'python3';
-const hasPython = spawnSync(python, ['--version']).status === 0;
-// CI must check the launcher with a real interpreter; elsewhere a machine without Python skips these.
-const needPython = hasPython || process.env.CI === 'true';
-
-let dir: string;
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'rayo-python-'));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+const scratch = scratchFolder('rayo-python-');
 
 describe('findPackageScript', () => {
   it('finds a script in the baseline folder of the package that holds the caller, however deep', () => {
@@ -28,7 +16,7 @@ describe('findPackageScript', () => {
   });
 
   it('prefers a script beside the caller, as in a bundle', async () => {
-    const bundle = join(dir, 'bundle');
+    const bundle = join(scratch(), 'bundle');
     await mkdir(bundle, { recursive: true });
     await writeFile(join(bundle, 'x.py'), '');
     expect(findPackageScript('x.py', pathToFileURL(join(bundle, 'app.mjs')))).toBe(join(bundle, 'x.py'));
@@ -45,11 +33,11 @@ describe('findPackageScript', () => {
 
 describe.runIf(needPython)('runPythonScript', () => {
   it('lets a script kept anywhere import the shared module, and keeps PYTHONPATH entries', async () => {
-    const extra = join(dir, 'extra');
+    const extra = join(scratch(), 'extra');
     await mkdir(extra, { recursive: true });
     await writeFile(join(extra, 'extra_module.py'), 'VALUE = 7\n');
-    const script = join(dir, 'uses_shared.py');
-    const outFile = join(dir, 'uses_shared.json');
+    const script = join(scratch(), 'uses_shared.py');
+    const outFile = join(scratch(), 'uses_shared.json');
     await writeFile(
       script,
       [
@@ -72,12 +60,12 @@ describe.runIf(needPython)('runPythonScript', () => {
   });
 
   it('says why when a script cannot import what it needs', async () => {
-    const script = join(dir, 'missing_import.py');
+    const script = join(scratch(), 'missing_import.py');
     await writeFile(script, 'import no_such_module_here\n');
     const outcome = await runPythonScript({
       script,
       args: [],
-      outFile: join(dir, 'never.json'),
+      outFile: join(scratch(), 'never.json'),
       label: 'the test script',
       python,
     });

@@ -66,72 +66,33 @@ describe('summarize', () => {
 });
 
 describe('measure', () => {
-  function fakeClock(stepMs: number) {
-    let t = 0;
-    let calls = 0;
-    return {
-      now: () => t,
-      once: async () => {
-        calls++;
-        t += stepMs;
-      },
-      calls: () => calls,
-    };
-  }
-
-  it('excludes warm-up runs and repeats at least minReps times', async () => {
-    const clock = fakeClock(1000);
-    const samples = await measure(clock.once, {
-      warmup: 2,
-      minReps: 5,
-      maxReps: 100,
-      targetMs: 5000,
-      now: clock.now,
-      ...NO_ROTATION,
-    });
-    expect(samples).toEqual([1000, 1000, 1000, 1000, 1000]);
-    expect(clock.calls()).toBe(7);
-  });
-
-  it('warms up less when warm-up runs already take the target time', async () => {
-    const clock = fakeClock(300);
-    await measure(clock.once, {
-      warmup: 3,
-      minReps: 5,
-      maxReps: 100,
-      targetMs: 500,
-      now: clock.now,
-      ...NO_ROTATION,
-    });
-    // two warm-up runs reach 600 ms > 500 ms, then five timed runs
-    expect(clock.calls()).toBe(7);
-  });
-
-  it('repeats until the target time is measured', async () => {
-    const clock = fakeClock(2);
-    const samples = await measure(clock.once, {
-      warmup: 0,
-      minReps: 5,
-      maxReps: 1000,
-      targetMs: 100,
-      now: clock.now,
-      ...NO_ROTATION,
-    });
-    expect(samples.length).toBe(50);
-  });
-
-  it('stops at maxReps', async () => {
-    const clock = fakeClock(0.001);
-    const samples = await measure(clock.once, {
-      warmup: 1,
-      minReps: 5,
-      maxReps: 20,
-      targetMs: 500,
-      now: clock.now,
-      ...NO_ROTATION,
-    });
-    expect(samples.length).toBe(20);
-  });
+  // A kernel that takes `stepMs` on a clock that only it advances. By row:
+  // warm-up runs are excluded and at least minReps timed; warm-up stops early
+  // once it takes the target time (two runs reach 600 ms > 500 ms, then five
+  // timed runs); runs repeat until the target time is measured; maxReps stops them.
+  it.each`
+    stepMs   | warmup | minReps | maxReps | targetMs | samples | calls
+    ${1000}  | ${2}   | ${5}    | ${100}  | ${5000}  | ${5}    | ${7}
+    ${300}   | ${3}   | ${5}    | ${100}  | ${500}   | ${5}    | ${7}
+    ${2}     | ${0}   | ${5}    | ${1000} | ${100}   | ${50}   | ${50}
+    ${0.001} | ${1}   | ${5}    | ${20}   | ${500}   | ${20}   | ${21}
+  `(
+    '$stepMs ms a call, warmup $warmup, $minReps to $maxReps reps, target $targetMs ms: $samples samples of $calls calls',
+    async ({ stepMs, warmup, minReps, maxReps, targetMs, samples, calls }) => {
+      let t = 0;
+      let called = 0;
+      const timed = await measure(
+        async () => {
+          called++;
+          t += stepMs;
+        },
+        { warmup, minReps, maxReps, targetMs, now: () => t, ...NO_ROTATION },
+      );
+      expect(timed).toHaveLength(samples);
+      for (const sample of timed) expect(sample).toBeCloseTo(stepMs, 9);
+      expect(called).toBe(calls);
+    },
+  );
 });
 
 describe('device time', () => {

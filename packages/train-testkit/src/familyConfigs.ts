@@ -4,228 +4,177 @@
 // context cut so that Llama 3's three frequency bands all fall within a
 // head of 16.
 
-/** The sizes every tiny family config shares. */
-const TINY = {
+/** The model sizes of every tiny config, these and tinyLlama.ts's. */
+export const TINY_SIZES = {
   hidden_size: 64,
   intermediate_size: 91,
   num_attention_heads: 4,
   num_key_value_heads: 2,
   num_hidden_layers: 2,
   vocab_size: 97,
-  max_position_embeddings: 64,
 } as const;
 
-/** Llama 3.2 1B's keys (tied head, head_dim, llama3 RoPE scaling). */
-export function llama32Config(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    architectures: ['LlamaForCausalLM'],
-    attention_bias: false,
-    attention_dropout: 0.0,
-    bos_token_id: 1,
-    eos_token_id: 2,
-    head_dim: 16,
-    hidden_act: 'silu',
-    initializer_range: 0.02,
-    mlp_bias: false,
-    model_type: 'llama',
-    pretraining_tp: 1,
-    rms_norm_eps: 1e-5,
-    rope_scaling: {
-      factor: 32.0,
-      high_freq_factor: 4.0,
-      low_freq_factor: 1.0,
-      original_max_position_embeddings: 64,
-      rope_type: 'llama3',
-    },
-    rope_theta: 500000.0,
-    tie_word_embeddings: true,
-    torch_dtype: 'bfloat16',
-    transformers_version: '4.45.0.dev0',
-    use_cache: true,
-    ...TINY,
-    ...overrides,
-  };
+/** The sizes every tiny family config shares. */
+const TINY = { ...TINY_SIZES, max_position_embeddings: 64 } as const;
+
+type Config = Record<string, unknown>;
+
+/** A copy of `value` with the keys of each object in it sorted, as transformers writes a config.json. */
+function sortedKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortedKeys);
+  if (value === null || typeof value !== 'object') return value;
+  const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return Object.fromEntries(entries.map(([key, inner]) => [key, sortedKeys(inner)]));
 }
+
+/**
+ * A family's config: its own keys in the order a saved config.json lists
+ * them, then the tiny sizes, then a test's overrides. Each call copies the
+ * family's keys afresh, so a test may change what it gets.
+ */
+function tinyConfig(keys: Config) {
+  return (overrides: Config = {}): Config => ({ ...(sortedKeys(keys) as Config), ...TINY, ...overrides });
+}
+
+/** Keys every family's config carries, at the value most of them have. */
+const COMMON = {
+  bos_token_id: 1,
+  eos_token_id: 2,
+  hidden_act: 'silu',
+  initializer_range: 0.02,
+  rms_norm_eps: 1e-5,
+  use_cache: true,
+};
+
+/** What every Llama-architecture checkpoint's config adds. */
+const LLAMA = { ...COMMON, architectures: ['LlamaForCausalLM'], model_type: 'llama', pretraining_tp: 1 };
+
+/** Llama 3's RoPE scaling, with its original context cut to the tiny one. */
+const llama3Rope = (factor: number) => ({
+  factor,
+  high_freq_factor: 4.0,
+  low_freq_factor: 1.0,
+  original_max_position_embeddings: 64,
+  rope_type: 'llama3',
+});
+
+/** Llama 3.2 1B's keys (tied head, head_dim, llama3 RoPE scaling). */
+export const llama32Config = tinyConfig({
+  ...LLAMA,
+  attention_bias: false,
+  attention_dropout: 0.0,
+  head_dim: 16,
+  mlp_bias: false,
+  rope_scaling: llama3Rope(32.0),
+  rope_theta: 500000.0,
+  tie_word_embeddings: true,
+  torch_dtype: 'bfloat16',
+  transformers_version: '4.45.0.dev0',
+});
 
 /** Llama 3.1 8B's keys (untied, llama3 scaling of factor 8), as transformers 5 saves them: `rope_parameters`. */
-export function llama31Transformers5Config(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    architectures: ['LlamaForCausalLM'],
-    attention_bias: false,
-    attention_dropout: 0.0,
-    bos_token_id: 1,
-    dtype: 'bfloat16',
-    eos_token_id: 2,
-    head_dim: 16,
-    hidden_act: 'silu',
-    initializer_range: 0.02,
-    mlp_bias: false,
-    model_type: 'llama',
-    pretraining_tp: 1,
-    rms_norm_eps: 1e-5,
-    rope_parameters: {
-      factor: 8.0,
-      high_freq_factor: 4.0,
-      low_freq_factor: 1.0,
-      original_max_position_embeddings: 64,
-      rope_theta: 500000.0,
-      rope_type: 'llama3',
-    },
-    tie_word_embeddings: false,
-    transformers_version: '5.0.0',
-    use_cache: true,
-    ...TINY,
-    ...overrides,
-  };
-}
+export const llama31Transformers5Config = tinyConfig({
+  ...LLAMA,
+  attention_bias: false,
+  attention_dropout: 0.0,
+  dtype: 'bfloat16',
+  head_dim: 16,
+  mlp_bias: false,
+  rope_parameters: { ...llama3Rope(8.0), rope_theta: 500000.0 },
+  tie_word_embeddings: false,
+  transformers_version: '5.0.0',
+});
 
 /** Llama 2 7B's keys (no head_dim, rope_scaling null, untied). */
-export function llama2Config(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    architectures: ['LlamaForCausalLM'],
-    bos_token_id: 1,
-    eos_token_id: 2,
-    hidden_act: 'silu',
-    initializer_range: 0.02,
-    model_type: 'llama',
-    pretraining_tp: 1,
-    rms_norm_eps: 1e-5,
-    rope_scaling: null,
-    tie_word_embeddings: false,
-    torch_dtype: 'float16',
-    transformers_version: '4.31.0.dev0',
-    use_cache: true,
-    ...TINY,
-    ...overrides,
-  };
-}
+export const llama2Config = tinyConfig({
+  ...LLAMA,
+  rope_scaling: null,
+  tie_word_embeddings: false,
+  torch_dtype: 'float16',
+  transformers_version: '4.31.0.dev0',
+});
 
 /** TinyLlama 1.1B's keys. */
-export function tinyLlama11Config(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    architectures: ['LlamaForCausalLM'],
-    attention_bias: false,
-    bos_token_id: 1,
-    eos_token_id: 2,
-    hidden_act: 'silu',
-    initializer_range: 0.02,
-    model_type: 'llama',
-    pretraining_tp: 1,
-    rms_norm_eps: 1e-5,
-    rope_scaling: null,
-    rope_theta: 10000.0,
-    tie_word_embeddings: false,
-    torch_dtype: 'bfloat16',
-    transformers_version: '4.35.0',
-    use_cache: true,
-    ...TINY,
-    ...overrides,
-  };
-}
+export const tinyLlama11Config = tinyConfig({
+  ...LLAMA,
+  attention_bias: false,
+  rope_scaling: null,
+  rope_theta: 10000.0,
+  tie_word_embeddings: false,
+  torch_dtype: 'bfloat16',
+  transformers_version: '4.35.0',
+});
 
 /** SmolLM2 135M's keys (tied, rope_interleaved false, theta 100000). */
-export function smolLM2Config(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    architectures: ['LlamaForCausalLM'],
-    attention_bias: false,
-    attention_dropout: 0.0,
-    bos_token_id: 0,
-    eos_token_id: 0,
-    hidden_act: 'silu',
-    initializer_range: 0.041666666666666664,
-    is_llama_config: true,
-    mlp_bias: false,
-    model_type: 'llama',
-    pretraining_tp: 1,
-    rms_norm_eps: 1e-5,
-    rope_interleaved: false,
-    rope_scaling: null,
-    rope_theta: 100000,
-    tie_word_embeddings: true,
-    torch_dtype: 'bfloat16',
-    transformers_version: '4.42.3',
-    use_cache: true,
-    ...TINY,
-    ...overrides,
-  };
-}
+export const smolLM2Config = tinyConfig({
+  ...LLAMA,
+  attention_bias: false,
+  attention_dropout: 0.0,
+  bos_token_id: 0,
+  eos_token_id: 0,
+  initializer_range: 0.041666666666666664,
+  is_llama_config: true,
+  mlp_bias: false,
+  rope_interleaved: false,
+  rope_scaling: null,
+  rope_theta: 100000,
+  tie_word_embeddings: true,
+  torch_dtype: 'bfloat16',
+  transformers_version: '4.42.3',
+});
 
 /** Qwen2.5 0.5B's keys (q, k, v biases, tied, sliding_window with use_sliding_window false). */
-export function qwen25Config(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    architectures: ['Qwen2ForCausalLM'],
-    attention_dropout: 0.0,
-    bos_token_id: 1,
-    eos_token_id: 1,
-    hidden_act: 'silu',
-    initializer_range: 0.02,
-    max_window_layers: 2,
-    model_type: 'qwen2',
-    rms_norm_eps: 1e-6,
-    rope_theta: 1000000.0,
-    sliding_window: 32,
-    tie_word_embeddings: true,
-    torch_dtype: 'bfloat16',
-    transformers_version: '4.40.1',
-    use_cache: true,
-    use_mrope: false,
-    use_sliding_window: false,
-    ...TINY,
-    ...overrides,
-  };
-}
+export const qwen25Config = tinyConfig({
+  ...COMMON,
+  architectures: ['Qwen2ForCausalLM'],
+  attention_dropout: 0.0,
+  eos_token_id: 1,
+  max_window_layers: 2,
+  model_type: 'qwen2',
+  rms_norm_eps: 1e-6,
+  rope_theta: 1000000.0,
+  sliding_window: 32,
+  tie_word_embeddings: true,
+  torch_dtype: 'bfloat16',
+  transformers_version: '4.40.1',
+  use_mrope: false,
+  use_sliding_window: false,
+});
 
 /** Qwen3 0.6B's keys (q/k norms, head_dim apart from hidden_size / heads, tied, no biases). */
-export function qwen3Config(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    architectures: ['Qwen3ForCausalLM'],
-    attention_bias: false,
-    attention_dropout: 0.0,
-    bos_token_id: 1,
-    eos_token_id: 2,
-    head_dim: 24,
-    hidden_act: 'silu',
-    initializer_range: 0.02,
-    max_window_layers: 2,
-    model_type: 'qwen3',
-    rms_norm_eps: 1e-6,
-    rope_scaling: null,
-    rope_theta: 1000000,
-    sliding_window: null,
-    tie_word_embeddings: true,
-    torch_dtype: 'bfloat16',
-    transformers_version: '4.51.0',
-    use_cache: true,
-    use_sliding_window: false,
-    ...TINY,
-    ...overrides,
-  };
-}
+export const qwen3Config = tinyConfig({
+  ...COMMON,
+  architectures: ['Qwen3ForCausalLM'],
+  attention_bias: false,
+  attention_dropout: 0.0,
+  head_dim: 24,
+  max_window_layers: 2,
+  model_type: 'qwen3',
+  rms_norm_eps: 1e-6,
+  rope_scaling: null,
+  rope_theta: 1000000,
+  sliding_window: null,
+  tie_word_embeddings: true,
+  torch_dtype: 'bfloat16',
+  transformers_version: '4.51.0',
+  use_sliding_window: false,
+});
 
 /** Mistral 7B v0.3's keys (sliding_window null, untied). */
-export function mistral03Config(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    architectures: ['MistralForCausalLM'],
-    attention_dropout: 0.0,
-    bos_token_id: 1,
-    eos_token_id: 2,
-    hidden_act: 'silu',
-    initializer_range: 0.02,
-    model_type: 'mistral',
-    rms_norm_eps: 1e-5,
-    rope_theta: 1000000.0,
-    sliding_window: null,
-    tie_word_embeddings: false,
-    torch_dtype: 'bfloat16',
-    transformers_version: '4.42.0.dev0',
-    use_cache: true,
-    ...TINY,
-    ...overrides,
-  };
-}
+export const mistral03Config = tinyConfig({
+  ...COMMON,
+  architectures: ['MistralForCausalLM'],
+  attention_dropout: 0.0,
+  model_type: 'mistral',
+  rope_theta: 1000000.0,
+  sliding_window: null,
+  tie_word_embeddings: false,
+  torch_dtype: 'bfloat16',
+  transformers_version: '4.42.0.dev0',
+});
 
 /** Mistral 7B v0.1's keys: a sliding window (cut to 48 here, beyond the 32 rows the tests use). */
-export function mistral01Config(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+export function mistral01Config(overrides: Config = {}): Config {
   return mistral03Config({
     rope_theta: 10000.0,
     sliding_window: 48,

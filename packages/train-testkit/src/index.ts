@@ -25,6 +25,7 @@ export {
 export { link, put } from './hostile/hostileFiles.js';
 export { safetensorsReader, validSafetensors } from './hostile/safetensorsCases.js';
 export { memoryFile } from './memoryFile.js';
+export { maxAbsDiff, modelTestBackends } from './modelChecks.js';
 export { RENDEZVOUS_RANK_PROGRAM } from './rankPrograms.js';
 export {
   familyFeatures,

@@ -3,18 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits, toHostArray, toNumbers } from '@rayo/core';
 import { encodeSafetensors, Rng, type StoredTensor } from '@rayo/train';
+import { TINY_SIZES } from './familyConfigs.js';
 
 /** A Hugging Face config.json of a tiny Llama: 2 layers, d 64, 4 query / 2 kv heads, vocab 97, odd FFN. */
 export function tinyLlamaConfig(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     architectures: ['LlamaForCausalLM'],
     model_type: 'llama',
-    hidden_size: 64,
-    intermediate_size: 91,
-    num_attention_heads: 4,
-    num_key_value_heads: 2,
-    num_hidden_layers: 2,
-    vocab_size: 97,
+    ...TINY_SIZES,
     rope_theta: 1000,
     rms_norm_eps: 1e-5,
     tie_word_embeddings: false,
@@ -22,6 +18,20 @@ export function tinyLlamaConfig(overrides: Record<string, unknown> = {}): Record
     hidden_act: 'silu',
     torch_dtype: 'float32',
     ...overrides,
+  };
+}
+
+/** The sizes of a config the weights and the reference read: d, the FFN's width, heads, head width, vocab. */
+function sizesOf(config: Record<string, unknown>) {
+  const d = config.hidden_size as number;
+  const heads = config.num_attention_heads as number;
+  return {
+    d,
+    f: config.intermediate_size as number,
+    heads,
+    kvHeads: config.num_key_value_heads as number,
+    headDim: (config.head_dim as number | undefined) ?? d / heads,
+    vocab: config.vocab_size as number,
   };
 }
 
@@ -34,12 +44,7 @@ export type TinyWeights = Map<string, { shape: number[]; data: Float32Array }>;
  */
 export function tinyLlamaWeights(config: Record<string, unknown>, seed: number): TinyWeights {
   const rng = new Rng(seed);
-  const d = config.hidden_size as number;
-  const f = config.intermediate_size as number;
-  const heads = config.num_attention_heads as number;
-  const kvHeads = config.num_key_value_heads as number;
-  const headDim = (config.head_dim as number | undefined) ?? d / heads;
-  const vocab = config.vocab_size as number;
+  const { d, f, heads, kvHeads, headDim, vocab } = sizesOf(config);
   const weights: TinyWeights = new Map();
   const add = (name: string, shape: number[], value: () => number) => {
     weights.set(name, { shape, data: Float32Array.from({ length: shape[0]! * (shape[1] ?? 1) }, value) });
@@ -253,12 +258,7 @@ export function referenceLogits(
   tokens: readonly number[],
   roundedInputs?: { readonly dtype: 'bf16' | 'f16'; readonly rows: number },
 ): Float64Array[] {
-  const d = config.hidden_size as number;
-  const f = config.intermediate_size as number;
-  const heads = config.num_attention_heads as number;
-  const kvHeads = config.num_key_value_heads as number;
-  const headDim = (config.head_dim as number | undefined) ?? d / heads;
-  const vocab = config.vocab_size as number;
+  const { d, f, heads, kvHeads, headDim, vocab } = sizesOf(config);
   const eps = config.rms_norm_eps as number;
   const frequencies = ropeFrequenciesOf(config, headDim);
   const features = familyFeatures(config);

@@ -1,9 +1,10 @@
-import { add, DeviceLostError, OutOfMemoryError, RayoError, relu, scale } from '@rayo/core';
+import { DeviceLostError, OutOfMemoryError, RayoError, relu, scale } from '@rayo/core';
 import { extendFaultSuite, FAULT_SCENARIOS, runFaultScenarios } from '@rayo/core/testing';
 import { describe, expect, it } from 'vitest';
 import { WgpuBackend } from './backend.js';
 import { wgpuFaultSuite } from './faults.js';
 import { backendProvider } from './index.js';
+import { workInFlight } from './workInFlight.js';
 
 const unavailable = await backendProvider.probe();
 const needsAdapter = unavailable && process.env.CI !== 'true' ? describe.skip : describe;
@@ -66,13 +67,7 @@ needsAdapter('wgpu backend under faults', () => {
 
   it('a device lost mid-batch rejects pending submits and reads within a second, and later calls say so', async () => {
     const backend = await WgpuBackend.create();
-    const n = 1 << 16;
-    const x = backend.upload(new Float32Array(n).fill(1), [n]);
-    const batch = backend.batch();
-    let y = x;
-    for (let i = 0; i < 200; i++) y = batch.run(add, [y, x])[0]!;
-    const submitted = batch.submit();
-    const read = x.read();
+    const { x, submitted, read } = workInFlight(backend, 1 << 16, 200);
     backend.device.destroy();
     for (const pending of [submitted, read]) {
       const outcome = await settledWithin(pending, 1000);

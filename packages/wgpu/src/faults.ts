@@ -1,5 +1,5 @@
 /// <reference types="@webgpu/types" preserve="true" />
-import { add, type Backend, DeviceLostError, OutOfMemoryError, relu, type Tensor } from '@rayo/core';
+import { type Backend, DeviceLostError, OutOfMemoryError, relu, type Tensor } from '@rayo/core';
 import {
   type FaultScenario,
   type FaultSuiteExtension,
@@ -7,6 +7,7 @@ import {
   settledWithin,
 } from '@rayo/core/testing';
 import { WgpuBackend } from './backend.js';
+import { workInFlight } from './workInFlight.js';
 
 function wgpu(backend: Backend): WgpuBackend {
   if (!(backend instanceof WgpuBackend)) scenarioFailed(`expected a wgpu backend, got ${backend.name}`);
@@ -52,13 +53,7 @@ const deviceLoss: FaultScenario = {
   name: 'device lost mid-batch (device.destroy())',
   async run(context) {
     const backend = wgpu(await context.create());
-    const n = 1 << 20;
-    const x = backend.upload(new Float32Array(n).fill(1), [n]);
-    const batch = backend.batch();
-    let y = x;
-    for (let i = 0; i < 500; i++) y = batch.run(add, [y, x])[0]!;
-    const submitted = batch.submit();
-    const read = x.read();
+    const { x, submitted, read } = workInFlight(backend, 1 << 20, 500);
     const started = performance.now();
     backend.device.destroy();
     // destroy() itself may wait for the work in flight (lavapipe does); the second counts from its return.

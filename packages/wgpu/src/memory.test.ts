@@ -113,6 +113,14 @@ function deferringDevice(capacity: number) {
 describe('device memory: frees that reach the driver late', () => {
   const KIB = 1024;
 
+  /** Device memory and a tensor pool over a 4 KiB device whose frees reach the driver at the next queue round. */
+  function deferringMemory() {
+    const { device, state, round } = deferringDevice(4 * KIB);
+    const memory = new DeviceMemory(device, Number.POSITIVE_INFINITY);
+    memory.setQueueRound(round);
+    return { state, memory, pool: new BufferPool(memory, 0, 'rayo tensor') };
+  }
+
   /** Fills the device, has the next allocation refused, frees everything. */
   async function refusedThenFreed(memory: DeviceMemory, pool: BufferPool) {
     const held = Array.from({ length: 4 }, () => pool.acquire(KIB, 'zeros'));
@@ -125,10 +133,7 @@ describe('device memory: frees that reach the driver late', () => {
   }
 
   it('retries a refused fresh allocation once the frees were pushed through the queue', async () => {
-    const { device, state, round } = deferringDevice(4 * KIB);
-    const memory = new DeviceMemory(device, Number.POSITIVE_INFINITY);
-    memory.setQueueRound(round);
-    const pool = new BufferPool(memory, 0, 'rayo tensor');
+    const { state, memory, pool } = deferringMemory();
     await refusedThenFreed(memory, pool);
     expect(state.deferred).toBe(4 * KIB);
     // Allocated before any queue round: the device still holds the freed memory.
@@ -147,10 +152,7 @@ describe('device memory: frees that reach the driver late', () => {
   });
 
   it('release() pushes what was freed after a refusal to the driver, so the next allocation is granted', async () => {
-    const { device, state, round } = deferringDevice(4 * KIB);
-    const memory = new DeviceMemory(device, Number.POSITIVE_INFINITY);
-    memory.setQueueRound(round);
-    const pool = new BufferPool(memory, 0, 'rayo tensor');
+    const { state, memory, pool } = deferringMemory();
     await refusedThenFreed(memory, pool);
     expect(memory.unreleasedBytes).toBe(4 * KIB);
     expect(await memory.release()).toBe(2);
@@ -164,10 +166,7 @@ describe('device memory: frees that reach the driver late', () => {
   });
 
   it('keeps a real shortage an OutOfMemoryError after a bounded retry, saying what was tried', async () => {
-    const { device, state, round } = deferringDevice(4 * KIB);
-    const memory = new DeviceMemory(device, Number.POSITIVE_INFINITY);
-    memory.setQueueRound(round);
-    const pool = new BufferPool(memory, 0, 'rayo tensor');
+    const { state, memory, pool } = deferringMemory();
     const kept = pool.acquire(3 * KIB, 'upload');
     pool.release(pool.acquire(KIB, 'zeros'));
     pool.trim();
@@ -194,10 +193,7 @@ describe('device memory: frees that reach the driver late', () => {
   });
 
   it('does not retry a refused buffer that was used, but still releases the frees for the next allocation', async () => {
-    const { device, state, round } = deferringDevice(4 * KIB);
-    const memory = new DeviceMemory(device, Number.POSITIVE_INFINITY);
-    memory.setQueueRound(round);
-    const pool = new BufferPool(memory, 0, 'rayo tensor');
+    const { state, memory, pool } = deferringMemory();
     pool.release(pool.acquire(4 * KIB, 'zeros'));
     pool.trim();
     const written = pool.acquire(2 * KIB, 'upload');

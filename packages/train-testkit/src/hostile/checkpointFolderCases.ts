@@ -33,10 +33,12 @@ export async function validFolder(folder: string, config: object = TINY_CONFIG):
   return folder;
 }
 
+const INDEX = 'model.safetensors.index.json';
+
 /** Writes a sharded checkpoint whose index maps tensor `a` to `shardA` and `b` to `shardB`. */
 async function shardedFolder(folder: string, weightMap: Record<string, unknown>): Promise<string> {
   await put(folder, 'config.json', JSON.stringify(TINY_CONFIG));
-  await put(folder, 'model.safetensors.index.json', JSON.stringify({ metadata: {}, weight_map: weightMap }));
+  await put(folder, INDEX, JSON.stringify({ metadata: {}, weight_map: weightMap }));
   return folder;
 }
 
@@ -95,6 +97,16 @@ function configs(): HostileCase[] {
 function configFiles(): HostileCase[] {
   const file = (name: string, write: (folder: string, dir: string) => Promise<unknown>, mentions?: RegExp) =>
     folderCase('config.json file', name, write, mentions);
+  /** The weights in place and config.json a link to `target`. */
+  const configLink = (name: string, target: string, mentions: RegExp) =>
+    file(
+      name,
+      async (folder) => {
+        await put(folder, 'model.safetensors', validSafetensors());
+        await link(folder, 'config.json', target);
+      },
+      mentions,
+    );
   return [
     file('missing', (folder) => put(folder, 'model.safetensors', validSafetensors()), /ENOENT/),
     file(
@@ -123,30 +135,9 @@ function configFiles(): HostileCase[] {
       },
       /links outside/,
     ),
-    file(
-      'a link to a device',
-      async (folder) => {
-        await put(folder, 'model.safetensors', validSafetensors());
-        await link(folder, 'config.json', '/dev/zero');
-      },
-      /links outside|regular file/,
-    ),
-    file(
-      'a dangling link',
-      async (folder) => {
-        await put(folder, 'model.safetensors', validSafetensors());
-        await link(folder, 'config.json', 'absent.json');
-      },
-      /ENOENT/,
-    ),
-    file(
-      'a link to itself',
-      async (folder) => {
-        await put(folder, 'model.safetensors', validSafetensors());
-        await link(folder, 'config.json', 'config.json');
-      },
-      /ELOOP/,
-    ),
+    configLink('a link to a device', '/dev/zero', /links outside|regular file/),
+    configLink('a dangling link', 'absent.json', /ENOENT/),
+    configLink('a link to itself', 'config.json', /ELOOP/),
     file('not JSON', (folder) => put(folder, 'config.json', '{"hidden_size": '), /not JSON/),
     file('not UTF-8', (folder) => put(folder, 'config.json', Uint8Array.of(0x7b, 0xff, 0x7d)), /not JSON/),
     file('JSON null', (folder) => put(folder, 'config.json', 'null'), /config/),
@@ -206,46 +197,25 @@ function shards(): HostileCase[] {
       },
       mentions,
     );
+  /** A valid config and, as the index, what `writeIndex` leaves. */
+  const index = (name: string, writeIndex: (folder: string) => Promise<unknown>, mentions: RegExp) =>
+    sharded(
+      name,
+      async (folder) => {
+        await put(folder, 'config.json', JSON.stringify(TINY_CONFIG));
+        await writeIndex(folder);
+      },
+      mentions,
+    );
   const map = { a: 'model-1.safetensors', b: 'model-1.safetensors' };
   return [
-    sharded(
-      'the index a FIFO',
-      async (folder) => {
-        await put(folder, 'config.json', JSON.stringify(TINY_CONFIG));
-        await fifo(folder, 'model.safetensors.index.json');
-      },
-      /regular file/,
-    ),
-    sharded(
-      'the index 17 MiB (sparse)',
-      async (folder) => {
-        await put(folder, 'config.json', JSON.stringify(TINY_CONFIG));
-        await sparse(folder, 'model.safetensors.index.json', 17 * 2 ** 20);
-      },
-      /larger than/,
-    ),
-    sharded(
-      'the index not JSON',
-      async (folder) => {
-        await put(folder, 'config.json', JSON.stringify(TINY_CONFIG));
-        await put(folder, 'model.safetensors.index.json', '{"weight_map":');
-      },
-      /not JSON/,
-    ),
-    sharded(
-      'no weight_map',
-      async (folder) => {
-        await put(folder, 'config.json', JSON.stringify(TINY_CONFIG));
-        await put(folder, 'model.safetensors.index.json', '{"metadata":{}}');
-      },
-      /weight_map/,
-    ),
-    sharded(
+    index('the index a FIFO', (folder) => fifo(folder, INDEX), /regular file/),
+    index('the index 17 MiB (sparse)', (folder) => sparse(folder, INDEX, 17 * 2 ** 20), /larger than/),
+    index('the index not JSON', (folder) => put(folder, INDEX, '{"weight_map":'), /not JSON/),
+    index('no weight_map', (folder) => put(folder, INDEX, '{"metadata":{}}'), /weight_map/),
+    index(
       'weight_map an array',
-      async (folder) => {
-        await put(folder, 'config.json', JSON.stringify(TINY_CONFIG));
-        await put(folder, 'model.safetensors.index.json', '{"weight_map":["model-1.safetensors"]}');
-      },
+      (folder) => put(folder, INDEX, '{"weight_map":["model-1.safetensors"]}'),
       /weight_map/,
     ),
     sharded('a shard missing', (folder) => shardedFolder(folder, map), /ENOENT/),

@@ -7,7 +7,8 @@ import {
   type Operand,
   wgpuKernel,
 } from '../kernel.js';
-import { paramLayout } from '../params.js';
+import { type ParamLayout, paramLayout } from '../params.js';
+import type { ShaderSource } from '../pipelines.js';
 import type { GPUBuffer } from '../webgpuTypes.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
@@ -22,6 +23,28 @@ const NAN = 'bitcast<f32>(nanBits)';
 const vtype = (vec: number) => (vec === 4 ? 'vec4<f32>' : 'f32');
 const vsplat = (vec: number, e: string) => (vec === 4 ? `vec4<f32>(${e})` : e);
 
+/**
+ * A shader of `kernel` with `layout` as its params: `declare` adds its
+ * bindings and declarations, `body` runs on WG invocations.
+ */
+function shaderOf(
+  kernel: 'embedding' | 'embeddingBackward',
+  key: string,
+  layout: ParamLayout<string>,
+  declare: (module: ShaderModule) => void,
+  body: string,
+): ShaderSource {
+  return {
+    key: `embedding/${kernel}/${key}`,
+    kernel,
+    code: () => {
+      const module = new ShaderModule().params(layout);
+      declare(module);
+      return module.build(undefined, WG, body);
+    },
+  };
+}
+
 // ---- forward: a gather, one invocation per output element (or vec4) ---------
 
 const GATHER_PARAMS = paramLayout([
@@ -32,28 +55,24 @@ const GATHER_PARAMS = paramLayout([
 
 function gatherShader(vec: number) {
   const V = vtype(vec);
-  return {
-    key: `embedding/embedding/v${vec}/wg${WG}`,
-    kernel: 'embedding',
-    code: () => {
-      const module = new ShaderModule().params(GATHER_PARAMS);
+  return shaderOf(
+    'embedding',
+    `v${vec}/wg${WG}`,
+    GATHER_PARAMS,
+    (module) => {
       module.storage('table', V, 'read');
       module.storage('ids', 'i32', 'read');
       module.storage('y', V, 'read_write');
       module.declare(NAN_DECL);
-      return module.build(
-        undefined,
-        WG,
-        `  ${elementIndex('params.count')}
+    },
+    `  ${elementIndex('params.count')}
   let id = bitcast<u32>(ids[i / params.dv]);
   if (id < params.vocab) {
     y[i] = table[id * params.dv + i % params.dv];
   } else {
     y[i] = ${vsplat(vec, NAN)};
   }`,
-      );
-    },
-  };
+  );
 }
 
 /**
@@ -123,36 +142,30 @@ const SORT_PARAMS = paramLayout([
   ['vocab', 'u32'],
 ] as const);
 
-const keysShader = {
-  key: `embedding/embeddingBackward/keys/wg${WG}`,
-  kernel: 'embeddingBackward',
-  code: () => {
-    const module = new ShaderModule().params(SORT_PARAMS);
+const keysShader = shaderOf(
+  'embeddingBackward',
+  `keys/wg${WG}`,
+  SORT_PARAMS,
+  (module) => {
     module.storage('ids', 'i32', 'read');
     module.storage('keys', 'u32', 'read_write');
     module.storage('pos', 'u32', 'read_write');
-    return module.build(
-      undefined,
-      WG,
-      `  ${elementIndex('params.n')}
+  },
+  `  ${elementIndex('params.n')}
   keys[i] = min(bitcast<u32>(ids[i]), params.vocab);
   pos[i] = i;`,
-    );
-  },
-};
+);
 
-const histogramShader = {
-  key: `embedding/embeddingBackward/histogram/b${BLOCK}`,
-  kernel: 'embeddingBackward',
-  code: () => {
-    const module = new ShaderModule().params(SORT_PARAMS);
+const histogramShader = shaderOf(
+  'embeddingBackward',
+  `histogram/b${BLOCK}`,
+  SORT_PARAMS,
+  (module) => {
     module.storage('keys', 'u32', 'read');
     module.storage('hist', 'u32', 'read_write');
     module.workgroupArray('counts', 'atomic<u32>', DIGITS);
-    return module.build(
-      undefined,
-      WG,
-      `  let block = ${linearWorkgroup};
+  },
+  `  let block = ${linearWorkgroup};
   if (block >= params.blocks) { return; }
   let t = lid.x;
   atomicStore(&counts[t], 0u);
@@ -164,22 +177,18 @@ const histogramShader = {
   workgroupBarrier();
   // Digit-major, so one scan gives every (digit, block) its first slot.
   hist[t * params.blocks + block] = atomicLoad(&counts[t]);`,
-    );
-  },
-};
+);
 
 /** Exclusive scan of `hist` (DIGITS · blocks entries) in one workgroup, a tile at a time. */
-const scanShader = {
-  key: `embedding/embeddingBackward/scan/wg${WG}/p${SCAN_PER_THREAD}`,
-  kernel: 'embeddingBackward',
-  code: () => {
-    const module = new ShaderModule().params(SORT_PARAMS);
+const scanShader = shaderOf(
+  'embeddingBackward',
+  `scan/wg${WG}/p${SCAN_PER_THREAD}`,
+  SORT_PARAMS,
+  (module) => {
     module.storage('hist', 'u32', 'read_write');
     module.workgroupArray('sums', 'u32', WG);
-    return module.build(
-      undefined,
-      WG,
-      `  let t = lid.x;
+  },
+  `  let t = lid.x;
   let total = params.blocks * ${DIGITS}u;
   var carry = 0u;
   for (var tile = 0u; tile < total; tile += ${WG * SCAN_PER_THREAD}u) {
@@ -208,15 +217,13 @@ const scanShader = {
     carry += sums[${WG - 1}];
     workgroupBarrier();
   }`,
-    );
-  },
-};
+);
 
-const scatterShader = {
-  key: `embedding/embeddingBackward/scatter/b${BLOCK}`,
-  kernel: 'embeddingBackward',
-  code: () => {
-    const module = new ShaderModule().params(SORT_PARAMS);
+const scatterShader = shaderOf(
+  'embeddingBackward',
+  `scatter/b${BLOCK}`,
+  SORT_PARAMS,
+  (module) => {
     module.storage('keysIn', 'u32', 'read');
     module.storage('posIn', 'u32', 'read');
     module.storage('hist', 'u32', 'read');
@@ -224,10 +231,8 @@ const scatterShader = {
     module.storage('posOut', 'u32', 'read_write');
     module.workgroupArray('digits', 'u32', WG);
     module.workgroupArray('running', 'u32', DIGITS);
-    return module.build(
-      undefined,
-      WG,
-      `  let block = ${linearWorkgroup};
+  },
+  `  let block = ${linearWorkgroup};
   if (block >= params.blocks) { return; }
   let t = lid.x;
   running[t] = 0u;
@@ -259,22 +264,18 @@ const scatterShader = {
     if (valid && after == 0u) { running[d] += before + 1u; }
     workgroupBarrier();
   }`,
-    );
-  },
-};
+);
 
 /** starts[v] = the first sorted slot with key >= v, for v in [0, V]. */
-const startsShader = {
-  key: `embedding/embeddingBackward/starts/wg${WG}`,
-  kernel: 'embeddingBackward',
-  code: () => {
-    const module = new ShaderModule().params(SORT_PARAMS);
+const startsShader = shaderOf(
+  'embeddingBackward',
+  `starts/wg${WG}`,
+  SORT_PARAMS,
+  (module) => {
     module.storage('keys', 'u32', 'read');
     module.storage('starts', 'u32', 'read_write');
-    return module.build(
-      undefined,
-      WG,
-      `  ${elementIndex('params.vocab + 1u')}
+  },
+  `  ${elementIndex('params.vocab + 1u')}
   var lo = 0u;
   var hi = params.n;
   while (lo < hi) {
@@ -282,9 +283,7 @@ const startsShader = {
     if (keys[mid] < i) { lo = mid + 1u; } else { hi = mid; }
   }
   starts[i] = lo;`,
-    );
-  },
-};
+);
 
 const SUM_PARAMS = paramLayout([
   ['count', 'u32'],
@@ -295,20 +294,18 @@ const SUM_PARAMS = paramLayout([
 
 function sumShader(vec: number) {
   const V = vtype(vec);
-  return {
-    key: `embedding/embeddingBackward/sum/v${vec}/wg${WG}`,
-    kernel: 'embeddingBackward',
-    code: () => {
-      const module = new ShaderModule().params(SUM_PARAMS);
+  return shaderOf(
+    'embeddingBackward',
+    `sum/v${vec}/wg${WG}`,
+    SUM_PARAMS,
+    (module) => {
       module.storage('dy', V, 'read');
       module.storage('pos', 'u32', 'read');
       module.storage('starts', 'u32', 'read');
       module.storage('dtable', V, 'read_write');
       module.declare(NAN_DECL);
-      return module.build(
-        undefined,
-        WG,
-        `  ${elementIndex('params.count')}
+    },
+    `  ${elementIndex('params.count')}
   // Out-of-range ids sorted last under the key V.
   if (starts[params.vocab] < params.n) {
     dtable[i] = ${vsplat(vec, NAN)};
@@ -319,9 +316,7 @@ function sumShader(vec: number) {
   var acc = ${V}(0.0);
   for (var k = starts[v]; k < starts[v + 1u]; k++) { acc += dy[pos[k] * params.dv + col]; }
   dtable[i] = acc;`,
-      );
-    },
-  };
+  );
 }
 
 function scratchBinding(encoder: { scratch(bytes: number): GPUBuffer }, count: number): GPUBufferBinding {

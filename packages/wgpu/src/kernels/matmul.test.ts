@@ -1,8 +1,9 @@
-import { batchedMatmul, inferKernel, matmul } from '@rayo/core';
+import { batchedMatmul, matmul } from '@rayo/core';
 import { compareOutputs, Rng, VALID_CASES } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backendProvider, createWgpuBackend, type WgpuBackend } from '../index.js';
 import { type MatmulPlan, type MatmulProblem, planMatmul } from './matmul.js';
+import { type MatmulAttrs, runWithReference, TRANSPOSES, uploadOperands } from './matmulReference.testkit.js';
 import { TILE_LARGE, TILE_MID } from './matmulTile.js';
 
 /** What distinguishes plans in the coverage checks below. */
@@ -133,52 +134,17 @@ describe.skipIf(unavailable !== undefined)('matmul on the device', () => {
   async function check(
     batch: number | undefined,
     [m, k, n]: readonly [number, number, number],
-    attrs: { transA?: boolean; transB?: boolean; alpha?: number; beta?: number },
+    attrs: MatmulAttrs,
     withC = false,
     on = backend,
   ): Promise<void> {
     const backend = on;
-    const { transA = false, transB = false } = attrs;
-    const lead = batch === undefined ? [] : [batch];
-    const aShape = [...lead, ...(transA ? [k, m] : [m, k])];
-    const bShape = [...lead, ...(transB ? [n, k] : [k, n])];
-    const size = (s: number[]) => s.reduce((x, y) => x * y, 1);
-    const av = random(size(aShape));
-    const bv = random(size(bShape));
-    const cv = withC ? random(m * n) : undefined;
-    const a = backend.upload(av, aShape);
-    const b = backend.upload(bv, bShape);
-    const c = cv ? backend.upload(cv, [m, n]) : undefined;
-    const metas = [a, b, c].map((t) => (t ? { shape: t.shape, dtype: t.dtype } : undefined));
-    let expected: Float32Array;
-    let y: ReturnType<WgpuBackend['run']>[number];
-    if (batch === undefined) {
-      const io = inferKernel(matmul, metas, attrs);
-      expected = matmul.reference([av, bv, cv], io.attrs, {
-        inputs: metas,
-        outputs: io.outputs,
-      })[0] as Float32Array;
-      y = backend.run(matmul, [a, b, c], attrs)[0]!;
-    } else {
-      const { beta: _, ...batchedAttrs } = attrs;
-      const io = inferKernel(batchedMatmul, metas, batchedAttrs);
-      expected = batchedMatmul.reference([av, bv], io.attrs, {
-        inputs: metas,
-        outputs: io.outputs,
-      })[0] as Float32Array;
-      y = backend.run(batchedMatmul, [a, b], batchedAttrs)[0]!;
-    }
+    const { operands, values } = await uploadOperands(backend, batch, [m, k, n], attrs, withC, random, 'f32');
+    const { y, expected } = runWithReference(backend, batch, operands, values, attrs);
     const mismatch = compareOutputs('f32', await y.read(), expected, tolerance(k));
-    for (const t of [a, b, c, y]) t?.dispose();
+    for (const t of [...operands, y]) t?.dispose();
     expect(mismatch, `${batch ?? ''}×[${m}, ${k}, ${n}] ${JSON.stringify(attrs)}`).toBeUndefined();
   }
-
-  const TRANSPOSES = [
-    [false, false],
-    [true, false],
-    [false, true],
-    [true, true],
-  ] as const;
 
   it('128×128 tiles, vec4 and scalar, every transpose', async () => {
     // 2×2 tiles of 128 per entry × 32 entries select the large tile.

@@ -127,35 +127,20 @@ export interface MatmulProblem extends MatmulDims {
   readonly a?: Storage;
 }
 
+/** How a plan's launch lays out: y bound as vec4 or not, the tiles of y, and K cut into splits. */
+export interface MatmulGrid {
+  readonly vecY: boolean;
+  readonly tilesM: number;
+  readonly tilesN: number;
+  readonly splits: number;
+  readonly kPerSplit: number;
+}
+
 export type MatmulPlan =
   | { readonly path: 'empty' }
-  | {
-      readonly path: 'gemv';
-      readonly variant: Omit<GemvVariant, 'out'>;
-      readonly vecY: boolean;
-      readonly tilesM: number;
-      readonly tilesN: number;
-      readonly splits: number;
-      readonly kPerSplit: number;
-    }
-  | {
-      readonly path: 'smallm';
-      readonly variant: Omit<StreamVariant, 'out'>;
-      readonly vecY: boolean;
-      readonly tilesM: number;
-      readonly tilesN: number;
-      readonly splits: number;
-      readonly kPerSplit: number;
-    }
-  | {
-      readonly path: 'tile';
-      readonly variant: Omit<TileVariant, 'out'>;
-      readonly vecY: boolean;
-      readonly tilesM: number;
-      readonly tilesN: number;
-      readonly splits: number;
-      readonly kPerSplit: number;
-    };
+  | (MatmulGrid & { readonly path: 'gemv'; readonly variant: Omit<GemvVariant, 'out'> })
+  | (MatmulGrid & { readonly path: 'smallm'; readonly variant: Omit<StreamVariant, 'out'> })
+  | (MatmulGrid & { readonly path: 'tile'; readonly variant: Omit<TileVariant, 'out'> });
 
 /** What of the device the f16 product depends on. */
 export interface HalfGemmDevice {
@@ -169,13 +154,8 @@ export interface HalfGemmDevice {
   };
 }
 
-export interface HalfGemmPlan {
+export interface HalfGemmPlan extends MatmulGrid {
   readonly variant: Omit<HalfGemmVariant, 'out'>;
-  readonly vecY: boolean;
-  readonly tilesM: number;
-  readonly tilesN: number;
-  readonly splits: number;
-  readonly kPerSplit: number;
 }
 
 /**

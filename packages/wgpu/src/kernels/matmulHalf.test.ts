@@ -1,16 +1,16 @@
-import {
-  batchedMatmul,
-  f16BitsToF32,
-  inferKernel,
-  linear,
-  matmul,
-  UnsupportedOnBackendError,
-} from '@rayo/core';
+import { inferKernel, linear, UnsupportedOnBackendError } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backendProvider, createWgpuBackend, type WgpuBackend } from '../index.js';
 import { type HalfGemmDevice, type MatmulProblem, planHalfGemm } from './matmul.js';
 import { HALF_TILE_LARGE, HALF_TILE_MID, halfGemmShader, pickSubgroupMatrixConfig } from './matmulHalf.js';
+import {
+  halfValues,
+  type MatmulAttrs,
+  runWithReference,
+  TRANSPOSES,
+  uploadOperands,
+} from './matmulReference.testkit.js';
 
 const F16_F32 = { componentType: 'f16', resultComponentType: 'f32', M: 16, N: 16, K: 16 };
 /** What NVIDIA's Vulkan driver lists, roughly: f16 → f16 and f16 → f32 shapes, and integer ones. */
@@ -115,62 +115,26 @@ describe.skipIf(unavailable !== undefined)('f16 matrix products on the device (e
 
   const rng = new Rng(0xf16);
   const random = (n: number) => Array.from({ length: n }, () => rng.uniform(-1, 1));
-  /** The values of a half tensor as read back (f16 bits), for the reference. */
-  const valuesOf = async (t: { read(): Promise<unknown> }) =>
-    Float32Array.from((await t.read()) as Uint16Array, f16BitsToF32);
 
   async function check(
     batch: number | undefined,
     [m, k, n]: readonly [number, number, number],
-    attrs: { transA?: boolean; transB?: boolean; alpha?: number; beta?: number },
+    attrs: MatmulAttrs,
     withC = false,
   ): Promise<void> {
     if (!backend.gpu.features.has('shader-f16')) return;
-    const { transA = false, transB = false } = attrs;
-    const lead = batch === undefined ? [] : [batch];
-    const aShape = [...lead, ...(transA ? [k, m] : [m, k])];
-    const bShape = [...lead, ...(transB ? [n, k] : [k, n])];
-    const size = (s: number[]) => s.reduce((x, y) => x * y, 1);
-    const a = backend.upload(random(size(aShape)), aShape, 'f16');
-    const b = backend.upload(random(size(bShape)), bShape, 'f16');
-    const c = withC ? backend.upload(random(m * n), [m, n], 'f16') : undefined;
     // The reference sees the rounded halves.
-    const [av, bv, cv] = await Promise.all([valuesOf(a), valuesOf(b), c && valuesOf(c)]);
-    const metas = [a, b, c].map((t) => (t ? { shape: t.shape, dtype: t.dtype } : undefined));
-    let expected: Float32Array;
-    let y: ReturnType<WgpuBackend['run']>[number];
-    if (batch === undefined) {
-      const io = inferKernel(matmul, metas, attrs);
-      expected = matmul.reference([av, bv, cv], io.attrs, {
-        inputs: metas,
-        outputs: io.outputs,
-      })[0] as Float32Array;
-      y = backend.run(matmul, [a, b, c], attrs)[0]!;
-    } else {
-      const { beta: _, ...batchedAttrs } = attrs;
-      const io = inferKernel(batchedMatmul, metas, batchedAttrs);
-      expected = batchedMatmul.reference([av, bv], io.attrs, {
-        inputs: metas,
-        outputs: io.outputs,
-      })[0] as Float32Array;
-      y = backend.run(batchedMatmul, [a, b], batchedAttrs)[0]!;
-    }
+    const { operands, values } = await uploadOperands(backend, batch, [m, k, n], attrs, withC, random, 'f16');
+    const { y, expected } = runWithReference(backend, batch, operands, values, attrs);
     expect(y.dtype).toBe('f16');
     const bound = Math.max(1e-3, 4 * 2 ** -11 * Math.sqrt(k));
-    const mismatch = compareOutputs('f32', await valuesOf(y), expected, {
+    const mismatch = compareOutputs('f32', await halfValues(y), expected, {
       rtol: bound,
       atol: bound * Math.sqrt(k),
     });
-    for (const t of [a, b, c, y]) t?.dispose();
+    for (const t of [...operands, y]) t?.dispose();
     expect(mismatch, `${batch ?? ''}×[${m}, ${k}, ${n}] ${JSON.stringify(attrs)}`).toBeUndefined();
   }
-
-  const TRANSPOSES = [
-    [false, false],
-    [true, false],
-    [false, true],
-    [true, true],
-  ] as const;
 
   // Few shapes: llvmpipe compiles each variant of the emulation for tens of seconds.
   it('8-half loads in every transpose with c; scalar loads and ragged edges', async () => {
@@ -191,14 +155,14 @@ describe.skipIf(unavailable !== undefined)('f16 matrix products on the device (e
     const x = backend.upload(random(m * k), [m, k], 'f16');
     const w = backend.upload(random(n * k), [n, k], 'f16');
     const bias = backend.upload(random(n), [n], 'f16');
-    const [xv, wv, bv] = await Promise.all([valuesOf(x), valuesOf(w), valuesOf(bias)]);
+    const [xv, wv, bv] = await Promise.all([halfValues(x), halfValues(w), halfValues(bias)]);
     const metas = [x, w, bias].map((t) => ({ shape: t.shape, dtype: t.dtype }));
     const attrs = { activation: 'gelu' as const };
     const io = inferKernel(linear, metas, attrs);
     const expected = linear.reference([xv, wv, bv], io.attrs, { inputs: metas, outputs: io.outputs });
     const outs = backend.run(linear, [x, w, bias], attrs);
     for (let i = 0; i < outs.length; i++) {
-      const mismatch = compareOutputs('f32', await valuesOf(outs[i]!), expected[i] as Float32Array, {
+      const mismatch = compareOutputs('f32', await halfValues(outs[i]!), expected[i] as Float32Array, {
         rtol: 4e-3,
         atol: 4e-3,
       });

@@ -13,6 +13,7 @@ import {
   declareBindings,
   decodeWorkgroup,
   emitFunctions,
+  type OperandReads,
   type Output,
   outputKey,
   storageKey,
@@ -46,18 +47,10 @@ export interface StreamShape {
   readonly unroll: number;
 }
 
-export interface StreamVariant {
+export interface StreamVariant extends OperandReads {
   /** Rows of a per workgroup. */
   readonly rows: number;
   readonly shape: StreamShape;
-  readonly transA: boolean;
-  readonly transB: boolean;
-  /** vec4 loads of a (transB: along K) and of b. */
-  readonly vecA: boolean;
-  readonly vecB: boolean;
-  /** How b is stored (f32, or halves in u32 words). */
-  readonly b: Storage;
-  readonly out: Output;
 }
 
 /** Elements of K per vector step of b stored [N, K]: 4, or 8 halves per vec4<u32>. */

@@ -6,7 +6,7 @@ import {
   decodeWorkgroup,
   doubleBufferedKLoop,
   emitFunctions,
-  type Output,
+  type OperandReads,
   outputKey,
   storageKey,
 } from './matmulWgsl.js';
@@ -175,20 +175,13 @@ function tileEpilogue(tile: MatmulTile, swap: boolean): string {
   return lines.join('\n  ');
 }
 
-export interface TileVariant {
+export interface TileVariant extends OperandReads {
   readonly tile: MatmulTile;
   /**
    * Computes yᵀ = op(b)ᵀ·op(a)ᵀ instead: for aᵀ·bᵀ this turns two K-major
    * operands into the b-then-a pair the loaders handle fastest.
    */
   readonly swap: boolean;
-  readonly transA: boolean;
-  readonly transB: boolean;
-  readonly vecA: boolean;
-  readonly vecB: boolean;
-  /** How b is stored (f32, or halves in u32 words). */
-  readonly b: Storage;
-  readonly out: Output;
 }
 
 /** Consecutive tile rows that share columns of b, for L2 reuse. */

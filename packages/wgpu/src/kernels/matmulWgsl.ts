@@ -59,6 +59,18 @@ export interface Output {
   readonly epilogue?: Epilogue;
 }
 
+/** How the f32 streaming and tiled products read a and b and write y. */
+export interface OperandReads {
+  readonly transA: boolean;
+  readonly transB: boolean;
+  /** vec4 loads of a (transB: along K) and of b. */
+  readonly vecA: boolean;
+  readonly vecB: boolean;
+  /** How b is stored (f32, or halves in u32 words). */
+  readonly b: Storage;
+  readonly out: Output;
+}
+
 export function epilogueKey(e: Epilogue | undefined): string {
   return e ? `/${e.bias ? 'bias' : 'nobias'}/${e.activation}${e.z ? '/z' : ''}` : '';
 }

@@ -392,40 +392,37 @@ function encodeColumnSums(
   });
 }
 
+/**
+ * rmsNorm or layerNorm: the row pass over x and the weight vectors, a half y
+ * computed in f32 scratch and rounded once.
+ */
+function normKernel(
+  spec: typeof rmsNorm | typeof layerNorm,
+  shaderOf: (plan: VectorRowPlan, scalar: RowInput) => ShaderSource,
+): AnyWgpuKernel {
+  return wgpuKernel(
+    spec,
+    (encoder, { inputs, outputs, attrs }) => {
+      const x = inputs[0]!;
+      const { rows, plan, values } = rowCall(x, attrs.eps);
+      if (rows === 0) return;
+      encodeWithF32Activations(encoder, spec.name, {}, { y: outputs[0]! }, (_, o) => {
+        encoder.dispatch({
+          shader: shaderOf(plan, rowInputOf(x)),
+          buffers: [...inputs.map((input) => input!), o.y!],
+          params: { layout: ROW_PARAMS, values },
+          workgroups: rowGrid(encoder, rows, plan.threads),
+        });
+      });
+    },
+    { dtypes: FLOAT },
+  );
+}
+
 export const NORMALIZATION_KERNELS: readonly AnyWgpuKernel[] = [
-  // Half rows and weights are read in u32 words; a half y is computed in f32 scratch and rounded once.
-  wgpuKernel(
-    rmsNorm,
-    (encoder, { inputs, outputs, attrs }) => {
-      const { rows, plan, values } = rowCall(inputs[0]!, attrs.eps);
-      if (rows === 0) return;
-      encodeWithF32Activations(encoder, rmsNorm.name, {}, { y: outputs[0]! }, (_, o) => {
-        encoder.dispatch({
-          shader: rmsNormShader(plan, rowInputOf(inputs[0]!)),
-          buffers: [inputs[0]!, inputs[1]!, o.y!],
-          params: { layout: ROW_PARAMS, values },
-          workgroups: rowGrid(encoder, rows, plan.threads),
-        });
-      });
-    },
-    { dtypes: FLOAT },
-  ),
-  wgpuKernel(
-    layerNorm,
-    (encoder, { inputs, outputs, attrs }) => {
-      const { rows, plan, values } = rowCall(inputs[0]!, attrs.eps);
-      if (rows === 0) return;
-      encodeWithF32Activations(encoder, layerNorm.name, {}, { y: outputs[0]! }, (_, o) => {
-        encoder.dispatch({
-          shader: layerNormShader(plan, rowInputOf(inputs[0]!)),
-          buffers: [inputs[0]!, inputs[1]!, inputs[2]!, o.y!],
-          params: { layout: ROW_PARAMS, values },
-          workgroups: rowGrid(encoder, rows, plan.threads),
-        });
-      });
-    },
-    { dtypes: FLOAT },
-  ),
+  // Half rows and weights are read in u32 words.
+  normKernel(rmsNorm, rmsNormShader),
+  normKernel(layerNorm, layerNormShader),
   // The backward kernels take half tensors through f32 scratch (widened, and rounded once after).
   wgpuKernel(
     rmsNormBackward,

@@ -23,6 +23,23 @@ const LLAMA3_SCALING = {
   original_max_position_embeddings: 8192,
 };
 
+/** Mistral 7B v0.3's config; v0.1 differs in its vocabulary, RoPE theta and window. */
+const MISTRAL_7B = {
+  model_type: 'mistral',
+  architectures: ['MistralForCausalLM'],
+  hidden_size: 4096,
+  intermediate_size: 14336,
+  num_attention_heads: 32,
+  num_key_value_heads: 8,
+  vocab_size: 32768,
+  max_position_embeddings: 32768,
+  rms_norm_eps: 1e-5,
+  rope_theta: 1000000.0,
+  sliding_window: null,
+  tie_word_embeddings: false,
+  hidden_act: 'silu',
+};
+
 export const PARITY_FAMILIES: readonly ParityFamily[] = [
   {
     name: 'llama-3.2-1b',
@@ -170,40 +187,12 @@ export const PARITY_FAMILIES: readonly ParityFamily[] = [
   {
     name: 'mistral-7b-v0.3',
     source: 'mistralai/Mistral-7B-v0.3',
-    config: {
-      model_type: 'mistral',
-      architectures: ['MistralForCausalLM'],
-      hidden_size: 4096,
-      intermediate_size: 14336,
-      num_attention_heads: 32,
-      num_key_value_heads: 8,
-      vocab_size: 32768,
-      max_position_embeddings: 32768,
-      rms_norm_eps: 1e-5,
-      rope_theta: 1000000.0,
-      sliding_window: null,
-      tie_word_embeddings: false,
-      hidden_act: 'silu',
-    },
+    config: MISTRAL_7B,
   },
   {
     name: 'mistral-7b-v0.1',
     source: 'mistralai/Mistral-7B-v0.1 (a 4096 window, wider than the parity context)',
-    config: {
-      model_type: 'mistral',
-      architectures: ['MistralForCausalLM'],
-      hidden_size: 4096,
-      intermediate_size: 14336,
-      num_attention_heads: 32,
-      num_key_value_heads: 8,
-      vocab_size: 32000,
-      max_position_embeddings: 32768,
-      rms_norm_eps: 1e-5,
-      rope_theta: 10000.0,
-      sliding_window: 4096,
-      tie_word_embeddings: false,
-      hidden_act: 'silu',
-    },
+    config: { ...MISTRAL_7B, vocab_size: 32000, rope_theta: 10000.0, sliding_window: 4096 },
   },
 ];
 

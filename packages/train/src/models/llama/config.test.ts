@@ -97,35 +97,33 @@ describe('model families', () => {
     expect(() => parseLlamaConfig(config())).not.toThrow();
   });
 
-  it('switches each family on from its architecture and keys', () => {
-    const switches = (json: Record<string, unknown>) => {
-      const c = parseLlamaConfig(json);
-      return [c.family, c.qkvBias, c.outputBias, c.qkNorm, c.tieWordEmbeddings, c.slidingWindow];
-    };
-    expect(switches(llama32Config())).toEqual(['llama', false, false, false, true, undefined]);
-    expect(switches(llama2Config({ attention_bias: true }))).toEqual([
-      'llama',
-      true,
-      true,
-      false,
-      false,
-      undefined,
-    ]);
-    expect(switches(smolLM2Config())).toEqual(['llama', false, false, false, true, undefined]);
+  // [family, qkvBias, outputBias, qkNorm, tieWordEmbeddings, slidingWindow]
+  it.each([
+    ['Llama 3.2', llama32Config(), ['llama', false, false, false, true, undefined]],
+    [
+      'Llama 2 with attention_bias',
+      llama2Config({ attention_bias: true }),
+      ['llama', true, true, false, false, undefined],
+    ],
+    ['SmolLM2', smolLM2Config(), ['llama', false, false, false, true, undefined]],
     // Qwen2 biases q, k and v whatever its config says; its window is off (use_sliding_window false).
-    expect(switches(qwen25Config())).toEqual(['qwen2', true, false, false, true, undefined]);
-    expect(switches(qwen3Config())).toEqual(['qwen3', false, false, true, true, undefined]);
-    expect(switches(qwen3Config({ attention_bias: true }))).toEqual([
-      'qwen3',
-      true,
-      true,
-      true,
-      true,
-      undefined,
-    ]);
-    expect(switches(mistral03Config())).toEqual(['mistral', false, false, false, false, undefined]);
-    expect(switches(mistral01Config())).toEqual(['mistral', false, false, false, false, 48]);
-    // MistralConfig's default window where the key is absent.
+    ['Qwen2.5', qwen25Config(), ['qwen2', true, false, false, true, undefined]],
+    ['Qwen3', qwen3Config(), ['qwen3', false, false, true, true, undefined]],
+    [
+      'Qwen3 with attention_bias',
+      qwen3Config({ attention_bias: true }),
+      ['qwen3', true, true, true, true, undefined],
+    ],
+    ['Mistral v0.3', mistral03Config(), ['mistral', false, false, false, false, undefined]],
+    ['Mistral v0.1', mistral01Config(), ['mistral', false, false, false, false, 48]],
+  ] as const)('switches %s on from its architecture and keys', (_label, json, switches) => {
+    const c = parseLlamaConfig(json);
+    expect([c.family, c.qkvBias, c.outputBias, c.qkNorm, c.tieWordEmbeddings, c.slidingWindow]).toEqual(
+      switches,
+    );
+  });
+
+  it("takes Mistral's default window where the key is absent", () => {
     const noKey = mistral03Config();
     delete noKey.sliding_window;
     expect(parseLlamaConfig(noKey).slidingWindow).toBe(4096);

@@ -1,7 +1,9 @@
-import { type Backend, createBackend, createCpuBackend, probeBackends } from '@rayo/core';
+import { type Backend, createCpuBackend } from '@rayo/core';
 import {
   FAMILY_CONFIGS,
+  maxAbsDiff,
   mistral01Config,
+  modelTestBackends,
   referenceGreedy,
   referenceLogits,
   removeTinyLlamas,
@@ -23,19 +25,9 @@ const GREEDY = 6;
 /** Lavapipe compiles each pipeline on first use, slowly on a loaded machine. */
 const TIMEOUT = 300_000;
 
-function maxAbsDiff(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  expect(got.length).toBe(want.length);
-  let worst = 0;
-  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
-  return worst;
-}
-
 afterAll(removeTinyLlamas);
 
-// Under CI the wgpu backend must be there (Mesa lavapipe): a missing adapter fails the test.
-const wgpu = (await probeBackends(['wgpu']))[0]!;
-const backends: [string, () => Promise<Backend>][] = [['cpu', async () => createCpuBackend()]];
-if (wgpu.available || process.env.CI === 'true') backends.push(['wgpu', () => createBackend('wgpu')]);
+const backends = await modelTestBackends();
 
 describe.each(backends)('model families on %s', (_name, create) => {
   let backend: Backend;

@@ -1,5 +1,6 @@
 import { type Backend, createCpuBackend, type DType, UnsupportedOnBackendError } from '@rayo/core';
 import {
+  maxAbsDiff,
   referenceGreedy,
   referenceLogits,
   removeTinyLlamas,
@@ -45,13 +46,6 @@ const BF16_TOLERANCE = 5 * 2 ** -9 * 4;
  * the largest logit bound it as BF16_TOLERANCE does bf16's.
  */
 const PROMPT_F16_TOLERANCE = 5 * 2 ** -11 * 4;
-
-function maxAbsDiff(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  expect(got.length).toBe(want.length);
-  let worst = 0;
-  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
-  return worst;
-}
 
 /** The largest difference over rows of logits. */
 function worstRowDiff(got: readonly ArrayLike<number>[], want: readonly ArrayLike<number>[]): number {

@@ -1,12 +1,7 @@
+import { type Backend, type CommandBatch, createCpuBackend, type Tensor } from '@rayo/core';
 import {
-  type Backend,
-  type CommandBatch,
-  createBackend,
-  createCpuBackend,
-  probeBackends,
-  type Tensor,
-} from '@rayo/core';
-import {
+  maxAbsDiff,
+  modelTestBackends,
   referenceGreedy,
   referenceLogits,
   removeTinyLlamas,
@@ -28,23 +23,13 @@ import { LlamaModel } from './model.js';
  */
 const TOLERANCE = 5e-5;
 
-function maxAbsDiff(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  expect(got.length).toBe(want.length);
-  let worst = 0;
-  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
-  return worst;
-}
-
 afterAll(removeTinyLlamas);
 
 const PROMPT = [5, 17, 3, 96, 0, 42, 8];
 /** Lavapipe compiles each pipeline on first use. */
 const TIMEOUT = 60_000;
 
-// Under CI the wgpu backend must be there (Mesa lavapipe): a missing adapter fails the test.
-const wgpu = (await probeBackends(['wgpu']))[0]!;
-const backends: [string, () => Promise<Backend>][] = [['cpu', async () => createCpuBackend()]];
-if (wgpu.available || process.env.CI === 'true') backends.push(['wgpu', () => createBackend('wgpu')]);
+const backends = await modelTestBackends();
 
 describe.each(backends)('Llama decoder on %s', (_name, create) => {
   let backend: Backend;

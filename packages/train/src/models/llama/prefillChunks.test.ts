@@ -1,5 +1,7 @@
-import { type Backend, createBackend, createCpuBackend, probeBackends, type Tensor } from '@rayo/core';
+import { type Backend, createCpuBackend, type Tensor } from '@rayo/core';
 import {
+  maxAbsDiff,
+  modelTestBackends,
   referenceLogits,
   removeTinyLlamas,
   tinyLlamaConfig,
@@ -20,23 +22,13 @@ const TIMEOUT = 120_000;
 
 afterAll(removeTinyLlamas);
 
-function maxAbsDiff(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  expect(got.length).toBe(want.length);
-  let worst = 0;
-  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
-  return worst;
-}
-
 async function collect(tokens: AsyncIterable<number>): Promise<number[]> {
   const out: number[] = [];
   for await (const t of tokens) out.push(t);
   return out;
 }
 
-// Under CI the wgpu backend must be there (Mesa lavapipe): a missing adapter fails the test.
-const wgpu = (await probeBackends(['wgpu']))[0]!;
-const backends: [string, () => Promise<Backend>][] = [['cpu', async () => createCpuBackend()]];
-if (wgpu.available || process.env.CI === 'true') backends.push(['wgpu', () => createBackend('wgpu')]);
+const backends = await modelTestBackends();
 
 async function checkChunks(backend: Backend): Promise<void> {
   // Four query heads on two kv heads: the chunks attend with grouped queries.

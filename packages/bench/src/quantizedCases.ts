@@ -1,0 +1,92 @@
+// Quantized-weight cases: a product and the fused gate/up against weights
+// stored as codes and per-group scales.
+
+import { type QuantFormat, quantizedGateUpSwiglu, quantizedMatmul, quantLayout } from '@rayo/core';
+import type { Rng } from '@rayo/core/testing';
+import type { BenchCase, BenchInput } from './case.js';
+import { MAX_TOL, type Modes, modes } from './caseDefaults.js';
+
+/** Random u32 words: a quantized weight's codes or zero points. */
+function codeWords(rng: Rng, size: number): number[] {
+  return Array.from({ length: size }, () => rng.int(0, 2 ** 32));
+}
+
+/**
+ * A weight [N, K] in a quantized format as the cases upload it: random codes,
+ * scales that keep |w| near 1, q4g32a's offsets, and the bytes of all three.
+ */
+function quantizedWeight(format: QuantFormat, k: number, n: number) {
+  const layout = quantLayout(format, k);
+  // What quantizeWeights (and the GGUF repacks) store: f32 scales for q8, q8g16 (Q6_K), q4g32a (Q4_K) and q8g32a (Q5_K), else f16.
+  const scaleF32 = format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a';
+  const groupValues = (from: number, to: number): BenchInput => ({
+    shape: [n, layout.groups],
+    dtype: scaleF32 ? 'f32' : 'f16',
+    fill: (rng: Rng, size: number) => Array.from({ length: size }, () => rng.uniform(from, to)),
+  });
+  const [lo, hi] = layout.bits === 8 ? [0.002, 0.008] : [0.02, 0.066];
+  const scaleBytes = n * layout.groups * (scaleF32 ? 4 : 2) * (layout.offsets ? 2 : 1);
+  return {
+    layout,
+    codes: { shape: [n, layout.rowWords], fill: codeWords },
+    scales: groupValues(lo, hi),
+    offsets: layout.offsets ? groupValues(0, 1) : undefined,
+    bytes: n * layout.rowWords * 4 + scaleBytes,
+  };
+}
+
+/**
+ * x·dequant(W)ᵀ for a weight [N, K] in a quantized format: what a decode step
+ * reads instead of f32 or bf16 weights. Bytes-bound; the x axis is the codes,
+ * scales and zero points.
+ */
+export function quantizedGemv(
+  format: QuantFormat,
+  [m, k, n]: readonly [number, number, number],
+  zeroPoints: boolean,
+  when: Modes,
+): BenchCase {
+  const { layout, codes, scales, offsets, bytes } = quantizedWeight(format, k, n);
+  return {
+    id: `qgemv/${format}${zeroPoints ? 'z' : ''}-${m}x${k}x${n}`,
+    family: 'qgemv',
+    spec: quantizedMatmul,
+    inputs: [
+      { shape: [m, k] },
+      codes,
+      scales,
+      // Zero points, c absent, q4g32a's offsets last.
+      ...(zeroPoints ? [{ shape: [n, layout.zeroWords], fill: codeWords }] : []),
+      ...(offsets ? [undefined, undefined, offsets] : []),
+    ],
+    attrs: { format },
+    bound: 'bytes',
+    x: bytes + (zeroPoints ? n * layout.zeroWords * 4 : 0),
+    ...modes(when),
+    tolerance: MAX_TOL,
+  };
+}
+
+/**
+ * silu(x·dequant(Wg)ᵀ) ⊙ (x·dequant(Wu)ᵀ) for two weights [N, K] of one
+ * format: a quantized decode step's gate, up and SwiGLU in one launch.
+ * Bytes-bound; the x axis is both weights' codes and scales.
+ */
+export function quantizedGateUp(
+  format: QuantFormat,
+  [m, k, n]: readonly [number, number, number],
+  when: Modes,
+): BenchCase {
+  const { codes, scales, bytes } = quantizedWeight(format, k, n);
+  return {
+    id: `qgemv/gateup-${format}-${m}x${k}x${n}`,
+    family: 'qgemv',
+    spec: quantizedGateUpSwiglu,
+    inputs: [{ shape: [m, k] }, codes, scales, codes, scales],
+    attrs: { format },
+    bound: 'bytes',
+    x: 2 * bytes,
+    ...modes(when),
+    tolerance: MAX_TOL,
+  };
+}
