@@ -63,6 +63,17 @@ export interface FamilyCases {
   readonly errors: readonly AnyErrorCase[];
 }
 
+/** A family's case lists while its file declares them. */
+export interface FamilyCaseLists {
+  readonly cases: AnyConformanceCase[];
+  readonly errors: AnyErrorCase[];
+}
+
+/** Empty valid and error case lists for one family's file to fill. */
+export function newFamilyCases(): FamilyCaseLists {
+  return { cases: [], errors: [] };
+}
+
 /** Typed constructor so that `attrs` is checked against the spec. */
 export function valid<A extends AttrValues>(
   spec: KernelSpec<A>,

@@ -1,15 +1,7 @@
 import * as k from '../../kernels/causalAttention.js';
-import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
-  type FamilyCases,
-  f32,
-  invalid,
-  valid,
-} from '../cases.js';
+import { type FamilyCases, f32, invalid, newFamilyCases, valid } from '../cases.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 // Rows past position + T − 1 hold random values too: a kernel that reads
 // them (or ignores the causal bound) fails.

@@ -1,18 +1,8 @@
 import * as k from '../../kernels/decoding.js';
-import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
-  deviceValue,
-  type FamilyCases,
-  f32,
-  i32,
-  invalid,
-  valid,
-} from '../cases.js';
+import { deviceValue, type FamilyCases, f32, i32, invalid, newFamilyCases, valid } from '../cases.js';
 import { frequencyTable, ropeTolerance } from './rope.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 // ---- kvCacheScatter --------------------------------------------------------
 // The cache starts random, so a kernel that writes any other row, or clears

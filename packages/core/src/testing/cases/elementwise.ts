@@ -1,11 +1,10 @@
 import * as k from '../../kernels/elementwise.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   type FamilyCases,
   f32,
   type InputSample,
   invalid,
+  newFamilyCases,
   ODD_LENGTHS,
   valid,
 } from '../cases.js';
@@ -14,8 +13,7 @@ const binary = [k.add, k.sub, k.mul, k.div];
 const unary = [k.relu, k.gelu, k.silu, k.sigmoid, k.tanh, k.exp];
 const unaryBackward = [k.reluBackward, k.geluBackward, k.siluBackward, k.sigmoidBackward, k.tanhBackward];
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 for (const spec of binary) {
   // Keep divisors away from zero so relative error stays meaningful.

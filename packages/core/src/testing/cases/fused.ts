@@ -1,17 +1,8 @@
 import { LINEAR_ACTIVATIONS } from '../../kernels/activations.js';
 import * as k from '../../kernels/fused.js';
-import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
-  type FamilyCases,
-  f32,
-  invalid,
-  type Tolerance,
-  valid,
-} from '../cases.js';
+import { type FamilyCases, f32, invalid, newFamilyCases, type Tolerance, valid } from '../cases.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 /**
  * y multiplies two dot products of length K, each off by about sqrt(K) f32

@@ -1,19 +1,9 @@
 import * as k from '../../kernels/loss.js';
 import type { Shape } from '../../shape.js';
-import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
-  type FamilyCases,
-  f32,
-  type InputSample,
-  i32,
-  invalid,
-  valid,
-} from '../cases.js';
+import { type FamilyCases, f32, type InputSample, i32, invalid, newFamilyCases, valid } from '../cases.js';
 import type { Rng } from '../random.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 /** Class ids in [0, c), every other one replaced by an id outside it, down to the i32 extremes. */
 function badTargets(shape: Shape, c: number): InputSample {

@@ -1,17 +1,8 @@
 import * as k from '../../kernels/matmul.js';
-import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
-  type FamilyCases,
-  f32,
-  invalid,
-  type Tolerance,
-  valid,
-} from '../cases.js';
+import { type FamilyCases, f32, invalid, newFamilyCases, type Tolerance, valid } from '../cases.js';
 import { roundoffTolerance, TF32_UNIT_ROUNDOFF, UNIT_ROUNDOFF } from '../halfCases.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 /**
  * A GPU sums the K products in f32 in any order: its error grows about like

@@ -1,13 +1,12 @@
 import * as k from '../../kernels/memory.js';
 import type { Shape } from '../../shape.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   type FamilyCases,
   f32,
   type InputSample,
   i32,
   invalid,
+  newFamilyCases,
   ODD_LENGTHS,
   valid,
 } from '../cases.js';
@@ -19,8 +18,7 @@ function u32(shape: Shape, lo: number, hi: number): InputSample {
   return { shape, dtype: 'u32', init: { int: [lo, hi] } };
 }
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 // ---- fill ------------------------------------------------------------------
 

@@ -1,14 +1,6 @@
 import * as k from '../../kernels/normalization.js';
 import { type Shape, sizeOf } from '../../shape.js';
-import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
-  type FamilyCases,
-  f32,
-  invalid,
-  type Tolerance,
-  valid,
-} from '../cases.js';
+import { type FamilyCases, f32, invalid, newFamilyCases, type Tolerance, valid } from '../cases.js';
 
 /** One element, one long row, rows of length 1, many short rows, a batch of rows, large ones. */
 const SHAPES: readonly Shape[] = [
@@ -39,8 +31,7 @@ function backward(shape: Shape): Tolerance {
   return { rtol: 1e-4, atol: Math.max(1e-5, 2e-7 * rows) };
 }
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 for (const shape of SHAPES) {
   const n = [shape[shape.length - 1]!];

@@ -1,19 +1,17 @@
 import * as k from '../../kernels/optimizer.js';
 import type { Shape } from '../../shape.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   deviceValue,
   type FamilyCases,
   f32,
   type InputSample,
   i32,
   invalid,
+  newFamilyCases,
   valid,
 } from '../cases.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 // ---- adamwStep ---------------------------------------------------------------
 

@@ -1,12 +1,11 @@
 import * as k from '../../kernels/reduction.js';
 import { type Shape, sizeOf } from '../../shape.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   type FamilyCases,
   f32,
   type InputInit,
   invalid,
+  newFamilyCases,
   type Tolerance,
   valid,
 } from '../cases.js';
@@ -45,8 +44,7 @@ const SUM_SQUARES_TOLERANCE: Tolerance = { rtol: 1e-5, atol: 1e-5 };
 /** The max is one of the inputs: exact. */
 const EXACT: Tolerance = { rtol: 0, atol: 0 };
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 for (const spec of [k.sum, k.max, k.sumSquares]) {
   const tolerance = (length: number) =>

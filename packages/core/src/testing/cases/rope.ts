@@ -1,14 +1,13 @@
 import * as k from '../../kernels/rope.js';
 import type { Shape } from '../../shape.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   deviceValue,
   type FamilyCases,
   f32,
   type InputSample,
   i32,
   invalid,
+  newFamilyCases,
   type Tolerance,
   valid,
 } from '../cases.js';
@@ -51,8 +50,7 @@ const SHAPES: readonly (readonly [Shape, number])[] = [
   [[67, 13, 128], 0],
 ];
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 for (const layout of LAYOUTS) {
   for (const inverse of [false, true]) {

@@ -1,12 +1,11 @@
 import * as k from '../../kernels/softmax.js';
 import type { Shape } from '../../shape.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   type FamilyCases,
   f32,
   type InputInit,
   invalid,
+  newFamilyCases,
   type Tolerance,
   valid,
 } from '../cases.js';
@@ -48,8 +47,7 @@ const LOG_PROBABILITIES: Tolerance = { rtol: 1e-4, atol: 1e-5 };
 
 const label = (shape: Shape) => `[${shape.join(', ')}]`;
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 for (const [spec, tolerance] of [
   [k.softmax, PROBABILITIES],
