@@ -17,18 +17,20 @@ import {
 import { type Rng, thrownBy } from '@rayo/core/testing';
 import { expect } from 'vitest';
 
-export interface Input {
+/** A reference input: f32 values unless it names another dtype (with data of that dtype's array type). */
+export interface Input<Data extends HostArray = Float32Array> {
   readonly shape: Shape;
-  readonly data: Float32Array;
+  readonly data: Data;
+  readonly dtype?: DType;
 }
 
 /** Runs the reference with the io metadata `inferKernel` derives, and checks it left its inputs alone. */
 export function run<A extends AttrValues>(
   spec: KernelSpec<A>,
-  inputs: readonly Input[],
+  inputs: readonly Input<HostArray>[],
   attrs?: Partial<A>,
 ): { outputs: OutputMeta[]; values: HostArray[] } {
-  const metas = inputs.map((x) => ({ shape: x.shape, dtype: 'f32' as const }));
+  const metas = inputs.map((x) => ({ shape: x.shape, dtype: x.dtype ?? 'f32' }));
   const io = inferKernel(spec, metas, attrs);
   const before = inputs.map((x) => x.data.slice());
   const values = runReference(
