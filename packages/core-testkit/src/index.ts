@@ -9,6 +9,7 @@ export {
   numericGradient,
   random,
   run,
+  runFirst,
   runListed,
   thrown,
   unchanged,

@@ -45,6 +45,15 @@ export function run<A extends AttrValues>(
   return { outputs: io.outputs, values };
 }
 
+/** The reference's first output, as `run` gives it (and with its check that the inputs are left alone). */
+export function runFirst<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  inputs: readonly Input<HostArray>[],
+  attrs?: Partial<A>,
+): Float32Array {
+  return run(spec, inputs, attrs).values[0] as Float32Array;
+}
+
 /** An input as listed values, its shape, and its dtype (f32 where not given). */
 export type ListedInput = readonly [values: readonly number[], shape: Shape, dtype?: DType];
 
@@ -105,9 +114,9 @@ export function random(rng: Rng, n: number, lo = -1, hi = 1): Float32Array {
 
 /**
  * Central differences of `loss` with respect to each element of `x` (changed
- * in place and restored), dividing by the step float32 actually took.
+ * in place and restored), dividing by the step `x`'s element type actually took.
  */
-export function numericGradient(loss: () => number, x: Float32Array, h = 1e-3): Float64Array {
+export function numericGradient(loss: () => number, x: Float32Array | number[], h = 1e-3): Float64Array {
   const grad = new Float64Array(x.length);
   for (let i = 0; i < x.length; i++) {
     const v = x[i]!;

@@ -1,14 +1,9 @@
-import { type Input, meta, random, run as runReferenceOf } from '@rayo/core-testkit';
+import { meta, random, runFirst as run } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
-import type { AttrValues, KernelSpec } from '../kernel.js';
 import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
 import { causalAttention } from './causalAttention.js';
 import { incrementalAttention } from './decoding.js';
-
-/** The reference's first output (see core-testkit's `run`, which also checks the inputs are left alone). */
-const run = <A extends AttrValues>(spec: KernelSpec<A>, inputs: Input[], attrs?: Partial<A>) =>
-  runReferenceOf(spec, inputs, attrs).values[0] as Float32Array;
 
 describe('causalAttention reference', () => {
   it('is, row by row, one decode step over the rows up to its own (grouped heads, later rows NaN)', () => {

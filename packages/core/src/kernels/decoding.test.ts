@@ -1,20 +1,13 @@
-import { type Input, random, run as runReferenceOf, thrown } from '@rayo/core-testkit';
+import { meta, random, runFirst as run, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
-import type { HostArray } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
-import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
+import type { TensorMeta } from '../kernel.js';
 import { inferKernel } from '../kernelChecks.js';
 import { sizeOf } from '../shape.js';
 import { compareOutputs } from '../testing/compare.js';
 import { Rng } from '../testing/random.js';
 import { incrementalAttention, kvCacheScatter, ropeKvScatter } from './decoding.js';
 import { rope } from './rope.js';
-
-const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
-
-/** The reference's first output (see core-testkit's `run`, which also checks the inputs are left alone). */
-const run = <A extends AttrValues>(spec: KernelSpec<A>, inputs: Input<HostArray>[], attrs?: Partial<A>) =>
-  runReferenceOf(spec, inputs, attrs).values[0] as Float32Array;
 
 describe('kvCacheScatter reference', () => {
   const [nHeads, maxSeq, headDim] = [2, 4, 3];

@@ -1,17 +1,10 @@
-import { type Input, random, run as runReferenceOf } from '@rayo/core-testkit';
+import { meta, random, runFirst as run } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { bf16BitsToF32, type DType, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../dtype.js';
 import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
-import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
 import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
 import { batchedMatmul, type MatmulPrecision, matmul } from './matmul.js';
-
-const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
-
-/** The reference's first output (see core-testkit's `run`, which also checks the inputs are left alone). */
-const run = <A extends AttrValues>(spec: KernelSpec<A>, inputs: Input[], attrs?: Partial<A>) =>
-  runReferenceOf(spec, inputs, attrs).values[0] as Float32Array;
 
 /** Row-major [rows, cols] → [cols, rows]. */
 function transposed(x: Float32Array, rows: number, cols: number): Float32Array {

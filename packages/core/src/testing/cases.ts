@@ -33,21 +33,21 @@ export interface Tolerance {
   readonly atol?: number;
 }
 
-/** A valid call whose every output is compared with the reference. */
-export interface ConformanceCase<A extends AttrValues = AttrValues> {
+/** A call of `spec` on sampled inputs, under a label that names it in reports. */
+export interface CaseCall<A extends AttrValues = AttrValues> {
   readonly spec: KernelSpec<A>;
   readonly label: string;
   readonly inputs: readonly (InputSample | undefined)[];
   readonly attrs?: Partial<A>;
+}
+
+/** A valid call whose every output is compared with the reference. */
+export interface ConformanceCase<A extends AttrValues = AttrValues> extends CaseCall<A> {
   readonly tolerance?: Tolerance;
 }
 
 /** An invalid call that must throw a RayoError of `error`'s class naming `argument`. */
-export interface ErrorCase<A extends AttrValues = AttrValues> {
-  readonly spec: KernelSpec<A>;
-  readonly label: string;
-  readonly inputs: readonly (InputSample | undefined)[];
-  readonly attrs?: Partial<A>;
+export interface ErrorCase<A extends AttrValues = AttrValues> extends CaseCall<A> {
   readonly error: 'shape' | 'dtype' | 'argument';
   /** Expected `RayoError.argument`, e.g. `b` or `attrs.eps`. */
   readonly argument: string;
