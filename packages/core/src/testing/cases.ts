@@ -90,6 +90,27 @@ export function invalid<A extends AttrValues>(
   return { spec, ...c };
 }
 
+/** One invalid call of a spec as a table row, its attributes last since most rows need none. */
+export type InvalidRow<A extends AttrValues = AttrValues> = readonly [
+  label: string,
+  inputs: readonly (InputSample | undefined)[],
+  error: ErrorCase['error'],
+  argument: string,
+  attrs?: Partial<A>,
+];
+
+/** The invalid calls of `spec`, one per row, typed so that each row's `attrs` is checked against the spec. */
+export function invalidCalls<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  rows: readonly InvalidRow<A>[],
+): ErrorCase<A>[] {
+  return rows.map(([label, inputs, error, argument, attrs]) =>
+    attrs === undefined
+      ? { spec, label, inputs, error, argument }
+      : { spec, label, inputs, attrs, error, argument },
+  );
+}
+
 export function f32(shape: Shape, init?: InputInit): InputSample {
   return init === undefined ? { shape } : { shape, init };
 }

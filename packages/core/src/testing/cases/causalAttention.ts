@@ -1,5 +1,5 @@
 import * as k from '../../kernels/causalAttention.js';
-import { type FamilyCases, f32, invalid, newFamilyCases, valid } from '../cases.js';
+import { type FamilyCases, f32, invalidCalls, newFamilyCases, valid } from '../cases.js';
 
 const { cases, errors } = newFamilyCases();
 
@@ -59,55 +59,45 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.causalAttention, {
-    label: 'q of rank 2',
-    inputs: [f32([4, 8]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'q',
-  }),
-  invalid(k.causalAttention, {
-    label: 'kCache of rank 2',
-    inputs: [f32([2, 2, 4]), f32([5, 4]), f32([5, 4])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'kCache',
-  }),
-  invalid(k.causalAttention, {
-    label: 'kv heads not dividing the heads',
-    inputs: [f32([2, 3, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'kCache',
-  }),
-  invalid(k.causalAttention, {
-    label: 'a headDim other than q’s',
-    inputs: [f32([2, 2, 4]), f32([2, 5, 3]), f32([2, 5, 3])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'kCache',
-  }),
-  invalid(k.causalAttention, {
-    label: 'vCache of another shape',
-    inputs: [f32([2, 2, 4]), f32([2, 5, 4]), f32([2, 6, 4])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'vCache',
-  }),
-  invalid(k.causalAttention, {
-    label: 'a chunk past the cache',
-    inputs: [f32([3, 2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: { position: 3 },
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
-  invalid(k.causalAttention, {
-    label: 'a negative position',
-    inputs: [f32([3, 2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: { position: -1 },
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
+  ...invalidCalls(k.causalAttention, [
+    ['q of rank 2', [f32([4, 8]), f32([2, 5, 4]), f32([2, 5, 4])], 'shape', 'q', { position: 0 }],
+    ['kCache of rank 2', [f32([2, 2, 4]), f32([5, 4]), f32([5, 4])], 'shape', 'kCache', { position: 0 }],
+    [
+      'kv heads not dividing the heads',
+      [f32([2, 3, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
+      'shape',
+      'kCache',
+      { position: 0 },
+    ],
+    [
+      'a headDim other than q’s',
+      [f32([2, 2, 4]), f32([2, 5, 3]), f32([2, 5, 3])],
+      'shape',
+      'kCache',
+      { position: 0 },
+    ],
+    [
+      'vCache of another shape',
+      [f32([2, 2, 4]), f32([2, 5, 4]), f32([2, 6, 4])],
+      'shape',
+      'vCache',
+      { position: 0 },
+    ],
+    [
+      'a chunk past the cache',
+      [f32([3, 2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
+      'argument',
+      'attrs.position',
+      { position: 3 },
+    ],
+    [
+      'a negative position',
+      [f32([3, 2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
+      'argument',
+      'attrs.position',
+      { position: -1 },
+    ],
+  ]),
 );
 
 export const causalAttentionCases: FamilyCases = { cases, errors };

@@ -1,6 +1,14 @@
 import * as k from '../../kernels/embedding.js';
 import type { Shape } from '../../shape.js';
-import { type FamilyCases, f32, type InputSample, i32, invalid, newFamilyCases, valid } from '../cases.js';
+import {
+  type FamilyCases,
+  f32,
+  type InputSample,
+  i32,
+  invalidCalls,
+  newFamilyCases,
+  valid,
+} from '../cases.js';
 import type { Rng } from '../random.js';
 
 const { cases, errors } = newFamilyCases();
@@ -63,79 +71,27 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.embedding, {
-    label: 'table of rank 1',
-    inputs: [f32([13]), i32([4], 0, 13)],
-    error: 'shape',
-    argument: 'table',
-  }),
-  invalid(k.embedding, {
-    label: 'table of rank 3',
-    inputs: [f32([2, 13, 4]), i32([4], 0, 2)],
-    error: 'shape',
-    argument: 'table',
-  }),
-  invalid(k.embedding, {
-    label: 'scalar ids',
-    inputs: [f32([13, 4]), i32([], 0, 13)],
-    error: 'shape',
-    argument: 'ids',
-  }),
-  invalid(k.embedding, {
-    label: 'f32 ids',
-    inputs: [f32([13, 4]), { shape: [4], dtype: 'f32' }],
-    error: 'dtype',
-    argument: 'ids',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'dy rows != ids',
-    inputs: [f32([5, 4]), i32([4], 0, 13)],
-    attrs: { vocabSize: 13 },
-    error: 'shape',
-    argument: 'dy',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'dy without the D axis',
-    inputs: [f32([2, 3]), i32([2, 3], 0, 13)],
-    attrs: { vocabSize: 13 },
-    error: 'shape',
-    argument: 'dy',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'scalar ids',
-    inputs: [f32([4]), i32([], 0, 13)],
-    attrs: { vocabSize: 13 },
-    error: 'shape',
-    argument: 'ids',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'f32 ids',
-    inputs: [f32([4, 3]), { shape: [4], dtype: 'f32' }],
-    attrs: { vocabSize: 13 },
-    error: 'dtype',
-    argument: 'ids',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'vocabSize missing',
-    inputs: [f32([4, 3]), i32([4], 0, 13)],
-    attrs: {},
-    error: 'argument',
-    argument: 'attrs.vocabSize',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'vocabSize 0',
-    inputs: [f32([4, 3]), i32([4], 0, 1)],
-    attrs: { vocabSize: 0 },
-    error: 'argument',
-    argument: 'attrs.vocabSize',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'fractional vocabSize',
-    inputs: [f32([4, 3]), i32([4], 0, 2)],
-    attrs: { vocabSize: 2.5 },
-    error: 'argument',
-    argument: 'attrs.vocabSize',
-  }),
+  ...invalidCalls(k.embedding, [
+    ['table of rank 1', [f32([13]), i32([4], 0, 13)], 'shape', 'table'],
+    ['table of rank 3', [f32([2, 13, 4]), i32([4], 0, 2)], 'shape', 'table'],
+    ['scalar ids', [f32([13, 4]), i32([], 0, 13)], 'shape', 'ids'],
+    ['f32 ids', [f32([13, 4]), { shape: [4], dtype: 'f32' }], 'dtype', 'ids'],
+  ]),
+  ...invalidCalls(k.embeddingBackward, [
+    ['dy rows != ids', [f32([5, 4]), i32([4], 0, 13)], 'shape', 'dy', { vocabSize: 13 }],
+    ['dy without the D axis', [f32([2, 3]), i32([2, 3], 0, 13)], 'shape', 'dy', { vocabSize: 13 }],
+    ['scalar ids', [f32([4]), i32([], 0, 13)], 'shape', 'ids', { vocabSize: 13 }],
+    ['f32 ids', [f32([4, 3]), { shape: [4], dtype: 'f32' }], 'dtype', 'ids', { vocabSize: 13 }],
+    ['vocabSize missing', [f32([4, 3]), i32([4], 0, 13)], 'argument', 'attrs.vocabSize', {}],
+    ['vocabSize 0', [f32([4, 3]), i32([4], 0, 1)], 'argument', 'attrs.vocabSize', { vocabSize: 0 }],
+    [
+      'fractional vocabSize',
+      [f32([4, 3]), i32([4], 0, 2)],
+      'argument',
+      'attrs.vocabSize',
+      { vocabSize: 2.5 },
+    ],
+  ]),
 );
 
 export const embeddingCases: FamilyCases = { cases, errors };

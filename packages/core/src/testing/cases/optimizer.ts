@@ -7,6 +7,7 @@ import {
   type InputSample,
   i32,
   invalid,
+  invalidCalls,
   newFamilyCases,
   valid,
 } from '../cases.js';
@@ -164,41 +165,25 @@ errors.push(
     error: 'argument',
     argument: 'attrs.step',
   }),
-  invalid(k.adamwStep, {
-    label: 'a device step and attrs.step both',
-    inputs: [...adamwInputs([4]), deviceValue(2)],
-    attrs: { lr: 0.1, step: 2 },
-    error: 'argument',
-    argument: 'attrs.step',
-  }),
-  invalid(k.adamwStep, {
-    label: 'a device lr and attrs.lr both',
-    inputs: [...adamwInputs([4]), undefined, deviceLr(0.1)],
-    attrs: { lr: 0.1, step: 2 },
-    error: 'argument',
-    argument: 'attrs.lr',
-  }),
-  invalid(k.adamwStep, {
-    label: 'a device step of two elements',
-    inputs: [...adamwInputs([4]), i32([2], 1, 4)],
-    attrs: { lr: 0.1 },
-    error: 'shape',
-    argument: 'step',
-  }),
-  invalid(k.adamwStep, {
-    label: 'a device step of f32',
-    inputs: [...adamwInputs([4]), deviceLr(2)],
-    attrs: { lr: 0.1 },
-    error: 'dtype',
-    argument: 'step',
-  }),
-  invalid(k.adamwStep, {
-    label: 'a device lr of i32',
-    inputs: [...adamwInputs([4]), undefined, deviceValue(1)],
-    attrs: { step: 1 },
-    error: 'dtype',
-    argument: 'lr',
-  }),
+  ...invalidCalls(k.adamwStep, [
+    [
+      'a device step and attrs.step both',
+      [...adamwInputs([4]), deviceValue(2)],
+      'argument',
+      'attrs.step',
+      { lr: 0.1, step: 2 },
+    ],
+    [
+      'a device lr and attrs.lr both',
+      [...adamwInputs([4]), undefined, deviceLr(0.1)],
+      'argument',
+      'attrs.lr',
+      { lr: 0.1, step: 2 },
+    ],
+    ['a device step of two elements', [...adamwInputs([4]), i32([2], 1, 4)], 'shape', 'step', { lr: 0.1 }],
+    ['a device step of f32', [...adamwInputs([4]), deviceLr(2)], 'dtype', 'step', { lr: 0.1 }],
+    ['a device lr of i32', [...adamwInputs([4]), undefined, deviceValue(1)], 'dtype', 'lr', { step: 1 }],
+  ]),
 );
 
 // ---- sgdStep -------------------------------------------------------------------
@@ -331,41 +316,13 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.clipByGlobalNorm, {
-    label: 'no gradients',
-    inputs: [],
-    attrs: { maxNorm: 1 },
-    error: 'argument',
-    argument: 'inputs',
-  }),
-  invalid(k.clipByGlobalNorm, {
-    label: 'an i32 second gradient',
-    inputs: [f32([3]), { shape: [4], dtype: 'i32' }],
-    attrs: { maxNorm: 1 },
-    error: 'dtype',
-    argument: 'grads[1]',
-  }),
-  invalid(k.clipByGlobalNorm, {
-    label: 'maxNorm missing',
-    inputs: [f32([3])],
-    attrs: {},
-    error: 'argument',
-    argument: 'attrs.maxNorm',
-  }),
-  invalid(k.clipByGlobalNorm, {
-    label: 'maxNorm = 0',
-    inputs: [f32([3])],
-    attrs: { maxNorm: 0 },
-    error: 'argument',
-    argument: 'attrs.maxNorm',
-  }),
-  invalid(k.clipByGlobalNorm, {
-    label: 'negative eps',
-    inputs: [f32([3])],
-    attrs: { maxNorm: 1, eps: -1e-6 },
-    error: 'argument',
-    argument: 'attrs.eps',
-  }),
+  ...invalidCalls(k.clipByGlobalNorm, [
+    ['no gradients', [], 'argument', 'inputs', { maxNorm: 1 }],
+    ['an i32 second gradient', [f32([3]), { shape: [4], dtype: 'i32' }], 'dtype', 'grads[1]', { maxNorm: 1 }],
+    ['maxNorm missing', [f32([3])], 'argument', 'attrs.maxNorm', {}],
+    ['maxNorm = 0', [f32([3])], 'argument', 'attrs.maxNorm', { maxNorm: 0 }],
+    ['negative eps', [f32([3])], 'argument', 'attrs.eps', { maxNorm: 1, eps: -1e-6 }],
+  ]),
 );
 
 // ---- globalNorm -------------------------------------------------------------------
@@ -383,13 +340,10 @@ cases.push(
   }),
 );
 errors.push(
-  invalid(k.globalNorm, { label: 'no tensors', inputs: [], error: 'argument', argument: 'inputs' }),
-  invalid(k.globalNorm, {
-    label: 'an i32 second tensor',
-    inputs: [f32([3]), { shape: [4], dtype: 'i32' }],
-    error: 'dtype',
-    argument: 'xs[1]',
-  }),
+  ...invalidCalls(k.globalNorm, [
+    ['no tensors', [], 'argument', 'inputs'],
+    ['an i32 second tensor', [f32([3]), { shape: [4], dtype: 'i32' }], 'dtype', 'xs[1]'],
+  ]),
 );
 
 // ---- multiTensorAdamw ----------------------------------------------------------------
@@ -450,90 +404,74 @@ cases.push(
 const none = [undefined, undefined, undefined];
 const ok4 = quads([[4]]);
 errors.push(
-  invalid(k.multiTensorAdamw, {
-    label: 'grad of the second tensor of another shape',
-    inputs: [...none, ...ok4, f32([2]), f32([3]), f32([2]), f32([2])],
-    attrs: { lr: 0.1, step: 1 },
-    error: 'shape',
-    argument: 'tensors[5]',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'a tensor without its v',
-    inputs: [...none, ...ok4, f32([4]), f32([4]), f32([4])],
-    attrs: { lr: 0.1, step: 1 },
-    error: 'shape',
-    argument: 'tensors',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'no tensors',
-    inputs: none,
-    attrs: { lr: 0.1, step: 1 },
-    error: 'argument',
-    argument: 'inputs',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'an i32 param',
-    inputs: [...none, ...ok4, { shape: [4], dtype: 'i32' }, f32([4]), f32([4]), f32([4])],
-    attrs: { lr: 0.1, step: 1 },
-    error: 'dtype',
-    argument: 'tensors[4]',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'three weight decays for two tensors',
-    inputs: [...none, ...ok4, ...ok4],
-    attrs: { lr: 0.1, step: 1, weightDecay: [0.1, 0, 0.1] },
-    error: 'argument',
-    argument: 'attrs.weightDecay',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'a negative weight decay',
-    inputs: [...none, ...ok4, ...ok4],
-    attrs: { lr: 0.1, step: 1, weightDecay: [0.1, -0.1] },
-    error: 'argument',
-    argument: 'attrs.weightDecay[1]',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'maxNorm without gradNorm',
-    inputs: [...none, ...ok4],
-    attrs: { lr: 0.1, step: 1, maxNorm: 1 },
-    error: 'argument',
-    argument: 'attrs.maxNorm',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'a gradNorm of two elements',
-    inputs: [undefined, undefined, f32([2]), ...ok4],
-    attrs: { lr: 0.1, step: 1, maxNorm: 1 },
-    error: 'shape',
-    argument: 'gradNorm',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'maxNorm = 0',
-    inputs: [undefined, undefined, deviceNorm(1), ...ok4],
-    attrs: { lr: 0.1, step: 1, maxNorm: 0 },
-    error: 'argument',
-    argument: 'attrs.maxNorm',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'a device step and attrs.step both',
-    inputs: [deviceValue(2), undefined, undefined, ...ok4],
-    attrs: { lr: 0.1, step: 2 },
-    error: 'argument',
-    argument: 'attrs.step',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'a device step of f32',
-    inputs: [deviceLr(2), undefined, undefined, ...ok4],
-    attrs: { lr: 0.1 },
-    error: 'dtype',
-    argument: 'step',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'beta1 = 1',
-    inputs: [...none, ...ok4],
-    attrs: { lr: 0.1, step: 1, beta1: 1 },
-    error: 'argument',
-    argument: 'attrs.beta1',
-  }),
+  ...invalidCalls(k.multiTensorAdamw, [
+    [
+      'grad of the second tensor of another shape',
+      [...none, ...ok4, f32([2]), f32([3]), f32([2]), f32([2])],
+      'shape',
+      'tensors[5]',
+      { lr: 0.1, step: 1 },
+    ],
+    [
+      'a tensor without its v',
+      [...none, ...ok4, f32([4]), f32([4]), f32([4])],
+      'shape',
+      'tensors',
+      { lr: 0.1, step: 1 },
+    ],
+    ['no tensors', none, 'argument', 'inputs', { lr: 0.1, step: 1 }],
+    [
+      'an i32 param',
+      [...none, ...ok4, { shape: [4], dtype: 'i32' }, f32([4]), f32([4]), f32([4])],
+      'dtype',
+      'tensors[4]',
+      { lr: 0.1, step: 1 },
+    ],
+    [
+      'three weight decays for two tensors',
+      [...none, ...ok4, ...ok4],
+      'argument',
+      'attrs.weightDecay',
+      { lr: 0.1, step: 1, weightDecay: [0.1, 0, 0.1] },
+    ],
+    [
+      'a negative weight decay',
+      [...none, ...ok4, ...ok4],
+      'argument',
+      'attrs.weightDecay[1]',
+      { lr: 0.1, step: 1, weightDecay: [0.1, -0.1] },
+    ],
+    [
+      'maxNorm without gradNorm',
+      [...none, ...ok4],
+      'argument',
+      'attrs.maxNorm',
+      { lr: 0.1, step: 1, maxNorm: 1 },
+    ],
+    [
+      'a gradNorm of two elements',
+      [undefined, undefined, f32([2]), ...ok4],
+      'shape',
+      'gradNorm',
+      { lr: 0.1, step: 1, maxNorm: 1 },
+    ],
+    [
+      'maxNorm = 0',
+      [undefined, undefined, deviceNorm(1), ...ok4],
+      'argument',
+      'attrs.maxNorm',
+      { lr: 0.1, step: 1, maxNorm: 0 },
+    ],
+    [
+      'a device step and attrs.step both',
+      [deviceValue(2), undefined, undefined, ...ok4],
+      'argument',
+      'attrs.step',
+      { lr: 0.1, step: 2 },
+    ],
+    ['a device step of f32', [deviceLr(2), undefined, undefined, ...ok4], 'dtype', 'step', { lr: 0.1 }],
+    ['beta1 = 1', [...none, ...ok4], 'argument', 'attrs.beta1', { lr: 0.1, step: 1, beta1: 1 }],
+  ]),
 );
 
 export const optimizerCases: FamilyCases = { cases, errors };

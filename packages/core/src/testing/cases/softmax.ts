@@ -5,6 +5,7 @@ import {
   f32,
   type InputInit,
   invalid,
+  invalidCalls,
   newFamilyCases,
   type Tolerance,
   valid,
@@ -94,19 +95,11 @@ for (const shape of SHAPES) {
 }
 for (const spec of [k.softmaxBackward, k.logSoftmaxBackward]) {
   errors.push(
-    invalid(spec, {
-      label: 'y of another shape',
-      inputs: [f32([3, 4]), f32([4, 3])],
-      error: 'shape',
-      argument: 'y',
-    }),
-    invalid(spec, {
-      label: 'y with a longer row',
-      inputs: [f32([3, 4]), f32([3, 5])],
-      error: 'shape',
-      argument: 'y',
-    }),
-    invalid(spec, { label: 'dy of rank 0', inputs: [f32([]), f32([])], error: 'shape', argument: 'dy' }),
+    ...invalidCalls(spec, [
+      ['y of another shape', [f32([3, 4]), f32([4, 3])], 'shape', 'y'],
+      ['y with a longer row', [f32([3, 4]), f32([3, 5])], 'shape', 'y'],
+      ['dy of rank 0', [f32([]), f32([])], 'shape', 'dy'],
+    ]),
   );
 }
 
