@@ -119,6 +119,19 @@ export function i32(shape: Shape, lo: number, hi: number): InputSample {
   return { shape, dtype: 'i32', init: { int: [lo, hi] } };
 }
 
+/**
+ * i32 ids of `shape` in [0, limit), every other one (while they last)
+ * replaced by the next of `outside`, ids a kernel must not read through.
+ */
+export function idsWithOutliers(shape: Shape, limit: number, outside: readonly number[]): InputSample {
+  const init = (rng: Rng, size: number) =>
+    Array.from({ length: size }, (_, i) => {
+      const b = i % 2 === 1 ? outside[(i - 1) / 2] : undefined;
+      return b ?? rng.int(0, limit);
+    });
+  return { shape, dtype: 'i32', init };
+}
+
 /** A one-element i32 tensor holding `value`: a position or length read on the device. */
 export function deviceValue(value: number): InputSample {
   return { shape: [1], dtype: 'i32', init: () => [value] };

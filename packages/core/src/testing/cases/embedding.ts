@@ -5,11 +5,11 @@ import {
   f32,
   type InputSample,
   i32,
+  idsWithOutliers,
   invalidCalls,
   newFamilyCases,
   valid,
 } from '../cases.js';
-import type { Rng } from '../random.js';
 
 const { cases, errors } = newFamilyCases();
 
@@ -19,13 +19,7 @@ const { cases, errors } = newFamilyCases();
  * D = 8 (a bounds check on the offset instead of the id would miss it).
  */
 function badIds(shape: Shape, v: number): InputSample {
-  const bad = [-1, v, 2147483647, -2147483648, 536870912];
-  const init = (rng: Rng, size: number) =>
-    Array.from({ length: size }, (_, i) => {
-      const b = i % 2 === 1 ? bad[(i - 1) / 2] : undefined;
-      return b ?? rng.int(0, v);
-    });
-  return { shape, dtype: 'i32', init };
+  return idsWithOutliers(shape, v, [-1, v, 2147483647, -2147483648, 536870912]);
 }
 
 // ids shape, V, D

@@ -5,6 +5,7 @@ import {
   f32,
   type InputSample,
   i32,
+  idsWithOutliers,
   invalid,
   invalidCalls,
   newFamilyCases,
@@ -16,13 +17,7 @@ const { cases, errors } = newFamilyCases();
 
 /** Class ids in [0, c), every other one replaced by an id outside it, down to the i32 extremes. */
 function badTargets(shape: Shape, c: number): InputSample {
-  const bad = [-1, c, -2147483648, 2147483647];
-  const init = (rng: Rng, size: number) =>
-    Array.from({ length: size }, (_, i) => {
-      const b = i % 2 === 1 ? bad[(i - 1) / 2] : undefined;
-      return b ?? rng.int(0, c);
-    });
-  return { shape, dtype: 'i32', init };
+  return idsWithOutliers(shape, c, [-1, c, -2147483648, 2147483647]);
 }
 
 /** Logits of ±100: exp overflows f32 unless the row maximum is subtracted first. */
