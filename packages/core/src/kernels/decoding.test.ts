@@ -1,4 +1,4 @@
-import { meta, random, runFirst as run, thrown } from '@rayo/core-testkit';
+import { expectThrows, meta, random, runFirst as run, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import type { TensorMeta } from '../kernel.js';
@@ -232,26 +232,33 @@ describe('incrementalAttention reference', () => {
 
 describe('kvCacheScatter argument errors', () => {
   it('names values whose row is not nHeads · headDim', () => {
-    const e = thrown(() => inferKernel(kvCacheScatter, [meta([2, 8, 4]), meta([3, 4])], { position: 0 }));
-    expect(e).toBeInstanceOf(ShapeError);
-    expect([e.operation, e.argument]).toEqual(['kvCacheScatter', 'values']);
-    expect(e.message).toContain('dimension 1 = 8');
-    expect(e.message).toContain('4 in [3, 4]');
+    expectThrows(
+      () => inferKernel(kvCacheScatter, [meta([2, 8, 4]), meta([3, 4])], { position: 0 }),
+      ShapeError,
+      'kvCacheScatter',
+      'values',
+      'dimension 1 = 8',
+      '4 in [3, 4]',
+    );
   });
 
   it('names values or cache of the wrong rank', () => {
-    const values = thrown(() =>
-      inferKernel(kvCacheScatter, [meta([2, 8, 4]), meta([1, 1, 8])], { position: 0 }),
+    expectThrows(
+      () => inferKernel(kvCacheScatter, [meta([2, 8, 4]), meta([1, 1, 8])], { position: 0 }),
+      ShapeError,
+      'kvCacheScatter',
+      'values',
+      'rank 1 [nHeads·headDim] or rank 2 [T, nHeads·headDim]',
+      'rank 3 [1, 1, 8]',
     );
-    expect(values).toBeInstanceOf(ShapeError);
-    expect(values.argument).toBe('values');
-    expect(values.message).toContain('rank 1 [nHeads·headDim] or rank 2 [T, nHeads·headDim]');
-    expect(values.message).toContain('rank 3 [1, 1, 8]');
-    const cache = thrown(() => inferKernel(kvCacheScatter, [meta([8, 4]), meta([8])], { position: 0 }));
-    expect(cache).toBeInstanceOf(ShapeError);
-    expect(cache.argument).toBe('cache');
-    expect(cache.message).toContain('rank 3 [nHeads, maxSeq, headDim]');
-    expect(cache.message).toContain('rank 2 [8, 4]');
+    expectThrows(
+      () => inferKernel(kvCacheScatter, [meta([8, 4]), meta([8])], { position: 0 }),
+      ShapeError,
+      'kvCacheScatter',
+      'cache',
+      'rank 3 [nHeads, maxSeq, headDim]',
+      'rank 2 [8, 4]',
+    );
   });
 
   it('names attrs.position when the rows do not fit', () => {
@@ -300,11 +307,14 @@ describe('incrementalAttention argument errors', () => {
   });
 
   it('names vCache when it differs from kCache', () => {
-    const e = thrown(() => inferKernel(incrementalAttention, [q, kv, meta([2, 6, 4])], { seqLen: 2 }));
-    expect(e).toBeInstanceOf(ShapeError);
-    expect(e.argument).toBe('vCache');
-    expect(e.message).toContain('expected [2, 5, 4]');
-    expect(e.message).toContain('got [2, 6, 4]');
+    expectThrows(
+      () => inferKernel(incrementalAttention, [q, kv, meta([2, 6, 4])], { seqLen: 2 }),
+      ShapeError,
+      'incrementalAttention',
+      'vCache',
+      'expected [2, 5, 4]',
+      'got [2, 6, 4]',
+    );
   });
 
   it('names q or kCache of the wrong rank', () => {
@@ -319,22 +329,28 @@ describe('incrementalAttention argument errors', () => {
   });
 
   it('names attrs.seqLen past the cache, below 1 or missing, and attrs.scale below 0', () => {
-    const past = thrown(() => inferKernel(incrementalAttention, [q, kv, kv], { seqLen: 6 }));
-    expect(past).toBeInstanceOf(InvalidArgumentError);
-    expect([past.operation, past.argument]).toEqual(['incrementalAttention', 'attrs.seqLen']);
-    expect(past.message).toContain('<= maxSeq = 5');
-    expect(past.message).toContain('got 6');
+    expectThrows(
+      () => inferKernel(incrementalAttention, [q, kv, kv], { seqLen: 6 }),
+      InvalidArgumentError,
+      'incrementalAttention',
+      'attrs.seqLen',
+      '<= maxSeq = 5',
+      'got 6',
+    );
     expect(() => inferKernel(incrementalAttention, [q, kv, kv], { seqLen: 5 })).not.toThrow();
     for (const seqLen of [0, undefined]) {
       const e = thrown(() => inferKernel(incrementalAttention, [q, kv, kv], { seqLen }));
       expect(e).toBeInstanceOf(InvalidArgumentError);
       expect(e.argument).toBe('attrs.seqLen');
     }
-    const scale = thrown(() => inferKernel(incrementalAttention, [q, kv, kv], { seqLen: 2, scale: -0.5 }));
-    expect(scale).toBeInstanceOf(InvalidArgumentError);
-    expect(scale.argument).toBe('attrs.scale');
-    expect(scale.message).toContain('>= 0');
-    expect(scale.message).toContain('-0.5');
+    expectThrows(
+      () => inferKernel(incrementalAttention, [q, kv, kv], { seqLen: 2, scale: -0.5 }),
+      InvalidArgumentError,
+      'incrementalAttention',
+      'attrs.scale',
+      '>= 0',
+      '-0.5',
+    );
   });
 });
 
