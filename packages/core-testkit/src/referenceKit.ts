@@ -4,6 +4,7 @@ import {
   type AttrValues,
   type DType,
   type HostArray,
+  type InputMetas,
   type InvalidArgumentError,
   inferKernel,
   type KernelSpec,
@@ -160,4 +161,24 @@ export function expectThrows(
   expect(e.argument).toBe(argument);
   expect(e.message).toContain(expected);
   expect(e.message).toContain(actual);
+}
+
+/** A call `inferKernel` must refuse: its inputs and attributes, then the error's class, argument, expected and actual. */
+export type InferErrorRow<A extends AttrValues> = readonly [
+  inputs: InputMetas,
+  attrs: Partial<A> | undefined,
+  errorClass: typeof ShapeError | typeof InvalidArgumentError,
+  argument: string,
+  expected: string,
+  actual: string,
+];
+
+/** Asserts, as `expectThrows` does, that `inferKernel` refuses each row's call of `spec`, naming `spec`. */
+export function expectInferErrors<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  rows: readonly InferErrorRow<A>[],
+): void {
+  for (const [inputs, attrs, errorClass, argument, expected, actual] of rows) {
+    expectThrows(() => inferKernel(spec, inputs, attrs), errorClass, spec.name, argument, expected, actual);
+  }
 }

@@ -1,4 +1,4 @@
-import { expectThrows, meta, random, runFirst as run, thrown } from '@rayo/core-testkit';
+import { expectInferErrors, expectThrows, meta, random, runFirst as run, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import type { TensorMeta } from '../kernel.js';
@@ -243,22 +243,24 @@ describe('kvCacheScatter argument errors', () => {
   });
 
   it('names values or cache of the wrong rank', () => {
-    expectThrows(
-      () => inferKernel(kvCacheScatter, [meta([2, 8, 4]), meta([1, 1, 8])], { position: 0 }),
-      ShapeError,
-      'kvCacheScatter',
-      'values',
-      'rank 1 [nHeads·headDim] or rank 2 [T, nHeads·headDim]',
-      'rank 3 [1, 1, 8]',
-    );
-    expectThrows(
-      () => inferKernel(kvCacheScatter, [meta([8, 4]), meta([8])], { position: 0 }),
-      ShapeError,
-      'kvCacheScatter',
-      'cache',
-      'rank 3 [nHeads, maxSeq, headDim]',
-      'rank 2 [8, 4]',
-    );
+    expectInferErrors(kvCacheScatter, [
+      [
+        [meta([2, 8, 4]), meta([1, 1, 8])],
+        { position: 0 },
+        ShapeError,
+        'values',
+        'rank 1 [nHeads·headDim] or rank 2 [T, nHeads·headDim]',
+        'rank 3 [1, 1, 8]',
+      ],
+      [
+        [meta([8, 4]), meta([8])],
+        { position: 0 },
+        ShapeError,
+        'cache',
+        'rank 3 [nHeads, maxSeq, headDim]',
+        'rank 2 [8, 4]',
+      ],
+    ]);
   });
 
   it('names attrs.position when the rows do not fit', () => {

@@ -1,4 +1,4 @@
-import { expectThrows, meta, random, runFirst as run, thrown } from '@rayo/core-testkit';
+import { expectInferErrors, expectThrows, meta, random, runFirst as run, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { bf16BitsToF32, type DType, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
@@ -276,29 +276,17 @@ describe('matmul argument errors', () => {
   });
 
   it('batchedMatmul names b when batch or K disagree, and a or b of the wrong rank', () => {
-    expectThrows(
-      () => inferKernel(batchedMatmul, [meta([3, 4, 7]), meta([5, 7, 2])]),
-      ShapeError,
-      'batchedMatmul',
-      'b',
-      'dimension 0 = 3',
-      '5 in [5, 7, 2]',
-    );
-    expectThrows(
-      () => inferKernel(batchedMatmul, [meta([3, 4, 7]), meta([3, 7, 2])], { transB: true }),
-      ShapeError,
-      'batchedMatmul',
-      'b',
-      'dimension 2 = 7',
-      '2 in [3, 7, 2]',
-    );
-    expectThrows(
-      () => inferKernel(batchedMatmul, [meta([4, 7]), meta([1, 7, 2])]),
-      ShapeError,
-      'batchedMatmul',
-      'a',
-      'rank 3 [B, M, K]',
-      'rank 2 [4, 7]',
-    );
+    expectInferErrors(batchedMatmul, [
+      [[meta([3, 4, 7]), meta([5, 7, 2])], undefined, ShapeError, 'b', 'dimension 0 = 3', '5 in [5, 7, 2]'],
+      [
+        [meta([3, 4, 7]), meta([3, 7, 2])],
+        { transB: true },
+        ShapeError,
+        'b',
+        'dimension 2 = 7',
+        '2 in [3, 7, 2]',
+      ],
+      [[meta([4, 7]), meta([1, 7, 2])], undefined, ShapeError, 'a', 'rank 3 [B, M, K]', 'rank 2 [4, 7]'],
+    ]);
   });
 });
