@@ -130,43 +130,44 @@ cases.push(
 
 // precision 'tf32': a and b may be rounded to tf32, so the bound is the half
 // rule's with tf32's unit roundoff; large enough for tensor-core kernels.
-for (const [m, kd, n, transA, transB, withC] of [
-  [61, 67, 129, false, false, false],
-  [257, 300, 263, false, false, false],
-  [257, 300, 263, false, true, true],
-  [129, 64, 136, true, false, true],
-  [136, 72, 130, true, true, false],
-] as const) {
-  const inputs = [...operands(m, kd, n, transA, transB), ...(withC ? [f32([m, n])] : [])];
-  const attrs = { transA, transB, precision: 'tf32', ...(withC ? { alpha: 0.5, beta: -1 } : {}) } as const;
-  cases.push(
-    valid(k.matmul, {
-      label: `${m}×${kd}×${n}${flags(transA, transB)}${withC ? ' + c' : ''} precision tf32`,
-      inputs,
-      attrs,
-      tolerance: roundoffTolerance(TF32_UNIT_ROUNDOFF, { inputs, tolerance: tolerance(kd) }),
-    }),
-  );
-}
-
 // precision 'half': the reference rounds the f32 operands to bf16 (or to the
 // half operand's dtype); a backend may keep more (e.g. exact f32), so the
 // bound is the half rule's with bf16's unit roundoff.
-for (const [m, kd, n, transA, transB, withC] of [
-  [61, 67, 129, false, true, true],
-  [136, 72, 130, false, false, false],
-  [129, 64, 136, true, true, true],
-] as const) {
-  const inputs = [...operands(m, kd, n, transA, transB), ...(withC ? [f32([m, n])] : [])];
-  const attrs = { transA, transB, precision: 'half', ...(withC ? { alpha: 0.5, beta: -1 } : {}) } as const;
-  cases.push(
-    valid(k.matmul, {
-      label: `${m}×${kd}×${n}${flags(transA, transB)}${withC ? ' + c' : ''} precision half`,
-      inputs,
-      attrs,
-      tolerance: roundoffTolerance(UNIT_ROUNDOFF.bf16, { inputs, tolerance: tolerance(kd) }),
-    }),
-  );
+const REDUCED_PRECISIONS = [
+  {
+    precision: 'tf32',
+    roundoff: TF32_UNIT_ROUNDOFF,
+    shapes: [
+      [61, 67, 129, false, false, false],
+      [257, 300, 263, false, false, false],
+      [257, 300, 263, false, true, true],
+      [129, 64, 136, true, false, true],
+      [136, 72, 130, true, true, false],
+    ],
+  },
+  {
+    precision: 'half',
+    roundoff: UNIT_ROUNDOFF.bf16,
+    shapes: [
+      [61, 67, 129, false, true, true],
+      [136, 72, 130, false, false, false],
+      [129, 64, 136, true, true, true],
+    ],
+  },
+] as const;
+for (const { precision, roundoff, shapes } of REDUCED_PRECISIONS) {
+  for (const [m, kd, n, transA, transB, withC] of shapes) {
+    const inputs = [...operands(m, kd, n, transA, transB), ...(withC ? [f32([m, n])] : [])];
+    const attrs = { transA, transB, precision, ...(withC ? { alpha: 0.5, beta: -1 } : {}) } as const;
+    cases.push(
+      valid(k.matmul, {
+        label: `${m}×${kd}×${n}${flags(transA, transB)}${withC ? ' + c' : ''} precision ${precision}`,
+        inputs,
+        attrs,
+        tolerance: roundoffTolerance(roundoff, { inputs, tolerance: tolerance(kd) }),
+      }),
+    );
+  }
 }
 
 errors.push(

@@ -88,83 +88,47 @@ cases.push(
   }),
 );
 
-const adamw = (label: string, shapes: Shape[], attrs: Partial<Parameters<typeof k.adamwStep.infer>[1]>) => ({
-  label,
-  inputs: [f32(shapes[0]!), f32(shapes[1]!), f32(shapes[2]!), f32(shapes[3]!, 'positive')],
-  attrs,
-});
+/** param, grad, m and v of the given shapes (v positive, as adamwInputs gives them). */
+const adamwOf = (shapes: Shape[]) => [
+  f32(shapes[0]!),
+  f32(shapes[1]!),
+  f32(shapes[2]!),
+  f32(shapes[3]!, 'positive'),
+];
 const ok = [[4], [4], [4], [4]];
 errors.push(
-  invalid(k.adamwStep, {
-    ...adamw('grad of another shape', [[4], [5], [4], [4]], { lr: 0.1, step: 1 }),
-    error: 'shape',
-    argument: 'grad',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw(
+  ...invalidCalls(k.adamwStep, [
+    ['grad of another shape', adamwOf([[4], [5], [4], [4]]), 'shape', 'grad', { lr: 0.1, step: 1 }],
+    [
       'm of another shape',
-      [
+      adamwOf([
         [2, 3],
         [2, 3],
         [3, 2],
         [2, 3],
-      ],
+      ]),
+      'shape',
+      'm',
       { lr: 0.1, step: 1 },
-    ),
-    error: 'shape',
-    argument: 'm',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('v of another rank', [[4], [4], [4], [1, 4]], { lr: 0.1, step: 1 }),
-    error: 'shape',
-    argument: 'v',
-  }),
-  invalid(k.adamwStep, { ...adamw('lr missing', ok, { step: 1 }), error: 'argument', argument: 'attrs.lr' }),
-  invalid(k.adamwStep, {
-    ...adamw('negative lr', ok, { lr: -0.1, step: 1 }),
-    error: 'argument',
-    argument: 'attrs.lr',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('beta1 = 1', ok, { lr: 0.1, step: 1, beta1: 1 }),
-    error: 'argument',
-    argument: 'attrs.beta1',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('negative beta1', ok, { lr: 0.1, step: 1, beta1: -0.5 }),
-    error: 'argument',
-    argument: 'attrs.beta1',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('beta2 above 1', ok, { lr: 0.1, step: 1, beta2: 1.5 }),
-    error: 'argument',
-    argument: 'attrs.beta2',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('eps = 0', ok, { lr: 0.1, step: 1, eps: 0 }),
-    error: 'argument',
-    argument: 'attrs.eps',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('negative weight decay', ok, { lr: 0.1, step: 1, weightDecay: -0.01 }),
-    error: 'argument',
-    argument: 'attrs.weightDecay',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('step missing', ok, { lr: 0.1 }),
-    error: 'argument',
-    argument: 'attrs.step',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('step 0', ok, { lr: 0.1, step: 0 }),
-    error: 'argument',
-    argument: 'attrs.step',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('fractional step', ok, { lr: 0.1, step: 1.5 }),
-    error: 'argument',
-    argument: 'attrs.step',
-  }),
+    ],
+    ['v of another rank', adamwOf([[4], [4], [4], [1, 4]]), 'shape', 'v', { lr: 0.1, step: 1 }],
+    ['lr missing', adamwOf(ok), 'argument', 'attrs.lr', { step: 1 }],
+    ['negative lr', adamwOf(ok), 'argument', 'attrs.lr', { lr: -0.1, step: 1 }],
+    ['beta1 = 1', adamwOf(ok), 'argument', 'attrs.beta1', { lr: 0.1, step: 1, beta1: 1 }],
+    ['negative beta1', adamwOf(ok), 'argument', 'attrs.beta1', { lr: 0.1, step: 1, beta1: -0.5 }],
+    ['beta2 above 1', adamwOf(ok), 'argument', 'attrs.beta2', { lr: 0.1, step: 1, beta2: 1.5 }],
+    ['eps = 0', adamwOf(ok), 'argument', 'attrs.eps', { lr: 0.1, step: 1, eps: 0 }],
+    [
+      'negative weight decay',
+      adamwOf(ok),
+      'argument',
+      'attrs.weightDecay',
+      { lr: 0.1, step: 1, weightDecay: -0.01 },
+    ],
+    ['step missing', adamwOf(ok), 'argument', 'attrs.step', { lr: 0.1 }],
+    ['step 0', adamwOf(ok), 'argument', 'attrs.step', { lr: 0.1, step: 0 }],
+    ['fractional step', adamwOf(ok), 'argument', 'attrs.step', { lr: 0.1, step: 1.5 }],
+  ]),
   ...invalidCalls(k.adamwStep, [
     [
       'a device step and attrs.step both',
