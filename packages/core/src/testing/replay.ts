@@ -143,28 +143,23 @@ export function writeChecks(
  * the step for those values.
  */
 export function replayChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
-  return [
-    {
-      name: 'a decode step recorded once replays with new positions, lengths and inputs written between submits',
-      group: 'replay',
-      run: async () => replayDecodeStep(await getBackend()),
-    },
-    {
-      name: 'ropeKvScatter recorded once replays at new device positions',
-      group: 'replay',
-      run: async () => replayRopeKvScatter(await getBackend()),
-    },
-    {
-      name: 'adamwStep recorded once replays at new device steps and learning rates',
-      group: 'replay',
-      run: async () => replayAdamw(await getBackend()),
-    },
-    {
-      name: 'globalNorm and multiTensorAdamw recorded once replay at new steps, learning rates and gradients, clipped or not',
-      group: 'replay',
-      run: async () => replayMultiTensorAdamw(await getBackend()),
-    },
+  const checks: readonly [name: string, replay: (backend: Backend) => Promise<void>][] = [
+    [
+      'a decode step recorded once replays with new positions, lengths and inputs written between submits',
+      replayDecodeStep,
+    ],
+    ['ropeKvScatter recorded once replays at new device positions', replayRopeKvScatter],
+    ['adamwStep recorded once replays at new device steps and learning rates', replayAdamw],
+    [
+      'globalNorm and multiTensorAdamw recorded once replay at new steps, learning rates and gradients, clipped or not',
+      replayMultiTensorAdamw,
+    ],
   ];
+  return checks.map(([name, replay]) => ({
+    name,
+    group: 'replay',
+    run: async () => replay(await getBackend()),
+  }));
 }
 
 async function replayMultiTensorAdamw(backend: Backend): Promise<void> {
