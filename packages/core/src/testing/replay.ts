@@ -18,6 +18,12 @@ function randomF32(rng: Rng, size: number): Float32Array {
   return Float32Array.from({ length: size }, () => rng.uniform(-1, 1) || 0.375);
 }
 
+/** Two different random contents of one 67-element tensor, drawn from `seed`. */
+function twoContents(seed: number): [first: Float32Array, second: Float32Array] {
+  const rng = new Rng(seed);
+  return [randomF32(rng, 67), randomF32(rng, 67)];
+}
+
 function reference(
   spec: AnyKernelSpec,
   data: readonly (HostArray | undefined)[],
@@ -60,9 +66,7 @@ export function writeChecks(
     check(
       'write is ordered after the work submitted before it and before the work after it',
       async (backend) => {
-        const rng = new Rng(23);
-        const first = randomF32(rng, 67);
-        const second = randomF32(rng, 67);
+        const [first, second] = twoContents(23);
         using x = backend.upload(first, [67]);
         const [before] = backend.run(copy, [x]);
         backend.write(x, second);
@@ -88,9 +92,7 @@ export function writeChecks(
     check(
       'a batch is enqueued when submit() is called: reads, writes and copies issued before it settles come after it',
       async (backend) => {
-        const rng = new Rng(29);
-        const first = randomF32(rng, 67);
-        const second = randomF32(rng, 67);
+        const [first, second] = twoContents(29);
         using x = backend.upload(first, [67]);
         using y = backend.zeros([67]);
         using z = backend.zeros([67]);
