@@ -1,5 +1,6 @@
 import * as k from '../../kernels/causalAttention.js';
 import { type FamilyCases, f32, invalidCalls, newFamilyCases, valid } from '../cases.js';
+import { attentionInputs } from './decoding.js';
 
 const { cases, errors } = newFamilyCases();
 
@@ -60,39 +61,33 @@ cases.push(
 
 errors.push(
   ...invalidCalls(k.causalAttention, [
-    ['q of rank 2', [f32([4, 8]), f32([2, 5, 4]), f32([2, 5, 4])], 'shape', 'q', { position: 0 }],
-    ['kCache of rank 2', [f32([2, 2, 4]), f32([5, 4]), f32([5, 4])], 'shape', 'kCache', { position: 0 }],
+    ['q of rank 2', attentionInputs([4, 8], [2, 5, 4]), 'shape', 'q', { position: 0 }],
+    ['kCache of rank 2', attentionInputs([2, 2, 4], [5, 4]), 'shape', 'kCache', { position: 0 }],
     [
       'kv heads not dividing the heads',
-      [f32([2, 3, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
+      attentionInputs([2, 3, 4], [2, 5, 4]),
       'shape',
       'kCache',
       { position: 0 },
     ],
-    [
-      'a headDim other than q’s',
-      [f32([2, 2, 4]), f32([2, 5, 3]), f32([2, 5, 3])],
-      'shape',
-      'kCache',
-      { position: 0 },
-    ],
+    ['a headDim other than q’s', attentionInputs([2, 2, 4], [2, 5, 3]), 'shape', 'kCache', { position: 0 }],
     [
       'vCache of another shape',
-      [f32([2, 2, 4]), f32([2, 5, 4]), f32([2, 6, 4])],
+      attentionInputs([2, 2, 4], [2, 5, 4], [2, 6, 4]),
       'shape',
       'vCache',
       { position: 0 },
     ],
     [
       'a chunk past the cache',
-      [f32([3, 2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
+      attentionInputs([3, 2, 4], [2, 5, 4]),
       'argument',
       'attrs.position',
       { position: 3 },
     ],
     [
       'a negative position',
-      [f32([3, 2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
+      attentionInputs([3, 2, 4], [2, 5, 4]),
       'argument',
       'attrs.position',
       { position: -1 },

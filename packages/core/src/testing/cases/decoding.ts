@@ -1,4 +1,5 @@
 import * as k from '../../kernels/decoding.js';
+import type { Shape } from '../../shape.js';
 import { deviceValue, type FamilyCases, f32, i32, invalidCalls, newFamilyCases, valid } from '../cases.js';
 import { frequencyTable, ropeTolerance } from './rope.js';
 
@@ -197,75 +198,64 @@ for (const [nHeads, nKvHeads, headDim, seqLen, maxSeq] of DEVICE_ATTENTION) {
   );
 }
 
+/** q and the two caches an attention kernel reads; vCache is kCache's shape unless given. */
+export const attentionInputs = (q: Shape, kCache: Shape, vCache: Shape = kCache) => [
+  f32(q),
+  f32(kCache),
+  f32(vCache),
+];
+
 errors.push(
   ...invalidCalls(k.incrementalAttention, [
     [
       'a device seqLen and attrs.seqLen both',
-      [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4]), deviceValue(3)],
+      [...attentionInputs([2, 4], [2, 5, 4]), deviceValue(3)],
       'argument',
       'attrs.seqLen',
       { seqLen: 3 },
     ],
     [
       'a device seqLen of shape [3]',
-      [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4]), i32([3], 1, 5)],
+      [...attentionInputs([2, 4], [2, 5, 4]), i32([3], 1, 5)],
       'shape',
       'seqLen',
     ],
     [
       'an f32 device seqLen',
-      [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4]), { shape: [1], dtype: 'f32' }],
+      [...attentionInputs([2, 4], [2, 5, 4]), { shape: [1], dtype: 'f32' }],
       'dtype',
       'seqLen',
     ],
     [
       'a cache of no rows, with a device seqLen',
-      [f32([2, 4]), f32([2, 0, 4]), f32([2, 0, 4]), deviceValue(1)],
+      [...attentionInputs([2, 4], [2, 0, 4]), deviceValue(1)],
       'shape',
       'kCache',
     ],
-    ['q of rank 1', [f32([8]), f32([2, 5, 4]), f32([2, 5, 4])], 'shape', 'q', { seqLen: 3 }],
-    ['kCache of rank 2', [f32([2, 4]), f32([5, 4]), f32([5, 4])], 'shape', 'kCache', { seqLen: 3 }],
+    ['q of rank 1', attentionInputs([8], [2, 5, 4]), 'shape', 'q', { seqLen: 3 }],
+    ['kCache of rank 2', attentionInputs([2, 4], [5, 4]), 'shape', 'kCache', { seqLen: 3 }],
     [
       'headDim of kCache (5) != headDim of q (4)',
-      [f32([2, 4]), f32([2, 5, 5]), f32([2, 5, 5])],
+      attentionInputs([2, 4], [2, 5, 5]),
       'shape',
       'kCache',
       { seqLen: 3 },
     ],
-    [
-      '8 heads over 3 kv heads',
-      [f32([8, 4]), f32([3, 5, 4]), f32([3, 5, 4])],
-      'shape',
-      'kCache',
-      { seqLen: 3 },
-    ],
-    [
-      'more kv heads than heads',
-      [f32([2, 4]), f32([4, 5, 4]), f32([4, 5, 4])],
-      'shape',
-      'kCache',
-      { seqLen: 3 },
-    ],
+    ['8 heads over 3 kv heads', attentionInputs([8, 4], [3, 5, 4]), 'shape', 'kCache', { seqLen: 3 }],
+    ['more kv heads than heads', attentionInputs([2, 4], [4, 5, 4]), 'shape', 'kCache', { seqLen: 3 }],
     [
       'vCache of another maxSeq',
-      [f32([2, 4]), f32([2, 5, 4]), f32([2, 6, 4])],
+      attentionInputs([2, 4], [2, 5, 4], [2, 6, 4]),
       'shape',
       'vCache',
       { seqLen: 3 },
     ],
-    [
-      'seqLen past maxSeq',
-      [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
-      'argument',
-      'attrs.seqLen',
-      { seqLen: 6 },
-    ],
-    ['seqLen 0', [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4])], 'argument', 'attrs.seqLen', { seqLen: 0 }],
-    ['seqLen missing', [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4])], 'argument', 'attrs.seqLen', {}],
+    ['seqLen past maxSeq', attentionInputs([2, 4], [2, 5, 4]), 'argument', 'attrs.seqLen', { seqLen: 6 }],
+    ['seqLen 0', attentionInputs([2, 4], [2, 5, 4]), 'argument', 'attrs.seqLen', { seqLen: 0 }],
+    ['seqLen missing', attentionInputs([2, 4], [2, 5, 4]), 'argument', 'attrs.seqLen', {}],
     [
       'negative scale',
-      [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
+      attentionInputs([2, 4], [2, 5, 4]),
       'argument',
       'attrs.scale',
       { seqLen: 3, scale: -1 },
