@@ -110,12 +110,6 @@ export const gateUpSwiglu = defineKernel<EpsAttrs>({
   },
 });
 
-/** The rows of rmsNormMatmul and rmsNormMatmul3, and the weight of their norm. */
-const NORMED_ROWS = [
-  { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
-  { name: 'normWeight', dtypes: FLOAT, doc: '[K]' },
-] as const;
-
 /** Checks x [M, K] with K >= 1 and normWeight [K]; returns M and K. */
 function checkNormedRows(check: ArgCheck, x: TensorMeta, normWeight: TensorMeta): [number, number] {
   check.rank('x', x, 2, '[M, K]');
@@ -139,7 +133,8 @@ export const rmsNormMatmul = defineKernel<EpsAttrs>({
   family: FAMILY,
   summary: 'y = rmsNorm(x, normWeight)·wᵀ, the norm folded into the product',
   inputs: [
-    ...NORMED_ROWS,
+    { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
+    { name: 'normWeight', dtypes: FLOAT, doc: '[K]' },
     { name: 'w', dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: '[N, K], as a linear layer stores it' },
   ],
   attributes: { eps: EPS },
@@ -179,7 +174,8 @@ export const rmsNormMatmul3 = defineKernel<EpsAttrs>({
   family: FAMILY,
   summary: 'y_i = rmsNorm(x, normWeight)·w_iᵀ for up to three weights, one norm and one pass',
   inputs: [
-    ...NORMED_ROWS,
+    { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
+    { name: 'normWeight', dtypes: FLOAT, doc: '[K]' },
     { name: 'w0', dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: '[N0, K], as a linear layer stores it' },
     { name: 'w1', dtypes: FLOAT, dtypeGroup: WEIGHTS, optional: true, doc: '[N1, K]' },
     { name: 'w2', dtypes: FLOAT, dtypeGroup: WEIGHTS, optional: true, doc: "[N2, K]; only with 'w1'" },
