@@ -4,6 +4,7 @@ import {
   type AttrValues,
   type DType,
   type HostArray,
+  type InputMetas,
   type InvalidArgumentError,
   inferKernel,
   type KernelSpec,
@@ -17,18 +18,20 @@ import {
 import { type Rng, thrownBy } from '@rayo/core/testing';
 import { expect } from 'vitest';
 
-export interface Input {
+/** A reference input: f32 values unless it names another dtype (with data of that dtype's array type). */
+export interface Input<Data extends HostArray = Float32Array> {
   readonly shape: Shape;
-  readonly data: Float32Array;
+  readonly data: Data;
+  readonly dtype?: DType;
 }
 
 /** Runs the reference with the io metadata `inferKernel` derives, and checks it left its inputs alone. */
 export function run<A extends AttrValues>(
   spec: KernelSpec<A>,
-  inputs: readonly Input[],
+  inputs: readonly Input<HostArray>[],
   attrs?: Partial<A>,
 ): { outputs: OutputMeta[]; values: HostArray[] } {
-  const metas = inputs.map((x) => ({ shape: x.shape, dtype: 'f32' as const }));
+  const metas = inputs.map((x) => ({ shape: x.shape, dtype: x.dtype ?? 'f32' }));
   const io = inferKernel(spec, metas, attrs);
   const before = inputs.map((x) => x.data.slice());
   const values = runReference(
@@ -41,6 +44,15 @@ export function run<A extends AttrValues>(
     expect(unchanged(x.data, before[i]!), `input ${i} was written`).toBe(true);
   });
   return { outputs: io.outputs, values };
+}
+
+/** The reference's first output, as `run` gives it (and with its check that the inputs are left alone). */
+export function runFirst<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  inputs: readonly Input<HostArray>[],
+  attrs?: Partial<A>,
+): Float32Array {
+  return run(spec, inputs, attrs).values[0] as Float32Array;
 }
 
 /** An input as listed values, its shape, and its dtype (f32 where not given). */
@@ -103,9 +115,9 @@ export function random(rng: Rng, n: number, lo = -1, hi = 1): Float32Array {
 
 /**
  * Central differences of `loss` with respect to each element of `x` (changed
- * in place and restored), dividing by the step float32 actually took.
+ * in place and restored), dividing by the step `x`'s element type actually took.
  */
-export function numericGradient(loss: () => number, x: Float32Array, h = 1e-3): Float64Array {
+export function numericGradient(loss: () => number, x: Float32Array | number[], h = 1e-3): Float64Array {
   const grad = new Float64Array(x.length);
   for (let i = 0; i < x.length; i++) {
     const v = x[i]!;
@@ -149,4 +161,24 @@ export function expectThrows(
   expect(e.argument).toBe(argument);
   expect(e.message).toContain(expected);
   expect(e.message).toContain(actual);
+}
+
+/** A call `inferKernel` must refuse: its inputs and attributes, then the error's class, argument, expected and actual. */
+export type InferErrorRow<A extends AttrValues> = readonly [
+  inputs: InputMetas,
+  attrs: Partial<A> | undefined,
+  errorClass: typeof ShapeError | typeof InvalidArgumentError,
+  argument: string,
+  expected: string,
+  actual: string,
+];
+
+/** Asserts, as `expectThrows` does, that `inferKernel` refuses each row's call of `spec`, naming `spec`. */
+export function expectInferErrors<A extends AttrValues>(
+  spec: KernelSpec<A>,
+  rows: readonly InferErrorRow<A>[],
+): void {
+  for (const [inputs, attrs, errorClass, argument, expected, actual] of rows) {
+    expectThrows(() => inferKernel(spec, inputs, attrs), errorClass, spec.name, argument, expected, actual);
+  }
 }

@@ -1,27 +1,9 @@
+import { meta, random, runFirst as run } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
-import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
 import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
 import { causalAttention } from './causalAttention.js';
 import { incrementalAttention } from './decoding.js';
-
-const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
-
-function run<A extends AttrValues>(
-  spec: KernelSpec<A>,
-  inputs: { shape: number[]; data: Float32Array }[],
-  attrs?: Partial<A>,
-): Float32Array {
-  const metas = inputs.map((x) => meta(x.shape));
-  const io = inferKernel(spec, metas, attrs);
-  return spec.reference(
-    inputs.map((x) => x.data),
-    io.attrs,
-    { inputs: metas, outputs: io.outputs },
-  )[0] as Float32Array;
-}
-
-const random = (rng: Rng, n: number) => Float32Array.from({ length: n }, () => rng.uniform(-1, 1));
 
 describe('causalAttention reference', () => {
   it('is, row by row, one decode step over the rows up to its own (grouped heads, later rows NaN)', () => {

@@ -1,8 +1,8 @@
 import { bytesPerElement } from '../dtype.js';
 import { defineKernel } from '../kernel.js';
-import { formatShape } from '../shape.js';
 import { attendRows } from './attentionReference.js';
 import { ArgCheck } from './check.js';
+import { checkKvCaches } from './kvCacheChecks.js';
 import { bytesOf, CACHES, FLOAT } from './vocabulary.js';
 
 // Prompt processing: a chunk of T queries attends causally over the KV cache,
@@ -49,19 +49,8 @@ export const causalAttention = defineKernel<CausalAttentionAttrs>({
   infer([q, kCache, vCache], { position }) {
     const check = new ArgCheck('causalAttention');
     check.rank('q', q!, 3, '[T, nHeads, headDim]');
-    check.rank('kCache', kCache!, 3, '[nKvHeads, maxSeq, headDim]');
     const [tokens, nHeads, headDim] = q!.shape as [number, number, number];
-    const [nKvHeads, maxSeq] = kCache!.shape as [number, number, number];
-    check.dim('kCache', kCache!, 2, headDim, "headDim of 'q'");
-    // Grouped-query attention: each kv head serves nHeads / nKvHeads consecutive query heads.
-    check.shape(
-      nKvHeads > 0 && nHeads % nKvHeads === 0,
-      'kCache',
-      "dimension 0 (nKvHeads) must divide the number of heads of 'q'",
-      `dimension 0 dividing ${nHeads}`,
-      `${nKvHeads} in ${formatShape(kCache!.shape)}`,
-    );
-    check.sameShape('vCache', vCache!, kCache!.shape, "'kCache'");
+    const maxSeq = checkKvCaches(check, nHeads, headDim, kCache!, vCache!);
     check.attr(
       position + tokens <= maxSeq,
       'position',

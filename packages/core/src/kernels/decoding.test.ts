@@ -1,27 +1,13 @@
-import { type Input, random, run as runReferenceOf } from '@rayo/core-testkit';
+import { expectInferErrors, expectThrows, meta, random, runFirst as run, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
-import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
+import { InvalidArgumentError, ShapeError } from '../errors.js';
+import type { TensorMeta } from '../kernel.js';
 import { inferKernel } from '../kernelChecks.js';
+import { sizeOf } from '../shape.js';
 import { compareOutputs } from '../testing/compare.js';
 import { Rng } from '../testing/random.js';
 import { incrementalAttention, kvCacheScatter, ropeKvScatter } from './decoding.js';
 import { rope } from './rope.js';
-
-const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
-
-/** The reference's first output (see core-testkit's `run`, which also checks the inputs are left alone). */
-const run = <A extends AttrValues>(spec: KernelSpec<A>, inputs: Input[], attrs?: Partial<A>) =>
-  runReferenceOf(spec, inputs, attrs).values[0] as Float32Array;
-
-function thrown(call: () => unknown): RayoError {
-  try {
-    call();
-  } catch (error) {
-    return error as RayoError;
-  }
-  throw new Error('expected the call to throw');
-}
 
 describe('kvCacheScatter reference', () => {
   const [nHeads, maxSeq, headDim] = [2, 4, 3];
@@ -246,26 +232,35 @@ describe('incrementalAttention reference', () => {
 
 describe('kvCacheScatter argument errors', () => {
   it('names values whose row is not nHeads · headDim', () => {
-    const e = thrown(() => inferKernel(kvCacheScatter, [meta([2, 8, 4]), meta([3, 4])], { position: 0 }));
-    expect(e).toBeInstanceOf(ShapeError);
-    expect([e.operation, e.argument]).toEqual(['kvCacheScatter', 'values']);
-    expect(e.message).toContain('dimension 1 = 8');
-    expect(e.message).toContain('4 in [3, 4]');
+    expectThrows(
+      () => inferKernel(kvCacheScatter, [meta([2, 8, 4]), meta([3, 4])], { position: 0 }),
+      ShapeError,
+      'kvCacheScatter',
+      'values',
+      'dimension 1 = 8',
+      '4 in [3, 4]',
+    );
   });
 
   it('names values or cache of the wrong rank', () => {
-    const values = thrown(() =>
-      inferKernel(kvCacheScatter, [meta([2, 8, 4]), meta([1, 1, 8])], { position: 0 }),
-    );
-    expect(values).toBeInstanceOf(ShapeError);
-    expect(values.argument).toBe('values');
-    expect(values.message).toContain('rank 1 [nHeads·headDim] or rank 2 [T, nHeads·headDim]');
-    expect(values.message).toContain('rank 3 [1, 1, 8]');
-    const cache = thrown(() => inferKernel(kvCacheScatter, [meta([8, 4]), meta([8])], { position: 0 }));
-    expect(cache).toBeInstanceOf(ShapeError);
-    expect(cache.argument).toBe('cache');
-    expect(cache.message).toContain('rank 3 [nHeads, maxSeq, headDim]');
-    expect(cache.message).toContain('rank 2 [8, 4]');
+    expectInferErrors(kvCacheScatter, [
+      [
+        [meta([2, 8, 4]), meta([1, 1, 8])],
+        { position: 0 },
+        ShapeError,
+        'values',
+        'rank 1 [nHeads·headDim] or rank 2 [T, nHeads·headDim]',
+        'rank 3 [1, 1, 8]',
+      ],
+      [
+        [meta([8, 4]), meta([8])],
+        { position: 0 },
+        ShapeError,
+        'cache',
+        'rank 3 [nHeads, maxSeq, headDim]',
+        'rank 2 [8, 4]',
+      ],
+    ]);
   });
 
   it('names attrs.position when the rows do not fit', () => {
@@ -314,11 +309,14 @@ describe('incrementalAttention argument errors', () => {
   });
 
   it('names vCache when it differs from kCache', () => {
-    const e = thrown(() => inferKernel(incrementalAttention, [q, kv, meta([2, 6, 4])], { seqLen: 2 }));
-    expect(e).toBeInstanceOf(ShapeError);
-    expect(e.argument).toBe('vCache');
-    expect(e.message).toContain('expected [2, 5, 4]');
-    expect(e.message).toContain('got [2, 6, 4]');
+    expectThrows(
+      () => inferKernel(incrementalAttention, [q, kv, meta([2, 6, 4])], { seqLen: 2 }),
+      ShapeError,
+      'incrementalAttention',
+      'vCache',
+      'expected [2, 5, 4]',
+      'got [2, 6, 4]',
+    );
   });
 
   it('names q or kCache of the wrong rank', () => {
@@ -333,101 +331,74 @@ describe('incrementalAttention argument errors', () => {
   });
 
   it('names attrs.seqLen past the cache, below 1 or missing, and attrs.scale below 0', () => {
-    const past = thrown(() => inferKernel(incrementalAttention, [q, kv, kv], { seqLen: 6 }));
-    expect(past).toBeInstanceOf(InvalidArgumentError);
-    expect([past.operation, past.argument]).toEqual(['incrementalAttention', 'attrs.seqLen']);
-    expect(past.message).toContain('<= maxSeq = 5');
-    expect(past.message).toContain('got 6');
+    expectThrows(
+      () => inferKernel(incrementalAttention, [q, kv, kv], { seqLen: 6 }),
+      InvalidArgumentError,
+      'incrementalAttention',
+      'attrs.seqLen',
+      '<= maxSeq = 5',
+      'got 6',
+    );
     expect(() => inferKernel(incrementalAttention, [q, kv, kv], { seqLen: 5 })).not.toThrow();
     for (const seqLen of [0, undefined]) {
       const e = thrown(() => inferKernel(incrementalAttention, [q, kv, kv], { seqLen }));
       expect(e).toBeInstanceOf(InvalidArgumentError);
       expect(e.argument).toBe('attrs.seqLen');
     }
-    const scale = thrown(() => inferKernel(incrementalAttention, [q, kv, kv], { seqLen: 2, scale: -0.5 }));
-    expect(scale).toBeInstanceOf(InvalidArgumentError);
-    expect(scale.argument).toBe('attrs.scale');
-    expect(scale.message).toContain('>= 0');
-    expect(scale.message).toContain('-0.5');
+    expectThrows(
+      () => inferKernel(incrementalAttention, [q, kv, kv], { seqLen: 2, scale: -0.5 }),
+      InvalidArgumentError,
+      'incrementalAttention',
+      'attrs.scale',
+      '>= 0',
+      '-0.5',
+    );
   });
 });
 
 describe('positions and lengths held in device tensors', () => {
-  const i32 = (value: number) => ({
-    meta: { shape: [1], dtype: 'i32' } as TensorMeta,
-    data: Int32Array.of(value),
-  });
-  const reference = <A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: { meta: TensorMeta; data: Float32Array | Int32Array }[],
-    attrs?: Partial<A>,
-  ) => {
-    const metas = inputs.map((x) => x.meta);
-    const io = inferKernel(spec, metas, attrs);
-    return spec.reference(
-      inputs.map((x) => x.data),
-      io.attrs,
-      { inputs: metas, outputs: io.outputs },
-    )[0] as Float32Array;
-  };
+  const deviceValue: TensorMeta = { shape: [1], dtype: 'i32' };
+  const i32 = (value: number) => ({ ...deviceValue, data: Int32Array.of(value) });
   const rng = new Rng(41);
-  const f = (shape: number[]) => ({
-    meta: meta(shape),
-    data: random(
-      rng,
-      shape.reduce((a, b) => a * b, 1),
-    ),
-  });
+  const f = (shape: number[]) => ({ shape, data: random(rng, sizeOf(shape)) });
 
   it('the device position writes where the attribute would', () => {
     const cache = f([3, 9, 5]);
     const values = f([2, 15]);
-    const expected = run(
-      kvCacheScatter,
-      [cache, values].map((x) => ({ shape: [...x.meta.shape], data: x.data })),
-      {
-        position: 6,
-      },
-    );
-    expect(reference(kvCacheScatter, [cache, values, i32(6)])).toEqual(expected);
+    const expected = run(kvCacheScatter, [cache, values], { position: 6 });
+    expect(run(kvCacheScatter, [cache, values, i32(6)])).toEqual(expected);
   });
 
   it('the device length attends where the attribute would', () => {
     const [q, k, v] = [f([4, 6]), f([2, 11, 6]), f([2, 11, 6])];
-    const expected = run(
-      incrementalAttention,
-      [q, k, v].map((x) => ({ shape: [...x.meta.shape], data: x.data })),
-      {
-        seqLen: 7,
-      },
-    );
-    expect(reference(incrementalAttention, [q, k, v, i32(7)])).toEqual(expected);
+    const expected = run(incrementalAttention, [q, k, v], { seqLen: 7 });
+    expect(run(incrementalAttention, [q, k, v, i32(7)])).toEqual(expected);
   });
 
   it('the reference rejects device values outside the capacity, naming the input', () => {
     const cache = f([3, 9, 5]);
     for (const position of [-1, 8, 9]) {
-      const e = thrown(() => reference(kvCacheScatter, [cache, f([2, 15]), i32(position)]));
+      const e = thrown(() => run(kvCacheScatter, [cache, f([2, 15]), i32(position)]));
       expect(e).toBeInstanceOf(InvalidArgumentError);
       expect([e.operation, e.argument, e.expected]).toEqual(['kvCacheScatter', 'position', '0 … 7']);
     }
     const [q, k] = [f([4, 6]), f([2, 11, 6])];
     for (const seqLen of [0, -3, 12]) {
-      const e = thrown(() => reference(incrementalAttention, [q, k, k, i32(seqLen)]));
+      const e = thrown(() => run(incrementalAttention, [q, k, k, i32(seqLen)]));
       expect([e.operation, e.argument, e.expected]).toEqual(['incrementalAttention', 'seqLen', '1 … 11']);
     }
   });
 
   it('static bounds still hold with a device value', () => {
-    const e = thrown(() => inferKernel(kvCacheScatter, [meta([2, 4, 3]), meta([5, 6]), i32(0).meta]));
+    const e = thrown(() => inferKernel(kvCacheScatter, [meta([2, 4, 3]), meta([5, 6]), deviceValue]));
     expect(e).toBeInstanceOf(ShapeError);
     expect(e.argument).toBe('values');
-    expect(inferKernel(kvCacheScatter, [meta([2, 4, 3]), meta([4, 6]), i32(0).meta]).attrs.position).toBe(0);
+    expect(inferKernel(kvCacheScatter, [meta([2, 4, 3]), meta([4, 6]), deviceValue]).attrs.position).toBe(0);
   });
 
   it('a device value and its attribute together are refused', () => {
     const e = thrown(() =>
-      inferKernel(incrementalAttention, [meta([2, 4]), meta([2, 5, 4]), meta([2, 5, 4]), i32(1).meta], {
+      inferKernel(incrementalAttention, [meta([2, 4]), meta([2, 5, 4]), meta([2, 5, 4]), deviceValue], {
         seqLen: 1,
       }),
     );

@@ -3,6 +3,7 @@ import { defineKernel, deviceAttribute, runReference } from '../kernel.js';
 import { formatShape, type Shape, shapesEqual, sizeOf } from '../shape.js';
 import { attendRows } from './attentionReference.js';
 import { ArgCheck } from './check.js';
+import { checkKvCaches } from './kvCacheChecks.js';
 import { rope } from './rope.js';
 import { checkFrequencies, FREQUENCIES_INPUT } from './ropeFrequencies.js';
 import { bytesOf, CACHES, FLOAT } from './vocabulary.js';
@@ -167,19 +168,8 @@ export const incrementalAttention = defineKernel<IncrementalAttentionAttrs>({
   infer([q, kCache, vCache, seqLenTensor], { seqLen }) {
     const check = new ArgCheck('incrementalAttention');
     check.rank('q', q!, 2, '[nHeads, headDim]');
-    check.rank('kCache', kCache!, 3, '[nKvHeads, maxSeq, headDim]');
     const [nHeads, headDim] = q!.shape as [number, number];
-    const [nKvHeads, maxSeq] = kCache!.shape as [number, number, number];
-    check.dim('kCache', kCache!, 2, headDim, "headDim of 'q'");
-    // Grouped-query attention: each kv head serves nHeads / nKvHeads consecutive query heads.
-    check.shape(
-      nKvHeads > 0 && nHeads % nKvHeads === 0,
-      'kCache',
-      "dimension 0 (nKvHeads) must divide the number of heads of 'q'",
-      `dimension 0 dividing ${nHeads}`,
-      `${nKvHeads} in ${formatShape(kCache!.shape)}`,
-    );
-    check.sameShape('vCache', vCache!, kCache!.shape, "'kCache'");
+    const maxSeq = checkKvCaches(check, nHeads, headDim, kCache!, vCache!);
     check.shape(maxSeq >= 1, 'kCache', 'the cache must hold at least one row', 'maxSeq >= 1', kCache!.shape);
     check.attr(
       seqLenTensor !== undefined || seqLen <= maxSeq,

@@ -1,7 +1,6 @@
-import { type Input, run as runReferenceOf } from '@rayo/core-testkit';
+import { meta, runFirst as run } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
-import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
 import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
 import { LINEAR_ACTIVATIONS, type LinearActivation } from './activations.js';
@@ -22,12 +21,6 @@ import {
 import { biasActivationBackward, gateUpSwiglu, linear, rmsNormMatmul, rmsNormMatmul3 } from './fused.js';
 import { matmul } from './matmul.js';
 import { rmsNorm } from './normalization.js';
-
-const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
-
-/** The reference's first output (see core-testkit's `run`, which also checks the inputs are left alone). */
-const run = <A extends AttrValues>(spec: KernelSpec<A>, inputs: Input[], attrs?: Partial<A>) =>
-  runReferenceOf(spec, inputs, attrs).values[0] as Float32Array;
 
 const t = (shape: number[], values: number[]) => ({ shape, data: Float32Array.from(values) });
 const silu = (v: number) => v / (1 + Math.exp(-v));

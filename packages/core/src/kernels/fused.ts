@@ -1,5 +1,5 @@
 import { bytesPerElement } from '../dtype.js';
-import { defineKernel } from '../kernel.js';
+import { defineKernel, type TensorMeta } from '../kernel.js';
 import { formatShape } from '../shape.js';
 import { ACTIVATION_FUNCTIONS, LINEAR_ACTIVATIONS, type LinearActivation, siluOf } from './activations.js';
 import { ArgCheck } from './check.js';
@@ -110,6 +110,16 @@ export const gateUpSwiglu = defineKernel<EpsAttrs>({
   },
 });
 
+/** Checks x [M, K] with K >= 1 and normWeight [K]; returns M and K. */
+function checkNormedRows(check: ArgCheck, x: TensorMeta, normWeight: TensorMeta): [number, number] {
+  check.rank('x', x, 2, '[M, K]');
+  const [m, k] = x.shape as [number, number];
+  check.shape(k > 0, 'x', 'rmsNorm of an empty row is undefined', 'K of at least 1', x.shape);
+  check.rank('normWeight', normWeight, 1, '[K]');
+  check.dim('normWeight', normWeight, 0, k, "K of 'x'");
+  return [m, k];
+}
+
 /**
  * y = rmsNorm(x, normWeight, eps)·wᵀ for a weight stored [N, K]: the norm
  * before each of a decoder's attention projections and before its head,
@@ -130,11 +140,7 @@ export const rmsNormMatmul = defineKernel<EpsAttrs>({
   attributes: { eps: EPS },
   infer([x, normWeight, w]) {
     const check = new ArgCheck('rmsNormMatmul');
-    check.rank('x', x!, 2, '[M, K]');
-    const [m, k] = x!.shape as [number, number];
-    check.shape(k > 0, 'x', 'rmsNorm of an empty row is undefined', 'K of at least 1', x!.shape);
-    check.rank('normWeight', normWeight!, 1, '[K]');
-    check.dim('normWeight', normWeight!, 0, k, "K of 'x'");
+    const [m, k] = checkNormedRows(check, x!, normWeight!);
     check.rank('w', w!, 2, '[N, K]');
     check.dim('w', w!, 1, k, "K of 'x'");
     return [{ name: 'y', shape: [m, w!.shape[0]!], dtype: x!.dtype }];
@@ -177,11 +183,7 @@ export const rmsNormMatmul3 = defineKernel<EpsAttrs>({
   attributes: { eps: EPS },
   infer([x, normWeight, ...weights]) {
     const check = new ArgCheck('rmsNormMatmul3');
-    check.rank('x', x!, 2, '[M, K]');
-    const [m, k] = x!.shape as [number, number];
-    check.shape(k > 0, 'x', 'rmsNorm of an empty row is undefined', 'K of at least 1', x!.shape);
-    check.rank('normWeight', normWeight!, 1, '[K]');
-    check.dim('normWeight', normWeight!, 0, k, "K of 'x'");
+    const [m, k] = checkNormedRows(check, x!, normWeight!);
     // Outputs are positional, so a third weight without a second would leave a gap.
     check.shape(
       !(weights[2] && !weights[1]),

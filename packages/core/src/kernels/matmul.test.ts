@@ -1,32 +1,16 @@
-import { type Input, random, run as runReferenceOf } from '@rayo/core-testkit';
+import { expectInferErrors, expectThrows, meta, random, runFirst as run, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { bf16BitsToF32, type DType, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../dtype.js';
-import { InvalidArgumentError, type RayoError, ShapeError } from '../errors.js';
-import type { AttrValues, KernelSpec, TensorMeta } from '../kernel.js';
+import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
 import { batchedMatmul, type MatmulPrecision, matmul } from './matmul.js';
-
-const meta = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
-
-/** The reference's first output (see core-testkit's `run`, which also checks the inputs are left alone). */
-const run = <A extends AttrValues>(spec: KernelSpec<A>, inputs: Input[], attrs?: Partial<A>) =>
-  runReferenceOf(spec, inputs, attrs).values[0] as Float32Array;
 
 /** Row-major [rows, cols] → [cols, rows]. */
 function transposed(x: Float32Array, rows: number, cols: number): Float32Array {
   const y = new Float32Array(x.length);
   for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) y[j * rows + i] = x[i * cols + j]!;
   return y;
-}
-
-function thrown(call: () => unknown): RayoError {
-  try {
-    call();
-  } catch (error) {
-    return error as RayoError;
-  }
-  throw new Error('expected the call to throw');
 }
 
 const A = Float32Array.from([1, 2, 3, 4, 5, 6]); // [2, 3]
@@ -244,19 +228,25 @@ describe('matmul argument errors', () => {
     expect(a).toBeInstanceOf(ShapeError);
     expect(a.argument).toBe('b');
     expect(a.message).toContain('dimension 0 = 3');
-    const b = thrown(() => inferKernel(matmul, [meta([3, 7]), meta([7, 2])], { transB: true }));
-    expect(b).toBeInstanceOf(ShapeError);
-    expect(b.argument).toBe('b');
-    expect(b.message).toContain('dimension 1 = 7');
-    expect(b.message).toContain('2 in [7, 2]');
+    expectThrows(
+      () => inferKernel(matmul, [meta([3, 7]), meta([7, 2])], { transB: true }),
+      ShapeError,
+      'matmul',
+      'b',
+      'dimension 1 = 7',
+      '2 in [7, 2]',
+    );
   });
 
   it('names a or b of the wrong rank', () => {
-    const a = thrown(() => inferKernel(matmul, [meta([2, 3, 4]), meta([4, 5])]));
-    expect(a).toBeInstanceOf(ShapeError);
-    expect([a.operation, a.argument]).toEqual(['matmul', 'a']);
-    expect(a.message).toContain('rank 2 [M, K]');
-    expect(a.message).toContain('rank 3 [2, 3, 4]');
+    expectThrows(
+      () => inferKernel(matmul, [meta([2, 3, 4]), meta([4, 5])]),
+      ShapeError,
+      'matmul',
+      'a',
+      'rank 2 [M, K]',
+      'rank 3 [2, 3, 4]',
+    );
     const b = thrown(() => inferKernel(matmul, [meta([3, 4]), meta([4])]));
     expect(b).toBeInstanceOf(ShapeError);
     expect(b.argument).toBe('b');
@@ -264,38 +254,39 @@ describe('matmul argument errors', () => {
   });
 
   it('names c when it is not [M, N]', () => {
-    const e = thrown(() => inferKernel(matmul, [meta([3, 7]), meta([7, 5]), meta([5, 3])]));
-    expect(e).toBeInstanceOf(ShapeError);
-    expect([e.operation, e.argument]).toEqual(['matmul', 'c']);
-    expect(e.message).toContain('expected [3, 5]');
-    expect(e.message).toContain('got [5, 3]');
+    expectThrows(
+      () => inferKernel(matmul, [meta([3, 7]), meta([7, 5]), meta([5, 3])]),
+      ShapeError,
+      'matmul',
+      'c',
+      'expected [3, 5]',
+      'got [5, 3]',
+    );
   });
 
   it('rejects attributes of the wrong kind', () => {
-    const e = thrown(() =>
-      inferKernel(matmul, [meta([3, 7]), meta([7, 5])], { transB: 'yes' as unknown as boolean }),
+    expectThrows(
+      () => inferKernel(matmul, [meta([3, 7]), meta([7, 5])], { transB: 'yes' as unknown as boolean }),
+      InvalidArgumentError,
+      'matmul',
+      'attrs.transB',
+      'true or false',
+      '"yes"',
     );
-    expect(e).toBeInstanceOf(InvalidArgumentError);
-    expect([e.operation, e.argument]).toEqual(['matmul', 'attrs.transB']);
-    expect(e.message).toContain('true or false');
-    expect(e.message).toContain('"yes"');
   });
 
   it('batchedMatmul names b when batch or K disagree, and a or b of the wrong rank', () => {
-    const batch = thrown(() => inferKernel(batchedMatmul, [meta([3, 4, 7]), meta([5, 7, 2])]));
-    expect(batch).toBeInstanceOf(ShapeError);
-    expect([batch.operation, batch.argument]).toEqual(['batchedMatmul', 'b']);
-    expect(batch.message).toContain('dimension 0 = 3');
-    expect(batch.message).toContain('5 in [5, 7, 2]');
-    const k = thrown(() => inferKernel(batchedMatmul, [meta([3, 4, 7]), meta([3, 7, 2])], { transB: true }));
-    expect(k).toBeInstanceOf(ShapeError);
-    expect(k.argument).toBe('b');
-    expect(k.message).toContain('dimension 2 = 7');
-    expect(k.message).toContain('2 in [3, 7, 2]');
-    const rank = thrown(() => inferKernel(batchedMatmul, [meta([4, 7]), meta([1, 7, 2])]));
-    expect(rank).toBeInstanceOf(ShapeError);
-    expect(rank.argument).toBe('a');
-    expect(rank.message).toContain('rank 3 [B, M, K]');
-    expect(rank.message).toContain('rank 2 [4, 7]');
+    expectInferErrors(batchedMatmul, [
+      [[meta([3, 4, 7]), meta([5, 7, 2])], undefined, ShapeError, 'b', 'dimension 0 = 3', '5 in [5, 7, 2]'],
+      [
+        [meta([3, 4, 7]), meta([3, 7, 2])],
+        { transB: true },
+        ShapeError,
+        'b',
+        'dimension 2 = 7',
+        '2 in [3, 7, 2]',
+      ],
+      [[meta([4, 7]), meta([1, 7, 2])], undefined, ShapeError, 'a', 'rank 3 [B, M, K]', 'rank 2 [4, 7]'],
+    ]);
   });
 });

@@ -1,38 +1,9 @@
-import { expectError, thrown, unchanged } from '@rayo/core-testkit';
+import { expectError, run, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
-import type { DType, HostArray } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
-import type { AttrValues, KernelSpec, OutputMeta } from '../kernel.js';
 import { inferKernel } from '../kernelChecks.js';
-import type { Shape } from '../shape.js';
 import { Rng } from '../testing/random.js';
 import { copy, fill, transpose } from './memory.js';
-
-interface Input {
-  readonly shape: Shape;
-  readonly data: HostArray;
-  readonly dtype?: DType;
-}
-
-/** Runs the reference with the io metadata `inferKernel` derives, and checks it left its inputs alone. */
-function run<A extends AttrValues>(
-  spec: KernelSpec<A>,
-  inputs: readonly Input[],
-  attrs?: Partial<A>,
-): { outputs: OutputMeta[]; values: HostArray[] } {
-  const metas = inputs.map((x) => ({ shape: x.shape, dtype: x.dtype ?? 'f32' }));
-  const io = inferKernel(spec, metas, attrs);
-  const before = inputs.map((x) => x.data.slice());
-  const values = spec.reference(
-    inputs.map((x) => x.data),
-    io.attrs,
-    { inputs: metas, outputs: io.outputs },
-  );
-  inputs.forEach((x, i) => {
-    expect(unchanged(x.data, before[i]!), `input ${i} was written`).toBe(true);
-  });
-  return { outputs: io.outputs, values };
-}
 
 describe('fill', () => {
   it('writes the value into every element of x, in place', () => {

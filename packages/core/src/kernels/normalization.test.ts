@@ -2,6 +2,7 @@ import {
   dot,
   expectClose,
   expectError,
+  type Input,
   meta,
   numericGradient,
   random,
@@ -96,51 +97,27 @@ describe('normalization backward kernels', () => {
   const w = random(rng, 5, 0.5, 1.5);
   const b = random(rng, 5);
 
+  const [X, W, B, DY] = [
+    { shape, data: x },
+    { shape: [5], data: w },
+    { shape: [5], data: b },
+    { shape, data: dy },
+  ];
+  /** Σ dy · y of a forward kernel: its gradients are what the backward kernel returns for dy. */
+  const lossOf = (spec: typeof layerNorm, inputs: readonly Input[], eps: number) => () =>
+    dot(dy, run(spec, inputs, { eps }).values[0]!);
+
   for (const eps of [1e-6, 0.1]) {
     it(`rmsNormBackward matches finite differences (eps ${eps})`, () => {
-      const loss = () => dot(dy, run(rmsNorm, [{ shape, data: x }, f32([...w])], { eps }).values[0]!);
-      const [dx, dw] = run(rmsNormBackward, [{ shape, data: dy }, { shape, data: x }, f32([...w])], {
-        eps,
-      }).values;
+      const loss = lossOf(rmsNorm, [X, W], eps);
+      const [dx, dw] = run(rmsNormBackward, [DY, X, W], { eps }).values;
       expectClose(dx!, numericGradient(loss, x), 1e-3);
-      const lossW = () =>
-        dot(
-          dy,
-          run(
-            rmsNorm,
-            [
-              { shape, data: x },
-              { shape: [5], data: w },
-            ],
-            { eps },
-          ).values[0]!,
-        );
-      expectClose(dw!, numericGradient(lossW, w), 1e-3);
+      expectClose(dw!, numericGradient(loss, w), 1e-3);
     });
 
     it(`layerNormBackward matches finite differences (eps ${eps})`, () => {
-      const loss = () =>
-        dot(
-          dy,
-          run(
-            layerNorm,
-            [
-              { shape, data: x },
-              { shape: [5], data: w },
-              { shape: [5], data: b },
-            ],
-            { eps },
-          ).values[0]!,
-        );
-      const [dx, dgamma, dbeta] = run(
-        layerNormBackward,
-        [
-          { shape, data: dy },
-          { shape, data: x },
-          { shape: [5], data: w },
-        ],
-        { eps },
-      ).values;
+      const loss = lossOf(layerNorm, [X, W, B], eps);
+      const [dx, dgamma, dbeta] = run(layerNormBackward, [DY, X, W], { eps }).values;
       expectClose(dx!, numericGradient(loss, x), 1e-3);
       expectClose(dgamma!, numericGradient(loss, w), 1e-3);
       expectClose(dbeta!, numericGradient(loss, b), 1e-3);

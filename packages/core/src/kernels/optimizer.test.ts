@@ -1,4 +1,4 @@
-import { expectThrows, runListed } from '@rayo/core-testkit';
+import { expectInferErrors, expectThrows, runListed } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import type { DType } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
@@ -94,78 +94,17 @@ describe('adamwStep', () => {
   it('names the argument and says expected against actual', () => {
     const four = [meta(4), meta(4), meta(4), meta(4)];
     const attrs = { lr: 0.1, step: 1 };
-    expectThrows(
-      () => inferKernel(adamwStep, [meta(4), meta(5), meta(4), meta(4)], attrs),
-      ShapeError,
-      'adamwStep',
-      'grad',
-      '[4]',
-      '[5]',
-    );
-    expectThrows(
-      () => inferKernel(adamwStep, [meta(2, 3), meta(2, 3), meta(3, 2), meta(2, 3)], attrs),
-      ShapeError,
-      'adamwStep',
-      'm',
-      '[2, 3]',
-      '[3, 2]',
-    );
-    expectThrows(
-      () => inferKernel(adamwStep, [meta(4), meta(4), meta(4), meta(1, 4)], attrs),
-      ShapeError,
-      'adamwStep',
-      'v',
-      '[4]',
-      '[1, 4]',
-    );
-    expectThrows(
-      () => inferKernel(adamwStep, four, { lr: 0.1, step: 1, beta1: 1 }),
-      InvalidArgumentError,
-      'adamwStep',
-      'attrs.beta1',
-      '< 1',
-      'got 1',
-    );
-    expectThrows(
-      () => inferKernel(adamwStep, four, { lr: 0.1, step: 1, beta2: 1.5 }),
-      InvalidArgumentError,
-      'adamwStep',
-      'attrs.beta2',
-      '< 1',
-      '1.5',
-    );
-    expectThrows(
-      () => inferKernel(adamwStep, four, { lr: 0.1, step: 0 }),
-      InvalidArgumentError,
-      'adamwStep',
-      'attrs.step',
-      '>= 1',
-      'got 0',
-    );
-    expectThrows(
-      () => inferKernel(adamwStep, four, { lr: 0.1, step: 2.5 }),
-      InvalidArgumentError,
-      'adamwStep',
-      'attrs.step',
-      'an integer',
-      '2.5',
-    );
-    expectThrows(
-      () => inferKernel(adamwStep, four, { step: 1 }),
-      InvalidArgumentError,
-      'adamwStep',
-      'attrs.lr',
-      'a number',
-      'nothing',
-    );
-    expectThrows(
-      () => inferKernel(adamwStep, four, { lr: 0.1, step: 1, eps: 0 }),
-      InvalidArgumentError,
-      'adamwStep',
-      'attrs.eps',
-      '> 0',
-      'got 0',
-    );
+    expectInferErrors(adamwStep, [
+      [[meta(4), meta(5), meta(4), meta(4)], attrs, ShapeError, 'grad', '[4]', '[5]'],
+      [[meta(2, 3), meta(2, 3), meta(3, 2), meta(2, 3)], attrs, ShapeError, 'm', '[2, 3]', '[3, 2]'],
+      [[meta(4), meta(4), meta(4), meta(1, 4)], attrs, ShapeError, 'v', '[4]', '[1, 4]'],
+      [four, { lr: 0.1, step: 1, beta1: 1 }, InvalidArgumentError, 'attrs.beta1', '< 1', 'got 1'],
+      [four, { lr: 0.1, step: 1, beta2: 1.5 }, InvalidArgumentError, 'attrs.beta2', '< 1', '1.5'],
+      [four, { lr: 0.1, step: 0 }, InvalidArgumentError, 'attrs.step', '>= 1', 'got 0'],
+      [four, { lr: 0.1, step: 2.5 }, InvalidArgumentError, 'attrs.step', 'an integer', '2.5'],
+      [four, { step: 1 }, InvalidArgumentError, 'attrs.lr', 'a number', 'nothing'],
+      [four, { lr: 0.1, step: 1, eps: 0 }, InvalidArgumentError, 'attrs.eps', '> 0', 'got 0'],
+    ]);
   });
 });
 
@@ -238,54 +177,28 @@ describe('sgdStep', () => {
 
   it('rejects Nesterov without momentum or with dampening, and misshapen inputs', () => {
     const three = [meta(6), meta(6), meta(6)];
-    expectThrows(
-      () => inferKernel(sgdStep, three, { lr: 0.1, nesterov: true }),
-      InvalidArgumentError,
-      'sgdStep',
-      'attrs.nesterov',
-      'momentum > 0 and dampening = 0',
-      'momentum 0, dampening 0',
-    );
-    expectThrows(
-      () => inferKernel(sgdStep, three, { lr: 0.1, momentum: 0.9, dampening: 0.1, nesterov: true }),
-      InvalidArgumentError,
-      'sgdStep',
-      'attrs.nesterov',
-      'momentum > 0 and dampening = 0',
-      'momentum 0.9, dampening 0.1',
-    );
-    expectThrows(
-      () => inferKernel(sgdStep, three, { lr: 0.1, momentum: 1 }),
-      InvalidArgumentError,
-      'sgdStep',
-      'attrs.momentum',
-      '< 1',
-      'got 1',
-    );
-    expectThrows(
-      () => inferKernel(sgdStep, three, { lr: 0.1, dampening: 1.5 }),
-      InvalidArgumentError,
-      'sgdStep',
-      'attrs.dampening',
-      '<= 1',
-      '1.5',
-    );
-    expectThrows(
-      () => inferKernel(sgdStep, [meta(6), meta(7), meta(6)], { lr: 0.1 }),
-      ShapeError,
-      'sgdStep',
-      'grad',
-      '[6]',
-      '[7]',
-    );
-    expectThrows(
-      () => inferKernel(sgdStep, [meta(2, 3), meta(2, 3), meta(6)], { lr: 0.1 }),
-      ShapeError,
-      'sgdStep',
-      'momentumBuffer',
-      '[2, 3]',
-      '[6]',
-    );
+    expectInferErrors(sgdStep, [
+      [
+        three,
+        { lr: 0.1, nesterov: true },
+        InvalidArgumentError,
+        'attrs.nesterov',
+        'momentum > 0 and dampening = 0',
+        'momentum 0, dampening 0',
+      ],
+      [
+        three,
+        { lr: 0.1, momentum: 0.9, dampening: 0.1, nesterov: true },
+        InvalidArgumentError,
+        'attrs.nesterov',
+        'momentum > 0 and dampening = 0',
+        'momentum 0.9, dampening 0.1',
+      ],
+      [three, { lr: 0.1, momentum: 1 }, InvalidArgumentError, 'attrs.momentum', '< 1', 'got 1'],
+      [three, { lr: 0.1, dampening: 1.5 }, InvalidArgumentError, 'attrs.dampening', '<= 1', '1.5'],
+      [[meta(6), meta(7), meta(6)], { lr: 0.1 }, ShapeError, 'grad', '[6]', '[7]'],
+      [[meta(2, 3), meta(2, 3), meta(6)], { lr: 0.1 }, ShapeError, 'momentumBuffer', '[2, 3]', '[6]'],
+    ]);
   });
 });
 
@@ -333,22 +246,10 @@ describe('clipByGlobalNorm', () => {
   });
 
   it('rejects a maxNorm that is not positive and a negative eps', () => {
-    expectThrows(
-      () => inferKernel(clipByGlobalNorm, [meta(3)], { maxNorm: 0 }),
-      InvalidArgumentError,
-      'clipByGlobalNorm',
-      'attrs.maxNorm',
-      '> 0',
-      'got 0',
-    );
-    expectThrows(
-      () => inferKernel(clipByGlobalNorm, [meta(3)], { maxNorm: 1, eps: -1 }),
-      InvalidArgumentError,
-      'clipByGlobalNorm',
-      'attrs.eps',
-      '>= 0',
-      '-1',
-    );
+    expectInferErrors(clipByGlobalNorm, [
+      [[meta(3)], { maxNorm: 0 }, InvalidArgumentError, 'attrs.maxNorm', '> 0', 'got 0'],
+      [[meta(3)], { maxNorm: 1, eps: -1 }, InvalidArgumentError, 'attrs.eps', '>= 0', '-1'],
+    ]);
   });
 });
 
@@ -502,71 +403,51 @@ describe('multiTensorAdamw', () => {
     const four = [meta(4), meta(4), meta(4), meta(4)];
     const none = [undefined, undefined, undefined];
     const attrs = { lr: 0.1, step: 1 };
-    expectThrows(
-      () => inferKernel(multiTensorAdamw, [...none, ...four, meta(2), meta(3), meta(2), meta(2)], attrs),
-      ShapeError,
-      'multiTensorAdamw',
-      'tensors[5]',
-      '[2]',
-      '[3]',
-    );
-    expectThrows(
-      () => inferKernel(multiTensorAdamw, [...none, ...four, meta(4)], attrs),
-      ShapeError,
-      'multiTensorAdamw',
-      'tensors',
-      'a multiple of 4',
-      '5 tensors',
-    );
-    expectThrows(
-      () =>
-        inferKernel(multiTensorAdamw, [...none, ...four, ...four], { ...attrs, weightDecay: [0.1, 0, 0] }),
-      InvalidArgumentError,
-      'multiTensorAdamw',
-      'attrs.weightDecay',
-      '1 or 2 values',
-      '3 values',
-    );
-    expectThrows(
-      () => inferKernel(multiTensorAdamw, [...none, ...four], { ...attrs, weightDecay: [0.1, -1] }),
-      InvalidArgumentError,
-      'multiTensorAdamw',
-      'attrs.weightDecay[1]',
-      '>= 0',
-      '-1',
-    );
-    expectThrows(
-      () => inferKernel(multiTensorAdamw, [...none, ...four], { ...attrs, weightDecay: [] }),
-      InvalidArgumentError,
-      'multiTensorAdamw',
-      'attrs.weightDecay',
-      'an array of numbers',
-      'an empty array',
-    );
-    expectThrows(
-      () => inferKernel(multiTensorAdamw, [...none, ...four], { ...attrs, maxNorm: 1 }),
-      InvalidArgumentError,
-      'multiTensorAdamw',
-      'attrs.maxNorm',
-      'no maxNorm',
-      '1',
-    );
-    expectThrows(
-      () => inferKernel(multiTensorAdamw, [undefined, undefined, meta(2), ...four], { ...attrs, maxNorm: 1 }),
-      ShapeError,
-      'multiTensorAdamw',
-      'gradNorm',
-      '[] or [1]',
-      '[2]',
-    );
-    expectThrows(
-      () => inferKernel(multiTensorAdamw, [...none, ...four], { ...attrs, beta2: 1 }),
-      InvalidArgumentError,
-      'multiTensorAdamw',
-      'attrs.beta2',
-      '< 1',
-      '1',
-    );
+    expectInferErrors(multiTensorAdamw, [
+      [[...none, ...four, meta(2), meta(3), meta(2), meta(2)], attrs, ShapeError, 'tensors[5]', '[2]', '[3]'],
+      [[...none, ...four, meta(4)], attrs, ShapeError, 'tensors', 'a multiple of 4', '5 tensors'],
+      [
+        [...none, ...four, ...four],
+        { ...attrs, weightDecay: [0.1, 0, 0] },
+        InvalidArgumentError,
+        'attrs.weightDecay',
+        '1 or 2 values',
+        '3 values',
+      ],
+      [
+        [...none, ...four],
+        { ...attrs, weightDecay: [0.1, -1] },
+        InvalidArgumentError,
+        'attrs.weightDecay[1]',
+        '>= 0',
+        '-1',
+      ],
+      [
+        [...none, ...four],
+        { ...attrs, weightDecay: [] },
+        InvalidArgumentError,
+        'attrs.weightDecay',
+        'an array of numbers',
+        'an empty array',
+      ],
+      [
+        [...none, ...four],
+        { ...attrs, maxNorm: 1 },
+        InvalidArgumentError,
+        'attrs.maxNorm',
+        'no maxNorm',
+        '1',
+      ],
+      [
+        [undefined, undefined, meta(2), ...four],
+        { ...attrs, maxNorm: 1 },
+        ShapeError,
+        'gradNorm',
+        '[] or [1]',
+        '[2]',
+      ],
+      [[...none, ...four], { ...attrs, beta2: 1 }, InvalidArgumentError, 'attrs.beta2', '< 1', '1'],
+    ]);
   });
 });
 

@@ -1,4 +1,4 @@
-import { expectError, run, thrown } from '@rayo/core-testkit';
+import { expectError, type Input, run, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { inferKernel } from '../kernelChecks.js';
@@ -6,6 +6,15 @@ import { Rng } from '../testing/random.js';
 import { argmax, max, sum, sumSquares } from './reduction.js';
 
 const X = { shape: [2, 3], data: Float32Array.from([1, -2, 3, -4, 5, 0.5]) };
+
+/** Sum, max and sum of squares of `x` over `axis` are each one value of shape [], the ones `expected` lists. */
+function expectScalars(x: Input, axis: 'last' | 'all', expected: readonly [number, number, number]): void {
+  [sum, max, sumSquares].forEach((spec, i) => {
+    const { outputs, values } = run(spec, [x], { axis });
+    expect(outputs).toEqual([{ name: 'y', shape: [], dtype: 'f32' }]);
+    expect([...values[0]!]).toEqual([expected[i]]);
+  });
+}
 
 describe('reductions over the last axis', () => {
   it('drop the last axis of a hand-written 2×3 matrix', () => {
@@ -17,16 +26,7 @@ describe('reductions over the last axis', () => {
   });
 
   it('reduce a vector to a scalar of shape []', () => {
-    const v = { shape: [4], data: Float32Array.from([1, 2, 3, 4]) };
-    for (const [spec, expected] of [
-      [sum, 10],
-      [max, 4],
-      [sumSquares, 30],
-    ] as const) {
-      const { outputs, values } = run(spec, [v], { axis: 'last' });
-      expect(outputs[0]!.shape).toEqual([]);
-      expect([...values[0]!]).toEqual([expected]);
-    }
+    expectScalars({ shape: [4], data: Float32Array.from([1, 2, 3, 4]) }, 'last', [10, 4, 30]);
   });
 
   it('max does not start from zero', () => {
@@ -48,15 +48,7 @@ describe('reductions over the last axis', () => {
 
 describe('reductions over everything', () => {
   it('give shape []', () => {
-    for (const [spec, expected] of [
-      [sum, 3.5],
-      [max, 5],
-      [sumSquares, 55.25],
-    ] as const) {
-      const { outputs, values } = run(spec, [X], { axis: 'all' });
-      expect(outputs).toEqual([{ name: 'y', shape: [], dtype: 'f32' }]);
-      expect([...values[0]!]).toEqual([expected]);
-    }
+    expectScalars(X, 'all', [3.5, 5, 55.25]);
   });
 
   it('accumulate in doubles', () => {

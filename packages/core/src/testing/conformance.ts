@@ -297,47 +297,42 @@ function derivedErrorChecks(
   const metas = inferKernel(spec, sampledMetas, c.attrs).outputs;
   const target = metas.findIndex((m) => m.aliasOf === undefined);
   if (target >= 0) {
-    checks.push({
-      name: `${spec.name} rejects a misshapen out[${target}]`,
+    // One wrong out[target]: `wrongOut` makes it on the backend, with what the check must dispose.
+    const rejectsOut = (
+      what: string,
+      errorClass: ErrorClass,
+      wrongOut: (backend: Backend, inputs: (Tensor | undefined)[]) => { out: Tensor; owned: Tensor[] },
+    ): ConformanceCheck => ({
+      name: `${spec.name} rejects ${what} out[${target}]`,
       group,
       async run() {
         const backend = await getBackend();
         const inputs = upload(backend, sampledFor());
+        const { out: wrong, owned } = wrongOut(backend, inputs);
+        const out = metas.map((_, i) => (i === target ? wrong : undefined));
+        try {
+          expectRayoError(
+            () => backend.run(spec, inputs, c.attrs, { out }),
+            errorClass,
+            spec.name,
+            `out[${target}]`,
+          );
+        } finally {
+          disposeAll([...inputs, ...owned]);
+        }
+      },
+    });
+    checks.push(
+      rejectsOut('a misshapen', ShapeError, (backend) => {
         const m = metas[target]!;
         const bad = backend.empty([sizeOf(m.shape) + 1], m.dtype);
-        const out = metas.map((_, i) => (i === target ? bad : undefined));
-        try {
-          expectRayoError(
-            () => backend.run(spec, inputs, c.attrs, { out }),
-            ShapeError,
-            spec.name,
-            `out[${target}]`,
-          );
-        } finally {
-          disposeAll(inputs);
-          bad.dispose();
-        }
-      },
-    });
-    checks.push({
-      name: `${spec.name} rejects an input passed as out[${target}]`,
-      group,
-      async run() {
-        const backend = await getBackend();
-        const inputs = upload(backend, sampledFor());
-        const out = metas.map((_, i) => (i === target ? inputs[first] : undefined));
-        try {
-          expectRayoError(
-            () => backend.run(spec, inputs, c.attrs, { out }),
-            InvalidArgumentError,
-            spec.name,
-            `out[${target}]`,
-          );
-        } finally {
-          disposeAll(inputs);
-        }
-      },
-    });
+        return { out: bad, owned: [bad] };
+      }),
+      rejectsOut('an input passed as', InvalidArgumentError, (_backend, inputs) => ({
+        out: inputs[first]!,
+        owned: [],
+      })),
+    );
   }
   return checks;
 }

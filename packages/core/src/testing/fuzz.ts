@@ -91,41 +91,40 @@ function someInput(call: Call, ctx: MutationContext): number {
   return present.length > 0 ? ctx.pick(present) : 0;
 }
 
+/** Replaces one present input by a fresh tensor of the shape and dtype `change` gives for it. */
+function replaceInput(change: (t: Tensor, ctx: MutationContext) => { shape: Shape; dtype: DType }): Mutation {
+  return (call, ctx) => {
+    const i = someInput(call, ctx);
+    const t = call.inputs[i];
+    if (!t) return;
+    const { shape, dtype } = change(t, ctx);
+    call.inputs[i] = upload(ctx, ctx.backend, shape, dtype, call.made);
+  };
+}
+
 const MUTATIONS: readonly [string, Mutation][] = [
   [
     'a dimension changed',
-    (call, ctx) => {
-      const i = someInput(call, ctx);
-      const t = call.inputs[i];
-      if (!t) return;
+    replaceInput((t, ctx) => {
       const shape = [...t.shape];
       if (shape.length === 0) shape.push(2);
       else {
         const d = ctx.rng.int(0, shape.length);
         shape[d] = ctx.pick([0, 1, shape[d]! + 1, shape[d]! * 2 + 3]);
       }
-      call.inputs[i] = upload(ctx, ctx.backend, shape, t.dtype, call.made);
-    },
+      return { shape, dtype: t.dtype };
+    }),
   ],
   [
     'the rank changed',
-    (call, ctx) => {
-      const i = someInput(call, ctx);
-      const t = call.inputs[i];
-      if (!t) return;
-      const shape = ctx.rng.next() < 0.5 ? [...t.shape, 2] : t.shape.slice(1);
-      call.inputs[i] = upload(ctx, ctx.backend, shape, t.dtype, call.made);
-    },
+    replaceInput((t, ctx) => ({
+      shape: ctx.rng.next() < 0.5 ? [...t.shape, 2] : t.shape.slice(1),
+      dtype: t.dtype,
+    })),
   ],
   [
     'another dtype',
-    (call, ctx) => {
-      const i = someInput(call, ctx);
-      const t = call.inputs[i];
-      if (!t) return;
-      const dtype = ctx.pick(DTYPES.filter((d) => d !== t.dtype));
-      call.inputs[i] = upload(ctx, ctx.backend, t.shape, dtype, call.made);
-    },
+    replaceInput((t, ctx) => ({ shape: t.shape, dtype: ctx.pick(DTYPES.filter((d) => d !== t.dtype)) })),
   ],
   [
     'a required input missing',

@@ -18,6 +18,12 @@ function randomF32(rng: Rng, size: number): Float32Array {
   return Float32Array.from({ length: size }, () => rng.uniform(-1, 1) || 0.375);
 }
 
+/** Two different random contents of one 67-element tensor, drawn from `seed`. */
+function twoContents(seed: number): [first: Float32Array, second: Float32Array] {
+  const rng = new Rng(seed);
+  return [randomF32(rng, 67), randomF32(rng, 67)];
+}
+
 function reference(
   spec: AnyKernelSpec,
   data: readonly (HostArray | undefined)[],
@@ -60,9 +66,7 @@ export function writeChecks(
     check(
       'write is ordered after the work submitted before it and before the work after it',
       async (backend) => {
-        const rng = new Rng(23);
-        const first = randomF32(rng, 67);
-        const second = randomF32(rng, 67);
+        const [first, second] = twoContents(23);
         using x = backend.upload(first, [67]);
         const [before] = backend.run(copy, [x]);
         backend.write(x, second);
@@ -88,9 +92,7 @@ export function writeChecks(
     check(
       'a batch is enqueued when submit() is called: reads, writes and copies issued before it settles come after it',
       async (backend) => {
-        const rng = new Rng(29);
-        const first = randomF32(rng, 67);
-        const second = randomF32(rng, 67);
+        const [first, second] = twoContents(29);
         using x = backend.upload(first, [67]);
         using y = backend.zeros([67]);
         using z = backend.zeros([67]);
@@ -143,28 +145,23 @@ export function writeChecks(
  * the step for those values.
  */
 export function replayChecks(getBackend: () => Promise<Backend>): ConformanceCheck[] {
-  return [
-    {
-      name: 'a decode step recorded once replays with new positions, lengths and inputs written between submits',
-      group: 'replay',
-      run: async () => replayDecodeStep(await getBackend()),
-    },
-    {
-      name: 'ropeKvScatter recorded once replays at new device positions',
-      group: 'replay',
-      run: async () => replayRopeKvScatter(await getBackend()),
-    },
-    {
-      name: 'adamwStep recorded once replays at new device steps and learning rates',
-      group: 'replay',
-      run: async () => replayAdamw(await getBackend()),
-    },
-    {
-      name: 'globalNorm and multiTensorAdamw recorded once replay at new steps, learning rates and gradients, clipped or not',
-      group: 'replay',
-      run: async () => replayMultiTensorAdamw(await getBackend()),
-    },
+  const checks: readonly [name: string, replay: (backend: Backend) => Promise<void>][] = [
+    [
+      'a decode step recorded once replays with new positions, lengths and inputs written between submits',
+      replayDecodeStep,
+    ],
+    ['ropeKvScatter recorded once replays at new device positions', replayRopeKvScatter],
+    ['adamwStep recorded once replays at new device steps and learning rates', replayAdamw],
+    [
+      'globalNorm and multiTensorAdamw recorded once replay at new steps, learning rates and gradients, clipped or not',
+      replayMultiTensorAdamw,
+    ],
   ];
+  return checks.map(([name, replay]) => ({
+    name,
+    group: 'replay',
+    run: async () => replay(await getBackend()),
+  }));
 }
 
 async function replayMultiTensorAdamw(backend: Backend): Promise<void> {

@@ -1,7 +1,6 @@
 import { bf16BitsToF32, f16BitsToF32 } from '../../dtype.js';
 import { CAST_DTYPES, cast } from '../../kernels/cast.js';
-import type { AnyConformanceCase, AnyErrorCase, FamilyCases, InputInit } from '../cases.js';
-import { invalid, valid } from '../cases.js';
+import { type FamilyCases, type InputInit, invalid, newFamilyCases, valid } from '../cases.js';
 
 // A conversion is exact: round to nearest even is the only right answer.
 const EXACT = { rtol: 0, atol: 0 } as const;
@@ -44,8 +43,7 @@ function everyWord(decode: (bits: number) => number): InputInit {
   return () => Array.from({ length: 0x10000 }, (_, bits) => decode(bits));
 }
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 for (const from of CAST_DTYPES) {
   for (const to of CAST_DTYPES) {

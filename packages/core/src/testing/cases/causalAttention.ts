@@ -1,15 +1,8 @@
 import * as k from '../../kernels/causalAttention.js';
-import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
-  type FamilyCases,
-  f32,
-  invalid,
-  valid,
-} from '../cases.js';
+import { type FamilyCases, f32, invalidCalls, newFamilyCases, valid } from '../cases.js';
+import { attentionInputs } from './decoding.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 // Rows past position + T − 1 hold random values too: a kernel that reads
 // them (or ignores the causal bound) fails.
@@ -67,55 +60,39 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.causalAttention, {
-    label: 'q of rank 2',
-    inputs: [f32([4, 8]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'q',
-  }),
-  invalid(k.causalAttention, {
-    label: 'kCache of rank 2',
-    inputs: [f32([2, 2, 4]), f32([5, 4]), f32([5, 4])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'kCache',
-  }),
-  invalid(k.causalAttention, {
-    label: 'kv heads not dividing the heads',
-    inputs: [f32([2, 3, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'kCache',
-  }),
-  invalid(k.causalAttention, {
-    label: 'a headDim other than q’s',
-    inputs: [f32([2, 2, 4]), f32([2, 5, 3]), f32([2, 5, 3])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'kCache',
-  }),
-  invalid(k.causalAttention, {
-    label: 'vCache of another shape',
-    inputs: [f32([2, 2, 4]), f32([2, 5, 4]), f32([2, 6, 4])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'vCache',
-  }),
-  invalid(k.causalAttention, {
-    label: 'a chunk past the cache',
-    inputs: [f32([3, 2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: { position: 3 },
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
-  invalid(k.causalAttention, {
-    label: 'a negative position',
-    inputs: [f32([3, 2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: { position: -1 },
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
+  ...invalidCalls(k.causalAttention, [
+    ['q of rank 2', attentionInputs([4, 8], [2, 5, 4]), 'shape', 'q', { position: 0 }],
+    ['kCache of rank 2', attentionInputs([2, 2, 4], [5, 4]), 'shape', 'kCache', { position: 0 }],
+    [
+      'kv heads not dividing the heads',
+      attentionInputs([2, 3, 4], [2, 5, 4]),
+      'shape',
+      'kCache',
+      { position: 0 },
+    ],
+    ['a headDim other than q’s', attentionInputs([2, 2, 4], [2, 5, 3]), 'shape', 'kCache', { position: 0 }],
+    [
+      'vCache of another shape',
+      attentionInputs([2, 2, 4], [2, 5, 4], [2, 6, 4]),
+      'shape',
+      'vCache',
+      { position: 0 },
+    ],
+    [
+      'a chunk past the cache',
+      attentionInputs([3, 2, 4], [2, 5, 4]),
+      'argument',
+      'attrs.position',
+      { position: 3 },
+    ],
+    [
+      'a negative position',
+      attentionInputs([3, 2, 4], [2, 5, 4]),
+      'argument',
+      'attrs.position',
+      { position: -1 },
+    ],
+  ]),
 );
 
 export const causalAttentionCases: FamilyCases = { cases, errors };

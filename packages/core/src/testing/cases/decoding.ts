@@ -1,18 +1,9 @@
 import * as k from '../../kernels/decoding.js';
-import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
-  deviceValue,
-  type FamilyCases,
-  f32,
-  i32,
-  invalid,
-  valid,
-} from '../cases.js';
+import type { Shape } from '../../shape.js';
+import { deviceValue, type FamilyCases, f32, i32, invalidCalls, newFamilyCases, valid } from '../cases.js';
 import { frequencyTable, ropeTolerance } from './rope.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 // ---- kvCacheScatter --------------------------------------------------------
 // The cache starts random, so a kernel that writes any other row, or clears
@@ -87,87 +78,48 @@ for (const [nHeads, maxSeq, headDim, tokens, position] of DEVICE_SCATTERS) {
 }
 
 errors.push(
-  invalid(k.kvCacheScatter, {
-    label: 'a device position and attrs.position both',
-    inputs: [f32([2, 8, 4]), f32([8]), deviceValue(2)],
-    attrs: { position: 2 },
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
-  invalid(k.kvCacheScatter, {
-    label: 'a device position of shape [1, 1]',
-    inputs: [f32([2, 8, 4]), f32([8]), i32([1, 1], 0, 4)],
-    error: 'shape',
-    argument: 'position',
-  }),
-  invalid(k.kvCacheScatter, {
-    label: 'a u32 device position',
-    inputs: [f32([2, 8, 4]), f32([8]), { shape: [1], dtype: 'u32', init: () => [1] }],
-    error: 'dtype',
-    argument: 'position',
-  }),
-  invalid(k.kvCacheScatter, {
-    label: 'more rows than the cache holds, with a device position',
-    inputs: [f32([2, 8, 4]), f32([9, 8]), deviceValue(0)],
-    error: 'shape',
-    argument: 'values',
-  }),
-  invalid(k.kvCacheScatter, {
-    label: 'cache of rank 2',
-    inputs: [f32([4, 8]), f32([8])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'cache',
-  }),
-  invalid(k.kvCacheScatter, {
-    label: 'values of rank 3',
-    inputs: [f32([2, 8, 4]), f32([1, 1, 8])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'values',
-  }),
-  invalid(k.kvCacheScatter, {
-    label: 'values row of headDim instead of nHeads · headDim',
-    inputs: [f32([2, 8, 4]), f32([3, 4])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'values',
-  }),
-  invalid(k.kvCacheScatter, {
-    label: 'position missing',
-    inputs: [f32([2, 8, 4]), f32([8])],
-    attrs: {},
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
-  invalid(k.kvCacheScatter, {
-    label: 'position negative',
-    inputs: [f32([2, 8, 4]), f32([8])],
-    attrs: { position: -1 },
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
-  invalid(k.kvCacheScatter, {
-    label: 'position not an integer',
-    inputs: [f32([2, 8, 4]), f32([8])],
-    attrs: { position: 1.5 },
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
-  invalid(k.kvCacheScatter, {
-    label: 'one row at position maxSeq',
-    inputs: [f32([2, 8, 4]), f32([8])],
-    attrs: { position: 8 },
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
-  invalid(k.kvCacheScatter, {
-    label: '3 rows at position maxSeq − 2',
-    inputs: [f32([2, 8, 4]), f32([3, 8])],
-    attrs: { position: 6 },
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
+  ...invalidCalls(k.kvCacheScatter, [
+    [
+      'a device position and attrs.position both',
+      [f32([2, 8, 4]), f32([8]), deviceValue(2)],
+      'argument',
+      'attrs.position',
+      { position: 2 },
+    ],
+    ['a device position of shape [1, 1]', [f32([2, 8, 4]), f32([8]), i32([1, 1], 0, 4)], 'shape', 'position'],
+    [
+      'a u32 device position',
+      [f32([2, 8, 4]), f32([8]), { shape: [1], dtype: 'u32', init: () => [1] }],
+      'dtype',
+      'position',
+    ],
+    [
+      'more rows than the cache holds, with a device position',
+      [f32([2, 8, 4]), f32([9, 8]), deviceValue(0)],
+      'shape',
+      'values',
+    ],
+    ['cache of rank 2', [f32([4, 8]), f32([8])], 'shape', 'cache', { position: 0 }],
+    ['values of rank 3', [f32([2, 8, 4]), f32([1, 1, 8])], 'shape', 'values', { position: 0 }],
+    [
+      'values row of headDim instead of nHeads · headDim',
+      [f32([2, 8, 4]), f32([3, 4])],
+      'shape',
+      'values',
+      { position: 0 },
+    ],
+    ['position missing', [f32([2, 8, 4]), f32([8])], 'argument', 'attrs.position', {}],
+    ['position negative', [f32([2, 8, 4]), f32([8])], 'argument', 'attrs.position', { position: -1 }],
+    ['position not an integer', [f32([2, 8, 4]), f32([8])], 'argument', 'attrs.position', { position: 1.5 }],
+    ['one row at position maxSeq', [f32([2, 8, 4]), f32([8])], 'argument', 'attrs.position', { position: 8 }],
+    [
+      '3 rows at position maxSeq − 2',
+      [f32([2, 8, 4]), f32([3, 8])],
+      'argument',
+      'attrs.position',
+      { position: 6 },
+    ],
+  ]),
 );
 
 // ---- incrementalAttention ------------------------------------------------------
@@ -246,102 +198,69 @@ for (const [nHeads, nKvHeads, headDim, seqLen, maxSeq] of DEVICE_ATTENTION) {
   );
 }
 
+/** q and the two caches an attention kernel reads; vCache is kCache's shape unless given. */
+export const attentionInputs = (q: Shape, kCache: Shape, vCache: Shape = kCache) => [
+  f32(q),
+  f32(kCache),
+  f32(vCache),
+];
+
 errors.push(
-  invalid(k.incrementalAttention, {
-    label: 'a device seqLen and attrs.seqLen both',
-    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4]), deviceValue(3)],
-    attrs: { seqLen: 3 },
-    error: 'argument',
-    argument: 'attrs.seqLen',
-  }),
-  invalid(k.incrementalAttention, {
-    label: 'a device seqLen of shape [3]',
-    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4]), i32([3], 1, 5)],
-    error: 'shape',
-    argument: 'seqLen',
-  }),
-  invalid(k.incrementalAttention, {
-    label: 'an f32 device seqLen',
-    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4]), { shape: [1], dtype: 'f32' }],
-    error: 'dtype',
-    argument: 'seqLen',
-  }),
-  invalid(k.incrementalAttention, {
-    label: 'a cache of no rows, with a device seqLen',
-    inputs: [f32([2, 4]), f32([2, 0, 4]), f32([2, 0, 4]), deviceValue(1)],
-    error: 'shape',
-    argument: 'kCache',
-  }),
-  invalid(k.incrementalAttention, {
-    label: 'q of rank 1',
-    inputs: [f32([8]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: { seqLen: 3 },
-    error: 'shape',
-    argument: 'q',
-  }),
-  invalid(k.incrementalAttention, {
-    label: 'kCache of rank 2',
-    inputs: [f32([2, 4]), f32([5, 4]), f32([5, 4])],
-    attrs: { seqLen: 3 },
-    error: 'shape',
-    argument: 'kCache',
-  }),
-  invalid(k.incrementalAttention, {
-    label: 'headDim of kCache (5) != headDim of q (4)',
-    inputs: [f32([2, 4]), f32([2, 5, 5]), f32([2, 5, 5])],
-    attrs: { seqLen: 3 },
-    error: 'shape',
-    argument: 'kCache',
-  }),
-  invalid(k.incrementalAttention, {
-    label: '8 heads over 3 kv heads',
-    inputs: [f32([8, 4]), f32([3, 5, 4]), f32([3, 5, 4])],
-    attrs: { seqLen: 3 },
-    error: 'shape',
-    argument: 'kCache',
-  }),
-  invalid(k.incrementalAttention, {
-    label: 'more kv heads than heads',
-    inputs: [f32([2, 4]), f32([4, 5, 4]), f32([4, 5, 4])],
-    attrs: { seqLen: 3 },
-    error: 'shape',
-    argument: 'kCache',
-  }),
-  invalid(k.incrementalAttention, {
-    label: 'vCache of another maxSeq',
-    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 6, 4])],
-    attrs: { seqLen: 3 },
-    error: 'shape',
-    argument: 'vCache',
-  }),
-  invalid(k.incrementalAttention, {
-    label: 'seqLen past maxSeq',
-    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: { seqLen: 6 },
-    error: 'argument',
-    argument: 'attrs.seqLen',
-  }),
-  invalid(k.incrementalAttention, {
-    label: 'seqLen 0',
-    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: { seqLen: 0 },
-    error: 'argument',
-    argument: 'attrs.seqLen',
-  }),
-  invalid(k.incrementalAttention, {
-    label: 'seqLen missing',
-    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: {},
-    error: 'argument',
-    argument: 'attrs.seqLen',
-  }),
-  invalid(k.incrementalAttention, {
-    label: 'negative scale',
-    inputs: [f32([2, 4]), f32([2, 5, 4]), f32([2, 5, 4])],
-    attrs: { seqLen: 3, scale: -1 },
-    error: 'argument',
-    argument: 'attrs.scale',
-  }),
+  ...invalidCalls(k.incrementalAttention, [
+    [
+      'a device seqLen and attrs.seqLen both',
+      [...attentionInputs([2, 4], [2, 5, 4]), deviceValue(3)],
+      'argument',
+      'attrs.seqLen',
+      { seqLen: 3 },
+    ],
+    [
+      'a device seqLen of shape [3]',
+      [...attentionInputs([2, 4], [2, 5, 4]), i32([3], 1, 5)],
+      'shape',
+      'seqLen',
+    ],
+    [
+      'an f32 device seqLen',
+      [...attentionInputs([2, 4], [2, 5, 4]), { shape: [1], dtype: 'f32' }],
+      'dtype',
+      'seqLen',
+    ],
+    [
+      'a cache of no rows, with a device seqLen',
+      [...attentionInputs([2, 4], [2, 0, 4]), deviceValue(1)],
+      'shape',
+      'kCache',
+    ],
+    ['q of rank 1', attentionInputs([8], [2, 5, 4]), 'shape', 'q', { seqLen: 3 }],
+    ['kCache of rank 2', attentionInputs([2, 4], [5, 4]), 'shape', 'kCache', { seqLen: 3 }],
+    [
+      'headDim of kCache (5) != headDim of q (4)',
+      attentionInputs([2, 4], [2, 5, 5]),
+      'shape',
+      'kCache',
+      { seqLen: 3 },
+    ],
+    ['8 heads over 3 kv heads', attentionInputs([8, 4], [3, 5, 4]), 'shape', 'kCache', { seqLen: 3 }],
+    ['more kv heads than heads', attentionInputs([2, 4], [4, 5, 4]), 'shape', 'kCache', { seqLen: 3 }],
+    [
+      'vCache of another maxSeq',
+      attentionInputs([2, 4], [2, 5, 4], [2, 6, 4]),
+      'shape',
+      'vCache',
+      { seqLen: 3 },
+    ],
+    ['seqLen past maxSeq', attentionInputs([2, 4], [2, 5, 4]), 'argument', 'attrs.seqLen', { seqLen: 6 }],
+    ['seqLen 0', attentionInputs([2, 4], [2, 5, 4]), 'argument', 'attrs.seqLen', { seqLen: 0 }],
+    ['seqLen missing', attentionInputs([2, 4], [2, 5, 4]), 'argument', 'attrs.seqLen', {}],
+    [
+      'negative scale',
+      attentionInputs([2, 4], [2, 5, 4]),
+      'argument',
+      'attrs.scale',
+      { seqLen: 3, scale: -1 },
+    ],
+  ]),
 );
 
 // ---- ropeKvScatter -----------------------------------------------------------
@@ -424,95 +343,73 @@ const Q = f32([2, 4, 6]);
 const K = f32([2, 12]);
 const CACHE = f32([2, 8, 6]);
 errors.push(
-  invalid(k.ropeKvScatter, {
-    label: 'odd headDim',
-    inputs: [f32([2, 4, 5]), f32([2, 10]), f32([2, 10]), f32([2, 8, 5]), f32([2, 8, 5])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'q',
-  }),
-  invalid(k.ropeKvScatter, {
-    label: 'q of rank 2',
-    inputs: [f32([4, 6]), f32([1, 12]), f32([1, 12]), CACHE, CACHE],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'q',
-  }),
-  invalid(k.ropeKvScatter, {
-    label: 'kCache headDim differing from q',
-    inputs: [Q, K, K, f32([2, 8, 4]), f32([2, 8, 4])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'kCache',
-  }),
-  invalid(k.ropeKvScatter, {
-    label: 'vCache shape differing from kCache',
-    inputs: [Q, K, K, CACHE, f32([2, 9, 6])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'vCache',
-  }),
-  invalid(k.ropeKvScatter, {
-    label: 'k with another token count',
-    inputs: [Q, f32([3, 12]), K, CACHE, CACHE],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'k',
-  }),
-  invalid(k.ropeKvScatter, {
-    label: 'v of [T, kvHeads, headDim]',
-    inputs: [Q, K, f32([2, 2, 6]), CACHE, CACHE],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'v',
-  }),
-  invalid(k.ropeKvScatter, {
-    label: 'rows past the cache at attrs.position',
-    inputs: [Q, K, K, CACHE, CACHE],
-    attrs: { position: 7 },
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
-  invalid(k.ropeKvScatter, {
-    label: 'more rows than the cache holds, with a device position',
-    inputs: [f32([9, 4, 6]), f32([9, 12]), f32([9, 12]), CACHE, CACHE, deviceValue(0)],
-    error: 'shape',
-    argument: 'q',
-  }),
-  invalid(k.ropeKvScatter, {
-    label: 'a device position and attrs.position both',
-    inputs: [Q, K, K, CACHE, CACHE, deviceValue(1)],
-    attrs: { position: 1 },
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
-  invalid(k.ropeKvScatter, {
-    label: 'position missing',
-    inputs: [Q, K, K, CACHE, CACHE],
-    attrs: {},
-    error: 'argument',
-    argument: 'attrs.position',
-  }),
-  invalid(k.ropeKvScatter, {
-    label: 'a frequency table of headDim entries',
-    inputs: [Q, K, K, CACHE, CACHE, undefined, f32([6])],
-    attrs: { position: 0 },
-    error: 'shape',
-    argument: 'frequencies',
-  }),
-  invalid(k.ropeKvScatter, {
-    label: 'a bf16 frequency table',
-    inputs: [Q, K, K, CACHE, CACHE, undefined, { shape: [3], dtype: 'bf16' }],
-    attrs: { position: 0 },
-    error: 'dtype',
-    argument: 'frequencies',
-  }),
-  invalid(k.ropeKvScatter, {
-    label: 'a u32 device position',
-    inputs: [Q, K, K, CACHE, CACHE, { shape: [1], dtype: 'u32', init: () => [1] }],
-    error: 'dtype',
-    argument: 'position',
-  }),
+  ...invalidCalls(k.ropeKvScatter, [
+    [
+      'odd headDim',
+      [f32([2, 4, 5]), f32([2, 10]), f32([2, 10]), f32([2, 8, 5]), f32([2, 8, 5])],
+      'shape',
+      'q',
+      { position: 0 },
+    ],
+    ['q of rank 2', [f32([4, 6]), f32([1, 12]), f32([1, 12]), CACHE, CACHE], 'shape', 'q', { position: 0 }],
+    [
+      'kCache headDim differing from q',
+      [Q, K, K, f32([2, 8, 4]), f32([2, 8, 4])],
+      'shape',
+      'kCache',
+      { position: 0 },
+    ],
+    [
+      'vCache shape differing from kCache',
+      [Q, K, K, CACHE, f32([2, 9, 6])],
+      'shape',
+      'vCache',
+      { position: 0 },
+    ],
+    ['k with another token count', [Q, f32([3, 12]), K, CACHE, CACHE], 'shape', 'k', { position: 0 }],
+    ['v of [T, kvHeads, headDim]', [Q, K, f32([2, 2, 6]), CACHE, CACHE], 'shape', 'v', { position: 0 }],
+    [
+      'rows past the cache at attrs.position',
+      [Q, K, K, CACHE, CACHE],
+      'argument',
+      'attrs.position',
+      { position: 7 },
+    ],
+    [
+      'more rows than the cache holds, with a device position',
+      [f32([9, 4, 6]), f32([9, 12]), f32([9, 12]), CACHE, CACHE, deviceValue(0)],
+      'shape',
+      'q',
+    ],
+    [
+      'a device position and attrs.position both',
+      [Q, K, K, CACHE, CACHE, deviceValue(1)],
+      'argument',
+      'attrs.position',
+      { position: 1 },
+    ],
+    ['position missing', [Q, K, K, CACHE, CACHE], 'argument', 'attrs.position', {}],
+    [
+      'a frequency table of headDim entries',
+      [Q, K, K, CACHE, CACHE, undefined, f32([6])],
+      'shape',
+      'frequencies',
+      { position: 0 },
+    ],
+    [
+      'a bf16 frequency table',
+      [Q, K, K, CACHE, CACHE, undefined, { shape: [3], dtype: 'bf16' }],
+      'dtype',
+      'frequencies',
+      { position: 0 },
+    ],
+    [
+      'a u32 device position',
+      [Q, K, K, CACHE, CACHE, { shape: [1], dtype: 'u32', init: () => [1] }],
+      'dtype',
+      'position',
+    ],
+  ]),
 );
 
 export const decodingCases: FamilyCases = { cases, errors };

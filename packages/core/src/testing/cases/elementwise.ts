@@ -1,11 +1,11 @@
 import * as k from '../../kernels/elementwise.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   type FamilyCases,
   f32,
   type InputSample,
   invalid,
+  invalidCalls,
+  newFamilyCases,
   ODD_LENGTHS,
   valid,
 } from '../cases.js';
@@ -14,8 +14,7 @@ const binary = [k.add, k.sub, k.mul, k.div];
 const unary = [k.relu, k.gelu, k.silu, k.sigmoid, k.tanh, k.exp];
 const unaryBackward = [k.reluBackward, k.geluBackward, k.siluBackward, k.sigmoidBackward, k.tanhBackward];
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 for (const spec of binary) {
   // Keep divisors away from zero so relative error stays meaningful.
@@ -130,20 +129,10 @@ for (const [rows, n] of [
 cases.push(valid(k.biasAdd, { label: '[2, 3, 5] + [5]', inputs: [f32([2, 3, 5]), f32([5])] }));
 
 errors.push(
-  invalid(k.scale, {
-    label: 'alpha missing',
-    inputs: [f32([4])],
-    attrs: {},
-    error: 'argument',
-    argument: 'attrs.alpha',
-  }),
-  invalid(k.scale, {
-    label: 'alpha not a number',
-    inputs: [f32([4])],
-    attrs: { alpha: 'two' as unknown as number },
-    error: 'argument',
-    argument: 'attrs.alpha',
-  }),
+  ...invalidCalls(k.scale, [
+    ['alpha missing', [f32([4])], 'argument', 'attrs.alpha', {}],
+    ['alpha not a number', [f32([4])], 'argument', 'attrs.alpha', { alpha: 'two' as unknown as number }],
+  ]),
   invalid(k.clip, {
     label: 'max below min',
     inputs: [f32([4])],
@@ -170,18 +159,10 @@ errors.push(
     error: 'shape',
     argument: 'up',
   }),
-  invalid(k.biasAdd, {
-    label: 'bias length != last dim',
-    inputs: [f32([3, 4]), f32([3])],
-    error: 'shape',
-    argument: 'bias',
-  }),
-  invalid(k.biasAdd, {
-    label: 'bias of rank 2',
-    inputs: [f32([3, 4]), f32([1, 4])],
-    error: 'shape',
-    argument: 'bias',
-  }),
+  ...invalidCalls(k.biasAdd, [
+    ['bias length != last dim', [f32([3, 4]), f32([3])], 'shape', 'bias'],
+    ['bias of rank 2', [f32([3, 4]), f32([1, 4])], 'shape', 'bias'],
+  ]),
 );
 
 export const elementwiseCases: FamilyCases = { cases, errors };

@@ -1,19 +1,17 @@
 import * as k from '../../kernels/embedding.js';
 import type { Shape } from '../../shape.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   type FamilyCases,
   f32,
   type InputSample,
   i32,
-  invalid,
+  idsWithOutliers,
+  invalidCalls,
+  newFamilyCases,
   valid,
 } from '../cases.js';
-import type { Rng } from '../random.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 /**
  * Ids in [0, v), every other one replaced by an id outside it: just outside,
@@ -21,13 +19,7 @@ const errors: AnyErrorCase[] = [];
  * D = 8 (a bounds check on the offset instead of the id would miss it).
  */
 function badIds(shape: Shape, v: number): InputSample {
-  const bad = [-1, v, 2147483647, -2147483648, 536870912];
-  const init = (rng: Rng, size: number) =>
-    Array.from({ length: size }, (_, i) => {
-      const b = i % 2 === 1 ? bad[(i - 1) / 2] : undefined;
-      return b ?? rng.int(0, v);
-    });
-  return { shape, dtype: 'i32', init };
+  return idsWithOutliers(shape, v, [-1, v, 2147483647, -2147483648, 536870912]);
 }
 
 // ids shape, V, D
@@ -73,79 +65,27 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.embedding, {
-    label: 'table of rank 1',
-    inputs: [f32([13]), i32([4], 0, 13)],
-    error: 'shape',
-    argument: 'table',
-  }),
-  invalid(k.embedding, {
-    label: 'table of rank 3',
-    inputs: [f32([2, 13, 4]), i32([4], 0, 2)],
-    error: 'shape',
-    argument: 'table',
-  }),
-  invalid(k.embedding, {
-    label: 'scalar ids',
-    inputs: [f32([13, 4]), i32([], 0, 13)],
-    error: 'shape',
-    argument: 'ids',
-  }),
-  invalid(k.embedding, {
-    label: 'f32 ids',
-    inputs: [f32([13, 4]), { shape: [4], dtype: 'f32' }],
-    error: 'dtype',
-    argument: 'ids',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'dy rows != ids',
-    inputs: [f32([5, 4]), i32([4], 0, 13)],
-    attrs: { vocabSize: 13 },
-    error: 'shape',
-    argument: 'dy',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'dy without the D axis',
-    inputs: [f32([2, 3]), i32([2, 3], 0, 13)],
-    attrs: { vocabSize: 13 },
-    error: 'shape',
-    argument: 'dy',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'scalar ids',
-    inputs: [f32([4]), i32([], 0, 13)],
-    attrs: { vocabSize: 13 },
-    error: 'shape',
-    argument: 'ids',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'f32 ids',
-    inputs: [f32([4, 3]), { shape: [4], dtype: 'f32' }],
-    attrs: { vocabSize: 13 },
-    error: 'dtype',
-    argument: 'ids',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'vocabSize missing',
-    inputs: [f32([4, 3]), i32([4], 0, 13)],
-    attrs: {},
-    error: 'argument',
-    argument: 'attrs.vocabSize',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'vocabSize 0',
-    inputs: [f32([4, 3]), i32([4], 0, 1)],
-    attrs: { vocabSize: 0 },
-    error: 'argument',
-    argument: 'attrs.vocabSize',
-  }),
-  invalid(k.embeddingBackward, {
-    label: 'fractional vocabSize',
-    inputs: [f32([4, 3]), i32([4], 0, 2)],
-    attrs: { vocabSize: 2.5 },
-    error: 'argument',
-    argument: 'attrs.vocabSize',
-  }),
+  ...invalidCalls(k.embedding, [
+    ['table of rank 1', [f32([13]), i32([4], 0, 13)], 'shape', 'table'],
+    ['table of rank 3', [f32([2, 13, 4]), i32([4], 0, 2)], 'shape', 'table'],
+    ['scalar ids', [f32([13, 4]), i32([], 0, 13)], 'shape', 'ids'],
+    ['f32 ids', [f32([13, 4]), { shape: [4], dtype: 'f32' }], 'dtype', 'ids'],
+  ]),
+  ...invalidCalls(k.embeddingBackward, [
+    ['dy rows != ids', [f32([5, 4]), i32([4], 0, 13)], 'shape', 'dy', { vocabSize: 13 }],
+    ['dy without the D axis', [f32([2, 3]), i32([2, 3], 0, 13)], 'shape', 'dy', { vocabSize: 13 }],
+    ['scalar ids', [f32([4]), i32([], 0, 13)], 'shape', 'ids', { vocabSize: 13 }],
+    ['f32 ids', [f32([4, 3]), { shape: [4], dtype: 'f32' }], 'dtype', 'ids', { vocabSize: 13 }],
+    ['vocabSize missing', [f32([4, 3]), i32([4], 0, 13)], 'argument', 'attrs.vocabSize', {}],
+    ['vocabSize 0', [f32([4, 3]), i32([4], 0, 1)], 'argument', 'attrs.vocabSize', { vocabSize: 0 }],
+    [
+      'fractional vocabSize',
+      [f32([4, 3]), i32([4], 0, 2)],
+      'argument',
+      'attrs.vocabSize',
+      { vocabSize: 2.5 },
+    ],
+  ]),
 );
 
 export const embeddingCases: FamilyCases = { cases, errors };

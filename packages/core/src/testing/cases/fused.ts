@@ -1,17 +1,8 @@
 import { LINEAR_ACTIVATIONS } from '../../kernels/activations.js';
 import * as k from '../../kernels/fused.js';
-import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
-  type FamilyCases,
-  f32,
-  invalid,
-  type Tolerance,
-  valid,
-} from '../cases.js';
+import { type FamilyCases, f32, invalidCalls, newFamilyCases, type Tolerance, valid } from '../cases.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 /**
  * y multiplies two dot products of length K, each off by about sqrt(K) f32
@@ -84,55 +75,21 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.gateUpSwiglu, {
-    label: "'x' of rank 1",
-    inputs: [f32([7]), f32([3, 7]), f32([3, 7])],
-    error: 'shape',
-    argument: 'x',
-  }),
-  invalid(k.gateUpSwiglu, {
-    label: "'wGate' of rank 1",
-    inputs: [f32([2, 7]), f32([7]), f32([3, 7])],
-    error: 'shape',
-    argument: 'wGate',
-  }),
-  invalid(k.gateUpSwiglu, {
-    label: "'wGate' stored [K, N]",
-    inputs: [f32([2, 7]), f32([7, 3]), f32([7, 3])],
-    error: 'shape',
-    argument: 'wGate',
-  }),
-  invalid(k.gateUpSwiglu, {
-    label: "'wUp' with another N",
-    inputs: [f32([2, 7]), f32([3, 7]), f32([4, 7])],
-    error: 'shape',
-    argument: 'wUp',
-  }),
-  invalid(k.gateUpSwiglu, {
-    label: "'normWeight' of length N rather than K",
-    inputs: [f32([2, 7]), f32([3, 7]), f32([3, 7]), f32([3])],
-    error: 'shape',
-    argument: 'normWeight',
-  }),
-  invalid(k.gateUpSwiglu, {
-    label: "'normWeight' of rank 2",
-    inputs: [f32([2, 7]), f32([3, 7]), f32([3, 7]), f32([1, 7])],
-    error: 'shape',
-    argument: 'normWeight',
-  }),
-  invalid(k.gateUpSwiglu, {
-    label: 'rmsNorm of rows of length 0',
-    inputs: [f32([2, 0]), f32([3, 0]), f32([3, 0]), f32([0])],
-    error: 'shape',
-    argument: 'x',
-  }),
-  invalid(k.gateUpSwiglu, {
-    label: 'eps = 0',
-    inputs: [f32([2, 7]), f32([3, 7]), f32([3, 7]), f32([7])],
-    attrs: { eps: 0 },
-    error: 'argument',
-    argument: 'attrs.eps',
-  }),
+  ...invalidCalls(k.gateUpSwiglu, [
+    ["'x' of rank 1", [f32([7]), f32([3, 7]), f32([3, 7])], 'shape', 'x'],
+    ["'wGate' of rank 1", [f32([2, 7]), f32([7]), f32([3, 7])], 'shape', 'wGate'],
+    ["'wGate' stored [K, N]", [f32([2, 7]), f32([7, 3]), f32([7, 3])], 'shape', 'wGate'],
+    ["'wUp' with another N", [f32([2, 7]), f32([3, 7]), f32([4, 7])], 'shape', 'wUp'],
+    [
+      "'normWeight' of length N rather than K",
+      [f32([2, 7]), f32([3, 7]), f32([3, 7]), f32([3])],
+      'shape',
+      'normWeight',
+    ],
+    ["'normWeight' of rank 2", [f32([2, 7]), f32([3, 7]), f32([3, 7]), f32([1, 7])], 'shape', 'normWeight'],
+    ['rmsNorm of rows of length 0', [f32([2, 0]), f32([3, 0]), f32([3, 0]), f32([0])], 'shape', 'x'],
+    ['eps = 0', [f32([2, 7]), f32([3, 7]), f32([3, 7]), f32([7])], 'argument', 'attrs.eps', { eps: 0 }],
+  ]),
 );
 
 // ---- rmsNormMatmul ---------------------------------------------------------------
@@ -166,43 +123,14 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.rmsNormMatmul, {
-    label: "'x' of rank 3",
-    inputs: [f32([1, 2, 7]), f32([7]), f32([3, 7])],
-    error: 'shape',
-    argument: 'x',
-  }),
-  invalid(k.rmsNormMatmul, {
-    label: 'rows of length 0',
-    inputs: [f32([2, 0]), f32([0]), f32([3, 0])],
-    error: 'shape',
-    argument: 'x',
-  }),
-  invalid(k.rmsNormMatmul, {
-    label: "'normWeight' of length N rather than K",
-    inputs: [f32([2, 7]), f32([3]), f32([3, 7])],
-    error: 'shape',
-    argument: 'normWeight',
-  }),
-  invalid(k.rmsNormMatmul, {
-    label: "'w' stored [K, N]",
-    inputs: [f32([2, 7]), f32([7]), f32([7, 3])],
-    error: 'shape',
-    argument: 'w',
-  }),
-  invalid(k.rmsNormMatmul, {
-    label: "'w' of rank 1",
-    inputs: [f32([2, 7]), f32([7]), f32([7])],
-    error: 'shape',
-    argument: 'w',
-  }),
-  invalid(k.rmsNormMatmul, {
-    label: 'eps < 0',
-    inputs: [f32([2, 7]), f32([7]), f32([3, 7])],
-    attrs: { eps: -1 },
-    error: 'argument',
-    argument: 'attrs.eps',
-  }),
+  ...invalidCalls(k.rmsNormMatmul, [
+    ["'x' of rank 3", [f32([1, 2, 7]), f32([7]), f32([3, 7])], 'shape', 'x'],
+    ['rows of length 0', [f32([2, 0]), f32([0]), f32([3, 0])], 'shape', 'x'],
+    ["'normWeight' of length N rather than K", [f32([2, 7]), f32([3]), f32([3, 7])], 'shape', 'normWeight'],
+    ["'w' stored [K, N]", [f32([2, 7]), f32([7]), f32([7, 3])], 'shape', 'w'],
+    ["'w' of rank 1", [f32([2, 7]), f32([7]), f32([7])], 'shape', 'w'],
+    ['eps < 0', [f32([2, 7]), f32([7]), f32([3, 7])], 'argument', 'attrs.eps', { eps: -1 }],
+  ]),
 );
 
 // ---- rmsNormMatmul3 --------------------------------------------------------------
@@ -249,55 +177,21 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.rmsNormMatmul3, {
-    label: "'x' of rank 1",
-    inputs: [f32([7]), f32([7]), f32([3, 7])],
-    error: 'shape',
-    argument: 'x',
-  }),
-  invalid(k.rmsNormMatmul3, {
-    label: 'rows of length 0',
-    inputs: [f32([2, 0]), f32([0]), f32([3, 0]), f32([3, 0])],
-    error: 'shape',
-    argument: 'x',
-  }),
-  invalid(k.rmsNormMatmul3, {
-    label: "'normWeight' of length N0 rather than K",
-    inputs: [f32([2, 7]), f32([3]), f32([3, 7]), f32([2, 7])],
-    error: 'shape',
-    argument: 'normWeight',
-  }),
-  invalid(k.rmsNormMatmul3, {
-    label: "'w0' stored [K, N0]",
-    inputs: [f32([2, 7]), f32([7]), f32([7, 3]), f32([2, 7])],
-    error: 'shape',
-    argument: 'w0',
-  }),
-  invalid(k.rmsNormMatmul3, {
-    label: "'w1' with another K",
-    inputs: [f32([2, 7]), f32([7]), f32([3, 7]), f32([2, 6])],
-    error: 'shape',
-    argument: 'w1',
-  }),
-  invalid(k.rmsNormMatmul3, {
-    label: "'w2' of rank 1",
-    inputs: [f32([2, 7]), f32([7]), f32([3, 7]), f32([2, 7]), f32([7])],
-    error: 'shape',
-    argument: 'w2',
-  }),
-  invalid(k.rmsNormMatmul3, {
-    label: "'w2' without 'w1'",
-    inputs: [f32([2, 7]), f32([7]), f32([3, 7]), undefined, f32([2, 7])],
-    error: 'shape',
-    argument: 'w1',
-  }),
-  invalid(k.rmsNormMatmul3, {
-    label: 'eps = 0',
-    inputs: [f32([2, 7]), f32([7]), f32([3, 7])],
-    attrs: { eps: 0 },
-    error: 'argument',
-    argument: 'attrs.eps',
-  }),
+  ...invalidCalls(k.rmsNormMatmul3, [
+    ["'x' of rank 1", [f32([7]), f32([7]), f32([3, 7])], 'shape', 'x'],
+    ['rows of length 0', [f32([2, 0]), f32([0]), f32([3, 0]), f32([3, 0])], 'shape', 'x'],
+    [
+      "'normWeight' of length N0 rather than K",
+      [f32([2, 7]), f32([3]), f32([3, 7]), f32([2, 7])],
+      'shape',
+      'normWeight',
+    ],
+    ["'w0' stored [K, N0]", [f32([2, 7]), f32([7]), f32([7, 3]), f32([2, 7])], 'shape', 'w0'],
+    ["'w1' with another K", [f32([2, 7]), f32([7]), f32([3, 7]), f32([2, 6])], 'shape', 'w1'],
+    ["'w2' of rank 1", [f32([2, 7]), f32([7]), f32([3, 7]), f32([2, 7]), f32([7])], 'shape', 'w2'],
+    ["'w2' without 'w1'", [f32([2, 7]), f32([7]), f32([3, 7]), undefined, f32([2, 7])], 'shape', 'w1'],
+    ['eps = 0', [f32([2, 7]), f32([7]), f32([3, 7])], 'argument', 'attrs.eps', { eps: 0 }],
+  ]),
 );
 
 // ---- linear and its backward -----------------------------------------------------
@@ -413,70 +307,32 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.linear, {
-    label: "'x' of rank 3",
-    inputs: [f32([1, 2, 7]), f32([3, 7])],
-    error: 'shape',
-    argument: 'x',
-  }),
-  invalid(k.linear, {
-    label: "'w' stored [K, N]",
-    inputs: [f32([2, 7]), f32([7, 3])],
-    error: 'shape',
-    argument: 'w',
-  }),
-  invalid(k.linear, {
-    label: "'bias' of length K rather than N",
-    inputs: [f32([2, 7]), f32([3, 7]), f32([7])],
-    error: 'shape',
-    argument: 'bias',
-  }),
-  invalid(k.linear, {
-    label: "'bias' of rank 2",
-    inputs: [f32([2, 7]), f32([3, 7]), f32([1, 3])],
-    error: 'shape',
-    argument: 'bias',
-  }),
-  invalid(k.linear, {
-    label: 'an unknown activation',
-    inputs: [f32([2, 7]), f32([3, 7])],
-    attrs: { activation: 'swish' as never },
-    error: 'argument',
-    argument: 'attrs.activation',
-  }),
-  invalid(k.linear, {
-    label: "preActivation with activation 'none'",
-    inputs: [f32([2, 7]), f32([3, 7])],
-    attrs: { preActivation: true },
-    error: 'argument',
-    argument: 'attrs.preActivation',
-  }),
-  invalid(k.biasActivationBackward, {
-    label: "'dy' of rank 1",
-    inputs: [f32([7])],
-    error: 'shape',
-    argument: 'dy',
-  }),
-  invalid(k.biasActivationBackward, {
-    label: "gelu without 'z'",
-    inputs: [f32([2, 7])],
-    attrs: { activation: 'gelu' },
-    error: 'shape',
-    argument: 'z',
-  }),
-  invalid(k.biasActivationBackward, {
-    label: "'z' of another shape",
-    inputs: [f32([2, 7]), f32([7, 2])],
-    attrs: { activation: 'relu' },
-    error: 'shape',
-    argument: 'z',
-  }),
-  invalid(k.biasActivationBackward, {
-    label: "'z' with activation 'none'",
-    inputs: [f32([2, 7]), f32([2, 7])],
-    error: 'shape',
-    argument: 'z',
-  }),
+  ...invalidCalls(k.linear, [
+    ["'x' of rank 3", [f32([1, 2, 7]), f32([3, 7])], 'shape', 'x'],
+    ["'w' stored [K, N]", [f32([2, 7]), f32([7, 3])], 'shape', 'w'],
+    ["'bias' of length K rather than N", [f32([2, 7]), f32([3, 7]), f32([7])], 'shape', 'bias'],
+    ["'bias' of rank 2", [f32([2, 7]), f32([3, 7]), f32([1, 3])], 'shape', 'bias'],
+    [
+      'an unknown activation',
+      [f32([2, 7]), f32([3, 7])],
+      'argument',
+      'attrs.activation',
+      { activation: 'swish' as never },
+    ],
+    [
+      "preActivation with activation 'none'",
+      [f32([2, 7]), f32([3, 7])],
+      'argument',
+      'attrs.preActivation',
+      { preActivation: true },
+    ],
+  ]),
+  ...invalidCalls(k.biasActivationBackward, [
+    ["'dy' of rank 1", [f32([7])], 'shape', 'dy'],
+    ["gelu without 'z'", [f32([2, 7])], 'shape', 'z', { activation: 'gelu' }],
+    ["'z' of another shape", [f32([2, 7]), f32([7, 2])], 'shape', 'z', { activation: 'relu' }],
+    ["'z' with activation 'none'", [f32([2, 7]), f32([2, 7])], 'shape', 'z'],
+  ]),
 );
 
 export const fusedCases: FamilyCases = { cases, errors };

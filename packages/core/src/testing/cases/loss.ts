@@ -1,29 +1,23 @@
 import * as k from '../../kernels/loss.js';
 import type { Shape } from '../../shape.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   type FamilyCases,
   f32,
   type InputSample,
   i32,
+  idsWithOutliers,
   invalid,
+  invalidCalls,
+  newFamilyCases,
   valid,
 } from '../cases.js';
 import type { Rng } from '../random.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 /** Class ids in [0, c), every other one replaced by an id outside it, down to the i32 extremes. */
 function badTargets(shape: Shape, c: number): InputSample {
-  const bad = [-1, c, -2147483648, 2147483647];
-  const init = (rng: Rng, size: number) =>
-    Array.from({ length: size }, (_, i) => {
-      const b = i % 2 === 1 ? bad[(i - 1) / 2] : undefined;
-      return b ?? rng.int(0, c);
-    });
-  return { shape, dtype: 'i32', init };
+  return idsWithOutliers(shape, c, [-1, c, -2147483648, 2147483647]);
 }
 
 /** Logits of ±100: exp overflows f32 unless the row maximum is subtracted first. */
@@ -79,45 +73,19 @@ for (const spec of [k.crossEntropy, k.crossEntropyBackward]) {
       argument: 'logits',
     }),
     // Empty logits are rejected too (the unit tests cover it): not every device allocates empty buffers.
-    invalid(spec, {
-      label: 'targets of rank 2',
-      inputs: [f32([4, 3]), i32([4, 1], 0, 3), ...dloss],
-      error: 'shape',
-      argument: 'targets',
-    }),
-    invalid(spec, {
-      label: 'fewer targets than rows',
-      inputs: [f32([4, 3]), i32([3], 0, 3), ...dloss],
-      error: 'shape',
-      argument: 'targets',
-    }),
-    invalid(spec, {
-      label: 'f32 targets',
-      inputs: [f32([4, 3]), { shape: [4], dtype: 'f32' }, ...dloss],
-      error: 'dtype',
-      argument: 'targets',
-    }),
+    ...invalidCalls(spec, [
+      ['targets of rank 2', [f32([4, 3]), i32([4, 1], 0, 3), ...dloss], 'shape', 'targets'],
+      ['fewer targets than rows', [f32([4, 3]), i32([3], 0, 3), ...dloss], 'shape', 'targets'],
+      ['f32 targets', [f32([4, 3]), { shape: [4], dtype: 'f32' }, ...dloss], 'dtype', 'targets'],
+    ]),
   );
 }
 errors.push(
-  invalid(k.crossEntropyBackward, {
-    label: 'dloss of two values',
-    inputs: [f32([4, 3]), i32([4], 0, 3), f32([2])],
-    error: 'shape',
-    argument: 'dloss',
-  }),
-  invalid(k.crossEntropyBackward, {
-    label: 'dloss [1, 1]',
-    inputs: [f32([4, 3]), i32([4], 0, 3), f32([1, 1])],
-    error: 'shape',
-    argument: 'dloss',
-  }),
-  invalid(k.crossEntropyBackward, {
-    label: 'dloss missing',
-    inputs: [f32([4, 3]), i32([4], 0, 3)],
-    error: 'argument',
-    argument: 'dloss',
-  }),
+  ...invalidCalls(k.crossEntropyBackward, [
+    ['dloss of two values', [f32([4, 3]), i32([4], 0, 3), f32([2])], 'shape', 'dloss'],
+    ['dloss [1, 1]', [f32([4, 3]), i32([4], 0, 3), f32([1, 1])], 'shape', 'dloss'],
+    ['dloss missing', [f32([4, 3]), i32([4], 0, 3)], 'argument', 'dloss'],
+  ]),
 );
 
 export const lossCases: FamilyCases = { cases, errors };

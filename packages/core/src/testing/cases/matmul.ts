@@ -1,17 +1,8 @@
 import * as k from '../../kernels/matmul.js';
-import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
-  type FamilyCases,
-  f32,
-  invalid,
-  type Tolerance,
-  valid,
-} from '../cases.js';
+import { type FamilyCases, f32, invalidCalls, newFamilyCases, type Tolerance, valid } from '../cases.js';
 import { roundoffTolerance, TF32_UNIT_ROUNDOFF, UNIT_ROUNDOFF } from '../halfCases.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 /**
  * A GPU sums the K products in f32 in any order: its error grows about like
@@ -139,111 +130,77 @@ cases.push(
 
 // precision 'tf32': a and b may be rounded to tf32, so the bound is the half
 // rule's with tf32's unit roundoff; large enough for tensor-core kernels.
-for (const [m, kd, n, transA, transB, withC] of [
-  [61, 67, 129, false, false, false],
-  [257, 300, 263, false, false, false],
-  [257, 300, 263, false, true, true],
-  [129, 64, 136, true, false, true],
-  [136, 72, 130, true, true, false],
-] as const) {
-  const inputs = [...operands(m, kd, n, transA, transB), ...(withC ? [f32([m, n])] : [])];
-  const attrs = { transA, transB, precision: 'tf32', ...(withC ? { alpha: 0.5, beta: -1 } : {}) } as const;
-  cases.push(
-    valid(k.matmul, {
-      label: `${m}×${kd}×${n}${flags(transA, transB)}${withC ? ' + c' : ''} precision tf32`,
-      inputs,
-      attrs,
-      tolerance: roundoffTolerance(TF32_UNIT_ROUNDOFF, { inputs, tolerance: tolerance(kd) }),
-    }),
-  );
-}
-
 // precision 'half': the reference rounds the f32 operands to bf16 (or to the
 // half operand's dtype); a backend may keep more (e.g. exact f32), so the
 // bound is the half rule's with bf16's unit roundoff.
-for (const [m, kd, n, transA, transB, withC] of [
-  [61, 67, 129, false, true, true],
-  [136, 72, 130, false, false, false],
-  [129, 64, 136, true, true, true],
-] as const) {
-  const inputs = [...operands(m, kd, n, transA, transB), ...(withC ? [f32([m, n])] : [])];
-  const attrs = { transA, transB, precision: 'half', ...(withC ? { alpha: 0.5, beta: -1 } : {}) } as const;
-  cases.push(
-    valid(k.matmul, {
-      label: `${m}×${kd}×${n}${flags(transA, transB)}${withC ? ' + c' : ''} precision half`,
-      inputs,
-      attrs,
-      tolerance: roundoffTolerance(UNIT_ROUNDOFF.bf16, { inputs, tolerance: tolerance(kd) }),
-    }),
-  );
+const REDUCED_PRECISIONS = [
+  {
+    precision: 'tf32',
+    roundoff: TF32_UNIT_ROUNDOFF,
+    shapes: [
+      [61, 67, 129, false, false, false],
+      [257, 300, 263, false, false, false],
+      [257, 300, 263, false, true, true],
+      [129, 64, 136, true, false, true],
+      [136, 72, 130, true, true, false],
+    ],
+  },
+  {
+    precision: 'half',
+    roundoff: UNIT_ROUNDOFF.bf16,
+    shapes: [
+      [61, 67, 129, false, true, true],
+      [136, 72, 130, false, false, false],
+      [129, 64, 136, true, true, true],
+    ],
+  },
+] as const;
+for (const { precision, roundoff, shapes } of REDUCED_PRECISIONS) {
+  for (const [m, kd, n, transA, transB, withC] of shapes) {
+    const inputs = [...operands(m, kd, n, transA, transB), ...(withC ? [f32([m, n])] : [])];
+    const attrs = { transA, transB, precision, ...(withC ? { alpha: 0.5, beta: -1 } : {}) } as const;
+    cases.push(
+      valid(k.matmul, {
+        label: `${m}×${kd}×${n}${flags(transA, transB)}${withC ? ' + c' : ''} precision ${precision}`,
+        inputs,
+        attrs,
+        tolerance: roundoffTolerance(roundoff, { inputs, tolerance: tolerance(kd) }),
+      }),
+    );
+  }
 }
 
 errors.push(
-  invalid(k.matmul, {
-    label: "'a' of rank 3",
-    inputs: [f32([2, 3, 4]), f32([4, 5])],
-    error: 'shape',
-    argument: 'a',
-  }),
-  invalid(k.matmul, {
-    label: "'b' of rank 1",
-    inputs: [f32([3, 4]), f32([4])],
-    error: 'shape',
-    argument: 'b',
-  }),
-  invalid(k.matmul, {
-    label: 'K of a (7) != rows of b (5)',
-    inputs: [f32([3, 7]), f32([5, 3])],
-    error: 'shape',
-    argument: 'b',
-  }),
-  invalid(k.matmul, {
-    label: 'transA: K is the first dimension of a',
-    inputs: [f32([3, 7]), f32([7, 2])],
-    attrs: { transA: true },
-    error: 'shape',
-    argument: 'b',
-  }),
-  invalid(k.matmul, {
-    label: 'transB: K is the second dimension of b',
-    inputs: [f32([3, 7]), f32([7, 2])],
-    attrs: { transB: true },
-    error: 'shape',
-    argument: 'b',
-  }),
-  invalid(k.matmul, {
-    label: "'c' transposed",
-    inputs: [f32([3, 7]), f32([7, 5]), f32([5, 3])],
-    error: 'shape',
-    argument: 'c',
-  }),
-  invalid(k.matmul, {
-    label: "'c' of rank 1 (no broadcasting)",
-    inputs: [f32([3, 7]), f32([7, 5]), f32([5])],
-    error: 'shape',
-    argument: 'c',
-  }),
-  invalid(k.matmul, {
-    label: 'alpha not a number',
-    inputs: [f32([3, 7]), f32([7, 5])],
-    attrs: { alpha: '2' as unknown as number },
-    error: 'argument',
-    argument: 'attrs.alpha',
-  }),
-  invalid(k.matmul, {
-    label: "precision 'f16' (only 'f32', 'tf32' or 'half')",
-    inputs: [f32([3, 7]), f32([7, 5])],
-    attrs: { precision: 'f16' as unknown as 'tf32' },
-    error: 'argument',
-    argument: 'attrs.precision',
-  }),
-  invalid(k.matmul, {
-    label: 'transA not a boolean',
-    inputs: [f32([3, 7]), f32([7, 5])],
-    attrs: { transA: 1 as unknown as boolean },
-    error: 'argument',
-    argument: 'attrs.transA',
-  }),
+  ...invalidCalls(k.matmul, [
+    ["'a' of rank 3", [f32([2, 3, 4]), f32([4, 5])], 'shape', 'a'],
+    ["'b' of rank 1", [f32([3, 4]), f32([4])], 'shape', 'b'],
+    ['K of a (7) != rows of b (5)', [f32([3, 7]), f32([5, 3])], 'shape', 'b'],
+    ['transA: K is the first dimension of a', [f32([3, 7]), f32([7, 2])], 'shape', 'b', { transA: true }],
+    ['transB: K is the second dimension of b', [f32([3, 7]), f32([7, 2])], 'shape', 'b', { transB: true }],
+    ["'c' transposed", [f32([3, 7]), f32([7, 5]), f32([5, 3])], 'shape', 'c'],
+    ["'c' of rank 1 (no broadcasting)", [f32([3, 7]), f32([7, 5]), f32([5])], 'shape', 'c'],
+    [
+      'alpha not a number',
+      [f32([3, 7]), f32([7, 5])],
+      'argument',
+      'attrs.alpha',
+      { alpha: '2' as unknown as number },
+    ],
+    [
+      "precision 'f16' (only 'f32', 'tf32' or 'half')",
+      [f32([3, 7]), f32([7, 5])],
+      'argument',
+      'attrs.precision',
+      { precision: 'f16' as unknown as 'tf32' },
+    ],
+    [
+      'transA not a boolean',
+      [f32([3, 7]), f32([7, 5])],
+      'argument',
+      'attrs.transA',
+      { transA: 1 as unknown as boolean },
+    ],
+  ]),
 );
 
 // ---- batchedMatmul -------------------------------------------------------------
@@ -300,37 +257,19 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.batchedMatmul, {
-    label: "'a' of rank 2",
-    inputs: [f32([3, 7]), f32([1, 7, 5])],
-    error: 'shape',
-    argument: 'a',
-  }),
-  invalid(k.batchedMatmul, {
-    label: "'b' of rank 2",
-    inputs: [f32([1, 3, 7]), f32([7, 5])],
-    error: 'shape',
-    argument: 'b',
-  }),
-  invalid(k.batchedMatmul, {
-    label: 'batch sizes 3 and 5',
-    inputs: [f32([3, 4, 7]), f32([5, 7, 2])],
-    error: 'shape',
-    argument: 'b',
-  }),
-  invalid(k.batchedMatmul, {
-    label: 'K of a (7) != K of b (6)',
-    inputs: [f32([3, 4, 7]), f32([3, 6, 2])],
-    error: 'shape',
-    argument: 'b',
-  }),
-  invalid(k.batchedMatmul, {
-    label: 'transB: K is the last dimension of b',
-    inputs: [f32([3, 4, 7]), f32([3, 7, 2])],
-    attrs: { transB: true },
-    error: 'shape',
-    argument: 'b',
-  }),
+  ...invalidCalls(k.batchedMatmul, [
+    ["'a' of rank 2", [f32([3, 7]), f32([1, 7, 5])], 'shape', 'a'],
+    ["'b' of rank 2", [f32([1, 3, 7]), f32([7, 5])], 'shape', 'b'],
+    ['batch sizes 3 and 5', [f32([3, 4, 7]), f32([5, 7, 2])], 'shape', 'b'],
+    ['K of a (7) != K of b (6)', [f32([3, 4, 7]), f32([3, 6, 2])], 'shape', 'b'],
+    [
+      'transB: K is the last dimension of b',
+      [f32([3, 4, 7]), f32([3, 7, 2])],
+      'shape',
+      'b',
+      { transB: true },
+    ],
+  ]),
 );
 
 export const matmulCases: FamilyCases = { cases, errors };

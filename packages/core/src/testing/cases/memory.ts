@@ -1,13 +1,12 @@
 import * as k from '../../kernels/memory.js';
 import type { Shape } from '../../shape.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   type FamilyCases,
   f32,
   type InputSample,
   i32,
-  invalid,
+  invalidCalls,
+  newFamilyCases,
   ODD_LENGTHS,
   valid,
 } from '../cases.js';
@@ -19,8 +18,7 @@ function u32(shape: Shape, lo: number, hi: number): InputSample {
   return { shape, dtype: 'u32', init: { int: [lo, hi] } };
 }
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 // ---- fill ------------------------------------------------------------------
 
@@ -59,34 +57,12 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.fill, {
-    label: 'value missing',
-    inputs: [f32([4])],
-    attrs: {},
-    error: 'argument',
-    argument: 'attrs.value',
-  }),
-  invalid(k.fill, {
-    label: 'a fraction into i32',
-    inputs: [i32([4], -5, 5)],
-    attrs: { value: 2.5 },
-    error: 'argument',
-    argument: 'attrs.value',
-  }),
-  invalid(k.fill, {
-    label: '2^31 into i32',
-    inputs: [i32([4], -5, 5)],
-    attrs: { value: 2 ** 31 },
-    error: 'argument',
-    argument: 'attrs.value',
-  }),
-  invalid(k.fill, {
-    label: 'a negative value into u32',
-    inputs: [u32([4], 1, 5)],
-    attrs: { value: -1 },
-    error: 'argument',
-    argument: 'attrs.value',
-  }),
+  ...invalidCalls(k.fill, [
+    ['value missing', [f32([4])], 'argument', 'attrs.value', {}],
+    ['a fraction into i32', [i32([4], -5, 5)], 'argument', 'attrs.value', { value: 2.5 }],
+    ['2^31 into i32', [i32([4], -5, 5)], 'argument', 'attrs.value', { value: 2 ** 31 }],
+    ['a negative value into u32', [u32([4], 1, 5)], 'argument', 'attrs.value', { value: -1 }],
+  ]),
 );
 
 // ---- copy ------------------------------------------------------------------
@@ -122,8 +98,10 @@ cases.push(
   valid(k.transpose, { label: 'u32 [2, 13, 7]', inputs: [u32([2, 13, 7], 0, 2 ** 32 - 1)] }),
 );
 errors.push(
-  invalid(k.transpose, { label: 'rank 1', inputs: [f32([7])], error: 'shape', argument: 'x' }),
-  invalid(k.transpose, { label: 'rank 0', inputs: [f32([])], error: 'shape', argument: 'x' }),
+  ...invalidCalls(k.transpose, [
+    ['rank 1', [f32([7])], 'shape', 'x'],
+    ['rank 0', [f32([])], 'shape', 'x'],
+  ]),
 );
 
 export const memoryCases: FamilyCases = { cases, errors };

@@ -1,14 +1,6 @@
 import * as k from '../../kernels/normalization.js';
 import { type Shape, sizeOf } from '../../shape.js';
-import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
-  type FamilyCases,
-  f32,
-  invalid,
-  type Tolerance,
-  valid,
-} from '../cases.js';
+import { type FamilyCases, f32, invalidCalls, newFamilyCases, type Tolerance, valid } from '../cases.js';
 
 /** One element, one long row, rows of length 1, many short rows, a batch of rows, large ones. */
 const SHAPES: readonly Shape[] = [
@@ -39,8 +31,7 @@ function backward(shape: Shape): Tolerance {
   return { rtol: 1e-4, atol: Math.max(1e-5, 2e-7 * rows) };
 }
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 for (const shape of SHAPES) {
   const n = [shape[shape.length - 1]!];
@@ -89,95 +80,29 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.rmsNorm, {
-    label: 'weight length != last dim',
-    inputs: [f32([3, 4]), f32([3])],
-    error: 'shape',
-    argument: 'weight',
-  }),
-  invalid(k.rmsNorm, {
-    label: 'weight of rank 2',
-    inputs: [f32([3, 4]), f32([1, 4])],
-    error: 'shape',
-    argument: 'weight',
-  }),
-  invalid(k.rmsNorm, { label: 'x of rank 0', inputs: [f32([]), f32([1])], error: 'shape', argument: 'x' }),
-  invalid(k.rmsNorm, {
-    label: 'eps = 0',
-    inputs: [f32([3, 4]), f32([4])],
-    attrs: { eps: 0 },
-    error: 'argument',
-    argument: 'attrs.eps',
-  }),
-  invalid(k.rmsNormBackward, {
-    label: 'x of another shape',
-    inputs: [f32([3, 4]), f32([4, 3]), f32([4])],
-    error: 'shape',
-    argument: 'x',
-  }),
-  invalid(k.rmsNormBackward, {
-    label: 'weight length != last dim',
-    inputs: [f32([3, 4]), f32([3, 4]), f32([5])],
-    error: 'shape',
-    argument: 'weight',
-  }),
-  invalid(k.rmsNormBackward, {
-    label: 'dy of rank 0',
-    inputs: [f32([]), f32([]), f32([1])],
-    error: 'shape',
-    argument: 'dy',
-  }),
-  invalid(k.rmsNormBackward, {
-    label: 'eps < 0',
-    inputs: [f32([3, 4]), f32([3, 4]), f32([4])],
-    attrs: { eps: -1e-6 },
-    error: 'argument',
-    argument: 'attrs.eps',
-  }),
-  invalid(k.layerNorm, {
-    label: 'gamma length != last dim',
-    inputs: [f32([3, 4]), f32([5]), f32([4])],
-    error: 'shape',
-    argument: 'gamma',
-  }),
-  invalid(k.layerNorm, {
-    label: 'beta length != last dim',
-    inputs: [f32([3, 4]), f32([4]), f32([3])],
-    error: 'shape',
-    argument: 'beta',
-  }),
-  invalid(k.layerNorm, {
-    label: 'x of rank 0',
-    inputs: [f32([]), f32([1]), f32([1])],
-    error: 'shape',
-    argument: 'x',
-  }),
-  invalid(k.layerNorm, {
-    label: 'eps = 0',
-    inputs: [f32([3, 4]), f32([4]), f32([4])],
-    attrs: { eps: 0 },
-    error: 'argument',
-    argument: 'attrs.eps',
-  }),
-  invalid(k.layerNormBackward, {
-    label: 'x of another shape',
-    inputs: [f32([3, 4]), f32([3, 5]), f32([4])],
-    error: 'shape',
-    argument: 'x',
-  }),
-  invalid(k.layerNormBackward, {
-    label: 'gamma of rank 2',
-    inputs: [f32([3, 4]), f32([3, 4]), f32([1, 4])],
-    error: 'shape',
-    argument: 'gamma',
-  }),
-  invalid(k.layerNormBackward, {
-    label: 'eps = 0',
-    inputs: [f32([3, 4]), f32([3, 4]), f32([4])],
-    attrs: { eps: 0 },
-    error: 'argument',
-    argument: 'attrs.eps',
-  }),
+  ...invalidCalls(k.rmsNorm, [
+    ['weight length != last dim', [f32([3, 4]), f32([3])], 'shape', 'weight'],
+    ['weight of rank 2', [f32([3, 4]), f32([1, 4])], 'shape', 'weight'],
+    ['x of rank 0', [f32([]), f32([1])], 'shape', 'x'],
+    ['eps = 0', [f32([3, 4]), f32([4])], 'argument', 'attrs.eps', { eps: 0 }],
+  ]),
+  ...invalidCalls(k.rmsNormBackward, [
+    ['x of another shape', [f32([3, 4]), f32([4, 3]), f32([4])], 'shape', 'x'],
+    ['weight length != last dim', [f32([3, 4]), f32([3, 4]), f32([5])], 'shape', 'weight'],
+    ['dy of rank 0', [f32([]), f32([]), f32([1])], 'shape', 'dy'],
+    ['eps < 0', [f32([3, 4]), f32([3, 4]), f32([4])], 'argument', 'attrs.eps', { eps: -1e-6 }],
+  ]),
+  ...invalidCalls(k.layerNorm, [
+    ['gamma length != last dim', [f32([3, 4]), f32([5]), f32([4])], 'shape', 'gamma'],
+    ['beta length != last dim', [f32([3, 4]), f32([4]), f32([3])], 'shape', 'beta'],
+    ['x of rank 0', [f32([]), f32([1]), f32([1])], 'shape', 'x'],
+    ['eps = 0', [f32([3, 4]), f32([4]), f32([4])], 'argument', 'attrs.eps', { eps: 0 }],
+  ]),
+  ...invalidCalls(k.layerNormBackward, [
+    ['x of another shape', [f32([3, 4]), f32([3, 5]), f32([4])], 'shape', 'x'],
+    ['gamma of rank 2', [f32([3, 4]), f32([3, 4]), f32([1, 4])], 'shape', 'gamma'],
+    ['eps = 0', [f32([3, 4]), f32([3, 4]), f32([4])], 'argument', 'attrs.eps', { eps: 0 }],
+  ]),
 );
 
 export const normalizationCases: FamilyCases = { cases, errors };

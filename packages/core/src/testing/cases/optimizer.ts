@@ -1,19 +1,18 @@
 import * as k from '../../kernels/optimizer.js';
 import type { Shape } from '../../shape.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   deviceValue,
   type FamilyCases,
   f32,
   type InputSample,
   i32,
   invalid,
+  invalidCalls,
+  newFamilyCases,
   valid,
 } from '../cases.js';
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 // ---- adamwStep ---------------------------------------------------------------
 
@@ -89,118 +88,66 @@ cases.push(
   }),
 );
 
-const adamw = (label: string, shapes: Shape[], attrs: Partial<Parameters<typeof k.adamwStep.infer>[1]>) => ({
-  label,
-  inputs: [f32(shapes[0]!), f32(shapes[1]!), f32(shapes[2]!), f32(shapes[3]!, 'positive')],
-  attrs,
-});
+/** param, grad, m and v of the given shapes (v positive, as adamwInputs gives them). */
+const adamwOf = (shapes: Shape[]) => [
+  f32(shapes[0]!),
+  f32(shapes[1]!),
+  f32(shapes[2]!),
+  f32(shapes[3]!, 'positive'),
+];
 const ok = [[4], [4], [4], [4]];
 errors.push(
-  invalid(k.adamwStep, {
-    ...adamw('grad of another shape', [[4], [5], [4], [4]], { lr: 0.1, step: 1 }),
-    error: 'shape',
-    argument: 'grad',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw(
+  ...invalidCalls(k.adamwStep, [
+    ['grad of another shape', adamwOf([[4], [5], [4], [4]]), 'shape', 'grad', { lr: 0.1, step: 1 }],
+    [
       'm of another shape',
-      [
+      adamwOf([
         [2, 3],
         [2, 3],
         [3, 2],
         [2, 3],
-      ],
+      ]),
+      'shape',
+      'm',
       { lr: 0.1, step: 1 },
-    ),
-    error: 'shape',
-    argument: 'm',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('v of another rank', [[4], [4], [4], [1, 4]], { lr: 0.1, step: 1 }),
-    error: 'shape',
-    argument: 'v',
-  }),
-  invalid(k.adamwStep, { ...adamw('lr missing', ok, { step: 1 }), error: 'argument', argument: 'attrs.lr' }),
-  invalid(k.adamwStep, {
-    ...adamw('negative lr', ok, { lr: -0.1, step: 1 }),
-    error: 'argument',
-    argument: 'attrs.lr',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('beta1 = 1', ok, { lr: 0.1, step: 1, beta1: 1 }),
-    error: 'argument',
-    argument: 'attrs.beta1',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('negative beta1', ok, { lr: 0.1, step: 1, beta1: -0.5 }),
-    error: 'argument',
-    argument: 'attrs.beta1',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('beta2 above 1', ok, { lr: 0.1, step: 1, beta2: 1.5 }),
-    error: 'argument',
-    argument: 'attrs.beta2',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('eps = 0', ok, { lr: 0.1, step: 1, eps: 0 }),
-    error: 'argument',
-    argument: 'attrs.eps',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('negative weight decay', ok, { lr: 0.1, step: 1, weightDecay: -0.01 }),
-    error: 'argument',
-    argument: 'attrs.weightDecay',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('step missing', ok, { lr: 0.1 }),
-    error: 'argument',
-    argument: 'attrs.step',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('step 0', ok, { lr: 0.1, step: 0 }),
-    error: 'argument',
-    argument: 'attrs.step',
-  }),
-  invalid(k.adamwStep, {
-    ...adamw('fractional step', ok, { lr: 0.1, step: 1.5 }),
-    error: 'argument',
-    argument: 'attrs.step',
-  }),
-  invalid(k.adamwStep, {
-    label: 'a device step and attrs.step both',
-    inputs: [...adamwInputs([4]), deviceValue(2)],
-    attrs: { lr: 0.1, step: 2 },
-    error: 'argument',
-    argument: 'attrs.step',
-  }),
-  invalid(k.adamwStep, {
-    label: 'a device lr and attrs.lr both',
-    inputs: [...adamwInputs([4]), undefined, deviceLr(0.1)],
-    attrs: { lr: 0.1, step: 2 },
-    error: 'argument',
-    argument: 'attrs.lr',
-  }),
-  invalid(k.adamwStep, {
-    label: 'a device step of two elements',
-    inputs: [...adamwInputs([4]), i32([2], 1, 4)],
-    attrs: { lr: 0.1 },
-    error: 'shape',
-    argument: 'step',
-  }),
-  invalid(k.adamwStep, {
-    label: 'a device step of f32',
-    inputs: [...adamwInputs([4]), deviceLr(2)],
-    attrs: { lr: 0.1 },
-    error: 'dtype',
-    argument: 'step',
-  }),
-  invalid(k.adamwStep, {
-    label: 'a device lr of i32',
-    inputs: [...adamwInputs([4]), undefined, deviceValue(1)],
-    attrs: { step: 1 },
-    error: 'dtype',
-    argument: 'lr',
-  }),
+    ],
+    ['v of another rank', adamwOf([[4], [4], [4], [1, 4]]), 'shape', 'v', { lr: 0.1, step: 1 }],
+    ['lr missing', adamwOf(ok), 'argument', 'attrs.lr', { step: 1 }],
+    ['negative lr', adamwOf(ok), 'argument', 'attrs.lr', { lr: -0.1, step: 1 }],
+    ['beta1 = 1', adamwOf(ok), 'argument', 'attrs.beta1', { lr: 0.1, step: 1, beta1: 1 }],
+    ['negative beta1', adamwOf(ok), 'argument', 'attrs.beta1', { lr: 0.1, step: 1, beta1: -0.5 }],
+    ['beta2 above 1', adamwOf(ok), 'argument', 'attrs.beta2', { lr: 0.1, step: 1, beta2: 1.5 }],
+    ['eps = 0', adamwOf(ok), 'argument', 'attrs.eps', { lr: 0.1, step: 1, eps: 0 }],
+    [
+      'negative weight decay',
+      adamwOf(ok),
+      'argument',
+      'attrs.weightDecay',
+      { lr: 0.1, step: 1, weightDecay: -0.01 },
+    ],
+    ['step missing', adamwOf(ok), 'argument', 'attrs.step', { lr: 0.1 }],
+    ['step 0', adamwOf(ok), 'argument', 'attrs.step', { lr: 0.1, step: 0 }],
+    ['fractional step', adamwOf(ok), 'argument', 'attrs.step', { lr: 0.1, step: 1.5 }],
+  ]),
+  ...invalidCalls(k.adamwStep, [
+    [
+      'a device step and attrs.step both',
+      [...adamwInputs([4]), deviceValue(2)],
+      'argument',
+      'attrs.step',
+      { lr: 0.1, step: 2 },
+    ],
+    [
+      'a device lr and attrs.lr both',
+      [...adamwInputs([4]), undefined, deviceLr(0.1)],
+      'argument',
+      'attrs.lr',
+      { lr: 0.1, step: 2 },
+    ],
+    ['a device step of two elements', [...adamwInputs([4]), i32([2], 1, 4)], 'shape', 'step', { lr: 0.1 }],
+    ['a device step of f32', [...adamwInputs([4]), deviceLr(2)], 'dtype', 'step', { lr: 0.1 }],
+    ['a device lr of i32', [...adamwInputs([4]), undefined, deviceValue(1)], 'dtype', 'lr', { step: 1 }],
+  ]),
 );
 
 // ---- sgdStep -------------------------------------------------------------------
@@ -333,41 +280,13 @@ cases.push(
 );
 
 errors.push(
-  invalid(k.clipByGlobalNorm, {
-    label: 'no gradients',
-    inputs: [],
-    attrs: { maxNorm: 1 },
-    error: 'argument',
-    argument: 'inputs',
-  }),
-  invalid(k.clipByGlobalNorm, {
-    label: 'an i32 second gradient',
-    inputs: [f32([3]), { shape: [4], dtype: 'i32' }],
-    attrs: { maxNorm: 1 },
-    error: 'dtype',
-    argument: 'grads[1]',
-  }),
-  invalid(k.clipByGlobalNorm, {
-    label: 'maxNorm missing',
-    inputs: [f32([3])],
-    attrs: {},
-    error: 'argument',
-    argument: 'attrs.maxNorm',
-  }),
-  invalid(k.clipByGlobalNorm, {
-    label: 'maxNorm = 0',
-    inputs: [f32([3])],
-    attrs: { maxNorm: 0 },
-    error: 'argument',
-    argument: 'attrs.maxNorm',
-  }),
-  invalid(k.clipByGlobalNorm, {
-    label: 'negative eps',
-    inputs: [f32([3])],
-    attrs: { maxNorm: 1, eps: -1e-6 },
-    error: 'argument',
-    argument: 'attrs.eps',
-  }),
+  ...invalidCalls(k.clipByGlobalNorm, [
+    ['no gradients', [], 'argument', 'inputs', { maxNorm: 1 }],
+    ['an i32 second gradient', [f32([3]), { shape: [4], dtype: 'i32' }], 'dtype', 'grads[1]', { maxNorm: 1 }],
+    ['maxNorm missing', [f32([3])], 'argument', 'attrs.maxNorm', {}],
+    ['maxNorm = 0', [f32([3])], 'argument', 'attrs.maxNorm', { maxNorm: 0 }],
+    ['negative eps', [f32([3])], 'argument', 'attrs.eps', { maxNorm: 1, eps: -1e-6 }],
+  ]),
 );
 
 // ---- globalNorm -------------------------------------------------------------------
@@ -385,13 +304,10 @@ cases.push(
   }),
 );
 errors.push(
-  invalid(k.globalNorm, { label: 'no tensors', inputs: [], error: 'argument', argument: 'inputs' }),
-  invalid(k.globalNorm, {
-    label: 'an i32 second tensor',
-    inputs: [f32([3]), { shape: [4], dtype: 'i32' }],
-    error: 'dtype',
-    argument: 'xs[1]',
-  }),
+  ...invalidCalls(k.globalNorm, [
+    ['no tensors', [], 'argument', 'inputs'],
+    ['an i32 second tensor', [f32([3]), { shape: [4], dtype: 'i32' }], 'dtype', 'xs[1]'],
+  ]),
 );
 
 // ---- multiTensorAdamw ----------------------------------------------------------------
@@ -452,90 +368,74 @@ cases.push(
 const none = [undefined, undefined, undefined];
 const ok4 = quads([[4]]);
 errors.push(
-  invalid(k.multiTensorAdamw, {
-    label: 'grad of the second tensor of another shape',
-    inputs: [...none, ...ok4, f32([2]), f32([3]), f32([2]), f32([2])],
-    attrs: { lr: 0.1, step: 1 },
-    error: 'shape',
-    argument: 'tensors[5]',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'a tensor without its v',
-    inputs: [...none, ...ok4, f32([4]), f32([4]), f32([4])],
-    attrs: { lr: 0.1, step: 1 },
-    error: 'shape',
-    argument: 'tensors',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'no tensors',
-    inputs: none,
-    attrs: { lr: 0.1, step: 1 },
-    error: 'argument',
-    argument: 'inputs',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'an i32 param',
-    inputs: [...none, ...ok4, { shape: [4], dtype: 'i32' }, f32([4]), f32([4]), f32([4])],
-    attrs: { lr: 0.1, step: 1 },
-    error: 'dtype',
-    argument: 'tensors[4]',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'three weight decays for two tensors',
-    inputs: [...none, ...ok4, ...ok4],
-    attrs: { lr: 0.1, step: 1, weightDecay: [0.1, 0, 0.1] },
-    error: 'argument',
-    argument: 'attrs.weightDecay',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'a negative weight decay',
-    inputs: [...none, ...ok4, ...ok4],
-    attrs: { lr: 0.1, step: 1, weightDecay: [0.1, -0.1] },
-    error: 'argument',
-    argument: 'attrs.weightDecay[1]',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'maxNorm without gradNorm',
-    inputs: [...none, ...ok4],
-    attrs: { lr: 0.1, step: 1, maxNorm: 1 },
-    error: 'argument',
-    argument: 'attrs.maxNorm',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'a gradNorm of two elements',
-    inputs: [undefined, undefined, f32([2]), ...ok4],
-    attrs: { lr: 0.1, step: 1, maxNorm: 1 },
-    error: 'shape',
-    argument: 'gradNorm',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'maxNorm = 0',
-    inputs: [undefined, undefined, deviceNorm(1), ...ok4],
-    attrs: { lr: 0.1, step: 1, maxNorm: 0 },
-    error: 'argument',
-    argument: 'attrs.maxNorm',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'a device step and attrs.step both',
-    inputs: [deviceValue(2), undefined, undefined, ...ok4],
-    attrs: { lr: 0.1, step: 2 },
-    error: 'argument',
-    argument: 'attrs.step',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'a device step of f32',
-    inputs: [deviceLr(2), undefined, undefined, ...ok4],
-    attrs: { lr: 0.1 },
-    error: 'dtype',
-    argument: 'step',
-  }),
-  invalid(k.multiTensorAdamw, {
-    label: 'beta1 = 1',
-    inputs: [...none, ...ok4],
-    attrs: { lr: 0.1, step: 1, beta1: 1 },
-    error: 'argument',
-    argument: 'attrs.beta1',
-  }),
+  ...invalidCalls(k.multiTensorAdamw, [
+    [
+      'grad of the second tensor of another shape',
+      [...none, ...ok4, f32([2]), f32([3]), f32([2]), f32([2])],
+      'shape',
+      'tensors[5]',
+      { lr: 0.1, step: 1 },
+    ],
+    [
+      'a tensor without its v',
+      [...none, ...ok4, f32([4]), f32([4]), f32([4])],
+      'shape',
+      'tensors',
+      { lr: 0.1, step: 1 },
+    ],
+    ['no tensors', none, 'argument', 'inputs', { lr: 0.1, step: 1 }],
+    [
+      'an i32 param',
+      [...none, ...ok4, { shape: [4], dtype: 'i32' }, f32([4]), f32([4]), f32([4])],
+      'dtype',
+      'tensors[4]',
+      { lr: 0.1, step: 1 },
+    ],
+    [
+      'three weight decays for two tensors',
+      [...none, ...ok4, ...ok4],
+      'argument',
+      'attrs.weightDecay',
+      { lr: 0.1, step: 1, weightDecay: [0.1, 0, 0.1] },
+    ],
+    [
+      'a negative weight decay',
+      [...none, ...ok4, ...ok4],
+      'argument',
+      'attrs.weightDecay[1]',
+      { lr: 0.1, step: 1, weightDecay: [0.1, -0.1] },
+    ],
+    [
+      'maxNorm without gradNorm',
+      [...none, ...ok4],
+      'argument',
+      'attrs.maxNorm',
+      { lr: 0.1, step: 1, maxNorm: 1 },
+    ],
+    [
+      'a gradNorm of two elements',
+      [undefined, undefined, f32([2]), ...ok4],
+      'shape',
+      'gradNorm',
+      { lr: 0.1, step: 1, maxNorm: 1 },
+    ],
+    [
+      'maxNorm = 0',
+      [undefined, undefined, deviceNorm(1), ...ok4],
+      'argument',
+      'attrs.maxNorm',
+      { lr: 0.1, step: 1, maxNorm: 0 },
+    ],
+    [
+      'a device step and attrs.step both',
+      [deviceValue(2), undefined, undefined, ...ok4],
+      'argument',
+      'attrs.step',
+      { lr: 0.1, step: 2 },
+    ],
+    ['a device step of f32', [deviceLr(2), undefined, undefined, ...ok4], 'dtype', 'step', { lr: 0.1 }],
+    ['beta1 = 1', [...none, ...ok4], 'argument', 'attrs.beta1', { lr: 0.1, step: 1, beta1: 1 }],
+  ]),
 );
 
 export const optimizerCases: FamilyCases = { cases, errors };

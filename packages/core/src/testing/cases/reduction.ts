@@ -1,12 +1,11 @@
 import * as k from '../../kernels/reduction.js';
 import { type Shape, sizeOf } from '../../shape.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   type FamilyCases,
   f32,
   type InputInit,
-  invalid,
+  invalidCalls,
+  newFamilyCases,
   type Tolerance,
   valid,
 } from '../cases.js';
@@ -45,8 +44,7 @@ const SUM_SQUARES_TOLERANCE: Tolerance = { rtol: 1e-5, atol: 1e-5 };
 /** The max is one of the inputs: exact. */
 const EXACT: Tolerance = { rtol: 0, atol: 0 };
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 for (const spec of [k.sum, k.max, k.sumSquares]) {
   const tolerance = (length: number) =>
@@ -85,14 +83,10 @@ for (const spec of [k.sum, k.max, k.sumSquares]) {
     }),
   );
   errors.push(
-    invalid(spec, { label: 'rank 0', inputs: [f32([])], error: 'shape', argument: 'x' }),
-    invalid(spec, {
-      label: 'an unknown axis',
-      inputs: [f32([3, 4])],
-      attrs: { axis: 'first' as 'last' },
-      error: 'argument',
-      argument: 'attrs.axis',
-    }),
+    ...invalidCalls(spec, [
+      ['rank 0', [f32([])], 'shape', 'x'],
+      ['an unknown axis', [f32([3, 4])], 'argument', 'attrs.axis', { axis: 'first' as 'last' }],
+    ]),
   );
 }
 // max of an empty axis is rejected too; the unit tests check it, since not every
@@ -215,20 +209,11 @@ for (const shape of [
 }
 cases.push(valid(k.argmax, { label: '[5, 1] of NaN, ±Infinity and ±0', inputs: [f32([5, 1], specials(1))] }));
 errors.push(
-  invalid(k.argmax, { label: 'rank 0', inputs: [f32([])], error: 'shape', argument: 'x' }),
-  invalid(k.argmax, {
-    label: 'i32 x',
-    inputs: [{ shape: [3, 4], dtype: 'i32' }],
-    error: 'dtype',
-    argument: 'x',
-  }),
-  invalid(k.argmax, {
-    label: 'an attribute it does not have',
-    inputs: [f32([3, 4])],
-    attrs: { axis: 'last' } as never,
-    error: 'argument',
-    argument: 'attrs.axis',
-  }),
+  ...invalidCalls(k.argmax, [
+    ['rank 0', [f32([])], 'shape', 'x'],
+    ['i32 x', [{ shape: [3, 4], dtype: 'i32' }], 'dtype', 'x'],
+    ['an attribute it does not have', [f32([3, 4])], 'argument', 'attrs.axis', { axis: 'last' } as never],
+  ]),
 );
 // An empty last axis is rejected too; the unit tests check it.
 

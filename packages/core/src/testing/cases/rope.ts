@@ -1,14 +1,13 @@
 import * as k from '../../kernels/rope.js';
 import type { Shape } from '../../shape.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   deviceValue,
   type FamilyCases,
   f32,
   type InputSample,
   i32,
-  invalid,
+  invalidCalls,
+  newFamilyCases,
   type Tolerance,
   valid,
 } from '../cases.js';
@@ -51,8 +50,7 @@ const SHAPES: readonly (readonly [Shape, number])[] = [
   [[67, 13, 128], 0],
 ];
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 for (const layout of LAYOUTS) {
   for (const inverse of [false, true]) {
@@ -181,100 +179,42 @@ for (const layout of LAYOUTS) {
 }
 
 errors.push(
-  invalid(k.rope, {
-    label: 'a frequency table of headDim entries',
-    inputs: [f32([2, 3, 8]), undefined, f32([8])],
-    error: 'shape',
-    argument: 'frequencies',
-  }),
-  invalid(k.rope, {
-    label: 'a frequency table of rank 2',
-    inputs: [f32([2, 3, 8]), undefined, f32([1, 4])],
-    error: 'shape',
-    argument: 'frequencies',
-  }),
-  invalid(k.rope, {
-    label: 'an f16 frequency table',
-    inputs: [f32([2, 3, 8]), undefined, { shape: [4], dtype: 'f16' }],
-    error: 'dtype',
-    argument: 'frequencies',
-  }),
-  invalid(k.rope, {
-    label: 'an i32 frequency table',
-    inputs: [f32([2, 3, 8]), undefined, i32([4], 0, 1)],
-    error: 'dtype',
-    argument: 'frequencies',
-  }),
-  invalid(k.rope, {
-    label: 'a device position and attrs.positionOffset both',
-    inputs: [f32([2, 3, 8]), deviceValue(3)],
-    attrs: { positionOffset: 3 },
-    error: 'argument',
-    argument: 'attrs.positionOffset',
-  }),
-  invalid(k.rope, {
-    label: 'a device position of shape [2]',
-    inputs: [f32([2, 3, 8]), i32([2], 0, 4)],
-    error: 'shape',
-    argument: 'positionOffset',
-  }),
-  invalid(k.rope, {
-    label: 'a device position of shape []',
-    inputs: [f32([2, 3, 8]), i32([], 0, 4)],
-    error: 'shape',
-    argument: 'positionOffset',
-  }),
-  invalid(k.rope, {
-    label: 'an f32 device position',
-    inputs: [f32([2, 3, 8]), { shape: [1], dtype: 'f32' }],
-    error: 'dtype',
-    argument: 'positionOffset',
-  }),
-  invalid(k.rope, { label: 'rank 2', inputs: [f32([4, 8])], error: 'shape', argument: 'x' }),
-  invalid(k.rope, { label: 'rank 4', inputs: [f32([2, 3, 2, 8])], error: 'shape', argument: 'x' }),
-  invalid(k.rope, { label: 'odd headDim', inputs: [f32([2, 3, 7])], error: 'shape', argument: 'x' }),
-  invalid(k.rope, {
-    label: 'negative positionOffset',
-    inputs: [f32([2, 3, 8])],
-    attrs: { positionOffset: -1 },
-    error: 'argument',
-    argument: 'attrs.positionOffset',
-  }),
-  invalid(k.rope, {
-    label: 'fractional positionOffset',
-    inputs: [f32([2, 3, 8])],
-    attrs: { positionOffset: 1.5 },
-    error: 'argument',
-    argument: 'attrs.positionOffset',
-  }),
-  invalid(k.rope, {
-    label: 'theta = 0',
-    inputs: [f32([2, 3, 8])],
-    attrs: { theta: 0 },
-    error: 'argument',
-    argument: 'attrs.theta',
-  }),
-  invalid(k.rope, {
-    label: 'theta = 0.5 (frequencies above 1)',
-    inputs: [f32([2, 3, 8])],
-    attrs: { theta: 0.5 },
-    error: 'argument',
-    argument: 'attrs.theta',
-  }),
-  invalid(k.rope, {
-    label: 'theta = Infinity',
-    inputs: [f32([2, 3, 8])],
-    attrs: { theta: Number.POSITIVE_INFINITY },
-    error: 'argument',
-    argument: 'attrs.theta',
-  }),
-  invalid(k.rope, {
-    label: 'an unknown layout',
-    inputs: [f32([2, 3, 8])],
-    attrs: { layout: 'split' as Layout },
-    error: 'argument',
-    argument: 'attrs.layout',
-  }),
+  ...invalidCalls(k.rope, [
+    ['a frequency table of headDim entries', [f32([2, 3, 8]), undefined, f32([8])], 'shape', 'frequencies'],
+    ['a frequency table of rank 2', [f32([2, 3, 8]), undefined, f32([1, 4])], 'shape', 'frequencies'],
+    [
+      'an f16 frequency table',
+      [f32([2, 3, 8]), undefined, { shape: [4], dtype: 'f16' }],
+      'dtype',
+      'frequencies',
+    ],
+    ['an i32 frequency table', [f32([2, 3, 8]), undefined, i32([4], 0, 1)], 'dtype', 'frequencies'],
+    [
+      'a device position and attrs.positionOffset both',
+      [f32([2, 3, 8]), deviceValue(3)],
+      'argument',
+      'attrs.positionOffset',
+      { positionOffset: 3 },
+    ],
+    ['a device position of shape [2]', [f32([2, 3, 8]), i32([2], 0, 4)], 'shape', 'positionOffset'],
+    ['a device position of shape []', [f32([2, 3, 8]), i32([], 0, 4)], 'shape', 'positionOffset'],
+    ['an f32 device position', [f32([2, 3, 8]), { shape: [1], dtype: 'f32' }], 'dtype', 'positionOffset'],
+    ['rank 2', [f32([4, 8])], 'shape', 'x'],
+    ['rank 4', [f32([2, 3, 2, 8])], 'shape', 'x'],
+    ['odd headDim', [f32([2, 3, 7])], 'shape', 'x'],
+    ['negative positionOffset', [f32([2, 3, 8])], 'argument', 'attrs.positionOffset', { positionOffset: -1 }],
+    [
+      'fractional positionOffset',
+      [f32([2, 3, 8])],
+      'argument',
+      'attrs.positionOffset',
+      { positionOffset: 1.5 },
+    ],
+    ['theta = 0', [f32([2, 3, 8])], 'argument', 'attrs.theta', { theta: 0 }],
+    ['theta = 0.5 (frequencies above 1)', [f32([2, 3, 8])], 'argument', 'attrs.theta', { theta: 0.5 }],
+    ['theta = Infinity', [f32([2, 3, 8])], 'argument', 'attrs.theta', { theta: Number.POSITIVE_INFINITY }],
+    ['an unknown layout', [f32([2, 3, 8])], 'argument', 'attrs.layout', { layout: 'split' as Layout }],
+  ]),
 );
 
 export const ropeCases: FamilyCases = { cases, errors };

@@ -1,12 +1,12 @@
 import * as k from '../../kernels/softmax.js';
 import type { Shape } from '../../shape.js';
 import {
-  type AnyConformanceCase,
-  type AnyErrorCase,
   type FamilyCases,
   f32,
   type InputInit,
   invalid,
+  invalidCalls,
+  newFamilyCases,
   type Tolerance,
   valid,
 } from '../cases.js';
@@ -48,8 +48,7 @@ const LOG_PROBABILITIES: Tolerance = { rtol: 1e-4, atol: 1e-5 };
 
 const label = (shape: Shape) => `[${shape.join(', ')}]`;
 
-const cases: AnyConformanceCase[] = [];
-const errors: AnyErrorCase[] = [];
+const { cases, errors } = newFamilyCases();
 
 for (const [spec, tolerance] of [
   [k.softmax, PROBABILITIES],
@@ -96,19 +95,11 @@ for (const shape of SHAPES) {
 }
 for (const spec of [k.softmaxBackward, k.logSoftmaxBackward]) {
   errors.push(
-    invalid(spec, {
-      label: 'y of another shape',
-      inputs: [f32([3, 4]), f32([4, 3])],
-      error: 'shape',
-      argument: 'y',
-    }),
-    invalid(spec, {
-      label: 'y with a longer row',
-      inputs: [f32([3, 4]), f32([3, 5])],
-      error: 'shape',
-      argument: 'y',
-    }),
-    invalid(spec, { label: 'dy of rank 0', inputs: [f32([]), f32([])], error: 'shape', argument: 'dy' }),
+    ...invalidCalls(spec, [
+      ['y of another shape', [f32([3, 4]), f32([4, 3])], 'shape', 'y'],
+      ['y with a longer row', [f32([3, 4]), f32([3, 5])], 'shape', 'y'],
+      ['dy of rank 0', [f32([]), f32([])], 'shape', 'dy'],
+    ]),
   );
 }
 
