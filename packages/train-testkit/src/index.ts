@@ -25,6 +25,12 @@ export {
 export { link, put } from './hostile/hostileFiles.js';
 export { safetensorsReader, validSafetensors } from './hostile/safetensorsCases.js';
 export { memoryFile } from './memoryFile.js';
+export {
+  type RangeServer,
+  type RangeServerOptions,
+  type ServedRequest,
+  serveRanges,
+} from './rangeServer.js';
 export { RENDEZVOUS_RANK_PROGRAM } from './rankPrograms.js';
 export {
   familyFeatures,

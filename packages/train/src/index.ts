@@ -45,6 +45,13 @@ export type { SafetensorsEntry, SafetensorsHeader } from './checkpoint/safetenso
 export * from './distributed/index.js';
 export * from './gguf/index.js';
 export { FileSystemError } from './io/fileError.js';
+export {
+  type FetchFunction,
+  joinModelPath,
+  openUrlFile,
+  type UrlFileOptions,
+  urlFileOpener,
+} from './io/httpRangeFile.js';
 export { MAX_JSON_DEPTH, MAX_JSON_FILE_BYTES, readJsonFile } from './io/jsonFile.js';
 export {
   formatDuration,
