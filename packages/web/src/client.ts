@@ -38,6 +38,11 @@ function received(sent: SentError): RayoError {
 
 type Handler = (reply: WorkerReply) => void;
 
+/** The error event of a `Worker` (a MessagePort has none). */
+interface WorkerEvents {
+  addEventListener?(type: 'error', listener: (event: { message?: unknown }) => void): void;
+}
+
 /**
  * A text model in a Web Worker (one that runs `serveTextModel`, as
  * `@rayo/web/worker` does), driven from the page: `load(url)`,
@@ -56,6 +61,17 @@ export class TextModelWorker {
       const reply = event.data as WorkerReply;
       this.#handlers.get(reply.id)?.(reply);
     });
+    // A Worker whose script fails (it did not load, or threw outside a request) answers nothing more:
+    // every call waiting on it fails with what the browser said.
+    const failed = (event: { message?: unknown }) => {
+      const error: SentError = {
+        name: 'RayoError',
+        message: `TextModelWorker: the model worker failed: ${String(event.message ?? 'its script did not load')}`,
+        operation: 'TextModelWorker',
+      };
+      for (const [id, handler] of [...this.#handlers]) handler({ type: 'error', id, error });
+    };
+    (endpoint as unknown as WorkerEvents).addEventListener?.('error', failed);
   }
 
   #send(request: Record<string, unknown>, handler: Handler): number {
