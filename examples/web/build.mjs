@@ -64,7 +64,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   await mkdir(here('./dist'), { recursive: true });
   await writeFile(here('./dist/main.js'), await bundleDemo());
   await copyFile(INDEX_HTML, here('./dist/index.html'));
-  for (const [name, text] of Object.entries(await bundleChat())) await writeFile(here(`./dist/${name}`), text);
+  for (const [name, text] of Object.entries(await bundleChat()))
+    await writeFile(here(`./dist/${name}`), text);
   await copyFile(CHAT_HTML, here('./dist/chat.html'));
   console.log('wrote dist/: index.html, main.js, chat.html, chat.js, chat-worker.js and their chunks');
 }

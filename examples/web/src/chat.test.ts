@@ -73,7 +73,10 @@ async function send(page: Page, text: string, maxTokens: number, stopAfterFirstP
   await page.type('#prompt', text);
   await page.click('#send');
   if (stopAfterFirstPiece) {
-    await waitFor(page, "(document.querySelector('#messages .assistant:last-child')?.textContent ?? '') !== ''");
+    await waitFor(
+      page,
+      "(document.querySelector('#messages .assistant:last-child')?.textContent ?? '') !== ''",
+    );
     await page.click('#stop');
   }
   await waitFor(page, "document.querySelector('#messages .assistant:last-child[data-finish]') !== null");

@@ -41,7 +41,9 @@ function setChatEnabled(enabled: boolean): void {
 
 // #region browser-path
 // The model lives in a worker (a bundle of `@rayo/web/worker`); the page talks to it.
-const worker = new TextModelWorker(new Worker(new URL('./chat-worker.js', import.meta.url), { type: 'module' }));
+const worker = new TextModelWorker(
+  new Worker(new URL('./chat-worker.js', import.meta.url), { type: 'module' }),
+);
 
 async function loadModel(url: string): Promise<boolean> {
   const info = await worker.load(url, { onProgress: showProgress });
@@ -72,10 +74,7 @@ async function refreshCached(): Promise<void> {
     const evict = document.createElement('button');
     evict.textContent = 'evict';
     evict.onclick = () => {
-      cache
-        .evict(model.url)
-        .then(refreshCached)
-        .catch(showError);
+      cache.evict(model.url).then(refreshCached).catch(showError);
     };
     item.append(evict);
     list.append(item);

@@ -107,7 +107,10 @@ export class TextModelWorker {
    * the model's chat template) in the worker; the pieces come as they are
    * decoded. A worker error ends the iteration by throwing it.
    */
-  generateText(prompt: string | readonly ChatMessage[], options: WorkerGenerateOptions = {}): WorkerGeneration {
+  generateText(
+    prompt: string | readonly ChatMessage[],
+    options: WorkerGenerateOptions = {},
+  ): WorkerGeneration {
     const pieces: string[] = [];
     let ended = false;
     let failure: RayoError | undefined;

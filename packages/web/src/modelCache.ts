@@ -123,7 +123,11 @@ export class ModelCache {
   async #save(folder: OpfsDirectory, manifest: Manifest): Promise<void> {
     manifest.savedAt = new Date().toISOString();
     const writable = await (await folder.getFileHandle(MANIFEST, { create: true })).createWritable();
-    await writable.write({ type: 'write', position: 0, data: new TextEncoder().encode(JSON.stringify(manifest)) });
+    await writable.write({
+      type: 'write',
+      position: 0,
+      data: new TextEncoder().encode(JSON.stringify(manifest)),
+    });
     await writable.close();
   }
 

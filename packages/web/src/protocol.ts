@@ -21,7 +21,8 @@ export type WorkerLoadProgress =
     }
   | { readonly stage: 'warmup' };
 
-export interface WorkerLoadOptions extends Pick<TextModelLoadOptions, 'maxSequence' | 'weightDtype' | 'kvCacheDtype'> {
+export interface WorkerLoadOptions
+  extends Pick<TextModelLoadOptions, 'maxSequence' | 'weightDtype' | 'kvCacheDtype'> {
   /** Keep the files in the browser's model cache, and read them from it when there (default true). */
   readonly cache?: boolean;
   /**

@@ -19,7 +19,8 @@ import { serveTextModel } from './server.js';
 /** A directory of the OPFS API in memory, with its DOMException names. */
 function memoryDirectory(name = ''): OpfsDirectory {
   const entries = new Map<string, OpfsDirectory | OpfsFileHandle>();
-  const notFound = (entry: string) => Object.assign(new Error(`${entry} not found`), { name: 'NotFoundError' });
+  const notFound = (entry: string) =>
+    Object.assign(new Error(`${entry} not found`), { name: 'NotFoundError' });
   const fileHandle = (fileName: string): OpfsFileHandle => {
     let bytes = new Uint8Array(0);
     return {

@@ -169,8 +169,7 @@ export class TextModel {
       files.kind === 'gguf'
         ? Tokenizer.fromGguf(files.metadata, path)
         : new Tokenizer(await readHuggingFaceTokenizer(path, openFile));
-    const generation =
-      files.kind === 'huggingface' ? await readGenerationConfig(path, openFile) : undefined;
+    const generation = files.kind === 'huggingface' ? await readGenerationConfig(path, openFile) : undefined;
     const maxSequence =
       options.maxSequence ?? Math.min(files.contextLength ?? DEFAULT_MAX_SEQUENCE, DEFAULT_MAX_SEQUENCE);
     const common = {

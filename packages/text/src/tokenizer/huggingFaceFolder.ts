@@ -39,13 +39,9 @@ export async function readHuggingFaceTokenizer(
       actual: 'no such file',
     });
   }
-  const config = (await readOptionalJsonObject(join(dir, 'tokenizer_config.json'), KERNEL, undefined, openFile)) ?? {};
-  const map = await readOptionalJsonObject(
-    join(dir, 'special_tokens_map.json'),
-    KERNEL,
-    undefined,
-    openFile,
-  );
+  const config =
+    (await readOptionalJsonObject(join(dir, 'tokenizer_config.json'), KERNEL, undefined, openFile)) ?? {};
+  const map = await readOptionalJsonObject(join(dir, 'special_tokens_map.json'), KERNEL, undefined, openFile);
   if (map !== undefined) {
     for (const key of ['bos_token', 'eos_token', 'unk_token', 'pad_token']) {
       if (config[key] === undefined && map[key] !== undefined) config[key] = map[key];

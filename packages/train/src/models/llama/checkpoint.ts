@@ -2,8 +2,8 @@ import { InvalidArgumentError, RayoError } from '@rayo/core';
 import type { OpenFile } from '../../checkpoint/randomAccessFile.js';
 import { SafetensorsFile } from '../../checkpoint/safetensorsFile.js';
 import { namingFile, nodeErrorCode } from '../../io/fileError.js';
-import { joinModelPath as join } from '../../io/httpRangeFile.js';
 import { openNodeFileWithin } from '../../io/folderFile.js';
+import { joinModelPath as join } from '../../io/httpRangeFile.js';
 import { readJsonFile } from '../../io/jsonFile.js';
 import { type LlamaConfig, parseLlamaConfig } from './config.js';
 

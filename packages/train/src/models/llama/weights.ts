@@ -235,7 +235,9 @@ export async function uploadLlamaWeights(
 ): Promise<LlamaWeights> {
   checkLlamaTensors(config, files);
   const dtype = weightDtype === 'checkpoint' ? checkpointWeightDtype(config, files) : weightDtype;
-  checkWeightsFitBackend(backend, llamaWeightShapes(config), (name) => (isVectorWeight(name) ? 'f32' : dtype));
+  checkWeightsFitBackend(backend, llamaWeightShapes(config), (name) =>
+    isVectorWeight(name) ? 'f32' : dtype,
+  );
   const storedBytes = (name: string) => {
     const entry = files.get(name)!.entries.get(name)!;
     return entry.end - entry.begin;
