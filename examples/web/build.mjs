@@ -10,26 +10,23 @@ import { build } from 'esbuild';
 
 const here = (path) => fileURLToPath(new URL(path, import.meta.url));
 
-/** A script bundled for browsers, as text. */
-async function bundle(entry) {
-  const result = await build({
-    entryPoints: [entry],
-    bundle: true,
-    write: false,
-    format: 'esm',
-    platform: 'browser',
-    target: 'es2023',
-    // The Node-only paths of the packages (Dawn for Node, finding backend
-    // packages on disk) are never taken where navigator.gpu exists.
-    external: ['webgpu', 'node:*'],
-    logLevel: 'warning',
-  });
-  return result.outputFiles[0].text;
-}
+/** How every script of the pages is bundled: for browsers, as ES modules, kept in memory. */
+const FOR_BROWSERS = {
+  bundle: true,
+  write: false,
+  format: 'esm',
+  platform: 'browser',
+  target: 'es2023',
+  // The Node-only paths of the packages (Dawn for Node, finding backend
+  // packages on disk) are never taken where navigator.gpu exists.
+  external: ['webgpu', 'node:*'],
+  logLevel: 'warning',
+};
 
 /** The demo page's script, bundled for browsers, as text. */
-export function bundleDemo() {
-  return bundle(here('./src/main.ts'));
+export async function bundleDemo() {
+  const result = await build({ ...FOR_BROWSERS, entryPoints: [here('./src/main.ts')] });
+  return result.outputFiles[0].text;
 }
 
 /**
@@ -43,16 +40,10 @@ export function bundleDemo() {
  */
 export async function bundleChat() {
   const result = await build({
+    ...FOR_BROWSERS,
     entryPoints: { chat: here('./src/chat.ts'), 'chat-worker': '@rayo/web/worker' },
     outdir: here('./dist'),
-    bundle: true,
     splitting: true,
-    write: false,
-    format: 'esm',
-    platform: 'browser',
-    target: 'es2023',
-    external: ['webgpu', 'node:*'],
-    logLevel: 'warning',
   });
   return Object.fromEntries(result.outputFiles.map((file) => [basename(file.path), file.text]));
 }

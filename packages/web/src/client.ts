@@ -15,7 +15,7 @@ export interface WorkerLoadCall extends WorkerLoadOptions {
   readonly onProgress?: (progress: WorkerLoadProgress) => void;
 }
 
-/** The text of one generation in the worker, as it comes (iterate once). */
+/** The text of one generation in the worker, as it comes: one stream (a second for-await goes on from where the first stopped). */
 export interface WorkerGeneration extends AsyncIterable<string> {
   /** The generation's stats once it has ended (finishReason 'aborted' after an abort). */
   readonly stats: Promise<GenerationStats | undefined>;
@@ -131,34 +131,28 @@ export class TextModelWorker {
       wake?.();
     });
     this.#generating = id;
-    let iterated = false;
+    async function* streamPieces(): AsyncGenerator<string, void, undefined> {
+      for (;;) {
+        const piece = pieces.shift();
+        if (piece !== undefined) {
+          yield piece;
+          continue;
+        }
+        if (ended) {
+          if (failure) throw failure;
+          return;
+        }
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+      }
+    }
+    // One stream of pieces: a second for-await goes on where the first left off.
+    const pieceStream = streamPieces();
     return {
       stats,
       abort: () => this.#endpoint.postMessage({ type: 'abort', id }),
-      [Symbol.asyncIterator]: async function* () {
-        if (iterated) {
-          throw new RayoError('a generation is iterated once', {
-            operation: 'generateText',
-            expected: 'one for-await over the result',
-            actual: 'a second iteration',
-          });
-        }
-        iterated = true;
-        for (;;) {
-          const piece = pieces.shift();
-          if (piece !== undefined) {
-            yield piece;
-            continue;
-          }
-          if (ended) {
-            if (failure) throw failure;
-            return;
-          }
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-          });
-        }
-      },
+      [Symbol.asyncIterator]: () => pieceStream,
     };
   }
 

@@ -93,21 +93,22 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** A client and a server joined by a channel; the server's backend is the cpu reference. */
-function connected(): { client: TextModelWorker; close: () => void } {
+/** Runs `body` with a client and a server joined by a channel (the server's backend the cpu reference), then parts them. */
+async function withClient(body: (client: TextModelWorker) => Promise<void>): Promise<void> {
   const { port1, port2 } = new MessageChannel();
   const stop = serveTextModel(endpoint(port2), {
     createBackend: () => createBackend('cpu'),
     openCache: () => ModelCache.open(root),
   });
-  return {
-    client: new TextModelWorker(endpoint(port1)),
-    close: () => {
-      stop();
-      port1.close();
-      port2.close();
-    },
-  };
+  const client = new TextModelWorker(endpoint(port1));
+  try {
+    await body(client);
+  } finally {
+    await client.dispose();
+    stop();
+    port1.close();
+    port2.close();
+  }
 }
 
 async function collect(pieces: AsyncIterable<string>): Promise<string> {
@@ -125,8 +126,7 @@ describe('TextModelWorker over serveTextModel', () => {
     local.dispose();
     expect(expected.length).toBeGreaterThan(0);
 
-    const { client, close } = connected();
-    try {
+    await withClient(async (client) => {
       const progress: WorkerLoadProgress[] = [];
       const first = await client.load(url, { onProgress: (p) => progress.push(p) });
       expect(first.fromCache).toBe(false);
@@ -156,17 +156,13 @@ describe('TextModelWorker over serveTextModel', () => {
       expect(await cache.evict(url)).toBe(false);
       const third = await client.load(url, { warmup: false });
       expect(third.fromCache).toBe(false);
-    } finally {
-      await client.dispose();
-      close();
-    }
+    });
   });
 
   it('aborts a generation mid-way, then generates again', async () => {
-    const { client, close } = connected();
-    try {
+    await withClient(async (client) => {
       await client.load(`${served.url}files/`, { cache: false, warmup: false, maxSequence: 256 });
-      // A prompt whose greedy continuation runs to the token limit, so that only the abort can end it early.
+      // A long limit and no stop token: the abort, after the first piece, comes before the end.
       const generation = client.generateText('ab', { maxNewTokens: 200, stopTokenIds: [] });
       let pieces = 0;
       for await (const _ of generation) {
@@ -177,15 +173,11 @@ describe('TextModelWorker over serveTextModel', () => {
       expect(stats!.generatedTokens).toBeLessThan(200);
       const again = await collect(client.generateText('ab', { maxNewTokens: 5 }));
       expect(again.length).toBeGreaterThan(0);
-    } finally {
-      await client.dispose();
-      close();
-    }
+    });
   });
 
   it('sends a load failure back as a RayoError naming the URL', async () => {
-    const { client, close } = connected();
-    try {
+    await withClient(async (client) => {
       const url = `${served.url}nowhere/`;
       const error = await client.load(url, { cache: false }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(RayoError);
@@ -193,9 +185,6 @@ describe('TextModelWorker over serveTextModel', () => {
       const noModel = await collect(client.generateText('hi')).catch((e: unknown) => e);
       expect((noModel as RayoError).operation).toBe('generateText');
       expect((noModel as Error).message).toMatch(/no model is loaded/);
-    } finally {
-      await client.dispose();
-      close();
-    }
+    });
   });
 });
