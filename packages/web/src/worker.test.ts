@@ -44,25 +44,26 @@ function memoryDirectory(name = ''): OpfsDirectory {
       },
     };
   };
+  /** The entry `entry` of kind `kind`, made where `create` asks and it is not there. */
+  const lookup = <T extends OpfsDirectory | OpfsFileHandle>(
+    entry: string,
+    kind: T['kind'],
+    create: boolean | undefined,
+    make: () => T,
+  ): T => {
+    const found = entries.get(entry);
+    if (found?.kind === kind) return found as T;
+    if (!create) throw notFound(entry);
+    const made = make();
+    entries.set(entry, made);
+    return made;
+  };
   return {
     kind: 'directory',
     name,
-    async getDirectoryHandle(entry, options) {
-      const found = entries.get(entry);
-      if (found?.kind === 'directory') return found;
-      if (!options?.create) throw notFound(entry);
-      const made = memoryDirectory(entry);
-      entries.set(entry, made);
-      return made;
-    },
-    async getFileHandle(entry, options) {
-      const found = entries.get(entry);
-      if (found?.kind === 'file') return found;
-      if (!options?.create) throw notFound(entry);
-      const made = fileHandle(entry);
-      entries.set(entry, made);
-      return made;
-    },
+    getDirectoryHandle: async (entry, options) =>
+      lookup(entry, 'directory', options?.create, () => memoryDirectory(entry)),
+    getFileHandle: async (entry, options) => lookup(entry, 'file', options?.create, () => fileHandle(entry)),
     async removeEntry(entry) {
       if (!entries.delete(entry)) throw notFound(entry);
     },
