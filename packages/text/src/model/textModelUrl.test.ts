@@ -1,9 +1,19 @@
 import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { type Backend, createBackend, InvalidArgumentError } from '@rayo/core';
-import { writeTinyTextModel } from '@rayo/text-testkit';
-import { urlFileOpener } from '@rayo/train';
-import { type RangeServer, serveRanges } from '@rayo/train-testkit';
+import { MISTRAL, writeTinyTextModel } from '@rayo/text-testkit';
+import { llamaToGguf, parseLlamaConfig, urlFileOpener, writeGgufFile } from '@rayo/train';
+import {
+  type RangeServer,
+  removeTinyLlamas,
+  serveRanges,
+  tinyLlamaConfig,
+  tinyLlamaWeights,
+  writeTinyLlama,
+} from '@rayo/train-testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ggufVocabulary } from '../gguf/ggufVocabulary.js';
+import { readHuggingFaceTokenizer } from '../tokenizer/huggingFaceFolder.js';
 import { TextModel } from './textModel.js';
 
 // A tiny text model folder served over HTTP with ranges: loaded by URL it
@@ -21,6 +31,7 @@ afterAll(async () => {
   await served.close();
   backend.dispose();
   await rm(dir, { recursive: true, force: true });
+  await removeTinyLlamas();
 });
 
 describe('TextModel.load from a URL', () => {
@@ -32,6 +43,7 @@ describe('TextModel.load from a URL', () => {
       expect(remote.generationDefaults).toEqual(local.generationDefaults);
       const prompt = [{ role: 'user', content: 'Say hi' }] as const;
       const remoteText = await textOf(remote.generateText(prompt));
+      expect(remoteText.length).toBeGreaterThan(0);
       expect(remoteText).toBe(await textOf(local.generateText(prompt)));
       expect(remote.model.maxSequence).toBe(local.model.maxSequence);
     } finally {
@@ -43,6 +55,38 @@ describe('TextModel.load from a URL', () => {
       expect(paths, name).toContain(`/files/${name}`);
     }
     for (const r of served.requests) expect(r.range, r.path).toMatch(/^bytes=/);
+  });
+
+  it('reads a .gguf URL by ranges and generates as from the file', async () => {
+    const config = tinyLlamaConfig({ vocab_size: 32000, max_position_embeddings: 64 });
+    const weights = tinyLlamaWeights(config, 7);
+    const ggufDir = await writeTinyLlama(config, weights);
+    const source = await readHuggingFaceTokenizer(MISTRAL.dir);
+    const path = join(ggufDir, 'model.gguf');
+    await writeGgufFile(
+      path,
+      llamaToGguf(parseLlamaConfig(config), weights, { metadata: ggufVocabulary(source) }),
+    );
+    const ggufServer = await serveRanges(ggufDir);
+    try {
+      const remote = await TextModel.load(backend, `${ggufServer.url}files/model.gguf`, {
+        openFile: urlFileOpener(),
+      });
+      const local = await TextModel.load(backend, path);
+      try {
+        const prompt = 'Once upon a time';
+        const remoteText = await textOf(remote.generateText(prompt, { maxNewTokens: 12 }));
+        expect(remoteText.length).toBeGreaterThan(0);
+        expect(remoteText).toBe(await textOf(local.generateText(prompt, { maxNewTokens: 12 })));
+      } finally {
+        remote.dispose();
+        local.dispose();
+      }
+      expect(new Set(ggufServer.requests.map((r) => r.path))).toEqual(new Set(['/files/model.gguf']));
+      for (const r of ggufServer.requests) expect(r.status).toBe(206);
+    } finally {
+      await ggufServer.close();
+    }
   });
 
   it('says which URL lacks tokenizer.json', async () => {
