@@ -26,8 +26,9 @@ export interface OpfsDirectory {
 
 /** The root of this origin's private file system, or undefined where there is none (Node, old browsers). */
 export async function opfsRoot(): Promise<OpfsDirectory | undefined> {
+  // Through unknown: the DOM library's own declaration, where present, lacks the directory's keys().
   const storage = (
-    globalThis as { navigator?: { storage?: { getDirectory?: () => Promise<OpfsDirectory> } } }
+    globalThis as unknown as { navigator?: { storage?: { getDirectory?: () => Promise<OpfsDirectory> } } }
   ).navigator?.storage;
   return storage?.getDirectory ? storage.getDirectory() : undefined;
 }
