@@ -23,6 +23,8 @@ function showProgress(p: WorkerLoadProgress): void {
     bar.max = Math.max(p.bytesTotal, 1);
     bar.value = p.bytesLoaded;
     status.textContent = `weights on the device: ${p.tensorsLoaded} of ${p.tensorsTotal} tensors, ${megabytes(p.bytesLoaded)} of ${megabytes(p.bytesTotal)}`;
+  } else if (p.stage === 'compile') {
+    status.textContent = `compiling the kernels of the last visit ahead: ${p.compiled} of ${p.total}`;
   } else {
     status.textContent = 'compiling the kernels (one token through the model) …';
   }
@@ -49,7 +51,8 @@ async function loadModel(url: string): Promise<boolean> {
   const info = await worker.load(url, { onProgress: showProgress });
   $('load-status').textContent =
     `loaded ${info.url} on ${info.backend} (${info.weightDtype}, context ${info.maxSequence})` +
-    (info.fromCache ? ', from the cache: no model request' : ', now cached');
+    (info.fromCache ? ', from the cache: no model request' : ', now cached') +
+    (info.precompiled ? `; ${info.precompiled} kernels compiled ahead` : '');
   return info.chatTemplate;
 }
 

@@ -6,6 +6,7 @@ import {
   type UrlFileOptions,
   urlFileOpener,
 } from '@rayo/train';
+import type { ShaderText } from '@rayo/wgpu';
 import { isNotFound, type OpfsDirectory, opfsRoot } from './opfs.js';
 
 // Models are kept in the origin-private file system (OPFS), not in Cache
@@ -18,6 +19,8 @@ import { isNotFound, type OpfsDirectory, opfsRoot } from './opfs.js';
 /** The folder of the origin's private file system that holds the cached models. */
 export const MODEL_CACHE_FOLDER = 'rayo-models';
 const MANIFEST = 'manifest.json';
+/** The shaders the model's kernels compiled last time, for `precompile` on the next load. */
+const SHADERS = 'shaders.json';
 /** Bytes per range request while a file is copied into the cache. */
 const DEFAULT_CHUNK_BYTES = 8 * 2 ** 20;
 const KERNEL = 'ModelCache';
@@ -122,13 +125,42 @@ export class ModelCache {
 
   async #save(folder: OpfsDirectory, manifest: Manifest): Promise<void> {
     manifest.savedAt = new Date().toISOString();
-    const writable = await (await folder.getFileHandle(MANIFEST, { create: true })).createWritable();
-    await writable.write({
-      type: 'write',
-      position: 0,
-      data: new TextEncoder().encode(JSON.stringify(manifest)),
-    });
-    await writable.close();
+    await writeJson(folder, MANIFEST, manifest);
+  }
+
+  /** The model's folder of the cache, or undefined where the model is not cached. */
+  async #cachedFolder(modelUrl: string): Promise<OpfsDirectory | undefined> {
+    try {
+      const folder = await this.#folder.getDirectoryHandle(await keyOf(modelUrl));
+      return (await this.#manifest(folder)) ? folder : undefined;
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * Keeps, beside a cached model, the shaders its kernels compiled (a
+   * backend's `pipelines.compiledShaders()`), so that the next load can
+   * compile them ahead, while the weights load. Nothing is kept for a model
+   * not in the cache.
+   */
+  async saveShaders(modelUrl: string, shaders: readonly ShaderText[]): Promise<void> {
+    const folder = await this.#cachedFolder(modelUrl);
+    if (folder) await writeJson(folder, SHADERS, shaders);
+  }
+
+  /** The shaders `saveShaders` kept for the model, or undefined. */
+  async shaders(modelUrl: string): Promise<ShaderText[] | undefined> {
+    const folder = await this.#cachedFolder(modelUrl);
+    if (!folder) return undefined;
+    try {
+      const blob = await (await folder.getFileHandle(SHADERS)).getFile();
+      return JSON.parse(await blob.text()) as ShaderText[];
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
   }
 
   /**
@@ -215,6 +247,13 @@ export class ModelCache {
       throw error;
     }
   }
+}
+
+/** Writes `value` as the JSON file `name` of `folder`, replacing it whole. */
+async function writeJson(folder: OpfsDirectory, name: string, value: unknown): Promise<void> {
+  const writable = await (await folder.getFileHandle(name, { create: true })).createWritable();
+  await writable.write({ type: 'write', position: 0, data: new TextEncoder().encode(JSON.stringify(value)) });
+  await writable.close();
 }
 
 /** Copies `source` into the file `key` of `folder`, `chunkBytes` per read; the file appears whole or not at all. */

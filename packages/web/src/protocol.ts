@@ -19,6 +19,8 @@ export type WorkerLoadProgress =
       readonly bytesLoaded: number;
       readonly bytesTotal: number;
     }
+  /** Shaders the last load compiled, compiled ahead with createComputePipelineAsync while the weights load. */
+  | { readonly stage: 'compile'; readonly compiled: number; readonly total: number }
   | { readonly stage: 'warmup' };
 
 export interface WorkerLoadOptions
@@ -44,6 +46,8 @@ export interface LoadedModelInfo {
   /** Whether every file came from the model cache (no model request was made). */
   readonly fromCache: boolean;
   readonly chatTemplate: boolean;
+  /** Shaders compiled ahead, from the list the model's last load left in the cache (0 on a first load). */
+  readonly precompiled: number;
 }
 
 export type WorkerGenerateOptions = Omit<GenerateTextOptions, 'signal'>;

@@ -1,6 +1,7 @@
 import { type Backend, RayoError } from '@rayo/core';
 import { TextModel } from '@rayo/text';
 import { type FetchFunction, type OpenFile, urlFileOpener } from '@rayo/train';
+import type { PipelineCache } from '@rayo/wgpu';
 import { ModelCache } from './modelCache.js';
 import type {
   LoadedModelInfo,
@@ -18,6 +19,17 @@ export interface ServeTextModelOptions {
   readonly openCache?: () => Promise<ModelCache>;
   /** The fetch the files are read with (default: the global one). */
   readonly fetch?: FetchFunction;
+}
+
+/** What a backend that compiles pipelines (wgpu's) offers to compile them ahead. */
+type PrecompilingPipelines = Pick<PipelineCache, 'compiledShaders' | 'precompile'>;
+
+/** The backend's pipeline cache where it can compile ahead (wgpu), else undefined (cpu). */
+function pipelinesOf(backend: Backend): PrecompilingPipelines | undefined {
+  const pipelines = (backend as { pipelines?: Partial<PrecompilingPipelines> }).pipelines;
+  return typeof pipelines?.precompile === 'function' && typeof pipelines.compiledShaders === 'function'
+    ? (pipelines as PrecompilingPipelines)
+    : undefined;
 }
 
 /** Longest the generation loop runs without letting messages (an abort) in, in ms. */
@@ -85,11 +97,19 @@ export function serveTextModel(endpoint: MessageEndpoint, options: ServeTextMode
       fetch: counted,
       onBytes: (bytesReceived: number) => progress({ stage: 'download', bytesReceived }),
     };
-    const openFile: OpenFile =
-      request.cache === false
-        ? urlFileOpener(fileOptions)
-        : await (await (options.openCache ?? (() => ModelCache.open()))()).opener(url, fileOptions);
+    const cache =
+      request.cache === false ? undefined : await (options.openCache ?? (() => ModelCache.open()))();
+    const openFile: OpenFile = cache ? await cache.opener(url, fileOptions) : urlFileOpener(fileOptions);
     backend ??= await options.createBackend();
+    const pipelines = pipelinesOf(backend);
+    // The shaders of the model's last load compile on the device while the weights are read and uploaded.
+    const known = pipelines && cache ? await cache.shaders(url) : undefined;
+    const precompiling =
+      pipelines && known
+        ? pipelines.precompile(known, (compiled, total) => progress({ stage: 'compile', compiled, total }))
+        : Promise.resolve(0);
+    // Awaited after the load; a rejection meanwhile is not unhandled.
+    precompiling.catch(() => {});
     const loaded = await TextModel.load(backend, url, {
       openFile,
       ...(request.maxSequence !== undefined ? { maxSequence: request.maxSequence } : {}),
@@ -97,11 +117,14 @@ export function serveTextModel(endpoint: MessageEndpoint, options: ServeTextMode
       ...(request.kvCacheDtype !== undefined ? { kvCacheDtype: request.kvCacheDtype } : {}),
       onProgress: (p) => progress({ stage: 'weights', ...p }),
     });
+    let precompiled: number;
     try {
+      precompiled = await precompiling;
       if (request.warmup !== false) {
         progress({ stage: 'warmup' });
         await warmUp(loaded);
       }
+      if (pipelines && cache) await cache.saveShaders(url, pipelines.compiledShaders());
     } catch (error) {
       loaded.dispose();
       throw error;
@@ -115,6 +138,7 @@ export function serveTextModel(endpoint: MessageEndpoint, options: ServeTextMode
       backend: backend.name,
       fromCache: requests === 0,
       chatTemplate: loaded.tokenizer.chatTemplates.size > 0,
+      precompiled,
     };
     post({ type: 'loaded', id, info });
   }

@@ -4,6 +4,7 @@ import { type Backend, createBackend, RayoError } from '@rayo/core';
 import { TextModel } from '@rayo/text';
 import { writeTinyTextModel } from '@rayo/text-testkit';
 import { type RangeServer, serveRanges } from '@rayo/train-testkit';
+import { backendProvider, createWgpuBackend } from '@rayo/wgpu';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TextModelWorker } from './client.js';
 import { ModelCache } from './modelCache.js';
@@ -78,6 +79,7 @@ function endpoint(port: MessagePort): MessageEndpoint {
   return port as unknown as MessageEndpoint;
 }
 
+const noAdapter = await backendProvider.probe();
 let backend: Backend;
 let dir: string;
 let served: RangeServer;
@@ -95,11 +97,17 @@ afterAll(async () => {
 });
 
 /** Runs `body` with a client and a server joined by a channel (the server's backend the cpu reference), then parts them. */
-async function withClient(body: (client: TextModelWorker) => Promise<void>): Promise<void> {
+async function withClient(
+  body: (client: TextModelWorker) => Promise<void>,
+  on: { backend: () => Promise<Backend>; cacheRoot: OpfsDirectory } = {
+    backend: () => createBackend('cpu'),
+    cacheRoot: root,
+  },
+): Promise<void> {
   const { port1, port2 } = new MessageChannel();
   const stop = serveTextModel(endpoint(port2), {
-    createBackend: () => createBackend('cpu'),
-    openCache: () => ModelCache.open(root),
+    createBackend: on.backend,
+    openCache: () => ModelCache.open(on.cacheRoot),
   });
   const client = new TextModelWorker(endpoint(port1));
   try {
@@ -188,4 +196,32 @@ describe('TextModelWorker over serveTextModel', () => {
       expect((noModel as Error).message).toMatch(/no model is loaded/);
     });
   });
+
+  (noAdapter && process.env.CI !== 'true' ? it.skip : it)(
+    `compiles ahead, on the next load, the shaders the last one compiled (wgpu${noAdapter ? `: ${noAdapter}` : ''})`,
+    async () => {
+      const url = `${served.url}files/`;
+      const cacheRoot = memoryDirectory();
+      const on = { backend: () => createWgpuBackend(), cacheRoot };
+      const progress: WorkerLoadProgress[] = [];
+      await withClient(async (client) => {
+        const first = await client.load(url, { maxSequence: 32 });
+        expect(first.precompiled).toBe(0);
+      }, on);
+      const shaders = await (await ModelCache.open(cacheRoot)).shaders(url);
+      expect(shaders?.length).toBeGreaterThan(3);
+      await withClient(async (client) => {
+        const second = await client.load(url, { maxSequence: 32, onProgress: (p) => progress.push(p) });
+        expect(second.fromCache).toBe(true);
+        expect(second.precompiled).toBe(shaders!.length);
+        expect(await collect(client.generateText('The cat', { maxNewTokens: 4 }))).not.toBe('');
+      }, on);
+      const compiles = progress.filter((p) => p.stage === 'compile');
+      expect(compiles.at(-1)).toEqual({
+        stage: 'compile',
+        compiled: shaders!.length,
+        total: shaders!.length,
+      });
+    },
+  );
 });
