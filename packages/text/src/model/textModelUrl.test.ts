@@ -3,14 +3,7 @@ import { join } from 'node:path';
 import { type Backend, createBackend, InvalidArgumentError } from '@rayo/core';
 import { MISTRAL, writeTinyTextModel } from '@rayo/text-testkit';
 import { llamaToGguf, parseLlamaConfig, urlFileOpener, writeGgufFile } from '@rayo/train';
-import {
-  type RangeServer,
-  removeTinyLlamas,
-  serveRanges,
-  tinyLlamaConfig,
-  tinyLlamaWeights,
-  writeTinyLlama,
-} from '@rayo/train-testkit';
+import { type RangeServer, serveRanges, tinyLlamaConfig, tinyLlamaWeights } from '@rayo/train-testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ggufVocabulary } from '../gguf/ggufVocabulary.js';
 import { readHuggingFaceTokenizer } from '../tokenizer/huggingFaceFolder.js';
@@ -31,7 +24,6 @@ afterAll(async () => {
   await served.close();
   backend.dispose();
   await rm(dir, { recursive: true, force: true });
-  await removeTinyLlamas();
 });
 
 describe('TextModel.load from a URL', () => {
@@ -58,35 +50,29 @@ describe('TextModel.load from a URL', () => {
   });
 
   it('reads a .gguf URL by ranges and generates as from the file', async () => {
+    // A GGUF file of a tiny Llama with a real vocabulary, beside the folder's files.
     const config = tinyLlamaConfig({ vocab_size: 32000, max_position_embeddings: 64 });
     const weights = tinyLlamaWeights(config, 7);
-    const ggufDir = await writeTinyLlama(config, weights);
-    const source = await readHuggingFaceTokenizer(MISTRAL.dir);
-    const path = join(ggufDir, 'model.gguf');
-    await writeGgufFile(
-      path,
-      llamaToGguf(parseLlamaConfig(config), weights, { metadata: ggufVocabulary(source) }),
-    );
-    const ggufServer = await serveRanges(ggufDir);
+    const metadata = ggufVocabulary(await readHuggingFaceTokenizer(MISTRAL.dir));
+    const path = join(dir, 'tiny.gguf');
+    await writeGgufFile(path, llamaToGguf(parseLlamaConfig(config), weights, { metadata }));
+    const before = served.requests.length;
+    const remote = await TextModel.load(backend, `${served.url}files/tiny.gguf`, {
+      openFile: urlFileOpener(),
+    });
+    const local = await TextModel.load(backend, path);
     try {
-      const remote = await TextModel.load(backend, `${ggufServer.url}files/model.gguf`, {
-        openFile: urlFileOpener(),
-      });
-      const local = await TextModel.load(backend, path);
-      try {
-        const prompt = 'Once upon a time';
-        const remoteText = await textOf(remote.generateText(prompt, { maxNewTokens: 12 }));
-        expect(remoteText.length).toBeGreaterThan(0);
-        expect(remoteText).toBe(await textOf(local.generateText(prompt, { maxNewTokens: 12 })));
-      } finally {
-        remote.dispose();
-        local.dispose();
-      }
-      expect(new Set(ggufServer.requests.map((r) => r.path))).toEqual(new Set(['/files/model.gguf']));
-      for (const r of ggufServer.requests) expect(r.status).toBe(206);
+      const prompt = 'Once upon a time';
+      const remoteText = await textOf(remote.generateText(prompt, { maxNewTokens: 12 }));
+      expect(remoteText.length).toBeGreaterThan(0);
+      expect(remoteText).toBe(await textOf(local.generateText(prompt, { maxNewTokens: 12 })));
     } finally {
-      await ggufServer.close();
+      remote.dispose();
+      local.dispose();
     }
+    const requests = served.requests.slice(before);
+    expect(new Set(requests.map((r) => r.path))).toEqual(new Set(['/files/tiny.gguf']));
+    for (const r of requests) expect(r.status).toBe(206);
   });
 
   it('says which URL lacks tokenizer.json', async () => {
