@@ -44,6 +44,7 @@ export {
 export type { SafetensorsEntry, SafetensorsHeader } from './checkpoint/safetensorsHeader.js';
 export * from './distributed/index.js';
 export * from './gguf/index.js';
+export { checkIntegerAtLeast } from './integerOption.js';
 export { FileSystemError } from './io/fileError.js';
 export {
   type FetchFunction,

@@ -1,5 +1,6 @@
 import { RayoError } from '@rayo/core';
 import {
+  checkIntegerAtLeast,
   FileSystemError,
   type OpenFile,
   type RandomAccessFile,
@@ -113,14 +114,8 @@ export class ModelCache {
     return new ModelCache(await base.getDirectoryHandle(MODEL_CACHE_FOLDER, { create: true }));
   }
 
-  async #manifest(folder: OpfsDirectory): Promise<Manifest | undefined> {
-    try {
-      const blob = await (await folder.getFileHandle(MANIFEST)).getFile();
-      return JSON.parse(await blob.text()) as Manifest;
-    } catch (error) {
-      if (isNotFound(error)) return undefined;
-      throw error;
-    }
+  #manifest(folder: OpfsDirectory): Promise<Manifest | undefined> {
+    return readJson<Manifest>(folder, MANIFEST);
   }
 
   async #save(folder: OpfsDirectory, manifest: Manifest): Promise<void> {
@@ -153,14 +148,7 @@ export class ModelCache {
   /** The shaders `saveShaders` kept for the model, or undefined. */
   async shaders(modelUrl: string): Promise<ShaderText[] | undefined> {
     const folder = await this.#cachedFolder(modelUrl);
-    if (!folder) return undefined;
-    try {
-      const blob = await (await folder.getFileHandle(SHADERS)).getFile();
-      return JSON.parse(await blob.text()) as ShaderText[];
-    } catch (error) {
-      if (isNotFound(error)) return undefined;
-      throw error;
-    }
+    return folder && readJson<ShaderText[]>(folder, SHADERS);
   }
 
   /**
@@ -171,14 +159,7 @@ export class ModelCache {
    */
   async opener(modelUrl: string, options: CachedOpenerOptions = {}): Promise<OpenFile> {
     const chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
-    if (!Number.isInteger(chunkBytes) || chunkBytes < 1) {
-      throw new RayoError('chunkBytes must be a positive integer', {
-        operation: KERNEL,
-        argument: 'chunkBytes',
-        expected: 'an integer >= 1',
-        actual: String(chunkBytes),
-      });
-    }
+    checkIntegerAtLeast(KERNEL, 'chunkBytes', chunkBytes, 1, 'chunkBytes must be a positive integer');
     const folder = await this.#folder.getDirectoryHandle(await keyOf(modelUrl), { create: true });
     const manifest: Manifest = (await this.#manifest(folder)) ?? {
       url: modelUrl,
@@ -246,6 +227,17 @@ export class ModelCache {
       if (isNotFound(error)) return false;
       throw error;
     }
+  }
+}
+
+/** The JSON file `name` of `folder`, parsed, or undefined where there is none. */
+async function readJson<T>(folder: OpfsDirectory, name: string): Promise<T | undefined> {
+  try {
+    const blob = await (await folder.getFileHandle(name)).getFile();
+    return JSON.parse(await blob.text()) as T;
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
   }
 }
 

@@ -1,4 +1,5 @@
-import { rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { type Backend, createBackend, RayoError } from '@rayo/core';
 import { TextModel } from '@rayo/text';
@@ -166,6 +167,24 @@ describe('TextModelWorker over serveTextModel', () => {
       const third = await client.load(url, { warmup: false });
       expect(third.fromCache).toBe(false);
     });
+  });
+
+  it('copies a file into the cache by chunks of ranges, and reads it back whole', async () => {
+    const cache = await ModelCache.open(memoryDirectory());
+    await expect(cache.opener(`${served.url}files/`, { chunkBytes: 0 })).rejects.toThrow(
+      /chunkBytes must be a positive integer/,
+    );
+    const openFile = await cache.opener(`${served.url}files/`, { chunkBytes: 1000 });
+    const before = served.requests.length;
+    const file = await openFile(`${served.url}files/model.safetensors`);
+    const copied = served.requests.slice(before);
+    // The size, then one range per chunk, none larger.
+    expect(copied).toHaveLength(1 + Math.ceil(file.size / 1000));
+    for (const r of copied.slice(1)) expect(r.bytes).toBeLessThanOrEqual(1000);
+    const bytes = new Uint8Array(file.size).fill(0xee);
+    await file.read(bytes, 0);
+    expect(bytes).toEqual(new Uint8Array(await readFile(join(dir, 'model.safetensors'))));
+    await expect(file.read(new Uint8Array(2), file.size - 1)).rejects.toThrow(/outside the file/);
   });
 
   it('aborts a generation mid-way, then generates again', async () => {
