@@ -74,6 +74,7 @@ const LONGEST_FIRST = [
   'wgpu/src/conformance.test.ts',
   'cuda-ptx/src/kernels/quantizedGemv.test.ts',
   'examples/web/src/page.test.ts',
+  'examples/web/src/chat.test.ts',
   'cuda-ptx/src/kernels/fused.test.ts',
   'docs/api.test.ts',
   'cuda-ptx/src/kernels/quantized.test.ts',

@@ -26,6 +26,12 @@ export { link, put } from './hostile/hostileFiles.js';
 export { safetensorsReader, validSafetensors } from './hostile/safetensorsCases.js';
 export { memoryFile } from './memoryFile.js';
 export { maxAbsDiff, modelTestBackends } from './modelChecks.js';
+export {
+  type RangeServer,
+  type RangeServerOptions,
+  type ServedRequest,
+  serveRanges,
+} from './rangeServer.js';
 export { RENDEZVOUS_RANK_PROGRAM } from './rankPrograms.js';
 export {
   familyFeatures,

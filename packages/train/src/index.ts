@@ -44,7 +44,15 @@ export {
 export type { SafetensorsEntry, SafetensorsHeader } from './checkpoint/safetensorsHeader.js';
 export * from './distributed/index.js';
 export * from './gguf/index.js';
+export { checkIntegerAtLeast } from './integerOption.js';
 export { FileSystemError } from './io/fileError.js';
+export {
+  type FetchFunction,
+  joinModelPath,
+  openUrlFile,
+  type UrlFileOptions,
+  urlFileOpener,
+} from './io/httpRangeFile.js';
 export { MAX_JSON_DEPTH, MAX_JSON_FILE_BYTES, readJsonFile } from './io/jsonFile.js';
 export {
   formatDuration,

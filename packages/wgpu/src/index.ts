@@ -17,7 +17,7 @@ export { requestWgpuDevice, type WgpuDevice, type WgpuDeviceOptions } from './de
 export { type WgpuEnvironmentOptions, wgpuOptionsFromEnvironment } from './environment.js';
 export type { KernelEncoder, Operand, WgpuKernel } from './kernel.js';
 export { WGPU_KERNELS } from './kernels/index.js';
-export { PipelineCache, type PipelineStats } from './pipelines.js';
+export { PipelineCache, type PipelineStats, type ShaderText } from './pipelines.js';
 export {
   onSlowPipelineCompile,
   SLOW_PIPELINE_COMPILE_MS,

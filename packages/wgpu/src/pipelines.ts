@@ -17,6 +17,13 @@ export interface CompiledPipeline {
   readonly layout: GPUBindGroupLayout;
 }
 
+/** A shader as text: what `compiledShaders` lists and `precompile` takes (plain data, to store or post). */
+export interface ShaderText {
+  readonly key: string;
+  readonly kernel: string;
+  readonly code: string;
+}
+
 export interface PipelineStats {
   readonly hits: number;
   readonly misses: number;
@@ -31,6 +38,8 @@ export interface PipelineStats {
 export class PipelineCache {
   readonly #device: GPUDevice;
   readonly #pipelines = new Map<string, CompiledPipeline>();
+  /** The text of every shader compiled, by key, in the order compiled. */
+  readonly #texts = new Map<string, ShaderText>();
   #hits = 0;
   #misses = 0;
   #compiles = 0;
@@ -86,7 +95,62 @@ export class PipelineCache {
     const compiled = { pipeline, layout: pipeline.getBindGroupLayout(0) };
     reportCompile(source.key, source.kernel, performance.now() - started);
     this.#pipelines.set(source.key, compiled);
+    this.#texts.set(source.key, { key: source.key, kernel: source.kernel, code });
     return compiled;
+  }
+
+  /** The shaders compiled so far, in the order compiled: what a later `precompile` (another visit, say) can take. */
+  compiledShaders(): ShaderText[] {
+    return [...this.#texts.values()];
+  }
+
+  /**
+   * Compiles `shaders` with `createComputePipelineAsync`, all requested at
+   * once (the browser may compile them in parallel, and the caller's thread
+   * is not held as `get`'s synchronous compile holds it), each kept as `get`
+   * would keep it; a key compiled already is skipped. Resolves with how many
+   * were compiled; `onCompiled` is called after each. A shader that fails to
+   * compile is a KernelCompileError naming its key, and is not kept.
+   */
+  async precompile(
+    shaders: readonly ShaderText[],
+    onCompiled?: (done: number, total: number) => void,
+  ): Promise<number> {
+    const wanted = [...new Map(shaders.map((s) => [s.key, s])).values()].filter(
+      (s) => !this.#pipelines.has(s.key),
+    );
+    let done = 0;
+    await Promise.all(
+      wanted.map(async (shader) => {
+        const module = this.#device.createShaderModule({ label: shader.key, code: shader.code });
+        let pipeline: GPUComputePipeline;
+        try {
+          pipeline = await this.#device.createComputePipelineAsync({
+            label: shader.key,
+            layout: 'auto',
+            compute: { module, entryPoint: 'main' },
+          });
+        } catch (error) {
+          const info = await module.getCompilationInfo();
+          const log = info.messages
+            .map((m) => `${m.type} at ${m.lineNum}:${m.linePos}: ${m.message}`)
+            .join('\n');
+          throw new KernelCompileError(
+            `WGSL of '${shader.key}' failed to compile`,
+            `${log || (error as Error).message}\n---\n${shader.code}`,
+            { operation: shader.kernel },
+          );
+        }
+        this.#compiles++;
+        // A synchronous get() of the same key while this compiled keeps its own pipeline.
+        if (!this.#pipelines.has(shader.key)) {
+          this.#pipelines.set(shader.key, { pipeline, layout: pipeline.getBindGroupLayout(0) });
+          this.#texts.set(shader.key, shader);
+        }
+        onCompiled?.(++done, wanted.length);
+      }),
+    );
+    return wanted.length;
   }
 
   get pending(): boolean {

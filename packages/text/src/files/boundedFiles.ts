@@ -1,9 +1,18 @@
 import { InvalidArgumentError } from '@rayo/core';
-import { FileSystemError, MAX_JSON_FILE_BYTES, openNodeFile, readJsonFile, readWholeFile } from '@rayo/train';
+import {
+  FileSystemError,
+  MAX_JSON_FILE_BYTES,
+  type OpenFile,
+  openNodeFile,
+  readJsonFile,
+  readWholeFile,
+} from '@rayo/train';
 
 // The text files of a model folder, read as @rayo/train reads config.json:
 // regular files only, a size limit checked before reading, valid UTF-8, JSON
-// nested at most MAX_JSON_DEPTH deep; a missing file is `undefined`.
+// nested at most MAX_JSON_DEPTH deep; a missing file is `undefined`. Files
+// are opened with `openFile` (default: Node's file system; a URL opener reads
+// a model over HTTP).
 
 /**
  * Largest `tokenizer.json` read: 64 MiB, above the largest vocabularies
@@ -20,10 +29,11 @@ export async function readOptionalJsonObject(
   path: string,
   operation: string,
   maxBytes = MAX_JSON_FILE_BYTES,
+  openFile: OpenFile = openNodeFile,
 ): Promise<Record<string, unknown> | undefined> {
   let value: unknown;
   try {
-    value = await readJsonFile(openNodeFile, path, operation, maxBytes);
+    value = await readJsonFile(openFile, path, operation, maxBytes);
   } catch (error) {
     if (absent(error)) return undefined;
     throw error;
@@ -44,10 +54,11 @@ export async function readOptionalText(
   path: string,
   operation: string,
   maxBytes = MAX_JSON_FILE_BYTES,
+  openFile: OpenFile = openNodeFile,
 ): Promise<string | undefined> {
   let bytes: Uint8Array;
   try {
-    bytes = await readWholeFile(await openNodeFile(path), maxBytes, operation);
+    bytes = await readWholeFile(await openFile(path), maxBytes, operation);
   } catch (error) {
     if (absent(error)) return undefined;
     throw error;

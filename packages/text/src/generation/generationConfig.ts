@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '@rayo/core';
+import { joinModelPath, type OpenFile } from '@rayo/train';
 import { readOptionalJsonObject } from '../files/boundedFiles.js';
 
 /** What `generation_config.json` asks of generation, as far as rayo honours it. */
@@ -137,10 +138,15 @@ export function parseGenerationConfig(
   };
 }
 
-/** Reads `generation_config.json` from a model folder in Node, or undefined when there is none. */
-export async function readGenerationConfig(dir: string): Promise<GenerationDefaults | undefined> {
-  const { join } = await import('node:path');
-  const path = join(dir, 'generation_config.json');
-  const parsed = await readOptionalJsonObject(path, KERNEL);
+/**
+ * Reads `generation_config.json` from a model folder (through `openFile`, default
+ * Node's file system), or undefined when there is none.
+ */
+export async function readGenerationConfig(
+  dir: string,
+  openFile?: OpenFile,
+): Promise<GenerationDefaults | undefined> {
+  const path = joinModelPath(dir, 'generation_config.json');
+  const parsed = await readOptionalJsonObject(path, KERNEL, undefined, openFile);
   return parsed === undefined ? undefined : parseGenerationConfig(path, parsed);
 }

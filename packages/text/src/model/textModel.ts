@@ -7,6 +7,7 @@ import {
   type LlamaWeightFormat,
   type LoadProgress,
   loadGgufLlama,
+  type OpenFile,
   repackOntoCoreFormats,
 } from '@rayo/train';
 import type { ChatMessage, ChatTemplateOptions } from '../chat/chatTemplate.js';
@@ -42,6 +43,14 @@ export interface TextModelLoadOptions {
    * the load makes.
    */
   readonly onProgress?: (progress: LoadProgress) => void;
+  /**
+   * How the model's files are opened (default: Node's file system). With
+   * `urlFileOpener()` from `@rayo/train`, `path` is a URL: a folder of
+   * Hugging Face files (`…/config.json`, `…/model.safetensors`, …) or a
+   * `.gguf` file, read by HTTP range requests; a browser cache (such as
+   * `@rayo/web`'s) is another opener.
+   */
+  readonly openFile?: OpenFile;
 }
 
 export interface GenerateTextOptions extends Pick<ChatTemplateOptions, 'templateName' | 'variables'> {
@@ -138,14 +147,16 @@ export class TextModel {
   }
 
   /**
-   * Loads a model folder or `.gguf` file onto `backend`: the tokenizer first
+   * Loads a model folder or `.gguf` file (or a URL of either, with a URL
+   * `openFile`) onto `backend`: the tokenizer first
    * (a missing `tokenizer.json` fails before any weight is read), then the
    * weights through `LlamaModel.load` or `loadGgufLlama` (whose errors, such
    * as an unsupported model family, pass through).
    */
   static async load(backend: Backend, path: string, options: TextModelLoadOptions = {}): Promise<TextModel> {
     checkMaxSequence(options.maxSequence);
-    const files = await inspectModelFiles(path);
+    const openFile = options.openFile;
+    const files = await inspectModelFiles(path, openFile);
     if (files.kind === 'gguf' && options.weightFormat !== undefined) {
       throw new InvalidArgumentError('a GGUF file keeps the quantization it stores', {
         operation: 'TextModel.load',
@@ -157,8 +168,8 @@ export class TextModel {
     const tokenizer =
       files.kind === 'gguf'
         ? Tokenizer.fromGguf(files.metadata, path)
-        : new Tokenizer(await readHuggingFaceTokenizer(path));
-    const generation = files.kind === 'huggingface' ? await readGenerationConfig(path) : undefined;
+        : new Tokenizer(await readHuggingFaceTokenizer(path, openFile));
+    const generation = files.kind === 'huggingface' ? await readGenerationConfig(path, openFile) : undefined;
     const maxSequence =
       options.maxSequence ?? Math.min(files.contextLength ?? DEFAULT_MAX_SEQUENCE, DEFAULT_MAX_SEQUENCE);
     const common = {
@@ -166,6 +177,7 @@ export class TextModel {
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
       ...(options.weightDtype !== undefined ? { weightDtype: options.weightDtype } : {}),
       ...(options.kvCacheDtype !== undefined ? { kvCacheDtype: options.kvCacheDtype } : {}),
+      ...(openFile !== undefined ? { openFile } : {}),
     };
     let model: LlamaModel;
     if (files.kind === 'gguf') {

@@ -3,6 +3,7 @@ import type { OpenFile } from '../../checkpoint/randomAccessFile.js';
 import { SafetensorsFile } from '../../checkpoint/safetensorsFile.js';
 import { namingFile, nodeErrorCode } from '../../io/fileError.js';
 import { openNodeFileWithin } from '../../io/folderFile.js';
+import { joinModelPath as join } from '../../io/httpRangeFile.js';
 import { readJsonFile } from '../../io/jsonFile.js';
 import { type LlamaConfig, parseLlamaConfig } from './config.js';
 
@@ -23,10 +24,6 @@ export interface LlamaCheckpoint {
 const KERNEL = 'loadLlama';
 const INDEX = 'model.safetensors.index.json';
 const SINGLE = 'model.safetensors';
-
-function join(dir: string, name: string): string {
-  return dir.endsWith('/') ? `${dir}${name}` : `${dir}/${name}`;
-}
 
 async function exists(openFile: OpenFile, path: string): Promise<boolean> {
   try {

@@ -12,6 +12,7 @@ import type { FloatDType } from '../../checkpoint/floatWords.js';
 import { FLOAT_READABLE, readableAsFloat, type SafetensorsFile } from '../../checkpoint/safetensorsFile.js';
 import type { LlamaConfig } from './config.js';
 import { type LoadProgressCallback, LoadProgressCounter } from './loadProgress.js';
+import { checkWeightsFitBackend } from './weightLimits.js';
 
 /**
  * The dtype of a model's matrix weights (the projections, the head) and its
@@ -234,6 +235,9 @@ export async function uploadLlamaWeights(
 ): Promise<LlamaWeights> {
   checkLlamaTensors(config, files);
   const dtype = weightDtype === 'checkpoint' ? checkpointWeightDtype(config, files) : weightDtype;
+  checkWeightsFitBackend(backend, llamaWeightShapes(config), (name) =>
+    isVectorWeight(name) ? 'f32' : dtype,
+  );
   const storedBytes = (name: string) => {
     const entry = files.get(name)!.entries.get(name)!;
     return entry.end - entry.begin;

@@ -1,0 +1,246 @@
+import { readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { type Backend, createBackend, RayoError } from '@rayo/core';
+import { TextModel } from '@rayo/text';
+import { writeTinyTextModel } from '@rayo/text-testkit';
+import { type RangeServer, serveRanges } from '@rayo/train-testkit';
+import { backendProvider, createWgpuBackend } from '@rayo/wgpu';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TextModelWorker } from './client.js';
+import { ModelCache } from './modelCache.js';
+import type { OpfsDirectory, OpfsFileHandle } from './opfs.js';
+import type { MessageEndpoint, WorkerLoadProgress } from './protocol.js';
+import { serveTextModel } from './server.js';
+
+// The page's client and the worker's server over a MessageChannel in Node,
+// on the cpu backend, with the model cache on an in-memory stand-in for the
+// origin-private file system (the real one is exercised in Chromium by the
+// chat page's test).
+
+/** A directory of the OPFS API in memory, with its DOMException names. */
+function memoryDirectory(name = ''): OpfsDirectory {
+  const entries = new Map<string, OpfsDirectory | OpfsFileHandle>();
+  const notFound = (entry: string) =>
+    Object.assign(new Error(`${entry} not found`), { name: 'NotFoundError' });
+  const fileHandle = (fileName: string): OpfsFileHandle => {
+    let bytes = new Uint8Array(0);
+    return {
+      kind: 'file',
+      name: fileName,
+      getFile: async () => new Blob([bytes]),
+      async createWritable(options) {
+        let staged = options?.keepExistingData ? bytes.slice() : new Uint8Array(0);
+        return {
+          async write({ position, data }) {
+            const grown = new Uint8Array(Math.max(staged.length, position + data.length));
+            grown.set(staged);
+            grown.set(data, position);
+            staged = grown;
+          },
+          close: async () => {
+            bytes = staged;
+          },
+          abort: async () => {},
+        };
+      },
+    };
+  };
+  /** The entry `entry` of kind `kind`, made where `create` asks and it is not there. */
+  const lookup = <T extends OpfsDirectory | OpfsFileHandle>(
+    entry: string,
+    kind: T['kind'],
+    create: boolean | undefined,
+    make: () => T,
+  ): T => {
+    const found = entries.get(entry);
+    if (found?.kind === kind) return found as T;
+    if (!create) throw notFound(entry);
+    const made = make();
+    entries.set(entry, made);
+    return made;
+  };
+  return {
+    kind: 'directory',
+    name,
+    getDirectoryHandle: async (entry, options) =>
+      lookup(entry, 'directory', options?.create, () => memoryDirectory(entry)),
+    getFileHandle: async (entry, options) => lookup(entry, 'file', options?.create, () => fileHandle(entry)),
+    async removeEntry(entry) {
+      if (!entries.delete(entry)) throw notFound(entry);
+    },
+    async *keys() {
+      yield* entries.keys();
+    },
+  };
+}
+
+function endpoint(port: MessagePort): MessageEndpoint {
+  port.start();
+  return port as unknown as MessageEndpoint;
+}
+
+const noAdapter = await backendProvider.probe();
+let backend: Backend;
+let dir: string;
+let served: RangeServer;
+const root = memoryDirectory();
+
+beforeAll(async () => {
+  backend = await createBackend('cpu');
+  dir = await writeTinyTextModel({ seed: 5 });
+  served = await serveRanges(dir);
+});
+afterAll(async () => {
+  await served.close();
+  backend.dispose();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Runs `body` with a client and a server joined by a channel (the server's backend the cpu reference), then parts them. */
+async function withClient(
+  body: (client: TextModelWorker) => Promise<void>,
+  on: { backend: () => Promise<Backend>; cacheRoot: OpfsDirectory } = {
+    backend: () => createBackend('cpu'),
+    cacheRoot: root,
+  },
+): Promise<void> {
+  const { port1, port2 } = new MessageChannel();
+  const stop = serveTextModel(endpoint(port2), {
+    createBackend: on.backend,
+    openCache: () => ModelCache.open(on.cacheRoot),
+  });
+  const client = new TextModelWorker(endpoint(port1));
+  try {
+    await body(client);
+  } finally {
+    await client.dispose();
+    stop();
+    port1.close();
+    port2.close();
+  }
+}
+
+async function collect(pieces: AsyncIterable<string>): Promise<string> {
+  let text = '';
+  for await (const piece of pieces) text += piece;
+  return text;
+}
+
+describe('TextModelWorker over serveTextModel', () => {
+  it('loads from a URL with progress, caches it (no request the second time) and generates as TextModel does', async () => {
+    const url = `${served.url}files/`;
+    const local = await TextModel.load(backend, dir);
+    const prompt = 'The cat';
+    const expected = await collect(local.generateText(prompt, { maxNewTokens: 20 }));
+    local.dispose();
+    expect(expected.length).toBeGreaterThan(0);
+
+    await withClient(async (client) => {
+      const progress: WorkerLoadProgress[] = [];
+      const first = await client.load(url, { onProgress: (p) => progress.push(p) });
+      expect(first.fromCache).toBe(false);
+      expect(first.backend).toBe('cpu');
+      const downloads = progress.flatMap((p) => (p.stage === 'download' ? [p.bytesReceived] : []));
+      for (let i = 1; i < downloads.length; i++) expect(downloads[i]).toBeGreaterThan(downloads[i - 1]!);
+      const weights = progress.filter((p) => p.stage === 'weights');
+      expect(weights.at(-1)).toMatchObject({ tensorsLoaded: 21, tensorsTotal: 21 });
+      expect(progress.at(-1)).toEqual({ stage: 'warmup' });
+      const generation = client.generateText(prompt, { maxNewTokens: 20 });
+      expect(await collect(generation)).toBe(expected);
+      expect((await generation.stats)?.finishReason).toMatch(/eos|length/);
+
+      const before = served.requests.length;
+      const second = await client.load(url);
+      expect(second.fromCache).toBe(true);
+      expect(served.requests.length).toBe(before);
+      expect(await collect(client.generateText(prompt, { maxNewTokens: 20 }))).toBe(expected);
+
+      const cache = await ModelCache.open(root);
+      const listed = await cache.list();
+      expect(listed.map((m) => m.url)).toEqual([url]);
+      expect(listed[0]!.files.map((f) => f.url)).toContain(`${url}model.safetensors`);
+      expect(listed[0]!.absent).toContain(`${url}generation_config.json`);
+      expect(await cache.evict(url)).toBe(true);
+      expect(await cache.list()).toEqual([]);
+      expect(await cache.evict(url)).toBe(false);
+      const third = await client.load(url, { warmup: false });
+      expect(third.fromCache).toBe(false);
+    });
+  });
+
+  it('copies a file into the cache by chunks of ranges, and reads it back whole', async () => {
+    const cache = await ModelCache.open(memoryDirectory());
+    await expect(cache.opener(`${served.url}files/`, { chunkBytes: 0 })).rejects.toThrow(
+      /chunkBytes must be a positive integer/,
+    );
+    const openFile = await cache.opener(`${served.url}files/`, { chunkBytes: 1000 });
+    const before = served.requests.length;
+    const file = await openFile(`${served.url}files/model.safetensors`);
+    const copied = served.requests.slice(before);
+    // The size, then one range per chunk, none larger.
+    expect(copied).toHaveLength(1 + Math.ceil(file.size / 1000));
+    for (const r of copied.slice(1)) expect(r.bytes).toBeLessThanOrEqual(1000);
+    const bytes = new Uint8Array(file.size).fill(0xee);
+    await file.read(bytes, 0);
+    expect(bytes).toEqual(new Uint8Array(await readFile(join(dir, 'model.safetensors'))));
+    await expect(file.read(new Uint8Array(2), file.size - 1)).rejects.toThrow(/outside the file/);
+  });
+
+  it('aborts a generation mid-way, then generates again', async () => {
+    await withClient(async (client) => {
+      await client.load(`${served.url}files/`, { cache: false, warmup: false, maxSequence: 256 });
+      // A long limit and no stop token: the abort, after the first piece, comes before the end.
+      const generation = client.generateText('ab', { maxNewTokens: 200, stopTokenIds: [] });
+      let pieces = 0;
+      for await (const _ of generation) {
+        if (++pieces === 1) generation.abort();
+      }
+      const stats = await generation.stats;
+      expect(stats?.finishReason).toBe('aborted');
+      expect(stats!.generatedTokens).toBeLessThan(200);
+      const again = await collect(client.generateText('ab', { maxNewTokens: 5 }));
+      expect(again.length).toBeGreaterThan(0);
+    });
+  });
+
+  it('sends a load failure back as a RayoError naming the URL', async () => {
+    await withClient(async (client) => {
+      const url = `${served.url}nowhere/`;
+      const error = await client.load(url, { cache: false }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RayoError);
+      expect((error as RayoError).argument).toBe(`${url}tokenizer.json`);
+      const noModel = await collect(client.generateText('hi')).catch((e: unknown) => e);
+      expect((noModel as RayoError).operation).toBe('generateText');
+      expect((noModel as Error).message).toMatch(/no model is loaded/);
+    });
+  });
+
+  (noAdapter && process.env.CI !== 'true' ? it.skip : it)(
+    `compiles ahead, on the next load, the shaders the last one compiled (wgpu${noAdapter ? `: ${noAdapter}` : ''})`,
+    async () => {
+      const url = `${served.url}files/`;
+      const cacheRoot = memoryDirectory();
+      const on = { backend: () => createWgpuBackend(), cacheRoot };
+      const progress: WorkerLoadProgress[] = [];
+      await withClient(async (client) => {
+        const first = await client.load(url, { maxSequence: 32 });
+        expect(first.precompiled).toBe(0);
+      }, on);
+      const shaders = await (await ModelCache.open(cacheRoot)).shaders(url);
+      expect(shaders?.length).toBeGreaterThan(3);
+      await withClient(async (client) => {
+        const second = await client.load(url, { maxSequence: 32, onProgress: (p) => progress.push(p) });
+        expect(second.fromCache).toBe(true);
+        expect(second.precompiled).toBe(shaders!.length);
+        expect(await collect(client.generateText('The cat', { maxNewTokens: 4 }))).not.toBe('');
+      }, on);
+      const compiles = progress.filter((p) => p.stage === 'compile');
+      expect(compiles.at(-1)).toEqual({
+        stage: 'compile',
+        compiled: shaders!.length,
+        total: shaders!.length,
+      });
+    },
+  );
+});
