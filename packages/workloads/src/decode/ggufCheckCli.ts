@@ -3,24 +3,33 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { probeBackends } from '@rayo/core';
-import { checkQuantizedDecode, q4kmTestConfig, writeQ4kmLlama } from '@rayo/train';
+import {
+  checkQuantizedDecode,
+  LLAMA_CPP_MIXES,
+  type LlamaCppMix,
+  q4kmTestConfig,
+  writeLlamaCppMix,
+} from '@rayo/train';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 
 // gguf-check: the done-when check of the GGUF formats on every backend
-// there is. It writes a small Llama in llama.cpp's Q4_K_M mix (Q4_K
-// projections and token embedding; Q6_K head and V / down of the layers
-// llama.cpp picks) with the repo's GGUF writer, loads it with its weights
-// repacked onto core's quantized formats (q4g32a, q8g16), decodes greedily,
-// and compares the tokens and logits with the same file dequantized by the
-// reference and decoded in f32 on the cpu backend.
+// there is. It writes a small Llama in llama.cpp's Q4_K_M or Q5_K_M mix
+// (Q4_K or Q5_K projections and token embedding; Q6_K head and V / down of
+// the layers llama.cpp picks) with the repo's GGUF writer, loads it with its
+// weights repacked onto core's quantized formats (q4g32a or q8g32a, q8g16),
+// decodes greedily, and compares the tokens and logits with the same file
+// dequantized by the reference and decoded in f32 on the cpu backend.
 
-const USAGE = `Usage: gguf-check [--backends LIST] [--layers N] [--tokens N] [--seed N]
+const MIXES = Object.keys(LLAMA_CPP_MIXES) as LlamaCppMix[];
 
-Writes a Q4_K_M GGUF Llama (hidden 256, FFN 512, vocab 96), decodes it on each
+const USAGE = `Usage: gguf-check [--backends LIST] [--mix LIST] [--layers N] [--tokens N] [--seed N]
+
+Writes a GGUF Llama in each mix (hidden 256, FFN 512, vocab 96), decodes it on each
 backend with quantized weights, and checks the greedy tokens against the file
 dequantized by the reference in f32 on the cpu backend. Exits 1 on a mismatch.
 
   --backends LIST   rayo backends (default cuda,wgpu,cpu)
+  --mix LIST        llama.cpp's mixes, of ${MIXES.join(', ')} (default all)
   --layers N        decoder layers (default 8: Q6_K in layers 0, 3, 6 and 7)
   --tokens N        tokens to generate (default 16)
   --seed N          weights (default 31)`;
@@ -34,6 +43,7 @@ async function main(argv: readonly string[]): Promise<number> {
     args: [...argv],
     options: {
       backends: { type: 'string', default: 'cuda,wgpu,cpu' },
+      mix: { type: 'string', default: MIXES.join(',') },
       layers: { type: 'string', default: '8' },
       tokens: { type: 'string', default: '16' },
       seed: { type: 'string', default: '31' },
@@ -44,18 +54,25 @@ async function main(argv: readonly string[]): Promise<number> {
     number,
     number,
   ];
+  const mixes = values.mix.split(',').filter(Boolean);
+  const unknown = mixes.find((m) => !(MIXES as string[]).includes(m));
+  if (unknown !== undefined) throw new Error(`--mix takes ${MIXES.join(', ')}, got ${unknown}`);
   const dir = await mkdtemp(join(tmpdir(), 'gguf-check-'));
   let failed = false;
   try {
-    for (const tied of [false, true]) {
+    for (const [mix, tied] of (mixes as LlamaCppMix[]).flatMap((m) =>
+      [false, true].map((t) => [m, t] as const),
+    )) {
       const config = q4kmTestConfig({ layers, tied });
-      const path = join(dir, `q4km-${tied ? 'tied' : 'untied'}.gguf`);
-      const types = await writeQ4kmLlama(path, config, seed);
-      const mix = [...types.values()].reduce<Record<string, number>>((n, t) => {
+      const path = join(dir, `${mix}-${tied ? 'tied' : 'untied'}.gguf`);
+      const types = await writeLlamaCppMix(path, config, mix, seed);
+      const counts = [...types.values()].reduce<Record<string, number>>((n, t) => {
         n[t] = (n[t] ?? 0) + 1;
         return n;
       }, {});
-      console.log(`Q4_K_M file, ${layers} layers, ${tied ? 'tied' : 'untied'} head: ${JSON.stringify(mix)}`);
+      console.log(
+        `${mix} file, ${layers} layers, ${tied ? 'tied' : 'untied'} head: ${JSON.stringify(counts)}`,
+      );
       for (const status of await probeBackends(values.backends.split(',').filter(Boolean))) {
         if (!status.available) {
           console.log(`  ${status.name}: unavailable (${status.reason ?? 'unavailable'})`);
