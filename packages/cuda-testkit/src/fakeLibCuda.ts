@@ -420,28 +420,23 @@ export class FakeLibCuda implements LibCuda {
     return new Uint8Array(view.buffer, view.byteOffset, bytes);
   }
 
-  #htod(dst: bigint, src: ArrayBufferView, bytes: number): CUresult {
-    const host = this.#hostBytes(src, bytes);
-    const device = this.#find(dst, bytes);
-    if (!host || !device) return INVALID_VALUE;
-    device.set(host);
+  /** Copies `from` into `to`, or fails when either range lies outside its memory (set copies overlapping ranges right). */
+  #copyBytes(to: Uint8Array | undefined, from: Uint8Array | undefined): CUresult {
+    if (!to || !from) return INVALID_VALUE;
+    to.set(from);
     return 0;
+  }
+
+  #htod(dst: bigint, src: ArrayBufferView, bytes: number): CUresult {
+    return this.#copyBytes(this.#find(dst, bytes), this.#hostBytes(src, bytes));
   }
 
   #dtoh(dst: ArrayBufferView, src: bigint, bytes: number): CUresult {
-    const host = this.#hostBytes(dst, bytes);
-    const device = this.#find(src, bytes);
-    if (!host || !device) return INVALID_VALUE;
-    host.set(device);
-    return 0;
+    return this.#copyBytes(this.#hostBytes(dst, bytes), this.#find(src, bytes));
   }
 
   #dtod(dst: bigint, src: bigint, bytes: number): CUresult {
-    const from = this.#find(src, bytes);
-    const to = this.#find(dst, bytes);
-    if (!from || !to) return INVALID_VALUE;
-    to.set(from.slice());
-    return 0;
+    return this.#copyBytes(this.#find(dst, bytes), this.#find(src, bytes));
   }
 
   #memset(dst: bigint, value: number, count: number): CUresult {
