@@ -234,36 +234,20 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
         k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), z, stride), bytes);
       const tileA: SharedTile = { kInner: !v.transA, offset: 0 };
       const tileB: SharedTile = { kInner: v.transB, offset: OPERAND_BYTES };
-      const operand = (
-        tile: SharedTile,
-        matrix: R64,
-        stride: R32,
-        ld: R32,
-        bound: R32,
-        first: R32,
-      ): GlobalOperand => ({
-        tile,
-        base: batchBase(matrix, stride),
-        ld,
-        bound,
-        first,
-      });
-      const opA = operand(
-        tileA,
-        k.globalPointer(p.a),
-        k.ldParam(p.strideA),
-        v.transA ? mDim : kDim,
-        mDim,
-        row0,
-      );
-      const opB = operand(
-        tileB,
-        k.globalPointer(p.b),
-        k.ldParam(p.strideB),
-        v.transB ? kDim : nDim,
-        nDim,
-        col0,
-      );
+      const opA: GlobalOperand = {
+        tile: tileA,
+        base: batchBase(k.globalPointer(p.a), k.ldParam(p.strideA)),
+        ld: v.transA ? mDim : kDim,
+        bound: mDim,
+        first: row0,
+      };
+      const opB: GlobalOperand = {
+        tile: tileB,
+        base: batchBase(k.globalPointer(p.b), k.ldParam(p.strideB)),
+        ld: v.transB ? kDim : nDim,
+        bound: nDim,
+        first: col0,
+      };
       const chunksA = chunksOf(k, opA, tid);
       const chunksB = chunksOf(k, opB, tid);
       // Bytes a chunk's source moves per step of BK along K.
