@@ -227,6 +227,11 @@ export class FakeLibCuda implements LibCuda {
     return 0x1000n + this.#next++ * 0x10n;
   }
 
+  /** A destroy call: forgets `handle`, which must be one of `table`'s. */
+  #destroy(call: string, table: { delete(handle: bigint): boolean }, handle: bigint): CUresult {
+    return this.#enter(call) ?? (table.delete(handle) ? 0 : INVALID_HANDLE);
+  }
+
   #enter(call: string): CUresult | undefined {
     this.calls.push(call);
     if (this.#sticky !== undefined && !OUTSIDE_CONTEXT.has(call)) return this.#sticky;
@@ -361,9 +366,7 @@ export class FakeLibCuda implements LibCuda {
   }
 
   cuModuleUnload(module: bigint): CUresult {
-    const failed = this.#enter('cuModuleUnload');
-    if (failed !== undefined) return failed;
-    return this.#modules.delete(module) ? 0 : INVALID_HANDLE;
+    return this.#destroy('cuModuleUnload', this.#modules, module);
   }
 
   /** Encodes the map in the fake's own format (fakeTensorMap.ts), which the interpreter reads. */
@@ -493,9 +496,7 @@ export class FakeLibCuda implements LibCuda {
   }
 
   cuStreamDestroy_v2(stream: bigint): CUresult {
-    const failed = this.#enter('cuStreamDestroy_v2');
-    if (failed !== undefined) return failed;
-    return this.#streams.delete(stream) ? 0 : INVALID_HANDLE;
+    return this.#destroy('cuStreamDestroy_v2', this.#streams, stream);
   }
 
   cuStreamSynchronize(stream: bigint): CUresult {
@@ -708,15 +709,11 @@ export class FakeLibCuda implements LibCuda {
   }
 
   cuGraphExecDestroy(exec: bigint): CUresult {
-    const failed = this.#enter('cuGraphExecDestroy');
-    if (failed !== undefined) return failed;
-    return this.#execs.delete(exec) ? 0 : INVALID_HANDLE;
+    return this.#destroy('cuGraphExecDestroy', this.#execs, exec);
   }
 
   cuGraphDestroy(graph: bigint): CUresult {
-    const failed = this.#enter('cuGraphDestroy');
-    if (failed !== undefined) return failed;
-    return this.#graphs.delete(graph) ? 0 : INVALID_HANDLE;
+    return this.#destroy('cuGraphDestroy', this.#graphs, graph);
   }
 
   /** Graphs and executable graphs that were not destroyed. */
