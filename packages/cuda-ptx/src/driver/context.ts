@@ -132,6 +132,12 @@ export class DriverContext {
     currentContext.set(this.lib, this.context);
   }
 
+  /** Makes the context current, then makes the driver call `invoke` and throws the RayoError of its failure. */
+  protected call(name: string, invoke: (lib: LibCuda) => CUresult): void {
+    this.activate();
+    this.check(name, invoke(this.lib));
+  }
+
   /** Releases the primary context; the caller freed what lives in it first. */
   protected releaseContext(): void {
     this.lib.cuDevicePrimaryCtxRelease_v2(this.deviceHandle);

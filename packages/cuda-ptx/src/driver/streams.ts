@@ -20,18 +20,15 @@ export class DriverStreams extends DriverContext {
   // ------------------------------------------------------------------ copies
 
   copyHtoD(dst: bigint, src: ArrayBufferView, bytes: number): void {
-    this.activate();
-    this.check('cuMemcpyHtoD_v2', this.lib.cuMemcpyHtoD_v2(dst, src, bytes));
+    this.call('cuMemcpyHtoD_v2', (lib) => lib.cuMemcpyHtoD_v2(dst, src, bytes));
   }
 
   copyDtoH(dst: ArrayBufferView, src: bigint, bytes: number): void {
-    this.activate();
-    this.check('cuMemcpyDtoH_v2', this.lib.cuMemcpyDtoH_v2(dst, src, bytes));
+    this.call('cuMemcpyDtoH_v2', (lib) => lib.cuMemcpyDtoH_v2(dst, src, bytes));
   }
 
   copyDtoD(dst: bigint, src: bigint, bytes: number): void {
-    this.activate();
-    this.check('cuMemcpyDtoD_v2', this.lib.cuMemcpyDtoD_v2(dst, src, bytes));
+    this.call('cuMemcpyDtoD_v2', (lib) => lib.cuMemcpyDtoD_v2(dst, src, bytes));
   }
 
   /**
@@ -40,29 +37,24 @@ export class DriverStreams extends DriverContext {
    * changed as soon as this returns.
    */
   copyHtoDAsync(dst: bigint, src: ArrayBufferView, bytes: number, stream: bigint): void {
-    this.activate();
-    this.check('cuMemcpyHtoDAsync_v2', this.lib.cuMemcpyHtoDAsync_v2(dst, src, bytes, stream));
+    this.call('cuMemcpyHtoDAsync_v2', (lib) => lib.cuMemcpyHtoDAsync_v2(dst, src, bytes, stream));
   }
 
   /** Device to host, ordered on `stream`; into pageable memory it returns once the copy is done. */
   copyDtoHAsync(dst: ArrayBufferView, src: bigint, bytes: number, stream: bigint): void {
-    this.activate();
-    this.check('cuMemcpyDtoHAsync_v2', this.lib.cuMemcpyDtoHAsync_v2(dst, src, bytes, stream));
+    this.call('cuMemcpyDtoHAsync_v2', (lib) => lib.cuMemcpyDtoHAsync_v2(dst, src, bytes, stream));
   }
 
   copyDtoDAsync(dst: bigint, src: bigint, bytes: number, stream: bigint): void {
-    this.activate();
-    this.check('cuMemcpyDtoDAsync_v2', this.lib.cuMemcpyDtoDAsync_v2(dst, src, bytes, stream));
+    this.call('cuMemcpyDtoDAsync_v2', (lib) => lib.cuMemcpyDtoDAsync_v2(dst, src, bytes, stream));
   }
 
   memsetD32(dst: bigint, word: number, count: number): void {
-    this.activate();
-    this.check('cuMemsetD32_v2', this.lib.cuMemsetD32_v2(dst, word, count));
+    this.call('cuMemsetD32_v2', (lib) => lib.cuMemsetD32_v2(dst, word, count));
   }
 
   memsetD32Async(dst: bigint, word: number, count: number, stream: bigint): void {
-    this.activate();
-    this.check('cuMemsetD32Async', this.lib.cuMemsetD32Async(dst, word, count, stream));
+    this.call('cuMemsetD32Async', (lib) => lib.cuMemsetD32Async(dst, word, count, stream));
   }
 
   // ------------------------------------------------------------------ streams
@@ -74,8 +66,7 @@ export class DriverStreams extends DriverContext {
   }
 
   destroyStream(stream: bigint): void {
-    this.activate();
-    this.check('cuStreamDestroy_v2', this.lib.cuStreamDestroy_v2(stream));
+    this.call('cuStreamDestroy_v2', (lib) => lib.cuStreamDestroy_v2(stream));
   }
 
   /** Blocks until `stream` finished its work. */
@@ -131,8 +122,7 @@ export class DriverStreams extends DriverContext {
   }
 
   recordEvent(event: bigint, stream: bigint): void {
-    this.activate();
-    this.check('cuEventRecord', this.lib.cuEventRecord(event, stream));
+    this.call('cuEventRecord', (lib) => lib.cuEventRecord(event, stream));
   }
 
   /** Milliseconds between two completed events. */
@@ -142,14 +132,12 @@ export class DriverStreams extends DriverContext {
   }
 
   destroyEvent(event: bigint): void {
-    this.activate();
-    this.check('cuEventDestroy_v2', this.lib.cuEventDestroy_v2(event));
+    this.call('cuEventDestroy_v2', (lib) => lib.cuEventDestroy_v2(event));
   }
 
   /** Makes work enqueued on `stream` from now on wait for the last record of `event`. */
   waitEvent(stream: bigint, event: bigint): void {
-    this.activate();
-    this.check('cuStreamWaitEvent', this.lib.cuStreamWaitEvent(stream, event, 0));
+    this.call('cuStreamWaitEvent', (lib) => lib.cuStreamWaitEvent(stream, event, 0));
   }
 
   // ------------------------------------------------------------------- graphs
@@ -199,7 +187,6 @@ export class DriverStreams extends DriverContext {
 
   destroyGraph(exec: bigint): void {
     this.#graphKernels.delete(exec);
-    this.activate();
-    this.check('cuGraphExecDestroy', this.lib.cuGraphExecDestroy(exec));
+    this.call('cuGraphExecDestroy', (lib) => lib.cuGraphExecDestroy(exec));
   }
 }
