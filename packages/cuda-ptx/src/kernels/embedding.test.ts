@@ -1,6 +1,11 @@
 import { embedding, embeddingBackward } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { expectAssemblesCleanly, seededUniform, useEmulatedGpu } from '@rayo/cuda-testkit';
+import {
+  expectAssemblesCleanly,
+  itAssemblesForBothTargets,
+  seededUniform,
+  useEmulatedGpu,
+} from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
@@ -64,11 +69,7 @@ describe.skipIf(gate.skip)(`embedding PTX assembles with ptxas (${gate.reason})`
       }
     }, 60_000);
   }
-  it(`the poisoning for sm_90 and ${DEFAULT_TARGET}`, () => {
-    for (const arch of ['sm_90', DEFAULT_TARGET]) {
-      expectAssemblesCleanly(embeddingPoisonModule().emit(), arch);
-    }
-  }, 60_000);
+  itAssemblesForBothTargets('the poisoning', embeddingPoisonModule);
 });
 
 // With one SM the grids are a few blocks: every group loops over many rows,

@@ -1,6 +1,11 @@
 import { crossEntropy, crossEntropyBackward } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { expectAssemblesCleanly, seededUniform, useEmulatedGpu } from '@rayo/cuda-testkit';
+import {
+  expectAssemblesCleanly,
+  itAssemblesForBothTargets,
+  seededUniform,
+  useEmulatedGpu,
+} from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
@@ -63,11 +68,7 @@ describe.skipIf(gate.skip)(`loss PTX assembles with ptxas (${gate.reason})`, () 
       }
     }, 60_000);
   }
-  it(`the mean for sm_90 and ${DEFAULT_TARGET}`, () => {
-    for (const arch of ['sm_90', DEFAULT_TARGET]) {
-      expectAssemblesCleanly(crossEntropyMeanModule().emit(), arch);
-    }
-  }, 60_000);
+  itAssemblesForBothTargets('the mean', crossEntropyMeanModule);
 });
 
 // The conformance suite's class counts (1, 3, 10, 1031) never divide by 4

@@ -1,7 +1,6 @@
-import { expectAssemblesCleanly } from '@rayo/cuda-testkit';
+import { itAssemblesForBothTargets } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
-import { DEFAULT_TARGET } from '../ptx/target.js';
 import { fillModule, TILE, transposeModule, transposePlan, wordOf } from './memory.js';
 
 describe('memory kernels', () => {
@@ -47,10 +46,6 @@ describe.skipIf(gate.skip)(`memory PTX assembles with ptxas (${gate.reason})`, (
     ['fill', fillModule],
     ['transpose', transposeModule],
   ] as const) {
-    it(`${name} for sm_90 and ${DEFAULT_TARGET}`, () => {
-      for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        expectAssemblesCleanly(build().emit(), arch);
-      }
-    }, 60_000);
+    itAssemblesForBothTargets(name, build);
   }
 });

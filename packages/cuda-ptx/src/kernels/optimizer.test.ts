@@ -7,11 +7,10 @@ import {
   sgdStep,
 } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { expectAssemblesCleanly, seededUniform, useEmulatedGpu } from '@rayo/cuda-testkit';
+import { itAssemblesForBothTargets, seededUniform, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
-import { DEFAULT_TARGET } from '../ptx/target.js';
 import {
   CLIP_SLOTS,
   clipGroups,
@@ -249,11 +248,7 @@ describe.skipIf(gate.skip)(`optimizer PTX assembles with ptxas (${gate.reason})`
     ],
   ];
   for (const [name, build] of modules) {
-    it(`${name} for sm_90 and ${DEFAULT_TARGET}`, () => {
-      for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        expectAssemblesCleanly(build().emit(), arch);
-      }
-    }, 60_000);
+    itAssemblesForBothTargets(name, build);
   }
 });
 
