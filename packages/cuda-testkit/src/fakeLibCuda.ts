@@ -80,6 +80,29 @@ const CAPTURE_UNMATCHED = 903;
 const DEVICE_BASE = 0x7f00_0000_0000n;
 const HOST_BASE = 0x5500_0000_0000n;
 
+/** The block of `blocks` (by base address) holding [ptr, ptr + bytes), and ptr's offset in it. */
+function allocationOf(
+  blocks: ReadonlyMap<bigint, Uint8Array>,
+  ptr: bigint,
+  bytes: number,
+): { readonly block: Uint8Array; readonly offset: number } | undefined {
+  for (const [base, block] of blocks) {
+    if (ptr >= base && ptr + BigInt(bytes) <= base + BigInt(block.byteLength))
+      return { block, offset: Number(ptr - base) };
+  }
+  return undefined;
+}
+
+/** The `bytes` at `ptr` in one of `blocks`, or undefined where no block holds them all. */
+function bytesAt(
+  blocks: ReadonlyMap<bigint, Uint8Array>,
+  ptr: bigint,
+  bytes: number,
+): Uint8Array | undefined {
+  const at = allocationOf(blocks, ptr, bytes);
+  return at?.block.subarray(at.offset, at.offset + bytes);
+}
+
 /** Reads the entries and parameters of PTX text as the builder emits it. */
 export function parsePtxEntries(image: string): Map<string, FakeParam[]> {
   const entries = new Map<string, FakeParam[]>();
@@ -196,12 +219,12 @@ export class FakeLibCuda implements LibCuda {
 
   /** A DataView over the allocation holding [ptr, ptr + bytes), and ptr's offset in it. */
   deviceView(ptr: bigint, bytes: number): { readonly view: DataView; readonly offset: number } | undefined {
-    for (const [base, buf] of this.#memory) {
-      if (ptr >= base && ptr + BigInt(bytes) <= base + BigInt(buf.byteLength)) {
-        return { view: new DataView(buf.buffer, buf.byteOffset, buf.byteLength), offset: Number(ptr - base) };
-      }
-    }
-    return undefined;
+    const at = allocationOf(this.#memory, ptr, bytes);
+    if (!at) return undefined;
+    return {
+      view: new DataView(at.block.buffer, at.block.byteOffset, at.block.byteLength),
+      offset: at.offset,
+    };
   }
 
   #region(ptr: bigint, bytes: number, what: string): Uint8Array {
@@ -214,13 +237,7 @@ export class FakeLibCuda implements LibCuda {
   }
 
   #find(ptr: bigint, bytes: number): Uint8Array | undefined {
-    for (const [base, buf] of this.#memory) {
-      if (ptr >= base && ptr + BigInt(bytes) <= base + BigInt(buf.byteLength)) {
-        const offset = Number(ptr - base);
-        return buf.subarray(offset, offset + bytes);
-      }
-    }
-    return undefined;
+    return bytesAt(this.#memory, ptr, bytes);
   }
 
   #handle(): bigint {
@@ -655,13 +672,7 @@ export class FakeLibCuda implements LibCuda {
   }
 
   #hostRead(address: bigint, bytes: number): Uint8Array | undefined {
-    for (const [base, buf] of this.#host) {
-      if (address >= base && address + BigInt(bytes) <= base + BigInt(buf.byteLength)) {
-        const offset = Number(address - base);
-        return buf.subarray(offset, offset + bytes);
-      }
-    }
-    return undefined;
+    return bytesAt(this.#host, address, bytes);
   }
 
   cuStreamBeginCapture_v2(stream: bigint, mode: number): CUresult {
