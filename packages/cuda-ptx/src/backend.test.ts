@@ -13,6 +13,7 @@ import {
   scale,
   UnsupportedOnBackendError,
 } from '@rayo/core';
+import { thrownBy } from '@rayo/core/testing';
 import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { CudaBackend } from './backend.js';
@@ -26,15 +27,6 @@ function setup() {
   new PtxInterpreter(fake).attach();
   const backend = new CudaBackend(new CudaDriver(fake));
   return { fake, backend };
-}
-
-function caught(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
 }
 
 describe('CudaBackend', () => {
@@ -54,12 +46,12 @@ describe('CudaBackend', () => {
     using a = backend.upload([1, 2, 3, 4], [2, 2]);
     const before = backend.memory();
     const unknown: AnyKernelSpec = { ...relu, name: 'notAKernel' };
-    const e = caught(() => backend.run(unknown, [a])) as UnsupportedOnBackendError;
+    const e = thrownBy(() => backend.run(unknown, [a])) as UnsupportedOnBackendError;
     expect(e).toBeInstanceOf(UnsupportedOnBackendError);
     expect(e.operation).toBe('notAKernel');
     expect(e.message).toContain("no PTX implementation of 'notAKernel'");
     const impostor = { ...relu };
-    const i = caught(() => backend.run(impostor, [a])) as UnsupportedOnBackendError;
+    const i = thrownBy(() => backend.run(impostor, [a])) as UnsupportedOnBackendError;
     expect(i).toBeInstanceOf(UnsupportedOnBackendError);
     expect(i.message).toContain('another spec object of the same name');
     expect(backend.memory()).toEqual(before);
@@ -86,11 +78,11 @@ describe('CudaBackend', () => {
 
   it('validates uploads like the other backends', () => {
     const { backend } = setup();
-    const shape = caught(() => backend.upload([1, 2, 3], [2, 2])) as RayoError;
+    const shape = thrownBy(() => backend.upload([1, 2, 3], [2, 2])) as RayoError;
     expect([shape.operation, shape.argument]).toEqual(['upload', 'data']);
-    const dtype = caught(() => backend.upload(new Float32Array(2), [2], 'i32')) as RayoError;
+    const dtype = thrownBy(() => backend.upload(new Float32Array(2), [2], 'i32')) as RayoError;
     expect(dtype.argument).toBe('data');
-    expect((caught(() => backend.empty([-1])) as RayoError).argument).toBe('shape');
+    expect((thrownBy(() => backend.empty([-1])) as RayoError).argument).toBe('shape');
     backend.dispose();
   });
 
@@ -114,7 +106,7 @@ describe('CudaBackend', () => {
     const cpu = createCpuBackend();
     using other = cpu.upload([1], [1]);
     await expect(backend.read(other)).rejects.toBeInstanceOf(BackendMismatchError);
-    expect(caught(() => backend.run(add, [other, other]))).toBeInstanceOf(BackendMismatchError);
+    expect(thrownBy(() => backend.run(add, [other, other]))).toBeInstanceOf(BackendMismatchError);
     backend.dispose();
   });
 
@@ -139,7 +131,7 @@ describe('CudaBackend', () => {
     using x = backend.upload([1, 2], [2]);
     fake.jitFailure = { status: 218, log: 'bad' };
     const before = backend.memory();
-    expect(caught(() => backend.run(scale, [x], { alpha: 2 }))).toBeInstanceOf(RayoError);
+    expect(thrownBy(() => backend.run(scale, [x], { alpha: 2 }))).toBeInstanceOf(RayoError);
     expect(backend.memory().liveTensors).toBe(before.liveTensors);
     backend.dispose();
   });
@@ -277,7 +269,7 @@ describe('CudaBackend timing, weight cache and lifetime', () => {
     using x = backend.upload([1], [1]);
     fake.fail('cuStreamQuery', 719);
     await expect(backend.sync()).rejects.toBeInstanceOf(DeviceLostError);
-    expect(caught(() => backend.run(relu, [x]))).toBeInstanceOf(DeviceLostError);
+    expect(thrownBy(() => backend.run(relu, [x]))).toBeInstanceOf(DeviceLostError);
     await expect(x.read()).rejects.toBeInstanceOf(DeviceLostError);
     backend.dispose();
     expect(fake.contextRefs).toBe(0);
@@ -291,9 +283,9 @@ describe('CudaBackend timing, weight cache and lifetime', () => {
     expect(fake.contextRefs).toBe(0);
     expect(fake.calls).toContain('cuStreamDestroy_v2');
     t.dispose();
-    const e = caught(() => backend.upload([1], [1])) as RayoError;
+    const e = thrownBy(() => backend.upload([1], [1])) as RayoError;
     expect(e.message).toContain('backend was disposed');
-    expect(caught(() => backend.run(copy, [t]))).toBeInstanceOf(RayoError);
+    expect(thrownBy(() => backend.run(copy, [t]))).toBeInstanceOf(RayoError);
   });
 });
 

@@ -11,7 +11,7 @@ import {
   transpose,
 } from '@rayo/core';
 import { compareOutputs, conformanceSuite, sampleConformance } from '@rayo/core/testing';
-import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
+import { FakeLibCuda, PtxInterpreter, seededUniform } from '@rayo/cuda-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CudaBackend } from './backend.js';
 import { CudaDriver } from './driver/driver.js';
@@ -88,11 +88,7 @@ describe('kernels on a one-SM device, where grids are smaller than the work', ()
   ];
   for (const [name, spec, shapes, attrs] of cases) {
     it(name, async () => {
-      let seed = 1;
-      const random = () => {
-        seed = (seed * 16807) % 2147483647;
-        return (seed / 2147483647) * 8 - 4;
-      };
+      const random = seededUniform(1, -4, 4);
       const data = shapes.map((s) => Float32Array.from({ length: s.reduce((a, b) => a * b, 1) }, random));
       const ins = data.map((d, i) => gpu.upload(d, shapes[i]!));
       const refs = data.map((d, i) => cpu.upload(d, shapes[i]!));

@@ -1,4 +1,5 @@
 import { InvalidArgumentError, OutOfMemoryError, sum } from '@rayo/core';
+import { thrownBy } from '@rayo/core/testing';
 import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { CudaBackend } from './backend.js';
@@ -13,15 +14,6 @@ function setup(memoryLimit = 2 ** 30, maxCachedBytes?: number) {
   new PtxInterpreter(fake).attach();
   const backend = new CudaBackend(new CudaDriver(fake, 0, maxCachedBytes));
   return { fake, backend };
-}
-
-function caught(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
 }
 
 describe('CudaBackend: caching allocator', () => {
@@ -62,7 +54,7 @@ describe('CudaBackend: caching allocator', () => {
     });
     // An injected refusal of every attempt (segment and block, before and after the release).
     fake.fail('cuMemAlloc_v2', 2, 4);
-    const e = caught(() => backend.empty([1000])) as OutOfMemoryError;
+    const e = thrownBy(() => backend.empty([1000])) as OutOfMemoryError;
     expect(e).toBeInstanceOf(OutOfMemoryError);
     expect(e.operation).toBe('empty');
     expect(e.message).toContain('the device could not allocate f32[1000]');

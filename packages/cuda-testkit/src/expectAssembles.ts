@@ -1,5 +1,5 @@
-import { assemblePtx, type PtxasResult } from '@rayo/cuda-ptx';
-import { expect } from 'vitest';
+import { assemblePtx, DEFAULT_TARGET, type PtxasResult } from '@rayo/cuda-ptx';
+import { expect, it } from 'vitest';
 
 /** What `ptxas -v` prints per entry: `N bytes spill stores, M bytes spill loads`. */
 const SPILL_COUNTS = /\d+ bytes spill stores, \d+ bytes spill loads/;
@@ -17,4 +17,11 @@ export function expectAssemblesCleanly(ptx: string, arch: string, what = arch): 
   expect(result.log, `${what}: ptxas warned`).not.toMatch(/warning/i);
   expect(result.log, `${what}: the kernel spills registers`).not.toMatch(SPILLS);
   return result;
+}
+
+/** A test that `build()`'s PTX assembles cleanly for sm_90 and for the oldest target the backend emits. */
+export function itAssemblesForBothTargets(name: string, build: () => { emit(): string }): void {
+  it(`${name} for sm_90 and ${DEFAULT_TARGET}`, () => {
+    for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(build().emit(), arch);
+  }, 60_000);
 }

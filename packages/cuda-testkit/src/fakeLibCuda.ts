@@ -80,6 +80,29 @@ const CAPTURE_UNMATCHED = 903;
 const DEVICE_BASE = 0x7f00_0000_0000n;
 const HOST_BASE = 0x5500_0000_0000n;
 
+/** The block of `blocks` (by base address) holding [ptr, ptr + bytes), and ptr's offset in it. */
+function allocationOf(
+  blocks: ReadonlyMap<bigint, Uint8Array>,
+  ptr: bigint,
+  bytes: number,
+): { readonly block: Uint8Array; readonly offset: number } | undefined {
+  for (const [base, block] of blocks) {
+    if (ptr >= base && ptr + BigInt(bytes) <= base + BigInt(block.byteLength))
+      return { block, offset: Number(ptr - base) };
+  }
+  return undefined;
+}
+
+/** The `bytes` at `ptr` in one of `blocks`, or undefined where no block holds them all. */
+function bytesAt(
+  blocks: ReadonlyMap<bigint, Uint8Array>,
+  ptr: bigint,
+  bytes: number,
+): Uint8Array | undefined {
+  const at = allocationOf(blocks, ptr, bytes);
+  return at?.block.subarray(at.offset, at.offset + bytes);
+}
+
 /** Reads the entries and parameters of PTX text as the builder emits it. */
 export function parsePtxEntries(image: string): Map<string, FakeParam[]> {
   const entries = new Map<string, FakeParam[]>();
@@ -196,12 +219,12 @@ export class FakeLibCuda implements LibCuda {
 
   /** A DataView over the allocation holding [ptr, ptr + bytes), and ptr's offset in it. */
   deviceView(ptr: bigint, bytes: number): { readonly view: DataView; readonly offset: number } | undefined {
-    for (const [base, buf] of this.#memory) {
-      if (ptr >= base && ptr + BigInt(bytes) <= base + BigInt(buf.byteLength)) {
-        return { view: new DataView(buf.buffer, buf.byteOffset, buf.byteLength), offset: Number(ptr - base) };
-      }
-    }
-    return undefined;
+    const at = allocationOf(this.#memory, ptr, bytes);
+    if (!at) return undefined;
+    return {
+      view: new DataView(at.block.buffer, at.block.byteOffset, at.block.byteLength),
+      offset: at.offset,
+    };
   }
 
   #region(ptr: bigint, bytes: number, what: string): Uint8Array {
@@ -214,17 +237,16 @@ export class FakeLibCuda implements LibCuda {
   }
 
   #find(ptr: bigint, bytes: number): Uint8Array | undefined {
-    for (const [base, buf] of this.#memory) {
-      if (ptr >= base && ptr + BigInt(bytes) <= base + BigInt(buf.byteLength)) {
-        const offset = Number(ptr - base);
-        return buf.subarray(offset, offset + bytes);
-      }
-    }
-    return undefined;
+    return bytesAt(this.#memory, ptr, bytes);
   }
 
   #handle(): bigint {
     return 0x1000n + this.#next++ * 0x10n;
+  }
+
+  /** A destroy call: forgets `handle`, which must be one of `table`'s. */
+  #destroy(call: string, table: { delete(handle: bigint): boolean }, handle: bigint): CUresult {
+    return this.#enter(call) ?? (table.delete(handle) ? 0 : INVALID_HANDLE);
   }
 
   #enter(call: string): CUresult | undefined {
@@ -361,9 +383,7 @@ export class FakeLibCuda implements LibCuda {
   }
 
   cuModuleUnload(module: bigint): CUresult {
-    const failed = this.#enter('cuModuleUnload');
-    if (failed !== undefined) return failed;
-    return this.#modules.delete(module) ? 0 : INVALID_HANDLE;
+    return this.#destroy('cuModuleUnload', this.#modules, module);
   }
 
   /** Encodes the map in the fake's own format (fakeTensorMap.ts), which the interpreter reads. */
@@ -420,28 +440,23 @@ export class FakeLibCuda implements LibCuda {
     return new Uint8Array(view.buffer, view.byteOffset, bytes);
   }
 
-  #htod(dst: bigint, src: ArrayBufferView, bytes: number): CUresult {
-    const host = this.#hostBytes(src, bytes);
-    const device = this.#find(dst, bytes);
-    if (!host || !device) return INVALID_VALUE;
-    device.set(host);
+  /** Copies `from` into `to`, or fails when either range lies outside its memory (set copies overlapping ranges right). */
+  #copyBytes(to: Uint8Array | undefined, from: Uint8Array | undefined): CUresult {
+    if (!to || !from) return INVALID_VALUE;
+    to.set(from);
     return 0;
+  }
+
+  #htod(dst: bigint, src: ArrayBufferView, bytes: number): CUresult {
+    return this.#copyBytes(this.#find(dst, bytes), this.#hostBytes(src, bytes));
   }
 
   #dtoh(dst: ArrayBufferView, src: bigint, bytes: number): CUresult {
-    const host = this.#hostBytes(dst, bytes);
-    const device = this.#find(src, bytes);
-    if (!host || !device) return INVALID_VALUE;
-    host.set(device);
-    return 0;
+    return this.#copyBytes(this.#hostBytes(dst, bytes), this.#find(src, bytes));
   }
 
   #dtod(dst: bigint, src: bigint, bytes: number): CUresult {
-    const from = this.#find(src, bytes);
-    const to = this.#find(dst, bytes);
-    if (!from || !to) return INVALID_VALUE;
-    to.set(from.slice());
-    return 0;
+    return this.#copyBytes(this.#find(dst, bytes), this.#find(src, bytes));
   }
 
   #memset(dst: bigint, value: number, count: number): CUresult {
@@ -498,9 +513,7 @@ export class FakeLibCuda implements LibCuda {
   }
 
   cuStreamDestroy_v2(stream: bigint): CUresult {
-    const failed = this.#enter('cuStreamDestroy_v2');
-    if (failed !== undefined) return failed;
-    return this.#streams.delete(stream) ? 0 : INVALID_HANDLE;
+    return this.#destroy('cuStreamDestroy_v2', this.#streams, stream);
   }
 
   cuStreamSynchronize(stream: bigint): CUresult {
@@ -659,13 +672,7 @@ export class FakeLibCuda implements LibCuda {
   }
 
   #hostRead(address: bigint, bytes: number): Uint8Array | undefined {
-    for (const [base, buf] of this.#host) {
-      if (address >= base && address + BigInt(bytes) <= base + BigInt(buf.byteLength)) {
-        const offset = Number(address - base);
-        return buf.subarray(offset, offset + bytes);
-      }
-    }
-    return undefined;
+    return bytesAt(this.#host, address, bytes);
   }
 
   cuStreamBeginCapture_v2(stream: bigint, mode: number): CUresult {
@@ -713,15 +720,11 @@ export class FakeLibCuda implements LibCuda {
   }
 
   cuGraphExecDestroy(exec: bigint): CUresult {
-    const failed = this.#enter('cuGraphExecDestroy');
-    if (failed !== undefined) return failed;
-    return this.#execs.delete(exec) ? 0 : INVALID_HANDLE;
+    return this.#destroy('cuGraphExecDestroy', this.#execs, exec);
   }
 
   cuGraphDestroy(graph: bigint): CUresult {
-    const failed = this.#enter('cuGraphDestroy');
-    if (failed !== undefined) return failed;
-    return this.#graphs.delete(graph) ? 0 : INVALID_HANDLE;
+    return this.#destroy('cuGraphDestroy', this.#graphs, graph);
   }
 
   /** Graphs and executable graphs that were not destroyed. */

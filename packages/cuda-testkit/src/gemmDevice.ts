@@ -19,6 +19,7 @@ import {
 import { afterAll, expect } from 'vitest';
 import { FakeLibCuda } from './fakeLibCuda.js';
 import { PtxInterpreter } from './ptxInterpreter.js';
+import { seededUniform } from './seededUniform.js';
 
 /** Unit roundoff of the reduced-precision inputs (tf32 as the f32 operands of precision 'tf32'). */
 export const GEMM_UNIT = { f16: 2 ** -11, bf16: 2 ** -8, tf32: 2 ** -11 } as const;
@@ -51,12 +52,8 @@ export function useGemmDevice(seed: number, multiprocessors?: number) {
     for (const b of buffers) driver.free(b);
     cpu.dispose();
   });
-  let state = seed;
-  const random = (n: number) =>
-    Array.from({ length: n }, () => {
-      state = (state * 16807) % 2147483647;
-      return (state / 2147483647) * 2 - 1;
-    });
+  const uniform = seededUniform(seed, -1, 1);
+  const random = (n: number) => Array.from({ length: n }, uniform);
   const operand = (
     h: Uint16Array | Float32Array,
     shape: number[],

@@ -10,14 +10,15 @@ export {
   type EmulatedGpuOptions,
   useEmulatedGpu,
 } from './emulatedGpu.js';
-export { expectAssemblesCleanly } from './expectAssembles.js';
+export { expectAssemblesCleanly, itAssemblesForBothTargets } from './expectAssembles.js';
 export { type FakeKernel, type FakeLaunch, FakeLibCuda, type FakeMemory } from './fakeLibCuda.js';
 export { GEMM_UNIT, HALF_POISON, LAYOUTS, useGemmDevice } from './gemmDevice.js';
 export { interpretedDevice, type TestDevice, testDevice, useInterpretedDevice } from './interpretedDevice.js';
-export { NATIVE_FAKE_SOURCES } from './nativeFakes.js';
+export { buildNativeFake, NATIVE_FAKE_SOURCES, type NativeFake, nativeFakeGate } from './nativeFakes.js';
 export { CollectiveLibCuda, type StreamItem } from './nccl/collectiveLibCuda.js';
 export { FakeNccl } from './nccl/fakeNccl.js';
 export { PtxInterpreter } from './ptxInterpreter.js';
+export { seededUniform } from './seededUniform.js';
 export {
   type Buffers,
   bitsF32,

@@ -981,6 +981,33 @@ function unsupported(ctx: Context): never {
   return fail(`unsupported instruction: ${ctx.ins.line}`);
 }
 
+type Lowering = (ctx: Context) => Lowered;
+
+/** The opcodes whose lowering is chosen by the opcode alone, grouped by the function that lowers them. */
+const LOWERING_GROUPS: readonly (readonly [readonly string[], Lowering])[] = [
+  [['atom', 'red'], lowerAtomic],
+  [['mov', 'cvta'], lowerMove],
+  [['add', 'sub', 'mul', 'div', 'rem', 'min', 'max'], lowerBinary],
+  [['mad', 'fma'], lowerMultiplyAdd],
+  [['neg', 'abs', 'sqrt', 'rcp', 'rsqrt', 'ex2', 'lg2', 'sin', 'cos', 'tanh'], lowerUnary],
+  [['and', 'or', 'xor', 'not'], lowerLogic],
+  [['shl', 'shr'], lowerShift],
+  [['popc', 'clz', 'brev', 'bfe', 'bfi'], lowerBits],
+  [['setp'], lowerSetp],
+  [['selp'], lowerSelp],
+  [['cvt'], lowerCvt],
+  [['shfl'], lowerShfl],
+  [['vote'], lowerVote],
+  [['mma'], lowerMma],
+  [['ldmatrix'], lowerLdmatrix],
+  [['mbarrier'], lowerMbarrier],
+  [['wgmma'], lowerWgmma],
+];
+
+const LOWERING_OF: ReadonlyMap<string, Lowering> = new Map(
+  LOWERING_GROUPS.flatMap(([opcodes, lowering]) => opcodes.map((opcode) => [opcode, lowering] as const)),
+);
+
 function lower(ctx: Context): Lowered {
   const { parts } = ctx.ins;
   switch (parts[0]) {
@@ -1001,62 +1028,6 @@ function lower(ctx: Context): Lowered {
     case 'ld':
     case 'st':
       return parts[1] === 'param' ? lowerParam(ctx) : lowerMemory(ctx);
-    case 'atom':
-    case 'red':
-      return lowerAtomic(ctx);
-    case 'mov':
-    case 'cvta':
-      return lowerMove(ctx);
-    case 'add':
-    case 'sub':
-    case 'mul':
-    case 'div':
-    case 'rem':
-    case 'min':
-    case 'max':
-      return lowerBinary(ctx);
-    case 'mad':
-    case 'fma':
-      return lowerMultiplyAdd(ctx);
-    case 'neg':
-    case 'abs':
-    case 'sqrt':
-    case 'rcp':
-    case 'rsqrt':
-    case 'ex2':
-    case 'lg2':
-    case 'sin':
-    case 'cos':
-    case 'tanh':
-      return lowerUnary(ctx);
-    case 'and':
-    case 'or':
-    case 'xor':
-    case 'not':
-      return lowerLogic(ctx);
-    case 'shl':
-    case 'shr':
-      return lowerShift(ctx);
-    case 'popc':
-    case 'clz':
-    case 'brev':
-    case 'bfe':
-    case 'bfi':
-      return lowerBits(ctx);
-    case 'setp':
-      return lowerSetp(ctx);
-    case 'selp':
-      return lowerSelp(ctx);
-    case 'cvt':
-      return lowerCvt(ctx);
-    case 'shfl':
-      return lowerShfl(ctx);
-    case 'vote':
-      return lowerVote(ctx);
-    case 'mma':
-      return lowerMma(ctx);
-    case 'ldmatrix':
-      return lowerLdmatrix(ctx);
     case 'cp':
       return ctx.ins.parts[2] !== 'bulk'
         ? lowerCpAsync(ctx)
@@ -1067,12 +1038,10 @@ function lower(ctx: Context): Lowered {
       // Register budgets change nothing a thread computes.
       if (!/^setmaxnreg\.(inc|dec)\.sync\.aligned\.u32$/.test(ctx.ins.parts.join('.'))) unsupported(ctx);
       return inline('');
-    case 'mbarrier':
-      return lowerMbarrier(ctx);
-    case 'wgmma':
-      return lowerWgmma(ctx);
-    default:
-      return unsupported(ctx);
+    default: {
+      const lowering = LOWERING_OF.get(parts[0]!) ?? unsupported;
+      return lowering(ctx);
+    }
   }
 }
 

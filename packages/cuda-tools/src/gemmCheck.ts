@@ -7,6 +7,7 @@ import {
   type KernelEncoder,
   type Operand,
 } from '@rayo/cuda-ptx';
+import { timeCommands, xorshiftValues } from './gemmBench.js';
 import { encodeMatmul, encodeTensorCore, encodeWgmma, wgmmaApplies } from './gemmKernels.js';
 
 // Runs each matrix-product path of the cuda backend on the GPU, square
@@ -37,15 +38,7 @@ type Half = 'bf16' | 'f16';
  * gives errors of the size of the values themselves.
  */
 function randomGrid(count: number, seed: number): Float32Array {
-  const out = new Float32Array(count);
-  let s = seed >>> 0 || 1;
-  for (let i = 0; i < count; i++) {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    out[i] = (((s >>> 0) % 129) - 64) / 64;
-  }
-  return out;
+  return xorshiftValues(count, seed, (word) => ((word % 129) - 64) / 64);
 }
 
 /** The grid values' half bits, through a table of the 129 values. */
@@ -122,16 +115,7 @@ async function runOne(
       encodeWgmma(encoder, call, wanted);
     } else if (path === 'mma') encodeTensorCore(encoder, call, dtype as Half);
     else encodeMatmul(encoder, { ...call, kernel: 'matmul', precision: 'f32' });
-    const commands = recorder.commands;
-    for (let i = 0; i < 2; i++) driver.enqueue(commands, stream);
-    driver.synchronize(stream);
-    const start = driver.createEvent();
-    const end = driver.createEvent();
-    driver.recordEvent(start, stream);
-    for (let i = 0; i < opts.iters; i++) driver.enqueue(commands, stream);
-    driver.recordEvent(end, stream);
-    driver.synchronize(stream);
-    const ms = driver.elapsedMs(start, end) / opts.iters;
+    const ms = timeCommands(driver, stream, recorder.commands, opts.iters);
     const raw = dtype === 'f32' ? new Float32Array(m * n) : new Uint16Array(m * n);
     driver.copyDtoH(raw, y.ptr, raw.byteLength);
     const value = (i: number) =>

@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { MatmulTile } from '@rayo/core';
 import { CommandRecorder, CudaDriver, type DeviceBuffer, type Operand } from '@rayo/cuda-ptx';
+import { timeCommands, xorshiftValues } from './gemmBench.js';
 import { encodeMatmul, type MatmulPlan, planMatmul, TILE_LARGE, TILE_MID, tilePlan } from './gemmKernels.js';
 
 // Times the exact f32 tiled GEMM of given shapes under every tile and split-K
@@ -46,15 +47,7 @@ function parseShape(text: string): Shape {
 }
 
 function randomValues(count: number, seed: number): Float32Array {
-  const out = new Float32Array(count);
-  let s = seed >>> 0 || 1;
-  for (let i = 0; i < count; i++) {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    out[i] = ((s >>> 0) / 2 ** 32) * 2 - 1;
-  }
-  return out;
+  return xorshiftValues(count, seed, (word) => (word / 2 ** 32) * 2 - 1);
 }
 
 export async function main(argv: readonly string[]): Promise<number> {
@@ -95,19 +88,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         const recorder = new CommandRecorder(driver);
         try {
           encodeMatmul(recorder, { ...call, kernel: 'matmul', precision: 'f32', choosePlan });
-          const commands = recorder.commands;
-          for (let i = 0; i < 2; i++) driver.enqueue(commands, stream);
-          driver.synchronize(stream);
-          const start = driver.createEvent();
-          const end = driver.createEvent();
-          driver.recordEvent(start, stream);
-          for (let i = 0; i < iters; i++) driver.enqueue(commands, stream);
-          driver.recordEvent(end, stream);
-          driver.synchronize(stream);
-          const us = (driver.elapsedMs(start, end) / iters) * 1e3;
-          driver.destroyEvent(start);
-          driver.destroyEvent(end);
-          return us;
+          return timeCommands(driver, stream, recorder.commands, iters) * 1e3;
         } finally {
           for (const buffer of recorder.scratchBuffers) driver.free(buffer);
         }

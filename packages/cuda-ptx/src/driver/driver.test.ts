@@ -6,6 +6,7 @@ import {
   OutOfMemoryError,
   type RayoError,
 } from '@rayo/core';
+import { thrownBy } from '@rayo/core/testing';
 import { FakeLibCuda } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { PtxModule } from '../ptx/module.js';
@@ -16,15 +17,6 @@ function open(setup: (fake: FakeLibCuda) => void = () => {}) {
   const fake = new FakeLibCuda();
   setup(fake);
   return { fake, driver: new CudaDriver(fake) };
-}
-
-function caught(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
 }
 
 /** A module with one entry of the given parameters and an empty body. */
@@ -62,18 +54,18 @@ describe('CudaDriver: device and context', () => {
   });
 
   it('reports no device, a failing cuInit or a bad ordinal with the reason', () => {
-    const none = caught(() => open((f) => (f.deviceCount = 0)));
+    const none = thrownBy(() => open((f) => (f.deviceCount = 0)));
     expect(none).toBeInstanceOf(BackendUnavailableError);
     expect((none as Error).message).toContain('the CUDA driver reports no device');
 
-    const init = caught(() => open((f) => f.fail('cuInit', 100)));
+    const init = thrownBy(() => open((f) => f.fail('cuInit', 100)));
     expect(init).toBeInstanceOf(BackendUnavailableError);
     expect((init as Error).message).toBe(
       'cuInit: CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected',
     );
 
     const fake = new FakeLibCuda();
-    const ordinal = caught(() => new CudaDriver(fake, 3)) as InvalidArgumentError;
+    const ordinal = thrownBy(() => new CudaDriver(fake, 3)) as InvalidArgumentError;
     expect(ordinal).toBeInstanceOf(InvalidArgumentError);
     expect([ordinal.argument, ordinal.expected, ordinal.actual]).toEqual([
       'device',
@@ -87,19 +79,19 @@ describe('CudaDriver: device and context', () => {
     fake.errorNames = false;
     // Refused as a whole segment and as the block alone, before and after releasing the cache.
     fake.fail('cuMemAlloc_v2', 2, 4);
-    const e = caught(() => driver.alloc(1024)) as RayoError;
+    const e = thrownBy(() => driver.alloc(1024)) as RayoError;
     expect(e).toBeInstanceOf(OutOfMemoryError);
     expect(e.message).toMatch(
       /^cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY \(2\) \(allocating 1024 bytes; \d+ of \d+ bytes free\); 0 bytes allocated and 0 reserved by this backend after releasing its cache and trying again \(expected 1024 bytes free on the device, got out of memory\)$/,
     );
     fake.fail('cuMemcpyDtoD_v2', 4242);
-    expect((caught(() => driver.copyDtoD(1n, 2n, 4)) as Error).message).toBe(
+    expect((thrownBy(() => driver.copyDtoD(1n, 2n, 4)) as Error).message).toBe(
       'cuMemcpyDtoD_v2: CUDA_ERROR_4242 (4242)',
     );
   });
 
   it('reads a failing attribute as an error naming the attribute', () => {
-    const e = caught(() =>
+    const e = thrownBy(() =>
       open((f) => f.attributes.delete(CU_DEVICE_ATTRIBUTE.MULTIPROCESSOR_COUNT)),
     ) as Error;
     expect(e.message).toBe(
@@ -144,7 +136,7 @@ describe('CudaDriver: memory', () => {
       'cuMemAlloc_v2',
     ]);
     expect(fake.liveAllocations).toBe(1);
-    const e = caught(() => driver.alloc(900 * 1024)) as OutOfMemoryError;
+    const e = thrownBy(() => driver.alloc(900 * 1024)) as OutOfMemoryError;
     expect(e).toBeInstanceOf(OutOfMemoryError);
     expect(e.message).toBe(
       'cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory (allocating 921600 bytes; 331776 of 1048576 bytes free); 716800 bytes allocated and 716800 reserved by this backend after releasing its cache and trying again (expected 921600 bytes free on the device, got out of memory)',
@@ -194,7 +186,7 @@ describe('CudaDriver: modules', () => {
 
   it('reports an entry the module lacks', () => {
     const { driver } = open();
-    const e = caught(() => driver.loadFunction('k', 'nope', moduleOf('yes', {}))) as InvalidArgumentError;
+    const e = thrownBy(() => driver.loadFunction('k', 'nope', moduleOf('yes', {}))) as InvalidArgumentError;
     expect(e).toBeInstanceOf(InvalidArgumentError);
     expect([e.operation, e.argument, e.expected, e.actual]).toEqual(['k', 'entry', "'yes'", "'nope'"]);
   });
@@ -205,7 +197,7 @@ describe('CudaDriver: modules', () => {
       status: 218,
       log: "ptxas application ptx input, line 12; error   : Unknown symbol 'x'",
     };
-    const e = caught(() => driver.loadFunction('broken/key', 'k', moduleOf('k', {}))) as KernelCompileError;
+    const e = thrownBy(() => driver.loadFunction('broken/key', 'k', moduleOf('k', {}))) as KernelCompileError;
     expect(e).toBeInstanceOf(KernelCompileError);
     expect(e.operation).toBe('broken/key');
     expect(e.log).toBe("ptxas application ptx input, line 12; error   : Unknown symbol 'x'");
@@ -264,7 +256,7 @@ describe('CudaDriver: launches', () => {
     driver.launch(fn, [1, 1, 1], [1, 1, 1], 0, stream, []);
     expect(fake.launches[0]!.kernelParams).toBe(0n);
     fake.fail('cuLaunchKernel', 701);
-    const e = caught(() => driver.launch(fn, [2, 1, 1], [1024, 1, 1], 0, stream, [])) as RayoError;
+    const e = thrownBy(() => driver.launch(fn, [2, 1, 1], [1024, 1, 1], 0, stream, [])) as RayoError;
     expect(e.message).toBe(
       "family/none: cuLaunchKernel: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701): too many resources requested for launch (entry 'none', grid [2, 1, 1], block [1024, 1, 1], 0 bytes of dynamic shared memory)",
     );

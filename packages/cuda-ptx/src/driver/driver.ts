@@ -1,37 +1,9 @@
-import {
-  type AllocatorStats,
-  BackendUnavailableError,
-  DeviceLostError,
-  InvalidArgumentError,
-  RayoError,
-  resolveMaxCachedBytes,
-} from '@rayo/core';
+import { type AllocatorStats, InvalidArgumentError, resolveMaxCachedBytes } from '@rayo/core';
 import type { PtxEntry, PtxModule } from '../ptx/module.js';
+import type { DeviceCommand, Dim3Tuple, DriverCounts, LoadedFunction } from './device.js';
+import { CUDA_SUCCESS } from './errors.js';
 import {
-  type DeviceCommand,
-  type DeviceProperties,
-  type Dim3Tuple,
-  type DriverCounts,
-  type LoadedFunction,
-  readDeviceProperties,
-} from './device.js';
-import {
-  CUDA_ERROR_NOT_READY,
-  CUDA_SUCCESS,
-  type CUresult,
-  cudaError,
-  type FailureContext,
-  isStickyError,
-} from './errors.js';
-import {
-  CU_EVENT_DEFAULT,
-  CU_EVENT_DISABLE_TIMING,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-  CU_STREAM_CAPTURE_MODE_RELAXED,
-  CU_STREAM_NON_BLOCKING,
-  type CuOut,
-  errorNameOf,
-  errorStringOf,
   type HostBlock,
   type LibCuda,
   type LoadLibCudaOptions,
@@ -39,12 +11,10 @@ import {
 } from './libcuda.js';
 import { kernelParamBytes, type ParamValue, writeKernelParams } from './params.js';
 import { type DeviceBuffer, DevicePool } from './pool.js';
+import { DriverStreams } from './streams.js';
 import { type TensorMapTiled, tensorMapProblem } from './tensorMap.js';
 
 export type { DeviceCommand, DeviceProperties, Dim3Tuple, DriverCounts, LoadedFunction } from './device.js';
-
-/** How long a wait polls on every turn of the event loop before it falls back to a millisecond timer. */
-const WAIT_SPIN_MS = 20;
 
 export interface CudaDriverOptions extends LoadLibCudaOptions {
   /** Device ordinal; 0 by default. */
@@ -63,8 +33,6 @@ const JIT_LOG_BYTES = 64 * 1024;
 /** Dynamic shared memory a kernel may use without opting in. */
 const DEFAULT_DYNAMIC_SHARED = 48 * 1024;
 const PARAM_BLOCK_BYTES = 4096;
-/** Kernel names kept to say where an asynchronous fault happened. */
-const MAX_IN_FLIGHT = 256;
 
 interface LoadedModule {
   readonly module: bigint;
@@ -72,34 +40,19 @@ interface LoadedModule {
   readonly functions: Map<string, LoadedFunction>;
 }
 
-// The context each library last made current on this thread (every JS
-// thread has its own copy of this module), so that staying costs no call.
-const currentContext = new WeakMap<LibCuda, bigint>();
-
 /**
  * One device through the CUDA driver API: its primary context, a module and
  * function cache keyed by kernel identity and configuration, pooled
  * allocations, copies, streams, events, launches and graph capture. Every
  * failing CUresult becomes a RayoError naming the call and the CUDA error.
  */
-export class CudaDriver {
-  readonly lib: LibCuda;
-  readonly device: DeviceProperties;
-  readonly context: bigint;
-  readonly #deviceHandle: number;
+export class CudaDriver extends DriverStreams {
   readonly #pool: DevicePool;
   readonly #modules = new Map<string, LoadedModule>();
   readonly #dynamicShared = new Map<bigint, number>();
   #moduleLoads = 0;
   #moduleHits = 0;
   #params: HostBlock | undefined;
-  #lost: DeviceLostError | undefined;
-  // Kernels enqueued since the stream was last seen idle: a fault is reported
-  // asynchronously, by a later call, and happened in one of them.
-  readonly #inFlight: string[] = [];
-  #capturing: string[] | undefined;
-  readonly #graphKernels = new Map<bigint, readonly string[]>();
-  #disposed = false;
 
   /** Loads `libcuda` (unless a LibCuda is given) and opens the device. */
   static async open(options: CudaDriverOptions = {}): Promise<CudaDriver> {
@@ -108,34 +61,7 @@ export class CudaDriver {
   }
 
   constructor(lib: LibCuda, ordinal = 0, maxCachedBytes = Number.POSITIVE_INFINITY) {
-    this.lib = lib;
-    this.check('cuInit', lib.cuInit(0));
-    const count = this.value('cuDeviceGetCount', lib.cuDeviceGetCount());
-    if (count < 1) {
-      throw new BackendUnavailableError('the CUDA driver reports no device', {
-        operation: 'cuDeviceGetCount',
-        expected: 'at least one CUDA device',
-        actual: String(count),
-      });
-    }
-    if (!Number.isInteger(ordinal) || ordinal < 0 || ordinal >= count) {
-      throw new InvalidArgumentError('no CUDA device of this ordinal', {
-        operation: 'CudaDriver',
-        argument: 'device',
-        expected: `an integer in [0, ${count - 1}]`,
-        actual: String(ordinal),
-      });
-    }
-    const dev = this.value('cuDeviceGet', lib.cuDeviceGet(ordinal));
-    this.#deviceHandle = dev;
-    this.device = readDeviceProperties(lib, ordinal, dev, this.value.bind(this));
-    this.context = this.value('cuDevicePrimaryCtxRetain', lib.cuDevicePrimaryCtxRetain(dev));
-    try {
-      this.activate();
-    } catch (error) {
-      lib.cuDevicePrimaryCtxRelease_v2(dev);
-      throw error;
-    }
+    super(lib, ordinal);
     this.#pool = new DevicePool(
       (bytes) => this.#allocate(bytes),
       (ptrs) => this.#release(ptrs),
@@ -143,79 +69,6 @@ export class CudaDriver {
     );
     // Allocated up front so that launches (also those being captured) only write into it.
     this.#params = lib.allocHost(PARAM_BLOCK_BYTES);
-  }
-
-  // ------------------------------------------------------------------ errors
-
-  /** The RayoError for a failed call; remembers errors that leave the context unusable. */
-  error(call: string, status: CUresult, context: FailureContext = {}): RayoError {
-    const culprits = isStickyError(status) && !this.#lost ? [...new Set(this.#inFlight)] : [];
-    if (culprits.length > 0) {
-      const which = culprits.length === 1 ? 'kernel' : `one of the ${culprits.length} kernels`;
-      context = {
-        ...context,
-        subject: culprits.join(', '),
-        detail: `a fault in ${which} ${culprits.map((k) => `'${k}'`).join(', ')} enqueued since the stream was last idle${context.detail ? `; ${context.detail}` : ''}`,
-      };
-    }
-    const error = cudaError(
-      {
-        call,
-        code: status,
-        name: errorNameOf(this.lib, status),
-        description: errorStringOf(this.lib, status),
-      },
-      context,
-    );
-    if (error instanceof DeviceLostError) this.#lost ??= error;
-    return error;
-  }
-
-  /** Throws the RayoError for `status` unless it is success. */
-  check(call: string, status: CUresult, context?: FailureContext): void {
-    if (status !== CUDA_SUCCESS) throw this.error(call, status, context);
-  }
-
-  /** The out-parameter of a successful call, or the RayoError of a failed one. */
-  value<T>(call: string, out: CuOut<T>, context?: FailureContext): T {
-    this.check(call, out.status, context);
-    return out.value;
-  }
-
-  /** Throws if the driver was disposed or the context was lost. */
-  live(api: string): void {
-    if (this.#lost) {
-      throw new DeviceLostError(
-        `the CUDA context is unusable after an earlier error: ${this.#lost.message}`,
-        {
-          operation: api,
-          cause: this.#lost,
-        },
-      );
-    }
-    if (this.#disposed) {
-      throw new RayoError('the CUDA driver was disposed', {
-        operation: api,
-        expected: 'a live backend',
-        actual: 'disposed',
-      });
-    }
-  }
-
-  /** The error that made the context unusable, if one happened. */
-  get lostError(): DeviceLostError | undefined {
-    return this.#lost;
-  }
-
-  /**
-   * Makes this device's primary context current on the calling thread; a
-   * lookup when it already is. Every call that touches the device does this,
-   * so that backends on two devices can take turns on one thread.
-   */
-  activate(): void {
-    if (currentContext.get(this.lib) === this.context) return;
-    this.check('cuCtxSetCurrent', this.lib.cuCtxSetCurrent(this.context));
-    currentContext.set(this.lib, this.context);
   }
 
   // ----------------------------------------------------------------- modules
@@ -312,7 +165,7 @@ export class CudaDriver {
 
   /** Returns an allocation to the pool (stream-ordered reuse; see DevicePool). */
   free(buffer: DeviceBuffer): void {
-    if (this.#disposed) return;
+    if (this.disposed) return;
     this.#pool.release(buffer);
   }
 
@@ -354,141 +207,6 @@ export class CudaDriver {
   memoryInfo(): { readonly free: number; readonly total: number } {
     this.activate();
     return this.value('cuMemGetInfo_v2', this.lib.cuMemGetInfo_v2());
-  }
-
-  // ------------------------------------------------------------------ copies
-
-  copyHtoD(dst: bigint, src: ArrayBufferView, bytes: number): void {
-    this.activate();
-    this.check('cuMemcpyHtoD_v2', this.lib.cuMemcpyHtoD_v2(dst, src, bytes));
-  }
-
-  copyDtoH(dst: ArrayBufferView, src: bigint, bytes: number): void {
-    this.activate();
-    this.check('cuMemcpyDtoH_v2', this.lib.cuMemcpyDtoH_v2(dst, src, bytes));
-  }
-
-  copyDtoD(dst: bigint, src: bigint, bytes: number): void {
-    this.activate();
-    this.check('cuMemcpyDtoD_v2', this.lib.cuMemcpyDtoD_v2(dst, src, bytes));
-  }
-
-  /**
-   * Host to device, ordered on `stream`. From pageable memory (every JS
-   * array) the driver stages the data before returning, so the array may be
-   * changed as soon as this returns.
-   */
-  copyHtoDAsync(dst: bigint, src: ArrayBufferView, bytes: number, stream: bigint): void {
-    this.activate();
-    this.check('cuMemcpyHtoDAsync_v2', this.lib.cuMemcpyHtoDAsync_v2(dst, src, bytes, stream));
-  }
-
-  /** Device to host, ordered on `stream`; into pageable memory it returns once the copy is done. */
-  copyDtoHAsync(dst: ArrayBufferView, src: bigint, bytes: number, stream: bigint): void {
-    this.activate();
-    this.check('cuMemcpyDtoHAsync_v2', this.lib.cuMemcpyDtoHAsync_v2(dst, src, bytes, stream));
-  }
-
-  copyDtoDAsync(dst: bigint, src: bigint, bytes: number, stream: bigint): void {
-    this.activate();
-    this.check('cuMemcpyDtoDAsync_v2', this.lib.cuMemcpyDtoDAsync_v2(dst, src, bytes, stream));
-  }
-
-  memsetD32(dst: bigint, word: number, count: number): void {
-    this.activate();
-    this.check('cuMemsetD32_v2', this.lib.cuMemsetD32_v2(dst, word, count));
-  }
-
-  memsetD32Async(dst: bigint, word: number, count: number, stream: bigint): void {
-    this.activate();
-    this.check('cuMemsetD32Async', this.lib.cuMemsetD32Async(dst, word, count, stream));
-  }
-
-  // ------------------------------------------------------------------ streams
-
-  /** A stream that does not synchronise with the legacy NULL stream (so it can be captured). */
-  createStream(): bigint {
-    this.activate();
-    return this.value('cuStreamCreate', this.lib.cuStreamCreate(CU_STREAM_NON_BLOCKING));
-  }
-
-  destroyStream(stream: bigint): void {
-    this.activate();
-    this.check('cuStreamDestroy_v2', this.lib.cuStreamDestroy_v2(stream));
-  }
-
-  /** Blocks until `stream` finished its work. */
-  synchronize(stream: bigint): void {
-    this.activate();
-    this.check('cuStreamSynchronize', this.lib.cuStreamSynchronize(stream));
-    this.#inFlight.length = 0;
-  }
-
-  /** Whether `stream` has finished all its work (errors of that work are thrown here). */
-  isIdle(stream: bigint): boolean {
-    this.activate();
-    const status = this.lib.cuStreamQuery(stream);
-    if (status === CUDA_ERROR_NOT_READY) return false;
-    this.check('cuStreamQuery', status);
-    this.#inFlight.length = 0;
-    return true;
-  }
-
-  /**
-   * Resolves when `stream` finished its work, polling so that the event loop
-   * keeps running meanwhile: on every turn of the loop for the first
-   * WAIT_SPIN_MS (a decode step or a kernel finishes within microseconds of
-   * its end, not a timer's millisecond later), then once a millisecond.
-   */
-  async waitIdle(stream: bigint): Promise<void> {
-    const start = performance.now();
-    while (!this.isIdle(stream)) {
-      await new Promise<void>((resolve) => {
-        if (performance.now() - start < WAIT_SPIN_MS) setImmediate(resolve);
-        else setTimeout(resolve, 1);
-      });
-      this.live('waitIdle');
-    }
-  }
-
-  // ------------------------------------------------------------------- events
-
-  /** An event with timestamps (`elapsedMs`), or, with `timing: false`, one only for ordering streams, which costs less. */
-  createEvent(options: { readonly timing?: boolean } = {}): bigint {
-    this.activate();
-    const flags = options.timing === false ? CU_EVENT_DISABLE_TIMING : CU_EVENT_DEFAULT;
-    return this.value('cuEventCreate', this.lib.cuEventCreate(flags));
-  }
-
-  /** Whether everything before the last record of `event` has finished (errors of that work are thrown here). */
-  eventDone(event: bigint): boolean {
-    this.activate();
-    const status = this.lib.cuEventQuery(event);
-    if (status === CUDA_ERROR_NOT_READY) return false;
-    this.check('cuEventQuery', status);
-    return true;
-  }
-
-  recordEvent(event: bigint, stream: bigint): void {
-    this.activate();
-    this.check('cuEventRecord', this.lib.cuEventRecord(event, stream));
-  }
-
-  /** Milliseconds between two completed events. */
-  elapsedMs(start: bigint, end: bigint): number {
-    this.activate();
-    return this.value('cuEventElapsedTime', this.lib.cuEventElapsedTime(start, end));
-  }
-
-  destroyEvent(event: bigint): void {
-    this.activate();
-    this.check('cuEventDestroy_v2', this.lib.cuEventDestroy_v2(event));
-  }
-
-  /** Makes work enqueued on `stream` from now on wait for the last record of `event`. */
-  waitEvent(stream: bigint, event: bigint): void {
-    this.activate();
-    this.check('cuStreamWaitEvent', this.lib.cuStreamWaitEvent(stream, event, 0));
   }
 
   // ----------------------------------------------------------------- launches
@@ -548,14 +266,7 @@ export class CudaDriver {
       subject: fn.key,
       detail: `entry '${fn.entry}', grid [${grid.join(', ')}], block [${block.join(', ')}], ${sharedBytes} bytes of dynamic shared memory`,
     });
-    this.#enqueued([fn.key]);
-  }
-
-  #enqueued(kernels: readonly string[]): void {
-    const list = this.#capturing ?? this.#inFlight;
-    list.push(...kernels);
-    // Enough to name the culprits; work that is never waited for must not grow this.
-    if (list === this.#inFlight && list.length > MAX_IN_FLIGHT) list.splice(0, list.length - MAX_IN_FLIGHT);
+    this.enqueued([fn.key]);
   }
 
   #paramBlock(bytes: number): HostBlock {
@@ -565,57 +276,6 @@ export class CudaDriver {
       this.#params = this.lib.allocHost(Math.max(PARAM_BLOCK_BYTES, bytes));
     }
     return this.#params;
-  }
-
-  // ------------------------------------------------------------------- graphs
-
-  /**
-   * Captures what `enqueue` puts on `stream` into a CUDA graph and returns
-   * the instantiated graph. The capture always ends, also when `enqueue`
-   * throws, so the stream never stays in capture mode.
-   */
-  capture(stream: bigint, enqueue: () => void): bigint {
-    this.activate();
-    this.check(
-      'cuStreamBeginCapture_v2',
-      this.lib.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_RELAXED),
-    );
-    let failure: unknown;
-    const kernels: string[] = [];
-    this.#capturing = kernels;
-    try {
-      enqueue();
-    } catch (error) {
-      failure = error;
-    } finally {
-      this.#capturing = undefined;
-    }
-    const ended = this.lib.cuStreamEndCapture(stream);
-    if (failure !== undefined) {
-      if (ended.status === CUDA_SUCCESS && ended.value !== 0n) this.lib.cuGraphDestroy(ended.value);
-      throw failure;
-    }
-    const graph = this.value('cuStreamEndCapture', ended);
-    try {
-      const exec = this.value('cuGraphInstantiateWithFlags', this.lib.cuGraphInstantiateWithFlags(graph, 0));
-      this.#graphKernels.set(exec, kernels);
-      return exec;
-    } finally {
-      // The executable graph does not need its template any more.
-      this.lib.cuGraphDestroy(graph);
-    }
-  }
-
-  launchGraph(exec: bigint, stream: bigint): void {
-    this.activate();
-    this.check('cuGraphLaunch', this.lib.cuGraphLaunch(exec, stream));
-    this.#enqueued(this.#graphKernels.get(exec) ?? []);
-  }
-
-  destroyGraph(exec: bigint): void {
-    this.#graphKernels.delete(exec);
-    this.activate();
-    this.check('cuGraphExecDestroy', this.lib.cuGraphExecDestroy(exec));
   }
 
   // ------------------------------------------------------------------ the rest
@@ -636,9 +296,9 @@ export class CudaDriver {
    * releasing what is left is still right.
    */
   dispose(): void {
-    if (this.#disposed) return;
+    if (this.disposed) return;
     const lib = this.lib;
-    if (!this.#lost) {
+    if (!this.lostError) {
       try {
         this.activate();
         lib.cuCtxSynchronize();
@@ -647,12 +307,11 @@ export class CudaDriver {
         // Freed with the context below.
       }
     }
-    this.#disposed = true;
+    this.disposed = true;
     for (const m of this.#modules.values()) lib.cuModuleUnload(m.module);
     this.#modules.clear();
     if (this.#params) lib.freeHost(this.#params);
     this.#params = undefined;
-    lib.cuDevicePrimaryCtxRelease_v2(this.#deviceHandle);
-    currentContext.delete(lib);
+    this.releaseContext();
   }
 }

@@ -1,5 +1,5 @@
 import { causalAttention, FLOAT, UnsupportedOnBackendError } from '@rayo/core';
-import { cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
+import { cudaKernel, type KernelEncoder, type Launch, type Operand } from '../kernel.js';
 import {
   MMA_ENTRY,
   MMA_HEAD_DIMS,
@@ -81,18 +81,24 @@ export function recordCausalAttention(
       actual: String(rows),
     });
   }
-  if (mma) {
-    encoder.launch({
-      key: mmaAttentionKey(mma),
-      module: () => mmaAttentionModule(mma),
-      entry: MMA_ENTRY,
-      grid: [nKvHeads, tiles],
-      block: MMA_THREADS,
-      sharedBytes: mmaSharedBytes(headDim),
-      args,
-    });
-    return;
-  }
+  encoder.launch({ ...(mma ? mmaKernel(mma) : tiledKernel(q, kCache)), grid: [nKvHeads, tiles], args });
+}
+
+/** What a causalAttention launch takes from the kernel that serves it: all but grid and arguments. */
+type AttentionKernel = Omit<Launch, 'grid' | 'args'>;
+
+function mmaKernel(c: MmaAttentionConfig): AttentionKernel {
+  return {
+    key: mmaAttentionKey(c),
+    module: () => mmaAttentionModule(c),
+    entry: MMA_ENTRY,
+    block: MMA_THREADS,
+    sharedBytes: mmaSharedBytes(c.headDim),
+  };
+}
+
+function tiledKernel(q: Operand, kCache: Operand): AttentionKernel {
+  const headDim = q.shape[2]!;
   if (headDim > TILED_MAX_HEAD_DIM) {
     throw new UnsupportedOnBackendError('head dimension too large for the causal attention kernel', {
       operation: 'causalAttention',
@@ -102,15 +108,13 @@ export function recordCausalAttention(
     });
   }
   const c: TiledAttentionConfig = { headDim, q: storageOf(q), cache: storageOf(kCache) };
-  encoder.launch({
+  return {
     key: tiledAttentionKey(c),
     module: () => tiledAttentionModule(c),
     entry: TILED_ENTRY,
-    grid: [nKvHeads, tiles],
     block: TILED_THREADS,
     sharedBytes: tiledSharedBytes(headDim),
-    args,
-  });
+  };
 }
 
 export const causalAttentionKernel = cudaKernel(

@@ -2,7 +2,7 @@ import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32 } from '../ptx/operands.js';
-import { blockTile, CAUSAL_PARAMS, rowOf } from './causalAttentionTiled.js';
+import { CAUSAL_PARAMS, causalBlock, rowOf } from './causalAttentionTiled.js';
 import type { HalfDType } from './common.js';
 import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey } from './storage.js';
 
@@ -64,29 +64,9 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
       const tid = k.tid();
       const lane = k.and('b32', k.reg('u32'), tid, 31);
       const warp = k.shr('u32', k.reg('u32'), tid, 5);
-      const tokens = k.ldParam(p.tokens);
-      const nHeads = k.ldParam(p.nHeads);
-      const group = k.ldParam(p.group);
-      const maxSeq = k.ldParam(p.maxSeq);
-      const position = k.ldParam(p.position);
-      const scaleLog2 = k.ldParam(p.scaleLog2);
-      const rowDims = { group, nHeads };
-      const { tile, kvHead } = blockTile(k);
-      const row0 = k.mulLo('u32', k.reg('u32'), tile, MMA_ROWS);
-      const rows = k.mulLo('u32', k.reg('u32'), tokens, group);
-      const lastRow = k.min(
-        'u32',
-        k.reg('u32'),
-        k.add('u32', k.reg('u32'), row0, MMA_ROWS - 1),
-        k.sub('u32', k.reg('u32'), rows, 1),
-      );
-      // Keys 0 … end − 1 serve some row; tiles below `unmasked` serve every row whole.
-      const end = k.add(
-        'u32',
-        k.reg('u32'),
-        k.add('u32', k.reg('u32'), position, k.div('u32', k.reg('u32'), lastRow, group)),
-        1,
-      );
+      const { maxSeq, position, scaleLog2, rowDims, kvHead, row0, rows, end } = causalBlock(k, p, MMA_ROWS);
+      const { group } = rowDims;
+      // Tiles below `unmasked` serve every row whole.
       const firstLimit = k.add('u32', k.reg('u32'), position, k.div('u32', k.reg('u32'), row0, group));
       const unmaskedEnd = k.and(
         'b32',

@@ -1,5 +1,5 @@
 import type { KernelBuilder } from '../ptx/kernel.js';
-import { PtxModule } from '../ptx/module.js';
+import { type ParamHandles, PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32 } from '../ptx/operands.js';
 import { type FloatStorage, loadOneAsF32, STORAGE_BYTES, storageKey, storeFromF32 } from './storage.js';
 
@@ -74,9 +74,54 @@ export function rowOf(
  * heads of a tile are launched side by side, and the longest tiles (the
  * last rows, which see the most keys) first.
  */
-export function blockTile(k: KernelBuilder): { tile: R32; kvHead: R32 } {
+function blockTile(k: KernelBuilder): { tile: R32; kvHead: R32 } {
   const tile = k.sub('u32', k.reg('u32'), k.sub('u32', k.reg('u32'), k.nctaid('y'), 1), k.ctaid('y'));
   return { tile, kvHead: k.ctaid('x') };
+}
+
+/** The parameters and rows of a causalAttention block, loaded and derived the same way by both kernels. */
+export interface CausalBlock {
+  readonly maxSeq: R32;
+  readonly position: R32;
+  readonly scaleLog2: F32;
+  readonly rowDims: { group: R32; nHeads: R32 };
+  readonly kvHead: R32;
+  /** The block's first packed row. */
+  readonly row0: R32;
+  /** Packed rows in all: tokens · group. */
+  readonly rows: R32;
+  /** Keys 0 … end − 1 serve some row of the block. */
+  readonly end: R32;
+}
+
+/** Loads the scalar parameters and places a block of `tileRows` packed rows (see blockTile). */
+export function causalBlock(
+  k: KernelBuilder,
+  p: ParamHandles<typeof CAUSAL_PARAMS>,
+  tileRows: number,
+): CausalBlock {
+  const tokens = k.ldParam(p.tokens);
+  const nHeads = k.ldParam(p.nHeads);
+  const group = k.ldParam(p.group);
+  const maxSeq = k.ldParam(p.maxSeq);
+  const position = k.ldParam(p.position);
+  const scaleLog2 = k.ldParam(p.scaleLog2);
+  const { tile, kvHead } = blockTile(k);
+  const row0 = k.mulLo('u32', k.reg('u32'), tile, tileRows);
+  const rows = k.mulLo('u32', k.reg('u32'), tokens, group);
+  const lastRow = k.min(
+    'u32',
+    k.reg('u32'),
+    k.add('u32', k.reg('u32'), row0, tileRows - 1),
+    k.sub('u32', k.reg('u32'), rows, 1),
+  );
+  const end = k.add(
+    'u32',
+    k.reg('u32'),
+    k.add('u32', k.reg('u32'), position, k.div('u32', k.reg('u32'), lastRow, group)),
+    1,
+  );
+  return { maxSeq, position, scaleLog2, rowDims: { group, nHeads }, kvHead, row0, rows, end };
 }
 
 export function tiledAttentionModule(c: TiledAttentionConfig): PtxModule {
@@ -96,29 +141,7 @@ export function tiledAttentionModule(c: TiledAttentionConfig): PtxModule {
       const tid = k.tid();
       const r = k.shr('u32', k.reg('u32'), tid, 2);
       const col = k.and('b32', k.reg('u32'), tid, 3);
-      const tokens = k.ldParam(p.tokens);
-      const nHeads = k.ldParam(p.nHeads);
-      const group = k.ldParam(p.group);
-      const maxSeq = k.ldParam(p.maxSeq);
-      const position = k.ldParam(p.position);
-      const scaleLog2 = k.ldParam(p.scaleLog2);
-      const rowDims = { group, nHeads };
-      const { tile, kvHead } = blockTile(k);
-      const row0 = k.mulLo('u32', k.reg('u32'), tile, TILED_ROWS);
-      const rows = k.mulLo('u32', k.reg('u32'), tokens, group);
-      const lastRow = k.min(
-        'u32',
-        k.reg('u32'),
-        k.add('u32', k.reg('u32'), row0, TILED_ROWS - 1),
-        k.sub('u32', k.reg('u32'), rows, 1),
-      );
-      // Keys 0 … end − 1 serve some row of the block.
-      const end = k.add(
-        'u32',
-        k.reg('u32'),
-        k.add('u32', k.reg('u32'), position, k.div('u32', k.reg('u32'), lastRow, group)),
-        1,
-      );
+      const { maxSeq, position, scaleLog2, rowDims, kvHead, row0, rows, end } = causalBlock(k, p, TILED_ROWS);
 
       const base = k.sharedAddress(smem);
       const qS = base;

@@ -22,7 +22,6 @@ import {
   MIN_SPLIT_TOKENS,
   planAttention,
 } from './attentionPlan.js';
-import { DECODING_KERNELS } from './decoding.js';
 import { vectorWidth } from './decodingAccess.js';
 import { attentionModule, mergeModule } from './incrementalAttention.js';
 import { ropeScatterKey, ropeScatterModule, scatterKey, scatterModule } from './kvCache.js';
@@ -30,15 +29,6 @@ import { ropeScatterKey, ropeScatterModule, scatterKey, scatterModule } from './
 const H100 = { multiprocessors: 132 };
 
 describe('decoding kernels', () => {
-  it('implements kvCacheScatter, incrementalAttention, ropeKvScatter and causalAttention', () => {
-    expect(DECODING_KERNELS.map((k) => k.spec.name)).toEqual([
-      'kvCacheScatter',
-      'incrementalAttention',
-      'ropeKvScatter',
-      'causalAttention',
-    ]);
-  });
-
   it('moves four words at a time only where rows and addresses allow it', () => {
     expect(vectorWidth(128, [0x1000n, 0x2000n])).toBe(4);
     expect(vectorWidth(128, [0x1000n, 0x2004n])).toBe(1);

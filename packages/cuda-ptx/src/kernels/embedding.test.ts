@@ -1,12 +1,16 @@
 import { embedding, embeddingBackward } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
+import {
+  expectAssemblesCleanly,
+  itAssemblesForBothTargets,
+  seededUniform,
+  useEmulatedGpu,
+} from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import {
-  EMBEDDING_KERNELS,
   embeddingGeometry,
   embeddingKey,
   embeddingModule,
@@ -18,10 +22,6 @@ const aligned: Operand = { ptr: 4096n, size: 0, shape: [0], dtype: 'f32', byteLe
 const offByOne: Operand = { ...aligned, ptr: 4100n };
 
 describe('embedding kernels', () => {
-  it('implements embedding and embeddingBackward', () => {
-    expect(EMBEDDING_KERNELS.map((k) => k.spec.name)).toEqual(['embedding', 'embeddingBackward']);
-  });
-
   it('gives each row as many lanes as it has accesses, up to a warp', () => {
     expect(embeddingGeometry(1, [aligned])).toMatchObject({ threads: 1, width: 1 });
     expect(embeddingGeometry(8, [aligned])).toMatchObject({ threads: 2, width: 4 });
@@ -69,11 +69,7 @@ describe.skipIf(gate.skip)(`embedding PTX assembles with ptxas (${gate.reason})`
       }
     }, 60_000);
   }
-  it(`the poisoning for sm_90 and ${DEFAULT_TARGET}`, () => {
-    for (const arch of ['sm_90', DEFAULT_TARGET]) {
-      expectAssemblesCleanly(embeddingPoisonModule().emit(), arch);
-    }
-  }, 60_000);
+  itAssemblesForBothTargets('the poisoning', embeddingPoisonModule);
 });
 
 // With one SM the grids are a few blocks: every group loops over many rows,
@@ -81,11 +77,7 @@ describe.skipIf(gate.skip)(`embedding PTX assembles with ptxas (${gate.reason})`
 describe('embedding kernels on a one-SM emulated device', () => {
   const { gpu, cpu } = useEmulatedGpu({ multiprocessors: 1 });
 
-  let seed = 5;
-  const uniform = () => {
-    seed = (seed * 16807) % 2147483647;
-    return seed / 2147483647;
-  };
+  const uniform = seededUniform(5);
 
   async function check(rows: number, vocab: number, dim: number, badLast: boolean) {
     const ids = Int32Array.from({ length: rows }, () => Math.floor(uniform() * vocab));

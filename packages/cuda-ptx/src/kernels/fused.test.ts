@@ -1,21 +1,22 @@
 import {
+  type AttrValues,
   biasActivationBackward,
   gateUpSwiglu,
+  type KernelSpec,
   LINEAR_ACTIVATIONS,
   linear,
   rmsNormMatmul,
   rmsNormMatmul3,
   type Tensor,
 } from '@rayo/core';
-import { compareOutputs } from '@rayo/core/testing';
-import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
+import { compareOutputs, type Tolerance } from '@rayo/core/testing';
+import { expectAssemblesCleanly, seededUniform, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import {
   biasActivationKey,
   biasActivationModule,
-  FUSED_KERNELS,
   FUSED_MAX_ROWS,
   type FusedVariant,
   fusedKey,
@@ -54,17 +55,15 @@ const halfVariants: FusedVariant[] = (
   ]),
 );
 
-describe('fused streaming kernels', () => {
-  it('implements gateUpSwiglu and rmsNormMatmul', () => {
-    expect(FUSED_KERNELS.map((k) => k.spec.name)).toEqual([
-      'linear',
-      'biasActivationBackward',
-      'gateUpSwiglu',
-      'rmsNormMatmul',
-      'rmsNormMatmul3',
-    ]);
-  });
+/** Each of the emulated gpu's outputs agrees with the reference's within `tolerance`. */
+async function expectOutputsClose(got: readonly Tensor[], want: readonly Tensor[], tolerance: Tolerance) {
+  expect(got.length).toBe(want.length);
+  for (let i = 0; i < want.length; i++) {
+    expect(compareOutputs('f32', await got[i]!.read(), await want[i]!.read(), tolerance)).toBeUndefined();
+  }
+}
 
+describe('fused streaming kernels', () => {
   it('reads both weights with .v4 through the non-coherent cache and writes only y', () => {
     const text = fusedModule({ gated: true, rows: 1, vec: true, norm: true }).emit();
     // Two weights, the norm weight and x, per step, unrolled 4 times.
@@ -205,12 +204,27 @@ describe.skipIf(gate.skip)(`fused PTX assembles with ptxas, without spills (${ga
 // block takes (blockIdx.y steps through them).
 describe('gateUpSwiglu on a one-SM emulated device', () => {
   const { fake, gpu, cpu } = useEmulatedGpu({ multiprocessors: 1 });
-  let seed = 11;
-  const random = (n: number) =>
-    Float32Array.from({ length: n }, () => {
-      seed = (seed * 16807) % 2147483647;
-      return (seed / 2147483647) * 2 - 1;
-    });
+  const uniform = seededUniform(11, -1, 1);
+  const random = (n: number) => Float32Array.from({ length: n }, uniform);
+  /** `spec` on fresh random inputs of `shapes`, run on the emulated gpu and on the reference. */
+  const runBoth = <A extends AttrValues>(
+    spec: KernelSpec<A>,
+    shapes: readonly number[][],
+    attrs?: Partial<A>,
+  ) => {
+    const data = shapes.map((s) => random(s.reduce((a, b) => a * b, 1)));
+    const got = gpu.run(
+      spec,
+      data.map((d, i) => gpu.upload(d, shapes[i]!)),
+      attrs,
+    ) as Tensor[];
+    const want = cpu.run(
+      spec,
+      data.map((d, i) => cpu.upload(d, shapes[i]!)),
+      attrs,
+    );
+    return { got, want };
+  };
 
   // One SM: long row loops in the backward, split K in the forward, the bias
   // along the rows of a transposed streaming product (N small, M large).
@@ -220,27 +234,8 @@ describe('gateUpSwiglu on a one-SM emulated device', () => {
     [2, 515, 33, 'tanh'],
   ] as const) {
     it(`linear ${m}×${k}→${n} ${activation} and its backward`, async () => {
-      const shapes: number[][] = [[m, k], [n, k], [n]];
-      const data = shapes.map((s) => random(s.reduce((a, b) => a * b, 1)));
-      const attrs = { activation, preActivation: true };
-      const got = gpu.run(
-        linear,
-        data.map((d, i) => gpu.upload(d, shapes[i]!)),
-        attrs,
-      ) as Tensor[];
-      const want = cpu.run(
-        linear,
-        data.map((d, i) => cpu.upload(d, shapes[i]!)),
-        attrs,
-      );
-      for (let i = 0; i < 2; i++) {
-        expect(
-          compareOutputs('f32', await got[i]!.read(), await want[i]!.read(), {
-            rtol: 1e-4,
-            atol: 5e-5 * Math.sqrt(k),
-          }),
-        ).toBeUndefined();
-      }
+      const { got, want } = runBoth(linear, [[m, k], [n, k], [n]], { activation, preActivation: true });
+      await expectOutputsClose(got, want, { rtol: 1e-4, atol: 5e-5 * Math.sqrt(k) });
       const dy = random(m * n);
       const z = await want[1]!.read();
       const back = gpu.run(biasActivationBackward, [gpu.upload(dy, [m, n]), gpu.upload(z, [m, n])], {
@@ -249,14 +244,7 @@ describe('gateUpSwiglu on a one-SM emulated device', () => {
       const ref = cpu.run(biasActivationBackward, [cpu.upload(dy, [m, n]), cpu.upload(z, [m, n])], {
         activation,
       });
-      for (let i = 0; i < 2; i++) {
-        expect(
-          compareOutputs('f32', await back[i]!.read(), await ref[i]!.read(), {
-            rtol: 1e-4,
-            atol: 2e-5 * Math.sqrt(m),
-          }),
-        ).toBeUndefined();
-      }
+      await expectOutputsClose(back, ref, { rtol: 1e-4, atol: 2e-5 * Math.sqrt(m) });
     });
   }
 
@@ -266,20 +254,9 @@ describe('gateUpSwiglu on a one-SM emulated device', () => {
     [11, 516, 19, true],
   ] as const) {
     it(`${m}×${k}→${n}${norm ? ' rmsNorm' : ''}`, async () => {
-      const shapes: number[][] = [[m, k], [n, k], [n, k], ...(norm ? [[k]] : [])];
-      const data = shapes.map((s) => random(s.reduce((a, b) => a * b, 1)));
       const first = fake.launches.length;
-      const [y] = gpu.run(
-        gateUpSwiglu,
-        data.map((d, i) => gpu.upload(d, shapes[i]!)),
-      ) as Tensor[];
-      const [want] = cpu.run(
-        gateUpSwiglu,
-        data.map((d, i) => cpu.upload(d, shapes[i]!)),
-      );
-      expect(
-        compareOutputs('f32', await y!.read(), await want!.read(), { rtol: 1e-4, atol: 4e-5 * k }),
-      ).toBeUndefined();
+      const { got, want } = runBoth(gateUpSwiglu, [[m, k], [n, k], [n, k], ...(norm ? [[k]] : [])]);
+      await expectOutputsClose(got, want, { rtol: 1e-4, atol: 4e-5 * k });
       // One launch, whatever M.
       expect(fake.launches.length - first).toBe(1);
     });
@@ -290,19 +267,8 @@ describe('gateUpSwiglu on a one-SM emulated device', () => {
     [13, 260, 17],
   ] as const) {
     it(`rmsNormMatmul ${m}×${k}→${n}`, async () => {
-      const shapes: number[][] = [[m, k], [k], [n, k]];
-      const data = shapes.map((s) => random(s.reduce((a, b) => a * b, 1)));
-      const [y] = gpu.run(
-        rmsNormMatmul,
-        data.map((d, i) => gpu.upload(d, shapes[i]!)),
-      ) as Tensor[];
-      const [want] = cpu.run(
-        rmsNormMatmul,
-        data.map((d, i) => cpu.upload(d, shapes[i]!)),
-      );
-      expect(
-        compareOutputs('f32', await y!.read(), await want!.read(), { rtol: 1e-4, atol: 5e-5 * Math.sqrt(k) }),
-      ).toBeUndefined();
+      const { got, want } = runBoth(rmsNormMatmul, [[m, k], [k], [n, k]]);
+      await expectOutputsClose(got, want, { rtol: 1e-4, atol: 5e-5 * Math.sqrt(k) });
     });
   }
 
@@ -337,14 +303,7 @@ describe('gateUpSwiglu on a one-SM emulated device', () => {
         data.map((d, i) => cpu.upload(d, shapes[i]!)),
       );
       expect(want).toHaveLength(ns.length);
-      for (let i = 0; i < ns.length; i++) {
-        expect(
-          compareOutputs('f32', await outs[i]!.read(), await want[i]!.read(), {
-            rtol: 1e-4,
-            atol: 5e-5 * Math.sqrt(k),
-          }),
-        ).toBeUndefined();
-      }
+      await expectOutputsClose(outs, want, { rtol: 1e-4, atol: 5e-5 * Math.sqrt(k) });
     });
   }
 
@@ -374,11 +333,7 @@ describe('gateUpSwiglu on a one-SM emulated device', () => {
         expect(compareOutputs('f32', await y!.read(), await want!.read(), tolerance)).toBeUndefined();
         const got3 = gpu.run(rmsNormMatmul3, [gx!, gn!, gw0!, gw1!, gw2!]) as Tensor[];
         const want3 = cpu.run(rmsNormMatmul3, [cx!, cn!, cw0!, cw1!, cw2!]);
-        for (let i = 0; i < 3; i++) {
-          expect(
-            compareOutputs('f32', await got3[i]!.read(), await want3[i]!.read(), tolerance),
-          ).toBeUndefined();
-        }
+        await expectOutputsClose(got3, want3, tolerance);
       });
     }
   }

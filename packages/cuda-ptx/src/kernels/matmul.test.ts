@@ -1,6 +1,6 @@
 import { batchedMatmul, InvalidArgumentError, matmul, type Tensor } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { createEmulatedGpu, expectAssemblesCleanly } from '@rayo/cuda-testkit';
+import { createEmulatedGpu, expectAssemblesCleanly, seededUniform } from '@rayo/cuda-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
@@ -17,14 +17,7 @@ import {
   type RowVariant,
   streamWidth,
 } from './gemv.js';
-import {
-  axpyColumns,
-  LARGE_MIN_SPLIT_K,
-  MATMUL_KERNELS,
-  type MatmulProblem,
-  MIN_SPLIT_K,
-  planMatmul,
-} from './matmul.js';
+import { axpyColumns, LARGE_MIN_SPLIT_K, type MatmulProblem, MIN_SPLIT_K, planMatmul } from './matmul.js';
 import { splitSumKey, splitSumModule } from './matmulSplitK.js';
 import { TILE_LARGE, TILE_MID, type TileVariant, tileKey, tileModule } from './matmulTile.js';
 
@@ -43,10 +36,6 @@ const FLAGS = [
 ] as const;
 
 describe('matmul kernel selection', () => {
-  it('implements matmul and batchedMatmul', () => {
-    expect(MATMUL_KERNELS.map((k) => k.spec.name)).toEqual(['matmul', 'batchedMatmul']);
-  });
-
   it('runs the GEMV as a warp per column for b stored [N, K], and as column lanes for [K, N]', () => {
     expect(planMatmul(problem(1, 4096, 4096, { transB: true }), H100)).toEqual({
       kind: 'dot',
@@ -121,49 +110,56 @@ describe('matmul kernel selection', () => {
     });
   });
 
-  it('splits K where the tiles would leave SMs idle, each split whole tile steps of MIN_SPLIT_K or more', () => {
-    // 64 rows against 4096×4096 weights: large tiles would be half padding, so 64 mid tiles, 5 splits of 832.
-    expect(planMatmul(problem(64, 4096, 4096, { transB: true, withC: true }), H100)).toMatchObject({
-      variant: { tile: TILE_MID, withC: false },
-      splits: 5,
-      kPerSplit: 832,
-    });
-    // 128 rows: 32 large tiles, 12 splits of 344 (384 blocks).
-    expect(planMatmul(problem(128, 4096, 4096, { transB: true, withC: true }), H100)).toMatchObject({
-      variant: { tile: TILE_LARGE, withC: false },
-      splits: 12,
-      kPerSplit: 344,
-    });
-    // A GPT block's products at 2048 tokens: 36 and 96 large tiles, split 11 and 4 ways.
-    expect(planMatmul(problem(768, 2048, 768, { transA: true }), H100)).toMatchObject({
-      variant: { tile: TILE_LARGE },
-      splits: 11,
-      kPerSplit: 192,
-    });
-    expect(planMatmul(problem(2048, 2048, 768), H100)).toMatchObject({
-      variant: { tile: TILE_LARGE },
-      splits: 4,
-      kPerSplit: 512,
-    });
-    // 192 large tiles split in two; 256 fill the device unsplit.
-    expect(planMatmul(problem(4096, 768, 768), H100)).toMatchObject({ splits: 2, kPerSplit: 384 });
-    expect(planMatmul(problem(2048, 768, 2048), H100)).toMatchObject({
-      variant: { tile: TILE_LARGE },
-      splits: 1,
-    });
-    // 16 large tiles cannot fill 132 SMs within K = 512: the mid tile, split in two.
-    expect(planMatmul(problem(512, 512, 512), H100)).toMatchObject({
-      variant: { tile: TILE_MID },
-      splits: 2,
-      kPerSplit: 256,
-    });
-    expect(planMatmul(problem(512, 511, 512), H100)).toMatchObject({ splits: 1, kPerSplit: 511 });
-    // 64 large tiles of 1024×1024 over K = 4096: six splits of 688 (384 blocks).
-    expect(planMatmul(problem(1024, 4096, 1024), H100)).toMatchObject({
-      variant: { tile: TILE_LARGE },
-      splits: 6,
-      kPerSplit: 688,
-    });
+  // [why, problem, the plan's fields]
+  const SPLIT_PLANS: readonly (readonly [string, MatmulProblem, object])[] = [
+    [
+      '64 rows against 4096×4096 weights: large tiles would be half padding, so 64 mid tiles, 5 splits of 832',
+      problem(64, 4096, 4096, { transB: true, withC: true }),
+      { variant: { tile: TILE_MID, withC: false }, splits: 5, kPerSplit: 832 },
+    ],
+    [
+      '128 rows: 32 large tiles, 12 splits of 344 (384 blocks)',
+      problem(128, 4096, 4096, { transB: true, withC: true }),
+      { variant: { tile: TILE_LARGE, withC: false }, splits: 12, kPerSplit: 344 },
+    ],
+    [
+      "a GPT block's product at 2048 tokens: 36 large tiles, split 11 ways",
+      problem(768, 2048, 768, { transA: true }),
+      { variant: { tile: TILE_LARGE }, splits: 11, kPerSplit: 192 },
+    ],
+    [
+      "a GPT block's product at 2048 tokens: 96 large tiles, split 4 ways",
+      problem(2048, 2048, 768),
+      { variant: { tile: TILE_LARGE }, splits: 4, kPerSplit: 512 },
+    ],
+    ['192 large tiles split in two', problem(4096, 768, 768), { splits: 2, kPerSplit: 384 }],
+    [
+      '256 large tiles fill the device unsplit',
+      problem(2048, 768, 2048),
+      { variant: { tile: TILE_LARGE }, splits: 1 },
+    ],
+    [
+      '16 large tiles cannot fill 132 SMs within K = 512: the mid tile, split in two',
+      problem(512, 512, 512),
+      { variant: { tile: TILE_MID }, splits: 2, kPerSplit: 256 },
+    ],
+    [
+      'one K short of 512: two splits would fall below MIN_SPLIT_K',
+      problem(512, 511, 512),
+      { splits: 1, kPerSplit: 511 },
+    ],
+    [
+      '64 large tiles of 1024×1024 over K = 4096: six splits of 688 (384 blocks)',
+      problem(1024, 4096, 1024),
+      { variant: { tile: TILE_LARGE }, splits: 6, kPerSplit: 688 },
+    ],
+  ];
+
+  it.each(SPLIT_PLANS)('splits K where the tiles would leave SMs idle: %s', (_why, p, plan) => {
+    expect(planMatmul(p, H100)).toMatchObject(plan);
+  });
+
+  it('splits K into whole tile steps of MIN_SPLIT_K or more', () => {
     for (const k of [512, 1000, 4097, 100_000]) {
       const plan = planMatmul(problem(100, k, 100), H100);
       if (plan.kind !== 'tile') throw new Error('unreachable');
@@ -389,12 +385,8 @@ describe('matmul modules', () => {
 /** A backend on a fake device of `sms` SMs whose launches run in the PTX interpreter, checked against the cpu backend. */
 function emulated(sms: number) {
   const { fake, gpu, cpu } = createEmulatedGpu({ multiprocessors: sms });
-  let seed = 3;
-  const random = (n: number) =>
-    Float32Array.from({ length: n }, () => {
-      seed = (seed * 16807) % 2147483647;
-      return (seed / 2147483647) * 2 - 1;
-    });
+  const uniform = seededUniform(3, -1, 1);
+  const random = (n: number) => Float32Array.from({ length: n }, uniform);
 
   /** Runs `spec` on both backends, compares within the conformance bound for depth `k`, returns the launches. */
   async function check(
@@ -550,12 +542,8 @@ describe('split K of the large tile on an emulated device', () => {
 describe('half weights on an emulated device', () => {
   const { gpu, cpu } = createEmulatedGpu({ multiprocessors: 4 });
   afterAll(() => gpu.dispose());
-  let seed = 11;
-  const random = (n: number) =>
-    Array.from({ length: n }, () => {
-      seed = (seed * 16807) % 2147483647;
-      return (seed / 2147483647) * 2 - 1;
-    });
+  const uniform = seededUniform(11, -1, 1);
+  const random = (n: number) => Array.from({ length: n }, uniform);
   for (const dtype of ['bf16', 'f16'] as const) {
     for (const [m, k, n] of [
       [1, 264, 40],

@@ -1,6 +1,6 @@
 import { batchedMatmul, matmul, type Tensor } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { useEmulatedGpu } from '@rayo/cuda-testkit';
+import { seededUniform, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { TC_ENTRY } from './matmulTensorCore.js';
 import { WG_ENTRY } from './matmulWgmma.js';
@@ -10,12 +10,8 @@ import { WG_ENTRY } from './matmulWgmma.js';
 // the cpu reference rounding the same operands (only the summation order differs).
 describe("matmul precision 'half' on an emulated sm_90 device", () => {
   const { gpu, cpu, fake } = useEmulatedGpu({ multiprocessors: 4 });
-  let seed = 23;
-  const random = (n: number) =>
-    Array.from({ length: n }, () => {
-      seed = (seed * 16807) % 2147483647;
-      return (seed / 2147483647) * 2 - 1;
-    });
+  const uniform = seededUniform(23, -1, 1);
+  const random = (n: number) => Array.from({ length: n }, uniform);
   const tensorCoreLaunches = () => fake.launches.filter((l) => l.entry === TC_ENTRY || l.entry === WG_ENTRY);
 
   const cases = [

@@ -15,7 +15,7 @@ import {
   sumSquares,
 } from '@rayo/core';
 import { compareOutputs, type Tolerance } from '@rayo/core/testing';
-import { createEmulatedGpu } from '@rayo/cuda-testkit';
+import { createEmulatedGpu, seededUniform } from '@rayo/cuda-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CudaBackend } from '../backend.js';
 import type { DeviceProperties } from '../driver/driver.js';
@@ -95,11 +95,7 @@ type Input = Shape | readonly [Shape, Float32Array];
 type Case = [string, AnyKernelSpec, Input[], Record<string, unknown>?, Tolerance?];
 
 function uniform(shape: Shape, seed: number, lo = -2, hi = 2): Float32Array {
-  let state = seed;
-  return Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => {
-    state = (state * 16807) % 2147483647;
-    return lo + ((hi - lo) * state) / 2147483647;
-  });
+  return Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, seededUniform(seed, lo, hi));
 }
 
 function checkCases(name: string, gpu: () => CudaBackend, cases: readonly Case[]): void {

@@ -110,34 +110,13 @@ export class CollectiveLibCuda extends FakeLibCuda {
     return 0;
   }
 
-  override cuLaunchKernel(
-    fn: bigint,
-    gridX: number,
-    gridY: number,
-    gridZ: number,
-    blockX: number,
-    blockY: number,
-    blockZ: number,
-    sharedBytes: number,
-    stream: bigint,
-    kernelParams: bigint,
-  ): CUresult {
+  override cuLaunchKernel(...launch: Parameters<FakeLibCuda['cuLaunchKernel']>): CUresult {
+    const stream = launch[8];
     // The driver reuses the parameter block after the call, so a launch cannot wait in a queue.
     if (this.#busy(stream) && !this.#capturing.has(stream)) {
       throw new Error('the fake cannot queue a launch behind a collective that waits for other ranks');
     }
-    return super.cuLaunchKernel(
-      fn,
-      gridX,
-      gridY,
-      gridZ,
-      blockX,
-      blockY,
-      blockZ,
-      sharedBytes,
-      stream,
-      kernelParams,
-    );
+    return super.cuLaunchKernel(...launch);
   }
 
   override cuMemcpyHtoDAsync_v2(dst: bigint, src: ArrayBufferView, bytes: number, stream: bigint): CUresult {

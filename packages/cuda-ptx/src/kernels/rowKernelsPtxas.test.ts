@@ -1,0 +1,54 @@
+import { expectAssemblesCleanly } from '@rayo/cuda-testkit';
+import { describe, it } from 'vitest';
+import type { PtxModule } from '../ptx/module.js';
+import { ptxasTestGate } from '../ptx/ptxas.js';
+import { DEFAULT_TARGET } from '../ptx/target.js';
+import { NORM_DECLS, normKey, normModule } from './normalization.js';
+import { columnSumsModule, largestPlannedGeometries, type RowGeometry } from './rowReduce.js';
+import { SOFTMAX_DECLS, softmaxKey, softmaxModule } from './softmax.js';
+import type { FloatStorage } from './storage.js';
+
+/** A family of row kernels: its declarations, and the module and cache key of one at a geometry. */
+interface RowFamily<D> {
+  readonly name: string;
+  readonly decls: readonly D[];
+  readonly module: (d: D, g: RowGeometry, type?: FloatStorage) => PtxModule;
+  readonly key: (d: D, g: RowGeometry, type?: FloatStorage) => string;
+}
+
+const gate = ptxasTestGate();
+
+function describeAssembly<D extends { readonly spec: { readonly name: string }; readonly registers: number }>(
+  family: RowFamily<D>,
+  more?: () => void,
+): void {
+  describe.skipIf(gate.skip)(
+    `${family.name} PTX assembles with ptxas, without spills (${gate.reason})`,
+    () => {
+      for (const d of family.decls) {
+        it(`${d.spec.name} at the largest geometry of each kind`, () => {
+          // Every kind of geometry the planner gives this kernel, at its most slots (most registers).
+          for (const g of largestPlannedGeometries(d.registers)) {
+            for (const arch of ['sm_90', DEFAULT_TARGET]) {
+              expectAssemblesCleanly(family.module(d, g).emit(), arch, `${family.key(d, g)} ${arch}`);
+            }
+            for (const type of ['f16', 'bf16'] as const) {
+              expectAssemblesCleanly(family.module(d, g, type).emit(), 'sm_90', family.key(d, g, type));
+            }
+          }
+        }, 120_000);
+      }
+      more?.();
+    },
+  );
+}
+
+describeAssembly({ name: 'normalization', decls: NORM_DECLS, module: normModule, key: normKey }, () => {
+  it('column sums', () => {
+    for (const arch of ['sm_90', DEFAULT_TARGET]) {
+      for (const type of ['f32', 'f16', 'bf16'] as const)
+        expectAssemblesCleanly(columnSumsModule(type).emit(), arch);
+    }
+  });
+});
+describeAssembly({ name: 'softmax', decls: SOFTMAX_DECLS, module: softmaxModule, key: softmaxKey });
