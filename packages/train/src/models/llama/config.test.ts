@@ -77,7 +77,8 @@ describe('parseLlamaConfig', () => {
       /a divisor of hidden_size \(64\)/,
     ],
     ['head_dim', { head_dim: 15 }, /an even head dimension/],
-    ['rope_theta', { rope_theta: -1 }, /a positive number/],
+    ['rope_theta', { rope_theta: -1 }, /a finite number >= 1/],
+    ['rope_theta', { rope_theta: 0.5 }, /expected a finite number >= 1, got 0.5/],
     ['tie_word_embeddings', { tie_word_embeddings: 'yes' }, /a boolean/],
     ['hidden_act', { hidden_act: 'gelu' }, /"silu"/],
     ['mlp_bias', { mlp_bias: true }, /no MLP biases/],
@@ -309,7 +310,7 @@ describe('RoPE scaling in a config', () => {
     ],
     ['partial_rotary_factor', llama2Config({ partial_rotary_factor: 0.25 }), /partial RoPE/],
     ['rope_scaling', llama2Config({ rope_scaling: 'llama3' }), /an object or null/],
-    ['rope_theta', llama32Config({ rope_theta: 0.5 }), /a base >= 1 with a scaled RoPE/],
+    ['rope_theta', llama32Config({ rope_theta: 0.5 }), /a finite number >= 1/],
   ])('refuses a bad %s, naming it', (field, config, message) => {
     refusal(() => parseLlamaConfig(config), field, message);
   });

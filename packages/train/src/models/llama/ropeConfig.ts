@@ -79,17 +79,17 @@ function sameScaling(a: RopeScaling | undefined, b: RopeScaling | undefined): bo
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
+/** RoPE's base: at least 1, as the rope kernels take it (a base below 1 would make frequencies above 1). */
 function theta(value: unknown, field: string): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0)
-    invalid(field, 'a positive number', value);
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 1)
+    invalid(field, 'a finite number >= 1', value);
   return value;
 }
 
 /**
  * RoPE's base and scaling. `rope_parameters` (transformers 5) wins where it
  * is given; a `rope_theta` or `rope_scaling` beside it must say the same, or
- * the config is refused naming the one that differs. A scaling needs a base
- * of at least 1 (the scaled frequencies are computed from it on the host).
+ * the config is refused naming the one that differs. The base is at least 1.
  */
 export function parseRope(c: Readonly<Record<string, unknown>>): {
   ropeTheta: number;
@@ -130,11 +130,5 @@ export function parseRope(c: Readonly<Record<string, unknown>>): {
     if (isObject(legacyScaling) && !sameScaling(legacy, ropeScaling))
       invalid('rope_scaling', 'null, absent, or the scaling of rope_parameters', legacyScaling);
   }
-  if (ropeScaling && ropeTheta < 1)
-    invalid(
-      parameters ? 'rope_parameters.rope_theta' : 'rope_theta',
-      'a base >= 1 with a scaled RoPE',
-      ropeTheta,
-    );
   return ropeScaling ? { ropeTheta, ropeScaling } : { ropeTheta };
 }
