@@ -100,7 +100,7 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
   },
 });
 
-type QuantizedEmbeddingAttrs = { format: QuantFormat; dim: number };
+type QuantizedEmbeddingAttrs = { format: QuantFormat; dim: number; to: (typeof FLOAT)[number] };
 
 /**
  * The shape checks of a quantized table [V, D] (or weight [N, K]) in
@@ -158,8 +158,10 @@ function checkQuantizedTable(
  * format: the embedding lookup of a quantized token table (a GGUF file's
  * Q4_K or Q6_K `token_embd`), dequantizing only the rows it reads. D is an
  * attribute: a row's packed words do not give it (rows are padded). y is f32
- * whatever the scales' dtype, each value what the format's dequantization
- * gives (see quant/layout.ts): a backend matches the reference bit for bit,
+ * whatever the scales' dtype (or `to`'s half dtype, each f32 value rounded:
+ * a weight dequantized for a tensor-core product), each value what the
+ * format's dequantization gives (see quant/layout.ts): a backend matches
+ * the reference bit for bit,
  * but that a shader compiler may fuse q4g32a's q · scale − offset into one
  * fma. An id outside [0, V) gives a NaN row, as `embedding`'s does.
  */
@@ -189,12 +191,18 @@ export const quantizedEmbedding = defineKernel<QuantizedEmbeddingAttrs>({
   attributes: {
     format: { kind: 'enum', values: QUANT_FORMATS, doc: 'how the table is stored' },
     dim: { kind: 'number', integer: true, min: 1, doc: 'D, the length of a row' },
+    to: {
+      kind: 'enum',
+      values: FLOAT,
+      default: 'f32',
+      doc: "y's dtype: the dequantized f32 values rounded to nearest even (a half weight for a tensor-core product)",
+    },
   },
-  infer([ids, packed, scales, zeros, offsets], { format, dim }) {
+  infer([ids, packed, scales, zeros, offsets], { format, dim, to }) {
     const check = new ArgCheck('quantizedEmbedding');
     check.minRank('ids', ids!, 1);
     checkQuantizedTable(check, format, dim, { packed: packed!, scales: scales!, zeros, offsets });
-    return [{ name: 'y', shape: [...ids!.shape, dim], dtype: 'f32' }];
+    return [{ name: 'y', shape: [...ids!.shape, dim], dtype: to }];
   },
   reference([ids, packed, scales, zeros, offsets], { format, dim }, io) {
     const v = io.inputs[1]!.shape[0]!;
@@ -212,11 +220,11 @@ export const quantizedEmbedding = defineKernel<QuantizedEmbeddingAttrs>({
     }
     return [y];
   },
-  cost([ids, packed, scales, zeros, offsets], { format, dim }) {
+  cost([ids, packed, scales, zeros, offsets], { format, dim, to }) {
     const n = sizeOf(ids!.shape);
     const layout = quantLayout(format, dim);
     const v = packed!.shape[0]!;
-    // A gather: the ids, one packed row (and its scales) per id, the f32 rows written.
+    // A gather: the ids, one packed row (and its scales) per id, the rows written in y's dtype.
     const perRow = (b: { shape: readonly number[] } | undefined, bytes: number) =>
       b ? (sizeOf(b.shape) / Math.max(v, 1)) * bytes : 0;
     const scaleBytes = bytesPerElement(scales!.dtype);
@@ -229,7 +237,7 @@ export const quantizedEmbedding = defineKernel<QuantizedEmbeddingAttrs>({
             perRow(scales, scaleBytes) +
             perRow(zeros, 4) +
             perRow(offsets, scaleBytes) +
-            4 * dim),
+            bytesPerElement(to) * dim),
     };
   },
 });

@@ -14,7 +14,10 @@ import { type QuantEmbeddingVariant, quantEmbeddingKey, quantEmbeddingModule } f
 
 const variants: QuantEmbeddingVariant[] = QUANT_FORMATS.flatMap((format) =>
   (quantLayout(format, 1).zeroPoints ? [false, true] : [false]).flatMap((zeros) =>
-    (['f32', 'f16', 'bf16'] as const).map((scale) => ({ format, zeros, scale })),
+    (['f32', 'f16', 'bf16'] as const).flatMap((scale) =>
+      // A half y (a weight dequantized for a tensor-core product) with the scales as stored.
+      (['f32', 'f16', 'bf16'] as const).map((out) => ({ format, zeros, scale, out })),
+    ),
   ),
 );
 

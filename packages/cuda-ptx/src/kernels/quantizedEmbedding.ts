@@ -2,7 +2,7 @@ import { FLOAT, type QuantFormat, quantizedEmbedding, quantLayout } from '@rayo/
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
-import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf } from './storage.js';
+import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
 
 // quantizedEmbedding: y[r, :] = dequant(table)[ids[r], :] for a table in one
 // of core's quantized formats (quant/layout.ts has the bits). A gather reads
@@ -20,10 +20,13 @@ export interface QuantEmbeddingVariant {
   readonly zeros: boolean;
   /** Storage of the scales (and offsets). */
   readonly scale: FloatStorage;
+  /** y's storage (f32 unless given): each value rounded to it as stored. */
+  readonly out?: FloatStorage;
 }
 
 export function quantEmbeddingKey(v: QuantEmbeddingVariant): string {
-  return `quantized/embedding/${v.format}${v.zeros ? '/zeros' : ''}${storageKey([v.scale])}`;
+  const out = v.out && v.out !== 'f32' ? `/to-${v.out}` : '';
+  return `quantized/embedding/${v.format}${v.zeros ? '/zeros' : ''}${out}${storageKey([v.scale])}`;
 }
 
 export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
@@ -113,7 +116,8 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
           k.sub('f32', value, value, o, { rnd: 'rn' });
         }
         const out = k.selp('f32', k.reg('f32'), value, Number.NaN, valid);
-        k.stGlobal('f32', k.elementAddress(y, e, 4), out);
+        const store = v.out ?? 'f32';
+        storesOf(k, store, [out])(k.elementAddress(y, e, STORAGE_BYTES[store]));
       });
     },
     { maxThreadsPerBlock: BLOCK },
@@ -134,6 +138,7 @@ export const QUANTIZED_EMBEDDING_KERNELS: readonly AnyCudaKernel[] = [
         format: attrs.format,
         zeros: zeros !== undefined,
         scale: storageOf(scales!),
+        out: storageOf(y),
       };
       encoder.launch({
         key: quantEmbeddingKey(variant),
@@ -158,7 +163,7 @@ export const QUANTIZED_EMBEDDING_KERNELS: readonly AnyCudaKernel[] = [
         },
       });
     },
-    // The scales (and offsets) in f32, f16 or bf16; y is f32.
+    // The scales (and offsets) in f32, f16 or bf16; y in `to`'s dtype.
     { dtypes: FLOAT },
   ),
 ];

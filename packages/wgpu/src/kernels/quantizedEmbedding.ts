@@ -1,7 +1,7 @@
 import { FLOAT, type QuantFormat, quantizedEmbedding, quantLayout } from '@rayo/core';
 import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
-import { storageOf } from '../wgsl/half.js';
+import { narrowFunctions, type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
 
@@ -27,28 +27,8 @@ const PARAMS = paramLayout([
 
 const SCALE_KINDS = { f32: 0, f16: 1, bf16: 2 } as const;
 
-export function quantEmbeddingShader(format: QuantFormat) {
-  const layout = quantLayout(format, 1);
-  const names: [string, WgslType, 'read' | 'read_write'][] = [
-    ['ids', 'i32', 'read'],
-    ['packed', 'u32', 'read'],
-    ['scales', 'u32', 'read'],
-    ...(layout.zeroPoints ? [['zeros', 'u32', 'read'] as [string, WgslType, 'read']] : []),
-    ...(layout.offsets ? [['offsets', 'u32', 'read'] as [string, WgslType, 'read']] : []),
-    ['y', 'f32', 'read_write'],
-  ];
-  const code =
-    layout.bits === 8 ? `f32((bitcast<i32>(word) << (24u - shift)) >> 24u)` : `f32((word >> shift) & 15u)`;
-  const zero = layout.zeroPoints
-    ? `select(8.0, f32((zeros[id * params.zeroWords + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u), params.hasZeros != 0u)`
-    : `${layout.offset}.0`;
-  return {
-    key: `quantized/embedding/${format}/wg${WG}`,
-    kernel: quantizedEmbedding.name,
-    code: () => {
-      const module = new ShaderModule().params(PARAMS);
-      for (const [name, type, access] of names) module.storage(name, type, access);
-      module.declare(`var<private> nanBits: u32 = 0x7fc00000u;
+/** Element i of the scales (or offsets) as stored, and the NaN an id out of range gives. */
+const FLOAT_AT = `var<private> nanBits: u32 = 0x7fc00000u;
 // Element i of a float array stored as u32 words: f32, or a half of a word (f16, bf16).
 fn float_at(i: u32, word: u32) -> f32 {
   if (params.scaleKind == 0u) { return bitcast<f32>(word); }
@@ -56,15 +36,32 @@ fn float_at(i: u32, word: u32) -> f32 {
   if (params.scaleKind == 1u) { return unpack2x16float(half).x; }
   return bitcast<f32>(half << 16u);
 }
-fn word_index(i: u32) -> u32 { return select(i >> 1u, i, params.scaleKind == 0u); }`);
-      return module.build(
-        undefined,
-        WG,
-        `  ${elementIndex('params.count')}
-  let id = bitcast<u32>(ids[i / params.dim]);
+fn word_index(i: u32) -> u32 { return select(i >> 1u, i, params.scaleKind == 0u); }`;
+
+/**
+ * The shader of `format` writing y as `out`: f32, one element an
+ * invocation; a half dtype, one u32 word (two elements, each rounded to
+ * nearest even) an invocation, so that no two invocations write one word.
+ */
+export function quantEmbeddingShader(format: QuantFormat, out: Storage = 'f32') {
+  const layout = quantLayout(format, 1);
+  const names: [string, WgslType, 'read' | 'read_write'][] = [
+    ['ids', 'i32', 'read'],
+    ['packed', 'u32', 'read'],
+    ['scales', 'u32', 'read'],
+    ...(layout.zeroPoints ? [['zeros', 'u32', 'read'] as [string, WgslType, 'read']] : []),
+    ...(layout.offsets ? [['offsets', 'u32', 'read'] as [string, WgslType, 'read']] : []),
+    ['y', out === 'f32' ? 'f32' : 'u32', 'read_write'],
+  ];
+  const code =
+    layout.bits === 8 ? `f32((bitcast<i32>(word) << (24u - shift)) >> 24u)` : `f32((word >> shift) & 15u)`;
+  const zero = layout.zeroPoints
+    ? `select(8.0, f32((zeros[id * params.zeroWords + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u), params.hasZeros != 0u)`
+    : `${layout.offset}.0`;
+  // Element i's value from its id's row: (q − zero) · scale (− offset).
+  const lookup = (nan: string) => `  let id = bitcast<u32>(ids[i / params.dim]);
   if (id >= params.vocab) {
-    y[i] = bitcast<f32>(nanBits);
-    return;
+    ${nan};
   }
   let col = i % params.dim;
   let word = packed[id * params.rowWords + col / ${layout.perWord}u];
@@ -72,8 +69,35 @@ fn word_index(i: u32) -> u32 { return select(i >> 1u, i, params.scaleKind == 0u)
   let g = ${layout.scalePerRow ? '0u' : `col / ${layout.groupSize}u`};
   let at = id * params.groups + g;
   let s = float_at(at, scales[word_index(at)]);
-  let value = (${code} - ${zero}) * s;
-  y[i] = ${layout.offsets ? 'value - float_at(at, offsets[word_index(at)])' : 'value'};`,
+  let value = (${code} - ${zero}) * s;`;
+  const result = layout.offsets ? 'value - float_at(at, offsets[word_index(at)])' : 'value';
+  return {
+    key: `quantized/embedding/${format}${out === 'f32' ? '' : `/to-${out}`}/wg${WG}`,
+    kernel: quantizedEmbedding.name,
+    code: () => {
+      const module = new ShaderModule().params(PARAMS);
+      for (const [name, type, access] of names) module.storage(name, type, access);
+      module.declare(FLOAT_AT);
+      if (out === 'f32') {
+        return module.build(
+          undefined,
+          WG,
+          `  ${elementIndex('params.count')}
+${lookup('y[i] = bitcast<f32>(nanBits);\n    return')}
+  y[i] = ${result};`,
+        );
+      }
+      module.declare(narrowFunctions(out));
+      module.declare(`fn element(i: u32) -> f32 {
+${lookup('return bitcast<f32>(nanBits)')}
+  return ${result};
+}`);
+      return module.build(
+        undefined,
+        WG,
+        `  ${elementIndex('(params.count + 1u) / 2u')}
+  let second = select(0.0, element(2u * i + 1u), 2u * i + 1u < params.count);
+  y[i] = to_${out}(element(2u * i)) | (to_${out}(second) << 16u);`,
       );
     },
   };
@@ -97,8 +121,9 @@ export const QUANTIZED_EMBEDDING_KERNELS: readonly AnyWgpuKernel[] = [
         ...(layout.offsets ? [offsets!] : []),
         y,
       ];
+      const out = storageOf(y.dtype);
       encoder.dispatch({
-        shader: quantEmbeddingShader(attrs.format),
+        shader: quantEmbeddingShader(attrs.format, out),
         buffers,
         params: {
           layout: PARAMS,
@@ -113,10 +138,11 @@ export const QUANTIZED_EMBEDDING_KERNELS: readonly AnyWgpuKernel[] = [
             scaleKind: SCALE_KINDS[storageOf(scales!.dtype)],
           },
         },
-        workgroups: elementGrid(encoder, count),
+        // A half y: one invocation per word of two elements.
+        workgroups: elementGrid(encoder, out === 'f32' ? count : Math.ceil(count / 2)),
       });
     },
-    // The scales (and offsets) in f32, f16 or bf16, read as stored; y is f32.
+    // The scales (and offsets) in f32, f16 or bf16, read as stored; y in `to`'s dtype.
     { dtypes: FLOAT },
   ),
 ];

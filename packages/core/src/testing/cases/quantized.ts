@@ -273,6 +273,8 @@ errors.push(
  * rounding of the product, at most half an ulp of |q · scale| <= about 1.
  */
 const GATHER_TOLERANCE: Tolerance = { rtol: 2 ** -22, atol: 2 ** -24 };
+/** The same values rounded to a half dtype: a fused fma's value can round to the neighbouring half. */
+const HALF_GATHER_TOLERANCE: Tolerance = { rtol: 2 ** -8, atol: 2 ** -24 };
 
 /** Ids in [0, v), every third one outside it (just outside, negative, the i32 extremes). */
 function someBadIds(shape: readonly number[], v: number): InputSample {
@@ -322,6 +324,29 @@ for (const format of QUANT_FORMATS) {
       inputs: [someBadIds([4, 3], 13), ...tableOf(format, 13, 40, zeroPoints)],
       attrs: { format, dim: 40 },
       tolerance: GATHER_TOLERANCE,
+    }),
+  );
+  // A half y (a weight dequantized for a tensor-core product): odd element
+  // counts, so a word of two halves ends the tensor, and NaN rows.
+  for (const [to, ids, v, d] of [
+    ['f16', [3, 5], 67, 33],
+    ['bf16', [7], 13, 61],
+  ] as const) {
+    cases.push(
+      valid(k.quantizedEmbedding, {
+        label: `${format} [${v}, ${d}] by ids [${ids.join(', ')}] to ${to}`,
+        inputs: [{ shape: ids, dtype: 'i32', init: { int: [0, v] } }, ...tableOf(format, v, d, false)],
+        attrs: { format, dim: d, to },
+        tolerance: HALF_GATHER_TOLERANCE,
+      }),
+    );
+  }
+  cases.push(
+    valid(k.quantizedEmbedding, {
+      label: `${format} [13, 40] by out-of-range ids to bf16: NaN rows`,
+      inputs: [someBadIds([5, 3], 13), ...tableOf(format, 13, 40, zeroPoints)],
+      attrs: { format, dim: 40, to: 'bf16' },
+      tolerance: HALF_GATHER_TOLERANCE,
     }),
   );
 }

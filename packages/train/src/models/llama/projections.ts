@@ -48,8 +48,8 @@ export function productPrecision(d: LlamaDecoder, rows: number, weight: DType): 
 }
 
 /**
- * Rows from which a quantized projection is dequantized (to f32, then
- * rounded to bf16 by the product) and multiplied on tensor cores: below it
+ * Rows from which a quantized projection is dequantized (to bf16, what
+ * the product's precision 'half' rounds an f32 weight to) and multiplied on tensor cores: below it
  * the quantized kernels, which read the packed weight once per few rows.
  * The dequantized weight is a scratch tensor freed after its product, so
  * the backend's pool hands its memory to the next projection; dequantizing
@@ -101,7 +101,7 @@ function product(
 }
 
 /**
- * The f32 [N, K] values of a quantized weight, every row looked up by
+ * The [N, K] values of a quantized weight rounded to bf16, every row looked up by
  * `quantizedEmbedding` (the values the format's dequantization gives), not
  * tracked by `run`: the caller frees it once its product is recorded (kernels
  * are enqueued in order).
@@ -112,6 +112,7 @@ function dequantized(d: LlamaDecoder, run: TrackingRunner, q: QuantizedWeight): 
     run.run1(quantizedEmbedding, [ids, q.packed, q.scales, q.zeros, q.offsets], {
       format: q.format,
       dim: q.k,
+      to: 'bf16',
     }),
   );
 }
