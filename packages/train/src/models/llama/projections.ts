@@ -51,9 +51,9 @@ export function productPrecision(d: LlamaDecoder, rows: number, weight: DType): 
  * Rows from which a quantized projection is dequantized (to bf16, what
  * the product's precision 'half' rounds an f32 weight to) and multiplied on tensor cores: below it
  * the quantized kernels, which read the packed weight once per few rows.
- * The dequantized weight is a scratch tensor freed after its product, so
- * the backend's pool hands its memory to the next projection; dequantizing
- * tiles in shared memory inside the GEMM would avoid the scratch.
+ * The dequantized weights are scratch tensors freed with the layer's
+ * intermediates; dequantizing tiles in shared memory inside the GEMM would
+ * avoid them.
  */
 export const DEQUANTIZED_PREFILL_ROWS = 32;
 
@@ -70,10 +70,7 @@ export function project(
   const q = quantized?.[name];
   const rows = input.shape[0]!;
   if (q && rows >= DEQUANTIZED_PREFILL_ROWS && d.backend.supports(quantizedEmbedding.name)) {
-    const weight = dequantized(d, run, q);
-    const y = product(run, input, weight, residual, 'half');
-    weight.dispose();
-    return y;
+    return product(run, input, dequantized(d, run, q), residual, 'half');
   }
   if (q) {
     return run.run1(quantizedMatmul, [input, q.packed, q.scales, q.zeros, residual, q.offsets], {
@@ -102,19 +99,17 @@ function product(
 
 /**
  * The [N, K] values of a quantized weight rounded to bf16, every row looked up by
- * `quantizedEmbedding` (the values the format's dequantization gives), not
- * tracked by `run`: the caller frees it once its product is recorded (kernels
- * are enqueued in order).
+ * `quantizedEmbedding` (the values the format's dequantization gives),
+ * tracked by `run` like any intermediate: an eager prefill frees it with
+ * the layer's, a recorded chunk keeps it for as long as its batch.
  */
 function dequantized(d: LlamaDecoder, run: TrackingRunner, q: QuantizedWeight): Tensor {
   const ids = d.dequantizeRows.get(q.n)!;
-  return run.keep(
-    run.run1(quantizedEmbedding, [ids, q.packed, q.scales, q.zeros, q.offsets], {
-      format: q.format,
-      dim: q.k,
-      to: 'bf16',
-    }),
-  );
+  return run.run1(quantizedEmbedding, [ids, q.packed, q.scales, q.zeros, q.offsets], {
+    format: q.format,
+    dim: q.k,
+    to: 'bf16',
+  });
 }
 
 /** `y` + `bias` (a family's projection bias) on every row, or `y` itself without one. */

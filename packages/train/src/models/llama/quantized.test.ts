@@ -100,6 +100,15 @@ describe('LlamaModel with quantized projections', async () => {
       }
       expect(maxError, format).toBeGreaterThan(0);
       expect(maxError, format).toBeLessThan(spread * 0.03);
+      // Recorded into a batch (a profiler's), the dequantized weights live as long as the batch.
+      model.reset();
+      using ids = backend.upload(Int32Array.from(long), [long.length], 'i32');
+      const made: Tensor[] = [];
+      const batch = backend.batch();
+      const recorded = model.recordChunk(batch, ids, 0, made);
+      batch.submit();
+      expect(Array.from((await recorded.read()) as Float32Array)).toEqual(Array.from(logits));
+      for (const t of made) t.dispose();
     }
   });
 
