@@ -12,6 +12,7 @@ export {
   type BackendInfo,
   type BackendLimits,
   type CommandBatch,
+  type KernelCallArgs,
   type KernelRunner,
   type MemoryStats,
   type RunOptions,
