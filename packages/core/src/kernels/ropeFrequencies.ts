@@ -128,7 +128,10 @@ function scaled(base: number, i: number, scaling: RopeScaling | undefined): numb
  * linear in original / wavelength between. Shared with the GGUF converter,
  * which writes the same scaling as llama.cpp's per-pair factors.
  */
-export function llama3Smoothing(scaling: Extract<RopeScaling, { type: 'llama3' }>, wavelength: number): number {
+export function llama3Smoothing(
+  scaling: Extract<RopeScaling, { type: 'llama3' }>,
+  wavelength: number,
+): number {
   const { lowFreqFactor: low, highFreqFactor: high, originalMaxPositionEmbeddings: original } = scaling;
   if (wavelength < original / high) return 1;
   if (wavelength > original / low) return 0;
