@@ -76,6 +76,7 @@ export {
   checkDtypeGroups,
   checkInputs,
   checkOutputs,
+  checkTensorAlive,
   inferKernel,
   type PreparedKernel,
   prepareKernel,
