@@ -25,6 +25,21 @@ describe('tensors on the cpu backend', () => {
     expect(backend.memory().liveTensors).toBe(0);
   });
 
+  it('names the operation and argument when a disposed tensor is run or written', () => {
+    const backend = createCpuBackend();
+    const a = backend.upload([1, 2, 3], [3]);
+    const b = backend.upload([4, 5, 6], [3]);
+    a.dispose();
+    const live = { expected: 'a live tensor', actual: `disposed ${a.describe()}` };
+    expect(() => backend.run(add, [b, a])).toThrow(
+      expect.objectContaining({ operation: 'add', argument: 'b', ...live }),
+    );
+    expect(() => backend.write(a, [7, 8, 9])).toThrow(
+      expect.objectContaining({ operation: 'write', argument: 'tensor', ...live }),
+    );
+    b.dispose();
+  });
+
   it('names the kernel and argument for a tensor of another backend', () => {
     const one = createCpuBackend();
     const two = createCpuBackend();

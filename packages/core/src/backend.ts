@@ -52,18 +52,24 @@ export interface RunOptions {
 }
 
 /** What a backend and a command batch both do: run a kernel on tensors. */
+/**
+ * The arguments of one kernel call, named once so that every runner (a
+ * backend, a batch, a wrapper that passes calls on) takes the same ones.
+ */
+export type KernelCallArgs<A extends AttrValues> = [
+  spec: KernelSpec<A>,
+  inputs: readonly (Tensor | undefined)[],
+  attrs?: Partial<A>,
+  options?: RunOptions,
+];
+
 export interface KernelRunner {
   /**
    * Runs `spec` on `inputs`. Returns one tensor per declared output; in-place
    * outputs are the input tensors they alias. Inputs are validated by the spec
    * before anything is enqueued.
    */
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[];
+  run<A extends AttrValues>(...call: KernelCallArgs<A>): Tensor[];
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { CommandBatch, RunOptions, Tensor } from './backend.js';
+import type { CommandBatch, KernelCallArgs, RunOptions, Tensor } from './backend.js';
 import { DisposedTensorError } from './errors.js';
 import { type AnyKernelSpec, type AttrValues, inputName, type KernelIO, type KernelSpec } from './kernel.js';
 import { checkWritten, PendingWrites } from './pendingWrites.js';
@@ -110,12 +110,7 @@ export abstract class RecordingBatch<Call extends RecordedKernelCall> implements
     return this.calls.size;
   }
 
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
+  run<A extends AttrValues>(...[spec, inputs, attrs, options]: KernelCallArgs<A>): Tensor[] {
     const call = this.recorder.record(spec, inputs, attrs, options);
     this.calls.recorded(spec as AnyKernelSpec, inputs, call);
     this.keep(call, spec as AnyKernelSpec);

@@ -1,12 +1,7 @@
 import { type Backend, Tensor, type TensorStorage } from './backend.js';
 import { type DType, type HostArray, hostArrayMatches, isDType, toHostArray } from './dtype.js';
-import {
-  BackendMismatchError,
-  DisposedTensorError,
-  DTypeError,
-  InvalidArgumentError,
-  ShapeError,
-} from './errors.js';
+import { BackendMismatchError, DTypeError, InvalidArgumentError, ShapeError } from './errors.js';
+import { checkTensorAlive } from './kernelChecks.js';
 import { formatShape, isValidShape, type Shape, sizeOf } from './shape.js';
 
 /** Checks the shape and dtype a backend API (`upload`, `empty`, …) was given. */
@@ -126,14 +121,7 @@ export function checkWrite<S extends TensorStorage>(
   tensor: Tensor,
   data: HostArray | readonly number[],
 ): { storage: S; data: HostArray } {
-  if (tensor instanceof Tensor && tensor.disposed) {
-    throw new DisposedTensorError('tensor was used after dispose()', {
-      operation: 'write',
-      argument: 'tensor',
-      expected: 'a live tensor',
-      actual: `disposed ${tensor.describe()}`,
-    });
-  }
+  if (tensor instanceof Tensor) checkTensorAlive('write', 'tensor', tensor);
   const storage = ownedStorage<S>(backend, 'write', tensor, 'tensor');
   if (
     data === null ||

@@ -37,12 +37,22 @@ function checkLiveTensor(
       actual: describeValue(t),
     });
   }
-  if (t.disposed) {
-    throw new DisposedTensorError('tensor was used after dispose()', {
-      operation: kernel,
+  checkTensorAlive(kernel, argument, t);
+}
+
+/** Throws a `DisposedTensorError` naming the operation and argument when `tensor` was disposed. */
+export function checkTensorAlive(
+  operation: string,
+  argument: string,
+  tensor: Tensor,
+  message = 'tensor was used after dispose()',
+): void {
+  if (tensor.disposed) {
+    throw new DisposedTensorError(message, {
+      operation,
       argument,
       expected: 'a live tensor',
-      actual: `disposed ${t.describe()}`,
+      actual: `disposed ${tensor.describe()}`,
     });
   }
 }

@@ -1,5 +1,5 @@
-import type { KernelRunner, RunOptions, Tensor } from './backend.js';
-import type { AnyKernelSpec, AttrValues, KernelSpec } from './kernel.js';
+import type { KernelCallArgs, KernelRunner, RunOptions, Tensor } from './backend.js';
+import type { AnyKernelSpec, AttrValues } from './kernel.js';
 
 /** One kernel call as a `TrackingRunner` passed it on, with what came back. */
 export interface TrackedCall {
@@ -43,12 +43,7 @@ export class TrackingRunner implements KernelRunner {
     this.#inner = runner;
   }
 
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
+  run<A extends AttrValues>(...[spec, inputs, attrs, options]: KernelCallArgs<A>): Tensor[] {
     const outputs = this.#inner.run(spec, inputs, attrs, options);
     for (const t of outputs) {
       if (!inputs.includes(t) && !options?.out?.includes(t)) this.#made.add(t);
@@ -58,13 +53,8 @@ export class TrackingRunner implements KernelRunner {
   }
 
   /** Runs a kernel of one output. */
-  run1<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor {
-    return this.run(spec, inputs, attrs, options)[0]!;
+  run1<A extends AttrValues>(...call: KernelCallArgs<A>): Tensor {
+    return this.run(...call)[0]!;
   }
 
   /** Tracks a tensor made outside a kernel (an upload, `zeros`) as if a kernel had allocated it. */

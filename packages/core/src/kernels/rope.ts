@@ -5,7 +5,7 @@ import { checkFrequencies, FREQUENCIES_INPUT, frequencyValues } from './ropeFreq
 import { thetaFrequency } from './ropeTurns.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
 
-export { type RopeScaling, ropeFrequencies } from './ropeFrequencies.js';
+export { llama3Smoothing, type RopeScaling, ropeFrequencies } from './ropeFrequencies.js';
 export { frequencyTurns64, inverseTwoPiFixed, thetaFrequency } from './ropeTurns.js';
 
 const FAMILY = 'rope';

@@ -114,19 +114,28 @@ function scaled(base: number, i: number, scaling: RopeScaling | undefined): numb
     case 'frequencyFactors':
       return base / scaling.factors[i]!;
     case 'llama3': {
-      const {
-        factor,
-        lowFreqFactor: low,
-        highFreqFactor: high,
-        originalMaxPositionEmbeddings: original,
-      } = scaling;
-      const wavelength = (2 * Math.PI) / base;
-      if (wavelength < original / high) return base;
-      if (wavelength > original / low) return base / factor;
-      const smooth = (original / wavelength - low) / (high - low);
-      return ((1 - smooth) * base) / factor + smooth * base;
+      // Exact at both ends: smooth 1 gives base, smooth 0 gives base / factor.
+      const smooth = llama3Smoothing(scaling, (2 * Math.PI) / base);
+      return ((1 - smooth) * base) / scaling.factor + smooth * base;
     }
   }
+}
+
+/**
+ * Llama 3.1's share of a frequency that is kept, by its wavelength: 1 for
+ * wavelengths shorter than original / highFreqFactor, 0 (the frequency
+ * divided by `factor`) for those longer than original / lowFreqFactor, and
+ * linear in original / wavelength between. Shared with the GGUF converter,
+ * which writes the same scaling as llama.cpp's per-pair factors.
+ */
+export function llama3Smoothing(
+  scaling: Extract<RopeScaling, { type: 'llama3' }>,
+  wavelength: number,
+): number {
+  const { lowFreqFactor: low, highFreqFactor: high, originalMaxPositionEmbeddings: original } = scaling;
+  if (wavelength < original / high) return 1;
+  if (wavelength > original / low) return 0;
+  return (original / wavelength - low) / (high - low);
 }
 
 /**

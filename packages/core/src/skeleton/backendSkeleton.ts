@@ -4,6 +4,7 @@ import {
   type Backend,
   type BackendInfo,
   type CommandBatch,
+  type KernelCallArgs,
   type MemoryStats,
   type RunOptions,
   Tensor,
@@ -285,12 +286,7 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
 
   // ---- kernels ----
 
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
+  run<A extends AttrValues>(...[spec, inputs, attrs, options]: KernelCallArgs<A>): Tensor[] {
     checkInputsWritten(spec, inputs);
     const call = this.record(spec, inputs, attrs, options);
     try {

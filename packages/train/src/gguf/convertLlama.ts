@@ -1,4 +1,4 @@
-import { InvalidArgumentError, type Shape, sizeOf } from '@rayo/core';
+import { InvalidArgumentError, llama3Smoothing, type Shape, sizeOf } from '@rayo/core';
 import type { LlamaConfig } from '../models/llama/config.js';
 import type { GgmlType } from './ggmlTypes.js';
 import { ggufLlamaMetadata } from './llamaConfig.js';
@@ -31,19 +31,11 @@ export function ropeFactorsOf(config: LlamaConfig): Float32Array | undefined {
   const scaling = config.ropeScaling;
   if (scaling?.type === 'frequencyFactors') return Float32Array.from(scaling.factors);
   if (scaling?.type !== 'llama3') return undefined;
-  const {
-    factor,
-    lowFreqFactor: low,
-    highFreqFactor: high,
-    originalMaxPositionEmbeddings: original,
-  } = scaling;
   const d = config.headDim;
   return Float32Array.from({ length: d / 2 }, (_, i) => {
-    const wavelength = 2 * Math.PI * config.ropeTheta ** ((2 * i) / d);
-    if (wavelength < original / high) return 1;
-    if (wavelength > original / low) return factor;
-    const smooth = (original / wavelength - low) / (high - low);
-    return 1 / ((1 - smooth) / factor + smooth);
+    const smooth = llama3Smoothing(scaling, 2 * Math.PI * config.ropeTheta ** ((2 * i) / d));
+    // `factor` itself where the frequency is divided by it: 1 / (1 / factor) could round.
+    return smooth === 0 ? scaling.factor : 1 / ((1 - smooth) / scaling.factor + smooth);
   });
 }
 

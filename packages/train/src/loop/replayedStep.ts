@@ -2,8 +2,8 @@ import {
   type Backend,
   BackendMismatchError,
   type CommandBatch,
+  checkTensorAlive,
   checkWritten,
-  DisposedTensorError,
   type DType,
   DTypeError,
   formatShape,
@@ -215,14 +215,7 @@ export class ReplayedStep<N extends string = string> {
             : `a tensor of the ${given.backend.name} backend`,
       });
     }
-    if (given.disposed) {
-      throw new DisposedTensorError('a device input was disposed', {
-        operation: kernel,
-        argument,
-        expected: 'a live tensor',
-        actual: `disposed ${given.describe()}`,
-      });
-    }
+    checkTensorAlive(kernel, argument, given, 'a device input was disposed');
     if (!shapesEqual(given.shape, declared.shape)) {
       throw new ShapeError('a replayed step takes batches of the shape it was recorded for', {
         operation: kernel,

@@ -7,10 +7,9 @@ import {
   createBackend,
   createCpuBackend,
   InvalidArgumentError,
+  type KernelCallArgs,
   type KernelRunner,
-  type KernelSpec,
   probeBackends,
-  type RunOptions,
   type Tensor,
 } from '@rayo/core';
 import { LlamaModel } from '@rayo/train';
@@ -37,14 +36,10 @@ afterAll(async () => {
 class CountingRunner implements KernelRunner {
   readonly counts = new Map<string, number>();
   constructor(readonly inner: KernelRunner) {}
-  run<A extends AttrValues>(
-    spec: KernelSpec<A>,
-    inputs: readonly (Tensor | undefined)[],
-    attrs?: Partial<A>,
-    options?: RunOptions,
-  ): Tensor[] {
-    this.counts.set(spec.name, (this.counts.get(spec.name) ?? 0) + 1);
-    return this.inner.run(spec, inputs, attrs, options);
+  run<A extends AttrValues>(...call: KernelCallArgs<A>): Tensor[] {
+    const name = call[0].name;
+    this.counts.set(name, (this.counts.get(name) ?? 0) + 1);
+    return this.inner.run(...call);
   }
 }
 
