@@ -25,7 +25,7 @@ export {
 export { link, put } from './hostile/hostileFiles.js';
 export { safetensorsReader, validSafetensors } from './hostile/safetensorsCases.js';
 export { memoryFile } from './memoryFile.js';
-export { maxAbsDiff, modelTestBackends } from './modelChecks.js';
+export { ModelScope, maxAbsDiff, modelTestBackends } from './modelChecks.js';
 export {
   type RangeServer,
   type RangeServerOptions,

@@ -14,6 +14,32 @@ export async function modelTestBackends(): Promise<[string, () => Promise<Backen
   return backends;
 }
 
+/**
+ * A describe block's backend, created on first use, and the models its tests
+ * load; `dispose` (for `afterAll`) releases the models, then the backend.
+ */
+export class ModelScope {
+  #backend: Backend | undefined;
+  readonly #models: { dispose(): void }[] = [];
+
+  constructor(private readonly create: () => Promise<Backend>) {}
+
+  async backend(): Promise<Backend> {
+    this.#backend ??= await this.create();
+    return this.#backend;
+  }
+
+  /** Disposes `models` with the scope. */
+  keep(...models: { dispose(): void }[]): void {
+    this.#models.push(...models);
+  }
+
+  readonly dispose = (): void => {
+    for (const m of this.#models) m.dispose();
+    this.#backend?.dispose();
+  };
+}
+
 /** The largest |got[i] − want[i]|; arrays of different lengths are an error. */
 export function maxAbsDiff(got: ArrayLike<number>, want: ArrayLike<number>): number {
   if (got.length !== want.length) throw new Error(`maxAbsDiff: ${got.length} values against ${want.length}`);

@@ -1,6 +1,7 @@
-import { type Backend, createCpuBackend } from '@rayo/core';
+import { createCpuBackend } from '@rayo/core';
 import {
   FAMILY_CONFIGS,
+  ModelScope,
   maxAbsDiff,
   mistral01Config,
   modelTestBackends,
@@ -30,18 +31,14 @@ afterAll(removeTinyLlamas);
 const backends = await modelTestBackends();
 
 describe.each(backends)('model families on %s', (_name, create) => {
-  let backend: Backend;
-  const models: LlamaModel[] = [];
-  afterAll(() => {
-    for (const m of models) m.dispose();
-    backend?.dispose();
-  });
+  const scope = new ModelScope(create);
+  afterAll(scope.dispose);
 
   FAMILY_CONFIGS.forEach(([label, makeConfig], index) => {
     it(
       `${label}: prefill, fused and unfused decode steps and greedy generation match the f64 reference`,
       async () => {
-        backend ??= await create();
+        const backend = await scope.backend();
         const config = makeConfig();
         const weights = tinyLlamaWeights(config, 300 + index);
         const dir = await writeTinyLlama(config, weights, { shards: 1 + (index % 3) });
@@ -50,7 +47,7 @@ describe.each(backends)('model families on %s', (_name, create) => {
           fused: false,
           maxSequence: 32,
         });
-        models.push(model, unfused);
+        scope.keep(model, unfused);
         const vocab = config.vocab_size as number;
         const want = referenceLogits(config, weights, [...PROMPT, ...CONTINUATION]);
 
@@ -76,7 +73,7 @@ describe.each(backends)('model families on %s', (_name, create) => {
         // Sampling replays the recorded step with the host choosing: the same tokens as eager steps.
         const sampled = async (replay: boolean) => {
           const m = new LlamaModel(backend, model.config, model.weights, { replay, maxSequence: 32 });
-          models.push(m);
+          scope.keep(m);
           const out: number[] = [];
           for await (const t of m.generate(PROMPT, { maxNewTokens: 5, temperature: 1, seed: 3 })) out.push(t);
           return out;
@@ -90,7 +87,7 @@ describe.each(backends)('model families on %s', (_name, create) => {
   it(
     'refuses a Mistral v0.1 context past its sliding window before reading a weight',
     async () => {
-      backend ??= await create();
+      const backend = await scope.backend();
       const config = mistral01Config();
       const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 1));
       // max_position_embeddings (64) is the default context: past the window of 48.
@@ -99,7 +96,7 @@ describe.each(backends)('model families on %s', (_name, create) => {
         message: expect.stringMatching(/maxSequence <= sliding_window \(48\).*maxSequence 64/),
       });
       const model = await LlamaModel.load(backend, dir, { maxSequence: 48 });
-      models.push(model);
+      scope.keep(model);
       expect(model.maxSequence).toBe(48);
       expect(() => new LlamaModel(backend, model.config, model.weights, { maxSequence: 49 })).toThrow(
         /sliding_window/,

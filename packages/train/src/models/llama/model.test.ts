@@ -1,5 +1,6 @@
-import { type Backend, type CommandBatch, createCpuBackend, type Tensor } from '@rayo/core';
+import { type CommandBatch, createCpuBackend, type Tensor } from '@rayo/core';
 import {
+  ModelScope,
   maxAbsDiff,
   modelTestBackends,
   referenceGreedy,
@@ -32,19 +33,14 @@ const TIMEOUT = 60_000;
 const backends = await modelTestBackends();
 
 describe.each(backends)('Llama decoder on %s', (_name, create) => {
-  let backend: Backend;
-  const models: LlamaModel[] = [];
-  afterAll(() => {
-    for (const m of models) m.dispose();
-    backend?.dispose();
-  });
+  const scope = new ModelScope(create);
+  afterAll(scope.dispose);
 
   async function load(config: Record<string, unknown>, seed: number, shards = 1) {
-    backend ??= await create();
     const weights = tinyLlamaWeights(config, seed);
     const dir = await writeTinyLlama(config, weights, { shards });
-    const model = await LlamaModel.load(backend, dir);
-    models.push(model);
+    const model = await LlamaModel.load(await scope.backend(), dir);
+    scope.keep(model);
     return { model, weights };
   }
 
@@ -82,8 +78,9 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
     async () => {
       const config = tinyLlamaConfig();
       const { model, weights } = await load(config, 4321);
+      const { backend } = model;
       const unfused = new LlamaModel(backend, model.config, model.weights, { fused: false, maxSequence: 32 });
-      models.push(unfused);
+      scope.keep(unfused);
       const continuation = [61, 2, 77];
       const want = referenceLogits(config, weights, [...PROMPT, ...continuation]);
       model.prefill(PROMPT).dispose();
@@ -186,6 +183,7 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
     async () => {
       const config = tinyLlamaConfig();
       const { model, weights } = await load(config, 7);
+      const { backend } = model;
       const ref = referenceGreedy(config, weights, PROMPT, 10);
       const batches: CommandBatch[] = [];
       const original = backend.batch.bind(backend);
