@@ -1,6 +1,6 @@
 // What the model tests share: the backends they run on and how far their
 // logits and tokens are from the reference's.
-import { type Backend, createBackend, createCpuBackend, probeBackends } from '@rayo/core';
+import { type Backend, createBackend, createCpuBackend, type HostArray, probeBackends } from '@rayo/core';
 import type { LlamaModel } from '@rayo/train';
 import { referenceGreedy, type TinyWeights } from './tinyLlama.js';
 
@@ -55,7 +55,7 @@ export function maxAbsDiff(got: ArrayLike<number>, want: ArrayLike<number>): num
  * prefill reads) against the reference row of the same index; `got` must
  * hold exactly `want.length` rows.
  */
-export function maxRowDiff(got: Float32Array, want: readonly ArrayLike<number>[], vocab: number): number {
+export function maxRowDiff(got: HostArray, want: readonly ArrayLike<number>[], vocab: number): number {
   if (got.length !== want.length * vocab) {
     throw new Error(`maxRowDiff: ${got.length} logits against ${want.length} rows of ${vocab}`);
   }
