@@ -182,6 +182,18 @@ describe('the baseline script', () => {
 
 describe('running the baseline', () => {
   const casesFile = () => join(scratch(), 'run-cases.json');
+  /** Runs the baseline with a stand-in script of `source` (written as `name`.py, writing `name`.json). */
+  async function runFake(name: string, source: string, onOutput?: (text: string) => void) {
+    const script = join(scratch(), `${name}.py`);
+    await writeFile(script, source);
+    return runTorchBaseline({
+      casesFile: casesFile(),
+      outFile: join(scratch(), `${name}.json`),
+      script,
+      python,
+      onOutput,
+    });
+  }
 
   it('says so when Python is missing', async () => {
     const outcome = await runTorchBaseline({
@@ -207,7 +219,6 @@ describe('running the baseline', () => {
   });
 
   it.runIf(needPython)('reads what the script wrote, and passes its progress on', async () => {
-    const fake = join(scratch(), 'fake_ok.py');
     const output: BaselineOutput = {
       schema: 'rayo-bench-torch/2',
       available: true,
@@ -215,60 +226,37 @@ describe('running the baseline', () => {
       device: 'Test GPU',
       results: [{ id: 'softmax/64x4096', status: 'ok', medianMs: 0.01, samples: 5, timer: 'cuda-events' }],
     };
-    await writeFile(
-      fake,
+    let progress = '';
+    const outcome = await runFake(
+      'fake_ok',
       [
         'import json, sys',
         'args = sys.argv[1:]',
         'print("[1/1] torch softmax/64x4096 ... 10 us", file=sys.stderr)',
         `json.dump(json.loads(${JSON.stringify(JSON.stringify(output))}), open(args[args.index("--out") + 1], "w"))`,
       ].join('\n'),
-    );
-    let progress = '';
-    const outcome = await runTorchBaseline({
-      casesFile: casesFile(),
-      outFile: join(scratch(), 'ok.json'),
-      script: fake,
-      python,
-      onOutput: (text) => {
+      (text) => {
         progress += text;
       },
-    });
+    );
     expect(outcome).toEqual({ status: 'ok', output });
     expect(progress).toContain('torch softmax/64x4096');
   });
 
   it.runIf(needPython)('reports the reason the script gives, or its last error line', async () => {
-    const noTorch = join(scratch(), 'fake_unavailable.py');
-    await writeFile(
-      noTorch,
-      [
-        'import json, sys',
-        'args = sys.argv[1:]',
-        'json.dump({"schema": "rayo-bench-torch/2", "available": False, "reason": "CUDA is not available", "results": []}, open(args[args.index("--out") + 1], "w"))',
-      ].join('\n'),
-    );
-    expect(
-      await runTorchBaseline({
-        casesFile: casesFile(),
-        outFile: join(scratch(), 'u.json'),
-        script: noTorch,
-        python,
-      }),
-    ).toEqual({ status: 'unavailable', reason: 'CUDA is not available' });
-
-    const crash = join(scratch(), 'fake_crash.py');
-    await writeFile(
-      crash,
-      'import sys\nprint("starting", file=sys.stderr)\nraise SystemExit("out of memory")\n',
-    );
-    expect(
-      await runTorchBaseline({
-        casesFile: casesFile(),
-        outFile: join(scratch(), 'c.json'),
-        script: crash,
-        python,
-      }),
-    ).toEqual({ status: 'unavailable', reason: 'the baseline script exited with code 1: out of memory' });
+    const noTorch = [
+      'import json, sys',
+      'args = sys.argv[1:]',
+      'json.dump({"schema": "rayo-bench-torch/2", "available": False, "reason": "CUDA is not available", "results": []}, open(args[args.index("--out") + 1], "w"))',
+    ].join('\n');
+    expect(await runFake('fake_unavailable', noTorch)).toEqual({
+      status: 'unavailable',
+      reason: 'CUDA is not available',
+    });
+    const crash = 'import sys\nprint("starting", file=sys.stderr)\nraise SystemExit("out of memory")\n';
+    expect(await runFake('fake_crash', crash)).toEqual({
+      status: 'unavailable',
+      reason: 'the baseline script exited with code 1: out of memory',
+    });
   });
 });

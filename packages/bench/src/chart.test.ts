@@ -210,15 +210,18 @@ describe('renderChart', () => {
 
 describe('labels', () => {
   it('format counts, bytes and tick durations compactly', () => {
-    expect(formatCount(8192)).toBe('8192');
-    expect(formatCount(1e6)).toBe('1M');
-    expect(formatCount(1.44e9)).toBe('1.44G');
-    expect(formatBytes(4096)).toBe('4 KiB');
-    expect(formatBytes(256 * 2 ** 20)).toBe('256 MiB');
-    expect(formatBytes(1.5 * 2 ** 30)).toBe('1.5 GiB');
-    expect(formatTick(5)).toBe('5 ms');
-    expect(formatTick(0.0025)).toBe('2.5 µs');
-    expect(formatTick(0.5)).toBe('500 µs');
+    const cases: [(value: number) => string, number, string][] = [
+      [formatCount, 8192, '8192'],
+      [formatCount, 1e6, '1M'],
+      [formatCount, 1.44e9, '1.44G'],
+      [formatBytes, 4096, '4 KiB'],
+      [formatBytes, 256 * 2 ** 20, '256 MiB'],
+      [formatBytes, 1.5 * 2 ** 30, '1.5 GiB'],
+      [formatTick, 5, '5 ms'],
+      [formatTick, 0.0025, '2.5 µs'],
+      [formatTick, 0.5, '500 µs'],
+    ];
+    for (const [format, value, text] of cases) expect(format(value), `${format.name}(${value})`).toBe(text);
     expect(escapeXml("<'&'>")).toBe('&#60;&#39;&#38;&#39;&#62;');
   });
 });

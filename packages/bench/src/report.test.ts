@@ -102,24 +102,28 @@ const cpuInfo: BackendInfo = {
 };
 
 describe('formatting numbers', () => {
-  it('picks ns, µs, ms or s', () => {
-    expect(formatDuration(0.0123)).toBe('12.3 µs');
-    expect(formatDuration(0.0004)).toBe('400 ns');
-    expect(formatDuration(0.5)).toBe('500 µs');
-    expect(formatDuration(1.5)).toBe('1.50 ms');
-    expect(formatDuration(250)).toBe('250 ms');
-    expect(formatDuration(12_345)).toBe('12.3 s');
-    expect(formatDuration(Number.NaN)).toBe('-');
+  it.each([
+    [0.0123, '12.3 µs'],
+    [0.0004, '400 ns'],
+    [0.5, '500 µs'],
+    [1.5, '1.50 ms'],
+    [250, '250 ms'],
+    [12_345, '12.3 s'],
+    [Number.NaN, '-'],
+  ])('picks ns, µs, ms or s: %s ms is %s', (ms, text) => {
+    expect(formatDuration(ms)).toBe(text);
   });
 
-  it('formats rates with about three digits', () => {
-    expect(formatRate(1234.4)).toBe('1234');
-    expect(formatRate(12.345)).toBe('12.3');
-    expect(formatRate(0.1234)).toBe('0.12');
-    expect(formatRate(0.001234)).toBe('0.0012');
-    expect(formatRate(0)).toBe('0.00');
-    expect(formatRate(undefined)).toBe('-');
-    expect(formatRate(Number.NaN)).toBe('-');
+  it.each([
+    [1234.4, '1234'],
+    [12.345, '12.3'],
+    [0.1234, '0.12'],
+    [0.001234, '0.0012'],
+    [0, '0.00'],
+    [undefined, '-'],
+    [Number.NaN, '-'],
+  ])('formats rates with about three digits: %s as %s', (rate, text) => {
+    expect(formatRate(rate)).toBe(text);
   });
 
   it('shows the spread as ± percent of the median', () => {

@@ -25,7 +25,14 @@ export {
 export { link, put } from './hostile/hostileFiles.js';
 export { safetensorsReader, validSafetensors } from './hostile/safetensorsCases.js';
 export { memoryFile } from './memoryFile.js';
-export { maxAbsDiff, modelTestBackends } from './modelChecks.js';
+export {
+  collectTokens,
+  greedyAgainstReference,
+  ModelScope,
+  maxAbsDiff,
+  maxRowDiff,
+  modelTestBackends,
+} from './modelChecks.js';
 export {
   type RangeServer,
   type RangeServerOptions,

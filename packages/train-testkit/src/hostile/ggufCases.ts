@@ -13,7 +13,16 @@ import {
   openNodeFile,
   parseLlamaConfig,
 } from '@rayo/train';
-import { fifo, type HostileCase, type HostileReader, LittleEndianBytes, link, put } from './hostileFiles.js';
+import { TINY_CONFIG } from './checkpointFolderCases.js';
+import {
+  fifo,
+  type HostileCase,
+  type HostileReader,
+  LittleEndianBytes,
+  link,
+  put,
+  singleFileCases,
+} from './hostileFiles.js';
 
 /** Opens a GGUF file and reads every tensor's bytes (and each float tensor as f32). */
 export const ggufReader: HostileReader = {
@@ -99,15 +108,7 @@ function info(
   w.u32(type).u64(offset);
 }
 
-function fileCase(kind: string, name: string, bytes: () => Uint8Array, mentions?: RegExp): HostileCase {
-  return {
-    kind: `gguf: ${kind}`,
-    name,
-    reader: ggufReader,
-    mentions,
-    write: (dir) => put(dir, 'model.gguf', bytes()),
-  };
-}
+const fileCase = singleFileCases('gguf', 'model.gguf', ggufReader);
 
 function truncations(): HostileCase[] {
   const valid = validGguf();
@@ -338,18 +339,7 @@ function tensorTable(): HostileCase[] {
 }
 
 /** A one-layer decoder's config, metadata and F32 tensors (valid: `openGgufLlama` accepts it). */
-const TINY = parseLlamaConfig({
-  model_type: 'llama',
-  hidden_size: 8,
-  intermediate_size: 16,
-  num_attention_heads: 2,
-  num_key_value_heads: 1,
-  num_hidden_layers: 1,
-  vocab_size: 16,
-  max_position_embeddings: 32,
-  rms_norm_eps: 1e-5,
-  tie_word_embeddings: true,
-});
+const TINY = parseLlamaConfig({ ...TINY_CONFIG, tie_word_embeddings: true });
 
 function tinyTensors(): GgufTensorToWrite[] {
   return [...llamaWeightShapes(TINY)].map(([hfName, shape]) => ({

@@ -22,6 +22,20 @@ export interface HostileCase {
   readonly mentions?: RegExp;
 }
 
+/**
+ * The case maker of one file format: each case writes its bytes to `fileName`
+ * for `reader`, its kind prefixed with `format` (`gguf: truncated`).
+ */
+export function singleFileCases(format: string, fileName: string, reader: HostileReader) {
+  return (kind: string, name: string, bytes: () => Uint8Array, mentions?: RegExp): HostileCase => ({
+    kind: `${format}: ${kind}`,
+    name,
+    reader,
+    mentions,
+    write: (dir) => put(dir, fileName, bytes()),
+  });
+}
+
 /** Little-endian bytes, appended one value at a time (for hand-made binary headers). */
 export class LittleEndianBytes {
   readonly #bytes: number[] = [];

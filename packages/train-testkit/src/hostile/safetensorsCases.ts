@@ -1,5 +1,12 @@
 import { encodeSafetensors, openNodeFile, readableAsFloat, SafetensorsFile } from '@rayo/train';
-import { fifo, type HostileCase, type HostileReader, LittleEndianBytes, link, put } from './hostileFiles.js';
+import {
+  fifo,
+  type HostileCase,
+  type HostileReader,
+  LittleEndianBytes,
+  link,
+  singleFileCases,
+} from './hostileFiles.js';
 
 /** Opens a safetensors file and reads every float tensor, as a loader would. */
 export const safetensorsReader: HostileReader = {
@@ -42,15 +49,7 @@ const entry = (dtype: unknown, shape: unknown, offsets: unknown) =>
 /** Two F32 [2] tensors over 16 bytes, the second as given. */
 const withSecond = (second: string) => `{"a":${entry('F32', [2], [0, 8])},"b":${second}}`;
 
-function fileCase(kind: string, name: string, bytes: () => Uint8Array, mentions?: RegExp): HostileCase {
-  return {
-    kind: `safetensors: ${kind}`,
-    name,
-    reader: safetensorsReader,
-    mentions,
-    write: (dir) => put(dir, 'model.safetensors', bytes()),
-  };
-}
+const fileCase = singleFileCases('safetensors', 'model.safetensors', safetensorsReader);
 
 function truncations(): HostileCase[] {
   const valid = validSafetensors();

@@ -1,20 +1,10 @@
+import { parseCommandLine } from '../commandLine.js';
 import { DECODE_USAGE, decodeBench, decodeSummary, parseDecodeArgs } from './decodeBench.js';
 
 async function main(argv: readonly string[]): Promise<number> {
-  if (argv.includes('--help')) {
-    console.log(DECODE_USAGE);
-    return 0;
-  }
-  let settings: ReturnType<typeof parseDecodeArgs>;
-  try {
-    settings = parseDecodeArgs(argv);
-  } catch (error) {
-    console.error(
-      `decode-bench: ${error instanceof Error ? error.message : String(error)}\n\n${DECODE_USAGE}`,
-    );
-    return 2;
-  }
-  const report = await decodeBench(settings);
+  const line = parseCommandLine('decode-bench', DECODE_USAGE, argv, parseDecodeArgs);
+  if ('exitCode' in line) return line.exitCode;
+  const report = await decodeBench(line.settings);
   process.stdout.write(decodeSummary(report));
   // A run that picks other tokens than the first one is a failure of correctness, not of speed.
   return report.agreement.some((a) => a.gate && a.firstDisagreement >= 0) ||

@@ -1,25 +1,15 @@
+import { messageOf, parseCommandLine } from '../commandLine.js';
 import { familyParity, PARITY_USAGE, parityTable, parseParityArgs } from './familyParity.js';
 
 async function main(argv: readonly string[]): Promise<number> {
-  if (argv.includes('--help')) {
-    console.log(PARITY_USAGE);
-    return 0;
-  }
-  let settings: ReturnType<typeof parseParityArgs>;
+  const line = parseCommandLine('family-parity', PARITY_USAGE, argv, parseParityArgs);
+  if ('exitCode' in line) return line.exitCode;
   try {
-    settings = parseParityArgs(argv);
-  } catch (error) {
-    console.error(
-      `family-parity: ${error instanceof Error ? error.message : String(error)}\n\n${PARITY_USAGE}`,
-    );
-    return 2;
-  }
-  try {
-    const report = await familyParity(settings);
+    const report = await familyParity(line.settings);
     process.stdout.write(parityTable(report));
     return report.passed ? 0 : 1;
   } catch (error) {
-    console.error(`family-parity: ${error instanceof Error ? error.message : String(error)}`);
+    console.error(`family-parity: ${messageOf(error)}`);
     return 1;
   }
 }

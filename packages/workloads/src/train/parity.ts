@@ -57,22 +57,16 @@ export interface ParityVerdict {
   readonly steps: readonly ParityStep[];
   readonly maxLossDiff: number;
   readonly maxGradNormRelDiff: number;
+  /** One line per step outside a tolerance. */
   readonly failures: readonly string[];
 }
 
-export interface ParityReport {
-  readonly passed: boolean;
+/** The verdict of a parity run between two backends, with the tolerances it was judged by. */
+export interface ParityReport extends ParityVerdict, ParityTolerances {
   readonly backends: readonly [string, string];
   readonly model: 'mlp' | 'transformer';
-  readonly steps: readonly ParityStep[];
-  readonly maxLossDiff: number;
-  readonly maxGradNormRelDiff: number;
-  readonly lossTolerance: number;
-  readonly gradNormTolerance: number;
   /** Kernels the training step runs. */
   readonly kernels: readonly string[];
-  /** One line per step outside a tolerance. */
-  readonly failures: readonly string[];
 }
 
 /** The parity models: small enough for a software GPU, with every kind of kernel a step runs. */

@@ -39,7 +39,13 @@ function replayedFor(backend: Backend, spec: WorkloadSpec) {
     clipNorm: CLIP,
     readGradNorm: true,
   });
-  return { work, optimizer, step };
+  /** Frees the step, the optimizer and the workload, in that order. */
+  const dispose = () => {
+    step.dispose();
+    optimizer.dispose();
+    work.dispose();
+  };
+  return { work, optimizer, step, dispose };
 }
 
 /** One batch of a data set: the same values on the host and on the device. */
@@ -87,7 +93,7 @@ async function compareWithEager(
     try {
       const eagerWork = buildWorkload(backend, spec, 5);
       const eagerOpt = new AdamW(eagerWork.model.namedParameters(), { lr: LRS[0] });
-      const { work, optimizer, step } = replayedFor(backend, spec);
+      const { work, optimizer, step, dispose } = replayedFor(backend, spec);
       const data = feed === 'device' ? deviceBatches(backend, work, 3) : [];
       const names = Object.keys(work.batch);
       // The eager step trains on the batch tensors themselves; the replay gets them (or their host values) fed in.
@@ -146,8 +152,7 @@ async function compareWithEager(
       step.dispose();
       for (const d of data) expect(Object.values(d.device).every((t) => !t.disposed)).toBe(true);
       for (const d of data) for (const t of Object.values(d.device)) t.dispose();
-      optimizer.dispose();
-      work.dispose();
+      dispose();
       eagerOpt.dispose();
       eagerWork.dispose();
     } finally {
@@ -160,7 +165,7 @@ async function expectNoAllocations(makeBackend: () => Promise<Backend> | Backend
   for (const spec of SPECS) {
     const backend = await makeBackend();
     try {
-      const { work, optimizer, step } = replayedFor(backend, spec);
+      const { work, optimizer, step, dispose } = replayedFor(backend, spec);
       const data = feed === 'device' ? deviceBatches(backend, work, 3) : [];
       const batchOf = (i: number) => (feed === 'device' ? data[i % data.length]!.device : work.batch);
       // The recording is the only warm-up: every replay after it allocates nothing.
@@ -173,10 +178,8 @@ async function expectNoAllocations(makeBackend: () => Promise<Backend> | Backend
       // The counter does count: an eager step of the same model allocates its activations.
       await trainStep({ backend, optimizer, loss: (tape) => work.loss(tape) });
       expect(backend.memory().allocations).toBeGreaterThan(after.allocations);
-      step.dispose();
       for (const d of data) for (const t of Object.values(d.device)) t.dispose();
-      optimizer.dispose();
-      work.dispose();
+      dispose();
     } finally {
       backend.dispose();
     }
@@ -199,20 +202,18 @@ describe('ReplayedStep on cpu', () => {
 
   it('takes a view of the declared shape as a device input', async () => {
     const backend = createCpuBackend();
-    const { work, optimizer, step } = replayedFor(backend, SPECS[0]!);
+    const { work, step, dispose } = replayedFor(backend, SPECS[0]!);
     const { x, targets } = work.tensors as Record<string, Tensor>;
     using flat = backend.upload(await x!.read(), [x!.size]);
     const viewed = await step.run({ x: flat.reshape([7, 13]), targets: targets! });
     expect(viewed.loss).toBeGreaterThan(0);
-    step.dispose();
-    optimizer.dispose();
-    work.dispose();
+    dispose();
   });
 
   it('refuses a device input of another shape, dtype or backend, a disposed or an unwritten one', async () => {
     const backend = createCpuBackend();
     const other = createCpuBackend();
-    const { work, optimizer, step } = replayedFor(backend, SPECS[0]!);
+    const { work, optimizer, step, dispose } = replayedFor(backend, SPECS[0]!);
     const { x, targets } = work.tensors as Record<string, Tensor>;
     await step.run({ x: x!, targets: targets! });
     const refused = async (given: Tensor, error: new (...args: never[]) => Error, expected: object) => {
@@ -251,28 +252,24 @@ describe('ReplayedStep on cpu', () => {
     expect(optimizer.stepCount).toBe(1);
     unwritten!.dispose();
     batch.dispose();
-    step.dispose();
-    optimizer.dispose();
-    work.dispose();
+    dispose();
     other.dispose();
   });
 
   it('reports a failed submit, not the loss read beside it', async () => {
     const backend = createCpuBackend();
-    const { work, optimizer, step } = replayedFor(backend, SPECS[0]!);
+    const { work, optimizer, step, dispose } = replayedFor(backend, SPECS[0]!);
     await step.run(work.tensors);
     // A parameter the recording updates is gone: the replay cannot run.
     work.model.parameters()[0]!.value.dispose();
     await expect(step.run(work.tensors)).rejects.toThrow(DisposedTensorError);
     expect(optimizer.stepCount).toBe(1);
-    step.dispose();
-    optimizer.dispose();
-    work.dispose();
+    dispose();
   });
 
   it('refuses a batch of another shape, a missing or an unknown input', async () => {
     const backend = createCpuBackend();
-    const { work, optimizer, step } = replayedFor(backend, SPECS[0]!);
+    const { work, optimizer, step, dispose } = replayedFor(backend, SPECS[0]!);
     await step.run(work.batch);
     const { x, targets } = work.batch as Record<string, { data: Float32Array; shape: readonly number[] }>;
     const shorter = { x: { data: x!.data.subarray(13), shape: [6, 13] }, targets: targets! };
@@ -291,10 +288,8 @@ describe('ReplayedStep on cpu', () => {
     });
     // A refused batch leaves the step count alone.
     expect(optimizer.stepCount).toBe(1);
-    step.dispose();
+    dispose();
     await expect(step.run(work.batch)).rejects.toThrow(InvalidArgumentError);
-    optimizer.dispose();
-    work.dispose();
   });
 
   it('needs AdamW, whose step and rate live on the device', () => {
@@ -316,16 +311,14 @@ describe('ReplayedStep on cpu', () => {
 
   it('leaves the parameters without gradients, so eager steps may follow', async () => {
     const backend = createCpuBackend();
-    const { work, optimizer, step } = replayedFor(backend, SPECS[0]!);
+    const { work, optimizer, step, dispose } = replayedFor(backend, SPECS[0]!);
     await step.run(work.batch);
     expect(work.model.parameters().every((p) => p.grad === undefined)).toBe(true);
     const eager = await trainStep({ backend, optimizer, loss: (tape) => work.loss(tape) });
     const replayed = await step.run(work.batch);
     expect(optimizer.stepCount).toBe(3);
     expect(replayed.loss).toBeLessThan(eager.loss!);
-    step.dispose();
-    optimizer.dispose();
-    work.dispose();
+    dispose();
   });
 });
 

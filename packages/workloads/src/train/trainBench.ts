@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Backend, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
+import { messageOf, parseCommandLine } from '../commandLine.js';
 import { parityGate } from './parity.js';
 import { measureThroughput, THROUGHPUT_ADAMW, type ThroughputOptions } from './throughput.js';
 
@@ -161,10 +162,6 @@ function log(text: string): void {
   process.stderr.write(`${text}\n`);
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 async function describeBackends(names: readonly string[]): Promise<BackendEntry[]> {
   const entries: BackendEntry[] = [];
   for (const status of await probeBackends(names)) {
@@ -320,17 +317,9 @@ async function runBaseline(
 
 /** Runs the parity check, the throughput of every backend and the baseline; writes the reports. */
 export async function main(argv: readonly string[]): Promise<number> {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    console.log(USAGE);
-    return 0;
-  }
-  let options: Options;
-  try {
-    options = parseOptions(argv);
-  } catch (error) {
-    console.error(`train-bench: ${messageOf(error)}\n\n${USAGE}`);
-    return 2;
-  }
+  const line = parseCommandLine('train-bench', USAGE, argv, parseOptions, ['--help', '-h']);
+  if ('exitCode' in line) return line.exitCode;
+  const options = line.settings;
   const { settings } = options;
   await mkdir(options.out, { recursive: true });
   const workloads = settings.quick ? QUICK_WORKLOADS : THROUGHPUT_WORKLOADS;

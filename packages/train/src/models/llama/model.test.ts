@@ -1,8 +1,10 @@
-import { type Backend, type CommandBatch, createCpuBackend, type Tensor } from '@rayo/core';
+import { type CommandBatch, createCpuBackend, type Tensor } from '@rayo/core';
 import {
+  greedyAgainstReference,
+  ModelScope,
   maxAbsDiff,
+  maxRowDiff,
   modelTestBackends,
-  referenceGreedy,
   referenceLogits,
   removeTinyLlamas,
   tinyLlamaConfig,
@@ -32,19 +34,14 @@ const TIMEOUT = 60_000;
 const backends = await modelTestBackends();
 
 describe.each(backends)('Llama decoder on %s', (_name, create) => {
-  let backend: Backend;
-  const models: LlamaModel[] = [];
-  afterAll(() => {
-    for (const m of models) m.dispose();
-    backend?.dispose();
-  });
+  const scope = new ModelScope(create);
+  afterAll(scope.dispose);
 
   async function load(config: Record<string, unknown>, seed: number, shards = 1) {
-    backend ??= await create();
     const weights = tinyLlamaWeights(config, seed);
     const dir = await writeTinyLlama(config, weights, { shards });
-    const model = await LlamaModel.load(backend, dir);
-    models.push(model);
+    const model = await LlamaModel.load(await scope.backend(), dir);
+    scope.keep(model);
     return { model, weights };
   }
 
@@ -63,9 +60,7 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
         using prefill = model.prefill(PROMPT);
         expect(prefill.shape).toEqual([PROMPT.length, 97]);
         const got = await prefill.read();
-        PROMPT.forEach((_, t) => {
-          expect(maxAbsDiff(got.subarray(t * 97, (t + 1) * 97), want[t]!)).toBeLessThan(TOLERANCE);
-        });
+        expect(maxRowDiff(got, want.slice(0, PROMPT.length), 97)).toBeLessThan(TOLERANCE);
         for (const [i, token] of continuation.entries()) {
           using logits = model.decode(token);
           expect(logits.shape).toEqual([1, 97]);
@@ -82,8 +77,9 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
     async () => {
       const config = tinyLlamaConfig();
       const { model, weights } = await load(config, 4321);
+      const { backend } = model;
       const unfused = new LlamaModel(backend, model.config, model.weights, { fused: false, maxSequence: 32 });
-      models.push(unfused);
+      scope.keep(unfused);
       const continuation = [61, 2, 77];
       const want = referenceLogits(config, weights, [...PROMPT, ...continuation]);
       model.prefill(PROMPT).dispose();
@@ -138,9 +134,7 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
       model.prefill(PROMPT.slice(0, 3)).dispose();
       using rest = model.prefill(PROMPT.slice(3));
       const got = await rest.read();
-      for (let t = 3; t < PROMPT.length; t++) {
-        expect(maxAbsDiff(got.subarray((t - 3) * 97, (t - 2) * 97), want[t]!)).toBeLessThan(TOLERANCE);
-      }
+      expect(maxRowDiff(got, want.slice(3), 97)).toBeLessThan(TOLERANCE);
     },
     TIMEOUT,
   );
@@ -171,12 +165,10 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
     async () => {
       const config = tinyLlamaConfig();
       const { model, weights } = await load(config, 99);
-      const ref = referenceGreedy(config, weights, PROMPT, 12);
+      const greedy = await greedyAgainstReference(model, config, weights, PROMPT, 12);
       // The reference's choices must be clear for the comparison to mean anything.
-      expect(Math.min(...ref.margins)).toBeGreaterThan(10 * TOLERANCE);
-      const got: number[] = [];
-      for await (const token of model.generate(PROMPT, { maxNewTokens: 12 })) got.push(token);
-      expect(got).toEqual(ref.tokens);
+      expect(greedy.margin).toBeGreaterThan(10 * TOLERANCE);
+      expect(greedy.got).toEqual(greedy.want);
     },
     TIMEOUT,
   );
@@ -186,7 +178,7 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
     async () => {
       const config = tinyLlamaConfig();
       const { model, weights } = await load(config, 7);
-      const ref = referenceGreedy(config, weights, PROMPT, 10);
+      const { backend } = model;
       const batches: CommandBatch[] = [];
       const original = backend.batch.bind(backend);
       backend.batch = () => {
@@ -196,9 +188,8 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
       };
       try {
         for (let round = 0; round < 2; round++) {
-          const got: number[] = [];
-          for await (const token of model.generate(PROMPT, { maxNewTokens: 10 })) got.push(token);
-          expect(got).toEqual(ref.tokens);
+          const greedy = await greedyAgainstReference(model, config, weights, PROMPT, 10);
+          expect(greedy.got).toEqual(greedy.want);
         }
       } finally {
         backend.batch = original;
@@ -207,9 +198,8 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
       expect(batches).toHaveLength(2);
       // The same tokens with every step run eagerly.
       const eager = new LlamaModel(backend, model.config, model.weights, { replay: false, maxSequence: 32 });
-      const got: number[] = [];
-      for await (const token of eager.generate(PROMPT, { maxNewTokens: 10 })) got.push(token);
-      expect(got).toEqual(ref.tokens);
+      const greedy = await greedyAgainstReference(eager, config, weights, PROMPT, 10);
+      expect(greedy.got).toEqual(greedy.want);
     },
     TIMEOUT,
   );

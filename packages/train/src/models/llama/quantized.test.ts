@@ -28,21 +28,25 @@ function argmax(row: Float32Array): number {
   return best;
 }
 
-/** max |logit − dense logit| over a prefill of the prompt, and the dense logits' largest magnitude. */
+/** max |got − want|, and want's largest magnitude (the scale the error is judged against). */
+function errorAgainst(got: Float32Array, want: Float32Array): { maxError: number; spread: number } {
+  let maxError = 0;
+  let spread = 0;
+  for (let i = 0; i < want.length; i++) {
+    maxError = Math.max(maxError, Math.abs(got[i]! - want[i]!));
+    spread = Math.max(spread, Math.abs(want[i]!));
+  }
+  return { maxError, spread };
+}
+
+/** `errorAgainst` of a prefill of the prompt by `model` and by `dense`. */
 async function prefillError(
   model: LlamaModel,
   dense: LlamaModel,
 ): Promise<{ maxError: number; spread: number }> {
   using want = dense.prefill(prompt);
   using got = model.prefill(prompt);
-  const [a, b] = [(await got.read()) as Float32Array, (await want.read()) as Float32Array];
-  let maxError = 0;
-  let spread = 0;
-  for (let i = 0; i < b.length; i++) {
-    maxError = Math.max(maxError, Math.abs(a[i]! - b[i]!));
-    spread = Math.max(spread, Math.abs(b[i]!));
-  }
-  return { maxError, spread };
+  return errorAgainst((await got.read()) as Float32Array, (await want.read()) as Float32Array);
 }
 
 describe('LlamaModel with quantized projections', async () => {
@@ -61,12 +65,7 @@ describe('LlamaModel with quantized projections', async () => {
       expect(model.quantization!.rmsRelativeError).toBeLessThan(eightBits ? 0.01 : 0.15);
       using got = model.prefill(prompt);
       const values = (await got.read()) as Float32Array;
-      let maxError = 0;
-      let spread = 0;
-      for (let i = 0; i < values.length; i++) {
-        maxError = Math.max(maxError, Math.abs(values[i]! - wanted[i]!));
-        spread = Math.max(spread, Math.abs(wanted[i]!));
-      }
+      const { maxError, spread } = errorAgainst(values, wanted);
       expect(maxError).toBeLessThan(spread * (eightBits ? 0.02 : 0.25));
       // 8 bits keep the greedy token of this tiny model; 4 bits may flip its close calls.
       const last = (a: Float32Array) => a.subarray(a.length - vocab);
@@ -91,12 +90,12 @@ describe('LlamaModel with quantized projections', async () => {
       let maxError = 0;
       for (const [i, token] of long.entries()) {
         using step = model.decode(token);
-        const want = (await step.read()) as Float32Array;
-        const got = logits.subarray(i * vocab, (i + 1) * vocab);
-        for (let j = 0; j < vocab; j++) {
-          spread = Math.max(spread, Math.abs(want[j]!));
-          maxError = Math.max(maxError, Math.abs(got[j]! - want[j]!));
-        }
+        const row = errorAgainst(
+          logits.subarray(i * vocab, (i + 1) * vocab),
+          (await step.read()) as Float32Array,
+        );
+        spread = Math.max(spread, row.spread);
+        maxError = Math.max(maxError, row.maxError);
       }
       expect(maxError, format).toBeGreaterThan(0);
       expect(maxError, format).toBeLessThan(spread * 0.03);
@@ -114,22 +113,13 @@ describe('LlamaModel with quantized projections', async () => {
 
   it('quantizes the head too on request: its bytes in the report, logits near the dense model', async () => {
     using dense = await LlamaModel.load(backend, dir);
-    using want = dense.prefill(prompt);
-    const wanted = (await want.read()) as Float32Array;
     using projections = await LlamaModel.load(backend, dir, { weightFormat: 'q8' });
     using model = await LlamaModel.load(backend, dir, { weightFormat: 'q8', quantizeHead: true });
     expect(model.weights.head).toBeUndefined();
     const headBytes = (config.vocab_size as number) * (config.hidden_size as number) * 4;
     expect(model.quantization!.denseBytes - projections.quantization!.denseBytes).toBe(headBytes);
     expect(model.quantization!.quantizedBytes).toBeGreaterThan(projections.quantization!.quantizedBytes);
-    using got = model.prefill(prompt);
-    const values = (await got.read()) as Float32Array;
-    let maxError = 0;
-    let spread = 0;
-    for (let i = 0; i < values.length; i++) {
-      maxError = Math.max(maxError, Math.abs(values[i]! - wanted[i]!));
-      spread = Math.max(spread, Math.abs(wanted[i]!));
-    }
+    const { maxError, spread } = await prefillError(model, dense);
     expect(maxError).toBeGreaterThan(0);
     expect(maxError).toBeLessThan(spread * 0.02);
     await expect(LlamaModel.load(backend, dir, { quantizeHead: true })).rejects.toThrow(
