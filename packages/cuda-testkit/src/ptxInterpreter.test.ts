@@ -77,6 +77,23 @@ function at(k: KernelBuilder, base: R64, bytes = 4): R64 {
   return k.elementAddress(base, k.globalThreadIndex(), bytes);
 }
 
+/** Runs `body` on one warp and returns the two words each lane's body gives, lane by lane. */
+function warpWordPairs(body: (k: KernelBuilder) => readonly [R32, R32]): [number, number][] {
+  const out = device(32 * 8);
+  launch(
+    (k, p) => {
+      const [first, second] = body(k);
+      const i = k.globalThreadIndex();
+      k.stGlobal('u32', k.elementAddress(p.out, i, 8), first);
+      k.stGlobal('u32', { base: k.elementAddress(p.out, i, 8), offset: 4 }, second);
+    },
+    { block: 32 },
+    { out },
+  );
+  const words = u32s(out, 64);
+  return Array.from({ length: 32 }, (_, lane) => [words[2 * lane]!, words[2 * lane + 1]!]);
+}
+
 type Word = number | bigint;
 
 /**
@@ -214,25 +231,14 @@ describe('warp-synchronous instructions', () => {
   });
 
   it('broadcasts with shfl.idx, whole-warp and in 8-lane segments', () => {
-    const out = device(64 * 4);
-    launch(
-      (k, p) => {
-        const v = k.mulLo('u32', k.reg('u32'), k.laneid(), 10);
-        const whole = k.shflSync('idx', k.reg('u32'), v, 3);
-        // CUDA's width 8: c = ((32 - width) << 8) | 31.
-        const segment = k.shflSync('idx', k.reg('u32'), v, 5, { c: (24 << 8) | 31 });
-        const i = k.globalThreadIndex();
-        k.stGlobal('u32', k.elementAddress(p.out, i, 8), whole);
-        k.stGlobal('u32', { base: k.elementAddress(p.out, i, 8), offset: 4 }, segment);
-      },
-      { block: 32 },
-      { out },
-    );
-    const got = u32s(out, 64);
-    for (let lane = 0; lane < 32; lane++) {
-      expect(got[2 * lane]).toBe(30);
-      expect(got[2 * lane + 1]).toBe(((lane & ~7) | 5) * 10);
-    }
+    const got = warpWordPairs((k) => {
+      const v = k.mulLo('u32', k.reg('u32'), k.laneid(), 10);
+      const whole = k.shflSync('idx', k.reg('u32'), v, 3);
+      // CUDA's width 8: c = ((32 - width) << 8) | 31.
+      const segment = k.shflSync('idx', k.reg('u32'), v, 5, { c: (24 << 8) | 31 });
+      return [whole, segment];
+    });
+    expect(got).toEqual(Array.from({ length: 32 }, (_, lane) => [30, ((lane & ~7) | 5) * 10]));
   });
 
   it('reads each lane before writing any destination when d is also the source', () => {
@@ -271,33 +277,23 @@ describe('warp-synchronous instructions', () => {
   });
 
   it('takes ballots and votes, and passes bar.warp.sync', () => {
-    const out = device(32 * 4 * 3);
-    launch(
-      (k, p) => {
-        const lane = k.laneid();
-        const odd = k.setp('ne', 'b32', k.reg('pred'), k.and('b32', k.reg('u32'), lane, 1), 0);
-        const ballot = k.voteBallot(k.reg('u32'), odd);
-        k.warpSync();
-        const any = k.vote('any', k.reg('pred'), odd);
-        const all = k.vote('all', k.reg('pred'), odd);
-        const big = k.setp('lt', 'u32', k.reg('pred'), lane, 100);
-        const allBig = k.vote('all', k.reg('pred'), big);
-        const flags = k.reg('u32');
-        k.selp('u32', flags, 1, 0, any);
-        k.add('u32', flags, flags, k.selp('u32', k.reg('u32'), 2, 0, all));
-        k.add('u32', flags, flags, k.selp('u32', k.reg('u32'), 4, 0, allBig));
-        const i = k.globalThreadIndex();
-        k.stGlobal('u32', k.elementAddress(p.out, i, 8), ballot);
-        k.stGlobal('u32', { base: k.elementAddress(p.out, i, 8), offset: 4 }, flags);
-      },
-      { block: 32 },
-      { out },
-    );
-    const got = u32s(out, 64);
-    for (let lane = 0; lane < 32; lane++) {
-      expect(got[2 * lane]).toBe(0xaaaaaaaa);
-      expect(got[2 * lane + 1]).toBe(1 | 4);
-    }
+    const got = warpWordPairs((k) => {
+      const lane = k.laneid();
+      const odd = k.setp('ne', 'b32', k.reg('pred'), k.and('b32', k.reg('u32'), lane, 1), 0);
+      const ballot = k.voteBallot(k.reg('u32'), odd);
+      k.warpSync();
+      const any = k.vote('any', k.reg('pred'), odd);
+      const all = k.vote('all', k.reg('pred'), odd);
+      const big = k.setp('lt', 'u32', k.reg('pred'), lane, 100);
+      const allBig = k.vote('all', k.reg('pred'), big);
+      const flags = k.reg('u32');
+      k.selp('u32', flags, 1, 0, any);
+      k.add('u32', flags, flags, k.selp('u32', k.reg('u32'), 2, 0, all));
+      k.add('u32', flags, flags, k.selp('u32', k.reg('u32'), 4, 0, allBig));
+      return [ballot, flags];
+    });
+    // Odd lanes' ballot; any of them, all of them small.
+    expect(got).toEqual(Array.from({ length: 32 }, () => [0xaaaaaaaa, 1 | 4]));
   });
 
   it('reports a shfl whose membermask names a lane waiting at a barrier', () => {

@@ -7,9 +7,9 @@ import {
   useEmulatedGpu,
 } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
-import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
+import { aligned, offByOne } from './alignedOperands.testkit.js';
 import {
   embeddingGeometry,
   embeddingKey,
@@ -17,9 +17,6 @@ import {
   embeddingPoisonModule,
   embeddingScatterModule,
 } from './embedding.js';
-
-const aligned: Operand = { ptr: 4096n, size: 0, shape: [0], dtype: 'f32', byteLength: 0 };
-const offByOne: Operand = { ...aligned, ptr: 4100n };
 
 describe('embedding kernels', () => {
   it('gives each row as many lanes as it has accesses, up to a warp', () => {

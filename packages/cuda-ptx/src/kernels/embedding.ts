@@ -13,7 +13,7 @@ import {
   geometryKey,
   groupPlace,
   type RowGeometry,
-  rowGrid,
+  rowLaunchDims,
   WARP_ROWS_BLOCK,
 } from './rowReduce.js';
 import {
@@ -152,8 +152,7 @@ const embeddingKernel = cudaKernel(
       key: embeddingKey(g, type),
       module: () => embeddingModule(g, type),
       entry: 'embedding_gather',
-      grid: rowGrid(encoder.device, g, ids!.size),
-      block: g.block,
+      ...rowLaunchDims(encoder.device, g, ids!.size),
       args: { table: table!, ids: ids!, y, rows: ids!.size, vocab, dim },
     });
   },
@@ -244,8 +243,7 @@ const embeddingBackwardKernel = cudaKernel(
       key: embeddingScatterKey(g, type),
       module: () => embeddingScatterModule(g, type),
       entry: 'embedding_scatter_add',
-      grid: rowGrid(encoder.device, g, ids!.size),
-      block: g.block,
+      ...rowLaunchDims(encoder.device, g, ids!.size),
       args: { dy: dy!, ids: ids!, dtable: sums, flag, rows: ids!.size, vocab: attrs.vocabSize, dim },
     });
     encoder.launch({

@@ -66,6 +66,12 @@ function loadPosition(
   return { position, n: k.selp('u32', k.reg('u32'), n, unfitCount, fits) };
 }
 
+/** The cache row of token t, kv head h: h · maxSeq + position + t. */
+function cacheRow(k: KernelBuilder, maxSeq: R32, position: R32, h: R32, t: R32): R32 {
+  const row = k.madLo('u32', k.reg('u32'), h, maxSeq, position);
+  return k.add('u32', row, row, t);
+}
+
 // ---- kvCacheScatter ---------------------------------------------------------------
 
 /** Storage of the rows written (values, and q, k, v of ropeKvScatter) and of the caches. */
@@ -116,8 +122,7 @@ export function scatterModule(width: VectorWidth, devicePosition = false, types 
         const inToken = k.sub('u32', k.reg('u32'), i, k.mulLo('u32', k.reg('u32'), t, tokenVectors));
         const h = k.div('u32', k.reg('u32'), inToken, rowVectors);
         const e = k.sub('u32', k.reg('u32'), inToken, k.mulLo('u32', k.reg('u32'), h, rowVectors));
-        const row = k.madLo('u32', k.reg('u32'), h, maxSeq, position);
-        k.add('u32', row, row, t);
+        const row = cacheRow(k, maxSeq, position, h, t);
         const dst = k.madLo('u32', k.reg('u32'), row, rowVectors, e);
         if (allF32(types)) {
           const words = k.regs('u32', width);
@@ -232,11 +237,6 @@ export function ropeScatterModule(
       const frequencies = loadRopeFrequencies(k, p, table);
       const headDim = k.add('u32', k.reg('u32'), half, half);
       const { position, n } = loadPosition(k, p, devicePosition, loadU32(k, p, 'n'), qPairs);
-      /** The cache row of token t, kv head h: (h·maxSeq + position + t). */
-      const cacheRow = (h: R32, t: R32) => {
-        const row = k.madLo('u32', k.reg('u32'), h, maxSeq, position);
-        return k.add('u32', row, row, t);
-      };
       k.gridStrideLoop(n, (item) => {
         const isV = k.setp('ge', 'u32', k.reg('pred'), item, pairs);
         k.ifElse(
@@ -247,7 +247,7 @@ export function ropeScatterModule(
             const e = k.sub('u32', k.reg('u32'), j, k.mulLo('u32', k.reg('u32'), rest, headDim));
             const t = k.div('u32', k.reg('u32'), rest, kvHeads);
             const h = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), t, kvHeads));
-            const dst = k.madLo('u32', k.reg('u32'), cacheRow(h, t), headDim, e);
+            const dst = k.madLo('u32', k.reg('u32'), cacheRow(k, maxSeq, position, h, t), headDim, e);
             if (allF32(types)) {
               const word = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(v, j, 4), { nc: true });
               k.stGlobal('u32', k.elementAddress(vCache, dst, 4), word);
@@ -273,7 +273,7 @@ export function ropeScatterModule(
             const dst = k.selp(
               'u32',
               k.reg('u32'),
-              k.mulLo('u32', k.reg('u32'), cacheRow(h, t), headDim),
+              k.mulLo('u32', k.reg('u32'), cacheRow(k, maxSeq, position, h, t), headDim),
               src,
               isK,
             );

@@ -7,9 +7,9 @@ import {
   useEmulatedGpu,
 } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
-import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
+import { aligned, offByOne } from './alignedOperands.testkit.js';
 import {
   CROSS_ENTROPY_MEAN_KEY,
   crossEntropyBackwardModule,
@@ -18,9 +18,6 @@ import {
   crossEntropyRowsModule,
   lossGeometry,
 } from './loss.js';
-
-const aligned: Operand = { ptr: 4096n, size: 0, shape: [0], dtype: 'f32', byteLength: 0 };
-const offByOne: Operand = { ...aligned, ptr: 4100n };
 
 describe('loss kernels', () => {
   it('gives short rows part of a warp and long vocabulary rows a block', () => {

@@ -16,7 +16,7 @@ import {
   planRows,
   type RowGeometry,
   RowTile,
-  rowGrid,
+  rowLaunchDims,
 } from './rowReduce.js';
 import { type FloatStorage, loadOneAsF32, STORAGE_BYTES, storageKey, storageOf } from './storage.js';
 
@@ -221,8 +221,7 @@ const crossEntropyKernel = cudaKernel(
       key: crossEntropyRowsKey(g, storageOf(logits!)),
       module: () => crossEntropyRowsModule(g, storageOf(logits!)),
       entry: 'cross_entropy_rows',
-      grid: rowGrid(encoder.device, g, rows),
-      block: g.block,
+      ...rowLaunchDims(encoder.device, g, rows),
       args: { logits: logits!, targets: targets!, rowLoss, rows, classes },
     });
     encoder.launch({
@@ -290,8 +289,7 @@ const crossEntropyBackwardKernel = cudaKernel(
       key: crossEntropyBackwardKey(g, storageOf(logits!)),
       module: () => crossEntropyBackwardModule(g, storageOf(logits!)),
       entry: 'cross_entropy_backward',
-      grid: rowGrid(encoder.device, g, rows),
-      block: g.block,
+      ...rowLaunchDims(encoder.device, g, rows),
       args: { logits: logits!, targets: targets!, dloss: dloss!, dlogits, rows, classes, rowCount: rows },
     });
   },

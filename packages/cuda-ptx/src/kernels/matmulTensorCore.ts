@@ -3,7 +3,7 @@ import { elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import type { Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
+import { addr, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
 import { type HalfDType, PRODUCT_PARAMS, productDims } from './common.js';
 import { storePair } from './pairStores.js';
 import { groupedTile } from './tileOrder.js';
@@ -234,20 +234,22 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
         k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), z, stride), bytes);
       const tileA: SharedTile = { kInner: !v.transA, offset: 0 };
       const tileB: SharedTile = { kInner: v.transB, offset: OPERAND_BYTES };
-      const opA: GlobalOperand = {
-        tile: tileA,
-        base: batchBase(k.globalPointer(p.a), k.ldParam(p.strideA)),
-        ld: v.transA ? mDim : kDim,
-        bound: mDim,
-        first: row0,
-      };
-      const opB: GlobalOperand = {
-        tile: tileB,
-        base: batchBase(k.globalPointer(p.b), k.ldParam(p.strideB)),
-        ld: v.transB ? kDim : nDim,
-        bound: nDim,
-        first: col0,
-      };
+      // An operand of batch z whose mn axis ends at `bound`: rows are k long where k is inner, else mn.
+      const operand = (
+        tile: SharedTile,
+        ptr: Param<'ptr'>,
+        stride: Param<'u32'>,
+        bound: R32,
+        first: R32,
+      ): GlobalOperand => ({
+        tile,
+        base: batchBase(k.globalPointer(ptr), k.ldParam(stride)),
+        ld: tile.kInner ? kDim : bound,
+        bound,
+        first,
+      });
+      const opA = operand(tileA, p.a, p.strideA, mDim, row0);
+      const opB = operand(tileB, p.b, p.strideB, nDim, col0);
       const chunksA = chunksOf(k, opA, tid);
       const chunksB = chunksOf(k, opB, tid);
       // Bytes a chunk's source moves per step of BK along K.

@@ -1,12 +1,4 @@
-import {
-  QUANT_FORMATS,
-  type QuantFormat,
-  quantizedMatmul,
-  quantizeWeights,
-  quantLayout,
-  type Tensor,
-  uploadQuantized,
-} from '@rayo/core';
+import { QUANT_FORMATS, type QuantFormat, quantLayout } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
 import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
@@ -20,6 +12,7 @@ import {
   quantDotKey,
   quantTileKey,
 } from './quantizedCodes.js';
+import { quantizedMatmulProblem, seededArrays } from './quantizedMatmul.testkit.js';
 import { quantTileModule } from './quantizedTile.js';
 
 const TYPES = [
@@ -95,12 +88,7 @@ describe.skipIf(gate.skip)(`quantized PTX assembles with ptxas, without spills (
 // One SM: the lanes' loops over K run many times, the tiles step through K and past M and N.
 describe('quantizedMatmul on a one-SM emulated device', () => {
   const { fake, gpu, cpu } = useEmulatedGpu({ multiprocessors: 1 });
-  let seed = 7;
-  const random = (n: number, scale = 1) =>
-    Float32Array.from({ length: n }, () => {
-      seed = (seed * 16807) % 2147483647;
-      return ((seed / 2147483647) * 2 - 1) * scale;
-    });
+  const random = seededArrays(7);
 
   for (const [format, zeroPoints, m, k, n] of [
     ['q4g32', false, 1, 4096, 19],
@@ -120,17 +108,7 @@ describe('quantizedMatmul on a one-SM emulated device', () => {
     ['q8g32a', false, 70, 96, 67],
   ] as const) {
     it(`${format}${zeroPoints ? ' zero points' : ''} ${m}×${k}→${n} from quantizeWeights`, async () => {
-      const host = quantizeWeights(random(n * k, 0.05), [n, k], format, { zeroPoints });
-      const x = random(m * k);
-      const c = random(m * n);
-      const run = (backend: typeof gpu | typeof cpu) => {
-        const w = uploadQuantized(backend, host);
-        return backend.run(
-          quantizedMatmul,
-          [backend.upload(x, [m, k]), w.packed, w.scales, w.zeros, backend.upload(c, [m, n]), w.offsets],
-          { format, beta: 0.5 },
-        )[0] as Tensor;
-      };
+      const run = quantizedMatmulProblem(random, [format, zeroPoints, m, k, n]);
       const first = fake.launches.length;
       const got = run(gpu);
       expect(fake.launches.length - first).toBe(1);

@@ -21,8 +21,8 @@ export const QUANT_DOT_ENTRY = 'quantized_dot';
 export const QUANT_TILE_ENTRY = 'quantized_tile';
 
 /** 2^23 as f32 bits: a code c ORed into its mantissa reads as 2^23 + c. */
-const MAGIC_BITS = 0x4b000000;
-const MAGIC = 2 ** 23;
+export const MAGIC_BITS = 0x4b000000;
+export const MAGIC = 2 ** 23;
 
 export interface QuantVariant {
   readonly format: QuantFormat;

@@ -5,10 +5,6 @@ import {
   QGEMV_SHAPES,
   QGEMV_VARIANTS,
   type QgemvSlices,
-  quantizedMatmul,
-  quantizeWeights,
-  type Tensor,
-  uploadQuantized,
 } from '@rayo/core';
 import { compareOutputs, conformanceSuite, runChecks, sampleConformance } from '@rayo/core/testing';
 import { createEmulatedGpu, expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
@@ -18,6 +14,7 @@ import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import { QUANT_DOT_ENTRY } from './quantizedCodes.js';
 import { QGEMV_ENTRY, type QgemvConfig, qgemvKey, qgemvModule, unrollOf } from './quantizedGemv.js';
+import { quantizedMatmulProblem, seededArrays } from './quantizedMatmul.testkit.js';
 
 const base: QgemvConfig = {
   format: 'q4g32',
@@ -115,12 +112,7 @@ describe.skipIf(gate.skip)(`quantized GEMV PTX assembles with ptxas, without spi
 // multiple of the columns per block, K not a multiple of the group or of a step, split K, M 1–4.
 describe('quantized GEMV variants on an emulated device', () => {
   const { cpu } = useEmulatedGpu();
-  let seed = 11;
-  const random = (n: number, scale = 1) =>
-    Float32Array.from({ length: n }, () => {
-      seed = (seed * 16807) % 2147483647;
-      return ((seed / 2147483647) * 2 - 1) * scale;
-    });
+  const random = seededArrays(11);
   const shapes = [
     ['q4g32', false, 1, 4096, 19],
     ['q4g128', true, 3, 1000, 21],
@@ -136,22 +128,13 @@ describe('quantized GEMV variants on an emulated device', () => {
     // Eight slices forced on rows of one or two steps: warps with no step of K add nothing.
     ...(['b', 'c'] as const).map((variant) => [variant, 8, ['q4g32', true, 2, 200, 13]] as const),
   ];
-  for (const [variant, slices, [format, zeroPoints, m, k, n]] of cases) {
+  for (const [variant, slices, shape] of cases) {
+    const [format, zeroPoints, m, k, n] = shape;
     it(`${variant}${slices ? ` slices ${slices}` : ''}: ${format}${zeroPoints ? ' zero points' : ''} ${m}×${k}→${n}`, async () => {
       const tuning = { qgemvVariant: variant, ...(slices ? { qgemvSlices: slices as QgemvSlices } : {}) };
       const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 2, tuning });
       try {
-        const host = quantizeWeights(random(n * k, 0.05), [n, k], format, { zeroPoints });
-        const x = random(m * k);
-        const c = random(m * n);
-        const run = (backend: typeof gpu | typeof cpu) => {
-          const w = uploadQuantized(backend, host);
-          return backend.run(
-            quantizedMatmul,
-            [backend.upload(x, [m, k]), w.packed, w.scales, w.zeros, backend.upload(c, [m, n])],
-            { format, beta: 0.5 },
-          )[0] as Tensor;
-        };
+        const run = quantizedMatmulProblem(random, shape);
         const first = fake.launches.length;
         const got = run(gpu);
         const launched = fake.launches.slice(first);

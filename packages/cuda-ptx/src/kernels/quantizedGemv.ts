@@ -16,15 +16,8 @@ import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.j
 import { activationF32 } from './activations.js';
 import { checkElementCount } from './common.js';
 import { below } from './gemv.js';
-import {
-  type FloatStorage,
-  loadAsF32,
-  loadOneAsF32,
-  STORAGE_BYTES,
-  storageKey,
-  storageOf,
-  storeFromF32,
-} from './storage.js';
+import { MAGIC, MAGIC_BITS, type QuantVariant } from './quantizedCodes.js';
+import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageKey, storageOf, storeFromF32 } from './storage.js';
 
 // The small-M quantized GEMV (M <= 4 rows of x; decoding has one). Its cost
 // is reading the codes once, so it is shaped to keep many bytes in flight on
@@ -53,19 +46,10 @@ const WARPS = QGEMV_GROUPS;
 const THREADS = WARPS * 32;
 /** The most rows of x one block takes; more rows take more blocks (grid y). */
 export const QGEMV_MAX_ROWS = 4;
-/** 2^23 as f32 bits: a code ORed into its mantissa reads as 2^23 + code. */
-const MAGIC_BITS = 0x4b000000;
-const MAGIC = 2 ** 23;
 
-export interface QgemvConfig {
-  readonly format: QuantFormat;
-  /** Zero points per group (q4 only). */
-  readonly zeros: boolean;
-  /** Adds beta · c (not with `pair`). */
-  readonly withC: boolean;
-  /** Two weights of one shape: y = silu(x·Wgᵀ) ⊙ (x·Wuᵀ). */
+export interface QgemvConfig extends QuantVariant {
+  /** Two weights of one shape: y = silu(x·Wgᵀ) ⊙ (x·Wuᵀ); never with `withC`. */
   readonly pair: boolean;
-  readonly types: { readonly act: FloatStorage; readonly scale: FloatStorage };
   /** Rows of x per block, 1 to QGEMV_MAX_ROWS. */
   readonly rows: number;
   /** x read in 16-byte pieces: K a multiple of 32 and x 16-byte aligned; else element by element. */

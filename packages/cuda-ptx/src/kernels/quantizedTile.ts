@@ -60,6 +60,15 @@ export function quantTileModule(v: QuantVariant): PtxModule {
       const col0 = k.mulLo('u32', k.reg('u32'), k.ctaid(), TILE_N);
       const { rowWords, groups, zeroWords } = rowGeometry(k, layout, kDim);
       const quarter = k.and('b32', k.reg('u32'), tid, 3);
+      // Thread t's byte offset in a staging tile of `pitch` floats per k: k 8 · (t % 4), mn t / 4.
+      const stagingSlot = (pitch: number, base: R32) =>
+        k.madLo(
+          'u32',
+          k.reg('u32'),
+          k.shl('b32', k.reg('u32'), quarter, 3),
+          pitch * 4,
+          k.madLo('u32', k.reg('u32'), k.shr('u32', k.reg('u32'), tid, 2), 4, base),
+        );
 
       // Staging x: row t / 4 of the tile, k 8 · (t % 4) … +8 of the step; rows past M read as 0.
       const xRow = k.add('u32', k.reg('u32'), row0, k.shr('u32', k.reg('u32'), tid, 2));
@@ -69,13 +78,7 @@ export function quantTileModule(v: QuantVariant): PtxModule {
         k.madLo('u32', k.reg('u32'), xRow, kDim, k.shl('b32', k.reg('u32'), quarter, 3)),
         actBytes,
       );
-      const xAt = k.madLo(
-        'u32',
-        k.reg('u32'),
-        k.shl('b32', k.reg('u32'), quarter, 3),
-        PITCH_M * 4,
-        k.madLo('u32', k.reg('u32'), k.shr('u32', k.reg('u32'), tid, 2), 4, xBase),
-      );
+      const xAt = stagingSlot(PITCH_M, xBase);
       const xK = k.shl('b32', k.reg('u32'), quarter, 3);
 
       // Staging W: column t / 4 (clamped to N − 1: read, never stored), its codes
@@ -91,13 +94,7 @@ export function quantTileModule(v: QuantVariant): PtxModule {
         k.madLo('u32', k.reg('u32'), wCol, rowWords, k.mulLo('u32', k.reg('u32'), quarter, wordsPerThread)),
         4,
       );
-      const wAt = k.madLo(
-        'u32',
-        k.reg('u32'),
-        k.shl('b32', k.reg('u32'), quarter, 3),
-        PITCH_N * 4,
-        k.madLo('u32', k.reg('u32'), k.shr('u32', k.reg('u32'), tid, 2), 4, wBase),
-      );
+      const wAt = stagingSlot(PITCH_N, wBase);
       const scales = k.globalPointer(p.scales);
       const zeros = k.globalPointer(p.zeros);
       const offsets = k.globalPointer(p.offsets);

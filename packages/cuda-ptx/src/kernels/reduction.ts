@@ -16,6 +16,7 @@ import {
   type ReduceOp,
   type RowGeometry,
   rowGrid,
+  rowLaunchDims,
   WARP_ROWS_BLOCK,
 } from './rowReduce.js';
 import {
@@ -216,8 +217,7 @@ export function launchReduction(
     key: reductionKey(kind, plan.geometry, split, first),
     module: () => reductionModule(kind, plan.geometry, split, first),
     entry: reductionEntry(kind),
-    grid: rowGrid(encoder.device, plan.geometry, segments),
-    block: plan.geometry.block,
+    ...rowLaunchDims(encoder.device, plan.geometry, segments),
     args: { x, y: out, segments, n, chunk: plan.chunk, splits: plan.splits },
   });
   // The segments' results are plain partial sums (or maxima): reduce them without squaring.
@@ -412,8 +412,7 @@ const argmaxKernel = cudaKernel(
       key: argmaxKey(g, type),
       module: () => argmaxModule(g, type),
       entry: 'argmax',
-      grid: rowGrid(encoder.device, g, y.size),
-      block: g.block,
+      ...rowLaunchDims(encoder.device, g, y.size),
       args: { x, y, rows: y.size, n },
     });
   },

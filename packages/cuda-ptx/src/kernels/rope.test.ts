@@ -10,7 +10,7 @@ const H100 = { multiprocessors: 132, maxThreadsPerMultiprocessor: 2048 };
 
 describe('rope kernel', () => {
   it('keys a rope module by its layout and head count', () => {
-    expect(ropeKey('interleaved', 4)).toBe('rope/interleaved/heads4');
+    expect(ropeKey({ layout: 'interleaved', headsPerThread: 4 })).toBe('rope/interleaved/heads4');
   });
 
   it("holds theta's powers in 1.63 fixed point, one per bit of a pair index", () => {
@@ -24,9 +24,9 @@ describe('rope kernel', () => {
 
   it('multiplies only the powers of the bits a pair index has', () => {
     expect([1, 2, 3, 32, 33, 64, 2 ** 16, 2 ** 17].map(pairIndexBits)).toEqual([0, 1, 2, 5, 6, 6, 16, 16]);
-    expect(ropeKey('half', 4, false, 'f32', false, 5)).toBe('rope/half/heads4/bits5');
-    const products = (bits: number) =>
-      ropeModule('half', 1, false, 'f32', false, bits)
+    expect(ropeKey({ layout: 'half', headsPerThread: 4, indexBits: 5 })).toBe('rope/half/heads4/bits5');
+    const products = (indexBits: number) =>
+      ropeModule({ layout: 'half', headsPerThread: 1, indexBits })
         .emit()
         .match(/mul\.hi\.u64/g)!.length;
     // One 64-bit product per power a pair's bits select, and one to turns.
@@ -40,7 +40,7 @@ describe('rope kernel', () => {
   });
 
   it('emits no approximate sin or cos', () => {
-    const text = ropeModule('half', 1).emit();
+    const text = ropeModule({ layout: 'half', headsPerThread: 1 }).emit();
     expect(text).not.toMatch(/sin\.approx|cos\.approx/);
   });
 });
@@ -58,10 +58,17 @@ describe.skipIf(gate.skip)(`rope PTX assembles with ptxas (${gate.reason})`, () 
       [4, true, true],
     ] as const) {
       // Theta's kernels with the 5 bits of a head of 64; tables take no bits.
-      const bits = table ? PAIR_BITS : 5;
-      it(`${ropeKey(layout, heads, devicePosition, 'f32', table, bits)} for sm_90 and ${DEFAULT_TARGET}`, () => {
+      const indexBits = table ? PAIR_BITS : 5;
+      it(`${ropeKey({ layout, headsPerThread: heads, devicePosition, table, indexBits })} for sm_90 and ${DEFAULT_TARGET}`, () => {
         for (const type of ['f32', 'f16', 'bf16'] as const) {
-          const text = ropeModule(layout, heads, devicePosition, type, table, bits).emit();
+          const text = ropeModule({
+            layout,
+            headsPerThread: heads,
+            devicePosition,
+            type,
+            table,
+            indexBits,
+          }).emit();
           for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
         }
       }, 60_000);

@@ -214,14 +214,34 @@ export function pairIndexBits(half: number): number {
   return Math.min(PAIR_BITS, 32 - Math.clz32(Math.max(half, 1) - 1));
 }
 
-export function ropeKey(
-  layout: RopeLayout,
-  headsPerThread: number,
-  devicePosition = false,
-  type: FloatStorage = 'f32',
-  table = false,
-  indexBits = PAIR_BITS,
-): string {
+/** One rope kernel: what `ropeKey` names and `ropeModule` builds. */
+export interface RopeVariant {
+  layout: RopeLayout;
+  /** Heads of one work item, which share its angle. */
+  headsPerThread: number;
+  /** Whether a position offset read from device memory is added to the parameter's. */
+  devicePosition?: boolean;
+  type?: FloatStorage;
+  /** Whether the frequencies come from a table rather than theta's powers. */
+  table?: boolean;
+  /** Bits a pair index can have: the powers of theta the kernel multiplies. */
+  indexBits?: number;
+}
+
+/** The variant with what it leaves out filled in: the position a parameter, f32 rows, theta's powers. */
+function withDefaults(v: RopeVariant): Required<RopeVariant> {
+  return {
+    layout: v.layout,
+    headsPerThread: v.headsPerThread,
+    devicePosition: v.devicePosition ?? false,
+    type: v.type ?? 'f32',
+    table: v.table ?? false,
+    indexBits: v.indexBits ?? PAIR_BITS,
+  };
+}
+
+export function ropeKey(v: RopeVariant): string {
+  const { layout, headsPerThread, devicePosition, type, table, indexBits } = withDefaults(v);
   const bits = table || indexBits === PAIR_BITS ? '' : `/bits${indexBits}`;
   return `rope/${layout}/heads${headsPerThread}${devicePosition ? '/at' : ''}${table ? '/table' : ''}${bits}${storageKey([type])}`;
 }
@@ -235,14 +255,8 @@ export function ropeKey(
  * can have (5 for a head of 64): each is a predicated 64-bit product, the
  * kernel's main cost.
  */
-export function ropeModule(
-  layout: RopeLayout,
-  headsPerThread: number,
-  devicePosition = false,
-  type: FloatStorage = 'f32',
-  table = false,
-  indexBits = PAIR_BITS,
-): PtxModule {
+export function ropeModule(v: RopeVariant): PtxModule {
+  const { layout, headsPerThread, devicePosition, type, table, indexBits } = withDefaults(v);
   const bytes = STORAGE_BYTES[type];
   const m = new PtxModule();
   m.entry(
@@ -353,10 +367,17 @@ const ropeKernel = cudaKernel(
     const headRuns = Math.ceil(heads / runs);
     const items = seq * headRuns * half;
     const type = storageOf(x);
-    const bits = pairIndexBits(half);
+    const variant: RopeVariant = {
+      layout: attrs.layout,
+      headsPerThread: runs,
+      devicePosition: positionAt !== undefined,
+      type,
+      table,
+      indexBits: pairIndexBits(half),
+    };
     encoder.launch({
-      key: ropeKey(attrs.layout, runs, positionAt !== undefined, type, table, bits),
-      module: () => ropeModule(attrs.layout, runs, positionAt !== undefined, type, table, bits),
+      key: ropeKey(variant),
+      module: () => ropeModule(variant),
       entry: 'rope',
       grid: gridFor(encoder.device, items),
       block: BLOCK,

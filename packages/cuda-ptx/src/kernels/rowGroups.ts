@@ -145,6 +145,15 @@ export function rowGrid(device: DeviceProperties, g: RowGeometry, rows: number, 
   return Math.max(1, Math.min(Math.ceil(rows / groupsPerBlock(g)), resident));
 }
 
+/** A launch's grid and block for `rows` rows: `rowGrid`'s blocks, each of the geometry's threads. */
+export function rowLaunchDims(
+  device: DeviceProperties,
+  g: RowGeometry,
+  rows: number,
+): { grid: number; block: number } {
+  return { grid: rowGrid(device, g, rows), block: g.block };
+}
+
 // ---- arithmetic -----------------------------------------------------------------
 
 /** The value a reduction starts from. */

@@ -20,8 +20,8 @@ import {
   type RowGeometry,
   type RowKernel,
   type RowSource,
-  rowGrid,
   rowKernelModule,
+  rowLaunchDims,
 } from './rowReduce.js';
 import { type FloatStorage, storageKey, storageOf } from './storage.js';
 
@@ -168,8 +168,7 @@ function softmaxKernel(decl: SoftmaxDecl): AnyCudaKernel {
         key: softmaxKey(decl, g, type),
         module: () => softmaxModule(decl, g, type),
         entry: softmaxEntry(decl),
-        grid: rowGrid(encoder.device, g, rows),
-        block: g.block,
+        ...rowLaunchDims(encoder.device, g, rows),
         args,
       });
     },
