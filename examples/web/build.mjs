@@ -42,6 +42,8 @@ export async function bundleChat() {
   const result = await build({
     ...FOR_BROWSERS,
     entryPoints: { chat: here('./src/chat.ts'), 'chat-worker': '@rayo/web/worker' },
+    // The worker entry is a package name: resolved from this example's dependencies, whatever the cwd.
+    absWorkingDir: here('.'),
     outdir: here('./dist'),
     splitting: true,
   });

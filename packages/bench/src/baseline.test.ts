@@ -2,6 +2,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { needPython, python, scratchFolder } from '../testing/python.js';
 import {
   type BaselineCaseFile,
   type BaselineOutput,
@@ -13,7 +14,6 @@ import {
   runTorchBaseline,
 } from './baseline.js';
 import { selectCases } from './case.js';
-import { needPython, python, scratchFolder } from './python.testkit.js';
 import { ceilingCase, SUITE } from './suite.js';
 import { FULL_TIMING, QUICK_TIMING } from './timing.js';
 

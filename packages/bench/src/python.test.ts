@@ -2,8 +2,8 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { needPython, python, scratchFolder } from '../testing/python.js';
 import { findPackageScript, runPythonScript, SHARED_BASELINE_MODULE, sharedBaselineDir } from './python.js';
-import { needPython, python, scratchFolder } from './python.testkit.js';
 
 const scratch = scratchFolder('rayo-python-');
 

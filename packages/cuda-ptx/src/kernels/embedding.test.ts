@@ -7,9 +7,9 @@ import {
   useEmulatedGpu,
 } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
+import { aligned, offByOne } from '../../testing/alignedOperands.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { aligned, offByOne } from './alignedOperands.testkit.js';
 import {
   embeddingGeometry,
   embeddingKey,

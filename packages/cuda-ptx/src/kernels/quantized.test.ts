@@ -2,6 +2,7 @@ import { QUANT_FORMATS, type QuantFormat, quantLayout } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
 import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
+import { quantizedMatmulProblem, seededArrays } from '../../testing/quantizedMatmul.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import { QUANTIZED_KERNELS, quantDotModule } from './quantized.js';
@@ -12,7 +13,6 @@ import {
   quantDotKey,
   quantTileKey,
 } from './quantizedCodes.js';
-import { quantizedMatmulProblem, seededArrays } from './quantizedMatmul.testkit.js';
 import { quantTileModule } from './quantizedTile.js';
 
 const TYPES = [

@@ -9,12 +9,12 @@ import {
 import { compareOutputs, conformanceSuite, runChecks, sampleConformance } from '@rayo/core/testing';
 import { createEmulatedGpu, expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
+import { quantizedMatmulProblem, seededArrays } from '../../testing/quantizedMatmul.js';
 import { cudaOptionsFromEnvironment } from '../environment.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import { QUANT_DOT_ENTRY } from './quantizedCodes.js';
 import { QGEMV_ENTRY, type QgemvConfig, qgemvKey, qgemvModule, unrollOf } from './quantizedGemv.js';
-import { quantizedMatmulProblem, seededArrays } from './quantizedMatmul.testkit.js';
 
 const base: QgemvConfig = {
   format: 'q4g32',

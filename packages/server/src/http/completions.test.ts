@@ -1,7 +1,7 @@
 import type { ChatMessage, GenerateTextOptions } from '@rayo/text';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TinyFixture, tinyFixture } from '../testing/tinyFixture.js';
-import { startTinyServer, TINY_MAX_SEQUENCE, type TinyServer } from '../testing/tinyServer.js';
+import { type TinyFixture, tinyFixture } from '../../testing/tinyFixture.js';
+import { startTinyServer, TINY_MAX_SEQUENCE, type TinyServer } from '../../testing/tinyServer.js';
 
 // The server as an OpenAI client sees it, on a tiny random Llama with a
 // character tokenizer (cpu backend); every text is checked against

@@ -1,8 +1,8 @@
 import type { Backend } from '@rayo/core';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { type TinyFixture, tinyFixture } from '../testing/tinyFixture.js';
-import { startTinyServer, type TinyServer } from '../testing/tinyServer.js';
+import { type TinyFixture, tinyFixture } from '../../testing/tinyFixture.js';
+import { startTinyServer, type TinyServer } from '../../testing/tinyServer.js';
 
 // Bad requests, a full server and clients that leave, against one slot whose
 // steps the tests hold and release (GatedEngine), so that "busy" does not

@@ -1,11 +1,11 @@
 import { RayoError } from '@rayo/core';
 import { TextModel } from '@rayo/text';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { GatedEngine } from '../../testing/gatedEngine.js';
+import { type TinyFixture, tinyFixture } from '../../testing/tinyFixture.js';
+import { TINY_MAX_SEQUENCE } from '../../testing/tinyServer.js';
 import type { SequenceRequest } from '../engine/decodeEngine.js';
 import { ModelSlotsEngine } from '../engine/modelSlotsEngine.js';
-import { GatedEngine } from '../testing/gatedEngine.js';
-import { type TinyFixture, tinyFixture } from '../testing/tinyFixture.js';
-import { TINY_MAX_SEQUENCE } from '../testing/tinyServer.js';
 import { Scheduler } from './scheduler.js';
 import { SchedulerRefusal, SequenceCancelled } from './schedulerErrors.js';
 

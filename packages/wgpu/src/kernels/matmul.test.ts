@@ -1,9 +1,14 @@
 import { batchedMatmul, matmul } from '@rayo/core';
 import { compareOutputs, Rng, VALID_CASES } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type MatmulAttrs,
+  runWithReference,
+  TRANSPOSES,
+  uploadOperands,
+} from '../../testing/matmulReference.js';
 import { backendProvider, createWgpuBackend, type WgpuBackend } from '../index.js';
 import { type MatmulPlan, type MatmulProblem, planMatmul } from './matmul.js';
-import { type MatmulAttrs, runWithReference, TRANSPOSES, uploadOperands } from './matmulReference.testkit.js';
 import { TILE_LARGE, TILE_MID } from './matmulTile.js';
 
 /** What distinguishes plans in the coverage checks below. */

@@ -1,16 +1,16 @@
 import { inferKernel, linear, UnsupportedOnBackendError } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { backendProvider, createWgpuBackend, type WgpuBackend } from '../index.js';
-import { type HalfGemmDevice, type MatmulProblem, planHalfGemm } from './matmul.js';
-import { HALF_TILE_LARGE, HALF_TILE_MID, halfGemmShader, pickSubgroupMatrixConfig } from './matmulHalf.js';
 import {
   halfValues,
   type MatmulAttrs,
   runWithReference,
   TRANSPOSES,
   uploadOperands,
-} from './matmulReference.testkit.js';
+} from '../../testing/matmulReference.js';
+import { backendProvider, createWgpuBackend, type WgpuBackend } from '../index.js';
+import { type HalfGemmDevice, type MatmulProblem, planHalfGemm } from './matmul.js';
+import { HALF_TILE_LARGE, HALF_TILE_MID, halfGemmShader, pickSubgroupMatrixConfig } from './matmulHalf.js';
 
 const F16_F32 = { componentType: 'f16', resultComponentType: 'f32', M: 16, N: 16, K: 16 };
 /** What NVIDIA's Vulkan driver lists, roughly: f16 → f16 and f16 → f32 shapes, and integer ones. */

@@ -86,7 +86,7 @@ describe('decode-bench', () => {
     expect(parseDecodeArgs(['--quant', 'q4g32']).quantHead).toBeUndefined();
     expect(() => parseDecodeArgs(['--quant-head'])).toThrow(/--quant-head needs --quant/);
     expect(() => parseDecodeArgs(['--quant', 'q2'])).toThrow(
-      /--quant must be q8, q4g32, q4g128, q8g32, q8g16, q4g32a or none/,
+      /--quant must be q8, q4g32, q4g128, q8g32, q8g16, q4g32a, q8g32a or none/,
     );
   });
 

@@ -1,4 +1,4 @@
-import type { Operand } from '../kernel.js';
+import type { Operand } from '../src/kernel.js';
 
 // Operands for the geometry choosers, which read only an operand's address:
 // a 16-byte-aligned one allows `.v4` accesses, one float past it none wider than a word.

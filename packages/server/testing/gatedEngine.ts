@@ -1,4 +1,4 @@
-import type { DecodeEngine, EngineUsage, SequenceRequest, StepResult } from '../engine/decodeEngine.js';
+import type { DecodeEngine, EngineUsage, SequenceRequest, StepResult } from '../src/engine/decodeEngine.js';
 
 /**
  * A real engine whose steps wait for permission: tests hold the steps to

@@ -1,10 +1,10 @@
 import type { Backend } from '@rayo/core';
 import { TextModel } from '@rayo/text';
 import OpenAI from 'openai';
-import type { DecodeEngine } from '../engine/decodeEngine.js';
-import { ModelSlotsEngine, type SlotSequence } from '../engine/modelSlotsEngine.js';
-import { ModelServer } from '../http/modelServer.js';
-import type { ServerLimits } from '../http/serverLimits.js';
+import type { DecodeEngine } from '../src/engine/decodeEngine.js';
+import { ModelSlotsEngine, type SlotSequence } from '../src/engine/modelSlotsEngine.js';
+import { ModelServer } from '../src/http/modelServer.js';
+import type { ServerLimits } from '../src/http/serverLimits.js';
 import { GatedEngine } from './gatedEngine.js';
 
 /** The cache rows of the tests' models: room for every prompt and reply they ask. */

@@ -1,7 +1,7 @@
 // What the f32 and the half matmul tests share: a product run on the device
 // next to the cpu reference's result for the same operand values.
 import { batchedMatmul, f16BitsToF32, inferKernel, matmul, sizeOf } from '@rayo/core';
-import type { WgpuBackend } from '../index.js';
+import type { WgpuBackend } from '../src/index.js';
 
 type Device = ReturnType<WgpuBackend['upload']>;
 
