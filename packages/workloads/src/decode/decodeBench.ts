@@ -62,6 +62,20 @@ export const DECODE_CONFIGS: Readonly<Record<string, Record<string, unknown>>> =
     rope_theta: 500000,
     tie_word_embeddings: true,
   },
+  // Llama-3.1-8B's shape (seeded weights, plain RoPE): 32 layers, d 4096, FFN 14336, 32 query / 8 kv
+  // heads of 128, vocabulary 128256, untied head (16.1 GB in bf16).
+  'llama-3.1-8b': {
+    ...LLAMA_D2048,
+    hidden_size: 4096,
+    intermediate_size: 14336,
+    num_hidden_layers: 32,
+    num_attention_heads: 32,
+    num_key_value_heads: 8,
+    head_dim: 128,
+    vocab_size: 128256,
+    max_position_embeddings: 131072,
+    rope_theta: 500000,
+  },
   // A model a software GPU decodes in seconds (tests, quick checks).
   'llama-tiny': {
     ...LLAMA_D2048,
