@@ -26,11 +26,12 @@ function stdOf(name: string): number {
 /** Fills `out` as the tensor `name` is seeded: norms near 1, the rest uniform with its standard deviation. */
 function fillPiece(name: string, rng: Rng, out: Float32Array): void {
   if (name.endsWith('norm.weight')) {
+    // Small tensors: one by one, so that 1 + u is rounded to f32 once.
     for (let i = 0; i < out.length; i++) out[i] = 1 + rng.uniform(-0.1, 0.1);
     return;
   }
   const a = stdOf(name) * Math.sqrt(3);
-  for (let i = 0; i < out.length; i++) out[i] = rng.uniform(-a, a);
+  rng.fillUniform(out, -a, a);
 }
 
 const STAMP = 'rayo-seeded-llama/1';
