@@ -18,6 +18,15 @@ describe('wgpu options from the environment', () => {
     expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_UNSAFE_APIS: '0', RAYO_WGPU_F16_GEMM: '' })).toEqual({
       unsafeApis: false,
     });
+    expect(
+      wgpuOptionsFromEnvironment({
+        RAYO_DAWN_ENABLE: 'skip_validation, disable_robustness',
+        RAYO_DAWN_DISABLE: '',
+      }),
+    ).toEqual({ enableToggles: ['skip_validation', 'disable_robustness'] });
+    expect(wgpuOptionsFromEnvironment({ RAYO_DAWN_DISABLE: 'lazy_clear_resource_on_first_use' })).toEqual({
+      disableToggles: ['lazy_clear_resource_on_first_use'],
+    });
     expect(backendProvider.optionsFromEnvironment?.({ RAYO_WGPU_F16_GEMM: 'emulated' })).toEqual({
       f16Gemm: 'emulated',
     });
@@ -30,6 +39,9 @@ describe('wgpu options from the environment', () => {
     );
     expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_UNSAFE_APIS: 'yes' })).toThrow(
       /RAYO_WGPU_UNSAFE_APIS/,
+    );
+    expect(() => wgpuOptionsFromEnvironment({ RAYO_DAWN_ENABLE: 'skip_validation;rm -rf' })).toThrow(
+      /RAYO_DAWN_ENABLE.*expected comma-separated toggle names.*got 'skip_validation;rm -rf'/,
     );
   });
 

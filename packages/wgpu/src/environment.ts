@@ -1,11 +1,35 @@
-import { choiceFromEnvironment, type EnvironmentVariables, qgemvOptionsFromEnvironment } from '@rayo/core';
+import {
+  choiceFromEnvironment,
+  type EnvironmentVariables,
+  InvalidArgumentError,
+  qgemvOptionsFromEnvironment,
+} from '@rayo/core';
+import type { DawnOptions } from './dawn.js';
 import { HALF_GEMM_MODES, type WgpuTuningOptions } from './tuning.js';
 
 const WHERE = 'wgpuOptionsFromEnvironment';
 
-/** What the environment can set: the tuning switches and Dawn's unsafe APIs. */
-export interface WgpuEnvironmentOptions extends WgpuTuningOptions {
-  readonly unsafeApis?: boolean;
+/** What the environment can set: the tuning switches, Dawn's unsafe APIs and its toggles. */
+export interface WgpuEnvironmentOptions
+  extends WgpuTuningOptions,
+    Pick<DawnOptions, 'unsafeApis' | 'enableToggles' | 'disableToggles'> {}
+
+/** A comma-separated list of Dawn toggle names (`skip_validation,disable_robustness`), or undefined when unset. */
+function togglesFromEnvironment(env: EnvironmentVariables, name: string): string[] | undefined {
+  const text = env[name];
+  if (text === undefined || text === '') return undefined;
+  const toggles = text.split(',').map((toggle) => toggle.trim());
+  for (const toggle of toggles) {
+    if (!/^[a-z0-9_]+$/.test(toggle)) {
+      throw new InvalidArgumentError(`${name}: not a Dawn toggle name`, {
+        operation: WHERE,
+        argument: name,
+        expected: 'comma-separated toggle names of lower-case letters, digits and underscores',
+        actual: `'${text}'`,
+      });
+    }
+  }
+  return toggles;
 }
 
 /**
@@ -14,7 +38,9 @@ export interface WgpuEnvironmentOptions extends WgpuTuningOptions {
  * `backendOptionsFromEnvironment('wgpu', process.env)`): RAYO_QGEMV_VARIANT
  * (`a`, `b`, `c`, `d`) → `qgemvVariant`, RAYO_QGEMV_SLICES (1, 2, 4, 8) →
  * `qgemvSlices`, RAYO_WGPU_F16_GEMM (`subgroup-matrix`, `emulated`, `widen`)
- * → `f16Gemm` and RAYO_WGPU_UNSAFE_APIS=1 → `unsafeApis: true`; unset or
+ * → `f16Gemm`, RAYO_WGPU_UNSAFE_APIS=1 → `unsafeApis: true`, and
+ * RAYO_DAWN_ENABLE / RAYO_DAWN_DISABLE (comma-separated Dawn toggles, e.g.
+ * `skip_validation`) → `enableToggles` / `disableToggles`; unset or
  * empty variables name nothing. This is the one place the package reads the
  * environment (where there is one: browsers have none): the backend itself
  * never does.
@@ -24,7 +50,11 @@ export function wgpuOptionsFromEnvironment(
 ): WgpuEnvironmentOptions {
   const f16Gemm = choiceFromEnvironment(env, 'RAYO_WGPU_F16_GEMM', HALF_GEMM_MODES, WHERE);
   const unsafe = choiceFromEnvironment(env, 'RAYO_WGPU_UNSAFE_APIS', ['0', '1'], WHERE);
+  const enableToggles = togglesFromEnvironment(env, 'RAYO_DAWN_ENABLE');
+  const disableToggles = togglesFromEnvironment(env, 'RAYO_DAWN_DISABLE');
   return {
+    ...(enableToggles ? { enableToggles } : {}),
+    ...(disableToggles ? { disableToggles } : {}),
     ...qgemvOptionsFromEnvironment(env, WHERE),
     ...(f16Gemm === undefined ? {} : { f16Gemm }),
     ...(unsafe === undefined ? {} : { unsafeApis: unsafe === '1' }),
