@@ -1,5 +1,5 @@
 import type { KernelBuilder } from '../ptx/kernel.js';
-import { PtxModule } from '../ptx/module.js';
+import { type ParamHandles, PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 
 // flashAttention and its backward in f32, four threads a row: thread (r, c)
@@ -79,7 +79,7 @@ interface Dims {
   readonly nKvHeads: R32;
 }
 
-function loadDims(k: KernelBuilder, p: { [K in keyof typeof DIMS]: never }): Dims {
+function loadDims(k: KernelBuilder, p: ParamHandles<typeof DIMS>): Dims {
   const tokens = k.ldParam(p.tokens);
   const batch = k.ldParam(p.batch);
   const nHeads = k.ldParam(p.nHeads);
@@ -224,7 +224,7 @@ export function flashForwardModule(hd: number): PtxModule {
     FLASH_FORWARD_ENTRY,
     FORWARD_PARAMS,
     (k, p) => {
-      const dims = loadDims(k, p as never);
+      const dims = loadDims(k, p);
       const lanes = lanesOf(k, hd);
       const rows = blockRows(k, dims, dims.nHeads);
       const element = mine(k, lanes, rowElement(k, rows.token, rows.b, rows.head, dims, dims.nHeads, hd));
@@ -287,7 +287,7 @@ export function flashDqModule(hd: number): PtxModule {
     FLASH_DQ_ENTRY,
     DQ_PARAMS,
     (k, p) => {
-      const dims = loadDims(k, p as never);
+      const dims = loadDims(k, p);
       const lanes = lanesOf(k, hd);
       const rows = blockRows(k, dims, dims.nHeads);
       const element = mine(k, lanes, rowElement(k, rows.token, rows.b, rows.head, dims, dims.nHeads, hd));
@@ -356,7 +356,7 @@ export function flashDkdvModule(hd: number): PtxModule {
     FLASH_DKDV_ENTRY,
     DKDV_PARAMS,
     (k, p) => {
-      const dims = loadDims(k, p as never);
+      const dims = loadDims(k, p);
       const lanes = lanesOf(k, hd);
       const rows = blockRows(k, dims, dims.nKvHeads);
       const element = mine(k, lanes, rowElement(k, rows.token, rows.b, rows.head, dims, dims.nKvHeads, hd));

@@ -88,7 +88,7 @@ describe('CausalSelfAttention', () => {
   it('gives the same output and gradients with the flash kernels as composed from products and softmax', async () => {
     const backend = createCpuBackend();
     const x = new Rng(8).uniformArray(6 * 2 * 8, -1, 1);
-    const grads: Float32Array[][] = [];
+    const grads: HostArray[][] = [];
     for (const flash of [true, false]) {
       const attn = new CausalSelfAttention(backend, { dim: 8, heads: 2, rope: true, seed: 7, flash });
       using tape = new Tape(backend);
@@ -97,7 +97,9 @@ describe('CausalSelfAttention', () => {
       // A random seed gradient: every output element's weight differs.
       tape.backward(y, tape.upload(new Rng(9).uniformArray(x.length, -1, 1), [6, 2, 8]));
       grads.push(
-        await Promise.all([y.value, input.grad!, ...attn.parameters().map((p) => p.grad!)].map((t) => t.read())),
+        await Promise.all(
+          [y.value, input.grad!, ...attn.parameters().map((p) => p.grad!)].map((t) => t.read()),
+        ),
       );
       attn.dispose();
     }

@@ -7,14 +7,14 @@ const { cases, errors } = newFamilyCases();
 const TOLERANCE = { rtol: 1e-4, atol: 5e-5 } as const;
 
 // [T, B, nHeads, nKvHeads, headDim]: odd lengths (1, 17, 65: one, part of
-// and past a 64-row tile), batch 1 and 2, GQA 4:1 and 1:1, head dims 64,
-// 7 and 80. The backward's out, dOut and lse are random: its formula holds
+// and past a 64-row tile), batch 1 and 2, GQA 4:1 and 1:1, head dims 64
+// and 7 (two only: each is a shader a software adapter compiles slowly). The backward's out, dOut and lse are random: its formula holds
 // for any of them, and a kernel that recomputes them differently fails.
 const SHAPES: readonly (readonly [number, number, number, number, number])[] = [
   [1, 1, 4, 1, 64],
   [17, 2, 3, 3, 7],
   [65, 2, 8, 2, 64],
-  [33, 1, 2, 2, 80],
+  [33, 1, 4, 1, 7],
 ];
 
 for (const [tokens, batch, nHeads, nKvHeads, headDim] of SHAPES) {
@@ -34,8 +34,8 @@ for (const [tokens, batch, nHeads, nKvHeads, headDim] of SHAPES) {
 cases.push(
   // Scores in the tens: exp overflows f32 unless the running max is subtracted.
   valid(k.flashAttention, {
-    label: 'large scores (scale 2, wide q), T 40, batch 1, 4 heads / 1, headDim 16',
-    inputs: [f32([40, 1, 4, 16], 'wide'), f32([40, 1, 1, 16]), f32([40, 1, 1, 16])],
+    label: 'large scores (scale 2, wide q), T 40, batch 1, 4 heads / 1, headDim 64',
+    inputs: [f32([40, 1, 4, 64], 'wide'), f32([40, 1, 1, 64]), f32([40, 1, 1, 64])],
     attrs: { scale: 2 },
     tolerance: { rtol: 1e-3, atol: 1e-4 },
   }),
