@@ -127,9 +127,7 @@ export class CausalSelfAttention extends Module {
     const q = project(this.q, true);
     const k = project(this.k, true);
     const v = project(this.v, false);
-    const o = this.flash
-      ? this.#flash(tape, [q, k, v], t, b)
-      : this.#composed(tape, [q, k, v], t, b);
+    const o = this.flash ? this.#flash(tape, [q, k, v], t, b) : this.#composed(tape, [q, k, v], t, b);
     return reshape(tape, this.o.forward(tape, o), shape);
   }
 
