@@ -6,10 +6,10 @@ import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.j
 // holds dimensions c, c + 4, … of its row, and dot products are summed over
 // the four by two shuffles, so that a row's accumulators (up to four rows of
 // headDim in the key pass) stay in registers. The rows of a block are 64
-// consecutive tokens of one (batch, head): at each step of the loop over the
-// other side's tokens they all read the same K/V (or q/dOut) row, a broadcast
-// load, so every such row is read once per 64 rows rather than once per row,
-// without shared memory or barriers.
+// consecutive tokens of one (batch, head); it walks the other side's rows
+// (K and V, or q and dOut) 32 at a time through shared memory, each row read
+// from global memory once per block, and every row of the block reads the
+// same tile row at each step (a broadcast).
 // The backward is FlashAttention-2's: a pass per query row gives dq (and
 // D = rowsum(dOut ∘ out), which it needs anyway), then a pass per key row
 // loops over the later queries of its kv head's query heads for dk and dv.
@@ -141,21 +141,21 @@ function loadRow(k: KernelBuilder, lanes: Lanes, at: R64, ok?: Pred): F32[] {
   });
 }
 
-/** Σ_d regs[d] · row[d] over the row's four threads, for a row read from global memory. */
-function dotRow(k: KernelBuilder, lanes: Lanes, regs: readonly F32[], at: R64): F32 {
+/** Σ_d regs[d] · row[d] over the row's four threads, for a tile row at shared address `at` (plus the thread's column). */
+function dotTile(k: KernelBuilder, regs: readonly F32[], at: R32): F32 {
   const sum = k.mov('f32', k.reg('f32'), 0);
-  loadRow(k, lanes, at).forEach((x, i) => {
-    k.fma('f32', sum, regs[i]!, x, sum);
+  regs.forEach((x, i) => {
+    k.fma('f32', sum, x, k.ldShared('f32', k.reg('f32'), addr(at, 4 * LANES * i)), sum);
   });
   for (const offset of [1, 2])
     k.add('f32', sum, sum, k.shflSync('bfly', k.reg('f32'), sum, offset), { rnd: 'rn' });
   return sum;
 }
 
-/** acc[d] += w · row[d] for a row read from global memory. */
-function axpyRow(k: KernelBuilder, lanes: Lanes, acc: readonly F32[], w: F32, at: R64): void {
-  loadRow(k, lanes, at).forEach((x, i) => {
-    k.fma('f32', acc[i]!, w, x, acc[i]!);
+/** acc[d] += w · row[d] for a tile row at shared address `at` (plus the thread's column). */
+function axpyTile(k: KernelBuilder, acc: readonly F32[], w: F32, at: R32): void {
+  acc.forEach((a, i) => {
+    k.fma('f32', a, w, k.ldShared('f32', k.reg('f32'), addr(at, 4 * LANES * i)), a);
   });
 }
 
@@ -189,33 +189,122 @@ function blockRows(k: KernelBuilder, dims: Dims, heads: R32) {
   return { first, token, b, head, inside };
 }
 
-/** Query rows' loop over keys 0 … the block's last token, with each step's key row address and whether it is causal for this row. */
+/** Other-side rows a shared tile holds. */
+const TILE = 32;
+
+/** Where a tile walk reads its rows: two global arrays, and per row its element index there (its dimension 0). */
+interface TileSource {
+  readonly a: R64;
+  readonly b: R64;
+  readonly element: (r: R32) => R32;
+  /** The dk/dv pass's lse and D of each row, by their index in [T, B, nHeads]. */
+  readonly values?: { readonly lse: R64; readonly delta: R64; readonly index: (r: R32) => R32 };
+}
+
+/**
+ * Walks rows 0 … count − 1 of `source` TILE at a time: the block copies a
+ * tile of both arrays into shared memory (zeros past `count`), then `body`
+ * runs for each of its rows with the row's shared addresses (this thread's
+ * column added) and, where `values` are given, its lse and D.
+ */
+function forEachTile(
+  k: KernelBuilder,
+  lanes: Lanes,
+  hd: number,
+  count: R32,
+  source: TileSource,
+  body: (a: R32, b: R32, r: R32, values: { lse: F32; delta: F32 } | undefined) => void,
+): void {
+  // One word of padding past each array: a row's last lanes read up to three words past headDim.
+  const words = TILE * hd;
+  const [ta, tb] = ['flash_a', 'flash_b'].map((name) =>
+    k.sharedAddress(k.sharedArray(name, 'f32', words + LANES)),
+  );
+  const tv = source.values ? k.sharedAddress(k.sharedArray('flash_values', 'f32', 2 * TILE)) : undefined;
+  const tid = k.tid();
+  const r0 = k.reg('u32');
+  k.forRange(r0, 0, count, TILE, () => {
+    k.barSync();
+    for (let i = 0; i < Math.ceil(words / FLASH_THREADS); i++) {
+      const e = k.add('u32', k.reg('u32'), tid, i * FLASH_THREADS);
+      const row = k.div('u32', k.reg('u32'), e, hd);
+      const r = k.add('u32', k.reg('u32'), r0, row);
+      let ok = k.setp('lt', 'u32', k.reg('pred'), r, count);
+      const inside =
+        (i + 1) * FLASH_THREADS > words ? k.setp('lt', 'u32', k.reg('pred'), e, words) : undefined;
+      if (inside) ok = k.and('pred', k.reg('pred'), ok, inside);
+      const at = k.add(
+        'u32',
+        k.reg('u32'),
+        source.element(r),
+        k.sub('u32', k.reg('u32'), e, k.mulLo('u32', k.reg('u32'), row, hd)),
+      );
+      const [va, vb] = [source.a, source.b].map((base) => {
+        const v = k.mov('f32', k.reg('f32'), 0);
+        k.predicated(ok, () => k.ldGlobal('f32', v, k.elementAddress(base, at, 4), { nc: true }));
+        return v;
+      });
+      where(k, inside, undefined, () => {
+        k.stShared('f32', k.madLo('u32', k.reg('u32'), e, 4, ta!), va!);
+        k.stShared('f32', k.madLo('u32', k.reg('u32'), e, 4, tb!), vb!);
+      });
+    }
+    if (source.values && tv) {
+      const values = source.values;
+      const r = k.add('u32', k.reg('u32'), r0, tid);
+      const mine = k.setp('lt', 'u32', k.reg('pred'), tid, TILE);
+      const ok = k.and('pred', k.reg('pred'), mine, k.setp('lt', 'u32', k.reg('pred'), r, count));
+      const index = values.index(r);
+      const [lse, delta] = [values.lse, values.delta].map((base) => {
+        const v = k.mov('f32', k.reg('f32'), 0);
+        k.predicated(ok, () => k.ldGlobal('f32', v, k.elementAddress(base, index, 4)));
+        return v;
+      });
+      k.predicated(mine, () => {
+        k.stShared('f32', k.madLo('u32', k.reg('u32'), tid, 4, tv), lse!);
+        k.stShared('f32', addr(k.madLo('u32', k.reg('u32'), tid, 4, tv), 4 * TILE), delta!);
+      });
+    }
+    k.barSync();
+    const colBytes = k.shl('b32', k.reg('u32'), lanes.col, 2);
+    const a = k.add('u32', k.reg('u32'), ta!, colBytes);
+    const b = k.add('u32', k.reg('u32'), tb!, colBytes);
+    const v = tv ? k.mov('u32', k.reg('u32'), tv) : undefined;
+    const x = k.reg('u32');
+    k.forRange(x, 0, TILE, 1, () => {
+      const r = k.add('u32', k.reg('u32'), r0, x);
+      const values = v
+        ? {
+            lse: k.ldShared('f32', k.reg('f32'), v),
+            delta: k.ldShared('f32', k.reg('f32'), addr(v, 4 * TILE)),
+          }
+        : undefined;
+      body(a, b, r, values);
+      k.add('u32', a, a, 4 * hd);
+      k.add('u32', b, b, 4 * hd);
+      if (v) k.add('u32', v, v, 4);
+    });
+  });
+}
+
+/** The query passes' walk: keys 0 … the block's last token of the row's kv head, with whether each is causal for this row. */
 function forEachKey(
   k: KernelBuilder,
   dims: Dims,
   rows: ReturnType<typeof blockRows>,
   hd: number,
   lanes: Lanes,
-  kv: readonly R64[],
-  body: (at: readonly R64[], causal: Pred) => void,
+  [a, b]: readonly [R64, R64],
+  body: (kAt: R32, vAt: R32, causal: Pred) => void,
 ): void {
   const g = k.div('u32', k.reg('u32'), rows.head, dims.group);
   const row0 = rowElement(k, k.mov('u32', k.reg('u32'), 0), rows.b, g, dims, dims.nKvHeads, hd);
-  const start = k.add('u32', k.reg('u32'), row0, lanes.col);
-  const at = kv.map((base) => k.elementAddress(base, start, 4));
-  const stride = k.mulLo(
-    'u32',
-    k.reg('u32'),
-    k.mulLo('u32', k.reg('u32'), dims.batch, dims.nKvHeads),
-    4 * hd,
-  );
-  const stride64 = k.cvt('u64', 'u32', k.reg('u64'), stride);
+  const stride = k.mulLo('u32', k.reg('u32'), k.mulLo('u32', k.reg('u32'), dims.batch, dims.nKvHeads), hd);
   const end = k.min('u32', k.reg('u32'), dims.tokens, k.add('u32', k.reg('u32'), rows.first, FLASH_ROWS));
-  const j = k.reg('u32');
-  k.forRange(j, 0, end, 1, () => {
-    body(at, k.setp('le', 'u32', k.reg('pred'), j, rows.token));
-    for (const a of at) k.add('u64', a, a, stride64);
-  });
+  const element = (r: R32) => k.madLo('u32', k.reg('u32'), r, stride, row0);
+  forEachTile(k, lanes, hd, end, { a, b, element }, (kAt, vAt, j) =>
+    body(kAt, vAt, k.setp('le', 'u32', k.reg('pred'), j, rows.token)),
+  );
 }
 
 export function flashForwardModule(hd: number): PtxModule {
@@ -239,8 +328,8 @@ export function flashForwardModule(hd: number): PtxModule {
         hd,
         lanes,
         [k.globalPointer(p.k), k.globalPointer(p.v)],
-        ([kAt, vAt], causal) => {
-          const s = k.mul('f32', k.reg('f32'), dotRow(k, lanes, q, kAt!), dims.scaleLog2, { rnd: 'rn' });
+        (kAt, vAt, causal) => {
+          const s = k.mul('f32', k.reg('f32'), dotTile(k, q, kAt), dims.scaleLog2, { rnd: 'rn' });
           k.selp('f32', s, s, Number.NEGATIVE_INFINITY, causal);
           // Key 0 is every row's: from the first step on the max is finite.
           const top = k.max('f32', k.reg('f32'), mRow, s);
@@ -249,7 +338,7 @@ export function flashForwardModule(hd: number): PtxModule {
           k.fma('f32', l, l, rescale, w);
           k.mov('f32', mRow, top);
           for (const a of acc) k.mul('f32', a, a, rescale, { rnd: 'rn' });
-          axpyRow(k, lanes, acc, w, vAt!);
+          axpyTile(k, acc, w, vAt);
         },
       );
       const inv = k.rcp(k.reg('f32'), l, 'rn');
@@ -321,13 +410,13 @@ export function flashDqModule(hd: number): PtxModule {
         hd,
         lanes,
         [k.globalPointer(p.k), k.globalPointer(p.v)],
-        ([kAt, vAt], causal) => {
-          const w = probability(k, dotRow(k, lanes, q, kAt!), dims.scaleLog2, lse2, causal);
-          const dp = dotRow(k, lanes, dOut, vAt!);
+        (kAt, vAt, causal) => {
+          const w = probability(k, dotTile(k, q, kAt), dims.scaleLog2, lse2, causal);
+          const dp = dotTile(k, dOut, vAt);
           const ds = k.mul('f32', k.reg('f32'), w, k.sub('f32', k.reg('f32'), dp, delta, { rnd: 'rn' }), {
             rnd: 'rn',
           });
-          axpyRow(k, lanes, dq, ds, kAt!);
+          axpyTile(k, dq, ds, kAt);
         },
       );
       storeRow(
@@ -364,31 +453,48 @@ export function flashDkdvModule(hd: number): PtxModule {
       const vRow = loadRow(k, lanes, k.elementAddress(k.globalPointer(p.v), element, 4), rows.inside);
       const dk = zeros(k, lanes);
       const dv = zeros(k, lanes);
-      const [qBase, dOutBase, lseBase, deltaBase] = [p.q, p.dOut, p.lse, p.delta].map((x) =>
-        k.globalPointer(x),
+      // Packed rows r = (i − first) · group + h of the queries i = first … T − 1 (queries before the
+      // block's first key see none of its keys) and the kv head's query heads h.
+      const count = k.mulLo(
+        'u32',
+        k.reg('u32'),
+        k.sub('u32', k.reg('u32'), dims.tokens, rows.first),
+        dims.group,
       );
-      // Queries before the block's first key see none of its keys.
-      const i = k.reg('u32');
-      k.forRange(i, rows.first, dims.tokens, 1, () => {
-        const causal = k.setp('ge', 'u32', k.reg('pred'), i, rows.token);
-        const hh = k.reg('u32');
-        k.forRange(hh, 0, dims.group, 1, () => {
-          const head = k.madLo('u32', k.reg('u32'), rows.head, dims.group, hh);
-          const index = rowIndex(k, i, rows.b, head, dims);
-          const qElement = k.madLo('u32', k.reg('u32'), index, hd, lanes.col);
-          const qAt = k.elementAddress(qBase!, qElement, 4);
-          const dOutAt = k.elementAddress(dOutBase!, qElement, 4);
-          const lse2 = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(lseBase!, index, 4), { nc: true });
-          k.mul('f32', lse2, lse2, Math.LOG2E, { rnd: 'rn' });
-          const delta = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(deltaBase!, index, 4));
-          const w = probability(k, dotRow(k, lanes, kRow, qAt), dims.scaleLog2, lse2, causal);
-          const dp = dotRow(k, lanes, vRow, dOutAt);
-          const ds = k.mul('f32', k.reg('f32'), w, k.sub('f32', k.reg('f32'), dp, delta, { rnd: 'rn' }), {
+      const place = (r: R32) => {
+        const step = k.div('u32', k.reg('u32'), r, dims.group);
+        const hh = k.sub('u32', k.reg('u32'), r, k.mulLo('u32', k.reg('u32'), step, dims.group));
+        const token = k.add('u32', k.reg('u32'), rows.first, step);
+        const head = k.madLo('u32', k.reg('u32'), rows.head, dims.group, hh);
+        return { token, index: rowIndex(k, token, rows.b, head, dims) };
+      };
+      const source: TileSource = {
+        a: k.globalPointer(p.q),
+        b: k.globalPointer(p.dOut),
+        element: (r) => k.mulLo('u32', k.reg('u32'), place(r).index, hd),
+        values: {
+          lse: k.globalPointer(p.lse),
+          delta: k.globalPointer(p.delta),
+          index: (r) => place(r).index,
+        },
+      };
+      forEachTile(k, lanes, hd, count, source, (qAt, dOutAt, r, values) => {
+        const later = k.setp('ge', 'u32', k.reg('pred'), place(r).token, rows.token);
+        const causal = k.and('pred', k.reg('pred'), later, k.setp('lt', 'u32', k.reg('pred'), r, count));
+        const lse2 = k.mul('f32', k.reg('f32'), values!.lse, Math.LOG2E, { rnd: 'rn' });
+        const w = probability(k, dotTile(k, kRow, qAt), dims.scaleLog2, lse2, causal);
+        const dp = dotTile(k, vRow, dOutAt);
+        const ds = k.mul(
+          'f32',
+          k.reg('f32'),
+          w,
+          k.sub('f32', k.reg('f32'), dp, values!.delta, { rnd: 'rn' }),
+          {
             rnd: 'rn',
-          });
-          axpyRow(k, lanes, dv, w, dOutAt);
-          axpyRow(k, lanes, dk, ds, qAt);
-        });
+          },
+        );
+        axpyTile(k, dv, w, dOutAt);
+        axpyTile(k, dk, ds, qAt);
       });
       for (const x of dk) k.mul('f32', x, x, dims.scale, { rnd: 'rn' });
       storeRow(k, lanes, k.elementAddress(k.globalPointer(p.dk), element, 4), dk, rows.inside);
