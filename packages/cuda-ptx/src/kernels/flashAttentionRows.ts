@@ -175,12 +175,16 @@ function zeros(k: KernelBuilder, lanes: Lanes): F32[] {
 }
 
 /**
- * The block's rows: tokens ctaid.x · 64 + tid of head ctaid.y % heads of
+ * The block's rows: 64 tokens of head ctaid.y % heads of
  * batch item ctaid.y / heads, where `heads` is nHeads (query rows) or
  * nKvHeads (key rows).
  */
-function blockRows(k: KernelBuilder, dims: Dims, heads: R32) {
-  const first = k.mulLo('u32', k.reg('u32'), k.ctaid('x'), FLASH_ROWS);
+function blockRows(k: KernelBuilder, dims: Dims, heads: R32, queries: boolean) {
+  // Query blocks of later tokens see more keys, key blocks of earlier tokens more queries: the longest start first.
+  const tile = queries
+    ? k.sub('u32', k.reg('u32'), k.sub('u32', k.reg('u32'), k.nctaid('x'), 1), k.ctaid('x'))
+    : k.ctaid('x');
+  const first = k.mulLo('u32', k.reg('u32'), tile, FLASH_ROWS);
   const token = k.add('u32', k.reg('u32'), first, k.shr('u32', k.reg('u32'), k.tid(), 2));
   const bh = k.ctaid('y');
   const b = k.div('u32', k.reg('u32'), bh, heads);
@@ -315,7 +319,7 @@ export function flashForwardModule(hd: number): PtxModule {
     (k, p) => {
       const dims = loadDims(k, p);
       const lanes = lanesOf(k, hd);
-      const rows = blockRows(k, dims, dims.nHeads);
+      const rows = blockRows(k, dims, dims.nHeads, true);
       const element = mine(k, lanes, rowElement(k, rows.token, rows.b, rows.head, dims, dims.nHeads, hd));
       const q = loadRow(k, lanes, k.elementAddress(k.globalPointer(p.q), element, 4), rows.inside);
       const mRow = k.mov('f32', k.reg('f32'), Number.NEGATIVE_INFINITY);
@@ -378,7 +382,7 @@ export function flashDqModule(hd: number): PtxModule {
     (k, p) => {
       const dims = loadDims(k, p);
       const lanes = lanesOf(k, hd);
-      const rows = blockRows(k, dims, dims.nHeads);
+      const rows = blockRows(k, dims, dims.nHeads, true);
       const element = mine(k, lanes, rowElement(k, rows.token, rows.b, rows.head, dims, dims.nHeads, hd));
       const at = (ptr: Parameters<typeof k.globalPointer>[0]) =>
         k.elementAddress(k.globalPointer(ptr), element, 4);
@@ -447,7 +451,7 @@ export function flashDkdvModule(hd: number): PtxModule {
     (k, p) => {
       const dims = loadDims(k, p);
       const lanes = lanesOf(k, hd);
-      const rows = blockRows(k, dims, dims.nKvHeads);
+      const rows = blockRows(k, dims, dims.nKvHeads, false);
       const element = mine(k, lanes, rowElement(k, rows.token, rows.b, rows.head, dims, dims.nKvHeads, hd));
       const kRow = loadRow(k, lanes, k.elementAddress(k.globalPointer(p.k), element, 4), rows.inside);
       const vRow = loadRow(k, lanes, k.elementAddress(k.globalPointer(p.v), element, 4), rows.inside);
