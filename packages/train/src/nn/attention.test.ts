@@ -110,6 +110,29 @@ describe('CausalSelfAttention', () => {
     });
   });
 
+  it('keeps no [T, T] score matrix on the flash path, forward and backward', async () => {
+    const [t, dim] = [256, 4];
+    const peaks: number[] = [];
+    for (const flash of [true, false]) {
+      const backend = createCpuBackend();
+      const attn = new CausalSelfAttention(backend, { dim, heads: 2, seed: 2, flash });
+      backend.resetPeakMemory();
+      const before = backend.memory().liveBytes;
+      {
+        using tape = new Tape(backend);
+        const x = tape.variable(tape.upload(new Rng(3).uniformArray(t * dim, -1, 1), [t, dim]));
+        const y = tape.scope(() => attn.forward(tape, x));
+        tape.backward(y, tape.upload(new Rng(4).uniformArray(t * dim, -1, 1), [t, dim]));
+      }
+      peaks.push(backend.memory().peakBytes - before);
+      attn.dispose();
+    }
+    // One head's scores alone are t · t f32; the composed path holds several such matrices at once.
+    const scores = 4 * t * t;
+    expect(peaks[0]).toBeLessThan(scores / 4);
+    expect(peaks[1]).toBeGreaterThan(scores);
+  });
+
   it('refuses heads that do not divide the dimension', () => {
     expect(() => new CausalSelfAttention(createCpuBackend(), { dim: 6, heads: 4 })).toThrow(/divide/);
   });
