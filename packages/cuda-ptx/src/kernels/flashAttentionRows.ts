@@ -219,7 +219,7 @@ function forEachTile(
   source: TileSource,
   body: (a: R32, b: R32, r: R32, values: { lse: F32; delta: F32 } | undefined) => void,
 ): void {
-  // One word of padding past each array: a row's last lanes read up to three words past headDim.
+  // Padding past each array: the last row's lanes read up to three words past its headDim.
   const words = TILE * hd;
   const [ta, tb] = ['flash_a', 'flash_b'].map((name) =>
     k.sharedAddress(k.sharedArray(name, 'f32', words + LANES)),
