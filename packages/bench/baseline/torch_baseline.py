@@ -435,6 +435,72 @@ def causal_attention_candidates(torch, device, case, sets):
     ]
 
 
+def attention_backward_candidates(torch, device, case, sets):
+    """flashAttentionBackward: SDPA's backward (causal, grouped-query) on [T, B, H, D] inputs viewed as [B, H, T, D].
+
+    The forward runs once per input set outside the timing; each call is one
+    `torch.autograd.grad` of its output. f32 has no flash kernel in PyTorch:
+    it runs the memory-efficient backend (kv heads repeated where grouped, as
+    that backend takes no GQA), and the flash backend in bf16 is timed beside
+    it as the tensor-core reference.
+    """
+    F = torch.nn.functional
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    attrs = case.get("attrs", {})
+    tokens, batch, heads, dim = case["shapes"][0]
+    kv_heads = case["shapes"][1][2]
+    scale = float(attrs.get("scale", 0)) or 1.0 / math.sqrt(dim)
+    n = len(sets)
+
+    def graphs(dtype, backend, repeat):
+        made = []
+        for q, k, v, _out, d_out, _lse in sets:
+            leaves = [t.to(dtype).permute(1, 2, 0, 3).detach().requires_grad_(True) for t in (q, k, v)]
+            qh, kh, vh = leaves
+            extra = {}
+            if kv_heads != heads:
+                if repeat:
+                    kh = kh.repeat_interleave(heads // kv_heads, dim=1)
+                    vh = vh.repeat_interleave(heads // kv_heads, dim=1)
+                else:
+                    extra = {"enable_gqa": True}
+            with sdpa_kernel([backend]):
+                out = F.scaled_dot_product_attention(qh, kh, vh, scale=scale, is_causal=True, **extra)
+            made.append((out, leaves, d_out.to(dtype).permute(1, 2, 0, 3)))
+        return made
+
+    def timed(made):
+        def call(i):
+            out, leaves, d_out = made[i % n]
+            torch.autograd.grad(out, leaves, d_out, retain_graph=True)
+
+        return call
+
+    candidates = []
+    if case["dtypes"][0] == "f32":
+        f32 = graphs(torch.float32, SDPBackend.EFFICIENT_ATTENTION, True)
+        candidates.append(
+            Candidate(
+                "sdpa[efficient_attention].backward",
+                timed(f32),
+                context=lambda: sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]),
+                graph=False,
+            )
+        )
+    bf16 = graphs(torch.bfloat16, SDPBackend.FLASH_ATTENTION, False)
+    candidates.append(
+        Candidate(
+            "sdpa[flash_attention].backward bf16",
+            timed(bf16),
+            context=lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION]),
+            note="bf16 inputs: the tensor-core reference",
+            graph=False,
+        )
+    )
+    return candidates
+
+
 def rotary(torch, device, attrs, seq, dim, offset, sign):
     """RoPE of [seq, heads, dim] rows at positions offset …, with cos and sin cached as models cache them."""
     half = dim // 2
@@ -503,6 +569,9 @@ def build(torch, device, case):
 
     if kind == "causalAttention":
         return causal_attention_candidates(torch, device, case, sets), "device"
+
+    if kind == "flashAttentionBackward":
+        return attention_backward_candidates(torch, device, case, sets), "device"
 
     if kind == "copy":
         outs = [torch.empty_like(s[0]) for s in sets]

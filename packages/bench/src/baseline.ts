@@ -16,7 +16,8 @@ export interface BaselineCase {
   readonly family: string;
   /**
    * What to time: a kernel name (`matmul`, `linear`, `softmax`, `rmsNorm`, `layerNorm`,
-   * `rope`, `swiglu`, `gateUpSwiglu`, `rmsNormMatmul`, `kvCacheScatter`, `incrementalAttention`, `causalAttention`, `adamwStep`,
+   * `rope`, `swiglu`, `gateUpSwiglu`, `rmsNormMatmul`, `kvCacheScatter`, `incrementalAttention`, `causalAttention`,
+   * `flashAttentionBackward`, `adamwStep`,
    * `multiTensorAdamw`, `clipByGlobalNorm`, `copy`), or `weightCache` (a product against a cached weight),
    * `elementwiseChain` (a batch), `upload`, `read`.
    */

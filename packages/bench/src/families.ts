@@ -90,6 +90,11 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
     x: 'FLOP per call',
     caseTicks: true,
   },
+  'flash-attention-backward': {
+    title: 'Causal attention backward for training (batched, grouped-query), FLOPs of the causal half',
+    x: 'FLOP per call',
+    caseTicks: true,
+  },
   adamw: { title: 'AdamW step', x: 'parameters' },
   adamwMulti: {
     title: 'AdamW over all of a model’s tensors in one call, clipped by a global norm inside it',

@@ -1,4 +1,5 @@
 import { layerNorm, QUANT_FORMATS, rmsNorm, softmax } from '@rayo/core';
+import { flashAttentionBackwardCase } from './attentionBackwardCases.js';
 import type { BenchCase } from './case.js';
 import { flashAttention } from './prefillCases.js';
 import {
@@ -188,6 +189,11 @@ const CASES: BenchCase[] = [
   flashAttention(8, 2, 64, 256, 'bf16', QUICK),
   // A Llama-3-8B-shaped layer's prompt: 32 heads of 128 over 8 kv heads.
   ...[2048, 8192].map((t) => flashAttention(32, 8, 128, t, 'bf16', FULL)),
+  flashAttentionBackwardCase(1, 4, 1, 64, 128, QUICK),
+  // GPT-2 small's training shape (12 heads of 64, 1,024 tokens, batch 8), and a
+  // Llama-shaped layer's (32 heads of 128 over 8 kv heads) at 4,096 tokens.
+  flashAttentionBackwardCase(8, 12, 12, 64, 1024, FULL),
+  flashAttentionBackwardCase(1, 32, 8, 128, 4096, FULL),
   adamw(1e5, QUICK),
   ...[1e6, 1e7, 1e8].map((n) => adamw(n, FULL)),
   // The MLP 784-256-10 (4 tensors) and a GPT-like model of 148 tensors.

@@ -4,6 +4,7 @@ import * as causalAttention from './causalAttention.js';
 import * as decoding from './decoding.js';
 import * as elementwise from './elementwise.js';
 import * as embedding from './embedding.js';
+import * as flashAttention from './flashAttention.js';
 import * as fused from './fused.js';
 import * as loss from './loss.js';
 import * as matmul from './matmul.js';
@@ -22,6 +23,7 @@ export * from './causalAttention.js';
 export * from './decoding.js';
 export * from './elementwise.js';
 export * from './embedding.js';
+export * from './flashAttention.js';
 export type { Formula, FormulaPrimitive } from './formula.js';
 /** The expression language of element formulas (the activations), for backends' code generators. */
 export * as formulas from './formula.js';
@@ -58,6 +60,7 @@ const families = [
   matmul,
   decoding,
   causalAttention,
+  flashAttention,
   optimizer,
   loss,
   embedding,

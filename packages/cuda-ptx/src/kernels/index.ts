@@ -3,6 +3,7 @@ import { CAST_KERNELS } from './cast.js';
 import { DECODING_KERNELS } from './decoding.js';
 import { ELEMENTWISE_KERNELS } from './elementwise.js';
 import { EMBEDDING_KERNELS } from './embedding.js';
+import { FLASH_ATTENTION_KERNELS } from './flashAttention.js';
 import { FUSED_KERNELS } from './fused.js';
 import { LOSS_KERNELS } from './loss.js';
 import { MATMUL_KERNELS } from './matmul.js';
@@ -29,6 +30,7 @@ export const CUDA_KERNELS: readonly AnyCudaKernel[] = [
   ...LOSS_KERNELS,
   ...EMBEDDING_KERNELS,
   ...DECODING_KERNELS,
+  ...FLASH_ATTENTION_KERNELS,
   ...ROPE_KERNELS,
   ...REDUCTION_KERNELS,
   ...SOFTMAX_KERNELS,

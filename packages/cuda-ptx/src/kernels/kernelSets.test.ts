@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DECODING_KERNELS } from './decoding.js';
 import { EMBEDDING_KERNELS } from './embedding.js';
+import { FLASH_ATTENTION_KERNELS } from './flashAttention.js';
 import { FUSED_KERNELS } from './fused.js';
 import { LOSS_KERNELS } from './loss.js';
 import { MATMUL_KERNELS } from './matmul.js';
@@ -26,6 +27,7 @@ const FAMILIES = [
     DECODING_KERNELS,
     ['kvCacheScatter', 'incrementalAttention', 'ropeKvScatter', 'causalAttention'],
   ],
+  ['flashAttention', FLASH_ATTENTION_KERNELS, ['flashAttention', 'flashAttentionBackward']],
   ['rope', ROPE_KERNELS, ['rope']],
   ['reduction', REDUCTION_KERNELS, ['sum', 'max', 'sumSquares', 'argmax']],
   ['softmax', SOFTMAX_KERNELS, ['softmax', 'logSoftmax', 'softmaxBackward', 'logSoftmaxBackward']],

@@ -11,6 +11,7 @@ import {
   div,
   embedding,
   exp,
+  flashAttention,
   gelu,
   layerNorm,
   linear,
@@ -97,6 +98,17 @@ describe('gradients against central differences (cpu)', () => {
         });
       }
     }
+  });
+
+  it('flashAttention: grouped heads (4 of 1, batch 2, an explicit scale; 2 of 1, batch 1)', async () => {
+    await expectGradients(
+      (t, q, k, v) => flashAttention(t, q, k, v, { scale: 0.8 }),
+      [input([5, 2, 4, 3], -1.5, 1.5), input([5, 2, 1, 3], -1.5, 1.5), input([5, 2, 1, 3])],
+    );
+    await expectGradients(
+      (t, q, k, v) => flashAttention(t, q, k, v),
+      [input([3, 1, 2, 4]), input([3, 1, 1, 4]), input([3, 1, 1, 4])],
+    );
   });
 
   it('transpose and reshape', async () => {

@@ -1,4 +1,5 @@
 import { type Backend, formatShape, InvalidArgumentError, ShapeError, type Tensor } from '@rayo/core';
+import { flashAttention } from '../autograd/ops/attention.js';
 import { add } from '../autograd/ops/elementwise.js';
 import { batchedMatmul, transpose } from '../autograd/ops/linalg.js';
 import { type RopeOptions, rope } from '../autograd/ops/rope.js';
@@ -15,18 +16,26 @@ export interface AttentionOptions extends InitOptions {
   readonly rope?: boolean | Pick<RopeOptions, 'theta' | 'layout'>;
   /** Biases on the projections (default false). */
   readonly bias?: boolean;
+  /**
+   * Attend through the flash kernels (default: where the backend has them);
+   * false composes attention from batched products and softmax.
+   */
+  readonly flash?: boolean;
 }
 
 /** Added to the scores of future positions: large enough that softmax gives them 0, finite for WGSL. */
 const MASKED = -1e9;
 
 /**
- * Multi-head causal self-attention composed from core kernels. Input is
- * sequence-first, [T, D] or [T, B, D] (so that RoPE sees [T, B·heads, headDim]
- * with the position on the first axis). Heads are laid out [B·H, headDim, T]
- * by one transpose per projection; scores are one batched product with the
- * transA flag, a causal mask is added before softmax, and the output comes
- * back with one batched product and one transpose.
+ * Multi-head causal self-attention. Input is sequence-first, [T, D] or
+ * [T, B, D] (so that RoPE sees [T, B·heads, headDim] with the position on the
+ * first axis). Where the backend has the flash kernels, the projections are
+ * viewed as [T, B, heads, headDim] and attend through `flashAttention`
+ * forward and backward: no transpose and no [T, T] scores. Elsewhere heads
+ * are laid out [B·H, headDim, T] by one transpose per projection; scores are
+ * one batched product with the transA flag, a causal mask is added before
+ * softmax, and the output comes back with one batched product and one
+ * transpose.
  */
 export class CausalSelfAttention extends Module {
   readonly dim: number;
@@ -38,6 +47,8 @@ export class CausalSelfAttention extends Module {
   readonly o: Linear;
   readonly rope: Pick<RopeOptions, 'theta' | 'layout'> | undefined;
   readonly #masks = new Map<number, Tensor>();
+  /** Whether attention runs through the flash kernels (decided once, from the backend). */
+  readonly flash: boolean;
 
   constructor(backend: Backend, options: AttentionOptions) {
     super(backend);
@@ -68,6 +79,16 @@ export class CausalSelfAttention extends Module {
     this.v = this.addModule('v', new Linear(backend, dim, dim, { rng, bias }));
     this.o = this.addModule('o', new Linear(backend, dim, dim, { rng, bias }));
     this.rope = options.rope === true ? {} : options.rope || undefined;
+    const hasFlash = backend.supports('flashAttention') && backend.supports('flashAttentionBackward');
+    if (options.flash && !hasFlash) {
+      throw new InvalidArgumentError('the backend lacks the flash attention kernels', {
+        operation: 'CausalSelfAttention',
+        argument: 'flash',
+        expected: `a backend with flashAttention and flashAttentionBackward, or flash false`,
+        actual: backend.name,
+      });
+    }
+    this.flash = options.flash ?? hasFlash;
   }
 
   /** `[T, T]`: 0 on and below the diagonal, a large negative number above. */
@@ -101,17 +122,33 @@ export class CausalSelfAttention extends Module {
       if (rotate && this.rope) {
         z = reshape(tape, rope(tape, reshape(tape, z, [t, b * heads, headDim]), this.rope), [t * b, dim]);
       }
-      // [T·B, D] = [T, B·D] → [B·D, T] = [B·H, headDim, T].
-      return reshape(tape, transpose(tape, reshape(tape, z, [t, b * dim])), [b * heads, headDim, t]);
+      return z;
     };
-    const qT = project(this.q, true);
-    const kT = project(this.k, true);
-    const vT = project(this.v, false);
+    const q = project(this.q, true);
+    const k = project(this.k, true);
+    const v = project(this.v, false);
+    const o = this.flash ? this.#flash(tape, [q, k, v], t, b) : this.#composed(tape, [q, k, v], t, b);
+    return reshape(tape, this.o.forward(tape, o), shape);
+  }
+
+  /** [T·B, D] rows of q, k and v viewed as [T, B, heads, headDim]: the flash kernels' layout. */
+  #flash(tape: Tape, [q, k, v]: readonly [Variable, Variable, Variable], t: number, b: number): Variable {
+    const heads = [t, b, this.heads, this.headDim];
+    const [qh, kh, vh] = [q, k, v].map((z) => reshape(tape, z, heads)) as [Variable, Variable, Variable];
+    return reshape(tape, flashAttention(tape, qh, kh, vh), [t * b, this.dim]);
+  }
+
+  /** Attention from batched products, softmax and a mask, for backends without the flash kernels. */
+  #composed(tape: Tape, qkv: readonly [Variable, Variable, Variable], t: number, b: number): Variable {
+    const { dim, heads, headDim } = this;
+    // [T·B, D] = [T, B·D] → [B·D, T] = [B·H, headDim, T].
+    const [qT, kT, vT] = qkv.map((z) =>
+      reshape(tape, transpose(tape, reshape(tape, z, [t, b * dim])), [b * heads, headDim, t]),
+    ) as [Variable, Variable, Variable];
     const scores = batchedMatmul(tape, qT, kT, { transA: true, alpha: 1 / Math.sqrt(headDim) });
     const p = softmax(tape, add(tape, scores, tape.constant(this.#mask(t))));
     // Per head: Vᵀ · Pᵀ = (P · V)ᵀ, [headDim, T].
     const oT = batchedMatmul(tape, vT, p, { transB: true });
-    const o = reshape(tape, transpose(tape, reshape(tape, oT, [b * dim, t])), [t * b, dim]);
-    return reshape(tape, this.o.forward(tape, o), shape);
+    return reshape(tape, transpose(tape, reshape(tape, oT, [b * dim, t])), [t * b, dim]);
   }
 }

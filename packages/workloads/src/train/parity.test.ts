@@ -15,7 +15,7 @@ describe('parityGate', () => {
       expect(report.steps).toHaveLength(4);
       expect(report.steps[3]!.lossA).toBeLessThan(report.steps[0]!.lossA);
       expect(report.kernels).toContain('multiTensorAdamw');
-      expect(report.kernels).toContain(model === 'mlp' ? 'biasActivationBackward' : 'batchedMatmul');
+      expect(report.kernels).toContain(model === 'mlp' ? 'biasActivationBackward' : 'flashAttentionBackward');
     }
   });
 

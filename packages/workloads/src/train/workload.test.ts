@@ -62,7 +62,7 @@ describe('workloads', () => {
       expect(found).toContain('multiTensorAdamw');
       expect(found).toContain('globalNorm');
       if (spec.kind === 'transformer')
-        expect(found).toEqual(expect.arrayContaining(['rope', 'batchedMatmul']));
+        expect(found).toEqual(expect.arrayContaining(['rope', 'flashAttention', 'flashAttentionBackward']));
     });
   }
 

@@ -4,6 +4,7 @@ import { causalAttentionCases } from './causalAttention.js';
 import { decodingCases } from './decoding.js';
 import { elementwiseCases } from './elementwise.js';
 import { embeddingCases } from './embedding.js';
+import { flashAttentionCases } from './flashAttention.js';
 import { fusedCases } from './fused.js';
 import { lossCases } from './loss.js';
 import { matmulCases } from './matmul.js';
@@ -27,6 +28,7 @@ const families = [
   matmulCases,
   decodingCases,
   causalAttentionCases,
+  flashAttentionCases,
   optimizerCases,
   lossCases,
   embeddingCases,

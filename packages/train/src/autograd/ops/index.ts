@@ -5,6 +5,7 @@
  * `@rayo/core` in a program that imports both packages.
  */
 export { gelu, relu, sigmoid, silu, swiglu, tanh } from './activation.js';
+export { type FlashAttentionOptions, flashAttention } from './attention.js';
 export { add, biasAdd, clip, div, exp, mul, scale, sub } from './elementwise.js';
 export { embedding } from './embedding.js';
 export {

@@ -1,0 +1,308 @@
+import {
+  flashAttention,
+  flashAttentionBackward,
+  flashDims,
+  flashScale,
+  UnsupportedOnBackendError,
+} from '@rayo/core';
+import { gridFor, type KernelEncoder, linearWorkgroup, type Operand, wgpuKernel } from '../kernel.js';
+import { paramLayout } from '../params.js';
+import type { ShaderSource } from '../pipelines.js';
+import { ShaderModule } from '../wgsl/module.js';
+
+// flashAttention and its backward, tiled the FlashAttention-2 way in f32. A
+// workgroup holds ROWS consecutive tokens of one (batch, head), a row per
+// invocation with its vectors in private arrays, and walks the other side's
+// rows a tile at a time through workgroup memory: the forward and the dq
+// pass walk the keys up to the workgroup's last token, the dk/dv pass walks
+// the later queries of all the kv head's query heads. The dq pass also
+// writes D = rowsum(dOut ∘ out) for the dk/dv pass; dq has a pass of its own
+// so that no row is summed into by many workgroups.
+
+/** Rows a workgroup. */
+const ROWS = 64;
+/** Workgroup memory every adapter offers (WebGPU's default limit). */
+const WORKGROUP_BYTES = 16_384;
+const MAX_TILE = 16;
+const NEG_BIG = '-3.0e38';
+
+const PARAMS = paramLayout([
+  ['tokens', 'u32'],
+  ['batch', 'u32'],
+  ['heads', 'u32'],
+  ['kvHeads', 'u32'],
+  ['group', 'u32'],
+  /** Workgroups per (batch, head). */
+  ['rowTiles', 'u32'],
+  /** Workgroups in all. */
+  ['tiles', 'u32'],
+  ['scale', 'f32'],
+] as const);
+
+/** Other-side rows a tile: `arrays` rows of headDim f32 each (plus `extra` words a row) fit in workgroup memory. */
+function tileRows(headDim: number, arrays: number, extra = 0): number {
+  return Math.min(MAX_TILE, Math.floor(WORKGROUP_BYTES / 4 / (arrays * headDim + extra)));
+}
+
+/** The workgroup's (batch, head) and first token, and this invocation's token, clamped to the last. */
+const PLACE = `  let tid = lid.x;
+  let w = ${linearWorkgroup};
+  // A grid spread over y may have a few workgroups too many (uniform: barriers stay uniform).
+  if (w >= params.tiles) { return; }
+  let bh = w / params.rowTiles;
+  let t0 = (w % params.rowTiles) * ${ROWS}u;
+  let mine = t0 + tid;
+  let t = min(mine, params.tokens - 1u);
+  let kvStride = params.batch * params.kvHeads;`;
+
+/** Loads rows k0 … k0 + B − 1 (below `end`) of two [T, B, kvHeads, D] buffers into `a` and `b` (zeros past `end`). */
+function loadKeyTile(D: number, B: number, from: [string, string]): string {
+  return `    workgroupBarrier();
+    for (var e = tid; e < ${B * D}u; e += ${ROWS}u) {
+      let j = k0 + e / ${D}u;
+      let at = (min(j, params.tokens - 1u) * kvStride + kv) * ${D}u + e % ${D}u;
+      ta[e] = select(0.0, ${from[0]}[at], j < end);
+      tb[e] = select(0.0, ${from[1]}[at], j < end);
+    }
+    workgroupBarrier();`;
+}
+
+/** The query-row passes: `pre` after q (and the row's element base `qBase`) is loaded, `step` for key x of a tile. */
+function queryShader(
+  name: string,
+  D: number,
+  buffers: readonly string[],
+  pre: string,
+  step: string,
+  post: string,
+) {
+  const B = tileRows(D, 2);
+  const key = `flashAttention/${name}/d${D}/k${B}/wg${ROWS}`;
+  const code = () => {
+    const module = new ShaderModule().params(PARAMS);
+    for (const b of buffers)
+      module.storage(b, 'f32', b === 'out' && name !== 'forward' ? 'read' : accessOf(b));
+    module.workgroupArray('ta', 'f32', B * D);
+    module.workgroupArray('tb', 'f32', B * D);
+    return module.build(
+      undefined,
+      ROWS,
+      `${PLACE}
+  let b = bh / params.heads;
+  let h = bh % params.heads;
+  let kv = b * params.kvHeads + h / params.group;
+  let row = (t * params.batch + b) * params.heads + h;
+  let qBase = row * ${D}u;
+  let end = min(params.tokens, t0 + ${ROWS}u);
+  var qs: array<f32, ${D}>;
+  for (var d = 0u; d < ${D}u; d++) { qs[d] = q[qBase + d]; }
+${pre}
+  for (var k0 = 0u; k0 < end; k0 += ${B}u) {
+${loadKeyTile(D, B, ['k', 'v'])}
+    for (var x = 0u; x < ${B}u; x++) {
+      let causal = k0 + x <= t;
+      var s = 0.0;
+      for (var d = 0u; d < ${D}u; d++) { s += qs[d] * ta[x * ${D}u + d]; }
+      s *= params.scale;
+${step}
+    }
+  }
+  if (mine < params.tokens) {
+${post}
+  }`,
+    );
+  };
+  return { key, kernel: name === 'forward' ? 'flashAttention' : 'flashAttentionBackward', code };
+}
+
+const WRITTEN = new Set(['out', 'lse', 'dq', 'delta', 'dk', 'dv']);
+function accessOf(buffer: string): 'read' | 'read_write' {
+  return WRITTEN.has(buffer) ? 'read_write' : 'read';
+}
+
+function forwardShader(D: number): ShaderSource {
+  return queryShader(
+    'forward',
+    D,
+    ['q', 'k', 'v', 'out', 'lse'],
+    `  var o: array<f32, ${D}>;
+  var m = ${NEG_BIG};
+  var sum = 0.0;`,
+    // One key at a time: the running max moves with it (key 0 is every row's, so it is finite from the first).
+    `      let top = select(m, max(m, s), causal);
+      let alpha = exp(m - top);
+      let p = select(0.0, exp(s - top), causal);
+      sum = sum * alpha + p;
+      for (var d = 0u; d < ${D}u; d++) { o[d] = o[d] * alpha + p * tb[x * ${D}u + d]; }
+      m = top;`,
+    `    for (var d = 0u; d < ${D}u; d++) { out[qBase + d] = o[d] / sum; }
+    lse[row] = m + log(sum);`,
+  );
+}
+
+function dqShader(D: number): ShaderSource {
+  return queryShader(
+    'dq',
+    D,
+    ['q', 'k', 'v', 'out', 'dOut', 'lse', 'dq', 'delta'],
+    `  var g: array<f32, ${D}>;
+  var dqs: array<f32, ${D}>;
+  var dsum = 0.0;
+  for (var d = 0u; d < ${D}u; d++) {
+    g[d] = dOut[qBase + d];
+    dsum += g[d] * out[qBase + d];
+  }
+  let rowLse = lse[row];`,
+    `      let p = select(0.0, exp(s - rowLse), causal);
+      var dp = 0.0;
+      for (var d = 0u; d < ${D}u; d++) { dp += g[d] * tb[x * ${D}u + d]; }
+      let ds = p * (dp - dsum);
+      for (var d = 0u; d < ${D}u; d++) { dqs[d] += ds * ta[x * ${D}u + d]; }`,
+    `    for (var d = 0u; d < ${D}u; d++) { dq[qBase + d] = dqs[d] * params.scale; }
+    delta[row] = dsum;`,
+  );
+}
+
+/** dk and dv of ROWS keys of one (batch, kv head), over tiles of the packed (query token, grouped head) rows at and after its first key. */
+function dkdvShader(D: number): ShaderSource {
+  const B = tileRows(D, 2, 2);
+  const key = `flashAttention/dkdv/d${D}/k${B}/wg${ROWS}`;
+  const code = () => {
+    const module = new ShaderModule().params(PARAMS);
+    for (const b of ['q', 'k', 'v', 'dOut', 'lse', 'delta', 'dk', 'dv'])
+      module.storage(b, 'f32', accessOf(b));
+    module.workgroupArray('ta', 'f32', B * D);
+    module.workgroupArray('tb', 'f32', B * D);
+    module.workgroupArray('tl', 'f32', B);
+    module.workgroupArray('td', 'f32', B);
+    return module.build(
+      undefined,
+      ROWS,
+      `${PLACE}
+  let b = bh / params.kvHeads;
+  let kvh = bh % params.kvHeads;
+  let kvBase = ((t * params.batch + b) * params.kvHeads + kvh) * ${D}u;
+  var kr: array<f32, ${D}>;
+  var vr: array<f32, ${D}>;
+  var dks: array<f32, ${D}>;
+  var dvs: array<f32, ${D}>;
+  for (var d = 0u; d < ${D}u; d++) {
+    kr[d] = k[kvBase + d];
+    vr[d] = v[kvBase + d];
+  }
+  // Packed rows r = (i − t0) · group + head within the group, for queries i = t0 … T − 1.
+  let total = (params.tokens - t0) * params.group;
+  for (var r0 = 0u; r0 < total; r0 += ${B}u) {
+    workgroupBarrier();
+    for (var e = tid; e < ${B * D}u; e += ${ROWS}u) {
+      let r = min(r0 + e / ${D}u, total - 1u);
+      let i = t0 + r / params.group;
+      let row = (i * params.batch + b) * params.heads + kvh * params.group + r % params.group;
+      ta[e] = q[row * ${D}u + e % ${D}u];
+      tb[e] = dOut[row * ${D}u + e % ${D}u];
+      if (e % ${D}u == 0u) {
+        tl[e / ${D}u] = lse[row];
+        td[e / ${D}u] = delta[row];
+      }
+    }
+    workgroupBarrier();
+    for (var x = 0u; x < ${B}u; x++) {
+      let r = r0 + x;
+      let causal = r < total && t0 + r / params.group >= t;
+      var s = 0.0;
+      var dp = 0.0;
+      for (var d = 0u; d < ${D}u; d++) {
+        s += ta[x * ${D}u + d] * kr[d];
+        dp += tb[x * ${D}u + d] * vr[d];
+      }
+      let p = select(0.0, exp(s * params.scale - tl[x]), causal);
+      let ds = p * (dp - td[x]);
+      for (var d = 0u; d < ${D}u; d++) {
+        dvs[d] += p * tb[x * ${D}u + d];
+        dks[d] += ds * ta[x * ${D}u + d];
+      }
+    }
+  }
+  if (mine < params.tokens) {
+    for (var d = 0u; d < ${D}u; d++) {
+      dk[kvBase + d] = dks[d] * params.scale;
+      dv[kvBase + d] = dvs[d];
+    }
+  }`,
+    );
+  };
+  return { key, kernel: 'flashAttentionBackward', code };
+}
+
+/** The params of a pass over `heads` (batch, head) pairs, and its workgroup grid. */
+function pass(
+  encoder: KernelEncoder,
+  operation: string,
+  q: Operand,
+  k: Operand,
+  scale: number,
+  kvRows: boolean,
+) {
+  const d = flashDims(q, k);
+  if (tileRows(d.headDim, 2, 2) < 1) {
+    throw new UnsupportedOnBackendError(
+      `${operation}: a tile row of headDim ${d.headDim} does not fit in workgroup memory`,
+      {
+        operation,
+        argument: 'q',
+        expected: `headDim <= ${Math.floor(WORKGROUP_BYTES / 8) - 1}`,
+        actual: String(d.headDim),
+      },
+    );
+  }
+  const rowTiles = Math.ceil(d.tokens / ROWS);
+  const tiles = rowTiles * d.batch * (kvRows ? d.nKvHeads : d.nHeads);
+  const values = {
+    tokens: d.tokens,
+    batch: d.batch,
+    heads: d.nHeads,
+    kvHeads: d.nKvHeads,
+    group: d.nHeads / d.nKvHeads,
+    rowTiles,
+    tiles,
+    scale: flashScale(scale, d.headDim),
+  };
+  return { d, params: { layout: PARAMS, values }, workgroups: gridFor(tiles, encoder.limits) };
+}
+
+export const flashAttentionKernel = wgpuKernel(flashAttention, (encoder, { inputs, outputs, attrs }) => {
+  const [q, k, v] = inputs as [Operand, Operand, Operand];
+  const [out, lse] = outputs as [Operand, Operand];
+  if (out.size === 0) return;
+  const { d, ...rest } = pass(encoder, 'flashAttention', q, k, attrs.scale, false);
+  encoder.dispatch({ shader: forwardShader(d.headDim), buffers: [q, k, v, out, lse], ...rest });
+});
+
+export const flashAttentionBackwardKernel = wgpuKernel(
+  flashAttentionBackward,
+  (encoder, { inputs, outputs, attrs }) => {
+    const [q, k, v, out, dOut, lse] = inputs as [Operand, Operand, Operand, Operand, Operand, Operand];
+    const [dq, dk, dv] = outputs as [Operand, Operand, Operand];
+    if (dq.size === 0) return;
+    const rows = pass(encoder, 'flashAttentionBackward', q, k, attrs.scale, false);
+    const bytes = 4 * lse.size;
+    const delta = { buffer: encoder.scratch(bytes), offset: 0, size: bytes };
+    const hd = rows.d.headDim;
+    encoder.dispatch({
+      shader: dqShader(hd),
+      buffers: [q, k, v, out, dOut, lse, dq, delta],
+      params: rows.params,
+      workgroups: rows.workgroups,
+    });
+    const keys = pass(encoder, 'flashAttentionBackward', q, k, attrs.scale, true);
+    encoder.dispatch({
+      shader: dkdvShader(hd),
+      buffers: [q, k, v, dOut, lse, delta, dk, dv],
+      params: keys.params,
+      workgroups: keys.workgroups,
+    });
+  },
+);
+
+/** Causal self-attention for training and its backward. */
+export const FLASH_ATTENTION_KERNELS = [flashAttentionKernel, flashAttentionBackwardKernel] as const;
