@@ -1,0 +1,233 @@
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import type { Backend } from '@rayo/core';
+import { type GenerationStats, TextModel } from '@rayo/text';
+import {
+  type MessageEndpoint,
+  ModelCache,
+  serveTextModel,
+  TextModelWorker,
+  type WorkerLoadProgress,
+} from '@rayo/web';
+import { nodeOpfsDirectory } from './nodeOpfs.js';
+
+// The two ways web-bench runs one model: the browser path (serveTextModel
+// and TextModelWorker over a MessageChannel, the files read from a URL into
+// @rayo/web's model cache over a folder on disk) and TextModel.load from the
+// file, each timed the same way: the time to the first text piece and the
+// time per token after it, as the caller of each API sees them.
+
+/** One timed generation. */
+export interface GenerationTiming {
+  readonly text: string;
+  readonly promptTokens: number;
+  readonly generatedTokens: number;
+  /** From the call to the first text piece, in ms. */
+  readonly ttftMs: number;
+  /** From the first piece to the end, per token after the first, in ms. */
+  readonly msPerToken: number;
+  /** What the model itself measured (`GenerationStats`), for comparison. */
+  readonly stats?: GenerationStats;
+}
+
+/** The first generation after the load and the medians of those after it. */
+export interface GenerationRuns {
+  readonly first: GenerationTiming;
+  readonly runs: readonly GenerationTiming[];
+  readonly ttftMs: number;
+  readonly msPerToken: number;
+}
+
+/** A generation as either API gives it: the text pieces, then the stats. */
+interface Generating {
+  readonly pieces: AsyncIterable<string>;
+  readonly stats: () => Promise<GenerationStats | undefined>;
+}
+
+export interface GenerationSettings {
+  readonly prompt: string;
+  readonly newTokens: number;
+  /** Timed generations after the first. */
+  readonly repeats: number;
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+async function timeGeneration(start: () => Generating): Promise<GenerationTiming> {
+  const started = performance.now();
+  const generating = start();
+  let first: number | undefined;
+  let text = '';
+  for await (const piece of generating.pieces) {
+    first ??= performance.now();
+    text += piece;
+  }
+  const end = performance.now();
+  const stats = await generating.stats();
+  const tokens = stats?.generatedTokens ?? 0;
+  return {
+    text,
+    promptTokens: stats?.promptTokens ?? 0,
+    generatedTokens: tokens,
+    ttftMs: (first ?? end) - started,
+    msPerToken: tokens > 1 && first !== undefined ? (end - first) / (tokens - 1) : Number.NaN,
+    ...(stats ? { stats } : {}),
+  };
+}
+
+/** Greedy generations of `settings.prompt`: the first after the load, then `repeats` more (medians). */
+async function generations(start: () => Generating, settings: GenerationSettings): Promise<GenerationRuns> {
+  const first = await timeGeneration(start);
+  const runs: GenerationTiming[] = [];
+  for (let i = 0; i < settings.repeats; i++) runs.push(await timeGeneration(start));
+  const timed = runs.length > 0 ? runs : [first];
+  return {
+    first,
+    runs,
+    ttftMs: median(timed.map((r) => r.ttftMs)),
+    msPerToken: median(timed.map((r) => r.msPerToken)),
+  };
+}
+
+const greedy = (settings: GenerationSettings) => ({ maxNewTokens: settings.newTokens, temperature: 0 });
+
+/** A prompt of `words` of a fixed passage, as long as fits in `tokens` tokens of `model`'s tokenizer. */
+export function promptOfTokens(model: TextModel, tokens: number): string {
+  const words = PASSAGE.split(' ');
+  const text = (n: number) => Array.from({ length: n }, (_, i) => words[i % words.length]).join(' ');
+  let n = 1;
+  while (model.encodePrompt(text(n + 1)).length <= tokens && n < 64 * tokens) n++;
+  return text(n);
+}
+
+const PASSAGE =
+  'The river rose slowly through the night, and by morning the low fields along the valley ' +
+  'were under a sheet of brown water. Farmers moved their animals to the hills, children ' +
+  'watched from the bridge, and the old mill, which had stood for two hundred years, creaked ' +
+  'as the current pressed against its wheel. Nobody in the village could remember a flood ' +
+  'like it, though the records kept in the church spoke of one in the spring of 1784.';
+
+export interface DirectRun {
+  readonly device: string;
+  readonly loadSeconds: number;
+  readonly prompt: string;
+  readonly generation: GenerationRuns;
+}
+
+/** `TextModel.load` from the file on `backend`, then the timed generations of a prompt of `promptTokens`. */
+export async function runDirect(
+  backend: Backend,
+  path: string,
+  promptTokens: number,
+  settings: Omit<GenerationSettings, 'prompt'>,
+): Promise<DirectRun> {
+  const started = performance.now();
+  const model = await TextModel.load(backend, path);
+  try {
+    const loadSeconds = (performance.now() - started) / 1000;
+    const prompt = promptOfTokens(model, promptTokens);
+    const all = { ...settings, prompt };
+    const generation = await generations(() => {
+      const g = model.generateText(prompt, greedy(all));
+      return { pieces: g, stats: async () => g.stats };
+    }, all);
+    return { device: backend.info.device, loadSeconds, prompt, generation };
+  } finally {
+    model.dispose();
+  }
+}
+
+/** One load through the worker API, timed by its progress stages (s from the call). */
+export interface WorkerLoadTiming {
+  readonly seconds: number;
+  readonly fromCache: boolean;
+  readonly precompiled: number;
+  /** The last byte copied into the cache (first load only). */
+  readonly downloadSeconds?: number;
+  readonly bytesDownloaded: number;
+  /** The last tensor on the device. */
+  readonly weightsSeconds?: number;
+  /** The weights' stored bytes, as the load counts them. */
+  readonly weightBytes: number;
+  /** The warmup (kernels compiled by a short generation), from its start to the end of the load. */
+  readonly warmupSeconds?: number;
+}
+
+async function timedLoad(client: TextModelWorker, url: string): Promise<WorkerLoadTiming> {
+  const started = performance.now();
+  const at = () => (performance.now() - started) / 1000;
+  let downloadSeconds: number | undefined;
+  let bytesDownloaded = 0;
+  let weightsSeconds: number | undefined;
+  let weightBytes = 0;
+  let warmupAt: number | undefined;
+  const onProgress = (p: WorkerLoadProgress) => {
+    if (p.stage === 'download') {
+      downloadSeconds = at();
+      bytesDownloaded = p.bytesReceived;
+    } else if (p.stage === 'weights' && p.tensorsLoaded === p.tensorsTotal) {
+      weightsSeconds = at();
+      weightBytes = p.bytesTotal;
+    } else if (p.stage === 'warmup') warmupAt = at();
+  };
+  const info = await client.load(url, { onProgress });
+  const seconds = at();
+  return {
+    seconds,
+    fromCache: info.fromCache,
+    precompiled: info.precompiled,
+    ...(downloadSeconds !== undefined ? { downloadSeconds } : {}),
+    bytesDownloaded,
+    ...(weightsSeconds !== undefined ? { weightsSeconds } : {}),
+    weightBytes,
+    ...(warmupAt !== undefined ? { warmupSeconds: seconds - warmupAt } : {}),
+  };
+}
+
+export interface WorkerRun {
+  readonly firstLoad: WorkerLoadTiming;
+  readonly cachedLoad: WorkerLoadTiming;
+  /** Bytes of the model's files in the cache after the first load. */
+  readonly cachedBytes: number;
+  readonly generation: GenerationRuns;
+}
+
+function endpoint(port: MessagePort): MessageEndpoint {
+  port.start();
+  return port as unknown as MessageEndpoint;
+}
+
+/**
+ * The browser path in Node: `serveTextModel` and `TextModelWorker` joined by
+ * a MessageChannel, the model cache in `cacheDir` (empty at the start). Loads
+ * `url` twice (into the cache, then from it), then times the generations.
+ */
+export async function runWorker(
+  createBackend: () => Promise<Backend>,
+  url: string,
+  cacheDir: string,
+  settings: GenerationSettings,
+): Promise<WorkerRun> {
+  const root = await nodeOpfsDirectory(cacheDir);
+  const { port1, port2 } = new MessageChannel();
+  const stop = serveTextModel(endpoint(port2), { createBackend, openCache: () => ModelCache.open(root) });
+  const client = new TextModelWorker(endpoint(port1));
+  try {
+    const firstLoad = await timedLoad(client, url);
+    const cached = await (await ModelCache.open(root)).list();
+    const cachedLoad = await timedLoad(client, url);
+    const generation = await generations(() => {
+      const g = client.generateText(settings.prompt, greedy(settings));
+      return { pieces: g, stats: () => g.stats };
+    }, settings);
+    return { firstLoad, cachedLoad, cachedBytes: cached[0]?.bytes ?? 0, generation };
+  } finally {
+    await client.dispose();
+    stop();
+    port1.close();
+    port2.close();
+  }
+}
