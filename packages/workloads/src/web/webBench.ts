@@ -220,7 +220,10 @@ export function webBenchSummary(report: WebBenchReport): string {
   const gen = (name: string, g: DirectRun['generation']) =>
     `${name}: time to first token ${ms(g.ttftMs)}, ${ms(g.msPerToken)}/token (median of ${g.runs.length || 1}; ` +
     `first after load ${ms(g.first.ttftMs)}, ${ms(g.first.msPerToken)}/token; ` +
-    `${g.first.promptTokens} prompt tokens, ${g.first.generatedTokens} generated)`;
+    `${g.first.promptTokens} prompt tokens, ${g.first.generatedTokens} generated)` +
+    (g.posted
+      ? `; as the worker side posted them: ${ms(g.posted.ttftMs)}, ${ms(g.posted.msPerToken)}/token`
+      : '');
   const lines = [
     `model ${report.model.path}: ${(report.model.bytes / 1e9).toFixed(3)} GB` +
       (report.model.writeSeconds !== undefined

@@ -23,7 +23,7 @@ import { parityVocabulary, vocabularyFolder } from '../text/parityVocabularies.j
 // GGUF rather than a Hugging Face folder with a 4-bit format: the page's
 // `load` options carry no `weightFormat` (a folder loads in its checkpoint's
 // float dtype), and one file that holds the 4-bit blocks is what a page
-// downloads: about 0.8 GB for Llama-3.2-1B in Q4_0 against 2.5 GB in bf16,
+// downloads: about 0.77 GB for Llama-3.2-1B in Q4_0 against 2.5 GB in bf16,
 // uploaded without quantizing anything at load.
 
 /** Model shapes (Hugging Face config.json fields) with the vocabulary their files carry. */

@@ -4,9 +4,10 @@ import { type GenerationStats, TextModel } from '@rayo/text';
 import {
   type MessageEndpoint,
   ModelCache,
+  type OpfsDirectory,
   serveTextModel,
   TextModelWorker,
-  type WorkerLoadProgress,
+  type WorkerReply,
 } from '@rayo/web';
 import { nodeOpfsDirectory } from './nodeOpfs.js';
 
@@ -27,6 +28,13 @@ export interface GenerationTiming {
   readonly msPerToken: number;
   /** What the model itself measured (`GenerationStats`), for comparison. */
   readonly stats?: GenerationStats;
+  /**
+   * The browser path only: the same two times from when the worker side
+   * posted the first piece and the end, as a page on another thread (a real
+   * Worker's) would receive them; here both sides share one thread, so a
+   * message waits for the worker side to yield.
+   */
+  readonly posted?: { readonly ttftMs: number; readonly msPerToken: number };
 }
 
 /** The first generation after the load and the medians of those after it. */
@@ -35,12 +43,16 @@ export interface GenerationRuns {
   readonly runs: readonly GenerationTiming[];
   readonly ttftMs: number;
   readonly msPerToken: number;
+  /** Medians of the worker side's times (browser path). */
+  readonly posted?: { readonly ttftMs: number; readonly msPerToken: number };
 }
 
 /** A generation as either API gives it: the text pieces, then the stats. */
 interface Generating {
   readonly pieces: AsyncIterable<string>;
   readonly stats: () => Promise<GenerationStats | undefined>;
+  /** When the worker side posted the first piece and the end (browser path). */
+  readonly posted?: () => { readonly firstPieceAt?: number; readonly doneAt?: number };
 }
 
 export interface GenerationSettings {
@@ -68,13 +80,24 @@ async function timeGeneration(start: () => Generating): Promise<GenerationTiming
   const end = performance.now();
   const stats = await generating.stats();
   const tokens = stats?.generatedTokens ?? 0;
+  const perToken = (from: number | undefined, to: number | undefined) =>
+    tokens > 1 && from !== undefined && to !== undefined ? (to - from) / (tokens - 1) : Number.NaN;
+  const posted = generating.posted?.();
   return {
     text,
     promptTokens: stats?.promptTokens ?? 0,
     generatedTokens: tokens,
     ttftMs: (first ?? end) - started,
-    msPerToken: tokens > 1 && first !== undefined ? (end - first) / (tokens - 1) : Number.NaN,
+    msPerToken: perToken(first, end),
     ...(stats ? { stats } : {}),
+    ...(posted?.firstPieceAt !== undefined
+      ? {
+          posted: {
+            ttftMs: posted.firstPieceAt - started,
+            msPerToken: perToken(posted.firstPieceAt, posted.doneAt),
+          },
+        }
+      : {}),
   };
 }
 
@@ -84,11 +107,20 @@ async function generations(start: () => Generating, settings: GenerationSettings
   const runs: GenerationTiming[] = [];
   for (let i = 0; i < settings.repeats; i++) runs.push(await timeGeneration(start));
   const timed = runs.length > 0 ? runs : [first];
+  const posted = timed.flatMap((r) => (r.posted ? [r.posted] : []));
   return {
     first,
     runs,
     ttftMs: median(timed.map((r) => r.ttftMs)),
     msPerToken: median(timed.map((r) => r.msPerToken)),
+    ...(posted.length === timed.length
+      ? {
+          posted: {
+            ttftMs: median(posted.map((p) => p.ttftMs)),
+            msPerToken: median(posted.map((p) => p.msPerToken)),
+          },
+        }
+      : {}),
   };
 }
 
@@ -140,7 +172,10 @@ export async function runDirect(
   }
 }
 
-/** One load through the worker API, timed by its progress stages (s from the call). */
+/**
+ * One load through the worker API, in s from the call: the whole load until
+ * the page side has its answer, the stages when the worker side reported them.
+ */
 export interface WorkerLoadTiming {
   readonly seconds: number;
   readonly fromCache: boolean;
@@ -156,25 +191,39 @@ export interface WorkerLoadTiming {
   readonly warmupSeconds?: number;
 }
 
-async function timedLoad(client: TextModelWorker, url: string): Promise<WorkerLoadTiming> {
+/** Called with each reply as the worker side posts it, and when. */
+type PostObserver = (reply: WorkerReply, at: number) => void;
+
+/**
+ * Loads `url`, timing the stages by when the worker side reported them (as
+ * a page on another thread would receive them) and the whole load by when
+ * the page side got its answer.
+ */
+async function timedLoad(
+  client: TextModelWorker,
+  url: string,
+  observe: (observer: PostObserver) => void,
+): Promise<WorkerLoadTiming> {
   const started = performance.now();
-  const at = () => (performance.now() - started) / 1000;
+  const since = (at: number) => (at - started) / 1000;
   let downloadSeconds: number | undefined;
   let bytesDownloaded = 0;
   let weightsSeconds: number | undefined;
   let weightBytes = 0;
   let warmupAt: number | undefined;
-  const onProgress = (p: WorkerLoadProgress) => {
+  observe((reply, at) => {
+    if (reply.type !== 'progress') return;
+    const p = reply.progress;
     if (p.stage === 'download') {
-      downloadSeconds = at();
+      downloadSeconds = since(at);
       bytesDownloaded = p.bytesReceived;
     } else if (p.stage === 'weights' && p.tensorsLoaded === p.tensorsTotal) {
-      weightsSeconds = at();
+      weightsSeconds = since(at);
       weightBytes = p.bytesTotal;
-    } else if (p.stage === 'warmup') warmupAt = at();
-  };
-  const info = await client.load(url, { onProgress });
-  const seconds = at();
+    } else if (p.stage === 'warmup') warmupAt = since(at);
+  });
+  const info = await client.load(url);
+  const seconds = since(performance.now());
   return {
     seconds,
     fromCache: info.fromCache,
@@ -200,10 +249,55 @@ function endpoint(port: MessagePort): MessageEndpoint {
   return port as unknown as MessageEndpoint;
 }
 
+/** `port` for the worker side, telling `observer()` of each reply as it is posted. */
+function observedEndpoint(port: MessagePort, observer: () => PostObserver | undefined): MessageEndpoint {
+  const inner = endpoint(port);
+  return {
+    postMessage(message) {
+      observer()?.(message as WorkerReply, performance.now());
+      inner.postMessage(message);
+    },
+    addEventListener: (type, listener) => inner.addEventListener(type, listener),
+    removeEventListener: (type, listener) => inner.removeEventListener(type, listener),
+  };
+}
+
 /**
- * The browser path in Node: `serveTextModel` and `TextModelWorker` joined by
- * a MessageChannel, the model cache in `cacheDir` (empty at the start). Loads
- * `url` twice (into the cache, then from it), then times the generations.
+ * A page's visit: a worker side (`serveTextModel` on a backend of its own)
+ * and a `TextModelWorker` joined by a MessageChannel, with the model cache
+ * in `root`; `body` gets the client and a way to watch the replies as the
+ * worker side posts them. The model and its device are freed after.
+ */
+async function visit<T>(
+  createBackend: () => Promise<Backend>,
+  root: OpfsDirectory,
+  body: (client: TextModelWorker, observe: (observer: PostObserver) => void) => Promise<T>,
+): Promise<T> {
+  const { port1, port2 } = new MessageChannel();
+  let observer: PostObserver | undefined;
+  const stop = serveTextModel(
+    observedEndpoint(port2, () => observer),
+    { createBackend, openCache: () => ModelCache.open(root) },
+  );
+  const client = new TextModelWorker(endpoint(port1));
+  try {
+    return await body(client, (next) => {
+      observer = next;
+    });
+  } finally {
+    await client.dispose();
+    stop();
+    port1.close();
+    port2.close();
+  }
+}
+
+/**
+ * The browser path in Node, as two visits of a page to the model at `url`
+ * with the model cache in `cacheDir` (empty at the start): the first loads
+ * it from the URL into the cache; the second, on a new backend as a new page
+ * has, loads it from the cache (the shaders the first compiled are compiled
+ * ahead) and times the generations.
  */
 export async function runWorker(
   createBackend: () => Promise<Backend>,
@@ -212,22 +306,19 @@ export async function runWorker(
   settings: GenerationSettings,
 ): Promise<WorkerRun> {
   const root = await nodeOpfsDirectory(cacheDir);
-  const { port1, port2 } = new MessageChannel();
-  const stop = serveTextModel(endpoint(port2), { createBackend, openCache: () => ModelCache.open(root) });
-  const client = new TextModelWorker(endpoint(port1));
-  try {
-    const firstLoad = await timedLoad(client, url);
-    const cached = await (await ModelCache.open(root)).list();
-    const cachedLoad = await timedLoad(client, url);
+  const firstLoad = await visit(createBackend, root, (client, observe) => timedLoad(client, url, observe));
+  const cached = await (await ModelCache.open(root)).list();
+  return visit(createBackend, root, async (client, observe) => {
+    const cachedLoad = await timedLoad(client, url, observe);
     const generation = await generations(() => {
+      const posted: { firstPieceAt?: number; doneAt?: number } = {};
+      observe((reply, at) => {
+        if (reply.type === 'piece') posted.firstPieceAt ??= at;
+        else if (reply.type === 'done') posted.doneAt = at;
+      });
       const g = client.generateText(settings.prompt, greedy(settings));
-      return { pieces: g, stats: () => g.stats };
+      return { pieces: g, stats: () => g.stats, posted: () => posted };
     }, settings);
     return { firstLoad, cachedLoad, cachedBytes: cached[0]?.bytes ?? 0, generation };
-  } finally {
-    await client.dispose();
-    stop();
-    port1.close();
-    port2.close();
-  }
+  });
 }
