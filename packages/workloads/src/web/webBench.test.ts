@@ -52,28 +52,35 @@ describe('web-bench', () => {
     expect(() => parseWebBenchArgs(['--shape', 'gpt-9'])).toThrow(/--shape takes .*llama-3.2-1b.*gpt-9/);
     expect(() => parseWebBenchArgs(['--quant', 'q3_k'])).toThrow(/--quant takes q4_0, q4_k_m, got q3_k/);
     expect(() => parseWebBenchArgs(['--new', '1'])).toThrow(/--new takes an integer >= 2, got 1/);
+    expect(() => parseWebBenchArgs(['--blob', 'mmap'])).toThrow(/--blob takes fs or openAsBlob, got mmap/);
   });
 
-  it('stands in for the origin-private file system on disk: a writable replaces the file on close only', async () => {
-    const root = await nodeOpfsDirectory(join(dir, 'opfs'));
-    await expect(root.getFileHandle('a')).rejects.toMatchObject({ name: 'NotFoundError' });
-    const file = await root.getFileHandle('a', { create: true });
-    const writable = await file.createWritable();
-    await writable.write({ type: 'write', position: 3, data: new Uint8Array([7, 8]) });
-    expect((await file.getFile()).size).toBe(0);
-    await writable.close();
-    expect([...new Uint8Array(await (await file.getFile()).arrayBuffer())]).toEqual([0, 0, 0, 7, 8]);
-    const kept = await file.createWritable({ keepExistingData: true });
-    await kept.write({ type: 'write', position: 0, data: new Uint8Array([9]) });
-    await kept.abort();
-    expect([...new Uint8Array(await (await file.getFile()).arrayBuffer())]).toEqual([0, 0, 0, 7, 8]);
-    await root.getDirectoryHandle('sub', { create: true });
-    const keys: string[] = [];
-    for await (const key of root.keys()) keys.push(key);
-    expect(keys.sort()).toEqual(['a', 'sub']);
-    await expect(root.getDirectoryHandle('a')).rejects.toMatchObject({ name: 'TypeMismatchError' });
-    await root.removeEntry('sub');
-    await expect(root.removeEntry('sub')).rejects.toMatchObject({ name: 'NotFoundError' });
-    expect(existsSync(join(dir, 'opfs', 'sub'))).toBe(false);
-  });
+  it.each(['fs', 'openAsBlob'] as const)(
+    'stands in for the origin-private file system on disk (Blobs read by %s)',
+    async (reads) => {
+      const root = await nodeOpfsDirectory(join(dir, `opfs-${reads}`), reads);
+      await expect(root.getFileHandle('a')).rejects.toMatchObject({ name: 'NotFoundError' });
+      const file = await root.getFileHandle('a', { create: true });
+      const writable = await file.createWritable();
+      await writable.write({ type: 'write', position: 3, data: new Uint8Array([7, 8]) });
+      expect((await file.getFile()).size).toBe(0);
+      await writable.close();
+      expect([...new Uint8Array(await (await file.getFile()).arrayBuffer())]).toEqual([0, 0, 0, 7, 8]);
+      const kept = await file.createWritable({ keepExistingData: true });
+      await kept.write({ type: 'write', position: 0, data: new Uint8Array([9]) });
+      await kept.abort();
+      expect([...new Uint8Array(await (await file.getFile()).arrayBuffer())]).toEqual([0, 0, 0, 7, 8]);
+      const blob = await file.getFile();
+      expect([...new Uint8Array(await blob.slice(2, 4).arrayBuffer())]).toEqual([0, 7]);
+      expect([...new Uint8Array(await blob.slice(1, 9).slice(2).arrayBuffer())]).toEqual([7, 8]);
+      await root.getDirectoryHandle('sub', { create: true });
+      const keys: string[] = [];
+      for await (const key of root.keys()) keys.push(key);
+      expect(keys.sort()).toEqual(['a', 'sub']);
+      await expect(root.getDirectoryHandle('a')).rejects.toMatchObject({ name: 'TypeMismatchError' });
+      await root.removeEntry('sub');
+      await expect(root.removeEntry('sub')).rejects.toMatchObject({ name: 'NotFoundError' });
+      expect(existsSync(join(dir, `opfs-${reads}`, 'sub'))).toBe(false);
+    },
+  );
 });

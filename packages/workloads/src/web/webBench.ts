@@ -4,6 +4,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import { serveFolder } from './loopbackServer.js';
+import type { NodeBlobReads } from './nodeOpfs.js';
 import { WEB_BENCH_QUANTS, WEB_BENCH_SHAPES, type WebBenchQuant, webBenchModel } from './webBenchModel.js';
 import { type DirectRun, runDirect, runWorker, type WorkerRun } from './webBenchPaths.js';
 
@@ -31,6 +32,8 @@ export interface WebBenchSettings {
   readonly out?: string;
   /** Where the model cache's temporary folder is made (default: the system's). */
   readonly cacheDir?: string;
+  /** How the cache's files are read back (see `NodeBlobReads`). */
+  readonly blob: NodeBlobReads;
 }
 
 export const WEB_BENCH_USAGE = `Usage: web-bench [options]
@@ -55,6 +58,9 @@ and ms/token of greedy decoding; prints the ratios against the targets (<= ${WEB
   --repeats N        timed generations after the first, medians reported (default 3)
   --seed N           weights (default 0)
   --cache-dir DIR    where the model cache's temporary folder goes (default the system's)
+  --blob R           how the cache's files are read back, as a browser reads OPFS Files:
+                     fs (positioned reads of each slice; the default) or openAsBlob
+                     (Node's file-backed Blob, which reads at a fraction of that)
   --out DIR          writes report.json there`;
 
 function positive(name: string, text: string, min = 1): number {
@@ -79,12 +85,16 @@ export function parseWebBenchArgs(argv: readonly string[]): WebBenchSettings {
       repeats: { type: 'string', default: '3' },
       seed: { type: 'string', default: '0' },
       'cache-dir': { type: 'string' },
+      blob: { type: 'string', default: 'fs' },
       out: { type: 'string' },
     },
     strict: true,
   });
   if (!(values.shape in WEB_BENCH_SHAPES)) {
     throw new Error(`--shape takes ${Object.keys(WEB_BENCH_SHAPES).join(', ')}, got ${values.shape}`);
+  }
+  if (values.blob !== 'fs' && values.blob !== 'openAsBlob') {
+    throw new Error(`--blob takes fs or openAsBlob, got ${values.blob}`);
   }
   if (!(WEB_BENCH_QUANTS as readonly string[]).includes(values.quant)) {
     throw new Error(`--quant takes ${WEB_BENCH_QUANTS.join(', ')}, got ${values.quant}`);
@@ -101,6 +111,7 @@ export function parseWebBenchArgs(argv: readonly string[]): WebBenchSettings {
     repeats: positive('repeats', values.repeats, 0),
     seed: positive('seed', values.seed, 0),
     ...(values['cache-dir'] !== undefined ? { cacheDir: values['cache-dir'] } : {}),
+    blob: values.blob,
     ...(values.out !== undefined ? { out: values.out } : {}),
   };
 }
@@ -161,10 +172,13 @@ export async function webBench(
   let web: WorkerRun;
   try {
     log(`TextModelWorker.load from ${url} (model cache in ${cacheDir})`);
-    web = await runWorker(() => createBackendFromEnvironment(settings.backend), url, cacheDir, {
-      ...generation,
-      prompt: direct.prompt,
-    });
+    web = await runWorker(
+      () => createBackendFromEnvironment(settings.backend),
+      url,
+      cacheDir,
+      { ...generation, prompt: direct.prompt },
+      settings.blob,
+    );
   } finally {
     await server.close();
     await rm(cacheDir, { recursive: true, force: true });
@@ -232,7 +246,7 @@ export function webBenchSummary(report: WebBenchReport): string {
     `backend ${report.backend} (${report.device})`,
     `first load from the URL: ${s(web.firstLoad.seconds)}; download into the cache ${s(web.firstLoad.downloadSeconds)} ` +
       `(${rate(targets.downloadGBps)}), weights on the device at ${s(web.firstLoad.weightsSeconds)}, warmup ${s(web.firstLoad.warmupSeconds)}`,
-    `load from the cache: ${s(web.cachedLoad.seconds)} (${rate(targets.cachedLoadGBps)}); weights on the device at ` +
+    `load from the cache (Blobs read by ${report.settings.blob}): ${s(web.cachedLoad.seconds)} (${rate(targets.cachedLoadGBps)}); weights on the device at ` +
       `${s(web.cachedLoad.weightsSeconds)} (${rate(targets.cachedWeightsGBps)}), warmup ${s(web.cachedLoad.warmupSeconds)}, ` +
       `${web.cachedLoad.precompiled} shaders compiled ahead; no model request: ${web.cachedLoad.fromCache}`,
     `TextModel.load from the file: ${s(direct.loadSeconds)}`,

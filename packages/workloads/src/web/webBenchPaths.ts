@@ -9,7 +9,7 @@ import {
   TextModelWorker,
   type WorkerReply,
 } from '@rayo/web';
-import { nodeOpfsDirectory } from './nodeOpfs.js';
+import { type NodeBlobReads, nodeOpfsDirectory } from './nodeOpfs.js';
 
 // The two ways web-bench runs one model: the browser path (serveTextModel
 // and TextModelWorker over a MessageChannel, the files read from a URL into
@@ -294,7 +294,8 @@ async function visit<T>(
 
 /**
  * The browser path in Node, as two visits of a page to the model at `url`
- * with the model cache in `cacheDir` (empty at the start): the first loads
+ * with the model cache in `cacheDir` (empty at the start; its files' Blobs
+ * read as `reads` says): the first loads
  * it from the URL into the cache; the second, on a new backend as a new page
  * has, loads it from the cache (the shaders the first compiled are compiled
  * ahead) and times the generations.
@@ -304,8 +305,9 @@ export async function runWorker(
   url: string,
   cacheDir: string,
   settings: GenerationSettings,
+  reads: NodeBlobReads = 'fs',
 ): Promise<WorkerRun> {
-  const root = await nodeOpfsDirectory(cacheDir);
+  const root = await nodeOpfsDirectory(cacheDir, reads);
   const firstLoad = await visit(createBackend, root, (client, observe) => timedLoad(client, url, observe));
   const cached = await (await ModelCache.open(root)).list();
   return visit(createBackend, root, async (client, observe) => {
