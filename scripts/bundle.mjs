@@ -156,8 +156,11 @@ function sources(providers, faultSuites) {
     'rayo-bundle:decode-bench': ["import 'rayo-bundle:register';", `import '${DECODE_BENCH}';`].join('\n'),
     'rayo-bundle:names': ["import 'rayo-bundle:register';", `import '${NAMES}';`].join('\n'),
     'rayo-bundle:gguf-check': ["import 'rayo-bundle:register';", `import '${GGUF_CHECK}';`].join('\n'),
-    // No backend: tokenizers only.
-    'rayo-bundle:tokenizer-parity': `import '${TOKENIZER_PARITY}';`,
+    // No backend is used, but the registration's import first puts @rayo/core's error classes before
+    // @rayo/train's, which extend them (without it the bundle fails at start).
+    'rayo-bundle:tokenizer-parity': ["import 'rayo-bundle:register';", `import '${TOKENIZER_PARITY}';`].join(
+      '\n',
+    ),
     'rayo-bundle:family-parity': ["import 'rayo-bundle:register';", `import '${FAMILY_PARITY}';`].join('\n'),
     'rayo-bundle:web-bench': ["import 'rayo-bundle:register';", `import '${WEB_BENCH}';`].join('\n'),
     // Data-parallel training on 1 and N GPUs; each rank is this program again, started by the launcher.
