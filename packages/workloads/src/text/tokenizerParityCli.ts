@@ -1,10 +1,7 @@
-import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
-import { folderOf, PARITY_VOCABULARIES } from './parityVocabularies.js';
+import { PARITY_VOCABULARIES, vocabularyFolder } from './parityVocabularies.js';
 import { tokenizerParity } from './tokenizerParity.js';
 
 // tokenizer-parity: encodes and decodes a seeded corpus (code, many scripts,
@@ -40,20 +37,13 @@ async function main(argv: readonly string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const beside = join(dirname(fileURLToPath(import.meta.url)), 'tokenizers');
-  const folderPath = (name: string, packageName: string) => {
-    if (values.vocabularies !== undefined) return join(values.vocabularies, name);
-    if (existsSync(join(beside, name))) return join(beside, name);
-    // The packages export no package.json; their entry lies in dist/, beside models/.
-    return join(dirname(createRequire(import.meta.url).resolve(packageName)), '..', 'models');
-  };
   const count = Number(values.count);
   const seed = Number(values.seed);
   const results = [];
   for (const vocabulary of PARITY_VOCABULARIES) {
     const result = await tokenizerParity(
       vocabulary,
-      folderPath(folderOf(vocabulary), vocabulary.packageName),
+      vocabularyFolder(vocabulary, values.vocabularies),
       seed,
       count,
     );
