@@ -5,6 +5,7 @@ import { type RopeOptions, rope } from '../autograd/ops/rope.js';
 import { reshape } from '../autograd/ops/shape.js';
 import { softmax } from '../autograd/ops/softmax.js';
 import type { Tape, Variable } from '../autograd/tape.js';
+import { matmulPrecisionOf } from '../precision.js';
 import { Linear } from './linear.js';
 import { type InitOptions, Module, rngOf } from './module.js';
 
@@ -26,7 +27,8 @@ const MASKED = -1e9;
  * with the position on the first axis). Heads are laid out [B·H, headDim, T]
  * by one transpose per projection; scores are one batched product with the
  * transA flag, a causal mask is added before softmax, and the output comes
- * back with one batched product and one transpose.
+ * back with one batched product and one transpose. The two products take the
+ * module's precision; the mask, softmax and its gradient stay f32.
  */
 export class CausalSelfAttention extends Module {
   readonly dim: number;
@@ -107,10 +109,11 @@ export class CausalSelfAttention extends Module {
     const qT = project(this.q, true);
     const kT = project(this.k, true);
     const vT = project(this.v, false);
-    const scores = batchedMatmul(tape, qT, kT, { transA: true, alpha: 1 / Math.sqrt(headDim) });
+    const precision = matmulPrecisionOf(this.precision);
+    const scores = batchedMatmul(tape, qT, kT, { transA: true, alpha: 1 / Math.sqrt(headDim), precision });
     const p = softmax(tape, add(tape, scores, tape.constant(this.#mask(t))));
     // Per head: Vᵀ · Pᵀ = (P · V)ᵀ, [headDim, T].
-    const oT = batchedMatmul(tape, vT, p, { transB: true });
+    const oT = batchedMatmul(tape, vT, p, { transB: true, precision });
     const o = reshape(tape, transpose(tape, reshape(tape, oT, [b * dim, t])), [t * b, dim]);
     return reshape(tape, this.o.forward(tape, o), shape);
   }
