@@ -94,6 +94,13 @@ export interface TrainBenchSettings {
   readonly seed: number;
   readonly clipNorm: number;
   readonly adamw: typeof THROUGHPUT_ADAMW;
+  /** Which workloads ran (absent in older reports: throughput). */
+  readonly suite?: 'throughput' | 'gpt2';
+  readonly gpt2Batch?: number;
+  /** The device's dense peak in TFLOP/s for the workloads' precision, from the command line. */
+  readonly peakTflops?: number;
+  /** Whether PyTorch also ran under torch.compile. */
+  readonly torchCompile?: boolean;
 }
 
 export interface TrainBenchReport {

@@ -81,6 +81,25 @@ export function tokensPerStep(spec: WorkloadSpec): number | undefined {
 }
 
 /**
+ * Model FLOPs of one training step (forward and backward, the optimizer
+ * aside), as model FLOPs utilisation counts them: 6 per weight of a matrix
+ * product per row (2 forward, 4 backward), and for a language model also
+ * attention's scores and weighted values, 12 · blocks · dim · seq per token
+ * (the full T × T products, as PaLM counts them). The embedding lookup,
+ * norms, softmax and elementwise work are not counted.
+ */
+export function trainingFlopsPerStep(spec: WorkloadSpec): number {
+  if (spec.kind === 'mlp') {
+    const weights = spec.sizes.slice(1).reduce((n, out, i) => n + spec.sizes[i]! * out, 0);
+    return 6 * weights * spec.batch;
+  }
+  const { dim, hidden, blocks, vocab, seq, batch } = spec;
+  const weights = blocks * (4 * dim * dim + 3 * dim * hidden) + dim * vocab;
+  const tokens = seq * batch;
+  return 6 * weights * tokens + 12 * blocks * dim * seq * tokens;
+}
+
+/**
  * Builds the model from `seed` and uploads the data it is trained on (drawn
  * from the same generator after the parameters), so that every backend gets
  * the same numbers.
