@@ -1,7 +1,8 @@
 import { bf16BitsToF32, createCpuBackend, f32ToBf16Bits, InvalidArgumentError } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
+import { scale } from '../autograd/ops/elementwise.js';
 import { crossEntropy } from '../autograd/ops/loss.js';
-import { Tape } from '../autograd/tape.js';
+import { Tape, type Variable } from '../autograd/tape.js';
 import { CausalLM } from '../causalLM.js';
 import type { TrainPrecision } from '../precision.js';
 import { Rng } from '../random.js';
@@ -104,6 +105,24 @@ describe("Linear under precision 'bf16'", () => {
     ).map((v, i) => v + b[i % n]!);
     expect(Math.max(...exact.map((v, i) => Math.abs(v - gotY![i]!)))).toBeGreaterThan(1e-4);
     layer.dispose();
+  });
+
+  it('keeps a bf16 copy of its input for dW, so that its scope frees the f32 one', () => {
+    for (const precision of ['f32', 'bf16'] as const) {
+      const layer = new Linear(backend, 6, 5, { seed: 2, bias: false }).setPrecision(precision);
+      using tape = new Tape(backend);
+      const input = tape.variable(tape.upload(new Rng(4).uniformArray(7 * 6, -1, 1), [7, 6]));
+      let x: Variable | undefined;
+      tape.scope(() => {
+        // scale's backward reads nothing: only the layer's rule could keep x alive.
+        x = scale(tape, input, 2);
+        return layer.forward(tape, x);
+      });
+      // The next f32 output of x's size takes x's memory exactly when no rule reads x.
+      const next = scale(tape, input, 3);
+      expect(next.value === x!.value, precision).toBe(precision === 'bf16');
+      layer.dispose();
+    }
   });
 
   it('refuses an unknown policy, naming it', () => {
