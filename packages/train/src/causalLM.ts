@@ -6,6 +6,7 @@ import { Linear } from './nn/linear.js';
 import { type InitOptions, Module, rngOf } from './nn/module.js';
 import { RMSNorm } from './nn/norm.js';
 import { TransformerBlock } from './nn/transformer.js';
+import type { TrainPrecision } from './precision.js';
 
 export interface CausalLMOptions extends InitOptions {
   readonly vocab: number;
@@ -16,6 +17,8 @@ export interface CausalLMOptions extends InitOptions {
   readonly blocks: number;
   /** Standard deviation of the embedding's initialisation (default 0.5). */
   readonly embedStd?: number;
+  /** The matrix products' precision policy (default 'f32'; see `Module.setPrecision`). */
+  readonly precision?: TrainPrecision;
 }
 
 /**
@@ -41,6 +44,7 @@ export class CausalLM extends Module {
     );
     this.norm = this.addModule('norm', new RMSNorm(backend, dim));
     this.head = this.addModule('head', new Linear(backend, dim, vocab, { rng, bias: false }));
+    this.setPrecision(options.precision ?? 'f32');
   }
 
   /** `ids` [T, B] (i32) → logits [T·B, vocab]. */

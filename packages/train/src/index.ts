@@ -83,4 +83,10 @@ export * from './models/llama/index.js';
 export { checkSamplingOptions, type SamplingOptions, sampleToken } from './models/sampling.js';
 export * from './nn/index.js';
 export * from './optim/index.js';
+export {
+  checkTrainPrecision,
+  matmulPrecisionOf,
+  TRAIN_PRECISIONS,
+  type TrainPrecision,
+} from './precision.js';
 export { Rng } from './random.js';

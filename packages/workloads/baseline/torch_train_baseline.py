@@ -14,7 +14,12 @@ device-resident data set does, and as rayo's replayed step is fed:
 
     python3 torch_train_baseline.py --request OUT/torch-request.json --out torch.json
 
-fp32 throughout with TF32 off. Each step is timed on the host from its start
+fp32 with TF32 off, except where a workload names a precision: ``bf16`` runs
+the forward and the loss under ``torch.autocast(dtype=torch.bfloat16)`` (f32
+master weights and AdamW, as rayo's 'bf16' policy), ``tf32`` allows TF32.
+With ``compile`` in the request each workload is also trained with the model
+under ``torch.compile`` (``compiled``; its compilation falls in the warm-up
+steps). Each step is timed on the host from its start
 to ``loss.item()`` (which waits for the step), as rayo times its steps up to
 the loss readback; throughput is the batch over the median step time. On a
 GPU each run also reports its peak device memory (``memory``: the peaks of
@@ -25,6 +30,7 @@ script still exits 0.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -162,10 +168,35 @@ def build_models(torch):
     return MLP, CausalLM, attention
 
 
-def workload(torch, device, spec, models, generator):
+def autocast_for(torch, device, spec, graph=False):
+    """bf16 autocast for a 'bf16' workload, else nothing.
+
+    Inside a CUDA graph capture without autocast's weight-cast cache, as torch.cuda.graphs asks.
+    """
+    if spec.get("precision") == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=not graph)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def tf32_for(torch, spec):
+    """TF32 allowed for a 'tf32' workload only; the switches restored after it."""
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    allow = spec.get("precision") == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = allow
+    torch.backends.cudnn.allow_tf32 = allow
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def workload(torch, device, spec, models, generator, wrap=None, graph=False):
     """The model, a fixed batch on the device and the loss on given inputs, as rayo builds them.
 
     Random features; next token = 3·id + 1. Returns (model, inputs, loss_fn(*inputs), tokens per step).
+    `wrap` (e.g. torch.compile) makes the module the loss calls; the forward and loss run under the
+    workload's autocast.
     """
     MLP, CausalLM, _ = models
     cross_entropy = torch.nn.functional.cross_entropy
@@ -173,14 +204,25 @@ def workload(torch, device, spec, models, generator):
     if spec["kind"] == "mlp":
         sizes = spec["sizes"]
         model = MLP(sizes, spec["activation"]).to(device)
+        net = wrap(model) if wrap else model
         x = torch.randn(batch, sizes[0], generator=generator).to(device)
         y = torch.randint(0, sizes[-1], (batch,), generator=generator).to(device)
-        return model, (x, y), lambda x, y: cross_entropy(model(x), y), None
+        return model, (x, y), autocast_loss(torch, device, spec, graph, net, cross_entropy), None
     model = CausalLM(spec).to(device)
+    net = wrap(model) if wrap else model
     ids = torch.randint(0, spec["vocab"], (spec["seq"], batch), generator=generator)
     targets = ((3 * ids + 1) % spec["vocab"]).view(-1).to(device)
     ids = ids.to(device)
-    return model, (ids, targets), lambda ids, targets: cross_entropy(model(ids), targets), spec["seq"] * batch
+    loss_fn = autocast_loss(torch, device, spec, graph, net, cross_entropy)
+    return model, (ids, targets), loss_fn, spec["seq"] * batch
+
+
+def autocast_loss(torch, device, spec, graph, net, cross_entropy):
+    def loss_fn(inputs, targets):
+        with autocast_for(torch, device, spec, graph):
+            return cross_entropy(net(inputs), targets)
+
+    return loss_fn
 
 
 def make_adamw(torch, params, hp, device, capturable=False):
@@ -242,11 +284,11 @@ def peak_memory(torch, device):
     }}
 
 
-def run_eager(torch, device, request, spec, models, note):
-    """Steps launched op by op from Python: what a PyTorch user gets by default."""
+def run_eager(torch, device, request, spec, models, note, wrap=None):
+    """Steps launched op by op from Python: what a PyTorch user gets by default (`wrap`: torch.compile)."""
     start_memory(torch, device)
     generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
-    model, data, loss_fn, tokens = workload(torch, device, spec, models, generator)
+    model, data, loss_fn, tokens = workload(torch, device, spec, models, generator, wrap)
     optimizer, impl = make_adamw(torch, list(model.parameters()), request["adamw"], device)
     note["adamw"] = impl
     clip = float(request.get("clipNorm", 1))
@@ -276,7 +318,7 @@ def run_graph(torch, device, request, spec, models, note):
     """
     start_memory(torch, device)
     generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
-    model, data, loss_fn, tokens = workload(torch, device, spec, models, generator)
+    model, data, loss_fn, tokens = workload(torch, device, spec, models, generator, graph=True)
     static = [t.clone() for t in data]
     params = list(model.parameters())
     optimizer, impl = make_adamw(torch, params, request["adamw"], device, capturable=True)
@@ -316,14 +358,29 @@ def run_graph(torch, device, request, spec, models, note):
 
 
 def run_workload(torch, device, request, spec, models, note):
-    result = {"id": spec["id"], "status": "ok", **run_eager(torch, device, request, spec, models, note)}
-    if device.type == "cuda":
-        try:
-            result["graph"] = run_graph(torch, device, request, spec, models, note)
-        except Exception as error:  # noqa: BLE001 - a step that cannot be captured still has its eager figure
-            result["graph"] = {"error": error_text(error)}
-            sync(torch, device)
+    with tf32_for(torch, spec):
+        result = {"id": spec["id"], "status": "ok", **run_eager(torch, device, request, spec, models, note)}
+        if device.type == "cuda":
+            try:
+                result["graph"] = run_graph(torch, device, request, spec, models, note)
+            except Exception as error:  # noqa: BLE001 - a step that cannot be captured still has its eager figure
+                result["graph"] = {"error": error_text(error)}
+                sync(torch, device)
+        if request.get("compile"):
+            try:
+                compiled = run_eager(torch, device, request, spec, models, note, wrap=torch.compile)
+                result["compiled"] = compiled
+            except Exception as error:  # noqa: BLE001 - a model torch.compile cannot take keeps its other figures
+                result["compiled"] = {"error": error_text(error)}
+                sync(torch, device)
     return result
+
+
+def variant_text(name, figures):
+    """', graph 12.3 samples/s (45.6 ms)', or the variant's error, or nothing."""
+    if "samplesPerSecond" in figures:
+        return ", %s %.1f samples/s (%.3g ms)" % (name, figures["samplesPerSecond"], figures["medianMs"])
+    return ", %s: %s" % (name, figures["error"]) if "error" in figures else ""
 
 
 def main(argv=None):
@@ -349,15 +406,13 @@ def main(argv=None):
         print("[%d/%d] torch %s ... " % (index, len(workloads), spec["id"]), end="", file=sys.stderr, flush=True)
         try:
             result = run_workload(torch, device, request, spec, models, note)
-            graph = result.get("graph", {})
             print(
-                "eager %.1f samples/s (median step %.3g ms)%s"
+                "eager %.1f samples/s (median step %.3g ms)%s%s"
                 % (
                     result["samplesPerSecond"],
                     result["medianMs"],
-                    ", graph %.1f samples/s (%.3g ms)" % (graph["samplesPerSecond"], graph["medianMs"])
-                    if "samplesPerSecond" in graph
-                    else ", graph: " + graph["error"] if "error" in graph else "",
+                    variant_text("graph", result.get("graph", {})),
+                    variant_text("compiled", result.get("compiled", {})),
                 ),
                 file=sys.stderr,
             )
@@ -374,6 +429,8 @@ def main(argv=None):
         **device_info(torch, device),
         "settings": {
             **fp32_settings(torch),
+            "precisions": sorted({w.get("precision", "f32") for w in workloads}),
+            "autocast": "torch.autocast(dtype=torch.bfloat16) around forward and loss for bf16 workloads",
             "attention": models[2],
             **note,
         },

@@ -20,6 +20,7 @@ import {
   mean,
   mseLoss,
   mul,
+  reducedLinear,
   relu,
   reshape,
   rmsNorm,
@@ -109,6 +110,12 @@ describe('gradients against central differences (cpu)', () => {
       (t, q, k, v) => flashAttention(t, q, k, v),
       [input([3, 1, 2, 4]), input([3, 1, 1, 4]), input([3, 1, 1, 4])],
     );
+  });
+
+  // The rule of a reduced-precision product, with 'tf32' (which the cpu computes exactly):
+  // under 'half' the same rule runs on bf16 copies, checked against a rounded f64 reference in nn/precision.test.ts.
+  it('reducedLinear (x · wᵀ, precision tf32)', async () => {
+    await expectGradients((t, x, w) => reducedLinear(t, x, w, 'tf32'), [input([5, 7]), input([3, 7])]);
   });
 
   it('transpose and reshape', async () => {

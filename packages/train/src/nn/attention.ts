@@ -6,6 +6,7 @@ import { type RopeOptions, rope } from '../autograd/ops/rope.js';
 import { reshape } from '../autograd/ops/shape.js';
 import { softmax } from '../autograd/ops/softmax.js';
 import type { Tape, Variable } from '../autograd/tape.js';
+import { matmulPrecisionOf } from '../precision.js';
 import { Linear } from './linear.js';
 import { type InitOptions, Module, rngOf } from './module.js';
 
@@ -35,7 +36,9 @@ const MASKED = -1e9;
  * are laid out [B·H, headDim, T] by one transpose per projection; scores are
  * one batched product with the transA flag, a causal mask is added before
  * softmax, and the output comes back with one batched product and one
- * transpose.
+ * transpose; its two products take the module's precision (the mask, softmax
+ * and its gradient stay f32). The flash kernels compute in f32 under every
+ * precision.
  */
 export class CausalSelfAttention extends Module {
   readonly dim: number;
@@ -145,10 +148,11 @@ export class CausalSelfAttention extends Module {
     const [qT, kT, vT] = qkv.map((z) =>
       reshape(tape, transpose(tape, reshape(tape, z, [t, b * dim])), [b * heads, headDim, t]),
     ) as [Variable, Variable, Variable];
-    const scores = batchedMatmul(tape, qT, kT, { transA: true, alpha: 1 / Math.sqrt(headDim) });
+    const precision = matmulPrecisionOf(this.precision);
+    const scores = batchedMatmul(tape, qT, kT, { transA: true, alpha: 1 / Math.sqrt(headDim), precision });
     const p = softmax(tape, add(tape, scores, tape.constant(this.#mask(t))));
     // Per head: Vᵀ · Pᵀ = (P · V)ᵀ, [headDim, T].
-    const oT = batchedMatmul(tape, vT, p, { transB: true });
+    const oT = batchedMatmul(tape, vT, p, { transB: true, precision });
     return reshape(tape, transpose(tape, reshape(tape, oT, [b * dim, t])), [t * b, dim]);
   }
 }

@@ -1,7 +1,10 @@
 import type { Backend, LinearActivation } from '@rayo/core';
-import { linear } from '../autograd/ops/linalg.js';
+import { ACTIVATIONS } from '../autograd/ops/activation.js';
+import { biasAdd } from '../autograd/ops/elementwise.js';
+import { linear, reducedLinear } from '../autograd/ops/linalg.js';
 import { reshape } from '../autograd/ops/shape.js';
 import type { Tape, Variable } from '../autograd/tape.js';
+import { matmulPrecisionOf } from '../precision.js';
 import { type InitOptions, Module, type Parameter, rngOf } from './module.js';
 
 export interface LinearOptions extends InitOptions {
@@ -14,7 +17,9 @@ export interface LinearOptions extends InitOptions {
  * `forward`, with W stored [out, in] (PyTorch's layout), initialised uniform
  * in ±1/√in like PyTorch. One kernel computes the product with the bias and
  * activation in its epilogue; the backward uses the transpose flags, so no
- * weight is transposed in memory.
+ * weight is transposed in memory. Under a 'tf32' or 'bf16' precision the
+ * product is a matmul of that precision (see `reducedLinear`), the bias and
+ * activation separate kernels after it.
  */
 export class Linear extends Module {
   readonly inFeatures: number;
@@ -43,7 +48,14 @@ export class Linear extends Module {
     const lead = x.shape.slice(0, -1);
     const rows = lead.reduce((n, d) => n * d, 1);
     const x2 = x.shape.length === 2 ? x : reshape(tape, x, [rows, this.inFeatures]);
-    const y = linear(tape, x2, this.weight, this.bias, activation);
+    const y = this.#product(tape, x2, activation);
     return x.shape.length === 2 ? y : reshape(tape, y, [...lead, this.outFeatures]);
+  }
+
+  #product(tape: Tape, x: Variable, activation: LinearActivation): Variable {
+    if (this.precision === 'f32') return linear(tape, x, this.weight, this.bias, activation);
+    let y = reducedLinear(tape, x, this.weight, matmulPrecisionOf(this.precision));
+    if (this.bias) y = biasAdd(tape, y, this.bias);
+    return activation === 'none' ? y : ACTIVATIONS[activation](tape, y);
   }
 }

@@ -1,5 +1,6 @@
 import { type Backend, InvalidArgumentError, type Shape, type Tensor } from '@rayo/core';
 import { Variable } from '../autograd/tape.js';
+import { checkTrainPrecision, type TrainPrecision } from '../precision.js';
 import { Rng } from '../random.js';
 
 /** A trainable tensor: a leaf variable whose gradient accumulates until `zeroGrad()`. */
@@ -30,6 +31,7 @@ export abstract class Module {
   readonly #params = new Map<string, Parameter>();
   readonly #children = new Map<string, Module>();
   readonly #buffers = new Set<Tensor>();
+  #precision: TrainPrecision = 'f32';
 
   protected constructor(backend: Backend) {
     this.backend = backend;
@@ -72,6 +74,22 @@ export abstract class Module {
         actual: JSON.stringify(name),
       });
     }
+  }
+
+  /** How this module's matrix products are computed (see `TrainPrecision`; default 'f32'). */
+  get precision(): TrainPrecision {
+    return this.#precision;
+  }
+
+  /**
+   * Sets the precision policy of this module and every submodule; parameters
+   * stay f32 (master weights). Takes effect from the next forward, so a
+   * replayed step records it once.
+   */
+  setPrecision(precision: TrainPrecision): this {
+    this.#precision = checkTrainPrecision(precision, 'Module.setPrecision');
+    for (const child of this.#children.values()) child.setPrecision(precision);
+    return this;
   }
 
   /** Every parameter with its dotted path. */

@@ -1,5 +1,5 @@
 import { type Backend, UnsupportedOnBackendError } from '@rayo/core';
-import { trainStep } from '@rayo/train';
+import { type TrainPrecision, trainStep } from '@rayo/train';
 import {
   buildWorkload,
   missingKernels,
@@ -18,6 +18,10 @@ export interface ParityOptions {
   readonly seed?: number;
   /** 'mlp' (default): a 16-32-8 GELU MLP; 'transformer': a one-block causal LM with RoPE and SwiGLU. */
   readonly model?: 'mlp' | 'transformer';
+  /** A model to train instead of `model`'s parity model (e.g. one sized for tensor cores); its kind is the report's model. */
+  readonly workload?: WorkloadSpec;
+  /** The precision policies of run A and run B (default both 'f32'). */
+  readonly precisions?: readonly [TrainPrecision, TrainPrecision];
   readonly optimizer?: OptimizerKind;
   readonly lr?: number;
   /** Clip the gradients to this global norm (default 1, so clipping is exercised). */
@@ -75,12 +79,18 @@ export const PARITY_WORKLOADS: Readonly<Record<'mlp' | 'transformer', WorkloadSp
   transformer: { kind: 'transformer', vocab: 32, dim: 16, heads: 2, hidden: 48, blocks: 1, seq: 8, batch: 2 },
 };
 
-type RunSettings = Required<Pick<ParityOptions, 'steps' | 'seed' | 'model' | 'optimizer' | 'clipNorm'>> & {
+type RunSettings = Required<
+  Pick<ParityOptions, 'steps' | 'seed' | 'model' | 'optimizer' | 'clipNorm' | 'workload'>
+> & {
   readonly lr: number | undefined;
 };
 
-async function run(backend: Backend, settings: RunSettings): Promise<StepMeasurement[]> {
-  const work = buildWorkload(backend, PARITY_WORKLOADS[settings.model], settings.seed);
+async function run(
+  backend: Backend,
+  settings: RunSettings,
+  precision: TrainPrecision,
+): Promise<StepMeasurement[]> {
+  const work = buildWorkload(backend, { ...settings.workload, precision }, settings.seed);
   const optimizer = optimizerFor(work.model, settings.optimizer, settings.lr);
   try {
     const out: StepMeasurement[] = [];
@@ -161,10 +171,12 @@ export async function parityGate(
   makeBackendB: BackendFactory,
   options: ParityOptions = {},
 ): Promise<ParityReport> {
+  const model = options.workload?.kind ?? options.model ?? 'mlp';
   const settings: RunSettings = {
     steps: options.steps ?? 8,
     seed: options.seed ?? 0,
-    model: options.model ?? 'mlp',
+    model,
+    workload: options.workload ?? PARITY_WORKLOADS[model],
     optimizer: options.optimizer ?? 'adamw',
     clipNorm: options.clipNorm ?? 1,
     lr: options.lr,
@@ -173,7 +185,13 @@ export async function parityGate(
     lossTolerance: options.lossTolerance ?? 1e-3,
     gradNormTolerance: options.gradNormTolerance ?? 0.05,
   };
-  const kernels = await trainingKernels(PARITY_WORKLOADS[settings.model], settings);
+  const [precisionA, precisionB] = options.precisions ?? ['f32', 'f32'];
+  const kernels = [
+    ...new Set([
+      ...(await trainingKernels({ ...settings.workload, precision: precisionA }, settings)),
+      ...(await trainingKernels({ ...settings.workload, precision: precisionB }, settings)),
+    ]),
+  ].sort();
   const backends: Backend[] = [];
   try {
     for (const make of [makeBackendA, makeBackendB]) backends.push(await make());
@@ -190,7 +208,11 @@ export async function parityGate(
         argument: short.map((i) => ['makeBackendA', 'makeBackendB'][i]).join(', '),
       });
     }
-    const verdict = compareRuns(await run(a, settings), await run(b, settings), tolerances);
+    const verdict = compareRuns(
+      await run(a, settings, precisionA),
+      await run(b, settings, precisionB),
+      tolerances,
+    );
     return {
       ...verdict,
       backends: [a.name, b.name],

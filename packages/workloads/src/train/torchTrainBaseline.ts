@@ -18,22 +18,27 @@ export interface TorchTrainRequest {
     readonly eps: number;
     readonly weightDecay: number;
   };
+  /** Also time each workload with `torch.compile` (`compiled`). */
+  readonly compile?: boolean;
   readonly workloads: readonly (WorkloadSpec & { readonly id: string })[];
 }
 
-/** Throughput of the step captured once in a CUDA graph and replayed, or why it could not be captured. */
+/** Throughput of the step captured once in a CUDA graph and replayed (or compiled), or why it could not be. */
 export type TorchGraphResult = Omit<ThroughputMeasurement, 'workload'> | { readonly error: string };
 
 /**
  * One workload: trained eagerly (the top-level figures) and, on a GPU, with
  * the whole step (forward, backward, clipping, a capturable AdamW) replayed
- * as a CUDA graph (`graph`).
+ * as a CUDA graph (`graph`). A workload of precision 'bf16' runs its forward
+ * under `torch.autocast(dtype=torch.bfloat16)`, 'tf32' with TF32 allowed.
  */
 export type TorchTrainResult =
   | ({
       readonly id: string;
       readonly status: 'ok';
       readonly graph?: TorchGraphResult;
+      /** The eager step with the model under `torch.compile`, where it was asked for. */
+      readonly compiled?: TorchGraphResult;
     } & Omit<ThroughputMeasurement, 'workload'>)
   | { readonly id: string; readonly status: 'error'; readonly message: string };
 

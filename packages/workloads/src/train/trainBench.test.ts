@@ -29,6 +29,27 @@ describe('train-bench options', () => {
     });
   });
 
+  it('takes the gpt2 suite, its batch, a peak and torch.compile', () => {
+    const gpt2 = parseOptions([
+      '--suite',
+      'gpt2',
+      '--gpt2-batch',
+      '4',
+      '--peak-tflops',
+      '989',
+      '--torch-compile',
+    ]);
+    expect(gpt2.settings).toMatchObject({ suite: 'gpt2', gpt2Batch: 4, peakTflops: 989, torchCompile: true });
+    expect(parseOptions([]).settings).toMatchObject({
+      suite: 'throughput',
+      gpt2Batch: 8,
+      torchCompile: false,
+    });
+    expect(parseOptions([]).settings.peakTflops).toBeUndefined();
+    expect(() => parseOptions(['--suite', 'gpt3'])).toThrow(/--suite must be throughput or gpt2, got gpt3/);
+    expect(() => parseOptions(['--peak-tflops', '0'])).toThrow(/--peak-tflops must be a positive number/);
+  });
+
   it('rejects what it cannot run', () => {
     expect(() => parseOptions(['--parity', 'cpu'])).toThrow(/--parity needs two backends/);
     expect(() => parseOptions(['--steps', '0'])).toThrow(/--steps must be an integer >= 1, got 0/);

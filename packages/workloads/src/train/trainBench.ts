@@ -6,6 +6,7 @@ import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import { messageOf, parseCommandLine } from '../commandLine.js';
 import { parityGate } from './parity.js';
 import { measureThroughput, THROUGHPUT_ADAMW, type ThroughputOptions } from './throughput.js';
+import { mfuMarkdown, mfuSummary } from './trainBenchMfu.js';
 
 /** rayo's ways of running the steps, each measured on every workload. */
 const THROUGHPUT_MODES: readonly ThroughputMode[] = ['eager', 'replayed', 'replayed-host'];
@@ -43,6 +44,32 @@ export const THROUGHPUT_WORKLOADS: readonly WorkloadSpec[] = [
   { kind: 'transformer', vocab: 50304, dim: 768, heads: 12, hidden: 2048, blocks: 12, seq: 256, batch: 8 },
 ];
 
+/**
+ * GPT-2 small's shapes (12 blocks of d 768 and 12 heads, 1,024 tokens, the
+ * vocabulary of 50,257) as rayo's language model builds them (RoPE, RMSNorm,
+ * SwiGLU at 8/3·dim, an untied head: 162 M parameters, 124 M with the head
+ * tied as GPT-2 ties it), trained under the 'bf16' policy; PyTorch runs it
+ * under bf16 autocast.
+ */
+export function gpt2Workloads(batch: number): WorkloadSpec[] {
+  return [
+    {
+      kind: 'transformer',
+      vocab: 50257,
+      dim: 768,
+      heads: 12,
+      hidden: 2048,
+      blocks: 12,
+      seq: 1024,
+      batch,
+      precision: 'bf16',
+    },
+  ];
+}
+
+/** The batch of the GPT-2 suite: 8 sequences of 1,024 tokens, well inside an H200 for both sides. */
+const GPT2_BATCH = 8;
+
 /** The same structures at sizes a software GPU runs in seconds. */
 export const QUICK_WORKLOADS: readonly WorkloadSpec[] = [
   { kind: 'mlp', sizes: [784, 32, 10], activation: 'relu', batch: 16 },
@@ -79,6 +106,13 @@ written host to device every step).
   --steps N           timed steps, median counts (default 30; quick 3)
   --seed N            initialisation and data (default 0)
   --quick             tiny models and few steps (a software GPU, CI)
+  --suite NAME        throughput (default): the workloads above, fp32; gpt2:
+                      GPT-2 small's shapes (12 × 768, 12 heads, 1,024 tokens,
+                      vocabulary 50,257) in bf16, against PyTorch's bf16 autocast
+  --gpt2-batch N      sequences per step of the gpt2 suite (default ${GPT2_BATCH})
+  --peak-tflops X     the device's dense peak for the workloads' precision
+                      (TFLOP/s): adds model FLOPs utilisation to the report
+  --torch-compile     also time PyTorch with torch.compile (eager step otherwise)
   --out DIR           report.json and report.md (default train-bench-results/DATE)
   -h, --help`;
 
@@ -122,6 +156,10 @@ export function parseOptions(argv: readonly string[], now = new Date()): Options
       steps: { type: 'string' },
       seed: { type: 'string' },
       quick: { type: 'boolean', default: false },
+      suite: { type: 'string', default: 'throughput' },
+      'gpt2-batch': { type: 'string' },
+      'peak-tflops': { type: 'string' },
+      'torch-compile': { type: 'boolean', default: false },
       out: { type: 'string' },
     },
   });
@@ -138,6 +176,13 @@ export function parseOptions(argv: readonly string[], now = new Date()): Options
   if (values.baseline !== 'torch' && values.baseline !== 'none') {
     throw new Error(`--baseline must be torch or none, got ${values.baseline}`);
   }
+  if (values.suite !== 'throughput' && values.suite !== 'gpt2') {
+    throw new Error(`--suite must be throughput or gpt2, got ${values.suite}`);
+  }
+  const peak = values['peak-tflops'] === undefined ? undefined : Number(values['peak-tflops']);
+  if (peak !== undefined && !(peak > 0)) {
+    throw new Error(`--peak-tflops must be a positive number, got ${values['peak-tflops']}`);
+  }
   const stamp = now.toISOString().replace(/:/g, '-').replace(/\..*$/, '');
   return {
     settings: {
@@ -150,6 +195,10 @@ export function parseOptions(argv: readonly string[], now = new Date()): Options
       seed: integer('seed', values.seed, 0, 0),
       clipNorm: CLIP_NORM,
       adamw: THROUGHPUT_ADAMW,
+      suite: values.suite,
+      gpt2Batch: integer('gpt2-batch', values['gpt2-batch'], GPT2_BATCH, 1),
+      ...(peak === undefined ? {} : { peakTflops: peak }),
+      torchCompile: values['torch-compile'],
     },
     baseline: values.baseline,
     torchDevice: values['torch-device'],
@@ -300,6 +349,7 @@ async function runBaseline(
     clipNorm: s.clipNorm,
     seed: s.seed,
     adamw: s.adamw,
+    compile: s.torchCompile,
     workloads: workloads.map((w) => ({ id: workloadId(w), ...w })),
   };
   const requestFile = join(options.out, 'torch-request.json');
@@ -322,7 +372,12 @@ export async function main(argv: readonly string[]): Promise<number> {
   const options = line.settings;
   const { settings } = options;
   await mkdir(options.out, { recursive: true });
-  const workloads = settings.quick ? QUICK_WORKLOADS : THROUGHPUT_WORKLOADS;
+  const workloads =
+    settings.suite === 'gpt2'
+      ? gpt2Workloads(settings.gpt2Batch ?? GPT2_BATCH)
+      : settings.quick
+        ? QUICK_WORKLOADS
+        : THROUGHPUT_WORKLOADS;
   const timing: ThroughputOptions = {
     warmup: settings.warmup,
     steps: settings.steps,
@@ -358,8 +413,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     comparisons: compareWithBaseline(throughput, baseline),
   };
   await writeFile(join(options.out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
-  await writeFile(join(options.out, 'report.md'), reportMarkdown(report));
+  await writeFile(join(options.out, 'report.md'), reportMarkdown(report) + mfuMarkdown(report));
   log(`report: ${join(options.out, 'report.md')}`);
   process.stdout.write(summaryTable(report));
+  const mfu = mfuSummary(report);
+  if (mfu) process.stdout.write(`\n${mfu}`);
   return exitCodeOf(report);
 }

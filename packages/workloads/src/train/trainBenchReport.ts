@@ -94,6 +94,13 @@ export interface TrainBenchSettings {
   readonly seed: number;
   readonly clipNorm: number;
   readonly adamw: typeof THROUGHPUT_ADAMW;
+  /** Which workloads ran (absent in older reports: throughput). */
+  readonly suite?: 'throughput' | 'gpt2';
+  readonly gpt2Batch?: number;
+  /** The device's dense peak in TFLOP/s for the workloads' precision, from the command line. */
+  readonly peakTflops?: number;
+  /** Whether PyTorch also ran under torch.compile. */
+  readonly torchCompile?: boolean;
 }
 
 export interface TrainBenchReport {
@@ -333,7 +340,9 @@ export function reportMarkdown(report: TrainBenchReport): string {
     '## Throughput',
     '',
     `AdamW (lr ${a.lr}, betas ${a.beta1}/${a.beta2}, eps ${a.eps}, weight decay ${a.weightDecay}), ` +
-      `clipping at ${s.clipNorm}, fp32. ${s.warmup} warm-up steps, then the median of ${s.steps} steps ` +
+      `clipping at ${s.clipNorm}, fp32 products unless a workload's id names its precision (-bf16: ` +
+      "rayo's 'bf16' policy against PyTorch's bf16 autocast; -tf32: TF32 allowed on both sides). " +
+      `${s.warmup} warm-up steps, then the median of ${s.steps} steps ` +
       '(fewer on the cpu reference), each timed from its start until its loss is read back. Samples are ' +
       'rows (MLP) or sequences ' +
       '(transformer). Every side trains on one batch uploaded once. PyTorch runs each workload twice: ' +
@@ -427,7 +436,7 @@ export function reportMarkdown(report: TrainBenchReport): string {
   else {
     const o = b.output;
     out.push(
-      `PyTorch ${o.torch} (CUDA ${o.cuda ?? 'none'}) on ${o.device}, eager and CUDA graph, fp32: ` +
+      `PyTorch ${o.torch} (CUDA ${o.cuda ?? 'none'}) on ${o.device}, eager and CUDA graph: ` +
         `${JSON.stringify(o.settings ?? {})}.`,
     );
     const failed = o.results.filter((r) => r.status !== 'ok');

@@ -6,7 +6,7 @@ import {
   type Shape,
   type Tensor,
 } from '@rayo/core';
-import type { ActivationName, Module, Optimizer, Tape, Variable } from '@rayo/train';
+import type { ActivationName, Module, Optimizer, Tape, TrainPrecision, Variable } from '@rayo/train';
 import { AdamW, autograd, CausalLM, MLP, Rng, SGD, trainStep } from '@rayo/train';
 
 /** A classifier on random features: an MLP of `sizes`, cross-entropy over `batch` rows. */
@@ -15,6 +15,8 @@ export interface MlpWorkloadSpec {
   readonly sizes: readonly number[];
   readonly activation: ActivationName;
   readonly batch: number;
+  /** The matrix products' precision policy (default 'f32'). */
+  readonly precision?: TrainPrecision;
 }
 
 /** A causal language model (see CausalLM) on `batch` random sequences of `seq` tokens. */
@@ -28,6 +30,8 @@ export interface TransformerWorkloadSpec {
   readonly blocks: number;
   readonly seq: number;
   readonly batch: number;
+  /** The matrix products' precision policy (default 'f32'). */
+  readonly precision?: TrainPrecision;
 }
 
 /** A model and its data, described in plain numbers (the PyTorch baseline reads the same JSON). */
@@ -59,9 +63,11 @@ export type OptimizerKind = 'adamw' | 'sgd';
 
 /** A short, stable name of a workload, e.g. `mlp-784x256x10-b256`. */
 export function workloadId(spec: WorkloadSpec): string {
-  return spec.kind === 'mlp'
-    ? `mlp-${spec.sizes.join('x')}-b${spec.batch}`
-    : `transformer-v${spec.vocab}-d${spec.dim}-h${spec.heads}-l${spec.blocks}-t${spec.seq}-b${spec.batch}`;
+  const shape =
+    spec.kind === 'mlp'
+      ? `mlp-${spec.sizes.join('x')}-b${spec.batch}`
+      : `transformer-v${spec.vocab}-d${spec.dim}-h${spec.heads}-l${spec.blocks}-t${spec.seq}-b${spec.batch}`;
+  return (spec.precision ?? 'f32') === 'f32' ? shape : `${shape}-${spec.precision}`;
 }
 
 /** Training samples one step consumes: rows for an MLP, sequences for a language model. */
@@ -75,6 +81,25 @@ export function tokensPerStep(spec: WorkloadSpec): number | undefined {
 }
 
 /**
+ * Model FLOPs of one training step (forward and backward, the optimizer
+ * aside), as model FLOPs utilisation counts them: 6 per weight of a matrix
+ * product per row (2 forward, 4 backward), and for a language model also
+ * attention's scores and weighted values, 12 · blocks · dim · seq per token
+ * (the full T × T products, as PaLM counts them). The embedding lookup,
+ * norms, softmax and elementwise work are not counted.
+ */
+export function trainingFlopsPerStep(spec: WorkloadSpec): number {
+  if (spec.kind === 'mlp') {
+    const weights = spec.sizes.slice(1).reduce((n, out, i) => n + spec.sizes[i]! * out, 0);
+    return 6 * weights * spec.batch;
+  }
+  const { dim, hidden, blocks, vocab, seq, batch } = spec;
+  const weights = blocks * (4 * dim * dim + 3 * dim * hidden) + dim * vocab;
+  const tokens = seq * batch;
+  return 6 * weights * tokens + 12 * blocks * dim * seq * tokens;
+}
+
+/**
  * Builds the model from `seed` and uploads the data it is trained on (drawn
  * from the same generator after the parameters), so that every backend gets
  * the same numbers.
@@ -85,7 +110,9 @@ export function buildWorkload(backend: Backend, spec: WorkloadSpec, seed: number
     const { sizes, batch } = spec;
     const features = sizes[0]!;
     const classes = sizes[sizes.length - 1]!;
-    const model = new MLP(backend, sizes, { activation: spec.activation, rng });
+    const model = new MLP(backend, sizes, { activation: spec.activation, rng }).setPrecision(
+      spec.precision ?? 'f32',
+    );
     const data = {
       x: { data: rng.normalArray(batch * features), shape: [batch, features], dtype: 'f32' as const },
       targets: {
@@ -113,7 +140,7 @@ export function buildWorkload(backend: Backend, spec: WorkloadSpec, seed: number
     };
   }
   const { vocab, seq, batch } = spec;
-  const model = new CausalLM(backend, { ...spec, rng });
+  const model = new CausalLM(backend, { ...spec, rng, precision: spec.precision ?? 'f32' });
   const ids = Int32Array.from({ length: seq * batch }, () => rng.int(vocab));
   // A learnable rule: the next token is a fixed function of the current one.
   const next = Int32Array.from(ids, (id) => (3 * id + 1) % vocab);

@@ -152,6 +152,8 @@ const REDUCED_PRECISIONS = [
       [61, 67, 129, false, true, true],
       [136, 72, 130, false, false, false],
       [129, 64, 136, true, true, true],
+      // A weight gradient's form, dW = dYᵀ · X: transA alone, K the rows of a batch.
+      [67, 136, 72, true, false, false],
     ],
   },
 ] as const;
@@ -236,13 +238,18 @@ for (const [b, m, kd, n] of BATCHED) {
     }),
   );
 }
-{
-  const inputs = [f32([3, 40, 24]), f32([3, 24, 33])];
+// precision 'half' in attention's forms: plain, scores (transA), weighted values (transB).
+for (const [transA, transB] of [
+  [false, false],
+  [true, false],
+  [false, true],
+] as const) {
+  const inputs = [f32(transA ? [3, 24, 40] : [3, 40, 24]), f32(transB ? [3, 33, 24] : [3, 24, 33])];
   cases.push(
     valid(k.batchedMatmul, {
-      label: '3×(40×24×33) precision half',
+      label: `3×(40×24×33)${flags(transA, transB)} precision half`,
       inputs,
-      attrs: { precision: 'half', alpha: 2 },
+      attrs: { transA, transB, precision: 'half', alpha: 2 },
       tolerance: roundoffTolerance(UNIT_ROUNDOFF.bf16, { inputs, tolerance: tolerance(24) }),
     }),
   );

@@ -14,6 +14,7 @@ export {
   linear,
   type MatmulOptions,
   matmul,
+  reducedLinear,
   transpose,
 } from './linalg.js';
 export { crossEntropy, mseLoss } from './loss.js';

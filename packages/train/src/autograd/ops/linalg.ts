@@ -1,8 +1,10 @@
 import {
   batchedMatmul as batchedMatmulSpec,
   biasActivationBackward,
+  cast,
   type LinearActivation,
   linear as linearSpec,
+  type MatmulPrecision,
   matmul as matmulSpec,
   scale,
   type Tensor,
@@ -21,6 +23,8 @@ export interface MatmulOptions {
   /** Added to the product, times `beta`. */
   readonly c?: Variable;
   readonly beta?: number;
+  /** How the forward and both backward products are computed (default 'f32'; see matmul's spec). */
+  readonly precision?: MatmulPrecision;
 }
 
 type Product = (x: Tensor, y: Tensor, transX: boolean, transY: boolean) => Tensor;
@@ -54,9 +58,10 @@ function productGrads(
 
 /** `alpha · op(a) · op(b) (+ beta · c)` for matrices. */
 export function matmul(tape: Tape, a: Variable, b: Variable, options: MatmulOptions = {}): Variable {
-  const { transA = false, transB = false, alpha = 1, beta = 1, c } = options;
-  const y = tape.run1(matmulSpec, [a.value, b.value, c?.value], { transA, transB, alpha, beta });
-  const mm: Product = (x, z, tx, tz) => tape.run1(matmulSpec, [x, z], { transA: tx, transB: tz, alpha });
+  const { transA = false, transB = false, alpha = 1, beta = 1, c, precision = 'f32' } = options;
+  const y = tape.run1(matmulSpec, [a.value, b.value, c?.value], { transA, transB, alpha, beta, precision });
+  const mm: Product = (x, z, tx, tz) =>
+    tape.run1(matmulSpec, [x, z], { transA: tx, transB: tz, alpha, precision });
   return tape.record(
     y,
     c ? [a, b, c] : [a, b],
@@ -112,10 +117,37 @@ export function linear(
   );
 }
 
+/**
+ * `x · wᵀ` for x [M, K] and w stored [N, K] under a reduced `precision`, the
+ * three products (y, dx = dy · w, dw = dyᵀ · x) summed in f32 with f32
+ * outputs, so that w's gradient is f32. Under 'half' an f32 w is cast to
+ * bf16 once here and the copy serves forward and dx; an f32 x is kept for dw
+ * as a bf16 copy, so the f32 x is freed once nothing else reads it (the
+ * products round to bf16 anyway, so the copy changes no result).
+ */
+export function reducedLinear(tape: Tape, x: Variable, w: Variable, precision: MatmulPrecision): Variable {
+  const half = (t: Tensor) =>
+    precision === 'half' && t.dtype === 'f32' ? tape.run1(cast, [t], { to: 'bf16' }) : t;
+  const wOperand = half(w.value);
+  const y = tape.run1(matmulSpec, [x.value, wOperand], { transB: true, precision });
+  const xSaved = tape.gradEnabled && w.requiresGrad ? half(x.value) : x.value;
+  return tape.record(
+    y,
+    [x, w],
+    (dy, needs) => [
+      needs[0] ? tape.run1(matmulSpec, [dy, wOperand], { precision }) : undefined,
+      needs[1] ? tape.run1(matmulSpec, [dy, xSaved], { transA: true, precision }) : undefined,
+    ],
+    [x.requiresGrad ? wOperand : undefined, w.requiresGrad ? xSaved : undefined],
+  );
+}
+
 export interface BatchedMatmulOptions {
   readonly transA?: boolean;
   readonly transB?: boolean;
   readonly alpha?: number;
+  /** How the forward and both backward products are computed (default 'f32'). */
+  readonly precision?: MatmulPrecision;
 }
 
 /** `alpha · op(a[i]) · op(b[i])` for each batch index i of [B, ·, ·] operands. */
@@ -125,10 +157,10 @@ export function batchedMatmul(
   b: Variable,
   options: BatchedMatmulOptions = {},
 ): Variable {
-  const { transA = false, transB = false, alpha = 1 } = options;
-  const y = tape.run1(batchedMatmulSpec, [a.value, b.value], { transA, transB, alpha });
+  const { transA = false, transB = false, alpha = 1, precision = 'f32' } = options;
+  const y = tape.run1(batchedMatmulSpec, [a.value, b.value], { transA, transB, alpha, precision });
   const mm: Product = (x, z, tx, tz) =>
-    tape.run1(batchedMatmulSpec, [x, z], { transA: tx, transB: tz, alpha });
+    tape.run1(batchedMatmulSpec, [x, z], { transA: tx, transB: tz, alpha, precision });
   return tape.record(
     y,
     [a, b],

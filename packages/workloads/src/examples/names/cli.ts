@@ -2,6 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Backend, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
+import { checkTrainPrecision } from '@rayo/train';
 import { createBackendFromEnvironment } from '../../backendFromEnvironment.js';
 import { missingKernels, trainingKernels } from '../../train/workload.js';
 import { firstNames } from './corpus.js';
@@ -28,6 +29,8 @@ and a JSON report into --out, and samples new names.
   --embed-std X       standard deviation of the embeddings at initialisation (default ${NAMES_DEFAULTS.embedStd})
   --eval-every N      validation loss every N steps (default ${NAMES_DEFAULTS.evalEvery})
   --seed N            split, initialisation and batches (default ${NAMES_DEFAULTS.seed})
+  --precision P       f32, tf32 or bf16: the matrix products' precision; weights,
+                      gradients and AdamW stay f32 (default ${NAMES_DEFAULTS.precision})
   --samples N         names to sample at the end (default 20)
   --out DIR           where the report goes (default names-results)`;
 
@@ -62,6 +65,7 @@ export function parseNamesArgs(argv: readonly string[]): NamesCliOptions {
       lr: { type: 'string', default: String(d.lr) },
       'eval-every': { type: 'string', default: String(d.evalEvery) },
       seed: { type: 'string', default: String(d.seed) },
+      precision: { type: 'string', default: d.precision },
       samples: { type: 'string', default: '20' },
       out: { type: 'string', default: 'names-results' },
     },
@@ -85,6 +89,7 @@ export function parseNamesArgs(argv: readonly string[]): NamesCliOptions {
       lr,
       evalEvery: integer('eval-every', values['eval-every'], 1),
       seed: integer('seed', values.seed, 0),
+      precision: checkTrainPrecision(values.precision, 'names --precision'),
     },
     samples: integer('samples', values.samples, 0),
     out: values.out,
@@ -136,7 +141,7 @@ export async function namesMain(argv: readonly string[]): Promise<number> {
       count: options.samples,
       seed: settings.seed + 1,
     });
-    const title = `names: ${settings.blocks} blocks, d ${settings.dim}, ${backend.name}`;
+    const title = `names: ${settings.blocks} blocks, d ${settings.dim}, ${settings.precision}, ${backend.name}`;
     await writeFile(
       join(options.out, 'loss.svg'),
       lossCurveSvg(

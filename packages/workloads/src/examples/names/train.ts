@@ -7,6 +7,7 @@ import {
   type CheckpointHook,
   Rng,
   Tape,
+  type TrainPrecision,
   type TrainResult,
   train,
   warmupCosine,
@@ -41,6 +42,8 @@ export interface NamesSettings {
   readonly evalEvery: number;
   readonly seed: number;
   readonly validationFraction: number;
+  /** The matrix products' precision policy; weights, gradients and AdamW stay f32. */
+  readonly precision: TrainPrecision;
 }
 
 /**
@@ -63,6 +66,7 @@ export const NAMES_DEFAULTS: NamesSettings = {
   evalEvery: 100,
   seed: 0,
   validationFraction: 0.1,
+  precision: 'f32',
 };
 
 /** The losses of a run, in nats per character. */
@@ -146,6 +150,7 @@ export async function trainNames(
     blocks: settings.blocks,
     embedStd: settings.embedStd,
     seed: settings.seed,
+    precision: settings.precision,
   });
   const optimizer = new AdamW(model.namedParameters(), {
     lr: settings.lr,
