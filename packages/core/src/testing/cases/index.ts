@@ -10,6 +10,7 @@ import { matmulCases } from './matmul.js';
 import { memoryCases } from './memory.js';
 import { normalizationCases } from './normalization.js';
 import { optimizerCases } from './optimizer.js';
+import { pagedAttentionCases } from './pagedAttention.js';
 import { quantizedCases } from './quantized.js';
 import { quantizedGateUpCases } from './quantizedGateUp.js';
 import { reductionCases } from './reduction.js';
@@ -27,6 +28,7 @@ const families = [
   matmulCases,
   decodingCases,
   causalAttentionCases,
+  pagedAttentionCases,
   optimizerCases,
   lossCases,
   embeddingCases,
