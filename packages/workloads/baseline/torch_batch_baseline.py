@@ -117,7 +117,7 @@ def main():
         return 0
 
     dtype = getattr(torch, TORCH_DTYPES[request["dtype"]])
-    model = transformers.AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=dtype).to(device)
+    model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype).to(device)
     model.eval()
     # Seeded weights have no tokenizer: any id pads, the mask hides it.
     pad_id = 0
