@@ -109,6 +109,18 @@ def open_baseline(request_path, device_name, schema_in, schema_out, label, noun,
     return request, torch, device
 
 
+def import_transformers(label, out_path, schema_out, empty_results):
+    """transformers, or None after writing the "unavailable" output (under `empty_results`' key) when it is missing."""
+    try:
+        import transformers
+    except Exception as error:  # noqa: BLE001 - any import failure means no baseline
+        reason = "transformers is not installed (import transformers: %s)" % error
+        print("%s: %s" % (label, reason), file=sys.stderr)
+        write_json(out_path, {"schema": schema_out, "available": False, "reason": reason, **empty_results})
+        return None
+    return transformers
+
+
 def device_info(torch, device):
     """The torch and CUDA versions and the device's name, as every output records them."""
     return {

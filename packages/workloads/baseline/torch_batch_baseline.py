@@ -24,7 +24,15 @@ import argparse
 import sys
 import time
 
-from rayo_torch import add_device_option, device_info, error_text, open_baseline, quantile, write_json
+from rayo_torch import (
+    add_device_option,
+    device_info,
+    error_text,
+    import_transformers,
+    open_baseline,
+    quantile,
+    write_json,
+)
 
 SCHEMA_IN = "rayo-batch-request/1"
 SCHEMA_OUT = "rayo-batch-torch/1"
@@ -108,12 +116,8 @@ def main():
     if isinstance(opened, int):
         return opened
     request, torch, device = opened
-    try:
-        import transformers
-    except Exception as error:  # noqa: BLE001 - any import failure means no baseline
-        reason = "transformers is not installed (import transformers: %s)" % error
-        print("batch-bench: %s" % reason, file=sys.stderr)
-        write_json(args.out, {"schema": SCHEMA_OUT, "available": False, "reason": reason, "results": {}})
+    transformers = import_transformers("batch-bench", args.out, SCHEMA_OUT, {"results": {}})
+    if transformers is None:
         return 0
 
     dtype = getattr(torch, TORCH_DTYPES[request["dtype"]])

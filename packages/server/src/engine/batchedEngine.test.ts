@@ -3,6 +3,7 @@ import { TextModel } from '@rayo/text';
 import type { PagedCacheOptions, PagedLlama } from '@rayo/train';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatedEngine } from '../../testing/gatedEngine.js';
+import { collect, generatedAlone } from '../../testing/sequenceTokens.js';
 import { type TinyFixture, tinyFixture } from '../../testing/tinyFixture.js';
 import { TINY_MAX_SEQUENCE } from '../../testing/tinyServer.js';
 import { Scheduler } from '../scheduler/scheduler.js';
@@ -49,23 +50,7 @@ function request(text: string, maxNewTokens: number, temperature = 0, seed = 0):
   };
 }
 
-async function alone(r: SequenceRequest): Promise<number[]> {
-  const tokens: number[] = [];
-  const options = {
-    maxNewTokens: r.maxNewTokens,
-    temperature: r.temperature,
-    seed: r.seed,
-    stop: r.stopTokenIds,
-  };
-  for await (const t of spare.model.generate(r.promptIds, options)) tokens.push(t);
-  return tokens;
-}
-
-async function collect(tokens: AsyncIterable<number>): Promise<number[]> {
-  const out: number[] = [];
-  for await (const t of tokens) out.push(t);
-  return out;
-}
+const alone = (r: SequenceRequest) => generatedAlone(spare.model, r);
 
 const limits = { maxConcurrent: 8, maxQueue: 300, queueTimeoutMs: 60_000 };
 
