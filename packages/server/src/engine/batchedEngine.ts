@@ -142,15 +142,7 @@ export class BatchedEngine implements DecodeEngine<BatchedSequence> {
       if (results.has(s) || !isDecoding(s)) continue;
       if (this.#makeRoom(s, s.cached + 1, results)) decoding.push(s);
     }
-    if (decoding.length > 0) {
-      const rows = decoding.map((s) => ({ table: s.table, token: s.tokens.at(-1)!, position: s.cached }));
-      const logits = await this.paged.decode(rows);
-      const vocab = this.paged.config.vocabSize;
-      decoding.forEach((s, i) => {
-        s.cached++;
-        results.set(s, this.#pick(s, logits.subarray(i * vocab, (i + 1) * vocab)));
-      });
-    }
+    if (decoding.length > 0) await this.#decode(decoding, results);
     await this.#prefillStep(batch, results);
     return batch.map((s) => results.get(s) ?? { pending: 'prefill' });
   }
@@ -231,9 +223,27 @@ export class BatchedEngine implements DecodeEngine<BatchedSequence> {
     if (logits) results.set(next, this.#pick(next, logits));
   }
 
-  /** The next token of `s` from its logits: a stop token ends it. */
+  /** One token of every sequence of `decoding`, in one step; chosen on the device when all are greedy. */
+  async #decode(decoding: readonly Running[], results: Map<Running, StepResult>): Promise<void> {
+    const rows = decoding.map((s) => ({ table: s.table, token: s.tokens.at(-1)!, position: s.cached }));
+    for (const s of decoding) s.cached++;
+    if (decoding.every((s) => s.sampling.temperature === 0)) {
+      const tokens = await this.paged.decodeGreedy(rows);
+      decoding.forEach((s, i) => results.set(s, this.#take(s, tokens[i]!)));
+      return;
+    }
+    const logits = await this.paged.decode(rows);
+    const vocab = this.paged.config.vocabSize;
+    decoding.forEach((s, i) => results.set(s, this.#pick(s, logits.subarray(i * vocab, (i + 1) * vocab))));
+  }
+
+  /** The next token of `s` from its logits, by its sampling. */
   #pick(s: Running, logits: Float32Array): StepResult {
-    const token = sampleToken(logits, s.sampling, s.rng);
+    return this.#take(s, sampleToken(logits, s.sampling, s.rng));
+  }
+
+  /** `token` as `s`'s next: a stop token ends it. */
+  #take(s: Running, token: number): StepResult {
     if (s.stop.has(token)) return { ended: 'stop-token' };
     s.tokens.push(token);
     s.generated++;

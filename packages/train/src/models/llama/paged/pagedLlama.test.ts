@@ -66,7 +66,7 @@ describe('PagedLlama', () => {
    * (its prompt runs then), each decoding in one batched step with the
    * others running; returns every sequence's logits per token.
    */
-  async function decodeTogether(paged: PagedLlama, joins: readonly number[]) {
+  async function decodeTogether(paged: PagedLlama, joins: readonly number[], greedy = false) {
     const runs = PROMPTS.map(() => ({
       table: undefined as BlockTable | undefined,
       tokens: [] as number[],
@@ -79,21 +79,21 @@ describe('PagedLlama', () => {
           const rows = PROMPTS[runs.indexOf(r)]!.length + r.tokens.length;
           expect(paged.pool.grow(r.table!, rows)).toBe(true);
         }
-        const logits = await paged.decode(
-          decoding.map((r) => {
-            const prompt = PROMPTS[runs.indexOf(r)]!;
-            return {
-              table: r.table!,
-              token: r.tokens.at(-1)!,
-              position: prompt.length + r.tokens.length - 1,
-            };
-          }),
-        );
-        decoding.forEach((r, b) => {
-          const row = logits.slice(b * VOCAB, (b + 1) * VOCAB);
-          r.logits.push(row);
-          r.tokens.push(argmax(row));
+        const rows = decoding.map((r) => {
+          const prompt = PROMPTS[runs.indexOf(r)]!;
+          return { table: r.table!, token: r.tokens.at(-1)!, position: prompt.length + r.tokens.length - 1 };
         });
+        if (greedy) {
+          const chosen = await paged.decodeGreedy(rows);
+          decoding.forEach((r, b) => r.tokens.push(chosen[b]!));
+        } else {
+          const logits = await paged.decode(rows);
+          decoding.forEach((r, b) => {
+            const row = logits.slice(b * VOCAB, (b + 1) * VOCAB);
+            r.logits.push(row);
+            r.tokens.push(argmax(row));
+          });
+        }
       }
       for (const [i, r] of runs.entries()) {
         if (joins[i] !== step) continue;
@@ -123,6 +123,12 @@ describe('PagedLlama', () => {
       expect(paged.pool.usage()).toMatchObject({ pagesInUse: 0, rowsInUse: 0 });
     });
   }
+
+  it('picks the greedy tokens on the device, the same as from the logits', async () => {
+    using paged = model.pagedCache({ pages: 16, pageSize: 3, maxBatch: 4 });
+    const runs = await decodeTogether(paged, [0, 2, 1, 1], true);
+    runs.forEach((r, i) => expect(r.tokens).toEqual(alone[i]!.tokens));
+  });
 
   it('refuses rows its table does not hold, too wide a step, and a prompt resumed out of order', async () => {
     using paged = model.pagedCache({ pages: 8, pageSize: 4, maxBatch: 2 });

@@ -1,4 +1,5 @@
 import {
+  argmax,
   type Backend,
   type CommandBatch,
   InvalidArgumentError,
@@ -48,7 +49,15 @@ const DEFAULT_PAGE_SIZE = 16;
 interface Bucket {
   readonly size: number;
   readonly inputs: BatchedStepInputs;
-  recorded: { readonly batch: CommandBatch; readonly made: Tensor[]; readonly logits: Tensor } | undefined;
+  recorded:
+    | {
+        readonly batch: CommandBatch;
+        readonly made: Tensor[];
+        readonly logits: Tensor;
+        /** i32 [size]: each row's argmax, where the backend has one. */
+        readonly chosen: Tensor | undefined;
+      }
+    | undefined;
 }
 
 /**
@@ -166,32 +175,56 @@ export class PagedLlama {
    * logits of the next token. Returns the logits [rows, vocab], row by row.
    */
   async decode(rows: readonly PagedDecodeRow[]): Promise<Float32Array> {
+    const logits = await this.#step('decode', rows, 'logits');
+    return logits.subarray(0, rows.length * this.config.vocabSize) as Float32Array;
+  }
+
+  /**
+   * `decode` that returns each row's most likely next token (the lowest id
+   * on a tie, as greedy sampling picks), chosen on the device where the
+   * backend has `argmax`: B ids cross to the host, not B × vocab logits.
+   */
+  async decodeGreedy(rows: readonly PagedDecodeRow[]): Promise<Int32Array> {
+    const values = await this.#step('decodeGreedy', rows, 'tokens');
+    if (values instanceof Int32Array) return values.subarray(0, rows.length);
+    const vocab = this.config.vocabSize;
+    return Int32Array.from(rows, (_, b) => firstMax(values.subarray(b * vocab, (b + 1) * vocab)));
+  }
+
+  /** One batched step: the logits, or the device's argmax of each row where it has one. */
+  async #step(
+    api: string,
+    rows: readonly PagedDecodeRow[],
+    want: 'logits' | 'tokens',
+  ): Promise<Float32Array | Int32Array> {
     this.#check(
-      'decode',
+      api,
       rows.map((r) => r.token),
     );
     if (rows.length > this.maxBatch) {
       throw new InvalidArgumentError('too many sequences for one step', {
-        operation: 'PagedLlama.decode',
+        operation: `PagedLlama.${api}`,
         argument: 'rows',
         expected: `at most ${this.maxBatch} (maxBatch)`,
         actual: String(rows.length),
       });
     }
-    for (const row of rows) this.#checkRows('decode', row.table, row.position + 1);
+    for (const row of rows) this.#checkRows(api, row.table, row.position + 1);
     const bucket = this.#bucket(rows.length);
     this.#write(bucket, rows);
-    const vocab = this.config.vocabSize;
+    const onDevice = want === 'tokens' && this.backend.supports(argmax.name);
     if (this.#replay) {
       bucket.recorded ??= this.#record(bucket);
-      const { batch, logits } = bucket.recorded;
-      const [, values] = await Promise.all([batch.submit(), logits.read()]);
-      return (values as Float32Array).subarray(0, rows.length * vocab);
+      const { batch, logits, chosen } = bucket.recorded;
+      // Reads are ordered after submitted work: no wait for the submit alone.
+      const [, values] = await Promise.all([batch.submit(), (onDevice ? chosen! : logits).read()]);
+      return values as Float32Array | Int32Array;
     }
     const run = new TrackingRunner(this.backend);
     try {
       const logits = batchedDecodeForward(this.#decoder, run, this.#pages, bucket.inputs);
-      return ((await logits.read()) as Float32Array).subarray(0, rows.length * vocab);
+      const read = onDevice ? run.run1(argmax, [logits]) : logits;
+      return (await read.read()) as Float32Array | Int32Array;
     } finally {
       run.dispose();
     }
@@ -299,7 +332,9 @@ export class PagedLlama {
     const run = new TrackingRunner(batch);
     try {
       const logits = batchedDecodeForward(this.#decoder, run, this.#pages, bucket.inputs);
-      return { batch, made: run.release(), logits };
+      // The greedy pick rides in the same batch (one small kernel); an all-greedy step reads it instead of the logits.
+      const chosen = this.backend.supports(argmax.name) ? run.run1(argmax, [logits]) : undefined;
+      return { batch, made: run.release(), logits, chosen };
     } catch (error) {
       batch.dispose();
       for (const t of run.release()) t.dispose();
@@ -338,4 +373,11 @@ export class PagedLlama {
       });
     }
   }
+}
+
+/** The first index of the largest value: greedy's pick on the host. */
+function firstMax(row: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < row.length; i++) if (row[i]! > row[best]!) best = i;
+  return best;
 }
