@@ -86,27 +86,24 @@ async function runBatch(
     return s;
   });
   const tokens = prompts.map(() => [] as number[]);
-  const take = (results: readonly { token?: number }[]) =>
-    results.forEach((r, i) => {
-      if (r.token !== undefined) tokens[i]!.push(r.token);
+  /** Steps `indices`' sequences once, taking their tokens. */
+  const step = async (indices: readonly number[]) => {
+    const results = await engine.step(indices.map((i) => sequences[i]!));
+    results.forEach((r, k) => {
+      if ('token' in r) tokens[indices[k]!]!.push(r.token);
     });
+  };
+  const all = prompts.map((_, i) => i);
   try {
+    // The prompts, one per step; a stream with its first token waits, so that all decode the same steps.
     const start = performance.now();
-    while (tokens.some((t) => t.length === 0)) take((await engine.step(sequences)) as { token?: number }[]);
+    for (let left = all; left.length > 0; left = all.filter((i) => tokens[i]!.length === 0)) await step(left);
     const prefillMs = performance.now() - start;
-    // Streams whose prompt ran early have more tokens: decode until the last has them all.
     const steps: number[] = [];
-    while (tokens.some((t) => t.length < newTokens)) {
-      const open = sequences.filter((_, i) => tokens[i]!.length < newTokens);
+    while (tokens[0]!.length < newTokens) {
       const t0 = performance.now();
-      const results = await engine.step(open);
+      await step(all);
       steps.push(performance.now() - t0);
-      let k = 0;
-      sequences.forEach((_, i) => {
-        if (tokens[i]!.length >= newTokens) return;
-        const r = results[k++] as { token?: number };
-        if (r.token !== undefined) tokens[i]!.push(r.token);
-      });
     }
     const decodeMs = steps.reduce((a, b) => a + b, 0);
     const sorted = [...steps].sort((a, b) => a - b);
