@@ -121,6 +121,20 @@ def import_transformers(label, out_path, schema_out, empty_results):
     return transformers
 
 
+def run_cases(torch, device, names, run):
+    """`run(name)` for each name, in order: a case that fails (out of memory, say) is reported as its
+    error while the rest still run; the device's cache is emptied after each."""
+    results = {}
+    for name in names:
+        try:
+            results[name] = run(name)
+        except Exception as error:  # noqa: BLE001 - one case's failure is reported, the others still run
+            results[name] = {"error": error_text(error)}
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return results
+
+
 def device_info(torch, device):
     """The torch and CUDA versions and the device's name, as every output records them."""
     return {

@@ -54,7 +54,6 @@ export interface BatchBenchReport {
   readonly torch?: unknown;
 }
 
-const WARMUP_TOKENS = 4;
 const TORCH_SCRIPT = 'torch_batch_baseline.py';
 
 function log(line: string): void {
@@ -148,8 +147,8 @@ async function runRayo(
     for (const batch of s.batches) {
       log(`rayo ${s.backend}, batch ${batch}`);
       try {
-        // The first run at a size records its step; a few tokens do.
-        await runBatch(engine, prompts.slice(0, batch), WARMUP_TOKENS);
+        // An untimed run first, as the baseline's: it records the size's step.
+        await runBatch(engine, prompts.slice(0, batch), s.newTokens);
         runs.push(await runBatch(engine, prompts.slice(0, batch), s.newTokens));
       } catch (error) {
         runs.push({ batch, error: error instanceof Error ? error.message : String(error) });
@@ -287,7 +286,7 @@ export function parseBatchArgs(argv: readonly string[]): BatchBenchSettings {
     backend: values.backend,
     batches: values.batches.split(',').map((b) => int('batches', b, 1, 256)),
     promptTokens: int('prompt', values.prompt, 1),
-    newTokens: int('new', values.new, WARMUP_TOKENS + 1),
+    newTokens: int('new', values.new, 2),
     pageSize: int('page-size', values['page-size'], 1),
     seed: int('seed', values.seed, 0),
     baseline: values.baseline,
