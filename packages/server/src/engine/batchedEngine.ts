@@ -229,12 +229,16 @@ export class BatchedEngine implements DecodeEngine<BatchedSequence> {
     for (const s of decoding) s.cached++;
     if (decoding.every((s) => s.sampling.temperature === 0)) {
       const tokens = await this.paged.decodeGreedy(rows);
-      decoding.forEach((s, i) => results.set(s, this.#take(s, tokens[i]!)));
+      decoding.forEach((s, i) => {
+        results.set(s, this.#take(s, tokens[i]!));
+      });
       return;
     }
     const logits = await this.paged.decode(rows);
     const vocab = this.paged.config.vocabSize;
-    decoding.forEach((s, i) => results.set(s, this.#pick(s, logits.subarray(i * vocab, (i + 1) * vocab))));
+    decoding.forEach((s, i) => {
+      results.set(s, this.#pick(s, logits.subarray(i * vocab, (i + 1) * vocab)));
+    });
   }
 
   /** The next token of `s` from its logits, by its sampling. */

@@ -85,7 +85,7 @@ describe('PagedLlama', () => {
         });
         if (greedy) {
           const chosen = await paged.decodeGreedy(rows);
-          decoding.forEach((r, b) => r.tokens.push(chosen[b]!));
+          for (const [b, r] of decoding.entries()) r.tokens.push(chosen[b]!);
         } else {
           const logits = await paged.decode(rows);
           decoding.forEach((r, b) => {
@@ -127,7 +127,7 @@ describe('PagedLlama', () => {
   it('picks the greedy tokens on the device, the same as from the logits', async () => {
     using paged = model.pagedCache({ pages: 16, pageSize: 3, maxBatch: 4 });
     const runs = await decodeTogether(paged, [0, 2, 1, 1], true);
-    runs.forEach((r, i) => expect(r.tokens).toEqual(alone[i]!.tokens));
+    for (const [i, r] of runs.entries()) expect(r.tokens).toEqual(alone[i]!.tokens);
   });
 
   it('refuses rows its table does not hold, too wide a step, and a prompt resumed out of order', async () => {
