@@ -3,7 +3,8 @@
 // Node but no node_modules (see shared/device/README.md): bench.mjs (the
 // benchmark CLI), conformance.mjs (the conformance runner), faults.mjs (the
 // fault suite), soak.mjs (the leak checks), train-bench.mjs (training parity and throughput),
-// decode-bench.mjs (Llama decoding against PyTorch), names.mjs (the
+// decode-bench.mjs (Llama decoding against PyTorch), batch-bench.mjs (B
+// streams decoded together, against transformers' batched generate), names.mjs (the
 // first-names example), dp-bench.mjs (data-parallel training over NCCL on 1
 // and N GPUs, against PyTorch DDP), launch.mjs (one process per GPU for
 // any program), gemm-check.mjs (each cuda GEMM path checked and timed on
@@ -41,6 +42,7 @@ const BASELINE_SCRIPTS = [
   'packages/workloads/baseline/torch_train_baseline.py',
   'packages/workloads/baseline/torch_decode_baseline.py',
   'packages/workloads/baseline/torch_prefill_baseline.py',
+  'packages/workloads/baseline/torch_batch_baseline.py',
   'packages/workloads/baseline/torch_ddp_baseline.py',
   'packages/workloads/baseline/tokenizer_parity.py',
   'packages/workloads/baseline/torch_family_parity.py',
@@ -56,6 +58,7 @@ const FAULT_RUNNER = './packages/core/src/testing/faultRunner.ts';
 const TRAIN_BENCH = './packages/workloads/src/train/trainBench.ts';
 const TRAIN_PROFILE = './packages/workloads/src/train/trainProfileCli.ts';
 const DECODE_BENCH = './packages/workloads/src/decode/decodeBenchCli.ts';
+const BATCH_BENCH = './packages/workloads/src/decode/batchBenchCli.ts';
 const NAMES = './packages/workloads/src/examples/names/namesCli.ts';
 const DP_BENCH = './packages/workloads/src/distributed/dataParallelBench.ts';
 const LAUNCH = './packages/train/src/distributed/launchCli.ts';
@@ -70,10 +73,11 @@ const WEB_BENCH = './packages/workloads/src/web/webBenchCli.ts';
 const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
 Writes bench.mjs, conformance.mjs, faults.mjs, soak.mjs, train-bench.mjs,
-decode-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs,
+decode-bench.mjs, batch-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs,
 family-parity.mjs, web-bench.mjs, tokenizer-parity.mjs (with its vocabularies in
 tokenizers/, which web-bench reads too),
 torch_baseline.py, torch_train_baseline.py, torch_decode_baseline.py, torch_prefill_baseline.py,
+torch_batch_baseline.py,
 torch_ddp_baseline.py, torch_family_parity.py, tokenizer_parity.py and the
 module they share, rayo_torch.py, into DIR
 (default: .device/app). Run them with 'node DIR/bench.mjs --help'.`;
@@ -154,6 +158,7 @@ function sources(providers, faultSuites) {
     ].join('\n'),
     // The CLIs of the decode benchmark and the names example run on import.
     'rayo-bundle:decode-bench': ["import 'rayo-bundle:register';", `import '${DECODE_BENCH}';`].join('\n'),
+    'rayo-bundle:batch-bench': ["import 'rayo-bundle:register';", `import '${BATCH_BENCH}';`].join('\n'),
     'rayo-bundle:names': ["import 'rayo-bundle:register';", `import '${NAMES}';`].join('\n'),
     'rayo-bundle:gguf-check': ["import 'rayo-bundle:register';", `import '${GGUF_CHECK}';`].join('\n'),
     // No backend is used, but the registration's import first puts @rayo/core's error classes before
@@ -199,7 +204,7 @@ function virtualModules(contents) {
       b.onResolve(
         {
           filter:
-            /(testing\/(runner|faultRunner)|decodeBenchCli|namesCli|ggufCheckCli|tokenizerParityCli|familyParityCli|webBenchCli)\.ts$/,
+            /(testing\/(runner|faultRunner)|decodeBenchCli|batchBenchCli|namesCli|ggufCheckCli|tokenizerParityCli|familyParityCli|webBenchCli)\.ts$/,
         },
         (args) => ({
           path: resolve(args.resolveDir, args.path),
@@ -250,6 +255,7 @@ async function main() {
     'train-bench',
     'train-profile',
     'decode-bench',
+    'batch-bench',
     'names',
     'dp-bench',
     'launch',

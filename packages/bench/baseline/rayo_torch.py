@@ -109,6 +109,32 @@ def open_baseline(request_path, device_name, schema_in, schema_out, label, noun,
     return request, torch, device
 
 
+def import_transformers(label, out_path, schema_out, empty_results):
+    """transformers, or None after writing the "unavailable" output (under `empty_results`' key) when it is missing."""
+    try:
+        import transformers
+    except Exception as error:  # noqa: BLE001 - any import failure means no baseline
+        reason = "transformers is not installed (import transformers: %s)" % error
+        print("%s: %s" % (label, reason), file=sys.stderr)
+        write_json(out_path, {"schema": schema_out, "available": False, "reason": reason, **empty_results})
+        return None
+    return transformers
+
+
+def run_cases(torch, device, names, run):
+    """`run(name)` for each name, in order: a case that fails (out of memory, say) is reported as its
+    error while the rest still run; the device's cache is emptied after each."""
+    results = {}
+    for name in names:
+        try:
+            results[name] = run(name)
+        except Exception as error:  # noqa: BLE001 - one case's failure is reported, the others still run
+            results[name] = {"error": error_text(error)}
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return results
+
+
 def device_info(torch, device):
     """The torch and CUDA versions and the device's name, as every output records them."""
     return {

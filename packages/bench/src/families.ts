@@ -84,6 +84,13 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
     x: 'KV bytes read',
     xBytes: true,
   },
+  'paged-attention': {
+    title:
+      'Paged attention of B sequences, one token each, over bf16 pages of 16 rows (batched decoding, grouped-query)',
+    x: 'KV bytes read',
+    xBytes: true,
+    caseTicks: true,
+  },
   'flash-attention': {
     title:
       'Causal attention of a prompt over its KV cache (prefill, grouped-query), FLOPs of the causal half',

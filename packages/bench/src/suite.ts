@@ -1,6 +1,7 @@
 import { layerNorm, QUANT_FORMATS, rmsNorm, softmax } from '@rayo/core';
 import { flashAttentionBackwardCase } from './attentionBackwardCases.js';
 import type { BenchCase } from './case.js';
+import { pagedAttentionCase } from './pagedCases.js';
 import { flashAttention } from './prefillCases.js';
 import {
   adamw,
@@ -186,6 +187,9 @@ const CASES: BenchCase[] = [
   attention(8, 128, 32768, FULL),
   attention(64, 128, 4096, FULL),
   attention(64, 64, 32768, FULL),
+  pagedAttentionCase(3, 100, 8, 2, 64, QUICK),
+  // Llama-3.2-1B's heads (32 × 64 over 8 kv heads) at 1,024 and 4,096 cached tokens.
+  ...[1, 16, 64].flatMap((b) => [1024, 4096].map((t) => pagedAttentionCase(b, t, 32, 8, 64, FULL))),
   flashAttention(8, 2, 64, 256, 'bf16', QUICK),
   // A Llama-3-8B-shaped layer's prompt: 32 heads of 128 over 8 kv heads.
   ...[2048, 8192].map((t) => flashAttention(32, 8, 128, t, 'bf16', FULL)),

@@ -317,59 +317,65 @@ describe('rayo chat', () => {
 });
 
 describe('rayo serve', () => {
-  it('answers OpenAI-style requests until Ctrl+C, then stops listening (exit status 0)', async () => {
-    const stderr = new PassThrough();
-    let err = '';
-    let interrupt: (() => void) | undefined;
-    const listening = new Promise<string>((resolve) => {
-      stderr.on('data', (chunk: Buffer) => {
-        err += chunk;
-        const url = /at (http:\/\/\S+\/v1)\n/.exec(err)?.[1];
-        if (url) resolve(url);
+  it.each([
+    ['2 slots', ['--slots', '2'], /\(2 slots\)/],
+    ['a batched engine', ['--batch', '4', '--kv-pages', '20'], /\(batches of up to 4, 20 pages of 16 rows\)/],
+  ])(
+    'answers OpenAI-style requests until Ctrl+C, then stops listening (exit status 0; %s)',
+    async (_label, engine, shown) => {
+      const stderr = new PassThrough();
+      let err = '';
+      let interrupt: (() => void) | undefined;
+      const listening = new Promise<string>((resolve) => {
+        stderr.on('data', (chunk: Buffer) => {
+          err += chunk;
+          const url = /at (http:\/\/\S+\/v1)\n/.exec(err)?.[1];
+          if (url) resolve(url);
+        });
       });
-    });
-    const io: CliIo = {
-      stdin: Readable.from([]),
-      stdout: new PassThrough(),
-      stderr,
-      onInterrupt: (h) => {
-        interrupt = h;
-        return () => {
-          interrupt = undefined;
-        };
-      },
-    };
-    const args = [
-      'serve',
-      '-m',
-      model,
-      '-b',
-      'cpu',
-      '--port',
-      '0',
-      '--slots',
-      '2',
-      '--model-name',
-      'tiny',
-      '-q',
-    ];
-    const exit = main(args, io);
-    const url = await listening;
-    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
-    expect(err).toMatch(/serving 'tiny' on cpu \(2 slots\)/);
-    const messages = [{ role: 'user' as const, content: 'Hi' }];
-    const response = await fetch(`${url}/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'tiny', messages, max_tokens: 12 }),
-    });
-    expect(response.status).toBe(200);
-    const body = (await response.json()) as { choices: { message: { content: string } }[] };
-    expect(body.choices[0]!.message.content).toBe(await expected(messages, 12));
-    interrupt!();
-    expect(await exit).toBe(0);
-    await expect(fetch(`${url}/models`)).rejects.toThrow();
-  });
+      const io: CliIo = {
+        stdin: Readable.from([]),
+        stdout: new PassThrough(),
+        stderr,
+        onInterrupt: (h) => {
+          interrupt = h;
+          return () => {
+            interrupt = undefined;
+          };
+        },
+      };
+      const args = [
+        'serve',
+        '-m',
+        model,
+        '-b',
+        'cpu',
+        '--port',
+        '0',
+        ...engine,
+        '--model-name',
+        'tiny',
+        '-q',
+      ];
+      const exit = main(args, io);
+      const url = await listening;
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+      expect(err).toMatch(/serving 'tiny' on cpu/);
+      expect(err).toMatch(shown);
+      const messages = [{ role: 'user' as const, content: 'Hi' }];
+      const response = await fetch(`${url}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'tiny', messages, max_tokens: 12 }),
+      });
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { choices: { message: { content: string } }[] };
+      expect(body.choices[0]!.message.content).toBe(await expected(messages, 12));
+      interrupt!();
+      expect(await exit).toBe(0);
+      await expect(fetch(`${url}/models`)).rejects.toThrow();
+    },
+  );
 
   it('refuses per-request flags and a bad port (exit status 2)', async () => {
     const sampled = await rayo(['serve', '-m', model, '--temperature', '0.7']);
@@ -378,7 +384,18 @@ describe('rayo serve', () => {
     const port = await rayo(['serve', '-m', model, '--port', '70000']);
     expect(port.code).toBe(2);
     expect(port.stderr).toMatch(/--port/);
+    for (const [flags, named] of [
+      [['--kv-pages', '8'], /--kv-pages.*without --batch/],
+      [['--batch', '300'], /--batch.*at most 256/],
+      [['--batch', '2', '--slots', '2'], /--slots.*absent with --batch/],
+    ] as const) {
+      const refused = await rayo(['serve', '-m', model, ...flags]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toMatch(named);
+    }
     const help = await rayo(['serve', '--help']);
-    expect(help.stdout).toMatch(/^Usage: rayo serve --model PATH[\s\S]*--slots N[\s\S]*--max-queue N/);
+    expect(help.stdout).toMatch(
+      /^Usage: rayo serve --model PATH[\s\S]*--slots N[\s\S]*--batch N[\s\S]*--max-queue N/,
+    );
   });
 });

@@ -79,7 +79,12 @@ Server:
       --model-name NAME     the id clients pass as "model" (default: the folder or file name)
       --slots N             sequences decoded at once, each a copy of the model with its own
                             KV cache (default 1; N copies take N times the memory)
-      --max-concurrent N    sequences admitted at once (default: --slots)
+      --batch N             decode up to N sequences (1 … 256) in one step over one copy of the
+                            model, their KV caches in pages of a shared pool (instead of --slots)
+      --kv-pages N          pages of the pool (default: every sequence at --max-sequence); fewer
+                            admit sequences by free pages and preempt the newest when it runs out
+      --page-size N         rows of a page (default 16)
+      --max-concurrent N    sequences admitted at once (default: --slots or --batch)
       --max-queue N         requests waiting for a slot; more get 429 (default 64)
       --queue-timeout S     seconds a request may wait; then 503 (default 30)
       --max-prompt-tokens N longest prompt; longer is a 400 (default: --max-sequence)

@@ -4,7 +4,14 @@ export {
   type CompletionRequest,
   parseCompletionRequest,
 } from './api/completionRequest.js';
-export type { DecodeEngine, EngineUsage, SequenceRequest, StepResult } from './engine/decodeEngine.js';
+export { BatchedEngine, type BatchedEngineOptions, type BatchedSequence } from './engine/batchedEngine.js';
+export type {
+  DecodeEngine,
+  EngineUsage,
+  PageUsage,
+  SequenceRequest,
+  StepResult,
+} from './engine/decodeEngine.js';
 export { ModelSlotsEngine, type SlotSequence } from './engine/modelSlotsEngine.js';
 export { ModelServer, type ModelServerOptions } from './http/modelServer.js';
 export type { ServerLimits } from './http/serverLimits.js';

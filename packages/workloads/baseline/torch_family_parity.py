@@ -34,7 +34,7 @@ import argparse
 import os
 import sys
 
-from rayo_torch import add_device_option, device_info, error_text, open_baseline, write_json
+from rayo_torch import add_device_option, device_info, error_text, import_transformers, open_baseline, write_json
 
 SCHEMA_IN = "rayo-family-parity-request/1"
 SCHEMA_OUT = "rayo-family-parity/1"
@@ -162,12 +162,8 @@ def main():
     if isinstance(opened, int):
         return opened
     request, torch, device = opened
-    try:
-        import transformers
-    except Exception as error:  # noqa: BLE001 - any import failure means no reference
-        reason = "transformers is not installed (import transformers: %s)" % error
-        print("family-parity: %s" % reason, file=sys.stderr)
-        write_json(args.out, {"schema": SCHEMA_OUT, "available": False, "reason": reason, "families": {}})
+    transformers = import_transformers("family-parity", args.out, SCHEMA_OUT, {"families": {}})
+    if transformers is None:
         return 0
 
     os.makedirs(request["checkpoints"], exist_ok=True)

@@ -11,6 +11,7 @@ import * as matmul from './matmul.js';
 import * as memory from './memory.js';
 import * as normalization from './normalization.js';
 import * as optimizer from './optimizer.js';
+import * as pagedAttention from './pagedAttention.js';
 import * as quantized from './quantized.js';
 import * as quantizedGateUp from './quantizedGateUp.js';
 import * as reduction from './reduction.js';
@@ -33,6 +34,7 @@ export * from './matmul.js';
 export * from './memory.js';
 export * from './normalization.js';
 export * from './optimizer.js';
+export * from './pagedAttention.js';
 export * from './quantized.js';
 export * from './quantizedGateUp.js';
 export * from './reduction.js';
@@ -61,6 +63,7 @@ const families = [
   decoding,
   causalAttention,
   flashAttention,
+  pagedAttention,
   optimizer,
   loss,
   embedding,

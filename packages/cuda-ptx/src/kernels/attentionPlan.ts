@@ -53,6 +53,11 @@ export interface AttentionConfig {
   readonly deviceLength?: boolean;
   /** Storage of q and out (`act`) and of the caches; all f32 when absent. The partial states are f32. */
   readonly types?: { readonly act: FloatStorage; readonly cache: FloatStorage };
+  /**
+   * Whether the caches are page pools read through block tables, one
+   * sequence per block along z, its length read from device memory.
+   */
+  readonly paged?: boolean;
 }
 
 export interface AttentionPlan {
@@ -69,6 +74,8 @@ export interface AttentionShape {
   readonly nKvHeads: number;
   readonly headDim: number;
   readonly seqLen: number;
+  /** Sequences attended at once (paged attention's B), each with the grid of one; 1 when absent. */
+  readonly batch?: number;
 }
 
 /** The largest divisor of `n` that is at most `limit`. */
@@ -94,7 +101,9 @@ export function planAttention(
   const unroll = dimsPerLane <= 4 ? 4 : dimsPerLane <= 8 ? 2 : 1;
   const headsPerBlock = largestDivisorUpTo(nHeads / nKvHeads, Math.max(1, Math.min(8, 32 / dimsPerLane)));
   const headBlocks = nHeads / headsPerBlock;
-  const wanted = Math.ceil((device.multiprocessors * TARGET_BLOCKS_PER_SM) / headBlocks);
+  const wanted = Math.ceil(
+    (device.multiprocessors * TARGET_BLOCKS_PER_SM) / (headBlocks * (shape.batch ?? 1)),
+  );
   const allowed = Math.max(1, Math.min(MAX_SPLITS, Math.floor(seqLen / MIN_SPLIT_TOKENS)));
   let splits = Math.min(wanted, allowed);
   // Whole load groups per split, so only a split's last group is partial.
@@ -111,9 +120,14 @@ export function planAttention(
 
 export function attentionKey(c: AttentionConfig): string {
   const types = c.types ? storageKey([c.types.act, c.types.cache]) : '';
-  return `decoding/attention/${c.split ? 'split' : 'single'}/d${c.headDim}v${c.width}/g${c.headsPerBlock}u${c.unroll}w${ATTENTION_WARPS}${c.deviceLength ? '/len' : ''}${types}`;
+  return `decoding/attention/${c.split ? 'split' : 'single'}/d${c.headDim}v${c.width}/g${c.headsPerBlock}u${c.unroll}w${ATTENTION_WARPS}${c.deviceLength ? '/len' : ''}${c.paged ? '/paged' : ''}${types}`;
 }
 
-export function mergeKey(headDim: number, width: VectorWidth, out: FloatStorage = 'f32'): string {
-  return `decoding/attention/merge/d${headDim}v${width}/w${MERGE_WARPS}${storageKey([out])}`;
+export function mergeKey(
+  headDim: number,
+  width: VectorWidth,
+  out: FloatStorage = 'f32',
+  zeroEmpty = false,
+): string {
+  return `decoding/attention/merge/d${headDim}v${width}/w${MERGE_WARPS}${zeroEmpty ? '/zero' : ''}${storageKey([out])}`;
 }

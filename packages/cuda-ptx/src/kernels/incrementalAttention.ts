@@ -1,11 +1,12 @@
 import { FLOAT, incrementalAttention, UnsupportedOnBackendError } from '@rayo/core';
-import { cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
+import { cudaKernel, type KernelEncoder, type LaunchValue, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Param, type Pred, type R32 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import {
   ATTENTION_WARPS,
   type AttentionConfig,
+  type AttentionPlan,
   attentionKey,
   laneLayout,
   MAX_HEAD_DIM,
@@ -14,6 +15,7 @@ import {
   mergeKey,
   planAttention,
 } from './attentionPlan.js';
+import { cacheRows, normalised, PAGED_PARAMS, pagedRows } from './attentionRows.js';
 import { combineWarps, LOWEST, laneRegisters, mergeInto, mergeSlots, newState } from './attentionStates.js';
 import { asVector, checkElementCount, loadPointer, loadU32 } from './common.js';
 import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
@@ -61,8 +63,9 @@ export function attentionModule(c: AttentionConfig): PtxModule {
       kCache: 'ptr',
       vCache: 'ptr',
       ...outputs,
-      maxSeq: 'u32',
-      ...(c.deviceLength ? { seqLenAt: 'ptr' } : { seqLen: 'u32' }),
+      ...(c.paged
+        ? PAGED_PARAMS
+        : { maxSeq: 'u32', ...(c.deviceLength ? { seqLenAt: 'ptr' } : { seqLen: 'u32' }) }),
       splitTokens: 'u32',
       group: 'u32',
       scale: 'f32',
@@ -71,11 +74,22 @@ export function attentionModule(c: AttentionConfig): PtxModule {
       const ln = laneRegisters(k, layout);
       const head0 = k.mulLo('u32', k.reg('u32'), k.ctaid('y'), heads);
       const kvHead = k.div('u32', k.reg('u32'), head0, loadU32(k, p, 'group'));
+      // Paged: sequence b along z, whose heads are rows b·nHeads … of q, out and the states.
+      const sequence = c.paged ? k.ctaid('z') : undefined;
+      const row0 = sequence
+        ? k.madLo('u32', k.reg('u32'), sequence, k.mulLo('u32', k.reg('u32'), k.nctaid('y'), heads), head0)
+        : head0;
       const split = k.ctaid('x');
       const splitTokens = loadU32(k, p, 'splitTokens');
       const t0 = k.mulLo('u32', k.reg('u32'), split, splitTokens);
       let seqLen: R32;
-      if (c.deviceLength) {
+      if (sequence) {
+        const given = loadDeviceU32(k, k.elementAddress(loadPointer(k, p, 'seqLens'), sequence, 4));
+        const capacity = k.mulLo('u32', k.reg('u32'), loadU32(k, p, 'pageSize'), loadU32(k, p, 'maxPages'));
+        // given − 1 < capacity as u32: 1 … capacity (0, an idle row, and negatives wrap past it).
+        const inRange = k.setp('lt', 'u32', k.reg('pred'), k.sub('u32', k.reg('u32'), given, 1), capacity);
+        seqLen = k.selp('u32', k.reg('u32'), given, 0, inRange);
+      } else if (c.deviceLength) {
         const given = loadDeviceU32(k, loadPointer(k, p, 'seqLenAt'));
         // given − 1 < maxSeq as u32: 1 … maxSeq (0 and negatives wrap past it).
         const inRange = k.setp(
@@ -96,7 +110,7 @@ export function attentionModule(c: AttentionConfig): PtxModule {
       const scale = k.ldParam(p.scale as Param<'f32'>);
       const qAt = k.elementAddress(
         loadPointer(k, p, 'q'),
-        k.madLo('u32', k.reg('u32'), head0, headDim, column),
+        k.madLo('u32', k.reg('u32'), row0, headDim, column),
         actBytes,
       );
       const q = Array.from({ length: heads }, (_, h) =>
@@ -114,12 +128,10 @@ export function attentionModule(c: AttentionConfig): PtxModule {
       // Tokens of this lane: wb + slot + j·W·S for j < unroll, wb = t0 + warp·S + group·W·S·unroll.
       const groupTokens = W * S * unroll;
       const wb = k.madLo('u32', k.reg('u32'), ln.warp, S, t0);
-      const row = k.madLo('u32', k.reg('u32'), kvHead, loadU32(k, p, 'maxSeq'), wb);
-      k.add('u32', row, row, ln.slot);
-      const rowElement = k.madLo('u32', k.reg('u32'), row, headDim, column);
-      const kAt = k.elementAddress(loadPointer(k, p, 'kCache'), rowElement, cacheBytes);
-      const vAt = k.elementAddress(loadPointer(k, p, 'vCache'), rowElement, cacheBytes);
       const tokenBytes = (j: number) => cacheBytes * j * W * S * headDim;
+      const rows = c.paged
+        ? pagedRows(k, p, { sequence: sequence!, kvHead, wb, slot: ln.slot, column, headDim, cacheBytes })
+        : cacheRows(k, p, { kvHead, wb, slot: ln.slot, column, headDim, cacheBytes });
       const loadCache = (regs: readonly F32[], at: ReturnType<typeof addr>) => loadAsF32(k, cache, regs, at);
       const kRegs = Array.from({ length: unroll }, () =>
         Array.from({ length: perLane }, () => k.regs('f32', width)),
@@ -136,12 +148,13 @@ export function attentionModule(c: AttentionConfig): PtxModule {
 
       const loadGroup = (valid: readonly Pred[] | undefined) => {
         for (let j = 0; j < unroll; j++) {
+          const row = rows.at(j * W * S, tokenBytes(j), valid?.[j]);
           for (let i = 0; i < perLane; i++) {
             const chunk = ln.chunkOk[i];
-            const token = valid?.[j];
+            const token = row.ok;
             const ok = chunk && token ? k.and('pred', k.reg('pred'), chunk, token) : (chunk ?? token);
-            const kAtJ = addr(kAt, tokenBytes(j) + vectorBytes(i, cacheBytes));
-            const vAtJ = addr(vAt, tokenBytes(j) + vectorBytes(i, cacheBytes));
+            const kAtJ = addr(row.k, row.offset + vectorBytes(i, cacheBytes));
+            const vAtJ = addr(row.v, row.offset + vectorBytes(i, cacheBytes));
             if (!ok) {
               loadCache(kRegs[j]![i]!, kAtJ);
               loadCache(vRegs[j]![i]!, vAtJ);
@@ -213,8 +226,7 @@ export function attentionModule(c: AttentionConfig): PtxModule {
         () => {
           loadGroup(undefined);
           useGroup(undefined);
-          k.add('u64', kAt, kAt, cacheBytes * groupTokens * headDim);
-          k.add('u64', vAt, vAt, cacheBytes * groupTokens * headDim);
+          rows.advance(cacheBytes * groupTokens * headDim);
         },
         { signed: true },
       );
@@ -237,13 +249,7 @@ export function attentionModule(c: AttentionConfig): PtxModule {
         const splits = k.nctaid('x');
         combineWarps(k, layout, ln, W, headDim, states, (r) => {
           // State (head, split) of [nHeads, splits]; its acc row of headDim after it.
-          const state = k.madLo(
-            'u32',
-            k.reg('u32'),
-            k.add('u32', k.reg('u32'), head0, r.head),
-            splits,
-            split,
-          );
+          const state = k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), row0, r.head), splits, split);
           const at = k.madLo('u32', k.reg('u32'), state, headDim, r.dim);
           k.stGlobal('f32', k.elementAddress(outAcc, at, 4), r.acc);
           const firstDim = k.setp('eq', 'u32', k.reg('pred'), r.dim, 0);
@@ -255,13 +261,8 @@ export function attentionModule(c: AttentionConfig): PtxModule {
       } else {
         const out = loadPointer(k, p, 'out');
         combineWarps(k, layout, ln, W, headDim, states, (r) => {
-          const at = k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), head0, r.head), headDim, r.dim);
-          storeFromF32(
-            k,
-            act,
-            k.elementAddress(out, at, actBytes),
-            k.div('f32', k.reg('f32'), r.acc, r.l, 'rn'),
-          );
+          const at = k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), row0, r.head), headDim, r.dim);
+          storeFromF32(k, act, k.elementAddress(out, at, actBytes), normalised(k, r.acc, r.l, c.paged));
         });
       }
     },
@@ -277,7 +278,12 @@ export function attentionModule(c: AttentionConfig): PtxModule {
  * of head h (M the largest m_s), one block per head: the slots of its warps
  * take splits in turn, as the attention kernel's take tokens.
  */
-export function mergeModule(headDim: number, width: VectorWidth, outType: FloatStorage = 'f32'): PtxModule {
+export function mergeModule(
+  headDim: number,
+  width: VectorWidth,
+  outType: FloatStorage = 'f32',
+  zeroEmpty = false,
+): PtxModule {
   const layout = laneLayout(headDim, width);
   const { lanes: L, slots: S, perLane } = layout;
   const W = MERGE_WARPS;
@@ -330,7 +336,7 @@ export function mergeModule(headDim: number, width: VectorWidth, outType: FloatS
       const out = k.globalPointer(p.out);
       combineWarps(k, layout, ln, W, headDim, [state], (r) => {
         const at = k.madLo('u32', k.reg('u32'), head, headDim, r.dim);
-        const value = k.div('f32', k.reg('f32'), r.acc, r.l, 'rn');
+        const value = normalised(k, r.acc, r.l, zeroEmpty);
         storeFromF32(k, outType, k.elementAddress(out, at, STORAGE_BYTES[outType]), value);
       });
     },
@@ -340,6 +346,65 @@ export function mergeModule(headDim: number, width: VectorWidth, outType: FloatS
 }
 
 // ---- incremental attention: launch ------------------------------------------------------
+
+/** Throws where a head is wider than the attention kernel keeps in registers. */
+export function checkHeadDim(operation: string, headDim: number): void {
+  if (headDim > MAX_HEAD_DIM) {
+    throw new UnsupportedOnBackendError('head dimension too large for the attention kernel', {
+      operation,
+      argument: 'q',
+      expected: `headDim <= ${MAX_HEAD_DIM}`,
+      actual: String(headDim),
+    });
+  }
+}
+
+/**
+ * Launches a planned attention: one pass into `out`, or the split pass into
+ * scratch states and their merge. `rows` is the number of query heads of all
+ * sequences (B · nHeads), `batch` the grid's extent along z; `zeroEmpty` makes
+ * a row that attended nothing 0.
+ */
+export function launchAttention(
+  encoder: KernelEncoder,
+  plan: AttentionPlan,
+  args: Readonly<Record<string, LaunchValue>>,
+  out: Operand,
+  geometry: { readonly rows: number; readonly batch: number; readonly zeroEmpty: boolean },
+): void {
+  const c = plan.config;
+  const { headDim, width } = c;
+  const act = c.types?.act ?? 'f32';
+  const grid =
+    geometry.batch === 1
+      ? ([plan.splits, plan.headBlocks] as const)
+      : ([plan.splits, plan.headBlocks, geometry.batch] as const);
+  const launch = {
+    key: attentionKey(c),
+    module: () => attentionModule(c),
+    grid,
+    block: 32 * ATTENTION_WARPS,
+  };
+  if (!c.split) {
+    encoder.launch({ ...launch, entry: 'attention', args: { ...args, out } });
+    return;
+  }
+  // Partial states in one scratch block: acc rows [rows, splits, headDim], then max and sum.
+  const states = geometry.rows * plan.splits;
+  const partAcc = encoder.scratch(4 * states * (headDim + 2));
+  const partMax = partAcc + BigInt(4 * states * headDim);
+  const partSum = partMax + BigInt(4 * states);
+  encoder.launch({ ...launch, entry: 'attention_split', args: { ...args, partAcc, partMax, partSum } });
+  // The scratch rows are aligned; the merge reads them as the attention read the caches.
+  encoder.launch({
+    key: mergeKey(headDim, width, act, geometry.zeroEmpty),
+    module: () => mergeModule(headDim, width, act, geometry.zeroEmpty),
+    entry: 'attention_merge',
+    grid: geometry.rows,
+    block: 32 * MERGE_WARPS,
+    args: { partAcc, partMax, partSum, out, splits: plan.splits },
+  });
+}
 
 /**
  * Records the attention of `q` over the first `seqLen` rows of the caches
@@ -358,14 +423,7 @@ export function recordAttention(
   const [nHeads, headDim] = q.shape as [number, number];
   const [nKvHeads, maxSeq] = kCache.shape as [number, number, number];
   if (out.size === 0) return;
-  if (headDim > MAX_HEAD_DIM) {
-    throw new UnsupportedOnBackendError('head dimension too large for the attention kernel', {
-      operation: 'incrementalAttention',
-      argument: 'q',
-      expected: `headDim <= ${MAX_HEAD_DIM}`,
-      actual: String(headDim),
-    });
-  }
+  checkHeadDim('incrementalAttention', headDim);
   checkElementCount('incrementalAttention', 'kCache', kCache.size);
   const width = vectorWidth(headDim, [q.ptr, kCache.ptr, vCache.ptr]);
   const onDevice = typeof seqLen !== 'number';
@@ -375,14 +433,11 @@ export function recordAttention(
     { nHeads, nKvHeads, headDim, seqLen: onDevice ? maxSeq : seqLen },
     width,
   );
-  const types = { act: storageOf(q), cache: storageOf(kCache) };
-  const typed = types.act === 'f32' && types.cache === 'f32' ? {} : { types };
   const plan = {
     ...planned,
-    config: { ...planned.config, ...(onDevice ? { deviceLength: true } : {}), ...typed },
+    config: { ...planned.config, ...(onDevice ? { deviceLength: true } : {}), ...attentionTypes(q, kCache) },
   };
-  const c = plan.config;
-  const shared = {
+  const args = {
     q,
     kCache,
     vCache,
@@ -392,38 +447,13 @@ export function recordAttention(
     group: nHeads / nKvHeads,
     scale: scale === 0 ? 1 / Math.sqrt(headDim) : scale,
   };
-  const geometry = { grid: [plan.splits, plan.headBlocks] as const, block: 32 * ATTENTION_WARPS };
-  if (!c.split) {
-    encoder.launch({
-      key: attentionKey(c),
-      module: () => attentionModule(c),
-      entry: 'attention',
-      ...geometry,
-      args: { ...shared, out },
-    });
-    return;
-  }
-  // Partial states in one scratch block: acc rows [nHeads, splits, headDim], then max and sum.
-  const states = nHeads * plan.splits;
-  const partAcc = encoder.scratch(4 * states * (headDim + 2));
-  const partMax = partAcc + BigInt(4 * states * headDim);
-  const partSum = partMax + BigInt(4 * states);
-  encoder.launch({
-    key: attentionKey(c),
-    module: () => attentionModule(c),
-    entry: 'attention_split',
-    ...geometry,
-    args: { ...shared, partAcc, partMax, partSum },
-  });
-  // The scratch rows are aligned; the merge reads them as the attention read the caches.
-  encoder.launch({
-    key: mergeKey(headDim, width, types.act),
-    module: () => mergeModule(headDim, width, types.act),
-    entry: 'attention_merge',
-    grid: nHeads,
-    block: 32 * MERGE_WARPS,
-    args: { partAcc, partMax, partSum, out, splits: plan.splits },
-  });
+  launchAttention(encoder, plan, args, out, { rows: nHeads, batch: 1, zeroEmpty: false });
+}
+
+/** The config's storage types: none where q and the caches are f32. */
+export function attentionTypes(q: Operand, kCache: Operand): Pick<AttentionConfig, 'types'> {
+  const types = { act: storageOf(q), cache: storageOf(kCache) };
+  return types.act === 'f32' && types.cache === 'f32' ? {} : { types };
 }
 
 export const attentionKernel = cudaKernel(

@@ -8,6 +8,7 @@ import { MATMUL_KERNELS } from './matmul.js';
 import { MEMORY_KERNELS } from './memory.js';
 import { NORMALIZATION_KERNELS } from './normalization.js';
 import { OPTIMIZER_KERNELS } from './optimizer.js';
+import { PAGED_KERNELS } from './paged.js';
 import { REDUCTION_KERNELS } from './reduction.js';
 import { ROPE_KERNELS } from './rope.js';
 import { SOFTMAX_KERNELS } from './softmax.js';
@@ -28,6 +29,7 @@ const FAMILIES = [
     ['kvCacheScatter', 'incrementalAttention', 'ropeKvScatter', 'causalAttention'],
   ],
   ['flashAttention', FLASH_ATTENTION_KERNELS, ['flashAttention', 'flashAttentionBackward']],
+  ['paged', PAGED_KERNELS, ['pagedKvWrite', 'ropePagedKvWrite', 'pagedAttention']],
   ['rope', ROPE_KERNELS, ['rope']],
   ['reduction', REDUCTION_KERNELS, ['sum', 'max', 'sumSquares', 'argmax']],
   ['softmax', SOFTMAX_KERNELS, ['softmax', 'logSoftmax', 'softmaxBackward', 'logSoftmaxBackward']],

@@ -2,7 +2,7 @@ import { FLOAT, kvCacheScatter, ropeKvScatter } from '@rayo/core';
 import { cudaKernel, type LaunchValue, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import type { F32, Param, R32, R64 } from '../ptx/operands.js';
+import type { F32, Param, Pred, R32, R64 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
@@ -177,13 +177,74 @@ export const scatterKernel = cudaKernel(
 
 // ---- ropeKvScatter ------------------------------------------------------------
 
+/** ropeKvScatter's rows: token t at cache row position + t of each head, rotated by position + t. */
+function contiguousPlacement(
+  k: KernelBuilder,
+  p: Readonly<Record<string, Param<ParamType>>>,
+  devicePosition: boolean,
+  maxSeq: R32,
+  qPairs: R32,
+): RowPlacement {
+  const { position, n } = loadPosition(k, p, devicePosition, loadU32(k, p, 'n'), qPairs);
+  return {
+    n,
+    rowOf: (h, t) => ({ row: cacheRow(k, maxSeq, position, h, t) }),
+    positionOf: (t) => k.add('u32', k.reg('u32'), position, t),
+  };
+}
+
+/**
+ * ropePagedKvWrite's rows: row t at slots[t] = page · pageSize + offset, in
+ * pool row (page · kvHeads + h) · pageSize + offset, written only for a slot
+ * inside the pool; rotated by positions[t].
+ */
+function pagedPlacement(
+  k: KernelBuilder,
+  p: Readonly<Record<string, Param<ParamType>>>,
+  kvHeads: R32,
+): RowPlacement {
+  const slots = loadPointer(k, p, 'slots');
+  const positions = loadPointer(k, p, 'positions');
+  const pageSize = loadU32(k, p, 'pageSize');
+  const capacity = loadU32(k, p, 'capacity');
+  return {
+    n: loadU32(k, p, 'n'),
+    rowOf(h, t) {
+      const slot = loadDeviceU32(k, k.elementAddress(slots, t, 4));
+      // Negative slots (idle rows) are huge as u32.
+      const ok = k.setp('lt', 'u32', k.reg('pred'), slot, capacity);
+      const page = k.div('u32', k.reg('u32'), slot, pageSize);
+      const offset = k.sub('u32', k.reg('u32'), slot, k.mulLo('u32', k.reg('u32'), page, pageSize));
+      const headRow = k.madLo('u32', k.reg('u32'), page, kvHeads, h);
+      return { row: k.madLo('u32', k.reg('u32'), headRow, pageSize, offset), ok };
+    },
+    positionOf: (t) => loadDeviceU32(k, k.elementAddress(positions, t, 4)),
+  };
+}
+
 export function ropeScatterKey(
   layout: RopeLayout,
   devicePosition = false,
   types = F32_CACHE,
   table = false,
+  paged = false,
 ): string {
-  return `decoding/ropeKvScatter/${layout}${devicePosition ? '/at' : ''}${table ? '/table' : ''}${storageKey([types.rows, types.cache])}`;
+  return `decoding/ropeKvScatter/${layout}${devicePosition ? '/at' : ''}${table ? '/table' : ''}${paged ? '/paged' : ''}${storageKey([types.rows, types.cache])}`;
+}
+
+/** ropePagedKvWrite's parameters in place of maxSeq and the position: per-row slots and positions. */
+const PAGED_ROWS: Record<string, ParamType> = {
+  slots: 'ptr',
+  positions: 'ptr',
+  pageSize: 'u32',
+  capacity: 'u32',
+};
+
+/** Where row t of kv head h goes, whether it is written at all, and the position it is rotated by. */
+interface RowPlacement {
+  rowOf(h: R32, t: R32): { row: R32; ok?: Pred };
+  positionOf(t: R32): R32;
+  n: R32;
 }
 
 /**
@@ -197,11 +258,11 @@ export function ropeScatterModule(
   devicePosition = false,
   types = F32_CACHE,
   table = false,
+  paged = false,
 ): PtxModule {
   const rowBytes = STORAGE_BYTES[types.rows];
   const cacheBytes = STORAGE_BYTES[types.cache];
   const m = new PtxModule();
-  const where = positionParams(devicePosition);
   m.entry(
     'rope_kv_scatter',
     {
@@ -217,26 +278,25 @@ export function ropeScatterModule(
       half: 'u32',
       heads: 'u32',
       kvHeads: 'u32',
-      maxSeq: 'u32',
+      ...(paged ? {} : { maxSeq: 'u32' }),
       // The pairs' frequencies: a table's address, or theta's powers.
       ...ropeFrequencyParams(table),
-      ...where,
+      ...(paged ? PAGED_ROWS : positionParams(devicePosition)),
     } as Record<string, ParamType>,
     (k, p) => {
       const [q, kIn, v, y, kCache, vCache] = ['q', 'k', 'v', 'y', 'kCache', 'vCache'].map((name) =>
         loadPointer(k, p, name),
       ) as [R64, R64, R64, R64, R64, R64];
-      const [qPairs, pairs, half, heads, kvHeads, maxSeq] = [
-        'qPairs',
-        'pairs',
-        'half',
-        'heads',
-        'kvHeads',
-        'maxSeq',
-      ].map((name) => loadU32(k, p, name)) as [R32, R32, R32, R32, R32, R32];
+      const [qPairs, pairs, half, heads, kvHeads] = ['qPairs', 'pairs', 'half', 'heads', 'kvHeads'].map(
+        (name) => loadU32(k, p, name),
+      ) as [R32, R32, R32, R32, R32];
+      const maxSeq = paged ? undefined : loadU32(k, p, 'maxSeq');
       const frequencies = loadRopeFrequencies(k, p, table);
       const headDim = k.add('u32', k.reg('u32'), half, half);
-      const { position, n } = loadPosition(k, p, devicePosition, loadU32(k, p, 'n'), qPairs);
+      const place = paged
+        ? pagedPlacement(k, p, kvHeads)
+        : contiguousPlacement(k, p, devicePosition, maxSeq!, qPairs);
+      const n = place.n;
       k.gridStrideLoop(n, (item) => {
         const isV = k.setp('ge', 'u32', k.reg('pred'), item, pairs);
         k.ifElse(
@@ -247,14 +307,19 @@ export function ropeScatterModule(
             const e = k.sub('u32', k.reg('u32'), j, k.mulLo('u32', k.reg('u32'), rest, headDim));
             const t = k.div('u32', k.reg('u32'), rest, kvHeads);
             const h = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), t, kvHeads));
-            const dst = k.madLo('u32', k.reg('u32'), cacheRow(k, maxSeq, position, h, t), headDim, e);
-            if (allF32(types)) {
-              const word = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(v, j, 4), { nc: true });
-              k.stGlobal('u32', k.elementAddress(vCache, dst, 4), word);
-              return;
-            }
-            const value = loadOneAsF32(k, types.rows, k.elementAddress(v, j, rowBytes));
-            storeFromF32(k, types.cache, k.elementAddress(vCache, dst, cacheBytes), value);
+            const { row, ok } = place.rowOf(h, t);
+            const dst = k.madLo('u32', k.reg('u32'), row, headDim, e);
+            const copy = () => {
+              if (allF32(types)) {
+                const word = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(v, j, 4), { nc: true });
+                k.stGlobal('u32', k.elementAddress(vCache, dst, 4), word);
+                return;
+              }
+              const value = loadOneAsF32(k, types.rows, k.elementAddress(v, j, rowBytes));
+              storeFromF32(k, types.cache, k.elementAddress(vCache, dst, cacheBytes), value);
+            };
+            if (ok) k.predicated(ok, copy);
+            else copy();
           },
           () => {
             // A pair of q or of k: the same rotation, from and to different places.
@@ -265,15 +330,17 @@ export function ropeScatterModule(
             const i = k.sub('u32', k.reg('u32'), j, k.mulLo('u32', k.reg('u32'), rest, half));
             const t = k.div('u32', k.reg('u32'), rest, rowHeads);
             const h = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), t, rowHeads));
-            const { sin, cos } = ropeSinCos(k, k.add('u32', k.reg('u32'), position, t), i, frequencies);
+            const { sin, cos } = ropeSinCos(k, place.positionOf(t), i, frequencies);
             // Element offsets of the pair in a head: (i, i + half) or (2i, 2i + 1).
             const first = layout === 'half' ? i : k.add('u32', k.reg('u32'), i, i);
             const second = k.add('u32', k.reg('u32'), first, layout === 'half' ? half : 1);
             const src = k.mulLo('u32', k.reg('u32'), rest, headDim);
+            // A q item's row is not used (nor, paged, its slot's check).
+            const placed = place.rowOf(h, t);
             const dst = k.selp(
               'u32',
               k.reg('u32'),
-              k.mulLo('u32', k.reg('u32'), cacheRow(k, maxSeq, position, h, t), headDim),
+              k.mulLo('u32', k.reg('u32'), placed.row, headDim),
               src,
               isK,
             );
@@ -289,14 +356,19 @@ export function ropeScatterModule(
             const rotated = rotatePair(k, values[0], values[1], cos, sin);
             for (const [e, at] of [first, second].entries()) {
               const index = k.add('u32', k.reg('u32'), dst, at);
-              if (types.rows === types.cache) {
+              if (types.rows === types.cache && !placed.ok) {
                 storeFromF32(k, types.rows, k.elementAddress(to, index, rowBytes), rotated[e]!);
                 continue;
               }
               // k goes to its cache, q to y: two storages.
               k.ifElse(
                 isK,
-                () => storeFromF32(k, types.cache, k.elementAddress(kCache, index, cacheBytes), rotated[e]!),
+                () => {
+                  const store = () =>
+                    storeFromF32(k, types.cache, k.elementAddress(kCache, index, cacheBytes), rotated[e]!);
+                  if (placed.ok) k.predicated(placed.ok, store);
+                  else store();
+                },
                 () => storeFromF32(k, types.rows, k.elementAddress(y, index, rowBytes), rotated[e]!),
               );
             }

@@ -18,8 +18,25 @@ export interface SequenceRequest {
   readonly stopTokenIds: readonly number[];
 }
 
-/** The next token of a sequence, or the end of it (a stop token came, which is not yielded). */
-export type StepResult = { readonly token: number } | { readonly ended: 'stop-token' };
+/**
+ * The next token of a sequence, the end of it (a stop token came, which is
+ * not yielded), or no token this step: a batched engine runs a prompt in
+ * chunks between decode steps, and recomputes a preempted sequence's cache,
+ * while the others decode.
+ */
+export type StepResult =
+  | { readonly token: number }
+  | { readonly ended: 'stop-token' }
+  | { readonly pending: 'prefill' | 'preempted' };
+
+/** A paged engine's pages: what `/metrics` shows of its cache. */
+export interface PageUsage {
+  readonly pageSize: number;
+  readonly inUse: number;
+  readonly free: number;
+  /** Sequences whose pages were taken for others so far (each recomputes its cache). */
+  readonly preemptions: number;
+}
 
 /**
  * How much an engine can hold, in sequences and in KV cache rows. An engine
@@ -32,6 +49,8 @@ export interface EngineUsage {
   readonly maxSequences: number;
   readonly cacheRows: number;
   readonly maxCacheRows: number;
+  /** A paged engine's pages; absent for an engine of whole slots. */
+  readonly pages?: PageUsage;
 }
 
 /**
@@ -40,8 +59,8 @@ export interface EngineUsage {
  * steps (continuous batching), steps every admitted sequence together, and
  * releases a sequence as soon as it ends or is cancelled. An engine over
  * today's `LlamaModel` holds one sequence per loaded model
- * (`ModelSlotsEngine`); a batched engine with a paged KV cache implements
- * the same four calls.
+ * (`ModelSlotsEngine`); `BatchedEngine` decodes them all in one forward
+ * pass over a paged KV cache.
  */
 export interface DecodeEngine<S = unknown> {
   /** Most cache rows one sequence may use: prompt tokens + generated tokens − 1. */
@@ -54,7 +73,8 @@ export interface DecodeEngine<S = unknown> {
   admit(request: SequenceRequest): S | undefined;
   /**
    * Advances every sequence of `sequences` by one token: a sequence's first
-   * step runs its prompt. Results are in the order of `sequences`; a
+   * step runs its prompt (a batched engine may take several steps, giving
+   * `pending` results meanwhile). Results are in the order of `sequences`; a
    * sequence that ended stays admitted until `release`.
    */
   step(sequences: readonly S[]): Promise<readonly StepResult[]>;

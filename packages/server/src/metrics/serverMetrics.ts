@@ -1,4 +1,4 @@
-import type { EngineUsage } from '../engine/decodeEngine.js';
+import type { EngineUsage, PageUsage } from '../engine/decodeEngine.js';
 import type { SchedulerObserver, SequenceEnd } from '../scheduler/scheduler.js';
 import type { RefusalReason, SchedulerRefusal } from '../scheduler/schedulerErrors.js';
 import { type Metric, prometheusText } from './prometheus.js';
@@ -102,6 +102,7 @@ export class ServerMetrics implements SchedulerObserver {
         gauges.engine.cacheRows,
       ),
       gauge('rayo_kv_cache_rows', 'KV cache rows in all.', gauges.engine.maxCacheRows),
+      ...pageMetrics(gauges.engine.pages),
       counter(
         'rayo_prompt_tokens_total',
         'Prompt tokens of sequences that ran (once they end).',
@@ -147,6 +148,21 @@ export class ServerMetrics implements SchedulerObserver {
     ];
     return prometheusText(metrics);
   }
+}
+
+/** A paged engine's pages (none for an engine of whole slots). */
+function pageMetrics(pages: PageUsage | undefined): Metric[] {
+  if (!pages) return [];
+  return [
+    gauge('rayo_kv_cache_pages_in_use', 'KV cache pages held by admitted sequences.', pages.inUse),
+    gauge('rayo_kv_cache_pages_free', 'KV cache pages free.', pages.free),
+    gauge('rayo_kv_cache_page_rows', 'Rows of a KV cache page.', pages.pageSize),
+    counter(
+      'rayo_preemptions_total',
+      "Sequences whose pages were taken for another's growth (their cache is recomputed).",
+      pages.preemptions,
+    ),
+  ];
 }
 
 function gauge(name: string, help: string, value: number): Metric {

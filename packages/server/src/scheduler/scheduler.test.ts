@@ -2,6 +2,7 @@ import { RayoError } from '@rayo/core';
 import { TextModel } from '@rayo/text';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { GatedEngine } from '../../testing/gatedEngine.js';
+import { collect, generatedAlone } from '../../testing/sequenceTokens.js';
 import { type TinyFixture, tinyFixture } from '../../testing/tinyFixture.js';
 import { TINY_MAX_SEQUENCE } from '../../testing/tinyServer.js';
 import type { SequenceRequest } from '../engine/decodeEngine.js';
@@ -39,23 +40,7 @@ function request(text: string, maxNewTokens: number, temperature = 0, seed = 0):
 }
 
 /** The tokens of `r` alone, from the spare model. */
-async function alone(r: SequenceRequest): Promise<number[]> {
-  const tokens: number[] = [];
-  const options = {
-    maxNewTokens: r.maxNewTokens,
-    temperature: r.temperature,
-    seed: r.seed,
-    stop: r.stopTokenIds,
-  };
-  for await (const t of models[2]!.model.generate(r.promptIds, options)) tokens.push(t);
-  return tokens;
-}
-
-async function collect(tokens: AsyncIterable<number>): Promise<number[]> {
-  const out: number[] = [];
-  for await (const t of tokens) out.push(t);
-  return out;
-}
+const alone = (r: SequenceRequest) => generatedAlone(models[2]!.model, r);
 
 const limits = { maxConcurrent: 8, maxQueue: 8, queueTimeoutMs: 60_000 };
 

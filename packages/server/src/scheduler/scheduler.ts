@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '@rayo/core';
-import type { DecodeEngine, SequenceRequest } from '../engine/decodeEngine.js';
+import type { DecodeEngine, SequenceRequest, StepResult } from '../engine/decodeEngine.js';
 import { SchedulerRefusal, SequenceCancelled } from './schedulerErrors.js';
 import { TokenChannel } from './tokenChannel.js';
 
@@ -368,7 +368,7 @@ export class Scheduler {
   async #step(): Promise<void> {
     const batch = [...this.#active];
     this.#inStep = new Set(batch);
-    let results: readonly { token?: number; ended?: string }[];
+    let results: readonly StepResult[];
     try {
       results = await this.engine.step(batch.map((e) => e.engineSequence));
     } catch (error) {
@@ -386,7 +386,9 @@ export class Scheduler {
         continue;
       }
       const result = results[i]!;
-      if (result.token === undefined) {
+      // Its prompt (or a preempted cache) is still being run: no token yet.
+      if ('pending' in result) continue;
+      if (!('token' in result)) {
         this.#endEntry(entry, 'stop-token');
         this.#release(entry);
         continue;

@@ -11,6 +11,7 @@ import { matmulCases } from './matmul.js';
 import { memoryCases } from './memory.js';
 import { normalizationCases } from './normalization.js';
 import { optimizerCases } from './optimizer.js';
+import { pagedAttentionCases } from './pagedAttention.js';
 import { quantizedCases } from './quantized.js';
 import { quantizedGateUpCases } from './quantizedGateUp.js';
 import { reductionCases } from './reduction.js';
@@ -29,6 +30,7 @@ const families = [
   decodingCases,
   causalAttentionCases,
   flashAttentionCases,
+  pagedAttentionCases,
   optimizerCases,
   lossCases,
   embeddingCases,

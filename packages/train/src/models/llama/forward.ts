@@ -32,6 +32,8 @@ import type { LlamaLayerWeights } from './weights.js';
  * intermediates after the layer, so that the memory a long prefill needs is
  * one layer's, not all of them. `lastRowOnly` computes the head for the last
  * token alone (logits [1, vocab]): what generation reads of a prompt.
+ * `kvSink` is handed each layer's rotated keys and values as well (a layer
+ * then runs unfused).
  *
  * A layer takes one of three paths: a chunk (T > 1) attends over the cache
  * with `causalAttention`; one token attends over the cache with
@@ -45,27 +47,47 @@ export function forward(
   at: number | DevicePosition,
   eager: boolean,
   lastRowOnly = false,
+  kvSink?: KvSink,
 ): Tensor {
+  const { weights } = d;
+  let x = embed(d, run, ids);
+  weights.layers.forEach((w, i) => {
+    const quantized = d.quantizedLayers?.[i];
+    const cache = d.caches[i]!;
+    const sink = kvSink && ((k: Tensor, v: Tensor) => kvSink(i, k, v));
+    x =
+      d.fused && x.shape[0] === 1 && !quantized && !sink
+        ? fusedDecodeLayer(d, run, w, cache, x, at)
+        : layer(d, run, w, quantized, cache, x, at, sink);
+    if (eager) run.disposeAllBut(x);
+  });
+  if (lastRowOnly && x.shape[0]! > 1) x = lastRowOf(d, run, x);
+  return headLogits(d, run, x);
+}
+
+/**
+ * Where a layer's rotated keys and values [T, kvHeads·headDim] go besides
+ * its cache: a paged cache's pages, for a prompt run for batched decoding.
+ */
+export type KvSink = (layer: number, k: Tensor, v: Tensor) => void;
+
+/** The f32 activations [T, hidden] of tokens `ids` [T]. */
+export function embed(d: LlamaDecoder, run: TrackingRunner, ids: Tensor): Tensor {
   const { weights, config } = d;
   const table = d.quantizedEmbedding;
-  let x = table
+  const x = table
     ? run.run1(quantizedEmbedding, [ids, table.packed, table.scales, table.zeros, table.offsets], {
         format: table.format,
         dim: config.hiddenSize,
       })
     : run.run1(embedding, [weights.embedding!, ids]);
   // Activations are f32 whatever the table's dtype: the kernels take half weights under f32 activations.
-  if (x.dtype !== 'f32') x = run.run1(cast, [x], { to: 'f32' });
-  weights.layers.forEach((w, i) => {
-    const quantized = d.quantizedLayers?.[i];
-    const cache = d.caches[i]!;
-    x =
-      d.fused && x.shape[0] === 1 && !quantized
-        ? fusedDecodeLayer(d, run, w, cache, x, at)
-        : layer(d, run, w, quantized, cache, x, at);
-    if (eager) run.disposeAllBut(x);
-  });
-  if (lastRowOnly && x.shape[0]! > 1) x = lastRowOf(d, run, x);
+  return x.dtype === 'f32' ? x : run.run1(cast, [x], { to: 'f32' });
+}
+
+/** The logits [T, vocab] of the last layer's output x [T, hidden]: the final norm and the head. */
+export function headLogits(d: LlamaDecoder, run: TrackingRunner, x: Tensor): Tensor {
+  const { weights, config } = d;
   const eps = config.rmsNormEps;
   const head = d.quantizedHead;
   if (head) {
@@ -91,6 +113,7 @@ function layer(
   cache: LayerCache,
   x: Tensor,
   at: number | DevicePosition,
+  sink: ((k: Tensor, v: Tensor) => void) | undefined,
 ): Tensor {
   const { config } = d;
   const { rmsNormEps: eps, numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta } = config;
@@ -111,6 +134,7 @@ function layer(
   const q = rotate(headNorm(run, config, projected('q'), w.qNorm), heads);
   const k = rotate(headNorm(run, config, projected('k'), w.kNorm), kvHeads).reshape([t, kvHeads * headDim]);
   const v = projected('v');
+  sink?.(k, v);
   const attended =
     t === 1
       ? decodeStep(run, {
@@ -133,7 +157,7 @@ function lastRowOf(d: LlamaDecoder, run: TrackingRunner, x: Tensor): Tensor {
 }
 
 /** silu(h·gateᵀ) ⊙ (h·upᵀ) with h = rmsNorm(x1), unfused (a fused decode step has its own path). */
-function mlp(
+export function mlp(
   d: LlamaDecoder,
   run: TrackingRunner,
   w: LlamaLayerWeights,

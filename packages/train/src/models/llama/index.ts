@@ -15,6 +15,8 @@ export type {
   LlamaModelOptions,
   LlamaPrefillPrecision,
 } from './modelOptions.js';
+export { type PagedCacheOptions, type PagedDecodeRow, PagedLlama } from './paged/pagedLlama.js';
+export { BlockTable, PagePool, type PagePoolUsage } from './paged/pagePool.js';
 export {
   disposeQuantizedLayer,
   type LlamaQuantizationReport,

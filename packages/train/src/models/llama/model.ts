@@ -18,6 +18,7 @@ import { forward } from './forward.js';
 import { GreedyOnDevice } from './greedyOnDevice.js';
 import { loadLlamaCheckpoint } from './loadCheckpoint.js';
 import type { GenerateOptions, LlamaLoadOptions, LlamaModelOptions } from './modelOptions.js';
+import { type PagedCacheOptions, PagedLlama } from './paged/pagedLlama.js';
 import type { LlamaQuantizationReport } from './quantizedLayers.js';
 import type { DecodeTarget } from './recordedStep.js';
 import type { LlamaWeightDType, LlamaWeights } from './weights.js';
@@ -390,6 +391,17 @@ export class LlamaModel {
     } finally {
       this.#generating = false;
     }
+  }
+
+  /**
+   * A paged KV cache over this model's weights, for decoding many sequences
+   * in one step (`PagedLlama`). The model's own cache becomes the scratch of
+   * the prompts it prefills: run nothing else on the model while it is in
+   * use. Dispose it before the model.
+   */
+  pagedCache(options: PagedCacheOptions): PagedLlama {
+    this.#checkAlive('pagedCache');
+    return new PagedLlama(this.#decoder, options, this.prefillChunk);
   }
 
   /** Frees the weights, the cache and the recorded steps. */
