@@ -1,5 +1,5 @@
 import { FLOAT, kvCacheScatter, ropeKvScatter } from '@rayo/core';
-import { cudaKernel, type LaunchValue, type Operand } from '../kernel.js';
+import { cudaKernel, elementPtr, type LaunchValue, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Param, R32, R64 } from '../ptx/operands.js';
@@ -218,6 +218,10 @@ export function ropeScatterModule(
       heads: 'u32',
       kvHeads: 'u32',
       maxSeq: 'u32',
+      // Elements between a token's row of q (of k and v) and the next past its heads: 0, or the
+      // other heads of a fused q, k, v row.
+      qGap: 'u32',
+      kvGap: 'u32',
       // The pairs' frequencies: a table's address, or theta's powers.
       ...ropeFrequencyParams(table),
       ...where,
@@ -234,6 +238,7 @@ export function ropeScatterModule(
         'kvHeads',
         'maxSeq',
       ].map((name) => loadU32(k, p, name)) as [R32, R32, R32, R32, R32, R32];
+      const [qGap, kvGap] = [loadU32(k, p, 'qGap'), loadU32(k, p, 'kvGap')];
       const frequencies = loadRopeFrequencies(k, p, table);
       const headDim = k.add('u32', k.reg('u32'), half, half);
       const { position, n } = loadPosition(k, p, devicePosition, loadU32(k, p, 'n'), qPairs);
@@ -248,12 +253,13 @@ export function ropeScatterModule(
             const t = k.div('u32', k.reg('u32'), rest, kvHeads);
             const h = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), t, kvHeads));
             const dst = k.madLo('u32', k.reg('u32'), cacheRow(k, maxSeq, position, h, t), headDim, e);
+            const src = k.madLo('u32', k.reg('u32'), t, kvGap, j);
             if (allF32(types)) {
-              const word = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(v, j, 4), { nc: true });
+              const word = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(v, src, 4), { nc: true });
               k.stGlobal('u32', k.elementAddress(vCache, dst, 4), word);
               return;
             }
-            const value = loadOneAsF32(k, types.rows, k.elementAddress(v, j, rowBytes));
+            const value = loadOneAsF32(k, types.rows, k.elementAddress(v, src, rowBytes));
             storeFromF32(k, types.cache, k.elementAddress(vCache, dst, cacheBytes), value);
           },
           () => {
@@ -269,12 +275,14 @@ export function ropeScatterModule(
             // Element offsets of the pair in a head: (i, i + half) or (2i, 2i + 1).
             const first = layout === 'half' ? i : k.add('u32', k.reg('u32'), i, i);
             const second = k.add('u32', k.reg('u32'), first, layout === 'half' ? half : 1);
-            const src = k.mulLo('u32', k.reg('u32'), rest, headDim);
+            const base = k.mulLo('u32', k.reg('u32'), rest, headDim);
+            const gap = k.selp('u32', k.reg('u32'), kvGap, qGap, isK);
+            const src = k.madLo('u32', k.reg('u32'), t, gap, base);
             const dst = k.selp(
               'u32',
               k.reg('u32'),
               k.mulLo('u32', k.reg('u32'), cacheRow(k, maxSeq, position, h, t), headDim),
-              src,
+              base,
               isK,
             );
             const from = k.selp('u64', k.reg('u64'), kIn, q, isK);
@@ -314,8 +322,8 @@ export const ropeScatterKernel = cudaKernel(
   (encoder, { inputs, outputs, attrs }) => {
     const [q, kIn, v, kCache, vCache, positionAt, frequencies] = inputs as [
       Operand,
-      Operand,
-      Operand,
+      Operand | undefined,
+      Operand | undefined,
       Operand,
       Operand,
       Operand | undefined,
@@ -323,15 +331,21 @@ export const ropeScatterKernel = cudaKernel(
     ];
     const table = frequencies !== undefined;
     const y = outputs[0]!;
-    if (q.size === 0) return;
+    if (y.size === 0) return;
     checkElementCount('ropeKvScatter', 'kCache', kCache.size);
-    checkElementCount('ropeKvScatter', 'q', q.size + 2 * kIn.size);
-    const [tokens, heads, headDim] = q.shape as [number, number, number];
+    const [tokens, heads, headDim] = y.shape as [number, number, number];
     const [kvHeads, maxSeq] = kCache.shape as [number, number, number];
+    const width = kvHeads * headDim;
+    checkElementCount('ropeKvScatter', 'q', y.size + 2 * tokens * width);
+    // Fused: k and v are q's operand from their first heads on, a token's row apart.
+    const fused = kIn === undefined;
+    const row = (heads + 2 * kvHeads) * headDim;
+    const keys = kIn ?? { ...q, ptr: elementPtr(q, heads * headDim) };
+    const values = v ?? { ...q, ptr: elementPtr(q, (heads + kvHeads) * headDim) };
     const half = headDim / 2;
     const qPairs = tokens * heads * half;
     const pairs = qPairs + tokens * kvHeads * half;
-    const n = pairs + v.size;
+    const n = pairs + tokens * width;
     const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
     const types = { rows: storageOf(q), cache: storageOf(kCache) };
     encoder.launch({
@@ -342,8 +356,8 @@ export const ropeScatterKernel = cudaKernel(
       block: BLOCK,
       args: {
         q,
-        k: kIn,
-        v,
+        k: keys,
+        v: values,
         y,
         kCache,
         vCache,
@@ -354,6 +368,8 @@ export const ropeScatterKernel = cudaKernel(
         heads,
         kvHeads,
         maxSeq,
+        qGap: fused ? row - heads * headDim : 0,
+        kvGap: fused ? row - width : 0,
         ...(frequencies ? { frequencies } : thetaPowers('ropeKvScatter', attrs.theta, headDim)),
         ...where,
       },
