@@ -12,6 +12,7 @@ import {
 import { checkIntegerAtLeast } from '../../integerOption.js';
 import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
 import { checkSlidingWindow, type LlamaConfig } from './config.js';
+import { checkFusedQkvBackend } from './fusedQkv.js';
 import {
   checkDtypeOption,
   checkPrefillPrecision,
@@ -99,6 +100,7 @@ export function createLlamaDecoder(
   const fused = options.fused ?? fusedDecodeSupported(backend, weightDtype, kvCacheDtype);
   const prefillPrecision = checkPrefillPrecision(options.prefillPrecision ?? 'f32');
   checkLlamaBackend(backend, weightDtype, kvCacheDtype, fused);
+  checkFusedQkvBackend(backend, weights, kvCacheDtype);
   const quantized = checkQuantized(backend, config, weights, options.quantized);
   const cacheShape = [config.numKeyValueHeads, maxSequence, config.headDim];
   const { ropeScaling } = config;
@@ -161,8 +163,22 @@ function checkQuantized(
   }
   // A projection a quantized layer leaves out is the layer's dense one, which must then be there.
   layers?.forEach((layer, i) => {
+    const fusedQkv = weights.layers[i]!.qkv !== undefined;
+    const quantizedQkv = (['q', 'k', 'v'] as const).find((p) => layer[p] !== undefined);
+    if (fusedQkv && quantizedQkv) {
+      throw new InvalidArgumentError(
+        `layer ${i} has q, k and v fused dense and '${quantizedQkv}' quantized`,
+        {
+          operation: 'LlamaModel',
+          argument: `quantized.layers[${i}].${quantizedQkv}`,
+          expected: 'no quantized q, k or v where weights.layers[].qkv holds them',
+          actual: 'a quantized weight',
+        },
+      );
+    }
     for (const p of LLAMA_PROJECTIONS) {
       if (layer[p] !== undefined || weights.layers[i]![p] !== undefined) continue;
+      if (fusedQkv && (p === 'q' || p === 'k' || p === 'v')) continue;
       throw new InvalidArgumentError(`layer ${i} has no '${p}' projection, quantized or dense`, {
         operation: 'LlamaModel',
         argument: `quantized.layers[${i}].${p}`,

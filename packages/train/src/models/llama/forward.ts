@@ -14,10 +14,10 @@ import {
   type Tensor,
   type TrackingRunner,
 } from '@rayo/core';
-import { chunkAttention } from './attention.js';
+import { chunkAttention, fusedQkvAttention } from './attention.js';
 import type { LayerCache, LlamaDecoder } from './decoder.js';
 import { fusedDecodeLayer } from './fusedDecodeLayer.js';
-import { biased, headNorm, productPrecision, project, withFrequencies } from './projections.js';
+import { biased, headNorm, productPrecision, project, projectQkv, withFrequencies } from './projections.js';
 import { quantizedGateUpCall } from './quantizedGateUp.js';
 import type { QuantizedLlamaLayer } from './quantizedLayers.js';
 import type { LlamaLayerWeights } from './weights.js';
@@ -82,7 +82,10 @@ export function forward(
   });
 }
 
-/** One pre-norm block on x [T, hidden], unfused; the residual adds ride on the products' `beta·c`. */
+/**
+ * One pre-norm block on x [T, hidden], unfused; the residual adds ride on
+ * the products' `beta·c`. Fused q, k, v weights take one product for the three.
+ */
 function layer(
   d: LlamaDecoder,
   run: TrackingRunner,
@@ -92,12 +95,29 @@ function layer(
   x: Tensor,
   at: number | DevicePosition,
 ): Tensor {
-  const { config } = d;
-  const { rmsNormEps: eps, numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta } = config;
-  const t = x.shape[0]!;
-  const onDevice = typeof at !== 'number';
   // A chunk normalises once for the three projections.
-  const h = run.run1(rmsNorm, [x, w.inputNorm], { eps });
+  const h = run.run1(rmsNorm, [x, w.inputNorm], { eps: d.config.rmsNormEps });
+  const attended = w.qkv
+    ? fusedQkvAttention(d, run, projectQkv(d, run, h, w.qkv, w.qkvBias), cache, at)
+    : attention(d, run, w, quantized, cache, h, at);
+  const x1 = biased(run, project(d, run, attended, w, quantized, 'o', x), w.oBias);
+  return project(d, run, mlp(d, run, w, quantized, x1), w, quantized, 'down', x1);
+}
+
+/** The attention of h [T, hidden] from its q, k and v projected apart (with a family's head norms between). */
+function attention(
+  d: LlamaDecoder,
+  run: TrackingRunner,
+  w: LlamaLayerWeights,
+  quantized: QuantizedLlamaLayer | undefined,
+  cache: LayerCache,
+  h: Tensor,
+  at: number | DevicePosition,
+): Tensor {
+  const { config } = d;
+  const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta } = config;
+  const t = h.shape[0]!;
+  const onDevice = typeof at !== 'number';
   const projected = (name: 'q' | 'k' | 'v') =>
     biased(run, project(d, run, h, w, quantized, name), w[`${name}Bias`]);
   const rotate = (z: Tensor, n: number) =>
@@ -111,19 +131,16 @@ function layer(
   const q = rotate(headNorm(run, config, projected('q'), w.qNorm), heads);
   const k = rotate(headNorm(run, config, projected('k'), w.kNorm), kvHeads).reshape([t, kvHeads * headDim]);
   const v = projected('v');
-  const attended =
-    t === 1
-      ? decodeStep(run, {
-          q: q.reshape([heads, headDim]),
-          k,
-          v,
-          kCache: cache.k,
-          vCache: cache.v,
-          position: at,
-        }).reshape([1, heads * headDim])
-      : chunkAttention(run, q, k, v, cache, onDevice ? 0 : at);
-  const x1 = biased(run, project(d, run, attended, w, quantized, 'o', x), w.oBias);
-  return project(d, run, mlp(d, run, w, quantized, x1), w, quantized, 'down', x1);
+  return t === 1
+    ? decodeStep(run, {
+        q: q.reshape([heads, headDim]),
+        k,
+        v,
+        kCache: cache.k,
+        vCache: cache.v,
+        position: at,
+      }).reshape([1, heads * headDim])
+    : chunkAttention(run, q, k, v, cache, onDevice ? 0 : at);
 }
 
 /** Row T − 1 of x [T, hidden] as [1, hidden]: a gather of one row (`embedding` with x as the table). */

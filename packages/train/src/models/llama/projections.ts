@@ -82,6 +82,21 @@ export function project(
   return product(run, input, weight, residual, productPrecision(d, rows, weight.dtype));
 }
 
+/** input·qkvᵀ (+ the fused bias): a layer's q, k and v in one product, [rows, (heads + 2·kvHeads)·headDim]. */
+export function projectQkv(
+  d: LlamaDecoder,
+  run: TrackingRunner,
+  input: Tensor,
+  qkv: Tensor,
+  bias: Tensor | undefined,
+): Tensor {
+  return biased(
+    run,
+    product(run, input, qkv, undefined, productPrecision(d, input.shape[0]!, qkv.dtype)),
+    bias,
+  );
+}
+
 /** input·weightᵀ (+ residual) at `precision`. */
 function product(
   run: TrackingRunner,
