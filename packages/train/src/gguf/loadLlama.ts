@@ -19,7 +19,7 @@ import { type OpenFile, openNodeFile } from '../checkpoint/randomAccessFile.js';
 import { namingFile } from '../io/fileError.js';
 import { checkLlamaBackend, fusedDecodeSupported } from '../models/llama/backendDtypes.js';
 import { checkSlidingWindow, type LlamaConfig } from '../models/llama/config.js';
-import { fuseQkvProjections } from '../models/llama/fusedQkv.js';
+import { fuseQkvProjections, fuseQuantizedQkv } from '../models/llama/fusedQkv.js';
 import { type LoadProgressCallback, LoadProgressCounter } from '../models/llama/loadProgress.js';
 import { LlamaModel } from '../models/llama/model.js';
 import type { LlamaModelOptions } from '../models/llama/modelOptions.js';
@@ -350,7 +350,10 @@ export async function loadGgufLlama(
     const weights = await uploadGgufLlamaWeights(backend, gguf, { ...options, weightDtype: dtype });
     let fused: LlamaWeights | undefined;
     try {
-      const { dense, quantized } = splitQuantizedProjections(weights);
+      const { dense, quantized: split } = splitQuantizedProjections(weights);
+      const quantized = split?.layers
+        ? { ...split, layers: await fuseQuantizedQkv(backend, gguf.config, split.layers, cacheDtype) }
+        : split;
       fused = fuseQkvProjections(backend, gguf.config, dense, cacheDtype, quantized?.layers);
       return new LlamaModel(backend, gguf.config, fused, { ...options, ...(quantized ? { quantized } : {}) });
     } catch (error) {

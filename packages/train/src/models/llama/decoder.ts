@@ -163,18 +163,19 @@ function checkQuantized(
   }
   // A projection a quantized layer leaves out is the layer's dense one, which must then be there.
   layers?.forEach((layer, i) => {
-    const fusedQkv = weights.layers[i]!.qkv !== undefined;
-    const quantizedQkv = (['q', 'k', 'v'] as const).find((p) => layer[p] !== undefined);
-    if (fusedQkv && quantizedQkv) {
-      throw new InvalidArgumentError(
-        `layer ${i} has q, k and v fused dense and '${quantizedQkv}' quantized`,
-        {
-          operation: 'LlamaModel',
-          argument: `quantized.layers[${i}].${quantizedQkv}`,
-          expected: 'no quantized q, k or v where weights.layers[].qkv holds them',
-          actual: 'a quantized weight',
-        },
-      );
+    const fusedQkv = weights.layers[i]!.qkv !== undefined || layer.qkv !== undefined;
+    const apart = (['q', 'k', 'v', 'qBias', 'kBias', 'vBias'] as const).find((p) =>
+      p.endsWith('Bias') ? layer.qkv && weights.layers[i]![p as 'qBias'] : layer[p as 'q'],
+    );
+    if (fusedQkv && apart) {
+      throw new InvalidArgumentError(`layer ${i} has q, k and v fused and '${apart}' apart`, {
+        operation: 'LlamaModel',
+        argument: apart.endsWith('Bias')
+          ? `weights.layers[${i}].${apart}`
+          : `quantized.layers[${i}].${apart}`,
+        expected: 'none of q, k, v or their biases apart where a fused qkv holds them (qkvBias)',
+        actual: 'a tensor',
+      });
     }
     for (const p of LLAMA_PROJECTIONS) {
       if (layer[p] !== undefined || weights.layers[i]![p] !== undefined) continue;

@@ -17,7 +17,7 @@ import {
 import { chunkAttention, fusedQkvAttention } from './attention.js';
 import type { LayerCache, LlamaDecoder } from './decoder.js';
 import { fusedDecodeLayer } from './fusedDecodeLayer.js';
-import { biased, headNorm, productPrecision, project, projectQkv, withFrequencies } from './projections.js';
+import { biased, headNorm, productPrecision, project, withFrequencies } from './projections.js';
 import { quantizedGateUpCall } from './quantizedGateUp.js';
 import type { QuantizedLlamaLayer } from './quantizedLayers.js';
 import type { LlamaLayerWeights } from './weights.js';
@@ -97,9 +97,10 @@ function layer(
 ): Tensor {
   // A chunk normalises once for the three projections.
   const h = run.run1(rmsNorm, [x, w.inputNorm], { eps: d.config.rmsNormEps });
-  const attended = w.qkv
-    ? fusedQkvAttention(d, run, projectQkv(d, run, h, w.qkv, w.qkvBias), cache, at)
-    : attention(d, run, w, quantized, cache, h, at);
+  const attended =
+    w.qkv || quantized?.qkv
+      ? fusedQkvAttention(d, run, biased(run, project(d, run, h, w, quantized, 'qkv'), w.qkvBias), cache, at)
+      : attention(d, run, w, quantized, cache, h, at);
   const x1 = biased(run, project(d, run, attended, w, quantized, 'o', x), w.oBias);
   return project(d, run, mlp(d, run, w, quantized, x1), w, quantized, 'down', x1);
 }

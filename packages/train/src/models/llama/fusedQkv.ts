@@ -1,7 +1,10 @@
 import {
   type Backend,
   type DType,
+  type HostArray,
   kvCacheScatter,
+  type QuantizedWeight,
+  quantizedWeightOf,
   ropeKvScatter,
   type Tensor,
   UnsupportedOnBackendError,
@@ -35,17 +38,99 @@ export function fuseQkvProjections(
   const layers = weights.layers.map((layer, i) => {
     const q = quantized?.[i];
     const { q: wq, k: wk, v: wv } = layer;
-    if (q?.q || q?.k || q?.v || !wq || !wk || !wv || layer.qkv) return layer;
+    // q, k and v fused quantized: their dense biases follow.
+    if (q?.qkv) return withFusedBias(backend, layer);
+    if (q?.q || q?.k || q?.v || q?.qkv || !wq || !wk || !wv || layer.qkv) return layer;
     if (wk.dtype !== wq.dtype || wv.dtype !== wq.dtype || !backend.supports(kvCacheScatter.name, wq.dtype))
       return layer;
     if (wq.byteLength + wk.byteLength + wv.byteLength > backend.info.limits.maxBufferBytes) return layer;
-    const { q: _q, k: _k, v: _v, qBias, kBias, vBias, ...rest } = layer;
+    const { q: _q, k: _k, v: _v, ...rest } = withFusedBias(backend, layer);
     const qkv = concatRows(backend, [wq, wk, wv]);
-    const qkvBias = qBias && kBias && vBias ? concatRows(backend, [qBias, kBias, vBias]) : undefined;
-    for (const t of [wq, wk, wv, qBias, kBias, vBias]) t?.dispose();
-    return { ...rest, qkv, ...(qkvBias ? { qkvBias } : {}) } satisfies LlamaLayerWeights;
+    for (const t of [wq, wk, wv]) t.dispose();
+    return { ...rest, qkv } satisfies LlamaLayerWeights;
   });
   return { ...weights, layers };
+}
+
+/** `layer` with its q, k and v biases as one `qkvBias` (the three freed), or as it is without them. */
+function withFusedBias(backend: Backend, layer: LlamaLayerWeights): LlamaLayerWeights {
+  const { qBias, kBias, vBias, ...rest } = layer;
+  if (!qBias || !kBias || !vBias) return layer;
+  const qkvBias = concatRows(backend, [qBias, kBias, vBias]);
+  for (const t of [qBias, kBias, vBias]) t.dispose();
+  return { ...rest, qkvBias };
+}
+
+/**
+ * `layers` with the quantized q, k and v of every layer that can take them
+ * fused replaced by one `qkv` weight of their rows: every tensor of the
+ * layouts is row-major [N, …] (codes, scales, zero points, offsets), so the
+ * fused weight is each tensor's rows one after the other, read back and
+ * uploaded once (the three are freed). A layer keeps them apart where they
+ * differ in format, K, scale dtype or zero points, or as
+ * `fuseQkvProjections` says (families with q and k head norms, backends).
+ */
+export async function fuseQuantizedQkv(
+  backend: Backend,
+  config: LlamaConfig,
+  layers: readonly QuantizedLlamaLayer[],
+  kvCacheDtype: DType,
+): Promise<QuantizedLlamaLayer[]> {
+  if (!fusedQkvSupported(backend, config, kvCacheDtype)) return [...layers];
+  const fused: QuantizedLlamaLayer[] = [];
+  for (const layer of layers) {
+    const { q, k, v, ...rest } = layer;
+    const parts = [q, k, v].filter((w): w is QuantizedWeight => w !== undefined);
+    if (parts.length < 3 || layer.qkv || !parts.every((w) => sameLayout(w, parts[0]!))) {
+      fused.push(layer);
+      continue;
+    }
+    const tensors = async (pick: (w: QuantizedWeight) => Tensor | undefined) => {
+      const all = parts.map(pick);
+      if (all[0] === undefined) return undefined;
+      const host = await Promise.all(all.map((t) => t!.read()));
+      const rows = all.reduce((n, t) => n + t!.shape[0]!, 0);
+      return backend.upload(concatHost(host), [rows, all[0].shape[1]!], all[0].dtype);
+    };
+    const qkv = quantizedWeightOf(
+      parts[0]!.format,
+      parts.reduce((n, w) => n + w.n, 0),
+      parts[0]!.k,
+      {
+        packed: (await tensors((w) => w.packed))!,
+        scales: (await tensors((w) => w.scales))!,
+        zeros: await tensors((w) => w.zeros),
+        offsets: await tensors((w) => w.offsets),
+      },
+    );
+    for (const w of parts) w.dispose();
+    fused.push({ ...rest, qkv });
+  }
+  return fused;
+}
+
+/** Whether two quantized weights' rows can follow each other in one weight. */
+function sameLayout(a: QuantizedWeight, b: QuantizedWeight): boolean {
+  return (
+    a.format === b.format &&
+    a.k === b.k &&
+    a.scales.dtype === b.scales.dtype &&
+    (a.zeros === undefined) === (b.zeros === undefined) &&
+    (a.offsets === undefined) === (b.offsets === undefined)
+  );
+}
+
+/** Host arrays of one type one after the other. */
+function concatHost(parts: readonly HostArray[]): HostArray {
+  const out = new (parts[0]!.constructor as new (length: number) => HostArray)(
+    parts.reduce((n, p) => n + p.length, 0),
+  );
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
 }
 
 /** Whether a model of `config` on `backend` can run fused q, k, v weights. */

@@ -2,7 +2,7 @@ import { type Backend, InvalidArgumentError } from '@rayo/core';
 import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
 import { openLlamaCheckpoint } from './checkpoint.js';
 import { checkSlidingWindow, type LlamaConfig } from './config.js';
-import { fuseQkvProjections } from './fusedQkv.js';
+import { fuseQkvProjections, fuseQuantizedQkv } from './fusedQkv.js';
 import { checkDtypeOption, type LlamaLoadOptions, type LlamaModelOptions } from './modelOptions.js';
 import { checkWeightFormat, disposeQuantizedLayer, quantizeLlamaLayers } from './quantizedLayers.js';
 import {
@@ -59,11 +59,16 @@ export async function loadLlamaCheckpoint<T>(
         });
       }
       if (options.weightFormat !== undefined) {
-        quantized = await quantizeLlamaLayers(backend, weights, options.weightFormat, {
+        const made = await quantizeLlamaLayers(backend, weights, options.weightFormat, {
           head: options.quantizeHead === true,
         });
+        quantized = made;
         // The dense head was freed as it was quantized.
-        if (quantized.head) weights = { ...weights, head: undefined };
+        if (made.head) weights = { ...weights, head: undefined };
+        quantized = {
+          ...made,
+          layers: await fuseQuantizedQkv(backend, checkpoint.config, made.layers, cacheDtype),
+        };
       }
       weights = fuseQkvProjections(backend, checkpoint.config, weights, cacheDtype, quantized?.layers);
       return make(checkpoint.config, weights, { ...options, quantized });

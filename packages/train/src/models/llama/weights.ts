@@ -55,6 +55,7 @@ export interface LlamaLayerWeights {
    * biases are absent, the biases fused as `qkvBias` (f32).
    */
   readonly qkv?: Tensor;
+  /** The q, k and v biases fused, [(heads + 2·kvHeads)·headDim]: with `qkv`, or with q, k and v fused quantized. */
   readonly qkvBias?: Tensor;
 }
 
@@ -339,7 +340,8 @@ export function checkLlamaWeights(
     embeddingDtype === 'f16' || embeddingDtype === 'bf16' ? embeddingDtype : 'f32';
   const expected = llamaWeightShapes(config);
   weights.layers.forEach((layer, i) => {
-    if (!layer.qkv) return;
+    // A fused bias alone: q, k and v are fused quantized.
+    if (!layer.qkv && !layer.qkvBias) return;
     // Fused: q, k, v (and their biases) are absent, and the fused tensors stand checked in their place.
     const prefix = `model.layers.${i}.`;
     const parts = (['q', 'k', 'v'] as const).map((p) => expected.get(prefix + LAYER_TENSORS[p])!);
@@ -354,8 +356,10 @@ export function checkLlamaWeights(
         actual: layer[p].describe(),
       });
     }
-    named.set(`${prefix}qkv`, layer.qkv);
-    expected.set(`${prefix}qkv`, [rows, config.hiddenSize]);
+    if (layer.qkv || !options.quantizedProjections) {
+      named.set(`${prefix}qkv`, layer.qkv);
+      expected.set(`${prefix}qkv`, [rows, config.hiddenSize]);
+    }
     if (config.qkvBias) {
       named.set(`${prefix}qkv.bias`, layer.qkvBias);
       expected.set(`${prefix}qkv.bias`, [rows]);
