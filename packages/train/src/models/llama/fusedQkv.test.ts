@@ -50,6 +50,36 @@ describe.each(backends)('fused q, k, v weights on %s', (_name, create) => {
   }, 60_000);
 });
 
+describe('fuseQuantizedQkv', () => {
+  it('fuses the q, k, v of a checkpoint quantized on load, and its biases beside them', async () => {
+    const json = tinyLlamaConfig({ attention_bias: true, num_key_value_heads: 1, head_dim: 6 });
+    const dir = await writeTinyLlama(json, tinyLlamaWeights(json, 13));
+    const cpu = createCpuBackend();
+    using dense = await LlamaModel.load(cpu, dir);
+    using q8 = await LlamaModel.load(cpu, dir, { weightFormat: 'q8' });
+    for (const layer of q8.weights.layers) {
+      for (const p of ['q', 'k', 'v', 'qBias', 'kBias', 'vBias'] as const) expect(layer[p]).toBeUndefined();
+      expect(layer.qkvBias).toBeDefined();
+    }
+    const prompt = [3, 14, 15, 92, 65];
+    using want = dense.prefill(prompt);
+    using got = q8.prefill(prompt);
+    const [a, b] = [await want.read(), await got.read()];
+    const spread = Math.max(...Array.from(a, Math.abs));
+    const error = Math.max(...Array.from(a, (x, i) => Math.abs(x - b[i]!)));
+    expect(error).toBeGreaterThan(0);
+    expect(error).toBeLessThan(0.02 * spread);
+    // Decoding after the prompt: the fused quantized GEMV, as the prefill of one more token gives.
+    using step = q8.decode(7);
+    q8.reset();
+    using all = q8.prefill([...prompt, 7]);
+    const vocab = json.vocab_size as number;
+    const last = (await all.read()).subarray(prompt.length * vocab);
+    const stepped = await step.read();
+    expect(Math.max(...Array.from(last, (x, i) => Math.abs(x - stepped[i]!)))).toBeLessThan(1e-4);
+  });
+});
+
 describe('fuseQkvProjections', () => {
   it('frees the separate weights: the fused model holds the bytes of the unfused one', async () => {
     const json = tinyLlamaConfig({ num_key_value_heads: 1, head_dim: 6 });

@@ -38,8 +38,12 @@ export function fuseQkvProjections(
   const layers = weights.layers.map((layer, i) => {
     const q = quantized?.[i];
     const { q: wq, k: wk, v: wv } = layer;
-    // q, k and v fused quantized: their dense biases follow.
-    if (q?.qkv) return withFusedBias(backend, layer);
+    if (q?.qkv) {
+      // q, k and v fused quantized: their dense biases follow, and any dense q, k, v left (freed when quantized on load) go.
+      const { q: _q, k: _k, v: _v, ...rest } = withFusedBias(backend, layer);
+      for (const t of [wq, wk, wv]) t?.dispose();
+      return rest;
+    }
     if (q?.q || q?.k || q?.v || q?.qkv || !wq || !wk || !wv || layer.qkv) return layer;
     if (wk.dtype !== wq.dtype || wv.dtype !== wq.dtype || !backend.supports(kvCacheScatter.name, wq.dtype))
       return layer;
