@@ -12,7 +12,7 @@ import {
 import { checkIntegerAtLeast } from '../../integerOption.js';
 import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
 import { checkSlidingWindow, type LlamaConfig } from './config.js';
-import { checkFusedQkvBackend } from './fusedQkv.js';
+import { checkFusedQkvBackend, checkFusedQkvLayer } from './fusedQkv.js';
 import {
   checkDtypeOption,
   checkPrefillPrecision,
@@ -163,20 +163,7 @@ function checkQuantized(
   }
   // A projection a quantized layer leaves out is the layer's dense one, which must then be there.
   layers?.forEach((layer, i) => {
-    const fusedQkv = weights.layers[i]!.qkv !== undefined || layer.qkv !== undefined;
-    const apart = (['q', 'k', 'v', 'qBias', 'kBias', 'vBias'] as const).find((p) =>
-      p.endsWith('Bias') ? layer.qkv && weights.layers[i]![p as 'qBias'] : layer[p as 'q'],
-    );
-    if (fusedQkv && apart) {
-      throw new InvalidArgumentError(`layer ${i} has q, k and v fused and '${apart}' apart`, {
-        operation: 'LlamaModel',
-        argument: apart.endsWith('Bias')
-          ? `weights.layers[${i}].${apart}`
-          : `quantized.layers[${i}].${apart}`,
-        expected: 'none of q, k, v or their biases apart where a fused qkv holds them (qkvBias)',
-        actual: 'a tensor',
-      });
-    }
+    const fusedQkv = checkFusedQkvLayer(i, weights.layers[i]!, layer);
     for (const p of LLAMA_PROJECTIONS) {
       if (layer[p] !== undefined || weights.layers[i]![p] !== undefined) continue;
       if (fusedQkv && (p === 'q' || p === 'k' || p === 'v')) continue;

@@ -2,6 +2,7 @@ import {
   type Backend,
   type DType,
   type HostArray,
+  InvalidArgumentError,
   kvCacheScatter,
   type QuantizedWeight,
   quantizedWeightOf,
@@ -159,6 +160,29 @@ export function checkFusedQkvBackend(backend: Backend, weights: LlamaWeights, kv
     argument: 'weights.layers[].qkv',
     expected: `a backend whose ${ropeKvScatter.name} runs ${kvCacheDtype} caches, or q, k and v apart`,
     actual: backend.name,
+  });
+}
+
+/**
+ * Whether layer `i` has q, k and v fused (dense or quantized); refuses a q,
+ * k, v or bias kept apart beside the fused weight, which the layer would
+ * not read.
+ */
+export function checkFusedQkvLayer(
+  i: number,
+  dense: LlamaLayerWeights,
+  quantized: QuantizedLlamaLayer,
+): boolean {
+  const fused = dense.qkv !== undefined || quantized.qkv !== undefined;
+  const quantizedApart = (['q', 'k', 'v'] as const).find((p) => quantized[p] !== undefined);
+  const biasApart = (['qBias', 'kBias', 'vBias'] as const).find((p) => dense[p] !== undefined);
+  const apart = quantizedApart ?? (quantized.qkv ? biasApart : undefined);
+  if (!fused || apart === undefined) return fused;
+  throw new InvalidArgumentError(`layer ${i} has q, k and v fused and '${apart}' apart`, {
+    operation: 'LlamaModel',
+    argument: quantizedApart ? `quantized.layers[${i}].${apart}` : `weights.layers[${i}].${apart}`,
+    expected: 'none of q, k, v or their biases apart where a fused qkv holds them (qkvBias)',
+    actual: 'a tensor',
   });
 }
 
