@@ -116,7 +116,13 @@ export async function serveCommand(args: readonly string[], io: CliIo): Promise<
   const limits = limitsOf(values, batch?.batch ?? slots, options.maxNewTokens);
   const modelName = values['model-name'];
   if (modelName === '') usageError('serve', '--model-name', 'a non-empty id', '""');
-  const { backend, models } = await openModel(options, io, batch ? 1 : slots);
+  // The batched step reads q, k and v apart (see LlamaModel.pagedCache).
+  const { backend, models } = await openModel(
+    options,
+    io,
+    batch ? 1 : slots,
+    batch ? { fuseQkv: false } : {},
+  );
   let server: ModelServer | undefined;
   let paged: PagedLlama | undefined;
   try {

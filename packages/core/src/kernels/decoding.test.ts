@@ -460,6 +460,25 @@ describe('ropeKvScatter reference', () => {
     });
   }
 
+  it('reads q, k and v fused in one [T, heads + 2·kvHeads, headDim] input as the three apart', () => {
+    const row = (heads + 2 * kvHeads) * headDim;
+    const qkv = new Float32Array(tokens * row);
+    for (let t = 0; t < tokens; t++) {
+      qkv.set(q.subarray(t * heads * headDim, (t + 1) * heads * headDim), t * row);
+      qkv.set(k.subarray(t * width, (t + 1) * width), t * row + heads * headDim);
+      qkv.set(v.subarray(t * width, (t + 1) * width), t * row + heads * headDim + width);
+    }
+    const cache = meta([kvHeads, maxSeq, headDim]);
+    const metas = [meta([tokens, heads + 2 * kvHeads, headDim]), undefined, undefined, cache, cache];
+    const io = inferKernel(ropeKvScatter, metas, { position: 2 });
+    expect(io.outputs[0]!.shape).toEqual([tokens, heads, headDim]);
+    const outs = ropeKvScatter.reference([qkv, undefined, undefined, kCache, vCache], io.attrs, {
+      inputs: metas,
+      outputs: io.outputs,
+    });
+    expect(outs).toEqual(fused({ position: 2 }));
+  });
+
   it('rejects a device position whose rows do not fit, naming it', () => {
     const e = thrown(() => fused({}, maxSeq - tokens + 1));
     expect(e).toBeInstanceOf(InvalidArgumentError);

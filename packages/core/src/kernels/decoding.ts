@@ -216,6 +216,9 @@ type RopeKvScatterAttrs = { position: number; theta: number; layout: 'half' | 'i
 /**
  * One decode step's rope of q and k and the cache writes of k and v in one
  * kernel. `inverse` is left out: the caches hold forward-rotated keys.
+ * With k and v left out, q is a fused projection's output [T, heads +
+ * 2·kvHeads, headDim] (each token's q, k and v heads in a row), read in
+ * place: no pass splits it.
  */
 export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
   name: 'ropeKvScatter',
@@ -223,9 +226,18 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
   summary:
     'rope(q) returned; rope(k) and v written into kCache and vCache at rows position … position + T − 1, in place (frequencies: scaled RoPE)',
   inputs: [
-    { name: 'q', dtypes: FLOAT, doc: '[T, heads, headDim], headDim even' },
-    { name: 'k', dtypes: FLOAT, doc: '[T, kvHeads, headDim] or [T, kvHeads·headDim]' },
-    { name: 'v', dtypes: FLOAT, doc: '[T, kvHeads·headDim]' },
+    {
+      name: 'q',
+      dtypes: FLOAT,
+      doc: '[T, heads, headDim], headDim even; without k and v, [T, heads + 2·kvHeads, headDim]: q, k and v of each token in a row',
+    },
+    {
+      name: 'k',
+      dtypes: FLOAT,
+      optional: true,
+      doc: '[T, kvHeads, headDim] or [T, kvHeads·headDim]; left out with v where q holds both',
+    },
+    { name: 'v', dtypes: FLOAT, optional: true, doc: '[T, kvHeads·headDim]; left out with k' },
     {
       name: 'kCache',
       dtypes: FLOAT,
@@ -255,22 +267,36 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
   infer([q, k, v, kCache, vCache, positionTensor, frequencies], { position }) {
     const check = new ArgCheck('ropeKvScatter');
     check.rank('q', q!, 3, '[T, heads, headDim]');
-    const [tokens, , headDim] = q!.shape as [number, number, number];
+    const [tokens, qHeads, headDim] = q!.shape as [number, number, number];
     check.shape(headDim % 2 === 0, 'q', 'headDim must be even', 'an even last dimension', q!.shape);
     if (frequencies) checkFrequencies(check, frequencies.shape, headDim);
     check.rank('kCache', kCache!, 3, '[kvHeads, maxSeq, headDim]');
     const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
     check.dim('kCache', kCache!, 2, headDim, "headDim of 'q'");
     check.sameShape('vCache', vCache!, kCache!.shape, "'kCache'");
-    const rows = [tokens, kvHeads * headDim];
-    check.shape(
-      shapesEqual(k!.shape, rows) || shapesEqual(k!.shape, [tokens, kvHeads, headDim]),
-      'k',
-      "shape must be T of 'q' by the kvHeads and headDim of 'kCache'",
-      `${formatShape([tokens, kvHeads, headDim])} or ${formatShape(rows)}`,
-      k!.shape,
-    );
-    check.sameShape('v', v!, rows, "[T, kvHeads·headDim] of 'q' and 'kCache'");
+    const fused = k === undefined && v === undefined;
+    const heads = fused ? qHeads - 2 * kvHeads : qHeads;
+    if (fused) {
+      check.shape(
+        heads >= 1,
+        'q',
+        "without k and v, q holds each token's heads of q, k and v",
+        `[T, heads + ${2 * kvHeads}, ${headDim}] with heads >= 1 (2·kvHeads of 'kCache' after them)`,
+        q!.shape,
+      );
+    } else {
+      const rows = [tokens, kvHeads * headDim];
+      check.shape(k !== undefined, 'k', 'k and v are given together or not at all', 'a tensor', 'nothing');
+      check.shape(
+        shapesEqual(k!.shape, rows) || shapesEqual(k!.shape, [tokens, kvHeads, headDim]),
+        'k',
+        "shape must be T of 'q' by the kvHeads and headDim of 'kCache'",
+        `${formatShape([tokens, kvHeads, headDim])} or ${formatShape(rows)}`,
+        k!.shape,
+      );
+      check.shape(v !== undefined, 'v', 'k and v are given together or not at all', 'a tensor', 'nothing');
+      check.sameShape('v', v!, rows, "[T, kvHeads·headDim] of 'q' and 'kCache'");
+    }
     checkRowsFit(
       check,
       { argument: 'q', shape: q!.shape, always: true },
@@ -282,7 +308,7 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
       },
     );
     return [
-      { name: 'q', shape: q!.shape, dtype: q!.dtype },
+      { name: 'q', shape: [tokens, heads, headDim], dtype: q!.dtype },
       { name: 'kCache', shape: kCache!.shape, dtype: kCache!.dtype, aliasOf: 3 },
       { name: 'vCache', shape: vCache!.shape, dtype: vCache!.dtype, aliasOf: 4 },
     ];
@@ -293,9 +319,12 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
     { position: attrPosition, theta, layout },
     io,
   ) {
-    const [tokens, heads, headDim] = io.inputs[0]!.shape as [number, number, number];
+    const [tokens, heads, headDim] = io.outputs[0]!.shape as [number, number, number];
     const f32Cache = { shape: io.inputs[3]!.shape, dtype: 'f32' as const };
     const [kvHeads, maxSeq] = f32Cache.shape as [number, number, number];
+    const [qRows, kRows, vRows] = k
+      ? [q!, k, v!]
+      : splitFused(q!, tokens, [heads, kvHeads, kvHeads], headDim);
     const position = deviceAttribute(
       ropeKvScatter,
       'position',
@@ -325,18 +354,40 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
         },
       )[0]!;
     return [
-      ropeAt(q!, [tokens, heads, headDim]),
-      scatter(kCache!, ropeAt(k!, [tokens, kvHeads, headDim])),
-      scatter(vCache!, v!),
+      ropeAt(qRows, [tokens, heads, headDim]),
+      scatter(kCache!, ropeAt(kRows, [tokens, kvHeads, headDim])),
+      scatter(vCache!, vRows),
     ];
   },
   // Reads q, k, v (and the frequencies) and writes q and the new cache rows; rope's flops for q and k.
   cost([q, k, v, kCache, , , frequencies]) {
-    const n = sizeOf(q!.shape) + sizeOf(k!.shape);
-    const rows = 2 * bytesPerElement(kCache!.dtype) * sizeOf(v!.shape);
+    const [tokens, , headDim] = q!.shape as [number, number, number];
+    const kvSize = kCache!.shape[0]! * headDim * tokens;
+    const qSize = k ? sizeOf(q!.shape) : sizeOf(q!.shape) - 2 * kvSize;
+    const qBytes = bytesOf({ shape: [qSize], dtype: q!.dtype });
+    const rows = 2 * bytesPerElement(kCache!.dtype) * kvSize;
     return {
-      flops: 3 * n,
-      bytes: 2 * bytesOf(q) + bytesOf(k) + bytesOf(v) + rows + bytesOf(frequencies),
+      flops: 3 * (qSize + kvSize),
+      bytes: 2 * qBytes + (k ? bytesOf(k) + bytesOf(v) : bytesOf(q) - qBytes) + rows + bytesOf(frequencies),
     };
   },
 });
+
+/** The q, k and v rows of a fused [T, heads + 2·kvHeads, headDim], each as its own [T, n·headDim]. */
+function splitFused(
+  fused: HostArray,
+  tokens: number,
+  widths: readonly number[],
+  headDim: number,
+): Float32Array[] {
+  const row = widths.reduce((a, b) => a + b, 0) * headDim;
+  let start = 0;
+  return widths.map((heads) => {
+    const width = heads * headDim;
+    const part = new Float32Array(tokens * width);
+    for (let t = 0; t < tokens; t++)
+      part.set(fused.subarray(t * row + start, t * row + start + width), t * width);
+    start += width;
+    return part;
+  });
+}

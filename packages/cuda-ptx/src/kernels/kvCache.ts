@@ -1,5 +1,5 @@
 import { FLOAT, kvCacheScatter, ropeKvScatter } from '@rayo/core';
-import { cudaKernel, type LaunchValue, type Operand } from '../kernel.js';
+import { cudaKernel, elementPtr, type LaunchValue, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Param, Pred, R32, R64 } from '../ptx/operands.js';
@@ -279,6 +279,10 @@ export function ropeScatterModule(
       heads: 'u32',
       kvHeads: 'u32',
       ...(paged ? {} : { maxSeq: 'u32' }),
+      // Elements between a token's row of q (of k and v) and the next past its heads: 0, or the
+      // other heads of a fused q, k, v row.
+      qGap: 'u32',
+      kvGap: 'u32',
       // The pairs' frequencies: a table's address, or theta's powers.
       ...ropeFrequencyParams(table),
       ...(paged ? PAGED_ROWS : positionParams(devicePosition)),
@@ -291,6 +295,7 @@ export function ropeScatterModule(
         (name) => loadU32(k, p, name),
       ) as [R32, R32, R32, R32, R32];
       const maxSeq = paged ? undefined : loadU32(k, p, 'maxSeq');
+      const [qGap, kvGap] = [loadU32(k, p, 'qGap'), loadU32(k, p, 'kvGap')];
       const frequencies = loadRopeFrequencies(k, p, table);
       const headDim = k.add('u32', k.reg('u32'), half, half);
       const place = paged
@@ -309,13 +314,14 @@ export function ropeScatterModule(
             const h = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), t, kvHeads));
             const { row, ok } = place.rowOf(h, t);
             const dst = k.madLo('u32', k.reg('u32'), row, headDim, e);
+            const src = k.madLo('u32', k.reg('u32'), t, kvGap, j);
             const copy = () => {
               if (allF32(types)) {
-                const word = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(v, j, 4), { nc: true });
+                const word = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(v, src, 4), { nc: true });
                 k.stGlobal('u32', k.elementAddress(vCache, dst, 4), word);
                 return;
               }
-              const value = loadOneAsF32(k, types.rows, k.elementAddress(v, j, rowBytes));
+              const value = loadOneAsF32(k, types.rows, k.elementAddress(v, src, rowBytes));
               storeFromF32(k, types.cache, k.elementAddress(vCache, dst, cacheBytes), value);
             };
             if (ok) k.predicated(ok, copy);
@@ -334,14 +340,16 @@ export function ropeScatterModule(
             // Element offsets of the pair in a head: (i, i + half) or (2i, 2i + 1).
             const first = layout === 'half' ? i : k.add('u32', k.reg('u32'), i, i);
             const second = k.add('u32', k.reg('u32'), first, layout === 'half' ? half : 1);
-            const src = k.mulLo('u32', k.reg('u32'), rest, headDim);
+            const base = k.mulLo('u32', k.reg('u32'), rest, headDim);
+            const gap = k.selp('u32', k.reg('u32'), kvGap, qGap, isK);
+            const src = k.madLo('u32', k.reg('u32'), t, gap, base);
             // A q item's row is not used (nor, paged, its slot's check).
             const placed = place.rowOf(h, t);
             const dst = k.selp(
               'u32',
               k.reg('u32'),
               k.mulLo('u32', k.reg('u32'), placed.row, headDim),
-              src,
+              base,
               isK,
             );
             const from = k.selp('u64', k.reg('u64'), kIn, q, isK);
@@ -386,8 +394,8 @@ export const ropeScatterKernel = cudaKernel(
   (encoder, { inputs, outputs, attrs }) => {
     const [q, kIn, v, kCache, vCache, positionAt, frequencies] = inputs as [
       Operand,
-      Operand,
-      Operand,
+      Operand | undefined,
+      Operand | undefined,
       Operand,
       Operand,
       Operand | undefined,
@@ -395,15 +403,21 @@ export const ropeScatterKernel = cudaKernel(
     ];
     const table = frequencies !== undefined;
     const y = outputs[0]!;
-    if (q.size === 0) return;
+    if (y.size === 0) return;
     checkElementCount('ropeKvScatter', 'kCache', kCache.size);
-    checkElementCount('ropeKvScatter', 'q', q.size + 2 * kIn.size);
-    const [tokens, heads, headDim] = q.shape as [number, number, number];
+    const [tokens, heads, headDim] = y.shape as [number, number, number];
     const [kvHeads, maxSeq] = kCache.shape as [number, number, number];
+    const width = kvHeads * headDim;
+    checkElementCount('ropeKvScatter', 'q', y.size + 2 * tokens * width);
+    // Fused: k and v are q's operand from their first heads on, a token's row apart.
+    const fused = kIn === undefined;
+    const row = (heads + 2 * kvHeads) * headDim;
+    const keys = kIn ?? { ...q, ptr: elementPtr(q, heads * headDim) };
+    const values = v ?? { ...q, ptr: elementPtr(q, (heads + kvHeads) * headDim) };
     const half = headDim / 2;
     const qPairs = tokens * heads * half;
     const pairs = qPairs + tokens * kvHeads * half;
-    const n = pairs + v.size;
+    const n = pairs + tokens * width;
     const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
     const types = { rows: storageOf(q), cache: storageOf(kCache) };
     encoder.launch({
@@ -414,8 +428,8 @@ export const ropeScatterKernel = cudaKernel(
       block: BLOCK,
       args: {
         q,
-        k: kIn,
-        v,
+        k: keys,
+        v: values,
         y,
         kCache,
         vCache,
@@ -426,6 +440,8 @@ export const ropeScatterKernel = cudaKernel(
         heads,
         kvHeads,
         maxSeq,
+        qGap: fused ? row - heads * headDim : 0,
+        kvGap: fused ? row - width : 0,
         ...(frequencies ? { frequencies } : thetaPowers('ropeKvScatter', attrs.theta, headDim)),
         ...where,
       },

@@ -173,6 +173,8 @@ const ropeWriteKernel = cudaKernel(
         half,
         heads,
         kvHeads,
+        qGap: 0,
+        kvGap: 0,
         ...(frequencies ? { frequencies } : thetaPowers('ropePagedKvWrite', attrs.theta, headDim)),
         slots,
         positions,

@@ -23,7 +23,10 @@ const made: PagedLlama[] = [];
 
 beforeAll(async () => {
   fixture = await tinyFixture();
-  served = await TextModel.load(fixture.backend, fixture.dir, { maxSequence: TINY_MAX_SEQUENCE });
+  served = await TextModel.load(fixture.backend, fixture.dir, {
+    maxSequence: TINY_MAX_SEQUENCE,
+    fuseQkv: false,
+  });
   spare = await TextModel.load(fixture.backend, fixture.dir, { maxSequence: TINY_MAX_SEQUENCE });
 });
 

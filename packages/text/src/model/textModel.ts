@@ -51,6 +51,8 @@ export interface TextModelLoadOptions {
    * `@rayo/web`'s) is another opener.
    */
   readonly openFile?: OpenFile;
+  /** `LlamaLoadOptions.fuseQkv`: false keeps each layer's q, k and v apart (what a paged cache's batched step reads). */
+  readonly fuseQkv?: boolean;
 }
 
 export interface GenerateTextOptions extends Pick<ChatTemplateOptions, 'templateName' | 'variables'> {
@@ -178,6 +180,7 @@ export class TextModel {
       ...(options.weightDtype !== undefined ? { weightDtype: options.weightDtype } : {}),
       ...(options.kvCacheDtype !== undefined ? { kvCacheDtype: options.kvCacheDtype } : {}),
       ...(openFile !== undefined ? { openFile } : {}),
+      ...(options.fuseQkv !== undefined ? { fuseQkv: options.fuseQkv } : {}),
     };
     let model: LlamaModel;
     if (files.kind === 'gguf') {

@@ -120,7 +120,7 @@ describe.each(backends)('GGUF families on %s', (_name, create) => {
         });
         scope.keep(model, fromSafetensors);
         // Q and K (and their biases) back in Hugging Face order, whatever the architecture did to them.
-        for (const key of ['q', 'k', 'qBias', 'kBias', 'oBias', 'qNorm'] as const) {
+        for (const key of ['q', 'k', 'qBias', 'kBias', 'qkv', 'qkvBias', 'oBias', 'qNorm'] as const) {
           const got = model.weights.layers[1]![key];
           const want = fromSafetensors.weights.layers[1]![key];
           expect(got === undefined).toBe(want === undefined);
@@ -158,7 +158,9 @@ describe.each(backends)('GGUF families on %s', (_name, create) => {
       });
       scope.keep(model);
       expect(model.weights.layers[0]!.q).toBeUndefined();
-      expect(model.weights.layers[0]!.qBias?.dtype).toBe('f32');
+      // The quantized q, k and v are fused on load, and their dense biases with them.
+      expect(model.weights.layers[0]!.qBias).toBeUndefined();
+      expect(model.weights.layers[0]!.qkvBias?.dtype).toBe('f32');
       const decoded: TinyWeights = new Map(
         [...w].map(([name, { shape, data }]) => [
           name,

@@ -60,16 +60,14 @@ describe('loading a GGUF Llama', () => {
       expect(fromGguf.config).toEqual(fromSafetensors.config);
       expect(fromGguf.config.tieWordEmbeddings).toBe(tied);
       expect(fromGguf.weights.head === fromGguf.weights.embedding).toBe(tied);
-      // Q and K came back from llama.cpp's row order.
-      for (const [key, name] of [
-        ['q', 'model.layers.1.self_attn.q_proj.weight'],
-        ['k', 'model.layers.1.self_attn.k_proj.weight'],
-        ['down', 'model.layers.1.mlp.down_proj.weight'],
-      ] as const) {
-        expect(Array.from(await fromGguf.weights.layers[1]![key]!.read())).toEqual(
-          Array.from(weights.get(name)!.data),
-        );
-      }
+      // Q and K came back from llama.cpp's row order (fused with V on load, their rows first).
+      const rows = (...names: string[]) =>
+        names.flatMap((n) => Array.from(weights.get(`model.layers.1.${n}`)!.data));
+      const layer = fromGguf.weights.layers[1]!;
+      expect(Array.from(await layer.qkv!.read())).toEqual(
+        rows('self_attn.q_proj.weight', 'self_attn.k_proj.weight', 'self_attn.v_proj.weight'),
+      );
+      expect(Array.from(await layer.down!.read())).toEqual(rows('mlp.down_proj.weight'));
       expect(await prefillLogits(fromGguf)).toEqual(await prefillLogits(fromSafetensors));
     });
   }
@@ -81,7 +79,9 @@ describe('loading a GGUF Llama', () => {
     using model = await loadGgufLlama(backend, path);
     expect(model.weightDtype).toBe('f16');
     const q = weights.get('model.layers.0.self_attn.q_proj.weight')!.data;
-    expect(Array.from(await model.weights.layers[0]!.q!.read())).toEqual(Array.from(roundF32To('f16', q)));
+    // q's rows lead the fused q, k, v weight.
+    const qkv = Array.from(await model.weights.layers[0]!.qkv!.read());
+    expect(qkv.slice(0, q.length)).toEqual(Array.from(roundF32To('f16', q)));
     expect(model.weights.norm.dtype).toBe('f32');
     using widened = await loadGgufLlama(backend, path, { weightDtype: 'f32' });
     expect(widened.weightDtype).toBe('f32');

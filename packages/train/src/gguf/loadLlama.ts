@@ -19,19 +19,21 @@ import { type OpenFile, openNodeFile } from '../checkpoint/randomAccessFile.js';
 import { namingFile } from '../io/fileError.js';
 import { checkLlamaBackend, fusedDecodeSupported } from '../models/llama/backendDtypes.js';
 import { checkSlidingWindow, type LlamaConfig } from '../models/llama/config.js';
+import { fuseQkvProjections, fuseQuantizedQkv } from '../models/llama/fusedQkv.js';
 import { type LoadProgressCallback, LoadProgressCounter } from '../models/llama/loadProgress.js';
 import { LlamaModel } from '../models/llama/model.js';
 import type { LlamaModelOptions } from '../models/llama/modelOptions.js';
 import type { QuantizedLlamaLayer } from '../models/llama/quantizedLayers.js';
 import {
+  type CheckpointLayerTensor,
   isVectorWeight,
   LAYER_TENSORS,
   LLAMA_PROJECTIONS,
-  type LlamaLayerWeights,
   type LlamaWeightDTypeChoice,
   type LlamaWeights,
   layerShapes,
   llamaWeightShapes,
+  llamaWeightTensors,
 } from '../models/llama/weights.js';
 import { isGgmlFloatType } from './ggmlTypes.js';
 import { floatDTypeOf, floatElements, GgufFile, type GgufTensorInfo } from './ggufFile.js';
@@ -73,7 +75,7 @@ export type GgufLlamaWeight = Tensor | RepackedWeight;
 /** The decoder's weights as `LlamaWeights` lays them out, each a float tensor or a repacked one. */
 export interface GgufLlamaWeights {
   readonly embedding: GgufLlamaWeight;
-  readonly layers: readonly { readonly [K in keyof LlamaLayerWeights]: GgufLlamaWeight }[];
+  readonly layers: readonly { readonly [K in CheckpointLayerTensor]: GgufLlamaWeight }[];
   readonly norm: Tensor;
   readonly head: GgufLlamaWeight;
 }
@@ -294,11 +296,11 @@ export async function uploadGgufLlamaWeights(
   return {
     embedding,
     layers: Array.from({ length: config.numHiddenLayers }, (_, i) => {
-      const entries = (Object.keys(layerShapes(config)) as (keyof LlamaLayerWeights)[]).map((key) => [
+      const entries = (Object.keys(layerShapes(config)) as CheckpointLayerTensor[]).map((key) => [
         key,
         get(`model.layers.${i}.${LAYER_TENSORS[key]}`),
       ]);
-      return Object.fromEntries(entries) as { [K in keyof LlamaLayerWeights]: GgufLlamaWeight };
+      return Object.fromEntries(entries) as { [K in CheckpointLayerTensor]: GgufLlamaWeight };
     }),
     norm: get('model.norm.weight') as Tensor,
     head: config.tieWordEmbeddings ? embedding : get('lm_head.weight'),
@@ -346,11 +348,19 @@ export async function loadGgufLlama(
       options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype),
     );
     const weights = await uploadGgufLlamaWeights(backend, gguf, { ...options, weightDtype: dtype });
+    let fused: LlamaWeights | undefined;
     try {
-      const { dense, quantized } = splitQuantizedProjections(weights);
-      return new LlamaModel(backend, gguf.config, dense, { ...options, ...(quantized ? { quantized } : {}) });
+      const { dense, quantized: split } = splitQuantizedProjections(weights);
+      const fuse = options.fuseQkv !== false;
+      const quantized =
+        fuse && split?.layers
+          ? { ...split, layers: await fuseQuantizedQkv(backend, gguf.config, split.layers, cacheDtype) }
+          : split;
+      fused = fuse ? fuseQkvProjections(backend, gguf.config, dense, cacheDtype, quantized?.layers) : dense;
+      return new LlamaModel(backend, gguf.config, fused, { ...options, ...(quantized ? { quantized } : {}) });
     } catch (error) {
       for (const w of ggufLlamaWeightList(weights)) disposeWeight(w);
+      for (const t of fused ? llamaWeightTensors(fused) : []) t.dispose();
       throw error;
     }
   } finally {
@@ -438,7 +448,7 @@ function splitQuantizedProjections(weights: GgufLlamaWeights): {
     return Object.fromEntries(
       kept.map(([key, w]) => [
         key,
-        float(w!, ggufNameOfHf(`model.layers.${i}.${LAYER_TENSORS[key as keyof LlamaLayerWeights]}`)!),
+        float(w!, ggufNameOfHf(`model.layers.${i}.${LAYER_TENSORS[key as CheckpointLayerTensor]}`)!),
       ]),
     ) as unknown as LlamaWeights['layers'][number];
   });

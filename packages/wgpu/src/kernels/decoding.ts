@@ -108,6 +108,12 @@ const ROPE_SCATTER_PARAMS = paramLayout([
   ['tokens', 'u32'],
   ['maxSeq', 'u32'],
   ['position', 'u32'],
+  // Where a token's k and v start in their bindings, and the elements between its row of q
+  // (of k and v) and the next past its heads: 0, or a fused q, k, v row's other heads.
+  ['kStart', 'u32'],
+  ['vStart', 'u32'],
+  ['qGap', 'u32'],
+  ['kvGap', 'u32'],
 ] as const);
 
 function ropeScatterShader(layout: RopeLayout, device: boolean, table: boolean): ShaderSource {
@@ -155,7 +161,7 @@ ${
     let rest = j / params.headDim; // t · kvHeads + h
     let t = rest / params.kvHeads;
     let h = rest % params.kvHeads;
-    vCache[(h * params.maxSeq + position + t) * params.headDim + j % params.headDim] = v[j];
+    vCache[(h * params.maxSeq + position + t) * params.headDim + j % params.headDim] = v[params.vStart + j + t * params.kvGap];
     return;
   }
   let isK = i >= params.qPairs;
@@ -170,9 +176,10 @@ ${
   let s = rotation.y;
   let first = ${first};
   let second = ${second};
-  let src = rest * params.headDim;
+  let base = rest * params.headDim;
+  let src = select(0u, params.kStart, isK) + base + t * select(params.qGap, params.kvGap, isK);
   if (isK) {${rotate('k', 'kCache', '(rest % rowHeads * params.maxSeq + position + t) * params.headDim')}
-  } else {${rotate('q', 'y', 'src')}
+  } else {${rotate('q', 'y', 'base')}
   }`,
       );
     },
@@ -182,16 +189,19 @@ ${
 /**
  * Half caches: q is rotated by the shader above (its k and v left out), the
  * keys are rotated and the values copied into the caches by the half scatter,
- * each element rounded once. A half q and y go through f32.
+ * each element rounded once. A half q and y go through f32. A fused q, k, v
+ * input is bound as q, k and v at once, each read from its heads on.
  */
 const ropeScatterKernel = wgpuKernel(
   ropeKvScatter,
   (encoder, { inputs, outputs, attrs }) => {
-    const [q, k, v, , , at, frequencies] = inputs;
+    const [q, kIn, vIn, , , at, frequencies] = inputs;
     const [y, kCache, vCache] = outputs;
-    const [tokens, heads, headDim] = q!.shape as [number, number, number];
+    const [tokens, heads, headDim] = y!.shape as [number, number, number];
     const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
-    if (tokens * heads * headDim + v!.size === 0) return;
+    if (tokens * (heads + 2 * kvHeads) * headDim === 0) return;
+    const fused = kIn === undefined;
+    const rows = fused ? fusedRows(heads, kvHeads, headDim) : undefined;
     checkRopePositions('ropeKvScatter', 'attrs.position', (at ? maxSeq : attrs.position + tokens) - 1);
     const position = attrs.position ?? 0;
     const rope = {
@@ -201,20 +211,50 @@ const ropeScatterKernel = wgpuKernel(
     };
     const caches = { kCache: kCache!, vCache: vCache!, at };
     if (!isHalf(kCache!.dtype)) {
-      encodeWithF32Activations(encoder, ropeKvScatter.name, { q, k, v }, { y }, (i, o) =>
-        encodeRopeScatter(encoder, { ...i, y: o.y, ...caches }, rope, position, true),
+      encodeWithF32Activations(encoder, ropeKvScatter.name, { q, k: kIn, v: vIn }, { y }, (i, o) =>
+        encodeRopeScatter(
+          encoder,
+          { q: i.q, k: i.k ?? i.q, v: i.v ?? i.q, y: o.y, ...caches },
+          rope,
+          { position, rows },
+          true,
+        ),
       );
       return;
     }
     encodeWithF32Activations(encoder, ropeKvScatter.name, { q }, { y }, (i, o) =>
-      encodeRopeScatter(encoder, { q: i.q, k, v, y: o.y, ...caches }, rope, position, false),
+      encodeRopeScatter(
+        encoder,
+        { q: i.q, k: kIn ?? q, v: vIn ?? q, y: o.y, ...caches },
+        rope,
+        { position, rows },
+        false,
+      ),
     );
     if (kvHeads * headDim === 0) return;
-    encodeHalfScatter(encoder, kCache!, k!, at, position, tokens, rope);
-    encodeHalfScatter(encoder, vCache!, v!, at, position, tokens);
+    const row = (heads + 2 * kvHeads) * headDim;
+    const [kRows, vRows] = rows
+      ? [
+          { start: rows.kStart, stride: row },
+          { start: rows.vStart, stride: row },
+        ]
+      : [undefined, undefined];
+    encodeHalfScatter(encoder, kCache!, kIn ?? q!, at, position, tokens, rope, kRows);
+    encodeHalfScatter(encoder, vCache!, vIn ?? q!, at, position, tokens, undefined, vRows);
   },
   { dtypes: FLOAT },
 );
+
+/** Where k and v lie in a fused q, k, v row: their first elements and the gaps past their heads. */
+function fusedRows(heads: number, kvHeads: number, headDim: number) {
+  const row = (heads + 2 * kvHeads) * headDim;
+  return {
+    kStart: heads * headDim,
+    vStart: (heads + kvHeads) * headDim,
+    qGap: row - heads * headDim,
+    kvGap: row - kvHeads * headDim,
+  };
+}
 
 /** How ropeKvScatter rotates: its layout and what its shaders bind as `frequencies`. */
 interface RopeScatterRotation {
@@ -228,16 +268,17 @@ function encodeRopeScatter(
   encoder: KernelEncoder,
   t: Readonly<Record<'q' | 'k' | 'v' | 'y' | 'kCache' | 'vCache' | 'at', Operand | undefined>>,
   rope: RopeScatterRotation,
-  position: number,
+  where: { position: number; rows: ReturnType<typeof fusedRows> | undefined },
   withCaches: boolean,
 ): void {
   const { q, k, v, y, kCache, vCache, at } = t;
-  const [tokens, heads, headDim] = q!.shape as [number, number, number];
+  const { position, rows } = where;
+  const [tokens, heads, headDim] = y!.shape as [number, number, number];
   const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
   const half = headDim / 2;
   const qPairs = tokens * heads * half;
   const pairs = qPairs + (withCaches ? tokens * kvHeads * half : 0);
-  const n = pairs + (withCaches ? v!.size : 0);
+  const n = pairs + (withCaches ? tokens * kvHeads * headDim : 0);
   if (n === 0) return;
   encoder.dispatch({
     shader: ropeScatterShader(rope.layout, at !== undefined, rope.table),
@@ -255,6 +296,10 @@ function encodeRopeScatter(
         tokens,
         maxSeq,
         position,
+        kStart: rows?.kStart ?? 0,
+        vStart: rows?.vStart ?? 0,
+        qGap: rows?.qGap ?? 0,
+        kvGap: rows?.kvGap ?? 0,
       },
     },
     workgroups: elementGrid(encoder, n),

@@ -23,7 +23,9 @@ const HALF_SCATTER_PARAMS = paramLayout([
   ['tokens', 'u32'],
   ['maxSeq', 'u32'],
   ['position', 'u32'],
+  /** Elements from one token's row of values to the next, and where the first row starts. */
   ['width', 'u32'],
+  ['start', 'u32'],
   /** Words each head's thread range spans. */
   ['words', 'u32'],
   ['heads', 'u32'],
@@ -79,7 +81,7 @@ function rotatedElement(layout: RopeLayout, values: Storage, table: boolean): st
       : ['d / 2u', '2u * pair', '2u * pair + 1u', 'd % 2u == 0u'];
   return `${ropeRotationSource(table)}
 fn rotated(position: u32, t: u32, h: u32, d: u32) -> f32 {
-  let base = t * params.width + h * params.headDim;
+  let base = params.start + t * params.width + h * params.headDim;
   let pair = ${pair};
   let a = ${at(first)};
   let b = ${at(second)};
@@ -112,7 +114,11 @@ function halfScatterShader(
       const element = (h: string, t: string, d: string) =>
         rope
           ? `rotated(position, ${t}, ${h}, ${d})`
-          : loadScalar(values, 'values', `(${t}) * params.width + (${h}) * params.headDim + ${d}`);
+          : loadScalar(
+              values,
+              'values',
+              `params.start + (${t}) * params.width + (${h}) * params.headDim + ${d}`,
+            );
       const position = device
         ? `let p = at[0];
   if (p < 0 || u32(p) > params.maxSeq - params.tokens) { return; }
@@ -148,6 +154,10 @@ export function encodeHalfScatter(
     readonly frequencies: Operand | GPUBufferBinding;
     readonly table: boolean;
   },
+  rows: { readonly start: number; readonly stride: number } = {
+    start: 0,
+    stride: cache.shape[0]! * cache.shape[2]!,
+  },
 ): void {
   const [heads, maxSeq, headDim] = cache.shape as [number, number, number];
   const words = halfScatterWords(tokens, headDim);
@@ -167,7 +177,8 @@ export function encodeHalfScatter(
         tokens,
         maxSeq,
         position,
-        width: heads * headDim,
+        width: rows.stride,
+        start: rows.start,
         words,
         heads,
         total: cache.size,

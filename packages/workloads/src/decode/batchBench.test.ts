@@ -62,7 +62,11 @@ describe('the batched step on the emulated cuda device', () => {
     const runs: { tokens: number[]; logits: Float32Array; greedy: Int32Array }[] = [];
     try {
       for (const backend of [cpu, gpu]) {
-        using model = await LlamaModel.load(backend, dir, { maxSequence: 24, kvCacheDtype: 'bf16' });
+        using model = await LlamaModel.load(backend, dir, {
+          maxSequence: 24,
+          kvCacheDtype: 'bf16',
+          fuseQkv: false,
+        });
         using paged = model.pagedCache({ pages: 8, pageSize: 4, maxBatch: 3 });
         const tables = prompts.map(() => paged.pool.table());
         const tokens: number[] = [];

@@ -57,8 +57,8 @@ describe('a prompt on tensor cores (emulated cuda)', () => {
     const bf16 = await checkpoint('bf16');
     const before = tensorCoreLaunches();
     const got = await logits(gpu, bf16);
-    // 2 layers × (q, k, v, o, gate, up, down) and the head.
-    expect(tensorCoreLaunches() - before).toBe(15);
+    // 2 layers × (q, k and v fused in one, o, gate, up, down) and the head.
+    expect(tensorCoreLaunches() - before).toBe(11);
     const want = await logits(cpu, bf16);
     expect(maxDiff(got, want)).toBeLessThan(1e-3);
     // Against the same weights multiplied exactly (f32 activations): bf16's rounding of the inputs.
@@ -77,7 +77,7 @@ describe('a prompt on tensor cores (emulated cuda)', () => {
     expect(maxDiff(plain, exact)).toBeLessThan(1e-4);
     before = tensorCoreLaunches();
     const rounded = await logits(gpu, f32, { prefillPrecision: 'bf16' });
-    expect(tensorCoreLaunches() - before).toBe(15);
+    expect(tensorCoreLaunches() - before).toBe(11);
     expect(maxDiff(rounded, await logits(cpu, f32, { prefillPrecision: 'bf16' }))).toBeLessThan(1e-3);
     expect(maxDiff(rounded, exact)).toBeLessThan(BF16_INPUTS);
   }, 600_000);
@@ -86,8 +86,8 @@ describe('a prompt on tensor cores (emulated cuda)', () => {
     const f32 = await checkpoint('f32');
     const before = tensorCoreLaunches();
     const got = await logits(gpu, f32, { weightFormat: 'q8' });
-    // The 14 projections; the dense f32 head stays exact.
-    expect(tensorCoreLaunches() - before).toBe(14);
+    // The 10 projections (q, k and v fused in one a layer); the dense f32 head stays exact.
+    expect(tensorCoreLaunches() - before).toBe(10);
     expect(maxDiff(got, await logits(cpu, f32, { weightFormat: 'q8' }))).toBeLessThan(1e-3);
   }, 600_000);
 });

@@ -339,6 +339,39 @@ for (const layout of ['half', 'interleaved'] as const) {
   }
 }
 
+// q, k and v fused in one input [T, heads + 2·kvHeads, headDim], as one product of a layer writes them.
+// [T, heads, kvHeads, headDim, maxSeq, position, device position, layout, frequency table].
+const FUSED_SCATTERS: readonly (readonly [
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+  boolean,
+  'half' | 'interleaved',
+  boolean,
+])[] = [
+  [1, 1, 1, 2, 1, 0, false, 'half', false],
+  [1, 3, 1, 6, 13, 12, true, 'half', false],
+  [5, 4, 2, 14, 13, 8, false, 'interleaved', false],
+  [7, 3, 3, 10, 11, 3, false, 'half', true],
+  [3, 32, 8, 64, 61, 58, true, 'half', true],
+];
+for (const [tokens, heads, kvHeads, headDim, maxSeq, position, onDevice, layout, table] of FUSED_SCATTERS) {
+  const cache = f32([kvHeads, maxSeq, headDim]);
+  const inputs = [f32([tokens, heads + 2 * kvHeads, headDim]), undefined, undefined, cache, cache];
+  const at = onDevice ? deviceValue(position) : undefined;
+  cases.push(
+    valid(k.ropeKvScatter, {
+      label: `${layout}${table ? ' with a frequency table' : ''}: fused q, k, v [${tokens}, ${heads} + 2·${kvHeads}, ${headDim}] into caches [${kvHeads}, ${maxSeq}, ${headDim}] at ${onDevice ? 'a device position ' : ''}${position}`,
+      inputs: table ? [...inputs, at, frequencyTable(headDim)] : onDevice ? [...inputs, at] : inputs,
+      attrs: onDevice ? { layout } : { position, layout },
+      tolerance: ropeTolerance(position + tokens - 1),
+    }),
+  );
+}
+
 const Q = f32([2, 4, 6]);
 const K = f32([2, 12]);
 const CACHE = f32([2, 8, 6]);
@@ -389,6 +422,15 @@ errors.push(
       { position: 1 },
     ],
     ['position missing', [Q, K, K, CACHE, CACHE], 'argument', 'attrs.position', {}],
+    ['k without v', [Q, K, undefined, CACHE, CACHE], 'shape', 'v', { position: 0 }],
+    ['v without k', [Q, undefined, K, CACHE, CACHE], 'shape', 'k', { position: 0 }],
+    [
+      'fused q, k, v without a q head',
+      [f32([2, 4, 6]), undefined, undefined, CACHE, CACHE],
+      'shape',
+      'q',
+      { position: 0 },
+    ],
     [
       'a frequency table of headDim entries',
       [Q, K, K, CACHE, CACHE, undefined, f32([6])],

@@ -1,7 +1,17 @@
-import { causalAttention, kvCacheScatter, type Tensor, type TrackingRunner } from '@rayo/core';
-import type { LayerCache } from './decoder.js';
+import {
+  causalAttention,
+  type DevicePosition,
+  incrementalAttention,
+  kvCacheScatter,
+  ropeKvScatter,
+  type Tensor,
+  type TrackingRunner,
+} from '@rayo/core';
+import type { LayerCache, LlamaDecoder } from './decoder.js';
+import { withFrequencies } from './projections.js';
 
-// Causal attention of a chunk of tokens (a decode step attends with incrementalAttention).
+// Attention over the KV cache: of a chunk of tokens from its own q, k and v,
+// and of a chunk or one token from a fused q, k, v product.
 
 /**
  * Writes a chunk's rotated keys and its values [T, kvHeads·headDim] into the
@@ -21,4 +31,44 @@ export function chunkAttention(
   run.run(kvCacheScatter, [cache.k, k, undefined], { position });
   run.run(kvCacheScatter, [cache.v, v, undefined], { position });
   return run.run1(causalAttention, [q, cache.k, cache.v], { position }).reshape([t, heads * headDim]);
+}
+
+/**
+ * Attention from a fused q, k, v product qkv [T, (heads + 2·kvHeads)·headDim]
+ * at `at`: RoPE of q and k and the cache writes of k and v in one kernel that
+ * reads qkv in place, then the attention of the rotated q over the cache
+ * (`incrementalAttention` for one token, `causalAttention` for a chunk).
+ * Returns [T, heads·headDim].
+ */
+export function fusedQkvAttention(
+  d: LlamaDecoder,
+  run: TrackingRunner,
+  qkv: Tensor,
+  cache: LayerCache,
+  at: number | DevicePosition,
+): Tensor {
+  const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta: theta } = d.config;
+  const t = qkv.shape[0]!;
+  const onDevice = typeof at !== 'number';
+  const [q] = run.run(
+    ropeKvScatter,
+    withFrequencies(d, [
+      qkv.reshape([t, heads + 2 * kvHeads, headDim]),
+      undefined,
+      undefined,
+      cache.k,
+      cache.v,
+      onDevice ? at.row : undefined,
+    ]),
+    onDevice ? { theta, layout: 'half' } : { position: at, theta, layout: 'half' },
+  );
+  const attended =
+    t === 1
+      ? run.run1(
+          incrementalAttention,
+          [q!.reshape([heads, headDim]), cache.k, cache.v, onDevice ? at.length : undefined],
+          onDevice ? {} : { seqLen: at + 1 },
+        )
+      : run.run1(causalAttention, [q!, cache.k, cache.v], { position: onDevice ? 0 : at });
+  return attended.reshape([t, heads * headDim]);
 }

@@ -12,6 +12,7 @@ import {
 import { checkIntegerAtLeast } from '../../integerOption.js';
 import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
 import { checkSlidingWindow, type LlamaConfig } from './config.js';
+import { checkFusedQkvBackend, checkFusedQkvLayer } from './fusedQkv.js';
 import {
   checkDtypeOption,
   checkPrefillPrecision,
@@ -99,6 +100,7 @@ export function createLlamaDecoder(
   const fused = options.fused ?? fusedDecodeSupported(backend, weightDtype, kvCacheDtype);
   const prefillPrecision = checkPrefillPrecision(options.prefillPrecision ?? 'f32');
   checkLlamaBackend(backend, weightDtype, kvCacheDtype, fused);
+  checkFusedQkvBackend(backend, weights, kvCacheDtype);
   const quantized = checkQuantized(backend, config, weights, options.quantized);
   const cacheShape = [config.numKeyValueHeads, maxSequence, config.headDim];
   const { ropeScaling } = config;
@@ -161,8 +163,10 @@ function checkQuantized(
   }
   // A projection a quantized layer leaves out is the layer's dense one, which must then be there.
   layers?.forEach((layer, i) => {
+    const fusedQkv = checkFusedQkvLayer(i, weights.layers[i]!, layer);
     for (const p of LLAMA_PROJECTIONS) {
       if (layer[p] !== undefined || weights.layers[i]![p] !== undefined) continue;
+      if (fusedQkv && (p === 'q' || p === 'k' || p === 'v')) continue;
       throw new InvalidArgumentError(`layer ${i} has no '${p}' projection, quantized or dense`, {
         operation: 'LlamaModel',
         argument: `quantized.layers[${i}].${p}`,

@@ -14,7 +14,7 @@ import {
   type Tensor,
   type TrackingRunner,
 } from '@rayo/core';
-import { chunkAttention } from './attention.js';
+import { chunkAttention, fusedQkvAttention } from './attention.js';
 import type { LayerCache, LlamaDecoder } from './decoder.js';
 import { fusedDecodeLayer } from './fusedDecodeLayer.js';
 import { biased, headNorm, productPrecision, project, withFrequencies } from './projections.js';
@@ -104,7 +104,10 @@ export function headLogits(d: LlamaDecoder, run: TrackingRunner, x: Tensor): Ten
   });
 }
 
-/** One pre-norm block on x [T, hidden], unfused; the residual adds ride on the products' `beta·c`. */
+/**
+ * One pre-norm block on x [T, hidden], unfused; the residual adds ride on
+ * the products' `beta·c`. Fused q, k, v weights take one product for the three.
+ */
 function layer(
   d: LlamaDecoder,
   run: TrackingRunner,
@@ -115,12 +118,31 @@ function layer(
   at: number | DevicePosition,
   sink: ((k: Tensor, v: Tensor) => void) | undefined,
 ): Tensor {
-  const { config } = d;
-  const { rmsNormEps: eps, numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta } = config;
-  const t = x.shape[0]!;
-  const onDevice = typeof at !== 'number';
   // A chunk normalises once for the three projections.
-  const h = run.run1(rmsNorm, [x, w.inputNorm], { eps });
+  const h = run.run1(rmsNorm, [x, w.inputNorm], { eps: d.config.rmsNormEps });
+  const attended =
+    w.qkv || quantized?.qkv
+      ? fusedQkvAttention(d, run, biased(run, project(d, run, h, w, quantized, 'qkv'), w.qkvBias), cache, at)
+      : attention(d, run, w, quantized, cache, h, at, sink);
+  const x1 = biased(run, project(d, run, attended, w, quantized, 'o', x), w.oBias);
+  return project(d, run, mlp(d, run, w, quantized, x1), w, quantized, 'down', x1);
+}
+
+/** The attention of h [T, hidden] from its q, k and v projected apart (with a family's head norms between). */
+function attention(
+  d: LlamaDecoder,
+  run: TrackingRunner,
+  w: LlamaLayerWeights,
+  quantized: QuantizedLlamaLayer | undefined,
+  cache: LayerCache,
+  h: Tensor,
+  at: number | DevicePosition,
+  sink: ((k: Tensor, v: Tensor) => void) | undefined,
+): Tensor {
+  const { config } = d;
+  const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta } = config;
+  const t = h.shape[0]!;
+  const onDevice = typeof at !== 'number';
   const projected = (name: 'q' | 'k' | 'v') =>
     biased(run, project(d, run, h, w, quantized, name), w[`${name}Bias`]);
   const rotate = (z: Tensor, n: number) =>
@@ -135,19 +157,16 @@ function layer(
   const k = rotate(headNorm(run, config, projected('k'), w.kNorm), kvHeads).reshape([t, kvHeads * headDim]);
   const v = projected('v');
   sink?.(k, v);
-  const attended =
-    t === 1
-      ? decodeStep(run, {
-          q: q.reshape([heads, headDim]),
-          k,
-          v,
-          kCache: cache.k,
-          vCache: cache.v,
-          position: at,
-        }).reshape([1, heads * headDim])
-      : chunkAttention(run, q, k, v, cache, onDevice ? 0 : at);
-  const x1 = biased(run, project(d, run, attended, w, quantized, 'o', x), w.oBias);
-  return project(d, run, mlp(d, run, w, quantized, x1), w, quantized, 'down', x1);
+  return t === 1
+    ? decodeStep(run, {
+        q: q.reshape([heads, headDim]),
+        k,
+        v,
+        kCache: cache.k,
+        vCache: cache.v,
+        position: at,
+      }).reshape([1, heads * headDim])
+    : chunkAttention(run, q, k, v, cache, onDevice ? 0 : at);
 }
 
 /** Row T − 1 of x [T, hidden] as [1, hidden]: a gather of one row (`embedding` with x as the table). */

@@ -7,6 +7,7 @@ export {
   type LlamaFamilyName,
   llamaFamily,
 } from './families.js';
+export { fuseQkvProjections, fuseQuantizedQkv } from './fusedQkv.js';
 export { type LoadProgress, type LoadProgressCallback, LoadProgressCounter } from './loadProgress.js';
 export { LlamaModel } from './model.js';
 export type {

@@ -2,6 +2,7 @@ import { type Backend, InvalidArgumentError } from '@rayo/core';
 import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
 import { openLlamaCheckpoint } from './checkpoint.js';
 import { checkSlidingWindow, type LlamaConfig } from './config.js';
+import { fuseQkvProjections, fuseQuantizedQkv } from './fusedQkv.js';
 import { checkDtypeOption, type LlamaLoadOptions, type LlamaModelOptions } from './modelOptions.js';
 import { checkWeightFormat, disposeQuantizedLayer, quantizeLlamaLayers } from './quantizedLayers.js';
 import {
@@ -15,8 +16,9 @@ import {
 /**
  * Reads a Hugging Face checkpoint directory onto `backend` (see
  * `LlamaModel.load`): the options and the backend checked before any weight
- * is read, the weights uploaded tensor by tensor in the chosen dtype and
- * quantized where asked, and `make` given the config, the weights and the
+ * is read, the weights uploaded tensor by tensor in the chosen dtype,
+ * quantized where asked and each layer's q, k and v fused where they can
+ * be (`fuseQkvProjections`), and `make` given the config, the weights and the
  * options of the model. Should anything fail after the upload, `make`
  * included, the weights are freed.
  */
@@ -57,12 +59,22 @@ export async function loadLlamaCheckpoint<T>(
         });
       }
       if (options.weightFormat !== undefined) {
-        quantized = await quantizeLlamaLayers(backend, weights, options.weightFormat, {
+        const made = await quantizeLlamaLayers(backend, weights, options.weightFormat, {
           head: options.quantizeHead === true,
         });
+        quantized = made;
         // The dense head was freed as it was quantized.
-        if (quantized.head) weights = { ...weights, head: undefined };
+        if (made.head) weights = { ...weights, head: undefined };
+        quantized =
+          options.fuseQkv === false
+            ? made
+            : {
+                ...made,
+                layers: await fuseQuantizedQkv(backend, checkpoint.config, made.layers, cacheDtype),
+              };
       }
+      if (options.fuseQkv !== false)
+        weights = fuseQkvProjections(backend, checkpoint.config, weights, cacheDtype, quantized?.layers);
       return make(checkpoint.config, weights, { ...options, quantized });
     } catch (error) {
       for (const t of llamaWeightTensors(weights)) t.dispose();

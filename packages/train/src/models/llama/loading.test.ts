@@ -115,7 +115,7 @@ describe('loading a Llama checkpoint', () => {
       // Norm weights are f32: the kernels take them with the (f32) activations.
       expect(kept.weights.layers[0]!.inputNorm.dtype).toBe('f32');
       using widened = await LlamaModel.load(backend, dir, { weightDtype: 'f32' });
-      expect(widened.weights.layers[0]!.q!.dtype).toBe('f32');
+      expect(widened.weights.layers[0]!.qkv!.dtype).toBe('f32');
       using exact = widened.prefill([1, 2, 3]);
       expect(Array.from(await exact.read())).toEqual(logits);
       // The kept half weights multiply a prompt's activations rounded to their dtype (matmul precision 'half').

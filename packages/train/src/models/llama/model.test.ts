@@ -103,18 +103,19 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
         const layers = config.num_hidden_layers as number;
         const count = (names: string[], name: string) => names.filter((n) => n === name).length;
         expect(count(fused.names, 'gateUpSwiglu')).toBe(layers);
-        // q, k and v of each layer in one launch, RoPE with the cache write in one; the head.
-        expect(count(fused.names, 'rmsNormMatmul3')).toBe(layers);
-        expect(count(fused.names, 'ropeKvScatter')).toBe(layers);
-        expect(count(fused.names, 'rmsNormMatmul')).toBe(1);
-        for (const name of ['swiglu', 'rmsNorm', 'rope', 'kvCacheScatter'])
+        // The loaded q, k and v weights are fused: the norm and their one product in one launch
+        // each layer, RoPE with the cache write in one (both models); the head.
+        expect(model.weights.layers.every((l) => l.qkv && !l.q && !l.k && !l.v)).toBe(true);
+        expect(count(fused.names, 'rmsNormMatmul')).toBe(layers + 1);
+        for (const names of [fused.names, plain.names]) expect(count(names, 'ropeKvScatter')).toBe(layers);
+        for (const name of ['swiglu', 'rmsNorm', 'rope', 'kvCacheScatter', 'rmsNormMatmul3'])
           expect(fused.names).not.toContain(name);
-        const fusedKernels = ['gateUpSwiglu', 'rmsNormMatmul', 'rmsNormMatmul3', 'ropeKvScatter'];
+        const fusedKernels = ['gateUpSwiglu', 'rmsNormMatmul', 'rmsNormMatmul3'];
         expect(fusedKernels.reduce((sum, name) => sum + count(plain.names, name), 0)).toBe(0);
-        // The embedding, six kernels a layer instead of 15 (both norms, two of the products, swiglu,
-        // two ropes and two scatters folded away), and the head with its norm.
+        // The embedding, six kernels a layer instead of ten (both norms, one product and swiglu
+        // folded away), and the head with its norm.
         expect(fused.names.length).toBe(1 + 6 * layers + 1);
-        expect(plain.names.length - fused.names.length).toBe(9 * layers + 1);
+        expect(plain.names.length - fused.names.length).toBe(4 * layers + 1);
         const got = await fused.logits.read();
         expect(maxAbsDiff(got, await plain.logits.read())).toBeLessThan(TOLERANCE);
         expect(maxAbsDiff(got, want[PROMPT.length + i]!)).toBeLessThan(TOLERANCE);

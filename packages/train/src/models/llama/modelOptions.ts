@@ -46,6 +46,13 @@ export interface LlamaModelOptions {
    */
   readonly fused?: boolean;
   /**
+   * At load, each layer's q, k and v weights (and biases) become one `qkv`
+   * weight, so a chunk or a token runs one product for the three (default
+   * true; see `fuseQkvProjections` for the layers that stay apart). `false`
+   * keeps them apart: what `pagedCache`'s batched step needs.
+   */
+  readonly fuseQkv?: boolean;
+  /**
    * Every layer's projections quantized (from `quantizeLlamaLayers`, or a
    * GGUF file's quantized tensors), used in place of the dense ones in
    * `weights` (which may then be absent) for decode steps and prefill

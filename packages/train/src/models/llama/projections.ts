@@ -20,8 +20,8 @@ import type { LLAMA_PROJECTIONS, LlamaLayerWeights } from './weights.js';
 
 type Projection = (typeof LLAMA_PROJECTIONS)[number];
 
-/** A layer's dense projection, which a model without quantized layers must have. */
-export function denseProjection(w: LlamaLayerWeights, name: Projection): Tensor {
+/** A layer's dense projection (`qkv`: q, k and v fused), which a model without quantized layers must have. */
+export function denseProjection(w: LlamaLayerWeights, name: Projection | 'qkv'): Tensor {
   const tensor = w[name];
   if (!tensor) {
     throw new InvalidArgumentError(`the layer has no dense '${name}' projection and no quantized one`, {
@@ -57,14 +57,17 @@ export function productPrecision(d: LlamaDecoder, rows: number, weight: DType): 
  */
 export const DEQUANTIZED_PREFILL_ROWS = 32;
 
-/** input·Wᵀ (+ residual) for projection `name`: the quantized product where the layer has one. */
+/**
+ * input·Wᵀ (+ residual) for projection `name` (`qkv`: q, k and v fused, [rows,
+ * (heads + 2·kvHeads)·headDim]): the quantized product where the layer has one.
+ */
 export function project(
   d: LlamaDecoder,
   run: TrackingRunner,
   input: Tensor,
   w: LlamaLayerWeights,
   quantized: QuantizedLlamaLayer | undefined,
-  name: Projection,
+  name: Projection | 'qkv',
   residual?: Tensor,
 ): Tensor {
   const q = quantized?.[name];

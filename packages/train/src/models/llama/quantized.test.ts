@@ -177,18 +177,18 @@ describe('LlamaModel with quantized projections', async () => {
 
   it('leaves a projection its quantized layer omits to the dense weights, and refuses one absent from both', async () => {
     using dense = await LlamaModel.load(backend, dir);
-    // Every layer's q and down quantized, the rest dense: the logits of q and down dequantized.
+    // Every layer's o and down quantized, the rest dense (q, k and v fused): the logits of o and down dequantized.
     const quantizedOf = async (t: Tensor) =>
       uploadQuantized(backend, quantizeWeights(await t.read(), t.shape as [number, number], 'q8g32a'));
     const layers = await Promise.all(
       dense.weights.layers.map(async (l) => ({
-        q: await quantizedOf(l.q!),
+        o: await quantizedOf(l.o!),
         down: await quantizedOf(l.down!),
       })),
     );
     const weights = {
       ...dense.weights,
-      layers: dense.weights.layers.map((l) => ({ ...l, q: undefined, down: undefined })),
+      layers: dense.weights.layers.map((l) => ({ ...l, o: undefined, down: undefined })),
     };
     const model = new LlamaModel(backend, dense.config, weights, { quantized: { layers } });
     const { maxError, spread } = await prefillError(model, dense);
@@ -198,8 +198,13 @@ describe('LlamaModel with quantized projections', async () => {
     expect(() => new LlamaModel(backend, dense.config, missing, { quantized: { layers } })).toThrow(
       /layer 0 has no 'up' projection, quantized or dense/,
     );
+    // A quantized q beside the fused dense q, k, v would be ignored: refused.
+    const withQ = layers.map((l) => ({ ...l, q: l.o }));
+    expect(() => new LlamaModel(backend, dense.config, weights, { quantized: { layers: withQ } })).toThrow(
+      /layer 0 has q, k and v fused and 'q' apart/,
+    );
     for (const l of layers) {
-      l.q.dispose();
+      l.o.dispose();
       l.down.dispose();
     }
   });
@@ -215,8 +220,8 @@ describe('LlamaModel with quantized projections', async () => {
         const names = run.mock.calls.map((call) => call[0].name);
         expect(names.filter((name) => name === quantizedGateUpSwiglu.name)).toHaveLength(layers);
         expect(names).not.toContain(swiglu.name);
-        // q, k, v, o and down stay separate products.
-        expect(names.filter((name) => name === quantizedMatmul.name)).toHaveLength(5 * layers);
+        // q, k and v fused in one product; o and down stay separate.
+        expect(names.filter((name) => name === quantizedMatmul.name)).toHaveLength(3 * layers);
         // The same step through the separate products: the prefill of one more token takes them.
         model.reset();
         using all = model.prefill([...prompt, prompt[0]!]);

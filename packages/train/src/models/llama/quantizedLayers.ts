@@ -26,9 +26,12 @@ export type LlamaWeightFormat = QuantFormat;
 /**
  * The quantized projections of one layer. A projection absent here is the
  * layer's dense one (a GGUF file stores a matrix whose rows do not divide
- * into its quantized blocks as F16).
+ * into its quantized blocks as F16). `qkv` holds q, k and v fused, in place
+ * of the three (see `fuseQuantizedQkv`).
  */
-export type QuantizedLlamaLayer = Readonly<Partial<Record<(typeof PROJECTIONS)[number], QuantizedWeight>>>;
+export type QuantizedLlamaLayer = Readonly<
+  Partial<Record<(typeof PROJECTIONS)[number] | 'qkv', QuantizedWeight>>
+>;
 
 const PROJECTIONS = LLAMA_PROJECTIONS;
 
@@ -148,5 +151,5 @@ export async function quantizeLlamaLayers(
 }
 
 export function disposeQuantizedLayer(layer: QuantizedLlamaLayer): void {
-  for (const name of PROJECTIONS) layer[name]?.dispose();
+  for (const w of Object.values(layer)) w?.dispose();
 }

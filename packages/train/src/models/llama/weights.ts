@@ -48,7 +48,19 @@ export interface LlamaLayerWeights {
   /** RMSNorm weights (f32 [headDim]) of every query and key head, of a config with `qkNorm` (Qwen3). */
   readonly qNorm?: Tensor;
   readonly kNorm?: Tensor;
+  /**
+   * q, k and v fused in place of the three: their rows one after the other,
+   * [(heads + 2·kvHeads)·headDim, hidden] (see `fuseQkvProjections`; a
+   * loaded model fuses them where it can). With it, q, k, v and their
+   * biases are absent, the biases fused as `qkvBias` (f32).
+   */
+  readonly qkv?: Tensor;
+  /** The q, k and v biases fused, [(heads + 2·kvHeads)·headDim]: with `qkv`, or with q, k and v fused quantized. */
+  readonly qkvBias?: Tensor;
 }
+
+/** The layer tensors a checkpoint names: all but the fused ones a model makes. */
+export type CheckpointLayerTensor = Exclude<keyof LlamaLayerWeights, 'qkv' | 'qkvBias'>;
 
 /** The projections of a layer, the weights a quantized layer replaces. */
 export const LLAMA_PROJECTIONS = [
@@ -59,7 +71,7 @@ export const LLAMA_PROJECTIONS = [
   'gate',
   'up',
   'down',
-] as const satisfies readonly (keyof LlamaLayerWeights)[];
+] as const satisfies readonly CheckpointLayerTensor[];
 
 export interface LlamaWeights {
   /** The token table [vocab, hidden]; absent where the model is given it quantized. */
@@ -95,10 +107,10 @@ export const LAYER_TENSORS = {
   oBias: 'self_attn.o_proj.bias',
   qNorm: 'self_attn.q_norm.weight',
   kNorm: 'self_attn.k_norm.weight',
-} as const satisfies Record<keyof LlamaLayerWeights, string>;
+} as const satisfies Record<CheckpointLayerTensor, string>;
 
 /** The tensors of a layer of `c`, with their shapes: the Llama block's, and the family's biases and norms. */
-export function layerShapes(c: LlamaConfig): Partial<Record<keyof LlamaLayerWeights, Shape>> {
+export function layerShapes(c: LlamaConfig): Partial<Record<CheckpointLayerTensor, Shape>> {
   const d = c.hiddenSize;
   const qWidth = c.numAttentionHeads * c.headDim;
   const kvWidth = c.numKeyValueHeads * c.headDim;
@@ -124,7 +136,7 @@ export function llamaWeightShapes(config: LlamaConfig): Map<string, Shape> {
   const shapes = new Map<string, Shape>([
     ['model.embed_tokens.weight', [config.vocabSize, config.hiddenSize]],
   ]);
-  const perLayer = Object.entries(layerShapes(config)) as [keyof LlamaLayerWeights, Shape][];
+  const perLayer = Object.entries(layerShapes(config)) as [CheckpointLayerTensor, Shape][];
   for (let i = 0; i < config.numHiddenLayers; i++) {
     for (const [key, shape] of perLayer) shapes.set(`model.layers.${i}.${LAYER_TENSORS[key]}`, shape);
   }
@@ -256,7 +268,7 @@ export async function uploadLlamaWeights(
   };
   try {
     const shapes = llamaWeightShapes(config);
-    const layerKeys = Object.keys(layerShapes(config)) as (keyof LlamaLayerWeights)[];
+    const layerKeys = Object.keys(layerShapes(config)) as CheckpointLayerTensor[];
     const embedding = await load('model.embed_tokens.weight', shapes.get('model.embed_tokens.weight')!);
     const layers: LlamaLayerWeights[] = [];
     for (let i = 0; i < config.numHiddenLayers; i++) {
@@ -281,7 +293,7 @@ export async function uploadLlamaWeights(
 /** The tensors of `weights` by Hugging Face name (a tied head only as the embedding). */
 function namedLlamaWeights(config: LlamaConfig, weights: LlamaWeights): Map<string, Tensor | undefined> {
   const named = new Map<string, Tensor | undefined>([['model.embed_tokens.weight', weights.embedding]]);
-  const layerKeys = Object.keys(layerShapes(config)) as (keyof LlamaLayerWeights)[];
+  const layerKeys = Object.keys(layerShapes(config)) as CheckpointLayerTensor[];
   weights.layers.forEach((layer, i) => {
     for (const key of layerKeys) named.set(`model.layers.${i}.${LAYER_TENSORS[key]}`, layer[key]);
   });
@@ -326,7 +338,34 @@ export function checkLlamaWeights(
   const embeddingDtype = first?.dtype;
   const dtype: LlamaWeightDType =
     embeddingDtype === 'f16' || embeddingDtype === 'bf16' ? embeddingDtype : 'f32';
-  for (const [name, shape] of llamaWeightShapes(config)) {
+  const expected = llamaWeightShapes(config);
+  weights.layers.forEach((layer, i) => {
+    // A fused bias alone: q, k and v are fused quantized.
+    if (!layer.qkv && !layer.qkvBias) return;
+    // Fused: q, k, v (and their biases) are absent, and the fused tensors stand checked in their place.
+    const prefix = `model.layers.${i}.`;
+    const parts = (['q', 'k', 'v'] as const).map((p) => expected.get(prefix + LAYER_TENSORS[p])!);
+    const rows = parts.reduce((n, shape) => n + shape[0]!, 0);
+    for (const p of FUSED_INTO_QKV) {
+      expected.delete(prefix + LAYER_TENSORS[p]);
+      if (layer[p] === undefined) continue;
+      throw new InvalidArgumentError(`layer ${i} has q, k and v fused and '${p}' apart`, {
+        operation: 'LlamaModel',
+        argument: `weights.layers[${i}].${p}`,
+        expected: 'absent (weights.layers[].qkv holds it)',
+        actual: layer[p].describe(),
+      });
+    }
+    if (layer.qkv || !options.quantizedProjections) {
+      named.set(`${prefix}qkv`, layer.qkv);
+      expected.set(`${prefix}qkv`, [rows, config.hiddenSize]);
+    }
+    if (config.qkvBias) {
+      named.set(`${prefix}qkv.bias`, layer.qkvBias);
+      expected.set(`${prefix}qkv.bias`, [rows]);
+    }
+  });
+  for (const [name, shape] of expected) {
     const tensor = named.get(name);
     // Quantized layers, embedding and head replace the dense ones (checked where they are made); absent ones are fine.
     if (options.quantizedProjections && tensor === undefined && isProjection(name)) continue;
@@ -346,6 +385,9 @@ export function checkLlamaWeights(
   }
   return dtype;
 }
+
+/** The tensors `qkv` and `qkvBias` hold in a fused layer. */
+const FUSED_INTO_QKV = ['q', 'k', 'v', 'qBias', 'kBias', 'vBias'] as const;
 
 const PROJECTION_SUFFIXES = new Set(LLAMA_PROJECTIONS.map((key) => `.${LAYER_TENSORS[key]}`));
 

@@ -40,7 +40,7 @@ describe('PagedLlama', () => {
     const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 21));
     reference = await LlamaModel.load(backend, dir, { maxSequence: 32 });
     // Prompts cross prefill chunks of 5.
-    model = await LlamaModel.load(backend, dir, { maxSequence: 32, prefillChunk: 5 });
+    model = await LlamaModel.load(backend, dir, { maxSequence: 32, prefillChunk: 5, fuseQkv: false });
     for (const prompt of PROMPTS) {
       reference.reset();
       const rows: Float32Array[] = [];
@@ -149,5 +149,9 @@ describe('PagedLlama', () => {
     const row = { table: b, token: 1, position: 2 };
     await expect(paged.decode([row, row, row])).rejects.toThrow(/at most 2 \(maxBatch\)/);
     expect(() => model.pagedCache({ pages: 8, maxBatch: 257 })).toThrow(/\[1, 256\]/);
+    // A model loaded with its q, k and v fused (the default) is refused, naming the load option.
+    expect(() => reference.pagedCache({ pages: 8, maxBatch: 2 })).toThrow(
+      /LlamaModel\.pagedCache: argument 'weights'.*fuseQkv: false/,
+    );
   });
 });
