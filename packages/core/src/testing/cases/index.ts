@@ -12,6 +12,7 @@ import { normalizationCases } from './normalization.js';
 import { optimizerCases } from './optimizer.js';
 import { quantizedCases } from './quantized.js';
 import { quantizedGateUpCases } from './quantizedGateUp.js';
+import { quantizeRowsCases } from './quantizeRows.js';
 import { reductionCases } from './reduction.js';
 import { ropeCases } from './rope.js';
 import { softmaxCases } from './softmax.js';
@@ -33,6 +34,7 @@ const families = [
   fusedCases,
   quantizedCases,
   quantizedGateUpCases,
+  quantizeRowsCases,
 ];
 
 export const VALID_CASES: readonly AnyConformanceCase[] = families.flatMap((f) => f.cases);
