@@ -59,6 +59,7 @@ export async function loadLlamaCheckpoint<T>(
       if (options.weightFormat !== undefined) {
         quantized = await quantizeLlamaLayers(backend, weights, options.weightFormat, {
           head: options.quantizeHead === true,
+          ...(options.quantizeOn ? { on: options.quantizeOn } : {}),
         });
         // The dense head was freed as it was quantized.
         if (quantized.head) weights = { ...weights, head: undefined };

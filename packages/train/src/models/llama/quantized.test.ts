@@ -52,6 +52,24 @@ async function prefillError(
 describe('LlamaModel with quantized projections', async () => {
   const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 3));
 
+  it('quantizes on the device (through quantizeRows) to the host path’s bits: the same logits', async () => {
+    for (const format of ['q8', 'q4g32', 'q8g16', 'q4g32a'] as const) {
+      using host = await LlamaModel.load(backend, dir, { weightFormat: format, quantizeHead: true });
+      using device = await LlamaModel.load(backend, dir, {
+        weightFormat: format,
+        quantizeHead: true,
+        quantizeOn: 'device',
+      });
+      expect(device.quantization).toMatchObject({ path: 'device', format });
+      expect(device.quantization!.rmsRelativeError).toBeUndefined();
+      expect(device.quantization!.quantizedBytes).toBe(host.quantization!.quantizedBytes);
+      expect(device.quantization!.milliseconds).toBeGreaterThanOrEqual(0);
+      using want = host.prefill(prompt);
+      using got = device.prefill(prompt);
+      expect(await got.read()).toEqual(await want.read());
+    }
+  });
+
   it('8-bit and 4-bit formats follow the dense model: close logits, and 8 bits the same greedy token', async () => {
     using dense = await LlamaModel.load(backend, dir);
     using want = dense.prefill(prompt);
@@ -62,7 +80,8 @@ describe('LlamaModel with quantized projections', async () => {
       using model = await LlamaModel.load(backend, dir, { weightFormat: format });
       expect(model.quantization?.format).toBe(format);
       expect(model.quantization!.quantizedBytes).toBeLessThan(model.quantization!.denseBytes / 3);
-      expect(model.quantization!.rmsRelativeError).toBeLessThan(eightBits ? 0.01 : 0.15);
+      expect(model.quantization!.path).toBe('host');
+      expect(model.quantization!.rmsRelativeError!).toBeLessThan(eightBits ? 0.01 : 0.15);
       using got = model.prefill(prompt);
       const values = (await got.read()) as Float32Array;
       const { maxError, spread } = errorAgainst(values, wanted);

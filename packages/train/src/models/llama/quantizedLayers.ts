@@ -1,17 +1,16 @@
 import {
   type Backend,
-  type HostArray,
   InvalidArgumentError,
   isQuantFormat,
   QUANT_FORMATS,
   type QuantFormat,
   type QuantizedWeight,
-  quantizationError,
   quantizedMatmul,
-  quantizeWeights,
+  quantizeRows,
+  type Tensor,
   UnsupportedOnBackendError,
-  uploadQuantized,
 } from '@rayo/core';
+import { type QuantizedTensor, quantizeOnDevice, quantizeOnHost } from './quantizeTensor.js';
 import { LLAMA_PROJECTIONS, type LlamaWeights } from './weights.js';
 
 /**
@@ -32,13 +31,31 @@ export type QuantizedLlamaLayer = Readonly<Partial<Record<(typeof PROJECTIONS)[n
 
 const PROJECTIONS = LLAMA_PROJECTIONS;
 
-/** What quantizing the projections cost in accuracy, over all of them. */
+/**
+ * Where weights are quantized on load: `'device'` runs core's `quantizeRows`
+ * on the dense tensor where it already is (the same bits as the host
+ * quantizer, without reading the weights back); `'host'` reads each weight
+ * back and quantizes it with `quantizeWeights`, measuring the error it
+ * introduces.
+ */
+export type LlamaQuantizePath = 'device' | 'host';
+
+/** The device path where the backend has `quantizeRows` (the cpu backend's is the host quantizer itself). */
+export function defaultQuantizePath(backend: Backend): LlamaQuantizePath {
+  return backend.name !== 'cpu' && backend.supports(quantizeRows.name) ? 'device' : 'host';
+}
+
+/** What quantizing the projections cost in accuracy and time, over all of them. */
 export interface LlamaQuantizationReport {
   readonly format: LlamaWeightFormat;
-  /** max |w − ŵ| over every projection weight. */
-  readonly maxAbsError: number;
-  /** sqrt(Σ (w − ŵ)² / Σ w²) over every projection weight. */
-  readonly rmsRelativeError: number;
+  /** Where the weights were quantized. */
+  readonly path: LlamaQuantizePath;
+  /** Wall time of quantizing every weight, the device's work included (ms). */
+  readonly milliseconds: number;
+  /** max |w − ŵ| over every projection weight (the host path only: the device path reads nothing back). */
+  readonly maxAbsError?: number;
+  /** sqrt(Σ (w − ŵ)² / Σ w²) over every projection weight (the host path only). */
+  readonly rmsRelativeError?: number;
   /** Bytes of the quantized projections (codes, scales, zero points), and of the weights they replace. */
   readonly quantizedBytes: number;
   readonly denseBytes: number;
@@ -65,16 +82,17 @@ export function checkWeightFormat(backend: Backend, format: unknown): asserts fo
 }
 
 /**
- * Quantizes every layer's projections: each weight is read back from the
- * device, quantized on the host (round to nearest), uploaded, and its
- * dense tensor disposed, one weight at a time (so the host holds one
- * weight's values at once). Returns the layers and the error introduced.
+ * Quantizes every layer's projections (and the head where asked), one weight
+ * at a time, each dense tensor disposed as soon as its quantized one exists:
+ * on the device where the backend has `quantizeRows` (see
+ * `LlamaQuantizePath`; `on` chooses), else read back and quantized on the
+ * host (round to nearest). Returns the layers and the report.
  */
 export async function quantizeLlamaLayers(
   backend: Backend,
   weights: LlamaWeights,
   format: LlamaWeightFormat,
-  options: { readonly head?: boolean } = {},
+  options: { readonly head?: boolean; readonly on?: LlamaQuantizePath } = {},
 ): Promise<{ layers: QuantizedLlamaLayer[]; head?: QuantizedWeight; report: LlamaQuantizationReport }> {
   checkWeightFormat(backend, format);
   if (options.head && !weights.head) {
@@ -85,6 +103,16 @@ export async function quantizeLlamaLayers(
       actual: 'a tied or absent head',
     });
   }
+  const path = options.on ?? defaultQuantizePath(backend);
+  if (path === 'device' && !backend.supports(quantizeRows.name)) {
+    throw new UnsupportedOnBackendError(`the ${backend.name} backend cannot quantize on the device`, {
+      operation: quantizeRows.name,
+      argument: 'quantizeOn',
+      expected: `'host', or a backend that implements ${quantizeRows.name}`,
+      actual: `'device' on ${backend.name}`,
+    });
+  }
+  const start = performance.now();
   const layers: QuantizedLlamaLayer[] = [];
   let head: QuantizedWeight | undefined;
   let maxAbsError = 0;
@@ -92,6 +120,21 @@ export async function quantizeLlamaLayers(
   let weightSq = 0;
   let quantizedBytes = 0;
   let denseBytes = 0;
+  const quantize = async (dense: Tensor, name: string): Promise<QuantizedWeight> => {
+    const done: QuantizedTensor =
+      path === 'device'
+        ? await quantizeOnDevice(backend, dense, format, name)
+        : await quantizeOnHost(backend, dense, format);
+    if (done.error) {
+      maxAbsError = Math.max(maxAbsError, done.error.maxAbs);
+      errorSq += done.error.sumSquaredError;
+      weightSq += done.error.sumSquaredWeight;
+    }
+    quantizedBytes += done.weight.byteLength;
+    denseBytes += dense.byteLength;
+    dense.dispose();
+    return done.weight;
+  };
   try {
     for (const layer of weights.layers) {
       const quantized: Partial<Record<(typeof PROJECTIONS)[number], QuantizedWeight>> = {};
@@ -106,17 +149,7 @@ export async function quantizeLlamaLayers(
               actual: 'absent',
             });
           }
-          const values = (await dense.read()) as HostArray;
-          const shape = dense.shape as [number, number];
-          const host = quantizeWeights(values, shape, format, { dtype: dense.dtype });
-          const error = quantizationError(values, host, dense.dtype);
-          maxAbsError = Math.max(maxAbsError, error.maxAbs);
-          errorSq += error.sumSquaredError;
-          weightSq += error.sumSquaredWeight;
-          quantized[name] = uploadQuantized(backend, host);
-          quantizedBytes += quantized[name].byteLength;
-          denseBytes += dense.byteLength;
-          dense.dispose();
+          quantized[name] = await quantize(dense, `layers[${layers.length}].${name}`);
         }
       } catch (error) {
         for (const w of Object.values(quantized)) w.dispose();
@@ -124,26 +157,23 @@ export async function quantizeLlamaLayers(
       }
       layers.push(quantized as QuantizedLlamaLayer);
     }
-    if (options.head) {
-      const dense = weights.head!;
-      const values = (await dense.read()) as HostArray;
-      const host = quantizeWeights(values, dense.shape as [number, number], format, { dtype: dense.dtype });
-      const error = quantizationError(values, host, dense.dtype);
-      maxAbsError = Math.max(maxAbsError, error.maxAbs);
-      errorSq += error.sumSquaredError;
-      weightSq += error.sumSquaredWeight;
-      head = uploadQuantized(backend, host);
-      quantizedBytes += head.byteLength;
-      denseBytes += dense.byteLength;
-      dense.dispose();
-    }
+    if (options.head) head = await quantize(weights.head!, 'head');
+    await backend.sync();
   } catch (error) {
     for (const layer of layers) disposeQuantizedLayer(layer);
     head?.dispose();
     throw error;
   }
-  const rmsRelativeError = weightSq > 0 ? Math.sqrt(errorSq / weightSq) : 0;
-  const report = { format, maxAbsError, rmsRelativeError, quantizedBytes, denseBytes };
+  const report: LlamaQuantizationReport = {
+    format,
+    path,
+    milliseconds: performance.now() - start,
+    ...(path === 'host'
+      ? { maxAbsError, rmsRelativeError: weightSq > 0 ? Math.sqrt(errorSq / weightSq) : 0 }
+      : {}),
+    quantizedBytes,
+    denseBytes,
+  };
   return { layers, ...(head ? { head } : {}), report };
 }
 
