@@ -70,6 +70,23 @@ describe('LlamaModel with quantized projections', async () => {
     }
   });
 
+  it('quantizes each layer as it is uploaded: the load peaks below a dense load', async () => {
+    const fresh = createCpuBackend();
+    try {
+      fresh.resetPeakMemory();
+      const dense = await LlamaModel.load(fresh, dir);
+      const densePeak = fresh.memory().peakBytes;
+      dense.dispose();
+      fresh.resetPeakMemory();
+      using quantized = await LlamaModel.load(fresh, dir, { weightFormat: 'q8', quantizeOn: 'device' });
+      // Uploading every layer dense before quantizing would peak above the dense model itself.
+      expect(fresh.memory().peakBytes).toBeLessThan(densePeak);
+      expect(quantized.quantization!.path).toBe('device');
+    } finally {
+      fresh.dispose();
+    }
+  });
+
   it('8-bit and 4-bit formats follow the dense model: close logits, and 8 bits the same greedy token', async () => {
     using dense = await LlamaModel.load(backend, dir);
     using want = dense.prefill(prompt);

@@ -82,6 +82,120 @@ export function checkWeightFormat(backend: Backend, format: unknown): asserts fo
 }
 
 /**
+ * Quantizes a model's projections layer by layer as they arrive (see
+ * `quantizeLlamaLayers`), so that a loader can quantize each layer right
+ * after uploading it and hold one layer's dense tensors at a time; `finish`
+ * gives the layers and the report, `dispose` frees what was quantized.
+ */
+export class LlamaLayerQuantizer {
+  readonly path: LlamaQuantizePath;
+  readonly #layers: QuantizedLlamaLayer[] = [];
+  #head: QuantizedWeight | undefined;
+  #milliseconds = 0;
+  #maxAbsError = 0;
+  #errorSq = 0;
+  #weightSq = 0;
+  #quantizedBytes = 0;
+  #denseBytes = 0;
+
+  constructor(
+    readonly backend: Backend,
+    readonly format: LlamaWeightFormat,
+    on?: LlamaQuantizePath,
+  ) {
+    checkWeightFormat(backend, format);
+    this.path = on ?? defaultQuantizePath(backend);
+    if (this.path === 'device' && !backend.supports(quantizeRows.name)) {
+      throw new UnsupportedOnBackendError(`the ${backend.name} backend cannot quantize on the device`, {
+        operation: quantizeRows.name,
+        argument: 'quantizeOn',
+        expected: `'host', or a backend that implements ${quantizeRows.name}`,
+        actual: `'device' on ${backend.name}`,
+      });
+    }
+  }
+
+  /** Quantizes `dense` and disposes it. */
+  async #quantize(dense: Tensor, name: string): Promise<QuantizedWeight> {
+    const start = performance.now();
+    const done: QuantizedTensor =
+      this.path === 'device'
+        ? await quantizeOnDevice(this.backend, dense, this.format, name)
+        : await quantizeOnHost(this.backend, dense, this.format);
+    if (done.error) {
+      this.#maxAbsError = Math.max(this.#maxAbsError, done.error.maxAbs);
+      this.#errorSq += done.error.sumSquaredError;
+      this.#weightSq += done.error.sumSquaredWeight;
+    }
+    this.#quantizedBytes += done.weight.byteLength;
+    this.#denseBytes += dense.byteLength;
+    dense.dispose();
+    this.#milliseconds += performance.now() - start;
+    return done.weight;
+  }
+
+  /** Quantizes the next layer's projections, each dense one disposed once quantized. */
+  async addLayer(layer: Partial<Record<(typeof PROJECTIONS)[number], Tensor>>): Promise<void> {
+    const index = this.#layers.length;
+    const quantized: Partial<Record<(typeof PROJECTIONS)[number], QuantizedWeight>> = {};
+    try {
+      for (const name of PROJECTIONS) {
+        const dense = layer[name];
+        if (!dense) {
+          throw new InvalidArgumentError(`layer ${index} has no '${name}' projection to quantize`, {
+            operation: 'quantizeLlamaLayers',
+            argument: `weights.layers[${index}].${name}`,
+            expected: 'a dense [out, in] weight',
+            actual: 'absent',
+          });
+        }
+        quantized[name] = await this.#quantize(dense, `layers[${index}].${name}`);
+      }
+    } catch (error) {
+      for (const w of Object.values(quantized)) w.dispose();
+      throw error;
+    }
+    this.#layers.push(quantized as QuantizedLlamaLayer);
+  }
+
+  /** Quantizes the (untied) head and disposes the dense one. */
+  async addHead(dense: Tensor): Promise<void> {
+    this.#head = await this.#quantize(dense, 'head');
+  }
+
+  /** Waits for the device's work; the quantized layers (and head) and the report. */
+  async finish(): Promise<{
+    layers: QuantizedLlamaLayer[];
+    head?: QuantizedWeight;
+    report: LlamaQuantizationReport;
+  }> {
+    const start = performance.now();
+    await this.backend.sync();
+    this.#milliseconds += performance.now() - start;
+    const report: LlamaQuantizationReport = {
+      format: this.format,
+      path: this.path,
+      milliseconds: this.#milliseconds,
+      ...(this.path === 'host'
+        ? {
+            maxAbsError: this.#maxAbsError,
+            rmsRelativeError: this.#weightSq > 0 ? Math.sqrt(this.#errorSq / this.#weightSq) : 0,
+          }
+        : {}),
+      quantizedBytes: this.#quantizedBytes,
+      denseBytes: this.#denseBytes,
+    };
+    return { layers: [...this.#layers], ...(this.#head ? { head: this.#head } : {}), report };
+  }
+
+  /** Frees every quantized weight made so far. */
+  dispose(): void {
+    for (const layer of this.#layers) disposeQuantizedLayer(layer);
+    this.#head?.dispose();
+  }
+}
+
+/**
  * Quantizes every layer's projections (and the head where asked), one weight
  * at a time, each dense tensor disposed as soon as its quantized one exists:
  * on the device where the backend has `quantizeRows` (see
@@ -94,8 +208,21 @@ export async function quantizeLlamaLayers(
   format: LlamaWeightFormat,
   options: { readonly head?: boolean; readonly on?: LlamaQuantizePath } = {},
 ): Promise<{ layers: QuantizedLlamaLayer[]; head?: QuantizedWeight; report: LlamaQuantizationReport }> {
-  checkWeightFormat(backend, format);
-  if (options.head && !weights.head) {
+  const quantizer = new LlamaLayerQuantizer(backend, format, options.on);
+  if (options.head) checkOwnHead(weights.head !== undefined);
+  try {
+    for (const layer of weights.layers) await quantizer.addLayer(layer);
+    if (options.head) await quantizer.addHead(weights.head!);
+    return await quantizer.finish();
+  } catch (error) {
+    quantizer.dispose();
+    throw error;
+  }
+}
+
+/** Refuses to quantize a head the model does not have of its own. */
+export function checkOwnHead(untied: boolean): void {
+  if (!untied) {
     throw new InvalidArgumentError('the model has no head of its own to quantize', {
       operation: 'quantizeLlamaLayers',
       argument: 'quantizeHead',
@@ -103,78 +230,6 @@ export async function quantizeLlamaLayers(
       actual: 'a tied or absent head',
     });
   }
-  const path = options.on ?? defaultQuantizePath(backend);
-  if (path === 'device' && !backend.supports(quantizeRows.name)) {
-    throw new UnsupportedOnBackendError(`the ${backend.name} backend cannot quantize on the device`, {
-      operation: quantizeRows.name,
-      argument: 'quantizeOn',
-      expected: `'host', or a backend that implements ${quantizeRows.name}`,
-      actual: `'device' on ${backend.name}`,
-    });
-  }
-  const start = performance.now();
-  const layers: QuantizedLlamaLayer[] = [];
-  let head: QuantizedWeight | undefined;
-  let maxAbsError = 0;
-  let errorSq = 0;
-  let weightSq = 0;
-  let quantizedBytes = 0;
-  let denseBytes = 0;
-  const quantize = async (dense: Tensor, name: string): Promise<QuantizedWeight> => {
-    const done: QuantizedTensor =
-      path === 'device'
-        ? await quantizeOnDevice(backend, dense, format, name)
-        : await quantizeOnHost(backend, dense, format);
-    if (done.error) {
-      maxAbsError = Math.max(maxAbsError, done.error.maxAbs);
-      errorSq += done.error.sumSquaredError;
-      weightSq += done.error.sumSquaredWeight;
-    }
-    quantizedBytes += done.weight.byteLength;
-    denseBytes += dense.byteLength;
-    dense.dispose();
-    return done.weight;
-  };
-  try {
-    for (const layer of weights.layers) {
-      const quantized: Partial<Record<(typeof PROJECTIONS)[number], QuantizedWeight>> = {};
-      try {
-        for (const name of PROJECTIONS) {
-          const dense = layer[name];
-          if (!dense) {
-            throw new InvalidArgumentError(`layer ${layers.length} has no '${name}' projection to quantize`, {
-              operation: 'quantizeLlamaLayers',
-              argument: `weights.layers[${layers.length}].${name}`,
-              expected: 'a dense [out, in] weight',
-              actual: 'absent',
-            });
-          }
-          quantized[name] = await quantize(dense, `layers[${layers.length}].${name}`);
-        }
-      } catch (error) {
-        for (const w of Object.values(quantized)) w.dispose();
-        throw error;
-      }
-      layers.push(quantized as QuantizedLlamaLayer);
-    }
-    if (options.head) head = await quantize(weights.head!, 'head');
-    await backend.sync();
-  } catch (error) {
-    for (const layer of layers) disposeQuantizedLayer(layer);
-    head?.dispose();
-    throw error;
-  }
-  const report: LlamaQuantizationReport = {
-    format,
-    path,
-    milliseconds: performance.now() - start,
-    ...(path === 'host'
-      ? { maxAbsError, rmsRelativeError: weightSq > 0 ? Math.sqrt(errorSq / weightSq) : 0 }
-      : {}),
-    quantizedBytes,
-    denseBytes,
-  };
-  return { layers, ...(head ? { head } : {}), report };
 }
 
 export function disposeQuantizedLayer(layer: QuantizedLlamaLayer): void {
