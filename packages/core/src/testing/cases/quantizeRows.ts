@@ -78,6 +78,32 @@ for (const format of QUANT_FORMATS) {
 push('q4g32', 'bf16', false);
 push('q8', 'f16', false);
 
+// A NaN, +Inf and −Inf weight each in one group (the host quantizer refuses them): that group's scale (and
+// offset) NaN, its codes and zero point 0, every other group quantized.
+function nonFinite(n: number, k: number): InputSample {
+  return f32([n, k], (rng: Rng, size: number) => {
+    const w = Array.from({ length: size }, () => rng.uniform(-1, 1));
+    w[5] = Number.NaN;
+    w[k + 40] = Number.POSITIVE_INFINITY;
+    w[size - 1] = Number.NEGATIVE_INFINITY;
+    return w;
+  });
+}
+for (const [format, zeroPoints] of [
+  ['q4g32', true],
+  ['q8', false],
+  ['q8g32a', false],
+] as const) {
+  cases.push(
+    valid(quantizeRows, {
+      label: `${format} 3×70 with non-finite weights${zeroPoints ? ', zero points' : ''}`,
+      inputs: [nonFinite(3, 70)],
+      attrs: { format, scaleDType: defaultScaleDType(format), zeroPoints },
+      tolerance: { rtol: 0, atol: 0 },
+    }),
+  );
+}
+
 const errors = invalidCalls(quantizeRows, [
   ["'w' of rank 1", [f32([40])], 'shape', 'w', { format: 'q8', scaleDType: 'f32' }],
   [
