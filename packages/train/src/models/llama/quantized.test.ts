@@ -52,24 +52,6 @@ async function prefillError(
 describe('LlamaModel with quantized projections', async () => {
   const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 3));
 
-  it('quantizes on the device (through quantizeRows) to the host path’s bits: the same logits', async () => {
-    for (const format of ['q8', 'q4g32', 'q8g16', 'q4g32a'] as const) {
-      using host = await LlamaModel.load(backend, dir, { weightFormat: format, quantizeHead: true });
-      using device = await LlamaModel.load(backend, dir, {
-        weightFormat: format,
-        quantizeHead: true,
-        quantizeOn: 'device',
-      });
-      expect(device.quantization).toMatchObject({ path: 'device', format });
-      expect(device.quantization!.rmsRelativeError).toBeUndefined();
-      expect(device.quantization!.quantizedBytes).toBe(host.quantization!.quantizedBytes);
-      expect(device.quantization!.milliseconds).toBeGreaterThanOrEqual(0);
-      using want = host.prefill(prompt);
-      using got = device.prefill(prompt);
-      expect(await got.read()).toEqual(await want.read());
-    }
-  });
-
   it('quantizes each layer as it is uploaded: the load peaks below a dense load', async () => {
     const fresh = createCpuBackend();
     try {
