@@ -692,7 +692,7 @@ function qualityLines(report: DecodeReport): string[] {
     if (!q) return [];
     const w = q.weights;
     return [
-      `${b.backend} ${w.format}: ${report.settings.quantHead ? 'projections and head' : 'projections'} ${fmt(w.quantizedBytes / 1e9)} GB instead of ${fmt(w.denseBytes / 1e9)} GB ` +
+      `${b.backend} ${w.format}: ${report.settings.quantHead ? 'projections and head' : 'projections'} ${fmt(w.quantizedBytes / 1e9)} GB instead of ${fmt(w.denseBytes / 1e9)} GB, ` +
         `quantized on the ${w.path} in ${fmt(w.milliseconds / 1000, 3)} s` +
         (w.maxAbsError === undefined
           ? '; '
