@@ -16,8 +16,11 @@ export type {
   LlamaPrefillPrecision,
 } from './modelOptions.js';
 export {
+  defaultQuantizePath,
   disposeQuantizedLayer,
+  LlamaLayerQuantizer,
   type LlamaQuantizationReport,
+  type LlamaQuantizePath,
   type LlamaWeightFormat,
   type QuantizedLlamaLayer,
   quantizeLlamaLayers,
