@@ -24,6 +24,7 @@ export {
 } from './hostile/hostileCorpus.js';
 export { link, put } from './hostile/hostileFiles.js';
 export { safetensorsReader, validSafetensors } from './hostile/safetensorsCases.js';
+export { limitedBackend } from './limitedBackend.js';
 export { memoryFile } from './memoryFile.js';
 export {
   collectTokens,

@@ -14,6 +14,7 @@ import * as optimizer from './optimizer.js';
 import * as pagedAttention from './pagedAttention.js';
 import * as quantized from './quantized.js';
 import * as quantizedGateUp from './quantizedGateUp.js';
+import * as quantizeRows from './quantizeRows.js';
 import * as reduction from './reduction.js';
 import * as rope from './rope.js';
 import * as softmax from './softmax.js';
@@ -37,6 +38,7 @@ export * from './optimizer.js';
 export * from './pagedAttention.js';
 export * from './quantized.js';
 export * from './quantizedGateUp.js';
+export * from './quantizeRows.js';
 export * from './reduction.js';
 export * from './rope.js';
 export * from './softmax.js';
@@ -70,6 +72,7 @@ const families = [
   fused,
   quantized,
   quantizedGateUp,
+  quantizeRows,
 ];
 
 /** Every kernel spec rayo defines, in family order. Backends implement all of them. */

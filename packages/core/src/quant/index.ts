@@ -2,3 +2,4 @@ export * from './gemvVariants.js';
 export * from './layout.js';
 export * from './quantize.js';
 export * from './quantizedWeight.js';
+export * from './rounding.js';

@@ -9,6 +9,7 @@ import {
   quantLayout,
   zeroAt,
 } from './layout.js';
+import { nearestQuotient, positiveZero, reciprocalOf } from './rounding.js';
 
 /** The float dtypes a scale may be stored in. */
 export type ScaleDType = 'f32' | 'f16' | 'bf16';
@@ -40,6 +41,12 @@ export interface QuantizeOptions {
 
 const KERNEL = 'quantizeWeights';
 
+/** How `quantizeWeights` stores `format`'s scales unless told: see layout.ts. */
+export function defaultScaleDType(format: QuantFormat): ScaleDType {
+  return format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a' ? 'f32' : 'f16';
+}
+const fround = Math.fround;
+
 function checkShape(values: ArrayLike<number>, n: number, k: number): void {
   if (!Number.isInteger(n) || !Number.isInteger(k) || n < 1 || k < 1 || values.length !== n * k) {
     throw new ShapeError('weights must hold N · K values', {
@@ -58,9 +65,11 @@ function stored(dtype: ScaleDType, value: number): number {
 
 /**
  * Quantizes a weight [N, K] (f32 numbers, or the raw words of f16/bf16
- * weights with `dtype`) to `format`, rounding to nearest. Each scale is
- * rounded to its storage first and the codes are rounded against the stored
- * scale, so dequantizing gives the nearest representable values:
+ * weights with `dtype`) to `format`, rounding to nearest (ties up). Each
+ * scale is an f32 (a range times f32(1 / levels), see rounding.ts) rounded to
+ * its storage, and the codes are the nearest to the exact quotient by the
+ * stored scale, so dequantizing gives the nearest representable values and
+ * the device kernel `quantizeRows` gives the same bits:
  * - q8: scale = max|w| / 127 per row, q = round(w / scale) in −127…127.
  * - q4 symmetric: scale = max|w| / 7 per group, q = round(w / scale) + 8 in 1…15.
  * - q4 with zero points: the group's range widened to include 0, scale =
@@ -69,6 +78,7 @@ function stored(dtype: ScaleDType, value: number): number {
  * - q4g32a: offset = −min, scale = (max − min) / 15 per group (each stored
  *   first), q = round((w + offset) / scale) in 0…15; q8g32a the same with
  *   scale = (max − min) / 255, offset = −128 · scale − min, q in −128…127.
+ * Weights that are not finite are refused.
  */
 export function quantizeWeights(
   values: ArrayLike<number>,
@@ -96,9 +106,8 @@ export function quantizeWeights(
     });
   }
   const w = dtype === 'f32' ? values : toNumbers(dtype, values as HostArray);
-  const layout = quantLayout(format, k);
   const zeroPoints = options.zeroPoints ?? false;
-  if (zeroPoints && !layout.zeroPoints) {
+  if (zeroPoints && !quantLayout(format, k).zeroPoints) {
     throw new InvalidArgumentError(`${format} has no zero points`, {
       operation: KERNEL,
       argument: 'zeroPoints',
@@ -106,9 +115,7 @@ export function quantizeWeights(
       actual: 'true',
     });
   }
-  const scaleDType =
-    options.scaleDType ??
-    (format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a' ? 'f32' : 'f16');
+  const scaleDType = options.scaleDType ?? defaultScaleDType(format);
   if (scaleDType !== 'f32' && scaleDType !== 'f16' && scaleDType !== 'bf16') {
     throw new InvalidArgumentError('scales are stored as floats', {
       operation: KERNEL,
@@ -117,6 +124,33 @@ export function quantizeWeights(
       actual: String(scaleDType),
     });
   }
+  for (let i = 0; i < w.length; i++) {
+    if (!Number.isFinite(w[i]!)) {
+      throw new InvalidArgumentError('weights must be finite', {
+        operation: KERNEL,
+        argument: 'values',
+        expected: 'finite weights',
+        actual: `${w[i]} at row ${Math.floor(i / k)}, column ${i % k}`,
+      });
+    }
+  }
+  return quantizeFinite(w, n, k, format, zeroPoints, scaleDType);
+}
+
+/**
+ * `quantizeWeights` without its checks, for finite numbers: a group holding
+ * a weight that is not finite gets a NaN scale (and offset), codes 0 and
+ * zero point 0, as the device kernel gives it.
+ */
+export function quantizeFinite(
+  w: ArrayLike<number>,
+  n: number,
+  k: number,
+  format: QuantFormat,
+  zeroPoints: boolean,
+  scaleDType: ScaleDType,
+): QuantizedHostWeight {
+  const layout = quantLayout(format, k);
   const packed = new Uint32Array(n * layout.rowWords);
   const scales = new Float64Array(n * layout.groups);
   const zeros = zeroPoints ? new Uint32Array(n * layout.zeroWords) : undefined;
@@ -126,50 +160,65 @@ export function quantizeWeights(
     const shift = layout.bits * (kk % layout.perWord);
     packed[at] = (packed[at]! | ((code & (layout.bits === 8 ? 0xff : 0xf)) << shift)) >>> 0;
   };
+  const rowEnd = layout.rowWords * layout.perWord;
   for (let row = 0; row < n; row++) {
     // Padding codes mean 0: byte 0 for q8, nibble 8 (or the zero point) for q4 (x is 0 there, and for q4g32a and q8g32a).
     for (let g = 0; g < layout.groups; g++) {
       const first = g * layout.groupSize;
       const last = Math.min(k, first + layout.groupSize);
+      const end = Math.min(rowEnd, first + layout.groupSize);
+      const at = row * layout.groups + g;
       let lo = 0;
       let hi = 0;
+      let min = Number.POSITIVE_INFINITY;
+      let max = Number.NEGATIVE_INFINITY;
+      let finite = true;
       for (let kk = first; kk < last; kk++) {
         const v = w[row * k + kk]!;
+        finite &&= Number.isFinite(v);
         lo = Math.min(lo, v);
         hi = Math.max(hi, v);
+        min = Math.min(min, v);
+        max = Math.max(max, v);
       }
-      const amax = Math.max(-lo, hi);
+      if (!finite) {
+        scales[at] = Number.NaN;
+        if (offsets) offsets[at] = Number.NaN;
+        continue;
+      }
+      const value = (kk: number) => (kk < last ? w[row * k + kk]! : 0);
       if (offsets) {
         // The group's own range (not widened to 0): the lowest code (0, or −128 for int8) is its minimum,
         // the highest (15 or 127) its maximum.
         const [lowest, levels] = layout.bits === 8 ? [-128, 255] : [0, 15];
-        let min = Number.POSITIVE_INFINITY;
-        let max = Number.NEGATIVE_INFINITY;
-        for (let kk = first; kk < last; kk++) {
-          min = Math.min(min, w[row * k + kk]!);
-          max = Math.max(max, w[row * k + kk]!);
-        }
-        const scale = stored(scaleDType, (max - min) / levels);
-        const offset = stored(scaleDType, lowest * scale - min);
-        scales[row * layout.groups + g] = scale;
-        offsets[row * layout.groups + g] = offset;
-        for (let kk = first; kk < first + layout.groupSize; kk++) {
-          const v = kk < last ? w[row * k + kk]! : 0;
-          const q = scale > 0 ? Math.round((v + offset) / scale) : lowest;
+        const low = positiveZero(min);
+        const scale = stored(scaleDType, fround(fround(positiveZero(max) - low) * reciprocalOf(levels)));
+        const offset = stored(scaleDType, fround(lowest * scale - low));
+        scales[at] = scale;
+        offsets[at] = offset;
+        for (let kk = first; kk < end; kk++) {
+          const q = scale > 0 ? nearestQuotient(fround(value(kk) + offset), scale) : lowest;
           put(row, kk, Math.min(lowest + levels, Math.max(lowest, q)));
         }
         continue;
       }
-      const raw = layout.bits === 8 ? amax / 127 : zeroPoints ? (hi - lo) / 15 : amax / 7;
+      lo = positiveZero(lo);
+      hi = positiveZero(hi);
+      const amax = Math.max(-lo, hi);
+      const raw =
+        layout.bits === 8
+          ? fround(amax * reciprocalOf(127))
+          : zeroPoints
+            ? fround(fround(hi - lo) * reciprocalOf(15))
+            : fround(amax * reciprocalOf(7));
       const scale = stored(scaleDType, raw);
-      scales[row * layout.groups + g] = scale;
+      scales[at] = scale;
       const zero =
-        layout.bits === 8 ? 0 : zeroPoints ? (scale > 0 ? Math.min(15, Math.round(-lo / scale)) : 0) : 8;
+        layout.bits === 8 ? 0 : zeroPoints ? (scale > 0 ? Math.min(15, nearestQuotient(-lo, scale)) : 0) : 8;
       if (zeros) zeros[row * layout.zeroWords + (g >> 3)]! |= zero << (4 * (g % 8));
       const [qMin, qMax] = layout.bits === 8 ? [-127, 127] : [0, 15];
-      for (let kk = first; kk < first + layout.groupSize && kk < layout.rowWords * layout.perWord; kk++) {
-        const v = kk < last ? w[row * k + kk]! : 0;
-        const q = scale > 0 ? Math.round(v / scale) + zero : zero;
+      for (let kk = first; kk < end; kk++) {
+        const q = scale > 0 ? nearestQuotient(value(kk), scale) + zero : zero;
         put(row, kk, Math.min(qMax, Math.max(qMin, q)));
       }
     }
@@ -208,8 +257,6 @@ export function dequantizeWeights(weight: QuantizedHostWeight): Float64Array {
   dequantizeInto(out, weight.packed, scales, weight.zeros, layout, n, k, offsets);
   return out;
 }
-
-const fround = Math.fround;
 
 /**
  * Writes the K weights of rows firstRow … firstRow + n − 1 into `out`, one

@@ -14,6 +14,7 @@ import { PAGED_KERNELS } from './paged.js';
 import { QUANTIZED_KERNELS } from './quantized.js';
 import { QUANTIZED_EMBEDDING_KERNELS } from './quantizedEmbedding.js';
 import { QUANTIZED_GATE_UP_KERNELS } from './quantizedGemv.js';
+import { QUANTIZE_ROWS_KERNELS } from './quantizeRows.js';
 import { REDUCTION_KERNELS } from './reduction.js';
 import { ROPE_KERNELS } from './rope.js';
 import { SOFTMAX_KERNELS } from './softmax.js';
@@ -42,4 +43,5 @@ export const CUDA_KERNELS: readonly AnyCudaKernel[] = [
   ...QUANTIZED_KERNELS,
   ...QUANTIZED_EMBEDDING_KERNELS,
   ...QUANTIZED_GATE_UP_KERNELS,
+  ...QUANTIZE_ROWS_KERNELS,
 ];

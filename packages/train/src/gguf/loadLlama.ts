@@ -1,5 +1,6 @@
 import {
   type Backend,
+  bytesPerElement,
   DTypeError,
   formatShape,
   InvalidArgumentError,
@@ -7,11 +8,13 @@ import {
   QUANT_FORMATS,
   type QuantizedWeight,
   quantizedWeightOf,
+  quantLayout,
   RayoError,
   ropeFrequencies,
   type Shape,
   ShapeError,
   shapesEqual,
+  sizeOf,
   type Tensor,
 } from '@rayo/core';
 import type { FloatDType } from '../checkpoint/floatWords.js';
@@ -24,6 +27,7 @@ import { type LoadProgressCallback, LoadProgressCounter } from '../models/llama/
 import { LlamaModel } from '../models/llama/model.js';
 import type { LlamaModelOptions } from '../models/llama/modelOptions.js';
 import type { QuantizedLlamaLayer } from '../models/llama/quantizedLayers.js';
+import { checkWeightBytesFitBackend, type WeightBuffer } from '../models/llama/weightLimits.js';
 import {
   type CheckpointLayerTensor,
   isVectorWeight,
@@ -35,11 +39,11 @@ import {
   llamaWeightShapes,
   llamaWeightTensors,
 } from '../models/llama/weights.js';
-import { isGgmlFloatType } from './ggmlTypes.js';
+import { isGgmlFloatType, isGgmlQuantizedType } from './ggmlTypes.js';
 import { floatDTypeOf, floatElements, GgufFile, type GgufTensorInfo } from './ggufFile.js';
 import { ggufLlamaConfig } from './llamaConfig.js';
 import { ggufNameOfHf, hfNameOfGguf, ROPE_FREQS, ropeHeadsOf } from './llamaNames.js';
-import { type GgufRepack, type RepackedWeight, refuseQuantized } from './repack.js';
+import { CORE_FORMAT_OF, type GgufRepack, type RepackedWeight, refuseQuantized } from './repack.js';
 import { ggufRowsToHf } from './ropePermutation.js';
 
 export interface GgufLlamaOpenOptions {
@@ -253,6 +257,37 @@ export async function openGgufLlama(path: string, options: GgufLlamaOpenOptions 
 }
 
 /**
+ * The largest device buffer of each weight, known before any is read: a
+ * float one in the dtype it is uploaded in, a quantized one's codes in the
+ * core format `repackOntoCoreFormats` gives its type (other repacks choose
+ * their own layouts, unknown here).
+ */
+function* deviceBuffers(
+  file: GgufFile,
+  shapes: ReadonlyMap<string, Shape>,
+  dtype: FloatDType,
+): Generator<WeightBuffer> {
+  for (const [hfName, shape] of shapes) {
+    const name = ggufNameOfHf(hfName)!;
+    const { type } = file.tensor(name);
+    if (isGgmlFloatType(type)) {
+      const as = isVectorWeight(hfName) ? 'f32' : dtype;
+      const what = `${as}${formatShape(shape)}`;
+      yield { name, bytes: sizeOf(shape) * bytesPerElement(as), what, hint: 'a smaller weightDtype may fit' };
+    } else if (isGgmlQuantizedType(type) && shape.length === 2) {
+      const format = CORE_FORMAT_OF[type];
+      const [rows, cols] = shape as [number, number];
+      const bytes = rows * quantLayout(format, cols).rowWords * 4;
+      yield {
+        name,
+        bytes,
+        what: `the u32 codes of ${type} as ${format}, [${rows}, ${quantLayout(format, cols).rowWords}]`,
+      };
+    }
+  }
+}
+
+/**
  * Uploads the weights tensor by tensor: each is read at its offset, the rows
  * of Q and K moved back from llama.cpp's RoPE layout, then a float tensor is
  * uploaded as `LlamaModel.load` uploads a safetensors tensor, and a
@@ -269,6 +304,7 @@ export async function uploadGgufLlamaWeights(
   const shapes = llamaWeightShapes(config);
   const storedBytes = (hfName: string) => file.tensor(ggufNameOfHf(hfName)!).byteLength;
   const progress = new LoadProgressCounter(options.onProgress, [...shapes.keys()].map(storedBytes));
+  checkWeightBytesFitBackend(backend, deviceBuffers(file, shapes, dtype), 'loadGgufLlama');
   const named = new Map<string, GgufLlamaWeight>();
   const load = async (hfName: string, shape: Shape): Promise<GgufLlamaWeight> => {
     const name = ggufNameOfHf(hfName)!;

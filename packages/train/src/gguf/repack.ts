@@ -341,6 +341,18 @@ function partsOf(repacked: {
   return { codes: (nibbles ?? values)!, scales, ...(offsets ? { offsets } : {}) };
 }
 
+/** The core format `repackOntoCoreFormats` puts `type` in (see `CORE_PARTS`). */
+export const CORE_FORMAT_OF: Readonly<Record<GgmlQuantizedType, QuantFormat>> = {
+  Q4_0: 'q4g32',
+  Q8_0: 'q8g32',
+  Q5_0: 'q8g32',
+  Q6_K: 'q8g16',
+  Q4_K: 'q4g32a',
+  Q5_K: 'q8g32a',
+  Q4_1: 'q4g32a',
+  Q5_1: 'q8g32a',
+};
+
 /**
  * Each type in the core format that holds it exactly, f32(f32(q · scale) −
  * offset) being ggml's own value (see each repack):
@@ -355,14 +367,14 @@ function partsOf(repacked: {
  * the kernels read int8 or 4-bit codes and f32 k-quant scales.
  */
 const CORE_PARTS: Readonly<Record<GgmlQuantizedType, (bytes: Uint8Array) => CoreParts>> = {
-  Q4_0: (bytes) => ({ format: 'q4g32', scaleDType: 'f16', ...partsOf(repackQ4_0(bytes)) }),
-  Q8_0: (bytes) => ({ format: 'q8g32', scaleDType: 'f16', ...partsOf(repackQ8_0(bytes)) }),
-  Q5_0: (bytes) => ({ format: 'q8g32', scaleDType: 'f16', ...partsOf(repackQ5_0(bytes)) }),
-  Q6_K: (bytes) => ({ format: 'q8g16', scaleDType: 'f32', ...partsOf(repackQ6_K(bytes)) }),
-  Q4_K: (bytes) => ({ format: 'q4g32a', scaleDType: 'f32', ...partsOf(repackQ4_K(bytes)) }),
-  Q5_K: (bytes) => ({ format: 'q8g32a', scaleDType: 'f32', ...partsOf(repackQ5_K(bytes)) }),
-  Q4_1: (bytes) => ({ format: 'q4g32a', scaleDType: 'f16', ...partsOf(repackQ4_1(bytes)) }),
-  Q5_1: (bytes) => ({ format: 'q8g32a', scaleDType: 'f16', ...partsOf(repackQ5_1(bytes)) }),
+  Q4_0: (bytes) => ({ format: CORE_FORMAT_OF.Q4_0, scaleDType: 'f16', ...partsOf(repackQ4_0(bytes)) }),
+  Q8_0: (bytes) => ({ format: CORE_FORMAT_OF.Q8_0, scaleDType: 'f16', ...partsOf(repackQ8_0(bytes)) }),
+  Q5_0: (bytes) => ({ format: CORE_FORMAT_OF.Q5_0, scaleDType: 'f16', ...partsOf(repackQ5_0(bytes)) }),
+  Q6_K: (bytes) => ({ format: CORE_FORMAT_OF.Q6_K, scaleDType: 'f32', ...partsOf(repackQ6_K(bytes)) }),
+  Q4_K: (bytes) => ({ format: CORE_FORMAT_OF.Q4_K, scaleDType: 'f32', ...partsOf(repackQ4_K(bytes)) }),
+  Q5_K: (bytes) => ({ format: CORE_FORMAT_OF.Q5_K, scaleDType: 'f32', ...partsOf(repackQ5_K(bytes)) }),
+  Q4_1: (bytes) => ({ format: CORE_FORMAT_OF.Q4_1, scaleDType: 'f16', ...partsOf(repackQ4_1(bytes)) }),
+  Q5_1: (bytes) => ({ format: CORE_FORMAT_OF.Q5_1, scaleDType: 'f16', ...partsOf(repackQ5_1(bytes)) }),
 };
 
 /**

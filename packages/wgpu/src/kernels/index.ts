@@ -13,6 +13,7 @@ import { OPTIMIZER_KERNELS } from './optimizer.js';
 import { QUANTIZED_KERNELS } from './quantized.js';
 import { QUANTIZED_EMBEDDING_KERNELS } from './quantizedEmbedding.js';
 import { QUANTIZED_GATE_UP_KERNELS } from './quantizedGemv.js';
+import { QUANTIZE_ROWS_KERNELS } from './quantizeRows.js';
 import { REDUCTION_KERNELS } from './reduction.js';
 import { ROPE_KERNELS } from './rope.js';
 import { SOFTMAX_KERNELS } from './softmax.js';
@@ -36,4 +37,5 @@ export const WGPU_KERNELS: readonly AnyWgpuKernel[] = [
   ...QUANTIZED_KERNELS,
   ...QUANTIZED_EMBEDDING_KERNELS,
   ...QUANTIZED_GATE_UP_KERNELS,
+  ...QUANTIZE_ROWS_KERNELS,
 ];

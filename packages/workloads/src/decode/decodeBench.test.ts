@@ -84,6 +84,9 @@ describe('decode-bench', () => {
     expect(parseDecodeArgs(['--quant', 'q4g32']).quant).toBe('q4g32');
     expect(parseDecodeArgs(['--quant', 'q4g32', '--quant-head']).quantHead).toBe(true);
     expect(parseDecodeArgs(['--quant', 'q4g32']).quantHead).toBeUndefined();
+    expect(parseDecodeArgs(['--quant', 'q4g32', '--quant-on', 'host']).quantOn).toBe('host');
+    expect(() => parseDecodeArgs(['--quant', 'q4g32', '--quant-on', 'gpu'])).toThrow(/--quant-on/);
+    expect(() => parseDecodeArgs(['--quant-on', 'host'])).toThrow(/needs --quant/);
     expect(() => parseDecodeArgs(['--quant-head'])).toThrow(/--quant-head needs --quant/);
     expect(() => parseDecodeArgs(['--quant', 'q2'])).toThrow(
       /--quant must be q8, q4g32, q4g128, q8g32, q8g16, q4g32a, q8g32a or none/,
@@ -252,6 +255,9 @@ describe('decode-bench', () => {
       const summary = decodeSummary(report);
       expect(summary).toContain(`of f32 weights with ${quant} projections, f32 KV cache; limit`);
       expect(summary).toMatch(new RegExp(`cpu ${quant}: projections [\\d.]+ GB instead of [\\d.]+ GB`));
+      // The cpu backend quantizes on the host, and the report says so with the time it took.
+      expect(q.weights.path).toBe('host');
+      expect(summary).toMatch(/quantized on the host in [\d.]+ s \(weights max/);
       expect(summary).toMatch(/top-1 agreement [\d.]+% over 6 positions/);
     }
   }, 120_000);

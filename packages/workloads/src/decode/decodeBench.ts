@@ -189,6 +189,7 @@ export async function decodeOnBackend(
     | 'hostTokens'
     | 'quant'
     | 'quantHead'
+    | 'quantOn'
     | 'prefillPrecision'
   >,
 ): Promise<Omit<DecodeBackendResult, 'backend' | 'device' | 'status'>> {
@@ -201,6 +202,7 @@ export async function decodeOnBackend(
     ...(settings.prefillPrecision ? { prefillPrecision: settings.prefillPrecision } : {}),
     ...(settings.quant === 'none' ? {} : { weightFormat: settings.quant }),
     ...(settings.quantHead ? { quantizeHead: true } : {}),
+    ...(settings.quantOn ? { quantizeOn: settings.quantOn } : {}),
   });
   await backend.sync();
   const loadMs = performance.now() - loadStart;
@@ -704,8 +706,12 @@ function qualityLines(report: DecodeReport): string[] {
     if (!q) return [];
     const w = q.weights;
     return [
-      `${b.backend} ${w.format}: ${report.settings.quantHead ? 'projections and head' : 'projections'} ${fmt(w.quantizedBytes / 1e9)} GB instead of ${fmt(w.denseBytes / 1e9)} GB ` +
-        `(weights max |Δ| ${fmt(w.maxAbsError, 2)}, RMS relative ${fmt(w.rmsRelativeError, 2)}); against f32: ` +
+      `${b.backend} ${w.format}: ${report.settings.quantHead ? 'projections and head' : 'projections'} ${fmt(w.quantizedBytes / 1e9)} GB instead of ${fmt(w.denseBytes / 1e9)} GB, ` +
+        `quantized on the ${w.path} in ${fmt(w.milliseconds / 1000, 3)} s` +
+        (w.maxAbsError === undefined
+          ? '; '
+          : ` (weights max |Δ| ${fmt(w.maxAbsError, 2)}, RMS relative ${fmt(w.rmsRelativeError!, 2)}); `) +
+        `against f32: ` +
         `${q.firstDisagreement < 0 ? 'the same greedy tokens' : `greedy tokens part at ${q.firstDisagreement}`}, ` +
         `top-1 agreement ${fmt(100 * q.top1Agreement, 4)}% over ${q.positions} positions (teacher-forced), ` +
         `logits max |Δ| ${fmt(q.logitsMaxError, 2)}, mean |Δ| ${fmt(q.logitsMeanError, 2)}`,
@@ -789,6 +795,8 @@ from the same checkpoint, and reports ms per token against the bandwidth limit.
                     reports the bytes read and the quantized model against the same model
                     in f32 (greedy tokens, top-1 agreement, logit error) (default none)
   --quant-head      with --quant: quantize the LM head in the same format too
+  --quant-on WHERE  with --quant: device or host (default device where the backend can);
+                    the report gives the time quantizing took and where it ran
   --backends LIST   rayo backends (default cuda,wgpu)
   --prompt N        prompt tokens (default 1024)
   --new N           tokens to generate (default 128)
@@ -819,6 +827,7 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
       'kv-dtype': { type: 'string', default: 'f32' },
       quant: { type: 'string', default: 'none' },
       'quant-head': { type: 'boolean', default: false },
+      'quant-on': { type: 'string' },
       backends: { type: 'string', default: 'cuda,wgpu' },
       prompt: { type: 'string', default: '1024' },
       new: { type: 'string', default: '128' },
@@ -852,6 +861,10 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
   if (quant !== 'none' && !isQuantFormat(quant))
     throw new Error(`--quant must be ${QUANT_FORMATS.join(', ')} or none, got ${quant}`);
   if (values['quant-head'] && quant === 'none') throw new Error('--quant-head needs --quant');
+  const quantOn = values['quant-on'];
+  if (quantOn !== undefined && quantOn !== 'device' && quantOn !== 'host')
+    throw new Error(`--quant-on must be device or host, got ${quantOn}`);
+  if (quantOn !== undefined && quant === 'none') throw new Error('--quant-on needs --quant');
   if (values.baseline !== 'torch' && values.baseline !== 'none')
     throw new Error(`--baseline must be torch or none, got ${values.baseline}`);
   if (!DECODE_CONFIGS[values.config])
@@ -894,5 +907,6 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
     hostTokens: int('host-tokens', values['host-tokens'], 1),
     quant,
     ...(values['quant-head'] ? { quantHead: true } : {}),
+    ...(quantOn ? { quantOn } : {}),
   };
 }

@@ -42,6 +42,8 @@ export interface DecodeSettings {
   readonly quant: LlamaWeightFormat | 'none';
   /** With `quant`: the LM head quantized in the same format too. */
   readonly quantHead?: boolean;
+  /** With quant: where to quantize (default: the device where the backend can). */
+  readonly quantOn?: 'device' | 'host';
   /** Prompt lengths whose time to first token is measured (--prefill); absent: none. */
   readonly prefillLengths?: readonly number[];
   /** Timed runs of each prefill length (the median is reported; default 3). */

@@ -14,6 +14,7 @@ import { optimizerCases } from './optimizer.js';
 import { pagedAttentionCases } from './pagedAttention.js';
 import { quantizedCases } from './quantized.js';
 import { quantizedGateUpCases } from './quantizedGateUp.js';
+import { quantizeRowsCases } from './quantizeRows.js';
 import { reductionCases } from './reduction.js';
 import { ropeCases } from './rope.js';
 import { softmaxCases } from './softmax.js';
@@ -37,6 +38,7 @@ const families = [
   fusedCases,
   quantizedCases,
   quantizedGateUpCases,
+  quantizeRowsCases,
 ];
 
 export const VALID_CASES: readonly AnyConformanceCase[] = families.flatMap((f) => f.cases);

@@ -19,8 +19,11 @@ export type {
 export { type PagedCacheOptions, type PagedDecodeRow, PagedLlama } from './paged/pagedLlama.js';
 export { BlockTable, PagePool, type PagePoolUsage } from './paged/pagePool.js';
 export {
+  defaultQuantizePath,
   disposeQuantizedLayer,
+  LlamaLayerQuantizer,
   type LlamaQuantizationReport,
+  type LlamaQuantizePath,
   type LlamaWeightFormat,
   type QuantizedLlamaLayer,
   quantizeLlamaLayers,

@@ -4,7 +4,7 @@ import { openLlamaCheckpoint } from './checkpoint.js';
 import { checkSlidingWindow, type LlamaConfig } from './config.js';
 import { fuseQkvProjections, fuseQuantizedQkv } from './fusedQkv.js';
 import { checkDtypeOption, type LlamaLoadOptions, type LlamaModelOptions } from './modelOptions.js';
-import { checkWeightFormat, disposeQuantizedLayer, quantizeLlamaLayers } from './quantizedLayers.js';
+import { checkOwnHead, checkWeightFormat, LlamaLayerQuantizer } from './quantizedLayers.js';
 import {
   checkLlamaTensors,
   checkpointWeightDtype,
@@ -41,28 +41,39 @@ export async function loadLlamaCheckpoint<T>(
     const cacheDtype = options.kvCacheDtype ?? 'f32';
     const fused = options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype);
     checkLlamaBackend(backend, dtype, cacheDtype, fused);
-    let weights = await uploadLlamaWeights(
-      backend,
-      checkpoint.config,
-      checkpoint.tensors,
-      dtype,
-      options.onProgress,
-    );
+    if (options.quantizeHead && options.weightFormat === undefined) {
+      throw new InvalidArgumentError('quantizeHead needs a weightFormat', {
+        operation: 'LlamaModel',
+        argument: 'quantizeHead',
+        expected: 'weightFormat given',
+        actual: 'no weightFormat',
+      });
+    }
+    if (options.quantizeHead) checkOwnHead(!checkpoint.config.tieWordEmbeddings);
+    // Each layer quantized as soon as it is uploaded: the device holds one layer's dense projections at a time.
+    const quantizer =
+      options.weightFormat === undefined
+        ? undefined
+        : new LlamaLayerQuantizer(backend, options.weightFormat, options.quantizeOn);
+    let weights: LlamaWeights;
+    try {
+      weights = await uploadLlamaWeights(
+        backend,
+        checkpoint.config,
+        checkpoint.tensors,
+        dtype,
+        options.onProgress,
+        quantizer && ((layer) => quantizer.addLayer(layer)),
+      );
+    } catch (error) {
+      quantizer?.dispose();
+      throw error;
+    }
     let quantized: LlamaModelOptions['quantized'];
     try {
-      if (options.quantizeHead && options.weightFormat === undefined) {
-        throw new InvalidArgumentError('quantizeHead needs a weightFormat', {
-          operation: 'LlamaModel',
-          argument: 'quantizeHead',
-          expected: 'weightFormat given',
-          actual: 'no weightFormat',
-        });
-      }
-      if (options.weightFormat !== undefined) {
-        const made = await quantizeLlamaLayers(backend, weights, options.weightFormat, {
-          head: options.quantizeHead === true,
-        });
-        quantized = made;
+      if (quantizer) {
+        if (options.quantizeHead) await quantizer.addHead(weights.head!);
+        const made = await quantizer.finish();
         // The dense head was freed as it was quantized.
         if (made.head) weights = { ...weights, head: undefined };
         quantized =
@@ -78,8 +89,7 @@ export async function loadLlamaCheckpoint<T>(
       return make(checkpoint.config, weights, { ...options, quantized });
     } catch (error) {
       for (const t of llamaWeightTensors(weights)) t.dispose();
-      for (const layer of quantized?.layers ?? []) disposeQuantizedLayer(layer);
-      quantized?.head?.dispose();
+      quantizer?.dispose();
       throw error;
     }
   } finally {

@@ -2,7 +2,12 @@ import { InvalidArgumentError, type QuantizedWeight } from '@rayo/core';
 import type { SamplingOptions } from '../sampling.js';
 import type { LlamaCheckpointOptions } from './checkpoint.js';
 import type { LoadProgressCallback } from './loadProgress.js';
-import type { LlamaQuantizationReport, LlamaWeightFormat, QuantizedLlamaLayer } from './quantizedLayers.js';
+import type {
+  LlamaQuantizationReport,
+  LlamaQuantizePath,
+  LlamaWeightFormat,
+  QuantizedLlamaLayer,
+} from './quantizedLayers.js';
 import type { LlamaWeightDType, LlamaWeightDTypeChoice } from './weights.js';
 
 export interface LlamaModelOptions {
@@ -90,6 +95,13 @@ export interface LlamaLoadOptions extends LlamaModelOptions, LlamaCheckpointOpti
    * `weightDtype`. Absent: the projections stay dense.
    */
   readonly weightFormat?: LlamaWeightFormat;
+  /**
+   * Where `weightFormat` is applied: `'device'` (the default where the
+   * backend implements `quantizeRows`, but for the cpu backend) quantizes
+   * each dense tensor where it was uploaded, bit for bit as `'host'`, which
+   * reads it back and quantizes it on the host and reports the error.
+   */
+  readonly quantizeOn?: LlamaQuantizePath;
   /**
    * Quantizes the LM head in `weightFormat` too (an untied head only: a tied
    * head is the embedding, which stays dense). The quantization report then

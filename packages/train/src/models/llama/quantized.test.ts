@@ -52,6 +52,23 @@ async function prefillError(
 describe('LlamaModel with quantized projections', async () => {
   const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 3));
 
+  it('quantizes each layer as it is uploaded: the load peaks below a dense load', async () => {
+    const fresh = createCpuBackend();
+    try {
+      fresh.resetPeakMemory();
+      const dense = await LlamaModel.load(fresh, dir);
+      const densePeak = fresh.memory().peakBytes;
+      dense.dispose();
+      fresh.resetPeakMemory();
+      using quantized = await LlamaModel.load(fresh, dir, { weightFormat: 'q8', quantizeOn: 'device' });
+      // Uploading every layer dense before quantizing would peak above the dense model itself.
+      expect(fresh.memory().peakBytes).toBeLessThan(densePeak);
+      expect(quantized.quantization!.path).toBe('device');
+    } finally {
+      fresh.dispose();
+    }
+  });
+
   it('8-bit and 4-bit formats follow the dense model: close logits, and 8 bits the same greedy token', async () => {
     using dense = await LlamaModel.load(backend, dir);
     using want = dense.prefill(prompt);
@@ -62,7 +79,8 @@ describe('LlamaModel with quantized projections', async () => {
       using model = await LlamaModel.load(backend, dir, { weightFormat: format });
       expect(model.quantization?.format).toBe(format);
       expect(model.quantization!.quantizedBytes).toBeLessThan(model.quantization!.denseBytes / 3);
-      expect(model.quantization!.rmsRelativeError).toBeLessThan(eightBits ? 0.01 : 0.15);
+      expect(model.quantization!.path).toBe('host');
+      expect(model.quantization!.rmsRelativeError!).toBeLessThan(eightBits ? 0.01 : 0.15);
       using got = model.prefill(prompt);
       const values = (await got.read()) as Float32Array;
       const { maxError, spread } = errorAgainst(values, wanted);

@@ -1,5 +1,11 @@
 import { type Backend, createBackend, OutOfMemoryError } from '@rayo/core';
-import { removeTinyLlamas, tinyLlamaConfig, tinyLlamaWeights, writeTinyLlama } from '@rayo/train-testkit';
+import {
+  limitedBackend,
+  removeTinyLlamas,
+  tinyLlamaConfig,
+  tinyLlamaWeights,
+  writeTinyLlama,
+} from '@rayo/train-testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LlamaModel } from './model.js';
 
@@ -21,22 +27,8 @@ afterAll(async () => {
 });
 
 /** The cpu backend as a device whose largest buffer is `maxBufferBytes`, counting uploads. */
-function limited(maxBufferBytes: number): { backend: Backend; uploads: () => number } {
-  let uploads = 0;
-  const backend = new Proxy(cpu, {
-    get(target, key) {
-      if (key === 'info') return { ...target.info, limits: { ...target.info.limits, maxBufferBytes } };
-      const value = Reflect.get(target, key, target);
-      if (key === 'upload') {
-        return (...args: Parameters<Backend['upload']>) => {
-          uploads++;
-          return target.upload(...args);
-        };
-      }
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-  return { backend, uploads: () => uploads };
+function limited(maxBufferBytes: number) {
+  return limitedBackend(cpu, maxBufferBytes);
 }
 
 describe('weights against the backend’s largest buffer', () => {

@@ -21,16 +21,44 @@ export function checkWeightsFitBackend(
   dtypeOf: (name: string) => DType,
   api = 'LlamaModel.load',
 ): void {
+  checkWeightBytesFitBackend(
+    backend,
+    [...shapes].map(([name, shape]) => {
+      const dtype = dtypeOf(name);
+      return {
+        name,
+        bytes: sizeOf(shape) * bytesPerElement(dtype),
+        what: `${dtype}${formatShape(shape)}`,
+        hint: 'a smaller weightDtype may fit',
+      };
+    }),
+    api,
+  );
+}
+
+/** A weight's largest buffer on the device, and what it is (for the message). */
+export interface WeightBuffer {
+  readonly name: string;
+  readonly bytes: number;
+  readonly what: string;
+  /** What might make it fit. */
+  readonly hint?: string;
+}
+
+/** `checkWeightsFitBackend` over buffers whose sizes the caller knows (a quantized weight's codes, say). */
+export function checkWeightBytesFitBackend(
+  backend: Backend,
+  buffers: Iterable<WeightBuffer>,
+  api: string,
+): void {
   const max = backend.info.limits.maxBufferBytes;
-  for (const [name, shape] of shapes) {
-    const dtype = dtypeOf(name);
-    const bytes = sizeOf(shape) * bytesPerElement(dtype);
+  for (const { name, bytes, what, hint } of buffers) {
     if (bytes > max) {
       throw new OutOfMemoryError(`a weight is larger than one buffer of the ${backend.name} device`, {
         operation: api,
         argument: name,
         expected: `<= ${max} bytes (the backend's largest buffer: maxBufferSize on WebGPU)`,
-        actual: `${bytes} bytes (${dtype}${formatShape(shape)}); a smaller weightDtype may fit`,
+        actual: `${bytes} bytes (${what})${hint ? `; ${hint}` : ''}`,
       });
     }
   }

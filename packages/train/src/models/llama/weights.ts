@@ -244,6 +244,7 @@ export async function uploadLlamaWeights(
   files: ReadonlyMap<string, SafetensorsFile>,
   weightDtype: LlamaWeightDTypeChoice = 'checkpoint',
   onProgress?: LoadProgressCallback,
+  afterLayer?: (layer: LlamaLayerWeights) => Promise<void>,
 ): Promise<LlamaWeights> {
   checkLlamaTensors(config, files);
   const dtype = weightDtype === 'checkpoint' ? checkpointWeightDtype(config, files) : weightDtype;
@@ -278,6 +279,8 @@ export async function uploadLlamaWeights(
         layer[key] = await load(name, shapes.get(name)!);
       }
       layers.push(layer as LlamaLayerWeights);
+      // Quantizing on load: the layer's dense projections are freed before the next layer is read.
+      await afterLayer?.(layer as LlamaLayerWeights);
     }
     const norm = await load('model.norm.weight', shapes.get('model.norm.weight')!);
     const head = config.tieWordEmbeddings

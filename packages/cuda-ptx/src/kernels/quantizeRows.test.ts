@@ -1,0 +1,48 @@
+import { QUANT_FORMATS, quantLayout } from '@rayo/core';
+import { conformanceSuite, runChecks } from '@rayo/core/testing';
+import { createEmulatedGpu, expectAssemblesCleanly } from '@rayo/cuda-testkit';
+import { describe, expect, it } from 'vitest';
+import { ptxasTestGate } from '../ptx/ptxas.js';
+import { DEFAULT_TARGET } from '../ptx/target.js';
+import { type QuantizeRowsVariant, quantizeRowsKey, quantizeRowsModule } from './quantizeRows.js';
+
+const VARIANTS: QuantizeRowsVariant[] = QUANT_FORMATS.flatMap((format) =>
+  (quantLayout(format, 1).zeroPoints ? [false, true] : [false]).flatMap((zeros) =>
+    (['f32', 'bf16'] as const).map((weight) => ({ format, zeros, weight, scale: 'f16' as const })),
+  ),
+);
+
+describe('quantizeRows PTX', () => {
+  it('names every variant in its key', () => {
+    expect(new Set(VARIANTS.map(quantizeRowsKey)).size).toBe(VARIANTS.length);
+  });
+});
+
+const gate = ptxasTestGate();
+describe.skipIf(gate.skip)(`quantizeRows PTX assembles with ptxas, without spills (${gate.reason})`, () => {
+  for (const v of VARIANTS) {
+    it(quantizeRowsKey(v), () => {
+      for (const arch of ['sm_90', DEFAULT_TARGET]) {
+        expectAssemblesCleanly(quantizeRowsModule(v).emit(), arch, `${quantizeRowsKey(v)} ${arch}`);
+      }
+    });
+  }
+});
+
+// Every conformance case of the spec (every format, zero points, f16 and bf16 weights, batches,
+// error cases) through the PTX interpreter: the device's bits against the host quantizer's.
+describe('quantizeRows conformance cases on an emulated device', () => {
+  it('gives the host quantizer’s bits', async () => {
+    const suite = conformanceSuite({ create: () => createEmulatedGpu({ multiprocessors: 2 }).gpu });
+    try {
+      const checks = suite.checks.filter(
+        (c) => c.group === 'quantizeRows' || c.name.startsWith('quantizeRows '),
+      );
+      expect(checks.length).toBeGreaterThan(40);
+      const summary = await runChecks(checks);
+      expect(summary.failures).toEqual([]);
+    } finally {
+      await suite.teardown();
+    }
+  }, 600_000);
+});
