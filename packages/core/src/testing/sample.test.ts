@@ -51,6 +51,35 @@ describe('sampleConformance', () => {
     expect(coarse.checks.filter((c) => !c.kernelCase)).toEqual(checks.filter((c) => !c.kernelCase));
   });
 
+  it("by 'kernel': one valid case of every kernel, in dtypes spread over the kernels", () => {
+    const coarse = sampleConformance(checks, 'kernel');
+    const kept = coarse.checks.filter((c) => c.kernelCase);
+    expect(kept.map((c) => c.kernelCase!.kernel).sort()).toEqual(KERNELS.map((s) => s.name).sort());
+    expect(coarse.kernels).toBe(KERNELS.length);
+    expect(coarse.variants).toBe(KERNELS.length);
+    const dtypes = new Set(kept.map((c) => c.kernelCase!.variant.split(' ')[0]!.split(',')[0]));
+    for (const dtype of ['f32', 'f16', 'bf16']) expect(dtypes).toContain(dtype);
+    expect(coarse.checks.filter((c) => !c.kernelCase)).toEqual(checks.filter((c) => !c.kernelCase));
+  });
+
+  it("preferring 'smallest': of every kernel × variant the case of fewest elements", () => {
+    // A case's elements are those of its inputs and outputs: a [7, 257], b [3, 257], the product [7, 3].
+    const product = checks.find((c) => c.name === 'matmul 7×257×3 transB');
+    expect(product?.kernelCase?.elements).toBe(7 * 257 + 3 * 257 + 7 * 3);
+    const small = sampleConformance(checks, 'variant', 'smallest');
+    const fewest = new Map<string, number>();
+    for (const c of checks.filter((c) => c.kernelCase))
+      fewest.set(pair(c), Math.min(fewest.get(pair(c)) ?? Infinity, c.kernelCase!.elements));
+    const kept = small.checks.filter((c) => c.kernelCase);
+    expect(kept).toHaveLength(fewest.size);
+    for (const c of kept) expect(c.kernelCase!.elements, c.name).toBe(fewest.get(pair(c)));
+    expect(kept.every((c) => c.kernelCase!.elements > 0)).toBe(true);
+    expect(small.variants).toBe(sample.variants);
+    const elements = (list: typeof checks) => list.reduce((n, c) => n + (c.kernelCase?.elements ?? 0), 0);
+    expect(elements(small.checks)).toBeLessThan(elements(sample.checks) / 2);
+    expect(small.checks.filter((c) => !c.kernelCase)).toEqual(checks.filter((c) => !c.kernelCase));
+  });
+
   it('picks the same checks on every run', () => {
     const again = sampleConformance(conformanceSuite({ create: () => Promise.reject() }).checks);
     expect(again.checks.map((c) => c.name)).toEqual(sample.checks.map((c) => c.name));
