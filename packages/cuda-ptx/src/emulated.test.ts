@@ -64,7 +64,7 @@ describe('conformance of the implemented families on an emulated device', () => 
   for (const check of chosen) groups.set(check.group, [...(groups.get(check.group) ?? []), check]);
   for (const [group, list] of groups) {
     describe(group, () => {
-      for (const check of list) it(check.name, (context) => runConformanceCheck(check, context), 60_000);
+      for (const check of list) it(check.name, (context) => runConformanceCheck(check, context));
     });
   }
 });
@@ -101,6 +101,6 @@ describe('kernels on a one-SM device, where grids are smaller than the work', ()
         expect(compareOutputs('f32', got, want)).toBeUndefined();
       }
       for (const t of [...ins, ...refs, ...outs, ...expected]) t.dispose();
-    }, 60_000);
+    });
   }
 });

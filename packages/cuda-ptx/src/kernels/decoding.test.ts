@@ -161,7 +161,7 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`,
       expect(log).toMatch(/0 bytes spill stores/);
       expect(log).not.toMatch(SPILLS);
       assemble(text, DEFAULT_TARGET);
-    }, 60_000);
+    });
   }
   for (const [d, width] of [
     [128, 4],
@@ -175,7 +175,7 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`,
         expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
         assemble(text, DEFAULT_TARGET);
       }
-    }, 60_000);
+    });
   }
   for (const width of [1, 4] as const) {
     for (const devicePosition of [false, true]) {
@@ -183,7 +183,7 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`,
         const text = scatterModule(width, devicePosition).emit();
         expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
         assemble(text, DEFAULT_TARGET);
-      }, 60_000);
+      });
     }
   }
   it('kvCacheScatter over half rows and caches', () => {
@@ -199,7 +199,7 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`,
         assemble(text, DEFAULT_TARGET);
       }
     }
-  }, 60_000);
+  });
 });
 
 // The attention kernels run on an emulated device. Views one element past a
@@ -310,7 +310,7 @@ describe.skipIf(gate.skip)(`ropeKvScatter PTX assembles cleanly with ptxas (${ga
             const text = ropeScatterModule(layout, devicePosition, types, table).emit();
             for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
           }
-        }, 60_000);
+        });
       }
     }
   }

@@ -64,7 +64,7 @@ describe.skipIf(gate.skip)(`embedding PTX assembles with ptxas (${gate.reason})`
           expectAssemblesCleanly(embeddingScatterModule(g, type).emit(), arch);
         }
       }
-    }, 60_000);
+    });
   }
   itAssemblesForBothTargets('the poisoning', embeddingPoisonModule);
 });
