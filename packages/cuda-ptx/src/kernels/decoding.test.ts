@@ -6,7 +6,13 @@ import {
   type Tensor,
 } from '@rayo/core';
 import { compareOutputs, Rng, ropeTolerance } from '@rayo/core/testing';
-import { expectAssemblesCleanly, FakeLibCuda, PtxInterpreter, useEmulatedGpu } from '@rayo/cuda-testkit';
+import {
+  type AssemblyJob,
+  expectAllAssembleCleanly,
+  FakeLibCuda,
+  PtxInterpreter,
+  useEmulatedGpu,
+} from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { CudaBackend } from '../backend.js';
 import { CudaDriver } from '../driver/driver.js';
@@ -302,14 +308,16 @@ describe.skipIf(gate.skip)(`ropeKvScatter PTX assembles cleanly with ptxas (${ga
       for (const table of [false, true]) {
         const types0 = { rows: 'f32', cache: 'f32' } as const;
         it(`${ropeScatterKey(layout, devicePosition, types0, table)} for sm_90 and ${DEFAULT_TARGET}`, () => {
+          const jobs: AssemblyJob[] = [];
           for (const types of [
             { rows: 'f32', cache: 'f32' },
             { rows: 'f32', cache: 'bf16' },
             { rows: 'f16', cache: 'f16' },
           ] as const) {
             const text = ropeScatterModule(layout, devicePosition, types, table).emit();
-            for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
+            for (const arch of ['sm_90', DEFAULT_TARGET]) jobs.push({ ptx: text, arch });
           }
+          expectAllAssembleCleanly(jobs);
         });
       }
     }
