@@ -30,12 +30,16 @@ const dtypesOf = (variant: string) => variant.split(' ', 1)[0]!;
 
 /**
  * Which of a pair's cases a sample keeps: `'spread'` (the default) the one
- * whose name hashes lowest, so the picks spread over the shapes; `'smallest'`
- * the one of fewest input and output elements (the hash breaks ties), for a
- * platform where the work itself is slow (an interpreter), whose shapes
- * another run covers.
+ * whose name hashes lowest, so the picks spread over the shapes; `'small'`
+ * the one of fewest input and output elements among those of at least
+ * `SMALL_CASE_ELEMENTS` (else the largest; the hash breaks ties), for a
+ * platform where the work itself is slow (an interpreter) and whose shapes
+ * another run covers: the cheapest case that still spans many threads.
  */
-export type SamplePick = 'spread' | 'smallest';
+export type SamplePick = 'spread' | 'small';
+
+/** The fewest elements of a `'small'` pick, where a case has them: more threads than a few warps. */
+export const SMALL_CASE_ELEMENTS = 1024;
 
 /**
  * One valid case of every kernel × variant (its inputs' dtypes, boolean and
@@ -56,9 +60,14 @@ export function sampleConformance(
   const variant = (c: ConformanceCheck) =>
     by === 'kernel' ? '' : by === 'dtypes' ? dtypesOf(c.kernelCase!.variant) : c.kernelCase!.variant;
   const key = (c: ConformanceCheck) => `${c.kernelCase!.kernel}\u0000${variant(c)}`;
-  const size = (c: ConformanceCheck) => (prefer === 'smallest' ? c.kernelCase!.elements : 0);
+  // Under 'small', a case of enough elements ranks by its size, before any smaller one (larger first).
+  const rank = (c: ConformanceCheck) => {
+    if (prefer === 'spread') return 0;
+    const n = c.kernelCase!.elements;
+    return n >= SMALL_CASE_ELEMENTS ? n : Number.MAX_SAFE_INTEGER - n;
+  };
   const before = (a: ConformanceCheck, b: ConformanceCheck) =>
-    size(a) < size(b) || (size(a) === size(b) && hashString(a.name) < hashString(b.name));
+    rank(a) < rank(b) || (rank(a) === rank(b) && hashString(a.name) < hashString(b.name));
   for (const check of checks) {
     if (!check.kernelCase) continue;
     const held = picked.get(key(check));
