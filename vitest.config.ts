@@ -64,27 +64,29 @@ for (const { dir, pkg } of manifests) {
 // The longest files start first, so that they overlap the many short ones on
 // CI's two cores instead of running alone at the end (the default order, by
 // size for files without timings, would start the small conformance files
-// last). Longest first, as measured on a 2-core machine: the browser suite
-// and the demo page mostly wait on Chromium compiling shaders in SwiftShader,
-// the others are CPU time in Node (the PTX interpreter, lavapipe, the cpu
-// reference, typedoc).
+// last). Longest first, as measured on a 2-core machine: lavapipe's full
+// conformance suite, the PTX interpreter, the pages and the browser suite
+// (which mostly wait on Chromium compiling shaders in SwiftShader, on more
+// than one core), ptxas, the cpu reference, typedoc and the packed packages.
 const LONGEST_FIRST = [
-  'wgpu/src/browser.test.ts',
-  'cuda-ptx/src/emulated.test.ts',
   'wgpu/src/conformance.test.ts',
-  'cuda-ptx/src/kernels/quantizedGemv.test.ts',
+  'cuda-ptx/src/emulated.test.ts',
   'examples/web/src/page.test.ts',
-  'examples/web/src/chat.test.ts',
+  'wgpu/src/browser.test.ts',
   'cuda-ptx/src/kernels/fused.test.ts',
-  'docs/api.test.ts',
-  'cuda-ptx/src/kernels/quantized.test.ts',
-  'cuda-ptx/src/kernels/normalization.test.ts',
   'cuda-ptx/src/kernels/matmul.test.ts',
-  'wgpu/src/kernels/matmulHalf.test.ts',
-  'workloads/src/train/replayedStep.test.ts',
   'cuda-ptx/src/kernels/decoding.test.ts',
-  'core/src/cpu/conformance.test.ts',
+  'examples/web/src/chat.test.ts',
+  'cuda-ptx/src/kernels/rowKernelsPtxas.test.ts',
+  'workloads/src/decode/ggufCheck.test.ts',
+  'cuda-ptx/src/kernels/quantized.test.ts',
+  'cuda-ptx/src/kernels/quantizedGemv.test.ts',
   'smoke/src/packaging.test.ts',
+  'docs/api.test.ts',
+  'conformance/src/cpuBackend.test.ts',
+  'workloads/src/examples/names/names.test.ts',
+  'cuda-ptx/src/kernels/causalAttention.test.ts',
+  'workloads/src/soak/callSoak.test.ts',
   'examples/examples.test.ts',
 ];
 

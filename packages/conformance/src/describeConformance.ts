@@ -23,15 +23,24 @@ export async function runConformanceCheck(
   }
 }
 
+export interface DescribeConformanceOptions extends ConformanceOptions {
+  /** Milliseconds each check may take (default 60 s). */
+  readonly timeout?: number;
+  /** The checks to register, of the suite's (default all of them), e.g. `sampleConformance`'s. */
+  readonly select?: (checks: readonly ConformanceCheck[]) => readonly ConformanceCheck[];
+}
+
 /**
- * Registers the conformance suite as vitest tests: one `describe` per group
- * (api, coverage, each kernel family), one `it` per check.
+ * Registers the conformance suite (or the checks `select` picks of it) as
+ * vitest tests: one `describe` per group (api, coverage, each kernel family),
+ * one `it` per check.
  */
-export function describeConformance(title: string, options: ConformanceOptions & { timeout?: number }): void {
+export function describeConformance(title: string, options: DescribeConformanceOptions): void {
   const suite = conformanceSuite(options);
+  const checks = options.select ? options.select(suite.checks) : suite.checks;
   describe(title, () => {
-    const groups = new Map<string, typeof suite.checks>();
-    for (const check of suite.checks) groups.set(check.group, [...(groups.get(check.group) ?? []), check]);
+    const groups = new Map<string, readonly ConformanceCheck[]>();
+    for (const check of checks) groups.set(check.group, [...(groups.get(check.group) ?? []), check]);
     for (const [group, checks] of groups) {
       describe(group, () => {
         for (const check of checks) {

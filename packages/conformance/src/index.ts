@@ -1,1 +1,5 @@
-export { describeConformance, runConformanceCheck } from './describeConformance.js';
+export {
+  type DescribeConformanceOptions,
+  describeConformance,
+  runConformanceCheck,
+} from './describeConformance.js';

@@ -1,6 +1,10 @@
 import { ptxasTestGate } from '@rayo/cuda-ptx';
 import { describe, expect, it } from 'vitest';
-import { expectAssemblesCleanly } from './expectAssembles.js';
+import {
+  assemblesCleanlyTogether,
+  expectAllAssembleCleanly,
+  expectAssemblesCleanly,
+} from './expectAssembles.js';
 
 /**
  * A kernel that keeps `n` values live at once (a chain computed forwards,
@@ -49,5 +53,20 @@ describe.skipIf(gate.skip)(`expectAssemblesCleanly (${gate.reason})`, () => {
     expect(() => expectAssemblesCleanly('.version 8.0\n.target sm_90\nnonsense', 'sm_90')).toThrow(
       /ptxas failed/,
     );
+  });
+
+  it('assembles modules of the same entry name in one ptxas run, and refuses a batch with a spill', () => {
+    const clean = [spillingPtx(4), spillingPtx(8), spillingPtx(12)];
+    expect(assemblesCleanlyTogether(clean, 'sm_90')).toBe(true);
+    expect(assemblesCleanlyTogether([...clean, spillingPtx(96)], 'sm_90')).toBe(false);
+    expect(assemblesCleanlyTogether([...clean, '.version 8.0\n.target sm_90\nnonsense'], 'sm_90')).toBe(
+      false,
+    );
+  });
+
+  it('names the module that spills when a batch is not clean', () => {
+    const jobs = [4, 8, 96, 12].map((n) => ({ ptx: spillingPtx(n), arch: 'sm_90', what: `chain of ${n}` }));
+    expect(() => expectAllAssembleCleanly(jobs)).toThrow(/chain of 96: the kernel spills registers/);
+    expectAllAssembleCleanly(jobs.filter((j) => !j.what.endsWith('96')));
   });
 });

@@ -10,7 +10,13 @@ export {
   type EmulatedGpuOptions,
   useEmulatedGpu,
 } from './emulatedGpu.js';
-export { expectAssemblesCleanly, itAssemblesForBothTargets } from './expectAssembles.js';
+export {
+  type AssemblyJob,
+  assemblesCleanlyTogether,
+  expectAllAssembleCleanly,
+  expectAssemblesCleanly,
+  itAssemblesForBothTargets,
+} from './expectAssembles.js';
 export { type FakeKernel, type FakeLaunch, FakeLibCuda, type FakeMemory } from './fakeLibCuda.js';
 export { GEMM_UNIT, HALF_POISON, LAYOUTS, useGemmDevice } from './gemmDevice.js';
 export { interpretedDevice, type TestDevice, testDevice, useInterpretedDevice } from './interpretedDevice.js';

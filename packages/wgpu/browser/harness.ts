@@ -34,8 +34,8 @@ export interface BrowserConformanceOptions {
   /** Only checks whose name or group contains this text. */
   readonly filter?: string | undefined;
   /**
-   * One valid case of every kernel × dtypes and every other check
-   * (`sampleConformance(…, 'dtypes')`) instead of the whole suite; ignored with a filter.
+   * One valid case of every kernel and every other check
+   * (`sampleConformance(…, 'kernel')`) instead of the whole suite; ignored with a filter.
    */
   readonly sample?: boolean;
   /** Called with each check's result as the page reports it. */

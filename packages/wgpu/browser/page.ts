@@ -1,7 +1,7 @@
 // The browser side of the conformance harness: bundled for the page, it runs
 // the conformance checks of the wgpu backend on the page's navigator.gpu:
-// every check, or one of every kernel × dtypes (`sampleConformance(…, 'dtypes')`):
-// Dawn in Node runs every layout and attribute of the same WGSL.
+// every check, or one valid case of every kernel (`sampleConformance(…, 'kernel')`):
+// Dawn in Node runs every dtype, layout and attribute of the same WGSL.
 import {
   type ConformanceCheck,
   type ConformanceSample,
@@ -77,7 +77,7 @@ async function runConformance({
     return { adapter: undefined, unavailable: (error as Error).message, ...empty };
   }
   const suite = conformanceSuite({ create: () => backend });
-  const sampled = !filter && sample ? sampleConformance(suite.checks, 'dtypes') : undefined;
+  const sampled = !filter && sample ? sampleConformance(suite.checks, 'kernel') : undefined;
   const checks = filter
     ? suite.checks.filter((c) => c.name.includes(filter) || c.group.includes(filter))
     : (sampled?.checks ?? suite.checks);

@@ -10,5 +10,7 @@ if (unavailable && process.env.CI !== 'true') {
     it('needs a WebGPU adapter', () => {});
   });
 } else {
-  describeConformance('wgpu backend conformance', { create: () => createWgpuBackend(), timeout: 120_000 });
+  // A check's limit grows with the load, as the config's own (vitest.config.ts).
+  const timeout = 120_000 * (Number(process.env.RAYO_TIMEOUT_SCALE) || 1);
+  describeConformance('wgpu backend conformance', { create: () => createWgpuBackend(), timeout });
 }

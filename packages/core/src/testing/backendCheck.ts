@@ -5,8 +5,11 @@ export interface ConformanceCheck {
   readonly name: string;
   /** `api`, `coverage`, or a kernel family. */
   readonly group: string;
-  /** For a valid case of a kernel: the kernel and its variant (see `sampleConformance`). */
-  readonly kernelCase?: { readonly kernel: string; readonly variant: string };
+  /**
+   * For a valid case of a kernel: the kernel, its variant and the elements of
+   * its inputs and outputs (see `sampleConformance`).
+   */
+  readonly kernelCase?: { readonly kernel: string; readonly variant: string; readonly elements: number };
   run(): Promise<void>;
 }
 

@@ -29,22 +29,29 @@ import { viewChecks } from './viewChecks.js';
 export type { ConformanceCheck } from './backendCheck.js';
 
 /**
- * The variant of a valid case: its inputs' dtypes, its boolean and string
- * attributes (layouts, activations, precision: what picks a shader) and, for
- * the unpoisoned runs, the mode. Numbers (shapes, scales) are not in it.
+ * What a valid case's check names as `kernelCase`: the kernel, the variant
+ * (its inputs' dtypes, its boolean and string attributes, as the kernel sees
+ * them with defaults filled in, what picks a shader, and for the unpoisoned
+ * runs the mode; numbers such as shapes and scales are not in it) and the
+ * elements of its inputs and outputs (a measure of its work, for a sample
+ * that wants the cheapest case of a variant).
  */
-function caseVariant(c: AnyConformanceCase, mode: Mode): string {
+function kernelCaseOf(c: AnyConformanceCase, mode: Mode): NonNullable<ConformanceCheck['kernelCase']> {
   const metas = c.inputs.map((s, i) =>
     s ? { shape: s.shape, dtype: s.dtype ?? inputDecl(c.spec, i)!.dtypes[0]! } : undefined,
   );
   const dtypes = metas.map((m) => m?.dtype ?? '-');
-  // The attributes as the kernel sees them (defaults filled in), so that an
-  // explicit default is the variant of its absence.
-  const attrs = Object.entries(inferKernel(c.spec, metas, c.attrs).attrs)
+  const inferred = inferKernel(c.spec, metas, c.attrs);
+  const attrs = Object.entries(inferred.attrs)
     .filter(([, v]) => typeof v === 'boolean' || typeof v === 'string')
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([k, v]) => `${k}=${String(v)}`);
-  return [dtypes.join(','), ...attrs, ...(mode === 'poisoned out' ? [] : [mode])].join(' ');
+  const elements = [...metas, ...inferred.outputs].reduce((n, m) => n + (m ? sizeOf(m.shape) : 0), 0);
+  return {
+    kernel: c.spec.name,
+    variant: [dtypes.join(','), ...attrs, ...(mode === 'poisoned out' ? [] : [mode])].join(' '),
+    elements,
+  };
 }
 
 export interface ConformanceOptions {
@@ -515,7 +522,7 @@ export function conformanceSuite(options: ConformanceOptions): ConformanceSuite 
         checks.push({
           name: `${caseName(c)}${mode === 'poisoned out' ? '' : ` (${mode})`}`,
           group: spec.family,
-          kernelCase: { kernel: spec.name, variant: caseVariant(c, mode) },
+          kernelCase: kernelCaseOf(c, mode),
           run: () => runCase(c, mode),
         });
       }
@@ -524,7 +531,7 @@ export function conformanceSuite(options: ConformanceOptions): ConformanceSuite 
       checks.push({
         name: caseName(half),
         group: spec.family,
-        kernelCase: { kernel: spec.name, variant: caseVariant(half, 'poisoned out') },
+        kernelCase: kernelCaseOf(half, 'poisoned out'),
         run: () => runCase(half, 'poisoned out'),
       });
     }

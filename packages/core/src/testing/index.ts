@@ -37,5 +37,11 @@ export {
 } from './halfCases.js';
 export { hashString, Rng } from './random.js';
 export { checkRegisteredOnImport } from './registration.js';
-export { type ConformanceSample, type SampleGrain, sampleConformance } from './sample.js';
+export {
+  type ConformanceSample,
+  type SampleGrain,
+  type SamplePick,
+  SMALL_CASE_ELEMENTS,
+  sampleConformance,
+} from './sample.js';
 export { rejectionOf, thrownBy } from './thrown.js';

@@ -10,7 +10,7 @@ import { conformanceSuite } from './conformance.js';
 // The conformance runner's command line (`rayo-conformance`), run by plain
 // Node as a user runs it: runner.ts and what it imports, bundled from the
 // sources, so no build is needed. Its checks are the suite's, which the cpu
-// backend passes in full in cpu/conformance.test.ts; here a filter keeps the
+// backend passes in @rayo/conformance's own test; here a filter keeps the
 // run short and the output is compared with the suite counted in-process.
 
 // A filter whose checks span several groups and take a fraction of a second.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { KERNELS } from '../kernels/index.js';
 import { conformanceSuite } from './conformance.js';
-import { sampleConformance } from './sample.js';
+import { SMALL_CASE_ELEMENTS, sampleConformance } from './sample.js';
 
 describe('sampleConformance', () => {
   const { checks } = conformanceSuite({
@@ -49,6 +49,39 @@ describe('sampleConformance', () => {
     expect(coarse.kernels).toBe(KERNELS.length);
     expect(coarse.variants).toBeLessThan(sample.variants / 2);
     expect(coarse.checks.filter((c) => !c.kernelCase)).toEqual(checks.filter((c) => !c.kernelCase));
+  });
+
+  it("by 'kernel': one valid case of every kernel, in dtypes spread over the kernels", () => {
+    const coarse = sampleConformance(checks, 'kernel');
+    const kept = coarse.checks.filter((c) => c.kernelCase);
+    expect(kept.map((c) => c.kernelCase!.kernel).sort()).toEqual(KERNELS.map((s) => s.name).sort());
+    expect(coarse.kernels).toBe(KERNELS.length);
+    expect(coarse.variants).toBe(KERNELS.length);
+    const dtypes = new Set(kept.map((c) => c.kernelCase!.variant.split(' ')[0]!.split(',')[0]));
+    for (const dtype of ['f32', 'f16', 'bf16']) expect(dtypes).toContain(dtype);
+    expect(coarse.checks.filter((c) => !c.kernelCase)).toEqual(checks.filter((c) => !c.kernelCase));
+  });
+
+  it("preferring 'small': of every kernel × variant the smallest case of enough elements", () => {
+    // A case's elements are those of its inputs and outputs: a [7, 257], b [3, 257], the product [7, 3].
+    const product = checks.find((c) => c.name === 'matmul 7×257×3 transB');
+    expect(product?.kernelCase?.elements).toBe(7 * 257 + 3 * 257 + 7 * 3);
+    const small = sampleConformance(checks, 'variant', 'small');
+    const cases = new Map<string, number[]>();
+    for (const c of checks.filter((c) => c.kernelCase))
+      cases.set(pair(c), [...(cases.get(pair(c)) ?? []), c.kernelCase!.elements]);
+    const kept = small.checks.filter((c) => c.kernelCase);
+    expect(kept).toHaveLength(cases.size);
+    for (const c of kept) {
+      const sizes = cases.get(pair(c))!;
+      const enough = sizes.filter((n) => n >= SMALL_CASE_ELEMENTS);
+      const want = enough.length > 0 ? Math.min(...enough) : Math.max(...sizes);
+      expect(c.kernelCase!.elements, c.name).toBe(want);
+    }
+    expect(small.variants).toBe(sample.variants);
+    const elements = (list: typeof checks) => list.reduce((n, c) => n + (c.kernelCase?.elements ?? 0), 0);
+    expect(elements(small.checks)).toBeLessThan(elements(sample.checks));
+    expect(small.checks.filter((c) => !c.kernelCase)).toEqual(checks.filter((c) => !c.kernelCase));
   });
 
   it('picks the same checks on every run', () => {

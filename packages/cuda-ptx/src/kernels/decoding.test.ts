@@ -6,7 +6,13 @@ import {
   type Tensor,
 } from '@rayo/core';
 import { compareOutputs, Rng, ropeTolerance } from '@rayo/core/testing';
-import { expectAssemblesCleanly, FakeLibCuda, PtxInterpreter, useEmulatedGpu } from '@rayo/cuda-testkit';
+import {
+  type AssemblyJob,
+  expectAllAssembleCleanly,
+  FakeLibCuda,
+  PtxInterpreter,
+  useEmulatedGpu,
+} from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { CudaBackend } from '../backend.js';
 import { CudaDriver } from '../driver/driver.js';
@@ -161,7 +167,7 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`,
       expect(log).toMatch(/0 bytes spill stores/);
       expect(log).not.toMatch(SPILLS);
       assemble(text, DEFAULT_TARGET);
-    }, 60_000);
+    });
   }
   for (const [d, width] of [
     [128, 4],
@@ -175,7 +181,7 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`,
         expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
         assemble(text, DEFAULT_TARGET);
       }
-    }, 60_000);
+    });
   }
   for (const width of [1, 4] as const) {
     for (const devicePosition of [false, true]) {
@@ -183,7 +189,7 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`,
         const text = scatterModule(width, devicePosition).emit();
         expect(assemble(text, 'sm_90')).not.toMatch(SPILLS);
         assemble(text, DEFAULT_TARGET);
-      }, 60_000);
+      });
     }
   }
   it('kvCacheScatter over half rows and caches', () => {
@@ -199,7 +205,7 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas (${gate.reason})`,
         assemble(text, DEFAULT_TARGET);
       }
     }
-  }, 60_000);
+  });
 });
 
 // The attention kernels run on an emulated device. Views one element past a
@@ -302,15 +308,17 @@ describe.skipIf(gate.skip)(`ropeKvScatter PTX assembles cleanly with ptxas (${ga
       for (const table of [false, true]) {
         const types0 = { rows: 'f32', cache: 'f32' } as const;
         it(`${ropeScatterKey(layout, devicePosition, types0, table)} for sm_90 and ${DEFAULT_TARGET}`, () => {
+          const jobs: AssemblyJob[] = [];
           for (const types of [
             { rows: 'f32', cache: 'f32' },
             { rows: 'f32', cache: 'bf16' },
             { rows: 'f16', cache: 'f16' },
           ] as const) {
             const text = ropeScatterModule(layout, devicePosition, types, table).emit();
-            for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
+            for (const arch of ['sm_90', DEFAULT_TARGET]) jobs.push({ ptx: text, arch });
           }
-        }, 60_000);
+          expectAllAssembleCleanly(jobs);
+        });
       }
     }
   }

@@ -80,6 +80,6 @@ describe.skipIf(gate.skip)(`elementwise PTX assembles with ptxas (${gate.reason}
           expect(result.ok).toBe(true);
         }
       }
-    }, 60_000);
+    });
   }
 });

@@ -1,7 +1,8 @@
 import { embedding, embeddingBackward } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
 import {
-  expectAssemblesCleanly,
+  type AssemblyJob,
+  expectAllAssembleCleanly,
   itAssemblesForBothTargets,
   seededUniform,
   useEmulatedGpu,
@@ -52,19 +53,21 @@ describe.skipIf(gate.skip)(`embedding PTX assembles with ptxas (${gate.reason})`
   ] as const) {
     const g = embeddingGeometry(dim, operands);
     it(`gather and scatter for D = ${dim}, ${embeddingKey(g)}, on sm_90 and ${DEFAULT_TARGET}`, () => {
+      const jobs: AssemblyJob[] = [];
       for (const build of [embeddingModule, embeddingScatterModule]) {
         for (const arch of ['sm_90', DEFAULT_TARGET]) {
-          expectAssemblesCleanly(build(g).emit(), arch);
+          jobs.push({ ptx: build(g).emit(), arch });
         }
       }
       // Half tables and gradients.
       for (const type of ['f16', 'bf16'] as const) {
         for (const arch of ['sm_90', DEFAULT_TARGET]) {
-          expectAssemblesCleanly(embeddingModule(g, type).emit(), arch);
-          expectAssemblesCleanly(embeddingScatterModule(g, type).emit(), arch);
+          jobs.push({ ptx: embeddingModule(g, type).emit(), arch });
+          jobs.push({ ptx: embeddingScatterModule(g, type).emit(), arch });
         }
       }
-    }, 60_000);
+      expectAllAssembleCleanly(jobs);
+    });
   }
   itAssemblesForBothTargets('the poisoning', embeddingPoisonModule);
 });

@@ -10,7 +10,12 @@ import {
   type Tensor,
 } from '@rayo/core';
 import { compareOutputs, type Tolerance } from '@rayo/core/testing';
-import { expectAssemblesCleanly, seededUniform, useEmulatedGpu } from '@rayo/cuda-testkit';
+import {
+  type AssemblyJob,
+  expectAllAssembleCleanly,
+  seededUniform,
+  useEmulatedGpu,
+} from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
@@ -172,31 +177,35 @@ const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`fused PTX assembles with ptxas, without spills (${gate.reason})`, () => {
   it('every row count, layout and norm, over f32 and half storage', () => {
+    const jobs: AssemblyJob[] = [];
     for (const v of [...variants, ...halfVariants]) {
       for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        expectAssemblesCleanly(fusedModule(v).emit(), arch, `${fusedKey(v)} ${arch}`);
+        jobs.push({ ptx: fusedModule(v).emit(), arch, what: `${fusedKey(v)} ${arch}` });
       }
     }
-  }, 120_000);
+    expectAllAssembleCleanly(jobs);
+  });
 
   it('linear: the tiles, the dot kernel and the split-K sum with every epilogue, and the backward', () => {
+    const jobs: AssemblyJob[] = [];
     for (const arch of ['sm_90', DEFAULT_TARGET]) {
       for (const v of linearTiles)
-        expectAssemblesCleanly(tileModule(v).emit(), arch, `${tileKey(v)} ${arch}`);
-      for (const v of linearRows) expectAssemblesCleanly(dotModule(v).emit(), arch, `${dotKey(v)} ${arch}`);
+        jobs.push({ ptx: tileModule(v).emit(), arch, what: `${tileKey(v)} ${arch}` });
+      for (const v of linearRows) jobs.push({ ptx: dotModule(v).emit(), arch, what: `${dotKey(v)} ${arch}` });
       for (const e of epilogues) {
-        expectAssemblesCleanly(splitSumModule(false, e).emit(), arch, `${splitSumKey(false, e)} ${arch}`);
+        jobs.push({ ptx: splitSumModule(false, e).emit(), arch, what: `${splitSumKey(false, e)} ${arch}` });
       }
       for (const a of LINEAR_ACTIVATIONS) {
         for (const type of ['f32', 'bf16'] as const) {
-          expectAssemblesCleanly(
-            biasActivationModule(a, type).emit(),
+          jobs.push({
+            ptx: biasActivationModule(a, type).emit(),
             arch,
-            `${biasActivationKey(a, type)} ${arch}`,
-          );
+            what: `${biasActivationKey(a, type)} ${arch}`,
+          });
         }
       }
     }
+    expectAllAssembleCleanly(jobs);
   }, 300_000);
 });
 

@@ -194,5 +194,5 @@ describe.skipIf(gate.skip)(`the math helpers assemble (${gate.reason})`, () => {
       expect(result.log, arch).toBe('');
       expect(result.ok).toBe(true);
     }
-  }, 60_000);
+  });
 });

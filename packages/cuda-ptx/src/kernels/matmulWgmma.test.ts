@@ -56,7 +56,7 @@ describe('the wgmma product in the PTX interpreter', () => {
       batch: 3,
     });
     expect(launches.map((l) => l.grid)).toEqual([[3, 1, 1]]);
-  }, 60_000);
+  });
 
   it('stores f32 y (+ f32 c) from half operands, edge tiles masked, and a batch', async () => {
     for (const [transA, transB] of LAYOUTS) {

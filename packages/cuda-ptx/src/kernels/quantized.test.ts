@@ -1,6 +1,6 @@
 import { QUANT_FORMATS, type QuantFormat, quantLayout } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
+import { type AssemblyJob, expectAllAssembleCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { quantizedMatmulProblem, seededArrays } from '../../testing/quantizedMatmul.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
@@ -69,19 +69,23 @@ const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`quantized PTX assembles with ptxas, without spills (${gate.reason})`, () => {
   it('the streaming kernel for every format, row count, x layout and storage', () => {
+    const jobs: AssemblyJob[] = [];
     for (const v of dotVariants) {
       for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        expectAssemblesCleanly(quantDotModule(v).emit(), arch, `${quantDotKey(v)} ${arch}`);
+        jobs.push({ ptx: quantDotModule(v).emit(), arch, what: `${quantDotKey(v)} ${arch}` });
       }
     }
+    expectAllAssembleCleanly(jobs);
   }, 300_000);
 
   it('the tiled kernel for every format and storage', () => {
+    const jobs: AssemblyJob[] = [];
     for (const v of variants) {
       for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        expectAssemblesCleanly(quantTileModule(v).emit(), arch, `${quantTileKey(v)} ${arch}`);
+        jobs.push({ ptx: quantTileModule(v).emit(), arch, what: `${quantTileKey(v)} ${arch}` });
       }
     }
+    expectAllAssembleCleanly(jobs);
   }, 300_000);
 });
 

@@ -1,6 +1,11 @@
 import { argmax } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { expectAssemblesCleanly, seededUniform, useEmulatedGpu } from '@rayo/cuda-testkit';
+import {
+  type AssemblyJob,
+  expectAllAssembleCleanly,
+  seededUniform,
+  useEmulatedGpu,
+} from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { DeviceProperties } from '../driver/driver.js';
 import type { Launch } from '../kernel.js';
@@ -113,6 +118,7 @@ describe.skipIf(gate.skip)(`reduction PTX assembles with ptxas (${gate.reason})`
   ];
   const kinds: ReduceKind[] = [SUM, { op: 'max', square: false }, { op: 'sum', square: true }];
   it('sums and maxima of half inputs into half outputs, split and not', () => {
+    const jobs: AssemblyJob[] = [];
     for (const [x, y] of [
       ['bf16', 'bf16'],
       ['f16', 'f16'],
@@ -121,24 +127,27 @@ describe.skipIf(gate.skip)(`reduction PTX assembles with ptxas (${gate.reason})`
       for (const g of [geometries[1]!, geometries[3]!]) {
         for (const split of [false, true]) {
           const v = reductionModule(kinds[2]!, g, split, { x, y }).emit();
-          expectAssemblesCleanly(v, 'sm_90', reductionKey(kinds[2]!, g, split, { x, y }));
+          jobs.push({ ptx: v, arch: 'sm_90', what: reductionKey(kinds[2]!, g, split, { x, y }) });
         }
       }
     }
+    expectAllAssembleCleanly(jobs);
   }, 120_000);
   for (const kind of kinds) {
     it(`${reductionKey(kind, geometries[0]!, false).split('/')[1]} at several geometries`, () => {
+      const jobs: AssemblyJob[] = [];
       for (const g of geometries) {
         for (const split of [false, true]) {
           for (const arch of ['sm_90', DEFAULT_TARGET]) {
-            expectAssemblesCleanly(
-              reductionModule(kind, g, split).emit(),
+            jobs.push({
+              ptx: reductionModule(kind, g, split).emit(),
               arch,
-              `${reductionKey(kind, g, split)} ${arch}`,
-            );
+              what: `${reductionKey(kind, g, split)} ${arch}`,
+            });
           }
         }
       }
+      expectAllAssembleCleanly(jobs);
     }, 120_000);
   }
 });
@@ -164,6 +173,7 @@ describe('argmax planning and PTX', () => {
 
 describe.skipIf(gate.skip)(`argmax PTX assembles with ptxas (${gate.reason})`, () => {
   it('at every kind of planned geometry', () => {
+    const jobs: AssemblyJob[] = [];
     for (const [n, width] of [
       [1, 1],
       [31, 1],
@@ -176,10 +186,11 @@ describe.skipIf(gate.skip)(`argmax PTX assembles with ptxas (${gate.reason})`, (
       const g = planArgmax(n, width);
       for (const arch of ['sm_90', DEFAULT_TARGET]) {
         for (const type of ['f32', 'f16', 'bf16'] as const) {
-          expectAssemblesCleanly(argmaxModule(g, type).emit(), arch, `${argmaxKey(g, type)} ${arch}`);
+          jobs.push({ ptx: argmaxModule(g, type).emit(), arch, what: `${argmaxKey(g, type)} ${arch}` });
         }
       }
     }
+    expectAllAssembleCleanly(jobs);
   }, 120_000);
 });
 

@@ -71,7 +71,7 @@ describe.skipIf(gate.skip)(`rope PTX assembles with ptxas (${gate.reason})`, () 
           }).emit();
           for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
         }
-      }, 60_000);
+      });
     }
   }
 });

@@ -209,7 +209,7 @@ describe('decode-bench', () => {
     expect(md).toContain('### cpu: the decode step, kernel by kernel');
     expect(md).toMatch(/\| rmsNormMatmul \| \[1, 64\] · \[64\] · \[512, 64\] \| eps [\d.e-]+ \| 1 \|/);
     expect(summary).toContain('of f32 weights, f32 KV cache; limit');
-  }, 60_000);
+  });
 
   it('decodes the tiny model in bf16 with a bf16 cache, the limit from the bf16 bytes', async () => {
     const base = await tinySettings({});
@@ -230,7 +230,7 @@ describe('decode-bench', () => {
     expect(head.bytesPerCall!).toBeLessThan(f32Head.bytesPerCall!);
     // Seeded so that greedy choices are decisive: bf16 picks the tokens of f32.
     expect(cpu.run!.tokens).toEqual(f32.backends[0]!.run!.tokens);
-  }, 60_000);
+  });
 
   it('decodes with quantized projections: the bytes read, and the model against itself in f32', async () => {
     const base = await tinySettings({});

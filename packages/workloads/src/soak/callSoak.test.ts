@@ -23,7 +23,7 @@ function soakChecks(name: string, open: () => Promise<Backend>, calls: number): 
     expect(result.heapGrowthBytes).toBeLessThan(HEAP_BOUND);
     expect(result.reservedGrowthBytes).toBe(0);
     expect(result.liveTensorGrowth).toBe(0);
-  }, 60_000);
+  });
 
   it(`${name}: ${calls / 4} replays of a recorded batch leave the heap and device memory flat`, async () => {
     backend ??= await open();
@@ -32,7 +32,7 @@ function soakChecks(name: string, open: () => Promise<Backend>, calls: number): 
     expect(result.heapGrowthBytes).toBeLessThan(HEAP_BOUND);
     expect(result.reservedGrowthBytes).toBe(0);
     expect(result.liveTensorGrowth).toBe(0);
-  }, 60_000);
+  });
 }
 
 describe('leak soak on cpu', () => {
