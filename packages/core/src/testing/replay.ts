@@ -6,6 +6,7 @@ import { inferKernel } from '../kernelChecks.js';
 import { incrementalAttention, kvCacheScatter, ropeKvScatter } from '../kernels/decoding.js';
 import { copy } from '../kernels/memory.js';
 import { adamwStep, globalNorm, multiTensorAdamw } from '../kernels/optimizer.js';
+import { pagedAttention, ropePagedKvWrite } from '../kernels/pagedAttention.js';
 import { rope } from '../kernels/rope.js';
 import { backendCheck, type ConformanceCheck } from './backendCheck.js';
 import { ropeTolerance } from './cases/rope.js';
@@ -151,6 +152,10 @@ export function replayChecks(getBackend: () => Promise<Backend>): ConformanceChe
       replayDecodeStep,
     ],
     ['ropeKvScatter recorded once replays at new device positions', replayRopeKvScatter],
+    [
+      'a batched paged decode step recorded once replays with new slots, positions, block tables and lengths',
+      replayPagedStep,
+    ],
     ['adamwStep recorded once replays at new device steps and learning rates', replayAdamw],
     [
       'globalNorm and multiTensorAdamw recorded once replay at new steps, learning rates and gradients, clipped or not',
@@ -425,5 +430,93 @@ async function replayRopeKvScatter(backend: Backend): Promise<void> {
     }
   } finally {
     for (const t of [...tensors, positionT, qRot!]) t.dispose();
+  }
+}
+
+/** `count` distinct ints of [0, n) in random order. */
+function distinctInts(rng: Rng, n: number, count: number): number[] {
+  const all = Array.from({ length: n }, (_, i) => i);
+  for (let i = 0; i < count; i++) {
+    const j = rng.int(i, n);
+    [all[i], all[j]] = [all[j]!, all[i]!];
+  }
+  return all.slice(0, count);
+}
+
+async function replayPagedStep(backend: Backend): Promise<void> {
+  // 3 sequences, 4 query heads over 2 kv heads of 8, pools of 16 pages of 4 rows, 5 pages a sequence.
+  const [batchSize, heads, kvHeads, headDim, pageSize, maxPages, numPages] = [3, 4, 2, 8, 4, 5, 16];
+  const pool = [numPages, kvHeads, pageSize, headDim];
+  const shapes = [
+    [batchSize, heads, headDim],
+    [batchSize, kvHeads * headDim],
+    [batchSize, kvHeads * headDim],
+    pool,
+    pool,
+  ];
+  const intShapes = [[batchSize], [batchSize], [batchSize, maxPages], [batchSize]];
+  const f32 = (shape: number[]): TensorMeta => ({ shape, dtype: 'f32' });
+  const i32 = (shape: number[]): TensorMeta => ({ shape, dtype: 'i32' });
+  const rng = new Rng(0x9a6e);
+  const host: HostArray[] = shapes.map((shape) =>
+    randomF32(
+      rng,
+      shape.reduce((a, b) => a * b, 1),
+    ),
+  );
+  // Each step: new slots (one idle, −1), positions, shuffled block tables and lengths (0 … capacity).
+  const ints = (step: number) => [
+    distinctInts(rng, numPages * pageSize, batchSize).map((s, b) => (b === step % batchSize ? -1 : s)),
+    distinctInts(rng, 5000, batchSize),
+    distinctInts(rng, numPages, batchSize * maxPages),
+    Array.from({ length: batchSize }, (_, b) =>
+      b === (step + 1) % batchSize ? 0 : rng.int(1, maxPages * pageSize + 1),
+    ),
+  ];
+  let values = ints(0);
+  const tensors = host.map((data, i) => backend.upload(data, shapes[i]!));
+  const intTensors = values.map((data, i) => backend.upload(Int32Array.from(data), intShapes[i]!, 'i32'));
+  const [slots, positions, tables, lens] = intTensors as [Tensor, Tensor, Tensor, Tensor];
+  const batch = backend.batch();
+  const [qRot] = batch.run(ropePagedKvWrite, [...tensors, slots, positions]);
+  const [out] = batch.run(pagedAttention, [qRot!, tensors[3]!, tensors[4]!, tables, lens]);
+  try {
+    for (let step = 0; step < 4; step++) {
+      if (step > 0) {
+        for (const i of [0, 1, 2]) {
+          host[i] = randomF32(rng, host[i]!.length);
+          backend.write(tensors[i]!, host[i]!);
+        }
+        values = ints(step);
+        values.forEach((data, i) => {
+          backend.write(intTensors[i]!, data);
+        });
+      }
+      // Poisoned: a replay that skips a kernel leaves NaN behind.
+      backend.write(qRot!, new Float32Array(qRot!.size).fill(Number.NaN));
+      backend.write(out!, new Float32Array(out!.size).fill(Number.NaN));
+      await batch.submit();
+      const [slotsH, positionsH, tablesH, lensH] = values.map((v) => Int32Array.from(v));
+      const [q, kPages, vPages] = reference(
+        ropePagedKvWrite,
+        [...host, slotsH, positionsH],
+        [...shapes.map(f32), i32([batchSize]), i32([batchSize])],
+      );
+      host[3] = kPages!;
+      host[4] = vPages!;
+      const [expected] = reference(
+        pagedAttention,
+        [q, kPages, vPages, tablesH, lensH],
+        [f32(shapes[0]!), f32(pool), f32(pool), i32([batchSize, maxPages]), i32([batchSize])],
+      );
+      const at = `replay ${step} (lengths ${values[3]!.join(', ')})`;
+      const tolerance = ropeTolerance(5000);
+      await expectContents(`${at}: rope of q`, qRot!, q!, tolerance);
+      await expectContents(`${at}: kPages`, tensors[3]!, kPages!, tolerance);
+      await expectContents(`${at}: vPages`, tensors[4]!, vPages!);
+      await expectContents(`${at}: attention`, out!, expected!, { rtol: 1e-4, atol: 2e-5 });
+    }
+  } finally {
+    for (const t of [...tensors, ...intTensors, qRot!, out!]) t.dispose();
   }
 }

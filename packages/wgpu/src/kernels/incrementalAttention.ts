@@ -1,4 +1,4 @@
-import { FLOAT, incrementalAttention } from '@rayo/core';
+import { FLOAT, incrementalAttention, pagedAttention } from '@rayo/core';
 import { gridFor, type KernelEncoder, linearWorkgroup, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
@@ -52,7 +52,7 @@ const V_ROWS = 4;
 const Q_SHARED_FLOATS = 1024;
 const NEG_BIG = '-3.0e38';
 
-const SPLIT_PARAMS = paramLayout([
+const SPLIT_FIELDS = [
   ['group', 'u32'],
   ['blocksPerKv', 'u32'],
   ['blocks', 'u32'],
@@ -61,6 +61,19 @@ const SPLIT_PARAMS = paramLayout([
   ['chunk', 'u32'],
   ['chunks', 'u32'],
   ['scale', 'f32'],
+] as const;
+
+const SPLIT_PARAMS = paramLayout(SPLIT_FIELDS);
+
+/** Paged attention's split pass: the contiguous fields (maxSeq and seqLen unused), then the pools'. */
+const PAGED_SPLIT_PARAMS = paramLayout([
+  ...SPLIT_FIELDS,
+  ['batch', 'u32'],
+  ['nHeads', 'u32'],
+  ['kvHeads', 'u32'],
+  ['pageSize', 'u32'],
+  ['maxPages', 'u32'],
+  ['numPages', 'u32'],
 ] as const);
 
 const MERGE_PARAMS = paramLayout([
@@ -78,6 +91,11 @@ interface SplitConfig {
   readonly device: boolean;
   /** How the caches are stored (halves in u32 words are widened as loaded). */
   readonly cache: Storage;
+  /**
+   * The caches are page pools read through block tables (bound after the
+   * outputs, then the lengths); sequence b's workgroups follow sequence b − 1's.
+   */
+  readonly paged?: boolean;
 }
 
 /** Tree reduction over `red[h * WG + tid]` for every head; the result lands in `red[h * WG]`. */
@@ -93,7 +111,12 @@ ${unroll(heads, (h) => `      red[${h * WG}u + tid] = ${op(`red[${h * WG}u + tid
 }
 
 function splitShader(cfg: SplitConfig): ShaderSource {
-  const { headDim: D, heads: HB, direct, device, cache } = cfg;
+  const { headDim: D, heads: HB, direct, cache } = cfg;
+  const paged = cfg.paged === true;
+  // Paged lengths are on the device too: a chunk past one leaves an empty partial.
+  const device = cfg.device || paged;
+  // Vector index of row `t` of the chunk.
+  const rowOf = (t: string) => (paged ? `pagedRow(tb, g, t0 + ${t})` : `kv + (${t}) * NV`);
   const { width: W, type: VT, zero } = vectorOf(D);
   // Vector (or element) x of a cache, as f32.
   const cacheAt = (name: string, x: string) =>
@@ -118,13 +141,13 @@ function splitShader(cfg: SplitConfig): ShaderSource {
   const vLoad = (row: string, j: number) => {
     const x = `vl + ${j * LV}u`;
     return guardV && (j + 1) * LV > NV
-      ? `select(${zero}, ${cacheAt('v', `kv + (${row}) * NV + min(${x}, NV - 1u)`)}, ${x} < NV)`
-      : cacheAt('v', `kv + (${row}) * NV + ${x}`);
+      ? `select(${zero}, ${cacheAt('v', `${rowOf(row)} + min(${x}, NV - 1u)`)}, ${x} < NV)`
+      : cacheAt('v', `${rowOf(row)} + ${x}`);
   };
-  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${device ? '/device' : ''}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`;
+  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${paged ? '/paged' : device ? '/device' : ''}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`;
 
   const code = () => {
-    const module = new ShaderModule().params(SPLIT_PARAMS);
+    const module = new ShaderModule().params(paged ? PAGED_SPLIT_PARAMS : SPLIT_PARAMS);
     module.storage('q', VT, 'read');
     module.storage('k', cacheType, 'read');
     module.storage('v', cacheType, 'read');
@@ -133,8 +156,12 @@ function splitShader(cfg: SplitConfig): ShaderSource {
       module.storage('stats', 'f32', 'read_write');
       module.storage('partial', 'f32', 'read_write');
     }
-    if (device) module.storage('len', 'i32', 'read');
+    if (paged) {
+      module.storage('tables', 'i32', 'read');
+      module.storage('lens', 'i32', 'read');
+    } else if (device) module.storage('len', 'i32', 'read');
     module.declare(`const NV = ${NV}u;`);
+    if (paged) module.declare(PAGED_ROW);
     if (qShared) module.workgroupArray('qs', VT, HB * NV);
     module.workgroupArray('red', 'f32', red);
     module.workgroupArray('sc', 'f32', HB * MAX_CHUNK);
@@ -145,19 +172,29 @@ function splitShader(cfg: SplitConfig): ShaderSource {
       `  let tid = lid.x;
   let w = ${linearWorkgroup};
   let blk = w % params.blocks;
-  let c = w / params.blocks;
+${
+  paged
+    ? `  let c = w / params.blocks % params.chunks;
+  let b = w / params.blocks / params.chunks;
+  if (b >= params.batch) { return; }
+  let tb = b * params.maxPages;`
+    : `  let c = w / params.blocks;
   // A grid spread over y may have a few workgroups too many.
-  if (c >= params.chunks) { return; }
+  if (c >= params.chunks) { return; }`
+}
   let g = blk / params.blocksPerKv;
   let j0 = (blk % params.blocksPerKv) * ${HB}u;
-  let h0 = g * params.group + j0;
+  let h0 = ${paged ? 'b * params.nHeads + ' : ''}g * params.group + j0;
   // Heads past the group (a partial last block) repeat the last one and are not written.
   let nh = min(${HB}u, params.group - j0);
 ${
-  device
-    ? `  let given = len[0];
+  paged
+    ? `  let given = lens[b];
+  let seqLen = select(0u, u32(given), given >= 1 && u32(given) <= params.maxPages * params.pageSize);`
+    : device
+      ? `  let given = len[0];
   let seqLen = select(0u, u32(given), given >= 1 && u32(given) <= params.maxSeq);`
-    : '  let seqLen = params.seqLen;'
+      : '  let seqLen = params.seqLen;'
 }
   let t0 = c * params.chunk;
   let nt = select(0u, min(params.chunk, seqLen - t0), t0 < seqLen);
@@ -171,8 +208,7 @@ ${unroll(HB, (h) => `      if (${h}u < nh) { let at = ((h0 + ${h}u) * params.chu
   }`
     : ''
 }
-  let kv = (g * params.maxSeq + t0) * NV;
-${unroll(HB, (h) => `  let qb${h} = (h0 + min(${h}u, nh - 1u)) * NV;`)}
+${paged ? '' : '  let kv = (g * params.maxSeq + t0) * NV;\n'}${unroll(HB, (h) => `  let qb${h} = (h0 + min(${h}u, nh - 1u)) * NV;`)}
 ${
   qShared
     ? `  for (var i = tid; i < ${HB * NV}u; i += ${WG}u) {
@@ -190,7 +226,7 @@ ${
     let t = p0 + kr;
 ${unroll(HB, (h) => `    var s${h} = 0.0;`)}
     if (kr < ${PK}u && t < nt) {
-      let row = kv + t * NV;
+      let row = ${paged ? 'pagedRow(tb, g, t0 + t)' : 'kv + t * NV'};
 ${unroll(JK, (j) => {
   const x = `kl + ${j * LK}u`;
   const body = `let k${j} = ${cacheAt('k', `row + ${x}`)};\n${unroll(HB, (h) => `        s${h} += ${dotOf(`k${j}`, qAt(h, x))};`)}`;
@@ -280,7 +316,7 @@ ${unroll(JV, (j) => {
   const x = `vl + ${j * LV}u`;
   const stores = unroll(W, (cmp) => {
     const a = W === 4 ? `a${h}_${j}[${cmp}]` : `a${h}_${j}`;
-    return `      ${dst(`(${x}) * ${W}u + ${cmp}u`)} = ${direct ? `${a} / sum${h}` : a};`;
+    return `      ${dst(`(${x}) * ${W}u + ${cmp}u`)} = ${direct ? normalised(a, `sum${h}`, paged) : a};`;
   });
   return guardV && (j + 1) * LV > NV ? `    if (${x} < NV) {\n${stores}\n    }` : `    {\n${stores}\n    }`;
 })}
@@ -301,7 +337,7 @@ ${unroll(W, (cmp) => `      red[vr * ${D}u + vl * ${W}u + ${cmp}u] = ${W === 4 ?
       for (var d = tid; d < ${D}u; d += ${WG}u) {
         var o = 0.0;
         for (var r = 0u; r < ${PV}u; r++) { o += red[r * ${D}u + d]; }
-        ${direct ? `out[(h0 + h) * ${D}u + d] = o / total;` : `partial[((h0 + h) * params.chunks + c) * ${D}u + d] = o;`}
+        ${direct ? `out[(h0 + h) * ${D}u + d] = ${normalised('o', 'total', paged)};` : `partial[((h0 + h) * params.chunks + c) * ${D}u + d] = o;`}
       }
     }
   }`
@@ -311,14 +347,30 @@ ${unroll(W, (cmp) => `      red[vr * ${D}u + vl * ${W}u + ${cmp}u] = ${W === 4 ?
   return { key, kernel: 'incrementalAttention', code };
 }
 
-function mergeShader(headDim: number): ShaderSource {
+/** WGSL: `value / sum`, or with `zeroEmpty` 0 where nothing was attended (sum 0, an idle sequence). */
+function normalised(value: string, sum: string, zeroEmpty: boolean): string {
+  return zeroEmpty ? `select(0.0, ${value} / ${sum}, ${sum} > 0.0)` : `${value} / ${sum}`;
+}
+
+/**
+ * WGSL: the vector index of row t of sequence tb / maxPages's kv head g, in
+ * page tables[tb + t / pageSize]; a page outside the pool reads page 0 (the
+ * result is then unspecified, but nothing outside the pool is read).
+ */
+const PAGED_ROW = `fn pagedRow(tb: u32, g: u32, t: u32) -> u32 {
+  let entry = tables[tb + t / params.pageSize];
+  let page = select(0u, u32(entry), entry >= 0 && u32(entry) < params.numPages);
+  return ((page * params.kvHeads + g) * params.pageSize + t % params.pageSize) * NV;
+}`;
+
+function mergeShader(headDim: number, zeroEmpty = false): ShaderSource {
   const { width: W, type: VT, zero } = vectorOf(headDim);
   const NV = headDim / W;
   const LM = Math.min(NV, WG);
   const JM = Math.ceil(NV / LM);
   const SM = Math.floor(WG / LM);
   return {
-    key: `decoding/incrementalAttention/merge/d${headDim}/wg${WG}`,
+    key: `decoding/incrementalAttention/merge/d${headDim}${zeroEmpty ? '/zero' : ''}/wg${WG}`,
     kernel: 'incrementalAttention',
     code: () => {
       const module = new ShaderModule().params(MERGE_PARAMS);
@@ -367,7 +419,7 @@ ${unroll(
     if (slice == 0u && x < NV) {
       var sum = ${zero};
       for (var s = 0u; s < ${SM}u; s++) { sum += ored[s * ${LM}u + x0]; }
-      out[h * NV + x] = sum / total;
+      out[h * NV + x] = ${zeroEmpty ? `select(${zero}, sum / total, total > 0.0)` : 'sum / total'};
     }
     workgroupBarrier();
   }`,
@@ -414,47 +466,115 @@ function encodeAttention(
   if (out.size === 0) return;
   // A length on the device: size the grid by the cache, its bound.
   const seqLen = length ? maxSeq : attrs.seqLen;
-  const scale = attrs.scale === 0 ? 1 / Math.sqrt(headDim) : attrs.scale;
-  const group = nHeads / nKvHeads;
-  const blocksPerKv = Math.ceil(group / MAX_HEADS_PER_GROUP);
-  const heads = Math.ceil(group / blocksPerKv);
-  const blocks = nKvHeads * blocksPerKv;
-  const chunk = chunkFor(seqLen, blocks);
-  const chunks = Math.ceil(seqLen / chunk);
-  const direct = chunks === 1;
-  const values = { group, blocksPerKv, blocks, maxSeq, seqLen, chunk, chunks, scale };
-  const workgroups = gridFor(blocks * chunks, encoder.limits);
-  const shader = splitShader({
-    headDim,
-    heads,
-    direct,
-    device: length !== undefined,
-    cache: storageOf(k.dtype),
-  });
-  const lengthBinding = length ? [length] : [];
-  if (direct) {
-    encoder.dispatch({
-      shader,
-      buffers: [q, k, v, out, ...lengthBinding],
-      params: { layout: SPLIT_PARAMS, values },
-      workgroups,
-    });
-    return;
-  }
-  const statBytes = nHeads * chunks * 2 * 4;
-  const partialBytes = nHeads * chunks * headDim * 4;
-  const stats = { buffer: encoder.scratch(statBytes), offset: 0, size: statBytes };
-  const partial = { buffer: encoder.scratch(partialBytes), offset: 0, size: partialBytes };
-  encoder.dispatch({
-    shader,
-    buffers: [q, k, v, stats, partial, ...lengthBinding],
+  const plan = planSplit(nHeads, nKvHeads, seqLen, 1);
+  const values = { ...plan.values, maxSeq, seqLen, scale: scaleOf(attrs.scale, headDim) };
+  const device = length !== undefined;
+  dispatchAttention(encoder, { q, k, v, out }, length ? [length] : [], {
+    shader: { headDim, heads: plan.heads, direct: plan.direct, device, cache: storageOf(k.dtype) },
     params: { layout: SPLIT_PARAMS, values },
-    workgroups,
-  });
-  encoder.dispatch({
-    shader: mergeShader(headDim),
-    buffers: [stats, partial, out],
-    params: { layout: MERGE_PARAMS, values: { heads: nHeads, chunks } },
-    workgroups: gridFor(nHeads, encoder.limits),
+    workgroups: plan.workgroups,
+    rows: nHeads,
   });
 }
+
+function scaleOf(scale: number, headDim: number): number {
+  return scale === 0 ? 1 / Math.sqrt(headDim) : scale;
+}
+
+/**
+ * Workgroups of up to MAX_HEADS_PER_GROUP query heads of one kv head, over
+ * chunks of at most `seqLen` tokens, for each of `batch` sequences.
+ */
+function planSplit(nHeads: number, nKvHeads: number, seqLen: number, batch: number) {
+  const group = nHeads / nKvHeads;
+  const blocksPerKv = Math.ceil(group / MAX_HEADS_PER_GROUP);
+  const blocks = nKvHeads * blocksPerKv;
+  const chunk = chunkFor(seqLen, blocks * batch);
+  const chunks = Math.ceil(seqLen / chunk);
+  return {
+    heads: Math.ceil(group / blocksPerKv),
+    direct: chunks === 1,
+    values: { group, blocksPerKv, blocks, chunk, chunks },
+    workgroups: blocks * chunks * batch,
+  };
+}
+
+interface SplitCall {
+  readonly shader: SplitConfig;
+  readonly params: {
+    readonly layout: typeof SPLIT_PARAMS | typeof PAGED_SPLIT_PARAMS;
+    readonly values: Readonly<Record<string, number>> & { readonly chunks: number };
+  };
+  readonly workgroups: number;
+  /** Query heads of all sequences: the merge's rows. */
+  readonly rows: number;
+}
+
+/** The split pass into `out` (one chunk) or into partials, then their merge into `out`. */
+function dispatchAttention(
+  encoder: KernelEncoder,
+  { q, k, v, out }: Readonly<Record<'q' | 'k' | 'v' | 'out', Operand>>,
+  after: readonly Operand[],
+  call: SplitCall,
+): void {
+  const { headDim, direct } = call.shader;
+  const shader = splitShader(call.shader);
+  const workgroups = gridFor(call.workgroups, encoder.limits);
+  if (direct) {
+    encoder.dispatch({ shader, buffers: [q, k, v, out, ...after], params: call.params, workgroups });
+    return;
+  }
+  const { chunks } = call.params.values;
+  const statBytes = call.rows * chunks * 2 * 4;
+  const partialBytes = call.rows * chunks * headDim * 4;
+  const stats = { buffer: encoder.scratch(statBytes), offset: 0, size: statBytes };
+  const partial = { buffer: encoder.scratch(partialBytes), offset: 0, size: partialBytes };
+  encoder.dispatch({ shader, buffers: [q, k, v, stats, partial, ...after], params: call.params, workgroups });
+  encoder.dispatch({
+    shader: mergeShader(headDim, call.shader.paged === true),
+    buffers: [stats, partial, out],
+    params: { layout: MERGE_PARAMS, values: { heads: call.rows, chunks } },
+    workgroups: gridFor(call.rows, encoder.limits),
+  });
+}
+
+/**
+ * pagedAttention: the split pass over page pools, sequence b's workgroups
+ * after sequence b − 1's, chunks planned for the block tables' capacity (the
+ * lengths are on the device); a half q and out go through f32.
+ */
+export const pagedAttentionKernel = wgpuKernel(
+  pagedAttention,
+  (encoder, { inputs, outputs, attrs }) => {
+    const [, kPages, vPages, tables, lens] = inputs as Operand[];
+    encodeWithF32Activations(
+      encoder,
+      pagedAttention.name,
+      { q: inputs[0]! },
+      { out: outputs[0]! },
+      (i, o) => {
+        const [batch, nHeads, headDim] = o.out.shape as [number, number, number];
+        const [numPages, kvHeads, pageSize] = kPages!.shape as [number, number, number, number];
+        const maxPages = tables!.shape[1]!;
+        if (o.out.size === 0) return;
+        const plan = planSplit(nHeads, kvHeads, maxPages * pageSize, batch);
+        const paging = { batch, nHeads, kvHeads, pageSize, maxPages, numPages };
+        const values = {
+          ...plan.values,
+          maxSeq: 0,
+          seqLen: 0,
+          scale: scaleOf(attrs.scale, headDim),
+          ...paging,
+        };
+        const cache = storageOf(kPages!.dtype);
+        dispatchAttention(encoder, { q: i.q, k: kPages!, v: vPages!, out: o.out }, [tables!, lens!], {
+          shader: { headDim, heads: plan.heads, direct: plan.direct, device: false, cache, paged: true },
+          params: { layout: PAGED_SPLIT_PARAMS, values },
+          workgroups: plan.workgroups,
+          rows: batch * nHeads,
+        });
+      },
+    );
+  },
+  { dtypes: FLOAT },
+);

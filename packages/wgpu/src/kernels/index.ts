@@ -10,6 +10,7 @@ import { MATMUL_KERNELS } from './matmul.js';
 import { MEMORY_KERNELS } from './memory.js';
 import { NORMALIZATION_KERNELS } from './normalization.js';
 import { OPTIMIZER_KERNELS } from './optimizer.js';
+import { PAGED_KERNELS } from './paged.js';
 import { QUANTIZED_KERNELS } from './quantized.js';
 import { QUANTIZED_EMBEDDING_KERNELS } from './quantizedEmbedding.js';
 import { QUANTIZED_GATE_UP_KERNELS } from './quantizedGemv.js';
@@ -32,6 +33,7 @@ export const WGPU_KERNELS: readonly AnyWgpuKernel[] = [
   ...LOSS_KERNELS,
   ...DECODING_KERNELS,
   ...FLASH_ATTENTION_KERNELS,
+  ...PAGED_KERNELS,
   ...OPTIMIZER_KERNELS,
   ...FUSED_KERNELS,
   ...QUANTIZED_KERNELS,
