@@ -95,10 +95,12 @@ export function quantizeRowsShader(format: QuantFormat, zeros: boolean, weight: 
   const start = offsets
     ? 'var lo = bitcast<f32>(infBits);\n    var hi = -lo;'
     : 'var lo = 0.0;\n    var hi = 0.0;';
+  // −lowest · s is exact (a power of two): ldexp, not a product, so that no compiler fuses the
+  // scale's own product into the subtraction (NVIDIA's did, one ulp off the host's offsets).
   const scaleOf = offsets
     ? `let low = positive_zero(lo);
     let s = ${stepOf('positive_zero(hi) - low', levels)};
-    let offset = ${stored(`s * ${f(lowest)} - low`)};
+    let offset = ${stored(lowest === 0 ? '-low' : `-(ldexp(s, ${Math.log2(-lowest)}) + low)`)};
     var zero = 0;`
     : zeros
       ? `let low = positive_zero(lo);
