@@ -24,6 +24,8 @@ exits 0.
 """
 
 import argparse
+import json
+import os
 import sys
 import time
 
@@ -123,7 +125,10 @@ def main():
         return 0
 
     dtype = getattr(torch, TORCH_DTYPES[request["dtype"]])
-    model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype).to(device)
+    # The class the checkpoint names (seeded configs name it but carry no model_type for the Auto classes).
+    with open(os.path.join(args.model, "config.json")) as f:
+        architecture = json.load(f).get("architectures", ["AutoModelForCausalLM"])[0]
+    model = getattr(transformers, architecture).from_pretrained(args.model, dtype=dtype).to(device)
     model.eval()
     # Seeded weights have no tokenizer: any id pads, the mask hides it.
     pad_id = 0
