@@ -24,7 +24,6 @@ export async function openModel(
   options: ModelOptions,
   io: CliIo,
   copies = 1,
-  extra: Pick<TextModelLoadOptions, 'fuseQkv'> = {},
 ): Promise<{ backend: Backend; model: TextModel; models: readonly TextModel[] }> {
   const backend = await createBackend(options.backend === 'auto' ? await autoBackend() : options.backend);
   const bar = options.quiet
@@ -36,7 +35,6 @@ export async function openModel(
     ...(options.kvDtype !== undefined ? { kvCacheDtype: options.kvDtype } : {}),
     ...(options.quant !== undefined ? { weightFormat: options.quant } : {}),
     ...(bar ? { onProgress: (p) => bar.update(p) } : {}),
-    ...extra,
   };
   const models: TextModel[] = [];
   try {

@@ -116,13 +116,7 @@ export async function serveCommand(args: readonly string[], io: CliIo): Promise<
   const limits = limitsOf(values, batch?.batch ?? slots, options.maxNewTokens);
   const modelName = values['model-name'];
   if (modelName === '') usageError('serve', '--model-name', 'a non-empty id', '""');
-  // The batched step reads q, k and v apart (see LlamaModel.pagedCache).
-  const { backend, models } = await openModel(
-    options,
-    io,
-    batch ? 1 : slots,
-    batch ? { fuseQkv: false } : {},
-  );
+  const { backend, models } = await openModel(options, io, batch ? 1 : slots);
   let server: ModelServer | undefined;
   let paged: PagedLlama | undefined;
   try {

@@ -3,6 +3,7 @@ import { defineKernel, deviceAttribute, runReference } from '../kernel.js';
 import { formatShape, type Shape, shapesEqual, sizeOf } from '../shape.js';
 import { attendRows } from './attentionReference.js';
 import { ArgCheck } from './check.js';
+import { checkFusedQkv, splitFused } from './fusedQkv.js';
 import { checkKvCaches } from './kvCacheChecks.js';
 import { rope } from './rope.js';
 import { checkFrequencies, FREQUENCIES_INPUT } from './ropeFrequencies.js';
@@ -267,26 +268,16 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
   infer([q, k, v, kCache, vCache, positionTensor, frequencies], { position }) {
     const check = new ArgCheck('ropeKvScatter');
     check.rank('q', q!, 3, '[T, heads, headDim]');
-    const [tokens, qHeads, headDim] = q!.shape as [number, number, number];
+    const [tokens, , headDim] = q!.shape as [number, number, number];
     check.shape(headDim % 2 === 0, 'q', 'headDim must be even', 'an even last dimension', q!.shape);
     if (frequencies) checkFrequencies(check, frequencies.shape, headDim);
     check.rank('kCache', kCache!, 3, '[kvHeads, maxSeq, headDim]');
     const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
     check.dim('kCache', kCache!, 2, headDim, "headDim of 'q'");
     check.sameShape('vCache', vCache!, kCache!.shape, "'kCache'");
-    const fused = k === undefined && v === undefined;
-    const heads = fused ? qHeads - 2 * kvHeads : qHeads;
-    if (fused) {
-      check.shape(
-        heads >= 1,
-        'q',
-        "without k and v, q holds each token's heads of q, k and v",
-        `[T, heads + ${2 * kvHeads}, ${headDim}] with heads >= 1 (2·kvHeads of 'kCache' after them)`,
-        q!.shape,
-      );
-    } else {
+    const { fused, heads } = checkFusedQkv(check, [q, k, v], kvHeads, "'kCache'");
+    if (!fused) {
       const rows = [tokens, kvHeads * headDim];
-      check.shape(k !== undefined, 'k', 'k and v are given together or not at all', 'a tensor', 'nothing');
       check.shape(
         shapesEqual(k!.shape, rows) || shapesEqual(k!.shape, [tokens, kvHeads, headDim]),
         'k',
@@ -294,7 +285,6 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
         `${formatShape([tokens, kvHeads, headDim])} or ${formatShape(rows)}`,
         k!.shape,
       );
-      check.shape(v !== undefined, 'v', 'k and v are given together or not at all', 'a tensor', 'nothing');
       check.sameShape('v', v!, rows, "[T, kvHeads·headDim] of 'q' and 'kCache'");
     }
     checkRowsFit(
@@ -372,22 +362,3 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
     };
   },
 });
-
-/** The q, k and v rows of a fused [T, heads + 2·kvHeads, headDim], each as its own [T, n·headDim]. */
-function splitFused(
-  fused: HostArray,
-  tokens: number,
-  widths: readonly number[],
-  headDim: number,
-): Float32Array[] {
-  const row = widths.reduce((a, b) => a + b, 0) * headDim;
-  let start = 0;
-  return widths.map((heads) => {
-    const width = heads * headDim;
-    const part = new Float32Array(tokens * width);
-    for (let t = 0; t < tokens; t++)
-      part.set(fused.subarray(t * row + start, t * row + start + width), t * width);
-    start += width;
-    return part;
-  });
-}

@@ -1,6 +1,7 @@
 import { random, runFirst, run as runSpec, thrown } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '../errors.js';
+import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
 import { incrementalAttention, ropeKvScatter } from './decoding.js';
 import { pagedAttention, pagedKvWrite, ropePagedKvWrite } from './pagedAttention.js';
@@ -165,6 +166,52 @@ describe('pagedKvWrite and ropePagedKvWrite references', () => {
         expect(kOut!.subarray(at(g), at(g) + 4)).toEqual(kCache!.subarray(row, row + 4));
       }
     });
+  });
+
+  it('reads a fused q, k, v row as the same q, k and v given apart', () => {
+    const [d, tokens] = [4, 3];
+    const width = (heads + 2 * kvHeads) * d;
+    const fused = random(rng, tokens * width);
+    const part = (from: number, n: number) => {
+      const out = new Float32Array(tokens * n * d);
+      for (let t = 0; t < tokens; t++)
+        out.set(fused.subarray(t * width + from * d, t * width + (from + n) * d), t * n * d);
+      return out;
+    };
+    const pool4 = {
+      shape: [numPages, kvHeads, pageSize, d],
+      data: random(rng, numPages * kvHeads * pageSize * d),
+    };
+    const tail = [pool4, pool4, i32([9, -1, 3]), i32([5, 0, 17])];
+    const apart = runSpec(ropePagedKvWrite, [
+      { shape: [tokens, heads, d], data: part(0, heads) },
+      { shape: [tokens, kvHeads * d], data: part(heads, kvHeads) },
+      { shape: [tokens, kvHeads * d], data: part(heads + kvHeads, kvHeads) },
+      ...tail,
+    ]);
+    const metas = [
+      { shape: [tokens, heads + 2 * kvHeads, d], dtype: 'f32' as const },
+      undefined,
+      undefined,
+      ...tail.map((x) => ({
+        shape: x.shape,
+        dtype: x.data instanceof Int32Array ? ('i32' as const) : ('f32' as const),
+      })),
+    ];
+    const io = inferKernel(ropePagedKvWrite, metas, {});
+    expect(io.outputs[0]!.shape).toEqual([tokens, heads, d]);
+    const together = {
+      values: ropePagedKvWrite.reference(
+        [fused, undefined, undefined, ...tail.map((x) => x.data)],
+        io.attrs,
+        {
+          inputs: metas,
+          outputs: io.outputs,
+        },
+      ),
+    };
+    expect(together.values).toEqual(apart.values);
+    expect(together.values[1]).not.toEqual(pool4.data);
   });
 
   it('refuses a negative position, naming it', () => {

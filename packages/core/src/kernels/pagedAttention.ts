@@ -4,6 +4,7 @@ import { defineKernel, runReference, type TensorMeta } from '../kernel.js';
 import { formatShape, shapesEqual, sizeOf } from '../shape.js';
 import { attendRows } from './attentionReference.js';
 import { ArgCheck } from './check.js';
+import { checkFusedQkv, splitFused } from './fusedQkv.js';
 import { rope } from './rope.js';
 import { checkFrequencies, FREQUENCIES_INPUT } from './ropeFrequencies.js';
 import { bytesOf, CACHES, FLOAT } from './vocabulary.js';
@@ -160,7 +161,9 @@ type RopePagedKvWriteAttrs = { theta: number; layout: 'half' | 'interleaved' };
 /**
  * A batched decode step's rope of q and k, each row at its own position, and
  * the paged writes of k and v, in one kernel. q is rotated for every row,
- * idle ones too; only the writes depend on the slot.
+ * idle ones too; only the writes depend on the slot. With k and v left out,
+ * q is a fused projection's output [R, heads + 2·kvHeads, headDim], read in
+ * place, as ropeKvScatter reads it.
  */
 export const ropePagedKvWrite = defineKernel<RopePagedKvWriteAttrs>({
   name: 'ropePagedKvWrite',
@@ -168,9 +171,23 @@ export const ropePagedKvWrite = defineKernel<RopePagedKvWriteAttrs>({
   summary:
     'rope(q) returned and rope(k), v written into kPages, vPages at slots, row r rotated by positions[r] (frequencies: scaled RoPE)',
   inputs: [
-    { name: 'q', dtypes: FLOAT, doc: '[R, heads, headDim], headDim even' },
-    { name: 'k', dtypes: FLOAT, doc: '[R, kvHeads·headDim] or [R, kvHeads, headDim]' },
-    { name: 'v', dtypes: FLOAT, doc: '[R, kvHeads·headDim] or [R, kvHeads, headDim]' },
+    {
+      name: 'q',
+      dtypes: FLOAT,
+      doc: '[R, heads, headDim], headDim even; without k and v, [R, heads + 2·kvHeads, headDim]: q, k and v of each row in a row',
+    },
+    {
+      name: 'k',
+      dtypes: FLOAT,
+      optional: true,
+      doc: '[R, kvHeads·headDim] or [R, kvHeads, headDim]; left out with v where q holds both',
+    },
+    {
+      name: 'v',
+      dtypes: FLOAT,
+      optional: true,
+      doc: '[R, kvHeads·headDim] or [R, kvHeads, headDim]; left out with k',
+    },
     ...PAGE_INPUTS,
     SLOTS_INPUT,
     {
@@ -194,19 +211,25 @@ export const ropePagedKvWrite = defineKernel<RopePagedKvWriteAttrs>({
     check.dim('kPages', kPages!, 3, headDim, "headDim of 'q'");
     check.sameShape('slots', slots!, [tokens], "[R] of 'q'");
     check.sameShape('positions', positions!, [tokens], "[R] of 'q'");
-    checkRows(check, 'k', k!, tokens, pool);
-    checkRows(check, 'v', v!, tokens, pool);
+    const { fused, heads } = checkFusedQkv(check, [q, k, v], pool[1], "'kPages'");
+    if (!fused) {
+      checkRows(check, 'k', k!, tokens, pool);
+      checkRows(check, 'v', v!, tokens, pool);
+    }
     return [
-      { name: 'q', shape: q!.shape, dtype: q!.dtype },
+      { name: 'q', shape: [tokens, heads, headDim], dtype: q!.dtype },
       { name: 'kPages', shape: kPages!.shape, dtype: kPages!.dtype, aliasOf: 3 },
       { name: 'vPages', shape: vPages!.shape, dtype: vPages!.dtype, aliasOf: 4 },
     ];
   },
   // The unfused chain in f32: rope of each row of q and k at its position, then the paged write.
   reference([q, k, v, kPages, vPages, slots, positions, frequencies], { theta, layout }, io) {
-    const [tokens, heads, headDim] = io.inputs[0]!.shape as [number, number, number];
+    const [tokens, heads, headDim] = io.outputs[0]!.shape as [number, number, number];
     const pool = io.inputs[3]!.shape as PoolShape;
     const kvHeads = pool[1];
+    const [qRows, kRows, vRows] = k
+      ? [q!, k, v!]
+      : splitFused(q!, tokens, [heads, kvHeads, kvHeads], headDim);
     const ropeRows = (x: HostArray, rowHeads: number) => {
       const out = new Float32Array(tokens * rowHeads * headDim);
       const shape = [1, rowHeads, headDim];
@@ -233,14 +256,23 @@ export const ropePagedKvWrite = defineKernel<RopePagedKvWriteAttrs>({
       }
       return out;
     };
-    const [kOut, vOut] = writeRows(pool, kPages!, vPages!, ropeRows(k!, kvHeads), v!, slots!);
-    return [ropeRows(q!, heads), kOut, vOut];
+    const [kOut, vOut] = writeRows(pool, kPages!, vPages!, ropeRows(kRows, kvHeads), vRows, slots!);
+    return [ropeRows(qRows, heads), kOut, vOut];
   },
   // Reads q, k, v, slots, positions (and the frequencies), writes q and the rows; rope's flops for q and k.
   cost([q, k, v, kPages, , slots, positions, frequencies]) {
+    const [tokens, , headDim] = q!.shape as [number, number, number];
+    // A fused q's k and v: its rows past q's own heads.
+    const rows = k ? undefined : { shape: [tokens, kPages!.shape[1]! * headDim], dtype: q!.dtype };
+    const [kRows, vRows] = rows ? [rows, rows] : [k!, v!];
+    const qOwn = { shape: [sizeOf(q!.shape) - (rows ? 2 * sizeOf(rows.shape) : 0)], dtype: q!.dtype };
     return {
-      flops: 3 * (sizeOf(q!.shape) + sizeOf(k!.shape)),
-      bytes: 2 * bytesOf(q) + writeBytes(k!, v!, kPages!, slots!) + bytesOf(positions) + bytesOf(frequencies),
+      flops: 3 * (sizeOf(qOwn.shape) + sizeOf(kRows.shape)),
+      bytes:
+        2 * bytesOf(qOwn) +
+        writeBytes(kRows, vRows, kPages!, slots!) +
+        bytesOf(positions) +
+        bytesOf(frequencies),
     };
   },
 });

@@ -389,6 +389,39 @@ export function ropeScatterModule(
   return m;
 }
 
+/**
+ * The rope-and-write module's row arguments: q, k and v (a fused q's k and v
+ * are q's operand from their first heads on, a token's row apart), the item
+ * counts, and the gaps between one token's rows and the next.
+ */
+export function ropeScatterRows(
+  q: Operand,
+  kIn: Operand | undefined,
+  v: Operand | undefined,
+  [tokens, heads, headDim]: readonly [number, number, number],
+  kvHeads: number,
+) {
+  const fused = kIn === undefined;
+  const width = kvHeads * headDim;
+  const row = (heads + 2 * kvHeads) * headDim;
+  const half = headDim / 2;
+  const qPairs = tokens * heads * half;
+  const pairs = qPairs + tokens * kvHeads * half;
+  return {
+    q,
+    k: kIn ?? { ...q, ptr: elementPtr(q, heads * headDim) },
+    v: v ?? { ...q, ptr: elementPtr(q, (heads + kvHeads) * headDim) },
+    qPairs,
+    pairs,
+    n: pairs + tokens * width,
+    half,
+    heads,
+    kvHeads,
+    qGap: fused ? row - heads * headDim : 0,
+    kvGap: fused ? row - width : 0,
+  };
+}
+
 export const ropeScatterKernel = cudaKernel(
   ropeKvScatter,
   (encoder, { inputs, outputs, attrs }) => {
@@ -405,43 +438,25 @@ export const ropeScatterKernel = cudaKernel(
     const y = outputs[0]!;
     if (y.size === 0) return;
     checkElementCount('ropeKvScatter', 'kCache', kCache.size);
-    const [tokens, heads, headDim] = y.shape as [number, number, number];
+    const [tokens, , headDim] = y.shape as [number, number, number];
     const [kvHeads, maxSeq] = kCache.shape as [number, number, number];
     const width = kvHeads * headDim;
     checkElementCount('ropeKvScatter', 'q', y.size + 2 * tokens * width);
-    // Fused: k and v are q's operand from their first heads on, a token's row apart.
-    const fused = kIn === undefined;
-    const row = (heads + 2 * kvHeads) * headDim;
-    const keys = kIn ?? { ...q, ptr: elementPtr(q, heads * headDim) };
-    const values = v ?? { ...q, ptr: elementPtr(q, (heads + kvHeads) * headDim) };
-    const half = headDim / 2;
-    const qPairs = tokens * heads * half;
-    const pairs = qPairs + tokens * kvHeads * half;
-    const n = pairs + tokens * width;
+    const rows = ropeScatterRows(q, kIn, v, y.shape as [number, number, number], kvHeads);
     const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
     const types = { rows: storageOf(q), cache: storageOf(kCache) };
     encoder.launch({
       key: ropeScatterKey(attrs.layout, positionAt !== undefined, types, table),
       module: () => ropeScatterModule(attrs.layout, positionAt !== undefined, types, table),
       entry: 'rope_kv_scatter',
-      grid: gridFor(encoder.device, n),
+      grid: gridFor(encoder.device, rows.n),
       block: BLOCK,
       args: {
-        q,
-        k: keys,
-        v: values,
+        ...rows,
         y,
         kCache,
         vCache,
-        qPairs,
-        pairs,
-        n,
-        half,
-        heads,
-        kvHeads,
         maxSeq,
-        qGap: fused ? row - heads * headDim : 0,
-        kvGap: fused ? row - width : 0,
         ...(frequencies ? { frequencies } : thetaPowers('ropeKvScatter', attrs.theta, headDim)),
         ...where,
       },

@@ -16,10 +16,11 @@ const emulated = createEmulatedGpu({ multiprocessors: 2 });
 const suite = conformanceSuite({ create: () => emulated.gpu });
 afterAll(() => emulated.dispose());
 
-// Half variants of one case that takes the split pass; emulated.test.ts samples the others.
+// Half variants of one case that takes the split pass and of the fused rope writes (a half
+// pool read through a fused row's gaps); emulated.test.ts samples the others.
 const HALF = /\((f16|bf16)( beside f32 activations)?\)$/;
 const chosen = suite.checks.filter(
-  (c) => c.group === 'paged' && (!HALF.test(c.name) || c.name.includes('1279')),
+  (c) => c.group === 'paged' && (!HALF.test(c.name) || c.name.includes('1279') || c.name.includes('fused')),
 );
 
 describe('paged kernels on an emulated device', () => {

@@ -6,7 +6,7 @@ import { planAttention } from './attentionPlan.js';
 import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
 import { attentionTypes, checkHeadDim, launchAttention } from './incrementalAttention.js';
-import { type CacheTypes, ropeScatterKey, ropeScatterModule } from './kvCache.js';
+import { type CacheTypes, ropeScatterKey, ropeScatterModule, ropeScatterRows } from './kvCache.js';
 import { thetaPowers } from './rope.js';
 import { loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
 
@@ -136,8 +136,8 @@ const ropeWriteKernel = cudaKernel(
   (encoder, { inputs, outputs, attrs }) => {
     const [q, kIn, v, kPages, vPages, slots, positions, frequencies] = inputs as [
       Operand,
-      Operand,
-      Operand,
+      Operand | undefined,
+      Operand | undefined,
       Operand,
       Operand,
       Operand,
@@ -145,36 +145,25 @@ const ropeWriteKernel = cudaKernel(
       Operand | undefined,
     ];
     const table = frequencies !== undefined;
-    if (q.size === 0) return;
+    const y = outputs[0]!;
+    if (y.size === 0) return;
     checkElementCount('ropePagedKvWrite', 'kPages', kPages.size);
-    checkElementCount('ropePagedKvWrite', 'q', q.size + 2 * kIn.size);
-    const [tokens, heads, headDim] = q.shape as [number, number, number];
-    const [numPages, kvHeads, pageSize] = kPages.shape as [number, number, number, number];
-    const half = headDim / 2;
-    const qPairs = tokens * heads * half;
-    const pairs = qPairs + tokens * kvHeads * half;
+    const [numPages, kvHeads, pageSize, headDim] = kPages.shape as [number, number, number, number];
+    const tokens = y.shape[0]!;
+    checkElementCount('ropePagedKvWrite', 'q', y.size + 2 * tokens * kvHeads * headDim);
+    const rows = ropeScatterRows(q, kIn, v, y.shape as [number, number, number], kvHeads);
     const types = { rows: storageOf(q), cache: storageOf(kPages) };
     encoder.launch({
       key: ropeScatterKey(attrs.layout, false, types, table, true),
       module: () => ropeScatterModule(attrs.layout, false, types, table, true),
       entry: 'rope_kv_scatter',
-      grid: gridFor(encoder.device, pairs + v.size),
+      grid: gridFor(encoder.device, rows.n),
       block: BLOCK,
       args: {
-        q,
-        k: kIn,
-        v,
-        y: outputs[0]!,
+        ...rows,
+        y,
         kCache: kPages,
         vCache: vPages,
-        qPairs,
-        pairs,
-        n: pairs + v.size,
-        half,
-        heads,
-        kvHeads,
-        qGap: 0,
-        kvGap: 0,
         ...(frequencies ? { frequencies } : thetaPowers('ropePagedKvWrite', attrs.theta, headDim)),
         slots,
         positions,

@@ -23,10 +23,7 @@ const made: PagedLlama[] = [];
 
 beforeAll(async () => {
   fixture = await tinyFixture();
-  served = await TextModel.load(fixture.backend, fixture.dir, {
-    maxSequence: TINY_MAX_SEQUENCE,
-    fuseQkv: false,
-  });
+  served = await TextModel.load(fixture.backend, fixture.dir, { maxSequence: TINY_MAX_SEQUENCE });
   spare = await TextModel.load(fixture.backend, fixture.dir, { maxSequence: TINY_MAX_SEQUENCE });
 });
 

@@ -19,10 +19,7 @@ let url: string;
 
 beforeAll(async () => {
   fixture = await tinyFixture();
-  model = await TextModel.load(fixture.backend, fixture.dir, {
-    maxSequence: TINY_MAX_SEQUENCE,
-    fuseQkv: false,
-  });
+  model = await TextModel.load(fixture.backend, fixture.dir, { maxSequence: TINY_MAX_SEQUENCE });
   paged = model.model.pagedCache({ pages: 48, pageSize: 8, maxBatch: 4 });
   server = new ModelServer({
     model,

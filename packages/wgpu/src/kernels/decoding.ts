@@ -246,7 +246,7 @@ const ropeScatterKernel = wgpuKernel(
 );
 
 /** Where k and v lie in a fused q, k, v row: their first elements and the gaps past their heads. */
-function fusedRows(heads: number, kvHeads: number, headDim: number) {
+export function fusedRows(heads: number, kvHeads: number, headDim: number) {
   const row = (heads + 2 * kvHeads) * headDim;
   return {
     kStart: heads * headDim,

@@ -7,6 +7,7 @@ import type { ShaderSource } from '../pipelines.js';
 import { narrowFunctions, type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
+import { fusedRows } from './decoding.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { pagedAttentionKernel } from './incrementalAttention.js';
 import type { RopeLayout } from './rope.js';
@@ -17,7 +18,7 @@ import {
   tableKey,
 } from './ropeRotation.js';
 
-const WRITE_PARAMS = paramLayout([
+const WRITE_FIELDS = [
   ['n', 'u32'],
   ['qPairs', 'u32'],
   ['pairs', 'u32'],
@@ -27,6 +28,16 @@ const WRITE_PARAMS = paramLayout([
   ['kvHeads', 'u32'],
   ['pageSize', 'u32'],
   ['capacity', 'u32'],
+] as const;
+const WRITE_PARAMS = paramLayout(WRITE_FIELDS);
+// With rope, where a row's k and v start in their bindings, and the elements between its row of
+// q (of k and v) and the next past its heads: 0, or a fused q, k, v row's other heads.
+const ROPE_WRITE_PARAMS = paramLayout([
+  ...WRITE_FIELDS,
+  ['kStart', 'u32'],
+  ['vStart', 'u32'],
+  ['qGap', 'u32'],
+  ['kvGap', 'u32'],
 ] as const);
 
 /**
@@ -59,7 +70,7 @@ function writeShader(cache: Storage, rope: { layout: RopeLayout; table: boolean 
     key: `paged/kvWrite${rope ? `/rope-${rope.layout}${tableKey(rope.table)}` : ''}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`,
     kernel: rope ? 'ropePagedKvWrite' : 'pagedKvWrite',
     code: () => {
-      const module = new ShaderModule().params(WRITE_PARAMS);
+      const module = new ShaderModule().params(rope ? ROPE_WRITE_PARAMS : WRITE_PARAMS);
       if (rope) module.storage('q', 'f32', 'read');
       module.storage('k', 'f32', 'read');
       module.storage('v', 'f32', 'read');
@@ -94,7 +105,8 @@ function writeShader(cache: Storage, rope: { layout: RopeLayout; table: boolean 
     let rotation = ropeRotation(bitcast<u32>(positions[r]), pair, 1.0);
     let c = rotation.x;
     let s = rotation.y;
-    let src = rest * params.headDim;
+    let base = rest * params.headDim;
+    let src = select(0u, params.kStart, isK) + base + r * select(params.qGap, params.kvGap, isK);
     var a = 0.0;
     var b = 0.0;
     if (isK) {
@@ -107,8 +119,8 @@ function writeShader(cache: Storage, rope: { layout: RopeLayout; table: boolean 
     let x0 = a * c - b * s;
     let x1 = a * s + b * c;
     if (!isK) {
-      y[src + ${first}] = x0;
-      y[src + ${second}] = x1;
+      y[base + ${first}] = x0;
+      y[base + ${second}] = x1;
       return;
     }
     let at = poolElement(r, rest % rowHeads, 0u);
@@ -132,7 +144,7 @@ ${rotation}  let j = i - params.pairs;
   let at = poolElement(j / width, e / params.headDim, e % params.headDim);
   if (at < 0) { return; }
   let dst = u32(at);
-  ${store('vPages', 'v[j]')}
+  ${store('vPages', rope ? 'v[params.vStart + j + j / width * params.kvGap]' : 'v[j]')}
 ${rope ? '' : `  ${store('kPages', 'k[j]')}`}`,
       );
     },
@@ -151,27 +163,30 @@ function encodeWrite(
         q: Operand;
         y: Operand;
         positions: Operand;
+        /** q is a fused q, k, v row, bound as k and v too. */
+        fused: boolean;
       }
     | undefined,
 ): void {
   const [numPages, kvHeads, pageSize, headDim] = t.kPages.shape as [number, number, number, number];
-  const heads = rope ? rope.q.shape[1]! : 0;
+  const heads = rope ? rope.y.shape[1]! : 0;
   const tokens = t.slots.shape[0]!;
   const half = Math.floor(headDim / 2);
   const qPairs = rope ? tokens * heads * half : 0;
   const pairs = rope ? qPairs + tokens * kvHeads * half : 0;
-  const n = pairs + t.v.size;
+  const n = pairs + tokens * kvHeads * headDim;
   if (n === 0) return;
   const { k, v, kPages, vPages, slots } = t;
+  const values = { n, qPairs, pairs, half, headDim, heads, kvHeads, pageSize, capacity: numPages * pageSize };
+  const rows = rope?.fused ? fusedRows(heads, kvHeads, headDim) : { kStart: 0, vStart: 0, qGap: 0, kvGap: 0 };
   encoder.dispatch({
     shader: writeShader(storageOf(kPages.dtype), rope && { layout: rope.layout, table: rope.table }),
     buffers: rope
       ? [rope.q, k, v, rope.y, kPages, vPages, slots, rope.positions, rope.frequencies]
       : [k, v, kPages, vPages, slots],
-    params: {
-      layout: WRITE_PARAMS,
-      values: { n, qPairs, pairs, half, headDim, heads, kvHeads, pageSize, capacity: numPages * pageSize },
-    },
+    params: rope
+      ? { layout: ROPE_WRITE_PARAMS, values: { ...values, ...rows } }
+      : { layout: WRITE_PARAMS, values },
     workgroups: elementGrid(encoder, n),
   });
 }
@@ -200,10 +215,11 @@ const ropeWriteKernel = wgpuKernel(
     const [y, kPages, vPages] = outputs as Operand[];
     const headDim = q!.shape[2]!;
     const frequencyBinding = ropeFrequencyBinding(encoder, attrs.theta, headDim, frequencies);
+    // A fused q, k, v input is bound as q, k and v at once, each read from its heads on.
     encodeWithF32Activations(encoder, ropePagedKvWrite.name, { q, k, v }, { y }, (rows, o) =>
       encodeWrite(
         encoder,
-        { k: rows.k!, v: rows.v!, kPages: kPages!, vPages: vPages!, slots: slots! },
+        { k: rows.k ?? rows.q!, v: rows.v ?? rows.q!, kPages: kPages!, vPages: vPages!, slots: slots! },
         {
           layout: attrs.layout,
           table: frequencies !== undefined,
@@ -211,6 +227,7 @@ const ropeWriteKernel = wgpuKernel(
           q: rows.q!,
           y: o.y!,
           positions: positions!,
+          fused: k === undefined,
         },
       ),
     );

@@ -65,7 +65,6 @@ describe('the batched step on the emulated cuda device', () => {
         using model = await LlamaModel.load(backend, dir, {
           maxSequence: 24,
           kvCacheDtype: 'bf16',
-          fuseQkv: false,
         });
         using paged = model.pagedCache({ pages: 8, pageSize: 4, maxBatch: 3 });
         const tables = prompts.map(() => paged.pool.table());

@@ -134,7 +134,6 @@ async function runRayo(
     maxSequence: rows,
     weightDtype: s.dtype,
     kvCacheDtype: s.kvDtype,
-    fuseQkv: false,
   });
   // Pages for every stream at full length: no stream waits or is preempted while timed.
   const paged = model.pagedCache({

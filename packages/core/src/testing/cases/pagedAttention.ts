@@ -235,6 +235,45 @@ for (const layout of ['half', 'interleaved'] as const) {
   }
 }
 
+// q, k and v fused in one input [R, heads + 2·kvHeads, headDim], as one product of a layer writes them.
+// [R, heads, kvHeads, headDim, pageSize, numPages, largest position, layout, frequency table]
+const FUSED_ROPE_WRITES: readonly (readonly [
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+  'half' | 'interleaved',
+  boolean,
+])[] = [
+  [1, 1, 1, 2, 1, 1, 1, 'half', false],
+  [5, 3, 1, 6, 5, 4, 20, 'interleaved', false],
+  [7, 4, 2, 14, 3, 6, 300, 'half', true],
+  [3, 32, 8, 64, 16, 3, 4096, 'interleaved', true],
+];
+for (const [rows, heads, kvHeads, headDim, pageSize, numPages, limit, layout, table] of FUSED_ROPE_WRITES) {
+  const kv = f32(pool(numPages, kvHeads, pageSize, headDim));
+  const inputs = [
+    f32([rows, heads + 2 * kvHeads, headDim]),
+    undefined,
+    undefined,
+    kv,
+    kv,
+    slots(rows, numPages * pageSize),
+    positions(rows, limit),
+  ];
+  cases.push(
+    valid(k.ropePagedKvWrite, {
+      label: `${layout}${table ? ' with a frequency table' : ''}: fused q, k, v [${rows}, ${heads} + 2·${kvHeads}, ${headDim}] into pools [${numPages}, ${kvHeads}, ${pageSize}, ${headDim}] at positions below ${limit}`,
+      inputs: table ? [...inputs, frequencyTable(headDim)] : inputs,
+      attrs: { layout, theta: 500000 },
+      tolerance: ropeTolerance(limit),
+    }),
+  );
+}
+
 const RQ = f32([3, 4, 8]);
 errors.push(
   ...invalidCalls(k.ropePagedKvWrite, [
@@ -271,6 +310,14 @@ errors.push(
       'slots',
     ],
     ['v of 2 rows', [RQ, ROWS, f32([2, 16]), POOL, POOL, values([0, 1, 2]), values([0, 1, 2])], 'shape', 'v'],
+    ['k without v', [RQ, ROWS, undefined, POOL, POOL, values([0, 1, 2]), values([0, 1, 2])], 'shape', 'v'],
+    ['v without k', [RQ, undefined, ROWS, POOL, POOL, values([0, 1, 2]), values([0, 1, 2])], 'shape', 'k'],
+    [
+      'fused q, k, v without a q head',
+      [RQ, undefined, undefined, POOL, POOL, values([0, 1, 2]), values([0, 1, 2])],
+      'shape',
+      'q',
+    ],
     [
       'a frequency table of headDim entries',
       [RQ, ROWS, ROWS, POOL, POOL, values([0, 1, 2]), values([0, 1, 2]), f32([8])],

@@ -32,8 +32,9 @@ import type { LlamaLayerWeights } from './weights.js';
  * intermediates after the layer, so that the memory a long prefill needs is
  * one layer's, not all of them. `lastRowOnly` computes the head for the last
  * token alone (logits [1, vocab]): what generation reads of a prompt.
- * `kvSink` is handed each layer's rotated keys and values as well (a layer
- * then runs unfused).
+ * `kvSink` is handed each layer's new rows as well (a layer then runs
+ * unfused): its rotated keys and values, or where q, k and v share one
+ * weight, their product as it is.
  *
  * A layer takes one of three paths: a chunk (T > 1) attends over the cache
  * with `causalAttention`; one token attends over the cache with
@@ -54,7 +55,7 @@ export function forward(
   weights.layers.forEach((w, i) => {
     const quantized = d.quantizedLayers?.[i];
     const cache = d.caches[i]!;
-    const sink = kvSink && ((k: Tensor, v: Tensor) => kvSink(i, k, v));
+    const sink = kvSink && ((rows: SunkRows) => kvSink(i, rows));
     x =
       d.fused && x.shape[0] === 1 && !quantized && !sink
         ? fusedDecodeLayer(d, run, w, cache, x, at)
@@ -66,10 +67,17 @@ export function forward(
 }
 
 /**
- * Where a layer's rotated keys and values [T, kvHeads·headDim] go besides
- * its cache: a paged cache's pages, for a prompt run for batched decoding.
+ * Where a layer's new rows go besides its cache: a paged cache's pages, for
+ * a prompt run for batched decoding.
  */
-export type KvSink = (layer: number, k: Tensor, v: Tensor) => void;
+export type KvSink = (layer: number, rows: SunkRows) => void;
+
+/**
+ * A layer's rotated keys and values [T, kvHeads·headDim], or where q, k and v
+ * share one weight, that product [T, (heads + 2·kvHeads)·headDim] un-rotated
+ * (ropeKvScatter's and ropePagedKvWrite's fused input).
+ */
+export type SunkRows = { readonly k: Tensor; readonly v: Tensor } | { readonly qkv: Tensor };
 
 /** The f32 activations [T, hidden] of tokens `ids` [T]. */
 export function embed(d: LlamaDecoder, run: TrackingRunner, ids: Tensor): Tensor {
@@ -116,14 +124,16 @@ function layer(
   cache: LayerCache,
   x: Tensor,
   at: number | DevicePosition,
-  sink: ((k: Tensor, v: Tensor) => void) | undefined,
+  sink: ((rows: SunkRows) => void) | undefined,
 ): Tensor {
   // A chunk normalises once for the three projections.
   const h = run.run1(rmsNorm, [x, w.inputNorm], { eps: d.config.rmsNormEps });
-  const attended =
-    w.qkv || quantized?.qkv
-      ? fusedQkvAttention(d, run, biased(run, project(d, run, h, w, quantized, 'qkv'), w.qkvBias), cache, at)
-      : attention(d, run, w, quantized, cache, h, at, sink);
+  let attended: Tensor;
+  if (w.qkv || quantized?.qkv) {
+    const qkv = biased(run, project(d, run, h, w, quantized, 'qkv'), w.qkvBias);
+    sink?.({ qkv });
+    attended = fusedQkvAttention(d, run, qkv, cache, at);
+  } else attended = attention(d, run, w, quantized, cache, h, at, sink);
   const x1 = biased(run, project(d, run, attended, w, quantized, 'o', x), w.oBias);
   return project(d, run, mlp(d, run, w, quantized, x1), w, quantized, 'down', x1);
 }
@@ -137,7 +147,7 @@ function attention(
   cache: LayerCache,
   h: Tensor,
   at: number | DevicePosition,
-  sink: ((k: Tensor, v: Tensor) => void) | undefined,
+  sink: ((rows: SunkRows) => void) | undefined,
 ): Tensor {
   const { config } = d;
   const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta } = config;
@@ -156,7 +166,7 @@ function attention(
   const q = rotate(headNorm(run, config, projected('q'), w.qNorm), heads);
   const k = rotate(headNorm(run, config, projected('k'), w.kNorm), kvHeads).reshape([t, kvHeads * headDim]);
   const v = projected('v');
-  sink?.(k, v);
+  sink?.({ k, v });
   return t === 1
     ? decodeStep(run, {
         q: q.reshape([heads, headDim]),

@@ -401,20 +401,7 @@ export class LlamaModel {
    */
   pagedCache(options: PagedCacheOptions): PagedLlama {
     this.#checkAlive('pagedCache');
-    const d = this.#decoder;
-    const fused = d.weights.layers.findIndex((w, i) => w.qkv || d.quantizedLayers?.[i]?.qkv);
-    if (fused >= 0) {
-      throw new InvalidArgumentError(
-        `layer ${fused}'s q, k and v are fused into one weight, which the batched step does not read yet`,
-        {
-          operation: 'LlamaModel.pagedCache',
-          argument: 'weights',
-          expected: 'q, k and v apart: load the model with fuseQkv: false',
-          actual: `a fused qkv weight in layer ${fused}`,
-        },
-      );
-    }
-    return new PagedLlama(d, options, this.prefillChunk);
+    return new PagedLlama(this.#decoder, options, this.prefillChunk);
   }
 
   /** Frees the weights, the cache and the recorded steps. */

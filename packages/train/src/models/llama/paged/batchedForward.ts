@@ -50,21 +50,20 @@ export function batchedDecodeForward(
     const quantized = d.quantizedLayers?.[i];
     const pool = pages[i]!;
     const h = run.run1(rmsNorm, [x, w.inputNorm], { eps });
-    const projected = (name: 'q' | 'k' | 'v') =>
+    const projected = (name: 'q' | 'k' | 'v' | 'qkv') =>
       biased(run, project(d, run, h, w, quantized, name), w[`${name}Bias`]);
-    const q = headNorm(run, config, projected('q'), w.qNorm);
-    const k = headNorm(run, config, projected('k'), w.kNorm);
+    // Fused q, k and v weights: one product, read in place by the rope and the write.
+    const rows =
+      w.qkv || quantized?.qkv
+        ? [projected('qkv').reshape([b, heads + 2 * kvHeads, headDim]), undefined, undefined]
+        : [
+            headNorm(run, config, projected('q'), w.qNorm).reshape([b, heads, headDim]),
+            headNorm(run, config, projected('k'), w.kNorm).reshape([b, kvHeads, headDim]),
+            projected('v'),
+          ];
     const [qRot] = run.run(
       ropePagedKvWrite,
-      withFrequencies(d, [
-        q.reshape([b, heads, headDim]),
-        k.reshape([b, kvHeads, headDim]),
-        projected('v'),
-        pool.k,
-        pool.v,
-        inputs.slots,
-        inputs.positions,
-      ]),
+      withFrequencies(d, [...rows, pool.k, pool.v, inputs.slots, inputs.positions]),
       { theta: ropeTheta, layout: 'half' },
     );
     const attended = run

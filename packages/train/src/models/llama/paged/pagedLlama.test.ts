@@ -31,6 +31,8 @@ describe('PagedLlama', () => {
   let backend: Backend;
   let reference: LlamaModel;
   let model: LlamaModel;
+  /** The same weights with q, k and v fused into one product per layer (the default). */
+  let fused: LlamaModel;
   /** Each prompt's greedy tokens and the logits of each, decoded alone by the reference copy. */
   const alone: { tokens: number[]; logits: Float32Array[] }[] = [];
 
@@ -41,6 +43,7 @@ describe('PagedLlama', () => {
     reference = await LlamaModel.load(backend, dir, { maxSequence: 32 });
     // Prompts cross prefill chunks of 5.
     model = await LlamaModel.load(backend, dir, { maxSequence: 32, prefillChunk: 5, fuseQkv: false });
+    fused = await LlamaModel.load(backend, dir, { maxSequence: 32, prefillChunk: 5 });
     for (const prompt of PROMPTS) {
       reference.reset();
       const rows: Float32Array[] = [];
@@ -57,6 +60,7 @@ describe('PagedLlama', () => {
 
   afterAll(() => {
     model?.dispose();
+    fused?.dispose();
     reference?.dispose();
     backend?.dispose();
   });
@@ -110,10 +114,16 @@ describe('PagedLlama', () => {
     return runs;
   }
 
-  for (const replay of [true, false]) {
-    it(`decodes sequences joining and leaving at different steps as each alone (${replay ? 'replayed' : 'eager'} steps)`, async () => {
+  for (const [qkv, replay] of [
+    ['apart', true],
+    ['apart', false],
+    ['fused', true],
+    ['fused', false],
+  ] as const) {
+    it(`decodes sequences joining and leaving at different steps as each alone (q, k, v ${qkv}, ${replay ? 'replayed' : 'eager'} steps)`, async () => {
       // 3-row pages: rows of a sequence spread over pages freed by others.
-      using paged = model.pagedCache({ pages: 16, pageSize: 3, maxBatch: 4, replay });
+      const loaded = qkv === 'fused' ? fused : model;
+      using paged = loaded.pagedCache({ pages: 16, pageSize: 3, maxBatch: 4, replay });
       const runs = await decodeTogether(paged, [0, 1, 1, 4]);
       runs.forEach((r, i) => {
         expect(r.tokens).toEqual(alone[i]!.tokens);
@@ -149,9 +159,5 @@ describe('PagedLlama', () => {
     const row = { table: b, token: 1, position: 2 };
     await expect(paged.decode([row, row, row])).rejects.toThrow(/at most 2 \(maxBatch\)/);
     expect(() => model.pagedCache({ pages: 8, maxBatch: 257 })).toThrow(/\[1, 256\]/);
-    // A model loaded with its q, k and v fused (the default) is refused, naming the load option.
-    expect(() => reference.pagedCache({ pages: 8, maxBatch: 2 })).toThrow(
-      /LlamaModel\.pagedCache: argument 'weights'.*fuseQkv: false/,
-    );
   });
 });

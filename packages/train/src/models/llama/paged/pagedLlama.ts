@@ -16,6 +16,7 @@ import type { LlamaConfig } from '../config.js';
 import type { LlamaDecoder } from '../decoder.js';
 import { lastRow } from '../decoding.js';
 import { forward } from '../forward.js';
+import { withFrequencies } from '../projections.js';
 import { type BatchedStepInputs, batchedDecodeForward, type LayerPages } from './batchedForward.js';
 import { type BlockTable, PagePool } from './pagePool.js';
 
@@ -262,11 +263,26 @@ export class PagedLlama {
       [tokens.length],
       'i32',
     );
+    // A fused layer's rows are rotated here, each at its position.
+    using positions = backend.upload(
+      Int32Array.from(tokens, (_, i) => position + i),
+      [tokens.length],
+      'i32',
+    );
+    const d = this.#decoder;
+    const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta: theta } = d.config;
     const run = new TrackingRunner(backend);
     try {
-      const logits = forward(this.#decoder, run, ids, position, true, true, (layer, k, v) => {
+      const logits = forward(d, run, ids, position, true, true, (layer, rows) => {
         const pool = this.#pages[layer]!;
-        run.run(pagedKvWrite, [k, v, pool.k, pool.v, slots]);
+        if ('qkv' in rows) {
+          const qkv = rows.qkv.reshape([tokens.length, heads + 2 * kvHeads, headDim]);
+          run.run(
+            ropePagedKvWrite,
+            withFrequencies(d, [qkv, undefined, undefined, pool.k, pool.v, slots, positions]),
+            { theta, layout: 'half' },
+          );
+        } else run.run(pagedKvWrite, [rows.k, rows.v, pool.k, pool.v, slots]);
       });
       return run.keep(logits);
     } finally {
