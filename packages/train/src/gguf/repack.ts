@@ -1,6 +1,7 @@
 import {
   type Backend,
   DTypeError,
+  f16BitsToF32,
   type QuantFormat,
   type QuantizedHostWeight,
   quantLayout,
@@ -16,7 +17,6 @@ import {
   q4kValues,
   q5kValues,
   q5Values,
-  q6kValues,
 } from './dequantize.js';
 import {
   GGML_TYPES,
@@ -112,28 +112,50 @@ export function repackQ8_0(bytes: Uint8Array): Int8Groups {
   const blocks = blocksOf('Q8_0', bytes);
   const values = new Int8Array(blocks * 32);
   const scales = new Uint16Array(blocks);
-  for (let b = 0; b < blocks; b++) {
-    const at = b * 34;
-    scales[b] = bytes[at]! | (bytes[at + 1]! << 8);
-    values.set(new Int8Array(bytes.buffer, bytes.byteOffset + at + 2, 32), b * 32);
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(values.buffer);
+  for (let b = 0, at = 0, v = 0; b < blocks; b++, at += 34, v += 32) {
+    scales[b] = from.getUint16(at, true);
+    for (let j = 0; j < 32; j += 4) to.setUint32(v + j, from.getUint32(at + 2 + j, true), true);
   }
   return { groupSize: 32, values, scales };
 }
 
 /**
+ * Two 4-bit fields of each of the 4 bytes of `word` (little-endian), at bit
+ * `shift` (0: low nibbles, 4: high): byte 2j's as the low nibble and byte
+ * 2j+1's as the high nibble of byte j of the 16-bit result.
+ */
+function nibblePairs(word: number, shift: number): number {
+  const n = (word >>> shift) & 0x0f0f0f0f;
+  const t = n | (n >>> 4);
+  return (t & 0xff) | ((t >>> 8) & 0xff00);
+}
+
+/**
  * Q4_0 as sequential nibbles and one f16 scale per 32, losslessly: ggml
  * keeps element j and j+16 in one byte; here elements 2k and 2k+1 share
- * byte k, so that a kernel reads a group's values in order.
+ * byte k, so that a kernel reads a group's values in order. Read and
+ * written a word at a time (a whole model's blocks pass through here):
+ * the low nibbles of stored bytes 2k and 2k+1 make byte k, their high
+ * nibbles byte 8 + k.
  */
 export function repackQ4_0(bytes: Uint8Array): Int4Groups {
   const blocks = blocksOf('Q4_0', bytes);
   const nibbles = new Uint8Array(blocks * 16);
   const scales = new Uint16Array(blocks);
-  for (let b = 0; b < blocks; b++) {
-    const block = bytes.subarray(b * 18, (b + 1) * 18);
-    scales[b] = block[0]! | (block[1]! << 8);
-    q4_0Values(block, q);
-    packNibbles(q, 32, nibbles, b * 16);
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(nibbles.buffer);
+  for (let b = 0, at = 0, out = 0; b < blocks; b++, at += 18, out += 16) {
+    scales[b] = from.getUint16(at, true);
+    const w0 = from.getUint32(at + 2, true);
+    const w1 = from.getUint32(at + 6, true);
+    const w2 = from.getUint32(at + 10, true);
+    const w3 = from.getUint32(at + 14, true);
+    to.setUint32(out, nibblePairs(w0, 0) | (nibblePairs(w1, 0) << 16), true);
+    to.setUint32(out + 4, nibblePairs(w2, 0) | (nibblePairs(w3, 0) << 16), true);
+    to.setUint32(out + 8, nibblePairs(w0, 4) | (nibblePairs(w1, 4) << 16), true);
+    to.setUint32(out + 12, nibblePairs(w2, 4) | (nibblePairs(w3, 4) << 16), true);
   }
   return { groupSize: 32, nibbles, scales };
 }
@@ -294,14 +316,38 @@ export function repackQ6_K(bytes: Uint8Array): Int8F32Groups {
   const blocks = blocksOf('Q6_K', bytes);
   const values = new Int8Array(blocks * 256);
   const scales = new Float32Array(blocks * 16);
-  for (let b = 0; b < blocks; b++) {
-    const block = bytes.subarray(b * 210, (b + 1) * 210);
-    const d = blockHalf(block, 208);
-    for (let g = 0; g < 16; g++) scales[b * 16 + g] = d * ((block[192 + g]! << 24) >> 24);
-    q6kValues(block, q);
-    for (let e = 0; e < 256; e++) values[b * 256 + e] = q[e]! - 32;
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(values.buffer);
+  // Four elements a word at a time, laid out as `q6kValues` reads them.
+  for (let b = 0, at = 0, v = 0; b < blocks; b++, at += 210, v += 256) {
+    const d = f16BitsToF32(from.getUint16(at + 208, true));
+    for (let g = 0; g < 16; g++) scales[b * 16 + g] = d * from.getInt8(at + 192 + g);
+    for (let h = 0; h < 2; h++) {
+      const ql = at + 64 * h;
+      const qh = at + 128 + 32 * h;
+      const e = v + 128 * h;
+      for (let l = 0; l < 32; l += 4) {
+        const low = from.getUint32(ql + l, true);
+        const next = from.getUint32(ql + l + 32, true);
+        const high = from.getUint32(qh + l, true);
+        to.setUint32(e + l, centred6((low & 0x0f0f0f0f) | ((high & 0x03030303) << 4)), true);
+        to.setUint32(e + l + 32, centred6((next & 0x0f0f0f0f) | ((high & 0x0c0c0c0c) << 2)), true);
+        to.setUint32(e + l + 64, centred6(((low >>> 4) & 0x0f0f0f0f) | (high & 0x30303030)), true);
+        to.setUint32(e + l + 96, centred6(((next >>> 4) & 0x0f0f0f0f) | ((high >>> 2) & 0x30303030)), true);
+      }
+    }
   }
   return { groupSize: 16, values, scales };
+}
+
+/**
+ * Each byte q (0–63) of `word` as the int8 byte of q − 32: q ^ 32 is
+ * q − 32 in 6-bit two's complement, its sign bit 5 copied into bits 6 and 7.
+ */
+function centred6(word: number): number {
+  const y = word ^ 0x20202020;
+  const sign = y & 0x20202020;
+  return y | (sign << 1) | (sign << 2);
 }
 
 // ---- onto core's quantized formats ------------------------------------------------------------
