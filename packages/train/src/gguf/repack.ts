@@ -10,14 +10,7 @@ import {
   type Tensor,
   uploadQuantized,
 } from '@rayo/core';
-import {
-  blockHalf,
-  q4_0Values,
-  q4kScaleMin,
-  q4kValues,
-  q5kValues,
-  q5Values,
-} from './dequantize.js';
+import { blockHalf, q4_0Values, q4kScaleMin, q4kValues, q5kValues, q5Values } from './dequantize.js';
 import {
   GGML_TYPES,
   type GgmlQuantizedType,
@@ -437,8 +430,12 @@ export function ggufAsCoreFormat(
 ): QuantizedHostWeight {
   checkBlockRows(operation, type, bytes, rows, cols);
   const { format, codes, ...parts } = CORE_PARTS[type](bytes);
-  const packed = new Uint32Array(rows * quantLayout(format, cols).rowWords);
-  new Uint8Array(packed.buffer).set(new Uint8Array(codes.buffer, codes.byteOffset, codes.byteLength));
+  const words = rows * quantLayout(format, cols).rowWords;
+  // The repacks return fresh arrays: used as they are where no row is padded (a copy otherwise).
+  const whole = codes.byteOffset === 0 && codes.buffer.byteLength === words * 4;
+  const packed = whole ? new Uint32Array(codes.buffer) : new Uint32Array(words);
+  if (!whole)
+    new Uint8Array(packed.buffer).set(new Uint8Array(codes.buffer, codes.byteOffset, codes.byteLength));
   return { format, n: rows, k: cols, packed, ...parts };
 }
 
