@@ -10,7 +10,7 @@ import {
   type Tensor,
   uploadQuantized,
 } from '@rayo/core';
-import { blockHalf, q4_0Values, q4kScaleMin, q4kValues, q5kValues, q5Values } from './dequantize.js';
+import { q5kValues, q5Values } from './dequantize.js';
 import {
   GGML_TYPES,
   type GgmlQuantizedType,
@@ -76,11 +76,6 @@ function blocksOf(type: GgmlQuantizedType, bytes: Uint8Array): number {
   return wholeBlocks(type, bytes.length, 'bytes', `repack${type}`);
 }
 
-/** `count` 4-bit values of `q` two to a byte, element 2k low, 2k+1 high, into `out` from byte `at`. */
-function packNibbles(q: Uint8Array, count: number, out: Uint8Array, at: number): void {
-  for (let k = 0; k < count / 2; k++) out[at + k] = q[2 * k]! | (q[2 * k + 1]! << 4);
-}
-
 const q = new Uint8Array(256);
 
 /** Symmetric int8 groups: element i is `values[i] · f16(scales[i / groupSize])`. */
@@ -126,12 +121,26 @@ function nibblePairs(word: number, shift: number): number {
 }
 
 /**
+ * The `count` (a multiple of 8) stored bytes at `at` of `from`, whose low
+ * nibbles hold elements 0..count−1 and high nibbles count..2·count−1, as
+ * sequential nibbles at `out` of `to` (elements 2k and 2k+1 in byte k), a
+ * word at a time: low nibbles of bytes 2k, 2k+1 make byte k, high ones
+ * byte count/2 + k.
+ */
+function packHalves(from: DataView, at: number, count: number, to: DataView, out: number): void {
+  for (let i = 0; i < count; i += 8) {
+    const w0 = from.getUint32(at + i, true);
+    const w1 = from.getUint32(at + i + 4, true);
+    to.setUint32(out + i / 2, nibblePairs(w0, 0) | (nibblePairs(w1, 0) << 16), true);
+    to.setUint32(out + count / 2 + i / 2, nibblePairs(w0, 4) | (nibblePairs(w1, 4) << 16), true);
+  }
+}
+
+/**
  * Q4_0 as sequential nibbles and one f16 scale per 32, losslessly: ggml
  * keeps element j and j+16 in one byte; here elements 2k and 2k+1 share
  * byte k, so that a kernel reads a group's values in order. Read and
- * written a word at a time (a whole model's blocks pass through here):
- * the low nibbles of stored bytes 2k and 2k+1 make byte k, their high
- * nibbles byte 8 + k.
+ * written a word at a time: a whole model's blocks pass through here.
  */
 export function repackQ4_0(bytes: Uint8Array): Int4Groups {
   const blocks = blocksOf('Q4_0', bytes);
@@ -141,14 +150,7 @@ export function repackQ4_0(bytes: Uint8Array): Int4Groups {
   const to = new DataView(nibbles.buffer);
   for (let b = 0, at = 0, out = 0; b < blocks; b++, at += 18, out += 16) {
     scales[b] = from.getUint16(at, true);
-    const w0 = from.getUint32(at + 2, true);
-    const w1 = from.getUint32(at + 6, true);
-    const w2 = from.getUint32(at + 10, true);
-    const w3 = from.getUint32(at + 14, true);
-    to.setUint32(out, nibblePairs(w0, 0) | (nibblePairs(w1, 0) << 16), true);
-    to.setUint32(out + 4, nibblePairs(w2, 0) | (nibblePairs(w3, 0) << 16), true);
-    to.setUint32(out + 8, nibblePairs(w0, 4) | (nibblePairs(w1, 4) << 16), true);
-    to.setUint32(out + 12, nibblePairs(w2, 4) | (nibblePairs(w3, 4) << 16), true);
+    packHalves(from, at + 2, 16, to, out);
   }
   return { groupSize: 32, nibbles, scales };
 }
@@ -174,9 +176,11 @@ export interface Uint4OffsetGroups {
  */
 export function repackQ4_K(bytes: Uint8Array): Uint4OffsetGroups {
   const nibbles = new Uint8Array(blocksOf('Q4_K', bytes) * 128);
-  const { scales, offsets } = superBlockScales('Q4_K', bytes, (block, b) => {
-    q4kValues(block, q);
-    packNibbles(q, 256, nibbles, b * 128);
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(nibbles.buffer);
+  const { scales, offsets } = superBlockScales('Q4_K', bytes, (at, b) => {
+    // Each 64 elements are 32 stored bytes, low nibbles first (see `q4kValues`).
+    for (let j = 0; j < 4; j++) packHalves(from, at + 16 + 32 * j, 32, to, b * 128 + 32 * j);
   });
   return { groupSize: 32, nibbles, scales, offsets };
 }
@@ -188,22 +192,24 @@ export function repackQ4_K(bytes: Uint8Array): Uint4OffsetGroups {
 function superBlockScales(
   type: 'Q4_K' | 'Q5_K',
   bytes: Uint8Array,
-  each: (block: Uint8Array, b: number) => void,
+  each: (at: number, b: number) => void,
 ): { scales: Float32Array; offsets: Float32Array } {
   const { blockBytes } = GGML_TYPES[type];
   const blocks = blocksOf(type, bytes);
   const scales = new Float32Array(blocks * 8);
   const offsets = new Float32Array(blocks * 8);
-  for (let b = 0; b < blocks; b++) {
-    const block = bytes.subarray(b * blockBytes, (b + 1) * blockBytes);
-    const d = blockHalf(block, 0);
-    const dmin = blockHalf(block, 2);
-    for (let j = 0; j < 8; j++) {
-      const { scale, min } = q4kScaleMin(block.subarray(4, 16), j);
-      scales[b * 8 + j] = d * scale;
-      offsets[b * 8 + j] = dmin * min;
+  for (let b = 0, at = 0; b < blocks; b++, at += blockBytes) {
+    const d = f16BitsToF32(bytes[at]! | (bytes[at + 1]! << 8));
+    const dmin = f16BitsToF32(bytes[at + 2]! | (bytes[at + 3]! << 8));
+    // `q4kScaleMin` inline: the 12 scale bytes start at byte 4.
+    const s = at + 4;
+    for (let j = 0; j < 4; j++) {
+      scales[b * 8 + j] = d * (bytes[s + j]! & 63);
+      offsets[b * 8 + j] = dmin * (bytes[s + j + 4]! & 63);
+      scales[b * 8 + j + 4] = d * ((bytes[s + j + 8]! & 0xf) | ((bytes[s + j]! >> 6) << 4));
+      offsets[b * 8 + j + 4] = dmin * ((bytes[s + j + 8]! >> 4) | ((bytes[s + j + 4]! >> 6) << 4));
     }
-    each(block, b);
+    each(at, b);
   }
   return { scales, offsets };
 }
@@ -220,10 +226,11 @@ export interface HalfScalesAndOffsets {
  */
 export function repackQ4_1(bytes: Uint8Array): HalfScalesAndOffsets & { readonly nibbles: Uint8Array } {
   const nibbles = new Uint8Array(blocksOf('Q4_1', bytes) * 16);
-  const parts = halfScalesAndOffsets('Q4_1', bytes, (block, b) => {
-    q4_0Values(block, q, 4);
-    packNibbles(q, 32, nibbles, b * 16);
-  });
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(nibbles.buffer);
+  const parts = halfScalesAndOffsets('Q4_1', bytes, (_block, b) =>
+    packHalves(from, b * 20 + 4, 16, to, b * 16),
+  );
   return { nibbles, ...parts };
 }
 
@@ -287,8 +294,8 @@ export interface Int8OffsetGroups {
 /** Q5_K as int8 codes q (0..31) with Q4_K's f32 scale d·sc and offset dmin·m per 32. */
 export function repackQ5_K(bytes: Uint8Array): Int8OffsetGroups {
   const values = new Int8Array(blocksOf('Q5_K', bytes) * 256);
-  const parts = superBlockScales('Q5_K', bytes, (block, b) => {
-    q5kValues(block, q);
+  const parts = superBlockScales('Q5_K', bytes, (at, b) => {
+    q5kValues(bytes.subarray(at, at + 176), q);
     values.set(q, b * 256);
   });
   return { values, ...parts };
