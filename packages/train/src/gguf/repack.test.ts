@@ -86,6 +86,30 @@ describe('host repacks of quantized blocks', () => {
     for (const [i, v] of want.entries()) expect(Math.fround(r.scales[i >> 4]! * r.values[i]!)).toBe(v);
   });
 
+  it('read blocks at any byte offset of their buffer (the repacks read words, not aligned views)', () => {
+    for (const [seed, [type, repack]] of (
+      [
+        ['Q8_0', repackQ8_0],
+        ['Q4_0', repackQ4_0],
+        ['Q4_K', repackQ4_K],
+        ['Q6_K', repackQ6_K],
+      ] as const
+    ).entries()) {
+      const bytes = randomBlocks(type, 10 + seed);
+      const shifted = new Uint8Array(bytes.length + 3).fill(0xa5);
+      shifted.set(bytes, 1);
+      const fresh = repack(bytes) as unknown as Record<string, ArrayLike<number>>;
+      const viewed = repack(shifted.subarray(1, 1 + bytes.length)) as unknown as Record<
+        string,
+        ArrayLike<number>
+      >;
+      for (const part of ['values', 'nibbles', 'scales', 'offsets']) {
+        if (fresh[part])
+          expect(Array.from(viewed[part]!), `${type} ${part}`).toEqual(Array.from(fresh[part]));
+      }
+    }
+  });
+
   it('take whole blocks only', () => {
     expect(() => repackQ8_0(new Uint8Array(35))).toThrow(/multiple of 34 bytes/);
     expect(() => repackQ6_K(new Uint8Array(211))).toThrow(/multiple of 210 bytes/);

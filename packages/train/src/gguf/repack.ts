@@ -1,6 +1,7 @@
 import {
   type Backend,
   DTypeError,
+  f16BitsToF32,
   type QuantFormat,
   type QuantizedHostWeight,
   quantLayout,
@@ -9,15 +10,7 @@ import {
   type Tensor,
   uploadQuantized,
 } from '@rayo/core';
-import {
-  blockHalf,
-  q4_0Values,
-  q4kScaleMin,
-  q4kValues,
-  q5kValues,
-  q5Values,
-  q6kValues,
-} from './dequantize.js';
+import { q5kValues, q5Values } from './dequantize.js';
 import {
   GGML_TYPES,
   type GgmlQuantizedType,
@@ -83,11 +76,6 @@ function blocksOf(type: GgmlQuantizedType, bytes: Uint8Array): number {
   return wholeBlocks(type, bytes.length, 'bytes', `repack${type}`);
 }
 
-/** `count` 4-bit values of `q` two to a byte, element 2k low, 2k+1 high, into `out` from byte `at`. */
-function packNibbles(q: Uint8Array, count: number, out: Uint8Array, at: number): void {
-  for (let k = 0; k < count / 2; k++) out[at + k] = q[2 * k]! | (q[2 * k + 1]! << 4);
-}
-
 const q = new Uint8Array(256);
 
 /** Symmetric int8 groups: element i is `values[i] · f16(scales[i / groupSize])`. */
@@ -112,28 +100,57 @@ export function repackQ8_0(bytes: Uint8Array): Int8Groups {
   const blocks = blocksOf('Q8_0', bytes);
   const values = new Int8Array(blocks * 32);
   const scales = new Uint16Array(blocks);
-  for (let b = 0; b < blocks; b++) {
-    const at = b * 34;
-    scales[b] = bytes[at]! | (bytes[at + 1]! << 8);
-    values.set(new Int8Array(bytes.buffer, bytes.byteOffset + at + 2, 32), b * 32);
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(values.buffer);
+  for (let b = 0, at = 0, v = 0; b < blocks; b++, at += 34, v += 32) {
+    scales[b] = from.getUint16(at, true);
+    for (let j = 0; j < 32; j += 4) to.setUint32(v + j, from.getUint32(at + 2 + j, true), true);
   }
   return { groupSize: 32, values, scales };
 }
 
 /**
+ * Two 4-bit fields of each of the 4 bytes of `word` (little-endian), at bit
+ * `shift` (0: low nibbles, 4: high): byte 2j's as the low nibble and byte
+ * 2j+1's as the high nibble of byte j of the 16-bit result.
+ */
+function nibblePairs(word: number, shift: number): number {
+  const n = (word >>> shift) & 0x0f0f0f0f;
+  const t = n | (n >>> 4);
+  return (t & 0xff) | ((t >>> 8) & 0xff00);
+}
+
+/**
+ * The `count` (a multiple of 8) stored bytes at `at` of `from`, whose low
+ * nibbles hold elements 0..count−1 and high nibbles count..2·count−1, as
+ * sequential nibbles at `out` of `to` (elements 2k and 2k+1 in byte k), a
+ * word at a time: low nibbles of bytes 2k, 2k+1 make byte k, high ones
+ * byte count/2 + k.
+ */
+function packHalves(from: DataView, at: number, count: number, to: DataView, out: number): void {
+  for (let i = 0; i < count; i += 8) {
+    const w0 = from.getUint32(at + i, true);
+    const w1 = from.getUint32(at + i + 4, true);
+    to.setUint32(out + i / 2, nibblePairs(w0, 0) | (nibblePairs(w1, 0) << 16), true);
+    to.setUint32(out + count / 2 + i / 2, nibblePairs(w0, 4) | (nibblePairs(w1, 4) << 16), true);
+  }
+}
+
+/**
  * Q4_0 as sequential nibbles and one f16 scale per 32, losslessly: ggml
  * keeps element j and j+16 in one byte; here elements 2k and 2k+1 share
- * byte k, so that a kernel reads a group's values in order.
+ * byte k, so that a kernel reads a group's values in order. Read and
+ * written a word at a time: a whole model's blocks pass through here.
  */
 export function repackQ4_0(bytes: Uint8Array): Int4Groups {
   const blocks = blocksOf('Q4_0', bytes);
   const nibbles = new Uint8Array(blocks * 16);
   const scales = new Uint16Array(blocks);
-  for (let b = 0; b < blocks; b++) {
-    const block = bytes.subarray(b * 18, (b + 1) * 18);
-    scales[b] = block[0]! | (block[1]! << 8);
-    q4_0Values(block, q);
-    packNibbles(q, 32, nibbles, b * 16);
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(nibbles.buffer);
+  for (let b = 0, at = 0, out = 0; b < blocks; b++, at += 18, out += 16) {
+    scales[b] = from.getUint16(at, true);
+    packHalves(from, at + 2, 16, to, out);
   }
   return { groupSize: 32, nibbles, scales };
 }
@@ -159,9 +176,11 @@ export interface Uint4OffsetGroups {
  */
 export function repackQ4_K(bytes: Uint8Array): Uint4OffsetGroups {
   const nibbles = new Uint8Array(blocksOf('Q4_K', bytes) * 128);
-  const { scales, offsets } = superBlockScales('Q4_K', bytes, (block, b) => {
-    q4kValues(block, q);
-    packNibbles(q, 256, nibbles, b * 128);
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(nibbles.buffer);
+  const { scales, offsets } = superBlockScales('Q4_K', bytes, (at, b) => {
+    // Each 64 elements are 32 stored bytes, low nibbles first (see `q4kValues`).
+    for (let j = 0; j < 4; j++) packHalves(from, at + 16 + 32 * j, 32, to, b * 128 + 32 * j);
   });
   return { groupSize: 32, nibbles, scales, offsets };
 }
@@ -173,22 +192,24 @@ export function repackQ4_K(bytes: Uint8Array): Uint4OffsetGroups {
 function superBlockScales(
   type: 'Q4_K' | 'Q5_K',
   bytes: Uint8Array,
-  each: (block: Uint8Array, b: number) => void,
+  each: (at: number, b: number) => void,
 ): { scales: Float32Array; offsets: Float32Array } {
   const { blockBytes } = GGML_TYPES[type];
   const blocks = blocksOf(type, bytes);
   const scales = new Float32Array(blocks * 8);
   const offsets = new Float32Array(blocks * 8);
-  for (let b = 0; b < blocks; b++) {
-    const block = bytes.subarray(b * blockBytes, (b + 1) * blockBytes);
-    const d = blockHalf(block, 0);
-    const dmin = blockHalf(block, 2);
-    for (let j = 0; j < 8; j++) {
-      const { scale, min } = q4kScaleMin(block.subarray(4, 16), j);
-      scales[b * 8 + j] = d * scale;
-      offsets[b * 8 + j] = dmin * min;
+  for (let b = 0, at = 0; b < blocks; b++, at += blockBytes) {
+    const d = f16BitsToF32(bytes[at]! | (bytes[at + 1]! << 8));
+    const dmin = f16BitsToF32(bytes[at + 2]! | (bytes[at + 3]! << 8));
+    // `q4kScaleMin` inline: the 12 scale bytes start at byte 4.
+    const s = at + 4;
+    for (let j = 0; j < 4; j++) {
+      scales[b * 8 + j] = d * (bytes[s + j]! & 63);
+      offsets[b * 8 + j] = dmin * (bytes[s + j + 4]! & 63);
+      scales[b * 8 + j + 4] = d * ((bytes[s + j + 8]! & 0xf) | ((bytes[s + j]! >> 6) << 4));
+      offsets[b * 8 + j + 4] = dmin * ((bytes[s + j + 8]! >> 4) | ((bytes[s + j + 4]! >> 6) << 4));
     }
-    each(block, b);
+    each(at, b);
   }
   return { scales, offsets };
 }
@@ -205,10 +226,11 @@ export interface HalfScalesAndOffsets {
  */
 export function repackQ4_1(bytes: Uint8Array): HalfScalesAndOffsets & { readonly nibbles: Uint8Array } {
   const nibbles = new Uint8Array(blocksOf('Q4_1', bytes) * 16);
-  const parts = halfScalesAndOffsets('Q4_1', bytes, (block, b) => {
-    q4_0Values(block, q, 4);
-    packNibbles(q, 32, nibbles, b * 16);
-  });
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(nibbles.buffer);
+  const parts = halfScalesAndOffsets('Q4_1', bytes, (_block, b) =>
+    packHalves(from, b * 20 + 4, 16, to, b * 16),
+  );
   return { nibbles, ...parts };
 }
 
@@ -272,8 +294,8 @@ export interface Int8OffsetGroups {
 /** Q5_K as int8 codes q (0..31) with Q4_K's f32 scale d·sc and offset dmin·m per 32. */
 export function repackQ5_K(bytes: Uint8Array): Int8OffsetGroups {
   const values = new Int8Array(blocksOf('Q5_K', bytes) * 256);
-  const parts = superBlockScales('Q5_K', bytes, (block, b) => {
-    q5kValues(block, q);
+  const parts = superBlockScales('Q5_K', bytes, (at, b) => {
+    q5kValues(bytes.subarray(at, at + 176), q);
     values.set(q, b * 256);
   });
   return { values, ...parts };
@@ -294,14 +316,38 @@ export function repackQ6_K(bytes: Uint8Array): Int8F32Groups {
   const blocks = blocksOf('Q6_K', bytes);
   const values = new Int8Array(blocks * 256);
   const scales = new Float32Array(blocks * 16);
-  for (let b = 0; b < blocks; b++) {
-    const block = bytes.subarray(b * 210, (b + 1) * 210);
-    const d = blockHalf(block, 208);
-    for (let g = 0; g < 16; g++) scales[b * 16 + g] = d * ((block[192 + g]! << 24) >> 24);
-    q6kValues(block, q);
-    for (let e = 0; e < 256; e++) values[b * 256 + e] = q[e]! - 32;
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(values.buffer);
+  // Four elements a word at a time, laid out as `q6kValues` reads them.
+  for (let b = 0, at = 0, v = 0; b < blocks; b++, at += 210, v += 256) {
+    const d = f16BitsToF32(from.getUint16(at + 208, true));
+    for (let g = 0; g < 16; g++) scales[b * 16 + g] = d * from.getInt8(at + 192 + g);
+    for (let h = 0; h < 2; h++) {
+      const ql = at + 64 * h;
+      const qh = at + 128 + 32 * h;
+      const e = v + 128 * h;
+      for (let l = 0; l < 32; l += 4) {
+        const low = from.getUint32(ql + l, true);
+        const next = from.getUint32(ql + l + 32, true);
+        const high = from.getUint32(qh + l, true);
+        to.setUint32(e + l, centred6((low & 0x0f0f0f0f) | ((high & 0x03030303) << 4)), true);
+        to.setUint32(e + l + 32, centred6((next & 0x0f0f0f0f) | ((high & 0x0c0c0c0c) << 2)), true);
+        to.setUint32(e + l + 64, centred6(((low >>> 4) & 0x0f0f0f0f) | (high & 0x30303030)), true);
+        to.setUint32(e + l + 96, centred6(((next >>> 4) & 0x0f0f0f0f) | ((high >>> 2) & 0x30303030)), true);
+      }
+    }
   }
   return { groupSize: 16, values, scales };
+}
+
+/**
+ * Each byte q (0–63) of `word` as the int8 byte of q − 32: q ^ 32 is
+ * q − 32 in 6-bit two's complement, its sign bit 5 copied into bits 6 and 7.
+ */
+function centred6(word: number): number {
+  const y = word ^ 0x20202020;
+  const sign = y & 0x20202020;
+  return y | (sign << 1) | (sign << 2);
 }
 
 // ---- onto core's quantized formats ------------------------------------------------------------
@@ -391,8 +437,12 @@ export function ggufAsCoreFormat(
 ): QuantizedHostWeight {
   checkBlockRows(operation, type, bytes, rows, cols);
   const { format, codes, ...parts } = CORE_PARTS[type](bytes);
-  const packed = new Uint32Array(rows * quantLayout(format, cols).rowWords);
-  new Uint8Array(packed.buffer).set(new Uint8Array(codes.buffer, codes.byteOffset, codes.byteLength));
+  const words = rows * quantLayout(format, cols).rowWords;
+  // The repacks return fresh arrays: used as they are where no row is padded (a copy otherwise).
+  const whole = codes.byteOffset === 0 && codes.buffer.byteLength === words * 4;
+  const packed = whole ? new Uint32Array(codes.buffer) : new Uint32Array(words);
+  if (!whole)
+    new Uint8Array(packed.buffer).set(new Uint8Array(codes.buffer, codes.byteOffset, codes.byteLength));
   return { format, n: rows, k: cols, packed, ...parts };
 }
 

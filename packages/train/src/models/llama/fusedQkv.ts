@@ -97,16 +97,18 @@ export async function fuseQuantizedQkv(
       const rows = all.reduce((n, t) => n + t!.shape[0]!, 0);
       return backend.upload(concatHost(host), [rows, all[0].shape[1]!], all[0].dtype);
     };
+    // One round of reads per layer, not one per layout tensor (a device read waits on the device).
+    const [packed, scales, zeros, offsets] = await Promise.all([
+      tensors((w) => w.packed),
+      tensors((w) => w.scales),
+      tensors((w) => w.zeros),
+      tensors((w) => w.offsets),
+    ]);
     const qkv = quantizedWeightOf(
       parts[0]!.format,
       parts.reduce((n, w) => n + w.n, 0),
       parts[0]!.k,
-      {
-        packed: (await tensors((w) => w.packed))!,
-        scales: (await tensors((w) => w.scales))!,
-        zeros: await tensors((w) => w.zeros),
-        offsets: await tensors((w) => w.offsets),
-      },
+      { packed: packed!, scales: scales!, zeros, offsets },
     );
     for (const w of parts) w.dispose();
     fused.push({ ...rest, qkv });
