@@ -222,7 +222,7 @@ describe('train', () => {
       onStep: () => live.push(backend.memory().liveTensors),
       ...quiet,
     });
-    // The causal mask (cached by the attention module) is the only tensor that stays.
-    expect(live).toEqual(live.map(() => before + 1));
+    // Attention runs the flash kernels (the cpu backend has them), which cache no mask: nothing stays.
+    expect(live).toEqual(live.map(() => before));
   });
 });
