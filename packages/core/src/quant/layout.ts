@@ -86,6 +86,16 @@ export function isQuantFormat(value: unknown): value is QuantFormat {
   return typeof value === 'string' && (QUANT_FORMATS as readonly string[]).includes(value);
 }
 
+/**
+ * The codes a layout stores: `lowest` … `lowest + levels`. Offsets (q4g32a,
+ * q8g32a) span the group's range over every code (0 … 15, −128 … 127);
+ * symmetric int8 keeps −127 … 127; the other 4-bit formats 0 … 15.
+ */
+export function codeRange(layout: Pick<QuantLayout, 'bits' | 'offsets'>): { lowest: number; levels: number } {
+  if (layout.bits === 4) return { lowest: 0, levels: 15 };
+  return layout.offsets ? { lowest: -128, levels: 255 } : { lowest: -127, levels: 254 };
+}
+
 /** The layout of a row of K weights in `format`. */
 export function quantLayout(format: QuantFormat, k: number): QuantLayout {
   const blocks = Math.ceil(k / BLOCK_WEIGHTS);

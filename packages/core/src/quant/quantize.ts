@@ -2,6 +2,7 @@ import { type DType, type HostArray, toHostArray, toNumbers } from '../dtype.js'
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import {
   codeAt,
+  codeRange,
   isQuantFormat,
   QUANT_FORMATS,
   type QuantFormat,
@@ -190,7 +191,7 @@ export function quantizeFinite(
       if (offsets) {
         // The group's own range (not widened to 0): the lowest code (0, or −128 for int8) is its minimum,
         // the highest (15 or 127) its maximum.
-        const [lowest, levels] = layout.bits === 8 ? [-128, 255] : [0, 15];
+        const { lowest, levels } = codeRange(layout);
         const low = positiveZero(min);
         const scale = stored(scaleDType, fround(fround(positiveZero(max) - low) * reciprocalOf(levels)));
         const offset = stored(scaleDType, fround(lowest * scale - low));

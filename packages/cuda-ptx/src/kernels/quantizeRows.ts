@@ -1,4 +1,4 @@
-import { FLOAT, type QuantFormat, quantizeRows, quantLayout, reciprocalOf } from '@rayo/core';
+import { codeRange, FLOAT, type QuantFormat, quantizeRows, quantLayout, reciprocalOf } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
@@ -86,13 +86,7 @@ export function quantizeRowsModule(v: QuantizeRowsVariant): PtxModule {
   const scaleBytes = STORAGE_BYTES[v.scale];
   const perThread = v.zeros ? 8 : 1;
   const offsets = layout.offsets;
-  const [lowest, levels] = offsets
-    ? layout.bits === 8
-      ? [-128, 255]
-      : [0, 15]
-    : layout.bits === 8
-      ? [-127, 254]
-      : [0, 15];
+  const { lowest, levels } = codeRange(layout);
   const m = new PtxModule();
   m.entry(
     QUANTIZE_ROWS_ENTRY,

@@ -51,7 +51,7 @@ export interface TextModelLoadOptions {
    * `@rayo/web`'s) is another opener.
    */
   readonly openFile?: OpenFile;
-  /** `LlamaLoadOptions.fuseQkv`: false keeps each layer's q, k and v apart (what a paged cache's batched step reads). */
+  /** `LlamaLoadOptions.fuseQkv`: false keeps each layer's q, k and v apart. */
   readonly fuseQkv?: boolean;
 }
 

@@ -1,4 +1,4 @@
-import { FLOAT, type QuantFormat, quantizeRows, quantLayout, reciprocalOf } from '@rayo/core';
+import { codeRange, FLOAT, type QuantFormat, quantizeRows, quantLayout, reciprocalOf } from '@rayo/core';
 import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { F16_TO_F32, narrowFunctions, type Storage, storageOf } from '../wgsl/half.js';
@@ -66,13 +66,7 @@ function storeScale(scale: Storage, array: string, at: string, v: string): strin
 export function quantizeRowsShader(format: QuantFormat, zeros: boolean, weight: Storage, scale: Storage) {
   const layout = quantLayout(format, 1);
   const offsets = layout.offsets;
-  const [lowest, levels] = offsets
-    ? layout.bits === 8
-      ? [-128, 255]
-      : [0, 15]
-    : layout.bits === 8
-      ? [-127, 254]
-      : [0, 15];
+  const { lowest, levels } = codeRange(layout);
   const perThread = zeros ? 8 : 1;
   const scaleType: WgslType = scale === 'f32' ? 'f32' : 'atomic<u32>';
   const f = (x: number) =>

@@ -54,7 +54,7 @@ export interface LlamaModelOptions {
    * At load, each layer's q, k and v weights (and biases) become one `qkv`
    * weight, so a chunk or a token runs one product for the three (default
    * true; see `fuseQkvProjections` for the layers that stay apart). `false`
-   * keeps them apart: what `pagedCache`'s batched step needs.
+   * keeps them apart (three products, as weights made by hand run).
    */
   readonly fuseQkv?: boolean;
   /**
