@@ -10,6 +10,7 @@ export interface MatmulAttrs {
   readonly transB?: boolean;
   readonly alpha?: number;
   readonly beta?: number;
+  readonly precision?: 'f32' | 'tf32' | 'half';
 }
 
 /** Every combination of transA and transB. */

@@ -16,6 +16,7 @@ import type { ShaderSource } from '../pipelines.js';
 import type { HalfGemmMode } from '../tuning.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
+import { encodeCast } from './cast.js';
 import { elementGrid, elementIndex } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import {
@@ -322,13 +323,22 @@ export type MatmulCall = MatmulLaunch<Operand>;
  * in any float dtype, read as stored; half a, c, bias, y and z through f32.
  */
 export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall, kernel: string): void {
-  const { a, b, c, bias, y, z } = call;
+  const { b, c, bias, y, z } = call;
   if (call.batch * call.m * call.n === 0) return;
-  if (a.dtype === 'f16' && b.dtype === 'f16' && call.k > 0) {
+  // Precision 'half' rounds an f32 a to b's f16 (nearest even, once, into
+  // scratch) where the half GEMM runs on subgroup matrices: the prompt's
+  // f32 activations times f16 weights on the tensor cores. Elsewhere wgpu
+  // keeps computing such products exactly, more precisely than asked.
+  const roundA =
+    call.precision === 'half' &&
+    call.a.dtype === 'f32' &&
+    b.dtype === 'f16' &&
+    halfGemmMode(encoder) !== 'widen';
+  if ((call.a.dtype === 'f16' || roundA) && b.dtype === 'f16' && call.k > 0) {
     const plan = planHalfGemm(
       {
         ...call,
-        offsets: { a: a.offset, b: b.offset, c: c?.offset, y: y.offset, z: z?.offset },
+        offsets: { a: roundA ? 0 : call.a.offset, b: b.offset, c: c?.offset, y: y.offset, z: z?.offset },
         a: 'f16',
         b: 'f16',
       },
@@ -342,13 +352,15 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall, kernel: s
       kernel,
     );
     if (plan) {
+      const a = roundA ? halfScratchOf(encoder, call.a) : call.a;
       // a and b are read in f16; c and bias widened, y and z rounded from f32.
       encodeWithF32Activations(encoder, kernel, { c, bias }, { y, z }, (inputs, outputs) =>
-        encodeHalfGemm(encoder, { ...call, ...inputs, ...outputs, y: outputs.y! }, plan, kernel),
+        encodeHalfGemm(encoder, { ...call, a, ...inputs, ...outputs, y: outputs.y! }, plan, kernel),
       );
       return;
     }
   }
+  const { a } = call;
   // The GEMV (M = 1) reads a half a in place when b is stored in the same
   // half, and (one K split, b stored [N, K], no epilogue, N even) stores a
   // half y in place too: no cast dispatches around it.
@@ -364,6 +376,19 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall, kernel: s
       halfY ? storageOf(y.dtype) : 'f32',
     ),
   );
+}
+
+/** `a` rounded (nearest even) into f16 scratch that lives until the submission finished. */
+function halfScratchOf(encoder: KernelEncoder, a: Operand): Operand {
+  const half: Operand = {
+    buffer: encoder.scratch(Math.max(16, Math.ceil(a.size / 2) * 4)),
+    offset: 0,
+    size: a.size,
+    shape: a.shape,
+    dtype: 'f16',
+  };
+  encodeCast(encoder, a, half);
+  return half;
 }
 
 /** Whether the GEMV of `call` (M = 1, half a and b) can store its half y in place. */

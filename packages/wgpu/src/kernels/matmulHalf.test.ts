@@ -1,4 +1,4 @@
-import { inferKernel, linear, UnsupportedOnBackendError } from '@rayo/core';
+import { inferKernel, linear, matmul, UnsupportedOnBackendError } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -147,6 +147,37 @@ describe.skipIf(unavailable !== undefined)('f16 matrix products on the device (e
   it('batched, K splits, and K shorter than a step', async () => {
     await check(3, [37, 29, 65], {});
     await check(undefined, [40, 2048, 48], { transB: true }, true);
+  }, 1_200_000);
+
+  it("precision 'half': f32 activations rounded to f16 once, times f16 weights, on the same tiles", async () => {
+    if (!backend.gpu.features.has('shader-f16')) return;
+    // The first test's tiles (transB, c): llvmpipe compiles a new variant for minutes.
+    const [m, k, n] = [72, 48, 80];
+    const a = backend.upload(random(m * k), [m, k], 'f32');
+    const b = backend.upload(random(n * k), [n, k], 'f16');
+    const c = backend.upload(random(m * n), [m, n], 'f32');
+    const values = [
+      (await a.read()) as Float32Array,
+      await halfValues(b),
+      (await c.read()) as Float32Array,
+    ] as const;
+    const attrs = { transB: true, alpha: 1.5, beta: -0.5, precision: 'half' as const };
+    const { y, expected } = runWithReference(backend, undefined, [a, b, c], values, attrs);
+    expect(y.dtype).toBe('f32');
+    const got = (await y.read()) as Float32Array;
+    // The reference rounds a to f16 as the kernel does: only the sums' order differs.
+    const bound = 1e-4 * Math.sqrt(k);
+    expect(compareOutputs('f32', got, expected, { rtol: 1e-4, atol: bound })).toBeUndefined();
+    // The exact product of the unrounded a is farther away than that.
+    const metas = [a, b, c].map((t) => ({ shape: t.shape, dtype: t.dtype }));
+    const f32 = { ...attrs, precision: 'f32' as const };
+    const io = inferKernel(matmul, metas, f32);
+    const exact = matmul.reference([...values], io.attrs, {
+      inputs: metas,
+      outputs: io.outputs,
+    })[0] as Float32Array;
+    expect(Math.max(...got.map((v, i) => Math.abs(v - exact[i]!)))).toBeGreaterThan(bound);
+    for (const t of [a, b, c, y]) t.dispose();
   }, 1_200_000);
 
   it('linear with bias and activation on the same tiles', async () => {
