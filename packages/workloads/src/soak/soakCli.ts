@@ -2,25 +2,36 @@ import { parseArgs } from 'node:util';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import { describeSoak, eagerSoak, replayedSoak, type SoakResult } from './callSoak.js';
 import { describeCycles, memoryCycles } from './memoryCycles.js';
+import { describeRequestSoak, requestSoak, requestSoakFailures } from './requestSoak.js';
 
-export const SOAK_USAGE = `Usage: soak --backend NAME [--calls N] [--cycles N] [--modes eager,replayed,cycles]
+export const SOAK_USAGE = `Usage: soak --backend NAME [--calls N] [--cycles N] [--requests N] [--modes eager,replayed,cycles,requests]
 
 Leak checks of one backend. 'eager' makes N eager calls and 'replayed' N
 replays of a recorded batch, sampling the JavaScript heap (after a forced
 collection) and the backend's device memory (memory()); 'cycles' loads a
-small Llama, generates, disposes it and empties the cache, N times.
+small Llama, generates, disposes it and empties the cache, N times;
+'requests' sends N requests through the server's batched engine and
+scheduler (random prompts, lengths and sampling, a third cancelled while
+queued or after a few tokens, a pool small enough to preempt).
 
   --backend NAME   cpu, wgpu or cuda
   --calls N        calls of each soak (default 1000000)
   --cycles N       load/generate/dispose cycles (default 100)
-  --modes LIST     which checks (default eager,replayed,cycles)
-  --config NAME    the model of the cycles (default llama-tiny)
+  --requests N     requests of the 'requests' check (default 10000)
+  --concurrency N  sequences the batched engine decodes at once (default 32)
+  --modes LIST     which checks (default eager,replayed,cycles; 'requests' on demand)
+  --config NAME    the model of the cycles and requests (default llama-tiny)
+  --dtype D        f32, f16 or bf16: that model's weights (default f32)
 
 Fails (exit 1) when the heap grows by more than HEAP_BOUND_BYTES over a soak
 (default 16 MiB), when device memory or live tensors grow at all, or when
-the cycles end more than 64 MiB above where they started.`;
+the cycles end more than 64 MiB above where they started, or when a request
+does not end, a page or sequence is left held, or live tensors or allocated
+bytes grow over the requests.`;
 
-const MODES = ['eager', 'replayed', 'cycles'] as const;
+const MODES = ['eager', 'replayed', 'cycles', 'requests'] as const;
+const DEFAULT_MODES = ['eager', 'replayed', 'cycles'];
+const DTYPES = ['f32', 'f16', 'bf16'] as const;
 type Mode = (typeof MODES)[number];
 const CYCLE_BOUND = 64 * 2 ** 20;
 
@@ -47,6 +58,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   let modes: Mode[];
   let calls: number;
   let cycles: number;
+  let requests: number;
+  let concurrency: number;
   try {
     ({ values } = parseArgs({
       args: [...argv],
@@ -54,6 +67,9 @@ export async function main(argv: readonly string[]): Promise<number> {
         backend: { type: 'string' },
         calls: { type: 'string' },
         cycles: { type: 'string' },
+        requests: { type: 'string' },
+        concurrency: { type: 'string' },
+        dtype: { type: 'string' },
         modes: { type: 'string' },
         config: { type: 'string' },
         help: { type: 'boolean' },
@@ -67,7 +83,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (typeof values.backend !== 'string') throw new Error('--backend is required');
     calls = positive(values.calls as string | undefined, 1_000_000, '--calls');
     cycles = positive(values.cycles as string | undefined, 100, '--cycles');
-    modes = ((values.modes as string | undefined) ?? MODES.join(',')).split(',').map((m) => {
+    requests = positive(values.requests as string | undefined, 10_000, '--requests');
+    concurrency = positive(values.concurrency as string | undefined, 32, '--concurrency');
+    if (values.dtype !== undefined && !(DTYPES as readonly unknown[]).includes(values.dtype))
+      throw new Error(`--dtype takes ${DTYPES.join(', ')}, got '${values.dtype}'`);
+    modes = ((values.modes as string | undefined) ?? DEFAULT_MODES.join(',')).split(',').map((m) => {
       if (!(MODES as readonly string[]).includes(m))
         throw new Error(`unknown mode '${m}' (${MODES.join(', ')})`);
       return m as Mode;
@@ -82,6 +102,17 @@ export async function main(argv: readonly string[]): Promise<number> {
   try {
     console.log(`soak on ${backend.name} (${backend.info.device})`);
     for (const mode of modes) {
+      if (mode === 'requests') {
+        const result = await requestSoak(backend, {
+          requests,
+          concurrency,
+          ...(typeof values.config === 'string' ? { config: values.config } : {}),
+          ...(values.dtype ? { dtype: values.dtype as (typeof DTYPES)[number] } : {}),
+        });
+        console.log(describeRequestSoak(result));
+        failed.push(...requestSoakFailures(result));
+        continue;
+      }
       if (mode === 'cycles') {
         const result = await memoryCycles(backend, {
           cycles,
