@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { createEmulatedGpu } from '@rayo/cuda-testkit';
 import { LlamaModel } from '@rayo/train';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type BatchRun, batchBench, batchSummary, parseBatchArgs } from './batchBench.js';
+import { type BatchRun, batchBench, batchFailed, batchSummary, parseBatchArgs } from './batchBench.js';
 import { DECODE_CONFIGS } from './decodeBench.js';
 import { writeSeededLlama } from './seededLlama.js';
 
@@ -19,22 +19,80 @@ afterAll(async () => {
 });
 
 describe('batch-bench', () => {
-  it('decodes every stream to its length on the cpu backend, each as it decodes with fewer beside it', async () => {
+  it('decodes every stream to its length on the cpu backend, through the engine and the step alone alike', async () => {
     const report = await batchBench({
-      ...parseBatchArgs(['--config', 'llama-tiny', '--dtype', 'f32', '--batches', '1,3', '--prompt', '5']),
+      ...parseBatchArgs([
+        '--config',
+        'llama-tiny',
+        '--dtype',
+        'f32',
+        '--batches',
+        '1,3',
+        '--prompt',
+        '5',
+        '--profile',
+      ]),
       backend: 'cpu',
       newTokens: 7,
+      hostSteps: 2,
       weights: await tempDir(),
       out: await tempDir(),
     });
-    const [one, three] = report.rayo as BatchRun[];
-    expect(three!.tokens).toHaveLength(3);
-    for (const tokens of three!.tokens) expect(tokens).toHaveLength(7);
+    const [one, three] = report.rayo.map((r) => ({ engine: r.engine as BatchRun, step: r.step as BatchRun }));
+    expect(three!.engine.tokens).toHaveLength(3);
+    for (const tokens of three!.engine.tokens) expect(tokens).toHaveLength(7);
     // Stream 0 has the same prompt in both runs: greedy f32 gives it the same tokens alone and beside two others.
-    expect(three!.tokens[0]).toEqual(one!.tokens[0]);
-    expect(three!.decodeSteps).toBe(6);
-    expect(three!.tokensPerSecond).toBeGreaterThan(0);
-    expect(batchSummary(report)).toMatch(/\n\| 3 \| \d+ \| [\d.]+ \| [\d.]+ \| — \| — \|/);
+    expect(three!.engine.tokens[0]).toEqual(one!.engine.tokens[0]);
+    // Without the engine, the same step gives the same tokens.
+    expect(three!.step.tokens).toEqual(three!.engine.tokens);
+    expect(three!.engine.decodeSteps).toBe(6);
+    expect(three!.step.decodeSteps).toBe(6);
+    expect(three!.step.tokensPerSecond).toBeGreaterThan(0);
+    expect(batchFailed(report)).toBe(false);
+    const summary = batchSummary(report);
+    expect(summary).toMatch(/\n\| 3 \| \d+ \| [\d.]+ \| [\d.]+ \| \d+ \| [\d.]+ \| — \| — \| — \| — \|/);
+    // The cpu backend has no device clock: the step's calls are listed, untimed.
+    const detail = report.rayo[1]!.detail!;
+    const kernels = detail.profile!.groups.map((g) => g.kernel);
+    expect(kernels).toEqual(
+      expect.arrayContaining(['pagedAttention', 'ropePagedKvWrite', 'matmul', 'argmax']),
+    );
+    const layers = DECODE_CONFIGS['llama-tiny']!.num_hidden_layers as number;
+    // maxBatch is the largest size, 3: its step has 3 rows, every layer's attention one call over them.
+    const attention = detail.profile!.groups.find((g) => g.kernel === 'pagedAttention')!;
+    expect(attention.calls).toBe(layers);
+    expect(attention.shapes).toMatch(/^\[3, /);
+    expect(detail.phases!.steps).toBe(2);
+    expect(detail.phases!.readBytes).toBe(3 * 4);
+    expect(summary).toContain('3 streams: one replayed step');
+    expect(summary).toMatch(/\npagedAttention +\[3, /);
+    expect(summary).toMatch(/\nmatmul +\[3, /);
+  }, 60_000);
+
+  it('runs the step alone without the engine', async () => {
+    const report = await batchBench({
+      ...parseBatchArgs([
+        '--config',
+        'llama-tiny',
+        '--dtype',
+        'f32',
+        '--batches',
+        '2',
+        '--prompt',
+        '3',
+        '--paths',
+        'step',
+      ]),
+      backend: 'cpu',
+      newTokens: 3,
+      hostSteps: 1,
+      weights: await tempDir(),
+      out: await tempDir(),
+    });
+    const [two] = report.rayo;
+    expect(two!.engine).toBeUndefined();
+    expect((two!.step as BatchRun).tokens.map((t) => t.length)).toEqual([3, 3]);
+    expect(two!.detail!.profile!.calls).toBeGreaterThan(0);
   }, 60_000);
 
   it('refuses bad arguments, naming them', () => {
@@ -44,11 +102,15 @@ describe('batch-bench', () => {
     expect(() => parseBatchArgs(['--dtype', 'f8'])).toThrow(/--dtype must be f32, f16 or bf16/);
     expect(() => parseBatchArgs(['--baseline', 'jax'])).toThrow(/--baseline/);
     expect(() => parseBatchArgs(['--config', 'nope'])).toThrow(/unknown --config 'nope'/);
+    expect(() => parseBatchArgs(['--paths', 'engine,gpu'])).toThrow(/--paths takes engine, step .*got gpu/);
+    expect(() => parseBatchArgs(['--paths', 'engine', '--profile'])).toThrow(/--paths must include step/);
     expect(parseBatchArgs([])).toMatchObject({
       config: 'llama-3.2-1b',
       dtype: 'bf16',
       kvDtype: 'bf16',
       batches: [1, 4, 16, 64],
+      paths: ['engine', 'step'],
+      profile: false,
     });
   });
 });

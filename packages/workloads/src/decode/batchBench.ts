@@ -3,19 +3,30 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { findPackageScript, runPythonScript } from '@rayo/bench';
 import type { Backend } from '@rayo/core';
-import { BatchedEngine, type BatchedSequence } from '@rayo/server';
-import { LlamaModel, type LlamaWeightDType, Rng } from '@rayo/train';
+import { BatchedEngine } from '@rayo/server';
+import { LlamaModel, type LlamaWeightDType, type PagedLlama, Rng } from '@rayo/train';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
-import { DECODE_CONFIGS } from './decodeBench.js';
+import { type BatchRun, runEngine, runSteps } from './batchRuns.js';
+import { type BatchStepDetail, batchStepDetail } from './batchStepProfile.js';
+import { DECODE_CONFIGS, textTable } from './decodeBench.js';
 import { writeSeededLlama } from './seededLlama.js';
+import { PROFILE_HEADER, profileRows, profileTotals } from './stepProfile.js';
+
+export type { BatchRun } from './batchRuns.js';
 
 /**
  * The batched decode benchmark: B streams decoded together over one copy of
  * a Llama-shaped model with seeded weights (`BatchedEngine` over a paged KV
  * cache), for each B of a list, against transformers' batched `generate`
  * (a static batch, left padding, greedy) on the same checkpoint. Reports
- * the aggregate decode tokens per second and the time per output token.
+ * the aggregate decode tokens per second and the time per output token,
+ * through the engine and through the paged cache's step alone, and where
+ * a step's time goes: its kernels on the device and the host around it.
  */
+
+/** The two paths a batch size runs: the server's engine, and `PagedLlama.decodeGreedy` alone. */
+export const BATCH_PATHS = ['engine', 'step'] as const;
+export type BatchPath = (typeof BATCH_PATHS)[number];
 
 export interface BatchBenchSettings {
   readonly config: string;
@@ -26,6 +37,12 @@ export interface BatchBenchSettings {
   readonly promptTokens: number;
   readonly newTokens: number;
   readonly pageSize: number;
+  readonly paths: readonly BatchPath[];
+  /** Time each kernel group of one replayed step per batch size (the step path's rows). */
+  readonly profile: boolean;
+  readonly profileRepetitions: number;
+  /** Replays of the step timed phase by phase on the host. */
+  readonly hostSteps: number;
   readonly seed: number;
   readonly baseline: 'torch' | 'none';
   readonly torchDevice: string;
@@ -33,24 +50,21 @@ export interface BatchBenchSettings {
   readonly out: string;
 }
 
-/** One batch size's run. */
-export interface BatchRun {
+interface RunError {
+  readonly error: string;
+}
+
+/** One batch size: its engine run, its run of steps alone, and its step taken apart (after the step run). */
+export interface BatchResult {
   readonly batch: number;
-  /** From admission until every stream has its first token (the prompts, one chunk per step). */
-  readonly prefillMs: number;
-  readonly decodeSteps: number;
-  readonly decodeMs: number;
-  /** batch · decodeSteps / decodeMs. */
-  readonly tokensPerSecond: number;
-  /** A step gives every stream one token: the median and 90th percentile step. */
-  readonly p50MsPerToken: number;
-  readonly p90MsPerToken: number;
-  readonly tokens: readonly (readonly number[])[];
+  readonly engine?: BatchRun | RunError;
+  readonly step?: BatchRun | RunError;
+  readonly detail?: BatchStepDetail;
 }
 
 export interface BatchBenchReport {
   readonly settings: BatchBenchSettings;
-  readonly rayo: readonly (BatchRun | { readonly batch: number; readonly error: string })[];
+  readonly rayo: readonly BatchResult[];
   readonly torch?: unknown;
 }
 
@@ -60,66 +74,58 @@ function log(line: string): void {
   process.stderr.write(`batch-bench: ${line}\n`);
 }
 
-function quantile(sorted: readonly number[], q: number): number {
-  const pos = q * (sorted.length - 1);
-  const lo = Math.floor(pos);
-  const hi = Math.ceil(pos);
-  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (pos - lo);
-}
-
 /** The prompts of every stream: seeded ids, one list per stream of the largest batch. */
 export function batchPrompts(vocab: number, count: number, length: number, seed: number): number[][] {
   const rng = new Rng(seed + 1);
   return Array.from({ length: count }, () => Array.from({ length }, () => rng.int(vocab)));
 }
 
-/** Runs `prompts` to `newTokens` tokens each through `engine`, timing every step after the prompts. */
-async function runBatch(
-  engine: BatchedEngine,
-  prompts: readonly number[][],
-  newTokens: number,
-): Promise<BatchRun> {
-  const sequences: BatchedSequence[] = prompts.map((promptIds) => {
-    const s = engine.admit({ promptIds, maxNewTokens: newTokens, temperature: 0, seed: 0, stopTokenIds: [] });
-    if (!s) throw new Error(`the engine did not admit ${prompts.length} streams`);
-    return s;
-  });
-  const tokens = prompts.map(() => [] as number[]);
-  /** Steps `indices`' sequences once, taking their tokens. */
-  const step = async (indices: readonly number[]) => {
-    const results = await engine.step(indices.map((i) => sequences[i]!));
-    results.forEach((r, k) => {
-      if ('token' in r) tokens[indices[k]!]!.push(r.token);
-    });
-  };
-  const all = prompts.map((_, i) => i);
+/** A run, or its error as a row of the report. */
+async function attempt(run: () => Promise<BatchRun>): Promise<BatchRun | RunError> {
   try {
-    // The prompts, one per step; a stream with its first token waits, so that all decode the same steps.
-    const start = performance.now();
-    for (let left = all; left.length > 0; left = all.filter((i) => tokens[i]!.length === 0)) await step(left);
-    const prefillMs = performance.now() - start;
-    const steps: number[] = [];
-    while (tokens[0]!.length < newTokens) {
-      const t0 = performance.now();
-      await step(all);
-      steps.push(performance.now() - t0);
-    }
-    const decodeMs = steps.reduce((a, b) => a + b, 0);
-    const sorted = [...steps].sort((a, b) => a - b);
-    const decoded = tokens.reduce((n, t) => n + t.length - 1, 0);
-    return {
-      batch: prompts.length,
-      prefillMs,
-      decodeSteps: steps.length,
-      decodeMs,
-      tokensPerSecond: decoded / (decodeMs / 1000),
-      p50MsPerToken: quantile(sorted, 0.5),
-      p90MsPerToken: quantile(sorted, 0.9),
-      tokens,
-    };
-  } finally {
-    for (const s of sequences) engine.release(s);
+    // An untimed run first, as the baseline's: it records the size's step.
+    await run();
+    return await run();
+  } catch (error) {
+    return { error: error instanceof Error ? error.message : String(error) };
   }
+}
+
+/** Batch size `batch` on each path of `s.paths`; with the step path, the last step taken apart. */
+async function runSize(
+  s: BatchBenchSettings,
+  engine: BatchedEngine,
+  paged: PagedLlama,
+  prompts: readonly number[][],
+): Promise<BatchResult> {
+  const batch = prompts.length;
+  let detail: BatchStepDetail | undefined;
+  const engineRun = s.paths.includes('engine')
+    ? await attempt(() => runEngine(engine, prompts, s.newTokens))
+    : undefined;
+  let warm = false;
+  const stepRun = s.paths.includes('step')
+    ? await attempt(() =>
+        runSteps(paged, prompts, s.newTokens, async (rows) => {
+          // Once, after the timed run's last step.
+          if (!warm) {
+            warm = true;
+            return;
+          }
+          detail = await batchStepDetail(paged, rows, {
+            kernels: s.profile,
+            repetitions: s.profileRepetitions,
+            steps: s.hostSteps,
+          });
+        }),
+      )
+    : undefined;
+  return {
+    batch,
+    ...(engineRun ? { engine: engineRun } : {}),
+    ...(stepRun ? { step: stepRun } : {}),
+    ...(detail ? { detail } : {}),
+  };
 }
 
 async function runRayo(
@@ -142,17 +148,11 @@ async function runRayo(
     maxBatch,
   });
   const engine = new BatchedEngine(paged, { prefillTokens: s.promptTokens });
-  const runs: BatchBenchReport['rayo'][number][] = [];
+  const runs: BatchResult[] = [];
   try {
     for (const batch of s.batches) {
-      log(`rayo ${s.backend}, batch ${batch}`);
-      try {
-        // An untimed run first, as the baseline's: it records the size's step.
-        await runBatch(engine, prompts.slice(0, batch), s.newTokens);
-        runs.push(await runBatch(engine, prompts.slice(0, batch), s.newTokens));
-      } catch (error) {
-        runs.push({ batch, error: error instanceof Error ? error.message : String(error) });
-      }
+      log(`rayo ${s.backend}, batch ${batch}${s.profile ? ', profiled' : ''}`);
+      runs.push(await runSize(s, engine, paged, prompts.slice(0, batch)));
     }
     return runs;
   } finally {
@@ -192,34 +192,101 @@ export async function batchBench(s: BatchBenchSettings): Promise<BatchBenchRepor
   const torch = s.baseline === 'torch' ? await runTorch(s, dir, prompts) : undefined;
   const report: BatchBenchReport = { settings: s, rayo, ...(torch ? { torch } : {}) };
   await writeFile(join(s.out, 'batch-bench.json'), `${JSON.stringify(report, null, 2)}\n`);
+  await writeFile(join(s.out, 'batch-bench.md'), batchSummary(report));
   return report;
 }
 
-/** The report as a table: tokens per second and ms per output token, rayo beside transformers. */
+function fmt(v: number | undefined | null, digits: number): string {
+  return v === undefined || v === null || !Number.isFinite(v) ? '—' : v.toFixed(digits);
+}
+
+/** tok/s, p50 and p90 of a run, or its error. */
+function runCells(run: BatchRun | RunError | undefined, p90 = true): string[] {
+  if (!run) return p90 ? ['—', '—', '—'] : ['—', '—'];
+  if ('error' in run) return p90 ? [`error: ${run.error}`, '', ''] : [`error: ${run.error}`, ''];
+  const cells = [fmt(run.tokensPerSecond, 0), fmt(run.p50MsPerToken, 3)];
+  return p90 ? [...cells, fmt(run.p90MsPerToken, 3)] : cells;
+}
+
+/** The step's device time and the host time outside it (the step alone's median less the device's), ms. */
+function stepSplit(r: BatchResult): { device?: number; host?: number } {
+  const device = r.detail?.profile?.stepDeviceMs;
+  const step = r.step && !('error' in r.step) ? r.step.p50MsPerToken : undefined;
+  return {
+    ...(device === undefined ? {} : { device }),
+    ...(device === undefined || step === undefined ? {} : { host: step - device }),
+  };
+}
+
+/** A batch size's step taken apart: host phases, then the kernels. */
+function detailLines(r: BatchResult): string[] {
+  const d = r.detail;
+  if (!d) return [];
+  const out = ['', `${r.batch} streams: one replayed step (the rows of the timed run's last step)`];
+  if (d.phases) {
+    const p = d.phases;
+    const us = (v: number) => fmt(v, 1);
+    out.push(
+      '',
+      ...textTable(
+        ['host phase', 'µs (median)'],
+        [
+          ['write the step inputs (tokens, positions, slots, lengths, block tables)', us(p.writeUs)],
+          ['submit, until the device is done (holds the step)', us(p.submitUs)],
+          ['  of which the submit call: encode and queue on the host', us(p.enqueueUs)],
+          [`read the step's output (${p.readBytes} bytes)`, us(p.readUs)],
+          ['whole step', us(p.stepUs)],
+        ],
+      ),
+    );
+  }
+  if (d.profile)
+    out.push('', ...textTable(PROFILE_HEADER, profileRows(d.profile)), '', profileTotals(d.profile));
+  if (d.error) out.push('', `error: ${d.error}`);
+  return out;
+}
+
+/**
+ * The report as text: per stream count, tokens per second and ms per output
+ * token through the engine and through the step alone, the step's device
+ * time and the host time outside it, transformers beside; then each size's
+ * step taken apart.
+ */
 export function batchSummary(report: BatchBenchReport): string {
   const torch = report.torch as
     | { status: string; output?: { results?: Record<string, Partial<BatchRun> & { error?: string }> } }
     | undefined;
   const lines = [
     `batched decode, ${report.settings.config} ${report.settings.dtype}, prompt ${report.settings.promptTokens}, ${report.settings.newTokens} new tokens`,
-    '| streams | rayo tok/s | rayo p50 ms/token | rayo p90 | transformers tok/s | transformers p50 ms/token |',
-    '| --- | --- | --- | --- | --- | --- |',
+    '| streams | engine tok/s | engine p50 ms/token | engine p90 | step alone tok/s | step alone p50 | device ms/step | host ms/step outside the device | transformers tok/s | transformers p50 ms/token |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ];
-  const fmt = (v: number | undefined | null, digits: number) =>
-    v === undefined || v === null ? '—' : v.toFixed(digits);
-  for (const run of report.rayo) {
-    const base = torch?.output?.results?.[String(run.batch)];
-    const ours =
-      'error' in run
-        ? [`error: ${run.error}`, '', '']
-        : [fmt(run.tokensPerSecond, 0), fmt(run.p50MsPerToken, 3), fmt(run.p90MsPerToken, 3)];
+  for (const r of report.rayo) {
+    const base = torch?.output?.results?.[String(r.batch)];
+    const split = stepSplit(r);
     const theirs = base?.error
       ? [`error: ${base.error}`, '']
       : [fmt(base?.tokensPerSecond, 0), fmt(base?.p50MsPerToken, 3)];
-    lines.push(`| ${run.batch} | ${[...ours, ...theirs].join(' | ')} |`);
+    const cells = [
+      ...runCells(r.engine),
+      ...runCells(r.step, false),
+      fmt(split.device, 3),
+      fmt(split.host, 3),
+      ...theirs,
+    ];
+    lines.push(`| ${r.batch} | ${cells.join(' | ')} |`);
   }
   if (torch && torch.status !== 'ok') lines.push(`transformers: ${JSON.stringify(torch)}`);
+  for (const r of report.rayo) lines.push(...detailLines(r));
   return `${lines.join('\n')}\n`;
+}
+
+/** Whether any run or step detail of the report failed. */
+export function batchFailed(report: BatchBenchReport): boolean {
+  return report.rayo.some(
+    (r) =>
+      (r.engine && 'error' in r.engine) || (r.step && 'error' in r.step) || r.detail?.error !== undefined,
+  );
 }
 
 export const BATCH_USAGE = `Usage: batch-bench [options]
@@ -238,6 +305,12 @@ the median time per output token.
   --prompt N        prompt tokens per stream (default 128)
   --new N           tokens per stream (default 128)
   --page-size N     rows of a KV cache page (default 16)
+  --paths LIST      engine (the server's batched engine), step (PagedLlama.decodeGreedy
+                    alone, no engine), or both (default engine,step); with step, one
+                    replayed step per size is taken apart: its device time and host phases
+  --profile         time each group of identical kernel calls of that step (needs step)
+  --profile-reps N  back-to-back repetitions of a kernel group per timing (default 10)
+  --host-steps N    replays of the step timed phase by phase (default 32)
   --baseline NAME   torch or none (default none)
   --torch-device D  the PyTorch device (default cuda; cpu only checks the script)
   --seed N          weights and prompts (default 0)
@@ -256,6 +329,10 @@ export function parseBatchArgs(argv: readonly string[]): BatchBenchSettings {
       prompt: { type: 'string', default: '128' },
       new: { type: 'string', default: '128' },
       'page-size': { type: 'string', default: '16' },
+      paths: { type: 'string', default: 'engine,step' },
+      profile: { type: 'boolean', default: false },
+      'profile-reps': { type: 'string', default: '10' },
+      'host-steps': { type: 'string', default: '32' },
       baseline: { type: 'string', default: 'none' },
       'torch-device': { type: 'string', default: 'cuda' },
       seed: { type: 'string', default: '0' },
@@ -279,6 +356,15 @@ export function parseBatchArgs(argv: readonly string[]): BatchBenchSettings {
   if (values.baseline !== 'torch' && values.baseline !== 'none')
     throw new Error(`--baseline must be torch or none, got ${values.baseline}`);
   const weightDtype = dtype('dtype', values.dtype);
+  const paths = values.paths.split(',').map((p) => {
+    if (!(BATCH_PATHS as readonly string[]).includes(p))
+      throw new Error(`--paths takes ${BATCH_PATHS.join(', ')} (comma-separated), got ${p}`);
+    return p as BatchPath;
+  });
+  if (values.profile && !paths.includes('step'))
+    throw new Error(
+      `--profile profiles the step path's rows: --paths must include step, got ${values.paths}`,
+    );
   return {
     config: values.config,
     dtype: weightDtype,
@@ -288,6 +374,10 @@ export function parseBatchArgs(argv: readonly string[]): BatchBenchSettings {
     promptTokens: int('prompt', values.prompt, 1),
     newTokens: int('new', values.new, 2),
     pageSize: int('page-size', values['page-size'], 1),
+    paths,
+    profile: values.profile,
+    profileRepetitions: int('profile-reps', values['profile-reps'], 1),
+    hostSteps: int('host-steps', values['host-steps'], 1),
     seed: int('seed', values.seed, 0),
     baseline: values.baseline,
     torchDevice: values['torch-device'],

@@ -16,6 +16,7 @@ export type {
   LlamaModelOptions,
   LlamaPrefillPrecision,
 } from './modelOptions.js';
+export type { BatchedStepInputs } from './paged/batchedForward.js';
 export { type PagedCacheOptions, type PagedDecodeRow, PagedLlama } from './paged/pagedLlama.js';
 export { BlockTable, PagePool, type PagePoolUsage } from './paged/pagePool.js';
 export {

@@ -1,4 +1,4 @@
-import { type Backend, createCpuBackend, InvalidArgumentError, RayoError } from '@rayo/core';
+import { type Backend, createCpuBackend, InvalidArgumentError, RayoError, type Tensor } from '@rayo/core';
 import {
   maxAbsDiff,
   removeTinyLlamas,
@@ -159,5 +159,46 @@ describe('PagedLlama', () => {
     const row = { table: b, token: 1, position: 2 };
     await expect(paged.decode([row, row, row])).rejects.toThrow(/at most 2 \(maxBatch\)/);
     expect(() => model.pagedCache({ pages: 8, maxBatch: 257 })).toThrow(/\[1, 256\]/);
+  });
+
+  it('records its step into any runner, over inputs written for new rows, as decode runs it', async () => {
+    using paged = model.pagedCache({ pages: 8, pageSize: 4, maxBatch: 2 });
+    const tables = PROMPTS.slice(0, 2).map((prompt) => {
+      const t = paged.pool.table();
+      paged.pool.grow(t, prompt.length + 2);
+      return t;
+    });
+    const first: number[] = [];
+    for (const [i, t] of tables.entries())
+      first.push(argmax((await paged.prefill(t, PROMPTS[i]!, 0, true))!));
+    const rowsAt = (extra: number, tokens: readonly number[]) =>
+      tables.map((table, i) => ({ table, token: tokens[i]!, position: PROMPTS[i]!.length + extra }));
+    const batch = backend.batch();
+    const made: Tensor[] = [];
+    try {
+      const { logits } = paged.recordDecodeStep(batch, made, paged.writeDecodeInputs(rowsAt(0, first)));
+      await batch.submit();
+      const got = (await logits.read()) as Float32Array;
+      const next = [0, 1].map((b) => argmax(got.subarray(b * VOCAB, (b + 1) * VOCAB)));
+      expect(next).toEqual([alone[0]!.tokens[1], alone[1]!.tokens[1]]);
+      // Replayed for the next rows: the recorded step reads what was written last.
+      paged.writeDecodeInputs(rowsAt(1, next));
+      await batch.submit();
+      const again = (await logits.read()) as Float32Array;
+      for (const b of [0, 1])
+        expect(maxAbsDiff(again.subarray(b * VOCAB, (b + 1) * VOCAB), alone[b]!.logits[2]!)).toBeLessThan(
+          TOLERANCE,
+        );
+    } finally {
+      batch.dispose();
+      for (const t of made) t.dispose();
+    }
+    using other = model.pagedCache({ pages: 8, pageSize: 4, maxBatch: 2 });
+    const table = other.pool.table();
+    other.pool.grow(table, 1);
+    const foreign = other.writeDecodeInputs([{ table, token: 1, position: 0 }]);
+    expect(() => paged.recordDecodeStep(backend, [], foreign)).toThrow(
+      expect.objectContaining({ operation: 'PagedLlama.recordDecodeStep', argument: 'inputs' }),
+    );
   });
 });

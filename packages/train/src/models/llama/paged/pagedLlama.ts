@@ -3,6 +3,7 @@ import {
   type Backend,
   type CommandBatch,
   InvalidArgumentError,
+  type KernelRunner,
   pagedAttention,
   pagedKvWrite,
   RayoError,
@@ -198,21 +199,7 @@ export class PagedLlama {
     rows: readonly PagedDecodeRow[],
     want: 'logits' | 'tokens',
   ): Promise<Float32Array | Int32Array> {
-    this.#check(
-      api,
-      rows.map((r) => r.token),
-    );
-    if (rows.length > this.maxBatch) {
-      throw new InvalidArgumentError('too many sequences for one step', {
-        operation: `PagedLlama.${api}`,
-        argument: 'rows',
-        expected: `at most ${this.maxBatch} (maxBatch)`,
-        actual: String(rows.length),
-      });
-    }
-    for (const row of rows) this.#checkRows(api, row.table, row.position + 1);
-    const bucket = this.#bucket(rows.length);
-    this.#write(bucket, rows);
+    const bucket = this.#prepare(api, rows);
     const onDevice = want === 'tokens' && this.backend.supports(argmax.name);
     if (this.#replay) {
       bucket.recorded ??= this.#record(bucket);
@@ -228,6 +215,49 @@ export class PagedLlama {
       return (await read.read()) as Float32Array | Int32Array;
     } finally {
       run.dispose();
+    }
+  }
+
+  /**
+   * Writes `rows` (checked as `decode` checks them) into the device inputs
+   * of the step of their batch size (the smallest power of two that holds
+   * them, or maxBatch; idle rows past them) and returns those inputs. A step
+   * recorded over them with `recordDecodeStep` runs for whatever rows were
+   * written last: this is how a profiler or a benchmark replays the batched
+   * step outside `decode`.
+   */
+  writeDecodeInputs(rows: readonly PagedDecodeRow[]): BatchedStepInputs {
+    return this.#prepare('writeDecodeInputs', rows).inputs;
+  }
+
+  /**
+   * Records the batched decode step over `inputs` (from `writeDecodeInputs`)
+   * into `runner` (a batch, a profiler's runner): the logits [B, vocab] and,
+   * where the backend has `argmax`, each row's argmax (i32 [B]). Every
+   * tensor it allocates, these included, is pushed to `made`.
+   */
+  recordDecodeStep(
+    runner: KernelRunner,
+    made: Tensor[],
+    inputs: BatchedStepInputs,
+  ): { readonly logits: Tensor; readonly chosen: Tensor | undefined } {
+    this.#checkAlive('recordDecodeStep');
+    if (![...this.#buckets.values()].some((b) => b.inputs === inputs)) {
+      throw new InvalidArgumentError('the step inputs are not those of this paged cache', {
+        operation: 'PagedLlama.recordDecodeStep',
+        argument: 'inputs',
+        expected: 'the inputs writeDecodeInputs returned on this cache',
+        actual: `inputs of ${inputs.tokens.shape[0]} rows from elsewhere`,
+      });
+    }
+    const run = new TrackingRunner(runner);
+    try {
+      const logits = batchedDecodeForward(this.#decoder, run, this.#pages, inputs);
+      // The greedy pick rides in the same batch (one small kernel); an all-greedy step reads it instead of the logits.
+      const chosen = this.backend.supports(argmax.name) ? run.run1(argmax, [logits]) : undefined;
+      return { logits, chosen };
+    } finally {
+      made.push(...run.release());
     }
   }
 
@@ -345,27 +375,38 @@ export class PagedLlama {
 
   #record(bucket: Bucket): NonNullable<Bucket['recorded']> {
     const batch = this.backend.batch();
-    const run = new TrackingRunner(batch);
+    const made: Tensor[] = [];
     try {
-      const logits = batchedDecodeForward(this.#decoder, run, this.#pages, bucket.inputs);
-      // The greedy pick rides in the same batch (one small kernel); an all-greedy step reads it instead of the logits.
-      const chosen = this.backend.supports(argmax.name) ? run.run1(argmax, [logits]) : undefined;
-      return { batch, made: run.release(), logits, chosen };
+      return { batch, made, ...this.recordDecodeStep(batch, made, bucket.inputs) };
     } catch (error) {
       batch.dispose();
-      for (const t of run.release()) t.dispose();
+      for (const t of made) t.dispose();
       throw error;
     }
   }
 
-  #check(api: string, tokens: readonly number[]): void {
-    if (this.#disposed) {
-      throw new RayoError('the paged cache was disposed', {
+  /** Checks a step's rows and writes them into the inputs of their batch size's step. */
+  #prepare(api: string, rows: readonly PagedDecodeRow[]): Bucket {
+    this.#check(
+      api,
+      rows.map((r) => r.token),
+    );
+    if (rows.length > this.maxBatch) {
+      throw new InvalidArgumentError('too many sequences for one step', {
         operation: `PagedLlama.${api}`,
-        expected: 'a live paged cache',
-        actual: 'disposed',
+        argument: 'rows',
+        expected: `at most ${this.maxBatch} (maxBatch)`,
+        actual: String(rows.length),
       });
     }
+    for (const row of rows) this.#checkRows(api, row.table, row.position + 1);
+    const bucket = this.#bucket(rows.length);
+    this.#write(bucket, rows);
+    return bucket;
+  }
+
+  #check(api: string, tokens: readonly number[]): void {
+    this.#checkAlive(api);
     const vocab = this.config.vocabSize;
     const bad = tokens.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
     if (tokens.length === 0 || bad >= 0) {
@@ -374,6 +415,16 @@ export class PagedLlama {
         argument: 'tokens',
         expected: `at least one id in [0, ${vocab})`,
         actual: tokens.length === 0 ? 'no tokens' : `${tokens[bad]} at index ${bad}`,
+      });
+    }
+  }
+
+  #checkAlive(api: string): void {
+    if (this.#disposed) {
+      throw new RayoError('the paged cache was disposed', {
+        operation: `PagedLlama.${api}`,
+        expected: 'a live paged cache',
+        actual: 'disposed',
       });
     }
   }
