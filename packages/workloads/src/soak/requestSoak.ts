@@ -29,6 +29,9 @@ export interface RequestSoakOptions {
   /** Pages of 16 rows in the pool (default: half of what every sequence at full length needs, so that some are preempted). */
   readonly pages?: number;
   readonly seed?: number;
+  /** Called after every `progressEvery` (default 1,000) finished requests of the soak proper. */
+  readonly onProgress?: (done: number, seconds: number) => void;
+  readonly progressEvery?: number;
 }
 
 interface MemorySample {
@@ -139,7 +142,12 @@ export async function requestSoak(backend: Backend, options: RequestSoakOptions)
       generatedTokens = 0;
       const preemptionsBefore = engine.usage().pages?.preemptions ?? 0;
       const start = performance.now();
-      await pooled(options.requests, 2 * concurrency, one);
+      let done = 0;
+      const every = options.progressEvery ?? 1000;
+      await pooled(options.requests, 2 * concurrency, async () => {
+        await one();
+        if (++done % every === 0) options.onProgress?.(done, (performance.now() - start) / 1000);
+      });
       await scheduler.idle();
       const seconds = (performance.now() - start) / 1000;
       await backend.sync();

@@ -106,6 +106,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         const result = await requestSoak(backend, {
           requests,
           concurrency,
+          onProgress: (done, seconds) => console.log(`  ${done} requests in ${seconds.toFixed(1)} s`),
           ...(typeof values.config === 'string' ? { config: values.config } : {}),
           ...(values.dtype ? { dtype: values.dtype as (typeof DTYPES)[number] } : {}),
         });
