@@ -4,6 +4,7 @@ import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
 import { bindingType, halfFunctions, loadScalar, type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
+import { ROWWISE_ROWS, rowwiseKeys, rowwiseShader } from './causalAttentionRows.js';
 import { WG } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 
@@ -195,11 +196,14 @@ function encodeCausalAttention(
     );
   }
   const group = heads / kvHeads;
-  const rowTiles = Math.ceil((tokens * group) / tiling.rows);
+  // Head dims up to 64 take the row-per-thread kernel, the rest the lane-split one.
+  const rowwise = rowwiseKeys(headDim) !== undefined;
+  const rowTiles = Math.ceil((tokens * group) / (rowwise ? ROWWISE_ROWS : tiling.rows));
   const tiles = rowTiles * kvHeads;
   const scale = attrs.scale === 0 ? 1 / Math.sqrt(headDim) : attrs.scale;
+  const cache = storageOf(k.dtype);
   encoder.dispatch({
-    shader: causalShader(tiling, storageOf(k.dtype)),
+    shader: rowwise ? rowwiseShader(headDim, cache, PARAMS) : causalShader(tiling, cache),
     buffers: [q, k, v, out],
     params: {
       layout: PARAMS,
