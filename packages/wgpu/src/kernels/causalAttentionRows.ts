@@ -10,7 +10,8 @@ import { linearWorkgroup, ShaderModule } from '../wgsl/module.js';
 // workgroup memory (a broadcast) for four multiply-adds. A workgroup
 // takes ROWS rows of one kv head (its grouped heads share every tile), K
 // and V tiles of up to 32 keys are loaded as vec4s (halves widened to f32),
-// and each tile's scores are kept in registers for the online softmax.
+// and the online softmax runs key by key (the accumulator rescaled only
+// when a row's maximum grows), so no per-tile array of scores is held.
 // Same skipping and masking as the lane-split kernel (`causalAttention.ts`),
 // which takes the other head dims.
 
@@ -68,7 +69,6 @@ export function rowwiseShader(headDim: number, cache: Storage, params: ParamLayo
   let kvBase = g * params.maxSeq * ${D}u;
   var qv: array<vec4<f32>, ${V}>;
   var o: array<vec4<f32>, ${V}>;
-  var p: array<f32, ${B}>;
   for (var i = 0u; i < ${V}u; i++) {
     let at = qBase + 4u * i;
     qv[i] = vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]);
@@ -87,23 +87,23 @@ export function rowwiseShader(headDim: number, cache: Storage, params: ParamLayo
       vs[e] = select(vec4<f32>(0.0), ${load4(cache, 'v', 'at')}, ok);
     }
     workgroupBarrier();
-    var mt = m;
     for (var j = 0u; j < ${B}u; j++) {
       var acc = vec4<f32>(0.0);
       for (var i = 0u; i < ${V}u; i++) { acc += qv[i] * ks[j * ${V}u + i]; }
-      let s = select(${NEG_BIG}, params.scale * (acc.x + acc.y + acc.z + acc.w), k0 + j <= bound);
-      p[j] = s;
-      mt = max(mt, s);
+      let s = params.scale * (acc.x + acc.y + acc.z + acc.w);
+      if (k0 + j <= bound) {
+        // Online softmax key by key: the accumulator is rescaled only when the maximum grows.
+        if (s > m) {
+          let alpha = exp(m - s);
+          sum *= alpha;
+          for (var i = 0u; i < ${V}u; i++) { o[i] *= alpha; }
+          m = s;
+        }
+        let pj = exp(s - m);
+        sum += pj;
+        for (var i = 0u; i < ${V}u; i++) { o[i] += pj * vs[j * ${V}u + i]; }
+      }
     }
-    let alpha = exp(m - mt);
-    sum *= alpha;
-    for (var i = 0u; i < ${V}u; i++) { o[i] *= alpha; }
-    for (var j = 0u; j < ${B}u; j++) {
-      let pj = select(0.0, exp(p[j] - mt), k0 + j <= bound);
-      sum += pj;
-      for (var i = 0u; i < ${V}u; i++) { o[i] += pj * vs[j * ${V}u + i]; }
-    }
-    m = mt;
   }
   if (row0 + tid < rows) {
     for (var i = 0u; i < ${V}u; i++) {
