@@ -31,6 +31,33 @@ for (const [tokens, batch, nHeads, nKvHeads, headDim] of SHAPES) {
   );
 }
 
+// precision 'half': the reference rounds q, k, v and dOut to bf16; a backend
+// may also round the probabilities and dS (relative 2^-9 each, averaged over
+// the keys), or keep f32 (exact), so the bound is bf16's, loosened for sums;
+// the backward's more: dS = P ∘ (dP − D) cancels, and its random lse lets P
+// exceed 1.
+const HALF_TOLERANCE = { rtol: 2e-2, atol: 1e-2 } as const;
+const HALF_BACKWARD_TOLERANCE = { rtol: 5e-2, atol: 3e-2 } as const;
+const HALF_SHAPES: readonly (readonly [number, number, number, number, number])[] = [
+  [65, 2, 4, 2, 64],
+  [17, 3, 2, 2, 128],
+];
+for (const [tokens, batch, nHeads, nKvHeads, headDim] of HALF_SHAPES) {
+  const q = f32([tokens, batch, nHeads, headDim]);
+  const kv = f32([tokens, batch, nKvHeads, headDim]);
+  const label = `precision half, T ${tokens}, batch ${batch}, ${nHeads} heads / ${nKvHeads} kv heads, headDim ${headDim}`;
+  const attrs = { precision: 'half' } as const;
+  cases.push(
+    valid(k.flashAttention, { label, inputs: [q, kv, kv], attrs, tolerance: HALF_TOLERANCE }),
+    valid(k.flashAttentionBackward, {
+      label,
+      inputs: [q, kv, kv, q, q, f32([tokens, batch, nHeads])],
+      attrs,
+      tolerance: HALF_BACKWARD_TOLERANCE,
+    }),
+  );
+}
+
 cases.push(
   // Scores in the tens: exp overflows f32 unless the running max is subtracted.
   valid(k.flashAttention, {
@@ -50,6 +77,13 @@ errors.push(
     ['k of another length', qkv([4, 1, 6, 8], [5, 1, 3, 8]), 'shape', 'k'],
     ['v of another shape', qkv([4, 1, 6, 8], [4, 1, 3, 8], [4, 1, 3, 7]), 'shape', 'v'],
     ['a negative scale', qkv([4, 1, 6, 8], [4, 1, 3, 8]), 'argument', 'attrs.scale', { scale: -1 }],
+    [
+      "precision 'tf32'",
+      qkv([4, 1, 6, 8], [4, 1, 3, 8]),
+      'argument',
+      'attrs.precision',
+      { precision: 'tf32' as unknown as 'half' },
+    ],
   ]),
   ...invalidCalls(k.flashAttentionBackward, [
     [
