@@ -1,4 +1,4 @@
-import { flashAttention, type KernelSpec, type Tensor } from '@rayo/core';
+import { flashAttention, flashAttentionBackward, type KernelSpec, type Tensor } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import {
   type AssemblyJob,
@@ -12,6 +12,12 @@ import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import { flashUsesMma } from './flashAttention.js';
 import { FLASH_MMA_FORWARD_ENTRY, flashMmaForwardModule } from './flashAttentionMma.js';
+import {
+  FLASH_MMA_DKDV_ENTRY,
+  FLASH_MMA_DQ_ENTRY,
+  flashMmaDkdvModule,
+  flashMmaDqModule,
+} from './flashAttentionMmaBackward.js';
 import { flashDkdvModule, flashDqModule, flashForwardModule } from './flashAttentionRows.js';
 
 const operand = (ptr: bigint): Operand => ({ ptr, size: 1, shape: [1], dtype: 'f32', byteLength: 4 });
@@ -35,17 +41,16 @@ describe('flash attention kernel choice', () => {
 describe("flash attention under precision 'half' on an emulated device", () => {
   const { gpu, cpu, fake } = useEmulatedGpu({ multiprocessors: 2 });
 
-  /** Runs `spec` on both backends on fresh random inputs, the gpu's outputs poisoned first; returns the entries launched. */
+  /**
+   * Runs `spec` on both backends on `data` (host arrays of `shapes`), the
+   * gpu's outputs poisoned first; returns the entries launched.
+   */
   async function check(
     spec: KernelSpec<{ scale: number; precision: 'f32' | 'half' }>,
-    shapes: number[][],
-    seed: number,
+    shapes: readonly (readonly number[])[],
+    data: readonly Float32Array[],
     tolerance: readonly { rtol: number; atol: number }[],
   ): Promise<string[]> {
-    const rng = new Rng(seed);
-    const data = shapes.map((shape) =>
-      Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.uniform(-1.5, 1.5)),
-    );
     const attrs = { precision: 'half' } as const;
     const want = cpu.run(
       spec,
@@ -67,21 +72,54 @@ describe("flash attention under precision 'half' on an emulated device", () => {
     return fake.launches.slice(first).map((l) => l.entry);
   }
 
+  const random = (rng: Rng, shape: readonly number[]) =>
+    Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.uniform(-1.5, 1.5));
+
   // [T, B, heads, kv heads, headDim]: odd lengths past one tile, GQA, both head dims.
   const SHAPES = [
-    [70, 2, 4, 2, 64],
+    [70, 2, 2, 1, 64],
     [33, 1, 2, 1, 128],
   ] as const;
   for (const [tokens, batch, heads, kvHeads, hd] of SHAPES) {
     const q = [tokens, batch, heads, hd];
     const kv = [tokens, batch, kvHeads, hd];
     it(`forward: T ${tokens}, batch ${batch}, ${heads}/${kvHeads} heads of ${hd}`, async () => {
+      const rng = new Rng(tokens + hd);
       // Beyond the reference's rounding only P is rounded (2^-9 relative), averaged over the keys.
-      const entries = await check(flashAttention, [q, kv, kv], tokens + hd, [
-        { rtol: 5e-3, atol: 3e-3 },
-        { rtol: 1e-4, atol: 1e-4 },
-      ]);
+      const entries = await check(
+        flashAttention,
+        [q, kv, kv],
+        [random(rng, q), random(rng, kv), random(rng, kv)],
+        [
+          { rtol: 5e-3, atol: 3e-3 },
+          { rtol: 1e-4, atol: 1e-4 },
+        ],
+      );
       expect(entries).toEqual([FLASH_MMA_FORWARD_ENTRY]);
+    }, 300_000);
+
+    it(`backward: T ${tokens}, batch ${batch}, ${heads}/${kvHeads} heads of ${hd}`, async () => {
+      const rng = new Rng(tokens * hd);
+      const qkv = [random(rng, q), random(rng, kv), random(rng, kv)];
+      // out and lse of the forward (so P <= 1 and D is the row's), dOut random.
+      const [out, lse] = cpu.run(
+        flashAttention,
+        qkv.map((d, i) => cpu.upload(d, [q, kv, kv][i]!)),
+      );
+      const inputs = [
+        ...qkv,
+        (await out!.read()) as Float32Array,
+        random(rng, q),
+        (await lse!.read()) as Float32Array,
+      ];
+      // P and dS rounded beyond the reference (2^-9 relative), summed over keys or queries.
+      const tolerance = { rtol: 1e-2, atol: 1e-2 };
+      const entries = await check(flashAttentionBackward, [q, kv, kv, q, q, [tokens, batch, heads]], inputs, [
+        tolerance,
+        tolerance,
+        tolerance,
+      ]);
+      expect(entries).toEqual([FLASH_MMA_DQ_ENTRY, FLASH_MMA_DKDV_ENTRY]);
     }, 300_000);
   }
 });
@@ -106,7 +144,11 @@ describe.skipIf(gate.skip)(
 
     it('tensor-core kernels at head dims 64 and 128 for sm_80 and sm_90', () => {
       const jobs: AssemblyJob[] = [];
-      for (const [name, module] of [['forward', flashMmaForwardModule]] as const) {
+      for (const [name, module] of [
+        ['forward', flashMmaForwardModule],
+        ['dq', flashMmaDqModule],
+        ['dk and dv', flashMmaDkdvModule],
+      ] as const) {
         for (const hd of [64, 128]) {
           for (const arch of ['sm_80', 'sm_90'])
             jobs.push({ ptx: module(hd).emit(), arch, what: `${name} d${hd} ${arch}` });

@@ -19,6 +19,13 @@ import {
   flashMmaKey,
 } from './flashAttentionMma.js';
 import {
+  FLASH_MMA_DKDV_ENTRY,
+  FLASH_MMA_DQ_ENTRY,
+  flashMmaBackwardSharedBytes,
+  flashMmaDkdvModule,
+  flashMmaDqModule,
+} from './flashAttentionMmaBackward.js';
+import {
   FLASH_DKDV_ENTRY,
   FLASH_DQ_ENTRY,
   FLASH_FORWARD_ENTRY,
@@ -140,6 +147,21 @@ export const flashAttentionBackwardKernel = cudaKernel(
     // D = rowsum(dOut ∘ out) per query row, written by the dq pass for the key pass.
     const delta = encoder.scratch(4 * d.tokens * d.batch * d.nHeads);
     const common = { q: q.ptr, k: k.ptr, v: v.ptr, dOut: dOut.ptr, lse: lse.ptr, delta, ...args };
+    if (flashUsesMma(encoder.device, attrs.precision, d.headDim, [q, k, v, out, dOut, dq, dk, dv])) {
+      const launch = (entry: string, module: (hd: number) => PtxModule, heads: number, rest: object) =>
+        encoder.launch({
+          key: flashMmaKey(entry, d.headDim),
+          module: () => module(d.headDim),
+          entry,
+          grid: [Math.ceil(d.tokens / FLASH_MMA_ROWS), heads],
+          block: FLASH_MMA_THREADS,
+          sharedBytes: flashMmaBackwardSharedBytes(d.headDim),
+          args: { ...common, ...rest },
+        });
+      launch(FLASH_MMA_DQ_ENTRY, flashMmaDqModule, d.batch * d.nHeads, { out: out.ptr, dq: dq.ptr });
+      launch(FLASH_MMA_DKDV_ENTRY, flashMmaDkdvModule, d.batch * d.nKvHeads, { dk: dk.ptr, dv: dv.ptr });
+      return;
+    }
     launchRows(encoder, FLASH_DQ_ENTRY, flashDqModule, d.headDim, d.tokens, d.batch * d.nHeads, {
       ...common,
       out: out.ptr,

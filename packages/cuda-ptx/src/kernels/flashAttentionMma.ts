@@ -125,12 +125,23 @@ export function loadHalfTile(
   }
 }
 
-/** The x4 A fragments of a warp's 16 rows of the tile at `tileBase`, k step by k step, read now. */
-export function readA(k: KernelBuilder, block: MmaBlock, tileBase: R32, kSteps: number): Vec4<R32>[] {
+/**
+ * The x4 A fragments of a warp's 16 rows of the tile at `tileBase`, by k
+ * step: read now and held in registers where `hold`, else read at each use
+ * (wide heads, whose accumulators need the registers).
+ */
+export function aOperand(
+  k: KernelBuilder,
+  block: MmaBlock,
+  tileBase: R32,
+  kSteps: number,
+  hold = true,
+): (kk: number) => Vec4<R32> {
   const bases = block.tile.bases(tileBase, block.aRow, block.aHalf);
-  return Array.from({ length: kSteps }, (_, kk) =>
-    k.ldmatrix(4, k.regs('u32', 4), block.tile.at(bases, 0, kk)),
-  );
+  const read = (kk: number) => k.ldmatrix(4, k.regs('u32', 4), block.tile.at(bases, 0, kk));
+  if (!hold) return read;
+  const held = Array.from({ length: kSteps }, (_, kk) => read(kk));
+  return (kk) => held[kk]!;
 }
 
 /** The block's (batch, head) of ctaid.y and its heads' strides and offsets. */
@@ -216,7 +227,7 @@ export function flashMmaForwardModule(hd: number): PtxModule {
         dims.tokens,
       );
       k.barSync();
-      const qFrag = readA(k, block, qS, kSteps);
+      const qFrag = aOperand(k, block, qS, kSteps);
       const kSrc: HeadRows = { base: k.globalPointer(p.k), head: kvHead, stride: kvStride };
       const vSrc: HeadRows = { base: k.globalPointer(p.v), head: kvHead, stride: kvStride };
       const { tile: frags } = block;
@@ -242,7 +253,7 @@ export function flashMmaForwardModule(hd: number): PtxModule {
           k,
           FLASH_MMA_TYPE,
           s,
-          (kk) => qFrag[kk]!,
+          qFrag,
           { at: (nb, kk) => frags.at(kBases, nb, kk) },
           {
             nBlocks: keySteps,
