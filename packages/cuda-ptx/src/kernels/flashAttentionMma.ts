@@ -2,7 +2,7 @@ import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R32, type R64 } from '../ptx/operands.js';
-import { FORWARD_PARAMS, loadDims } from './flashAttentionRows.js';
+import { type Dims, FORWARD_PARAMS, loadDims } from './flashAttentionRows.js';
 import {
   accumulatorsAsA,
   ldmatrixRoles,
@@ -180,6 +180,22 @@ export function laneRows(k: KernelBuilder, block: MmaBlock, r0: R32): R32[] {
   return [first, k.add('u32', k.reg('u32'), first, 8)];
 }
 
+/**
+ * A query block's tokens t0 … t0 + 63 (the last tokens see the most keys:
+ * their blocks start first), its (batch, head), its kv head's offset and
+ * stride, and the end of its keys.
+ */
+export function queryBlock(k: KernelBuilder, hd: number, dims: Dims) {
+  const tile = k.sub('u32', k.reg('u32'), k.sub('u32', k.reg('u32'), k.nctaid('x'), 1), k.ctaid('x'));
+  const t0 = k.mulLo('u32', k.reg('u32'), tile, FLASH_MMA_ROWS);
+  const qh = blockHead(k, hd, dims.batch, dims.nHeads);
+  const g = k.div('u32', k.reg('u32'), qh.head, dims.group);
+  const kvHead = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), qh.b, dims.nKvHeads, g), hd);
+  const kvStride = k.mulLo('u32', k.reg('u32'), k.mulLo('u32', k.reg('u32'), dims.batch, dims.nKvHeads), hd);
+  const end = k.min('u32', k.reg('u32'), dims.tokens, k.add('u32', k.reg('u32'), t0, FLASH_MMA_ROWS));
+  return { t0, qh, kvHead, kvStride, end };
+}
+
 /** q's tile and one K and one V tile. */
 export function flashMmaForwardSharedBytes(hd: number): number {
   return 3 * FLASH_MMA_ROWS * hd * 2;
@@ -201,19 +217,7 @@ export function flashMmaForwardModule(hd: number): PtxModule {
     (k, p) => {
       const dims = loadDims(k, p);
       const block = mmaBlock(k, hd);
-      // The last tokens see the most keys: their blocks start first.
-      const tile = k.sub('u32', k.reg('u32'), k.sub('u32', k.reg('u32'), k.nctaid('x'), 1), k.ctaid('x'));
-      const t0 = k.mulLo('u32', k.reg('u32'), tile, FLASH_MMA_ROWS);
-      const qh = blockHead(k, hd, dims.batch, dims.nHeads);
-      const g = k.div('u32', k.reg('u32'), qh.head, dims.group);
-      const kvHead = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), qh.b, dims.nKvHeads, g), hd);
-      const kvStride = k.mulLo(
-        'u32',
-        k.reg('u32'),
-        k.mulLo('u32', k.reg('u32'), dims.batch, dims.nKvHeads),
-        hd,
-      );
-      const end = k.min('u32', k.reg('u32'), dims.tokens, k.add('u32', k.reg('u32'), t0, FLASH_MMA_ROWS));
+      const { t0, qh, kvHead, kvStride, end } = queryBlock(k, hd, dims);
 
       const qS = k.sharedAddress(smem);
       const kS = k.add('u32', k.reg('u32'), qS, tileBytes);

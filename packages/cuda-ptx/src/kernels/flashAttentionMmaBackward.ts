@@ -12,6 +12,7 @@ import {
   laneRows,
   loadHalfTile,
   mmaBlock,
+  queryBlock,
   storeRows,
 } from './flashAttentionMma.js';
 import { DKDV_PARAMS, DQ_PARAMS, loadDims } from './flashAttentionRows.js';
@@ -67,18 +68,7 @@ export function flashMmaDqModule(hd: number): PtxModule {
     (k, p) => {
       const dims = loadDims(k, p);
       const block = mmaBlock(k, hd);
-      const tile = k.sub('u32', k.reg('u32'), k.sub('u32', k.reg('u32'), k.nctaid('x'), 1), k.ctaid('x'));
-      const t0 = k.mulLo('u32', k.reg('u32'), tile, ROWS);
-      const qh = blockHead(k, hd, dims.batch, dims.nHeads);
-      const g = k.div('u32', k.reg('u32'), qh.head, dims.group);
-      const kvHead = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), qh.b, dims.nKvHeads, g), hd);
-      const kvStride = k.mulLo(
-        'u32',
-        k.reg('u32'),
-        k.mulLo('u32', k.reg('u32'), dims.batch, dims.nKvHeads),
-        hd,
-      );
-      const end = k.min('u32', k.reg('u32'), dims.tokens, k.add('u32', k.reg('u32'), t0, ROWS));
+      const { t0, qh, kvHead, kvStride, end } = queryBlock(k, hd, dims);
       const rowsOf = k.mulLo('u32', k.reg('u32'), dims.batch, dims.nHeads);
 
       const qS = k.sharedAddress(smem);
