@@ -16,4 +16,11 @@ describe('flashAttentionBackward bench cases', () => {
       expect([...picked]).toEqual([...part.outputs[i]!]);
     });
   });
+
+  it("names precision 'half' as bf16 and passes it to the kernel", () => {
+    const half = flashAttentionBackwardCase(1, 4, 1, 64, 128, QUICK, 'half');
+    expect(half.id).toBe('flash-attention-backward/bf16-b1-h4-kv1-d64-t128');
+    expect(half.attrs).toEqual({ precision: 'half' });
+    expect(flashAttentionBackwardCase(1, 4, 1, 64, 128, QUICK).attrs).toEqual({});
+  });
 });

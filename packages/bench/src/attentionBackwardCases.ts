@@ -1,9 +1,11 @@
 // Training attention: flashAttentionBackward over a batch of sequences, timed
 // against PyTorch's SDPA backward.
 
-import { flashAttentionBackward, type HostArray } from '@rayo/core';
-import type { BenchCase, CheckSubset } from './case.js';
+import { type FlashPrecision, flashAttentionBackward, type HostArray } from '@rayo/core';
+import type { BenchCase, CheckSubset, CheckTolerance } from './case.js';
 import { MAX_TOL, type Modes, modes } from './caseDefaults.js';
+
+const HALF_TOL: CheckTolerance = { rtol: 5e-2, atol: 0, relativeTo: 'max' };
 
 /**
  * The reference checks one kv head's group of query heads of batch item 0
@@ -42,7 +44,8 @@ function firstGroupSubset(tokens: number, batch: number, heads: number, kvHeads:
 
 /**
  * The backward of causal self-attention over `batch` sequences of `tokens`,
- * `heads` query heads sharing `kvHeads` kv heads of `dim`, in f32. Its x is
+ * `heads` query heads sharing `kvHeads` kv heads of `dim`, in f32 or under
+ * precision 'half' (bf16 products: tensor cores; its id says bf16). Its x is
  * FlashAttention-2's backward FLOP count, 2.5 times the forward's: 10 · dim
  * a score of the causal half (q·kᵀ again, dOut·vᵀ, and the dv, dq and dk
  * products).
@@ -54,19 +57,21 @@ export function flashAttentionBackwardCase(
   dim: number,
   tokens: number,
   when: Modes,
+  precision: FlashPrecision = 'f32',
 ): BenchCase {
   const q = { shape: [tokens, batch, heads, dim] };
   const kv = { shape: [tokens, batch, kvHeads, dim] };
   return {
-    id: `flash-attention-backward/f32-b${batch}-h${heads}-kv${kvHeads}-d${dim}-t${tokens}`,
+    id: `flash-attention-backward/${precision === 'half' ? 'bf16' : 'f32'}-b${batch}-h${heads}-kv${kvHeads}-d${dim}-t${tokens}`,
     family: 'flash-attention-backward',
     spec: flashAttentionBackward,
     inputs: [q, kv, kv, q, q, { shape: [tokens, batch, heads] }],
-    attrs: {},
+    attrs: precision === 'half' ? { precision } : {},
     bound: 'flops',
     x: (10 * batch * heads * dim * tokens * (tokens + 1)) / 2,
     ...modes(when),
-    tolerance: MAX_TOL,
+    // 'half' may round P and dS to bf16 too; on random out, dOut and lse, dS = P ∘ (dP − D) cancels.
+    tolerance: precision === 'half' ? HALF_TOL : MAX_TOL,
     subset: firstGroupSubset(tokens, batch, heads, kvHeads, dim),
   };
 }

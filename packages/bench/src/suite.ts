@@ -197,6 +197,9 @@ const CASES: BenchCase[] = [
   // GPT-2 small's training shape (12 heads of 64, 1,024 tokens, batch 8), and a
   // Llama-shaped layer's (32 heads of 128 over 8 kv heads) at 4,096 tokens.
   flashAttentionBackwardCase(8, 12, 12, 64, 1024, FULL),
+  // The same under precision 'half' (bf16 tensor cores), as the bf16 training policy runs it.
+  flashAttentionBackwardCase(8, 12, 12, 64, 1024, FULL, 'half'),
+  flashAttentionBackwardCase(1, 4, 1, 64, 128, QUICK, 'half'),
   flashAttentionBackwardCase(1, 32, 8, 128, 4096, FULL),
   adamw(1e5, QUICK),
   ...[1e6, 1e7, 1e8].map((n) => adamw(n, FULL)),

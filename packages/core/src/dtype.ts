@@ -181,6 +181,15 @@ export function f16BitsToF32(bits: number): number {
   return f16Values[bits & 0xffff]!;
 }
 
+/** `values` rounded (nearest even) to `half` and back: what a kernel that multiplies them in `half` sees. */
+export function roundedToHalf(half: 'f16' | 'bf16', values: ArrayLike<number>): Float32Array {
+  const round =
+    half === 'bf16'
+      ? (x: number) => bf16BitsToF32(f32ToBf16Bits(x))
+      : (x: number) => f16BitsToF32(f32ToF16Bits(x));
+  return Float32Array.from(values, round);
+}
+
 /** Whether `dtype` is a 16-bit float stored as raw words on the host. */
 export function isHalf(dtype: DType): dtype is 'f16' | 'bf16' {
   return dtype === 'f16' || dtype === 'bf16';

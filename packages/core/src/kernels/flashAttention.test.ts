@@ -1,5 +1,6 @@
 import { expectInferErrors, meta, numericGradient, random, run } from '@rayo/core-testkit';
 import { describe, expect, it } from 'vitest';
+import { roundedToHalf } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { inferKernel } from '../kernelChecks.js';
 import { Rng } from '../testing/random.js';
@@ -101,6 +102,46 @@ describe('flashAttention reference', () => {
     });
   });
 
+  it("under precision 'half' is the f32 form of q, k, v (and dOut) rounded to bf16", () => {
+    const { q, k, v, g } = inputs(5);
+    const [qh, kh, vh, gh] = [q, k, v, g].map((x) => roundedToHalf('bf16', x)) as Float32Array[];
+    const half = run(
+      flashAttention,
+      [
+        { shape: qShape, data: q },
+        { shape: kvShape, data: k },
+        { shape: kvShape, data: v },
+      ],
+      { scale: 0.7, precision: 'half' },
+    ).values;
+    const rounded = forward(qh!, kh!, vh!);
+    expect([...half[0]!]).toEqual([...rounded.out]);
+    expect([...half[1]!]).toEqual([...rounded.lse]);
+    expect([...half[0]!]).not.toEqual([...forward(q, k, v).out]);
+    const backward = (x: Float32Array[], dOut: Float32Array, precision: 'f32' | 'half') =>
+      run(
+        flashAttentionBackward,
+        [
+          { shape: qShape, data: x[0]! },
+          { shape: kvShape, data: x[1]! },
+          { shape: kvShape, data: x[2]! },
+          { shape: qShape, data: rounded.out },
+          { shape: qShape, data: dOut },
+          { shape: [T, B, H], data: rounded.lse },
+        ],
+        { scale: 0.7, precision },
+      ).values;
+    // D = rowsum(dOut ∘ out) reads dOut as given; the products read it rounded.
+    const [dq, dk, dv] = backward([q, k, v], g, 'half');
+    const [dqR, dkR, dvR] = backward([qh!, kh!, vh!], gh!, 'f32');
+    expect([...dv!]).toEqual([...dvR!]);
+    for (const [got, want] of [
+      [dq!, dqR!],
+      [dk!, dkR!],
+    ] as const)
+      for (let e = 0; e < got.length; e++) expect(got[e]).toBeCloseTo(want[e]!, 2);
+  });
+
   it('counts the causal scores in its cost', () => {
     const metas = [meta([4, 2, 6, 8]), meta([4, 2, 3, 8]), meta([4, 2, 3, 8])];
     const { attrs } = inferKernel(flashAttention, metas, {});
@@ -137,6 +178,14 @@ describe('flashAttention reference', () => {
         'attrs.scale',
         '>= 0',
         '-1',
+      ],
+      [
+        [meta([4, 1, 6, 8]), meta([4, 1, 3, 8]), meta([4, 1, 3, 8])],
+        { precision: 'tf32' as unknown as 'half' },
+        InvalidArgumentError,
+        'attrs.precision',
+        '"f32" | "half"',
+        'tf32',
       ],
     ]);
     const qkv = [meta([4, 1, 6, 8]), meta([4, 1, 3, 8]), meta([4, 1, 3, 8])];

@@ -1,3 +1,4 @@
+import { roundedToHalf } from '../dtype.js';
 import type { InputMetas, TensorMeta } from '../kernel.js';
 import { defineKernel } from '../kernel.js';
 import { formatShape } from '../shape.js';
@@ -11,13 +12,37 @@ import { bytesOf, F32 } from './vocabulary.js';
 // sequence-first, [T, B, heads, headDim]: the layout of a linear layer's
 // output [T·B, heads·headDim], so training needs no transpose.
 
-type FlashAttrs = { scale: number };
+/**
+ * How the products are computed: `'f32'` (the default) exactly; `'half'`
+ * rounds q, k, v (and the backward's dOut) to bf16 and sums their products
+ * in f32, as matmul's precision 'half' does: tensor cores in mixed-precision
+ * training. A backend may also round the probabilities and their gradients
+ * to bf16 before the second products (the reference does not: which
+ * running max they are rounded against is the kernel's); the softmax, lse
+ * and D = rowsum(dOut ∘ out) stay f32. A backend without half products
+ * computes in f32, more precisely than asked.
+ */
+export const FLASH_PRECISIONS = ['f32', 'half'] as const;
+export type FlashPrecision = (typeof FLASH_PRECISIONS)[number];
+
+type FlashAttrs = { scale: number; precision: FlashPrecision };
 
 const FAMILY = 'flashAttention';
 
-const scaleAttr = {
+const flashAttrs = {
   scale: { kind: 'number', default: 0, min: 0, finite: true, doc: 'score scale; 0 means 1/sqrt(headDim)' },
+  precision: {
+    kind: 'enum',
+    values: FLASH_PRECISIONS,
+    default: 'f32',
+    doc: "'f32' exact products (default); 'half' rounds q, k, v and dOut to bf16 for the products, summed in f32 (softmax, lse and D stay f32)",
+  },
 } as const;
+
+/** The operands as precision `precision` multiplies them: under 'half', rounded to bf16. */
+function productOperands<T extends readonly ArrayLike<number>[]>(precision: FlashPrecision, operands: T): T {
+  return precision === 'half' ? (operands.map((x) => roundedToHalf('bf16', x)) as unknown as T) : operands;
+}
 
 export interface FlashDims {
   readonly tokens: number;
@@ -102,7 +127,7 @@ export const flashAttention = defineKernel<FlashAttrs>({
     { name: 'k', dtypes: F32, doc: '[T, B, nKvHeads, headDim]; nKvHeads divides nHeads' },
     { name: 'v', dtypes: F32, doc: "[T, B, nKvHeads, headDim], the shape of 'k'" },
   ],
-  attributes: scaleAttr,
+  attributes: flashAttrs,
   infer(inputs) {
     const { tokens, batch, nHeads } = checkQkv(new ArgCheck('flashAttention'), inputs);
     return [
@@ -110,7 +135,8 @@ export const flashAttention = defineKernel<FlashAttrs>({
       { name: 'lse', shape: [tokens, batch, nHeads], dtype: 'f32' },
     ];
   },
-  reference([q, k, v], attrs, io) {
+  reference(inputs, attrs, io) {
+    const [q, k, v] = productOperands(attrs.precision, [inputs[0]!, inputs[1]!, inputs[2]!]);
     const d = flashDims(io.inputs[0]!, io.inputs[1]!);
     const hd = d.headDim;
     const scale = flashScale(attrs.scale, hd);
@@ -160,7 +186,7 @@ export const flashAttentionBackward = defineKernel<FlashAttrs>({
     { name: 'dOut', dtypes: F32, doc: "the gradient of 'out'" },
     { name: 'lse', dtypes: F32, doc: "[T, B, nHeads]: flashAttention's lse" },
   ],
-  attributes: scaleAttr,
+  attributes: flashAttrs,
   infer(inputs) {
     const check = new ArgCheck('flashAttentionBackward');
     const { tokens, batch, nHeads } = checkQkv(check, inputs);
@@ -174,7 +200,8 @@ export const flashAttentionBackward = defineKernel<FlashAttrs>({
       { name: 'dv', shape: v!.shape, dtype: v!.dtype },
     ];
   },
-  reference([q, k, v, out, dOut, lse], attrs, io) {
+  reference([q0, k0, v0, out, dOut0, lse], attrs, io) {
+    const [q, k, v, dOut] = productOperands(attrs.precision, [q0!, k0!, v0!, dOut0!]);
     const d = flashDims(io.inputs[0]!, io.inputs[1]!);
     const hd = d.headDim;
     const scale = flashScale(attrs.scale, hd);
@@ -185,7 +212,7 @@ export const flashAttentionBackward = defineKernel<FlashAttrs>({
     const dqRow = new Float64Array(hd);
     forEachRow(d, (qAt, kvAt, t, row) => {
       let delta = 0;
-      for (let x = 0; x < hd; x++) delta += dOut![qAt + x]! * out![qAt + x]!;
+      for (let x = 0; x < hd; x++) delta += dOut0![qAt + x]! * out![qAt + x]!;
       dqRow.fill(0);
       for (let j = 0; j <= t; j++) {
         const at = kvAt + j * kvStride;

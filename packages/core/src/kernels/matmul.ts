@@ -1,12 +1,4 @@
-import {
-  bf16BitsToF32,
-  type DType,
-  f16BitsToF32,
-  f32ToBf16Bits,
-  f32ToF16Bits,
-  type HostArray,
-  isHalf,
-} from '../dtype.js';
+import { type DType, type HostArray, isHalf, roundedToHalf } from '../dtype.js';
 import { defineKernel, type KernelIO } from '../kernel.js';
 import { ArgCheck } from './check.js';
 import { bytesOf, FLOAT, WEIGHTS } from './vocabulary.js';
@@ -63,12 +55,8 @@ export function matmulOperands(
   if (precision !== 'half') return [a as Float32Array, b as Float32Array];
   const [ta, tb] = [io.inputs[0]!.dtype, io.inputs[1]!.dtype];
   const half = halfPrecisionDtype(ta, tb);
-  const round =
-    half === 'bf16'
-      ? (x: number) => bf16BitsToF32(f32ToBf16Bits(x))
-      : (x: number) => f16BitsToF32(f32ToF16Bits(x));
   const rounded = (x: HostArray, t: DType) =>
-    t === 'f32' ? Float32Array.from(x as Float32Array, round) : (x as Float32Array);
+    t === 'f32' ? roundedToHalf(half, x as Float32Array) : (x as Float32Array);
   return [rounded(a, ta), rounded(b, tb)];
 }
 

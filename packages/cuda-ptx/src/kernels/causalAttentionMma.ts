@@ -1,9 +1,17 @@
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
-import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32 } from '../ptx/operands.js';
 import { CAUSAL_PARAMS, causalBlock, rowOf } from './causalAttentionTiled.js';
 import type { HalfDType } from './common.js';
+import {
+  accumulatorsAsA,
+  ldmatrixRoles,
+  maskColumns,
+  mmaProduct,
+  onlineSoftmax,
+  swizzled,
+  TileFragments,
+} from './mmaTiles.js';
 import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey } from './storage.js';
 
 // causalAttention over half caches on tensor cores, FlashAttention-2 shaped
@@ -38,12 +46,6 @@ export function mmaAttentionKey(c: MmaAttentionConfig): string {
 /** q's tile and two buffers of K and V tiles, each 64 rows of headDim halves. */
 export function mmaSharedBytes(headDim: number): number {
   return 5 * MMA_ROWS * headDim * 2;
-}
-
-/** Byte offset of 16-byte chunk `chunk` of row `row`: chunks XORed with row & 7, so ldmatrix's 8 rows hit 8 bank groups. */
-function swizzled(k: KernelBuilder, rowBytes: number, row: R32, chunk: R32): R32 {
-  const c = k.xor('b32', k.reg('u32'), chunk, k.and('b32', k.reg('u32'), row, 7));
-  return k.madLo('u32', k.reg('u32'), row, rowBytes, k.shl('b32', k.reg('u32'), c, 4));
 }
 
 export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
@@ -136,10 +138,7 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
       };
 
       // ldmatrix addresses. q (A, 16 × 16 per k step): matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
-      const mi = k.shr('u32', k.reg('u32'), lane, 3);
-      const mj = k.and('b32', k.reg('u32'), lane, 7);
-      const lowBit = k.and('b32', k.reg('u32'), mi, 1);
-      const highBit = k.shr('u32', k.reg('u32'), mi, 1);
+      const { mj, lowBit, highBit } = ldmatrixRoles(k, lane);
       const qRow = k.add(
         'u32',
         k.reg('u32'),
@@ -150,24 +149,12 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
       const kRow = k.madLo('u32', k.reg('u32'), highBit, 8, mj);
       // V (B through .trans, 16 keys × 16 dims): rows are keys; (k 0-7, n 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
       const vRow = k.madLo('u32', k.reg('u32'), lowBit, 8, mj);
-      /**
-       * Shared addresses of a B operand's x4 loads, for k step kk of the first
-       * 16 rows: row & 7 (the swizzle) is the same 16 rows down, and chunk
-       * 2kk + 8 is chunk 2kk's swizzled one plus 8, so 4 registers and
-       * immediate offsets (16 rows · rowBytes, 128 bytes) cover the tile.
-       */
-      const fragmentBases = (tileBase: R32, row: R32, chunkHalf: R32) => {
-        const swz = k.xor('b32', k.reg('u32'), chunkHalf, k.and('b32', k.reg('u32'), row, 7));
-        const rowAt = k.madLo('u32', k.reg('u32'), row, rowBytes, tileBase);
-        return Array.from({ length: Math.min(kSteps, 4) }, (_, kk) =>
-          k.madLo('u32', k.reg('u32'), kk === 0 ? swz : k.xor('b32', k.reg('u32'), swz, 2 * kk), 16, rowAt),
-        );
-      };
+      const tile = new TileFragments(k, rowBytes, kSteps);
       const fragmentAt = (bases: readonly R32[], rowBlock: number, kk: number) =>
-        addr(bases[kk & 3]!, 16 * rowBlock * rowBytes + 128 * (kk >> 2));
-      const qBases = fragmentBases(qS, qRow, highBit);
-      const kBases = fragmentBases(kS, kRow, lowBit);
-      const vBases = fragmentBases(vS, vRow, highBit);
+        tile.at(bases, rowBlock, kk);
+      const qBases = tile.bases(qS, qRow, highBit);
+      const kBases = tile.bases(kS, kRow, lowBit);
+      const vBases = tile.bases(vS, vRow, highBit);
 
       // The first K and V tiles load while q's fragments are read.
       copyTile(kS, kSrc, zero);
@@ -210,84 +197,45 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
         const vAt = vBases.map((b) => k.add('u32', k.reg('u32'), b, buffer));
 
         for (const r of s) for (const x of r) k.mov('f32', x, 0);
-        for (let nb = 0; nb < keySteps; nb++) {
-          for (let kk = 0; kk < kSteps; kk++) {
-            const b = k.ldmatrix(4, k.regs('u32', 4), fragmentAt(kAt, nb, kk));
-            const a = qFrag[kk]!;
-            k.mmaSync('m16n8k16', c.cache, s[2 * nb]!, a, [b[0], b[1]] as Vec2<R32>, s[2 * nb]!);
-            k.mmaSync('m16n8k16', c.cache, s[2 * nb + 1]!, a, [b[2], b[3]] as Vec2<R32>, s[2 * nb + 1]!);
-          }
-        }
+        mmaProduct(
+          k,
+          c.cache,
+          s,
+          (kk) => qFrag[kk]!,
+          { at: (nb, kk) => fragmentAt(kAt, nb, kk) },
+          {
+            nBlocks: keySteps,
+            kSteps,
+          },
+        );
 
         // Keys past a row's last become −inf, only in tiles that cross the diagonal.
         const crosses = k.setp('ge', 'u32', k.reg('pred'), j0, unmaskedEnd);
         k.ifThen(crosses, () => {
           const key0 = k.add('u32', k.reg('u32'), j0, colPair);
-          s.forEach((r, j) => {
-            r.forEach((x, e) => {
-              const key = k.add('u32', k.reg('u32'), key0, 8 * j + (e & 1));
-              const valid = k.setp('le', 'u32', k.reg('pred'), key, laneRows[e >> 1]!.limit);
-              k.selp('f32', x, x, Number.NEGATIVE_INFINITY, valid);
-            });
-          });
+          maskColumns(
+            k,
+            s,
+            key0,
+            'le',
+            laneRows.map((r) => r.limit),
+          );
         });
 
-        // Online softmax, rows h = 0, 1 (elements 2h, 2h + 1 of every n8 tile).
-        const rescale = laneRows.map((_, h) => {
-          let top: F32 = mRow[h]!;
-          const scaledMax = k.reg('f32');
-          let local: F32 | undefined;
-          for (const r of s) {
-            const pair = k.max('f32', k.reg('f32'), r[2 * h]!, r[2 * h + 1]!);
-            local = local ? k.max('f32', local, local, pair) : pair;
-          }
-          for (const offset of [1, 2])
-            k.max('f32', local!, local!, k.shflSync('bfly', k.reg('f32'), local!, offset));
-          // Scores are scaled inside the exponent: m is kept unscaled.
-          top = k.max('f32', k.reg('f32'), top, local!);
-          k.mul('f32', scaledMax, top, scaleLog2, { rnd: 'rn' });
-          const negMax = k.neg('f32', k.reg('f32'), scaledMax);
-          const factor = k.ex2(k.reg('f32'), k.fma('f32', k.reg('f32'), mRow[h]!, scaleLog2, negMax), {
-            ftz: true,
-          });
-          k.mov('f32', mRow[h]!, top);
-          k.mul('f32', lRow[h]!, lRow[h]!, factor, { rnd: 'rn' });
-          for (const r of s) {
-            for (const e of [2 * h, 2 * h + 1]) {
-              k.ex2(r[e]!, k.fma('f32', k.reg('f32'), r[e]!, scaleLog2, negMax), { ftz: true });
-              k.add('f32', lRow[h]!, lRow[h]!, r[e]!, { rnd: 'rn' });
-            }
-          }
-          return factor;
-        });
+        const rescale = onlineSoftmax(k, s, mRow, lRow, scaleLog2);
         for (const r of o) {
           for (let e = 0; e < 4; e++) k.mul('f32', r[e]!, r[e]!, rescale[e >> 1]!, { rnd: 'rn' });
         }
         // P as A fragments: the accumulators of n8 tiles 2kk and 2kk + 1 are exactly A's layout for keys 16kk … 16kk + 15.
-        const pFrag = Array.from(
-          { length: keySteps },
-          (_, kk) =>
-            [0, 1, 2, 3].map((w) => {
-              const r = s[2 * kk + (w >> 1)]!;
-              const e = 2 * (w & 1);
-              return k.cvtPack(c.cache, k.reg('u32'), r[e]!, r[e + 1]!);
-            }) as unknown as Vec4<R32>,
+        const pFrag = Array.from({ length: keySteps }, (_, kk) => accumulatorsAsA(k, c.cache, s, kk));
+        mmaProduct(
+          k,
+          c.cache,
+          o,
+          (kk) => pFrag[kk]!,
+          { at: (dn, kb) => fragmentAt(vAt, kb, dn), trans: true },
+          { nBlocks: kSteps, kSteps: keySteps, kOuter: true },
         );
-
-        for (let kb = 0; kb < keySteps; kb++) {
-          for (let dn = 0; dn < kSteps; dn++) {
-            const b = k.ldmatrix(4, k.regs('u32', 4), fragmentAt(vAt, kb, dn), { trans: true });
-            k.mmaSync('m16n8k16', c.cache, o[2 * dn]!, pFrag[kb]!, [b[0], b[1]] as Vec2<R32>, o[2 * dn]!);
-            k.mmaSync(
-              'm16n8k16',
-              c.cache,
-              o[2 * dn + 1]!,
-              pFrag[kb]!,
-              [b[2], b[3]] as Vec2<R32>,
-              o[2 * dn + 1]!,
-            );
-          }
-        }
         k.mov('u32', buffer, other);
       });
       k.cpAsyncWaitAll();

@@ -1,4 +1,5 @@
 import {
+  type FlashPrecision,
   flashAttention,
   flashAttentionBackward,
   flashDims,
@@ -8,6 +9,22 @@ import {
 import { cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
 import type { PtxModule } from '../ptx/module.js';
 import { checkElementCount } from './common.js';
+import {
+  FLASH_MMA_FORWARD_ENTRY,
+  FLASH_MMA_HEAD_DIMS,
+  FLASH_MMA_ROWS,
+  FLASH_MMA_THREADS,
+  flashMmaForwardModule,
+  flashMmaForwardSharedBytes,
+  flashMmaKey,
+} from './flashAttentionMma.js';
+import {
+  FLASH_MMA_DKDV_ENTRY,
+  FLASH_MMA_DQ_ENTRY,
+  flashMmaBackwardSharedBytes,
+  flashMmaDkdvModule,
+  flashMmaDqModule,
+} from './flashAttentionMmaBackward.js';
 import {
   FLASH_DKDV_ENTRY,
   FLASH_DQ_ENTRY,
@@ -75,11 +92,41 @@ function launchRows(
   });
 }
 
+/**
+ * Whether a call takes the tensor-core kernels: precision 'half', head dims
+ * 64 and 128, sm_80 and later, and operands aligned for 16-byte copies.
+ */
+export function flashUsesMma(
+  device: { readonly computeCapability?: readonly [number, number] },
+  precision: FlashPrecision,
+  headDim: number,
+  operands: readonly Operand[],
+): boolean {
+  return (
+    precision === 'half' &&
+    FLASH_MMA_HEAD_DIMS.includes(headDim) &&
+    (device.computeCapability?.[0] ?? 0) >= 8 &&
+    operands.every((o) => o.ptr % 16n === 0n)
+  );
+}
+
 export const flashAttentionKernel = cudaKernel(flashAttention, (encoder, { inputs, outputs, attrs }) => {
   const [q, k, v] = inputs as [Operand, Operand, Operand];
   const [out, lse] = outputs as [Operand, Operand];
   if (out.size === 0) return;
   const { d, args } = flashArgs(encoder, 'flashAttention', q, k, attrs.scale);
+  if (flashUsesMma(encoder.device, attrs.precision, d.headDim, [q, k, v, out])) {
+    encoder.launch({
+      key: flashMmaKey(FLASH_MMA_FORWARD_ENTRY, d.headDim),
+      module: () => flashMmaForwardModule(d.headDim),
+      entry: FLASH_MMA_FORWARD_ENTRY,
+      grid: [Math.ceil(d.tokens / FLASH_MMA_ROWS), d.batch * d.nHeads],
+      block: FLASH_MMA_THREADS,
+      sharedBytes: flashMmaForwardSharedBytes(d.headDim),
+      args: { q: q.ptr, k: k.ptr, v: v.ptr, out: out.ptr, lse: lse.ptr, ...args },
+    });
+    return;
+  }
   launchRows(encoder, FLASH_FORWARD_ENTRY, flashForwardModule, d.headDim, d.tokens, d.batch * d.nHeads, {
     q: q.ptr,
     k: k.ptr,
@@ -100,6 +147,21 @@ export const flashAttentionBackwardKernel = cudaKernel(
     // D = rowsum(dOut ∘ out) per query row, written by the dq pass for the key pass.
     const delta = encoder.scratch(4 * d.tokens * d.batch * d.nHeads);
     const common = { q: q.ptr, k: k.ptr, v: v.ptr, dOut: dOut.ptr, lse: lse.ptr, delta, ...args };
+    if (flashUsesMma(encoder.device, attrs.precision, d.headDim, [q, k, v, out, dOut, dq, dk, dv])) {
+      const launch = (entry: string, module: (hd: number) => PtxModule, heads: number, rest: object) =>
+        encoder.launch({
+          key: flashMmaKey(entry, d.headDim),
+          module: () => module(d.headDim),
+          entry,
+          grid: [Math.ceil(d.tokens / FLASH_MMA_ROWS), heads],
+          block: FLASH_MMA_THREADS,
+          sharedBytes: flashMmaBackwardSharedBytes(d.headDim),
+          args: { ...common, ...rest },
+        });
+      launch(FLASH_MMA_DQ_ENTRY, flashMmaDqModule, d.batch * d.nHeads, { out: out.ptr, dq: dq.ptr });
+      launch(FLASH_MMA_DKDV_ENTRY, flashMmaDkdvModule, d.batch * d.nKvHeads, { dk: dk.ptr, dv: dv.ptr });
+      return;
+    }
     launchRows(encoder, FLASH_DQ_ENTRY, flashDqModule, d.headDim, d.tokens, d.batch * d.nHeads, {
       ...common,
       out: out.ptr,

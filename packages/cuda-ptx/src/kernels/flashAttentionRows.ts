@@ -40,8 +40,8 @@ const DIMS = {
   scale: 'f32',
 } as const;
 
-const FORWARD_PARAMS = { q: 'ptr', k: 'ptr', v: 'ptr', out: 'ptr', lse: 'ptr', ...DIMS } as const;
-const DQ_PARAMS = {
+export const FORWARD_PARAMS = { q: 'ptr', k: 'ptr', v: 'ptr', out: 'ptr', lse: 'ptr', ...DIMS } as const;
+export const DQ_PARAMS = {
   q: 'ptr',
   k: 'ptr',
   v: 'ptr',
@@ -52,7 +52,7 @@ const DQ_PARAMS = {
   delta: 'ptr',
   ...DIMS,
 } as const;
-const DKDV_PARAMS = {
+export const DKDV_PARAMS = {
   q: 'ptr',
   k: 'ptr',
   v: 'ptr',
@@ -68,7 +68,7 @@ export function flashKey(entry: string, headDim: number): string {
   return `flashAttention/${entry}/d${headDim}`;
 }
 
-interface Dims {
+export interface Dims {
   readonly tokens: R32;
   readonly batch: R32;
   readonly nHeads: R32;
@@ -79,7 +79,7 @@ interface Dims {
   readonly nKvHeads: R32;
 }
 
-function loadDims(k: KernelBuilder, p: ParamHandles<typeof DIMS>): Dims {
+export function loadDims(k: KernelBuilder, p: ParamHandles<typeof DIMS>): Dims {
   const tokens = k.ldParam(p.tokens);
   const batch = k.ldParam(p.batch);
   const nHeads = k.ldParam(p.nHeads);

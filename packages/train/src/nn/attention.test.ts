@@ -1,4 +1,4 @@
-import { createCpuBackend, type HostArray, sizeOf } from '@rayo/core';
+import { createCpuBackend, type HostArray, type KernelRunner, sizeOf } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { gradCheck } from '../autograd/gradcheck.js';
 import { Tape } from '../autograd/tape.js';
@@ -108,6 +108,33 @@ describe('CausalSelfAttention', () => {
         expect(value).toBeCloseTo(grads[1]![i]![e]!, 5);
       });
     });
+  });
+
+  it("attends with the flash kernels' precision 'half' under 'bf16', and 'f32' under the other policies", () => {
+    const backend = createCpuBackend();
+    for (const [policy, precision] of [
+      ['bf16', 'half'],
+      ['f32', 'f32'],
+      ['tf32', 'f32'],
+    ] as const) {
+      const attn = new CausalSelfAttention(backend, { dim: 8, heads: 2, seed: 7 }).setPrecision(policy);
+      const seen: [string, unknown][] = [];
+      // A runner that notes the flash kernels' attributes on the way to the backend.
+      const runner: KernelRunner = {
+        run: (spec, inputs, attrs, options) => {
+          if (spec.family === 'flashAttention') seen.push([spec.name, attrs?.precision]);
+          return backend.run(spec, inputs, attrs, options);
+        },
+      };
+      using tape = new Tape(backend, { runner });
+      const input = tape.variable(tape.upload(new Rng(8).uniformArray(5 * 2 * 8, -1, 1), [5, 2, 8]));
+      tape.backward(attn.forward(tape, input), tape.upload(new Rng(9).uniformArray(80, -1, 1), [5, 2, 8]));
+      expect(seen).toEqual([
+        ['flashAttention', precision],
+        ['flashAttentionBackward', precision],
+      ]);
+      attn.dispose();
+    }
   });
 
   it('keeps no [T, T] score matrix on the flash path, forward and backward', async () => {

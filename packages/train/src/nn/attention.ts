@@ -37,8 +37,9 @@ const MASKED = -1e9;
  * one batched product with the transA flag, a causal mask is added before
  * softmax, and the output comes back with one batched product and one
  * transpose; its two products take the module's precision (the mask, softmax
- * and its gradient stay f32). The flash kernels compute in f32 under every
- * precision.
+ * and its gradient stay f32). Under 'bf16' the flash kernels take precision
+ * 'half' (bf16 products summed in f32, the softmax and lse in f32); under
+ * 'f32' and 'tf32' they compute in f32.
  */
 export class CausalSelfAttention extends Module {
   readonly dim: number;
@@ -138,7 +139,9 @@ export class CausalSelfAttention extends Module {
   #flash(tape: Tape, [q, k, v]: readonly [Variable, Variable, Variable], t: number, b: number): Variable {
     const heads = [t, b, this.heads, this.headDim];
     const [qh, kh, vh] = [q, k, v].map((z) => reshape(tape, z, heads)) as [Variable, Variable, Variable];
-    return reshape(tape, flashAttention(tape, qh, kh, vh), [t * b, this.dim]);
+    // Under 'bf16' the kernels' products take bf16 operands (tensor cores); softmax and lse stay f32.
+    const precision = this.precision === 'bf16' ? 'half' : 'f32';
+    return reshape(tape, flashAttention(tape, qh, kh, vh, { precision }), [t * b, this.dim]);
   }
 
   /** Attention from batched products, softmax and a mask, for backends without the flash kernels. */

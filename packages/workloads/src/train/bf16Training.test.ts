@@ -136,13 +136,14 @@ describe.skipIf(!runWgpu)("the 'bf16' policy on wgpu", () => {
 });
 
 describe("the 'bf16' policy on emulated cuda (sm_90)", () => {
-  // 18 rows of 32 and 40 features: every linear layer's three products are
-  // larger than 16 on both sides, so they take the tensor-core kernels.
+  // 18 rows of 64 and 40 features: every linear layer's three products are
+  // larger than 16 on both sides, so they take the tensor-core kernels; one
+  // head of 64, so attention takes the tensor-core flash kernels.
   const spec: WorkloadSpec = {
     kind: 'transformer',
     vocab: 24,
-    dim: 32,
-    heads: 2,
+    dim: 64,
+    heads: 1,
     hidden: 40,
     blocks: 1,
     seq: 9,
@@ -164,5 +165,8 @@ describe("the 'bf16' policy on emulated cuda (sm_90)", () => {
     expect(report.failures).toEqual([]);
     // 8 linear layers (q, k, v, o, gate, up, down, head) × (forward, dX, dW).
     expect(tensorCore()).toBe(8 * 3);
+    expect(emulated.fake.launches.map((l) => l.entry).filter((e) => e.startsWith('flash_attention'))).toEqual(
+      ['flash_attention_mma_forward', 'flash_attention_mma_dq', 'flash_attention_mma_dkdv'],
+    );
   }, 300_000);
 });

@@ -1,5 +1,6 @@
 import * as k from '../../kernels/flashAttention.js';
 import { type FamilyCases, f32, invalidCalls, newFamilyCases, valid } from '../cases.js';
+import type { Rng } from '../random.js';
 
 const { cases, errors } = newFamilyCases();
 
@@ -31,6 +32,34 @@ for (const [tokens, batch, nHeads, nKvHeads, headDim] of SHAPES) {
   );
 }
 
+// precision 'half': the reference rounds q, k, v and dOut to bf16; a backend
+// may also round the probabilities and dS (relative 2^-9 each, averaged over
+// the keys), or keep f32 (exact), so the bound is bf16's, loosened for sums.
+// The backward's lse is drawn from [2, 4], about a softmax denominator's
+// log over these lengths, so that P stays below 1 as it does in training:
+// on a random lse P reaches e^3, and its rounding swamps any bound.
+const HALF_TOLERANCE = { rtol: 2e-2, atol: 1e-2 } as const;
+const lseLike = (rng: Rng, size: number) => Array.from({ length: size }, () => rng.uniform(2, 4));
+const HALF_SHAPES: readonly (readonly [number, number, number, number, number])[] = [
+  [65, 2, 4, 2, 64],
+  [17, 3, 2, 2, 128],
+];
+for (const [tokens, batch, nHeads, nKvHeads, headDim] of HALF_SHAPES) {
+  const q = f32([tokens, batch, nHeads, headDim]);
+  const kv = f32([tokens, batch, nKvHeads, headDim]);
+  const label = `precision half, T ${tokens}, batch ${batch}, ${nHeads} heads / ${nKvHeads} kv heads, headDim ${headDim}`;
+  const attrs = { precision: 'half' } as const;
+  cases.push(
+    valid(k.flashAttention, { label, inputs: [q, kv, kv], attrs, tolerance: HALF_TOLERANCE }),
+    valid(k.flashAttentionBackward, {
+      label,
+      inputs: [q, kv, kv, q, q, f32([tokens, batch, nHeads], lseLike)],
+      attrs,
+      tolerance: HALF_TOLERANCE,
+    }),
+  );
+}
+
 cases.push(
   // Scores in the tens: exp overflows f32 unless the running max is subtracted.
   valid(k.flashAttention, {
@@ -50,6 +79,13 @@ errors.push(
     ['k of another length', qkv([4, 1, 6, 8], [5, 1, 3, 8]), 'shape', 'k'],
     ['v of another shape', qkv([4, 1, 6, 8], [4, 1, 3, 8], [4, 1, 3, 7]), 'shape', 'v'],
     ['a negative scale', qkv([4, 1, 6, 8], [4, 1, 3, 8]), 'argument', 'attrs.scale', { scale: -1 }],
+    [
+      "precision 'tf32'",
+      qkv([4, 1, 6, 8], [4, 1, 3, 8]),
+      'argument',
+      'attrs.precision',
+      { precision: 'tf32' as unknown as 'half' },
+    ],
   ]),
   ...invalidCalls(k.flashAttentionBackward, [
     [

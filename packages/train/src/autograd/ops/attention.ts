@@ -1,9 +1,16 @@
-import { flashAttentionBackward, flashAttention as flashAttentionSpec, type Tensor } from '@rayo/core';
+import {
+  type FlashPrecision,
+  flashAttentionBackward,
+  flashAttention as flashAttentionSpec,
+  type Tensor,
+} from '@rayo/core';
 import type { Tape, Variable } from '../tape.js';
 
 export interface FlashAttentionOptions {
   /** Score scale; 0 (the default) means 1/sqrt(headDim). */
   readonly scale?: number;
+  /** 'half' rounds q, k, v and the output's gradient to bf16 for the products (tensor cores), summed in f32; default 'f32'. */
+  readonly precision?: FlashPrecision;
 }
 
 /**
@@ -20,7 +27,7 @@ export function flashAttention(
   v: Variable,
   options: FlashAttentionOptions = {},
 ): Variable {
-  const attrs = { scale: options.scale ?? 0 };
+  const attrs = { scale: options.scale ?? 0, precision: options.precision ?? 'f32' };
   const [out, lse] = tape.run(flashAttentionSpec, [q.value, k.value, v.value], attrs) as [Tensor, Tensor];
   return tape.record(
     out,
