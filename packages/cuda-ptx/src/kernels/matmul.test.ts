@@ -421,13 +421,15 @@ function emulated(sms: number) {
 
 // The tiled kernel on a one-SM device, where the planner takes the large
 // tile for any size: edge tiles in M, N and K, each layout, alpha and beta.
+// K of 7 steps of 8, the last partial: the double-buffered loop runs whole
+// iterations and leaves by its mid-iteration exit, as at any odd step count.
 describe('the large tile, and the widest axpy block, on a one-SM device', () => {
   const { fake, gpu, check } = emulated(1);
   afterAll(() => gpu.dispose());
 
   for (const [m, k, n, label] of [
-    [131, 257, 67, 'element by element'],
-    [132, 260, 68, '.v4'],
+    [131, 49, 67, 'element by element'],
+    [132, 52, 68, '.v4'],
   ] as const) {
     for (const [transA, transB] of FLAGS) {
       it(`${m}×${k}×${n} ${label}${transA ? ' transA' : ''}${transB ? ' transB' : ''}, alpha and beta`, async () => {
