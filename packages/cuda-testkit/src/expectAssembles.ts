@@ -8,6 +8,7 @@ import { expect, it } from 'vitest';
 /** What `ptxas -v` prints per entry: `N bytes spill stores, M bytes spill loads`. */
 const SPILL_COUNTS = /\d+ bytes spill stores, \d+ bytes spill loads/;
 const SPILLS = /\b[1-9]\d* bytes spill (stores|loads)/;
+const REGISTERS = /Used (\d+) registers/g;
 
 /**
  * Assembles `ptx` for `arch` with `ptxas -v` and expects success, no warning
@@ -28,30 +29,60 @@ export interface AssemblyJob {
   readonly ptx: string;
   readonly arch: string;
   readonly what?: string;
+  /** The most registers a thread of any of its entries may use (ptxas's `Used N registers`). */
+  readonly maxRegisters?: number;
+  /** Only success and no warning are required (a target older than the one tuned for may spill). */
+  readonly spillsAllowed?: boolean;
+}
+
+/** What ptxas printed for one job's module: its entries' part of the log, and their registers. */
+export interface AssembledModule {
+  readonly log: string;
+  /** The most registers a thread of any of its entries uses. */
+  readonly registers: number;
 }
 
 const ENTRY = /(\.entry\s+)([A-Za-z_$][\w$]*)/g;
+const COMPILING = /^ptxas info\s*: Compiling entry function '([^']+)'/m;
 /** Modules per ptxas run: its start and set-up cost about as much as a small module's compile. */
 const BATCH = 24;
 
+/** The log of each entry, from its "Compiling entry function" line to the next one's. */
+function entryLogs(log: string): Map<string, string> {
+  const logs = new Map<string, string>();
+  const parts = log.split(new RegExp(`(?=${COMPILING.source})`, 'm'));
+  for (const part of parts) {
+    const name = COMPILING.exec(part)?.[1];
+    if (name !== undefined) logs.set(name, part);
+  }
+  return logs;
+}
+
+function registersIn(log: string): number {
+  return Math.max(0, ...[...log.matchAll(REGISTERS)].map((m) => Number(m[1])));
+}
+
 /**
- * Whether one ptxas run assembles all of `ptxs` for `arch` cleanly: each
- * module's entries renamed apart (ptxas takes several PTX files, each entry
- * name once), the spill counts printed for every entry, none above zero, no
- * warning. False when ptxas is missing (one module at a time then says why).
+ * One ptxas run over all of `ptxs` for `arch`, each module's entries renamed
+ * apart (ptxas takes several PTX files, each entry name once). Per module,
+ * the log of its entries (names restored) when the run succeeded without a
+ * warning and printed spill counts for every entry; else undefined. Nothing
+ * when ptxas is missing (one module at a time then says why).
  */
-export function assemblesCleanlyTogether(ptxs: readonly string[], arch: string): boolean {
+function assembleTogether(ptxs: readonly string[], arch: string): (string | undefined)[] | undefined {
   const status = findPtxas();
-  if (!status.available) return false;
+  if (!status.available) return undefined;
   const dir = mkdtempSync(join(tmpdir(), 'rayo-ptxas-'));
   try {
-    const entries: string[] = [];
+    const entries: { name: string; renamed: string }[][] = [];
     const files = ptxs.map((ptx, i) => {
       const file = join(dir, `m${i}.ptx`);
+      const mine: { name: string; renamed: string }[] = [];
       const renamed = ptx.replace(ENTRY, (_, head: string, name: string) => {
-        entries.push(`${name}_m${i}`);
+        mine.push({ name, renamed: `${name}_m${i}` });
         return `${head}${name}_m${i}`;
       });
+      entries.push(mine);
       writeFileSync(file, renamed);
       return file;
     });
@@ -59,50 +90,95 @@ export function assemblesCleanlyTogether(ptxs: readonly string[], arch: string):
       encoding: 'utf8',
     });
     const log = `${run.stdout}${run.stderr}`;
-    const counted = (entry: string) =>
-      new RegExp(`Function properties for ${entry.replace(/\$/g, '\\$')}\\s+.*${SPILL_COUNTS.source}`).test(
-        log,
-      );
-    return (
-      run.status === 0 &&
-      entries.length > 0 &&
-      entries.every(counted) &&
-      !/warning/i.test(log) &&
-      !SPILLS.test(log)
-    );
+    if (run.status !== 0 || /warning/i.test(log)) return undefined;
+    const logs = entryLogs(log);
+    return entries.map((mine) => {
+      const parts = mine.map((e) => logs.get(e.renamed));
+      if (mine.length === 0 || parts.some((p) => p === undefined || !SPILL_COUNTS.test(p))) return undefined;
+      return mine.map((e, j) => parts[j]!.split(e.renamed).join(e.name)).join('');
+    });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 /**
- * `expectAssemblesCleanly` for every job, in few ptxas runs: the modules of
- * one arch go to ptxas together, a batch at a time, and a batch that is not
- * clean is assembled again one module at a time, so that the failure names
- * its module and says what ptxas printed (and a batch that ptxas cannot take
- * together, such as modules defining the same function, is still checked).
+ * Whether one ptxas run assembles all of `ptxs` for `arch` cleanly: the spill
+ * counts printed for every entry, none above zero, no warning. False when
+ * ptxas is missing.
  */
-export function expectAllAssembleCleanly(jobs: readonly AssemblyJob[]): void {
-  const byArch = new Map<string, AssemblyJob[]>();
-  for (const job of jobs) byArch.set(job.arch, [...(byArch.get(job.arch) ?? []), job]);
-  for (const [arch, list] of byArch) {
-    for (let i = 0; i < list.length; i += BATCH) {
-      const batch = list.slice(i, i + BATCH);
-      if (
-        assemblesCleanlyTogether(
-          batch.map((j) => j.ptx),
-          arch,
-        )
-      )
-        continue;
-      for (const job of batch) expectAssemblesCleanly(job.ptx, arch, job.what ?? arch);
-    }
-  }
+export function assemblesCleanlyTogether(ptxs: readonly string[], arch: string): boolean {
+  const logs = assembleTogether(ptxs, arch);
+  return logs?.every((log) => log !== undefined && !SPILLS.test(log)) === true;
 }
 
-/** A test that `build()`'s PTX assembles cleanly for sm_90 and for the oldest target the backend emits. */
-export function itAssemblesForBothTargets(name: string, build: () => { emit(): string }): void {
+/** One module's ptxas log, which must show success and no warning, and spill counts unless `spillsAllowed`. */
+function expectAssembles(ptx: string, arch: string, what: string, spillsAllowed: boolean): string {
+  if (!spillsAllowed) return expectAssemblesCleanly(ptx, arch, what).log;
+  const result = assemblePtx(ptx, arch, { verbose: true });
+  expect(result.ok, `${what}: ptxas failed\n${result.log}`).toBe(true);
+  expect(result.log, `${what}: ptxas warned`).not.toMatch(/warning/i);
+  return result.log;
+}
+
+/**
+ * `expectAssemblesCleanly` for every job, in few ptxas runs: identical
+ * modules of one arch are assembled once, the modules of one arch go to
+ * ptxas together, a batch at a time, and a module whose entries spill fails
+ * by its name (unless every job of it has `spillsAllowed`). A batch that
+ * ptxas refuses or warns about is assembled again one module at a time, so
+ * that the failure names its module and says what ptxas printed (and a batch
+ * that ptxas cannot take together, such as modules defining the same
+ * function, is still checked). Returns, per job, its module's part of the
+ * log and the registers it uses, and checks each job's `maxRegisters`.
+ */
+export function expectAllAssembleCleanly(jobs: readonly AssemblyJob[]): AssembledModule[] {
+  // Distinct texts per arch, each with the jobs that asked for it.
+  const byArch = new Map<string, Map<string, number[]>>();
+  jobs.forEach((job, i) => {
+    const texts = byArch.get(job.arch) ?? new Map<string, number[]>();
+    byArch.set(job.arch, texts);
+    texts.set(job.ptx, [...(texts.get(job.ptx) ?? []), i]);
+  });
+  const logs: string[] = new Array(jobs.length);
+  for (const [arch, texts] of byArch) {
+    const distinct = [...texts];
+    for (let i = 0; i < distinct.length; i += BATCH) {
+      const batch = distinct.slice(i, i + BATCH);
+      const together = assembleTogether(
+        batch.map(([ptx]) => ptx),
+        arch,
+      );
+      batch.forEach(([ptx, users], j) => {
+        const what = jobs[users[0]!]!.what ?? arch;
+        const spillsAllowed = users.every((u) => jobs[u]!.spillsAllowed === true);
+        const log = together?.[j] ?? expectAssembles(ptx, arch, what, spillsAllowed);
+        if (!spillsAllowed) expect(log, `${what}: the kernel spills registers`).not.toMatch(SPILLS);
+        for (const u of users) logs[u] = log;
+      });
+    }
+  }
+  return jobs.map((job, i) => {
+    const log = logs[i]!;
+    const registers = registersIn(log);
+    if (job.maxRegisters !== undefined) {
+      expect(registers, `${job.what ?? job.arch}: registers a thread`).toBeLessThanOrEqual(job.maxRegisters);
+    }
+    return { log, registers };
+  });
+}
+
+/** A module to assemble: what a failure names, and how to build it. */
+export type NamedModule = readonly [name: string, build: () => { emit(): string }];
+
+/** One test that every module's PTX assembles cleanly for sm_90 and for the oldest target the backend emits, in few ptxas runs. */
+export function itAssemblesForBothTargets(name: string, modules: readonly NamedModule[]): void {
   it(`${name} for sm_90 and ${DEFAULT_TARGET}`, () => {
-    for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(build().emit(), arch);
+    expectAllAssembleCleanly(
+      modules.flatMap(([what, build]) => {
+        const ptx = build().emit();
+        return ['sm_90', DEFAULT_TARGET].map((arch) => ({ ptx, arch, what: `${what} ${arch}` }));
+      }),
+    );
   }, 60_000);
 }

@@ -1,5 +1,5 @@
 import { CAST_DTYPES } from '@rayo/core';
-import { expectAssemblesCleanly } from '@rayo/cuda-testkit';
+import { expectAllAssembleCleanly } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
@@ -24,12 +24,13 @@ const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`cast PTX assembles with ptxas (${gate.reason})`, () => {
   it(`every pair of dtypes for sm_90 and ${DEFAULT_TARGET}`, () => {
-    for (const from of CAST_DTYPES) {
-      for (const to of CAST_DTYPES) {
-        for (const arch of ['sm_90', DEFAULT_TARGET]) {
-          expectAssemblesCleanly(castModule(from, to).emit(), arch, `${from} → ${to} on ${arch}`);
-        }
-      }
-    }
+    expectAllAssembleCleanly(
+      CAST_DTYPES.flatMap((from) =>
+        CAST_DTYPES.flatMap((to) => {
+          const ptx = castModule(from, to).emit();
+          return ['sm_90', DEFAULT_TARGET].map((arch) => ({ ptx, arch, what: `${from} → ${to} on ${arch}` }));
+        }),
+      ),
+    );
   }, 120_000);
 });

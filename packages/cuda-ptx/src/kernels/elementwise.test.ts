@@ -1,6 +1,7 @@
 import { broadcastPlan } from '@rayo/core';
+import { type AssemblyJob, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
-import { assemblePtx, ptxasTestGate } from '../ptx/ptxas.js';
+import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import {
   BINARY_OPS,
@@ -50,36 +51,28 @@ describe('elementwise PTX', () => {
 const gate = ptxasTestGate();
 const ARCHS = ['sm_90', DEFAULT_TARGET];
 
-describe.skipIf(gate.skip)(`elementwise PTX assembles with ptxas (${gate.reason})`, () => {
-  for (const op of BINARY_OPS) {
-    it(`binary ${op} at every rank`, () => {
-      for (let rank = 1; rank <= MAX_RANK; rank++) {
-        for (const arch of ARCHS) {
-          const result = assemblePtx(binaryModule(op, rank).emit(), arch);
-          expect(result.log, `${op} rank ${rank} ${arch}`).toBe('');
-          expect(result.ok).toBe(true);
-        }
-      }
-    }, 120_000);
-  }
-  it('binary ops over half storage', () => {
+describe.skipIf(gate.skip)(`elementwise PTX assembles with ptxas, without spills (${gate.reason})`, () => {
+  it('binary ops at every rank, and over half storage', () => {
+    const jobs: AssemblyJob[] = [];
     for (const op of BINARY_OPS) {
+      for (let rank = 1; rank <= MAX_RANK; rank++) {
+        const ptx = binaryModule(op, rank).emit();
+        for (const arch of ARCHS) jobs.push({ ptx, arch, what: `${op} rank ${rank} ${arch}` });
+      }
       for (const type of ['f16', 'bf16'] as const) {
-        const result = assemblePtx(binaryModule(op, 2, type).emit(), DEFAULT_TARGET);
-        expect(result.log, `${op} ${type}`).toBe('');
-        expect(result.ok).toBe(true);
+        jobs.push({ ptx: binaryModule(op, 2, type).emit(), arch: DEFAULT_TARGET, what: `${op} ${type}` });
       }
     }
+    expectAllAssembleCleanly(jobs);
   }, 120_000);
-  for (const decl of MAP_DECLS) {
-    it(`map ${decl.spec.name}`, () => {
-      for (const arch of ARCHS) {
-        for (const type of ['f32', 'f16', 'bf16'] as const) {
-          const result = assemblePtx(mapModule(decl, type).emit(), arch);
-          expect(result.log, `${decl.spec.name} ${type} ${arch}`).toBe('');
-          expect(result.ok).toBe(true);
-        }
+  it('map ops over f32 and half storage', () => {
+    const jobs: AssemblyJob[] = [];
+    for (const decl of MAP_DECLS) {
+      for (const type of ['f32', 'f16', 'bf16'] as const) {
+        const ptx = mapModule(decl, type).emit();
+        for (const arch of ARCHS) jobs.push({ ptx, arch, what: `${decl.spec.name} ${type} ${arch}` });
       }
-    });
-  }
+    }
+    expectAllAssembleCleanly(jobs);
+  }, 120_000);
 });

@@ -69,7 +69,7 @@ describe.skipIf(gate.skip)(`embedding PTX assembles with ptxas (${gate.reason})`
       expectAllAssembleCleanly(jobs);
     });
   }
-  itAssemblesForBothTargets('the poisoning', embeddingPoisonModule);
+  itAssemblesForBothTargets('the poisoning', [['the poisoning', embeddingPoisonModule]]);
 });
 
 // With one SM the grids are a few blocks: every group loops over many rows,

@@ -42,10 +42,8 @@ describe('memory kernels', () => {
 const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`memory PTX assembles with ptxas (${gate.reason})`, () => {
-  for (const [name, build] of [
+  itAssemblesForBothTargets('fill and transpose', [
     ['fill', fillModule],
     ['transpose', transposeModule],
-  ] as const) {
-    itAssemblesForBothTargets(name, build);
-  }
+  ]);
 });

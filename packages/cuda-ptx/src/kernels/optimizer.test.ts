@@ -247,9 +247,7 @@ describe.skipIf(gate.skip)(`optimizer PTX assembles with ptxas (${gate.reason})`
       () => multiAdamwModule(5, 4, { step: false, lr: false, norm: false }),
     ],
   ];
-  for (const [name, build] of modules) {
-    itAssemblesForBothTargets(name, build);
-  }
+  itAssemblesForBothTargets('every optimizer and clipping module', modules);
 });
 
 // The pool's allocations are 256-byte aligned, so the conformance suite runs

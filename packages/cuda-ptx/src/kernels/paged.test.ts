@@ -1,6 +1,6 @@
 import { runConformanceCheck } from '@rayo/conformance';
 import { conformanceSuite } from '@rayo/core/testing';
-import { createEmulatedGpu, expectAssemblesCleanly } from '@rayo/cuda-testkit';
+import { type AssemblyJob, createEmulatedGpu, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
 import { afterAll, describe, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { type AttentionConfig, attentionKey, mergeKey } from './attentionPlan.js';
@@ -63,44 +63,40 @@ describe.skipIf(gate.skip)(`paged kernels under ptxas (${gate.reason})`, () => {
       types: { act: 'f16', cache: 'f16' },
     },
   ];
-  it('assembles the paged attention and its merge for sm_75 and sm_90 without spills', () => {
-    for (const c of attention) {
-      for (const arch of ['sm_75', 'sm_90']) {
-        expectAssemblesCleanly(attentionModule(c).emit(), arch, `${attentionKey(c)} ${arch}`);
-        expectAssemblesCleanly(
-          mergeModule(c.headDim, c.width, 'f32', true).emit(),
-          arch,
-          `${mergeKey(c.headDim, c.width, 'f32', true)} ${arch}`,
-        );
-      }
-    }
-  }, 300_000);
-
-  it('assembles the paged writes for sm_75 and sm_90', () => {
+  it('assembles the paged attention, its merge and the paged writes for sm_75 and sm_90 without spills', () => {
+    const jobs: AssemblyJob[] = [];
     for (const arch of ['sm_75', 'sm_90']) {
+      for (const c of attention) {
+        jobs.push({ ptx: attentionModule(c).emit(), arch, what: `${attentionKey(c)} ${arch}` });
+        jobs.push({
+          ptx: mergeModule(c.headDim, c.width, 'f32', true).emit(),
+          arch,
+          what: `${mergeKey(c.headDim, c.width, 'f32', true)} ${arch}`,
+        });
+      }
       for (const types of [
         { rows: 'f32', cache: 'f32' },
         { rows: 'f32', cache: 'bf16' },
         { rows: 'f16', cache: 'f16' },
       ] as const) {
         for (const width of [1, 4] as const) {
-          expectAssemblesCleanly(
-            pagedWriteModule(width, types).emit(),
+          jobs.push({
+            ptx: pagedWriteModule(width, types).emit(),
             arch,
-            `${pagedWriteKey(width, types)} ${arch}`,
-          );
+            what: `${pagedWriteKey(width, types)} ${arch}`,
+          });
         }
         for (const layout of ['half', 'interleaved'] as const) {
           for (const table of [false, true]) {
-            const key = ropeScatterKey(layout, false, types, table, true);
-            expectAssemblesCleanly(
-              ropeScatterModule(layout, false, types, table, true).emit(),
+            jobs.push({
+              ptx: ropeScatterModule(layout, false, types, table, true).emit(),
               arch,
-              `${key} ${arch}`,
-            );
+              what: `${ropeScatterKey(layout, false, types, table, true)} ${arch}`,
+            });
           }
         }
       }
     }
+    expectAllAssembleCleanly(jobs);
   }, 300_000);
 });

@@ -1,6 +1,6 @@
 import { QUANT_FORMATS, quantLayout } from '@rayo/core';
 import { conformanceSuite, runChecks } from '@rayo/core/testing';
-import { createEmulatedGpu, expectAssemblesCleanly } from '@rayo/cuda-testkit';
+import { createEmulatedGpu, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
@@ -20,13 +20,18 @@ describe('quantizeRows PTX', () => {
 
 const gate = ptxasTestGate();
 describe.skipIf(gate.skip)(`quantizeRows PTX assembles with ptxas, without spills (${gate.reason})`, () => {
-  for (const v of VARIANTS) {
-    it(quantizeRowsKey(v), () => {
-      for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        expectAssemblesCleanly(quantizeRowsModule(v).emit(), arch, `${quantizeRowsKey(v)} ${arch}`);
-      }
-    });
-  }
+  it('every format, zero points and weight storage', () => {
+    expectAllAssembleCleanly(
+      VARIANTS.flatMap((v) => {
+        const ptx = quantizeRowsModule(v).emit();
+        return ['sm_90', DEFAULT_TARGET].map((arch) => ({
+          ptx,
+          arch,
+          what: `${quantizeRowsKey(v)} ${arch}`,
+        }));
+      }),
+    );
+  });
 });
 
 // Every conformance case of the spec (every format, zero points, f16 and bf16 weights, batches,

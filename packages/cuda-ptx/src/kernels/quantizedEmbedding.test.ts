@@ -6,7 +6,7 @@ import {
   type Tensor,
   uploadQuantized,
 } from '@rayo/core';
-import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
+import { expectAllAssembleCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
@@ -32,8 +32,13 @@ const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`quantized embedding PTX assembles with ptxas (${gate.reason})`, () => {
   it('for every format, zero points and scale storage', () => {
-    for (const v of variants)
-      expectAssemblesCleanly(quantEmbeddingModule(v).emit(), DEFAULT_TARGET, quantEmbeddingKey(v));
+    expectAllAssembleCleanly(
+      variants.map((v) => ({
+        ptx: quantEmbeddingModule(v).emit(),
+        arch: DEFAULT_TARGET,
+        what: quantEmbeddingKey(v),
+      })),
+    );
   }, 120_000);
 });
 

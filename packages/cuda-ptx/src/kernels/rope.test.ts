@@ -1,6 +1,6 @@
 import { rope, UnsupportedOnBackendError } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
-import { expectAssemblesCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
+import { type AssemblyJob, expectAllAssembleCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
@@ -48,20 +48,22 @@ describe('rope kernel', () => {
 const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`rope PTX assembles with ptxas (${gate.reason})`, () => {
-  for (const layout of ['half', 'interleaved'] as const) {
-    for (const [heads, devicePosition, table] of [
-      [1, false, false],
-      [4, false, false],
-      [1, true, false],
-      [4, true, false],
-      [1, false, true],
-      [4, true, true],
-    ] as const) {
-      // Theta's kernels with the 5 bits of a head of 64; tables take no bits.
-      const indexBits = table ? PAIR_BITS : 5;
-      it(`${ropeKey({ layout, headsPerThread: heads, devicePosition, table, indexBits })} for sm_90 and ${DEFAULT_TARGET}`, () => {
+  it(`every layout, head count, position and table, f32 and half, for sm_90 and ${DEFAULT_TARGET}`, () => {
+    const jobs: AssemblyJob[] = [];
+    for (const layout of ['half', 'interleaved'] as const) {
+      for (const [heads, devicePosition, table] of [
+        [1, false, false],
+        [4, false, false],
+        [1, true, false],
+        [4, true, false],
+        [1, false, true],
+        [4, true, true],
+      ] as const) {
+        // Theta's kernels with the 5 bits of a head of 64; tables take no bits.
+        const indexBits = table ? PAIR_BITS : 5;
+        const key = ropeKey({ layout, headsPerThread: heads, devicePosition, table, indexBits });
         for (const type of ['f32', 'f16', 'bf16'] as const) {
-          const text = ropeModule({
+          const ptx = ropeModule({
             layout,
             headsPerThread: heads,
             devicePosition,
@@ -69,11 +71,13 @@ describe.skipIf(gate.skip)(`rope PTX assembles with ptxas (${gate.reason})`, () 
             table,
             indexBits,
           }).emit();
-          for (const arch of ['sm_90', DEFAULT_TARGET]) expectAssemblesCleanly(text, arch);
+          for (const arch of ['sm_90', DEFAULT_TARGET])
+            jobs.push({ ptx, arch, what: `${key} ${type} ${arch}` });
         }
-      });
+      }
     }
-  }
+    expectAllAssembleCleanly(jobs);
+  });
 });
 
 describe('rope on an emulated device', () => {
