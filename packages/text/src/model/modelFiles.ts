@@ -102,7 +102,7 @@ async function ggufFiles(path: string, openFile: OpenFile): Promise<ModelFiles> 
 }
 
 /** Whether a path or URL names a `.gguf` file (a URL's query and fragment aside). */
-function namesGguf(path: string): boolean {
+export function namesGguf(path: string): boolean {
   return path.replace(/[?#].*$/, '').endsWith('.gguf');
 }
 

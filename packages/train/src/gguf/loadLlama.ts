@@ -43,6 +43,7 @@ import { isGgmlFloatType, isGgmlQuantizedType } from './ggmlTypes.js';
 import { floatDTypeOf, floatElements, GgufFile, type GgufTensorInfo } from './ggufFile.js';
 import { ggufLlamaConfig } from './llamaConfig.js';
 import { ggufNameOfHf, hfNameOfGguf, ROPE_FREQS, ropeHeadsOf } from './llamaNames.js';
+import { type PreparedWeights, uploadPrepared } from './preparedWeights.js';
 import { CORE_FORMAT_OF, type GgufRepack, type RepackedWeight, refuseQuantized } from './repack.js';
 import { ggufRowsToHf } from './ropePermutation.js';
 
@@ -66,6 +67,13 @@ export interface GgufLlamaUploadOptions {
   readonly repack?: GgufRepack;
   /** Called after each tensor is uploaded (or repacked), with the tensors and stored bytes done and in all. */
   readonly onProgress?: LoadProgressCallback;
+  /**
+   * Quantized tensors kept in their device layout by an earlier load of the
+   * same file (a model cache's): read and uploaded as they are, and those
+   * not kept are repacked and written there. Quantized tensors then take
+   * core's formats (as with `repackOntoCoreFormats`), whatever `repack` says.
+   */
+  readonly prepared?: PreparedWeights;
 }
 
 export interface GgufLlamaLoadOptions
@@ -309,9 +317,16 @@ export async function uploadGgufLlamaWeights(
   const load = async (hfName: string, shape: Shape): Promise<GgufLlamaWeight> => {
     const name = ggufNameOfHf(hfName)!;
     const info = file.tensor(name);
-    let bytes = await file.readBytes(name);
-    const heads = ropeHeadsOf(config, hfName);
-    if (heads !== undefined) bytes = ggufRowsToHf(bytes, heads, shape[0]!, name);
+    const blocks = async () => {
+      const bytes = await file.readBytes(name);
+      const heads = ropeHeadsOf(config, hfName);
+      return heads === undefined ? bytes : ggufRowsToHf(bytes, heads, shape[0]!, name);
+    };
+    if (options.prepared && isGgmlQuantizedType(info.type) && shape.length === 2) {
+      const tensor = { name, type: info.type, shape: shape as [number, number], blocks };
+      return uploadPrepared(backend, options.prepared, tensor);
+    }
+    const bytes = await blocks();
     if (isGgmlFloatType(info.type)) {
       const as = isVectorWeight(hfName) ? 'f32' : dtype;
       return backend.upload(floatElements(info.type, bytes, as), shape, as);
@@ -323,8 +338,10 @@ export async function uploadGgufLlamaWeights(
       named.set(hfName, await load(hfName, shape));
       progress.uploaded(storedBytes(hfName));
     }
+    await options.prepared?.end(true);
   } catch (error) {
     for (const weight of named.values()) disposeWeight(weight);
+    await options.prepared?.end(false).catch(() => {});
     throw error;
   }
   const get = (hfName: string) => named.get(hfName)!;
