@@ -202,6 +202,7 @@ export class TextModel {
       model = await loadGgufLlama(backend, path, {
         ...common,
         repack: repackOntoCoreFormats,
+        header: files.header,
         ...(options.prepared ? { prepared: options.prepared } : {}),
       });
     } else {

@@ -285,6 +285,19 @@ export class GgufFile {
     return new GgufFile({ file, version, metadata, tensors, alignment, dataStart }, maxReadBytes);
   }
 
+  /**
+   * This header over another handle of the same file (`TextModel.load`
+   * reads the header, then the loader opens the file again): nothing is
+   * parsed again; a file of another size is refused.
+   */
+  reopened(file: RandomAccessFile): GgufFile {
+    if (file.size !== this.file.size) {
+      fail(file, 'the file is not the one whose header was read', `${this.file.size} bytes`, `${file.size}`);
+    }
+    const { version, metadata, tensors, alignment, dataStart } = this;
+    return new GgufFile({ file, version, metadata, tensors, alignment, dataStart }, this.#maxReadBytes);
+  }
+
   /** The info of tensor `name`, or an InvalidArgumentError naming it. */
   tensor(name: string, api = 'GgufFile'): GgufTensorInfo {
     const info = this.tensors.get(name);

@@ -54,6 +54,8 @@ export interface GgufLlamaOpenOptions {
   readonly maxReadBytes?: number;
   /** Bytes read at a time while parsing the header (default 1 MiB). */
   readonly headerChunkBytes?: number;
+  /** The file's header, read already (`GgufFile.open` of another handle): not parsed again. */
+  readonly header?: GgufFile;
 }
 
 export interface GgufLlamaUploadOptions {
@@ -254,7 +256,7 @@ export function ggufWeightDtype(
 export async function openGgufLlama(path: string, options: GgufLlamaOpenOptions = {}): Promise<GgufLlama> {
   const raw = await (options.openFile ?? openNodeFile)(path);
   try {
-    const file = await GgufFile.open(raw, options);
+    const file = options.header ? options.header.reopened(raw) : await GgufFile.open(raw, options);
     const config = await withRopeFactors(file, ggufLlamaConfig(file.metadata, file.tensors));
     checkGgufLlamaTensors(config, file.tensors);
     return { file, config, close: () => raw.close() };
