@@ -112,6 +112,27 @@ async function readScalar(
 ) {
   if (type === 'string') return cursor.string(what);
   await cursor.ensure(SCALAR_BYTES[type], what);
+  return presentScalar(cursor, file, type, what);
+}
+
+/** A scalar whose bytes are present, or undefined where they are not. */
+function bufferedScalar(
+  cursor: HeaderCursor,
+  file: RandomAccessFile,
+  type: Exclude<GgufValueType, 'array'>,
+  what: string,
+) {
+  if (type === 'string') return cursor.bufferedString(what);
+  return cursor.buffered(SCALAR_BYTES[type]) ? presentScalar(cursor, file, type, what) : undefined;
+}
+
+/** A scalar other than a string, its bytes present. */
+function presentScalar(
+  cursor: HeaderCursor,
+  file: RandomAccessFile,
+  type: Exclude<GgufValueType, 'array' | 'string'>,
+  what: string,
+) {
   switch (type) {
     case 'uint8':
       return cursor.u8();
@@ -185,10 +206,11 @@ async function readArray(
   const items: unknown[] = new Array(count);
   const itemWhat = `${what} item`;
   for (let i = 0; i < count; i++) {
-    items[i] =
-      itemType === 'array'
-        ? await readArray(cursor, file, itemWhat, depth + 1, budget)
-        : await readScalar(cursor, file, itemType, itemWhat);
+    if (itemType === 'array') items[i] = await readArray(cursor, file, itemWhat, depth + 1, budget);
+    else
+      items[i] =
+        bufferedScalar(cursor, file, itemType, itemWhat) ??
+        (await readScalar(cursor, file, itemType, itemWhat));
   }
   return { type: 'array', itemType, value: items } as GgufArray;
 }
