@@ -10,7 +10,7 @@ export { GGUF_TOKEN_TYPES, GGUF_TOKENIZER_MODELS, ggufTokenizerSource } from './
 export { type GgufVocabularyOptions, ggufVocabulary } from './gguf/ggufVocabulary.js';
 export { byteLevelPreTokenizer, GGUF_PRE_TOKENIZERS } from './gguf/preTokenizers.js';
 export { sentencePieceMerges } from './gguf/sentencePieceMerges.js';
-export { inspectModelFiles, type ModelFiles } from './model/modelFiles.js';
+export { inspectModelFiles, type ModelFiles, namesGguf } from './model/modelFiles.js';
 export {
   DEFAULT_MAX_SEQUENCE,
   type FinishReason,

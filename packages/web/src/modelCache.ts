@@ -8,7 +8,8 @@ import {
   urlFileOpener,
 } from '@rayo/train';
 import type { ShaderText } from '@rayo/wgpu';
-import { isNotFound, type OpfsDirectory, opfsRoot } from './opfs.js';
+import { isNotFound, type OpfsDirectory, opfsRoot, readJson, writeJson } from './opfs.js';
+import { OpfsPreparedWeights, preparedBytes, removePrepared } from './preparedStore.js';
 
 // Models are kept in the origin-private file system (OPFS), not in Cache
 // Storage: Cache Storage keeps whole responses (it refuses the 206 answers of
@@ -33,6 +34,8 @@ export interface CachedModel {
   /** Files the server did not have (an optional tokenizer file, say): not asked for again. */
   readonly absent: readonly string[];
   readonly bytes: number;
+  /** Bytes of a GGUF model's tensors kept in their device layout (see `prepared`); 0 where none are. */
+  readonly preparedBytes: number;
   /** When the last file was added (ISO 8601). */
   readonly savedAt: string;
 }
@@ -152,6 +155,29 @@ export class ModelCache {
   }
 
   /**
+   * Where a load of the GGUF file at `modelUrl` (through this cache's
+   * `opener`) keeps its quantized tensors in their device layout, for
+   * `TextModel.load`'s `prepared`: the first load writes them beside the
+   * cached file, later loads read and upload them as they are. They are
+   * used only for the file they were made from (its URL, size and a hash of
+   * its header); damaged ones are a `PreparedDataError` naming the file.
+   */
+  async prepared(modelUrl: string): Promise<OpfsPreparedWeights> {
+    const key = await keyOf(modelUrl);
+    return new OpfsPreparedWeights(
+      await this.#folder.getDirectoryHandle(key, { create: true }),
+      key,
+      modelUrl,
+    );
+  }
+
+  /** Removes the prepared tensors of the model at `modelUrl` (the next load makes them anew). */
+  async removePrepared(modelUrl: string): Promise<void> {
+    const folder = await this.#cachedFolder(modelUrl);
+    if (folder) await removePrepared(folder);
+  }
+
+  /**
    * An `OpenFile` for the files of the model at `modelUrl` (a folder URL or a
    * `.gguf` URL): cached files are read from the cache, others are fetched by
    * range requests (`options` as `urlFileOpener`'s; `onBytes` counts the
@@ -189,6 +215,8 @@ export class ModelCache {
         throw error;
       }
       try {
+        // Tensors prepared from an earlier copy of the file are not this one's.
+        await removePrepared(folder);
         await copyIn(source, folder, key, chunkBytes);
       } finally {
         await source.close();
@@ -212,13 +240,14 @@ export class ModelCache {
         files,
         absent: [...manifest.absent],
         bytes: files.reduce((sum, f) => sum + f.bytes, 0),
+        preparedBytes: await preparedBytes(folder),
         savedAt: manifest.savedAt,
       });
     }
     return models.sort((a, b) => a.url.localeCompare(b.url));
   }
 
-  /** Removes the model loaded from `modelUrl` and its files; false where it was not cached. */
+  /** Removes the model loaded from `modelUrl`, its files and prepared tensors; false where it was not cached. */
   async evict(modelUrl: string): Promise<boolean> {
     try {
       await this.#folder.removeEntry(await keyOf(modelUrl), { recursive: true });
@@ -228,24 +257,6 @@ export class ModelCache {
       throw error;
     }
   }
-}
-
-/** The JSON file `name` of `folder`, parsed, or undefined where there is none. */
-async function readJson<T>(folder: OpfsDirectory, name: string): Promise<T | undefined> {
-  try {
-    const blob = await (await folder.getFileHandle(name)).getFile();
-    return JSON.parse(await blob.text()) as T;
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
-  }
-}
-
-/** Writes `value` as the JSON file `name` of `folder`, replacing it whole. */
-async function writeJson(folder: OpfsDirectory, name: string, value: unknown): Promise<void> {
-  const writable = await (await folder.getFileHandle(name, { create: true })).createWritable();
-  await writable.write({ type: 'write', position: 0, data: new TextEncoder().encode(JSON.stringify(value)) });
-  await writable.close();
 }
 
 /** Copies `source` into the file `key` of `folder`, `chunkBytes` per read; the file appears whole or not at all. */

@@ -37,3 +37,21 @@ export async function opfsRoot(): Promise<OpfsDirectory | undefined> {
 export function isNotFound(error: unknown): boolean {
   return (error as { name?: unknown } | null)?.name === 'NotFoundError';
 }
+
+/** The JSON file `name` of `folder`, parsed, or undefined where there is none. */
+export async function readJson<T>(folder: OpfsDirectory, name: string): Promise<T | undefined> {
+  try {
+    const blob = await (await folder.getFileHandle(name)).getFile();
+    return JSON.parse(await blob.text()) as T;
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
+/** Writes `value` as the JSON file `name` of `folder`, replacing it whole. */
+export async function writeJson(folder: OpfsDirectory, name: string, value: unknown): Promise<void> {
+  const writable = await (await folder.getFileHandle(name, { create: true })).createWritable();
+  await writable.write({ type: 'write', position: 0, data: new TextEncoder().encode(JSON.stringify(value)) });
+  await writable.close();
+}

@@ -48,6 +48,13 @@ export interface LoadedModelInfo {
   readonly chatTemplate: boolean;
   /** Shaders compiled ahead, from the list the model's last load left in the cache (0 on a first load). */
   readonly precompiled: number;
+  /**
+   * A GGUF file through the cache: quantized tensors uploaded as the cache
+   * kept them in their device layout (`reused`) and those repacked from the
+   * file and kept for the next load (`written`); `rebuilt` where the kept
+   * ones were damaged, refused and made anew. Zeros otherwise.
+   */
+  readonly prepared: { readonly reused: number; readonly written: number; readonly rebuilt: boolean };
 }
 
 export type WorkerGenerateOptions = Omit<GenerateTextOptions, 'signal'>;

@@ -1,8 +1,9 @@
 import { type Backend, RayoError } from '@rayo/core';
-import { TextModel } from '@rayo/text';
+import { namesGguf, TextModel } from '@rayo/text';
 import { type FetchFunction, type OpenFile, urlFileOpener } from '@rayo/train';
 import type { PipelineCache } from '@rayo/wgpu';
 import { ModelCache } from './modelCache.js';
+import { type OpfsPreparedWeights, PreparedDataError } from './preparedStore.js';
 import type {
   LoadedModelInfo,
   MessageEndpoint,
@@ -110,13 +111,30 @@ export function serveTextModel(endpoint: MessageEndpoint, options: ServeTextMode
         : Promise.resolve(0);
     // Awaited after the load; a rejection meanwhile is not unhandled.
     precompiling.catch(() => {});
-    const loaded = await TextModel.load(backend, url, {
-      openFile,
-      ...(request.maxSequence !== undefined ? { maxSequence: request.maxSequence } : {}),
-      ...(request.weightDtype !== undefined ? { weightDtype: request.weightDtype } : {}),
-      ...(request.kvCacheDtype !== undefined ? { kvCacheDtype: request.kvCacheDtype } : {}),
-      onProgress: (p) => progress({ stage: 'weights', ...p }),
-    });
+    const device = backend;
+    const loadWith = (prepared: OpfsPreparedWeights | undefined) =>
+      TextModel.load(device, url, {
+        openFile,
+        ...(request.maxSequence !== undefined ? { maxSequence: request.maxSequence } : {}),
+        ...(request.weightDtype !== undefined ? { weightDtype: request.weightDtype } : {}),
+        ...(request.kvCacheDtype !== undefined ? { kvCacheDtype: request.kvCacheDtype } : {}),
+        ...(prepared ? { prepared } : {}),
+        onProgress: (p) => progress({ stage: 'weights', ...p }),
+      });
+    // A GGUF file's quantized tensors are kept in their device layout beside the cached file.
+    let prepared = cache && namesGguf(url) ? await cache.prepared(url) : undefined;
+    let rebuilt = false;
+    let loaded: TextModel;
+    try {
+      loaded = await loadWith(prepared);
+    } catch (error) {
+      if (!(cache && error instanceof PreparedDataError)) throw error;
+      // Damaged kept tensors are never uploaded: dropped, and made anew from the cached file.
+      await cache.removePrepared(url);
+      prepared = await cache.prepared(url);
+      rebuilt = true;
+      loaded = await loadWith(prepared);
+    }
     let precompiled: number;
     try {
       precompiled = await precompiling;
@@ -139,6 +157,7 @@ export function serveTextModel(endpoint: MessageEndpoint, options: ServeTextMode
       fromCache: requests === 0,
       chatTemplate: loaded.tokenizer.chatTemplates.size > 0,
       precompiled,
+      prepared: { reused: prepared?.reused ?? 0, written: prepared?.written ?? 0, rebuilt },
     };
     post({ type: 'loaded', id, info });
   }

@@ -2,14 +2,16 @@ import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { type Backend, createBackend, RayoError } from '@rayo/core';
-import { TextModel } from '@rayo/text';
-import { writeTinyTextModel } from '@rayo/text-testkit';
-import { type RangeServer, serveRanges } from '@rayo/train-testkit';
+import { ggufVocabulary, readHuggingFaceTokenizer, TextModel } from '@rayo/text';
+import { MISTRAL, writeTinyTextModel } from '@rayo/text-testkit';
+import { llamaToGguf, parseLlamaConfig, writeGgufFile } from '@rayo/train';
+import { type RangeServer, serveRanges, tinyLlamaConfig, tinyLlamaWeights } from '@rayo/train-testkit';
 import { backendProvider, createWgpuBackend } from '@rayo/wgpu';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TextModelWorker } from './client.js';
 import { ModelCache } from './modelCache.js';
 import type { OpfsDirectory, OpfsFileHandle } from './opfs.js';
+import { PREPARED_DATA, PREPARED_INDEX, PreparedDataError } from './preparedStore.js';
 import type { MessageEndpoint, WorkerLoadProgress } from './protocol.js';
 import { serveTextModel } from './server.js';
 
@@ -89,8 +91,26 @@ const root = memoryDirectory();
 beforeAll(async () => {
   backend = await createBackend('cpu');
   dir = await writeTinyTextModel({ seed: 5 });
+  await writeTinyGguf(join(dir, 'model.gguf'));
   served = await serveRanges(dir);
 });
+
+/**
+ * The tiny Llama (d 64, untied head) as a 4-bit GGUF file with Mistral's
+ * vocabulary: projections Q4_0 (F16 where rows of 91 do not divide into
+ * blocks), embedding and head Q8_0, norms F32.
+ */
+async function writeTinyGguf(path: string): Promise<void> {
+  const config = tinyLlamaConfig({ vocab_size: 32000, max_position_embeddings: 64 });
+  const source = await readHuggingFaceTokenizer(MISTRAL.dir);
+  const typeOf = (name: string, shape: readonly number[]) =>
+    shape.length === 1 ? 'F32' : shape[1]! % 32 !== 0 ? 'F16' : name.includes('proj') ? 'Q4_0' : 'Q8_0';
+  const gguf = llamaToGguf(parseLlamaConfig(config), tinyLlamaWeights(config, 7), {
+    typeOf,
+    metadata: ggufVocabulary(source),
+  });
+  await writeGgufFile(path, gguf);
+}
 afterAll(async () => {
   await served.close();
   backend.dispose();
@@ -243,4 +263,69 @@ describe('TextModelWorker over serveTextModel', () => {
       });
     },
   );
+
+  it('keeps a GGUF model’s tensors in their device layout: the next load reads them, a damaged copy is rebuilt', async () => {
+    const url = `${served.url}files/model.gguf`;
+    const prompt = 'Once upon a time';
+    let expected = '';
+    const cacheRoot = memoryDirectory();
+    const on = { backend: () => createBackend('cpu'), cacheRoot };
+    // The 12 Q4_0 projections of 2 layers, the embedding and the head.
+    const quantized = 14;
+    const cache = await ModelCache.open(cacheRoot);
+    const modelFolder = async () => {
+      const folder = await cacheRoot.getDirectoryHandle('rayo-models');
+      for await (const name of folder.keys()) return folder.getDirectoryHandle(name);
+      throw new Error('no model folder');
+    };
+    const rewrite = async (name: string, edit: (bytes: Uint8Array) => Uint8Array) => {
+      const handle = await (await modelFolder()).getFileHandle(name);
+      const bytes = edit(new Uint8Array(await (await handle.getFile()).arrayBuffer()));
+      const writable = await handle.createWritable();
+      await writable.write({ type: 'write', position: 0, data: bytes });
+      await writable.close();
+    };
+    await withClient(async (client) => {
+      const first = await client.load(url, { warmup: false });
+      expect(first).toMatchObject({ fromCache: false, prepared: { reused: 0, written: quantized } });
+      // The first load repacks the file's blocks as a load without the cache does: the reference.
+      expected = await collect(client.generateText(prompt, { maxNewTokens: 12 }));
+      expect(expected.length).toBeGreaterThan(0);
+      const [listed] = await cache.list();
+      expect(listed!.preparedBytes).toBeGreaterThan(0);
+
+      const before = served.requests.length;
+      const second = await client.load(url, { warmup: false });
+      expect(second).toMatchObject({ fromCache: true, prepared: { reused: quantized, written: 0 } });
+      expect(served.requests.length).toBe(before);
+      expect(await collect(client.generateText(prompt, { maxNewTokens: 12 }))).toBe(expected);
+
+      // One flipped byte: refused by name, never uploaded; the worker makes them anew from the cached file.
+      await rewrite(PREPARED_DATA, (bytes) => {
+        bytes[bytes.length >> 1]! ^= 0x10;
+        return bytes;
+      });
+      const refused = await (async () => {
+        const store = await cache.prepared(url);
+        const index = await (await (await modelFolder()).getFileHandle(PREPARED_INDEX)).getFile();
+        for (const name of Object.keys(JSON.parse(await index.text()).tensors)) await store.read(name);
+      })().catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(PreparedDataError);
+      expect((refused as RayoError).argument).toMatch(new RegExp(`^${PREPARED_DATA} \\(.+\\)$`));
+      const third = await client.load(url, { warmup: false });
+      expect(third).toMatchObject({ fromCache: true, prepared: { written: quantized, rebuilt: true } });
+      expect(await collect(client.generateText(prompt, { maxNewTokens: 12 }))).toBe(expected);
+
+      // Cut short: refused by its size.
+      await rewrite(PREPARED_DATA, (bytes) => bytes.subarray(0, bytes.length - 4));
+      const cut = await (await cache.prepared(url)).read('blk.0.attn_q.weight').catch((e: unknown) => e);
+      expect(cut).toBeInstanceOf(PreparedDataError);
+      expect((cut as RayoError).expected).toMatch(/bytes/);
+
+      expect(await cache.evict(url)).toBe(true);
+      const left: string[] = [];
+      for await (const name of (await cacheRoot.getDirectoryHandle('rayo-models')).keys()) left.push(name);
+      expect(left).toEqual([]);
+    }, on);
+  });
 });

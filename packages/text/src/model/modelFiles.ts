@@ -27,6 +27,8 @@ export type ModelFiles =
       readonly kind: 'gguf';
       readonly path: string;
       readonly metadata: GgufMetadata;
+      /** The parsed header, for the loader (`loadGgufLlama`'s `header`). */
+      readonly header: GgufFile;
       /** `<architecture>.context_length`, where the metadata says. */
       readonly contextLength: number | undefined;
     });
@@ -92,6 +94,7 @@ async function ggufFiles(path: string, openFile: OpenFile): Promise<ModelFiles> 
       kind: 'gguf',
       path,
       metadata: file.metadata,
+      header: file,
       contextLength,
       tensorsTotal: file.tensors.size,
       bytesTotal: bytes,
@@ -102,7 +105,7 @@ async function ggufFiles(path: string, openFile: OpenFile): Promise<ModelFiles> 
 }
 
 /** Whether a path or URL names a `.gguf` file (a URL's query and fragment aside). */
-function namesGguf(path: string): boolean {
+export function namesGguf(path: string): boolean {
   return path.replace(/[?#].*$/, '').endsWith('.gguf');
 }
 

@@ -8,6 +8,7 @@ import {
   type LoadProgress,
   loadGgufLlama,
   type OpenFile,
+  type PreparedWeights,
   repackOntoCoreFormats,
 } from '@rayo/train';
 import type { ChatMessage, ChatTemplateOptions } from '../chat/chatTemplate.js';
@@ -53,6 +54,12 @@ export interface TextModelLoadOptions {
   readonly openFile?: OpenFile;
   /** `LlamaLoadOptions.fuseQkv`: false keeps each layer's q, k and v apart. */
   readonly fuseQkv?: boolean;
+  /**
+   * A GGUF file only: where its quantized tensors are kept in their device
+   * layout between loads (`loadGgufLlama`'s `prepared`; `@rayo/web`'s model
+   * cache keeps them beside the cached file).
+   */
+  readonly prepared?: PreparedWeights;
 }
 
 export interface GenerateTextOptions extends Pick<ChatTemplateOptions, 'templateName' | 'variables'> {
@@ -167,6 +174,14 @@ export class TextModel {
         actual: `'${options.weightFormat}'`,
       });
     }
+    if (files.kind !== 'gguf' && options.prepared !== undefined) {
+      throw new InvalidArgumentError('prepared weights are kept for GGUF files only', {
+        operation: 'TextModel.load',
+        argument: 'prepared',
+        expected: 'absent for a Hugging Face folder',
+        actual: 'a PreparedWeights store',
+      });
+    }
     const tokenizer =
       files.kind === 'gguf'
         ? Tokenizer.fromGguf(files.metadata, path)
@@ -184,7 +199,12 @@ export class TextModel {
     };
     let model: LlamaModel;
     if (files.kind === 'gguf') {
-      model = await loadGgufLlama(backend, path, { ...common, repack: repackOntoCoreFormats });
+      model = await loadGgufLlama(backend, path, {
+        ...common,
+        repack: repackOntoCoreFormats,
+        header: files.header,
+        ...(options.prepared ? { prepared: options.prepared } : {}),
+      });
     } else {
       const llamaOptions: LlamaLoadOptions = {
         ...common,

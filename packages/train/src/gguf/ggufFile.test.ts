@@ -126,6 +126,20 @@ describe('GGUF writer and reader', () => {
     expect(seen.every((n) => n <= 1)).toBe(true);
   });
 
+  it('reopens a header over another handle of the file without reading it again, and refuses another size', async () => {
+    const bytes = encodeGguf(contents(3));
+    const header = await GgufFile.open(memoryFile(bytes));
+    const reads: { position: number; length: number }[] = [];
+    const again = header.reopened(memoryFile(bytes, reads));
+    expect(reads).toEqual([]);
+    expect(again.tensors).toBe(header.tensors);
+    const name = [...header.tensors.keys()][1]!;
+    expect(await again.readBytes(name)).toEqual(await header.readBytes(name));
+    expect(() => header.reopened(memoryFile(bytes.subarray(0, bytes.length - 1)))).toThrow(
+      expect.objectContaining({ expected: `${bytes.length} bytes`, actual: `${bytes.length - 1}` }),
+    );
+  });
+
   it('writes and reads through Node file handles', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'gguf-'));
     afterAll(() => rm(dir, { recursive: true, force: true }));

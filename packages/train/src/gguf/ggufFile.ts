@@ -112,6 +112,27 @@ async function readScalar(
 ) {
   if (type === 'string') return cursor.string(what);
   await cursor.ensure(SCALAR_BYTES[type], what);
+  return presentScalar(cursor, file, type, what);
+}
+
+/** A scalar whose bytes are present, or undefined where they are not. */
+function bufferedScalar(
+  cursor: HeaderCursor,
+  file: RandomAccessFile,
+  type: Exclude<GgufValueType, 'array'>,
+  what: string,
+) {
+  if (type === 'string') return cursor.bufferedString(what);
+  return cursor.buffered(SCALAR_BYTES[type]) ? presentScalar(cursor, file, type, what) : undefined;
+}
+
+/** A scalar other than a string, its bytes present. */
+function presentScalar(
+  cursor: HeaderCursor,
+  file: RandomAccessFile,
+  type: Exclude<GgufValueType, 'array' | 'string'>,
+  what: string,
+) {
   switch (type) {
     case 'uint8':
       return cursor.u8();
@@ -185,10 +206,11 @@ async function readArray(
   const items: unknown[] = new Array(count);
   const itemWhat = `${what} item`;
   for (let i = 0; i < count; i++) {
-    items[i] =
-      itemType === 'array'
-        ? await readArray(cursor, file, itemWhat, depth + 1, budget)
-        : await readScalar(cursor, file, itemType, itemWhat);
+    if (itemType === 'array') items[i] = await readArray(cursor, file, itemWhat, depth + 1, budget);
+    else
+      items[i] =
+        bufferedScalar(cursor, file, itemType, itemWhat) ??
+        (await readScalar(cursor, file, itemType, itemWhat));
   }
   return { type: 'array', itemType, value: items } as GgufArray;
 }
@@ -283,6 +305,19 @@ export class GgufFile {
     const dataStart = Math.ceil(cursor.position / alignment) * alignment;
     const tensors = checkTensorLayout(file, infos, alignment, file.size - dataStart);
     return new GgufFile({ file, version, metadata, tensors, alignment, dataStart }, maxReadBytes);
+  }
+
+  /**
+   * This header over another handle of the same file (`TextModel.load`
+   * reads the header, then the loader opens the file again): nothing is
+   * parsed again; a file of another size is refused.
+   */
+  reopened(file: RandomAccessFile): GgufFile {
+    if (file.size !== this.file.size) {
+      fail(file, 'the file is not the one whose header was read', `${this.file.size} bytes`, `${file.size}`);
+    }
+    const { version, metadata, tensors, alignment, dataStart } = this;
+    return new GgufFile({ file, version, metadata, tensors, alignment, dataStart }, this.#maxReadBytes);
   }
 
   /** The info of tensor `name`, or an InvalidArgumentError naming it. */

@@ -105,10 +105,33 @@ export class HeaderCursor {
     return Number(value);
   }
 
+  /** Whether the next `n` bytes are present (read them without an await). */
+  buffered(n: number): boolean {
+    return this.#position + n <= this.#bufferStart + this.#buffer.length;
+  }
+
+  /**
+   * The next string where its length and bytes are present, else undefined
+   * with nothing taken: a vocabulary is 100k+ strings, and an await each
+   * is most of a header's parse.
+   */
+  bufferedString(what: string): string | undefined {
+    const at = this.#position - this.#bufferStart;
+    if (at + 8 > this.#buffer.length) return undefined;
+    const length = this.#view.getBigUint64(at, true);
+    if (length > BigInt(this.#buffer.length - at - 8)) return undefined;
+    this.#position += 8;
+    return this.#decode(Number(length), what);
+  }
+
   /** A string: a u64 byte length, then UTF-8 bytes. */
   async string(what: string): Promise<string> {
     const length = await this.size(`${what} length`, this.#file.size - this.#position);
     await this.ensure(length, what);
+    return this.#decode(length, what);
+  }
+
+  #decode(length: number, what: string): string {
     const at = this.#take(length);
     try {
       return decoder.decode(this.#buffer.subarray(at, at + length));

@@ -58,6 +58,7 @@ export {
   metadataNumber,
   metadataString,
 } from './metadata.js';
+export { type PreparedTensor, type PreparedWeights, uploadPrepared } from './preparedWeights.js';
 export { quantize } from './quantize.js';
 export {
   checkQuantizedDecode,
@@ -84,6 +85,7 @@ export {
   q8_0AsQ8g32,
   type RepackedWeight,
   refuseQuantized,
+  repackedWeightOf,
   repackOntoCoreFormats,
   repackQ4_0,
   repackQ4_1,

@@ -43,6 +43,7 @@ import { isGgmlFloatType, isGgmlQuantizedType } from './ggmlTypes.js';
 import { floatDTypeOf, floatElements, GgufFile, type GgufTensorInfo } from './ggufFile.js';
 import { ggufLlamaConfig } from './llamaConfig.js';
 import { ggufNameOfHf, hfNameOfGguf, ROPE_FREQS, ropeHeadsOf } from './llamaNames.js';
+import { type PreparedWeights, uploadPrepared } from './preparedWeights.js';
 import { CORE_FORMAT_OF, type GgufRepack, type RepackedWeight, refuseQuantized } from './repack.js';
 import { ggufRowsToHf } from './ropePermutation.js';
 
@@ -53,6 +54,8 @@ export interface GgufLlamaOpenOptions {
   readonly maxReadBytes?: number;
   /** Bytes read at a time while parsing the header (default 1 MiB). */
   readonly headerChunkBytes?: number;
+  /** The file's header, read already (`GgufFile.open` of another handle): not parsed again. */
+  readonly header?: GgufFile;
 }
 
 export interface GgufLlamaUploadOptions {
@@ -66,6 +69,13 @@ export interface GgufLlamaUploadOptions {
   readonly repack?: GgufRepack;
   /** Called after each tensor is uploaded (or repacked), with the tensors and stored bytes done and in all. */
   readonly onProgress?: LoadProgressCallback;
+  /**
+   * Quantized tensors kept in their device layout by an earlier load of the
+   * same file (a model cache's): read and uploaded as they are, and those
+   * not kept are repacked and written there. Quantized tensors then take
+   * core's formats (as with `repackOntoCoreFormats`), whatever `repack` says.
+   */
+  readonly prepared?: PreparedWeights;
 }
 
 export interface GgufLlamaLoadOptions
@@ -246,7 +256,7 @@ export function ggufWeightDtype(
 export async function openGgufLlama(path: string, options: GgufLlamaOpenOptions = {}): Promise<GgufLlama> {
   const raw = await (options.openFile ?? openNodeFile)(path);
   try {
-    const file = await GgufFile.open(raw, options);
+    const file = options.header ? options.header.reopened(raw) : await GgufFile.open(raw, options);
     const config = await withRopeFactors(file, ggufLlamaConfig(file.metadata, file.tensors));
     checkGgufLlamaTensors(config, file.tensors);
     return { file, config, close: () => raw.close() };
@@ -309,9 +319,16 @@ export async function uploadGgufLlamaWeights(
   const load = async (hfName: string, shape: Shape): Promise<GgufLlamaWeight> => {
     const name = ggufNameOfHf(hfName)!;
     const info = file.tensor(name);
-    let bytes = await file.readBytes(name);
-    const heads = ropeHeadsOf(config, hfName);
-    if (heads !== undefined) bytes = ggufRowsToHf(bytes, heads, shape[0]!, name);
+    const blocks = async () => {
+      const bytes = await file.readBytes(name);
+      const heads = ropeHeadsOf(config, hfName);
+      return heads === undefined ? bytes : ggufRowsToHf(bytes, heads, shape[0]!, name);
+    };
+    if (options.prepared && isGgmlQuantizedType(info.type) && shape.length === 2) {
+      const tensor = { name, type: info.type, shape: shape as [number, number], blocks };
+      return uploadPrepared(backend, options.prepared, tensor);
+    }
+    const bytes = await blocks();
     if (isGgmlFloatType(info.type)) {
       const as = isVectorWeight(hfName) ? 'f32' : dtype;
       return backend.upload(floatElements(info.type, bytes, as), shape, as);
@@ -323,8 +340,10 @@ export async function uploadGgufLlamaWeights(
       named.set(hfName, await load(hfName, shape));
       progress.uploaded(storedBytes(hfName));
     }
+    await options.prepared?.end(true);
   } catch (error) {
     for (const weight of named.values()) disposeWeight(weight);
+    await options.prepared?.end(false).catch(() => {});
     throw error;
   }
   const get = (hfName: string) => named.get(hfName)!;

@@ -4,6 +4,7 @@ import {
   f16BitsToF32,
   type QuantFormat,
   type QuantizedHostWeight,
+  type QuantizedWeight,
   quantLayout,
   type Shape,
   ShapeError,
@@ -469,8 +470,15 @@ export const q6_KAsQ8g16 = asCoreFormat('Q6_K', 'q6_KAsQ8g16');
 export const repackOntoCoreFormats: GgufRepack = (backend, tensor) => {
   if (!isGgmlQuantizedType(tensor.type) || tensor.shape.length !== 2) return refuseQuantized(backend, tensor);
   const [rows, cols] = tensor.shape as [number, number];
-  const weight = uploadQuantized(backend, ggufAsCoreFormat(tensor.type, tensor.bytes, rows, cols));
+  return repackedWeightOf(
+    uploadQuantized(backend, ggufAsCoreFormat(tensor.type, tensor.bytes, rows, cols)),
+    tensor.shape,
+  );
+};
+
+/** A quantized weight on the device with its parts named as `quantizedWeightOf` takes them. */
+export function repackedWeightOf(weight: QuantizedWeight, shape: Shape): RepackedWeight {
   const tensors: Record<string, Tensor> = { packed: weight.packed, scales: weight.scales };
   if (weight.offsets) tensors.offsets = weight.offsets;
-  return { format: weight.format, shape: tensor.shape, tensors };
-};
+  return { format: weight.format, shape, tensors };
+}

@@ -35,6 +35,14 @@ describe('web-bench', () => {
     expect(report.web.cachedLoad).toMatchObject({ fromCache: true, bytesDownloaded: 0 });
     expect(report.web.cachedLoad.weightBytes).toBeGreaterThan(0);
     expect(report.web.cachedLoad.weightsSeconds).toBeLessThanOrEqual(report.web.cachedLoad.seconds);
+    // The cached load uploads the tensors the first one prepared, and the summary shows where the time went.
+    const { written } = report.web.firstLoad.prepared;
+    expect(written).toBeGreaterThan(0);
+    expect(report.web.cachedLoad.prepared).toEqual({ reused: written, written: 0, rebuilt: false });
+    expect(webBenchSummary(report)).toMatch(/\| header and tokenizer \| [\d.]+ s \| [\d.]+ s \|/);
+    expect(webBenchSummary(report)).toMatch(
+      new RegExp(`\\| prepared tensors \\| 0 read, ${written} written \\| ${written} read, 0 written \\|`),
+    );
     expect(JSON.parse(await readFile(join(dir, 'out', 'report.json'), 'utf8')).sameText).toBe(true);
     expect(webBenchSummary(report)).toMatch(/same text on both paths: true/);
     // The model cache's temporary folder is gone; the model file is reused.

@@ -6,7 +6,13 @@ import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import { serveFolder } from './loopbackServer.js';
 import type { NodeBlobReads } from './nodeOpfs.js';
 import { WEB_BENCH_QUANTS, WEB_BENCH_SHAPES, type WebBenchQuant, webBenchModel } from './webBenchModel.js';
-import { type DirectRun, runDirect, runWorker, type WorkerRun } from './webBenchPaths.js';
+import {
+  type DirectRun,
+  runDirect,
+  runWorker,
+  type WorkerLoadTiming,
+  type WorkerRun,
+} from './webBenchPaths.js';
 
 // web-bench: the browser path of @rayo/web measured in Node, on the
 // adapter a desktop browser would use (Dawn through the `webgpu` package),
@@ -228,6 +234,41 @@ const ms = (value: number) => `${value.toFixed(2)} ms`;
 const rate = (value: number | undefined) => (value === undefined ? '-' : `${value.toFixed(2)} GB/s`);
 const met = (ok: boolean) => (ok ? 'met' : 'NOT met');
 
+/**
+ * Where a load's time went, in s, from the stages the worker reported: the
+ * download (first load), the header and tokenizer (until the first tensor),
+ * the weights (read, repacked or read prepared, uploaded), the model's
+ * assembly and the shaders compiled ahead, the warmup.
+ */
+export function loadPhases(load: WorkerLoadTiming): [string, number | undefined][] {
+  const download = load.downloadSeconds ?? 0;
+  const warmupAt = load.warmupSeconds === undefined ? undefined : load.seconds - load.warmupSeconds;
+  const between = (from: number | undefined, to: number | undefined) =>
+    from === undefined || to === undefined ? undefined : to - from;
+  return [
+    ['download into the cache', load.downloadSeconds],
+    ['header and tokenizer', between(download, load.openSeconds)],
+    ['weights: read, repack or prepared, upload', between(load.openSeconds, load.weightsSeconds)],
+    ['model assembly, shaders compiled ahead', between(load.weightsSeconds, warmupAt)],
+    ['warmup', load.warmupSeconds],
+    ['whole load', load.seconds],
+  ];
+}
+
+/** The two loads' phases as a table, with the prepared tensors of each. */
+function phaseTable(web: WorkerRun): string[] {
+  const first = loadPhases(web.firstLoad);
+  const cached = loadPhases(web.cachedLoad);
+  const prepared = ({ prepared: p }: WorkerLoadTiming) =>
+    `${p.reused} read, ${p.written} written${p.rebuilt ? ', rebuilt' : ''}`;
+  return [
+    '| phase | first load | from the cache |',
+    '| --- | --- | --- |',
+    ...first.map(([name, seconds], i) => `| ${name} | ${s(seconds)} | ${s(cached[i]![1])} |`),
+    `| prepared tensors | ${prepared(web.firstLoad)} | ${prepared(web.cachedLoad)} |`,
+  ];
+}
+
 /** The report as lines of text. */
 export function webBenchSummary(report: WebBenchReport): string {
   const { web, direct, targets } = report;
@@ -249,6 +290,7 @@ export function webBenchSummary(report: WebBenchReport): string {
     `load from the cache (Blobs read by ${report.settings.blob}): ${s(web.cachedLoad.seconds)} (${rate(targets.cachedLoadGBps)}); weights on the device at ` +
       `${s(web.cachedLoad.weightsSeconds)} (${rate(targets.cachedWeightsGBps)}), warmup ${s(web.cachedLoad.warmupSeconds)}, ` +
       `${web.cachedLoad.precompiled} shaders compiled ahead; no model request: ${web.cachedLoad.fromCache}`,
+    ...phaseTable(web),
     `TextModel.load from the file: ${s(direct.loadSeconds)}`,
     gen('browser path', web.generation),
     gen('TextModel', direct.generation),

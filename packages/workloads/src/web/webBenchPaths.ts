@@ -2,6 +2,7 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import type { Backend } from '@rayo/core';
 import { type GenerationStats, TextModel } from '@rayo/text';
 import {
+  type LoadedModelInfo,
   type MessageEndpoint,
   ModelCache,
   type OpfsDirectory,
@@ -180,6 +181,8 @@ export interface WorkerLoadTiming {
   readonly seconds: number;
   readonly fromCache: boolean;
   readonly precompiled: number;
+  /** The header read and the tokenizer made: the first progress of the weights (nothing loaded yet). */
+  readonly openSeconds?: number;
   /** The last byte copied into the cache (first load only). */
   readonly downloadSeconds?: number;
   readonly bytesDownloaded: number;
@@ -189,6 +192,8 @@ export interface WorkerLoadTiming {
   readonly weightBytes: number;
   /** The warmup (kernels compiled by a short generation), from its start to the end of the load. */
   readonly warmupSeconds?: number;
+  /** Quantized tensors uploaded as the cache kept them, and repacked and kept (see `LoadedModelInfo`). */
+  readonly prepared: LoadedModelInfo['prepared'];
 }
 
 /** Called with each reply as the worker side posts it, and when. */
@@ -206,6 +211,7 @@ async function timedLoad(
 ): Promise<WorkerLoadTiming> {
   const started = performance.now();
   const since = (at: number) => (at - started) / 1000;
+  let openSeconds: number | undefined;
   let downloadSeconds: number | undefined;
   let bytesDownloaded = 0;
   let weightsSeconds: number | undefined;
@@ -217,9 +223,12 @@ async function timedLoad(
     if (p.stage === 'download') {
       downloadSeconds = since(at);
       bytesDownloaded = p.bytesReceived;
-    } else if (p.stage === 'weights' && p.tensorsLoaded === p.tensorsTotal) {
-      weightsSeconds = since(at);
-      weightBytes = p.bytesTotal;
+    } else if (p.stage === 'weights') {
+      if (p.tensorsLoaded === 0) openSeconds = since(at);
+      if (p.tensorsLoaded === p.tensorsTotal) {
+        weightsSeconds = since(at);
+        weightBytes = p.bytesTotal;
+      }
     } else if (p.stage === 'warmup') warmupAt = since(at);
   });
   const info = await client.load(url);
@@ -228,11 +237,13 @@ async function timedLoad(
     seconds,
     fromCache: info.fromCache,
     precompiled: info.precompiled,
+    ...(openSeconds !== undefined ? { openSeconds } : {}),
     ...(downloadSeconds !== undefined ? { downloadSeconds } : {}),
     bytesDownloaded,
     ...(weightsSeconds !== undefined ? { weightsSeconds } : {}),
     weightBytes,
     ...(warmupAt !== undefined ? { warmupSeconds: seconds - warmupAt } : {}),
+    prepared: info.prepared,
   };
 }
 

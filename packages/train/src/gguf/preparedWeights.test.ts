@@ -1,0 +1,97 @@
+import { createBackend, DTypeError, type QuantizedHostWeight, ShapeError } from '@rayo/core';
+import { describe, expect, it } from 'vitest';
+import { Rng } from '../random.js';
+import { type PreparedTensor, type PreparedWeights, uploadPrepared } from './preparedWeights.js';
+import { quantize } from './quantize.js';
+import { ggufAsCoreFormat } from './repack.js';
+
+// uploadPrepared: kept parts are uploaded as they are, missing ones are
+// repacked from the blocks and kept, and parts of another tensor are refused
+// by name before any upload.
+
+/** A store in a Map, counting what it is asked. */
+function mapStore(kept = new Map<string, QuantizedHostWeight>()) {
+  const calls = { reads: 0, writes: 0 };
+  const store: PreparedWeights = {
+    read: async (name) => {
+      calls.reads++;
+      return kept.get(name);
+    },
+    write: async (name, weight) => {
+      calls.writes++;
+      kept.set(name, weight);
+    },
+    end: async () => {},
+  };
+  return { store, kept, calls };
+}
+
+const rows = 5;
+const cols = 96;
+const rng = new Rng(11);
+const blocks = quantize(
+  'Q4_0',
+  Float32Array.from({ length: rows * cols }, () => rng.normal()),
+);
+
+function tensor(onBlocks: () => void = () => {}): PreparedTensor {
+  return {
+    name: 'blk.0.attn_q.weight',
+    type: 'Q4_0',
+    shape: [rows, cols],
+    blocks: async () => {
+      onBlocks();
+      return blocks;
+    },
+  };
+}
+
+describe('uploadPrepared', () => {
+  it('repacks and keeps a tensor the store lacks, then uploads the kept parts without reading blocks', async () => {
+    const backend = await createBackend('cpu');
+    const { store, kept, calls } = mapStore();
+    let blockReads = 0;
+    const first = await uploadPrepared(
+      backend,
+      store,
+      tensor(() => blockReads++),
+    );
+    expect(calls).toEqual({ reads: 1, writes: 1 });
+    expect(blockReads).toBe(1);
+    const expected = ggufAsCoreFormat('Q4_0', blocks, rows, cols);
+    expect(kept.get('blk.0.attn_q.weight')!.packed).toEqual(expected.packed);
+    const second = await uploadPrepared(
+      backend,
+      store,
+      tensor(() => blockReads++),
+    );
+    expect(calls).toEqual({ reads: 2, writes: 1 });
+    expect(blockReads).toBe(1);
+    expect(second.format).toBe('q4g32');
+    expect(await second.tensors.packed!.read()).toEqual(await first.tensors.packed!.read());
+    expect(await second.tensors.scales!.read()).toEqual(new Uint16Array(expected.scales.buffer));
+    backend.dispose();
+  });
+
+  it('refuses kept parts of another shape or length, naming the tensor', async () => {
+    const backend = await createBackend('cpu');
+    const right = ggufAsCoreFormat('Q4_0', blocks, rows, cols);
+    const other = mapStore(new Map([['blk.0.attn_q.weight', { ...right, n: rows - 1 }]]));
+    await expect(uploadPrepared(backend, other.store, tensor())).rejects.toThrow(ShapeError);
+    await expect(uploadPrepared(backend, other.store, tensor())).rejects.toMatchObject({
+      argument: 'blk.0.attn_q.weight',
+      expected: `q4g32 [${rows}, ${cols}] (Q4_0 in the file)`,
+    });
+    const short = mapStore(
+      new Map([['blk.0.attn_q.weight', { ...right, packed: right.packed.subarray(1) }]]),
+    );
+    const error = await uploadPrepared(backend, short.store, tensor()).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DTypeError);
+    expect(error).toMatchObject({
+      argument: 'blk.0.attn_q.weight.packed',
+      actual: `${right.packed.length - 1}`,
+    });
+    expect(backend.memory().liveTensors).toBe(0);
+    backend.dispose();
+  });
+});

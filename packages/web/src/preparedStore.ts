@@ -1,0 +1,273 @@
+import { type QuantizedHostWeight, RayoError } from '@rayo/core';
+import type { PreparedWeights } from '@rayo/train';
+import { isNotFound, type OpfsDirectory, type OpfsWritable, readJson, writeJson } from './opfs.js';
+
+// A GGUF model's quantized tensors in their device layout, kept beside the
+// cached file so that a load from the cache reads and uploads them as they
+// are (no stored blocks read, no repack). Two files in the model's folder:
+// the parts one after another, and an index written only once they are all
+// there, so a load cut short leaves no index and a later load rebuilds them.
+
+/** The index of the prepared parts: what they were made from, and where each part lies. */
+export const PREPARED_INDEX = 'prepared.json';
+/** The prepared parts, one after another. */
+export const PREPARED_DATA = 'prepared.bin';
+const VERSION = 1;
+const OPERATION = 'ModelCache.prepared';
+/** Bytes of the GGUF file hashed for its identity: its header's start (metadata, tensor table). */
+const HEAD_BYTES = 2 ** 20;
+
+type PartName = 'packed' | 'scales' | 'zeros' | 'offsets';
+const PARTS: readonly PartName[] = ['packed', 'scales', 'zeros', 'offsets'];
+
+interface PartEntry {
+  readonly at: number;
+  readonly bytes: number;
+  readonly checksum: number;
+}
+
+interface TensorEntry {
+  readonly format: QuantizedHostWeight['format'];
+  readonly n: number;
+  readonly k: number;
+  readonly scaleDType: QuantizedHostWeight['scaleDType'];
+  readonly parts: Partial<Record<PartName, PartEntry>>;
+}
+
+/** Which GGUF file the parts were made from: its URL, size and a hash of its head. */
+interface SourceIdentity {
+  readonly url: string;
+  readonly bytes: number;
+  readonly headSha256: string;
+}
+
+interface PreparedIndex {
+  readonly version: number;
+  readonly source: SourceIdentity;
+  /** Size of the data file. */
+  readonly bytes: number;
+  readonly tensors: Record<string, TensorEntry>;
+}
+
+/** A prepared file that fails its checks: the load drops the prepared data and repacks from the GGUF file. */
+export class PreparedDataError extends RayoError {
+  override readonly name = 'PreparedDataError';
+}
+
+/**
+ * FNV-1a over 32-bit words in four interleaved lanes (a fraction of a
+ * hash's cost per byte, run on every cached load), the tail bytes last:
+ * any one changed word changes it.
+ */
+export function partChecksum(view: ArrayBufferView): number {
+  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+  const aligned = bytes.byteOffset % 4 === 0 ? bytes : bytes.slice();
+  const words = new Uint32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength >>> 2);
+  let a = 0x811c9dc5;
+  let b = 0x01000193;
+  let c = 0x9e3779b9;
+  let d = 0x85ebca6b;
+  const whole = words.length & ~3;
+  for (let i = 0; i < whole; i += 4) {
+    a = Math.imul(a ^ words[i]!, 0x01000193);
+    b = Math.imul(b ^ words[i + 1]!, 0x01000193);
+    c = Math.imul(c ^ words[i + 2]!, 0x01000193);
+    d = Math.imul(d ^ words[i + 3]!, 0x01000193);
+  }
+  for (let i = whole; i < words.length; i++) a = Math.imul(a ^ words[i]!, 0x01000193);
+  for (let i = words.length * 4; i < aligned.length; i++) b = Math.imul(b ^ aligned[i]!, 0x01000193);
+  return (Math.imul(a, 3) ^ Math.imul(b, 5) ^ Math.imul(c, 7) ^ d) >>> 0;
+}
+
+function typedPart(part: PartName, dtype: QuantizedHostWeight['scaleDType'], buffer: ArrayBuffer) {
+  if (part === 'packed' || part === 'zeros') return new Uint32Array(buffer);
+  return dtype === 'f32' ? new Float32Array(buffer) : new Uint16Array(buffer);
+}
+
+async function sha256Hex(bytes: ArrayBuffer): Promise<string> {
+  const digest = await crypto.subtle.digest('SHA-256', bytes);
+  return [...new Uint8Array(digest)].map((x) => x.toString(16).padStart(2, '0')).join('');
+}
+
+/** Removes a model's prepared data (both files); nothing where there is none. */
+export async function removePrepared(folder: OpfsDirectory): Promise<void> {
+  for (const name of [PREPARED_INDEX, PREPARED_DATA]) {
+    await folder.removeEntry(name).catch((error: unknown) => {
+      if (!isNotFound(error)) throw error;
+    });
+  }
+}
+
+/** The bytes of a model's prepared data, 0 where it has none (or none complete). */
+export async function preparedBytes(folder: OpfsDirectory): Promise<number> {
+  return (await readJson<PreparedIndex>(folder, PREPARED_INDEX))?.bytes ?? 0;
+}
+
+type State =
+  | { readonly mode: 'read'; readonly index: PreparedIndex; readonly data: Blob }
+  | {
+      mode: 'write';
+      readonly source: SourceIdentity;
+      writable?: OpfsWritable;
+      index: PreparedIndex;
+      failed?: unknown;
+    };
+
+/**
+ * `PreparedWeights` in a model's folder of the cache, for the GGUF file
+ * cached there as `fileKey` (fetched from `url`). Kept parts are used only
+ * where they were made from that file (its URL, size and head hash) and pass
+ * their checks (sizes, checksums); where none are kept, the load's repacked
+ * parts are written, and kept once the load ends well. A failing write (a
+ * full quota) drops them: the load itself goes on.
+ */
+export class OpfsPreparedWeights implements PreparedWeights {
+  readonly #folder: OpfsDirectory;
+  readonly #fileKey: string;
+  readonly #url: string;
+  #state: Promise<State> | undefined;
+  /** The next tensor's parts, read while the loader uploads this one. */
+  #ahead: { readonly name: string; readonly parts: Promise<QuantizedHostWeight> } | undefined;
+  /** Tensors read from the prepared data by this load. */
+  reused = 0;
+  /** Tensors written to it by this load. */
+  written = 0;
+
+  constructor(folder: OpfsDirectory, fileKey: string, url: string) {
+    this.#folder = folder;
+    this.#fileKey = fileKey;
+    this.#url = url;
+  }
+
+  /** What the cached file's prepared data says; read once, at the first tensor (the file is cached by then). */
+  #open(): Promise<State> {
+    this.#state ??= (async (): Promise<State> => {
+      const file = await (await this.#folder.getFileHandle(this.#fileKey)).getFile();
+      const head = await file.slice(0, Math.min(file.size, HEAD_BYTES)).arrayBuffer();
+      const source = { url: this.#url, bytes: file.size, headSha256: await sha256Hex(head) };
+      const index = await readJson<PreparedIndex>(this.#folder, PREPARED_INDEX);
+      const same =
+        index?.version === VERSION &&
+        index.source.url === source.url &&
+        index.source.bytes === source.bytes &&
+        index.source.headSha256 === source.headSha256;
+      const empty = { version: VERSION, source, bytes: 0, tensors: {} };
+      if (!index || !same) return { mode: 'write', source, index: empty };
+      const data = await (await this.#folder.getFileHandle(PREPARED_DATA)).getFile().catch((error) => {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      });
+      if (data?.size !== index.bytes) {
+        throw this.#refuse(PREPARED_DATA, `${index.bytes} bytes`, `${data?.size ?? 'no file of'} bytes`);
+      }
+      return { mode: 'read', index, data };
+    })();
+    return this.#state;
+  }
+
+  #refuse(argument: string, expected: string, actual: string): PreparedDataError {
+    return new PreparedDataError(`the prepared weights of ${this.#url} are damaged`, {
+      operation: OPERATION,
+      argument: `${PREPARED_DATA} (${argument})`,
+      expected,
+      actual,
+    });
+  }
+
+  async #readParts(index: PreparedIndex, data: Blob, name: string): Promise<QuantizedHostWeight> {
+    const entry = index.tensors[name]!;
+    const parts: Partial<Record<PartName, Uint32Array | Float32Array | Uint16Array>> = {};
+    for (const part of PARTS) {
+      const at = entry.parts[part];
+      if (!at) continue;
+      const buffer = await data.slice(at.at, at.at + at.bytes).arrayBuffer();
+      const what = `${name}.${part}`;
+      if (buffer.byteLength !== at.bytes)
+        throw this.#refuse(what, `${at.bytes} bytes`, `${buffer.byteLength}`);
+      const array = typedPart(part, entry.scaleDType, buffer);
+      const checksum = partChecksum(array);
+      if (checksum !== at.checksum) throw this.#refuse(what, `checksum ${at.checksum}`, `${checksum}`);
+      parts[part] = array;
+    }
+    const { packed, scales, zeros, offsets } = parts;
+    if (!packed || !scales)
+      throw this.#refuse(name, 'packed and scales parts', Object.keys(parts).join(', '));
+    return {
+      format: entry.format,
+      n: entry.n,
+      k: entry.k,
+      scaleDType: entry.scaleDType,
+      packed: packed as Uint32Array,
+      scales,
+      ...(zeros ? { zeros: zeros as Uint32Array } : {}),
+      ...(offsets ? { offsets } : {}),
+    };
+  }
+
+  async read(name: string): Promise<QuantizedHostWeight | undefined> {
+    const state = await this.#open();
+    if (state.mode !== 'read' || !(name in state.index.tensors)) return undefined;
+    const parts =
+      this.#ahead?.name === name ? this.#ahead.parts : this.#readParts(state.index, state.data, name);
+    // Tensors were written in load order: the next one is read while this one is uploaded.
+    const names = Object.keys(state.index.tensors);
+    const next = names[names.indexOf(name) + 1];
+    this.#ahead =
+      next === undefined ? undefined : { name: next, parts: this.#readParts(state.index, state.data, next) };
+    // Its failure, if any, is met when it is asked for.
+    this.#ahead?.parts.catch(() => {});
+    const weight = await parts;
+    this.reused++;
+    return weight;
+  }
+
+  async write(name: string, weight: QuantizedHostWeight): Promise<void> {
+    const state = await this.#open();
+    if (state.mode !== 'write' || state.failed !== undefined) return;
+    try {
+      if (!state.writable) {
+        // An index from another file or an older layout goes before new parts are written.
+        await removePrepared(this.#folder);
+        const handle = await this.#folder.getFileHandle(PREPARED_DATA, { create: true });
+        state.writable = await handle.createWritable({ keepExistingData: false });
+      }
+      const parts: Partial<Record<PartName, PartEntry>> = {};
+      let at = state.index.bytes;
+      for (const part of PARTS) {
+        const array = weight[part];
+        if (!array) continue;
+        const bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+        await state.writable.write({ type: 'write', position: at, data: bytes });
+        parts[part] = { at, bytes: bytes.length, checksum: partChecksum(array) };
+        at += bytes.length;
+      }
+      const { format, n, k, scaleDType } = weight;
+      state.index = {
+        ...state.index,
+        bytes: at,
+        tensors: { ...state.index.tensors, [name]: { format, n, k, scaleDType, parts } },
+      };
+      this.written++;
+    } catch (error) {
+      state.failed = error;
+      await state.writable?.abort().catch(() => {});
+    }
+  }
+
+  async end(complete: boolean): Promise<void> {
+    this.#ahead = undefined;
+    const state = await this.#state;
+    if (state?.mode !== 'write' || !state.writable) return;
+    if (!complete || state.failed !== undefined) {
+      if (state.failed === undefined) await state.writable.abort().catch(() => {});
+      return;
+    }
+    try {
+      await state.writable.close();
+      await writeJson(this.#folder, PREPARED_INDEX, state.index);
+    } catch {
+      // Kept data is an optimisation: a load that cannot keep it still succeeds.
+      await removePrepared(this.#folder).catch(() => {});
+    }
+  }
+}
