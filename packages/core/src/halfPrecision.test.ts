@@ -115,7 +115,7 @@ describe('half storage', () => {
           { shape: [1, 64], dtype: 'f32' },
           { shape: [64, 32], dtype: b },
         ],
-        { alpha: 1, beta: 1, transA: false, transB: false, precision: 'f32' },
+        { alpha: 1, beta: 1, transA: false, transB: false, precision: 'f32', out: 'auto' },
       ).bytes;
     expect(cost('f32') - cost('bf16')).toBe(64 * 32 * 2);
   });
