@@ -19,6 +19,7 @@ import type { LayerCache, LlamaDecoder } from './decoder.js';
 import { fusedDecodeLayer } from './fusedDecodeLayer.js';
 import {
   biased,
+  type HalfOperand,
   halfOperand,
   headNorm,
   productPrecision,
@@ -147,12 +148,14 @@ function layer(
     names.map((name) => projectionWeight(w, quantized, name)),
   );
   const h = run.run1(rmsNorm, [x, w.inputNorm], { eps: d.config.rmsNormEps, ...(out ? { out } : {}) });
+  // The attention writes the o product's operand as the norm writes q, k and v's.
+  const attendedOut = halfOperand(d, x.shape[0]!, [projectionWeight(w, quantized, 'o')]);
   let attended: Tensor;
   if (fused) {
     const qkv = biased(run, project(d, run, h, w, quantized, 'qkv'), w.qkvBias);
     sink?.({ qkv });
-    attended = fusedQkvAttention(d, run, qkv, cache, at);
-  } else attended = attention(d, run, w, quantized, cache, h, at, sink);
+    attended = fusedQkvAttention(d, run, qkv, cache, at, attendedOut);
+  } else attended = attention(d, run, w, quantized, cache, h, at, sink, attendedOut);
   const x1 = biased(run, project(d, run, attended, w, quantized, 'o', x), w.oBias);
   return project(d, run, mlp(d, run, w, quantized, x1, true), w, quantized, 'down', x1);
 }
@@ -167,6 +170,7 @@ function attention(
   h: Tensor,
   at: number | DevicePosition,
   sink: ((rows: SunkRows) => void) | undefined,
+  out: HalfOperand | undefined,
 ): Tensor {
   const { config } = d;
   const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta } = config;
@@ -195,7 +199,7 @@ function attention(
         vCache: cache.v,
         position: at,
       }).reshape([1, heads * headDim])
-    : chunkAttention(run, q, k, v, cache, onDevice ? 0 : at);
+    : chunkAttention(run, q, k, v, cache, onDevice ? 0 : at, out);
 }
 
 /** Row T − 1 of x [T, hidden] as [1, hidden]: a gather of one row (`embedding` with x as the table). */

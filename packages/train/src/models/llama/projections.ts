@@ -67,6 +67,9 @@ export const DEQUANTIZED_PREFILL_ROWS = 32;
  */
 export const HALF_OPERAND_ROWS = DEQUANTIZED_PREFILL_ROWS;
 
+/** The half dtype a producer writes for a product that reads it (see `halfOperand`). */
+export type HalfOperand = 'f16' | 'bf16';
+
 /**
  * The half dtype the products of `rows` rows by `weights` (dense, or
  * quantized: dequantized to bf16 for a chunk) round their f32 input to
@@ -79,7 +82,7 @@ export function halfOperand(
   d: LlamaDecoder,
   rows: number,
   weights: readonly (Tensor | QuantizedWeight | undefined)[],
-): 'f16' | 'bf16' | undefined {
+): HalfOperand | undefined {
   if (rows < HALF_OPERAND_ROWS || !d.backend.info.features.includes(HALF_OPERAND_PASS)) return undefined;
   const dtypes = new Set(
     weights.map((weight) => {
