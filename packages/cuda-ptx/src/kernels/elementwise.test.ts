@@ -82,4 +82,16 @@ describe.skipIf(gate.skip)(`elementwise PTX assembles with ptxas (${gate.reason}
       }
     });
   }
+  it('swiglu writing another dtype than it reads (attrs.out)', () => {
+    const decl = MAP_DECLS.find((d) => d.spec.name === 'swiglu')!;
+    for (const [type, out] of [
+      ['f32', 'bf16'],
+      ['f16', 'bf16'],
+      ['bf16', 'f32'],
+    ] as const) {
+      const result = assemblePtx(mapModule(decl, type, out).emit(), DEFAULT_TARGET);
+      expect(result.log, `${type} to ${out}`).toBe('');
+      expect(result.ok).toBe(true);
+    }
+  });
 });
