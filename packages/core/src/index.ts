@@ -98,7 +98,7 @@ export {
   matmulLaunch,
 } from './kernels/matmulLaunch.js';
 export type { AttrsOf, SpecCall } from './kernels/specCall.js';
-export { FLOAT, type NoAttrs, pow2AtLeast } from './kernels/vocabulary.js';
+export { FLOAT, type NoAttrs, OUT_DTYPES, type OutDType, pow2AtLeast } from './kernels/vocabulary.js';
 export { checkInputsWritten, checkWritten, PendingWrites } from './pendingWrites.js';
 export { poolBucketBytes, SizeBuckets } from './poolBuckets.js';
 export * from './quant/index.js';

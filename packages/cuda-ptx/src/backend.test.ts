@@ -33,7 +33,7 @@ describe('CudaBackend', () => {
   it('describes the device and supports exactly the specs it has kernels for', () => {
     const { backend } = setup();
     expect(backend.info).toMatchObject({ name: 'cuda', kind: 'gpu', device: 'Fake H100 (sm_90, 132 SMs)' });
-    expect(backend.info.features).toEqual(['sm_90', 'cuda-graphs', 'events']);
+    expect(backend.info.features).toEqual(['sm_90', 'cuda-graphs', 'events', 'half-operand-pass']);
     const implemented = new Set(CUDA_KERNELS.map((k) => k.spec.name));
     for (const spec of KERNELS)
       expect(backend.supports(spec.name), spec.name).toBe(implemented.has(spec.name));

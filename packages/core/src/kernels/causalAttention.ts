@@ -3,7 +3,7 @@ import { defineKernel } from '../kernel.js';
 import { attendRows } from './attentionReference.js';
 import { ArgCheck } from './check.js';
 import { checkKvCaches } from './kvCacheChecks.js';
-import { bytesOf, CACHES, FLOAT } from './vocabulary.js';
+import { bytesOf, CACHES, FLOAT, type OutDType, outDtypeAttr, outDtypeOf } from './vocabulary.js';
 
 // Prompt processing: a chunk of T queries attends causally over the KV cache,
 // into which the chunk's own keys and values were written first. One kernel
@@ -11,7 +11,7 @@ import { bytesOf, CACHES, FLOAT } from './vocabulary.js';
 // FlashAttention way (online softmax, no [T, S] score matrix in memory).
 // Precision: over half caches a backend may round q and the softmax weights P to the caches' dtype for tensor-core products (f32 accumulation, max and sum).
 
-type CausalAttentionAttrs = { position: number; scale: number };
+type CausalAttentionAttrs = { position: number; scale: number; out: OutDType };
 
 export const causalAttention = defineKernel<CausalAttentionAttrs>({
   name: 'causalAttention',
@@ -45,8 +45,9 @@ export const causalAttention = defineKernel<CausalAttentionAttrs>({
       doc: "cache row of the chunk's first query; query t attends to rows 0 … position + t, later rows are ignored",
     },
     scale: { kind: 'number', default: 0, min: 0, finite: true, doc: 'score scale; 0 means 1/sqrt(headDim)' },
+    out: outDtypeAttr("is q's"),
   },
-  infer([q, kCache, vCache], { position }) {
+  infer([q, kCache, vCache], { position, out }) {
     const check = new ArgCheck('causalAttention');
     check.rank('q', q!, 3, '[T, nHeads, headDim]');
     const [tokens, nHeads, headDim] = q!.shape as [number, number, number];
@@ -58,7 +59,7 @@ export const causalAttention = defineKernel<CausalAttentionAttrs>({
       `<= maxSeq − T = ${maxSeq - tokens}`,
       position,
     );
-    return [{ name: 'out', shape: q!.shape, dtype: q!.dtype }];
+    return [{ name: 'out', shape: q!.shape, dtype: outDtypeOf(out, q!.dtype) }];
   },
   reference([q, kCache, vCache], attrs, io) {
     const [tokens, nHeads, headDim] = io.outputs[0]!.shape as [number, number, number];
@@ -99,7 +100,10 @@ export const causalAttention = defineKernel<CausalAttentionAttrs>({
     return {
       // q·k and the weighted sum of v (2 flops per multiply-add each), plus max, exp and sum per score.
       flops: nHeads * scores * (4 * headDim + 3),
-      bytes: 2 * bytesOf(q) + 2 * bytesPerElement(kCache!.dtype) * nKvHeads * rows * headDim,
+      bytes:
+        bytesOf(q) +
+        bytesOf({ shape: q!.shape, dtype: outDtypeOf(attrs.out, q!.dtype) }) +
+        2 * bytesPerElement(kCache!.dtype) * nKvHeads * rows * headDim,
     };
   },
 });

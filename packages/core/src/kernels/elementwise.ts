@@ -11,7 +11,7 @@ import {
   siluOf,
 } from './activations.js';
 import { ArgCheck } from './check.js';
-import { bytesOf, FLOAT, type NoAttrs } from './vocabulary.js';
+import { bytesOf, FLOAT, type NoAttrs, type OutDType, outDtypeAttr, outDtypeOf } from './vocabulary.js';
 
 const FAMILY = 'elementwise';
 
@@ -119,7 +119,7 @@ export const clip = defineKernel<ClipAttrs>({
 
 // ---- gated and bias ------------------------------------------------------
 
-export const swiglu = defineKernel<NoAttrs>({
+export const swiglu = defineKernel<{ out: OutDType }>({
   name: 'swiglu',
   family: FAMILY,
   summary: 'y = silu(gate) · up',
@@ -127,17 +127,20 @@ export const swiglu = defineKernel<NoAttrs>({
     { name: 'gate', dtypes: FLOAT },
     { name: 'up', dtypes: FLOAT },
   ],
-  attributes: {},
-  infer([gate, up]) {
+  attributes: { out: outDtypeAttr("is gate's") },
+  infer([gate, up], { out }) {
     new ArgCheck('swiglu').sameShape('up', up!, gate!.shape, "'gate'");
-    return [{ name: 'y', shape: gate!.shape, dtype: gate!.dtype }];
+    return [{ name: 'y', shape: gate!.shape, dtype: outDtypeOf(out, gate!.dtype) }];
   },
   reference([g, u]) {
     const y = new Float32Array(g!.length);
     for (let i = 0; i < y.length; i++) y[i] = siluOf(g![i]!) * u![i]!;
     return [y];
   },
-  cost: ([g]) => ({ flops: 5 * sizeOf(g!.shape), bytes: 3 * bytesOf(g) }),
+  cost: ([g], { out }) => ({
+    flops: 5 * sizeOf(g!.shape),
+    bytes: 2 * bytesOf(g) + bytesOf({ shape: g!.shape, dtype: outDtypeOf(out, g!.dtype) }),
+  }),
 });
 
 export const biasAdd = defineKernel<NoAttrs>({

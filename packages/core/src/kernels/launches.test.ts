@@ -7,7 +7,14 @@ const op = (name: string, ...shape: number[]) => ({ name, shape });
 
 describe('launch descriptions from spec calls', () => {
   it('read M, N and K of matmul from its stored layouts', () => {
-    const attrs = { alpha: 2, beta: 0.5, transA: true, transB: false, precision: 'f32' } as const;
+    const attrs = {
+      alpha: 2,
+      beta: 0.5,
+      transA: true,
+      transB: false,
+      precision: 'f32',
+      out: 'auto',
+    } as const;
     const [a, b, c, y] = [op('a', 7, 3), op('b', 7, 5), op('c', 3, 5), op('y', 3, 5)];
     expect(matmulLaunch({ inputs: [a, b, c], outputs: [y], attrs })).toEqual({
       a,

@@ -1,7 +1,7 @@
 import { type DType, type HostArray, isHalf, roundedToHalf } from '../dtype.js';
 import { defineKernel, type KernelIO } from '../kernel.js';
 import { ArgCheck } from './check.js';
-import { bytesOf, FLOAT, WEIGHTS } from './vocabulary.js';
+import { bytesOf, FLOAT, type OutDType, outDtypeAttr, outDtypeOf, RESIDUALS, WEIGHTS } from './vocabulary.js';
 
 const FAMILY = 'matmul';
 
@@ -36,6 +36,15 @@ const PRECISION = {
   doc: "'f32' exact f32 products (default); 'tf32' allows a and b rounded to tf32 (10-bit mantissa) on tensor cores, summed in f32 (opt-in, as PyTorch's allow_tf32); 'half' rounds f32 operands to the half dtype of the other (bf16 where neither is half), summed in f32, y in a's dtype",
 } as const;
 
+/**
+ * A backend feature (`BackendInfo.features`): its precision 'half' products
+ * round f32 operands in a pass of their own before the tensor cores, so that
+ * a producer writing the half operand itself (an `out` attribute) saves that
+ * pass. Where it is absent a half operand costs a pass instead (widened) or
+ * is multiplied in f32 anyway, and f32 producers do better.
+ */
+export const HALF_OPERAND_PASS = 'half-operand-pass';
+
 /** The half dtype precision 'half' rounds f32 operands to: b's where b is half, else a's, else bf16. */
 export function halfPrecisionDtype(a: DType, b: DType): 'f16' | 'bf16' {
   return isHalf(b) ? b : isHalf(a) ? a : 'bf16';
@@ -68,6 +77,7 @@ type MatmulAttrs = {
   transA: boolean;
   transB: boolean;
   precision: MatmulPrecision;
+  out: OutDType;
 };
 
 /** [M, K, N] of a valid call. */
@@ -90,7 +100,13 @@ export const matmul = defineKernel<MatmulAttrs>({
       dtypeGroup: WEIGHTS,
       doc: "[K, N], or [N, K] with transB; may be half under f32 'a'",
     },
-    { name: 'c', dtypes: FLOAT, optional: true, doc: '[M, N], added after scaling by beta' },
+    {
+      name: 'c',
+      dtypes: FLOAT,
+      dtypeGroup: RESIDUALS,
+      optional: true,
+      doc: "[M, N], added after scaling by beta; y's dtype (may be f32 under half 'a')",
+    },
   ],
   attributes: {
     alpha: { kind: 'number', default: 1, doc: 'scales the product' },
@@ -98,15 +114,18 @@ export const matmul = defineKernel<MatmulAttrs>({
     transA: { kind: 'boolean', default: false, doc: "'a' is stored as [K, M]" },
     transB: { kind: 'boolean', default: false, doc: "'b' is stored as [N, K]" },
     precision: PRECISION,
+    out: outDtypeAttr("is c's where c is given, else a's"),
   },
-  infer([a, b, c], { transA, transB }) {
+  infer([a, b, c], { transA, transB, out }) {
     const check = new ArgCheck('matmul');
     check.rank('a', a!, 2, transA ? '[K, M]' : '[M, K]');
     check.rank('b', b!, 2, transB ? '[N, K]' : '[K, N]');
     const [m, k, n] = matmulDims(a!.shape, b!.shape, transA, transB);
     check.dim('b', b!, transB ? 1 : 0, k, "K of 'a'");
     if (c) check.sameShape('c', c, [m, n], 'the product [M, N]');
-    return [{ name: 'y', shape: [m, n], dtype: a!.dtype }];
+    const dtype = outDtypeOf(out, c?.dtype ?? a!.dtype);
+    if (c) check.sameDType('c', c, dtype, "y's dtype (attrs.out)");
+    return [{ name: 'y', shape: [m, n], dtype }];
   },
   reference([a0, b0, c], { alpha, beta, transA, transB, precision }, io) {
     const [a, b] = matmulOperands(precision, io, a0!, b0!);
@@ -125,11 +144,12 @@ export const matmul = defineKernel<MatmulAttrs>({
     }
     return [y];
   },
-  cost([a, b, c], { transA, transB }) {
+  cost([a, b, c], { transA, transB, out }) {
     const [m, k, n] = matmulDims(a!.shape, b!.shape, transA, transB);
+    const dtype = outDtypeOf(out, c?.dtype ?? a!.dtype);
     return {
       flops: 2 * m * n * k + (c ? 2 * m * n : 0),
-      bytes: bytesOf(a) + bytesOf(b) + bytesOf(c) + bytesOf({ shape: [m, n], dtype: a!.dtype }),
+      bytes: bytesOf(a) + bytesOf(b) + bytesOf(c) + bytesOf({ shape: [m, n], dtype }),
     };
   },
 });

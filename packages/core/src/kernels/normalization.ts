@@ -2,11 +2,12 @@ import type { HostArray } from '../dtype.js';
 import { defineKernel, type TensorMeta } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
-import { bytesOf, FLOAT, rowsOf } from './vocabulary.js';
+import { bytesOf, FLOAT, type OutDType, outDtypeAttr, outDtypeOf, rowsOf } from './vocabulary.js';
 
 const FAMILY = 'normalization';
 
 type EpsAttrs = { eps: number };
+type RmsNormAttrs = EpsAttrs & { out: OutDType };
 
 /**
  * Checks `x` is [..., N] with N >= 1 (a mean over no elements is undefined)
@@ -52,7 +53,7 @@ function meanAndScale(x: HostArray, start: number, n: number, eps: number): { me
   return { mean, scale: 1 / Math.sqrt(sumSq / n + eps) };
 }
 
-export const rmsNorm = defineKernel<EpsAttrs>({
+export const rmsNorm = defineKernel<RmsNormAttrs>({
   name: 'rmsNorm',
   family: FAMILY,
   summary: 'y = x / sqrt(mean(x²) + eps) · weight over the last axis',
@@ -60,10 +61,10 @@ export const rmsNorm = defineKernel<EpsAttrs>({
     { name: 'x', dtypes: FLOAT, doc: '[..., N]' },
     { name: 'weight', dtypes: FLOAT, doc: '[N]' },
   ],
-  attributes: epsAttr(1e-6),
-  infer([x, weight]) {
+  attributes: { ...epsAttr(1e-6), out: outDtypeAttr("is x's") },
+  infer([x, weight], { out }) {
     checkRows(new ArgCheck('rmsNorm'), 'x', x!, [['weight', weight!]]);
-    return [{ name: 'y', shape: x!.shape, dtype: x!.dtype }];
+    return [{ name: 'y', shape: x!.shape, dtype: outDtypeOf(out, x!.dtype) }];
   },
   reference([x, weight], { eps }, io) {
     const { rows, n } = rowsOf(io.inputs[0]!.shape);
@@ -75,9 +76,9 @@ export const rmsNorm = defineKernel<EpsAttrs>({
     }
     return [y];
   },
-  cost: ([x, w]) => ({
+  cost: ([x, w], { out }) => ({
     flops: 4 * sizeOf(x!.shape),
-    bytes: 2 * bytesOf(x) + bytesOf(w),
+    bytes: bytesOf(x) + bytesOf(w) + bytesOf({ shape: x!.shape, dtype: outDtypeOf(out, x!.dtype) }),
   }),
 });
 

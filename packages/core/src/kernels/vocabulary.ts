@@ -1,4 +1,4 @@
-import { bytesPerElement } from '../dtype.js';
+import { bytesPerElement, type DType } from '../dtype.js';
 import type { TensorMeta } from '../kernel.js';
 import { sizeOf } from '../shape.js';
 
@@ -22,6 +22,36 @@ export const F32_BYTES = bytesPerElement('f32');
  * activations are f32 (weight-only half, what decoding reads most of).
  */
 export const WEIGHTS = 'weight';
+
+/**
+ * The dtype group of matmul's c, whose dtype y takes: an f32 residual stream
+ * under half operands.
+ */
+export const RESIDUALS = 'residual';
+
+/**
+ * The values of an `out` attribute, the dtype of a kernel's y: `'auto'` as
+ * the spec's inputs give it, or the float dtype named (an f32 result
+ * rounded once to nearest even as it is stored: a producer writing the half
+ * operand of a tensor-core product, so that no cast pass follows it).
+ */
+export const OUT_DTYPES = ['auto', ...FLOAT] as const;
+export type OutDType = (typeof OUT_DTYPES)[number];
+
+/** The declaration of an `out` attribute; `auto` says what 'auto' gives. */
+export function outDtypeAttr(auto: string) {
+  return {
+    kind: 'enum',
+    values: OUT_DTYPES,
+    default: 'auto',
+    doc: `y's dtype: 'auto' (default) ${auto}, or the one named (computed in f32, rounded to nearest even as stored)`,
+  } as const;
+}
+
+/** The dtype an `out` attribute gives y: `auto` for 'auto', else the one named. */
+export function outDtypeOf(out: OutDType, auto: DType): DType {
+  return out === 'auto' ? auto : out;
+}
 
 /** The dtype group of KV caches: they may be half while queries and new rows are f32. */
 export const CACHES = 'cache';

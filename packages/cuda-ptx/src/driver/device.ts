@@ -1,4 +1,4 @@
-import type { BackendInfo } from '@rayo/core';
+import { type BackendInfo, HALF_OPERAND_PASS } from '@rayo/core';
 import type { ParamInfo } from '../ptx/module.js';
 import type { FailureContext } from './errors.js';
 import { CU_DEVICE_ATTRIBUTE, type CuOut, type LibCuda } from './libcuda.js';
@@ -104,6 +104,7 @@ export function cudaBackendInfo(d: DeviceProperties): BackendInfo {
     kind: 'gpu',
     // Kernels refuse operands beyond MAX_ELEMENTS themselves, naming the argument.
     limits: { maxBufferBytes: d.totalMemory },
-    features: [d.arch, 'cuda-graphs', 'events'],
+    // sm_80+ runs precision 'half' on tensor cores after a pass that rounds f32 operands.
+    features: [d.arch, 'cuda-graphs', 'events', ...(d.computeCapability[0] >= 8 ? [HALF_OPERAND_PASS] : [])],
   };
 }

@@ -144,12 +144,15 @@ describe.skipIf(gate.skip)(`causalAttention under ptxas (${gate.reason})`, () =>
     { headDim: 64, cache: 'f16', q: 'f16' },
     { headDim: 128, cache: 'bf16', q: 'f32' },
     { headDim: 64, cache: 'f16', q: 'f32' },
+    // attrs.out: f32 q, a bf16 out (the o product's operand).
+    { headDim: 64, cache: 'bf16', q: 'f32', out: 'bf16' },
   ];
   const tiled: TiledAttentionConfig[] = [
     { headDim: 128, q: 'f32', cache: 'f32' },
     { headDim: 7, q: 'f32', cache: 'f32' },
     { headDim: 80, q: 'bf16', cache: 'bf16' },
     { headDim: 256, q: 'f32', cache: 'f16' },
+    { headDim: 64, q: 'f32', cache: 'bf16', out: 'bf16' },
   ];
 
   it('assembles the tensor-core kernel for sm_80 and sm_90 without spills', () => {

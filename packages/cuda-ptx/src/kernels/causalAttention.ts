@@ -21,7 +21,7 @@ import {
   tiledSharedBytes,
 } from './causalAttentionTiled.js';
 import { checkElementCount } from './common.js';
-import { storageOf } from './storage.js';
+import { type FloatStorage, storageOf } from './storage.js';
 
 // Prefill attention: half caches with head dims 64 and 128 on tensor cores
 // (sm_80 and later), everything else on the f32 tile kernel.
@@ -40,7 +40,7 @@ export function mmaAttentionConfig(
   if (!MMA_HEAD_DIMS.includes(headDim) || (device.computeCapability?.[0] ?? 0) < 8) return undefined;
   // 16-byte copies of cache rows and of q; paired stores of out.
   if ([q, kCache, vCache, out].some((o) => o.ptr % 16n !== 0n)) return undefined;
-  return { headDim, cache, q: storageOf(q) };
+  return { headDim, cache, q: storageOf(q), ...outStorage(q, out) };
 }
 
 export function recordCausalAttention(
@@ -81,7 +81,7 @@ export function recordCausalAttention(
       actual: String(rows),
     });
   }
-  encoder.launch({ ...(mma ? mmaKernel(mma) : tiledKernel(q, kCache)), grid: [nKvHeads, tiles], args });
+  encoder.launch({ ...(mma ? mmaKernel(mma) : tiledKernel(q, kCache, out)), grid: [nKvHeads, tiles], args });
 }
 
 /** What a causalAttention launch takes from the kernel that serves it: all but grid and arguments. */
@@ -97,7 +97,12 @@ function mmaKernel(c: MmaAttentionConfig): AttentionKernel {
   };
 }
 
-function tiledKernel(q: Operand, kCache: Operand): AttentionKernel {
+/** out's storage where it is not q's (attrs.out), for a kernel configuration. */
+function outStorage(q: Operand, out: Operand): { out?: FloatStorage } {
+  return out.dtype === q.dtype ? {} : { out: storageOf(out) };
+}
+
+function tiledKernel(q: Operand, kCache: Operand, out: Operand): AttentionKernel {
   const headDim = q.shape[2]!;
   if (headDim > TILED_MAX_HEAD_DIM) {
     throw new UnsupportedOnBackendError('head dimension too large for the causal attention kernel', {
@@ -107,7 +112,12 @@ function tiledKernel(q: Operand, kCache: Operand): AttentionKernel {
       actual: String(headDim),
     });
   }
-  const c: TiledAttentionConfig = { headDim, q: storageOf(q), cache: storageOf(kCache) };
+  const c: TiledAttentionConfig = {
+    headDim,
+    q: storageOf(q),
+    cache: storageOf(kCache),
+    ...outStorage(q, out),
+  };
   return {
     key: tiledAttentionKey(c),
     module: () => tiledAttentionModule(c),

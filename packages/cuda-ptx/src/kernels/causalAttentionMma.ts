@@ -37,10 +37,13 @@ export interface MmaAttentionConfig {
   /** The caches' dtype: q and P are rounded to it for the products. */
   readonly cache: HalfDType;
   readonly q: FloatStorage;
+  /** out's storage (attrs.out); q's when absent. */
+  readonly out?: FloatStorage;
 }
 
 export function mmaAttentionKey(c: MmaAttentionConfig): string {
-  return `causalAttention/mma${MMA_ROWS}x${MMA_KEYS}/d${c.headDim}${storageKey([c.q, c.cache])}`;
+  const out = c.out !== undefined && c.out !== c.q ? `/out_${c.out}` : '';
+  return `causalAttention/mma${MMA_ROWS}x${MMA_KEYS}/d${c.headDim}${storageKey([c.q, c.cache])}${out}`;
 }
 
 /** q's tile and two buffers of K and V tiles, each 64 rows of headDim halves. */
@@ -57,6 +60,8 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
   const kSteps = hd / 16;
   const keySteps = MMA_KEYS / 16;
   const qBytes = STORAGE_BYTES[c.q];
+  const outType = c.out ?? c.q;
+  const outBytes = STORAGE_BYTES[outType];
   const m = new PtxModule({ target: 'sm_80' });
   const smem = m.dynamicShared('smem', 128);
   m.entry(
@@ -248,14 +253,14 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
           k.add('f32', l, l, k.shflSync('bfly', k.reg('f32'), l, offset), { rnd: 'rn' });
         const inv = k.rcp(k.reg('f32'), l, 'rn');
         const ok: Pred = k.setp('lt', 'u32', k.reg('pred'), lr.row, rows);
-        const at = k.elementAddress(out, k.add('u32', k.reg('u32'), lr.element, colPair), qBytes);
+        const at = k.elementAddress(out, k.add('u32', k.reg('u32'), lr.element, colPair), outBytes);
         o.forEach((r, j) => {
           const pair = [r[2 * h]!, r[2 * h + 1]!].map((x) =>
             k.mul('f32', k.reg('f32'), x, inv, { rnd: 'rn' }),
           );
           k.predicated(ok, () => {
-            if (c.q === 'f32') k.stGlobal('f32', addr(at, 32 * j), pair as unknown as Vec2<F32>);
-            else k.stGlobal('b32', addr(at, 16 * j), k.cvtPack(c.q, k.reg('u32'), pair[0]!, pair[1]!));
+            if (outType === 'f32') k.stGlobal('f32', addr(at, 32 * j), pair as unknown as Vec2<F32>);
+            else k.stGlobal('b32', addr(at, 16 * j), k.cvtPack(outType, k.reg('u32'), pair[0]!, pair[1]!));
           });
         });
       });

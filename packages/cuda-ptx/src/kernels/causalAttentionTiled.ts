@@ -23,10 +23,13 @@ export interface TiledAttentionConfig {
   readonly headDim: number;
   readonly q: FloatStorage;
   readonly cache: FloatStorage;
+  /** out's storage (attrs.out); q's when absent. */
+  readonly out?: FloatStorage;
 }
 
 export function tiledAttentionKey(c: TiledAttentionConfig): string {
-  return `causalAttention/tiled/d${c.headDim}${storageKey([c.q, c.cache])}`;
+  const out = c.out !== undefined && c.out !== c.q ? `/out_${c.out}` : '';
+  return `causalAttention/tiled/d${c.headDim}${storageKey([c.q, c.cache])}${out}`;
 }
 
 /** q, K and V tiles of rows padded by one word (no bank conflicts down a column), then the probabilities. */
@@ -130,6 +133,8 @@ export function tiledAttentionModule(c: TiledAttentionConfig): PtxModule {
   const tileBytes = TILED_ROWS * pitch;
   const qBytes = STORAGE_BYTES[c.q];
   const cacheBytes = STORAGE_BYTES[c.cache];
+  const outType = c.out ?? c.q;
+  const outBytes = STORAGE_BYTES[outType];
   const perThread = Math.ceil((TILED_ROWS * hd) / TILED_THREADS);
   const dims = Math.ceil(hd / 4);
   const m = new PtxModule();
@@ -266,7 +271,7 @@ export function tiledAttentionModule(c: TiledAttentionConfig): PtxModule {
         k.add('f32', lPart, lPart, k.shflSync('bfly', k.reg('f32'), lPart, offset), { rnd: 'rn' });
       const out = k.globalPointer(p.out);
       const rowOk = k.setp('lt', 'u32', k.reg('pred'), myRow, rows);
-      const outAt = k.elementAddress(out, k.add('u32', k.reg('u32'), mine.element, col), qBytes);
+      const outAt = k.elementAddress(out, k.add('u32', k.reg('u32'), mine.element, col), outBytes);
       acc.forEach((a, i) => {
         const value = k.div('f32', k.reg('f32'), a, lPart, 'rn');
         let ok = rowOk;
@@ -274,7 +279,7 @@ export function tiledAttentionModule(c: TiledAttentionConfig): PtxModule {
           const inside = k.setp('lt', 'u32', k.reg('pred'), k.add('u32', k.reg('u32'), col, 4 * i), hd);
           ok = k.and('pred', k.reg('pred'), rowOk, inside);
         }
-        k.predicated(ok, () => storeFromF32(k, c.q, addr(outAt, 4 * i * qBytes), value));
+        k.predicated(ok, () => storeFromF32(k, outType, addr(outAt, 4 * i * outBytes), value));
       });
     },
     { maxThreadsPerBlock: TILED_THREADS },

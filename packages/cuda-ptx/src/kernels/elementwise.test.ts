@@ -73,6 +73,18 @@ describe.skipIf(gate.skip)(`elementwise PTX assembles with ptxas, without spills
         for (const arch of ARCHS) jobs.push({ ptx, arch, what: `${decl.spec.name} ${type} ${arch}` });
       }
     }
+    for (const [type, out] of [
+      ['f32', 'bf16'],
+      ['f16', 'bf16'],
+      ['bf16', 'f32'],
+    ] as const) {
+      const decl = MAP_DECLS.find((d) => d.spec.name === 'swiglu')!;
+      jobs.push({
+        ptx: mapModule(decl, type, out).emit(),
+        arch: DEFAULT_TARGET,
+        what: `swiglu ${type} to ${out}`,
+      });
+    }
     expectAllAssembleCleanly(jobs);
   }, 120_000);
 });

@@ -158,13 +158,25 @@ export function mapEntry(spec: KernelSpec<AttrValues>): string {
   return `ew_${spec.name}`;
 }
 
-export function mapKey(spec: KernelSpec<AttrValues>, type: FloatStorage = 'f32'): string {
-  return `elementwise/map/${spec.name}${storageKey([type])}`;
+export function mapKey(
+  spec: KernelSpec<AttrValues>,
+  type: FloatStorage = 'f32',
+  outType: FloatStorage = type,
+): string {
+  return `elementwise/map/${spec.name}${storageKey(outType === type ? [type] : [type, outType])}`;
 }
 
-/** The module of a map whose tensors are all stored as `type`. */
-export function mapModule<A extends AttrValues>(decl: MapDecl<A>, type: FloatStorage = 'f32'): PtxModule {
+/**
+ * The module of a map whose inputs are stored as `type` and outputs as
+ * `outType` (an f32 SwiGLU writing a product's bf16 operand).
+ */
+export function mapModule<A extends AttrValues>(
+  decl: MapDecl<A>,
+  type: FloatStorage = 'f32',
+  outType: FloatStorage = type,
+): PtxModule {
   const bytes = STORAGE_BYTES[type];
+  const outBytes = STORAGE_BYTES[outType];
   const attrs = decl.attrs ?? [];
   const params: Record<string, ParamType> = {};
   for (const name of [...decl.inputs, ...decl.outputs]) params[name] = 'ptr';
@@ -191,7 +203,7 @@ export function mapModule<A extends AttrValues>(decl: MapDecl<A>, type: FloatSto
         }
         const results = decl.body(k, values);
         for (const name of decl.outputs) {
-          storeFromF32(k, type, k.elementAddress(pointers.get(name)!, i, bytes), results[name]!);
+          storeFromF32(k, outType, k.elementAddress(pointers.get(name)!, i, outBytes), results[name]!);
         }
       });
     },
@@ -206,9 +218,11 @@ function map<A extends AttrValues>(decl: MapDecl<A>): AnyCudaKernel {
   return cudaKernel(
     spec,
     (encoder, { inputs, outputs, attrs }) => {
-      const type = storageOf(outputs[0]!);
-      const key = mapKey(spec as KernelSpec<AttrValues>, type);
-      const build = () => mapModule(decl, type);
+      // Inputs share one dtype (the spec's group); outputs may be another (attrs.out).
+      const type = storageOf(inputs[0]!);
+      const outType = storageOf(outputs[0]!);
+      const key = mapKey(spec as KernelSpec<AttrValues>, type, outType);
+      const build = () => mapModule(decl, type, outType);
       const n = outputs[0]!.size;
       if (n === 0) return;
       checkElementCount(spec.name, decl.outputs[0]!, n);

@@ -190,17 +190,32 @@ export function normEntry(decl: NormDecl): string {
   return entryNameOf(decl.spec.name);
 }
 
-export function normKey(decl: NormDecl, g: RowGeometry, type: FloatStorage = 'f32'): string {
-  return `normalization/${decl.spec.name}/${geometryKey(g)}${storageKey([type])}`;
+export function normKey(
+  decl: NormDecl,
+  g: RowGeometry,
+  type: FloatStorage = 'f32',
+  outType: FloatStorage = type,
+): string {
+  const types = outType === type ? [type] : [type, outType];
+  return `normalization/${decl.spec.name}/${geometryKey(g)}${storageKey(types)}`;
 }
 
-/** The module of one kernel; every tensor is stored as `type` (the column sums' partials are f32). */
-export function normModule(decl: NormDecl, g: RowGeometry, type: FloatStorage = 'f32'): PtxModule {
+/**
+ * The module of one kernel; its inputs are stored as `type`, its row output
+ * as `outType` (rmsNorm's attrs.out), the column sums' partials as f32.
+ */
+export function normModule(
+  decl: NormDecl,
+  g: RowGeometry,
+  type: FloatStorage = 'f32',
+  outType: FloatStorage = type,
+): PtxModule {
   const partials = decl.columnSums.length > 0 ? ['partials'] : [];
   return rowKernelModule({
     entry: normEntry(decl),
     geometry: g,
     type,
+    ...(outType === type ? {} : { storage: { [decl.output]: outType } }),
     pointers: [...decl.inputs, decl.output, ...partials],
     floats: ['eps'],
     sources: decl.sources,
@@ -252,10 +267,11 @@ function launchNorm(
     partials = columnPartials(encoder, decl.spec.name, g, grid, n, sumOuts.length);
     args.partials = partials;
   }
-  const type = storageOf(out!);
+  const type = storageOf(operands[0]!);
+  const outType = storageOf(out!);
   encoder.launch({
-    key: normKey(decl, g, type),
-    module: () => normModule(decl, g, type),
+    key: normKey(decl, g, type, outType),
+    module: () => normModule(decl, g, type, outType),
     entry: normEntry(decl),
     grid,
     block: g.block,

@@ -51,6 +51,22 @@ function describeAssembly<D extends { readonly spec: { readonly name: string }; 
 }
 
 describeAssembly({ name: 'normalization', decls: NORM_DECLS, module: normModule, key: normKey }, () => {
+  it('rmsNorm writing another dtype than it reads (attrs.out)', () => {
+    const rms = NORM_DECLS.find((d) => d.spec.name === 'rmsNorm')!;
+    const jobs: AssemblyJob[] = largestPlannedGeometries(rms.registers).flatMap((g) =>
+      (
+        [
+          ['f32', 'bf16'],
+          ['bf16', 'f32'],
+        ] as const
+      ).map(([type, out]) => ({
+        ptx: normModule(rms, g, type, out).emit(),
+        arch: 'sm_90',
+        what: normKey(rms, g, type, out),
+      })),
+    );
+    expectAllAssembleCleanly(jobs);
+  });
   it('column sums', () => {
     expectAllAssembleCleanly(
       ['sm_90', DEFAULT_TARGET].flatMap((arch) =>

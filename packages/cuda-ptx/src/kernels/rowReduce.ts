@@ -39,6 +39,8 @@ export interface RowKernelDecl {
   readonly sources: Readonly<Record<string, Omit<RowSource, 'ptr'>>>;
   /** Storage of the tensors read and written through the tile; f32 when absent. */
   readonly type?: FloatStorage;
+  /** Pointers stored otherwise than `type` (a norm's bf16 y of f32 x). */
+  readonly storage?: Readonly<Record<string, FloatStorage>>;
   /** Emits set-up code, and returns the code of one row (after the tile's `begin`) and of the end. */
   readonly build: (r: RowKernel) => { readonly row: () => void; readonly finish?: () => void };
 }
@@ -68,7 +70,10 @@ export function rowKernelModule(decl: RowKernelDecl): PtxModule {
       for (const [name, source] of Object.entries(decl.sources)) {
         sources[name] = { ...source, ptr: pointers.get(name)! };
       }
-      const tile = new RowTile(k, place, n, sources, decl.type);
+      const storage = new Map(
+        Object.entries(decl.storage ?? {}).map(([name, type]) => [pointers.get(name)!, type] as const),
+      );
+      const tile = new RowTile(k, place, n, sources, decl.type, storage);
       const { row, finish } = decl.build({
         k,
         place,

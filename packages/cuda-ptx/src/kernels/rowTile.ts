@@ -49,9 +49,9 @@ export interface Slot {
  */
 export class RowTile {
   readonly width: number;
-  /** The storage of every tensor the tile reads and writes. */
+  /** The storage of the tensors the tile reads and writes, but those `storage` names. */
   readonly type: FloatStorage;
-  readonly #bytes: number;
+  readonly #storage: ReadonlyMap<R64, FloatStorage>;
   readonly #k: KernelBuilder;
   readonly #place: GroupPlace;
   readonly #n: R32;
@@ -74,9 +74,10 @@ export class RowTile {
     n: R32,
     sources: Readonly<Record<string, RowSource>>,
     type: FloatStorage = 'f32',
+    storage: ReadonlyMap<R64, FloatStorage> = new Map(),
   ) {
     this.type = type;
-    this.#bytes = STORAGE_BYTES[type];
+    this.#storage = storage;
     this.#k = k;
     this.#place = place;
     this.#n = n;
@@ -93,7 +94,10 @@ export class RowTile {
     if (this.cached) {
       for (const source of Object.values(sources)) {
         if (source.kind === 'column') {
-          this.#columnBases.set(source.ptr, k.elementAddress(source.ptr, this.#laneCol, this.#bytes));
+          this.#columnBases.set(
+            source.ptr,
+            k.elementAddress(source.ptr, this.#laneCol, this.#bytes(source.ptr)),
+          );
         }
       }
     }
@@ -154,8 +158,7 @@ export class RowTile {
     if (rowStart === undefined) throw new Error('RowTile.each before begin');
     if (this.cached) {
       this.#slots.forEach((s, position) => {
-        const offset = position * this.#stride * this.#bytes;
-        const at = (ptr: R64) => addr(this.#rowBase(ptr), offset);
+        const at = (ptr: R64) => addr(this.#rowBase(ptr), position * this.#stride * this.#bytes(ptr));
         body(this.#slot(position, s.valid, this.#cols[position]!, at, s.values));
       });
       return;
@@ -165,7 +168,7 @@ export class RowTile {
       const index = k.add('u32', k.reg('u32'), rowStart, col);
       const addresses = new Map<R64, R64>();
       const at = (ptr: R64) => {
-        if (!addresses.has(ptr)) addresses.set(ptr, k.elementAddress(ptr, index, this.#bytes));
+        if (!addresses.has(ptr)) addresses.set(ptr, k.elementAddress(ptr, index, this.#bytes(ptr)));
         return addr(addresses.get(ptr)!);
       };
       body(this.#slot(-1, this.#rowValid, col, at, new Map()));
@@ -201,9 +204,17 @@ export class RowTile {
   write(slot: Slot, ptr: R64, values: readonly F32[]): void {
     const k = this.#k;
     const at = slot.at(ptr);
-    const store = storesOf(k, this.type, values);
+    const store = storesOf(k, this.#typeOf(ptr), values);
     if (slot.valid) k.predicated(slot.valid, () => store(at));
     else store(at);
+  }
+
+  #typeOf(ptr: R64): FloatStorage {
+    return this.#storage.get(ptr) ?? this.type;
+  }
+
+  #bytes(ptr: R64): number {
+    return STORAGE_BYTES[this.#typeOf(ptr)];
   }
 
   /** The address of the thread's first element of the current row of a [rows, n] tensor. */
@@ -211,7 +222,8 @@ export class RowTile {
     let base = this.#rowBases.get(ptr);
     if (!base) {
       const k = this.#k;
-      base = k.elementAddress(ptr, k.add('u32', k.reg('u32'), this.#rowStart!, this.#laneCol), this.#bytes);
+      const col = k.add('u32', k.reg('u32'), this.#rowStart!, this.#laneCol);
+      base = k.elementAddress(ptr, col, this.#bytes(ptr));
       this.#rowBases.set(ptr, base);
     }
     return base;
@@ -252,12 +264,13 @@ export class RowTile {
     let at: Address;
     if (source.kind === 'row') at = slot.at(source.ptr);
     else if (this.cached)
-      at = addr(this.#columnBases.get(source.ptr)!, slot.position * this.#stride * this.#bytes);
-    else at = addr(k.elementAddress(source.ptr, slot.col, this.#bytes));
+      at = addr(this.#columnBases.get(source.ptr)!, slot.position * this.#stride * this.#bytes(source.ptr));
+    else at = addr(k.elementAddress(source.ptr, slot.col, this.#bytes(source.ptr)));
     const regs = k.regs('f32', this.width) as F32[];
-    if (this.type !== 'f32') {
+    const type = this.#typeOf(source.ptr);
+    if (type !== 'f32') {
       // Halves are widened after the load; what a missing slot skips reads as zeros.
-      loadAsF32(k, this.type, regs, at, slot.valid ? { ok: slot.valid } : {});
+      loadAsF32(k, type, regs, at, slot.valid ? { ok: slot.valid } : {});
       return regs;
     }
     const load = () => k.ldGlobal('f32', asVector(regs), at, { nc: true });

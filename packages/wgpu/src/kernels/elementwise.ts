@@ -182,21 +182,23 @@ function map<A extends AttrValues>(decl: MapDecl<A>): AnyWgpuKernel {
     ...attrs.map((a) => [a, 'f32'] as const),
   ]);
   const indexed = decl.indexed ?? {};
-  const shader = (dtype: Storage) => ({
-    key: `elementwise/map/${decl.spec.name}${dtype === 'f32' ? '' : `/${dtype}`}`,
+  // Inputs in `dtype`, outputs in `outType` (SwiGLU writing a product's half operand: attrs.out).
+  const shader = (dtype: Storage, outType: Storage) => ({
+    key: `elementwise/map/${decl.spec.name}${dtype === 'f32' ? '' : `/${dtype}`}${outType === dtype ? '' : `/to_${outType}`}`,
     kernel: decl.spec.name,
     code: () => {
       const module = new ShaderModule();
       for (const name of decl.inputs) module.storage(`${name}_buf`, bindingType(dtype, false), 'read');
-      for (const name of decl.outputs) module.storage(`${name}_buf`, bindingType(dtype, false), 'read_write');
+      for (const name of decl.outputs)
+        module.storage(`${name}_buf`, bindingType(outType, false), 'read_write');
       module.declare(ACTIVATION_FUNCTIONS_WGSL);
-      declareHalf(module, dtype);
+      for (const type of new Set([dtype, outType])) declareHalf(module, type);
       const element = (e: string) => `${decl.inputs
         .map((name) => `  let ${name} = ${loadScalar(dtype, `${name}_buf`, indexed[name]?.(e) ?? e)};`)
         .join('\n')}
 ${decl.outputs.map((name) => `  var ${name}: f32;`).join('\n')}
   ${decl.body}`;
-      return module.build(layout, WG, elementBody(dtype, decl.outputs, element));
+      return module.build(layout, WG, elementBody(outType, decl.outputs, element));
     },
   });
   return wgpuKernel(
@@ -204,10 +206,17 @@ ${decl.outputs.map((name) => `  var ${name}: f32;`).join('\n')}
     (encoder, { inputs, outputs, attrs: values }) => {
       const n = outputs[0]!.size;
       if (n === 0) return;
-      const dtype = storageOf(outputs[0]!.dtype);
+      const dtype = storageOf(inputs[0]!.dtype);
+      const outType = storageOf(outputs[0]!.dtype);
       // Element-aligned inputs and outputs are bound range by range; indexed
-      // ones (a bias) whole, read at the global index `base + i`.
-      for (const range of bindingRanges(n, bytesPerElement(outputs[0]!.dtype), encoder)) {
+      // ones (a bias) whole, read at the global index `base + i`. Ranges of
+      // mixed dtypes start where the narrower is aligned and fit the wider.
+      const [narrow, wide] = [inputs[0]!, outputs[0]!]
+        .map((t) => bytesPerElement(t.dtype))
+        .sort((a, b) => a - b);
+      const maxBindingBytes = Math.floor((encoder.maxBindingBytes * narrow!) / wide!);
+      const limit = { limits: encoder.limits, maxBindingBytes };
+      for (const range of bindingRanges(n, narrow!, limit)) {
         const params: Record<string, number> = {
           n: range.count,
           m: inputs[inputs.length - 1]!.size,
@@ -217,7 +226,7 @@ ${decl.outputs.map((name) => `  var ${name}: f32;`).join('\n')}
         const piece = (t: Operand, name?: string) =>
           name !== undefined && indexed[name] ? t : operandRange(t, range.start, range.count);
         encoder.dispatch({
-          shader: shader(dtype),
+          shader: shader(dtype, outType),
           buffers: [...inputs.map((t, k) => piece(t!, decl.inputs[k])), ...outputs.map((t) => piece(t))],
           params: { layout, values: params },
           workgroups: elementGrid(encoder, range.count),

@@ -46,6 +46,8 @@ describe('a prompt on tensor cores (emulated cuda)', () => {
   // The mma.sync and the warpgroup-MMA kernels' entries.
   const tensorCoreLaunches = () =>
     fake.launches.filter((l) => l.entry === 'matmul_mma' || l.entry === 'matmul_wgmma').length;
+  // Passes that round f32 activations to bf16 before a product.
+  const roundingPasses = () => fake.launches.filter((l) => l.entry === 'cast_f32_bf16').length;
   const maxDiff = (a: Float32Array, b: Float32Array) => {
     expect(a.length).toBe(b.length);
     let worst = 0;
@@ -56,9 +58,12 @@ describe('a prompt on tensor cores (emulated cuda)', () => {
   it('bf16 weights: every projection and the head on tensor cores, as the cpu rounds them', async () => {
     const bf16 = await checkpoint('bf16');
     const before = tensorCoreLaunches();
+    const rounding = roundingPasses();
     const got = await logits(gpu, bf16);
     // 2 layers × (q, k and v fused in one, o, gate, up, down) and the head.
     expect(tensorCoreLaunches() - before).toBe(11);
+    // The norms, the attention and SwiGLU write the products' bf16 operands themselves.
+    expect(roundingPasses() - rounding).toBe(0);
     const want = await logits(cpu, bf16);
     expect(maxDiff(got, want)).toBeLessThan(1e-3);
     // Against the same weights multiplied exactly (f32 activations): bf16's rounding of the inputs.

@@ -1,5 +1,6 @@
 import * as k from '../../kernels/causalAttention.js';
 import { type FamilyCases, f32, invalidCalls, newFamilyCases, valid } from '../cases.js';
+import { roundoffTolerance, UNIT_ROUNDOFF } from '../halfCases.js';
 import { attentionInputs } from './decoding.js';
 
 const { cases, errors } = newFamilyCases();
@@ -58,6 +59,24 @@ cases.push(
     tolerance: { rtol: 1e-3, atol: 1e-4 },
   }),
 );
+
+// attrs.out: attention writes the o product's bf16 operand itself; over
+// bf16 caches with head dims 64 (tensor cores) and 7 (the tile kernel).
+for (const [tokens, nHeads, nKvHeads, headDim, position, maxSeq] of [
+  [37, 4, 2, 64, 5, 50],
+  [9, 3, 1, 7, 4, 17],
+] as const) {
+  const kv = { shape: [nKvHeads, maxSeq, headDim], dtype: 'bf16' } as const;
+  const inputs = [f32([tokens, nHeads, headDim]), kv, kv];
+  cases.push(
+    valid(k.causalAttention, {
+      label: `${tokens} tokens at ${position}, ${nHeads} heads / ${nKvHeads}, headDim ${headDim}, bf16 cache ${maxSeq}, out bf16`,
+      inputs,
+      attrs: { position, out: 'bf16' },
+      tolerance: roundoffTolerance(UNIT_ROUNDOFF.bf16, { inputs, tolerance: ATTENTION_TOLERANCE }),
+    }),
+  );
+}
 
 errors.push(
   ...invalidCalls(k.causalAttention, [

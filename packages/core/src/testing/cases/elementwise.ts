@@ -9,6 +9,7 @@ import {
   ODD_LENGTHS,
   valid,
 } from '../cases.js';
+import { roundoffTolerance, UNIT_ROUNDOFF } from '../halfCases.js';
 
 const binary = [k.add, k.sub, k.mul, k.div];
 const unary = [k.relu, k.gelu, k.silu, k.sigmoid, k.tanh, k.exp];
@@ -118,6 +119,21 @@ for (const n of [1, 67, 65537]) {
   cases.push(valid(k.swigluBackward, { label: `[${n}]`, inputs: [f32([n]), f32([n], 'wide'), f32([n])] }));
 }
 cases.push(valid(k.swiglu, { label: '[7, 257]', inputs: [f32([7, 257], 'wide'), f32([7, 257])] }));
+// attrs.out: SwiGLU writes the down product's bf16 operand itself.
+for (const [shape, out] of [
+  [[7, 257], 'bf16'],
+  [[3, 4099], 'f32'],
+] as const) {
+  const inputs = [f32(shape, 'wide'), f32(shape)];
+  cases.push(
+    valid(k.swiglu, {
+      label: `[${shape.join(', ')}] out ${out}`,
+      inputs,
+      attrs: { out },
+      tolerance: roundoffTolerance(UNIT_ROUNDOFF.bf16, { inputs }),
+    }),
+  );
+}
 for (const [rows, n] of [
   [1, 1],
   [7, 13],

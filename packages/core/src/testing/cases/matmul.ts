@@ -172,6 +172,36 @@ for (const { precision, roundoff, shapes } of REDUCED_PRECISIONS) {
   }
 }
 
+// attrs.out: a prompt's products read a bf16 activation its producer wrote
+// (no cast pass) into f32 y and an f32 residual c, and y may be stored half.
+for (const [m, kd, n, withC] of [
+  [61, 67, 129, false],
+  [136, 72, 130, true],
+  [7, 33, 13, true],
+] as const) {
+  const half = (shape: readonly number[]) => ({ shape, dtype: 'bf16' as const });
+  const inputs = [half([m, kd]), half([n, kd]), ...(withC ? [f32([m, n])] : [])];
+  cases.push(
+    valid(k.matmul, {
+      label: `${m}×${kd}×${n} transB bf16 a and b${withC ? ' + f32 c' : ', out f32'} precision half`,
+      inputs,
+      attrs: { transB: true, precision: 'half', ...(withC ? {} : { out: 'f32' as const }) },
+      tolerance: roundoffTolerance(UNIT_ROUNDOFF.bf16, { inputs, tolerance: tolerance(kd) }),
+    }),
+  );
+}
+{
+  const inputs = operands(13, 61, 67, false, true);
+  cases.push(
+    valid(k.matmul, {
+      label: '13×61×67 transB out bf16',
+      inputs,
+      attrs: { transB: true, out: 'bf16' },
+      tolerance: roundoffTolerance(UNIT_ROUNDOFF.bf16, { inputs, tolerance: tolerance(61) }),
+    }),
+  );
+}
+
 errors.push(
   ...invalidCalls(k.matmul, [
     ["'a' of rank 3", [f32([2, 3, 4]), f32([4, 5])], 'shape', 'a'],
@@ -194,6 +224,20 @@ errors.push(
       'argument',
       'attrs.precision',
       { precision: 'f16' as unknown as 'tf32' },
+    ],
+    [
+      "'c' of another dtype than attrs.out names",
+      [f32([3, 7]), f32([7, 5]), { shape: [3, 5], dtype: 'bf16' }],
+      'dtype',
+      'c',
+      { out: 'f32' },
+    ],
+    [
+      "out 'i32' (a float dtype or 'auto')",
+      [f32([3, 7]), f32([7, 5])],
+      'argument',
+      'attrs.out',
+      { out: 'i32' as unknown as 'f32' },
     ],
     [
       'transA not a boolean',

@@ -1,6 +1,7 @@
 import * as k from '../../kernels/normalization.js';
 import { type Shape, sizeOf } from '../../shape.js';
 import { type FamilyCases, f32, invalidCalls, newFamilyCases, type Tolerance, valid } from '../cases.js';
+import { roundoffTolerance, UNIT_ROUNDOFF } from '../halfCases.js';
 
 /** One element, one long row, rows of length 1, many short rows, a batch of rows, large ones. */
 const SHAPES: readonly Shape[] = [
@@ -79,12 +80,30 @@ cases.push(
   }),
 );
 
+// attrs.out: the norm writes a product's bf16 operand itself (the half variants read half x into the named y).
+for (const [shape, out] of [
+  [[5, 67], 'bf16'],
+  [[3, 1031], 'bf16'],
+  [[6, 257], 'f32'],
+] as const) {
+  const inputs = [f32(shape), f32([shape[1]])];
+  cases.push(
+    valid(k.rmsNorm, {
+      label: `${label(shape)} out ${out}`,
+      inputs,
+      attrs: { out },
+      tolerance: roundoffTolerance(UNIT_ROUNDOFF.bf16, { inputs, tolerance: FORWARD }),
+    }),
+  );
+}
+
 errors.push(
   ...invalidCalls(k.rmsNorm, [
     ['weight length != last dim', [f32([3, 4]), f32([3])], 'shape', 'weight'],
     ['weight of rank 2', [f32([3, 4]), f32([1, 4])], 'shape', 'weight'],
     ['x of rank 0', [f32([]), f32([1])], 'shape', 'x'],
     ['eps = 0', [f32([3, 4]), f32([4])], 'argument', 'attrs.eps', { eps: 0 }],
+    ["out 'u32'", [f32([3, 4]), f32([4])], 'argument', 'attrs.out', { out: 'u32' as unknown as 'f32' }],
   ]),
   ...invalidCalls(k.rmsNormBackward, [
     ['x of another shape', [f32([3, 4]), f32([4, 3]), f32([4])], 'shape', 'x'],

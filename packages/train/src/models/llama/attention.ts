@@ -8,7 +8,7 @@ import {
   type TrackingRunner,
 } from '@rayo/core';
 import type { LayerCache, LlamaDecoder } from './decoder.js';
-import { withFrequencies } from './projections.js';
+import { type HalfOperand, withFrequencies } from './projections.js';
 
 // Attention over the KV cache: of a chunk of tokens from its own q, k and v,
 // and of a chunk or one token from a fused q, k, v product.
@@ -17,7 +17,8 @@ import { withFrequencies } from './projections.js';
  * Writes a chunk's rotated keys and its values [T, kvHeads·headDim] into the
  * cache at `position`, then attends the rotated queries q [T, heads, headDim]
  * causally over the cache's rows 0 … position + t in one kernel: no score
- * matrix, no mask, a half cache read as stored. Returns [T, heads·headDim].
+ * matrix, no mask, a half cache read as stored. Returns [T, heads·headDim],
+ * in `out` where given (the o product's half operand, see `halfOperand`).
  */
 export function chunkAttention(
   run: TrackingRunner,
@@ -26,11 +27,14 @@ export function chunkAttention(
   v: Tensor,
   cache: LayerCache,
   position: number,
+  out?: HalfOperand,
 ): Tensor {
   const [t, heads, headDim] = q.shape as [number, number, number];
   run.run(kvCacheScatter, [cache.k, k, undefined], { position });
   run.run(kvCacheScatter, [cache.v, v, undefined], { position });
-  return run.run1(causalAttention, [q, cache.k, cache.v], { position }).reshape([t, heads * headDim]);
+  return run
+    .run1(causalAttention, [q, cache.k, cache.v], { position, ...(out ? { out } : {}) })
+    .reshape([t, heads * headDim]);
 }
 
 /**
@@ -38,7 +42,7 @@ export function chunkAttention(
  * at `at`: RoPE of q and k and the cache writes of k and v in one kernel that
  * reads qkv in place, then the attention of the rotated q over the cache
  * (`incrementalAttention` for one token, `causalAttention` for a chunk).
- * Returns [T, heads·headDim].
+ * Returns [T, heads·headDim], a chunk's in `out` where given (as `chunkAttention`).
  */
 export function fusedQkvAttention(
   d: LlamaDecoder,
@@ -46,6 +50,7 @@ export function fusedQkvAttention(
   qkv: Tensor,
   cache: LayerCache,
   at: number | DevicePosition,
+  out?: HalfOperand,
 ): Tensor {
   const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta: theta } = d.config;
   const t = qkv.shape[0]!;
@@ -69,6 +74,9 @@ export function fusedQkvAttention(
           [q!.reshape([heads, headDim]), cache.k, cache.v, onDevice ? at.length : undefined],
           onDevice ? {} : { seqLen: at + 1 },
         )
-      : run.run1(causalAttention, [q!, cache.k, cache.v], { position: onDevice ? 0 : at });
+      : run.run1(causalAttention, [q!, cache.k, cache.v], {
+          position: onDevice ? 0 : at,
+          ...(out ? { out } : {}),
+        });
   return attended.reshape([t, heads * headDim]);
 }

@@ -17,7 +17,16 @@ import {
 import { chunkAttention, fusedQkvAttention } from './attention.js';
 import type { LayerCache, LlamaDecoder } from './decoder.js';
 import { fusedDecodeLayer } from './fusedDecodeLayer.js';
-import { biased, headNorm, productPrecision, project, withFrequencies } from './projections.js';
+import {
+  biased,
+  type HalfOperand,
+  halfOperand,
+  headNorm,
+  productPrecision,
+  project,
+  projectionWeight,
+  withFrequencies,
+} from './projections.js';
 import { quantizedGateUpCall } from './quantizedGateUp.js';
 import type { QuantizedLlamaLayer } from './quantizedLayers.js';
 import type { LlamaLayerWeights } from './weights.js';
@@ -105,10 +114,14 @@ export function headLogits(d: LlamaDecoder, run: TrackingRunner, x: Tensor): Ten
   }
   // rmsNorm(x)·headᵀ: one kernel for a fused decode step, the norm and the product otherwise.
   if (d.fused && x.shape[0] === 1) return run.run1(rmsNormMatmul, [x, weights.norm, weights.head!], { eps });
-  const precision = productPrecision(d, x.shape[0]!, weights.head!.dtype);
-  return run.run1(matmul, [run.run1(rmsNorm, [x, weights.norm], { eps }), weights.head!], {
+  const rows = x.shape[0]!;
+  const precision = productPrecision(d, rows, weights.head!.dtype);
+  const out = halfOperand(d, rows, [weights.head]);
+  const normed = run.run1(rmsNorm, [x, weights.norm], { eps, ...(out ? { out } : {}) });
+  return run.run1(matmul, [normed, weights.head!], {
     transB: true,
     precision,
+    ...(out ? { out: 'f32' } : {}),
   });
 }
 
@@ -126,16 +139,25 @@ function layer(
   at: number | DevicePosition,
   sink: ((rows: SunkRows) => void) | undefined,
 ): Tensor {
-  // A chunk normalises once for the three projections.
-  const h = run.run1(rmsNorm, [x, w.inputNorm], { eps: d.config.rmsNormEps });
+  // A chunk normalises once for the three projections, into the operand they read.
+  const fused = w.qkv || quantized?.qkv;
+  const names = fused ? (['qkv'] as const) : (['q', 'k', 'v'] as const);
+  const out = halfOperand(
+    d,
+    x.shape[0]!,
+    names.map((name) => projectionWeight(w, quantized, name)),
+  );
+  const h = run.run1(rmsNorm, [x, w.inputNorm], { eps: d.config.rmsNormEps, ...(out ? { out } : {}) });
+  // The attention writes the o product's operand as the norm writes q, k and v's.
+  const attendedOut = halfOperand(d, x.shape[0]!, [projectionWeight(w, quantized, 'o')]);
   let attended: Tensor;
-  if (w.qkv || quantized?.qkv) {
+  if (fused) {
     const qkv = biased(run, project(d, run, h, w, quantized, 'qkv'), w.qkvBias);
     sink?.({ qkv });
-    attended = fusedQkvAttention(d, run, qkv, cache, at);
-  } else attended = attention(d, run, w, quantized, cache, h, at, sink);
+    attended = fusedQkvAttention(d, run, qkv, cache, at, attendedOut);
+  } else attended = attention(d, run, w, quantized, cache, h, at, sink, attendedOut);
   const x1 = biased(run, project(d, run, attended, w, quantized, 'o', x), w.oBias);
-  return project(d, run, mlp(d, run, w, quantized, x1), w, quantized, 'down', x1);
+  return project(d, run, mlp(d, run, w, quantized, x1, true), w, quantized, 'down', x1);
 }
 
 /** The attention of h [T, hidden] from its q, k and v projected apart (with a family's head norms between). */
@@ -148,6 +170,7 @@ function attention(
   h: Tensor,
   at: number | DevicePosition,
   sink: ((rows: SunkRows) => void) | undefined,
+  out: HalfOperand | undefined,
 ): Tensor {
   const { config } = d;
   const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta } = config;
@@ -176,7 +199,7 @@ function attention(
         vCache: cache.v,
         position: at,
       }).reshape([1, heads * headDim])
-    : chunkAttention(run, q, k, v, cache, onDevice ? 0 : at);
+    : chunkAttention(run, q, k, v, cache, onDevice ? 0 : at, out);
 }
 
 /** Row T − 1 of x [T, hidden] as [1, hidden]: a gather of one row (`embedding` with x as the table). */
@@ -185,19 +208,37 @@ function lastRowOf(d: LlamaDecoder, run: TrackingRunner, x: Tensor): Tensor {
   return run.run1(embedding, [x, last]);
 }
 
-/** silu(h·gateᵀ) ⊙ (h·upᵀ) with h = rmsNorm(x1), unfused (a fused decode step has its own path). */
+/**
+ * silu(h·gateᵀ) ⊙ (h·upᵀ) with h = rmsNorm(x1), unfused (a fused decode step
+ * has its own path). `chunk`: the norm and SwiGLU write the half operands of
+ * the products they feed (see `halfOperand`).
+ */
 export function mlp(
   d: LlamaDecoder,
   run: TrackingRunner,
   w: LlamaLayerWeights,
   quantized: QuantizedLlamaLayer | undefined,
   x1: Tensor,
+  chunk = false,
 ): Tensor {
-  const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], { eps: d.config.rmsNormEps });
+  const operand = (names: readonly ('gate' | 'up' | 'down')[]) => {
+    const out = chunk
+      ? halfOperand(
+          d,
+          x1.shape[0]!,
+          names.map((name) => projectionWeight(w, quantized, name)),
+        )
+      : undefined;
+    return out ? { out } : {};
+  };
+  const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], {
+    eps: d.config.rmsNormEps,
+    ...operand(['gate', 'up']),
+  });
   // Decoding with quantized gate and up: one launch, the two products never written.
   const fused = quantizedGateUpCall(d.backend, quantized, h1);
   if (fused) return run.run1(quantizedGateUpSwiglu, fused.inputs, fused.attrs);
   const gate = project(d, run, h1, w, quantized, 'gate');
   const up = project(d, run, h1, w, quantized, 'up');
-  return run.run1(swiglu, [gate, up]);
+  return run.run1(swiglu, [gate, up], operand(['down']));
 }

@@ -1,6 +1,8 @@
 import {
   biasAdd,
   type DType,
+  HALF_OPERAND_PASS,
+  halfPrecisionDtype,
   InvalidArgumentError,
   type MatmulPrecision,
   matmul,
@@ -58,6 +60,51 @@ export function productPrecision(d: LlamaDecoder, rows: number, weight: DType): 
 export const DEQUANTIZED_PREFILL_ROWS = 32;
 
 /**
+ * Rows from which a layer's producers (the norms, SwiGLU) write the half
+ * operand of the products they feed, where the backend rounds f32 operands
+ * in a pass of its own (`HALF_OPERAND_PASS`): a prompt's chunk. Fewer rows
+ * (decoding, a few tokens) are multiplied from f32 activations as they are.
+ */
+export const HALF_OPERAND_ROWS = DEQUANTIZED_PREFILL_ROWS;
+
+/** The half dtype a producer writes for a product that reads it (see `halfOperand`). */
+export type HalfOperand = 'f16' | 'bf16';
+
+/**
+ * The half dtype the products of `rows` rows by `weights` (dense, or
+ * quantized: dequantized to bf16 for a chunk) round their f32 input to
+ * (precision 'half'), for its producer to write instead of f32: the values
+ * the products read are then the same, and no rounding pass runs before
+ * them. Undefined where any of them reads f32 (few rows, f32 precisions),
+ * where they differ, or where the backend has no such pass.
+ */
+export function halfOperand(
+  d: LlamaDecoder,
+  rows: number,
+  weights: readonly (Tensor | QuantizedWeight | undefined)[],
+): HalfOperand | undefined {
+  if (rows < HALF_OPERAND_ROWS || !d.backend.info.features.includes(HALF_OPERAND_PASS)) return undefined;
+  const dtypes = new Set(
+    weights.map((weight) => {
+      if (weight === undefined) return undefined;
+      if ('format' in weight) return d.backend.supports(quantizedEmbedding.name) ? 'bf16' : undefined;
+      if (productPrecision(d, rows, weight.dtype) !== 'half') return undefined;
+      return halfPrecisionDtype('f32', weight.dtype);
+    }),
+  );
+  return dtypes.size === 1 ? [...dtypes][0] : undefined;
+}
+
+/** A layer's weight for projection `name`: the quantized one where it has one. */
+export function projectionWeight(
+  w: LlamaLayerWeights,
+  quantized: QuantizedLlamaLayer | undefined,
+  name: Projection | 'qkv',
+): Tensor | QuantizedWeight | undefined {
+  return quantized?.[name] ?? w[name];
+}
+
+/**
  * input·Wᵀ (+ residual) for projection `name` (`qkv`: q, k and v fused, [rows,
  * (heads + 2·kvHeads)·headDim]): the quantized product where the layer has one.
  */
@@ -97,6 +144,8 @@ function product(
     transB: true,
     ...(residual ? { beta: 1 } : {}),
     ...(precision === 'f32' ? {} : { precision }),
+    // A half input (`halfOperand`'s) still gives the f32 activations.
+    ...(input.dtype === 'f32' ? {} : { out: 'f32' }),
   });
 }
 
