@@ -7,11 +7,12 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lastJsonLine, run, runOk } from './commands.js';
+import { packedTarball } from './packedPackages.js';
 import { consumerTsconfig, installProject } from './project.js';
 
-// The published packages as a user gets them: packed (as last built),
-// installed into fresh projects outside the workspace (one backend each), run
-// with plain Node, type-checked as a TypeScript consumer and bundled for the
+// The published packages as a user gets them: packed (as last built, once for
+// every smoke test: packedPackages.ts), installed into fresh projects outside
+// the workspace (one backend each), run with plain Node, type-checked as a TypeScript consumer and bundled for the
 // browser. Under CI=true a missing prerequisite (pnpm, a build, a WebGPU
 // adapter) is a failure; elsewhere only a missing adapter skips its test.
 
@@ -32,31 +33,13 @@ const WEBGPU = workspaceManifest('packages/wgpu').peerDependencies!.webgpu!;
 const CORE_VERSION = (workspaceManifest('packages/core') as { version?: string }).version!;
 
 let root: string;
-let tarballs: Record<string, string>;
 const project = (name: string) => join(root, name);
-const only = (...names: string[]) => Object.fromEntries(names.map((name) => [name, tarballs[name]!]));
+const only = (...names: string[]) => Object.fromEntries(names.map((name) => [name, packedTarball(name)]));
 const fixture = (...path: string[]) => join(FIXTURES, ...path);
 const node = (dir: string, ...args: string[]) => runOk(process.execPath, args, { cwd: project(dir) });
 
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'rayo-smoke-'));
-  // What is packed is what `pnpm build` last built (`pnpm test` builds first).
-  // Building here would rewrite dist/ under the tests that run beside this one.
-  for (const name of PUBLISHED) {
-    const dist = join(WORKSPACE, 'packages', name.slice('@rayo/'.length), 'dist', 'index.js');
-    if (!existsSync(dist)) throw new Error(`${name} is not built (no ${dist}): run \`pnpm build\` first`);
-  }
-  const filters = PUBLISHED.flatMap((name) => ['--filter', name]);
-  const packed = join(root, 'tarballs');
-  await runOk('pnpm', ['-r', ...filters, 'pack', '--pack-destination', packed], { cwd: WORKSPACE });
-  const files = await readdir(packed);
-  tarballs = Object.fromEntries(
-    PUBLISHED.map((name) => {
-      const file = files.find((f) => f.startsWith(`${name.slice(1).replace('/', '-')}-`));
-      if (!file) throw new Error(`pnpm pack made no tarball of ${name} (made ${files.join(', ')})`);
-      return [name, join(packed, file)];
-    }),
-  );
   const storeDir = (await runOk('pnpm', ['store', 'path'], { cwd: WORKSPACE })).stdout.trim();
   await Promise.all([
     // Node with WebGPU: the user adds Dawn (an optional peer of @rayo/wgpu),
