@@ -65,18 +65,17 @@ for (const { dir, pkg } of manifests) {
 // CI's two cores instead of running alone at the end (the default order, by
 // size for files without timings, would start the small conformance files
 // last). Longest first, as measured on a 2-core machine: lavapipe's full
-// conformance suite, the PTX interpreter, the pages and the browser suite
+// conformance suite, the PTX interpreter, the two pages and the browser suite
 // (which mostly wait on Chromium compiling shaders in SwiftShader, on more
 // than one core), ptxas, the cpu reference, typedoc and the packed packages.
 const LONGEST_FIRST = [
   'wgpu/src/conformance.test.ts',
   'cuda-ptx/src/emulated.test.ts',
-  'examples/web/src/page.test.ts',
+  'examples/web/src/pages.test.ts',
   'wgpu/src/browser.test.ts',
   'cuda-ptx/src/kernels/fused.test.ts',
   'cuda-ptx/src/kernels/matmul.test.ts',
   'cuda-ptx/src/kernels/decoding.test.ts',
-  'examples/web/src/chat.test.ts',
   'cuda-ptx/src/kernels/rowKernelsPtxas.test.ts',
   'workloads/src/decode/ggufCheck.test.ts',
   'cuda-ptx/src/kernels/quantized.test.ts',
@@ -120,7 +119,13 @@ export default defineConfig({
     projects: [
       ...readdirSync(packagesDir).map((dir) => ({
         extends: true as const,
-        test: { name: dir, root: join(packagesDir, dir), include: ['src/**/*.test.ts'] },
+        test: {
+          name: dir,
+          root: join(packagesDir, dir),
+          include: ['src/**/*.test.ts'],
+          // The packaging tests share one `pnpm pack` of the published packages.
+          ...(dir === 'smoke' ? { globalSetup: ['src/packedPackages.ts'] } : {}),
+        },
       })),
       // The API reference, built as `pnpm run docs` builds it (docs/api.test.ts).
       { extends: true as const, test: { name: 'docs', root: join(root, 'docs'), include: ['*.test.ts'] } },

@@ -1,5 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,9 +8,10 @@ import { TextModel } from '@rayo/text';
 import { writeTinyTextModel } from '@rayo/text-testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lastJsonLine, run, runOk } from './commands.js';
+import { packedTarball } from './packedPackages.js';
 
 // The rayo CLI as a user gets it: core, train, text, server, cli and wgpu packed (as
-// last built), installed from the tarballs into a fresh project outside the
+// last built, once for every smoke test: packedPackages.ts), installed from the tarballs into a fresh project outside the
 // workspace (no webgpu), and `npx rayo generate` run on a tiny model with the
 // cpu backend; the text it prints is the text the workspace's TextModel
 // generates from the same folder.
@@ -26,23 +27,10 @@ let model: string;
 
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'rayo-cli-smoke-'));
-  for (const name of PACKED) {
-    const dist = join(WORKSPACE, 'packages', name.slice('@rayo/'.length), 'dist', 'index.js');
-    if (!existsSync(dist)) throw new Error(`${name} is not built (no ${dist}): run \`pnpm build\` first`);
-  }
-  const packed = join(root, 'tarballs');
-  const filters = PACKED.flatMap((name) => ['--filter', name]);
-  await runOk('pnpm', ['-r', ...filters, 'pack', '--pack-destination', packed], { cwd: WORKSPACE });
-  const files = await readdir(packed);
-  const tarball = (name: string) => {
-    const file = files.find((f) => f.startsWith(`${name.slice(1).replace('/', '-')}-`));
-    if (!file) throw new Error(`pnpm pack made no tarball of ${name} (made ${files.join(', ')})`);
-    return `file:${join(packed, file)}`;
-  };
   project = join(root, 'project');
   await mkdir(project);
   // The cli's own dependencies on core, train and text resolve to the same tarballs, not to a registry.
-  const tarballs = Object.fromEntries(PACKED.map((name) => [name, tarball(name)]));
+  const tarballs = Object.fromEntries(PACKED.map((name) => [name, `file:${packedTarball(name)}`]));
   const manifest = {
     name: 'rayo-cli-smoke',
     private: true,

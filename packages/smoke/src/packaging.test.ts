@@ -7,11 +7,12 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lastJsonLine, run, runOk } from './commands.js';
+import { packedTarball } from './packedPackages.js';
 import { consumerTsconfig, installProject } from './project.js';
 
-// The published packages as a user gets them: packed (as last built),
-// installed into fresh projects outside the workspace (one backend each), run
-// with plain Node, type-checked as a TypeScript consumer and bundled for the
+// The published packages as a user gets them: packed (as last built, once for
+// every smoke test: packedPackages.ts), installed into fresh projects outside
+// the workspace (one backend each), run with plain Node, type-checked as a TypeScript consumer and bundled for the
 // browser. Under CI=true a missing prerequisite (pnpm, a build, a WebGPU
 // adapter) is a failure; elsewhere only a missing adapter skips its test.
 
@@ -32,31 +33,13 @@ const WEBGPU = workspaceManifest('packages/wgpu').peerDependencies!.webgpu!;
 const CORE_VERSION = (workspaceManifest('packages/core') as { version?: string }).version!;
 
 let root: string;
-let tarballs: Record<string, string>;
 const project = (name: string) => join(root, name);
-const only = (...names: string[]) => Object.fromEntries(names.map((name) => [name, tarballs[name]!]));
+const only = (...names: string[]) => Object.fromEntries(names.map((name) => [name, packedTarball(name)]));
 const fixture = (...path: string[]) => join(FIXTURES, ...path);
 const node = (dir: string, ...args: string[]) => runOk(process.execPath, args, { cwd: project(dir) });
 
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'rayo-smoke-'));
-  // What is packed is what `pnpm build` last built (`pnpm test` builds first).
-  // Building here would rewrite dist/ under the tests that run beside this one.
-  for (const name of PUBLISHED) {
-    const dist = join(WORKSPACE, 'packages', name.slice('@rayo/'.length), 'dist', 'index.js');
-    if (!existsSync(dist)) throw new Error(`${name} is not built (no ${dist}): run \`pnpm build\` first`);
-  }
-  const filters = PUBLISHED.flatMap((name) => ['--filter', name]);
-  const packed = join(root, 'tarballs');
-  await runOk('pnpm', ['-r', ...filters, 'pack', '--pack-destination', packed], { cwd: WORKSPACE });
-  const files = await readdir(packed);
-  tarballs = Object.fromEntries(
-    PUBLISHED.map((name) => {
-      const file = files.find((f) => f.startsWith(`${name.slice(1).replace('/', '-')}-`));
-      if (!file) throw new Error(`pnpm pack made no tarball of ${name} (made ${files.join(', ')})`);
-      return [name, join(packed, file)];
-    }),
-  );
   const storeDir = (await runOk('pnpm', ['store', 'path'], { cwd: WORKSPACE })).stdout.trim();
   await Promise.all([
     // Node with WebGPU: the user adds Dawn (an optional peer of @rayo/wgpu),
@@ -235,24 +218,31 @@ describe('the published packages', () => {
     'type-check in a TypeScript consumer with skipLibCheck off, a Node-only lib included (node16 and bundler resolution)',
     async () => {
       const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+      // Both resolutions of a project in one tsc (build mode), which reads the
+      // declarations they share once; --verbose names the config of each error.
       const checks = (
         [
           { dir: 'browser', environment: 'browser' },
           { dir: 'cuda', environment: 'node' },
           { dir: 'node-wgpu', environment: 'node-without-dom' },
         ] as const
-      ).flatMap(({ dir, environment }) =>
-        (['node16', 'bundler'] as const).map(async (resolution) => {
-          const config = `tsconfig.${resolution}.json`;
-          await writeFile(join(project(dir), config), consumerTsconfig(resolution, environment));
-          const result = await run(process.execPath, [tsc, '-p', config], { cwd: project(dir) });
-          return {
-            check: `${dir} (${resolution})`,
-            code: result.code,
-            output: result.stdout + result.stderr,
-          };
-        }),
-      );
+      ).map(async ({ dir, environment }) => {
+        const configs = await Promise.all(
+          (['node16', 'bundler'] as const).map(async (resolution) => {
+            const config = `tsconfig.${resolution}.json`;
+            await writeFile(join(project(dir), config), consumerTsconfig(resolution, environment));
+            return config;
+          }),
+        );
+        const result = await run(process.execPath, [tsc, '--build', '--verbose', ...configs], {
+          cwd: project(dir),
+        });
+        return {
+          check: `${dir} (node16, bundler)`,
+          code: result.code,
+          output: result.stdout + result.stderr,
+        };
+      });
       const failed = (await Promise.all(checks)).filter((c) => c.code !== 0);
       expect(failed.map((c) => `${c.check}:\n${c.output}`).join('\n')).toBe('');
     },

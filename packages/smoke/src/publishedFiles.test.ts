@@ -1,23 +1,20 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { readdirSync, readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { builtinModules } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run, runOk, withoutPackageManagerEnvironment } from './commands.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { run, withoutPackageManagerEnvironment } from './commands.js';
+import { packedTarball } from './packedPackages.js';
 import { tarballFiles } from './tarball.js';
 
-// What each published package ships is library code: packed as the packaging
-// test packs them (as last built), no test, test kit, test double, fixture or
-// tool is in a tarball, and no packed module imports a package its manifest
+// What each published package ships is library code: packed once for the
+// smoke tests (as last built: packedPackages.ts), no test, test kit, test
+// double, fixture or tool is in a tarball, and no packed module imports a package its manifest
 // does not declare (vitest, a test kit). Test kits and tools live in private
 // workspace packages.
 
 const WORKSPACE = fileURLToPath(new URL('../../../', import.meta.url));
-// Packing on a loaded 2-core machine.
-const SLOW = 5 * 60_000;
-
 interface Manifest {
   readonly name: string;
   readonly private?: boolean;
@@ -87,36 +84,19 @@ function importedPackages(code: string): string[] {
     );
 }
 
-let root: string;
 let packed: Map<string, Map<string, Buffer>>;
 
 beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'rayo-published-files-'));
-  // What is packed is what `pnpm build` last built; building here would
-  // rewrite dist/ under the tests that run beside this one.
-  for (const { dir, manifest } of PUBLISHED) {
-    const built = join(WORKSPACE, 'packages', dir, 'dist', 'index.js');
-    if (!existsSync(built))
-      throw new Error(`${manifest.name} is not built (no ${built}): run \`pnpm build\` first`);
-  }
-  const filters = PUBLISHED.flatMap(({ manifest }) => ['--filter', manifest.name]);
-  await runOk('pnpm', ['-r', ...filters, 'pack', '--pack-destination', root], { cwd: WORKSPACE });
-  const tarballs = await readdir(root);
+  // Packed once for the smoke tests (packedPackages.ts), as last built.
   packed = new Map();
   for (const { manifest } of PUBLISHED) {
-    const file = tarballs.find((f) => f.startsWith(`${manifest.name.slice(1).replace('/', '-')}-`));
-    if (!file) throw new Error(`pnpm pack made no tarball of ${manifest.name} (made ${tarballs.join(', ')})`);
-    const files = tarballFiles(await readFile(join(root, file)));
+    const files = tarballFiles(await readFile(packedTarball(manifest.name)));
     // Every path in a tarball of `pnpm pack` starts with package/.
     packed.set(
       manifest.name,
       new Map([...files].map(([path, body]) => [path.replace(/^package\//, ''), body])),
     );
   }
-}, SLOW);
-
-afterAll(async () => {
-  if (root) await rm(root, { recursive: true, force: true });
 });
 
 describe.each(PUBLISHED.map((p) => [p.manifest.name] as const))('the tarball of %s', (name) => {

@@ -3,13 +3,24 @@
 // (the system's, never a downloaded one) through the DevTools protocol.
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import type { Browser, Page } from 'puppeteer-core';
 import { launchChromium, serveFiles } from './chromium.js';
 import type { BrowserConformanceReport, BrowserConformanceRun } from './page.js';
 
 export type { BrowserConformanceReport, BrowserConformanceRun } from './page.js';
 
-/** The page script: page.ts and everything it imports, sources included, for the browser. */
-export async function bundlePage(): Promise<string> {
+let bundled: Promise<string> | undefined;
+
+/**
+ * The page script: page.ts and everything it imports, sources included, for
+ * the browser; bundled once a process (the sources do not change under a test run).
+ */
+export function bundlePage(): Promise<string> {
+  bundled ??= bundle();
+  return bundled;
+}
+
+async function bundle(): Promise<string> {
   const result = await build({
     entryPoints: [fileURLToPath(new URL('./page.ts', import.meta.url))],
     bundle: true,
@@ -30,7 +41,10 @@ const PAGE_HTML =
   '<!doctype html><meta charset="utf-8"><title>rayo conformance</title><script type="module" src="/conformance.js"></script>';
 
 export interface BrowserConformanceOptions {
+  /** The Chromium to launch, unless `browser` is given. */
   readonly executablePath: string;
+  /** A Chromium already launched (`launchChromium`) to run in, in a page of its own; left open. */
+  readonly browser?: Browser;
   /** Only checks whose name or group contains this text. */
   readonly filter?: string | undefined;
   /**
@@ -75,7 +89,10 @@ export async function runBrowserConformance(
   });
   // Each DevTools call is short (the run reports back through exposed
   // functions), so the protocol's limit need only cover a slow page load.
-  const browser = await launchChromium(options.executablePath, Math.max(stallMs, 60_000));
+  const browser =
+    options.browser ?? (await launchChromium(options.executablePath, Math.max(stallMs, 60_000)));
+  let opened: Page | undefined;
+  let finished = false;
   const result = settleable<BrowserConformanceReport>();
   const pageErrors: string[] = [];
   let checksDone = 0;
@@ -89,12 +106,14 @@ export async function runBrowserConformance(
     );
   };
   let watchdog = setTimeout(stalled, stallMs);
-  browser.once('disconnected', () =>
-    result.reject(new Error(`Chromium went away after ${checksDone} checks`)),
-  );
+  const disconnected = () => result.reject(new Error(`Chromium went away after ${checksDone} checks`));
+  browser.once('disconnected', disconnected);
 
   const start = async () => {
     const page = await browser.newPage();
+    opened = page;
+    // Given up while the page opened: closed below, or here when it opened after that.
+    if (finished && options.browser) await page.close();
     page.on('pageerror', (error) => pageErrors.push(String(error)));
     await page.exposeFunction('reportCheck', (group: string, name: string, error: string | undefined) => {
       checksDone++;
@@ -128,8 +147,11 @@ export async function runBrowserConformance(
     started.catch(() => {});
     return await Promise.race([started.then(() => result.promise), result.promise]);
   } finally {
+    finished = true;
     clearTimeout(watchdog);
-    await browser.close();
+    browser.off('disconnected', disconnected);
+    if (options.browser) await opened?.close().catch(() => {});
+    else await browser.close();
     server.close();
   }
 }

@@ -1,6 +1,7 @@
 import { conformanceSuite, sampleConformance } from '@rayo/core/testing';
-import { expect, it } from 'vitest';
-import { describeInChromium } from '../browser/chromium.js';
+import type { Browser } from 'puppeteer-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeInChromium, launchChromium } from '../browser/chromium.js';
 import { runBrowserConformance } from '../browser/harness.js';
 
 // The conformance suite in headless Chromium through navigator.gpu, on
@@ -38,9 +39,17 @@ function suiteCoverage() {
 }
 
 describeInChromium('wgpu conformance in a browser', (chromium) => {
+  // One Chromium for both runs, each in a page of its own.
+  let browser: Browser;
+  beforeAll(async () => {
+    browser = await launchChromium(chromium(), stallMs);
+  });
+  afterAll(() => browser?.close());
+
   it(`passes ${full ? 'every check' : filter ? `the checks matching '${filter}'` : 'one case of every kernel'} in headless Chromium on navigator.gpu`, async () => {
     const report = await runBrowserConformance({
       executablePath: chromium(),
+      browser,
       filter,
       sample: !full,
       stallMs,
@@ -88,7 +97,7 @@ describeInChromium('wgpu conformance in a browser', (chromium) => {
   it('gives up a run that stops finishing checks, naming how far it got', async () => {
     // A stall limit shorter than any check: the watchdog, not the run, ends it.
     await expect(
-      runBrowserConformance({ executablePath: chromium(), filter: 'relu', stallMs: 1 }),
+      runBrowserConformance({ executablePath: chromium(), browser, filter: 'relu', stallMs: 1 }),
     ).rejects.toThrow(
       /^the browser conformance made no progress for 0\.001 s after 0 checks \(the last: none yet\)/,
     );

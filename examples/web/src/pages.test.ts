@@ -1,21 +1,31 @@
-import { readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type Backend, createBackend } from '@rayo/core';
 import { type ChatMessage, TextModel } from '@rayo/text';
 import { writeTinyTextModel } from '@rayo/text-testkit';
-import { serveRanges } from '@rayo/train-testkit';
+import { type RangeServer, serveRanges } from '@rayo/train-testkit';
 import type { WorkerLoadProgress } from '@rayo/web';
-import type { Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, expect, it, onTestFailed } from 'vitest';
 import { describeInChromium, launchChromium } from '../../../packages/wgpu/browser/chromium.js';
 // @ts-expect-error: the build script is plain JavaScript, without declarations.
-import { bundleChat, CHAT_HTML } from '../build.mjs';
+import { bundleChat, bundleDemo, CHAT_HTML, INDEX_HTML } from '../build.mjs';
 
-// The chat page in headless Chromium on SwiftShader: a tiny Llama with a
-// character tokenizer, written here and served with byte ranges from
-// 127.0.0.1, is loaded into the page's worker with progress, answers as the
-// same model does in Node (greedy), is read from the browser's cache on the
-// second visit (no model request), can be stopped mid-answer, and evicted.
-const PAGE_TIMEOUT_MS = 4 * 60_000 * Number(process.env.RAYO_TIMEOUT_SCALE ?? 1);
+// Both pages of this example in one headless Chromium on SwiftShader's WebGPU
+// adapter, served by one local server (a browser start and the bundling of the
+// pages' scripts are seconds each on a loaded machine, so they happen once):
+// - The demo page in ?quick mode: the device line, the benchmark table and
+//   chart, and the sampled names must all appear, and a screenshot of the
+//   page is kept. What is checked is the page's elements, never its pixels
+//   or its timings.
+// - The chat page: a tiny Llama with a character tokenizer, written here and
+//   served with byte ranges from 127.0.0.1, is loaded into the page's worker
+//   with progress, answers as the same model does in Node (greedy), is read
+//   from the browser's cache on the second visit (no model request), can be
+//   stopped mid-answer, and evicted.
+const DEMO_TIMEOUT_MS = 8 * 60_000;
+const CHAT_TIMEOUT_MS = 4 * 60_000 * Number(process.env.RAYO_TIMEOUT_SCALE ?? 1);
 const REGION = /\/\/ #region browser-path\n([\s\S]*?)\/\/ #endregion/;
 
 let dir: string;
@@ -31,7 +41,7 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-it("shows the page's own code in the README of @rayo/web", async () => {
+it("shows the chat page's own code in the README of @rayo/web", async () => {
   const page = await readFile(new URL('./chat.ts', import.meta.url), 'utf8');
   const readme = await readFile(new URL('../../../packages/web/README.md', import.meta.url), 'utf8');
   const region = REGION.exec(page)?.[1];
@@ -54,7 +64,7 @@ async function answerInNode(messages: ChatMessage[], maxNewTokens: number) {
 
 async function waitFor(page: Page, condition: string): Promise<void> {
   await page.waitForFunction(`(${condition}) || document.getElementById('error') !== null`, {
-    timeout: PAGE_TIMEOUT_MS,
+    timeout: CHAT_TIMEOUT_MS,
     polling: 100,
   });
   const error = await page.evaluate(() => document.getElementById('error')?.textContent);
@@ -87,9 +97,83 @@ async function send(page: Page, text: string, maxTokens: number, stopAfterFirstP
   }));
 }
 
-describeInChromium('the chat page', (chromium) => {
+describeInChromium('the pages in Chromium', (chromium) => {
+  let browser: Browser;
+  let served: RangeServer;
+  beforeAll(async () => {
+    const [demo, chat] = (await Promise.all([bundleDemo(), bundleChat()])) as [
+      string,
+      Record<string, string>,
+    ];
+    served = await serveRanges(dir, {
+      pages: {
+        '/': { type: 'text/html', body: await readFile(INDEX_HTML, 'utf8') },
+        '/main.js': { type: 'text/javascript', body: demo },
+        '/chat.html': { type: 'text/html', body: await readFile(CHAT_HTML, 'utf8') },
+        ...Object.fromEntries(
+          Object.entries(chat).map(([name, body]) => [`/${name}`, { type: 'text/javascript', body }]),
+        ),
+      },
+    });
+    browser = await launchChromium(chromium(), Math.max(DEMO_TIMEOUT_MS, CHAT_TIMEOUT_MS));
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await served?.close();
+  });
+
   it(
-    'loads a model from a URL into its worker with progress, answers as Node does, caches it, stops mid-answer and evicts it',
+    'the demo page shows the device, a checked benchmark with its chart, and names sampled from a model trained in the page',
+    async () => {
+      const page = await browser.newPage();
+      try {
+        await page.setViewport({ width: 1000, height: 800 });
+        const pageErrors: string[] = [];
+        page.on('pageerror', (error) => pageErrors.push(String(error)));
+        await page.goto(`${served.url}?quick`, { waitUntil: 'load' });
+        // Done when names are listed, or when the page reports an error.
+        await page.waitForFunction(
+          () => document.querySelector('#names li') !== null || document.getElementById('error') !== null,
+          { timeout: DEMO_TIMEOUT_MS, polling: 250 },
+        );
+        const shown = await page.evaluate(() => ({
+          error: document.getElementById('error')?.textContent ?? undefined,
+          device: document.getElementById('device')!.textContent ?? '',
+          deviceClass: document.getElementById('device')!.className,
+          benchStatus: document.getElementById('bench-status')!.className,
+          rows: [...document.querySelectorAll('#bench-table tbody tr')].map((tr) =>
+            [...tr.querySelectorAll('td')].map((td) => td.textContent ?? ''),
+          ),
+          bars: document.querySelectorAll('#bench-chart svg rect').length,
+          charts: document.querySelectorAll('#bench-chart svg').length,
+          namesStatus: document.getElementById('names-status')!.textContent ?? '',
+          names: [...document.querySelectorAll('#names li')].map((li) => li.textContent ?? ''),
+        }));
+        const screenshot = join(await mkdtemp(join(tmpdir(), 'rayo-demo-')), 'demo.png');
+        await writeFile(screenshot, await page.screenshot({ fullPage: true }));
+        console.log(
+          `demo page on ${shown.device}\n  ${shown.rows.map((r) => r.join(' | ')).join('\n  ')}\n` +
+            `  ${shown.namesStatus}\n  names: ${shown.names.join(', ')}\n  screenshot: ${screenshot}`,
+        );
+        expect(pageErrors).toEqual([]);
+        expect(shown.error).toBeUndefined();
+        expect(shown.deviceClass).toBe('');
+        expect(shown.device).toMatch(/\S/);
+        expect(shown.rows).toHaveLength(4);
+        for (const [id, checked] of shown.rows) expect(checked, id).toBe('matches');
+        expect(shown.benchStatus).toBe('');
+        expect(shown.bars).toBe(4);
+        expect(shown.charts).toBe(2);
+        expect(shown.names).toHaveLength(4);
+      } finally {
+        await page.close();
+      }
+    },
+    DEMO_TIMEOUT_MS + 60_000,
+  );
+
+  it(
+    'the chat page loads a model from a URL into its worker with progress, answers as Node does, caches it, stops mid-answer and evicts it',
     async () => {
       const short = await answerInNode(HELLO, 24);
       const long = await answerInNode(HELLO, 200);
@@ -97,20 +181,10 @@ describeInChromium('the chat page', (chromium) => {
       // Only the Stop button can end this answer early.
       expect(long.stats.finishReason).toBe('length');
 
-      const scripts = (await bundleChat()) as Record<string, string>;
-      const served = await serveRanges(dir, {
-        pages: {
-          '/': { type: 'text/html', body: await readFile(CHAT_HTML, 'utf8') },
-          ...Object.fromEntries(
-            Object.entries(scripts).map(([name, body]) => [`/${name}`, { type: 'text/javascript', body }]),
-          ),
-        },
-      });
       const modelUrl = `${served.url}files/`;
       const modelRequests = () => served.requests.filter((r) => r.path.startsWith('/files/'));
-      const browser = await launchChromium(chromium(), PAGE_TIMEOUT_MS);
+      const page = await browser.newPage();
       try {
-        const page = await browser.newPage();
         const pageErrors: string[] = [];
         page.on('pageerror', (error) => pageErrors.push(String(error)));
         // What the page and its worker log, for a failure's report.
@@ -120,7 +194,9 @@ describeInChromium('the chat page', (chromium) => {
           worker.on('console', (message) => logged.push(`worker ${message.type()}: ${message.text()}`)),
         );
         onTestFailed(() => console.log(`the chat page logged:\n${logged.join('\n')}`));
-        await page.goto(`${served.url}?model=${encodeURIComponent(modelUrl)}`, { waitUntil: 'load' });
+        await page.goto(`${served.url}chat.html?model=${encodeURIComponent(modelUrl)}`, {
+          waitUntil: 'load',
+        });
 
         // First visit: files fetched by ranges, with progress that only grows.
         expect(await load(page)).toMatch(/now cached/);
@@ -159,10 +235,9 @@ describeInChromium('the chat page', (chromium) => {
         await waitFor(page, "document.getElementById('cached').dataset.count === '0'");
         expect(pageErrors).toEqual([]);
       } finally {
-        await browser.close();
-        await served.close();
+        await page.close();
       }
     },
-    PAGE_TIMEOUT_MS + 60_000,
+    CHAT_TIMEOUT_MS + 60_000,
   );
 });
