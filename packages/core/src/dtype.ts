@@ -54,7 +54,8 @@ export function toHostArray(dtype: DType, values: ArrayLike<number>): HostArray 
   } else if (dtype === 'bf16') {
     for (let i = 0; i < values.length; i++) out[i] = f32ToBf16Bits(values[i]!);
   } else {
-    for (let i = 0; i < values.length; i++) out[i] = values[i]!;
+    // The same conversion as element by element (rounding to f32, ToInt32, ToUint32), done natively.
+    out.set(values);
   }
   return out;
 }

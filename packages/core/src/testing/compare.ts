@@ -19,8 +19,10 @@ export function compareOutputs(
   const exact = dtype === 'i32' || dtype === 'u32';
   const rtol = exact ? 0 : (tolerance.rtol ?? DEFAULT_TOLERANCE.rtol);
   const atol = exact ? 0 : (tolerance.atol ?? DEFAULT_TOLERANCE.atol);
-  const a = toNumbers(dtype, actual);
-  const e = toNumbers(dtype, expected);
+  // Halves are decoded first; other dtypes are read as they are.
+  const half = dtype === 'f16' || dtype === 'bf16';
+  const a = half ? toNumbers(dtype, actual) : actual;
+  const e = half ? toNumbers(dtype, expected) : expected;
   let bad = 0;
   let first = -1;
   let worst = 0;

@@ -82,7 +82,8 @@ const POISON: Record<DType, number> = {
 
 function fillValues(rng: Rng, dtype: DType, size: number, init: InputInit | undefined): HostArray {
   if (typeof init === 'function') return toHostArray(dtype, init(rng, size));
-  const values = new Array<number>(size);
+  // A typed array: `new Array(n)` past a few thousand elements is a slow dictionary in V8.
+  const values = new Float64Array(size);
   const isInt = dtype === 'i32' || dtype === 'u32';
   const spec =
     init ?? (isInt ? { int: dtype === 'u32' ? ([1, 1000] as const) : ([-100, 100] as const) } : 'uniform');
