@@ -5,7 +5,9 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
 import { type HalfDType, PRODUCT_PARAMS, productDims } from './common.js';
+import { encodeSplitSum } from './matmulSplitK.js';
 import { storePair } from './pairStores.js';
+import { storageOf } from './storage.js';
 import { groupedTile } from './tileOrder.js';
 
 // The half-precision matrix product on tensor cores (sm_80 mma.sync): f16 or
@@ -48,11 +50,17 @@ export interface TensorCoreVariant {
   readonly withC: boolean;
   /** y and c are f32 (absent: the operands' dtype). */
   readonly out?: 'f32';
+  /**
+   * M is at most a warp's 64 rows (a batch of decoding rows): each warp
+   * skips the products of its 16-row pieces past M, so the tile's padding
+   * costs no tensor-core time and a launch is bound by reading b.
+   */
+  readonly smallM?: true;
 }
 
 export function tensorCoreKey(v: TensorCoreVariant): string {
   const layout = `${v.transA ? 't' : 'n'}${v.transB ? 't' : 'n'}`;
-  return `matmul/mma${TC_BM}x${TC_BN}x${TC_BK}s${TC_STAGES}/${v.dtype}/${layout}/${v.async ? 'async' : 'scalar'}${v.withC ? '/c' : ''}${v.out ? `/y${v.out}` : ''}`;
+  return `matmul/mma${TC_BM}x${TC_BN}x${TC_BK}s${TC_STAGES}/${v.dtype}/${layout}/${v.async ? 'async' : 'scalar'}${v.withC ? '/c' : ''}${v.out ? `/y${v.out}` : ''}${v.smallM ? '/smallm' : ''}`;
 }
 
 /**
@@ -92,6 +100,8 @@ interface GlobalOperand {
   readonly bound: R32;
   /** The tile's first row (a) or column (b). */
   readonly first: R32;
+  /** The block's first k (its split's). */
+  readonly k0: R32;
 }
 
 /** One thread's 16-byte chunk of an operand's tile: where it comes from and goes. */
@@ -120,9 +130,10 @@ function chunksOf(k: KernelBuilder, op: GlobalOperand, tid: R32): Chunk[] {
     // (mn, k) of the chunk's first element within the tile.
     const [mn, kAt] = op.tile.kInner ? [row, elem] : [elem, row];
     const mnIndex = k.add('u32', k.reg('u32'), op.first, mn);
+    const kIndex = k.add('u32', k.reg('u32'), kAt, op.k0);
     const element = op.tile.kInner
-      ? k.madLo('u32', k.reg('u32'), mnIndex, op.ld, kAt)
-      : k.madLo('u32', k.reg('u32'), kAt, op.ld, mnIndex);
+      ? k.madLo('u32', k.reg('u32'), mnIndex, op.ld, kIndex)
+      : k.madLo('u32', k.reg('u32'), kIndex, op.ld, mnIndex);
     const ptr = k.elementAddress(op.base, element, 2);
     const mnInside = k.setp('lt', 'u32', k.reg('pred'), mnIndex, op.bound);
     // Elements from mnIndex up to the edge, at most 8 (0 when outside).
@@ -208,7 +219,10 @@ function ldmatrixOffset(
 
 /**
  * y = alpha · op(a) · op(b) (+ beta · c) for half a, b, c and y. Block
- * (tile, 1, batch) computes a 128 × 128 tile of y; each warp a 64 × 32 part
+ * (tile, split, batch) computes a 128 × 128 tile of y over K from split ·
+ * kPerSplit (a whole number of BK steps), kPerSplit of it, into y +
+ * split · splitStride (one split: all of K into y; more: raw partial sums
+ * for `splitSumModule`, alpha 1 and no c); each warp a 64 × 32 part
  * as 4 × 4 m16n8k16 products per 16 of K, its fragments loaded by ldmatrix
  * (`.trans` for operands stored k-outer) from swizzled shared tiles that a
  * 3-stage cp.async pipeline fills.
@@ -217,9 +231,21 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
   const m = new PtxModule({ target: 'sm_80' });
   m.entry(
     TC_ENTRY,
-    { a: 'ptr', b: 'ptr', strideA: 'u32', strideB: 'u32', ...PRODUCT_PARAMS },
+    {
+      a: 'ptr',
+      b: 'ptr',
+      strideA: 'u32',
+      strideB: 'u32',
+      kPerSplit: 'u32',
+      splitStride: 'u32',
+      ...PRODUCT_PARAMS,
+    },
     (k, p) => {
       const { mDim, nDim, kDim, tilesM, tilesN } = productDims(k, p);
+      const split = k.ctaid('y');
+      const kPerSplit = k.ldParam(p.kPerSplit);
+      const kFirst = k.mulLo('u32', k.reg('u32'), split, kPerSplit);
+      const kEnd = k.min('u32', k.reg('u32'), kDim, k.add('u32', k.reg('u32'), kFirst, kPerSplit));
       const smem = k.shared('stages', TC_STAGES * STAGE_BYTES, 128);
       const smemBase = k.sharedAddress(smem);
       const tid = k.tid();
@@ -247,6 +273,7 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
         ld: tile.kInner ? kDim : bound,
         bound,
         first,
+        k0: kFirst,
       });
       const opA = operand(tileA, p.a, p.strideA, mDim, row0);
       const opB = operand(tileB, p.b, p.strideB, nDim, col0);
@@ -258,8 +285,9 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       const stepA = stepOf(opA);
       const stepB = stepOf(opB);
       const copy = (stage: R32, k0: R32) => {
-        copyStep(k, opA, chunksA, stage, k0, kDim, v.async, stepA, zero);
-        copyStep(k, opB, chunksB, stage, k0, kDim, v.async, stepB, zero);
+        // Bounded by the split's end: the pipeline's copies past it read nothing.
+        copyStep(k, opA, chunksA, stage, k0, kEnd, v.async, stepA, zero);
+        copyStep(k, opB, chunksB, stage, k0, kEnd, v.async, stepB, zero);
         k.cpAsyncCommitGroup();
       };
 
@@ -284,16 +312,24 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       }
 
       const acc = Array.from({ length: 4 }, () => Array.from({ length: 4 }, () => k.regs('f32', 4)));
+      // smallM: rows of y from the warp's first (negative past M); a 16-row piece runs where some are left.
+      const rowsLeft = v.smallM
+        ? k.sub('s32', k.reg('s32'), mDim, k.add('u32', k.reg('u32'), row0, warpRowsA))
+        : undefined;
       for (const row of acc) for (const r of row) for (const x of r) k.mov('f32', x, 0);
 
       // Prologue: stages 0 … STAGES - 2.
-      const kTiles = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, TC_BK - 1), TC_BK);
+      const kLength = k.sub('u32', k.reg('u32'), kEnd, kFirst);
+      const kTiles = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kLength, TC_BK - 1), TC_BK);
       for (let s = 0; s < TC_STAGES - 1; s++) {
-        copy(k.add('u32', k.reg('u32'), smemBase, s * STAGE_BYTES), k.mov('u32', k.reg('u32'), s * TC_BK));
+        copy(
+          k.add('u32', k.reg('u32'), smemBase, s * STAGE_BYTES),
+          k.add('u32', k.reg('u32'), kFirst, s * TC_BK),
+        );
       }
       const readStage = k.mov('u32', k.reg('u32'), smemBase);
       const writeStage = k.add('u32', k.reg('u32'), smemBase, (TC_STAGES - 1) * STAGE_BYTES);
-      const kNext = k.mov('u32', k.reg('u32'), (TC_STAGES - 1) * TC_BK);
+      const kNext = k.add('u32', k.reg('u32'), kFirst, (TC_STAGES - 1) * TC_BK);
       const end = k.add('u32', k.reg('u32'), smemBase, TC_STAGES * STAGE_BYTES);
       const kt = k.reg('u32');
       k.forRange(kt, 0, kTiles, 1, () => {
@@ -303,25 +339,33 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
         copy(writeStage, kNext);
         k.add('u32', kNext, kNext, TC_BK);
         for (let kk = 0; kk < TC_BK / 16; kk++) {
-          const fa = offsetsA[kk]!.map((o) =>
-            k.ldmatrix(4, k.regs('u32', 4), k.add('u32', k.reg('u32'), readStage, o), {
+          const loadA = (i: number) =>
+            k.ldmatrix(4, k.regs('u32', 4), k.add('u32', k.reg('u32'), readStage, offsetsA[kk]![i]!), {
               trans: !tileA.kInner,
-            }),
-          );
+            });
           const fb = offsetsB[kk]!.map((o) =>
             k.ldmatrix(4, k.regs('u32', 4), k.add('u32', k.reg('u32'), readStage, o), {
               trans: !tileB.kInner,
             }),
           );
-          for (let i = 0; i < 4; i++) {
+          const products = (i: number, fa: Vec4<R32>) => {
             for (let j = 0; j < 4; j++) {
               const b = fb[j >> 1]!;
               const pair = j & 1 ? ([b[2], b[3]] as const) : ([b[0], b[1]] as const);
-              k.mmaSync('m16n8k16', v.dtype, acc[i]![j]!, fa[i]!, pair, acc[i]![j]!);
+              k.mmaSync('m16n8k16', v.dtype, acc[i]![j]!, fa, pair, acc[i]![j]!);
             }
+          };
+          if (rowsLeft) {
+            // The same for the whole warp: the skipped products are of rows past M only.
+            for (let i = 0; i < 4; i++) {
+              const inside = k.setp('gt', 's32', k.reg('pred'), rowsLeft, i * 16);
+              k.ifThen(inside, () => products(i, loadA(i)));
+            }
+          } else {
+            const fa = [0, 1, 2, 3].map(loadA);
+            for (let i = 0; i < 4; i++) products(i, fa[i]!);
           }
         }
-        // Ring buffer of stages: advance both, wrapping at the end.
         for (const s of [readStage, writeStage]) {
           k.add('u32', s, s, STAGE_BYTES);
           const wrap = k.setp('ge', 'u32', k.reg('pred'), s, end);
@@ -337,7 +381,13 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       const strideY = k.ldParam(p.strideY);
       const out = v.out ?? v.dtype;
       const outBytes = out === 'f32' ? 4 : 2;
-      const yBase = batchBase(k.globalPointer(p.y), strideY, outBytes);
+      // A split's partial sums go to its own slice of y (splitStride 0 where K is whole).
+      const splitBase = k.elementAddress(
+        k.globalPointer(p.y),
+        k.mulLo('u32', k.reg('u32'), split, k.ldParam(p.splitStride)),
+        outBytes,
+      );
+      const yBase = batchBase(splitBase, strideY, outBytes);
       const cBase = v.withC ? batchBase(k.globalPointer(p.c), strideY, outBytes) : undefined;
       const groupId = k.shr('u32', k.reg('u32'), lane, 2);
       const inGroupCol = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 3), 1);
@@ -393,15 +443,24 @@ export function tensorCoreDtype(call: MatmulLaunch<Operand>): HalfDType | undefi
   return call.activation === undefined ? t : undefined;
 }
 
-/** Launches the tensor-core product of `tensorCoreDtype`'s calls. */
+/** How a launch of the tensor-core product is cut: K in `splits` pieces of `kPerSplit`, and whether M is small. */
+export interface TensorCoreShape {
+  readonly smallM?: boolean;
+  readonly splits: number;
+  readonly kPerSplit: number;
+}
+
+/** Launches the tensor-core product of `tensorCoreDtype`'s calls (K split, the partial sums then added, as `shape` says). */
 export function encodeTensorCore(
   encoder: KernelEncoder,
   call: MatmulLaunch<Operand>,
   dtype: HalfDType,
+  shape: TensorCoreShape = { splits: 1, kPerSplit: call.k },
 ): void {
   const { a, b, c, y, batch, m, n, k } = call;
   const tilesM = Math.ceil(m / TC_BM);
   const tilesN = Math.ceil(n / TC_BN);
+  const splitting = shape.splits > 1;
   const maxBatch = encoder.device.maxGridDim[2];
   for (let first = 0; first < batch; first += maxBatch) {
     const count = Math.min(maxBatch, batch - first);
@@ -411,7 +470,9 @@ export function encodeTensorCore(
       y: elementPtr(y, first * m * n),
       c: c ? elementPtr(c, first * m * n) : undefined,
     };
-    // 16-byte copies need 16-byte aligned rows: contiguous axes of whole 8-element chunks.
+    const total = count * m * n;
+    // Split, each piece of K writes f32 partial sums; the sum kernel applies alpha and c and stores y's dtype.
+    const parts = splitting ? encoder.scratch(shape.splits * total * 4) : ptrs.y;
     const async =
       (call.transA ? m : k) % 8 === 0 &&
       (call.transB ? k : n) % 8 === 0 &&
@@ -422,32 +483,47 @@ export function encodeTensorCore(
       transA: call.transA,
       transB: call.transB,
       async,
-      withC: ptrs.c !== undefined,
-      ...(y.dtype === 'f32' ? { out: 'f32' as const } : {}),
+      withC: ptrs.c !== undefined && !splitting,
+      ...(y.dtype === 'f32' || splitting ? { out: 'f32' as const } : {}),
+      ...(shape.smallM ? { smallM: true as const } : {}),
     };
     encoder.launch({
       key: tensorCoreKey(v),
       module: () => tensorCoreModule(v),
       entry: TC_ENTRY,
-      grid: [tilesM * tilesN, 1, count],
+      grid: [tilesM * tilesN, shape.splits, count],
       block: TC_THREADS,
       args: {
         a: ptrs.a,
         b: ptrs.b,
-        // Without c its pointer is y's, never read.
         c: ptrs.c ?? ptrs.y,
-        y: ptrs.y,
+        y: parts,
         m,
         n,
         k,
-        alpha: call.alpha,
+        alpha: splitting ? 1 : call.alpha,
         beta: call.beta,
         strideA: m * k,
         strideB: k * n,
         strideY: m * n,
         tilesM,
         tilesN,
+        kPerSplit: shape.kPerSplit,
+        splitStride: total,
       },
     });
+    if (splitting) {
+      encodeSplitSum(encoder, {
+        parts,
+        splits: shape.splits,
+        total,
+        n,
+        y: ptrs.y,
+        c: ptrs.c,
+        alpha: call.alpha,
+        beta: call.beta,
+        out: storageOf(y),
+      });
+    }
   }
 }
