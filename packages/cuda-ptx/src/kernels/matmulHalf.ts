@@ -6,7 +6,8 @@ import { encodeTensorCore, TC_BK, TC_BN, type TensorCoreShape, tensorCoreDtype }
 
 // matmul's precision 'half' and half weights: f32 operands rounded into half
 // scratch, and the products of a few rows (a batch of decoding sequences)
-// against half weights on tensor cores with K split across blocks.
+// against half weights on tensor cores with K split across blocks, their f32
+// rows rounded as the kernel loads them.
 
 /**
  * The call with its f32 a and b rounded (nearest even) into scratch in the
@@ -74,12 +75,15 @@ export function smallMApplies(call: MatmulLaunch<Operand>, computeCapability: re
   return a.dtype === b.dtype || (a.dtype === 'f32' && call.precision === 'half');
 }
 
-/** Launches a product `smallMApplies` takes (a rounded to b's dtype where f32); false where it takes none. */
+/**
+ * Launches a product `smallMApplies` takes; false where it takes none. An
+ * f32 a is rounded to b's dtype by the kernel as it loads a's tiles.
+ */
 export function encodeSmallM(encoder: KernelEncoder, call: MatmulLaunch<Operand>): boolean {
   if (!smallMApplies(call, encoder.device.computeCapability)) return false;
-  const product = halfOperands(encoder, call);
-  const half = tensorCoreDtype(product);
+  // The dtypes of c and y decide, with a as it is multiplied: in b's dtype.
+  const half = tensorCoreDtype({ ...call, a: { ...call.a, dtype: call.b.dtype } });
   if (!half) return false;
-  encodeTensorCore(encoder, product, half, smallMShape(call, encoder.device.multiprocessors));
+  encodeTensorCore(encoder, call, half, smallMShape(call, encoder.device.multiprocessors));
   return true;
 }

@@ -138,6 +138,26 @@ describe.skipIf(gate.skip)(`the tensor-core product under ptxas (${gate.reason})
     out: 'f32',
     smallM: true,
   });
+  variants.push({
+    dtype: 'bf16',
+    transA: false,
+    transB: true,
+    async: true,
+    withC: false,
+    out: 'f32',
+    smallM: true,
+    aF32: true,
+  });
+  variants.push({
+    dtype: 'bf16',
+    transA: true,
+    transB: true,
+    async: false,
+    withC: true,
+    out: 'f32',
+    smallM: true,
+    aF32: true,
+  });
 
   it('assembles for sm_80 and sm_90 without spills', () => {
     for (const v of variants) {

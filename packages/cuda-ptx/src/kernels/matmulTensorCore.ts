@@ -3,7 +3,7 @@ import { elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import type { Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
+import { addr, type F32, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
 import { type HalfDType, PRODUCT_PARAMS, productDims } from './common.js';
 import { encodeSplitSum } from './matmulSplitK.js';
 import { storePair } from './pairStores.js';
@@ -56,11 +56,18 @@ export interface TensorCoreVariant {
    * costs no tensor-core time and a launch is bound by reading b.
    */
   readonly smallM?: true;
+  /**
+   * a is stored f32 and rounded (nearest even) to `dtype` as its tiles are
+   * loaded (element by element, then 16 bytes into shared memory): a
+   * product under precision 'half' needs no pass rounding a into scratch
+   * first, which for a decode step's few rows is a launch per product.
+   */
+  readonly aF32?: true;
 }
 
 export function tensorCoreKey(v: TensorCoreVariant): string {
   const layout = `${v.transA ? 't' : 'n'}${v.transB ? 't' : 'n'}`;
-  return `matmul/mma${TC_BM}x${TC_BN}x${TC_BK}s${TC_STAGES}/${v.dtype}/${layout}/${v.async ? 'async' : 'scalar'}${v.withC ? '/c' : ''}${v.out ? `/y${v.out}` : ''}${v.smallM ? '/smallm' : ''}`;
+  return `matmul/mma${TC_BM}x${TC_BN}x${TC_BK}s${TC_STAGES}/${v.dtype}/${layout}/${v.async ? 'async' : 'scalar'}${v.withC ? '/c' : ''}${v.out ? `/y${v.out}` : ''}${v.smallM ? '/smallm' : ''}${v.aF32 ? '/af32' : ''}`;
 }
 
 /**
@@ -102,6 +109,8 @@ interface GlobalOperand {
   readonly first: R32;
   /** The block's first k (its split's). */
   readonly k0: R32;
+  /** Stored f32, rounded to `half` on the way to shared memory. */
+  readonly f32?: { readonly half: HalfDType };
 }
 
 /** One thread's 16-byte chunk of an operand's tile: where it comes from and goes. */
@@ -134,7 +143,7 @@ function chunksOf(k: KernelBuilder, op: GlobalOperand, tid: R32): Chunk[] {
     const element = op.tile.kInner
       ? k.madLo('u32', k.reg('u32'), mnIndex, op.ld, kIndex)
       : k.madLo('u32', k.reg('u32'), kIndex, op.ld, mnIndex);
-    const ptr = k.elementAddress(op.base, element, 2);
+    const ptr = k.elementAddress(op.base, element, op.f32 ? 4 : 2);
     const mnInside = k.setp('lt', 'u32', k.reg('pred'), mnIndex, op.bound);
     // Elements from mnIndex up to the edge, at most 8 (0 when outside).
     const left = k.sub('u32', k.reg('u32'), op.bound, mnIndex);
@@ -170,7 +179,20 @@ function copyStep(
       : k.selp('u32', k.reg('u32'), c.mnCount, 0, k.setp('lt', 'u32', k.reg('pred'), kIndex, kDim));
     const any = k.setp('ne', 'u32', k.reg('pred'), count, 0);
     const dst = k.add('u32', k.reg('u32'), stage, c.shared);
-    if (async) {
+    if (op.f32) {
+      const floats: F32[] = [];
+      for (let j = 0; j < 8; j++) {
+        const f = k.mov('f32', k.reg('f32'), 0);
+        const ok = k.setp('lt', 'u32', k.reg('pred'), j, count);
+        k.predicated(ok, () => k.ldGlobal('f32', f, addr(c.ptr, 4 * j)));
+        floats.push(f);
+      }
+      const half = op.f32.half;
+      const words = [0, 1, 2, 3].map((w) =>
+        k.cvtPack(half, k.reg('u32'), floats[2 * w]!, floats[2 * w + 1]!),
+      );
+      k.stShared('b32', dst, words as unknown as Vec4<R32>);
+    } else if (async) {
       const bytes = k.shl('b32', k.reg('u32'), count, 1);
       k.predicated(any, () => k.cpAsync('cg', dst, c.ptr, 16, { srcBytes: bytes }));
       k.predicated(any, () => k.stShared('b32', dst, [zero, zero, zero, zero]), { negate: true });
@@ -267,21 +289,25 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
         stride: Param<'u32'>,
         bound: R32,
         first: R32,
+        f32 = false,
       ): GlobalOperand => ({
         tile,
-        base: batchBase(k.globalPointer(ptr), k.ldParam(stride)),
+        base: batchBase(k.globalPointer(ptr), k.ldParam(stride), f32 ? 4 : 2),
         ld: tile.kInner ? kDim : bound,
         bound,
         first,
         k0: kFirst,
+        ...(f32 ? { f32: { half: v.dtype } } : {}),
       });
-      const opA = operand(tileA, p.a, p.strideA, mDim, row0);
+      const opA = operand(tileA, p.a, p.strideA, mDim, row0, v.aF32);
       const opB = operand(tileB, p.b, p.strideB, nDim, col0);
       const chunksA = chunksOf(k, opA, tid);
       const chunksB = chunksOf(k, opB, tid);
       // Bytes a chunk's source moves per step of BK along K.
-      const stepOf = (op: GlobalOperand): R64 | number =>
-        op.tile.kInner ? TC_BK * 2 : k.mulWide('u32', k.reg('u64'), op.ld, TC_BK * 2);
+      const stepOf = (op: GlobalOperand): R64 | number => {
+        const bytes = op.f32 ? 4 : 2;
+        return op.tile.kInner ? TC_BK * bytes : k.mulWide('u32', k.reg('u64'), op.ld, TC_BK * bytes);
+      };
       const stepA = stepOf(opA);
       const stepB = stepOf(opB);
       const copy = (stage: R32, k0: R32) => {
@@ -473,10 +499,11 @@ export function encodeTensorCore(
     const total = count * m * n;
     // Split, each piece of K writes f32 partial sums; the sum kernel applies alpha and c and stores y's dtype.
     const parts = splitting ? encoder.scratch(shape.splits * total * 4) : ptrs.y;
+    // An f32 a is loaded element by element whatever its layout: only b's copies need 16 bytes.
+    const aF32 = a.dtype === 'f32';
     const async =
-      (call.transA ? m : k) % 8 === 0 &&
+      (aF32 || ((call.transA ? m : k) % 8 === 0 && ptrs.a % 16n === 0n)) &&
       (call.transB ? k : n) % 8 === 0 &&
-      ptrs.a % 16n === 0n &&
       ptrs.b % 16n === 0n;
     const v: TensorCoreVariant = {
       dtype,
@@ -486,6 +513,7 @@ export function encodeTensorCore(
       withC: ptrs.c !== undefined && !splitting,
       ...(y.dtype === 'f32' || splitting ? { out: 'f32' as const } : {}),
       ...(shape.smallM ? { smallM: true as const } : {}),
+      ...(aF32 ? { aF32: true as const } : {}),
     };
     encoder.launch({
       key: tensorCoreKey(v),
