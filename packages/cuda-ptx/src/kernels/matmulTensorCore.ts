@@ -169,7 +169,8 @@ function copyStep(
   async: boolean,
   stepBytes: R64 | number,
   zero: R32,
-) {
+): () => void {
+  const stores: (() => void)[] = [];
   for (const c of chunks) {
     const kIndex = k.add('u32', k.reg('u32'), k0, c.kAt);
     const kLeft = k.sub('u32', k.reg('u32'), kDim, k.min('u32', k.reg('u32'), kIndex, kDim));
@@ -188,10 +189,13 @@ function copyStep(
         floats.push(f);
       }
       const half = op.f32.half;
-      const words = [0, 1, 2, 3].map((w) =>
-        k.cvtPack(half, k.reg('u32'), floats[2 * w]!, floats[2 * w + 1]!),
-      );
-      k.stShared('b32', dst, words as unknown as Vec4<R32>);
+      // Stored when the caller says: the loads then overlap the stage's products.
+      stores.push(() => {
+        const words = [0, 1, 2, 3].map((w) =>
+          k.cvtPack(half, k.reg('u32'), floats[2 * w]!, floats[2 * w + 1]!),
+        );
+        k.stShared('b32', dst, words as unknown as Vec4<R32>);
+      });
     } else if (async) {
       const bytes = k.shl('b32', k.reg('u32'), count, 1);
       k.predicated(any, () => k.cpAsync('cg', dst, c.ptr, 16, { srcBytes: bytes }));
@@ -209,6 +213,9 @@ function copyStep(
     }
     k.add('u64', c.ptr, c.ptr, stepBytes);
   }
+  return () => {
+    for (const store of stores) store();
+  };
 }
 
 /**
@@ -310,11 +317,13 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       };
       const stepA = stepOf(opA);
       const stepB = stepOf(opB);
-      const copy = (stage: R32, k0: R32) => {
+      // Returns the shared stores of an f32 a's rounded chunks, for after the stage's products.
+      const copy = (stage: R32, k0: R32): (() => void) => {
         // Bounded by the split's end: the pipeline's copies past it read nothing.
-        copyStep(k, opA, chunksA, stage, k0, kEnd, v.async, stepA, zero);
+        const storeA = copyStep(k, opA, chunksA, stage, k0, kEnd, v.async, stepA, zero);
         copyStep(k, opB, chunksB, stage, k0, kEnd, v.async, stepB, zero);
         k.cpAsyncCommitGroup();
+        return storeA;
       };
 
       // The warp's fragments' ldmatrix addresses (within a stage) for each 16 of M or N and each 16 of K.
@@ -351,7 +360,7 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
         copy(
           k.add('u32', k.reg('u32'), smemBase, s * STAGE_BYTES),
           k.add('u32', k.reg('u32'), kFirst, s * TC_BK),
-        );
+        )();
       }
       const readStage = k.mov('u32', k.reg('u32'), smemBase);
       const writeStage = k.add('u32', k.reg('u32'), smemBase, (TC_STAGES - 1) * STAGE_BYTES);
@@ -362,7 +371,7 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
         // The step's own group is complete; the barrier also frees the stage read last iteration.
         k.cpAsyncWaitGroup(TC_STAGES - 2);
         k.barSync();
-        copy(writeStage, kNext);
+        const storeA = copy(writeStage, kNext);
         k.add('u32', kNext, kNext, TC_BK);
         for (let kk = 0; kk < TC_BK / 16; kk++) {
           const loadA = (i: number) =>
@@ -392,6 +401,8 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
             for (let i = 0; i < 4; i++) products(i, fa[i]!);
           }
         }
+        // The write stage is read two steps on, after the barrier at the top of the next.
+        storeA();
         for (const s of [readStage, writeStage]) {
           k.add('u32', s, s, STAGE_BYTES);
           const wrap = k.setp('ge', 'u32', k.reg('pred'), s, end);
