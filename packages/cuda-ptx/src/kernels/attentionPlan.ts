@@ -58,6 +58,11 @@ export interface AttentionConfig {
    * sequence per block along z, its length read from device memory.
    */
   readonly paged?: boolean;
+  /**
+   * Paged, with a power-of-two page size: its log2, so that a token's page
+   * and offset are a shift and a mask rather than a division per token.
+   */
+  readonly pageShift?: number;
 }
 
 export interface AttentionPlan {
@@ -120,7 +125,7 @@ export function planAttention(
 
 export function attentionKey(c: AttentionConfig): string {
   const types = c.types ? storageKey([c.types.act, c.types.cache]) : '';
-  return `decoding/attention/${c.split ? 'split' : 'single'}/d${c.headDim}v${c.width}/g${c.headsPerBlock}u${c.unroll}w${ATTENTION_WARPS}${c.deviceLength ? '/len' : ''}${c.paged ? '/paged' : ''}${types}`;
+  return `decoding/attention/${c.split ? 'split' : 'single'}/d${c.headDim}v${c.width}/g${c.headsPerBlock}u${c.unroll}w${ATTENTION_WARPS}${c.deviceLength ? '/len' : ''}${c.paged ? '/paged' : ''}${c.pageShift === undefined ? '' : `p${c.pageShift}`}${types}`;
 }
 
 export function mergeKey(

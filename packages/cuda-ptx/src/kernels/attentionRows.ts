@@ -67,12 +67,13 @@ export function cacheRows(k: KernelBuilder, p: Params, g: RowGeometry): LaneRows
 /**
  * Rows of page pools [numPages, kvHeads, pageSize, headDim]: token t of
  * sequence b lies in page blockTables[b, ⌊t / pageSize⌋] at offset t mod
- * pageSize. A page outside the pool, or a token past the split, reads nothing.
+ * pageSize (a shift and a mask where `pageShift` gives pageSize as a power
+ * of two). A page outside the pool, or a token past the split, reads nothing.
  */
 export function pagedRows(
   k: KernelBuilder,
   p: Params,
-  g: RowGeometry & { readonly sequence: R32 },
+  g: RowGeometry & { readonly sequence: R32; readonly pageShift?: number },
 ): LaneRows {
   const pageSize = loadU32(k, p, 'pageSize');
   const maxPages = loadU32(k, p, 'maxPages');
@@ -89,8 +90,13 @@ export function pagedRows(
     at(first, _offset, token) {
       const t = k.add('u32', k.reg('u32'), g.wb, g.slot);
       if (first > 0) k.add('u32', t, t, first);
-      const index = k.div('u32', k.reg('u32'), t, pageSize);
-      const inPage = k.sub('u32', k.reg('u32'), t, k.mulLo('u32', k.reg('u32'), index, pageSize));
+      const shift = g.pageShift;
+      const index =
+        shift === undefined ? k.div('u32', k.reg('u32'), t, pageSize) : k.shr('u32', k.reg('u32'), t, shift);
+      const inPage =
+        shift === undefined
+          ? k.sub('u32', k.reg('u32'), t, k.mulLo('u32', k.reg('u32'), index, pageSize))
+          : k.and('b32', k.reg('u32'), t, 2 ** shift - 1);
       const tableAt = k.elementAddress(tables, index, 4);
       const page = k.reg('u32');
       if (token) {

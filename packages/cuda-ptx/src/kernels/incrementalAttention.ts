@@ -130,7 +130,16 @@ export function attentionModule(c: AttentionConfig): PtxModule {
       const wb = k.madLo('u32', k.reg('u32'), ln.warp, S, t0);
       const tokenBytes = (j: number) => cacheBytes * j * W * S * headDim;
       const rows = c.paged
-        ? pagedRows(k, p, { sequence: sequence!, kvHead, wb, slot: ln.slot, column, headDim, cacheBytes })
+        ? pagedRows(k, p, {
+            sequence: sequence!,
+            kvHead,
+            wb,
+            slot: ln.slot,
+            column,
+            headDim,
+            cacheBytes,
+            ...(c.pageShift === undefined ? {} : { pageShift: c.pageShift }),
+          })
         : cacheRows(k, p, { kvHead, wb, slot: ln.slot, column, headDim, cacheBytes });
       const loadCache = (regs: readonly F32[], at: ReturnType<typeof addr>) => loadAsF32(k, cache, regs, at);
       const kRegs = Array.from({ length: unroll }, () =>

@@ -2,7 +2,6 @@ import {
   batchedMatmul,
   batchedMatmulLaunch,
   FLOAT,
-  halfPrecisionDtype,
   type MatmulDims,
   type MatmulLaunch,
   type MatmulTile,
@@ -11,8 +10,7 @@ import {
 } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
 import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
-import { encodeCast } from './cast.js';
-import { BLOCK, checkElementCount, gridFor, MAX_ELEMENTS } from './common.js';
+import { checkElementCount, MAX_ELEMENTS } from './common.js';
 import {
   AXPY_ENTRY,
   AXPY_SHARED_BYTES,
@@ -30,7 +28,8 @@ import {
   type RowVariant,
   streamWidth,
 } from './gemv.js';
-import { SPLIT_SUM_ENTRY, splitSumKey, splitSumModule } from './matmulSplitK.js';
+import { encodeSmallM, halfOperands } from './matmulHalf.js';
+import { encodeSplitSum } from './matmulSplitK.js';
 import { encodeTensorCore, tensorCoreDtype } from './matmulTensorCore.js';
 import {
   TILE_ENTRY,
@@ -287,9 +286,11 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
   checkElementCount(call.kernel, 'b', b.size);
   checkElementCount(call.kernel, 'y', y.size);
   if (c) checkElementCount(call.kernel, 'c', c.size);
-  // All-half products run on tensor cores, except the GEMV and small-M
-  // shapes: the streaming kernels read b once, where a 128×128 tile would
-  // mostly compute zero rows.
+  // Decoding batches against half weights: tensor cores, K split to fill the device.
+  if (encodeSmallM(encoder, call)) return;
+  // Other all-half products run on tensor cores, except the GEMV and
+  // small-M shapes: the streaming kernels read b once, where a 128×128 tile
+  // would mostly compute zero rows.
   // precision 'tf32' on sm_90: f32 operands on the warpgroup-MMA kernel as
   // tf32; elsewhere (and for shapes it cannot take) the exact f32 kernels,
   // more precise than asked.
@@ -398,25 +399,19 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
         },
       });
       if (splitting) {
-        const withC = ptrs.c !== undefined;
-        encoder.launch({
-          key: splitSumKey(withC, epilogue, storageOf(y)),
-          module: () => splitSumModule(withC, epilogue, storageOf(y)),
-          entry: SPLIT_SUM_ENTRY,
-          grid: gridFor(encoder.device, total),
-          block: BLOCK,
-          args: {
-            parts,
-            c: common.c,
-            y: ptrs.y,
-            total,
-            splits: plan.splits,
-            alpha: call.alpha,
-            beta: call.beta,
-            bias: common.bias,
-            z: common.z,
-            n,
-          },
+        encodeSplitSum(encoder, {
+          parts,
+          splits: plan.splits,
+          total,
+          n,
+          y: ptrs.y,
+          c: ptrs.c,
+          alpha: call.alpha,
+          beta: call.beta,
+          out: storageOf(y),
+          epilogue,
+          bias: common.bias,
+          z: common.z,
         });
       }
       continue;
@@ -445,22 +440,6 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
       },
     });
   }
-}
-
-/**
- * The call with its f32 a and b rounded (nearest even) into scratch in the
- * half dtype precision 'half' names; y and c stay as they are. A model's
- * prompt pays one pass over its T × hidden activations (its weights are half already).
- */
-function halfOperands(encoder: KernelEncoder, call: MatmulCall): MatmulCall {
-  const half = halfPrecisionDtype(call.a.dtype, call.b.dtype);
-  const rounded = (op: Operand): Operand => {
-    if (op.dtype !== 'f32') return op;
-    const ptr = encoder.scratch(op.size * 2);
-    encodeCast(encoder, 'f32', half, op.ptr, ptr, op.size);
-    return { ...op, ptr, dtype: half, byteLength: op.size * 2 };
-  };
-  return { ...call, a: rounded(call.a), b: rounded(call.b) };
 }
 
 /** The matrix products read f32, f16 and bf16 (widened as loaded, summed in f32) and store their outputs' dtype. */

@@ -1,11 +1,12 @@
+import type { KernelEncoder } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32 } from '../ptx/operands.js';
-import { BLOCK } from './common.js';
+import { BLOCK, gridFor } from './common.js';
 import { biasAndActivation, type Epilogue, epilogueKey, scaleAndAdd } from './gemv.js';
 import { type FloatStorage, loadOneAsF32, STORAGE_BYTES, storageKey, storeFromF32 } from './storage.js';
 
-// Split-K: when the output alone gives too few blocks, the tiled kernel
-// writes each split of K's partial sums to scratch, and this kernel adds them
+// Split-K: when the output alone gives too few blocks, the tiled kernels
+// write each split of K's partial sums to scratch, and this kernel adds them
 // and applies the epilogue.
 
 export const SPLIT_SUM_ENTRY = 'matmul_split_sum';
@@ -67,4 +68,48 @@ export function splitSumModule(withC: boolean, epilogue?: Epilogue, out: FloatSt
     { maxThreadsPerBlock: BLOCK },
   );
   return m;
+}
+
+/** Where the partial sums are and what the sum kernel makes of them. */
+export interface SplitSumLaunch {
+  /** f32 [splits, total] partial sums. */
+  readonly parts: bigint;
+  readonly splits: number;
+  readonly total: number;
+  /** Columns of y (the bias's length). */
+  readonly n: number;
+  readonly y: bigint;
+  readonly c?: bigint | undefined;
+  readonly alpha: number;
+  readonly beta: number;
+  readonly out: FloatStorage;
+  readonly epilogue?: Epilogue | undefined;
+  /** linear's bias and pre-activation output, where its epilogue has them. */
+  readonly bias?: bigint;
+  readonly z?: bigint;
+}
+
+/** Launches `splitSumModule` over a split product's partial sums. */
+export function encodeSplitSum(encoder: KernelEncoder, s: SplitSumLaunch): void {
+  const withC = s.c !== undefined;
+  encoder.launch({
+    key: splitSumKey(withC, s.epilogue, s.out),
+    module: () => splitSumModule(withC, s.epilogue, s.out),
+    entry: SPLIT_SUM_ENTRY,
+    grid: gridFor(encoder.device, s.total),
+    block: BLOCK,
+    args: {
+      parts: s.parts,
+      // Unused pointers point at y, never read.
+      c: s.c ?? s.y,
+      y: s.y,
+      total: s.total,
+      splits: s.splits,
+      alpha: s.alpha,
+      beta: s.beta,
+      bias: s.bias ?? s.y,
+      z: s.z ?? s.y,
+      n: s.n,
+    },
+  });
 }

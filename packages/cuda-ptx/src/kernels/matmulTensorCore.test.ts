@@ -1,9 +1,11 @@
 import { expectAllAssembleCleanly, LAYOUTS, useGemmDevice } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
+import { SPLIT_SUM_ENTRY } from './matmulSplitK.js';
 import {
   encodeTensorCore,
   TC_ENTRY,
+  type TensorCoreShape,
   type TensorCoreVariant,
   tensorCoreDtype,
   tensorCoreKey,
@@ -23,11 +25,12 @@ describe('the tensor-core product in the PTX interpreter', () => {
     variant: Omit<TensorCoreVariant, 'async'>,
     [m, k, n]: [number, number, number],
     options: { alpha?: number; beta?: number; batch?: number } = {},
+    shape?: TensorCoreShape,
   ) {
     const { dtype, transA, transB } = variant;
     await product(variant, [m, k, n], options, (recorder, call) => {
       expect(tensorCoreDtype(call)).toBe(dtype);
-      encodeTensorCore(recorder, call, dtype);
+      encodeTensorCore(recorder, call, dtype, shape);
     });
     const launches = fake.launches.filter((l) => l.entry === TC_ENTRY);
     return { async: (transA ? m : k) % 8 === 0 && (transB ? k : n) % 8 === 0, launches: launches.length };
@@ -70,6 +73,25 @@ describe('the tensor-core product in the PTX interpreter', () => {
     await check(v, [24, 16, 40], { alpha: 2, batch: 3 });
   }, 300_000);
 
+  it('splits K across blocks for few rows, skipping the pieces past M, the partial sums then added', async () => {
+    const split = (launches: number) => fake.launches.slice(launches).map((l) => [l.entry, l.grid]);
+    let before = fake.launches.length;
+    // 160 + 103 of K, the second split's last step ragged; 3 rows of 128; f32 y = -1 · a·b + 2 · c.
+    const odd = { dtype: 'bf16', transA: false, transB: true, withC: true, out: 'f32' } as const;
+    await check(odd, [3, 263, 72], { alpha: -1, beta: 2 }, { smallM: true, splits: 2, kPerSplit: 160 });
+    expect(split(before)).toEqual([
+      [TC_ENTRY, [1, 2, 1]],
+      [SPLIT_SUM_ENTRY, expect.any(Array)],
+    ]);
+    // 16-byte copies, rows in a second 16-row piece, half y through the sum kernel, a batch of two.
+    before = fake.launches.length;
+    const copies = { dtype: 'f16', transA: false, transB: true, withC: false } as const;
+    expect(
+      await check(copies, [21, 96, 40], { alpha: 0.5, batch: 2 }, { smallM: true, splits: 3, kPerSplit: 32 }),
+    ).toMatchObject({ async: true });
+    expect(split(before)[0]).toEqual([TC_ENTRY, [1, 3, 2]]);
+  }, 300_000);
+
   it('writes beta · c alone when K is 0', async () => {
     const v = { dtype: 'bf16', transA: false, transB: false, withC: true } as const;
     await check(v, [5, 0, 6], { beta: 0.5 });
@@ -98,6 +120,44 @@ describe.skipIf(gate.skip)(`the tensor-core product under ptxas (${gate.reason})
   variants.push({ dtype: 'f16', transA: true, transB: true, async: true, withC: true });
   variants.push({ dtype: 'bf16', transA: false, transB: true, async: true, withC: true, out: 'f32' });
   variants.push({ dtype: 'f16', transA: true, transB: false, async: false, withC: true, out: 'f32' });
+  variants.push({
+    dtype: 'bf16',
+    transA: false,
+    transB: true,
+    async: true,
+    withC: false,
+    out: 'f32',
+    smallM: true,
+  });
+  variants.push({
+    dtype: 'f16',
+    transA: false,
+    transB: true,
+    async: false,
+    withC: true,
+    out: 'f32',
+    smallM: true,
+  });
+  variants.push({
+    dtype: 'bf16',
+    transA: false,
+    transB: true,
+    async: true,
+    withC: false,
+    out: 'f32',
+    smallM: true,
+    aF32: true,
+  });
+  variants.push({
+    dtype: 'bf16',
+    transA: true,
+    transB: true,
+    async: false,
+    withC: true,
+    out: 'f32',
+    smallM: true,
+    aF32: true,
+  });
 
   it('assembles for sm_80 and sm_90 without spills', () => {
     // 64 accumulators and the fragments fit the 128 registers a thread of two blocks an SM.

@@ -3,9 +3,11 @@ import { elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
 import type { Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
+import { addr, type F32, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
 import { type HalfDType, PRODUCT_PARAMS, productDims } from './common.js';
+import { encodeSplitSum } from './matmulSplitK.js';
 import { storePair } from './pairStores.js';
+import { storageOf } from './storage.js';
 import { groupedTile } from './tileOrder.js';
 
 // The half-precision matrix product on tensor cores (sm_80 mma.sync): f16 or
@@ -48,11 +50,24 @@ export interface TensorCoreVariant {
   readonly withC: boolean;
   /** y and c are f32 (absent: the operands' dtype). */
   readonly out?: 'f32';
+  /**
+   * M is at most a warp's 64 rows (a batch of decoding rows): each warp
+   * skips the products of its 16-row pieces past M, so the tile's padding
+   * costs no tensor-core time and a launch is bound by reading b.
+   */
+  readonly smallM?: true;
+  /**
+   * a is stored f32 and rounded (nearest even) to `dtype` as its tiles are
+   * loaded (element by element, then 16 bytes into shared memory): a
+   * product under precision 'half' needs no pass rounding a into scratch
+   * first, which for a decode step's few rows is a launch per product.
+   */
+  readonly aF32?: true;
 }
 
 export function tensorCoreKey(v: TensorCoreVariant): string {
   const layout = `${v.transA ? 't' : 'n'}${v.transB ? 't' : 'n'}`;
-  return `matmul/mma${TC_BM}x${TC_BN}x${TC_BK}s${TC_STAGES}/${v.dtype}/${layout}/${v.async ? 'async' : 'scalar'}${v.withC ? '/c' : ''}${v.out ? `/y${v.out}` : ''}`;
+  return `matmul/mma${TC_BM}x${TC_BN}x${TC_BK}s${TC_STAGES}/${v.dtype}/${layout}/${v.async ? 'async' : 'scalar'}${v.withC ? '/c' : ''}${v.out ? `/y${v.out}` : ''}${v.smallM ? '/smallm' : ''}${v.aF32 ? '/af32' : ''}`;
 }
 
 /**
@@ -92,6 +107,10 @@ interface GlobalOperand {
   readonly bound: R32;
   /** The tile's first row (a) or column (b). */
   readonly first: R32;
+  /** The block's first k (its split's). */
+  readonly k0: R32;
+  /** Stored f32, rounded to `half` on the way to shared memory. */
+  readonly f32?: { readonly half: HalfDType };
 }
 
 /** One thread's 16-byte chunk of an operand's tile: where it comes from and goes. */
@@ -120,10 +139,11 @@ function chunksOf(k: KernelBuilder, op: GlobalOperand, tid: R32): Chunk[] {
     // (mn, k) of the chunk's first element within the tile.
     const [mn, kAt] = op.tile.kInner ? [row, elem] : [elem, row];
     const mnIndex = k.add('u32', k.reg('u32'), op.first, mn);
+    const kIndex = k.add('u32', k.reg('u32'), kAt, op.k0);
     const element = op.tile.kInner
-      ? k.madLo('u32', k.reg('u32'), mnIndex, op.ld, kAt)
-      : k.madLo('u32', k.reg('u32'), kAt, op.ld, mnIndex);
-    const ptr = k.elementAddress(op.base, element, 2);
+      ? k.madLo('u32', k.reg('u32'), mnIndex, op.ld, kIndex)
+      : k.madLo('u32', k.reg('u32'), kIndex, op.ld, mnIndex);
+    const ptr = k.elementAddress(op.base, element, op.f32 ? 4 : 2);
     const mnInside = k.setp('lt', 'u32', k.reg('pred'), mnIndex, op.bound);
     // Elements from mnIndex up to the edge, at most 8 (0 when outside).
     const left = k.sub('u32', k.reg('u32'), op.bound, mnIndex);
@@ -149,7 +169,8 @@ function copyStep(
   async: boolean,
   stepBytes: R64 | number,
   zero: R32,
-) {
+): () => void {
+  const stores: (() => void)[] = [];
   for (const c of chunks) {
     const kIndex = k.add('u32', k.reg('u32'), k0, c.kAt);
     const kLeft = k.sub('u32', k.reg('u32'), kDim, k.min('u32', k.reg('u32'), kIndex, kDim));
@@ -159,7 +180,23 @@ function copyStep(
       : k.selp('u32', k.reg('u32'), c.mnCount, 0, k.setp('lt', 'u32', k.reg('pred'), kIndex, kDim));
     const any = k.setp('ne', 'u32', k.reg('pred'), count, 0);
     const dst = k.add('u32', k.reg('u32'), stage, c.shared);
-    if (async) {
+    if (op.f32) {
+      const floats: F32[] = [];
+      for (let j = 0; j < 8; j++) {
+        const f = k.mov('f32', k.reg('f32'), 0);
+        const ok = k.setp('lt', 'u32', k.reg('pred'), j, count);
+        k.predicated(ok, () => k.ldGlobal('f32', f, addr(c.ptr, 4 * j)));
+        floats.push(f);
+      }
+      const half = op.f32.half;
+      // Stored when the caller says: the loads then overlap the stage's products.
+      stores.push(() => {
+        const words = [0, 1, 2, 3].map((w) =>
+          k.cvtPack(half, k.reg('u32'), floats[2 * w]!, floats[2 * w + 1]!),
+        );
+        k.stShared('b32', dst, words as unknown as Vec4<R32>);
+      });
+    } else if (async) {
       const bytes = k.shl('b32', k.reg('u32'), count, 1);
       k.predicated(any, () => k.cpAsync('cg', dst, c.ptr, 16, { srcBytes: bytes }));
       k.predicated(any, () => k.stShared('b32', dst, [zero, zero, zero, zero]), { negate: true });
@@ -176,6 +213,9 @@ function copyStep(
     }
     k.add('u64', c.ptr, c.ptr, stepBytes);
   }
+  return () => {
+    for (const store of stores) store();
+  };
 }
 
 /**
@@ -208,7 +248,10 @@ function ldmatrixOffset(
 
 /**
  * y = alpha · op(a) · op(b) (+ beta · c) for half a, b, c and y. Block
- * (tile, 1, batch) computes a 128 × 128 tile of y; each warp a 64 × 32 part
+ * (tile, split, batch) computes a 128 × 128 tile of y over K from split ·
+ * kPerSplit (a whole number of BK steps), kPerSplit of it, into y +
+ * split · splitStride (one split: all of K into y; more: raw partial sums
+ * for `splitSumModule`, alpha 1 and no c); each warp a 64 × 32 part
  * as 4 × 4 m16n8k16 products per 16 of K, its fragments loaded by ldmatrix
  * (`.trans` for operands stored k-outer) from swizzled shared tiles that a
  * 3-stage cp.async pipeline fills.
@@ -217,9 +260,21 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
   const m = new PtxModule({ target: 'sm_80' });
   m.entry(
     TC_ENTRY,
-    { a: 'ptr', b: 'ptr', strideA: 'u32', strideB: 'u32', ...PRODUCT_PARAMS },
+    {
+      a: 'ptr',
+      b: 'ptr',
+      strideA: 'u32',
+      strideB: 'u32',
+      kPerSplit: 'u32',
+      splitStride: 'u32',
+      ...PRODUCT_PARAMS,
+    },
     (k, p) => {
       const { mDim, nDim, kDim, tilesM, tilesN } = productDims(k, p);
+      const split = k.ctaid('y');
+      const kPerSplit = k.ldParam(p.kPerSplit);
+      const kFirst = k.mulLo('u32', k.reg('u32'), split, kPerSplit);
+      const kEnd = k.min('u32', k.reg('u32'), kDim, k.add('u32', k.reg('u32'), kFirst, kPerSplit));
       const smem = k.shared('stages', TC_STAGES * STAGE_BYTES, 128);
       const smemBase = k.sharedAddress(smem);
       const tid = k.tid();
@@ -241,26 +296,34 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
         stride: Param<'u32'>,
         bound: R32,
         first: R32,
+        f32 = false,
       ): GlobalOperand => ({
         tile,
-        base: batchBase(k.globalPointer(ptr), k.ldParam(stride)),
+        base: batchBase(k.globalPointer(ptr), k.ldParam(stride), f32 ? 4 : 2),
         ld: tile.kInner ? kDim : bound,
         bound,
         first,
+        k0: kFirst,
+        ...(f32 ? { f32: { half: v.dtype } } : {}),
       });
-      const opA = operand(tileA, p.a, p.strideA, mDim, row0);
+      const opA = operand(tileA, p.a, p.strideA, mDim, row0, v.aF32);
       const opB = operand(tileB, p.b, p.strideB, nDim, col0);
       const chunksA = chunksOf(k, opA, tid);
       const chunksB = chunksOf(k, opB, tid);
       // Bytes a chunk's source moves per step of BK along K.
-      const stepOf = (op: GlobalOperand): R64 | number =>
-        op.tile.kInner ? TC_BK * 2 : k.mulWide('u32', k.reg('u64'), op.ld, TC_BK * 2);
+      const stepOf = (op: GlobalOperand): R64 | number => {
+        const bytes = op.f32 ? 4 : 2;
+        return op.tile.kInner ? TC_BK * bytes : k.mulWide('u32', k.reg('u64'), op.ld, TC_BK * bytes);
+      };
       const stepA = stepOf(opA);
       const stepB = stepOf(opB);
-      const copy = (stage: R32, k0: R32) => {
-        copyStep(k, opA, chunksA, stage, k0, kDim, v.async, stepA, zero);
-        copyStep(k, opB, chunksB, stage, k0, kDim, v.async, stepB, zero);
+      // Returns the shared stores of an f32 a's rounded chunks, for after the stage's products.
+      const copy = (stage: R32, k0: R32): (() => void) => {
+        // Bounded by the split's end: the pipeline's copies past it read nothing.
+        const storeA = copyStep(k, opA, chunksA, stage, k0, kEnd, v.async, stepA, zero);
+        copyStep(k, opB, chunksB, stage, k0, kEnd, v.async, stepB, zero);
         k.cpAsyncCommitGroup();
+        return storeA;
       };
 
       // The warp's fragments' ldmatrix addresses (within a stage) for each 16 of M or N and each 16 of K.
@@ -284,44 +347,62 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       }
 
       const acc = Array.from({ length: 4 }, () => Array.from({ length: 4 }, () => k.regs('f32', 4)));
+      // smallM: rows of y from the warp's first (negative past M); a 16-row piece runs where some are left.
+      const rowsLeft = v.smallM
+        ? k.sub('s32', k.reg('s32'), mDim, k.add('u32', k.reg('u32'), row0, warpRowsA))
+        : undefined;
       for (const row of acc) for (const r of row) for (const x of r) k.mov('f32', x, 0);
 
       // Prologue: stages 0 … STAGES - 2.
-      const kTiles = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, TC_BK - 1), TC_BK);
+      const kLength = k.sub('u32', k.reg('u32'), kEnd, kFirst);
+      const kTiles = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kLength, TC_BK - 1), TC_BK);
       for (let s = 0; s < TC_STAGES - 1; s++) {
-        copy(k.add('u32', k.reg('u32'), smemBase, s * STAGE_BYTES), k.mov('u32', k.reg('u32'), s * TC_BK));
+        copy(
+          k.add('u32', k.reg('u32'), smemBase, s * STAGE_BYTES),
+          k.add('u32', k.reg('u32'), kFirst, s * TC_BK),
+        )();
       }
       const readStage = k.mov('u32', k.reg('u32'), smemBase);
       const writeStage = k.add('u32', k.reg('u32'), smemBase, (TC_STAGES - 1) * STAGE_BYTES);
-      const kNext = k.mov('u32', k.reg('u32'), (TC_STAGES - 1) * TC_BK);
+      const kNext = k.add('u32', k.reg('u32'), kFirst, (TC_STAGES - 1) * TC_BK);
       const end = k.add('u32', k.reg('u32'), smemBase, TC_STAGES * STAGE_BYTES);
       const kt = k.reg('u32');
       k.forRange(kt, 0, kTiles, 1, () => {
         // The step's own group is complete; the barrier also frees the stage read last iteration.
         k.cpAsyncWaitGroup(TC_STAGES - 2);
         k.barSync();
-        copy(writeStage, kNext);
+        const storeA = copy(writeStage, kNext);
         k.add('u32', kNext, kNext, TC_BK);
         for (let kk = 0; kk < TC_BK / 16; kk++) {
-          const fa = offsetsA[kk]!.map((o) =>
-            k.ldmatrix(4, k.regs('u32', 4), k.add('u32', k.reg('u32'), readStage, o), {
+          const loadA = (i: number) =>
+            k.ldmatrix(4, k.regs('u32', 4), k.add('u32', k.reg('u32'), readStage, offsetsA[kk]![i]!), {
               trans: !tileA.kInner,
-            }),
-          );
+            });
           const fb = offsetsB[kk]!.map((o) =>
             k.ldmatrix(4, k.regs('u32', 4), k.add('u32', k.reg('u32'), readStage, o), {
               trans: !tileB.kInner,
             }),
           );
-          for (let i = 0; i < 4; i++) {
+          const products = (i: number, fa: Vec4<R32>) => {
             for (let j = 0; j < 4; j++) {
               const b = fb[j >> 1]!;
               const pair = j & 1 ? ([b[2], b[3]] as const) : ([b[0], b[1]] as const);
-              k.mmaSync('m16n8k16', v.dtype, acc[i]![j]!, fa[i]!, pair, acc[i]![j]!);
+              k.mmaSync('m16n8k16', v.dtype, acc[i]![j]!, fa, pair, acc[i]![j]!);
             }
+          };
+          if (rowsLeft) {
+            // The same for the whole warp: the skipped products are of rows past M only.
+            for (let i = 0; i < 4; i++) {
+              const inside = k.setp('gt', 's32', k.reg('pred'), rowsLeft, i * 16);
+              k.ifThen(inside, () => products(i, loadA(i)));
+            }
+          } else {
+            const fa = [0, 1, 2, 3].map(loadA);
+            for (let i = 0; i < 4; i++) products(i, fa[i]!);
           }
         }
-        // Ring buffer of stages: advance both, wrapping at the end.
+        // The write stage is read two steps on, after the barrier at the top of the next.
+        storeA();
         for (const s of [readStage, writeStage]) {
           k.add('u32', s, s, STAGE_BYTES);
           const wrap = k.setp('ge', 'u32', k.reg('pred'), s, end);
@@ -337,7 +418,13 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       const strideY = k.ldParam(p.strideY);
       const out = v.out ?? v.dtype;
       const outBytes = out === 'f32' ? 4 : 2;
-      const yBase = batchBase(k.globalPointer(p.y), strideY, outBytes);
+      // A split's partial sums go to its own slice of y (splitStride 0 where K is whole).
+      const splitBase = k.elementAddress(
+        k.globalPointer(p.y),
+        k.mulLo('u32', k.reg('u32'), split, k.ldParam(p.splitStride)),
+        outBytes,
+      );
+      const yBase = batchBase(splitBase, strideY, outBytes);
       const cBase = v.withC ? batchBase(k.globalPointer(p.c), strideY, outBytes) : undefined;
       const groupId = k.shr('u32', k.reg('u32'), lane, 2);
       const inGroupCol = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 3), 1);
@@ -393,15 +480,24 @@ export function tensorCoreDtype(call: MatmulLaunch<Operand>): HalfDType | undefi
   return call.activation === undefined ? t : undefined;
 }
 
-/** Launches the tensor-core product of `tensorCoreDtype`'s calls. */
+/** How a launch of the tensor-core product is cut: K in `splits` pieces of `kPerSplit`, and whether M is small. */
+export interface TensorCoreShape {
+  readonly smallM?: boolean;
+  readonly splits: number;
+  readonly kPerSplit: number;
+}
+
+/** Launches the tensor-core product of `tensorCoreDtype`'s calls (K split, the partial sums then added, as `shape` says). */
 export function encodeTensorCore(
   encoder: KernelEncoder,
   call: MatmulLaunch<Operand>,
   dtype: HalfDType,
+  shape: TensorCoreShape = { splits: 1, kPerSplit: call.k },
 ): void {
   const { a, b, c, y, batch, m, n, k } = call;
   const tilesM = Math.ceil(m / TC_BM);
   const tilesN = Math.ceil(n / TC_BN);
+  const splitting = shape.splits > 1;
   const maxBatch = encoder.device.maxGridDim[2];
   for (let first = 0; first < batch; first += maxBatch) {
     const count = Math.min(maxBatch, batch - first);
@@ -411,43 +507,62 @@ export function encodeTensorCore(
       y: elementPtr(y, first * m * n),
       c: c ? elementPtr(c, first * m * n) : undefined,
     };
-    // 16-byte copies need 16-byte aligned rows: contiguous axes of whole 8-element chunks.
+    const total = count * m * n;
+    // Split, each piece of K writes f32 partial sums; the sum kernel applies alpha and c and stores y's dtype.
+    const parts = splitting ? encoder.scratch(shape.splits * total * 4) : ptrs.y;
+    // An f32 a is loaded element by element whatever its layout: only b's copies need 16 bytes.
+    const aF32 = a.dtype === 'f32';
     const async =
-      (call.transA ? m : k) % 8 === 0 &&
+      (aF32 || ((call.transA ? m : k) % 8 === 0 && ptrs.a % 16n === 0n)) &&
       (call.transB ? k : n) % 8 === 0 &&
-      ptrs.a % 16n === 0n &&
       ptrs.b % 16n === 0n;
     const v: TensorCoreVariant = {
       dtype,
       transA: call.transA,
       transB: call.transB,
       async,
-      withC: ptrs.c !== undefined,
-      ...(y.dtype === 'f32' ? { out: 'f32' as const } : {}),
+      withC: ptrs.c !== undefined && !splitting,
+      ...(y.dtype === 'f32' || splitting ? { out: 'f32' as const } : {}),
+      ...(shape.smallM ? { smallM: true as const } : {}),
+      ...(aF32 ? { aF32: true as const } : {}),
     };
     encoder.launch({
       key: tensorCoreKey(v),
       module: () => tensorCoreModule(v),
       entry: TC_ENTRY,
-      grid: [tilesM * tilesN, 1, count],
+      grid: [tilesM * tilesN, shape.splits, count],
       block: TC_THREADS,
       args: {
         a: ptrs.a,
         b: ptrs.b,
-        // Without c its pointer is y's, never read.
         c: ptrs.c ?? ptrs.y,
-        y: ptrs.y,
+        y: parts,
         m,
         n,
         k,
-        alpha: call.alpha,
+        alpha: splitting ? 1 : call.alpha,
         beta: call.beta,
         strideA: m * k,
         strideB: k * n,
         strideY: m * n,
         tilesM,
         tilesN,
+        kPerSplit: shape.kPerSplit,
+        splitStride: total,
       },
     });
+    if (splitting) {
+      encodeSplitSum(encoder, {
+        parts,
+        splits: shape.splits,
+        total,
+        n,
+        y: ptrs.y,
+        c: ptrs.c,
+        alpha: call.alpha,
+        beta: call.beta,
+        out: storageOf(y),
+      });
+    }
   }
 }

@@ -34,6 +34,7 @@ const gate = ptxasTestGate();
 describe.skipIf(gate.skip)(`paged kernels under ptxas (${gate.reason})`, () => {
   const attention: AttentionConfig[] = [
     { headDim: 64, width: 4, headsPerBlock: 4, unroll: 4, split: true, paged: true },
+    { headDim: 64, width: 4, headsPerBlock: 4, unroll: 4, split: true, paged: true, pageShift: 4 },
     {
       headDim: 64,
       width: 4,

@@ -195,7 +195,12 @@ const attentionKernel = cudaKernel(
       { nHeads, nKvHeads, headDim, seqLen: maxPages * pageSize, batch },
       width,
     );
-    const plan = { ...planned, config: { ...planned.config, paged: true, ...attentionTypes(q, kPages) } };
+    // A power-of-two page size (the default 16) finds a token's page by a shift.
+    const pageShift = Number.isInteger(Math.log2(pageSize)) ? { pageShift: Math.log2(pageSize) } : {};
+    const plan = {
+      ...planned,
+      config: { ...planned.config, paged: true, ...pageShift, ...attentionTypes(q, kPages) },
+    };
     const args = {
       q,
       kCache: kPages,

@@ -190,6 +190,22 @@ for (const [m, kd, n, withC] of [
     }),
   );
 }
+// A batched decoding step's product: a few rows of f32 activations times half
+// weights stored [N, K], under precision 'half' (cuda takes it on tensor cores
+// with K split across blocks; M and N odd, K a whole number of 8 but not of 32).
+{
+  const [m, kd, n] = [5, 264, 67];
+  const [a, b] = operands(m, kd, n, false, true);
+  const inputs = [a, { ...b, dtype: 'bf16' as const }, f32([m, n])];
+  cases.push(
+    valid(k.matmul, {
+      label: `${m}×${kd}×${n} transB + c precision half, bf16 b (a decoding batch)`,
+      inputs,
+      attrs: { transB: true, precision: 'half', alpha: 0.5, beta: -1 },
+      tolerance: roundoffTolerance(UNIT_ROUNDOFF.bf16, { inputs, tolerance: tolerance(kd) }),
+    }),
+  );
+}
 {
   const inputs = operands(13, 61, 67, false, true);
   cases.push(

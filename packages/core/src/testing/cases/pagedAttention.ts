@@ -67,7 +67,8 @@ const pool = (numPages: number, kvHeads: number, pageSize: number, headDim: numb
 const ATTENTION_TOLERANCE = { rtol: 1e-4, atol: 2e-5 } as const;
 
 // [heads, kvHeads, headDim, pageSize, maxPages, numPages, seqLens (B of them)]: B = 1, 3, 7;
-// lengths of 1, of whole pages and not; an idle row (0); GQA 4:1, 3:1 and 1:1; head dims 64, 128, 80 and 7.
+// lengths of 1, of whole pages and not; an idle row (0); GQA 4:1, 3:1 and 1:1; head dims 64, 128, 80 and 7;
+// pages of 16 (a power of two: a shift finds a token's page on cuda) and of 5 (a division).
 const ATTENTION: readonly (readonly [number, number, number, number, number, number, readonly number[]])[] = [
   [4, 1, 64, 16, 4, 7, [1]],
   [8, 2, 64, 16, 5, 19, [1, 37, 80]],

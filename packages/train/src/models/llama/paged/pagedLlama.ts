@@ -51,6 +51,8 @@ const DEFAULT_PAGE_SIZE = 16;
 interface Bucket {
   readonly size: number;
   readonly inputs: BatchedStepInputs;
+  /** The block tables last written: a table changes once a page, so most steps need not upload them. */
+  tables: Int32Array | undefined;
   recorded:
     | {
         readonly batch: CommandBatch;
@@ -343,6 +345,7 @@ export class PagedLlama {
           seqLens: zeros([size]),
         },
         recorded: undefined,
+        tables: undefined,
       };
       this.#buckets.set(size, bucket);
     }
@@ -370,7 +373,10 @@ export class PagedLlama {
     backend.write(inputs.positions, positions);
     backend.write(inputs.slots, slots);
     backend.write(inputs.seqLens, seqLens);
-    backend.write(inputs.blockTables, tables);
+    if (!bucket.tables || bucket.tables.some((page, i) => page !== tables[i])) {
+      backend.write(inputs.blockTables, tables);
+      bucket.tables = tables;
+    }
   }
 
   #record(bucket: Bucket): NonNullable<Bucket['recorded']> {

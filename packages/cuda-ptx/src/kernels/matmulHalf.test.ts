@@ -1,0 +1,107 @@
+import { matmul, type Tensor } from '@rayo/core';
+import { compareOutputs } from '@rayo/core/testing';
+import { seededUniform, useEmulatedGpu } from '@rayo/cuda-testkit';
+import { describe, expect, it } from 'vitest';
+import { smallMApplies, smallMShape } from './matmulHalf.js';
+import { SPLIT_SUM_ENTRY } from './matmulSplitK.js';
+import { TC_ENTRY } from './matmulTensorCore.js';
+
+describe('the small-M product against half weights', () => {
+  it('splits K where the 128-column tiles leave SMs idle, in whole pipeline steps', () => {
+    // Llama-3.2-1B's products at 16 rows on 132 SMs: o (2048²), down (K 8192), gate (N 8192), the head.
+    expect(smallMShape({ m: 16, n: 2048, k: 2048, batch: 1 }, 132)).toEqual({
+      smallM: true,
+      splits: 16,
+      kPerSplit: 128,
+    });
+    expect(smallMShape({ m: 64, n: 2048, k: 8192, batch: 1 }, 132)).toEqual({
+      smallM: true,
+      splits: 16,
+      kPerSplit: 512,
+    });
+    expect(smallMShape({ m: 4, n: 8192, k: 2048, batch: 1 }, 132)).toEqual({
+      smallM: true,
+      splits: 4,
+      kPerSplit: 512,
+    });
+    expect(smallMShape({ m: 64, n: 128256, k: 2048, batch: 1 }, 132)).toEqual({
+      smallM: true,
+      splits: 1,
+      kPerSplit: 2048,
+    });
+    // Too short a K to split: whole.
+    expect(smallMShape({ m: 3, n: 72, k: 200, batch: 1 }, 132).splits).toBe(1);
+  });
+
+  it('takes 2 … 64 rows against half b, f32 a only under precision half, never the GEMV', () => {
+    const op = (dtype: 'f32' | 'bf16' | 'f16', shape: number[]) => ({
+      ptr: 0n,
+      size: shape.reduce((x, y) => x * y, 1),
+      shape,
+      dtype,
+      byteLength: 0,
+    });
+    const call = (m: number, a: 'f32' | 'bf16' | 'f16', b: 'f32' | 'bf16' | 'f16', precision?: 'half') => ({
+      a: op(a, [m, 64]),
+      b: op(b, [96, 64]),
+      c: undefined,
+      y: op('f32', [m, 96]),
+      batch: 1,
+      m,
+      n: 96,
+      k: 64,
+      transA: false,
+      transB: true,
+      alpha: 1,
+      beta: 0,
+      ...(precision ? { precision } : {}),
+    });
+    const sm90 = [9, 0];
+    expect(smallMApplies(call(16, 'f32', 'bf16', 'half'), sm90)).toBe(true);
+    expect(smallMApplies(call(2, 'bf16', 'bf16'), sm90)).toBe(true);
+    expect(smallMApplies(call(64, 'f16', 'f16'), sm90)).toBe(true);
+    expect(smallMApplies(call(1, 'f32', 'bf16', 'half'), sm90)).toBe(false);
+    expect(smallMApplies(call(65, 'f32', 'bf16', 'half'), sm90)).toBe(false);
+    expect(smallMApplies(call(16, 'f32', 'bf16'), sm90)).toBe(false);
+    expect(smallMApplies(call(16, 'f32', 'f32', 'half'), sm90)).toBe(false);
+    expect(smallMApplies(call(16, 'f32', 'bf16', 'half'), [7, 5])).toBe(false);
+  });
+});
+
+// The routing through the backend: f32 activations times half weights under precision 'half', as a batched decode step runs them.
+describe("a few rows times half weights under precision 'half' on an emulated sm_90 device", () => {
+  const { gpu, cpu, fake } = useEmulatedGpu({ multiprocessors: 4 });
+  const uniform = seededUniform(29, -1, 1);
+  const random = (n: number) => Array.from({ length: n }, uniform);
+  const entries = (since: number) => fake.launches.slice(since).map((l) => l.entry);
+
+  const cases = [
+    // [M, K, N], b's dtype, with c: K split in two on 4 SMs (a ragged last step), or whole; a stored [K, M].
+    { shape: [5, 264, 67], b: 'bf16', withC: true, splits: true, transA: false },
+    { shape: [19, 96, 130], b: 'f16', withC: false, splits: false, transA: false },
+    { shape: [7, 72, 64], b: 'bf16', withC: true, splits: false, transA: true },
+  ] as const;
+  for (const { shape, b: bDtype, withC, splits, transA } of cases) {
+    const [m, k, n] = shape;
+    it(`${m}×${k}×${n}, f32 a${transA ? ' [K, M]' : ''}, ${bDtype} b [N, K]${withC ? ', + f32 c' : ''}`, async () => {
+      const [aData, bData, cData] = [random(m * k), random(k * n), random(m * n)];
+      const on = (backend: typeof gpu | typeof cpu) => [
+        backend.upload(aData, transA ? [k, m] : [m, k]),
+        backend.upload(bData, [n, k], bDtype),
+        withC ? backend.upload(cData, [m, n]) : undefined,
+      ];
+      const ins = [on(gpu), on(cpu)] as const;
+      const attrs = { transA, transB: true, alpha: 0.75, beta: -1.5, precision: 'half' } as const;
+      const since = fake.launches.length;
+      const [y] = gpu.run(matmul, ins[0], attrs);
+      const [want] = cpu.run(matmul, ins[1], attrs);
+      const got = await y!.read();
+      const ran = entries(since);
+      // No pass rounding a into scratch first: the kernel rounds a's rows as it loads them.
+      expect(ran).toEqual(splits ? [TC_ENTRY, SPLIT_SUM_ENTRY] : [TC_ENTRY]);
+      const tolerance = { rtol: 1e-4, atol: 1e-5 * Math.sqrt(k) };
+      expect(compareOutputs('f32', got, await want!.read(), tolerance)).toBeUndefined();
+      for (const t of [...ins[0], ...ins[1], y, want]) (t as Tensor | undefined)?.dispose();
+    }, 120_000);
+  }
+});
