@@ -12,8 +12,8 @@ import { liveHeapBytes } from './heap.js';
  * Many requests through the batched engine and the scheduler, the way a
  * server sees them: random prompt lengths, lengths and sampling, some
  * cancelled while queued, some after a few tokens. Afterwards every page
- * must be back in the pool and the backend must hold what it held after
- * the warm-up (the serving target: no page leaked after 10,000 requests).
+ * must be back in the pool and the backend must hold what it held halfway
+ * (the serving target: no page leaked after 10,000 requests).
  */
 
 export interface RequestSoakOptions {
@@ -56,6 +56,8 @@ export interface RequestSoakResult {
   readonly pagesFree: number;
   readonly sequencesLeft: number;
   readonly afterWarmup: MemorySample;
+  /** After the first half of the requests, everything idle: the steady state the second half must keep. */
+  readonly halfway: MemorySample;
   readonly afterSoak: MemorySample;
 }
 
@@ -144,11 +146,21 @@ export async function requestSoak(backend: Backend, options: RequestSoakOptions)
       const start = performance.now();
       let done = 0;
       const every = options.progressEvery ?? 1000;
-      await pooled(options.requests, 2 * concurrency, async () => {
-        await one();
-        if (++done % every === 0) options.onProgress?.(done, (performance.now() - start) / 1000);
-      });
-      await scheduler.idle();
+      const run = async (count: number) => {
+        await pooled(count, 2 * concurrency, async () => {
+          await one();
+          if (++done % every === 0) options.onProgress?.(done, (performance.now() - start) / 1000);
+        });
+        await scheduler.idle();
+        await backend.sync();
+      };
+      // Two halves with an idle point between: a batch size first seen in the
+      // first half records its step then (a bounded cache); the second half
+      // must hold no more than the first left.
+      const first = Math.floor(options.requests / 2);
+      await run(first);
+      const halfway = sample(backend);
+      await run(options.requests - first);
       const seconds = (performance.now() - start) / 1000;
       await backend.sync();
       const usage = engine.usage();
@@ -165,6 +177,7 @@ export async function requestSoak(backend: Backend, options: RequestSoakOptions)
         pagesFree: usage.pages?.free ?? -1,
         sequencesLeft: usage.sequences + scheduler.active + scheduler.queued,
         afterWarmup,
+        halfway,
         afterSoak: sample(backend),
       };
     } finally {
@@ -186,10 +199,12 @@ export function requestSoakFailures(r: RequestSoakResult): string[] {
   if (r.pagesInUse !== 0 || r.pagesFree !== r.pages)
     failed.push(`requests: ${r.pagesInUse} pages in use, ${r.pagesFree} of ${r.pages} free`);
   if (r.sequencesLeft !== 0) failed.push(`requests: ${r.sequencesLeft} sequences left`);
-  if (r.afterSoak.liveTensors !== r.afterWarmup.liveTensors)
-    failed.push(`requests: live tensors ${r.afterWarmup.liveTensors} → ${r.afterSoak.liveTensors}`);
-  if (r.afterSoak.allocatedBytes > r.afterWarmup.allocatedBytes)
-    failed.push(`requests: allocated ${r.afterWarmup.allocatedBytes} → ${r.afterSoak.allocatedBytes} bytes`);
+  if (r.afterSoak.liveTensors !== r.halfway.liveTensors)
+    failed.push(`requests: live tensors ${r.halfway.liveTensors} halfway → ${r.afterSoak.liveTensors}`);
+  if (r.afterSoak.allocatedBytes > r.halfway.allocatedBytes)
+    failed.push(
+      `requests: allocated ${r.halfway.allocatedBytes} halfway → ${r.afterSoak.allocatedBytes} bytes`,
+    );
   return failed;
 }
 
@@ -202,6 +217,15 @@ export function describeRequestSoak(r: RequestSoakResult): string {
     `requests: ${r.requests} through the batched engine (${r.config}, ${r.concurrency} at once, ${r.pages} pages of ${PAGE_SIZE} rows) in ${r.seconds.toFixed(1)} s`,
     `  ended: ${ends}; ${r.generatedTokens} tokens; ${r.preemptions} preemptions`,
     `  pool after: ${r.pagesInUse} pages in use, ${r.pagesFree} free; ${r.sequencesLeft} sequences left`,
-    `  after the warm-up → after the soak: allocated ${mib(r.afterWarmup.allocatedBytes)} → ${mib(r.afterSoak.allocatedBytes)} MiB, reserved ${mib(r.afterWarmup.reservedBytes)} → ${mib(r.afterSoak.reservedBytes)} MiB, live tensors ${r.afterWarmup.liveTensors} → ${r.afterSoak.liveTensors}, heap ${mib(r.afterWarmup.heapBytes)} → ${mib(r.afterSoak.heapBytes)} MiB`,
+    ...(
+      [
+        ['after the warm-up', r.afterWarmup],
+        ['halfway', r.halfway],
+        ['after the soak', r.afterSoak],
+      ] as const
+    ).map(
+      ([when, m]) =>
+        `  ${when}: allocated ${mib(m.allocatedBytes)} MiB, reserved ${mib(m.reservedBytes)} MiB, live tensors ${m.liveTensors}, heap ${mib(m.heapBytes)} MiB`,
+    ),
   ].join('\n');
 }
