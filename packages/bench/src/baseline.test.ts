@@ -57,7 +57,7 @@ describe('the case file', () => {
       ],
       fills: ['uniform', 'uniform'],
       dtypes: ['f32', 'f32'],
-      attrs: { alpha: 1, beta: 1, transA: false, transB: true, precision: 'f32' },
+      attrs: { alpha: 1, beta: 1, transA: false, transB: true, precision: 'f32', out: 'auto' },
       rotate: 8,
     });
     // half cases carry each input's dtype, so PyTorch stores the same bytes

@@ -1,10 +1,14 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ptxasTestGate } from '@rayo/cuda-ptx';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   assemblesCleanlyTogether,
   expectAllAssembleCleanly,
   expectAssemblesCleanly,
 } from './expectAssembles.js';
+import { cachedPtxasLog, keepPtxasLog } from './ptxasCache.js';
 
 /**
  * A kernel that keeps `n` values live at once (a chain computed forwards,
@@ -68,5 +72,64 @@ describe.skipIf(gate.skip)(`expectAssemblesCleanly (${gate.reason})`, () => {
     const jobs = [4, 8, 96, 12].map((n) => ({ ptx: spillingPtx(n), arch: 'sm_90', what: `chain of ${n}` }));
     expect(() => expectAllAssembleCleanly(jobs)).toThrow(/chain of 96: the kernel spills registers/);
     expectAllAssembleCleanly(jobs.filter((j) => !j.what.endsWith('96')));
+  });
+});
+
+describe.skipIf(gate.skip)(`the ptxas logs kept between runs (${gate.reason})`, () => {
+  let dir: string;
+  const before = process.env.RAYO_PTXAS_CACHE;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'rayo-ptxas-kept-'));
+    process.env.RAYO_PTXAS_CACHE = dir;
+  });
+  afterAll(() => {
+    if (before === undefined) delete process.env.RAYO_PTXAS_CACHE;
+    else process.env.RAYO_PTXAS_CACHE = before;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('keeps a clean log and gives it back for the same text and arch only', () => {
+    const ptx = spillingPtx(6);
+    expect(cachedPtxasLog(ptx, 'sm_90', '-v')).toBeUndefined();
+    const fresh = expectAssemblesCleanly(ptx, 'sm_90');
+    expect(cachedPtxasLog(ptx, 'sm_90', '-v')).toBe(fresh.log);
+    expect(cachedPtxasLog(ptx, 'sm_80', '-v')).toBeUndefined();
+    expect(cachedPtxasLog(`${ptx}\n`, 'sm_90', '-v')).toBeUndefined();
+    const batched = spillingPtx(5);
+    expectAllAssembleCleanly([{ ptx: batched, arch: 'sm_90' }]);
+    expect(cachedPtxasLog(batched, 'sm_90', '-v')).toMatch(/ 0 bytes spill stores, 0 bytes spill loads/);
+  });
+
+  it('keeps nothing of a module ptxas refuses', () => {
+    const bad = '.version 8.0\n.target sm_90\nnot ptx';
+    expect(() => expectAssemblesCleanly(bad, 'sm_90')).toThrow(/ptxas failed/);
+    expect(cachedPtxasLog(bad, 'sm_90', '-v')).toBeUndefined();
+  });
+
+  it('checks a kept log as it checks a fresh one', () => {
+    const ptx = spillingPtx(7);
+    keepPtxasLog(
+      ptx,
+      'sm_90',
+      '-v',
+      "ptxas info    : Compiling entry function 'spills' for 'sm_90'\nptxas info    : Used 32 registers, 40 bytes spill stores, 40 bytes spill loads\n",
+    );
+    expect(() => expectAllAssembleCleanly([{ ptx, arch: 'sm_90', what: 'planted' }])).toThrow(
+      /planted: the kernel spills registers/,
+    );
+    expect(() => expectAssemblesCleanly(ptx, 'sm_90', 'planted')).toThrow(
+      /planted: the kernel spills registers/,
+    );
+  });
+
+  it('RAYO_PTXAS_CACHE=0 keeps nothing', () => {
+    process.env.RAYO_PTXAS_CACHE = '0';
+    try {
+      expectAssemblesCleanly(spillingPtx(9), 'sm_90');
+    } finally {
+      process.env.RAYO_PTXAS_CACHE = dir;
+    }
+    expect(cachedPtxasLog(spillingPtx(9), 'sm_90', '-v')).toBeUndefined();
+    expect(readdirSync(dir).length).toBeGreaterThan(0);
   });
 });

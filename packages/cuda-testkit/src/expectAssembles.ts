@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { assemblePtx, DEFAULT_TARGET, findPtxas, type PtxasResult } from '@rayo/cuda-ptx';
 import { expect, it } from 'vitest';
+import { cachedPtxasLog, keepPtxasLog } from './ptxasCache.js';
 
 /** What `ptxas -v` prints per entry: `N bytes spill stores, M bytes spill loads`. */
 const SPILL_COUNTS = /\d+ bytes spill stores, \d+ bytes spill loads/;
@@ -16,11 +17,20 @@ const REGISTERS = /Used (\d+) registers/g;
  * absence cannot pass for "no spills".
  */
 export function expectAssemblesCleanly(ptx: string, arch: string, what = arch): PtxasResult {
-  const result = assemblePtx(ptx, arch, { verbose: true });
+  const result = assembleVerbose(ptx, arch);
   expect(result.ok, `${what}: ptxas failed\n${result.log}`).toBe(true);
   expect(result.log, `${what}: ptxas -v printed no spill counts`).toMatch(SPILL_COUNTS);
   expect(result.log, `${what}: ptxas warned`).not.toMatch(/warning/i);
   expect(result.log, `${what}: the kernel spills registers`).not.toMatch(SPILLS);
+  return result;
+}
+
+/** `ptxas -v` of one module, or the clean log an earlier run kept for the same text, arch and ptxas. */
+function assembleVerbose(ptx: string, arch: string): PtxasResult {
+  const kept = cachedPtxasLog(ptx, arch, '-v');
+  if (kept !== undefined) return { ok: true, exitCode: 0, log: kept, arch };
+  const result = assemblePtx(ptx, arch, { verbose: true });
+  if (result.ok && !/warning/i.test(result.log)) keepPtxasLog(ptx, arch, '-v', result.log);
   return result;
 }
 
@@ -115,7 +125,7 @@ export function assemblesCleanlyTogether(ptxs: readonly string[], arch: string):
 /** One module's ptxas log, which must show success and no warning, and spill counts unless `spillsAllowed`. */
 function expectAssembles(ptx: string, arch: string, what: string, spillsAllowed: boolean): string {
   if (!spillsAllowed) return expectAssemblesCleanly(ptx, arch, what).log;
-  const result = assemblePtx(ptx, arch, { verbose: true });
+  const result = assembleVerbose(ptx, arch);
   expect(result.ok, `${what}: ptxas failed\n${result.log}`).toBe(true);
   expect(result.log, `${what}: ptxas warned`).not.toMatch(/warning/i);
   return result.log;
@@ -142,7 +152,21 @@ export function expectAllAssembleCleanly(jobs: readonly AssemblyJob[]): Assemble
   });
   const logs: string[] = new Array(jobs.length);
   for (const [arch, texts] of byArch) {
-    const distinct = [...texts];
+    // Modules an earlier run assembled cleanly take the log it kept; the rest go to ptxas.
+    const distinct: [string, number[]][] = [];
+    for (const [ptx, users] of texts) {
+      const kept = cachedPtxasLog(ptx, arch, '-v');
+      if (kept === undefined) {
+        distinct.push([ptx, users]);
+        continue;
+      }
+      const what = jobs[users[0]!]!.what ?? arch;
+      if (!users.every((u) => jobs[u]!.spillsAllowed === true)) {
+        expect(kept, `${what}: ptxas -v printed no spill counts`).toMatch(SPILL_COUNTS);
+        expect(kept, `${what}: the kernel spills registers`).not.toMatch(SPILLS);
+      }
+      for (const u of users) logs[u] = kept;
+    }
     for (let i = 0; i < distinct.length; i += BATCH) {
       const batch = distinct.slice(i, i + BATCH);
       const together = assembleTogether(
@@ -152,7 +176,9 @@ export function expectAllAssembleCleanly(jobs: readonly AssemblyJob[]): Assemble
       batch.forEach(([ptx, users], j) => {
         const what = jobs[users[0]!]!.what ?? arch;
         const spillsAllowed = users.every((u) => jobs[u]!.spillsAllowed === true);
-        const log = together?.[j] ?? expectAssembles(ptx, arch, what, spillsAllowed);
+        const clean = together?.[j];
+        if (clean !== undefined) keepPtxasLog(ptx, arch, '-v', clean);
+        const log = clean ?? expectAssembles(ptx, arch, what, spillsAllowed);
         if (!spillsAllowed) expect(log, `${what}: the kernel spills registers`).not.toMatch(SPILLS);
         for (const u of users) logs[u] = log;
       });

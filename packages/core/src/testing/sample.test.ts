@@ -31,10 +31,10 @@ describe('sampleConformance', () => {
     const matmul = variants('matmul');
     for (const dtypes of ['f32,f32', 'f16,f16', 'bf16,bf16', 'f32,bf16']) {
       for (const layout of ['transA=false transB=false', 'transA=true transB=true']) {
-        expect(matmul).toContain(`${dtypes} precision=f32 ${layout}`);
+        expect(matmul).toContain(`${dtypes} out=auto precision=f32 ${layout}`);
       }
     }
-    expect(matmul).toContain('f32,f32 precision=f32 transA=false transB=false batch');
+    expect(matmul).toContain('f32,f32 out=auto precision=f32 transA=false transB=false batch');
     expect([...matmul].some((v) => v.includes('transB=undefined'))).toBe(false);
   });
 
