@@ -6,6 +6,7 @@ import type { Backend } from '@rayo/core';
 import { BatchedEngine } from '@rayo/server';
 import { LlamaModel, type LlamaWeightDType, type PagedLlama, Rng } from '@rayo/train';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
+import { batchPlotSvg } from './batchPlot.js';
 import { type BatchRun, runEngine, runSteps } from './batchRuns.js';
 import { type BatchStepDetail, batchStepDetail } from './batchStepProfile.js';
 import { DECODE_CONFIGS, textTable } from './decodeBench.js';
@@ -193,6 +194,7 @@ export async function batchBench(s: BatchBenchSettings): Promise<BatchBenchRepor
   const report: BatchBenchReport = { settings: s, rayo, ...(torch ? { torch } : {}) };
   await writeFile(join(s.out, 'batch-bench.json'), `${JSON.stringify(report, null, 2)}\n`);
   await writeFile(join(s.out, 'batch-bench.md'), batchSummary(report));
+  await writeFile(join(s.out, 'batch-bench.svg'), batchPlotSvg(report));
   return report;
 }
 
