@@ -33,7 +33,7 @@ export interface BatchPlotInput {
 
 const PANEL = { width: 420, height: 280, left: 64, right: 16, top: 36, bottom: 44 } as const;
 
-function escape(text: string): string {
+function xmlText(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
 
@@ -61,8 +61,8 @@ function panel(
   const px = (n: number) => x0 + left + ((Math.log2(n) - lo) / Math.max(hi - lo, 1)) * (width - left - right);
   const py = (v: number) => top + (1 - v / yMax) * (height - top - bottom);
   const out = [
-    `<text x="${x0 + width / 2}" y="20" text-anchor="middle" font-weight="bold">${escape(title)}</text>`,
-    `<text x="${x0 + 14}" y="${top + (height - top - bottom) / 2}" transform="rotate(-90 ${x0 + 14} ${top + (height - top - bottom) / 2})" text-anchor="middle">${escape(unit)}</text>`,
+    `<text x="${x0 + width / 2}" y="20" text-anchor="middle" font-weight="bold">${xmlText(title)}</text>`,
+    `<text x="${x0 + 14}" y="${top + (height - top - bottom) / 2}" transform="rotate(-90 ${x0 + 14} ${top + (height - top - bottom) / 2})" text-anchor="middle">${xmlText(unit)}</text>`,
     `<text x="${x0 + left + (width - left - right) / 2}" y="${height - 6}" text-anchor="middle">concurrent streams</text>`,
   ];
   for (const t of yTicks) {
@@ -122,7 +122,7 @@ export function batchPlotSvg(report: BatchPlotInput): string {
     .filter((s) => s.points.length > 0)
     .map(
       (s, i) =>
-        `<rect x="${16 + i * 260}" y="${height + 8}" width="14" height="4" fill="${s.color}"/><text x="${36 + i * 260}" y="${height + 14}">${escape(s.name)}</text>`,
+        `<rect x="${16 + i * 260}" y="${height + 8}" width="14" height="4" fill="${s.color}"/><text x="${36 + i * 260}" y="${height + 14}">${xmlText(s.name)}</text>`,
     );
   const { config, dtype, promptTokens, newTokens } = report.settings;
   return [
