@@ -76,6 +76,58 @@ describe('bf16', () => {
   });
 });
 
+/**
+ * The nearest word to `x` of a 16-bit format, by search over every finite
+ * positive word (their values grow with the word): ties go to the even word,
+ * and past the largest finite word to Inf from its halfway point on.
+ */
+function nearestBySearch(x: number, decode: (bits: number) => number, inf: number): number {
+  const sign = x < 0 || Object.is(x, -0) ? 0x8000 : 0;
+  const a = Math.abs(x);
+  let lo = 0;
+  let hi = inf - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (decode(mid) <= a) lo = mid;
+    else hi = mid - 1;
+  }
+  const below = decode(lo);
+  const above = lo + 1 === inf ? below + (below - decode(lo - 1)) : decode(lo + 1);
+  if (a === below) return sign | lo;
+  const up = a - below > above - a || (a - below === above - a && (lo & 1) === 1);
+  return sign | (up ? lo + 1 : lo);
+}
+
+describe('f32 inputs', () => {
+  it('round from the f32 bits to the nearest f16 and bf16 words, as a double would', () => {
+    const f32 = new Float32Array(1);
+    const bits = new Uint32Array(f32.buffer);
+    let state = 12345;
+    for (let i = 0; i < 200_000; i++) {
+      // A linear congruential walk over every exponent, subnormals and the largest values included.
+      state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+      bits[0] = state;
+      const x = f32[0]!;
+      if (Number.isNaN(x) || !Number.isFinite(x)) continue;
+      const f16 = f32ToF16Bits(x);
+      const bf16 = f32ToBf16Bits(x);
+      if (
+        f16 !== nearestBySearch(x, f16BitsToF32, 0x7c00) ||
+        bf16 !== nearestBySearch(x, bf16BitsToF32, 0x7f80)
+      ) {
+        expect.fail(`${x} (0x${state.toString(16)}): f16 0x${f16.toString(16)}, bf16 0x${bf16.toString(16)}`);
+      }
+    }
+    for (const x of [Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]) {
+      expect(f32ToF16Bits(x)).toBe(x > 0 ? 0x7c00 : 0xfc00);
+      expect(f32ToBf16Bits(x)).toBe(x > 0 ? 0x7f80 : 0xff80);
+    }
+    bits[0] = 0xffc00001; // a negative NaN with a payload: the quiet NaN, as from a double
+    expect(f32ToF16Bits(f32[0]!)).toBe(0x7e00);
+    expect(f32ToBf16Bits(f32[0]!)).toBe(0x7fc0);
+  });
+});
+
 describe('host conversions', () => {
   it('f16 and bf16 conversion error stays within half an ulp', () => {
     fc.assert(

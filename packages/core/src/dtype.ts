@@ -49,7 +49,12 @@ export function hostArrayMatches(dtype: DType, data: HostArray): boolean {
 /** Converts numbers to the host array of `dtype`, rounding f16/bf16 to nearest even. */
 export function toHostArray(dtype: DType, values: ArrayLike<number>): HostArray {
   const out = allocHost(dtype, values.length);
-  if (dtype === 'f16') {
+  if (isHalf(dtype) && values instanceof Float32Array) {
+    // Every value is an f32: round from the bits, read through a word view.
+    const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+    if (dtype === 'f16') for (let i = 0; i < bits.length; i++) out[i] = f16FromF32Bits(bits[i]!);
+    else for (let i = 0; i < bits.length; i++) out[i] = bf16FromF32Bits(bits[i]!);
+  } else if (dtype === 'f16') {
     for (let i = 0; i < values.length; i++) out[i] = f32ToF16Bits(values[i]!);
   } else if (dtype === 'bf16') {
     for (let i = 0; i < values.length; i++) out[i] = f32ToBf16Bits(values[i]!);
@@ -143,13 +148,55 @@ function encodeHalf(value: number, format: HalfFormat): number {
   return word >= maxField << mantissaBits ? inf : sign | word;
 }
 
-/** The nearest bf16 word to `value` (any number, rounded once), ties to even. */
-export function f32ToBf16Bits(value: number): number {
-  return encodeHalf(value, BF16);
-}
-
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
+
+// Values that are f32 already (numbers read from a Float32Array, the usual
+// case) round from the f32's bits with integer steps, which is rounding once
+// and several times faster than reading the double; other numbers take
+// `encodeHalf`.
+
+/** The nearest bf16 word to the f32 whose bits are `bits`, ties to even. */
+function bf16FromF32Bits(bits: number): number {
+  if ((bits & 0x7f800000) === 0x7f800000) return bits & 0x7fffff ? BF16.quietNaN : bits >>> 16;
+  // A carry out of the mantissa steps the exponent (to Inf past the largest bf16).
+  return (bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16;
+}
+
+/** The nearest f16 word to the f32 whose bits are `bits`, ties to even. */
+function f16FromF32Bits(bits: number): number {
+  const sign = (bits >>> 16) & 0x8000;
+  const magnitude = bits & 0x7fffffff;
+  // f16's normal range [2^-14, 2^16): drop 13 bits, rounding to even; a carry
+  // steps the exponent (to Inf from 65520 on); 112 = 127 − 15 rebiases it.
+  if (magnitude >= 0x38800000 && magnitude < 0x47800000) {
+    return sign | (((magnitude + 0xfff + ((magnitude >>> 13) & 1)) >>> 13) - (112 << 10));
+  }
+  const exponent = (bits >>> 23) & 0xff;
+  const mantissa = bits & 0x7fffff;
+  if (exponent === 0xff) return mantissa ? F16.quietNaN : sign | 0x7c00;
+  const field = exponent - 112; // 127 − 15
+  if (field >= 0x1f) return sign | 0x7c00;
+  // The f32 significand with its leading one (an f32 subnormal is below half of f16's smallest step).
+  if (exponent === 0) return sign;
+  const significand = mantissa | 0x800000;
+  // Normal: drop 13 bits; subnormal: count steps of 2^-24, dropping 14 − field bits more.
+  const dropped = field > 0 ? 13 : 14 - field;
+  if (dropped > 24) return sign;
+  const kept = significand >>> dropped;
+  const rest = significand & ((1 << dropped) - 1);
+  const half = 1 << (dropped - 1);
+  const rounded = kept + (rest > half || (rest === half && (kept & 1) === 1) ? 1 : 0);
+  // Normal: the significand's leading one lands in the exponent field's lowest bit (field − 1 + 1);
+  // a carry steps the exponent, to Inf past the largest f16.
+  return sign | (field > 0 ? ((field - 1) << 10) + rounded : rounded);
+}
+
+/** The nearest bf16 word to `value` (any number, rounded once), ties to even. */
+export function f32ToBf16Bits(value: number): number {
+  f32[0] = value;
+  return f32[0] === value ? bf16FromF32Bits(u32[0]!) : encodeHalf(value, BF16);
+}
 
 export function bf16BitsToF32(bits: number): number {
   u32[0] = bits << 16;
@@ -158,7 +205,8 @@ export function bf16BitsToF32(bits: number): number {
 
 /** The nearest f16 word to `value` (any number, rounded once), ties to even. */
 export function f32ToF16Bits(value: number): number {
-  return encodeHalf(value, F16);
+  f32[0] = value;
+  return f32[0] === value ? f16FromF32Bits(u32[0]!) : encodeHalf(value, F16);
 }
 
 function decodeF16(bits: number): number {

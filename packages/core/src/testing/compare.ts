@@ -1,5 +1,5 @@
 import type { DType, HostArray } from '../dtype.js';
-import { toNumbers } from '../dtype.js';
+import { bf16BitsToF32, f16BitsToF32 } from '../dtype.js';
 import type { Tolerance } from './cases.js';
 
 export const DEFAULT_TOLERANCE = { rtol: 1e-5, atol: 1e-5 } as const;
@@ -19,16 +19,18 @@ export function compareOutputs(
   const exact = dtype === 'i32' || dtype === 'u32';
   const rtol = exact ? 0 : (tolerance.rtol ?? DEFAULT_TOLERANCE.rtol);
   const atol = exact ? 0 : (tolerance.atol ?? DEFAULT_TOLERANCE.atol);
-  // Halves are decoded first; other dtypes are read as they are.
-  const half = dtype === 'f16' || dtype === 'bf16';
-  const a = half ? toNumbers(dtype, actual) : actual;
-  const e = half ? toNumbers(dtype, expected) : expected;
+  // Equal words agree (a half's equal bits are one value, NaN included);
+  // others are decoded, halves from their bits, and compared as numbers.
+  const decode = dtype === 'f16' ? f16BitsToF32 : dtype === 'bf16' ? bf16BitsToF32 : (v: number) => v;
   let bad = 0;
   let first = -1;
   let worst = 0;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i]!;
-    const y = e[i]!;
+  for (let i = 0; i < actual.length; i++) {
+    const rawActual = actual[i]!;
+    const rawExpected = expected[i]!;
+    if (rawActual === rawExpected) continue;
+    const x = decode(rawActual);
+    const y = decode(rawExpected);
     let ok: boolean;
     if (Number.isNaN(y)) ok = Number.isNaN(x);
     else if (!Number.isFinite(y)) ok = x === y;
@@ -42,7 +44,7 @@ export function compareOutputs(
   }
   if (bad === 0) return undefined;
   return (
-    `${bad} of ${a.length} elements differ (rtol ${rtol}, atol ${atol}); ` +
-    `first at [${first}]: got ${a[first]}, expected ${e[first]}; max |error| ${worst}`
+    `${bad} of ${actual.length} elements differ (rtol ${rtol}, atol ${atol}); ` +
+    `first at [${first}]: got ${decode(actual[first]!)}, expected ${decode(expected[first]!)}; max |error| ${worst}`
   );
 }
