@@ -197,3 +197,33 @@ describe('Tape.checkpoint', () => {
     w.zeroGrad();
   });
 });
+
+describe('Tape.checkpoint under onGradientsFinal', () => {
+  it('reports a segment’s parameters once, right after its rule, with their final gradients', async () => {
+    const backend = createCpuBackend();
+    const stack = blocks(backend, 'f32');
+    const x = new Parameter(backend.upload(new Rng(12).normalArray(5 * 12), [5, 12]), 'x');
+    const reported: Parameter[][] = [];
+    using tape = new Tape(backend);
+    let h: Variable = x;
+    for (const block of stack) {
+      const input = h;
+      h = tape.checkpoint(() => block.forward(tape, input));
+    }
+    tape.backward(weightedLoss(tape, h, 4), {
+      onGradientsFinal: (leaves) => reported.push(leaves as Parameter[]),
+    });
+    // Backward reaches the last block first; x, the first block's input, comes with the first block.
+    const all: Variable[] = [x, ...stack.flatMap((b) => b.parameters())];
+    const indices = (leaves: readonly Variable[]) => leaves.map((v) => all.indexOf(v)).sort((a, b) => a - b);
+    const [first, second, third] = stack.map((b) => b.parameters()) as [
+      Parameter[],
+      Parameter[],
+      Parameter[],
+    ];
+    expect(reported.map(indices)).toEqual([indices(third), indices(second), indices([x, ...first])]);
+    for (const b of stack) b.dispose();
+    x.zeroGrad();
+    x.value.dispose();
+  });
+});
