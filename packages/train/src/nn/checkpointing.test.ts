@@ -10,6 +10,7 @@ import { Rng } from '../random.js';
 import {
   type BlockCheckpointing,
   checkBlockCheckpointing,
+  checkpointingFromName,
   checkpointingName,
   isCheckpointed,
 } from './checkpointing.js';
@@ -27,11 +28,18 @@ describe('BlockCheckpointing', () => {
       checkpointingName({ every: 1 }),
       checkpointingName({ every: 3 }),
     ]).toEqual(['none', 'blocks', 'every3']);
+    for (const policy of ['none', 'blocks', { every: 3 }] as const) {
+      expect(checkpointingFromName(checkpointingName(policy), 'test')).toEqual(policy);
+    }
+    expect(checkpointingFromName('every1', 'test')).toBe('blocks');
   });
 
   it('refuses what is not a policy, naming it', () => {
     for (const bad of ['all', { every: 0 }, { every: 1.5 }, null, 2]) {
       expect(() => checkBlockCheckpointing(bad, 'test')).toThrow(InvalidArgumentError);
+    }
+    for (const bad of ['every0', 'every', 'every-2', 'all']) {
+      expect(() => checkpointingFromName(bad, 'test')).toThrow(InvalidArgumentError);
     }
     const backend = createCpuBackend();
     const model = new CausalLM(backend, { vocab: 5, dim: 4, heads: 1, blocks: 1 });

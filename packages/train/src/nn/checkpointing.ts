@@ -37,3 +37,10 @@ export function isCheckpointed(policy: BlockCheckpointing, index: number): boole
 export function checkpointingName(policy: BlockCheckpointing): string {
   return typeof policy === 'string' ? policy : policy.every === 1 ? 'blocks' : `every${policy.every}`;
 }
+
+/** The policy `checkpointingName` names (`none`, `blocks`, `every2`), or a RayoError naming `operation`. */
+export function checkpointingFromName(name: string, operation: string): BlockCheckpointing {
+  const every = /^every([1-9][0-9]*)$/.exec(name);
+  if (every) return Number(every[1]) === 1 ? 'blocks' : { every: Number(every[1]) };
+  return checkBlockCheckpointing(name, operation);
+}

@@ -2,6 +2,7 @@ export { type AttentionOptions, CausalSelfAttention } from './attention.js';
 export {
   type BlockCheckpointing,
   checkBlockCheckpointing,
+  checkpointingFromName,
   checkpointingName,
   isCheckpointed,
 } from './checkpointing.js';
