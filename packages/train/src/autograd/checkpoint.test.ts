@@ -1,4 +1,4 @@
-import { type Backend, createCpuBackend, type Tensor } from '@rayo/core';
+import { type Backend, createCpuBackend, RayoError, type Tensor } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { CausalSelfAttention } from '../nn/attention.js';
 import { Parameter } from '../nn/module.js';
@@ -179,6 +179,20 @@ describe('Tape.checkpoint', () => {
     expect(Array.from(await read(z.value))).toEqual(Array.from(await read(data)).map((v) => 2 * v));
     block.dispose();
     data.dispose();
+  });
+
+  it('differentiates a segment only within backward', () => {
+    const backend = createCpuBackend();
+    const w = new Parameter(backend.upload([1, 2], [2]), 'w');
+    using tape = new Tape(backend);
+    const y = tape.checkpoint(() => exp(tape, w));
+    expect(y.inputs).toHaveLength(1);
+    expect(y.inputs[0]).toBe(w);
+    expect(() => y.backwardFn!(tape.ones([2]), [true])).toThrow(
+      /a checkpointed segment is differentiated only by backward/,
+    );
+    expect(() => y.backwardFn!(tape.ones([2]), [true])).toThrow(RayoError);
+    w.value.dispose();
   });
 
   it('frees a segment’s intermediates when its first pass ends', () => {
