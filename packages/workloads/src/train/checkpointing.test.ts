@@ -159,7 +159,7 @@ describe.skipIf(!runWgpu)('checkpointed blocks on wgpu', () => {
 });
 
 describe('checkpointed blocks on emulated cuda', () => {
-  it('replayed (one CUDA graph per step): the same training, bit for bit, in less memory', async () => {
+  it('f32, replayed (one CUDA graph per step): the same training, bit for bit, in less memory', async () => {
     const emulated = createEmulatedGpu({ multiprocessors: 4 });
     try {
       // The interpreter runs every thread: the smallest model of the same structure.
@@ -173,6 +173,36 @@ describe('checkpointed blocks on emulated cuda', () => {
         batch: 2,
       };
       await expectSameTrainingInLessMemory(emulated.gpu, tiny, true);
+    } finally {
+      emulated.dispose();
+    }
+  }, 300_000);
+
+  it('bf16 on tensor cores and the mma flash kernels, replayed: the same training, bit for bit, in less memory', async () => {
+    const emulated = createEmulatedGpu({ multiprocessors: 4 });
+    try {
+      // Products larger than 16 on both sides and one head of 64: the tensor-core kernels (sm_90).
+      const tensorCores: TransformerWorkloadSpec = {
+        ...SPEC,
+        vocab: 24,
+        dim: 64,
+        heads: 1,
+        hidden: 40,
+        blocks: 2,
+        seq: 9,
+        batch: 2,
+        precision: 'bf16',
+      };
+      await expectSameTrainingInLessMemory(emulated.gpu, tensorCores, true);
+      const entries = new Set(emulated.fake.launches.map((l) => l.entry));
+      for (const kernel of [
+        'flash_attention_mma_forward',
+        'flash_attention_mma_dq',
+        'flash_attention_mma_dkdv',
+      ]) {
+        expect(entries.has(kernel), kernel).toBe(true);
+      }
+      expect(entries.has('matmul_mma') || entries.has('matmul_wgmma')).toBe(true);
     } finally {
       emulated.dispose();
     }
