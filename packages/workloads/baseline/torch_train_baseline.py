@@ -17,6 +17,9 @@ device-resident data set does, and as rayo's replayed step is fed:
 fp32 with TF32 off, except where a workload names a precision: ``bf16`` runs
 the forward and the loss under ``torch.autocast(dtype=torch.bfloat16)`` (f32
 master weights and AdamW, as rayo's 'bf16' policy), ``tf32`` allows TF32.
+A language model whose ``checkpoint`` is ``blocks`` (or ``{"every": n}``)
+runs those blocks through ``torch.utils.checkpoint.checkpoint`` (non-reentrant),
+as rayo recomputes its checkpointed blocks in backward.
 With ``compile`` in the request each workload is also trained with the model
 under ``torch.compile`` (``compiled``; its compilation falls in the warm-up
 steps). Each step is timed on the host from its start
@@ -60,9 +63,19 @@ def emit(path, payload):
     print(text)
 
 
+def checkpoint_every(policy):
+    """rayo's BlockCheckpointing as a stride of checkpointed blocks: 0 for 'none', 1 for 'blocks'."""
+    if policy == "none":
+        return 0
+    if policy == "blocks":
+        return 1
+    return int(policy["every"])
+
+
 def build_models(torch):
     nn = torch.nn
     F = nn.functional
+    from torch.utils.checkpoint import checkpoint
     activations = {"relu": F.relu, "gelu": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
                    "sigmoid": torch.sigmoid, "tanh": torch.tanh}
 
@@ -155,13 +168,18 @@ def build_models(torch):
             self.blocks = nn.ModuleList(Block(dim, spec["heads"], spec["hidden"]) for _ in range(spec["blocks"]))
             self.norm = RMSNorm(dim)
             self.head = nn.Linear(dim, spec["vocab"], bias=False)
+            self.every = checkpoint_every(spec.get("checkpoint", "none"))
 
         def forward(self, ids):
             t, b = ids.shape
             cos, sin = rope_tables(t, self.head_dim, ids.device)
             h = self.embed(ids)
-            for block in self.blocks:
-                h = block(h, cos, sin)
+            for i, block in enumerate(self.blocks):
+                if self.every and i % self.every == 0:
+                    # No dropout, so no RNG state to restore (and none to read inside a graph capture).
+                    h = checkpoint(block, h, cos, sin, use_reentrant=False, preserve_rng_state=False)
+                else:
+                    h = block(h, cos, sin)
             return self.head(self.norm(h).view(t * b, self.dim))
 
     attention = "F.scaled_dot_product_attention(is_causal=True)" if sdpa is not None else "composite"

@@ -145,6 +145,15 @@ export class TensorLifetimes {
     }
   }
 
+  /**
+   * Forgets the nodes from `first` on, which the tape drops (a checkpointed
+   * segment's recompute, differentiated): what they were the last to read is
+   * dead, read by them or never (a rule no gradient reached).
+   */
+  forgetNodesFrom(first: number): void {
+    for (const node of [...this.#lastReadBy.keys()]) if (node >= first) this.afterRule(node);
+  }
+
   clear(): void {
     this.pool.clear();
     this.#born.clear();

@@ -18,70 +18,12 @@ import {
   TrackingRunner,
 } from '@rayo/core';
 import { adoptAs } from '../adopt.js';
-import { GradientHolds, TensorLifetimes } from './lifetimes.js';
+import { BackwardPass } from './backwardPass.js';
+import { CheckpointFrame } from './checkpointFrame.js';
+import { TensorLifetimes } from './lifetimes.js';
+import { type BackwardFn, Variable } from './variable.js';
 
-/**
- * The backward rule of one recorded operation: from the gradient of its output,
- * the gradients of the inputs whose `needs` entry is true (the others may be
- * left undefined). Runs kernels on the tape; never reads a tensor back.
- */
-export type BackwardFn = (dy: Tensor, needs: readonly boolean[]) => readonly (Tensor | undefined)[];
-
-export interface VariableInit {
-  readonly requiresGrad?: boolean;
-  readonly name?: string;
-}
-
-/**
- * A value in a computation: a tensor, and how it was computed when it came
- * from a recorded operation. Leaves that require a gradient (parameters,
- * inputs being differentiated) receive it in `grad` after `Tape.backward`.
- */
-export class Variable {
-  readonly value: Tensor;
-  readonly requiresGrad: boolean;
-  /** Accumulated gradient of a leaf; stays until `zeroGrad()` (or the tape's dispose for tape leaves). */
-  grad: Tensor | undefined;
-  readonly name: string | undefined;
-  /** Inputs of the operation that made this variable (empty for leaves). */
-  readonly inputs: readonly Variable[];
-  readonly backwardFn: BackwardFn | undefined;
-
-  constructor(
-    value: Tensor,
-    init: VariableInit = {},
-    inputs: readonly Variable[] = [],
-    backwardFn?: BackwardFn,
-  ) {
-    this.value = value;
-    this.requiresGrad = init.requiresGrad ?? false;
-    this.name = init.name;
-    this.inputs = inputs;
-    this.backwardFn = backwardFn;
-  }
-
-  get shape(): Shape {
-    return this.value.shape;
-  }
-
-  get dtype(): DType {
-    return this.value.dtype;
-  }
-
-  get size(): number {
-    return this.value.size;
-  }
-
-  get isLeaf(): boolean {
-    return this.backwardFn === undefined;
-  }
-
-  /** Drops the accumulated gradient. */
-  zeroGrad(): void {
-    this.grad?.dispose();
-    this.grad = undefined;
-  }
-}
+export { type BackwardFn, Variable, type VariableInit } from './variable.js';
 
 export interface TapeOptions {
   /**
@@ -127,7 +69,7 @@ export interface BackwardOptions {
  */
 export class Tape {
   readonly backend: Backend;
-  readonly gradEnabled: boolean;
+  readonly #gradEnabled: boolean;
   /** Where the kernels go, and the tensors the tape owns. */
   readonly #owned: TrackingRunner;
   readonly #nodes: Variable[] = [];
@@ -136,13 +78,25 @@ export class Tape {
   readonly #lifetimes: TensorLifetimes;
   #backwardFreed = false;
   readonly #tapeLeaves: Variable[] = [];
+  /** The first pass of a checkpointed segment, while it runs. */
+  #frame: CheckpointFrame | undefined;
+  /** The backward pass, while `backward` runs (a checkpoint's rule propagates within it). */
+  #pass: BackwardPass | undefined;
   #disposed = false;
 
   constructor(backend: Backend, options: TapeOptions = {}) {
     this.backend = backend;
     this.#owned = new TrackingRunner(options.runner ?? backend);
-    this.gradEnabled = options.grad ?? true;
+    this.#gradEnabled = options.grad ?? true;
     this.#lifetimes = new TensorLifetimes((t) => this.#owned.has(t), options.reuseMemory ?? true);
+  }
+
+  /**
+   * Whether operations record backward rules now: as the tape was made
+   * (`grad`), except during the first pass of a checkpointed segment.
+   */
+  get gradEnabled(): boolean {
+    return this.#gradEnabled && this.#frame === undefined;
   }
 
   /** Where the tape's kernels go now. */
@@ -192,6 +146,7 @@ export class Tape {
     attrs?: Partial<A>,
   ): Tensor[] {
     this.#alive(spec.name);
+    this.#frame?.noteReads(inputs);
     const outputs = this.#owned.run(spec, inputs, attrs, this.#lifetimes.outputsFor(spec, inputs, attrs));
     for (const t of outputs) if (!inputs.includes(t)) this.#lifetimes.born(t);
     return outputs;
@@ -291,6 +246,7 @@ export class Tape {
     reads?: readonly (Tensor | undefined)[],
   ): Variable {
     this.#alive('record');
+    this.#frame?.noteInputs(inputs);
     const requiresGrad = this.gradEnabled && inputs.some((v) => v.requiresGrad);
     if (!requiresGrad) return new Variable(value);
     const v = new Variable(value, { requiresGrad: true }, inputs, backward);
@@ -314,6 +270,68 @@ export class Tape {
     const result = forward();
     this.#lifetimes.endScope(mark, firstNode, this.#reads, result.value);
     return result;
+  }
+
+  /**
+   * Runs `forward` (a transformer block, say) as a checkpointed segment:
+   * forward runs once without backward rules, as a scope, so that only its
+   * result outlives it; backward runs it again (the same kernels, so the
+   * same values where they are deterministic) and differentiates that
+   * recording at once, so that one segment's activations are alive at a
+   * time. `forward` must compute the same thing both times: read only
+   * variables, parameters and tensors that stay as they are, and draw no
+   * random numbers of its own. The segment is one node of the tape whose
+   * inputs are the variables from outside that it reads and that need a
+   * gradient; its recompute goes where the tape's kernels go at that point
+   * of backward, so a recorded step replays it. Without gradients (an
+   * evaluation tape, or inside another segment's first pass) it is
+   * `forward()`.
+   */
+  checkpoint(forward: () => Variable): Variable {
+    this.#alive('checkpoint');
+    if (!this.gradEnabled) return forward();
+    const mark = this.#lifetimes.mark;
+    const frame = new CheckpointFrame((t) => this.#owned.has(t.base) && !this.#lifetimes.bornAfter(t, mark));
+    this.#frame = frame;
+    let result: Variable;
+    try {
+      result = this.scope(forward);
+    } finally {
+      this.#frame = undefined;
+    }
+    const inputs = frame.inputs;
+    if (inputs.length === 0) return result;
+    return this.record(result.value, inputs, (dy) => this.#recompute(forward, inputs, dy), frame.reads);
+  }
+
+  /**
+   * A checkpointed segment's backward rule: records `forward` again (nodes
+   * after the tape's last), propagates `dy` through those nodes within the
+   * running backward pass, and forgets them; returns the gradients of
+   * `inputs`.
+   */
+  #recompute(forward: () => Variable, inputs: readonly Variable[], dy: Tensor): (Tensor | undefined)[] {
+    const pass = this.#pass;
+    if (!pass) {
+      throw new RayoError('a checkpointed segment is differentiated only by backward', {
+        operation: 'checkpoint',
+        expected: 'its rule run by Tape.backward',
+        actual: 'a direct call',
+      });
+    }
+    const first = this.#nodes.length;
+    const output = this.scope(forward);
+    const grads = new Map<Variable, Tensor>();
+    pass.setGrad(grads, output, dy);
+    // Tensors born before here (dy, the recomputed activations) die by their own rules, not by the segment's.
+    pass.propagate(grads, this.#nodes.lastIndexOf(output), first, this.#lifetimes.mark);
+    this.#nodes.length = first;
+    this.#reads.length = first;
+    this.#lifetimes.forgetNodesFrom(first);
+    const dxs = inputs.map((v) => (grads.has(v) ? pass.dropGrad(grads, v) : undefined));
+    // Gradients of anything else (a variable made inside the segment) are the segment's temporaries.
+    for (const v of [...grads.keys()]) pass.dropGrad(grads, v);
+    return dxs;
   }
 
   // ---- backward -------------------------------------------------------------------
@@ -374,66 +392,33 @@ export class Tape {
     }
     this.#backwardFreed = this.#lifetimes.freesReadTensors;
     const finalAfter = onGradientsFinal ? this.#finalAfter(root, end) : undefined;
-    const lifetimes = this.#lifetimes;
     // Tensors born from here on are backward's own: gradients and temporaries.
-    const backwardMark = lifetimes.mark;
+    const mark = this.#lifetimes.mark;
+    const pass = new BackwardPass({
+      nodes: this.#nodes,
+      lifetimes: this.#lifetimes,
+      add: (a, b) => this.run1(add, [a, b]),
+    });
     const grads = new Map<Variable, Tensor>();
-    const holds = new GradientHolds();
-    const setGrad = (v: Variable, g: Tensor): void => {
-      const previous = grads.get(v);
-      grads.set(v, g);
-      holds.hold(g);
-      if (previous) holds.drop(previous);
-    };
-    const dropGrad = (v: Variable): Tensor => {
-      const g = grads.get(v)!;
-      grads.delete(v);
-      holds.drop(g);
-      return g;
-    };
-    /** Gives backward's own tensors that no gradient entry holds to later kernels. */
-    const freeIfDead = (t: Tensor): void => {
-      if (lifetimes.bornAfter(t, backwardMark) && !holds.held(t)) lifetimes.free(t.base);
-    };
-    setGrad(root, seed ?? this.ones(root.shape));
+    pass.setGrad(grads, root, seed ?? this.ones(root.shape));
     const depositFinal = (leaves: readonly Variable[]): void => {
       const done = leaves.filter((v) => grads.has(v));
       for (const v of done) {
-        const g = dropGrad(v);
+        const g = pass.dropGrad(grads, v);
         this.#deposit(v, g);
         // Kept by the leaf, or added to its earlier gradient and dead.
-        freeIfDead(g);
+        pass.freeIfDead(g, mark);
       }
       if (done.length > 0) onGradientsFinal!(done);
     };
-    for (let i = end; i >= 0; i--) {
-      const node = this.#nodes[i]!;
-      if (!grads.has(node)) continue;
-      const ruleMark = lifetimes.mark;
-      const dy = dropGrad(node);
-      const replaced: Tensor[] = [dy];
-      const needs = node.inputs.map((v) => v.requiresGrad);
-      const dxs = node.backwardFn!(dy, needs);
-      node.inputs.forEach((input, j) => {
-        const dx = dxs[j];
-        if (!needs[j] || !dx) return;
-        if (!shapesEqual(dx.shape, input.shape)) {
-          throw new RayoError('a backward rule produced a gradient of the wrong shape', {
-            operation: 'backward',
-            argument: `input ${j}`,
-            expected: formatShape(input.shape),
-            actual: formatShape(dx.shape),
-          });
-        }
-        const previous = grads.get(input);
-        if (previous) replaced.push(previous);
-        setGrad(input, previous ? this.run1(add, [previous, dx]) : dx);
+    this.#pass = pass;
+    try {
+      pass.propagate(grads, end, 0, mark, (i) => {
+        const final = finalAfter?.get(i);
+        if (final) depositFinal(final);
       });
-      for (const t of replaced) freeIfDead(t);
-      for (const t of lifetimes.bornSince(ruleMark)) freeIfDead(t);
-      lifetimes.afterRule(i);
-      const final = finalAfter?.get(i);
-      if (final) depositFinal(final);
+    } finally {
+      this.#pass = undefined;
     }
     const leaves = [...grads.keys()].filter((v) => v.isLeaf && v.requiresGrad);
     if (onGradientsFinal) depositFinal(leaves);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCpuBackend, registerBackend } from '@rayo/core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { main, parseOptions, QUICK_WORKLOADS } from './trainBench.js';
+import { main, parseOptions, QUICK_WORKLOADS, withCheckpointing } from './trainBench.js';
 import type { TrainBenchReport } from './trainBenchReport.js';
 import { workloadId } from './workload.js';
 
@@ -50,6 +50,21 @@ describe('train-bench options', () => {
     expect(() => parseOptions(['--peak-tflops', '0'])).toThrow(/--peak-tflops must be a positive number/);
   });
 
+  it('takes checkpointing policies, each in its canonical spelling', () => {
+    expect(parseOptions([]).settings.checkpoint).toEqual(['none']);
+    expect(parseOptions(['--checkpoint', 'none,every1,every3']).settings.checkpoint).toEqual([
+      'none',
+      'blocks',
+      'every3',
+    ]);
+    expect(() => parseOptions(['--checkpoint', 'some'])).toThrow(
+      /--checkpoint takes none, blocks or everyN \(N ≥ 1\), got some/,
+    );
+    expect(() => parseOptions(['--checkpoint', 'every0'])).toThrow(/got every0/);
+    expect(() => parseOptions(['--checkpoint', 'blocks,every1'])).toThrow(/names a policy twice/);
+    expect(() => parseOptions(['--checkpoint', ','])).toThrow(/at least one policy/);
+  });
+
   it('rejects what it cannot run', () => {
     expect(() => parseOptions(['--parity', 'cpu'])).toThrow(/--parity needs two backends/);
     expect(() => parseOptions(['--steps', '0'])).toThrow(/--steps must be an integer >= 1, got 0/);
@@ -86,7 +101,17 @@ describe('train-bench program', () => {
     process.env.PYTHON = join(out, 'no-such-python');
     let code: number;
     try {
-      code = await main(['--backends', 'cpu,partial', '--quick', '--baseline', 'torch', '--out', out]);
+      code = await main([
+        '--backends',
+        'cpu,partial',
+        '--quick',
+        '--checkpoint',
+        'none,blocks',
+        '--baseline',
+        'torch',
+        '--out',
+        out,
+      ]);
     } finally {
       vi.restoreAllMocks();
       if (python === undefined) delete process.env.PYTHON;
@@ -101,7 +126,9 @@ describe('train-bench program', () => {
     expect(report.parity[0]).toMatchObject({
       reason: expect.stringMatching(/'cpu' lacks .*: multiTensorAdamw$/),
     });
-    const ids = QUICK_WORKLOADS.map(workloadId);
+    // The language model twice: keeping its activations, and with its blocks checkpointed.
+    const ids = withCheckpointing(QUICK_WORKLOADS, ['none', 'blocks']).map(workloadId);
+    expect(ids.filter((id) => id.endsWith('-ckpt-blocks'))).toHaveLength(1);
     // Each workload eagerly and replayed (fed from the device, then from the host); a backend that lacks kernels runs none.
     expect(report.throughput.map((t) => [t.backend, t.workload, t.mode, t.status])).toEqual([
       ...ids.flatMap((id) => [
@@ -141,5 +168,18 @@ describe('train-bench program', () => {
     expect(md).toContain('## Peak device memory');
     expect(md).toMatch(/\| rayo cpu replayed host-fed \| [\d.]+ \|/);
     expect(stdout.join('')).toMatch(/mlp-784x32x10-b16 on partial: unsupported: lacks multiTensorAdamw/);
+    // The trade: each cpu run of the checkpointed model beside its twin.
+    expect(md).toContain('## Activation checkpointing');
+    expect(md).toMatch(/\| transformer-[^|]+ \| blocks \| rayo cpu replayed \| [\d.]+ \| [\d.]+ \|/);
+    const checkpointed = report.throughput.filter((t) => t.workload.endsWith('-ckpt-blocks'));
+    const twins = report.throughput.filter((t) => `${t.workload}-ckpt-blocks` === checkpointed[0]?.workload);
+    expect(checkpointed.map((t) => t.status)).toEqual(['ok', 'ok', 'ok', 'unsupported']);
+    checkpointed.forEach((t, i) => {
+      const twin = twins[i]!;
+      if (t.status !== 'ok' || twin.status !== 'ok') return;
+      // The same training, bit for bit, in less memory.
+      expect([t.result.firstLoss, t.result.lastLoss]).toEqual([twin.result.firstLoss, twin.result.lastLoss]);
+      expect(t.result.memory!.peakAllocatedBytes).toBeLessThan(twin.result.memory!.peakAllocatedBytes);
+    });
   });
 });

@@ -2,10 +2,12 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Backend, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
+import { type BlockCheckpointing, checkpointingFromName, checkpointingName } from '@rayo/train';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import { messageOf, parseCommandLine } from '../commandLine.js';
 import { parityGate } from './parity.js';
 import { measureThroughput, THROUGHPUT_ADAMW, type ThroughputOptions } from './throughput.js';
+import { checkpointMarkdown, checkpointSummary } from './trainBenchCheckpoint.js';
 import { mfuMarkdown, mfuSummary } from './trainBenchMfu.js';
 
 /** rayo's ways of running the steps, each measured on every workload. */
@@ -77,6 +79,21 @@ export const QUICK_WORKLOADS: readonly WorkloadSpec[] = [
   { kind: 'transformer', vocab: 64, dim: 32, heads: 2, hidden: 88, blocks: 2, seq: 16, batch: 2 },
 ];
 
+/**
+ * Each language model once per checkpointing policy (`--checkpoint`), in the
+ * order given; an MLP, which has no blocks, once.
+ */
+export function withCheckpointing(
+  workloads: readonly WorkloadSpec[],
+  policies: readonly BlockCheckpointing[],
+): WorkloadSpec[] {
+  return workloads.flatMap((w): WorkloadSpec[] =>
+    w.kind === 'transformer'
+      ? policies.map((checkpoint) => (checkpoint === 'none' ? w : { ...w, checkpoint }))
+      : [w],
+  );
+}
+
 const PARITY_MODELS: readonly ParityModel[] = ['mlp', 'transformer'];
 const CLIP_NORM = 1;
 /**
@@ -110,6 +127,10 @@ written host to device every step).
                       GPT-2 small's shapes (12 × 768, 12 heads, 1,024 tokens,
                       vocabulary 50,257) in bf16, against PyTorch's bf16 autocast
   --gpt2-batch N      sequences per step of the gpt2 suite (default ${GPT2_BATCH})
+  --checkpoint LIST   activation checkpointing of the language models' blocks,
+                      each policy a run of its own: none (default), blocks,
+                      everyN (blocks 0, N, 2N, …); none,blocks reports the
+                      trade (tokens/s and peak memory with and without)
   --peak-tflops X     the device's dense peak for the workloads' precision
                       (TFLOP/s): adds model FLOPs utilisation to the report
   --torch-compile     also time PyTorch with torch.compile (eager step otherwise)
@@ -131,13 +152,22 @@ function integer(name: string, text: string | undefined, fallback: number, min: 
   return value;
 }
 
-function list(name: string, text: string): string[] {
+function list(name: string, text: string, noun = 'backend name'): string[] {
   const items = text
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
-  if (items.length === 0) throw new Error(`--${name} needs at least one backend name`);
+  if (items.length === 0) throw new Error(`--${name} needs at least one ${noun}`);
   return items;
+}
+
+/** A `--checkpoint` item in its canonical spelling (`every1` is `blocks`). */
+function checkpointPolicyName(name: string): string {
+  try {
+    return checkpointingName(checkpointingFromName(name, '--checkpoint'));
+  } catch {
+    throw new Error(`--checkpoint takes none, blocks or everyN (N ≥ 1), got ${name}`);
+  }
 }
 
 export function parseOptions(argv: readonly string[], now = new Date()): Options {
@@ -158,6 +188,7 @@ export function parseOptions(argv: readonly string[], now = new Date()): Options
       quick: { type: 'boolean', default: false },
       suite: { type: 'string', default: 'throughput' },
       'gpt2-batch': { type: 'string' },
+      checkpoint: { type: 'string', default: 'none' },
       'peak-tflops': { type: 'string' },
       'torch-compile': { type: 'boolean', default: false },
       out: { type: 'string' },
@@ -183,6 +214,10 @@ export function parseOptions(argv: readonly string[], now = new Date()): Options
   if (peak !== undefined && !(peak > 0)) {
     throw new Error(`--peak-tflops must be a positive number, got ${values['peak-tflops']}`);
   }
+  const checkpoint = list('checkpoint', values.checkpoint, 'policy').map(checkpointPolicyName);
+  if (new Set(checkpoint).size !== checkpoint.length) {
+    throw new Error(`--checkpoint names a policy twice: ${values.checkpoint}`);
+  }
   const stamp = now.toISOString().replace(/:/g, '-').replace(/\..*$/, '');
   return {
     settings: {
@@ -197,6 +232,7 @@ export function parseOptions(argv: readonly string[], now = new Date()): Options
       adamw: THROUGHPUT_ADAMW,
       suite: values.suite,
       gpt2Batch: integer('gpt2-batch', values['gpt2-batch'], GPT2_BATCH, 1),
+      checkpoint,
       ...(peak === undefined ? {} : { peakTflops: peak }),
       torchCompile: values['torch-compile'],
     },
@@ -372,12 +408,16 @@ export async function main(argv: readonly string[]): Promise<number> {
   const options = line.settings;
   const { settings } = options;
   await mkdir(options.out, { recursive: true });
-  const workloads =
+  const suite =
     settings.suite === 'gpt2'
       ? gpt2Workloads(settings.gpt2Batch ?? GPT2_BATCH)
       : settings.quick
         ? QUICK_WORKLOADS
         : THROUGHPUT_WORKLOADS;
+  const policies = (settings.checkpoint ?? ['none']).map((name) =>
+    checkpointingFromName(name, '--checkpoint'),
+  );
+  const workloads = withCheckpointing(suite, policies);
   const timing: ThroughputOptions = {
     warmup: settings.warmup,
     steps: settings.steps,
@@ -413,10 +453,15 @@ export async function main(argv: readonly string[]): Promise<number> {
     comparisons: compareWithBaseline(throughput, baseline),
   };
   await writeFile(join(options.out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
-  await writeFile(join(options.out, 'report.md'), reportMarkdown(report) + mfuMarkdown(report));
+  await writeFile(
+    join(options.out, 'report.md'),
+    reportMarkdown(report) + mfuMarkdown(report) + checkpointMarkdown(report),
+  );
   log(`report: ${join(options.out, 'report.md')}`);
   process.stdout.write(summaryTable(report));
   const mfu = mfuSummary(report);
   if (mfu) process.stdout.write(`\n${mfu}`);
+  const trade = checkpointSummary(report);
+  if (trade) process.stdout.write(`\n${trade}`);
   return exitCodeOf(report);
 }

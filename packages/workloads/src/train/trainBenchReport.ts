@@ -97,6 +97,8 @@ export interface TrainBenchSettings {
   /** Which workloads ran (absent in older reports: throughput). */
   readonly suite?: 'throughput' | 'gpt2';
   readonly gpt2Batch?: number;
+  /** The checkpointing policies each language model ran under (`none`, `blocks`, `everyN`; absent: none). */
+  readonly checkpoint?: readonly string[];
   /** The device's dense peak in TFLOP/s for the workloads' precision, from the command line. */
   readonly peakTflops?: number;
   /** Whether PyTorch also ran under torch.compile. */

@@ -6,8 +6,16 @@ import {
   type Shape,
   type Tensor,
 } from '@rayo/core';
-import type { ActivationName, Module, Optimizer, Tape, TrainPrecision, Variable } from '@rayo/train';
-import { AdamW, autograd, CausalLM, MLP, Rng, SGD, trainStep } from '@rayo/train';
+import type {
+  ActivationName,
+  BlockCheckpointing,
+  Module,
+  Optimizer,
+  Tape,
+  TrainPrecision,
+  Variable,
+} from '@rayo/train';
+import { AdamW, autograd, CausalLM, checkpointingName, MLP, Rng, SGD, trainStep } from '@rayo/train';
 
 /** A classifier on random features: an MLP of `sizes`, cross-entropy over `batch` rows. */
 export interface MlpWorkloadSpec {
@@ -32,6 +40,8 @@ export interface TransformerWorkloadSpec {
   readonly batch: number;
   /** The matrix products' precision policy (default 'f32'). */
   readonly precision?: TrainPrecision;
+  /** Which blocks recompute their forward in backward (default 'none'; see `BlockCheckpointing`). */
+  readonly checkpoint?: BlockCheckpointing;
 }
 
 /** A model and its data, described in plain numbers (the PyTorch baseline reads the same JSON). */
@@ -61,13 +71,18 @@ export interface Workload {
 
 export type OptimizerKind = 'adamw' | 'sgd';
 
-/** A short, stable name of a workload, e.g. `mlp-784x256x10-b256`. */
+/**
+ * A short, stable name of a workload, e.g. `mlp-784x256x10-b256`, or
+ * `transformer-…-bf16-ckpt-blocks` with a precision and checkpointing.
+ */
 export function workloadId(spec: WorkloadSpec): string {
   const shape =
     spec.kind === 'mlp'
       ? `mlp-${spec.sizes.join('x')}-b${spec.batch}`
       : `transformer-v${spec.vocab}-d${spec.dim}-h${spec.heads}-l${spec.blocks}-t${spec.seq}-b${spec.batch}`;
-  return (spec.precision ?? 'f32') === 'f32' ? shape : `${shape}-${spec.precision}`;
+  const precise = (spec.precision ?? 'f32') === 'f32' ? shape : `${shape}-${spec.precision}`;
+  const checkpoint = spec.kind === 'transformer' ? checkpointingName(spec.checkpoint ?? 'none') : 'none';
+  return checkpoint === 'none' ? precise : `${precise}-ckpt-${checkpoint}`;
 }
 
 /** Training samples one step consumes: rows for an MLP, sequences for a language model. */
@@ -86,7 +101,8 @@ export function tokensPerStep(spec: WorkloadSpec): number | undefined {
  * product per row (2 forward, 4 backward), and for a language model also
  * attention's scores and weighted values, 12 · blocks · dim · seq per token
  * (the full T × T products, as PaLM counts them). The embedding lookup,
- * norms, softmax and elementwise work are not counted.
+ * norms, softmax and elementwise work are not counted, nor is the forward
+ * that checkpointed blocks run again (model FLOPs, not hardware FLOPs).
  */
 export function trainingFlopsPerStep(spec: WorkloadSpec): number {
   if (spec.kind === 'mlp') {
@@ -140,7 +156,12 @@ export function buildWorkload(backend: Backend, spec: WorkloadSpec, seed: number
     };
   }
   const { vocab, seq, batch } = spec;
-  const model = new CausalLM(backend, { ...spec, rng, precision: spec.precision ?? 'f32' });
+  const model = new CausalLM(backend, {
+    ...spec,
+    rng,
+    precision: spec.precision ?? 'f32',
+    checkpoint: spec.checkpoint ?? 'none',
+  });
   const ids = Int32Array.from({ length: seq * batch }, () => rng.int(vocab));
   // A learnable rule: the next token is a fixed function of the current one.
   const next = Int32Array.from(ids, (id) => (3 * id + 1) % vocab);
