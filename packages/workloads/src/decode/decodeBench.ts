@@ -1,7 +1,13 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Backend, copy, isQuantFormat, probeBackends, QUANT_FORMATS } from '@rayo/core';
+import {
+  type Backend,
+  copy,
+  DEVICE_QUANTIZE_FORMATS,
+  isDeviceQuantizeFormat,
+  probeBackends,
+} from '@rayo/core';
 import {
   LlamaModel,
   type LlamaPrefillPrecision,
@@ -858,8 +864,8 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
     return text;
   };
   const quant = values.quant;
-  if (quant !== 'none' && !isQuantFormat(quant))
-    throw new Error(`--quant must be ${QUANT_FORMATS.join(', ')} or none, got ${quant}`);
+  if (quant !== 'none' && !isDeviceQuantizeFormat(quant))
+    throw new Error(`--quant must be ${DEVICE_QUANTIZE_FORMATS.join(', ')} or none, got ${quant}`);
   if (values['quant-head'] && quant === 'none') throw new Error('--quant-head needs --quant');
   const quantOn = values['quant-on'];
   if (quantOn !== undefined && quantOn !== 'device' && quantOn !== 'host')

@@ -1,7 +1,7 @@
 import {
   createCpuBackend,
+  DEVICE_QUANTIZE_FORMATS,
   InvalidArgumentError,
-  QUANT_FORMATS,
   quantizedGateUpSwiglu,
   quantizedMatmul,
   quantizeWeights,
@@ -74,7 +74,7 @@ describe('LlamaModel with quantized projections', async () => {
     using want = dense.prefill(prompt);
     const wanted = (await want.read()) as Float32Array;
     const vocab = config.vocab_size as number;
-    for (const format of QUANT_FORMATS) {
+    for (const format of DEVICE_QUANTIZE_FORMATS) {
       const eightBits = quantLayout(format, 1).bits === 8;
       using model = await LlamaModel.load(backend, dir, { weightFormat: format });
       expect(model.quantization?.format).toBe(format);

@@ -1,9 +1,9 @@
 import {
   type Backend,
+  DEVICE_QUANTIZE_FORMATS,
+  type DeviceQuantizeFormat,
   InvalidArgumentError,
-  isQuantFormat,
-  QUANT_FORMATS,
-  type QuantFormat,
+  isDeviceQuantizeFormat,
   type QuantizedWeight,
   quantizedMatmul,
   quantizeRows,
@@ -17,10 +17,11 @@ import { LLAMA_PROJECTIONS, type LlamaWeights } from './weights.js';
  * How a model stores its projection weights (q, k, v, o, gate, up, down) on
  * the device: int8 per output row or with a scale per 32 or 16 weights, or 4
  * bits with a scale per 32 or 128 weights (or a scale and an offset per 32),
- * see @rayo/core's quantized layouts. Quantizing on load leaves the
+ * see @rayo/core's quantized layouts (every one `quantizeRows` writes: q4k
+ * comes from GGUF files). Quantizing on load leaves the
  * embedding, the norms and the head in the model's weight dtype.
  */
-export type LlamaWeightFormat = QuantFormat;
+export type LlamaWeightFormat = DeviceQuantizeFormat;
 
 /**
  * The quantized projections of one layer. A projection absent here is the
@@ -66,11 +67,11 @@ export interface LlamaQuantizationReport {
 
 /** Refuses a format that is not one and a backend without the quantized product. */
 export function checkWeightFormat(backend: Backend, format: unknown): asserts format is LlamaWeightFormat {
-  if (!isQuantFormat(format)) {
+  if (!isDeviceQuantizeFormat(format)) {
     throw new InvalidArgumentError('weightFormat must be a quantized format', {
       operation: 'LlamaModel',
       argument: 'weightFormat',
-      expected: QUANT_FORMATS.map((f) => `'${f}'`).join(' | '),
+      expected: DEVICE_QUANTIZE_FORMATS.map((f) => `'${f}'`).join(' | '),
       actual: String(format),
     });
   }
