@@ -1,9 +1,10 @@
 import {
   type Backend,
-  DEVICE_QUANTIZE_FORMATS,
-  type DeviceQuantizeFormat,
   InvalidArgumentError,
   isDeviceQuantizeFormat,
+  isQuantFormat,
+  QUANT_FORMATS,
+  type QuantFormat,
   type QuantizedWeight,
   quantizedMatmul,
   quantizeRows,
@@ -17,11 +18,11 @@ import { LLAMA_PROJECTIONS, type LlamaWeights } from './weights.js';
  * How a model stores its projection weights (q, k, v, o, gate, up, down) on
  * the device: int8 per output row or with a scale per 32 or 16 weights, or 4
  * bits with a scale per 32 or 128 weights (or a scale and an offset per 32),
- * see @rayo/core's quantized layouts (every one `quantizeRows` writes: q4k
- * comes from GGUF files). Quantizing on load leaves the
+ * see @rayo/core's quantized layouts (q4k, whose rows are whole super-blocks
+ * of 256, is quantized on the host only). Quantizing on load leaves the
  * embedding, the norms and the head in the model's weight dtype.
  */
-export type LlamaWeightFormat = DeviceQuantizeFormat;
+export type LlamaWeightFormat = QuantFormat;
 
 /**
  * The quantized projections of one layer. A projection absent here is the
@@ -67,11 +68,11 @@ export interface LlamaQuantizationReport {
 
 /** Refuses a format that is not one and a backend without the quantized product. */
 export function checkWeightFormat(backend: Backend, format: unknown): asserts format is LlamaWeightFormat {
-  if (!isDeviceQuantizeFormat(format)) {
+  if (!isQuantFormat(format)) {
     throw new InvalidArgumentError('weightFormat must be a quantized format', {
       operation: 'LlamaModel',
       argument: 'weightFormat',
-      expected: DEVICE_QUANTIZE_FORMATS.map((f) => `'${f}'`).join(' | '),
+      expected: QUANT_FORMATS.map((f) => `'${f}'`).join(' | '),
       actual: String(format),
     });
   }
@@ -108,7 +109,16 @@ export class LlamaLayerQuantizer {
     on?: LlamaQuantizePath,
   ) {
     checkWeightFormat(backend, format);
-    this.path = on ?? defaultQuantizePath(backend);
+    // quantizeRows writes every format but q4k: that one is quantized on the host.
+    this.path = on ?? (isDeviceQuantizeFormat(format) ? defaultQuantizePath(backend) : 'host');
+    if (this.path === 'device' && !isDeviceQuantizeFormat(format)) {
+      throw new InvalidArgumentError(`${format} is not quantized on the device`, {
+        operation: quantizeRows.name,
+        argument: 'quantizeOn',
+        expected: `'host' with ${format} (quantizeRows writes the other formats)`,
+        actual: "'device'",
+      });
+    }
     if (this.path === 'device' && !backend.supports(quantizeRows.name)) {
       throw new UnsupportedOnBackendError(`the ${backend.name} backend cannot quantize on the device`, {
         operation: quantizeRows.name,
@@ -123,7 +133,7 @@ export class LlamaLayerQuantizer {
   async #quantize(dense: Tensor, name: string): Promise<QuantizedWeight> {
     const start = performance.now();
     const done: QuantizedTensor =
-      this.path === 'device'
+      this.path === 'device' && isDeviceQuantizeFormat(this.format)
         ? await quantizeOnDevice(this.backend, dense, this.format, name)
         : await quantizeOnHost(this.backend, dense, this.format);
     if (done.error) {
