@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createCpuBackend } from '../cpu/backend.js';
 import { toHostArray, toNumbers } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
+import { quantizedMatmul } from '../kernels/quantized.js';
 import { Rng } from '../testing/random.js';
 import { codeAt, QUANT_FORMATS, quantLayout, subBlockScaleMin, zeroAt } from './layout.js';
 import { dequantizeWeights, quantizationError, quantizeWeights } from './quantize.js';
@@ -278,6 +279,28 @@ describe('q4k', () => {
       expect(Math.abs(back[i]! - w[i]!)).toBeLessThanOrEqual(Math.fround(d[row * 3 + s]! * sc) + 1e-3);
     }
     expect(() => quantizeWeights(new Float32Array(300), [1, 300], 'q4k')).toThrow(ShapeError);
+    // The product refuses such a K too, naming x and what it expected.
+    const backend = createCpuBackend();
+    using weight = uploadQuantized(backend, quantizeWeights(gaussian(9, 512), [1, 512], 'q4k'));
+    using x = backend.upload(new Float32Array(300), [1, 300]);
+    const words = backend.upload(new Uint32Array(2 * 32), [1, 64], 'u32');
+    const error = (() => {
+      try {
+        backend.run(quantizedMatmul, [x, words, weight.scales, weight.zeros, undefined, weight.offsets], {
+          format: 'q4k',
+        });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(ShapeError);
+    expect(error).toMatchObject({
+      argument: 'x',
+      expected: 'K a multiple of 256 (whole q4k super-blocks)',
+      actual: 'K = 300',
+    });
+    words.dispose();
+    backend.dispose();
     expect(() => quantizeWeights(new Float32Array(300), [1, 300], 'q4k')).toThrow(/K a multiple of 256/);
   });
 });
