@@ -58,6 +58,13 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
     check.rank('x', x!, 2, '[M, K]');
     const [m, k] = x!.shape as [number, number];
     check.shape(k > 0, 'x', 'a quantized product needs rows of at least one element', 'K >= 1', x!.shape);
+    check.shape(
+      wholeSuperBlocks(format, k),
+      'x',
+      `${format} rows are whole super-blocks`,
+      `K ${superBlockMultiple(format)}`,
+      `K = ${k}`,
+    );
     const n = checkQuantizedTable(
       check,
       format,
@@ -102,6 +109,14 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
 
 type QuantizedEmbeddingAttrs = { format: QuantFormat; dim: number; to: (typeof FLOAT)[number] };
 
+/** Whether rows of `length` suit `format`: q4k's are whole super-blocks of 256 (as GGUF's Q4_K rows are). */
+function wholeSuperBlocks(format: QuantFormat, length: number): boolean {
+  return !quantLayout(format, 1).subBlockScales || length % Q4K_SUPER_BLOCK === 0;
+}
+
+const superBlockMultiple = (format: QuantFormat) =>
+  `a multiple of ${Q4K_SUPER_BLOCK} (whole ${format} super-blocks)`;
+
 /**
  * The shape checks of a quantized table [V, D] (or weight [N, K]) in
  * `format`; returns V. `words` names the rows and the row length in the
@@ -126,12 +141,6 @@ function checkQuantizedTable(
   const { rows, rowOf, forRows } = words;
   const layout = quantLayout(format, dim);
   const { packed, scales, zeros, offsets } = metas;
-  if (layout.subBlockScales && dim % Q4K_SUPER_BLOCK !== 0) {
-    const expected = `a multiple of ${Q4K_SUPER_BLOCK} (whole ${format} super-blocks)`;
-    if (words.rows === 'N')
-      check.shape(false, 'x', `${format} rows are whole super-blocks`, `K ${expected}`, `K = ${dim}`);
-    check.attr(false, 'dim', `${format} rows are whole super-blocks`, `D ${expected}`, dim);
-  }
   check.rank('packed', packed, 2, `[${rows}, rowWords]`);
   const v = packed.shape[0]!;
   check.dim('packed', packed, 1, layout.rowWords, `the u32 words of a ${format} row of ${rowOf}`);
@@ -221,6 +230,13 @@ export const quantizedEmbedding = defineKernel<QuantizedEmbeddingAttrs>({
   infer([ids, packed, scales, zeros, offsets], { format, dim, to }) {
     const check = new ArgCheck('quantizedEmbedding');
     check.minRank('ids', ids!, 1);
+    check.attr(
+      wholeSuperBlocks(format, dim),
+      'dim',
+      `${format} rows are whole super-blocks`,
+      `D ${superBlockMultiple(format)}`,
+      dim,
+    );
     checkQuantizedTable(check, format, dim, { packed: packed!, scales: scales!, zeros, offsets });
     return [{ name: 'y', shape: [...ids!.shape, dim], dtype: to }];
   },
