@@ -13,25 +13,33 @@ function codeWords(rng: Rng, size: number): number[] {
 
 /**
  * A weight [N, K] in a quantized format as the cases upload it: random codes,
- * scales that keep |w| near 1, q4g32a's offsets, and the bytes of all three.
+ * scales that keep |w| near 1, q4g32a's offsets (q4k's dmin, with its
+ * sub-block scale words), and the bytes of them all.
  */
 function quantizedWeight(format: QuantFormat, k: number, n: number) {
   const layout = quantLayout(format, k);
-  // What quantizeWeights (and the GGUF repacks) store: f32 scales for q8, q8g16 (Q6_K), q4g32a (Q4_K) and q8g32a (Q5_K), else f16.
+  // What quantizeWeights (and the GGUF repacks) store: f32 scales for q8, q8g16 (Q6_K), q4g32a (Q4_1) and q8g32a (Q5_K), else f16 (q4k: Q4_K's d and dmin).
   const scaleF32 = format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a';
   const groupValues = (from: number, to: number): BenchInput => ({
     shape: [n, layout.groups],
     dtype: scaleF32 ? 'f32' : 'f16',
     fill: (rng: Rng, size: number) => Array.from({ length: size }, () => rng.uniform(from, to)),
   });
-  const [lo, hi] = layout.bits === 8 ? [0.002, 0.008] : [0.02, 0.066];
+  // q4k's d multiplies 6-bit scales, its dmin 6-bit mins.
+  const [lo, hi] = layout.subBlockScales
+    ? [0.0002, 0.001]
+    : layout.bits === 8
+      ? [0.002, 0.008]
+      : [0.02, 0.066];
   const scaleBytes = n * layout.groups * (scaleF32 ? 4 : 2) * (layout.offsets ? 2 : 1);
+  const subBlockBytes = layout.subBlockScales ? n * layout.zeroWords * 4 : 0;
   return {
     layout,
     codes: { shape: [n, layout.rowWords], fill: codeWords },
     scales: groupValues(lo, hi),
-    offsets: layout.offsets ? groupValues(0, 1) : undefined,
-    bytes: n * layout.rowWords * 4 + scaleBytes,
+    subBlockScales: layout.subBlockScales ? { shape: [n, layout.zeroWords], fill: codeWords } : undefined,
+    offsets: layout.offsets ? groupValues(0, layout.subBlockScales ? 1 / 63 : 1) : undefined,
+    bytes: n * layout.rowWords * 4 + scaleBytes + subBlockBytes,
   };
 }
 
@@ -46,7 +54,7 @@ export function quantizedGemv(
   zeroPoints: boolean,
   when: Modes,
 ): BenchCase {
-  const { layout, codes, scales, offsets, bytes } = quantizedWeight(format, k, n);
+  const { layout, codes, scales, subBlockScales, offsets, bytes } = quantizedWeight(format, k, n);
   return {
     id: `qgemv/${format}${zeroPoints ? 'z' : ''}-${m}x${k}x${n}`,
     family: 'qgemv',
@@ -55,9 +63,9 @@ export function quantizedGemv(
       { shape: [m, k] },
       codes,
       scales,
-      // Zero points, c absent, q4g32a's offsets last.
+      // Zero points (or q4k's sub-block scales), c absent, the offsets last.
       ...(zeroPoints ? [{ shape: [n, layout.zeroWords], fill: codeWords }] : []),
-      ...(offsets ? [undefined, undefined, offsets] : []),
+      ...(offsets ? [subBlockScales, undefined, offsets] : []),
     ],
     attrs: { format },
     bound: 'bytes',

@@ -105,6 +105,10 @@ describe('the suite', () => {
     const q4a = SUITE.find((c) => c.id === 'qgemv/q4g32a-1x4096x4096')!;
     expect(inputMetas(q4a).map((m) => m?.dtype)).toEqual(['f32', 'u32', 'f32', undefined, undefined, 'f32']);
     expect(q4a.x).toBe(4096 * 4096 * 0.5 + 4096 * 128 * 8);
+    // Q4_K as stored: nibbles, an f16 d and dmin and twelve bytes of 6-bit scales per 256 (4.5 bits per weight).
+    const q4k = SUITE.find((c) => c.id === 'qgemv/q4k-1x4096x4096')!;
+    expect(inputMetas(q4k).map((m) => m?.dtype)).toEqual(['f32', 'u32', 'f16', 'u32', undefined, 'f16']);
+    expect(q4k.x).toBe((4096 * 4096 * 4.5) / 8);
   });
 
   it('counts about 2·M·N·K flops for a GEMM, transposed or not', () => {

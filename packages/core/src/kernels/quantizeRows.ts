@@ -1,11 +1,11 @@
 import { bytesPerElement } from '../dtype.js';
 import { defineKernel, type OutputMeta } from '../kernel.js';
-import { QUANT_FORMATS, type QuantFormat, quantLayout } from '../quant/layout.js';
+import { DEVICE_QUANTIZE_FORMATS, type DeviceQuantizeFormat, quantLayout } from '../quant/layout.js';
 import { quantizeFinite, type ScaleDType } from '../quant/quantize.js';
 import { ArgCheck } from './check.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
 
-type QuantizeRowsAttrs = { format: QuantFormat; scaleDType: ScaleDType; zeroPoints: boolean };
+type QuantizeRowsAttrs = { format: DeviceQuantizeFormat; scaleDType: ScaleDType; zeroPoints: boolean };
 
 /**
  * A dense weight [N, K] (f32, f16 or bf16) quantized to `format` on the
@@ -25,7 +25,7 @@ export const quantizeRows = defineKernel<QuantizeRowsAttrs>({
     'quantizes a dense weight [N, K] to an int8 or 4-bit format (codes, scales, zero points or offsets)',
   inputs: [{ name: 'w', dtypes: FLOAT, doc: '[N, K]: a linear layer’s [out, in] weight' }],
   attributes: {
-    format: { kind: 'enum', values: QUANT_FORMATS, doc: 'the layout to write' },
+    format: { kind: 'enum', values: DEVICE_QUANTIZE_FORMATS, doc: 'the layout to write' },
     scaleDType: { kind: 'enum', values: FLOAT, doc: 'how the scales (and offsets) are stored' },
     zeroPoints: {
       kind: 'boolean',

@@ -1,6 +1,6 @@
 import { bytesPerElement } from '../dtype.js';
 import { defineKernel, type TensorMeta } from '../kernel.js';
-import { QUANT_FORMATS, type QuantFormat, quantLayout } from '../quant/layout.js';
+import { Q4K_SUPER_BLOCK, QUANT_FORMATS, type QuantFormat, quantLayout } from '../quant/layout.js';
 import { dequantizeInto } from '../quant/quantize.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
@@ -21,7 +21,7 @@ type QuantizedMatmulAttrs = { format: QuantFormat; beta: number };
  * format (see quant/layout.ts for the bits): the decode product of a linear
  * layer whose weights are read as 8 or 4 bits. x, c and y share one float
  * dtype; the sums are f32. The reference dequantizes exactly (in f64; ggml's
- * f32 values for q8g32, q8g16 and q4g32a) and sums in f64, so a backend
+ * f32 values for the formats after q4g128) and sums in f64, so a backend
  * differs only by its f32 summation order (and, for those formats, by where
  * it rounds the scaling: a kernel may scale a group's sum instead of each
  * weight). Optional inputs keep their positions: offsets come after c.
@@ -38,7 +38,7 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
       name: 'zeros',
       dtypes: ['u32'],
       optional: true,
-      doc: '[N, ceil(groups / 8)]: q4 zero-point nibbles; absent, codes are centred on 8',
+      doc: "[N, zeroWords]: q4g32/q4g128 zero-point nibbles (absent, codes are centred on 8), or q4k's 6-bit sub-block scales and mins (required there)",
     },
     { name: 'c', dtypes: FLOAT, optional: true, doc: '[M, N], added after scaling by beta' },
     {
@@ -46,7 +46,7 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
       dtypes: FLOAT,
       dtypeGroup: SCALES,
       optional: true,
-      doc: "[N, groups(K)]: q4g32a's offsets, subtracted after scaling (required there, refused elsewhere)",
+      doc: "[N, groups(K)]: q4g32a's, q8g32a's and q4k's offsets (q4k: dmin), subtracted after scaling (required there, refused elsewhere)",
     },
   ],
   attributes: {
@@ -58,6 +58,13 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
     check.rank('x', x!, 2, '[M, K]');
     const [m, k] = x!.shape as [number, number];
     check.shape(k > 0, 'x', 'a quantized product needs rows of at least one element', 'K >= 1', x!.shape);
+    check.shape(
+      wholeSuperBlocks(format, k),
+      'x',
+      `${format} rows are whole super-blocks`,
+      `K ${superBlockMultiple(format)}`,
+      `K = ${k}`,
+    );
     const n = checkQuantizedTable(
       check,
       format,
@@ -102,6 +109,14 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
 
 type QuantizedEmbeddingAttrs = { format: QuantFormat; dim: number; to: (typeof FLOAT)[number] };
 
+/** Whether rows of `length` suit `format`: q4k's are whole super-blocks of 256 (as GGUF's Q4_K rows are). */
+function wholeSuperBlocks(format: QuantFormat, length: number): boolean {
+  return !quantLayout(format, 1).subBlockScales || length % Q4K_SUPER_BLOCK === 0;
+}
+
+const superBlockMultiple = (format: QuantFormat) =>
+  `a multiple of ${Q4K_SUPER_BLOCK} (whole ${format} super-blocks)`;
+
 /**
  * The shape checks of a quantized table [V, D] (or weight [N, K]) in
  * `format`; returns V. `words` names the rows and the row length in the
@@ -130,7 +145,21 @@ function checkQuantizedTable(
   const v = packed.shape[0]!;
   check.dim('packed', packed, 1, layout.rowWords, `the u32 words of a ${format} row of ${rowOf}`);
   check.sameShape('scales', scales, [v, layout.groups], `[${rows}, groups] of ${format} for ${forRows}`);
-  if (zeros) {
+  if (layout.subBlockScales) {
+    check.shape(
+      zeros !== undefined,
+      'zeros',
+      `${format} needs its 6-bit sub-block scales and mins`,
+      `[${rows}, 3 · groups] = [${v}, ${layout.zeroWords}]`,
+      'absent',
+    );
+    check.sameShape(
+      'zeros',
+      zeros!,
+      [v, layout.zeroWords],
+      `[${rows}, 3 · groups] words of 6-bit scales and mins`,
+    );
+  } else if (zeros) {
     check.shape(
       layout.zeroPoints,
       'zeros',
@@ -178,14 +207,14 @@ export const quantizedEmbedding = defineKernel<QuantizedEmbeddingAttrs>({
       name: 'zeros',
       dtypes: ['u32'],
       optional: true,
-      doc: '[V, ceil(groups / 8)]: q4g32/q4g128 zero-point nibbles',
+      doc: "[V, zeroWords]: q4g32/q4g128 zero-point nibbles, or q4k's 6-bit sub-block scales and mins",
     },
     {
       name: 'offsets',
       dtypes: FLOAT,
       dtypeGroup: SCALES,
       optional: true,
-      doc: "[V, groups(D)]: q4g32a's offsets (required there, refused elsewhere)",
+      doc: "[V, groups(D)]: q4g32a's, q8g32a's and q4k's offsets (required there, refused elsewhere)",
     },
   ],
   attributes: {
@@ -201,6 +230,13 @@ export const quantizedEmbedding = defineKernel<QuantizedEmbeddingAttrs>({
   infer([ids, packed, scales, zeros, offsets], { format, dim, to }) {
     const check = new ArgCheck('quantizedEmbedding');
     check.minRank('ids', ids!, 1);
+    check.attr(
+      wholeSuperBlocks(format, dim),
+      'dim',
+      `${format} rows are whole super-blocks`,
+      `D ${superBlockMultiple(format)}`,
+      dim,
+    );
     checkQuantizedTable(check, format, dim, { packed: packed!, scales: scales!, zeros, offsets });
     return [{ name: 'y', shape: [...ids!.shape, dim], dtype: to }];
   },

@@ -49,24 +49,53 @@
  *   5-bit ggml types land here exactly: Q5_K with f32 scales d · sc and
  *   offsets dmin · m, Q5_1 with scales d and offsets −m (10 bits per weight
  *   where they store 5.5 and 6: the kernels read the int8 codes of q8).
+ * - `q4k`: GGUF's Q4_K at its own 4.5 bits per weight. Unsigned nibbles laid
+ *   out as q4g32's; per super-block of 256 weights an f16 (or f32, bf16) d in
+ *   `scales` and dmin in `offsets` ([N, K / 256] each), and in `zeros` the
+ *   super-block's twelve bytes of 6-bit sub-block scales and mins as the
+ *   file stores them (three u32 words per super-block: [N, 3 · K / 256]; see
+ *   `subBlockScaleMin`). Weight k lies in sub-block j = (k / 32) mod 8 of its
+ *   super-block, whose 6-bit sc and m give value = f32(f32(q · f32(d · sc)) −
+ *   f32(dmin · m)), ggml's own. K is a multiple of 256 (as GGUF's Q4_K rows
+ *   are): other K are refused.
  */
-export const QUANT_FORMATS = ['q8', 'q4g32', 'q4g128', 'q8g32', 'q8g16', 'q4g32a', 'q8g32a'] as const;
+export const QUANT_FORMATS = ['q8', 'q4g32', 'q4g128', 'q8g32', 'q8g16', 'q4g32a', 'q8g32a', 'q4k'] as const;
 export type QuantFormat = (typeof QUANT_FORMATS)[number];
+
+/**
+ * The formats `quantizeRows` writes on a device (all but q4k, whose
+ * super-block scales come from GGUF files or from `quantizeWeights`).
+ */
+export const DEVICE_QUANTIZE_FORMATS = [
+  'q8',
+  'q4g32',
+  'q4g128',
+  'q8g32',
+  'q8g16',
+  'q4g32a',
+  'q8g32a',
+] as const;
+export type DeviceQuantizeFormat = (typeof DEVICE_QUANTIZE_FORMATS)[number];
 
 /** Weights per 16-byte word of packed data, the unit every kernel reads. */
 export const BLOCK_WEIGHTS = 32;
+/** q4k's super-block (one d, one dmin, eight 6-bit scales and mins) and sub-block (one scale and min). */
+export const Q4K_SUPER_BLOCK = 256;
+export const Q4K_SUB_BLOCK = 32;
+/** u32 words of q4k's 6-bit sub-block scales and mins per super-block. */
+export const Q4K_SUB_SCALE_WORDS = 3;
 
 export interface QuantLayout {
   readonly format: QuantFormat;
-  /** Bits per weight: 8 or 4. */
+  /** Bits per weight of the codes: 8 or 4. */
   readonly bits: 8 | 4;
-  /** Consecutive k sharing one scale: the whole (padded) row for q8. */
+  /** Consecutive k sharing one entry of `scales`: the whole (padded) row for q8, a super-block for q4k. */
   readonly groupSize: number;
-  /** Scale groups per row: 1 for q8, ceil(K / groupSize) for q4. */
+  /** Entries of `scales` per row: 1 for q8, ceil(K / groupSize) otherwise. */
   readonly groups: number;
   /** u32 words of packed data per row. */
   readonly rowWords: number;
-  /** u32 words of zero-point nibbles per row (q4 only; 0 for q8). */
+  /** u32 words of `zeros` per row: zero-point nibbles (q4g32, q4g128), q4k's 6-bit sub-block scales; else 0. */
   readonly zeroWords: number;
   /** Weights per u32 word: 4 or 8. */
   readonly perWord: 4 | 8;
@@ -80,6 +109,12 @@ export interface QuantLayout {
   readonly offsets: boolean;
   /** Values are f32 products formed as ggml forms them (the formats after q4g128); else exact. */
   readonly f32Values: boolean;
+  /**
+   * q4k: `zeros` (required) holds each super-block's 6-bit sub-block scales
+   * and mins, and a weight's scale and offset are f32(d · sc) and
+   * f32(dmin · m) of its 32-weight sub-block.
+   */
+  readonly subBlockScales: boolean;
 }
 
 export function isQuantFormat(value: unknown): value is QuantFormat {
@@ -115,6 +150,25 @@ export function quantLayout(format: QuantFormat, k: number): QuantLayout {
       zeroPoints: false,
       offsets: format === 'q8g32a',
       f32Values: format !== 'q8',
+      subBlockScales: false,
+    };
+  }
+  if (format === 'q4k') {
+    const groups = Math.ceil(k / Q4K_SUPER_BLOCK);
+    return {
+      format,
+      bits: 4,
+      groupSize: Q4K_SUPER_BLOCK,
+      groups,
+      rowWords: (groups * Q4K_SUPER_BLOCK) / 8,
+      zeroWords: Q4K_SUB_SCALE_WORDS * groups,
+      perWord: 8,
+      offset: 0,
+      scalePerRow: false,
+      zeroPoints: false,
+      offsets: true,
+      f32Values: true,
+      subBlockScales: true,
     };
   }
   const groupSize = format === 'q4g128' ? 128 : 32;
@@ -133,6 +187,7 @@ export function quantLayout(format: QuantFormat, k: number): QuantLayout {
     zeroPoints: !asymmetric,
     offsets: asymmetric,
     f32Values: asymmetric,
+    subBlockScales: false,
   };
 }
 
@@ -146,4 +201,22 @@ export function codeAt(packed: ArrayLike<number>, layout: QuantLayout, n: number
 /** The zero point of group g of row n (q4g32 and q4g128 with zero points only). */
 export function zeroAt(zeros: ArrayLike<number>, layout: QuantLayout, n: number, g: number): number {
   return ((zeros[n * layout.zeroWords + (g >> 3)]! >>> 0) >>> (4 * (g % 8))) & 0xf;
+}
+
+/**
+ * The 6-bit scale and min of sub-block j (0 … 7) of a q4k super-block whose
+ * three words start at `words[at]`: ggml's get_scale_min_k4 over the twelve
+ * bytes (little-endian words). Sub-blocks 0–3 keep theirs in the low 6 bits
+ * of bytes j and j + 4; sub-blocks 4–7 in the nibbles of byte j + 4 with the
+ * top 2 bits in bytes j − 4 and j.
+ */
+export function subBlockScaleMin(words: ArrayLike<number>, at: number, j: number): { sc: number; m: number } {
+  const byte = (b: number) => ((words[at + (b >> 2)]! >>> 0) >>> (8 * (b & 3))) & 0xff;
+  if (j < 4) return { sc: byte(j) & 63, m: byte(j + 4) & 63 };
+  const low = byte(j + 4);
+  return { sc: (low & 0xf) | ((byte(j - 4) >> 6) << 4), m: (low >> 4) | ((byte(j) >> 6) << 4) };
+}
+
+export function isDeviceQuantizeFormat(value: unknown): value is DeviceQuantizeFormat {
+  return typeof value === 'string' && (DEVICE_QUANTIZE_FORMATS as readonly string[]).includes(value);
 }

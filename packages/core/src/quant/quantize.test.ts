@@ -2,10 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { createCpuBackend } from '../cpu/backend.js';
 import { toHostArray, toNumbers } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
+import { quantizedMatmul } from '../kernels/quantized.js';
 import { Rng } from '../testing/random.js';
-import { codeAt, QUANT_FORMATS, quantLayout, zeroAt } from './layout.js';
+import { codeAt, QUANT_FORMATS, quantLayout, subBlockScaleMin, zeroAt } from './layout.js';
 import { dequantizeWeights, quantizationError, quantizeWeights } from './quantize.js';
 import { runQuantizedMatmul, uploadQuantized } from './quantizedWeight.js';
+
+/** The formats that take any K (q4k's rows are whole super-blocks of 256). */
+const ANY_K_FORMATS = QUANT_FORMATS.filter((format) => !quantLayout(format, 1).subBlockScales);
 
 function gaussian(seed: number, count: number, scale = 0.02): Float32Array {
   const rng = new Rng(seed);
@@ -82,7 +86,7 @@ describe('quantizeWeights', () => {
   it('rounds to nearest: every weight within half a step (a step with zero points, whose range may clip)', () => {
     const [n, k] = [7, 300];
     const w = gaussian(1, n * k);
-    for (const format of QUANT_FORMATS) {
+    for (const format of ANY_K_FORMATS) {
       for (const zeroPoints of quantLayout(format, 1).zeroPoints ? [false, true] : [false]) {
         const q = quantizeWeights(w, [n, k], format, { zeroPoints });
         const layout = quantLayout(format, k);
@@ -118,6 +122,9 @@ describe('quantizeWeights', () => {
     expect(errors.q8g32!.rmsRelative).toBeLessThan(errors.q8!.rmsRelative);
     expect(errors.q4g32a!.rmsRelative).toBeLessThan(errors.q4g32!.rmsRelative);
     expect(errors.q8g32a!.rmsRelative).toBeLessThan(errors.q8g32!.rmsRelative);
+    // q4k's 6-bit sub-block scales and mins cost a little against q4g32a's exact ones.
+    expect(errors.q4k!.rmsRelative).toBeLessThan(0.15);
+    expect(errors.q4k!.rmsRelative).toBeLessThan(1.25 * errors.q4g32a!.rmsRelative);
     const zeroPoints = quantizationError(w, quantizeWeights(w, [n, k], 'q4g32', { zeroPoints: true }));
     expect(zeroPoints.rmsRelative).toBeLessThan(0.15);
   });
@@ -158,15 +165,17 @@ describe('quantizeWeights', () => {
 describe('a quantized weight on a backend', () => {
   it('multiplies like the dequantized weight, and reports the bytes it holds', async () => {
     const backend = createCpuBackend();
-    const [m, n, k] = [2, 9, 160];
+    const [m, n, k] = [2, 9, 256];
     const w = gaussian(4, n * k, 0.1);
     const xs = gaussian(5, m * k, 1);
     for (const format of QUANT_FORMATS) {
       using weight = uploadQuantized(backend, quantizeWeights(w, [n, k], format));
       const layout = quantLayout(format, k);
-      const scaleBytes = format === 'q8g32' || format === 'q4g32' || format === 'q4g128' ? 2 : 4;
+      const scaleBytes = ['q8g32', 'q4g32', 'q4g128', 'q4k'].includes(format) ? 2 : 4;
       expect(weight.byteLength).toBe(
-        n * layout.rowWords * 4 + n * layout.groups * scaleBytes * (layout.offsets ? 2 : 1),
+        n * layout.rowWords * 4 +
+          n * layout.groups * scaleBytes * (layout.offsets ? 2 : 1) +
+          n * layout.zeroWords * 4 * (layout.subBlockScales ? 1 : 0),
       );
       using x = backend.upload(xs, [m, k]);
       using y = runQuantizedMatmul(backend, x, weight);
@@ -181,5 +190,117 @@ describe('a quantized weight on a backend', () => {
       }
     }
     backend.dispose();
+  });
+});
+
+describe('q4k', () => {
+  /** ggml's get_scale_min_k4 over a super-block's twelve bytes. */
+  function ggmlScaleMin(q: Uint8Array, j: number): { sc: number; m: number } {
+    if (j < 4) return { sc: q[j]! & 63, m: q[j + 4]! & 63 };
+    return { sc: (q[j + 4]! & 0xf) | ((q[j - 4]! >> 6) << 4), m: (q[j + 4]! >> 4) | ((q[j]! >> 6) << 4) };
+  }
+
+  it('holds 4.5 bits per weight: nibbles, an f16 d and dmin and twelve bytes per 256', () => {
+    const layout = quantLayout('q4k', 512);
+    expect(layout).toMatchObject({
+      rowWords: 64,
+      groups: 2,
+      groupSize: 256,
+      zeroWords: 6,
+      subBlockScales: true,
+    });
+    const q = quantizeWeights(gaussian(6, 3 * 512), [3, 512], 'q4k');
+    expect(q.scaleDType).toBe('f16');
+    const bytes = q.packed.byteLength + q.scales.byteLength + q.offsets!.byteLength + q.zeros!.byteLength;
+    expect((8 * bytes) / (3 * 512)).toBe(4.5);
+  });
+
+  it("reads the 6-bit scales and mins as ggml's get_scale_min_k4 does", () => {
+    const rng = new Rng(7);
+    for (let trial = 0; trial < 20; trial++) {
+      const words = Uint32Array.from({ length: 4 }, () => rng.int(0, 2 ** 32));
+      const bytes = new Uint8Array(words.buffer);
+      for (let j = 0; j < 8; j++) {
+        // The super-block's words start at word 1: the reading takes its offset into account.
+        expect(subBlockScaleMin(words, 1, j)).toEqual(ggmlScaleMin(bytes.subarray(4), j));
+      }
+    }
+  });
+
+  it("gives ggml's value f32(f32(q · f32(d · sc)) − f32(dmin · m))", () => {
+    // Sub-block 0: sc 5, m 3; sub-block 5: sc 37 (low nibble 5, top bits 2), m 50 (low nibble 2, top bits 3).
+    const bytes = new Uint8Array(12);
+    bytes[0] = 5;
+    bytes[4] = 3;
+    bytes[1] = (bytes[1]! & 0x3f) | (2 << 6);
+    bytes[5] = (bytes[5]! & 0x3f) | (3 << 6);
+    bytes[9] = 5 | (2 << 4);
+    const zeros = new Uint32Array(bytes.buffer);
+    const packed = new Uint32Array(32);
+    packed[0] = 0x7; // weight 0: code 7
+    packed[20] = 0xc0; // weight 161 (sub-block 5): code 12
+    const d = Math.fround(1 / 3);
+    const dmin = Math.fround(1 / 7);
+    const weight = {
+      format: 'q4k',
+      n: 1,
+      k: 256,
+      packed,
+      scales: Float32Array.of(d),
+      scaleDType: 'f32',
+      zeros,
+      offsets: Float32Array.of(dmin),
+    } as const;
+    const values = dequantizeWeights(weight);
+    const value = (q: number, sc: number, m: number) =>
+      Math.fround(Math.fround(q * Math.fround(d * sc)) - Math.fround(dmin * m));
+    expect(subBlockScaleMin(zeros, 0, 5)).toEqual({ sc: 37, m: 50 });
+    expect(values[0]).toBe(value(7, 5, 3));
+    expect(values[1]).toBe(value(0, 5, 3));
+    expect(values[161]).toBe(value(12, 37, 50));
+    expect(values[160]).toBe(value(0, 37, 50));
+    expect(() => dequantizeWeights({ ...weight, zeros: undefined })).toThrow(
+      /q4k needs its sub-block scales/,
+    );
+  });
+
+  it('quantizes within a step of each sub-block, and refuses K that is not whole super-blocks', () => {
+    const [n, k] = [4, 768];
+    const w = gaussian(8, n * k);
+    const q = quantizeWeights(w, [n, k], 'q4k');
+    const back = dequantizeWeights(q);
+    const d = toNumbers('f16', q.scales);
+    for (let i = 0; i < n * k; i++) {
+      const row = Math.floor(i / k);
+      const kk = i % k;
+      const s = Math.floor(kk / 256);
+      const { sc } = subBlockScaleMin(q.zeros!, row * 9 + 3 * s, (kk >> 5) & 7);
+      // The 6-bit scale may round below the sub-block's range / 15 by half of d, the min by half of dmin.
+      expect(Math.abs(back[i]! - w[i]!)).toBeLessThanOrEqual(Math.fround(d[row * 3 + s]! * sc) + 1e-3);
+    }
+    expect(() => quantizeWeights(new Float32Array(300), [1, 300], 'q4k')).toThrow(ShapeError);
+    // The product refuses such a K too, naming x and what it expected.
+    const backend = createCpuBackend();
+    using weight = uploadQuantized(backend, quantizeWeights(gaussian(9, 512), [1, 512], 'q4k'));
+    using x = backend.upload(new Float32Array(300), [1, 300]);
+    const words = backend.upload(new Uint32Array(2 * 32), [1, 64], 'u32');
+    const error = (() => {
+      try {
+        backend.run(quantizedMatmul, [x, words, weight.scales, weight.zeros, undefined, weight.offsets], {
+          format: 'q4k',
+        });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(ShapeError);
+    expect(error).toMatchObject({
+      argument: 'x',
+      expected: 'K a multiple of 256 (whole q4k super-blocks)',
+      actual: 'K = 300',
+    });
+    words.dispose();
+    backend.dispose();
+    expect(() => quantizeWeights(new Float32Array(300), [1, 300], 'q4k')).toThrow(/K a multiple of 256/);
   });
 });

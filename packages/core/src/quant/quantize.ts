@@ -4,12 +4,14 @@ import {
   codeAt,
   codeRange,
   isQuantFormat,
+  Q4K_SUPER_BLOCK,
   QUANT_FORMATS,
   type QuantFormat,
   type QuantLayout,
   quantLayout,
   zeroAt,
 } from './layout.js';
+import { q4kValue, quantizeQ4k } from './q4k.js';
 import { nearestQuotient, positiveZero, reciprocalOf } from './rounding.js';
 
 /** The float dtypes a scale may be stored in. */
@@ -27,16 +29,19 @@ export interface QuantizedHostWeight {
   /** [N, groups] in `scaleDType`. */
   readonly scales: HostArray;
   readonly scaleDType: ScaleDType;
-  /** [N, ceil(groups / 8)] zero-point nibbles (q4g32, q4g128); absent: symmetric around 8. */
+  /**
+   * [N, zeroWords]: zero-point nibbles (q4g32, q4g128; absent: symmetric
+   * around 8), or q4k's 6-bit sub-block scales and mins (required there).
+   */
   readonly zeros?: Uint32Array;
-  /** [N, groups] in `scaleDType`: q4g32a's offsets (required there, absent elsewhere). */
+  /** [N, groups] in `scaleDType`: q4g32a's, q8g32a's and q4k's offsets (required there, absent elsewhere). */
   readonly offsets?: HostArray;
 }
 
 export interface QuantizeOptions {
   /** q4g32, q4g128 only: a zero point per group (asymmetric); default false (symmetric around 8). */
   readonly zeroPoints?: boolean;
-  /** Default f32 for q8, q8g16, q4g32a and q8g32a, f16 for q4g32, q4g128 and q8g32 (see layout.ts). */
+  /** Default f32 for q8, q8g16, q4g32a and q8g32a, f16 for q4g32, q4g128, q8g32 and q4k (see layout.ts). */
   readonly scaleDType?: ScaleDType;
 }
 
@@ -44,6 +49,7 @@ const KERNEL = 'quantizeWeights';
 
 /** How `quantizeWeights` stores `format`'s scales unless told: see layout.ts. */
 export function defaultScaleDType(format: QuantFormat): ScaleDType {
+  // q4k's d and dmin are f16 in the file.
   return format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a' ? 'f32' : 'f16';
 }
 const fround = Math.fround;
@@ -79,6 +85,7 @@ function stored(dtype: ScaleDType, value: number): number {
  * - q4g32a: offset = −min, scale = (max − min) / 15 per group (each stored
  *   first), q = round((w + offset) / scale) in 0…15; q8g32a the same with
  *   scale = (max − min) / 255, offset = −128 · scale − min, q in −128…127.
+ * - q4k: see `quantizeQ4k` (K must be a multiple of 256).
  * Weights that are not finite are refused.
  */
 export function quantizeWeights(
@@ -104,6 +111,14 @@ export function quantizeWeights(
       argument: 'dtype',
       expected: 'f32 | f16 | bf16',
       actual: dtype,
+    });
+  }
+  if (format === 'q4k' && k % Q4K_SUPER_BLOCK !== 0) {
+    throw new ShapeError('q4k rows are whole super-blocks of 256 weights', {
+      operation: KERNEL,
+      argument: 'shape',
+      expected: 'K a multiple of 256',
+      actual: `K ${k}`,
     });
   }
   const w = dtype === 'f32' ? values : toNumbers(dtype, values as HostArray);
@@ -151,6 +166,19 @@ export function quantizeFinite(
   zeroPoints: boolean,
   scaleDType: ScaleDType,
 ): QuantizedHostWeight {
+  if (format === 'q4k') {
+    const q = quantizeQ4k(w, n, k, (value) => stored(scaleDType, value));
+    return {
+      format,
+      n,
+      k,
+      packed: q.packed,
+      scales: toHostArray(scaleDType, q.d),
+      scaleDType,
+      zeros: q.subScales,
+      offsets: toHostArray(scaleDType, q.dmin),
+    };
+  }
   const layout = quantLayout(format, k);
   const packed = new Uint32Array(n * layout.rowWords);
   const scales = new Float64Array(n * layout.groups);
@@ -239,7 +267,8 @@ export function quantizeFinite(
 /**
  * The value of every weight, [N, K] row-major in f64: (q − zero) · scale,
  * exactly, for q8, q4g32 and q4g128; ggml's f32 values for the others
- * (f32(q · scale), and f32(f32(q · scale) − offset) for q4g32a and q8g32a).
+ * (f32(q · scale), f32(f32(q · scale) − offset) for q4g32a and q8g32a, and
+ * q4k's f32(f32(q · f32(d · sc)) − f32(dmin · m))).
  */
 export function dequantizeWeights(weight: QuantizedHostWeight): Float64Array {
   const { n, k } = weight;
@@ -252,6 +281,14 @@ export function dequantizeWeights(weight: QuantizedHostWeight): Float64Array {
       argument: 'offsets',
       expected: layout.offsets ? '[N, groups] offsets' : 'none',
       actual: offsets ? `${offsets.length} offsets` : 'none',
+    });
+  }
+  if (layout.subBlockScales && weight.zeros?.length !== n * layout.zeroWords) {
+    throw new InvalidArgumentError(`${weight.format} needs its sub-block scales`, {
+      operation: 'dequantizeWeights',
+      argument: 'zeros',
+      expected: `[N, ${layout.zeroWords}] words of 6-bit scales and mins`,
+      actual: weight.zeros ? `${weight.zeros.length} words` : 'none',
     });
   }
   const out = new Float64Array(n * k);
@@ -275,6 +312,17 @@ export function dequantizeInto(
   offsets?: ArrayLike<number>,
   firstRow = 0,
 ): void {
+  if (layout.subBlockScales) {
+    for (let i = 0; i < n; i++) {
+      const row = firstRow + i;
+      const scaleAt = row * layout.groups;
+      for (let kk = 0; kk < k; kk++) {
+        const q = codeAt(packed, layout, row, kk);
+        out[i * k + kk] = q4kValue(q, kk, scales, offsets!, zeros!, scaleAt, row * layout.zeroWords);
+      }
+    }
+    return;
+  }
   for (let i = 0; i < n; i++) {
     const row = firstRow + i;
     for (let kk = 0; kk < k; kk++) {

@@ -12,11 +12,23 @@ export function quantWords(shape: readonly number[]): InputSample {
 
 /**
  * Scales that keep |w| within about 1: 128 · 0.008 for the 8-bit formats, 15 · 0.066 for
- * q4 with zero points and for q4g32a (whose offsets, in [0, 1), shift the values into −1 … 1).
+ * q4 with zero points and for q4g32a (whose offsets, in [0, 1), shift the values into −1 … 1),
+ * 15 · 63 · 0.001 for q4k's d (its sub-block scales are 6-bit multiples of it).
  */
 export function quantScales(format: QuantFormat, n: number, kd: number): InputSample {
-  const [lo, hi] = quantLayout(format, kd).bits === 8 ? [0.002, 0.008] : [0.02, 0.066];
-  return f32([n, quantLayout(format, kd).groups], (rng, size) =>
-    Array.from({ length: size }, () => rng.uniform(lo, hi)),
-  );
+  const layout = quantLayout(format, kd);
+  const [lo, hi] = layout.subBlockScales
+    ? [0.0002, 0.001]
+    : layout.bits === 8
+      ? [0.002, 0.008]
+      : [0.02, 0.066];
+  return f32([n, layout.groups], (rng, size) => Array.from({ length: size }, () => rng.uniform(lo, hi)));
+}
+
+/** Offsets in [0, 1): q4k's dmin in [0, 1 / 63), as its 6-bit mins multiply it. */
+export function quantOffsets(format: QuantFormat, n: number, kd: number): InputSample | undefined {
+  const layout = quantLayout(format, kd);
+  if (!layout.offsets) return undefined;
+  const hi = layout.subBlockScales ? 1 / 63 : 1;
+  return f32([n, layout.groups], (rng, size) => Array.from({ length: size }, () => rng.uniform(0, hi)));
 }

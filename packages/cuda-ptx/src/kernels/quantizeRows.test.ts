@@ -1,4 +1,4 @@
-import { QUANT_FORMATS, quantLayout } from '@rayo/core';
+import { DEVICE_QUANTIZE_FORMATS, quantLayout } from '@rayo/core';
 import { conformanceSuite, runChecks } from '@rayo/core/testing';
 import { createEmulatedGpu, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
@@ -6,7 +6,7 @@ import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import { type QuantizeRowsVariant, quantizeRowsKey, quantizeRowsModule } from './quantizeRows.js';
 
-const VARIANTS: QuantizeRowsVariant[] = QUANT_FORMATS.flatMap((format) =>
+const VARIANTS: QuantizeRowsVariant[] = DEVICE_QUANTIZE_FORMATS.flatMap((format) =>
   (quantLayout(format, 1).zeroPoints ? [false, true] : [false]).flatMap((zeros) =>
     (['f32', 'bf16'] as const).map((weight) => ({ format, zeros, weight, scale: 'f16' as const })),
   ),

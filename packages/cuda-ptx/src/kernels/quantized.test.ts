@@ -110,6 +110,9 @@ describe('quantizedMatmul on a one-SM emulated device', () => {
     ['q8g32a', false, 1, 4096, 19],
     ['q8g32a', false, 3, 999, 21],
     ['q8g32a', false, 70, 96, 67],
+    ['q4k', false, 1, 4096, 19],
+    ['q4k', false, 3, 1024, 21],
+    ['q4k', false, 70, 256, 67],
   ] as const) {
     it(`${format}${zeroPoints ? ' zero points' : ''} ${m}×${k}→${n} from quantizeWeights`, async () => {
       const run = quantizedMatmulProblem(random, [format, zeroPoints, m, k, n]);

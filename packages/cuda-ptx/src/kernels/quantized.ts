@@ -27,6 +27,7 @@ import {
   zeroBias,
 } from './quantizedCodes.js';
 import { encodeQuantizedGemv } from './quantizedGemv.js';
+import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { quantTileModule, TILE_M, TILE_N } from './quantizedTile.js';
 import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageOf } from './storage.js';
 
@@ -41,7 +42,9 @@ import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageOf } from './storage.js'
 // warp sums its lanes with shuffles. Group-scaled formats sum each 16-byte
 // word before its group scale multiplies it (q8g16's words are one group,
 // q8g32's two words one); q8 scales the row's sum once; q4g32a also sums
-// the word's x and subtracts offset · Σx. More rows of x
+// the word's x and subtracts offset · Σx, and q4k likewise with its word's
+// sub-block scale d · sc and offset dmin · m formed from the super-block's
+// d, dmin and 6-bit sc, m as the word is loaded. More rows of x
 // go to a tiled kernel that dequantizes a 64-column × 32-k tile of W into
 // shared memory per step and computes a 64 × 64 tile of y from it.
 
@@ -158,6 +161,15 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         const last = k.min('u32', k.reg('u32'), c, k.sub('u32', k.reg('u32'), chunks, 1));
         const g = groupAt(k, layout, k.mulLo('u32', k.reg('u32'), last, perChunk), groups!);
         const at = k.add('u32', k.reg('u32'), scaleRow, g);
+        if (layout.subBlockScales) {
+          // q4k: a word is one sub-block, j = c mod 8 of super-block g.
+          const words = k.madLo('u32', k.reg('u32'), g, 3, zeroRow!);
+          const sub = k.and('b32', k.reg('u32'), last, 7);
+          const q4k = subBlockScaleOffset(k, scale, { scales, offsets, zeros }, { scale: at, words, sub });
+          k.mov('f32', into.s, q4k.scale);
+          k.neg('f32', into.negOffset, q4k.offset);
+          return;
+        }
         k.mov('f32', into.s, loadOneAsF32(k, scale, k.elementAddress(scales, at, scaleBytes)));
         if (v.zeros) k.mov('f32', into.bias, zeroBias(k, zeros, zeroRow!, g));
         if (layout.offsets) {
@@ -266,7 +278,7 @@ function encodeQuantized(
   checkElementCount(quantizedMatmul.name, 'y', y.size);
   const variant: QuantVariant = {
     format: attrs.format,
-    zeros: zeros !== undefined,
+    zeros: zeros !== undefined && layoutOf(attrs.format).zeroPoints,
     withC: c !== undefined,
     types: { act: storageOf(x!), scale: storageOf(scales!) },
   };

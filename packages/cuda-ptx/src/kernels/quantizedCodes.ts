@@ -1,5 +1,6 @@
 import {
   InvalidArgumentError,
+  Q4K_SUB_SCALE_WORDS,
   type QuantFormat,
   type QuantLayout,
   quantizedMatmul,
@@ -26,7 +27,7 @@ export const MAGIC = 2 ** 23;
 
 export interface QuantVariant {
   readonly format: QuantFormat;
-  /** Zero points per group (q4 only). */
+  /** Zero points per group (q4g32 and q4g128 only; q4k's sub-block scales come with its format). */
   readonly zeros: boolean;
   /** Adds beta · c. */
   readonly withC: boolean;
@@ -73,7 +74,7 @@ export function layoutOf(format: QuantFormat): QuantLayout {
   return quantLayout(format, 1);
 }
 
-/** The row's u32 words, scale groups and zero words for K in a register (see quantLayout). */
+/** The row's u32 words, scale groups and zero words (q4k: sub-block scale words) for K in a register (see quantLayout). */
 export function rowGeometry(k: KernelBuilder, layout: QuantLayout, kDim: R32) {
   // Rows are whole 32-weight blocks (and whole q4 groups).
   const unit = layout.bits === 8 ? 32 : layout.groupSize;
@@ -84,10 +85,13 @@ export function rowGeometry(k: KernelBuilder, layout: QuantLayout, kDim: R32) {
     : layout.bits === 4
       ? units
       : k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, layout.groupSize - 1), layout.groupSize);
-  const zeroWords =
-    groups && layout.zeroPoints
-      ? k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), groups, 7), 3)
-      : undefined;
+  const zeroWords = !groups
+    ? undefined
+    : layout.subBlockScales
+      ? k.mulLo('u32', k.reg('u32'), groups, Q4K_SUB_SCALE_WORDS)
+      : layout.zeroPoints
+        ? k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), groups, 7), 3)
+        : undefined;
   return { rowWords, groups, zeroWords };
 }
 

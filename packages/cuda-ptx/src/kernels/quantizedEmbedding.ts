@@ -1,7 +1,9 @@
 import { FLOAT, type QuantFormat, quantizedEmbedding, quantLayout } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
+import type { F32 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
+import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
 
 // quantizedEmbedding: y[r, :] = dequant(table)[ids[r], :] for a table in one
@@ -9,14 +11,15 @@ import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, sto
 // one row per id, so a thread per output element is enough: it reads its
 // code's u32 word, its group's scale (and zero point or offset), and writes
 // the value the format defines, f32(f32((q − zero) · scale) − offset),
-// rounded where ggml rounds (mul.rn then sub.rn): the reference's bits. An
+// rounded where ggml rounds (mul.rn then sub.rn; q4k's scale and offset
+// are themselves f32(d · sc) and f32(dmin · m)): the reference's bits. An
 // id outside [0, V) (compared as unsigned) reads nothing and writes NaN.
 
 export const QUANT_EMBEDDING_ENTRY = 'quantized_embedding';
 
 export interface QuantEmbeddingVariant {
   readonly format: QuantFormat;
-  /** Zero points per group (q4g32, q4g128). */
+  /** Zero points per group (q4g32, q4g128; q4k's sub-block scales come with its format). */
   readonly zeros: boolean;
   /** Storage of the scales (and offsets). */
   readonly scale: FloatStorage;
@@ -107,13 +110,24 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
         } else if (layout.offset !== 0) {
           code = k.sub('f32', k.reg('f32'), code, layout.offset, { rnd: 'rn' });
         }
-        const s = k.reg('f32');
-        loadAsF32(k, v.scale, [s], k.elementAddress(scales, groupAt, scaleBytes), { ok: valid });
-        const value = k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' });
-        if (layout.offsets) {
-          const o = k.reg('f32');
-          loadAsF32(k, v.scale, [o], k.elementAddress(offsets, groupAt, scaleBytes), { ok: valid });
-          k.sub('f32', value, value, o, { rnd: 'rn' });
+        let value: F32;
+        if (layout.subBlockScales) {
+          // q4k: sub-block (col / 32) mod 8 of super-block g.
+          const words = k.madLo('u32', k.reg('u32'), id, zeroWords, k.mulLo('u32', k.reg('u32'), g, 3));
+          const sub = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), col, 5), 7);
+          const at = { scale: groupAt, words, sub };
+          const q4k = subBlockScaleOffset(k, v.scale, { scales, offsets, zeros }, at, valid);
+          value = k.mul('f32', k.reg('f32'), code, q4k.scale, { rnd: 'rn' });
+          k.sub('f32', value, value, q4k.offset, { rnd: 'rn' });
+        } else {
+          const s = k.reg('f32');
+          loadAsF32(k, v.scale, [s], k.elementAddress(scales, groupAt, scaleBytes), { ok: valid });
+          value = k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' });
+          if (layout.offsets) {
+            const o = k.reg('f32');
+            loadAsF32(k, v.scale, [o], k.elementAddress(offsets, groupAt, scaleBytes), { ok: valid });
+            k.sub('f32', value, value, o, { rnd: 'rn' });
+          }
         }
         const out = k.selp('f32', k.reg('f32'), value, Number.NaN, valid);
         const store = v.out ?? 'f32';
@@ -136,7 +150,7 @@ export const QUANTIZED_EMBEDDING_KERNELS: readonly AnyCudaKernel[] = [
       const layout = quantLayout(attrs.format, attrs.dim);
       const variant: QuantEmbeddingVariant = {
         format: attrs.format,
-        zeros: zeros !== undefined,
+        zeros: zeros !== undefined && layout.zeroPoints,
         scale: storageOf(scales!),
         out: storageOf(y),
       };

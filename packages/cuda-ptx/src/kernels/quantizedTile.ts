@@ -16,6 +16,7 @@ import {
   THREADS,
   zeroBias,
 } from './quantizedCodes.js';
+import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { loadAsF32, loadOneAsF32, STORAGE_BYTES } from './storage.js';
 
 // quantizedMatmul's tiled kernel, for more rows of x than the streaming
@@ -135,13 +136,25 @@ export function quantTileModule(v: QuantVariant): PtxModule {
           // The group of this thread's 8 codes (a q8g16 step holds two groups).
           const g = groupAt(k, layout, k.add('u32', k.reg('u32'), kStep, xK), groups!);
           const at = k.add('u32', k.reg('u32'), scaleRow, g);
-          s = loadOneAsF32(k, scale, k.elementAddress(scales, at, scaleBytes));
-          if (v.zeros) bias = zeroBias(k, zeros, zeroRow!, g);
-          if (layout.offsets) offset = loadOneAsF32(k, scale, k.elementAddress(offsets, at, scaleBytes));
+          if (layout.subBlockScales) {
+            // q4k: the step's 32 k are sub-block (kStep / 32) mod 8 of super-block g.
+            const words = k.madLo('u32', k.reg('u32'), g, 3, zeroRow!);
+            const sub = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), kStep, 5), 7);
+            ({ scale: s, offset } = subBlockScaleOffset(
+              k,
+              scale,
+              { scales, offsets, zeros },
+              { scale: at, words, sub },
+            ));
+          } else {
+            s = loadOneAsF32(k, scale, k.elementAddress(scales, at, scaleBytes));
+            if (v.zeros) bias = zeroBias(k, zeros, zeroRow!, g);
+            if (layout.offsets) offset = loadOneAsF32(k, scale, k.elementAddress(offsets, at, scaleBytes));
+          }
         }
         const codes = words.flatMap((word) => codesOf(k, layout, word, bias));
         codes.forEach((code, j) => {
-          // ggml's value: f32(q · scale) (− offset, rounded again, for q4g32a).
+          // ggml's value: f32(q · scale) (− offset, rounded again, for q4g32a and q4k).
           const w = k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' });
           if (offset) k.sub('f32', w, w, offset, { rnd: 'rn' });
           k.stShared('f32', addr(wAt, j * PITCH_N * 4), w);

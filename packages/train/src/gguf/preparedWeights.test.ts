@@ -3,11 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { Rng } from '../random.js';
 import { type PreparedTensor, type PreparedWeights, uploadPrepared } from './preparedWeights.js';
 import { quantize } from './quantize.js';
-import { ggufAsCoreFormat } from './repack.js';
+import { ggufAsCoreFormat, q4_KAsQ4g32a } from './repack.js';
 
 // uploadPrepared: kept parts are uploaded as they are, missing ones are
-// repacked from the blocks and kept, and parts of another tensor are refused
-// by name before any upload.
+// repacked from the blocks and kept, parts in an older layout of the type are
+// repacked anew, and parts of another tensor are refused by name before any
+// upload.
 
 /** A store in a Map, counting what it is asked. */
 function mapStore(kept = new Map<string, QuantizedHostWeight>()) {
@@ -92,6 +93,32 @@ describe('uploadPrepared', () => {
       actual: `${right.packed.length - 1}`,
     });
     expect(backend.memory().liveTensors).toBe(0);
+    backend.dispose();
+  });
+
+  it('repacks a tensor kept in an older layout of its type (Q4_K as q4g32a) onto today’s (q4k)', async () => {
+    const backend = await createBackend('cpu');
+    const k = 256;
+    const q4k = quantize(
+      'Q4_K',
+      Float32Array.from({ length: rows * k }, () => rng.normal()),
+    );
+    const { store, kept, calls } = mapStore(new Map([['blk.0.ffn_up.weight', q4_KAsQ4g32a(q4k, rows, k)]]));
+    let blockReads = 0;
+    const weight = await uploadPrepared(backend, store, {
+      name: 'blk.0.ffn_up.weight',
+      type: 'Q4_K',
+      shape: [rows, k],
+      blocks: async () => {
+        blockReads++;
+        return q4k;
+      },
+    });
+    expect(blockReads).toBe(1);
+    expect(calls).toEqual({ reads: 1, writes: 1 });
+    expect(weight.format).toBe('q4k');
+    expect(Object.keys(weight.tensors).sort()).toEqual(['offsets', 'packed', 'scales', 'zeros']);
+    expect(kept.get('blk.0.ffn_up.weight')!.format).toBe('q4k');
     backend.dispose();
   });
 });

@@ -59,6 +59,7 @@ function checkKept(tensor: PreparedTensor, kept: QuantizedHostWeight): void {
     ['packed', kept.packed.length, rows * layout.rowWords],
     ['scales', kept.scales.length, rows * layout.groups],
     ['offsets', kept.offsets?.length, kept.offsets ? rows * layout.groups : undefined],
+    ['zeros', kept.zeros?.length, layout.subBlockScales ? rows * layout.zeroWords : undefined],
   ];
   for (const [part, actual, expected] of lengths) {
     if (actual !== expected) {
@@ -83,9 +84,14 @@ export async function uploadPrepared(
   tensor: PreparedTensor,
 ): Promise<RepackedWeight> {
   let host = await prepared.read(tensor.name);
+  // Parts of the tensor's shape in another format are an older layout of its type (Q4_K was q4g32a before
+  // q4k): repacked from the blocks and kept anew, never refused.
+  const [rows, cols] = tensor.shape;
+  if (host && host.format !== CORE_FORMAT_OF[tensor.type] && host.n === rows && host.k === cols)
+    host = undefined;
   if (host) checkKept(tensor, host);
   else {
-    host = ggufAsCoreFormat(tensor.type, await tensor.blocks(), tensor.shape[0], tensor.shape[1]);
+    host = ggufAsCoreFormat(tensor.type, await tensor.blocks(), rows, cols);
     await prepared.write(tensor.name, host);
   }
   return repackedWeightOf(uploadQuantized(backend, host), tensor.shape);

@@ -17,11 +17,13 @@ import { quantize } from './quantize.js';
 import {
   ggufAsCoreFormat,
   q4_0AsQ4g32,
+  q4_KAsQ4g32a,
   type RepackedWeight,
   refuseQuantized,
   repackOntoCoreFormats,
   repackQ4_0,
   repackQ4_K,
+  repackQ4_KSuperBlocks,
   repackQ6_K,
   repackQ8_0,
 } from './repack.js';
@@ -76,6 +78,20 @@ describe('host repacks of quantized blocks', () => {
       expect(Math.fround(Math.fround(r.scales[i >> 5]! * nibble(r.nibbles, i)) - r.offsets[i >> 5]!)).toBe(v);
   });
 
+  it('Q4_K → the same nibbles, and each block’s f16 d, dmin and twelve scale bytes as stored', () => {
+    const bytes = randomBlocks('Q4_K', 5);
+    const r = repackQ4_KSuperBlocks(bytes);
+    expect(Array.from(r.nibbles)).toEqual(Array.from(repackQ4_K(bytes).nibbles));
+    for (let b = 0; b < 3; b++) {
+      const at = 144 * b;
+      expect(r.d[b]).toBe(bytes[at]! | (bytes[at + 1]! << 8));
+      expect(r.dmin[b]).toBe(bytes[at + 2]! | (bytes[at + 3]! << 8));
+      expect(Array.from(new Uint8Array(r.subScales.buffer, 12 * b, 12))).toEqual(
+        Array.from(bytes.subarray(at + 4, at + 16)),
+      );
+    }
+  });
+
   it('Q6_K → int8 values (q − 32) with an f32 scale per 16, bit for bit', () => {
     const bytes = randomBlocks('Q6_K', 4);
     const r = repackQ6_K(bytes);
@@ -92,6 +108,7 @@ describe('host repacks of quantized blocks', () => {
         ['Q8_0', repackQ8_0],
         ['Q4_0', repackQ4_0],
         ['Q4_K', repackQ4_K],
+        ['Q4_K', repackQ4_KSuperBlocks],
         ['Q6_K', repackQ6_K],
       ] as const
     ).entries()) {
@@ -103,7 +120,7 @@ describe('host repacks of quantized blocks', () => {
         string,
         ArrayLike<number>
       >;
-      for (const part of ['values', 'nibbles', 'scales', 'offsets']) {
+      for (const part of ['values', 'nibbles', 'scales', 'offsets', 'd', 'dmin', 'subScales']) {
         if (fresh[part])
           expect(Array.from(viewed[part]!), `${type} ${part}`).toEqual(Array.from(fresh[part]));
       }
@@ -135,18 +152,18 @@ describe('GGUF blocks on core’s quantized formats', () => {
   const FORMATS = {
     Q4_0: 'q4g32',
     Q8_0: 'q8g32',
-    Q4_K: 'q4g32a',
+    Q4_K: 'q4k',
     Q6_K: 'q8g16',
     Q4_1: 'q4g32a',
     Q5_0: 'q8g32',
     Q5_1: 'q8g32a',
     Q5_K: 'q8g32a',
   } as const;
-  // Device bits per weight (codes, scales and offsets) of a 512-wide row, against the file's.
+  // Device bits per weight (codes, scales, offsets and q4k's sub-block scales) of a 512-wide row, against the file's.
   const BITS = {
     Q4_0: [4.5, 4.5],
     Q8_0: [8.5, 8.5],
-    Q4_K: [6, 4.5],
+    Q4_K: [4.5, 4.5],
     Q6_K: [10, 6.5625],
     Q4_1: [5, 5],
     Q5_0: [8.5, 5.5],
@@ -167,7 +184,8 @@ describe('GGUF blocks on core’s quantized formats', () => {
       const { blockSize, blockBytes } = GGML_TYPES[type];
       const deviceBits =
         (host.packed.byteLength +
-          host.scales.length * (host.scaleDType === 'f32' ? 4 : 2) * (host.offsets ? 2 : 1)) *
+          host.scales.length * (host.scaleDType === 'f32' ? 4 : 2) * (host.offsets ? 2 : 1) +
+          (host.zeros?.byteLength ?? 0)) *
         (8 / (rows * cols));
       expect([deviceBits, (8 * blockBytes) / blockSize]).toEqual(BITS[type]);
       // dequantized by core's reference = ggml's values, bit for bit
@@ -183,15 +201,21 @@ describe('GGUF blocks on core’s quantized formats', () => {
           bytes,
         })) as RepackedWeight;
         expect(repacked.format).toBe(format);
+        const layout = quantLayout(format, cols);
         expect(Object.keys(repacked.tensors).sort()).toEqual(
-          quantLayout(format, cols).offsets ? ['offsets', 'packed', 'scales'] : ['packed', 'scales'],
+          [
+            ...(layout.offsets ? ['offsets'] : []),
+            'packed',
+            'scales',
+            ...(layout.subBlockScales ? ['zeros'] : []),
+          ].sort(),
         );
         const x = cpu.upload(
           Float32Array.from({ length: 2 * cols }, () => rng.uniform(-1, 1)),
           [2, cols],
         );
-        const { packed, scales, offsets } = repacked.tensors as Record<string, never>;
-        const [y] = cpu.run(quantizedMatmul, [x, packed, scales, undefined, undefined, offsets], {
+        const { packed, scales, zeros, offsets } = repacked.tensors as Record<string, never>;
+        const [y] = cpu.run(quantizedMatmul, [x, packed, scales, zeros, undefined, offsets], {
           format: format as 'q4g32',
         });
         const w = cpu.upload(dequantize(type, bytes), [rows, cols]);
@@ -204,6 +228,15 @@ describe('GGUF blocks on core’s quantized formats', () => {
       }
     });
   }
+
+  it('Q4_K is also q4g32a exactly, in 6 bits per weight (f32 d·sc and dmin·m per 32)', () => {
+    const bytes = randomBlocks('Q4_K', 6);
+    const host = q4_KAsQ4g32a(bytes, 3, 256);
+    expect(host.format).toBe('q4g32a');
+    expect(host.zeros).toBeUndefined();
+    expect(Array.from(dequantizeWeights(host), Math.fround)).toEqual(Array.from(dequantize('Q4_K', bytes)));
+    expect(() => q4_KAsQ4g32a(bytes, 3, 128)).toThrow(/Q4_K blocks do not make whole rows/);
+  });
 
   it('refuses blocks that do not make whole rows, and types core has no format for', () => {
     expect(() => q4_0AsQ4g32(new Uint8Array(18), 1, 64)).toThrow(/Q4_0 blocks do not make whole rows/);

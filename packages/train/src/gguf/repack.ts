@@ -179,11 +179,47 @@ export function repackQ4_K(bytes: Uint8Array): Uint4OffsetGroups {
   const nibbles = new Uint8Array(blocksOf('Q4_K', bytes) * 128);
   const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const to = new DataView(nibbles.buffer);
-  const { scales, offsets } = superBlockScales('Q4_K', bytes, (at, b) => {
-    // Each 64 elements are 32 stored bytes, low nibbles first (see `q4kValues`).
-    for (let j = 0; j < 4; j++) packHalves(from, at + 16 + 32 * j, 32, to, b * 128 + 32 * j);
-  });
+  const { scales, offsets } = superBlockScales('Q4_K', bytes, (at, b) => q4kNibbles(from, at, to, b));
   return { groupSize: 32, nibbles, scales, offsets };
+}
+
+/** Block b's 256 codes (at byte `at`) in sequence: each 64 elements are 32 stored bytes, low nibbles first (see `q4kValues`). */
+function q4kNibbles(from: DataView, at: number, to: DataView, b: number): void {
+  for (let j = 0; j < 4; j++) packHalves(from, at + 16 + 32 * j, 32, to, b * 128 + 32 * j);
+}
+
+/**
+ * Q4_K as core's `q4k`, at the file's own 4.5 bits per weight: the codes in
+ * sequence (as `repackQ4_K` gives them), and each block's f16 d and dmin and
+ * its twelve bytes of 6-bit scales and mins exactly as stored.
+ */
+export interface Q4KSuperBlocks {
+  /** Element 2k in the low nibble of byte k, element 2k+1 in its high nibble. */
+  readonly nibbles: Uint8Array;
+  /** f16 words, one per block of 256. */
+  readonly d: Uint16Array;
+  readonly dmin: Uint16Array;
+  /** Three little-endian u32 words per block: its stored scale bytes. */
+  readonly subScales: Uint32Array;
+}
+
+export function repackQ4_KSuperBlocks(bytes: Uint8Array): Q4KSuperBlocks {
+  const { blockBytes } = GGML_TYPES.Q4_K;
+  const blocks = blocksOf('Q4_K', bytes);
+  const nibbles = new Uint8Array(blocks * 128);
+  const d = new Uint16Array(blocks);
+  const dmin = new Uint16Array(blocks);
+  const subScales = new Uint32Array(blocks * 3);
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(nibbles.buffer);
+  const sub = new DataView(subScales.buffer);
+  for (let b = 0, at = 0; b < blocks; b++, at += blockBytes) {
+    d[b] = from.getUint16(at, true);
+    dmin[b] = from.getUint16(at + 2, true);
+    for (let w = 0; w < 3; w++) sub.setUint32(12 * b + 4 * w, from.getUint32(at + 4 + 4 * w, true), true);
+    q4kNibbles(from, at, to, b);
+  }
+  return { nibbles, d, dmin, subScales };
 }
 
 /**
@@ -373,7 +409,7 @@ function checkBlockRows(
 }
 
 /** A repack's output as a core format takes it: the codes in order (nibbles two to a byte, or int8). */
-interface CoreParts extends Pick<QuantizedHostWeight, 'scales' | 'offsets' | 'scaleDType'> {
+interface CoreParts extends Pick<QuantizedHostWeight, 'scales' | 'offsets' | 'zeros' | 'scaleDType'> {
   readonly format: QuantFormat;
   readonly codes: Uint8Array | Int8Array;
 }
@@ -394,7 +430,7 @@ export const CORE_FORMAT_OF: Readonly<Record<GgmlQuantizedType, QuantFormat>> = 
   Q8_0: 'q8g32',
   Q5_0: 'q8g32',
   Q6_K: 'q8g16',
-  Q4_K: 'q4g32a',
+  Q4_K: 'q4k',
   Q5_K: 'q8g32a',
   Q4_1: 'q4g32a',
   Q5_1: 'q8g32a',
@@ -406,19 +442,29 @@ export const CORE_FORMAT_OF: Readonly<Record<GgmlQuantizedType, QuantFormat>> = 
  * - Q4_0 as `q4g32` (f16 d, codes centred on 8), Q8_0 and Q5_0 as `q8g32`
  *   (f16 d; Q5_0's code q − 16), Q6_K as `q8g16` (code q − 32, f32 d·scale):
  *   GGUF rows are whole blocks, so no row is padded.
- * - Q4_K as `q4g32a` and Q5_K as `q8g32a` with f32 scales d·sc and offsets
- *   dmin·m; Q4_1 as `q4g32a` and Q5_1 as `q8g32a` with f16 scales d and
- *   offsets −m.
- * On the device Q4_0, Q8_0 and Q4_1 take their stored bits per weight; Q4_K
- * 6 (stored 4.5), Q5_0 8.5 (5.5), Q5_1 9 (6), Q5_K 10 (5.5), Q6_K 10 (6.56):
- * the kernels read int8 or 4-bit codes and f32 k-quant scales.
+ * - Q4_K as `q4k`: its codes, f16 d and dmin and 6-bit scales as stored.
+ * - Q5_K as `q8g32a` with f32 scales d·sc and offsets dmin·m; Q4_1 as
+ *   `q4g32a` and Q5_1 as `q8g32a` with f16 scales d and offsets −m.
+ * On the device Q4_0, Q8_0, Q4_1 and Q4_K take their stored bits per
+ * weight; Q5_0 8.5 (5.5), Q5_1 9 (6), Q5_K 10 (5.5), Q6_K 10 (6.56): the
+ * kernels read int8 codes and f32 k-quant scales.
  */
 const CORE_PARTS: Readonly<Record<GgmlQuantizedType, (bytes: Uint8Array) => CoreParts>> = {
   Q4_0: (bytes) => ({ format: CORE_FORMAT_OF.Q4_0, scaleDType: 'f16', ...partsOf(repackQ4_0(bytes)) }),
   Q8_0: (bytes) => ({ format: CORE_FORMAT_OF.Q8_0, scaleDType: 'f16', ...partsOf(repackQ8_0(bytes)) }),
   Q5_0: (bytes) => ({ format: CORE_FORMAT_OF.Q5_0, scaleDType: 'f16', ...partsOf(repackQ5_0(bytes)) }),
   Q6_K: (bytes) => ({ format: CORE_FORMAT_OF.Q6_K, scaleDType: 'f32', ...partsOf(repackQ6_K(bytes)) }),
-  Q4_K: (bytes) => ({ format: CORE_FORMAT_OF.Q4_K, scaleDType: 'f32', ...partsOf(repackQ4_K(bytes)) }),
+  Q4_K: (bytes) => {
+    const { nibbles, d, dmin, subScales } = repackQ4_KSuperBlocks(bytes);
+    return {
+      format: CORE_FORMAT_OF.Q4_K,
+      scaleDType: 'f16',
+      codes: nibbles,
+      scales: d,
+      offsets: dmin,
+      zeros: subScales,
+    };
+  },
   Q5_K: (bytes) => ({ format: CORE_FORMAT_OF.Q5_K, scaleDType: 'f32', ...partsOf(repackQ5_K(bytes)) }),
   Q4_1: (bytes) => ({ format: CORE_FORMAT_OF.Q4_1, scaleDType: 'f16', ...partsOf(repackQ4_1(bytes)) }),
   Q5_1: (bytes) => ({ format: CORE_FORMAT_OF.Q5_1, scaleDType: 'f16', ...partsOf(repackQ5_1(bytes)) }),
@@ -437,7 +483,12 @@ export function ggufAsCoreFormat(
   operation = 'ggufAsCoreFormat',
 ): QuantizedHostWeight {
   checkBlockRows(operation, type, bytes, rows, cols);
-  const { format, codes, ...parts } = CORE_PARTS[type](bytes);
+  return hostWeightOf(CORE_PARTS[type](bytes), rows, cols);
+}
+
+/** Core parts as a host weight [rows, cols], the codes as u32 words. */
+function hostWeightOf(core: CoreParts, rows: number, cols: number): QuantizedHostWeight {
+  const { format, codes, ...parts } = core;
   const words = rows * quantLayout(format, cols).rowWords;
   // The repacks return fresh arrays: used as they are where no row is padded (a copy otherwise).
   const whole = codes.byteOffset === 0 && codes.buffer.byteLength === words * 4;
@@ -453,19 +504,28 @@ const asCoreFormat =
   (bytes, rows, cols) =>
     ggufAsCoreFormat(type, bytes, rows, cols, operation);
 
-/** `ggufAsCoreFormat` of one type: Q4_0 as `q4g32`, Q8_0 as `q8g32`, Q4_K as `q4g32a`, Q6_K as `q8g16`. */
+/** `ggufAsCoreFormat` of one type: Q4_0 as `q4g32`, Q8_0 as `q8g32`, Q4_K as `q4k`, Q6_K as `q8g16`. */
 export const q4_0AsQ4g32 = asCoreFormat('Q4_0', 'q4_0AsQ4g32');
 export const q8_0AsQ8g32 = asCoreFormat('Q8_0', 'q8_0AsQ8g32');
-export const q4_KAsQ4g32a = asCoreFormat('Q4_K', 'q4_KAsQ4g32a');
+export const q4_KAsQ4k = asCoreFormat('Q4_K', 'q4_KAsQ4k');
 export const q6_KAsQ8g16 = asCoreFormat('Q6_K', 'q6_KAsQ8g16');
+
+/**
+ * Q4_K as `q4g32a`, exactly too, in more bytes: f32 scales d·sc and offsets
+ * dmin·m per 32 (6 bits per weight where the file and `q4k` hold 4.5).
+ */
+export const q4_KAsQ4g32a: AsCoreFormat = (bytes, rows, cols) => {
+  checkBlockRows('q4_KAsQ4g32a', 'Q4_K', bytes, rows, cols);
+  return hostWeightOf({ format: 'q4g32a', scaleDType: 'f32', ...partsOf(repackQ4_K(bytes)) }, rows, cols);
+};
 
 /**
  * A repack for `loadGgufLlama` that puts quantized tensors on the device in
  * core's formats, exactly (the values ggml's own dequantization gives):
- * Q4_0 as `q4g32`, Q8_0 and Q5_0 as `q8g32`, Q4_K and Q4_1 as `q4g32a`,
- * Q6_K as `q8g16`, Q5_K and Q5_1 as `q8g32a`. The
+ * Q4_0 as `q4g32`, Q8_0 and Q5_0 as `q8g32`, Q4_K as `q4k`, Q4_1 as
+ * `q4g32a`, Q6_K as `q8g16`, Q5_K and Q5_1 as `q8g32a`. The
  * parts are named as `quantizedWeightOf` takes them (`packed`, `scales`,
- * `offsets`). Other quantized types are refused by name.
+ * `zeros`, `offsets`). Other quantized types are refused by name.
  */
 export const repackOntoCoreFormats: GgufRepack = (backend, tensor) => {
   if (!isGgmlQuantizedType(tensor.type) || tensor.shape.length !== 2) return refuseQuantized(backend, tensor);
@@ -479,6 +539,7 @@ export const repackOntoCoreFormats: GgufRepack = (backend, tensor) => {
 /** A quantized weight on the device with its parts named as `quantizedWeightOf` takes them. */
 export function repackedWeightOf(weight: QuantizedWeight, shape: Shape): RepackedWeight {
   const tensors: Record<string, Tensor> = { packed: weight.packed, scales: weight.scales };
+  if (weight.zeros) tensors.zeros = weight.zeros;
   if (weight.offsets) tensors.offsets = weight.offsets;
   return { format: weight.format, shape, tensors };
 }

@@ -12,6 +12,7 @@ import { type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { encodeQuantizedGemvF32 } from './quantizedGemv.js';
+import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 
 // quantizedMatmul: y = x · dequant(W)ᵀ (+ beta · c) with W [N, K] stored as
 // int8 or 4-bit codes (core's quant/layout.ts has the bits). For a few rows
@@ -19,8 +20,9 @@ import { encodeQuantizedGemvF32 } from './quantizedGemv.js';
 // output column n and its lanes read the row's 16-byte words (16 int8 or 32
 // nibbles each) as vec4<u32>, dequantize them in registers and sum against
 // x (staged per tile in workgroup memory) in vec4 dot products; group-scaled formats sum each word
-// before its group scale multiplies it (q4g32a and q8g32a also sum the word's x, which the offset multiplies),
-// q8 scales the row's sum once. The lanes' sums meet in a
+// before its group scale multiplies it (q4g32a and q8g32a also sum the word's x, which the offset multiplies;
+// q4k likewise, its word's scale d·sc and offset dmin·m formed from the super-block's d, dmin and 6-bit
+// sub-block scales), q8 scales the row's sum once. The lanes' sums meet in a
 // tree in workgroup memory (no subgroups needed). More rows take a tiled
 // shader: a 64-column × 32-k tile of W is dequantized into workgroup memory
 // per step, and each invocation computes 4 × 4 outputs of a 64 × 64 tile.
@@ -98,6 +100,15 @@ fn codes_hi(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(1
   const offset = layout.offsets
     ? `fn offset_of(i: u32) -> f32 { return float_of(offsets[i >> select(1u, 0u, params.scaleKind == 0u)], i); }`
     : '';
+  // q4k: vec2(f32(d · sc), f32(dmin · m)) of sub-block j of super-block g, as ggml rounds them.
+  const subBlock = layout.subBlockScales
+    ? `${SUB_BLOCK_SCALE_MIN}
+fn sub_block(row: u32, g: u32, j: u32) -> vec2<f32> {
+  let sm = sub_block_scale_min(row * params.zeroWords + g * 3u, j);
+  let i = row * params.groups + g;
+  return vec2<f32>(scale_of(i) * f32(sm.x), offset_of(i) * f32(sm.y));
+}`
+    : '';
   return `${codes}
 ${zero}
 // Element i of a float array stored as u32 words: f32, or a half of a word (f16, bf16).
@@ -108,10 +119,13 @@ fn float_of(word: u32, i: u32) -> f32 {
   return bitcast<f32>(half << 16u);
 }
 fn scale_of(i: u32) -> f32 { return float_of(scales[i >> select(1u, 0u, params.scaleKind == 0u)], i); }
-${offset}`;
+${offset}${subBlock ? `\n${subBlock}` : ''}`;
 }
 
-/** Declares the params, then the bindings in dispatch order: x, packed, scales, zeros (q4g32, q4g128), offsets (q4g32a, q8g32a), c, y. */
+/**
+ * Declares the params, then the bindings in dispatch order: x, packed, scales, zeros (q4g32, q4g128; q4k's
+ * sub-block scales), offsets (q4g32a, q8g32a, q4k), c, y.
+ */
 function declareBindings(
   module: ShaderModule,
   v: QuantShaderVariant,
@@ -123,7 +137,7 @@ function declareBindings(
   module.storage('x', xType, 'read');
   module.storage('packed', packedType, 'read');
   module.storage('scales', 'u32', 'read');
-  if (layout.zeroPoints) module.storage('zeros', 'u32', 'read');
+  if (layout.zeroPoints || layout.subBlockScales) module.storage('zeros', 'u32', 'read');
   if (layout.offsets) module.storage('offsets', 'u32', 'read');
   module.storage('c', 'f32', 'read');
   module.storage('y', 'f32', 'read_write');
@@ -187,6 +201,16 @@ export function quantStreamShader(v: QuantStreamVariant) {
 fn x_quad(row: u32, k: u32) -> vec4<f32> {
   return vec4<f32>(x_at(row, k), x_at(row, k + 1u), x_at(row, k + 2u), x_at(row, k + 3u));
 }`;
+  // q4k: word c is sub-block c mod 8 of super-block c / 8.
+  const subBlockOf = 'sub_block(row, group_of(chunks, c), min(c, chunks - 1u) & 7u)';
+  const groupScales = layout.subBlockScales
+    ? `fn group_scale(row: u32, chunks: u32, c: u32) -> f32 { return ${subBlockOf}.x; }`
+    : 'fn group_scale(row: u32, chunks: u32, c: u32) -> f32 { return scale_of(row * params.groups + group_of(chunks, c)); }';
+  const groupOffsets = !offsets
+    ? ''
+    : layout.subBlockScales
+      ? `fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return ${subBlockOf}.y; }`
+      : 'fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return offset_of(row * params.groups + group_of(chunks, c)); }';
   return {
     key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}/${v.format}`,
     kernel: quantizedMatmul.name,
@@ -205,11 +229,11 @@ ${
     ? `// The group of word c's first weight; past the row, the last word's (clamped to the last group: a q8g16
 // row's padding half-block lies past it).
 fn group_of(chunks: u32, c: u32) -> u32 { return min(min(c, chunks - 1u) * ${perChunk}u / ${layout.groupSize}u, params.groups - 1u); }
-fn group_scale(row: u32, chunks: u32, c: u32) -> f32 { return scale_of(row * params.groups + group_of(chunks, c)); }`
+${groupScales}`
     : ''
 }
 ${q4 ? 'fn group_zero(row: u32, chunks: u32, c: u32) -> vec4<f32> { return vec4<f32>(zero_of(row, group_of(chunks, c))); }' : ''}
-${offsets ? 'fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return offset_of(row * params.groups + group_of(chunks, c)); }' : ''}`);
+${groupOffsets}`);
       return module.build(
         undefined,
         THREADS,
@@ -284,14 +308,23 @@ ${offsets ? 'fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return offs
 export function quantTileShader(v: QuantShaderVariant) {
   const layout = quantLayout(v.format, 1);
   const q4 = layout.bits === 4;
-  // q4g32a's and q8g32a's value: f32(q · scale) − offset, as ggml forms it.
-  const less = layout.offsets ? ' - vec4<f32>(offset_of(wRow * params.groups + g))' : '';
+  // q4g32a's, q8g32a's and q4k's value: f32(q · scale) − offset, as ggml forms it.
+  const less = layout.subBlockScales
+    ? ' - vec4<f32>(sb.y)'
+    : layout.offsets
+      ? ' - vec4<f32>(offset_of(wRow * params.groups + g))'
+      : '';
   // The group of this invocation's 8 codes (a q8g16 step holds two), clamped to the last.
   const group = `min((k0 + quarter * 8u) / ${layout.groupSize}u, params.groups - 1u)`;
+  // q4k: the step's 32 k are sub-block (k0 / 32) mod 8 of super-block g.
+  const scaleQ4 = layout.subBlockScales
+    ? `let sb = sub_block(wRow, g, (k0 / 32u) & 7u);
+    let s = sb.x;`
+    : 'let s = scale_of(wRow * params.groups + g);';
   const stageW = q4
     ? `let word = packed[wRow * params.rowWords + k0 / 8u + quarter];
     let g = ${group};
-    let s = scale_of(wRow * params.groups + g);
+    ${scaleQ4}
     let z = vec4<f32>(zero_of(wRow, g));
     let lo = (codes_lo(word) - z) * s${less};
     let hi = (codes_hi(word) - z) * s${less};
@@ -376,12 +409,12 @@ function encodeQuantizedF32(
   const layout = quantLayout(attrs.format, k);
   const variant: QuantShaderVariant = { format: attrs.format };
   // Absent zero points and c bind read-only placeholders the shader never reads.
-  const zeros = layout.zeroPoints ? [weight.zeros ?? weight.packed] : [];
+  const zeros = layout.zeroPoints || layout.subBlockScales ? [weight.zeros ?? weight.packed] : [];
   const offsets = layout.offsets ? [weight.offsets!] : [];
   const buffers = [x, weight.packed, weight.scales, ...zeros, ...offsets, c ?? x, y];
   const values = {
     hasC: c ? 1 : 0,
-    hasZeros: weight.zeros ? 1 : 0,
+    hasZeros: weight.zeros && layout.zeroPoints ? 1 : 0,
     scaleKind: SCALE_KINDS[storageOf(weight.scales.dtype)],
     m,
     n,

@@ -4,11 +4,13 @@ import { paramLayout } from '../params.js';
 import { narrowFunctions, type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
+import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 
 // quantizedEmbedding: y[r, :] = dequant(table)[ids[r], :] for a table in one
 // of core's quantized formats (quant/layout.ts has the bits), one invocation
 // per output element: its code's u32 word, its group's scale (and zero point
-// or offset), (q − zero) · scale (− offset). An id outside [0, V) is compared
+// or offset; q4k's d · sc and dmin · m of its sub-block), (q − zero) · scale
+// (− offset). An id outside [0, V) is compared
 // as u32 and reads nothing: its row is NaN. The scales' storage is a
 // parameter (one shader per format).
 
@@ -49,7 +51,9 @@ export function quantEmbeddingShader(format: QuantFormat, out: Storage = 'f32') 
     ['ids', 'i32', 'read'],
     ['packed', 'u32', 'read'],
     ['scales', 'u32', 'read'],
-    ...(layout.zeroPoints ? [['zeros', 'u32', 'read'] as [string, WgslType, 'read']] : []),
+    ...(layout.zeroPoints || layout.subBlockScales
+      ? [['zeros', 'u32', 'read'] as [string, WgslType, 'read']]
+      : []),
     ...(layout.offsets ? [['offsets', 'u32', 'read'] as [string, WgslType, 'read']] : []),
     ['y', out === 'f32' ? 'f32' : 'u32', 'read_write'],
   ];
@@ -68,9 +72,18 @@ export function quantEmbeddingShader(format: QuantFormat, out: Storage = 'f32') 
   let shift = (col % ${layout.perWord}u) * ${layout.bits}u;
   let g = ${layout.scalePerRow ? '0u' : `col / ${layout.groupSize}u`};
   let at = id * params.groups + g;
-  let s = float_at(at, scales[word_index(at)]);
+  ${
+    layout.subBlockScales
+      ? `// q4k: sub-block (col / 32) mod 8 of super-block g.
+  let sm = sub_block_scale_min(id * params.zeroWords + g * 3u, (col / 32u) & 7u);
+  let s = float_at(at, scales[word_index(at)]) * f32(sm.x);`
+      : 'let s = float_at(at, scales[word_index(at)]);'
+  }
   let value = (${code} - ${zero}) * s;`;
-  const result = layout.offsets ? 'value - float_at(at, offsets[word_index(at)])' : 'value';
+  const offset = layout.subBlockScales
+    ? 'float_at(at, offsets[word_index(at)]) * f32(sm.y)'
+    : 'float_at(at, offsets[word_index(at)])';
+  const result = layout.offsets ? `value - ${offset}` : 'value';
   return {
     key: `quantized/embedding/${format}${out === 'f32' ? '' : `/to-${out}`}/wg${WG}`,
     kernel: quantizedEmbedding.name,
@@ -78,6 +91,7 @@ export function quantEmbeddingShader(format: QuantFormat, out: Storage = 'f32') 
       const module = new ShaderModule().params(PARAMS);
       for (const [name, type, access] of names) module.storage(name, type, access);
       module.declare(FLOAT_AT);
+      if (layout.subBlockScales) module.declare(SUB_BLOCK_SCALE_MIN);
       if (out === 'f32') {
         return module.build(
           undefined,
@@ -117,7 +131,7 @@ export const QUANTIZED_EMBEDDING_KERNELS: readonly AnyWgpuKernel[] = [
         packed!,
         scales!,
         // Absent zero points bind a read-only placeholder the shader never reads.
-        ...(layout.zeroPoints ? [zeros ?? packed!] : []),
+        ...(layout.zeroPoints || layout.subBlockScales ? [zeros ?? packed!] : []),
         ...(layout.offsets ? [offsets!] : []),
         y,
       ];
@@ -134,7 +148,7 @@ export const QUANTIZED_EMBEDDING_KERNELS: readonly AnyWgpuKernel[] = [
             rowWords: layout.rowWords,
             groups: layout.groups,
             zeroWords: layout.zeroWords,
-            hasZeros: zeros ? 1 : 0,
+            hasZeros: zeros && layout.zeroPoints ? 1 : 0,
             scaleKind: SCALE_KINDS[storageOf(scales!.dtype)],
           },
         },

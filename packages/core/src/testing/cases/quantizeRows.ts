@@ -1,5 +1,5 @@
 import { quantizeRows } from '../../kernels/quantizeRows.js';
-import { QUANT_FORMATS, type QuantFormat, quantLayout } from '../../quant/layout.js';
+import { DEVICE_QUANTIZE_FORMATS, type DeviceQuantizeFormat, quantLayout } from '../../quant/layout.js';
 import { defaultScaleDType, type ScaleDType } from '../../quant/quantize.js';
 import {
   type AnyConformanceCase,
@@ -58,7 +58,7 @@ const SHAPES = [
   [5, 300],
 ] as const;
 
-function push(format: QuantFormat, scaleDType: ScaleDType, zeroPoints: boolean): void {
+function push(format: DeviceQuantizeFormat, scaleDType: ScaleDType, zeroPoints: boolean): void {
   for (const [n, k] of SHAPES) {
     cases.push(
       valid(quantizeRows, {
@@ -71,7 +71,7 @@ function push(format: QuantFormat, scaleDType: ScaleDType, zeroPoints: boolean):
   }
 }
 
-for (const format of QUANT_FORMATS) {
+for (const format of DEVICE_QUANTIZE_FORMATS) {
   push(format, defaultScaleDType(format), false);
   if (quantLayout(format, 1).zeroPoints) push(format, defaultScaleDType(format), true);
 }

@@ -11,7 +11,7 @@ import {
   type Tolerance,
   valid,
 } from '../cases.js';
-import { quantScales, quantWords } from '../quantizedInputs.js';
+import { quantOffsets, quantScales, quantWords } from '../quantizedInputs.js';
 
 const cases: AnyConformanceCase[] = [];
 const errors: AnyErrorCase[] = [];
@@ -29,20 +29,22 @@ function tolerance(depth: number, format?: QuantFormat): Tolerance {
   return { rtol: 1e-4, atol: terms * 2e-5 * Math.sqrt(Math.max(depth, 1)) };
 }
 
-function offsetsOf(format: QuantFormat, n: number, kd: number): InputSample | undefined {
-  if (!quantLayout(format, kd).offsets) return undefined;
-  return f32([n, quantLayout(format, kd).groups], (rng, size) =>
-    Array.from({ length: size }, () => rng.uniform(0, 1)),
-  );
-}
+const offsetsOf = quantOffsets;
 
+/** The codes, scales and `zeros`: zero points where asked for, q4k's sub-block scales (random words: every 6-bit scale and min). */
 function weightOf(format: QuantFormat, n: number, kd: number, zeroPoints: boolean) {
   const layout = quantLayout(format, kd);
   return [
     quantWords([n, layout.rowWords]),
     quantScales(format, n, kd),
-    zeroPoints ? quantWords([n, layout.zeroWords]) : undefined,
+    zeroPoints || layout.subBlockScales ? quantWords([n, layout.zeroWords]) : undefined,
   ] as const;
+}
+
+/** K as `format` takes it: q4k rows are whole super-blocks of 256, so its cases round K up to one. */
+function depthFor(format: QuantFormat, kd: number): number {
+  const layout = quantLayout(format, 1);
+  return layout.subBlockScales ? Math.ceil(kd / layout.groupSize) * layout.groupSize : kd;
 }
 
 /** The inputs of y = x · dequant(W)ᵀ (+ c): x, the weight's parts, c, and q4g32a's offsets. */
@@ -84,10 +86,28 @@ const SHAPES = [
 // compile and run every case): the GEMV's vector and scalar x, 2–4 rows, the tiled path, K within a block,
 // K just past a block (a q8g16 row's padding half-block) and past a group.
 const GGML_SHAPES = SHAPES.filter(([m, kd]) => [7, 257, 1024, 640, 33, 129, 61].includes(kd) && m !== 5);
+// q4k's K is whole super-blocks: one, two and four, and N at 1, primes and non-multiples of 8/64; M through
+// the GEMV, 2–4 rows and the tiled path.
+const SUPER_BLOCK_SHAPES = [
+  [1, 256, 1],
+  [1, 256, 61],
+  [1, 1024, 67],
+  [2, 512, 37],
+  [3, 768, 33],
+  [4, 256, 129],
+  [17, 512, 61],
+  [37, 256, 33],
+] as const;
+
+function shapesOf(format: QuantFormat): readonly (readonly [number, number, number])[] {
+  const layout = quantLayout(format, 1);
+  return layout.subBlockScales ? SUPER_BLOCK_SHAPES : layout.f32Values ? GGML_SHAPES : SHAPES;
+}
 
 for (const format of QUANT_FORMATS) {
   const zeroPoints = quantLayout(format, 1).zeroPoints;
-  for (const [m, kd, n] of quantLayout(format, 1).f32Values ? GGML_SHAPES : SHAPES) {
+  const depth = (kd: number) => depthFor(format, kd);
+  for (const [m, kd, n] of shapesOf(format)) {
     cases.push(
       valid(k.quantizedMatmul, {
         label: `${format} ${m}×${kd}→${n}`,
@@ -109,28 +129,28 @@ for (const format of QUANT_FORMATS) {
   }
   cases.push(
     valid(k.quantizedMatmul, {
-      label: `${format} 1×1031→61 + c (beta=1 default)`,
-      inputs: inputsOf(format, f32([1, 1031]), 61, { c: f32([1, 61]) }),
+      label: `${format} 1×${depth(1031)}→61 + c (beta=1 default)`,
+      inputs: inputsOf(format, f32([1, depth(1031)]), 61, { c: f32([1, 61]) }),
       attrs: { format },
-      tolerance: tolerance(1031, format),
+      tolerance: tolerance(depth(1031), format),
     }),
     valid(k.quantizedMatmul, {
-      label: `${format} 19×200→45 + c beta=-0.5`,
-      inputs: inputsOf(format, f32([19, 200]), 45, { zeroPoints, c: f32([19, 45]) }),
+      label: `${format} 19×${depth(200)}→45 + c beta=-0.5`,
+      inputs: inputsOf(format, f32([19, depth(200)]), 45, { zeroPoints, c: f32([19, 45]) }),
       attrs: { format, beta: -0.5 },
-      tolerance: tolerance(200, format),
+      tolerance: tolerance(depth(200), format),
     }),
     valid(k.quantizedMatmul, {
-      label: `${format} 3×67→7 c absent, beta=3 unused`,
-      inputs: inputsOf(format, f32([3, 67]), 7),
+      label: `${format} 3×${depth(67)}→7 c absent, beta=3 unused`,
+      inputs: inputsOf(format, f32([3, depth(67)]), 7),
       attrs: { format, beta: 3 },
-      tolerance: tolerance(67, format),
+      tolerance: tolerance(depth(67), format),
     }),
     valid(k.quantizedMatmul, {
-      label: `${format} 2×300→9 wide x`,
-      inputs: inputsOf(format, f32([2, 300], 'wide'), 9),
+      label: `${format} 2×${depth(300)}→9 wide x`,
+      inputs: inputsOf(format, f32([2, depth(300)], 'wide'), 9),
       attrs: { format },
-      tolerance: tolerance(300 * 64, format),
+      tolerance: tolerance(depth(300) * 64, format),
     }),
   );
 }
@@ -244,6 +264,34 @@ errors.push(
     argument: 'offsets',
   }),
   invalid(k.quantizedMatmul, {
+    label: 'q4k with K of 300, not whole super-blocks',
+    inputs: [f32([2, 300]), ...weightOf('q4k', 5, 300, false), undefined, f32([5, 2])],
+    attrs: { format: 'q4k' },
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "q4k without its sub-block scales in 'zeros'",
+    inputs: [f32([2, 256]), quantWords([5, 32]), f32([5, 1]), undefined, undefined, f32([5, 1])],
+    attrs: { format: 'q4k' },
+    error: 'shape',
+    argument: 'zeros',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "q4k's 'zeros' of one word per super-block",
+    inputs: [f32([2, 256]), quantWords([5, 32]), f32([5, 1]), quantWords([5, 1]), undefined, f32([5, 1])],
+    attrs: { format: 'q4k' },
+    error: 'shape',
+    argument: 'zeros',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: 'q4k without dmin offsets',
+    inputs: [f32([2, 256]), ...weightOf('q4k', 5, 256, false)],
+    attrs: { format: 'q4k' },
+    error: 'shape',
+    argument: 'offsets',
+  }),
+  invalid(k.quantizedMatmul, {
     label: "'packed' as i32",
     inputs: [f32([2, 40]), { shape: q8Words.shape, dtype: 'i32', init: { int: [0, 100] } }, q8Scales],
     attrs: { format: 'q8' },
@@ -308,7 +356,9 @@ const TABLES = [
 
 for (const format of QUANT_FORMATS) {
   const zeroPoints = quantLayout(format, 1).zeroPoints;
-  for (const [ids, v, d] of TABLES) {
+  const depth = (kd: number) => depthFor(format, kd);
+  for (const [ids, v, kd] of TABLES) {
+    const d = depth(kd);
     cases.push(
       valid(k.quantizedEmbedding, {
         label: `${format} [${v}, ${d}] by ids [${ids.join(', ')}]`,
@@ -320,18 +370,19 @@ for (const format of QUANT_FORMATS) {
   }
   cases.push(
     valid(k.quantizedEmbedding, {
-      label: `${format} [13, 40] by out-of-range ids: NaN rows${zeroPoints ? ', zero points' : ''}`,
-      inputs: [someBadIds([4, 3], 13), ...tableOf(format, 13, 40, zeroPoints)],
-      attrs: { format, dim: 40 },
+      label: `${format} [13, ${depth(40)}] by out-of-range ids: NaN rows${zeroPoints ? ', zero points' : ''}`,
+      inputs: [someBadIds([4, 3], 13), ...tableOf(format, 13, depth(40), zeroPoints)],
+      attrs: { format, dim: depth(40) },
       tolerance: GATHER_TOLERANCE,
     }),
   );
   // A half y (a weight dequantized for a tensor-core product): odd element
   // counts, so a word of two halves ends the tensor, and NaN rows.
-  for (const [to, ids, v, d] of [
+  for (const [to, ids, v, kd] of [
     ['f16', [3, 5], 67, 33],
     ['bf16', [7], 13, 61],
   ] as const) {
+    const d = depth(kd);
     cases.push(
       valid(k.quantizedEmbedding, {
         label: `${format} [${v}, ${d}] by ids [${ids.join(', ')}] to ${to}`,
@@ -343,9 +394,9 @@ for (const format of QUANT_FORMATS) {
   }
   cases.push(
     valid(k.quantizedEmbedding, {
-      label: `${format} [13, 40] by out-of-range ids to bf16: NaN rows`,
-      inputs: [someBadIds([5, 3], 13), ...tableOf(format, 13, 40, zeroPoints)],
-      attrs: { format, dim: 40, to: 'bf16' },
+      label: `${format} [13, ${depth(40)}] by out-of-range ids to bf16: NaN rows`,
+      inputs: [someBadIds([5, 3], 13), ...tableOf(format, 13, depth(40), zeroPoints)],
+      attrs: { format, dim: depth(40), to: 'bf16' },
       tolerance: HALF_GATHER_TOLERANCE,
     }),
   );
@@ -380,6 +431,13 @@ errors.push(
     attrs: { format: 'q8g16', dim: 40 },
     error: 'shape',
     argument: 'scales',
+  }),
+  invalid(k.quantizedEmbedding, {
+    label: 'q4k with D of 40, not whole super-blocks',
+    inputs: [i32([3], 0, 5), ...weightOf('q4k', 5, 40, false), f32([5, 1])],
+    attrs: { format: 'q4k', dim: 40 },
+    error: 'argument',
+    argument: 'attrs.dim',
   }),
   invalid(k.quantizedEmbedding, {
     label: 'dim missing',

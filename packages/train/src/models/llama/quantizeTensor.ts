@@ -1,5 +1,6 @@
 import {
   type Backend,
+  type DeviceQuantizeFormat,
   defaultScaleDType,
   type HostArray,
   InvalidArgumentError,
@@ -42,7 +43,7 @@ export async function quantizeOnHost(
 export async function quantizeOnDevice(
   backend: Backend,
   dense: Tensor,
-  format: QuantFormat,
+  format: DeviceQuantizeFormat,
   name: string,
 ): Promise<QuantizedTensor> {
   const [n, k] = dense.shape as [number, number];

@@ -1,7 +1,7 @@
 import {
   createCpuBackend,
+  DEVICE_QUANTIZE_FORMATS,
   InvalidArgumentError,
-  QUANT_FORMATS,
   quantizedGateUpSwiglu,
   quantizedMatmul,
   quantizeWeights,
@@ -74,7 +74,7 @@ describe('LlamaModel with quantized projections', async () => {
     using want = dense.prefill(prompt);
     const wanted = (await want.read()) as Float32Array;
     const vocab = config.vocab_size as number;
-    for (const format of QUANT_FORMATS) {
+    for (const format of DEVICE_QUANTIZE_FORMATS) {
       const eightBits = quantLayout(format, 1).bits === 8;
       using model = await LlamaModel.load(backend, dir, { weightFormat: format });
       expect(model.quantization?.format).toBe(format);
@@ -89,6 +89,24 @@ describe('LlamaModel with quantized projections', async () => {
       const last = (a: Float32Array) => a.subarray(a.length - vocab);
       if (eightBits) expect(argmax(last(values)), format).toBe(argmax(last(wanted)));
     }
+  });
+
+  it('q4k (rows of whole super-blocks) quantizes on the host and follows the dense model', async () => {
+    const wide = tinyLlamaConfig({ hidden_size: 256, intermediate_size: 512, num_attention_heads: 4 });
+    const wideDir = await writeTinyLlama(wide, tinyLlamaWeights(wide, 5));
+    using dense = await LlamaModel.load(backend, wideDir);
+    using model = await LlamaModel.load(backend, wideDir, { weightFormat: 'q4k' });
+    expect(model.quantization).toMatchObject({ format: 'q4k', path: 'host' });
+    // 4.5 bits per weight of the f32 weights' 32.
+    expect(model.quantization!.quantizedBytes).toBe((model.quantization!.denseBytes * 4.5) / 32);
+    expect(model.quantization!.rmsRelativeError!).toBeLessThan(0.15);
+    const { maxError, spread } = await prefillError(model, dense);
+    expect(maxError).toBeLessThan(spread * 0.25);
+    await expect(
+      LlamaModel.load(backend, wideDir, { weightFormat: 'q4k', quantizeOn: 'device' }),
+    ).rejects.toThrow(/q4k is not quantized on the device/);
+    // K of 64: not whole super-blocks.
+    await expect(LlamaModel.load(backend, dir, { weightFormat: 'q4k' })).rejects.toThrow(ShapeError);
   });
 
   it(`multiplies a prompt of ${DEQUANTIZED_PREFILL_ROWS}+ rows by dequantized weights, as the quantized kernels do row by row`, async () => {

@@ -1,0 +1,103 @@
+import { Q4K_SUB_BLOCK, Q4K_SUB_SCALE_WORDS, Q4K_SUPER_BLOCK, subBlockScaleMin } from './layout.js';
+import { nearestQuotient, positiveZero, reciprocalOf } from './rounding.js';
+
+// q4k (GGUF's Q4_K at 4.5 bits per weight, see layout.ts): its value, and a
+// host quantizer in ggml's manner (a scale and min per 32, quantized to
+// 6 bits against a d and dmin per 256), simpler than ggml's search but
+// giving a weight of the same layout and the same kind of error.
+
+const fround = Math.fround;
+const SUB_BLOCKS = Q4K_SUPER_BLOCK / Q4K_SUB_BLOCK;
+
+/**
+ * The value of code q of weight k of a row whose super-block scales, offsets
+ * and sub-block words start at `scaleAt`, `scaleAt` and `subAt`:
+ * f32(f32(q · f32(d · sc)) − f32(dmin · m)), ggml's f32 rounding.
+ */
+export function q4kValue(
+  q: number,
+  k: number,
+  d: ArrayLike<number>,
+  dmin: ArrayLike<number>,
+  subScales: ArrayLike<number>,
+  scaleAt: number,
+  subAt: number,
+): number {
+  const s = Math.floor(k / Q4K_SUPER_BLOCK);
+  const { sc, m } = subBlockScaleMin(subScales, subAt + Q4K_SUB_SCALE_WORDS * s, (k >> 5) & 7);
+  return fround(fround(q * fround(d[scaleAt + s]! * sc)) - fround(dmin[scaleAt + s]! * m));
+}
+
+/** Writes 6-bit sc and m of sub-block j into a super-block's twelve bytes (the inverse of `subBlockScaleMin`). */
+function putScaleMin(bytes: Uint8Array, j: number, sc: number, m: number): void {
+  if (j < 4) {
+    bytes[j] = (bytes[j]! & 0xc0) | sc;
+    bytes[j + 4] = (bytes[j + 4]! & 0xc0) | m;
+    return;
+  }
+  bytes[j + 4] = (sc & 0xf) | ((m & 0xf) << 4);
+  bytes[j - 4] = (bytes[j - 4]! & 0x3f) | ((sc >> 4) << 6);
+  bytes[j] = (bytes[j]! & 0x3f) | ((m >> 4) << 6);
+}
+
+/**
+ * q4k of a finite weight [N, K], K a multiple of 256, with d and dmin rounded
+ * to the scales' storage by `store`: per sub-block the range [min(0, lo), hi]
+ * gives a scale (range / 15) and a min (−min(0, lo)); d and dmin are the
+ * largest of them / 63, sc and m the nearest 6-bit multiples, and each code
+ * the nearest to (w + f32(dmin · m)) / f32(d · sc) in 0 … 15.
+ */
+export function quantizeQ4k(
+  w: ArrayLike<number>,
+  n: number,
+  k: number,
+  store: (value: number) => number,
+): { packed: Uint32Array; d: Float64Array; dmin: Float64Array; subScales: Uint32Array } {
+  const blocks = k / Q4K_SUPER_BLOCK;
+  const packed = new Uint32Array((n * k) / 8);
+  const d = new Float64Array(n * blocks);
+  const dmin = new Float64Array(n * blocks);
+  const subScales = new Uint32Array(n * blocks * Q4K_SUB_SCALE_WORDS);
+  const bytes = new Uint8Array(4 * Q4K_SUB_SCALE_WORDS);
+  const scales = new Float64Array(SUB_BLOCKS);
+  const mins = new Float64Array(SUB_BLOCKS);
+  for (let row = 0; row < n; row++) {
+    for (let s = 0; s < blocks; s++) {
+      const first = row * k + s * Q4K_SUPER_BLOCK;
+      for (let j = 0; j < SUB_BLOCKS; j++) {
+        let lo = 0;
+        let hi = 0;
+        for (let i = 0; i < Q4K_SUB_BLOCK; i++) {
+          const v = w[first + j * Q4K_SUB_BLOCK + i]!;
+          lo = Math.min(lo, v);
+          hi = Math.max(hi, v);
+        }
+        scales[j] = fround(fround(positiveZero(hi) - positiveZero(lo)) * reciprocalOf(15));
+        mins[j] = -positiveZero(lo);
+      }
+      const at = row * blocks + s;
+      d[at] = store(fround(Math.max(...scales) * reciprocalOf(63)));
+      dmin[at] = store(fround(Math.max(...mins) * reciprocalOf(63)));
+      bytes.fill(0);
+      for (let j = 0; j < SUB_BLOCKS; j++) {
+        const sc = d[at]! > 0 ? Math.min(63, nearestQuotient(scales[j]!, d[at]!)) : 0;
+        const m = dmin[at]! > 0 ? Math.min(63, nearestQuotient(mins[j]!, dmin[at]!)) : 0;
+        putScaleMin(bytes, j, sc, m);
+        const scale = fround(d[at]! * sc);
+        const offset = fround(dmin[at]! * m);
+        for (let i = 0; i < Q4K_SUB_BLOCK; i++) {
+          const kk = s * Q4K_SUPER_BLOCK + j * Q4K_SUB_BLOCK + i;
+          const q = scale > 0 ? nearestQuotient(fround(w[row * k + kk]! + offset), scale) : 0;
+          const word = (row * k + kk) >> 3;
+          packed[word] = (packed[word]! | (Math.min(15, Math.max(0, q)) << (4 * (kk & 7)))) >>> 0;
+        }
+      }
+      for (let i = 0; i < Q4K_SUB_SCALE_WORDS; i++) {
+        const b = 4 * i;
+        subScales[at * Q4K_SUB_SCALE_WORDS + i] =
+          (bytes[b]! | (bytes[b + 1]! << 8) | (bytes[b + 2]! << 16) | (bytes[b + 3]! << 24)) >>> 0;
+      }
+    }
+  }
+  return { packed, d, dmin, subScales };
+}

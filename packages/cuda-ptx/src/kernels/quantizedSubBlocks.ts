@@ -1,0 +1,55 @@
+import type { KernelBuilder } from '../ptx/kernel.js';
+import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { type FloatStorage, loadOneAsF32, STORAGE_BYTES } from './storage.js';
+
+// q4k's scales (core's quant/layout.ts): a super-block's d and dmin, and the
+// 6-bit sc and m of one of its eight sub-blocks read from the file's twelve
+// bytes as ggml's get_scale_min_k4 reads them, branch-free.
+
+/** Where a sub-block's scales lie: its super-block's entry of `scales`/`offsets`, first sub-block word, and j (0 … 7). */
+export interface SubBlockAt {
+  readonly scale: R32;
+  readonly words: R32;
+  readonly sub: R32;
+}
+
+/**
+ * The scale f32(d · sc) and offset f32(dmin · m) of one q4k sub-block, as
+ * ggml rounds them; 0 and 0 where `ok` is false.
+ */
+export function subBlockScaleOffset(
+  k: KernelBuilder,
+  storage: FloatStorage,
+  ptrs: { readonly scales: R64; readonly offsets: R64; readonly zeros: R64 },
+  at: SubBlockAt,
+  ok?: Pred,
+): { scale: F32; offset: F32 } {
+  const bytes = STORAGE_BYTES[storage];
+  const d = loadOneAsF32(k, storage, k.elementAddress(ptrs.scales, at.scale, bytes), ok);
+  const dmin = loadOneAsF32(k, storage, k.elementAddress(ptrs.offsets, at.scale, bytes), ok);
+  const base = k.elementAddress(ptrs.zeros, at.words, 4);
+  const words = [0, 1, 2].map((i) => {
+    const word = k.mov('b32', k.reg('u32'), 0);
+    const load = () => k.ldGlobal('b32', word, addr(base, 4 * i), { nc: true });
+    if (ok) k.predicated(ok, load);
+    else load();
+    return word;
+  });
+  // Byte j mod 4 of each word: sub-blocks 0–3 keep sc and m in the low 6 bits of words 0 and 1;
+  // 4–7 in the nibbles of word 2's byte, with the top 2 bits in words 0 and 1's.
+  const shift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), at.sub, 3), 3);
+  const [b0, b1, b2] = words.map((word) =>
+    k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), word, shift), 0xff),
+  ) as [R32, R32, R32];
+  const high = k.setp('ge', 'u32', k.reg('pred'), at.sub, 4);
+  const topOf = (b: R32) => k.shl('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), b, 6), 4);
+  const highSc = k.or('b32', k.reg('u32'), k.and('b32', k.reg('u32'), b2, 0xf), topOf(b0));
+  const highM = k.or('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), b2, 4), topOf(b1));
+  const sc = k.selp('u32', k.reg('u32'), highSc, k.and('b32', k.reg('u32'), b0, 63), high);
+  const m = k.selp('u32', k.reg('u32'), highM, k.and('b32', k.reg('u32'), b1, 63), high);
+  const asF32 = (v: R32) => k.cvt('f32', 'u32', k.reg('f32'), v, { rnd: 'rn' });
+  return {
+    scale: k.mul('f32', k.reg('f32'), d, asF32(sc), { rnd: 'rn' }),
+    offset: k.mul('f32', k.reg('f32'), dmin, asF32(m), { rnd: 'rn' }),
+  };
+}
