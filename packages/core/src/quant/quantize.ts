@@ -30,7 +30,7 @@ export interface QuantizedHostWeight {
   readonly scales: HostArray;
   readonly scaleDType: ScaleDType;
   /**
-   * [N, zeroWords]: zero-point nibbles (q4g32, q4g128; absent: symmetric
+   * Shape `[N, zeroWords]`: zero-point nibbles (q4g32, q4g128; absent: symmetric
    * around 8), or q4k's 6-bit sub-block scales and mins (required there).
    */
   readonly zeros?: Uint32Array;
