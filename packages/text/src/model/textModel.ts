@@ -14,6 +14,7 @@ import {
 import type { ChatMessage, ChatTemplateOptions } from '../chat/chatTemplate.js';
 import { type GenerationDefaults, readGenerationConfig } from '../generation/generationConfig.js';
 import { StopStrings } from '../generation/stopStrings.js';
+import { ggufTokenizerSource } from '../gguf/ggufTokenizer.js';
 import { readHuggingFaceTokenizer } from '../tokenizer/huggingFaceFolder.js';
 import { Tokenizer } from '../tokenizer/tokenizer.js';
 import { inspectModelFiles } from './modelFiles.js';
@@ -182,10 +183,14 @@ export class TextModel {
         actual: 'a PreparedWeights store',
       });
     }
-    const tokenizer =
+    const tokenizerSource =
       files.kind === 'gguf'
-        ? Tokenizer.fromGguf(files.metadata, path)
-        : new Tokenizer(await readHuggingFaceTokenizer(path, openFile));
+        ? ggufTokenizerSource(files.metadata, path)
+        : await readHuggingFaceTokenizer(path, openFile);
+    // The tokenizer's tables are built in steps while the weights are read and uploaded: the reads leave
+    // the thread idle. Awaited after the weights; a failure meanwhile is not unhandled.
+    const tokenizing = Tokenizer.create(tokenizerSource);
+    tokenizing.catch(() => {});
     const generation = files.kind === 'huggingface' ? await readGenerationConfig(path, openFile) : undefined;
     const maxSequence =
       options.maxSequence ?? Math.min(files.contextLength ?? DEFAULT_MAX_SEQUENCE, DEFAULT_MAX_SEQUENCE);
@@ -213,7 +218,7 @@ export class TextModel {
       model = await LlamaModel.load(backend, path, llamaOptions);
     }
     try {
-      return new TextModel(tokenizer, model, generation ?? { eosTokenIds: [], notApplied: {} }, path);
+      return new TextModel(await tokenizing, model, generation ?? { eosTokenIds: [], notApplied: {} }, path);
     } catch (error) {
       model.dispose();
       throw error;
