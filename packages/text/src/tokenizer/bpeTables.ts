@@ -38,6 +38,8 @@ export interface BpeTables {
   /** What they were built from: used only for a model with these very vocabulary and merges. */
   readonly from: Pick<BpeModelJson, 'vocab' | 'merges'>;
   readonly ids: Map<string, number>;
+  /** The vocabulary's largest id (-1 for none), added tokens aside. */
+  readonly topId: number;
   /** Token strings by id. */
   readonly vocab: string[];
   readonly unkId: number | undefined;
@@ -90,8 +92,11 @@ function* bpeTableSteps(model: BpeModelJson): Generator<void, BpeTables, undefin
   // Object.keys gives Object.entries' order (the library's) without making the entries.
   const tokens = Object.keys(model.vocab);
   const ids = new Map<string, number>();
+  let topId = -1;
   for (let i = 0; i < tokens.length; i++) {
-    ids.set(tokens[i]!, model.vocab[tokens[i]!]!);
+    const id = model.vocab[tokens[i]!]!;
+    ids.set(tokens[i]!, id);
+    topId = Math.max(topId, id);
     if (i % STEP === STEP - 1) yield;
   }
   const unkId = model.unk_token == null ? undefined : ids.get(model.unk_token);
@@ -104,7 +109,7 @@ function* bpeTableSteps(model: BpeModelJson): Generator<void, BpeTables, undefin
     ranks.set(rankKey(merges[rank]!), rank);
     if (rank % STEP === STEP - 1) yield;
   }
-  return { from: model, ids, vocab, unkId, ranks };
+  return { from: model, ids, topId, vocab, unkId, ranks };
 }
 
 /** The tables of `model`, built at once. */

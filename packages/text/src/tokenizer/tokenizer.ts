@@ -99,6 +99,8 @@ export class Tokenizer {
     const config = source.config ?? {};
     this.name = name;
     this.#settings = parseTokenizerConfig(name.replace(/tokenizer\.json$/, 'tokenizer_config.json'), config);
+    /** The vocabulary's largest id, where the BPE tables built here found it. */
+    let vocabTop: number | undefined;
     try {
       // The library's clean-up default (true) is not transformers' (false): pass ours.
       // Absent pipeline steps are null in a saved tokenizer.json; the library wants them present.
@@ -122,6 +124,7 @@ export class Tokenizer {
       const added = pipeline.added_tokens as AddedTokenJson[];
       const installed = built !== undefined && installBpeTables(hf, built, added);
       this.#hf = bpe && !installed ? new HfTokenizer(pipeline, settings) : hf;
+      if (installed) vocabTop = built.topId;
     } catch (error) {
       throw new InvalidArgumentError(`${name} could not be read by the tokenizer`, {
         operation: KERNEL,
@@ -133,10 +136,12 @@ export class Tokenizer {
     }
     const added = addedTokensOf(name, tokenizer);
     const vocab = (tokenizer.model as { vocab: Record<string, number> | readonly unknown[] }).vocab;
-    let top = -1;
+    let top = vocabTop ?? -1;
     if (Array.isArray(vocab)) top = vocab.length - 1;
     // for-in rather than Object.values: a 128k-token vocabulary's values are not copied out.
-    else for (const token in vocab) top = Math.max(top, (vocab as Record<string, number>)[token]!);
+    else if (vocabTop === undefined) {
+      for (const token in vocab) top = Math.max(top, (vocab as Record<string, number>)[token]!);
+    }
     for (const t of added) top = Math.max(top, t.id);
     this.vocabSize = top + 1;
     this.specialTokenIds = new Set(added.filter((t) => t.special).map((t) => t.id));
