@@ -158,10 +158,11 @@ export class TextModel {
 
   /**
    * Loads a model folder or `.gguf` file (or a URL of either, with a URL
-   * `openFile`) onto `backend`: the tokenizer first
-   * (a missing `tokenizer.json` fails before any weight is read), then the
-   * weights through `LlamaModel.load` or `loadGgufLlama` (whose errors, such
-   * as an unsupported model family, pass through).
+   * `openFile`) onto `backend`: the tokenizer's files first (a missing
+   * `tokenizer.json` fails before any weight is read), then the weights
+   * through `LlamaModel.load` or `loadGgufLlama` (whose errors, such as an
+   * unsupported model family, pass through) while the tokenizer's tables are
+   * built in steps (`Tokenizer.create`).
    */
   static async load(backend: Backend, path: string, options: TextModelLoadOptions = {}): Promise<TextModel> {
     checkMaxSequence(options.maxSequence);
