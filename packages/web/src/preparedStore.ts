@@ -16,6 +16,8 @@ const VERSION = 1;
 const OPERATION = 'ModelCache.prepared';
 /** Bytes of the GGUF file hashed for its identity: its header's start (metadata, tensor table). */
 const HEAD_BYTES = 2 ** 20;
+/** Tensors read ahead of the one being uploaded: reads of a few tensors in flight at once. */
+const READ_AHEAD = 2;
 
 type PartName = 'packed' | 'scales' | 'zeros' | 'offsets';
 const PARTS: readonly PartName[] = ['packed', 'scales', 'zeros', 'offsets'];
@@ -79,9 +81,24 @@ export function partChecksum(view: ArrayBufferView): number {
   return (Math.imul(a, 3) ^ Math.imul(b, 5) ^ Math.imul(c, 7) ^ d) >>> 0;
 }
 
-function typedPart(part: PartName, dtype: QuantizedHostWeight['scaleDType'], buffer: ArrayBuffer) {
-  if (part === 'packed' || part === 'zeros') return new Uint32Array(buffer);
-  return dtype === 'f32' ? new Float32Array(buffer) : new Uint16Array(buffer);
+/**
+ * Part `part` of a tensor read whole into `buffer`, as its typed array: a
+ * view where it lies aligned to its element, else a copy (a u32 part after
+ * an odd count of 16-bit scales).
+ */
+function typedPart(
+  part: PartName,
+  dtype: QuantizedHostWeight['scaleDType'],
+  buffer: ArrayBuffer,
+  offset: number,
+  bytes: number,
+) {
+  const words = part === 'packed' || part === 'zeros';
+  const width = words || dtype === 'f32' ? 4 : 2;
+  const aligned = offset % width === 0 ? buffer : buffer.slice(offset, offset + bytes);
+  const at = aligned === buffer ? offset : 0;
+  if (words) return new Uint32Array(aligned, at, bytes / 4);
+  return dtype === 'f32' ? new Float32Array(aligned, at, bytes / 4) : new Uint16Array(aligned, at, bytes / 2);
 }
 
 async function sha256Hex(bytes: ArrayBuffer): Promise<string> {
@@ -126,8 +143,8 @@ export class OpfsPreparedWeights implements PreparedWeights {
   readonly #fileKey: string;
   readonly #url: string;
   #state: Promise<State> | undefined;
-  /** The next tensor's parts, read while the loader uploads this one. */
-  #ahead: { readonly name: string; readonly parts: Promise<QuantizedHostWeight> } | undefined;
+  /** The next tensors' parts, being read while the loader checks and uploads this one. */
+  #ahead: { readonly name: string; readonly parts: Promise<QuantizedHostWeight> }[] = [];
   /** Tensors read from the prepared data by this load. */
   reused = 0;
   /** Tensors written to it by this load. */
@@ -174,19 +191,24 @@ export class OpfsPreparedWeights implements PreparedWeights {
     });
   }
 
+  /** A tensor's parts, read with one slice of the data (they lie one after another) and checked. */
   async #readParts(index: PreparedIndex, data: Blob, name: string): Promise<QuantizedHostWeight> {
     const entry = index.tensors[name]!;
-    const parts: Partial<Record<PartName, Uint32Array | Float32Array | Uint16Array>> = {};
-    for (const part of PARTS) {
+    const kept = PARTS.flatMap((part) => {
       const at = entry.parts[part];
-      if (!at) continue;
-      const buffer = await data.slice(at.at, at.at + at.bytes).arrayBuffer();
+      return at ? [{ part, ...at }] : [];
+    });
+    const start = Math.min(...kept.map((p) => p.at));
+    const end = Math.max(...kept.map((p) => p.at + p.bytes));
+    const buffer = kept.length > 0 ? await data.slice(start, end).arrayBuffer() : new ArrayBuffer(0);
+    const parts: Partial<Record<PartName, Uint32Array | Float32Array | Uint16Array>> = {};
+    for (const { part, at, bytes, checksum } of kept) {
       const what = `${name}.${part}`;
-      if (buffer.byteLength !== at.bytes)
-        throw this.#refuse(what, `${at.bytes} bytes`, `${buffer.byteLength}`);
-      const array = typedPart(part, entry.scaleDType, buffer);
-      const checksum = partChecksum(array);
-      if (checksum !== at.checksum) throw this.#refuse(what, `checksum ${at.checksum}`, `${checksum}`);
+      const available = Math.max(0, Math.min(bytes, buffer.byteLength - (at - start)));
+      if (available !== bytes) throw this.#refuse(what, `${bytes} bytes`, `${available}`);
+      const array = typedPart(part, entry.scaleDType, buffer, at - start, bytes);
+      const actual = partChecksum(array);
+      if (actual !== checksum) throw this.#refuse(what, `checksum ${checksum}`, `${actual}`);
       parts[part] = array;
     }
     const { packed, scales, zeros, offsets } = parts;
@@ -207,16 +229,19 @@ export class OpfsPreparedWeights implements PreparedWeights {
   async read(name: string): Promise<QuantizedHostWeight | undefined> {
     const state = await this.#open();
     if (state.mode !== 'read' || !(name in state.index.tensors)) return undefined;
-    const parts =
-      this.#ahead?.name === name ? this.#ahead.parts : this.#readParts(state.index, state.data, name);
-    // Tensors were written in load order: the next one is read while this one is uploaded.
+    const read = (next: string) => {
+      const parts = this.#readParts(state.index, state.data, next);
+      // Its failure, if any, is met when it is asked for.
+      parts.catch(() => {});
+      return { name: next, parts };
+    };
+    // Tensors were written in load order: the next ones are read while this one is checked and uploaded.
     const names = Object.keys(state.index.tensors);
-    const next = names[names.indexOf(name) + 1];
-    this.#ahead =
-      next === undefined ? undefined : { name: next, parts: this.#readParts(state.index, state.data, next) };
-    // Its failure, if any, is met when it is asked for.
-    this.#ahead?.parts.catch(() => {});
-    const weight = await parts;
+    const at = names.indexOf(name);
+    const ahead = new Map(this.#ahead.map((r) => [r.name, r]));
+    const wanted = names.slice(at, at + 1 + READ_AHEAD);
+    this.#ahead = wanted.map((next) => ahead.get(next) ?? read(next));
+    const weight = await this.#ahead.shift()!.parts;
     this.reused++;
     return weight;
   }
@@ -255,7 +280,7 @@ export class OpfsPreparedWeights implements PreparedWeights {
   }
 
   async end(complete: boolean): Promise<void> {
-    this.#ahead = undefined;
+    this.#ahead = [];
     const state = await this.#state;
     if (state?.mode !== 'write' || !state.writable) return;
     if (!complete || state.failed !== undefined) {

@@ -10,72 +10,16 @@ import { backendProvider, createWgpuBackend } from '@rayo/wgpu';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TextModelWorker } from './client.js';
 import { ModelCache } from './modelCache.js';
-import type { OpfsDirectory, OpfsFileHandle } from './opfs.js';
+import type { OpfsDirectory } from './opfs.js';
 import { PREPARED_DATA, PREPARED_INDEX, PreparedDataError } from './preparedStore.js';
 import type { MessageEndpoint, WorkerLoadProgress } from './protocol.js';
 import { serveTextModel } from './server.js';
+import { memoryDirectory } from './testing/memoryDirectory.js';
 
 // The page's client and the worker's server over a MessageChannel in Node,
 // on the cpu backend, with the model cache on an in-memory stand-in for the
 // origin-private file system (the real one is exercised in Chromium by the
 // chat page's test).
-
-/** A directory of the OPFS API in memory, with its DOMException names. */
-function memoryDirectory(name = ''): OpfsDirectory {
-  const entries = new Map<string, OpfsDirectory | OpfsFileHandle>();
-  const notFound = (entry: string) =>
-    Object.assign(new Error(`${entry} not found`), { name: 'NotFoundError' });
-  const fileHandle = (fileName: string): OpfsFileHandle => {
-    let bytes = new Uint8Array(0);
-    return {
-      kind: 'file',
-      name: fileName,
-      getFile: async () => new Blob([bytes]),
-      async createWritable(options) {
-        let staged = options?.keepExistingData ? bytes.slice() : new Uint8Array(0);
-        return {
-          async write({ position, data }) {
-            const grown = new Uint8Array(Math.max(staged.length, position + data.length));
-            grown.set(staged);
-            grown.set(data, position);
-            staged = grown;
-          },
-          close: async () => {
-            bytes = staged;
-          },
-          abort: async () => {},
-        };
-      },
-    };
-  };
-  /** The entry `entry` of kind `kind`, made where `create` asks and it is not there. */
-  const lookup = <T extends OpfsDirectory | OpfsFileHandle>(
-    entry: string,
-    kind: T['kind'],
-    create: boolean | undefined,
-    make: () => T,
-  ): T => {
-    const found = entries.get(entry);
-    if (found?.kind === kind) return found as T;
-    if (!create) throw notFound(entry);
-    const made = make();
-    entries.set(entry, made);
-    return made;
-  };
-  return {
-    kind: 'directory',
-    name,
-    getDirectoryHandle: async (entry, options) =>
-      lookup(entry, 'directory', options?.create, () => memoryDirectory(entry)),
-    getFileHandle: async (entry, options) => lookup(entry, 'file', options?.create, () => fileHandle(entry)),
-    async removeEntry(entry) {
-      if (!entries.delete(entry)) throw notFound(entry);
-    },
-    async *keys() {
-      yield* entries.keys();
-    },
-  };
-}
 
 function endpoint(port: MessagePort): MessageEndpoint {
   port.start();

@@ -14,6 +14,7 @@ import {
 import type { ChatMessage, ChatTemplateOptions } from '../chat/chatTemplate.js';
 import { type GenerationDefaults, readGenerationConfig } from '../generation/generationConfig.js';
 import { StopStrings } from '../generation/stopStrings.js';
+import { ggufTokenizerSource } from '../gguf/ggufTokenizer.js';
 import { readHuggingFaceTokenizer } from '../tokenizer/huggingFaceFolder.js';
 import { Tokenizer } from '../tokenizer/tokenizer.js';
 import { inspectModelFiles } from './modelFiles.js';
@@ -157,10 +158,11 @@ export class TextModel {
 
   /**
    * Loads a model folder or `.gguf` file (or a URL of either, with a URL
-   * `openFile`) onto `backend`: the tokenizer first
-   * (a missing `tokenizer.json` fails before any weight is read), then the
-   * weights through `LlamaModel.load` or `loadGgufLlama` (whose errors, such
-   * as an unsupported model family, pass through).
+   * `openFile`) onto `backend`: the tokenizer's files first (a missing
+   * `tokenizer.json` fails before any weight is read), then the weights
+   * through `LlamaModel.load` or `loadGgufLlama` (whose errors, such as an
+   * unsupported model family, pass through) while the tokenizer's tables are
+   * built in steps (`Tokenizer.create`).
    */
   static async load(backend: Backend, path: string, options: TextModelLoadOptions = {}): Promise<TextModel> {
     checkMaxSequence(options.maxSequence);
@@ -182,10 +184,14 @@ export class TextModel {
         actual: 'a PreparedWeights store',
       });
     }
-    const tokenizer =
+    const tokenizerSource =
       files.kind === 'gguf'
-        ? Tokenizer.fromGguf(files.metadata, path)
-        : new Tokenizer(await readHuggingFaceTokenizer(path, openFile));
+        ? ggufTokenizerSource(files.metadata, path)
+        : await readHuggingFaceTokenizer(path, openFile);
+    // The tokenizer's tables are built in steps while the weights are read and uploaded: the reads leave
+    // the thread idle. Awaited after the weights; a failure meanwhile is not unhandled.
+    const tokenizing = Tokenizer.create(tokenizerSource);
+    tokenizing.catch(() => {});
     const generation = files.kind === 'huggingface' ? await readGenerationConfig(path, openFile) : undefined;
     const maxSequence =
       options.maxSequence ?? Math.min(files.contextLength ?? DEFAULT_MAX_SEQUENCE, DEFAULT_MAX_SEQUENCE);
@@ -213,7 +219,7 @@ export class TextModel {
       model = await LlamaModel.load(backend, path, llamaOptions);
     }
     try {
-      return new TextModel(tokenizer, model, generation ?? { eosTokenIds: [], notApplied: {} }, path);
+      return new TextModel(await tokenizing, model, generation ?? { eosTokenIds: [], notApplied: {} }, path);
     } catch (error) {
       model.dispose();
       throw error;

@@ -4,6 +4,14 @@ import { GgufFile, type GgufMetadata, openNodeFile } from '@rayo/train';
 import { type ChatMessage, ChatTemplate, type ChatTemplateOptions } from '../chat/chatTemplate.js';
 import { ggufTokenizerSource } from '../gguf/ggufTokenizer.js';
 import { TextStream, type TextStreamOptions } from '../stream/textStream.js';
+import {
+  type BpeTables,
+  buildBpeTables,
+  buildBpeTablesInSteps,
+  installBpeTables,
+  plainBpeModel,
+  withoutBpeTables,
+} from './bpeTables.js';
 import { readHuggingFaceTokenizer } from './huggingFaceFolder.js';
 import { pipelineOfTokenizerClass } from './tokenizerClasses.js';
 import { parseTokenizerConfig, type TokenizerSettings } from './tokenizerConfig.js';
@@ -81,12 +89,18 @@ export class Tokenizer {
   readonly #prefix: readonly number[];
   readonly #suffix: readonly number[];
 
-  constructor(source: TokenizerSource) {
+  /**
+   * @param tables Internal: the BPE tables of `source`'s model built ahead
+   * (`Tokenizer.create`); built here where absent.
+   */
+  constructor(source: TokenizerSource, tables?: BpeTables) {
     const { name, tokenizer } = source;
     checkTokenizerJson(name, tokenizer);
     const config = source.config ?? {};
     this.name = name;
     this.#settings = parseTokenizerConfig(name.replace(/tokenizer\.json$/, 'tokenizer_config.json'), config);
+    /** The vocabulary's largest id, where the BPE tables built here found it. */
+    let vocabTop: number | undefined;
     try {
       // The library's clean-up default (true) is not transformers' (false): pass ours.
       // Absent pipeline steps are null in a saved tokenizer.json; the library wants them present.
@@ -97,13 +111,20 @@ export class Tokenizer {
         decoder: null,
         added_tokens: [],
       };
-      this.#hf = new HfTokenizer(
-        { ...steps, ...pipelineOfTokenizerClass(tokenizer, config) },
-        {
-          ...config,
-          clean_up_tokenization_spaces: this.#settings.cleanUpTokenizationSpaces,
-        },
-      );
+      const pipeline = { ...steps, ...pipelineOfTokenizerClass(tokenizer, config) };
+      const settings = { ...config, clean_up_tokenization_spaces: this.#settings.cleanUpTokenizationSpaces };
+      // A BPE model's tables are built here, faster than the library builds them (see bpeTables).
+      const bpe = plainBpeModel(pipeline);
+      const hf = new HfTokenizer(bpe ? withoutBpeTables(pipeline, bpe) : pipeline, settings);
+      const built =
+        bpe &&
+        (tables?.from.vocab === bpe.vocab && tables.from.merges === bpe.merges
+          ? tables
+          : buildBpeTables(bpe));
+      const added = pipeline.added_tokens as AddedTokenJson[];
+      const installed = built !== undefined && installBpeTables(hf, built, added);
+      this.#hf = bpe && !installed ? new HfTokenizer(pipeline, settings) : hf;
+      if (installed) vocabTop = built.topId;
     } catch (error) {
       throw new InvalidArgumentError(`${name} could not be read by the tokenizer`, {
         operation: KERNEL,
@@ -115,9 +136,12 @@ export class Tokenizer {
     }
     const added = addedTokensOf(name, tokenizer);
     const vocab = (tokenizer.model as { vocab: Record<string, number> | readonly unknown[] }).vocab;
-    let top = -1;
+    let top = vocabTop ?? -1;
     if (Array.isArray(vocab)) top = vocab.length - 1;
-    else for (const id of Object.values(vocab) as number[]) top = Math.max(top, id);
+    // for-in rather than Object.values: a 128k-token vocabulary's values are not copied out.
+    else if (vocabTop === undefined) {
+      for (const token in vocab) top = Math.max(top, (vocab as Record<string, number>)[token]!);
+    }
     for (const t of added) top = Math.max(top, t.id);
     this.vocabSize = top + 1;
     this.specialTokenIds = new Set(added.filter((t) => t.special).map((t) => t.id));
@@ -163,6 +187,17 @@ export class Tokenizer {
       }
     }
     return new Tokenizer(await readHuggingFaceTokenizer(path));
+  }
+
+  /**
+   * The tokenizer of `source`, as the constructor makes it, with its BPE
+   * tables (a large vocabulary's: Llama 3's 128k tokens and 280k merges)
+   * built in steps that let the event loop's other tasks run between them:
+   * a model's weights are read and uploaded meanwhile (`TextModel.load`).
+   */
+  static async create(source: TokenizerSource): Promise<Tokenizer> {
+    const bpe = plainBpeModel(source.tokenizer);
+    return new Tokenizer(source, bpe && (await buildBpeTablesInSteps(bpe)));
   }
 
   /** The tokenizer of a GGUF file's metadata (`name` names the file in errors). */

@@ -236,9 +236,11 @@ const met = (ok: boolean) => (ok ? 'met' : 'NOT met');
 
 /**
  * Where a load's time went, in s, from the stages the worker reported: the
- * download (first load), the header and tokenizer (until the first tensor),
- * the weights (read, repacked or read prepared, uploaded), the model's
- * assembly and the shaders compiled ahead, the warmup.
+ * download (first load), the header (until the first tensor; the tokenizer
+ * is begun there and built in steps while the weights load), the weights
+ * (read, repacked or read prepared, uploaded), the model's assembly (where
+ * the tokenizer's last steps, if any, and the shaders compiled ahead are
+ * waited for), the warmup.
  */
 export function loadPhases(load: WorkerLoadTiming): [string, number | undefined][] {
   const download = load.downloadSeconds ?? 0;
@@ -247,9 +249,12 @@ export function loadPhases(load: WorkerLoadTiming): [string, number | undefined]
     from === undefined || to === undefined ? undefined : to - from;
   return [
     ['download into the cache', load.downloadSeconds],
-    ['header and tokenizer', between(download, load.openSeconds)],
-    ['weights: read, repack or prepared, upload', between(load.openSeconds, load.weightsSeconds)],
-    ['model assembly, shaders compiled ahead', between(load.weightsSeconds, warmupAt)],
+    ['header, tokenizer begun', between(download, load.openSeconds)],
+    [
+      'weights: read, repack or prepared, upload; tokenizer alongside',
+      between(load.openSeconds, load.weightsSeconds),
+    ],
+    ['model assembly, tokenizer and shaders finished', between(load.weightsSeconds, warmupAt)],
     ['warmup', load.warmupSeconds],
     ['whole load', load.seconds],
   ];

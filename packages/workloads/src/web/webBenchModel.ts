@@ -34,6 +34,21 @@ export const WEB_BENCH_SHAPES: Readonly<
   'llama-3.2-1b': { config: DECODE_CONFIGS['llama-3.2-1b']!, vocabulary: 'llama3' },
   // 2 layers of 64 over Llama 3's first 2046 tokens, BOS and EOS: seconds on the cpu backend (the test's model).
   'llama-tiny': { config: { ...DECODE_CONFIGS['llama-tiny']!, vocab_size: 2048 }, vocabulary: 'llama3' },
+  // Llama 3's whole vocabulary (128256 tokens, 280k merges) over 4 layers of 256, tied head: a 1B's header
+  // and tokenizer with 31 MB of weights, so that a load's host phases are measured on a CPU in minutes.
+  'llama-small-vocab128k': {
+    config: {
+      ...DECODE_CONFIGS['llama-tiny']!,
+      hidden_size: 256,
+      intermediate_size: 1024,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      num_hidden_layers: 4,
+      vocab_size: 128256,
+      tie_word_embeddings: true,
+    },
+    vocabulary: 'llama3',
+  },
 };
 
 /** The 4-bit mixes: llama.cpp's Q4_0 and Q4_K_M. */

@@ -181,7 +181,7 @@ export interface WorkerLoadTiming {
   readonly seconds: number;
   readonly fromCache: boolean;
   readonly precompiled: number;
-  /** The header read and the tokenizer made: the first progress of the weights (nothing loaded yet). */
+  /** The header read and the tokenizer begun (built in steps beside the weights): the first progress of the weights. */
   readonly openSeconds?: number;
   /** The last byte copied into the cache (first load only). */
   readonly downloadSeconds?: number;
