@@ -1,8 +1,8 @@
 import type { QuantizedHostWeight, RayoError } from '@rayo/core';
+import { memoryDirectory } from '@rayo/web-testkit';
 import { describe, expect, it } from 'vitest';
 import type { OpfsDirectory } from './opfs.js';
 import { OpfsPreparedWeights, PREPARED_DATA, PreparedDataError } from './preparedStore.js';
-import { memoryDirectory } from './testing/memoryDirectory.js';
 
 // The prepared store's reads: each tensor read with one slice, its parts as
 // views where they lie aligned and copies where they do not, each part

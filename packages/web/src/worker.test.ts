@@ -6,6 +6,7 @@ import { ggufVocabulary, readHuggingFaceTokenizer, TextModel } from '@rayo/text'
 import { MISTRAL, writeTinyTextModel } from '@rayo/text-testkit';
 import { llamaToGguf, parseLlamaConfig, writeGgufFile } from '@rayo/train';
 import { type RangeServer, serveRanges, tinyLlamaConfig, tinyLlamaWeights } from '@rayo/train-testkit';
+import { memoryDirectory } from '@rayo/web-testkit';
 import { backendProvider, createWgpuBackend } from '@rayo/wgpu';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TextModelWorker } from './client.js';
@@ -14,7 +15,6 @@ import type { OpfsDirectory } from './opfs.js';
 import { PREPARED_DATA, PREPARED_INDEX, PreparedDataError } from './preparedStore.js';
 import type { MessageEndpoint, WorkerLoadProgress } from './protocol.js';
 import { serveTextModel } from './server.js';
-import { memoryDirectory } from './testing/memoryDirectory.js';
 
 // The page's client and the worker's server over a MessageChannel in Node,
 // on the cpu backend, with the model cache on an in-memory stand-in for the

@@ -1,7 +1,7 @@
-import type { OpfsDirectory, OpfsFileHandle } from '../opfs.js';
+import type { OpfsDirectory, OpfsFileHandle } from '@rayo/web';
 
 // The origin-private file system's few members the model cache uses, in
-// memory, for this package's tests in Node (the real one is exercised in
+// memory, for @rayo/web's tests in Node (the real one is exercised in
 // Chromium by the chat page's test).
 
 /** A directory of the OPFS API in memory, with its DOMException names. */

@@ -1,0 +1,1 @@
+export { memoryDirectory } from './memoryDirectory.js';
