@@ -22,9 +22,11 @@ async function checkOnEmulatedCuda(name: string, write: (path: string) => Promis
   try {
     const path = join(dir, name);
     await write(path);
-    const r = await checkQuantizedDecode(backend, path, { prompt: [5, 17, 3], maxNewTokens: 3 });
+    // Two new tokens: the prefill's and one decode step's (the interpreter
+    // runs every thread of a step's GEMVs: seconds per token).
+    const r = await checkQuantizedDecode(backend, path, { prompt: [5, 17, 3], maxNewTokens: 2 });
     expect(r.denseMatrices).toEqual([]);
-    expect(r.tokens).toHaveLength(3);
+    expect(r.tokens).toHaveLength(2);
     expect(r.tokens).toEqual(r.referenceTokens);
     expect(r.maxLogitError).toBeLessThan(1e-4 * Math.max(1, r.maxLogit));
   } finally {
