@@ -111,6 +111,11 @@ export default defineConfig({
     // single worker on CI's 2 cores, which ran every file one after another
     // while the longest ones mostly waited on Chromium, typedoc or pnpm.
     maxWorkers: Math.max(2, availableParallelism() - 1),
+    // A worker imports the workspace's sources once for all the files it
+    // runs, not once per file: the per-file imports were ~140 s of a 2-core
+    // run. Test files therefore restore what they change of shared state
+    // (process.env, spies) and dispose the backends they create.
+    isolate: false,
     // Lavapipe, the PTX interpreter and Chromium share the CPU with everything
     // else: on a loaded machine a test takes longer by about the load per
     // core, and a timeout is not a result (see timeoutScale).
