@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { THROUGHPUT_ADAMW } from './throughput.js';
+import { gpt2Settings, gpt2Timed } from './gpt2ReportFixture.js';
 import { gpt2Workloads, withCheckpointing } from './trainBench.js';
 import { checkpointMarkdown, checkpointRows, checkpointSummary } from './trainBenchCheckpoint.js';
 import type { TrainBenchReport } from './trainBenchReport.js';
@@ -10,39 +10,22 @@ const [plain, blocks] = withCheckpointing(gpt2Workloads(8), ['none', 'blocks']) 
   TransformerWorkloadSpec,
 ];
 const [plainId, blocksId] = [workloadId(plain), workloadId(blocks)];
-const timed = (medianMs: number, peakAllocatedBytes: number) => ({
-  samplesPerSecond: 8000 / medianMs,
-  tokensPerSecond: (8 * 1024 * 1000) / medianMs,
-  medianMs,
-  p10Ms: medianMs,
-  p90Ms: medianMs,
-  stepsTimed: 3,
-  firstLoss: 11,
-  lastLoss: 10,
-  memory: { peakAllocatedBytes, peakReservedBytes: 2 * peakAllocatedBytes },
-});
 const GiB = 2 ** 30;
 
 function report(): TrainBenchReport {
   const ok = (workload: string, mode: 'eager' | 'replayed', ms: number, bytes: number) =>
-    ({ backend: 'cuda', workload, mode, status: 'ok', result: { workload, ...timed(ms, bytes) } }) as const;
+    ({
+      backend: 'cuda',
+      workload,
+      mode,
+      status: 'ok',
+      result: { workload, ...gpt2Timed(ms, bytes) },
+    }) as const;
   return {
     schema: 'rayo-train-bench/2',
     createdAt: '2026-01-01T00:00:00.000Z',
     node: '20',
-    settings: {
-      backends: ['cuda'],
-      parity: ['cpu', 'cuda'],
-      quick: false,
-      warmup: 1,
-      steps: 3,
-      paritySteps: 2,
-      seed: 0,
-      clipNorm: 1,
-      adamw: THROUGHPUT_ADAMW,
-      suite: 'gpt2',
-      checkpoint: ['none', 'blocks'],
-    },
+    settings: gpt2Settings({ checkpoint: ['none', 'blocks'] }),
     backends: [{ name: 'cuda', available: true, device: 'H200' }],
     workloads: [
       { id: plainId, ...plain },
@@ -61,8 +44,8 @@ function report(): TrainBenchReport {
         schema: 'rayo-train-torch/3',
         available: true,
         results: [
-          { id: plainId, status: 'ok', ...timed(100, 6 * GiB), graph: timed(80, 6 * GiB) },
-          { id: blocksId, status: 'ok', ...timed(130, 3 * GiB), graph: { error: 'capture failed' } },
+          { id: plainId, status: 'ok', ...gpt2Timed(100, 6 * GiB), graph: gpt2Timed(80, 6 * GiB) },
+          { id: blocksId, status: 'ok', ...gpt2Timed(130, 3 * GiB), graph: { error: 'capture failed' } },
         ],
       },
     },

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { THROUGHPUT_ADAMW } from './throughput.js';
+import { gpt2Settings, gpt2Timed } from './gpt2ReportFixture.js';
 import { gpt2Workloads } from './trainBench.js';
 import { mfuMarkdown, mfuRows, mfuSummary } from './trainBenchMfu.js';
 import type { TrainBenchReport } from './trainBenchReport.js';
@@ -7,36 +7,13 @@ import { trainingFlopsPerStep, workloadId } from './workload.js';
 
 const spec = gpt2Workloads(8)[0]!;
 const id = workloadId(spec);
-const timed = (medianMs: number, peakAllocatedBytes: number) => ({
-  samplesPerSecond: 8000 / medianMs,
-  tokensPerSecond: (8 * 1024 * 1000) / medianMs,
-  medianMs,
-  p10Ms: medianMs,
-  p90Ms: medianMs,
-  stepsTimed: 3,
-  firstLoss: 11,
-  lastLoss: 10,
-  memory: { peakAllocatedBytes, peakReservedBytes: 2 * peakAllocatedBytes },
-});
 
 function report(peakTflops?: number): TrainBenchReport {
   return {
     schema: 'rayo-train-bench/2',
     createdAt: '2026-01-01T00:00:00.000Z',
     node: '20',
-    settings: {
-      backends: ['cuda'],
-      parity: ['cpu', 'cuda'],
-      quick: false,
-      warmup: 1,
-      steps: 3,
-      paritySteps: 2,
-      seed: 0,
-      clipNorm: 1,
-      adamw: THROUGHPUT_ADAMW,
-      suite: 'gpt2',
-      ...(peakTflops === undefined ? {} : { peakTflops }),
-    },
+    settings: gpt2Settings(peakTflops === undefined ? {} : { peakTflops }),
     backends: [{ name: 'cuda', available: true, device: 'H200' }],
     workloads: [{ id, ...spec }],
     parity: [],
@@ -46,7 +23,7 @@ function report(peakTflops?: number): TrainBenchReport {
         workload: id,
         mode: 'replayed',
         status: 'ok',
-        result: { workload: id, ...timed(200, 2 ** 30) },
+        result: { workload: id, ...gpt2Timed(200, 2 ** 30) },
       },
       { backend: 'cuda', workload: id, mode: 'eager', status: 'error', reason: 'out of memory' },
     ],
@@ -59,8 +36,8 @@ function report(peakTflops?: number): TrainBenchReport {
           {
             id,
             status: 'ok',
-            ...timed(100, 2 ** 29),
-            graph: timed(80, 2 ** 29),
+            ...gpt2Timed(100, 2 ** 29),
+            graph: gpt2Timed(80, 2 ** 29),
             compiled: { error: 'no triton' },
           },
         ],
