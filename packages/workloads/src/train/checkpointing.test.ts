@@ -2,19 +2,11 @@ import { type Backend, createBackend, createCpuBackend, probeBackends, type Tens
 import { createEmulatedGpu } from '@rayo/cuda-testkit';
 import { AdamW, type BlockCheckpointing, ReplayedStep, Rng, type StepResult, trainStep } from '@rayo/train';
 import { afterAll, describe, expect, it } from 'vitest';
+import { SMALL_TRANSFORMER } from './smallWorkload.js';
 import { buildWorkload, type TransformerWorkloadSpec } from './workload.js';
 
 // train-bench's GPT-style workload at a small, odd size, with and without its blocks checkpointed.
-const SPEC: TransformerWorkloadSpec = {
-  kind: 'transformer',
-  vocab: 301,
-  dim: 24,
-  heads: 3,
-  hidden: 40,
-  blocks: 3,
-  seq: 11,
-  batch: 3,
-};
+const SPEC = SMALL_TRANSFORMER;
 const STEPS = 3;
 
 interface Training {

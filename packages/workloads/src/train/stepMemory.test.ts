@@ -1,19 +1,10 @@
 import { type Backend, createBackend, createCpuBackend, probeBackends } from '@rayo/core';
 import { AdamW, Tape, trainStep } from '@rayo/train';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildWorkload, type TransformerWorkloadSpec } from './workload.js';
+import { SMALL_TRANSFORMER } from './smallWorkload.js';
+import { buildWorkload } from './workload.js';
 
-// The GPT-style workload of train-bench at a small, odd size: same structure.
-const SPEC: TransformerWorkloadSpec = {
-  kind: 'transformer',
-  vocab: 301,
-  dim: 24,
-  heads: 3,
-  hidden: 40,
-  blocks: 3,
-  seq: 11,
-  batch: 3,
-};
+const SPEC = SMALL_TRANSFORMER;
 const F32 = 4;
 
 interface StepOutcome {
