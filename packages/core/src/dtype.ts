@@ -175,21 +175,18 @@ function f16FromF32Bits(bits: number): number {
   const exponent = (bits >>> 23) & 0xff;
   const mantissa = bits & 0x7fffff;
   if (exponent === 0xff) return mantissa ? F16.quietNaN : sign | 0x7c00;
-  const field = exponent - 112; // 127 − 15
-  if (field >= 0x1f) return sign | 0x7c00;
-  // The f32 significand with its leading one (an f32 subnormal is below half of f16's smallest step).
+  if (magnitude >= 0x47800000) return sign | 0x7c00;
+  // Below f16's normals: steps of 2^-24, the significand (with its leading
+  // one) shifted by 126 − exponent; an f32 subnormal is below half a step.
+  // Rounding up to 0x400 is the smallest normal.
   if (exponent === 0) return sign;
   const significand = mantissa | 0x800000;
-  // Normal: drop 13 bits; subnormal: count steps of 2^-24, dropping 14 − field bits more.
-  const dropped = field > 0 ? 13 : 14 - field;
+  const dropped = 126 - exponent;
   if (dropped > 24) return sign;
   const kept = significand >>> dropped;
   const rest = significand & ((1 << dropped) - 1);
   const half = 1 << (dropped - 1);
-  const rounded = kept + (rest > half || (rest === half && (kept & 1) === 1) ? 1 : 0);
-  // Normal: the significand's leading one lands in the exponent field's lowest bit (field − 1 + 1);
-  // a carry steps the exponent, to Inf past the largest f16.
-  return sign | (field > 0 ? ((field - 1) << 10) + rounded : rounded);
+  return sign | (kept + (rest > half || (rest === half && (kept & 1) === 1) ? 1 : 0));
 }
 
 /** The nearest bf16 word to `value` (any number, rounded once), ties to even. */

@@ -12,7 +12,8 @@ import { isNotFound, type OpfsDirectory, type OpfsWritable, readJson, writeJson 
 export const PREPARED_INDEX = 'prepared.json';
 /** The prepared parts, one after another. */
 export const PREPARED_DATA = 'prepared.bin';
-const VERSION = 1;
+/** 2: Q4_K kept as `q4k` (4.5 bits per weight); data of version 1 (Q4_K as `q4g32a`) is rebuilt once. */
+const VERSION = 2;
 const OPERATION = 'ModelCache.prepared';
 /** Bytes of the GGUF file hashed for its identity: its header's start (metadata, tensor table). */
 const HEAD_BYTES = 2 ** 20;
