@@ -25,6 +25,7 @@ import {
   productPrecision,
   project,
   projectionWeight,
+  qkvHalfOperand,
   withFrequencies,
 } from './projections.js';
 import { quantizedGateUpCall } from './quantizedGateUp.js';
@@ -141,12 +142,7 @@ function layer(
 ): Tensor {
   // A chunk normalises once for the three projections, into the operand they read.
   const fused = w.qkv || quantized?.qkv;
-  const names = fused ? (['qkv'] as const) : (['q', 'k', 'v'] as const);
-  const out = halfOperand(
-    d,
-    x.shape[0]!,
-    names.map((name) => projectionWeight(w, quantized, name)),
-  );
+  const out = qkvHalfOperand(d, x.shape[0]!, w, quantized);
   const h = run.run1(rmsNorm, [x, w.inputNorm], { eps: d.config.rmsNormEps, ...(out ? { out } : {}) });
   // The attention writes the o product's operand as the norm writes q, k and v's.
   const attendedOut = halfOperand(d, x.shape[0]!, [projectionWeight(w, quantized, 'o')]);
@@ -210,8 +206,8 @@ function lastRowOf(d: LlamaDecoder, run: TrackingRunner, x: Tensor): Tensor {
 
 /**
  * silu(h·gateᵀ) ⊙ (h·upᵀ) with h = rmsNorm(x1), unfused (a fused decode step
- * has its own path). `chunk`: the norm and SwiGLU write the half operands of
- * the products they feed (see `halfOperand`).
+ * has its own path). `halfOperands`: the norm and SwiGLU write the half
+ * operands of the products they feed (see `halfOperand`).
  */
 export function mlp(
   d: LlamaDecoder,
@@ -219,10 +215,10 @@ export function mlp(
   w: LlamaLayerWeights,
   quantized: QuantizedLlamaLayer | undefined,
   x1: Tensor,
-  chunk = false,
+  halfOperands = false,
 ): Tensor {
   const operand = (names: readonly ('gate' | 'up' | 'down')[]) => {
-    const out = chunk
+    const out = halfOperands
       ? halfOperand(
           d,
           x1.shape[0]!,

@@ -60,10 +60,9 @@ export function productPrecision(d: LlamaDecoder, rows: number, weight: DType): 
 export const DEQUANTIZED_PREFILL_ROWS = 32;
 
 /**
- * Rows from which a layer's producers (the norms, SwiGLU) write the half
- * operand of the products they feed, where the backend rounds f32 operands
- * in a pass of its own (`HALF_OPERAND_PASS`): a prompt's chunk. Fewer rows
- * (decoding, a few tokens) are multiplied from f32 activations as they are.
+ * Rows from which a layer's producers write the half operand of quantized
+ * products too (they are dequantized to bf16 from `DEQUANTIZED_PREFILL_ROWS`
+ * rows; fewer rows run the quantized kernels, which read f32 activations).
  */
 export const HALF_OPERAND_ROWS = DEQUANTIZED_PREFILL_ROWS;
 
@@ -73,26 +72,50 @@ export type HalfOperand = 'f16' | 'bf16';
 /**
  * The half dtype the products of `rows` rows by `weights` (dense, or
  * quantized: dequantized to bf16 for a chunk) round their f32 input to
- * (precision 'half'), for its producer to write instead of f32: the values
- * the products read are then the same, and no rounding pass runs before
- * them. Undefined where any of them reads f32 (few rows, f32 precisions),
- * where they differ, or where the backend has no such pass.
+ * (precision 'half'), for its producer (a norm, SwiGLU, attention) to
+ * write instead of f32: the values the products read are then the same,
+ * and no rounding pass runs before them. A few rows (a batch of decoding
+ * sequences) against half weights take it too: the backend's products of
+ * a few rows round an f32 operand element by element as they load it,
+ * where a half one streams in with the weights' asynchronous copies.
+ * Undefined where any of them reads f32 (one row, f32 precisions, a
+ * quantized product of few rows), where they differ, or where the backend
+ * has no rounding pass (`HALF_OPERAND_PASS`).
  */
 export function halfOperand(
   d: LlamaDecoder,
   rows: number,
   weights: readonly (Tensor | QuantizedWeight | undefined)[],
 ): HalfOperand | undefined {
-  if (rows < HALF_OPERAND_ROWS || !d.backend.info.features.includes(HALF_OPERAND_PASS)) return undefined;
+  if (rows < 2 || !d.backend.info.features.includes(HALF_OPERAND_PASS)) return undefined;
+  const chunk = rows >= HALF_OPERAND_ROWS;
   const dtypes = new Set(
     weights.map((weight) => {
       if (weight === undefined) return undefined;
-      if ('format' in weight) return d.backend.supports(quantizedEmbedding.name) ? 'bf16' : undefined;
-      if (productPrecision(d, rows, weight.dtype) !== 'half') return undefined;
+      if ('format' in weight)
+        return chunk && d.backend.supports(quantizedEmbedding.name) ? 'bf16' : undefined;
+      // An f32 weight under a half precision is rounded whole on every call of few rows: not worth a half operand.
+      if ((!chunk && weight.dtype === 'f32') || productPrecision(d, rows, weight.dtype) !== 'half')
+        return undefined;
       return halfPrecisionDtype('f32', weight.dtype);
     }),
   );
   return dtypes.size === 1 ? [...dtypes][0] : undefined;
+}
+
+/** `halfOperand` of a layer's q, k and v products (one where they are fused): what its input norm writes. */
+export function qkvHalfOperand(
+  d: LlamaDecoder,
+  rows: number,
+  w: LlamaLayerWeights,
+  quantized: QuantizedLlamaLayer | undefined,
+): HalfOperand | undefined {
+  const names = w.qkv || quantized?.qkv ? (['qkv'] as const) : (['q', 'k', 'v'] as const);
+  return halfOperand(
+    d,
+    rows,
+    names.map((name) => projectionWeight(w, quantized, name)),
+  );
 }
 
 /** A layer's weight for projection `name`: the quantized one where it has one. */

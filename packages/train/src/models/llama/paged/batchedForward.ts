@@ -1,7 +1,7 @@
 import { pagedAttention, rmsNorm, ropePagedKvWrite, type Tensor, type TrackingRunner } from '@rayo/core';
 import type { LlamaDecoder } from '../decoder.js';
 import { embed, headLogits, mlp } from '../forward.js';
-import { biased, headNorm, project, withFrequencies } from '../projections.js';
+import { biased, headNorm, project, qkvHalfOperand, withFrequencies } from '../projections.js';
 
 /** One layer's page pools: [pages, kvHeads, pageSize, headDim] each. */
 export interface LayerPages {
@@ -49,7 +49,9 @@ export function batchedDecodeForward(
   d.weights.layers.forEach((w, i) => {
     const quantized = d.quantizedLayers?.[i];
     const pool = pages[i]!;
-    const h = run.run1(rmsNorm, [x, w.inputNorm], { eps });
+    // The norms and SwiGLU write the products' half operands, as for a chunk of a prompt.
+    const out = qkvHalfOperand(d, b, w, quantized);
+    const h = run.run1(rmsNorm, [x, w.inputNorm], { eps, ...(out ? { out } : {}) });
     const projected = (name: 'q' | 'k' | 'v' | 'qkv') =>
       biased(run, project(d, run, h, w, quantized, name), w[`${name}Bias`]);
     // Fused q, k and v weights: one product, read in place by the rope and the write.
@@ -70,7 +72,7 @@ export function batchedDecodeForward(
       .run1(pagedAttention, [qRot!, pool.k, pool.v, inputs.blockTables, inputs.seqLens])
       .reshape([b, heads * headDim]);
     const x1 = biased(run, project(d, run, attended, w, quantized, 'o', x), w.oBias);
-    x = project(d, run, mlp(d, run, w, quantized, x1), w, quantized, 'down', x1);
+    x = project(d, run, mlp(d, run, w, quantized, x1, true), w, quantized, 'down', x1);
   });
   return headLogits(d, run, x);
 }
