@@ -76,17 +76,19 @@ describe("a few rows times half weights under precision 'half' on an emulated sm
   const entries = (since: number) => fake.launches.slice(since).map((l) => l.entry);
 
   const cases = [
-    // [M, K, N], b's dtype, with c: K split in two on 4 SMs (a ragged last step), or whole; a stored [K, M].
-    { shape: [5, 264, 67], b: 'bf16', withC: true, splits: true, transA: false },
-    { shape: [19, 96, 130], b: 'f16', withC: false, splits: false, transA: false },
-    { shape: [7, 72, 64], b: 'bf16', withC: true, splits: false, transA: true },
+    // [M, K, N], a's and b's dtypes, with c: K split in two on 4 SMs (a ragged last step), or whole; a stored [K, M].
+    { shape: [5, 264, 67], a: 'f32', b: 'bf16', withC: true, splits: true, transA: false },
+    { shape: [19, 96, 130], a: 'f32', b: 'f16', withC: false, splits: false, transA: false },
+    { shape: [7, 72, 64], a: 'f32', b: 'bf16', withC: true, splits: false, transA: true },
+    // A half a (a batch's norm writes it) takes the asynchronous copies, K split across the pipeline's stages.
+    { shape: [6, 392, 72], a: 'bf16', b: 'bf16', withC: true, splits: true, transA: false },
   ] as const;
-  for (const { shape, b: bDtype, withC, splits, transA } of cases) {
+  for (const { shape, a: aDtype, b: bDtype, withC, splits, transA } of cases) {
     const [m, k, n] = shape;
-    it(`${m}×${k}×${n}, f32 a${transA ? ' [K, M]' : ''}, ${bDtype} b [N, K]${withC ? ', + f32 c' : ''}`, async () => {
+    it(`${m}×${k}×${n}, ${aDtype} a${transA ? ' [K, M]' : ''}, ${bDtype} b [N, K]${withC ? ', + f32 c' : ''}`, async () => {
       const [aData, bData, cData] = [random(m * k), random(k * n), random(m * n)];
       const on = (backend: typeof gpu | typeof cpu) => [
-        backend.upload(aData, transA ? [k, m] : [m, k]),
+        backend.upload(aData, transA ? [k, m] : [m, k], aDtype),
         backend.upload(bData, [n, k], bDtype),
         withC ? backend.upload(cData, [m, n]) : undefined,
       ];

@@ -20,6 +20,13 @@ export const TC_BN = 128;
 export const TC_BK = 32;
 /** Shared buffers in flight: stage s + STAGES - 1 is copied while stage s is multiplied. */
 export const TC_STAGES = 3;
+/**
+ * Stages of the small-M variant: its few rows leave the block little to
+ * multiply while b streams in, so only more of b in flight keeps reading
+ * it at the memory's rate (its stages are dynamic shared memory: 80 KiB,
+ * two blocks an SM).
+ */
+export const SMALL_M_STAGES = 5;
 /** 8 warps, 2 along M × 4 along N, each a 64 × 32 piece of the tile. */
 export const TC_THREADS = 256;
 const WARPS_N = 4;
@@ -30,6 +37,16 @@ export const TC_ENTRY = 'matmul_mma';
 /** Bytes of one operand's tile in one stage (128 × 32 halves) and of one stage (a and b). */
 const OPERAND_BYTES = TC_BM * TC_BK * 2;
 const STAGE_BYTES = 2 * OPERAND_BYTES;
+
+/** The variant's pipeline stages. */
+function stagesOf(v: TensorCoreVariant): number {
+  return v.smallM ? SMALL_M_STAGES : TC_STAGES;
+}
+
+/** Dynamic shared bytes of a launch of the variant (its stages; 0 where they are static). */
+export function tensorCoreSharedBytes(v: TensorCoreVariant): number {
+  return v.smallM ? SMALL_M_STAGES * STAGE_BYTES : 0;
+}
 /** 16-byte chunks of one operand's tile, and per thread. */
 const CHUNKS = OPERAND_BYTES / 16;
 const CHUNKS_PER_THREAD = CHUNKS / TC_THREADS;
@@ -67,7 +84,7 @@ export interface TensorCoreVariant {
 
 export function tensorCoreKey(v: TensorCoreVariant): string {
   const layout = `${v.transA ? 't' : 'n'}${v.transB ? 't' : 'n'}`;
-  return `matmul/mma${TC_BM}x${TC_BN}x${TC_BK}s${TC_STAGES}/${v.dtype}/${layout}/${v.async ? 'async' : 'scalar'}${v.withC ? '/c' : ''}${v.out ? `/y${v.out}` : ''}${v.smallM ? '/smallm' : ''}${v.aF32 ? '/af32' : ''}`;
+  return `matmul/mma${TC_BM}x${TC_BN}x${TC_BK}s${stagesOf(v)}/${v.dtype}/${layout}/${v.async ? 'async' : 'scalar'}${v.withC ? '/c' : ''}${v.out ? `/y${v.out}` : ''}${v.smallM ? '/smallm' : ''}${v.aF32 ? '/af32' : ''}`;
 }
 
 /**
@@ -254,10 +271,13 @@ function ldmatrixOffset(
  * for `splitSumModule`, alpha 1 and no c); each warp a 64 × 32 part
  * as 4 × 4 m16n8k16 products per 16 of K, its fragments loaded by ldmatrix
  * (`.trans` for operands stored k-outer) from swizzled shared tiles that a
- * 3-stage cp.async pipeline fills.
+ * cp.async pipeline of `TC_STAGES` stages (`SMALL_M_STAGES` for small M) fills.
  */
 export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
   const m = new PtxModule({ target: 'sm_80' });
+  const stages = stagesOf(v);
+  // Up to 48 KiB static; the small-M variant's deeper pipeline needs dynamic shared memory.
+  const dynamic = v.smallM ? m.dynamicShared('stages', 128) : undefined;
   m.entry(
     TC_ENTRY,
     {
@@ -275,7 +295,7 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       const kPerSplit = k.ldParam(p.kPerSplit);
       const kFirst = k.mulLo('u32', k.reg('u32'), split, kPerSplit);
       const kEnd = k.min('u32', k.reg('u32'), kDim, k.add('u32', k.reg('u32'), kFirst, kPerSplit));
-      const smem = k.shared('stages', TC_STAGES * STAGE_BYTES, 128);
+      const smem = dynamic ?? k.shared('stages', stages * STAGE_BYTES, 128);
       const smemBase = k.sharedAddress(smem);
       const tid = k.tid();
       const lane = k.and('b32', k.reg('u32'), tid, 31);
@@ -356,20 +376,20 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       // Prologue: stages 0 … STAGES - 2.
       const kLength = k.sub('u32', k.reg('u32'), kEnd, kFirst);
       const kTiles = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kLength, TC_BK - 1), TC_BK);
-      for (let s = 0; s < TC_STAGES - 1; s++) {
+      for (let s = 0; s < stages - 1; s++) {
         copy(
           k.add('u32', k.reg('u32'), smemBase, s * STAGE_BYTES),
           k.add('u32', k.reg('u32'), kFirst, s * TC_BK),
         )();
       }
       const readStage = k.mov('u32', k.reg('u32'), smemBase);
-      const writeStage = k.add('u32', k.reg('u32'), smemBase, (TC_STAGES - 1) * STAGE_BYTES);
-      const kNext = k.add('u32', k.reg('u32'), kFirst, (TC_STAGES - 1) * TC_BK);
-      const end = k.add('u32', k.reg('u32'), smemBase, TC_STAGES * STAGE_BYTES);
+      const writeStage = k.add('u32', k.reg('u32'), smemBase, (stages - 1) * STAGE_BYTES);
+      const kNext = k.add('u32', k.reg('u32'), kFirst, (stages - 1) * TC_BK);
+      const end = k.add('u32', k.reg('u32'), smemBase, stages * STAGE_BYTES);
       const kt = k.reg('u32');
       k.forRange(kt, 0, kTiles, 1, () => {
         // The step's own group is complete; the barrier also frees the stage read last iteration.
-        k.cpAsyncWaitGroup(TC_STAGES - 2);
+        k.cpAsyncWaitGroup(stages - 2);
         k.barSync();
         const storeA = copy(writeStage, kNext);
         k.add('u32', kNext, kNext, TC_BK);
@@ -401,12 +421,12 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
             for (let i = 0; i < 4; i++) products(i, fa[i]!);
           }
         }
-        // The write stage is read two steps on, after the barrier at the top of the next.
+        // The write stage is read stages − 1 steps on, after the barrier at the top of that step.
         storeA();
         for (const s of [readStage, writeStage]) {
           k.add('u32', s, s, STAGE_BYTES);
           const wrap = k.setp('ge', 'u32', k.reg('pred'), s, end);
-          k.predicated(wrap, () => k.sub('u32', s, s, TC_STAGES * STAGE_BYTES));
+          k.predicated(wrap, () => k.sub('u32', s, s, stages * STAGE_BYTES));
         }
       });
       // No copy may still be writing shared memory when the block exits.
@@ -532,6 +552,7 @@ export function encodeTensorCore(
       entry: TC_ENTRY,
       grid: [tilesM * tilesN, shape.splits, count],
       block: TC_THREADS,
+      sharedBytes: tensorCoreSharedBytes(v),
       args: {
         a: ptrs.a,
         b: ptrs.b,
