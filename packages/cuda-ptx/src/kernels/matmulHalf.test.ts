@@ -2,6 +2,7 @@ import { matmul, type Tensor } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
 import { seededUniform, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
+import { FEW_ROWS_ENTRY } from './matmulFewRows.js';
 import { smallMApplies, smallMShape } from './matmulHalf.js';
 import { SPLIT_SUM_ENTRY } from './matmulSplitK.js';
 import { TC_ENTRY } from './matmulTensorCore.js';
@@ -76,14 +77,25 @@ describe("a few rows times half weights under precision 'half' on an emulated sm
   const entries = (since: number) => fake.launches.slice(since).map((l) => l.entry);
 
   const cases = [
-    // [M, K, N], a's and b's dtypes, with c: K split in two on 4 SMs (a ragged last step), or whole; a stored [K, M].
-    { shape: [5, 264, 67], a: 'f32', b: 'bf16', withC: true, splits: true, transA: false },
-    { shape: [19, 96, 130], a: 'f32', b: 'f16', withC: false, splits: false, transA: false },
-    { shape: [7, 72, 64], a: 'f32', b: 'bf16', withC: true, splits: false, transA: true },
-    // A half a (a batch's norm writes it) takes the asynchronous copies, K split across the pipeline's stages.
-    { shape: [6, 392, 72], a: 'bf16', b: 'bf16', withC: true, splits: true, transA: false },
+    // [M, K, N], a's and b's dtypes, with c, the kernels that run; a stored [K, M] where transA.
+    // Up to 16 rows with K a multiple of 8 stream b into the fragments (a ragged last chunk, odd N).
+    { shape: [5, 264, 67], a: 'f32', b: 'bf16', withC: true, ran: [FEW_ROWS_ENTRY], transA: false },
+    { shape: [6, 392, 72], a: 'bf16', b: 'bf16', withC: true, ran: [FEW_ROWS_ENTRY], transA: false },
+    // Two rounds of the chunks in flight for an f32 a.
+    { shape: [16, 1032, 136], a: 'f32', b: 'f16', withC: false, ran: [FEW_ROWS_ENTRY], transA: false },
+    // The tile: K not a multiple of 8, split in two on 4 SMs (a ragged last step); more rows; a stored [K, M].
+    {
+      shape: [13, 260, 67],
+      a: 'f32',
+      b: 'bf16',
+      withC: true,
+      ran: [TC_ENTRY, SPLIT_SUM_ENTRY],
+      transA: false,
+    },
+    { shape: [19, 96, 130], a: 'f32', b: 'f16', withC: false, ran: [TC_ENTRY], transA: false },
+    { shape: [7, 72, 64], a: 'f32', b: 'bf16', withC: true, ran: [TC_ENTRY], transA: true },
   ] as const;
-  for (const { shape, a: aDtype, b: bDtype, withC, splits, transA } of cases) {
+  for (const { shape, a: aDtype, b: bDtype, withC, ran: kernels, transA } of cases) {
     const [m, k, n] = shape;
     it(`${m}×${k}×${n}, ${aDtype} a${transA ? ' [K, M]' : ''}, ${bDtype} b [N, K]${withC ? ', + f32 c' : ''}`, async () => {
       const [aData, bData, cData] = [random(m * k), random(k * n), random(m * n)];
@@ -100,7 +112,7 @@ describe("a few rows times half weights under precision 'half' on an emulated sm
       const got = await y!.read();
       const ran = entries(since);
       // No pass rounding a into scratch first: the kernel rounds a's rows as it loads them.
-      expect(ran).toEqual(splits ? [TC_ENTRY, SPLIT_SUM_ENTRY] : [TC_ENTRY]);
+      expect(ran).toEqual(kernels);
       const tolerance = { rtol: 1e-4, atol: 1e-5 * Math.sqrt(k) };
       expect(compareOutputs('f32', got, await want!.read(), tolerance)).toBeUndefined();
       for (const t of [...ins[0], ...ins[1], y, want]) (t as Tensor | undefined)?.dispose();

@@ -2,6 +2,7 @@ import { halfPrecisionDtype, type MatmulLaunch } from '@rayo/core';
 import type { KernelEncoder, Operand } from '../kernel.js';
 import { encodeCast } from './cast.js';
 import { MAX_ELEMENTS } from './common.js';
+import { encodeFewRows, fewRowsApplies } from './matmulFewRows.js';
 import { encodeTensorCore, TC_BK, TC_BN, type TensorCoreShape, tensorCoreDtype } from './matmulTensorCore.js';
 
 // matmul's precision 'half' and half weights: f32 operands rounded into half
@@ -77,13 +78,15 @@ export function smallMApplies(call: MatmulLaunch<Operand>, computeCapability: re
 
 /**
  * Launches a product `smallMApplies` takes; false where it takes none. An
- * f32 a is rounded to b's dtype by the kernel as it loads a's tiles.
+ * f32 a is rounded to b's dtype by the kernel as it loads a.
  */
 export function encodeSmallM(encoder: KernelEncoder, call: MatmulLaunch<Operand>): boolean {
   if (!smallMApplies(call, encoder.device.computeCapability)) return false;
   // The dtypes of c and y decide, with a as it is multiplied: in b's dtype.
   const half = tensorCoreDtype({ ...call, a: { ...call.a, dtype: call.b.dtype } });
   if (!half) return false;
-  encodeTensorCore(encoder, call, half, smallMShape(call, encoder.device.multiprocessors));
+  // Up to 16 rows in place stream b into the mma fragments; other shapes take the tile.
+  if (fewRowsApplies(call)) encodeFewRows(encoder, call, half);
+  else encodeTensorCore(encoder, call, half, smallMShape(call, encoder.device.multiprocessors));
   return true;
 }
