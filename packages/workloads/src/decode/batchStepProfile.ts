@@ -1,5 +1,6 @@
 import type { Tensor } from '@rayo/core';
 import type { PagedDecodeRow, PagedLlama } from '@rayo/train';
+import { median } from '../median.js';
 import { profileStep, type StepProfile } from './stepProfile.js';
 
 /**
@@ -39,12 +40,6 @@ export interface BatchStepOptions {
   readonly repetitions: number;
   /** Replays timed phase by phase (after 4 untimed). */
   readonly steps: number;
-}
-
-function median(values: readonly number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
 /** Replays the step of `rows` from a batch of its own, `steps` times, timing each phase. */
