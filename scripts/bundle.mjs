@@ -113,6 +113,23 @@ async function exportsOf(specifier) {
   }
 }
 
+// A program entry imports the backend registration first, so that it runs before the program.
+const REGISTER = "import 'rayo-bundle:register';";
+
+/** The entry of a program that runs on import. */
+function runOnImport(module) {
+  return [REGISTER, `import '${module}';`].join('\n');
+}
+
+/** The entry of a program whose `name(argv)` resolves to its exit code. */
+function callingMain(module, { registered = true, name = 'main' } = {}) {
+  return [
+    ...(registered ? [REGISTER] : []),
+    `import { ${name} } from '${module}';`,
+    `process.exitCode = await ${name}(process.argv.slice(2));`,
+  ].join('\n');
+}
+
 /** Virtual modules: the static backend registration and the program entries. */
 function sources(providers, faultSuites) {
   const register = [
@@ -122,71 +139,38 @@ function sources(providers, faultSuites) {
   ].join('\n');
   return {
     'rayo-bundle:register': register,
-    // The registration is imported first, so it runs before the program.
-    'rayo-bundle:bench': [
-      "import 'rayo-bundle:register';",
-      "import { main } from '@rayo/bench';",
-      'process.exitCode = await main(process.argv.slice(2));',
-    ].join('\n'),
-    'rayo-bundle:conformance': ["import 'rayo-bundle:register';", `import '${RUNNER}';`].join('\n'),
+    'rayo-bundle:bench': callingMain('@rayo/bench'),
+    'rayo-bundle:conformance': runOnImport(RUNNER),
     'rayo-bundle:fault-suites': [
       "import { extendFaultSuite } from '@rayo/core/testing';",
       ...faultSuites.map(({ pkg, name }) => `import { ${name} } from '${pkg}/faults';`),
       ...faultSuites.map(({ name }) => `extendFaultSuite(${name});`),
     ].join('\n'),
     // Registrations are imported first: the runner starts on import.
-    'rayo-bundle:faults': [
-      "import 'rayo-bundle:register';",
-      "import 'rayo-bundle:fault-suites';",
-      `import '${FAULT_RUNNER}';`,
-    ].join('\n'),
-    'rayo-bundle:train-bench': [
-      "import 'rayo-bundle:register';",
-      `import { main } from '${TRAIN_BENCH}';`,
-      'process.exitCode = await main(process.argv.slice(2));',
-    ].join('\n'),
-    // Leak checks: eager and replayed soaks, and model load/dispose cycles.
-    'rayo-bundle:soak': [
-      "import 'rayo-bundle:register';",
-      `import { main } from '${SOAK}';`,
-      'process.exitCode = await main(process.argv.slice(2));',
-    ].join('\n'),
-    'rayo-bundle:train-profile': [
-      "import 'rayo-bundle:register';",
-      `import { main } from '${TRAIN_PROFILE}';`,
-      'process.exitCode = await main(process.argv.slice(2));',
-    ].join('\n'),
-    // The CLIs of the decode benchmark and the names example run on import.
-    'rayo-bundle:decode-bench': ["import 'rayo-bundle:register';", `import '${DECODE_BENCH}';`].join('\n'),
-    'rayo-bundle:batch-bench': ["import 'rayo-bundle:register';", `import '${BATCH_BENCH}';`].join('\n'),
-    'rayo-bundle:names': ["import 'rayo-bundle:register';", `import '${NAMES}';`].join('\n'),
-    'rayo-bundle:gguf-check': ["import 'rayo-bundle:register';", `import '${GGUF_CHECK}';`].join('\n'),
-    // No backend is used, but the registration's import first puts @rayo/core's error classes before
-    // @rayo/train's, which extend them (without it the bundle fails at start).
-    'rayo-bundle:tokenizer-parity': ["import 'rayo-bundle:register';", `import '${TOKENIZER_PARITY}';`].join(
+    'rayo-bundle:faults': [REGISTER, "import 'rayo-bundle:fault-suites';", `import '${FAULT_RUNNER}';`].join(
       '\n',
     ),
-    'rayo-bundle:family-parity': ["import 'rayo-bundle:register';", `import '${FAMILY_PARITY}';`].join('\n'),
-    'rayo-bundle:web-bench': ["import 'rayo-bundle:register';", `import '${WEB_BENCH}';`].join('\n'),
+    'rayo-bundle:train-bench': callingMain(TRAIN_BENCH),
+    // Leak checks: eager and replayed soaks, and model load/dispose cycles.
+    'rayo-bundle:soak': callingMain(SOAK),
+    'rayo-bundle:train-profile': callingMain(TRAIN_PROFILE),
+    // The CLIs of the decode benchmark and the names example run on import.
+    'rayo-bundle:decode-bench': runOnImport(DECODE_BENCH),
+    'rayo-bundle:batch-bench': runOnImport(BATCH_BENCH),
+    'rayo-bundle:names': runOnImport(NAMES),
+    'rayo-bundle:gguf-check': runOnImport(GGUF_CHECK),
+    // No backend is used, but the registration's import first puts @rayo/core's error classes before
+    // @rayo/train's, which extend them (without it the bundle fails at start).
+    'rayo-bundle:tokenizer-parity': runOnImport(TOKENIZER_PARITY),
+    'rayo-bundle:family-parity': runOnImport(FAMILY_PARITY),
+    'rayo-bundle:web-bench': runOnImport(WEB_BENCH),
     // Data-parallel training on 1 and N GPUs; each rank is this program again, started by the launcher.
-    'rayo-bundle:dp-bench': [
-      `import { main } from '${DP_BENCH}';`,
-      'process.exitCode = await main(process.argv.slice(2));',
-    ].join('\n'),
-    'rayo-bundle:launch': [
-      `import { launchCli } from '${LAUNCH}';`,
-      'process.exitCode = await launchCli(process.argv.slice(2));',
-    ].join('\n'),
+    'rayo-bundle:dp-bench': callingMain(DP_BENCH, { registered: false }),
+    'rayo-bundle:launch': callingMain(LAUNCH, { registered: false, name: 'launchCli' }),
     // The cuda GEMM paths, run directly on the driver (no backend registry).
-    'rayo-bundle:gemm-check': [
-      `import { main } from '${GEMM_CHECK}';`,
-      'process.exitCode = await main(process.argv.slice(2));',
-    ].join('\n'),
+    'rayo-bundle:gemm-check': callingMain(GEMM_CHECK, { registered: false }),
     // The f32 tiled GEMM under every tile and split-K choice.
-    'rayo-bundle:gemm-sweep': [
-      `import { main } from '${GEMM_SWEEP}';`,
-      'process.exitCode = await main(process.argv.slice(2));',
-    ].join('\n'),
+    'rayo-bundle:gemm-sweep': callingMain(GEMM_SWEEP, { registered: false }),
   };
 }
 

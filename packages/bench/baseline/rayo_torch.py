@@ -144,6 +144,11 @@ def device_info(torch, device):
     }
 
 
+def write_available(path, schema_out, torch, device, fields):
+    """Writes the output of a run that happened: available, the device as device_info records it, then `fields`."""
+    write_json(path, {"schema": schema_out, "available": True, **device_info(torch, device), **fields})
+
+
 def fp32_settings(torch):
     """The matmul precision switches in force (all off: fp32 is fp32)."""
     return {

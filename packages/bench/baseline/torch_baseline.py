@@ -477,25 +477,21 @@ def attention_backward_candidates(torch, device, case, sets):
 
         return call
 
+    def backward(impl, dtype, backend, repeat, note=None):
+        """The backward of `backend` on the sets in `dtype`, uncaptured (autograd.grad is not graphed)."""
+        made = graphs(dtype, backend, repeat)
+        return Candidate(impl, timed(made), context=lambda: sdpa_kernel([backend]), note=note, graph=False)
+
     candidates = []
     if case["dtypes"][0] == "f32":
-        f32 = graphs(torch.float32, SDPBackend.EFFICIENT_ATTENTION, True)
-        candidates.append(
-            Candidate(
-                "sdpa[efficient_attention].backward",
-                timed(f32),
-                context=lambda: sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]),
-                graph=False,
-            )
-        )
-    bf16 = graphs(torch.bfloat16, SDPBackend.FLASH_ATTENTION, False)
+        candidates.append(backward("sdpa[efficient_attention].backward", torch.float32, SDPBackend.EFFICIENT_ATTENTION, True))
     candidates.append(
-        Candidate(
+        backward(
             "sdpa[flash_attention].backward bf16",
-            timed(bf16),
-            context=lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION]),
+            torch.bfloat16,
+            SDPBackend.FLASH_ATTENTION,
+            False,
             note="bf16 inputs: the tensor-core reference",
-            graph=False,
         )
     )
     return candidates

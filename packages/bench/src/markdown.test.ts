@@ -13,34 +13,36 @@ const info: BackendInfo = {
   features: ['timestamp-query'],
 };
 
+/** A bytes-bound wgpu case of `family` timed once at `ms` on the device clock. */
+function deviceTimed(
+  family: string,
+  id: string,
+  kernel: string,
+  x: number,
+  ms: number,
+  cost: CaseResult['cost'],
+): CaseResult {
+  return {
+    backend: 'wgpu',
+    id: `${family}/${id}`,
+    family,
+    kernel,
+    status: 'ok',
+    bound: 'bytes',
+    x,
+    timing: summarize([ms]),
+    timer: 'device',
+    sets: 1,
+    cost,
+  };
+}
+
 const results: CaseResult[] = [
-  {
-    backend: 'wgpu',
-    id: 'copy/256MiB',
-    family: 'copy',
-    kernel: 'copy',
-    status: 'ok',
-    bound: 'bytes',
-    x: 2 ** 28,
-    timing: summarize([0.5]),
-    timer: 'device',
-    sets: 1,
-    cost: { flops: 0, bytes: 2 ** 29 },
-    ceiling: true,
-  },
-  {
-    backend: 'wgpu',
-    id: 'attention/h32-d128-t4096',
-    family: 'attention',
-    kernel: 'incrementalAttention',
-    status: 'ok',
-    bound: 'bytes',
-    x: 2 ** 27,
-    timing: summarize([0.2]),
-    timer: 'device',
-    sets: 1,
-    cost: { flops: 6.7e7, bytes: 2 ** 27 },
-  },
+  { ...deviceTimed('copy', '256MiB', 'copy', 2 ** 28, 0.5, { flops: 0, bytes: 2 ** 29 }), ceiling: true },
+  deviceTimed('attention', 'h32-d128-t4096', 'incrementalAttention', 2 ** 27, 0.2, {
+    flops: 6.7e7,
+    bytes: 2 ** 27,
+  }),
   {
     backend: 'wgpu',
     id: 'adamw/1e6',

@@ -28,6 +28,7 @@ export { limitedBackend } from './limitedBackend.js';
 export { memoryFile } from './memoryFile.js';
 export {
   collectTokens,
+  expectReferenceGreedy,
   greedyAgainstReference,
   ModelScope,
   maxAbsDiff,
@@ -41,6 +42,7 @@ export {
   serveRanges,
 } from './rangeServer.js';
 export { RENDEZVOUS_RANK_PROGRAM } from './rankPrograms.js';
+export { temporaryDirectories, temporaryDirectory } from './temporaryDirectories.js';
 export {
   familyFeatures,
   referenceGreedy,

@@ -2,6 +2,7 @@
 // logits and tokens are from the reference's.
 import { type Backend, createBackend, createCpuBackend, type HostArray, probeBackends } from '@rayo/core';
 import type { LlamaModel } from '@rayo/train';
+import { expect } from 'vitest';
 import { referenceGreedy, type TinyWeights } from './tinyLlama.js';
 
 /**
@@ -84,4 +85,22 @@ export async function greedyAgainstReference(
   const ref = referenceGreedy(config, weights, prompt, count);
   const got = await collectTokens(model.generate(prompt, { maxNewTokens: count }));
   return { got, want: ref.tokens, margin: Math.min(...ref.margins) };
+}
+
+/**
+ * Expects `model` to generate the reference's `count` greedy tokens after
+ * `prompt`, the reference having chosen each by more than ten times the
+ * logits' `tolerance`, so that the agreement means something.
+ */
+export async function expectReferenceGreedy(
+  model: LlamaModel,
+  config: Record<string, unknown>,
+  weights: TinyWeights,
+  prompt: readonly number[],
+  count: number,
+  tolerance: number,
+): Promise<void> {
+  const greedy = await greedyAgainstReference(model, config, weights, prompt, count);
+  expect(greedy.margin).toBeGreaterThan(10 * tolerance);
+  expect(greedy.got).toEqual(greedy.want);
 }

@@ -31,12 +31,11 @@ import time
 
 from rayo_torch import (
     add_device_option,
-    device_info,
     import_transformers,
     open_baseline,
     quantile,
     run_cases,
-    write_json,
+    write_available,
 )
 
 SCHEMA_IN = "rayo-batch-request/1"
@@ -139,12 +138,12 @@ def main():
         return run_batch(torch, transformers, model, request["prompts"][:batch], request["newTokens"], device, pad_id)
 
     results = run_cases(torch, device, [str(b) for b in request["batches"]], run)
-    write_json(
+    write_available(
         args.out,
+        SCHEMA_OUT,
+        torch,
+        device,
         {
-            "schema": SCHEMA_OUT,
-            "available": True,
-            **device_info(torch, device),
             "transformers": transformers.__version__,
             "dtype": request["dtype"],
             "newTokens": request["newTokens"],

@@ -42,13 +42,12 @@ import time
 from rayo_torch import (
     add_device_option,
     capture_graph,
-    device_info,
     error_text,
     open_baseline,
     quantile,
     sync,
     warm_on_side_stream,
-    write_json,
+    write_available,
 )
 
 SCHEMA_IN = "rayo-decode-request/1"
@@ -314,24 +313,40 @@ def summary(tokens, times, warmup):
     }
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description="Times greedy decoding of a Llama checkpoint in PyTorch.")
+def checkpoint_request_parser(description):
+    """The options of a baseline that times a checkpoint for a request of rayo's decode benchmark."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model", required=True, help="folder with config.json and the safetensors weights")
     parser.add_argument("--request", required=True, help="the request file rayo's decode benchmark wrote")
     parser.add_argument("--out", required=True, help="where to write the results (JSON)")
-    parser.add_argument("--logits", default="", help="where to write the first step's logits (float32)")
+    return parser
+
+
+def open_checkpoint_request(parser, argv, schema_in, schema_out, label):
+    """Adds --device last, parses `argv` and opens the baseline (see open_baseline).
+
+    Returns (args, request, torch, device, config), config being the
+    checkpoint's config.json, or the exit code to stop with.
+    """
     add_device_option(parser)
     args = parser.parse_args(argv)
-
-    opened = open_baseline(
-        args.request, args.device, SCHEMA_IN, SCHEMA_OUT, "torch decode baseline", "request", args.out, {}
-    )
+    opened = open_baseline(args.request, args.device, schema_in, schema_out, label, "request", args.out, {})
     if isinstance(opened, int):
         return opened
     request, torch, device = opened
-
     with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
+    return args, request, torch, device, config
+
+
+def main(argv=None):
+    parser = checkpoint_request_parser("Times greedy decoding of a Llama checkpoint in PyTorch.")
+    parser.add_argument("--logits", default="", help="where to write the first step's logits (float32)")
+    opened = open_checkpoint_request(parser, argv, SCHEMA_IN, SCHEMA_OUT, "torch decode baseline")
+    if isinstance(opened, int):
+        return opened
+    args, request, torch, device, config = opened
+
     dtypes = {}
     for key in ("dtype", "kvDtype"):
         name = request.get(key, "f32")
@@ -382,12 +397,12 @@ def main(argv=None):
         with open(args.logits, "wb") as f:
             f.write(struct.pack("<%df" % logits0.numel(), *logits0.tolist()))
 
-    write_json(
+    write_available(
         args.out,
+        SCHEMA_OUT,
+        torch,
+        device,
         {
-            "schema": SCHEMA_OUT,
-            "available": True,
-            **device_info(torch, device),
             "weightBytes": weight_bytes,
             "loadMs": load_ms,
             "promptTokens": len(prompt),

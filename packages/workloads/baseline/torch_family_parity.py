@@ -34,7 +34,7 @@ import argparse
 import os
 import sys
 
-from rayo_torch import add_device_option, device_info, error_text, import_transformers, open_baseline, write_json
+from rayo_torch import add_device_option, import_transformers, open_baseline, run_cases, write_available
 
 SCHEMA_IN = "rayo-family-parity-request/1"
 SCHEMA_OUT = "rayo-family-parity/1"
@@ -167,21 +167,20 @@ def main():
         return 0
 
     os.makedirs(request["checkpoints"], exist_ok=True)
-    families = {}
-    for index, family in enumerate(request["families"]):
-        print("family-parity: %s" % family["name"], file=sys.stderr)
-        try:
-            families[family["name"]] = run_family(torch, transformers, family, index, request, device)
-        except Exception as error:  # noqa: BLE001 - one family's failure is reported, the others still run
-            families[family["name"]] = {"error": error_text(error)}
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    write_json(
+    names = [family["name"] for family in request["families"]]
+
+    def run(name):
+        index = names.index(name)
+        print("family-parity: %s" % name, file=sys.stderr)
+        return run_family(torch, transformers, request["families"][index], index, request, device)
+
+    families = run_cases(torch, device, names, run)
+    write_available(
         args.out,
+        SCHEMA_OUT,
+        torch,
+        device,
         {
-            "schema": SCHEMA_OUT,
-            "available": True,
-            **device_info(torch, device),
             "transformers": transformers.__version__,
             "promptTokens": request["promptTokens"],
             "newTokens": request["newTokens"],

@@ -22,14 +22,18 @@ without torch or CUDA the output says so (``available: false``).
     python3 torch_prefill_baseline.py --model DIR --request request.json --out torch-prefill.json
 """
 
-import argparse
-import json
-import os
 import sys
 import time
 
-from rayo_torch import add_device_option, device_info, error_text, open_baseline, sync, write_json
-from torch_decode_baseline import TORCH_DTYPES, Llama, load_safetensors, safetensors_files
+from rayo_torch import error_text, sync, write_available
+from torch_decode_baseline import (
+    TORCH_DTYPES,
+    Llama,
+    checkpoint_request_parser,
+    load_safetensors,
+    open_checkpoint_request,
+    safetensors_files,
+)
 
 SCHEMA_IN = "rayo-prefill-request/1"
 SCHEMA_OUT = "rayo-prefill-torch/1"
@@ -95,20 +99,11 @@ def sdpa_prefill(torch, model, flash):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Times a Llama checkpoint's prefill in PyTorch.")
-    parser.add_argument("--model", required=True, help="folder with config.json and the safetensors weights")
-    parser.add_argument("--request", required=True, help="the request file rayo's decode benchmark wrote")
-    parser.add_argument("--out", required=True, help="where to write the results (JSON)")
-    add_device_option(parser)
-    args = parser.parse_args(argv)
-    opened = open_baseline(
-        args.request, args.device, SCHEMA_IN, SCHEMA_OUT, "torch prefill baseline", "request", args.out, {}
-    )
+    parser = checkpoint_request_parser("Times a Llama checkpoint's prefill in PyTorch.")
+    opened = open_checkpoint_request(parser, argv, SCHEMA_IN, SCHEMA_OUT, "torch prefill baseline")
     if isinstance(opened, int):
         return opened
-    request, torch, device = opened
-    with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
-        config = json.load(f)
+    args, request, torch, device, config = opened
     dtype = getattr(torch, TORCH_DTYPES[request.get("dtype", "f32")])
     weights = {}
     for path in safetensors_files(args.model):
@@ -162,12 +157,12 @@ def main(argv=None):
                         torch.cuda.empty_cache()
                 print("torch %s prefill %d: %s" % (method, n, rows[-1].get("ttftMs", rows[-1].get("error"))), file=sys.stderr)
             results[method] = {"lengths": rows}
-    write_json(
+    write_available(
         args.out,
+        SCHEMA_OUT,
+        torch,
+        device,
         {
-            "schema": SCHEMA_OUT,
-            "available": True,
-            **device_info(torch, device),
             "dtype": request.get("dtype", "f32"),
             "attention": "scaled_dot_product_attention, causal, enable_gqa, %s backend" % ("flash" if flash else "math"),
             "bf16PeakTflops": peak,

@@ -182,6 +182,9 @@ function nestedArrays(depth: number): (w: LittleEndianBytes) => void {
 function metadata(): HostileCase[] {
   const kv = (name: string, write: (w: LittleEndianBytes) => void, mentions?: RegExp, dataBytes = 64) =>
     fileCase('metadata', name, () => handMade({ kvCount: 1, kv: write, dataBytes }), mentions);
+  /** A `general.alignment` of `type` that the reader must refuse. */
+  const alignment = (name: string, type: number, value: (w: LittleEndianBytes) => void) =>
+    kv(name, oneKv('general.alignment', type, value), /alignment/);
   return [
     kv('key length 2^64 - 1', (w) => w.u64(2n ** 64n - 1n), /key 0 length/),
     kv('key length beyond the file', (w) => w.u64(1000).raw([0x61]), /key 0 length/),
@@ -269,21 +272,9 @@ function metadata(): HostileCase[] {
         }),
       /appears twice/,
     ),
-    kv(
-      'alignment 0',
-      oneKv('general.alignment', TYPE.uint32, (w) => w.u32(0)),
-      /alignment/,
-    ),
-    kv(
-      'alignment 3',
-      oneKv('general.alignment', TYPE.uint32, (w) => w.u32(3)),
-      /alignment/,
-    ),
-    kv(
-      'alignment as a string',
-      oneKv('general.alignment', TYPE.string, (w) => w.string('32')),
-      /alignment/,
-    ),
+    alignment('alignment 0', TYPE.uint32, (w) => w.u32(0)),
+    alignment('alignment 3', TYPE.uint32, (w) => w.u32(3)),
+    alignment('alignment as a string', TYPE.string, (w) => w.string('32')),
   ];
 }
 
@@ -297,6 +288,11 @@ function tensorTable(): HostileCase[] {
   ) => fileCase('tensor table', name, () => handMade({ tensorCount: count, infos, dataBytes }), mentions);
   const F32 = 0;
   const Q8_0 = 8;
+  /** Two F32 tensors of `size` elements: 'a' at byte 0, then `second` at byte 32. */
+  const twoF32 = (second: string, size: number) => (w: LittleEndianBytes) => {
+    info(w, 'a', [size], F32, 0);
+    info(w, second, [size], F32, 32);
+  };
   return [
     table('no dimensions', (w) => info(w, 't', [], F32, 0), 1, 64, /dimension count/),
     table('5 dimensions', (w) => info(w, 't', [1, 1, 1, 1, 1], F32, 0), 1, 64, /dimension count/),
@@ -315,26 +311,8 @@ function tensorTable(): HostileCase[] {
     table('offset not aligned', (w) => info(w, 't', [4], F32, 4), 1, 64, /not aligned/),
     table('data beyond the end', (w) => info(w, 't', [64], F32, 0), 1, 64, /beyond the end/),
     table('Q8_0 rows that are not whole blocks', (w) => info(w, 't', [33], Q8_0, 0), 1, 64, /blocks/),
-    table(
-      'overlapping tensors',
-      (w) => {
-        info(w, 'a', [16], F32, 0);
-        info(w, 'b', [16], F32, 32);
-      },
-      2,
-      128,
-      /overlaps/,
-    ),
-    table(
-      'a tensor name twice',
-      (w) => {
-        info(w, 'a', [4], F32, 0);
-        info(w, 'a', [4], F32, 32);
-      },
-      2,
-      64,
-      /appears twice/,
-    ),
+    table('overlapping tensors', twoF32('b', 16), 2, 128, /overlaps/),
+    table('a tensor name twice', twoF32('a', 4), 2, 64, /appears twice/),
   ];
 }
 
@@ -366,30 +344,17 @@ function llamaMetadata(): HostileCase[] {
     write: (dir) => put(dir, 'model.gguf', tinyLlamaGguf(key, value)),
   });
   const u32 = (value: number): GgufValue => ({ type: 'uint32', value });
+  const u64 = (value: bigint): GgufValue => ({ type: 'uint64', value });
+  const i64 = (value: bigint): GgufValue => ({ type: 'int64', value });
   return [
     llama('block_count 2^32 - 1', 'llama.block_count', u32(0xffffffff), /block_count/),
-    llama(
-      'block_count 1e9 as uint64',
-      'llama.block_count',
-      { type: 'uint64', value: 10n ** 9n },
-      /block_count/,
-    ),
-    llama(
-      'block_count 2^62 as int64',
-      'llama.block_count',
-      { type: 'int64', value: 2n ** 62n },
-      /block_count/,
-    ),
+    llama('block_count 1e9 as uint64', 'llama.block_count', u64(10n ** 9n), /block_count/),
+    llama('block_count 2^62 as int64', 'llama.block_count', i64(2n ** 62n), /block_count/),
     llama('block_count as a string', 'llama.block_count', { type: 'string', value: '1' }, /block_count/),
     llama('block_count as a float', 'llama.block_count', { type: 'float32', value: 1.5 }, /block_count/),
     llama('embedding_length 2^31', 'llama.embedding_length', u32(2 ** 31), /embedding_length/),
     llama('vocab_size 2^32 - 1', 'llama.vocab_size', u32(0xffffffff), /vocab_size/),
-    llama(
-      'context_length 2^40',
-      'llama.context_length',
-      { type: 'uint64', value: 2n ** 40n },
-      /context_length/,
-    ),
+    llama('context_length 2^40', 'llama.context_length', u64(2n ** 40n), /context_length/),
     llama('feed_forward_length 2^31', 'llama.feed_forward_length', u32(2 ** 31), /feed_forward_length/),
     llama('head_count 0', 'llama.attention.head_count', u32(0), /head_count/),
     llama(

@@ -1,5 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   type Backend,
@@ -9,7 +8,8 @@ import {
   RayoError,
   type Shape,
 } from '@rayo/core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { temporaryDirectory } from '@rayo/train-testkit';
+import { describe, expect, it } from 'vitest';
 import { type LlamaConfig, parseLlamaConfig } from '../models/llama/config.js';
 import { llamaToGguf } from './convertLlama.js';
 import { GGML_TYPES, type GgmlType } from './ggmlTypes.js';
@@ -24,8 +24,7 @@ import {
 import { repackOntoCoreFormats } from './repack.js';
 import { writeGgufFile } from './writer.js';
 
-const dir = await mkdtemp(join(tmpdir(), 'gguf-mixed-'));
-afterAll(() => rm(dir, { recursive: true, force: true }));
+const dir = await temporaryDirectory('gguf-mixed-');
 let files = 0;
 const pathFor = (label: string) => join(dir, `${label}-${files++}.gguf`);
 

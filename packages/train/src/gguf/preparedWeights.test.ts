@@ -52,20 +52,18 @@ describe('uploadPrepared', () => {
     const backend = await createBackend('cpu');
     const { store, kept, calls } = mapStore();
     let blockReads = 0;
-    const first = await uploadPrepared(
-      backend,
-      store,
-      tensor(() => blockReads++),
-    );
+    const upload = () =>
+      uploadPrepared(
+        backend,
+        store,
+        tensor(() => blockReads++),
+      );
+    const first = await upload();
     expect(calls).toEqual({ reads: 1, writes: 1 });
     expect(blockReads).toBe(1);
     const expected = ggufAsCoreFormat('Q4_0', blocks, rows, cols);
     expect(kept.get('blk.0.attn_q.weight')!.packed).toEqual(expected.packed);
-    const second = await uploadPrepared(
-      backend,
-      store,
-      tensor(() => blockReads++),
-    );
+    const second = await upload();
     expect(calls).toEqual({ reads: 2, writes: 1 });
     expect(blockReads).toBe(1);
     expect(second.format).toBe('q4g32');

@@ -1,12 +1,10 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Backend, createBackend, createCpuBackend, probeBackends } from '@rayo/core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { temporaryDirectory } from '@rayo/train-testkit';
+import { describe, expect, it } from 'vitest';
 import { checkQuantizedDecode, q4kmTestConfig, q4kmTypeOf, writeQ4kmLlama } from './quantizedDecodeCheck.js';
 
-const dir = await mkdtemp(join(tmpdir(), 'gguf-q4km-'));
-afterAll(() => rm(dir, { recursive: true, force: true }));
+const dir = await temporaryDirectory('gguf-q4km-');
 
 /** Lavapipe compiles each pipeline on first use. */
 const TIMEOUT = 180_000;

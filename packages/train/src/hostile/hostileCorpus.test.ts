@@ -1,5 +1,4 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RayoError } from '@rayo/core';
 import {
@@ -11,12 +10,13 @@ import {
   put,
   safetensorsReader,
   TINY_CONFIG,
+  temporaryDirectory,
   tinyLlamaGguf,
   validFolder,
   validGguf,
   validSafetensors,
 } from '@rayo/train-testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openNodeFile } from '../checkpoint/randomAccessFile.js';
 
 /** Memory one refusal may add (resident and JS heap): far above a careful reader's, far below a runaway's. */
@@ -24,13 +24,7 @@ const MEMORY_BOUND = 100 * 2 ** 20;
 /** A refusal takes well under a second; the bound guards against hangs on a loaded machine. */
 const TIME_BOUND_MS = 10 * 1000 * Number(process.env.RAYO_TIMEOUT_SCALE ?? 1);
 
-let root: string;
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'rayo-hostile-'));
-});
-afterAll(async () => {
-  await rm(root, { recursive: true, force: true });
-});
+const root = await temporaryDirectory('rayo-hostile-');
 
 describe('the readers accept the valid files the corpus spoils', () => {
   it('a safetensors file, a GGUF file, a tiny decoder GGUF', async () => {

@@ -1,10 +1,28 @@
-import { createCpuBackend, type HostArray, type KernelRunner, sizeOf } from '@rayo/core';
+import { type Backend, createCpuBackend, type HostArray, type KernelRunner, sizeOf } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { gradCheck } from '../autograd/gradcheck.js';
 import { Tape } from '../autograd/tape.js';
 import { Rng } from '../random.js';
 import { CausalSelfAttention } from './attention.js';
 import { TransformerBlock } from './transformer.js';
+
+/**
+ * Checks `layer`'s input gradients against central differences at a random
+ * input of `shape` (uniform in [-1, 1) from `seed`), and that every
+ * parameter received a gradient too.
+ */
+async function expectGradientsMatch(
+  backend: Backend,
+  layer: CausalSelfAttention | TransformerBlock,
+  shape: number[],
+  seed: number,
+): Promise<void> {
+  const result = await gradCheck(backend, (tape, x) => layer.forward(tape, x), [
+    { shape, data: new Rng(seed).uniformArray(sizeOf(shape), -1, 1) },
+  ]);
+  expect(result.mismatches).toEqual([]);
+  expect(layer.parameters().every((p) => p.grad !== undefined)).toBe(true);
+}
 
 /** Rows of x · Wᵀ for W [out, in]. */
 function project(x: HostArray, rows: number, w: HostArray, dim: number): Float64Array {
@@ -76,12 +94,7 @@ describe('CausalSelfAttention', () => {
     const backend = createCpuBackend();
     const attn = new CausalSelfAttention(backend, { dim: 12, heads: 3, rope: true, seed: 3 });
     expect(attn.flash).toBe(true);
-    const shape = [5, 2, 12];
-    const result = await gradCheck(backend, (tape, x) => attn.forward(tape, x), [
-      { shape, data: new Rng(4).uniformArray(sizeOf(shape), -1, 1) },
-    ]);
-    expect(result.mismatches).toEqual([]);
-    expect(attn.parameters().every((p) => p.grad !== undefined)).toBe(true);
+    await expectGradientsMatch(backend, attn, [5, 2, 12], 4);
     attn.dispose();
   });
 
@@ -170,13 +183,7 @@ describe('TransformerBlock', () => {
     it(`${mlp}: gradients of the input match central differences`, async () => {
       const backend = createCpuBackend();
       const block = new TransformerBlock(backend, { dim: 8, heads: 2, mlp, rope: true, seed: 9 });
-      const shape = [3, 2, 8];
-      const result = await gradCheck(backend, (tape, x) => block.forward(tape, x), [
-        { shape, data: new Rng(10).uniformArray(sizeOf(shape), -1, 1) },
-      ]);
-      expect(result.mismatches).toEqual([]);
-      // Parameters received gradients too.
-      expect(block.parameters().every((p) => p.grad !== undefined)).toBe(true);
+      await expectGradientsMatch(backend, block, [3, 2, 8], 10);
       block.dispose();
     });
   }

@@ -11,14 +11,11 @@ import { Linear } from './linear.js';
 const backend = createCpuBackend();
 const bf16 = (x: number) => bf16BitsToF32(f32ToBf16Bits(x));
 
+/** An element of a matrix by row and column. */
+type Accessor = (row: number, col: number) => number;
+
 /** y[i, j] = Σ_p a(i, p) · b(p, j) in f64, for accessors of op(a) [m, k] and op(b) [k, n]. */
-function product(
-  m: number,
-  k: number,
-  n: number,
-  a: (i: number, p: number) => number,
-  b: (p: number, j: number) => number,
-): Float64Array {
+function product(m: number, k: number, n: number, a: Accessor, b: Accessor): Float64Array {
   const y = new Float64Array(m * n);
   for (let i = 0; i < m; i++)
     for (let j = 0; j < n; j++) {
@@ -27,6 +24,21 @@ function product(
       y[i * n + j] = s;
     }
   return y;
+}
+
+/** Element (r, c) of row-major `data` with `cols` columns. */
+function at(data: Float32Array, cols: number): Accessor {
+  return (r, c) => data[r * cols + c]!;
+}
+
+/** Element (r, c) of the transpose of row-major `data` with `cols` columns. */
+function atT(data: Float32Array, cols: number): Accessor {
+  return (r, c) => data[c * cols + r]!;
+}
+
+/** `element` rounded to bf16, as a product under precision 'bf16' takes it. */
+function rounded(element: Accessor): Accessor {
+  return (r, c) => bf16(element(r, c));
 }
 
 function expectClose(got: Float32Array, want: Float64Array, rtol: number): void {
@@ -60,49 +72,17 @@ describe("Linear under precision 'bf16'", () => {
       'f32',
       'f32',
     ]);
-    const wantY = product(
-      m,
-      k,
-      n,
-      (i, p) => bf16(x[i * k + p]!),
-      (p, j) => bf16(w[j * k + p]!),
-    ).map((v, i) => v + b[i % n]!);
+    const wantY = product(m, k, n, rounded(at(x, k)), rounded(atT(w, k))).map((v, i) => v + b[i % n]!);
     expectClose(gotY!, wantY, 1e-5);
-    expectClose(
-      dx!,
-      product(
-        m,
-        n,
-        k,
-        (i, p) => bf16(dy[i * n + p]!),
-        (p, j) => bf16(w[p * k + j]!),
-      ),
-      1e-5,
-    );
-    expectClose(
-      dw!,
-      product(
-        n,
-        m,
-        k,
-        (i, p) => bf16(dy[p * n + i]!),
-        (p, j) => bf16(x[p * k + j]!),
-      ),
-      1e-5,
-    );
+    expectClose(dx!, product(m, n, k, rounded(at(dy, n)), rounded(at(w, k))), 1e-5);
+    expectClose(dw!, product(n, m, k, rounded(atT(dy, n)), rounded(at(x, k))), 1e-5);
     expectClose(
       db!,
       Float64Array.from({ length: n }, (_, j) => dy.reduce((s, v, i) => (i % n === j ? s + v : s), 0)),
       1e-6,
     );
     // The exact f32 product differs: the rounding did happen.
-    const exact = product(
-      m,
-      k,
-      n,
-      (i, p) => x[i * k + p]!,
-      (p, j) => w[j * k + p]!,
-    ).map((v, i) => v + b[i % n]!);
+    const exact = product(m, k, n, at(x, k), atT(w, k)).map((v, i) => v + b[i % n]!);
     expect(Math.max(...exact.map((v, i) => Math.abs(v - gotY![i]!)))).toBeGreaterThan(1e-4);
     layer.dispose();
   });

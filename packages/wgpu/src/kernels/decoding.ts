@@ -10,6 +10,7 @@ import { elementGrid, elementIndex, vectorOf, WG } from './common.js';
 import { encodeHalfScatter } from './halfCache.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { attentionKernel } from './incrementalAttention.js';
+import { FUSED_ROW_FIELDS, KV_WRITE_HEAD_FIELDS } from './kvWriteFields.js';
 import { checkRopePositions, type RopeLayout } from './rope.js';
 import {
   declareRopeFrequencies,
@@ -98,22 +99,11 @@ const scatterKernel = wgpuKernel(
 // ---- ropeKvScatter -------------------------------------------------------------
 
 const ROPE_SCATTER_PARAMS = paramLayout([
-  ['n', 'u32'],
-  ['qPairs', 'u32'],
-  ['pairs', 'u32'],
-  ['half', 'u32'],
-  ['headDim', 'u32'],
-  ['heads', 'u32'],
-  ['kvHeads', 'u32'],
+  ...KV_WRITE_HEAD_FIELDS,
   ['tokens', 'u32'],
   ['maxSeq', 'u32'],
   ['position', 'u32'],
-  // Where a token's k and v start in their bindings, and the elements between its row of q
-  // (of k and v) and the next past its heads: 0, or a fused q, k, v row's other heads.
-  ['kStart', 'u32'],
-  ['vStart', 'u32'],
-  ['qGap', 'u32'],
-  ['kvGap', 'u32'],
+  ...FUSED_ROW_FIELDS,
 ] as const);
 
 function ropeScatterShader(layout: RopeLayout, device: boolean, table: boolean): ShaderSource {

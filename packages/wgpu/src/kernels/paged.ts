@@ -10,6 +10,7 @@ import { elementGrid, elementIndex, WG } from './common.js';
 import { fusedRows } from './decoding.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { pagedAttentionKernel } from './incrementalAttention.js';
+import { FUSED_ROW_FIELDS, KV_WRITE_HEAD_FIELDS } from './kvWriteFields.js';
 import type { RopeLayout } from './rope.js';
 import {
   declareRopeFrequencies,
@@ -18,27 +19,9 @@ import {
   tableKey,
 } from './ropeRotation.js';
 
-const WRITE_FIELDS = [
-  ['n', 'u32'],
-  ['qPairs', 'u32'],
-  ['pairs', 'u32'],
-  ['half', 'u32'],
-  ['headDim', 'u32'],
-  ['heads', 'u32'],
-  ['kvHeads', 'u32'],
-  ['pageSize', 'u32'],
-  ['capacity', 'u32'],
-] as const;
+const WRITE_FIELDS = [...KV_WRITE_HEAD_FIELDS, ['pageSize', 'u32'], ['capacity', 'u32']] as const;
 const WRITE_PARAMS = paramLayout(WRITE_FIELDS);
-// With rope, where a row's k and v start in their bindings, and the elements between its row of
-// q (of k and v) and the next past its heads: 0, or a fused q, k, v row's other heads.
-const ROPE_WRITE_PARAMS = paramLayout([
-  ...WRITE_FIELDS,
-  ['kStart', 'u32'],
-  ['vStart', 'u32'],
-  ['qGap', 'u32'],
-  ['kvGap', 'u32'],
-] as const);
+const ROPE_WRITE_PARAMS = paramLayout([...WRITE_FIELDS, ...FUSED_ROW_FIELDS] as const);
 
 /**
  * WGSL: element `e` of pool `pool` set to `x`. Half pools are u32 words of

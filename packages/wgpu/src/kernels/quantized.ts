@@ -8,10 +8,11 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
-import { type Storage, storageOf } from '../wgsl/half.js';
+import { storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { encodeQuantizedGemvF32 } from './quantizedGemv.js';
+import { QUANT_WEIGHT_PARAMS, SCALE_KINDS } from './quantizedParams.js';
 import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 
 // quantizedMatmul: y = x · dequant(W)ᵀ (+ beta · c) with W [N, K] stored as
@@ -38,20 +39,7 @@ const TILE = 64;
 const TILE_K = 32;
 
 const PARAMS = paramLayout([
-  ['m', 'u32'],
-  ['n', 'u32'],
-  ['k', 'u32'],
-  /** u32 words of packed data per row. */
-  ['rowWords', 'u32'],
-  ['groups', 'u32'],
-  ['zeroWords', 'u32'],
-  ['beta', 'f32'],
-  /** 1 when c is given (bound to a placeholder otherwise). */
-  ['hasC', 'u32'],
-  /** 1 when zero points are given. */
-  ['hasZeros', 'u32'],
-  /** How the scales are stored: 0 f32, 1 f16, 2 bf16 (all bound as u32 words). */
-  ['scaleKind', 'u32'],
+  ...QUANT_WEIGHT_PARAMS,
   /** Workgroups that do work (the rest of a `gridFor` grid return at once). */
   ['tiles', 'u32'],
   ['tilesN', 'u32'],
@@ -72,8 +60,6 @@ export interface QuantStreamVariant extends QuantShaderVariant {
   /** x read as vec4<f32>: K a multiple of 32 and x 16-byte aligned; else element by element up to K. */
   readonly vecX: boolean;
 }
-
-const SCALE_KINDS: Readonly<Record<Storage, number>> = { f32: 0, f16: 1, bf16: 2 };
 
 /** Module-scope WGSL: the codes of a word as exact f32, a scale, a group's zero point and offset. */
 function dequantFunctions(v: QuantShaderVariant): string {

@@ -19,9 +19,10 @@ import {
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
-import { type Storage, storageOf } from '../wgsl/half.js';
+import { storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { encodeWithF32Activations } from './halfEdges.js';
+import { QUANT_WEIGHT_PARAMS, SCALE_KINDS } from './quantizedParams.js';
 
 // The small-M quantized GEMV (M <= 4 rows of x; decoding has one), shaped
 // like cuda-ptx's quantizedGemv.ts: a workgroup is 8 groups of 32
@@ -51,20 +52,7 @@ export const QGEMV_MAX_ROWS = 4;
 const BATCH = 8;
 
 const PARAMS = paramLayout([
-  ['m', 'u32'],
-  ['n', 'u32'],
-  ['k', 'u32'],
-  /** u32 words of packed data per row. */
-  ['rowWords', 'u32'],
-  ['groups', 'u32'],
-  ['zeroWords', 'u32'],
-  ['beta', 'f32'],
-  /** 1 when c is given (bound to a placeholder otherwise). */
-  ['hasC', 'u32'],
-  /** 1 when zero points are given. */
-  ['hasZeros', 'u32'],
-  /** How the scales are stored: 0 f32, 1 f16, 2 bf16 (all bound as u32 words). */
-  ['scaleKind', 'u32'],
+  ...QUANT_WEIGHT_PARAMS,
   /** Groups of a workgroup that split K: 1, 2, 4 or 8. */
   ['slices', 'u32'],
   /** Workgroups along N; the rest of the grid's workgroups take the next rows of x. */
@@ -92,8 +80,6 @@ export interface QgemvShaderVariant {
   /** u32 code words per invocation and step. */
   readonly words: 1 | 2 | 4;
 }
-
-const SCALE_KINDS: Readonly<Record<Storage, number>> = { f32: 0, f16: 1, bf16: 2 };
 
 /** Steps whose loads are issued together: as many as about 64 registers of codes, scales and x hold. */
 export function unrollOf(v: QgemvShaderVariant): number {

@@ -1,37 +1,31 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createEmulatedGpu } from '@rayo/cuda-testkit';
 import { LlamaModel } from '@rayo/train';
-import { afterAll, describe, expect, it } from 'vitest';
+import { temporaryDirectories } from '@rayo/train-testkit';
+import { describe, expect, it } from 'vitest';
 import { type BatchRun, batchBench, batchFailed, batchSummary, parseBatchArgs } from './batchBench.js';
 import { DECODE_CONFIGS } from './decodeBench.js';
 import { writeSeededLlama } from './seededLlama.js';
 
-const dirs: string[] = [];
-async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'rayo-batch-'));
-  dirs.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
+const tempDir = temporaryDirectories('rayo-batch-');
+
+/** The settings of the tiny f32 model at batch sizes `batches` and prompts of `prompt` tokens. */
+const tinyArgs = (batches: string, prompt: number, ...more: string[]) =>
+  parseBatchArgs([
+    '--config',
+    'llama-tiny',
+    '--dtype',
+    'f32',
+    '--batches',
+    batches,
+    '--prompt',
+    `${prompt}`,
+    ...more,
+  ]);
 
 describe('batch-bench', () => {
   it('decodes every stream to its length on the cpu backend, through the engine and the step alone alike', async () => {
     const report = await batchBench({
-      ...parseBatchArgs([
-        '--config',
-        'llama-tiny',
-        '--dtype',
-        'f32',
-        '--batches',
-        '1,3',
-        '--prompt',
-        '5',
-        '--profile',
-      ]),
+      ...tinyArgs('1,3', 5, '--profile'),
       backend: 'cpu',
       newTokens: 7,
       hostSteps: 2,
@@ -71,18 +65,7 @@ describe('batch-bench', () => {
 
   it('runs the step alone without the engine', async () => {
     const report = await batchBench({
-      ...parseBatchArgs([
-        '--config',
-        'llama-tiny',
-        '--dtype',
-        'f32',
-        '--batches',
-        '2',
-        '--prompt',
-        '3',
-        '--paths',
-        'step',
-      ]),
+      ...tinyArgs('2', 3, '--paths', 'step'),
       backend: 'cpu',
       newTokens: 3,
       hostSteps: 1,

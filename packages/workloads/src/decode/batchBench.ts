@@ -1,7 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { findPackageScript, runPythonScript } from '@rayo/bench';
 import type { Backend } from '@rayo/core';
 import { BatchedEngine } from '@rayo/server';
 import { LlamaModel, type LlamaWeightDType, type PagedLlama, Rng } from '@rayo/train';
@@ -9,6 +8,7 @@ import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import { batchPlotSvg } from './batchPlot.js';
 import { type BatchRun, runEngine, runSteps } from './batchRuns.js';
 import { type BatchStepDetail, batchStepDetail } from './batchStepProfile.js';
+import { runCheckpointBaseline } from './checkpointBaseline.js';
 import { DECODE_CONFIGS, textTable } from './decodeBench.js';
 import { writeSeededLlama } from './seededLlama.js';
 import { PROFILE_HEADER, profileRows, profileTotals } from './stepProfile.js';
@@ -164,20 +164,20 @@ async function runRayo(
 }
 
 async function runTorch(s: BatchBenchSettings, dir: string, prompts: readonly number[][]): Promise<unknown> {
-  const script = findPackageScript(TORCH_SCRIPT, import.meta.url);
-  if (!script) return { status: 'unavailable', reason: `the script ${TORCH_SCRIPT} was not found` };
-  const request = join(s.out, 'torch-batch-request.json');
-  const outFile = join(s.out, 'torch-batch.json');
-  await writeFile(
-    request,
-    `${JSON.stringify({ schema: 'rayo-batch-request/1', dtype: s.dtype, batches: s.batches, newTokens: s.newTokens, prompts })}\n`,
-  );
-  return runPythonScript({
-    script,
-    args: ['--model', dir, '--request', request, '--out', outFile, '--device', s.torchDevice],
-    outFile,
+  return runCheckpointBaseline({
+    script: TORCH_SCRIPT,
+    dir,
+    out: s.out,
+    name: 'torch-batch',
+    request: {
+      schema: 'rayo-batch-request/1',
+      dtype: s.dtype,
+      batches: s.batches,
+      newTokens: s.newTokens,
+      prompts,
+    },
+    torchDevice: s.torchDevice,
     label: 'the batch baseline',
-    onOutput: (text) => process.stderr.write(text),
   });
 }
 

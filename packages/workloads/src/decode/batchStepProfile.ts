@@ -1,6 +1,8 @@
 import type { Tensor } from '@rayo/core';
 import type { PagedDecodeRow, PagedLlama } from '@rayo/train';
-import { profileStep, type StepProfile } from './stepProfile.js';
+import { median } from '../median.js';
+import { type StepDetail, stepDetail } from './stepDetail.js';
+import { profileStep } from './stepProfile.js';
 
 /**
  * One batched decode step of B rows, taken apart: its kernels (core's
@@ -25,12 +27,8 @@ export interface BatchStepPhases {
   readonly stepUs: number;
 }
 
-export interface BatchStepDetail {
-  readonly profile?: StepProfile;
-  readonly phases?: BatchStepPhases;
-  /** What failed of the two (the runs themselves stand). */
-  readonly error?: string;
-}
+/** The runs themselves stand whatever failed of the two. */
+export type BatchStepDetail = StepDetail<BatchStepPhases>;
 
 export interface BatchStepOptions {
   /** Time each group of identical kernel calls (else the step's device time and the call table only). */
@@ -39,12 +37,6 @@ export interface BatchStepOptions {
   readonly repetitions: number;
   /** Replays timed phase by phase (after 4 untimed). */
   readonly steps: number;
-}
-
-function median(values: readonly number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
 /** Replays the step of `rows` from a batch of its own, `steps` times, timing each phase. */
@@ -110,33 +102,15 @@ export async function batchStepDetail(
   rows: readonly PagedDecodeRow[],
   options: BatchStepOptions,
 ): Promise<BatchStepDetail> {
-  const errors: string[] = [];
-  const why = (what: string, error: unknown) =>
-    errors.push(`${what}: ${error instanceof Error ? error.message : String(error)}`);
-  let profile: StepProfile | undefined;
-  let phases: BatchStepPhases | undefined;
-  try {
-    const inputs = paged.writeDecodeInputs(rows);
-    // The lengths are device tensors, not attributes: attention's bytes are counted at the tables' bound.
-    profile = await profileStep(
-      paged.backend,
-      (runner, made) => paged.recordDecodeStep(runner, made, inputs),
-      {
+  return stepDetail(
+    () => {
+      const inputs = paged.writeDecodeInputs(rows);
+      // The lengths are device tensors, not attributes: attention's bytes are counted at the tables' bound.
+      return profileStep(paged.backend, (runner, made) => paged.recordDecodeStep(runner, made, inputs), {
         kernels: options.kernels,
         repetitions: options.repetitions,
-      },
-    );
-  } catch (error) {
-    why('step profile', error);
-  }
-  try {
-    phases = await measureBatchStepPhases(paged, rows, options.steps);
-  } catch (error) {
-    why('host phases', error);
-  }
-  return {
-    ...(profile ? { profile } : {}),
-    ...(phases ? { phases } : {}),
-    ...(errors.length ? { error: errors.join('; ') } : {}),
-  };
+      });
+    },
+    () => measureBatchStepPhases(paged, rows, options.steps),
+  );
 }

@@ -1,9 +1,9 @@
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { toHostArray } from '@rayo/core';
 import { openNodeFile, SafetensorsFile } from '@rayo/train';
-import { afterAll, describe, expect, it } from 'vitest';
+import { temporaryDirectories } from '@rayo/train-testkit';
+import { describe, expect, it } from 'vitest';
 import {
   DECODE_CONFIGS,
   decodeAgreement,
@@ -18,15 +18,7 @@ import {
 import type { DecodeSettings } from './decodeRun.js';
 import { writeSeededLlama } from './seededLlama.js';
 
-const dirs: string[] = [];
-async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'rayo-decode-'));
-  dirs.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
+const tempDir = temporaryDirectories('rayo-decode-');
 
 /** The tiny model on the cpu backend, in fresh folders. */
 async function tinySettings(overrides: Partial<DecodeSettings>): Promise<DecodeSettings> {

@@ -14,6 +14,7 @@ import type { DecodeRun, DecodeSettings } from './decodeRun.js';
 import { type HostPhases, measureHostPhases } from './hostPhases.js';
 import { PREFILL_LENGTHS, type PrefillReport, prefillBench, prefillLines } from './prefillBench.js';
 import { writeSeededLlama } from './seededLlama.js';
+import { stepDetail } from './stepDetail.js';
 import { PROFILE_HEADER, profileRows, profileStep, profileTotals, type StepProfile } from './stepProfile.js';
 import { runTorchDecode, type TorchDecodeEntry, type TorchDecodeOutcome } from './torchDecodeBaseline.js';
 
@@ -332,35 +333,26 @@ async function stepTiming(
 ): Promise<Pick<DecodeBackendResult, 'profile' | 'hostPhases' | 'profileError'>> {
   const { backend } = model;
   const position = promptLength + Math.floor((settings.newTokens - 1) / 2);
-  const errors: string[] = [];
-  const why = (what: string, error: unknown) =>
-    errors.push(`${what}: ${error instanceof Error ? error.message : String(error)}`);
-  let profile: StepProfile | undefined;
-  let hostPhases: HostPhases | undefined;
-  try {
-    backend.write(model.tokenInput, Int32Array.of(tokens[tokens.length - 1] ?? 0));
-    backend.write(model.positionInput, Int32Array.of(position));
-    backend.write(model.lengthInput, Int32Array.of(position + 1));
-    profile = await profileStep(backend, (runner, made) => model.recordStep(runner, made), {
-      kernels: settings.profile,
-      repetitions: settings.profileRepetitions,
-      deviceValues: new Map([
-        [model.positionInput, position],
-        [model.lengthInput, position + 1],
-      ]),
-    });
-  } catch (error) {
-    why('step profile', error);
-  }
-  try {
-    hostPhases = await measureHostPhases(model, { position, tokens: settings.hostTokens });
-  } catch (error) {
-    why('host phases', error);
-  }
+  const { profile, phases, error } = await stepDetail(
+    () => {
+      backend.write(model.tokenInput, Int32Array.of(tokens[tokens.length - 1] ?? 0));
+      backend.write(model.positionInput, Int32Array.of(position));
+      backend.write(model.lengthInput, Int32Array.of(position + 1));
+      return profileStep(backend, (runner, made) => model.recordStep(runner, made), {
+        kernels: settings.profile,
+        repetitions: settings.profileRepetitions,
+        deviceValues: new Map([
+          [model.positionInput, position],
+          [model.lengthInput, position + 1],
+        ]),
+      });
+    },
+    () => measureHostPhases(model, { position, tokens: settings.hostTokens }),
+  );
   return {
     ...(profile ? { profile } : {}),
-    ...(hostPhases ? { hostPhases } : {}),
-    ...(errors.length ? { profileError: errors.join('; ') } : {}),
+    ...(phases ? { hostPhases: phases } : {}),
+    ...(error ? { profileError: error } : {}),
   };
 }
 

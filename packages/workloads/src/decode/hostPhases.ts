@@ -1,6 +1,7 @@
 import { InvalidArgumentError, type Tensor } from '@rayo/core';
 import type { LlamaModel } from '@rayo/train';
 import { checkSamplingOptions, Rng, sampleToken } from '@rayo/train';
+import { median } from '../median.js';
 
 /**
  * Wall-clock medians (µs) of what one replayed greedy token costs the host,
@@ -28,12 +29,6 @@ export interface HostPhases {
   readonly idleReadScalarUs: number;
   /** `backend.sync()` with nothing in flight. */
   readonly idleSyncUs: number;
-}
-
-function median(values: readonly number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
 /**

@@ -1,17 +1,12 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createCpuBackend } from '@rayo/core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { temporaryDirectories } from '@rayo/train-testkit';
+import { describe, expect, it } from 'vitest';
 import { DECODE_CONFIGS, parseDecodeArgs } from './decodeBench.js';
 import { PREFILL_LENGTHS, prefillFlops, prefillLines, prefillOnBackend } from './prefillBench.js';
 import { writeSeededLlama } from './seededLlama.js';
 
 describe('decode-bench prefill', () => {
-  const dirs: string[] = [];
-  afterAll(async () => {
-    for (const d of dirs) await rm(d, { recursive: true, force: true });
-  });
+  const tempDir = temporaryDirectories('rayo-prefill-');
 
   it('parses the prefill flags and refuses bad ones', () => {
     expect(parseDecodeArgs(['--prefill', '512,2048'])).toMatchObject({
@@ -39,8 +34,7 @@ describe('decode-bench prefill', () => {
   });
 
   it('times the first token of each prompt length on a backend and tabulates it', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'rayo-prefill-'));
-    dirs.push(dir);
+    const dir = await tempDir();
     const config = DECODE_CONFIGS['llama-tiny']!;
     await writeSeededLlama(dir, config, 3, 'bf16');
     const backend = createCpuBackend();

@@ -1,9 +1,8 @@
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { findPackageScript, type PythonScriptOutcome, runPythonScript } from '@rayo/bench';
+import type { PythonScriptOutcome } from '@rayo/bench';
 import { type Backend, probeBackends } from '@rayo/core';
 import { LlamaModel, type LlamaPrefillPrecision, parseLlamaConfig } from '@rayo/train';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
+import { runCheckpointBaseline } from './checkpointBaseline.js';
 import type { DecodeSettings } from './decodeRun.js';
 import { profileStep, type StepProfile } from './stepProfile.js';
 
@@ -159,26 +158,20 @@ export async function runTorchPrefill(
     readonly repeats: number;
   },
 ): Promise<PythonScriptOutcome<TorchPrefillOutput>> {
-  const script = findPackageScript(TORCH_PREFILL_SCRIPT, import.meta.url);
-  if (!script) return { status: 'unavailable', reason: `the script ${TORCH_PREFILL_SCRIPT} was not found` };
-  const request = join(settings.out, 'torch-prefill-request.json');
-  const outFile = join(settings.out, 'torch-prefill.json');
-  await writeFile(
-    request,
-    `${JSON.stringify({
+  return runCheckpointBaseline<TorchPrefillOutput>({
+    script: TORCH_PREFILL_SCRIPT,
+    dir,
+    out: settings.out,
+    name: 'torch-prefill',
+    request: {
       schema: 'rayo-prefill-request/1',
       lengths: settings.lengths,
       repeats: settings.repeats,
       dtype: settings.dtype,
       seed: settings.seed,
-    })}\n`,
-  );
-  return runPythonScript<TorchPrefillOutput>({
-    script,
-    args: ['--model', dir, '--request', request, '--out', outFile, '--device', settings.torchDevice],
-    outFile,
+    },
+    torchDevice: settings.torchDevice,
     label: 'the prefill baseline',
-    onOutput: (text) => process.stderr.write(text),
   });
 }
 

@@ -1,9 +1,7 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Backend } from '@rayo/core';
 import { createEmulatedGpu } from '@rayo/cuda-testkit';
 import { type LlamaLoadOptions, LlamaModel } from '@rayo/train';
+import { temporaryDirectories } from '@rayo/train-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DECODE_CONFIGS } from './decodeBench.js';
 import { writeSeededLlama } from './seededLlama.js';
@@ -25,16 +23,14 @@ const PROMPT = Array.from({ length: 40 }, (_, i) => (i * 37 + 11) % vocab);
 const BF16_INPUTS = 5 * 2 ** -9 * 4;
 
 describe('a prompt on tensor cores (emulated cuda)', () => {
-  const dirs: string[] = [];
+  const tempDir = temporaryDirectories('rayo-prefill-tc-');
   const { gpu, cpu, fake } = createEmulatedGpu({ multiprocessors: 4 });
-  afterAll(async () => {
+  afterAll(() => {
     gpu.dispose();
     cpu.dispose();
-    for (const d of dirs) await rm(d, { recursive: true, force: true });
   });
   const checkpoint = async (dtype: 'f32' | 'bf16') => {
-    const dir = await mkdtemp(join(tmpdir(), 'rayo-prefill-tc-'));
-    dirs.push(dir);
+    const dir = await tempDir();
     await writeSeededLlama(dir, config, 5, dtype);
     return dir;
   };

@@ -1,6 +1,3 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import {
   type Backend,
   createBackend,
@@ -11,6 +8,7 @@ import {
   type Tensor,
 } from '@rayo/core';
 import { LlamaModel } from '@rayo/train';
+import { temporaryDirectories } from '@rayo/train-testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DECODE_CONFIGS } from './decodeBench.js';
 import { measureHostPhases } from './hostPhases.js';
@@ -25,10 +23,7 @@ const wgpu = (await probeBackends(['wgpu']))[0]!;
 const backends: [string, () => Promise<Backend>][] = [['cpu', async () => createCpuBackend()]];
 if (wgpu.available || process.env.CI === 'true') backends.push(['wgpu', () => createBackend('wgpu')]);
 
-const dirs: string[] = [];
-afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
+const tempDir = temporaryDirectories('rayo-profile-');
 
 /** `inner`, its kernel calls counted by name (independently of the profiler). */
 function countingRunner(inner: KernelRunner): { runner: KernelRunner; counts: Map<string, number> } {
@@ -61,8 +56,7 @@ describe.each(backends)('decode step profile on %s', (name, create) => {
   async function setUp(): Promise<LlamaModel> {
     if (model) return model;
     backend = await create();
-    const dir = await mkdtemp(join(tmpdir(), 'rayo-profile-'));
-    dirs.push(dir);
+    const dir = await tempDir();
     await writeSeededLlama(dir, config, 3);
     model = await LlamaModel.load(backend, dir, { maxSequence: 16 });
     // Disposed, not left to the garbage collector: a collection mid-test would change the live count.

@@ -10,6 +10,7 @@ import {
   type TrackedCall,
   TrackingRunner,
 } from '@rayo/core';
+import { median } from '../median.js';
 
 /**
  * Where a recorded step's device time goes: the step timed whole on the
@@ -94,12 +95,6 @@ export interface StepProfileOptions {
    * rather than at the spec's bound.
    */
   readonly deviceValues?: ReadonlyMap<Tensor, number>;
-}
-
-function median(values: readonly number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
 function positiveInteger(name: string, value: number): number {

@@ -1,6 +1,7 @@
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { findPackageScript, type PythonScriptOutcome, runPythonScript } from '@rayo/bench';
+import type { PythonScriptOutcome } from '@rayo/bench';
+import { runCheckpointBaseline } from './checkpointBaseline.js';
 import type { DecodeRun, DecodeSettings } from './decodeRun.js';
 
 /** What the PyTorch decode baseline writes. */
@@ -41,39 +42,23 @@ export async function runTorchDecode(
   prompt: readonly number[],
   settings: Pick<DecodeSettings, 'out' | 'newTokens' | 'warmupTokens' | 'torchDevice' | 'dtype' | 'kvDtype'>,
 ): Promise<TorchDecodeOutcome> {
-  const script = findPackageScript(TORCH_DECODE_SCRIPT, import.meta.url);
-  if (!script) return { status: 'unavailable', reason: `the script ${TORCH_DECODE_SCRIPT} was not found` };
-  const request = join(settings.out, 'torch-decode-request.json');
-  const outFile = join(settings.out, 'torch-decode.json');
   const logitsFile = join(settings.out, 'torch-logits.f32');
-  await writeFile(
-    request,
-    `${JSON.stringify({
+  const outcome = await runCheckpointBaseline<TorchDecodeOutput>({
+    script: TORCH_DECODE_SCRIPT,
+    dir,
+    out: settings.out,
+    name: 'torch-decode',
+    request: {
       schema: 'rayo-decode-request/1',
       prompt,
       newTokens: settings.newTokens,
       warmupTokens: settings.warmupTokens,
       dtype: settings.dtype,
       kvDtype: settings.kvDtype,
-    })}\n`,
-  );
-  const outcome = await runPythonScript<TorchDecodeOutput>({
-    script,
-    args: [
-      '--model',
-      dir,
-      '--request',
-      request,
-      '--out',
-      outFile,
-      '--logits',
-      logitsFile,
-      '--device',
-      settings.torchDevice,
-    ],
-    outFile,
+    },
+    args: ['--logits', logitsFile],
+    torchDevice: settings.torchDevice,
     label: 'the decode baseline',
-    onOutput: (text) => process.stderr.write(text),
   });
   if (outcome.status !== 'ok') return outcome;
   try {

@@ -1,9 +1,9 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createCpuBackend } from '@rayo/core';
 import { LlamaModel } from '@rayo/train';
-import { afterAll, describe, expect, it } from 'vitest';
+import { temporaryDirectories } from '@rayo/train-testkit';
+import { describe, expect, it } from 'vitest';
 import { writeSeededLlama } from '../decode/seededLlama.js';
 import {
   type FamilyParityReference,
@@ -21,10 +21,7 @@ import { PARITY_FAMILIES, parityFamily } from './parityFamilies.js';
 // three families written as transformers 5 saves them (rope_parameters), and
 // reference tokens from rayo's own cpu backend standing in for PyTorch's.
 
-const dirs: string[] = [];
-afterAll(async () => {
-  for (const d of dirs) await rm(d, { recursive: true, force: true });
-});
+const tempDir = temporaryDirectories('family-parity-');
 
 const FAMILIES = ['llama-3.2-1b', 'qwen2.5-0.5b', 'qwen3-0.6b'] as const;
 const PROMPT = [3, 141, 59, 26, 5, 35, 89, 79, 32, 38, 46, 26, 43];
@@ -85,8 +82,7 @@ async function cpuReference(checkpoint: string): Promise<ReferenceRun> {
 }
 
 async function fakeReference(): Promise<{ out: string; reference: FamilyParityReference }> {
-  const out = await mkdtemp(join(tmpdir(), 'family-parity-'));
-  dirs.push(out);
+  const out = await tempDir();
   const families: Record<string, { prompt: number[]; runs: Partial<Record<ParityDType, ReferenceRun>> }> = {};
   for (const [i, name] of FAMILIES.entries()) {
     const runs: Partial<Record<ParityDType, ReferenceRun>> = {};
@@ -174,8 +170,7 @@ describe('family parity (Node half, against a fake reference)', () => {
   }, 300_000);
 
   it('reports a family the reference failed, a missing run and an unknown backend as errors', async () => {
-    const out = await mkdtemp(join(tmpdir(), 'family-parity-'));
-    dirs.push(out);
+    const out = await tempDir();
     const reference: FamilyParityReference = {
       schema: 'rayo-family-parity/1',
       available: true,

@@ -1,4 +1,5 @@
 import { THROUGHPUT_ADAMW } from './throughput.js';
+import type { TorchTrainResult } from './torchTrainBaseline.js';
 import type { TrainBenchReport } from './trainBenchReport.js';
 
 // The parts of a made-up train-bench report of GPT-2 small on one H200 that
@@ -35,5 +36,45 @@ export function gpt2Settings(
     adamw: THROUGHPUT_ADAMW,
     suite: 'gpt2',
     ...extra,
+  };
+}
+
+/** A cuda run of `workload` that timed a step of `medianMs` peaking at `peakAllocatedBytes`. */
+export function gpt2Throughput(
+  workload: string,
+  mode: 'eager' | 'replayed',
+  medianMs: number,
+  peakAllocatedBytes: number,
+) {
+  return {
+    backend: 'cuda',
+    workload,
+    mode,
+    status: 'ok',
+    result: { workload, ...gpt2Timed(medianMs, peakAllocatedBytes) },
+  } as const;
+}
+
+/** The report of a cuda run on an H200 with PyTorch's `torchResults` beside it (no parity runs). */
+export function gpt2Report(parts: {
+  readonly settings: TrainBenchReport['settings'];
+  readonly workloads: TrainBenchReport['workloads'];
+  readonly throughput: TrainBenchReport['throughput'];
+  readonly torchResults: readonly TorchTrainResult[];
+}): TrainBenchReport {
+  return {
+    schema: 'rayo-train-bench/2',
+    createdAt: '2026-01-01T00:00:00.000Z',
+    node: '20',
+    settings: parts.settings,
+    backends: [{ name: 'cuda', available: true, device: 'H200' }],
+    workloads: parts.workloads,
+    parity: [],
+    throughput: parts.throughput,
+    baseline: {
+      status: 'ok',
+      output: { schema: 'rayo-train-torch/3', available: true, results: parts.torchResults },
+    },
+    comparisons: [],
   };
 }

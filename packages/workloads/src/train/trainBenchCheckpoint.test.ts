@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gpt2Settings, gpt2Timed } from './gpt2ReportFixture.js';
+import { gpt2Report, gpt2Settings, gpt2Throughput, gpt2Timed } from './gpt2ReportFixture.js';
 import { gpt2Workloads, withCheckpointing } from './trainBench.js';
 import { checkpointMarkdown, checkpointRows, checkpointSummary } from './trainBenchCheckpoint.js';
 import type { TrainBenchReport } from './trainBenchReport.js';
@@ -13,44 +13,23 @@ const [plainId, blocksId] = [workloadId(plain), workloadId(blocks)];
 const GiB = 2 ** 30;
 
 function report(): TrainBenchReport {
-  const ok = (workload: string, mode: 'eager' | 'replayed', ms: number, bytes: number) =>
-    ({
-      backend: 'cuda',
-      workload,
-      mode,
-      status: 'ok',
-      result: { workload, ...gpt2Timed(ms, bytes) },
-    }) as const;
-  return {
-    schema: 'rayo-train-bench/2',
-    createdAt: '2026-01-01T00:00:00.000Z',
-    node: '20',
+  return gpt2Report({
     settings: gpt2Settings({ checkpoint: ['none', 'blocks'] }),
-    backends: [{ name: 'cuda', available: true, device: 'H200' }],
     workloads: [
       { id: plainId, ...plain },
       { id: blocksId, ...blocks },
     ],
-    parity: [],
     throughput: [
-      ok(plainId, 'replayed', 200, 8 * GiB),
+      gpt2Throughput(plainId, 'replayed', 200, 8 * GiB),
       { backend: 'cuda', workload: plainId, mode: 'eager', status: 'error', reason: 'out of memory' },
-      ok(blocksId, 'replayed', 250, 2 * GiB),
-      ok(blocksId, 'eager', 260, 2 * GiB),
+      gpt2Throughput(blocksId, 'replayed', 250, 2 * GiB),
+      gpt2Throughput(blocksId, 'eager', 260, 2 * GiB),
     ],
-    baseline: {
-      status: 'ok',
-      output: {
-        schema: 'rayo-train-torch/3',
-        available: true,
-        results: [
-          { id: plainId, status: 'ok', ...gpt2Timed(100, 6 * GiB), graph: gpt2Timed(80, 6 * GiB) },
-          { id: blocksId, status: 'ok', ...gpt2Timed(130, 3 * GiB), graph: { error: 'capture failed' } },
-        ],
-      },
-    },
-    comparisons: [],
-  };
+    torchResults: [
+      { id: plainId, status: 'ok', ...gpt2Timed(100, 6 * GiB), graph: gpt2Timed(80, 6 * GiB) },
+      { id: blocksId, status: 'ok', ...gpt2Timed(130, 3 * GiB), graph: { error: 'capture failed' } },
+    ],
+  });
 }
 
 describe('the activation checkpointing trade in the report', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gpt2Settings, gpt2Timed } from './gpt2ReportFixture.js';
+import { gpt2Report, gpt2Settings, gpt2Throughput, gpt2Timed } from './gpt2ReportFixture.js';
 import { gpt2Workloads } from './trainBench.js';
 import { mfuMarkdown, mfuRows, mfuSummary } from './trainBenchMfu.js';
 import type { TrainBenchReport } from './trainBenchReport.js';
@@ -9,42 +9,23 @@ const spec = gpt2Workloads(8)[0]!;
 const id = workloadId(spec);
 
 function report(peakTflops?: number): TrainBenchReport {
-  return {
-    schema: 'rayo-train-bench/2',
-    createdAt: '2026-01-01T00:00:00.000Z',
-    node: '20',
+  return gpt2Report({
     settings: gpt2Settings(peakTflops === undefined ? {} : { peakTflops }),
-    backends: [{ name: 'cuda', available: true, device: 'H200' }],
     workloads: [{ id, ...spec }],
-    parity: [],
     throughput: [
-      {
-        backend: 'cuda',
-        workload: id,
-        mode: 'replayed',
-        status: 'ok',
-        result: { workload: id, ...gpt2Timed(200, 2 ** 30) },
-      },
+      gpt2Throughput(id, 'replayed', 200, 2 ** 30),
       { backend: 'cuda', workload: id, mode: 'eager', status: 'error', reason: 'out of memory' },
     ],
-    baseline: {
-      status: 'ok',
-      output: {
-        schema: 'rayo-train-torch/3',
-        available: true,
-        results: [
-          {
-            id,
-            status: 'ok',
-            ...gpt2Timed(100, 2 ** 29),
-            graph: gpt2Timed(80, 2 ** 29),
-            compiled: { error: 'no triton' },
-          },
-        ],
+    torchResults: [
+      {
+        id,
+        status: 'ok',
+        ...gpt2Timed(100, 2 ** 29),
+        graph: gpt2Timed(80, 2 ** 29),
+        compiled: { error: 'no triton' },
       },
-    },
-    comparisons: [],
-  };
+    ],
+  });
 }
 
 describe('model FLOPs utilisation', () => {

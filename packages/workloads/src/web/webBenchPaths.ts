@@ -10,6 +10,7 @@ import {
   TextModelWorker,
   type WorkerReply,
 } from '@rayo/web';
+import { median } from '../median.js';
 import { type NodeBlobReads, nodeOpfsDirectory } from './nodeOpfs.js';
 
 // The two ways web-bench runs one model: the browser path (serveTextModel
@@ -61,12 +62,6 @@ export interface GenerationSettings {
   readonly newTokens: number;
   /** Timed generations after the first. */
   readonly repeats: number;
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 async function timeGeneration(start: () => Generating): Promise<GenerationTiming> {

@@ -1,8 +1,8 @@
 import { createCpuBackend } from '@rayo/core';
 import {
   collectTokens,
+  expectReferenceGreedy,
   FAMILY_CONFIGS,
-  greedyAgainstReference,
   ModelScope,
   maxAbsDiff,
   maxRowDiff,
@@ -65,9 +65,7 @@ describe.each(backends)('model families on %s', (_name, create) => {
         }
 
         // generate: the prefill, then replayed steps (greedy ones chained on the device where argmax runs).
-        const greedy = await greedyAgainstReference(model, config, weights, PROMPT, GREEDY);
-        expect(greedy.margin).toBeGreaterThan(10 * TOLERANCE);
-        expect(greedy.got).toEqual(greedy.want);
+        await expectReferenceGreedy(model, config, weights, PROMPT, GREEDY, TOLERANCE);
         // Sampling replays the recorded step with the host choosing: the same tokens as eager steps.
         const sampled = async (replay: boolean) => {
           const m = new LlamaModel(backend, model.config, model.weights, { replay, maxSequence: 32 });
