@@ -9,10 +9,10 @@ import { adamwStep, globalNorm, multiTensorAdamw } from '../kernels/optimizer.js
 import { pagedAttention, ropePagedKvWrite } from '../kernels/pagedAttention.js';
 import { rope } from '../kernels/rope.js';
 import { backendCheck, type ConformanceCheck } from './backendCheck.js';
-import { ropeTolerance } from './cases/rope.js';
 import { compareOutputs } from './compare.js';
 import { expectRayoError, fail } from './expect.js';
 import { distinctInts, Rng } from './random.js';
+import { ropeTolerance } from './ropeInputs.js';
 
 /** Random values in [-1, 1), never an exact zero. */
 function randomF32(rng: Rng, size: number): Float32Array {

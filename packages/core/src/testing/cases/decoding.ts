@@ -1,7 +1,7 @@
 import * as k from '../../kernels/decoding.js';
 import type { Shape } from '../../shape.js';
 import { deviceValue, type FamilyCases, f32, i32, invalidCalls, newFamilyCases, valid } from '../cases.js';
-import { frequencyTable, ropeTolerance } from './rope.js';
+import { frequencyTable, ropeTolerance } from '../ropeInputs.js';
 
 const { cases, errors } = newFamilyCases();
 

@@ -10,7 +10,7 @@ import {
   valid,
 } from '../cases.js';
 import { distinctInts, type Rng } from '../random.js';
-import { frequencyTable, ropeTolerance } from './rope.js';
+import { frequencyTable, ropeTolerance } from '../ropeInputs.js';
 
 const { cases, errors } = newFamilyCases();
 

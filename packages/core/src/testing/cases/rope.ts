@@ -1,40 +1,10 @@
 import * as k from '../../kernels/rope.js';
 import type { Shape } from '../../shape.js';
-import {
-  deviceValue,
-  type FamilyCases,
-  f32,
-  type InputSample,
-  i32,
-  invalidCalls,
-  newFamilyCases,
-  type Tolerance,
-  valid,
-} from '../cases.js';
-
-/**
- * Every backend computes the angle position · frequency exactly enough that
- * only the f32 rotation's roundings remain (a few ulp of the output), at
- * every position an i32 holds: the bound does not grow with the position.
- * The benchmark checks its rope cases with the same bound.
- */
-export function ropeTolerance(maxPosition: number): Required<Tolerance> {
-  if (!(maxPosition <= MAX_POSITION)) throw new RangeError(`position ${maxPosition} is past ${MAX_POSITION}`);
-  return { rtol: 1e-5, atol: 2e-6 };
-}
-
-/** The last position rope takes: positions are i32. */
-const MAX_POSITION = 2 ** 31 - 1;
+import { deviceValue, type FamilyCases, f32, i32, invalidCalls, newFamilyCases, valid } from '../cases.js';
+import { frequencyTable, ropeTolerance } from '../ropeInputs.js';
 
 type Layout = 'half' | 'interleaved';
 
-/** [headDim / 2] random frequencies, log-uniform from 1e-5 to 1: a scaled RoPE's table. */
-export function frequencyTable(headDim: number): InputSample {
-  return {
-    shape: [headDim / 2],
-    init: (rng, n) => Array.from({ length: n }, () => 10 ** rng.uniform(-5, 0)),
-  };
-}
 const LAYOUTS: readonly Layout[] = ['half', 'interleaved'];
 
 /** [seq, heads, headDim] and the position of row 0. */
