@@ -9,8 +9,11 @@ const { cases, errors } = newFamilyCases();
 // The cache starts random, so a kernel that writes any other row, or clears
 // the cache, changes the result.
 
-// [nHeads, maxSeq, headDim, T, position]; T = 1 as a rank-1 row and as [1, …].
-const SCATTERS: readonly (readonly [number, number, number, number, number])[] = [
+/** [nHeads, maxSeq, headDim, T, position] of a kvCacheScatter case. */
+type Scatter = readonly [number, number, number, number, number];
+
+// T = 1 as a rank-1 row and as [1, …].
+const SCATTERS: readonly Scatter[] = [
   [1, 1, 1, 1, 0],
   [3, 13, 7, 1, 0],
   [3, 13, 7, 1, 12],
@@ -49,7 +52,7 @@ for (const [nHeads, maxSeq, headDim, tokens, position] of SCATTERS) {
 }
 
 // The position read from a device tensor: the first row, odd rows, the last.
-const DEVICE_SCATTERS: readonly (readonly [number, number, number, number, number])[] = [
+const DEVICE_SCATTERS: readonly Scatter[] = [
   [1, 1, 1, 1, 0],
   [3, 13, 7, 1, 12],
   [3, 13, 7, 5, 3],
@@ -128,8 +131,10 @@ errors.push(
 /** Summing seqLen weighted rows in f32: the outputs are averages of values in [-1, 1). */
 const ATTENTION_TOLERANCE = { rtol: 1e-4, atol: 1e-5 } as const;
 
-// [nHeads, nKvHeads, headDim, seqLen, maxSeq]
-const ATTENTION: readonly (readonly [number, number, number, number, number])[] = [
+/** [nHeads, nKvHeads, headDim, seqLen, maxSeq] of an incrementalAttention case. */
+type Attention = readonly [number, number, number, number, number];
+
+const ATTENTION: readonly Attention[] = [
   [1, 1, 1, 1, 1],
   [1, 1, 7, 5, 5],
   [3, 3, 7, 5, 13],
@@ -175,7 +180,7 @@ cases.push(
 
 // The length read from a device tensor: 1, odd lengths, the full capacity,
 // and short lengths of long caches (most of a split grid past the length).
-const DEVICE_ATTENTION: readonly (readonly [number, number, number, number, number])[] = [
+const DEVICE_ATTENTION: readonly Attention[] = [
   [1, 1, 1, 1, 1],
   [3, 3, 7, 1, 13],
   [3, 1, 7, 13, 13],
