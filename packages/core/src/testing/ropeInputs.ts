@@ -3,6 +3,9 @@ import type { InputSample, Tolerance } from './cases.js';
 // What the cases of every rope-applying kernel share: rope's own, the cache
 // writes' and the replays'.
 
+export type RopeLayout = 'half' | 'interleaved';
+export const ROPE_LAYOUTS: readonly RopeLayout[] = ['half', 'interleaved'];
+
 /**
  * Every backend computes the angle position · frequency exactly enough that
  * only the f32 rotation's roundings remain (a few ulp of the output), at

@@ -10,7 +10,7 @@ import {
   valid,
 } from '../cases.js';
 import { distinctInts, type Rng } from '../random.js';
-import { frequencyTable, ropeTolerance } from '../ropeInputs.js';
+import { frequencyTable, ROPE_LAYOUTS, type RopeLayout, ropeTolerance } from '../ropeInputs.js';
 
 const { cases, errors } = newFamilyCases();
 
@@ -195,15 +195,13 @@ const positions = (rows: number, limit: number): InputSample => ({
   init: (rng) => distinctInts(rng, limit, rows),
 });
 
-type Layout = 'half' | 'interleaved';
-
 /** [R, heads, kvHeads, headDim, pageSize, numPages, largest position] of a ropePagedKvWrite case. */
 type RopeWrite = readonly [number, number, number, number, number, number, number];
 
 /** A ropePagedKvWrite case: q, k and v apart, or `fused` in one input [R, heads + 2·kvHeads, headDim]. */
 function ropeWriteCase(
   [rows, heads, kvHeads, headDim, pageSize, numPages, limit]: RopeWrite,
-  layout: Layout,
+  layout: RopeLayout,
   table: boolean,
   fused: boolean,
 ) {
@@ -231,12 +229,12 @@ const ROPE_WRITES: readonly (readonly [RopeWrite, boolean])[] = [
   [[5, 8, 8, 128, 16, 4, 2048], true],
   [[3, 6, 2, 80, 16, 3, 100], true],
 ];
-for (const layout of ['half', 'interleaved'] as const) {
+for (const layout of ROPE_LAYOUTS) {
   for (const [shape, table] of ROPE_WRITES) cases.push(ropeWriteCase(shape, layout, table, false));
 }
 
 // q, k and v fused in one input, as one product of a layer writes them: [shape, layout, frequency table].
-const FUSED_ROPE_WRITES: readonly (readonly [RopeWrite, Layout, boolean])[] = [
+const FUSED_ROPE_WRITES: readonly (readonly [RopeWrite, RopeLayout, boolean])[] = [
   [[1, 1, 1, 2, 1, 1, 1], 'half', false],
   [[5, 3, 1, 6, 5, 4, 20], 'interleaved', false],
   [[7, 4, 2, 14, 3, 6, 300], 'half', true],

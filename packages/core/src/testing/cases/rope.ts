@@ -1,11 +1,7 @@
 import * as k from '../../kernels/rope.js';
 import type { Shape } from '../../shape.js';
 import { deviceValue, type FamilyCases, f32, i32, invalidCalls, newFamilyCases, valid } from '../cases.js';
-import { frequencyTable, ropeTolerance } from '../ropeInputs.js';
-
-type Layout = 'half' | 'interleaved';
-
-const LAYOUTS: readonly Layout[] = ['half', 'interleaved'];
+import { frequencyTable, ROPE_LAYOUTS, type RopeLayout, ropeTolerance } from '../ropeInputs.js';
 
 /** [seq, heads, headDim] and the position of row 0. */
 const SHAPES: readonly (readonly [Shape, number])[] = [
@@ -22,7 +18,7 @@ const SHAPES: readonly (readonly [Shape, number])[] = [
 
 const { cases, errors } = newFamilyCases();
 
-for (const layout of LAYOUTS) {
+for (const layout of ROPE_LAYOUTS) {
   for (const inverse of [false, true]) {
     for (const [shape, positionOffset] of SHAPES) {
       cases.push(
@@ -56,7 +52,7 @@ cases.push(
 // f32 frequency times the position) is off by whole turns.
 const LARGE_POSITIONS = [100_000, 1_000_000, 2 ** 24 - 8, 2 ** 31 - 5];
 for (const positionOffset of LARGE_POSITIONS) {
-  for (const layout of LAYOUTS) {
+  for (const layout of ROPE_LAYOUTS) {
     const shape: Shape = [4, 2, 128];
     cases.push(
       valid(k.rope, {
@@ -98,7 +94,7 @@ const DEVICE_SHAPES: readonly (readonly [Shape, number])[] = [
   [[5, 3, 18], 1030],
   [[1, 13, 128], 4093],
 ];
-for (const layout of LAYOUTS) {
+for (const layout of ROPE_LAYOUTS) {
   for (const [shape, positionOffset] of DEVICE_SHAPES) {
     cases.push(
       valid(k.rope, {
@@ -132,7 +128,7 @@ const TABLE_SHAPES: readonly (readonly [Shape, number, boolean])[] = [
   [[1, 13, 128], 4093, true],
   [[61, 3, 18], 0, false],
 ];
-for (const layout of LAYOUTS) {
+for (const layout of ROPE_LAYOUTS) {
   for (const [shape, positionOffset, onDevice] of TABLE_SHAPES) {
     for (const inverse of [false, true]) {
       const where = `${onDevice ? 'a device position' : 'position'} ${positionOffset}`;
@@ -183,7 +179,7 @@ errors.push(
     ['theta = 0', [f32([2, 3, 8])], 'argument', 'attrs.theta', { theta: 0 }],
     ['theta = 0.5 (frequencies above 1)', [f32([2, 3, 8])], 'argument', 'attrs.theta', { theta: 0.5 }],
     ['theta = Infinity', [f32([2, 3, 8])], 'argument', 'attrs.theta', { theta: Number.POSITIVE_INFINITY }],
-    ['an unknown layout', [f32([2, 3, 8])], 'argument', 'attrs.layout', { layout: 'split' as Layout }],
+    ['an unknown layout', [f32([2, 3, 8])], 'argument', 'attrs.layout', { layout: 'split' as RopeLayout }],
   ]),
 );
 
