@@ -79,6 +79,23 @@ export class ArgCheck {
     }
   }
 
+  /**
+   * Grouped-query attention: dimension `axis` of `meta` (named `what`) counts
+   * kv heads, each serving heads / kvHeads consecutive query heads, so it
+   * must divide `heads`. Returns the kv heads.
+   */
+  kvHeads(argument: string, meta: TensorMeta, axis: number, what: string, heads: number): number {
+    const kvHeads = meta.shape[axis]!;
+    this.shape(
+      kvHeads > 0 && heads % kvHeads === 0,
+      argument,
+      `dimension ${axis} (${what}) must divide the number of heads of 'q'`,
+      `dimension ${axis} dividing ${heads}`,
+      `${kvHeads} in ${formatShape(meta.shape)}`,
+    );
+    return kvHeads;
+  }
+
   /** A shape condition `ok` that the helpers above cannot express. */
   shape(ok: boolean, argument: string, message: string, expected: string, actual: Shape | string): void {
     if (!ok) {

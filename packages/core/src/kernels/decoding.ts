@@ -1,5 +1,5 @@
 import { bytesPerElement, type HostArray } from '../dtype.js';
-import { defineKernel, deviceAttribute, runReference } from '../kernel.js';
+import { defineKernel, deviceAttribute, runReference, type TensorMeta } from '../kernel.js';
 import { formatShape, type Shape, shapesEqual, sizeOf } from '../shape.js';
 import { attendRows } from './attentionReference.js';
 import { ArgCheck } from './check.js';
@@ -13,15 +13,17 @@ const FAMILY = 'decoding';
 
 /**
  * The T rows written at `position` fit a cache of maxSeq rows. With the
- * position on the device only the rows' count can be checked here, on the
- * rows' argument (`always`: checked there with a host position too).
+ * position on the device (`positionTensor` given) only the rows' count can
+ * be checked here, on the rows' argument (`always`: checked there with a
+ * host position too).
  */
 function checkRowsFit(
   check: ArgCheck,
   rows: { argument: string; shape: Shape; always: boolean },
-  at: { tokens: number; maxSeq: number; position: number; onDevice: boolean },
+  at: { tokens: number; maxSeq: number; position: number; positionTensor: TensorMeta | undefined },
 ): void {
-  const { tokens, maxSeq, position, onDevice } = at;
+  const { tokens, maxSeq, position } = at;
+  const onDevice = at.positionTensor !== undefined;
   const message = `the ${tokens} written row(s) must fit in the cache of ${maxSeq} rows`;
   check.shape(
     !(rows.always || onDevice) || tokens <= maxSeq,
@@ -87,12 +89,7 @@ export const kvCacheScatter = defineKernel<KvCacheScatterAttrs>({
     checkRowsFit(
       check,
       { argument: 'values', shape: values!.shape, always: false },
-      {
-        tokens,
-        maxSeq,
-        position,
-        onDevice: positionTensor !== undefined,
-      },
+      { tokens, maxSeq, position, positionTensor },
     );
     return [{ name: 'cache', shape: cache!.shape, dtype: cache!.dtype, aliasOf: 0 }];
   },
@@ -290,12 +287,7 @@ export const ropeKvScatter = defineKernel<RopeKvScatterAttrs>({
     checkRowsFit(
       check,
       { argument: 'q', shape: q!.shape, always: true },
-      {
-        tokens,
-        maxSeq,
-        position,
-        onDevice: positionTensor !== undefined,
-      },
+      { tokens, maxSeq, position, positionTensor },
     );
     return [
       { name: 'q', shape: [tokens, heads, headDim], dtype: q!.dtype },

@@ -1,7 +1,6 @@
 import { roundedToHalf } from '../dtype.js';
 import type { InputMetas, TensorMeta } from '../kernel.js';
 import { defineKernel } from '../kernel.js';
-import { formatShape } from '../shape.js';
 import { ArgCheck } from './check.js';
 import { bytesOf, F32 } from './vocabulary.js';
 
@@ -39,6 +38,13 @@ const flashAttrs = {
   },
 } as const;
 
+/** q, k and v, the inputs of the forward and the first three of the backward. */
+const QKV_INPUTS = [
+  { name: 'q', dtypes: F32, doc: '[T, B, nHeads, headDim]' },
+  { name: 'k', dtypes: F32, doc: '[T, B, nKvHeads, headDim]; nKvHeads divides nHeads' },
+  { name: 'v', dtypes: F32, doc: "[T, B, nKvHeads, headDim], the shape of 'k'" },
+] as const;
+
 /** The operands as precision `precision` multiplies them: under 'half', rounded to bf16. */
 function productOperands<T extends readonly ArrayLike<number>[]>(precision: FlashPrecision, operands: T): T {
   return precision === 'half' ? (operands.map((x) => roundedToHalf('bf16', x)) as unknown as T) : operands;
@@ -70,15 +76,7 @@ function checkQkv(check: ArgCheck, [q, k, v]: InputMetas): FlashDims {
   check.dim('k', k!, 0, tokens, "T of 'q'");
   check.dim('k', k!, 1, batch, "B of 'q'");
   check.dim('k', k!, 3, headDim, "headDim of 'q'");
-  const nKvHeads = k!.shape[2]!;
-  // Grouped-query attention: each kv head serves nHeads / nKvHeads consecutive query heads.
-  check.shape(
-    nKvHeads > 0 && nHeads % nKvHeads === 0,
-    'k',
-    "dimension 2 (nKvHeads) must divide the number of heads of 'q'",
-    `dimension 2 dividing ${nHeads}`,
-    `${nKvHeads} in ${formatShape(k!.shape)}`,
-  );
+  const nKvHeads = check.kvHeads('k', k!, 2, 'nKvHeads', nHeads);
   check.sameShape('v', v!, k!.shape, "'k'");
   return { tokens, batch, nHeads, nKvHeads, headDim };
 }
@@ -122,11 +120,7 @@ export const flashAttention = defineKernel<FlashAttrs>({
   family: FAMILY,
   summary:
     'out[t, b, h] = softmax(scale · q[t, b, h] · k[0 … t, b, g]ᵀ) · v[0 … t, b, g], g = kv head of h; lse = the log of the softmax denominator (with the max)',
-  inputs: [
-    { name: 'q', dtypes: F32, doc: '[T, B, nHeads, headDim]' },
-    { name: 'k', dtypes: F32, doc: '[T, B, nKvHeads, headDim]; nKvHeads divides nHeads' },
-    { name: 'v', dtypes: F32, doc: "[T, B, nKvHeads, headDim], the shape of 'k'" },
-  ],
+  inputs: QKV_INPUTS,
   attributes: flashAttrs,
   infer(inputs) {
     const { tokens, batch, nHeads } = checkQkv(new ArgCheck('flashAttention'), inputs);
@@ -179,9 +173,7 @@ export const flashAttentionBackward = defineKernel<FlashAttrs>({
   summary:
     "dq, dk and dv of flashAttention from its inputs, out, lse and dOut: P = exp(scale · q·kᵀ − lse) recomputed, dS = P ∘ (dOut·vᵀ − rowsum(dOut ∘ out)); dk and dv summed over each kv head's query heads",
   inputs: [
-    { name: 'q', dtypes: F32, doc: '[T, B, nHeads, headDim]' },
-    { name: 'k', dtypes: F32, doc: '[T, B, nKvHeads, headDim]' },
-    { name: 'v', dtypes: F32, doc: "the shape of 'k'" },
+    ...QKV_INPUTS,
     { name: 'out', dtypes: F32, doc: "flashAttention's out, the shape of 'q'" },
     { name: 'dOut', dtypes: F32, doc: "the gradient of 'out'" },
     { name: 'lse', dtypes: F32, doc: "[T, B, nHeads]: flashAttention's lse" },

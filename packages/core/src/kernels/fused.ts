@@ -21,6 +21,11 @@ const EPS = {
   doc: 'added to mean(x²) before the square root',
 } as const;
 
+/** A weight [rows, K] in a linear layer's layout, of the products' shared weight dtype group. */
+function linearWeight(name: string, rows = 'N') {
+  return { name, dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: `[${rows}, K], as a linear layer stores it` };
+}
+
 /**
  * Each row of x dotted with each weight row, after an optional rmsNorm:
  * dots[w][i · N + j] = x̂_i · weights[w]_j. Summed in f64 as (x · normWeight)
@@ -74,8 +79,8 @@ export const gateUpSwiglu = defineKernel<EpsAttrs>({
   summary: 'y = silu(x̂·wGateᵀ) ⊙ (x̂·wUpᵀ), x̂ = rmsNorm(x, normWeight) when normWeight is given, else x',
   inputs: [
     { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
-    { name: 'wGate', dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: '[N, K], as a linear layer stores it' },
-    { name: 'wUp', dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: '[N, K], as a linear layer stores it' },
+    linearWeight('wGate'),
+    linearWeight('wUp'),
     { name: 'normWeight', dtypes: FLOAT, optional: true, doc: '[K]: rmsNorm of each row of x first' },
   ],
   attributes: { eps: { ...EPS, doc: `${EPS.doc} (unused without 'normWeight')` } },
@@ -135,7 +140,7 @@ export const rmsNormMatmul = defineKernel<EpsAttrs>({
   inputs: [
     { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
     { name: 'normWeight', dtypes: FLOAT, doc: '[K]' },
-    { name: 'w', dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: '[N, K], as a linear layer stores it' },
+    linearWeight('w'),
   ],
   attributes: { eps: EPS },
   infer([x, normWeight, w]) {
@@ -176,7 +181,7 @@ export const rmsNormMatmul3 = defineKernel<EpsAttrs>({
   inputs: [
     { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
     { name: 'normWeight', dtypes: FLOAT, doc: '[K]' },
-    { name: 'w0', dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: '[N0, K], as a linear layer stores it' },
+    linearWeight('w0', 'N0'),
     { name: 'w1', dtypes: FLOAT, dtypeGroup: WEIGHTS, optional: true, doc: '[N1, K]' },
     { name: 'w2', dtypes: FLOAT, dtypeGroup: WEIGHTS, optional: true, doc: "[N2, K]; only with 'w1'" },
   ],
@@ -247,7 +252,7 @@ export const linear = defineKernel<LinearAttrs>({
     "y = act(x·wᵀ + b), the bias and activation in the product's epilogue; optionally z = x·wᵀ + b too",
   inputs: [
     { name: 'x', dtypes: FLOAT, doc: '[M, K]' },
-    { name: 'w', dtypes: FLOAT, dtypeGroup: WEIGHTS, doc: '[N, K], as a linear layer stores it' },
+    linearWeight('w'),
     { name: 'bias', dtypes: FLOAT, optional: true, doc: '[N]' },
   ],
   attributes: {

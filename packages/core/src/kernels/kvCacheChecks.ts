@@ -1,5 +1,4 @@
 import type { TensorMeta } from '../kernel.js';
-import { formatShape } from '../shape.js';
 import type { ArgCheck } from './check.js';
 
 /**
@@ -15,16 +14,9 @@ export function checkKvCaches(
   vCache: TensorMeta,
 ): number {
   check.rank('kCache', kCache, 3, '[nKvHeads, maxSeq, headDim]');
-  const [nKvHeads, maxSeq] = kCache.shape as [number, number, number];
+  const maxSeq = kCache.shape[1]!;
   check.dim('kCache', kCache, 2, headDim, "headDim of 'q'");
-  // Grouped-query attention: each kv head serves nHeads / nKvHeads consecutive query heads.
-  check.shape(
-    nKvHeads > 0 && nHeads % nKvHeads === 0,
-    'kCache',
-    "dimension 0 (nKvHeads) must divide the number of heads of 'q'",
-    `dimension 0 dividing ${nHeads}`,
-    `${nKvHeads} in ${formatShape(kCache.shape)}`,
-  );
+  check.kvHeads('kCache', kCache, 0, 'nKvHeads', nHeads);
   check.sameShape('vCache', vCache, kCache.shape, "'kCache'");
   return maxSeq;
 }

@@ -7,6 +7,12 @@ import { bytesOf, F32, F32_BYTES, FLOAT, type NoAttrs } from './vocabulary.js';
 const FAMILY = 'loss';
 const I32 = ['i32'] as const;
 
+/** The inputs of the loss, and the first two of its backward. */
+const LOGITS_TARGETS = [
+  { name: 'logits', dtypes: FLOAT, doc: '[N, C]' },
+  { name: 'targets', dtypes: I32, doc: '[N], class ids in [0, C)' },
+] as const;
+
 /** Checks logits [N, C] (N, C >= 1) and targets [N]; returns [N, C]. */
 function checkLogitsTargets(kernel: string, [logits, targets]: InputMetas): [number, number] {
   const check = new ArgCheck(kernel);
@@ -41,10 +47,7 @@ export const crossEntropy = defineKernel<NoAttrs>({
   family: FAMILY,
   summary:
     'loss = mean over rows of −log softmax(logits)[row, target]; a target outside [0, C) makes the loss NaN (targets live on the device and are not checked on the host)',
-  inputs: [
-    { name: 'logits', dtypes: FLOAT, doc: '[N, C]' },
-    { name: 'targets', dtypes: I32, doc: '[N], class ids in [0, C)' },
-  ],
+  inputs: LOGITS_TARGETS,
   attributes: {},
   infer(inputs) {
     checkLogitsTargets('crossEntropy', inputs);
@@ -74,8 +77,7 @@ export const crossEntropyBackward = defineKernel<NoAttrs>({
   summary:
     'dlogits = dloss · (softmax(logits) − onehot(targets)) / N; a row whose target is outside [0, C) is NaN',
   inputs: [
-    { name: 'logits', dtypes: FLOAT, doc: '[N, C]' },
-    { name: 'targets', dtypes: I32, doc: '[N], class ids in [0, C)' },
+    ...LOGITS_TARGETS,
     { name: 'dloss', dtypes: F32, doc: '[] or [1], the gradient of the mean loss' },
   ],
   attributes: {},

@@ -289,16 +289,8 @@ function checkPagedAttention(
   check.rank('q', q!, 3, '[B, heads, headDim]');
   const [batch, heads, headDim] = q!.shape as [number, number, number];
   const pool = checkPools(check, kPages!, vPages!);
-  const [, kvHeads] = pool;
   check.dim('kPages', kPages!, 3, headDim, "headDim of 'q'");
-  // Grouped-query attention: each kv head serves heads / kvHeads consecutive query heads.
-  check.shape(
-    kvHeads > 0 && heads % kvHeads === 0,
-    'kPages',
-    "dimension 1 (kvHeads) must divide the number of heads of 'q'",
-    `dimension 1 dividing ${heads}`,
-    `${kvHeads} in ${formatShape(kPages!.shape)}`,
-  );
+  check.kvHeads('kPages', kPages!, 1, 'kvHeads', heads);
   check.shape(pool[2] >= 1, 'kPages', 'a page must hold at least one row', 'pageSize >= 1', kPages!.shape);
   check.rank('blockTables', blockTables!, 2, '[B, maxPagesPerSeq]');
   check.dim('blockTables', blockTables!, 0, batch, "B of 'q'");

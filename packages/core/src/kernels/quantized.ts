@@ -16,6 +16,20 @@ export const SCALES = 'scale';
 
 type QuantizedMatmulAttrs = { format: QuantFormat; beta: number };
 
+/** The codes, scales and zero points of a quantized matrix of `rows` rows of `depth` weights. */
+function packedInputs(rows: string, depth: string) {
+  return [
+    { name: 'packed', dtypes: ['u32'], doc: `[${rows}, rowWords(${depth})]: the codes, see quantLayout` },
+    { name: 'scales', dtypes: FLOAT, dtypeGroup: SCALES, doc: `[${rows}, groups(${depth})]` },
+    {
+      name: 'zeros',
+      dtypes: ['u32'],
+      optional: true,
+      doc: `[${rows}, zeroWords]: q4g32/q4g128 zero-point nibbles (absent, codes are centred on 8), or q4k's 6-bit sub-block scales and mins (required there)`,
+    },
+  ] as const;
+}
+
 /**
  * y = x · dequant(W)ᵀ (+ beta · c) for a weight W [N, K] in a quantized
  * format (see quant/layout.ts for the bits): the decode product of a linear
@@ -32,14 +46,7 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
   summary: 'y = x · dequant(W)ᵀ + beta · c for an int8 or 4-bit weight W [N, K] (scale per row or group)',
   inputs: [
     { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
-    { name: 'packed', dtypes: ['u32'], doc: '[N, rowWords(K)]: the codes, see quantLayout' },
-    { name: 'scales', dtypes: FLOAT, dtypeGroup: SCALES, doc: '[N, groups(K)]' },
-    {
-      name: 'zeros',
-      dtypes: ['u32'],
-      optional: true,
-      doc: "[N, zeroWords]: q4g32/q4g128 zero-point nibbles (absent, codes are centred on 8), or q4k's 6-bit sub-block scales and mins (required there)",
-    },
+    ...packedInputs('N', 'K'),
     { name: 'c', dtypes: FLOAT, optional: true, doc: '[M, N], added after scaling by beta' },
     {
       name: 'offsets',
@@ -201,14 +208,7 @@ export const quantizedEmbedding = defineKernel<QuantizedEmbeddingAttrs>({
     'y[..., :] = dequant(table)[ids[...], :] for an int8 or 4-bit table [V, D]; NaN rows for ids outside',
   inputs: [
     { name: 'ids', dtypes: ['i32'], doc: 'any shape of rank >= 1, row ids in [0, V)' },
-    { name: 'packed', dtypes: ['u32'], doc: '[V, rowWords(D)]: the codes, see quantLayout' },
-    { name: 'scales', dtypes: FLOAT, dtypeGroup: SCALES, doc: '[V, groups(D)]' },
-    {
-      name: 'zeros',
-      dtypes: ['u32'],
-      optional: true,
-      doc: "[V, zeroWords]: q4g32/q4g128 zero-point nibbles, or q4k's 6-bit sub-block scales and mins",
-    },
+    ...packedInputs('V', 'D'),
     {
       name: 'offsets',
       dtypes: FLOAT,

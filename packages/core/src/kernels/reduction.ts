@@ -58,41 +58,37 @@ function reduceKernel(
   });
 }
 
+/** A sum of `term(x[i])` over each run. */
+const sumOf =
+  (term: (v: number) => number) =>
+  (x: HostArray, start: number, end: number): number => {
+    let acc = 0;
+    for (let i = start; i < end; i++) acc += term(x[i]!);
+    return acc;
+  };
+
+/** The largest element of a run; Math.max keeps a NaN, like PyTorch. */
+function maxOf(x: HostArray, start: number, end: number): number {
+  // infer rejects empty runs, so -Infinity never escapes.
+  let acc = Number.NEGATIVE_INFINITY;
+  for (let i = start; i < end; i++) acc = Math.max(acc, x[i]!);
+  return acc;
+}
+
 export const sum = reduceKernel(
   'sum',
   'y = Σ x over the last axis or everything',
   1,
   true,
-  (x, start, end) => {
-    let acc = 0;
-    for (let i = start; i < end; i++) acc += x[i]!;
-    return acc;
-  },
+  sumOf((v) => v),
 );
-
-export const max = reduceKernel(
-  'max',
-  'y = max x over the last axis or everything',
-  1,
-  false,
-  (x, start, end) => {
-    // Math.max keeps a NaN, like PyTorch; infer rejects empty runs, so -Infinity never escapes.
-    let acc = Number.NEGATIVE_INFINITY;
-    for (let i = start; i < end; i++) acc = Math.max(acc, x[i]!);
-    return acc;
-  },
-);
-
+export const max = reduceKernel('max', 'y = max x over the last axis or everything', 1, false, maxOf);
 export const sumSquares = reduceKernel(
   'sumSquares',
   'y = Σ x² over the last axis or everything',
   2,
   true,
-  (x, start, end) => {
-    let acc = 0;
-    for (let i = start; i < end; i++) acc += x[i]! * x[i]!;
-    return acc;
-  },
+  sumOf((v) => v * v),
 );
 
 /**

@@ -70,11 +70,16 @@ export const logSoftmax = forwardKernel(
   },
 );
 
+/**
+ * A backward whose row is dx_i = grad(dy_i, y_i, Σ_j term(dy_j, y_j)): one
+ * sum over the row, then one element-wise pass.
+ */
 function backwardKernel(
   name: string,
   summary: string,
   yDoc: string,
-  row: (dy: HostArray, y: HostArray, dx: Float32Array, start: number, n: number) => void,
+  term: (dy: number, y: number) => number,
+  grad: (dy: number, y: number, rowSum: number) => number,
 ): KernelSpec<NoAttrs> {
   return defineKernel<NoAttrs>({
     name,
@@ -95,7 +100,11 @@ function backwardKernel(
     reference([dy, y], _attrs, io) {
       const { rows, n } = rowsOf(io.inputs[0]!.shape);
       const dx = new Float32Array(dy!.length);
-      for (let r = 0; r < rows; r++) row(dy!, y!, dx, r * n, n);
+      for (let start = 0; start < rows * n; start += n) {
+        let rowSum = 0;
+        for (let i = start; i < start + n; i++) rowSum += term(dy![i]!, y![i]!);
+        for (let i = start; i < start + n; i++) dx[i] = grad(dy![i]!, y![i]!, rowSum);
+      }
       return [dx];
     },
     cost: ([dy]) => ({ flops: 4 * sizeOf(dy!.shape), bytes: 3 * bytesOf(dy) }),
@@ -106,20 +115,14 @@ export const softmaxBackward = backwardKernel(
   'softmaxBackward',
   'dx = y · (dy − Σ dy · y) over the last axis',
   'the forward output (softmax probabilities), same shape as dy',
-  (dy, y, dx, start, n) => {
-    let dot = 0;
-    for (let i = start; i < start + n; i++) dot += dy[i]! * y[i]!;
-    for (let i = start; i < start + n; i++) dx[i] = y[i]! * (dy[i]! - dot);
-  },
+  (dy, y) => dy * y,
+  (dy, y, dot) => y * (dy - dot),
 );
 
 export const logSoftmaxBackward = backwardKernel(
   'logSoftmaxBackward',
   'dx = dy − exp(y) · Σ dy over the last axis',
   'the forward output (log-probabilities), same shape as dy',
-  (dy, y, dx, start, n) => {
-    let total = 0;
-    for (let i = start; i < start + n; i++) total += dy[i]!;
-    for (let i = start; i < start + n; i++) dx[i] = dy[i]! - Math.exp(y[i]!) * total;
-  },
+  (dy) => dy,
+  (dy, y, total) => dy - Math.exp(y) * total,
 );

@@ -119,6 +119,10 @@ export function i32(shape: Shape, lo: number, hi: number): InputSample {
   return { shape, dtype: 'i32', init: { int: [lo, hi] } };
 }
 
+export function u32(shape: Shape, lo: number, hi: number): InputSample {
+  return { shape, dtype: 'u32', init: { int: [lo, hi] } };
+}
+
 /**
  * i32 ids of `shape` in [0, limit), every other one (while they last)
  * replaced by the next of `outside`, ids a kernel must not read through.

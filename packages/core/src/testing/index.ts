@@ -1,5 +1,4 @@
 export { ERROR_CASES, VALID_CASES } from './cases/index.js';
-export { ropeTolerance } from './cases/rope.js';
 export * from './cases.js';
 export { compareOutputs, DEFAULT_TOLERANCE } from './compare.js';
 export {
@@ -37,6 +36,7 @@ export {
 } from './halfCases.js';
 export { hashString, Rng } from './random.js';
 export { checkRegisteredOnImport } from './registration.js';
+export { ropeTolerance } from './ropeInputs.js';
 export {
   type ConformanceSample,
   type SampleGrain,

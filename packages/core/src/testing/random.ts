@@ -42,3 +42,13 @@ export function hashString(text: string): number {
   }
   return h >>> 0;
 }
+
+/** `count` distinct ints of [0, n) in random order (n >= count): a partial Fisher–Yates shuffle. */
+export function distinctInts(rng: Rng, n: number, count: number): number[] {
+  const all = Array.from({ length: n }, (_, i) => i);
+  for (let i = 0; i < count; i++) {
+    const j = rng.int(i, n);
+    [all[i], all[j]] = [all[j]!, all[i]!];
+  }
+  return all.slice(0, count);
+}

@@ -9,10 +9,10 @@ import { adamwStep, globalNorm, multiTensorAdamw } from '../kernels/optimizer.js
 import { pagedAttention, ropePagedKvWrite } from '../kernels/pagedAttention.js';
 import { rope } from '../kernels/rope.js';
 import { backendCheck, type ConformanceCheck } from './backendCheck.js';
-import { ropeTolerance } from './cases/rope.js';
 import { compareOutputs } from './compare.js';
 import { expectRayoError, fail } from './expect.js';
-import { Rng } from './random.js';
+import { distinctInts, Rng } from './random.js';
+import { ropeTolerance } from './ropeInputs.js';
 
 /** Random values in [-1, 1), never an exact zero. */
 function randomF32(rng: Rng, size: number): Float32Array {
@@ -431,16 +431,6 @@ async function replayRopeKvScatter(backend: Backend): Promise<void> {
   } finally {
     for (const t of [...tensors, positionT, qRot!]) t.dispose();
   }
-}
-
-/** `count` distinct ints of [0, n) in random order. */
-function distinctInts(rng: Rng, n: number, count: number): number[] {
-  const all = Array.from({ length: n }, (_, i) => i);
-  for (let i = 0; i < count; i++) {
-    const j = rng.int(i, n);
-    [all[i], all[j]] = [all[j]!, all[i]!];
-  }
-  return all.slice(0, count);
 }
 
 async function replayPagedStep(backend: Backend): Promise<void> {

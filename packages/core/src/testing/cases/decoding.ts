@@ -1,7 +1,7 @@
 import * as k from '../../kernels/decoding.js';
 import type { Shape } from '../../shape.js';
 import { deviceValue, type FamilyCases, f32, i32, invalidCalls, newFamilyCases, valid } from '../cases.js';
-import { frequencyTable, ropeTolerance } from './rope.js';
+import { frequencyTable, ROPE_LAYOUTS, type RopeLayout, ropeTolerance } from '../ropeInputs.js';
 
 const { cases, errors } = newFamilyCases();
 
@@ -9,8 +9,11 @@ const { cases, errors } = newFamilyCases();
 // The cache starts random, so a kernel that writes any other row, or clears
 // the cache, changes the result.
 
-// [nHeads, maxSeq, headDim, T, position]; T = 1 as a rank-1 row and as [1, …].
-const SCATTERS: readonly (readonly [number, number, number, number, number])[] = [
+/** [nHeads, maxSeq, headDim, T, position] of a kvCacheScatter case. */
+type Scatter = readonly [number, number, number, number, number];
+
+// T = 1 as a rank-1 row and as [1, …].
+const SCATTERS: readonly Scatter[] = [
   [1, 1, 1, 1, 0],
   [3, 13, 7, 1, 0],
   [3, 13, 7, 1, 12],
@@ -49,7 +52,7 @@ for (const [nHeads, maxSeq, headDim, tokens, position] of SCATTERS) {
 }
 
 // The position read from a device tensor: the first row, odd rows, the last.
-const DEVICE_SCATTERS: readonly (readonly [number, number, number, number, number])[] = [
+const DEVICE_SCATTERS: readonly Scatter[] = [
   [1, 1, 1, 1, 0],
   [3, 13, 7, 1, 12],
   [3, 13, 7, 5, 3],
@@ -128,8 +131,10 @@ errors.push(
 /** Summing seqLen weighted rows in f32: the outputs are averages of values in [-1, 1). */
 const ATTENTION_TOLERANCE = { rtol: 1e-4, atol: 1e-5 } as const;
 
-// [nHeads, nKvHeads, headDim, seqLen, maxSeq]
-const ATTENTION: readonly (readonly [number, number, number, number, number])[] = [
+/** [nHeads, nKvHeads, headDim, seqLen, maxSeq] of an incrementalAttention case. */
+type Attention = readonly [number, number, number, number, number];
+
+const ATTENTION: readonly Attention[] = [
   [1, 1, 1, 1, 1],
   [1, 1, 7, 5, 5],
   [3, 3, 7, 5, 13],
@@ -175,7 +180,7 @@ cases.push(
 
 // The length read from a device tensor: 1, odd lengths, the full capacity,
 // and short lengths of long caches (most of a split grid past the length).
-const DEVICE_ATTENTION: readonly (readonly [number, number, number, number, number])[] = [
+const DEVICE_ATTENTION: readonly Attention[] = [
   [1, 1, 1, 1, 1],
   [3, 3, 7, 1, 13],
   [3, 1, 7, 13, 13],
@@ -266,44 +271,59 @@ errors.push(
 // ---- ropeKvScatter -----------------------------------------------------------
 // Random caches again, so a write to any other row shows; q, k and v random.
 
-// [T, heads, kvHeads, headDim, maxSeq, position, device position, k as [T, kvHeads, headDim]].
-const ROPE_SCATTERS: readonly (readonly [
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  boolean,
-  boolean,
-])[] = [
-  [1, 1, 1, 2, 1, 0, false, false],
-  [1, 3, 1, 6, 13, 0, false, true],
-  [1, 3, 1, 6, 13, 12, false, false],
-  [5, 4, 2, 14, 13, 8, false, true],
-  [5, 7, 7, 10, 13, 0, false, false],
-  [1, 32, 8, 64, 67, 66, false, false],
-  [3, 32, 8, 128, 61, 58, false, true],
-  [1, 1, 1, 2, 1, 0, true, false],
-  [1, 3, 1, 6, 13, 12, true, true],
-  [5, 4, 2, 14, 13, 3, true, false],
-  [13, 2, 1, 6, 13, 0, true, false],
-  [1, 32, 8, 64, 2048, 2047, true, false],
+/** [T, heads, kvHeads, headDim, maxSeq, position] of a ropeKvScatter case. */
+type RopeScatter = readonly [number, number, number, number, number, number];
+
+/**
+ * A ropeKvScatter case: k and v as rows [T, kvHeads·headDim], k by head
+ * [T, kvHeads, headDim], or q, k and v fused in one input; the position on
+ * the device or as the attribute; with a frequency table or theta's.
+ */
+function ropeScatterCase(
+  [tokens, heads, kvHeads, headDim, maxSeq, position]: RopeScatter,
+  layout: RopeLayout,
+  { onDevice, table, kv }: { onDevice: boolean; table: boolean; kv: 'rows' | 'byHead' | 'fused' },
+) {
+  const width = kvHeads * headDim;
+  const cache = f32([kvHeads, maxSeq, headDim]);
+  const kShape = kv === 'byHead' ? [tokens, kvHeads, headDim] : [tokens, width];
+  const qkv =
+    kv === 'fused'
+      ? [f32([tokens, heads + 2 * kvHeads, headDim]), undefined, undefined]
+      : [f32([tokens, heads, headDim]), f32(kShape), f32([tokens, width])];
+  const at = onDevice ? deviceValue(position) : undefined;
+  const tail = table ? [at, frequencyTable(headDim)] : onDevice ? [at] : [];
+  // Only the cases of theta's frequencies vary k's layout, so only their labels name it.
+  const q =
+    kv === 'fused'
+      ? `fused q, k, v [${tokens}, ${heads} + 2·${kvHeads}, ${headDim}]`
+      : `q [${tokens}, ${heads}, ${headDim}]${table ? '' : `, k [${kShape.join(', ')}]`}`;
+  return valid(k.ropeKvScatter, {
+    label: `${layout}${table ? ' with a frequency table' : ''}: ${q} into caches [${kvHeads}, ${maxSeq}, ${headDim}] at ${onDevice ? 'a device position ' : ''}${position}`,
+    inputs: [...qkv, cache, cache, ...tail],
+    attrs: onDevice ? { layout } : { position, layout },
+    tolerance: ropeTolerance(position + tokens - 1),
+  });
+}
+
+// [shape, device position, k as [T, kvHeads, headDim]], each in both layouts.
+const ROPE_SCATTERS: readonly (readonly [RopeScatter, boolean, boolean])[] = [
+  [[1, 1, 1, 2, 1, 0], false, false],
+  [[1, 3, 1, 6, 13, 0], false, true],
+  [[1, 3, 1, 6, 13, 12], false, false],
+  [[5, 4, 2, 14, 13, 8], false, true],
+  [[5, 7, 7, 10, 13, 0], false, false],
+  [[1, 32, 8, 64, 67, 66], false, false],
+  [[3, 32, 8, 128, 61, 58], false, true],
+  [[1, 1, 1, 2, 1, 0], true, false],
+  [[1, 3, 1, 6, 13, 12], true, true],
+  [[5, 4, 2, 14, 13, 3], true, false],
+  [[13, 2, 1, 6, 13, 0], true, false],
+  [[1, 32, 8, 64, 2048, 2047], true, false],
 ];
-for (const layout of ['half', 'interleaved'] as const) {
-  for (const [tokens, heads, kvHeads, headDim, maxSeq, position, onDevice, kByHead] of ROPE_SCATTERS) {
-    const width = kvHeads * headDim;
-    const cache = f32([kvHeads, maxSeq, headDim]);
-    const kShape = kByHead ? [tokens, kvHeads, headDim] : [tokens, width];
-    const inputs = [f32([tokens, heads, headDim]), f32(kShape), f32([tokens, width]), cache, cache];
-    cases.push(
-      valid(k.ropeKvScatter, {
-        label: `${layout}: q [${tokens}, ${heads}, ${headDim}], k [${kShape.join(', ')}] into caches [${kvHeads}, ${maxSeq}, ${headDim}] at ${onDevice ? 'a device position ' : ''}${position}`,
-        inputs: onDevice ? [...inputs, deviceValue(position)] : inputs,
-        attrs: onDevice ? { layout } : { position, layout },
-        tolerance: ropeTolerance(position + tokens - 1),
-      }),
-    );
+for (const layout of ROPE_LAYOUTS) {
+  for (const [shape, onDevice, kByHead] of ROPE_SCATTERS) {
+    cases.push(ropeScatterCase(shape, layout, { onDevice, table: false, kv: kByHead ? 'byHead' : 'rows' }));
   }
 }
 cases.push(
@@ -315,61 +335,31 @@ cases.push(
   }),
 );
 
-// With a frequency table (scaled RoPE): theta's frequencies unused.
-const TABLE_SCATTERS: readonly (readonly [number, number, number, number, number, number, boolean])[] = [
-  [1, 1, 1, 2, 1, 0, false],
-  [1, 3, 1, 6, 13, 12, true],
-  [5, 4, 2, 14, 13, 8, false],
-  [3, 32, 8, 128, 61, 58, false],
-  [1, 32, 8, 64, 2048, 2047, true],
+// With a frequency table (scaled RoPE): theta's frequencies unused. [shape, device position].
+const TABLE_SCATTERS: readonly (readonly [RopeScatter, boolean])[] = [
+  [[1, 1, 1, 2, 1, 0], false],
+  [[1, 3, 1, 6, 13, 12], true],
+  [[5, 4, 2, 14, 13, 8], false],
+  [[3, 32, 8, 128, 61, 58], false],
+  [[1, 32, 8, 64, 2048, 2047], true],
 ];
-for (const layout of ['half', 'interleaved'] as const) {
-  for (const [tokens, heads, kvHeads, headDim, maxSeq, position, onDevice] of TABLE_SCATTERS) {
-    const width = kvHeads * headDim;
-    const cache = f32([kvHeads, maxSeq, headDim]);
-    const inputs = [f32([tokens, heads, headDim]), f32([tokens, width]), f32([tokens, width]), cache, cache];
-    cases.push(
-      valid(k.ropeKvScatter, {
-        label: `${layout} with a frequency table: q [${tokens}, ${heads}, ${headDim}] into caches [${kvHeads}, ${maxSeq}, ${headDim}] at ${onDevice ? 'a device position ' : ''}${position}`,
-        inputs: [...inputs, onDevice ? deviceValue(position) : undefined, frequencyTable(headDim)],
-        attrs: onDevice ? { layout } : { position, layout },
-        tolerance: ropeTolerance(position + tokens - 1),
-      }),
-    );
+for (const layout of ROPE_LAYOUTS) {
+  for (const [shape, onDevice] of TABLE_SCATTERS) {
+    cases.push(ropeScatterCase(shape, layout, { onDevice, table: true, kv: 'rows' }));
   }
 }
 
 // q, k and v fused in one input [T, heads + 2·kvHeads, headDim], as one product of a layer writes them.
-// [T, heads, kvHeads, headDim, maxSeq, position, device position, layout, frequency table].
-const FUSED_SCATTERS: readonly (readonly [
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  boolean,
-  'half' | 'interleaved',
-  boolean,
-])[] = [
-  [1, 1, 1, 2, 1, 0, false, 'half', false],
-  [1, 3, 1, 6, 13, 12, true, 'half', false],
-  [5, 4, 2, 14, 13, 8, false, 'interleaved', false],
-  [7, 3, 3, 10, 11, 3, false, 'half', true],
-  [3, 32, 8, 64, 61, 58, true, 'half', true],
+// [shape, device position, layout, frequency table].
+const FUSED_SCATTERS: readonly (readonly [RopeScatter, boolean, RopeLayout, boolean])[] = [
+  [[1, 1, 1, 2, 1, 0], false, 'half', false],
+  [[1, 3, 1, 6, 13, 12], true, 'half', false],
+  [[5, 4, 2, 14, 13, 8], false, 'interleaved', false],
+  [[7, 3, 3, 10, 11, 3], false, 'half', true],
+  [[3, 32, 8, 64, 61, 58], true, 'half', true],
 ];
-for (const [tokens, heads, kvHeads, headDim, maxSeq, position, onDevice, layout, table] of FUSED_SCATTERS) {
-  const cache = f32([kvHeads, maxSeq, headDim]);
-  const inputs = [f32([tokens, heads + 2 * kvHeads, headDim]), undefined, undefined, cache, cache];
-  const at = onDevice ? deviceValue(position) : undefined;
-  cases.push(
-    valid(k.ropeKvScatter, {
-      label: `${layout}${table ? ' with a frequency table' : ''}: fused q, k, v [${tokens}, ${heads} + 2·${kvHeads}, ${headDim}] into caches [${kvHeads}, ${maxSeq}, ${headDim}] at ${onDevice ? 'a device position ' : ''}${position}`,
-      inputs: table ? [...inputs, at, frequencyTable(headDim)] : onDevice ? [...inputs, at] : inputs,
-      attrs: onDevice ? { layout } : { position, layout },
-      tolerance: ropeTolerance(position + tokens - 1),
-    }),
-  );
+for (const [shape, onDevice, layout, table] of FUSED_SCATTERS) {
+  cases.push(ropeScatterCase(shape, layout, { onDevice, table, kv: 'fused' }));
 }
 
 const Q = f32([2, 4, 6]);

@@ -10,6 +10,7 @@ import {
   valid,
 } from '../cases.js';
 import { roundoffTolerance, UNIT_ROUNDOFF } from '../halfCases.js';
+import { mistypedAttr } from '../mistypedAttr.js';
 
 const binary = [k.add, k.sub, k.mul, k.div];
 const unary = [k.relu, k.gelu, k.silu, k.sigmoid, k.tanh, k.exp];
@@ -147,7 +148,7 @@ cases.push(valid(k.biasAdd, { label: '[2, 3, 5] + [5]', inputs: [f32([2, 3, 5]),
 errors.push(
   ...invalidCalls(k.scale, [
     ['alpha missing', [f32([4])], 'argument', 'attrs.alpha', {}],
-    ['alpha not a number', [f32([4])], 'argument', 'attrs.alpha', { alpha: 'two' as unknown as number }],
+    mistypedAttr('alpha not a number', [f32([4])], 'alpha', 'two'),
   ]),
   invalid(k.clip, {
     label: 'max below min',

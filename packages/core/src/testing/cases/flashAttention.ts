@@ -1,5 +1,6 @@
 import * as k from '../../kernels/flashAttention.js';
 import { type FamilyCases, f32, invalidCalls, newFamilyCases, valid } from '../cases.js';
+import { mistypedAttr } from '../mistypedAttr.js';
 import type { Rng } from '../random.js';
 
 const { cases, errors } = newFamilyCases();
@@ -79,13 +80,7 @@ errors.push(
     ['k of another length', qkv([4, 1, 6, 8], [5, 1, 3, 8]), 'shape', 'k'],
     ['v of another shape', qkv([4, 1, 6, 8], [4, 1, 3, 8], [4, 1, 3, 7]), 'shape', 'v'],
     ['a negative scale', qkv([4, 1, 6, 8], [4, 1, 3, 8]), 'argument', 'attrs.scale', { scale: -1 }],
-    [
-      "precision 'tf32'",
-      qkv([4, 1, 6, 8], [4, 1, 3, 8]),
-      'argument',
-      'attrs.precision',
-      { precision: 'tf32' as unknown as 'half' },
-    ],
+    mistypedAttr("precision 'tf32'", qkv([4, 1, 6, 8], [4, 1, 3, 8]), 'precision', 'tf32'),
   ]),
   ...invalidCalls(k.flashAttentionBackward, [
     [

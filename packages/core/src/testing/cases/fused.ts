@@ -1,4 +1,4 @@
-import { LINEAR_ACTIVATIONS } from '../../kernels/activations.js';
+import { LINEAR_ACTIVATIONS, type LinearActivation } from '../../kernels/activations.js';
 import * as k from '../../kernels/fused.js';
 import { type FamilyCases, f32, invalidCalls, newFamilyCases, type Tolerance, valid } from '../cases.js';
 
@@ -206,62 +206,39 @@ const LINEAR_SHAPES = [
   [130, 67, 33],
 ] as const;
 
+/**
+ * A linear case: x [M, K], w [N, K] and b [N] (`bias`: 'wide' values, or
+ * false for none), its label noting `note`; `preActivation` only where given.
+ */
+function linearCase(
+  m: number,
+  kd: number,
+  n: number,
+  activation: LinearActivation,
+  { note, preActivation, bias }: { note?: string; preActivation?: boolean; bias?: 'wide' | false } = {},
+) {
+  return valid(k.linear, {
+    label: `${m}×${kd}→${n} ${activation}${note === undefined ? '' : `, ${note}`}`,
+    inputs: bias === false ? [f32([m, kd]), f32([n, kd])] : [f32([m, kd]), f32([n, kd]), f32([n], bias)],
+    attrs: preActivation === undefined ? { activation } : { activation, preActivation },
+    tolerance: productTolerance(kd),
+  });
+}
+
 for (const activation of LINEAR_ACTIVATIONS) {
   for (const [m, kd, n] of LINEAR_SHAPES) {
-    cases.push(
-      valid(k.linear, {
-        label: `${m}×${kd}→${n} ${activation}`,
-        inputs: [f32([m, kd]), f32([n, kd]), f32([n])],
-        attrs: { activation, preActivation: activation !== 'none' },
-        tolerance: productTolerance(kd),
-      }),
-    );
+    cases.push(linearCase(m, kd, n, activation, { preActivation: activation !== 'none' }));
   }
 }
 cases.push(
   // Without a bias, without z, and with K long enough for the kernels to split it.
-  valid(k.linear, {
-    label: '3×61→67 relu, no bias',
-    inputs: [f32([3, 61]), f32([67, 61])],
-    attrs: { activation: 'relu' },
-    tolerance: productTolerance(61),
-  }),
-  valid(k.linear, {
-    label: '130×67→33 gelu, y only',
-    inputs: [f32([130, 67]), f32([33, 67]), f32([33])],
-    attrs: { activation: 'gelu' },
-    tolerance: productTolerance(67),
-  }),
-  valid(k.linear, {
-    label: '1×515→13 silu, split K',
-    inputs: [f32([1, 515]), f32([13, 515]), f32([13])],
-    attrs: { activation: 'silu', preActivation: true },
-    tolerance: productTolerance(515),
-  }),
-  valid(k.linear, {
-    label: '3×515→13 tanh, split K',
-    inputs: [f32([3, 515]), f32([13, 515]), f32([13])],
-    attrs: { activation: 'tanh', preActivation: true },
-    tolerance: productTolerance(515),
-  }),
-  valid(k.linear, {
-    label: '33×515→9 gelu, split K',
-    inputs: [f32([33, 515]), f32([9, 515]), f32([9])],
-    attrs: { activation: 'gelu', preActivation: true },
-    tolerance: productTolerance(515),
-  }),
-  valid(k.linear, {
-    label: '20×515→36 relu, split K over tiles',
-    inputs: [f32([20, 515]), f32([36, 515]), f32([36])],
-    attrs: { activation: 'relu', preActivation: true },
-    tolerance: productTolerance(515),
-  }),
-  valid(k.linear, {
-    label: '20×64→36 sigmoid, multiples of 4',
-    inputs: [f32([20, 64]), f32([36, 64]), f32([36], 'wide')],
-    attrs: { activation: 'sigmoid', preActivation: true },
-    tolerance: productTolerance(64),
-  }),
+  linearCase(3, 61, 67, 'relu', { note: 'no bias', bias: false }),
+  linearCase(130, 67, 33, 'gelu', { note: 'y only' }),
+  linearCase(1, 515, 13, 'silu', { note: 'split K', preActivation: true }),
+  linearCase(3, 515, 13, 'tanh', { note: 'split K', preActivation: true }),
+  linearCase(33, 515, 9, 'gelu', { note: 'split K', preActivation: true }),
+  linearCase(20, 515, 36, 'relu', { note: 'split K over tiles', preActivation: true }),
+  linearCase(20, 64, 36, 'sigmoid', { note: 'multiples of 4', preActivation: true, bias: 'wide' }),
   // K = 0: y = act(b).
   valid(k.linear, {
     label: '3×0→5 gelu, K = 0',

@@ -1,6 +1,7 @@
 import * as k from '../../kernels/matmul.js';
 import { type FamilyCases, f32, invalidCalls, newFamilyCases, type Tolerance, valid } from '../cases.js';
 import { roundoffTolerance, TF32_UNIT_ROUNDOFF, UNIT_ROUNDOFF } from '../halfCases.js';
+import { mistypedAttr } from '../mistypedAttr.js';
 
 const { cases, errors } = newFamilyCases();
 
@@ -227,20 +228,13 @@ errors.push(
     ['transB: K is the second dimension of b', [f32([3, 7]), f32([7, 2])], 'shape', 'b', { transB: true }],
     ["'c' transposed", [f32([3, 7]), f32([7, 5]), f32([5, 3])], 'shape', 'c'],
     ["'c' of rank 1 (no broadcasting)", [f32([3, 7]), f32([7, 5]), f32([5])], 'shape', 'c'],
-    [
-      'alpha not a number',
-      [f32([3, 7]), f32([7, 5])],
-      'argument',
-      'attrs.alpha',
-      { alpha: '2' as unknown as number },
-    ],
-    [
+    mistypedAttr('alpha not a number', [f32([3, 7]), f32([7, 5])], 'alpha', '2'),
+    mistypedAttr(
       "precision 'f16' (only 'f32', 'tf32' or 'half')",
       [f32([3, 7]), f32([7, 5])],
-      'argument',
-      'attrs.precision',
-      { precision: 'f16' as unknown as 'tf32' },
-    ],
+      'precision',
+      'f16',
+    ),
     [
       "'c' of another dtype than attrs.out names",
       [f32([3, 7]), f32([7, 5]), { shape: [3, 5], dtype: 'bf16' }],
@@ -248,20 +242,8 @@ errors.push(
       'c',
       { out: 'f32' },
     ],
-    [
-      "out 'i32' (a float dtype or 'auto')",
-      [f32([3, 7]), f32([7, 5])],
-      'argument',
-      'attrs.out',
-      { out: 'i32' as unknown as 'f32' },
-    ],
-    [
-      'transA not a boolean',
-      [f32([3, 7]), f32([7, 5])],
-      'argument',
-      'attrs.transA',
-      { transA: 1 as unknown as boolean },
-    ],
+    mistypedAttr("out 'i32' (a float dtype or 'auto')", [f32([3, 7]), f32([7, 5])], 'out', 'i32'),
+    mistypedAttr('transA not a boolean', [f32([3, 7]), f32([7, 5])], 'transA', 1),
   ]),
 );
 

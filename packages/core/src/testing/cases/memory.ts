@@ -1,22 +1,17 @@
 import * as k from '../../kernels/memory.js';
-import type { Shape } from '../../shape.js';
 import {
   type FamilyCases,
   f32,
-  type InputSample,
   i32,
   invalidCalls,
   newFamilyCases,
   ODD_LENGTHS,
+  u32,
   valid,
 } from '../cases.js';
 
 // Moving data must be bit-exact.
 const EXACT = { rtol: 0, atol: 0 } as const;
-
-function u32(shape: Shape, lo: number, hi: number): InputSample {
-  return { shape, dtype: 'u32', init: { int: [lo, hi] } };
-}
 
 const { cases, errors } = newFamilyCases();
 

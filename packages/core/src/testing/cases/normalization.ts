@@ -2,6 +2,7 @@ import * as k from '../../kernels/normalization.js';
 import { type Shape, sizeOf } from '../../shape.js';
 import { type FamilyCases, f32, invalidCalls, newFamilyCases, type Tolerance, valid } from '../cases.js';
 import { roundoffTolerance, UNIT_ROUNDOFF } from '../halfCases.js';
+import { mistypedAttr } from '../mistypedAttr.js';
 
 /** One element, one long row, rows of length 1, many short rows, a batch of rows, large ones. */
 const SHAPES: readonly Shape[] = [
@@ -103,7 +104,7 @@ errors.push(
     ['weight of rank 2', [f32([3, 4]), f32([1, 4])], 'shape', 'weight'],
     ['x of rank 0', [f32([]), f32([1])], 'shape', 'x'],
     ['eps = 0', [f32([3, 4]), f32([4])], 'argument', 'attrs.eps', { eps: 0 }],
-    ["out 'u32'", [f32([3, 4]), f32([4])], 'argument', 'attrs.out', { out: 'u32' as unknown as 'f32' }],
+    mistypedAttr("out 'u32'", [f32([3, 4]), f32([4])], 'out', 'u32'),
   ]),
   ...invalidCalls(k.rmsNormBackward, [
     ['x of another shape', [f32([3, 4]), f32([4, 3]), f32([4])], 'shape', 'x'],

@@ -9,8 +9,8 @@ import {
   newFamilyCases,
   valid,
 } from '../cases.js';
-import type { Rng } from '../random.js';
-import { frequencyTable, ropeTolerance } from './rope.js';
+import { distinctInts, type Rng } from '../random.js';
+import { frequencyTable, ROPE_LAYOUTS, type RopeLayout, ropeTolerance } from '../ropeInputs.js';
 
 const { cases, errors } = newFamilyCases();
 
@@ -18,16 +18,6 @@ const { cases, errors } = newFamilyCases();
 // row past a sequence's length or a page of another sequence, changes the
 // result. Block tables hold shuffled, non-consecutive pages, and their entries
 // past a sequence's pages point outside the pool: reading one fails.
-
-/** `count` distinct values of [0, n) in random order (n >= count). */
-function distinct(rng: Rng, n: number, count: number): number[] {
-  const all = Array.from({ length: n }, (_, i) => i);
-  for (let i = 0; i < count; i++) {
-    const j = rng.int(i, n);
-    [all[i], all[j]] = [all[j]!, all[i]!];
-  }
-  return all.slice(0, count);
-}
 
 /** i32 values given in full. */
 const values = (list: readonly number[]): InputSample => ({
@@ -44,7 +34,7 @@ function blockTables(
   numPages: number,
 ): InputSample {
   const init = (rng: Rng) => {
-    const pages = distinct(rng, numPages, seqLens.length * maxPages);
+    const pages = distinctInts(rng, numPages, seqLens.length * maxPages);
     return seqLens.flatMap((len, b) =>
       Array.from({ length: maxPages }, (_, i) =>
         i < Math.ceil(len / pageSize) ? pages[b * maxPages + i]! : i % 2 === 0 ? -1 : numPages + i,
@@ -154,7 +144,7 @@ errors.push(
 /** `rows` slots of distinct rows of a pool of `capacity` rows; every third row idle (−1 or past the pool). */
 function slots(rows: number, capacity: number): InputSample {
   const init = (rng: Rng) =>
-    distinct(rng, capacity, rows).map((s, r) => (r % 3 === 2 ? (r % 2 === 0 ? -1 : capacity + r) : s));
+    distinctInts(rng, capacity, rows).map((s, r) => (r % 3 === 2 ? (r % 2 === 0 ? -1 : capacity + r) : s));
   return { shape: [rows], dtype: 'i32', init };
 }
 
@@ -202,78 +192,55 @@ errors.push(
 const positions = (rows: number, limit: number): InputSample => ({
   shape: [rows],
   dtype: 'i32',
-  init: (rng) => distinct(rng, limit, rows),
+  init: (rng) => distinctInts(rng, limit, rows),
 });
 
-// [R, heads, kvHeads, headDim, pageSize, numPages, largest position, frequency table]
-const ROPE_WRITES: readonly (readonly [number, number, number, number, number, number, number, boolean])[] = [
-  [1, 1, 1, 2, 1, 1, 1, false],
-  [3, 4, 1, 6, 5, 4, 20, false],
-  [7, 32, 8, 64, 16, 9, 4096, false],
-  [5, 8, 8, 128, 16, 4, 2048, true],
-  [3, 6, 2, 80, 16, 3, 100, true],
-];
-for (const layout of ['half', 'interleaved'] as const) {
-  for (const [rows, heads, kvHeads, headDim, pageSize, numPages, limit, table] of ROPE_WRITES) {
-    const kv = f32(pool(numPages, kvHeads, pageSize, headDim));
-    const inputs = [
-      f32([rows, heads, headDim]),
-      f32([rows, kvHeads * headDim]),
-      f32([rows, kvHeads, headDim]),
-      kv,
-      kv,
-      slots(rows, numPages * pageSize),
-      positions(rows, limit),
-    ];
-    cases.push(
-      valid(k.ropePagedKvWrite, {
-        label: `${layout}${table ? ' with a frequency table' : ''}: q [${rows}, ${heads}, ${headDim}] into pools [${numPages}, ${kvHeads}, ${pageSize}, ${headDim}] at positions below ${limit}`,
-        inputs: table ? [...inputs, frequencyTable(headDim)] : inputs,
-        attrs: { layout, theta: 500000 },
-        tolerance: ropeTolerance(limit),
-      }),
-    );
-  }
+/** [R, heads, kvHeads, headDim, pageSize, numPages, largest position] of a ropePagedKvWrite case. */
+type RopeWrite = readonly [number, number, number, number, number, number, number];
+
+/** A ropePagedKvWrite case: q, k and v apart, or `fused` in one input [R, heads + 2·kvHeads, headDim]. */
+function ropeWriteCase(
+  [rows, heads, kvHeads, headDim, pageSize, numPages, limit]: RopeWrite,
+  layout: RopeLayout,
+  table: boolean,
+  fused: boolean,
+) {
+  const kv = f32(pool(numPages, kvHeads, pageSize, headDim));
+  const qkv = fused
+    ? [f32([rows, heads + 2 * kvHeads, headDim]), undefined, undefined]
+    : [f32([rows, heads, headDim]), f32([rows, kvHeads * headDim]), f32([rows, kvHeads, headDim])];
+  const inputs = [...qkv, kv, kv, slots(rows, numPages * pageSize), positions(rows, limit)];
+  const q = fused
+    ? `fused q, k, v [${rows}, ${heads} + 2·${kvHeads}, ${headDim}]`
+    : `q [${rows}, ${heads}, ${headDim}]`;
+  return valid(k.ropePagedKvWrite, {
+    label: `${layout}${table ? ' with a frequency table' : ''}: ${q} into pools [${numPages}, ${kvHeads}, ${pageSize}, ${headDim}] at positions below ${limit}`,
+    inputs: table ? [...inputs, frequencyTable(headDim)] : inputs,
+    attrs: { layout, theta: 500000 },
+    tolerance: ropeTolerance(limit),
+  });
 }
 
-// q, k and v fused in one input [R, heads + 2·kvHeads, headDim], as one product of a layer writes them.
-// [R, heads, kvHeads, headDim, pageSize, numPages, largest position, layout, frequency table]
-const FUSED_ROPE_WRITES: readonly (readonly [
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  'half' | 'interleaved',
-  boolean,
-])[] = [
-  [1, 1, 1, 2, 1, 1, 1, 'half', false],
-  [5, 3, 1, 6, 5, 4, 20, 'interleaved', false],
-  [7, 4, 2, 14, 3, 6, 300, 'half', true],
-  [3, 32, 8, 64, 16, 3, 4096, 'interleaved', true],
+// [shape, frequency table], each in both layouts.
+const ROPE_WRITES: readonly (readonly [RopeWrite, boolean])[] = [
+  [[1, 1, 1, 2, 1, 1, 1], false],
+  [[3, 4, 1, 6, 5, 4, 20], false],
+  [[7, 32, 8, 64, 16, 9, 4096], false],
+  [[5, 8, 8, 128, 16, 4, 2048], true],
+  [[3, 6, 2, 80, 16, 3, 100], true],
 ];
-for (const [rows, heads, kvHeads, headDim, pageSize, numPages, limit, layout, table] of FUSED_ROPE_WRITES) {
-  const kv = f32(pool(numPages, kvHeads, pageSize, headDim));
-  const inputs = [
-    f32([rows, heads + 2 * kvHeads, headDim]),
-    undefined,
-    undefined,
-    kv,
-    kv,
-    slots(rows, numPages * pageSize),
-    positions(rows, limit),
-  ];
-  cases.push(
-    valid(k.ropePagedKvWrite, {
-      label: `${layout}${table ? ' with a frequency table' : ''}: fused q, k, v [${rows}, ${heads} + 2·${kvHeads}, ${headDim}] into pools [${numPages}, ${kvHeads}, ${pageSize}, ${headDim}] at positions below ${limit}`,
-      inputs: table ? [...inputs, frequencyTable(headDim)] : inputs,
-      attrs: { layout, theta: 500000 },
-      tolerance: ropeTolerance(limit),
-    }),
-  );
+for (const layout of ROPE_LAYOUTS) {
+  for (const [shape, table] of ROPE_WRITES) cases.push(ropeWriteCase(shape, layout, table, false));
 }
+
+// q, k and v fused in one input, as one product of a layer writes them: [shape, layout, frequency table].
+const FUSED_ROPE_WRITES: readonly (readonly [RopeWrite, RopeLayout, boolean])[] = [
+  [[1, 1, 1, 2, 1, 1, 1], 'half', false],
+  [[5, 3, 1, 6, 5, 4, 20], 'interleaved', false],
+  [[7, 4, 2, 14, 3, 6, 300], 'half', true],
+  [[3, 32, 8, 64, 16, 3, 4096], 'interleaved', true],
+];
+for (const [shape, layout, table] of FUSED_ROPE_WRITES) cases.push(ropeWriteCase(shape, layout, table, true));
 
 const RQ = f32([3, 4, 8]);
 errors.push(

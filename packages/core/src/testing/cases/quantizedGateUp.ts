@@ -6,7 +6,7 @@ import {
   type FamilyCases,
   f32,
   type InputSample,
-  invalid,
+  invalidCalls,
   type Tolerance,
   valid,
 } from '../cases.js';
@@ -66,54 +66,45 @@ for (const format of ['q8', 'q4g32', 'q4g128'] as const) {
 const q8 = weightsOf('q8', 5, 40, false);
 const q4 = weightsOf('q4g32', 5, 40, true);
 errors.push(
-  invalid(k.quantizedGateUpSwiglu, {
-    label: "'x' of rank 1",
-    inputs: [f32([40]), ...q8],
-    attrs: { format: 'q8' },
-    error: 'shape',
-    argument: 'x',
-  }),
-  invalid(k.quantizedGateUpSwiglu, {
-    label: "'upPacked' of another N",
-    inputs: [f32([1, 40]), q8[0]!, q8[1]!, quantWords([4, 10]), q8[3]!],
-    attrs: { format: 'q8' },
-    error: 'shape',
-    argument: 'upPacked',
-  }),
-  invalid(k.quantizedGateUpSwiglu, {
-    label: "'gatePacked' with the words of another K",
-    inputs: [f32([1, 80]), ...q8],
-    attrs: { format: 'q8' },
-    error: 'shape',
-    argument: 'gatePacked',
-  }),
-  invalid(k.quantizedGateUpSwiglu, {
-    label: "'upScales' of one per row under q4g32",
-    inputs: [f32([1, 40]), q4[0]!, q4[1]!, q4[2]!, f32([5, 1])],
-    attrs: { format: 'q4g32' },
-    error: 'shape',
-    argument: 'upScales',
-  }),
-  invalid(k.quantizedGateUpSwiglu, {
-    label: "'gateZeros' without 'upZeros'",
-    inputs: [f32([1, 40]), ...q4.slice(0, 5)],
-    attrs: { format: 'q4g32' },
-    error: 'shape',
-    argument: 'upZeros',
-  }),
-  invalid(k.quantizedGateUpSwiglu, {
-    label: 'zero points with q8',
-    inputs: [f32([1, 40]), ...q8, quantWords([5, 1]), quantWords([5, 1])],
-    attrs: { format: 'q8' },
-    error: 'shape',
-    argument: 'gateZeros',
-  }),
-  invalid(k.quantizedGateUpSwiglu, {
-    label: 'format missing',
-    inputs: [f32([1, 40]), ...q8],
-    error: 'argument',
-    argument: 'attrs.format',
-  }),
+  ...invalidCalls(k.quantizedGateUpSwiglu, [
+    ["'x' of rank 1", [f32([40]), ...q8], 'shape', 'x', { format: 'q8' }],
+    [
+      "'upPacked' of another N",
+      [f32([1, 40]), q8[0]!, q8[1]!, quantWords([4, 10]), q8[3]!],
+      'shape',
+      'upPacked',
+      { format: 'q8' },
+    ],
+    [
+      "'gatePacked' with the words of another K",
+      [f32([1, 80]), ...q8],
+      'shape',
+      'gatePacked',
+      { format: 'q8' },
+    ],
+    [
+      "'upScales' of one per row under q4g32",
+      [f32([1, 40]), q4[0]!, q4[1]!, q4[2]!, f32([5, 1])],
+      'shape',
+      'upScales',
+      { format: 'q4g32' },
+    ],
+    [
+      "'gateZeros' without 'upZeros'",
+      [f32([1, 40]), ...q4.slice(0, 5)],
+      'shape',
+      'upZeros',
+      { format: 'q4g32' },
+    ],
+    [
+      'zero points with q8',
+      [f32([1, 40]), ...q8, quantWords([5, 1]), quantWords([5, 1])],
+      'shape',
+      'gateZeros',
+      { format: 'q8' },
+    ],
+    ['format missing', [f32([1, 40]), ...q8], 'argument', 'attrs.format'],
+  ]),
 );
 
 export const quantizedGateUpCases: FamilyCases = { cases, errors };

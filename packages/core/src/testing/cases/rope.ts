@@ -1,41 +1,7 @@
 import * as k from '../../kernels/rope.js';
 import type { Shape } from '../../shape.js';
-import {
-  deviceValue,
-  type FamilyCases,
-  f32,
-  type InputSample,
-  i32,
-  invalidCalls,
-  newFamilyCases,
-  type Tolerance,
-  valid,
-} from '../cases.js';
-
-/**
- * Every backend computes the angle position · frequency exactly enough that
- * only the f32 rotation's roundings remain (a few ulp of the output), at
- * every position an i32 holds: the bound does not grow with the position.
- * The benchmark checks its rope cases with the same bound.
- */
-export function ropeTolerance(maxPosition: number): Required<Tolerance> {
-  if (!(maxPosition <= MAX_POSITION)) throw new RangeError(`position ${maxPosition} is past ${MAX_POSITION}`);
-  return { rtol: 1e-5, atol: 2e-6 };
-}
-
-/** The last position rope takes: positions are i32. */
-const MAX_POSITION = 2 ** 31 - 1;
-
-type Layout = 'half' | 'interleaved';
-
-/** [headDim / 2] random frequencies, log-uniform from 1e-5 to 1: a scaled RoPE's table. */
-export function frequencyTable(headDim: number): InputSample {
-  return {
-    shape: [headDim / 2],
-    init: (rng, n) => Array.from({ length: n }, () => 10 ** rng.uniform(-5, 0)),
-  };
-}
-const LAYOUTS: readonly Layout[] = ['half', 'interleaved'];
+import { deviceValue, type FamilyCases, f32, i32, invalidCalls, newFamilyCases, valid } from '../cases.js';
+import { frequencyTable, ROPE_LAYOUTS, type RopeLayout, ropeTolerance } from '../ropeInputs.js';
 
 /** [seq, heads, headDim] and the position of row 0. */
 const SHAPES: readonly (readonly [Shape, number])[] = [
@@ -52,7 +18,7 @@ const SHAPES: readonly (readonly [Shape, number])[] = [
 
 const { cases, errors } = newFamilyCases();
 
-for (const layout of LAYOUTS) {
+for (const layout of ROPE_LAYOUTS) {
   for (const inverse of [false, true]) {
     for (const [shape, positionOffset] of SHAPES) {
       cases.push(
@@ -86,7 +52,7 @@ cases.push(
 // f32 frequency times the position) is off by whole turns.
 const LARGE_POSITIONS = [100_000, 1_000_000, 2 ** 24 - 8, 2 ** 31 - 5];
 for (const positionOffset of LARGE_POSITIONS) {
-  for (const layout of LAYOUTS) {
+  for (const layout of ROPE_LAYOUTS) {
     const shape: Shape = [4, 2, 128];
     cases.push(
       valid(k.rope, {
@@ -128,7 +94,7 @@ const DEVICE_SHAPES: readonly (readonly [Shape, number])[] = [
   [[5, 3, 18], 1030],
   [[1, 13, 128], 4093],
 ];
-for (const layout of LAYOUTS) {
+for (const layout of ROPE_LAYOUTS) {
   for (const [shape, positionOffset] of DEVICE_SHAPES) {
     cases.push(
       valid(k.rope, {
@@ -162,7 +128,7 @@ const TABLE_SHAPES: readonly (readonly [Shape, number, boolean])[] = [
   [[1, 13, 128], 4093, true],
   [[61, 3, 18], 0, false],
 ];
-for (const layout of LAYOUTS) {
+for (const layout of ROPE_LAYOUTS) {
   for (const [shape, positionOffset, onDevice] of TABLE_SHAPES) {
     for (const inverse of [false, true]) {
       const where = `${onDevice ? 'a device position' : 'position'} ${positionOffset}`;
@@ -213,7 +179,7 @@ errors.push(
     ['theta = 0', [f32([2, 3, 8])], 'argument', 'attrs.theta', { theta: 0 }],
     ['theta = 0.5 (frequencies above 1)', [f32([2, 3, 8])], 'argument', 'attrs.theta', { theta: 0.5 }],
     ['theta = Infinity', [f32([2, 3, 8])], 'argument', 'attrs.theta', { theta: Number.POSITIVE_INFINITY }],
-    ['an unknown layout', [f32([2, 3, 8])], 'argument', 'attrs.layout', { layout: 'split' as Layout }],
+    ['an unknown layout', [f32([2, 3, 8])], 'argument', 'attrs.layout', { layout: 'split' as RopeLayout }],
   ]),
 );
 
