@@ -51,9 +51,9 @@ function expectSameTables(library: HfTokenizer, ours: HfTokenizer): void {
   }
 }
 
-/** A byte-level BPE whose tokens and merges hold what JSON escapes, spaces, and array-form merges. */
+/** A byte-level BPE whose tokens and merges hold what JSON escapes, commas, spaces, and array-form merges. */
 function awkwardJson(arrayMerges: boolean): TokenizerJson {
-  const pieces = ['a', 'b', '"', '\\', '\t', '\u0001', 'é', '😀'];
+  const pieces = ['a', 'b', '"', '\\', '\t', '\u0001', 'é', '😀', ','];
   const vocab: Record<string, number> = {};
   const merges: string[] = [];
   for (const p of pieces) vocab[p] = Object.keys(vocab).length;
