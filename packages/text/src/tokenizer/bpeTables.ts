@@ -1,4 +1,5 @@
 import type { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
+import { TOKENS_BY_ID } from './bpeModel.js';
 import type { TokenizerJson } from './tokenizerSource.js';
 
 // `@huggingface/tokenizers` builds a BPE model's lookup tables in one go,
@@ -28,6 +29,7 @@ export interface BpeModelJson {
   readonly vocab: Readonly<Record<string, number>>;
   readonly merges: readonly (string | readonly string[])[];
   readonly unk_token?: string | null;
+  readonly [TOKENS_BY_ID]?: readonly string[];
 }
 
 /**
@@ -119,15 +121,27 @@ function rankedKeyOf(key: string): string {
 
 /** Builds the tables of `model`, yielding after every `STEP` entries. */
 function* bpeTableSteps(model: BpeModelJson): Generator<void, BpeTables, undefined> {
-  // Object.keys gives Object.entries' order (the library's) without making the entries.
-  const tokens = Object.keys(model.vocab);
   const ids = new Map<string, number>();
   let topId = -1;
-  for (let i = 0; i < tokens.length; i++) {
-    const id = model.vocab[tokens[i]!]!;
-    ids.set(tokens[i]!, id);
-    topId = Math.max(topId, id);
-    if (i % STEP === STEP - 1) yield;
+  const byId = model[TOKENS_BY_ID];
+  if (byId) {
+    // The first of equal tokens keeps its id, as in the vocabulary object.
+    for (let id = 0; id < byId.length; id++) {
+      if (!ids.has(byId[id]!)) {
+        ids.set(byId[id]!, id);
+        topId = id;
+      }
+      if (id % STEP === STEP - 1) yield;
+    }
+  } else {
+    // Object.keys gives Object.entries' order (the library's) without making the entries.
+    const tokens = Object.keys(model.vocab);
+    for (let i = 0; i < tokens.length; i++) {
+      const id = model.vocab[tokens[i]!]!;
+      ids.set(tokens[i]!, id);
+      topId = Math.max(topId, id);
+      if (i % STEP === STEP - 1) yield;
+    }
   }
   const unkId = model.unk_token == null ? undefined : ids.get(model.unk_token);
   const vocab = new Array<string>(ids.size);
