@@ -65,8 +65,8 @@ const FNV_PRIME = 0x01000193;
 
 /**
  * FNV-1a over 32-bit words in eight interleaved lanes (each lane's multiply
- * waits on its last, so more lanes keep the multiplier busy: about twice
- * four lanes' speed), the tail words and bytes last. Each step is a
+ * waits on its last, so more lanes keep the multiplier busy), the tail
+ * words and bytes last. Each step is a
  * bijection of the lane's state, so any one changed word changes its lane,
  * and the lanes are mixed by odd multipliers: it changes the checksum.
  */
@@ -182,28 +182,59 @@ export class OpfsPreparedWeights implements PreparedWeights {
 
   /** What the cached file's prepared data says; read once, at the first tensor (the file is cached by then). */
   #open(): Promise<State> {
-    this.#state ??= (async (): Promise<State> => {
-      const file = await (await this.#folder.getFileHandle(this.#fileKey)).getFile();
-      const head = await file.slice(0, Math.min(file.size, HEAD_BYTES)).arrayBuffer();
-      const source = { url: this.#url, bytes: file.size, headSha256: await sha256Hex(head) };
-      const index = await readJson<PreparedIndex>(this.#folder, PREPARED_INDEX);
-      const same =
-        index?.version === VERSION &&
-        index.source.url === source.url &&
-        index.source.bytes === source.bytes &&
-        index.source.headSha256 === source.headSha256;
-      const empty = { version: VERSION, source, bytes: 0, tensors: {} };
-      if (!index || !same) return { mode: 'write', source, index: empty };
-      const data = await (await this.#folder.getFileHandle(PREPARED_DATA)).getFile().catch((error) => {
-        if (isNotFound(error)) return undefined;
-        throw error;
-      });
-      if (data?.size !== index.bytes) {
-        throw this.#refuse(PREPARED_DATA, `${index.bytes} bytes`, `${data?.size ?? 'no file of'} bytes`);
-      }
-      return { mode: 'read', index, data };
-    })();
+    this.#state ??= this.#opened();
     return this.#state;
+  }
+
+  async #opened(): Promise<State> {
+    const file = await (await this.#folder.getFileHandle(this.#fileKey)).getFile();
+    const head = await file.slice(0, Math.min(file.size, HEAD_BYTES)).arrayBuffer();
+    const source = { url: this.#url, bytes: file.size, headSha256: await sha256Hex(head) };
+    const index = await readJson<PreparedIndex>(this.#folder, PREPARED_INDEX);
+    const same =
+      index?.version === VERSION &&
+      index.source.url === source.url &&
+      index.source.bytes === source.bytes &&
+      index.source.headSha256 === source.headSha256;
+    const empty = { version: VERSION, source, bytes: 0, tensors: {} };
+    if (!index || !same) return { mode: 'write', source, index: empty };
+    const data = await (await this.#folder.getFileHandle(PREPARED_DATA)).getFile().catch((error) => {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    });
+    if (data?.size !== index.bytes) {
+      throw this.#refuse(PREPARED_DATA, `${index.bytes} bytes`, `${data?.size ?? 'no file of'} bytes`);
+    }
+    return { mode: 'read', index, data };
+  }
+
+  /**
+   * Begins reading the first tensors now, for a model whose file is cached
+   * already, so that they are read while its header is parsed (the first,
+   * the embedding, is the largest). Only data this store would read is
+   * kept; otherwise, or on any failure, nothing changes and the first
+   * `read` opens the data as it would have. Resolves once the reads are
+   * begun (or not); never rejects.
+   */
+  readAhead(): Promise<void> {
+    if (this.#state) return Promise.resolve();
+    return this.#opened().then(
+      (state) => {
+        if (state.mode !== 'read' || this.#state) return;
+        this.#state = Promise.resolve(state);
+        const names = Object.keys(state.index.tensors).slice(0, 1 + READ_AHEAD);
+        this.#ahead = names.map((name) => this.#readAhead(state, name));
+      },
+      // Met again, and reported, by the first read.
+      () => {},
+    );
+  }
+
+  /** Tensor `name` being read; its failure, if any, is met when it is asked for. */
+  #readAhead(state: Extract<State, { mode: 'read' }>, name: string) {
+    const parts = this.#readParts(state.index, state.data, name);
+    parts.catch(() => {});
+    return { name, parts };
   }
 
   #refuse(argument: string, expected: string, actual: string): PreparedDataError {
@@ -253,18 +284,12 @@ export class OpfsPreparedWeights implements PreparedWeights {
   async read(name: string): Promise<QuantizedHostWeight | undefined> {
     const state = await this.#open();
     if (state.mode !== 'read' || !(name in state.index.tensors)) return undefined;
-    const read = (next: string) => {
-      const parts = this.#readParts(state.index, state.data, next);
-      // Its failure, if any, is met when it is asked for.
-      parts.catch(() => {});
-      return { name: next, parts };
-    };
     // Tensors were written in load order: the next ones are read while this one is checked and uploaded.
     const names = Object.keys(state.index.tensors);
     const at = names.indexOf(name);
     const ahead = new Map(this.#ahead.map((r) => [r.name, r]));
     const wanted = names.slice(at, at + 1 + READ_AHEAD);
-    this.#ahead = wanted.map((next) => ahead.get(next) ?? read(next));
+    this.#ahead = wanted.map((next) => ahead.get(next) ?? this.#readAhead(state, next));
     const weight = await this.#ahead.shift()!.parts;
     this.reused++;
     return weight;
