@@ -66,9 +66,9 @@ const FNV_PRIME = 0x01000193;
 /**
  * FNV-1a over 32-bit words in eight interleaved lanes (each lane's multiply
  * waits on its last, so more lanes keep the multiplier busy), the tail
- * words and bytes last. Each step is a
- * bijection of the lane's state, so any one changed word changes its lane,
- * and the lanes are mixed by odd multipliers: it changes the checksum.
+ * words and bytes last. Each step is a bijection of the lane's state, so
+ * any one changed word changes its lane, and the lanes are mixed by odd
+ * multipliers: it changes the checksum.
  */
 export function partChecksum(view: ArrayBufferView): number {
   const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
