@@ -108,4 +108,71 @@ describe('OpfsPreparedWeights', () => {
       ),
     );
   });
+
+  describe('read ahead', () => {
+    /** `folder` with the slices read of its data file counted. */
+    function counted(folder: OpfsDirectory) {
+      const slices: number[] = [];
+      const wrapped: OpfsDirectory = {
+        ...folder,
+        async getFileHandle(name, options) {
+          const handle = await folder.getFileHandle(name, options);
+          if (name !== PREPARED_DATA) return handle;
+          return {
+            ...handle,
+            async getFile() {
+              const blob = await handle.getFile();
+              const slice = (start?: number, end?: number) => {
+                slices.push(start ?? 0);
+                return blob.slice(start, end);
+              };
+              return { size: blob.size, slice, text: () => blob.text() } as unknown as Blob;
+            },
+          };
+        },
+      };
+      return { folder: wrapped, slices };
+    }
+    it('reads the first tensors before any is asked for, and each once', async () => {
+      const { folder, slices } = counted(await preparedFolder());
+      const store = new OpfsPreparedWeights(folder, FILE, URL);
+      await store.readAhead();
+      // All three: the first and the two read ahead of it.
+      expect(slices).toHaveLength(3);
+      for (const [name, weight] of Object.entries(WEIGHTS)) {
+        expect(partsOf((await store.read(name))!)).toEqual(partsOf(weight));
+      }
+      expect(slices).toHaveLength(3);
+      expect(store.reused).toBe(3);
+    });
+
+    it('leaves a store with nothing kept to write its tensors', async () => {
+      const folder = memoryDirectory();
+      await writeFile(folder, FILE, new Uint8Array(64).fill(7));
+      const store = new OpfsPreparedWeights(folder, FILE, URL);
+      await store.readAhead();
+      for (const [name, weight] of Object.entries(WEIGHTS)) {
+        expect(await store.read(name)).toBeUndefined();
+        await store.write(name, weight);
+      }
+      await store.end(true);
+      const again = new OpfsPreparedWeights(folder, FILE, URL);
+      expect(partsOf((await again.read('b'))!)).toEqual(partsOf(WEIGHTS.b!));
+    });
+
+    it('refuses a changed byte when the tensor is asked for', async () => {
+      const folder = await preparedFolder();
+      const data = new Uint8Array(
+        await (await (await folder.getFileHandle(PREPARED_DATA)).getFile()).arrayBuffer(),
+      );
+      data[data.length >> 1]! ^= 0x10;
+      await writeFile(folder, PREPARED_DATA, data);
+      const store = new OpfsPreparedWeights(folder, FILE, URL);
+      await store.readAhead();
+      const error = await (async () => {
+        for (const name of Object.keys(WEIGHTS)) await store.read(name);
+      })().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PreparedDataError);
+    });
+  });
 });

@@ -12,8 +12,11 @@ import { isNotFound, type OpfsDirectory, type OpfsWritable, readJson, writeJson 
 export const PREPARED_INDEX = 'prepared.json';
 /** The prepared parts, one after another. */
 export const PREPARED_DATA = 'prepared.bin';
-/** 2: Q4_K kept as `q4k` (4.5 bits per weight); data of version 1 (Q4_K as `q4g32a`) is rebuilt once. */
-const VERSION = 2;
+/**
+ * 3: parts checked by eight-lane checksums. 2: Q4_K kept as `q4k` (4.5 bits
+ * per weight). Data of an older version is rebuilt once.
+ */
+const VERSION = 3;
 const OPERATION = 'ModelCache.prepared';
 /** Bytes of the GGUF file hashed for its identity: its header's start (metadata, tensor table). */
 const HEAD_BYTES = 2 ** 20;
@@ -57,10 +60,15 @@ export class PreparedDataError extends RayoError {
   override readonly name = 'PreparedDataError';
 }
 
+/** FNV-1a's prime: one multiply and one xor per word and lane. */
+const FNV_PRIME = 0x01000193;
+
 /**
- * FNV-1a over 32-bit words in four interleaved lanes (a fraction of a
- * hash's cost per byte, run on every cached load), the tail bytes last:
- * any one changed word changes it.
+ * FNV-1a over 32-bit words in eight interleaved lanes (each lane's multiply
+ * waits on its last, so more lanes keep the multiplier busy), the tail
+ * words and bytes last. Each step is a bijection of the lane's state, so
+ * any one changed word changes its lane, and the lanes are mixed by odd
+ * multipliers: it changes the checksum.
  */
 export function partChecksum(view: ArrayBufferView): number {
   const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
@@ -70,16 +78,31 @@ export function partChecksum(view: ArrayBufferView): number {
   let b = 0x01000193;
   let c = 0x9e3779b9;
   let d = 0x85ebca6b;
-  const whole = words.length & ~3;
-  for (let i = 0; i < whole; i += 4) {
-    a = Math.imul(a ^ words[i]!, 0x01000193);
-    b = Math.imul(b ^ words[i + 1]!, 0x01000193);
-    c = Math.imul(c ^ words[i + 2]!, 0x01000193);
-    d = Math.imul(d ^ words[i + 3]!, 0x01000193);
+  let e = 0xc2b2ae35;
+  let f = 0x27d4eb2f;
+  let g = 0x165667b1;
+  let h = 0xd3a2646c;
+  const whole = words.length & ~7;
+  for (let i = 0; i < whole; i += 8) {
+    a = Math.imul(a ^ words[i]!, FNV_PRIME);
+    b = Math.imul(b ^ words[i + 1]!, FNV_PRIME);
+    c = Math.imul(c ^ words[i + 2]!, FNV_PRIME);
+    d = Math.imul(d ^ words[i + 3]!, FNV_PRIME);
+    e = Math.imul(e ^ words[i + 4]!, FNV_PRIME);
+    f = Math.imul(f ^ words[i + 5]!, FNV_PRIME);
+    g = Math.imul(g ^ words[i + 6]!, FNV_PRIME);
+    h = Math.imul(h ^ words[i + 7]!, FNV_PRIME);
   }
-  for (let i = whole; i < words.length; i++) a = Math.imul(a ^ words[i]!, 0x01000193);
-  for (let i = words.length * 4; i < aligned.length; i++) b = Math.imul(b ^ aligned[i]!, 0x01000193);
-  return (Math.imul(a, 3) ^ Math.imul(b, 5) ^ Math.imul(c, 7) ^ d) >>> 0;
+  for (let i = whole; i < words.length; i++) a = Math.imul(a ^ words[i]!, FNV_PRIME);
+  for (let i = words.length * 4; i < aligned.length; i++) b = Math.imul(b ^ aligned[i]!, FNV_PRIME);
+  const mixed =
+    Math.imul(a, 3) ^
+    Math.imul(b, 5) ^
+    Math.imul(c, 7) ^
+    Math.imul(d, 9) ^
+    Math.imul(e, 11) ^
+    Math.imul(f, 13);
+  return (mixed ^ Math.imul(g, 15) ^ h) >>> 0;
 }
 
 /**
@@ -159,28 +182,59 @@ export class OpfsPreparedWeights implements PreparedWeights {
 
   /** What the cached file's prepared data says; read once, at the first tensor (the file is cached by then). */
   #open(): Promise<State> {
-    this.#state ??= (async (): Promise<State> => {
-      const file = await (await this.#folder.getFileHandle(this.#fileKey)).getFile();
-      const head = await file.slice(0, Math.min(file.size, HEAD_BYTES)).arrayBuffer();
-      const source = { url: this.#url, bytes: file.size, headSha256: await sha256Hex(head) };
-      const index = await readJson<PreparedIndex>(this.#folder, PREPARED_INDEX);
-      const same =
-        index?.version === VERSION &&
-        index.source.url === source.url &&
-        index.source.bytes === source.bytes &&
-        index.source.headSha256 === source.headSha256;
-      const empty = { version: VERSION, source, bytes: 0, tensors: {} };
-      if (!index || !same) return { mode: 'write', source, index: empty };
-      const data = await (await this.#folder.getFileHandle(PREPARED_DATA)).getFile().catch((error) => {
-        if (isNotFound(error)) return undefined;
-        throw error;
-      });
-      if (data?.size !== index.bytes) {
-        throw this.#refuse(PREPARED_DATA, `${index.bytes} bytes`, `${data?.size ?? 'no file of'} bytes`);
-      }
-      return { mode: 'read', index, data };
-    })();
+    this.#state ??= this.#opened();
     return this.#state;
+  }
+
+  async #opened(): Promise<State> {
+    const file = await (await this.#folder.getFileHandle(this.#fileKey)).getFile();
+    const head = await file.slice(0, Math.min(file.size, HEAD_BYTES)).arrayBuffer();
+    const source = { url: this.#url, bytes: file.size, headSha256: await sha256Hex(head) };
+    const index = await readJson<PreparedIndex>(this.#folder, PREPARED_INDEX);
+    const same =
+      index?.version === VERSION &&
+      index.source.url === source.url &&
+      index.source.bytes === source.bytes &&
+      index.source.headSha256 === source.headSha256;
+    const empty = { version: VERSION, source, bytes: 0, tensors: {} };
+    if (!index || !same) return { mode: 'write', source, index: empty };
+    const data = await (await this.#folder.getFileHandle(PREPARED_DATA)).getFile().catch((error) => {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    });
+    if (data?.size !== index.bytes) {
+      throw this.#refuse(PREPARED_DATA, `${index.bytes} bytes`, `${data?.size ?? 'no file of'} bytes`);
+    }
+    return { mode: 'read', index, data };
+  }
+
+  /**
+   * Begins reading the first tensors now, for a model whose file is cached
+   * already, so that they are read while its header is parsed (the first,
+   * the embedding, is the largest). Only data this store would read is
+   * kept; otherwise, or on any failure, nothing changes and the first
+   * `read` opens the data as it would have. Resolves once the reads are
+   * begun (or not); never rejects.
+   */
+  readAhead(): Promise<void> {
+    if (this.#state) return Promise.resolve();
+    return this.#opened().then(
+      (state) => {
+        if (state.mode !== 'read' || this.#state) return;
+        this.#state = Promise.resolve(state);
+        const names = Object.keys(state.index.tensors).slice(0, 1 + READ_AHEAD);
+        this.#ahead = names.map((name) => this.#readAhead(state, name));
+      },
+      // Met again, and reported, by the first read.
+      () => {},
+    );
+  }
+
+  /** Tensor `name` being read; its failure, if any, is met when it is asked for. */
+  #readAhead(state: Extract<State, { mode: 'read' }>, name: string) {
+    const parts = this.#readParts(state.index, state.data, name);
+    parts.catch(() => {});
+    return { name, parts };
   }
 
   #refuse(argument: string, expected: string, actual: string): PreparedDataError {
@@ -230,18 +284,12 @@ export class OpfsPreparedWeights implements PreparedWeights {
   async read(name: string): Promise<QuantizedHostWeight | undefined> {
     const state = await this.#open();
     if (state.mode !== 'read' || !(name in state.index.tensors)) return undefined;
-    const read = (next: string) => {
-      const parts = this.#readParts(state.index, state.data, next);
-      // Its failure, if any, is met when it is asked for.
-      parts.catch(() => {});
-      return { name: next, parts };
-    };
     // Tensors were written in load order: the next ones are read while this one is checked and uploaded.
     const names = Object.keys(state.index.tensors);
     const at = names.indexOf(name);
     const ahead = new Map(this.#ahead.map((r) => [r.name, r]));
     const wanted = names.slice(at, at + 1 + READ_AHEAD);
-    this.#ahead = wanted.map((next) => ahead.get(next) ?? read(next));
+    this.#ahead = wanted.map((next) => ahead.get(next) ?? this.#readAhead(state, next));
     const weight = await this.#ahead.shift()!.parts;
     this.reused++;
     return weight;

@@ -60,6 +60,23 @@ describe.each(TEST_VOCABULARIES.map((v) => [v.name, v] as const))(
   },
 );
 
+describe('a GGUF vocabulary', () => {
+  it("keeps tokens named as an object's own members ('toString', '__proto__') as tokens", () => {
+    const tokens = ['<unk>', 'a', 'toString', '__proto__', 'constructor', 'hasOwnProperty'];
+    const metadata = new Map<string, GgufValue>([
+      ['tokenizer.ggml.model', { type: 'string', value: 'gpt2' }],
+      ['tokenizer.ggml.tokens', { type: 'array', itemType: 'string', value: tokens }],
+      ['tokenizer.ggml.merges', { type: 'array', itemType: 'string', value: [] }],
+      ['tokenizer.ggml.pre', { type: 'string', value: 'gpt-2' }],
+    ]);
+    const tokenizer = Tokenizer.fromGguf(metadata);
+    for (const [id, token] of tokens.entries()) {
+      expect(tokenizer.idToToken(id)).toBe(token);
+      expect(tokenizer.tokenToId(token)).toBe(id);
+    }
+  });
+});
+
 describe('SentencePiece merges from scores', () => {
   it("rebuild Mistral's file merges in the order of the pieces they make", async () => {
     const source = await readHuggingFaceTokenizer(MISTRAL.dir);

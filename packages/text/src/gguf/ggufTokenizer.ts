@@ -98,10 +98,9 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
     if (!special && type !== GGUF_TOKEN_TYPES.userDefined) return [];
     return [{ id, content, special, single_word: false, lstrip: false, rstrip: false, normalized: false }];
   });
-  const vocab: Record<string, number> = {};
-  tokens.forEach((t, id) => {
-    if (!(t in vocab)) vocab[t] = id;
-  });
+  // No prototype: a token named 'toString' or '__proto__' is a key like any other.
+  const vocab: Record<string, number> = Object.create(null);
+  for (let id = 0; id < tokens.length; id++) if (!(tokens[id]! in vocab)) vocab[tokens[id]!] = id;
 
   let tokenizer: Record<string, unknown>;
   if (sentencePiece) {
@@ -132,7 +131,12 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
         addEos ? tokenOf(eosId) : undefined,
       ),
       decoder: sentencePieceDecoder(spacePrefix),
-      model: bpeModel(vocab, merges, { unkToken: tokenOf(unkId) ?? null, fuseUnk: true, byteFallback: true }),
+      model: bpeModel(vocab, merges, {
+        unkToken: tokenOf(unkId) ?? null,
+        fuseUnk: true,
+        byteFallback: true,
+        tokensById: tokens,
+      }),
     };
   } else {
     const merges = stringArray(metadata, 'tokenizer.ggml.merges');
@@ -147,7 +151,7 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
         addEos ? tokenOf(eosId) : undefined,
       ),
       decoder: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
-      model: bpeModel(vocab, merges, { ignoreMerges: split.ignoreMerges }),
+      model: bpeModel(vocab, merges, { ignoreMerges: split.ignoreMerges, tokensById: tokens }),
     };
   }
 

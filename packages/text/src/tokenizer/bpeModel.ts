@@ -1,4 +1,11 @@
 /**
+ * The key, not JSON (a symbol), under which a BPE model built here keeps its
+ * vocabulary as a list by id (a GGUF file's tokens), so that its tables are
+ * built from the list rather than by walking a 128k-key object.
+ */
+export const TOKENS_BY_ID = Symbol('tokens by id');
+
+/**
  * A tokenizer.json BPE model without dropout or subword affixes, the kind
  * every vocabulary built here has; what differs between them is given
  * (`ignoreMerges` is left out of the JSON where not given).
@@ -11,6 +18,8 @@ export function bpeModel(
     readonly fuseUnk?: boolean;
     readonly byteFallback?: boolean;
     readonly ignoreMerges?: boolean;
+    /** The vocabulary as a list by id, the first of equal tokens in `vocab` (see `TOKENS_BY_ID`). */
+    readonly tokensById?: readonly string[];
   } = {},
 ): Readonly<Record<string, unknown>> {
   return {
@@ -24,5 +33,6 @@ export function bpeModel(
     ...(options.ignoreMerges === undefined ? {} : { ignore_merges: options.ignoreMerges }),
     vocab,
     merges,
+    ...(options.tokensById ? { [TOKENS_BY_ID]: options.tokensById } : {}),
   };
 }

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { tokenizerCorpus } from '../../../workloads/src/text/corpus.js';
 import { ggufTokenizerSource } from '../gguf/ggufTokenizer.js';
 import { ggufVocabulary } from '../gguf/ggufVocabulary.js';
+import { bpeModel } from './bpeModel.js';
 import {
   buildBpeTables,
   buildBpeTablesInSteps,
@@ -51,9 +52,9 @@ function expectSameTables(library: HfTokenizer, ours: HfTokenizer): void {
   }
 }
 
-/** A byte-level BPE whose tokens and merges hold what JSON escapes, spaces, and array-form merges. */
+/** A byte-level BPE whose tokens and merges hold what JSON escapes, commas, spaces, and array-form merges. */
 function awkwardJson(arrayMerges: boolean): TokenizerJson {
-  const pieces = ['a', 'b', '"', '\\', '\t', '\u0001', 'é', '😀'];
+  const pieces = ['a', 'b', '"', '\\', '\t', '\u0001', 'é', '😀', ','];
   const vocab: Record<string, number> = {};
   const merges: string[] = [];
   for (const p of pieces) vocab[p] = Object.keys(vocab).length;
@@ -96,6 +97,27 @@ describe('BPE tables built outside the library', () => {
       }
     },
   );
+
+  it('are the library’s from a vocabulary listed by id, a repeated token keeping its first id', async () => {
+    const tokens = ['a', 'b', 'ab', 'b', 'c', 'abc', 'a'];
+    const vocab: Record<string, number> = {};
+    tokens.forEach((t, id) => {
+      if (!(t in vocab)) vocab[t] = id;
+    });
+    const json: TokenizerJson = {
+      version: '1.0',
+      normalizer: null,
+      pre_tokenizer: null,
+      post_processor: null,
+      decoder: null,
+      added_tokens: [],
+      model: bpeModel(vocab, ['a b', 'ab c'], { tokensById: tokens }),
+    };
+    const { library, ours } = await bothWays(json);
+    expectSameTables(library, ours);
+    expect(tablesOf(ours).tokens_to_ids.get('b')).toBe(1);
+    expect(ours.encode('abcab').ids).toEqual(library.encode('abcab').ids);
+  });
 
   describe.each(TEST_VOCABULARIES.map((v) => [v.name, v] as const))('%s', (_name, vocabulary) => {
     it('are the library’s, from tokenizer.json and from its GGUF layout, and encode every text as it does', async () => {
