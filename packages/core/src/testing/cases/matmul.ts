@@ -208,6 +208,20 @@ for (const [m, kd, n, withC] of [
   );
 }
 {
+  // A batch's half rows (its norm writes them) into an f32 residual: the products of a decode step of 12 streams.
+  const [m, kd, n] = [12, 520, 72];
+  const [a, b] = operands(m, kd, n, false, true);
+  const inputs = [{ ...a, dtype: 'bf16' as const }, { ...b, dtype: 'bf16' as const }, f32([m, n])];
+  cases.push(
+    valid(k.matmul, {
+      label: `${m}×${kd}×${n} transB + c, bf16 a and b, f32 c and y (a decoding batch's half rows)`,
+      inputs,
+      attrs: { transB: true, precision: 'half', beta: 1 },
+      tolerance: roundoffTolerance(UNIT_ROUNDOFF.bf16, { inputs, tolerance: tolerance(kd) }),
+    }),
+  );
+}
+{
   const inputs = operands(13, 61, 67, false, true);
   cases.push(
     valid(k.matmul, {
