@@ -17,6 +17,7 @@ import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R64 } from '../ptx/operands.js';
 import { activationF32, activationGradF32 } from './activations.js';
 import { checkElementCount } from './common.js';
+import { loadParams } from './entryParams.js';
 import { DOT_COLUMNS, ROW_THREADS, streamLoop, streamWidth, warpColumn, warpSum } from './gemv.js';
 import { encodeMatmul, HALF_STORAGE } from './matmul.js';
 import {
@@ -138,9 +139,7 @@ export function fusedModule(v: FusedVariant): PtxModule {
       eps: 'f32',
     },
     (k, p) => {
-      const n = k.ldParam(p.n);
-      const kDim = k.ldParam(p.k);
-      const rowsTotal = k.ldParam(p.m);
+      const { n, k: kDim, m: rowsTotal } = loadParams(k, p, 'n', 'k', 'm');
       const { lane, col } = warpColumn(k, DOT_COLUMNS);
       // Whole warps leave together, so the shuffles below always see 32 lanes.
       k.guard(col, n, () => {
@@ -340,11 +339,7 @@ export function biasActivationModule(activation: LinearActivation, type: FloatSt
     BIAS_ACTIVATION_ENTRY,
     { dy: 'ptr', z: 'ptr', dz: 'ptr', db: 'ptr', m: 'u32', n: 'u32' },
     (k, p) => {
-      const rows = k.ldParam(p.m);
-      const n = k.ldParam(p.n);
-      const dy = k.globalPointer(p.dy);
-      const z = k.globalPointer(p.z);
-      const dz = k.globalPointer(p.dz);
+      const { m: rows, n, dy, z, dz } = loadParams(k, p, 'm', 'n', 'dy', 'z', 'dz');
       const partial = k.sharedArray('partial', 'f32', BIAS_ACTIVATION_WARPS * BIAS_ACTIVATION_COLUMNS, 4);
       const tid = k.tid();
       const warp = k.shr('u32', k.reg('u32'), tid, 5);
