@@ -12,7 +12,9 @@ export {
 } from './emulatedGpu.js';
 export {
   type AssemblyJob,
+  archJobs,
   assemblesCleanlyTogether,
+  BOTH_TARGETS,
   expectAllAssembleCleanly,
   expectAssemblesCleanly,
   itAssemblesForBothTargets,

@@ -1,10 +1,9 @@
 import { flashAttention, flashAttentionBackward, type KernelSpec, type Tensor } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
-import { type AssemblyJob, expectAllAssembleCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
+import { type AssemblyJob, archJobs, expectAllAssembleCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
-import { DEFAULT_TARGET } from '../ptx/target.js';
 import { flashUsesMma } from './flashAttention.js';
 import { FLASH_MMA_FORWARD_ENTRY, flashMmaForwardModule } from './flashAttentionMma.js';
 import {
@@ -131,11 +130,7 @@ describe.skipIf(gate.skip)(
         ['dq', flashDqModule],
         ['dk and dv', flashDkdvModule],
       ] as const) {
-        for (const hd of [7, 64, 128]) {
-          const ptx = module(hd).emit();
-          for (const arch of ['sm_90', DEFAULT_TARGET])
-            jobs.push({ ptx, arch, what: `${name} d${hd} ${arch}` });
-        }
+        for (const hd of [7, 64, 128]) jobs.push(...archJobs(module(hd).emit(), `${name} d${hd}`));
       }
       expectAllAssembleCleanly(jobs);
     }, 120_000);
@@ -147,10 +142,8 @@ describe.skipIf(gate.skip)(
         ['dq', flashMmaDqModule],
         ['dk and dv', flashMmaDkdvModule],
       ] as const) {
-        for (const hd of [64, 128]) {
-          for (const arch of ['sm_80', 'sm_90'])
-            jobs.push({ ptx: module(hd).emit(), arch, what: `${name} d${hd} ${arch}` });
-        }
+        for (const hd of [64, 128])
+          jobs.push(...archJobs(module(hd).emit(), `${name} d${hd}`, ['sm_80', 'sm_90']));
       }
       expectAllAssembleCleanly(jobs);
     }, 300_000);
