@@ -12,7 +12,14 @@ import {
   rmsNormMatmul3Launch,
   rmsNormMatmulLaunch,
 } from '@rayo/core';
-import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
+import {
+  type AnyCudaKernel,
+  cudaKernel,
+  elementPtr,
+  type KernelEncoder,
+  launchedKernel,
+  type Operand,
+} from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R64 } from '../ptx/operands.js';
 import { activationF32, activationGradF32 } from './activations.js';
@@ -385,11 +392,7 @@ export function biasActivationModule(activation: LinearActivation, type: FloatSt
 }
 
 export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
-  cudaKernel(
-    linear,
-    (encoder, call) => encodeMatmul(encoder, { kernel: linear.name, ...linearLaunch(call) }),
-    HALF_STORAGE,
-  ),
+  launchedKernel(linear, linearLaunch, encodeMatmul, HALF_STORAGE),
   cudaKernel(
     biasActivationBackward,
     (encoder, { inputs, outputs, attrs }) => {
@@ -412,19 +415,7 @@ export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
     },
     HALF_STORAGE,
   ),
-  cudaKernel(
-    gateUpSwiglu,
-    (encoder, call) => encodeFused(encoder, { kernel: gateUpSwiglu.name, ...gateUpSwigluLaunch(call) }),
-    HALF_STORAGE,
-  ),
-  cudaKernel(
-    rmsNormMatmul,
-    (encoder, call) => encodeFused(encoder, { kernel: rmsNormMatmul.name, ...rmsNormMatmulLaunch(call) }),
-    HALF_STORAGE,
-  ),
-  cudaKernel(
-    rmsNormMatmul3,
-    (encoder, call) => encodeFused(encoder, { kernel: rmsNormMatmul3.name, ...rmsNormMatmul3Launch(call) }),
-    HALF_STORAGE,
-  ),
+  launchedKernel(gateUpSwiglu, gateUpSwigluLaunch, encodeFused, HALF_STORAGE),
+  launchedKernel(rmsNormMatmul, rmsNormMatmulLaunch, encodeFused, HALF_STORAGE),
+  launchedKernel(rmsNormMatmul3, rmsNormMatmul3Launch, encodeFused, HALF_STORAGE),
 ];
