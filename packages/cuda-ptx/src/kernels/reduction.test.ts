@@ -4,15 +4,14 @@ import {
   type AssemblyJob,
   archJobs,
   expectAllAssembleCleanly,
+  recordingEncoder,
   seededUniform,
   useEmulatedGpu,
 } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { DeviceProperties } from '../driver/driver.js';
-import type { Launch } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
-import { DEFAULT_CUDA_TUNING } from '../tuning.js';
 import {
   argmaxKey,
   argmaxModule,
@@ -29,24 +28,7 @@ import type { RowGeometry } from './rowReduce.js';
 const H100 = { multiprocessors: 132, maxThreadsPerMultiprocessor: 2048 } as DeviceProperties;
 
 /** Records launches and scratch allocations instead of running them. */
-function recorder() {
-  const launches: Launch[] = [];
-  let next = 1n << 20n;
-  const encoder = {
-    device: H100,
-    tuning: DEFAULT_CUDA_TUNING,
-    launch: (l: Launch) => launches.push(l),
-    copy: () => {},
-    fill32: () => {},
-    tensorMap: () => new Uint8Array(128),
-    scratch: (bytes: number) => {
-      const ptr = next;
-      next += BigInt(Math.ceil(bytes / 256) * 256);
-      return ptr;
-    },
-  };
-  return { encoder, launches };
-}
+const recorder = () => recordingEncoder(H100, 1n << 20n);
 
 const SUM: ReduceKind = { op: 'sum', square: false };
 
