@@ -72,6 +72,31 @@ function scoreProducts(
   }
 }
 
+/** A product's accumulators as the A operands (one a 16-key step) of a product that follows it. */
+function packedA(k: KernelBuilder, acc: readonly Vec4<F32>[]): Vec4<R32>[] {
+  return Array.from({ length: STEPS }, (_, kk) => accumulatorsAsA(k, FLASH_MMA_TYPE, acc, kk));
+}
+
+/** acc += A·B over a tile's keys, A from packedA, B read with ldmatrix.trans at `bTransBases`. */
+function transProduct(
+  k: KernelBuilder,
+  frags: TileFragments,
+  kSteps: number,
+  acc: readonly Vec4<F32>[],
+  a: readonly Vec4<R32>[],
+  bTransBases: readonly R32[],
+): void {
+  const steps = { nBlocks: kSteps, kSteps: STEPS, kOuter: true };
+  mmaProduct(
+    k,
+    FLASH_MMA_TYPE,
+    acc,
+    (kk) => a[kk]!,
+    { at: (dn, kb) => frags.at(bTransBases, kb, dn), trans: true },
+    steps,
+  );
+}
+
 export function flashMmaDqModule(hd: number): PtxModule {
   const tileBytes = ROWS * hd * 2;
   const kSteps = hd / 16;
@@ -159,15 +184,7 @@ export function flashMmaDqModule(hd: number): PtxModule {
           });
         });
       });
-      const dsA = Array.from({ length: STEPS }, (_, kk) => accumulatorsAsA(k, FLASH_MMA_TYPE, s, kk));
-      mmaProduct(
-        k,
-        FLASH_MMA_TYPE,
-        dq,
-        (kk) => dsA[kk]!,
-        { at: (dn, kb) => frags.at(kTBases, kb, dn), trans: true },
-        { nBlocks: kSteps, kSteps: STEPS, kOuter: true },
-      );
+      transProduct(k, frags, kSteps, dq, packedA(k, s), kTBases);
     });
     const element = tokens.map((t) => k.madLo('u32', k.reg('u32'), t, qh.stride, qh.at));
     storeRows(k, dq, k.globalPointer(p.dq), element, ok, [dims.scale, dims.scale], block.colPair);
@@ -280,27 +297,11 @@ export function flashMmaDkdvModule(hd: number): PtxModule {
           });
         });
         // Both packed before either product: the f32 tiles are dead by then.
-        const trans = { nBlocks: kSteps, kSteps: STEPS, kOuter: true };
         const qTBases = frags.bases(qS, block.bTransRow, block.bTransHalf);
         const dOTBases = frags.bases(dOS, block.bTransRow, block.bTransHalf);
-        const pA = Array.from({ length: STEPS }, (_, kk) => accumulatorsAsA(k, FLASH_MMA_TYPE, s, kk));
-        const dsA = Array.from({ length: STEPS }, (_, kk) => accumulatorsAsA(k, FLASH_MMA_TYPE, dp, kk));
-        mmaProduct(
-          k,
-          FLASH_MMA_TYPE,
-          dv,
-          (kk) => pA[kk]!,
-          { at: (dn, kb) => frags.at(dOTBases, kb, dn), trans: true },
-          trans,
-        );
-        mmaProduct(
-          k,
-          FLASH_MMA_TYPE,
-          dk,
-          (kk) => dsA[kk]!,
-          { at: (dn, kb) => frags.at(qTBases, kb, dn), trans: true },
-          trans,
-        );
+        const [pA, dsA] = [packedA(k, s), packedA(k, dp)];
+        transProduct(k, frags, kSteps, dv, pA, dOTBases);
+        transProduct(k, frags, kSteps, dk, dsA, qTBases);
       });
     });
     const element = keys.map((t) => k.madLo('u32', k.reg('u32'), t, kvh.stride, kvh.at));
