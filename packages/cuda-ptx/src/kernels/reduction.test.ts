@@ -11,7 +11,6 @@ import {
 import { describe, expect, it } from 'vitest';
 import type { DeviceProperties } from '../driver/driver.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
-import { DEFAULT_TARGET } from '../ptx/target.js';
 import {
   argmaxKey,
   argmaxModule,
@@ -121,13 +120,7 @@ describe.skipIf(gate.skip)(`reduction PTX assembles with ptxas (${gate.reason})`
       const jobs: AssemblyJob[] = [];
       for (const g of geometries) {
         for (const split of [false, true]) {
-          for (const arch of ['sm_90', DEFAULT_TARGET]) {
-            jobs.push({
-              ptx: reductionModule(kind, g, split).emit(),
-              arch,
-              what: `${reductionKey(kind, g, split)} ${arch}`,
-            });
-          }
+          jobs.push(...archJobs(reductionModule(kind, g, split).emit(), reductionKey(kind, g, split)));
         }
       }
       expectAllAssembleCleanly(jobs);
