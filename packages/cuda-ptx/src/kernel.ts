@@ -100,6 +100,23 @@ export function cudaKernel<A extends AttrValues>(
   return { spec, launch, dtypes: options.dtypes ?? F32_ONLY };
 }
 
+/**
+ * A kernel that hands `encode` each call as core describes its launch
+ * (`launch`), named by the spec for its errors.
+ */
+export function launchedKernel<A extends AttrValues, L>(
+  spec: KernelSpec<A>,
+  launch: (call: KernelCall<A>) => L,
+  encode: (encoder: KernelEncoder, call: L & { readonly kernel: string }) => void,
+  options: { dtypes?: readonly DType[] } = {},
+): CudaKernel<A> {
+  return cudaKernel(
+    spec,
+    (encoder, call) => encode(encoder, { kernel: spec.name, ...launch(call) }),
+    options,
+  );
+}
+
 /** The device address of element `index` of an operand. */
 export function elementPtr(op: Operand, index: number): bigint {
   return op.ptr + BigInt(index * bytesPerElement(op.dtype));

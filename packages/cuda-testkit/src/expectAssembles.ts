@@ -197,14 +197,17 @@ export function expectAllAssembleCleanly(jobs: readonly AssemblyJob[]): Assemble
 /** A module to assemble: what a failure names, and how to build it. */
 export type NamedModule = readonly [name: string, build: () => { emit(): string }];
 
+/** sm_90, and the oldest target the backend emits. */
+export const BOTH_TARGETS: readonly string[] = ['sm_90', DEFAULT_TARGET];
+
+/** One module's jobs, one per arch (sm_90 and the oldest target unless given), each named by `what` and its arch. */
+export function archJobs(ptx: string, what: string, archs: readonly string[] = BOTH_TARGETS): AssemblyJob[] {
+  return archs.map((arch) => ({ ptx, arch, what: `${what} ${arch}` }));
+}
+
 /** One test that every module's PTX assembles cleanly for sm_90 and for the oldest target the backend emits, in few ptxas runs. */
 export function itAssemblesForBothTargets(name: string, modules: readonly NamedModule[]): void {
   it(`${name} for sm_90 and ${DEFAULT_TARGET}`, () => {
-    expectAllAssembleCleanly(
-      modules.flatMap(([what, build]) => {
-        const ptx = build().emit();
-        return ['sm_90', DEFAULT_TARGET].map((arch) => ({ ptx, arch, what: `${what} ${arch}` }));
-      }),
-    );
+    expectAllAssembleCleanly(modules.flatMap(([what, build]) => archJobs(build().emit(), what)));
   }, 60_000);
 }

@@ -12,7 +12,9 @@ export {
 } from './emulatedGpu.js';
 export {
   type AssemblyJob,
+  archJobs,
   assemblesCleanlyTogether,
+  BOTH_TARGETS,
   expectAllAssembleCleanly,
   expectAssemblesCleanly,
   itAssemblesForBothTargets,
@@ -24,6 +26,7 @@ export { buildNativeFake, NATIVE_FAKE_SOURCES, type NativeFake, nativeFakeGate }
 export { CollectiveLibCuda, type StreamItem } from './nccl/collectiveLibCuda.js';
 export { FakeNccl } from './nccl/fakeNccl.js';
 export { PtxInterpreter } from './ptxInterpreter.js';
+export { type RecordingEncoder, recordingEncoder } from './recordingEncoder.js';
 export { seededUniform } from './seededUniform.js';
 export {
   type Buffers,

@@ -334,6 +334,15 @@ describe('warp-synchronous instructions', () => {
   });
 });
 
+/** A one-word shared array that thread 0 zeroes before the block goes on, and thread 0's predicate. */
+function zeroedSharedWord(k: KernelBuilder, name: string, type: 'f32' | 'u32') {
+  const word = k.sharedArray(name, type, 1);
+  const first = k.setp('eq', 'u32', k.reg('pred'), k.tid(), 0);
+  k.predicated(first, () => k.stShared(type, word, 0));
+  k.barSync();
+  return { word, first };
+}
+
 describe('atomics', () => {
   it('builds a histogram over a grid with red.global.add and counts with atom.add', () => {
     const n = 5000;
@@ -379,10 +388,7 @@ describe('atomics', () => {
     const out = device(4);
     launch(
       (k, p) => {
-        const acc = k.sharedArray('acc', 'f32', 1);
-        const first = k.setp('eq', 'u32', k.reg('pred'), k.tid(), 0);
-        k.predicated(first, () => k.stShared('f32', acc, 0));
-        k.barSync();
+        const { word: acc, first } = zeroedSharedWord(k, 'acc', 'f32');
         const x = k.cvt('f32', 'u32', k.reg('f32'), k.globalThreadIndex(), { rnd: 'rn' });
         k.red('shared', 'add', 'f32', acc, k.mul('f32', k.reg('f32'), x, 0.5));
         k.barSync();
@@ -447,10 +453,7 @@ describe('atomics', () => {
     const out = device(4);
     launch(
       (k, p) => {
-        const counter = k.sharedArray('counter', 'u32', 1);
-        const first = k.setp('eq', 'u32', k.reg('pred'), k.tid(), 0);
-        k.predicated(first, () => k.stShared('u32', counter, 0));
-        k.barSync();
+        const { word: counter, first } = zeroedSharedWord(k, 'counter', 'u32');
         // Increment with a compare-and-swap retry loop.
         const retry = k.label('retry');
         k.place(retry);

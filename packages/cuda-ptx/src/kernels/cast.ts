@@ -4,6 +4,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { R32, R64 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
+import { loadAllParams } from './entryParams.js';
 import { toHalfBits } from './storage.js';
 
 // f16 converts with cvt (IEEE: round to nearest even, overflow to Inf,
@@ -45,9 +46,7 @@ export function castModule(from: CastDType, to: CastDType): PtxModule {
     `cast_${from}_${to}`,
     { x: 'ptr', y: 'ptr', n: 'u32' },
     (k, p) => {
-      const x = k.globalPointer(p.x);
-      const y = k.globalPointer(p.y);
-      const n = k.ldParam(p.n);
+      const { x, y, n } = loadAllParams(k, p);
       k.gridStrideLoop(n, (i) => storeBits(k, to, y, i, loadBits(k, from, x, i)));
     },
     { maxThreadsPerBlock: BLOCK },

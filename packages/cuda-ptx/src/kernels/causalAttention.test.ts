@@ -8,7 +8,7 @@ import {
   UnsupportedOnBackendError,
 } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
-import { type AssemblyJob, expectAllAssembleCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
+import { archJobs, expectAllAssembleCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
@@ -156,22 +156,16 @@ describe.skipIf(gate.skip)(`causalAttention under ptxas (${gate.reason})`, () =>
   ];
 
   it('assembles the tensor-core kernel for sm_80 and sm_90 without spills', () => {
-    const jobs: AssemblyJob[] = [];
-    for (const c of mma) {
-      for (const arch of ['sm_80', 'sm_90']) {
-        jobs.push({ ptx: mmaAttentionModule(c).emit(), arch, what: `${mmaAttentionKey(c)} ${arch}` });
-      }
-    }
-    expectAllAssembleCleanly(jobs);
+    expectAllAssembleCleanly(
+      mma.flatMap((c) => archJobs(mmaAttentionModule(c).emit(), mmaAttentionKey(c), ['sm_80', 'sm_90'])),
+    );
   }, 300_000);
 
   it('assembles the tile kernel for sm_75 and sm_90 without spills', () => {
-    const jobs: AssemblyJob[] = [];
-    for (const c of tiled) {
-      for (const arch of ['sm_75', 'sm_90']) {
-        jobs.push({ ptx: tiledAttentionModule(c).emit(), arch, what: `${tiledAttentionKey(c)} ${arch}` });
-      }
-    }
-    expectAllAssembleCleanly(jobs);
+    expectAllAssembleCleanly(
+      tiled.flatMap((c) =>
+        archJobs(tiledAttentionModule(c).emit(), tiledAttentionKey(c), ['sm_75', 'sm_90']),
+      ),
+    );
   }, 300_000);
 });

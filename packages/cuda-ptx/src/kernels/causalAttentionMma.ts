@@ -1,8 +1,8 @@
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
-import { PtxModule } from '../ptx/module.js';
+import type { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32 } from '../ptx/operands.js';
-import { CAUSAL_PARAMS, causalBlock, rowOf } from './causalAttentionTiled.js';
-import type { HalfDType } from './common.js';
+import { causalBlock, causalModule, rowOf } from './causalAttentionTiled.js';
+import { type HalfDType, sharedTiles } from './common.js';
 import {
   accumulatorsAsA,
   ldmatrixRoles,
@@ -62,12 +62,11 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
   const qBytes = STORAGE_BYTES[c.q];
   const outType = c.out ?? c.q;
   const outBytes = STORAGE_BYTES[outType];
-  const m = new PtxModule({ target: 'sm_80' });
-  const smem = m.dynamicShared('smem', 128);
-  m.entry(
+  return causalModule(
     MMA_ENTRY,
-    CAUSAL_PARAMS,
-    (k, p) => {
+    { target: 'sm_80' },
+    { sharedAlign: 128, threads: MMA_THREADS },
+    (k, p, smem) => {
       const tid = k.tid();
       const lane = k.and('b32', k.reg('u32'), tid, 31);
       const warp = k.shr('u32', k.reg('u32'), tid, 5);
@@ -82,10 +81,7 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
         ~(MMA_KEYS - 1) >>> 0,
       );
 
-      const base = k.sharedAddress(smem);
-      const qS = base;
-      const kS = k.add('u32', k.reg('u32'), base, tileBytes);
-      const vS = k.add('u32', k.reg('u32'), base, 2 * tileBytes);
+      const [qS, kS, vS] = sharedTiles(k, smem, tileBytes, 3);
       const zero = k.mov('u32', k.reg('u32'), 0);
 
       // Chunk i of this thread: row (tid + 128 i) / chunksPerRow, consecutive threads along a row.
@@ -265,7 +261,5 @@ export function mmaAttentionModule(c: MmaAttentionConfig): PtxModule {
         });
       });
     },
-    { maxThreadsPerBlock: MMA_THREADS },
   );
-  return m;
 }

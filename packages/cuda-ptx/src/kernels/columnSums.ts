@@ -5,6 +5,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R32, type R64 } from '../ptx/operands.js';
 import { asVector, MAX_ELEMENTS } from './common.js';
+import { loadAllParams } from './entryParams.js';
 import {
   geometryKey,
   groupsPerBlock,
@@ -203,10 +204,7 @@ export function columnSumsModule(type: FloatStorage = 'f32'): PtxModule {
     'column_sums',
     { partials: 'ptr', out: 'ptr', parts: 'u32', n: 'u32' },
     (k, p) => {
-      const partials = k.globalPointer(p.partials);
-      const out = k.globalPointer(p.out);
-      const parts = k.ldParam(p.parts);
-      const n = k.ldParam(p.n);
+      const { partials, out, parts, n } = loadAllParams(k, p);
       const tx = k.tid('x');
       const ty = k.tid('y');
       const c = k.madLo('u32', k.reg('u32'), k.ctaid(), COLUMN_TILE, tx);

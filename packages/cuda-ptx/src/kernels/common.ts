@@ -1,9 +1,9 @@
 import { UnsupportedOnBackendError } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
-import type { VecOf } from '../ptx/instructionTypes.js';
+import type { Tuple, VecOf } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import type { ParamHandles } from '../ptx/module.js';
-import type { Param, R32, R64 } from '../ptx/operands.js';
+import type { Param, R32, R64, SharedVar } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 
 /** Threads per block of the one-dimensional kernels. */
@@ -56,6 +56,20 @@ export function loadPointer(
   name: string,
 ): R64 {
   return k.globalPointer(params[name] as Param<'ptr'>);
+}
+
+/** Addresses of `count` consecutive tiles of `tileBytes` bytes from the start of `smem`. */
+export function sharedTiles<N extends number>(
+  k: KernelBuilder,
+  smem: SharedVar,
+  tileBytes: number,
+  count: N,
+): Tuple<R32, N> {
+  const base = k.sharedAddress(smem);
+  const rest = Array.from({ length: count - 1 }, (_, i) =>
+    k.add('u32', k.reg('u32'), base, (i + 1) * tileBytes),
+  );
+  return [base, ...rest] as Tuple<R32, N>;
 }
 
 /** A load or store operand of `regs.length` (1, 2 or 4) registers: `.v2`/`.v4` where more than one. */

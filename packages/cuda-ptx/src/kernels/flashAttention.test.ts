@@ -1,10 +1,9 @@
 import { flashAttention, flashAttentionBackward, type KernelSpec, type Tensor } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
-import { type AssemblyJob, expectAllAssembleCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
+import { archJobs, BOTH_TARGETS, expectAllAssembleCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
-import { DEFAULT_TARGET } from '../ptx/target.js';
 import { flashUsesMma } from './flashAttention.js';
 import { FLASH_MMA_FORWARD_ENTRY, flashMmaForwardModule } from './flashAttentionMma.js';
 import {
@@ -124,35 +123,30 @@ const gate = ptxasTestGate();
 describe.skipIf(gate.skip)(
   `flash attention PTX assembles with ptxas, without spills (${gate.reason})`,
   () => {
-    it('forward, dq and dk and dv at head dims 7, 64 and 128', () => {
-      const jobs: AssemblyJob[] = [];
-      for (const [name, module] of [
-        ['forward', flashForwardModule],
-        ['dq', flashDqModule],
-        ['dk and dv', flashDkdvModule],
-      ] as const) {
-        for (const hd of [7, 64, 128]) {
-          const ptx = module(hd).emit();
-          for (const arch of ['sm_90', DEFAULT_TARGET])
-            jobs.push({ ptx, arch, what: `${name} d${hd} ${arch}` });
-        }
-      }
-      expectAllAssembleCleanly(jobs);
-    }, 120_000);
-
-    it('tensor-core kernels at head dims 64 and 128 for sm_80 and sm_90', () => {
-      const jobs: AssemblyJob[] = [];
-      for (const [name, module] of [
-        ['forward', flashMmaForwardModule],
-        ['dq', flashMmaDqModule],
-        ['dk and dv', flashMmaDkdvModule],
-      ] as const) {
-        for (const hd of [64, 128]) {
-          for (const arch of ['sm_80', 'sm_90'])
-            jobs.push({ ptx: module(hd).emit(), arch, what: `${name} d${hd} ${arch}` });
-        }
-      }
-      expectAllAssembleCleanly(jobs);
-    }, 300_000);
+    it.each([
+      {
+        what: 'forward, dq and dk and dv at head dims 7, 64 and 128',
+        modules: [flashForwardModule, flashDqModule, flashDkdvModule],
+        headDims: [7, 64, 128],
+        archs: BOTH_TARGETS,
+      },
+      {
+        what: 'tensor-core kernels at head dims 64 and 128 for sm_80 and sm_90',
+        modules: [flashMmaForwardModule, flashMmaDqModule, flashMmaDkdvModule],
+        headDims: [64, 128],
+        archs: ['sm_80', 'sm_90'],
+      },
+    ])(
+      '$what',
+      ({ modules, headDims, archs }) => {
+        const names = ['forward', 'dq', 'dk and dv'];
+        expectAllAssembleCleanly(
+          modules.flatMap((module, i) =>
+            headDims.flatMap((hd) => archJobs(module(hd).emit(), `${names[i]} d${hd}`, archs)),
+          ),
+        );
+      },
+      300_000,
+    );
   },
 );

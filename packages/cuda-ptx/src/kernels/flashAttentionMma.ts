@@ -1,8 +1,10 @@
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
-import { PtxModule } from '../ptx/module.js';
-import { addr, type F32, type R32, type R64 } from '../ptx/operands.js';
-import { type Dims, FORWARD_PARAMS, loadDims } from './flashAttentionRows.js';
+import { type ParamHandles, PtxModule } from '../ptx/module.js';
+import { addr, type F32, type R32, type R64, type SharedVar } from '../ptx/operands.js';
+import type { EntryParamType } from '../ptx/types.js';
+import { sharedTiles } from './common.js';
+import { type DIMS, type Dims, FORWARD_PARAMS, loadDims } from './flashAttentionRows.js';
 import {
   accumulatorsAsA,
   ldmatrixRoles,
@@ -196,6 +198,37 @@ export function queryBlock(k: KernelBuilder, hd: number, dims: Dims) {
   return { t0, qh, kvHead, kvStride, end };
 }
 
+/** Where the key walk copies K's and V's tiles from, and to in shared memory. */
+export interface KeyTiles {
+  readonly kS: R32;
+  readonly vS: R32;
+  readonly kSrc: HeadRows;
+  readonly vSrc: HeadRows;
+}
+
+/**
+ * Walks the keys FLASH_MMA_ROWS at a time, j0 = 0 … end − 1: once every
+ * warp is done with the last step's tiles, copies K's and V's tiles of rows
+ * j0 … (zeros from `count` on), then runs `body`.
+ */
+export function forEachKeyTile(
+  k: KernelBuilder,
+  block: MmaBlock,
+  tiles: KeyTiles,
+  end: R32,
+  count: R32,
+  body: (j0: R32) => void,
+): void {
+  const j0 = k.reg('u32');
+  k.forRange(j0, 0, end, FLASH_MMA_ROWS, () => {
+    k.barSync();
+    loadHalfTile(k, block, tiles.kS, tiles.kSrc, j0, count);
+    loadHalfTile(k, block, tiles.vS, tiles.vSrc, j0, count);
+    k.barSync();
+    body(j0);
+  });
+}
+
 /** q's tile and one K and one V tile. */
 export function flashMmaForwardSharedBytes(hd: number): number {
   return 3 * FLASH_MMA_ROWS * hd * 2;
@@ -205,108 +238,113 @@ export function flashMmaKey(entry: string, hd: number): string {
   return `flashAttention/${entry}/d${hd}/bf16`;
 }
 
+/** What every tensor-core flash entry's body starts from. */
+export interface MmaEntry {
+  readonly dims: Dims;
+  readonly block: MmaBlock;
+  /** The module's dynamic shared memory, which holds the tiles. */
+  readonly smem: SharedVar;
+}
+
+/** An sm_80 module of one tensor-core flash entry, of FLASH_MMA_THREADS-thread blocks. */
+export function flashMmaModule<P extends typeof DIMS & Record<string, EntryParamType>>(
+  entry: string,
+  params: P,
+  hd: number,
+  body: (k: KernelBuilder, p: ParamHandles<P>, start: MmaEntry) => void,
+): PtxModule {
+  const m = new PtxModule({ target: 'sm_80' });
+  const smem = m.dynamicShared('smem', 128);
+  m.entry(entry, params, (k, p) => body(k, p, { dims: loadDims(k, p), block: mmaBlock(k, hd), smem }), {
+    maxThreadsPerBlock: FLASH_MMA_THREADS,
+  });
+  return m;
+}
+
 export function flashMmaForwardModule(hd: number): PtxModule {
   const tileBytes = FLASH_MMA_ROWS * hd * 2;
   const kSteps = hd / 16;
   const keySteps = FLASH_MMA_ROWS / 16;
-  const m = new PtxModule({ target: 'sm_80' });
-  const smem = m.dynamicShared('smem', 128);
-  m.entry(
-    FLASH_MMA_FORWARD_ENTRY,
-    FORWARD_PARAMS,
-    (k, p) => {
-      const dims = loadDims(k, p);
-      const block = mmaBlock(k, hd);
-      const { t0, qh, kvHead, kvStride, end } = queryBlock(k, hd, dims);
+  return flashMmaModule(FLASH_MMA_FORWARD_ENTRY, FORWARD_PARAMS, hd, (k, p, { dims, block, smem }) => {
+    const { t0, qh, kvHead, kvStride, end } = queryBlock(k, hd, dims);
 
-      const qS = k.sharedAddress(smem);
-      const kS = k.add('u32', k.reg('u32'), qS, tileBytes);
-      const vS = k.add('u32', k.reg('u32'), qS, 2 * tileBytes);
-      loadHalfTile(
+    const [qS, kS, vS] = sharedTiles(k, smem, tileBytes, 3);
+    loadHalfTile(
+      k,
+      block,
+      qS,
+      { base: k.globalPointer(p.q), head: qh.at, stride: qh.stride },
+      t0,
+      dims.tokens,
+    );
+    k.barSync();
+    const qFrag = aOperand(k, block, qS, kSteps);
+    const kSrc: HeadRows = { base: k.globalPointer(p.k), head: kvHead, stride: kvStride };
+    const vSrc: HeadRows = { base: k.globalPointer(p.v), head: kvHead, stride: kvStride };
+    const { tile: frags } = block;
+    const kBases = frags.bases(kS, block.bRow, block.bHalf);
+    const vBases = frags.bases(vS, block.bTransRow, block.bTransHalf);
+
+    const tokens = laneRows(k, block, t0);
+    const mRow = tokens.map(() => k.mov('f32', k.reg('f32'), Number.NEGATIVE_INFINITY));
+    const lRow = tokens.map(() => k.mov('f32', k.reg('f32'), 0));
+    const o = Array.from({ length: hd / 8 }, () => k.regs('f32', 4));
+    for (const r of o) for (const x of r) k.mov('f32', x, 0);
+    const s = Array.from({ length: FLASH_MMA_ROWS / 8 }, () => k.regs('f32', 4));
+
+    forEachKeyTile(k, block, { kS, vS, kSrc, vSrc }, end, dims.tokens, (j0) => {
+      for (const r of s) for (const x of r) k.mov('f32', x, 0);
+      mmaProduct(
         k,
-        block,
-        qS,
-        { base: k.globalPointer(p.q), head: qh.at, stride: qh.stride },
-        t0,
-        dims.tokens,
+        FLASH_MMA_TYPE,
+        s,
+        qFrag,
+        { at: (nb, kk) => frags.at(kBases, nb, kk) },
+        {
+          nBlocks: keySteps,
+          kSteps,
+        },
       );
-      k.barSync();
-      const qFrag = aOperand(k, block, qS, kSteps);
-      const kSrc: HeadRows = { base: k.globalPointer(p.k), head: kvHead, stride: kvStride };
-      const vSrc: HeadRows = { base: k.globalPointer(p.v), head: kvHead, stride: kvStride };
-      const { tile: frags } = block;
-      const kBases = frags.bases(kS, block.bRow, block.bHalf);
-      const vBases = frags.bases(vS, block.bTransRow, block.bTransHalf);
+      // Tiles are aligned to the block's: only the diagonal one (j0 = t0) holds later keys.
+      k.ifThen(k.setp('ge', 'u32', k.reg('pred'), j0, t0), () =>
+        maskColumns(k, s, k.add('u32', k.reg('u32'), j0, block.colPair), 'le', tokens),
+      );
+      const rescale = onlineSoftmax(k, s, mRow, lRow, dims.scaleLog2);
+      for (const r of o) {
+        for (let e = 0; e < 4; e++) k.mul('f32', r[e]!, r[e]!, rescale[e >> 1]!, { rnd: 'rn' });
+      }
+      const pFrag = Array.from({ length: keySteps }, (_, kk) => accumulatorsAsA(k, FLASH_MMA_TYPE, s, kk));
+      mmaProduct(
+        k,
+        FLASH_MMA_TYPE,
+        o,
+        (kk) => pFrag[kk]!,
+        { at: (dn, kb) => frags.at(vBases, kb, dn), trans: true },
+        { nBlocks: kSteps, kSteps: keySteps, kOuter: true },
+      );
+    });
 
-      const tokens = laneRows(k, block, t0);
-      const mRow = tokens.map(() => k.mov('f32', k.reg('f32'), Number.NEGATIVE_INFINITY));
-      const lRow = tokens.map(() => k.mov('f32', k.reg('f32'), 0));
-      const o = Array.from({ length: hd / 8 }, () => k.regs('f32', 4));
-      for (const r of o) for (const x of r) k.mov('f32', x, 0);
-      const s = Array.from({ length: FLASH_MMA_ROWS / 8 }, () => k.regs('f32', 4));
-
-      const j0 = k.reg('u32');
-      k.forRange(j0, 0, end, FLASH_MMA_ROWS, () => {
-        // Every warp is done with the last step's tiles.
-        k.barSync();
-        loadHalfTile(k, block, kS, kSrc, j0, dims.tokens);
-        loadHalfTile(k, block, vS, vSrc, j0, dims.tokens);
-        k.barSync();
-        for (const r of s) for (const x of r) k.mov('f32', x, 0);
-        mmaProduct(
-          k,
-          FLASH_MMA_TYPE,
-          s,
-          qFrag,
-          { at: (nb, kk) => frags.at(kBases, nb, kk) },
-          {
-            nBlocks: keySteps,
-            kSteps,
-          },
-        );
-        // Tiles are aligned to the block's: only the diagonal one (j0 = t0) holds later keys.
-        k.ifThen(k.setp('ge', 'u32', k.reg('pred'), j0, t0), () =>
-          maskColumns(k, s, k.add('u32', k.reg('u32'), j0, block.colPair), 'le', tokens),
-        );
-        const rescale = onlineSoftmax(k, s, mRow, lRow, dims.scaleLog2);
-        for (const r of o) {
-          for (let e = 0; e < 4; e++) k.mul('f32', r[e]!, r[e]!, rescale[e >> 1]!, { rnd: 'rn' });
-        }
-        const pFrag = Array.from({ length: keySteps }, (_, kk) => accumulatorsAsA(k, FLASH_MMA_TYPE, s, kk));
-        mmaProduct(
-          k,
-          FLASH_MMA_TYPE,
-          o,
-          (kk) => pFrag[kk]!,
-          { at: (dn, kb) => frags.at(vBases, kb, dn), trans: true },
-          { nBlocks: kSteps, kSteps: keySteps, kOuter: true },
-        );
-      });
-
-      // out = O / l; lse = m · scale + ln(l), written by the first lane of each quad.
-      const rowsOf = k.mulLo('u32', k.reg('u32'), dims.batch, dims.nHeads);
-      const ok = tokens.map((t) => k.setp('lt', 'u32', k.reg('pred'), t, dims.tokens));
-      const inv = lRow.map((l, h) => {
-        for (const offset of [1, 2])
-          k.add('f32', l, l, k.shflSync('bfly', k.reg('f32'), l, offset), { rnd: 'rn' });
-        const lse = k.mul(
-          'f32',
-          k.reg('f32'),
-          k.fma('f32', k.reg('f32'), mRow[h]!, dims.scaleLog2, k.lg2(k.reg('f32'), l)),
-          Math.LN2,
-          { rnd: 'rn' },
-        );
-        const first = k.setp('eq', 'u32', k.reg('pred'), block.colPair, 0);
-        const index = k.madLo('u32', k.reg('u32'), tokens[h]!, rowsOf, qh.bh);
-        k.predicated(k.and('pred', k.reg('pred'), first, ok[h]!), () =>
-          k.stGlobal('f32', k.elementAddress(k.globalPointer(p.lse), index, 4), lse),
-        );
-        return k.rcp(k.reg('f32'), l, 'rn');
-      });
-      const element = tokens.map((t) => k.madLo('u32', k.reg('u32'), t, qh.stride, qh.at));
-      storeRows(k, o, k.globalPointer(p.out), element, ok, inv, block.colPair);
-    },
-    { maxThreadsPerBlock: FLASH_MMA_THREADS },
-  );
-  return m;
+    // out = O / l; lse = m · scale + ln(l), written by the first lane of each quad.
+    const rowsOf = k.mulLo('u32', k.reg('u32'), dims.batch, dims.nHeads);
+    const ok = tokens.map((t) => k.setp('lt', 'u32', k.reg('pred'), t, dims.tokens));
+    const inv = lRow.map((l, h) => {
+      for (const offset of [1, 2])
+        k.add('f32', l, l, k.shflSync('bfly', k.reg('f32'), l, offset), { rnd: 'rn' });
+      const lse = k.mul(
+        'f32',
+        k.reg('f32'),
+        k.fma('f32', k.reg('f32'), mRow[h]!, dims.scaleLog2, k.lg2(k.reg('f32'), l)),
+        Math.LN2,
+        { rnd: 'rn' },
+      );
+      const first = k.setp('eq', 'u32', k.reg('pred'), block.colPair, 0);
+      const index = k.madLo('u32', k.reg('u32'), tokens[h]!, rowsOf, qh.bh);
+      k.predicated(k.and('pred', k.reg('pred'), first, ok[h]!), () =>
+        k.stGlobal('f32', k.elementAddress(k.globalPointer(p.lse), index, 4), lse),
+      );
+      return k.rcp(k.reg('f32'), l, 'rn');
+    });
+    const element = tokens.map((t) => k.madLo('u32', k.reg('u32'), t, qh.stride, qh.at));
+    storeRows(k, o, k.globalPointer(p.out), element, ok, inv, block.colPair);
+  });
 }

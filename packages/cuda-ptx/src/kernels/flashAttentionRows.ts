@@ -1,6 +1,8 @@
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { type ParamHandles, PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import type { EntryParamType } from '../ptx/types.js';
+import { loadParams } from './entryParams.js';
 
 // flashAttention and its backward in f32, four threads a row: thread (r, c)
 // holds dimensions c, c + 4, … of its row, and dot products are summed over
@@ -30,7 +32,7 @@ export const FLASH_DQ_ENTRY = 'flash_attention_dq';
 export const FLASH_DKDV_ENTRY = 'flash_attention_dkdv';
 
 /** Shapes every flash entry takes. */
-const DIMS = {
+export const DIMS = {
   tokens: 'u32',
   batch: 'u32',
   nHeads: 'u32',
@@ -80,12 +82,8 @@ export interface Dims {
 }
 
 export function loadDims(k: KernelBuilder, p: ParamHandles<typeof DIMS>): Dims {
-  const tokens = k.ldParam(p.tokens);
-  const batch = k.ldParam(p.batch);
-  const nHeads = k.ldParam(p.nHeads);
-  const group = k.ldParam(p.group);
-  const scaleLog2 = k.ldParam(p.scaleLog2);
-  const scale = k.ldParam(p.scale);
+  const { tokens, batch, nHeads } = loadParams(k, p, 'tokens', 'batch', 'nHeads');
+  const { group, scaleLog2, scale } = loadParams(k, p, 'group', 'scaleLog2', 'scale');
   const nKvHeads = k.div('u32', k.reg('u32'), nHeads, group);
   return { tokens, batch, nHeads, group, scaleLog2, scale, nKvHeads };
 }
@@ -311,129 +309,127 @@ function forEachKey(
   );
 }
 
-export function flashForwardModule(hd: number): PtxModule {
+/** What every flash entry's body starts from: its shapes, lanes, rows and first element. */
+interface RowBlock {
+  readonly dims: Dims;
+  readonly lanes: Lanes;
+  readonly rows: ReturnType<typeof blockRows>;
+  readonly element: R32;
+}
+
+/**
+ * A module of one flash entry over FLASH_ROWS-token blocks: query rows of
+ * the nHeads heads (`queries`), else key rows of the nKvHeads heads.
+ */
+function rowsModule<P extends typeof DIMS & Record<string, EntryParamType>>(
+  entry: string,
+  params: P,
+  hd: number,
+  queries: boolean,
+  body: (k: KernelBuilder, p: ParamHandles<P>, block: RowBlock) => void,
+): PtxModule {
   const m = new PtxModule();
   m.entry(
-    FLASH_FORWARD_ENTRY,
-    FORWARD_PARAMS,
+    entry,
+    params,
     (k, p) => {
       const dims = loadDims(k, p);
       const lanes = lanesOf(k, hd);
-      const rows = blockRows(k, dims, dims.nHeads, true);
-      const element = mine(k, lanes, rowElement(k, rows.token, rows.b, rows.head, dims, dims.nHeads, hd));
-      const q = loadRow(k, lanes, k.elementAddress(k.globalPointer(p.q), element, 4), rows.inside);
-      const mRow = k.mov('f32', k.reg('f32'), Number.NEGATIVE_INFINITY);
-      const l = k.mov('f32', k.reg('f32'), 0);
-      const acc = zeros(k, lanes);
-      forEachKey(
-        k,
-        dims,
-        rows,
-        hd,
-        lanes,
-        [k.globalPointer(p.k), k.globalPointer(p.v)],
-        (kAt, vAt, causal) => {
-          const s = k.mul('f32', k.reg('f32'), dotTile(k, q, kAt), dims.scaleLog2, { rnd: 'rn' });
-          k.selp('f32', s, s, Number.NEGATIVE_INFINITY, causal);
-          // Key 0 is every row's: from the first step on the max is finite.
-          const top = k.max('f32', k.reg('f32'), mRow, s);
-          const rescale = k.ex2(k.reg('f32'), k.sub('f32', k.reg('f32'), mRow, top, { rnd: 'rn' }));
-          const w = k.ex2(k.reg('f32'), k.sub('f32', k.reg('f32'), s, top, { rnd: 'rn' }));
-          k.fma('f32', l, l, rescale, w);
-          k.mov('f32', mRow, top);
-          for (const a of acc) k.mul('f32', a, a, rescale, { rnd: 'rn' });
-          axpyTile(k, acc, w, vAt);
-        },
-      );
-      const inv = k.rcp(k.reg('f32'), l, 'rn');
-      storeRow(
-        k,
-        lanes,
-        k.elementAddress(k.globalPointer(p.out), element, 4),
-        acc.map((a) => k.mul('f32', a, a, inv, { rnd: 'rn' })),
-        rows.inside,
-      );
-      // lse = ln(l) + max, the max back in natural units.
-      const lse = k.mul(
-        'f32',
-        k.reg('f32'),
-        k.add('f32', k.reg('f32'), k.lg2(k.reg('f32'), l), mRow),
-        Math.LN2,
-        {
-          rnd: 'rn',
-        },
-      );
-      const index = rowIndex(k, rows.token, rows.b, rows.head, dims);
-      const first = k.setp('eq', 'u32', k.reg('pred'), lanes.col, 0);
-      where(k, rows.inside, first, () =>
-        k.stGlobal('f32', k.elementAddress(k.globalPointer(p.lse), index, 4), lse),
-      );
+      const heads = queries ? dims.nHeads : dims.nKvHeads;
+      const rows = blockRows(k, dims, heads, queries);
+      const element = mine(k, lanes, rowElement(k, rows.token, rows.b, rows.head, dims, heads, hd));
+      body(k, p, { dims, lanes, rows, element });
     },
     { maxThreadsPerBlock: FLASH_THREADS },
   );
   return m;
 }
 
+export function flashForwardModule(hd: number): PtxModule {
+  return rowsModule(FLASH_FORWARD_ENTRY, FORWARD_PARAMS, hd, true, (k, p, { dims, lanes, rows, element }) => {
+    const q = loadRow(k, lanes, k.elementAddress(k.globalPointer(p.q), element, 4), rows.inside);
+    const mRow = k.mov('f32', k.reg('f32'), Number.NEGATIVE_INFINITY);
+    const l = k.mov('f32', k.reg('f32'), 0);
+    const acc = zeros(k, lanes);
+    forEachKey(k, dims, rows, hd, lanes, [k.globalPointer(p.k), k.globalPointer(p.v)], (kAt, vAt, causal) => {
+      const s = k.mul('f32', k.reg('f32'), dotTile(k, q, kAt), dims.scaleLog2, { rnd: 'rn' });
+      k.selp('f32', s, s, Number.NEGATIVE_INFINITY, causal);
+      // Key 0 is every row's: from the first step on the max is finite.
+      const top = k.max('f32', k.reg('f32'), mRow, s);
+      const rescale = k.ex2(k.reg('f32'), k.sub('f32', k.reg('f32'), mRow, top, { rnd: 'rn' }));
+      const w = k.ex2(k.reg('f32'), k.sub('f32', k.reg('f32'), s, top, { rnd: 'rn' }));
+      k.fma('f32', l, l, rescale, w);
+      k.mov('f32', mRow, top);
+      for (const a of acc) k.mul('f32', a, a, rescale, { rnd: 'rn' });
+      axpyTile(k, acc, w, vAt);
+    });
+    const inv = k.rcp(k.reg('f32'), l, 'rn');
+    storeRow(
+      k,
+      lanes,
+      k.elementAddress(k.globalPointer(p.out), element, 4),
+      acc.map((a) => k.mul('f32', a, a, inv, { rnd: 'rn' })),
+      rows.inside,
+    );
+    // lse = ln(l) + max, the max back in natural units.
+    const lse = k.mul(
+      'f32',
+      k.reg('f32'),
+      k.add('f32', k.reg('f32'), k.lg2(k.reg('f32'), l), mRow),
+      Math.LN2,
+      {
+        rnd: 'rn',
+      },
+    );
+    const index = rowIndex(k, rows.token, rows.b, rows.head, dims);
+    const first = k.setp('eq', 'u32', k.reg('pred'), lanes.col, 0);
+    where(k, rows.inside, first, () =>
+      k.stGlobal('f32', k.elementAddress(k.globalPointer(p.lse), index, 4), lse),
+    );
+  });
+}
+
 export function flashDqModule(hd: number): PtxModule {
-  const m = new PtxModule();
-  m.entry(
-    FLASH_DQ_ENTRY,
-    DQ_PARAMS,
-    (k, p) => {
-      const dims = loadDims(k, p);
-      const lanes = lanesOf(k, hd);
-      const rows = blockRows(k, dims, dims.nHeads, true);
-      const element = mine(k, lanes, rowElement(k, rows.token, rows.b, rows.head, dims, dims.nHeads, hd));
-      const at = (ptr: Parameters<typeof k.globalPointer>[0]) =>
-        k.elementAddress(k.globalPointer(ptr), element, 4);
-      const q = loadRow(k, lanes, at(p.q), rows.inside);
-      const dOut = loadRow(k, lanes, at(p.dOut), rows.inside);
-      const index = rowIndex(k, rows.token, rows.b, rows.head, dims);
-      // D = rowsum(dOut ∘ out), kept for the key pass (out past the last row is never read: dOut is 0 there).
-      const out = loadRow(k, lanes, at(p.out), rows.inside);
-      const delta = k.mov('f32', k.reg('f32'), 0);
-      out.forEach((o, i) => {
-        k.fma('f32', delta, o, dOut[i]!, delta);
+  return rowsModule(FLASH_DQ_ENTRY, DQ_PARAMS, hd, true, (k, p, { dims, lanes, rows, element }) => {
+    const at = (ptr: Parameters<typeof k.globalPointer>[0]) =>
+      k.elementAddress(k.globalPointer(ptr), element, 4);
+    const q = loadRow(k, lanes, at(p.q), rows.inside);
+    const dOut = loadRow(k, lanes, at(p.dOut), rows.inside);
+    const index = rowIndex(k, rows.token, rows.b, rows.head, dims);
+    // D = rowsum(dOut ∘ out), kept for the key pass (out past the last row is never read: dOut is 0 there).
+    const out = loadRow(k, lanes, at(p.out), rows.inside);
+    const delta = k.mov('f32', k.reg('f32'), 0);
+    out.forEach((o, i) => {
+      k.fma('f32', delta, o, dOut[i]!, delta);
+    });
+    for (const offset of [1, 2])
+      k.add('f32', delta, delta, k.shflSync('bfly', k.reg('f32'), delta, offset), { rnd: 'rn' });
+    const lse2 = k.mov('f32', k.reg('f32'), 0);
+    k.predicated(rows.inside, () => {
+      k.ldGlobal('f32', lse2, k.elementAddress(k.globalPointer(p.lse), index, 4));
+    });
+    const first = k.setp('eq', 'u32', k.reg('pred'), lanes.col, 0);
+    where(k, rows.inside, first, () =>
+      k.stGlobal('f32', k.elementAddress(k.globalPointer(p.delta), index, 4), delta),
+    );
+    k.mul('f32', lse2, lse2, Math.LOG2E, { rnd: 'rn' });
+    const dq = zeros(k, lanes);
+    forEachKey(k, dims, rows, hd, lanes, [k.globalPointer(p.k), k.globalPointer(p.v)], (kAt, vAt, causal) => {
+      const w = probability(k, dotTile(k, q, kAt), dims.scaleLog2, lse2, causal);
+      const dp = dotTile(k, dOut, vAt);
+      const ds = k.mul('f32', k.reg('f32'), w, k.sub('f32', k.reg('f32'), dp, delta, { rnd: 'rn' }), {
+        rnd: 'rn',
       });
-      for (const offset of [1, 2])
-        k.add('f32', delta, delta, k.shflSync('bfly', k.reg('f32'), delta, offset), { rnd: 'rn' });
-      const lse2 = k.mov('f32', k.reg('f32'), 0);
-      k.predicated(rows.inside, () => {
-        k.ldGlobal('f32', lse2, k.elementAddress(k.globalPointer(p.lse), index, 4));
-      });
-      const first = k.setp('eq', 'u32', k.reg('pred'), lanes.col, 0);
-      where(k, rows.inside, first, () =>
-        k.stGlobal('f32', k.elementAddress(k.globalPointer(p.delta), index, 4), delta),
-      );
-      k.mul('f32', lse2, lse2, Math.LOG2E, { rnd: 'rn' });
-      const dq = zeros(k, lanes);
-      forEachKey(
-        k,
-        dims,
-        rows,
-        hd,
-        lanes,
-        [k.globalPointer(p.k), k.globalPointer(p.v)],
-        (kAt, vAt, causal) => {
-          const w = probability(k, dotTile(k, q, kAt), dims.scaleLog2, lse2, causal);
-          const dp = dotTile(k, dOut, vAt);
-          const ds = k.mul('f32', k.reg('f32'), w, k.sub('f32', k.reg('f32'), dp, delta, { rnd: 'rn' }), {
-            rnd: 'rn',
-          });
-          axpyTile(k, dq, ds, kAt);
-        },
-      );
-      storeRow(
-        k,
-        lanes,
-        at(p.dq),
-        dq.map((x) => k.mul('f32', x, x, dims.scale, { rnd: 'rn' })),
-        rows.inside,
-      );
-    },
-    { maxThreadsPerBlock: FLASH_THREADS },
-  );
-  return m;
+      axpyTile(k, dq, ds, kAt);
+    });
+    storeRow(
+      k,
+      lanes,
+      at(p.dq),
+      dq.map((x) => k.mul('f32', x, x, dims.scale, { rnd: 'rn' })),
+      rows.inside,
+    );
+  });
 }
 
 /** P = 2^(s · scaleLog2 − lse · log2 e), 0 where the pair is not causal. */
@@ -444,67 +440,50 @@ function probability(k: KernelBuilder, dot: F32, scaleLog2: F32, lse2: F32, caus
 }
 
 export function flashDkdvModule(hd: number): PtxModule {
-  const m = new PtxModule();
-  m.entry(
-    FLASH_DKDV_ENTRY,
-    DKDV_PARAMS,
-    (k, p) => {
-      const dims = loadDims(k, p);
-      const lanes = lanesOf(k, hd);
-      const rows = blockRows(k, dims, dims.nKvHeads, false);
-      const element = mine(k, lanes, rowElement(k, rows.token, rows.b, rows.head, dims, dims.nKvHeads, hd));
-      const kRow = loadRow(k, lanes, k.elementAddress(k.globalPointer(p.k), element, 4), rows.inside);
-      const vRow = loadRow(k, lanes, k.elementAddress(k.globalPointer(p.v), element, 4), rows.inside);
-      const dk = zeros(k, lanes);
-      const dv = zeros(k, lanes);
-      // Packed rows r = (i − first) · group + h of the queries i = first … T − 1 (queries before the
-      // block's first key see none of its keys) and the kv head's query heads h.
-      const count = k.mulLo(
-        'u32',
-        k.reg('u32'),
-        k.sub('u32', k.reg('u32'), dims.tokens, rows.first),
-        dims.group,
-      );
-      const place = (r: R32) => {
-        const step = k.div('u32', k.reg('u32'), r, dims.group);
-        const hh = k.sub('u32', k.reg('u32'), r, k.mulLo('u32', k.reg('u32'), step, dims.group));
-        const token = k.add('u32', k.reg('u32'), rows.first, step);
-        const head = k.madLo('u32', k.reg('u32'), rows.head, dims.group, hh);
-        return { token, index: rowIndex(k, token, rows.b, head, dims) };
-      };
-      const source: TileSource = {
-        a: k.globalPointer(p.q),
-        b: k.globalPointer(p.dOut),
-        element: (r) => k.mulLo('u32', k.reg('u32'), place(r).index, hd),
-        values: {
-          lse: k.globalPointer(p.lse),
-          delta: k.globalPointer(p.delta),
-          index: (r) => place(r).index,
-        },
-      };
-      forEachTile(k, lanes, hd, count, source, (qAt, dOutAt, r, values) => {
-        const later = k.setp('ge', 'u32', k.reg('pred'), place(r).token, rows.token);
-        const causal = k.and('pred', k.reg('pred'), later, k.setp('lt', 'u32', k.reg('pred'), r, count));
-        const lse2 = k.mul('f32', k.reg('f32'), values!.lse, Math.LOG2E, { rnd: 'rn' });
-        const w = probability(k, dotTile(k, kRow, qAt), dims.scaleLog2, lse2, causal);
-        const dp = dotTile(k, vRow, dOutAt);
-        const ds = k.mul(
-          'f32',
-          k.reg('f32'),
-          w,
-          k.sub('f32', k.reg('f32'), dp, values!.delta, { rnd: 'rn' }),
-          {
-            rnd: 'rn',
-          },
-        );
-        axpyTile(k, dv, w, dOutAt);
-        axpyTile(k, dk, ds, qAt);
+  return rowsModule(FLASH_DKDV_ENTRY, DKDV_PARAMS, hd, false, (k, p, { dims, lanes, rows, element }) => {
+    const kRow = loadRow(k, lanes, k.elementAddress(k.globalPointer(p.k), element, 4), rows.inside);
+    const vRow = loadRow(k, lanes, k.elementAddress(k.globalPointer(p.v), element, 4), rows.inside);
+    const dk = zeros(k, lanes);
+    const dv = zeros(k, lanes);
+    // Packed rows r = (i − first) · group + h of the queries i = first … T − 1 (queries before the
+    // block's first key see none of its keys) and the kv head's query heads h.
+    const count = k.mulLo(
+      'u32',
+      k.reg('u32'),
+      k.sub('u32', k.reg('u32'), dims.tokens, rows.first),
+      dims.group,
+    );
+    const place = (r: R32) => {
+      const step = k.div('u32', k.reg('u32'), r, dims.group);
+      const hh = k.sub('u32', k.reg('u32'), r, k.mulLo('u32', k.reg('u32'), step, dims.group));
+      const token = k.add('u32', k.reg('u32'), rows.first, step);
+      const head = k.madLo('u32', k.reg('u32'), rows.head, dims.group, hh);
+      return { token, index: rowIndex(k, token, rows.b, head, dims) };
+    };
+    const source: TileSource = {
+      a: k.globalPointer(p.q),
+      b: k.globalPointer(p.dOut),
+      element: (r) => k.mulLo('u32', k.reg('u32'), place(r).index, hd),
+      values: {
+        lse: k.globalPointer(p.lse),
+        delta: k.globalPointer(p.delta),
+        index: (r) => place(r).index,
+      },
+    };
+    forEachTile(k, lanes, hd, count, source, (qAt, dOutAt, r, values) => {
+      const later = k.setp('ge', 'u32', k.reg('pred'), place(r).token, rows.token);
+      const causal = k.and('pred', k.reg('pred'), later, k.setp('lt', 'u32', k.reg('pred'), r, count));
+      const lse2 = k.mul('f32', k.reg('f32'), values!.lse, Math.LOG2E, { rnd: 'rn' });
+      const w = probability(k, dotTile(k, kRow, qAt), dims.scaleLog2, lse2, causal);
+      const dp = dotTile(k, vRow, dOutAt);
+      const ds = k.mul('f32', k.reg('f32'), w, k.sub('f32', k.reg('f32'), dp, values!.delta, { rnd: 'rn' }), {
+        rnd: 'rn',
       });
-      for (const x of dk) k.mul('f32', x, x, dims.scale, { rnd: 'rn' });
-      storeRow(k, lanes, k.elementAddress(k.globalPointer(p.dk), element, 4), dk, rows.inside);
-      storeRow(k, lanes, k.elementAddress(k.globalPointer(p.dv), element, 4), dv, rows.inside);
-    },
-    { maxThreadsPerBlock: FLASH_THREADS },
-  );
-  return m;
+      axpyTile(k, dv, w, dOutAt);
+      axpyTile(k, dk, ds, qAt);
+    });
+    for (const x of dk) k.mul('f32', x, x, dims.scale, { rnd: 'rn' });
+    storeRow(k, lanes, k.elementAddress(k.globalPointer(p.dk), element, 4), dk, rows.inside);
+    storeRow(k, lanes, k.elementAddress(k.globalPointer(p.dv), element, 4), dv, rows.inside);
+  });
 }

@@ -10,15 +10,9 @@ import {
   type Tensor,
 } from '@rayo/core';
 import { compareOutputs, type Tolerance } from '@rayo/core/testing';
-import {
-  type AssemblyJob,
-  expectAllAssembleCleanly,
-  seededUniform,
-  useEmulatedGpu,
-} from '@rayo/cuda-testkit';
+import { archJobs, expectAllAssembleCleanly, seededUniform, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
-import { DEFAULT_TARGET } from '../ptx/target.js';
 import {
   biasActivationKey,
   biasActivationModule,
@@ -177,35 +171,22 @@ const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`fused PTX assembles with ptxas, without spills (${gate.reason})`, () => {
   it('every row count, layout and norm, over f32 and half storage', () => {
-    const jobs: AssemblyJob[] = [];
-    for (const v of [...variants, ...halfVariants]) {
-      for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        jobs.push({ ptx: fusedModule(v).emit(), arch, what: `${fusedKey(v)} ${arch}` });
-      }
-    }
-    expectAllAssembleCleanly(jobs);
+    expectAllAssembleCleanly(
+      [...variants, ...halfVariants].flatMap((v) => archJobs(fusedModule(v).emit(), fusedKey(v))),
+    );
   });
 
   it('linear: the tiles, the dot kernel and the split-K sum with every epilogue, and the backward', () => {
-    const jobs: AssemblyJob[] = [];
-    for (const arch of ['sm_90', DEFAULT_TARGET]) {
-      for (const v of linearTiles)
-        jobs.push({ ptx: tileModule(v).emit(), arch, what: `${tileKey(v)} ${arch}` });
-      for (const v of linearRows) jobs.push({ ptx: dotModule(v).emit(), arch, what: `${dotKey(v)} ${arch}` });
-      for (const e of epilogues) {
-        jobs.push({ ptx: splitSumModule(false, e).emit(), arch, what: `${splitSumKey(false, e)} ${arch}` });
-      }
-      for (const a of LINEAR_ACTIVATIONS) {
-        for (const type of ['f32', 'bf16'] as const) {
-          jobs.push({
-            ptx: biasActivationModule(a, type).emit(),
-            arch,
-            what: `${biasActivationKey(a, type)} ${arch}`,
-          });
-        }
-      }
-    }
-    expectAllAssembleCleanly(jobs);
+    expectAllAssembleCleanly([
+      ...linearTiles.flatMap((v) => archJobs(tileModule(v).emit(), tileKey(v))),
+      ...linearRows.flatMap((v) => archJobs(dotModule(v).emit(), dotKey(v))),
+      ...epilogues.flatMap((e) => archJobs(splitSumModule(false, e).emit(), splitSumKey(false, e))),
+      ...LINEAR_ACTIVATIONS.flatMap((a) =>
+        (['f32', 'bf16'] as const).flatMap((type) =>
+          archJobs(biasActivationModule(a, type).emit(), biasActivationKey(a, type)),
+        ),
+      ),
+    ]);
   }, 300_000);
 });
 

@@ -12,11 +12,19 @@ import {
   rmsNormMatmul3Launch,
   rmsNormMatmulLaunch,
 } from '@rayo/core';
-import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
+import {
+  type AnyCudaKernel,
+  cudaKernel,
+  elementPtr,
+  type KernelEncoder,
+  launchedKernel,
+  type Operand,
+} from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R64 } from '../ptx/operands.js';
 import { activationF32, activationGradF32 } from './activations.js';
 import { checkElementCount } from './common.js';
+import { loadParams } from './entryParams.js';
 import { DOT_COLUMNS, ROW_THREADS, streamLoop, streamWidth, warpColumn, warpSum } from './gemv.js';
 import { encodeMatmul, HALF_STORAGE } from './matmul.js';
 import {
@@ -138,9 +146,7 @@ export function fusedModule(v: FusedVariant): PtxModule {
       eps: 'f32',
     },
     (k, p) => {
-      const n = k.ldParam(p.n);
-      const kDim = k.ldParam(p.k);
-      const rowsTotal = k.ldParam(p.m);
+      const { n, k: kDim, m: rowsTotal } = loadParams(k, p, 'n', 'k', 'm');
       const { lane, col } = warpColumn(k, DOT_COLUMNS);
       // Whole warps leave together, so the shuffles below always see 32 lanes.
       k.guard(col, n, () => {
@@ -340,11 +346,7 @@ export function biasActivationModule(activation: LinearActivation, type: FloatSt
     BIAS_ACTIVATION_ENTRY,
     { dy: 'ptr', z: 'ptr', dz: 'ptr', db: 'ptr', m: 'u32', n: 'u32' },
     (k, p) => {
-      const rows = k.ldParam(p.m);
-      const n = k.ldParam(p.n);
-      const dy = k.globalPointer(p.dy);
-      const z = k.globalPointer(p.z);
-      const dz = k.globalPointer(p.dz);
+      const { m: rows, n, dy, z, dz } = loadParams(k, p, 'm', 'n', 'dy', 'z', 'dz');
       const partial = k.sharedArray('partial', 'f32', BIAS_ACTIVATION_WARPS * BIAS_ACTIVATION_COLUMNS, 4);
       const tid = k.tid();
       const warp = k.shr('u32', k.reg('u32'), tid, 5);
@@ -390,11 +392,7 @@ export function biasActivationModule(activation: LinearActivation, type: FloatSt
 }
 
 export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
-  cudaKernel(
-    linear,
-    (encoder, call) => encodeMatmul(encoder, { kernel: linear.name, ...linearLaunch(call) }),
-    HALF_STORAGE,
-  ),
+  launchedKernel(linear, linearLaunch, encodeMatmul, HALF_STORAGE),
   cudaKernel(
     biasActivationBackward,
     (encoder, { inputs, outputs, attrs }) => {
@@ -417,19 +415,7 @@ export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
     },
     HALF_STORAGE,
   ),
-  cudaKernel(
-    gateUpSwiglu,
-    (encoder, call) => encodeFused(encoder, { kernel: gateUpSwiglu.name, ...gateUpSwigluLaunch(call) }),
-    HALF_STORAGE,
-  ),
-  cudaKernel(
-    rmsNormMatmul,
-    (encoder, call) => encodeFused(encoder, { kernel: rmsNormMatmul.name, ...rmsNormMatmulLaunch(call) }),
-    HALF_STORAGE,
-  ),
-  cudaKernel(
-    rmsNormMatmul3,
-    (encoder, call) => encodeFused(encoder, { kernel: rmsNormMatmul3.name, ...rmsNormMatmul3Launch(call) }),
-    HALF_STORAGE,
-  ),
+  launchedKernel(gateUpSwiglu, gateUpSwigluLaunch, encodeFused, HALF_STORAGE),
+  launchedKernel(rmsNormMatmul, rmsNormMatmulLaunch, encodeFused, HALF_STORAGE),
+  launchedKernel(rmsNormMatmul3, rmsNormMatmul3Launch, encodeFused, HALF_STORAGE),
 ];

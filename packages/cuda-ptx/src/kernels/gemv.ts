@@ -4,6 +4,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { type ParamHandles, PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { activationF32 } from './activations.js';
+import { loadParams } from './entryParams.js';
 import {
   type FloatStorage,
   loadAsF32,
@@ -357,8 +358,7 @@ export function dotModule(v: RowVariant): PtxModule {
     DOT_ENTRY,
     ROW_PARAMS,
     (k, p) => {
-      const n = k.ldParam(p.n);
-      const kDim = k.ldParam(p.k);
+      const { n, k: kDim } = loadParams(k, p, 'n', 'k');
       const { lane, col } = warpColumn(k, DOT_COLUMNS);
       // Whole warps leave together, so the shuffles below always see 32 lanes.
       k.guard(col, n, () => {
@@ -481,8 +481,7 @@ export function axpyModule(v: AxpyVariant): PtxModule {
     AXPY_ENTRY,
     ROW_PARAMS,
     (k, p) => {
-      const n = k.ldParam(p.n);
-      const kDim = k.ldParam(p.k);
+      const { n, k: kDim } = loadParams(k, p, 'n', 'k');
       const red = k.sharedArray('partial', 'f32', WARPS * v.rows * v.columns, 16);
       const tid = k.tid();
       const warp = k.shr('u32', k.reg('u32'), tid, 5);

@@ -5,6 +5,7 @@ import { PtxModule } from '../ptx/module.js';
 import type { F32, Param, Pred, R32, R64 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { BLOCK, checkElementCount, loadPointer, loadU32 } from './common.js';
+import { loadParams } from './entryParams.js';
 import { expF32 } from './math.js';
 import {
   accessWidth,
@@ -189,8 +190,7 @@ export function crossEntropyMeanModule(): PtxModule {
     'cross_entropy_mean',
     { rowLoss: 'ptr', rows: 'u32', rowCount: 'f32', loss: 'ptr' },
     (k, p) => {
-      const rowLoss = k.globalPointer(p.rowLoss);
-      const rows = k.ldParam(p.rows);
+      const { rowLoss, rows } = loadParams(k, p, 'rowLoss', 'rows');
       const acc = k.mov('f32', k.reg('f32'), 0);
       const i = k.reg('u32');
       k.forRange(i, k.tid('x'), rows, BLOCK, () => {

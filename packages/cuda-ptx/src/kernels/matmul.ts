@@ -9,7 +9,13 @@ import {
   matmulLaunch,
 } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
-import { type AnyCudaKernel, cudaKernel, elementPtr, type KernelEncoder, type Operand } from '../kernel.js';
+import {
+  type AnyCudaKernel,
+  elementPtr,
+  type KernelEncoder,
+  launchedKernel,
+  type Operand,
+} from '../kernel.js';
 import { checkElementCount, MAX_ELEMENTS } from './common.js';
 import {
   AXPY_ENTRY,
@@ -446,14 +452,6 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
 export const HALF_STORAGE = { dtypes: FLOAT };
 
 export const MATMUL_KERNELS: readonly AnyCudaKernel[] = [
-  cudaKernel(
-    matmul,
-    (encoder, call) => encodeMatmul(encoder, { kernel: matmul.name, ...matmulLaunch(call) }),
-    HALF_STORAGE,
-  ),
-  cudaKernel(
-    batchedMatmul,
-    (encoder, call) => encodeMatmul(encoder, { kernel: batchedMatmul.name, ...batchedMatmulLaunch(call) }),
-    HALF_STORAGE,
-  ),
+  launchedKernel(matmul, matmulLaunch, encodeMatmul, HALF_STORAGE),
+  launchedKernel(batchedMatmul, batchedMatmulLaunch, encodeMatmul, HALF_STORAGE),
 ];

@@ -10,26 +10,14 @@ import { TC_ENTRY } from './matmulTensorCore.js';
 describe('the small-M product against half weights', () => {
   it('splits K where the 128-column tiles leave SMs idle, in whole pipeline steps', () => {
     // Llama-3.2-1B's products at 16 rows on 132 SMs: o (2048²), down (K 8192), gate (N 8192), the head.
-    expect(smallMShape({ m: 16, n: 2048, k: 2048, batch: 1 }, 132)).toEqual({
-      smallM: true,
-      splits: 16,
-      kPerSplit: 128,
-    });
-    expect(smallMShape({ m: 64, n: 2048, k: 8192, batch: 1 }, 132)).toEqual({
-      smallM: true,
-      splits: 16,
-      kPerSplit: 512,
-    });
-    expect(smallMShape({ m: 4, n: 8192, k: 2048, batch: 1 }, 132)).toEqual({
-      smallM: true,
-      splits: 4,
-      kPerSplit: 512,
-    });
-    expect(smallMShape({ m: 64, n: 128256, k: 2048, batch: 1 }, 132)).toEqual({
-      smallM: true,
-      splits: 1,
-      kPerSplit: 2048,
-    });
+    for (const [shape, splits, kPerSplit] of [
+      [{ m: 16, n: 2048, k: 2048 }, 16, 128],
+      [{ m: 64, n: 2048, k: 8192 }, 16, 512],
+      [{ m: 4, n: 8192, k: 2048 }, 4, 512],
+      [{ m: 64, n: 128256, k: 2048 }, 1, 2048],
+    ] as const) {
+      expect(smallMShape({ ...shape, batch: 1 }, 132)).toEqual({ smallM: true, splits, kPerSplit });
+    }
     // Too short a K to split: whole.
     expect(smallMShape({ m: 3, n: 72, k: 200, batch: 1 }, 132).splits).toBe(1);
   });

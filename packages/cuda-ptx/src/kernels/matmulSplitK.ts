@@ -2,6 +2,7 @@ import type { KernelEncoder } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32 } from '../ptx/operands.js';
 import { BLOCK, gridFor } from './common.js';
+import { loadParams } from './entryParams.js';
 import { biasAndActivation, type Epilogue, epilogueKey, scaleAndAdd } from './gemv.js';
 import { type FloatStorage, loadOneAsF32, STORAGE_BYTES, storageKey, storeFromF32 } from './storage.js';
 
@@ -38,13 +39,8 @@ export function splitSumModule(withC: boolean, epilogue?: Epilogue, out: FloatSt
       n: 'u32',
     },
     (k, p) => {
-      const parts = k.globalPointer(p.parts);
-      const c = k.globalPointer(p.c);
-      const y = k.globalPointer(p.y);
-      const total = k.ldParam(p.total);
-      const splits = k.ldParam(p.splits);
-      const alpha = k.ldParam(p.alpha);
-      const beta = k.ldParam(p.beta);
+      const { parts, c, y } = loadParams(k, p, 'parts', 'c', 'y');
+      const { total, splits, alpha, beta } = loadParams(k, p, 'total', 'splits', 'alpha', 'beta');
       k.gridStrideLoop(total, (i) => {
         const sum = k.ldGlobal('f32', k.reg('f32'), k.elementAddress(parts, i, 4), { nc: true });
         const at = k.mov('u32', k.reg('u32'), i);

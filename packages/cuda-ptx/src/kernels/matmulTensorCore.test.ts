@@ -120,44 +120,14 @@ describe.skipIf(gate.skip)(`the tensor-core product under ptxas (${gate.reason})
   variants.push({ dtype: 'f16', transA: true, transB: true, async: true, withC: true });
   variants.push({ dtype: 'bf16', transA: false, transB: true, async: true, withC: true, out: 'f32' });
   variants.push({ dtype: 'f16', transA: true, transB: false, async: false, withC: true, out: 'f32' });
-  variants.push({
-    dtype: 'bf16',
-    transA: false,
-    transB: true,
-    async: true,
-    withC: false,
-    out: 'f32',
-    smallM: true,
-  });
-  variants.push({
-    dtype: 'f16',
-    transA: false,
-    transB: true,
-    async: false,
-    withC: true,
-    out: 'f32',
-    smallM: true,
-  });
-  variants.push({
-    dtype: 'bf16',
-    transA: false,
-    transB: true,
-    async: true,
-    withC: false,
-    out: 'f32',
-    smallM: true,
-    aF32: true,
-  });
-  variants.push({
-    dtype: 'bf16',
-    transA: true,
-    transB: true,
-    async: false,
-    withC: true,
-    out: 'f32',
-    smallM: true,
-    aF32: true,
-  });
+  // The small-M kernel (f32 out), over half or f32 (aF32) A.
+  const smallM = { out: 'f32', smallM: true } as const;
+  variants.push(
+    { dtype: 'bf16', transA: false, transB: true, async: true, withC: false, ...smallM },
+    { dtype: 'f16', transA: false, transB: true, async: false, withC: true, ...smallM },
+    { dtype: 'bf16', transA: false, transB: true, async: true, withC: false, ...smallM, aF32: true },
+    { dtype: 'bf16', transA: true, transB: true, async: false, withC: true, ...smallM, aF32: true },
+  );
 
   it('assembles for sm_80 and sm_90 without spills', () => {
     // 64 accumulators and the fragments fit the 128 registers a thread of two blocks an SM.

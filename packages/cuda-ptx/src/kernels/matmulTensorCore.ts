@@ -5,6 +5,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
 import { type HalfDType, PRODUCT_PARAMS, productDims } from './common.js';
+import { loadParams } from './entryParams.js';
 import { encodeSplitSum } from './matmulSplitK.js';
 import { storePair } from './pairStores.js';
 import { storageOf } from './storage.js';
@@ -433,9 +434,7 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       k.cpAsyncWaitAll();
 
       // Epilogue: y = alpha · acc (+ beta · c), halves rounded to nearest even, two elements per store where aligned.
-      const alpha = k.ldParam(p.alpha);
-      const beta = k.ldParam(p.beta);
-      const strideY = k.ldParam(p.strideY);
+      const { alpha, beta, strideY } = loadParams(k, p, 'alpha', 'beta', 'strideY');
       const out = v.out ?? v.dtype;
       const outBytes = out === 'f32' ? 4 : 2;
       // A split's partial sums go to its own slice of y (splitStride 0 where K is whole).

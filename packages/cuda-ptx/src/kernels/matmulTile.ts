@@ -4,6 +4,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { PRODUCT_PARAMS, productDims } from './common.js';
+import { loadParams } from './entryParams.js';
 import {
   batchBase,
   below,
@@ -377,8 +378,7 @@ export function tileModule(v: TileVariant): PtxModule {
       });
 
       // Epilogue: y = alpha · acc (+ beta · c), then linear's bias and activation, guarded at the edges.
-      const alpha = k.ldParam(p.alpha);
-      const beta = k.ldParam(p.beta);
+      const { alpha, beta } = loadParams(k, p, 'alpha', 'beta');
       // Splits write their partial sums to consecutive blocks of y (scratch memory then).
       const yBase = k.elementAddress(
         batchBase(k, k.globalPointer(p.y), z, k.ldParam(p.strideY), outBytes),

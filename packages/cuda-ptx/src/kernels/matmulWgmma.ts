@@ -5,6 +5,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Param, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { type HalfDType, PRODUCT_PARAMS, productDims } from './common.js';
+import { loadParams } from './entryParams.js';
 import { encodeTranspose32 } from './memory.js';
 import { storePair } from './pairStores.js';
 import { groupedTile } from './tileOrder.js';
@@ -291,9 +292,7 @@ function epilogue(
   acc: readonly F32[],
   at: EpilogueAt,
 ): void {
-  const alpha = k.ldParam(p.alpha);
-  const beta = k.ldParam(p.beta);
-  const strideY = k.ldParam(p.strideY);
+  const { alpha, beta, strideY } = loadParams(k, p, 'alpha', 'beta', 'strideY');
   const out = outputOf(v);
   const bytes = out === 'f32' ? 4 : 2;
   const batchBase = (ptr: R64) => k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), at.z, strideY), bytes);

@@ -3,6 +3,7 @@ import { type AnyCudaKernel, cudaKernel, type KernelEncoder } from '../kernel.js
 import { PtxModule } from '../ptx/module.js';
 import { addr, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
+import { loadAllParams } from './entryParams.js';
 
 // Every dtype of this family is 32 bits wide and moving data never looks at
 // the values, so the kernels move u32 words: bit-exact for every dtype (NaN
@@ -19,9 +20,7 @@ export function fillModule(): PtxModule {
     'fill_u32',
     { y: 'ptr', n: 'u32', word: 'u32' },
     (k, p) => {
-      const y = k.globalPointer(p.y);
-      const n = k.ldParam(p.n);
-      const word = k.ldParam(p.word);
+      const { y, n, word } = loadAllParams(k, p);
       k.gridStrideLoop(n, (i) => k.stGlobal('u32', k.elementAddress(y, i, 4), word));
     },
     { maxThreadsPerBlock: BLOCK },
@@ -80,13 +79,7 @@ export function transposeModule(): PtxModule {
     'transpose_u32',
     { x: 'ptr', y: 'ptr', rows: 'u32', cols: 'u32', tilesC: 'u32', tilesPerMatrix: 'u32', tiles: 'u32' },
     (k, p) => {
-      const x = k.globalPointer(p.x);
-      const y = k.globalPointer(p.y);
-      const rows = k.ldParam(p.rows);
-      const cols = k.ldParam(p.cols);
-      const tilesC = k.ldParam(p.tilesC);
-      const tilesPerMatrix = k.ldParam(p.tilesPerMatrix);
-      const tiles = k.ldParam(p.tiles);
+      const { x, y, rows, cols, tilesC, tilesPerMatrix, tiles } = loadAllParams(k, p);
       const tile = k.sharedArray('tile', 'u32', TILE * PITCH);
       const tileBase = k.sharedAddress(tile);
       const tx = k.tid('x');

@@ -1,7 +1,6 @@
+import { recordingEncoder } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { DeviceProperties } from '../driver/driver.js';
-import type { Launch } from '../kernel.js';
-import { DEFAULT_CUDA_TUNING } from '../tuning.js';
 import { NORM_DECLS, NORMALIZATION_KERNELS, normGeometry } from './normalization.js';
 import { COLUMN_SUMS_KEY } from './rowReduce.js';
 
@@ -16,22 +15,7 @@ function operand(ptr: bigint, shape: number[]) {
 
 /** Records what a kernel launches, fills and allocates. */
 function record(name: string, shapes: number[][], outShapes: number[][]) {
-  const launches: Launch[] = [];
-  const fills: [bigint, number, number][] = [];
-  let next = 1n << 40n;
-  const encoder = {
-    device: H100,
-    tuning: DEFAULT_CUDA_TUNING,
-    launch: (l: Launch) => launches.push(l),
-    copy: () => {},
-    fill32: (dst: bigint, word: number, count: number) => fills.push([dst, word, count]),
-    tensorMap: () => new Uint8Array(128),
-    scratch: (bytes: number) => {
-      const ptr = next;
-      next += BigInt(Math.ceil(bytes / 256) * 256);
-      return ptr;
-    },
-  };
+  const { encoder, launches, fills } = recordingEncoder(H100, 1n << 40n);
   const inputs = shapes.map((s, i) => operand(BigInt(i + 1) << 30n, s));
   const outputs = outShapes.map((s, i) => operand(BigInt(i + 8) << 30n, s));
   const kernel = NORMALIZATION_KERNELS.find((k) => k.spec.name === name)!;

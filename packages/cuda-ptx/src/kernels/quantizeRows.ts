@@ -4,6 +4,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Pred, R32, R64 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
+import { loadAllParams } from './entryParams.js';
 import {
   type FloatStorage,
   loadOneAsF32,
@@ -104,17 +105,19 @@ export function quantizeRowsModule(v: QuantizeRowsVariant): PtxModule {
       zeroWords: 'u32',
     },
     (k, p) => {
-      const w = k.globalPointer(p.w);
-      const packed = k.globalPointer(p.packed);
-      const scales = k.globalPointer(p.scales);
-      const extra = k.globalPointer(p.extra);
-      const total = k.ldParam(p.total);
-      const kd = k.ldParam(p.k);
-      const units = k.ldParam(p.units);
-      const groups = k.ldParam(p.groups);
-      const groupSize = k.ldParam(p.groupSize);
-      const rowWords = k.ldParam(p.rowWords);
-      const zeroWords = k.ldParam(p.zeroWords);
+      const {
+        w,
+        packed,
+        scales,
+        extra,
+        total,
+        k: kd,
+        units,
+        groups,
+        groupSize,
+        rowWords,
+        zeroWords,
+      } = loadAllParams(k, p);
       k.gridStrideLoop(total, (t) => {
         const row = k.div('u32', k.reg('u32'), t, units);
         const unit = k.sub('u32', k.reg('u32'), t, k.mulLo('u32', k.reg('u32'), row, units));

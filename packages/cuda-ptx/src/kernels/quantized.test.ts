@@ -1,10 +1,9 @@
 import { QUANT_FORMATS, type QuantFormat, quantLayout } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
-import { type AssemblyJob, expectAllAssembleCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
+import { archJobs, expectAllAssembleCleanly, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { quantizedMatmulProblem, seededArrays } from '../../testing/quantizedMatmul.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
-import { DEFAULT_TARGET } from '../ptx/target.js';
 import { QUANTIZED_KERNELS, quantDotModule } from './quantized.js';
 import {
   QUANT_DOT_MAX_ROWS,
@@ -69,23 +68,11 @@ const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`quantized PTX assembles with ptxas, without spills (${gate.reason})`, () => {
   it('the streaming kernel for every format, row count, x layout and storage', () => {
-    const jobs: AssemblyJob[] = [];
-    for (const v of dotVariants) {
-      for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        jobs.push({ ptx: quantDotModule(v).emit(), arch, what: `${quantDotKey(v)} ${arch}` });
-      }
-    }
-    expectAllAssembleCleanly(jobs);
+    expectAllAssembleCleanly(dotVariants.flatMap((v) => archJobs(quantDotModule(v).emit(), quantDotKey(v))));
   }, 300_000);
 
   it('the tiled kernel for every format and storage', () => {
-    const jobs: AssemblyJob[] = [];
-    for (const v of variants) {
-      for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        jobs.push({ ptx: quantTileModule(v).emit(), arch, what: `${quantTileKey(v)} ${arch}` });
-      }
-    }
-    expectAllAssembleCleanly(jobs);
+    expectAllAssembleCleanly(variants.flatMap((v) => archJobs(quantTileModule(v).emit(), quantTileKey(v))));
   }, 300_000);
 });
 

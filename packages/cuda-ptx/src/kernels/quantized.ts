@@ -4,6 +4,7 @@ import type { Vec4 } from '../ptx/instructionTypes.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
+import { loadParams } from './entryParams.js';
 import { below, warpColumn, warpSum } from './gemv.js';
 import {
   checkRows,
@@ -78,9 +79,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
     QUANT_DOT_ENTRY,
     PARAMS,
     (k, p) => {
-      const n = k.ldParam(p.n);
-      const kDim = k.ldParam(p.k);
-      const rowsTotal = k.ldParam(p.m);
+      const { n, k: kDim, m: rowsTotal } = loadParams(k, p, 'n', 'k', 'm');
       const xTile = k.sharedArray('xTile', 'f32', v.rows * tileElems, 16);
       const base = k.sharedAddress(xTile);
       const { tid, lane, col } = warpColumn(k, WARPS);
@@ -99,9 +98,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         k.madLo('u32', k.reg('u32'), wRow, rowWords, k.shl('b32', k.reg('u32'), lane, 2)),
         4,
       );
-      const scales = k.globalPointer(p.scales);
-      const zeros = k.globalPointer(p.zeros);
-      const offsets = k.globalPointer(p.offsets);
+      const { scales, zeros, offsets } = loadParams(k, p, 'scales', 'zeros', 'offsets');
       const scaleRow = groups ? k.mulLo('u32', k.reg('u32'), wRow, groups) : wRow;
       const zeroRow = zeroWords ? k.mulLo('u32', k.reg('u32'), wRow, zeroWords) : undefined;
       // Where lane l finds unit j of its word: l · units + (j XOR swizzle), swizzle = (l / lanesPerCycle) mod units.

@@ -3,6 +3,7 @@ import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
+import { loadAllParams } from './entryParams.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
 
@@ -53,18 +54,8 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
       zeroWords: 'u32',
     },
     (k, p) => {
-      const ids = k.globalPointer(p.ids);
-      const packed = k.globalPointer(p.packed);
-      const scales = k.globalPointer(p.scales);
-      const zeros = k.globalPointer(p.zeros);
-      const offsets = k.globalPointer(p.offsets);
-      const y = k.globalPointer(p.y);
-      const total = k.ldParam(p.total);
-      const dim = k.ldParam(p.dim);
-      const vocab = k.ldParam(p.vocab);
-      const rowWords = k.ldParam(p.rowWords);
-      const groups = k.ldParam(p.groups);
-      const zeroWords = k.ldParam(p.zeroWords);
+      const { ids, packed, scales, zeros, offsets, y, total, dim, vocab, rowWords, groups, zeroWords } =
+        loadAllParams(k, p);
       k.gridStrideLoop(total, (e) => {
         const row = k.div('u32', k.reg('u32'), e, dim);
         const col = k.sub('u32', k.reg('u32'), e, k.mulLo('u32', k.reg('u32'), row, dim));

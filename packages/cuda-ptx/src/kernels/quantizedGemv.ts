@@ -15,6 +15,7 @@ import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { activationF32 } from './activations.js';
 import { checkElementCount } from './common.js';
+import { loadParams } from './entryParams.js';
 import { below } from './gemv.js';
 import { MAGIC, MAGIC_BITS, type QuantVariant } from './quantizedCodes.js';
 import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageKey, storageOf, storeFromF32 } from './storage.js';
@@ -145,9 +146,7 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
     QGEMV_ENTRY,
     PARAMS,
     (k, p) => {
-      const n = k.ldParam(p.n);
-      const kDim = k.ldParam(p.k);
-      const mDim = k.ldParam(p.m);
+      const { n, k: kDim, m: mDim } = loadParams(k, p, 'n', 'k', 'm');
       const red = k.sharedArray('red', 'f32', WARPS * perWarp, 16);
       const redBase = k.sharedAddress(red);
       const tid = k.tid();

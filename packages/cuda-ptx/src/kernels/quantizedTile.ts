@@ -1,6 +1,7 @@
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32 } from '../ptx/operands.js';
+import { loadParams } from './entryParams.js';
 import { below } from './gemv.js';
 import {
   checkZeros,
@@ -49,9 +50,7 @@ export function quantTileModule(v: QuantVariant): PtxModule {
     QUANT_TILE_ENTRY,
     PARAMS,
     (k, p) => {
-      const mDim = k.ldParam(p.m);
-      const n = k.ldParam(p.n);
-      const kDim = k.ldParam(p.k);
+      const { m: mDim, n, k: kDim } = loadParams(k, p, 'm', 'n', 'k');
       const xs = k.sharedArray('xs', 'f32', TILE_K * PITCH_M, 16);
       const ws = k.sharedArray('ws', 'f32', TILE_K * PITCH_N, 16);
       const xBase = k.sharedAddress(xs);
@@ -96,9 +95,7 @@ export function quantTileModule(v: QuantVariant): PtxModule {
         4,
       );
       const wAt = stagingSlot(PITCH_N, wBase);
-      const scales = k.globalPointer(p.scales);
-      const zeros = k.globalPointer(p.zeros);
-      const offsets = k.globalPointer(p.offsets);
+      const { scales, zeros, offsets } = loadParams(k, p, 'scales', 'zeros', 'offsets');
       const scaleRow = groups ? k.mulLo('u32', k.reg('u32'), wCol, groups) : wCol;
       const zeroRow = zeroWords ? k.mulLo('u32', k.reg('u32'), wCol, zeroWords) : undefined;
       const rowScale = layout.scalePerRow

@@ -2,16 +2,15 @@ import { argmax } from '@rayo/core';
 import { compareOutputs } from '@rayo/core/testing';
 import {
   type AssemblyJob,
+  archJobs,
   expectAllAssembleCleanly,
+  recordingEncoder,
   seededUniform,
   useEmulatedGpu,
 } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { DeviceProperties } from '../driver/driver.js';
-import type { Launch } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
-import { DEFAULT_TARGET } from '../ptx/target.js';
-import { DEFAULT_CUDA_TUNING } from '../tuning.js';
 import {
   argmaxKey,
   argmaxModule,
@@ -28,24 +27,7 @@ import type { RowGeometry } from './rowReduce.js';
 const H100 = { multiprocessors: 132, maxThreadsPerMultiprocessor: 2048 } as DeviceProperties;
 
 /** Records launches and scratch allocations instead of running them. */
-function recorder() {
-  const launches: Launch[] = [];
-  let next = 1n << 20n;
-  const encoder = {
-    device: H100,
-    tuning: DEFAULT_CUDA_TUNING,
-    launch: (l: Launch) => launches.push(l),
-    copy: () => {},
-    fill32: () => {},
-    tensorMap: () => new Uint8Array(128),
-    scratch: (bytes: number) => {
-      const ptr = next;
-      next += BigInt(Math.ceil(bytes / 256) * 256);
-      return ptr;
-    },
-  };
-  return { encoder, launches };
-}
+const recorder = () => recordingEncoder(H100, 1n << 20n);
 
 const SUM: ReduceKind = { op: 'sum', square: false };
 
@@ -138,13 +120,7 @@ describe.skipIf(gate.skip)(`reduction PTX assembles with ptxas (${gate.reason})`
       const jobs: AssemblyJob[] = [];
       for (const g of geometries) {
         for (const split of [false, true]) {
-          for (const arch of ['sm_90', DEFAULT_TARGET]) {
-            jobs.push({
-              ptx: reductionModule(kind, g, split).emit(),
-              arch,
-              what: `${reductionKey(kind, g, split)} ${arch}`,
-            });
-          }
+          jobs.push(...archJobs(reductionModule(kind, g, split).emit(), reductionKey(kind, g, split)));
         }
       }
       expectAllAssembleCleanly(jobs);
@@ -184,10 +160,8 @@ describe.skipIf(gate.skip)(`argmax PTX assembles with ptxas (${gate.reason})`, (
       [100002, 2],
     ] as const) {
       const g = planArgmax(n, width);
-      for (const arch of ['sm_90', DEFAULT_TARGET]) {
-        for (const type of ['f32', 'f16', 'bf16'] as const) {
-          jobs.push({ ptx: argmaxModule(g, type).emit(), arch, what: `${argmaxKey(g, type)} ${arch}` });
-        }
+      for (const type of ['f32', 'f16', 'bf16'] as const) {
+        jobs.push(...archJobs(argmaxModule(g, type).emit(), argmaxKey(g, type)));
       }
     }
     expectAllAssembleCleanly(jobs);

@@ -5,6 +5,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { type Address, addr, type F32, type R32 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
+import { loadAllParams } from './entryParams.js';
 import {
   accessWidth,
   combine,
@@ -122,12 +123,7 @@ export function reductionModule(
     reductionEntry(kind),
     { x: 'ptr', y: 'ptr', segments: 'u32', n: 'u32', chunk: 'u32', splits: 'u32' },
     (k, p) => {
-      const x = k.globalPointer(p.x);
-      const y = k.globalPointer(p.y);
-      const segments = k.ldParam(p.segments);
-      const n = k.ldParam(p.n);
-      const chunk = k.ldParam(p.chunk);
-      const splits = k.ldParam(p.splits);
+      const { x, y, segments, n, chunk, splits } = loadAllParams(k, p);
       const place = groupPlace(k, g);
       const reducer = new GroupReducer(k, place);
       const accumulate = (acc: F32, v: F32) => {
@@ -320,10 +316,7 @@ export function argmaxModule(g: RowGeometry, type: FloatStorage = 'f32'): PtxMod
     'argmax',
     { x: 'ptr', y: 'ptr', rows: 'u32', n: 'u32' },
     (k, p) => {
-      const x = k.globalPointer(p.x);
-      const y = k.globalPointer(p.y);
-      const rows = k.ldParam(p.rows);
-      const n = k.ldParam(p.n);
+      const { x, y, rows, n } = loadAllParams(k, p);
       const place = groupPlace(k, g);
       const warps = g.block / 32;
       const pairs = g.threads > 32 ? k.sharedArray('argmax_pairs', 'u32', 2 * warps, 16) : undefined;

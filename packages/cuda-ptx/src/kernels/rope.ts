@@ -6,6 +6,7 @@ import { PtxModule } from '../ptx/module.js';
 import type { F32, Param, R32, R64 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
+import { loadParams } from './entryParams.js';
 import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
 
 // Rotary position embedding. The angle position · frequency reaches 2^31
@@ -276,12 +277,8 @@ export function ropeModule(v: RopeVariant): PtxModule {
       sign: 'f32',
     },
     (k, p) => {
-      const x = k.globalPointer(p.x);
-      const y = k.globalPointer(p.y);
-      const half = k.ldParam(p.half);
-      const heads = k.ldParam(p.heads);
-      const headRuns = k.ldParam(p.headRuns);
-      const positionOffset = k.ldParam(p.positionOffset);
+      const { x, y, half, heads } = loadParams(k, p, 'x', 'y', 'half', 'heads');
+      const { headRuns, positionOffset } = loadParams(k, p, 'headRuns', 'positionOffset');
       if (devicePosition) {
         const at = k.globalPointer((p as unknown as Record<string, Param<'ptr'>>).positionAt!);
         k.add('u32', positionOffset, positionOffset, k.ldGlobal('u32', k.reg('u32'), at));

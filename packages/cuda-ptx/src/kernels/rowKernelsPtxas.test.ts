@@ -1,4 +1,4 @@
-import { type AssemblyJob, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
+import { type AssemblyJob, archJobs, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
 import { describe, it } from 'vitest';
 import type { PtxModule } from '../ptx/module.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
@@ -31,9 +31,7 @@ function describeAssembly<D extends { readonly spec: { readonly name: string }; 
           // assembled in few ptxas runs (one module at a time where a run is not clean).
           const jobs: AssemblyJob[] = [];
           for (const g of largestPlannedGeometries(d.registers)) {
-            for (const arch of ['sm_90', DEFAULT_TARGET]) {
-              jobs.push({ ptx: family.module(d, g).emit(), arch, what: `${family.key(d, g)} ${arch}` });
-            }
+            jobs.push(...archJobs(family.module(d, g).emit(), family.key(d, g)));
             for (const type of ['f16', 'bf16'] as const) {
               jobs.push({
                 ptx: family.module(d, g, type).emit(),

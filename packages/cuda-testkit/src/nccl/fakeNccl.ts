@@ -257,27 +257,11 @@ export class FakeNccl implements LibNccl {
     return 0;
   }
 
-  ncclAllReduce(
-    send: bigint,
-    recv: bigint,
-    count: number,
-    dtype: number,
-    op: number,
-    comm: bigint,
-    stream: bigint,
-  ) {
+  ncclAllReduce(...[send, recv, count, dtype, op, comm, stream]: Parameters<LibNccl['ncclAllReduce']>) {
     return this.#collective('allReduce', { send, recv, count, dtype, op, root: 0 }, count, comm, stream);
   }
 
-  ncclBroadcast(
-    send: bigint,
-    recv: bigint,
-    count: number,
-    dtype: number,
-    root: number,
-    comm: bigint,
-    stream: bigint,
-  ) {
+  ncclBroadcast(...[send, recv, count, dtype, root, comm, stream]: Parameters<LibNccl['ncclBroadcast']>) {
     return this.#collective('broadcast', { send, recv, count, dtype, op: 0, root }, count, comm, stream);
   }
 
@@ -286,13 +270,7 @@ export class FakeNccl implements LibNccl {
   }
 
   ncclReduceScatter(
-    send: bigint,
-    recv: bigint,
-    count: number,
-    dtype: number,
-    op: number,
-    comm: bigint,
-    stream: bigint,
+    ...[send, recv, count, dtype, op, comm, stream]: Parameters<LibNccl['ncclReduceScatter']>
   ) {
     const c = this.#comms.get(comm);
     const sent = c ? count * c.clique.nranks : count;
