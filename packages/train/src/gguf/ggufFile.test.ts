@@ -27,7 +27,11 @@ const METADATA: [string, GgufValue][] = [
   ['bool.false', { type: 'bool', value: false }],
   ['u64', { type: 'uint64', value: 2n ** 64n - 1n }],
   ['i64', { type: 'int64', value: -(2n ** 63n) }],
-  ['tokens', { type: 'array', itemType: 'string', value: ['<s>', '</s>', 'hello', ''] }],
+  // A leading U+FEFF is a character of the string, not a byte-order mark to drop.
+  [
+    'tokens',
+    { type: 'array', itemType: 'string', value: ['<s>', '</s>', 'hello', '', '\uFEFF', '\uFEFFhi'] },
+  ],
   ['scores', { type: 'array', itemType: 'float32', value: [0, -1.25, 3.5] }],
   ['ids', { type: 'array', itemType: 'int32', value: [-1, 0, 7] }],
   ['flags', { type: 'array', itemType: 'bool', value: [true, false] }],
@@ -121,9 +125,18 @@ describe('GGUF writer and reader', () => {
     for (const name of gguf.tensors.keys()) await gguf.readBytes(name);
     const data = reads.slice(headerReads);
     expect(Math.max(...data.map((r) => r.length))).toBeLessThanOrEqual(100);
-    const seen = new Uint8Array(bytes.length);
-    for (const r of reads) for (let b = r.position; b < r.position + r.length; b++) seen[b]!++;
-    expect(seen.every((n) => n <= 1)).toBe(true);
+    // The header's reads and the tensors' reads each take a byte at most once; the header's last
+    // chunk may reach past its end into the first tensor's bytes (it cannot know where it ends).
+    const timesRead = (part: typeof reads) => {
+      const seen = new Uint8Array(bytes.length);
+      for (const r of part) for (let b = r.position; b < r.position + r.length; b++) seen[b]!++;
+      return seen;
+    };
+    expect(timesRead(reads.slice(0, headerReads)).every((n) => n <= 1)).toBe(true);
+    expect(timesRead(data).every((n) => n <= 1)).toBe(true);
+    const headerEnd = Math.max(...reads.slice(0, headerReads).map((r) => r.position + r.length));
+    const dataStart = Math.min(...data.map((r) => r.position));
+    expect(headerEnd - dataStart).toBeLessThan(64);
   });
 
   it('reopens a header over another handle of the file without reading it again, and refuses another size', async () => {

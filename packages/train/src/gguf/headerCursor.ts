@@ -1,7 +1,8 @@
 import { RayoError } from '@rayo/core';
 import type { RandomAccessFile } from '../checkpoint/randomAccessFile.js';
 
-const decoder = new TextDecoder('utf-8', { fatal: true });
+// A string's leading U+FEFF is one of its characters (a token may be just that), not a mark to drop.
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
  * Reads a GGUF header front to back from a file, one chunk at a time: the
