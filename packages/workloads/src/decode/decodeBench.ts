@@ -192,6 +192,7 @@ export async function decodeOnBackend(
     | 'quantHead'
     | 'quantOn'
     | 'prefillPrecision'
+    | 'prefillChunk'
   >,
 ): Promise<Omit<DecodeBackendResult, 'backend' | 'device' | 'status'>> {
   const copyGbps = await copyBandwidth(backend);
@@ -201,6 +202,7 @@ export async function decodeOnBackend(
     weightDtype: settings.dtype,
     kvCacheDtype: settings.kvDtype,
     ...(settings.prefillPrecision ? { prefillPrecision: settings.prefillPrecision } : {}),
+    ...(settings.prefillChunk ? { prefillChunk: settings.prefillChunk } : {}),
     ...(settings.quant === 'none' ? {} : { weightFormat: settings.quant }),
     ...(settings.quantHead ? { quantizeHead: true } : {}),
     ...(settings.quantOn ? { quantizeOn: settings.quantOn } : {}),
@@ -809,7 +811,8 @@ from the same checkpoint, and reports ms per token against the bandwidth limit.
                     (SDPA flash, eager and torch.compile), beside the bf16 tensor-core limit
   --prefill-only    the prefill measurement alone, no decoding (implies --prefill)
   --prefill-reps N  timed runs of each prompt length, median reported (default 3)
-  --prefill-precision P  f32, tf32 or bf16: how f32 weights multiply a prompt (default f32)`;
+  --prefill-precision P  f32, tf32 or bf16: how f32 weights multiply a prompt (default f32)
+  --prefill-chunk N      prompt tokens per forward pass (the model's prefillChunk; default 2048)`;
 
 export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
   const { values } = parseArgs({
@@ -837,6 +840,7 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
       'prefill-only': { type: 'boolean', default: false },
       'prefill-reps': { type: 'string', default: '3' },
       'prefill-precision': { type: 'string' },
+      'prefill-chunk': { type: 'string' },
     },
   });
   const int = (name: string, text: string, min: number) => {
@@ -883,6 +887,9 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
       : {}),
     ...(values['prefill-only'] ? { prefillOnly: true } : {}),
     ...(prefillPrecision ? { prefillPrecision: prefillPrecision as LlamaPrefillPrecision } : {}),
+    ...(values['prefill-chunk'] !== undefined
+      ? { prefillChunk: int('prefill-chunk', values['prefill-chunk'], 1) }
+      : {}),
     config: values.config,
     dtype: dtype('dtype', values.dtype),
     kvDtype: dtype('kv-dtype', values['kv-dtype']),

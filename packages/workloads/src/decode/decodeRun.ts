@@ -52,4 +52,6 @@ export interface DecodeSettings {
   readonly prefillOnly?: boolean;
   /** The model's `prefillPrecision` (f32 checkpoints). */
   readonly prefillPrecision?: LlamaPrefillPrecision;
+  /** The model's `prefillChunk`: prompt tokens per forward pass (absent: its default). */
+  readonly prefillChunk?: number;
 }

@@ -20,9 +20,12 @@ describe('decode-bench prefill', () => {
       prefillRepeats: 2,
     });
     expect(parseDecodeArgs(['--prefill-precision', 'tf32']).prefillPrecision).toBe('tf32');
+    expect(parseDecodeArgs(['--prefill-chunk', '8192']).prefillChunk).toBe(8192);
+    expect(parseDecodeArgs([]).prefillChunk).toBeUndefined();
     expect(parseDecodeArgs([]).prefillLengths).toBeUndefined();
     expect(() => parseDecodeArgs(['--prefill', '512,x'])).toThrow(/--prefill must be an integer/);
     expect(() => parseDecodeArgs(['--prefill-precision', 'fp8'])).toThrow(/f32, tf32 or bf16/);
+    expect(() => parseDecodeArgs(['--prefill-chunk', '0'])).toThrow(/--prefill-chunk/);
   });
 
   it('counts a prompt’s FLOPs: the layers’ products, causal attention, the head on one row', () => {

@@ -95,6 +95,7 @@ export async function prefillOnBackend(
     readonly lengths: readonly number[];
     readonly repeats: number;
     readonly prefillPrecision?: LlamaPrefillPrecision;
+    readonly prefillChunk?: number;
   },
 ): Promise<Pick<PrefillBackendResult, 'lengths' | 'profile' | 'profileTokens' | 'profileError'>> {
   using model = await LlamaModel.load(backend, dir, {
@@ -103,6 +104,7 @@ export async function prefillOnBackend(
     kvCacheDtype: settings.kvDtype,
     ...(settings.quant === 'none' ? {} : { weightFormat: settings.quant }),
     ...(settings.prefillPrecision ? { prefillPrecision: settings.prefillPrecision } : {}),
+    ...(settings.prefillChunk ? { prefillChunk: settings.prefillChunk } : {}),
   });
   const firstToken = async (prompt: readonly number[]) => {
     for await (const _ of model.generate(prompt, { maxNewTokens: 1, temperature: 0 })) break;
@@ -193,7 +195,8 @@ export async function prefillBench(
     }
     const backend = await createBackendFromEnvironment(status.name);
     try {
-      log(`${status.name}: prefill of ${lengths.join(', ')} tokens`);
+      const chunks = settings.prefillChunk ? `, chunks of ${settings.prefillChunk}` : '';
+      log(`${status.name}: prefill of ${lengths.join(', ')} tokens${chunks}`);
       const result = await prefillOnBackend(backend, dir, vocab, common);
       backends.push({ backend: status.name, device: backend.info.device, status: 'ok', ...result });
       if (result.profileError) log(`${status.name}: prefill profile error: ${result.profileError}`);
