@@ -22,9 +22,9 @@ import { storePair } from './pairStores.js';
 
 export const FEW_ROWS_ENTRY = 'matmul_mma_rows';
 /** The most rows of a the kernel takes: one m16 fragment. */
-export const FEW_ROWS_MAX = 16;
+const FEW_ROWS_MAX = 16;
 /** Columns of y a block computes; its 8 warps split K between them. */
-export const FEW_ROWS_COLUMNS = 8;
+const FEW_ROWS_COLUMNS = 8;
 const WARPS = 8;
 const THREADS = WARPS * 32;
 /** K a chunk covers: 4 lanes of 8 elements per column. */

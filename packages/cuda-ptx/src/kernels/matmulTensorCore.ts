@@ -27,7 +27,7 @@ export const TC_STAGES = 3;
  * it at the memory's rate (its stages are dynamic shared memory: 80 KiB,
  * two blocks an SM).
  */
-export const SMALL_M_STAGES = 5;
+const SMALL_M_STAGES = 5;
 /** 8 warps, 2 along M × 4 along N, each a 64 × 32 piece of the tile. */
 export const TC_THREADS = 256;
 const WARPS_N = 4;
@@ -45,7 +45,7 @@ function stagesOf(v: TensorCoreVariant): number {
 }
 
 /** Dynamic shared bytes of a launch of the variant (its stages; 0 where they are static). */
-export function tensorCoreSharedBytes(v: TensorCoreVariant): number {
+function tensorCoreSharedBytes(v: TensorCoreVariant): number {
   return v.smallM ? SMALL_M_STAGES * STAGE_BYTES : 0;
 }
 /** 16-byte chunks of one operand's tile, and per thread. */
