@@ -1,16 +1,26 @@
-import { type EnvironmentVariables, qgemvOptionsFromEnvironment } from '@rayo/core';
+import { choiceFromEnvironment, type EnvironmentVariables, qgemvOptionsFromEnvironment } from '@rayo/core';
+import type { CudaDriverOptions } from './driver/driver.js';
 import type { CudaTuningOptions } from './tuning.js';
 
+/** The options that environment variables name (see cudaOptionsFromEnvironment). */
+export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions, 'dependentLaunch'>;
+
 /**
- * The tuning options that environment variables name, for programs that take
- * them from the environment (the bench and workloads CLIs, through
+ * The options that environment variables name, for programs that take them
+ * from the environment (the bench and workloads CLIs, through
  * `backendOptionsFromEnvironment('cuda', process.env)`): RAYO_QGEMV_VARIANT
- * (`a`, `b`, `c`, `d`) → `qgemvVariant` and RAYO_QGEMV_SLICES (1, 2, 4, 8) →
- * `qgemvSlices`; unset or empty variables name nothing. This is the one place
- * the package reads the environment: the backend itself never does.
+ * (`a`, `b`, `c`, `d`) → `qgemvVariant`, RAYO_QGEMV_SLICES (1, 2, 4, 8) →
+ * `qgemvSlices` and RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) →
+ * `dependentLaunch`; unset or empty variables name nothing. This is the one
+ * place the package reads the environment: the backend itself never does.
  */
 export function cudaOptionsFromEnvironment(
   env: EnvironmentVariables = globalThis.process?.env ?? {},
-): CudaTuningOptions {
-  return qgemvOptionsFromEnvironment(env, 'cudaOptionsFromEnvironment');
+): CudaEnvironmentOptions {
+  const operation = 'cudaOptionsFromEnvironment';
+  const dependentLaunch = choiceFromEnvironment(env, 'RAYO_CUDA_DEPENDENT_LAUNCH', ['0', '1'], operation);
+  return {
+    ...qgemvOptionsFromEnvironment(env, operation),
+    ...(dependentLaunch === undefined ? {} : { dependentLaunch: dependentLaunch === '1' }),
+  };
 }

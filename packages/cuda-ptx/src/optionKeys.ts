@@ -9,6 +9,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   device: true,
   lib: true,
   maxCachedBytes: true,
+  dependentLaunch: true,
   qgemvVariant: true,
   qgemvSlices: true,
 };

@@ -2,6 +2,7 @@ import { type AllocatorStats, InvalidArgumentError, resolveMaxCachedBytes } from
 import type { PtxEntry, PtxModule } from '../ptx/module.js';
 import type { DeviceCommand, Dim3Tuple, DriverCounts, LoadedFunction } from './device.js';
 import { CUDA_SUCCESS } from './errors.js';
+import { LAUNCH_CONFIG_BYTES, writeDependentLaunchAttribute, writeLaunchDims } from './launchConfig.js';
 import {
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
   type HostBlock,
@@ -26,6 +27,14 @@ export interface CudaDriverOptions extends LoadLibCudaOptions {
    * (default: no cap); past it, wholly idle segments are freed.
    */
   readonly maxCachedBytes?: number;
+  /**
+   * Programmatic dependent launch on sm_90 and newer (default true there;
+   * ignored elsewhere): every module is emitted with the dependent-launch
+   * prologue (PtxModule's EmitOptions) and every kernel launched with
+   * programmatic stream serialization, so a kernel's blocks ramp up while the
+   * previous kernel drains. Results are the same either way.
+   */
+  readonly dependentLaunch?: boolean;
 }
 
 /** Size of each JIT log buffer; ptxas errors for a whole module fit easily. */
@@ -53,14 +62,25 @@ export class CudaDriver extends DriverStreams {
   #moduleLoads = 0;
   #moduleHits = 0;
   #params: HostBlock | undefined;
+  /** The CUlaunchConfig of dependent launches (launchConfig.ts), or undefined where they are off. */
+  readonly #launchConfig: HostBlock | undefined;
 
   /** Loads `libcuda` (unless a LibCuda is given) and opens the device. */
   static async open(options: CudaDriverOptions = {}): Promise<CudaDriver> {
+    const dependentLaunch = options.dependentLaunch ?? true;
+    if (typeof dependentLaunch !== 'boolean') {
+      throw new InvalidArgumentError('dependentLaunch must be a boolean', {
+        operation: 'CudaDriver.open',
+        argument: 'dependentLaunch',
+        expected: 'true | false',
+        actual: String(dependentLaunch),
+      });
+    }
     const lib = options.lib ?? (await loadLibCuda(options));
-    return new CudaDriver(lib, options.device ?? 0, resolveMaxCachedBytes('cuda', options));
+    return new CudaDriver(lib, options.device ?? 0, resolveMaxCachedBytes('cuda', options), dependentLaunch);
   }
 
-  constructor(lib: LibCuda, ordinal = 0, maxCachedBytes = Number.POSITIVE_INFINITY) {
+  constructor(lib: LibCuda, ordinal = 0, maxCachedBytes = Number.POSITIVE_INFINITY, dependentLaunch = true) {
     super(lib, ordinal);
     this.#pool = new DevicePool(
       (bytes) => this.#allocate(bytes),
@@ -69,6 +89,15 @@ export class CudaDriver extends DriverStreams {
     );
     // Allocated up front so that launches (also those being captured) only write into it.
     this.#params = lib.allocHost(PARAM_BLOCK_BYTES);
+    if (dependentLaunch && lib.cuLaunchKernelEx && this.device.computeCapability[0] >= 9) {
+      this.#launchConfig = lib.allocHost(LAUNCH_CONFIG_BYTES);
+      writeDependentLaunchAttribute(this.#launchConfig.bytes, this.#launchConfig.address);
+    }
+  }
+
+  /** Whether modules carry the dependent-launch prologue and kernels launch with programmatic serialization. */
+  get dependentLaunch(): boolean {
+    return this.#launchConfig !== undefined;
   }
 
   // ----------------------------------------------------------------- modules
@@ -90,14 +119,14 @@ export class CudaDriver extends DriverStreams {
     }
     if (!loaded) {
       const ptx = build();
-      const text = ptx.emit();
+      const text = ptx.emit({ dependentLaunch: this.dependentLaunch });
       this.activate();
       const r = this.lib.cuModuleLoadDataEx(text, JIT_LOG_BYTES);
       if (r.status !== CUDA_SUCCESS) {
         throw this.error('cuModuleLoadDataEx', r.status, {
           subject: key,
           log: r.logs.error,
-          detail: `.target ${ptx.target} on ${this.device.arch}`,
+          detail: `.target ${ptx.emittedTarget({ dependentLaunch: this.dependentLaunch }).target} on ${this.device.arch}`,
         });
       }
       loaded = { module: r.value, entries: ptx.entries, functions: new Map() };
@@ -250,19 +279,23 @@ export class CudaDriver extends DriverStreams {
       writeKernelParams(fn.params, values, params.bytes, params.address);
       address = params.address;
     }
-    const status = this.lib.cuLaunchKernel(
-      fn.handle,
-      grid[0],
-      grid[1],
-      grid[2],
-      block[0],
-      block[1],
-      block[2],
-      sharedBytes,
-      stream,
-      address,
-    );
-    this.check('cuLaunchKernel', status, {
+    const config = this.#launchConfig;
+    if (config) writeLaunchDims(config.bytes, grid, block, sharedBytes, stream);
+    const status = config
+      ? this.lib.cuLaunchKernelEx!(config.address, fn.handle, address)
+      : this.lib.cuLaunchKernel(
+          fn.handle,
+          grid[0],
+          grid[1],
+          grid[2],
+          block[0],
+          block[1],
+          block[2],
+          sharedBytes,
+          stream,
+          address,
+        );
+    this.check(config ? 'cuLaunchKernelEx' : 'cuLaunchKernel', status, {
       subject: fn.key,
       detail: `entry '${fn.entry}', grid [${grid.join(', ')}], block [${block.join(', ')}], ${sharedBytes} bytes of dynamic shared memory`,
     });
@@ -312,6 +345,7 @@ export class CudaDriver extends DriverStreams {
     this.#modules.clear();
     if (this.#params) lib.freeHost(this.#params);
     this.#params = undefined;
+    if (this.#launchConfig) lib.freeHost(this.#launchConfig);
     this.releaseContext();
   }
 }

@@ -106,6 +106,13 @@ export interface LibCuda {
     kernelParams: bigint,
   ): CUresult;
 
+  /**
+   * `cuLaunchKernelEx`: `config` is the address of a CUlaunchConfig with its
+   * attributes (launchConfig.ts), `kernelParams` as for cuLaunchKernel.
+   * Optional: a library without it launches every kernel plainly.
+   */
+  cuLaunchKernelEx?(config: bigint, fn: bigint, kernelParams: bigint): CUresult;
+
   /** Encodes a tiled tensor map (no interleave, zero fill, L2 256-byte promotion) into `map` (128 bytes). */
   cuTensorMapEncodeTiled(map: Uint8Array, tensor: TensorMapTiled): CUresult;
 
@@ -287,6 +294,7 @@ function bindLibCuda(koffi: Koffi, library: NativeLibrary, path: string): LibCud
       'int',
       'int',
     ]),
+    cuLaunchKernelEx: fn('cuLaunchKernelEx', 'int', ['void *', 'void *', 'void *', 'void *']),
     cuStreamBeginCapture_v2: fn('cuStreamBeginCapture_v2', 'int', ['void *', 'int']),
     cuStreamEndCapture: fn('cuStreamEndCapture', 'int', ['void *', outPtr]),
     cuGraphInstantiateWithFlags: fn('cuGraphInstantiateWithFlags', 'int', [outPtr, 'void *', 'uint64_t']),
@@ -412,6 +420,8 @@ function bindLibCuda(koffi: Koffi, library: NativeLibrary, path: string): LibCud
     cuStreamWaitEvent: (stream, event, flags) => call(f.cuStreamWaitEvent, ptr(stream), ptr(event), flags),
     cuLaunchKernel: (fnHandle, gx, gy, gz, bx, by, bz, shared, stream, params) =>
       call(f.cuLaunchKernel, ptr(fnHandle), gx, gy, gz, bx, by, bz, shared, ptr(stream), ptr(params), null),
+    cuLaunchKernelEx: (config, fnHandle, params) =>
+      call(f.cuLaunchKernelEx, ptr(config), ptr(fnHandle), ptr(params), null),
     cuTensorMapEncodeTiled(map, t) {
       // The driver writes the map at a 64-byte aligned native address; it is copied out after.
       const raw = koffi.alloc('uint8_t', 192) as bigint;
