@@ -88,7 +88,9 @@ describe('programmatic dependent launch', () => {
         .slice(body.indexOf('{') + 2)
         .split('\n')
         .filter((l) => l.trim() !== '' && !l.trim().startsWith('.reg'));
-      expect(afterBrace.slice(0, 2).map((l) => l.trim())).toEqual(DEPENDENT_LAUNCH_PROLOGUE);
+      expect(afterBrace.slice(0, DEPENDENT_LAUNCH_PROLOGUE.length).map((l) => l.trim())).toEqual(
+        DEPENDENT_LAUNCH_PROLOGUE,
+      );
     }
     expect(
       dependent
