@@ -1,0 +1,153 @@
+import { type Communicator, SingleRankCommunicator, type Tensor } from '@rayo/core';
+import { CudaBackend, CudaDriver, NcclCommunicator } from '@rayo/cuda-ptx';
+// The emulated GPU and the fake NCCL are cuda-ptx's test doubles, not part of its API.
+import { CollectiveLibCuda, FakeNccl, PtxInterpreter } from '@rayo/cuda-testkit';
+import {
+  type AdamW,
+  autograd,
+  DataParallel,
+  dataParallelStep,
+  loadCheckpoint,
+  MLP,
+  ReplayedDataParallelStep,
+  ShardedAdamW,
+  saveCheckpoint,
+  type Tape,
+} from '@rayo/train';
+import { describe, expect, it } from 'vitest';
+
+const FEATURES = [0.5, -1, 2, 1, 0, -0.5, -2, 1.5, 0.25, 1, 1, -1];
+const LABELS = [1, 0, 1, 0];
+
+interface TrainOptions {
+  readonly shard: boolean;
+  readonly mode?: 'eager' | 'replayed';
+  readonly clipNorm?: number;
+  readonly steps: number;
+  /** A checkpoint to start from. */
+  readonly from?: Uint8Array;
+  /** Save a checkpoint after this many steps (every rank takes part). */
+  readonly saveAfter?: number;
+}
+
+/**
+ * Trains an MLP whose hidden layer (5 wide) gives parameters that split
+ * evenly over two ranks and some that do not, on `rows` of the global batch.
+ */
+async function train(
+  backend: CudaBackend,
+  communicator: Communicator,
+  rows: readonly [number, number],
+  options: TrainOptions,
+) {
+  const model = new MLP(backend, [3, 5, 2], { seed: 7 });
+  const parallel = new DataParallel({ communicator, model, bucketBytes: 64, shardOptimizer: options.shard });
+  parallel.broadcastParameters();
+  const optimizer: AdamW = parallel.createAdamW({ lr: 0.05 });
+  if (options.from) loadCheckpoint(options.from, { model, optimizer });
+  const [start, end] = rows;
+  const x: Tensor = backend.upload(FEATURES.slice(3 * start, 3 * end), [end - start, 3]);
+  const y: Tensor = backend.upload(new Int32Array(LABELS.slice(start, end)), [end - start], 'i32');
+  const loss = (tape: Tape) => autograd.crossEntropy(tape, model.forward(tape, tape.constant(x)), y);
+  const { clipNorm } = options;
+  const replayed =
+    options.mode === 'replayed'
+      ? new ReplayedDataParallelStep({ backend, optimizer, parallel, loss, clipNorm, readGradNorm: true })
+      : undefined;
+  const losses: number[] = [];
+  const norms: number[] = [];
+  let saved: Uint8Array | undefined;
+  for (let step = 0; step < options.steps; step++) {
+    if (step === options.saveAfter) saved = await saveCheckpoint({ model, optimizer, step });
+    const result = replayed
+      ? await replayed.run()
+      : await dataParallelStep({ backend, optimizer, parallel, clipNorm, loss, readGradNorm: true });
+    losses.push(result.loss!);
+    norms.push(result.gradNorm!);
+  }
+  replayed?.dispose();
+  const params = await Promise.all(model.parameters().map(async (p) => Array.from(await p.value.read())));
+  const stateBytes = optimizer instanceof ShardedAdamW ? optimizer.stateBytes : undefined;
+  optimizer.dispose();
+  return { losses, norms, params, saved, stateBytes, sharded: optimizer instanceof ShardedAdamW };
+}
+
+type Run = Awaited<ReturnType<typeof train>>;
+
+/** The whole global batch on one emulated GPU. */
+async function onOne(cuda: CollectiveLibCuda, options: TrainOptions): Promise<Run> {
+  const backend = new CudaBackend(new CudaDriver(cuda));
+  return train(backend, new SingleRankCommunicator(backend), [0, 4], options);
+}
+
+/** Half of the global batch on each of two emulated GPUs over the fake NCCL. */
+async function onTwo(cuda: CollectiveLibCuda, options: TrainOptions): Promise<Run[]> {
+  const backends = [0, 1].map(() => new CudaBackend(new CudaDriver(cuda)));
+  const comms = await NcclCommunicator.createGroup(backends, {
+    lib: new FakeNccl(cuda),
+    abortOnSignals: false,
+  });
+  const ranks = await Promise.all(backends.map((b, r) => train(b, comms[r]!, [2 * r, 2 * r + 2], options)));
+  await Promise.all(comms.map((c) => c.dispose()));
+  return ranks;
+}
+
+function expectClose(actual: Run, expected: Run): void {
+  for (const [i, loss] of actual.losses.entries()) expect(loss).toBeCloseTo(expected.losses[i]!, 5);
+  for (const [i, norm] of actual.norms.entries()) expect(norm).toBeCloseTo(expected.norms[i]!, 5);
+  for (const [j, param] of actual.params.entries()) {
+    for (const [i, w] of param.entries()) expect(w).toBeCloseTo(expected.params[j]![i]!, 5);
+  }
+}
+
+function emulated(): CollectiveLibCuda {
+  const cuda = new CollectiveLibCuda();
+  new PtxInterpreter(cuda).attach();
+  return cuda;
+}
+
+describe('the optimizer sharded across two emulated GPUs (ZeRO stage 1)', () => {
+  it('trains as one GPU and as two unsharded, eager and replayed, clipped or not', async () => {
+    const cuda = emulated();
+    for (const [mode, clipNorm] of [
+      ['eager', 0.05],
+      ['replayed', undefined],
+    ] as const) {
+      const options = { mode, clipNorm, steps: 3 };
+      const reference = await onOne(cuda, { ...options, shard: false });
+      const unsharded = await onTwo(cuda, { ...options, shard: false });
+      const sharded = await onTwo(cuda, { ...options, shard: true });
+      expect(reference.losses[2]).toBeLessThan(reference.losses[0]!);
+      for (const r of [0, 1]) {
+        expect(sharded[r]!.sharded).toBe(true);
+        expectClose(sharded[r]!, reference);
+        expectClose(unsharded[r]!, reference);
+      }
+      // Every rank ends with the same whole parameters.
+      expect(sharded[1]!.params).toEqual(sharded[0]!.params);
+    }
+  });
+
+  it('holds a share of the optimizer state: the evenly split parameters’ half on each rank', async () => {
+    const [rank] = await onTwo(emulated(), { shard: true, steps: 1 });
+    // [3,5,2]: weights 15 and 10, biases 5 and 2 elements; 10 and 2 split, 15 and 5 do not.
+    // Split: a master block, a gradient block, m and v of 6 elements; whole: m and v of 20.
+    expect(rank!.stateBytes).toBe(4 * (4 * 6) + 4 * (2 * 20));
+  });
+
+  it('saves whole checkpoints that load on one GPU unsharded and on two sharded, to go on alike', async () => {
+    const cuda = emulated();
+    // Three steps straight, saving after two; then the last step again from each checkpoint elsewhere.
+    const one = await onOne(cuda, { shard: false, steps: 3, saveAfter: 2, clipNorm: 0.05 });
+    const two = await onTwo(cuda, { shard: true, steps: 3, saveAfter: 2, clipNorm: 0.05 });
+    expectClose(two[0]!, one);
+    const shardedToOne = await onOne(cuda, { shard: false, steps: 1, from: two[0]!.saved, clipNorm: 0.05 });
+    const oneToSharded = await onTwo(cuda, { shard: true, steps: 1, from: one.saved, clipNorm: 0.05 });
+    for (const resumed of [shardedToOne, ...oneToSharded]) {
+      expect(resumed.losses[0]).toBeCloseTo(one.losses[2]!, 5);
+      for (const [j, param] of resumed.params.entries()) {
+        for (const [i, w] of param.entries()) expect(w).toBeCloseTo(one.params[j]![i]!, 5);
+      }
+    }
+  });
+});
