@@ -9,10 +9,10 @@ import {
 import type { Variable } from '../autograd/tape.js';
 import type { HasParameters } from '../checkpoint/checkpoint.js';
 import type { Parameter } from '../nn/module.js';
-import { AdamW, type AdamWOptions } from '../optim/adamw.js';
+import { AdamW } from '../optim/adamw.js';
 import type { Optimizer } from '../optim/optimizer.js';
 import { Rng } from '../random.js';
-import { ShardedAdamW } from './shardedAdamW.js';
+import { ShardedAdamW, type ShardedAdamWOptions } from './shardedAdamW.js';
 
 /** PyTorch DDP's default bucket: big enough to keep the link busy, small enough to start early. */
 export const DEFAULT_BUCKET_BYTES = 25 * 2 ** 20;
@@ -121,10 +121,12 @@ export class DataParallel {
 
   /**
    * AdamW over the model's parameters: sharded across the ranks with
-   * `shardOptimizer` (one per `DataParallel`), else a plain `AdamW`.
+   * `shardOptimizer` (one per `DataParallel`), else a plain `AdamW`
+   * (`shardMinBytes` then has no effect).
    */
-  createAdamW(options: AdamWOptions = {}): AdamW {
-    if (!this.shardOptimizer) return new AdamW(this.#named, options);
+  createAdamW(options: ShardedAdamWOptions = {}): AdamW {
+    const { shardMinBytes, ...adamw } = options;
+    if (!this.shardOptimizer) return new AdamW(this.#named, adamw);
     if (this.#sharded) {
       throw new InvalidArgumentError('a data-parallel model has one sharded optimizer', {
         operation: 'DataParallel.createAdamW',
@@ -133,7 +135,7 @@ export class DataParallel {
         actual: 'one already made',
       });
     }
-    this.#sharded = new ShardedAdamW(this.communicator, this.#named, options);
+    this.#sharded = new ShardedAdamW(this.communicator, this.#named, { ...adamw, shardMinBytes });
     return this.#sharded;
   }
 

@@ -5,7 +5,7 @@ import { Parameter } from '../nn/module.js';
 import { AdamW } from '../optim/adamw.js';
 import { gradNorm } from '../optim/clip.js';
 import { DataParallel } from './dataParallel.js';
-import type { ShardedAdamW } from './shardedAdamW.js';
+import { DEFAULT_SHARD_MIN_BYTES, type ShardedAdamW } from './shardedAdamW.js';
 
 const W = [0.5, -1, 2, 0.25, 1.5, -0.75];
 const B = [0.1, -0.2, 0.3];
@@ -48,7 +48,11 @@ async function sharded(ranks: number) {
   const all = backends.map((backend, r) => {
     const params = modelOn(backend);
     const parallel = new DataParallel({ communicator: comms[r]!, model: params, shardOptimizer: true });
-    const optimizer = parallel.createAdamW({ lr: LR, noDecay: (name) => name === 'b' }) as ShardedAdamW;
+    const optimizer = parallel.createAdamW({
+      lr: LR,
+      noDecay: (name) => name === 'b',
+      shardMinBytes: 0,
+    }) as ShardedAdamW;
     params[0]!.grad = backend.upload(GRADS[r]!.w, [2, 3]);
     params[1]!.grad = backend.upload(GRADS[r]!.b, [3]);
     return { backend, params, parallel, optimizer };
@@ -98,6 +102,16 @@ describe('ShardedAdamW over lockstep ranks', () => {
     ]);
     const [three] = await sharded(3);
     expect(three!.state.map(([, size]) => size)).toEqual([2, 2, 1, 1]);
+  });
+
+  it('leaves parameters below shardMinBytes whole (64 KiB by default)', () => {
+    const backends = [createCpuBackend(), createCpuBackend()];
+    const comms = lockstepGroup(backends);
+    const big = new Parameter(backends[0]!.zeros([DEFAULT_SHARD_MIN_BYTES / 4]), 'big');
+    const small = new Parameter(backends[0]!.zeros([DEFAULT_SHARD_MIN_BYTES / 4 - 2]), 'small');
+    const parallel = new DataParallel({ communicator: comms[0]!, model: [big, small], shardOptimizer: true });
+    const optimizer = parallel.createAdamW() as ShardedAdamW;
+    expect([optimizer.isSharded(big), optimizer.isSharded(small)]).toEqual([true, false]);
   });
 
   it('refuses an optimizer that does not match the wrapper, and a second sharded one', () => {

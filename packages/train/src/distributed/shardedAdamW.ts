@@ -29,15 +29,29 @@ interface Slot {
   readonly sharded: boolean;
 }
 
-function slotsOf(named: readonly [string, Parameter][], size: number): Slot[] {
+/** Below this many bytes a parameter stays whole: its collectives would cost their latency and save nothing. */
+export const DEFAULT_SHARD_MIN_BYTES = 64 * 2 ** 10;
+
+function slotsOf(named: readonly [string, Parameter][], size: number, minBytes: number): Slot[] {
   return named.map(([name, parameter]) => {
     const n = parameter.value.size;
-    if (size === 1 || n % size !== 0) return { name, parameter, shard: parameter, sharded: false };
+    if (size === 1 || n % size !== 0 || parameter.value.byteLength < minBytes) {
+      return { name, parameter, shard: parameter, sharded: false };
+    }
     const backend = parameter.value.backend;
     const shard = new Parameter(backend.zeros([n / size]), name);
     shard.grad = backend.zeros([n / size]);
     return { name, parameter, shard, sharded: true };
   });
+}
+
+export interface ShardedAdamWOptions extends AdamWOptions {
+  /**
+   * Parameters smaller than this stay whole on every rank, all-reduced as
+   * without sharding (default 64 KiB: norms' weights, biases), which saves a
+   * reduce-scatter and an all-gather each for a few bytes of state.
+   */
+  readonly shardMinBytes?: number;
 }
 
 /**
@@ -47,9 +61,9 @@ function slotsOf(named: readonly [string, Parameter][], size: number): Slot[] {
  * master copy, reduced gradient and moments m and v. Gradients are
  * reduce-scattered (averaged) into the blocks instead of all-reduced, each
  * rank updates its blocks, and an all-gather writes every rank's blocks back
- * into the whole parameters. Parameters that do not split evenly (rare: a
- * bias of odd length) are all-reduced and updated whole on every rank, as
- * without sharding. Every collective works on a parameter's own tensors, so
+ * into the whole parameters. Parameters that do not split evenly or are
+ * small (`shardMinBytes`) are all-reduced and updated whole on every rank,
+ * as without sharding. Every collective works on a parameter's own tensors, so
  * no gradient or weight is copied into a flat buffer first.
  *
  * Made by `DataParallel.createAdamW` and driven by the data-parallel steps.
@@ -68,8 +82,12 @@ export class ShardedAdamW extends AdamW {
   #stale = true;
   #zero: Tensor | undefined;
 
-  constructor(communicator: Communicator, named: readonly [string, Parameter][], options: AdamWOptions = {}) {
-    const slots = slotsOf(named, communicator.size);
+  constructor(
+    communicator: Communicator,
+    named: readonly [string, Parameter][],
+    options: ShardedAdamWOptions = {},
+  ) {
+    const slots = slotsOf(named, communicator.size, options.shardMinBytes ?? DEFAULT_SHARD_MIN_BYTES);
     const original = new Map(slots.map((s) => [s.shard, s.parameter]));
     const noDecay = options.noDecay;
     super(
