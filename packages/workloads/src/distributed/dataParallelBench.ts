@@ -231,8 +231,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     overlaps.length > 1
       ? await runRayo(script, await requestWith(out, request, { overlap: false }), gpus)
       : undefined;
-  const zeroRequest = zeros.length > 1 ? { ...request, zero: zeros[1] === 'on' } : undefined;
-  const zeroPath = zeroRequest && (await requestWith(out, request, { zero: zeroRequest.zero }));
+  const zeroPath =
+    zeros.length > 1 ? await requestWith(out, request, { zero: zeros[1] === 'on' }) : undefined;
   const zeroOther = zeroPath ? await runRayo(script, zeroPath, gpus) : undefined;
   const tokens = spec.seq * spec.batch;
   const lossDifference = maxRelativeDifference(single.losses, parallel.losses);
