@@ -32,7 +32,7 @@ export interface CollectiveOptions {
  * Collective operations over a group of ranks, one process (or device) per
  * rank. Every operation is enqueued on the backend's queue/stream in order
  * with kernels and returns without waiting; a later read, `sync()` or
- * `barrier()` waits. An all-reduce may instead be overlapped with later
+ * `barrier()` waits. An all-reduce, all-gather or reduce-scatter may instead be overlapped with later
  * backend work (`{ overlap: true }`, e.g. gradients all-reduced while backward
  * goes on), until `joinOverlapped()`. Every rank must call the same operations in the same
  * order with tensors of the same shapes and dtypes.
@@ -56,10 +56,10 @@ export interface Communicator {
   joinOverlapped(): void;
   /** Overwrites each rank's `tensor` with rank `root`'s. */
   broadcast(tensor: Tensor, root?: number): void;
-  /** `output` (size·n elements) gets every rank's `input` (n elements), rank r's at offset r·n. */
-  allGather(input: Tensor, output: Tensor): void;
-  /** Reduces `input` (size·n elements) across the ranks; rank r's `output` (n elements) gets block r. */
-  reduceScatter(input: Tensor, output: Tensor, op?: ReduceOp): void;
+  /** `output` (size·n elements) gets every rank's `input` (n elements), rank r's at offset r·n; may be overlapped as `allReduce`. */
+  allGather(input: Tensor, output: Tensor, options?: CollectiveOptions): void;
+  /** Reduces `input` (size·n elements) across the ranks; rank r's `output` (n elements) gets block r; may be overlapped as `allReduce`. */
+  reduceScatter(input: Tensor, output: Tensor, op?: ReduceOp, options?: CollectiveOptions): void;
   /** Resolves once every rank has reached it and this rank's enqueued collectives have completed. */
   barrier(): Promise<void>;
   /** Stops every pending collective of this rank so that nothing waits forever; the communicator is unusable afterwards. */
@@ -163,12 +163,12 @@ export class SingleRankCommunicator implements Communicator {
     collectiveChecks.backend('broadcast', 'tensor', tensor, this.backend);
   }
 
-  allGather(input: Tensor, output: Tensor): void {
+  allGather(input: Tensor, output: Tensor, _options?: CollectiveOptions): void {
     this.#alive('allGather');
     this.#copy('allGather', input, output);
   }
 
-  reduceScatter(input: Tensor, output: Tensor, op: ReduceOp = 'sum'): void {
+  reduceScatter(input: Tensor, output: Tensor, op: ReduceOp = 'sum', _options?: CollectiveOptions): void {
     this.#alive('reduceScatter');
     collectiveChecks.op('reduceScatter', op);
     this.#copy('reduceScatter', input, output);

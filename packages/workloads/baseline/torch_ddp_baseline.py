@@ -12,9 +12,15 @@ throughput as JSON to ``--out``:
     python3 torch_ddp_baseline.py --request OUT/request.json --gpus 2 --out torch-2.json
 
 DDP's defaults otherwise (25 MB buckets, gradients all-reduced as backward
-produces them). The reported loss of a step is the mean over the ranks
-(``all_reduce(AVG)``), as rayo reports it. fp32 with TF32 off. Each step is
-timed on the host from its start to the loss readback. When torch, CUDA or
+produces them). With the request's ``zero`` (dp-bench --zero on) and more
+than one rank, AdamW is wrapped in ``ZeroRedundancyOptimizer`` (each rank
+updates its share of the parameters and broadcasts it). The reported loss of
+a step is the mean over the ranks (``all_reduce(AVG)``), as rayo reports it.
+fp32 with TF32 off; a request of ``precision`` bf16 runs the forward and the
+loss under ``torch.autocast(dtype=torch.bfloat16)`` (f32 master weights and
+AdamW, as rayo's 'bf16' policy). Each step is timed on the host from its
+start to the loss readback; the output also gives every rank's peak of
+allocated memory (``torch.cuda.max_memory_allocated``). When torch, CUDA or
 enough GPUs are missing the output says so (``available: false``) and the
 script still exits 0.
 """
@@ -25,7 +31,7 @@ import sys
 import time
 
 from rayo_torch import device_info, fp32_settings, import_torch, open_baseline, spread, unavailable_output, write_json
-from torch_train_baseline import build_models, clip_grads, make_adamw, workload
+from torch_train_baseline import autocast_for, build_models, clip_grads, make_adamw, workload
 
 SCHEMA_IN = "rayo-dp-request/1"
 SCHEMA_OUT = "rayo-dp-torch/1"
@@ -56,16 +62,22 @@ def run_rank(rank, world, request, port, out):
         targets = targets.view(spec["seq"], spec["batch"])[:, columns].reshape(-1).contiguous()
         ddp = DistributedDataParallel(model, device_ids=[rank], broadcast_buffers=False)
         params = list(ddp.parameters())
-        optimizer, impl = make_adamw(torch, params, request["adamw"], device)
+        zero = bool(request.get("zero")) and world > 1
+        if zero:
+            optimizer, impl = make_zero_adamw(torch, params, request["adamw"])
+        else:
+            optimizer, impl = make_adamw(torch, params, request["adamw"], device)
         clip = float(request.get("clipNorm", 1))
         warmup, steps = int(request["warmup"]), int(request["steps"])
         cross_entropy = torch.nn.functional.cross_entropy
         times, losses = [], []
         torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(device)
         for i in range(warmup + steps):
             start = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
-            loss = cross_entropy(ddp(ids), targets)
+            with autocast_for(torch, device, spec):
+                loss = cross_entropy(ddp(ids), targets)
             loss.backward()
             clip_grads(torch, params, clip, device)
             optimizer.step()
@@ -74,20 +86,45 @@ def run_rank(rank, world, request, port, out):
             losses.append(reported.item())
             if i >= warmup:
                 times.append((time.perf_counter() - start) * 1e3)
+        peak = torch.tensor([float(torch.cuda.max_memory_allocated(device))], dtype=torch.float64, device=device)
+        peaks = [torch.zeros_like(peak) for _ in range(world)]
+        dist.all_gather(peaks, peak)
         if rank == 0:
             percentiles = spread(times)
             write_json(out, {
                 "schema": SCHEMA_OUT,
                 "available": True,
                 **device_info(torch, device),
-                "settings": {**fp32_settings(torch), "adamw": impl, "ddp": "bucket_cap_mb=25 (default)"},
+                "settings": {
+                    **fp32_settings(torch),
+                    "adamw": impl,
+                    "ddp": "bucket_cap_mb=25 (default)",
+                    "precision": spec.get("precision", "f32"),
+                    "autocast": "bf16 around forward and loss" if spec.get("precision") == "bf16" else "none",
+                    "zero": zero,
+                },
                 "world": world,
+                "peakBytes": [int(p.item()) for p in peaks],
                 "tokensPerSecond": 1000 * spec["seq"] * spec["batch"] / percentiles["medianMs"],
                 **percentiles,
                 "losses": losses,
             })
     finally:
         dist.destroy_process_group()
+
+
+def make_zero_adamw(torch, params, hp):
+    """rayo's AdamW sharded by ZeroRedundancyOptimizer; fused where this torch has it, else foreach, else the loop."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    kwargs = dict(lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"], weight_decay=hp["weightDecay"])
+    for extra in ({"fused": True}, {"foreach": True}, {}):
+        try:
+            optimizer = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, **kwargs, **extra)
+            return optimizer, "ZeroRedundancyOptimizer(AdamW%s)" % ("" if not extra else ", " + ", ".join(extra))
+        except (TypeError, RuntimeError, ValueError):
+            continue
+    raise RuntimeError("ZeroRedundancyOptimizer(torch.optim.AdamW) could not be created")
 
 
 def main(argv=None):

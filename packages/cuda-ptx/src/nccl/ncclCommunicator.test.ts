@@ -147,6 +147,26 @@ describe('NcclCommunicator over the fake NCCL', () => {
     expect(Array.from(await xs[1]!.read())).toEqual([0, 0]);
   });
 
+  it('overlaps a reduce-scatter and an all-gather as it does an all-reduce', async () => {
+    const { cuda, backends, comms } = await group(2);
+    const b0 = backends[0]!;
+    const wholes = backends.map((b, r) => b.upload([1 + r, 2 + r, 3 + r, 4 + r], [4]));
+    const blocks = backends.map((b) => b.upload(new Float32Array(2), [2]));
+    const gathered = backends.map((b) => b.upload(new Float32Array(4), [4]));
+    comms[0]!.reduceScatter(wholes[0]!, blocks[0]!, 'sum', { overlap: true });
+    comms[0]!.allGather(blocks[0]!, gathered[0]!, { overlap: true });
+    // Both wait for rank 1 on the communicator's stream; the backend's stream goes on.
+    expect(cuda.cuStreamQuery(b0.stream)).toBe(0);
+    comms[0]!.joinOverlapped();
+    expect(cuda.cuStreamQuery(b0.stream)).toBe(600);
+    const reading = gathered[0]!.read();
+    comms[1]!.reduceScatter(wholes[1]!, blocks[1]!, 'sum', { overlap: true });
+    comms[1]!.allGather(blocks[1]!, gathered[1]!, { overlap: true });
+    comms[1]!.joinOverlapped();
+    expect(Array.from(await reading)).toEqual([3, 5, 7, 9]);
+    expect(Array.from(await gathered[1]!.read())).toEqual([3, 5, 7, 9]);
+  });
+
   it('starts an overlapped all-reduce after the work enqueued before it, and joins before any other collective', async () => {
     const { backends, comms } = await group(2);
     const xs = backends.map((b, r) => b.upload([r + 1], [1]));

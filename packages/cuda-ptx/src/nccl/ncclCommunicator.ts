@@ -67,13 +67,13 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * (`ncclCommAbort`) on an error or a timeout; every later call throws that
  * `CollectiveError`.
  *
- * An overlapped all-reduce (`{ overlap: true }`) runs on a stream of the
+ * An overlapped collective (`{ overlap: true }`) runs on a stream of the
  * communicator's own (non-blocking, made on first use): an event recorded on
  * the backend's stream makes it start after the work enqueued so far, and an
  * event recorded behind it on the communicator's stream is what
  * `joinOverlapped()` makes the backend's stream wait for. The backend's
  * `sync()` and reads wait for the backend's stream only: until the join they
- * do not wait for overlapped all-reduces. Every other collective joins
+ * do not wait for overlapped collectives. Every other collective joins
  * first, so that all of them keep one order on the GPU; NCCL needs every
  * rank to run a communicator's collectives in the same order.
  */
@@ -231,30 +231,30 @@ export class NcclCommunicator implements Communicator {
     );
   }
 
-  allGather(input: Tensor, output: Tensor): void {
+  allGather(input: Tensor, output: Tensor, options: CollectiveOptions = {}): void {
     this.#alive('allGather');
     const [send, recv, dtype] = this.#pair('allGather', input, output);
     collectiveChecks.blocks('allGather', input, output, 'output', this.size);
     if (input.size === 0) return;
-    this.#issue('ncclAllGather', false, (stream) =>
+    this.#issue('ncclAllGather', options.overlap === true, (stream) =>
       this.lib.ncclAllGather(send, recv, input.size, dtype, this.#comm, stream),
     );
   }
 
-  reduceScatter(input: Tensor, output: Tensor, op: ReduceOp = 'sum'): void {
+  reduceScatter(input: Tensor, output: Tensor, op: ReduceOp = 'sum', options: CollectiveOptions = {}): void {
     this.#alive('reduceScatter');
     const code = NCCL_RED_OP[collectiveChecks.op('reduceScatter', op)];
     const [recv, send, dtype] = this.#pair('reduceScatter', output, input);
     collectiveChecks.blocks('reduceScatter', output, input, 'input', this.size);
     if (output.size === 0) return;
-    this.#issue('ncclReduceScatter', false, (stream) =>
+    this.#issue('ncclReduceScatter', options.overlap === true, (stream) =>
       this.lib.ncclReduceScatter(send, recv, output.size, dtype, code, this.#comm, stream),
     );
   }
 
   /**
    * Makes the backend's stream wait (on the GPU) for every overlapped
-   * all-reduce issued so far; cheap, and a no-op when there is none.
+   * collective issued so far; cheap, and a no-op when there is none.
    */
   joinOverlapped(): void {
     if (!this.#unjoined || this.#closed !== undefined) return;

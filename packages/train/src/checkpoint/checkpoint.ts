@@ -33,7 +33,8 @@ const OPTIMIZER = 'optimizer.';
 
 /**
  * Reads the parameters (`model.<name>`) and the optimizer's state
- * (`optimizer.<name>.<slot>`) from the device and serialises them as
+ * (`optimizer.<name>.<slot>`, whole: a sharded optimizer gathers its state,
+ * so every rank calls this) from the device and serialises them as
  * safetensors; the step, the optimizer's kind, step count and hyperparameters
  * go into `__metadata__`.
  */
@@ -49,9 +50,7 @@ export async function saveCheckpoint(contents: CheckpointContents): Promise<Uint
   };
   const optimizer = contents.optimizer;
   if (optimizer) {
-    for (const [name, t] of optimizer.stateTensors()) {
-      tensors.set(`${OPTIMIZER}${name}`, { dtype: t.dtype, shape: t.shape, data: await t.read() });
-    }
+    for (const [name, t] of await optimizer.readState()) tensors.set(`${OPTIMIZER}${name}`, t);
     metadata.optimizer = optimizer.kind;
     metadata['optimizer.step'] = String(optimizer.stepCount);
     metadata['optimizer.lr'] = String(optimizer.lr);

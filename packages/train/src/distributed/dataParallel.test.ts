@@ -1,14 +1,6 @@
-import {
-  type Backend,
-  type Communicator,
-  createCpuBackend,
-  type DeviceStorage,
-  RayoError,
-  type ReduceOp,
-  SingleRankCommunicator,
-  type Tensor,
-} from '@rayo/core';
+import { createCpuBackend, type DeviceStorage, RayoError, SingleRankCommunicator } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
+import { lockstepGroup } from '../../testing/lockstepGroup.js';
 import { mseLoss } from '../autograd/ops/index.js';
 import { trainStep } from '../loop/step.js';
 import { MLP } from '../nn/mlp.js';
@@ -16,45 +8,6 @@ import { Parameter } from '../nn/module.js';
 import { AdamW } from '../optim/adamw.js';
 import { DataParallel, shardIndices, shardRange } from './dataParallel.js';
 import { dataParallelStep } from './step.js';
-
-/**
- * Communicators of ranks in one process over CPU backends, for tests that
- * call every rank's collective in turn with no work between: a collective
- * completes, writing every rank's tensors, when the last rank calls it.
- */
-function lockstepGroup(backends: readonly Backend[]): Communicator[] {
-  const posted: { tensors: readonly Tensor[]; op: ReduceOp }[][] = [];
-  let round = backends.map(() => 0);
-  const host = (t: Tensor) => t.storage<DeviceStorage<Float32Array>>().buffer;
-  return backends.map((backend, rank) => ({
-    rank,
-    size: backends.length,
-    backend,
-    failure: undefined,
-    allReduce(tensors, op = 'sum') {
-      const n = round[rank]!++;
-      posted[n] ??= [];
-      const calls = posted[n];
-      calls[rank] = { tensors, op };
-      if (calls.filter(Boolean).length < backends.length) return;
-      tensors.forEach((_, i) => {
-        const datas = calls.map((c) => host(c.tensors[i]!));
-        const sum = datas[0]!.map((_, j) => datas.reduce((s, d) => s + d[j]!, 0));
-        const result = op === 'avg' ? sum.map((v) => v / backends.length) : sum;
-        for (const d of datas) d.set(result);
-      });
-    },
-    joinOverlapped() {},
-    broadcast() {},
-    allGather() {},
-    reduceScatter() {},
-    barrier: async () => {},
-    abort() {
-      round = [];
-    },
-    dispose: async () => {},
-  }));
-}
 
 describe('DataParallel', () => {
   it('buckets gradients in reverse parameter order up to the byte limit', () => {

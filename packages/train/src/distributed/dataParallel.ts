@@ -9,7 +9,10 @@ import {
 import type { Variable } from '../autograd/tape.js';
 import type { HasParameters } from '../checkpoint/checkpoint.js';
 import type { Parameter } from '../nn/module.js';
+import { AdamW } from '../optim/adamw.js';
+import type { Optimizer } from '../optim/optimizer.js';
 import { Rng } from '../random.js';
+import { ShardedAdamW, type ShardedAdamWOptions } from './shardedAdamW.js';
 
 /** PyTorch DDP's default bucket: big enough to keep the link busy, small enough to start early. */
 export const DEFAULT_BUCKET_BYTES = 25 * 2 ** 20;
@@ -20,6 +23,13 @@ export interface DataParallelOptions {
   readonly model: HasParameters | readonly Parameter[];
   /** Gradient bytes per all-reduce; default 25 MiB. */
   readonly bucketBytes?: number;
+  /**
+   * Shard the optimizer across the ranks (ZeRO stage 1; default false):
+   * `createAdamW` then gives a `ShardedAdamW`, gradients are
+   * reduce-scattered instead of all-reduced, each rank updates its share of
+   * the parameters and all-gathers them.
+   */
+  readonly shardOptimizer?: boolean;
 }
 
 /** A group of parameters whose gradients are all-reduced together, and their size. */
@@ -48,14 +58,20 @@ export class DataParallel {
   readonly communicator: Communicator;
   readonly parameters: readonly Parameter[];
   readonly buckets: readonly GradientBucket[];
+  /** Whether the optimizer is sharded across the ranks (`createAdamW` gives a `ShardedAdamW`). */
+  readonly shardOptimizer: boolean;
+  readonly #named: readonly [string, Parameter][];
   readonly #bucketOf = new Map<Variable, number>();
+  #sharded: ShardedAdamW | undefined;
 
   constructor(options: DataParallelOptions) {
     this.communicator = options.communicator;
     const named: [string, Parameter][] = Array.isArray(options.model)
       ? (options.model as readonly Parameter[]).map((p, i) => [p.name ?? `parameters[${i}]`, p])
       : (options.model as HasParameters).namedParameters();
+    this.#named = named;
     this.parameters = named.map(([, p]) => p);
+    this.shardOptimizer = options.shardOptimizer ?? false;
     const limit = options.bucketBytes ?? DEFAULT_BUCKET_BYTES;
     if (!(limit > 0)) {
       throw new InvalidArgumentError('the bucket size must be positive', {
@@ -103,9 +119,48 @@ export class DataParallel {
     return this.communicator.rank === 0;
   }
 
+  /**
+   * AdamW over the model's parameters: sharded across the ranks with
+   * `shardOptimizer` (one per `DataParallel`), else a plain `AdamW`
+   * (`shardMinBytes` then has no effect).
+   */
+  createAdamW(options: ShardedAdamWOptions = {}): AdamW {
+    const { shardMinBytes, ...adamw } = options;
+    if (!this.shardOptimizer) return new AdamW(this.#named, adamw);
+    if (this.#sharded) {
+      throw new InvalidArgumentError('a data-parallel model has one sharded optimizer', {
+        operation: 'DataParallel.createAdamW',
+        argument: 'this',
+        expected: 'a DataParallel whose sharded optimizer was not made yet',
+        actual: 'one already made',
+      });
+    }
+    this.#sharded = new ShardedAdamW(this.communicator, this.#named, { ...adamw, shardMinBytes });
+    return this.#sharded;
+  }
+
+  /**
+   * The sharded optimizer a step drives, after checking that `optimizer` is
+   * the one this wrapper made (undefined without `shardOptimizer`).
+   */
+  shardedOptimizer(optimizer: Optimizer, operation: string): ShardedAdamW | undefined {
+    if (this.shardOptimizer ? optimizer === this.#sharded : !(optimizer instanceof ShardedAdamW)) {
+      return this.#sharded;
+    }
+    throw new InvalidArgumentError('the optimizer does not match the data-parallel wrapper', {
+      operation,
+      argument: 'optimizer',
+      expected: this.shardOptimizer
+        ? "the DataParallel's createAdamW() (shardOptimizer: true)"
+        : 'an optimizer that is not sharded (shardOptimizer is off)',
+      actual: optimizer instanceof ShardedAdamW ? 'another ShardedAdamW' : optimizer.kind,
+    });
+  }
+
   /** Makes every rank's parameters rank `root`'s (call once before training). */
   broadcastParameters(root = 0): void {
     for (const p of this.parameters) this.communicator.broadcast(p.value, root);
+    this.#sharded?.invalidate();
   }
 
   /** Averages every parameter's gradient across the ranks, bucket by bucket (after backward). */
@@ -124,8 +179,27 @@ export class DataParallel {
     gradientOf: (parameter: Parameter) => Tensor | undefined = (p) => p.grad,
     options?: CollectiveOptions,
   ): void {
+    this.communicator.allReduce(this.#gradients(index, gradientOf), 'avg', options);
+  }
+
+  /**
+   * What a step does with bucket `index` once backward has finished it:
+   * all-reduced, or with a sharded optimizer reduce-scattered into each
+   * rank's blocks (`ShardedAdamW.reduceGradients`).
+   */
+  reduceBucket(
+    index: number,
+    gradientOf: (parameter: Parameter) => Tensor | undefined,
+    options?: CollectiveOptions,
+  ): void {
+    const grads = this.#gradients(index, gradientOf);
+    if (this.#sharded) this.#sharded.reduceGradients(grads, this.buckets[index]!.parameters, options);
+    else this.communicator.allReduce(grads, 'avg', options);
+  }
+
+  #gradients(index: number, gradientOf: (parameter: Parameter) => Tensor | undefined): Tensor[] {
     const bucket = this.buckets[index]!;
-    const grads = bucket.parameters.map((p, i) => {
+    return bucket.parameters.map((p, i) => {
       const grad = gradientOf(p);
       if (!grad) {
         // A gradient present on one rank only would leave the ranks' collectives out of step.
@@ -139,7 +213,6 @@ export class DataParallel {
       }
       return grad;
     });
-    this.communicator.allReduce(grads, 'avg', options);
   }
 
   /** Reduces scalar metrics across the ranks (the mean by default), for logging on rank 0. */

@@ -36,6 +36,9 @@ export interface RecordedSegment {
 
 interface Recording {
   readonly segments: readonly BackwardSegment[];
+  /** With a sharded optimizer and a norm to compute: this rank's local norm, before the gather. */
+  readonly normBatch: CommandBatch | undefined;
+  readonly local: Tensor | undefined;
   readonly update: CommandBatch;
   readonly tape: Tape;
   readonly loss: Tensor;
@@ -58,7 +61,11 @@ interface Recording {
  * bucket, as without overlap (`overlap: false`: one backward batch, then
  * every bucket), so the results are the same bits; only the timing changes.
  * From the first replay on a step allocates nothing. The gradients stay with
- * the recording, not on the parameters.
+ * the recording, not on the parameters. With a sharded optimizer
+ * (`shardOptimizer`) the buckets are reduce-scattered instead; a norm, when
+ * needed, is this rank's local one in a batch of its own, all-gathered
+ * before the update, and the update's all-gathers of the parameters overlap
+ * the readbacks.
  */
 export class ReplayedDataParallelStep {
   readonly backend: Backend;
@@ -86,7 +93,9 @@ export class ReplayedDataParallelStep {
   async run(options: { readonly lr?: number; readonly readLoss?: boolean } = {}): Promise<StepResult> {
     checkNotDisposed(this.#disposed, 'ReplayedDataParallelStep');
     const { optimizer, parallel } = this.#options;
+    const sharded = parallel.shardedOptimizer(optimizer, 'ReplayedDataParallelStep');
     if (options.lr !== undefined) optimizer.lr = options.lr;
+    sharded?.refresh();
     const r = this.#recording ?? this.#record();
     this.#schedule.write();
     const readLoss = options.readLoss ?? true;
@@ -102,37 +111,52 @@ export class ReplayedDataParallelStep {
         const done = segment.batch!.submit();
         done.catch(() => undefined);
         submitted.push(done);
-        for (const b of segment.buckets) parallel.allReduceBucket(b, gradientOf, { overlap });
+        for (const b of segment.buckets) parallel.reduceBucket(b, gradientOf, { overlap });
       }
     } finally {
       // The update (and anything after a failure) must see the averaged gradients.
       parallel.communicator.joinOverlapped();
     }
     if (readLoss) parallel.communicator.allReduce([r.loss], 'avg');
-    const [done, updated, loss, norm] = await Promise.allSettled([
+    if (r.normBatch) {
+      const done = r.normBatch.submit();
+      done.catch(() => undefined);
+      submitted.push(done);
+      sharded!.gatherNorms(r.local!);
+    }
+    const updated = r.update.submit();
+    updated.catch(() => undefined);
+    // Overlapped with the readbacks below, which are started before the join.
+    sharded?.gatherParameters({ overlap: true });
+    const reads = [readLoss ? r.loss.read() : undefined, readNorm ? r.norm!.read() : undefined];
+    if (sharded) parallel.communicator.joinOverlapped();
+    const [done, updateDone, loss, norm] = await Promise.allSettled([
       Promise.all(submitted),
-      r.update.submit(),
-      readLoss ? r.loss.read() : undefined,
-      readNorm ? r.norm!.read() : undefined,
+      updated,
+      ...reads,
     ]);
     // A failed submit explains a failed (or meaningless) readback: it comes first.
-    for (const result of [done, updated, loss, norm]) if (result.status === 'rejected') throw result.reason;
+    for (const result of [done, updateDone, loss, norm])
+      if (result!.status === 'rejected') throw result!.reason;
     parallel.throwIfFailed();
     optimizer.stepCount++;
     return {
-      loss: loss.status === 'fulfilled' ? loss.value?.[0] : undefined,
-      gradNorm: norm.status === 'fulfilled' ? norm.value?.[0] : undefined,
+      loss: loss?.status === 'fulfilled' ? loss.value?.[0] : undefined,
+      gradNorm: norm?.status === 'fulfilled' ? norm.value?.[0] : undefined,
     };
   }
 
   #record(): Recording {
     const { optimizer, parallel } = this.#options;
+    const sharded = parallel.shardedOptimizer(optimizer, 'ReplayedDataParallelStep');
     // Gradients left by an eager step would be added to, and read by every replay.
     optimizer.zeroGrad();
     const first = this.backend.batch();
     const update = this.backend.batch();
     const tape = new Tape(this.backend, { runner: first });
     const segments: BackwardSegment[] = [];
+    let normBatch: CommandBatch | undefined;
+    let local: Tensor | undefined;
     let norm: Tensor | undefined;
     try {
       const loss = this.#options.loss(tape);
@@ -144,13 +168,22 @@ export class ReplayedDataParallelStep {
         batch: first,
         onSegment: (s) => segments.push(s),
       });
-      norm = this.#schedule.recordUpdate(update, this.#options);
-      const grads = takeGradients(optimizer.params);
-      this.#recording = { segments, update, tape, loss: loss.value, norm, grads };
+      const { clipNorm, readGradNorm } = this.#options;
+      if (sharded && (clipNorm !== undefined || readGradNorm)) {
+        // The global norm needs every rank's local one: a gather between two batches.
+        normBatch = this.backend.batch();
+        local = sharded.localNorm(normBatch, (p) => p.grad);
+        norm = sharded.globalNorm(update);
+      }
+      norm = this.#schedule.recordUpdate(update, this.#options, norm);
+      // The model's gradients; a sharded optimizer's gradient blocks stay its own.
+      const grads = takeGradients(sharded ? parallel.parameters : optimizer.params);
+      this.#recording = { segments, normBatch, local, update, tape, loss: loss.value, norm, grads };
       return this.#recording;
     } catch (error) {
-      const batches = [...(segments.length === 0 ? [first] : segments.map((s) => s.batch!)), update];
-      disposeRecorded({ batches, norm, tape });
+      const recorded = segments.length === 0 ? [first] : segments.map((s) => s.batch!);
+      disposeRecorded({ batches: [...recorded, update, ...(normBatch ? [normBatch] : [])], norm, tape });
+      local?.dispose();
       optimizer.zeroGrad();
       throw error;
     }
@@ -162,8 +195,9 @@ export class ReplayedDataParallelStep {
     this.#disposed = true;
     const r = this.#recording;
     if (r) {
-      const batches = [...r.segments.map((s) => s.batch!), r.update];
+      const batches = [...r.segments.map((s) => s.batch!), r.update, ...(r.normBatch ? [r.normBatch] : [])];
       disposeRecorded({ batches, norm: r.norm, tape: r.tape, grads: r.grads.values() });
+      r.local?.dispose();
     }
     this.#schedule.dispose();
   }

@@ -4,6 +4,7 @@ import type { StepOptions, StepResult } from '../loop/step.js';
 import { clipAndUpdate } from '../loop/update.js';
 import { type BackwardSegment, segmentedBackward } from './backwardSegments.js';
 import type { DataParallel } from './dataParallel.js';
+import { shardedUpdate } from './shardedUpdate.js';
 
 export interface DataParallelStepOptions extends Omit<StepOptions, 'kernelsUsed'> {
   readonly parallel: DataParallel;
@@ -23,7 +24,10 @@ export interface DataParallelStepOptions extends Omit<StepOptions, 'kernelsUsed'
  * batches, so backward is cut into command batches where it finishes a
  * bucket (`segmentedBackward`): each is submitted as soon as it is recorded
  * and its buckets' all-reduces start behind it, overlapped with the next
- * segments; the step joins them before the update. Everything is enqueued
+ * segments; the step joins them before the update. With a sharded
+ * optimizer (`shardOptimizer`), the buckets are reduce-scattered instead,
+ * the update is `shardedUpdate`'s and its all-gathers overlap the loss's
+ * readback. Everything is enqueued
  * back to back and the step waits for the device once. The loss returned is
  * the mean over the ranks, the same on every rank.
  */
@@ -34,24 +38,33 @@ export async function dataParallelStep(options: DataParallelStepOptions): Promis
   const overlap = options.overlap ?? true;
   const first: CommandBatch | undefined = batched ? backend.batch() : undefined;
   const batches: CommandBatch[] = [];
+  // Awaited at the end; until then a failure must not count as unhandled.
   const submitted: Promise<void>[] = [];
-  let update: CommandBatch | undefined;
   const tape = new Tape(backend, { runner: first ?? backend });
   let norm: Tensor | undefined;
+  let local: Tensor | undefined;
   // A submit enqueues the batch before its promise settles: the collectives
   // and the update queue up behind it, and the step waits for the device once.
   const onSegment = (segment: BackwardSegment): void => {
-    if (segment.batch) {
-      batches.push(segment.batch);
-      const done = segment.batch.submit();
-      // Awaited below; until then a failure must not count as unhandled.
-      done.catch(() => undefined);
-      submitted.push(done);
-    }
-    for (const b of segment.buckets) parallel.allReduceBucket(b, (p) => p.grad, { overlap });
+    if (segment.batch) submit(segment.batch);
+    for (const b of segment.buckets) parallel.reduceBucket(b, (p) => p.grad, { overlap });
   };
+  // A batch made for the step is disposed with the others whether or not it was submitted.
+  const newBatch = (): CommandBatch | undefined => {
+    const batch = batched ? backend.batch() : undefined;
+    if (batch) batches.push(batch);
+    return batch;
+  };
+  const submit = (batch: CommandBatch): void => {
+    if (!batches.includes(batch)) batches.push(batch);
+    const done = batch.submit();
+    done.catch(() => undefined);
+    submitted.push(done);
+  };
+  const sharded = parallel.shardedOptimizer(optimizer, 'dataParallelStep');
   try {
     if (options.lr !== undefined) optimizer.lr = options.lr;
+    sharded?.refresh();
     const loss = options.loss(tape);
     try {
       segmentedBackward({ tape, loss, parallel, overlap, batch: first, onSegment });
@@ -61,19 +74,25 @@ export async function dataParallelStep(options: DataParallelStepOptions): Promis
     const readLoss = options.readLoss ?? true;
     if (readLoss) communicator.allReduce([loss.value], 'avg');
 
-    update = batched ? backend.batch() : undefined;
-    norm = clipAndUpdate(optimizer, update ?? backend, options);
-    const updateDone = update?.submit();
-    await Promise.all([...submitted, updateDone]);
-    const lossValue = readLoss ? (await loss.value.read())[0]! : undefined;
-    const gradNorm = options.readGradNorm && norm ? (await norm.read())[0]! : undefined;
+    if (sharded) {
+      ({ norm, local } = shardedUpdate(sharded, { ...options, newBatch, submit }));
+    } else {
+      const update = newBatch();
+      norm = clipAndUpdate(optimizer, update ?? backend, options);
+      if (update) submit(update);
+    }
+    // Started before the join, so that they need not wait for the overlapped all-gathers.
+    const lossRead = readLoss ? loss.value.read() : undefined;
+    const normRead = options.readGradNorm && norm ? norm.read() : undefined;
+    if (sharded) communicator.joinOverlapped();
+    const [, lossData, normData] = await Promise.all([Promise.all(submitted), lossRead, normRead]);
     parallel.throwIfFailed();
-    return { loss: lossValue, gradNorm };
+    return { loss: lossData?.[0], gradNorm: normData?.[0] };
   } finally {
     norm?.dispose();
+    local?.dispose();
     if (first && !batches.includes(first)) first.dispose();
     for (const b of batches) b.dispose();
-    update?.dispose();
     tape.dispose();
     optimizer.zeroGrad();
   }

@@ -78,14 +78,16 @@ export class DeviceSchedule {
   }
 
   /**
-   * Records the update on `runner`: the norm (if asked) and AdamW reading
-   * the step and rate from the device; returns the norm tensor when one was
-   * computed.
+   * Records the update on `runner`: the norm (if asked; `givenNorm` when the
+   * caller computed it, e.g. a sharded optimizer's global one) and AdamW
+   * reading the step and rate from the device; returns the norm tensor when
+   * one was computed or given.
    */
-  recordUpdate(runner: KernelRunner, options: UpdateOptions): Tensor | undefined {
+  recordUpdate(runner: KernelRunner, options: UpdateOptions, givenNorm?: Tensor): Tensor | undefined {
     const { clipNorm, readGradNorm } = options;
     const params = this.optimizer.params;
-    const norm = clipNorm !== undefined || readGradNorm ? gradNorm(params, { runner }) : undefined;
+    const wanted = clipNorm !== undefined || readGradNorm;
+    const norm = wanted ? (givenNorm ?? gradNorm(params, { runner })) : undefined;
     const clip = norm && clipNorm !== undefined ? { norm, maxNorm: clipNorm } : undefined;
     this.optimizer.stepOnDevice(runner, this.#step, this.#lr, clip);
     return norm;

@@ -1,5 +1,5 @@
 export { AdamW, type AdamWOptions, type DeviceClip } from './adamw.js';
 export { type ClipOptions, clipGradNorm, gradNorm, NO_CLIP } from './clip.js';
-export { type HostTensor, Optimizer, type ParameterList } from './optimizer.js';
+export { type HostTensor, Optimizer, type ParameterList, type StoredState } from './optimizer.js';
 export { constantLr, type LrSchedule, type WarmupCosineOptions, warmupCosine } from './schedule.js';
 export { SGD, type SgdOptions } from './sgd.js';

@@ -1,5 +1,6 @@
 import {
   type Backend,
+  type DType,
   formatShape,
   type HostArray,
   InvalidArgumentError,
@@ -17,6 +18,11 @@ export type ParameterList = readonly Parameter[] | readonly (readonly [string, P
 export interface HostTensor {
   readonly data: HostArray;
   readonly shape: Shape;
+}
+
+/** A state tensor read to the host, as a checkpoint stores it. */
+export interface StoredState extends HostTensor {
+  readonly dtype: DType;
 }
 
 function named(params: ParameterList): [string, Parameter][] {
@@ -88,7 +94,17 @@ export abstract class Optimizer {
     return [...this.#state];
   }
 
-  /** Overwrites the state from host data (every slot must be given) and the step count. */
+  /**
+   * The state read to the host, whole, as a checkpoint stores it (a sharded
+   * optimizer gathers it from the ranks).
+   */
+  async readState(): Promise<[string, StoredState][]> {
+    const out: [string, StoredState][] = [];
+    for (const [name, t] of this.#state)
+      out.push([name, { dtype: t.dtype, shape: t.shape, data: await t.read() }]);
+    return out;
+  }
+
   /** Checks that `tensors` hold every state tensor with its shape, writing nothing (else the error `loadState` would give). */
   checkState(tensors: ReadonlyMap<string, HostTensor>): void {
     for (const [name, target] of this.#state) {
@@ -112,6 +128,7 @@ export abstract class Optimizer {
     }
   }
 
+  /** Overwrites the state from host data (every slot must be given) and the step count. */
   loadState(tensors: ReadonlyMap<string, HostTensor>, stepCount: number): void {
     this.checkState(tensors);
     for (const [name, target] of this.#state) {

@@ -3,8 +3,11 @@ import {
   bucketBytesOf,
   LOSS_TOLERANCE,
   maxRelativeDifference,
+  mibList,
   overlapSettings,
+  precisionOf,
   tokensPerSecond,
+  zeroSettings,
 } from './dataParallelBench.js';
 import { batchColumns } from './dataParallelWorker.js';
 
@@ -38,5 +41,19 @@ describe('dp-bench', () => {
     expect(bucketBytesOf('0.5')).toBe(2 ** 19);
     expect(() => bucketBytesOf('0')).toThrow(/--bucket-mb/);
     expect(() => bucketBytesOf('lots')).toThrow(/a number > 0/);
+  });
+
+  it('reads --zero as on, off, both or a list of the two, and --precision as f32 or bf16', () => {
+    expect(zeroSettings('off')).toEqual(['off']);
+    expect(zeroSettings('both')).toEqual(['on', 'off']);
+    expect(zeroSettings('off,on')).toEqual(['off', 'on']);
+    expect(() => zeroSettings('1')).toThrow(/--zero.*on \| off \| both/);
+    expect(() => zeroSettings('on,off,on')).toThrow(/--zero/);
+    expect(precisionOf('bf16')).toBe('bf16');
+    expect(() => precisionOf('fp16')).toThrow(/--precision.*f32 \| bf16.*fp16/);
+  });
+
+  it('writes per-rank bytes in MiB', () => {
+    expect(mibList([2 ** 20, 3.4 * 2 ** 20])).toBe('[1, 3] MiB');
   });
 });

@@ -31,6 +31,13 @@ mid-run and checks that rank 0 exits with a clear error within 30 s.
                      N-GPU run once with each, on then off (an A/B)
   --bucket-mb N      MiB of gradients per all-reduce bucket (default 25, as
                      PyTorch DDP's bucket_cap_mb)
+  --zero WHEN        on: shard AdamW across the N GPUs (ZeRO stage 1:
+                     gradients reduce-scattered, each rank updates its share,
+                     parameters all-gathered; PyTorch: ZeroRedundancyOptimizer);
+                     off: every rank updates everything (default); both: the
+                     N-GPU run once with each, as listed (on,off also works)
+  --precision P      f32 (default) or bf16: the products in bf16, f32 master
+                     weights and AdamW (PyTorch: bf16 autocast)
   --quick            the tiny transformer of train-bench's quick mode
   --baseline NAME    torch: also run torch_ddp_baseline.py ($PYTHON, else python3); none (default)
   --fault            also run the killed-rank check
@@ -83,11 +90,30 @@ async function runRayo(script: string, requestPath: string, world: number): Prom
   return run;
 }
 
-function runTorch(
-  requestPath: string,
-  world: number,
-  out: string,
-): Promise<{ tokensPerSecond?: number; error?: string }> {
+/** What the PyTorch baseline reports of a run (its peaks by rank), or why it has none. */
+interface TorchResult {
+  readonly tokensPerSecond?: number;
+  readonly medianMs?: number;
+  readonly peakBytes?: readonly number[];
+  readonly error?: string;
+}
+
+function torchLine(result: TorchResult): string {
+  if (result.tokensPerSecond === undefined) return result.error ?? 'no result';
+  const peaks = result.peakBytes ? `, peak ${mibList(result.peakBytes)}` : '';
+  return `${result.tokensPerSecond.toFixed(0)} tokens/s (step ${result.medianMs?.toFixed(1) ?? '-'} ms${peaks})`;
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+}
+
+/** Bytes by rank, in MiB: `[812, 809] MiB`. */
+export function mibList(bytes: readonly number[]): string {
+  return `[${bytes.map((b) => (b / 2 ** 20).toFixed(0)).join(', ')}] MiB`;
+}
+
+function runTorch(requestPath: string, world: number, out: string): Promise<TorchResult> {
   const beside = join(dirname(process.argv[1] ?? '.'), 'torch_ddp_baseline.py');
   const script = existsSync(beside) ? beside : resolve('packages/workloads/baseline/torch_ddp_baseline.py');
   const python = process.env.PYTHON || 'python3';
@@ -99,7 +125,7 @@ function runTorch(
     child.on('error', (error) => done({ error: error.message }));
     child.on('close', async (code) => {
       if (code !== 0) return done({ error: `${python} exited with code ${code}` });
-      const result = JSON.parse(await readFile(out, 'utf8')) as { tokensPerSecond?: number; reason?: string };
+      const result = JSON.parse(await readFile(out, 'utf8')) as TorchResult & { reason?: string };
       done(result.tokensPerSecond === undefined ? { error: result.reason ?? 'no result' } : result);
     });
   });
@@ -157,6 +183,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       mode: { type: 'string', default: 'replayed' },
       overlap: { type: 'string', default: 'on' },
       'bucket-mb': { type: 'string' },
+      zero: { type: 'string', default: 'off' },
+      precision: { type: 'string', default: 'f32' },
       quick: { type: 'boolean', default: false },
       baseline: { type: 'string', default: 'none' },
       fault: { type: 'boolean', default: false },
@@ -169,8 +197,13 @@ export async function main(argv: readonly string[]): Promise<number> {
     return 0;
   }
   const overlaps = overlapSettings(values.overlap!);
+  const zeros = zeroSettings(values.zero!);
   const model = (values.quick ? QUICK_WORKLOADS[2] : THROUGHPUT_WORKLOADS[3]) as TransformerWorkloadSpec;
-  const spec: TransformerWorkloadSpec = { ...model, batch: Number(values.batch ?? (values.quick ? 4 : 16)) };
+  const spec: TransformerWorkloadSpec = {
+    ...model,
+    batch: Number(values.batch ?? (values.quick ? 4 : 16)),
+    precision: precisionOf(values.precision!),
+  };
   const gpus = Number(values.gpus);
   const request: DataParallelRequest = {
     schema: DP_REQUEST_SCHEMA,
@@ -182,6 +215,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     adamw: THROUGHPUT_ADAMW,
     mode: values.mode === 'eager' ? 'eager' : 'replayed',
     overlap: overlaps[0] === 'on',
+    zero: zeros[0] === 'on',
     ...(values['bucket-mb'] === undefined ? {} : { bucketBytes: bucketBytesOf(values['bucket-mb']) }),
   };
   const out = resolve(values.out);
@@ -192,9 +226,14 @@ export async function main(argv: readonly string[]): Promise<number> {
 
   const single = await runRayo(script, requestPath, 1);
   const parallel = await runRayo(script, requestPath, gpus);
-  // The A/B: the same run with the other setting, right after on the same GPUs.
+  // The A/Bs: the same run with the other setting, right after on the same GPUs.
   const other =
-    overlaps.length > 1 ? await runRayo(script, await requestWith(out, request, false), gpus) : undefined;
+    overlaps.length > 1
+      ? await runRayo(script, await requestWith(out, request, { overlap: false }), gpus)
+      : undefined;
+  const zeroPath =
+    zeros.length > 1 ? await requestWith(out, request, { zero: zeros[1] === 'on' }) : undefined;
+  const zeroOther = zeroPath ? await runRayo(script, zeroPath, gpus) : undefined;
   const tokens = spec.seq * spec.batch;
   const lossDifference = maxRelativeDifference(single.losses, parallel.losses);
   const rayo = {
@@ -206,6 +245,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       ? {
           single: await runTorch(requestPath, 1, join(out, 'torch-1.json')),
           parallel: await runTorch(requestPath, gpus, join(out, `torch-${gpus}.json`)),
+          zeroOther: zeroPath
+            ? await runTorch(zeroPath, gpus, join(out, `torch-${gpus}-zero-${zeros[1]}.json`))
+            : undefined,
         }
       : undefined;
   const fault = values.fault ? await runFault(script, request, out, gpus) : undefined;
@@ -222,6 +264,22 @@ export async function main(argv: readonly string[]): Promise<number> {
       parallel: summariseTimes(parallel.times).medianMs,
     },
     allReduce: parallel.allReduce,
+    precision: spec.precision,
+    zero: zeros[0],
+    // Peak allocated device bytes of each rank, and rank 0's optimizer tensors.
+    memory: {
+      single: { peakBytes: single.peakBytes, optimizerBytes: single.optimizerBytes },
+      parallel: { peakBytes: parallel.peakBytes, optimizerBytes: parallel.optimizerBytes },
+    },
+    zeroOther: zeroOther && {
+      zero: zeros[1],
+      stepMs: summariseTimes(zeroOther.times).medianMs,
+      tokensPerSecond: tokensPerSecond(zeroOther.times, tokens),
+      scaling: tokensPerSecond(zeroOther.times, tokens) / rayo.single,
+      peakBytes: zeroOther.peakBytes,
+      optimizerBytes: zeroOther.optimizerBytes,
+      maxRelativeDifference: maxRelativeDifference(single.losses, zeroOther.losses),
+    },
     overlap: overlaps[0],
     segments: parallel.segments,
     overlapOff: other && {
@@ -242,7 +300,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     [
       `device: ${report.device}, global batch ${spec.batch} × ${spec.seq} tokens`,
       `losses 1 vs ${gpus} GPUs: max relative difference ${lossDifference.toExponential(2)} (${lossesAgree ? 'ok' : 'MISMATCH'})`,
-      `rayo (all-reduce overlap ${report.overlap}${report.segments ? `, backward in ${report.segments} graphs` : ''}): ${rayo.single.toFixed(0)} tokens/s on 1 GPU, ${rayo.parallel.toFixed(0)} on ${gpus}: scaling ${report.scaling.toFixed(2)}× (steps ${report.stepMs.single.toFixed(1)} / ${report.stepMs.parallel.toFixed(1)} ms)`,
+      `rayo (${spec.precision}, zero ${report.zero}, all-reduce overlap ${report.overlap}${report.segments ? `, backward in ${report.segments} graphs` : ''}): ${rayo.single.toFixed(0)} tokens/s on 1 GPU, ${rayo.parallel.toFixed(0)} on ${gpus}: scaling ${report.scaling.toFixed(2)}× (steps ${report.stepMs.single.toFixed(1)} / ${report.stepMs.parallel.toFixed(1)} ms)`,
+      `memory (peak allocated per rank; optimizer tensors of rank 0): 1 GPU ${mibList(single.peakBytes)} (${mib(single.optimizerBytes)}), ${gpus} GPUs zero ${report.zero} ${mibList(parallel.peakBytes)} (${mib(parallel.optimizerBytes)})`,
+      report.zeroOther
+        ? `zero ${report.zeroOther.zero}: ${report.zeroOther.tokensPerSecond.toFixed(0)} tokens/s on ${gpus}: scaling ${report.zeroOther.scaling.toFixed(2)}× (step ${report.zeroOther.stepMs.toFixed(1)} ms), peak ${mibList(report.zeroOther.peakBytes)} (${mib(report.zeroOther.optimizerBytes)}); losses vs 1 GPU ${report.zeroOther.maxRelativeDifference.toExponential(2)}`
+        : '',
       report.overlapOff
         ? `overlap off: ${report.overlapOff.tokensPerSecond.toFixed(0)} tokens/s on ${gpus} (step ${report.overlapOff.stepMs.toFixed(1)} ms); losses ${report.overlapOff.identicalLosses ? 'identical' : `differ by up to ${report.overlapOff.maxRelativeDifference.toExponential(2)}`} to overlap on`
         : '',
@@ -250,8 +312,9 @@ export async function main(argv: readonly string[]): Promise<number> {
         ? `all-reduce of the ${(parallel.allReduce.bytes / 2 ** 20).toFixed(0)} MiB of gradients alone: ${parallel.allReduce.ms.toFixed(2)} ms (${(parallel.allReduce.bytes / parallel.allReduce.ms / 1e6).toFixed(0)} GB/s)`
         : '',
       torch
-        ? `PyTorch DDP: 1 GPU ${torch.single.tokensPerSecond?.toFixed(0) ?? torch.single.error}, ${gpus} GPUs ${torch.parallel.tokensPerSecond?.toFixed(0) ?? torch.parallel.error}; rayo/DDP ${report.vsTorchDdp?.toFixed(2) ?? '-'}×`
+        ? `PyTorch DDP: 1 GPU ${torchLine(torch.single)}, ${gpus} GPUs zero ${report.zero} ${torchLine(torch.parallel)}; rayo/DDP ${report.vsTorchDdp?.toFixed(2) ?? '-'}×`
         : '',
+      torch?.zeroOther ? `PyTorch DDP zero ${zeros[1]}: ${gpus} GPUs ${torchLine(torch.zeroOther)}` : '',
       fault
         ? `fault: ${fault.passed ? 'ok' : 'FAILED'}, rank 0 ended ${(fault.afterKillMs / 1000).toFixed(1)} s after the kill: ${fault.rank0Message}`
         : '',
@@ -260,7 +323,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       .filter(Boolean)
       .join('\n'),
   );
-  const abAgrees = (report.overlapOff?.maxRelativeDifference ?? 0) <= LOSS_TOLERANCE;
+  const abAgrees =
+    (report.overlapOff?.maxRelativeDifference ?? 0) <= LOSS_TOLERANCE &&
+    (report.zeroOther?.maxRelativeDifference ?? 0) <= LOSS_TOLERANCE;
   return lossesAgree && abAgrees && (fault?.passed ?? true) ? 0 : 1;
 }
 
@@ -278,6 +343,31 @@ export function bucketBytesOf(value: string): number {
   return Math.round(mb * 2 ** 20);
 }
 
+/** The `--zero` value: the settings to run the N-GPU benchmark with, in order (`both` = on, off). */
+export function zeroSettings(value: string): ('on' | 'off')[] {
+  const settings = value === 'both' ? ['on', 'off'] : value.split(',');
+  if (settings.length > 2 || settings.some((s) => s !== 'on' && s !== 'off')) {
+    throw new InvalidArgumentError('unknown --zero setting', {
+      operation: 'dp-bench',
+      argument: '--zero',
+      expected: 'on | off | both | on,off | off,on',
+      actual: value,
+    });
+  }
+  return settings as ('on' | 'off')[];
+}
+
+/** The `--precision` value. */
+export function precisionOf(value: string): 'f32' | 'bf16' {
+  if (value === 'f32' || value === 'bf16') return value;
+  throw new InvalidArgumentError('unknown --precision', {
+    operation: 'dp-bench',
+    argument: '--precision',
+    expected: 'f32 | bf16',
+    actual: value,
+  });
+}
+
 /** The `--overlap` value: the settings to run the N-GPU benchmark with, in order. */
 export function overlapSettings(value: string): ('on' | 'off')[] {
   if (value === 'on' || value === 'off') return [value];
@@ -290,13 +380,14 @@ export function overlapSettings(value: string): ('on' | 'off')[] {
   });
 }
 
-/** A request file like `request` but with `overlap` set. */
-async function requestWith(out: string, request: DataParallelRequest, overlap: boolean): Promise<string> {
-  const path = join(out, `request-overlap-${overlap ? 'on' : 'off'}.json`);
-  await writeFile(
-    path,
-    `${JSON.stringify({ ...request, overlap }, null, 2)}
-`,
-  );
+/** A request file like `request` with one setting changed (`overlap` or `zero`). */
+async function requestWith(
+  out: string,
+  request: DataParallelRequest,
+  change: { readonly overlap: boolean } | { readonly zero: boolean },
+): Promise<string> {
+  const [[key, value]] = Object.entries(change) as [[string, boolean]];
+  const path = join(out, `request-${key}-${value ? 'on' : 'off'}.json`);
+  await writeFile(path, `${JSON.stringify({ ...request, ...change }, null, 2)}\n`);
   return path;
 }

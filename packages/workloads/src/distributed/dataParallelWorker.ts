@@ -2,13 +2,13 @@ import { readFile } from 'node:fs/promises';
 import { type Communicator, type HostArray, SingleRankCommunicator, type Tensor } from '@rayo/core';
 import { createCudaBackend, NcclCommunicator } from '@rayo/cuda-ptx';
 import {
-  AdamW,
   DataParallel,
   dataParallelStep,
   joinRendezvous,
   leaveRendezvous,
   ReplayedDataParallelStep,
   rankEnvironment,
+  ShardedAdamW,
   shardRange,
   type Tape,
   type TcpStore,
@@ -37,6 +37,12 @@ export interface DataParallelRequest {
   readonly overlap?: boolean;
   /** Gradient bytes per all-reduce bucket (default: DataParallel's, PyTorch DDP's 25 MiB). */
   readonly bucketBytes?: number;
+  /**
+   * Shard AdamW across the ranks (ZeRO stage 1: gradients reduce-scattered,
+   * parameters all-gathered; default false); one rank has nothing to shard.
+   * The PyTorch baseline uses ZeroRedundancyOptimizer then.
+   */
+  readonly zero?: boolean;
   /** The fault check: this rank is killed (SIGKILL) at the start of `killAtStep`. */
   readonly killRank?: number;
   readonly killAtStep?: number;
@@ -62,6 +68,12 @@ export interface DataParallelRun {
   /** Whether the all-reduce was overlapped with backward (false on one rank), and in how many segments backward was recorded. */
   readonly overlap: boolean;
   readonly segments?: number;
+  /** Whether the optimizer was sharded (false on one rank). */
+  readonly zero: boolean;
+  /** Every rank's peak of allocated device bytes over the run, by rank. */
+  readonly peakBytes: readonly number[];
+  /** Bytes of optimizer tensors on rank 0 (m and v; sharded: its blocks, with their master copy and gradient). */
+  readonly optimizerBytes: number;
 }
 
 /** Times `parallel`'s bucketed all-reduce alone, over tensors shaped as the gradients (the parameters: identical on every rank, so averaging leaves them as they are). */
@@ -77,6 +89,20 @@ async function timeAllReduce(parallel: DataParallel, sync: () => Promise<void>, 
   times.sort((a, b) => a - b);
   const bytes = parallel.buckets.reduce((sum, b) => sum + b.bytes, 0);
   return { ms: times[Math.floor(times.length / 2)]!, bytes };
+}
+
+/** Every rank's `value`, by rank (an all-gather). */
+async function everyRank(communicator: Communicator, value: number): Promise<number[]> {
+  const backend = communicator.backend;
+  const mine = backend.upload([value], [1]);
+  const all = backend.zeros([communicator.size]);
+  try {
+    communicator.allGather(mine, all);
+    return Array.from(await all.read());
+  } finally {
+    mine.dispose();
+    all.dispose();
+  }
 }
 
 /** Columns [start, end) of every row of a row-major [rows, columns] array (a rank's sequences of [seq, batch] tokens). */
@@ -135,13 +161,20 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
     ids: backend.upload(ids, [spec.seq, end - start], 'i32'),
     targets: backend.upload(targets, [spec.seq * (end - start)], 'i32'),
   };
+  const zero = (request.zero ?? false) && where.size > 1;
   const parallel = new DataParallel({
     communicator,
     model: work.model,
+    shardOptimizer: zero,
     ...(request.bucketBytes ? { bucketBytes: request.bucketBytes } : {}),
   });
   parallel.broadcastParameters();
-  const optimizer = new AdamW(work.model.namedParameters(), request.adamw);
+  const optimizer = parallel.createAdamW(request.adamw);
+  const optimizerBytes =
+    optimizer instanceof ShardedAdamW
+      ? optimizer.stateBytes
+      : optimizer.stateTensors().reduce((sum, [, t]) => sum + t.byteLength, 0);
+  backend.resetPeakMemory();
   const loss = (tape: Tape) => work.lossOn(tape, shard);
   const { clipNorm } = request;
   const overlap = (request.overlap ?? true) && where.size > 1;
@@ -161,6 +194,7 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
     losses.push(result.loss!);
   }
   const segments = replayed?.segments.length;
+  const peakBytes = await everyRank(communicator, backend.memory().peakAllocatedBytes);
   replayed?.dispose();
   const allReduce = where.size > 1 ? await timeAllReduce(parallel, () => backend.sync()) : undefined;
   if (store) await leaveRendezvous(store, where);
@@ -173,6 +207,9 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
       allReduce,
       overlap,
       segments,
+      zero,
+      peakBytes,
+      optimizerBytes,
     };
     console.log(JSON.stringify(run));
   }
