@@ -218,6 +218,15 @@ function bindLibCuda(koffi: Koffi, library: NativeLibrary, path: string): LibCud
       { operation: 'loadLibCuda', cause: lastError },
     );
   };
+  // A function the backend can do without: undefined where the library lacks it.
+  const optionalFn = (name: string, result: string, args: TypeSpec[]): NativeFn | undefined => {
+    try {
+      return library.func(name, result, args) as NativeFn;
+    } catch {
+      return undefined;
+    }
+  };
+  const launchKernelEx = optionalFn('cuLaunchKernelEx', 'int', ['void *', 'void *', 'void *', 'void *']);
   const outPtr = koffi.out(koffi.pointer('void *'));
   const outInt = koffi.out(koffi.pointer('int'));
   const outSize = koffi.out(koffi.pointer('size_t'));
@@ -294,7 +303,6 @@ function bindLibCuda(koffi: Koffi, library: NativeLibrary, path: string): LibCud
       'int',
       'int',
     ]),
-    cuLaunchKernelEx: fn('cuLaunchKernelEx', 'int', ['void *', 'void *', 'void *', 'void *']),
     cuStreamBeginCapture_v2: fn('cuStreamBeginCapture_v2', 'int', ['void *', 'int']),
     cuStreamEndCapture: fn('cuStreamEndCapture', 'int', ['void *', outPtr]),
     cuGraphInstantiateWithFlags: fn('cuGraphInstantiateWithFlags', 'int', [outPtr, 'void *', 'uint64_t']),
@@ -420,8 +428,12 @@ function bindLibCuda(koffi: Koffi, library: NativeLibrary, path: string): LibCud
     cuStreamWaitEvent: (stream, event, flags) => call(f.cuStreamWaitEvent, ptr(stream), ptr(event), flags),
     cuLaunchKernel: (fnHandle, gx, gy, gz, bx, by, bz, shared, stream, params) =>
       call(f.cuLaunchKernel, ptr(fnHandle), gx, gy, gz, bx, by, bz, shared, ptr(stream), ptr(params), null),
-    cuLaunchKernelEx: (config, fnHandle, params) =>
-      call(f.cuLaunchKernelEx, ptr(config), ptr(fnHandle), ptr(params), null),
+    ...(launchKernelEx
+      ? {
+          cuLaunchKernelEx: (config: bigint, fnHandle: bigint, params: bigint) =>
+            call(launchKernelEx, ptr(config), ptr(fnHandle), ptr(params), null),
+        }
+      : {}),
     cuTensorMapEncodeTiled(map, t) {
       // The driver writes the map at a 64-byte aligned native address; it is copied out after.
       const raw = koffi.alloc('uint8_t', 192) as bigint;
