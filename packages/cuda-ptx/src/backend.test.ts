@@ -76,6 +76,31 @@ describe('CudaBackend', () => {
     backend.dispose();
   });
 
+  it('writes one word with a memset of its bits, longer data with a copy', async () => {
+    const { fake, backend } = setup();
+    using i = backend.zeros([1], 'i32');
+    using f = backend.zeros([1]);
+    using h = backend.zeros([2], 'bf16');
+    using wide = backend.zeros([2]);
+    const mark = fake.calls.length;
+    backend.write(i, Int32Array.of(-7));
+    backend.write(f, [1.5]);
+    // Two halves at an odd element of their array: the word is read from its bytes.
+    backend.write(h, new Uint16Array([0, 0x3f80, 0xc000]).subarray(1));
+    backend.write(wide, [1, 2]);
+    expect(fake.since(mark)).toEqual([
+      'cuMemsetD32Async',
+      'cuMemsetD32Async',
+      'cuMemsetD32Async',
+      'cuMemcpyHtoDAsync_v2',
+    ]);
+    expect([...(await i.read())]).toEqual([-7]);
+    expect([...(await f.read())]).toEqual([1.5]);
+    expect([...(await h.read())]).toEqual([0x3f80, 0xc000]);
+    expect([...(await wide.read())]).toEqual([1, 2]);
+    backend.dispose();
+  });
+
   it('validates uploads like the other backends', () => {
     const { backend } = setup();
     const shape = thrownBy(() => backend.upload([1, 2, 3], [2, 2])) as RayoError;
