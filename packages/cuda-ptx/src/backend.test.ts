@@ -80,11 +80,14 @@ describe('CudaBackend', () => {
     const { fake, backend } = setup();
     using i = backend.zeros([1], 'i32');
     using f = backend.zeros([1]);
+    using nan = backend.zeros([1]);
     using h = backend.zeros([2], 'bf16');
     using wide = backend.zeros([2]);
     const mark = fake.calls.length;
     backend.write(i, Int32Array.of(-7));
     backend.write(f, [1.5]);
+    // A signalling NaN keeps its bits (a trip through a JS number would quiet it).
+    backend.write(nan, new Float32Array(Uint32Array.of(0x7f800001).buffer));
     // Two halves at an odd element of their array: the word is read from its bytes.
     backend.write(h, new Uint16Array([0, 0x3f80, 0xc000]).subarray(1));
     backend.write(wide, [1, 2]);
@@ -92,10 +95,12 @@ describe('CudaBackend', () => {
       'cuMemsetD32Async',
       'cuMemsetD32Async',
       'cuMemsetD32Async',
+      'cuMemsetD32Async',
       'cuMemcpyHtoDAsync_v2',
     ]);
     expect([...(await i.read())]).toEqual([-7]);
     expect([...(await f.read())]).toEqual([1.5]);
+    expect([...new Uint32Array((await nan.read()).buffer)]).toEqual([0x7f800001]);
     expect([...(await h.read())]).toEqual([0x3f80, 0xc000]);
     expect([...(await wide.read())]).toEqual([1, 2]);
     backend.dispose();

@@ -10,15 +10,27 @@ import { type HostPhases, measureHostPhases } from './hostPhases.js';
 import { writeSeededLlama } from './seededLlama.js';
 
 /**
- * The fake driver with kernels that do nothing and graph launches that run
- * nothing once `quiet`: what is left of a replayed token is rayo's own host
- * work (and the fake's bookkeeping of each call), without a device.
+ * The fake driver with kernels that do nothing, and, once `quiet`, graph
+ * launches, copies to the device and memsets that do nothing at all (a
+ * graph launch leaves the stream busy for one poll): what is left of a
+ * replayed token is rayo's own host work, without a device.
  */
 class QuietLibCuda extends FakeLibCuda {
   quiet = false;
 
   override cuGraphLaunch(exec: bigint, stream: bigint): number {
-    return this.quiet ? 0 : super.cuGraphLaunch(exec, stream);
+    if (!this.quiet) return super.cuGraphLaunch(exec, stream);
+    // A step takes a while on a device: the first poll after a launch finds it running.
+    this.busyPolls = 1;
+    return 0;
+  }
+
+  override cuMemcpyHtoDAsync_v2(dst: bigint, src: ArrayBufferView, bytes: number, stream: bigint): number {
+    return this.quiet ? 0 : super.cuMemcpyHtoDAsync_v2(dst, src, bytes, stream);
+  }
+
+  override cuMemsetD32Async(dst: bigint, value: number, count: number, stream: bigint): number {
+    return this.quiet ? 0 : super.cuMemsetD32Async(dst, value, count, stream);
   }
 }
 
