@@ -194,7 +194,10 @@ describe('CudaBackend batches', () => {
     // The replay writes into the same outputs from the new inputs.
     backend.writeHost(a, [100, 200, 300]);
     mark = fake.calls.length;
-    await batch.submit();
+    const replay = batch.submit();
+    // Submit returns once the graph is launched: the first poll waits for the next turn.
+    expect(fake.since(mark)).toEqual(['cuGraphLaunch']);
+    await replay;
     expect(fake.since(mark).filter((c) => c !== 'cuStreamQuery')).toEqual(['cuGraphLaunch']);
     expect([...(await t!.read())]).toEqual([210, 420, 630]);
     s!.dispose();
