@@ -21,6 +21,13 @@ interface Touched {
 export class BatchCalls {
   readonly #pending = new PendingWrites();
   readonly #touched: Touched[] = [];
+  // Each tensor of #touched once (an array to loop over): what a replay checks for disposal.
+  readonly #seen = new Set<Tensor>();
+  readonly #tensors: Tensor[] = [];
+  // #touched[0, #written) were found written (or pending in this batch) by a
+  // submit: a tensor found so is never pending in another batch again (only
+  // fresh outputs are), so a replay checks only the calls recorded since.
+  #written = 0;
   #size = 0;
 
   /** Number of recorded kernel calls. */
@@ -32,13 +39,12 @@ export class BatchCalls {
   recorded(spec: AnyKernelSpec, inputs: readonly (Tensor | undefined)[], call: RecordedKernelCall): void {
     const kernel = spec.name;
     inputs.forEach((tensor, i) => {
-      if (tensor) this.#touched.push({ kernel, tensor, argument: inputName(spec, i), isInput: true });
+      if (tensor) this.#touch({ kernel, tensor, argument: inputName(spec, i), isInput: true });
     });
     call.outputs.forEach((tensor, i) => {
       const meta = call.io.outputs[i]!;
       // An in-place output is one of the inputs, already noted.
-      if (meta.aliasOf === undefined)
-        this.#touched.push({ kernel, tensor, argument: meta.name, isInput: false });
+      if (meta.aliasOf === undefined) this.#touch({ kernel, tensor, argument: meta.name, isInput: false });
     });
     this.#pending.recorded(kernel, call.fresh);
     this.#size++;
@@ -50,8 +56,21 @@ export class BatchCalls {
    * submitted yet.
    */
   checkSubmittable(): void {
-    // A plain loop: this runs on every replay.
-    for (const { kernel, tensor, argument, isInput } of this.#touched) {
+    // Plain loops: this runs on every replay. Nothing disposed and nothing
+    // recorded since the last check is the common case, answered here.
+    let disposed = false;
+    const tensors = this.#tensors;
+    for (let i = 0; i < tensors.length; i++) {
+      if (tensors[i]!.disposed) {
+        disposed = true;
+        break;
+      }
+    }
+    if (!disposed && this.#written === this.#touched.length) return;
+    // In call order, so that the first offending call is the one named.
+    const touched = this.#touched;
+    for (let i = 0; i < touched.length; i++) {
+      const { kernel, tensor, argument, isInput } = touched[i]!;
       if (tensor.disposed) {
         // A replay uses the memory recorded: memory given back may belong to another tensor now.
         throw new DisposedTensorError('a tensor of a recorded kernel was disposed before submit', {
@@ -61,8 +80,9 @@ export class BatchCalls {
           actual: `disposed ${tensor.describe()}`,
         });
       }
-      if (isInput) checkWritten(kernel, tensor, argument, this.#pending);
+      if (isInput && i >= this.#written) checkWritten(kernel, tensor, argument, this.#pending);
     }
+    this.#written = touched.length;
   }
 
   /** The batch's work is enqueued: reads of its outputs are ordered after it now. */
@@ -73,7 +93,17 @@ export class BatchCalls {
   /** Forgets every recorded call. */
   clear(): void {
     this.#touched.length = 0;
+    this.#seen.clear();
+    this.#tensors.length = 0;
+    this.#written = 0;
     this.#size = 0;
+  }
+
+  #touch(touched: Touched): void {
+    this.#touched.push(touched);
+    if (this.#seen.has(touched.tensor)) return;
+    this.#seen.add(touched.tensor);
+    this.#tensors.push(touched.tensor);
   }
 }
 

@@ -76,6 +76,36 @@ describe('CudaBackend', () => {
     backend.dispose();
   });
 
+  it('writes one word with a memset of its bits, longer data with a copy', async () => {
+    const { fake, backend } = setup();
+    using i = backend.zeros([1], 'i32');
+    using f = backend.zeros([1]);
+    using nan = backend.zeros([1]);
+    using h = backend.zeros([2], 'bf16');
+    using wide = backend.zeros([2]);
+    const mark = fake.calls.length;
+    backend.write(i, Int32Array.of(-7));
+    backend.write(f, [1.5]);
+    // A signalling NaN keeps its bits (a trip through a JS number would quiet it).
+    backend.write(nan, new Float32Array(Uint32Array.of(0x7f800001).buffer));
+    // Two halves at an odd element of their array: the word is read from its bytes.
+    backend.write(h, new Uint16Array([0, 0x3f80, 0xc000]).subarray(1));
+    backend.write(wide, [1, 2]);
+    expect(fake.since(mark)).toEqual([
+      'cuMemsetD32Async',
+      'cuMemsetD32Async',
+      'cuMemsetD32Async',
+      'cuMemsetD32Async',
+      'cuMemcpyHtoDAsync_v2',
+    ]);
+    expect([...(await i.read())]).toEqual([-7]);
+    expect([...(await f.read())]).toEqual([1.5]);
+    expect([...new Uint32Array((await nan.read()).buffer)]).toEqual([0x7f800001]);
+    expect([...(await h.read())]).toEqual([0x3f80, 0xc000]);
+    expect([...(await wide.read())]).toEqual([1, 2]);
+    backend.dispose();
+  });
+
   it('validates uploads like the other backends', () => {
     const { backend } = setup();
     const shape = thrownBy(() => backend.upload([1, 2, 3], [2, 2])) as RayoError;
@@ -164,7 +194,10 @@ describe('CudaBackend batches', () => {
     // The replay writes into the same outputs from the new inputs.
     backend.writeHost(a, [100, 200, 300]);
     mark = fake.calls.length;
-    await batch.submit();
+    const replay = batch.submit();
+    // Submit returns once the graph is launched: the first poll waits for the next turn.
+    expect(fake.since(mark)).toEqual(['cuGraphLaunch']);
+    await replay;
     expect(fake.since(mark).filter((c) => c !== 'cuStreamQuery')).toEqual(['cuGraphLaunch']);
     expect([...(await t!.read())]).toEqual([210, 420, 630]);
     s!.dispose();

@@ -35,6 +35,24 @@ import type { AnyCudaKernel, Operand } from './kernel.js';
 import { CUDA_KERNELS } from './kernels/index.js';
 import { type CudaTuning, type CudaTuningOptions, resolveCudaTuning } from './tuning.js';
 
+const F32 = new Float32Array(1);
+const F32_BITS = new Uint32Array(F32.buffer);
+
+/**
+ * The 32 bits of a 4-byte host array as the little-endian device stores
+ * them: the same bytes a copy would write. Read from the elements (a
+ * DataView costs more than the memset saves), but a NaN's bits through one,
+ * since a float's trip through a number may quiet it.
+ */
+function wordOf(host: HostArray): number {
+  if (host instanceof Int32Array || host instanceof Uint32Array) return host[0]! >>> 0;
+  if (host instanceof Uint16Array) return (host[0]! | (host[1]! << 16)) >>> 0;
+  const value = host[0]!;
+  if (Number.isNaN(value)) return new DataView(host.buffer, host.byteOffset, 4).getUint32(0, true);
+  F32[0] = value;
+  return F32_BITS[0]!;
+}
+
 /** The device to open, the cap on cached memory (`maxCachedBytes`) and the tuning switches (see CudaTuningOptions). */
 export interface CudaBackendOptions extends CudaDriverOptions, CudaTuningOptions {}
 
@@ -108,10 +126,18 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     this.driver.free(storage.buffer);
   }
 
-  // Pageable host memory: the driver has copied it out before the call returns.
+  // Pageable host memory: the driver has copied it out before the call
+  // returns. One word (a decode step's token, position or length) is set by
+  // a memset of its bits instead, which needs no host staging and costs the
+  // host less.
   protected writeStorage(storage: DeviceStorage<DeviceBuffer>, host: HostArray): void {
     if (host.byteLength === 0) return;
-    this.driver.copyHtoDAsync(storage.buffer.ptr, host, host.byteLength, this.stream);
+    const ptr = storage.buffer.ptr;
+    if (host.byteLength === 4 && (ptr & 3n) === 0n) {
+      this.driver.memsetD32Async(ptr, wordOf(host), 1, this.stream);
+      return;
+    }
+    this.driver.copyHtoDAsync(ptr, host, host.byteLength, this.stream);
   }
 
   protected async readStorage(tensor: Tensor): Promise<HostArray> {

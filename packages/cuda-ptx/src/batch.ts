@@ -92,12 +92,16 @@ export class CudaCommandBatch extends RecordingBatch<RecordedCall> {
     this.graphs.checkAlive('submit');
     this.calls.checkSubmittable();
     // Kernels of empty tensors record nothing; there is no graph to make of nothing.
-    if (this.#commands.length > 0) {
+    const launched = this.#commands.length > 0;
+    if (launched) {
       this.#resources.exec ??= this.graphs.captureGraph(this.#commands);
       this.graphs.launchGraph(this.#resources.exec);
     }
     // Enqueued: reads of the outputs are ordered after this work now.
     this.calls.submitted();
+    // A graph just launched is not done yet: the first poll waits for the
+    // next turn, and the caller gets its promise a driver call sooner.
+    if (launched) await new Promise<void>((resolve) => setImmediate(resolve));
     await this.graphs.sync();
   }
 

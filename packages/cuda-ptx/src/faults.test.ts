@@ -69,6 +69,19 @@ describe('GPU faults on cuda', () => {
     backend.dispose();
   });
 
+  it('names the kernels of a replayed graph that faults', async () => {
+    const { fake, backend } = setup();
+    using x = backend.upload([1, 2], [2]);
+    const batch = backend.batch();
+    batch.run(relu, [x]);
+    batch.run(scale, [x], { alpha: 3 });
+    await batch.submit();
+    fake.faults.set(fake.launches.at(-1)!.entry, 719);
+    const fault = await rejection(batch.submit());
+    expect(fault.message).toMatch(/a fault in one of the 2 kernels '[^']*relu[^']*', '[^']*scale[^']*'/);
+    backend.dispose();
+  });
+
   it('survives the fault-suite scenarios on an emulated device', async () => {
     const fake = new FakeLibCuda();
     fake.memoryLimit = 2 ** 30;

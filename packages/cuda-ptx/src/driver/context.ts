@@ -23,8 +23,11 @@ export class DriverContext {
   #lost: DeviceLostError | undefined;
   protected disposed = false;
   // Kernels enqueued since the stream was last seen idle: a fault is reported
-  // asynchronously, by a later call, and happened in one of them.
-  readonly #inFlight: string[] = [];
+  // asynchronously, by a later call, and happened in one of them. Kept as the
+  // lists they were enqueued in (a graph's list by reference, not copied on
+  // every replay), the oldest dropped once the rest name MAX_IN_FLIGHT.
+  readonly #inFlight: (readonly string[])[] = [];
+  #inFlightNames = 0;
   /** While a graph is captured, the kernels it takes (they run when it is launched). */
   protected capturing: string[] | undefined;
 
@@ -63,7 +66,7 @@ export class DriverContext {
 
   /** The RayoError for a failed call; remembers errors that leave the context unusable. */
   error(call: string, status: CUresult, context: FailureContext = {}): RayoError {
-    const culprits = isStickyError(status) && !this.#lost ? [...new Set(this.#inFlight)] : [];
+    const culprits = isStickyError(status) && !this.#lost ? [...new Set(this.#recentKernels())] : [];
     if (culprits.length > 0) {
       const which = culprits.length === 1 ? 'kernel' : `one of the ${culprits.length} kernels`;
       context = {
@@ -146,16 +149,30 @@ export class DriverContext {
 
   // ------------------------------------------------------- fault attribution
 
-  /** Notes kernels enqueued on the stream (or taken into the graph being captured). */
+  /** Notes kernels enqueued on the stream (or taken into the graph being captured); `kernels` is kept, so must not change. */
   protected enqueued(kernels: readonly string[]): void {
-    const list = this.capturing ?? this.#inFlight;
-    list.push(...kernels);
+    if (this.capturing) {
+      this.capturing.push(...kernels);
+      return;
+    }
+    if (kernels.length === 0) return;
+    const lists = this.#inFlight;
+    lists.push(kernels);
+    this.#inFlightNames += kernels.length;
     // Enough to name the culprits; work that is never waited for must not grow this.
-    if (list === this.#inFlight && list.length > MAX_IN_FLIGHT) list.splice(0, list.length - MAX_IN_FLIGHT);
+    while (this.#inFlightNames - lists[0]!.length >= MAX_IN_FLIGHT) {
+      this.#inFlightNames -= lists.shift()!.length;
+    }
+  }
+
+  /** The last MAX_IN_FLIGHT kernels enqueued since the stream was last seen idle, oldest first. */
+  #recentKernels(): string[] {
+    return this.#inFlight.flat().slice(-MAX_IN_FLIGHT);
   }
 
   /** The stream was seen idle: nothing enqueued so far can fault any more. */
   protected idle(): void {
     this.#inFlight.length = 0;
+    this.#inFlightNames = 0;
   }
 }

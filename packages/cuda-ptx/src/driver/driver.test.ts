@@ -367,6 +367,25 @@ describe('CudaDriver: streams, graphs and lifetime', () => {
     expect(fake.contextRefs).toBe(0);
   });
 
+  it('blames a fault on the last 256 kernels enqueued since the stream was idle, graphs included', () => {
+    // `launches` of a graph of ten 'b' after one 'a', then a fault.
+    const culprits = (launches: number) => {
+      const { fake, driver } = open();
+      const stream = driver.createStream();
+      const a = driver.loadFunction('a', 'a', moduleOf('a', {}));
+      const b = driver.loadFunction('b', 'b', moduleOf('b', {}));
+      const launch = (fn: typeof a) =>
+        ({ kind: 'launch', fn, grid: [1, 1, 1], block: [1, 1, 1], sharedBytes: 0, values: [] }) as const;
+      const exec = driver.capture(stream, () => driver.enqueue(new Array(10).fill(launch(b)), stream));
+      driver.enqueue([launch(a)], stream);
+      for (let i = 0; i < launches; i++) driver.launchGraph(exec, stream);
+      fake.fail('cuStreamQuery', 700);
+      return (thrownBy(() => driver.isIdle(stream)) as RayoError).operation;
+    };
+    expect(culprits(25)).toBe('a, b');
+    expect(culprits(26)).toBe('b');
+  });
+
   it('times two events', () => {
     const { driver } = open();
     const stream = driver.createStream();

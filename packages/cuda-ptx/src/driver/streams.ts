@@ -171,7 +171,8 @@ export class DriverStreams extends DriverContext {
     const graph = this.value('cuStreamEndCapture', ended);
     try {
       const exec = this.value('cuGraphInstantiateWithFlags', this.lib.cuGraphInstantiateWithFlags(graph, 0));
-      this.#graphKernels.set(exec, kernels);
+      // Frozen: every launch of the graph notes this very list as in flight.
+      this.#graphKernels.set(exec, Object.freeze(kernels));
       return exec;
     } finally {
       // The executable graph does not need its template any more.
