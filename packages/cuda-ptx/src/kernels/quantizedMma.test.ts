@@ -1,0 +1,186 @@
+import {
+  type DType,
+  type QuantFormat,
+  quantizeWeights,
+  runQuantizedMatmul,
+  uploadQuantized,
+} from '@rayo/core';
+import { compareOutputs, conformanceSuite, runChecks, sampleConformance } from '@rayo/core/testing';
+import {
+  type AssemblyJob,
+  createEmulatedGpu,
+  expectAllAssembleCleanly,
+  useEmulatedGpu,
+} from '@rayo/cuda-testkit';
+import { describe, expect, it } from 'vitest';
+import { seededArrays } from '../../testing/quantizedMatmul.js';
+import { ptxasTestGate } from '../ptx/ptxas.js';
+import {
+  QMMA_ENTRY,
+  type QmmaConfig,
+  qmmaApplies,
+  qmmaKey,
+  qmmaModule,
+  qmmaSlicesFor,
+} from './quantizedMma.js';
+
+const base: QmmaConfig = {
+  format: 'q4g32',
+  zeros: false,
+  withC: false,
+  pair: false,
+  types: { act: 'f32', scale: 'f16' },
+  slices: 4,
+};
+
+describe('tensor-core quantized GEMV', () => {
+  it('decodes codes with bf16x2 fmas, feeds mma.sync and splits x once per block', () => {
+    const text = qmmaModule(base).emit();
+    // 4 steps a loop of 4 words (8 mmas each) per lane; one 16-byte code load per step.
+    expect(text.match(/mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32/g)).toHaveLength(4 * 8);
+    expect(text.match(/fma\.rn\.bf16x2/g)).toHaveLength(4 * 4 * 4);
+    expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(4);
+    expect(text.match(/cvt\.rn\.bf16x2\.f32/g)).toHaveLength(6);
+    expect(text.match(/bar\.sync 0;/g)).toHaveLength(2);
+    expect(text).not.toContain('cvt.rn.f32.u32');
+  });
+
+  it('names every configuration in its key and refuses what it cannot take', () => {
+    const keys = new Set<string>();
+    for (const format of ['q4g32', 'q4g32a', 'q4k'] as const)
+      for (const slices of [1, 2, 4, 8] as const)
+        for (const withC of [false, true]) keys.add(qmmaKey({ ...base, format, slices, withC }));
+    keys.add(qmmaKey({ ...base, pair: true }));
+    keys.add(qmmaKey({ ...base, zeros: true }));
+    expect(keys.size).toBe(3 * 4 * 2 + 2);
+    expect(() => qmmaModule({ ...base, format: 'q8' as 'q4g32' })).toThrow(/format/);
+    expect(() => qmmaModule({ ...base, format: 'q4k', zeros: true })).toThrow(/zero points/);
+    expect(() => qmmaModule({ ...base, format: 'q4g32a', pair: true })).toThrow(/pair/);
+    expect(() => qmmaModule({ ...base, slices: 3 as 1 })).toThrow(/slices/);
+  });
+
+  it('takes one row of whole groups on sm_80 and later, within shared memory', () => {
+    const h200 = { computeCapability: [9, 0], sharedMemoryPerBlockOptin: 227 * 1024 };
+    expect(qmmaApplies(h200, { m: 1, k: 14336, format: 'q4g32a' })).toBe(true);
+    expect(qmmaApplies(h200, { m: 1, k: 4096, format: 'q4k' })).toBe(true);
+    expect(qmmaApplies(h200, { m: 2, k: 4096, format: 'q4g32' })).toBe(false);
+    expect(qmmaApplies(h200, { m: 1, k: 4100, format: 'q4g32' })).toBe(false);
+    expect(qmmaApplies(h200, { m: 1, k: 4096, format: 'q4g128' })).toBe(false);
+    expect(qmmaApplies({ ...h200, computeCapability: [7, 5] }, { m: 1, k: 4096, format: 'q4g32' })).toBe(
+      false,
+    );
+    expect(qmmaApplies(h200, { m: 1, k: 65536, format: 'q4g32' })).toBe(false);
+    // Wide products keep whole tiles per warp; narrow ones split K until the SMs have two blocks each.
+    expect(qmmaSlicesFor(128 * 1024, 2048, 132)).toBe(1);
+    expect(qmmaSlicesFor(4096, 4096, 132)).toBe(4);
+    expect(qmmaSlicesFor(512, 14336, 132)).toBe(8);
+    expect(qmmaSlicesFor(512, 256, 132)).toBe(1);
+  });
+});
+
+const gate = ptxasTestGate();
+
+describe.skipIf(gate.skip)(`tensor-core quantized GEMV under ptxas (${gate.reason})`, () => {
+  it('assembles for sm_80 and sm_90 without spills', () => {
+    const configs: QmmaConfig[] = [
+      base,
+      { ...base, format: 'q4g32a', withC: true, types: { act: 'bf16', scale: 'bf16' }, slices: 1 },
+      { ...base, format: 'q4k', types: { act: 'f16', scale: 'f32' }, slices: 8 },
+      { ...base, zeros: true, pair: true, slices: 2 },
+    ];
+    const jobs: AssemblyJob[] = configs.flatMap((v) => {
+      const ptx = qmmaModule(v).emit();
+      return ['sm_80', 'sm_90'].map((arch) => ({
+        ptx,
+        arch,
+        what: `${qmmaKey(v)} ${arch}`,
+        maxRegisters: 128,
+      }));
+    });
+    expectAllAssembleCleanly(jobs);
+  }, 300_000);
+});
+
+// Against the cpu reference through the PTX interpreter: K with a partial last step (groups not a
+// multiple of 4), several steps in flight, split K with slices that get no step, N past a block's
+// columns, x in f32 and bf16, c, and y poisoned before the kernel writes it.
+describe('tensor-core quantized GEMV on an emulated device', () => {
+  const { cpu } = useEmulatedGpu();
+  const random = seededArrays(23);
+  const cases: [QuantFormat, boolean, number, number, DType, 1 | 2 | 4 | 8][] = [
+    ['q4g32', false, 256, 19, 'f32', 1],
+    ['q4g32', true, 160, 13, 'f32', 2],
+    ['q4g32a', false, 352, 67, 'f32', 1],
+    ['q4g32a', false, 1024, 9, 'bf16', 4],
+    ['q4k', false, 512, 11, 'f32', 8],
+    ['q4g32', false, 96, 5, 'bf16', 2],
+  ];
+  for (const [format, zeroPoints, k, n, xType, slices] of cases) {
+    it(`${format}${zeroPoints ? ' zero points' : ''} 1×${k}→${n}, x ${xType}, ${slices} slices`, async () => {
+      const { fake, gpu, dispose } = createEmulatedGpu({
+        multiprocessors: 2,
+        tuning: { qgemvSlices: slices },
+      });
+      try {
+        const host = quantizeWeights(random(n * k, 0.05), [n, k], format, { zeroPoints });
+        const x = random(k);
+        const c = random(n);
+        const run = (backend: typeof gpu, poison: boolean) => {
+          const out = poison
+            ? backend.upload(
+                Array.from({ length: n }, () => Number.NaN),
+                [1, n],
+                xType,
+              )
+            : undefined;
+          return runQuantizedMatmul(
+            backend,
+            backend.upload(Array.from(x), [1, k], xType),
+            uploadQuantized(backend, host),
+            {
+              c: backend.upload(Array.from(c), [1, n], xType),
+              beta: 0.5,
+              ...(out ? { out } : {}),
+            },
+          );
+        };
+        const first = fake.launches.length;
+        const got = run(gpu, true);
+        expect(fake.launches.slice(first).map((l) => l.entry)).toEqual([QMMA_ENTRY]);
+        const want = run(cpu, false);
+        const tolerance =
+          xType === 'f32' ? { rtol: 1e-4, atol: 4e-5 * Math.sqrt(k) } : { rtol: 1e-2, atol: 1e-2 };
+        expect(compareOutputs(xType, await got.read(), await want.read(), tolerance)).toBeUndefined();
+      } finally {
+        dispose();
+      }
+    });
+  }
+});
+
+// core's conformance cases that reach this kernel: one row, 4-bit formats it reads, K in whole groups.
+describe('tensor-core quantized GEMV conformance on an emulated device', () => {
+  it('quantizedMatmul and quantizedGateUpSwiglu cases of one row', async () => {
+    const suite = conformanceSuite({ create: () => createEmulatedGpu({ multiprocessors: 2 }).gpu });
+    try {
+      const formatOf = (variant: string) => /\bformat=(\S+)/.exec(variant)?.[1] ?? '';
+      const depthOf = (name: string) => Number(/ 1×(\d+)→/.exec(name)?.[1] ?? Number.NaN);
+      const checks = suite.checks.filter(
+        (c) =>
+          c.kernelCase !== undefined &&
+          ['quantizedMatmul', 'quantizedGateUpSwiglu'].includes(c.kernelCase.kernel) &&
+          ['q4g32', 'q4g32a', 'q4k'].includes(formatOf(c.kernelCase.variant)) &&
+          depthOf(c.name) % 32 === 0,
+      );
+      expect(checks.length).toBeGreaterThan(40);
+      // One small f32 case per kernel and format (the tests above take bf16 x; emulated.test.ts runs
+      // every case); RAYO_FULL_CONFORMANCE=1 runs all of them here.
+      const full = process.env.RAYO_FULL_CONFORMANCE === '1';
+      const f32Only = checks.filter((c) => !/\((b?f16)\b/.test(c.name));
+      const summary = await runChecks(full ? checks : sampleConformance(f32Only, 'variant', 'small').checks);
+      expect(summary.failures).toEqual([]);
+    } finally {
+      await suite.teardown();
+    }
+  }, 600_000);
+});

@@ -1,0 +1,475 @@
+import { InvalidArgumentError, quantizedMatmul } from '@rayo/core';
+import type { KernelEncoder, Operand } from '../kernel.js';
+import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
+import { PtxModule } from '../ptx/module.js';
+import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { activationF32 } from './activations.js';
+import { loadParams } from './entryParams.js';
+import { below } from './gemv.js';
+import { BYTES_PER_GROUP, GROUP_QUAD, sharedLayout, stageX } from './quantizedMmaX.js';
+import { subBlockScaleOffset } from './quantizedSubBlocks.js';
+import {
+  type FloatStorage,
+  loadOneAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storageOf,
+  storeFromF32,
+} from './storage.js';
+
+// The decode GEMV (one row of x) of 4-bit weights on tensor cores. The
+// CUDA-core GEMV turns every code into an f32 and spends about three
+// instructions per code, more than an SM can issue at the memory's pace;
+// here the tensor cores do the multiply-adds and a code costs about 1.4:
+//
+// - the block splits x once into bf16 hi + mid + lo in shared memory, laid
+//   out as mma A fragments (quantizedMmaX.ts), with each group's Σx;
+// - lane (g, t) of a warp (mma groupID g, threadInGroup t) loads 16 bytes,
+//   the 32 codes of group 4s + t of its column's row g, straight from global
+//   memory; per u32 word, one and/or and one shift per two codes give bf16
+//   pairs 128 + q (the nibble in the mantissa of 128) and one bf16x2 fma
+//   takes 128 off, exactly, so a word is two m16n8k16 B fragments;
+// - A's rows are (split, t): row 4·split + t holds split `split` of x at the
+//   k positions that lane t feeds and zeros elsewhere, so D(row, column) is
+//   Σ x_split · q over lane t's group of that column alone, and one mma
+//   takes 4 groups × 8 columns × 3 splits; only lanes 0, 5, 10, 15 (hi and
+//   lo) and 16, 21, 26, 31 (mid) hold nonzero A, loaded from shared memory
+//   by predicated loads, the others keep zeros;
+// - after a group's 8 mmas, one shuffle adds a column's three splits, and
+//   each lane applies one group's scale (and zero point or offset, times Σx)
+//   in f32.
+// The warps of a block split K (S slices) for G = 8 / S column tiles of 8;
+// the slices' sums meet in shared memory at the end.
+
+export const QMMA_ENTRY = 'quantized_gemv_mma';
+const WARPS = 8;
+const THREADS = WARPS * 32;
+/** Columns of a warp's tile: an mma's n. */
+const TILE = 8;
+/** Weights of one lane's 16-byte piece, one scale group. */
+const GROUP = 32;
+/** Groups a warp's lanes take per step, one per threadInGroup. */
+const STEP_GROUPS = GROUP_QUAD;
+
+/** The 4-bit formats this kernel reads; all take K a multiple of 32 (q4k: of 256). */
+export const QMMA_FORMATS = ['q4g32', 'q4g32a', 'q4k'] as const;
+export type QmmaFormat = (typeof QMMA_FORMATS)[number];
+
+export interface QmmaConfig {
+  readonly format: QmmaFormat;
+  /** q4g32's zero points; else 8 is every group's zero. */
+  readonly zeros: boolean;
+  /** Adds beta · c; never with `pair`. */
+  readonly withC: boolean;
+  /** Two weights (q4g32): y = silu(x·Wgᵀ) ⊙ (x·Wuᵀ). */
+  readonly pair: boolean;
+  readonly types: { readonly act: FloatStorage; readonly scale: FloatStorage };
+  /** Warps of a block that split K. */
+  readonly slices: 1 | 2 | 4 | 8;
+}
+
+export function qmmaKey(v: QmmaConfig): string {
+  const what = `${v.pair ? 'gateup/' : ''}${v.format}${v.zeros ? '/zeros' : ''}${v.withC ? '/c' : ''}`;
+  return `quantized/gemvmma/s${v.slices}/${what}${storageKey([v.types.act, v.types.scale])}`;
+}
+
+/** Steps whose loads a warp issues together. */
+export function qmmaUnroll(v: QmmaConfig): number {
+  return v.pair ? 2 : 4;
+}
+
+const PARAMS = {
+  x: 'ptr',
+  packed: 'ptr',
+  scales: 'ptr',
+  zeros: 'ptr',
+  offsets: 'ptr',
+  packed2: 'ptr',
+  scales2: 'ptr',
+  zeros2: 'ptr',
+  c: 'ptr',
+  y: 'ptr',
+  n: 'u32',
+  k: 'u32',
+  beta: 'f32',
+} as const;
+
+function check(v: QmmaConfig): void {
+  const fail = (argument: string, expected: string, actual: string) => {
+    throw new InvalidArgumentError('the tensor-core quantized GEMV cannot take this configuration', {
+      operation: quantizedMatmul.name,
+      argument,
+      expected,
+      actual,
+    });
+  };
+  if (!(QMMA_FORMATS as readonly string[]).includes(v.format))
+    fail('format', QMMA_FORMATS.join(', '), v.format);
+  if (![1, 2, 4, 8].includes(v.slices)) fail('slices', '1, 2, 4 or 8', String(v.slices));
+  if (v.zeros && v.format !== 'q4g32') fail('zeros', 'zero points with q4g32 only', v.format);
+  if (v.pair && (v.withC || v.format !== 'q4g32')) fail('pair', 'a q4g32 pair without c', v.format);
+}
+
+/** bf16x2 constants: the magic 128 ORed under each pair of codes, 1, and −128. */
+const MAGIC_PAIR = 0x43004300;
+const ONE_PAIR = 0x3f803f80;
+const MINUS_MAGIC_PAIR = 0xc300c300;
+const NIBBLES = 0x000f000f;
+
+/** A u32 word's 8 codes as 4 bf16 pairs: pair i holds nibbles i (low half) and i + 4. */
+function codePairs(k: KernelBuilder, word: R32, one: R32, minus: R32): R32[] {
+  return [0, 1, 2, 3].map((i) => {
+    const shifted = i === 0 ? word : k.shr('b32', k.reg('u32'), word, 4 * i);
+    const biased = k.or('b32', k.reg('u32'), k.and('b32', k.reg('u32'), shifted, NIBBLES), MAGIC_PAIR);
+    return k.fmaBf16x2(k.reg('u32'), biased, one, minus);
+  });
+}
+
+/**
+ * Block b: column tiles b·G … +G (G = 8 / S); warp w takes tile w / S and
+ * the steps i ≡ w mod S of K (4 groups a step). See the file's comment.
+ */
+export function qmmaModule(v: QmmaConfig): PtxModule {
+  check(v);
+  const { act, scale } = v.types;
+  const scaleBytes = STORAGE_BYTES[scale];
+  const S = v.slices;
+  const G = WARPS / S;
+  const P = v.pair ? 2 : 1;
+  const U = qmmaUnroll(v);
+  const q4k = v.format === 'q4k';
+  const affine = v.format !== 'q4g32';
+  const m = new PtxModule({ target: 'sm_80' });
+  const dynamic = m.dynamicShared('xParts', 16);
+  m.entry(
+    QMMA_ENTRY,
+    PARAMS,
+    (k, p) => {
+      const { n, k: kDim } = loadParams(k, p, 'n', 'k');
+      const red = k.sharedArray('red', 'f32', WARPS * P * TILE, 16);
+      const tid = k.tid();
+      const warp = k.shr('u32', k.reg('u32'), tid, 5);
+      const slice = k.and('b32', k.reg('u32'), warp, S - 1);
+      const tile = k.shr('u32', k.reg('u32'), warp, Math.log2(S));
+      const { groupId: gid, threadInGroup: t } = k.mmaLaneCoordinates();
+      const colBase = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), k.ctaid(), G, tile), TILE);
+      const lastN = k.sub('u32', k.reg('u32'), n, 1);
+      // Groups of a row, and padded to whole steps for the shared layout.
+      const groups = k.shr('u32', k.reg('u32'), kDim, 5);
+      const padded = k.and(
+        'b32',
+        k.reg('u32'),
+        k.add('u32', k.reg('u32'), groups, STEP_GROUPS - 1),
+        ~(STEP_GROUPS - 1) >>> 0,
+      );
+      const shared = sharedLayout(k, k.sharedAddress(dynamic), padded);
+      stageX(k, shared, { xRow: k.globalPointer(p.x), act, kDim, groups: padded, tid, threads: THREADS });
+
+      // The lane's codes: row colBase + g (rows past N read row N − 1, never stored), group 4i + t.
+      const codeRow = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), colBase, gid), lastN);
+      const codeIndex = k.madLo('u32', k.reg('u32'), codeRow, groups, t);
+      // The lane's sums at the end: column 2t + upper, the group 4i + quad of each step.
+      const quad = k.and('b32', k.reg('u32'), gid, 3);
+      const upper = k.setp('ge', 'u32', k.reg('pred'), gid, 4);
+      const column = k.add('u32', k.reg('u32'), colBase, k.shl('b32', k.reg('u32'), t, 1));
+      k.add('u32', column, column, k.selp('u32', k.reg('u32'), 1, 0, upper));
+      const sumRow = k.min('u32', k.reg('u32'), column, lastN);
+      const superBlocks = q4k ? k.shr('u32', k.reg('u32'), kDim, 8) : undefined;
+      const scaleIndex = q4k
+        ? k.mulLo('u32', k.reg('u32'), sumRow, superBlocks!)
+        : k.madLo('u32', k.reg('u32'), sumRow, groups, quad);
+      const zeroWords = v.zeros
+        ? k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), groups, 7), 3)
+        : undefined;
+      const zeroRow = zeroWords ? k.mulLo('u32', k.reg('u32'), sumRow, zeroWords) : undefined;
+      const weights = [
+        { packed: p.packed, scales: p.scales, zeros: p.zeros },
+        { packed: p.packed2, scales: p.scales2, zeros: p.zeros2 },
+      ]
+        .slice(0, P)
+        .map((set) => ({
+          packed: k.globalPointer(set.packed),
+          scales: k.globalPointer(set.scales),
+          zeros: v.zeros || q4k ? k.globalPointer(set.zeros) : undefined,
+        }));
+      const offsets = affine ? k.globalPointer(p.offsets) : undefined;
+
+      // A fragments: lanes (g, g) for g < 4 load hl entries, lanes (g, g − 4) for g ≥ 4 mid entries.
+      const isHl = k.and(
+        'pred',
+        k.reg('pred'),
+        k.not('pred', k.reg('pred'), upper),
+        k.setp('eq', 'u32', k.reg('pred'), t, gid),
+      );
+      const isMid = k.and(
+        'pred',
+        k.reg('pred'),
+        upper,
+        k.setp('eq', 'u32', k.reg('pred'), t, k.sub('u32', k.reg('u32'), gid, 4)),
+      );
+      // Entry j of group 4i + t lies at base + (4i + t)·stride + (j XOR t)·entry.
+      const stride = k.selp('u32', k.reg('u32'), 8 * 16, 8 * 8, isHl);
+      const entry = k.selp('u32', k.reg('u32'), 16, 8, isHl);
+      const laneBase = k.selp('u32', k.reg('u32'), shared.hl, shared.mid, isHl);
+      k.madLo('u32', laneBase, t, stride, laneBase);
+      const entryAt = Array.from({ length: 8 }, (_, j) =>
+        k.madLo('u32', k.reg('u32'), k.xor('b32', k.reg('u32'), t, j), entry, laneBase),
+      );
+      const sumsAt = k.madLo('u32', k.reg('u32'), quad, 4, shared.sums);
+      const fragments = Array.from({ length: 8 }, () => {
+        const regs = k.regs('u32', 4);
+        for (const r of regs) k.mov('b32', r, 0);
+        return regs;
+      });
+      const zero = k.regs('f32', 4);
+      for (const r of zero) k.mov('f32', r, 0);
+      const one = k.mov('b32', k.reg('u32'), ONE_PAIR);
+      const minus = k.mov('b32', k.reg('u32'), MINUS_MAGIC_PAIR);
+      const acc = weights.map(() => k.mov('f32', k.reg('f32'), 0));
+
+      type Step = { group: R32; words: R32[][]; scale: F32[]; bias: (F32 | number)[]; negOffset: F32[] };
+      /** Issues step `first`'s loads (groups first … first + 3): codes, scales and zero points or offsets. */
+      const loadStep = (first: R32): Step => {
+        const codeOk = below(k, k.add('u32', k.reg('u32'), first, t), groups);
+        const group = k.add('u32', k.reg('u32'), first, quad);
+        const sumOk = below(k, group, groups);
+        const words = weights.map((w) => {
+          const regs = k.regs('u32', 4);
+          for (const r of regs) k.mov('b32', r, 0);
+          const at = k.elementAddress(w.packed, k.add('u32', k.reg('u32'), codeIndex, first), 16);
+          k.predicated(codeOk, () => k.ldGlobal('b32', regs as unknown as Vec4<R32>, at, { nc: true }));
+          return regs;
+        });
+        const scaleOf: F32[] = [];
+        const bias: (F32 | number)[] = [];
+        const negOffset: F32[] = [];
+        weights.forEach((w) => {
+          if (q4k) {
+            const superBlock = k.add('u32', k.reg('u32'), scaleIndex, k.shr('u32', k.reg('u32'), group, 3));
+            const at = {
+              scale: superBlock,
+              words: k.mulLo('u32', k.reg('u32'), superBlock, 3),
+              sub: k.and('b32', k.reg('u32'), group, 7),
+            };
+            const ptrs = { scales: w.scales, offsets: offsets!, zeros: w.zeros! };
+            const sub = subBlockScaleOffset(k, scale, ptrs, at, sumOk);
+            scaleOf.push(sub.scale);
+            negOffset.push(k.neg('f32', sub.offset, sub.offset));
+            return;
+          }
+          const at = k.add('u32', k.reg('u32'), scaleIndex, first);
+          scaleOf.push(loadOneAsF32(k, scale, k.elementAddress(w.scales, at, scaleBytes), sumOk));
+          if (affine) {
+            const offset = loadOneAsF32(k, scale, k.elementAddress(offsets!, at, scaleBytes), sumOk);
+            negOffset.push(k.neg('f32', offset, offset));
+          } else if (v.zeros) {
+            const word = k.mov('b32', k.reg('u32'), 0);
+            const wordAt = k.add('u32', k.reg('u32'), zeroRow!, k.shr('u32', k.reg('u32'), group, 3));
+            k.predicated(sumOk, () => {
+              k.ldGlobal('b32', word, k.elementAddress(w.zeros!, wordAt, 4), { nc: true });
+            });
+            const shift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), group, 7), 2);
+            const nibble = k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), word, shift), 0xf);
+            bias.push(k.cvt('f32', 'u32', k.reg('f32'), nibble, { rnd: 'rn' }));
+          } else bias.push(8);
+        });
+        return { group: first, words, scale: scaleOf, bias, negOffset };
+      };
+
+      /** The step's 8 mmas per weight, then each lane's group sum scaled into its accumulator. */
+      const useStep = (st: Step) => {
+        // A fragments of the step's 4 groups (only the 8 lanes that hold any load them).
+        const offset = k.mulLo('u32', k.reg('u32'), st.group, stride);
+        fragments.forEach((regs, j) => {
+          const at = k.add('u32', k.reg('u32'), entryAt[j]!, offset);
+          k.predicated(isHl, () => k.ldShared('b32', regs as unknown as Vec4<R32>, at));
+          k.predicated(isMid, () => k.ldShared('b32', [regs[0]!, regs[2]!] as Vec2<R32>, at));
+        });
+        const xSum = k.ldShared('f32', k.reg('f32'), addr(k.madLo('u32', k.reg('u32'), st.group, 4, sumsAt)));
+        weights.forEach((_, w) => {
+          const d = k.regs('f32', 4);
+          st.words[w]!.forEach((word, wi) => {
+            const pairs = codePairs(k, word, one, minus);
+            for (const h of [0, 1]) {
+              const j = 2 * wi + h;
+              const b = [pairs[2 * h]!, pairs[2 * h + 1]!] as Vec2<R32>;
+              k.mmaSync('m16n8k16', 'bf16', d, fragments[j] as unknown as Vec4<R32>, b, j === 0 ? zero : d);
+            }
+          });
+          // Rows (hi, lo) of lanes g < 4 and mid of lanes g ≥ 4 (its row g + 8 is zero): a lane keeps
+          // column 2t + upper and trades the other with lane ^ 16.
+          const s0 = k.add('f32', k.reg('f32'), d[0]!, d[2]!, { rnd: 'rn' });
+          const s1 = k.add('f32', k.reg('f32'), d[1]!, d[3]!, { rnd: 'rn' });
+          const mine = k.selp('f32', k.reg('f32'), s1, s0, upper);
+          const send = k.selp('f32', k.reg('f32'), s0, s1, upper);
+          const sum = k.add('f32', mine, mine, k.shflSync('bfly', k.reg('f32'), send, 16), { rnd: 'rn' });
+          const a = acc[w]!;
+          if (affine) {
+            k.fma('f32', a, st.scale[w]!, sum, a);
+            k.fma('f32', a, st.negOffset[w]!, xSum, a);
+          } else {
+            const z = st.bias[w]!;
+            const negZero = typeof z === 'number' ? -z : k.neg('f32', k.reg('f32'), z);
+            const centred = k.fma('f32', k.reg('f32'), negZero, xSum, sum);
+            k.fma('f32', a, st.scale[w]!, centred, a);
+          }
+        });
+      };
+
+      const stepGroups = STEP_GROUPS * S;
+      const first = k.reg('u32');
+      k.forRange(first, k.mulLo('u32', k.reg('u32'), slice, STEP_GROUPS), groups, U * stepGroups, () => {
+        const starts = Array.from({ length: U }, (_, u) =>
+          u === 0 ? first : k.add('u32', k.reg('u32'), first, u * stepGroups),
+        );
+        const steps = starts.map((s) => loadStep(s));
+        steps.forEach((st, u) => {
+          // Steps past the row (whole warps) take no A loads nor mmas.
+          if (u === 0) useStep(st);
+          else k.ifThen(below(k, st.group, groups), () => useStep(st));
+        });
+      });
+
+      // A column's 4 groups sit in lanes quad 0 … 3 (lane bits 2 and 3); lanes 0–3 and 16–19 keep them.
+      const lane = k.and('b32', k.reg('u32'), tid, 31);
+      const local = k.sub('u32', k.reg('u32'), column, colBase);
+      const redBase = k.sharedAddress(red);
+      const keeps = k.setp('eq', 'u32', k.reg('pred'), quad, 0);
+      acc.forEach((a, w) => {
+        for (const offset of [4, 8]) {
+          k.add('f32', a, a, k.shflSync('bfly', k.reg('f32'), a, offset), { rnd: 'rn' });
+        }
+        const at = k.madLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), warp, P, w), TILE, local);
+        k.predicated(keeps, () => k.stShared('f32', addr(k.madLo('u32', k.reg('u32'), at, 4, redBase)), a));
+      });
+      k.barSync();
+      // Lane o < 8 of a tile's slice-0 warp adds the S slices and stores column colBase + o.
+      const out = k.add('u32', k.reg('u32'), colBase, lane);
+      const mine: Pred = [
+        k.setp('eq', 'u32', k.reg('pred'), slice, 0),
+        below(k, lane, TILE),
+        below(k, out, n),
+      ].reduce((x, y) => k.and('pred', k.reg('pred'), x, y));
+      k.ifThen(mine, () => {
+        const sums = weights.map((_, w) => {
+          const sum = k.mov('f32', k.reg('f32'), 0);
+          for (let s = 0; s < S; s++) {
+            const row = k.add('u32', k.reg('u32'), warp, s);
+            const at = k.madLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), row, P, w), TILE, lane);
+            const part = k.ldShared('f32', k.reg('f32'), addr(k.madLo('u32', k.reg('u32'), at, 4, redBase)));
+            k.add('f32', sum, sum, part, { rnd: 'rn' });
+          }
+          return sum;
+        });
+        const y: R64 = k.globalPointer(p.y);
+        let value = sums[0]!;
+        if (v.pair) value = k.mul('f32', k.reg('f32'), activationF32(k, 'silu', sums[0]!), sums[1]!);
+        else if (v.withC) {
+          const c = loadOneAsF32(k, act, k.elementAddress(k.globalPointer(p.c), out, STORAGE_BYTES[act]));
+          value = k.fma('f32', k.reg('f32'), k.ldParam(p.beta), c, value);
+        }
+        storeFromF32(k, act, k.elementAddress(y, out, STORAGE_BYTES[act]), value);
+      });
+    },
+    { maxThreadsPerBlock: THREADS },
+  );
+  return m;
+}
+
+/** Dynamic shared bytes for K (a multiple of 32): the padded groups' x parts and sums. */
+export function qmmaSharedBytes(kDim: number): number {
+  const groups = Math.ceil(kDim / GROUP / STEP_GROUPS) * STEP_GROUPS;
+  return groups * BYTES_PER_GROUP;
+}
+
+/** Blocks per SM the split of K aims at (two fit beside each other's shared x up to K = 14336). */
+const BLOCKS_PER_SM = 2;
+
+/**
+ * Warps of a block that split K: doubled while the grid stays within
+ * BLOCKS_PER_SM blocks an SM (every block stages all of x) and each slice
+ * keeps two steps of K.
+ */
+export function qmmaSlicesFor(n: number, kDim: number, units: number): 1 | 2 | 4 | 8 {
+  const tiles = Math.ceil(n / TILE);
+  const steps = Math.ceil(kDim / (GROUP * STEP_GROUPS));
+  let slices = 1;
+  while (
+    slices < WARPS &&
+    Math.ceil(tiles / (WARPS / (2 * slices))) <= BLOCKS_PER_SM * units &&
+    steps >= 4 * slices
+  )
+    slices *= 2;
+  return slices as 1 | 2 | 4 | 8;
+}
+
+/**
+ * Whether the tensor-core GEMV takes a product: one row of x, a format of
+ * QMMA_FORMATS with K a multiple of 32, sm_80 or later, and x's parts within
+ * a block's shared memory.
+ */
+export function qmmaApplies(
+  device: { readonly computeCapability: readonly number[]; readonly sharedMemoryPerBlockOptin: number },
+  problem: { readonly m: number; readonly k: number; readonly format: string },
+): problem is { m: 1; k: number; format: QmmaFormat } {
+  const { m, k, format } = problem;
+  if (m !== 1 || k % GROUP !== 0 || !(QMMA_FORMATS as readonly string[]).includes(format)) return false;
+  if ((device.computeCapability[0] ?? 0) < 8) return false;
+  return qmmaSharedBytes(k) <= device.sharedMemoryPerBlockOptin;
+}
+
+/** The weight operands of one product (`offsets`: q4g32a's and q4k's dmin). */
+export interface QmmaWeight {
+  readonly packed: Operand;
+  readonly scales: Operand;
+  readonly zeros: Operand | undefined;
+  readonly offsets: Operand | undefined;
+}
+
+/** Launches the kernel for x [1, K] and one weight (y = x·Wᵀ + beta·c) or a q4g32 gate·up pair. */
+export function encodeQuantizedMma(
+  encoder: KernelEncoder,
+  ops: { x: Operand; weights: readonly QmmaWeight[]; c: Operand | undefined; y: Operand },
+  attrs: { format: QmmaFormat; beta: number },
+): void {
+  const { x, weights, c, y } = ops;
+  const kDim = x.shape[1]!;
+  const n = y.shape[1]!;
+  if (n === 0) return;
+  const first = weights[0]!;
+  const second = weights[1] ?? first;
+  const slices = encoder.tuning.qgemvSlices ?? qmmaSlicesFor(n, kDim, encoder.device.multiprocessors);
+  const config: QmmaConfig = {
+    format: attrs.format,
+    zeros: attrs.format === 'q4g32' && first.zeros !== undefined,
+    withC: c !== undefined,
+    pair: weights.length === 2,
+    types: { act: storageOf(x), scale: storageOf(first.scales) },
+    slices,
+  };
+  encoder.launch({
+    key: qmmaKey(config),
+    module: () => qmmaModule(config),
+    entry: QMMA_ENTRY,
+    grid: [Math.ceil(n / ((TILE * WARPS) / slices)), 1, 1],
+    block: THREADS,
+    sharedBytes: qmmaSharedBytes(kDim),
+    args: {
+      x,
+      packed: first.packed,
+      scales: first.scales,
+      // Unused where the format has none; any valid address.
+      zeros: first.zeros ?? first.packed,
+      offsets: first.offsets ?? first.scales,
+      packed2: second.packed,
+      scales2: second.scales,
+      zeros2: second.zeros ?? second.packed,
+      c: c ?? y,
+      y,
+      n,
+      k: kDim,
+      beta: attrs.beta,
+    },
+  });
+}
