@@ -1,4 +1,5 @@
 import {
+  type Backend,
   type DType,
   type QuantFormat,
   quantizeWeights,
@@ -125,7 +126,7 @@ describe('tensor-core quantized GEMV on an emulated device', () => {
         const host = quantizeWeights(random(n * k, 0.05), [n, k], format, { zeroPoints });
         const x = random(k);
         const c = random(n);
-        const run = (backend: typeof gpu, poison: boolean) => {
+        const run = (backend: Backend, poison: boolean) => {
           const out = poison
             ? backend.upload(
                 Array.from({ length: n }, () => Number.NaN),
