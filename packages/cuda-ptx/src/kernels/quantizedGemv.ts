@@ -475,7 +475,7 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyCudaKernel[] = [
       checkElementCount(quantizedGateUpSwiglu.name, 'y', y.size);
       const gate = { packed: gatePacked!, scales: gateScales!, zeros: gateZeros, offsets: undefined };
       const up = { packed: upPacked!, scales: upScales!, zeros: upZeros, offsets: undefined };
-      const problem = { m: x!.shape[0]!, k: x!.shape[1]!, format: attrs.format };
+      const problem = { m: x!.shape[0]!, k: x!.shape[1]!, format: attrs.format, x: x!.ptr };
       // One row of q4g32 pairs: the tensor-core GEMV, unless a variant is asked for.
       if (encoder.tuning.qgemvVariant === undefined && qmmaApplies(encoder.device, problem)) {
         encodeQuantizedMma(

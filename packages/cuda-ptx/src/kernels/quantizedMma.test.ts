@@ -37,11 +37,14 @@ const base: QmmaConfig = {
 describe('tensor-core quantized GEMV', () => {
   it('decodes codes with bf16x2 fmas, feeds mma.sync and splits x once per block', () => {
     const text = qmmaModule(base).emit();
-    // 4 steps a loop of 4 words (8 mmas each) per lane; one 16-byte code load per step.
+    // 4 steps a loop of 4 words (8 mmas each) per lane; one 16-byte code load per step, issued
+    // once before x is staged and once in the loop; 8 hl and 4 mid A loads a step.
     expect(text.match(/mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32/g)).toHaveLength(4 * 8);
     expect(text.match(/fma\.rn\.bf16x2/g)).toHaveLength(4 * 4 * 4);
-    expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(4);
-    expect(text.match(/cvt\.rn\.bf16x2\.f32/g)).toHaveLength(6);
+    expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(2 * 4);
+    expect(text.match(/ld\.shared\.v4\.b32/g)).toHaveLength(4 * (8 + 4));
+    // Two words of x in flight per thread, four pairs of each split three ways.
+    expect(text.match(/cvt\.rn\.bf16x2\.f32/g)).toHaveLength(2 * 4 * 3);
     expect(text.match(/bar\.sync 0;/g)).toHaveLength(2);
     expect(text).not.toContain('cvt.rn.f32.u32');
   });
@@ -62,15 +65,16 @@ describe('tensor-core quantized GEMV', () => {
 
   it('takes one row of whole groups on sm_80 and later, within shared memory', () => {
     const h200 = { computeCapability: [9, 0], sharedMemoryPerBlockOptin: 227 * 1024 };
-    expect(qmmaApplies(h200, { m: 1, k: 14336, format: 'q4g32a' })).toBe(true);
-    expect(qmmaApplies(h200, { m: 1, k: 4096, format: 'q4k' })).toBe(true);
-    expect(qmmaApplies(h200, { m: 2, k: 4096, format: 'q4g32' })).toBe(false);
-    expect(qmmaApplies(h200, { m: 1, k: 4100, format: 'q4g32' })).toBe(false);
-    expect(qmmaApplies(h200, { m: 1, k: 4096, format: 'q4g128' })).toBe(false);
-    expect(qmmaApplies({ ...h200, computeCapability: [7, 5] }, { m: 1, k: 4096, format: 'q4g32' })).toBe(
-      false,
-    );
-    expect(qmmaApplies(h200, { m: 1, k: 65536, format: 'q4g32' })).toBe(false);
+    expect(qmmaApplies(h200, { m: 1, k: 14336, format: 'q4g32a', x: 256n })).toBe(true);
+    expect(qmmaApplies(h200, { m: 1, k: 4096, format: 'q4k', x: 256n })).toBe(true);
+    expect(qmmaApplies(h200, { m: 2, k: 4096, format: 'q4g32', x: 256n })).toBe(false);
+    expect(qmmaApplies(h200, { m: 1, k: 4100, format: 'q4g32', x: 256n })).toBe(false);
+    expect(qmmaApplies(h200, { m: 1, k: 4096, format: 'q4g128', x: 256n })).toBe(false);
+    expect(
+      qmmaApplies({ ...h200, computeCapability: [7, 5] }, { m: 1, k: 4096, format: 'q4g32', x: 256n }),
+    ).toBe(false);
+    expect(qmmaApplies(h200, { m: 1, k: 65536, format: 'q4g32', x: 256n })).toBe(false);
+    expect(qmmaApplies(h200, { m: 1, k: 4096, format: 'q4g32', x: 264n })).toBe(false);
     // Wide products keep whole tiles per warp; narrow ones split K until the SMs have two blocks each.
     expect(qmmaSlicesFor(128 * 1024, 2048, 132)).toBe(1);
     expect(qmmaSlicesFor(4096, 4096, 132)).toBe(4);

@@ -7,7 +7,7 @@ import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.j
 import { activationF32 } from './activations.js';
 import { loadParams } from './entryParams.js';
 import { below } from './gemv.js';
-import { BYTES_PER_GROUP, GROUP_QUAD, sharedLayout, stageX } from './quantizedMmaX.js';
+import { BYTES_PER_GROUP, GROUP_QUAD, HL_STRIDE, MID_STRIDE, sharedLayout, stageX } from './quantizedMmaX.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import {
   type FloatStorage,
@@ -49,6 +49,8 @@ const THREADS = WARPS * 32;
 const TILE = 8;
 /** Weights of one lane's 16-byte piece, one scale group. */
 const GROUP = 32;
+/** Blocks per SM the kernel is built for and the split of K aims at (two fit beside each other's x up to K = 14336). */
+const BLOCKS_PER_SM = 2;
 /** Groups a warp's lanes take per step, one per threadInGroup. */
 const STEP_GROUPS = GROUP_QUAD;
 
@@ -164,7 +166,6 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
         ~(STEP_GROUPS - 1) >>> 0,
       );
       const shared = sharedLayout(k, k.sharedAddress(dynamic), padded);
-      stageX(k, shared, { xRow: k.globalPointer(p.x), act, kDim, groups: padded, tid, threads: THREADS });
 
       // The lane's codes: row colBase + g (rows past N read row N − 1, never stored), group 4i + t.
       const codeRow = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), colBase, gid), lastN);
@@ -208,14 +209,10 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
         upper,
         k.setp('eq', 'u32', k.reg('pred'), t, k.sub('u32', k.reg('u32'), gid, 4)),
       );
-      // Entry j of group 4i + t lies at base + (4i + t)·stride + (j XOR t)·entry.
-      const stride = k.selp('u32', k.reg('u32'), 8 * 16, 8 * 8, isHl);
-      const entry = k.selp('u32', k.reg('u32'), 16, 8, isHl);
+      // The entries of group 4i + t start at base + (4i + t)·stride.
+      const stride = k.selp('u32', k.reg('u32'), HL_STRIDE, MID_STRIDE, isHl);
       const laneBase = k.selp('u32', k.reg('u32'), shared.hl, shared.mid, isHl);
       k.madLo('u32', laneBase, t, stride, laneBase);
-      const entryAt = Array.from({ length: 8 }, (_, j) =>
-        k.madLo('u32', k.reg('u32'), k.xor('b32', k.reg('u32'), t, j), entry, laneBase),
-      );
       const sumsAt = k.madLo('u32', k.reg('u32'), quad, 4, shared.sums);
       const fragments = Array.from({ length: 8 }, () => {
         const regs = k.regs('u32', 4);
@@ -228,41 +225,44 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
       const minus = k.mov('b32', k.reg('u32'), MINUS_MAGIC_PAIR);
       const acc = weights.map(() => k.mov('f32', k.reg('f32'), 0));
 
-      type Step = { group: R32; words: R32[][]; scale: F32[]; bias: (F32 | number)[]; negOffset: F32[] };
-      /** Issues step `first`'s loads (groups first … first + 3): codes, scales and zero points or offsets. */
-      const loadStep = (first: R32): Step => {
+      /** A step's loads per weight: codes, scale, and zero point (as f32) or −offset. */
+      type Step = { words: R32[][]; scale: F32[]; bias: (F32 | number)[]; negOffset: F32[] };
+      const steps: Step[] = Array.from({ length: U }, () => ({
+        words: weights.map(() => k.regs('u32', 4)),
+        scale: weights.map(() => k.reg('f32')),
+        bias: weights.map(() => (v.zeros ? k.reg('f32') : 8)),
+        negOffset: weights.map(() => k.reg('f32')),
+      }));
+      /** Issues the loads of the step of groups first … first + 3 into `st`. */
+      const loadStep = (st: Step, first: R32) => {
         const codeOk = below(k, k.add('u32', k.reg('u32'), first, t), groups);
         const group = k.add('u32', k.reg('u32'), first, quad);
         const sumOk = below(k, group, groups);
-        const words = weights.map((w) => {
-          const regs = k.regs('u32', 4);
-          for (const r of regs) k.mov('b32', r, 0);
+        weights.forEach((w, wi) => {
+          // Codes past K are left as they are: x is 0 there.
           const at = k.elementAddress(w.packed, k.add('u32', k.reg('u32'), codeIndex, first), 16);
-          k.predicated(codeOk, () => k.ldGlobal('b32', regs as unknown as Vec4<R32>, at, { nc: true }));
-          return regs;
-        });
-        const scaleOf: F32[] = [];
-        const bias: (F32 | number)[] = [];
-        const negOffset: F32[] = [];
-        weights.forEach((w) => {
+          k.predicated(codeOk, () => {
+            k.ldGlobal('b32', st.words[wi] as unknown as Vec4<R32>, at, { nc: true });
+          });
           if (q4k) {
             const superBlock = k.add('u32', k.reg('u32'), scaleIndex, k.shr('u32', k.reg('u32'), group, 3));
-            const at = {
+            const where = {
               scale: superBlock,
               words: k.mulLo('u32', k.reg('u32'), superBlock, 3),
               sub: k.and('b32', k.reg('u32'), group, 7),
             };
             const ptrs = { scales: w.scales, offsets: offsets!, zeros: w.zeros! };
-            const sub = subBlockScaleOffset(k, scale, ptrs, at, sumOk);
-            scaleOf.push(sub.scale);
-            negOffset.push(k.neg('f32', sub.offset, sub.offset));
+            const sub = subBlockScaleOffset(k, scale, ptrs, where, sumOk);
+            k.mov('f32', st.scale[wi]!, sub.scale);
+            k.neg('f32', st.negOffset[wi]!, sub.offset);
             return;
           }
-          const at = k.add('u32', k.reg('u32'), scaleIndex, first);
-          scaleOf.push(loadOneAsF32(k, scale, k.elementAddress(w.scales, at, scaleBytes), sumOk));
+          const index = k.add('u32', k.reg('u32'), scaleIndex, first);
+          const scaleAt = k.elementAddress(w.scales, index, scaleBytes);
+          k.mov('f32', st.scale[wi]!, loadOneAsF32(k, scale, scaleAt, sumOk));
           if (affine) {
-            const offset = loadOneAsF32(k, scale, k.elementAddress(offsets!, at, scaleBytes), sumOk);
-            negOffset.push(k.neg('f32', offset, offset));
+            const offset = loadOneAsF32(k, scale, k.elementAddress(offsets!, index, scaleBytes), sumOk);
+            k.neg('f32', st.negOffset[wi]!, offset);
           } else if (v.zeros) {
             const word = k.mov('b32', k.reg('u32'), 0);
             const wordAt = k.add('u32', k.reg('u32'), zeroRow!, k.shr('u32', k.reg('u32'), group, 3));
@@ -271,22 +271,23 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
             });
             const shift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), group, 7), 2);
             const nibble = k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), word, shift), 0xf);
-            bias.push(k.cvt('f32', 'u32', k.reg('f32'), nibble, { rnd: 'rn' }));
-          } else bias.push(8);
+            k.cvt('f32', 'u32', st.bias[wi] as F32, nibble, { rnd: 'rn' });
+          }
         });
-        return { group: first, words, scale: scaleOf, bias, negOffset };
       };
 
-      /** The step's 8 mmas per weight, then each lane's group sum scaled into its accumulator. */
-      const useStep = (st: Step) => {
+      /** The 8 mmas per weight of the step of groups first … first + 3, then each lane's group sum scaled into its accumulator. */
+      const useStep = (st: Step, first: R32) => {
         // A fragments of the step's 4 groups (only the 8 lanes that hold any load them).
-        const offset = k.mulLo('u32', k.reg('u32'), st.group, stride);
+        const at = k.madLo('u32', k.reg('u32'), first, stride, laneBase);
         fragments.forEach((regs, j) => {
-          const at = k.add('u32', k.reg('u32'), entryAt[j]!, offset);
-          k.predicated(isHl, () => k.ldShared('b32', regs as unknown as Vec4<R32>, at));
-          k.predicated(isMid, () => k.ldShared('b32', [regs[0]!, regs[2]!] as Vec2<R32>, at));
+          k.predicated(isHl, () => k.ldShared('b32', regs as unknown as Vec4<R32>, addr(at, 16 * j)));
+          if (j % 2 === 1) return;
+          const next = fragments[j + 1]!;
+          const mids = [regs[0]!, regs[2]!, next[0]!, next[2]!] as Vec4<R32>;
+          k.predicated(isMid, () => k.ldShared('b32', mids, addr(at, 8 * j)));
         });
-        const xSum = k.ldShared('f32', k.reg('f32'), addr(k.madLo('u32', k.reg('u32'), st.group, 4, sumsAt)));
+        const xSum = k.ldShared('f32', k.reg('f32'), addr(k.madLo('u32', k.reg('u32'), first, 4, sumsAt)));
         weights.forEach((_, w) => {
           const d = k.regs('f32', 4);
           st.words[w]!.forEach((word, wi) => {
@@ -317,17 +318,22 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
         });
       };
 
+      // Each step's registers are refilled as soon as the step is used, so U − 1 steps stay in
+      // flight; the first U go out before x is staged, which hides their latency behind it.
       const stepGroups = STEP_GROUPS * S;
+      const start = k.mulLo('u32', k.reg('u32'), slice, STEP_GROUPS);
+      steps.forEach((st, u) => {
+        loadStep(st, u === 0 ? start : k.add('u32', k.reg('u32'), start, u * stepGroups));
+      });
+      stageX(k, shared, { xRow: k.globalPointer(p.x), act, kDim, groups: padded, tid, threads: THREADS });
       const first = k.reg('u32');
-      k.forRange(first, k.mulLo('u32', k.reg('u32'), slice, STEP_GROUPS), groups, U * stepGroups, () => {
-        const starts = Array.from({ length: U }, (_, u) =>
-          u === 0 ? first : k.add('u32', k.reg('u32'), first, u * stepGroups),
-        );
-        const steps = starts.map((s) => loadStep(s));
+      k.forRange(first, start, groups, U * stepGroups, () => {
         steps.forEach((st, u) => {
+          const at = u === 0 ? first : k.add('u32', k.reg('u32'), first, u * stepGroups);
           // Steps past the row (whole warps) take no A loads nor mmas.
-          if (u === 0) useStep(st);
-          else k.ifThen(below(k, st.group, groups), () => useStep(st));
+          if (u === 0) useStep(st, at);
+          else k.ifThen(below(k, at, groups), () => useStep(st, at));
+          loadStep(st, k.add('u32', k.reg('u32'), at, U * stepGroups));
         });
       });
 
@@ -372,7 +378,8 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
         storeFromF32(k, act, k.elementAddress(y, out, STORAGE_BYTES[act]), value);
       });
     },
-    { maxThreadsPerBlock: THREADS },
+    // Two blocks an SM (at most 128 registers a thread), as the split of K assumes.
+    { maxThreadsPerBlock: THREADS, minBlocksPerSm: BLOCKS_PER_SM },
   );
   return m;
 }
@@ -382,9 +389,6 @@ export function qmmaSharedBytes(kDim: number): number {
   const groups = Math.ceil(kDim / GROUP / STEP_GROUPS) * STEP_GROUPS;
   return groups * BYTES_PER_GROUP;
 }
-
-/** Blocks per SM the split of K aims at (two fit beside each other's shared x up to K = 14336). */
-const BLOCKS_PER_SM = 2;
 
 /**
  * Warps of a block that split K: doubled while the grid stays within
@@ -405,16 +409,17 @@ export function qmmaSlicesFor(n: number, kDim: number, units: number): 1 | 2 | 4
 }
 
 /**
- * Whether the tensor-core GEMV takes a product: one row of x, a format of
- * QMMA_FORMATS with K a multiple of 32, sm_80 or later, and x's parts within
- * a block's shared memory.
+ * Whether the tensor-core GEMV takes a product: one row of x, 16-byte
+ * aligned, a format of QMMA_FORMATS with K a multiple of 32, sm_80 or later,
+ * and x's parts within a block's shared memory.
  */
 export function qmmaApplies(
   device: { readonly computeCapability: readonly number[]; readonly sharedMemoryPerBlockOptin: number },
-  problem: { readonly m: number; readonly k: number; readonly format: string },
-): problem is { m: 1; k: number; format: QmmaFormat } {
+  problem: { readonly m: number; readonly k: number; readonly format: string; readonly x: bigint },
+): problem is { m: 1; k: number; format: QmmaFormat; x: bigint } {
   const { m, k, format } = problem;
   if (m !== 1 || k % GROUP !== 0 || !(QMMA_FORMATS as readonly string[]).includes(format)) return false;
+  if (problem.x % 16n !== 0n) return false;
   if ((device.computeCapability[0] ?? 0) < 8) return false;
   return qmmaSharedBytes(k) <= device.sharedMemoryPerBlockOptin;
 }
