@@ -20,6 +20,7 @@ import {
   QMMA_ENTRY,
   type QmmaConfig,
   qmmaApplies,
+  qmmaGrid,
   qmmaKey,
   qmmaModule,
   qmmaSlicesFor,
@@ -38,14 +39,14 @@ describe('tensor-core quantized GEMV', () => {
   it('decodes codes with bf16x2 fmas, feeds mma.sync and splits x once per block', () => {
     const text = qmmaModule(base).emit();
     // 4 steps a loop of 4 words (8 mmas each) per lane; one 16-byte code load per step, issued
-    // once before x is staged and once in the loop; 8 hl and 4 mid A loads a step.
+    // before x is staged, in the loop and for the next item; 8 hl and 4 mid A loads a step.
     expect(text.match(/mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32/g)).toHaveLength(4 * 8);
     expect(text.match(/fma\.rn\.bf16x2/g)).toHaveLength(4 * 4 * 4);
-    expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(2 * 4);
+    expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(3 * 4);
     expect(text.match(/ld\.shared\.v4\.b32/g)).toHaveLength(4 * (8 + 4));
     // Two words of x in flight per thread, four pairs of each split three ways.
     expect(text.match(/cvt\.rn\.bf16x2\.f32/g)).toHaveLength(2 * 4 * 3);
-    expect(text.match(/bar\.sync 0;/g)).toHaveLength(2);
+    expect(text.match(/bar\.sync 0;/g)).toHaveLength(3);
     expect(text).not.toContain('cvt.rn.f32.u32');
   });
 
@@ -75,11 +76,16 @@ describe('tensor-core quantized GEMV', () => {
     ).toBe(false);
     expect(qmmaApplies(h200, { m: 1, k: 65536, format: 'q4g32', x: 256n })).toBe(false);
     expect(qmmaApplies(h200, { m: 1, k: 4096, format: 'q4g32', x: 264n })).toBe(false);
-    // Wide products keep whole tiles per warp; narrow ones split K until the SMs have two blocks each.
+    // Wide products keep whole tiles per warp; narrower ones split K so that every block has an
+    // item and the last round of items is nearly full; two steps of K per warp at least.
     expect(qmmaSlicesFor(128 * 1024, 2048, 132)).toBe(1);
-    expect(qmmaSlicesFor(4096, 4096, 132)).toBe(4);
+    expect(qmmaSlicesFor(14336, 4096, 132)).toBe(2);
+    expect(qmmaSlicesFor(11008, 4096, 132)).toBe(4);
+    expect(qmmaSlicesFor(4096, 4096, 132)).toBe(8);
     expect(qmmaSlicesFor(512, 14336, 132)).toBe(8);
     expect(qmmaSlicesFor(512, 256, 132)).toBe(1);
+    expect(qmmaGrid(4096, 8, 132)).toBe(264);
+    expect(qmmaGrid(512, 8, 132)).toBe(64);
   });
 });
 
@@ -119,11 +125,14 @@ describe('tensor-core quantized GEMV on an emulated device', () => {
     ['q4g32a', false, 1024, 9, 'bf16', 4],
     ['q4k', false, 512, 11, 'f32', 8],
     ['q4g32', false, 96, 5, 'bf16', 2],
+    // Nine items of one tile on the two blocks of the device's one SM: each block takes several,
+    // and warps 2–7 no step of K.
+    ['q4g32', false, 192, 67, 'f32', 8],
   ];
   for (const [format, zeroPoints, k, n, xType, slices] of cases) {
     it(`${format}${zeroPoints ? ' zero points' : ''} 1×${k}→${n}, x ${xType}, ${slices} slices`, async () => {
       const { fake, gpu, dispose } = createEmulatedGpu({
-        multiprocessors: 2,
+        multiprocessors: 1,
         tuning: { qgemvSlices: slices },
       });
       try {
@@ -151,7 +160,10 @@ describe('tensor-core quantized GEMV on an emulated device', () => {
         };
         const first = fake.launches.length;
         const got = run(gpu, true);
-        expect(fake.launches.slice(first).map((l) => l.entry)).toEqual([QMMA_ENTRY]);
+        const launched = fake.launches.slice(first);
+        expect(launched.map((l) => l.entry)).toEqual([QMMA_ENTRY]);
+        // At most two blocks on the one SM, each taking items until none are left.
+        expect(launched[0]!.grid[0]).toBe(Math.min(Math.ceil(n / (64 / slices)), 2));
         const want = run(cpu, false);
         const tolerance =
           xType === 'f32' ? { rtol: 1e-4, atol: 4e-5 * Math.sqrt(k) } : { rtol: 1e-2, atol: 1e-2 };

@@ -155,8 +155,14 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
       const slice = k.and('b32', k.reg('u32'), warp, S - 1);
       const tile = k.shr('u32', k.reg('u32'), warp, Math.log2(S));
       const { groupId: gid, threadInGroup: t } = k.mmaLaneCoordinates();
-      const colBase = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), k.ctaid(), G, tile), TILE);
       const lastN = k.sub('u32', k.reg('u32'), n, 1);
+      // Items of G column tiles; block b takes items b, b + grid, … (the grid is at most two an SM).
+      const items = k.shr(
+        'u32',
+        k.reg('u32'),
+        k.add('u32', k.reg('u32'), n, TILE * G - 1),
+        Math.log2(TILE * G),
+      );
       // Groups of a row, and padded to whole steps for the shared layout.
       const groups = k.shr('u32', k.reg('u32'), kDim, 5);
       const padded = k.and(
@@ -167,23 +173,33 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
       );
       const shared = sharedLayout(k, k.sharedAddress(dynamic), padded);
 
-      // The lane's codes: row colBase + g (rows past N read row N − 1, never stored), group 4i + t.
-      const codeRow = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), colBase, gid), lastN);
-      const codeIndex = k.madLo('u32', k.reg('u32'), codeRow, groups, t);
-      // The lane's sums at the end: column 2t + upper, the group 4i + quad of each step.
+      // The lane's sums at the end: column 2t + upper of the tile, the group 4i + quad of each step.
       const quad = k.and('b32', k.reg('u32'), gid, 3);
       const upper = k.setp('ge', 'u32', k.reg('pred'), gid, 4);
-      const column = k.add('u32', k.reg('u32'), colBase, k.shl('b32', k.reg('u32'), t, 1));
-      k.add('u32', column, column, k.selp('u32', k.reg('u32'), 1, 0, upper));
-      const sumRow = k.min('u32', k.reg('u32'), column, lastN);
+      const local = k.shl('b32', k.reg('u32'), t, 1);
+      k.add('u32', local, local, k.selp('u32', k.reg('u32'), 1, 0, upper));
       const superBlocks = q4k ? k.shr('u32', k.reg('u32'), kDim, 8) : undefined;
-      const scaleIndex = q4k
-        ? k.mulLo('u32', k.reg('u32'), sumRow, superBlocks!)
-        : k.madLo('u32', k.reg('u32'), sumRow, groups, quad);
       const zeroWords = v.zeros
         ? k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), groups, 7), 3)
         : undefined;
-      const zeroRow = zeroWords ? k.mulLo('u32', k.reg('u32'), sumRow, zeroWords) : undefined;
+      // Where an item's loads go: the lane's code row colBase + g (rows past N read row N − 1,
+      // never stored), group 4i + t; its scale row colBase + local; `bound` the groups to load
+      // (none past the last item).
+      const colBase = k.reg('u32');
+      const codeIndex = k.reg('u32');
+      const scaleIndex = k.reg('u32');
+      const zeroRow = zeroWords ? k.reg('u32') : undefined;
+      const bound = k.reg('u32');
+      const placeItem = (item: R32) => {
+        k.mulLo('u32', colBase, k.madLo('u32', k.reg('u32'), item, G, tile), TILE);
+        const codeRow = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), colBase, gid), lastN);
+        k.madLo('u32', codeIndex, codeRow, groups, t);
+        const sumRow = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), colBase, local), lastN);
+        if (q4k) k.mulLo('u32', scaleIndex, sumRow, superBlocks!);
+        else k.madLo('u32', scaleIndex, sumRow, groups, quad);
+        if (zeroRow) k.mulLo('u32', zeroRow, sumRow, zeroWords!);
+        k.selp('u32', bound, groups, 0, below(k, item, items));
+      };
       const weights = [
         { packed: p.packed, scales: p.scales, zeros: p.zeros },
         { packed: p.packed2, scales: p.scales2, zeros: p.zeros2 },
@@ -235,9 +251,9 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
       }));
       /** Issues the loads of the step of groups first … first + 3 into `st`. */
       const loadStep = (st: Step, first: R32) => {
-        const codeOk = below(k, k.add('u32', k.reg('u32'), first, t), groups);
+        const codeOk = below(k, k.add('u32', k.reg('u32'), first, t), bound);
         const group = k.add('u32', k.reg('u32'), first, quad);
-        const sumOk = below(k, group, groups);
+        const sumOk = below(k, group, bound);
         weights.forEach((w, wi) => {
           // Codes past K are left as they are: x is 0 there.
           const at = k.elementAddress(w.packed, k.add('u32', k.reg('u32'), codeIndex, first), 16);
@@ -319,63 +335,79 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
       };
 
       // Each step's registers are refilled as soon as the step is used, so U − 1 steps stay in
-      // flight; the first U go out before x is staged, which hides their latency behind it.
+      // flight; an item's first U go out before x is staged (the first item) or before the item
+      // before it sums its slices (the others), which hides their latency.
       const stepGroups = STEP_GROUPS * S;
       const start = k.mulLo('u32', k.reg('u32'), slice, STEP_GROUPS);
-      steps.forEach((st, u) => {
-        loadStep(st, u === 0 ? start : k.add('u32', k.reg('u32'), start, u * stepGroups));
-      });
-      stageX(k, shared, { xRow: k.globalPointer(p.x), act, kDim, groups: padded, tid, threads: THREADS });
-      const first = k.reg('u32');
-      k.forRange(first, start, groups, U * stepGroups, () => {
+      const prefetch = () =>
         steps.forEach((st, u) => {
-          const at = u === 0 ? first : k.add('u32', k.reg('u32'), first, u * stepGroups);
-          // Steps past the row (whole warps) take no A loads nor mmas.
-          if (u === 0) useStep(st, at);
-          else k.ifThen(below(k, at, groups), () => useStep(st, at));
-          loadStep(st, k.add('u32', k.reg('u32'), at, U * stepGroups));
+          loadStep(st, u === 0 ? start : k.add('u32', k.reg('u32'), start, u * stepGroups));
         });
-      });
-
-      // A column's 4 groups sit in lanes quad 0 … 3 (lane bits 2 and 3); lanes 0–3 and 16–19 keep them.
+      const item = k.mov('u32', k.reg('u32'), k.ctaid());
+      placeItem(item);
+      prefetch();
+      stageX(k, shared, { xRow: k.globalPointer(p.x), act, kDim, groups: padded, tid, threads: THREADS });
       const lane = k.and('b32', k.reg('u32'), tid, 31);
-      const local = k.sub('u32', k.reg('u32'), column, colBase);
       const redBase = k.sharedAddress(red);
       const keeps = k.setp('eq', 'u32', k.reg('pred'), quad, 0);
-      acc.forEach((a, w) => {
-        for (const offset of [4, 8]) {
-          k.add('f32', a, a, k.shflSync('bfly', k.reg('f32'), a, offset), { rnd: 'rn' });
-        }
-        const at = k.madLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), warp, P, w), TILE, local);
-        k.predicated(keeps, () => k.stShared('f32', addr(k.madLo('u32', k.reg('u32'), at, 4, redBase)), a));
-      });
-      k.barSync();
-      // Lane o < 8 of a tile's slice-0 warp adds the S slices and stores column colBase + o.
-      const out = k.add('u32', k.reg('u32'), colBase, lane);
-      const mine: Pred = [
-        k.setp('eq', 'u32', k.reg('pred'), slice, 0),
-        below(k, lane, TILE),
-        below(k, out, n),
-      ].reduce((x, y) => k.and('pred', k.reg('pred'), x, y));
-      k.ifThen(mine, () => {
-        const sums = weights.map((_, w) => {
-          const sum = k.mov('f32', k.reg('f32'), 0);
-          for (let s = 0; s < S; s++) {
-            const row = k.add('u32', k.reg('u32'), warp, s);
-            const at = k.madLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), row, P, w), TILE, lane);
-            const part = k.ldShared('f32', k.reg('f32'), addr(k.madLo('u32', k.reg('u32'), at, 4, redBase)));
-            k.add('f32', sum, sum, part, { rnd: 'rn' });
-          }
-          return sum;
+      const firstSlice = k.setp('eq', 'u32', k.reg('pred'), slice, 0);
+      const y: R64 = k.globalPointer(p.y);
+      const itemBase = k.reg('u32');
+      k.forRange(item, item, items, k.nctaid(), () => {
+        for (const a of acc) k.mov('f32', a, 0);
+        const first = k.reg('u32');
+        k.forRange(first, start, groups, U * stepGroups, () => {
+          steps.forEach((st, u) => {
+            const at = u === 0 ? first : k.add('u32', k.reg('u32'), first, u * stepGroups);
+            // Steps past the row (whole warps) take no A loads nor mmas.
+            if (u === 0) useStep(st, at);
+            else k.ifThen(below(k, at, groups), () => useStep(st, at));
+            loadStep(st, k.add('u32', k.reg('u32'), at, U * stepGroups));
+          });
         });
-        const y: R64 = k.globalPointer(p.y);
-        let value = sums[0]!;
-        if (v.pair) value = k.mul('f32', k.reg('f32'), activationF32(k, 'silu', sums[0]!), sums[1]!);
-        else if (v.withC) {
-          const c = loadOneAsF32(k, act, k.elementAddress(k.globalPointer(p.c), out, STORAGE_BYTES[act]));
-          value = k.fma('f32', k.reg('f32'), k.ldParam(p.beta), c, value);
-        }
-        storeFromF32(k, act, k.elementAddress(y, out, STORAGE_BYTES[act]), value);
+        k.mov('u32', itemBase, colBase);
+        placeItem(k.add('u32', k.reg('u32'), item, k.nctaid()));
+        prefetch();
+
+        // A column's 4 groups sit in lanes quad 0 … 3 (lane bits 2 and 3); lanes 0–3 and 16–19 keep them.
+        acc.forEach((a, w) => {
+          for (const offset of [4, 8]) {
+            k.add('f32', a, a, k.shflSync('bfly', k.reg('f32'), a, offset), { rnd: 'rn' });
+          }
+          const at = k.madLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), warp, P, w), TILE, local);
+          k.predicated(keeps, () => k.stShared('f32', addr(k.madLo('u32', k.reg('u32'), at, 4, redBase)), a));
+        });
+        k.barSync();
+        // Lane o < 8 of a tile's slice-0 warp adds the S slices and stores column itemBase + o.
+        const out = k.add('u32', k.reg('u32'), itemBase, lane);
+        const mine: Pred = [firstSlice, below(k, lane, TILE), below(k, out, n)].reduce((x, z) =>
+          k.and('pred', k.reg('pred'), x, z),
+        );
+        k.ifThen(mine, () => {
+          const sums = weights.map((_, w) => {
+            const sum = k.mov('f32', k.reg('f32'), 0);
+            for (let s = 0; s < S; s++) {
+              const row = k.add('u32', k.reg('u32'), warp, s);
+              const at = k.madLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), row, P, w), TILE, lane);
+              const part = k.ldShared(
+                'f32',
+                k.reg('f32'),
+                addr(k.madLo('u32', k.reg('u32'), at, 4, redBase)),
+              );
+              k.add('f32', sum, sum, part, { rnd: 'rn' });
+            }
+            return sum;
+          });
+          let value = sums[0]!;
+          if (v.pair) value = k.mul('f32', k.reg('f32'), activationF32(k, 'silu', sums[0]!), sums[1]!);
+          else if (v.withC) {
+            const c = loadOneAsF32(k, act, k.elementAddress(k.globalPointer(p.c), out, STORAGE_BYTES[act]));
+            value = k.fma('f32', k.reg('f32'), k.ldParam(p.beta), c, value);
+          }
+          storeFromF32(k, act, k.elementAddress(y, out, STORAGE_BYTES[act]), value);
+        });
+        // The slices' sums are read before the next item writes them.
+        k.barSync();
       });
     },
     // Two blocks an SM (at most 128 registers a thread), as the split of K assumes.
@@ -390,22 +422,30 @@ export function qmmaSharedBytes(kDim: number): number {
   return groups * BYTES_PER_GROUP;
 }
 
+/** Items (G = 8 / slices column tiles each) of N columns. */
+function itemsOf(n: number, slices: number): number {
+  return Math.ceil(n / ((TILE * WARPS) / slices));
+}
+
+/** Blocks of the launch: one per item, at most BLOCKS_PER_SM an SM (a block then takes several). */
+export function qmmaGrid(n: number, slices: number, units: number): number {
+  return Math.min(itemsOf(n, slices), BLOCKS_PER_SM * units);
+}
+
 /**
- * Warps of a block that split K: doubled while the grid stays within
- * BLOCKS_PER_SM blocks an SM (every block stages all of x) and each slice
- * keeps two steps of K.
+ * Warps of a block that split K. Where some split gives every block an item
+ * (all SMs busy), the one whose rounds of items take least time, counting a
+ * step of K per warp and about one more per item for its end; else the
+ * most warps per item that keep two steps each.
  */
 export function qmmaSlicesFor(n: number, kDim: number, units: number): 1 | 2 | 4 | 8 {
-  const tiles = Math.ceil(n / TILE);
   const steps = Math.ceil(kDim / (GROUP * STEP_GROUPS));
-  let slices = 1;
-  while (
-    slices < WARPS &&
-    Math.ceil(tiles / (WARPS / (2 * slices))) <= BLOCKS_PER_SM * units &&
-    steps >= 4 * slices
-  )
-    slices *= 2;
-  return slices as 1 | 2 | 4 | 8;
+  const slots = BLOCKS_PER_SM * units;
+  const choices = ([1, 2, 4, 8] as const).filter((s) => s === 1 || steps >= 2 * s);
+  const full = choices.filter((s) => itemsOf(n, s) >= slots);
+  if (full.length === 0) return choices[choices.length - 1]!;
+  const cost = (s: number) => Math.ceil(itemsOf(n, s) / slots) * (Math.ceil(steps / s) + 1);
+  return full.reduce((best, s) => (cost(s) < cost(best) ? s : best));
 }
 
 /**
@@ -457,7 +497,7 @@ export function encodeQuantizedMma(
     key: qmmaKey(config),
     module: () => qmmaModule(config),
     entry: QMMA_ENTRY,
-    grid: [Math.ceil(n / ((TILE * WARPS) / slices)), 1, 1],
+    grid: [qmmaGrid(n, slices, encoder.device.multiprocessors), 1, 1],
     block: THREADS,
     sharedBytes: qmmaSharedBytes(kDim),
     args: {
