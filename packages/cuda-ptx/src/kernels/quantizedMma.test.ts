@@ -24,6 +24,7 @@ import {
   qmmaKey,
   qmmaModule,
   qmmaSlicesFor,
+  qmmaUnroll,
 } from './quantizedMma.js';
 
 const base: QmmaConfig = {
@@ -38,12 +39,16 @@ const base: QmmaConfig = {
 describe('tensor-core quantized GEMV', () => {
   it('decodes codes with bf16x2 fmas, feeds mma.sync and splits x once per block', () => {
     const text = qmmaModule(base).emit();
-    // 4 steps a loop of 4 words (8 mmas each) per lane; one 16-byte code load per step, issued
+    const steps = qmmaUnroll(base);
+    expect(steps).toBe(6);
+    // U steps a loop of 4 words (8 mmas each) per lane; one 16-byte code load per step, issued
     // before x is staged, in the loop and for the next item; 8 hl and 4 mid A loads a step.
-    expect(text.match(/mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32/g)).toHaveLength(4 * 8);
-    expect(text.match(/fma\.rn\.bf16x2/g)).toHaveLength(4 * 4 * 4);
-    expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(3 * 4);
-    expect(text.match(/ld\.shared\.v4\.b32/g)).toHaveLength(4 * (8 + 4));
+    expect(text.match(/mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32/g)).toHaveLength(
+      steps * 8,
+    );
+    expect(text.match(/fma\.rn\.bf16x2/g)).toHaveLength(steps * 4 * 4);
+    expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(3 * steps);
+    expect(text.match(/ld\.shared\.v4\.b32/g)).toHaveLength(steps * (8 + 4));
     // Two words of x in flight per thread, four pairs of each split three ways.
     expect(text.match(/cvt\.rn\.bf16x2\.f32/g)).toHaveLength(2 * 4 * 3);
     expect(text.match(/bar\.sync 0;/g)).toHaveLength(3);
@@ -98,6 +103,7 @@ describe.skipIf(gate.skip)(`tensor-core quantized GEMV under ptxas (${gate.reaso
       { ...base, format: 'q4g32a', withC: true, types: { act: 'bf16', scale: 'bf16' }, slices: 1 },
       { ...base, format: 'q4k', types: { act: 'f16', scale: 'f32' }, slices: 8 },
       { ...base, zeros: true, pair: true, slices: 2 },
+      { ...base, zeros: true, withC: true, types: { act: 'f16', scale: 'f16' }, slices: 2 },
     ];
     const jobs: AssemblyJob[] = configs.flatMap((v) => {
       const ptx = qmmaModule(v).emit();

@@ -49,6 +49,8 @@ const THREADS = WARPS * 32;
 const TILE = 8;
 /** Weights of one lane's 16-byte piece, one scale group. */
 const GROUP = 32;
+/** Registers of A fragments kept, by step mod FRAGMENT_SETS. */
+const FRAGMENT_SETS = 4;
 /** Blocks per SM the kernel is built for and the split of K aims at (two fit beside each other's x up to K = 14336). */
 const BLOCKS_PER_SM = 2;
 /** Groups a warp's lanes take per step, one per threadInGroup. */
@@ -76,9 +78,12 @@ export function qmmaKey(v: QmmaConfig): string {
   return `quantized/gemvmma/s${v.slices}/${what}${storageKey([v.types.act, v.types.scale])}`;
 }
 
-/** Steps whose loads a warp issues together. */
+/**
+ * Steps a warp has in flight: 96 bytes of codes a lane where the registers
+ * allow (two blocks an SM), fewer for q4k's sub-block scales and for a pair.
+ */
 export function qmmaUnroll(v: QmmaConfig): number {
-  return v.pair ? 2 : 4;
+  return v.pair ? 2 : v.format === 'q4k' ? 4 : 6;
 }
 
 const PARAMS = {
@@ -230,7 +235,9 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
       const laneBase = k.selp('u32', k.reg('u32'), shared.hl, shared.mid, isHl);
       k.madLo('u32', laneBase, t, stride, laneBase);
       const sumsAt = k.madLo('u32', k.reg('u32'), quad, 4, shared.sums);
-      const fragments = Array.from({ length: 8 }, () => {
+      // A fragments of 4 steps j (by j mod 4): the loads of one word's two steps go out while the
+      // word before is multiplied. Lanes that hold none keep these zeros.
+      const fragments = Array.from({ length: FRAGMENT_SETS }, () => {
         const regs = k.regs('u32', 4);
         for (const r of regs) k.mov('b32', r, 0);
         return regs;
@@ -296,28 +303,29 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
       const useStep = (st: Step, first: R32) => {
         // A fragments of the step's 4 groups (only the 8 lanes that hold any load them).
         const at = k.madLo('u32', k.reg('u32'), first, stride, laneBase);
-        fragments.forEach((regs, j) => {
-          k.predicated(isHl, () => k.ldShared('b32', regs as unknown as Vec4<R32>, addr(at, 16 * j)));
-          if (j % 2 === 1) return;
-          const next = fragments[j + 1]!;
-          const mids = [regs[0]!, regs[2]!, next[0]!, next[2]!] as Vec4<R32>;
-          k.predicated(isMid, () => k.ldShared('b32', mids, addr(at, 8 * j)));
-        });
         const xSum = k.ldShared('f32', k.reg('f32'), addr(k.madLo('u32', k.reg('u32'), first, 4, sumsAt)));
-        weights.forEach((_, w) => {
-          const d = k.regs('f32', 4);
-          st.words[w]!.forEach((word, wi) => {
-            const pairs = codePairs(k, word, one, minus);
-            for (const h of [0, 1]) {
-              const j = 2 * wi + h;
+        const d = weights.map(() => k.regs('f32', 4));
+        for (let wi = 0; wi < 4; wi++) {
+          const [lo, hi] = [fragments[(2 * wi) % FRAGMENT_SETS]!, fragments[(2 * wi + 1) % FRAGMENT_SETS]!];
+          k.predicated(isHl, () => k.ldShared('b32', lo as unknown as Vec4<R32>, addr(at, 32 * wi)));
+          k.predicated(isHl, () => k.ldShared('b32', hi as unknown as Vec4<R32>, addr(at, 32 * wi + 16)));
+          const mids = [lo[0]!, lo[2]!, hi[0]!, hi[2]!] as Vec4<R32>;
+          k.predicated(isMid, () => k.ldShared('b32', mids, addr(at, 16 * wi)));
+          weights.forEach((_, w) => {
+            const pairs = codePairs(k, st.words[w]![wi]!, one, minus);
+            [lo, hi].forEach((a, h) => {
               const b = [pairs[2 * h]!, pairs[2 * h + 1]!] as Vec2<R32>;
-              k.mmaSync('m16n8k16', 'bf16', d, fragments[j] as unknown as Vec4<R32>, b, j === 0 ? zero : d);
-            }
+              const c = wi === 0 && h === 0 ? zero : d[w]!;
+              k.mmaSync('m16n8k16', 'bf16', d[w]! as Vec4<F32>, a as unknown as Vec4<R32>, b, c as Vec4<F32>);
+            });
           });
+        }
+        weights.forEach((_, w) => {
+          const dw = d[w]!;
           // Rows (hi, lo) of lanes g < 4 and mid of lanes g ≥ 4 (its row g + 8 is zero): a lane keeps
           // column 2t + upper and trades the other with lane ^ 16.
-          const s0 = k.add('f32', k.reg('f32'), d[0]!, d[2]!, { rnd: 'rn' });
-          const s1 = k.add('f32', k.reg('f32'), d[1]!, d[3]!, { rnd: 'rn' });
+          const s0 = k.add('f32', k.reg('f32'), dw[0]!, dw[2]!, { rnd: 'rn' });
+          const s1 = k.add('f32', k.reg('f32'), dw[1]!, dw[3]!, { rnd: 'rn' });
           const mine = k.selp('f32', k.reg('f32'), s1, s0, upper);
           const send = k.selp('f32', k.reg('f32'), s0, s1, upper);
           const sum = k.add('f32', mine, mine, k.shflSync('bfly', k.reg('f32'), send, 16), { rnd: 'rn' });
