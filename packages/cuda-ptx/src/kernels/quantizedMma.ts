@@ -469,7 +469,8 @@ export function qmmaApplies(
   if (m !== 1 || k % GROUP !== 0 || !(QMMA_FORMATS as readonly string[]).includes(format)) return false;
   if (problem.x % 16n !== 0n) return false;
   if ((device.computeCapability[0] ?? 0) < 8) return false;
-  return qmmaSharedBytes(k) <= device.sharedMemoryPerBlockOptin;
+  // The slices' sums take WARPS · 2 · TILE f32 of static shared memory beside x's parts.
+  return qmmaSharedBytes(k) + WARPS * 2 * TILE * 4 <= device.sharedMemoryPerBlockOptin;
 }
 
 /** The weight operands of one product (`offsets`: q4g32a's and q4k's dmin). */
