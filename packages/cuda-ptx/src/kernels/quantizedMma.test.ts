@@ -21,6 +21,7 @@ import {
   QMMA_ENTRY,
   type QmmaConfig,
   qmmaApplies,
+  qmmaBlocksPerSm,
   qmmaGrid,
   qmmaKey,
   qmmaModule,
@@ -84,14 +85,18 @@ describe('tensor-core quantized GEMV', () => {
     expect(qmmaApplies(h200, { m: 1, k: 4096, format: 'q4g32', x: 264n })).toBe(false);
     // Wide products keep whole tiles per warp; narrower ones split K so that every block has an
     // item and the last round of items is nearly full; two steps of K per warp at least.
-    expect(qmmaSlicesFor(128 * 1024, 2048, 132)).toBe(1);
-    expect(qmmaSlicesFor(14336, 4096, 132)).toBe(2);
-    expect(qmmaSlicesFor(11008, 4096, 132)).toBe(4);
-    expect(qmmaSlicesFor(4096, 4096, 132)).toBe(8);
-    expect(qmmaSlicesFor(512, 14336, 132)).toBe(8);
-    expect(qmmaSlicesFor(512, 256, 132)).toBe(1);
-    expect(qmmaGrid(4096, 8, 132)).toBe(264);
-    expect(qmmaGrid(512, 8, 132)).toBe(64);
+    expect(qmmaSlicesFor(128 * 1024, 2048, 264)).toBe(1);
+    expect(qmmaSlicesFor(14336, 4096, 264)).toBe(2);
+    expect(qmmaSlicesFor(11008, 4096, 264)).toBe(4);
+    expect(qmmaSlicesFor(4096, 4096, 264)).toBe(8);
+    expect(qmmaSlicesFor(512, 14336, 264)).toBe(8);
+    expect(qmmaSlicesFor(512, 256, 264)).toBe(1);
+    expect(qmmaGrid(4096, 8, 264)).toBe(264);
+    expect(qmmaGrid(512, 8, 264)).toBe(64);
+    // Two blocks an SM while their x parts fit beside each other (H200: to K of about 17k).
+    expect(qmmaBlocksPerSm(14336, 227 * 1024)).toBe(2);
+    expect(qmmaBlocksPerSm(24576, 227 * 1024)).toBe(1);
+    expect(qmmaBlocksPerSm(14336, 163 * 1024)).toBe(1);
   });
 });
 

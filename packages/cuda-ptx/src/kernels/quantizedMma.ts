@@ -435,9 +435,24 @@ function itemsOf(n: number, slices: number): number {
   return Math.ceil(n / ((TILE * WARPS) / slices));
 }
 
-/** Blocks of the launch: one per item, at most BLOCKS_PER_SM an SM (a block then takes several). */
-export function qmmaGrid(n: number, slices: number, units: number): number {
-  return Math.min(itemsOf(n, slices), BLOCKS_PER_SM * units);
+/** Static shared bytes: the slices' sums of one item. */
+const STATIC_SHARED = WARPS * 2 * TILE * 4;
+/** Shared memory the driver keeps per block on sm_80 and later. */
+const RESERVED_SHARED = 1024;
+
+/**
+ * Blocks resident on one SM for K: BLOCKS_PER_SM, or one where two blocks'
+ * shared memory does not fit (an SM has about a block's opt-in limit plus
+ * the reserved kilobyte).
+ */
+export function qmmaBlocksPerSm(kDim: number, sharedOptin: number): number {
+  const block = qmmaSharedBytes(kDim) + STATIC_SHARED + RESERVED_SHARED;
+  return Math.max(1, Math.min(BLOCKS_PER_SM, Math.floor((sharedOptin + RESERVED_SHARED) / block)));
+}
+
+/** Blocks of the launch: one per item, at most the resident `slots` (a block then takes several). */
+export function qmmaGrid(n: number, slices: number, slots: number): number {
+  return Math.min(itemsOf(n, slices), slots);
 }
 
 /**
@@ -446,9 +461,8 @@ export function qmmaGrid(n: number, slices: number, units: number): number {
  * step of K per warp and about one more per item for its end; else the
  * most warps per item that keep two steps each.
  */
-export function qmmaSlicesFor(n: number, kDim: number, units: number): 1 | 2 | 4 | 8 {
+export function qmmaSlicesFor(n: number, kDim: number, slots: number): 1 | 2 | 4 | 8 {
   const steps = Math.ceil(kDim / (GROUP * STEP_GROUPS));
-  const slots = BLOCKS_PER_SM * units;
   const choices = ([1, 2, 4, 8] as const).filter((s) => s === 1 || steps >= 2 * s);
   const full = choices.filter((s) => itemsOf(n, s) >= slots);
   if (full.length === 0) return choices[choices.length - 1]!;
@@ -469,8 +483,7 @@ export function qmmaApplies(
   if (m !== 1 || k % GROUP !== 0 || !(QMMA_FORMATS as readonly string[]).includes(format)) return false;
   if (problem.x % 16n !== 0n) return false;
   if ((device.computeCapability[0] ?? 0) < 8) return false;
-  // The slices' sums take WARPS · 2 · TILE f32 of static shared memory beside x's parts.
-  return qmmaSharedBytes(k) + WARPS * 2 * TILE * 4 <= device.sharedMemoryPerBlockOptin;
+  return qmmaSharedBytes(k) + STATIC_SHARED <= device.sharedMemoryPerBlockOptin;
 }
 
 /** The weight operands of one product (`offsets`: q4g32a's and q4k's dmin). */
@@ -493,7 +506,9 @@ export function encodeQuantizedMma(
   if (n === 0) return;
   const first = weights[0]!;
   const second = weights[1] ?? first;
-  const slices = encoder.tuning.qgemvSlices ?? qmmaSlicesFor(n, kDim, encoder.device.multiprocessors);
+  const { multiprocessors, sharedMemoryPerBlockOptin } = encoder.device;
+  const slots = multiprocessors * qmmaBlocksPerSm(kDim, sharedMemoryPerBlockOptin);
+  const slices = encoder.tuning.qgemvSlices ?? qmmaSlicesFor(n, kDim, slots);
   const config: QmmaConfig = {
     format: attrs.format,
     zeros: attrs.format === 'q4g32' && first.zeros !== undefined,
@@ -506,7 +521,7 @@ export function encodeQuantizedMma(
     key: qmmaKey(config),
     module: () => qmmaModule(config),
     entry: QMMA_ENTRY,
-    grid: [qmmaGrid(n, slices, encoder.device.multiprocessors), 1, 1],
+    grid: [qmmaGrid(n, slices, slots), 1, 1],
     block: THREADS,
     sharedBytes: qmmaSharedBytes(kDim),
     args: {
