@@ -21,7 +21,6 @@ import {
   QMMA_ENTRY,
   type QmmaConfig,
   qmmaApplies,
-  qmmaBlocksPerSm,
   qmmaGrid,
   qmmaKey,
   qmmaModule,
@@ -85,18 +84,15 @@ describe('tensor-core quantized GEMV', () => {
     expect(qmmaApplies(h200, { m: 1, k: 4096, format: 'q4g32', x: 264n })).toBe(false);
     // Wide products keep whole tiles per warp; narrower ones split K so that every block has an
     // item and the last round of items is nearly full; two steps of K per warp at least.
-    expect(qmmaSlicesFor(128 * 1024, 2048, 264)).toBe(1);
-    expect(qmmaSlicesFor(14336, 4096, 264)).toBe(2);
-    expect(qmmaSlicesFor(11008, 4096, 264)).toBe(4);
-    expect(qmmaSlicesFor(4096, 4096, 264)).toBe(8);
-    expect(qmmaSlicesFor(512, 14336, 264)).toBe(8);
-    expect(qmmaSlicesFor(512, 256, 264)).toBe(1);
-    expect(qmmaGrid(4096, 8, 264)).toBe(264);
-    expect(qmmaGrid(512, 8, 264)).toBe(64);
-    // Two blocks an SM while their x parts fit beside each other (H200: to K of about 17k).
-    expect(qmmaBlocksPerSm(14336, 227 * 1024)).toBe(2);
-    expect(qmmaBlocksPerSm(24576, 227 * 1024)).toBe(1);
-    expect(qmmaBlocksPerSm(14336, 163 * 1024)).toBe(1);
+    expect(qmmaSlicesFor(128 * 1024, 2048, 132)).toBe(1);
+    expect(qmmaSlicesFor(14336, 4096, 132)).toBe(2);
+    expect(qmmaSlicesFor(11008, 4096, 132)).toBe(4);
+    expect(qmmaSlicesFor(4096, 4096, 132)).toBe(8);
+    expect(qmmaSlicesFor(512, 14336, 132)).toBe(16);
+    expect(qmmaSlicesFor(512, 256, 132)).toBe(2);
+    // One block an SM, taking items of 16 / S tiles.
+    expect(qmmaGrid(4096, 8, 132)).toBe(132);
+    expect(qmmaGrid(512, 16, 132)).toBe(64);
   });
 });
 
@@ -137,8 +133,7 @@ describe('tensor-core quantized GEMV on an emulated device', () => {
     ['q4g32a', false, 1024, 9, 'bf16', 4],
     ['q4k', false, 512, 11, 'f32', 8],
     ['q4g32', false, 96, 5, 'bf16', 2],
-    // Nine items of one tile on the two blocks of the device's one SM: each block takes several,
-    // and warps 2–7 no step of K.
+    // Five items of two tiles on the one block of the device's one SM, and warps of no step of K.
     ['q4g32', false, 192, 67, 'f32', 8],
   ];
   for (const [format, zeroPoints, k, n, xType, slices] of cases) {
@@ -174,8 +169,8 @@ describe('tensor-core quantized GEMV on an emulated device', () => {
         const got = run(gpu, true);
         const launched = fake.launches.slice(first);
         expect(launched.map((l) => l.entry)).toEqual([QMMA_ENTRY]);
-        // At most two blocks on the one SM, each taking items until none are left.
-        expect(launched[0]!.grid[0]).toBe(Math.min(Math.ceil(n / (64 / slices)), 2));
+        // One block on the one SM, taking every item.
+        expect(launched[0]!.grid[0]).toBe(1);
         const want = run(cpu, false);
         const tolerance =
           xType === 'f32' ? { rtol: 1e-4, atol: 4e-5 * Math.sqrt(k) } : { rtol: 1e-2, atol: 1e-2 };

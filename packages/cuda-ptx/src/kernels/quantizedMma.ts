@@ -39,11 +39,12 @@ import {
 // - after a group's 8 mmas, one shuffle adds a column's three splits, and
 //   each lane applies one group's scale (and zero point or offset, times Σx)
 //   in f32.
-// The warps of a block split K (S slices) for G = 8 / S column tiles of 8;
-// the slices' sums meet in shared memory at the end.
+// The 16 warps of a block split K (S slices) for G = 16 / S column tiles of
+// 8; the slices' sums meet in shared memory at the end. One block an SM
+// stages x once and takes items of G tiles until none are left.
 
 export const QMMA_ENTRY = 'quantized_gemv_mma';
-const WARPS = 8;
+const WARPS = 16;
 const THREADS = WARPS * 32;
 /** Columns of a warp's tile: an mma's n. */
 const TILE = 8;
@@ -51,14 +52,16 @@ const TILE = 8;
 const GROUP = 32;
 /** Registers of A fragments kept, by step mod FRAGMENT_SETS. */
 const FRAGMENT_SETS = 4;
-/** Blocks per SM the kernel is built for and the split of K aims at (two fit beside each other's x up to K = 14336). */
-const BLOCKS_PER_SM = 2;
 /** Groups a warp's lanes take per step, one per threadInGroup. */
 const STEP_GROUPS = GROUP_QUAD;
 
 /** The 4-bit formats this kernel reads; all take K a multiple of 32 (q4k: of 256). */
 export const QMMA_FORMATS = ['q4g32', 'q4g32a', 'q4k'] as const;
 export type QmmaFormat = (typeof QMMA_FORMATS)[number];
+
+/** The splits of K among a block's warps. */
+export const QMMA_SLICES = [1, 2, 4, 8, 16] as const;
+export type QmmaSlices = (typeof QMMA_SLICES)[number];
 
 export interface QmmaConfig {
   readonly format: QmmaFormat;
@@ -70,7 +73,7 @@ export interface QmmaConfig {
   readonly pair: boolean;
   readonly types: { readonly act: FloatStorage; readonly scale: FloatStorage };
   /** Warps of a block that split K. */
-  readonly slices: 1 | 2 | 4 | 8;
+  readonly slices: QmmaSlices;
 }
 
 export function qmmaKey(v: QmmaConfig): string {
@@ -80,7 +83,7 @@ export function qmmaKey(v: QmmaConfig): string {
 
 /**
  * Steps a warp has in flight: 96 bytes of codes a lane where the registers
- * allow (two blocks an SM), fewer for q4k's sub-block scales and for a pair.
+ * allow (at most 128 a thread), fewer for q4k's sub-block scales and for a pair.
  */
 export function qmmaUnroll(v: QmmaConfig): number {
   return v.pair ? 2 : v.format === 'q4k' ? 4 : 6;
@@ -113,7 +116,7 @@ function check(v: QmmaConfig): void {
   };
   if (!(QMMA_FORMATS as readonly string[]).includes(v.format))
     fail('format', QMMA_FORMATS.join(', '), v.format);
-  if (![1, 2, 4, 8].includes(v.slices)) fail('slices', '1, 2, 4 or 8', String(v.slices));
+  if (!QMMA_SLICES.includes(v.slices)) fail('slices', QMMA_SLICES.join(', '), String(v.slices));
   if (v.zeros && v.format !== 'q4g32') fail('zeros', 'zero points with q4g32 only', v.format);
   if (v.pair && (v.withC || v.format !== 'q4g32')) fail('pair', 'a q4g32 pair without c', v.format);
 }
@@ -161,7 +164,7 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
       const tile = k.shr('u32', k.reg('u32'), warp, Math.log2(S));
       const { groupId: gid, threadInGroup: t } = k.mmaLaneCoordinates();
       const lastN = k.sub('u32', k.reg('u32'), n, 1);
-      // Items of G column tiles; block b takes items b, b + grid, … (the grid is at most two an SM).
+      // Items of G column tiles; block b takes items b, b + grid, … (the grid is at most one an SM).
       const items = k.shr(
         'u32',
         k.reg('u32'),
@@ -418,8 +421,8 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
         k.barSync();
       });
     },
-    // Two blocks an SM (at most 128 registers a thread), as the split of K assumes.
-    { maxThreadsPerBlock: THREADS, minBlocksPerSm: BLOCKS_PER_SM },
+    // One block an SM: at most 128 registers a thread.
+    { maxThreadsPerBlock: THREADS, minBlocksPerSm: 1 },
   );
   return m;
 }
@@ -430,43 +433,30 @@ export function qmmaSharedBytes(kDim: number): number {
   return groups * BYTES_PER_GROUP;
 }
 
-/** Items (G = 8 / slices column tiles each) of N columns. */
+/** Items (G = 16 / slices column tiles each) of N columns. */
 function itemsOf(n: number, slices: number): number {
   return Math.ceil(n / ((TILE * WARPS) / slices));
 }
 
 /** Static shared bytes: the slices' sums of one item. */
 const STATIC_SHARED = WARPS * 2 * TILE * 4;
-/** Shared memory the driver keeps per block on sm_80 and later. */
-const RESERVED_SHARED = 1024;
-
-/**
- * Blocks resident on one SM for K: BLOCKS_PER_SM, or one where two blocks'
- * shared memory does not fit (an SM has about a block's opt-in limit plus
- * the reserved kilobyte).
- */
-export function qmmaBlocksPerSm(kDim: number, sharedOptin: number): number {
-  const block = qmmaSharedBytes(kDim) + STATIC_SHARED + RESERVED_SHARED;
-  return Math.max(1, Math.min(BLOCKS_PER_SM, Math.floor((sharedOptin + RESERVED_SHARED) / block)));
-}
-
-/** Blocks of the launch: one per item, at most the resident `slots` (a block then takes several). */
-export function qmmaGrid(n: number, slices: number, slots: number): number {
-  return Math.min(itemsOf(n, slices), slots);
+/** Blocks of the launch: one per item, at most one an SM (a block then takes several). */
+export function qmmaGrid(n: number, slices: number, units: number): number {
+  return Math.min(itemsOf(n, slices), units);
 }
 
 /**
- * Warps of a block that split K. Where some split gives every block an item
- * (all SMs busy), the one whose rounds of items take least time, counting a
- * step of K per warp and about one more per item for its end; else the
- * most warps per item that keep two steps each.
+ * Warps of a block that split K. Where a split with two steps of K a warp
+ * gives every SM an item, the one whose rounds of items take least time,
+ * counting a step per warp and about one more per item for its end; else
+ * (few columns) the most warps per item that keep a step each.
  */
-export function qmmaSlicesFor(n: number, kDim: number, slots: number): 1 | 2 | 4 | 8 {
+export function qmmaSlicesFor(n: number, kDim: number, units: number): QmmaSlices {
   const steps = Math.ceil(kDim / (GROUP * STEP_GROUPS));
-  const choices = ([1, 2, 4, 8] as const).filter((s) => s === 1 || steps >= 2 * s);
-  const full = choices.filter((s) => itemsOf(n, s) >= slots);
-  if (full.length === 0) return choices[choices.length - 1]!;
-  const cost = (s: number) => Math.ceil(itemsOf(n, s) / slots) * (Math.ceil(steps / s) + 1);
+  const choices = QMMA_SLICES.filter((s) => s === 1 || steps >= 2 * s);
+  const full = choices.filter((s) => itemsOf(n, s) >= units);
+  if (full.length === 0) return QMMA_SLICES.filter((s) => s === 1 || steps >= s).pop()!;
+  const cost = (s: number) => Math.ceil(itemsOf(n, s) / units) * (Math.ceil(steps / s) + 1);
   return full.reduce((best, s) => (cost(s) < cost(best) ? s : best));
 }
 
@@ -506,9 +496,8 @@ export function encodeQuantizedMma(
   if (n === 0) return;
   const first = weights[0]!;
   const second = weights[1] ?? first;
-  const { multiprocessors, sharedMemoryPerBlockOptin } = encoder.device;
-  const slots = multiprocessors * qmmaBlocksPerSm(kDim, sharedMemoryPerBlockOptin);
-  const slices = encoder.tuning.qgemvSlices ?? qmmaSlicesFor(n, kDim, slots);
+  const units = encoder.device.multiprocessors;
+  const slices = encoder.tuning.qgemvSlices ?? qmmaSlicesFor(n, kDim, units);
   const config: QmmaConfig = {
     format: attrs.format,
     zeros: attrs.format === 'q4g32' && first.zeros !== undefined,
@@ -521,7 +510,7 @@ export function encodeQuantizedMma(
     key: qmmaKey(config),
     module: () => qmmaModule(config),
     entry: QMMA_ENTRY,
-    grid: [qmmaGrid(n, slices, slots), 1, 1],
+    grid: [qmmaGrid(n, slices, units), 1, 1],
     block: THREADS,
     sharedBytes: qmmaSharedBytes(kDim),
     args: {
