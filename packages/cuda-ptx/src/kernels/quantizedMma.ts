@@ -307,7 +307,10 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
         // A fragments of the step's 4 groups (only the 8 lanes that hold any load them).
         const at = k.madLo('u32', k.reg('u32'), first, stride, laneBase);
         const xSum = k.ldShared('f32', k.reg('f32'), addr(k.madLo('u32', k.reg('u32'), first, 4, sumsAt)));
-        const d = weights.map(() => k.regs('f32', 4));
+        // One weight keeps two accumulators (a word's even and odd step), so that its mmas form two
+        // chains as a pair's do.
+        const chains = P === 1 ? 2 : 1;
+        const d = weights.map(() => Array.from({ length: chains }, () => k.regs('f32', 4)));
         for (let wi = 0; wi < 4; wi++) {
           const [lo, hi] = [fragments[(2 * wi) % FRAGMENT_SETS]!, fragments[(2 * wi + 1) % FRAGMENT_SETS]!];
           k.predicated(isHl, () => k.ldShared('b32', lo as unknown as Vec4<R32>, addr(at, 32 * wi)));
@@ -318,17 +321,24 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
             const pairs = codePairs(k, st.words[w]![wi]!, one, minus);
             [lo, hi].forEach((a, h) => {
               const b = [pairs[2 * h]!, pairs[2 * h + 1]!] as Vec2<R32>;
-              const c = wi === 0 && h === 0 ? zero : d[w]!;
-              k.mmaSync('m16n8k16', 'bf16', d[w]! as Vec4<F32>, a as unknown as Vec4<R32>, b, c as Vec4<F32>);
+              const dh = d[w]![h % chains]! as Vec4<F32>;
+              const first = wi === 0 && h < chains;
+              k.mmaSync('m16n8k16', 'bf16', dh, a as unknown as Vec4<R32>, b, first ? zero : dh);
             });
           });
         }
         weights.forEach((_, w) => {
-          const dw = d[w]!;
           // Rows (hi, lo) of lanes g < 4 and mid of lanes g ≥ 4 (its row g + 8 is zero): a lane keeps
           // column 2t + upper and trades the other with lane ^ 16.
-          const s0 = k.add('f32', k.reg('f32'), dw[0]!, dw[2]!, { rnd: 'rn' });
-          const s1 = k.add('f32', k.reg('f32'), dw[1]!, dw[3]!, { rnd: 'rn' });
+          const [s0, s1] = [0, 1].map((c) => {
+            const sum = k.add('f32', k.reg('f32'), d[w]![0]![c]!, d[w]![0]![c + 2]!, { rnd: 'rn' });
+            for (const other of d[w]!.slice(1)) {
+              k.add('f32', sum, sum, k.add('f32', k.reg('f32'), other[c]!, other[c + 2]!, { rnd: 'rn' }), {
+                rnd: 'rn',
+              });
+            }
+            return sum;
+          }) as [F32, F32];
           const mine = k.selp('f32', k.reg('f32'), s1, s0, upper);
           const send = k.selp('f32', k.reg('f32'), s0, s1, upper);
           const sum = k.add('f32', mine, mine, k.shflSync('bfly', k.reg('f32'), send, 16), { rnd: 'rn' });
