@@ -11,6 +11,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   maxCachedBytes: true,
   qgemvVariant: true,
   qgemvSlices: true,
+  qgemvMma: true,
 };
 
 export const CUDA_OPTION_KEYS: readonly string[] = Object.keys(OPTION_KEYS);

@@ -8,7 +8,6 @@ import {
 import type { FakeLaunch, FakeLibCuda } from './fakeLibCuda.js';
 import { decodeFakeTensorMap } from './fakeTensorMap.js';
 import { bf16ToNumber, bitsToF32, F16_VALUES, f16ToNumber, f32ToBits } from './floatBits.js';
-import { fmaBf16x2 } from './packedBf16.js';
 import { AsyncCopyQueue, ldmatrixWarp, Mbarriers, mmaSyncWarp, roundToTf32 } from './tensorCoreSemantics.js';
 import { decodeWgmmaDescriptor, type WgmmaDescriptor, wgmmaWarp } from './wgmmaSemantics.js';
 
@@ -1447,7 +1446,6 @@ function lowerMultiplyAdd(ctx: Context): Lowered {
   const { parts } = ctx.ins;
   const type = typeOf(ctx);
   if (type === 'f32') return lowerFma(ctx);
-  if (type === 'bf16x2') return lowerFmaBf16x2(ctx);
   const mode = parts[1];
   if (parts[0] !== 'mad' || parts.length !== 3) unsupported(ctx);
   if (mode === 'wide') {
@@ -1567,15 +1565,6 @@ function lowerFma(ctx: Context): Lowered {
     let r = mode === 'rn' ? fmaF32(x, y, z) : roundF32(s, mode, SUM, sumError(p, z, s), p, z);
     if (ftz) r = flush(r);
     f[d] = sat ? saturate(r) : r;
-  });
-}
-
-/** `fma.rn.bf16x2 d, a, b, c` (packedBf16.ts has its rounding). */
-function lowerFmaBf16x2(ctx: Context): Lowered {
-  if (ctx.ins.parts.join('.') !== 'fma.rn.bf16x2') unsupported(ctx);
-  const [d, a, b, c] = [dst(ctx, 0, 'b32'), src(ctx, 1, 'b32'), src(ctx, 2, 'b32'), src(ctx, 3, 'b32')];
-  return call((u) => {
-    u[d] = fmaBf16x2(u[a]!, u[b]!, u[c]!);
   });
 }
 

@@ -298,9 +298,9 @@ function encodeQuantized(
   // int8 (on an H100, 1×4096×4096: q4g32 8.8 against 8.5 µs, but the decode
   // shapes 1×2048×5632 6.5 against 8.2 µs and 1×5632×2048 7.3 against 9.4;
   // q8 14.8 against 10.8), unless the qgemvVariant option picks one ('a': this file's).
-  // One row of 4-bit codes with K in whole groups: the tensor-core GEMV, unless a variant is asked for.
+  // One row of 4-bit codes with K in whole groups: the tensor-core GEMV where the qgemvMma switch asks.
   const problem = { m, k: kDim, format: attrs.format, x: x!.ptr };
-  if (encoder.tuning.qgemvVariant === undefined && qmmaApplies(encoder.device, problem)) {
+  if (encoder.tuning.qgemvMma === 'on' && qmmaApplies(encoder.device, problem)) {
     const weight = { packed: packed!, scales: scales!, zeros, offsets };
     encodeQuantizedMma(encoder, { x: x!, weights: [weight], c, y }, { ...attrs, format: problem.format });
     return;

@@ -476,8 +476,8 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyCudaKernel[] = [
       const gate = { packed: gatePacked!, scales: gateScales!, zeros: gateZeros, offsets: undefined };
       const up = { packed: upPacked!, scales: upScales!, zeros: upZeros, offsets: undefined };
       const problem = { m: x!.shape[0]!, k: x!.shape[1]!, format: attrs.format, x: x!.ptr };
-      // One row of q4g32 pairs: the tensor-core GEMV, unless a variant is asked for.
-      if (encoder.tuning.qgemvVariant === undefined && qmmaApplies(encoder.device, problem)) {
+      // One row of q4g32 pairs: the tensor-core GEMV where the qgemvMma switch asks.
+      if (encoder.tuning.qgemvMma === 'on' && qmmaApplies(encoder.device, problem)) {
         encodeQuantizedMma(
           encoder,
           { x: x!, weights: [gate, up], c: undefined, y },

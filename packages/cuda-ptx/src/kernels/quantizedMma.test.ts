@@ -38,7 +38,7 @@ const base: QmmaConfig = {
 };
 
 describe('tensor-core quantized GEMV', () => {
-  it('decodes codes with bf16x2 fmas, feeds mma.sync and splits x once per block', () => {
+  it('turns codes into bf16 pairs with a shift and a mask-or, feeds mma.sync and splits x once per block', () => {
     const text = qmmaModule(base).emit();
     const steps = qmmaUnroll(base);
     expect(steps).toBe(6);
@@ -47,7 +47,10 @@ describe('tensor-core quantized GEMV', () => {
     expect(text.match(/mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32/g)).toHaveLength(
       steps * 8,
     );
-    expect(text.match(/fma\.rn\.bf16x2/g)).toHaveLength(steps * 4 * 4);
+    // A word's 4 pairs of codes: 16 + q in both halves (0x41804180).
+    const magic = new RegExp(`or\\.b32 %r\\d+, %r\\d+, ${0x41804180};`, 'g');
+    expect(text.match(magic)).toHaveLength(steps * 4 * 4);
+    expect(text).not.toContain('bf16x2 %');
     expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(3 * steps);
     expect(text.match(/ld\.shared\.v4\.b32/g)).toHaveLength(steps * (8 + 4));
     // Two words of x in flight per thread, four pairs of each split three ways.
@@ -136,11 +139,23 @@ describe('tensor-core quantized GEMV on an emulated device', () => {
     // Five items of two tiles on the one block of the device's one SM, and warps of no step of K.
     ['q4g32', false, 192, 67, 'f32', 8],
   ];
+  it('runs only where the qgemvMma switch asks', () => {
+    for (const qgemvMma of [undefined, 'off'] as const) {
+      const { fake, gpu, dispose } = createEmulatedGpu({ tuning: qgemvMma ? { qgemvMma } : {} });
+      try {
+        const host = quantizeWeights(random(8 * 64, 0.05), [8, 64], 'q4g32a');
+        runQuantizedMatmul(gpu, gpu.upload(random(64), [1, 64]), uploadQuantized(gpu, host));
+        expect(fake.launches.map((l) => l.entry)).not.toContain(QMMA_ENTRY);
+      } finally {
+        dispose();
+      }
+    }
+  });
   for (const [format, zeroPoints, k, n, xType, slices] of cases) {
     it(`${format}${zeroPoints ? ' zero points' : ''} 1×${k}→${n}, x ${xType}, ${slices} slices`, async () => {
       const { fake, gpu, dispose } = createEmulatedGpu({
         multiprocessors: 1,
-        tuning: { qgemvSlices: slices },
+        tuning: { qgemvSlices: slices, qgemvMma: 'on' },
       });
       try {
         const host = quantizeWeights(random(n * k, 0.05), [n, k], format, { zeroPoints });
@@ -188,7 +203,7 @@ describe('tensor-core quantized GEMV conformance on an emulated device', () => {
     const fakes: FakeLibCuda[] = [];
     const suite = conformanceSuite({
       create: () => {
-        const { fake, gpu } = createEmulatedGpu({ multiprocessors: 2 });
+        const { fake, gpu } = createEmulatedGpu({ multiprocessors: 2, tuning: { qgemvMma: 'on' } });
         fakes.push(fake);
         return gpu;
       },

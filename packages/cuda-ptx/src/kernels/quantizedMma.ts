@@ -121,18 +121,21 @@ function check(v: QmmaConfig): void {
   if (v.pair && (v.withC || v.format !== 'q4g32')) fail('pair', 'a q4g32 pair without c', v.format);
 }
 
-/** bf16x2 constants: the magic 128 ORed under each pair of codes, 1, and −128. */
-const MAGIC_PAIR = 0x43004300;
-const ONE_PAIR = 0x3f803f80;
-const MINUS_MAGIC_PAIR = 0xc300c300;
-const NIBBLES = 0x000f000f;
+/** bf16 16 in both halves: a nibble ORed into mantissa bits 3–6 of 16 reads as 16 + q. */
+const MAGIC_PAIR = 0x41804180;
+/** The magic number each B element carries, and the mask of a nibble in bits 3–6 of both halves. */
+const MAGIC = 16;
+const NIBBLES = 0x00780078;
 
-/** A u32 word's 8 codes as 4 bf16 pairs: pair i holds nibbles i (low half) and i + 4. */
-function codePairs(k: KernelBuilder, word: R32, one: R32, minus: R32): R32[] {
+/**
+ * A u32 word's 8 codes as 4 bf16 pairs 16 + q, exactly: pair i holds nibbles
+ * i (low half) and i + 4, each moved to mantissa bits 3–6 by one shift.
+ */
+function codePairs(k: KernelBuilder, word: R32): R32[] {
   return [0, 1, 2, 3].map((i) => {
-    const shifted = i === 0 ? word : k.shr('b32', k.reg('u32'), word, 4 * i);
-    const biased = k.or('b32', k.reg('u32'), k.and('b32', k.reg('u32'), shifted, NIBBLES), MAGIC_PAIR);
-    return k.fmaBf16x2(k.reg('u32'), biased, one, minus);
+    const shifted =
+      i === 0 ? k.shl('b32', k.reg('u32'), word, 3) : k.shr('b32', k.reg('u32'), word, 4 * i - 3);
+    return k.or('b32', k.reg('u32'), k.and('b32', k.reg('u32'), shifted, NIBBLES), MAGIC_PAIR);
   });
 }
 
@@ -247,8 +250,6 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
       });
       const zero = k.regs('f32', 4);
       for (const r of zero) k.mov('f32', r, 0);
-      const one = k.mov('b32', k.reg('u32'), ONE_PAIR);
-      const minus = k.mov('b32', k.reg('u32'), MINUS_MAGIC_PAIR);
       const acc = weights.map(() => k.mov('f32', k.reg('f32'), 0));
 
       /** A step's loads per weight: codes, scale, and zero point (as f32) or −offset. */
@@ -318,7 +319,7 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
           const mids = [lo[0]!, lo[2]!, hi[0]!, hi[2]!] as Vec4<R32>;
           k.predicated(isMid, () => k.ldShared('b32', mids, addr(at, 16 * wi)));
           weights.forEach((_, w) => {
-            const pairs = codePairs(k, st.words[w]![wi]!, one, minus);
+            const pairs = codePairs(k, st.words[w]![wi]!);
             [lo, hi].forEach((a, h) => {
               const b = [pairs[2 * h]!, pairs[2 * h + 1]!] as Vec2<R32>;
               const dh = d[w]![h % chains]! as Vec4<F32>;
@@ -341,17 +342,14 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
           }) as [F32, F32];
           const mine = k.selp('f32', k.reg('f32'), s1, s0, upper);
           const send = k.selp('f32', k.reg('f32'), s0, s1, upper);
+          // Σ x·(16 + q) over the group: Σ x·q is that less 16·Σx (and the zero point's Σx).
           const sum = k.add('f32', mine, mine, k.shflSync('bfly', k.reg('f32'), send, 16), { rnd: 'rn' });
           const a = acc[w]!;
-          if (affine) {
-            k.fma('f32', a, st.scale[w]!, sum, a);
-            k.fma('f32', a, st.negOffset[w]!, xSum, a);
-          } else {
-            const z = st.bias[w]!;
-            const negZero = typeof z === 'number' ? -z : k.neg('f32', k.reg('f32'), z);
-            const centred = k.fma('f32', k.reg('f32'), negZero, xSum, sum);
-            k.fma('f32', a, st.scale[w]!, centred, a);
-          }
+          const z = affine ? 0 : st.bias[w]!;
+          const negBias = typeof z === 'number' ? -(MAGIC + z) : k.sub('f32', k.reg('f32'), -MAGIC, z);
+          const centred = k.fma('f32', k.reg('f32'), negBias, xSum, sum);
+          k.fma('f32', a, st.scale[w]!, centred, a);
+          if (affine) k.fma('f32', a, st.negOffset[w]!, xSum, a);
         });
       };
 

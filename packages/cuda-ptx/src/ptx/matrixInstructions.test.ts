@@ -45,7 +45,6 @@ function matrixZoo(target: string): PtxModule {
     const { groupId, threadInGroup } = k.mmaLaneCoordinates();
     const index = k.madLo('u32', k.reg('u32'), groupId, 4, threadInGroup);
     k.stGlobal('b32', k.elementAddress(dst, index, 8), [swapped, halves]);
-    k.stGlobal('b32', k.elementAddress(dst, index, 4), k.fmaBf16x2(k.reg('u32'), pair, halves, swapped));
   });
   return m;
 }
@@ -82,7 +81,6 @@ describe('tensor-core and async-copy instructions', () => {
       'mov.u32 %r19, %laneid;',
       'shr.u32 %r20, %r19, 2;',
       'and.b32 %r21, %r19, 3;',
-      'fma.rn.bf16x2 %r23, %r16, %r17, %r18;',
     ]) {
       expect(lines).toContain(expected);
     }
@@ -150,10 +148,6 @@ describe('tensor-core builder misuse', () => {
     );
     expect(misuse((k) => k.cvtPack('f16', k.reg('u32'), k.reg('f32'), k.reg('f32')), 'sm_75').operation).toBe(
       'KernelBuilder.cvtPack',
-    );
-    const r = (k: KernelBuilder) => k.reg('u32');
-    expect(misuse((k) => k.fmaBf16x2(r(k), r(k), r(k), r(k)), 'sm_75').operation).toBe(
-      'KernelBuilder.fmaBf16x2',
     );
     // ldmatrix is a Turing instruction.
     expect(() =>

@@ -220,16 +220,6 @@ export abstract class MatrixInstructions extends ArithmeticInstructions {
     return d;
   }
 
-  /** `fma.rn.bf16x2 d, a, b, c`: `a * b + c` in each bf16 half of the registers, each rounded once. */
-  fmaBf16x2(d: R32, a: R32, b: R32, c: R32): R32 {
-    const call = 'fmaBf16x2';
-    this.check.require(call, 'fma.rn.bf16x2', SM80);
-    this.emit(
-      `fma.rn.bf16x2 ${this.check.reg(call, 'd', d, 'u32')}, ${this.check.reg(call, 'a', a, 'u32')}, ${this.check.reg(call, 'b', b, 'u32')}, ${this.check.reg(call, 'c', c, 'u32')}`,
-    );
-    return d;
-  }
-
   /** `mov.b32 d, {lo, hi}`: two 16-bit values in one register, `lo` in the low half. */
   packHalves(d: R32, lo: R16, hi: R16): R32 {
     const call = 'packHalves';
