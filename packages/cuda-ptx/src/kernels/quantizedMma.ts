@@ -83,10 +83,10 @@ export function qmmaKey(v: QmmaConfig): string {
 
 /**
  * Steps a warp has in flight: 96 bytes of codes a lane where the registers
- * allow (at most 128 a thread), fewer for q4k's sub-block scales and for a pair.
+ * allow (at most 128 a thread): four for q4k (its sub-block scales), three for a pair (two weights).
  */
 export function qmmaUnroll(v: QmmaConfig): number {
-  return v.pair ? 2 : v.format === 'q4k' ? 4 : 6;
+  return v.pair ? 3 : v.format === 'q4k' ? 4 : 6;
 }
 
 const PARAMS = {
