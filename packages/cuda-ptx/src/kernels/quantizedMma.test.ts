@@ -42,17 +42,18 @@ describe('tensor-core quantized GEMV', () => {
     const text = qmmaModule(base).emit();
     const steps = qmmaUnroll(base);
     expect(steps).toBe(6);
-    // U steps a loop of 4 words (8 mmas each) per lane; one 16-byte code load per step, issued
-    // before x is staged, in the loop and for the next item; 8 hl and 4 mid A loads a step.
+    // U steps of 4 words (8 mmas each) per lane, in the loop and again for the row's last steps;
+    // one 16-byte code load per step, issued before x is staged, in the loop and for the next
+    // item; 8 hl and 4 mid A loads a step.
     expect(text.match(/mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32/g)).toHaveLength(
-      steps * 8,
+      2 * steps * 8,
     );
     // A word's 4 pairs of codes: 16 + q in both halves (0x41804180).
     const magic = new RegExp(`or\\.b32 %r\\d+, %r\\d+, ${0x41804180};`, 'g');
-    expect(text.match(magic)).toHaveLength(steps * 4 * 4);
+    expect(text.match(magic)).toHaveLength(2 * steps * 4 * 4);
     expect(text).not.toContain('bf16x2 %');
     expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(3 * steps);
-    expect(text.match(/ld\.shared\.v4\.b32/g)).toHaveLength(steps * (8 + 4));
+    expect(text.match(/ld\.shared\.v4\.b32/g)).toHaveLength(2 * steps * (8 + 4));
     // Two words of x in flight per thread, four pairs of each split three ways.
     expect(text.match(/cvt\.rn\.bf16x2\.f32/g)).toHaveLength(2 * 4 * 3);
     expect(text.match(/bar\.sync 0;/g)).toHaveLength(3);
@@ -132,6 +133,9 @@ describe('tensor-core quantized GEMV on an emulated device', () => {
   const cases: [QuantFormat, boolean, number, number, DType, 1 | 2 | 4 | 8][] = [
     ['q4g32', false, 256, 19, 'f32', 1],
     ['q4g32', true, 160, 13, 'f32', 2],
+    // Eight steps a warp: a whole loop of six, then two (q4k: two loops of four).
+    ['q4g32', true, 1024, 13, 'f32', 1],
+    ['q4k', false, 1024, 5, 'f32', 1],
     ['q4g32a', false, 352, 67, 'f32', 1],
     ['q4g32a', false, 1024, 9, 'bf16', 4],
     ['q4k', false, 512, 11, 'f32', 8],
@@ -203,7 +207,9 @@ describe('tensor-core quantized GEMV conformance on an emulated device', () => {
     const fakes: FakeLibCuda[] = [];
     const suite = conformanceSuite({
       create: () => {
-        const { fake, gpu } = createEmulatedGpu({ multiprocessors: 2, tuning: { qgemvMma: 'on' } });
+        // One slice: the pair's 16 steps a warp are whole loops and a last step.
+        const tuning = { qgemvMma: 'on', qgemvSlices: 1 } as const;
+        const { fake, gpu } = createEmulatedGpu({ multiprocessors: 2, tuning });
         fakes.push(fake);
         return gpu;
       },

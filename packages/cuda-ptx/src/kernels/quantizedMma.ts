@@ -374,15 +374,23 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
       const itemBase = k.reg('u32');
       k.forRange(item, item, items, k.nctaid(), () => {
         for (const a of acc) k.mov('f32', a, 0);
+        // Whole loops of U steps inside the row are one block of code, which the assembler can
+        // interleave; the last steps of the row, fewer than U, each test that they are inside
+        // (whole warps: past the row they take no A loads nor mmas).
         const first = k.reg('u32');
-        k.forRange(first, start, groups, U * stepGroups, () => {
+        const span = (U - 1) * stepGroups;
+        const wholeEnd = k.sub('u32', k.reg('u32'), k.max('u32', k.reg('u32'), groups, span), span);
+        const stepAt = (u: number) => (u === 0 ? first : k.add('u32', k.reg('u32'), first, u * stepGroups));
+        k.forRange(first, start, wholeEnd, U * stepGroups, () => {
           steps.forEach((st, u) => {
-            const at = u === 0 ? first : k.add('u32', k.reg('u32'), first, u * stepGroups);
-            // Steps past the row (whole warps) take no A loads nor mmas.
-            if (u === 0) useStep(st, at);
-            else k.ifThen(below(k, at, groups), () => useStep(st, at));
+            const at = stepAt(u);
+            useStep(st, at);
             loadStep(st, k.add('u32', k.reg('u32'), at, U * stepGroups));
           });
+        });
+        steps.forEach((st, u) => {
+          const at = stepAt(u);
+          k.ifThen(below(k, at, groups), () => useStep(st, at));
         });
         k.mov('u32', itemBase, colBase);
         placeItem(k.add('u32', k.reg('u32'), item, k.nctaid()));
