@@ -353,18 +353,20 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
         });
       };
 
-      // Each step's registers are refilled as soon as the step is used, so U − 1 steps stay in
-      // flight; an item's first U go out before x is staged (the first item) or before the item
-      // before it sums its slices (the others), which hides their latency.
+      // Each step's registers are refilled as soon as the step is used, with the item's next
+      // step or the next item's first, so U − 1 steps stay in flight; the first item's first U go
+      // out before x is staged, which hides their latency behind it.
       const stepGroups = STEP_GROUPS * S;
       const start = k.mulLo('u32', k.reg('u32'), slice, STEP_GROUPS);
-      const prefetch = () =>
-        steps.forEach((st, u) => {
-          loadStep(st, u === 0 ? start : k.add('u32', k.reg('u32'), start, u * stepGroups));
-        });
+      // The slice's first U steps of an item: groups start + u · stepGroups.
+      const firstSteps = steps.map((_, u) =>
+        u === 0 ? start : k.add('u32', k.reg('u32'), start, u * stepGroups),
+      );
       const item = k.mov('u32', k.reg('u32'), k.ctaid());
       placeItem(item);
-      prefetch();
+      steps.forEach((st, u) => {
+        loadStep(st, firstSteps[u]!);
+      });
       stageX(k, shared, { xRow: k.globalPointer(p.x), act, kDim, groups: padded, tid, threads: THREADS });
       const lane = k.and('b32', k.reg('u32'), tid, 31);
       const redBase = k.sharedAddress(red);
@@ -388,13 +390,15 @@ export function qmmaModule(v: QmmaConfig): PtxModule {
             loadStep(st, k.add('u32', k.reg('u32'), at, U * stepGroups));
           });
         });
+        // Each last step's registers take the next item's step as soon as it is used (or at once
+        // past the row), so that loads stay in flight across items.
+        k.mov('u32', itemBase, colBase);
+        placeItem(k.add('u32', k.reg('u32'), item, k.nctaid()));
         steps.forEach((st, u) => {
           const at = stepAt(u);
           k.ifThen(below(k, at, groups), () => useStep(st, at));
+          loadStep(st, firstSteps[u]!);
         });
-        k.mov('u32', itemBase, colBase);
-        placeItem(k.add('u32', k.reg('u32'), item, k.nctaid()));
-        prefetch();
 
         // A column's 4 groups sit in lanes quad 0 … 3 (lane bits 2 and 3); lanes 0–3 and 16–19 keep them.
         acc.forEach((a, w) => {
