@@ -1,6 +1,6 @@
 import { choiceFromEnvironment, type EnvironmentVariables, qgemvOptionsFromEnvironment } from '@rayo/core';
 import type { CudaDriverOptions } from './driver/driver.js';
-import type { CudaTuningOptions } from './tuning.js';
+import { type CudaTuningOptions, QGEMV_MMA_CHOICES } from './tuning.js';
 
 /** The options that environment variables name (see cudaOptionsFromEnvironment). */
 export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions, 'dependentLaunch'>;
@@ -10,17 +10,20 @@ export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions,
  * from the environment (the bench and workloads CLIs, through
  * `backendOptionsFromEnvironment('cuda', process.env)`): RAYO_QGEMV_VARIANT
  * (`a`, `b`, `c`, `d`) → `qgemvVariant`, RAYO_QGEMV_SLICES (1, 2, 4, 8) →
- * `qgemvSlices` and RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) →
- * `dependentLaunch`; unset or empty variables name nothing. This is the one
- * place the package reads the environment: the backend itself never does.
+ * `qgemvSlices`, RAYO_QGEMV_MMA (`on`, `off`) → `qgemvMma` and
+ * RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) → `dependentLaunch`; unset or empty
+ * variables name nothing. This is the one place the package reads the
+ * environment: the backend itself never does.
  */
 export function cudaOptionsFromEnvironment(
   env: EnvironmentVariables = globalThis.process?.env ?? {},
 ): CudaEnvironmentOptions {
   const operation = 'cudaOptionsFromEnvironment';
+  const qgemvMma = choiceFromEnvironment(env, 'RAYO_QGEMV_MMA', QGEMV_MMA_CHOICES, operation);
   const dependentLaunch = choiceFromEnvironment(env, 'RAYO_CUDA_DEPENDENT_LAUNCH', ['0', '1'], operation);
   return {
     ...qgemvOptionsFromEnvironment(env, operation),
+    ...(qgemvMma === undefined ? {} : { qgemvMma }),
     ...(dependentLaunch === undefined ? {} : { dependentLaunch: dependentLaunch === '1' }),
   };
 }

@@ -73,7 +73,14 @@ export { CUDA_KERNELS } from './kernels/index.js';
 export * from './nccl/index.js';
 export * from './ptx/index.js';
 export { runOnStream } from './runOnStream.js';
-export { type CudaTuning, type CudaTuningOptions, DEFAULT_CUDA_TUNING, resolveCudaTuning } from './tuning.js';
+export {
+  type CudaTuning,
+  type CudaTuningOptions,
+  DEFAULT_CUDA_TUNING,
+  QGEMV_MMA_CHOICES,
+  type QgemvMma,
+  resolveCudaTuning,
+} from './tuning.js';
 
 /** Creates the CUDA backend on device 0 (or `options.device`), loading `libcuda` through koffi. */
 export function createCudaBackend(options?: CudaBackendOptions): Promise<CudaBackend> {

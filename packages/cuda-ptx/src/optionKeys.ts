@@ -12,6 +12,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   dependentLaunch: true,
   qgemvVariant: true,
   qgemvSlices: true,
+  qgemvMma: true,
 };
 
 export const CUDA_OPTION_KEYS: readonly string[] = Object.keys(OPTION_KEYS);

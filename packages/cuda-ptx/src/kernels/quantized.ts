@@ -28,6 +28,7 @@ import {
   zeroBias,
 } from './quantizedCodes.js';
 import { encodeQuantizedGemv } from './quantizedGemv.js';
+import { encodeQuantizedMma, qmmaApplies } from './quantizedMma.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { quantTileModule, TILE_M, TILE_N } from './quantizedTile.js';
 import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageOf } from './storage.js';
@@ -297,6 +298,13 @@ function encodeQuantized(
   // int8 (on an H100, 1×4096×4096: q4g32 8.8 against 8.5 µs, but the decode
   // shapes 1×2048×5632 6.5 against 8.2 µs and 1×5632×2048 7.3 against 9.4;
   // q8 14.8 against 10.8), unless the qgemvVariant option picks one ('a': this file's).
+  // One row of 4-bit codes with K in whole groups: the tensor-core GEMV where the qgemvMma switch asks.
+  const problem = { m, k: kDim, format: attrs.format, x: x!.ptr };
+  if (encoder.tuning.qgemvMma === 'on' && qmmaApplies(encoder.device, problem)) {
+    const weight = { packed: packed!, scales: scales!, zeros, offsets };
+    encodeQuantizedMma(encoder, { x: x!, weights: [weight], c, y }, { ...attrs, format: problem.format });
+    return;
+  }
   const gemv = encoder.tuning.qgemvVariant ?? (attrs.format === 'q8' ? 'a' : DEFAULT_QGEMV_VARIANT);
   if (m <= QUANT_DOT_MAX_ROWS && gemv !== 'a' && isQgemvFormat(attrs.format)) {
     const weight = { packed: packed!, scales: scales!, zeros };

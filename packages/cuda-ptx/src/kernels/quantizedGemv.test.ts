@@ -36,9 +36,13 @@ const base: QgemvConfig = {
 
 describe('quantized GEMV', () => {
   it('takes its variant and split from the backend options, which the environment can name', () => {
-    expect(createEmulatedGpu().gpu.tuning).toEqual({ qgemvVariant: undefined, qgemvSlices: undefined });
-    const tuned = createEmulatedGpu({ tuning: { qgemvVariant: 'd', qgemvSlices: 2 } });
-    expect(tuned.gpu.tuning).toEqual({ qgemvVariant: 'd', qgemvSlices: 2 });
+    expect(createEmulatedGpu().gpu.tuning).toEqual({
+      qgemvVariant: undefined,
+      qgemvSlices: undefined,
+      qgemvMma: undefined,
+    });
+    const tuned = createEmulatedGpu({ tuning: { qgemvVariant: 'd', qgemvSlices: 2, qgemvMma: 'on' } });
+    expect(tuned.gpu.tuning).toEqual({ qgemvVariant: 'd', qgemvSlices: 2, qgemvMma: 'on' });
     tuned.dispose();
     const variant = { qgemvVariant: 'z' } as unknown as { qgemvVariant: 'a' };
     expect(() => createEmulatedGpu({ tuning: variant })).toThrow(InvalidArgumentError);
@@ -52,6 +56,10 @@ describe('quantized GEMV', () => {
       qgemvSlices: 4,
     });
     expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_VARIANT: '' })).toEqual({});
+    expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_MMA: 'on' })).toEqual({ qgemvMma: 'on' });
+    expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_MMA: 'yes' })).toThrow(/RAYO_QGEMV_MMA/);
+    const mma = { qgemvMma: true } as unknown as { qgemvMma: 'on' };
+    expect(() => createEmulatedGpu({ tuning: mma })).toThrow(/'qgemvMma'/);
     expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_VARIANT: 'z' })).toThrow(/RAYO_QGEMV_VARIANT/);
   });
 

@@ -18,6 +18,7 @@ import { checkElementCount } from './common.js';
 import { loadParams } from './entryParams.js';
 import { below } from './gemv.js';
 import { MAGIC, MAGIC_BITS, type QuantVariant } from './quantizedCodes.js';
+import { encodeQuantizedMma, qmmaApplies } from './quantizedMma.js';
 import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageKey, storageOf, storeFromF32 } from './storage.js';
 
 // The small-M quantized GEMV (M <= 4 rows of x; decoding has one). Its cost
@@ -472,6 +473,18 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyCudaKernel[] = [
       checkElementCount(quantizedGateUpSwiglu.name, 'x', x!.size);
       checkElementCount(quantizedGateUpSwiglu.name, 'gatePacked', gatePacked!.size * 8);
       checkElementCount(quantizedGateUpSwiglu.name, 'y', y.size);
+      const gate = { packed: gatePacked!, scales: gateScales!, zeros: gateZeros, offsets: undefined };
+      const up = { packed: upPacked!, scales: upScales!, zeros: upZeros, offsets: undefined };
+      const problem = { m: x!.shape[0]!, k: x!.shape[1]!, format: attrs.format, x: x!.ptr };
+      // One row of q4g32 pairs: the tensor-core GEMV where the qgemvMma switch asks.
+      if (encoder.tuning.qgemvMma === 'on' && qmmaApplies(encoder.device, problem)) {
+        encodeQuantizedMma(
+          encoder,
+          { x: x!, weights: [gate, up], c: undefined, y },
+          { format: 'q4g32', beta: 0 },
+        );
+        return;
+      }
       // Variant a has no pair kernel: it leaves the pair to the default.
       encodeQuantizedGemv(
         encoder,
