@@ -4,7 +4,7 @@ import type { LaunchState } from './memory.js';
 import type { Entry } from './ptxModule.js';
 import { fail, type Thread } from './threads.js';
 
-// What an instruction lowers to, and the helpers every lowering shares.
+// What an instruction lowers to, and the functions every lowering shares.
 
 /*
  * Each instruction is lowered once, either to JavaScript statements over the
