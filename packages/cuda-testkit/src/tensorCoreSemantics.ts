@@ -44,6 +44,48 @@ export function roundToTf32(bits: number): number {
   return ((bits + 0x1000) & 0xffffe000) >>> 0;
 }
 
+/** Where each lane's fragment elements sit in the dense tiles, by shape (computed once). */
+interface MmaLayout {
+  /** Per lane and element of A: its index in the row-major m × k tile. */
+  readonly a: Int32Array;
+  /** Per lane and element of B: its index in the column-major k × n tile. */
+  readonly b: Int32Array;
+  /** Per lane and register of C (and D): its row and column. */
+  readonly cRow: Int32Array;
+  readonly cCol: Int32Array;
+}
+
+const MMA_LAYOUTS = new Map<MmaShape, MmaLayout>();
+
+function mmaLayout(shape: MmaShape): MmaLayout {
+  let layout = MMA_LAYOUTS.get(shape);
+  if (layout) return layout;
+  const info = MMA_SHAPES[shape];
+  const { k } = info;
+  const a = new Int32Array(32 * info.a.length);
+  const b = new Int32Array(32 * info.b.length);
+  const cRow = new Int32Array(32 * info.c.length);
+  const cCol = new Int32Array(32 * info.c.length);
+  for (let lane = 0; lane < 32; lane++) {
+    for (let e = 0; e < info.a.length; e++) {
+      const { row, col } = fragmentElement(shape, 'a', lane, e);
+      a[lane * info.a.length + e] = row * k + col;
+    }
+    for (let e = 0; e < info.b.length; e++) {
+      const { row, col } = fragmentElement(shape, 'b', lane, e);
+      b[lane * info.b.length + e] = col * k + row;
+    }
+    for (let e = 0; e < info.c.length; e++) {
+      const { row, col } = fragmentElement(shape, 'c', lane, e);
+      cRow[lane * info.c.length + e] = row;
+      cCol[lane * info.c.length + e] = col;
+    }
+  }
+  layout = { a, b, cRow, cCol };
+  MMA_LAYOUTS.set(shape, layout);
+  return layout;
+}
+
 /**
  * D = A·B + C for one warp. `a`, `b` and `c` hold each lane's registers in
  * order (lane-major: lane l's register i at l · count + i); returns D's f32
@@ -58,34 +100,27 @@ export function mmaSyncWarp(
 ): Uint32Array {
   const info = MMA_SHAPES[shape];
   const { m, n, k, elementsPerRegister: per } = info;
-  const aRegs = info.a.length / per;
-  const bRegs = info.b.length / per;
-  const cRegs = info.c.length;
+  const layout = mmaLayout(shape);
+  // A row-major (m × k) and B column-major (n × k), so that each dot product reads both in order.
   const A = new Float64Array(m * k);
-  const B = new Float64Array(k * n);
-  const C = new Float64Array(m * n);
-  for (let lane = 0; lane < 32; lane++) {
-    for (let e = 0; e < info.a.length; e++) {
-      const { row, col } = fragmentElement(shape, 'a', lane, e);
-      A[row * k + col] = inputValue(type, a[lane * aRegs + Math.floor(e / per)]!, e % per);
-    }
-    for (let e = 0; e < info.b.length; e++) {
-      const { row, col } = fragmentElement(shape, 'b', lane, e);
-      B[row * n + col] = inputValue(type, b[lane * bRegs + Math.floor(e / per)]!, e % per);
-    }
-    for (let e = 0; e < cRegs; e++) {
-      const { row, col } = fragmentElement(shape, 'c', lane, e);
-      C[row * n + col] = bitsToF32(c[lane * cRegs + e]!);
-    }
+  const Bt = new Float64Array(k * n);
+  // Every element of A and B is some lane's: the fragments tile them exactly.
+  for (let i = 0; i < layout.a.length; i++) {
+    const e = i % info.a.length;
+    A[layout.a[i]!] = inputValue(type, a[(i - e) / per + Math.floor(e / per)]!, e % per);
   }
-  const d = new Uint32Array(32 * cRegs);
-  for (let lane = 0; lane < 32; lane++) {
-    for (let e = 0; e < cRegs; e++) {
-      const { row, col } = fragmentElement(shape, 'c', lane, e);
-      let sum = C[row * n + col]!;
-      for (let i = 0; i < k; i++) sum += A[row * k + i]! * B[i * n + col]!;
-      d[lane * cRegs + e] = f32ToBits(sum);
-    }
+  for (let i = 0; i < layout.b.length; i++) {
+    const e = i % info.b.length;
+    Bt[layout.b[i]!] = inputValue(type, b[(i - e) / per + Math.floor(e / per)]!, e % per);
+  }
+  // Each lane's D element: C's, then the k products in order, summed in a double.
+  const d = new Uint32Array(c.length);
+  for (let i = 0; i < c.length; i++) {
+    const row = layout.cRow[i]! * k;
+    const col = layout.cCol[i]! * k;
+    let sum = bitsToF32(c[i]!);
+    for (let j = 0; j < k; j++) sum += A[row + j]! * Bt[col + j]!;
+    d[i] = f32ToBits(sum);
   }
   return d;
 }
