@@ -19,7 +19,8 @@ export const HALF_GEMM_MODES: readonly HalfGemmMode[] = ['subgroup-matrix', 'emu
  */
 export interface WgpuTuningOptions extends QgemvOptions {
   /**
-   * The f16 × f16 matrix products' kernel (see HalfGemmMode); absent,
+   * The f16 × f16 matrix products' kernel (see HalfGemmMode), and prefill
+   * attention's over f16 caches ('widen' keeps its f32 kernels); absent,
    * subgroup matrices where the device has a usable configuration, else
    * 'widen'. 'subgroup-matrix' on a device without one is an
    * UnsupportedOnBackendError at the product.

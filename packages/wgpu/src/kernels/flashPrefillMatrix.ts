@@ -1,0 +1,417 @@
+import type { SubgroupMatrixConfig } from '../device.js';
+import type { ParamLayout } from '../params.js';
+import type { ShaderSource } from '../pipelines.js';
+import { linearWorkgroup, ShaderModule } from '../wgsl/module.js';
+
+// Prefill attention over an f16 cache on subgroup matrices (WGSL's
+// `chromium_experimental_subgroup_matrix`, the tensor cores on NVIDIA), tiled
+// the FlashAttention-2 way. A workgroup takes 16 query rows per subgroup of
+// one kv head (a row being (token, grouped head), as in `causalAttention.ts`)
+// and walks K/V tiles up to its last row's causal bound:
+//   S = Q·Kᵀ    16×16 f16 fragments, f32 results, stored to workgroup memory;
+//   softmax     two invocations a row, f32, each taking every other key;
+//   O += P·V    P rounded to f16 into the rows that staged Q (Q's fragments
+//               are held from the start), O in f32 result fragments.
+// O is not rescaled per tile: P is taken against a reference maximum m that
+// is raised only when a row's scores exceed it by more than GROW (then the
+// whole workgroup stores, scales and reloads O once), so P ≤ e^GROW stays
+// well inside f16. Keys past a row's bound weigh 0; rows past the end
+// compute the last row again and store nothing.
+//
+// `emulated` runs the same text with each fragment operation replaced by
+// plain arithmetic: a fragment is 8 values per invocation of 32 (element
+// e·32 + lane, row-major), products go through a small per-subgroup scratch.
+// It runs on any adapter with shader-f16 and checks the staging, the
+// fragment addressing, the masking and the rescaling the real variant has.
+
+/** Fragment side (the 16×16×16 f16 → f32 configuration) and subgroup size the kernel is written for. */
+const FRAG = 16;
+const LANES = 32;
+/** Halves of padding per staged f16 row, floats per f32 row (16 bytes each). */
+const PAD_HALVES = 8;
+const PAD_FLOATS = 4;
+/** How far (natural log) a score may exceed the reference maximum before O is rescaled. */
+const GROW = 8;
+const NEG_BIG = '-3.0e38';
+
+/** A workgroup's tile: `subgroups` × 16 query rows, K/V tiles of `keys` keys. */
+export interface FlashPrefillTile {
+  readonly subgroups: number;
+  readonly keys: number;
+}
+
+export interface FlashPrefillVariant {
+  readonly compute: 'subgroup-matrix' | 'emulated';
+  readonly headDim: number;
+  readonly tile: FlashPrefillTile;
+}
+
+/** Largest first: more keys a tile halves the barriers per key, more rows share every K/V tile. */
+const TILES: readonly FlashPrefillTile[] = [
+  { subgroups: 4, keys: 64 },
+  { subgroups: 4, keys: 32 },
+  { subgroups: 2, keys: 32 },
+  { subgroups: 4, keys: 16 },
+  { subgroups: 2, keys: 16 },
+];
+
+/** Whether `configs` has the one configuration the kernel is written for: f16 16×16×16 → f32. */
+export function hasFlashPrefillConfig(configs: readonly SubgroupMatrixConfig[]): boolean {
+  return configs.some(
+    (c) =>
+      c.componentType === 'f16' &&
+      c.resultComponentType === 'f32' &&
+      c.M === FRAG &&
+      c.N === FRAG &&
+      c.K === FRAG,
+  );
+}
+
+/** Invocations of a workgroup. */
+export const flashPrefillThreads = (tile: FlashPrefillTile) => tile.subgroups * LANES;
+
+/** Bytes of workgroup memory: Q (then P), K and V in f16, S per subgroup and the row exchange in f32. */
+export function flashPrefillBytes(headDim: number, tile: FlashPrefillTile): number {
+  const stride = headDim + PAD_HALVES;
+  const rows = tile.subgroups * FRAG;
+  const halves = (rows + 2 * tile.keys) * stride;
+  const floats = rows * (tile.keys + PAD_FLOATS) + 2 * rows;
+  return halves * 2 + floats * 4 + 4;
+}
+
+/** The largest tile for `headDim` that fits, or undefined where the kernel does not take it. */
+export function pickFlashPrefillTile(
+  headDim: number,
+  maxWorkgroupBytes: number,
+  maxInvocations: number,
+): FlashPrefillTile | undefined {
+  if (headDim % FRAG !== 0 || headDim === 0) return undefined;
+  // P's rows (keys long) live in Q's (headDim long); O is rescaled and stored keys columns at a time.
+  return TILES.find(
+    (t) =>
+      headDim % t.keys === 0 &&
+      flashPrefillThreads(t) <= maxInvocations &&
+      flashPrefillBytes(headDim, t) <= maxWorkgroupBytes,
+  );
+}
+
+type Kind = 'left' | 'right' | 'result';
+
+/** The fragment operations in WGSL, on subgroup matrices or emulated. */
+interface FragmentOps {
+  declare(name: string, kind: Kind): string;
+  load(name: string, kind: Kind, array: string, at: string, colMajor: boolean, stride: number): string;
+  store(name: string, array: string, at: string, stride: number): string;
+  mma(acc: string, left: string, right: string): string;
+  zero(name: string): string;
+}
+
+const PER_LANE = (FRAG * FRAG) / LANES;
+
+function realOps(): FragmentOps {
+  const type = (kind: Kind) =>
+    kind === 'result'
+      ? `subgroup_matrix_result<f32, ${FRAG}, ${FRAG}>`
+      : `subgroup_matrix_${kind}<f16, ${FRAG}, ${FRAG}>`;
+  return {
+    declare: (name, kind) => `var ${name}: ${type(kind)};`,
+    load: (name, kind, array, at, colMajor, stride) =>
+      `${name} = subgroupMatrixLoad<${type(kind)}>(&${array}, ${at}, ${colMajor}, ${stride}u);`,
+    store: (name, array, at, stride) => `subgroupMatrixStore(&${array}, ${at}, ${name}, false, ${stride}u);`,
+    mma: (acc, left, right) => `${acc} = subgroupMatrixMultiplyAccumulate(${left}, ${right}, ${acc});`,
+    zero: (name) => `${name} = ${type('result')}();`,
+  };
+}
+
+function emulatedOps(): FragmentOps {
+  const type = (kind: Kind) => (kind === 'result' ? `array<f32, ${PER_LANE}>` : `array<f16, ${FRAG * FRAG}>`);
+  return {
+    declare: (name, kind) => `var ${name}: ${type(kind)};`,
+    load: (name, _kind, array, at, colMajor, stride) =>
+      `${name} = emuLoad_${array}(${at}, ${colMajor}, ${stride}u, lane);`,
+    store: (name, array, at, stride) => `emuStore_${array}(${name}, ${at}, ${stride}u, lane);`,
+    mma: (acc, left, right) => `${acc} = emuMma(${left}, ${right}, ${acc}, lane);`,
+    zero: (name) => `${name} = ${type('result')}();`,
+  };
+}
+
+/** WGSL: the emulation's fragment loads (from each array), store (to tile_s) and product. */
+function emulation(): string {
+  const place = `let flat = e * ${LANES}u + lane;
+    let row = flat / ${FRAG}u;
+    let col = flat % ${FRAG}u;`;
+  const at = 'at + select(row * stride + col, col * stride + row, colMajor)';
+  // A result is the lane's share; a left or right fragment every lane holds whole, so that
+  // products need no exchange between lanes (a barrier there compiled for minutes on llvmpipe).
+  const whole = (array: string) => `
+fn emuLoad_${array}(at: u32, colMajor: bool, stride: u32, lane: u32) -> array<f16, ${FRAG * FRAG}> {
+  var m: array<f16, ${FRAG * FRAG}>;
+  for (var flat = 0u; flat < ${FRAG * FRAG}u; flat++) {
+    let row = flat / ${FRAG}u;
+    let col = flat % ${FRAG}u;
+    m[flat] = ${array}[${at}];
+  }
+  return m;
+}`;
+  return `${whole('tile_q')}${whole('tile_k')}${whole('tile_v')}
+fn emuLoad_tile_s(at: u32, colMajor: bool, stride: u32, lane: u32) -> array<f32, ${PER_LANE}> {
+  var m: array<f32, ${PER_LANE}>;
+  for (var e = 0u; e < ${PER_LANE}u; e++) {
+    ${place}
+    m[e] = tile_s[${at}];
+  }
+  return m;
+}
+fn emuStore_tile_s(m: array<f32, ${PER_LANE}>, at: u32, stride: u32, lane: u32) {
+  for (var e = 0u; e < ${PER_LANE}u; e++) {
+    ${place}
+    tile_s[at + row * stride + col] = m[e];
+  }
+}
+fn emuMma(l: array<f16, ${FRAG * FRAG}>, r: array<f16, ${FRAG * FRAG}>, acc: array<f32, ${PER_LANE}>, lane: u32) -> array<f32, ${PER_LANE}> {
+  var out = acc;
+  for (var e = 0u; e < ${PER_LANE}u; e++) {
+    ${place}
+    var s = 0.0;
+    for (var x = 0u; x < ${FRAG}u; x++) { s += f32(l[row * ${FRAG}u + x]) * f32(r[x * ${FRAG}u + col]); }
+    out[e] += s;
+  }
+  return out;
+}`;
+}
+
+/** Pipeline key and WGSL of one variant; `params` is causalAttention's layout. */
+export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<string>): ShaderSource {
+  const { headDim: D, tile } = v;
+  const real = v.compute === 'subgroup-matrix';
+  const R = tile.subgroups * FRAG;
+  const T = flashPrefillThreads(tile);
+  const B = tile.keys;
+  const key = `decoding/causalAttention/flash-${v.compute}/d${D}/r${R}k${B}/cache-f16/wg${T}`;
+  const code = () => {
+    const ops = real ? realOps() : emulatedOps();
+    // Strides: staged f16 rows (Q, P, K, V), f32 rows of S (and of O on its way out).
+    const QS = D + PAD_HALVES;
+    const SS = B + PAD_FLOATS;
+    const dFrags = D / FRAG;
+    const kFrags = B / FRAG;
+    // The real kernel unrolls over fragments (each a variable of its own); the emulation loops
+    // over arrays of them, as llvmpipe compiles unrolled emulated products for minutes.
+    type Index = number | string;
+    const each = (count: number, index: string, body: (i: Index) => string) =>
+      real
+        ? Array.from({ length: count }, (_, i) => body(i)).join('\n    ')
+        : `for (var ${index} = 0u; ${index} < ${count}u; ${index}++) {\n      ${body(index)}\n    }`;
+    const frag = (name: string, i: Index) => (real ? `${name}${i}` : `${name}[${i}]`);
+    const times = (i: Index, k: number) => (typeof i === 'number' ? `${i * k}u` : `${i} * ${k}u`);
+    const array = (name: string, kind: Kind, count: number) =>
+      real
+        ? Array.from({ length: count }, (_, i) => ops.declare(`${name}${i}`, kind)).join('\n  ')
+        : `var ${name}: array<array<${kind === 'result' ? 'f32' : 'f16'}, ${kind === 'result' ? PER_LANE : FRAG * FRAG}>, ${count}>;`;
+    const decls = [
+      array('q', 'left', dFrags),
+      array('o', 'result', dFrags),
+      ops.declare('sf', 'result'),
+      ops.declare('kf', 'right'),
+      ops.declare('vf', 'right'),
+      ops.declare('pf', 'left'),
+    ].join('\n  ');
+    const sgS = `sg * ${FRAG * SS}u`;
+    /** O's columns c·B … c·B + B − 1 through the subgroup's S rows, `touch` run by each invocation on its elements. */
+    const throughS = (touch: string, reload: boolean) =>
+      each(D / B, 'chunk', (c) => {
+        const at = (f: Index) => `${sgS} + ${times(f, FRAG)}`;
+        const o = (f: Index) =>
+          frag(
+            'o',
+            typeof c === 'number' && typeof f === 'number' ? c * kFrags + f : `${times(c, kFrags)} + ${f}`,
+          );
+        return `{
+    ${each(kFrags, 'f', (f) => ops.store(o(f), 'tile_s', at(f), SS))}
+    workgroupBarrier();
+    for (var c = 0u; c < ${B / 2}u; c++) {
+      let j = side + 2u * ((c + rot) % ${B / 2}u);
+      let col = ${times(c, B)} + j;
+      ${touch}
+    }
+    workgroupBarrier();${
+      reload
+        ? `
+    ${each(kFrags, 'f', (f) => ops.load(o(f), 'result', 'tile_s', at(f), false, SS))}
+    workgroupBarrier();`
+        : ''
+    }
+  }`;
+      });
+    const scores = each(
+      kFrags,
+      'n',
+      (n) => `${ops.zero('sf')}
+    ${each(
+      dFrags,
+      'i',
+      (i) => `${ops.load('kf', 'right', 'tile_k', `${times(n, FRAG * QS)} + ${times(i, FRAG)}`, true, QS)}
+    ${ops.mma('sf', frag('q', i), 'kf')}`,
+    )}
+    ${ops.store('sf', 'tile_s', `${sgS} + ${times(n, FRAG)}`, SS)}`,
+    );
+    const pv = each(
+      kFrags,
+      'kk',
+      (kk) => `${ops.load('pf', 'left', 'tile_q', `sg * ${FRAG * QS}u + ${times(kk, FRAG)}`, false, QS)}
+    ${each(
+      dFrags,
+      'd',
+      (d) => `${ops.load('vf', 'right', 'tile_v', `${times(kk, FRAG * QS)} + ${times(d, FRAG)}`, false, QS)}
+    ${ops.mma(frag('o', d), 'pf', 'vf')}`,
+    )}`,
+    );
+    const widths = D / 8;
+    const unpack = (word: string, array: string) =>
+      ['x', 'y', 'z', 'w']
+        .map(
+          (c, i) =>
+            `let ${array}${c} = bitcast<vec2<f16>>(${word}.${c}); ${array}[at + ${2 * i}u] = ${array}${c}.x; ${array}[at + ${2 * i + 1}u] = ${array}${c}.y;`,
+        )
+        .join('\n      ');
+    const module = new ShaderModule().params(params);
+    if (real) {
+      module.enable('chromium_experimental_subgroup_matrix').enable('subgroups');
+      // Fragment offsets depend on subgroup_id: uniform per subgroup, not per workgroup.
+      module.diagnostic('off', 'chromium.subgroup_matrix_uniformity');
+    }
+    module.storage('q', 'f32', 'read');
+    module.storage('k', 'vec4<u32>', 'read');
+    module.storage('v', 'vec4<u32>', 'read');
+    module.storage('out', 'f32', 'read_write');
+    module.workgroupArray('tile_q', 'f16', R * QS);
+    module.workgroupArray('tile_k', 'f16', B * QS);
+    module.workgroupArray('tile_v', 'f16', B * QS);
+    module.workgroupArray('tile_s', 'f32', R * SS);
+    module.workgroupArray('red', 'f32', 2 * R);
+    module.workgroupVar('grow', 'u32');
+    if (!real) module.declare(emulation());
+    return module.build(
+      undefined,
+      T,
+      `  let w = ${linearWorkgroup};
+  // A grid spread over y may have a few workgroups too many.
+  if (w >= params.tiles) { return; }
+  ${real ? 'let sg = sgId;' : `let sg = tid / ${LANES}u;\n  let lane = tid % ${LANES}u;`}
+  let g = w / params.rowTiles;
+  let row0 = (w % params.rowTiles) * ${R}u;
+  let rows = params.tokens * params.group;
+  // Keys the workgroup visits: up to its last row's bound (uniform: no row of it sees further).
+  let keys = params.position + min(row0 + ${R - 1}u, rows - 1u) / params.group + 1u;
+  let kvBase = g * params.maxSeq * ${widths}u;
+  // The softmax side: two invocations a row, each every other key of a tile, in an order
+  // that puts the 32 invocations of a row block on distinct banks of S.
+  let lr = tid / ${LANES}u * ${FRAG}u + tid % ${FRAG}u;
+  let side = tid / ${FRAG}u % 2u;
+  let rot = tid % ${FRAG}u / 8u;
+  let row = min(row0 + lr, rows - 1u);
+  let t = row / params.group;
+  let bound = params.position + t;
+  let sAt = tid / ${LANES}u * ${FRAG * SS}u + tid % ${FRAG}u * ${SS}u;
+  let pAt = lr * ${QS}u;
+  for (var e = tid; e < ${R * D}u; e += ${T}u) {
+    let r = min(row0 + e / ${D}u, rows - 1u);
+    let h = g * params.group + r % params.group;
+    tile_q[e / ${D}u * ${QS}u + e % ${D}u] = f16(q[((r / params.group) * params.heads + h) * ${D}u + e % ${D}u]);
+  }
+  workgroupBarrier();
+  ${decls}
+  ${each(dFrags, 'i', (i) => ops.load(frag('q', i), 'left', 'tile_q', `sg * ${FRAG * QS}u + ${times(i, FRAG)}`, false, QS))}
+  ${real ? each(dFrags, 'i', (i) => ops.zero(frag('o', i))) : ''}
+  var m = ${NEG_BIG};
+  var sum = 0.0;
+  var sv: array<f32, ${B / 2}>;
+  for (var k0 = 0u; k0 < keys; k0 += ${B}u) {
+    // The previous tile's readers (and the Q fragment loads) are done before it is overwritten.
+    workgroupBarrier();
+    for (var e = tid; e < ${B * widths}u; e += ${T}u) {
+      let j = k0 + e / ${widths}u;
+      let src = kvBase + min(j, params.maxSeq - 1u) * ${widths}u + e % ${widths}u;
+      var kw = vec4<u32>();
+      var vw = vec4<u32>();
+      if (j < keys) { kw = k[src]; vw = v[src]; }
+      let at = e / ${widths}u * ${QS}u + e % ${widths}u * 8u;
+      ${unpack('kw', 'tile_k')}
+      ${unpack('vw', 'tile_v')}
+    }
+    if (tid == 0u) { grow = 0u; }
+    workgroupBarrier();
+    ${scores}
+    workgroupBarrier();
+    var mx = ${NEG_BIG};
+    for (var c = 0u; c < ${B / 2}u; c++) {
+      let j = side + 2u * ((c + rot) % ${B / 2}u);
+      let s = select(${NEG_BIG}, params.scale * tile_s[sAt + j], k0 + j <= bound);
+      sv[c] = s;
+      mx = max(mx, s);
+    }
+    red[tid] = mx;
+    workgroupBarrier();
+    let top = max(mx, red[tid ^ ${FRAG}u]);
+    if (top > m + ${GROW.toFixed(1)}) { grow = 1u; }
+    if (workgroupUniformLoad(&grow) != 0u) {
+      // Some row's scores outgrew its reference: every row takes its maximum as the new one.
+      let mNew = max(m, top);
+      let alpha = exp(m - mNew);
+      m = mNew;
+      sum *= alpha;
+      ${throughS('tile_s[sAt + j] *= alpha;', true)}
+    }
+    for (var c = 0u; c < ${B / 2}u; c++) {
+      let j = side + 2u * ((c + rot) % ${B / 2}u);
+      let p = f16(select(0.0, exp(sv[c] - m), k0 + j <= bound));
+      tile_q[pAt + j] = p;
+      sum += f32(p);
+    }
+    workgroupBarrier();
+    ${pv}
+  }
+  red[tid] = sum;
+  workgroupBarrier();
+  let total = sum + red[tid ^ ${FRAG}u];
+  let oBase = (t * params.heads + g * params.group + row % params.group) * ${D}u;
+  let mine = row0 + lr < rows;
+  ${throughS('if (mine) { out[oBase + col] = tile_s[sAt + j] / total; }', false)}`,
+      `@builtin(local_invocation_index) tid: u32${real ? ', @builtin(subgroup_id) sgId: u32, @builtin(subgroup_invocation_id) lane: u32' : ''}`,
+    );
+  };
+  return { key, kernel: 'causalAttention', code };
+}
+
+/** What of the device the routing depends on. */
+export interface FlashPrefillDevice {
+  readonly maxWorkgroupBytes: number;
+  readonly maxInvocations: number;
+  readonly shaderF16: boolean;
+  readonly subgroupMatrix?: {
+    readonly configs: readonly SubgroupMatrixConfig[];
+    readonly subgroupSize: number;
+    readonly minSubgroupSize: number;
+  };
+}
+
+/**
+ * The variant prefill attention takes over an f16 cache in the f16 products'
+ * `mode` ('widen' keeps the f32 kernels), or undefined where the device or
+ * the head dim does not fit it: subgroup matrices need the f16 → f32
+ * 16×16×16 configuration and subgroups of exactly 32.
+ */
+export function planFlashPrefill(
+  headDim: number,
+  mode: 'subgroup-matrix' | 'emulated' | 'widen',
+  device: FlashPrefillDevice,
+): FlashPrefillVariant | undefined {
+  if (mode === 'widen' || !device.shaderF16) return undefined;
+  const emulated = mode === 'emulated';
+  const sm = device.subgroupMatrix;
+  const usable =
+    sm && hasFlashPrefillConfig(sm.configs) && sm.subgroupSize === LANES && sm.minSubgroupSize === LANES;
+  if (!emulated && !usable) return undefined;
+  const tile = pickFlashPrefillTile(headDim, device.maxWorkgroupBytes, device.maxInvocations);
+  return tile && { compute: emulated ? 'emulated' : 'subgroup-matrix', headDim, tile };
+}
