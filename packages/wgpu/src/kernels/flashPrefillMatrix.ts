@@ -19,10 +19,11 @@ import { linearWorkgroup, ShaderModule } from '../wgsl/module.js';
 // compute the last row again and store nothing.
 //
 // `emulated` runs the same text with each fragment operation replaced by
-// plain arithmetic: a fragment is 8 values per invocation of 32 (element
-// e·32 + lane, row-major), products go through a small per-subgroup scratch.
-// It runs on any adapter with shader-f16 and checks the staging, the
-// fragment addressing, the masking and the rescaling the real variant has.
+// plain arithmetic (see `emulatedOps`) and loops over fragments where the
+// real kernel unrolls them. It runs on any adapter with shader-f16 and
+// checks the staging, the fragment addressing, the masking and the
+// rescaling the real variant has; its workgroups have 2 subgroups, as its
+// copy of Q does not fit 4 in lavapipe's 32 KiB.
 
 /** Fragment side (the 16×16×16 f16 → f32 configuration) and subgroup size the kernel is written for. */
 const FRAG = 16;
@@ -71,10 +72,11 @@ export function hasFlashPrefillConfig(configs: readonly SubgroupMatrixConfig[]):
 export const flashPrefillThreads = (tile: FlashPrefillTile) => tile.subgroups * LANES;
 
 /** Bytes of workgroup memory: Q (then P), K and V in f16, S per subgroup and the row exchange in f32. */
-export function flashPrefillBytes(headDim: number, tile: FlashPrefillTile): number {
+export function flashPrefillBytes(headDim: number, tile: FlashPrefillTile, emulated: boolean): number {
   const stride = headDim + PAD_HALVES;
   const rows = tile.subgroups * FRAG;
-  const halves = (rows + 2 * tile.keys) * stride;
+  // The emulation holds Q's fragments in a copy of Q.
+  const halves = ((emulated ? 2 : 1) * rows + 2 * tile.keys) * stride;
   const floats = rows * (tile.keys + PAD_FLOATS) + 2 * rows;
   return halves * 2 + floats * 4 + 4;
 }
@@ -84,6 +86,7 @@ export function pickFlashPrefillTile(
   headDim: number,
   maxWorkgroupBytes: number,
   maxInvocations: number,
+  emulated: boolean,
 ): FlashPrefillTile | undefined {
   if (headDim % FRAG !== 0 || headDim === 0) return undefined;
   // P's rows (keys long) live in Q's (headDim long); O is rescaled and stored keys columns at a time.
@@ -91,7 +94,7 @@ export function pickFlashPrefillTile(
     (t) =>
       headDim % t.keys === 0 &&
       flashPrefillThreads(t) <= maxInvocations &&
-      flashPrefillBytes(headDim, t) <= maxWorkgroupBytes,
+      flashPrefillBytes(headDim, t, emulated) <= maxWorkgroupBytes,
   );
 }
 
@@ -123,42 +126,36 @@ function realOps(): FragmentOps {
   };
 }
 
-function emulatedOps(): FragmentOps {
-  const type = (kind: Kind) => (kind === 'result' ? `array<f32, ${PER_LANE}>` : `array<f16, ${FRAG * FRAG}>`);
-  return {
-    declare: (name, kind) => `var ${name}: ${type(kind)};`,
-    load: (name, _kind, array, at, colMajor, stride) =>
-      `${name} = emuLoad_${array}(${at}, ${colMajor}, ${stride}u, lane);`,
-    store: (name, array, at, stride) => `emuStore_${array}(${name}, ${at}, ${stride}u, lane);`,
-    mma: (acc, left, right) => `${acc} = emuMma(${left}, ${right}, ${acc}, lane);`,
-    zero: (name) => `${name} = ${type('result')}();`,
-  };
-}
-
-/** WGSL: the emulation's fragment loads (from each array), store (to tile_s) and product. */
-function emulation(): string {
+/**
+ * The emulation: a result fragment is the lane's 8 values; a left or right
+ * fragment is the offset it was loaded from (the array, orientation and
+ * stride are the text's), read by the product, so no lane waits on another
+ * (barriers in emulated products compiled for minutes on llvmpipe). Q's
+ * fragments outlive their rows (P is written over them): loading one copies
+ * it to `emu_q` at the same offset. `functions()` is the WGSL the text used.
+ */
+function emulatedOps(): FragmentOps & { functions(): string } {
+  const from = new Map<string, { array: string; colMajor: boolean; stride: number }>();
+  const products = new Map<string, string>();
+  const base = (name: string) => name.replace(/\[.*$/, '');
   const place = `let flat = e * ${LANES}u + lane;
     let row = flat / ${FRAG}u;
     let col = flat % ${FRAG}u;`;
-  const at = 'at + select(row * stride + col, col * stride + row, colMajor)';
-  // A result is the lane's share; a left or right fragment every lane holds whole, so that
-  // products need no exchange between lanes (a barrier there compiled for minutes on llvmpipe).
-  const whole = (array: string) => `
-fn emuLoad_${array}(at: u32, colMajor: bool, stride: u32, lane: u32) -> array<f16, ${FRAG * FRAG}> {
-  var m: array<f16, ${FRAG * FRAG}>;
-  for (var flat = 0u; flat < ${FRAG * FRAG}u; flat++) {
-    let row = flat / ${FRAG}u;
-    let col = flat % ${FRAG}u;
-    m[flat] = ${array}[${at}];
+  const address = (colMajor: boolean, stride: number, row: string, col: string) =>
+    colMajor ? `${col} * ${stride}u + ${row}` : `${row} * ${stride}u + ${col}`;
+  const fixed = (qStride: number) => `
+fn emuHold(at: u32, lane: u32) -> u32 {
+  for (var e = 0u; e < ${PER_LANE}u; e++) {
+    ${place}
+    emu_q[at + row * ${qStride}u + col] = tile_q[at + row * ${qStride}u + col];
   }
-  return m;
-}`;
-  return `${whole('tile_q')}${whole('tile_k')}${whole('tile_v')}
-fn emuLoad_tile_s(at: u32, colMajor: bool, stride: u32, lane: u32) -> array<f32, ${PER_LANE}> {
+  return at;
+}
+fn emuLoad_tile_s(at: u32, stride: u32, lane: u32) -> array<f32, ${PER_LANE}> {
   var m: array<f32, ${PER_LANE}>;
   for (var e = 0u; e < ${PER_LANE}u; e++) {
     ${place}
-    m[e] = tile_s[${at}];
+    m[e] = tile_s[at + row * stride + col];
   }
   return m;
 }
@@ -167,17 +164,43 @@ fn emuStore_tile_s(m: array<f32, ${PER_LANE}>, at: u32, stride: u32, lane: u32) 
     ${place}
     tile_s[at + row * stride + col] = m[e];
   }
-}
-fn emuMma(l: array<f16, ${FRAG * FRAG}>, r: array<f16, ${FRAG * FRAG}>, acc: array<f32, ${PER_LANE}>, lane: u32) -> array<f32, ${PER_LANE}> {
+}`;
+  let qStride = 0;
+  return {
+    declare: (name, kind) => `var ${name}: ${kind === 'result' ? `array<f32, ${PER_LANE}>` : 'u32'};`,
+    load: (name, kind, array, at, colMajor, stride) => {
+      if (kind === 'result') return `${name} = emuLoad_${array}(${at}, ${stride}u, lane);`;
+      const held = base(name) === 'q';
+      if (held) qStride = stride;
+      from.set(base(name), { array: held ? 'emu_q' : array, colMajor, stride });
+      return held ? `${name} = emuHold(${at}, lane);` : `${name} = ${at};`;
+    },
+    store: (name, array, at, stride) => `emuStore_${array}(${name}, ${at}, ${stride}u, lane);`,
+    mma: (acc, left, right) => {
+      const l = from.get(base(left))!;
+      const r = from.get(base(right))!;
+      const fn = `emuMma_${l.array}_${r.array}`;
+      products.set(
+        fn,
+        `
+fn ${fn}(acc: array<f32, ${PER_LANE}>, l: u32, r: u32, lane: u32, one: u32) -> array<f32, ${PER_LANE}> {
   var out = acc;
-  for (var e = 0u; e < ${PER_LANE}u; e++) {
+  for (var e = 0u; e < ${PER_LANE}u * one; e++) {
     ${place}
     var s = 0.0;
-    for (var x = 0u; x < ${FRAG}u; x++) { s += f32(l[row * ${FRAG}u + x]) * f32(r[x * ${FRAG}u + col]); }
+    for (var x = 0u; x < ${FRAG}u * one; x++) {
+      s += f32(${l.array}[l + ${address(l.colMajor, l.stride, 'row', 'x')}]) * f32(${r.array}[r + ${address(r.colMajor, r.stride, 'x', 'col')}]);
+    }
     out[e] += s;
   }
   return out;
-}`;
+}`,
+      );
+      return `${acc} = ${fn}(${acc}, ${left}, ${right}, lane, one);`;
+    },
+    zero: (name) => `${name} = array<f32, ${PER_LANE}>();`,
+    functions: () => fixed(qStride) + [...products.values()].join(''),
+  };
 }
 
 /** Pipeline key and WGSL of one variant; `params` is causalAttention's layout. */
@@ -189,7 +212,8 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
   const B = tile.keys;
   const key = `decoding/causalAttention/flash-${v.compute}/d${D}/r${R}k${B}/cache-f16/wg${T}`;
   const code = () => {
-    const ops = real ? realOps() : emulatedOps();
+    const emulated = real ? undefined : emulatedOps();
+    const ops = emulated ?? realOps();
     // Strides: staged f16 rows (Q, P, K, V), f32 rows of S (and of O on its way out).
     const QS = D + PAD_HALVES;
     const SS = B + PAD_FLOATS;
@@ -201,13 +225,13 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
     const each = (count: number, index: string, body: (i: Index) => string) =>
       real
         ? Array.from({ length: count }, (_, i) => body(i)).join('\n    ')
-        : `for (var ${index} = 0u; ${index} < ${count}u; ${index}++) {\n      ${body(index)}\n    }`;
+        : `for (var ${index} = 0u; ${index} < ${count}u * one; ${index}++) {\n      ${body(index)}\n    }`;
     const frag = (name: string, i: Index) => (real ? `${name}${i}` : `${name}[${i}]`);
     const times = (i: Index, k: number) => (typeof i === 'number' ? `${i * k}u` : `${i} * ${k}u`);
     const array = (name: string, kind: Kind, count: number) =>
       real
         ? Array.from({ length: count }, (_, i) => ops.declare(`${name}${i}`, kind)).join('\n  ')
-        : `var ${name}: array<array<${kind === 'result' ? 'f32' : 'f16'}, ${kind === 'result' ? PER_LANE : FRAG * FRAG}>, ${count}>;`;
+        : `var ${name}: array<${kind === 'result' ? `array<f32, ${PER_LANE}>` : 'u32'}, ${count}>;`;
     const decls = [
       array('q', 'left', dFrags),
       array('o', 'result', dFrags),
@@ -229,7 +253,7 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
         return `{
     ${each(kFrags, 'f', (f) => ops.store(o(f), 'tile_s', at(f), SS))}
     workgroupBarrier();
-    for (var c = 0u; c < ${B / 2}u; c++) {
+    for (var c = 0u; c < ${B / 2}u * one; c++) {
       let j = side + 2u * ((c + rot) % ${B / 2}u);
       let col = ${times(c, B)} + j;
       ${touch}
@@ -243,6 +267,9 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
     }
   }`;
       });
+    const holdQ = each(dFrags, 'i', (i) =>
+      ops.load(frag('q', i), 'left', 'tile_q', `sg * ${FRAG * QS}u + ${times(i, FRAG)}`, false, QS),
+    );
     const scores = each(
       kFrags,
       'n',
@@ -290,14 +317,23 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
     module.workgroupArray('tile_s', 'f32', R * SS);
     module.workgroupArray('red', 'f32', 2 * R);
     module.workgroupVar('grow', 'u32');
-    if (!real) module.declare(emulation());
-    return module.build(
-      undefined,
-      T,
-      `  let w = ${linearWorkgroup};
+    if (emulated) {
+      module.workgroupArray('emu_q', 'f16', R * QS);
+      module.workgroupVar('emu_one', 'u32');
+    }
+    const body = `  let w = ${linearWorkgroup};
   // A grid spread over y may have a few workgroups too many.
   if (w >= params.tiles) { return; }
-  ${real ? 'let sg = sgId;' : `let sg = tid / ${LANES}u;\n  let lane = tid % ${LANES}u;`}
+  ${
+    real
+      ? 'let sg = sgId;\n  // Loops run to counts times one (opaque in the emulation, see there).\n  let one = 1u;'
+      : `let sg = tid / ${LANES}u;
+  let lane = tid % ${LANES}u;
+  // 1, opaque to the compiler: loops run to counts times one, as llvmpipe
+  // compiled the emulation's unrolled constant loops for minutes.
+  if (tid == 0u) { emu_one = 1u; }
+  let one = workgroupUniformLoad(&emu_one);`
+  }
   let g = w / params.rowTiles;
   let row0 = (w % params.rowTiles) * ${R}u;
   let rows = params.tokens * params.group;
@@ -314,14 +350,14 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
   let bound = params.position + t;
   let sAt = tid / ${LANES}u * ${FRAG * SS}u + tid % ${FRAG}u * ${SS}u;
   let pAt = lr * ${QS}u;
-  for (var e = tid; e < ${R * D}u; e += ${T}u) {
+  for (var e = tid; e < ${R * D}u * one; e += ${T}u) {
     let r = min(row0 + e / ${D}u, rows - 1u);
     let h = g * params.group + r % params.group;
     tile_q[e / ${D}u * ${QS}u + e % ${D}u] = f16(q[((r / params.group) * params.heads + h) * ${D}u + e % ${D}u]);
   }
   workgroupBarrier();
   ${decls}
-  ${each(dFrags, 'i', (i) => ops.load(frag('q', i), 'left', 'tile_q', `sg * ${FRAG * QS}u + ${times(i, FRAG)}`, false, QS))}
+  ${holdQ}
   ${real ? each(dFrags, 'i', (i) => ops.zero(frag('o', i))) : ''}
   var m = ${NEG_BIG};
   var sum = 0.0;
@@ -329,7 +365,7 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
   for (var k0 = 0u; k0 < keys; k0 += ${B}u) {
     // The previous tile's readers (and the Q fragment loads) are done before it is overwritten.
     workgroupBarrier();
-    for (var e = tid; e < ${B * widths}u; e += ${T}u) {
+    for (var e = tid; e < ${B * widths}u * one; e += ${T}u) {
       let j = k0 + e / ${widths}u;
       let src = kvBase + min(j, params.maxSeq - 1u) * ${widths}u + e % ${widths}u;
       var kw = vec4<u32>();
@@ -344,7 +380,7 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
     ${scores}
     workgroupBarrier();
     var mx = ${NEG_BIG};
-    for (var c = 0u; c < ${B / 2}u; c++) {
+    for (var c = 0u; c < ${B / 2}u * one; c++) {
       let j = side + 2u * ((c + rot) % ${B / 2}u);
       let s = select(${NEG_BIG}, params.scale * tile_s[sAt + j], k0 + j <= bound);
       sv[c] = s;
@@ -362,7 +398,7 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
       sum *= alpha;
       ${throughS('tile_s[sAt + j] *= alpha;', true)}
     }
-    for (var c = 0u; c < ${B / 2}u; c++) {
+    for (var c = 0u; c < ${B / 2}u * one; c++) {
       let j = side + 2u * ((c + rot) % ${B / 2}u);
       let p = f16(select(0.0, exp(sv[c] - m), k0 + j <= bound));
       tile_q[pAt + j] = p;
@@ -376,7 +412,12 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
   let total = sum + red[tid ^ ${FRAG}u];
   let oBase = (t * params.heads + g * params.group + row % params.group) * ${D}u;
   let mine = row0 + lr < rows;
-  ${throughS('if (mine) { out[oBase + col] = tile_s[sAt + j] / total; }', false)}`,
+  ${throughS('if (mine) { out[oBase + col] = tile_s[sAt + j] / total; }', false)}`;
+    if (emulated) module.declare(emulated.functions());
+    return module.build(
+      undefined,
+      T,
+      body,
       `@builtin(local_invocation_index) tid: u32${real ? ', @builtin(subgroup_id) sgId: u32, @builtin(subgroup_invocation_id) lane: u32' : ''}`,
     );
   };
@@ -412,6 +453,6 @@ export function planFlashPrefill(
   const usable =
     sm && hasFlashPrefillConfig(sm.configs) && sm.subgroupSize === LANES && sm.minSubgroupSize === LANES;
   if (!emulated && !usable) return undefined;
-  const tile = pickFlashPrefillTile(headDim, device.maxWorkgroupBytes, device.maxInvocations);
+  const tile = pickFlashPrefillTile(headDim, device.maxWorkgroupBytes, device.maxInvocations, emulated);
   return tile && { compute: emulated ? 'emulated' : 'subgroup-matrix', headDim, tile };
 }
