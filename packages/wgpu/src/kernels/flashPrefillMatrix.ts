@@ -294,13 +294,24 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
     )}`,
     );
     const widths = D / 8;
+    // Each invocation's share of a K/V tile, read into registers a tile ahead (the reads
+    // overlap the tile's products); keys past the visited ones read as zeros.
+    const fetches = Math.ceil((B * widths) / T);
+    const fetch = (k0: string) => `for (var x = 0u; x < ${fetches}u * one; x++) {
+      let e = tid + x * ${T}u;
+      let j = ${k0} + e / ${widths}u;
+      let src = kvBase + min(j, params.maxSeq - 1u) * ${widths}u + e % ${widths}u;
+      kr[x] = vec4<u32>();
+      vr[x] = vec4<u32>();
+      if (j < keys && e < ${B * widths}u) { kr[x] = k[src]; vr[x] = v[src]; }
+    }`;
     const unpack = (word: string, array: string) =>
       ['x', 'y', 'z', 'w']
         .map(
           (c, i) =>
             `let ${array}${c} = bitcast<vec2<f16>>(${word}.${c}); ${array}[at + ${2 * i}u] = ${array}${c}.x; ${array}[at + ${2 * i + 1}u] = ${array}${c}.y;`,
         )
-        .join('\n      ');
+        .join('\n        ');
     const module = new ShaderModule().params(params);
     if (real) {
       module.enable('chromium_experimental_subgroup_matrix').enable('subgroups');
@@ -362,21 +373,25 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
   var m = ${NEG_BIG};
   var sum = 0.0;
   var sv: array<f32, ${B / 2}>;
+  var kr: array<vec4<u32>, ${fetches}>;
+  var vr: array<vec4<u32>, ${fetches}>;
+  ${fetch('0u')}
   for (var k0 = 0u; k0 < keys; k0 += ${B}u) {
     // The previous tile's readers (and the Q fragment loads) are done before it is overwritten.
     workgroupBarrier();
-    for (var e = tid; e < ${B * widths}u * one; e += ${T}u) {
-      let j = k0 + e / ${widths}u;
-      let src = kvBase + min(j, params.maxSeq - 1u) * ${widths}u + e % ${widths}u;
-      var kw = vec4<u32>();
-      var vw = vec4<u32>();
-      if (j < keys) { kw = k[src]; vw = v[src]; }
-      let at = e / ${widths}u * ${QS}u + e % ${widths}u * 8u;
-      ${unpack('kw', 'tile_k')}
-      ${unpack('vw', 'tile_v')}
+    for (var x = 0u; x < ${fetches}u * one; x++) {
+      let e = tid + x * ${T}u;
+      if (e < ${B * widths}u) {
+        let at = e / ${widths}u * ${QS}u + e % ${widths}u * 8u;
+        let kw = kr[x];
+        let vw = vr[x];
+        ${unpack('kw', 'tile_k')}
+        ${unpack('vw', 'tile_v')}
+      }
     }
     if (tid == 0u) { grow = 0u; }
     workgroupBarrier();
+    ${fetch(`k0 + ${B}u`)}
     ${scores}
     workgroupBarrier();
     var mx = ${NEG_BIG};
