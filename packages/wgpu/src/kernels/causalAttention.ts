@@ -6,7 +6,7 @@ import { bindingType, halfFunctions, loadScalar, type Storage, storageOf } from 
 import { ShaderModule } from '../wgsl/module.js';
 import { ROWWISE_ROWS, rowwiseKeys, rowwiseShader } from './causalAttentionRows.js';
 import { WG } from './common.js';
-import { flashPrefillShader, planFlashPrefill } from './flashPrefillMatrix.js';
+import { flashPrefillRows, flashPrefillShader, planFlashPrefill } from './flashPrefillMatrix.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { halfGemmMode } from './matmul.js';
 
@@ -204,7 +204,7 @@ function encodeCausalAttention(
   const flash =
     cache === 'f16' ? planFlashPrefill(headDim, halfGemmMode(encoder), flashDevice(encoder)) : undefined;
   const rowwise = rowwiseKeys(headDim) !== undefined;
-  const rows = flash ? flash.tile.subgroups * 16 : rowwise ? ROWWISE_ROWS : tiling.rows;
+  const rows = flash ? flashPrefillRows(flash.tile) : rowwise ? ROWWISE_ROWS : tiling.rows;
   const rowTiles = Math.ceil((tokens * group) / rows);
   const tiles = rowTiles * kvHeads;
   const scale = attrs.scale === 0 ? 1 / Math.sqrt(headDim) : attrs.scale;

@@ -68,6 +68,9 @@ export function hasFlashPrefillConfig(configs: readonly SubgroupMatrixConfig[]):
   );
 }
 
+/** Query rows of a workgroup. */
+export const flashPrefillRows = (tile: FlashPrefillTile) => tile.subgroups * FRAG;
+
 /** Invocations of a workgroup. */
 export const flashPrefillThreads = (tile: FlashPrefillTile) => tile.subgroups * LANES;
 
@@ -207,7 +210,7 @@ fn ${fn}(acc: array<f32, ${PER_LANE}>, l: u32, r: u32, lane: u32, one: u32) -> a
 export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<string>): ShaderSource {
   const { headDim: D, tile } = v;
   const real = v.compute === 'subgroup-matrix';
-  const R = tile.subgroups * FRAG;
+  const R = flashPrefillRows(tile);
   const T = flashPrefillThreads(tile);
   const B = tile.keys;
   const key = `decoding/causalAttention/flash-${v.compute}/d${D}/r${R}k${B}/cache-f16/wg${T}`;
