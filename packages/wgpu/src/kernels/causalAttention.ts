@@ -199,10 +199,12 @@ function encodeCausalAttention(
   }
   const group = heads / kvHeads;
   const cache = storageOf(k.dtype);
-  // Over f16 caches, subgroup matrices where the device has them (the f16 products' mode);
+  // Over f16 caches with f16Attention 'matrix', subgroup matrices where the f16 products take them;
   // else head dims up to 64 take the row-per-thread kernel, the rest the lane-split one.
   const flash =
-    cache === 'f16' ? planFlashPrefill(headDim, halfGemmMode(encoder), flashDevice(encoder)) : undefined;
+    cache === 'f16' && encoder.tuning.f16Attention === 'matrix'
+      ? planFlashPrefill(headDim, halfGemmMode(encoder), flashDevice(encoder))
+      : undefined;
   const rowwise = rowwiseKeys(headDim) !== undefined;
   const rows = flash ? flashPrefillRows(flash.tile) : rowwise ? ROWWISE_ROWS : tiling.rows;
   const rowTiles = Math.ceil((tokens * group) / rows);

@@ -10,13 +10,14 @@ import { linearWorkgroup, ShaderModule } from '../wgsl/module.js';
 // and walks K/V tiles up to its last row's causal bound:
 //   S = Q·Kᵀ    16×16 f16 fragments, f32 results, stored to workgroup memory;
 //   softmax     two invocations a row, f32, each taking every other key;
-//   O += P·V    P rounded to f16 into the rows that staged Q (Q's fragments
-//               are held from the start), O in f32 result fragments.
-// O is not rescaled per tile: P is taken against a reference maximum m that
-// is raised only when a row's scores exceed it by more than GROW (then the
-// whole workgroup stores, scales and reloads O once), so P ≤ e^GROW stays
-// well inside f16. Keys past a row's bound weigh 0; rows past the end
-// compute the last row again and store nothing.
+//   P·V         P rounded to f16 into the rows that staged Q (Q's fragments
+//               are held from the start), into fresh f32 result fragments
+//               stored to workgroup memory, and added to each invocation's
+//               f32 accumulator of O (its row's every other column) after
+//               rescaling it by the tile's exp(m_old − m_new).
+// Only fragment loads, products and stores of results are used, as in the
+// f16 products (results are never loaded back). Keys past a row's bound
+// weigh 0; rows past the end compute the last row again and store nothing.
 //
 // `emulated` runs the same text with each fragment operation replaced by
 // plain arithmetic (see `emulatedOps`) and loops over fragments where the
@@ -31,8 +32,6 @@ const LANES = 32;
 /** Halves of padding per staged f16 row, floats per f32 row (16 bytes each). */
 const PAD_HALVES = 8;
 const PAD_FLOATS = 4;
-/** How far (natural log) a score may exceed the reference maximum before O is rescaled. */
-const GROW = 8;
 const NEG_BIG = '-3.0e38';
 
 /** A workgroup's tile: `subgroups` × 16 query rows, K/V tiles of `keys` keys. */
@@ -237,39 +236,12 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
         : `var ${name}: array<${kind === 'result' ? `array<f32, ${PER_LANE}>` : 'u32'}, ${count}>;`;
     const decls = [
       array('q', 'left', dFrags),
-      array('o', 'result', dFrags),
       ops.declare('sf', 'result'),
       ops.declare('kf', 'right'),
       ops.declare('vf', 'right'),
       ops.declare('pf', 'left'),
     ].join('\n  ');
     const sgS = `sg * ${FRAG * SS}u`;
-    /** O's columns c·B … c·B + B − 1 through the subgroup's S rows, `touch` run by each invocation on its elements. */
-    const throughS = (touch: string, reload: boolean) =>
-      each(D / B, 'chunk', (c) => {
-        const at = (f: Index) => `${sgS} + ${times(f, FRAG)}`;
-        const o = (f: Index) =>
-          frag(
-            'o',
-            typeof c === 'number' && typeof f === 'number' ? c * kFrags + f : `${times(c, kFrags)} + ${f}`,
-          );
-        return `{
-    ${each(kFrags, 'f', (f) => ops.store(o(f), 'tile_s', at(f), SS))}
-    workgroupBarrier();
-    for (var c = 0u; c < ${B / 2}u * one; c++) {
-      let j = side + 2u * ((c + rot) % ${B / 2}u);
-      let col = ${times(c, B)} + j;
-      ${touch}
-    }
-    workgroupBarrier();${
-      reload
-        ? `
-    ${each(kFrags, 'f', (f) => ops.load(o(f), 'result', 'tile_s', at(f), false, SS))}
-    workgroupBarrier();`
-        : ''
-    }
-  }`;
-      });
     const holdQ = each(dFrags, 'i', (i) =>
       ops.load(frag('q', i), 'left', 'tile_q', `sg * ${FRAG * QS}u + ${times(i, FRAG)}`, false, QS),
     );
@@ -285,16 +257,35 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
     )}
     ${ops.store('sf', 'tile_s', `${sgS} + ${times(n, FRAG)}`, SS)}`,
     );
+    // O's columns chunk·B … chunk·B + B − 1 of P·V into S's rows, then into each
+    // invocation's accumulator (its row's every other column), rescaled by alpha.
     const pv = each(
+      D / B,
+      'chunk',
+      (c) => `{
+    ${each(kFrags, 'f', (f) => {
+      const column =
+        typeof c === 'number' && typeof f === 'number'
+          ? `${(c * kFrags + f) * FRAG}u`
+          : `(${times(c, kFrags)} + ${f}) * ${FRAG}u`;
+      return `${ops.zero('sf')}
+    ${each(
       kFrags,
       'kk',
       (kk) => `${ops.load('pf', 'left', 'tile_q', `sg * ${FRAG * QS}u + ${times(kk, FRAG)}`, false, QS)}
-    ${each(
-      dFrags,
-      'd',
-      (d) => `${ops.load('vf', 'right', 'tile_v', `${times(kk, FRAG * QS)} + ${times(d, FRAG)}`, false, QS)}
-    ${ops.mma(frag('o', d), 'pf', 'vf')}`,
-    )}`,
+    ${ops.load('vf', 'right', 'tile_v', `${times(kk, FRAG * QS)} + ${column}`, false, QS)}
+    ${ops.mma('sf', 'pf', 'vf')}`,
+    )}
+    ${ops.store('sf', 'tile_s', `${sgS} + ${times(f, FRAG)}`, SS)}`;
+    })}
+    workgroupBarrier();
+    for (var y = 0u; y < ${B / 2}u * one; y++) {
+      let j = side + 2u * ((y + rot) % ${B / 2}u);
+      let x = ${times(c, B / 2)} + y;
+      acc[x] = acc[x] * alpha + tile_s[sAt + j];
+    }
+    workgroupBarrier();
+  }`,
     );
     const widths = D / 8;
     // Each invocation's share of a K/V tile, read into registers a tile ahead (the reads
@@ -330,7 +321,6 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
     module.workgroupArray('tile_v', 'f16', B * QS);
     module.workgroupArray('tile_s', 'f32', R * SS);
     module.workgroupArray('red', 'f32', 2 * R);
-    module.workgroupVar('grow', 'u32');
     if (emulated) {
       module.workgroupArray('emu_q', 'f16', R * QS);
       module.workgroupVar('emu_one', 'u32');
@@ -372,7 +362,7 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
   workgroupBarrier();
   ${decls}
   ${holdQ}
-  ${real ? each(dFrags, 'i', (i) => ops.zero(frag('o', i))) : ''}
+  var acc: array<f32, ${D / 2}>;
   var m = ${NEG_BIG};
   var sum = 0.0;
   var sv: array<f32, ${B / 2}>;
@@ -392,7 +382,6 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
         ${unpack('vw', 'tile_v')}
       }
     }
-    if (tid == 0u) { grow = 0u; }
     workgroupBarrier();
     ${fetch(`k0 + ${B}u`)}
     ${scores}
@@ -406,16 +395,10 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
     }
     red[tid] = mx;
     workgroupBarrier();
-    let top = max(mx, red[tid ^ ${FRAG}u]);
-    if (top > m + ${GROW.toFixed(1)}) { grow = 1u; }
-    if (workgroupUniformLoad(&grow) != 0u) {
-      // Some row's scores outgrew its reference: every row takes its maximum as the new one.
-      let mNew = max(m, top);
-      let alpha = exp(m - mNew);
-      m = mNew;
-      sum *= alpha;
-      ${throughS('tile_s[sAt + j] *= alpha;', true)}
-    }
+    let mNew = max(m, max(mx, red[tid ^ ${FRAG}u]));
+    let alpha = exp(m - mNew);
+    m = mNew;
+    sum *= alpha;
     for (var c = 0u; c < ${B / 2}u * one; c++) {
       let j = side + 2u * ((c + rot) % ${B / 2}u);
       let p = f16(select(0.0, exp(sv[c] - m), k0 + j <= bound));
@@ -429,8 +412,12 @@ export function flashPrefillShader(v: FlashPrefillVariant, params: ParamLayout<s
   workgroupBarrier();
   let total = sum + red[tid ^ ${FRAG}u];
   let oBase = (t * params.heads + g * params.group + row % params.group) * ${D}u;
-  let mine = row0 + lr < rows;
-  ${throughS('if (mine) { out[oBase + col] = tile_s[sAt + j] / total; }', false)}`;
+  if (row0 + lr < rows) {
+    for (var x = 0u; x < ${D / 2}u * one; x++) {
+      let j = side + 2u * ((x % ${B / 2}u + rot) % ${B / 2}u);
+      out[oBase + x / ${B / 2}u * ${B}u + j] = acc[x] / total;
+    }
+  }`;
     if (emulated) module.declare(emulated.functions());
     return module.build(
       undefined,
