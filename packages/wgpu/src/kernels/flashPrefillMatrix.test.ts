@@ -141,7 +141,7 @@ describe.skipIf(unavailable !== undefined)('prefill attention on the device (emu
   // Few cases: lavapipe compiles each variant of the emulation for seconds.
   it('head dim 64, grouped by 4: a first chunk of odd length, then a chunk over cached keys with rescaling', async () => {
     await check({ heads: 8, kvHeads: 2, headDim: 64, tokens: 37, position: 0, maxSeq: 41, q: 'f32' });
-    // A large scale makes later keys outgrow the reference maximum by more than its margin.
+    // A large scale makes the running maximum jump between tiles (large rescales).
     await check({
       heads: 8,
       kvHeads: 2,

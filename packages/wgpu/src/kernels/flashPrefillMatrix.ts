@@ -91,7 +91,7 @@ export function pickFlashPrefillTile(
   emulated: boolean,
 ): FlashPrefillTile | undefined {
   if (headDim % FRAG !== 0 || headDim === 0) return undefined;
-  // P's rows (keys long) live in Q's (headDim long); O is rescaled and stored keys columns at a time.
+  // P's rows (keys long) live in Q's (headDim long); P·V goes through S's rows keys columns at a time.
   return TILES.find(
     (t) =>
       headDim % t.keys === 0 &&
