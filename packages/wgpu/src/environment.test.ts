@@ -30,12 +30,18 @@ describe('wgpu options from the environment', () => {
     expect(backendProvider.optionsFromEnvironment?.({ RAYO_WGPU_F16_GEMM: 'emulated' })).toEqual({
       f16Gemm: 'emulated',
     });
+    expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_ATTENTION: 'matrix' })).toEqual({
+      f16Attention: 'matrix',
+    });
   });
 
   it('refuse a value that names no choice, naming the variable', () => {
     expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_GEMM: 'tensor' })).toThrow(InvalidArgumentError);
     expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_GEMM: 'tensor' })).toThrow(
       /RAYO_WGPU_F16_GEMM'.*expected subgroup-matrix \| emulated \| widen, got 'tensor'/,
+    );
+    expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_ATTENTION: 'on' })).toThrow(
+      /RAYO_WGPU_F16_ATTENTION'.*expected matrix \| f32, got 'on'/,
     );
     expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_UNSAFE_APIS: 'yes' })).toThrow(
       /RAYO_WGPU_UNSAFE_APIS/,
@@ -47,6 +53,7 @@ describe('wgpu options from the environment', () => {
 
   it('give options the backend checks when it is created', () => {
     expect(resolveWgpuTuning({ f16Gemm: 'emulated' }).f16Gemm).toBe('emulated');
+    expect(resolveWgpuTuning({}).f16Attention).toBeUndefined();
     const mode = { f16Gemm: 'fast' } as unknown as { f16Gemm: 'widen' };
     expect(() => resolveWgpuTuning(mode)).toThrow(/WgpuBackend\.create: argument 'f16Gemm'.*got 'fast'/);
   });

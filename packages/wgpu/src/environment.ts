@@ -5,7 +5,7 @@ import {
   qgemvOptionsFromEnvironment,
 } from '@rayo/core';
 import type { DawnOptions } from './dawn.js';
-import { HALF_GEMM_MODES, type WgpuTuningOptions } from './tuning.js';
+import { F16_ATTENTION_MODES, HALF_GEMM_MODES, type WgpuTuningOptions } from './tuning.js';
 
 const WHERE = 'wgpuOptionsFromEnvironment';
 
@@ -38,7 +38,8 @@ function togglesFromEnvironment(env: EnvironmentVariables, name: string): string
  * `backendOptionsFromEnvironment('wgpu', process.env)`): RAYO_QGEMV_VARIANT
  * (`a`, `b`, `c`, `d`) → `qgemvVariant`, RAYO_QGEMV_SLICES (1, 2, 4, 8) →
  * `qgemvSlices`, RAYO_WGPU_F16_GEMM (`subgroup-matrix`, `emulated`, `widen`)
- * → `f16Gemm`, RAYO_WGPU_UNSAFE_APIS=1 → `unsafeApis: true`, and
+ * → `f16Gemm`, RAYO_WGPU_F16_ATTENTION (`matrix`, `f32`) → `f16Attention`,
+ * RAYO_WGPU_UNSAFE_APIS=1 → `unsafeApis: true`, and
  * RAYO_DAWN_ENABLE / RAYO_DAWN_DISABLE (comma-separated Dawn toggles, e.g.
  * `skip_validation`) → `enableToggles` / `disableToggles`; unset or
  * empty variables name nothing. This is the one place the package reads the
@@ -49,6 +50,7 @@ export function wgpuOptionsFromEnvironment(
   env: EnvironmentVariables = globalThis.process?.env ?? {},
 ): WgpuEnvironmentOptions {
   const f16Gemm = choiceFromEnvironment(env, 'RAYO_WGPU_F16_GEMM', HALF_GEMM_MODES, WHERE);
+  const f16Attention = choiceFromEnvironment(env, 'RAYO_WGPU_F16_ATTENTION', F16_ATTENTION_MODES, WHERE);
   const unsafe = choiceFromEnvironment(env, 'RAYO_WGPU_UNSAFE_APIS', ['0', '1'], WHERE);
   const enableToggles = togglesFromEnvironment(env, 'RAYO_DAWN_ENABLE');
   const disableToggles = togglesFromEnvironment(env, 'RAYO_DAWN_DISABLE');
@@ -57,6 +59,7 @@ export function wgpuOptionsFromEnvironment(
     ...(disableToggles ? { disableToggles } : {}),
     ...qgemvOptionsFromEnvironment(env, WHERE),
     ...(f16Gemm === undefined ? {} : { f16Gemm }),
+    ...(f16Attention === undefined ? {} : { f16Attention }),
     ...(unsafe === undefined ? {} : { unsafeApis: unsafe === '1' }),
   };
 }

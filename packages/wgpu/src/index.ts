@@ -27,6 +27,8 @@ export {
 } from './slowCompiles.js';
 export {
   DEFAULT_WGPU_TUNING,
+  F16_ATTENTION_MODES,
+  type F16AttentionMode,
   HALF_GEMM_MODES,
   type HalfGemmMode,
   resolveWgpuTuning,

@@ -60,6 +60,7 @@ const OPTION_KEYS: Readonly<Record<keyof WgpuBackendOptions, true>> = {
   withoutFeatures: true,
   device: true,
   f16Gemm: true,
+  f16Attention: true,
   qgemvVariant: true,
   qgemvSlices: true,
   maxBindingBytes: true,

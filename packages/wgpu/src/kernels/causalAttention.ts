@@ -6,7 +6,9 @@ import { bindingType, halfFunctions, loadScalar, type Storage, storageOf } from 
 import { ShaderModule } from '../wgsl/module.js';
 import { ROWWISE_ROWS, rowwiseKeys, rowwiseShader } from './causalAttentionRows.js';
 import { WG } from './common.js';
+import { flashPrefillRows, flashPrefillShader, planFlashPrefill } from './flashPrefillMatrix.js';
 import { encodeWithF32Activations } from './halfEdges.js';
+import { halfGemmMode } from './matmul.js';
 
 // Prefill attention, tiled the FlashAttention way. A workgroup takes ROWS
 // query rows of one kv head, a row being (token, one of the kv head's
@@ -196,14 +198,24 @@ function encodeCausalAttention(
     );
   }
   const group = heads / kvHeads;
-  // Head dims up to 64 take the row-per-thread kernel, the rest the lane-split one.
+  const cache = storageOf(k.dtype);
+  // Over f16 caches with f16Attention 'matrix', subgroup matrices where the f16 products take them;
+  // else head dims up to 64 take the row-per-thread kernel, the rest the lane-split one.
+  const flash =
+    cache === 'f16' && encoder.tuning.f16Attention === 'matrix'
+      ? planFlashPrefill(headDim, halfGemmMode(encoder), flashDevice(encoder))
+      : undefined;
   const rowwise = rowwiseKeys(headDim) !== undefined;
-  const rowTiles = Math.ceil((tokens * group) / (rowwise ? ROWWISE_ROWS : tiling.rows));
+  const rows = flash ? flashPrefillRows(flash.tile) : rowwise ? ROWWISE_ROWS : tiling.rows;
+  const rowTiles = Math.ceil((tokens * group) / rows);
   const tiles = rowTiles * kvHeads;
   const scale = attrs.scale === 0 ? 1 / Math.sqrt(headDim) : attrs.scale;
-  const cache = storageOf(k.dtype);
   encoder.dispatch({
-    shader: rowwise ? rowwiseShader(headDim, cache, PARAMS) : causalShader(tiling, cache),
+    shader: flash
+      ? flashPrefillShader(flash, PARAMS)
+      : rowwise
+        ? rowwiseShader(headDim, cache, PARAMS)
+        : causalShader(tiling, cache),
     buffers: [q, k, v, out],
     params: {
       layout: PARAMS,
@@ -211,4 +223,13 @@ function encodeCausalAttention(
     },
     workgroups: gridFor(tiles, encoder.limits),
   });
+}
+
+function flashDevice(encoder: KernelEncoder) {
+  return {
+    maxWorkgroupBytes: encoder.limits.maxComputeWorkgroupStorageSize,
+    maxInvocations: encoder.limits.maxComputeInvocationsPerWorkgroup,
+    shaderF16: encoder.features.has('shader-f16'),
+    ...(encoder.subgroupMatrix ? { subgroupMatrix: encoder.subgroupMatrix } : {}),
+  };
 }
