@@ -105,7 +105,11 @@ export interface DecodeBackendResult {
    * device clock (cpu).
    */
   readonly deviceMsPerStep?: number;
-  /** ms/token − deviceMsPerStep: what the host adds to each replayed token. */
+  /**
+   * The host's own work per replayed token: the per-token writes and the
+   * submit call (`hostPhases`' writes and enqueue); absent without a device
+   * clock, where the host phases hold the computation too.
+   */
   readonly hostMsPerToken?: number;
   /** The step's kernel calls, grouped; timed one group at a time with --profile. */
   readonly profile?: StepProfile;
@@ -238,7 +242,11 @@ export async function decodeOnBackend(
       ...(quality ? { quality } : {}),
       loadMs,
       ...(copyGbps === undefined ? {} : { copyGbps }),
-      ...(deviceMs === undefined ? {} : { deviceMsPerStep: deviceMs, hostMsPerToken: median - deviceMs }),
+      ...(deviceMs === undefined ? {} : { deviceMsPerStep: deviceMs }),
+      // Not ms/token − device ms/step: a pipelined token overlaps the next step's setup, so that difference can be negative.
+      ...(deviceMs === undefined || !timing.hostPhases
+        ? {}
+        : { hostMsPerToken: (timing.hostPhases.writesUs + timing.hostPhases.enqueueUs) / 1000 }),
       ...timing,
       logits,
       run: {
@@ -722,7 +730,8 @@ function weightsNote(s: Pick<DecodeSettings, 'dtype' | 'kvDtype' | 'quant' | 'qu
 
 const SPLIT_NOTE =
   'device ms/step: the recorded decode step alone on the device (one CUDA graph between events, ' +
-  'one command buffer between timestamps), median of 5; host ms/token = ms/token − device ms/step.';
+  'one command buffer between timestamps), median of 5; host ms/token: the per-token writes and the submit call of a ' +
+  'replayed token (the host phases below), the host work that the device step hides.';
 
 export function decodeMarkdown(report: DecodeReport): string {
   const s = report.settings;
