@@ -138,7 +138,10 @@ export function serveTextModel(endpoint: MessageEndpoint, options: ServeTextMode
     let precompiled: number;
     try {
       precompiled = await precompiling;
-      if (request.warmup !== false) {
+      // The warm-up only compiles kernels: where every shader of the model's last load (its warm-up and
+      // generations) compiled ahead, it has nothing left to do.
+      const compiledAhead = known !== undefined && known.length > 0;
+      if (request.warmup !== false && !compiledAhead) {
         progress({ stage: 'warmup' });
         await warmUp(loaded);
       }
