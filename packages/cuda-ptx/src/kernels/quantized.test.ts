@@ -100,6 +100,10 @@ describe('quantizedMatmul on a one-SM emulated device', () => {
     ['q4k', false, 1, 4096, 19],
     ['q4k', false, 3, 1024, 21],
     ['q4k', false, 70, 256, 67],
+    ['q6k', false, 1, 4096, 19],
+    ['q6k', false, 1, 768, 9],
+    ['q6k', false, 3, 1024, 21],
+    ['q6k', false, 70, 512, 67],
   ] as const) {
     it(`${format}${zeroPoints ? ' zero points' : ''} ${m}×${k}→${n} from quantizeWeights`, async () => {
       const run = quantizedMatmulProblem(random, [format, zeroPoints, m, k, n]);
