@@ -13,10 +13,11 @@ export const PREPARED_INDEX = 'prepared.json';
 /** The prepared parts, one after another. */
 export const PREPARED_DATA = 'prepared.bin';
 /**
- * 3: parts checked by eight-lane checksums. 2: Q4_K kept as `q4k` (4.5 bits
- * per weight). Data of an older version is rebuilt once.
+ * 4: Q6_K kept as `q6k` (6.5625 bits per weight). 3: parts checked by
+ * eight-lane checksums. 2: Q4_K kept as `q4k` (4.5 bits per weight). Data
+ * of an older version is rebuilt once.
  */
-const VERSION = 3;
+const VERSION = 4;
 const OPERATION = 'ModelCache.prepared';
 /** Bytes of the GGUF file hashed for its identity: its header's start (metadata, tensor table). */
 const HEAD_BYTES = 2 ** 20;
