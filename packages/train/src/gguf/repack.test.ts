@@ -223,6 +223,9 @@ describe('GGUF blocks on core’s quantized formats', () => {
           bytes,
         })) as RepackedWeight;
         expect(repacked.format).toBe(format);
+        // What the device holds: the host parts' bits per weight, no more.
+        const held = Object.values(repacked.tensors).reduce((sum, t) => sum + t.byteLength, 0);
+        expect((8 * held) / (rows * cols)).toBe(BITS[type][0]);
         const layout = quantLayout(format, cols);
         expect(Object.keys(repacked.tensors).sort()).toEqual(
           [
