@@ -46,6 +46,10 @@ describe('quantized kernels', () => {
       // One code word per lane and tile, loaded a tile ahead (the first before the loop); x staged
       // once per tile, read back as .v4 from shared memory.
       expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(2);
+      // q6k's lanes read their word's 8 bytes of high pairs beside it.
+      expect(text.match(/ld\.global\.nc\.v2\.b32/g) ?? []).toHaveLength(
+        quantLayout(format, 1).bits === 6 ? 2 : 0,
+      );
       expect(text.match(/ld\.shared\.v4\.f32/g)).toHaveLength(quantLayout(format, 1).bits === 8 ? 4 : 8);
       expect(text).not.toContain('cvt.rn.f32.s32');
       expect(text.match(/bar\.sync 0;/g)).toHaveLength(2);
