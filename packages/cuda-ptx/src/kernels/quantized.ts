@@ -48,9 +48,9 @@ import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageOf } from './storage.js'
 // the word's x and subtracts offset · Σx, and q4k likewise with its word's
 // sub-block scale d · sc and offset dmin · m formed from the super-block's
 // d, dmin and 6-bit sc, m as the word is loaded; q6k's lane reads its
-// word's high pairs too (8 bytes, the four lanes of a super-block's 64
-// contiguous), and its two 16-weight sub-blocks are summed apart, each
-// scaled by f32(d · sc). More rows of x
+// word's 8 bytes of high pairs too (a super-block's 64 contiguous over its
+// eight lanes, as its 128 bytes of nibbles), and its two 16-weight
+// sub-blocks are summed apart, each scaled by f32(d · sc). More rows of x
 // go to a tiled kernel that dequantizes a 64-column × 32-k tile of W into
 // shared memory per step and computes a 64 × 64 tile of y from it.
 
@@ -258,9 +258,10 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         // q4g32a: Σx of the word, which its offset multiplies.
         const xSums = layout.offsets ? acc.map(() => k.mov('f32', k.reg('f32'), 0)) : undefined;
         words.forEach((word, i) => {
-          const high = current.high[i >> 1]!;
+          // q6k: word i's high pairs, from the upper half of each byte for odd i.
+          const high = () => current.high[i >> 1]!;
           const codes = q6k
-            ? q6kCodes(k, word, i & 1 ? k.shr('b32', k.reg('u32'), high, 4) : high)
+            ? q6kCodes(k, word, i & 1 ? k.shr('b32', k.reg('u32'), high(), 4) : high())
             : codesOf(k, layout, word, bias);
           const wordSums = sums2 && i >= 2 ? sums2 : sums;
           for (let r = 0; r < v.rows; r++) {
