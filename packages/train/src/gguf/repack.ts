@@ -11,7 +11,7 @@ import {
   type Tensor,
   uploadQuantized,
 } from '@rayo/core';
-import { q5kValues, q5Values, q6kValues } from './dequantize.js';
+import { q5kValues, q5Values } from './dequantize.js';
 import {
   GGML_TYPES,
   type GgmlQuantizedType,
@@ -399,35 +399,44 @@ export function repackQ6_KSuperBlocks(bytes: Uint8Array): Q6KSuperBlocks {
   const d = new Uint16Array(blocks);
   const subScales = new Uint32Array(blocks * 4);
   const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const codes = new Uint32Array(q.buffer, q.byteOffset, 64);
   for (let b = 0, at = 0; b < blocks; b++, at += blockBytes) {
     d[b] = from.getUint16(at + 208, true);
     for (let w = 0; w < 4; w++) subScales[4 * b + w] = from.getUint32(at + 192 + 4 * w, true);
-    q6kValues(bytes.subarray(at, at + blockBytes), q);
-    q6kWords(codes, words, 48 * b);
+    q6kWords(from, at, words, 48 * b);
   }
   return { words, d, subScales };
 }
 
 /**
- * A block's 256 codes (0–63, four to a word of `codes`) as q6k's 48 words
- * at `out`: word t the low nibbles of codes 8t … 8t + 7, word 32 + t the
- * high pairs of codes 16t … 16t + 15, byte b holding those of codes
- * 16t + 2b, +1 and 16t + 8 + 2b, +1 at bits 0–1, 2–3, 4–5, 6–7.
+ * The codes of the block at byte `at` as q6k's 48 words at `out`, a word at
+ * a time (see `q6kValues` for ggml's order: element 128h + 32kk + l takes
+ * nibble kk / 2 of ql[64h + 32(kk mod 2) + l] and bits 2kk of qh[32h + l]).
+ * Word t holds the low nibbles of elements 8t … 8t + 7: one h and kk, eight
+ * consecutive l. Word 32 + t holds the high pairs of elements 16t … 16t + 15,
+ * byte b those of 16t + 2b, +1 at bits 0–3 and of 16t + 8 + 2b, +1 at 4–7.
  */
-function q6kWords(codes: Uint32Array, words: Uint32Array, out: number): void {
+function q6kWords(from: DataView, at: number, words: Uint32Array, out: number): void {
   for (let t = 0; t < 32; t++) {
-    words[out + t] = (nibblePairs(codes[2 * t]!, 0) | (nibblePairs(codes[2 * t + 1]!, 0) << 16)) >>> 0;
+    const kk = (t >> 2) & 3;
+    const src = at + 64 * (t >> 4) + 32 * (kk & 1) + 8 * (t & 3);
+    const shift = 4 * (kk >> 1);
+    const low = nibblePairs(from.getUint32(src, true), shift);
+    words[out + t] = (low | (nibblePairs(from.getUint32(src + 4, true), shift) << 16)) >>> 0;
   }
   for (let t = 0; t < 16; t++) {
-    const [a, b, c, e] = [0, 1, 2, 3].map((i) => highPairs(codes[4 * t + i]!));
-    words[out + 32 + t] = (a! | (b! << 16) | ((c! | (e! << 16)) << 4)) >>> 0;
+    const src = at + 128 + 32 * (t >> 3) + 16 * (t & 1);
+    const shift = 2 * ((t >> 1) & 3);
+    const pairs = (i: number) => highPairs(from.getUint32(src + 4 * i, true), shift);
+    words[out + 32 + t] = (pairs(0) | (pairs(1) << 16) | ((pairs(2) | (pairs(3) << 16)) << 4)) >>> 0;
   }
 }
 
-/** The high pairs (bits 4–5) of the four codes of `word`: codes 0, 1 in bits 0–3 and codes 2, 3 in bits 8–11. */
-function highPairs(word: number): number {
-  const h = (word >>> 4) & 0x03030303;
+/**
+ * The 2-bit fields at bit `shift` of each of the 4 bytes of `word`: bytes
+ * 0, 1's in bits 0–3 and bytes 2, 3's in bits 8–11 of the result.
+ */
+function highPairs(word: number, shift: number): number {
+  const h = (word >>> shift) & 0x03030303;
   const t = h | (h >>> 6);
   return (t & 0xff) | ((t >>> 8) & 0xff00);
 }
