@@ -51,8 +51,11 @@ fn high_of(row: u32, chunks: u32, c: u32) -> vec2<u32> {
 }
 fn group_scale(row: u32, chunks: u32, c: u32) -> vec2<f32> {
   let last = min(c, chunks - 1u);
-  let j = (last % 8u) * 2u;
-  return vec2<f32>(q6k_scale(row, last / 8u, j), q6k_scale(row, last / 8u, j + 1u));
+  let g = last / 8u;
+  // Sub-blocks 2j and 2j + 1 (j = last mod 8): half j mod 2 of zeros word j / 2, one read.
+  let word = zeros[row * params.zeroWords + g * 4u + (last % 8u) / 2u] >> ((last & 1u) * 16u);
+  let d = scale_of(row * params.groups + g);
+  return vec2<f32>(d * f32(bitcast<i32>(word << 24u) >> 24u), d * f32(bitcast<i32>(word << 16u) >> 24u));
 }`;
 
 /**
