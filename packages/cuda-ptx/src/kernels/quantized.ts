@@ -101,18 +101,19 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         return k.elementAddress(x, k.mulLo('u32', k.reg('u32'), row, kDim), actBytes);
       });
       // Lane l's word: chunk l of the tile; q6k's chunk l is nibble word 4 · (l mod 8) of super-block l / 8.
-      const laneWord = q6k
-        ? k.madLo(
-            'u32',
-            k.reg('u32'),
-            k.shr('u32', k.reg('u32'), lane, 3),
-            48,
-            k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 7), 2),
-          )
-        : k.shl('b32', k.reg('u32'), lane, 2);
+      const laneWord = () =>
+        q6k
+          ? k.madLo(
+              'u32',
+              k.reg('u32'),
+              k.shr('u32', k.reg('u32'), lane, 3),
+              48,
+              k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 7), 2),
+            )
+          : k.shl('b32', k.reg('u32'), lane, 2);
       const wPtr = k.elementAddress(
         k.globalPointer(p.packed),
-        k.madLo('u32', k.reg('u32'), wRow, rowWords, laneWord),
+        k.madLo('u32', k.reg('u32'), wRow, rowWords, laneWord()),
         4,
       );
       // q6k: its high pairs, word 32 + 2 · (l mod 8) of the super-block; a tile is 4 super-blocks.
@@ -172,14 +173,14 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
       // that they are in flight while the tile before is staged and summed.
       // negOffset: q4g32a's −offset of the word's group.
       // q6k: high, its word's high pairs, and s2, the scale of its second sub-block.
-      type TileCodes = { words: R32[]; s: F32; bias: F32; negOffset: F32; high: R32[]; s2: F32 };
+      type TileCodes = { words: R32[]; s: F32; bias: F32; negOffset: F32; high: R32[]; s2: F32 | undefined };
       const tileCodes = (): TileCodes => ({
         words: k.regs('u32', 4),
         s: k.reg('f32'),
         bias: k.reg('f32'),
         negOffset: k.reg('f32'),
         high: q6k ? k.regs('u32', 2) : [],
-        s2: k.reg('f32'),
+        s2: q6k ? k.reg('f32') : undefined,
       });
       const loadTile = (c: R32, into: TileCodes) => {
         for (const w of [...into.words, ...into.high]) k.mov('b32', w, 0);
@@ -207,7 +208,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
           const shift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), j, 1), 4);
           const d = loadOneAsF32(k, scale, k.elementAddress(scales, at, scaleBytes));
           k.mov('f32', into.s, q6kScale(k, d, int8At(k, pair, shift)));
-          k.mov('f32', into.s2, q6kScale(k, d, int8At(k, pair, k.add('u32', k.reg('u32'), shift, 8))));
+          k.mov('f32', into.s2!, q6kScale(k, d, int8At(k, pair, k.add('u32', k.reg('u32'), shift, 8))));
           return;
         }
         if (layout.subBlockScales) {
@@ -283,7 +284,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
           });
         }
         sums2?.forEach((sum, r) => {
-          k.fma('f32', acc[r]!, sum, current.s2, acc[r]!);
+          k.fma('f32', acc[r]!, sum, current.s2!, acc[r]!);
         });
         xSums?.forEach((xSum, r) => {
           k.fma('f32', acc[r]!, xSum, current.negOffset, acc[r]!);
@@ -291,7 +292,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         [...current.words, ...current.high].forEach((w, i) => {
           k.mov('b32', w, [...next.words, ...next.high][i]!);
         });
-        if (q6k) k.mov('f32', current.s2, next.s2);
+        if (q6k) k.mov('f32', current.s2!, next.s2!);
         if (!layout.scalePerRow) k.mov('f32', current.s, next.s);
         if (v.zeros) k.mov('f32', current.bias, next.bias);
         if (layout.offsets) k.mov('f32', current.negOffset, next.negOffset);

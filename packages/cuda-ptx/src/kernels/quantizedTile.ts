@@ -107,45 +107,48 @@ export function quantTileModule(v: QuantVariant): PtxModule {
       // 8 codes are nibble word 4c + t % 4 of it, with the high pairs of word 32 + 2c + (t % 4) / 2 (the
       // upper half of its bytes for odd t), and lie in sub-block 2c + (t % 4) / 2.
       const q6k = layout.bits === 6;
-      const packedBase = k.globalPointer(p.packed);
-      const q6kRow = k.mulLo('u32', k.reg('u32'), wCol, rowWords);
-      const highShift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), quarter, 1), 2);
-      const half = k.shr('u32', k.reg('u32'), quarter, 1);
-      const stageQ6k = () => {
-        const g = k.shr('u32', k.reg('u32'), kStep, 8);
-        const c = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), kStep, 5), 7);
-        const superAt = k.madLo('u32', k.reg('u32'), g, 48, q6kRow);
-        const lowAt = k.add('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), c, 4, superAt), quarter);
-        const highAt = k.add(
-          'u32',
-          k.reg('u32'),
-          k.madLo('u32', k.reg('u32'), c, 2, superAt),
-          k.add('u32', k.reg('u32'), half, 32),
-        );
-        const low = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(packedBase, lowAt, 4), { nc: true });
-        const high = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(packedBase, highAt, 4), { nc: true });
-        const sub = k.madLo('u32', k.reg('u32'), c, 2, half);
-        const scaleWord = k.add(
-          'u32',
-          k.reg('u32'),
-          k.madLo('u32', k.reg('u32'), g, 4, zeroRow!),
-          k.shr('u32', k.reg('u32'), sub, 2),
-        );
-        const scWord = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(zeros, scaleWord, 4), { nc: true });
-        const sc = int8At(k, scWord, k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), sub, 3), 3));
-        const d = loadOneAsF32(
-          k,
-          scale,
-          k.elementAddress(scales, k.add('u32', k.reg('u32'), scaleRow, g), scaleBytes),
-        );
-        const s = q6kScale(k, d, sc);
-        const codes = q6kCodes(k, low, k.shr('b32', k.reg('u32'), high, highShift));
-        codes.forEach((code, j) => {
-          // ggml's value: f32(f32(d · sc) · (q − 32)).
-          const w = k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' });
-          k.stShared('f32', addr(wAt, j * PITCH_N * 4), w);
-        });
+      const q6kStager = () => {
+        const packedBase = k.globalPointer(p.packed);
+        const q6kRow = k.mulLo('u32', k.reg('u32'), wCol, rowWords);
+        const highShift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), quarter, 1), 2);
+        const half = k.shr('u32', k.reg('u32'), quarter, 1);
+        return () => {
+          const g = k.shr('u32', k.reg('u32'), kStep, 8);
+          const c = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), kStep, 5), 7);
+          const superAt = k.madLo('u32', k.reg('u32'), g, 48, q6kRow);
+          const lowAt = k.add('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), c, 4, superAt), quarter);
+          const highAt = k.add(
+            'u32',
+            k.reg('u32'),
+            k.madLo('u32', k.reg('u32'), c, 2, superAt),
+            k.add('u32', k.reg('u32'), half, 32),
+          );
+          const low = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(packedBase, lowAt, 4), { nc: true });
+          const high = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(packedBase, highAt, 4), { nc: true });
+          const sub = k.madLo('u32', k.reg('u32'), c, 2, half);
+          const scaleWord = k.add(
+            'u32',
+            k.reg('u32'),
+            k.madLo('u32', k.reg('u32'), g, 4, zeroRow!),
+            k.shr('u32', k.reg('u32'), sub, 2),
+          );
+          const scWord = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(zeros, scaleWord, 4), { nc: true });
+          const sc = int8At(k, scWord, k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), sub, 3), 3));
+          const d = loadOneAsF32(
+            k,
+            scale,
+            k.elementAddress(scales, k.add('u32', k.reg('u32'), scaleRow, g), scaleBytes),
+          );
+          const s = q6kScale(k, d, sc);
+          const codes = q6kCodes(k, low, k.shr('b32', k.reg('u32'), high, highShift));
+          codes.forEach((code, j) => {
+            // ggml's value: f32(f32(d · sc) · (q − 32)).
+            const w = k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' });
+            k.stShared('f32', addr(wAt, j * PITCH_N * 4), w);
+          });
+        };
       };
+      const stageQ6k = q6k ? q6kStager() : undefined;
       const ty = k.shr('u32', k.reg('u32'), tid, 4);
       const tx = k.and('b32', k.reg('u32'), tid, 15);
       const readX = k.madLo('u32', k.reg('u32'), ty, 16, xBase);
@@ -202,7 +205,7 @@ export function quantTileModule(v: QuantVariant): PtxModule {
         });
         k.add('u64', xPtr, xPtr, TILE_K * actBytes);
         // W: this thread's codes, dequantized with their group's scale (and zero point).
-        if (q6k) stageQ6k();
+        if (stageQ6k) stageQ6k();
         else stageCodes();
         k.barSync();
         for (let kk = 0; kk < TILE_K; kk++) {

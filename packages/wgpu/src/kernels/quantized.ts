@@ -255,15 +255,13 @@ ${groupOffsets}`);
   ${rows.map((r) => `let xRow${r} = min(${r}u, params.m - 1u) * params.k;`).join('\n  ')}
   ${rows.map((r) => `var acc${r} = 0.0;`).join(' ')}
   // Each tile's code word (and its group's scale, zero point and offset) is loaded a tile ahead.
-  var wv = word_of(wRow, chunks, lane);
-  ${q6k ? 'var hv = high_of(wRow, chunks, lane);' : ''}
+  var wv = word_of(wRow, chunks, lane);${q6k ? '\n  var hv = high_of(wRow, chunks, lane);' : ''}
   ${grouped ? 'var gs = group_scale(wRow, chunks, lane);' : ''}
   ${q4 ? 'var z = group_zero(wRow, chunks, lane);' : ''}
   ${offsets ? 'var go = group_offset(wRow, chunks, lane);' : ''}
   for (var first = 0u; first < chunks; first += ${LANES}u) {
     let next = first + ${LANES}u + lane;
-    let nextWv = word_of(wRow, chunks, next);
-    ${q6k ? 'let nextHv = high_of(wRow, chunks, next);' : ''}
+    let nextWv = word_of(wRow, chunks, next);${q6k ? '\n    let nextHv = high_of(wRow, chunks, next);' : ''}
     ${grouped ? 'let nextGs = group_scale(wRow, chunks, next);' : ''}
     ${q4 ? 'let nextZ = group_zero(wRow, chunks, next);' : ''}
     ${offsets ? 'let nextGo = group_offset(wRow, chunks, next);' : ''}
