@@ -14,9 +14,9 @@ export const PREPARED_INDEX = 'prepared.json';
 /** The prepared parts, one after another. */
 export const PREPARED_DATA = 'prepared.bin';
 /**
- * 4: parts checked by 32-lane checksums (`partChecksum`). 3: eight-lane
- * checksums. 2: Q4_K kept as `q4k` (4.5 bits per weight). Data of an older
- * version is rebuilt once.
+ * 4: parts checked by 32-lane checksums (`partChecksum`), and Q6_K kept as
+ * `q6k` (6.5625 bits per weight). 3: eight-lane checksums. 2: Q4_K kept as
+ * `q4k` (4.5 bits per weight). Data of an older version is rebuilt once.
  */
 const VERSION = 4;
 const OPERATION = 'ModelCache.prepared';
