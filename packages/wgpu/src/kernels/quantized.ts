@@ -20,7 +20,7 @@ import {
   q6kStageTile,
   q6kStreamBody,
 } from './quantizedQ6k.js';
-import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
+import { Q4K_CODES, SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 
 // quantizedMatmul: y = x · dequant(W)ᵀ (+ beta · c) with W [N, K] stored as
 // int8 or 4-bit codes (core's quant/layout.ts has the bits). For a few rows
@@ -79,8 +79,10 @@ function dequantFunctions(v: QuantShaderVariant): string {
         `fn codes_lo(w: u32) -> vec4<f32> {
   return vec4<f32>((vec4<i32>(bitcast<i32>(w)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
 }`
-      : // Eight nibbles, the lowest first: codes_lo has 0–3, codes_hi 4–7.
-        `fn codes_lo(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)); }
+      : layout.subBlockScales
+        ? Q4K_CODES
+        : // Eight nibbles, the lowest first: codes_lo has 0–3, codes_hi 4–7.
+          `fn codes_lo(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)); }
 fn codes_hi(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)); }`;
   // Only q4g32 and q4g128 have zero points (and a binding for them); q4g32a's codes are unsigned.
   const zero = layout.zeroPoints
@@ -161,8 +163,13 @@ export function quantStreamShader(v: QuantStreamVariant) {
   const rows = Array.from({ length: v.rows }, (_, r) => r);
   const q4 = layout.bits === 4;
   const q6k = layout.bits === 6;
+  // q4k: a word is one sub-block, its scale and offset read once per word as gs (vec2); its codes have no zero.
+  const q4k = q4 && layout.subBlockScales;
+  const zeroed = q4 && !q4k;
   const grouped = !layout.scalePerRow;
   const offsets = layout.offsets;
+  const wordScale = q4k ? 'gs.x' : 'gs';
+  const wordOffset = q4k ? 'gs.y' : 'go';
   /** Weights per 16-byte code word; vec4 units of x per word and per tile; lanes that share a bank cycle. */
   const perChunk = 4 * layout.perWord;
   const units = perChunk / 4;
@@ -175,8 +182,8 @@ export function quantStreamShader(v: QuantStreamVariant) {
   const body = q6k
     ? q6kStreamBody(rows, xAt)
     : `for (var j = 0u; j < 4u; j++) {
-        let lo = codes_lo(wv[j])${q4 ? ' - z' : ''};
-        ${q4 ? 'let hi = codes_hi(wv[j]) - z;' : ''}
+        let lo = codes_lo(wv[j])${zeroed ? ' - z' : ''};
+        ${q4 ? `let hi = codes_hi(wv[j])${zeroed ? ' - z' : ''};` : ''}
         ${rows
           .map((r) =>
             q4
@@ -201,15 +208,14 @@ export function quantStreamShader(v: QuantStreamVariant) {
 fn x_quad(row: u32, k: u32) -> vec4<f32> {
   return vec4<f32>(x_at(row, k), x_at(row, k + 1u), x_at(row, k + 2u), x_at(row, k + 3u));
 }`;
-  // q4k: word c is sub-block c mod 8 of super-block c / 8.
-  const subBlockOf = 'sub_block(row, group_of(chunks, c), min(c, chunks - 1u) & 7u)';
-  const groupScales = layout.subBlockScales
-    ? `fn group_scale(row: u32, chunks: u32, c: u32) -> f32 { return ${subBlockOf}.x; }`
+  // q4k: word c is sub-block c mod 8 of super-block c / 8; its scale and offset come from one read of the
+  // super-block's d, dmin and scale words.
+  const groupScales = q4k
+    ? `fn group_scale(row: u32, chunks: u32, c: u32) -> vec2<f32> { return sub_block(row, group_of(chunks, c), min(c, chunks - 1u) & 7u); }`
     : 'fn group_scale(row: u32, chunks: u32, c: u32) -> f32 { return scale_of(row * params.groups + group_of(chunks, c)); }';
-  const groupOffsets = !offsets
-    ? ''
-    : layout.subBlockScales
-      ? `fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return ${subBlockOf}.y; }`
+  const groupOffsets =
+    !offsets || q4k
+      ? ''
       : 'fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return offset_of(row * params.groups + group_of(chunks, c)); }';
   return {
     key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}/${v.format}`,
@@ -236,7 +242,7 @@ fn group_of(chunks: u32, c: u32) -> u32 { return min(min(c, chunks - 1u) * ${per
 ${groupScales}`
     : ''
 }
-${q4 ? 'fn group_zero(row: u32, chunks: u32, c: u32) -> vec4<f32> { return vec4<f32>(zero_of(row, group_of(chunks, c))); }' : ''}
+${zeroed ? 'fn group_zero(row: u32, chunks: u32, c: u32) -> vec4<f32> { return vec4<f32>(zero_of(row, group_of(chunks, c))); }' : ''}
 ${groupOffsets}`);
       return module.build(
         undefined,
@@ -257,14 +263,14 @@ ${groupOffsets}`);
   // Each tile's code word (and its group's scale, zero point and offset) is loaded a tile ahead.
   var wv = word_of(wRow, chunks, lane);${q6k ? '\n  var hv = high_of(wRow, chunks, lane);' : ''}
   ${grouped ? 'var gs = group_scale(wRow, chunks, lane);' : ''}
-  ${q4 ? 'var z = group_zero(wRow, chunks, lane);' : ''}
-  ${offsets ? 'var go = group_offset(wRow, chunks, lane);' : ''}
+  ${zeroed ? 'var z = group_zero(wRow, chunks, lane);' : ''}
+  ${offsets && !q4k ? 'var go = group_offset(wRow, chunks, lane);' : ''}
   for (var first = 0u; first < chunks; first += ${LANES}u) {
     let next = first + ${LANES}u + lane;
     let nextWv = word_of(wRow, chunks, next);${q6k ? '\n    let nextHv = high_of(wRow, chunks, next);' : ''}
     ${grouped ? 'let nextGs = group_scale(wRow, chunks, next);' : ''}
-    ${q4 ? 'let nextZ = group_zero(wRow, chunks, next);' : ''}
-    ${offsets ? 'let nextGo = group_offset(wRow, chunks, next);' : ''}
+    ${zeroed ? 'let nextZ = group_zero(wRow, chunks, next);' : ''}
+    ${offsets && !q4k ? 'let nextGo = group_offset(wRow, chunks, next);' : ''}
     workgroupBarrier();
     if (tid < ${tileUnits}u) {
       let k = first * ${perChunk}u + tid * 4u;
@@ -273,10 +279,10 @@ ${groupOffsets}`);
     workgroupBarrier();
     ${rows.map((r) => `var part${r} = ${q6k ? 'vec2<f32>(0.0)' : '0.0'};${offsets ? ` var xsum${r} = 0.0;` : ''}`).join(' ')}
     ${body}
-    ${rows.map((r) => (q6k ? `acc${r} = fma(part${r}.x, gs.x, fma(part${r}.y, gs.y, acc${r}));` : grouped ? `acc${r} = fma(part${r}, gs, acc${r});` : `acc${r} += part${r};`)).join(' ')}
-    ${offsets ? rows.map((r) => `acc${r} = fma(xsum${r}, -go, acc${r});`).join(' ') : ''}
+    ${rows.map((r) => (q6k ? `acc${r} = fma(part${r}.x, gs.x, fma(part${r}.y, gs.y, acc${r}));` : grouped ? `acc${r} = fma(part${r}, ${wordScale}, acc${r});` : `acc${r} += part${r};`)).join(' ')}
+    ${offsets ? rows.map((r) => `acc${r} = fma(xsum${r}, -${wordOffset}, acc${r});`).join(' ') : ''}
     wv = nextWv;${q6k ? ' hv = nextHv;' : ''}
-    ${grouped ? 'gs = nextGs;' : ''} ${q4 ? 'z = nextZ;' : ''} ${offsets ? 'go = nextGo;' : ''}
+    ${grouped ? 'gs = nextGs;' : ''} ${zeroed ? 'z = nextZ;' : ''} ${offsets && !q4k ? 'go = nextGo;' : ''}
   }
   workgroupBarrier();
   ${rows.map((r) => `${at(r)} = acc${r};`).join('\n  ')}
