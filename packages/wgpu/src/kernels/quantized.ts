@@ -217,6 +217,47 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
     !offsets || q4k
       ? ''
       : 'fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return offset_of(row * params.groups + group_of(chunks, c)); }';
+  const stage = (r: number, value: string) => `xt[${r * tileUnits}u + stagePos] = ${value};`;
+  // K-quants: each tile's words and scales are loaded two tiles ahead and its x a tile ahead (into registers,
+  // staged after the barrier): twice the bytes in flight, and no read of x between a step's two barriers.
+  const kq = layout.subBlockScales;
+  const loopHead = kq
+    ? `// Each tile's code words and sub-block scales are loaded two tiles ahead, its x one tile ahead.
+  var wv = word_of(wRow, chunks, lane);${q6k ? '\n  var hv = high_of(wRow, chunks, lane);' : ''}
+  var gs = group_scale(wRow, chunks, lane);
+  var wv1 = word_of(wRow, chunks, lane + ${LANES}u);${q6k ? `\n  var hv1 = high_of(wRow, chunks, lane + ${LANES}u);` : ''}
+  var gs1 = group_scale(wRow, chunks, lane + ${LANES}u);
+  ${rows.map((r) => `var xq${r} = x_quad(xRow${r}, tid * 4u);`).join('\n  ')}
+  for (var first = 0u; first < chunks; first += ${LANES}u) {
+    let next = first + ${2 * LANES}u + lane;
+    let nextWv = word_of(wRow, chunks, next);${q6k ? '\n    let nextHv = high_of(wRow, chunks, next);' : ''}
+    let nextGs = group_scale(wRow, chunks, next);
+    let k = (first + ${LANES}u) * ${perChunk}u + tid * 4u;
+    ${rows.map((r) => `let nextXq${r} = x_quad(xRow${r}, k);`).join('\n    ')}
+    workgroupBarrier();
+    ${rows.map((r) => stage(r, `xq${r}`)).join('\n    ')}`
+    : `// Each tile's code word (and its group's scale, zero point and offset) is loaded a tile ahead.
+  var wv = word_of(wRow, chunks, lane);
+  ${grouped ? 'var gs = group_scale(wRow, chunks, lane);' : ''}
+  ${q4 ? 'var z = group_zero(wRow, chunks, lane);' : ''}
+  ${offsets ? 'var go = group_offset(wRow, chunks, lane);' : ''}
+  for (var first = 0u; first < chunks; first += ${LANES}u) {
+    let next = first + ${LANES}u + lane;
+    let nextWv = word_of(wRow, chunks, next);
+    ${grouped ? 'let nextGs = group_scale(wRow, chunks, next);' : ''}
+    ${q4 ? 'let nextZ = group_zero(wRow, chunks, next);' : ''}
+    ${offsets ? 'let nextGo = group_offset(wRow, chunks, next);' : ''}
+    workgroupBarrier();
+    if (tid < ${tileUnits}u) {
+      let k = first * ${perChunk}u + tid * 4u;
+      ${rows.map((r) => stage(r, `x_quad(xRow${r}, k)`)).join('\n      ')}
+    }`;
+  const loopTail = kq
+    ? `    wv = wv1; wv1 = nextWv;${q6k ? ' hv = hv1; hv1 = nextHv;' : ''}
+    gs = gs1; gs1 = nextGs;
+    ${rows.map((r) => `xq${r} = nextXq${r};`).join(' ')}`
+    : `    wv = nextWv;
+    ${grouped ? 'gs = nextGs;' : ''} ${q4 ? 'z = nextZ;' : ''} ${offsets ? 'go = nextGo;' : ''}`;
   return {
     key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}/${v.format}`,
     kernel: quantizedMatmul.name,
@@ -260,29 +301,13 @@ ${groupOffsets}`);
   let stagePos = stageLane * ${units}u + ((tid % ${units}u) ^ ((stageLane / ${lanesPerCycle}u) % ${units}u));
   ${rows.map((r) => `let xRow${r} = min(${r}u, params.m - 1u) * params.k;`).join('\n  ')}
   ${rows.map((r) => `var acc${r} = 0.0;`).join(' ')}
-  // Each tile's code word (and its group's scale, zero point and offset) is loaded a tile ahead.
-  var wv = word_of(wRow, chunks, lane);${q6k ? '\n  var hv = high_of(wRow, chunks, lane);' : ''}
-  ${grouped ? 'var gs = group_scale(wRow, chunks, lane);' : ''}
-  ${zeroed ? 'var z = group_zero(wRow, chunks, lane);' : ''}
-  ${offsets && !q4k ? 'var go = group_offset(wRow, chunks, lane);' : ''}
-  for (var first = 0u; first < chunks; first += ${LANES}u) {
-    let next = first + ${LANES}u + lane;
-    let nextWv = word_of(wRow, chunks, next);${q6k ? '\n    let nextHv = high_of(wRow, chunks, next);' : ''}
-    ${grouped ? 'let nextGs = group_scale(wRow, chunks, next);' : ''}
-    ${zeroed ? 'let nextZ = group_zero(wRow, chunks, next);' : ''}
-    ${offsets && !q4k ? 'let nextGo = group_offset(wRow, chunks, next);' : ''}
-    workgroupBarrier();
-    if (tid < ${tileUnits}u) {
-      let k = first * ${perChunk}u + tid * 4u;
-      ${rows.map((r) => `xt[${r * tileUnits}u + stagePos] = x_quad(xRow${r}, k);`).join('\n      ')}
-    }
+  ${loopHead}
     workgroupBarrier();
     ${rows.map((r) => `var part${r} = ${q6k ? 'vec2<f32>(0.0)' : '0.0'};${offsets ? ` var xsum${r} = 0.0;` : ''}`).join(' ')}
     ${body}
     ${rows.map((r) => (q6k ? `acc${r} = fma(part${r}.x, gs.x, fma(part${r}.y, gs.y, acc${r}));` : grouped ? `acc${r} = fma(part${r}, ${wordScale}, acc${r});` : `acc${r} += part${r};`)).join(' ')}
     ${offsets ? rows.map((r) => `acc${r} = fma(xsum${r}, -${wordOffset}, acc${r});`).join(' ') : ''}
-    wv = nextWv;${q6k ? ' hv = nextHv;' : ''}
-    ${grouped ? 'gs = nextGs;' : ''} ${zeroed ? 'z = nextZ;' : ''} ${offsets && !q4k ? 'go = nextGo;' : ''}
+${loopTail}
   }
   workgroupBarrier();
   ${rows.map((r) => `${at(r)} = acc${r};`).join('\n  ')}
