@@ -228,6 +228,7 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
   const stage = (r: number, value: string) => `xt[${r * tileUnits}u + stagePos] = ${value};`;
   // K-quants: each tile's words and scales are loaded two tiles ahead and its x a tile ahead (into registers,
   // staged after the barrier): twice the bytes in flight, and no read of x between a step's two barriers.
+  // Their tile is 256 units of x, one per invocation (32 weights per word), so every invocation stages one.
   const kq = layout.subBlockScales;
   const loopHead = kq
     ? `// Each tile's code words and sub-block scales are loaded two tiles ahead, its x one tile ahead.
