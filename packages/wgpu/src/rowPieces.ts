@@ -34,13 +34,20 @@ function rowBytesOf(operand: Operand, rows: number): number {
  * start aligned in every operand) larger than a binding is refused with a
  * `RayoError`, never truncated.
  */
-export function rowPieces(encoder: Limits, kernel: string, rows: number, operands: RowOperands): RowPiece[] {
+export function rowPieces(
+  encoder: Limits,
+  kernel: string,
+  rows: number,
+  operands: RowOperands,
+  /** Pieces' rows are a multiple of it too (but the last). */
+  multiple = 1,
+): RowPiece[] {
   const max = encoder.maxBindingBytes;
   const parts = Object.entries(operands).filter((e): e is [string, Operand] => e[1] !== undefined);
   const bytes = (o: Operand) => Math.ceil((o.size * bytesPerElement(o.dtype)) / 4) * 4;
   if (rows === 0 || parts.every(([, o]) => bytes(o) <= max)) return [{ start: 0, count: rows }];
   const align = encoder.limits.minStorageBufferOffsetAlignment;
-  let unit = 1;
+  let unit = multiple;
   let widest: [string, number] = ['', 0];
   for (const [name, operand] of parts) {
     const rowBytes = rowBytesOf(operand, rows);
