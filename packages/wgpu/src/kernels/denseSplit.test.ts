@@ -74,7 +74,7 @@ needsAdapter('dense tables and weights larger than one storage binding', () => {
   // [V, D] of f32, f16 and bf16 tables: rows of vec4 / 8 halves and odd rows (u32 words of two halves).
   const tables: [DType, number, number][] = [
     ['f32', 257, 48],
-    ['f32', 163, 75],
+    ['f32', 203, 37],
     ['f16', 403, 32],
     ['bf16', 291, 45],
   ];

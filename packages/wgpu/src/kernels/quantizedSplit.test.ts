@@ -289,6 +289,35 @@ needsAdapter('quantized weights larger than one storage binding', () => {
     }, 300_000);
   }
 
+  it('quantizedMatmul through the GEMV variants (qgemvVariant) writes each piece at its column offset', async () => {
+    const variantGpu = await WgpuBackend.create({ maxBindingBytes: LIMIT, qgemvVariant: 'b' });
+    try {
+      for (const format of ['q4g32', 'q8'] as const) {
+        const [m, k] = [2, 256];
+        const n = rowsFor(format, k);
+        const rng = new Rng(0x9e7 + n);
+        const w = randomWeight(rng, format, n, k, format === 'q8' ? 'f32' : 'f16');
+        const x = Float32Array.from({ length: m * k }, () => rng.uniform(-1, 1));
+        const c = Float32Array.from({ length: m * n }, () => rng.uniform(-1, 1));
+        const run = (b: Backend) => {
+          const [packed, scales, zeros] = upload(b, w);
+          expect(packed.byteLength).toBeGreaterThan(LIMIT);
+          const inputs = [b.upload(x, [m, k]), packed, scales, zeros, b.upload(c, [m, n])];
+          return b.run(quantizedMatmul, inputs, { format, beta: 2 })[0]!;
+        };
+        const mismatch = compareOutputs(
+          'f32',
+          (await run(variantGpu).read()) as HostArray,
+          (await run(cpu).read()) as HostArray,
+          tolerance(k),
+        );
+        expect(mismatch, format).toBeUndefined();
+      }
+    } finally {
+      variantGpu.dispose();
+    }
+  }, 300_000);
+
   it('refuses a weight whose single row is larger than one binding, naming the kernel and argument', () => {
     const k = LIMIT + 64;
     const x = gpu.upload(new Float32Array(k).fill(0.5), [1, k]);
