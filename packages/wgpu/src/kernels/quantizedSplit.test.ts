@@ -8,6 +8,7 @@ import {
   quantizedEmbedding,
   quantizedGateUpSwiglu,
   quantizedMatmul,
+  quantizeRows,
   quantLayout,
   type Tensor,
   UnsupportedOnBackendError,
@@ -317,6 +318,43 @@ needsAdapter('quantized weights larger than one storage binding', () => {
       variantGpu.dispose();
     }
   }, 300_000);
+
+  // Quantizing on the device (a dense checkpoint loaded quantized): the dense rows and every output
+  // part in step, bit for bit as the host quantizer.
+  for (const [format, zeroPoints, dtype, scaleDType] of [
+    ['q8', false, 'f32', 'f32'],
+    ['q4g32', true, 'bf16', 'f16'],
+    ['q4g128', false, 'f32', 'bf16'],
+    ['q8g16', false, 'f16', 'f32'],
+    ['q4g32a', false, 'f32', 'f16'],
+    ['q8g32a', false, 'bf16', 'f32'],
+  ] as const) {
+    it(`quantizeRows ${format}${zeroPoints ? ' zero points' : ''} of a ${dtype} weight matches the cpu backend bit for bit`, async () => {
+      const k = 99;
+      const n = Math.ceil((1.5 * LIMIT) / (k * (dtype === 'f32' ? 4 : 2))) | 1;
+      const rng = new Rng(0x9a + n);
+      const w = Array.from({ length: n * k }, () => rng.uniform(-1, 1));
+      const run = (b: Backend) => {
+        const wt = b.upload(w, [n, k], dtype);
+        expect(wt.byteLength).toBeGreaterThan(LIMIT);
+        return b.run(quantizeRows, [wt], { format, scaleDType, zeroPoints });
+      };
+      dispatched.length = 0;
+      largestBinding = 0;
+      const got = run(gpu);
+      expect(largestBinding).toBeLessThanOrEqual(LIMIT);
+      const pieces = piecesOf(dispatched, 'quantizeRows/');
+      expect(pieces).toBeGreaterThanOrEqual(2);
+      expect(pieces).toBeLessThanOrEqual(5);
+      const want = run(cpu);
+      expect(got).toHaveLength(want.length);
+      for (const [i, t] of got.entries()) {
+        expect(Array.from((await t.read()) as HostArray), `output ${i}`).toEqual(
+          Array.from((await want[i]!.read()) as HostArray),
+        );
+      }
+    }, 300_000);
+  }
 
   it('refuses a weight whose single row is larger than one binding, naming the kernel and argument', () => {
     const k = LIMIT + 64;
