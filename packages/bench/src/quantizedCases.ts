@@ -13,21 +13,23 @@ function codeWords(rng: Rng, size: number): number[] {
 
 /**
  * A weight [N, K] in a quantized format as the cases upload it: random codes,
- * scales that keep |w| near 1, q4g32a's offsets (q4k's dmin, with its
- * sub-block scale words), and the bytes of them all.
+ * scales that keep |w| near 1, q4g32a's offsets (q4k's dmin), q4k's and
+ * q6k's sub-block scale words, and the bytes of them all.
  */
 function quantizedWeight(format: QuantFormat, k: number, n: number) {
   const layout = quantLayout(format, k);
-  // What quantizeWeights (and the GGUF repacks) store: f32 scales for q8, q8g16 (Q6_K), q4g32a (Q4_1) and q8g32a (Q5_K), else f16 (q4k: Q4_K's d and dmin).
+  // What quantizeWeights (and the GGUF repacks) store: f32 scales for q8, q8g16, q4g32a (Q4_1) and q8g32a (Q5_K), else f16 (q4k: Q4_K's d and dmin, q6k: Q6_K's d).
   const scaleF32 = format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a';
   const groupValues = (from: number, to: number): BenchInput => ({
     shape: [n, layout.groups],
     dtype: scaleF32 ? 'f32' : 'f16',
     fill: (rng: Rng, size: number) => Array.from({ length: size }, () => rng.uniform(from, to)),
   });
-  // q4k's d multiplies 6-bit scales, its dmin 6-bit mins.
+  // q4k's d multiplies 6-bit scales, its dmin 6-bit mins; q6k's d int8 scales and codes of −32 … 31.
   const [lo, hi] = layout.subBlockScales
-    ? [0.0002, 0.001]
+    ? layout.bits === 6
+      ? [0.00006, 0.00024]
+      : [0.0002, 0.001]
     : layout.bits === 8
       ? [0.002, 0.008]
       : [0.02, 0.066];
@@ -63,9 +65,9 @@ export function quantizedGemv(
       { shape: [m, k] },
       codes,
       scales,
-      // Zero points (or q4k's sub-block scales), c absent, the offsets last.
+      // Zero points (or q4k's and q6k's sub-block scales), c absent, the offsets last.
       ...(zeroPoints ? [{ shape: [n, layout.zeroWords], fill: codeWords }] : []),
-      ...(offsets ? [subBlockScales, undefined, offsets] : []),
+      ...(offsets ? [subBlockScales, undefined, offsets] : subBlockScales ? [subBlockScales] : []),
     ],
     attrs: { format },
     bound: 'bytes',

@@ -109,6 +109,10 @@ describe('the suite', () => {
     const q4k = SUITE.find((c) => c.id === 'qgemv/q4k-1x4096x4096')!;
     expect(inputMetas(q4k).map((m) => m?.dtype)).toEqual(['f32', 'u32', 'f16', 'u32', undefined, 'f16']);
     expect(q4k.x).toBe((4096 * 4096 * 4.5) / 8);
+    // Q6_K as stored: 48 words, an f16 d and sixteen int8 scales per 256 (6.5625 bits per weight).
+    const q6k = SUITE.find((c) => c.id === 'qgemv/q6k-1x4096x4096')!;
+    expect(inputMetas(q6k).map((m) => m?.dtype)).toEqual(['f32', 'u32', 'f16', 'u32']);
+    expect(q6k.x).toBe((4096 * 4096 * 6.5625) / 8);
   });
 
   it('counts about 2·M·N·K flops for a GEMM, transposed or not', () => {

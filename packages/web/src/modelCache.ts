@@ -161,15 +161,16 @@ export class ModelCache {
    * cached file, later loads read and upload them as they are. They are
    * used only for the file they were made from (its URL, size and a hash of
    * its header); damaged ones are a `PreparedDataError` naming the file.
-   * Where the file is cached already, the first tensors are read at once,
-   * while the load parses its header.
+   * Where the file is cached already, the first tensors' reads are begun
+   * before this resolves, to go on while the load makes its device and
+   * parses the header.
    */
   async prepared(modelUrl: string): Promise<OpfsPreparedWeights> {
     const key = await keyOf(modelUrl);
     const folder = await this.#folder.getDirectoryHandle(key, { create: true });
     const store = new OpfsPreparedWeights(folder, key, modelUrl);
-    // A file cached already: its first tensors are read while its header is parsed.
-    if ((await this.#manifest(folder))?.files[modelUrl] !== undefined) void store.readAhead();
+    // A file cached already: its first tensors are read while the device is made and the header parsed.
+    if ((await this.#manifest(folder))?.files[modelUrl] !== undefined) await store.readAhead();
     return store;
   }
 

@@ -51,6 +51,16 @@ const WEIGHTS: Record<string, QuantizedHostWeight> = {
     packed: counting(16, 3),
     scales: Float32Array.from([0.5, 0.25]),
   },
+  // GGUF's Q6_K as q6k: an odd count of f16 d, its int8 sub-block scales in zeros.
+  d: {
+    format: 'q6k',
+    n: 3,
+    k: 256,
+    scaleDType: 'f16',
+    packed: counting(3 * 48, 11),
+    scales: Uint16Array.from([300, 301, 302]),
+    zeros: counting(3 * 4, 13),
+  },
 };
 
 /** A model folder with a source file and the prepared data of `WEIGHTS`, written as a first load does. */
@@ -81,7 +91,7 @@ describe('OpfsPreparedWeights', () => {
       expect(read.packed).toBeInstanceOf(Uint32Array);
       expect(read.scales).toBeInstanceOf(weight.scaleDType === 'f32' ? Float32Array : Uint16Array);
     }
-    expect(store.reused).toBe(3);
+    expect(store.reused).toBe(4);
     await store.end(true);
   });
 
@@ -103,9 +113,19 @@ describe('OpfsPreparedWeights', () => {
       refusals.add((error as RayoError).argument!);
     }
     expect([...refusals].sort()).toEqual(
-      ['a.packed', 'a.scales', 'a.zeros', 'b.offsets', 'b.packed', 'b.scales', 'c.packed', 'c.scales'].map(
-        (part) => `${PREPARED_DATA} (${part})`,
-      ),
+      [
+        'a.packed',
+        'a.scales',
+        'a.zeros',
+        'b.offsets',
+        'b.packed',
+        'b.scales',
+        'c.packed',
+        'c.scales',
+        'd.packed',
+        'd.scales',
+        'd.zeros',
+      ].map((part) => `${PREPARED_DATA} (${part})`),
     );
   });
 
@@ -137,13 +157,13 @@ describe('OpfsPreparedWeights', () => {
       const { folder, slices } = counted(await preparedFolder());
       const store = new OpfsPreparedWeights(folder, FILE, URL);
       await store.readAhead();
-      // All three: the first and the two read ahead of it.
+      // The first and the two read ahead of it.
       expect(slices).toHaveLength(3);
       for (const [name, weight] of Object.entries(WEIGHTS)) {
         expect(partsOf((await store.read(name))!)).toEqual(partsOf(weight));
       }
-      expect(slices).toHaveLength(3);
-      expect(store.reused).toBe(3);
+      expect(slices).toHaveLength(4);
+      expect(store.reused).toBe(4);
     });
 
     it('leaves a store with nothing kept to write its tensors', async () => {

@@ -1,6 +1,7 @@
 import { type QuantizedHostWeight, RayoError } from '@rayo/core';
 import type { PreparedWeights } from '@rayo/train';
 import { isNotFound, type OpfsDirectory, type OpfsWritable, readJson, writeJson } from './opfs.js';
+import { partChecksum } from './partChecksum.js';
 
 // A GGUF model's quantized tensors in their device layout, kept beside the
 // cached file so that a load from the cache reads and uploads them as they
@@ -13,10 +14,11 @@ export const PREPARED_INDEX = 'prepared.json';
 /** The prepared parts, one after another. */
 export const PREPARED_DATA = 'prepared.bin';
 /**
- * 3: parts checked by eight-lane checksums. 2: Q4_K kept as `q4k` (4.5 bits
- * per weight). Data of an older version is rebuilt once.
+ * 4: parts checked by 32-lane checksums (`partChecksum`), and Q6_K kept as
+ * `q6k` (6.5625 bits per weight). 3: eight-lane checksums. 2: Q4_K kept as
+ * `q4k` (4.5 bits per weight). Data of an older version is rebuilt once.
  */
-const VERSION = 3;
+const VERSION = 4;
 const OPERATION = 'ModelCache.prepared';
 /** Bytes of the GGUF file hashed for its identity: its header's start (metadata, tensor table). */
 const HEAD_BYTES = 2 ** 20;
@@ -58,51 +60,6 @@ interface PreparedIndex {
 /** A prepared file that fails its checks: the load drops the prepared data and repacks from the GGUF file. */
 export class PreparedDataError extends RayoError {
   override readonly name = 'PreparedDataError';
-}
-
-/** FNV-1a's prime: one multiply and one xor per word and lane. */
-const FNV_PRIME = 0x01000193;
-
-/**
- * FNV-1a over 32-bit words in eight interleaved lanes (each lane's multiply
- * waits on its last, so more lanes keep the multiplier busy), the tail
- * words and bytes last. Each step is a bijection of the lane's state, so
- * any one changed word changes its lane, and the lanes are mixed by odd
- * multipliers: it changes the checksum.
- */
-export function partChecksum(view: ArrayBufferView): number {
-  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
-  const aligned = bytes.byteOffset % 4 === 0 ? bytes : bytes.slice();
-  const words = new Uint32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength >>> 2);
-  let a = 0x811c9dc5;
-  let b = 0x01000193;
-  let c = 0x9e3779b9;
-  let d = 0x85ebca6b;
-  let e = 0xc2b2ae35;
-  let f = 0x27d4eb2f;
-  let g = 0x165667b1;
-  let h = 0xd3a2646c;
-  const whole = words.length & ~7;
-  for (let i = 0; i < whole; i += 8) {
-    a = Math.imul(a ^ words[i]!, FNV_PRIME);
-    b = Math.imul(b ^ words[i + 1]!, FNV_PRIME);
-    c = Math.imul(c ^ words[i + 2]!, FNV_PRIME);
-    d = Math.imul(d ^ words[i + 3]!, FNV_PRIME);
-    e = Math.imul(e ^ words[i + 4]!, FNV_PRIME);
-    f = Math.imul(f ^ words[i + 5]!, FNV_PRIME);
-    g = Math.imul(g ^ words[i + 6]!, FNV_PRIME);
-    h = Math.imul(h ^ words[i + 7]!, FNV_PRIME);
-  }
-  for (let i = whole; i < words.length; i++) a = Math.imul(a ^ words[i]!, FNV_PRIME);
-  for (let i = words.length * 4; i < aligned.length; i++) b = Math.imul(b ^ aligned[i]!, FNV_PRIME);
-  const mixed =
-    Math.imul(a, 3) ^
-    Math.imul(b, 5) ^
-    Math.imul(c, 7) ^
-    Math.imul(d, 9) ^
-    Math.imul(e, 11) ^
-    Math.imul(f, 13);
-  return (mixed ^ Math.imul(g, 15) ^ h) >>> 0;
 }
 
 /**

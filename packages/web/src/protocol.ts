@@ -30,7 +30,9 @@ export interface WorkerLoadOptions
   /**
    * Runs one token through the model after loading (default true), so that
    * every kernel of prefill and decoding is compiled during the load rather
-   * than before the first token of the first answer.
+   * than before the first token of the first answer. Skipped where the
+   * cache listed the shaders of the model's last load and they all compiled
+   * ahead, as that warm-up's kernels are among them.
    */
   readonly warmup?: boolean;
 }

@@ -101,6 +101,9 @@ export function serveTextModel(endpoint: MessageEndpoint, options: ServeTextMode
     const cache =
       request.cache === false ? undefined : await (options.openCache ?? (() => ModelCache.open()))();
     const openFile: OpenFile = cache ? await cache.opener(url, fileOptions) : urlFileOpener(fileOptions);
+    // A GGUF file's quantized tensors are kept in their device layout beside the cached file; the first ones
+    // are read (on the file system's threads) while the device is made.
+    let prepared = cache && namesGguf(url) ? await cache.prepared(url) : undefined;
     backend ??= await options.createBackend();
     const pipelines = pipelinesOf(backend);
     // The shaders of the model's last load compile on the device while the weights are read and uploaded.
@@ -121,8 +124,6 @@ export function serveTextModel(endpoint: MessageEndpoint, options: ServeTextMode
         ...(prepared ? { prepared } : {}),
         onProgress: (p) => progress({ stage: 'weights', ...p }),
       });
-    // A GGUF file's quantized tensors are kept in their device layout beside the cached file.
-    let prepared = cache && namesGguf(url) ? await cache.prepared(url) : undefined;
     let rebuilt = false;
     let loaded: TextModel;
     try {
@@ -138,7 +139,10 @@ export function serveTextModel(endpoint: MessageEndpoint, options: ServeTextMode
     let precompiled: number;
     try {
       precompiled = await precompiling;
-      if (request.warmup !== false) {
+      // The warm-up only compiles kernels: where every shader of the model's last load (its warm-up and
+      // generations) compiled ahead, it has nothing left to do.
+      const compiledAhead = known !== undefined && known.length > 0;
+      if (request.warmup !== false && !compiledAhead) {
         progress({ stage: 'warmup' });
         await warmUp(loaded);
       }

@@ -209,6 +209,24 @@ needsAdapter(`wgpu backend${unavailable ? ` (no adapter: ${unavailable})` : ''}`
     summed!.dispose();
   });
 
+  it('cuts a large upload into pieces of one staging size; pieces with every buffer in flight take writeBuffer', async () => {
+    // A 3 MiB budget: pieces of 3 MiB, one staging buffer.
+    const pieces = await WgpuBackend.create({ uploadStagingBytes: 3 * 2 ** 20 });
+    try {
+      const n = 7 * 2 ** 18 + 5; // 7 MiB and 20 bytes: three pieces
+      const rng = new Rng(3);
+      const data = Float32Array.from({ length: n }, () => rng.uniform(-1, 1));
+      using t = pieces.upload(data, [n]);
+      expect(pieces.objectCounts().uploadStagingBuffers).toBe(1);
+      expect(await t.read()).toEqual(data);
+      using again = pieces.upload(data.subarray(0, 2 ** 18 + 1), [2 ** 18 + 1]);
+      expect(pieces.objectCounts().uploadStagingBuffers).toBe(1);
+      expect(await again.read()).toEqual(data.subarray(0, 2 ** 18 + 1));
+    } finally {
+      pieces.dispose();
+    }
+  });
+
   it('with no staging budget, large uploads take writeBuffer', async () => {
     const plain = await WgpuBackend.create({ uploadStagingBytes: 0 });
     try {

@@ -25,7 +25,7 @@ function packedInputs(rows: string, depth: string) {
       name: 'zeros',
       dtypes: ['u32'],
       optional: true,
-      doc: `[${rows}, zeroWords]: q4g32/q4g128 zero-point nibbles (absent, codes are centred on 8), or q4k's 6-bit sub-block scales and mins (required there)`,
+      doc: `[${rows}, zeroWords]: q4g32/q4g128 zero-point nibbles (absent, codes are centred on 8), q4k's 6-bit sub-block scales and mins or q6k's int8 sub-block scales (required there)`,
     },
   ] as const;
 }
@@ -116,7 +116,7 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
 
 type QuantizedEmbeddingAttrs = { format: QuantFormat; dim: number; to: (typeof FLOAT)[number] };
 
-/** Whether rows of `length` suit `format`: q4k's are whole super-blocks of 256 (as GGUF's Q4_K rows are). */
+/** Whether rows of `length` suit `format`: q4k's and q6k's are whole super-blocks of 256 (as GGUF's K-quant rows are). */
 function wholeSuperBlocks(format: QuantFormat, length: number): boolean {
   return !quantLayout(format, 1).subBlockScales || length % Q4K_SUPER_BLOCK === 0;
 }
@@ -153,19 +153,15 @@ function checkQuantizedTable(
   check.dim('packed', packed, 1, layout.rowWords, `the u32 words of a ${format} row of ${rowOf}`);
   check.sameShape('scales', scales, [v, layout.groups], `[${rows}, groups] of ${format} for ${forRows}`);
   if (layout.subBlockScales) {
+    const [words, what] = format === 'q6k' ? [4, 'int8 scales'] : [3, '6-bit scales and mins'];
     check.shape(
       zeros !== undefined,
       'zeros',
-      `${format} needs its 6-bit sub-block scales and mins`,
-      `[${rows}, 3 · groups] = [${v}, ${layout.zeroWords}]`,
+      `${format} needs its sub-block ${what}`,
+      `[${rows}, ${words} · groups] = [${v}, ${layout.zeroWords}]`,
       'absent',
     );
-    check.sameShape(
-      'zeros',
-      zeros!,
-      [v, layout.zeroWords],
-      `[${rows}, 3 · groups] words of 6-bit scales and mins`,
-    );
+    check.sameShape('zeros', zeros!, [v, layout.zeroWords], `[${rows}, ${words} · groups] words of ${what}`);
   } else if (zeros) {
     check.shape(
       layout.zeroPoints,

@@ -58,12 +58,38 @@
  *   super-block, whose 6-bit sc and m give value = f32(f32(q · f32(d · sc)) −
  *   f32(dmin · m)), ggml's own. K is a multiple of 256 (as GGUF's Q4_K rows
  *   are): other K are refused.
+ * - `q6k`: GGUF's Q6_K at its own 6.5625 bits per weight. 6-bit codes q
+ *   (0 … 63) split as the file splits them, into a low nibble and a high
+ *   pair of bits; per super-block of 256 weights, 48 words of `packed`:
+ *   words 0–31 hold the low nibbles laid out as q4g32's (weight i of the
+ *   super-block at nibble i % 8 of word i / 8), words 32–47 the high pairs,
+ *   word 32 + t holding those of nibble words 2t and 2t + 1: byte b of it
+ *   has, at bits 0–1, 2–3, 4–5, 6–7, the high pairs of the four nibbles of
+ *   byte b of word 2t and then of word 2t + 1, in order. So a byte mask
+ *   (0x0f0f0f0f on a nibble word, 0x30303030 on its shifted high word)
+ *   gives four whole codes at once, as ggml's own kernels form them. An f16
+ *   (or f32, bf16) d per super-block in `scales` ([N, K / 256]) and, in
+ *   `zeros`, its sixteen int8 sub-block scales as the file stores them
+ *   (four u32 words per super-block, sub-block j in byte j: [N, 4 · K / 256]).
+ *   Weight i lies in sub-block j = i / 16, and value = f32(f32(d · sc_j) ·
+ *   (q − 32)), ggml's own. 192 + 16 + 2 bytes per 256 weights, as the
+ *   file's 210. K is a multiple of 256: other K are refused.
  */
-export const QUANT_FORMATS = ['q8', 'q4g32', 'q4g128', 'q8g32', 'q8g16', 'q4g32a', 'q8g32a', 'q4k'] as const;
+export const QUANT_FORMATS = [
+  'q8',
+  'q4g32',
+  'q4g128',
+  'q8g32',
+  'q8g16',
+  'q4g32a',
+  'q8g32a',
+  'q4k',
+  'q6k',
+] as const;
 export type QuantFormat = (typeof QUANT_FORMATS)[number];
 
 /**
- * The formats `quantizeRows` writes on a device (all but q4k, whose
+ * The formats `quantizeRows` writes on a device (all but q4k and q6k, whose
  * super-block scales come from GGUF files or from `quantizeWeights`).
  */
 export const DEVICE_QUANTIZE_FORMATS = [
@@ -84,22 +110,30 @@ export const Q4K_SUPER_BLOCK = 256;
 export const Q4K_SUB_BLOCK = 32;
 /** u32 words of q4k's 6-bit sub-block scales and mins per super-block. */
 export const Q4K_SUB_SCALE_WORDS = 3;
+/** q6k's sub-block (one int8 scale) and its words per super-block: of `packed` (low nibbles, then high pairs) and of `zeros`. */
+export const Q6K_SUB_BLOCK = 16;
+export const Q6K_SUPER_WORDS = 48;
+export const Q6K_HIGH_WORDS_AT = 32;
+export const Q6K_SCALE_WORDS = 4;
 
 export interface QuantLayout {
   readonly format: QuantFormat;
-  /** Bits per weight of the codes: 8 or 4. */
-  readonly bits: 8 | 4;
+  /** Bits per weight of the codes: 8, 6 (q6k: a nibble and a high pair, see the format) or 4. */
+  readonly bits: 8 | 6 | 4;
   /** Consecutive k sharing one entry of `scales`: the whole (padded) row for q8, a super-block for q4k. */
   readonly groupSize: number;
   /** Entries of `scales` per row: 1 for q8, ceil(K / groupSize) otherwise. */
   readonly groups: number;
   /** u32 words of packed data per row. */
   readonly rowWords: number;
-  /** u32 words of `zeros` per row: zero-point nibbles (q4g32, q4g128), q4k's 6-bit sub-block scales; else 0. */
+  /**
+   * u32 words of `zeros` per row: zero-point nibbles (q4g32, q4g128), q4k's
+   * 6-bit and q6k's int8 sub-block scales; else 0.
+   */
   readonly zeroWords: number;
-  /** Weights per u32 word: 4 or 8. */
+  /** Weights per u32 word: 4 or 8 (q6k: of its nibble words). */
   readonly perWord: 4 | 8;
-  /** Value of a code without zero points: q − offset (0 for q8 and 8-bit groups, 8 for q4, 0 for q4g32a). */
+  /** Value of a code without zero points: q − offset (0 for q8 and 8-bit groups, 8 for q4, 0 for q4g32a, 32 for q6k). */
   readonly offset: number;
   /** One scale for the whole row (q8); otherwise a scale per group. */
   readonly scalePerRow: boolean;
@@ -110,9 +144,10 @@ export interface QuantLayout {
   /** Values are f32 products formed as ggml forms them (the formats after q4g128); else exact. */
   readonly f32Values: boolean;
   /**
-   * q4k: `zeros` (required) holds each super-block's 6-bit sub-block scales
-   * and mins, and a weight's scale and offset are f32(d · sc) and
-   * f32(dmin · m) of its 32-weight sub-block.
+   * q4k and q6k: rows are whole super-blocks of 256, and `zeros` (required)
+   * holds each super-block's sub-block scales: q4k's 6-bit scales and mins
+   * (a weight's scale and offset are f32(d · sc) and f32(dmin · m) of its
+   * 32-weight sub-block), q6k's int8 scales (f32(d · sc) of its 16).
    */
   readonly subBlockScales: boolean;
 }
@@ -124,10 +159,11 @@ export function isQuantFormat(value: unknown): value is QuantFormat {
 /**
  * The codes a layout stores: `lowest` … `lowest + levels`. Offsets (q4g32a,
  * q8g32a) span the group's range over every code (0 … 15, −128 … 127);
- * symmetric int8 keeps −127 … 127; the other 4-bit formats 0 … 15.
+ * symmetric int8 keeps −127 … 127; the other 4-bit formats 0 … 15, q6k 0 … 63.
  */
 export function codeRange(layout: Pick<QuantLayout, 'bits' | 'offsets'>): { lowest: number; levels: number } {
   if (layout.bits === 4) return { lowest: 0, levels: 15 };
+  if (layout.bits === 6) return { lowest: 0, levels: 63 };
   return layout.offsets ? { lowest: -128, levels: 255 } : { lowest: -127, levels: 254 };
 }
 
@@ -171,6 +207,24 @@ export function quantLayout(format: QuantFormat, k: number): QuantLayout {
       subBlockScales: true,
     };
   }
+  if (format === 'q6k') {
+    const groups = Math.ceil(k / Q4K_SUPER_BLOCK);
+    return {
+      format,
+      bits: 6,
+      groupSize: Q4K_SUPER_BLOCK,
+      groups,
+      rowWords: groups * Q6K_SUPER_WORDS,
+      zeroWords: Q6K_SCALE_WORDS * groups,
+      perWord: 8,
+      offset: 32,
+      scalePerRow: false,
+      zeroPoints: false,
+      offsets: false,
+      f32Values: true,
+      subBlockScales: true,
+    };
+  }
   const groupSize = format === 'q4g128' ? 128 : 32;
   const groups = Math.ceil(k / groupSize);
   const asymmetric = format === 'q4g32a';
@@ -191,8 +245,9 @@ export function quantLayout(format: QuantFormat, k: number): QuantLayout {
   };
 }
 
-/** The code of weight (n, k): a signed byte for q8, a nibble 0…15 for q4. */
+/** The code of weight (n, k): a signed byte for q8, a nibble 0…15 for q4, 0…63 for q6k. */
 export function codeAt(packed: ArrayLike<number>, layout: QuantLayout, n: number, k: number): number {
+  if (layout.bits === 6) return q6kCode(packed, n * layout.rowWords + Q6K_SUPER_WORDS * (k >> 8), k & 255);
   const word = packed[n * layout.rowWords + Math.floor(k / layout.perWord)]! >>> 0;
   if (layout.bits === 8) return ((word >>> (8 * (k % 4))) << 24) >> 24;
   return (word >>> (4 * (k % 8))) & 0xf;
@@ -219,4 +274,21 @@ export function subBlockScaleMin(words: ArrayLike<number>, at: number, j: number
 
 export function isDeviceQuantizeFormat(value: unknown): value is DeviceQuantizeFormat {
   return typeof value === 'string' && (DEVICE_QUANTIZE_FORMATS as readonly string[]).includes(value);
+}
+
+/**
+ * The 6-bit code (0 … 63) of weight i (0 … 255) of a q6k super-block whose
+ * 48 words start at `packed[at]`: its low nibble, and its high pair from
+ * byte (i mod 8) / 2 of word 32 + i / 16 at bit 2 · (2 · ((i / 8) mod 2) + i mod 2).
+ */
+export function q6kCode(packed: ArrayLike<number>, at: number, i: number): number {
+  const low = ((packed[at + (i >> 3)]! >>> 0) >>> (4 * (i & 7))) & 0xf;
+  const shift = 8 * ((i & 7) >> 1) + 2 * (2 * ((i >> 3) & 1) + (i & 1));
+  const high = ((packed[at + Q6K_HIGH_WORDS_AT + (i >> 4)]! >>> 0) >>> shift) & 3;
+  return low | (high << 4);
+}
+
+/** The int8 scale of sub-block j (0 … 15) of a q6k super-block whose four `zeros` words start at `words[at]`. */
+export function q6kSubBlockScale(words: ArrayLike<number>, at: number, j: number): number {
+  return (((words[at + (j >> 2)]! >>> 0) >>> (8 * (j & 3))) << 24) >> 24;
 }

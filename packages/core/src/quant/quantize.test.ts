@@ -4,11 +4,20 @@ import { toHostArray, toNumbers } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import { quantizedMatmul } from '../kernels/quantized.js';
 import { Rng } from '../testing/random.js';
-import { codeAt, QUANT_FORMATS, quantLayout, subBlockScaleMin, zeroAt } from './layout.js';
+import {
+  codeAt,
+  QUANT_FORMATS,
+  q6kCode,
+  q6kSubBlockScale,
+  quantLayout,
+  subBlockScaleMin,
+  zeroAt,
+} from './layout.js';
+import { putQ6kCode } from './q6k.js';
 import { dequantizeWeights, quantizationError, quantizeWeights } from './quantize.js';
 import { runQuantizedMatmul, uploadQuantized } from './quantizedWeight.js';
 
-/** The formats that take any K (q4k's rows are whole super-blocks of 256). */
+/** The formats that take any K (q4k's and q6k's rows are whole super-blocks of 256). */
 const ANY_K_FORMATS = QUANT_FORMATS.filter((format) => !quantLayout(format, 1).subBlockScales);
 
 function gaussian(seed: number, count: number, scale = 0.02): Float32Array {
@@ -125,6 +134,9 @@ describe('quantizeWeights', () => {
     // q4k's 6-bit sub-block scales and mins cost a little against q4g32a's exact ones.
     expect(errors.q4k!.rmsRelative).toBeLessThan(0.15);
     expect(errors.q4k!.rmsRelative).toBeLessThan(1.25 * errors.q4g32a!.rmsRelative);
+    // q6k's 6-bit codes: about a quarter of a 4-bit format's error, above int8's.
+    expect(errors.q6k!.rmsRelative).toBeLessThan(errors.q4k!.rmsRelative / 3);
+    expect(errors.q6k!.rmsRelative).toBeGreaterThan(errors.q8g16!.rmsRelative);
     const zeroPoints = quantizationError(w, quantizeWeights(w, [n, k], 'q4g32', { zeroPoints: true }));
     expect(zeroPoints.rmsRelative).toBeLessThan(0.15);
   });
@@ -171,7 +183,7 @@ describe('a quantized weight on a backend', () => {
     for (const format of QUANT_FORMATS) {
       using weight = uploadQuantized(backend, quantizeWeights(w, [n, k], format));
       const layout = quantLayout(format, k);
-      const scaleBytes = ['q8g32', 'q4g32', 'q4g128', 'q4k'].includes(format) ? 2 : 4;
+      const scaleBytes = ['q8g32', 'q4g32', 'q4g128', 'q4k', 'q6k'].includes(format) ? 2 : 4;
       expect(weight.byteLength).toBe(
         n * layout.rowWords * 4 +
           n * layout.groups * scaleBytes * (layout.offsets ? 2 : 1) +
@@ -302,5 +314,110 @@ describe('q4k', () => {
     words.dispose();
     backend.dispose();
     expect(() => quantizeWeights(new Float32Array(300), [1, 300], 'q4k')).toThrow(/K a multiple of 256/);
+  });
+});
+
+describe('q6k', () => {
+  /** ggml's Q6_K codes of a block (ql[128], qh[64]) in element order (dequantize_row_q6_K). */
+  function ggmlCodes(ql: Uint8Array, qh: Uint8Array): number[] {
+    const q: number[] = [];
+    for (let h = 0; h < 2; h++) {
+      for (let l = 0; l < 32; l++) {
+        const a = ql[64 * h + l]!;
+        const b = ql[64 * h + l + 32]!;
+        const c = qh[32 * h + l]!;
+        q[128 * h + l] = (a & 0xf) | ((c & 3) << 4);
+        q[128 * h + l + 32] = (b & 0xf) | (((c >> 2) & 3) << 4);
+        q[128 * h + l + 64] = (a >> 4) | (((c >> 4) & 3) << 4);
+        q[128 * h + l + 96] = (b >> 4) | (((c >> 6) & 3) << 4);
+      }
+    }
+    return q;
+  }
+
+  it('holds 6.5625 bits per weight: 48 words, an f16 d and sixteen int8 scales per 256', () => {
+    const layout = quantLayout('q6k', 512);
+    expect(layout).toMatchObject({
+      bits: 6,
+      rowWords: 96,
+      groups: 2,
+      groupSize: 256,
+      zeroWords: 8,
+      offsets: false,
+      subBlockScales: true,
+    });
+    const q = quantizeWeights(gaussian(16, 3 * 512), [3, 512], 'q6k');
+    expect(q.scaleDType).toBe('f16');
+    expect(q.offsets).toBeUndefined();
+    const bytes = q.packed.byteLength + q.scales.byteLength + q.zeros!.byteLength;
+    expect((8 * bytes) / (3 * 512)).toBe(6.5625);
+  });
+
+  it('reads back every code it writes, each high pair in the byte of its nibble', () => {
+    const rng = new Rng(17);
+    const codes = Array.from({ length: 256 }, () => rng.int(0, 64));
+    const packed = new Uint32Array(50);
+    for (let i = 0; i < 256; i++) putQ6kCode(packed, 2, i, codes[i]!);
+    expect(Array.from({ length: 256 }, (_, i) => q6kCode(packed, 2, i))).toEqual(codes);
+    expect(packed[0]).toBe(0);
+    // Byte b of a high word masked as the kernels mask it gives the codes of byte b of its nibble words.
+    const high = packed[2 + 32 + 3]!;
+    const low = packed[2 + 7]!;
+    const odd = ((low >>> 4) & 0x0f0f0f0f) | ((high >>> 2) & 0x30303030);
+    expect([0, 1, 2, 3].map((b) => (odd >>> (8 * b)) & 0xff)).toEqual([57, 59, 61, 63].map((i) => codes[i]));
+  });
+
+  it("gives ggml's value f32(f32(d · sc) · (q − 32)) for ggml's own codes and int8 scales", () => {
+    const rng = new Rng(18);
+    const ql = Uint8Array.from({ length: 128 }, () => rng.int(0, 256));
+    const qh = Uint8Array.from({ length: 64 }, () => rng.int(0, 256));
+    const sc = Int8Array.from({ length: 16 }, () => rng.int(-128, 128));
+    const codes = ggmlCodes(ql, qh);
+    const packed = new Uint32Array(48);
+    codes.forEach((q, i) => {
+      putQ6kCode(packed, 0, i, q);
+    });
+    const zeros = new Uint32Array(new Uint8Array(sc.buffer).buffer);
+    expect(Array.from({ length: 16 }, (_, j) => q6kSubBlockScale(zeros, 0, j))).toEqual([...sc]);
+    const d = Math.fround(1 / 3000);
+    const values = dequantizeWeights({
+      format: 'q6k',
+      n: 1,
+      k: 256,
+      packed,
+      scales: Float32Array.of(d),
+      scaleDType: 'f32',
+      zeros,
+    });
+    for (let i = 0; i < 256; i++) {
+      expect(values[i]).toBe(Math.fround(Math.fround(d * sc[i >> 4]!) * (codes[i]! - 32)));
+    }
+    expect(() =>
+      dequantizeWeights({
+        format: 'q6k',
+        n: 1,
+        k: 256,
+        packed,
+        scales: Float32Array.of(d),
+        scaleDType: 'f32',
+      }),
+    ).toThrow(/q6k needs its sub-block scales/);
+  });
+
+  it('quantizes within half a step of each sub-block, and refuses K that is not whole super-blocks', () => {
+    const [n, k] = [3, 768];
+    const w = gaussian(19, n * k);
+    const q = quantizeWeights(w, [n, k], 'q6k');
+    const back = dequantizeWeights(q);
+    const d = toNumbers('f16', q.scales);
+    for (let i = 0; i < n * k; i++) {
+      const row = Math.floor(i / k);
+      const s = Math.floor((i % k) / 256);
+      const sc = q6kSubBlockScale(q.zeros!, row * 12 + 4 * s, ((i % k) & 255) >> 4);
+      expect(sc).toBeGreaterThan(0);
+      // The int8 scale may round below amax / 31 by half of d: the step stays within a code or so.
+      expect(Math.abs(back[i]! - w[i]!)).toBeLessThanOrEqual(Math.fround(d[row * 3 + s]! * sc) + 1e-4);
+    }
+    expect(() => quantizeWeights(new Float32Array(300), [1, 300], 'q6k')).toThrow(ShapeError);
   });
 });

@@ -12,6 +12,7 @@ import {
   zeroAt,
 } from './layout.js';
 import { q4kValue, quantizeQ4k } from './q4k.js';
+import { q6kValue, quantizeQ6k } from './q6k.js';
 import { nearestQuotient, positiveZero, reciprocalOf } from './rounding.js';
 
 /** The float dtypes a scale may be stored in. */
@@ -31,7 +32,8 @@ export interface QuantizedHostWeight {
   readonly scaleDType: ScaleDType;
   /**
    * Shape `[N, zeroWords]`: zero-point nibbles (q4g32, q4g128; absent: symmetric
-   * around 8), or q4k's 6-bit sub-block scales and mins (required there).
+   * around 8), or q4k's 6-bit sub-block scales and mins, or q6k's int8
+   * sub-block scales (required there).
    */
   readonly zeros?: Uint32Array;
   /** [N, groups] in `scaleDType`: q4g32a's, q8g32a's and q4k's offsets (required there, absent elsewhere). */
@@ -41,7 +43,7 @@ export interface QuantizedHostWeight {
 export interface QuantizeOptions {
   /** q4g32, q4g128 only: a zero point per group (asymmetric); default false (symmetric around 8). */
   readonly zeroPoints?: boolean;
-  /** Default f32 for q8, q8g16, q4g32a and q8g32a, f16 for q4g32, q4g128, q8g32 and q4k (see layout.ts). */
+  /** Default f32 for q8, q8g16, q4g32a and q8g32a, f16 for q4g32, q4g128, q8g32, q4k and q6k (see layout.ts). */
   readonly scaleDType?: ScaleDType;
 }
 
@@ -49,7 +51,7 @@ const KERNEL = 'quantizeWeights';
 
 /** How `quantizeWeights` stores `format`'s scales unless told: see layout.ts. */
 export function defaultScaleDType(format: QuantFormat): ScaleDType {
-  // q4k's d and dmin are f16 in the file.
+  // q4k's d and dmin and q6k's d are f16 in the file.
   return format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a' ? 'f32' : 'f16';
 }
 const fround = Math.fround;
@@ -85,7 +87,7 @@ function stored(dtype: ScaleDType, value: number): number {
  * - q4g32a: offset = −min, scale = (max − min) / 15 per group (each stored
  *   first), q = round((w + offset) / scale) in 0…15; q8g32a the same with
  *   scale = (max − min) / 255, offset = −128 · scale − min, q in −128…127.
- * - q4k: see `quantizeQ4k` (K must be a multiple of 256).
+ * - q4k: see `quantizeQ4k`; q6k: see `quantizeQ6k` (K a multiple of 256 for both).
  * Weights that are not finite are refused.
  */
 export function quantizeWeights(
@@ -113,8 +115,8 @@ export function quantizeWeights(
       actual: dtype,
     });
   }
-  if (format === 'q4k' && k % Q4K_SUPER_BLOCK !== 0) {
-    throw new ShapeError('q4k rows are whole super-blocks of 256 weights', {
+  if (quantLayout(format, 1).subBlockScales && k % Q4K_SUPER_BLOCK !== 0) {
+    throw new ShapeError(`${format} rows are whole super-blocks of 256 weights`, {
       operation: KERNEL,
       argument: 'shape',
       expected: 'K a multiple of 256',
@@ -177,6 +179,18 @@ export function quantizeFinite(
       scaleDType,
       zeros: q.subScales,
       offsets: toHostArray(scaleDType, q.dmin),
+    };
+  }
+  if (format === 'q6k') {
+    const q = quantizeQ6k(w, n, k, (value) => stored(scaleDType, value));
+    return {
+      format,
+      n,
+      k,
+      packed: q.packed,
+      scales: toHostArray(scaleDType, q.d),
+      scaleDType,
+      zeros: q.subScales,
     };
   }
   const layout = quantLayout(format, k);
@@ -267,8 +281,9 @@ export function quantizeFinite(
 /**
  * The value of every weight, [N, K] row-major in f64: (q − zero) · scale,
  * exactly, for q8, q4g32 and q4g128; ggml's f32 values for the others
- * (f32(q · scale), f32(f32(q · scale) − offset) for q4g32a and q8g32a, and
- * q4k's f32(f32(q · f32(d · sc)) − f32(dmin · m))).
+ * (f32(q · scale), f32(f32(q · scale) − offset) for q4g32a and q8g32a,
+ * q4k's f32(f32(q · f32(d · sc)) − f32(dmin · m)) and q6k's
+ * f32(f32(d · sc) · (q − 32))).
  */
 export function dequantizeWeights(weight: QuantizedHostWeight): Float64Array {
   const { n, k } = weight;
@@ -287,7 +302,7 @@ export function dequantizeWeights(weight: QuantizedHostWeight): Float64Array {
     throw new InvalidArgumentError(`${weight.format} needs its sub-block scales`, {
       operation: 'dequantizeWeights',
       argument: 'zeros',
-      expected: `[N, ${layout.zeroWords}] words of 6-bit scales and mins`,
+      expected: `[N, ${layout.zeroWords}] words of ${weight.format === 'q6k' ? 'int8 scales' : '6-bit scales and mins'}`,
       actual: weight.zeros ? `${weight.zeros.length} words` : 'none',
     });
   }
@@ -312,6 +327,14 @@ export function dequantizeInto(
   offsets?: ArrayLike<number>,
   firstRow = 0,
 ): void {
+  if (layout.bits === 6) {
+    for (let i = 0; i < n; i++) {
+      const row = firstRow + i;
+      const at = { packed: row * layout.rowWords, scale: row * layout.groups, sub: row * layout.zeroWords };
+      for (let kk = 0; kk < k; kk++) out[i * k + kk] = q6kValue(packed, kk, scales, zeros!, at);
+    }
+    return;
+  }
   if (layout.subBlockScales) {
     for (let i = 0; i < n; i++) {
       const row = firstRow + i;

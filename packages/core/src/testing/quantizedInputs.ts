@@ -13,12 +13,15 @@ export function quantWords(shape: readonly number[]): InputSample {
 /**
  * Scales that keep |w| within about 1: 128 · 0.008 for the 8-bit formats, 15 · 0.066 for
  * q4 with zero points and for q4g32a (whose offsets, in [0, 1), shift the values into −1 … 1),
- * 15 · 63 · 0.001 for q4k's d (its sub-block scales are 6-bit multiples of it).
+ * 15 · 63 · 0.001 for q4k's d (its sub-block scales are 6-bit multiples of it), 32 · 128 · 0.00024
+ * for q6k's d (random words make every int8 sub-block scale and every code).
  */
 export function quantScales(format: QuantFormat, n: number, kd: number): InputSample {
   const layout = quantLayout(format, kd);
   const [lo, hi] = layout.subBlockScales
-    ? [0.0002, 0.001]
+    ? layout.bits === 6
+      ? [0.00006, 0.00024]
+      : [0.0002, 0.001]
     : layout.bits === 8
       ? [0.002, 0.008]
       : [0.02, 0.066];

@@ -194,7 +194,7 @@ export function quantizeRowsModule(v: QuantizeRowsVariant): PtxModule {
             k.or('b32', zeroWord, zeroWord, k.shl('b32', k.reg('u32'), nibble, shift));
           }
           writeCodes(k, {
-            layout: { bits: layout.bits, perWord: layout.perWord },
+            layout: { bits: layout.bits === 8 ? 8 : 4, perWord: layout.perWord }, // no device-quantized format has 6
             weight: v.weight,
             w,
             packed,

@@ -46,6 +46,10 @@ describe('quantized kernels', () => {
       // One code word per lane and tile, loaded a tile ahead (the first before the loop); x staged
       // once per tile, read back as .v4 from shared memory.
       expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(2);
+      // q6k's lanes read their word's 8 bytes of high pairs beside it.
+      expect(text.match(/ld\.global\.nc\.v2\.b32/g) ?? []).toHaveLength(
+        quantLayout(format, 1).bits === 6 ? 2 : 0,
+      );
       expect(text.match(/ld\.shared\.v4\.f32/g)).toHaveLength(quantLayout(format, 1).bits === 8 ? 4 : 8);
       expect(text).not.toContain('cvt.rn.f32.s32');
       expect(text.match(/bar\.sync 0;/g)).toHaveLength(2);
@@ -100,6 +104,10 @@ describe('quantizedMatmul on a one-SM emulated device', () => {
     ['q4k', false, 1, 4096, 19],
     ['q4k', false, 3, 1024, 21],
     ['q4k', false, 70, 256, 67],
+    ['q6k', false, 1, 4096, 19],
+    ['q6k', false, 1, 768, 9],
+    ['q6k', false, 3, 1024, 21],
+    ['q6k', false, 70, 512, 67],
   ] as const) {
     it(`${format}${zeroPoints ? ' zero points' : ''} ${m}×${k}→${n} from quantizeWeights`, async () => {
       const run = quantizedMatmulProblem(random, [format, zeroPoints, m, k, n]);

@@ -1,6 +1,6 @@
 import { DEFAULT_QGEMV_VARIANT, FLOAT, isQgemvFormat, type QuantFormat, quantizedMatmul } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
-import type { Vec4 } from '../ptx/instructionTypes.js';
+import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
@@ -29,6 +29,7 @@ import {
 } from './quantizedCodes.js';
 import { encodeQuantizedGemv } from './quantizedGemv.js';
 import { encodeQuantizedMma, qmmaApplies } from './quantizedMma.js';
+import { int8At, q6kCodes, q6kScale } from './quantizedQ6k.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { quantTileModule, TILE_M, TILE_N } from './quantizedTile.js';
 import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageOf } from './storage.js';
@@ -46,7 +47,10 @@ import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageOf } from './storage.js'
 // q8g32's two words one); q8 scales the row's sum once; q4g32a also sums
 // the word's x and subtracts offset · Σx, and q4k likewise with its word's
 // sub-block scale d · sc and offset dmin · m formed from the super-block's
-// d, dmin and 6-bit sc, m as the word is loaded. More rows of x
+// d, dmin and 6-bit sc, m as the word is loaded; q6k's lane reads its
+// word's 8 bytes of high pairs too (a super-block's 64 contiguous over its
+// eight lanes, as its 128 bytes of nibbles), and its two 16-weight
+// sub-blocks are summed apart, each scaled by f32(d · sc). More rows of x
 // go to a tiled kernel that dequantizes a 64-column × 32-k tile of W into
 // shared memory per step and computes a 64 × 64 tile of y from it.
 
@@ -85,7 +89,9 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
       const base = k.sharedAddress(xTile);
       const { tid, lane, col } = warpColumn(k, WARPS);
       const { rowWords, groups, zeroWords } = rowGeometry(k, layout, kDim);
-      const chunks = k.shr('u32', k.reg('u32'), rowWords, 2);
+      const q6k = layout.bits === 6;
+      // q6k: 8 chunks of 32 weights per super-block of 48 words (32 of nibbles, then 16 of high pairs).
+      const chunks = q6k ? k.shl('b32', k.reg('u32'), groups!, 3) : k.shr('u32', k.reg('u32'), rowWords, 2);
       // Columns past N read the last row of W (never stored): every warp takes part in the barriers.
       const wRow = k.min('u32', k.reg('u32'), col, k.sub('u32', k.reg('u32'), n, 1));
       const lastRow = k.sub('u32', k.reg('u32'), rowsTotal, 1);
@@ -94,11 +100,36 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         const row = k.min('u32', k.reg('u32'), k.mov('u32', k.reg('u32'), r), lastRow);
         return k.elementAddress(x, k.mulLo('u32', k.reg('u32'), row, kDim), actBytes);
       });
+      // Lane l's word: chunk l of the tile; q6k's chunk l is nibble word 4 · (l mod 8) of super-block l / 8.
+      const laneWord = () =>
+        q6k
+          ? k.madLo(
+              'u32',
+              k.reg('u32'),
+              k.shr('u32', k.reg('u32'), lane, 3),
+              48,
+              k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 7), 2),
+            )
+          : k.shl('b32', k.reg('u32'), lane, 2);
       const wPtr = k.elementAddress(
         k.globalPointer(p.packed),
-        k.madLo('u32', k.reg('u32'), wRow, rowWords, k.shl('b32', k.reg('u32'), lane, 2)),
+        k.madLo('u32', k.reg('u32'), wRow, rowWords, laneWord()),
         4,
       );
+      // q6k: its high pairs, word 32 + 2 · (l mod 8) of the super-block; a tile is 4 super-blocks.
+      const highPtr = q6k
+        ? k.elementAddress(
+            wPtr,
+            k.sub(
+              'u32',
+              k.reg('u32'),
+              32,
+              k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 7), 1),
+            ),
+            4,
+          )
+        : undefined;
+      const tileBytes = q6k ? 4 * 192 : 32 * 16;
       const { scales, zeros, offsets } = loadParams(k, p, 'scales', 'zeros', 'offsets');
       const scaleRow = groups ? k.mulLo('u32', k.reg('u32'), wRow, groups) : wRow;
       const zeroRow = zeroWords ? k.mulLo('u32', k.reg('u32'), wRow, zeroWords) : undefined;
@@ -141,24 +172,45 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
       // A tile's code word, scale and zero point are loaded one tile ahead, so
       // that they are in flight while the tile before is staged and summed.
       // negOffset: q4g32a's −offset of the word's group.
-      type TileCodes = { words: R32[]; s: F32; bias: F32; negOffset: F32 };
+      // q6k: high, its word's high pairs, and s2, the scale of its second sub-block.
+      type TileCodes = { words: R32[]; s: F32; bias: F32; negOffset: F32; high: R32[]; s2: F32 | undefined };
       const tileCodes = (): TileCodes => ({
         words: k.regs('u32', 4),
         s: k.reg('f32'),
         bias: k.reg('f32'),
         negOffset: k.reg('f32'),
+        high: q6k ? k.regs('u32', 2) : [],
+        s2: q6k ? k.reg('f32') : undefined,
       });
       const loadTile = (c: R32, into: TileCodes) => {
-        for (const w of into.words) k.mov('b32', w, 0);
+        for (const w of [...into.words, ...into.high]) k.mov('b32', w, 0);
         k.predicated(below(k, c, chunks), () => {
           k.ldGlobal('b32', into.words as unknown as Vec4<R32>, wPtr, { nc: true });
+          if (highPtr) k.ldGlobal('b32', into.high as unknown as Vec2<R32>, highPtr, { nc: true });
         });
-        k.add('u64', wPtr, wPtr, 32 * 16);
+        k.add('u64', wPtr, wPtr, tileBytes);
+        if (highPtr) k.add('u64', highPtr, highPtr, tileBytes);
         if (layout.scalePerRow) return;
         // The group of the word's first weight (c · perChunk); past the row, the last word's.
         const last = k.min('u32', k.reg('u32'), c, k.sub('u32', k.reg('u32'), chunks, 1));
         const g = groupAt(k, layout, k.mulLo('u32', k.reg('u32'), last, perChunk), groups!);
         const at = k.add('u32', k.reg('u32'), scaleRow, g);
+        if (q6k) {
+          // Sub-blocks 2j and 2j + 1 (j = c mod 8): the half j mod 2 of zeros word j / 2 of super-block g.
+          const j = k.and('b32', k.reg('u32'), last, 7);
+          const word = k.add(
+            'u32',
+            k.reg('u32'),
+            zeroRow!,
+            k.madLo('u32', k.reg('u32'), g, 4, k.shr('u32', k.reg('u32'), j, 1)),
+          );
+          const pair = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(zeros, word, 4), { nc: true });
+          const shift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), j, 1), 4);
+          const d = loadOneAsF32(k, scale, k.elementAddress(scales, at, scaleBytes));
+          k.mov('f32', into.s, q6kScale(k, d, int8At(k, pair, shift)));
+          k.mov('f32', into.s2!, q6kScale(k, d, int8At(k, pair, k.add('u32', k.reg('u32'), shift, 8))));
+          return;
+        }
         if (layout.subBlockScales) {
           // q4k: a word is one sub-block, j = c mod 8 of super-block g.
           const words = k.madLo('u32', k.reg('u32'), g, 3, zeroRow!);
@@ -202,17 +254,24 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         });
         k.barSync();
         const sums = layout.scalePerRow ? acc : acc.map(() => k.mov('f32', k.reg('f32'), 0));
+        // q6k: words 2 and 3 are the second sub-block, summed apart.
+        const sums2 = q6k ? acc.map(() => k.mov('f32', k.reg('f32'), 0)) : undefined;
         // q4g32a: Σx of the word, which its offset multiplies.
         const xSums = layout.offsets ? acc.map(() => k.mov('f32', k.reg('f32'), 0)) : undefined;
         words.forEach((word, i) => {
-          const codes = codesOf(k, layout, word, bias);
+          // q6k: word i's high pairs, from the upper half of each byte for odd i.
+          const high = () => current.high[i >> 1]!;
+          const codes = q6k
+            ? q6kCodes(k, word, i & 1 ? k.shr('b32', k.reg('u32'), high(), 4) : high())
+            : codesOf(k, layout, word, bias);
+          const wordSums = sums2 && i >= 2 ? sums2 : sums;
           for (let r = 0; r < v.rows; r++) {
             // Word i of the chunk covers units i · perWord / 4 … of the lane's x.
             for (let q = 0; q < layout.perWord / 4; q++) {
               const xs = k.regs('f32', 4);
               const unit = (i * layout.perWord) / 4 + q;
               k.ldShared('f32', xs as unknown as Vec4<F32>, addr(unitAt[unit]!, r * tileElems * 4));
-              for (let j = 0; j < 4; j++) k.fma('f32', sums[r]!, codes[q * 4 + j]!, xs[j]!, sums[r]!);
+              for (let j = 0; j < 4; j++) k.fma('f32', wordSums[r]!, codes[q * 4 + j]!, xs[j]!, wordSums[r]!);
               if (xSums)
                 for (let j = 0; j < 4; j++) k.add('f32', xSums[r]!, xSums[r]!, xs[j]!, { rnd: 'rn' });
             }
@@ -224,12 +283,16 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
             k.fma('f32', acc[r]!, sum, scaleOf, acc[r]!);
           });
         }
+        sums2?.forEach((sum, r) => {
+          k.fma('f32', acc[r]!, sum, current.s2!, acc[r]!);
+        });
         xSums?.forEach((xSum, r) => {
           k.fma('f32', acc[r]!, xSum, current.negOffset, acc[r]!);
         });
-        current.words.forEach((w, i) => {
-          k.mov('b32', w, next.words[i]!);
+        [...current.words, ...current.high].forEach((w, i) => {
+          k.mov('b32', w, [...next.words, ...next.high][i]!);
         });
+        if (q6k) k.mov('f32', current.s2!, next.s2!);
         if (!layout.scalePerRow) k.mov('f32', current.s, next.s);
         if (v.zeros) k.mov('f32', current.bias, next.bias);
         if (layout.offsets) k.mov('f32', current.negOffset, next.negOffset);

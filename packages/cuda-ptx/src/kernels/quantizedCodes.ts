@@ -1,6 +1,8 @@
 import {
   InvalidArgumentError,
   Q4K_SUB_SCALE_WORDS,
+  Q6K_SCALE_WORDS,
+  Q6K_SUPER_WORDS,
   type QuantFormat,
   type QuantLayout,
   quantizedMatmul,
@@ -74,21 +76,22 @@ export function layoutOf(format: QuantFormat): QuantLayout {
   return quantLayout(format, 1);
 }
 
-/** The row's u32 words, scale groups and zero words (q4k: sub-block scale words) for K in a register (see quantLayout). */
+/** The row's u32 words, scale groups and zero words (q4k, q6k: sub-block scale words) for K in a register (see quantLayout). */
 export function rowGeometry(k: KernelBuilder, layout: QuantLayout, kDim: R32) {
-  // Rows are whole 32-weight blocks (and whole q4 groups).
+  // Rows are whole 32-weight blocks (and whole q4 groups, whole q6k super-blocks of 48 words).
   const unit = layout.bits === 8 ? 32 : layout.groupSize;
   const units = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
-  const rowWords = k.mulLo('u32', k.reg('u32'), units, unit / layout.perWord);
+  const unitWords = layout.bits === 6 ? Q6K_SUPER_WORDS : unit / layout.perWord;
+  const rowWords = k.mulLo('u32', k.reg('u32'), units, unitWords);
   const groups = layout.scalePerRow
     ? undefined
-    : layout.bits === 4
+    : layout.bits !== 8
       ? units
       : k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, layout.groupSize - 1), layout.groupSize);
   const zeroWords = !groups
     ? undefined
     : layout.subBlockScales
-      ? k.mulLo('u32', k.reg('u32'), groups, Q4K_SUB_SCALE_WORDS)
+      ? k.mulLo('u32', k.reg('u32'), groups, layout.bits === 6 ? Q6K_SCALE_WORDS : Q4K_SUB_SCALE_WORDS)
       : layout.zeroPoints
         ? k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), groups, 7), 3)
         : undefined;

@@ -1,9 +1,10 @@
 import { FLOAT, type QuantFormat, quantizedEmbedding, quantLayout } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import type { F32 } from '../ptx/operands.js';
+import type { F32, Pred, R32 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
 import { loadAllParams } from './entryParams.js';
+import { q6kElement } from './quantizedQ6k.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
 
@@ -13,7 +14,8 @@ import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, sto
 // code's u32 word, its group's scale (and zero point or offset), and writes
 // the value the format defines, f32(f32((q − zero) · scale) − offset),
 // rounded where ggml rounds (mul.rn then sub.rn; q4k's scale and offset
-// are themselves f32(d · sc) and f32(dmin · m)): the reference's bits. An
+// are themselves f32(d · sc) and f32(dmin · m); q6k's f32(f32(d · sc) ·
+// (q − 32)), see quantizedQ6k.ts): the reference's bits. An
 // id outside [0, V) (compared as unsigned) reads nothing and writes NaN.
 
 export const QUANT_EMBEDDING_ENTRY = 'quantized_embedding';
@@ -61,6 +63,22 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
         const col = k.sub('u32', k.reg('u32'), e, k.mulLo('u32', k.reg('u32'), row, dim));
         const id = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(ids, row, 4), { nc: true });
         const valid = k.setp('lo', 'u32', k.reg('pred'), id, vocab);
+        const value =
+          layout.bits === 6
+            ? q6kElement(
+                k,
+                v.scale,
+                { packed, scales, zeros },
+                { id, col, rowWords, groups, zeroWords },
+                valid,
+              )
+            : element(id, col, valid);
+        const out = k.selp('f32', k.reg('f32'), value, Number.NaN, valid);
+        const store = v.out ?? 'f32';
+        storesOf(k, store, [out])(k.elementAddress(y, e, STORAGE_BYTES[store]));
+      });
+      /** The value of element `col` of row `id` in the formats of whole 16-byte words of codes. */
+      function element(id: R32, col: R32, valid: Pred): F32 {
         const word = k.mov('b32', k.reg('u32'), 0);
         const at = k.madLo(
           'u32',
@@ -120,10 +138,8 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
             k.sub('f32', value, value, o, { rnd: 'rn' });
           }
         }
-        const out = k.selp('f32', k.reg('f32'), value, Number.NaN, valid);
-        const store = v.out ?? 'f32';
-        storesOf(k, store, [out])(k.elementAddress(y, e, STORAGE_BYTES[store]));
-      });
+        return value;
+      }
     },
     { maxThreadsPerBlock: BLOCK },
   );

@@ -17,6 +17,7 @@ import {
   THREADS,
   zeroBias,
 } from './quantizedCodes.js';
+import { int8At, q6kCodes, q6kScale } from './quantizedQ6k.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { loadAsF32, loadOneAsF32, STORAGE_BYTES } from './storage.js';
 
@@ -102,6 +103,52 @@ export function quantTileModule(v: QuantVariant): PtxModule {
         ? loadOneAsF32(k, scale, k.elementAddress(scales, wCol, scaleBytes))
         : undefined;
 
+      // q6k: the step's 32 k are chunk c = (kStep / 32) mod 8 of super-block g = kStep / 256; this thread's
+      // 8 codes are nibble word 4c + t % 4 of it, with the high pairs of word 32 + 2c + (t % 4) / 2 (the
+      // upper half of its bytes for odd t), and lie in sub-block 2c + (t % 4) / 2.
+      const q6k = layout.bits === 6;
+      const q6kStager = () => {
+        const packedBase = k.globalPointer(p.packed);
+        const q6kRow = k.mulLo('u32', k.reg('u32'), wCol, rowWords);
+        const highShift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), quarter, 1), 2);
+        const half = k.shr('u32', k.reg('u32'), quarter, 1);
+        return () => {
+          const g = k.shr('u32', k.reg('u32'), kStep, 8);
+          const c = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), kStep, 5), 7);
+          const superAt = k.madLo('u32', k.reg('u32'), g, 48, q6kRow);
+          const lowAt = k.add('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), c, 4, superAt), quarter);
+          const highAt = k.add(
+            'u32',
+            k.reg('u32'),
+            k.madLo('u32', k.reg('u32'), c, 2, superAt),
+            k.add('u32', k.reg('u32'), half, 32),
+          );
+          const low = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(packedBase, lowAt, 4), { nc: true });
+          const high = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(packedBase, highAt, 4), { nc: true });
+          const sub = k.madLo('u32', k.reg('u32'), c, 2, half);
+          const scaleWord = k.add(
+            'u32',
+            k.reg('u32'),
+            k.madLo('u32', k.reg('u32'), g, 4, zeroRow!),
+            k.shr('u32', k.reg('u32'), sub, 2),
+          );
+          const scWord = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(zeros, scaleWord, 4), { nc: true });
+          const sc = int8At(k, scWord, k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), sub, 3), 3));
+          const d = loadOneAsF32(
+            k,
+            scale,
+            k.elementAddress(scales, k.add('u32', k.reg('u32'), scaleRow, g), scaleBytes),
+          );
+          const s = q6kScale(k, d, sc);
+          const codes = q6kCodes(k, low, k.shr('b32', k.reg('u32'), high, highShift));
+          codes.forEach((code, j) => {
+            // ggml's value: f32(f32(d · sc) · (q − 32)).
+            const w = k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' });
+            k.stShared('f32', addr(wAt, j * PITCH_N * 4), w);
+          });
+        };
+      };
+      const stageQ6k = q6k ? q6kStager() : undefined;
       const ty = k.shr('u32', k.reg('u32'), tid, 4);
       const tx = k.and('b32', k.reg('u32'), tid, 15);
       const readX = k.madLo('u32', k.reg('u32'), ty, 16, xBase);
@@ -110,17 +157,7 @@ export function quantTileModule(v: QuantVariant): PtxModule {
       for (const row of acc) for (const r of row) k.mov('f32', r, 0);
 
       const kStep = k.reg('u32');
-      k.forRange(kStep, 0, kDim, TILE_K, () => {
-        // x: 8 consecutive k of one row, 0 past K and past M.
-        const xv = k.regs('f32', 8);
-        xv.forEach((reg, j) => {
-          const kk = k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kStep, xK), j);
-          const ok: Pred = k.and('pred', k.reg('pred'), xRowOk, below(k, kk, kDim));
-          loadAsF32(k, act, [reg], addr(xPtr, j * actBytes), { ok });
-          k.stShared('f32', addr(xAt, j * PITCH_M * 4), reg);
-        });
-        k.add('u64', xPtr, xPtr, TILE_K * actBytes);
-        // W: this thread's codes, dequantized with their group's scale (and zero point).
+      const stageCodes = () => {
         const words = k.regs('u32', wordsPerThread);
         if (wordsPerThread === 2) k.ldGlobal('b32', words as unknown as Vec2<R32>, wPtr, { nc: true });
         else k.ldGlobal('b32', words[0]!, wPtr, { nc: true });
@@ -156,6 +193,20 @@ export function quantTileModule(v: QuantVariant): PtxModule {
           if (offset) k.sub('f32', w, w, offset, { rnd: 'rn' });
           k.stShared('f32', addr(wAt, j * PITCH_N * 4), w);
         });
+      };
+      k.forRange(kStep, 0, kDim, TILE_K, () => {
+        // x: 8 consecutive k of one row, 0 past K and past M.
+        const xv = k.regs('f32', 8);
+        xv.forEach((reg, j) => {
+          const kk = k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kStep, xK), j);
+          const ok: Pred = k.and('pred', k.reg('pred'), xRowOk, below(k, kk, kDim));
+          loadAsF32(k, act, [reg], addr(xPtr, j * actBytes), { ok });
+          k.stShared('f32', addr(xAt, j * PITCH_M * 4), reg);
+        });
+        k.add('u64', xPtr, xPtr, TILE_K * actBytes);
+        // W: this thread's codes, dequantized with their group's scale (and zero point).
+        if (stageQ6k) stageQ6k();
+        else stageCodes();
         k.barSync();
         for (let kk = 0; kk < TILE_K; kk++) {
           const a = k.regs('f32', 4);

@@ -139,6 +139,38 @@ describe('GGUF writer and reader', () => {
     expect(headerEnd - dataStart).toBeLessThan(64);
   });
 
+  it('reads string arrays decoded together exactly as one by one, at every chunk size', async () => {
+    const rng = new Rng(5);
+    const pieces = ['a', 'Ġthe', 'ñ', '€', '🦙', '\uFEFF', '', ' ', '\u0000', 'ĊĊ', '日本'];
+    const tokens = Array.from({ length: 700 }, (_, i) =>
+      i % 97 === 0 ? '' : Array.from({ length: 1 + (i % 4) }, () => pieces[rng.int(pieces.length)]).join(''),
+    );
+    const bytes = encodeGguf({
+      metadata: [['tokens', { type: 'array', itemType: 'string', value: tokens }]],
+      tensors: [],
+    });
+    for (const headerChunkBytes of [8, 13, 64, 1000, 2 ** 20]) {
+      const gguf = await GgufFile.open(memoryFile(bytes), { headerChunkBytes });
+      expect(gguf.metadata.get('tokens')?.value, `chunks of ${headerChunkBytes}`).toEqual(tokens);
+    }
+  });
+
+  it('refuses a string of an array that is not UTF-8, even where the joined bytes would be', async () => {
+    // Two strings that together are '€' (E2 82 AC) but alone are a cut character and a stray continuation.
+    const encode = (value: string[]) =>
+      encodeGguf({ metadata: [['tokens', { type: 'array', itemType: 'string', value }]], tensors: [] });
+    const cut = encode(['ok', 'xy', 'z', 'ok']);
+    const at = cut.indexOf(0x78); // 'x'
+    cut.set([0xe2, 0x82], at);
+    cut[at + 2 + 8] = 0xac; // 'z', after its u64 length
+    await expect(GgufFile.open(memoryFile(cut))).rejects.toThrow(/GGUF metadata 'tokens' item is not UTF-8/);
+    const invalid = encode(['ok', 'abc', 'ok']);
+    invalid[invalid.indexOf(0x62)] = 0xff; // 'b'
+    for (const headerChunkBytes of [8, 2 ** 20]) {
+      await expect(GgufFile.open(memoryFile(invalid), { headerChunkBytes })).rejects.toThrow(/is not UTF-8/);
+    }
+  });
+
   it('reopens a header over another handle of the file without reading it again, and refuses another size', async () => {
     const bytes = encodeGguf(contents(3));
     const header = await GgufFile.open(memoryFile(bytes));

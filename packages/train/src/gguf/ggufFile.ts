@@ -205,6 +205,14 @@ async function readArray(
     );
   const items: unknown[] = new Array(count);
   const itemWhat = `${what} item`;
+  if (itemType === 'string') {
+    for (let i = 0; i < count; ) {
+      const strings = cursor.bufferedStrings(count - i, itemWhat);
+      for (const string of strings) items[i++] = string;
+      if (strings.length === 0) items[i++] = await cursor.string(itemWhat);
+    }
+    return { type: 'array', itemType, value: items } as GgufArray;
+  }
   for (let i = 0; i < count; i++) {
     if (itemType === 'array') items[i] = await readArray(cursor, file, itemWhat, depth + 1, budget);
     else

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { Rng } from '../random.js';
 import { type PreparedTensor, type PreparedWeights, uploadPrepared } from './preparedWeights.js';
 import { quantize } from './quantize.js';
-import { ggufAsCoreFormat, q4_KAsQ4g32a } from './repack.js';
+import { ggufAsCoreFormat, q4_KAsQ4g32a, q6_KAsQ8g16 } from './repack.js';
 
 // uploadPrepared: kept parts are uploaded as they are, missing ones are
 // repacked from the blocks and kept, parts in an older layout of the type are
@@ -94,29 +94,34 @@ describe('uploadPrepared', () => {
     backend.dispose();
   });
 
-  it('repacks a tensor kept in an older layout of its type (Q4_K as q4g32a) onto today’s (q4k)', async () => {
-    const backend = await createBackend('cpu');
-    const k = 256;
-    const q4k = quantize(
-      'Q4_K',
-      Float32Array.from({ length: rows * k }, () => rng.normal()),
-    );
-    const { store, kept, calls } = mapStore(new Map([['blk.0.ffn_up.weight', q4_KAsQ4g32a(q4k, rows, k)]]));
-    let blockReads = 0;
-    const weight = await uploadPrepared(backend, store, {
-      name: 'blk.0.ffn_up.weight',
-      type: 'Q4_K',
-      shape: [rows, k],
-      blocks: async () => {
-        blockReads++;
-        return q4k;
-      },
+  for (const [type, older, today, parts] of [
+    ['Q4_K', q4_KAsQ4g32a, 'q4k', ['offsets', 'packed', 'scales', 'zeros']],
+    ['Q6_K', q6_KAsQ8g16, 'q6k', ['packed', 'scales', 'zeros']],
+  ] as const) {
+    it(`repacks a tensor kept in an older layout of its type (${type} as ${older(quantize(type, new Float32Array(256)), 1, 256).format}) onto today’s (${today})`, async () => {
+      const backend = await createBackend('cpu');
+      const k = 256;
+      const blocks = quantize(
+        type,
+        Float32Array.from({ length: rows * k }, () => rng.normal()),
+      );
+      const { store, kept, calls } = mapStore(new Map([['blk.0.ffn_up.weight', older(blocks, rows, k)]]));
+      let blockReads = 0;
+      const weight = await uploadPrepared(backend, store, {
+        name: 'blk.0.ffn_up.weight',
+        type,
+        shape: [rows, k],
+        blocks: async () => {
+          blockReads++;
+          return blocks;
+        },
+      });
+      expect(blockReads).toBe(1);
+      expect(calls).toEqual({ reads: 1, writes: 1 });
+      expect(weight.format).toBe(today);
+      expect(Object.keys(weight.tensors).sort()).toEqual(parts);
+      expect(kept.get('blk.0.ffn_up.weight')!.format).toBe(today);
+      backend.dispose();
     });
-    expect(blockReads).toBe(1);
-    expect(calls).toEqual({ reads: 1, writes: 1 });
-    expect(weight.format).toBe('q4k');
-    expect(Object.keys(weight.tensors).sort()).toEqual(['offsets', 'packed', 'scales', 'zeros']);
-    expect(kept.get('blk.0.ffn_up.weight')!.format).toBe('q4k');
-    backend.dispose();
-  });
+  }
 });

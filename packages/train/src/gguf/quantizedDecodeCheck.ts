@@ -80,7 +80,9 @@ export function seededLlamaWeights(config: LlamaConfig, seed: number): Map<strin
   const weights = new Map<string, HfWeight>();
   const add = (name: string, shape: Shape, bound: number, centre = 0) => {
     const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
-    for (let i = 0; i < data.length; i++) data[i] = centre + rng.uniform(-bound, bound);
+    // fillUniform gives uniform()'s numbers many times faster (a 1B model's weights in seconds).
+    if (centre === 0) rng.fillUniform(data, -bound, bound);
+    else for (let i = 0; i < data.length; i++) data[i] = centre + rng.uniform(-bound, bound);
     weights.set(name, { shape, data });
   };
   const linear = (name: string, out: number, inFeatures: number) =>

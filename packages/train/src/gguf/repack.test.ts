@@ -5,19 +5,21 @@ import {
   f16BitsToF32,
   matmul,
   type QuantFormat,
+  q6kCode,
   quantizedMatmul,
   quantLayout,
   ShapeError,
 } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../random.js';
-import { dequantize } from './dequantize.js';
+import { dequantize, q6kValues } from './dequantize.js';
 import { GGML_TYPES } from './ggmlTypes.js';
 import { quantize } from './quantize.js';
 import {
   ggufAsCoreFormat,
   q4_0AsQ4g32,
   q4_KAsQ4g32a,
+  q6_KAsQ8g16,
   type RepackedWeight,
   refuseQuantized,
   repackOntoCoreFormats,
@@ -25,6 +27,7 @@ import {
   repackQ4_K,
   repackQ4_KSuperBlocks,
   repackQ6_K,
+  repackQ6_KSuperBlocks,
   repackQ8_0,
 } from './repack.js';
 
@@ -102,6 +105,23 @@ describe('host repacks of quantized blocks', () => {
     for (const [i, v] of want.entries()) expect(Math.fround(r.scales[i >> 4]! * r.values[i]!)).toBe(v);
   });
 
+  it('Q6_K → 48 words of its codes per block (nibbles, then high pairs), and its f16 d and int8 scales as stored', () => {
+    const bytes = randomBlocks('Q6_K', 9);
+    const r = repackQ6_KSuperBlocks(bytes);
+    const blocks = bytes.length / 210;
+    expect(r.words.length).toBe(48 * blocks);
+    const codes = new Uint8Array(256);
+    for (let b = 0; b < blocks; b++) {
+      const at = 210 * b;
+      q6kValues(bytes.subarray(at, at + 210), codes);
+      expect(Array.from({ length: 256 }, (_, i) => q6kCode(r.words, 48 * b, i))).toEqual(Array.from(codes));
+      expect(r.d[b]).toBe(bytes[at + 208]! | (bytes[at + 209]! << 8));
+      expect(Array.from(new Uint8Array(r.subScales.buffer, 16 * b, 16))).toEqual(
+        Array.from(bytes.subarray(at + 192, at + 208)),
+      );
+    }
+  });
+
   it('read blocks at any byte offset of their buffer (the repacks read words, not aligned views)', () => {
     for (const [seed, [type, repack]] of (
       [
@@ -110,6 +130,7 @@ describe('host repacks of quantized blocks', () => {
         ['Q4_K', repackQ4_K],
         ['Q4_K', repackQ4_KSuperBlocks],
         ['Q6_K', repackQ6_K],
+        ['Q6_K', repackQ6_KSuperBlocks],
       ] as const
     ).entries()) {
       const bytes = randomBlocks(type, 10 + seed);
@@ -120,7 +141,7 @@ describe('host repacks of quantized blocks', () => {
         string,
         ArrayLike<number>
       >;
-      for (const part of ['values', 'nibbles', 'scales', 'offsets', 'd', 'dmin', 'subScales']) {
+      for (const part of ['values', 'nibbles', 'words', 'scales', 'offsets', 'd', 'dmin', 'subScales']) {
         if (fresh[part])
           expect(Array.from(viewed[part]!), `${type} ${part}`).toEqual(Array.from(fresh[part]));
       }
@@ -153,18 +174,19 @@ describe('GGUF blocks on core’s quantized formats', () => {
     Q4_0: 'q4g32',
     Q8_0: 'q8g32',
     Q4_K: 'q4k',
-    Q6_K: 'q8g16',
+    Q6_K: 'q6k',
     Q4_1: 'q4g32a',
     Q5_0: 'q8g32',
     Q5_1: 'q8g32a',
     Q5_K: 'q8g32a',
   } as const;
-  // Device bits per weight (codes, scales, offsets and q4k's sub-block scales) of a 512-wide row, against the file's.
+  // Device bits per weight (codes, scales, offsets and q4k's and q6k's sub-block scales) of a 512-wide row, against
+  // the file's: Q4_K and Q6_K no larger on the device than in the file.
   const BITS = {
     Q4_0: [4.5, 4.5],
     Q8_0: [8.5, 8.5],
     Q4_K: [4.5, 4.5],
-    Q6_K: [10, 6.5625],
+    Q6_K: [6.5625, 6.5625],
     Q4_1: [5, 5],
     Q5_0: [8.5, 5.5],
     Q5_1: [9, 6],
@@ -201,6 +223,9 @@ describe('GGUF blocks on core’s quantized formats', () => {
           bytes,
         })) as RepackedWeight;
         expect(repacked.format).toBe(format);
+        // What the device holds: the host parts' bits per weight, no more.
+        const held = Object.values(repacked.tensors).reduce((sum, t) => sum + t.byteLength, 0);
+        expect((8 * held) / (rows * cols)).toBe(BITS[type][0]);
         const layout = quantLayout(format, cols);
         expect(Object.keys(repacked.tensors).sort()).toEqual(
           [
@@ -228,6 +253,15 @@ describe('GGUF blocks on core’s quantized formats', () => {
       }
     });
   }
+
+  it('Q6_K is also q8g16 exactly, in 10 bits per weight (int8 q − 32 and an f32 d·scale per 16)', () => {
+    const bytes = randomBlocks('Q6_K', 6);
+    const host = q6_KAsQ8g16(bytes, 3, 256);
+    expect(host.format).toBe('q8g16');
+    expect(host.zeros).toBeUndefined();
+    expect(Array.from(dequantizeWeights(host), Math.fround)).toEqual(Array.from(dequantize('Q6_K', bytes)));
+    expect(() => q6_KAsQ8g16(bytes, 3, 128)).toThrow(/Q6_K blocks do not make whole rows/);
+  });
 
   it('Q4_K is also q4g32a exactly, in 6 bits per weight (f32 d·sc and dmin·m per 32)', () => {
     const bytes = randomBlocks('Q4_K', 6);

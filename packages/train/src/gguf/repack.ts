@@ -378,6 +378,70 @@ export function repackQ6_K(bytes: Uint8Array): Int8F32Groups {
 }
 
 /**
+ * Q6_K as core's `q6k`, at the file's own 6.5625 bits per weight: each
+ * block's codes as 48 words (the low nibbles in sequence, then the high
+ * pairs, see core's quant/layout.ts), its f16 d and its sixteen int8 scales
+ * exactly as stored.
+ */
+export interface Q6KSuperBlocks {
+  /** 48 words per block of 256. */
+  readonly words: Uint32Array;
+  /** f16 words, one per block. */
+  readonly d: Uint16Array;
+  /** Four little-endian u32 words per block: its stored int8 scales. */
+  readonly subScales: Uint32Array;
+}
+
+export function repackQ6_KSuperBlocks(bytes: Uint8Array): Q6KSuperBlocks {
+  const { blockBytes } = GGML_TYPES.Q6_K;
+  const blocks = blocksOf('Q6_K', bytes);
+  const words = new Uint32Array(blocks * 48);
+  const d = new Uint16Array(blocks);
+  const subScales = new Uint32Array(blocks * 4);
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let b = 0, at = 0; b < blocks; b++, at += blockBytes) {
+    d[b] = from.getUint16(at + 208, true);
+    for (let w = 0; w < 4; w++) subScales[4 * b + w] = from.getUint32(at + 192 + 4 * w, true);
+    q6kWords(from, at, words, 48 * b);
+  }
+  return { words, d, subScales };
+}
+
+/**
+ * The codes of the block at byte `at` as q6k's 48 words at `out`, a word at
+ * a time (see `q6kValues` for ggml's order: element 128h + 32kk + l takes
+ * nibble kk / 2 of ql[64h + 32(kk mod 2) + l] and bits 2kk of qh[32h + l]).
+ * Word t holds the low nibbles of elements 8t … 8t + 7: one h and kk, eight
+ * consecutive l. Word 32 + t holds the high pairs of elements 16t … 16t + 15,
+ * byte b those of 16t + 2b, +1 at bits 0–3 and of 16t + 8 + 2b, +1 at 4–7.
+ */
+function q6kWords(from: DataView, at: number, words: Uint32Array, out: number): void {
+  for (let t = 0; t < 32; t++) {
+    const kk = (t >> 2) & 3;
+    const src = at + 64 * (t >> 4) + 32 * (kk & 1) + 8 * (t & 3);
+    const shift = 4 * (kk >> 1);
+    const low = nibblePairs(from.getUint32(src, true), shift);
+    words[out + t] = (low | (nibblePairs(from.getUint32(src + 4, true), shift) << 16)) >>> 0;
+  }
+  for (let t = 0; t < 16; t++) {
+    const src = at + 128 + 32 * (t >> 3) + 16 * (t & 1);
+    const shift = 2 * ((t >> 1) & 3);
+    const pairs = (i: number) => highPairs(from.getUint32(src + 4 * i, true), shift);
+    words[out + 32 + t] = (pairs(0) | (pairs(1) << 16) | ((pairs(2) | (pairs(3) << 16)) << 4)) >>> 0;
+  }
+}
+
+/**
+ * The 2-bit fields at bit `shift` of each of the 4 bytes of `word`: bytes
+ * 0, 1's in bits 0–3 and bytes 2, 3's in bits 8–11 of the result.
+ */
+function highPairs(word: number, shift: number): number {
+  const h = (word >>> shift) & 0x03030303;
+  const t = h | (h >>> 6);
+  return (t & 0xff) | ((t >>> 8) & 0xff00);
+}
+
+/**
  * Each byte q (0–63) of `word` as the int8 byte of q − 32: q ^ 32 is
  * q − 32 in 6-bit two's complement, its sign bit 5 copied into bits 6 and 7.
  */
@@ -411,7 +475,7 @@ function checkBlockRows(
 /** A repack's output as a core format takes it: the codes in order (nibbles two to a byte, or int8). */
 interface CoreParts extends Pick<QuantizedHostWeight, 'scales' | 'offsets' | 'zeros' | 'scaleDType'> {
   readonly format: QuantFormat;
-  readonly codes: Uint8Array | Int8Array;
+  readonly codes: Uint8Array | Int8Array | Uint32Array;
 }
 
 function partsOf(repacked: {
@@ -429,7 +493,7 @@ export const CORE_FORMAT_OF: Readonly<Record<GgmlQuantizedType, QuantFormat>> = 
   Q4_0: 'q4g32',
   Q8_0: 'q8g32',
   Q5_0: 'q8g32',
-  Q6_K: 'q8g16',
+  Q6_K: 'q6k',
   Q4_K: 'q4k',
   Q5_K: 'q8g32a',
   Q4_1: 'q4g32a',
@@ -440,20 +504,24 @@ export const CORE_FORMAT_OF: Readonly<Record<GgmlQuantizedType, QuantFormat>> = 
  * Each type in the core format that holds it exactly, f32(f32(q · scale) −
  * offset) being ggml's own value (see each repack):
  * - Q4_0 as `q4g32` (f16 d, codes centred on 8), Q8_0 and Q5_0 as `q8g32`
- *   (f16 d; Q5_0's code q − 16), Q6_K as `q8g16` (code q − 32, f32 d·scale):
- *   GGUF rows are whole blocks, so no row is padded.
+ *   (f16 d; Q5_0's code q − 16): GGUF rows are whole blocks, so no row is
+ *   padded.
  * - Q4_K as `q4k`: its codes, f16 d and dmin and 6-bit scales as stored.
+ * - Q6_K as `q6k`: its codes, f16 d and int8 scales as stored.
  * - Q5_K as `q8g32a` with f32 scales d·sc and offsets dmin·m; Q4_1 as
  *   `q4g32a` and Q5_1 as `q8g32a` with f16 scales d and offsets −m.
- * On the device Q4_0, Q8_0, Q4_1 and Q4_K take their stored bits per
- * weight; Q5_0 8.5 (5.5), Q5_1 9 (6), Q5_K 10 (5.5), Q6_K 10 (6.56): the
- * kernels read int8 codes and f32 k-quant scales.
+ * On the device Q4_0, Q8_0, Q4_1, Q4_K and Q6_K take their stored bits per
+ * weight; Q5_0 8.5 (5.5), Q5_1 9 (6), Q5_K 10 (5.5): the kernels read int8
+ * codes and f32 k-quant scales.
  */
 const CORE_PARTS: Readonly<Record<GgmlQuantizedType, (bytes: Uint8Array) => CoreParts>> = {
   Q4_0: (bytes) => ({ format: CORE_FORMAT_OF.Q4_0, scaleDType: 'f16', ...partsOf(repackQ4_0(bytes)) }),
   Q8_0: (bytes) => ({ format: CORE_FORMAT_OF.Q8_0, scaleDType: 'f16', ...partsOf(repackQ8_0(bytes)) }),
   Q5_0: (bytes) => ({ format: CORE_FORMAT_OF.Q5_0, scaleDType: 'f16', ...partsOf(repackQ5_0(bytes)) }),
-  Q6_K: (bytes) => ({ format: CORE_FORMAT_OF.Q6_K, scaleDType: 'f32', ...partsOf(repackQ6_K(bytes)) }),
+  Q6_K: (bytes) => {
+    const { words, d, subScales } = repackQ6_KSuperBlocks(bytes);
+    return { format: CORE_FORMAT_OF.Q6_K, scaleDType: 'f16', codes: words, scales: d, zeros: subScales };
+  },
   Q4_K: (bytes) => {
     const { nibbles, d, dmin, subScales } = repackQ4_KSuperBlocks(bytes);
     return {
@@ -504,11 +572,21 @@ const asCoreFormat =
   (bytes, rows, cols) =>
     ggufAsCoreFormat(type, bytes, rows, cols, operation);
 
-/** `ggufAsCoreFormat` of one type: Q4_0 as `q4g32`, Q8_0 as `q8g32`, Q4_K as `q4k`, Q6_K as `q8g16`. */
+/** `ggufAsCoreFormat` of one type: Q4_0 as `q4g32`, Q8_0 as `q8g32`, Q4_K as `q4k`, Q6_K as `q6k`. */
 export const q4_0AsQ4g32 = asCoreFormat('Q4_0', 'q4_0AsQ4g32');
 export const q8_0AsQ8g32 = asCoreFormat('Q8_0', 'q8_0AsQ8g32');
 export const q4_KAsQ4k = asCoreFormat('Q4_K', 'q4_KAsQ4k');
-export const q6_KAsQ8g16 = asCoreFormat('Q6_K', 'q6_KAsQ8g16');
+export const q6_KAsQ6k = asCoreFormat('Q6_K', 'q6_KAsQ6k');
+
+/**
+ * Q6_K as `q8g16`, exactly too, in more bytes: code q − 32 as int8 and an
+ * f32 scale d·scale per 16 (10 bits per weight where the file and `q6k`
+ * hold 6.5625).
+ */
+export const q6_KAsQ8g16: AsCoreFormat = (bytes, rows, cols) => {
+  checkBlockRows('q6_KAsQ8g16', 'Q6_K', bytes, rows, cols);
+  return hostWeightOf({ format: 'q8g16', scaleDType: 'f32', ...partsOf(repackQ6_K(bytes)) }, rows, cols);
+};
 
 /**
  * Q4_K as `q4g32a`, exactly too, in more bytes: f32 scales d·sc and offsets
@@ -523,7 +601,7 @@ export const q4_KAsQ4g32a: AsCoreFormat = (bytes, rows, cols) => {
  * A repack for `loadGgufLlama` that puts quantized tensors on the device in
  * core's formats, exactly (the values ggml's own dequantization gives):
  * Q4_0 as `q4g32`, Q8_0 and Q5_0 as `q8g32`, Q4_K as `q4k`, Q4_1 as
- * `q4g32a`, Q6_K as `q8g16`, Q5_K and Q5_1 as `q8g32a`. The
+ * `q4g32a`, Q6_K as `q6k`, Q5_K and Q5_1 as `q8g32a`. The
  * parts are named as `quantizedWeightOf` takes them (`packed`, `scales`,
  * `zeros`, `offsets`). Other quantized types are refused by name.
  */

@@ -14,6 +14,13 @@ import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { encodeQuantizedGemvF32 } from './quantizedGemv.js';
 import { QUANT_WEIGHT_PARAMS, SCALE_KINDS } from './quantizedParams.js';
+import {
+  Q6K_CODES,
+  Q6K_STREAM_FUNCTIONS,
+  q6kScaleFunction,
+  q6kStageTile,
+  q6kStreamBody,
+} from './quantizedQ6k.js';
 import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 
 // quantizedMatmul: y = x · dequant(W)ᵀ (+ beta · c) with W [N, K] stored as
@@ -24,7 +31,8 @@ import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 // x (staged per tile in workgroup memory) in vec4 dot products; group-scaled formats sum each word
 // before its group scale multiplies it (q4g32a and q8g32a also sum the word's x, which the offset multiplies;
 // q4k likewise, its word's scale d·sc and offset dmin·m formed from the super-block's d, dmin and 6-bit
-// sub-block scales), q8 scales the row's sum once. The lanes' sums meet in a
+// sub-block scales; q6k's lanes read their word's high pairs too and sum its two 16-weight sub-blocks apart,
+// see quantizedQ6k.ts), q8 scales the row's sum once. The lanes' sums meet in a
 // tree in workgroup memory (no subgroups needed). More rows take a tiled
 // shader: a 64-column × 32-k tile of W is dequantized into workgroup memory
 // per step, and each invocation computes 4 × 4 outputs of a 64 × 64 tile.
@@ -88,14 +96,17 @@ fn codes_hi(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(1
     ? `fn offset_of(i: u32) -> f32 { return float_of(offsets[i >> select(1u, 0u, params.scaleKind == 0u)], i); }`
     : '';
   // q4k: vec2(f32(d · sc), f32(dmin · m)) of sub-block j of super-block g, as ggml rounds them.
-  const subBlock = layout.subBlockScales
-    ? `${SUB_BLOCK_SCALE_MIN}
+  const subBlock =
+    layout.bits === 6
+      ? `${Q6K_CODES}\n${q6kScaleFunction((i) => `scale_of(${i})`)}`
+      : layout.subBlockScales
+        ? `${SUB_BLOCK_SCALE_MIN}
 fn sub_block(row: u32, g: u32, j: u32) -> vec2<f32> {
   let sm = sub_block_scale_min(row * params.zeroWords + g * 3u, j);
   let i = row * params.groups + g;
   return vec2<f32>(scale_of(i) * f32(sm.x), offset_of(i) * f32(sm.y));
 }`
-    : '';
+        : '';
   return `${codes}
 ${zero}
 // Element i of a float array stored as u32 words: f32, or a half of a word (f16, bf16).
@@ -151,6 +162,7 @@ export function quantStreamShader(v: QuantStreamVariant) {
   const layout = quantLayout(v.format, 1);
   const rows = Array.from({ length: v.rows }, (_, r) => r);
   const q4 = layout.bits === 4;
+  const q6k = layout.bits === 6;
   const grouped = !layout.scalePerRow;
   const offsets = layout.offsets;
   /** Weights per 16-byte code word; vec4 units of x per word and per tile; lanes that share a bank cycle. */
@@ -162,7 +174,9 @@ export function quantStreamShader(v: QuantStreamVariant) {
   // The word loop stays a loop: unrolled, it made shaders that took seconds to compile on lavapipe.
   const xSum = (r: number, units: string[]) =>
     offsets ? `xsum${r} += ${units.map((u) => `dot(${xAt(r, u)}, vec4<f32>(1.0))`).join(' + ')};` : '';
-  const body = `for (var j = 0u; j < 4u; j++) {
+  const body = q6k
+    ? q6kStreamBody(rows, xAt)
+    : `for (var j = 0u; j < 4u; j++) {
         let lo = codes_lo(wv[j])${q4 ? ' - z' : ''};
         ${q4 ? 'let hi = codes_hi(wv[j]) - z;' : ''}
         ${rows
@@ -208,12 +222,16 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
       module.workgroupArray('xt', 'vec4<f32>', v.rows * tileUnits);
       module.declare(`${dequantFunctions(v)}
 ${xQuad}
-fn word_of(row: u32, chunks: u32, c: u32) -> vec4<u32> {
+${
+  q6k
+    ? Q6K_STREAM_FUNCTIONS
+    : `fn word_of(row: u32, chunks: u32, c: u32) -> vec4<u32> {
   if (c >= chunks) { return vec4<u32>(0u); }
   return packed[row * chunks + c];
+}`
 }
 ${
-  grouped
+  grouped && !q6k
     ? `// The group of word c's first weight; past the row, the last word's (clamped to the last group: a q8g16
 // row's padding half-block lies past it).
 fn group_of(chunks: u32, c: u32) -> u32 { return min(min(c, chunks - 1u) * ${perChunk}u / ${layout.groupSize}u, params.groups - 1u); }
@@ -231,7 +249,7 @@ ${groupOffsets}`);
   let lane = tid % ${LANES}u;
   // Columns past N read the last row of W (never written); every invocation takes part in the barriers.
   let wRow = min(col, params.n - 1u);
-  let chunks = params.rowWords / 4u;
+  let chunks = ${q6k ? 'params.groups * 8u' : 'params.rowWords / 4u'};
   let sw = (lane / ${lanesPerCycle}u) % ${units}u;
   // Staging: invocation t widens x unit t of the tile into its swizzled place.
   let stageLane = tid / ${units}u;
@@ -239,13 +257,13 @@ ${groupOffsets}`);
   ${rows.map((r) => `let xRow${r} = min(${r}u, params.m - 1u) * params.k;`).join('\n  ')}
   ${rows.map((r) => `var acc${r} = 0.0;`).join(' ')}
   // Each tile's code word (and its group's scale, zero point and offset) is loaded a tile ahead.
-  var wv = word_of(wRow, chunks, lane);
+  var wv = word_of(wRow, chunks, lane);${q6k ? '\n  var hv = high_of(wRow, chunks, lane);' : ''}
   ${grouped ? 'var gs = group_scale(wRow, chunks, lane);' : ''}
   ${q4 ? 'var z = group_zero(wRow, chunks, lane);' : ''}
   ${offsets ? 'var go = group_offset(wRow, chunks, lane);' : ''}
   for (var first = 0u; first < chunks; first += ${LANES}u) {
     let next = first + ${LANES}u + lane;
-    let nextWv = word_of(wRow, chunks, next);
+    let nextWv = word_of(wRow, chunks, next);${q6k ? '\n    let nextHv = high_of(wRow, chunks, next);' : ''}
     ${grouped ? 'let nextGs = group_scale(wRow, chunks, next);' : ''}
     ${q4 ? 'let nextZ = group_zero(wRow, chunks, next);' : ''}
     ${offsets ? 'let nextGo = group_offset(wRow, chunks, next);' : ''}
@@ -255,11 +273,11 @@ ${groupOffsets}`);
       ${rows.map((r) => `xt[${r * tileUnits}u + stagePos] = x_quad(xRow${r}, k);`).join('\n      ')}
     }
     workgroupBarrier();
-    ${rows.map((r) => `var part${r} = 0.0;${offsets ? ` var xsum${r} = 0.0;` : ''}`).join(' ')}
+    ${rows.map((r) => `var part${r} = ${q6k ? 'vec2<f32>(0.0)' : '0.0'};${offsets ? ` var xsum${r} = 0.0;` : ''}`).join(' ')}
     ${body}
-    ${rows.map((r) => (grouped ? `acc${r} = fma(part${r}, gs, acc${r});` : `acc${r} += part${r};`)).join(' ')}
+    ${rows.map((r) => (q6k ? `acc${r} = fma(part${r}.x, gs.x, fma(part${r}.y, gs.y, acc${r}));` : grouped ? `acc${r} = fma(part${r}, gs, acc${r});` : `acc${r} += part${r};`)).join(' ')}
     ${offsets ? rows.map((r) => `acc${r} = fma(xsum${r}, -go, acc${r});`).join(' ') : ''}
-    wv = nextWv;
+    wv = nextWv;${q6k ? ' hv = nextHv;' : ''}
     ${grouped ? 'gs = nextGs;' : ''} ${q4 ? 'z = nextZ;' : ''} ${offsets ? 'go = nextGo;' : ''}
   }
   workgroupBarrier();
@@ -308,8 +326,11 @@ export function quantTileShader(v: QuantShaderVariant) {
     ? `let sb = sub_block(wRow, g, (k0 / 32u) & 7u);
     let s = sb.x;`
     : 'let s = scale_of(wRow * params.groups + g);';
-  const stageW = q4
-    ? `let word = packed[wRow * params.rowWords + k0 / 8u + quarter];
+  const stageW =
+    layout.bits === 6
+      ? q6kStageTile((k, value) => `ws[(${k}) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = ${value};`)
+      : q4
+        ? `let word = packed[wRow * params.rowWords + k0 / 8u + quarter];
     let g = ${group};
     ${scaleQ4}
     let z = vec4<f32>(zero_of(wRow, g));
@@ -319,7 +340,7 @@ export function quantTileShader(v: QuantShaderVariant) {
       ws[(quarter * 8u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = lo[j];
       ws[(quarter * 8u + 4u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = hi[j];
     }`
-    : `${layout.offsets ? `let g = ${group};\n    ` : ''}let s = ${layout.scalePerRow ? 'scale_of(wRow)' : `scale_of(wRow * params.groups + ${layout.offsets ? 'g' : group})`};
+        : `${layout.offsets ? `let g = ${group};\n    ` : ''}let s = ${layout.scalePerRow ? 'scale_of(wRow)' : `scale_of(wRow * params.groups + ${layout.offsets ? 'g' : group})`};
     for (var i = 0u; i < 2u; i++) {
       let q = codes_lo(packed[wRow * params.rowWords + k0 / 4u + quarter * 2u + i]) * s${less};
       for (var j = 0u; j < 4u; j++) {

@@ -5,13 +5,14 @@ import { rowPieces, rowsOf, rowsOfAll } from '../rowPieces.js';
 import { narrowFunctions, type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
+import { q6kLookup, q6kScaleFunction } from './quantizedQ6k.js';
 import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 
 // quantizedEmbedding: y[r, :] = dequant(table)[ids[r], :] for a table in one
 // of core's quantized formats (quant/layout.ts has the bits), one invocation
 // per output element: its code's u32 word, its group's scale (and zero point
 // or offset; q4k's d · sc and dmin · m of its sub-block), (q − zero) · scale
-// (− offset). An id outside [0, V) is compared
+// (− offset); q6k's f32(d · sc) · (q − 32), see quantizedQ6k.ts. An id outside [0, V) is compared
 // as u32 and reads nothing: its row is NaN. The scales' storage is a
 // parameter (one shader per format). A table larger than one binding is
 // bound in pieces of whole rows, a dispatch each: a dispatch writes the
@@ -80,7 +81,10 @@ export function quantEmbeddingShader(format: QuantFormat, out: Storage = 'f32') 
     ? `select(8.0, f32((zeros[row * params.zeroWords + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u), params.hasZeros != 0u)`
     : `${layout.offset}.0`;
   // Element i's value from its id's row: (q − zero) · scale (− offset).
-  const lookup = (nan: string) => `  let id = bitcast<u32>(ids[params.idBase + i / params.dim]);
+  const lookup =
+    layout.bits === 6
+      ? q6kLookup
+      : (nan: string) => `  let id = bitcast<u32>(ids[params.idBase + i / params.dim]);
   if (id >= params.vocab) {
     ${nan};
   }
@@ -110,7 +114,9 @@ export function quantEmbeddingShader(format: QuantFormat, out: Storage = 'f32') 
       const module = new ShaderModule().params(PARAMS);
       for (const [name, type, access] of names) module.storage(name, type, access);
       module.declare(FLOAT_AT);
-      if (layout.subBlockScales) module.declare(SUB_BLOCK_SCALE_MIN);
+      if (layout.bits === 6)
+        module.declare(q6kScaleFunction((at) => `float_at(${at}, scales[word_index(${at})])`));
+      else if (layout.subBlockScales) module.declare(SUB_BLOCK_SCALE_MIN);
       if (out === 'f32') {
         return module.build(
           undefined,

@@ -91,23 +91,29 @@ describe('LlamaModel with quantized projections', async () => {
     }
   });
 
-  it('q4k (rows of whole super-blocks) quantizes on the host and follows the dense model', async () => {
-    const wide = tinyLlamaConfig({ hidden_size: 256, intermediate_size: 512, num_attention_heads: 4 });
-    const wideDir = await writeTinyLlama(wide, tinyLlamaWeights(wide, 5));
-    using dense = await LlamaModel.load(backend, wideDir);
-    using model = await LlamaModel.load(backend, wideDir, { weightFormat: 'q4k' });
-    expect(model.quantization).toMatchObject({ format: 'q4k', path: 'host' });
-    // 4.5 bits per weight of the f32 weights' 32.
-    expect(model.quantization!.quantizedBytes).toBe((model.quantization!.denseBytes * 4.5) / 32);
-    expect(model.quantization!.rmsRelativeError!).toBeLessThan(0.15);
-    const { maxError, spread } = await prefillError(model, dense);
-    expect(maxError).toBeLessThan(spread * 0.25);
-    await expect(
-      LlamaModel.load(backend, wideDir, { weightFormat: 'q4k', quantizeOn: 'device' }),
-    ).rejects.toThrow(/q4k is not quantized on the device/);
-    // K of 64: not whole super-blocks.
-    await expect(LlamaModel.load(backend, dir, { weightFormat: 'q4k' })).rejects.toThrow(ShapeError);
-  });
+  // Bits per weight, the largest rms error of the weights and the largest prefill error against the spread.
+  for (const [format, bits, rms, prefill] of [
+    ['q4k', 4.5, 0.15, 0.25],
+    ['q6k', 6.5625, 0.05, 0.1],
+  ] as const) {
+    it(`${format} (rows of whole super-blocks) quantizes on the host and follows the dense model`, async () => {
+      const wide = tinyLlamaConfig({ hidden_size: 256, intermediate_size: 512, num_attention_heads: 4 });
+      const wideDir = await writeTinyLlama(wide, tinyLlamaWeights(wide, 5));
+      using dense = await LlamaModel.load(backend, wideDir);
+      using model = await LlamaModel.load(backend, wideDir, { weightFormat: format });
+      expect(model.quantization).toMatchObject({ format, path: 'host' });
+      // Its bits per weight of the f32 weights' 32.
+      expect(model.quantization!.quantizedBytes).toBe((model.quantization!.denseBytes * bits) / 32);
+      expect(model.quantization!.rmsRelativeError!).toBeLessThan(rms);
+      const { maxError, spread } = await prefillError(model, dense);
+      expect(maxError).toBeLessThan(spread * prefill);
+      await expect(
+        LlamaModel.load(backend, wideDir, { weightFormat: format, quantizeOn: 'device' }),
+      ).rejects.toThrow(new RegExp(`${format} is not quantized on the device`));
+      // K of 64: not whole super-blocks.
+      await expect(LlamaModel.load(backend, dir, { weightFormat: format })).rejects.toThrow(ShapeError);
+    });
+  }
 
   it(`multiplies a prompt of ${DEQUANTIZED_PREFILL_ROWS}+ rows by dequantized weights, as the quantized kernels do row by row`, async () => {
     // Rows past the threshold take the dequantize-then-'half' path; row by

@@ -18,8 +18,8 @@ import { LLAMA_PROJECTIONS, type LlamaWeights } from './weights.js';
  * How a model stores its projection weights (q, k, v, o, gate, up, down) on
  * the device: int8 per output row or with a scale per 32 or 16 weights, or 4
  * bits with a scale per 32 or 128 weights (or a scale and an offset per 32),
- * see @rayo/core's quantized layouts (q4k, whose rows are whole super-blocks
- * of 256, is quantized on the host only). Quantizing on load leaves the
+ * see @rayo/core's quantized layouts (q4k and q6k, whose rows are whole
+ * super-blocks of 256, are quantized on the host only). Quantizing on load leaves the
  * embedding, the norms and the head in the model's weight dtype.
  */
 export type LlamaWeightFormat = QuantFormat;
@@ -109,7 +109,7 @@ export class LlamaLayerQuantizer {
     on?: LlamaQuantizePath,
   ) {
     checkWeightFormat(backend, format);
-    // quantizeRows writes every format but q4k: that one is quantized on the host.
+    // quantizeRows writes every format but q4k and q6k: those are quantized on the host.
     this.path = on ?? (isDeviceQuantizeFormat(format) ? defaultQuantizePath(backend) : 'host');
     if (this.path === 'device' && !isDeviceQuantizeFormat(format)) {
       throw new InvalidArgumentError(`${format} is not quantized on the device`, {
