@@ -9,13 +9,17 @@ import {
 } from '../kernel.js';
 import { type ParamLayout, paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
+import { rowPieces, rowsOf } from '../rowPieces.js';
 import type { GPUBuffer } from '../webgpuTypes.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 
 // An id outside [0, V) is compared as u32 (negative ids wrap to huge values),
-// never turned into an offset first, so no id can alias a valid row.
+// never turned into an offset first, so no id can alias a valid row. A table
+// (or y) larger than one binding is bound in pieces of whole rows, a
+// dispatch each, as the quantized lookup does: a dispatch writes the
+// elements whose id lies in its rows, the first also the NaN ones.
 
 /** A quiet NaN read from a private variable: WGSL rejects NaN in constant expressions. */
 const NAN_DECL = 'var<private> nanBits: u32 = 0x7fc00000u;';
@@ -51,7 +55,21 @@ const GATHER_PARAMS = paramLayout([
   ['count', 'u32'],
   ['dv', 'u32'],
   ['vocab', 'u32'],
+  /** The id of y's element 0 in the bound ids (a later piece of the lookups where y is split). */
+  ['idBase', 'u32'],
+  /** The table rows this dispatch binds: [rowStart, rowStart + rowCount) of V. */
+  ['rowStart', 'u32'],
+  ['rowCount', 'u32'],
+  /** 1 for the dispatch that writes the NaN rows of ids outside [0, V). */
+  ['first', 'u32'],
 ] as const);
+
+/** WGSL: the id of element (or vector) e, and whether this dispatch writes it. */
+const OWNS = `fn id_of(e: u32) -> u32 { return bitcast<u32>(ids[params.idBase + e / params.dv]); }
+fn owns(id: u32) -> bool {
+  if (id >= params.vocab) { return params.first != 0u; }
+  return id - params.rowStart < params.rowCount;
+}`;
 
 function gatherShader(vec: number) {
   const V = vtype(vec);
@@ -63,12 +81,13 @@ function gatherShader(vec: number) {
       module.storage('table', V, 'read');
       module.storage('ids', 'i32', 'read');
       module.storage('y', V, 'read_write');
-      module.declare(NAN_DECL);
+      module.declare(NAN_DECL).declare(OWNS);
     },
     `  ${elementIndex('params.count')}
-  let id = bitcast<u32>(ids[i / params.dv]);
+  let id = id_of(i);
+  if (!owns(id)) { return; }
   if (id < params.vocab) {
-    y[i] = table[id * params.dv + i % params.dv];
+    y[i] = table[(id - params.rowStart) * params.dv + i % params.dv];
   } else {
     y[i] = ${vsplat(vec, NAN)};
   }`,
@@ -86,16 +105,22 @@ function halfGatherShader(dtype: 'f16' | 'bf16', vec: boolean) {
   const nan = dtype === 'f16' ? '0x7e00u' : '0x7fc0u';
   const body = vec
     ? `${elementIndex('params.count')}
-  let id = bitcast<u32>(ids[i / params.dv]);
+  let id = id_of(i);
+  if (!owns(id)) { return; }
   if (id < params.vocab) {
-    y[i] = table[id * params.dv + i % params.dv];
+    y[i] = table[(id - params.rowStart) * params.dv + i % params.dv];
   } else {
     y[i] = vec4<u32>(${nan} | (${nan} << 16u));
   }`
     : `${elementIndex('(params.count + 1u) / 2u')}
   let first = 2u * i;
-  let lo = element(first);
-  let hi = select(y[i] >> 16u, element(first + 1u), first + 1u < params.count);
+  let own0 = owns(id_of(first));
+  let own1 = first + 1u < params.count && owns(id_of(first + 1u));
+  if (!own0 && !own1) { return; }
+  // A half another piece of the table writes (or past the end) is kept as it is.
+  let word = y[i];
+  let lo = select(word & 0xffffu, element(first), own0);
+  let hi = select(word >> 16u, element(first + 1u), own1);
   y[i] = lo | (hi << 16u);`;
   return {
     key: `embedding/embedding/${dtype}/${vec ? 'v8' : 'words'}/wg${WG}`,
@@ -105,12 +130,13 @@ function halfGatherShader(dtype: 'f16' | 'bf16', vec: boolean) {
       module.storage('table', vec ? 'vec4<u32>' : 'u32', 'read');
       module.storage('ids', 'i32', 'read');
       module.storage('y', vec ? 'vec4<u32>' : 'u32', 'read_write');
+      module.declare(OWNS);
       if (!vec) {
-        module.declare(`/** The bits of element e of y. */
+        module.declare(`/** The bits of element e of y (of a row this dispatch binds, or NaN). */
 fn element(e: u32) -> u32 {
-  let id = bitcast<u32>(ids[e / params.dv]);
+  let id = id_of(e);
   if (id >= params.vocab) { return ${nan}; }
-  let t = id * params.dv + e % params.dv;
+  let t = (id - params.rowStart) * params.dv + e % params.dv;
   return (table[t >> 1u] >> ((t & 1u) * 16u)) & 0xffffu;
 }`);
       }
@@ -331,32 +357,52 @@ export const EMBEDDING_KERNELS: readonly AnyWgpuKernel[] = [
       const out = outputs[0]!;
       if (out.size === 0) return;
       const [vocab, d] = io.inputs[0]!.shape as [number, number];
+      const [table, ids] = [inputs[0]!, inputs[1]!];
       const dtype = out.dtype;
-      if (isHalf(dtype)) {
-        const vec = d % 8 === 0 && vocab > 0;
-        const threads = vec ? out.size / 8 : Math.ceil(out.size / 2);
-        encoder.dispatch({
-          shader: halfGatherShader(dtype, vec),
-          buffers: [inputs[0]!, inputs[1]!, out],
-          params: {
-            layout: GATHER_PARAMS,
-            values: { count: vec ? threads : out.size, dv: vec ? d / 8 : d, vocab },
-          },
-          workgroups: elementGrid(encoder, threads),
-        });
-        return;
-      }
+      const half = isHalf(dtype);
       // vec4 bindings must hold at least one vec4: not for an empty table.
-      const vec = d % 4 === 0 && vocab > 0 ? 4 : 1;
-      const count = out.size / vec;
-      encoder.dispatch({
-        shader: gatherShader(vec),
-        buffers: [inputs[0]!, inputs[1]!, out],
-        params: { layout: GATHER_PARAMS, values: { count, dv: d / vec, vocab } },
-        workgroups: elementGrid(encoder, count),
-      });
+      const vec = half ? (d % 8 === 0 && vocab > 0 ? 8 : 1) : d % 4 === 0 && vocab > 0 ? 4 : 1;
+      const shader = half ? halfGatherShader(dtype, vec === 8) : gatherShader(vec);
+      // Pieces of whole rows where the table or y is larger than one binding, a dispatch for each
+      // pair; the ids stay bound whole unless they too exceed a binding.
+      const lookups = ids.size;
+      const tablePieces = rowPieces(encoder, embedding.name, vocab, { table });
+      const idsWhole = ids.size * 4 <= encoder.maxBindingBytes;
+      for (const rows of rowPieces(
+        encoder,
+        embedding.name,
+        lookups,
+        idsWhole ? { y: out } : { ids, y: out },
+      )) {
+        const elements = rows.count * d;
+        // Invocations: one per vector of y, or per u32 word of two halves.
+        const threads = vec > 1 ? elements / vec : half ? Math.ceil(elements / 2) : elements;
+        for (const [p, piece] of tablePieces.entries()) {
+          encoder.dispatch({
+            shader,
+            buffers: [
+              rowsOf(table, vocab, piece),
+              idsWhole ? ids : rowsOf(ids, lookups, rows),
+              rowsOf(out, lookups, rows),
+            ],
+            params: {
+              layout: GATHER_PARAMS,
+              values: {
+                count: half && vec === 1 ? elements : threads,
+                dv: d / vec,
+                vocab,
+                idBase: idsWhole ? rows.start : 0,
+                rowStart: piece.start,
+                rowCount: piece.count,
+                first: p === 0 ? 1 : 0,
+              },
+            },
+            workgroups: elementGrid(encoder, threads),
+          });
+        }
+      }
     },
-    { dtypes: FLOAT },
+    { splitsLargeOperands: true, dtypes: FLOAT },
   ),
   wgpuKernel(
     embeddingBackward,

@@ -393,7 +393,9 @@ function biasActivationShader(activation: LinearActivation) {
 }
 
 export const FUSED_KERNELS: readonly AnyWgpuKernel[] = [
+  // w larger than one binding is bound in pieces of whole rows (see matmulColumns.ts).
   wgpuKernel(linear, (encoder, call) => encodeMatmul(encoder, linearLaunch(call), linear.name), {
+    splitsLargeOperands: true,
     dtypes: FLOAT,
   }),
   wgpuKernel(

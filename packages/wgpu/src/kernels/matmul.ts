@@ -19,6 +19,7 @@ import { ShaderModule } from '../wgsl/module.js';
 import { encodeCast } from './cast.js';
 import { elementGrid, elementIndex } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
+import { encodeMatmulColumns } from './matmulColumns.js';
 import {
   HALF_TILE_LARGE,
   HALF_TILE_MID,
@@ -323,6 +324,11 @@ export type MatmulCall = MatmulLaunch<Operand>;
  * in any float dtype, read as stored; half a, c, bias, y and z through f32.
  */
 export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall, kernel: string): void {
+  // b stored [N, K] larger than one binding: a product per piece of its rows.
+  encodeMatmulColumns(encoder, call, kernel, (part) => encodeMatmulWhole(encoder, part, kernel));
+}
+
+function encodeMatmulWhole(encoder: KernelEncoder, call: MatmulCall, kernel: string): void {
   const { b, c, bias, y, z } = call;
   if (call.batch * call.m * call.n === 0) return;
   // Precision 'half' rounds an f32 a to b's f16 (nearest even, once, into
@@ -536,7 +542,9 @@ function encodeTiles(
 // matmul's precision 'tf32' is accepted and computed in f32 (WGSL has no tf32):
 // more precise than asked, as the spec allows.
 export const MATMUL_KERNELS: readonly AnyWgpuKernel[] = [
+  // b stored [N, K] (transB) larger than one binding is bound in pieces of whole rows.
   wgpuKernel(matmul, (encoder, call) => encodeMatmul(encoder, matmulLaunch(call), matmul.name), {
+    splitsLargeOperands: true,
     dtypes: FLOAT,
   }),
   wgpuKernel(

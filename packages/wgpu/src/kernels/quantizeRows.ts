@@ -1,6 +1,7 @@
 import { codeRange, FLOAT, type QuantFormat, quantizeRows, quantLayout, reciprocalOf } from '@rayo/core';
 import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { rowPieces, rowsOf } from '../rowPieces.js';
 import { F16_TO_F32, narrowFunctions, type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
@@ -184,30 +185,44 @@ export const QUANTIZE_ROWS_KERNELS: readonly AnyWgpuKernel[] = [
       const [n, kd] = w.shape as [number, number];
       const layout = quantLayout(attrs.format, kd);
       const units = attrs.zeroPoints ? layout.zeroWords : layout.groups;
-      const count = n * units;
-      encoder.dispatch({
-        shader: quantizeRowsShader(
-          attrs.format,
-          attrs.zeroPoints,
-          storageOf(w.dtype),
-          storageOf(outputs[1]!.dtype),
-        ),
-        buffers: [w, ...outputs],
-        params: {
-          layout: PARAMS,
-          values: {
-            count,
-            k: kd,
-            units,
-            groups: layout.groups,
-            groupSize: layout.groupSize,
-            rowWords: layout.rowWords,
-            zeroWords: layout.zeroWords,
+      const shader = quantizeRowsShader(
+        attrs.format,
+        attrs.zeroPoints,
+        storageOf(w.dtype),
+        storageOf(outputs[1]!.dtype),
+      );
+      // Rows are independent: a weight larger than one binding goes in pieces of whole rows, the
+      // dense rows and their codes, scales, zero points and offsets in step (aligned pieces share no
+      // word of half scales).
+      const names = [
+        'packed',
+        'scales',
+        ...(attrs.zeroPoints ? ['zeros'] : []),
+        ...(layout.offsets ? ['offsets'] : []),
+      ];
+      const operands = { w, ...Object.fromEntries(outputs.map((o, i) => [names[i]!, o])) };
+      for (const piece of rowPieces(encoder, quantizeRows.name, n, operands)) {
+        const count = piece.count * units;
+        encoder.dispatch({
+          shader,
+          buffers: [w, ...outputs].map((o) => rowsOf(o, n, piece)),
+          params: {
+            layout: PARAMS,
+            values: {
+              count,
+              k: kd,
+              units,
+              groups: layout.groups,
+              groupSize: layout.groupSize,
+              rowWords: layout.rowWords,
+              zeroWords: layout.zeroWords,
+            },
           },
-        },
-        workgroups: elementGrid(encoder, count),
-      });
+          workgroups: elementGrid(encoder, count),
+        });
+      }
     },
-    { dtypes: FLOAT },
+    // A weight larger than one binding is quantized in pieces of whole rows.
+    { splitsLargeOperands: true, dtypes: FLOAT },
   ),
 ];

@@ -8,6 +8,7 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { type ProductPiece, productPieces } from '../rowPieces.js';
 import { storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { encodeWithF32Activations } from './halfEdges.js';
@@ -145,9 +146,10 @@ function declareBindings(
   module.storage('y', 'f32', 'read_write');
 }
 
-/** WGSL: y[index] = value (+ beta · c[index]). */
-function storeY(index: string, value: string): string {
-  return `y[${index}] = select(${value}, fma(params.beta, c[${index}], ${value}), params.hasC != 0u);`;
+/** WGSL: y[row, col] = value (+ beta · c[row, col]), col counted from this dispatch's first column. */
+function storeY(row: string, col: string, value: string): string {
+  const index = `${row} * params.ldy + params.colOffset + ${col}`;
+  return `{ let at = ${index}; y[at] = select(${value}, fma(params.beta, c[at], ${value}), params.hasC != 0u); }`;
 }
 
 /**
@@ -338,8 +340,7 @@ ${loopTail}
     ${grouped ? '' : 'let rowScale = scale_of(col);'}
     ${rows
       .map(
-        (r) =>
-          `if (${r}u < params.m) { ${storeY(`${r}u * params.n + col`, grouped ? at(r) : `${at(r)} * rowScale`)} }`,
+        (r) => `if (${r}u < params.m) { ${storeY(`${r}u`, 'col', grouped ? at(r) : `${at(r)} * rowScale`)} }`,
       )
       .join('\n    ')}
   }`,
@@ -438,7 +439,7 @@ export function quantTileShader(v: QuantShaderVariant) {
     let row = row0 + ty * 4u + i;
     for (var j = 0u; j < 4u; j++) {
       let col = col0 + tx * 4u + j;
-      if (row < params.m && col < params.n) { ${storeY('row * params.n + col', 'acc[i][j]')} }
+      if (row < params.m && col < params.n) { ${storeY('row', 'col', 'acc[i][j]')} }
     }
   }`,
         '@builtin(local_invocation_index) tid: u32',
@@ -449,16 +450,39 @@ export function quantTileShader(v: QuantShaderVariant) {
 
 const aligned = (offset: number) => offset % 16 === 0;
 
+/** The weight operands of a product: rows of each are output columns. */
+interface QuantWeightOperands {
+  readonly packed: Operand;
+  readonly scales: Operand;
+  readonly zeros: Operand | undefined;
+  readonly offsets: Operand | undefined;
+  readonly [name: string]: Operand | undefined;
+}
+
 function encodeQuantizedF32(
   encoder: KernelEncoder,
   x: Operand,
-  weight: { packed: Operand; scales: Operand; zeros: Operand | undefined; offsets: Operand | undefined },
+  weight: QuantWeightOperands,
   c: Operand | undefined,
   y: Operand,
   attrs: { format: QuantFormat; beta: number },
 ): void {
+  // A weight (or x, c, y) larger than one binding: a dispatch per piece of whole rows, each
+  // writing its columns of y.
+  for (const piece of productPieces(encoder, quantizedMatmul.name, { x, c, y, weights: [weight] })) {
+    encodeQuantizedPiece(encoder, piece, attrs);
+  }
+}
+
+function encodeQuantizedPiece(
+  encoder: KernelEncoder,
+  piece: ProductPiece<QuantWeightOperands>,
+  attrs: { format: QuantFormat; beta: number },
+): void {
+  const { x, c, y, columns, ldy } = piece;
+  const weight = piece.weights[0]!;
   const [m, k] = x.shape as [number, number];
-  const n = y.shape[1]!;
+  const n = columns.count;
   if (m === 0 || n === 0) return;
   const layout = quantLayout(attrs.format, k);
   const variant: QuantShaderVariant = { format: attrs.format };
@@ -477,6 +501,8 @@ function encodeQuantizedF32(
     groups: layout.groups,
     zeroWords: layout.zeroWords,
     beta: attrs.beta,
+    ldy,
+    colOffset: columns.start,
   };
   // Small M: this file's shader, unless the qgemvVariant option picks
   // quantizedGemv.ts's: on an H100 its variants ran 1.2–2× slower than this
@@ -484,7 +510,7 @@ function encodeQuantizedF32(
   // beats two of these for the fused gate·up (16.8 µs against 2 × 10.4).
   const gemv = encoder.tuning.qgemvVariant ?? 'a';
   if (m <= QUANT_STREAM_MAX_ROWS && gemv !== 'a' && isQgemvFormat(attrs.format)) {
-    encodeQuantizedGemvF32(encoder, gemv, { x, weights: [weight], c, y }, attrs);
+    encodeQuantizedGemvF32(encoder, gemv, { x, weights: [weight], c, y, columns }, attrs);
     return;
   }
   if (m <= QUANT_STREAM_MAX_ROWS) {
@@ -523,6 +549,7 @@ export const QUANTIZED_KERNELS: readonly AnyWgpuKernel[] = [
       });
     },
     // x, c and y in f32, f16 or bf16 (halves through f32 scratch); scales in any of them, read as stored.
-    { dtypes: FLOAT },
+    // A weight larger than one binding is bound in pieces of whole rows.
+    { splitsLargeOperands: true, dtypes: FLOAT },
   ),
 ];

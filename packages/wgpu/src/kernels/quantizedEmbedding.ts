@@ -1,6 +1,7 @@
 import { FLOAT, type QuantFormat, quantizedEmbedding, quantLayout } from '@rayo/core';
 import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { rowPieces, rowsOf, rowsOfAll } from '../rowPieces.js';
 import { narrowFunctions, type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
@@ -13,12 +14,22 @@ import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 // or offset; q4k's d · sc and dmin · m of its sub-block), (q − zero) · scale
 // (− offset); q6k's f32(d · sc) · (q − 32), see quantizedQ6k.ts. An id outside [0, V) is compared
 // as u32 and reads nothing: its row is NaN. The scales' storage is a
-// parameter (one shader per format).
+// parameter (one shader per format). A table larger than one binding is
+// bound in pieces of whole rows, a dispatch each: a dispatch writes the
+// elements whose id lies in its rows (the first also the NaN rows), a
+// half y's words keeping the element another piece wrote.
 
 const PARAMS = paramLayout([
   ['count', 'u32'],
+  /** The id of y's element 0 in the bound ids (a later piece of the lookups where y is split). */
+  ['idBase', 'u32'],
   ['dim', 'u32'],
   ['vocab', 'u32'],
+  /** The table rows this dispatch binds: [rowStart, rowStart + rowCount) of V. */
+  ['rowStart', 'u32'],
+  ['rowCount', 'u32'],
+  /** 1 for the dispatch that writes the NaN rows of ids outside [0, V). */
+  ['first', 'u32'],
   ['rowWords', 'u32'],
   ['groups', 'u32'],
   ['zeroWords', 'u32'],
@@ -39,7 +50,13 @@ fn float_at(i: u32, word: u32) -> f32 {
   if (params.scaleKind == 1u) { return unpack2x16float(half).x; }
   return bitcast<f32>(half << 16u);
 }
-fn word_index(i: u32) -> u32 { return select(i >> 1u, i, params.scaleKind == 0u); }`;
+fn word_index(i: u32) -> u32 { return select(i >> 1u, i, params.scaleKind == 0u); }
+// Whether this dispatch writes element e: its id lies in the bound rows, or outside [0, V) for the first.
+fn owns(e: u32) -> bool {
+  let id = bitcast<u32>(ids[params.idBase + e / params.dim]);
+  if (id >= params.vocab) { return params.first != 0u; }
+  return id - params.rowStart < params.rowCount;
+}`;
 
 /**
  * The shader of `format` writing y as `out`: f32, one element an
@@ -61,25 +78,27 @@ export function quantEmbeddingShader(format: QuantFormat, out: Storage = 'f32') 
   const code =
     layout.bits === 8 ? `f32((bitcast<i32>(word) << (24u - shift)) >> 24u)` : `f32((word >> shift) & 15u)`;
   const zero = layout.zeroPoints
-    ? `select(8.0, f32((zeros[id * params.zeroWords + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u), params.hasZeros != 0u)`
+    ? `select(8.0, f32((zeros[row * params.zeroWords + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u), params.hasZeros != 0u)`
     : `${layout.offset}.0`;
   // Element i's value from its id's row: (q − zero) · scale (− offset).
   const lookup =
     layout.bits === 6
       ? q6kLookup
-      : (nan: string) => `  let id = bitcast<u32>(ids[i / params.dim]);
+      : (nan: string) => `  let id = bitcast<u32>(ids[params.idBase + i / params.dim]);
   if (id >= params.vocab) {
     ${nan};
   }
   let col = i % params.dim;
-  let word = packed[id * params.rowWords + col / ${layout.perWord}u];
+  // The row within the bound piece of the table.
+  let row = id - params.rowStart;
+  let word = packed[row * params.rowWords + col / ${layout.perWord}u];
   let shift = (col % ${layout.perWord}u) * ${layout.bits}u;
   let g = ${layout.scalePerRow ? '0u' : `col / ${layout.groupSize}u`};
-  let at = id * params.groups + g;
+  let at = row * params.groups + g;
   ${
     layout.subBlockScales
       ? `// q4k: sub-block (col / 32) mod 8 of super-block g.
-  let sm = sub_block_scale_min(id * params.zeroWords + g * 3u, (col / 32u) & 7u);
+  let sm = sub_block_scale_min(row * params.zeroWords + g * 3u, (col / 32u) & 7u);
   let s = float_at(at, scales[word_index(at)]) * f32(sm.x);`
       : 'let s = float_at(at, scales[word_index(at)]);'
   }
@@ -103,6 +122,7 @@ export function quantEmbeddingShader(format: QuantFormat, out: Storage = 'f32') 
           undefined,
           WG,
           `  ${elementIndex('params.count')}
+  if (!owns(i)) { return; }
 ${lookup('y[i] = bitcast<f32>(nanBits);\n    return')}
   y[i] = ${result};`,
         );
@@ -116,8 +136,19 @@ ${lookup('return bitcast<f32>(nanBits)')}
         undefined,
         WG,
         `  ${elementIndex('(params.count + 1u) / 2u')}
-  let second = select(0.0, element(2u * i + 1u), 2u * i + 1u < params.count);
-  y[i] = to_${out}(element(2u * i)) | (to_${out}(second) << 16u);`,
+  let e = 2u * i;
+  let has1 = e + 1u < params.count;
+  let own0 = owns(e);
+  let own1 = has1 && owns(e + 1u);
+  if (!own0 && !own1) { return; }
+  // Past the end the high half is 0; a half another piece of the table writes is kept.
+  var word = 0u;
+  if (!own0 || (has1 && !own1)) { word = y[i]; }
+  var lo = word & 0xffffu;
+  var hi = word >> 16u;
+  if (own0) { lo = to_${out}(element(e)); }
+  if (own1) { hi = to_${out}(element(e + 1u)); }
+  y[i] = lo | (hi << 16u);`,
       );
     },
   };
@@ -129,40 +160,58 @@ export const QUANTIZED_EMBEDDING_KERNELS: readonly AnyWgpuKernel[] = [
     (encoder, { inputs, outputs, attrs }) => {
       const [ids, packed, scales, zeros, offsets] = inputs;
       const y = outputs[0]!;
-      const count = y.size;
-      if (count === 0) return;
+      if (y.size === 0) return;
       const layout = quantLayout(attrs.format, attrs.dim);
-      const buffers = [
-        ids!,
-        packed!,
-        scales!,
-        // Absent zero points bind a read-only placeholder the shader never reads.
-        ...(layout.zeroPoints || layout.subBlockScales ? [zeros ?? packed!] : []),
-        ...(layout.offsets ? [offsets!] : []),
-        y,
-      ];
+      const vocab = packed!.shape[0]!;
       const out = storageOf(y.dtype);
-      encoder.dispatch({
-        shader: quantEmbeddingShader(attrs.format, out),
-        buffers,
-        params: {
-          layout: PARAMS,
-          values: {
-            count,
-            dim: attrs.dim,
-            vocab: packed!.shape[0]!,
-            rowWords: layout.rowWords,
-            groups: layout.groups,
-            zeroWords: layout.zeroWords,
-            hasZeros: zeros && layout.zeroPoints ? 1 : 0,
-            scaleKind: SCALE_KINDS[storageOf(scales!.dtype)],
-          },
-        },
-        // A half y: one invocation per word of two elements.
-        workgroups: elementGrid(encoder, out === 'f32' ? count : Math.ceil(count / 2)),
-      });
+      const lookups = ids!.size;
+      // Pieces of whole rows where an operand is larger than one binding: of the table (rows of
+      // V) and of the lookups (rows of y), a dispatch for each pair. The ids stay bound whole
+      // (the piece's first is a parameter) unless they too exceed a binding.
+      const table = { packed: packed!, scales: scales!, zeros, offsets };
+      const tablePieces = rowPieces(encoder, quantizedEmbedding.name, vocab, table);
+      const idsWhole = ids!.size * 4 <= encoder.maxBindingBytes;
+      const lookupOperands = idsWhole ? { y } : { ids: ids!, y };
+      for (const rows of rowPieces(encoder, quantizedEmbedding.name, lookups, lookupOperands)) {
+        const count = rows.count * attrs.dim;
+        for (const [p, piece] of tablePieces.entries()) {
+          const t = rowsOfAll(table, vocab, piece);
+          encoder.dispatch({
+            shader: quantEmbeddingShader(attrs.format, out),
+            buffers: [
+              idsWhole ? ids! : rowsOf(ids!, lookups, rows),
+              t.packed,
+              t.scales,
+              // Absent zero points bind a read-only placeholder the shader never reads.
+              ...(layout.zeroPoints || layout.subBlockScales ? [t.zeros ?? t.packed] : []),
+              ...(layout.offsets ? [t.offsets!] : []),
+              rowsOf(y, lookups, rows),
+            ],
+            params: {
+              layout: PARAMS,
+              values: {
+                count,
+                idBase: idsWhole ? rows.start : 0,
+                dim: attrs.dim,
+                vocab,
+                rowStart: piece.start,
+                rowCount: piece.count,
+                first: p === 0 ? 1 : 0,
+                rowWords: layout.rowWords,
+                groups: layout.groups,
+                zeroWords: layout.zeroWords,
+                hasZeros: zeros && layout.zeroPoints ? 1 : 0,
+                scaleKind: SCALE_KINDS[storageOf(scales!.dtype)],
+              },
+            },
+            // A half y: one invocation per word of two elements.
+            workgroups: elementGrid(encoder, out === 'f32' ? count : Math.ceil(count / 2)),
+          });
+        }
+      }
     },
-    // The scales (and offsets) in f32, f16 or bf16, read as stored; y in `to`'s dtype.
-    { dtypes: FLOAT },
+    // The scales (and offsets) in f32, f16 or bf16, read as stored; y in `to`'s dtype. A table
+    // (or ids and y) larger than one binding is bound in pieces of whole rows.
+    { splitsLargeOperands: true, dtypes: FLOAT },
   ),
 ];

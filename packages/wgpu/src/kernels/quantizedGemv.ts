@@ -18,6 +18,7 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import { productPieces, type RowPiece } from '../rowPieces.js';
 import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
 import { storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
@@ -319,7 +320,7 @@ export function qgemvShader(v: QgemvShaderVariant) {
     ${range(P)
       .map((p) => `${sumOf(p)}\n    ${rowScale(p)}`)
       .join('\n    ')}
-    let index = row * params.n + col;
+    let index = row * params.ldy + params.colOffset + col;
     y[index] = ${output};
   }`,
         '@builtin(local_invocation_index) tid: u32',
@@ -347,11 +348,20 @@ const aligned = (offset: number) => offset % 16 === 0;
 export function encodeQuantizedGemvF32(
   encoder: KernelEncoder,
   variant: QgemvShapeVariant,
-  ops: { x: Operand; weights: readonly QgemvWeight[]; c: Operand | undefined; y: Operand },
+  ops: {
+    x: Operand;
+    weights: readonly QgemvWeight[];
+    c: Operand | undefined;
+    y: Operand;
+    /** The weights' rows bound (a piece of a larger weight): the columns of y written; all of them if absent. */
+    columns?: RowPiece;
+  },
   attrs: { format: QuantFormat; beta: number },
 ): void {
   const { x, weights, c, y } = ops;
-  const problem = qgemvProblem(variant, x.shape, y.shape, attrs.format, {
+  const ldy = y.shape[1]!;
+  const columns = ops.columns ?? { start: 0, count: ldy };
+  const problem = qgemvProblem(variant, x.shape, [x.shape[0]!, columns.count], attrs.format, {
     units: UNITS,
     slices: encoder.tuning.qgemvSlices,
   });
@@ -395,6 +405,8 @@ export function encodeQuantizedGemvF32(
         hasC: c ? 1 : 0,
         hasZeros: first.zeros ? 1 : 0,
         scaleKind: SCALE_KINDS[storageOf(first.scales.dtype)],
+        ldy,
+        colOffset: columns.start,
         slices,
         tilesN,
         tiles,
@@ -411,24 +423,38 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyWgpuKernel[] = [
     (encoder, { inputs, outputs, attrs }) => {
       const [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros] = inputs;
       encodeWithF32Activations(encoder, quantizedGateUpSwiglu.name, { x }, { y: outputs[0] }, (i, o) => {
-        encodeQuantizedGemvF32(
-          encoder,
-          // Variant a has no pair shader: it leaves the pair to the default.
-          qgemvPairVariant(encoder.tuning.qgemvVariant),
-          {
-            x: i.x!,
-            weights: [
-              { packed: gatePacked!, scales: gateScales!, zeros: gateZeros },
-              { packed: upPacked!, scales: upScales!, zeros: upZeros },
-            ],
-            c: undefined,
-            y: o.y!,
-          },
-          { format: attrs.format, beta: 0 },
-        );
+        const gate = { gatePacked: gatePacked!, gateScales: gateScales!, gateZeros };
+        const up = { upPacked: upPacked!, upScales: upScales!, upZeros };
+        // Weights larger than one binding: both in step, a dispatch per piece of whole rows.
+        const pieces = productPieces(encoder, quantizedGateUpSwiglu.name, {
+          x: i.x!,
+          c: undefined,
+          y: o.y!,
+          weights: [gate, up],
+        });
+        for (const piece of pieces) {
+          const [g, u] = piece.weights as [typeof gate, typeof up];
+          encodeQuantizedGemvF32(
+            encoder,
+            // Variant a has no pair shader: it leaves the pair to the default.
+            qgemvPairVariant(encoder.tuning.qgemvVariant),
+            {
+              x: piece.x,
+              weights: [
+                { packed: g.gatePacked, scales: g.gateScales, zeros: g.gateZeros },
+                { packed: u.upPacked, scales: u.upScales, zeros: u.upZeros },
+              ],
+              c: undefined,
+              y: piece.y,
+              columns: piece.columns,
+            },
+            { format: attrs.format, beta: 0 },
+          );
+        }
       });
     },
     // x and y in f32, f16 or bf16 (halves through f32 scratch); the scales in any of them, read as stored.
-    { dtypes: FLOAT },
+    // Weights larger than one binding are bound in pieces of whole rows.
+    { splitsLargeOperands: true, dtypes: FLOAT },
   ),
 ];

@@ -18,6 +18,10 @@ export const QUANT_WEIGHT_PARAMS = [
   ['hasZeros', 'u32'],
   /** How the scales are stored: 0 f32, 1 f16, 2 bf16 (all bound as u32 words). */
   ['scaleKind', 'u32'],
+  /** Row stride of y and c: all of N (n is this dispatch's columns when the weight is bound in pieces). */
+  ['ldy', 'u32'],
+  /** First output column of this dispatch: the first row of W it binds. */
+  ['colOffset', 'u32'],
 ] as const satisfies readonly (readonly [string, ParamType])[];
 
 /** The `scaleKind` parameter of a scales storage. */

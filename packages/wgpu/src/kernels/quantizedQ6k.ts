@@ -124,17 +124,20 @@ export function q6kStageTile(store: (k: string, value: string) => string): strin
  * ggml forms it, f32(f32(d · sc) · (q − 32)), from weight e of its
  * super-block: its nibble and its high pair (byte (e mod 8) / 2 of high word
  * e / 16, bit 2 · (2 · ((e / 8) mod 2) + e mod 2)); an id past the table runs
- * `nan` instead.
+ * `nan` instead. Rows count from the first the dispatch binds (`rowStart`),
+ * ids from `idBase`, as the other formats' gathers do.
  */
-export const q6kLookup = (nan: string) => `  let id = bitcast<u32>(ids[i / params.dim]);
+export const q6kLookup = (nan: string) => `  let id = bitcast<u32>(ids[params.idBase + i / params.dim]);
   if (id >= params.vocab) {
     ${nan};
   }
   let col = i % params.dim;
+  // The row within the bound piece of the table.
+  let row = id - params.rowStart;
   let g = col / 256u;
   let e = col % 256u;
-  let base = id * params.rowWords + g * 48u;
+  let base = row * params.rowWords + g * 48u;
   let nibble = (packed[base + e / 8u] >> ((e % 8u) * 4u)) & 15u;
   let pairShift = ((e & 6u) << 2u) + ((((e >> 2u) & 2u) | (e & 1u)) << 1u);
   let pair = (packed[base + 32u + e / 16u] >> pairShift) & 3u;
-  let value = q6k_scale(id, g, e / 16u) * (f32(nibble | (pair << 4u)) - 32.0);`;
+  let value = q6k_scale(row, g, e / 16u) * (f32(nibble | (pair << 4u)) - 32.0);`;
