@@ -34,8 +34,7 @@ import { Q4K_CODES, SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 // sub-block scales; q6k's lanes read their word's high pairs too and sum its two 16-weight sub-blocks apart,
 // see quantizedQ6k.ts), q8 scales the row's sum once. The K-quants load a tile's words and scales two tiles
 // ahead and its x one ahead (a q4k word's scale and offset from one read of its sub-block's d, dmin and scale
-// words; with one row of x, its Σx from unit sums formed once per workgroup), and form their codes without an
-// int-to-float convert. The lanes' sums meet in a
+// words), and form their codes without an int-to-float convert. The lanes' sums meet in a
 // tree in workgroup memory (no subgroups needed). More rows take a tiled
 // shader: a 64-column × 32-k tile of W is dequantized into workgroup memory
 // per step, and each invocation computes 4 × 4 outputs of a 64 × 64 tile.
@@ -182,13 +181,8 @@ export function quantStreamShader(v: QuantStreamVariant) {
   const lanesPerCycle = 8 / units;
   const xAt = (r: number, unit: string) => `xt[${r * tileUnits}u + lane * ${units}u + ((${unit}) ^ sw)]`;
   // The word loop stays a loop: unrolled, it made shaders that took seconds to compile on lavapipe.
-  // q4k with one row of x: a word's Σx comes from the tile's unit sums, formed once per workgroup by the
-  // invocations that stage x (each of its 8 groups summed all of it itself); with 4 rows no workgroup memory is left.
-  const unitSums = q4k && v.rows === 1;
   const xSum = (r: number, units: string[]) =>
-    offsets && !unitSums
-      ? `xsum${r} += ${units.map((u) => `dot(${xAt(r, u)}, vec4<f32>(1.0))`).join(' + ')};`
-      : '';
+    offsets ? `xsum${r} += ${units.map((u) => `dot(${xAt(r, u)}, vec4<f32>(1.0))`).join(' + ')};` : '';
   const body = q6k
     ? q6kStreamBody(rows, xAt)
     : `for (var j = 0u; j < 4u; j++) {
@@ -230,7 +224,6 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
   const stage = (r: number, value: string) => `xt[${r * tileUnits}u + stagePos] = ${value};`;
   // K-quants: each tile's words and scales are loaded two tiles ahead and its x a tile ahead (into registers,
   // staged after the barrier): twice the bytes in flight, and no read of x between a step's two barriers.
-  // Their tile is 256 units of x, one per invocation (32 weights per word), so every invocation stages one.
   const kq = layout.subBlockScales;
   const loopHead = kq
     ? `// Each tile's code words and sub-block scales are loaded two tiles ahead, its x one tile ahead.
@@ -246,12 +239,7 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
     let k = (first + ${LANES}u) * ${perChunk}u + tid * 4u;
     ${rows.map((r) => `let nextXq${r} = x_quad(xRow${r}, k);`).join('\n    ')}
     workgroupBarrier();
-    ${rows.map((r) => stage(r, `xq${r}`)).join('\n    ')}${
-      unitSums
-        ? `
-    us[((tid % 8u) / 4u) * ${LANES}u + tid / 8u][tid % 4u] = dot(xq0, vec4<f32>(1.0));`
-        : ''
-    }`
+    ${rows.map((r) => stage(r, `xq${r}`)).join('\n    ')}`
     : `// Each tile's code word (and its group's scale, zero point and offset) is loaded a tile ahead.
   var wv = word_of(wRow, chunks, lane);
   ${grouped ? 'var gs = group_scale(wRow, chunks, lane);' : ''}
@@ -281,8 +269,6 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
       const module = new ShaderModule();
       declareBindings(module, v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>');
       module.workgroupArray('xt', 'vec4<f32>', v.rows * tileUnits);
-      // Unit t's sum at vec4 (t mod 8) / 4 · 32 + t / 8, component t mod 4: lane l's two vec4s are l and 32 + l.
-      if (unitSums) module.workgroupArray('us', 'vec4<f32>', tileUnits / 4);
       module.declare(`${dequantFunctions(v)}
 ${xQuad}
 ${
@@ -321,7 +307,7 @@ ${groupOffsets}`);
   ${rows.map((r) => `var acc${r} = 0.0;`).join(' ')}
   ${loopHead}
     workgroupBarrier();
-    ${rows.map((r) => `var part${r} = ${q6k ? 'vec2<f32>(0.0)' : '0.0'};${offsets ? ` var xsum${r} = ${unitSums ? `dot(us[lane] + us[${LANES}u + lane], vec4<f32>(1.0))` : '0.0'};` : ''}`).join(' ')}
+    ${rows.map((r) => `var part${r} = ${q6k ? 'vec2<f32>(0.0)' : '0.0'};${offsets ? ` var xsum${r} = 0.0;` : ''}`).join(' ')}
     ${body}
     ${rows.map((r) => (q6k ? `acc${r} = fma(part${r}.x, gs.x, fma(part${r}.y, gs.y, acc${r}));` : grouped ? `acc${r} = fma(part${r}, ${wordScale}, acc${r});` : `acc${r} += part${r};`)).join(' ')}
     ${offsets ? rows.map((r) => `acc${r} = fma(xsum${r}, -${wordOffset}, acc${r});`).join(' ') : ''}
