@@ -32,9 +32,7 @@ import { Q4K_CODES, SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 // before its group scale multiplies it (q4g32a and q8g32a also sum the word's x, which the offset multiplies;
 // q4k likewise, its word's scale d·sc and offset dmin·m formed from the super-block's d, dmin and 6-bit
 // sub-block scales; q6k's lanes read their word's high pairs too and sum its two 16-weight sub-blocks apart,
-// see quantizedQ6k.ts), q8 scales the row's sum once. The K-quants load a tile's words and scales two tiles
-// ahead and its x one ahead (a q4k word's scale and offset from one read of its sub-block's d, dmin and scale
-// words), and form their codes without an int-to-float convert. The lanes' sums meet in a
+// see quantizedQ6k.ts), q8 scales the row's sum once. The lanes' sums meet in a
 // tree in workgroup memory (no subgroups needed). More rows take a tiled
 // shader: a 64-column × 32-k tile of W is dequantized into workgroup memory
 // per step, and each invocation computes 4 × 4 outputs of a 64 × 64 tile.

@@ -1,8 +1,7 @@
 // q4k's sub-block scales (core's quant/layout.ts): the 6-bit sc and m of
 // one of a super-block's eight sub-blocks, read from the file's twelve bytes
 // (three words of the `zeros` binding) as ggml's get_scale_min_k4 reads
-// them, branch-free. The shaders multiply them by their d and dmin. Also
-// q4k's codes as the quantized product's shaders form them.
+// them, branch-free. The shaders multiply them by their d and dmin.
 
 /** WGSL: vec2(sc, m) of sub-block j (0 … 7) of the super-block whose words start at zeros[at]. */
 export const SUB_BLOCK_SCALE_MIN = `fn sub_block_scale_min(at: u32, j: u32) -> vec2<u32> {
