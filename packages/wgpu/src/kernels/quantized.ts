@@ -21,7 +21,7 @@ import {
   q6kStageTile,
   q6kStreamBody,
 } from './quantizedQ6k.js';
-import { Q4K_CODES, SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
+import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 
 // quantizedMatmul: y = x · dequant(W)ᵀ (+ beta · c) with W [N, K] stored as
 // int8 or 4-bit codes (core's quant/layout.ts has the bits). For a few rows
@@ -80,10 +80,8 @@ function dequantFunctions(v: QuantShaderVariant): string {
         `fn codes_lo(w: u32) -> vec4<f32> {
   return vec4<f32>((vec4<i32>(bitcast<i32>(w)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
 }`
-      : layout.subBlockScales
-        ? Q4K_CODES
-        : // Eight nibbles, the lowest first: codes_lo has 0–3, codes_hi 4–7.
-          `fn codes_lo(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)); }
+      : // Eight nibbles, the lowest first: codes_lo has 0–3, codes_hi 4–7.
+        `fn codes_lo(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)); }
 fn codes_hi(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)); }`;
   // Only q4g32 and q4g128 have zero points (and a binding for them); q4g32a's codes are unsigned.
   const zero = layout.zeroPoints
@@ -165,13 +163,8 @@ export function quantStreamShader(v: QuantStreamVariant) {
   const rows = Array.from({ length: v.rows }, (_, r) => r);
   const q4 = layout.bits === 4;
   const q6k = layout.bits === 6;
-  // q4k: a word is one sub-block, its scale and offset read once per word as gs (vec2); its codes have no zero.
-  const q4k = q4 && layout.subBlockScales;
-  const zeroed = q4 && !q4k;
   const grouped = !layout.scalePerRow;
   const offsets = layout.offsets;
-  const wordScale = q4k ? 'gs.x' : 'gs';
-  const wordOffset = q4k ? 'gs.y' : 'go';
   /** Weights per 16-byte code word; vec4 units of x per word and per tile; lanes that share a bank cycle. */
   const perChunk = 4 * layout.perWord;
   const units = perChunk / 4;
@@ -184,8 +177,8 @@ export function quantStreamShader(v: QuantStreamVariant) {
   const body = q6k
     ? q6kStreamBody(rows, xAt)
     : `for (var j = 0u; j < 4u; j++) {
-        let lo = codes_lo(wv[j])${zeroed ? ' - z' : ''};
-        ${q4 ? `let hi = codes_hi(wv[j])${zeroed ? ' - z' : ''};` : ''}
+        let lo = codes_lo(wv[j])${q4 ? ' - z' : ''};
+        ${q4 ? 'let hi = codes_hi(wv[j]) - z;' : ''}
         ${rows
           .map((r) =>
             q4
@@ -210,56 +203,16 @@ export function quantStreamShader(v: QuantStreamVariant) {
 fn x_quad(row: u32, k: u32) -> vec4<f32> {
   return vec4<f32>(x_at(row, k), x_at(row, k + 1u), x_at(row, k + 2u), x_at(row, k + 3u));
 }`;
-  // q4k: word c is sub-block c mod 8 of super-block c / 8; its scale and offset come from one read of the
-  // super-block's d, dmin and scale words.
-  const groupScales = q4k
-    ? `fn group_scale(row: u32, chunks: u32, c: u32) -> vec2<f32> { return sub_block(row, group_of(chunks, c), min(c, chunks - 1u) & 7u); }`
+  // q4k: word c is sub-block c mod 8 of super-block c / 8.
+  const subBlockOf = 'sub_block(row, group_of(chunks, c), min(c, chunks - 1u) & 7u)';
+  const groupScales = layout.subBlockScales
+    ? `fn group_scale(row: u32, chunks: u32, c: u32) -> f32 { return ${subBlockOf}.x; }`
     : 'fn group_scale(row: u32, chunks: u32, c: u32) -> f32 { return scale_of(row * params.groups + group_of(chunks, c)); }';
-  const groupOffsets =
-    !offsets || q4k
-      ? ''
+  const groupOffsets = !offsets
+    ? ''
+    : layout.subBlockScales
+      ? `fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return ${subBlockOf}.y; }`
       : 'fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return offset_of(row * params.groups + group_of(chunks, c)); }';
-  const stage = (r: number, value: string) => `xt[${r * tileUnits}u + stagePos] = ${value};`;
-  // K-quants: each tile's words and scales are loaded two tiles ahead and its x a tile ahead (into registers,
-  // staged after the barrier): twice the bytes in flight, and no read of x between a step's two barriers.
-  const kq = layout.subBlockScales;
-  const loopHead = kq
-    ? `// Each tile's code words and sub-block scales are loaded two tiles ahead, its x one tile ahead.
-  var wv = word_of(wRow, chunks, lane);${q6k ? '\n  var hv = high_of(wRow, chunks, lane);' : ''}
-  var gs = group_scale(wRow, chunks, lane);
-  var wv1 = word_of(wRow, chunks, lane + ${LANES}u);${q6k ? `\n  var hv1 = high_of(wRow, chunks, lane + ${LANES}u);` : ''}
-  var gs1 = group_scale(wRow, chunks, lane + ${LANES}u);
-  ${rows.map((r) => `var xq${r} = x_quad(xRow${r}, tid * 4u);`).join('\n  ')}
-  for (var first = 0u; first < chunks; first += ${LANES}u) {
-    let next = first + ${2 * LANES}u + lane;
-    let nextWv = word_of(wRow, chunks, next);${q6k ? '\n    let nextHv = high_of(wRow, chunks, next);' : ''}
-    let nextGs = group_scale(wRow, chunks, next);
-    let k = (first + ${LANES}u) * ${perChunk}u + tid * 4u;
-    ${rows.map((r) => `let nextXq${r} = x_quad(xRow${r}, k);`).join('\n    ')}
-    workgroupBarrier();
-    ${rows.map((r) => stage(r, `xq${r}`)).join('\n    ')}`
-    : `// Each tile's code word (and its group's scale, zero point and offset) is loaded a tile ahead.
-  var wv = word_of(wRow, chunks, lane);
-  ${grouped ? 'var gs = group_scale(wRow, chunks, lane);' : ''}
-  ${q4 ? 'var z = group_zero(wRow, chunks, lane);' : ''}
-  ${offsets ? 'var go = group_offset(wRow, chunks, lane);' : ''}
-  for (var first = 0u; first < chunks; first += ${LANES}u) {
-    let next = first + ${LANES}u + lane;
-    let nextWv = word_of(wRow, chunks, next);
-    ${grouped ? 'let nextGs = group_scale(wRow, chunks, next);' : ''}
-    ${q4 ? 'let nextZ = group_zero(wRow, chunks, next);' : ''}
-    ${offsets ? 'let nextGo = group_offset(wRow, chunks, next);' : ''}
-    workgroupBarrier();
-    if (tid < ${tileUnits}u) {
-      let k = first * ${perChunk}u + tid * 4u;
-      ${rows.map((r) => stage(r, `x_quad(xRow${r}, k)`)).join('\n      ')}
-    }`;
-  const loopTail = kq
-    ? `    wv = wv1; wv1 = nextWv;${q6k ? ' hv = hv1; hv1 = nextHv;' : ''}
-    gs = gs1; gs1 = nextGs;
-    ${rows.map((r) => `xq${r} = nextXq${r};`).join(' ')}`
-    : `    wv = nextWv;
-    ${grouped ? 'gs = nextGs;' : ''} ${q4 ? 'z = nextZ;' : ''} ${offsets ? 'go = nextGo;' : ''}`;
   return {
     key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}/${v.format}`,
     kernel: quantizedMatmul.name,
@@ -285,7 +238,7 @@ fn group_of(chunks: u32, c: u32) -> u32 { return min(min(c, chunks - 1u) * ${per
 ${groupScales}`
     : ''
 }
-${zeroed ? 'fn group_zero(row: u32, chunks: u32, c: u32) -> vec4<f32> { return vec4<f32>(zero_of(row, group_of(chunks, c))); }' : ''}
+${q4 ? 'fn group_zero(row: u32, chunks: u32, c: u32) -> vec4<f32> { return vec4<f32>(zero_of(row, group_of(chunks, c))); }' : ''}
 ${groupOffsets}`);
       return module.build(
         undefined,
@@ -303,13 +256,29 @@ ${groupOffsets}`);
   let stagePos = stageLane * ${units}u + ((tid % ${units}u) ^ ((stageLane / ${lanesPerCycle}u) % ${units}u));
   ${rows.map((r) => `let xRow${r} = min(${r}u, params.m - 1u) * params.k;`).join('\n  ')}
   ${rows.map((r) => `var acc${r} = 0.0;`).join(' ')}
-  ${loopHead}
+  // Each tile's code word (and its group's scale, zero point and offset) is loaded a tile ahead.
+  var wv = word_of(wRow, chunks, lane);${q6k ? '\n  var hv = high_of(wRow, chunks, lane);' : ''}
+  ${grouped ? 'var gs = group_scale(wRow, chunks, lane);' : ''}
+  ${q4 ? 'var z = group_zero(wRow, chunks, lane);' : ''}
+  ${offsets ? 'var go = group_offset(wRow, chunks, lane);' : ''}
+  for (var first = 0u; first < chunks; first += ${LANES}u) {
+    let next = first + ${LANES}u + lane;
+    let nextWv = word_of(wRow, chunks, next);${q6k ? '\n    let nextHv = high_of(wRow, chunks, next);' : ''}
+    ${grouped ? 'let nextGs = group_scale(wRow, chunks, next);' : ''}
+    ${q4 ? 'let nextZ = group_zero(wRow, chunks, next);' : ''}
+    ${offsets ? 'let nextGo = group_offset(wRow, chunks, next);' : ''}
+    workgroupBarrier();
+    if (tid < ${tileUnits}u) {
+      let k = first * ${perChunk}u + tid * 4u;
+      ${rows.map((r) => `xt[${r * tileUnits}u + stagePos] = x_quad(xRow${r}, k);`).join('\n      ')}
+    }
     workgroupBarrier();
     ${rows.map((r) => `var part${r} = ${q6k ? 'vec2<f32>(0.0)' : '0.0'};${offsets ? ` var xsum${r} = 0.0;` : ''}`).join(' ')}
     ${body}
-    ${rows.map((r) => (q6k ? `acc${r} = fma(part${r}.x, gs.x, fma(part${r}.y, gs.y, acc${r}));` : grouped ? `acc${r} = fma(part${r}, ${wordScale}, acc${r});` : `acc${r} += part${r};`)).join(' ')}
-    ${offsets ? rows.map((r) => `acc${r} = fma(xsum${r}, -${wordOffset}, acc${r});`).join(' ') : ''}
-${loopTail}
+    ${rows.map((r) => (q6k ? `acc${r} = fma(part${r}.x, gs.x, fma(part${r}.y, gs.y, acc${r}));` : grouped ? `acc${r} = fma(part${r}, gs, acc${r});` : `acc${r} += part${r};`)).join(' ')}
+    ${offsets ? rows.map((r) => `acc${r} = fma(xsum${r}, -go, acc${r});`).join(' ') : ''}
+    wv = nextWv;${q6k ? ' hv = nextHv;' : ''}
+    ${grouped ? 'gs = nextGs;' : ''} ${q4 ? 'z = nextZ;' : ''} ${offsets ? 'go = nextGo;' : ''}
   }
   workgroupBarrier();
   ${rows.map((r) => `${at(r)} = acc${r};`).join('\n  ')}

@@ -9,19 +9,9 @@
  * WGSL: the codes less 32 of nibble word `low` (weights 8i … 8i + 7 of a
  * super-block) with `high`, its pair's high word shifted right by 4 for the
  * pair's second word: weights 0, 2, 4, 6 (q6k_even) and 1, 3, 5, 7 (q6k_odd).
- * The codes' bytes (0 … 63) become exact f32s without an int-to-float
- * convert (a quarter-rate instruction on NVIDIA GPUs): bytes 0–2 masked in
- * place (byte 3 shifted down to byte 2's place) and ORed into the mantissa
- * of 2^23 read as 2^23 + q · 256^i, and one fma by 256^-i less
- * 2^23 · 256^-i + 32 leaves q − 32 exactly.
  */
 export const Q6K_CODES = `fn q6k_bytes(w: u32) -> vec4<f32> {
-  let m = (vec4<u32>(w, w, w, w >> 8u) & vec4<u32>(0x3fu, 0x3f00u, 0x3f0000u, 0x3f0000u)) | vec4<u32>(0x4b000000u);
-  return fma(
-    bitcast<vec4<f32>>(m),
-    vec4<f32>(1.0, 0.00390625, 0.0000152587890625, 0.0000152587890625),
-    vec4<f32>(-8388640.0, -32800.0, -160.0, -160.0),
-  );
+  return vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u)) - vec4<f32>(32.0);
 }
 fn q6k_even(low: u32, high: u32) -> vec4<f32> {
   return q6k_bytes((low & 0x0f0f0f0fu) | ((high << 4u) & 0x30303030u));
@@ -70,28 +60,21 @@ fn group_scale(row: u32, chunks: u32, c: u32) -> vec2<f32> {
 
 /**
  * WGSL: the streaming shader's sum of a lane's chunk against row r's x
- * (units `xAt(r, unit)`): sub-block s is words 2s and 2s + 1 (high pairs in
- * hv[s], the second word's in its upper half), summed into part{r}[s] whole.
+ * (units `xAt(r, unit)`): words 0–1 are the first sub-block, 2–3 the second,
+ * summed into part{r}.x and .y.
  */
 export function q6kStreamBody(rows: readonly number[], xAt: (r: number, unit: string) => string): string {
-  return `for (var s = 0u; s < 2u; s++) {
-        let h = select(hv.x, hv.y, s == 1u);
-        let lo = wv[2u * s];
-        let hi = wv[2u * s + 1u];
-        let even0 = q6k_even(lo, h);
-        let odd0 = q6k_odd(lo, h);
-        let even1 = q6k_even(hi, h >> 4u);
-        let odd1 = q6k_odd(hi, h >> 4u);
+  return `for (var j = 0u; j < 4u; j++) {
+        let h = select(hv.x, hv.y, j >= 2u) >> ((j & 1u) * 4u);
+        let even = q6k_even(wv[j], h);
+        let odd = q6k_odd(wv[j], h);
+        let half = select(vec2<f32>(1.0, 0.0), vec2<f32>(0.0, 1.0), j >= 2u);
         ${rows
           .map(
             (r) => `{
-          let x0 = ${xAt(r, '4u * s')};
-          let x1 = ${xAt(r, '4u * s + 1u')};
-          let x2 = ${xAt(r, '4u * s + 2u')};
-          let x3 = ${xAt(r, '4u * s + 3u')};
-          let sum = dot(even0, vec4<f32>(x0.x, x0.z, x1.x, x1.z)) + dot(odd0, vec4<f32>(x0.y, x0.w, x1.y, x1.w))
-            + dot(even1, vec4<f32>(x2.x, x2.z, x3.x, x3.z)) + dot(odd1, vec4<f32>(x2.y, x2.w, x3.y, x3.w));
-          part${r} += select(vec2<f32>(sum, 0.0), vec2<f32>(0.0, sum), s == 1u);
+          let a = ${xAt(r, '2u * j')};
+          let b = ${xAt(r, '2u * j + 1u')};
+          part${r} += half * (dot(even, vec4<f32>(a.x, a.z, b.x, b.z)) + dot(odd, vec4<f32>(a.y, a.w, b.y, b.w)));
         }`,
           )
           .join('\n        ')}
