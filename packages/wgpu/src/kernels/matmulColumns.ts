@@ -1,7 +1,6 @@
-import { bytesPerElement, UnsupportedOnBackendError } from '@rayo/core';
+import { bytesPerElement, type MatmulLaunch, UnsupportedOnBackendError } from '@rayo/core';
 import type { KernelEncoder, Operand } from '../kernel.js';
 import { type RowPiece, rowPieces, rowsOf } from '../rowPieces.js';
-import type { MatmulCall } from './matmul.js';
 
 // A product whose b, stored [N, K] (transB: a model's head, a linear
 // layer's weight), is larger than one binding runs as one product per piece
@@ -25,9 +24,9 @@ function refuse(kernel: string, argument: string, operand: Operand, max: number,
 /** Runs `encode` on `call` whole where every operand fits one binding, else on pieces of b's rows. */
 export function encodeMatmulColumns(
   encoder: KernelEncoder,
-  call: MatmulCall,
+  call: MatmulLaunch<Operand>,
   kernel: string,
-  encode: (call: MatmulCall) => void,
+  encode: (call: MatmulLaunch<Operand>) => void,
 ): void {
   const max = encoder.maxBindingBytes;
   const { a, b, c, y, z, bias, m, n } = call;
