@@ -2,7 +2,7 @@
 // stored as codes and per-group scales.
 
 import { type QuantFormat, quantizedGateUpSwiglu, quantizedMatmul, quantLayout } from '@rayo/core';
-import type { Rng } from '@rayo/core/testing';
+import { quantOffsetLimit, quantScaleRange, type Rng } from '@rayo/core/testing';
 import type { BenchCase, BenchInput } from './case.js';
 import { MAX_TOL, type Modes, modes } from './caseDefaults.js';
 
@@ -25,14 +25,8 @@ function quantizedWeight(format: QuantFormat, k: number, n: number) {
     dtype: scaleF32 ? 'f32' : 'f16',
     fill: (rng: Rng, size: number) => Array.from({ length: size }, () => rng.uniform(from, to)),
   });
-  // q4k's d multiplies 6-bit scales, its dmin 6-bit mins; q6k's d int8 scales and codes of −32 … 31.
-  const [lo, hi] = layout.subBlockScales
-    ? layout.bits === 6
-      ? [0.00006, 0.00024]
-      : [0.0002, 0.001]
-    : layout.bits === 8
-      ? [0.002, 0.008]
-      : [0.02, 0.066];
+  // The conformance cases' ranges: q4k's d multiplies 6-bit scales, q6k's d int8 scales and codes of −32 … 31.
+  const [lo, hi] = quantScaleRange(format);
   const scaleBytes = n * layout.groups * (scaleF32 ? 4 : 2) * (layout.offsets ? 2 : 1);
   const subBlockBytes = layout.subBlockScales ? n * layout.zeroWords * 4 : 0;
   return {
@@ -40,7 +34,7 @@ function quantizedWeight(format: QuantFormat, k: number, n: number) {
     codes: { shape: [n, layout.rowWords], fill: codeWords },
     scales: groupValues(lo, hi),
     subBlockScales: layout.subBlockScales ? { shape: [n, layout.zeroWords], fill: codeWords } : undefined,
-    offsets: layout.offsets ? groupValues(0, layout.subBlockScales ? 1 / 63 : 1) : undefined,
+    offsets: layout.offsets ? groupValues(0, quantOffsetLimit(format)) : undefined,
     bytes: n * layout.rowWords * 4 + scaleBytes + subBlockBytes,
   };
 }

@@ -11,8 +11,9 @@ import {
 } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WgpuBackend } from '../backend.js';
+import type { WgpuBackend } from '../backend.js';
 import { backendProvider } from '../index.js';
+import { BindingProbe } from './bindingProbe.testkit.js';
 
 const unavailable = await backendProvider.probe();
 const needsAdapter = unavailable && process.env.CI !== 'true' ? describe.skip : describe;
@@ -25,22 +26,11 @@ const LIMIT = 16 * 1024;
 needsAdapter('dense tables and weights larger than one storage binding', () => {
   let gpu: WgpuBackend;
   const cpu = createCpuBackend();
-  const dispatched: string[] = [];
-  let largestBinding = 0;
+  /** Dispatches by shader key since the last reset, and the largest storage range bound. */
+  let probe: BindingProbe;
   beforeAll(async () => {
-    gpu = await WgpuBackend.create({ maxBindingBytes: LIMIT });
-    const get = gpu.pipelines.get.bind(gpu.pipelines);
-    gpu.pipelines.get = (source) => {
-      dispatched.push(source.key);
-      return get(source);
-    };
-    const createBindGroup = gpu.device.createBindGroup.bind(gpu.device);
-    gpu.device.createBindGroup = (descriptor) => {
-      for (const entry of descriptor.entries) {
-        largestBinding = Math.max(largestBinding, (entry.resource as { size?: number }).size ?? 0);
-      }
-      return createBindGroup(descriptor);
-    };
+    probe = await BindingProbe.create(LIMIT);
+    gpu = probe.gpu;
   }, 120_000);
   afterAll(() => {
     gpu.dispose();
@@ -56,11 +46,10 @@ needsAdapter('dense tables and weights larger than one storage binding', () => {
     dtype: DType,
     tol: { rtol: number; atol: number },
   ): Promise<string[]> {
-    dispatched.length = 0;
-    largestBinding = 0;
+    probe.reset();
     const got = f(gpu);
-    const keys = [...dispatched];
-    expect(largestBinding, `${label}: a binding over the limit`).toBeLessThanOrEqual(LIMIT);
+    const keys = [...probe.dispatched];
+    expect(probe.largestBinding, `${label}: a binding over the limit`).toBeLessThanOrEqual(LIMIT);
     const mismatch = compareOutputs(
       dtype,
       (await got.read()) as HostArray,

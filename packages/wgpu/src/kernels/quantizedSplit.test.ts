@@ -13,10 +13,11 @@ import {
   type Tensor,
   UnsupportedOnBackendError,
 } from '@rayo/core';
-import { compareOutputs, Rng } from '@rayo/core/testing';
+import { compareOutputs, quantOffsetLimit, quantScaleRange, Rng } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WgpuBackend } from '../backend.js';
 import { backendProvider } from '../index.js';
+import { BindingProbe } from './bindingProbe.testkit.js';
 
 const unavailable = await backendProvider.probe();
 const needsAdapter = unavailable && process.env.CI !== 'true' ? describe.skip : describe;
@@ -40,13 +41,7 @@ function randomWeight(rng: Rng, format: QuantFormat, n: number, k: number, scale
   const layout = quantLayout(format, k);
   const words = (count: number) => Uint32Array.from({ length: count }, () => rng.int(0, 2 ** 32));
   // |w| within about 1, as the conformance cases keep it.
-  const [lo, hi] = layout.subBlockScales
-    ? layout.bits === 6
-      ? [0.00006, 0.00024]
-      : [0.0002, 0.001]
-    : layout.bits === 8
-      ? [0.002, 0.008]
-      : [0.02, 0.066];
+  const [lo, hi] = quantScaleRange(format);
   const floats = (count: number, a: number, b: number) =>
     Float32Array.from({ length: count }, () => rng.uniform(a, b));
   const zeros = layout.zeroPoints || layout.subBlockScales;
@@ -58,7 +53,7 @@ function randomWeight(rng: Rng, format: QuantFormat, n: number, k: number, scale
     scales: floats(n * layout.groups, lo, hi),
     scaleDtype,
     zeros: zeros ? words(n * layout.zeroWords) : undefined,
-    offsets: layout.offsets ? floats(n * layout.groups, 0, layout.subBlockScales ? 1 / 63 : 1) : undefined,
+    offsets: layout.offsets ? floats(n * layout.groups, 0, quantOffsetLimit(format)) : undefined,
   };
 }
 
@@ -94,23 +89,10 @@ needsAdapter('quantized weights larger than one storage binding', () => {
   let gpu: WgpuBackend;
   const cpu = createCpuBackend();
   /** Dispatches by shader key since the last reset, and the largest storage range bound. */
-  const dispatched: string[] = [];
-  let largestBinding = 0;
+  let probe: BindingProbe;
   beforeAll(async () => {
-    gpu = await WgpuBackend.create({ maxBindingBytes: LIMIT });
-    const get = gpu.pipelines.get.bind(gpu.pipelines);
-    gpu.pipelines.get = (source) => {
-      dispatched.push(source.key);
-      return get(source);
-    };
-    const createBindGroup = gpu.device.createBindGroup.bind(gpu.device);
-    gpu.device.createBindGroup = (descriptor) => {
-      for (const entry of descriptor.entries) {
-        const size = (entry.resource as { size?: number }).size ?? 0;
-        largestBinding = Math.max(largestBinding, size);
-      }
-      return createBindGroup(descriptor);
-    };
+    probe = await BindingProbe.create(LIMIT);
+    gpu = probe.gpu;
   }, 120_000);
   afterAll(() => {
     gpu.dispose();
@@ -124,15 +106,14 @@ needsAdapter('quantized weights larger than one storage binding', () => {
     like: { shape: number[]; dtype: DType },
     tol: { rtol: number; atol: number },
   ): Promise<string[]> {
-    dispatched.length = 0;
-    largestBinding = 0;
+    probe.reset();
     const poisoned =
       like.dtype === 'f32'
         ? gpu.upload(new Float32Array(like.shape.reduce((a, b) => a * b, 1)).fill(Number.NaN), like.shape)
         : undefined;
     const got = f(gpu, poisoned);
-    const keys = [...dispatched];
-    expect(largestBinding, `${label}: a binding over the limit`).toBeLessThanOrEqual(LIMIT);
+    const keys = [...probe.dispatched];
+    expect(probe.largestBinding, `${label}: a binding over the limit`).toBeLessThanOrEqual(LIMIT);
     const want = f(cpu, undefined);
     const mismatch = compareOutputs(
       like.dtype,
@@ -344,11 +325,10 @@ needsAdapter('quantized weights larger than one storage binding', () => {
         expect(wt.byteLength).toBeGreaterThan(LIMIT);
         return b.run(quantizeRows, [wt], { format, scaleDType, zeroPoints });
       };
-      dispatched.length = 0;
-      largestBinding = 0;
+      probe.reset();
       const got = run(gpu);
-      expect(largestBinding).toBeLessThanOrEqual(LIMIT);
-      const pieces = piecesOf(dispatched, 'quantizeRows/');
+      expect(probe.largestBinding).toBeLessThanOrEqual(LIMIT);
+      const pieces = piecesOf(probe.dispatched, 'quantizeRows/');
       expect(pieces).toBeGreaterThanOrEqual(2);
       expect(pieces).toBeLessThanOrEqual(5);
       const want = run(cpu);
