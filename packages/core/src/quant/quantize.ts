@@ -168,8 +168,11 @@ export function quantizeFinite(
   zeroPoints: boolean,
   scaleDType: ScaleDType,
 ): QuantizedHostWeight {
-  if (format === 'q4k') {
-    const q = quantizeQ4k(w, n, k, (value) => stored(scaleDType, value));
+  if (format === 'q4k' || format === 'q6k') {
+    // The super-block formats: a d per super-block (and q4k's dmin) over sub-block scales of their own.
+    const round = (value: number) => stored(scaleDType, value);
+    const q: ReturnType<typeof quantizeQ6k> & { dmin?: Float64Array } =
+      format === 'q4k' ? quantizeQ4k(w, n, k, round) : quantizeQ6k(w, n, k, round);
     return {
       format,
       n,
@@ -178,19 +181,7 @@ export function quantizeFinite(
       scales: toHostArray(scaleDType, q.d),
       scaleDType,
       zeros: q.subScales,
-      offsets: toHostArray(scaleDType, q.dmin),
-    };
-  }
-  if (format === 'q6k') {
-    const q = quantizeQ6k(w, n, k, (value) => stored(scaleDType, value));
-    return {
-      format,
-      n,
-      k,
-      packed: q.packed,
-      scales: toHostArray(scaleDType, q.d),
-      scaleDType,
-      zeros: q.subScales,
+      ...(q.dmin ? { offsets: toHostArray(scaleDType, q.dmin) } : {}),
     };
   }
   const layout = quantLayout(format, k);
