@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '@rayo/core';
-import { type GgufMetadata, metadataInteger, metadataString } from '@rayo/train';
+import { type GgufMetadata, metadataInteger, metadataString, PackedStrings } from '@rayo/train';
 
 const KERNEL = 'Tokenizer.fromGguf';
 
@@ -18,13 +18,13 @@ function describe(metadata: GgufMetadata, key: string): string {
   return entry.type === 'array' ? `an array of ${entry.itemType}` : entry.type;
 }
 
-/** A required array of strings. */
-export function stringArray(metadata: GgufMetadata, key: string): readonly string[] {
+/** A required array of strings, packed (as read from a file, or packed here from the items). */
+export function packedStringArray(metadata: GgufMetadata, key: string): PackedStrings {
   const entry = metadata.get(key);
   if (entry?.type !== 'array' || entry.itemType !== 'string') {
     wrong(key, 'an array of strings', describe(metadata, key));
   }
-  return entry.value as readonly string[];
+  return entry.packed ?? PackedStrings.of(entry.value);
 }
 
 /** An optional array of numbers (any integer or float item type). */

@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from '@rayo/core';
 import type { GgufMetadata } from '@rayo/train';
-import { bpeModel } from '../tokenizer/bpeModel.js';
+import { bpeModel, packedBpeModel, vocabularyOf } from '../tokenizer/bpeModel.js';
 import { sentencePieceDecoder } from '../tokenizer/tokenizerClasses.js';
 import type { TokenizerSource } from '../tokenizer/tokenizerSource.js';
 import {
@@ -8,7 +8,7 @@ import {
   numberArray,
   optionalBool,
   optionalTokenId,
-  stringArray,
+  packedStringArray,
 } from './ggufMetadataValues.js';
 import { byteLevelPreTokenizer } from './preTokenizers.js';
 import { sentencePieceMerges } from './sentencePieceMerges.js';
@@ -66,9 +66,11 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
       },
     );
   }
-  const tokens = stringArray(metadata, 'tokenizer.ggml.tokens');
+  // Packed: a byte-level vocabulary's tokens and merges are indexed in place, never made one by one.
+  const tokens = packedStringArray(metadata, 'tokenizer.ggml.tokens');
   const types =
-    numberArray(metadata, 'tokenizer.ggml.token_type') ?? tokens.map(() => GGUF_TOKEN_TYPES.normal);
+    numberArray(metadata, 'tokenizer.ggml.token_type') ??
+    new Array<number>(tokens.length).fill(GGUF_TOKEN_TYPES.normal);
   if (types.length !== tokens.length) {
     throw new InvalidArgumentError('one token type per token is needed', {
       operation: KERNEL,
@@ -89,18 +91,25 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
   // llama.cpp's defaults: a SentencePiece vocabulary adds BOS, a byte-level one does not.
   const addBos = optionalBool(metadata, 'tokenizer.ggml.add_bos_token') ?? sentencePiece;
   const addEos = optionalBool(metadata, 'tokenizer.ggml.add_eos_token') ?? false;
-  const tokenOf = (id: number | undefined) => (id === undefined ? undefined : tokens[id]);
+  const tokenOf = (id: number | undefined) => (id === undefined ? undefined : tokens.at(id));
 
-  const addedTokens = tokens.flatMap((content, id) => {
+  const addedTokens = [];
+  for (let id = 0; id < n; id++) {
     const type = types[id];
     const special =
       type === GGUF_TOKEN_TYPES.control || type === GGUF_TOKEN_TYPES.unknown || id === bosId || id === eosId;
-    if (!special && type !== GGUF_TOKEN_TYPES.userDefined) return [];
-    return [{ id, content, special, single_word: false, lstrip: false, rstrip: false, normalized: false }];
-  });
-  // No prototype: a token named 'toString' or '__proto__' is a key like any other.
-  const vocab: Record<string, number> = Object.create(null);
-  for (let id = 0; id < tokens.length; id++) if (!(tokens[id]! in vocab)) vocab[tokens[id]!] = id;
+    if (!special && type !== GGUF_TOKEN_TYPES.userDefined) continue;
+    const content = tokens.at(id);
+    addedTokens.push({
+      id,
+      content,
+      special,
+      single_word: false,
+      lstrip: false,
+      rstrip: false,
+      normalized: false,
+    });
+  }
 
   let tokenizer: Record<string, unknown>;
   if (sentencePiece) {
@@ -114,7 +123,8 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
       });
     }
     const spacePrefix = optionalBool(metadata, 'tokenizer.ggml.add_space_prefix') ?? true;
-    const merges = sentencePieceMerges(tokens, scores, (id) => types[id] === GGUF_TOKEN_TYPES.normal);
+    const list = tokens.toArray();
+    const merges = sentencePieceMerges(list, scores, (id) => types[id] === GGUF_TOKEN_TYPES.normal);
     tokenizer = {
       version: '1.0',
       added_tokens: addedTokens,
@@ -131,15 +141,15 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
         addEos ? tokenOf(eosId) : undefined,
       ),
       decoder: sentencePieceDecoder(spacePrefix),
-      model: bpeModel(vocab, merges, {
+      model: bpeModel(vocabularyOf(list), merges, {
         unkToken: tokenOf(unkId) ?? null,
         fuseUnk: true,
         byteFallback: true,
-        tokensById: tokens,
+        tokensById: list,
       }),
     };
   } else {
-    const merges = stringArray(metadata, 'tokenizer.ggml.merges');
+    const merges = packedStringArray(metadata, 'tokenizer.ggml.merges');
     const split = byteLevelPreTokenizer(metadataString(metadata, 'tokenizer.ggml.pre'));
     tokenizer = {
       version: '1.0',
@@ -151,7 +161,7 @@ export function ggufTokenizerSource(metadata: GgufMetadata, name: string): Token
         addEos ? tokenOf(eosId) : undefined,
       ),
       decoder: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
-      model: bpeModel(vocab, merges, { ignoreMerges: split.ignoreMerges, tokensById: tokens }),
+      model: packedBpeModel({ tokens, merges }, { ignoreMerges: split.ignoreMerges }),
     };
   }
 

@@ -1,10 +1,14 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
 import { TEST_VOCABULARIES } from '@rayo/text-testkit';
-import { describe, expect, it } from 'vitest';
+import { GgufFile, openNodeFile, PackedStrings, writeGgufFile } from '@rayo/train';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { tokenizerCorpus } from '../../../workloads/src/text/corpus.js';
 import { ggufTokenizerSource } from '../gguf/ggufTokenizer.js';
 import { ggufVocabulary } from '../gguf/ggufVocabulary.js';
-import { bpeModel } from './bpeModel.js';
+import { bpeModel, packedBpeModel } from './bpeModel.js';
 import {
   buildBpeTables,
   buildBpeTablesInSteps,
@@ -119,6 +123,43 @@ describe('BPE tables built outside the library', () => {
     expect(ours.encode('abcab').ids).toEqual(library.encode('abcab').ids);
   });
 
+  it('are the library’s from a packed vocabulary and merges: repeated tokens, merges that need escaping, odd spaces', async () => {
+    const json = awkwardJson(false);
+    const model = json.model as { vocab: Record<string, number>; merges: string[] };
+    const byId: string[] = [];
+    for (const [token, id] of Object.entries(model.vocab)) byId[id] = token;
+    // Repeats: a later id whose token is an earlier one's, and a merge listed twice (the later rank wins).
+    const tokens = [...byId, 'ab', '😀'];
+    const merges = [...model.merges, 'a b', 'a b c'];
+    const packed = {
+      ...json,
+      model: packedBpeModel(
+        { tokens: PackedStrings.of(tokens), merges: PackedStrings.of(merges) },
+        { unkToken: '"' },
+      ),
+    };
+    // The library's construction of the same vocabulary and merges as plain JSON.
+    const plain = {
+      ...json,
+      model: bpeModel(packed.model.vocab as Record<string, number>, merges, { unkToken: '"' }),
+    };
+    for (const inSteps of [false, true]) {
+      const library = new HfTokenizer(plain, {});
+      const ours = new HfTokenizer(withoutBpeTables(packed, plainBpeModel(packed)!), {});
+      const tables = inSteps
+        ? await buildBpeTablesInSteps(plainBpeModel(packed)!)
+        : buildBpeTables(plainBpeModel(packed)!);
+      expect(installBpeTables(ours, tables, [{ id: 3, content: '<x>' }])).toBe(true);
+      installBpeTables(library, buildBpeTables(plainBpeModel(plain)!), [{ id: 3, content: '<x>' }]);
+      expectSameTables(library, ours);
+      for (const text of ['ab"\\\t\u0001é😀', 'b"a\\', '<x>ab', '😀😀é', 'abc ab']) {
+        expect(ours.encode(text).ids).toEqual(library.encode(text).ids);
+        const ids = library.encode(text).ids;
+        if (ids.length > 0) expect(ours.decode(ids)).toBe(library.decode(ids));
+      }
+    }
+  });
+
   describe.each(TEST_VOCABULARIES.map((v) => [v.name, v] as const))('%s', (_name, vocabulary) => {
     it('are the library’s, from tokenizer.json and from its GGUF layout, and encode every text as it does', async () => {
       const source = await readHuggingFaceTokenizer(vocabulary.dir);
@@ -151,5 +192,43 @@ describe('BPE tables built outside the library', () => {
         expect(created.decode(ids)).toBe(made.decode(ids));
       }
     });
+  });
+
+  describe('read from a GGUF file', () => {
+    afterEach(() => vi.restoreAllMocks());
+
+    it.each(TEST_VOCABULARIES.filter((v) => v.pre).map((v) => [v.name, v] as const))(
+      '%s: builds its tables without making the vocabulary or merges, and encodes as its tokenizer.json does',
+      async (name, vocabulary) => {
+        const source = await readHuggingFaceTokenizer(vocabulary.dir);
+        const dir = await mkdtemp(join(tmpdir(), 'rayo-packed-bpe-'));
+        try {
+          const path = join(dir, `${name}.gguf`);
+          await writeGgufFile(path, {
+            metadata: ggufVocabulary(source, { pre: vocabulary.pre! }),
+            tensors: [],
+          });
+          const file = await GgufFile.open(await openNodeFile(path));
+          const toArray = vi.spyOn(PackedStrings.prototype, 'toArray');
+          const fromGguf = await Tokenizer.create(ggufTokenizerSource(file.metadata, path));
+          await file.close();
+          const fromJson = new Tokenizer(source);
+          expect(fromGguf.vocabSize).toBe(fromJson.vocabSize);
+          const differ = tokenizerCorpus(13, 120).filter((text) => {
+            const ids = fromJson.encode(text);
+            return (
+              JSON.stringify(fromGguf.encode(text)) !== JSON.stringify(ids) ||
+              fromGguf.decode(ids) !== fromJson.decode(ids)
+            );
+          });
+          expect(differ.slice(0, 3)).toEqual([]);
+          for (let id = 0; id < fromJson.vocabSize; id += 97)
+            expect(fromGguf.idToToken(id)).toBe(fromJson.idToToken(id));
+          expect(toArray).not.toHaveBeenCalled();
+        } finally {
+          await rm(dir, { recursive: true, force: true });
+        }
+      },
+    );
   });
 });

@@ -1,5 +1,7 @@
 import type { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
-import { TOKENS_BY_ID } from './bpeModel.js';
+import { PACKED_BPE, TOKENS_BY_ID } from './bpeModel.js';
+import { MergeRanks, mergeKey } from './mergeKeys.js';
+import { type PackedBpe, packedBpeTableSteps } from './packedBpeTables.js';
 import type { TokenizerJson } from './tokenizerSource.js';
 
 // `@huggingface/tokenizers` builds a BPE model's lookup tables in one go,
@@ -11,7 +13,9 @@ import type { TokenizerJson } from './tokenizerSource.js';
 // (a key written directly where no character needs escaping), in steps
 // that can yield to the event loop so that a model's reads and uploads go
 // on between them, then put in place with the added tokens applied over
-// them as the library applies them. Where the model is not the plain BPE
+// them as the library applies them. A vocabulary and merges kept packed (a
+// GGUF file's) are indexed in place instead (packedBpeTables), and read
+// as `vocab` and `merges` only where something asks for them. Where the model is not the plain BPE
 // this knows, or the library's model lacks the tables named here, the
 // library builds everything itself.
 
@@ -30,6 +34,8 @@ export interface BpeModelJson {
   readonly merges: readonly (string | readonly string[])[];
   readonly unk_token?: string | null;
   readonly [TOKENS_BY_ID]?: readonly string[];
+  /** Where set, `vocab` and `merges` are made from these when read: the tables are built from these. */
+  readonly [PACKED_BPE]?: PackedBpe;
 }
 
 /**
@@ -38,14 +44,14 @@ export interface BpeModelJson {
  */
 export interface BpeTables {
   /** What they were built from: used only for a model with these very vocabulary and merges. */
-  readonly from: Pick<BpeModelJson, 'vocab' | 'merges'>;
+  readonly from: BpeModelJson;
   readonly ids: Map<string, number>;
   /** The vocabulary's largest id (-1 for none), added tokens aside. */
   readonly topId: number;
   /** Token strings by id. */
   readonly vocab: string[];
   readonly unkId: number | undefined;
-  readonly ranks: MergeRanks;
+  readonly ranks: Map<string, number>;
 }
 
 interface AddedTokenJson {
@@ -56,13 +62,10 @@ interface AddedTokenJson {
 /** Entries handled between two yields: a few ms of work. */
 const STEP = 8192;
 
-/** A merge or token that JSON.stringify would escape (quotes, backslashes, controls, surrogates). */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what JSON escapes.
-const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
-
 /** The BPE model of a tokenizer.json whose tables can be built here, or undefined. */
 export function plainBpeModel(json: TokenizerJson): BpeModelJson | undefined {
   const model = json.model as Partial<BpeModelJson> | undefined;
+  if (model?.type === 'BPE' && model[PACKED_BPE]) return model as BpeModelJson;
   if (model?.type !== 'BPE' || typeof model.vocab !== 'object' || model.vocab === null) return undefined;
   if (Array.isArray(model.vocab) || !Array.isArray(model.merges)) return undefined;
   return model as BpeModelJson;
@@ -70,57 +73,28 @@ export function plainBpeModel(json: TokenizerJson): BpeModelJson | undefined {
 
 /** The tokenizer.json with its BPE model's vocabulary and merges left out, for the library to construct. */
 export function withoutBpeTables(json: TokenizerJson, model: BpeModelJson): TokenizerJson {
-  return { ...json, model: { ...model, vocab: {}, merges: [] } };
+  // Copied key by key: a packed model's vocabulary and merges are not made for it.
+  const rest: Record<string, unknown> = {};
+  for (const key of Object.keys(model))
+    if (key !== 'vocab' && key !== 'merges') rest[key] = model[key as keyof BpeModelJson];
+  return { ...json, model: { ...rest, vocab: {}, merges: [] } };
 }
 
-/** A merge part keyed as itself: no space (the pair's separator) and nothing JSON escapes. */
-function plainPart(part: string): boolean {
-  return part.indexOf(' ') < 0 && !NEEDS_ESCAPE.test(part);
-}
-
-/** The key a pair is ranked under here: "a b" where both parts are plain, else the library's JSON key. */
-function pairKey(a: string, b: string): string {
-  return plainPart(a) && plainPart(b) ? `${a} ${b}` : JSON.stringify([a, b]);
-}
-
-/** The key of a merge: the merge's own text where it is a plain "a b" (no string made), else its pair's. */
-function mergeKey(merge: string | readonly string[]): string {
-  if (typeof merge === 'string') {
-    const space = merge.indexOf(' ');
-    if (space >= 0 && merge.indexOf(' ', space + 1) < 0 && !NEEDS_ESCAPE.test(merge)) return merge;
-    // The library splits at the first two spaces and keeps two parts; one without a space is itself.
-    const pair = merge.split(' ', 2);
-    return pair.length === 2 ? pairKey(pair[0]!, pair[1]!) : JSON.stringify(pair);
-  }
-  return merge.length === 2 ? pairKey(merge[0]!, merge[1]!) : JSON.stringify(merge);
-}
-
-/**
- * The merge ranks, asked as the library asks (`get(JSON.stringify([a,
- * b]))`) but keyed by the merges' own text: Llama 3's 280k merges are then
- * ranked without making a JSON string of each (several times faster), and a
- * lookup turns the library's key back into the pair's.
- */
-export class MergeRanks extends Map<string, number> {
-  override get(key: string): number | undefined {
-    return super.get(rankedKeyOf(key));
-  }
-}
-
-/** The key here of the library's `JSON.stringify([a, b])`. */
-function rankedKeyOf(key: string): string {
-  // Something escaped: ranked under the JSON key itself.
-  if (key.indexOf('\\') >= 0 || !key.startsWith('["') || !key.endsWith('"]')) return key;
-  // Nothing escaped, so no quote in a part: '","' parts the pair unless a part starts or ends with a comma.
-  const comma = key.indexOf('","', 2);
-  if (comma >= 0 && key.indexOf('","', comma + 1) < 0)
-    return pairKey(key.slice(2, comma), key.slice(comma + 3, -2));
-  const pair: unknown = JSON.parse(key);
-  return Array.isArray(pair) && pair.length === 2 ? pairKey(String(pair[0]), String(pair[1])) : key;
+/** Whether tables built from `from` are those of `model`: the same packed items, or vocabulary and merges. */
+export function builtFrom(from: BpeModelJson, model: BpeModelJson): boolean {
+  const packed = from[PACKED_BPE];
+  if (packed || model[PACKED_BPE]) return packed === model[PACKED_BPE];
+  return from.vocab === model.vocab && from.merges === model.merges;
 }
 
 /** Builds the tables of `model`, yielding after every `STEP` entries. */
 function* bpeTableSteps(model: BpeModelJson): Generator<void, BpeTables, undefined> {
+  const packed = model[PACKED_BPE];
+  if (packed) {
+    const tables = yield* packedBpeTableSteps(packed);
+    const unkId = model.unk_token == null ? undefined : tables.ids.get(model.unk_token);
+    return { from: model, ...tables, unkId };
+  }
   const ids = new Map<string, number>();
   let topId = -1;
   const byId = model[TOKENS_BY_ID];

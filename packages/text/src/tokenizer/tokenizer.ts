@@ -4,10 +4,12 @@ import { GgufFile, type GgufMetadata, openNodeFile } from '@rayo/train';
 import { type ChatMessage, ChatTemplate, type ChatTemplateOptions } from '../chat/chatTemplate.js';
 import { ggufTokenizerSource } from '../gguf/ggufTokenizer.js';
 import { TextStream, type TextStreamOptions } from '../stream/textStream.js';
+import { PACKED_BPE } from './bpeModel.js';
 import {
   type BpeTables,
   buildBpeTables,
   buildBpeTablesInSteps,
+  builtFrom,
   installBpeTables,
   plainBpeModel,
   withoutBpeTables,
@@ -50,7 +52,9 @@ function addedTokensOf(name: string, json: TokenizerJson): AddedTokenJson[] {
 }
 
 function checkTokenizerJson(name: string, json: TokenizerJson): void {
-  const model = json.model as { type?: unknown; vocab?: unknown } | undefined;
+  const model = json.model as { type?: unknown; vocab?: unknown; [PACKED_BPE]?: unknown } | undefined;
+  // A packed vocabulary (a GGUF file's) is not made here only to be looked at.
+  if (typeof model === 'object' && model !== null && model[PACKED_BPE] !== undefined) return;
   if (typeof model !== 'object' || model === null || typeof model.vocab !== 'object') {
     throw new InvalidArgumentError(`${name} has no model vocabulary`, {
       operation: KERNEL,
@@ -116,11 +120,7 @@ export class Tokenizer {
       // A BPE model's tables are built here, faster than the library builds them (see bpeTables).
       const bpe = plainBpeModel(pipeline);
       const hf = new HfTokenizer(bpe ? withoutBpeTables(pipeline, bpe) : pipeline, settings);
-      const built =
-        bpe &&
-        (tables?.from.vocab === bpe.vocab && tables.from.merges === bpe.merges
-          ? tables
-          : buildBpeTables(bpe));
+      const built = bpe && (tables && builtFrom(tables.from, bpe) ? tables : buildBpeTables(bpe));
       const added = pipeline.added_tokens as AddedTokenJson[];
       const installed = built !== undefined && installBpeTables(hf, built, added);
       this.#hf = bpe && !installed ? new HfTokenizer(pipeline, settings) : hf;
@@ -135,12 +135,12 @@ export class Tokenizer {
       });
     }
     const added = addedTokensOf(name, tokenizer);
-    const vocab = (tokenizer.model as { vocab: Record<string, number> | readonly unknown[] }).vocab;
     let top = vocabTop ?? -1;
-    if (Array.isArray(vocab)) top = vocab.length - 1;
-    // for-in rather than Object.values: a 128k-token vocabulary's values are not copied out.
-    else if (vocabTop === undefined) {
-      for (const token in vocab) top = Math.max(top, (vocab as Record<string, number>)[token]!);
+    if (vocabTop === undefined) {
+      const vocab = (tokenizer.model as { vocab: Record<string, number> | readonly unknown[] }).vocab;
+      if (Array.isArray(vocab)) top = vocab.length - 1;
+      // for-in rather than Object.values: a 128k-token vocabulary's values are not copied out.
+      else for (const token in vocab) top = Math.max(top, (vocab as Record<string, number>)[token]!);
     }
     for (const t of added) top = Math.max(top, t.id);
     this.vocabSize = top + 1;

@@ -32,8 +32,10 @@ import {
   type GgufValue,
   type GgufValueType,
   ggufValueTypeOfCode,
+  packedStringArray,
   SCALAR_BYTES,
 } from './metadata.js';
+import { PackedStringsBuilder } from './packedStrings.js';
 
 export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
 export const GGUF_DEFAULT_ALIGNMENT = 32;
@@ -203,16 +205,15 @@ async function readArray(
       `at most ${GGUF_MAX_METADATA_ITEMS} array items in all`,
       `${count} more`,
     );
-  const items: unknown[] = new Array(count);
   const itemWhat = `${what} item`;
   if (itemType === 'string') {
-    for (let i = 0; i < count; ) {
-      const strings = cursor.bufferedStrings(count - i, itemWhat);
-      for (const string of strings) items[i++] = string;
-      if (strings.length === 0) items[i++] = await cursor.string(itemWhat);
+    const sink = new PackedStringsBuilder(count, cursor.position, file.name, itemWhat);
+    while (sink.count < count) {
+      if (cursor.bufferedStringsInto(count - sink.count, sink) === 0) await cursor.stringInto(sink, itemWhat);
     }
-    return { type: 'array', itemType, value: items } as GgufArray;
+    return packedStringArray(sink.finish());
   }
+  const items: unknown[] = new Array(count);
   for (let i = 0; i < count; i++) {
     if (itemType === 'array') items[i] = await readArray(cursor, file, itemWhat, depth + 1, budget);
     else

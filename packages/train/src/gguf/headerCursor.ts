@@ -1,5 +1,6 @@
 import { RayoError } from '@rayo/core';
 import type { RandomAccessFile } from '../checkpoint/randomAccessFile.js';
+import type { PackedStringsBuilder } from './packedStrings.js';
 
 // A string's leading U+FEFF is one of its characters (a token may be just that), not a mark to drop.
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
@@ -127,63 +128,33 @@ export class HeaderCursor {
   }
 
   /**
-   * Up to `count` next strings, as many as are buffered whole (none where
-   * the first is not), decoded by one call: a vocabulary's 100k+ strings
-   * decoded one call each spent most of a header's parse in the decoder's
-   * cost per call. The strings' bytes are joined and decoded together, then
-   * cut at each string's length in UTF-16 units, counted from its bytes. That
-   * is each string's own decoding where the joined bytes are UTF-8 and no
-   * string starts inside a character (with a continuation byte): then every
-   * cut falls between characters. Otherwise they are decoded one by one, and
-   * the first that is not UTF-8 is refused by name.
+   * Appends up to `count` next strings' bytes to `sink`, as many as are
+   * buffered whole (none where the first is not), and returns how many: a
+   * vocabulary is 100k+ strings, and an await each is most of a header's
+   * parse. The sink checks and decodes them together.
    */
-  bufferedStrings(count: number, what: string): string[] {
+  bufferedStringsInto(count: number, sink: PackedStringsBuilder): number {
     const buffer = this.#buffer;
     const view = this.#view;
     let at = this.#position - this.#bufferStart;
-    const starts: number[] = [];
-    const lengths: number[] = [];
-    let total = 0;
-    while (starts.length < count && at + 8 <= buffer.length) {
-      const low = view.getUint32(at, true);
-      if (view.getUint32(at + 4, true) !== 0 || low > buffer.length - at - 8) break;
-      starts.push(at + 8);
-      lengths.push(low);
-      total += low;
-      at += 8 + low;
-    }
-    const joined = new Uint8Array(total);
-    let cutsBetweenCharacters = true;
-    for (let i = 0, o = 0; i < starts.length; o += lengths[i]!, i++) {
-      const start = starts[i]!;
-      if (lengths[i]! > 0 && (buffer[start]! & 0xc0) === 0x80) cutsBetweenCharacters = false;
-      joined.set(buffer.subarray(start, start + lengths[i]!), o);
-    }
-    let text: string | undefined;
-    if (cutsBetweenCharacters) {
-      try {
-        text = decoder.decode(joined);
-      } catch {
-        // Named below, string by string.
-      }
-    }
-    const strings: string[] = new Array(starts.length);
-    if (text === undefined) {
-      for (let i = 0; i < starts.length; i++) strings[i] = this.bufferedString(what)!;
-      return strings;
-    }
-    for (let i = 0, byte = 0, unit = 0; i < starts.length; i++) {
-      let units = 0;
-      for (const end = byte + lengths[i]!; byte < end; byte++) {
-        const b = joined[byte]!;
-        // A character's first byte: one UTF-16 unit, two for a four-byte character (a surrogate pair).
-        if ((b & 0xc0) !== 0x80) units += b >= 0xf0 ? 2 : 1;
-      }
-      strings[i] = text.slice(unit, unit + units);
-      unit += units;
+    let taken = 0;
+    while (taken < count && at + 8 <= buffer.length) {
+      const length = view.getUint32(at, true);
+      if (view.getUint32(at + 4, true) !== 0 || length > buffer.length - at - 8) break;
+      sink.pushFrom(buffer, at + 8, length);
+      at += 8 + length;
+      taken++;
     }
     this.#position = this.#bufferStart + at;
-    return strings;
+    return taken;
+  }
+
+  /** Appends the next string's bytes to `sink`, reading them where they are not buffered. */
+  async stringInto(sink: PackedStringsBuilder, what: string): Promise<void> {
+    const length = await this.size(`${what} length`, this.#file.size - this.#position);
+    await this.ensure(length, what);
+    const at = this.#take(length);
+    sink.pushFrom(this.#buffer, at, length);
   }
 
   /** A string: a u64 byte length, then UTF-8 bytes. */

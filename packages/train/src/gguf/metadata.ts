@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '@rayo/core';
+import type { PackedStrings } from './packedStrings.js';
 
 /** GGUF metadata value types by their numeric code in the file. */
 export const GGUF_VALUE_TYPES = {
@@ -34,7 +35,13 @@ export type GgufArray =
   | { readonly type: 'array'; readonly itemType: GgufNumberType; readonly value: readonly number[] }
   | { readonly type: 'array'; readonly itemType: GgufBigIntType; readonly value: readonly bigint[] }
   | { readonly type: 'array'; readonly itemType: 'bool'; readonly value: readonly boolean[] }
-  | { readonly type: 'array'; readonly itemType: 'string'; readonly value: readonly string[] }
+  | {
+      readonly type: 'array';
+      readonly itemType: 'string';
+      readonly value: readonly string[];
+      /** Where read from a file: the items packed (`value` is made from them when first read). */
+      readonly packed?: PackedStrings;
+    }
   | { readonly type: 'array'; readonly itemType: 'array'; readonly value: readonly GgufArray[] };
 
 /**
@@ -49,6 +56,26 @@ export type GgufValue =
   | GgufArray;
 
 export type GgufMetadata = ReadonlyMap<string, GgufValue>;
+
+/** A string array read from a file: its items stay packed until `value` is first read. */
+export function packedStringArray(packed: PackedStrings): GgufArray {
+  let items: readonly string[] | undefined;
+  const array = {
+    type: 'array',
+    itemType: 'string',
+    get value() {
+      items ??= packed.toArray();
+      return items;
+    },
+  } as const;
+  // Not enumerable: the entry compares and copies as the plain array it stands for.
+  return Object.defineProperty(array, 'packed', { value: packed, enumerable: false });
+}
+
+/** An array's length, without making a packed string array's items. */
+function arrayLength(array: GgufArray): number {
+  return array.itemType === 'string' && array.packed ? array.packed.length : array.value.length;
+}
 
 const TYPE_OF_CODE = new Map<number, GgufValueType>(
   Object.entries(GGUF_VALUE_TYPES).map(([name, code]) => [code, name as GgufValueType]),
@@ -76,7 +103,7 @@ export const SCALAR_BYTES: Readonly<Record<GgufNumberType | GgufBigIntType | 'bo
 
 function describe(value: GgufValue | undefined): string {
   if (value === undefined) return 'absent';
-  if (value.type === 'array') return `an array of ${value.value.length} ${value.itemType}`;
+  if (value.type === 'array') return `an array of ${arrayLength(value)} ${value.itemType}`;
   return `${value.type} ${JSON.stringify(typeof value.value === 'bigint' ? String(value.value) : value.value)}`;
 }
 
@@ -122,5 +149,5 @@ export function metadataArrayLength(metadata: GgufMetadata, key: string): number
   const entry = metadata.get(key);
   if (entry === undefined) return undefined;
   if (entry.type !== 'array') wrongKey(key, 'an array', entry);
-  return entry.value.length;
+  return arrayLength(entry);
 }
