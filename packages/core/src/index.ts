@@ -99,6 +99,17 @@ export {
 } from './kernels/matmulLaunch.js';
 export type { AttrsOf, SpecCall } from './kernels/specCall.js';
 export { FLOAT, type NoAttrs, OUT_DTYPES, type OutDType, pow2AtLeast } from './kernels/vocabulary.js';
+export {
+  PART_CHECKSUM_BLOCK_BYTES,
+  PART_CHECKSUM_LANES,
+  PART_CHECKSUM_PRIME,
+  partChecksumBlocks,
+  partChecksumBlockWord,
+  partChecksumLaneStart,
+  partChecksumLanes,
+  partChecksumOfBlocks,
+  partChecksumReference,
+} from './partChecksum.js';
 export { checkInputsWritten, checkWritten, PendingWrites } from './pendingWrites.js';
 export { poolBucketBytes, SizeBuckets } from './poolBuckets.js';
 export * from './quant/index.js';

@@ -1,29 +1,24 @@
-// The checksum of prepared parts: FNV-1a over 32-bit words in 32 interleaved
-// lanes, word i into lane i mod 32. Each step, s = (s ^ word) · prime, is a
-// bijection of the lane's state, so any one changed word changes its lane,
-// and the lanes are folded through odd multipliers: it changes the checksum.
-// Thirty-two lanes are eight 128-bit vectors: WebAssembly's SIMD runs them
-// at several GB/s, where scalar JavaScript ran a fourth of that (it was most
-// of a cached load's host time). The scalar form below is the reference and
-// the fallback where WebAssembly SIMD is missing.
+import {
+  PART_CHECKSUM_BLOCK_BYTES as CHUNK_BYTES,
+  PART_CHECKSUM_PRIME as FNV_PRIME,
+  PART_CHECKSUM_LANES as LANES,
+  partChecksumBlocks,
+  partChecksumBlockWord,
+  partChecksumLanes,
+  partChecksumOfBlocks,
+  partChecksumReference as partChecksumScalar,
+} from '@rayo/core';
 
-/** FNV-1a's prime: one multiply and one xor per word and lane. */
-const FNV_PRIME = 0x01000193;
-const LANES = 32;
+// The checksum of prepared parts (core's `partChecksumReference`), on
+// WebAssembly SIMD: thirty-two lanes are eight 128-bit vectors, run at
+// several GB/s, where scalar JavaScript ran a fourth of that (it was most
+// of a cached load's host time). The reference is the fallback where
+// WebAssembly SIMD is missing.
+
+export { partChecksumScalar };
+
 /** Bytes of one step of every lane. */
 const BLOCK_BYTES = LANES * 4;
-/**
- * Bytes copied into the module's memory per call: few enough to stay in the
- * core's cache, so that the hash reads the copy from there, not from memory
- * (the data is read from memory once).
- */
-const CHUNK_BYTES = 1 << 16;
-
-function initialLanes(): Uint32Array {
-  const lanes = new Uint32Array(LANES);
-  for (let j = 0; j < LANES; j++) lanes[j] = Math.imul(0x811c9dc5 ^ j, FNV_PRIME);
-  return lanes;
-}
 
 /** Words `[from, to)` of `words` into `lanes`, word i into lane i mod 32. */
 function scalarSteps(lanes: Uint32Array, words: Uint32Array, from: number, to: number): void {
@@ -31,14 +26,6 @@ function scalarSteps(lanes: Uint32Array, words: Uint32Array, from: number, to: n
     const j = i & (LANES - 1);
     lanes[j] = Math.imul(lanes[j]! ^ words[i]!, FNV_PRIME);
   }
-}
-
-/** The lanes, the trailing bytes (into lane 0) and the length, folded into one word. */
-function finish(lanes: Uint32Array, tail: Uint8Array, byteLength: number): number {
-  for (const byte of tail) lanes[0] = Math.imul(lanes[0]! ^ byte, FNV_PRIME);
-  let h = byteLength >>> 0;
-  for (let j = 0; j < LANES; j++) h = (h ^ Math.imul(lanes[j]!, 2 * j + 3)) >>> 0;
-  return Math.imul(h ^ (h >>> 15), 0x2c1b3c6d) >>> 0;
 }
 
 /** `view` as bytes and as its whole words (a copy where it does not start on a word). */
@@ -49,14 +36,6 @@ function wordsOf(view: ArrayBufferView): { bytes: Uint8Array; words: Uint32Array
     bytes: aligned,
     words: new Uint32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength >>> 2),
   };
-}
-
-/** The checksum computed in scalar JavaScript: the reference. */
-export function partChecksumScalar(view: ArrayBufferView): number {
-  const { bytes, words } = wordsOf(view);
-  const lanes = initialLanes();
-  scalarSteps(lanes, words, 0, words.length);
-  return finish(lanes, bytes.subarray(words.length * 4), bytes.length);
 }
 
 // The WebAssembly module, assembled here (it is a few hundred bytes):
@@ -173,21 +152,34 @@ export function partChecksumUsesSimd(): boolean {
   return simdChecksum() !== null;
 }
 
-/** The checksum of a prepared part (the scalar reference's value, computed on WebAssembly SIMD where it can be). */
+/**
+ * The checksum of a prepared part (the reference's value), computed on
+ * WebAssembly SIMD where it can be: each 64 KiB block is copied into the
+ * module's memory (few enough bytes to stay in the core's cache, so the
+ * hash reads the copy from there, not from memory) and hashed there.
+ */
 export function partChecksum(view: ArrayBufferView): number {
   const module = simdChecksum();
   if (!module) return partChecksumScalar(view);
   const { bytes, words } = wordsOf(view);
   const memory = new Uint8Array(module.memory.buffer);
   const state = new Uint32Array(module.memory.buffer, 0, LANES);
-  state.set(initialLanes());
-  const whole = words.length - (words.length % LANES);
-  for (let at = 0; at < whole * 4; at += CHUNK_BYTES) {
-    const n = Math.min(CHUNK_BYTES, whole * 4 - at);
-    memory.set(bytes.subarray(at, at + n), BLOCK_BYTES);
-    module.hash(BLOCK_BYTES, n / BLOCK_BYTES);
+  const blockWords = new Uint32Array(partChecksumBlocks(bytes.length));
+  for (let b = 0; b < blockWords.length; b++) {
+    const at = b * CHUNK_BYTES;
+    const end = Math.min(bytes.length, at + CHUNK_BYTES);
+    // The block's whole 128-byte steps in the module, then its last words and bytes here.
+    const wordsEnd = Math.min(words.length, end >>> 2);
+    const stepsEnd = at + Math.floor((wordsEnd * 4 - at) / BLOCK_BYTES) * BLOCK_BYTES;
+    state.set(partChecksumLanes());
+    if (stepsEnd > at) {
+      memory.set(bytes.subarray(at, stepsEnd), BLOCK_BYTES);
+      module.hash(BLOCK_BYTES, (stepsEnd - at) / BLOCK_BYTES);
+    }
+    const lanes = state.slice();
+    // A block starts on a multiple of 32 words: word i is in lane i mod 32 of its block.
+    scalarSteps(lanes, words, stepsEnd >>> 2, wordsEnd);
+    blockWords[b] = partChecksumBlockWord(lanes, bytes.subarray(wordsEnd * 4, end), end - at);
   }
-  const lanes = state.slice();
-  scalarSteps(lanes, words, whole, words.length);
-  return finish(lanes, bytes.subarray(words.length * 4), bytes.length);
+  return partChecksumOfBlocks(blockWords, bytes.length);
 }

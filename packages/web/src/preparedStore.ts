@@ -1,5 +1,11 @@
-import { type QuantizedHostWeight, RayoError } from '@rayo/core';
+import { type Backend, type QuantizedHostWeight, type QuantizedWeight, RayoError } from '@rayo/core';
 import type { PreparedWeights } from '@rayo/train';
+import {
+  type ChecksummingBackend,
+  checksummingBackend,
+  DevicePartChecks,
+  type ExpectedChecksum,
+} from './devicePartChecks.js';
 import { isNotFound, type OpfsDirectory, type OpfsWritable, readJson, writeJson } from './opfs.js';
 import { partChecksum } from './partChecksum.js';
 
@@ -14,18 +20,19 @@ export const PREPARED_INDEX = 'prepared.json';
 /** The prepared parts, one after another. */
 export const PREPARED_DATA = 'prepared.bin';
 /**
- * 4: parts checked by 32-lane checksums (`partChecksum`), and Q6_K kept as
+ * 5: checksums of 64 KiB blocks chained (core's `partChecksumReference`),
+ * which a device computes at once. 4: 32-lane checksums, and Q6_K kept as
  * `q6k` (6.5625 bits per weight). 3: eight-lane checksums. 2: Q4_K kept as
  * `q4k` (4.5 bits per weight). Data of an older version is rebuilt once.
  */
-const VERSION = 4;
+const VERSION = 5;
 const OPERATION = 'ModelCache.prepared';
 /** Bytes of the GGUF file hashed for its identity: its header's start (metadata, tensor table). */
 const HEAD_BYTES = 2 ** 20;
 /** Tensors read ahead of the one being uploaded: reads of a few tensors in flight at once. */
 const READ_AHEAD = 2;
 
-type PartName = 'packed' | 'scales' | 'zeros' | 'offsets';
+type PartName = ExpectedChecksum['part'];
 const PARTS: readonly PartName[] = ['packed', 'scales', 'zeros', 'offsets'];
 
 interface PartEntry {
@@ -55,6 +62,12 @@ interface PreparedIndex {
   /** Size of the data file. */
   readonly bytes: number;
   readonly tensors: Record<string, TensorEntry>;
+}
+
+/** A tensor's parts as read, and the checksums kept for them (checked on the host or on the device). */
+interface ReadParts {
+  readonly weight: QuantizedHostWeight;
+  readonly expected: readonly ExpectedChecksum[];
 }
 
 /** A prepared file that fails its checks: the load drops the prepared data and repacks from the GGUF file. */
@@ -125,7 +138,12 @@ export class OpfsPreparedWeights implements PreparedWeights {
   readonly #url: string;
   #state: Promise<State> | undefined;
   /** The next tensors' parts, being read while the loader checks and uploads this one. */
-  #ahead: { readonly name: string; readonly parts: Promise<QuantizedHostWeight> }[] = [];
+  #ahead: { readonly name: string; readonly parts: Promise<ReadParts> }[] = [];
+  /** Where set, parts are checked on this backend's device once uploaded, not on the host before. */
+  #device: ChecksummingBackend | undefined;
+  /** Tensors read for the device, waiting for their upload, with their parts' kept checksums. */
+  readonly #unchecked = new Map<string, readonly ExpectedChecksum[]>();
+  readonly #checks = new DevicePartChecks();
   /** Tensors read from the prepared data by this load. */
   reused = 0;
   /** Tensors written to it by this load. */
@@ -135,6 +153,17 @@ export class OpfsPreparedWeights implements PreparedWeights {
     this.#folder = folder;
     this.#fileKey = fileKey;
     this.#url = url;
+  }
+
+  /**
+   * Checks the parts read from here on `backend`'s device once they are
+   * uploaded (`uploaded`), where it computes part checksums (wgpu); else, or
+   * before this is called, on the host as they are read. Returns whether it
+   * will.
+   */
+  checkOnDevice(backend: Backend): boolean {
+    this.#device = checksummingBackend(backend);
+    return this.#device !== undefined;
   }
 
   /** What the cached file's prepared data says; read once, at the first tensor (the file is cached by then). */
@@ -203,8 +232,8 @@ export class OpfsPreparedWeights implements PreparedWeights {
     });
   }
 
-  /** A tensor's parts, read with one slice of the data (they lie one after another) and checked. */
-  async #readParts(index: PreparedIndex, data: Blob, name: string): Promise<QuantizedHostWeight> {
+  /** A tensor's parts, read with one slice of the data (they lie one after another), their sizes checked. */
+  async #readParts(index: PreparedIndex, data: Blob, name: string): Promise<ReadParts> {
     const entry = index.tensors[name]!;
     const kept = PARTS.flatMap((part) => {
       const at = entry.parts[part];
@@ -214,19 +243,18 @@ export class OpfsPreparedWeights implements PreparedWeights {
     const end = Math.max(...kept.map((p) => p.at + p.bytes));
     const buffer = kept.length > 0 ? await data.slice(start, end).arrayBuffer() : new ArrayBuffer(0);
     const parts: Partial<Record<PartName, Uint32Array | Float32Array | Uint16Array>> = {};
+    const expected: ExpectedChecksum[] = [];
     for (const { part, at, bytes, checksum } of kept) {
       const what = `${name}.${part}`;
       const available = Math.max(0, Math.min(bytes, buffer.byteLength - (at - start)));
       if (available !== bytes) throw this.#refuse(what, `${bytes} bytes`, `${available}`);
-      const array = typedPart(part, entry.scaleDType, buffer, at - start, bytes);
-      const actual = partChecksum(array);
-      if (actual !== checksum) throw this.#refuse(what, `checksum ${checksum}`, `${actual}`);
-      parts[part] = array;
+      parts[part] = typedPart(part, entry.scaleDType, buffer, at - start, bytes);
+      expected.push({ part, checksum });
     }
     const { packed, scales, zeros, offsets } = parts;
     if (!packed || !scales)
       throw this.#refuse(name, 'packed and scales parts', Object.keys(parts).join(', '));
-    return {
+    const weight: QuantizedHostWeight = {
       format: entry.format,
       n: entry.n,
       k: entry.k,
@@ -236,6 +264,7 @@ export class OpfsPreparedWeights implements PreparedWeights {
       ...(zeros ? { zeros: zeros as Uint32Array } : {}),
       ...(offsets ? { offsets } : {}),
     };
+    return { weight, expected };
   }
 
   async read(name: string): Promise<QuantizedHostWeight | undefined> {
@@ -247,9 +276,23 @@ export class OpfsPreparedWeights implements PreparedWeights {
     const ahead = new Map(this.#ahead.map((r) => [r.name, r]));
     const wanted = names.slice(at, at + 1 + READ_AHEAD);
     this.#ahead = wanted.map((next) => ahead.get(next) ?? this.#readAhead(state, next));
-    const weight = await this.#ahead.shift()!.parts;
+    const { weight, expected } = await this.#ahead.shift()!.parts;
+    if (this.#device) this.#unchecked.set(name, expected);
+    else {
+      for (const { part, checksum } of expected) {
+        const actual = partChecksum(weight[part]!);
+        if (actual !== checksum) throw this.#refuse(`${name}.${part}`, `checksum ${checksum}`, `${actual}`);
+      }
+    }
     this.reused++;
     return weight;
+  }
+
+  uploaded(name: string, weight: QuantizedWeight): void {
+    const expected = this.#unchecked.get(name);
+    if (!expected || !this.#device) return;
+    this.#unchecked.delete(name);
+    this.#checks.check(this.#device, name, weight, expected);
   }
 
   async write(name: string, weight: QuantizedHostWeight): Promise<void> {
@@ -287,6 +330,12 @@ export class OpfsPreparedWeights implements PreparedWeights {
 
   async end(complete: boolean): Promise<void> {
     this.#ahead = [];
+    const mismatch = await this.#checks.settle();
+    if (complete) {
+      if (mismatch) throw this.#refuse(mismatch.what, `checksum ${mismatch.expected}`, `${mismatch.actual}`);
+      const [unchecked] = this.#unchecked.keys();
+      if (unchecked !== undefined) throw this.#refuse(unchecked, 'checked once uploaded', 'never uploaded');
+    }
     const state = await this.#state;
     if (state?.mode !== 'write' || !state.writable) return;
     if (!complete || state.failed !== undefined) {

@@ -105,6 +105,8 @@ export function serveTextModel(endpoint: MessageEndpoint, options: ServeTextMode
     // are read (on the file system's threads) while the device is made.
     let prepared = cache && namesGguf(url) ? await cache.prepared(url) : undefined;
     backend ??= await options.createBackend();
+    // Kept tensors are checked on the device once uploaded where it can (wgpu): the host only reads them.
+    prepared?.checkOnDevice(backend);
     const pipelines = pipelinesOf(backend);
     // The shaders of the model's last load compile on the device while the weights are read and uploaded.
     const known = pipelines && cache ? await cache.shaders(url) : undefined;
@@ -133,6 +135,7 @@ export function serveTextModel(endpoint: MessageEndpoint, options: ServeTextMode
       // Damaged kept tensors are never uploaded: dropped, and made anew from the cached file.
       await cache.removePrepared(url);
       prepared = await cache.prepared(url);
+      prepared?.checkOnDevice(device);
       rebuilt = true;
       loaded = await loadWith(prepared);
     }

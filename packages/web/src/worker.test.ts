@@ -210,68 +210,92 @@ describe('TextModelWorker over serveTextModel', () => {
     },
   );
 
-  it('keeps a GGUF model’s tensors in their device layout: the next load reads them, a damaged copy is rebuilt', async () => {
-    const url = `${served.url}files/model.gguf`;
-    const prompt = 'Once upon a time';
-    let expected = '';
-    const cacheRoot = memoryDirectory();
-    const on = { backend: () => createBackend('cpu'), cacheRoot };
-    // The 12 Q4_0 projections of 2 layers, the embedding and the head.
-    const quantized = 14;
-    const cache = await ModelCache.open(cacheRoot);
-    const modelFolder = async () => {
-      const folder = await cacheRoot.getDirectoryHandle('rayo-models');
-      for await (const name of folder.keys()) return folder.getDirectoryHandle(name);
-      throw new Error('no model folder');
-    };
-    const rewrite = async (name: string, edit: (bytes: Uint8Array) => Uint8Array) => {
-      const handle = await (await modelFolder()).getFileHandle(name);
-      const bytes = edit(new Uint8Array(await (await handle.getFile()).arrayBuffer()));
-      const writable = await handle.createWritable();
-      await writable.write({ type: 'write', position: 0, data: bytes });
-      await writable.close();
-    };
-    await withClient(async (client) => {
-      const first = await client.load(url, { warmup: false });
-      expect(first).toMatchObject({ fromCache: false, prepared: { reused: 0, written: quantized } });
-      // The first load repacks the file's blocks as a load without the cache does: the reference.
-      expected = await collect(client.generateText(prompt, { maxNewTokens: 12 }));
-      expect(expected.length).toBeGreaterThan(0);
-      const [listed] = await cache.list();
-      expect(listed!.preparedBytes).toBeGreaterThan(0);
+  // On cpu the kept parts are checked on the host as they are read; on wgpu on the device once uploaded.
+  const gpuChecks = { calls: 0 };
+  const keptOn: [string, () => Promise<Backend>][] = [
+    ['cpu', () => createBackend('cpu')],
+    [
+      `wgpu${noAdapter ? `: ${noAdapter}` : ''}`,
+      async () => {
+        const gpu = await createWgpuBackend();
+        const checksums = gpu.partChecksums.bind(gpu);
+        gpu.partChecksums = (tensors) => {
+          gpuChecks.calls++;
+          return checksums(tensors);
+        };
+        return gpu;
+      },
+    ],
+  ];
+  it.each(keptOn.filter(([name]) => name === 'cpu' || !noAdapter || process.env.CI === 'true'))(
+    'keeps a GGUF model’s tensors in their device layout: the next load reads them, a damaged copy is rebuilt (%s)',
+    async (backendName, makeBackend) => {
+      const url = `${served.url}files/model.gguf`;
+      const prompt = 'Once upon a time';
+      let expected = '';
+      const cacheRoot = memoryDirectory();
+      const on = { backend: makeBackend, cacheRoot };
+      gpuChecks.calls = 0;
+      // The 12 Q4_0 projections of 2 layers, the embedding and the head.
+      const quantized = 14;
+      const cache = await ModelCache.open(cacheRoot);
+      const modelFolder = async () => {
+        const folder = await cacheRoot.getDirectoryHandle('rayo-models');
+        for await (const name of folder.keys()) return folder.getDirectoryHandle(name);
+        throw new Error('no model folder');
+      };
+      const rewrite = async (name: string, edit: (bytes: Uint8Array) => Uint8Array) => {
+        const handle = await (await modelFolder()).getFileHandle(name);
+        const bytes = edit(new Uint8Array(await (await handle.getFile()).arrayBuffer()));
+        const writable = await handle.createWritable();
+        await writable.write({ type: 'write', position: 0, data: bytes });
+        await writable.close();
+      };
+      await withClient(async (client) => {
+        const first = await client.load(url, { warmup: false });
+        expect(first).toMatchObject({ fromCache: false, prepared: { reused: 0, written: quantized } });
+        // The first load repacks the file's blocks as a load without the cache does: the reference.
+        expected = await collect(client.generateText(prompt, { maxNewTokens: 12 }));
+        expect(expected.length).toBeGreaterThan(0);
+        const [listed] = await cache.list();
+        expect(listed!.preparedBytes).toBeGreaterThan(0);
 
-      const before = served.requests.length;
-      const second = await client.load(url, { warmup: false });
-      expect(second).toMatchObject({ fromCache: true, prepared: { reused: quantized, written: 0 } });
-      expect(served.requests.length).toBe(before);
-      expect(await collect(client.generateText(prompt, { maxNewTokens: 12 }))).toBe(expected);
+        const before = served.requests.length;
+        const second = await client.load(url, { warmup: false });
+        expect(second).toMatchObject({ fromCache: true, prepared: { reused: quantized, written: 0 } });
+        // One check per tensor, on the device, where the backend computes checksums there.
+        expect(gpuChecks.calls).toBe(backendName === 'cpu' ? 0 : quantized);
+        expect(served.requests.length).toBe(before);
+        expect(await collect(client.generateText(prompt, { maxNewTokens: 12 }))).toBe(expected);
 
-      // One flipped byte: refused by name, never uploaded; the worker makes them anew from the cached file.
-      await rewrite(PREPARED_DATA, (bytes) => {
-        bytes[bytes.length >> 1]! ^= 0x10;
-        return bytes;
-      });
-      const refused = await (async () => {
-        const store = await cache.prepared(url);
-        const index = await (await (await modelFolder()).getFileHandle(PREPARED_INDEX)).getFile();
-        for (const name of Object.keys(JSON.parse(await index.text()).tensors)) await store.read(name);
-      })().catch((e: unknown) => e);
-      expect(refused).toBeInstanceOf(PreparedDataError);
-      expect((refused as RayoError).argument).toMatch(new RegExp(`^${PREPARED_DATA} \\(.+\\)$`));
-      const third = await client.load(url, { warmup: false });
-      expect(third).toMatchObject({ fromCache: true, prepared: { written: quantized, rebuilt: true } });
-      expect(await collect(client.generateText(prompt, { maxNewTokens: 12 }))).toBe(expected);
+        // One flipped byte: refused by name (as read, or once uploaded on the device), never used; the worker
+        // makes them anew from the cached file.
+        await rewrite(PREPARED_DATA, (bytes) => {
+          bytes[bytes.length >> 1]! ^= 0x10;
+          return bytes;
+        });
+        const refused = await (async () => {
+          const store = await cache.prepared(url);
+          const index = await (await (await modelFolder()).getFileHandle(PREPARED_INDEX)).getFile();
+          for (const name of Object.keys(JSON.parse(await index.text()).tensors)) await store.read(name);
+        })().catch((e: unknown) => e);
+        expect(refused).toBeInstanceOf(PreparedDataError);
+        expect((refused as RayoError).argument).toMatch(new RegExp(`^${PREPARED_DATA} \\(.+\\)$`));
+        const third = await client.load(url, { warmup: false });
+        expect(third).toMatchObject({ fromCache: true, prepared: { written: quantized, rebuilt: true } });
+        expect(await collect(client.generateText(prompt, { maxNewTokens: 12 }))).toBe(expected);
 
-      // Cut short: refused by its size.
-      await rewrite(PREPARED_DATA, (bytes) => bytes.subarray(0, bytes.length - 4));
-      const cut = await (await cache.prepared(url)).read('blk.0.attn_q.weight').catch((e: unknown) => e);
-      expect(cut).toBeInstanceOf(PreparedDataError);
-      expect((cut as RayoError).expected).toMatch(/bytes/);
+        // Cut short: refused by its size.
+        await rewrite(PREPARED_DATA, (bytes) => bytes.subarray(0, bytes.length - 4));
+        const cut = await (await cache.prepared(url)).read('blk.0.attn_q.weight').catch((e: unknown) => e);
+        expect(cut).toBeInstanceOf(PreparedDataError);
+        expect((cut as RayoError).expected).toMatch(/bytes/);
 
-      expect(await cache.evict(url)).toBe(true);
-      const left: string[] = [];
-      for await (const name of (await cacheRoot.getDirectoryHandle('rayo-models')).keys()) left.push(name);
-      expect(left).toEqual([]);
-    }, on);
-  });
+        expect(await cache.evict(url)).toBe(true);
+        const left: string[] = [];
+        for await (const name of (await cacheRoot.getDirectoryHandle('rayo-models')).keys()) left.push(name);
+        expect(left).toEqual([]);
+      }, on);
+    },
+  );
 });

@@ -33,6 +33,7 @@ import {
   type WgpuBackendOptions,
   type WgpuObjectCounts,
 } from './options.js';
+import { devicePartChecksums } from './partChecksums.js';
 import type { PipelineCache } from './pipelines.js';
 import { WgpuQueue } from './queue.js';
 import type { WgpuTuning } from './tuning.js';
@@ -171,6 +172,20 @@ export class WgpuBackend extends BackendSkeleton<GPUBuffer, AnyWgpuKernel, WgpuR
     const s = this.own('bufferOf', tensor, 'tensor');
     this.#queue.memory.touch(s.buffer);
     return { buffer: s.buffer, offset: s.offset, size: s.byteLength };
+  }
+
+  /**
+   * Core's part checksums (`partChecksumReference`) of the tensors' bytes,
+   * computed on the device after everything submitted before: a model
+   * cache checks its kept weights where they were uploaded.
+   */
+  partChecksums(tensors: readonly Tensor[]): Promise<Uint32Array> {
+    this.checkAlive('partChecksums');
+    const ranges = tensors.map((tensor) => {
+      const { buffer, offset, size } = this.bufferOf(tensor);
+      return { buffer, offset, bytes: size };
+    });
+    return devicePartChecksums(this.device, ranges, this.maxBindingBytes);
   }
 
   /** How kernels see a tensor; throws for one whose allocation the device refused. */

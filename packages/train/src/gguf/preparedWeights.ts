@@ -2,6 +2,7 @@ import {
   type Backend,
   DTypeError,
   type QuantizedHostWeight,
+  type QuantizedWeight,
   quantLayout,
   ShapeError,
   uploadQuantized,
@@ -23,6 +24,14 @@ export interface PreparedWeights {
    * (sizes, checksum) is a RayoError naming the store's file, never weights.
    */
   read(name: string): Promise<QuantizedHostWeight | undefined>;
+  /**
+   * Optional: told of each tensor `read` gave, once its parts are uploaded
+   * (`weight`, on `backend`). A store that checks its data on the device
+   * rather than on the host before the upload checks it here; a failure is
+   * then met by `end(true)`, which the load awaits before its weights are
+   * used, and is a RayoError naming the store's file as `read`'s are.
+   */
+  uploaded?(name: string, weight: QuantizedWeight, backend: Backend): void;
   /** Keeps the parts of tensor `name`, made by this load (called for each tensor `read` had not). */
   write(name: string, weight: QuantizedHostWeight): Promise<void>;
   /** Called once, after the last tensor: `complete` false where the load failed (what was written is dropped). */
@@ -89,10 +98,13 @@ export async function uploadPrepared(
   const [rows, cols] = tensor.shape;
   if (host && host.format !== CORE_FORMAT_OF[tensor.type] && host.n === rows && host.k === cols)
     host = undefined;
-  if (host) checkKept(tensor, host);
-  else {
-    host = ggufAsCoreFormat(tensor.type, await tensor.blocks(), rows, cols);
-    await prepared.write(tensor.name, host);
+  if (host) {
+    checkKept(tensor, host);
+    const weight = uploadQuantized(backend, host);
+    prepared.uploaded?.(tensor.name, weight, backend);
+    return repackedWeightOf(weight, tensor.shape);
   }
+  host = ggufAsCoreFormat(tensor.type, await tensor.blocks(), rows, cols);
+  await prepared.write(tensor.name, host);
   return repackedWeightOf(uploadQuantized(backend, host), tensor.shape);
 }
