@@ -35,30 +35,66 @@ export interface PartMismatch {
   readonly actual: number;
 }
 
-/** The checks of one load's uploaded parts, begun as each tensor is uploaded. */
+/** Bytes of parts checked by one device pass: a few passes for a model, not one per tensor. */
+const BATCH_BYTES = 128 * 2 ** 20;
+
+interface Waiting {
+  readonly name: string;
+  readonly tensors: readonly Tensor[];
+  readonly expected: readonly ExpectedChecksum[];
+}
+
+/** The checks of one load's uploaded parts, sent to the device in batches as tensors are uploaded. */
 export class DevicePartChecks {
   readonly #pending: Promise<PartMismatch | undefined>[] = [];
+  #batch: Waiting[] = [];
+  #batchBytes = 0;
+  #backend: ChecksummingBackend | undefined;
 
-  /** Begins checking tensor `name`'s uploaded parts against `expected`. */
+  /** Checks tensor `name`'s uploaded parts against `expected` (with the next batch). */
   check(
     backend: ChecksummingBackend,
     name: string,
     weight: QuantizedWeight,
     expected: readonly ExpectedChecksum[],
   ): void {
+    if (this.#backend !== backend) this.#flush();
+    this.#backend = backend;
     const tensors = expected.map(({ part }) => weight[part]!);
-    const checked = backend.partChecksums(tensors).then((sums) => {
-      const at = expected.findIndex(({ checksum }, i) => sums[i] !== checksum);
-      if (at < 0) return undefined;
-      return { what: `${name}.${expected[at]!.part}`, expected: expected[at]!.checksum, actual: sums[at]! };
+    this.#batch.push({ name, tensors, expected });
+    this.#batchBytes += tensors.reduce((n, t) => n + t.size * 4, 0);
+    if (this.#batchBytes >= BATCH_BYTES) this.#flush();
+  }
+
+  #flush(): void {
+    const batch = this.#batch;
+    const backend = this.#backend;
+    this.#batch = [];
+    this.#batchBytes = 0;
+    if (batch.length === 0 || !backend) return;
+    const checked = backend.partChecksums(batch.flatMap((w) => w.tensors)).then((sums) => {
+      let at = 0;
+      for (const { name, expected } of batch) {
+        for (const { part, checksum } of expected) {
+          const actual = sums[at++]!;
+          if (actual !== checksum) return { what: `${name}.${part}`, expected: checksum, actual };
+        }
+      }
+      return undefined;
     });
     // Met by `settle`; a rejection meanwhile is not unhandled.
     checked.catch(() => {});
     this.#pending.push(checked);
   }
 
-  /** The first mismatch of the checks begun so far (once all are done), or undefined; rejects as a check did. */
-  async settle(): Promise<PartMismatch | undefined> {
+  /**
+   * The first mismatch of every check (once all are done; the last batch
+   * sent now), or undefined; rejects as a check did. `discard` drops the
+   * batch not yet sent (a failed load, whose weights may be gone).
+   */
+  async settle(discard = false): Promise<PartMismatch | undefined> {
+    if (discard) this.#batch = [];
+    else this.#flush();
     const results = await Promise.all(this.#pending);
     return results.find((r) => r !== undefined);
   }

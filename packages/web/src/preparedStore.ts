@@ -330,7 +330,10 @@ export class OpfsPreparedWeights implements PreparedWeights {
 
   async end(complete: boolean): Promise<void> {
     this.#ahead = [];
-    const mismatch = await this.#checks.settle();
+    const mismatch = await this.#checks.settle(!complete).catch((error: unknown) => {
+      if (complete) throw error;
+      return undefined;
+    });
     if (complete) {
       if (mismatch) throw this.#refuse(mismatch.what, `checksum ${mismatch.expected}`, `${mismatch.actual}`);
       const [unchecked] = this.#unchecked.keys();

@@ -211,7 +211,7 @@ describe('TextModelWorker over serveTextModel', () => {
   );
 
   // On cpu the kept parts are checked on the host as they are read; on wgpu on the device once uploaded.
-  const gpuChecks = { calls: 0 };
+  const gpuChecks = { parts: 0 };
   const keptOn: [string, () => Promise<Backend>][] = [
     ['cpu', () => createBackend('cpu')],
     [
@@ -220,7 +220,7 @@ describe('TextModelWorker over serveTextModel', () => {
         const gpu = await createWgpuBackend();
         const checksums = gpu.partChecksums.bind(gpu);
         gpu.partChecksums = (tensors) => {
-          gpuChecks.calls++;
+          gpuChecks.parts += tensors.length;
           return checksums(tensors);
         };
         return gpu;
@@ -235,7 +235,7 @@ describe('TextModelWorker over serveTextModel', () => {
       let expected = '';
       const cacheRoot = memoryDirectory();
       const on = { backend: makeBackend, cacheRoot };
-      gpuChecks.calls = 0;
+      gpuChecks.parts = 0;
       // The 12 Q4_0 projections of 2 layers, the embedding and the head.
       const quantized = 14;
       const cache = await ModelCache.open(cacheRoot);
@@ -263,8 +263,8 @@ describe('TextModelWorker over serveTextModel', () => {
         const before = served.requests.length;
         const second = await client.load(url, { warmup: false });
         expect(second).toMatchObject({ fromCache: true, prepared: { reused: quantized, written: 0 } });
-        // One check per tensor, on the device, where the backend computes checksums there.
-        expect(gpuChecks.calls).toBe(backendName === 'cpu' ? 0 : quantized);
+        // Every part (a Q4_0 tensor's packed words and scales) checked on the device, where it computes checksums.
+        expect(gpuChecks.parts).toBe(backendName === 'cpu' ? 0 : 2 * quantized);
         expect(served.requests.length).toBe(before);
         expect(await collect(client.generateText(prompt, { maxNewTokens: 12 }))).toBe(expected);
 

@@ -1,6 +1,6 @@
 import type { PackedStrings } from '@rayo/train';
 import { mergeKey, PackedMergeRanks } from './mergeKeys.js';
-import { hashUnits, PackedKeyMap, PackedKeyTable } from './packedKeyMap.js';
+import { PackedKeyMap, PackedKeyTable } from './packedKeyMap.js';
 
 // The BPE tables of a vocabulary and merges kept packed (a GGUF file's):
 // the same tables the library would build (see bpeTables), as a Map from
@@ -25,18 +25,33 @@ export interface PackedTables {
 /** Entries handled between two yields: a few ms of work. */
 const STEP = 32768;
 
+/** A character JSON.stringify escapes (quotes, backslashes, controls, surrogates), found anywhere. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what JSON escapes.
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/g;
+
 /**
- * A merge whose own text is its rank's key (see `mergeKey`): one space, and
- * nothing JSON escapes (quotes, backslashes, controls, surrogates).
+ * Which merges are their own rank's key (see `mergeKey`): one space, and
+ * nothing JSON escapes. Found with the text's own searches (a space by
+ * indexOf, the rare escaped character by one scan of the whole text), not
+ * character by character.
  */
-function isPlainMerge(text: string, start: number, end: number): boolean {
-  let spaces = 0;
-  for (let i = start; i < end; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x20) spaces++;
-    else if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return false;
+function plainMerges(merges: PackedStrings): Uint8Array {
+  const { text, ends } = merges;
+  const plain = new Uint8Array(merges.length);
+  for (let i = 0, start = 0; i < plain.length; start = ends[i++]!) {
+    const space = text.indexOf(' ', start);
+    if (space >= 0 && space < ends[i]!) {
+      const second = text.indexOf(' ', space + 1);
+      plain[i] = second < 0 || second >= ends[i]! ? 1 : 0;
+    }
   }
-  return spaces === 1;
+  ESCAPED.lastIndex = 0;
+  let item = 0;
+  for (let found = ESCAPED.exec(text); found; found = ESCAPED.exec(text)) {
+    while (ends[item]! <= found.index) item++;
+    plain[item] = 0;
+  }
+  return plain;
 }
 
 /** The index of an array index property (a canonical non-negative integer), or -1. */
@@ -80,39 +95,60 @@ function tokensById(tokens: PackedStrings, repeated: Uint8Array, length: number)
   });
 }
 
-/** Builds the tables of `packed`, yielding after every `STEP` entries. */
+/** Indexes tokens `[from, to)`: the first of equal tokens keeps its id, a later one is marked repeated. */
+function indexTokens(
+  table: PackedKeyTable,
+  repeated: Uint8Array,
+  from: number,
+  to: number,
+  topId: number,
+): number {
+  for (let id = from; id < to; id++) {
+    if (table.setItem(id, false)) topId = id;
+    else repeated[id] = 1;
+  }
+  return topId;
+}
+
+/** Ranks merges `[from, to)`: a later equal merge takes the rank, as in a Map built in order. */
+function rankMerges(
+  table: PackedKeyTable,
+  merges: PackedStrings,
+  plain: Uint8Array,
+  from: number,
+  to: number,
+): void {
+  for (let rank = from; rank < to; rank++) {
+    if (plain[rank] === 1) table.setItem(rank, true);
+    else table.setString(mergeKey(merges.at(rank)), rank, true);
+  }
+}
+
+/**
+ * Builds the tables of `packed`, yielding after every `STEP` entries (the
+ * loops are functions of their own: a generator's loop is not optimised
+ * while it runs).
+ */
 export function* packedBpeTableSteps(packed: PackedBpe): Generator<void, PackedTables, undefined> {
   const { tokens, merges } = packed;
   const idTable = new PackedKeyTable(tokens, tokens.length);
   const repeated = new Uint8Array(tokens.length);
   let topId = -1;
-  for (let id = 0; id < tokens.length; id++) {
-    const start = tokens.start(id);
-    const end = tokens.ends[id]!;
-    // The first of equal tokens keeps its id.
-    if (idTable.set(hashUnits(tokens.text, start, end), id, undefined, id, false)) topId = id;
-    else repeated[id] = 1;
-    if (id % STEP === STEP - 1) yield;
+  for (let from = 0; from < tokens.length; from += STEP) {
+    topId = indexTokens(idTable, repeated, from, Math.min(tokens.length, from + STEP), topId);
+    yield;
   }
   const rankTable = new PackedKeyTable(merges, merges.length);
-  const text = merges.text;
-  for (let rank = 0; rank < merges.length; rank++) {
-    const start = merges.start(rank);
-    const end = merges.ends[rank]!;
-    // A later equal merge takes the rank, as in a Map built in order.
-    if (isPlainMerge(text, start, end))
-      rankTable.set(hashUnits(text, start, end), rank, undefined, rank, true);
-    else {
-      const key = mergeKey(merges.at(rank));
-      rankTable.set(hashUnits(key, 0, key.length), -1, key, rank, true);
-    }
-    if (rank % STEP === STEP - 1) yield;
+  const plain = plainMerges(merges);
+  yield;
+  for (let from = 0; from < merges.length; from += STEP) {
+    rankMerges(rankTable, merges, plain, from, Math.min(merges.length, from + STEP));
+    yield;
   }
-  const distinct = idTable.count;
   return {
     ids: new PackedKeyMap(idTable),
     topId,
-    vocab: tokensById(tokens, repeated, Math.max(distinct, topId + 1)),
+    vocab: tokensById(tokens, repeated, Math.max(idTable.count, topId + 1)),
     ranks: new PackedMergeRanks(rankTable),
   };
 }

@@ -1,6 +1,6 @@
 import { PackedStrings } from '@rayo/train';
 import { describe, expect, it } from 'vitest';
-import { hashUnits, PackedKeyMap, PackedKeyTable } from './packedKeyMap.js';
+import { PackedKeyMap, PackedKeyTable } from './packedKeyMap.js';
 
 /** A packed table of `keys` (the first of equal keys keeping its index) and the plain Map it stands for. */
 function both(keys: readonly string[]) {
@@ -8,7 +8,7 @@ function both(keys: readonly string[]) {
   const table = new PackedKeyTable(items, 4); // grown as filled
   const plain = new Map<string, number>();
   keys.forEach((key, i) => {
-    table.set(hashUnits(items.text, items.start(i), items.ends[i]!), i, undefined, i, false);
+    table.setItem(i, false);
     if (!plain.has(key)) plain.set(key, i);
   });
   return { packed: new PackedKeyMap(table), plain };
@@ -51,18 +51,23 @@ describe('PackedKeyMap', () => {
   });
 
   it('keeps string keys beside item keys, a later value over an equal key when asked', () => {
-    const items = PackedStrings.of(['a b', 'c d']);
+    const items = PackedStrings.of(['a b', 'c d', '😀 é']);
     const table = new PackedKeyTable(items, 2);
-    table.set(hashUnits(items.text, 0, 3), 0, undefined, 0, true);
-    table.set(hashUnits('["x y"]', 0, 7), -1, '["x y"]', 1, true);
-    table.set(hashUnits('a b', 0, 3), -1, 'a b', 2, true);
-    table.set(hashUnits(items.text, 3, 6), 1, undefined, 3, false);
-    table.set(hashUnits('c d', 0, 3), -1, 'c d', 4, false);
+    table.setItem(0, true);
+    table.setString('["x y"]', 1, true);
+    table.setString('a b', 2, true);
+    table.setItem(1, false);
+    table.setString('c d', 4, false);
+    table.setString('😀 é', 5, false);
+    table.setItem(2, true);
     const map = new PackedKeyMap(table);
+    expect(map.get('a b')).toBe(2);
+    expect(map.get('😀 é')).toBe(2);
     expect([...map]).toEqual([
       ['a b', 2],
       ['["x y"]', 1],
-      ['c d', 3],
+      ['c d', 1],
+      ['😀 é', 2],
     ]);
   });
 });

@@ -1,135 +1,13 @@
-import type { PackedStrings } from '@rayo/train';
+import { type PackedStrings, utf8Hash } from '@rayo/train';
 
 // A Map from strings to numbers whose keys are, for the most part, items of
-// a PackedStrings: hashed and compared in place in its text, so that a
-// vocabulary's 128k tokens or 280k merges are indexed without a string made
-// for each. Keys of its own (a derived key, an added token) are kept as
-// strings. It is the Map the tokenizer library expects; anything that walks
-// or deletes entries first makes it a plain Map of strings.
-
-const FNV_OFFSET = 0x811c9dc5;
-const FNV_PRIME = 0x01000193;
-
-/** FNV-1a over the UTF-16 units of `text` from `start` to `end`. */
-export function hashUnits(text: string, start: number, end: number): number {
-  let hash = FNV_OFFSET;
-  for (let i = start; i < end; i++) hash = Math.imul(hash ^ text.charCodeAt(i), FNV_PRIME);
-  return hash >>> 0;
-}
-
-/** The entries of an open-addressing table: item keys (an index into the items) or string keys. */
-class PackedKeyTable {
-  readonly items: PackedStrings;
-  /** Entry + 1 at each slot, 0 where empty. */
-  #slots: Int32Array;
-  /** The hash of each slot's key, beside it: a probe reads no entry's data but a match's. */
-  #slotHashes: Uint32Array;
-  #mask: number;
-  /** Per entry, in insertion order: the item that is its key, or -1 for a string key. */
-  #itemOf: Int32Array;
-  #values: Int32Array;
-  #hashes: Uint32Array;
-  readonly #strings = new Map<number, string>();
-  count = 0;
-
-  constructor(items: PackedStrings, expected: number) {
-    this.items = items;
-    let slots = 16;
-    while (slots < expected * 2) slots *= 2;
-    this.#slots = new Int32Array(slots);
-    this.#slotHashes = new Uint32Array(slots);
-    this.#mask = slots - 1;
-    const entries = Math.max(expected, 8);
-    this.#itemOf = new Int32Array(entries);
-    this.#values = new Int32Array(entries);
-    this.#hashes = new Uint32Array(entries);
-  }
-
-  /** The entry whose key is `text[start, end)`, or -1. */
-  #find(hash: number, text: string, start: number, end: number): number {
-    for (let slot = hash & this.#mask; ; slot = (slot + 1) & this.#mask) {
-      const entry = this.#slots[slot]! - 1;
-      if (entry < 0) return -1;
-      if (this.#slotHashes[slot] === hash && this.#keyIs(entry, text, start, end)) return entry;
-    }
-  }
-
-  #keyIs(entry: number, text: string, start: number, end: number): boolean {
-    const item = this.#itemOf[entry]!;
-    if (item < 0) {
-      const key = this.#strings.get(entry)!;
-      return key.length === end - start && rangesEqual(key, 0, text, start, key.length);
-    }
-    const keyStart = this.items.start(item);
-    const length = this.items.ends[item]! - keyStart;
-    return length === end - start && rangesEqual(this.items.text, keyStart, text, start, length);
-  }
-
-  /** The value of `key`, or undefined. */
-  get(key: string): number | undefined {
-    const entry = this.#find(hashUnits(key, 0, key.length), key, 0, key.length);
-    return entry < 0 ? undefined : this.#values[entry];
-  }
-
-  /**
-   * Sets the key `item` (its text's hash given), or the string `key` where
-   * given instead; an existing key keeps its value unless `overwrite`.
-   * Returns whether the key was new.
-   */
-  set(hash: number, item: number, key: string | undefined, value: number, overwrite: boolean): boolean {
-    const text = key ?? this.items.text;
-    const start = key === undefined ? this.items.start(item) : 0;
-    const end = key === undefined ? this.items.ends[item]! : key.length;
-    const found = this.#find(hash, text, start, end);
-    if (found >= 0) {
-      if (overwrite) this.#values[found] = value;
-      return false;
-    }
-    if (this.count === this.#values.length) this.#growEntries();
-    const entry = this.count++;
-    this.#itemOf[entry] = key === undefined ? item : -1;
-    if (key !== undefined) this.#strings.set(entry, key);
-    this.#values[entry] = value;
-    this.#hashes[entry] = hash;
-    if (this.count * 2 > this.#slots.length) this.#rehash();
-    else this.#place(entry);
-    return true;
-  }
-
-  #place(entry: number): void {
-    const hash = this.#hashes[entry]!;
-    let slot = hash & this.#mask;
-    while (this.#slots[slot] !== 0) slot = (slot + 1) & this.#mask;
-    this.#slots[slot] = entry + 1;
-    this.#slotHashes[slot] = hash;
-  }
-
-  #growEntries(): void {
-    const grow = <T extends Int32Array | Uint32Array>(from: T, to: T) => {
-      to.set(from);
-      return to;
-    };
-    const n = this.#values.length * 2;
-    this.#itemOf = grow(this.#itemOf, new Int32Array(n));
-    this.#values = grow(this.#values, new Int32Array(n));
-    this.#hashes = grow(this.#hashes, new Uint32Array(n));
-  }
-
-  #rehash(): void {
-    this.#slots = new Int32Array(this.#slots.length * 2);
-    this.#slotHashes = new Uint32Array(this.#slots.length);
-    this.#mask = this.#slots.length - 1;
-    for (let entry = 0; entry < this.count; entry++) this.#place(entry);
-  }
-
-  /** Every entry's key and value, in insertion order. */
-  *entries(): Generator<[string, number]> {
-    for (let entry = 0; entry < this.count; entry++) {
-      const item = this.#itemOf[entry]!;
-      yield [item >= 0 ? this.items.at(item) : this.#strings.get(entry)!, this.#values[entry]!];
-    }
-  }
-}
+// a PackedStrings: found by the hash the items carry (FNV-1a over their
+// UTF-8 bytes) and compared in place in its text, so that a vocabulary's
+// 128k tokens or 280k merges are indexed without a string made for each.
+// An item key's value is its index; keys of its own (a derived key) are
+// kept as strings with their values. It is the Map the tokenizer library
+// expects; anything that walks or deletes entries first makes it a plain
+// Map of strings.
 
 /** Whether `a` from `aStart` and `b` from `bStart` have the same `length` units. */
 function rangesEqual(a: string, aStart: number, b: string, bStart: number, length: number): boolean {
@@ -138,6 +16,117 @@ function rangesEqual(a: string, aStart: number, b: string, bStart: number, lengt
   if (aStart === 0 && a.length === length) return b.startsWith(a, bStart);
   for (let i = 0; i < length; i++) if (a.charCodeAt(aStart + i) !== b.charCodeAt(bStart + i)) return false;
   return true;
+}
+
+/**
+ * An open-addressing table of keys: items of `items` (the value of an item
+ * key is the item's index) and strings of its own with their values. Each
+ * slot holds a key's hash beside its reference (item + 1, or −(string + 1);
+ * 0 where empty), so a probe reads one place.
+ */
+export class PackedKeyTable {
+  readonly items: PackedStrings;
+  #slots: Int32Array;
+  #mask: number;
+  readonly #strings: string[] = [];
+  readonly #stringValues: number[] = [];
+  /** Each key's reference when it was first set, in order: the entries' order. */
+  #order: Int32Array;
+  count = 0;
+
+  constructor(items: PackedStrings, expected: number) {
+    this.items = items;
+    let slots = 16;
+    while (slots < expected * 2) slots *= 2;
+    this.#slots = new Int32Array(slots * 2);
+    this.#mask = slots - 1;
+    this.#order = new Int32Array(Math.max(expected, 8));
+  }
+
+  /** Whether the key of reference `ref` is `text[start, start + length)`. */
+  #keyIs(ref: number, text: string, start: number, length: number): boolean {
+    if (ref < 0) {
+      const key = this.#strings[-ref - 1]!;
+      return key.length === length && rangesEqual(key, 0, text, start, length);
+    }
+    const keyStart = this.items.start(ref - 1);
+    return (
+      this.items.ends[ref - 1]! - keyStart === length &&
+      rangesEqual(this.items.text, keyStart, text, start, length)
+    );
+  }
+
+  /** The slot of the key `text[start, start + length)` of `hash`: where it is, or the empty one it would take. */
+  #slotOf(hash: number, text: string, start: number, length: number): number {
+    const slots = this.#slots;
+    for (let slot = hash & this.#mask; ; slot = (slot + 1) & this.#mask) {
+      const ref = slots[2 * slot + 1]!;
+      if (ref === 0 || (slots[2 * slot] === (hash | 0) && this.#keyIs(ref, text, start, length))) return slot;
+    }
+  }
+
+  /** The value of `key`, or undefined. */
+  get(key: string): number | undefined {
+    const ref = this.#slots[2 * this.#slotOf(utf8Hash(key), key, 0, key.length) + 1]!;
+    if (ref === 0) return undefined;
+    return ref > 0 ? ref - 1 : this.#stringValues[-ref - 1];
+  }
+
+  /** Sets item `item` as a key (its value its index); an existing equal key changes only if `overwrite`. Whether it was new. */
+  setItem(item: number, overwrite: boolean): boolean {
+    const items = this.items;
+    const start = items.start(item);
+    return this.#set(items.hashes[item]!, items.text, start, items.ends[item]! - start, item + 1, overwrite);
+  }
+
+  /** Sets the string `key` to `value`; an existing equal key changes only if `overwrite`. Whether it was new. */
+  setString(key: string, value: number, overwrite: boolean): boolean {
+    this.#strings.push(key);
+    this.#stringValues.push(value);
+    return this.#set(utf8Hash(key), key, 0, key.length, -this.#strings.length, overwrite);
+  }
+
+  #set(hash: number, text: string, start: number, length: number, ref: number, overwrite: boolean): boolean {
+    const slot = this.#slotOf(hash, text, start, length);
+    const slots = this.#slots;
+    if (slots[2 * slot + 1] !== 0) {
+      if (overwrite) slots[2 * slot + 1] = ref;
+      return false;
+    }
+    slots[2 * slot] = hash;
+    slots[2 * slot + 1] = ref;
+    if (this.count === this.#order.length) {
+      const grown = new Int32Array(this.#order.length * 2);
+      grown.set(this.#order);
+      this.#order = grown;
+    }
+    this.#order[this.count++] = ref;
+    if (this.count * 2 > this.#mask + 1) this.#rehash();
+    return true;
+  }
+
+  #rehash(): void {
+    const old = this.#slots;
+    this.#slots = new Int32Array(old.length * 2);
+    this.#mask = old.length - 1;
+    for (let slot = 0; slot < old.length / 2; slot++) {
+      const ref = old[2 * slot + 1]!;
+      if (ref === 0) continue;
+      let to = old[2 * slot]! & this.#mask;
+      while (this.#slots[2 * to + 1] !== 0) to = (to + 1) & this.#mask;
+      this.#slots[2 * to] = old[2 * slot]!;
+      this.#slots[2 * to + 1] = ref;
+    }
+  }
+
+  /** Every key and its value, in the order keys were first set. */
+  *entries(): Generator<[string, number]> {
+    for (let i = 0; i < this.count; i++) {
+      const ref = this.#order[i]!;
+      const key = ref > 0 ? this.items.at(ref - 1) : this.#strings[-ref - 1]!;
+      yield [key, this.get(key)!];
+    }
+  }
 }
 
 /**
@@ -225,5 +214,3 @@ export class PackedKeyMap extends Map<string, number> {
     for (const [key, value] of own) if (!super.has(key)) super.set(key, value);
   }
 }
-
-export { PackedKeyTable };

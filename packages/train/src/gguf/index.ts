@@ -58,7 +58,7 @@ export {
   metadataNumber,
   metadataString,
 } from './metadata.js';
-export { PackedStrings } from './packedStrings.js';
+export { PackedStrings, utf8Hash } from './packedStrings.js';
 export { type PreparedTensor, type PreparedWeights, uploadPrepared } from './preparedWeights.js';
 export { quantize } from './quantize.js';
 export {

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Rng } from '../random.js';
 import { GgufFile } from './ggufFile.js';
 import { metadataArrayLength } from './metadata.js';
-import { PackedStrings, PackedStringsBuilder } from './packedStrings.js';
+import { PackedStrings, PackedStringsBuilder, utf8Hash } from './packedStrings.js';
 import { encodeGguf } from './writer.js';
 
 const PIECES = ['a', 'Ġthe', '', '\uFEFF', 'ñandú', '€', '😀', '\u0000', ' ', 'Ċ', '한국어', '\\"'];
@@ -24,7 +24,7 @@ const encoder = new TextEncoder();
 describe('PackedStrings', () => {
   afterEach(() => vi.restoreAllMocks());
 
-  it('keeps every item of many scripts, empty ones and a leading U+FEFF, from bytes or from strings', () => {
+  it('keeps every item of many scripts, empty ones and a leading U+FEFF, and its hash, from bytes or from strings', () => {
     const strings = randomStrings(500, 3);
     const builder = new PackedStringsBuilder(strings.length, 0, 'test.gguf', 'item');
     for (const s of strings) builder.push(encoder.encode(s));
@@ -36,6 +36,7 @@ describe('PackedStrings', () => {
         expect(packed.equals(i, s)).toBe(true);
         expect(packed.equals(i, `${s}x`)).toBe(false);
         expect(packed.ends[i]! - packed.start(i)).toBe(s.length);
+        expect(packed.hashes[i]).toBe(utf8Hash(s));
       });
     }
   });
