@@ -1,9 +1,12 @@
 import { type Backend, PART_CHECKSUM_BLOCK_BYTES, type QuantizedWeight, type Tensor } from '@rayo/core';
+import { partChecksum } from './partChecksum.js';
 
 // Kept weights checked where they were uploaded: a backend that computes
 // core's part checksums on its device (wgpu's) hashes the uploaded parts
 // there, so the host only reads and copies them. Checks run as the tensors
-// are uploaded; the load waits for all of them at its end.
+// are uploaded; the load waits for all of them at its end. Where the device
+// cannot hash a batch (a part it cannot bind), its parts are read back and
+// hashed on the host instead: checked either way.
 
 /** A backend that computes part checksums on its device. */
 export interface ChecksummingBackend extends Backend {
@@ -72,7 +75,13 @@ export class DevicePartChecks {
     this.#batch = [];
     this.#batchBytes = 0;
     if (batch.length === 0 || !backend) return;
-    const checked = backend.partChecksums(batch.flatMap((w) => w.tensors)).then((sums) => {
+    const tensors = batch.flatMap((w) => w.tensors);
+    const sums = backend
+      .partChecksums(tensors)
+      .catch(async () =>
+        Uint32Array.from(await Promise.all(tensors.map(async (t) => partChecksum(await t.read())))),
+      );
+    const checked = sums.then((sums) => {
       let at = 0;
       for (const { name, expected } of batch) {
         for (const { part, checksum } of expected) {
