@@ -143,15 +143,13 @@ export async function devicePartChecksums(
   const results = new Uint32Array(ranges.length);
   const windows = windowsOf(ranges, maxBindingBytes, device.limits.minStorageBufferOffsetAlignment);
   const blockCount = ranges.reduce((n, r) => n + partChecksumBlocks(r.bytes), 0);
-  if (blockCount > 0) {
-    const blockWords = await hashBlocks(device, windows, blockCount);
-    let at = 0;
-    ranges.forEach((range, i) => {
-      const n = partChecksumBlocks(range.bytes);
-      results[i] = partChecksumOfBlocks(blockWords.subarray(at, at + n), range.bytes);
-      at += n;
-    });
-  } else ranges.forEach((range, i) => (results[i] = partChecksumOfBlocks([], range.bytes)));
+  const blockWords = blockCount > 0 ? await hashBlocks(device, windows, blockCount) : new Uint32Array(0);
+  let at = 0;
+  for (const [i, range] of ranges.entries()) {
+    const n = partChecksumBlocks(range.bytes);
+    results[i] = partChecksumOfBlocks(blockWords.subarray(at, at + n), range.bytes);
+    at += n;
+  }
   return results;
 }
 
