@@ -8,6 +8,8 @@ import { nearestQuotient, positiveZero, reciprocalOf } from './rounding.js';
 
 const fround = Math.fround;
 const SUB_BLOCKS = Q4K_SUPER_BLOCK / Q4K_SUB_BLOCK;
+const BY_15 = reciprocalOf(15);
+const BY_63 = reciprocalOf(63);
 
 /**
  * The value of code q of weight k of a row whose super-block scales, offsets
@@ -64,32 +66,42 @@ export function quantizeQ4k(
   for (let row = 0; row < n; row++) {
     for (let s = 0; s < blocks; s++) {
       const first = row * k + s * Q4K_SUPER_BLOCK;
+      let largestScale = Number.NEGATIVE_INFINITY;
+      let largestMin = Number.NEGATIVE_INFINITY;
       for (let j = 0; j < SUB_BLOCKS; j++) {
         let lo = 0;
         let hi = 0;
-        for (let i = 0; i < Q4K_SUB_BLOCK; i++) {
-          const v = w[first + j * Q4K_SUB_BLOCK + i]!;
+        for (let i = first + j * Q4K_SUB_BLOCK, end = i + Q4K_SUB_BLOCK; i < end; i++) {
+          const v = w[i]!;
           lo = Math.min(lo, v);
           hi = Math.max(hi, v);
         }
-        scales[j] = fround(fround(positiveZero(hi) - positiveZero(lo)) * reciprocalOf(15));
+        scales[j] = fround(fround(positiveZero(hi) - positiveZero(lo)) * BY_15);
         mins[j] = -positiveZero(lo);
+        largestScale = Math.max(largestScale, scales[j]!);
+        largestMin = Math.max(largestMin, mins[j]!);
       }
       const at = row * blocks + s;
-      d[at] = store(fround(Math.max(...scales) * reciprocalOf(63)));
-      dmin[at] = store(fround(Math.max(...mins) * reciprocalOf(63)));
+      const dAt = store(fround(largestScale * BY_63));
+      const dminAt = store(fround(largestMin * BY_63));
+      d[at] = dAt;
+      dmin[at] = dminAt;
       bytes.fill(0);
       for (let j = 0; j < SUB_BLOCKS; j++) {
-        const sc = d[at]! > 0 ? Math.min(63, nearestQuotient(scales[j]!, d[at]!)) : 0;
-        const m = dmin[at]! > 0 ? Math.min(63, nearestQuotient(mins[j]!, dmin[at]!)) : 0;
+        const sc = dAt > 0 ? Math.min(63, nearestQuotient(scales[j]!, dAt)) : 0;
+        const m = dminAt > 0 ? Math.min(63, nearestQuotient(mins[j]!, dminAt)) : 0;
         putScaleMin(bytes, j, sc, m);
-        const scale = fround(d[at]! * sc);
-        const offset = fround(dmin[at]! * m);
-        for (let i = 0; i < Q4K_SUB_BLOCK; i++) {
-          const kk = s * Q4K_SUPER_BLOCK + j * Q4K_SUB_BLOCK + i;
-          const q = scale > 0 ? nearestQuotient(fround(w[row * k + kk]! + offset), scale) : 0;
-          const word = (row * k + kk) >> 3;
-          packed[word] = (packed[word]! | (Math.min(15, Math.max(0, q)) << (4 * (kk & 7)))) >>> 0;
+        const scale = fround(dAt * sc);
+        const offset = fround(dminAt * m);
+        // A sub-block is four whole words of eight codes: each word made at once.
+        const base = first + j * Q4K_SUB_BLOCK;
+        for (let word = 0; word < Q4K_SUB_BLOCK / 8; word++) {
+          let bits = 0;
+          for (let i = 0; i < 8; i++) {
+            const q = scale > 0 ? nearestQuotient(fround(w[base + 8 * word + i]! + offset), scale) : 0;
+            bits |= Math.min(15, Math.max(0, q)) << (4 * i);
+          }
+          packed[(base >> 3) + word] = bits >>> 0;
         }
       }
       for (let i = 0; i < Q4K_SUB_SCALE_WORDS; i++) {

@@ -16,6 +16,8 @@ import { nearestQuotient, reciprocalOf } from './rounding.js';
 
 const fround = Math.fround;
 const SUB_BLOCKS = Q4K_SUPER_BLOCK / Q6K_SUB_BLOCK;
+const BY_31 = reciprocalOf(31);
+const BY_127 = reciprocalOf(127);
 
 /**
  * The value of weight k of a row whose packed words, d and sub-block scale
@@ -64,19 +66,22 @@ export function quantizeQ6k(
   for (let row = 0; row < n; row++) {
     for (let s = 0; s < blocks; s++) {
       const first = row * k + s * Q4K_SUPER_BLOCK;
+      let largest = Number.NEGATIVE_INFINITY;
       for (let j = 0; j < SUB_BLOCKS; j++) {
         let most = 0;
-        for (let i = 0; i < Q6K_SUB_BLOCK; i++)
-          most = Math.max(most, Math.abs(w[first + j * Q6K_SUB_BLOCK + i]!));
-        amax[j] = fround(most * reciprocalOf(31));
+        for (let i = first + j * Q6K_SUB_BLOCK, end = i + Q6K_SUB_BLOCK; i < end; i++)
+          most = Math.max(most, Math.abs(w[i]!));
+        amax[j] = fround(most * BY_31);
+        largest = Math.max(largest, amax[j]!);
       }
       const at = row * blocks + s;
-      d[at] = store(fround(Math.max(...amax) * reciprocalOf(127)));
+      const dAt = store(fround(largest * BY_127));
+      d[at] = dAt;
       for (let j = 0; j < SUB_BLOCKS; j++) {
-        const sc = d[at]! > 0 ? Math.min(127, nearestQuotient(amax[j]!, d[at]!)) : 0;
+        const sc = dAt > 0 ? Math.min(127, nearestQuotient(amax[j]!, dAt)) : 0;
         const word = at * Q6K_SCALE_WORDS + (j >> 2);
         subScales[word] = (subScales[word]! | (sc << (8 * (j & 3)))) >>> 0;
-        const scale = fround(d[at]! * sc);
+        const scale = fround(dAt * sc);
         for (let i = 0; i < Q6K_SUB_BLOCK; i++) {
           const e = j * Q6K_SUB_BLOCK + i;
           const q = scale > 0 ? nearestQuotient(w[first + e]!, scale) : 0;
