@@ -1,4 +1,4 @@
-import { type DType, type HostArray, toHostArray, toNumbers } from '../dtype.js';
+import { type DType, f16BitsToF32, type HostArray, toHostArray, toNumbers } from '../dtype.js';
 import { InvalidArgumentError, ShapeError } from '../errors.js';
 import {
   codeAt,
@@ -123,7 +123,7 @@ export function quantizeWeights(
       actual: `K ${k}`,
     });
   }
-  const w = dtype === 'f32' ? values : toNumbers(dtype, values as HostArray);
+  const w = dtype === 'f32' ? values : halvesAsF32(dtype, values as HostArray);
   const zeroPoints = options.zeroPoints ?? false;
   if (zeroPoints && !quantLayout(format, k).zeroPoints) {
     throw new InvalidArgumentError(`${format} has no zero points`, {
@@ -153,6 +153,16 @@ export function quantizeWeights(
     }
   }
   return quantizeFinite(w, n, k, format, zeroPoints, scaleDType);
+}
+
+/** Half-precision weights as f32 (exactly): bf16 by a shift of its bits, f16 through its decoder. */
+function halvesAsF32(dtype: 'f16' | 'bf16', bits: HostArray): Float32Array {
+  const out = new Float32Array(bits.length);
+  if (dtype === 'bf16') {
+    const words = new Uint32Array(out.buffer);
+    for (let i = 0; i < bits.length; i++) words[i] = bits[i]! << 16;
+  } else for (let i = 0; i < bits.length; i++) out[i] = f16BitsToF32(bits[i]!);
+  return out;
 }
 
 /**

@@ -426,8 +426,11 @@ function q6kWords(from: DataView, at: number, words: Uint32Array, out: number): 
   for (let t = 0; t < 16; t++) {
     const src = at + 128 + 32 * (t >> 3) + 16 * (t & 1);
     const shift = 2 * ((t >> 1) & 3);
-    const pairs = (i: number) => highPairs(from.getUint32(src + 4 * i, true), shift);
-    words[out + 32 + t] = (pairs(0) | (pairs(1) << 16) | ((pairs(2) | (pairs(3) << 16)) << 4)) >>> 0;
+    const p0 = highPairs(from.getUint32(src, true), shift);
+    const p1 = highPairs(from.getUint32(src + 4, true), shift);
+    const p2 = highPairs(from.getUint32(src + 8, true), shift);
+    const p3 = highPairs(from.getUint32(src + 12, true), shift);
+    words[out + 32 + t] = (p0 | (p1 << 16) | ((p2 | (p3 << 16)) << 4)) >>> 0;
   }
 }
 
