@@ -160,6 +160,27 @@ describe('BPE tables built outside the library', () => {
     }
   });
 
+  it('ranks a packed merge list of many merges without a space (their own JSON keys) as the library does', async () => {
+    const tokens = ['a', 'b', 'ab', 'ba'];
+    // 60k merges with no space, then the two that apply: a scan per merge for its space would be quadratic.
+    const merges = [...Array.from({ length: 60000 }, (_, i) => `x${i}`), 'a b', 'b a'];
+    const json: TokenizerJson = {
+      version: '1.0',
+      normalizer: null,
+      pre_tokenizer: null,
+      post_processor: null,
+      decoder: null,
+      added_tokens: [],
+      model: packedBpeModel({ tokens: PackedStrings.of(tokens), merges: PackedStrings.of(merges) }),
+    };
+    const model = plainBpeModel(json)!;
+    const ours = new HfTokenizer(withoutBpeTables(json, model), {});
+    expect(installBpeTables(ours, buildBpeTables(model), [])).toBe(true);
+    const library = new HfTokenizer({ ...json, model: bpeModel(model.vocab, merges) }, {});
+    expectSameTables(library, ours);
+    expect(ours.encode('abab ba').ids).toEqual(library.encode('abab ba').ids);
+  });
+
   describe.each(TEST_VOCABULARIES.map((v) => [v.name, v] as const))('%s', (_name, vocabulary) => {
     it('are the library’s, from tokenizer.json and from its GGUF layout, and encode every text as it does', async () => {
       const source = await readHuggingFaceTokenizer(vocabulary.dir);

@@ -31,22 +31,22 @@ const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/g;
 
 /**
  * Which merges are their own rank's key (see `mergeKey`): one space, and
- * nothing JSON escapes. Found with the text's own searches (a space by
- * indexOf, the rare escaped character by one scan of the whole text), not
- * character by character.
+ * nothing JSON escapes. Found with the text's own searches, each space and
+ * each escaped character once, in order (linear in the text whatever the
+ * merges hold), not character by character.
  */
 function plainMerges(merges: PackedStrings): Uint8Array {
   const { text, ends } = merges;
-  const plain = new Uint8Array(merges.length);
-  for (let i = 0, start = 0; i < plain.length; start = ends[i++]!) {
-    const space = text.indexOf(' ', start);
-    if (space >= 0 && space < ends[i]!) {
-      const second = text.indexOf(' ', space + 1);
-      plain[i] = second < 0 || second >= ends[i]! ? 1 : 0;
-    }
-  }
-  ESCAPED.lastIndex = 0;
+  const spaces = new Uint8Array(merges.length);
   let item = 0;
+  for (let at = text.indexOf(' '); at >= 0; at = text.indexOf(' ', at + 1)) {
+    while (ends[item]! <= at) item++;
+    if (spaces[item]! < 2) spaces[item]!++;
+  }
+  const plain = new Uint8Array(merges.length);
+  for (let i = 0; i < plain.length; i++) plain[i] = spaces[i] === 1 ? 1 : 0;
+  ESCAPED.lastIndex = 0;
+  item = 0;
   for (let found = ESCAPED.exec(text); found; found = ESCAPED.exec(text)) {
     while (ends[item]! <= found.index) item++;
     plain[item] = 0;

@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from '@rayo/core';
 import { PackedStrings } from '@rayo/train';
 import { describe, expect, it } from 'vitest';
 import { PackedKeyMap, PackedKeyTable } from './packedKeyMap.js';
@@ -69,5 +70,17 @@ describe('PackedKeyMap', () => {
       ['c d', 1],
       ['😀 é', 2],
     ]);
+  });
+
+  it('refuses keys whose hashes all collide (a crafted vocabulary) by name, rather than probing without end', () => {
+    const keys = Array.from({ length: 400 }, (_, i) => `t${i}`);
+    const honest = PackedStrings.of(keys);
+    // The same strings with one hash for all: what a file would need to know this process's hash to make.
+    const colliding = new PackedStrings(honest.text, honest.ends, new Uint32Array(keys.length).fill(12345));
+    const table = new PackedKeyTable(colliding, keys.length);
+    expect(() => {
+      for (let i = 0; i < keys.length; i++) table.setItem(i, false);
+    }).toThrow(InvalidArgumentError);
+    expect(() => new PackedKeyTable(colliding, keys.length).setItem(0, false)).not.toThrow();
   });
 });

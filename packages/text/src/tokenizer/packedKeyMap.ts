@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from '@rayo/core';
 import { type PackedStrings, utf8Hash } from '@rayo/train';
 
 // A Map from strings to numbers whose keys are, for the most part, items of
@@ -8,6 +9,9 @@ import { type PackedStrings, utf8Hash } from '@rayo/train';
 // kept as strings with their values. It is the Map the tokenizer library
 // expects; anything that walks or deletes entries first makes it a plain
 // Map of strings.
+
+/** Slots one lookup may pass: far beyond chance at a load of at most one half. */
+const MAX_PROBES = 256;
 
 /** Whether `a` from `aStart` and `b` from `bStart` have the same `length` units. */
 function rangesEqual(a: string, aStart: number, b: string, bStart: number, length: number): boolean {
@@ -56,12 +60,25 @@ export class PackedKeyTable {
     );
   }
 
-  /** The slot of the key `text[start, start + length)` of `hash`: where it is, or the empty one it would take. */
+  /**
+   * The slot of the key `text[start, start + length)` of `hash`: where it
+   * is, or the empty one it would take. The hashes start from a random word
+   * per process, so a run longer than `MAX_PROBES` is not chance but a
+   * table that cannot work: refused, never a search without end.
+   */
   #slotOf(hash: number, text: string, start: number, length: number): number {
     const slots = this.#slots;
-    for (let slot = hash & this.#mask; ; slot = (slot + 1) & this.#mask) {
+    for (let slot = hash & this.#mask, probes = 0; ; slot = (slot + 1) & this.#mask, probes++) {
       const ref = slots[2 * slot + 1]!;
       if (ref === 0 || (slots[2 * slot] === (hash | 0) && this.#keyIs(ref, text, start, length))) return slot;
+      if (probes === MAX_PROBES) {
+        throw new InvalidArgumentError('the vocabulary’s strings hash into one run of the table', {
+          operation: 'Tokenizer',
+          argument: 'vocabulary',
+          expected: `runs of at most ${MAX_PROBES} slots`,
+          actual: `a run of more than ${MAX_PROBES} at ${this.count} entries`,
+        });
+      }
     }
   }
 

@@ -15,12 +15,17 @@ const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 /** The most bytes of one array's strings: they decode into one JS string, whose length V8 bounds. */
 export const PACKED_STRINGS_MAX_BYTES = (1 << 29) - 24;
 
-const FNV_OFFSET = 0x811c9dc5;
 const FNV_PRIME = 0x01000193;
+/**
+ * FNV-1a's start, mixed with a random word per process: a file cannot be
+ * made of strings whose hashes collide (a table of them probing without end)
+ * when it cannot know the hash.
+ */
+const FNV_OFFSET = (0x811c9dc5 ^ globalThis.crypto.getRandomValues(new Uint32Array(1))[0]!) >>> 0;
 const encoder = new TextEncoder();
 let scratch = new Uint8Array(256);
 
-/** FNV-1a over `value`'s UTF-8 bytes: the hash `PackedStrings` keeps of each item. */
+/** FNV-1a over `value`'s UTF-8 bytes (from this process's random start): the hash `PackedStrings` keeps of each item. */
 export function utf8Hash(value: string): number {
   // At most three bytes per UTF-16 unit.
   if (scratch.length < value.length * 3) scratch = new Uint8Array(value.length * 3);
