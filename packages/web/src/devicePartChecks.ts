@@ -1,4 +1,10 @@
-import { type Backend, PART_CHECKSUM_BLOCK_BYTES, type QuantizedWeight, type Tensor } from '@rayo/core';
+import {
+  type Backend,
+  bytesPerElement,
+  PART_CHECKSUM_BLOCK_BYTES,
+  type QuantizedWeight,
+  type Tensor,
+} from '@rayo/core';
 import { partChecksum } from './partChecksum.js';
 
 // Kept weights checked where they were uploaded: a backend that computes
@@ -65,7 +71,7 @@ export class DevicePartChecks {
     this.#backend = backend;
     const tensors = expected.map(({ part }) => weight[part]!);
     this.#batch.push({ name, tensors, expected });
-    this.#batchBytes += tensors.reduce((n, t) => n + t.size * 4, 0);
+    this.#batchBytes += tensors.reduce((n, t) => n + t.size * bytesPerElement(t.dtype), 0);
     if (this.#batchBytes >= BATCH_BYTES) this.#flush();
   }
 

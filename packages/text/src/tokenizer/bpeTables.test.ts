@@ -32,6 +32,19 @@ interface ModelTables {
 
 const tablesOf = (hf: HfTokenizer) => (hf as unknown as { model: ModelTables }).model;
 
+/** A tokenizer.json of `model` alone: no pipeline steps, no added tokens. */
+function withModel(model: TokenizerJson['model']): TokenizerJson {
+  return {
+    version: '1.0',
+    normalizer: null,
+    pre_tokenizer: null,
+    post_processor: null,
+    decoder: null,
+    added_tokens: [],
+    model,
+  };
+}
+
 /** The library's construction of `json` and ours (tables built at once, or in steps). */
 async function bothWays(json: TokenizerJson, inSteps = false) {
   const config = {};
@@ -108,15 +121,7 @@ describe('BPE tables built outside the library', () => {
     tokens.forEach((t, id) => {
       if (!(t in vocab)) vocab[t] = id;
     });
-    const json: TokenizerJson = {
-      version: '1.0',
-      normalizer: null,
-      pre_tokenizer: null,
-      post_processor: null,
-      decoder: null,
-      added_tokens: [],
-      model: bpeModel(vocab, ['a b', 'ab c'], { tokensById: tokens }),
-    };
+    const json = withModel(bpeModel(vocab, ['a b', 'ab c'], { tokensById: tokens }));
     const { library, ours } = await bothWays(json);
     expectSameTables(library, ours);
     expect(tablesOf(ours).tokens_to_ids.get('b')).toBe(1);
@@ -164,15 +169,9 @@ describe('BPE tables built outside the library', () => {
     const tokens = ['a', 'b', 'ab', 'ba'];
     // 60k merges with no space, then the two that apply: a scan per merge for its space would be quadratic.
     const merges = [...Array.from({ length: 60000 }, (_, i) => `x${i}`), 'a b', 'b a'];
-    const json: TokenizerJson = {
-      version: '1.0',
-      normalizer: null,
-      pre_tokenizer: null,
-      post_processor: null,
-      decoder: null,
-      added_tokens: [],
-      model: packedBpeModel({ tokens: PackedStrings.of(tokens), merges: PackedStrings.of(merges) }),
-    };
+    const json = withModel(
+      packedBpeModel({ tokens: PackedStrings.of(tokens), merges: PackedStrings.of(merges) }),
+    );
     const model = plainBpeModel(json)!;
     const ours = new HfTokenizer(withoutBpeTables(json, model), {});
     expect(installBpeTables(ours, buildBpeTables(model), [])).toBe(true);

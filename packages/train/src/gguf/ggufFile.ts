@@ -32,8 +32,8 @@ import {
   type GgufValue,
   type GgufValueType,
   ggufValueTypeOfCode,
-  packedStringArray,
   SCALAR_BYTES,
+  stringArrayEntry,
 } from './metadata.js';
 import { PackedStringsBuilder } from './packedStrings.js';
 
@@ -211,7 +211,7 @@ async function readArray(
     while (sink.count < count) {
       if (cursor.bufferedStringsInto(count - sink.count, sink) === 0) await cursor.stringInto(sink, itemWhat);
     }
-    return packedStringArray(sink.finish());
+    return stringArrayEntry(sink.finish());
   }
   const items: unknown[] = new Array(count);
   for (let i = 0; i < count; i++) {

@@ -58,7 +58,7 @@ export type GgufValue =
 export type GgufMetadata = ReadonlyMap<string, GgufValue>;
 
 /** A string array read from a file: its items stay packed until `value` is first read. */
-export function packedStringArray(packed: PackedStrings): GgufArray {
+export function stringArrayEntry(packed: PackedStrings): GgufArray {
   let items: readonly string[] | undefined;
   const array = {
     type: 'array',
