@@ -88,21 +88,6 @@ export const QUANT_FORMATS = [
 ] as const;
 export type QuantFormat = (typeof QUANT_FORMATS)[number];
 
-/**
- * The formats `quantizeRows` writes on a device (all but q4k and q6k, whose
- * super-block scales come from GGUF files or from `quantizeWeights`).
- */
-export const DEVICE_QUANTIZE_FORMATS = [
-  'q8',
-  'q4g32',
-  'q4g128',
-  'q8g32',
-  'q8g16',
-  'q4g32a',
-  'q8g32a',
-] as const;
-export type DeviceQuantizeFormat = (typeof DEVICE_QUANTIZE_FORMATS)[number];
-
 /** Weights per 16-byte word of packed data, the unit every kernel reads. */
 export const BLOCK_WEIGHTS = 32;
 /** q4k's super-block (one d, one dmin, eight 6-bit scales and mins) and sub-block (one scale and min). */
@@ -270,10 +255,6 @@ export function subBlockScaleMin(words: ArrayLike<number>, at: number, j: number
   if (j < 4) return { sc: byte(j) & 63, m: byte(j + 4) & 63 };
   const low = byte(j + 4);
   return { sc: (low & 0xf) | ((byte(j - 4) >> 6) << 4), m: (low >> 4) | ((byte(j) >> 6) << 4) };
-}
-
-export function isDeviceQuantizeFormat(value: unknown): value is DeviceQuantizeFormat {
-  return typeof value === 'string' && (DEVICE_QUANTIZE_FORMATS as readonly string[]).includes(value);
 }
 
 /**

@@ -43,11 +43,12 @@ function putScaleMin(bytes: Uint8Array, j: number, sc: number, m: number): void 
 }
 
 /**
- * q4k of a finite weight [N, K], K a multiple of 256, with d and dmin rounded
- * to the scales' storage by `store`: per sub-block the range [min(0, lo), hi]
- * gives a scale (range / 15) and a min (−min(0, lo)); d and dmin are the
- * largest of them / 63, sc and m the nearest 6-bit multiples, and each code
- * the nearest to (w + f32(dmin · m)) / f32(d · sc) in 0 … 15.
+ * q4k of a weight [N, K], K a multiple of 256, with d and dmin rounded to the
+ * scales' storage by `store`: per sub-block the range [min(0, lo), hi] gives
+ * a scale (range / 15) and a min (−min(0, lo)); d and dmin are the largest of
+ * them / 63, sc and m the nearest 6-bit multiples, and each code the nearest
+ * to (w + f32(dmin · m)) / f32(d · sc) in 0 … 15. A super-block holding a
+ * weight that is not finite gets NaN d and dmin, codes and sc, m 0.
  */
 export function quantizeQ4k(
   w: ArrayLike<number>,
@@ -68,6 +69,7 @@ export function quantizeQ4k(
       const first = row * k + s * Q4K_SUPER_BLOCK;
       let largestScale = Number.NEGATIVE_INFINITY;
       let largestMin = Number.NEGATIVE_INFINITY;
+      let finite = true;
       for (let j = 0; j < SUB_BLOCKS; j++) {
         let lo = 0;
         let hi = 0;
@@ -76,12 +78,20 @@ export function quantizeQ4k(
           lo = Math.min(lo, v);
           hi = Math.max(hi, v);
         }
+        // A NaN carries into lo and hi, an infinity into one of them.
+        finite &&= Number.isFinite(lo) && Number.isFinite(hi);
         scales[j] = fround(fround(positiveZero(hi) - positiveZero(lo)) * BY_15);
-        mins[j] = -positiveZero(lo);
+        mins[j] = positiveZero(-lo);
         largestScale = Math.max(largestScale, scales[j]!);
         largestMin = Math.max(largestMin, mins[j]!);
       }
       const at = row * blocks + s;
+      if (!finite) {
+        // Codes and sub-block words stay 0.
+        d[at] = Number.NaN;
+        dmin[at] = Number.NaN;
+        continue;
+      }
       const dAt = store(fround(largestScale * BY_63));
       const dminAt = store(fround(largestMin * BY_63));
       d[at] = dAt;

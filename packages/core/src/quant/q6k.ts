@@ -47,10 +47,11 @@ export function putQ6kCode(packed: Uint32Array, at: number, i: number, q: number
 }
 
 /**
- * q6k of a finite weight [N, K], K a multiple of 256, with d rounded to the
- * scales' storage by `store`: per sub-block of 16 a scale amax / 31, d the
- * largest of them / 127, each int8 scale the nearest multiple of d, and each
- * code the nearest to w / f32(d · sc), within −32 … 31, plus 32.
+ * q6k of a weight [N, K], K a multiple of 256, with d rounded to the scales'
+ * storage by `store`: per sub-block of 16 a scale amax / 31, d the largest of
+ * them / 127, each int8 scale the nearest multiple of d, and each code the
+ * nearest to w / f32(d · sc), within −32 … 31, plus 32. A super-block holding
+ * a weight that is not finite gets a NaN d, codes 0 and scales 0.
  */
 export function quantizeQ6k(
   w: ArrayLike<number>,
@@ -75,6 +76,11 @@ export function quantizeQ6k(
         largest = Math.max(largest, amax[j]!);
       }
       const at = row * blocks + s;
+      // A NaN or an infinity carries into the largest amax. Codes and scales stay 0.
+      if (!Number.isFinite(largest)) {
+        d[at] = Number.NaN;
+        continue;
+      }
       const dAt = store(fround(largest * BY_127));
       d[at] = dAt;
       for (let j = 0; j < SUB_BLOCKS; j++) {

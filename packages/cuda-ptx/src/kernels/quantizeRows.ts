@@ -5,6 +5,13 @@ import { PtxModule } from '../ptx/module.js';
 import type { F32, Pred, R32, R64 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
 import { loadAllParams } from './entryParams.js';
+import { asStored, nearestQuotient, positiveZero } from './quantizeArithmetic.js';
+import {
+  QUANTIZE_SUPER_BLOCKS_ENTRY,
+  type QuantizeSuperBlocksVariant,
+  quantizeSuperBlocksKey,
+  quantizeSuperBlocksModule,
+} from './quantizeSuperBlocks.js';
 import {
   type FloatStorage,
   loadOneAsF32,
@@ -12,7 +19,6 @@ import {
   storageKey,
   storageOf,
   storeFromF32,
-  toHalfBits,
 } from './storage.js';
 
 // quantizeRows: a dense weight [N, K] to one of core's quantized layouts
@@ -21,10 +27,9 @@ import {
 // word, so that no two threads write one word). It reads its group twice:
 // once for the range, once to write the codes word by word. Scales are
 // range · f32(1 / levels) rounded to their storage; a code is the integer
-// nearest to t / scale, ties up, found from the correctly rounded quotient
-// and fixed by the exact sign of fma(−(q ± ½), scale, t). A group with a
-// weight that is not finite writes a NaN scale (and offset), codes 0 and
-// zero point 0.
+// nearest to t / scale, ties up (quantizeArithmetic.ts). q4k and q6k have a
+// module of their own (quantizeSuperBlocks.ts). A group with a weight that
+// is not finite writes a NaN scale (and offset), codes 0 and zero point 0.
 
 export const QUANTIZE_ROWS_ENTRY = 'quantize_rows';
 
@@ -37,48 +42,6 @@ export interface QuantizeRowsVariant {
 
 export function quantizeRowsKey(v: QuantizeRowsVariant): string {
   return `quantizeRows/${v.format}${v.zeros ? '/zeros' : ''}${storageKey([v.weight, v.scale])}`;
-}
-
-/** x as +0 where it is ±0 (the host's `positiveZero`). */
-function positiveZero(k: KernelBuilder, x: F32): F32 {
-  const zero = k.setp('eq', 'f32', k.reg('pred'), x, 0);
-  return k.selp('f32', k.reg('f32'), 0, x, zero);
-}
-
-/** The f32 `value` rounded to `type` and back: the scale as stored. */
-function asStored(k: KernelBuilder, type: FloatStorage, value: F32): F32 {
-  if (type === 'f32') return value;
-  const bits = toHalfBits(k, type, value);
-  if (type === 'f16') return k.cvt('f32', 'f16', k.reg('f32'), bits);
-  const wide = k.cvt('u32', 'u16', k.reg('u32'), bits);
-  return k.mov('b32', k.reg('f32'), k.shl('b32', k.reg('u32'), wide, 16));
-}
-
-/** The integer nearest to t / scale (ties up) as s32, for scale > 0 (see rounding.ts). */
-function nearestQuotient(k: KernelBuilder, t: F32, scale: F32): R32 {
-  const x = k.div('f32', k.reg('f32'), t, scale, 'rn');
-  const q = k.cvt('f32', 'f32', k.reg('f32'), x, { rnd: 'rni' });
-  const up = k.fma(
-    'f32',
-    k.reg('f32'),
-    k.neg('f32', k.reg('f32'), k.add('f32', k.reg('f32'), q, 0.5)),
-    scale,
-    t,
-  );
-  const down = k.fma(
-    'f32',
-    k.reg('f32'),
-    k.neg('f32', k.reg('f32'), k.sub('f32', k.reg('f32'), q, 0.5)),
-    scale,
-    t,
-  );
-  const isUp = k.setp('ge', 'f32', k.reg('pred'), up, 0);
-  const isDown = k.setp('lt', 'f32', k.reg('pred'), down, 0);
-  const qi = k.cvt('s32', 'f32', k.reg('s32'), q, { rnd: 'rzi' });
-  const raised = k.add('s32', k.reg('s32'), qi, 1);
-  const lowered = k.sub('s32', k.reg('s32'), qi, 1);
-  const result = k.selp('s32', k.reg('s32'), lowered, qi, isDown);
-  return k.selp('s32', result, raised, result, isUp);
 }
 
 export function quantizeRowsModule(v: QuantizeRowsVariant): PtxModule {
@@ -293,6 +256,32 @@ export const QUANTIZE_ROWS_KERNELS: readonly AnyCudaKernel[] = [
       const [n, kd] = w.shape as [number, number];
       checkElementCount(quantizeRows.name, 'w', w.size);
       const layout = quantLayout(attrs.format, kd);
+      if (attrs.format === 'q4k' || attrs.format === 'q6k') {
+        const variant: QuantizeSuperBlocksVariant = {
+          format: attrs.format,
+          weight: storageOf(w),
+          scale: storageOf(scales!),
+        };
+        encoder.launch({
+          key: quantizeSuperBlocksKey(variant),
+          module: () => quantizeSuperBlocksModule(variant),
+          entry: QUANTIZE_SUPER_BLOCKS_ENTRY,
+          grid: gridFor(encoder.device, n * layout.groups),
+          block: BLOCK,
+          args: {
+            w,
+            packed: packed!,
+            scales: scales!,
+            zeros: extra!,
+            // q6k has no offsets (any valid address).
+            offsets: outputs[3] ?? scales!,
+            total: n * layout.groups,
+            k: kd,
+            units: layout.groups,
+          },
+        });
+        return;
+      }
       const units = attrs.zeroPoints ? layout.zeroWords : layout.groups;
       const variant: QuantizeRowsVariant = {
         format: attrs.format,

@@ -1,68 +1,26 @@
 import { codeRange, FLOAT, type QuantFormat, quantizeRows, quantLayout, reciprocalOf } from '@rayo/core';
 import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
-import { paramLayout } from '../params.js';
 import { rowPieces, rowsOf } from '../rowPieces.js';
 import { F16_TO_F32, narrowFunctions, type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
+import {
+  f32Literal,
+  loadWeight,
+  NEAREST,
+  QUANTIZE_PARAMS,
+  storedAs,
+  storeScale,
+} from './quantizeArithmetic.js';
+import { quantizeSuperBlocksShader } from './quantizeSuperBlocks.js';
 
 // quantizeRows: a dense weight [N, K] to one of core's quantized layouts
-// (quant/layout.ts), bit for bit as the host quantizer (quant/rounding.ts):
-// an invocation per group (per 8 groups with zero points, whose nibbles share
-// a word), reading its group twice: for the range, then to write the codes
-// word by word. Scales are range · f32(1 / levels) (a correctly rounded
-// product) rounded to their storage by integer code. WGSL's division is not
-// correctly rounded, so a code starts from the rounded quotient and is fixed
-// by the exact sign of t − (q ± ½) · scale: scale split into two halves of 12
-// bits makes both products exact, and t minus the first is exact wherever the
-// sign is in doubt. Half scales (and offsets) share a u32 word with a
-// neighbouring group's: each invocation clears and sets its own half with
-// atomics, so no word needs zeroing first. A group with a weight that is not
-// finite writes a NaN scale (and offset), codes 0 and zero point 0.
-
-const PARAMS = paramLayout([
-  ['count', 'u32'],
-  ['k', 'u32'],
-  ['units', 'u32'],
-  ['groups', 'u32'],
-  ['groupSize', 'u32'],
-  ['rowWords', 'u32'],
-  ['zeroWords', 'u32'],
-] as const);
-
-/** The integer nearest to t / s, ties up, for s > 0 (exact; see the note above). */
-const NEAREST = `fn nearest(t: f32, s: f32) -> i32 {
-  let q = round(t / s);
-  let sh = bitcast<f32>(bitcast<u32>(s) & 0xfffff000u);
-  let sl = s - sh;
-  let up = q + 0.5;
-  let down = q - 0.5;
-  var r = i32(q);
-  if (t - up * sh >= up * sl) { r = r + 1; } else if (t - down * sh < down * sl) { r = r - 1; }
-  return r;
-}
-fn positive_zero(x: f32) -> f32 { return select(x, 0.0, x == 0.0); }
-// Runtime values: a constant expression may not be NaN or infinite.
-var<private> nanBits: u32 = 0x7fc00000u;
-var<private> infBits: u32 = 0x7f800000u;`;
-
-function loadWeight(weight: Storage): string {
-  if (weight === 'f32') return 'fn weight(i: u32) -> f32 { return w[i]; }';
-  const half = '(w[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu';
-  return weight === 'f16'
-    ? `fn weight(i: u32) -> f32 { return bitcast<f32>(f16_to_f32(${half})); }`
-    : `fn weight(i: u32) -> f32 { return bitcast<f32>((${half}) << 16u); }`;
-}
-
-/** Stores scale-like value v at element `at` of `array` in `scale` storage. */
-function storeScale(scale: Storage, array: string, at: string, v: string): string {
-  if (scale === 'f32') return `${array}[${at}] = ${v};`;
-  return `{
-    let shift = (${at} & 1u) * 16u;
-    atomicAnd(&${array}[${at} >> 1u], ~(0xffffu << shift));
-    atomicOr(&${array}[${at} >> 1u], to_${scale}(${v}) << shift);
-  }`;
-}
+// (quant/layout.ts), bit for bit as the host quantizer (quant/rounding.ts,
+// and quantizeArithmetic.ts for how): an invocation per group (per 8 groups
+// with zero points, whose nibbles share a word), reading its group twice:
+// for the range, then to write the codes word by word. q4k and q6k have a
+// shader of their own (quantizeSuperBlocks.ts). A group with a weight that
+// is not finite writes a NaN scale (and offset), codes 0 and zero point 0.
 
 export function quantizeRowsShader(format: QuantFormat, zeros: boolean, weight: Storage, scale: Storage) {
   const layout = quantLayout(format, 1);
@@ -70,15 +28,7 @@ export function quantizeRowsShader(format: QuantFormat, zeros: boolean, weight: 
   const { lowest, levels } = codeRange(layout);
   const perThread = zeros ? 8 : 1;
   const scaleType: WgslType = scale === 'f32' ? 'f32' : 'atomic<u32>';
-  const f = (x: number) =>
-    Number.isInteger(x) ? `${x}.0` : `bitcast<f32>(${new Uint32Array(new Float32Array([x]).buffer)[0]}u)`;
-  // A value as its storage keeps it.
-  const stored = (value: string) => {
-    if (scale === 'f32') return value;
-    const bits = `to_${scale}(${value})`;
-    return scale === 'f16' ? `bitcast<f32>(f16_to_f32(${bits}))` : `bitcast<f32>(${bits} << 16u)`;
-  };
-  const stepOf = (range: string, n: number) => stored(`(${range}) * ${f(reciprocalOf(n))}`);
+  const stepOf = (range: string, n: number) => storedAs(scale, `(${range}) * ${f32Literal(reciprocalOf(n))}`);
   // The group's range and scale (and zero point or offset).
   const range = offsets
     ? `    lo = min(lo, x);
@@ -95,7 +45,7 @@ export function quantizeRowsShader(format: QuantFormat, zeros: boolean, weight: 
   const scaleOf = offsets
     ? `let low = positive_zero(lo);
     let s = ${stepOf('positive_zero(hi) - low', levels)};
-    let offset = ${stored(lowest === 0 ? '-low' : `-(ldexp(s, ${Math.log2(-lowest)}) + low)`)};
+    let offset = ${storedAs(scale, lowest === 0 ? '-low' : `-(ldexp(s, ${Math.log2(-lowest)}) + low)`)};
     var zero = 0;`
     : zeros
       ? `let low = positive_zero(lo);
@@ -118,7 +68,7 @@ export function quantizeRowsShader(format: QuantFormat, zeros: boolean, weight: 
     key: `quantizeRows/${format}${zeros ? '/zeros' : ''}/${weight}-${scale}/wg${WG}`,
     kernel: quantizeRows.name,
     code: () => {
-      const module = new ShaderModule().params(PARAMS);
+      const module = new ShaderModule().params(QUANTIZE_PARAMS);
       for (const [name, type, access] of names) module.storage(name, type, access);
       module.declare(NEAREST);
       module.declare(loadWeight(weight));
@@ -185,19 +135,18 @@ export const QUANTIZE_ROWS_KERNELS: readonly AnyWgpuKernel[] = [
       const [n, kd] = w.shape as [number, number];
       const layout = quantLayout(attrs.format, kd);
       const units = attrs.zeroPoints ? layout.zeroWords : layout.groups;
-      const shader = quantizeRowsShader(
-        attrs.format,
-        attrs.zeroPoints,
-        storageOf(w.dtype),
-        storageOf(outputs[1]!.dtype),
-      );
+      const [weight, scale] = [storageOf(w.dtype), storageOf(outputs[1]!.dtype)];
+      const shader =
+        attrs.format === 'q4k' || attrs.format === 'q6k'
+          ? quantizeSuperBlocksShader(attrs.format, weight, scale)
+          : quantizeRowsShader(attrs.format, attrs.zeroPoints, weight, scale);
       // Rows are independent: a weight larger than one binding goes in pieces of whole rows, the
       // dense rows and their codes, scales, zero points and offsets in step (aligned pieces share no
       // word of half scales).
       const names = [
         'packed',
         'scales',
-        ...(attrs.zeroPoints ? ['zeros'] : []),
+        ...(attrs.zeroPoints || layout.subBlockScales ? ['zeros'] : []),
         ...(layout.offsets ? ['offsets'] : []),
       ];
       const operands = { w, ...Object.fromEntries(outputs.map((o, i) => [names[i]!, o])) };
@@ -207,7 +156,7 @@ export const QUANTIZE_ROWS_KERNELS: readonly AnyWgpuKernel[] = [
           shader,
           buffers: [w, ...outputs].map((o) => rowsOf(o, n, piece)),
           params: {
-            layout: PARAMS,
+            layout: QUANTIZE_PARAMS,
             values: {
               count,
               k: kd,

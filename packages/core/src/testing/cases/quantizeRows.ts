@@ -1,5 +1,5 @@
 import { quantizeRows } from '../../kernels/quantizeRows.js';
-import { DEVICE_QUANTIZE_FORMATS, type DeviceQuantizeFormat, quantLayout } from '../../quant/layout.js';
+import { QUANT_FORMATS, type QuantFormat, quantLayout } from '../../quant/layout.js';
 import { defaultScaleDType, type ScaleDType } from '../../quant/quantize.js';
 import {
   type AnyConformanceCase,
@@ -57,29 +57,61 @@ const SHAPES = [
   [6, 161],
   [5, 300],
 ] as const;
+// q4k and q6k take rows of whole super-blocks: one, two and three of them.
+const SUPER_BLOCK_SHAPES = [
+  [5, 256],
+  [6, 512],
+  [3, 768],
+] as const;
 
-function push(format: DeviceQuantizeFormat, scaleDType: ScaleDType, zeroPoints: boolean): void {
-  for (const [n, k] of SHAPES) {
-    cases.push(
-      valid(quantizeRows, {
-        label: `${format} ${n}×${k} ${scaleDType} scales${zeroPoints ? ' zero points' : ''}`,
-        inputs: [weights(n, k)],
-        attrs: { format, scaleDType, zeroPoints },
-        tolerance: { rtol: 0, atol: 0 },
-      }),
-    );
+/**
+ * Weights whose sub-blocks of 16 each have a magnitude of their own, some
+ * all positive and some all negative, so that a super-block's sub-block
+ * scales and mins spread over their 6 and 8 bits.
+ */
+function spreadSubBlocks(n: number, k: number): InputSample {
+  return f32([n, k], (rng: Rng, size: number) => {
+    const w = new Float64Array(size);
+    for (let at = 0; at < size; at += 16) {
+      const magnitude = 2 ** rng.int(-7, 3);
+      const sign = rng.int(0, 3); // 0: mixed, 1: positive, 2: negative
+      for (let i = at; i < at + 16; i++) {
+        const x = rng.uniform(0, 1) * magnitude;
+        w[i] = sign === 1 ? x : sign === 2 ? -x : rng.uniform(-1, 1) * magnitude;
+      }
+    }
+    return w;
+  });
+}
+
+function push(format: QuantFormat, scaleDType: ScaleDType, zeroPoints: boolean): void {
+  const superBlocks = quantLayout(format, 1).subBlockScales;
+  for (const [n, k] of superBlocks ? SUPER_BLOCK_SHAPES : SHAPES) {
+    const samples = superBlocks ? [weights(n, k), spreadSubBlocks(n, k)] : [weights(n, k)];
+    for (const [i, sample] of samples.entries()) {
+      cases.push(
+        valid(quantizeRows, {
+          label: `${format} ${n}×${k} ${scaleDType} scales${zeroPoints ? ' zero points' : ''}${i ? ', spread sub-blocks' : ''}`,
+          inputs: [sample],
+          attrs: { format, scaleDType, zeroPoints },
+          tolerance: { rtol: 0, atol: 0 },
+        }),
+      );
+    }
   }
 }
 
-for (const format of DEVICE_QUANTIZE_FORMATS) {
+for (const format of QUANT_FORMATS) {
   push(format, defaultScaleDType(format), false);
   if (quantLayout(format, 1).zeroPoints) push(format, defaultScaleDType(format), true);
 }
 push('q4g32', 'bf16', false);
 push('q8', 'f16', false);
+push('q4k', 'f32', false);
+push('q6k', 'bf16', false);
 
 // A NaN, +Inf and −Inf weight each in one group (the host quantizer refuses them): that group's scale (and
-// offset) NaN, its codes and zero point 0, every other group quantized.
+// offset) NaN, its codes and zero point 0 (a super-block's sub-block scales 0), every other group quantized.
 function nonFinite(n: number, k: number): InputSample {
   return f32([n, k], (rng: Rng, size: number) => {
     const w = Array.from({ length: size }, () => rng.uniform(-1, 1));
@@ -89,15 +121,17 @@ function nonFinite(n: number, k: number): InputSample {
     return w;
   });
 }
-for (const [format, zeroPoints] of [
-  ['q4g32', true],
-  ['q8', false],
-  ['q8g32a', false],
+for (const [format, zeroPoints, k] of [
+  ['q4g32', true, 70],
+  ['q8', false, 70],
+  ['q8g32a', false, 70],
+  ['q4k', false, 512],
+  ['q6k', false, 512],
 ] as const) {
   cases.push(
     valid(quantizeRows, {
-      label: `${format} 3×70 with non-finite weights${zeroPoints ? ', zero points' : ''}`,
-      inputs: [nonFinite(3, 70)],
+      label: `${format} 3×${k} with non-finite weights${zeroPoints ? ', zero points' : ''}`,
+      inputs: [nonFinite(3, k)],
       attrs: { format, scaleDType: defaultScaleDType(format), zeroPoints },
       tolerance: { rtol: 0, atol: 0 },
     }),
@@ -120,6 +154,8 @@ const errors = invalidCalls(quantizeRows, [
     'attrs.zeroPoints',
     { format: 'q4g32a', scaleDType: 'f32', zeroPoints: true },
   ],
+  ['q4k rows of 300', [f32([2, 300])], 'shape', 'w', { format: 'q4k', scaleDType: 'f16' }],
+  ['q6k rows of 128', [f32([2, 128])], 'shape', 'w', { format: 'q6k', scaleDType: 'f16' }],
 ]);
 
 export const quantizeRowsCases: FamilyCases = { cases, errors };

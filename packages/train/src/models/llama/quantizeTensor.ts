@@ -1,6 +1,5 @@
 import {
   type Backend,
-  type DeviceQuantizeFormat,
   defaultScaleDType,
   type HostArray,
   InvalidArgumentError,
@@ -11,6 +10,7 @@ import {
   quantizedWeightOf,
   quantizeRows,
   quantizeWeights,
+  quantLayout,
   sum,
   type Tensor,
   toNumbers,
@@ -43,16 +43,24 @@ export async function quantizeOnHost(
 export async function quantizeOnDevice(
   backend: Backend,
   dense: Tensor,
-  format: DeviceQuantizeFormat,
+  format: QuantFormat,
   name: string,
 ): Promise<QuantizedTensor> {
   const [n, k] = dense.shape as [number, number];
-  const [packed, scales, extra] = backend.run(quantizeRows, [dense], {
+  const layout = quantLayout(format, k);
+  const outputs = backend.run(quantizeRows, [dense], {
     format,
     scaleDType: defaultScaleDType(format),
     zeroPoints: false,
   });
-  const weight = quantizedWeightOf(format, n, k, { packed: packed!, scales: scales!, offsets: extra });
+  // Codes and scales, then q4k's and q6k's sub-block scales, then offsets.
+  const [packed, scales] = outputs;
+  const weight = quantizedWeightOf(format, n, k, {
+    packed: packed!,
+    scales: scales!,
+    zeros: layout.subBlockScales ? outputs[2] : undefined,
+    offsets: layout.offsets ? outputs.at(-1) : undefined,
+  });
   const total = backend.run(sum, [scales!], { axis: 'all' })[0]!;
   const [scaleSum] = toNumbers(total.dtype, (await total.read()) as HostArray);
   total.dispose();

@@ -1,7 +1,7 @@
 import {
   createCpuBackend,
-  DEVICE_QUANTIZE_FORMATS,
   InvalidArgumentError,
+  QUANT_FORMATS,
   quantizedGateUpSwiglu,
   quantizedMatmul,
   quantizeWeights,
@@ -74,7 +74,8 @@ describe('LlamaModel with quantized projections', async () => {
     using want = dense.prefill(prompt);
     const wanted = (await want.read()) as Float32Array;
     const vocab = config.vocab_size as number;
-    for (const format of DEVICE_QUANTIZE_FORMATS) {
+    // The formats of any K (q4k and q6k take whole super-blocks: below).
+    for (const format of QUANT_FORMATS.filter((f) => !quantLayout(f, 1).subBlockScales)) {
       const eightBits = quantLayout(format, 1).bits === 8;
       using model = await LlamaModel.load(backend, dir, { weightFormat: format });
       expect(model.quantization?.format).toBe(format);
@@ -96,7 +97,7 @@ describe('LlamaModel with quantized projections', async () => {
     ['q4k', 4.5, 0.15, 0.25],
     ['q6k', 6.5625, 0.05, 0.1],
   ] as const) {
-    it(`${format} (rows of whole super-blocks) quantizes on the host and follows the dense model`, async () => {
+    it(`${format} (rows of whole super-blocks) quantizes on the host or the device and follows the dense model`, async () => {
       const wide = tinyLlamaConfig({ hidden_size: 256, intermediate_size: 512, num_attention_heads: 4 });
       const wideDir = await writeTinyLlama(wide, tinyLlamaWeights(wide, 5));
       using dense = await LlamaModel.load(backend, wideDir);
@@ -107,11 +108,22 @@ describe('LlamaModel with quantized projections', async () => {
       expect(model.quantization!.rmsRelativeError!).toBeLessThan(rms);
       const { maxError, spread } = await prefillError(model, dense);
       expect(maxError).toBeLessThan(spread * prefill);
-      await expect(
-        LlamaModel.load(backend, wideDir, { weightFormat: format, quantizeOn: 'device' }),
-      ).rejects.toThrow(new RegExp(`${format} is not quantized on the device`));
-      // K of 64: not whole super-blocks.
+      // quantizeRows' outputs (sub-block scales, then q4k's offsets) become the same weight.
+      using onDevice = await LlamaModel.load(backend, wideDir, {
+        weightFormat: format,
+        quantizeOn: 'device',
+      });
+      expect(onDevice.quantization).toMatchObject({ format, path: 'device' });
+      expect(onDevice.quantization!.quantizedBytes).toBe(model.quantization!.quantizedBytes);
+      model.reset();
+      using want = model.prefill(prompt);
+      using got = onDevice.prefill(prompt);
+      expect(await got.read()).toEqual(await want.read());
+      // K of 64: not whole super-blocks, on either path.
       await expect(LlamaModel.load(backend, dir, { weightFormat: format })).rejects.toThrow(ShapeError);
+      await expect(
+        LlamaModel.load(backend, dir, { weightFormat: format, quantizeOn: 'device' }),
+      ).rejects.toThrow(ShapeError);
     });
   }
 

@@ -1,7 +1,6 @@
 import {
   type Backend,
   InvalidArgumentError,
-  isDeviceQuantizeFormat,
   isQuantFormat,
   QUANT_FORMATS,
   type QuantFormat,
@@ -18,8 +17,8 @@ import { LLAMA_PROJECTIONS, type LlamaWeights } from './weights.js';
  * How a model stores its projection weights (q, k, v, o, gate, up, down) on
  * the device: int8 per output row or with a scale per 32 or 16 weights, or 4
  * bits with a scale per 32 or 128 weights (or a scale and an offset per 32),
- * see @rayo/core's quantized layouts (q4k and q6k, whose rows are whole
- * super-blocks of 256, are quantized on the host only). Quantizing on load leaves the
+ * see @rayo/core's quantized layouts, or GGUF's Q4_K and Q6_K layouts (q4k and
+ * q6k, for rows of whole super-blocks of 256). Quantizing on load leaves the
  * embedding, the norms and the head in the model's weight dtype.
  */
 export type LlamaWeightFormat = QuantFormat;
@@ -109,16 +108,7 @@ export class LlamaLayerQuantizer {
     on?: LlamaQuantizePath,
   ) {
     checkWeightFormat(backend, format);
-    // quantizeRows writes every format but q4k and q6k: those are quantized on the host.
-    this.path = on ?? (isDeviceQuantizeFormat(format) ? defaultQuantizePath(backend) : 'host');
-    if (this.path === 'device' && !isDeviceQuantizeFormat(format)) {
-      throw new InvalidArgumentError(`${format} is not quantized on the device`, {
-        operation: quantizeRows.name,
-        argument: 'quantizeOn',
-        expected: `'host' with ${format} (quantizeRows writes the other formats)`,
-        actual: "'device'",
-      });
-    }
+    this.path = on ?? defaultQuantizePath(backend);
     if (this.path === 'device' && !backend.supports(quantizeRows.name)) {
       throw new UnsupportedOnBackendError(`the ${backend.name} backend cannot quantize on the device`, {
         operation: quantizeRows.name,
@@ -133,7 +123,7 @@ export class LlamaLayerQuantizer {
   async #quantize(dense: Tensor, name: string): Promise<QuantizedWeight> {
     const start = performance.now();
     const done: QuantizedTensor =
-      this.path === 'device' && isDeviceQuantizeFormat(this.format)
+      this.path === 'device'
         ? await quantizeOnDevice(this.backend, dense, this.format, name)
         : await quantizeOnHost(this.backend, dense, this.format);
     if (done.error) {
