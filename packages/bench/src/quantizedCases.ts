@@ -81,12 +81,14 @@ export function quantizedGateUp(
   [m, k, n]: readonly [number, number, number],
   when: Modes,
 ): BenchCase {
-  const { codes, scales, bytes } = quantizedWeight(format, k, n);
+  const { codes, scales, subBlockScales, offsets, bytes } = quantizedWeight(format, k, n);
+  // q4k: both weights' sub-block scales, then both dmin offsets.
+  const extra = subBlockScales && offsets ? [subBlockScales, subBlockScales, offsets, offsets] : [];
   return {
     id: `qgemv/gateup-${format}-${m}x${k}x${n}`,
     family: 'qgemv',
     spec: quantizedGateUpSwiglu,
-    inputs: [{ shape: [m, k] }, codes, scales, codes, scales],
+    inputs: [{ shape: [m, k] }, codes, scales, codes, scales, ...extra],
     attrs: { format },
     bound: 'bytes',
     x: 2 * bytes,

@@ -173,6 +173,10 @@ const CASES: BenchCase[] = [
   quantizedGateUp('q4g32', [1, 256, 256], QUICK),
   quantizedGateUp('q4g32', [1, 2048, 5632], FULL),
   quantizedGateUp('q4g32', [1, 4096, 11008], FULL),
+  // Llama-3.1-8B's gate and up in Q4_K (a Q4_K_M file's).
+  quantizedGateUp('q4k', [1, 256, 256], QUICK),
+  quantizedGateUp('q4k', [1, 4096, 14336], FULL),
+  quantizedGemv('q4k', [1, 4096, 14336], false, FULL),
   kvScatter(8, 64, 256, 1, QUICK),
   kvScatter(8, 64, 256, 16, QUICK),
   ...[1, 16, 256].map((t) => kvScatter(32, 128, 2048, t, FULL)),

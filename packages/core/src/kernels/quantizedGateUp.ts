@@ -1,13 +1,16 @@
 import { defineKernel } from '../kernel.js';
-import { quantLayout } from '../quant/layout.js';
+import { Q4K_SUPER_BLOCK, quantLayout } from '../quant/layout.js';
 import { dequantizeInto } from '../quant/quantize.js';
 import { siluOf } from './activations.js';
 import { ArgCheck } from './check.js';
 import { SCALES } from './quantized.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
 
-/** The formats the fused product takes: int8 rows and 4-bit groups of 32 or 128 (see quant/layout.ts). */
-export const GATE_UP_FORMATS = ['q8', 'q4g32', 'q4g128'] as const;
+/**
+ * The formats the fused product takes: int8 rows, 4-bit groups of 32 or 128,
+ * and q4k (GGUF's Q4_K, the most of a Q4_K_M file) (see quant/layout.ts).
+ */
+export const GATE_UP_FORMATS = ['q8', 'q4g32', 'q4g128', 'q4k'] as const;
 export type GateUpFormat = (typeof GATE_UP_FORMATS)[number];
 
 /**
@@ -20,7 +23,8 @@ export type GateUpFormat = (typeof GATE_UP_FORMATS)[number];
 export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
   name: 'quantizedGateUpSwiglu',
   family: 'quantized',
-  summary: 'y = silu(x · dequant(Wg)ᵀ) ⊙ (x · dequant(Wu)ᵀ) for int8 or 4-bit gate and up weights [N, K]',
+  summary:
+    'y = silu(x · dequant(Wg)ᵀ) ⊙ (x · dequant(Wu)ᵀ) for int8, 4-bit or q4k gate and up weights [N, K]',
   inputs: [
     { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
     { name: 'gatePacked', dtypes: ['u32'], doc: "[N, rowWords(K)]: the gate's codes, see quantLayout" },
@@ -36,19 +40,43 @@ export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
       name: 'gateZeros',
       dtypes: ['u32'],
       optional: true,
-      doc: "[N, ceil(groups / 8)]: q4 zero-point nibbles, given with 'upZeros' or not at all",
+      doc: "[N, zeroWords]: q4 zero-point nibbles, given with 'upZeros' or not at all; q4k's 6-bit sub-block scales and mins (required)",
     },
-    { name: 'upZeros', dtypes: ['u32'], optional: true, doc: "[N, ceil(groups / 8)], with 'gateZeros'" },
+    { name: 'upZeros', dtypes: ['u32'], optional: true, doc: "[N, zeroWords], with 'gateZeros'" },
+    {
+      name: 'gateOffsets',
+      dtypes: FLOAT,
+      dtypeGroup: SCALES,
+      optional: true,
+      doc: "[N, groups(K)]: q4k's dmin (required there, refused elsewhere)",
+    },
+    {
+      name: 'upOffsets',
+      dtypes: FLOAT,
+      dtypeGroup: SCALES,
+      optional: true,
+      doc: "[N, groups(K)], with 'gateOffsets'",
+    },
   ],
   attributes: {
     format: { kind: 'enum', values: GATE_UP_FORMATS, doc: 'how both weights are stored' },
   },
-  infer([x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros], { format }) {
+  infer(
+    [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets],
+    { format },
+  ) {
     const check = new ArgCheck('quantizedGateUpSwiglu');
     check.rank('x', x!, 2, '[M, K]');
     const [m, k] = x!.shape as [number, number];
     check.shape(k > 0, 'x', 'a quantized product needs rows of at least one element', 'K >= 1', x!.shape);
     const layout = quantLayout(format, k);
+    check.shape(
+      !layout.subBlockScales || k % Q4K_SUPER_BLOCK === 0,
+      'x',
+      `${format} rows are whole super-blocks of ${Q4K_SUPER_BLOCK}`,
+      `K a multiple of ${Q4K_SUPER_BLOCK}`,
+      x!.shape,
+    );
     check.rank('gatePacked', gatePacked!, 2, '[N, rowWords]');
     const n = gatePacked!.shape[0]!;
     check.dim('gatePacked', gatePacked!, 1, layout.rowWords, `the u32 words of a ${format} row of K = ${k}`);
@@ -74,18 +102,52 @@ export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
         'nothing with q8',
         zeros.shape,
       );
-      check.sameShape(name, zeros, [n, layout.zeroWords], '[N, ceil(groups / 8)] nibble words');
+      check.sameShape(
+        name,
+        zeros,
+        [n, layout.zeroWords],
+        layout.subBlockScales
+          ? '[N, 3 · groups] words of 6-bit scales and mins'
+          : '[N, ceil(groups / 8)] nibble words',
+      );
+    }
+    if (layout.subBlockScales) {
+      check.shape(
+        gateZeros !== undefined,
+        'gateZeros',
+        `${format} needs its sub-block 6-bit scales and mins`,
+        `[N, 3 · groups] = [${n}, ${layout.zeroWords}] for both weights`,
+        'absent',
+      );
+    }
+    for (const [name, offsets] of [
+      ['gateOffsets', gateOffsets],
+      ['upOffsets', upOffsets],
+    ] as const) {
+      check.shape(
+        layout.offsets === (offsets !== undefined),
+        name,
+        layout.offsets ? `${format} needs its dmin per super-block` : `${format} takes no offsets`,
+        layout.offsets ? `[N, groups] = [${n}, ${layout.groups}]` : 'nothing',
+        offsets?.shape ?? 'absent',
+      );
+      if (offsets)
+        check.sameShape(name, offsets, [n, layout.groups], `[N, groups] of ${format} for K = ${k}`);
     }
     return [{ name: 'y', shape: [m, n], dtype: x!.dtype }];
   },
-  reference([x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros], { format }, io) {
+  reference(
+    [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets],
+    { format },
+    io,
+  ) {
     const [m, k] = io.inputs[0]!.shape as [number, number];
     const n = io.outputs[0]!.shape[1]!;
     const layout = quantLayout(format, k);
     const gate = new Float64Array(n * k);
     const up = new Float64Array(n * k);
-    dequantizeInto(gate, gatePacked!, gateScales!, gateZeros, layout, n, k);
-    dequantizeInto(up, upPacked!, upScales!, upZeros, layout, n, k);
+    dequantizeInto(gate, gatePacked!, gateScales!, gateZeros, layout, n, k, gateOffsets);
+    dequantizeInto(up, upPacked!, upScales!, upZeros, layout, n, k, upOffsets);
     const y = new Float32Array(m * n);
     for (let i = 0; i < m; i++) {
       for (let j = 0; j < n; j++) {
@@ -101,7 +163,7 @@ export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
     }
     return [y];
   },
-  cost([x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros]) {
+  cost([x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets]) {
     const [m, k] = x!.shape as [number, number];
     const n = gatePacked!.shape[0]!;
     return {
@@ -114,6 +176,8 @@ export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
         bytesOf(upScales) +
         bytesOf(gateZeros) +
         bytesOf(upZeros) +
+        bytesOf(gateOffsets) +
+        bytesOf(upOffsets) +
         bytesOf({ shape: [m, n], dtype: x!.dtype }),
     };
   },

@@ -1,4 +1,5 @@
 import {
+  GATE_UP_FORMATS,
   InvalidArgumentError,
   isQgemvFormat,
   QGEMV_FORMATS,
@@ -119,6 +120,25 @@ describe.skipIf(gate.skip)(`quantized GEMV PTX assembles with ptxas, without spi
         }
       }
     }
+    // q4k: the gate·up pair's, with its sub-block scales, offsets and Σ x.
+    for (const shape of Object.values(QGEMV_SHAPES)) {
+      for (const t of types) {
+        for (const rows of [1, 4]) {
+          const v: QgemvConfig = {
+            ...base,
+            ...shape,
+            format: 'q4k',
+            zeros: false,
+            pair: true,
+            withC: false,
+            types: t,
+            rows,
+          };
+          if (v.cols * rows > 32) continue;
+          jobs.push({ ptx: qgemvModule(v).emit(), arch: 'sm_90', what: qgemvKey(v) });
+        }
+      }
+    }
     expectAllAssembleCleanly(jobs);
   }, 600_000);
 });
@@ -193,12 +213,17 @@ describe('quantized conformance cases on an emulated device', () => {
         const half = /\((b?f16)\b/;
         const kernels = ['quantizedMatmul', 'quantizedGateUpSwiglu'];
         const formatOf = (variant: string) => /\bformat=(\S+)/.exec(variant)?.[1] ?? '';
+        // The pair takes q4k too (its single product is the dot kernel's).
+        const readHere = (kernel: string, format: string) =>
+          kernel === 'quantizedGateUpSwiglu'
+            ? (GATE_UP_FORMATS as readonly string[]).includes(format)
+            : isQgemvFormat(format);
         const checks = suite.checks.filter(
           (c) =>
             c.group === 'quantized' &&
             c.kernelCase !== undefined &&
             kernels.includes(c.kernelCase.kernel) &&
-            isQgemvFormat(formatOf(c.kernelCase.variant)) &&
+            readHere(c.kernelCase.kernel, formatOf(c.kernelCase.variant)) &&
             !tiled.test(c.name) &&
             !half.test(c.name),
         );
@@ -206,7 +231,10 @@ describe('quantized conformance cases on an emulated device', () => {
           checks.map((c) => `${c.kernelCase!.kernel} ${formatOf(c.kernelCase!.variant)}`),
         );
         expect([...covered].sort()).toEqual(
-          kernels.flatMap((k) => QGEMV_FORMATS.map((f) => `${k} ${f}`)).sort(),
+          [
+            ...QGEMV_FORMATS.map((f) => `quantizedMatmul ${f}`),
+            ...GATE_UP_FORMATS.map((f) => `quantizedGateUpSwiglu ${f}`),
+          ].sort(),
         );
         // By default one case of every kernel × variant (format, dtypes) per GEMV variant, a
         // small one, as in emulated.test.ts (the shapes above are those the variants treat

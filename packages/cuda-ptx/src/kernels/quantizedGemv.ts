@@ -19,6 +19,7 @@ import { loadParams } from './entryParams.js';
 import { below } from './gemv.js';
 import { MAGIC, MAGIC_BITS, type QuantVariant } from './quantizedCodes.js';
 import { encodeQuantizedMma, qmmaApplies } from './quantizedMma.js';
+import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageKey, storageOf, storeFromF32 } from './storage.js';
 
 // The small-M quantized GEMV (M <= 4 rows of x; decoding has one). Its cost
@@ -38,6 +39,10 @@ import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageKey, storageOf, storeFro
 //   2^23 + q·16^j, and one fma by 16^-j with −(2^23·16^-j + zero) gives
 //   q − zero exactly (no shift per nibble, no int-to-float convert).
 // The same kernel with two weights is the fused gate·up·SwiGLU of decoding.
+// q4k (the pair's only: a single q4k product takes quantized.ts's kernel):
+// a lane's chunk lies in one 32-weight sub-block, whose f32(d·sc) and
+// f32(dmin·m) it forms as it loads the chunk (quantizedSubBlocks.ts); its
+// sum is d·sc·Σ q·x − dmin·m·Σ x, with Σ x made once per step and row.
 // Its shapes (C columns and W words per lane) are core's QGEMV_SHAPES; the
 // backend's `qgemvVariant` and `qgemvSlices` options force one for
 // measurements.
@@ -78,6 +83,8 @@ const PARAMS = {
   packed2: 'ptr',
   scales2: 'ptr',
   zeros2: 'ptr',
+  offsets: 'ptr',
+  offsets2: 'ptr',
   c: 'ptr',
   y: 'ptr',
   m: 'u32',
@@ -88,10 +95,13 @@ const PARAMS = {
 
 /** Steps whose loads are issued together: as many as about 64 registers of codes, scales and x hold. */
 export function unrollOf(v: QgemvConfig): number {
-  const perWord = quantLayout(v.format, 1).perWord;
-  // Per step: each weight's code words, scale (and zero point) per column, and x for each row.
-  const perColumn = v.words + 1 + (v.zeros ? 2 : 0);
-  const perStep = (v.pair ? 2 : 1) * v.cols * perColumn + v.rows * perWord * v.words;
+  const layout = quantLayout(v.format, 1);
+  // Per step: each weight's code words, scale (and zero point; q4k's offset and sub-block words) per
+  // column, and x (and q4k's Σ x) for each row.
+  const perColumn = v.words + 1 + (v.zeros ? 2 : 0) + (layout.subBlockScales ? 4 : 0);
+  const perStep =
+    (v.pair ? 2 : 1) * v.cols * perColumn +
+    v.rows * (layout.perWord * v.words + (layout.subBlockScales ? 1 : 0));
   return Math.max(1, Math.min(4, Math.floor(64 / perStep)));
 }
 
@@ -110,8 +120,10 @@ function check(v: QgemvConfig): void {
   if (![1, 2, 4].includes(v.words)) fail('words', '1, 2 or 4', String(v.words));
   if (!Number.isInteger(v.cols) || v.cols < 1 || v.cols * v.rows > 32)
     fail('cols', 'columns · rows of at most 32 (one lane stores each)', String(v.cols));
-  if (v.zeros && quantLayout(v.format, 1).bits === 8)
-    fail('zeros', 'zero points with q4 formats only', v.format);
+  const layout = quantLayout(v.format, 1);
+  if (v.zeros && !layout.zeroPoints) fail('zeros', 'zero points with q4g32 and q4g128 only', v.format);
+  if (layout.offsets && !layout.subBlockScales) fail('format', 'q8, q4g32, q4g128 or q4k', v.format);
+  if (layout.bits === 6) fail('format', 'q8, q4g32, q4g128 or q4k', v.format);
   if (v.pair && v.withC) fail('c', 'no c with the gate·up pair', 'c');
 }
 
@@ -128,6 +140,8 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
   check(v);
   const layout = quantLayout(v.format, 1);
   const q4 = layout.bits === 4;
+  /** q4k: a scale and offset per 32-weight sub-block, from its super-block's d, dmin and 6-bit sc, m. */
+  const kq = layout.subBlockScales;
   const { act, scale } = v.types;
   const actBytes = STORAGE_BYTES[act];
   const scaleBytes = STORAGE_BYTES[scale];
@@ -161,20 +175,23 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
       const unit = q4 ? layout.groupSize : 32;
       const units = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
       const rowWords = k.mulLo('u32', k.reg('u32'), units, unit / layout.perWord);
-      const zeroWords = k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), units, 7), 3);
+      const zeroWords = kq
+        ? k.mulLo('u32', k.reg('u32'), units, 3)
+        : k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), units, 7), 3);
       // This lane's first chunk and first k.
       const chunk0 = k.madLo('u32', k.reg('u32'), slice, 32, lane);
       const lastN = k.sub('u32', k.reg('u32'), n, 1);
       const weightSets = [
-        { packed: p.packed, scales: p.scales, zeros: p.zeros },
-        { packed: p.packed2, scales: p.scales2, zeros: p.zeros2 },
+        { packed: p.packed, scales: p.scales, zeros: p.zeros, offsets: p.offsets },
+        { packed: p.packed2, scales: p.scales2, zeros: p.zeros2, offsets: p.offsets2 },
       ].slice(0, P);
       // Per weight and column: the lane's code pointer, its scale row and zero row. Columns past N
       // read row N − 1 (never stored).
       const cols = weightSets.map((set) => {
         const packed = k.globalPointer(set.packed);
         const scales = k.globalPointer(set.scales);
-        const zeros = v.zeros ? k.globalPointer(set.zeros) : undefined;
+        const zeros = v.zeros || kq ? k.globalPointer(set.zeros) : undefined;
+        const offsets = kq ? k.globalPointer(set.offsets) : undefined;
         return Array.from({ length: C }, (_, c) => {
           const wRow = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), colBase, c), lastN);
           const w = k.elementAddress(
@@ -184,7 +201,7 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
           );
           const scaleRow = q4 ? k.mulLo('u32', k.reg('u32'), wRow, units) : wRow;
           const zeroRow = zeros ? k.mulLo('u32', k.reg('u32'), wRow, zeroWords) : undefined;
-          return { w, scales, zeros, scaleRow, zeroRow };
+          return { w, scales, zeros, offsets, scaleRow, zeroRow };
         });
       });
       const lastM = k.sub('u32', k.reg('u32'), mDim, 1);
@@ -205,6 +222,9 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
         words: R32[][][];
         scales: F32[][];
         zeros: F32[][] | undefined;
+        /** q4k: each column's sub-block offset f32(dmin · m), and each row's Σ x over the chunk. */
+        offsets: F32[][] | undefined;
+        sumX: F32[] | undefined;
         xs: F32[][];
       };
       const loadStep = (u: number, kk: R32): Step => {
@@ -223,19 +243,43 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
             return regs;
           }),
         );
-        // q4: the chunk's group scale (one group holds whole chunks); 0 past K, so that nothing there counts.
-        const scales = q4
+        // q4k: the chunk's sub-block scale and offset (a sub-block holds whole chunks); 0 past K.
+        const subBlocks = kq
           ? cols.map((set) =>
               set.map((col) =>
-                loadOneAsF32(
+                subBlockScaleOffset(
                   k,
                   scale,
-                  k.elementAddress(col.scales, k.add('u32', k.reg('u32'), col.scaleRow, group!), scaleBytes),
+                  { scales: col.scales, offsets: col.offsets!, zeros: col.zeros! },
+                  {
+                    scale: k.add('u32', k.reg('u32'), col.scaleRow, group!),
+                    words: k.madLo('u32', k.reg('u32'), group!, 3, col.zeroRow!),
+                    sub: k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), kk, 5), 7),
+                  },
                   ok,
                 ),
               ),
             )
-          : [];
+          : undefined;
+        // q4: the chunk's group scale (one group holds whole chunks); 0 past K, so that nothing there counts.
+        const scales = subBlocks
+          ? subBlocks.map((set) => set.map((s) => s.scale))
+          : q4
+            ? cols.map((set) =>
+                set.map((col) =>
+                  loadOneAsF32(
+                    k,
+                    scale,
+                    k.elementAddress(
+                      col.scales,
+                      k.add('u32', k.reg('u32'), col.scaleRow, group!),
+                      scaleBytes,
+                    ),
+                    ok,
+                  ),
+                ),
+              )
+            : [];
         const zeros = v.zeros
           ? cols.map((set) =>
               set.map((col) => {
@@ -274,11 +318,19 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
           }
           return regs;
         });
-        return { words, scales, zeros, xs };
+        const sumX = kq
+          ? xs.map((regs) => {
+              const total = k.mov('f32', k.reg('f32'), 0);
+              for (const x of regs) k.add('f32', total, total, x, { rnd: 'rn' });
+              return total;
+            })
+          : undefined;
+        const offsets = subBlocks?.map((set) => set.map((s) => s.offset));
+        return { words, scales, zeros, offsets, sumX, xs };
       };
       /** −(2^23 · 2^-shift + zero) for each in-place position of a code (shift 0, bits, 2·bits, 3·bits). */
       const positions = q4 ? 4 : 2;
-      const fixedZero = q4 ? 8 : 128;
+      const fixedZero = kq ? 0 : q4 ? 8 : 128;
       const useStep = (st: Step) => {
         cols.forEach((set, pi) => {
           set.forEach((_, c) => {
@@ -311,6 +363,11 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
               const a = acc[pi]![c]![r]!;
               if (q4) k.fma('f32', a, parts[r]!, st.scales[pi]![c]!, a, { rnd: 'rn' });
               else k.add('f32', a, a, parts[r]!, { rnd: 'rn' });
+              // q4k: less dmin · m · Σ x.
+              if (st.offsets) {
+                const offset = k.neg('f32', k.reg('f32'), st.offsets[pi]![c]!);
+                k.fma('f32', a, offset, st.sumX![r]!, a, { rnd: 'rn' });
+              }
             }
           });
         });
@@ -400,7 +457,10 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
 export interface QgemvWeight {
   readonly packed: Operand;
   readonly scales: Operand;
+  /** Zero points, or q4k's sub-block scales. */
   readonly zeros: Operand | undefined;
+  /** q4k's dmin. */
+  readonly offsets?: Operand | undefined;
 }
 
 const aligned16 = (ptr: bigint) => ptr % 16n === 0n;
@@ -428,7 +488,7 @@ export function encodeQuantizedGemv(
   const second = weights[1] ?? first;
   const config: QgemvConfig = {
     format: attrs.format,
-    zeros: first.zeros !== undefined,
+    zeros: first.zeros !== undefined && problem.layout.zeroPoints,
     withC: c !== undefined,
     pair: weights.length === 2,
     types: { act: storageOf(x), scale: storageOf(first.scales) },
@@ -453,6 +513,8 @@ export function encodeQuantizedGemv(
       packed2: second.packed,
       scales2: second.scales,
       zeros2: second.zeros ?? second.packed,
+      offsets: first.offsets ?? first.packed,
+      offsets2: second.offsets ?? second.packed,
       c: c ?? y,
       y,
       m,
@@ -468,16 +530,21 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyCudaKernel[] = [
   cudaKernel(
     quantizedGateUpSwiglu,
     (encoder, { inputs, outputs, attrs }) => {
-      const [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros] = inputs;
+      const [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets] =
+        inputs;
       const y = outputs[0]!;
       checkElementCount(quantizedGateUpSwiglu.name, 'x', x!.size);
       checkElementCount(quantizedGateUpSwiglu.name, 'gatePacked', gatePacked!.size * 8);
       checkElementCount(quantizedGateUpSwiglu.name, 'y', y.size);
-      const gate = { packed: gatePacked!, scales: gateScales!, zeros: gateZeros, offsets: undefined };
-      const up = { packed: upPacked!, scales: upScales!, zeros: upZeros, offsets: undefined };
+      const gate = { packed: gatePacked!, scales: gateScales!, zeros: gateZeros, offsets: gateOffsets };
+      const up = { packed: upPacked!, scales: upScales!, zeros: upZeros, offsets: upOffsets };
       const problem = { m: x!.shape[0]!, k: x!.shape[1]!, format: attrs.format, x: x!.ptr };
       // One row of q4g32 pairs: the tensor-core GEMV where the qgemvMma switch asks.
-      if (encoder.tuning.qgemvMma === 'on' && qmmaApplies(encoder.device, problem)) {
+      if (
+        encoder.tuning.qgemvMma === 'on' &&
+        attrs.format === 'q4g32' &&
+        qmmaApplies(encoder.device, problem)
+      ) {
         encodeQuantizedMma(
           encoder,
           { x: x!, weights: [gate, up], c: undefined, y },
@@ -491,10 +558,7 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyCudaKernel[] = [
         qgemvPairVariant(encoder.tuning.qgemvVariant),
         {
           x: x!,
-          weights: [
-            { packed: gatePacked!, scales: gateScales!, zeros: gateZeros },
-            { packed: upPacked!, scales: upScales!, zeros: upZeros },
-          ],
+          weights: [gate, up],
           c: undefined,
           y,
         },

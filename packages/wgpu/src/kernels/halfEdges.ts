@@ -12,7 +12,7 @@ import { encodeCast } from './cast.js';
 // products these are the small side (M·K + M·N against N·K weights).
 
 /** An f32 scratch tensor of `like`'s shape, living until the submission finished. */
-function f32Scratch(encoder: KernelEncoder, like: Operand, kernel: string, argument: string): Operand {
+export function f32Scratch(encoder: KernelEncoder, like: Operand, kernel: string, argument: string): Operand {
   const bytes = like.size * 4;
   if (bytes > encoder.maxBindingBytes) {
     throw new UnsupportedOnBackendError(

@@ -404,7 +404,7 @@ export function quantTileShader(v: QuantShaderVariant) {
 const aligned = (offset: number) => offset % 16 === 0;
 
 /** The weight operands of a product: rows of each are output columns. */
-interface QuantWeightOperands {
+export interface QuantWeightOperands {
   readonly packed: Operand;
   readonly scales: Operand;
   readonly zeros: Operand | undefined;
@@ -412,7 +412,7 @@ interface QuantWeightOperands {
   readonly [name: string]: Operand | undefined;
 }
 
-function encodeQuantizedF32(
+export function encodeQuantizedF32(
   encoder: KernelEncoder,
   x: Operand,
   weight: QuantWeightOperands,

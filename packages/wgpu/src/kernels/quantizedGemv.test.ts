@@ -19,7 +19,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { wgpuOptionsFromEnvironment } from '../environment.js';
 import { backendProvider, createWgpuBackend } from '../index.js';
 import { DEFAULT_WGPU_TUNING, resolveWgpuTuning } from '../tuning.js';
-import { QUANTIZED_GATE_UP_KERNELS, qgemvShader, unrollOf } from './quantizedGemv.js';
+import { QUANTIZED_GATE_UP_KERNELS } from './quantizedGateUp.js';
+import { qgemvShader, unrollOf } from './quantizedGemv.js';
 
 describe('quantized GEMV shaders', () => {
   it('take their variant and split from the backend options, which the environment can name', () => {

@@ -1,28 +1,18 @@
 import {
-  FLOAT,
   InvalidArgumentError,
   QGEMV_GROUPS,
   type QgemvShapeVariant,
   type QuantFormat,
-  qgemvPairVariant,
   qgemvProblem,
   quantizedGateUpSwiglu,
   quantLayout,
 } from '@rayo/core';
-import {
-  type AnyWgpuKernel,
-  gridFor,
-  type KernelEncoder,
-  linearWorkgroup,
-  type Operand,
-  wgpuKernel,
-} from '../kernel.js';
+import { gridFor, type KernelEncoder, linearWorkgroup, type Operand } from '../kernel.js';
 import { paramLayout } from '../params.js';
-import { productPieces, type RowPiece } from '../rowPieces.js';
+import type { RowPiece } from '../rowPieces.js';
 import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
 import { storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
-import { encodeWithF32Activations } from './halfEdges.js';
 import { QUANT_WEIGHT_PARAMS, SCALE_KINDS } from './quantizedParams.js';
 
 // The small-M quantized GEMV (M <= 4 rows of x; decoding has one), shaped
@@ -415,46 +405,3 @@ export function encodeQuantizedGemvF32(
     workgroups: gridFor(tiles, encoder.limits),
   });
 }
-
-/** The gate·up·SwiGLU pair of a decode step: this file's shader with two weights, any M. */
-export const QUANTIZED_GATE_UP_KERNELS: readonly AnyWgpuKernel[] = [
-  wgpuKernel(
-    quantizedGateUpSwiglu,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros] = inputs;
-      encodeWithF32Activations(encoder, quantizedGateUpSwiglu.name, { x }, { y: outputs[0] }, (i, o) => {
-        const gate = { gatePacked: gatePacked!, gateScales: gateScales!, gateZeros };
-        const up = { upPacked: upPacked!, upScales: upScales!, upZeros };
-        // Weights larger than one binding: both in step, a dispatch per piece of whole rows.
-        const pieces = productPieces(encoder, quantizedGateUpSwiglu.name, {
-          x: i.x!,
-          c: undefined,
-          y: o.y!,
-          weights: [gate, up],
-        });
-        for (const piece of pieces) {
-          const [g, u] = piece.weights as [typeof gate, typeof up];
-          encodeQuantizedGemvF32(
-            encoder,
-            // Variant a has no pair shader: it leaves the pair to the default.
-            qgemvPairVariant(encoder.tuning.qgemvVariant),
-            {
-              x: piece.x,
-              weights: [
-                { packed: g.gatePacked, scales: g.gateScales, zeros: g.gateZeros },
-                { packed: u.upPacked, scales: u.upScales, zeros: u.upZeros },
-              ],
-              c: undefined,
-              y: piece.y,
-              columns: piece.columns,
-            },
-            { format: attrs.format, beta: 0 },
-          );
-        }
-      });
-    },
-    // x and y in f32, f16 or bf16 (halves through f32 scratch); the scales in any of them, read as stored.
-    // Weights larger than one binding are bound in pieces of whole rows.
-    { splitsLargeOperands: true, dtypes: FLOAT },
-  ),
-];

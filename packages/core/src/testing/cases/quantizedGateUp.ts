@@ -10,7 +10,7 @@ import {
   type Tolerance,
   valid,
 } from '../cases.js';
-import { quantScales, quantWords } from '../quantizedInputs.js';
+import { quantOffsets, quantScales, quantWords } from '../quantizedInputs.js';
 
 const cases: AnyConformanceCase[] = [];
 const errors: AnyErrorCase[] = [];
@@ -25,12 +25,18 @@ function tolerance(depth: number): Tolerance {
   return { rtol: 2e-4, atol: 2e-5 * Math.max(depth, 1) };
 }
 
-/** gatePacked, gateScales, upPacked, upScales, and both zero points or none. */
+/**
+ * gatePacked, gateScales, upPacked, upScales, and both zero points or none
+ * (q4k: both weights' sub-block scales and dmin offsets).
+ */
 function weightsOf(format: QuantFormat, n: number, kd: number, zeroPoints: boolean): InputSample[] {
   const layout = quantLayout(format, kd);
   const packed = () => quantWords([n, layout.rowWords]);
   const main = [packed(), quantScales(format, n, kd), packed(), quantScales(format, n, kd)];
-  return zeroPoints ? [...main, quantWords([n, layout.zeroWords]), quantWords([n, layout.zeroWords])] : main;
+  const zeros = () => quantWords([n, layout.zeroWords]);
+  if (layout.subBlockScales)
+    return [...main, zeros(), zeros(), quantOffsets(format, n, kd)!, quantOffsets(format, n, kd)!];
+  return zeroPoints ? [...main, zeros(), zeros()] : main;
 }
 
 // [M, K, N]: decoding's one row and the few rows of a small batch, more rows (several blocks of
@@ -48,9 +54,19 @@ const SHAPES = [
   [9, 64, 5],
 ] as const;
 
-for (const format of ['q8', 'q4g32', 'q4g128'] as const) {
-  for (const [m, kd, n] of SHAPES) {
-    for (const zeroPoints of format === 'q8' ? [false] : [false, true]) {
+// q4k: K of one, two, three and eight super-blocks.
+const SUPER_BLOCK_SHAPES = [
+  [1, 256, 1],
+  [1, 512, 61],
+  [1, 2048, 67],
+  [2, 768, 37],
+  [4, 256, 129],
+  [5, 512, 21],
+] as const;
+
+for (const format of ['q8', 'q4g32', 'q4g128', 'q4k'] as const) {
+  for (const [m, kd, n] of format === 'q4k' ? SUPER_BLOCK_SHAPES : SHAPES) {
+    for (const zeroPoints of format === 'q8' || format === 'q4k' ? [false] : [false, true]) {
       cases.push(
         valid(k.quantizedGateUpSwiglu, {
           label: `${format} ${m}×${kd}→${n}${zeroPoints ? ' zero points' : ''}`,
@@ -65,6 +81,7 @@ for (const format of ['q8', 'q4g32', 'q4g128'] as const) {
 
 const q8 = weightsOf('q8', 5, 40, false);
 const q4 = weightsOf('q4g32', 5, 40, true);
+const q4k = weightsOf('q4k', 5, 256, false);
 errors.push(
   ...invalidCalls(k.quantizedGateUpSwiglu, [
     ["'x' of rank 1", [f32([40]), ...q8], 'shape', 'x', { format: 'q8' }],
@@ -104,6 +121,34 @@ errors.push(
       { format: 'q8' },
     ],
     ['format missing', [f32([1, 40]), ...q8], 'argument', 'attrs.format'],
+    [
+      'q4k with K of 300',
+      [f32([1, 300]), ...weightsOf('q4k', 5, 300, false)],
+      'shape',
+      'x',
+      { format: 'q4k' },
+    ],
+    [
+      "q4k without 'gateOffsets'",
+      [f32([1, 256]), ...q4k.slice(0, 6)],
+      'shape',
+      'gateOffsets',
+      { format: 'q4k' },
+    ],
+    [
+      'q4k without its sub-block scales',
+      [f32([1, 256]), ...q4k.slice(0, 4)],
+      'shape',
+      'gateZeros',
+      { format: 'q4k' },
+    ],
+    [
+      'offsets with q4g32',
+      [f32([1, 40]), ...q4, f32([5, 2]), f32([5, 2])],
+      'shape',
+      'gateOffsets',
+      { format: 'q4g32' },
+    ],
   ]),
 );
 

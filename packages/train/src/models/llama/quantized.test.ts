@@ -265,14 +265,24 @@ describe('LlamaModel with quantized projections', async () => {
 
   it('decodes gate, up and SwiGLU in one quantizedGateUpSwiglu per layer, as the separate products do', async () => {
     const layers = config.num_hidden_layers as number;
-    for (const format of ['q8', 'q4g128'] as const) {
-      using model = await LlamaModel.load(backend, dir, { weightFormat: format, replay: false });
+    // q4k takes rows of whole super-blocks: a model of hidden size 256.
+    const wide = tinyLlamaConfig({ hidden_size: 256, intermediate_size: 512, num_attention_heads: 4 });
+    const wideDir = await writeTinyLlama(wide, tinyLlamaWeights(wide, 7));
+    for (const [format, from] of [
+      ['q8', dir],
+      ['q4g128', dir],
+      ['q4k', wideDir],
+    ] as const) {
+      using model = await LlamaModel.load(backend, from, { weightFormat: format, replay: false });
       model.prefill(prompt).dispose();
       const run = vi.spyOn(backend, 'run');
       try {
         using step = model.decode(prompt[0]!);
         const names = run.mock.calls.map((call) => call[0].name);
-        expect(names.filter((name) => name === quantizedGateUpSwiglu.name)).toHaveLength(layers);
+        expect(
+          names.filter((name) => name === quantizedGateUpSwiglu.name),
+          format,
+        ).toHaveLength(layers);
         expect(names).not.toContain(swiglu.name);
         // q, k and v fused in one product; o and down stay separate.
         expect(names.filter((name) => name === quantizedMatmul.name)).toHaveLength(3 * layers);

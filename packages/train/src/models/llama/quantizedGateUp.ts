@@ -1,4 +1,11 @@
-import { type Backend, type GateUpFormat, quantizedGateUpSwiglu, type Tensor } from '@rayo/core';
+import {
+  type Backend,
+  GATE_UP_FORMATS,
+  type GateUpFormat,
+  type QuantFormat,
+  quantizedGateUpSwiglu,
+  type Tensor,
+} from '@rayo/core';
 import type { QuantizedLlamaLayer } from './quantizedLayers.js';
 
 /** Rows of x up to which the fused product runs: decoding's one and a few (the GEMV kernels' M). */
@@ -22,16 +29,31 @@ export function quantizedGateUpCall(
   if (!gate || !up || h.shape[0]! > FUSED_GATE_UP_MAX_ROWS) return undefined;
   if (!backend.supports(quantizedGateUpSwiglu.name)) return undefined;
   const format = gate.format;
-  if (format !== 'q8' && format !== 'q4g32' && format !== 'q4g128') return undefined;
+  if (!isGateUpFormat(format)) return undefined;
   const same =
     up.format === format &&
     up.n === gate.n &&
     up.k === gate.k &&
     up.scales.dtype === gate.scales.dtype &&
-    (up.zeros === undefined) === (gate.zeros === undefined);
+    (up.zeros === undefined) === (gate.zeros === undefined) &&
+    (up.offsets === undefined) === (gate.offsets === undefined);
   if (!same) return undefined;
   return {
-    inputs: [h, gate.packed, gate.scales, up.packed, up.scales, gate.zeros, up.zeros],
+    inputs: [
+      h,
+      gate.packed,
+      gate.scales,
+      up.packed,
+      up.scales,
+      gate.zeros,
+      up.zeros,
+      gate.offsets,
+      up.offsets,
+    ],
     attrs: { format },
   };
+}
+
+function isGateUpFormat(format: QuantFormat): format is GateUpFormat {
+  return (GATE_UP_FORMATS as readonly string[]).includes(format);
 }

@@ -1,0 +1,51 @@
+import { type QuantFormat, quantizedGateUpSwiglu } from '@rayo/core';
+import type { KernelEncoder, Operand } from '../kernel.js';
+import { paramLayout } from '../params.js';
+import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
+import { ShaderModule } from '../wgsl/module.js';
+import { elementGrid, elementIndex, WG } from './common.js';
+import { f32Scratch } from './halfEdges.js';
+import { encodeQuantizedF32, type QuantWeightOperands } from './quantized.js';
+
+// The gate·up·SwiGLU pair of a format the pair shader (quantizedGemv.ts)
+// does not read, q4k: its two products into f32 scratch, then SwiGLU. The
+// dispatches a decode step made before the fused kernel existed, in one
+// kernel: a pair shader for q4k would bind ten storage buffers (a d, dmin
+// and sub-block scales per weight), more than many browser adapters allow.
+
+const PARAMS = paramLayout([['count', 'u32']] as const);
+
+const SWIGLU_PARTS = {
+  key: `quantizedGateUpSwiglu/parts/wg${WG}`,
+  kernel: quantizedGateUpSwiglu.name,
+  code: () => {
+    const module = new ShaderModule().params(PARAMS);
+    module.storage('gate', 'f32', 'read');
+    module.storage('up', 'f32', 'read');
+    module.storage('y', 'f32', 'read_write');
+    module.declare(ACTIVATION_FUNCTIONS_WGSL);
+    const body = `  ${elementIndex('params.count')}\n  y[i] = ${activationWgsl('silu', 'gate[i]')} * up[i];`;
+    return module.build(undefined, WG, body);
+  },
+};
+
+/** y = silu(x · gateᵀ) ⊙ (x · upᵀ) for f32 x [M, K] and y [M, N], as two products and a SwiGLU. */
+export function encodeGateUpInParts(
+  encoder: KernelEncoder,
+  ops: { x: Operand; gate: QuantWeightOperands; up: QuantWeightOperands; y: Operand },
+  format: QuantFormat,
+): void {
+  const { x, y } = ops;
+  if (y.size === 0) return;
+  const products = (['gate', 'up'] as const).map((name) => {
+    const out = f32Scratch(encoder, y, quantizedGateUpSwiglu.name, name);
+    encodeQuantizedF32(encoder, x, ops[name], undefined, out, { format, beta: 0 });
+    return out;
+  });
+  encoder.dispatch({
+    shader: SWIGLU_PARTS,
+    buffers: [...products, y],
+    params: { layout: PARAMS, values: { count: y.size } },
+    workgroups: elementGrid(encoder, y.size),
+  });
+}
