@@ -13,12 +13,12 @@ function codeWords(rng: Rng, size: number): number[] {
 
 /**
  * A weight [N, K] in a quantized format as the cases upload it: random codes,
- * scales that keep |w| near 1, q4g32a's offsets (q4k's dmin), q4k's and
- * q6k's sub-block scale words, and the bytes of them all.
+ * scales that keep |w| near 1, q4g32a's offsets (q4k's and q5k's dmin), q4k's,
+ * q5k's and q6k's sub-block scale words, and the bytes of them all.
  */
 function quantizedWeight(format: QuantFormat, k: number, n: number) {
   const layout = quantLayout(format, k);
-  // What quantizeWeights (and the GGUF repacks) store: f32 scales for q8, q8g16, q4g32a (Q4_1) and q8g32a (Q5_K), else f16 (q4k: Q4_K's d and dmin, q6k: Q6_K's d).
+  // What quantizeWeights (and the GGUF repacks) store: f32 scales for q8, q8g16, q4g32a (Q4_1) and q8g32a (Q5_K), else f16 (q4k, q5k: Q4_K's and Q5_K's d and dmin, q6k: Q6_K's d).
   const scaleF32 = format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a';
   const groupValues = (from: number, to: number): BenchInput => ({
     shape: [n, layout.groups],
@@ -59,7 +59,7 @@ export function quantizedGemv(
       { shape: [m, k] },
       codes,
       scales,
-      // Zero points (or q4k's and q6k's sub-block scales), c absent, the offsets last.
+      // Zero points (or q4k's, q5k's and q6k's sub-block scales), c absent, the offsets last.
       ...(zeroPoints ? [{ shape: [n, layout.zeroWords], fill: codeWords }] : []),
       ...(offsets ? [subBlockScales, undefined, offsets] : subBlockScales ? [subBlockScales] : []),
     ],

@@ -113,6 +113,10 @@ describe('the suite', () => {
     const q6k = SUITE.find((c) => c.id === 'qgemv/q6k-1x4096x4096')!;
     expect(inputMetas(q6k).map((m) => m?.dtype)).toEqual(['f32', 'u32', 'f16', 'u32']);
     expect(q6k.x).toBe((4096 * 4096 * 6.5625) / 8);
+    // Q5_K as stored: 40 words, an f16 d and dmin and twelve bytes of 6-bit scales per 256 (5.5 bits per weight).
+    const q5k = SUITE.find((c) => c.id === 'qgemv/q5k-1x4096x4096')!;
+    expect(inputMetas(q5k).map((m) => m?.dtype)).toEqual(['f32', 'u32', 'f16', 'u32', undefined, 'f16']);
+    expect(q5k.x).toBe((4096 * 4096 * 5.5) / 8);
   });
 
   it('counts about 2·M·N·K flops for a GEMM, transposed or not', () => {

@@ -10,21 +10,22 @@ type QuantizeRowsAttrs = { format: QuantFormat; scaleDType: ScaleDType; zeroPoin
 /**
  * A dense weight [N, K] (f32, f16 or bf16) quantized to `format` on the
  * device: the outputs are the tensors `quantizedMatmul` takes (packed codes,
- * scales, then q4g32's and q4g128's zero points or q4k's and q6k's sub-block
- * scales, then q4g32a's, q8g32a's and q4k's offsets), in quant/layout.ts's
- * layout; q4k and q6k take rows of whole super-blocks (K a multiple of 256). The reference is the host quantizer
+ * scales, then q4g32's and q4g128's zero points or q4k's, q5k's and q6k's
+ * sub-block scales, then q4g32a's, q8g32a's, q4k's and q5k's offsets), in
+ * quant/layout.ts's layout; q4k, q5k and q6k take rows of whole super-blocks
+ * (K a multiple of 256). The reference is the host quantizer
  * (`quantizeWeights`), whose arithmetic is f32 operations a device rounds
  * the same way (see quant/rounding.ts): a backend gives the same bits. A
  * group holding a weight that is not finite (which `quantizeWeights`
- * refuses) gets a NaN scale, NaN offset, codes 0 and zero point 0 (a q4k or
- * q6k super-block: NaN d and dmin, codes and sub-block scales 0), so that a
+ * refuses) gets a NaN scale, NaN offset, codes 0 and zero point 0 (a q4k, q5k
+ * or q6k super-block: NaN d and dmin, codes and sub-block scales 0), so that a
  * caller finds it by summing the scales.
  */
 export const quantizeRows = defineKernel<QuantizeRowsAttrs>({
   name: 'quantizeRows',
   family: 'quantizeRows',
   summary:
-    'quantizes a dense weight [N, K] to an int8, 6-bit or 4-bit format (codes, scales, zero points, sub-block scales or offsets)',
+    'quantizes a dense weight [N, K] to an int8, 6-, 5- or 4-bit format (codes, scales, zero points, sub-block scales or offsets)',
   inputs: [{ name: 'w', dtypes: FLOAT, doc: '[N, K]: a linear layer’s [out, in] weight' }],
   attributes: {
     format: { kind: 'enum', values: QUANT_FORMATS, doc: 'the layout to write' },

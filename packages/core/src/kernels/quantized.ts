@@ -25,7 +25,7 @@ function packedInputs(rows: string, depth: string) {
       name: 'zeros',
       dtypes: ['u32'],
       optional: true,
-      doc: `[${rows}, zeroWords]: q4g32/q4g128 zero-point nibbles (absent, codes are centred on 8), q4k's 6-bit sub-block scales and mins or q6k's int8 sub-block scales (required there)`,
+      doc: `[${rows}, zeroWords]: q4g32/q4g128 zero-point nibbles (absent, codes are centred on 8), q4k's and q5k's 6-bit sub-block scales and mins or q6k's int8 sub-block scales (required there)`,
     },
   ] as const;
 }
@@ -53,7 +53,7 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
       dtypes: FLOAT,
       dtypeGroup: SCALES,
       optional: true,
-      doc: "[N, groups(K)]: q4g32a's, q8g32a's and q4k's offsets (q4k: dmin), subtracted after scaling (required there, refused elsewhere)",
+      doc: "[N, groups(K)]: q4g32a's, q8g32a's, q4k's and q5k's offsets (q4k, q5k: dmin), subtracted after scaling (required there, refused elsewhere)",
     },
   ],
   attributes: {
@@ -116,7 +116,7 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
 
 type QuantizedEmbeddingAttrs = { format: QuantFormat; dim: number; to: (typeof FLOAT)[number] };
 
-/** Whether rows of `length` suit `format`: q4k's and q6k's are whole super-blocks of 256 (as GGUF's K-quant rows are). */
+/** Whether rows of `length` suit `format`: q4k's, q5k's and q6k's are whole super-blocks of 256 (as GGUF's K-quant rows are). */
 function wholeSuperBlocks(format: QuantFormat, length: number): boolean {
   return !quantLayout(format, 1).subBlockScales || length % Q4K_SUPER_BLOCK === 0;
 }
@@ -188,7 +188,7 @@ function checkQuantizedTable(
 /**
  * y[..., :] = dequant(table)[ids[...], :] for a table [V, D] in a quantized
  * format: the embedding lookup of a quantized token table (a GGUF file's
- * Q4_K or Q6_K `token_embd`), dequantizing only the rows it reads. D is an
+ * Q4_K, Q5_K or Q6_K `token_embd`), dequantizing only the rows it reads. D is an
  * attribute: a row's packed words do not give it (rows are padded). y is f32
  * whatever the scales' dtype (or `to`'s half dtype, each f32 value rounded:
  * a weight dequantized for a tensor-core product), each value what the
@@ -210,7 +210,7 @@ export const quantizedEmbedding = defineKernel<QuantizedEmbeddingAttrs>({
       dtypes: FLOAT,
       dtypeGroup: SCALES,
       optional: true,
-      doc: "[V, groups(D)]: q4g32a's, q8g32a's and q4k's offsets (required there, refused elsewhere)",
+      doc: "[V, groups(D)]: q4g32a's, q8g32a's, q4k's and q5k's offsets (required there, refused elsewhere)",
     },
   ],
   attributes: {

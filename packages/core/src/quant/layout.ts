@@ -27,7 +27,7 @@
  * do (2 bytes per 16 already cost 1/8 of the weight bytes at group 32; f16's
  * relative rounding, 2^-11, is far below the 4-bit step).
  *
- * Group-scaled formats whose values are ggml's (GGUF's Q8_0, Q6_K and Q4_K
+ * Group-scaled formats whose values are ggml's (GGUF's Q8_0, Q6_K, Q5_K and Q4_K
  * repacked losslessly; any weight may be quantized to them too). Each value
  * is an f32 formed as ggml forms it, so that a GGUF tensor repacked into
  * them dequantizes to ggml's own values bit for bit:
@@ -46,9 +46,10 @@
  *   with f32 scales d · sc and offsets dmin · m.
  * - `q8g32a`: int8 codes laid out as q8's, with a scale and an offset per
  *   32, valued as q4g32a's: f32(f32(q · scale[n, g]) − offset[n, g]). The
- *   5-bit ggml types land here exactly: Q5_K with f32 scales d · sc and
- *   offsets dmin · m, Q5_1 with scales d and offsets −m (10 bits per weight
- *   where they store 5.5 and 6: the kernels read the int8 codes of q8).
+ *   5-bit ggml types land here exactly: Q5_1 with scales d and offsets −m,
+ *   Q5_K with f32 scales d · sc and offsets dmin · m (10 bits per weight
+ *   where they store 6 and 5.5: the kernels read the int8 codes of q8;
+ *   `q5k` keeps Q5_K at its own bits).
  * - `q4k`: GGUF's Q4_K at its own 4.5 bits per weight. Unsigned nibbles laid
  *   out as q4g32's; per super-block of 256 weights an f16 (or f32, bf16) d in
  *   `scales` and dmin in `offsets` ([N, K / 256] each), and in `zeros` the
@@ -74,6 +75,19 @@
  *   Weight i lies in sub-block j = i / 16, and value = f32(f32(d · sc_j) ·
  *   (q − 32)), ggml's own. 192 + 16 + 2 bytes per 256 weights, as the
  *   file's 210. K is a multiple of 256: other K are refused.
+ * - `q5k`: GGUF's Q5_K at its own 5.5 bits per weight: q4k with one more
+ *   bit per code, q = low nibble + 16 · high bit (0 … 31), scales, offsets
+ *   and `zeros` exactly as q4k's, value = f32(f32(q · f32(d · sc)) −
+ *   f32(dmin · m)). Per super-block of 256 weights, 40 words of `packed`:
+ *   words 0–31 the low nibbles laid out as q4g32's, words 32–39 the high
+ *   bits, word 32 + j holding those of sub-block j (nibble words 4j … 4j +
+ *   3, the 16-byte word a kernel reads): weight i's bit at 8 · ((i mod 8) /
+ *   2) + 2 · ((i / 8) mod 4) + i mod 2. So one u32 load gives a 16-byte
+ *   word's high bits, and, shifted right by 2 · w for its nibble word w, a
+ *   byte mask (0x0f0f0f0f on the nibbles, 0x10101010 on the shifted high
+ *   word) gives four whole codes at once, as q6k's high pairs do. 160 + 12
+ *   + 4 bytes per 256 weights, as the file's 176. K is a multiple of 256:
+ *   other K are refused.
  */
 export const QUANT_FORMATS = [
   'q8',
@@ -85,6 +99,7 @@ export const QUANT_FORMATS = [
   'q8g32a',
   'q4k',
   'q6k',
+  'q5k',
 ] as const;
 export type QuantFormat = (typeof QUANT_FORMATS)[number];
 
@@ -100,11 +115,14 @@ export const Q6K_SUB_BLOCK = 16;
 export const Q6K_SUPER_WORDS = 48;
 export const Q6K_HIGH_WORDS_AT = 32;
 export const Q6K_SCALE_WORDS = 4;
+/** q5k's words per super-block of `packed` (32 of low nibbles, then 8 of high bits, one per sub-block of 32). */
+export const Q5K_SUPER_WORDS = 40;
+export const Q5K_HIGH_WORDS_AT = 32;
 
 export interface QuantLayout {
   readonly format: QuantFormat;
-  /** Bits per weight of the codes: 8, 6 (q6k: a nibble and a high pair, see the format) or 4. */
-  readonly bits: 8 | 6 | 4;
+  /** Bits per weight of the codes: 8, 6 (q6k: a nibble and a high pair, see the format), 5 (q5k: a nibble and a high bit) or 4. */
+  readonly bits: 8 | 6 | 5 | 4;
   /** Consecutive k sharing one entry of `scales`: the whole (padded) row for q8, a super-block for q4k. */
   readonly groupSize: number;
   /** Entries of `scales` per row: 1 for q8, ceil(K / groupSize) otherwise. */
@@ -116,7 +134,7 @@ export interface QuantLayout {
    * 6-bit and q6k's int8 sub-block scales; else 0.
    */
   readonly zeroWords: number;
-  /** Weights per u32 word: 4 or 8 (q6k: of its nibble words). */
+  /** Weights per u32 word: 4 or 8 (q6k, q5k: of their nibble words). */
   readonly perWord: 4 | 8;
   /** Value of a code without zero points: q − offset (0 for q8 and 8-bit groups, 8 for q4, 0 for q4g32a, 32 for q6k). */
   readonly offset: number;
@@ -129,10 +147,10 @@ export interface QuantLayout {
   /** Values are f32 products formed as ggml forms them (the formats after q4g128); else exact. */
   readonly f32Values: boolean;
   /**
-   * q4k and q6k: rows are whole super-blocks of 256, and `zeros` (required)
-   * holds each super-block's sub-block scales: q4k's 6-bit scales and mins
-   * (a weight's scale and offset are f32(d · sc) and f32(dmin · m) of its
-   * 32-weight sub-block), q6k's int8 scales (f32(d · sc) of its 16).
+   * q4k, q5k and q6k: rows are whole super-blocks of 256, and `zeros`
+   * (required) holds each super-block's sub-block scales: q4k's and q5k's
+   * 6-bit scales and mins (a weight's scale and offset are f32(d · sc) and
+   * f32(dmin · m) of its 32-weight sub-block), q6k's int8 scales (f32(d · sc) of its 16).
    */
   readonly subBlockScales: boolean;
 }
@@ -144,10 +162,11 @@ export function isQuantFormat(value: unknown): value is QuantFormat {
 /**
  * The codes a layout stores: `lowest` … `lowest + levels`. Offsets (q4g32a,
  * q8g32a) span the group's range over every code (0 … 15, −128 … 127);
- * symmetric int8 keeps −127 … 127; the other 4-bit formats 0 … 15, q6k 0 … 63.
+ * symmetric int8 keeps −127 … 127; the other 4-bit formats 0 … 15, q5k 0 … 31, q6k 0 … 63.
  */
 export function codeRange(layout: Pick<QuantLayout, 'bits' | 'offsets'>): { lowest: number; levels: number } {
   if (layout.bits === 4) return { lowest: 0, levels: 15 };
+  if (layout.bits === 5) return { lowest: 0, levels: 31 };
   if (layout.bits === 6) return { lowest: 0, levels: 63 };
   return layout.offsets ? { lowest: -128, levels: 255 } : { lowest: -127, levels: 254 };
 }
@@ -174,14 +193,15 @@ export function quantLayout(format: QuantFormat, k: number): QuantLayout {
       subBlockScales: false,
     };
   }
-  if (format === 'q4k') {
+  if (format === 'q4k' || format === 'q5k') {
     const groups = Math.ceil(k / Q4K_SUPER_BLOCK);
+    const q5k = format === 'q5k';
     return {
       format,
-      bits: 4,
+      bits: q5k ? 5 : 4,
       groupSize: Q4K_SUPER_BLOCK,
       groups,
-      rowWords: (groups * Q4K_SUPER_BLOCK) / 8,
+      rowWords: q5k ? groups * Q5K_SUPER_WORDS : (groups * Q4K_SUPER_BLOCK) / 8,
       zeroWords: Q4K_SUB_SCALE_WORDS * groups,
       perWord: 8,
       offset: 0,
@@ -230,9 +250,10 @@ export function quantLayout(format: QuantFormat, k: number): QuantLayout {
   };
 }
 
-/** The code of weight (n, k): a signed byte for q8, a nibble 0…15 for q4, 0…63 for q6k. */
+/** The code of weight (n, k): a signed byte for q8, a nibble 0…15 for q4, 0…31 for q5k, 0…63 for q6k. */
 export function codeAt(packed: ArrayLike<number>, layout: QuantLayout, n: number, k: number): number {
   if (layout.bits === 6) return q6kCode(packed, n * layout.rowWords + Q6K_SUPER_WORDS * (k >> 8), k & 255);
+  if (layout.bits === 5) return q5kCode(packed, n * layout.rowWords + Q5K_SUPER_WORDS * (k >> 8), k & 255);
   const word = packed[n * layout.rowWords + Math.floor(k / layout.perWord)]! >>> 0;
   if (layout.bits === 8) return ((word >>> (8 * (k % 4))) << 24) >> 24;
   return (word >>> (4 * (k % 8))) & 0xf;
@@ -272,4 +293,16 @@ export function q6kCode(packed: ArrayLike<number>, at: number, i: number): numbe
 /** The int8 scale of sub-block j (0 … 15) of a q6k super-block whose four `zeros` words start at `words[at]`. */
 export function q6kSubBlockScale(words: ArrayLike<number>, at: number, j: number): number {
   return (((words[at + (j >> 2)]! >>> 0) >>> (8 * (j & 3))) << 24) >> 24;
+}
+
+/** The bit of q5k's high word 32 + i / 32 that holds weight i's (0 … 255) high bit (see the format). */
+export function q5kHighBit(i: number): number {
+  return 8 * ((i & 7) >> 1) + 2 * ((i >> 3) & 3) + (i & 1);
+}
+
+/** The 5-bit code (0 … 31) of weight i (0 … 255) of a q5k super-block whose 40 words start at `packed[at]`. */
+export function q5kCode(packed: ArrayLike<number>, at: number, i: number): number {
+  const low = ((packed[at + (i >> 3)]! >>> 0) >>> (4 * (i & 7))) & 0xf;
+  const high = ((packed[at + Q5K_HIGH_WORDS_AT + (i >> 5)]! >>> 0) >>> q5kHighBit(i)) & 1;
+  return low | (high << 4);
 }

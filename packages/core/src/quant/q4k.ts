@@ -1,14 +1,23 @@
-import { Q4K_SUB_BLOCK, Q4K_SUB_SCALE_WORDS, Q4K_SUPER_BLOCK, subBlockScaleMin } from './layout.js';
+import {
+  Q4K_SUB_BLOCK,
+  Q4K_SUB_SCALE_WORDS,
+  Q4K_SUPER_BLOCK,
+  Q5K_HIGH_WORDS_AT,
+  Q5K_SUPER_WORDS,
+  q5kHighBit,
+  subBlockScaleMin,
+} from './layout.js';
 import { nearestQuotient, positiveZero, reciprocalOf } from './rounding.js';
 
 // q4k (GGUF's Q4_K at 4.5 bits per weight, see layout.ts): its value, and a
-// host quantizer in ggml's manner (a scale and min per 32, quantized to
+// host quantizer (shared with q5k, which adds a bit per code) in ggml's manner (a scale and min per 32, quantized to
 // 6 bits against a d and dmin per 256), simpler than ggml's search but
 // giving a weight of the same layout and the same kind of error.
 
 const fround = Math.fround;
 const SUB_BLOCKS = Q4K_SUPER_BLOCK / Q4K_SUB_BLOCK;
 const BY_15 = reciprocalOf(15);
+const BY_31 = reciprocalOf(31);
 const BY_63 = reciprocalOf(63);
 
 /**
@@ -56,8 +65,25 @@ export function quantizeQ4k(
   k: number,
   store: (value: number) => number,
 ): { packed: Uint32Array; d: Float64Array; dmin: Float64Array; subScales: Uint32Array } {
+  return quantizeScaleMinSuperBlocks(w, n, k, store, 15);
+}
+
+/**
+ * q4k (`levels` 15) or q5k (31, see q5k.ts) of a weight [N, K]: the same
+ * scales and mins, the codes 0 … levels; q5k's high bits go to the
+ * super-block's words 32 + j (see layout.ts), q4k has none.
+ */
+export function quantizeScaleMinSuperBlocks(
+  w: ArrayLike<number>,
+  n: number,
+  k: number,
+  store: (value: number) => number,
+  levels: 15 | 31,
+): { packed: Uint32Array; d: Float64Array; dmin: Float64Array; subScales: Uint32Array } {
   const blocks = k / Q4K_SUPER_BLOCK;
-  const packed = new Uint32Array((n * k) / 8);
+  const superWords = levels === 31 ? Q5K_SUPER_WORDS : Q4K_SUPER_BLOCK / 8;
+  const byLevels = levels === 31 ? BY_31 : BY_15;
+  const packed = new Uint32Array(n * blocks * superWords);
   const d = new Float64Array(n * blocks);
   const dmin = new Float64Array(n * blocks);
   const subScales = new Uint32Array(n * blocks * Q4K_SUB_SCALE_WORDS);
@@ -80,7 +106,7 @@ export function quantizeQ4k(
         }
         // A NaN carries into lo and hi, an infinity into one of them.
         finite &&= Number.isFinite(lo) && Number.isFinite(hi);
-        scales[j] = fround(fround(positiveZero(hi) - positiveZero(lo)) * BY_15);
+        scales[j] = fround(fround(positiveZero(hi) - positiveZero(lo)) * byLevels);
         mins[j] = positiveZero(-lo);
         largestScale = Math.max(largestScale, scales[j]!);
         largestMin = Math.max(largestMin, mins[j]!);
@@ -97,22 +123,27 @@ export function quantizeQ4k(
       d[at] = dAt;
       dmin[at] = dminAt;
       bytes.fill(0);
+      const superAt = at * superWords;
       for (let j = 0; j < SUB_BLOCKS; j++) {
         const sc = dAt > 0 ? Math.min(63, nearestQuotient(scales[j]!, dAt)) : 0;
         const m = dminAt > 0 ? Math.min(63, nearestQuotient(mins[j]!, dminAt)) : 0;
         putScaleMin(bytes, j, sc, m);
         const scale = fround(dAt * sc);
         const offset = fround(dminAt * m);
-        // A sub-block is four whole words of eight codes: each word made at once.
+        // A sub-block is four whole words of eight codes: each word made at once (q5k: and its high bits).
         const base = first + j * Q4K_SUB_BLOCK;
+        let high = 0;
         for (let word = 0; word < Q4K_SUB_BLOCK / 8; word++) {
           let bits = 0;
           for (let i = 0; i < 8; i++) {
             const q = scale > 0 ? nearestQuotient(fround(w[base + 8 * word + i]! + offset), scale) : 0;
-            bits |= Math.min(15, Math.max(0, q)) << (4 * i);
+            const code = Math.min(levels, Math.max(0, q));
+            bits |= (code & 0xf) << (4 * i);
+            high |= (code >> 4) << q5kHighBit(8 * word + i);
           }
-          packed[(base >> 3) + word] = bits >>> 0;
+          packed[superAt + 4 * j + word] = bits >>> 0;
         }
+        if (levels === 31) packed[superAt + Q5K_HIGH_WORDS_AT + j] = high >>> 0;
       }
       for (let i = 0; i < Q4K_SUB_SCALE_WORDS; i++) {
         const b = 4 * i;

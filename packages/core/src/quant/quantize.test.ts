@@ -7,12 +7,14 @@ import { Rng } from '../testing/random.js';
 import {
   codeAt,
   QUANT_FORMATS,
+  q5kCode,
   q6kCode,
   q6kSubBlockScale,
   quantLayout,
   subBlockScaleMin,
   zeroAt,
 } from './layout.js';
+import { putQ5kCode } from './q5k.js';
 import { putQ6kCode } from './q6k.js';
 import { dequantizeWeights, quantizationError, quantizeWeights } from './quantize.js';
 import { runQuantizedMatmul, uploadQuantized } from './quantizedWeight.js';
@@ -137,6 +139,9 @@ describe('quantizeWeights', () => {
     // q6k's 6-bit codes: about a quarter of a 4-bit format's error, above int8's.
     expect(errors.q6k!.rmsRelative).toBeLessThan(errors.q4k!.rmsRelative / 3);
     expect(errors.q6k!.rmsRelative).toBeGreaterThan(errors.q8g16!.rmsRelative);
+    // q5k's 5-bit codes: about half of q4k's error (twice the levels), above q6k's.
+    expect(errors.q5k!.rmsRelative).toBeLessThan(0.6 * errors.q4k!.rmsRelative);
+    expect(errors.q5k!.rmsRelative).toBeGreaterThan(errors.q6k!.rmsRelative);
     const zeroPoints = quantizationError(w, quantizeWeights(w, [n, k], 'q4g32', { zeroPoints: true }));
     expect(zeroPoints.rmsRelative).toBeLessThan(0.15);
   });
@@ -183,7 +188,7 @@ describe('a quantized weight on a backend', () => {
     for (const format of QUANT_FORMATS) {
       using weight = uploadQuantized(backend, quantizeWeights(w, [n, k], format));
       const layout = quantLayout(format, k);
-      const scaleBytes = ['q8g32', 'q4g32', 'q4g128', 'q4k', 'q6k'].includes(format) ? 2 : 4;
+      const scaleBytes = ['q8g32', 'q4g32', 'q4g128', 'q4k', 'q5k', 'q6k'].includes(format) ? 2 : 4;
       expect(weight.byteLength).toBe(
         n * layout.rowWords * 4 +
           n * layout.groups * scaleBytes * (layout.offsets ? 2 : 1) +
@@ -419,5 +424,122 @@ describe('q6k', () => {
       expect(Math.abs(back[i]! - w[i]!)).toBeLessThanOrEqual(Math.fround(d[row * 3 + s]! * sc) + 1e-4);
     }
     expect(() => quantizeWeights(new Float32Array(300), [1, 300], 'q6k')).toThrow(ShapeError);
+  });
+});
+
+describe('q5k', () => {
+  /** ggml's Q5_K codes of a block (qh[32], qs[128]) in element order (dequantize_row_q5_K): bit s of qh[l] is element 32s + l's fifth bit. */
+  function ggmlCodes(qh: Uint8Array, qs: Uint8Array): number[] {
+    const q: number[] = [];
+    for (let pair = 0; pair < 4; pair++) {
+      for (let l = 0; l < 32; l++) {
+        const byte = qs[32 * pair + l]!;
+        q[64 * pair + l] = (byte & 0xf) | (((qh[l]! >> (2 * pair)) & 1) << 4);
+        q[64 * pair + 32 + l] = (byte >> 4) | (((qh[l]! >> (2 * pair + 1)) & 1) << 4);
+      }
+    }
+    return q;
+  }
+
+  it('holds 5.5 bits per weight: 40 words, an f16 d and dmin and twelve bytes per 256', () => {
+    const layout = quantLayout('q5k', 512);
+    expect(layout).toMatchObject({
+      bits: 5,
+      rowWords: 80,
+      groups: 2,
+      groupSize: 256,
+      zeroWords: 6,
+      offsets: true,
+      subBlockScales: true,
+    });
+    const q = quantizeWeights(gaussian(26, 3 * 512), [3, 512], 'q5k');
+    expect(q.scaleDType).toBe('f16');
+    const bytes = q.packed.byteLength + q.scales.byteLength + q.offsets!.byteLength + q.zeros!.byteLength;
+    expect((8 * bytes) / (3 * 512)).toBe(5.5);
+  });
+
+  it('reads back every code it writes, a 16-byte word’s high bits in one word', () => {
+    const rng = new Rng(27);
+    const codes = Array.from({ length: 256 }, () => rng.int(0, 32));
+    const packed = new Uint32Array(42);
+    for (let i = 0; i < 256; i++) putQ5kCode(packed, 2, i, codes[i]!);
+    expect(Array.from({ length: 256 }, (_, i) => q5kCode(packed, 2, i))).toEqual(codes);
+    expect(packed[0]).toBe(0);
+    // Nibble word 4j + w (w = 3 here) and high word 32 + j shifted by 2w, masked as the kernels mask them,
+    // give the codes of their bytes: odd weights 2b + 1 of the nibble word.
+    const high = packed[2 + 32 + 5]! >>> 6;
+    const low = packed[2 + 4 * 5 + 3]!;
+    const odd = ((low >>> 4) & 0x0f0f0f0f) | ((high << 3) & 0x10101010);
+    const even = (low & 0x0f0f0f0f) | ((high << 4) & 0x10101010);
+    const first = 32 * 5 + 8 * 3;
+    expect([0, 1, 2, 3].map((b) => (odd >>> (8 * b)) & 0xff)).toEqual(
+      [1, 3, 5, 7].map((i) => codes[first + i]),
+    );
+    expect([0, 1, 2, 3].map((b) => (even >>> (8 * b)) & 0xff)).toEqual(
+      [0, 2, 4, 6].map((i) => codes[first + i]),
+    );
+  });
+
+  it("gives ggml's value f32(f32(q · f32(d · sc)) − f32(dmin · m)) for ggml's own codes", () => {
+    const rng = new Rng(28);
+    const qh = Uint8Array.from({ length: 32 }, () => rng.int(0, 256));
+    const qs = Uint8Array.from({ length: 128 }, () => rng.int(0, 256));
+    const codes = ggmlCodes(qh, qs);
+    expect(codes.some((q) => q > 15)).toBe(true);
+    const packed = new Uint32Array(40);
+    codes.forEach((q, i) => {
+      putQ5kCode(packed, 0, i, q);
+    });
+    const zeros = Uint32Array.from({ length: 3 }, () => rng.int(0, 2 ** 32));
+    const d = Math.fround(1 / 3000);
+    const dmin = Math.fround(1 / 7000);
+    const weight = {
+      format: 'q5k',
+      n: 1,
+      k: 256,
+      packed,
+      scales: Float32Array.of(d),
+      scaleDType: 'f32',
+      zeros,
+      offsets: Float32Array.of(dmin),
+    } as const;
+    const values = dequantizeWeights(weight);
+    for (let i = 0; i < 256; i++) {
+      const { sc, m } = subBlockScaleMin(zeros, 0, i >> 5);
+      expect(values[i]).toBe(
+        Math.fround(Math.fround(codes[i]! * Math.fround(d * sc)) - Math.fround(dmin * m)),
+      );
+    }
+    expect(() => dequantizeWeights({ ...weight, zeros: undefined })).toThrow(
+      /q5k needs its sub-block scales/,
+    );
+  });
+
+  it('quantizes within a step of each sub-block, uses the high bit, and refuses K that is not whole super-blocks', () => {
+    const [n, k] = [4, 768];
+    const w = gaussian(29, n * k);
+    const q = quantizeWeights(w, [n, k], 'q5k');
+    const back = dequantizeWeights(q);
+    const d = toNumbers('f16', q.scales);
+    const layout = quantLayout('q5k', k);
+    let high = 0;
+    for (let i = 0; i < n * k; i++) {
+      const row = Math.floor(i / k);
+      const kk = i % k;
+      const s = Math.floor(kk / 256);
+      const { sc } = subBlockScaleMin(q.zeros!, row * 9 + 3 * s, (kk >> 5) & 7);
+      if (codeAt(q.packed, layout, row, kk) > 15) high++;
+      // The 6-bit scale may round below the sub-block's range / 31 by half of d, the min by half of dmin.
+      expect(Math.abs(back[i]! - w[i]!)).toBeLessThanOrEqual(Math.fround(d[row * 3 + s]! * sc) + 1e-3);
+    }
+    expect(high).toBeGreaterThan((n * k) / 4);
+    expect(() => quantizeWeights(new Float32Array(300), [1, 300], 'q5k')).toThrow(/K a multiple of 256/);
+  });
+
+  it('spans all 32 codes: a sub-block of two values takes codes 0 and 31', () => {
+    const w = Float32Array.from({ length: 256 }, (_, i) => (i % 2 ? 1 : -0.5) * (1 + (i >> 5)));
+    const q = quantizeWeights(w, [1, 256], 'q5k');
+    const layout = quantLayout('q5k', 256);
+    for (let i = 0; i < 256; i++) expect(codeAt(q.packed, layout, 0, i)).toBe(i % 2 ? 31 : 0);
   });
 });

@@ -12,6 +12,7 @@ import {
   zeroAt,
 } from './layout.js';
 import { q4kValue, quantizeQ4k } from './q4k.js';
+import { quantizeQ5k } from './q5k.js';
 import { q6kValue, quantizeQ6k } from './q6k.js';
 import { nearestQuotient, positiveZero, reciprocalOf } from './rounding.js';
 
@@ -33,17 +34,17 @@ export interface QuantizedHostWeight {
   /**
    * Shape `[N, zeroWords]`: zero-point nibbles (q4g32, q4g128; absent: symmetric
    * around 8), or q4k's 6-bit sub-block scales and mins, or q6k's int8
-   * sub-block scales (required there).
+   * sub-block scales (required there; q5k's as q4k's).
    */
   readonly zeros?: Uint32Array;
-  /** [N, groups] in `scaleDType`: q4g32a's, q8g32a's and q4k's offsets (required there, absent elsewhere). */
+  /** [N, groups] in `scaleDType`: q4g32a's, q8g32a's, q4k's and q5k's offsets (required there, absent elsewhere). */
   readonly offsets?: HostArray;
 }
 
 export interface QuantizeOptions {
   /** q4g32, q4g128 only: a zero point per group (asymmetric); default false (symmetric around 8). */
   readonly zeroPoints?: boolean;
-  /** Default f32 for q8, q8g16, q4g32a and q8g32a, f16 for q4g32, q4g128, q8g32, q4k and q6k (see layout.ts). */
+  /** Default f32 for q8, q8g16, q4g32a and q8g32a, f16 for q4g32, q4g128, q8g32, q4k, q5k and q6k (see layout.ts). */
   readonly scaleDType?: ScaleDType;
 }
 
@@ -51,7 +52,7 @@ const KERNEL = 'quantizeWeights';
 
 /** How `quantizeWeights` stores `format`'s scales unless told: see layout.ts. */
 export function defaultScaleDType(format: QuantFormat): ScaleDType {
-  // q4k's d and dmin and q6k's d are f16 in the file.
+  // q4k's and q5k's d and dmin and q6k's d are f16 in the file.
   return format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a' ? 'f32' : 'f16';
 }
 const fround = Math.fround;
@@ -87,7 +88,7 @@ function stored(dtype: ScaleDType, value: number): number {
  * - q4g32a: offset = −min, scale = (max − min) / 15 per group (each stored
  *   first), q = round((w + offset) / scale) in 0…15; q8g32a the same with
  *   scale = (max − min) / 255, offset = −128 · scale − min, q in −128…127.
- * - q4k: see `quantizeQ4k`; q6k: see `quantizeQ6k` (K a multiple of 256 for both).
+ * - q4k: see `quantizeQ4k`; q5k: see `quantizeQ5k`; q6k: see `quantizeQ6k` (K a multiple of 256 for all three).
  * Weights that are not finite are refused.
  */
 export function quantizeWeights(
@@ -178,11 +179,15 @@ export function quantizeFinite(
   zeroPoints: boolean,
   scaleDType: ScaleDType,
 ): QuantizedHostWeight {
-  if (format === 'q4k' || format === 'q6k') {
-    // The super-block formats: a d per super-block (and q4k's dmin) over sub-block scales of their own.
+  if (quantLayout(format, 1).subBlockScales) {
+    // The super-block formats: a d per super-block (and q4k's and q5k's dmin) over sub-block scales of their own.
     const round = (value: number) => stored(scaleDType, value);
     const q: ReturnType<typeof quantizeQ6k> & { dmin?: Float64Array } =
-      format === 'q4k' ? quantizeQ4k(w, n, k, round) : quantizeQ6k(w, n, k, round);
+      format === 'q4k'
+        ? quantizeQ4k(w, n, k, round)
+        : format === 'q5k'
+          ? quantizeQ5k(w, n, k, round)
+          : quantizeQ6k(w, n, k, round);
     return {
       format,
       n,
@@ -283,7 +288,7 @@ export function quantizeFinite(
  * The value of every weight, [N, K] row-major in f64: (q − zero) · scale,
  * exactly, for q8, q4g32 and q4g128; ggml's f32 values for the others
  * (f32(q · scale), f32(f32(q · scale) − offset) for q4g32a and q8g32a,
- * q4k's f32(f32(q · f32(d · sc)) − f32(dmin · m)) and q6k's
+ * q4k's and q5k's f32(f32(q · f32(d · sc)) − f32(dmin · m)) and q6k's
  * f32(f32(d · sc) · (q − 32))).
  */
 export function dequantizeWeights(weight: QuantizedHostWeight): Float64Array {

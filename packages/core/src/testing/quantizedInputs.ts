@@ -14,16 +14,17 @@ export function quantWords(shape: readonly number[]): InputSample {
  * The range of random scales that keep |w| within about 1 over random codes: 128 · 0.008 for
  * the 8-bit formats, 15 · 0.066 for q4 with zero points and for q4g32a (whose offsets, in
  * [0, 1), shift the values into −1 … 1), 15 · 63 · 0.001 for q4k's d (its sub-block scales are
- * 6-bit multiples of it), 32 · 128 · 0.00024 for q6k's d (random words make every int8
+ * 6-bit multiples of it), 31 · 63 · 0.0005 for q5k's, 32 · 128 · 0.00024 for q6k's d (random words make every int8
  * sub-block scale and every code).
  */
 export function quantScaleRange(format: QuantFormat): readonly [number, number] {
   const layout = quantLayout(format, 1);
-  if (layout.subBlockScales) return layout.bits === 6 ? [0.00006, 0.00024] : [0.0002, 0.001];
+  if (layout.subBlockScales)
+    return layout.bits === 6 ? [0.00006, 0.00024] : layout.bits === 5 ? [0.0001, 0.0005] : [0.0002, 0.001];
   return layout.bits === 8 ? [0.002, 0.008] : [0.02, 0.066];
 }
 
-/** The upper end of random offsets, from 0: 1, and q4k's dmin 1 / 63, as its 6-bit mins multiply it. */
+/** The upper end of random offsets, from 0: 1, and q4k's and q5k's dmin 1 / 63, as its 6-bit mins multiply it. */
 export function quantOffsetLimit(format: QuantFormat): number {
   return quantLayout(format, 1).subBlockScales ? 1 / 63 : 1;
 }

@@ -18,10 +18,11 @@ const VARIANTS: QuantizeRowsVariant[] = QUANT_FORMATS.filter(
     (['f32', 'bf16'] as const).map((weight) => ({ format, zeros, weight, scale: 'f16' as const })),
   ),
 );
-const SUPER_BLOCK_VARIANTS: QuantizeSuperBlocksVariant[] = (['q4k', 'q6k'] as const).flatMap((format) =>
-  (['f32', 'bf16'] as const).flatMap((weight) =>
-    (['f16', 'f32'] as const).map((scale) => ({ format, weight, scale })),
-  ),
+const SUPER_BLOCK_VARIANTS: QuantizeSuperBlocksVariant[] = (['q4k', 'q5k', 'q6k'] as const).flatMap(
+  (format) =>
+    (['f32', 'bf16'] as const).flatMap((weight) =>
+      (['f16', 'f32'] as const).map((scale) => ({ format, weight, scale })),
+    ),
 );
 const MODULES = [
   ...VARIANTS.map((v) => ({ key: quantizeRowsKey(v), module: () => quantizeRowsModule(v) })),

@@ -256,7 +256,7 @@ export const QUANTIZE_ROWS_KERNELS: readonly AnyCudaKernel[] = [
       const [n, kd] = w.shape as [number, number];
       checkElementCount(quantizeRows.name, 'w', w.size);
       const layout = quantLayout(attrs.format, kd);
-      if (attrs.format === 'q4k' || attrs.format === 'q6k') {
+      if (attrs.format === 'q4k' || attrs.format === 'q5k' || attrs.format === 'q6k') {
         const variant: QuantizeSuperBlocksVariant = {
           format: attrs.format,
           weight: storageOf(w),

@@ -2,6 +2,8 @@ import {
   Q4K_SUB_BLOCK,
   Q4K_SUB_SCALE_WORDS,
   Q4K_SUPER_BLOCK,
+  Q5K_HIGH_WORDS_AT,
+  Q5K_SUPER_WORDS,
   Q6K_HIGH_WORDS_AT,
   Q6K_SCALE_WORDS,
   Q6K_SUB_BLOCK,
@@ -16,18 +18,19 @@ import { loadAllParams } from './entryParams.js';
 import { asStored, nearestQuotient, positiveZero } from './quantizeArithmetic.js';
 import { type FloatStorage, loadOneAsF32, STORAGE_BYTES, storageKey, storeFromF32 } from './storage.js';
 
-// quantizeRows for q4k and q6k (GGUF's Q4_K and Q6_K layouts, quant/layout.ts),
-// bit for bit as the host quantizer (quant/q4k.ts, quant/q6k.ts): a thread per
-// super-block of 256. A first pass finds the sub-blocks' ranges and the
-// largest of them, which give d (and q4k's dmin); a second pass, sub-block by
-// sub-block, finds its range again (from cache), its 6-bit or int8 scale, and
-// writes its codes. A super-block holding a weight that is not finite writes
+// quantizeRows for q4k, q5k and q6k (GGUF's Q4_K, Q5_K and Q6_K layouts,
+// quant/layout.ts), bit for bit as the host quantizer (quant/q4k.ts,
+// quant/q5k.ts, quant/q6k.ts): a thread per super-block of 256. A first pass
+// finds the sub-blocks' ranges and the largest of them, which give d (and
+// q4k's and q5k's dmin); a second pass, sub-block by sub-block, finds its
+// range again (from cache), its 6-bit or int8 scale, and writes its codes
+// (q5k is q4k with 31 levels and a word of high bits per sub-block). A super-block holding a weight that is not finite writes
 // NaN d (and dmin) and zero codes and sub-block scales.
 
 export const QUANTIZE_SUPER_BLOCKS_ENTRY = 'quantize_super_blocks';
 
 export interface QuantizeSuperBlocksVariant {
-  readonly format: 'q4k' | 'q6k';
+  readonly format: 'q4k' | 'q5k' | 'q6k';
   readonly weight: FloatStorage;
   readonly scale: FloatStorage;
 }
@@ -75,8 +78,8 @@ function subScale(k: KernelBuilder, value: F32, d: F32, cap: number): R32 {
   return k.selp('s32', q, q, 0, positive);
 }
 
-/** A q4k sub-block's scale f32(f32(hi − lo) · f32(1 / 15)) and min −lo over [min(0, lo), hi]. */
-function q4kRange(s: SuperBlock, at: R32, bad?: R32): { scale: F32; min: F32 } {
+/** A q4k (q5k) sub-block's scale f32(f32(hi − lo) · f32(1 / 15 (31))) and min −lo over [min(0, lo), hi]. */
+function q4kRange(s: SuperBlock, at: R32, levels: number, bad?: R32): { scale: F32; min: F32 } {
   const { k } = s;
   const lo = k.mov('f32', k.reg('f32'), 0);
   const hi = k.mov('f32', k.reg('f32'), 0);
@@ -89,20 +92,23 @@ function q4kRange(s: SuperBlock, at: R32, bad?: R32): { scale: F32; min: F32 } {
   const low = positiveZero(k, lo);
   const range = k.sub('f32', k.reg('f32'), positiveZero(k, hi), low, { rnd: 'rn' });
   return {
-    scale: k.mul('f32', k.reg('f32'), range, reciprocalOf(15), { rnd: 'rn' }),
+    scale: k.mul('f32', k.reg('f32'), range, reciprocalOf(levels), { rnd: 'rn' }),
     min: positiveZero(k, k.neg('f32', k.reg('f32'), low)),
   };
 }
 
+/** q4k, or q5k: its codes 0 … 31, their low nibbles where q4k's go and high bits in word 32 + j. */
 function q4kBody(s: SuperBlock): void {
   const { k, v } = s;
+  const q5k = v.format === 'q5k';
+  const levels = q5k ? 31 : 15;
   const bad = k.mov('b32', k.reg('u32'), 0);
   const largestScale = k.mov('f32', k.reg('f32'), 0);
   const largestMin = k.mov('f32', k.reg('f32'), 0);
   const j = k.reg('u32');
   const subAt = (j: R32) => k.madLo('u32', k.reg('u32'), j, Q4K_SUB_BLOCK, s.first);
   k.forRange(j, 0, Q4K_SUPER_BLOCK / Q4K_SUB_BLOCK, 1, () => {
-    const range = q4kRange(s, subAt(j), bad);
+    const range = q4kRange(s, subAt(j), levels, bad);
     k.max('f32', largestScale, largestScale, range.scale);
     k.max('f32', largestMin, largestMin, range.min);
   });
@@ -112,7 +118,7 @@ function q4kBody(s: SuperBlock): void {
   const words = [0, 1, 2].map(() => k.mov('b32', k.reg('u32'), 0));
   k.forRange(j, 0, Q4K_SUPER_BLOCK / Q4K_SUB_BLOCK, 1, () => {
     const base = subAt(j);
-    const range = q4kRange(s, base);
+    const range = q4kRange(s, base, levels);
     const sc = subScale(k, range.scale, d, 63);
     const m = subScale(k, range.min, dmin, 63);
     // Sub-blocks 0-3 keep sc and m in bytes j and j + 4; 4-7 their low nibbles in byte j + 4 and their
@@ -141,18 +147,30 @@ function q4kBody(s: SuperBlock): void {
       rnd: 'rn',
     });
     const positive = k.setp('gt', 'f32', k.reg('pred'), scale, 0);
+    const high = q5k ? k.mov('b32', k.reg('u32'), 0) : undefined;
     const word = k.reg('u32');
     k.forRange(word, 0, Q4K_SUB_BLOCK / 8, 1, () => {
       const from = k.madLo('u32', k.reg('u32'), word, 8, base);
       const bits = k.mov('b32', k.reg('u32'), 0);
+      // q5k: code e of the word has its high bit at 8 · (e / 2) + 2 · word + e mod 2 (the inverse of q5kCode).
+      const wordShift = high ? k.shl('b32', k.reg('u32'), word, 1) : undefined;
       for (let e = 0; e < 8; e++) {
         const x = weightAt(s, k.add('u32', k.reg('u32'), from, e));
-        const q = code(k, k.add('f32', k.reg('f32'), x, offset, { rnd: 'rn' }), scale, positive, 0, 15);
+        const q = code(k, k.add('f32', k.reg('f32'), x, offset, { rnd: 'rn' }), scale, positive, 0, levels);
+        if (high && wordShift) {
+          const shift = k.add('u32', k.reg('u32'), wordShift, 8 * (e >> 1) + (e & 1));
+          k.or('b32', high, high, k.shl('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), q, 4), shift));
+          k.and('b32', q, q, 15);
+        }
         k.or('b32', bits, bits, k.shl('b32', k.reg('u32'), q, 4 * e));
       }
       const at = k.add('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), j, Q4K_SUB_BLOCK / 8, s.out), word);
       k.stGlobal('b32', k.elementAddress(s.packed, at, 4), k.selp('b32', k.reg('u32'), bits, 0, ok));
     });
+    if (high) {
+      const at = k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), s.out, Q5K_HIGH_WORDS_AT), j);
+      k.stGlobal('b32', k.elementAddress(s.packed, at, 4), k.selp('b32', k.reg('u32'), high, 0, ok));
+    }
   });
   words.forEach((word, i) => {
     const at = k.madLo('u32', k.reg('u32'), s.block, Q4K_SUB_SCALE_WORDS, i);
@@ -241,7 +259,7 @@ function q6kBody(s: SuperBlock): void {
   );
 }
 
-/** The module of `quantizeRows` for q4k or q6k: a thread per super-block, `units` of them per row. */
+/** The module of `quantizeRows` for q4k, q5k or q6k: a thread per super-block, `units` of them per row. */
 export function quantizeSuperBlocksModule(v: QuantizeSuperBlocksVariant): PtxModule {
   const m = new PtxModule();
   m.entry(
@@ -262,11 +280,12 @@ export function quantizeSuperBlocksModule(v: QuantizeSuperBlocksVariant): PtxMod
         const row = k.div('u32', k.reg('u32'), t, units);
         const within = k.sub('u32', k.reg('u32'), t, k.mulLo('u32', k.reg('u32'), row, units));
         const first = k.madLo('u32', k.reg('u32'), row, kd, k.shl('b32', k.reg('u32'), within, 8));
-        const superWords = v.format === 'q4k' ? Q4K_SUPER_BLOCK / 8 : Q6K_SUPER_WORDS;
+        const superWords =
+          v.format === 'q4k' ? Q4K_SUPER_BLOCK / 8 : v.format === 'q5k' ? Q5K_SUPER_WORDS : Q6K_SUPER_WORDS;
         const out = k.mulLo('u32', k.reg('u32'), t, superWords);
         const s: SuperBlock = { k, v, w, first, out, block: t, packed, scales, zeros, offsets };
-        if (v.format === 'q4k') q4kBody(s);
-        else q6kBody(s);
+        if (v.format === 'q6k') q6kBody(s);
+        else q4kBody(s);
       });
     },
     { maxThreadsPerBlock: BLOCK },

@@ -46,7 +46,7 @@ describe('quantized kernels', () => {
       // One code word per lane and tile, loaded a tile ahead (the first before the loop); x staged
       // once per tile, read back as .v4 from shared memory.
       expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(2);
-      // q6k's lanes read their word's 8 bytes of high pairs beside it.
+      // q6k's lanes read their word's 8 bytes of high pairs beside it, q5k's 4 bytes of high bits.
       expect(text.match(/ld\.global\.nc\.v2\.b32/g) ?? []).toHaveLength(
         quantLayout(format, 1).bits === 6 ? 2 : 0,
       );
@@ -55,6 +55,12 @@ describe('quantized kernels', () => {
       expect(text.match(/bar\.sync 0;/g)).toHaveLength(2);
       expect(text.match(/st\.global/g)).toHaveLength(1);
     }
+    // q5k reads what q4k reads and, per tile, its word of high bits.
+    const words = (format: QuantFormat) =>
+      quantDotModule({ ...base, format })
+        .emit()
+        .match(/ld\.global\.nc\.b32/g)?.length ?? 0;
+    expect(words('q5k')).toBe(words('q4k') + 2);
     const tile = quantTileModule({ format: 'q4g32', zeros: true, withC: true, types: TYPES[1] }).emit();
     expect(tile.match(/bar\.sync 0;/g)).toHaveLength(2);
   });
@@ -108,6 +114,10 @@ describe('quantizedMatmul on a one-SM emulated device', () => {
     ['q6k', false, 1, 768, 9],
     ['q6k', false, 3, 1024, 21],
     ['q6k', false, 70, 512, 67],
+    ['q5k', false, 1, 4096, 19],
+    ['q5k', false, 1, 768, 9],
+    ['q5k', false, 3, 1024, 21],
+    ['q5k', false, 70, 512, 67],
   ] as const) {
     it(`${format}${zeroPoints ? ' zero points' : ''} ${m}×${k}→${n} from quantizeWeights`, async () => {
       const run = quantizedMatmulProblem(random, [format, zeroPoints, m, k, n]);

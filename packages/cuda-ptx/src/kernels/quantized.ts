@@ -29,6 +29,7 @@ import {
 } from './quantizedCodes.js';
 import { encodeQuantizedGemv } from './quantizedGemv.js';
 import { encodeQuantizedMma, qmmaApplies } from './quantizedMma.js';
+import { q5kCodes } from './quantizedQ5k.js';
 import { int8At, q6kCodes, q6kScale } from './quantizedQ6k.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { quantTileModule, TILE_M, TILE_N } from './quantizedTile.js';
@@ -47,7 +48,8 @@ import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageOf } from './storage.js'
 // q8g32's two words one); q8 scales the row's sum once; q4g32a also sums
 // the word's x and subtracts offset · Σx, and q4k likewise with its word's
 // sub-block scale d · sc and offset dmin · m formed from the super-block's
-// d, dmin and 6-bit sc, m as the word is loaded; q6k's lane reads its
+// d, dmin and 6-bit sc, m as the word is loaded (q5k too, its lane reading
+// its sub-block's word of high bits beside its 16 bytes); q6k's lane reads its
 // word's 8 bytes of high pairs too (a super-block's 64 contiguous over its
 // eight lanes, as its 128 bytes of nibbles), and its two 16-weight
 // sub-blocks are summed apart, each scaled by f32(d · sc). More rows of x
@@ -90,8 +92,10 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
       const { tid, lane, col } = warpColumn(k, WARPS);
       const { rowWords, groups, zeroWords } = rowGeometry(k, layout, kDim);
       const q6k = layout.bits === 6;
-      // q6k: 8 chunks of 32 weights per super-block of 48 words (32 of nibbles, then 16 of high pairs).
-      const chunks = q6k ? k.shl('b32', k.reg('u32'), groups!, 3) : k.shr('u32', k.reg('u32'), rowWords, 2);
+      const q5k = layout.bits === 5;
+      // q6k, q5k: 8 chunks of 32 weights per super-block of 48 or 40 words (32 of nibbles, then the high bits).
+      const chunks =
+        q6k || q5k ? k.shl('b32', k.reg('u32'), groups!, 3) : k.shr('u32', k.reg('u32'), rowWords, 2);
       // Columns past N read the last row of W (never stored): every warp takes part in the barriers.
       const wRow = k.min('u32', k.reg('u32'), col, k.sub('u32', k.reg('u32'), n, 1));
       const lastRow = k.sub('u32', k.reg('u32'), rowsTotal, 1);
@@ -100,14 +104,14 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         const row = k.min('u32', k.reg('u32'), k.mov('u32', k.reg('u32'), r), lastRow);
         return k.elementAddress(x, k.mulLo('u32', k.reg('u32'), row, kDim), actBytes);
       });
-      // Lane l's word: chunk l of the tile; q6k's chunk l is nibble word 4 · (l mod 8) of super-block l / 8.
+      // Lane l's word: chunk l of the tile; q6k's (q5k's) chunk l is nibble word 4 · (l mod 8) of super-block l / 8.
       const laneWord = () =>
-        q6k
+        q6k || q5k
           ? k.madLo(
               'u32',
               k.reg('u32'),
               k.shr('u32', k.reg('u32'), lane, 3),
-              48,
+              q6k ? 48 : 40,
               k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 7), 2),
             )
           : k.shl('b32', k.reg('u32'), lane, 2);
@@ -129,7 +133,20 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
             4,
           )
         : undefined;
-      const tileBytes = q6k ? 4 * 192 : 32 * 16;
+      // q5k: its high bits, word 32 + l mod 8 of the super-block.
+      const q5kHighPtr = q5k
+        ? k.elementAddress(
+            wPtr,
+            k.sub(
+              'u32',
+              k.reg('u32'),
+              32,
+              k.mulLo('u32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 7), 3),
+            ),
+            4,
+          )
+        : undefined;
+      const tileBytes = q6k ? 4 * 192 : q5k ? 4 * 160 : 32 * 16;
       const { scales, zeros, offsets } = loadParams(k, p, 'scales', 'zeros', 'offsets');
       const scaleRow = groups ? k.mulLo('u32', k.reg('u32'), wRow, groups) : wRow;
       const zeroRow = zeroWords ? k.mulLo('u32', k.reg('u32'), wRow, zeroWords) : undefined;
@@ -179,7 +196,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         s: k.reg('f32'),
         bias: k.reg('f32'),
         negOffset: k.reg('f32'),
-        high: q6k ? k.regs('u32', 2) : [],
+        high: q6k ? k.regs('u32', 2) : q5k ? k.regs('u32', 1) : [],
         s2: q6k ? k.reg('f32') : undefined,
       });
       const loadTile = (c: R32, into: TileCodes) => {
@@ -187,9 +204,11 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         k.predicated(below(k, c, chunks), () => {
           k.ldGlobal('b32', into.words as unknown as Vec4<R32>, wPtr, { nc: true });
           if (highPtr) k.ldGlobal('b32', into.high as unknown as Vec2<R32>, highPtr, { nc: true });
+          if (q5kHighPtr) k.ldGlobal('b32', into.high[0]!, q5kHighPtr, { nc: true });
         });
         k.add('u64', wPtr, wPtr, tileBytes);
         if (highPtr) k.add('u64', highPtr, highPtr, tileBytes);
+        if (q5kHighPtr) k.add('u64', q5kHighPtr, q5kHighPtr, tileBytes);
         if (layout.scalePerRow) return;
         // The group of the word's first weight (c · perChunk); past the row, the last word's.
         const last = k.min('u32', k.reg('u32'), c, k.sub('u32', k.reg('u32'), chunks, 1));
@@ -212,7 +231,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
           return;
         }
         if (layout.subBlockScales) {
-          // q4k: a word is one sub-block, j = c mod 8 of super-block g.
+          // q4k, q5k: a word is one sub-block, j = c mod 8 of super-block g.
           const words = k.madLo('u32', k.reg('u32'), g, 3, zeroRow!);
           const sub = k.and('b32', k.reg('u32'), last, 7);
           const q4k = subBlockScaleOffset(k, scale, { scales, offsets, zeros }, { scale: at, words, sub });
@@ -261,9 +280,12 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         words.forEach((word, i) => {
           // q6k: word i's high pairs, from the upper half of each byte for odd i.
           const high = () => current.high[i >> 1]!;
+          // q5k: word i's high bits at bits 2i and 2i + 1 of each byte of its sub-block's high word.
           const codes = q6k
             ? q6kCodes(k, word, i & 1 ? k.shr('b32', k.reg('u32'), high(), 4) : high())
-            : codesOf(k, layout, word, bias);
+            : q5k
+              ? q5kCodes(k, word, i ? k.shr('b32', k.reg('u32'), current.high[0]!, 2 * i) : current.high[0]!)
+              : codesOf(k, layout, word, bias);
           const wordSums = sums2 && i >= 2 ? sums2 : sums;
           for (let r = 0; r < v.rows; r++) {
             // Word i of the chunk covers units i · perWord / 4 … of the lane's x.

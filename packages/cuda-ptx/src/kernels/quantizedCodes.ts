@@ -1,6 +1,7 @@
 import {
   InvalidArgumentError,
   Q4K_SUB_SCALE_WORDS,
+  Q5K_SUPER_WORDS,
   Q6K_SCALE_WORDS,
   Q6K_SUPER_WORDS,
   type QuantFormat,
@@ -76,12 +77,13 @@ export function layoutOf(format: QuantFormat): QuantLayout {
   return quantLayout(format, 1);
 }
 
-/** The row's u32 words, scale groups and zero words (q4k, q6k: sub-block scale words) for K in a register (see quantLayout). */
+/** The row's u32 words, scale groups and zero words (q4k, q5k, q6k: sub-block scale words) for K in a register (see quantLayout). */
 export function rowGeometry(k: KernelBuilder, layout: QuantLayout, kDim: R32) {
-  // Rows are whole 32-weight blocks (and whole q4 groups, whole q6k super-blocks of 48 words).
+  // Rows are whole 32-weight blocks (and whole q4 groups, whole q6k and q5k super-blocks of 48 and 40 words).
   const unit = layout.bits === 8 ? 32 : layout.groupSize;
   const units = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
-  const unitWords = layout.bits === 6 ? Q6K_SUPER_WORDS : unit / layout.perWord;
+  const unitWords =
+    layout.bits === 6 ? Q6K_SUPER_WORDS : layout.bits === 5 ? Q5K_SUPER_WORDS : unit / layout.perWord;
   const rowWords = k.mulLo('u32', k.reg('u32'), units, unitWords);
   const groups = layout.scalePerRow
     ? undefined
@@ -105,7 +107,7 @@ export function rowGeometry(k: KernelBuilder, layout: QuantLayout, kDim: R32) {
  */
 export function groupAt(k: KernelBuilder, layout: QuantLayout, at: R32, groups: R32): R32 {
   const g = k.shr('u32', k.reg('u32'), at, Math.log2(layout.groupSize));
-  if (layout.bits === 4) return g;
+  if (layout.bits === 4 || layout.bits === 5) return g;
   return k.min('u32', g, g, k.sub('u32', k.reg('u32'), groups, 1));
 }
 

@@ -1,9 +1,10 @@
-import { FLOAT, type QuantFormat, quantizedEmbedding, quantLayout } from '@rayo/core';
+import { FLOAT, Q5K_SUPER_WORDS, type QuantFormat, quantizedEmbedding, quantLayout } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Pred, R32 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
 import { loadAllParams } from './entryParams.js';
+import { q5kWordsOf } from './quantizedQ5k.js';
 import { q6kElement } from './quantizedQ6k.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
@@ -14,7 +15,8 @@ import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, sto
 // code's u32 word, its group's scale (and zero point or offset), and writes
 // the value the format defines, f32(f32((q − zero) · scale) − offset),
 // rounded where ggml rounds (mul.rn then sub.rn; q4k's scale and offset
-// are themselves f32(d · sc) and f32(dmin · m); q6k's f32(f32(d · sc) ·
+// are themselves f32(d · sc) and f32(dmin · m), q5k's as q4k's with a high
+// bit ORed into the nibble; q6k's f32(f32(d · sc) ·
 // (q − 32)), see quantizedQ6k.ts): the reference's bits. An
 // id outside [0, V) (compared as unsigned) reads nothing and writes NaN.
 
@@ -80,6 +82,7 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
       /** The value of element `col` of row `id` in the formats of whole 16-byte words of codes. */
       function element(id: R32, col: R32, valid: Pred): F32 {
         const word = k.mov('b32', k.reg('u32'), 0);
+        if (layout.bits === 5) return q5kElement(id, col, valid, word);
         const at = k.madLo(
           'u32',
           k.reg('u32'),
@@ -120,15 +123,8 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
           code = k.sub('f32', k.reg('f32'), code, layout.offset, { rnd: 'rn' });
         }
         let value: F32;
-        if (layout.subBlockScales) {
-          // q4k: sub-block (col / 32) mod 8 of super-block g.
-          const words = k.madLo('u32', k.reg('u32'), id, zeroWords, k.mulLo('u32', k.reg('u32'), g, 3));
-          const sub = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), col, 5), 7);
-          const at = { scale: groupAt, words, sub };
-          const q4k = subBlockScaleOffset(k, v.scale, { scales, offsets, zeros }, at, valid);
-          value = k.mul('f32', k.reg('f32'), code, q4k.scale, { rnd: 'rn' });
-          k.sub('f32', value, value, q4k.offset, { rnd: 'rn' });
-        } else {
+        if (layout.subBlockScales) value = subBlockValue(id, col, g, groupAt, code, valid);
+        else {
           const s = k.reg('f32');
           loadAsF32(k, v.scale, [s], k.elementAddress(scales, groupAt, scaleBytes), { ok: valid });
           value = k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' });
@@ -139,6 +135,38 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
           }
         }
         return value;
+      }
+      /** q4k's and q5k's f32(f32(q · f32(d · sc)) − f32(dmin · m)): sub-block (col / 32) mod 8 of super-block g. */
+      function subBlockValue(id: R32, col: R32, g: R32, groupAt: R32, code: F32, valid: Pred): F32 {
+        const words = k.madLo('u32', k.reg('u32'), id, zeroWords, k.mulLo('u32', k.reg('u32'), g, 3));
+        const sub = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), col, 5), 7);
+        const at = { scale: groupAt, words, sub };
+        const q4k = subBlockScaleOffset(k, v.scale, { scales, offsets, zeros }, at, valid);
+        const value = k.mul('f32', k.reg('f32'), code, q4k.scale, { rnd: 'rn' });
+        return k.sub('f32', value, value, q4k.offset, { rnd: 'rn' });
+      }
+      /** q5k: the nibble of weight i = col mod 256 of super-block g with its high bit (see quantizedQ5k.ts). */
+      function q5kElement(id: R32, col: R32, valid: Pred, low: R32): F32 {
+        const u = () => k.reg('u32');
+        const g = k.shr('u32', u(), col, 8);
+        const i = k.and('b32', u(), col, 255);
+        const superAt = k.madLo('u32', u(), g, Q5K_SUPER_WORDS, k.mulLo('u32', u(), id, rowWords));
+        const at = q5kWordsOf(k, superAt, i);
+        const high = k.mov('b32', u(), 0);
+        k.predicated(valid, () => {
+          k.ldGlobal('u32', low, k.elementAddress(packed, at.low, 4), { nc: true });
+          k.ldGlobal('u32', high, k.elementAddress(packed, at.high, 4), { nc: true });
+        });
+        const nibble = k.and(
+          'b32',
+          u(),
+          k.shr('b32', u(), low, k.shl('b32', u(), k.and('b32', u(), i, 7), 2)),
+          0xf,
+        );
+        const bit = k.and('b32', u(), k.shr('b32', u(), high, at.bit), 1);
+        const q = k.or('b32', u(), nibble, k.shl('b32', u(), bit, 4));
+        const code = k.cvt('f32', 'u32', k.reg('f32'), q, { rnd: 'rn' });
+        return subBlockValue(id, col, g, k.madLo('u32', u(), id, groups, g), code, valid);
       }
     },
     { maxThreadsPerBlock: BLOCK },

@@ -20,18 +20,34 @@ export const Q6K_BIAS = MAGIC + 32;
  * second word (so its pairs lie at bits 0–1 and 2–3 of each byte either way).
  */
 export function q6kCodes(k: KernelBuilder, low: R32, high: R32): F32[] {
+  return byteCodes(k, low, high, { even: 4, odd: 2, mask: 0x30303030 }, Q6K_BIAS);
+}
+
+/**
+ * The eight codes of nibble word `low` less `bias`, as exact f32s in weight
+ * order, each a nibble with high bits from `high` (bit 4 up): byte b of the
+ * nibble word's even and odd nibbles take `high` shifted left by `plane.even`
+ * and `plane.odd` under `plane.mask` (q6k's high pairs, q5k's high bits).
+ */
+export function byteCodes(
+  k: KernelBuilder,
+  low: R32,
+  high: R32,
+  plane: { readonly even: number; readonly odd: number; readonly mask: number },
+  bias: number,
+): F32[] {
   const u = () => k.reg('u32');
   const even = k.or(
     'b32',
     u(),
     k.and('b32', u(), low, 0x0f0f0f0f),
-    k.and('b32', u(), k.shl('b32', u(), high, 4), 0x30303030),
+    k.and('b32', u(), k.shl('b32', u(), high, plane.even), plane.mask),
   );
   const odd = k.or(
     'b32',
     u(),
     k.and('b32', u(), k.shr('b32', u(), low, 4), 0x0f0f0f0f),
-    k.and('b32', u(), k.shl('b32', u(), high, 2), 0x30303030),
+    k.and('b32', u(), k.shl('b32', u(), high, plane.odd), plane.mask),
   );
   // Weight 2b + e is byte b of `even` (e = 0) or `odd` (e = 1).
   return Array.from({ length: 8 }, (_, m) => {
@@ -41,7 +57,7 @@ export function q6kCodes(k: KernelBuilder, low: R32, high: R32): F32[] {
     const bits = b === 3 ? shifted : k.and('b32', u(), shifted, 0xff);
     k.or('b32', bits, bits, MAGIC_BITS);
     const value = k.mov('b32', k.reg('f32'), bits);
-    return k.sub('f32', value, value, Q6K_BIAS, { rnd: 'rn' });
+    return k.sub('f32', value, value, bias, { rnd: 'rn' });
   });
 }
 

@@ -17,6 +17,7 @@ import {
   THREADS,
   zeroBias,
 } from './quantizedCodes.js';
+import { q5kCodes } from './quantizedQ5k.js';
 import { int8At, q6kCodes, q6kScale } from './quantizedQ6k.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { loadAsF32, loadOneAsF32, STORAGE_BYTES } from './storage.js';
@@ -149,6 +150,11 @@ export function quantTileModule(v: QuantVariant): PtxModule {
         };
       };
       const stageQ6k = q6k ? q6kStager() : undefined;
+      // q5k: the step's 32 k are sub-block c = (kStep / 32) mod 8 of super-block g = kStep / 256; this
+      // thread's 8 codes are nibble word 4c + t % 4 of it, with the high bits of word 32 + c shifted by 2 · (t % 4).
+      const q5k = layout.bits === 5;
+      const q5kRow = q5k ? k.mulLo('u32', k.reg('u32'), wCol, rowWords) : undefined;
+      const q5kShift = q5k ? k.shl('b32', k.reg('u32'), quarter, 1) : undefined;
       const ty = k.shr('u32', k.reg('u32'), tid, 4);
       const tx = k.and('b32', k.reg('u32'), tid, 15);
       const readX = k.madLo('u32', k.reg('u32'), ty, 16, xBase);
@@ -159,9 +165,21 @@ export function quantTileModule(v: QuantVariant): PtxModule {
       const kStep = k.reg('u32');
       const stageCodes = () => {
         const words = k.regs('u32', wordsPerThread);
-        if (wordsPerThread === 2) k.ldGlobal('b32', words as unknown as Vec2<R32>, wPtr, { nc: true });
-        else k.ldGlobal('b32', words[0]!, wPtr, { nc: true });
-        k.add('u64', wPtr, wPtr, (TILE_K / layout.perWord) * 4);
+        let high: R32 | undefined;
+        if (q5kRow && q5kShift) {
+          const packedBase = k.globalPointer(p.packed);
+          const superAt = k.madLo('u32', k.reg('u32'), k.shr('u32', k.reg('u32'), kStep, 8), 40, q5kRow);
+          const c = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), kStep, 5), 7);
+          const lowAt = k.add('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), c, 4, superAt), quarter);
+          const highAt = k.add('u32', k.reg('u32'), superAt, k.add('u32', k.reg('u32'), c, 32));
+          k.ldGlobal('b32', words[0]!, k.elementAddress(packedBase, lowAt, 4), { nc: true });
+          high = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(packedBase, highAt, 4), { nc: true });
+          k.shr('b32', high, high, q5kShift);
+        } else {
+          if (wordsPerThread === 2) k.ldGlobal('b32', words as unknown as Vec2<R32>, wPtr, { nc: true });
+          else k.ldGlobal('b32', words[0]!, wPtr, { nc: true });
+          k.add('u64', wPtr, wPtr, (TILE_K / layout.perWord) * 4);
+        }
         let s: F32;
         let bias: F32 | number = fixedBias(layout);
         let offset: F32 | undefined;
@@ -171,7 +189,7 @@ export function quantTileModule(v: QuantVariant): PtxModule {
           const g = groupAt(k, layout, k.add('u32', k.reg('u32'), kStep, xK), groups!);
           const at = k.add('u32', k.reg('u32'), scaleRow, g);
           if (layout.subBlockScales) {
-            // q4k: the step's 32 k are sub-block (kStep / 32) mod 8 of super-block g.
+            // q4k, q5k: the step's 32 k are sub-block (kStep / 32) mod 8 of super-block g.
             const words = k.madLo('u32', k.reg('u32'), g, 3, zeroRow!);
             const sub = k.and('b32', k.reg('u32'), k.shr('u32', k.reg('u32'), kStep, 5), 7);
             ({ scale: s, offset } = subBlockScaleOffset(
@@ -186,9 +204,11 @@ export function quantTileModule(v: QuantVariant): PtxModule {
             if (layout.offsets) offset = loadOneAsF32(k, scale, k.elementAddress(offsets, at, scaleBytes));
           }
         }
-        const codes = words.flatMap((word) => codesOf(k, layout, word, bias));
+        const codes = high
+          ? q5kCodes(k, words[0]!, high)
+          : words.flatMap((word) => codesOf(k, layout, word, bias));
         codes.forEach((code, j) => {
-          // ggml's value: f32(q · scale) (− offset, rounded again, for q4g32a and q4k).
+          // ggml's value: f32(q · scale) (− offset, rounded again, for q4g32a, q4k and q5k).
           const w = k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' });
           if (offset) k.sub('f32', w, w, offset, { rnd: 'rn' });
           k.stShared('f32', addr(wAt, j * PITCH_N * 4), w);

@@ -5,6 +5,7 @@ import {
   f16BitsToF32,
   matmul,
   type QuantFormat,
+  q5kCode,
   q6kCode,
   quantizedMatmul,
   quantLayout,
@@ -12,13 +13,14 @@ import {
 } from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../random.js';
-import { dequantize, q6kValues } from './dequantize.js';
+import { dequantize, q5kValues, q6kValues } from './dequantize.js';
 import { GGML_TYPES } from './ggmlTypes.js';
 import { quantize } from './quantize.js';
 import {
   ggufAsCoreFormat,
   q4_0AsQ4g32,
   q4_KAsQ4g32a,
+  q5_KAsQ8g32a,
   q6_KAsQ8g16,
   type RepackedWeight,
   refuseQuantized,
@@ -26,12 +28,13 @@ import {
   repackQ4_0,
   repackQ4_K,
   repackQ4_KSuperBlocks,
+  repackQ5_KSuperBlocks,
   repackQ6_K,
   repackQ6_KSuperBlocks,
   repackQ8_0,
 } from './repack.js';
 
-function randomBlocks(type: 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K', seed: number): Uint8Array {
+function randomBlocks(type: 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K', seed: number): Uint8Array {
   const rng = new Rng(seed);
   return quantize(
     type,
@@ -122,6 +125,25 @@ describe('host repacks of quantized blocks', () => {
     }
   });
 
+  it('Q5_K → 40 words of its codes per block (nibbles, then a word of high bits per 32), and its f16 d, dmin and 6-bit scales as stored', () => {
+    const bytes = randomBlocks('Q5_K', 19);
+    const r = repackQ5_KSuperBlocks(bytes);
+    const blocks = bytes.length / 176;
+    expect(r.words.length).toBe(40 * blocks);
+    const codes = new Uint8Array(256);
+    for (let b = 0; b < blocks; b++) {
+      const at = 176 * b;
+      q5kValues(bytes.subarray(at, at + 176), codes);
+      expect(codes.some((q) => q > 15)).toBe(true);
+      expect(Array.from({ length: 256 }, (_, i) => q5kCode(r.words, 40 * b, i))).toEqual(Array.from(codes));
+      expect(r.d[b]).toBe(bytes[at]! | (bytes[at + 1]! << 8));
+      expect(r.dmin[b]).toBe(bytes[at + 2]! | (bytes[at + 3]! << 8));
+      expect(Array.from(new Uint8Array(r.subScales.buffer, 12 * b, 12))).toEqual(
+        Array.from(bytes.subarray(at + 4, at + 16)),
+      );
+    }
+  });
+
   it('read blocks at any byte offset of their buffer (the repacks read words, not aligned views)', () => {
     for (const [seed, [type, repack]] of (
       [
@@ -131,6 +153,7 @@ describe('host repacks of quantized blocks', () => {
         ['Q4_K', repackQ4_KSuperBlocks],
         ['Q6_K', repackQ6_K],
         ['Q6_K', repackQ6_KSuperBlocks],
+        ['Q5_K', repackQ5_KSuperBlocks],
       ] as const
     ).entries()) {
       const bytes = randomBlocks(type, 10 + seed);
@@ -178,10 +201,10 @@ describe('GGUF blocks on core’s quantized formats', () => {
     Q4_1: 'q4g32a',
     Q5_0: 'q8g32',
     Q5_1: 'q8g32a',
-    Q5_K: 'q8g32a',
+    Q5_K: 'q5k',
   } as const;
-  // Device bits per weight (codes, scales, offsets and q4k's and q6k's sub-block scales) of a 512-wide row, against
-  // the file's: Q4_K and Q6_K no larger on the device than in the file.
+  // Device bits per weight (codes, scales, offsets and q4k's, q5k's and q6k's sub-block scales) of a 512-wide row,
+  // against the file's: Q4_K, Q5_K and Q6_K no larger on the device than in the file.
   const BITS = {
     Q4_0: [4.5, 4.5],
     Q8_0: [8.5, 8.5],
@@ -190,7 +213,7 @@ describe('GGUF blocks on core’s quantized formats', () => {
     Q4_1: [5, 5],
     Q5_0: [8.5, 5.5],
     Q5_1: [9, 6],
-    Q5_K: [10, 5.5],
+    Q5_K: [5.5, 5.5],
   } as const;
   for (const [type, format] of Object.entries(FORMATS) as [keyof typeof FORMATS, QuantFormat][]) {
     it(`${type} is ${format} exactly: ggml's values bit for bit, and quantizedMatmul gives the product with them`, async () => {
@@ -270,6 +293,15 @@ describe('GGUF blocks on core’s quantized formats', () => {
     expect(host.zeros).toBeUndefined();
     expect(Array.from(dequantizeWeights(host), Math.fround)).toEqual(Array.from(dequantize('Q4_K', bytes)));
     expect(() => q4_KAsQ4g32a(bytes, 3, 128)).toThrow(/Q4_K blocks do not make whole rows/);
+  });
+
+  it('Q5_K is also q8g32a exactly, in 10 bits per weight (int8 codes, f32 d·sc and dmin·m per 32)', () => {
+    const bytes = randomBlocks('Q5_K', 6);
+    const host = q5_KAsQ8g32a(bytes, 3, 256);
+    expect(host.format).toBe('q8g32a');
+    expect(host.zeros).toBeUndefined();
+    expect(Array.from(dequantizeWeights(host), Math.fround)).toEqual(Array.from(dequantize('Q5_K', bytes)));
+    expect(() => q5_KAsQ8g32a(bytes, 3, 128)).toThrow(/Q5_K blocks do not make whole rows/);
   });
 
   it('refuses blocks that do not make whole rows, and types core has no format for', () => {

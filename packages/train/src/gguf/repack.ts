@@ -338,6 +338,65 @@ export function repackQ5_K(bytes: Uint8Array): Int8OffsetGroups {
   return { values, ...parts };
 }
 
+/**
+ * Q5_K as core's `q5k`, at the file's own 5.5 bits per weight: each block's
+ * codes as 40 words (the low nibbles in sequence, as `repackQ4_KSuperBlocks`
+ * gives Q4_K's, then a word of high bits per sub-block of 32, see core's
+ * quant/layout.ts), its f16 d and dmin and twelve bytes of 6-bit scales and
+ * mins exactly as stored.
+ */
+export interface Q5KSuperBlocks {
+  /** 40 words per block of 256. */
+  readonly words: Uint32Array;
+  /** f16 words, one per block. */
+  readonly d: Uint16Array;
+  readonly dmin: Uint16Array;
+  /** Three little-endian u32 words per block: its stored scale bytes. */
+  readonly subScales: Uint32Array;
+}
+
+export function repackQ5_KSuperBlocks(bytes: Uint8Array): Q5KSuperBlocks {
+  const { blockBytes } = GGML_TYPES.Q5_K;
+  const blocks = blocksOf('Q5_K', bytes);
+  const words = new Uint32Array(blocks * 40);
+  const d = new Uint16Array(blocks);
+  const dmin = new Uint16Array(blocks);
+  const subScales = new Uint32Array(blocks * 3);
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(words.buffer);
+  for (let b = 0, at = 0; b < blocks; b++, at += blockBytes) {
+    d[b] = from.getUint16(at, true);
+    dmin[b] = from.getUint16(at + 2, true);
+    for (let w = 0; w < 3; w++) subScales[3 * b + w] = from.getUint32(at + 4 + 4 * w, true);
+    // qs (at byte 48) as Q4_K's: each 64 elements are 32 stored bytes, low nibbles first.
+    for (let j = 0; j < 4; j++) packHalves(from, at + 48 + 32 * j, 32, to, 160 * b + 32 * j);
+    q5kHighWords(from, at + 16, words, 40 * b + 32);
+  }
+  return { words, d, dmin, subScales };
+}
+
+/**
+ * The eight high words of a block whose qh starts at byte `at`, at `out`:
+ * bit s of qh[l] is element 32s + l's fifth bit, which q5k keeps at bit
+ * 8 · ((l mod 8) / 2) + 2 · (l / 8) + l mod 2 of word s. For each run of 8
+ * bytes (l = 8w … 8w + 7) the even and odd bytes gathered into a word each
+ * put bit s of every byte at bits 0, 8, 16, 24 (even) and 1, 9, 17, 25 (odd)
+ * under one shift and mask, then 2w higher.
+ */
+function q5kHighWords(from: DataView, at: number, words: Uint32Array, out: number): void {
+  for (let s = 0; s < 8; s++) words[out + s] = 0;
+  for (let w = 0; w < 4; w++) {
+    const lo = from.getUint32(at + 8 * w, true);
+    const hi = from.getUint32(at + 8 * w + 4, true);
+    const even = (lo & 0xff) | ((lo >>> 8) & 0xff00) | ((hi & 0xff) << 16) | ((hi << 8) & 0xff000000);
+    const odd = ((lo >>> 8) & 0xff) | ((lo >>> 16) & 0xff00) | ((hi & 0xff00) << 8) | (hi & 0xff000000);
+    for (let s = 0; s < 8; s++) {
+      const bits = ((even >>> s) & 0x01010101) | (((odd >>> s) & 0x01010101) << 1);
+      words[out + s] = (words[out + s]! | (bits << (2 * w))) >>> 0;
+    }
+  }
+}
+
 /** Symmetric int8 groups with f32 scales: element i is `values[i] · scales[i / groupSize]`. */
 export interface Int8F32Groups {
   readonly groupSize: number;
@@ -498,7 +557,7 @@ export const CORE_FORMAT_OF: Readonly<Record<GgmlQuantizedType, QuantFormat>> = 
   Q5_0: 'q8g32',
   Q6_K: 'q6k',
   Q4_K: 'q4k',
-  Q5_K: 'q8g32a',
+  Q5_K: 'q5k',
   Q4_1: 'q4g32a',
   Q5_1: 'q8g32a',
 };
@@ -510,12 +569,11 @@ export const CORE_FORMAT_OF: Readonly<Record<GgmlQuantizedType, QuantFormat>> = 
  *   (f16 d; Q5_0's code q − 16): GGUF rows are whole blocks, so no row is
  *   padded.
  * - Q4_K as `q4k`: its codes, f16 d and dmin and 6-bit scales as stored.
+ * - Q5_K as `q5k`: its codes, f16 d and dmin and 6-bit scales as stored.
  * - Q6_K as `q6k`: its codes, f16 d and int8 scales as stored.
- * - Q5_K as `q8g32a` with f32 scales d·sc and offsets dmin·m; Q4_1 as
- *   `q4g32a` and Q5_1 as `q8g32a` with f16 scales d and offsets −m.
- * On the device Q4_0, Q8_0, Q4_1, Q4_K and Q6_K take their stored bits per
- * weight; Q5_0 8.5 (5.5), Q5_1 9 (6), Q5_K 10 (5.5): the kernels read int8
- * codes and f32 k-quant scales.
+ * - Q4_1 as `q4g32a` and Q5_1 as `q8g32a` with f16 scales d and offsets −m.
+ * On the device Q4_0, Q8_0, Q4_1, Q4_K, Q5_K and Q6_K take their stored bits
+ * per weight; Q5_0 8.5 (5.5), Q5_1 9 (6): the kernels read int8 codes.
  */
 const CORE_PARTS: Readonly<Record<GgmlQuantizedType, (bytes: Uint8Array) => CoreParts>> = {
   Q4_0: (bytes) => ({ format: CORE_FORMAT_OF.Q4_0, scaleDType: 'f16', ...partsOf(repackQ4_0(bytes)) }),
@@ -536,7 +594,17 @@ const CORE_PARTS: Readonly<Record<GgmlQuantizedType, (bytes: Uint8Array) => Core
       zeros: subScales,
     };
   },
-  Q5_K: (bytes) => ({ format: CORE_FORMAT_OF.Q5_K, scaleDType: 'f32', ...partsOf(repackQ5_K(bytes)) }),
+  Q5_K: (bytes) => {
+    const { words, d, dmin, subScales } = repackQ5_KSuperBlocks(bytes);
+    return {
+      format: CORE_FORMAT_OF.Q5_K,
+      scaleDType: 'f16',
+      codes: words,
+      scales: d,
+      offsets: dmin,
+      zeros: subScales,
+    };
+  },
   Q4_1: (bytes) => ({ format: CORE_FORMAT_OF.Q4_1, scaleDType: 'f16', ...partsOf(repackQ4_1(bytes)) }),
   Q5_1: (bytes) => ({ format: CORE_FORMAT_OF.Q5_1, scaleDType: 'f16', ...partsOf(repackQ5_1(bytes)) }),
 };
@@ -575,10 +643,11 @@ const asCoreFormat =
   (bytes, rows, cols) =>
     ggufAsCoreFormat(type, bytes, rows, cols, operation);
 
-/** `ggufAsCoreFormat` of one type: Q4_0 as `q4g32`, Q8_0 as `q8g32`, Q4_K as `q4k`, Q6_K as `q6k`. */
+/** `ggufAsCoreFormat` of one type: Q4_0 as `q4g32`, Q8_0 as `q8g32`, Q4_K as `q4k`, Q5_K as `q5k`, Q6_K as `q6k`. */
 export const q4_0AsQ4g32 = asCoreFormat('Q4_0', 'q4_0AsQ4g32');
 export const q8_0AsQ8g32 = asCoreFormat('Q8_0', 'q8_0AsQ8g32');
 export const q4_KAsQ4k = asCoreFormat('Q4_K', 'q4_KAsQ4k');
+export const q5_KAsQ5k = asCoreFormat('Q5_K', 'q5_KAsQ5k');
 export const q6_KAsQ6k = asCoreFormat('Q6_K', 'q6_KAsQ6k');
 
 /**
@@ -601,10 +670,20 @@ export const q4_KAsQ4g32a: AsCoreFormat = (bytes, rows, cols) => {
 };
 
 /**
+ * Q5_K as `q8g32a`, exactly too, in more bytes: int8 codes with f32 scales
+ * d·sc and offsets dmin·m per 32 (10 bits per weight where the file and
+ * `q5k` hold 5.5).
+ */
+export const q5_KAsQ8g32a: AsCoreFormat = (bytes, rows, cols) => {
+  checkBlockRows('q5_KAsQ8g32a', 'Q5_K', bytes, rows, cols);
+  return hostWeightOf({ format: 'q8g32a', scaleDType: 'f32', ...partsOf(repackQ5_K(bytes)) }, rows, cols);
+};
+
+/**
  * A repack for `loadGgufLlama` that puts quantized tensors on the device in
  * core's formats, exactly (the values ggml's own dequantization gives):
- * Q4_0 as `q4g32`, Q8_0 and Q5_0 as `q8g32`, Q4_K as `q4k`, Q4_1 as
- * `q4g32a`, Q6_K as `q6k`, Q5_K and Q5_1 as `q8g32a`. The
+ * Q4_0 as `q4g32`, Q8_0 and Q5_0 as `q8g32`, Q4_K as `q4k`, Q5_K as `q5k`,
+ * Q4_1 as `q4g32a`, Q6_K as `q6k`, Q5_1 as `q8g32a`. The
  * parts are named as `quantizedWeightOf` takes them (`packed`, `scales`,
  * `zeros`, `offsets`). Other quantized types are refused by name.
  */

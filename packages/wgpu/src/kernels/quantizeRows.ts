@@ -137,7 +137,7 @@ export const QUANTIZE_ROWS_KERNELS: readonly AnyWgpuKernel[] = [
       const units = attrs.zeroPoints ? layout.zeroWords : layout.groups;
       const [weight, scale] = [storageOf(w.dtype), storageOf(outputs[1]!.dtype)];
       const shader =
-        attrs.format === 'q4k' || attrs.format === 'q6k'
+        attrs.format === 'q4k' || attrs.format === 'q5k' || attrs.format === 'q6k'
           ? quantizeSuperBlocksShader(attrs.format, weight, scale)
           : quantizeRowsShader(attrs.format, attrs.zeroPoints, weight, scale);
       // Rows are independent: a weight larger than one binding goes in pieces of whole rows, the

@@ -2,6 +2,8 @@ import {
   Q4K_SUB_BLOCK,
   Q4K_SUB_SCALE_WORDS,
   Q4K_SUPER_BLOCK,
+  Q5K_HIGH_WORDS_AT,
+  Q5K_SUPER_WORDS,
   Q6K_HIGH_WORDS_AT,
   Q6K_SCALE_WORDS,
   Q6K_SUB_BLOCK,
@@ -21,12 +23,13 @@ import {
   storeScale,
 } from './quantizeArithmetic.js';
 
-// quantizeRows for q4k and q6k (GGUF's Q4_K and Q6_K layouts, quant/layout.ts),
-// bit for bit as the host quantizer (quant/q4k.ts, quant/q6k.ts): an
-// invocation per super-block of 256. A first pass finds the sub-blocks'
-// ranges and the largest of them, which give d (and q4k's dmin); a second
-// pass, sub-block by sub-block, finds its range again (from cache), its 6-bit
-// or int8 scale, and writes its codes. A product whose rounding matters and
+// quantizeRows for q4k, q5k and q6k (GGUF's Q4_K, Q5_K and Q6_K layouts,
+// quant/layout.ts), bit for bit as the host quantizer (quant/q4k.ts,
+// quant/q5k.ts, quant/q6k.ts): an invocation per super-block of 256. A first
+// pass finds the sub-blocks' ranges and the largest of them, which give d (and
+// q4k's and q5k's dmin); a second pass, sub-block by sub-block, finds its
+// range again (from cache), its 6-bit or int8 scale, and writes its codes (q5k
+// is q4k with 31 levels and a word of high bits per sub-block). A product whose rounding matters and
 // that a compiler could fuse into the next addition or subtraction goes
 // through max(·, 0) (every such product is ≥ 0): d and dmin, f32(dmin · m)
 // before w + it, f32(d · sc) before nearest() splits it. A super-block holding a
@@ -40,8 +43,10 @@ function nonFinite(x: string): string {
   return `(bitcast<u32>(${x}) & 0x7f800000u) == 0x7f800000u`;
 }
 
-function q4kBody(scale: Storage): string {
+/** q4k, or q5k (`levels` 31): its codes' low nibbles where q4k's go and high bits in word 32 + j. */
+function q4kBody(scale: Storage, levels: 15 | 31): string {
   const subBlocks = Q4K_SUPER_BLOCK / Q4K_SUB_BLOCK;
+  const q5k = levels === 31;
   return `  var largestScale = 0.0;
   var largestMin = 0.0;
   var bad = false;
@@ -69,16 +74,22 @@ function q4kBody(scale: Storage): string {
     words[1] = words[1] | (select((m >> 4u) << 6u, m, low) << shift);
     words[2] = words[2] | (select((sc & 15u) | ((m & 15u) << 4u), 0u, low) << shift);
     let s = rounded(d * f32(sc));
-    let offset = rounded(dmin * f32(m));
+    let offset = rounded(dmin * f32(m));${q5k ? '\n    var high = 0u;' : ''}
     for (var word = 0u; word < ${Q4K_SUB_BLOCK / 8}u; word++) {
       var bits = 0u;
       for (var e = 0u; e < 8u; e++) {
         var q = 0;
-        if (s > 0.0) { q = clamp(nearest(weight(base + 8u * word + e) + offset, s), 0, 15); }
-        bits = bits | (u32(q) << (4u * e));
+        if (s > 0.0) { q = clamp(nearest(weight(base + 8u * word + e) + offset, s), 0, ${levels}); }
+        ${
+          q5k
+            ? `// The high bit at 8 · (e / 2) + 2 · word + e mod 2 (the inverse of q5kCode).
+        high = high | ((u32(q) >> 4u) << (8u * (e >> 1u) + 2u * word + (e & 1u)));
+        bits = bits | ((u32(q) & 15u) << (4u * e));`
+            : 'bits = bits | (u32(q) << (4u * e));'
+        }
       }
       packed[out + ${Q4K_SUB_BLOCK / 8}u * j + word] = select(bits, 0u, bad);
-    }
+    }${q5k ? `\n    packed[out + ${Q5K_HIGH_WORDS_AT}u + j] = select(high, 0u, bad);` : ''}
   }
   for (var i = 0u; i < ${Q4K_SUB_SCALE_WORDS}u; i++) {
     zeros[block * ${Q4K_SUB_SCALE_WORDS}u + i] = select(words[i], 0u, bad);
@@ -87,8 +98,8 @@ function q4kBody(scale: Storage): string {
   ${storeScale(scale, 'offsets', 'block', 'select(dmin, bitcast<f32>(nanBits), bad)')}`;
 }
 
-const Q4K_RANGE = `struct SubRange { scale: f32, min: f32, bad: bool }
-// Sub-block [at, at + ${Q4K_SUB_BLOCK}): its scale f32(f32(hi − lo) · f32(1 / 15)) and min −lo over [min(0, lo), hi].
+const q4kRange = (levels: 15 | 31) => `struct SubRange { scale: f32, min: f32, bad: bool }
+// Sub-block [at, at + ${Q4K_SUB_BLOCK}): its scale f32(f32(hi − lo) · f32(1 / ${levels})) and min −lo over [min(0, lo), hi].
 fn sub_range(at: u32) -> SubRange {
   var lo = 0.0;
   var hi = 0.0;
@@ -100,7 +111,7 @@ fn sub_range(at: u32) -> SubRange {
     hi = max(hi, x);
   }
   let low = positive_zero(lo);
-  return SubRange((positive_zero(hi) - low) * ${f32Literal(reciprocalOf(15))}, positive_zero(-low), bad);
+  return SubRange((positive_zero(hi) - low) * ${f32Literal(reciprocalOf(levels))}, positive_zero(-low), bad);
 }`;
 
 function q6kBody(scale: Storage): string {
@@ -155,17 +166,19 @@ fn sub_amax(at: u32) -> f32 {
   return select(most * ${f32Literal(reciprocalOf(31))}, bitcast<f32>(infBits), bad);
 }`;
 
-/** The shader of `quantizeRows` for q4k or q6k: an invocation per super-block, `params.units` of them per row. */
-export function quantizeSuperBlocksShader(format: 'q4k' | 'q6k', weight: Storage, scale: Storage) {
+/** The shader of `quantizeRows` for q4k, q5k or q6k: an invocation per super-block, `params.units` of them per row. */
+export function quantizeSuperBlocksShader(format: 'q4k' | 'q5k' | 'q6k', weight: Storage, scale: Storage) {
+  const levels = format === 'q5k' ? 31 : 15;
   const scaleType: WgslType = scale === 'f32' ? 'f32' : 'atomic<u32>';
   const names: [string, WgslType, 'read' | 'read_write'][] = [
     ['w', weight === 'f32' ? 'f32' : 'u32', 'read'],
     ['packed', 'u32', 'read_write'],
     ['scales', scaleType, 'read_write'],
     ['zeros', 'u32', 'read_write'],
-    ...(format === 'q4k' ? [['offsets', scaleType, 'read_write'] as [string, WgslType, 'read_write']] : []),
+    ...(format !== 'q6k' ? [['offsets', scaleType, 'read_write'] as [string, WgslType, 'read_write']] : []),
   ];
-  const superWords = format === 'q4k' ? Q4K_SUPER_BLOCK / 8 : Q6K_SUPER_WORDS;
+  const superWords =
+    format === 'q4k' ? Q4K_SUPER_BLOCK / 8 : format === 'q5k' ? Q5K_SUPER_WORDS : Q6K_SUPER_WORDS;
   return {
     key: `quantizeRows/${format}/${weight}-${scale}/wg${WG}`,
     kernel: quantizeRows.name,
@@ -177,7 +190,7 @@ export function quantizeSuperBlocksShader(format: 'q4k' | 'q6k', weight: Storage
       module.declare(loadWeight(weight));
       if (scale !== 'f32') module.declare(narrowFunctions(scale));
       if (scale === 'f16' || weight === 'f16') module.declare(F16_TO_F32);
-      module.declare(format === 'q4k' ? Q4K_RANGE : Q6K_AMAX);
+      module.declare(format === 'q6k' ? Q6K_AMAX : q4kRange(levels));
       return module.build(
         undefined,
         WG,
@@ -186,7 +199,7 @@ export function quantizeSuperBlocksShader(format: 'q4k' | 'q6k', weight: Storage
   let block = i;
   let first = row * params.k + (i % params.units) * ${Q4K_SUPER_BLOCK}u;
   let out = i * ${superWords}u;
-${format === 'q4k' ? q4kBody(scale) : q6kBody(scale)}`,
+${format === 'q6k' ? q6kBody(scale) : q4kBody(scale, levels)}`,
       );
     },
   };

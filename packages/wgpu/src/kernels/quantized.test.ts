@@ -8,7 +8,7 @@ describe('quantized shaders', () => {
     expect(QUANTIZED_KERNELS[0]!.dtypes).toEqual(['f32', 'f16', 'bf16']);
   });
 
-  it('read the codes as vec4<u32>, sum in workgroup memory without subgroups, and bind zero points (q4k, q6k: sub-block scales) and offsets only where the format has them', () => {
+  it('read the codes as vec4<u32>, sum in workgroup memory without subgroups, and bind zero points (q4k, q5k, q6k: sub-block scales) and offsets only where the format has them', () => {
     for (const format of QUANT_FORMATS) {
       const layout = quantLayout(format, 1);
       const code = quantStreamShader({ format, rows: 1, vecX: true }).code();
@@ -19,10 +19,11 @@ describe('quantized shaders', () => {
       const zeros = layout.zeroPoints || layout.subBlockScales;
       expect(code.includes('zeros')).toBe(zeros);
       expect(code.includes('offsets')).toBe(layout.offsets);
-      expect(code.includes('sub_block_scale_min')).toBe(layout.subBlockScales && layout.bits === 4);
-      // q6k: each lane reads its word's high pairs, and its codes through byte masks.
-      expect(code.includes('high_of(wRow, chunks, next)')).toBe(layout.bits === 6);
+      expect(code.includes('sub_block_scale_min')).toBe(layout.subBlockScales && layout.bits !== 6);
+      // q6k and q5k: each lane reads its word's high pairs or bits, and its codes through byte masks.
+      expect(code.includes('high_of(wRow, chunks, next)')).toBe(layout.bits === 6 || layout.bits === 5);
       expect(code.includes('q6k_even')).toBe(layout.bits === 6);
+      expect(code.includes('q5k_even')).toBe(layout.bits === 5);
       // x tiles and the lanes' sums share the 16 KiB of workgroup memory every device has.
       expect(code).toContain(`var<workgroup> xt: array<vec4<f32>, ${layout.bits === 8 ? 128 : 256}>`);
       expect(quantStreamShader({ format, rows: QUANT_STREAM_MAX_ROWS, vecX: true }).code()).toContain(
@@ -37,6 +38,7 @@ describe('quantized shaders', () => {
         layout.subBlockScales && layout.bits === 4,
       );
       expect(tile.includes('q6k_scale(wRow, g, c * 2u + quarter / 2u)')).toBe(layout.bits === 6);
+      expect(tile.includes('sub_block(wRow, g, c)')).toBe(layout.bits === 5);
     }
   });
 

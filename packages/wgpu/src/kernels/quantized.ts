@@ -14,6 +14,7 @@ import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { encodeQuantizedGemvF32 } from './quantizedGemv.js';
 import { QUANT_WEIGHT_PARAMS, SCALE_KINDS } from './quantizedParams.js';
+import { Q5K_CODES, Q5K_STREAM_FUNCTIONS, q5kStageTile, q5kStreamBody } from './quantizedQ5k.js';
 import {
   Q6K_CODES,
   Q6K_STREAM_FUNCTIONS,
@@ -31,7 +32,8 @@ import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 // x (staged per tile in workgroup memory) in vec4 dot products; group-scaled formats sum each word
 // before its group scale multiplies it (q4g32a and q8g32a also sum the word's x, which the offset multiplies;
 // q4k likewise, its word's scale d·sc and offset dmin·m formed from the super-block's d, dmin and 6-bit
-// sub-block scales; q6k's lanes read their word's high pairs too and sum its two 16-weight sub-blocks apart,
+// sub-block scales, and q5k as q4k with its sub-block's word of high bits, see quantizedQ5k.ts;
+// q6k's lanes read their word's high pairs too and sum its two 16-weight sub-blocks apart,
 // see quantizedQ6k.ts), q8 scales the row's sum once. The lanes' sums meet in a
 // tree in workgroup memory (no subgroups needed). More rows take a tiled
 // shader: a 64-column × 32-k tile of W is dequantized into workgroup memory
@@ -100,7 +102,7 @@ fn codes_hi(w: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(w) >> vec4<u32>(1
     layout.bits === 6
       ? `${Q6K_CODES}\n${q6kScaleFunction((i) => `scale_of(${i})`)}`
       : layout.subBlockScales
-        ? `${SUB_BLOCK_SCALE_MIN}
+        ? `${layout.bits === 5 ? `${Q5K_CODES}\n` : ''}${SUB_BLOCK_SCALE_MIN}
 fn sub_block(row: u32, g: u32, j: u32) -> vec2<f32> {
   let sm = sub_block_scale_min(row * params.zeroWords + g * 3u, j);
   let i = row * params.groups + g;
@@ -163,6 +165,9 @@ export function quantStreamShader(v: QuantStreamVariant) {
   const rows = Array.from({ length: v.rows }, (_, r) => r);
   const q4 = layout.bits === 4;
   const q6k = layout.bits === 6;
+  const q5k = layout.bits === 5;
+  /** q6k and q5k: a lane's high bits (a vec2 or u32) beside its word. */
+  const high = q6k || q5k;
   const grouped = !layout.scalePerRow;
   const offsets = layout.offsets;
   /** Weights per 16-byte code word; vec4 units of x per word and per tile; lanes that share a bank cycle. */
@@ -176,7 +181,9 @@ export function quantStreamShader(v: QuantStreamVariant) {
     offsets ? `xsum${r} += ${units.map((u) => `dot(${xAt(r, u)}, vec4<f32>(1.0))`).join(' + ')};` : '';
   const body = q6k
     ? q6kStreamBody(rows, xAt)
-    : `for (var j = 0u; j < 4u; j++) {
+    : q5k
+      ? q5kStreamBody(rows, xAt)
+      : `for (var j = 0u; j < 4u; j++) {
         let lo = codes_lo(wv[j])${q4 ? ' - z' : ''};
         ${q4 ? 'let hi = codes_hi(wv[j]) - z;' : ''}
         ${rows
@@ -225,7 +232,9 @@ ${xQuad}
 ${
   q6k
     ? Q6K_STREAM_FUNCTIONS
-    : `fn word_of(row: u32, chunks: u32, c: u32) -> vec4<u32> {
+    : q5k
+      ? Q5K_STREAM_FUNCTIONS
+      : `fn word_of(row: u32, chunks: u32, c: u32) -> vec4<u32> {
   if (c >= chunks) { return vec4<u32>(0u); }
   return packed[row * chunks + c];
 }`
@@ -249,7 +258,7 @@ ${groupOffsets}`);
   let lane = tid % ${LANES}u;
   // Columns past N read the last row of W (never written); every invocation takes part in the barriers.
   let wRow = min(col, params.n - 1u);
-  let chunks = ${q6k ? 'params.groups * 8u' : 'params.rowWords / 4u'};
+  let chunks = ${high ? 'params.groups * 8u' : 'params.rowWords / 4u'};
   let sw = (lane / ${lanesPerCycle}u) % ${units}u;
   // Staging: invocation t widens x unit t of the tile into its swizzled place.
   let stageLane = tid / ${units}u;
@@ -257,13 +266,13 @@ ${groupOffsets}`);
   ${rows.map((r) => `let xRow${r} = min(${r}u, params.m - 1u) * params.k;`).join('\n  ')}
   ${rows.map((r) => `var acc${r} = 0.0;`).join(' ')}
   // Each tile's code word (and its group's scale, zero point and offset) is loaded a tile ahead.
-  var wv = word_of(wRow, chunks, lane);${q6k ? '\n  var hv = high_of(wRow, chunks, lane);' : ''}
+  var wv = word_of(wRow, chunks, lane);${high ? '\n  var hv = high_of(wRow, chunks, lane);' : ''}
   ${grouped ? 'var gs = group_scale(wRow, chunks, lane);' : ''}
   ${q4 ? 'var z = group_zero(wRow, chunks, lane);' : ''}
   ${offsets ? 'var go = group_offset(wRow, chunks, lane);' : ''}
   for (var first = 0u; first < chunks; first += ${LANES}u) {
     let next = first + ${LANES}u + lane;
-    let nextWv = word_of(wRow, chunks, next);${q6k ? '\n    let nextHv = high_of(wRow, chunks, next);' : ''}
+    let nextWv = word_of(wRow, chunks, next);${high ? '\n    let nextHv = high_of(wRow, chunks, next);' : ''}
     ${grouped ? 'let nextGs = group_scale(wRow, chunks, next);' : ''}
     ${q4 ? 'let nextZ = group_zero(wRow, chunks, next);' : ''}
     ${offsets ? 'let nextGo = group_offset(wRow, chunks, next);' : ''}
@@ -277,7 +286,7 @@ ${groupOffsets}`);
     ${body}
     ${rows.map((r) => (q6k ? `acc${r} = fma(part${r}.x, gs.x, fma(part${r}.y, gs.y, acc${r}));` : grouped ? `acc${r} = fma(part${r}, gs, acc${r});` : `acc${r} += part${r};`)).join(' ')}
     ${offsets ? rows.map((r) => `acc${r} = fma(xsum${r}, -go, acc${r});`).join(' ') : ''}
-    wv = nextWv;${q6k ? ' hv = nextHv;' : ''}
+    wv = nextWv;${high ? ' hv = nextHv;' : ''}
     ${grouped ? 'gs = nextGs;' : ''} ${q4 ? 'z = nextZ;' : ''} ${offsets ? 'go = nextGo;' : ''}
   }
   workgroupBarrier();
@@ -326,11 +335,14 @@ export function quantTileShader(v: QuantShaderVariant) {
     ? `let sb = sub_block(wRow, g, (k0 / 32u) & 7u);
     let s = sb.x;`
     : 'let s = scale_of(wRow * params.groups + g);';
+  const store = (k: string, value: string) => `ws[(${k}) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = ${value};`;
   const stageW =
     layout.bits === 6
-      ? q6kStageTile((k, value) => `ws[(${k}) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = ${value};`)
-      : q4
-        ? `let word = packed[wRow * params.rowWords + k0 / 8u + quarter];
+      ? q6kStageTile(store)
+      : layout.bits === 5
+        ? q5kStageTile(store)
+        : q4
+          ? `let word = packed[wRow * params.rowWords + k0 / 8u + quarter];
     let g = ${group};
     ${scaleQ4}
     let z = vec4<f32>(zero_of(wRow, g));
@@ -340,7 +352,7 @@ export function quantTileShader(v: QuantShaderVariant) {
       ws[(quarter * 8u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = lo[j];
       ws[(quarter * 8u + 4u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = hi[j];
     }`
-        : `${layout.offsets ? `let g = ${group};\n    ` : ''}let s = ${layout.scalePerRow ? 'scale_of(wRow)' : `scale_of(wRow * params.groups + ${layout.offsets ? 'g' : group})`};
+          : `${layout.offsets ? `let g = ${group};\n    ` : ''}let s = ${layout.scalePerRow ? 'scale_of(wRow)' : `scale_of(wRow * params.groups + ${layout.offsets ? 'g' : group})`};
     for (var i = 0u; i < 2u; i++) {
       let q = codes_lo(packed[wRow * params.rowWords + k0 / 4u + quarter * 2u + i]) * s${less};
       for (var j = 0u; j < 4u; j++) {

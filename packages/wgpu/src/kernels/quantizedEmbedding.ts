@@ -5,14 +5,15 @@ import { rowPieces, rowsOf, rowsOfAll } from '../rowPieces.js';
 import { narrowFunctions, type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
+import { Q5K_GATHER_CODE, Q5K_GATHER_WORD } from './quantizedQ5k.js';
 import { q6kLookup, q6kScaleFunction } from './quantizedQ6k.js';
 import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 
 // quantizedEmbedding: y[r, :] = dequant(table)[ids[r], :] for a table in one
 // of core's quantized formats (quant/layout.ts has the bits), one invocation
 // per output element: its code's u32 word, its group's scale (and zero point
-// or offset; q4k's d · sc and dmin · m of its sub-block), (q − zero) · scale
-// (− offset); q6k's f32(d · sc) · (q − 32), see quantizedQ6k.ts. An id outside [0, V) is compared
+// or offset; q4k's and q5k's d · sc and dmin · m of its sub-block), (q − zero) · scale
+// (− offset); q5k's code takes its high bit from its sub-block's high word; q6k's f32(d · sc) · (q − 32), see quantizedQ6k.ts. An id outside [0, V) is compared
 // as u32 and reads nothing: its row is NaN. The scales' storage is a
 // parameter (one shader per format). A table larger than one binding is
 // bound in pieces of whole rows, a dispatch each: a dispatch writes the
@@ -76,7 +77,17 @@ export function quantEmbeddingShader(format: QuantFormat, out: Storage = 'f32') 
     ['y', out === 'f32' ? 'f32' : 'u32', 'read_write'],
   ];
   const code =
-    layout.bits === 8 ? `f32((bitcast<i32>(word) << (24u - shift)) >> 24u)` : `f32((word >> shift) & 15u)`;
+    layout.bits === 8
+      ? `f32((bitcast<i32>(word) << (24u - shift)) >> 24u)`
+      : layout.bits === 5
+        ? Q5K_GATHER_CODE
+        : `f32((word >> shift) & 15u)`;
+  // q5k's nibble and high bit lie in a super-block of 40 words (see quantizedQ5k.ts).
+  const wordOf =
+    layout.bits === 5
+      ? Q5K_GATHER_WORD
+      : `let word = packed[row * params.rowWords + col / ${layout.perWord}u];
+  let shift = (col % ${layout.perWord}u) * ${layout.bits}u;`;
   const zero = layout.zeroPoints
     ? `select(8.0, f32((zeros[row * params.zeroWords + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u), params.hasZeros != 0u)`
     : `${layout.offset}.0`;
@@ -91,8 +102,7 @@ export function quantEmbeddingShader(format: QuantFormat, out: Storage = 'f32') 
   let col = i % params.dim;
   // The row within the bound piece of the table.
   let row = id - params.rowStart;
-  let word = packed[row * params.rowWords + col / ${layout.perWord}u];
-  let shift = (col % ${layout.perWord}u) * ${layout.bits}u;
+  ${wordOf}
   let g = ${layout.scalePerRow ? '0u' : `col / ${layout.groupSize}u`};
   let at = row * params.groups + g;
   ${

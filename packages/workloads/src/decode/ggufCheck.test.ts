@@ -3,7 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CudaBackend, CudaDriver } from '@rayo/cuda-ptx';
 import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
-import { checkQuantizedDecode, q4kmTestConfig, writeLlamaCppMix, writeQ4kmLlama } from '@rayo/train';
+import {
+  checkQuantizedDecode,
+  ggufAsCoreFormat,
+  q4kmTestConfig,
+  writeLlamaCppMix,
+  writeQ4kmLlama,
+} from '@rayo/train';
 import { afterAll, describe, expect, it } from 'vitest';
 
 // gguf-check's comparison on the cuda backend without a GPU: the backend
@@ -40,7 +46,9 @@ describe('GGUF files on the cuda backend of an emulated device', () => {
     await checkOnEmulatedCuda('q4km.gguf', (path) => writeQ4kmLlama(path, q4kmTestConfig({ layers: 2 }), 31));
   }, 900_000);
 
-  it('Q5_K_M decodes its Q5_K (q8g32a on the device) and Q6_K weights with the reference’s greedy tokens', async () => {
+  it('Q5_K_M decodes its Q5_K (q5k on the device) and Q6_K weights with the reference’s greedy tokens', async () => {
+    // The repack the check loads with puts Q5_K blocks on q5k.
+    expect(ggufAsCoreFormat('Q5_K', new Uint8Array(176), 1, 256).format).toBe('q5k');
     await checkOnEmulatedCuda('q5km.gguf', async (path) => {
       const types = await writeLlamaCppMix(path, q4kmTestConfig({ layers: 2 }), 'Q5_K_M', 37);
       expect(types.get('model.layers.0.mlp.up_proj.weight')).toBe('Q5_K');

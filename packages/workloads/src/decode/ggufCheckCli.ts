@@ -16,7 +16,7 @@ import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 // there is. It writes a small Llama in llama.cpp's Q4_K_M or Q5_K_M mix
 // (Q4_K or Q5_K projections and token embedding; Q6_K head and V / down of
 // the layers llama.cpp picks) with the repo's GGUF writer, loads it with its
-// weights repacked onto core's quantized formats (q4k or q8g32a, q6k),
+// weights repacked onto core's quantized formats (q4k or q5k, q6k),
 // decodes greedily, and compares the tokens and logits with the same file
 // dequantized by the reference and decoded in f32 on the cpu backend.
 

@@ -57,7 +57,7 @@ const SHAPES = [
   [6, 161],
   [5, 300],
 ] as const;
-// q4k and q6k take rows of whole super-blocks: one, two and three of them.
+// q4k, q5k and q6k take rows of whole super-blocks: one, two and three of them.
 const SUPER_BLOCK_SHAPES = [
   [5, 256],
   [6, 512],
@@ -109,6 +109,7 @@ push('q4g32', 'bf16', false);
 push('q8', 'f16', false);
 push('q4k', 'f32', false);
 push('q6k', 'bf16', false);
+push('q5k', 'f32', false);
 
 // A NaN, +Inf and −Inf weight each in one group (the host quantizer refuses them): that group's scale (and
 // offset) NaN, its codes and zero point 0 (a super-block's sub-block scales 0), every other group quantized.
@@ -127,6 +128,7 @@ for (const [format, zeroPoints, k] of [
   ['q8g32a', false, 70],
   ['q4k', false, 512],
   ['q6k', false, 512],
+  ['q5k', false, 512],
 ] as const) {
   cases.push(
     valid(quantizeRows, {
@@ -156,6 +158,7 @@ const errors = invalidCalls(quantizeRows, [
   ],
   ['q4k rows of 300', [f32([2, 300])], 'shape', 'w', { format: 'q4k', scaleDType: 'f16' }],
   ['q6k rows of 128', [f32([2, 128])], 'shape', 'w', { format: 'q6k', scaleDType: 'f16' }],
+  ['q5k rows of 320', [f32([2, 320])], 'shape', 'w', { format: 'q5k', scaleDType: 'f16' }],
 ]);
 
 export const quantizeRowsCases: FamilyCases = { cases, errors };

@@ -32,7 +32,7 @@ function tolerance(depth: number, format?: QuantFormat): Tolerance {
 const offsetsOf = quantOffsets;
 
 /**
- * The codes, scales and `zeros`: zero points where asked for, q4k's and q6k's sub-block scales (random
+ * The codes, scales and `zeros`: zero points where asked for, q4k's, q5k's and q6k's sub-block scales (random
  * words: every 6-bit scale and min, every int8 scale).
  */
 function weightOf(format: QuantFormat, n: number, kd: number, zeroPoints: boolean) {
@@ -44,7 +44,7 @@ function weightOf(format: QuantFormat, n: number, kd: number, zeroPoints: boolea
   ] as const;
 }
 
-/** K as `format` takes it: q4k and q6k rows are whole super-blocks of 256, so their cases round K up to one. */
+/** K as `format` takes it: q4k, q5k and q6k rows are whole super-blocks of 256, so their cases round K up to one. */
 function depthFor(format: QuantFormat, kd: number): number {
   const layout = quantLayout(format, 1);
   return layout.subBlockScales ? Math.ceil(kd / layout.groupSize) * layout.groupSize : kd;
@@ -89,7 +89,7 @@ const SHAPES = [
 // compile and run every case): the GEMV's vector and scalar x, 2–4 rows, the tiled path, K within a block,
 // K just past a block (a q8g16 row's padding half-block) and past a group.
 const GGML_SHAPES = SHAPES.filter(([m, kd]) => [7, 257, 1024, 640, 33, 129, 61].includes(kd) && m !== 5);
-// q4k's and q6k's K is whole super-blocks: one, two and four, and N at 1, primes and non-multiples of 8/64; M through
+// q4k's, q5k's and q6k's K is whole super-blocks: one, two and four, and N at 1, primes and non-multiples of 8/64; M through
 // the GEMV, 2–4 rows and the tiled path.
 const SUPER_BLOCK_SHAPES = [
   [1, 256, 1],
@@ -295,6 +295,27 @@ errors.push(
     argument: 'offsets',
   }),
   invalid(k.quantizedMatmul, {
+    label: 'q5k with K of 300, not whole super-blocks',
+    inputs: [f32([2, 300]), ...weightOf('q5k', 5, 300, false), undefined, f32([5, 2])],
+    attrs: { format: 'q5k' },
+    error: 'shape',
+    argument: 'x',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "q5k's 'packed' of q4k's 32 words per super-block",
+    inputs: [f32([2, 256]), quantWords([5, 32]), f32([5, 1]), quantWords([5, 3]), undefined, f32([5, 1])],
+    attrs: { format: 'q5k' },
+    error: 'shape',
+    argument: 'packed',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: 'q5k without dmin offsets',
+    inputs: [f32([2, 256]), ...weightOf('q5k', 5, 256, false)],
+    attrs: { format: 'q5k' },
+    error: 'shape',
+    argument: 'offsets',
+  }),
+  invalid(k.quantizedMatmul, {
     label: 'q6k with K of 300, not whole super-blocks',
     inputs: [f32([2, 300]), ...weightOf('q6k', 5, 300, false)],
     attrs: { format: 'q6k' },
@@ -474,6 +495,13 @@ errors.push(
     label: 'q4k with D of 40, not whole super-blocks',
     inputs: [i32([3], 0, 5), ...weightOf('q4k', 5, 40, false), f32([5, 1])],
     attrs: { format: 'q4k', dim: 40 },
+    error: 'argument',
+    argument: 'attrs.dim',
+  }),
+  invalid(k.quantizedEmbedding, {
+    label: 'q5k with D of 40, not whole super-blocks',
+    inputs: [i32([3], 0, 5), ...weightOf('q5k', 5, 40, false), f32([5, 1])],
+    attrs: { format: 'q5k', dim: 40 },
     error: 'argument',
     argument: 'attrs.dim',
   }),

@@ -53,7 +53,7 @@ export async function quantizeOnDevice(
     scaleDType: defaultScaleDType(format),
     zeroPoints: false,
   });
-  // Codes and scales, then q4k's and q6k's sub-block scales, then offsets.
+  // Codes and scales, then q4k's, q5k's and q6k's sub-block scales, then offsets.
   const [packed, scales] = outputs;
   const weight = quantizedWeightOf(format, n, k, {
     packed: packed!,

@@ -74,7 +74,7 @@ describe('LlamaModel with quantized projections', async () => {
     using want = dense.prefill(prompt);
     const wanted = (await want.read()) as Float32Array;
     const vocab = config.vocab_size as number;
-    // The formats of any K (q4k and q6k take whole super-blocks: below).
+    // The formats of any K (q4k, q5k and q6k take whole super-blocks: below).
     for (const format of QUANT_FORMATS.filter((f) => !quantLayout(f, 1).subBlockScales)) {
       const eightBits = quantLayout(format, 1).bits === 8;
       using model = await LlamaModel.load(backend, dir, { weightFormat: format });
@@ -95,6 +95,7 @@ describe('LlamaModel with quantized projections', async () => {
   // Bits per weight, the largest rms error of the weights and the largest prefill error against the spread.
   for (const [format, bits, rms, prefill] of [
     ['q4k', 4.5, 0.15, 0.25],
+    ['q5k', 5.5, 0.08, 0.15],
     ['q6k', 6.5625, 0.05, 0.1],
   ] as const) {
     it(`${format} (rows of whole super-blocks) quantizes on the host or the device and follows the dense model`, async () => {

@@ -17,8 +17,8 @@ import { LLAMA_PROJECTIONS, type LlamaWeights } from './weights.js';
  * How a model stores its projection weights (q, k, v, o, gate, up, down) on
  * the device: int8 per output row or with a scale per 32 or 16 weights, or 4
  * bits with a scale per 32 or 128 weights (or a scale and an offset per 32),
- * see @rayo/core's quantized layouts, or GGUF's Q4_K and Q6_K layouts (q4k and
- * q6k, for rows of whole super-blocks of 256). Quantizing on load leaves the
+ * see @rayo/core's quantized layouts, or GGUF's Q4_K, Q5_K and Q6_K layouts
+ * (q4k, q5k and q6k, for rows of whole super-blocks of 256). Quantizing on load leaves the
  * embedding, the norms and the head in the model's weight dtype.
  */
 export type LlamaWeightFormat = QuantFormat;
