@@ -82,8 +82,12 @@ export function quantizedGateUp(
   when: Modes,
 ): BenchCase {
   const { codes, scales, subBlockScales, offsets, bytes } = quantizedWeight(format, k, n);
-  // q4k: both weights' sub-block scales, then both dmin offsets.
-  const extra = subBlockScales && offsets ? [subBlockScales, subBlockScales, offsets, offsets] : [];
+  // q4k: both weights' sub-block scales, then both dmin offsets; q4g32a's and q8g32a's offsets after no zeros.
+  const extra = offsets
+    ? [subBlockScales, subBlockScales, offsets, offsets]
+    : subBlockScales
+      ? [subBlockScales, subBlockScales]
+      : [];
   return {
     id: `qgemv/gateup-${format}-${m}x${k}x${n}`,
     family: 'qgemv',

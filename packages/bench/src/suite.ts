@@ -177,6 +177,9 @@ const CASES: BenchCase[] = [
   quantizedGateUp('q4k', [1, 256, 256], QUICK),
   quantizedGateUp('q4k', [1, 4096, 14336], FULL),
   quantizedGemv('q4k', [1, 4096, 14336], false, FULL),
+  // The same in Q8_0 (q8g32).
+  quantizedGateUp('q8g32', [1, 4096, 14336], FULL),
+  quantizedGemv('q8g32', [1, 4096, 14336], false, FULL),
   kvScatter(8, 64, 256, 1, QUICK),
   kvScatter(8, 64, 256, 16, QUICK),
   ...[1, 16, 256].map((t) => kvScatter(32, 128, 2048, t, FULL)),

@@ -1,5 +1,5 @@
 import { defineKernel } from '../kernel.js';
-import { Q4K_SUPER_BLOCK, quantLayout } from '../quant/layout.js';
+import { Q4K_SUPER_BLOCK, type QuantFormat, quantLayout } from '../quant/layout.js';
 import { dequantizeInto } from '../quant/quantize.js';
 import { siluOf } from './activations.js';
 import { ArgCheck } from './check.js';
@@ -7,10 +7,20 @@ import { SCALES } from './quantized.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
 
 /**
- * The formats the fused product takes: int8 rows, 4-bit groups of 32 or 128,
- * and q4k (GGUF's Q4_K, the most of a Q4_K_M file) (see quant/layout.ts).
+ * The formats the fused product takes: those of 8- and 4-bit codes (int8
+ * rows, groups with or without offsets, q4k: GGUF's Q8_0, Q4_0, Q4_1, Q4_K
+ * and the rest; see quant/layout.ts), not q6k's or q5k's.
  */
-export const GATE_UP_FORMATS = ['q8', 'q4g32', 'q4g128', 'q4k'] as const;
+export const GATE_UP_FORMATS = [
+  'q8',
+  'q4g32',
+  'q4g128',
+  'q8g32',
+  'q8g16',
+  'q4g32a',
+  'q8g32a',
+  'q4k',
+] as const satisfies readonly QuantFormat[];
 export type GateUpFormat = (typeof GATE_UP_FORMATS)[number];
 
 /**
@@ -48,7 +58,7 @@ export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
       dtypes: FLOAT,
       dtypeGroup: SCALES,
       optional: true,
-      doc: "[N, groups(K)]: q4k's dmin (required there, refused elsewhere)",
+      doc: "[N, groups(K)]: q4g32a's, q8g32a's and q4k's offsets (q4k: dmin; required there, refused elsewhere)",
     },
     {
       name: 'upOffsets',
@@ -96,10 +106,10 @@ export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
     ] as const) {
       if (!zeros) continue;
       check.shape(
-        layout.bits === 4,
+        layout.zeroPoints || layout.subBlockScales,
         name,
-        'q8 is symmetric: it takes no zero points',
-        'nothing with q8',
+        `${format} takes no zero points`,
+        `nothing with ${format} (zero points are q4g32's and q4g128's)`,
         zeros.shape,
       );
       check.sameShape(

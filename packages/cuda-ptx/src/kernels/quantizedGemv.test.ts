@@ -120,22 +120,24 @@ describe.skipIf(gate.skip)(`quantized GEMV PTX assembles with ptxas, without spi
         }
       }
     }
-    // q4k: the gate·up pair's, with its sub-block scales, offsets and Σ x.
-    for (const shape of Object.values(QGEMV_SHAPES)) {
-      for (const t of types) {
-        for (const rows of [1, 4]) {
-          const v: QgemvConfig = {
-            ...base,
-            ...shape,
-            format: 'q4k',
-            zeros: false,
-            pair: true,
-            withC: false,
-            types: t,
-            rows,
-          };
-          if (v.cols * rows > 32) continue;
-          jobs.push({ ptx: qgemvModule(v).emit(), arch: 'sm_90', what: qgemvKey(v) });
+    // The gate·up pair's other formats: group scales of 8-bit codes, offsets and Σ x, q4k's sub-blocks.
+    for (const format of ['q8g32', 'q8g16', 'q4g32a', 'q8g32a', 'q4k'] as const) {
+      for (const shape of Object.values(QGEMV_SHAPES)) {
+        for (const t of types) {
+          for (const rows of [1, 4]) {
+            const v: QgemvConfig = {
+              ...base,
+              ...shape,
+              format,
+              zeros: false,
+              pair: true,
+              withC: false,
+              types: t,
+              rows,
+            };
+            if (v.cols * rows > 32) continue;
+            jobs.push({ ptx: qgemvModule(v).emit(), arch: 'sm_90', what: qgemvKey(v) });
+          }
         }
       }
     }

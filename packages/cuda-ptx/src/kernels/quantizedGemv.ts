@@ -122,8 +122,7 @@ function check(v: QgemvConfig): void {
     fail('cols', 'columns · rows of at most 32 (one lane stores each)', String(v.cols));
   const layout = quantLayout(v.format, 1);
   if (v.zeros && !layout.zeroPoints) fail('zeros', 'zero points with q4g32 and q4g128 only', v.format);
-  if (layout.offsets && !layout.subBlockScales) fail('format', 'q8, q4g32, q4g128 or q4k', v.format);
-  if (layout.bits === 6) fail('format', 'q8, q4g32, q4g128 or q4k', v.format);
+  if (layout.bits !== 4 && layout.bits !== 8) fail('format', 'a format of 4- or 8-bit codes', v.format);
   if (v.pair && v.withC) fail('c', 'no c with the gate·up pair', 'c');
 }
 
@@ -140,8 +139,12 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
   check(v);
   const layout = quantLayout(v.format, 1);
   const q4 = layout.bits === 4;
+  /** A scale per group of K (all but q8, whose row scale multiplies the row's sum once). */
+  const grouped = !layout.scalePerRow;
   /** q4k: a scale and offset per 32-weight sub-block, from its super-block's d, dmin and 6-bit sc, m. */
   const kq = layout.subBlockScales;
+  /** q4g32a, q8g32a, q4k: less an offset per group (sub-block) times its Σ x. */
+  const offsetted = layout.offsets;
   const { act, scale } = v.types;
   const actBytes = STORAGE_BYTES[act];
   const scaleBytes = STORAGE_BYTES[scale];
@@ -172,9 +175,20 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
       const colBase = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), k.ctaid(), G, group), C);
       const row0 = k.mulLo('u32', k.reg('u32'), k.ctaid('y'), R);
       // Row geometry for K (see quantLayout): whole 32-weight blocks, and whole groups for q4.
+      // Rows are padded to whole groups (4-bit) or 32-weight blocks (8-bit); q8g16's groups halve a block.
       const unit = q4 ? layout.groupSize : 32;
-      const units = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
-      const rowWords = k.mulLo('u32', k.reg('u32'), units, unit / layout.perWord);
+      const blocks = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
+      const rowWords = k.mulLo('u32', k.reg('u32'), blocks, unit / layout.perWord);
+      // Groups per row (q8g16's: K / 16 rounded up, not two per block).
+      const units =
+        layout.groupSize === unit
+          ? blocks
+          : k.div(
+              'u32',
+              k.reg('u32'),
+              k.add('u32', k.reg('u32'), kDim, layout.groupSize - 1),
+              layout.groupSize,
+            );
       const zeroWords = kq
         ? k.mulLo('u32', k.reg('u32'), units, 3)
         : k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), units, 7), 3);
@@ -191,7 +205,7 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
         const packed = k.globalPointer(set.packed);
         const scales = k.globalPointer(set.scales);
         const zeros = v.zeros || kq ? k.globalPointer(set.zeros) : undefined;
-        const offsets = kq ? k.globalPointer(set.offsets) : undefined;
+        const offsets = offsetted ? k.globalPointer(set.offsets) : undefined;
         return Array.from({ length: C }, (_, c) => {
           const wRow = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), colBase, c), lastN);
           const w = k.elementAddress(
@@ -199,7 +213,7 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
             k.madLo('u32', k.reg('u32'), wRow, rowWords, k.mulLo('u32', k.reg('u32'), chunk0, V)),
             4,
           );
-          const scaleRow = q4 ? k.mulLo('u32', k.reg('u32'), wRow, units) : wRow;
+          const scaleRow = grouped ? k.mulLo('u32', k.reg('u32'), wRow, units) : wRow;
           const zeroRow = zeros ? k.mulLo('u32', k.reg('u32'), wRow, zeroWords) : undefined;
           return { w, scales, zeros, offsets, scaleRow, zeroRow };
         });
@@ -229,7 +243,7 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
       };
       const loadStep = (u: number, kk: R32): Step => {
         const ok: Pred = below(k, kk, kDim);
-        const group = q4 ? k.shr('u32', k.reg('u32'), kk, Math.log2(layout.groupSize)) : undefined;
+        const group = grouped ? k.shr('u32', k.reg('u32'), kk, Math.log2(layout.groupSize)) : undefined;
         const words = cols.map((set) =>
           set.map((col) => {
             const regs = k.regs('u32', V);
@@ -261,24 +275,22 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
               ),
             )
           : undefined;
-        // q4: the chunk's group scale (one group holds whole chunks); 0 past K, so that nothing there counts.
+        // The chunk's group scale (one group holds whole chunks); 0 past K, so that nothing there counts.
+        const groupValue = (pick: (col: (typeof cols)[number][number]) => R64) =>
+          cols.map((set) =>
+            set.map((col) =>
+              loadOneAsF32(
+                k,
+                scale,
+                k.elementAddress(pick(col), k.add('u32', k.reg('u32'), col.scaleRow, group!), scaleBytes),
+                ok,
+              ),
+            ),
+          );
         const scales = subBlocks
           ? subBlocks.map((set) => set.map((s) => s.scale))
-          : q4
-            ? cols.map((set) =>
-                set.map((col) =>
-                  loadOneAsF32(
-                    k,
-                    scale,
-                    k.elementAddress(
-                      col.scales,
-                      k.add('u32', k.reg('u32'), col.scaleRow, group!),
-                      scaleBytes,
-                    ),
-                    ok,
-                  ),
-                ),
-              )
+          : grouped
+            ? groupValue((col) => col.scales)
             : [];
         const zeros = v.zeros
           ? cols.map((set) =>
@@ -318,19 +330,24 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
           }
           return regs;
         });
-        const sumX = kq
+        const sumX = offsetted
           ? xs.map((regs) => {
               const total = k.mov('f32', k.reg('f32'), 0);
               for (const x of regs) k.add('f32', total, total, x, { rnd: 'rn' });
               return total;
             })
           : undefined;
-        const offsets = subBlocks?.map((set) => set.map((s) => s.offset));
+        const offsets = subBlocks
+          ? subBlocks.map((set) => set.map((s) => s.offset))
+          : offsetted
+            ? groupValue((col) => col.offsets!)
+            : undefined;
         return { words, scales, zeros, offsets, sumX, xs };
       };
       /** −(2^23 · 2^-shift + zero) for each in-place position of a code (shift 0, bits, 2·bits, 3·bits). */
       const positions = q4 ? 4 : 2;
-      const fixedZero = kq ? 0 : q4 ? 8 : 128;
+      // 8-bit codes read as q + 128 (their sign bits flipped); 4-bit ones from 0, centred on 8 but with offsets.
+      const fixedZero = q4 ? (offsetted ? 0 : 8) : 128;
       const useStep = (st: Step) => {
         cols.forEach((set, pi) => {
           set.forEach((_, c) => {
@@ -361,9 +378,9 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
             });
             for (let r = 0; r < R; r++) {
               const a = acc[pi]![c]![r]!;
-              if (q4) k.fma('f32', a, parts[r]!, st.scales[pi]![c]!, a, { rnd: 'rn' });
+              if (grouped) k.fma('f32', a, parts[r]!, st.scales[pi]![c]!, a, { rnd: 'rn' });
               else k.add('f32', a, a, parts[r]!, { rnd: 'rn' });
-              // q4k: less dmin · m · Σ x.
+              // Offsets: less offset · Σ x.
               if (st.offsets) {
                 const offset = k.neg('f32', k.reg('f32'), st.offsets[pi]![c]!);
                 k.fma('f32', a, offset, st.sumX![r]!, a, { rnd: 'rn' });
@@ -426,7 +443,7 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
             const part = k.ldShared('f32', k.reg('f32'), addr(groupRow, (s * perWarp + pi * C * R) * 4));
             k.add('f32', sum, sum, part, { rnd: 'rn' });
           }
-          if (q4) return sum;
+          if (grouped) return sum;
           // q8: one scale per row of W.
           const rowScale = loadOneAsF32(
             k,

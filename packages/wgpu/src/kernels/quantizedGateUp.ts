@@ -1,11 +1,11 @@
-import { FLOAT, qgemvPairVariant, quantizedGateUpSwiglu } from '@rayo/core';
+import { FLOAT, isQgemvFormat, qgemvPairVariant, quantizedGateUpSwiglu } from '@rayo/core';
 import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
 import { productPieces } from '../rowPieces.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { encodeGateUpInParts } from './quantizedGateUpParts.js';
 import { encodeQuantizedGemvF32 } from './quantizedGemv.js';
 
-/** The gate·up·SwiGLU pair of a decode step: quantizedGemv.ts's shader with two weights, any M (q4k in parts, see quantizedGateUpParts.ts). */
+/** The gate·up·SwiGLU pair of a decode step: quantizedGemv.ts's shader with two weights, any M (other formats in parts, see quantizedGateUpParts.ts). */
 export const QUANTIZED_GATE_UP_KERNELS: readonly AnyWgpuKernel[] = [
   wgpuKernel(
     quantizedGateUpSwiglu,
@@ -13,7 +13,8 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyWgpuKernel[] = [
       const [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets] =
         inputs;
       encodeWithF32Activations(encoder, quantizedGateUpSwiglu.name, { x }, { y: outputs[0] }, (i, o) => {
-        if (attrs.format === 'q4k') {
+        // The pair shader reads q8, q4g32 and q4g128; the other formats take their two products.
+        if (!isQgemvFormat(attrs.format)) {
           encodeGateUpInParts(
             encoder,
             {

@@ -8,10 +8,11 @@ import { f32Scratch } from './halfEdges.js';
 import { encodeQuantizedF32, type QuantWeightOperands } from './quantized.js';
 
 // The gate·up·SwiGLU pair of a format the pair shader (quantizedGemv.ts)
-// does not read, q4k: its two products into f32 scratch, then SwiGLU. The
-// dispatches a decode step made before the fused kernel existed, in one
-// kernel: a pair shader for q4k would bind ten storage buffers (a d, dmin
-// and sub-block scales per weight), more than many browser adapters allow.
+// does not read (all but q8, q4g32 and q4g128): its two products into f32
+// scratch, then SwiGLU. These are the dispatches a decode step made before
+// the fused kernel existed, in one kernel. A pair shader for q4k would bind
+// ten storage buffers (a d, dmin and sub-block scales per weight), more than
+// many browser adapters allow.
 
 const PARAMS = paramLayout([['count', 'u32']] as const);
 

@@ -1,4 +1,5 @@
 import * as k from '../../kernels/quantizedGateUp.js';
+import { GATE_UP_FORMATS } from '../../kernels/quantizedGateUp.js';
 import { type QuantFormat, quantLayout } from '../../quant/layout.js';
 import {
   type AnyConformanceCase,
@@ -26,17 +27,24 @@ function tolerance(depth: number): Tolerance {
 }
 
 /**
- * gatePacked, gateScales, upPacked, upScales, and both zero points or none
- * (q4k: both weights' sub-block scales and dmin offsets).
+ * gatePacked, gateScales, upPacked, upScales, both zero points or none (q4k:
+ * both weights' sub-block scales), then both offsets where the format has
+ * them (q4g32a, q8g32a; q4k's dmin).
  */
-function weightsOf(format: QuantFormat, n: number, kd: number, zeroPoints: boolean): InputSample[] {
+function weightsOf(
+  format: QuantFormat,
+  n: number,
+  kd: number,
+  zeroPoints: boolean,
+): (InputSample | undefined)[] {
   const layout = quantLayout(format, kd);
   const packed = () => quantWords([n, layout.rowWords]);
   const main = [packed(), quantScales(format, n, kd), packed(), quantScales(format, n, kd)];
   const zeros = () => quantWords([n, layout.zeroWords]);
-  if (layout.subBlockScales)
-    return [...main, zeros(), zeros(), quantOffsets(format, n, kd)!, quantOffsets(format, n, kd)!];
-  return zeroPoints ? [...main, zeros(), zeros()] : main;
+  const hasZeros = layout.subBlockScales || zeroPoints;
+  if (!layout.offsets) return hasZeros ? [...main, zeros(), zeros()] : main;
+  const offsets = () => quantOffsets(format, n, kd)!;
+  return [...main, ...(hasZeros ? [zeros(), zeros()] : [undefined, undefined]), offsets(), offsets()];
 }
 
 // [M, K, N]: decoding's one row and the few rows of a small batch, more rows (several blocks of
@@ -64,9 +72,10 @@ const SUPER_BLOCK_SHAPES = [
   [5, 512, 21],
 ] as const;
 
-for (const format of ['q8', 'q4g32', 'q4g128', 'q4k'] as const) {
-  for (const [m, kd, n] of format === 'q4k' ? SUPER_BLOCK_SHAPES : SHAPES) {
-    for (const zeroPoints of format === 'q8' || format === 'q4k' ? [false] : [false, true]) {
+for (const format of GATE_UP_FORMATS) {
+  const layout = quantLayout(format, 1);
+  for (const [m, kd, n] of layout.subBlockScales ? SUPER_BLOCK_SHAPES : SHAPES) {
+    for (const zeroPoints of layout.zeroPoints ? [false, true] : [false]) {
       cases.push(
         valid(k.quantizedGateUpSwiglu, {
           label: `${format} ${m}×${kd}→${n}${zeroPoints ? ' zero points' : ''}`,
@@ -148,6 +157,20 @@ errors.push(
       'shape',
       'gateOffsets',
       { format: 'q4g32' },
+    ],
+    [
+      'q4g32a without offsets',
+      [f32([1, 40]), ...weightsOf('q4g32a', 5, 40, false).slice(0, 4)],
+      'shape',
+      'gateOffsets',
+      { format: 'q4g32a' },
+    ],
+    [
+      'q6k, not a format of 4- or 8-bit codes',
+      [f32([1, 256]), ...q4k.slice(0, 6)],
+      'argument',
+      'attrs.format',
+      { format: 'q6k' as 'q4k' },
     ],
   ]),
 );

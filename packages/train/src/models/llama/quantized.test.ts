@@ -272,6 +272,8 @@ describe('LlamaModel with quantized projections', async () => {
     for (const [format, from] of [
       ['q8', dir],
       ['q4g128', dir],
+      ['q8g32', dir],
+      ['q4g32a', dir],
       ['q4k', wideDir],
     ] as const) {
       using model = await LlamaModel.load(backend, from, { weightFormat: format, replay: false });
