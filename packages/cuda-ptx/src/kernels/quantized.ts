@@ -27,7 +27,7 @@ import {
   WARPS,
   zeroBias,
 } from './quantizedCodes.js';
-import { encodeQuantizedGemv } from './quantizedGemv.js';
+import { encodeQuantizedGemv, qgemvReads } from './quantizedGemv.js';
 import { encodeQuantizedMma, qmmaApplies } from './quantizedMma.js';
 import { q5kCodes } from './quantizedQ5k.js';
 import { int8At, q6kCodes, q6kScale } from './quantizedQ6k.js';
@@ -390,9 +390,12 @@ function encodeQuantized(
     encodeQuantizedMma(encoder, { x: x!, weights: [weight], c, y }, { ...attrs, format: problem.format });
     return;
   }
-  const gemv = encoder.tuning.qgemvVariant ?? (attrs.format === 'q8' ? 'a' : DEFAULT_QGEMV_VARIANT);
-  if (m <= QUANT_DOT_MAX_ROWS && gemv !== 'a' && isQgemvFormat(attrs.format)) {
-    const weight = { packed: packed!, scales: scales!, zeros };
+  // By default q4g32 and q4g128 take quantizedGemv.ts's kernel; the other formats it reads (q8g32,
+  // q4g32a, q4k, …) take it where the qgemvVariant option asks, to be measured first.
+  const byDefault = isQgemvFormat(attrs.format) && attrs.format !== 'q8' ? DEFAULT_QGEMV_VARIANT : 'a';
+  const gemv = encoder.tuning.qgemvVariant ?? byDefault;
+  if (m <= QUANT_DOT_MAX_ROWS && gemv !== 'a' && qgemvReads(attrs.format)) {
+    const weight = { packed: packed!, scales: scales!, zeros, offsets };
     encodeQuantizedGemv(encoder, gemv, { x: x!, weights: [weight], c, y }, attrs);
     return;
   }

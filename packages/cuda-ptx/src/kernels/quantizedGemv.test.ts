@@ -1,11 +1,11 @@
 import {
   GATE_UP_FORMATS,
   InvalidArgumentError,
-  isQgemvFormat,
-  QGEMV_FORMATS,
+  isQuantFormat,
   QGEMV_SHAPES,
   QGEMV_VARIANTS,
   type QgemvSlices,
+  QUANT_FORMATS,
 } from '@rayo/core';
 import { compareOutputs, conformanceSuite, runChecks, sampleConformance } from '@rayo/core/testing';
 import {
@@ -20,7 +20,14 @@ import { cudaOptionsFromEnvironment } from '../environment.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import { QUANT_DOT_ENTRY } from './quantizedCodes.js';
-import { QGEMV_ENTRY, type QgemvConfig, qgemvKey, qgemvModule, unrollOf } from './quantizedGemv.js';
+import {
+  QGEMV_ENTRY,
+  type QgemvConfig,
+  qgemvKey,
+  qgemvModule,
+  qgemvReads,
+  unrollOf,
+} from './quantizedGemv.js';
 
 const base: QgemvConfig = {
   format: 'q4g32',
@@ -215,11 +222,11 @@ describe('quantized conformance cases on an emulated device', () => {
         const half = /\((b?f16)\b/;
         const kernels = ['quantizedMatmul', 'quantizedGateUpSwiglu'];
         const formatOf = (variant: string) => /\bformat=(\S+)/.exec(variant)?.[1] ?? '';
-        // The pair takes q4k too (its single product is the dot kernel's).
+        // Every format of 8- or 4-bit codes: a variant asked for takes single products of all of them.
         const readHere = (kernel: string, format: string) =>
           kernel === 'quantizedGateUpSwiglu'
             ? (GATE_UP_FORMATS as readonly string[]).includes(format)
-            : isQgemvFormat(format);
+            : isQuantFormat(format) && qgemvReads(format);
         const checks = suite.checks.filter(
           (c) =>
             c.group === 'quantized' &&
@@ -234,7 +241,7 @@ describe('quantized conformance cases on an emulated device', () => {
         );
         expect([...covered].sort()).toEqual(
           [
-            ...QGEMV_FORMATS.map((f) => `quantizedMatmul ${f}`),
+            ...QUANT_FORMATS.filter(qgemvReads).map((f) => `quantizedMatmul ${f}`),
             ...GATE_UP_FORMATS.map((f) => `quantizedGateUpSwiglu ${f}`),
           ].sort(),
         );

@@ -69,6 +69,12 @@ export interface QgemvConfig extends QuantVariant {
   readonly slices: 1 | 2 | 4 | 8;
 }
 
+/** Whether the kernel reads `format`: codes of 8 or 4 bits (all but q5k and q6k). */
+export function qgemvReads(format: QuantFormat): boolean {
+  const bits = quantLayout(format, 1).bits;
+  return bits === 8 || bits === 4;
+}
+
 export function qgemvKey(v: QgemvConfig): string {
   const what = `${v.pair ? 'gateup/' : ''}${v.format}${v.zeros ? '/zeros' : ''}${v.withC ? '/c' : ''}`;
   const shape = `m${v.rows}/c${v.cols}w${v.words}s${v.slices}/${v.vecX ? 'v4' : 'scalar'}`;
