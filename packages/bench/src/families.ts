@@ -61,7 +61,7 @@ export const FAMILIES: Readonly<Record<string, FamilyInfo>> = {
   },
   qgemv: {
     title:
-      'Quantized GEMV: weights as int8 (q8, q8g32, q8g16) or 4-bit codes (q4g32, q4g128, q4g32a with offsets, q4k with 6-bit sub-block scales) or 5-bit codes (q5k, q4k with a high bit) or 6-bit codes (q6k with int8 sub-block scales), 1×K → N',
+      'Quantized GEMV: weights as int8 (q8, q8g32, q8g16) or 4-bit codes (q4g32, q4g128, q4g32a with offsets, q4k with 6-bit sub-block scales) or 5-bit codes (q5k, q4k with a high bit; q5g32, q5g32a: GGUF Q5_0 and Q5_1) or 6-bit codes (q6k with int8 sub-block scales), 1×K → N',
     x: 'weight bytes read',
     xBytes: true,
     caseTicks: true,

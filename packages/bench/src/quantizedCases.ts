@@ -18,7 +18,7 @@ function codeWords(rng: Rng, size: number): number[] {
  */
 function quantizedWeight(format: QuantFormat, k: number, n: number) {
   const layout = quantLayout(format, k);
-  // What quantizeWeights (and the GGUF repacks) store: f32 scales for q8, q8g16, q4g32a (Q4_1) and q8g32a (Q5_K), else f16 (q4k, q5k: Q4_K's and Q5_K's d and dmin, q6k: Q6_K's d).
+  // What quantizeWeights (and the GGUF repacks) store: f32 scales for q8, q8g16, q4g32a (Q4_1) and q8g32a (Q5_K), else f16 (q4k, q5k: Q4_K's and Q5_K's d and dmin, q6k: Q6_K's d, q5g32, q5g32a: Q5_0's and Q5_1's d and −m).
   const scaleF32 = format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a';
   const groupValues = (from: number, to: number): BenchInput => ({
     shape: [n, layout.groups],

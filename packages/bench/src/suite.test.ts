@@ -117,6 +117,20 @@ describe('the suite', () => {
     const q5k = SUITE.find((c) => c.id === 'qgemv/q5k-1x4096x4096')!;
     expect(inputMetas(q5k).map((m) => m?.dtype)).toEqual(['f32', 'u32', 'f16', 'u32', undefined, 'f16']);
     expect(q5k.x).toBe((4096 * 4096 * 5.5) / 8);
+    // Q5_0 and Q5_1 as stored: nibbles and a high word per 32, f16 d (and −m): 5.5 and 6 bits per weight.
+    const q5g32 = SUITE.find((c) => c.id === 'qgemv/q5g32-1x4096x4096')!;
+    expect(inputMetas(q5g32).map((m) => m?.dtype)).toEqual(['f32', 'u32', 'f16']);
+    expect(q5g32.x).toBe((4096 * 4096 * 5.5) / 8);
+    const q5g32a = SUITE.find((c) => c.id === 'qgemv/q5g32a-1x4096x4096')!;
+    expect(inputMetas(q5g32a).map((m) => m?.dtype)).toEqual([
+      'f32',
+      'u32',
+      'f16',
+      undefined,
+      undefined,
+      'f16',
+    ]);
+    expect(q5g32a.x).toBe((4096 * 4096 * 6) / 8);
   });
 
   it('counts about 2·M·N·K flops for a GEMM, transposed or not', () => {

@@ -11,7 +11,7 @@ type QuantizeRowsAttrs = { format: QuantFormat; scaleDType: ScaleDType; zeroPoin
  * A dense weight [N, K] (f32, f16 or bf16) quantized to `format` on the
  * device: the outputs are the tensors `quantizedMatmul` takes (packed codes,
  * scales, then q4g32's and q4g128's zero points or q4k's, q5k's and q6k's
- * sub-block scales, then q4g32a's, q8g32a's, q4k's and q5k's offsets), in
+ * sub-block scales, then q4g32a's, q8g32a's, q5g32a's, q4k's and q5k's offsets), in
  * quant/layout.ts's layout; q4k, q5k and q6k take rows of whole super-blocks
  * (K a multiple of 256). The reference is the host quantizer
  * (`quantizeWeights`), whose arithmetic is f32 operations a device rounds

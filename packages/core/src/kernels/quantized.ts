@@ -53,7 +53,7 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
       dtypes: FLOAT,
       dtypeGroup: SCALES,
       optional: true,
-      doc: "[N, groups(K)]: q4g32a's, q8g32a's, q4k's and q5k's offsets (q4k, q5k: dmin), subtracted after scaling (required there, refused elsewhere)",
+      doc: "[N, groups(K)]: q4g32a's, q8g32a's, q5g32a's, q4k's and q5k's offsets (q4k, q5k: dmin), subtracted after scaling (required there, refused elsewhere)",
     },
   ],
   attributes: {
@@ -210,7 +210,7 @@ export const quantizedEmbedding = defineKernel<QuantizedEmbeddingAttrs>({
       dtypes: FLOAT,
       dtypeGroup: SCALES,
       optional: true,
-      doc: "[V, groups(D)]: q4g32a's, q8g32a's, q4k's and q5k's offsets (required there, refused elsewhere)",
+      doc: "[V, groups(D)]: q4g32a's, q8g32a's, q5g32a's, q4k's and q5k's offsets (required there, refused elsewhere)",
     },
   ],
   attributes: {

@@ -88,6 +88,21 @@
  *   word) gives four whole codes at once, as q6k's high pairs do. 160 + 12
  *   + 4 bytes per 256 weights, as the file's 176. K is a multiple of 256:
  *   other K are refused.
+ * - `q5g32`: GGUF's Q5_0 at its own 5.5 bits per weight. 5-bit codes q
+ *   (0 … 31) and a scale per 32 (f16 d in the file): value = f32((q − 16) ·
+ *   scale[n, g]), ggml's own. A row's `packed` is its low nibbles laid out
+ *   as q4g32's (4 words per group, words 0 … 4G − 1), then its high bits, one
+ *   word per group (word 4G + g, each bit where q5k puts sub-block j's:
+ *   weight i of the group at `q5kHighBit(i)`), padded with zero words to a
+ *   whole 16-byte word: rowWords = 4G + 4 · ceil(G / 4). Nibbles first and
+ *   the high words apart keep every row, every group's 16 bytes of nibbles
+ *   and every 4 groups' high words on 16-byte boundaries (the unit every
+ *   kernel loads), where interleaving a word per group would not (20
+ *   bytes). Any K, padded as q4g32's (padding codes 16, value 0).
+ * - `q5g32a`: GGUF's Q5_1 at its own 6 bits per weight: q5g32's codes and
+ *   layout with a scale and an offset per 32, valued as q4g32a's: f32(f32(q ·
+ *   scale[n, g]) − offset[n, g]). Q5_1 is q5g32a with scales d and offsets
+ *   −m (f16 both, as the file's).
  */
 export const QUANT_FORMATS = [
   'q8',
@@ -100,6 +115,8 @@ export const QUANT_FORMATS = [
   'q4k',
   'q6k',
   'q5k',
+  'q5g32',
+  'q5g32a',
 ] as const;
 export type QuantFormat = (typeof QUANT_FORMATS)[number];
 
@@ -119,9 +136,14 @@ export const Q6K_SCALE_WORDS = 4;
 export const Q5K_SUPER_WORDS = 40;
 export const Q5K_HIGH_WORDS_AT = 32;
 
+/** q5g32's and q5g32a's u32 words of `packed` per row of G groups: 4G of nibbles, then G high words padded to 4. */
+export function q5g32RowWords(groups: number): number {
+  return 4 * groups + 4 * Math.ceil(groups / 4);
+}
+
 export interface QuantLayout {
   readonly format: QuantFormat;
-  /** Bits per weight of the codes: 8, 6 (q6k: a nibble and a high pair, see the format), 5 (q5k: a nibble and a high bit) or 4. */
+  /** Bits per weight of the codes: 8, 6 (q6k: a nibble and a high pair, see the format), 5 (q5k, q5g32, q5g32a: a nibble and a high bit) or 4. */
   readonly bits: 8 | 6 | 5 | 4;
   /** Consecutive k sharing one entry of `scales`: the whole (padded) row for q8, a super-block for q4k. */
   readonly groupSize: number;
@@ -134,9 +156,9 @@ export interface QuantLayout {
    * 6-bit and q6k's int8 sub-block scales; else 0.
    */
   readonly zeroWords: number;
-  /** Weights per u32 word: 4 or 8 (q6k, q5k: of their nibble words). */
+  /** Weights per u32 word: 4 or 8 (q6k and the 5-bit formats: of their nibble words). */
   readonly perWord: 4 | 8;
-  /** Value of a code without zero points: q − offset (0 for q8 and 8-bit groups, 8 for q4, 0 for q4g32a, 32 for q6k). */
+  /** Value of a code without zero points: q − offset (0 for q8 and 8-bit groups, 8 for q4, 0 for q4g32a, 16 for q5g32, 32 for q6k). */
   readonly offset: number;
   /** One scale for the whole row (q8); otherwise a scale per group. */
   readonly scalePerRow: boolean;
@@ -162,7 +184,7 @@ export function isQuantFormat(value: unknown): value is QuantFormat {
 /**
  * The codes a layout stores: `lowest` … `lowest + levels`. Offsets (q4g32a,
  * q8g32a) span the group's range over every code (0 … 15, −128 … 127);
- * symmetric int8 keeps −127 … 127; the other 4-bit formats 0 … 15, q5k 0 … 31, q6k 0 … 63.
+ * symmetric int8 keeps −127 … 127; the other 4-bit formats 0 … 15, the 5-bit ones 0 … 31, q6k 0 … 63.
  */
 export function codeRange(layout: Pick<QuantLayout, 'bits' | 'offsets'>): { lowest: number; levels: number } {
   if (layout.bits === 4) return { lowest: 0, levels: 15 };
@@ -232,6 +254,24 @@ export function quantLayout(format: QuantFormat, k: number): QuantLayout {
   }
   const groupSize = format === 'q4g128' ? 128 : 32;
   const groups = Math.ceil(k / groupSize);
+  if (format === 'q5g32' || format === 'q5g32a') {
+    const affine = format === 'q5g32a';
+    return {
+      format,
+      bits: 5,
+      groupSize,
+      groups,
+      rowWords: q5g32RowWords(groups),
+      zeroWords: 0,
+      perWord: 8,
+      offset: affine ? 0 : 16,
+      scalePerRow: false,
+      zeroPoints: false,
+      offsets: affine,
+      f32Values: true,
+      subBlockScales: false,
+    };
+  }
   const asymmetric = format === 'q4g32a';
   return {
     format,
@@ -250,10 +290,12 @@ export function quantLayout(format: QuantFormat, k: number): QuantLayout {
   };
 }
 
-/** The code of weight (n, k): a signed byte for q8, a nibble 0…15 for q4, 0…31 for q5k, 0…63 for q6k. */
+/** The code of weight (n, k): a signed byte for q8, a nibble 0…15 for q4, 0…31 for the 5-bit formats, 0…63 for q6k. */
 export function codeAt(packed: ArrayLike<number>, layout: QuantLayout, n: number, k: number): number {
   if (layout.bits === 6) return q6kCode(packed, n * layout.rowWords + Q6K_SUPER_WORDS * (k >> 8), k & 255);
-  if (layout.bits === 5) return q5kCode(packed, n * layout.rowWords + Q5K_SUPER_WORDS * (k >> 8), k & 255);
+  if (layout.bits === 5 && layout.subBlockScales)
+    return q5kCode(packed, n * layout.rowWords + Q5K_SUPER_WORDS * (k >> 8), k & 255);
+  if (layout.bits === 5) return q5g32Code(packed, n * layout.rowWords, layout.groups, k);
   const word = packed[n * layout.rowWords + Math.floor(k / layout.perWord)]! >>> 0;
   if (layout.bits === 8) return ((word >>> (8 * (k % 4))) << 24) >> 24;
   return (word >>> (4 * (k % 8))) & 0xf;
@@ -304,5 +346,12 @@ export function q5kHighBit(i: number): number {
 export function q5kCode(packed: ArrayLike<number>, at: number, i: number): number {
   const low = ((packed[at + (i >> 3)]! >>> 0) >>> (4 * (i & 7))) & 0xf;
   const high = ((packed[at + Q5K_HIGH_WORDS_AT + (i >> 5)]! >>> 0) >>> q5kHighBit(i)) & 1;
+  return low | (high << 4);
+}
+
+/** The 5-bit code (0 … 31) of weight k of a q5g32 (q5g32a) row of G groups whose words start at `packed[at]`. */
+export function q5g32Code(packed: ArrayLike<number>, at: number, groups: number, k: number): number {
+  const low = ((packed[at + (k >> 3)]! >>> 0) >>> (4 * (k & 7))) & 0xf;
+  const high = ((packed[at + 4 * groups + (k >> 5)]! >>> 0) >>> q5kHighBit(k & 31)) & 1;
   return low | (high << 4);
 }

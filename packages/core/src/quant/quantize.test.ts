@@ -7,6 +7,7 @@ import { Rng } from '../testing/random.js';
 import {
   codeAt,
   QUANT_FORMATS,
+  q5g32Code,
   q5kCode,
   q6kCode,
   q6kSubBlockScale,
@@ -188,7 +189,9 @@ describe('a quantized weight on a backend', () => {
     for (const format of QUANT_FORMATS) {
       using weight = uploadQuantized(backend, quantizeWeights(w, [n, k], format));
       const layout = quantLayout(format, k);
-      const scaleBytes = ['q8g32', 'q4g32', 'q4g128', 'q4k', 'q5k', 'q6k'].includes(format) ? 2 : 4;
+      const scaleBytes = ['q8g32', 'q4g32', 'q4g128', 'q4k', 'q5k', 'q6k', 'q5g32', 'q5g32a'].includes(format)
+        ? 2
+        : 4;
       expect(weight.byteLength).toBe(
         n * layout.rowWords * 4 +
           n * layout.groups * scaleBytes * (layout.offsets ? 2 : 1) +
@@ -541,5 +544,89 @@ describe('q5k', () => {
     const q = quantizeWeights(w, [1, 256], 'q5k');
     const layout = quantLayout('q5k', 256);
     for (let i = 0; i < 256; i++) expect(codeAt(q.packed, layout, 0, i)).toBe(i % 2 ? 31 : 0);
+  });
+});
+
+describe('q5g32 and q5g32a', () => {
+  it('keep 5.5 and 6 bits per weight with f16 scales (and offsets), high words after the nibbles', () => {
+    expect(quantLayout('q5g32', 896)).toMatchObject({ bits: 5, groups: 28, rowWords: 140, offset: 16 });
+    expect(quantLayout('q5g32a', 33)).toMatchObject({ bits: 5, groups: 2, rowWords: 12, offsets: true });
+    for (const [format, bits] of [
+      ['q5g32', 5.5],
+      ['q5g32a', 6],
+    ] as const) {
+      const q = quantizeWeights(gaussian(40, 3 * 896), [3, 896], format);
+      expect(q.scaleDType).toBe('f16');
+      const bytes = q.packed.byteLength + q.scales.byteLength + (q.offsets?.byteLength ?? 0);
+      expect((8 * bytes) / (3 * 896)).toBe(bits);
+    }
+  });
+
+  it('read back every code from its nibble and its group’s high word, a 16-byte word’s high bits in one word', () => {
+    const rng = new Rng(41);
+    const k = 70;
+    const layout = quantLayout('q5g32', k);
+    expect(layout.rowWords).toBe(16);
+    // Every group's first code 31 (w = 15): scale f32(15 · f32(1 / 15)) = 1, the codes the weights plus 16.
+    const codes = Array.from({ length: 2 * k }, (_, i) => ((i % k) % 32 === 0 ? 31 : rng.int(1, 32)));
+    const w = Float32Array.from(codes, (q) => q - 16);
+    const q = quantizeWeights(w, [2, k], 'q5g32', { scaleDType: 'f32' });
+    for (let i = 0; i < 2 * k; i++) expect(codeAt(q.packed, layout, Math.floor(i / k), i % k)).toBe(codes[i]);
+    for (let i = 0; i < 2 * k; i++)
+      expect(q5g32Code(q.packed, Math.floor(i / k) * 16, 3, i % k)).toBe(codes[i]);
+    // Group 1 of row 1, nibble word 3: its high word shifted by 6, masked as the kernels mask it.
+    const high = q.packed[16 + 12 + 1]! >>> 6;
+    const low = q.packed[16 + 4 + 3]!;
+    const even = (low & 0x0f0f0f0f) | ((high << 4) & 0x10101010);
+    const odd = ((low >>> 4) & 0x0f0f0f0f) | ((high << 3) & 0x10101010);
+    const first = k + 32 + 24;
+    expect([0, 1, 2, 3].map((b) => (even >>> (8 * b)) & 0xff)).toEqual(
+      [0, 2, 4, 6].map((i) => codes[first + i]),
+    );
+    expect([0, 1, 2, 3].map((b) => (odd >>> (8 * b)) & 0xff)).toEqual(
+      [1, 3, 5, 7].map((i) => codes[first + i]),
+    );
+    // The row's padding: codes 16 past K, high words past G zero.
+    expect(codeAt(q.packed, layout, 0, 95)).toBe(16);
+    expect(q.packed[15]).toBe(0);
+  });
+
+  it("give ggml's Q5_0 value f32((q − 16) · d) and Q5_1's f32(f32(d · q) + m) as q5g32a's f32(f32(q · d) − (−m))", () => {
+    const rng = new Rng(42);
+    const packed = Uint32Array.from({ length: 8 }, () => rng.int(0, 2 ** 32));
+    const layout = quantLayout('q5g32', 32);
+    const d = Math.fround(1 / 3000);
+    const m = Math.fround(-0.0123);
+    const base = { n: 1, k: 32, packed, scales: Float32Array.of(d), scaleDType: 'f32' } as const;
+    const q0 = dequantizeWeights({ ...base, format: 'q5g32' });
+    const q1 = dequantizeWeights({ ...base, format: 'q5g32a', offsets: Float32Array.of(-m) });
+    for (let i = 0; i < 32; i++) {
+      const q = codeAt(packed, layout, 0, i);
+      expect(q0[i]).toBe(Math.fround((q - 16) * d));
+      expect(q1[i]).toBe(Math.fround(Math.fround(d * q) + m));
+    }
+    expect(() => dequantizeWeights({ ...base, format: 'q5g32a' })).toThrow(/q5g32a needs offsets/);
+  });
+
+  it('quantize within half a step, use the high bit, and span all 32 codes', () => {
+    const [n, k] = [4, 161];
+    const w = gaussian(43, n * k);
+    for (const format of ['q5g32', 'q5g32a'] as const) {
+      const q = quantizeWeights(w, [n, k], format, { scaleDType: 'f32' });
+      const back = dequantizeWeights(q);
+      const layout = quantLayout(format, k);
+      const scales = toNumbers('f32', q.scales);
+      let high = 0;
+      for (let i = 0; i < n * k; i++) {
+        const at = Math.floor(i / k) * layout.groups + Math.floor((i % k) / 32);
+        if (codeAt(q.packed, layout, Math.floor(i / k), i % k) > 15) high++;
+        expect(Math.abs(back[i]! - w[i]!)).toBeLessThanOrEqual(scales[at]! * 0.5 + 1e-7);
+      }
+      expect(high).toBeGreaterThan((n * k) / 4);
+    }
+    const two = Float32Array.from({ length: 64 }, (_, i) => (i % 2 ? 1 : -0.5) * (1 + (i >> 5)));
+    const q = quantizeWeights(two, [1, 64], 'q5g32a');
+    for (let i = 0; i < 64; i++)
+      expect(codeAt(q.packed, quantLayout('q5g32a', 64), 0, i)).toBe(i % 2 ? 31 : 0);
   });
 });

@@ -8,6 +8,7 @@ import {
   QUANT_FORMATS,
   type QuantFormat,
   type QuantLayout,
+  q5kHighBit,
   quantLayout,
   zeroAt,
 } from './layout.js';
@@ -37,14 +38,14 @@ export interface QuantizedHostWeight {
    * sub-block scales (required there; q5k's as q4k's).
    */
   readonly zeros?: Uint32Array;
-  /** [N, groups] in `scaleDType`: q4g32a's, q8g32a's, q4k's and q5k's offsets (required there, absent elsewhere). */
+  /** [N, groups] in `scaleDType`: q4g32a's, q8g32a's, q5g32a's, q4k's and q5k's offsets (required there, absent elsewhere). */
   readonly offsets?: HostArray;
 }
 
 export interface QuantizeOptions {
   /** q4g32, q4g128 only: a zero point per group (asymmetric); default false (symmetric around 8). */
   readonly zeroPoints?: boolean;
-  /** Default f32 for q8, q8g16, q4g32a and q8g32a, f16 for q4g32, q4g128, q8g32, q4k, q5k and q6k (see layout.ts). */
+  /** Default f32 for q8, q8g16, q4g32a and q8g32a, f16 for q4g32, q4g128, q8g32, q4k, q5k, q6k, q5g32 and q5g32a (see layout.ts). */
   readonly scaleDType?: ScaleDType;
 }
 
@@ -52,7 +53,7 @@ const KERNEL = 'quantizeWeights';
 
 /** How `quantizeWeights` stores `format`'s scales unless told: see layout.ts. */
 export function defaultScaleDType(format: QuantFormat): ScaleDType {
-  // q4k's and q5k's d and dmin and q6k's d are f16 in the file.
+  // q4k's and q5k's d and dmin, q6k's d and Q5_0's and Q5_1's d (and m) are f16 in the file.
   return format === 'q8' || format === 'q8g16' || format === 'q4g32a' || format === 'q8g32a' ? 'f32' : 'f16';
 }
 const fround = Math.fround;
@@ -81,13 +82,15 @@ function stored(dtype: ScaleDType, value: number): number {
  * stored scale, so dequantizing gives the nearest representable values and
  * the device kernel `quantizeRows` gives the same bits:
  * - q8: scale = max|w| / 127 per row, q = round(w / scale) in −127…127.
- * - q4 symmetric: scale = max|w| / 7 per group, q = round(w / scale) + 8 in 1…15.
+ * - q4 symmetric: scale = max|w| / 7 per group, q = round(w / scale) + 8 in 1…15;
+ *   q5g32 the same around 16: scale = max|w| / 15, q in 1…31.
  * - q4 with zero points: the group's range widened to include 0, scale =
  *   (max − min) / 15, zero = round(−min / scale), q = round(w / scale) + zero in 0…15.
  * - q8g32, q8g16: scale = max|w| / 127 per group, q = round(w / scale) in −127…127.
  * - q4g32a: offset = −min, scale = (max − min) / 15 per group (each stored
  *   first), q = round((w + offset) / scale) in 0…15; q8g32a the same with
- *   scale = (max − min) / 255, offset = −128 · scale − min, q in −128…127.
+ *   scale = (max − min) / 255, offset = −128 · scale − min, q in −128…127;
+ *   q5g32a with scale = (max − min) / 31, q in 0…31.
  * - q4k: see `quantizeQ4k`; q5k: see `quantizeQ5k`; q6k: see `quantizeQ6k` (K a multiple of 256 for all three).
  * Weights that are not finite are refused.
  */
@@ -206,8 +209,13 @@ export function quantizeFinite(
   const offsets = layout.offsets ? new Float64Array(n * layout.groups) : undefined;
   const put = (row: number, kk: number, code: number) => {
     const at = row * layout.rowWords + Math.floor(kk / layout.perWord);
-    const shift = layout.bits * (kk % layout.perWord);
+    // The 5-bit formats: a nibble as q4's, the high bit in the group's high word (see layout.ts).
+    const shift = (layout.bits === 5 ? 4 : layout.bits) * (kk % layout.perWord);
     packed[at] = (packed[at]! | ((code & (layout.bits === 8 ? 0xff : 0xf)) << shift)) >>> 0;
+    if (layout.bits === 5 && code > 15) {
+      const high = row * layout.rowWords + 4 * layout.groups + (kk >> 5);
+      packed[high] = (packed[high]! | (1 << q5kHighBit(kk & 31))) >>> 0;
+    }
   };
   const rowEnd = layout.rowWords * layout.perWord;
   for (let row = 0; row < n; row++) {
@@ -259,13 +267,19 @@ export function quantizeFinite(
           ? fround(amax * reciprocalOf(127))
           : zeroPoints
             ? fround(fround(hi - lo) * reciprocalOf(15))
-            : fround(amax * reciprocalOf(7));
+            : fround(amax * reciprocalOf(layout.offset - 1));
       const scale = stored(scaleDType, raw);
       scales[at] = scale;
       const zero =
-        layout.bits === 8 ? 0 : zeroPoints ? (scale > 0 ? Math.min(15, nearestQuotient(-lo, scale)) : 0) : 8;
+        layout.bits === 8
+          ? 0
+          : zeroPoints
+            ? scale > 0
+              ? Math.min(15, nearestQuotient(-lo, scale))
+              : 0
+            : layout.offset;
       if (zeros) zeros[row * layout.zeroWords + (g >> 3)]! |= zero << (4 * (g % 8));
-      const [qMin, qMax] = layout.bits === 8 ? [-127, 127] : [0, 15];
+      const [qMin, qMax] = layout.bits === 8 ? [-127, 127] : [0, 2 * layout.offset - 1];
       for (let kk = first; kk < end; kk++) {
         const q = scale > 0 ? nearestQuotient(value(kk), scale) + zero : zero;
         put(row, kk, Math.min(qMax, Math.max(qMin, q)));
@@ -287,7 +301,8 @@ export function quantizeFinite(
 /**
  * The value of every weight, [N, K] row-major in f64: (q − zero) · scale,
  * exactly, for q8, q4g32 and q4g128; ggml's f32 values for the others
- * (f32(q · scale), f32(f32(q · scale) − offset) for q4g32a and q8g32a,
+ * (f32(q · scale), f32((q − 16) · scale) for q5g32, f32(f32(q · scale) −
+ * offset) for q4g32a, q8g32a and q5g32a,
  * q4k's and q5k's f32(f32(q · f32(d · sc)) − f32(dmin · m)) and q6k's
  * f32(f32(d · sc) · (q − 32))).
  */

@@ -21,7 +21,8 @@ export function quantScaleRange(format: QuantFormat): readonly [number, number] 
   const layout = quantLayout(format, 1);
   if (layout.subBlockScales)
     return layout.bits === 6 ? [0.00006, 0.00024] : layout.bits === 5 ? [0.0001, 0.0005] : [0.0002, 0.001];
-  return layout.bits === 8 ? [0.002, 0.008] : [0.02, 0.066];
+  // q5g32's (q − 16) and q5g32a's q reach 16 and 31: half q4's scales.
+  return layout.bits === 8 ? [0.002, 0.008] : layout.bits === 5 ? [0.01, 0.033] : [0.02, 0.066];
 }
 
 /** The upper end of random offsets, from 0: 1, and q4k's and q5k's dmin 1 / 63, as its 6-bit mins multiply it. */

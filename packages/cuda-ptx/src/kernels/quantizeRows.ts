@@ -27,7 +27,8 @@ import {
 // word, so that no two threads write one word). It reads its group twice:
 // once for the range, once to write the codes word by word. Scales are
 // range · f32(1 / levels) rounded to their storage; a code is the integer
-// nearest to t / scale, ties up (quantizeArithmetic.ts). q4k and q6k have a
+// nearest to t / scale, ties up (quantizeArithmetic.ts); q5g32's and
+// q5g32a's thread writes its group's high word too. q4k, q5k and q6k have a
 // module of their own (quantizeSuperBlocks.ts). A group with a weight that
 // is not finite writes a NaN scale (and offset), codes 0 and zero point 0.
 
@@ -122,7 +123,7 @@ export function quantizeRowsModule(v: QuantizeRowsVariant): PtxModule {
             }
           });
           let scale: F32;
-          let zero: R32 | number = layout.bits === 8 || offsets ? 0 : 8;
+          let zero: R32 | number = layout.bits === 8 || offsets ? 0 : layout.offset;
           let offset: F32 | undefined;
           const stepOf = (range: F32, n: number) =>
             asStored(k, v.scale, k.mul('f32', k.reg('f32'), range, reciprocalOf(n), { rnd: 'rn' }));
@@ -141,7 +142,8 @@ export function quantizeRowsModule(v: QuantizeRowsVariant): PtxModule {
             const clamped = k.min('s32', k.reg('s32'), q, 15);
             zero = k.selp('s32', k.reg('s32'), clamped, 0, positive());
           } else {
-            scale = stepOf(amax, layout.bits === 8 ? 127 : 7);
+            // Symmetric around 8 (q4) or 16 (q5g32): a step of max|w| / 7 or / 15.
+            scale = stepOf(amax, layout.bits === 8 ? 127 : layout.offset - 1);
           }
           const ok = k.setp('eq', 'u32', k.reg('pred'), bad, 0);
           const groupAt = k.madLo('u32', k.reg('u32'), row, groups, g);
@@ -157,7 +159,17 @@ export function quantizeRowsModule(v: QuantizeRowsVariant): PtxModule {
             k.or('b32', zeroWord, zeroWord, k.shl('b32', k.reg('u32'), nibble, shift));
           }
           writeCodes(k, {
-            layout: { bits: layout.bits === 8 ? 8 : 4, perWord: layout.perWord }, // no device-quantized format has 6
+            // No format quantized here has 6 bits; q5g32's and q5g32a's high words follow the row's nibbles.
+            layout: { bits: layout.bits === 8 ? 8 : layout.bits === 5 ? 5 : 4, perWord: layout.perWord },
+            highAt:
+              layout.bits === 5
+                ? k.add(
+                    'u32',
+                    k.reg('u32'),
+                    k.madLo('u32', k.reg('u32'), row, rowWords, g),
+                    k.shl('b32', k.reg('u32'), groups, 2),
+                  )
+                : undefined,
             weight: v.weight,
             w,
             packed,
@@ -174,6 +186,17 @@ export function quantizeRowsModule(v: QuantizeRowsVariant): PtxModule {
             okOnly: ok,
           });
         });
+        if (layout.bits === 5) {
+          // q5g32, q5g32a: the last group's thread zeroes the row's padding high words (after 5G words).
+          const lastUnit = k.setp('eq', 'u32', k.reg('pred'), unit, k.sub('u32', k.reg('u32'), units, 1));
+          k.ifThen(lastUnit, () => {
+            const word = k.reg('u32');
+            const rowOut = k.mulLo('u32', k.reg('u32'), row, rowWords);
+            k.forRange(word, k.mulLo('u32', k.reg('u32'), groups, 5), rowWords, 1, () => {
+              k.stGlobal('b32', k.elementAddress(packed, k.add('u32', k.reg('u32'), rowOut, word), 4), 0);
+            });
+          });
+        }
         if (v.zeros) {
           const zAt = k.madLo('u32', k.reg('u32'), row, zeroWords, unit);
           k.stGlobal('b32', k.elementAddress(extra, zAt, 4), zeroWord);
@@ -198,7 +221,9 @@ export function quantizeRowsModule(v: QuantizeRowsVariant): PtxModule {
 }
 
 interface CodeWriter {
-  readonly layout: { readonly bits: 8 | 4; readonly perWord: 4 | 8 };
+  readonly layout: { readonly bits: 8 | 5 | 4; readonly perWord: 4 | 8 };
+  /** 5 bits: the group's high word in `packed` (the codes' nibbles go where q4's do). */
+  readonly highAt?: R32;
   readonly weight: FloatStorage;
   readonly w: R64;
   readonly packed: R64;
@@ -227,8 +252,13 @@ function writeCodes(k: KernelBuilder, c: CodeWriter): void {
   const word = k.reg('u32');
   const firstWord = k.shr('u32', k.reg('u32'), c.first, Math.log2(perWord));
   const endWord = k.shr('u32', k.reg('u32'), c.end, Math.log2(perWord));
+  const high = c.highAt ? k.mov('b32', k.reg('u32'), 0) : undefined;
   k.forRange(word, firstWord, endWord, 1, () => {
     const bitsOut = k.mov('b32', k.reg('u32'), 0);
+    // 5 bits: code j of the group's nibble word w has its high bit at 8 · (j / 2) + 2w + j mod 2 (q5kHighBit).
+    const wordShift = high
+      ? k.shl('b32', k.reg('u32'), k.sub('u32', k.reg('u32'), word, firstWord), 1)
+      : undefined;
     for (let j = 0; j < perWord; j++) {
       const col = k.madLo('u32', k.reg('u32'), word, perWord, j);
       const inside = k.setp('lt', 'u32', k.reg('pred'), col, c.last);
@@ -240,11 +270,22 @@ function writeCodes(k: KernelBuilder, c: CodeWriter): void {
       q = k.selp('s32', k.reg('s32'), q, fallback, c.ok);
       const clamped = k.max('s32', k.reg('s32'), k.min('s32', k.reg('s32'), q, qMax), qMin);
       const code = k.and('b32', k.reg('u32'), clamped, bits === 8 ? 0xff : 0xf);
-      k.or('b32', bitsOut, bitsOut, k.shl('b32', k.reg('u32'), code, bits * j));
+      if (high && wordShift) {
+        const shift = k.add('u32', k.reg('u32'), wordShift, 8 * (j >> 1) + (j & 1));
+        k.or('b32', high, high, k.shl('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), clamped, 4), shift));
+      }
+      k.or('b32', bitsOut, bitsOut, k.shl('b32', k.reg('u32'), code, (bits === 5 ? 4 : bits) * j));
     }
     const out = k.selp('b32', k.reg('u32'), bitsOut, 0, c.okOnly);
     k.stGlobal('b32', k.elementAddress(c.packed, k.add('u32', k.reg('u32'), c.rowOut, word), 4), out);
   });
+  if (high && c.highAt) {
+    k.stGlobal(
+      'b32',
+      k.elementAddress(c.packed, c.highAt, 4),
+      k.selp('b32', k.reg('u32'), high, 0, c.okOnly),
+    );
+  }
 }
 
 export const QUANTIZE_ROWS_KERNELS: readonly AnyCudaKernel[] = [

@@ -61,6 +61,9 @@ describe('quantized kernels', () => {
         .emit()
         .match(/ld\.global\.nc\.b32/g)?.length ?? 0;
     expect(words('q5k')).toBe(words('q4k') + 2);
+    // q5g32 and q5g32a: what q4g32 and q4g32a read and their group's word of high bits.
+    expect(words('q5g32')).toBe(words('q4g32') + 2);
+    expect(words('q5g32a')).toBe(words('q4g32a') + 2);
     const tile = quantTileModule({ format: 'q4g32', zeros: true, withC: true, types: TYPES[1] }).emit();
     expect(tile.match(/bar\.sync 0;/g)).toHaveLength(2);
   });
@@ -118,6 +121,13 @@ describe('quantizedMatmul on a one-SM emulated device', () => {
     ['q5k', false, 1, 768, 9],
     ['q5k', false, 3, 1024, 21],
     ['q5k', false, 70, 512, 67],
+    ['q5g32', false, 1, 4096, 19],
+    ['q5g32', false, 1, 70, 9],
+    ['q5g32', false, 3, 999, 21],
+    ['q5g32', false, 70, 96, 67],
+    ['q5g32a', false, 1, 4096, 19],
+    ['q5g32a', false, 2, 161, 9],
+    ['q5g32a', false, 70, 161, 67],
   ] as const) {
     it(`${format}${zeroPoints ? ' zero points' : ''} ${m}×${k}→${n} from quantizeWeights`, async () => {
       const run = quantizedMatmulProblem(random, [format, zeroPoints, m, k, n]);

@@ -12,6 +12,7 @@ import {
   codesOf,
   fixedBias,
   groupAt,
+  isQ5g32,
   layoutOf,
   PARAMS,
   QUANT_DOT_ENTRY,
@@ -49,7 +50,8 @@ import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageOf } from './storage.js'
 // the word's x and subtracts offset · Σx, and q4k likewise with its word's
 // sub-block scale d · sc and offset dmin · m formed from the super-block's
 // d, dmin and 6-bit sc, m as the word is loaded (q5k too, its lane reading
-// its sub-block's word of high bits beside its 16 bytes); q6k's lane reads its
+// its sub-block's word of high bits beside its 16 bytes; q5g32 and q5g32a
+// read their group's as q4g32 and q4g32a read the rest); q6k's lane reads its
 // word's 8 bytes of high pairs too (a super-block's 64 contiguous over its
 // eight lanes, as its 128 bytes of nibbles), and its two 16-weight
 // sub-blocks are summed apart, each scaled by f32(d · sc). More rows of x
@@ -92,10 +94,16 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
       const { tid, lane, col } = warpColumn(k, WARPS);
       const { rowWords, groups, zeroWords } = rowGeometry(k, layout, kDim);
       const q6k = layout.bits === 6;
-      const q5k = layout.bits === 5;
-      // q6k, q5k: 8 chunks of 32 weights per super-block of 48 or 40 words (32 of nibbles, then the high bits).
+      const q5k = v.format === 'q5k';
+      const q5g = isQ5g32(layout);
+      // q6k, q5k: 8 chunks of 32 weights per super-block of 48 or 40 words (32 of nibbles, then the high bits);
+      // q5g32: a chunk per group, its nibbles where q4g32's lie (the high words follow them).
       const chunks =
-        q6k || q5k ? k.shl('b32', k.reg('u32'), groups!, 3) : k.shr('u32', k.reg('u32'), rowWords, 2);
+        q6k || q5k
+          ? k.shl('b32', k.reg('u32'), groups!, 3)
+          : q5g
+            ? groups!
+            : k.shr('u32', k.reg('u32'), rowWords, 2);
       // Columns past N read the last row of W (never stored): every warp takes part in the barriers.
       const wRow = k.min('u32', k.reg('u32'), col, k.sub('u32', k.reg('u32'), n, 1));
       const lastRow = k.sub('u32', k.reg('u32'), rowsTotal, 1);
@@ -142,6 +150,19 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
               k.reg('u32'),
               32,
               k.mulLo('u32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 7), 3),
+            ),
+            4,
+          )
+        : undefined;
+      // q5g32: its group's high word, word 4G + l of the row: a tile's 32 lanes read 128 contiguous bytes.
+      const q5gHighPtr = q5g
+        ? k.elementAddress(
+            k.globalPointer(p.packed),
+            k.add(
+              'u32',
+              k.reg('u32'),
+              k.madLo('u32', k.reg('u32'), wRow, rowWords, k.shl('b32', k.reg('u32'), groups!, 2)),
+              lane,
             ),
             4,
           )
@@ -196,7 +217,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         s: k.reg('f32'),
         bias: k.reg('f32'),
         negOffset: k.reg('f32'),
-        high: q6k ? k.regs('u32', 2) : q5k ? k.regs('u32', 1) : [],
+        high: q6k ? k.regs('u32', 2) : q5k || q5g ? k.regs('u32', 1) : [],
         s2: q6k ? k.reg('f32') : undefined,
       });
       const loadTile = (c: R32, into: TileCodes) => {
@@ -205,10 +226,12 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
           k.ldGlobal('b32', into.words as unknown as Vec4<R32>, wPtr, { nc: true });
           if (highPtr) k.ldGlobal('b32', into.high as unknown as Vec2<R32>, highPtr, { nc: true });
           if (q5kHighPtr) k.ldGlobal('b32', into.high[0]!, q5kHighPtr, { nc: true });
+          if (q5gHighPtr) k.ldGlobal('b32', into.high[0]!, q5gHighPtr, { nc: true });
         });
         k.add('u64', wPtr, wPtr, tileBytes);
         if (highPtr) k.add('u64', highPtr, highPtr, tileBytes);
         if (q5kHighPtr) k.add('u64', q5kHighPtr, q5kHighPtr, tileBytes);
+        if (q5gHighPtr) k.add('u64', q5gHighPtr, q5gHighPtr, 32 * 4);
         if (layout.scalePerRow) return;
         // The group of the word's first weight (c · perChunk); past the row, the last word's.
         const last = k.min('u32', k.reg('u32'), c, k.sub('u32', k.reg('u32'), chunks, 1));
@@ -283,8 +306,13 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
           // q5k: word i's high bits at bits 2i and 2i + 1 of each byte of its sub-block's high word.
           const codes = q6k
             ? q6kCodes(k, word, i & 1 ? k.shr('b32', k.reg('u32'), high(), 4) : high())
-            : q5k
-              ? q5kCodes(k, word, i ? k.shr('b32', k.reg('u32'), current.high[0]!, 2 * i) : current.high[0]!)
+            : q5k || q5g
+              ? q5kCodes(
+                  k,
+                  word,
+                  i ? k.shr('b32', k.reg('u32'), current.high[0]!, 2 * i) : current.high[0]!,
+                  layout.offset,
+                )
               : codesOf(k, layout, word, bias);
           const wordSums = sums2 && i >= 2 ? sums2 : sums;
           for (let r = 0; r < v.rows; r++) {

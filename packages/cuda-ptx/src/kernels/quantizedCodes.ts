@@ -84,7 +84,15 @@ export function rowGeometry(k: KernelBuilder, layout: QuantLayout, kDim: R32) {
   const units = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
   const unitWords =
     layout.bits === 6 ? Q6K_SUPER_WORDS : layout.bits === 5 ? Q5K_SUPER_WORDS : unit / layout.perWord;
-  const rowWords = k.mulLo('u32', k.reg('u32'), units, unitWords);
+  // q5g32, q5g32a: 4 nibble words per group, then a high word per group padded to whole 16-byte words.
+  const rowWords = isQ5g32(layout)
+    ? k.add(
+        'u32',
+        k.reg('u32'),
+        k.shl('b32', k.reg('u32'), units, 2),
+        k.and('b32', k.reg('u32'), k.add('u32', k.reg('u32'), units, 3), ~3 >>> 0),
+      )
+    : k.mulLo('u32', k.reg('u32'), units, unitWords);
   const groups = layout.scalePerRow
     ? undefined
     : layout.bits !== 8
@@ -98,6 +106,11 @@ export function rowGeometry(k: KernelBuilder, layout: QuantLayout, kDim: R32) {
         ? k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), groups, 7), 3)
         : undefined;
   return { rowWords, groups, zeroWords };
+}
+
+/** q5g32 and q5g32a: 5-bit codes in groups of 32 (q5k's are in super-blocks). */
+export function isQ5g32(layout: QuantLayout): boolean {
+  return layout.bits === 5 && !layout.subBlockScales;
 }
 
 /**
@@ -138,7 +151,7 @@ export function zeroBias(k: KernelBuilder, zeros: R64, zeroRow: R32, g: R32): F3
   return k.add('f32', bias, bias, MAGIC, { rnd: 'rn' });
 }
 
-/** The bias of codes without zero points: 2^23 (+ 128 for q8's flipped sign bit, + 8 for q4's centre, + 0 for q4g32a). */
+/** The bias of codes without zero points: 2^23 (+ 128 for q8's flipped sign bit, + 8 for q4's centre, + 16 for q5g32's, + 0 for q4g32a). */
 export function fixedBias(layout: QuantLayout): number {
   return MAGIC + (layout.bits === 8 ? 128 : layout.offset);
 }

@@ -4,7 +4,8 @@ import { PtxModule } from '../ptx/module.js';
 import type { F32, Pred, R32 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
 import { loadAllParams } from './entryParams.js';
-import { q5kWordsOf } from './quantizedQ5k.js';
+import { isQ5g32 } from './quantizedCodes.js';
+import { q5HighBit, q5kWordsOf } from './quantizedQ5k.js';
 import { q6kElement } from './quantizedQ6k.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
 import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
@@ -16,7 +17,8 @@ import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, sto
 // the value the format defines, f32(f32((q − zero) · scale) − offset),
 // rounded where ggml rounds (mul.rn then sub.rn; q4k's scale and offset
 // are themselves f32(d · sc) and f32(dmin · m), q5k's as q4k's with a high
-// bit ORed into the nibble; q6k's f32(f32(d · sc) ·
+// bit ORed into the nibble, q5g32's and q5g32a's as q4g32's and q4g32a's
+// likewise; q6k's f32(f32(d · sc) ·
 // (q − 32)), see quantizedQ6k.ts): the reference's bits. An
 // id outside [0, V) (compared as unsigned) reads nothing and writes NaN.
 
@@ -82,7 +84,7 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
       /** The value of element `col` of row `id` in the formats of whole 16-byte words of codes. */
       function element(id: R32, col: R32, valid: Pred): F32 {
         const word = k.mov('b32', k.reg('u32'), 0);
-        if (layout.bits === 5) return q5kElement(id, col, valid, word);
+        if (v.format === 'q5k') return q5kElement(id, col, valid, word);
         const at = k.madLo(
           'u32',
           k.reg('u32'),
@@ -95,7 +97,7 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
           'u32',
           k.reg('u32'),
           k.and('b32', k.reg('u32'), col, layout.perWord - 1),
-          layout.bits,
+          layout.bits === 5 ? 4 : layout.bits, // q5g32: its nibbles
         );
         let code = k.reg('f32');
         if (layout.bits === 8) {
@@ -105,6 +107,7 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
           k.cvt('f32', 's32', code, signed, { rnd: 'rn' });
         } else {
           const nibble = k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), word, shift), 0xf);
+          if (isQ5g32(layout)) k.or('b32', nibble, nibble, q5g32HighBit(id, col, valid));
           k.cvt('f32', 'u32', code, nibble, { rnd: 'rn' });
         }
         const g = layout.scalePerRow
@@ -135,6 +138,20 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
           }
         }
         return value;
+      }
+      /** q5g32's and q5g32a's high bit of element `col`, as 16 or 0: from word 4G + col / 32 of the row. */
+      function q5g32HighBit(id: R32, col: R32, valid: Pred): R32 {
+        const u = () => k.reg('u32');
+        const high = k.mov('b32', u(), 0);
+        const at = k.add(
+          'u32',
+          u(),
+          k.madLo('u32', u(), id, rowWords, k.shl('b32', u(), groups, 2)),
+          k.shr('u32', u(), col, 5),
+        );
+        k.predicated(valid, () => k.ldGlobal('u32', high, k.elementAddress(packed, at, 4), { nc: true }));
+        const bit = k.and('b32', u(), k.shr('b32', u(), high, q5HighBit(k, col)), 1);
+        return k.shl('b32', u(), bit, 4);
       }
       /** q4k's and q5k's f32(f32(q · f32(d · sc)) − f32(dmin · m)): sub-block (col / 32) mod 8 of super-block g. */
       function subBlockValue(id: R32, col: R32, g: R32, groupAt: R32, code: F32, valid: Pred): F32 {

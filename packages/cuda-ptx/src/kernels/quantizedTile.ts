@@ -8,6 +8,7 @@ import {
   codesOf,
   fixedBias,
   groupAt,
+  isQ5g32,
   layoutOf,
   PARAMS,
   QUANT_TILE_ENTRY,
@@ -152,9 +153,16 @@ export function quantTileModule(v: QuantVariant): PtxModule {
       const stageQ6k = q6k ? q6kStager() : undefined;
       // q5k: the step's 32 k are sub-block c = (kStep / 32) mod 8 of super-block g = kStep / 256; this
       // thread's 8 codes are nibble word 4c + t % 4 of it, with the high bits of word 32 + c shifted by 2 · (t % 4).
-      const q5k = layout.bits === 5;
+      const q5k = v.format === 'q5k';
       const q5kRow = q5k ? k.mulLo('u32', k.reg('u32'), wCol, rowWords) : undefined;
       const q5kShift = q5k ? k.shl('b32', k.reg('u32'), quarter, 1) : undefined;
+      // q5g32: the step's 32 k are group kStep / 32, its nibbles read as q4g32's, its high bits word 4G + kStep / 32
+      // of the row shifted by 2 · (t % 4).
+      const q5g = isQ5g32(layout);
+      const q5gHigh = q5g
+        ? k.madLo('u32', k.reg('u32'), wCol, rowWords, k.shl('b32', k.reg('u32'), groups!, 2))
+        : undefined;
+      const q5gShift = q5g ? k.shl('b32', k.reg('u32'), quarter, 1) : undefined;
       const ty = k.shr('u32', k.reg('u32'), tid, 4);
       const tx = k.and('b32', k.reg('u32'), tid, 15);
       const readX = k.madLo('u32', k.reg('u32'), ty, 16, xBase);
@@ -179,6 +187,13 @@ export function quantTileModule(v: QuantVariant): PtxModule {
           if (wordsPerThread === 2) k.ldGlobal('b32', words as unknown as Vec2<R32>, wPtr, { nc: true });
           else k.ldGlobal('b32', words[0]!, wPtr, { nc: true });
           k.add('u64', wPtr, wPtr, (TILE_K / layout.perWord) * 4);
+          if (q5gHigh && q5gShift) {
+            const at = k.add('u32', k.reg('u32'), q5gHigh, k.shr('u32', k.reg('u32'), kStep, 5));
+            high = k.ldGlobal('b32', k.reg('u32'), k.elementAddress(k.globalPointer(p.packed), at, 4), {
+              nc: true,
+            });
+            k.shr('b32', high, high, q5gShift);
+          }
         }
         let s: F32;
         let bias: F32 | number = fixedBias(layout);
@@ -205,10 +220,10 @@ export function quantTileModule(v: QuantVariant): PtxModule {
           }
         }
         const codes = high
-          ? q5kCodes(k, words[0]!, high)
+          ? q5kCodes(k, words[0]!, high, layout.offset)
           : words.flatMap((word) => codesOf(k, layout, word, bias));
         codes.forEach((code, j) => {
-          // ggml's value: f32(q · scale) (− offset, rounded again, for q4g32a, q4k and q5k).
+          // ggml's value: f32(q · scale) (− offset, rounded again, for q4g32a, q5g32a, q4k and q5k).
           const w = k.mul('f32', k.reg('f32'), code, s, { rnd: 'rn' });
           if (offset) k.sub('f32', w, w, offset, { rnd: 'rn' });
           k.stShared('f32', addr(wAt, j * PITCH_N * 4), w);

@@ -3,7 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { Rng } from '../random.js';
 import { type PreparedTensor, type PreparedWeights, uploadPrepared } from './preparedWeights.js';
 import { quantize } from './quantize.js';
-import { ggufAsCoreFormat, q4_KAsQ4g32a, q5_KAsQ8g32a, q6_KAsQ8g16 } from './repack.js';
+import {
+  ggufAsCoreFormat,
+  q4_KAsQ4g32a,
+  q5_0AsQ8g32,
+  q5_1AsQ8g32a,
+  q5_KAsQ8g32a,
+  q6_KAsQ8g16,
+} from './repack.js';
 
 // uploadPrepared: kept parts are uploaded as they are, missing ones are
 // repacked from the blocks and kept, parts in an older layout of the type are
@@ -98,6 +105,8 @@ describe('uploadPrepared', () => {
     ['Q4_K', q4_KAsQ4g32a, 'q4k', ['offsets', 'packed', 'scales', 'zeros']],
     ['Q6_K', q6_KAsQ8g16, 'q6k', ['packed', 'scales', 'zeros']],
     ['Q5_K', q5_KAsQ8g32a, 'q5k', ['offsets', 'packed', 'scales', 'zeros']],
+    ['Q5_0', q5_0AsQ8g32, 'q5g32', ['packed', 'scales']],
+    ['Q5_1', q5_1AsQ8g32a, 'q5g32a', ['offsets', 'packed', 'scales']],
   ] as const) {
     it(`repacks a tensor kept in an older layout of its type (${type} as ${older(quantize(type, new Float32Array(256)), 1, 256).format}) onto today’s (${today})`, async () => {
       const backend = await createBackend('cpu');

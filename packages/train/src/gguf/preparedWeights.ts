@@ -94,7 +94,8 @@ export async function uploadPrepared(
 ): Promise<RepackedWeight> {
   let host = await prepared.read(tensor.name);
   // Parts of the tensor's shape in another format are an older layout of its type (Q4_K was q4g32a before
-  // q4k, Q6_K q8g16 before q6k, Q5_K q8g32a before q5k): repacked from the blocks and kept anew, never refused.
+  // q4k, Q6_K q8g16 before q6k, Q5_K q8g32a before q5k, Q5_0 q8g32 before q5g32, Q5_1 q8g32a before
+  // q5g32a): repacked from the blocks and kept anew, never refused.
   const [rows, cols] = tensor.shape;
   if (host && host.format !== CORE_FORMAT_OF[tensor.type] && host.n === rows && host.k === cols)
     host = undefined;

@@ -43,15 +43,19 @@ export function useMoreBits(layer: number, layers: number): boolean {
   return layer < eighth || layer >= Math.floor((7 * layers) / 8) || (layer - eighth) % 3 === 2;
 }
 
-/** A small Llama whose every matrix divides into 256-element k-quant blocks. */
+/**
+ * A small Llama whose every matrix divides into 256-element k-quant blocks,
+ * unless `intermediate` (default 512) does not: then the MLP's down rows take
+ * llama.cpp's fallbacks (Q5_0, Q5_1 or Q8_0 for Q4_K, Q5_K or Q6_K).
+ */
 export function q4kmTestConfig(
-  options: { layers?: number; tied?: boolean; vocab?: number } = {},
+  options: { layers?: number; tied?: boolean; vocab?: number; intermediate?: number } = {},
 ): LlamaConfig {
   return parseLlamaConfig({
     architectures: ['LlamaForCausalLM'],
     model_type: 'llama',
     hidden_size: 256,
-    intermediate_size: 512,
+    intermediate_size: options.intermediate ?? 512,
     num_attention_heads: 4,
     num_key_value_heads: 2,
     num_hidden_layers: options.layers ?? 3,

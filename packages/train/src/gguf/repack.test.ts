@@ -20,6 +20,8 @@ import {
   ggufAsCoreFormat,
   q4_0AsQ4g32,
   q4_KAsQ4g32a,
+  q5_0AsQ8g32,
+  q5_1AsQ8g32a,
   q5_KAsQ8g32a,
   q6_KAsQ8g16,
   type RepackedWeight,
@@ -199,20 +201,20 @@ describe('GGUF blocks on core’s quantized formats', () => {
     Q4_K: 'q4k',
     Q6_K: 'q6k',
     Q4_1: 'q4g32a',
-    Q5_0: 'q8g32',
-    Q5_1: 'q8g32a',
+    Q5_0: 'q5g32',
+    Q5_1: 'q5g32a',
     Q5_K: 'q5k',
   } as const;
   // Device bits per weight (codes, scales, offsets and q4k's, q5k's and q6k's sub-block scales) of a 512-wide row,
-  // against the file's: Q4_K, Q5_K and Q6_K no larger on the device than in the file.
+  // against the file's: no type larger on the device than in the file.
   const BITS = {
     Q4_0: [4.5, 4.5],
     Q8_0: [8.5, 8.5],
     Q4_K: [4.5, 4.5],
     Q6_K: [6.5625, 6.5625],
     Q4_1: [5, 5],
-    Q5_0: [8.5, 5.5],
-    Q5_1: [9, 6],
+    Q5_0: [5.5, 5.5],
+    Q5_1: [6, 6],
     Q5_K: [5.5, 5.5],
   } as const;
   for (const [type, format] of Object.entries(FORMATS) as [keyof typeof FORMATS, QuantFormat][]) {
@@ -276,6 +278,46 @@ describe('GGUF blocks on core’s quantized formats', () => {
       }
     });
   }
+
+  it('Q5_0 and Q5_1 rows of any number of blocks: nibbles, then high words padded to 16 bytes, ggml’s values bit for bit', () => {
+    const rng = new Rng(11);
+    for (const [type, format, cols] of [
+      ['Q5_0', 'q5g32', 96],
+      ['Q5_1', 'q5g32a', 160],
+      ['Q5_0', 'q5g32', 896],
+    ] as const) {
+      const rows = 3;
+      const bytes = quantize(
+        type,
+        Float32Array.from({ length: rows * cols }, () => rng.uniform(-2, 2)),
+      );
+      const host = ggufAsCoreFormat(type, bytes, rows, cols);
+      expect(host.format).toBe(format);
+      const layout = quantLayout(format, cols);
+      expect(host.packed.length).toBe(rows * layout.rowWords);
+      expect(Array.from(dequantizeWeights(host), Math.fround)).toEqual(Array.from(dequantize(type, bytes)));
+      // The padding words after each row's high words are zero.
+      for (let r = 0; r < rows; r++)
+        for (let w = 5 * layout.groups; w < layout.rowWords; w++)
+          expect(host.packed[r * layout.rowWords + w]).toBe(0);
+    }
+  });
+
+  it('Q5_0 and Q5_1 are also q8g32 and q8g32a exactly, in 8.5 and 9 bits per weight (int8 codes)', () => {
+    const rng = new Rng(12);
+    for (const [type, older, format] of [
+      ['Q5_0', q5_0AsQ8g32, 'q8g32'],
+      ['Q5_1', q5_1AsQ8g32a, 'q8g32a'],
+    ] as const) {
+      const bytes = quantize(
+        type,
+        Float32Array.from({ length: 2 * 64 }, () => rng.uniform(-1, 1)),
+      );
+      const host = older(bytes, 2, 64);
+      expect(host.format).toBe(format);
+      expect(Array.from(dequantizeWeights(host), Math.fround)).toEqual(Array.from(dequantize(type, bytes)));
+    }
+  });
 
   it('Q6_K is also q8g16 exactly, in 10 bits per weight (int8 q − 32 and an f32 d·scale per 16)', () => {
     const bytes = randomBlocks('Q6_K', 6);

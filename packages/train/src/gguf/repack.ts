@@ -5,6 +5,7 @@ import {
   type QuantFormat,
   type QuantizedHostWeight,
   type QuantizedWeight,
+  q5g32RowWords,
   quantLayout,
   type Shape,
   ShapeError,
@@ -321,6 +322,53 @@ export function repackQ5_1(bytes: Uint8Array): HalfScalesAndOffsets & { readonly
   return { values, ...parts };
 }
 
+/**
+ * Q5_0 and Q5_1 as core's `q5g32` and `q5g32a`, at the file's own 5.5 and 6
+ * bits per weight: each row's nibbles in sequence (as `repackQ4_1` gives
+ * Q4_1's), then a high word per block (its qh, each bit where core's layout
+ * keeps it), padded to whole 16-byte words; the f16 d (and −m, as
+ * `repackQ4_1`'s offsets) as stored.
+ */
+export interface Q5Rows extends Partial<HalfScalesAndOffsets> {
+  /** `q5g32RowWords(cols / 32)` words per row. */
+  readonly words: Uint32Array;
+  readonly scales: Uint16Array;
+}
+
+export function repackQ5Rows(type: 'Q5_0' | 'Q5_1', bytes: Uint8Array, rows: number): Q5Rows {
+  const { blockBytes } = GGML_TYPES[type];
+  const perRow = blocksOf(type, bytes) / rows;
+  const rowWords = q5g32RowWords(perRow);
+  const words = new Uint32Array(rows * rowWords);
+  const from = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const to = new DataView(words.buffer);
+  // qh follows d (Q5_0) or d and m (Q5_1); qs, 16 bytes, follows qh.
+  const qh = type === 'Q5_0' ? 2 : 4;
+  const each = (_block: Uint8Array, b: number) => {
+    const row = Math.floor(b / perRow);
+    const g = b - row * perRow;
+    const at = b * blockBytes;
+    packHalves(from, at + qh + 4, 16, to, 4 * (row * rowWords + 4 * g));
+    words[row * rowWords + 4 * perRow + g] = q5HighWord(from.getUint32(at + qh, true));
+  };
+  if (type === 'Q5_0') return { words, scales: halfScales(type, bytes, each) };
+  return { words, ...halfScalesAndOffsets(type, bytes, each) };
+}
+
+/** Byte b of qh (elements 8w … 8w + 7) spread as core keeps them, before the shift by 2w: bit l at 8 · (l / 2) + l mod 2. */
+const HIGH_SPREAD = Uint32Array.from({ length: 256 }, (_, b) => {
+  let spread = 0;
+  for (let l = 0; l < 8; l++) if ((b >> l) & 1) spread |= 1 << (8 * (l >> 1) + (l & 1));
+  return spread;
+});
+
+/** A block's qh (bit i: element i's fifth bit) as core's high word: bit i at 8 · ((i mod 8) / 2) + 2 · (i / 8) + i mod 2. */
+function q5HighWord(qh: number): number {
+  let word = 0;
+  for (let w = 0; w < 4; w++) word |= HIGH_SPREAD[(qh >>> (8 * w)) & 0xff]! << (2 * w);
+  return word >>> 0;
+}
+
 /** Int8 codes with an f32 scale and offset per group: element i is `values[i] · scales[g] − offsets[g]`. */
 export interface Int8OffsetGroups {
   readonly values: Int8Array;
@@ -554,31 +602,35 @@ function partsOf(repacked: {
 export const CORE_FORMAT_OF: Readonly<Record<GgmlQuantizedType, QuantFormat>> = {
   Q4_0: 'q4g32',
   Q8_0: 'q8g32',
-  Q5_0: 'q8g32',
+  Q5_0: 'q5g32',
   Q6_K: 'q6k',
   Q4_K: 'q4k',
   Q5_K: 'q5k',
   Q4_1: 'q4g32a',
-  Q5_1: 'q8g32a',
+  Q5_1: 'q5g32a',
 };
 
 /**
  * Each type in the core format that holds it exactly, f32(f32(q · scale) −
  * offset) being ggml's own value (see each repack):
- * - Q4_0 as `q4g32` (f16 d, codes centred on 8), Q8_0 and Q5_0 as `q8g32`
- *   (f16 d; Q5_0's code q − 16): GGUF rows are whole blocks, so no row is
- *   padded.
+ * - Q4_0 as `q4g32` (f16 d, codes centred on 8) and Q8_0 as `q8g32` (f16
+ *   d): GGUF rows are whole blocks, so no row is padded.
+ * - Q5_0 as `q5g32` (f16 d, codes centred on 16) and Q5_1 as `q5g32a` (f16
+ *   scales d and offsets −m): their codes, nibbles and high words by rows.
  * - Q4_K as `q4k`: its codes, f16 d and dmin and 6-bit scales as stored.
  * - Q5_K as `q5k`: its codes, f16 d and dmin and 6-bit scales as stored.
  * - Q6_K as `q6k`: its codes, f16 d and int8 scales as stored.
- * - Q4_1 as `q4g32a` and Q5_1 as `q8g32a` with f16 scales d and offsets −m.
- * On the device Q4_0, Q8_0, Q4_1, Q4_K, Q5_K and Q6_K take their stored bits
- * per weight; Q5_0 8.5 (5.5), Q5_1 9 (6): the kernels read int8 codes.
+ * - Q4_1 as `q4g32a` with f16 scales d and offsets −m.
+ * On the device every type takes its stored bits per weight (Q5_0's and
+ * Q5_1's rows of a number of blocks not a multiple of 4 a few padding words more).
  */
-const CORE_PARTS: Readonly<Record<GgmlQuantizedType, (bytes: Uint8Array) => CoreParts>> = {
+const CORE_PARTS: Readonly<Record<GgmlQuantizedType, (bytes: Uint8Array, rows: number) => CoreParts>> = {
   Q4_0: (bytes) => ({ format: CORE_FORMAT_OF.Q4_0, scaleDType: 'f16', ...partsOf(repackQ4_0(bytes)) }),
   Q8_0: (bytes) => ({ format: CORE_FORMAT_OF.Q8_0, scaleDType: 'f16', ...partsOf(repackQ8_0(bytes)) }),
-  Q5_0: (bytes) => ({ format: CORE_FORMAT_OF.Q5_0, scaleDType: 'f16', ...partsOf(repackQ5_0(bytes)) }),
+  Q5_0: (bytes, rows) => {
+    const { words, scales } = repackQ5Rows('Q5_0', bytes, rows);
+    return { format: CORE_FORMAT_OF.Q5_0, scaleDType: 'f16', codes: words, scales };
+  },
   Q6_K: (bytes) => {
     const { words, d, subScales } = repackQ6_KSuperBlocks(bytes);
     return { format: CORE_FORMAT_OF.Q6_K, scaleDType: 'f16', codes: words, scales: d, zeros: subScales };
@@ -606,7 +658,10 @@ const CORE_PARTS: Readonly<Record<GgmlQuantizedType, (bytes: Uint8Array) => Core
     };
   },
   Q4_1: (bytes) => ({ format: CORE_FORMAT_OF.Q4_1, scaleDType: 'f16', ...partsOf(repackQ4_1(bytes)) }),
-  Q5_1: (bytes) => ({ format: CORE_FORMAT_OF.Q5_1, scaleDType: 'f16', ...partsOf(repackQ5_1(bytes)) }),
+  Q5_1: (bytes, rows) => {
+    const { words, scales, offsets } = repackQ5Rows('Q5_1', bytes, rows);
+    return { format: CORE_FORMAT_OF.Q5_1, scaleDType: 'f16', codes: words, scales, offsets };
+  },
 };
 
 /**
@@ -622,7 +677,7 @@ export function ggufAsCoreFormat(
   operation = 'ggufAsCoreFormat',
 ): QuantizedHostWeight {
   checkBlockRows(operation, type, bytes, rows, cols);
-  return hostWeightOf(CORE_PARTS[type](bytes), rows, cols);
+  return hostWeightOf(CORE_PARTS[type](bytes, rows), rows, cols);
 }
 
 /** Core parts as a host weight [rows, cols], the codes as u32 words. */
@@ -667,6 +722,18 @@ export const q6_KAsQ8g16: AsCoreFormat = (bytes, rows, cols) => {
 export const q4_KAsQ4g32a: AsCoreFormat = (bytes, rows, cols) => {
   checkBlockRows('q4_KAsQ4g32a', 'Q4_K', bytes, rows, cols);
   return hostWeightOf({ format: 'q4g32a', scaleDType: 'f32', ...partsOf(repackQ4_K(bytes)) }, rows, cols);
+};
+
+/** Q5_0 as `q8g32`, exactly too, in more bytes: int8 codes q − 16 and f16 d (8.5 bits per weight where the file and `q5g32` hold 5.5). */
+export const q5_0AsQ8g32: AsCoreFormat = (bytes, rows, cols) => {
+  checkBlockRows('q5_0AsQ8g32', 'Q5_0', bytes, rows, cols);
+  return hostWeightOf({ format: 'q8g32', scaleDType: 'f16', ...partsOf(repackQ5_0(bytes)) }, rows, cols);
+};
+
+/** Q5_1 as `q8g32a`, exactly too, in more bytes: int8 codes q, f16 d and −m (9 bits per weight where the file and `q5g32a` hold 6). */
+export const q5_1AsQ8g32a: AsCoreFormat = (bytes, rows, cols) => {
+  checkBlockRows('q5_1AsQ8g32a', 'Q5_1', bytes, rows, cols);
+  return hostWeightOf({ format: 'q8g32a', scaleDType: 'f16', ...partsOf(repackQ5_1(bytes)) }, rows, cols);
 };
 
 /**

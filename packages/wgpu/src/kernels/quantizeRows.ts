@@ -18,7 +18,8 @@ import { quantizeSuperBlocksShader } from './quantizeSuperBlocks.js';
 // (quant/layout.ts), bit for bit as the host quantizer (quant/rounding.ts,
 // and quantizeArithmetic.ts for how): an invocation per group (per 8 groups
 // with zero points, whose nibbles share a word), reading its group twice:
-// for the range, then to write the codes word by word. q4k and q6k have a
+// for the range, then to write the codes word by word (q5g32's and q5g32a's
+// and their group's word of high bits). q4k, q5k and q6k have a
 // shader of their own (quantizeSuperBlocks.ts). A group with a weight that
 // is not finite writes a NaN scale (and offset), codes 0 and zero point 0.
 
@@ -52,11 +53,17 @@ export function quantizeRowsShader(format: QuantFormat, zeros: boolean, weight: 
     let s = ${stepOf('positive_zero(hi) - low', 15)};
     var zero = 0;
     if (s > 0.0) { zero = min(15, nearest(-low, s)); }`
-      : `let s = ${stepOf('amax', layout.bits === 8 ? 127 : 7)};
-    let zero = ${layout.bits === 8 ? 0 : 8};`;
+      : // Symmetric around 8 (q4) or 16 (q5g32): a step of max|w| / 7 or / 15.
+        `let s = ${stepOf('amax', layout.bits === 8 ? 127 : layout.offset - 1)};
+    let zero = ${layout.bits === 8 ? 0 : layout.offset};`;
   const t = offsets ? 'x + offset' : 'x';
   const fallback = offsets ? `${lowest}` : 'zero';
   const mask = layout.bits === 8 ? '0xffu' : '0xfu';
+  // q5g32, q5g32a: nibbles where q4's go, and the group's high word (4G + g) after the row's nibbles, code j
+  // of its nibble word w at bit 8 · (j / 2) + 2w + j mod 2 (core's q5kHighBit); the last group's
+  // invocation zeroes the row's padding high words.
+  const q5 = layout.bits === 5;
+  const codeShift = q5 ? 4 : layout.bits;
   const names: [string, WgslType, 'read' | 'read_write'][] = [
     ['w', weight === 'f32' ? 'f32' : 'u32', 'read'],
     ['packed', 'u32', 'read_write'],
@@ -100,7 +107,12 @@ export function quantizeRowsShader(format: QuantFormat, zeros: boolean, weight: 
     ${storeScale(scale, 'scales', 'at', 'select(s, bitcast<f32>(nanBits), bad)')}
     ${offsets ? storeScale(scale, 'offsets', 'at', 'select(offset, bitcast<f32>(nanBits), bad)') : ''}
     ${zeros ? 'zeroWord = zeroWord | (select(u32(zero), 0u, bad) << ((g & 7u) * 4u));' : ''}
-    for (var word = first / ${layout.perWord}u; word < end / ${layout.perWord}u; word++) {
+    ${
+      q5
+        ? `var high = 0u;
+    `
+        : ''
+    }for (var word = first / ${layout.perWord}u; word < end / ${layout.perWord}u; word++) {
       var bits = 0u;
       for (var j = 0u; j < ${layout.perWord}u; j++) {
         let col = word * ${layout.perWord}u + j;
@@ -108,19 +120,33 @@ export function quantizeRowsShader(format: QuantFormat, zeros: boolean, weight: 
         var q = ${fallback};
         if (s > 0.0) { q = nearest(${t}, s) + zero; }
         q = clamp(q, ${lowest}, ${lowest + levels});
-        bits = bits | ((bitcast<u32>(q) & ${mask}) << (j * ${layout.bits}u));
+        bits = bits | ((bitcast<u32>(q) & ${mask}) << (j * ${codeShift}u));${
+          q5
+            ? `
+        high = high | ((bitcast<u32>(q) >> 4u) << ((j / 2u) * 8u + (word - first / 8u) * 2u + j % 2u));`
+            : ''
+        }
       }
       packed[row * params.rowWords + word] = select(bits, 0u, bad);
+    }${
+      q5
+        ? `
+    packed[row * params.rowWords + params.groups * 4u + g] = select(high, 0u, bad);`
+        : ''
     }
   }
   ${zeros ? 'zeros[row * params.zeroWords + unit] = zeroWord;' : ''}
   ${
-    layout.groupSize === 16
-      ? `// q8g16: where K mod 32 is 1 to 16 the row ends in a padding half-block no group covers.
+    q5
+      ? `if (unit == params.units - 1u) {
+    for (var word = params.groups * 5u; word < params.rowWords; word++) { packed[row * params.rowWords + word] = 0u; }
+  }`
+      : layout.groupSize === 16
+        ? `// q8g16: where K mod 32 is 1 to 16 the row ends in a padding half-block no group covers.
   if (unit == params.units - 1u) {
     for (var word = params.groups * 4u; word < params.rowWords; word++) { packed[row * params.rowWords + word] = 0u; }
   }`
-      : ''
+        : ''
   }`,
       );
     },

@@ -20,7 +20,7 @@ describe('quantized shaders', () => {
       expect(code.includes('zeros')).toBe(zeros);
       expect(code.includes('offsets')).toBe(layout.offsets);
       expect(code.includes('sub_block_scale_min')).toBe(layout.subBlockScales && layout.bits !== 6);
-      // q6k and q5k: each lane reads its word's high pairs or bits, and its codes through byte masks.
+      // q6k and the 5-bit formats: each lane reads its word's high pairs or bits, and its codes through byte masks.
       expect(code.includes('high_of(wRow, chunks, next)')).toBe(layout.bits === 6 || layout.bits === 5);
       expect(code.includes('q6k_even')).toBe(layout.bits === 6);
       expect(code.includes('q5k_even')).toBe(layout.bits === 5);
@@ -38,7 +38,11 @@ describe('quantized shaders', () => {
         layout.subBlockScales && layout.bits === 4,
       );
       expect(tile.includes('q6k_scale(wRow, g, c * 2u + quarter / 2u)')).toBe(layout.bits === 6);
-      expect(tile.includes('sub_block(wRow, g, c)')).toBe(layout.bits === 5);
+      expect(tile.includes('sub_block(wRow, g, c)')).toBe(layout.bits === 5 && layout.subBlockScales);
+      // q5g32, q5g32a: a group's high word after the row's nibbles, in the stream and the tile.
+      const q5g = layout.bits === 5 && !layout.subBlockScales;
+      expect(code.includes('packed[row * (params.rowWords / 4u) + chunks + c / 4u]')).toBe(q5g);
+      expect(tile.includes('packed[base + params.groups * 4u + g]')).toBe(q5g);
     }
   });
 

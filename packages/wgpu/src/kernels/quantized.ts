@@ -14,6 +14,7 @@ import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { encodeQuantizedGemvF32 } from './quantizedGemv.js';
 import { QUANT_WEIGHT_PARAMS, SCALE_KINDS } from './quantizedParams.js';
+import { Q5G32_STREAM_FUNCTIONS, q5g32StageTile, q5g32StreamBody } from './quantizedQ5g32.js';
 import { Q5K_CODES, Q5K_STREAM_FUNCTIONS, q5kStageTile, q5kStreamBody } from './quantizedQ5k.js';
 import {
   Q6K_CODES,
@@ -32,7 +33,8 @@ import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 // x (staged per tile in workgroup memory) in vec4 dot products; group-scaled formats sum each word
 // before its group scale multiplies it (q4g32a and q8g32a also sum the word's x, which the offset multiplies;
 // q4k likewise, its word's scale d·sc and offset dmin·m formed from the super-block's d, dmin and 6-bit
-// sub-block scales, and q5k as q4k with its sub-block's word of high bits, see quantizedQ5k.ts;
+// sub-block scales, and q5k as q4k with its sub-block's word of high bits, see quantizedQ5k.ts, q5g32 and
+// q5g32a as q4g32 and q4g32a with their group's, see quantizedQ5g32.ts;
 // q6k's lanes read their word's high pairs too and sum its two 16-weight sub-blocks apart,
 // see quantizedQ6k.ts), q8 scales the row's sum once. The lanes' sums meet in a
 // tree in workgroup memory (no subgroups needed). More rows take a tiled
@@ -108,7 +110,9 @@ fn sub_block(row: u32, g: u32, j: u32) -> vec2<f32> {
   let i = row * params.groups + g;
   return vec2<f32>(scale_of(i) * f32(sm.x), offset_of(i) * f32(sm.y));
 }`
-        : '';
+        : layout.bits === 5
+          ? Q5K_CODES
+          : '';
   return `${codes}
 ${zero}
 // Element i of a float array stored as u32 words: f32, or a half of a word (f16, bf16).
@@ -165,9 +169,10 @@ export function quantStreamShader(v: QuantStreamVariant) {
   const rows = Array.from({ length: v.rows }, (_, r) => r);
   const q4 = layout.bits === 4;
   const q6k = layout.bits === 6;
-  const q5k = layout.bits === 5;
-  /** q6k and q5k: a lane's high bits (a vec2 or u32) beside its word. */
-  const high = q6k || q5k;
+  const q5k = v.format === 'q5k';
+  const q5g = layout.bits === 5 && !layout.subBlockScales;
+  /** q6k and the 5-bit formats: a lane's high bits (a vec2 or u32) beside its word. */
+  const high = q6k || layout.bits === 5;
   const grouped = !layout.scalePerRow;
   const offsets = layout.offsets;
   /** Weights per 16-byte code word; vec4 units of x per word and per tile; lanes that share a bank cycle. */
@@ -183,7 +188,9 @@ export function quantStreamShader(v: QuantStreamVariant) {
     ? q6kStreamBody(rows, xAt)
     : q5k
       ? q5kStreamBody(rows, xAt)
-      : `for (var j = 0u; j < 4u; j++) {
+      : q5g
+        ? q5g32StreamBody(rows, xAt, layout.offset, offsets)
+        : `for (var j = 0u; j < 4u; j++) {
         let lo = codes_lo(wv[j])${q4 ? ' - z' : ''};
         ${q4 ? 'let hi = codes_hi(wv[j]) - z;' : ''}
         ${rows
@@ -234,7 +241,9 @@ ${
     ? Q6K_STREAM_FUNCTIONS
     : q5k
       ? Q5K_STREAM_FUNCTIONS
-      : `fn word_of(row: u32, chunks: u32, c: u32) -> vec4<u32> {
+      : q5g
+        ? Q5G32_STREAM_FUNCTIONS
+        : `fn word_of(row: u32, chunks: u32, c: u32) -> vec4<u32> {
   if (c >= chunks) { return vec4<u32>(0u); }
   return packed[row * chunks + c];
 }`
@@ -258,7 +267,7 @@ ${groupOffsets}`);
   let lane = tid % ${LANES}u;
   // Columns past N read the last row of W (never written); every invocation takes part in the barriers.
   let wRow = min(col, params.n - 1u);
-  let chunks = ${high ? 'params.groups * 8u' : 'params.rowWords / 4u'};
+  let chunks = ${q5g ? 'params.groups' : high ? 'params.groups * 8u' : 'params.rowWords / 4u'};
   let sw = (lane / ${lanesPerCycle}u) % ${units}u;
   // Staging: invocation t widens x unit t of the tile into its swizzled place.
   let stageLane = tid / ${units}u;
@@ -339,10 +348,12 @@ export function quantTileShader(v: QuantShaderVariant) {
   const stageW =
     layout.bits === 6
       ? q6kStageTile(store)
-      : layout.bits === 5
+      : layout.subBlockScales && layout.bits === 5
         ? q5kStageTile(store)
-        : q4
-          ? `let word = packed[wRow * params.rowWords + k0 / 8u + quarter];
+        : layout.bits === 5
+          ? q5g32StageTile(store, layout.offset, less)
+          : q4
+            ? `let word = packed[wRow * params.rowWords + k0 / 8u + quarter];
     let g = ${group};
     ${scaleQ4}
     let z = vec4<f32>(zero_of(wRow, g));
@@ -352,7 +363,7 @@ export function quantTileShader(v: QuantShaderVariant) {
       ws[(quarter * 8u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = lo[j];
       ws[(quarter * 8u + 4u + j) * ${TILE / 4}u + wCol / 4u][wCol % 4u] = hi[j];
     }`
-          : `${layout.offsets ? `let g = ${group};\n    ` : ''}let s = ${layout.scalePerRow ? 'scale_of(wRow)' : `scale_of(wRow * params.groups + ${layout.offsets ? 'g' : group})`};
+            : `${layout.offsets ? `let g = ${group};\n    ` : ''}let s = ${layout.scalePerRow ? 'scale_of(wRow)' : `scale_of(wRow * params.groups + ${layout.offsets ? 'g' : group})`};
     for (var i = 0u; i < 2u; i++) {
       let q = codes_lo(packed[wRow * params.rowWords + k0 / 4u + quarter * 2u + i]) * s${less};
       for (var j = 0u; j < 4u; j++) {

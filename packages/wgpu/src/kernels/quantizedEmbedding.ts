@@ -5,6 +5,7 @@ import { rowPieces, rowsOf, rowsOfAll } from '../rowPieces.js';
 import { narrowFunctions, type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
+import { Q5G32_GATHER_WORD } from './quantizedQ5g32.js';
 import { Q5K_GATHER_CODE, Q5K_GATHER_WORD } from './quantizedQ5k.js';
 import { q6kLookup, q6kScaleFunction } from './quantizedQ6k.js';
 import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
@@ -82,10 +83,13 @@ export function quantEmbeddingShader(format: QuantFormat, out: Storage = 'f32') 
       : layout.bits === 5
         ? Q5K_GATHER_CODE
         : `f32((word >> shift) & 15u)`;
-  // q5k's nibble and high bit lie in a super-block of 40 words (see quantizedQ5k.ts).
+  // q5k's nibble and high bit lie in a super-block of 40 words (see quantizedQ5k.ts), q5g32's in the row's
+  // nibbles and its group's high word after them (quantizedQ5g32.ts).
   const wordOf =
     layout.bits === 5
-      ? Q5K_GATHER_WORD
+      ? layout.subBlockScales
+        ? Q5K_GATHER_WORD
+        : Q5G32_GATHER_WORD
       : `let word = packed[row * params.rowWords + col / ${layout.perWord}u];
   let shift = (col % ${layout.perWord}u) * ${layout.bits}u;`;
   const zero = layout.zeroPoints

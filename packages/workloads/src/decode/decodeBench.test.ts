@@ -80,11 +80,13 @@ describe('decode-bench', () => {
     expect(parseDecodeArgs(['--quant', 'q4k']).quant).toBe('q4k');
     expect(parseDecodeArgs(['--quant', 'q6k']).quant).toBe('q6k');
     expect(parseDecodeArgs(['--quant', 'q5k']).quant).toBe('q5k');
+    expect(parseDecodeArgs(['--quant', 'q5g32']).quant).toBe('q5g32');
+    expect(parseDecodeArgs(['--quant', 'q5g32a']).quant).toBe('q5g32a');
     expect(() => parseDecodeArgs(['--quant', 'q4g32', '--quant-on', 'gpu'])).toThrow(/--quant-on/);
     expect(() => parseDecodeArgs(['--quant-on', 'host'])).toThrow(/needs --quant/);
     expect(() => parseDecodeArgs(['--quant-head'])).toThrow(/--quant-head needs --quant/);
     expect(() => parseDecodeArgs(['--quant', 'q2'])).toThrow(
-      /--quant must be q8, q4g32, q4g128, q8g32, q8g16, q4g32a, q8g32a, q4k, q6k, q5k or none/,
+      /--quant must be q8, q4g32, q4g128, q8g32, q8g16, q4g32a, q8g32a, q4k, q6k, q5k, q5g32, q5g32a or none/,
     );
   });
 

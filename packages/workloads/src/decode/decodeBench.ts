@@ -793,10 +793,11 @@ from the same checkpoint, and reports ms per token against the bandwidth limit.
   --dtype D         f32, f16 or bf16: the checkpoint and the model's matrix weights and
                     embedding, in rayo and in PyTorch (default f32)
   --kv-dtype D      f32, f16 or bf16: the KV cache (default f32)
-  --quant F         q8, q4g32, q4g128, q8g32, q8g16, q4g32a, q8g32a, q4k, q6k, q5k or none:
-                    quantize the projections on load (rayo only; q8g32, q4k, q5k and q6k are the
-                    formats of GGUF's Q8_0, Q4_K, Q5_K and Q6_K, q4k, q5k and q6k at 4.5, 5.5 and
-                    6.5625 bits per weight);
+  --quant F         q8, q4g32, q4g128, q8g32, q8g16, q4g32a, q8g32a, q4k, q6k, q5k, q5g32,
+                    q5g32a or none: quantize the projections on load (rayo only; q8g32, q4k,
+                    q5k, q6k, q5g32 and q5g32a are the formats of GGUF's Q8_0, Q4_K, Q5_K,
+                    Q6_K, Q5_0 and Q5_1, q4k, q5k, q6k, q5g32 and q5g32a at 4.5, 5.5,
+                    6.5625, 5.5 and 6 bits per weight);
                     reports the bytes read and the quantized model against the same model
                     in f32 (greedy tokens, top-1 agreement, logit error) (default none)
   --quant-head      with --quant: quantize the LM head in the same format too

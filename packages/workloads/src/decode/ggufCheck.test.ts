@@ -54,4 +54,20 @@ describe('GGUF files on the cuda backend of an emulated device', () => {
       expect(types.get('model.layers.0.mlp.up_proj.weight')).toBe('Q5_K');
     });
   }, 900_000);
+
+  for (const [mix, fallback, format] of [
+    ['Q4_K_M', 'Q5_0', 'q5g32'],
+    ['Q5_K_M', 'Q5_1', 'q5g32a'],
+  ] as const) {
+    it(`${mix} with down rows of 352 decodes their ${fallback} fallback (${format} on the device) with the reference’s greedy tokens`, async () => {
+      // Rows of 11 blocks of 32 (not whole 256s): llama.cpp's fallback, which the check's repack puts on its own format.
+      expect(ggufAsCoreFormat(fallback, new Uint8Array(fallback === 'Q5_0' ? 22 : 24), 1, 32).format).toBe(
+        format,
+      );
+      await checkOnEmulatedCuda(`${fallback}.gguf`, async (path) => {
+        const types = await writeLlamaCppMix(path, q4kmTestConfig({ layers: 2, intermediate: 352 }), mix, 41);
+        expect(types.get('model.layers.0.mlp.down_proj.weight')).toBe(fallback);
+      });
+    }, 900_000);
+  }
 });

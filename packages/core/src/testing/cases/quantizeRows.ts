@@ -110,6 +110,8 @@ push('q8', 'f16', false);
 push('q4k', 'f32', false);
 push('q6k', 'bf16', false);
 push('q5k', 'f32', false);
+push('q5g32', 'f32', false);
+push('q5g32a', 'bf16', false);
 
 // A NaN, +Inf and −Inf weight each in one group (the host quantizer refuses them): that group's scale (and
 // offset) NaN, its codes and zero point 0 (a super-block's sub-block scales 0), every other group quantized.
@@ -129,6 +131,8 @@ for (const [format, zeroPoints, k] of [
   ['q4k', false, 512],
   ['q6k', false, 512],
   ['q5k', false, 512],
+  ['q5g32', false, 70],
+  ['q5g32a', false, 70],
 ] as const) {
   cases.push(
     valid(quantizeRows, {

@@ -253,6 +253,20 @@ errors.push(
     argument: 'offsets',
   }),
   invalid(k.quantizedMatmul, {
+    label: "q5g32's 'packed' of q4g32's 4 words per group (no high words)",
+    inputs: [f32([2, 40]), q4Words, q4Scales],
+    attrs: { format: 'q5g32' },
+    error: 'shape',
+    argument: 'packed',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "q5g32a without 'offsets'",
+    inputs: [f32([2, 40]), quantWords([5, 12]), q4Scales],
+    attrs: { format: 'q5g32a' },
+    error: 'shape',
+    argument: 'offsets',
+  }),
+  invalid(k.quantizedMatmul, {
     label: "'scales' of a q8g32 row under q8g16",
     inputs: [f32([2, 40]), q8Words, f32([5, 2])],
     attrs: { format: 'q8g16' },

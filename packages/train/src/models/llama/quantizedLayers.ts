@@ -18,7 +18,8 @@ import { LLAMA_PROJECTIONS, type LlamaWeights } from './weights.js';
  * the device: int8 per output row or with a scale per 32 or 16 weights, or 4
  * bits with a scale per 32 or 128 weights (or a scale and an offset per 32),
  * see @rayo/core's quantized layouts, or GGUF's Q4_K, Q5_K and Q6_K layouts
- * (q4k, q5k and q6k, for rows of whole super-blocks of 256). Quantizing on load leaves the
+ * (q4k, q5k and q6k, for rows of whole super-blocks of 256), or Q5_0's and
+ * Q5_1's (q5g32 and q5g32a, any rows). Quantizing on load leaves the
  * embedding, the norms and the head in the model's weight dtype.
  */
 export type LlamaWeightFormat = QuantFormat;
