@@ -56,6 +56,55 @@ export const copy = defineKernel<NoAttrs>({
   cost: ([x]) => ({ flops: 0, bytes: 2 * bytesOf(x) }),
 });
 
+/** Rows moved as they are stored: the 32-bit types and the halves. */
+const ROW_DTYPES = [...WORDS, 'f16', 'bf16'] as const;
+
+/**
+ * y[row : row + R] = x in place: x's R rows written into y from row `row`
+ * on, the rest of y kept, bit for bit. What joins tensors of rows on the
+ * device (a layer's q, k and v weights into one) without a trip through
+ * the host.
+ */
+export const copyRows = defineKernel<{ row: number }>({
+  name: 'copyRows',
+  family: FAMILY,
+  summary: "y[row : row + R] = x in place (x's rows written into y, the rest kept)",
+  inputs: [
+    { name: 'y', dtypes: ROW_DTYPES, doc: '[N, ...]: written in place' },
+    { name: 'x', dtypes: ROW_DTYPES, doc: "[R, ...]: y's dtype and row shape, R <= N - row" },
+  ],
+  attributes: { row: { kind: 'number', integer: true, min: 0, doc: 'the row of y that takes row 0 of x' } },
+  infer([y, x], { row }) {
+    const check = new ArgCheck('copyRows');
+    check.minRank('y', y!, 1, '[N, ...]');
+    check.sameDType('x', x!, y!.dtype, "'y'");
+    const rowShape = y!.shape.slice(1);
+    check.shape(
+      x!.shape.length === y!.shape.length && x!.shape.slice(1).every((d, i) => d === rowShape[i]),
+      'x',
+      "x's rows must have y's row shape",
+      `[R, ${rowShape.join(', ')}]`,
+      x!.shape,
+    );
+    const rows = x!.shape[0]!;
+    check.attr(
+      row + rows <= y!.shape[0]!,
+      'row',
+      "x's rows must fit in y from this row on",
+      `at most ${y!.shape[0]! - rows} (y's ${y!.shape[0]} rows less x's ${rows})`,
+      row,
+    );
+    return [{ name: 'y', shape: y!.shape, dtype: y!.dtype, aliasOf: 0 }];
+  },
+  reference([y, x], { row }, io) {
+    const out = y!.slice();
+    const width = io.inputs[0]!.shape.slice(1).reduce((a, b) => a * b, 1);
+    out.set(x!, row * width);
+    return [out];
+  },
+  cost: ([, x]) => ({ flops: 0, bytes: 2 * bytesOf(x) }),
+});
+
 export const transpose = defineKernel<NoAttrs>({
   name: 'transpose',
   family: FAMILY,

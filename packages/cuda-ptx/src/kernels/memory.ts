@@ -1,5 +1,5 @@
-import { copy, type DType, fill, transpose } from '@rayo/core';
-import { type AnyCudaKernel, cudaKernel, type KernelEncoder } from '../kernel.js';
+import { copy, copyRows, type DType, FLOAT, fill, transpose } from '@rayo/core';
+import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
@@ -210,4 +210,21 @@ const transposeKernel = cudaKernel(transpose, (encoder, { inputs, outputs }) => 
   encodeTranspose32(encoder, x.ptr, y.ptr, x.shape);
 });
 
-export const MEMORY_KERNELS: readonly AnyCudaKernel[] = [fillKernel, copyKernel, transposeKernel];
+/** x's rows into y from row `row` on: one device-to-device copy of x's bytes (any alignment). */
+const copyRowsKernel = cudaKernel(
+  copyRows,
+  (encoder, { inputs, attrs }) => {
+    const [y, x] = inputs as [Operand, Operand];
+    if (x.size === 0) return;
+    const rowBytes = y.byteLength / y.shape[0]!;
+    encoder.copy(x.ptr, y.ptr + BigInt(attrs.row * rowBytes), x.byteLength);
+  },
+  { dtypes: FLOAT },
+);
+
+export const MEMORY_KERNELS: readonly AnyCudaKernel[] = [
+  fillKernel,
+  copyKernel,
+  transposeKernel,
+  copyRowsKernel,
+];

@@ -1,4 +1,12 @@
-import { copy, type DType, fill, transpose } from '@rayo/core';
+import {
+  bytesPerElement,
+  copy,
+  copyRows,
+  type DType,
+  fill,
+  transpose,
+  UnsupportedOnBackendError,
+} from '@rayo/core';
 import {
   type AnyWgpuKernel,
   bindingRanges,
@@ -202,4 +210,85 @@ const transposeKernel = wgpuKernel(transpose, (encoder, { inputs, outputs }) => 
   });
 });
 
-export const MEMORY_KERNELS: readonly AnyWgpuKernel[] = [fillKernel, copyKernel, transposeKernel];
+// ---- copyRows: the copy engine, or a word at a time for halves off words -----
+
+const HALF_ROWS_PARAMS = paramLayout([
+  ['start', 'u32'],
+  ['n', 'u32'],
+  ['firstWord', 'u32'],
+  ['words', 'u32'],
+] as const);
+
+/**
+ * Elements [start, start + n) of half y from half x: an invocation per word
+ * of y the range touches, keeping the half of a word that lies outside it.
+ */
+const HALF_ROWS_SHADER = {
+  key: `memory/copyRows/halves/wg${WG}`,
+  kernel: copyRows.name,
+  code: () => {
+    const module = new ShaderModule().params(HALF_ROWS_PARAMS);
+    module.storage('x', 'u32', 'read');
+    module.storage('y', 'u32', 'read_write');
+    return module.build(
+      undefined,
+      WG,
+      `  let g = (${linearWorkgroup}) * ${WG}u + lid.x;
+  if (g >= params.words) { return; }
+  let i = params.firstWord + g;
+  var word = y[i];
+  for (var h = 0u; h < 2u; h++) {
+    let e = 2u * i + h;
+    if (e >= params.start && e < params.start + params.n) {
+      let xe = e - params.start;
+      let half = (x[xe >> 1u] >> ((xe & 1u) * 16u)) & 0xffffu;
+      word = (word & ~(0xffffu << (16u * h))) | (half << (16u * h));
+    }
+  }
+  y[i] = word;`,
+    );
+  },
+};
+
+const copyRowsKernel = wgpuKernel(
+  copyRows,
+  (encoder, { inputs, attrs }) => {
+    const [y, x] = inputs as [Operand, Operand];
+    if (x.size === 0) return;
+    const bytes = bytesPerElement(y.dtype);
+    const start = (attrs.row * y.size) / y.shape[0]!;
+    // Whole words: the copy engine (no binding limit).
+    if ((start * bytes) % 4 === 0 && (x.size * bytes) % 4 === 0) {
+      encoder.copy(x.buffer, x.offset, y.buffer, y.offset + start * bytes, x.size * bytes);
+      return;
+    }
+    if (y.size * bytes > encoder.maxBindingBytes) {
+      throw new UnsupportedOnBackendError(
+        'copyRows: a half tensor this large off whole words cannot be bound',
+        {
+          operation: copyRows.name,
+          argument: 'y',
+          expected: `at most ${encoder.maxBindingBytes} bytes, or rows that start and end on 4-byte words`,
+          actual: `${y.size * bytes} bytes from element ${start}`,
+        },
+      );
+    }
+    const firstWord = Math.floor(start / 2);
+    const words = Math.ceil((start + x.size) / 2) - firstWord;
+    encoder.dispatch({
+      shader: HALF_ROWS_SHADER,
+      buffers: [x, y],
+      params: { layout: HALF_ROWS_PARAMS, values: { start, n: x.size, firstWord, words } },
+      workgroups: elementGrid(encoder, words),
+    });
+  },
+  // Whole-word copies take any size; a half tensor off words binds whole.
+  { splitsLargeOperands: true, dtypes: ['f32', 'f16', 'bf16'] },
+);
+
+export const MEMORY_KERNELS: readonly AnyWgpuKernel[] = [
+  fillKernel,
+  copyKernel,
+  transposeKernel,
+  copyRowsKernel,
+];

@@ -73,6 +73,52 @@ cases.push(
 // copy has one input of any shape: its only bad inputs are the derived dtype,
 // disposed and cross-backend ones.
 
+// ---- copyRows ------------------------------------------------------------------
+
+// Rows at the start, the middle and the end; rows of odd lengths (a half row's bytes not a multiple
+// of 4), one element, rank 1 and 3; x of zero rows.
+for (const [yShape, xShape, row] of [
+  [[7, 13], [3, 13], 2],
+  [[5, 3], [1, 3], 1],
+  [[5, 3], [2, 3], 3],
+  [[6, 1], [1, 1], 5],
+  [[9], [4], 0],
+  [[4, 3, 5], [2, 3, 5], 1],
+  [[1031, 97], [517, 97], 511],
+  [[3, 4], [0, 4], 1],
+] as const) {
+  cases.push(
+    valid(k.copyRows, {
+      label: `[${yShape.join(', ')}] row ${row} ← [${xShape.join(', ')}]`,
+      inputs: [f32([...yShape], 'wide'), f32([...xShape], 'wide')],
+      attrs: { row },
+      tolerance: EXACT,
+    }),
+  );
+}
+cases.push(
+  valid(k.copyRows, {
+    label: 'u32 [11, 7] row 4 ← [5, 7]',
+    inputs: [u32([11, 7], 0, 2 ** 32 - 1), u32([5, 7], 0, 2 ** 32 - 1)],
+    attrs: { row: 4 },
+  }),
+  valid(k.copyRows, {
+    label: 'i32 [3, 2] row 0 ← [3, 2]',
+    inputs: [i32([3, 2], -(2 ** 31), 2 ** 31 - 1), i32([3, 2], -(2 ** 31), 2 ** 31 - 1)],
+    attrs: { row: 0 },
+  }),
+);
+errors.push(
+  ...invalidCalls(k.copyRows, [
+    ['rows past the end', [f32([4, 3]), f32([2, 3])], 'argument', 'attrs.row', { row: 3 }],
+    ['another row shape', [f32([4, 3]), f32([2, 4])], 'shape', 'x', { row: 0 }],
+    ['another rank', [f32([4, 3]), f32([6])], 'shape', 'x', { row: 0 }],
+    ['another dtype', [f32([4, 3]), u32([2, 3], 0, 9)], 'dtype', 'x', { row: 0 }],
+    ['y of rank 0', [f32([]), f32([])], 'shape', 'y', { row: 0 }],
+    ['row missing', [f32([4, 3]), f32([2, 3])], 'argument', 'attrs.row', {}],
+  ]),
+);
+
 // ---- transpose ---------------------------------------------------------------
 
 for (const shape of [

@@ -1,4 +1,10 @@
-import { createCpuBackend, type Tensor } from '@rayo/core';
+import {
+  createCpuBackend,
+  type QuantFormat,
+  quantizeWeights,
+  type Tensor,
+  uploadQuantized,
+} from '@rayo/core';
 import {
   ModelScope,
   modelTestBackends,
@@ -7,9 +13,9 @@ import {
   tinyLlamaWeights,
   writeTinyLlama,
 } from '@rayo/train-testkit';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { parseLlamaConfig } from './config.js';
-import { fuseQkvProjections } from './fusedQkv.js';
+import { fuseQkvProjections, fuseQuantizedQkv } from './fusedQkv.js';
 import { LlamaModel } from './model.js';
 import { llamaWeightTensors } from './weights.js';
 
@@ -48,6 +54,50 @@ describe.each(backends)('fused q, k, v weights on %s', (_name, create) => {
       expect(Array.from(await layer.qkvBias!.read())).toEqual(Array.from(concatenated(weights, i, 'bias')));
     }
   }, 60_000);
+});
+
+describe.each(backends)('quantized q, k, v joined on %s', (_name, create) => {
+  const scope = new ModelScope(create);
+  afterAll(scope.dispose);
+
+  // q4g32 with K = 16: one f16 scale a row, so the parts' scales start and end off 4-byte words (rows
+  // of 3 and 5); q4k: its sub-block scales and dmin offsets; q8g32a: f32 scales and offsets.
+  for (const [format, k, rows] of [
+    ['q4g32', 16, [3, 5, 3]],
+    ['q4k', 256, [4, 2, 2]],
+    ['q8g32a', 40, [2, 1, 1]],
+  ] as const) {
+    it(`${format}: each tensor of the fused weight is the parts' rows, joined on the device`, async () => {
+      const backend = await scope.backend();
+      const config = parseLlamaConfig(tinyLlamaConfig());
+      const hosts = rows.map((n, p) =>
+        quantizeWeights(
+          Float32Array.from({ length: n * k }, (_, i) => Math.sin(0.37 * i + p) * (1 + (i % 7))),
+          [n, k],
+          format as QuantFormat,
+        ),
+      );
+      const [q, kw, v] = hosts.map((h) => uploadQuantized(backend, h));
+      const read = vi.spyOn((q!.packed as Tensor).constructor.prototype, 'read');
+      const [fused] = await fuseQuantizedQkv(backend, config, [{ q, k: kw, v }], 'f32');
+      const reads = read.mock.calls.length;
+      read.mockRestore();
+      scope.keep({ dispose: () => fused!.qkv!.dispose() });
+      // copyRows on every backend here: nothing read back.
+      expect(reads).toBe(0);
+      const qkv = fused!.qkv!;
+      expect(qkv.n).toBe(rows.reduce((a, b) => a + b, 0));
+      for (const part of ['packed', 'scales', 'zeros', 'offsets'] as const) {
+        const want = hosts.map((h) => h[part]);
+        if (want[0] === undefined) {
+          expect(qkv[part], part).toBeUndefined();
+          continue;
+        }
+        const joined = want.flatMap((w) => Array.from(w!));
+        expect(Array.from(await qkv[part]!.read()), part).toEqual(joined);
+      }
+    });
+  }
 });
 
 describe('fuseQuantizedQkv', () => {

@@ -1,5 +1,6 @@
 import {
   type Backend,
+  copyRows,
   type DType,
   type HostArray,
   InvalidArgumentError,
@@ -70,8 +71,9 @@ function withFusedBias(backend: Backend, layer: LlamaLayerWeights): LlamaLayerWe
  * `layers` with the quantized q, k and v of every layer that can take them
  * fused replaced by one `qkv` weight of their rows: every tensor of the
  * layouts is row-major [N, …] (codes, scales, zero points, offsets), so the
- * fused weight is each tensor's rows one after the other, read back and
- * uploaded once (the three are freed). A layer keeps them apart where they
+ * fused weight is each tensor's rows one after the other, copied on the
+ * device with `copyRows` (read back and uploaded where the backend lacks it;
+ * the three are freed). A layer keeps them apart where they
  * differ in format, K, scale dtype or zero points, or as
  * `fuseQkvProjections` says (families with q and k head norms, backends).
  */
@@ -91,11 +93,22 @@ export async function fuseQuantizedQkv(
       continue;
     }
     const tensors = async (pick: (w: QuantizedWeight) => Tensor | undefined) => {
-      const all = parts.map(pick);
+      const all = parts.map(pick) as Tensor[];
       if (all[0] === undefined) return undefined;
-      const host = await Promise.all(all.map((t) => t!.read()));
-      const rows = all.reduce((n, t) => n + t!.shape[0]!, 0);
-      return backend.upload(concatHost(host), [rows, all[0].shape[1]!], all[0].dtype);
+      const rows = all.reduce((n, t) => n + t.shape[0]!, 0);
+      const shape = [rows, all[0].shape[1]!];
+      if (!backend.supports(copyRows.name, all[0].dtype)) {
+        const host = await Promise.all(all.map((t) => t.read()));
+        return backend.upload(concatHost(host), shape, all[0].dtype);
+      }
+      // Joined on the device: each part's rows copied after the previous ones.
+      const joined = backend.zeros(shape, all[0].dtype);
+      let row = 0;
+      for (const t of all) {
+        backend.run(copyRows, [joined, t], { row });
+        row += t.shape[0]!;
+      }
+      return joined;
     };
     // One round of reads per layer, not one per layout tensor (a device read waits on the device).
     const [packed, scales, zeros, offsets] = await Promise.all([
