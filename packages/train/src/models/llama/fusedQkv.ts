@@ -2,7 +2,6 @@ import {
   type Backend,
   copyRows,
   type DType,
-  type HostArray,
   InvalidArgumentError,
   kvCacheScatter,
   type QuantizedWeight,
@@ -27,7 +26,7 @@ import type { LlamaLayerWeights, LlamaWeights } from './weights.js';
  * family normalises q and k heads (Qwen3's q and k norms sit between the
  * products and RoPE), where any of the three is quantized (`quantized`) or
  * absent, where the fused weight would not fit one buffer of the backend, or
- * where the backend lacks the kernels (`ropeKvScatter` in `kvCacheDtype`).
+ * where the backend lacks the kernels (`ropeKvScatter` in `kvCacheDtype`, `copyRows`).
  */
 export function fuseQkvProjections(
   backend: Backend,
@@ -47,7 +46,7 @@ export function fuseQkvProjections(
       return rest;
     }
     if (q?.q || q?.k || q?.v || q?.qkv || !wq || !wk || !wv || layer.qkv) return layer;
-    if (wk.dtype !== wq.dtype || wv.dtype !== wq.dtype || !backend.supports(kvCacheScatter.name, wq.dtype))
+    if (wk.dtype !== wq.dtype || wv.dtype !== wq.dtype || !backend.supports(copyRows.name, wq.dtype))
       return layer;
     if (wq.byteLength + wk.byteLength + wv.byteLength > backend.info.limits.maxBufferBytes) return layer;
     const { q: _q, k: _k, v: _v, ...rest } = withFusedBias(backend, layer);
@@ -71,9 +70,8 @@ function withFusedBias(backend: Backend, layer: LlamaLayerWeights): LlamaLayerWe
  * `layers` with the quantized q, k and v of every layer that can take them
  * fused replaced by one `qkv` weight of their rows: every tensor of the
  * layouts is row-major [N, …] (codes, scales, zero points, offsets), so the
- * fused weight is each tensor's rows one after the other, copied on the
- * device with `copyRows` (read back and uploaded where the backend lacks it;
- * the three are freed). A layer keeps them apart where they
+ * fused weight is each tensor's rows one after the other, joined on the
+ * device (the three are freed). A layer keeps them apart where they
  * differ in format, K, scale dtype or zero points, or as
  * `fuseQkvProjections` says (families with q and k head norms, backends).
  */
@@ -92,31 +90,16 @@ export async function fuseQuantizedQkv(
       fused.push(layer);
       continue;
     }
-    const tensors = async (pick: (w: QuantizedWeight) => Tensor | undefined) => {
-      const all = parts.map(pick) as Tensor[];
-      if (all[0] === undefined) return undefined;
-      const rows = all.reduce((n, t) => n + t.shape[0]!, 0);
-      const shape = [rows, all[0].shape[1]!];
-      if (!backend.supports(copyRows.name, all[0].dtype)) {
-        const host = await Promise.all(all.map((t) => t.read()));
-        return backend.upload(concatHost(host), shape, all[0].dtype);
-      }
-      // Joined on the device: each part's rows copied after the previous ones.
-      const joined = backend.zeros(shape, all[0].dtype);
-      let row = 0;
-      for (const t of all) {
-        backend.run(copyRows, [joined, t], { row });
-        row += t.shape[0]!;
-      }
-      return joined;
+    const joined = (pick: (w: QuantizedWeight) => Tensor | undefined) => {
+      const all = parts.map(pick);
+      return all[0] === undefined ? undefined : concatRows(backend, all as Tensor[]);
     };
-    // One round of reads per layer, not one per layout tensor (a device read waits on the device).
-    const [packed, scales, zeros, offsets] = await Promise.all([
-      tensors((w) => w.packed),
-      tensors((w) => w.scales),
-      tensors((w) => w.zeros),
-      tensors((w) => w.offsets),
-    ]);
+    const [packed, scales, zeros, offsets] = [
+      joined((w) => w.packed),
+      joined((w) => w.scales),
+      joined((w) => w.zeros),
+      joined((w) => w.offsets),
+    ];
     const qkv = quantizedWeightOf(
       parts[0]!.format,
       parts.reduce((n, w) => n + w.n, 0),
@@ -140,23 +123,11 @@ function sameLayout(a: QuantizedWeight, b: QuantizedWeight): boolean {
   );
 }
 
-/** Host arrays of one type one after the other. */
-function concatHost(parts: readonly HostArray[]): HostArray {
-  const out = new (parts[0]!.constructor as new (length: number) => HostArray)(
-    parts.reduce((n, p) => n + p.length, 0),
-  );
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
-
 /** Whether a model of `config` on `backend` can run fused q, k, v weights. */
 function fusedQkvSupported(backend: Backend, config: LlamaConfig, kvCacheDtype: DType): boolean {
   if (config.qkNorm) return false;
   return (
+    backend.supports(copyRows.name) &&
     backend.supports(kvCacheScatter.name) &&
     backend.supports(ropeKvScatter.name) &&
     (kvCacheDtype === 'f32' || backend.supports(ropeKvScatter.name, kvCacheDtype))
@@ -202,20 +173,17 @@ export function checkFusedQkvLayer(
 }
 
 /**
- * The rows of `parts` ([n_i, …], one dtype, one row length) one after the
- * other in a new tensor, copied on the device: each part is written as a
- * one-head KV-cache block of the result at its first row (a scatter of its
- * rows, which is a plain row copy), so no weight goes through the host.
+ * The rows of `parts` ([n_i, …], one dtype and row shape) one after the
+ * other in a new tensor, joined on the device with `copyRows`: no weight
+ * goes through the host.
  */
 function concatRows(backend: Backend, parts: readonly Tensor[]): Tensor {
-  const width = parts[0]!.size / parts[0]!.shape[0]!;
   const rows = parts.reduce((n, p) => n + p.shape[0]!, 0);
-  const out = backend.zeros(parts[0]!.shape.length === 1 ? [rows] : [rows, width], parts[0]!.dtype);
-  const block = out.reshape([1, rows, width]);
-  let position = 0;
+  const out = backend.zeros([rows, ...parts[0]!.shape.slice(1)], parts[0]!.dtype);
+  let row = 0;
   for (const part of parts) {
-    backend.run(kvCacheScatter, [block, part.reshape([part.shape[0]!, width])], { position });
-    position += part.shape[0]!;
+    backend.run(copyRows, [out, part], { row });
+    row += part.shape[0]!;
   }
   return out;
 }
