@@ -23,6 +23,10 @@ export const GATE_UP_FORMATS = [
 ] as const satisfies readonly QuantFormat[];
 export type GateUpFormat = (typeof GATE_UP_FORMATS)[number];
 
+export function isGateUpFormat(format: string): format is GateUpFormat {
+  return (GATE_UP_FORMATS as readonly string[]).includes(format);
+}
+
 /**
  * y = silu(x · dequant(Wg)ᵀ) ⊙ (x · dequant(Wu)ᵀ) for a gate and an up
  * weight [N, K] in one quantized format: a decoder's gate, up and SwiGLU in

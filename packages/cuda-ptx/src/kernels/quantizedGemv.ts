@@ -1,6 +1,8 @@
 import {
   FLOAT,
+  GATE_UP_FORMATS,
   InvalidArgumentError,
+  isGateUpFormat,
   QGEMV_GROUPS,
   type QgemvShapeVariant,
   type QuantFormat,
@@ -38,11 +40,13 @@ import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageKey, storageOf, storeFro
 //   masked in place and ORed into the mantissa of 2^23 reads as
 //   2^23 + q·16^j, and one fma by 16^-j with −(2^23·16^-j + zero) gives
 //   q − zero exactly (no shift per nibble, no int-to-float convert).
-// The same kernel with two weights is the fused gate·up·SwiGLU of decoding.
-// q4k (the pair's only: a single q4k product takes quantized.ts's kernel):
-// a lane's chunk lies in one 32-weight sub-block, whose f32(d·sc) and
-// f32(dmin·m) it forms as it loads the chunk (quantizedSubBlocks.ts); its
-// sum is d·sc·Σ q·x − dmin·m·Σ x, with Σ x made once per step and row.
+// The same kernel with two weights is the fused gate·up·SwiGLU of decoding,
+// for every format of 8- or 4-bit codes (core's GATE_UP_FORMATS). A lane's
+// chunk lies in one group: its scale multiplies the chunk's sum; with
+// offsets (q4g32a, q8g32a, q4k) the sum is scale·Σ q·x − offset·Σ x, with
+// Σ x made once per step and row; q4k's lane forms its sub-block's
+// f32(d·sc) and f32(dmin·m) as it loads the chunk (quantizedSubBlocks.ts).
+// Single products take it for the formats quantized.ts routes here.
 // Its shapes (C columns and W words per lane) are core's QGEMV_SHAPES; the
 // backend's `qgemvVariant` and `qgemvSlices` options force one for
 // measurements.
@@ -69,10 +73,9 @@ export interface QgemvConfig extends QuantVariant {
   readonly slices: 1 | 2 | 4 | 8;
 }
 
-/** Whether the kernel reads `format`: codes of 8 or 4 bits (all but q5k and q6k). */
+/** Whether the kernel reads `format`: the gate·up pair's formats (codes of 8 or 4 bits), since the pair runs on it. */
 export function qgemvReads(format: QuantFormat): boolean {
-  const bits = quantLayout(format, 1).bits;
-  return bits === 8 || bits === 4;
+  return isGateUpFormat(format);
 }
 
 export function qgemvKey(v: QgemvConfig): string {
@@ -128,7 +131,7 @@ function check(v: QgemvConfig): void {
     fail('cols', 'columns · rows of at most 32 (one lane stores each)', String(v.cols));
   const layout = quantLayout(v.format, 1);
   if (v.zeros && !layout.zeroPoints) fail('zeros', 'zero points with q4g32 and q4g128 only', v.format);
-  if (layout.bits !== 4 && layout.bits !== 8) fail('format', 'a format of 4- or 8-bit codes', v.format);
+  if (!qgemvReads(v.format)) fail('format', `one of ${GATE_UP_FORMATS.join(', ')}`, v.format);
   if (v.pair && v.withC) fail('c', 'no c with the gate·up pair', 'c');
 }
 

@@ -1,8 +1,7 @@
 import {
   type Backend,
-  GATE_UP_FORMATS,
   type GateUpFormat,
-  type QuantFormat,
+  isGateUpFormat,
   quantizedGateUpSwiglu,
   type Tensor,
 } from '@rayo/core';
@@ -52,8 +51,4 @@ export function quantizedGateUpCall(
     ],
     attrs: { format },
   };
-}
-
-function isGateUpFormat(format: QuantFormat): format is GateUpFormat {
-  return (GATE_UP_FORMATS as readonly string[]).includes(format);
 }
