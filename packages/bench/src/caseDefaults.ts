@@ -11,6 +11,8 @@ export const BOTH: Modes = { quick: true, full: true };
 export const MAX_TOL: CheckTolerance = { rtol: 1e-3, atol: 0, relativeTo: 'max' };
 export const ELEMENT_TOL: CheckTolerance = { rtol: 1e-4, atol: 1e-6 };
 export const EXACT: CheckTolerance = { rtol: 0, atol: 0 };
+/** Quantized products on int8 blocks of x (the cuda backend's qgemvActivations: 'int8'). */
+export const INT8_TOL: CheckTolerance = { rtol: 2e-2, atol: 0, relativeTo: 'max' };
 
 /** GEMMs at or above this many multiply-adds check sampled rows only. */
 export const FULL_CHECK_MACS = 512 ** 3;

@@ -2,7 +2,9 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { defaultOutDir, EXIT_OK, EXIT_USAGE, main } from './main.js';
+import { MAX_TOL } from './caseDefaults.js';
+import { defaultOutDir, EXIT_OK, EXIT_USAGE, main, withInt8Tolerance } from './main.js';
+import { SUITE } from './suite.js';
 
 async function run(argv: string[]) {
   let stdout = '';
@@ -32,6 +34,18 @@ describe('rayo-bench', () => {
     expect(r.stderr).toMatch(/^rayo-bench: .*'--quik'/);
     expect(r.stderr).toContain('Usage: rayo-bench');
     expect(r.stdout).toBe('');
+  });
+
+  it('checks quantized products at the int8 tolerance where the environment asks for int8 activations', () => {
+    const plain = withInt8Tolerance(SUITE, {});
+    const int8 = withInt8Tolerance(SUITE, { RAYO_QGEMV_ACTIVATIONS: 'int8' });
+    expect(plain).toEqual(SUITE);
+    const qgemv = int8.filter((c) => c.family === 'qgemv');
+    expect(qgemv.length).toBeGreaterThan(10);
+    for (const c of qgemv) expect(c.tolerance).toEqual({ rtol: 2e-2, atol: 0, relativeTo: 'max' });
+    const others = int8.filter((c) => c.family !== 'qgemv');
+    expect(others).toEqual(SUITE.filter((c) => c.family !== 'qgemv'));
+    expect(SUITE.find((c) => c.family === 'qgemv')!.tolerance).toEqual(MAX_TOL);
   });
 
   it('names the default output folder after the date', () => {

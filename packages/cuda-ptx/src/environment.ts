@@ -1,6 +1,6 @@
 import { choiceFromEnvironment, type EnvironmentVariables, qgemvOptionsFromEnvironment } from '@rayo/core';
 import type { CudaDriverOptions } from './driver/driver.js';
-import { type CudaTuningOptions, QGEMV_MMA_CHOICES } from './tuning.js';
+import { type CudaTuningOptions, QGEMV_ACTIVATION_CHOICES, QGEMV_MMA_CHOICES } from './tuning.js';
 
 /** The options that environment variables name (see cudaOptionsFromEnvironment). */
 export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions, 'dependentLaunch'>;
@@ -10,7 +10,8 @@ export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions,
  * from the environment (the bench and workloads CLIs, through
  * `backendOptionsFromEnvironment('cuda', process.env)`): RAYO_QGEMV_VARIANT
  * (`a`, `b`, `c`, `d`) → `qgemvVariant`, RAYO_QGEMV_SLICES (1, 2, 4, 8) →
- * `qgemvSlices`, RAYO_QGEMV_MMA (`on`, `off`) → `qgemvMma` and
+ * `qgemvSlices`, RAYO_QGEMV_MMA (`on`, `off`) → `qgemvMma`,
+ * RAYO_QGEMV_ACTIVATIONS (`f32`, `int8`) → `qgemvActivations` and
  * RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) → `dependentLaunch`; unset or empty
  * variables name nothing. This is the one place the package reads the
  * environment: the backend itself never does.
@@ -20,10 +21,17 @@ export function cudaOptionsFromEnvironment(
 ): CudaEnvironmentOptions {
   const operation = 'cudaOptionsFromEnvironment';
   const qgemvMma = choiceFromEnvironment(env, 'RAYO_QGEMV_MMA', QGEMV_MMA_CHOICES, operation);
+  const qgemvActivations = choiceFromEnvironment(
+    env,
+    'RAYO_QGEMV_ACTIVATIONS',
+    QGEMV_ACTIVATION_CHOICES,
+    operation,
+  );
   const dependentLaunch = choiceFromEnvironment(env, 'RAYO_CUDA_DEPENDENT_LAUNCH', ['0', '1'], operation);
   return {
     ...qgemvOptionsFromEnvironment(env, operation),
     ...(qgemvMma === undefined ? {} : { qgemvMma }),
+    ...(qgemvActivations === undefined ? {} : { qgemvActivations }),
     ...(dependentLaunch === undefined ? {} : { dependentLaunch: dependentLaunch === '1' }),
   };
 }

@@ -77,7 +77,9 @@ export {
   type CudaTuning,
   type CudaTuningOptions,
   DEFAULT_CUDA_TUNING,
+  QGEMV_ACTIVATION_CHOICES,
   QGEMV_MMA_CHOICES,
+  type QgemvActivations,
   type QgemvMma,
   resolveCudaTuning,
 } from './tuning.js';

@@ -13,6 +13,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   qgemvVariant: true,
   qgemvSlices: true,
   qgemvMma: true,
+  qgemvActivations: true,
 };
 
 export const CUDA_OPTION_KEYS: readonly string[] = Object.keys(OPTION_KEYS);

@@ -13,6 +13,7 @@ it("createBackend('cuda') refuses an option CudaBackendOptions lacks, before pro
     'lib',
     'maxCachedBytes',
     'path',
+    'qgemvActivations',
     'qgemvMma',
     'qgemvSlices',
     'qgemvVariant',

@@ -4,6 +4,10 @@ import { checkChoice, type QgemvOptions, type QgemvTuning, resolveQgemvOptions }
 export const QGEMV_MMA_CHOICES = ['on', 'off'] as const;
 export type QgemvMma = (typeof QGEMV_MMA_CHOICES)[number];
 
+/** `qgemvActivations`: the small-M quantized products' x as exact f32 (`f32`) or as int8 blocks (`int8`). */
+export const QGEMV_ACTIVATION_CHOICES = ['f32', 'int8'] as const;
+export type QgemvActivations = (typeof QGEMV_ACTIVATION_CHOICES)[number];
+
 /**
  * The cuda backend's tuning switches, for measurements: each has a measured
  * default, which leaving it out keeps. Kernels read them from their encoder.
@@ -16,11 +20,21 @@ export interface CudaTuningOptions extends QgemvOptions {
    * on an H200).
    */
   readonly qgemvMma?: QgemvMma;
+  /**
+   * `int8`: products of up to 4 rows of x against 4- or 8-bit codes (q8,
+   * q4g32 and q4g128 without zero points, q8g32, q4g32a, q8g32a, q4k; single
+   * and gate·up pairs) quantize x to int8 per block of 32 (d = max|x|/127)
+   * and sum on integer dot products, as llama.cpp's CUDA GEMVs do: several
+   * times fewer instructions a weight, and y within Σ d/2 · Σ|w| of the exact
+   * product. Absent or `f32`: x stays exact (the default).
+   */
+  readonly qgemvActivations?: QgemvActivations;
 }
 
 /** The switches, checked; what kernels see as `encoder.tuning`. */
 export interface CudaTuning extends QgemvTuning {
   readonly qgemvMma: QgemvMma | undefined;
+  readonly qgemvActivations: QgemvActivations | undefined;
 }
 
 /** Every switch at its measured default. */
@@ -28,6 +42,7 @@ export const DEFAULT_CUDA_TUNING: CudaTuning = {
   qgemvVariant: undefined,
   qgemvSlices: undefined,
   qgemvMma: undefined,
+  qgemvActivations: undefined,
 };
 
 /** Checks the switches of `options` (a JavaScript caller may pass anything). */
@@ -36,5 +51,9 @@ export function resolveCudaTuning(options: CudaTuningOptions): CudaTuning {
   return {
     ...resolveQgemvOptions(options, operation),
     qgemvMma: checkChoice(options.qgemvMma, QGEMV_MMA_CHOICES, { operation, argument: 'qgemvMma' }),
+    qgemvActivations: checkChoice(options.qgemvActivations, QGEMV_ACTIVATION_CHOICES, {
+      operation,
+      argument: 'qgemvActivations',
+    }),
   };
 }

@@ -1280,7 +1280,33 @@ describe('instructions the builder does not emit yet', () => {
     expect(got).toEqual([9, 0, 0x80000f0f, 0xf, 0xffffffff, 0xf0f00051, 33, 31]);
   });
 
+  it('permutes bytes and takes 4-byte dot products, signed or not', () => {
+    const got = runText(
+      `
+      mov.b32 %r0, 0x80ff7f01;
+      mov.b32 %r1, 0x04030201;
+      prmt.b32 %r2, %r0, %r1, 0x5140;
+      prmt.b32 %r3, %r0, %r1, 0x0b0a;
+      dp4a.u32.u32 %r4, %r0, %r1, 7;
+      dp4a.s32.s32 %r5, %r0, %r1, -3;
+      dp4a.u32.s32 %r6, %r1, %r0, 0;
+      dp4a.s32.u32 %r7, %r0, %r0, 0;
+      st.global.v4.u32 [%rd1], {%r2, %r3, %r4, %r5};
+      st.global.v2.u32 [%rd1+16], {%r6, %r7};`,
+      6,
+    );
+    // Bytes of {r1, r0} by selector nibble; 8 spreads the chosen byte's sign.
+    expect(got[0]).toBe(0x027f0101);
+    expect(got[1]).toBe(0x01ff01ff);
+    expect(got.slice(2)).toEqual([
+      7 + 1 * 1 + 127 * 2 + 255 * 3 + 128 * 4,
+      (-3 + 1 * 1 + 127 * 2 - 1 * 3 - 128 * 4) >>> 0,
+      (1 * 1 + 2 * 127 + 3 * -1 + 4 * -128) >>> 0,
+      (1 * 1 + 127 * 127 - 1 * 255 - 128 * 128) >>> 0,
+    ]);
+  });
+
   it('rejects instructions it does not know, naming them', () => {
-    expect(() => runText('prmt.b32 %r0, %r1, %r2, 0x3210;', 1)).toThrow(/unsupported instruction: prmt\.b32/);
+    expect(() => runText('bmsk.clamp.b32 %r0, %r1, %r2;', 1)).toThrow(/unsupported instruction: bmsk/);
   });
 });

@@ -13,7 +13,7 @@ import { OPTIMIZER_KERNELS } from './optimizer.js';
 import { PAGED_KERNELS } from './paged.js';
 import { QUANTIZED_KERNELS } from './quantized.js';
 import { QUANTIZED_EMBEDDING_KERNELS } from './quantizedEmbedding.js';
-import { QUANTIZED_GATE_UP_KERNELS } from './quantizedGemv.js';
+import { QUANTIZED_GATE_UP_KERNELS } from './quantizedGateUp.js';
 import { QUANTIZE_ROWS_KERNELS } from './quantizeRows.js';
 import { REDUCTION_KERNELS } from './reduction.js';
 import { ROPE_KERNELS } from './rope.js';

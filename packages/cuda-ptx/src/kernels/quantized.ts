@@ -29,6 +29,7 @@ import {
   zeroBias,
 } from './quantizedCodes.js';
 import { encodeQuantizedGemv, qgemvReads } from './quantizedGemv.js';
+import { encodeQuantizedGemvInt8 } from './quantizedGemvInt8.js';
 import { encodeQuantizedMma, qmmaApplies } from './quantizedMma.js';
 import { q5kCodes } from './quantizedQ5k.js';
 import { int8At, q6kCodes, q6kScale } from './quantizedQ6k.js';
@@ -424,6 +425,15 @@ function encodeQuantized(
   // By default q4g32, q4g128, q8g32 and q8g32a take quantizedGemv.ts's kernel (on an H200, 1×4096×14336
   // q8g32 24.6 against 27.1 µs, 1×4096×11008 q8g32a 20.8 against 25.4); the other formats it reads
   // (q4g32a 18.6 against 23.2 µs, q4k 24.9 against 25.4, q8g16 unmeasured) where the qgemvVariant option asks.
+  if (
+    m <= QUANT_DOT_MAX_ROWS &&
+    encodeQuantizedGemvInt8(
+      encoder,
+      { x: x!, weights: [{ packed: packed!, scales: scales!, zeros, offsets }], c, y },
+      attrs,
+    )
+  )
+    return;
   const byDefault = GEMV_BY_DEFAULT.has(attrs.format) ? DEFAULT_QGEMV_VARIANT : 'a';
   const gemv = encoder.tuning.qgemvVariant ?? byDefault;
   if (m <= QUANT_DOT_MAX_ROWS && gemv !== 'a' && qgemvReads(attrs.format)) {

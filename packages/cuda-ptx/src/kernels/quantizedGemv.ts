@@ -1,28 +1,32 @@
 import {
-  FLOAT,
   GATE_UP_FORMATS,
   InvalidArgumentError,
   isGateUpFormat,
   QGEMV_GROUPS,
   type QgemvShapeVariant,
   type QuantFormat,
-  qgemvPairVariant,
   qgemvProblem,
-  quantizedGateUpSwiglu,
   quantLayout,
 } from '@rayo/core';
-import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
+import type { KernelEncoder, Operand } from '../kernel.js';
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
-import { PtxModule } from '../ptx/module.js';
-import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
+import { type ParamHandles, PtxModule } from '../ptx/module.js';
+import { addr, type F32, type Param, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { activationF32 } from './activations.js';
-import { checkElementCount } from './common.js';
 import { loadParams } from './entryParams.js';
 import { below } from './gemv.js';
 import { MAGIC, MAGIC_BITS, type QuantVariant } from './quantizedCodes.js';
-import { encodeQuantizedMma, qmmaApplies } from './quantizedMma.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
-import { loadAsF32, loadOneAsF32, STORAGE_BYTES, storageKey, storageOf, storeFromF32 } from './storage.js';
+import {
+  type FloatStorage,
+  loadAsF32,
+  loadOneAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storageOf,
+  storeFromF32,
+} from './storage.js';
 
 // The small-M quantized GEMV (M <= 4 rows of x; decoding has one). Its cost
 // is reading the codes once, so it is shaped to keep many bytes in flight on
@@ -84,7 +88,7 @@ export function qgemvKey(v: QgemvConfig): string {
   return `quantized/gemv/${shape}/${what}${storageKey([v.types.act, v.types.scale])}`;
 }
 
-const PARAMS = {
+export const QGEMV_PARAMS = {
   x: 'ptr',
   packed: 'ptr',
   scales: 'ptr',
@@ -160,7 +164,6 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
   const C = v.cols;
   const R = v.rows;
   const S = v.slices;
-  const G = WARPS / S;
   const P = v.pair ? 2 : 1;
   const V = v.words;
   /** Weights per lane and step. */
@@ -171,18 +174,13 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
   const m = new PtxModule();
   m.entry(
     QGEMV_ENTRY,
-    PARAMS,
+    QGEMV_PARAMS,
     (k, p) => {
       const { n, k: kDim, m: mDim } = loadParams(k, p, 'n', 'k', 'm');
       const red = k.sharedArray('red', 'f32', WARPS * perWarp, 16);
       const redBase = k.sharedAddress(red);
-      const tid = k.tid();
-      const warp = k.shr('u32', k.reg('u32'), tid, 5);
-      const lane = k.and('b32', k.reg('u32'), tid, 31);
-      const slice = k.and('b32', k.reg('u32'), warp, S - 1);
-      const group = k.shr('u32', k.reg('u32'), warp, Math.log2(S));
-      const colBase = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), k.ctaid(), G, group), C);
-      const row0 = k.mulLo('u32', k.reg('u32'), k.ctaid('y'), R);
+      const at = gemvLaneAt(k, { cols: C, rows: R, slices: S });
+      const { lane, slice, colBase, row0 } = at;
       // Row geometry for K (see quantLayout): whole 32-weight blocks, and whole groups for q4.
       // Rows are padded to whole groups (4-bit) or 32-weight blocks (8-bit); q8g16's groups halve a block.
       const unit = q4 ? layout.groupSize : 32;
@@ -204,10 +202,7 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
       // This lane's first chunk and first k.
       const chunk0 = k.madLo('u32', k.reg('u32'), slice, 32, lane);
       const lastN = k.sub('u32', k.reg('u32'), n, 1);
-      const weightSets = [
-        { packed: p.packed, scales: p.scales, zeros: p.zeros, offsets: p.offsets },
-        { packed: p.packed2, scales: p.scales2, zeros: p.zeros2, offsets: p.offsets2 },
-      ].slice(0, P);
+      const weightSets = qgemvWeightParams(p, P);
       // Per weight and column: the lane's code pointer, its scale row and zero row. Columns past N
       // read row N − 1 (never stored).
       const cols = weightSets.map((set) => {
@@ -409,67 +404,16 @@ export function qgemvModule(v: QgemvConfig): PtxModule {
         for (const xRow of xRows) k.add('u64', xRow, xRow, U * stepXBytes);
         k.add('u32', kk, kk, U * stepK);
       });
-      // Each sum across the warp; one lane writes it to the warp's row of `red`.
-      const warpRow = k.madLo('u32', k.reg('u32'), warp, perWarp * 4, redBase);
-      acc.forEach((set, pi) => {
-        set.forEach((rows, c) => {
-          rows.forEach((a, r) => {
-            for (let offset = 16; offset >= 1; offset /= 2) {
-              const other = k.shflSync('bfly', k.reg('f32'), a, offset);
-              k.add('f32', a, a, other, { rnd: 'rn' });
-            }
-            const idx = (pi * C + c) * R + r;
-            k.ifThen(k.setp('eq', 'u32', k.reg('pred'), lane, idx % 32), () => {
-              k.stShared('f32', addr(warpRow, idx * 4), a);
-            });
-          });
-        });
-      });
-      k.barSync();
-      // Lane o = c·R + r of slice 0 adds the S slices' sums and stores y(row0 + r, colBase + c).
-      const o = lane;
-      const c = k.div('u32', k.reg('u32'), o, R);
-      const r = k.rem('u32', k.reg('u32'), o, R);
-      const col = k.add('u32', k.reg('u32'), colBase, c);
-      const row = k.add('u32', k.reg('u32'), row0, r);
-      const mine = [
-        k.setp('eq', 'u32', k.reg('pred'), slice, 0),
-        below(k, o, C * R),
-        below(k, col, n),
-        below(k, row, mDim),
-      ].reduce((a, b) => k.and('pred', k.reg('pred'), a, b));
-      k.ifThen(mine, () => {
-        const groupRow = k.madLo(
-          'u32',
-          k.reg('u32'),
-          group,
-          S * perWarp * 4,
-          k.madLo('u32', k.reg('u32'), o, 4, redBase),
-        );
-        const sums = weightSets.map((set, pi) => {
-          const sum = k.mov('f32', k.reg('f32'), 0);
-          for (let s = 0; s < S; s++) {
-            const part = k.ldShared('f32', k.reg('f32'), addr(groupRow, (s * perWarp + pi * C * R) * 4));
-            k.add('f32', sum, sum, part, { rnd: 'rn' });
-          }
-          if (grouped) return sum;
-          // q8: one scale per row of W.
-          const rowScale = loadOneAsF32(
-            k,
-            scale,
-            k.elementAddress(k.globalPointer(set.scales), col, scaleBytes),
-          );
-          return k.mul('f32', k.reg('f32'), sum, rowScale, { rnd: 'rn' });
-        });
-        const index = k.madLo('u32', k.reg('u32'), row, n, col);
-        let value = sums[0]!;
-        if (v.pair)
-          value = k.mul('f32', k.reg('f32'), activationF32(k, 'silu', sums[0]!), sums[1]!, { rnd: 'rn' });
-        else if (v.withC) {
-          const cv = loadOneAsF32(k, act, k.elementAddress(k.globalPointer(p.c), index, actBytes));
-          value = k.fma('f32', k.reg('f32'), k.ldParam(p.beta), cv, value, { rnd: 'rn' });
-        }
-        storeFromF32(k, act, k.elementAddress(k.globalPointer(p.y), index, actBytes), value);
+      storeGemvSums(k, p, {
+        acc,
+        weights: weightSets,
+        at,
+        sizes: { n, m: mDim, cols: C, rows: R, slices: S },
+        red: redBase,
+        pair: v.pair,
+        withC: v.withC,
+        rowScaled: !grouped,
+        types: v.types,
       });
     },
     // No minimum of blocks per SM: the decode configurations take 40–80 registers as they are
@@ -511,7 +455,6 @@ export function encodeQuantizedGemv(
   const { cols, words } = shape;
   const rows = Math.min(m, QGEMV_MAX_ROWS);
   const first = weights[0]!;
-  const second = weights[1] ?? first;
   const config: QgemvConfig = {
     format: attrs.format,
     zeros: first.zeros !== undefined && problem.layout.zeroPoints,
@@ -530,68 +473,168 @@ export function encodeQuantizedGemv(
     entry: QGEMV_ENTRY,
     grid: [Math.ceil(n / ((cols * WARPS) / config.slices)), Math.ceil(m / rows), 1],
     block: THREADS,
-    args: {
-      x,
-      packed: first.packed,
-      scales: first.scales,
-      // Unused without them; any valid address.
-      zeros: first.zeros ?? first.packed,
-      packed2: second.packed,
-      scales2: second.scales,
-      zeros2: second.zeros ?? second.packed,
-      offsets: first.offsets ?? first.packed,
-      offsets2: second.offsets ?? second.packed,
-      c: c ?? y,
-      y,
-      m,
-      n,
-      k: kDim,
-      beta: attrs.beta,
-    },
+    args: qgemvArgs(ops, { m, n, k: kDim, beta: attrs.beta }),
   });
 }
 
-/** The gate·up·SwiGLU pair of a decode step: this file's kernel with two weights, any M (4 rows per block). */
-export const QUANTIZED_GATE_UP_KERNELS: readonly AnyCudaKernel[] = [
-  cudaKernel(
-    quantizedGateUpSwiglu,
-    (encoder, { inputs, outputs, attrs }) => {
-      const [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets] =
-        inputs;
-      const y = outputs[0]!;
-      checkElementCount(quantizedGateUpSwiglu.name, 'x', x!.size);
-      checkElementCount(quantizedGateUpSwiglu.name, 'gatePacked', gatePacked!.size * 8);
-      checkElementCount(quantizedGateUpSwiglu.name, 'y', y.size);
-      const gate = { packed: gatePacked!, scales: gateScales!, zeros: gateZeros, offsets: gateOffsets };
-      const up = { packed: upPacked!, scales: upScales!, zeros: upZeros, offsets: upOffsets };
-      const problem = { m: x!.shape[0]!, k: x!.shape[1]!, format: attrs.format, x: x!.ptr };
-      // One row of q4g32 pairs: the tensor-core GEMV where the qgemvMma switch asks.
-      if (
-        encoder.tuning.qgemvMma === 'on' &&
-        attrs.format === 'q4g32' &&
-        qmmaApplies(encoder.device, problem)
-      ) {
-        encodeQuantizedMma(
-          encoder,
-          { x: x!, weights: [gate, up], c: undefined, y },
-          { format: 'q4g32', beta: 0 },
-        );
-        return;
+/** Where a lane of the GEMV sits: its thread, warp, lane, K slice, column group, first column and first row. */
+export interface GemvLaneAt {
+  readonly tid: R32;
+  readonly warp: R32;
+  readonly lane: R32;
+  readonly slice: R32;
+  readonly group: R32;
+  readonly colBase: R32;
+  readonly row0: R32;
+}
+
+/**
+ * Block (bx, by) of a small-M GEMV computes rows by·R … +R of y for columns
+ * (bx · 8/S + g) · C … +C, g = warp / S; warp (g, s) takes slice s of K.
+ */
+export function gemvLaneAt(
+  k: KernelBuilder,
+  v: { readonly cols: number; readonly rows: number; readonly slices: number },
+): GemvLaneAt {
+  const tid = k.tid();
+  const warp = k.shr('u32', k.reg('u32'), tid, 5);
+  const lane = k.and('b32', k.reg('u32'), tid, 31);
+  const slice = k.and('b32', k.reg('u32'), warp, v.slices - 1);
+  const group = k.shr('u32', k.reg('u32'), warp, Math.log2(v.slices));
+  const colBase = k.mulLo(
+    'u32',
+    k.reg('u32'),
+    k.madLo('u32', k.reg('u32'), k.ctaid(), WARPS / v.slices, group),
+    v.cols,
+  );
+  const row0 = k.mulLo('u32', k.reg('u32'), k.ctaid('y'), v.rows);
+  return { tid, warp, lane, slice, group, colBase, row0 };
+}
+
+/** The parameters of the first weight, and of the second for a pair (`count` 2). */
+export function qgemvWeightParams(p: ParamHandles<typeof QGEMV_PARAMS>, count: number) {
+  return [
+    { packed: p.packed, scales: p.scales, zeros: p.zeros, offsets: p.offsets },
+    { packed: p.packed2, scales: p.scales2, zeros: p.zeros2, offsets: p.offsets2 },
+  ].slice(0, count);
+}
+
+/** The launch arguments of both small-M GEMVs: one weight (and c) or a gate·up pair. */
+export function qgemvArgs(
+  ops: { x: Operand; weights: readonly QgemvWeight[]; c: Operand | undefined; y: Operand },
+  sizes: { m: number; n: number; k: number; beta: number },
+) {
+  const { x, weights, c, y } = ops;
+  const first = weights[0]!;
+  const second = weights[1] ?? first;
+  return {
+    x,
+    packed: first.packed,
+    scales: first.scales,
+    // Unused without them; any valid address.
+    zeros: first.zeros ?? first.packed,
+    packed2: second.packed,
+    scales2: second.scales,
+    zeros2: second.zeros ?? second.packed,
+    offsets: first.offsets ?? first.packed,
+    offsets2: second.offsets ?? second.packed,
+    c: c ?? y,
+    y,
+    ...sizes,
+  };
+}
+
+/**
+ * The small-M GEMVs' end: each lane's sums (P weights × C columns × R rows)
+ * added across the warp and then across the block's S slices in `red`
+ * (WARPS · P·C·R f32), and lane c·R + r of a column group's first warp
+ * stores y(row0 + r, colBase + c): times q8's row scale (`rowScaled`), as
+ * silu(gate) ⊙ up for a pair, or plus beta·c.
+ */
+export function storeGemvSums(
+  k: KernelBuilder,
+  p: ParamHandles<typeof QGEMV_PARAMS>,
+  g: {
+    readonly acc: readonly (readonly (readonly F32[])[])[];
+    readonly weights: readonly { readonly scales: Param<'ptr'> }[];
+    readonly at: GemvLaneAt;
+    readonly sizes: {
+      readonly n: R32;
+      readonly m: R32;
+      readonly cols: number;
+      readonly rows: number;
+      readonly slices: number;
+    };
+    readonly red: R32;
+    readonly pair: boolean;
+    readonly withC: boolean;
+    readonly rowScaled: boolean;
+    readonly types: { readonly act: FloatStorage; readonly scale: FloatStorage };
+  },
+): void {
+  const { acc, weights: weightSets, red: redBase } = g;
+  const { warp, lane, slice, group, colBase, row0 } = g.at;
+  const { n, m: mDim, cols: C, rows: R, slices: S } = g.sizes;
+  const { act, scale } = g.types;
+  const actBytes = STORAGE_BYTES[act];
+  const scaleBytes = STORAGE_BYTES[scale];
+  const perWarp = weightSets.length * C * R;
+  // Each sum across the warp; one lane writes it to the warp's row of `red`.
+  const warpRow = k.madLo('u32', k.reg('u32'), warp, perWarp * 4, redBase);
+  acc.forEach((set, pi) => {
+    set.forEach((rows, c) => {
+      rows.forEach((a, r) => {
+        for (let offset = 16; offset >= 1; offset /= 2) {
+          const other = k.shflSync('bfly', k.reg('f32'), a, offset);
+          k.add('f32', a, a, other, { rnd: 'rn' });
+        }
+        const idx = (pi * C + c) * R + r;
+        k.ifThen(k.setp('eq', 'u32', k.reg('pred'), lane, idx % 32), () => {
+          k.stShared('f32', addr(warpRow, idx * 4), a);
+        });
+      });
+    });
+  });
+  k.barSync();
+  // Lane o = c·R + r of slice 0 adds the S slices' sums and stores y(row0 + r, colBase + c).
+  const o = lane;
+  const c = k.div('u32', k.reg('u32'), o, R);
+  const r = k.rem('u32', k.reg('u32'), o, R);
+  const col = k.add('u32', k.reg('u32'), colBase, c);
+  const row = k.add('u32', k.reg('u32'), row0, r);
+  const mine = [
+    k.setp('eq', 'u32', k.reg('pred'), slice, 0),
+    below(k, o, C * R),
+    below(k, col, n),
+    below(k, row, mDim),
+  ].reduce((a, b) => k.and('pred', k.reg('pred'), a, b));
+  k.ifThen(mine, () => {
+    const groupRow = k.madLo(
+      'u32',
+      k.reg('u32'),
+      group,
+      S * perWarp * 4,
+      k.madLo('u32', k.reg('u32'), o, 4, redBase),
+    );
+    const sums = weightSets.map((set, pi) => {
+      const sum = k.mov('f32', k.reg('f32'), 0);
+      for (let s = 0; s < S; s++) {
+        const part = k.ldShared('f32', k.reg('f32'), addr(groupRow, (s * perWarp + pi * C * R) * 4));
+        k.add('f32', sum, sum, part, { rnd: 'rn' });
       }
-      // Variant a has no pair kernel: it leaves the pair to the default.
-      encodeQuantizedGemv(
-        encoder,
-        qgemvPairVariant(encoder.tuning.qgemvVariant),
-        {
-          x: x!,
-          weights: [gate, up],
-          c: undefined,
-          y,
-        },
-        { format: attrs.format, beta: 0 },
-      );
-    },
-    // x and y in f32, f16 or bf16; the scales of both weights in one of them (summed in f32).
-    { dtypes: FLOAT },
-  ),
-];
+      if (!g.rowScaled) return sum;
+      // q8: one scale per row of W.
+      const rowScale = loadOneAsF32(k, scale, k.elementAddress(k.globalPointer(set.scales), col, scaleBytes));
+      return k.mul('f32', k.reg('f32'), sum, rowScale, { rnd: 'rn' });
+    });
+    const index = k.madLo('u32', k.reg('u32'), row, n, col);
+    let value = sums[0]!;
+    if (g.pair)
+      value = k.mul('f32', k.reg('f32'), activationF32(k, 'silu', sums[0]!), sums[1]!, { rnd: 'rn' });
+    else if (g.withC) {
+      const cv = loadOneAsF32(k, act, k.elementAddress(k.globalPointer(p.c), index, actBytes));
+      value = k.fma('f32', k.reg('f32'), k.ldParam(p.beta), cv, value, { rnd: 'rn' });
+    }
+    storeFromF32(k, act, k.elementAddress(k.globalPointer(p.y), index, actBytes), value);
+  });
+}

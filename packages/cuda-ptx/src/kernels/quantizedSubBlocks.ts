@@ -27,21 +27,36 @@ export function subBlockScaleOffset(
   const bytes = STORAGE_BYTES[storage];
   const d = loadOneAsF32(k, storage, k.elementAddress(ptrs.scales, at.scale, bytes), ok);
   const dmin = loadOneAsF32(k, storage, k.elementAddress(ptrs.offsets, at.scale, bytes), ok);
-  const base = k.elementAddress(ptrs.zeros, at.words, 4);
-  const words = [0, 1, 2].map((i) => {
+  return subBlockFromWords(k, d, dmin, loadSubBlockWords(k, ptrs.zeros, at.words, ok), at.sub);
+}
+
+/** A super-block's three words of 6-bit sub-block scales, from word `first` of `zeros`; zeros where `ok` is false. */
+export function loadSubBlockWords(k: KernelBuilder, zeros: R64, first: R32, ok?: Pred): [R32, R32, R32] {
+  const base = k.elementAddress(zeros, first, 4);
+  return [0, 1, 2].map((i) => {
     const word = k.mov('b32', k.reg('u32'), 0);
     const load = () => k.ldGlobal('b32', word, addr(base, 4 * i), { nc: true });
     if (ok) k.predicated(ok, load);
     else load();
     return word;
-  });
+  }) as [R32, R32, R32];
+}
+
+/** Sub-block `sub` (0 … 7)'s f32(d · sc) and f32(dmin · m) from its super-block's d, dmin and three scale words. */
+export function subBlockFromWords(
+  k: KernelBuilder,
+  d: F32,
+  dmin: F32,
+  words: readonly [R32, R32, R32],
+  sub: R32,
+): { scale: F32; offset: F32 } {
   // Byte j mod 4 of each word: sub-blocks 0–3 keep sc and m in the low 6 bits of words 0 and 1;
   // 4–7 in the nibbles of word 2's byte, with the top 2 bits in words 0 and 1's.
-  const shift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), at.sub, 3), 3);
+  const shift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), sub, 3), 3);
   const [b0, b1, b2] = words.map((word) =>
     k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), word, shift), 0xff),
   ) as [R32, R32, R32];
-  const high = k.setp('ge', 'u32', k.reg('pred'), at.sub, 4);
+  const high = k.setp('ge', 'u32', k.reg('pred'), sub, 4);
   const topOf = (b: R32) => k.shl('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), b, 6), 4);
   const highSc = k.or('b32', k.reg('u32'), k.and('b32', k.reg('u32'), b2, 0xf), topOf(b0));
   const highM = k.or('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), b2, 4), topOf(b1));

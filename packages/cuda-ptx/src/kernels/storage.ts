@@ -57,6 +57,11 @@ function f16ToF32(k: KernelBuilder, word: R32, upper: boolean): F32 {
   return k.cvt('f32', 'f16', k.reg('f32'), half);
 }
 
+/** The f32 value of the f16 or bf16 in the upper or lower half of `word`. */
+export function halfToF32(k: KernelBuilder, type: 'f16' | 'bf16', word: R32, upper: boolean): F32 {
+  return type === 'f16' ? f16ToF32(k, word, upper) : bf16ToF32(k, word, upper);
+}
+
 /**
  * Loads `dst.length` consecutive elements of `type` at `at` into f32
  * registers through the read-only cache, in accesses of at most 16 bytes

@@ -24,7 +24,7 @@ import {
   type Wider,
   type WideSource,
 } from './instructionTypes.js';
-import type { F32, Operand, Pred, Register, RegOf } from './operands.js';
+import type { F32, Operand, Pred, R32, Register, RegOf } from './operands.js';
 import type { BitType, IntType, ScalarType } from './types.js';
 
 /** The arithmetic, bitwise, compare-and-select and conversion instructions of KernelBuilder. */
@@ -280,6 +280,47 @@ export abstract class ArithmeticInstructions extends BuilderCore {
   /** `shr.type d, a, b`: shift right by `b` bits; signed types shift in the sign. */
   shr<T extends BitType | IntType, D extends RegOf<T>>(type: T, d: D, a: Operand<T>, b: Operand<'u32'>): D {
     return this.#shift('shr', type, [...BIT_TYPES, ...INT_TYPES], d, a, b);
+  }
+
+  /**
+   * `prmt.b32 d, a, b, selector`: byte i of d is byte `selector` nibble i
+   * (0–7) of the pair {b, a} (a holds bytes 0–3).
+   */
+  prmt(d: R32, a: Operand<'b32'>, b: Operand<'b32'>, selector: number): R32 {
+    const call = 'prmt';
+    if (!Number.isInteger(selector) || selector < 0 || selector > 0x7777 || (selector & 0x8888) !== 0) {
+      throw this.check.error(call, 'invalid byte selector', {
+        argument: 'selector',
+        expected: 'four nibbles of 0 to 7 (0x0000 to 0x7777)',
+        actual: String(selector),
+      });
+    }
+    this.emit(
+      `prmt.b32 ${this.check.reg(call, 'd', d, 'b32')}, ${this.check.src(call, 'a', a, 'b32')}, ${this.check.src(call, 'b', b, 'b32')}, 0x${selector.toString(16).padStart(4, '0')}`,
+    );
+    return d;
+  }
+
+  /**
+   * `dp4a.atype.btype d, a, b, c`: c plus the dot product of a's and b's four
+   * bytes, each read signed (`s32`) or unsigned (`u32`); d is s32 unless
+   * both are unsigned.
+   */
+  dp4a(
+    atype: 'u32' | 's32',
+    btype: 'u32' | 's32',
+    d: R32,
+    a: Operand<'b32'>,
+    b: Operand<'b32'>,
+    c: Operand<'s32'>,
+  ): R32 {
+    const call = 'dp4a';
+    this.check.oneOf(call, 'atype', atype, ['u32', 's32']);
+    this.check.oneOf(call, 'btype', btype, ['u32', 's32']);
+    this.emit(
+      `dp4a.${atype}.${btype} ${this.check.reg(call, 'd', d, 's32')}, ${this.check.src(call, 'a', a, 'b32')}, ${this.check.src(call, 'b', b, 'b32')}, ${this.check.src(call, 'c', c, 's32')}`,
+    );
+    return d;
   }
 
   // ------------------------------------------------------ compare and select

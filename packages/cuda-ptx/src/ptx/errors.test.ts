@@ -38,6 +38,22 @@ describe('builder misuse', () => {
     expect([d.operation, d.argument, d.actual]).toEqual(['KernelBuilder.mov', 'd', 'number 3']);
   });
 
+  it('rejects a prmt selector outside four nibbles of 0 to 7 and a dp4a byte type other than u32 or s32', () => {
+    const p = thrown((k) => k.prmt(k.reg('u32'), 1, 2, 0x8000));
+    expect([p.operation, p.argument, p.actual]).toEqual(['KernelBuilder.prmt', 'selector', String(0x8000)]);
+    const d = thrown((k) => k.dp4a('u16' as 'u32', 's32', k.reg('u32'), 1, 2, 0));
+    expect([d.operation, d.argument]).toEqual(['KernelBuilder.dp4a', 'atype']);
+    const module = new PtxModule();
+    module.entry('ok', {}, (k) => {
+      const r = k.reg('u32');
+      k.prmt(r, r, r, 0x5410);
+      k.dp4a('u32', 's32', r, r, r, r);
+    });
+    const text = module.emit();
+    expect(text).toContain('prmt.b32 %r0, %r0, %r0, 0x5410;');
+    expect(text).toContain('dp4a.u32.s32 %r0, %r0, %r0, %r0;');
+  });
+
   it('rejects a duplicate entry name', () => {
     const m = new PtxModule();
     m.entry('dup', {}, () => {});

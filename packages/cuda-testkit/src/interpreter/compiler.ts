@@ -4,7 +4,15 @@ import { compare64, mulWideS32, mulWideU32 } from './intMath.js';
 import { Layout } from './layout.js';
 import { lowerBinary, lowerMultiplyAdd, lowerUnary } from './lowerArithmetic.js';
 import { lowerBulkCopy, lowerCpAsync, lowerMbarrier, lowerTensorCopy } from './lowerAsyncCopies.js';
-import { lowerBits, lowerLogic, lowerSelp, lowerSetp, lowerShift } from './lowerBitwise.js';
+import {
+  lowerBits,
+  lowerDp4a,
+  lowerLogic,
+  lowerPrmt,
+  lowerSelp,
+  lowerSetp,
+  lowerShift,
+} from './lowerBitwise.js';
 import { lowerCvt } from './lowerConversions.js';
 import {
   type Action,
@@ -173,6 +181,8 @@ const LOWERING_GROUPS: readonly (readonly [readonly string[], Lowering])[] = [
   [['and', 'or', 'xor', 'not'], lowerLogic],
   [['shl', 'shr'], lowerShift],
   [['popc', 'clz', 'brev', 'bfe', 'bfi'], lowerBits],
+  [['prmt'], lowerPrmt],
+  [['dp4a'], lowerDp4a],
   [['setp'], lowerSetp],
   [['selp'], lowerSelp],
   [['cvt'], lowerCvt],

@@ -210,3 +210,45 @@ export function lowerSelp(ctx: Context): Lowered {
   const p = src(ctx, 3, 'pred');
   return inline(`if (u[${p}] !== 0) { ${copy(widthOf(type), d, a)} } else { ${copy(widthOf(type), d, b)} }`);
 }
+
+/** `prmt.b32 d, a, b, c` (the default mode): byte i of d from byte c[4i+2:4i] of {b, a}, its sign spread where c[4i+3] is set. */
+export function lowerPrmt(ctx: Context): Lowered {
+  if (ctx.ins.parts.join('.') !== 'prmt.b32') unsupported(ctx);
+  const d = dst(ctx, 0, 'b32');
+  const a = src(ctx, 1, 'b32');
+  const b = src(ctx, 2, 'b32');
+  const c = src(ctx, 3, 'b32');
+  return call((u) => {
+    const pool = [u[a]!, u[b]!];
+    let r = 0;
+    for (let i = 0; i < 4; i++) {
+      const nibble = (u[c]! >>> (4 * i)) & 0xf;
+      const at = nibble & 7;
+      const byte = (pool[at >> 2]! >>> (8 * (at & 3))) & 0xff;
+      r |= (nibble & 8 ? (byte & 0x80 ? 0xff : 0) : byte) << (8 * i);
+    }
+    u[d] = r;
+  });
+}
+
+/** `dp4a.atype.btype d, a, b, c`: c plus the four byte products, each byte signed or not as its type says; wraps at 32 bits. */
+export function lowerDp4a(ctx: Context): Lowered {
+  const [, atype, btype] = ctx.ins.parts;
+  if (ctx.ins.parts.length !== 3 || !['u32', 's32'].includes(atype!) || !['u32', 's32'].includes(btype!))
+    unsupported(ctx);
+  const d = dst(ctx, 0, 's32');
+  const a = src(ctx, 1, atype!);
+  const b = src(ctx, 2, btype!);
+  const c = src(ctx, 3, 's32');
+  const byteOf = (signed: boolean) => (word: number, i: number) => {
+    const byte = (word >>> (8 * i)) & 0xff;
+    return signed && byte & 0x80 ? byte - 256 : byte;
+  };
+  const aByte = byteOf(atype === 's32');
+  const bByte = byteOf(btype === 's32');
+  return call((u) => {
+    let sum = u[c]! | 0;
+    for (let i = 0; i < 4; i++) sum += aByte(u[a]!, i) * bByte(u[b]!, i);
+    u[d] = sum | 0;
+  });
+}

@@ -1,0 +1,299 @@
+import {
+  dequantizeWeights,
+  type QuantFormat,
+  quantizedGateUpSwiglu,
+  quantizeWeights,
+  quantLayout,
+  runQuantizedMatmul,
+  toNumbers,
+  uploadQuantized,
+} from '@rayo/core';
+import { createEmulatedGpu, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
+import { describe, expect, it } from 'vitest';
+import { seededArrays } from '../../testing/quantizedMatmul.js';
+import { cudaOptionsFromEnvironment } from '../environment.js';
+import { ptxasTestGate } from '../ptx/ptxas.js';
+import { QGEMV_ENTRY } from './quantizedGemv.js';
+import {
+  QGEMV_INT8_ENTRY,
+  QGEMV_INT8_FORMATS,
+  type QgemvInt8Config,
+  qgemvInt8Columns,
+  qgemvInt8Key,
+  qgemvInt8Module,
+} from './quantizedGemvInt8.js';
+
+/** Round half to even, as cvt.rni does. */
+function roundEven(v: number): number {
+  const r = Math.round(v);
+  return Math.abs(v - Math.trunc(v)) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/** x as the kernel sees it: per block of 32, q·d with d = max|x|/127 and q = rni(x · 127/max), in f32 steps. */
+function int8Blocks(x: Float32Array, m: number, k: number): { values: Float64Array; d: Float64Array } {
+  const blocks = Math.ceil(k / 32);
+  const values = new Float64Array(m * k);
+  const d = new Float64Array(m * blocks);
+  for (let r = 0; r < m; r++) {
+    for (let b = 0; b < blocks; b++) {
+      const end = Math.min(k, (b + 1) * 32);
+      let max = 0;
+      for (let i = b * 32; i < end; i++) max = Math.max(max, Math.abs(x[r * k + i]!));
+      const scale = Math.fround(max / 127);
+      const inverse = max === 0 ? 0 : Math.fround(127 / max);
+      d[r * blocks + b] = scale;
+      for (let i = b * 32; i < end; i++) {
+        values[r * k + i] = roundEven(Math.fround(x[r * k + i]! * inverse)) * scale;
+      }
+    }
+  }
+  return { values, d };
+}
+
+/** Σ_k w(n, k) · x(r, k) in f64, and Σ |w · x| (the scale of f32 rounding). */
+function products(w: Float64Array, x: Float64Array, m: number, k: number, n: number) {
+  const y = new Float64Array(m * n);
+  const magnitude = new Float64Array(m * n);
+  for (let r = 0; r < m; r++)
+    for (let j = 0; j < n; j++) {
+      let sum = 0;
+      let size = 0;
+      for (let i = 0; i < k; i++) {
+        const t = w[j * k + i]! * x[r * k + i]!;
+        sum += t;
+        size += Math.abs(t);
+      }
+      y[r * n + j] = sum;
+      magnitude[r * n + j] = size;
+    }
+  return { y, magnitude };
+}
+
+const silu = (v: number) => v / (1 + Math.exp(-v));
+
+describe('int8 quantized GEMV', () => {
+  it('is a backend switch the environment can name, off by default', () => {
+    const plain = createEmulatedGpu();
+    expect(plain.gpu.tuning.qgemvActivations).toBeUndefined();
+    plain.dispose();
+    const int8 = createEmulatedGpu({ tuning: { qgemvActivations: 'int8' } });
+    expect(int8.gpu.tuning.qgemvActivations).toBe('int8');
+    int8.dispose();
+    expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_ACTIVATIONS: 'int8' })).toEqual({
+      qgemvActivations: 'int8',
+    });
+    expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_ACTIVATIONS: 'i8' })).toThrow(
+      /RAYO_QGEMV_ACTIVATIONS/,
+    );
+    const wrong = { qgemvActivations: 'int4' } as unknown as { qgemvActivations: 'int8' };
+    expect(() => createEmulatedGpu({ tuning: wrong })).toThrow(/'qgemvActivations'/);
+  });
+
+  it('sums codes with dp4a from x in shared memory, the next step loaded before this one is used', () => {
+    const base: QgemvInt8Config = {
+      format: 'q4g32',
+      pair: false,
+      withC: false,
+      types: { act: 'f32', scale: 'f16' },
+      rows: 1,
+      stagedX: true,
+      cols: 2,
+      slices: 1,
+    };
+    const text = qgemvInt8Module(base).emit();
+    // Two columns' 16 bytes before the loop and in it; two dp4a per code word and column.
+    expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(2 * 2);
+    expect(text.match(/dp4a\.u32\.s32/g)).toHaveLength(2 * 4 * 2);
+    expect(text.match(/ld\.shared\.v4\.b32/g)).toHaveLength(2);
+    expect(text).toContain('cvt.rni.s32.f32');
+    // Staged, x comes into shared memory by cp.async; else element by element.
+    expect(text.match(/cp\.async\.cg\.shared\.global/g)).toHaveLength(1);
+    expect(qgemvInt8Module({ ...base, stagedX: false }).emit()).not.toContain('cp.async');
+    expect(
+      qgemvInt8Module({ ...base, format: 'q8g32' })
+        .emit()
+        .match(/dp4a\.s32\.s32/g),
+    ).toHaveLength(2 * 4);
+    const keys = new Set(
+      QGEMV_INT8_FORMATS.flatMap((format) =>
+        [false, true].map((pair) => qgemvInt8Key({ ...base, format, pair })),
+      ),
+    );
+    expect(keys.size).toBe(QGEMV_INT8_FORMATS.length * 2);
+    expect(() => qgemvInt8Module({ ...base, format: 'q6k' })).toThrow(/format/);
+    expect(() => qgemvInt8Module({ ...base, rows: 5 })).toThrow(/rows/);
+    expect(() => qgemvInt8Module({ ...base, pair: true, withC: true })).toThrow(/c/);
+    expect(() => qgemvInt8Module({ ...base, pair: true, cols: 8, rows: 4 })).toThrow(/cols/);
+  });
+});
+
+const gate = ptxasTestGate();
+
+describe.skipIf(gate.skip)(
+  `int8 quantized GEMV PTX assembles with ptxas, without spills (${gate.reason})`,
+  () => {
+    it('every format, pair or single, row count, x layout and storage', () => {
+      const types = [
+        { act: 'f32', scale: 'f16' },
+        { act: 'bf16', scale: 'bf16' },
+        { act: 'f16', scale: 'f32' },
+      ] as const;
+      const jobs = QGEMV_INT8_FORMATS.flatMap((format) =>
+        types.flatMap((t, i) =>
+          [1, 4].flatMap((rows) => {
+            const v: QgemvInt8Config = {
+              format,
+              pair: i === 2,
+              withC: i === 0,
+              types: t,
+              rows,
+              stagedX: rows === 1,
+              cols: qgemvInt8Columns(undefined, rows, i === 2, quantLayout(format, 1).bits),
+              slices: rows === 1 ? 1 : 4,
+            };
+            return [{ ptx: qgemvInt8Module(v).emit(), arch: 'sm_90', what: qgemvInt8Key(v) }];
+          }),
+        ),
+      );
+      expectAllAssembleCleanly(jobs);
+    }, 600_000);
+  },
+);
+
+// Through the PTX interpreter against x quantized the same way on the host, products in f64: odd N,
+// K not a multiple of 32 or of a step, M 1–4, split K, pairs, beta·c, bf16 x.
+describe('int8 quantized GEMV on an emulated device', () => {
+  const random = seededArrays(23);
+  const cases: [
+    QuantFormat,
+    number,
+    number,
+    number,
+    { pair?: boolean; act?: 'bf16'; variant?: 'b' | 'd' },
+  ][] = [
+    ['q4g32', 1, 4096, 19, {}],
+    ['q4g32', 3, 200, 21, {}],
+    ['q4g128', 2, 1000, 9, { variant: 'b' }],
+    ['q8', 2, 515, 9, {}],
+    ['q8g32', 1, 2048, 13, { variant: 'd' }],
+    ['q8g32', 4, 96, 5, {}],
+    ['q4g32a', 1, 999, 21, {}],
+    ['q8g32a', 3, 1000, 7, {}],
+    ['q4k', 1, 4096, 19, {}],
+    ['q4k', 4, 768, 6, { act: 'bf16' }],
+    ['q4g32', 1, 1024, 11, { pair: true }],
+    ['q4k', 2, 1024, 7, { pair: true }],
+    ['q8g32a', 1, 1000, 9, { pair: true }],
+  ];
+  for (const [format, m, k, n, opts] of cases) {
+    const what = `${opts.pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}${opts.act ? ` ${opts.act} x` : ''}${opts.variant ? ` variant ${opts.variant}` : ''}`;
+    it(`${what} equals the product of x's int8 blocks`, async () => {
+      const tuning = {
+        qgemvActivations: 'int8' as const,
+        ...(opts.variant ? { qgemvVariant: opts.variant } : {}),
+      };
+      const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 2, tuning });
+      try {
+        const weights = (opts.pair ? [0, 1] : [0]).map(() =>
+          quantizeWeights(random(n * k, 0.05), [n, k], format),
+        );
+        const c = random(m * n);
+        const xTensor = gpu.upload(Array.from(random(m * k)), [m, k], opts.act ?? 'f32');
+        // What the device holds (bf16 rounds), the input of the host's quantization.
+        const x = Float32Array.from(toNumbers(xTensor.dtype, await xTensor.read()));
+        const uploaded = weights.map((w) => uploadQuantized(gpu, w));
+        const first = fake.launches.length;
+        const out = opts.pair
+          ? gpu.run(
+              quantizedGateUpSwiglu,
+              [
+                xTensor,
+                uploaded[0]!.packed,
+                uploaded[0]!.scales,
+                uploaded[1]!.packed,
+                uploaded[1]!.scales,
+                uploaded[0]!.zeros,
+                uploaded[1]!.zeros,
+                uploaded[0]!.offsets,
+                uploaded[1]!.offsets,
+              ],
+              { format: format as 'q4g32' },
+            )[0]!
+          : runQuantizedMatmul(gpu, xTensor, uploaded[0]!, {
+              c: gpu.upload(Array.from(c), [m, n], opts.act ?? 'f32'),
+              beta: 0.5,
+            });
+        expect(fake.launches.slice(first).map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
+        const got = toNumbers(out.dtype, await out.read());
+        const xq = int8Blocks(x, m, k);
+        const parts = weights.map((w) => products(dequantizeWeights(w), xq.values, m, k, n));
+        const exact = weights.map((w) => products(dequantizeWeights(w), Float64Array.from(x), m, k, n));
+        for (let i = 0; i < m * n; i++) {
+          const want = opts.pair
+            ? silu(parts[0]!.y[i]!) * parts[1]!.y[i]!
+            : parts[0]!.y[i]! + 0.5 * (opts.act ? (await gpuValue(c, opts.act))[i]! : c[i]!);
+          // f32 rounding of the chunk sums, scales and their accumulation; bf16 y rounds once more.
+          const size = opts.pair
+            ? Math.abs(silu(parts[0]!.y[i]!)) * parts[1]!.magnitude[i]! +
+              parts[0]!.magnitude[i]! * Math.abs(parts[1]!.y[i]!)
+            : parts[0]!.magnitude[i]! + 0.5;
+          const tolerance = (opts.act ? 2 ** -8 : 4e-6) * size + 1e-6;
+          if (!(Math.abs(got[i]! - want) <= tolerance))
+            expect.fail(`y[${i}] = ${got[i]}, want ${want} ± ${tolerance}`);
+        }
+        // And within the stated bound of the exact product: Σ over blocks of d/2 · Σ|w|.
+        if (!opts.pair) {
+          const w = dequantizeWeights(weights[0]!);
+          const blocks = Math.ceil(k / 32);
+          for (let r = 0; r < m; r++)
+            for (let j = 0; j < n; j++) {
+              let bound = 0;
+              for (let b = 0; b < blocks; b++) {
+                let weight = 0;
+                for (let i = b * 32; i < Math.min(k, b * 32 + 32); i++) weight += Math.abs(w[j * k + i]!);
+                bound += (xq.d[r * blocks + b]! / 2) * weight;
+              }
+              const diff = Math.abs(parts[0]!.y[r * n + j]! - exact[0]!.y[r * n + j]!);
+              expect(diff).toBeLessThanOrEqual(bound * (1 + 1e-9));
+            }
+        }
+      } finally {
+        dispose();
+      }
+    });
+  }
+
+  it('leaves zero points, other formats and a switch left off to the exact kernels', async () => {
+    const random2 = seededArrays(5);
+    for (const [format, zeroPoints, tuning, entry] of [
+      ['q4g32', true, { qgemvActivations: 'int8' }, QGEMV_ENTRY],
+      ['q4g32', false, {}, QGEMV_ENTRY],
+      ['q4g32', false, { qgemvActivations: 'f32' }, QGEMV_ENTRY],
+      ['q6k', false, { qgemvActivations: 'int8' }, 'quantized_dot'],
+    ] as const) {
+      const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 2, tuning });
+      try {
+        const w = uploadQuantized(
+          gpu,
+          quantizeWeights(random2(9 * 256, 0.05), [9, 256], format, { zeroPoints }),
+        );
+        const first = fake.launches.length;
+        runQuantizedMatmul(gpu, gpu.upload(random2(256), [1, 256]), w);
+        expect(fake.launches.slice(first).map((l) => l.entry)).toEqual([entry]);
+      } finally {
+        dispose();
+      }
+    }
+  });
+});
+
+/** c as the device holds it in `act`. */
+async function gpuValue(c: Float32Array, act: 'bf16'): Promise<Float32Array> {
+  const { cpu, dispose } = createEmulatedGpu();
+  try {
+    const t = cpu.upload(Array.from(c), [c.length], act);
+    return Float32Array.from(toNumbers(act, await t.read()));
+  } finally {
+    dispose();
+  }
+}
