@@ -8,6 +8,8 @@ export interface CliIo {
    * unsubscribe. Tests pass their own.
    */
   readonly onInterrupt: (handler: () => void) => () => void;
+  /** Environment variables naming backend tuning switches (e.g. RAYO_QGEMV_ACTIVATIONS); none when absent. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
 export function processIo(): CliIo {
@@ -15,6 +17,7 @@ export function processIo(): CliIo {
     stdin: process.stdin,
     stdout: process.stdout,
     stderr: process.stderr,
+    env: process.env,
     onInterrupt: (handler) => {
       process.on('SIGINT', handler);
       return () => process.off('SIGINT', handler);

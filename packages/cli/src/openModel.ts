@@ -1,4 +1,10 @@
-import { type Backend, createBackend, OutOfMemoryError, probeBackends } from '@rayo/core';
+import {
+  type Backend,
+  backendOptionsFromEnvironment,
+  createBackend,
+  OutOfMemoryError,
+  probeBackends,
+} from '@rayo/core';
 import { inspectModelFiles, TextModel, type TextModelLoadOptions } from '@rayo/text';
 import type { CliIo } from './io.js';
 import type { ModelOptions } from './options.js';
@@ -16,7 +22,8 @@ function size(bytes: number): string {
 
 /**
  * Creates the backend (found by name at run time: `@rayo/wgpu` and
- * `@rayo/cuda-ptx` are optional peers) and loads the model onto it with a
+ * `@rayo/cuda-ptx` are optional peers), with the tuning switches the
+ * environment names, and loads the model onto it with a
  * progress bar on stderr (`copies` times, for a server's slots). A model that does not fit the device is an
  * OutOfMemoryError that says how large it is and what to try.
  */
@@ -25,7 +32,9 @@ export async function openModel(
   io: CliIo,
   copies = 1,
 ): Promise<{ backend: Backend; model: TextModel; models: readonly TextModel[] }> {
-  const backend = await createBackend(options.backend === 'auto' ? await autoBackend() : options.backend);
+  const name = options.backend === 'auto' ? await autoBackend() : options.backend;
+  // The backend's tuning switches named by the environment, as every rayo program takes them.
+  const backend = await createBackend(name, await backendOptionsFromEnvironment(name, io.env ?? {}));
   const bar = options.quiet
     ? undefined
     : new LoadProgressBar(io.stderr, `loading ${options.model} on ${backend.name} (${backend.info.device})`);
