@@ -9,3 +9,15 @@ import { type Backend, backendOptionsFromEnvironment, createBackend } from '@ray
 export async function createBackendFromEnvironment(name: string): Promise<Backend> {
   return createBackend(name, await backendOptionsFromEnvironment(name, process.env));
 }
+
+/**
+ * The options this process's environment names for backend `name`, as
+ * `key value` pairs (`qgemvActivations int8`), or '' when none: what a
+ * report prints beside the device, so that a figure says how it was run.
+ */
+export async function environmentOptionsNote(name: string): Promise<string> {
+  const options = await backendOptionsFromEnvironment(name, process.env);
+  return Object.entries(options)
+    .map(([key, value]) => `${key} ${String(value)}`)
+    .join(', ');
+}

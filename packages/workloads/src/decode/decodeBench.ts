@@ -9,7 +9,7 @@ import {
   type LlamaWeightDType,
   Rng,
 } from '@rayo/train';
-import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
+import { createBackendFromEnvironment, environmentOptionsNote } from '../backendFromEnvironment.js';
 import type { DecodeRun, DecodeSettings } from './decodeRun.js';
 import { type HostPhases, measureHostPhases } from './hostPhases.js';
 import { PREFILL_LENGTHS, type PrefillReport, prefillBench, prefillLines } from './prefillBench.js';
@@ -478,14 +478,18 @@ export async function decodeBench(
       continue;
     }
     const backend = await createBackendFromEnvironment(status.name);
+    const options = await environmentOptionsNote(status.name);
+    const device = options ? `${backend.info.device}; ${options}` : backend.info.device;
     try {
-      log(`${status.name}: decoding ${settings.newTokens} tokens after ${prompt.length}`);
+      log(
+        `${status.name}: decoding ${settings.newTokens} tokens after ${prompt.length}${options ? ` (${options})` : ''}`,
+      );
       const r = await decodeOnBackend(backend, dir, prompt, settings);
-      results.push({ backend: status.name, device: backend.info.device, status: 'ok', ...r });
+      results.push({ backend: status.name, device, status: 'ok', ...r });
       log(`${status.name}: ${r.run!.msPerToken.toFixed(3)} ms/token`);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      results.push({ backend: status.name, device: backend.info.device, status: 'error', reason });
+      results.push({ backend: status.name, device, status: 'error', reason });
       log(`${status.name}: error: ${reason}`);
     } finally {
       backend.dispose();
