@@ -1,6 +1,11 @@
 import { choiceFromEnvironment, type EnvironmentVariables, qgemvOptionsFromEnvironment } from '@rayo/core';
 import type { CudaDriverOptions } from './driver/driver.js';
-import { type CudaTuningOptions, QGEMV_ACTIVATION_CHOICES, QGEMV_MMA_CHOICES } from './tuning.js';
+import {
+  type CudaTuningOptions,
+  QGEMV_ACTIVATION_CHOICES,
+  QGEMV_MMA_CHOICES,
+  QGEMV_PERSISTENT_CHOICES,
+} from './tuning.js';
 
 /** The options that environment variables name (see cudaOptionsFromEnvironment). */
 export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions, 'dependentLaunch'>;
@@ -11,7 +16,8 @@ export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions,
  * `backendOptionsFromEnvironment('cuda', process.env)`): RAYO_QGEMV_VARIANT
  * (`a`, `b`, `c`, `d`) → `qgemvVariant`, RAYO_QGEMV_SLICES (1, 2, 4, 8) →
  * `qgemvSlices`, RAYO_QGEMV_MMA (`on`, `off`) → `qgemvMma`,
- * RAYO_QGEMV_ACTIVATIONS (`f32`, `int8`) → `qgemvActivations` and
+ * RAYO_QGEMV_ACTIVATIONS (`f32`, `int8`) → `qgemvActivations`,
+ * RAYO_QGEMV_PERSISTENT (`on`, `off`) → `qgemvPersistent` and
  * RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) → `dependentLaunch`; unset or empty
  * variables name nothing. This is the one place the package reads the
  * environment: the backend itself never does.
@@ -27,11 +33,18 @@ export function cudaOptionsFromEnvironment(
     QGEMV_ACTIVATION_CHOICES,
     operation,
   );
+  const qgemvPersistent = choiceFromEnvironment(
+    env,
+    'RAYO_QGEMV_PERSISTENT',
+    QGEMV_PERSISTENT_CHOICES,
+    operation,
+  );
   const dependentLaunch = choiceFromEnvironment(env, 'RAYO_CUDA_DEPENDENT_LAUNCH', ['0', '1'], operation);
   return {
     ...qgemvOptionsFromEnvironment(env, operation),
     ...(qgemvMma === undefined ? {} : { qgemvMma }),
     ...(qgemvActivations === undefined ? {} : { qgemvActivations }),
+    ...(qgemvPersistent === undefined ? {} : { qgemvPersistent }),
     ...(dependentLaunch === undefined ? {} : { dependentLaunch: dependentLaunch === '1' }),
   };
 }

@@ -79,8 +79,10 @@ export {
   DEFAULT_CUDA_TUNING,
   QGEMV_ACTIVATION_CHOICES,
   QGEMV_MMA_CHOICES,
+  QGEMV_PERSISTENT_CHOICES,
   type QgemvActivations,
   type QgemvMma,
+  type QgemvPersistent,
   resolveCudaTuning,
 } from './tuning.js';
 

@@ -14,6 +14,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   qgemvSlices: true,
   qgemvMma: true,
   qgemvActivations: true,
+  qgemvPersistent: true,
 };
 
 export const CUDA_OPTION_KEYS: readonly string[] = Object.keys(OPTION_KEYS);

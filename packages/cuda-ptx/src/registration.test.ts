@@ -15,6 +15,7 @@ it("createBackend('cuda') refuses an option CudaBackendOptions lacks, before pro
     'path',
     'qgemvActivations',
     'qgemvMma',
+    'qgemvPersistent',
     'qgemvSlices',
     'qgemvVariant',
   ]);

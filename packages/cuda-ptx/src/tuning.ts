@@ -4,6 +4,10 @@ import { checkChoice, type QgemvOptions, type QgemvTuning, resolveQgemvOptions }
 export const QGEMV_MMA_CHOICES = ['on', 'off'] as const;
 export type QgemvMma = (typeof QGEMV_MMA_CHOICES)[number];
 
+/** `qgemvPersistent`: the int8 GEMV's blocks stay and take columns until none are left (`on`) or not. */
+export const QGEMV_PERSISTENT_CHOICES = ['on', 'off'] as const;
+export type QgemvPersistent = (typeof QGEMV_PERSISTENT_CHOICES)[number];
+
 /** `qgemvActivations`: the small-M quantized products' x as exact f32 (`f32`) or as int8 blocks (`int8`). */
 export const QGEMV_ACTIVATION_CHOICES = ['f32', 'int8'] as const;
 export type QgemvActivations = (typeof QGEMV_ACTIVATION_CHOICES)[number];
@@ -29,12 +33,19 @@ export interface CudaTuningOptions extends QgemvOptions {
    * product. Absent or `f32`: x stays exact (the default).
    */
   readonly qgemvActivations?: QgemvActivations;
+  /**
+   * `on`: the int8 GEMV launches as many blocks as the SMs hold, each
+   * quantizing x once and taking units of columns until none are left, where
+   * N is wide enough; absent or `off`, a block per few columns.
+   */
+  readonly qgemvPersistent?: QgemvPersistent;
 }
 
 /** The switches, checked; what kernels see as `encoder.tuning`. */
 export interface CudaTuning extends QgemvTuning {
   readonly qgemvMma: QgemvMma | undefined;
   readonly qgemvActivations: QgemvActivations | undefined;
+  readonly qgemvPersistent: QgemvPersistent | undefined;
 }
 
 /** Every switch at its measured default. */
@@ -43,6 +54,7 @@ export const DEFAULT_CUDA_TUNING: CudaTuning = {
   qgemvSlices: undefined,
   qgemvMma: undefined,
   qgemvActivations: undefined,
+  qgemvPersistent: undefined,
 };
 
 /** Checks the switches of `options` (a JavaScript caller may pass anything). */
@@ -54,6 +66,10 @@ export function resolveCudaTuning(options: CudaTuningOptions): CudaTuning {
     qgemvActivations: checkChoice(options.qgemvActivations, QGEMV_ACTIVATION_CHOICES, {
       operation,
       argument: 'qgemvActivations',
+    }),
+    qgemvPersistent: checkChoice(options.qgemvPersistent, QGEMV_PERSISTENT_CHOICES, {
+      operation,
+      argument: 'qgemvPersistent',
     }),
   };
 }

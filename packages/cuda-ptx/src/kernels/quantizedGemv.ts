@@ -575,9 +575,6 @@ export function storeGemvSums(
   const { acc, weights: weightSets, red: redBase } = g;
   const { warp, lane, slice, group, colBase, row0 } = g.at;
   const { n, m: mDim, cols: C, rows: R, slices: S } = g.sizes;
-  const { act, scale } = g.types;
-  const actBytes = STORAGE_BYTES[act];
-  const scaleBytes = STORAGE_BYTES[scale];
   const perWarp = weightSets.length * C * R;
   // Each sum across the warp; one lane writes it to the warp's row of `red`.
   const warpRow = k.madLo('u32', k.reg('u32'), warp, perWarp * 4, redBase);
@@ -616,25 +613,52 @@ export function storeGemvSums(
       S * perWarp * 4,
       k.madLo('u32', k.reg('u32'), o, 4, redBase),
     );
-    const sums = weightSets.map((set, pi) => {
+    const sums = weightSets.map((_, pi) => {
       const sum = k.mov('f32', k.reg('f32'), 0);
       for (let s = 0; s < S; s++) {
         const part = k.ldShared('f32', k.reg('f32'), addr(groupRow, (s * perWarp + pi * C * R) * 4));
         k.add('f32', sum, sum, part, { rnd: 'rn' });
       }
-      if (!g.rowScaled) return sum;
-      // q8: one scale per row of W.
-      const rowScale = loadOneAsF32(k, scale, k.elementAddress(k.globalPointer(set.scales), col, scaleBytes));
-      return k.mul('f32', k.reg('f32'), sum, rowScale, { rnd: 'rn' });
+      return sum;
     });
-    const index = k.madLo('u32', k.reg('u32'), row, n, col);
-    let value = sums[0]!;
-    if (g.pair)
-      value = k.mul('f32', k.reg('f32'), activationF32(k, 'silu', sums[0]!), sums[1]!, { rnd: 'rn' });
-    else if (g.withC) {
-      const cv = loadOneAsF32(k, act, k.elementAddress(k.globalPointer(p.c), index, actBytes));
-      value = k.fma('f32', k.reg('f32'), k.ldParam(p.beta), cv, value, { rnd: 'rn' });
-    }
-    storeFromF32(k, act, k.elementAddress(k.globalPointer(p.y), index, actBytes), value);
+    storeGemvOutput(k, p, { ...g, sums, col, row, n });
   });
+}
+
+/**
+ * Stores y(row, col) of a small-M GEMV from its weights' sums: times q8's
+ * row scale (`rowScaled`), as silu(gate) ⊙ up for a pair, or plus beta·c.
+ */
+export function storeGemvOutput(
+  k: KernelBuilder,
+  p: ParamHandles<typeof QGEMV_PARAMS>,
+  g: {
+    readonly sums: readonly F32[];
+    readonly weights: readonly { readonly scales: Param<'ptr'> }[];
+    readonly col: R32;
+    readonly row: R32;
+    readonly n: R32;
+    readonly pair: boolean;
+    readonly withC: boolean;
+    readonly rowScaled: boolean;
+    readonly types: { readonly act: FloatStorage; readonly scale: FloatStorage };
+  },
+): void {
+  const { act, scale } = g.types;
+  const actBytes = STORAGE_BYTES[act];
+  const sums = g.sums.map((sum, pi) => {
+    if (!g.rowScaled) return sum;
+    // q8: one scale per row of W.
+    const scales = k.globalPointer(g.weights[pi]!.scales);
+    const rowScale = loadOneAsF32(k, scale, k.elementAddress(scales, g.col, STORAGE_BYTES[scale]));
+    return k.mul('f32', k.reg('f32'), sum, rowScale, { rnd: 'rn' });
+  });
+  const index = k.madLo('u32', k.reg('u32'), g.row, g.n, g.col);
+  let value = sums[0]!;
+  if (g.pair) value = k.mul('f32', k.reg('f32'), activationF32(k, 'silu', sums[0]!), sums[1]!, { rnd: 'rn' });
+  else if (g.withC) {
+    const cv = loadOneAsF32(k, act, k.elementAddress(k.globalPointer(p.c), index, actBytes));
+    value = k.fma('f32', k.reg('f32'), k.ldParam(p.beta), cv, value, { rnd: 'rn' });
+  }
+  storeFromF32(k, act, k.elementAddress(k.globalPointer(p.y), index, actBytes), value);
 }

@@ -1,10 +1,13 @@
 import {
+  type Backend,
   dequantizeWeights,
   type QuantFormat,
+  type QuantizedHostWeight,
   quantizedGateUpSwiglu,
   quantizeWeights,
   quantLayout,
   runQuantizedMatmul,
+  type Tensor,
   toNumbers,
   uploadQuantized,
 } from '@rayo/core';
@@ -15,6 +18,7 @@ import { cudaOptionsFromEnvironment } from '../environment.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { QGEMV_ENTRY } from './quantizedGemv.js';
 import {
+  persistentShape,
   QGEMV_INT8_ENTRY,
   QGEMV_INT8_FORMATS,
   type QgemvInt8Config,
@@ -85,6 +89,8 @@ describe('int8 quantized GEMV', () => {
     expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_ACTIVATIONS: 'i8' })).toThrow(
       /RAYO_QGEMV_ACTIVATIONS/,
     );
+    expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_PERSISTENT: 'off' })).toEqual({ qgemvPersistent: 'off' });
+    expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_PERSISTENT: '0' })).toThrow(/RAYO_QGEMV_PERSISTENT/);
     const wrong = { qgemvActivations: 'int4' } as unknown as { qgemvActivations: 'int8' };
     expect(() => createEmulatedGpu({ tuning: wrong })).toThrow(/'qgemvActivations'/);
   });
@@ -99,6 +105,8 @@ describe('int8 quantized GEMV', () => {
       stagedX: true,
       cols: 2,
       slices: 1,
+      persistent: false,
+      blocksPerSm: 0,
     };
     const text = qgemvInt8Module(base).emit();
     // Two columns' 16 bytes before the loop and in it; two dp4a per code word and column.
@@ -150,8 +158,17 @@ describe.skipIf(gate.skip)(
               stagedX: rows === 1,
               cols: qgemvInt8Columns(undefined, rows, i === 2, quantLayout(format, 1).bits),
               slices: rows === 1 ? 1 : 4,
+              persistent: false,
+              blocksPerSm: 0,
             };
-            return [{ ptx: qgemvInt8Module(v).emit(), arch: 'sm_90', what: qgemvInt8Key(v) }];
+            // The persistent mode at the blocks per SM persistentShape gives it.
+            const sums = v.cols * rows * (v.pair ? 2 : 1);
+            const persistent = { ...v, slices: 1 as const, persistent: true, blocksPerSm: sums <= 2 ? 4 : 2 };
+            return [v, persistent].map((c) => ({
+              ptx: qgemvInt8Module(c).emit(),
+              arch: 'sm_90',
+              what: qgemvInt8Key(c),
+            }));
           }),
         ),
       );
@@ -194,55 +211,19 @@ describe('int8 quantized GEMV on an emulated device', () => {
       };
       const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 2, tuning });
       try {
-        const weights = (opts.pair ? [0, 1] : [0]).map(() =>
-          quantizeWeights(random(n * k, 0.05), [n, k], format),
-        );
-        const c = random(m * n);
-        const xTensor = gpu.upload(Array.from(random(m * k)), [m, k], opts.act ?? 'f32');
-        // What the device holds (bf16 rounds), the input of the host's quantization.
-        const x = Float32Array.from(toNumbers(xTensor.dtype, await xTensor.read()));
-        const uploaded = weights.map((w) => uploadQuantized(gpu, w));
-        const first = fake.launches.length;
-        const out = opts.pair
-          ? gpu.run(
-              quantizedGateUpSwiglu,
-              [
-                xTensor,
-                uploaded[0]!.packed,
-                uploaded[0]!.scales,
-                uploaded[1]!.packed,
-                uploaded[1]!.scales,
-                uploaded[0]!.zeros,
-                uploaded[1]!.zeros,
-                uploaded[0]!.offsets,
-                uploaded[1]!.offsets,
-              ],
-              { format: format as 'q4g32' },
-            )[0]!
-          : runQuantizedMatmul(gpu, xTensor, uploaded[0]!, {
-              c: gpu.upload(Array.from(c), [m, n], opts.act ?? 'f32'),
-              beta: 0.5,
-            });
-        expect(fake.launches.slice(first).map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
-        const got = toNumbers(out.dtype, await out.read());
-        const xq = int8Blocks(x, m, k);
-        const parts = weights.map((w) => products(dequantizeWeights(w), xq.values, m, k, n));
-        const exact = weights.map((w) => products(dequantizeWeights(w), Float64Array.from(x), m, k, n));
-        for (let i = 0; i < m * n; i++) {
-          const want = opts.pair
-            ? silu(parts[0]!.y[i]!) * parts[1]!.y[i]!
-            : parts[0]!.y[i]! + 0.5 * (opts.act ? (await gpuValue(c, opts.act))[i]! : c[i]!);
-          // f32 rounding of the chunk sums, scales and their accumulation; bf16 y rounds once more.
-          const size = opts.pair
-            ? Math.abs(silu(parts[0]!.y[i]!)) * parts[1]!.magnitude[i]! +
-              parts[0]!.magnitude[i]! * Math.abs(parts[1]!.y[i]!)
-            : parts[0]!.magnitude[i]! + 0.5;
-          const tolerance = (opts.act ? 2 ** -8 : 4e-6) * size + 1e-6;
-          if (!(Math.abs(got[i]! - want) <= tolerance))
-            expect.fail(`y[${i}] = ${got[i]}, want ${want} ± ${tolerance}`);
-        }
+        const run = await runInt8Case(gpu, fake, random, {
+          format,
+          m,
+          k,
+          n,
+          pair: opts.pair === true,
+          act: opts.act,
+        });
+        expect(run.launched.map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
+        const { x, weights, xq, parts } = expectInt8Product(run);
         // And within the stated bound of the exact product: Σ over blocks of d/2 · Σ|w|.
         if (!opts.pair) {
+          const exact = products(dequantizeWeights(weights[0]!), Float64Array.from(x), m, k, n);
           const w = dequantizeWeights(weights[0]!);
           const blocks = Math.ceil(k / 32);
           for (let r = 0; r < m; r++)
@@ -253,7 +234,7 @@ describe('int8 quantized GEMV on an emulated device', () => {
                 for (let i = b * 32; i < Math.min(k, b * 32 + 32); i++) weight += Math.abs(w[j * k + i]!);
                 bound += (xq.d[r * blocks + b]! / 2) * weight;
               }
-              const diff = Math.abs(parts[0]!.y[r * n + j]! - exact[0]!.y[r * n + j]!);
+              const diff = Math.abs(parts[0]!.y[r * n + j]! - exact.y[r * n + j]!);
               expect(diff).toBeLessThanOrEqual(bound * (1 + 1e-9));
             }
         }
@@ -287,13 +268,136 @@ describe('int8 quantized GEMV on an emulated device', () => {
   });
 });
 
-/** c as the device holds it in `act`. */
-async function gpuValue(c: Float32Array, act: 'bf16'): Promise<Float32Array> {
-  const { cpu, dispose } = createEmulatedGpu();
-  try {
-    const t = cpu.upload(Array.from(c), [c.length], act);
-    return Float32Array.from(toNumbers(act, await t.read()));
-  } finally {
-    dispose();
+// The persistent mode on a one-SM device: every warp takes several units of columns, the loads of a
+// unit's first step issued during the last step of the one before; units past N and K tails.
+describe('persistent int8 quantized GEMV on an emulated device', () => {
+  const random = seededArrays(29);
+  const cases: [QuantFormat, number, number, number, boolean][] = [
+    ['q4g32', 1, 1024, 200, false],
+    ['q4k', 1, 768, 203, false],
+    ['q8g32', 2, 1000, 301, false],
+    ['q4g32a', 1, 200, 150, false],
+    ['q4k', 1, 512, 150, true],
+    ['q8', 3, 96, 260, false],
+  ];
+  for (const [format, m, k, n, pair] of cases) {
+    it(`${pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}: all resident blocks, the product of x's int8 blocks`, async () => {
+      const tuning = { qgemvActivations: 'int8' as const, qgemvPersistent: 'on' as const };
+      const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 1, tuning });
+      try {
+        const run = await runInt8Case(gpu, fake, random, { format, m, k, n, pair, act: undefined });
+        expect(run.launched.map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
+        const shape = persistentShape(
+          n,
+          qgemvInt8Columns(undefined, Math.min(m, 4), pair, quantLayout(format, 1).bits),
+          Math.min(m, 4) * (pair ? 2 : 1),
+          1,
+          8,
+        );
+        expect(shape).toBeDefined();
+        expect(run.launched[0]!.grid[0]).toBe(shape!.blocks);
+        expectInt8Product(run);
+      } finally {
+        dispose();
+      }
+    });
   }
+
+  it('takes the blocked mode where N is too narrow to keep every resident warp busy, or where asked', async () => {
+    expect(persistentShape(100, 4, 1, 132, 8)).toBeUndefined();
+    // Llama-3.1-8B's gate·up in q4k: 2 columns a warp, 2 blocks an SM, 7,168 units over 2,112 warps.
+    expect(persistentShape(14336, 2, 2, 132, 8)).toEqual({ blocksPerSm: 2, blocks: 264 });
+    // Shared memory for one block only.
+    expect(persistentShape(14336, 2, 2, 132, 1.5)).toEqual({ blocksPerSm: 1, blocks: 132 });
+    // 2,752 units over 2,112 warps: the second round leaves most of them idle.
+    expect(persistentShape(11008, 4, 1, 132, 8)).toBeUndefined();
+    const tuning = { qgemvActivations: 'int8' as const, qgemvPersistent: 'off' as const };
+    const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 1, tuning });
+    try {
+      const w = uploadQuantized(gpu, quantizeWeights(random(200 * 256, 0.05), [200, 256], 'q4g32'));
+      const first = fake.launches.length;
+      runQuantizedMatmul(gpu, gpu.upload(random(256), [1, 256]), w);
+      // Blocked: 4 columns a warp, 8 warps a block.
+      expect(fake.launches.slice(first).map((l) => l.grid[0])).toEqual([Math.ceil(200 / 32)]);
+    } finally {
+      dispose();
+    }
+  });
+});
+
+interface Int8Case {
+  readonly launched: readonly { readonly entry: string; readonly grid: readonly number[] }[];
+  readonly got: Float64Array;
+  /** x and c as the device holds them (bf16 rounds). */
+  readonly x: Float32Array;
+  readonly c: Float32Array;
+  readonly weights: QuantizedHostWeight[];
+  readonly shape: { readonly m: number; readonly k: number; readonly n: number; readonly pair: boolean };
+  readonly act: 'bf16' | undefined;
+}
+
+/** y = x·Wᵀ + 0.5·c, or a gate·up pair, of random weights on the emulated device, with what it launched. */
+async function runInt8Case(
+  gpu: Backend,
+  fake: { readonly launches: readonly { readonly entry: string; readonly grid: readonly number[] }[] },
+  random: (n: number, scale?: number) => Float32Array,
+  o: { format: QuantFormat; m: number; k: number; n: number; pair: boolean; act: 'bf16' | undefined },
+): Promise<Int8Case> {
+  const { format, m, k, n, pair, act } = o;
+  const weights = (pair ? [0, 1] : [0]).map(() => quantizeWeights(random(n * k, 0.05), [n, k], format));
+  const xTensor = gpu.upload(Array.from(random(m * k)), [m, k], act ?? 'f32');
+  const cTensor = gpu.upload(Array.from(random(m * n)), [m, n], act ?? 'f32');
+  const uploaded = weights.map((w) => uploadQuantized(gpu, w));
+  const first = fake.launches.length;
+  const [gate, up] = [uploaded[0]!, uploaded[1] ?? uploaded[0]!];
+  const out = pair
+    ? gpu.run(
+        quantizedGateUpSwiglu,
+        [
+          xTensor,
+          gate.packed,
+          gate.scales,
+          up.packed,
+          up.scales,
+          gate.zeros,
+          up.zeros,
+          gate.offsets,
+          up.offsets,
+        ],
+        { format: format as 'q4g32' },
+      )[0]!
+    : runQuantizedMatmul(gpu, xTensor, gate, { c: cTensor, beta: 0.5 });
+  const launched = fake.launches.slice(first);
+  const read = async (t: Tensor) => Float32Array.from(toNumbers(t.dtype, await t.read()));
+  return {
+    launched,
+    got: Float64Array.from(await read(out)),
+    x: await read(xTensor),
+    c: await read(cTensor),
+    weights,
+    shape: { m, k, n, pair },
+    act,
+  };
+}
+
+/**
+ * Checks a case against the product of x's int8 blocks (quantized on the
+ * host as the kernel does) in f64, within f32 rounding (bf16 y rounds once
+ * more); returns the blocks for further checks.
+ */
+function expectInt8Product(run: Int8Case) {
+  const { m, k, n, pair } = run.shape;
+  const xq = int8Blocks(run.x, m, k);
+  const parts = run.weights.map((w) => products(dequantizeWeights(w), xq.values, m, k, n));
+  for (let i = 0; i < m * n; i++) {
+    const want = pair ? silu(parts[0]!.y[i]!) * parts[1]!.y[i]! : parts[0]!.y[i]! + 0.5 * run.c[i]!;
+    const size = pair
+      ? Math.abs(silu(parts[0]!.y[i]!)) * parts[1]!.magnitude[i]! +
+        parts[0]!.magnitude[i]! * Math.abs(parts[1]!.y[i]!)
+      : parts[0]!.magnitude[i]! + 0.5;
+    const tolerance = (run.act ? 2 ** -8 : 4e-6) * size + 1e-6;
+    if (!(Math.abs(run.got[i]! - want) <= tolerance))
+      expect.fail(`y[${i}] = ${run.got[i]}, want ${want} ± ${tolerance}`);
+  }
+  return { x: run.x, weights: run.weights, xq, parts };
 }

@@ -6,10 +6,10 @@ import {
   quantLayout,
 } from '@rayo/core';
 import type { KernelEncoder, Operand } from '../kernel.js';
-import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
+import type { Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
-import { PtxModule } from '../ptx/module.js';
-import { addr, type F32, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
+import { type ParamHandles, PtxModule } from '../ptx/module.js';
+import { addr, type F32, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
 import { loadParams } from './entryParams.js';
 import { below } from './gemv.js';
 import {
@@ -18,10 +18,12 @@ import {
   type QgemvWeight,
   qgemvArgs,
   qgemvWeightParams,
+  storeGemvOutput,
   storeGemvSums,
 } from './quantizedGemv.js';
+import { type Int8X, int8X, qgemvInt8SharedBytes } from './quantizedGemvInt8X.js';
 import { loadSubBlockWords, subBlockFromWords } from './quantizedSubBlocks.js';
-import { type FloatStorage, halfToF32, loadAsF32, STORAGE_BYTES, storageKey, storageOf } from './storage.js';
+import { type FloatStorage, STORAGE_BYTES, storageKey, storageOf } from './storage.js';
 
 // The small-M quantized GEMV on integer dot products, the cuda backend's
 // `qgemvActivations: 'int8'` (a precision choice; llama.cpp's CUDA GEMVs
@@ -40,7 +42,10 @@ import { type FloatStorage, halfToF32, loadAsF32, STORAGE_BYTES, storageKey, sto
 // - a word of nibbles is two dp4a (masked low nibbles, shifted high ones)
 //   against the x words, a word of bytes one: 8 weights in 5 instructions;
 // - the chunk's integer sum becomes f32 once and takes the group scale
-//   times d (and less offset · d·Σq).
+//   times d (and less offset · d·Σq);
+// - where N is wide enough, blocks are persistent: as many as the SMs hold,
+//   each quantizing x once and taking units of columns until none are left
+//   (qgemvInt8Module says how).
 // y is the product of W and x̃ = q·d, x's int8 blocks, up to f32 rounding,
 // so it differs from the exact product by at most Σ over x blocks of
 // d/2 · Σ|w| of the block's weights.
@@ -48,10 +53,6 @@ import { type FloatStorage, halfToF32, loadAsF32, STORAGE_BYTES, storageKey, sto
 export const QGEMV_INT8_ENTRY = 'quantized_gemv_int8';
 const WARPS = 8;
 const THREADS = WARPS * 32;
-/** Elements of x per int8 block (one scale each). */
-const X_BLOCK = 32;
-/** Shared bytes per block of x and row: 32 codes, d, and −8·Σq or d·Σq. */
-const X_BLOCK_BYTES = X_BLOCK + 8;
 
 /** The formats it reads: 4- or 8-bit codes whose groups (or sub-blocks) hold whole 32-element blocks of x. */
 export const QGEMV_INT8_FORMATS = [
@@ -86,23 +87,19 @@ export interface QgemvInt8Config {
   readonly stagedX: boolean;
   /** Columns of y per warp. */
   readonly cols: number;
-  /** Warps of a block that split K for the same columns: 1, 2, 4 or 8. */
+  /** Warps of a block that split K for the same columns: 1, 2, 4 or 8 (1 when persistent). */
   readonly slices: 1 | 2 | 4 | 8;
+  /** Blocks stay and take units of columns until none are left (see qgemvInt8Module). */
+  readonly persistent: boolean;
+  /** Persistent: the blocks each SM holds at once (the grid is that many per SM). */
+  readonly blocksPerSm: number;
 }
 
 export function qgemvInt8Key(v: QgemvInt8Config): string {
   const what = `${v.pair ? 'gateup/' : ''}${v.format}${v.withC ? '/c' : ''}`;
-  const shape = `m${v.rows}/c${v.cols}s${v.slices}/${v.stagedX ? 'staged' : 'scalar'}`;
+  const mode = v.persistent ? `p${v.blocksPerSm}` : `s${v.slices}`;
+  const shape = `m${v.rows}/c${v.cols}${mode}/${v.stagedX ? 'staged' : 'scalar'}`;
   return `quantized/gemv-int8/${shape}/${what}${storageKey([v.types.act, v.types.scale])}`;
-}
-
-/** Dynamic shared bytes for `rows` rows of x of length `k`: the int8 blocks, and x itself where staged. */
-export function qgemvInt8SharedBytes(
-  rows: number,
-  k: number,
-  staged: { actBytes: number } | undefined,
-): number {
-  return rows * Math.ceil(k / X_BLOCK) * X_BLOCK_BYTES + (staged ? rows * k * staged.actBytes : 0);
 }
 
 function check(v: QgemvInt8Config): void {
@@ -121,6 +118,9 @@ function check(v: QgemvInt8Config): void {
   if (!Number.isInteger(v.cols) || v.cols < 1 || v.cols * v.rows * (v.pair ? 2 : 1) > 32)
     fail('cols', 'weights · columns · rows of at most 32 (one lane stores each)', String(v.cols));
   if (v.pair && v.withC) fail('c', 'no c with the gate·up pair', 'c');
+  if (v.persistent && v.slices !== 1) fail('slices', '1 when persistent', String(v.slices));
+  if (v.persistent && ![1, 2, 3, 4].includes(v.blocksPerSm))
+    fail('blocksPerSm', '1 to 4 when persistent', String(v.blocksPerSm));
 }
 
 /** A float loaded as stored (f32, or a half's bits), widened when used. */
@@ -144,6 +144,11 @@ function widen(k: KernelBuilder, type: FloatStorage, v: Stored): F32 {
   return k.mov('b32', k.reg('f32'), k.shl('b32', k.reg('u32'), word, 16));
 }
 
+function moveStored(k: KernelBuilder, to: Stored, from: Stored): void {
+  if (to.cls === 'f32') k.mov('f32', to as F32, from as F32);
+  else k.mov('b16', to as R16, from as R16);
+}
+
 /** One column's loads for a step: 4 code words, and its group's scale, offset or q4k sub-block words. */
 interface ColumnStep {
   readonly words: R32[];
@@ -152,30 +157,180 @@ interface ColumnStep {
   readonly subWords: [R32, R32, R32] | undefined;
 }
 
+/** Sums of a lane: [weight][column][row]. */
+type Sums = F32[][][];
+
 /**
- * Block (bx, by) computes rows by·R … +R of y for columns
- * (bx · 8/S + g) · C … +C, g = warp / S. Warp (g, s) reads chunks
- * s·32 + l + i·32·S of those C rows of W (a chunk is 16 bytes, lane l's at
- * step i) and x's int8 blocks for the same k from shared memory.
+ * What both modes do with a step of 16-byte chunks: `load` issues a lane's
+ * loads for chunk `chunk` of the given rows of W (one row per column, the
+ * same for both weights of a pair), `use` adds their products with x's int8
+ * blocks to the sums, `carry` moves a prefetched step into the current one.
  */
-export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
-  check(v);
+function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof QGEMV_PARAMS>, kDim: R32) {
   const layout = quantLayout(v.format, 1);
   const q4 = layout.bits === 4;
   const kq = layout.subBlockScales;
   const offsetted = layout.offsets;
   const rowScaled = layout.scalePerRow;
-  /** 4-bit codes without offsets are centred on 8. */
   const centred = q4 && !offsetted;
-  const { act, scale } = v.types;
-  const actBytes = STORAGE_BYTES[act];
+  const { scale } = v.types;
   const scaleBytes = STORAGE_BYTES[scale];
+  /** Weights per 16-byte chunk. */
+  const E = q4 ? 32 : 16;
+  // Row geometry of W (core's quantLayout): whole groups for 4-bit codes, whole 32-blocks for 8-bit.
+  const unit = q4 ? layout.groupSize : 32;
+  const blocks = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
+  const rowWords = k.mulLo('u32', k.reg('u32'), blocks, unit / layout.perWord);
+  const zeroWords = kq ? k.mulLo('u32', k.reg('u32'), blocks, 3) : undefined;
+  const weights = qgemvWeightParams(p, v.pair ? 2 : 1).map((set) => ({
+    packed: k.globalPointer(set.packed),
+    scales: k.globalPointer(set.scales),
+    offsets: offsetted ? k.globalPointer(set.offsets) : undefined,
+    zeros: kq ? k.globalPointer(set.zeros) : undefined,
+  }));
+
+  const load = (rows: readonly R32[], chunk: R32, ok: Pred): ColumnStep[][] => {
+    const kk = k.mulLo('u32', k.reg('u32'), chunk, E);
+    const groupIndex = rowScaled ? kk : k.shr('u32', k.reg('u32'), kk, Math.log2(layout.groupSize));
+    const chunkWords = k.shl('b32', k.reg('u32'), chunk, 2);
+    return weights.map((w) =>
+      rows.map((row) => {
+        const words = k.regs('u32', 4);
+        for (const r of words) k.mov('b32', r, 0);
+        const at = k.elementAddress(w.packed, k.madLo('u32', k.reg('u32'), row, rowWords, chunkWords), 4);
+        k.predicated(ok, () => k.ldGlobal('b32', words as unknown as Vec4<R32>, at, { nc: true }));
+        const entry = rowScaled ? row : k.madLo('u32', k.reg('u32'), row, blocks, groupIndex);
+        return {
+          words,
+          scale: rowScaled
+            ? undefined
+            : loadStored(k, scale, k.elementAddress(w.scales, entry, scaleBytes), ok),
+          offset: w.offsets
+            ? loadStored(k, scale, k.elementAddress(w.offsets, entry, scaleBytes), ok)
+            : undefined,
+          subWords: w.zeros
+            ? loadSubBlockWords(
+                k,
+                w.zeros,
+                k.madLo('u32', k.reg('u32'), row, zeroWords!, k.mulLo('u32', k.reg('u32'), groupIndex, 3)),
+                ok,
+              )
+            : undefined,
+        };
+      }),
+    );
+  };
+
+  const carry = (current: ColumnStep[][], next: ColumnStep[][]): void => {
+    current.forEach((set, pi) => {
+      set.forEach((col, c) => {
+        const from = next[pi]![c]!;
+        const fromWords = [...from.words, ...(from.subWords ?? [])];
+        [...col.words, ...(col.subWords ?? [])].forEach((w, i) => {
+          k.mov('b32', w, fromWords[i]!);
+        });
+        if (col.scale) moveStored(k, col.scale, from.scale!);
+        if (col.offset) moveStored(k, col.offset, from.offset!);
+      });
+    });
+  };
+
+  /** Adds the products of `step` (chunk `chunk`) and x's rows to `acc`. */
+  const use = (step: ColumnStep[][], chunk: R32, x: Int8X, acc: Sums): void => {
+    const at = k.mulLo('u32', k.reg('u32'), chunk, E);
+    const ok = below(k, at, kDim);
+    const block = k.shr('u32', k.reg('u32'), at, 5);
+    // Each column's scale (and offset) and its codes as dp4a operands: low and high nibbles apart.
+    const sub = kq ? k.and('b32', k.reg('u32'), block, 7) : undefined;
+    const columns = step.map((set) =>
+      set.map((col) => {
+        let groupScale = col.scale ? widen(k, scale, col.scale) : undefined;
+        let offset = col.offset ? widen(k, scale, col.offset) : undefined;
+        if (kq) {
+          const parts = subBlockFromWords(k, groupScale!, offset!, col.subWords!, sub!);
+          groupScale = parts.scale;
+          offset = parts.offset;
+        }
+        const codes = q4
+          ? col.words.flatMap((w) => [
+              k.and('b32', k.reg('u32'), w, 0x0f0f0f0f),
+              k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), w, 4), 0x0f0f0f0f),
+            ])
+          : col.words;
+        return { groupScale, negOffset: offset ? k.neg('f32', k.reg('f32'), offset) : undefined, codes };
+      }),
+    );
+    // 8-bit chunks are half a block: the block's offset term goes with its first half.
+    const zOk =
+      q4 || !offsetted
+        ? ok
+        : k.and(
+            'pred',
+            k.reg('pred'),
+            ok,
+            k.setp('eq', 'u32', k.reg('pred'), k.and('b32', k.reg('u32'), at, 16), 0),
+          );
+    for (let r = 0; r < v.rows; r++) {
+      // The row's x words for the chunk (4-bit: the block's 8; 8-bit: the chunk's half, 4), d and z.
+      const xWords = k.regs('u32', q4 ? 8 : 4);
+      for (const reg of xWords) k.mov('b32', reg, 0);
+      const rowAt = r === 0 ? x.xBase : k.madLo('u32', k.reg('u32'), x.xRowBytes, r, x.xBase);
+      const codesAt = k.add('u32', k.reg('u32'), rowAt, q4 ? k.shl('b32', k.reg('u32'), block, 5) : at);
+      k.predicated(ok, () => {
+        k.ldShared('b32', xWords.slice(0, 4) as unknown as Vec4<R32>, codesAt);
+        if (q4) k.ldShared('b32', xWords.slice(4, 8) as unknown as Vec4<R32>, addr(codesAt, 16));
+      });
+      const entry = k.shl(
+        'b32',
+        k.reg('u32'),
+        r === 0 ? block : k.madLo('u32', k.reg('u32'), x.xBlocks, r, block),
+        2,
+      );
+      const dx = k.mov('f32', k.reg('f32'), 0);
+      k.predicated(ok, () => k.ldShared('f32', dx, k.add('u32', k.reg('u32'), entry, x.dBase)));
+      let zx: R32 | undefined;
+      if (centred || offsetted) {
+        const z = k.mov('b32', k.reg('u32'), 0);
+        k.predicated(zOk, () => k.ldShared('b32', z, k.add('u32', k.reg('u32'), entry, x.zBase)));
+        zx = z;
+      }
+      columns.forEach((set, pi) => {
+        set.forEach((col, c) => {
+          const a = acc[pi]![c]![r]!;
+          const dot = k.mov('b32', k.reg('u32'), centred ? zx! : 0);
+          col.codes.forEach((w, i) => {
+            k.dp4a(q4 ? 'u32' : 's32', 's32', dot, w, xWords[i]!, dot);
+          });
+          const sum = k.cvt('f32', 's32', k.reg('f32'), dot, { rnd: 'rn' });
+          const factor = col.groupScale ? k.mul('f32', k.reg('f32'), col.groupScale, dx, { rnd: 'rn' }) : dx;
+          k.fma('f32', a, sum, factor, a, { rnd: 'rn' });
+          // Offsets: less offset · d·Σq.
+          if (col.negOffset)
+            k.fma('f32', a, col.negOffset, k.mov('b32', k.reg('f32'), zx!), a, { rnd: 'rn' });
+        });
+      });
+    }
+  };
+
+  return { load, use, carry, E, q4, centred, offsetted, rowScaled };
+}
+
+/**
+ * Two modes. Blocked: block (bx, by) computes rows by·R … +R of y for
+ * columns (bx · 8/S + g) · C … +C, g = warp / S, and warp (g, s) reads
+ * chunks s·32 + l + i·32·S of those C rows of W (a chunk is 16 bytes, lane
+ * l's at step i); the slices meet in shared memory at the end. Persistent
+ * (S = 1): as many blocks as the SMs hold at once (`blocksPerSm` each), each
+ * quantizing x once; global warp w takes columns u·C … +C for units
+ * u = w, w + W, … (W warps in all), all of K each, its loads one step ahead
+ * across units too, and stores a unit's sums when its last step is added.
+ */
+export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
+  check(v);
   const C = v.cols;
   const R = v.rows;
   const S = v.slices;
   const P = v.pair ? 2 : 1;
-  /** Weights per 16-byte chunk. */
-  const E = q4 ? 32 : 16;
   // sm_80: max.NaN, so that a NaN in x reaches y.
   const m = new PtxModule({ target: 'sm_80' });
   const xShared = m.dynamicShared('xq', 16);
@@ -184,409 +339,176 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
     QGEMV_PARAMS,
     (k, p) => {
       const { n, k: kDim, m: mDim } = loadParams(k, p, 'n', 'k', 'm');
-      const red = k.sharedArray('red', 'f32', WARPS * P * C * R, 16);
-      const redBase = k.sharedAddress(red);
       const at = gemvLaneAt(k, { cols: C, rows: R, slices: S });
-      const { tid, lane, slice, colBase, row0 } = at;
+      const { tid, warp, lane, slice, colBase, row0 } = at;
       const lastM = k.sub('u32', k.reg('u32'), mDim, 1);
-
-      // Row geometry of W (core's quantLayout): whole groups for 4-bit codes, whole 32-blocks for 8-bit.
-      const unit = q4 ? layout.groupSize : 32;
-      const blocks = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
-      const rowWords = k.mulLo('u32', k.reg('u32'), blocks, unit / layout.perWord);
-      const zeroWords = kq ? k.mulLo('u32', k.reg('u32'), blocks, 3) : undefined;
-      const chunk0 = k.madLo('u32', k.reg('u32'), slice, 32, lane);
       const lastN = k.sub('u32', k.reg('u32'), n, 1);
-      const weightSets = qgemvWeightParams(p, P);
-      // Per weight and column: the lane's code pointer and its rows of scales (offsets, sub-block words).
-      // Columns past N read row N − 1 (never stored).
-      const cols = weightSets.map((set) => {
-        const packed = k.globalPointer(set.packed);
-        const scales = k.globalPointer(set.scales);
-        const offsets = offsetted ? k.globalPointer(set.offsets) : undefined;
-        const zeros = kq ? k.globalPointer(set.zeros) : undefined;
-        return Array.from({ length: C }, (_, c) => {
-          const wRow = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), colBase, c), lastN);
-          const w = k.elementAddress(
-            packed,
-            k.madLo('u32', k.reg('u32'), wRow, rowWords, k.mulLo('u32', k.reg('u32'), chunk0, 4)),
-            4,
-          );
-          return {
-            w,
-            scales,
-            offsets,
-            zeros,
-            scaleRow: k.mulLo('u32', k.reg('u32'), wRow, rowScaled ? 1 : blocks),
-            zeroRow: zeroWords ? k.mulLo('u32', k.reg('u32'), wRow, zeroWords) : undefined,
-          };
+      const chunks = int8Chunks(k, v, p, kDim);
+      const { E } = chunks;
+      const quantizeX = () =>
+        int8X(k, {
+          shared: k.sharedAddress(xShared),
+          staged: v.stagedX,
+          x: k.globalPointer(p.x),
+          act: v.types.act,
+          rows: R,
+          row0,
+          lastM,
+          kDim,
+          tid,
+          q4: chunks.q4,
+          centred: chunks.centred,
+          offsetted: chunks.offsetted,
         });
-      });
-
-      /** Bytes of W and k one step moves on. */
-      const stepK = 32 * S * E;
-      const stepBytes = 32 * S * 16;
-      const loadStep = (kk: R32, ahead: number): ColumnStep[][] => {
-        const ok = below(k, kk, kDim);
-        const groupIndex = rowScaled ? kk : k.shr('u32', k.reg('u32'), kk, Math.log2(layout.groupSize));
-        return cols.map((set) =>
-          set.map((col) => {
-            const words = k.regs('u32', 4);
-            for (const r of words) k.mov('b32', r, 0);
-            const at = addr(col.w, ahead * stepBytes);
-            k.predicated(ok, () => k.ldGlobal('b32', words as unknown as Vec4<R32>, at, { nc: true }));
-            const entry = rowScaled ? col.scaleRow : k.add('u32', k.reg('u32'), col.scaleRow, groupIndex);
-            return {
-              words,
-              scale: rowScaled
-                ? undefined
-                : loadStored(k, scale, k.elementAddress(col.scales, entry, scaleBytes), ok),
-              offset: offsetted
-                ? loadStored(k, scale, k.elementAddress(col.offsets!, entry, scaleBytes), ok)
-                : undefined,
-              subWords: kq
-                ? loadSubBlockWords(
-                    k,
-                    col.zeros!,
-                    k.madLo('u32', k.reg('u32'), groupIndex, 3, col.zeroRow!),
-                    ok,
-                  )
-                : undefined,
-            };
-          }),
-        );
-      };
-      // The first step's codes are on their way while x is quantized.
-      const kk = k.mulLo('u32', k.reg('u32'), chunk0, E);
-      const current = loadStep(kk, 0);
-
-      // x's rows as int8 blocks in shared memory: four lanes a block, eight elements each. Staged,
-      // x itself lies first (R·K·actBytes, a multiple of 64), the blocks after it.
-      const xBlocks = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, X_BLOCK - 1), X_BLOCK);
-      const stage = k.sharedAddress(xShared);
-      const xBase = v.stagedX ? k.madLo('u32', k.reg('u32'), kDim, R * actBytes, stage) : stage;
-      const xRowBytes = k.mulLo('u32', k.reg('u32'), xBlocks, X_BLOCK);
-      const dBase = k.madLo('u32', k.reg('u32'), xRowBytes, R, xBase);
-      const zBase = k.madLo('u32', k.reg('u32'), xBlocks, R * 4, dBase);
-      quantizeX(k, {
-        x: k.globalPointer(p.x),
-        act,
-        actBytes,
-        stage: v.stagedX ? stage : undefined,
-        rows: R,
-        row0,
-        lastM,
-        kDim,
-        xBlocks,
-        tid,
-        shared: { codes: xBase, d: dBase, z: zBase },
-        q4,
-        centred,
-        offsetted,
-      });
-      k.barSync();
-
-      const acc = Array.from({ length: P }, () =>
+      const acc: Sums = Array.from({ length: P }, () =>
         Array.from({ length: C }, () => Array.from({ length: R }, () => k.mov('f32', k.reg('f32'), 0))),
       );
-      const sliceK = k.mulLo('u32', k.reg('u32'), slice, 32 * E);
-      k.forRange(sliceK, sliceK, kDim, stepK, () => {
-        const next = loadStep(k.add('u32', k.reg('u32'), kk, stepK), 1);
-        useStep(current, kk);
-        // The next step's registers become this one's.
-        current.forEach((set, pi) => {
-          set.forEach((col, c) => {
-            const from = next[pi]![c]!;
-            const words = [...col.words, ...(col.subWords ?? [])];
-            const fromWords = [...from.words, ...(from.subWords ?? [])];
-            words.forEach((w, i) => {
-              k.mov('b32', w, fromWords[i]!);
-            });
-            if (col.scale) moveStored(k, col.scale, from.scale!);
-            if (col.offset) moveStored(k, col.offset, from.offset!);
-          });
-        });
-        for (const set of cols) for (const col of set) k.add('u64', col.w, col.w, stepBytes);
-        k.add('u32', kk, kk, stepK);
-      });
-
-      function useStep(step: ColumnStep[][], at: R32): void {
-        const ok = below(k, at, kDim);
-        const block = k.shr('u32', k.reg('u32'), at, 5);
-        // Each column's scale (and offset) and its codes as dp4a operands: low and high nibbles apart.
-        const sub = kq ? k.and('b32', k.reg('u32'), block, 7) : undefined;
-        const columns = step.map((set) =>
-          set.map((col) => {
-            let groupScale = col.scale ? widen(k, scale, col.scale) : undefined;
-            let offset = col.offset ? widen(k, scale, col.offset) : undefined;
-            if (kq) {
-              const parts = subBlockFromWords(k, groupScale!, offset!, col.subWords!, sub!);
-              groupScale = parts.scale;
-              offset = parts.offset;
-            }
-            const codes = q4
-              ? col.words.flatMap((w) => [
-                  k.and('b32', k.reg('u32'), w, 0x0f0f0f0f),
-                  k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), w, 4), 0x0f0f0f0f),
-                ])
-              : col.words;
-            return { groupScale, negOffset: offset ? k.neg('f32', k.reg('f32'), offset) : undefined, codes };
-          }),
+      /** Rows of W for columns first … first + C − 1; columns past N read row N − 1 (never stored). */
+      const rowsFrom = (first: R32) =>
+        Array.from({ length: C }, (_, c) =>
+          k.min('u32', k.reg('u32'), c === 0 ? first : k.add('u32', k.reg('u32'), first, c), lastN),
         );
-        // 8-bit chunks are half a block: the block's offset term goes with its first half.
-        const zOk =
-          q4 || !offsetted
-            ? ok
-            : k.and(
-                'pred',
-                k.reg('pred'),
-                ok,
-                k.setp('eq', 'u32', k.reg('pred'), k.and('b32', k.reg('u32'), at, 16), 0),
-              );
-        for (let r = 0; r < R; r++) {
-          // The row's x words for the chunk (4-bit: the block's 8; 8-bit: the chunk's half, 4), d and z.
-          const xWords = k.regs('u32', q4 ? 8 : 4);
-          for (const reg of xWords) k.mov('b32', reg, 0);
-          const rowAt = r === 0 ? xBase : k.madLo('u32', k.reg('u32'), xRowBytes, r, xBase);
-          const codesAt = k.add('u32', k.reg('u32'), rowAt, q4 ? k.shl('b32', k.reg('u32'), block, 5) : at);
-          k.predicated(ok, () => {
-            k.ldShared('b32', xWords.slice(0, 4) as unknown as Vec4<R32>, codesAt);
-            if (q4) k.ldShared('b32', xWords.slice(4, 8) as unknown as Vec4<R32>, addr(codesAt, 16));
-          });
-          const entry = k.shl(
-            'b32',
-            k.reg('u32'),
-            r === 0 ? block : k.madLo('u32', k.reg('u32'), xBlocks, r, block),
-            2,
-          );
-          const dx = k.mov('f32', k.reg('f32'), 0);
-          k.predicated(ok, () => k.ldShared('f32', dx, k.add('u32', k.reg('u32'), entry, dBase)));
-          let zx: R32 | undefined;
-          if (centred || offsetted) {
-            const z = k.mov('b32', k.reg('u32'), 0);
-            k.predicated(zOk, () => k.ldShared('b32', z, k.add('u32', k.reg('u32'), entry, zBase)));
-            zx = z;
-          }
-          columns.forEach((set, pi) => {
-            set.forEach((col, c) => {
-              const a = acc[pi]![c]![r]!;
-              const dot = k.mov('b32', k.reg('u32'), centred ? zx! : 0);
-              col.codes.forEach((w, i) => {
-                k.dp4a(q4 ? 'u32' : 's32', 's32', dot, w, xWords[i]!, dot);
-              });
-              const sum = k.cvt('f32', 's32', k.reg('f32'), dot, { rnd: 'rn' });
-              const factor = col.groupScale
-                ? k.mul('f32', k.reg('f32'), col.groupScale, dx, { rnd: 'rn' })
-                : dx;
-              k.fma('f32', a, sum, factor, a, { rnd: 'rn' });
-              // Offsets: less offset · d·Σq.
-              if (col.negOffset)
-                k.fma('f32', a, col.negOffset, k.mov('b32', k.reg('f32'), zx!), a, { rnd: 'rn' });
-            });
-          });
-        }
+      const inK = (chunk: R32) => below(k, k.mulLo('u32', k.reg('u32'), chunk, E), kDim);
+
+      if (!v.persistent) {
+        const rows = rowsFrom(colBase);
+        const chunk = k.madLo('u32', k.reg('u32'), slice, 32, lane);
+        // The first step's codes are on their way while x is quantized.
+        const current = chunks.load(rows, chunk, inK(chunk));
+        const x = quantizeX();
+        const sliceK = k.mulLo('u32', k.reg('u32'), slice, 32 * E);
+        k.forRange(sliceK, sliceK, kDim, 32 * S * E, () => {
+          const nextChunk = k.add('u32', k.reg('u32'), chunk, 32 * S);
+          const next = chunks.load(rows, nextChunk, inK(nextChunk));
+          chunks.use(current, chunk, x, acc);
+          chunks.carry(current, next);
+          k.mov('u32', chunk, nextChunk);
+        });
+        const red = k.sharedArray('red', 'f32', WARPS * P * C * R, 16);
+        storeGemvSums(k, p, {
+          acc,
+          weights: qgemvWeightParams(p, P),
+          at,
+          sizes: { n, m: mDim, cols: C, rows: R, slices: S },
+          red: k.sharedAddress(red),
+          pair: v.pair,
+          withC: v.withC,
+          rowScaled: chunks.rowScaled,
+          types: v.types,
+        });
+        return;
       }
 
-      storeGemvSums(k, p, {
-        acc,
-        weights: weightSets,
-        at,
-        sizes: { n, m: mDim, cols: C, rows: R, slices: S },
-        red: redBase,
-        pair: v.pair,
-        withC: v.withC,
-        rowScaled,
-        types: v.types,
+      // Persistent: this warp's units and steps.
+      const warps = k.mulLo('u32', k.reg('u32'), k.nctaid(), WARPS);
+      const globalWarp = k.madLo('u32', k.reg('u32'), k.ctaid(), WARPS, warp);
+      const units = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), n, C - 1), C);
+      const steps = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, 32 * E - 1), 32 * E);
+      const left = k.sub('u32', k.reg('u32'), k.max('u32', k.reg('u32'), units, globalWarp), globalWarp);
+      const mine = k.div(
+        'u32',
+        k.reg('u32'),
+        k.add('u32', k.reg('u32'), left, k.sub('u32', k.reg('u32'), warps, 1)),
+        warps,
+      );
+      const total = k.mulLo('u32', k.reg('u32'), mine, steps);
+      const unit = k.mov('u32', k.reg('u32'), globalWarp);
+      const step = k.mov('u32', k.reg('u32'), 0);
+      const lastStep = k.sub('u32', k.reg('u32'), steps, 1);
+      const chunkOf = (s: R32) => k.madLo('u32', k.reg('u32'), s, 32, lane);
+      const firstChunk = chunkOf(step);
+      const current = chunks.load(
+        rowsFrom(k.mulLo('u32', k.reg('u32'), unit, C)),
+        firstChunk,
+        k.and('pred', k.reg('pred'), inK(firstChunk), k.setp('gt', 'u32', k.reg('pred'), total, 0)),
+      );
+      const x = quantizeX();
+      const t = k.reg('u32');
+      k.forRange(t, 0, total, 1, () => {
+        const ends = k.setp('eq', 'u32', k.reg('pred'), step, lastStep);
+        const nextStep = k.selp('u32', k.reg('u32'), 0, k.add('u32', k.reg('u32'), step, 1), ends);
+        const nextUnit = k.selp('u32', k.reg('u32'), k.add('u32', k.reg('u32'), unit, warps), unit, ends);
+        const nextChunk = chunkOf(nextStep);
+        const more = below(k, k.add('u32', k.reg('u32'), t, 1), total);
+        const next = chunks.load(
+          rowsFrom(k.mulLo('u32', k.reg('u32'), nextUnit, C)),
+          nextChunk,
+          k.and('pred', k.reg('pred'), inK(nextChunk), more),
+        );
+        chunks.use(current, chunkOf(step), x, acc);
+        k.ifThen(ends, () => {
+          storeUnitSums(k, p, {
+            acc,
+            weights: qgemvWeightParams(p, P),
+            lane,
+            colBase: k.mulLo('u32', k.reg('u32'), unit, C),
+            row0,
+            n,
+            m: mDim,
+            pair: v.pair,
+            withC: v.withC,
+            rowScaled: chunks.rowScaled,
+            types: v.types,
+          });
+        });
+        chunks.carry(current, next);
+        k.mov('u32', step, nextStep);
+        k.mov('u32', unit, nextUnit);
       });
     },
-    // No .maxntid: with it ptxas holds some 4-row configurations to 64 registers and spills.
+    // Persistent blocks must all be resident: at most 65536 / (256 · blocksPerSm) registers. Blocked:
+    // no .maxntid, with which ptxas holds some 4-row configurations to 64 registers and spills.
+    v.persistent ? { maxThreadsPerBlock: THREADS, minBlocksPerSm: v.blocksPerSm } : {},
   );
   return m;
 }
 
-function moveStored(k: KernelBuilder, to: Stored, from: Stored): void {
-  if (to.cls === 'f32') k.mov('f32', to as F32, from as F32);
-  else k.mov('b16', to as R16, from as R16);
-}
-
 /**
- * x's rows row0 … +R (rows past M read row M − 1) as int8 blocks of 32 in
- * shared memory: `codes` holds each row's blocks (32 bytes each; 4-bit
- * formats keep the even elements of each 8 in one word and the odd ones in
- * the next), `d` each block's max|x| / 127 and `z` its −8·Σq (centred
- * codes) or d·Σq (offsets). Thread t takes quarter t mod 4 (8 elements) of a
- * block; the four lanes of a block meet through shuffles.
+ * A persistent warp's end of a unit: each sum added across the warp, lane
+ * c·R + r stores y(row0 + r, colBase + c) (times q8's row scale, as
+ * silu(gate) ⊙ up for a pair, or plus beta·c), and the sums start again at 0.
  */
-function quantizeX(
+function storeUnitSums(
   k: KernelBuilder,
-  o: {
-    readonly x: R64;
-    readonly act: FloatStorage;
-    readonly actBytes: number;
-    /** Where x is staged, if it is. */
-    readonly stage: R32 | undefined;
-    readonly rows: number;
+  p: ParamHandles<typeof QGEMV_PARAMS>,
+  g: {
+    readonly acc: Sums;
+    readonly weights: readonly { readonly scales: Param<'ptr'> }[];
+    readonly lane: R32;
+    readonly colBase: R32;
     readonly row0: R32;
-    readonly lastM: R32;
-    readonly kDim: R32;
-    readonly xBlocks: R32;
-    readonly tid: R32;
-    readonly shared: { readonly codes: R32; readonly d: R32; readonly z: R32 };
-    readonly q4: boolean;
-    readonly centred: boolean;
-    readonly offsetted: boolean;
+    readonly n: R32;
+    readonly m: R32;
+    readonly pair: boolean;
+    readonly withC: boolean;
+    readonly rowScaled: boolean;
+    readonly types: { readonly act: FloatStorage; readonly scale: FloatStorage };
   },
 ): void {
-  if (o.stage) stageX(k, { ...o, stage: o.stage });
-  const quarters = k.mulLo('u32', k.reg('u32'), o.xBlocks, 4 * o.rows);
-  // Every lane runs every round (the shuffles need the whole warp); those past the end neither read nor write.
-  const rounds = k.mulLo(
-    'u32',
-    k.reg('u32'),
-    k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), quarters, THREADS - 1), THREADS),
-    THREADS,
-  );
-  const perRow = k.mulLo('u32', k.reg('u32'), o.xBlocks, 4);
-  const q = k.reg('u32');
-  k.forRange(q, 0, rounds, THREADS, () => {
-    const item = k.add('u32', k.reg('u32'), q, o.tid);
-    const inside = below(k, item, quarters);
-    const r = k.div('u32', k.reg('u32'), item, perRow);
-    const rem = k.sub('u32', k.reg('u32'), item, k.mulLo('u32', k.reg('u32'), r, perRow));
-    const first = k.shl('b32', k.reg('u32'), rem, 3);
-    const values = k.regs('f32', 8);
-    if (o.stage) {
-      // Quarter `item` of the staged rows starts at element 8·item (K is a multiple of 32).
-      for (const v of values) k.mov('f32', v, 0);
-      const at = k.madLo('u32', k.reg('u32'), item, 8 * o.actBytes, o.stage);
-      k.predicated(inside, () => loadSharedAsF32(k, o.act, values, at));
-    } else {
-      const row = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), o.row0, r), o.lastM);
-      const at = k.elementAddress(o.x, k.madLo('u32', k.reg('u32'), row, o.kDim, first), o.actBytes);
-      values.forEach((value, j) => {
-        const ok = k.and(
-          'pred',
-          k.reg('pred'),
-          inside,
-          below(k, k.add('u32', k.reg('u32'), first, j), o.kDim),
-        );
-        loadAsF32(k, o.act, [value], addr(at, j * o.actBytes), { ok });
+  const { acc } = g;
+  for (const set of acc)
+    for (const rows of set)
+      for (const a of rows)
+        for (let offset = 16; offset >= 1; offset /= 2)
+          k.add('f32', a, a, k.shflSync('bfly', k.reg('f32'), a, offset), { rnd: 'rn' });
+  const C = acc[0]!.length;
+  const R = acc[0]![0]!.length;
+  for (let c = 0; c < C; c++) {
+    const col = k.add('u32', k.reg('u32'), g.colBase, c);
+    for (let r = 0; r < R; r++) {
+      const row = k.add('u32', k.reg('u32'), g.row0, r);
+      const mine = [
+        k.setp('eq', 'u32', k.reg('pred'), g.lane, c * R + r),
+        below(k, col, g.n),
+        below(k, row, g.m),
+      ].reduce((a, b) => k.and('pred', k.reg('pred'), a, b));
+      k.ifThen(mine, () => {
+        const sums = g.weights.map((_, pi) => acc[pi]![c]![r]!);
+        storeGemvOutput(k, p, { ...g, sums, col, row, n: g.n });
       });
     }
-    quantizeQuarter(k, o, { item, inside, r, rem, values });
-  });
-}
-
-/**
- * x's rows row0 … +R (rows past M copy row M − 1) into shared memory at
- * `stage`, 16 bytes a copy: every copy is issued before any is awaited.
- */
-function stageX(
-  k: KernelBuilder,
-  o: {
-    readonly x: R64;
-    readonly actBytes: number;
-    readonly rows: number;
-    readonly row0: R32;
-    readonly lastM: R32;
-    readonly kDim: R32;
-    readonly tid: R32;
-    readonly stage: R32;
-  },
-): void {
-  const perRow = k.shr('u32', k.reg('u32'), k.mulLo('u32', k.reg('u32'), o.kDim, o.actBytes), 4);
-  const pieces = k.mulLo('u32', k.reg('u32'), perRow, o.rows);
-  const piece = k.reg('u32');
-  k.forRange(piece, o.tid, pieces, THREADS, () => {
-    const r = k.div('u32', k.reg('u32'), piece, perRow);
-    const inRow = k.sub('u32', k.reg('u32'), piece, k.mulLo('u32', k.reg('u32'), r, perRow));
-    const row = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), o.row0, r), o.lastM);
-    const src = k.elementAddress(o.x, k.madLo('u32', k.reg('u32'), row, perRow, inRow), 16);
-    k.cpAsync('cg', k.madLo('u32', k.reg('u32'), piece, 16, o.stage), src, 16);
-  });
-  k.cpAsyncWaitAll();
-  k.barSync();
-}
-
-/** Eight consecutive elements of `type` at shared address `at` (16-byte aligned), as f32. */
-function loadSharedAsF32(k: KernelBuilder, type: FloatStorage, values: readonly F32[], at: R32): void {
-  if (type === 'f32') {
-    k.ldShared('f32', values.slice(0, 4) as unknown as Vec4<F32>, at);
-    k.ldShared('f32', values.slice(4, 8) as unknown as Vec4<F32>, addr(at, 16));
-    return;
   }
-  const words = k.regs('u32', 4);
-  k.ldShared('b32', words as unknown as Vec4<R32>, at);
-  words.forEach((word, i) => {
-    k.mov('f32', values[2 * i]!, halfToF32(k, type, word, false));
-    k.mov('f32', values[2 * i + 1]!, halfToF32(k, type, word, true));
-  });
-}
-
-/** One thread's quarter of a block of x: its 8 codes stored, and the block's d and z by its first quarter. */
-function quantizeQuarter(
-  k: KernelBuilder,
-  o: {
-    readonly xBlocks: R32;
-    readonly shared: { readonly codes: R32; readonly d: R32; readonly z: R32 };
-    readonly q4: boolean;
-    readonly centred: boolean;
-    readonly offsetted: boolean;
-  },
-  { item, inside, r, rem, values }: { item: R32; inside: Pred; r: R32; rem: R32; values: readonly F32[] },
-): void {
-  const amax = k.mov('f32', k.reg('f32'), 0);
-  for (const value of values) k.max('f32', amax, amax, k.abs('f32', k.reg('f32'), value), { nan: true });
-  for (const offset of [1, 2])
-    k.max('f32', amax, amax, k.shflSync('bfly', k.reg('f32'), amax, offset), { nan: true });
-  const d = k.div('f32', k.reg('f32'), amax, 127, 'rn');
-  // 127 / max, or 0 for a block of zeros (its codes are then 0).
-  const inverse = k.div('f32', k.reg('f32'), 127, amax, 'rn');
-  const zero = k.setp('eq', 'f32', k.reg('pred'), amax, 0);
-  k.selp('f32', inverse, 0, inverse, zero);
-  const codes = values.map((value) =>
-    k.cvt('s32', 'f32', k.reg('u32'), k.mul('f32', k.reg('f32'), value, inverse, { rnd: 'rn' }), {
-      rnd: 'rni',
-    }),
-  );
-  // Four codes in one word's bytes, first in the lowest.
-  const pack = (a: R32, b: R32, c: R32, e: R32) =>
-    k.prmt(k.reg('u32'), k.prmt(k.reg('u32'), a, b, 0x0040), k.prmt(k.reg('u32'), c, e, 0x0040), 0x5410);
-  const [c0, c1, c2, c3, c4, c5, c6, c7] = codes as [R32, R32, R32, R32, R32, R32, R32, R32];
-  const words = o.q4
-    ? [pack(c0, c2, c4, c6), pack(c1, c3, c5, c7)]
-    : [pack(c0, c1, c2, c3), pack(c4, c5, c6, c7)];
-  // Block b = rem / 4 of row r: its codes at (r·blocks + b)·32 + quarter·8, its d and z at (r·blocks + b)·4.
-  const entry = k.add(
-    'u32',
-    k.reg('u32'),
-    k.mulLo('u32', k.reg('u32'), r, o.xBlocks),
-    k.shr('u32', k.reg('u32'), rem, 2),
-  );
-  k.predicated(inside, () =>
-    k.stShared('b32', k.madLo('u32', k.reg('u32'), item, 8, o.shared.codes), words as unknown as Vec2<R32>),
-  );
-  // Σq over the block: −8·Σq for centred codes, Σ x̃ = d·Σq for offsets.
-  let z: R32 | F32 | undefined;
-  if (o.centred || o.offsetted) {
-    const sum = k.mov('b32', k.reg('u32'), 0);
-    for (const code of codes) k.add('s32', sum, sum, code);
-    for (const offset of [1, 2]) k.add('s32', sum, sum, k.shflSync('bfly', k.reg('u32'), sum, offset));
-    z = o.centred
-      ? k.mulLo('s32', k.reg('u32'), sum, -8)
-      : k.mul('f32', k.reg('f32'), k.cvt('f32', 's32', k.reg('f32'), sum, { rnd: 'rn' }), d, { rnd: 'rn' });
-  }
-  const lead = k.and(
-    'pred',
-    k.reg('pred'),
-    inside,
-    k.setp('eq', 'u32', k.reg('pred'), k.and('b32', k.reg('u32'), rem, 3), 0),
-  );
-  k.predicated(lead, () => {
-    const at4 = k.mulLo('u32', k.reg('u32'), entry, 4);
-    k.stShared('f32', k.add('u32', k.reg('u32'), at4, o.shared.d), d);
-    if (z) k.stShared('b32', k.add('u32', k.reg('u32'), at4, o.shared.z), z);
-  });
+  for (const set of acc) for (const rows of set) for (const a of rows) k.mov('f32', a, 0);
 }
 
 /** The columns per warp each measured shape (the qgemvVariant option) asks for here: 16-byte chunks throughout. */
@@ -608,6 +530,31 @@ export function qgemvInt8Columns(
 ): number {
   const chosen = forced ? COLUMNS[forced] : (bits === 8 ? 8 : 4) / (pair ? 2 : 1);
   return Math.max(1, Math.min(chosen, Math.floor(8 / (rows * (pair ? 2 : 1)))));
+}
+
+/**
+ * The persistent mode's blocks per SM and grid for N columns of `cols` a
+ * warp: where the units keep every resident warp busy and within 75% of
+ * even (the last round of units leaves the rest idle); 4 blocks an SM where
+ * a lane keeps at most 2 sums (64 registers), else 2, and no more than
+ * shared memory holds (`fit` blocks). Undefined where N is too narrow for
+ * that: the blocked mode then (narrowing the columns to make room was
+ * slower on an H200: 1×4096×11008 q4g32 12.6 µs at 1 column against 9.9
+ * blocked at 4).
+ */
+export function persistentShape(
+  n: number,
+  cols: number,
+  sumsPerColumn: number,
+  multiprocessors: number,
+  fit: number,
+): { blocksPerSm: number; blocks: number } | undefined {
+  const blocksPerSm = Math.min(sumsPerColumn * cols <= 2 ? 4 : 2, Math.floor(fit));
+  if (blocksPerSm < 1) return undefined;
+  const warps = multiprocessors * blocksPerSm * WARPS;
+  const units = Math.ceil(n / cols);
+  if (units < warps || units / (Math.ceil(units / warps) * warps) < 0.75) return undefined;
+  return { blocksPerSm, blocks: multiprocessors * blocksPerSm };
 }
 
 /**
@@ -641,25 +588,35 @@ export function encodeQuantizedGemvInt8(
   const pair = weights.length === 2;
   const forced = encoder.tuning.qgemvVariant === 'a' ? undefined : encoder.tuning.qgemvVariant;
   const cols = qgemvInt8Columns(forced, rows, pair, layout.bits);
-  const slices =
-    encoder.tuning.qgemvSlices ??
-    qgemvSlicesFor(n, kDim, { cols, words: 4 }, layout.perWord, encoder.device.multiprocessors);
-  const first = weights[0]!;
-  const config: QgemvInt8Config = {
+  const base = {
     format: attrs.format,
     pair,
     withC: c !== undefined,
-    types: { act: storageOf(x), scale: storageOf(first.scales) },
+    types: { act: storageOf(x), scale: storageOf(weights[0]!.scales) },
     rows,
     stagedX,
-    cols,
-    slices,
   };
+  const persistent =
+    encoder.tuning.qgemvPersistent === 'off'
+      ? undefined
+      : persistentShape(n, cols, rows * (pair ? 2 : 1), encoder.device.multiprocessors, limit / sharedBytes);
+  const config: QgemvInt8Config = persistent
+    ? { ...base, cols, blocksPerSm: persistent.blocksPerSm, slices: 1, persistent: true }
+    : {
+        ...base,
+        cols,
+        slices:
+          encoder.tuning.qgemvSlices ??
+          qgemvSlicesFor(n, kDim, { cols, words: 4 }, layout.perWord, encoder.device.multiprocessors),
+        persistent: false,
+        blocksPerSm: 0,
+      };
+  const blocks = persistent ? persistent.blocks : Math.ceil(n / ((config.cols * WARPS) / config.slices));
   encoder.launch({
     key: qgemvInt8Key(config),
     module: () => qgemvInt8Module(config),
     entry: QGEMV_INT8_ENTRY,
-    grid: [Math.ceil(n / ((cols * WARPS) / slices)), Math.ceil(m / rows), 1],
+    grid: [blocks, Math.ceil(m / rows), 1],
     block: THREADS,
     sharedBytes,
     args: qgemvArgs(ops, { m, n, k: kDim, beta: attrs.beta }),
