@@ -14,6 +14,7 @@ import {
   maxAbsDiff,
   parseDecodeArgs,
   TORCH_REFERENCE_RUN,
+  topMargin,
 } from './decodeBench.js';
 import type { DecodeSettings } from './decodeRun.js';
 import { writeSeededLlama } from './seededLlama.js';
@@ -166,6 +167,32 @@ describe('decode-bench', () => {
       { run: 'torch-graph', reference: 'cuda', firstDisagreement: 1, logitsMaxDiff: 0, gate: true },
     ]);
     expect(decodePrompt(100, 5, 0).every((t) => t >= 0 && t < 100)).toBe(true);
+  });
+
+  it('lets runs part at a near tie of the reference, and only there', () => {
+    const reference = {
+      name: 'cuda',
+      tokens: [1, 2, 3, 4],
+      logits: Float32Array.of(40, -30),
+      margins: [3, 2, 0.5, 4],
+    };
+    const at = (tokens: number[], logits: Float32Array) =>
+      decodeAgreement([reference, { name: 'wgpu', tokens, logits }])[0]!;
+    // Prompt logits 1 apart, parting where the reference's top two are 0.5 apart: a near tie.
+    expect(at([1, 2, 9, 9], Float32Array.of(41, -30))).toEqual({
+      run: 'wgpu',
+      reference: 'cuda',
+      firstDisagreement: 2,
+      logitsMaxDiff: 1,
+      nearTie: { margin: 0.5 },
+      gate: true,
+    });
+    // Parting where the reference was sure (2 apart): a failure.
+    expect(at([1, 9, 9, 9], Float32Array.of(41, -30)).nearTie).toBeUndefined();
+    // Logits apart by more than 5% of their size: a fault, not rounding, wherever they part.
+    expect(at([1, 2, 9, 9], Float32Array.of(43, -30)).nearTie).toBeUndefined();
+    expect(topMargin(Float32Array.of(1, 5, 3, 5))).toBe(0);
+    expect(topMargin(Float32Array.of(1, 5, 3))).toBe(2);
   });
 
   it('decodes the tiny model on the cpu backend and reports ms per token against the limit', async () => {
