@@ -128,7 +128,14 @@ describe('int8 quantized GEMV', () => {
       ),
     );
     expect(keys.size).toBe(QGEMV_INT8_FORMATS.length * 2);
-    expect(() => qgemvInt8Module({ ...base, format: 'q6k' })).toThrow(/format/);
+    expect(() => qgemvInt8Module({ ...base, format: 'q8g16' })).toThrow(/format/);
+    // q6k's two high words a chunk in one load, q5k's one.
+    expect(
+      qgemvInt8Module({ ...base, format: 'q6k' })
+        .emit()
+        .match(/ld\.global\.nc\.v2\.b32/g),
+    ).toHaveLength(2 * 2);
+    expect(qgemvInt8Module({ ...base, format: 'q5k' }).emit()).not.toContain('ld.global.nc.v2.b32');
     expect(() => qgemvInt8Module({ ...base, rows: 5 })).toThrow(/rows/);
     expect(() => qgemvInt8Module({ ...base, pair: true, withC: true })).toThrow(/c/);
     expect(() => qgemvInt8Module({ ...base, pair: true, cols: 8, rows: 4 })).toThrow(/cols/);
@@ -197,6 +204,10 @@ describe('int8 quantized GEMV on an emulated device', () => {
     ['q4g32a', 1, 999, 21, {}],
     ['q8g32a', 3, 1000, 7, {}],
     ['q4k', 1, 4096, 19, {}],
+    ['q5k', 1, 4096, 19, {}],
+    ['q5k', 3, 768, 6, { act: 'bf16' }],
+    ['q6k', 1, 4096, 19, {}],
+    ['q6k', 2, 768, 9, { variant: 'b' }],
     ['q4k', 4, 768, 6, { act: 'bf16' }],
     ['q4g32', 1, 1024, 11, { pair: true }],
     ['q4k', 2, 1024, 7, { pair: true }],
@@ -250,7 +261,7 @@ describe('int8 quantized GEMV on an emulated device', () => {
       ['q4g32', true, { qgemvActivations: 'int8' }, QGEMV_ENTRY],
       ['q4g32', false, {}, QGEMV_ENTRY],
       ['q4g32', false, { qgemvActivations: 'f32' }, QGEMV_ENTRY],
-      ['q6k', false, { qgemvActivations: 'int8' }, 'quantized_dot'],
+      ['q8g16', false, { qgemvActivations: 'int8' }, 'quantized_dot'],
     ] as const) {
       const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 2, tuning });
       try {
@@ -279,6 +290,8 @@ describe('persistent int8 quantized GEMV on an emulated device', () => {
     ['q4g32a', 1, 200, 150, false],
     ['q4k', 1, 512, 150, true],
     ['q8', 3, 96, 260, false],
+    ['q5k', 1, 512, 203, false],
+    ['q6k', 2, 768, 150, false],
   ];
   for (const [format, m, k, n, pair] of cases) {
     it(`${pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}: all resident blocks, the product of x's int8 blocks`, async () => {

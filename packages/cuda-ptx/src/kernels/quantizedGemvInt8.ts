@@ -6,7 +6,7 @@ import {
   quantLayout,
 } from '@rayo/core';
 import type { KernelEncoder, Operand } from '../kernel.js';
-import type { Vec4 } from '../ptx/instructionTypes.js';
+import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { type ParamHandles, PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
@@ -22,6 +22,7 @@ import {
   storeGemvSums,
 } from './quantizedGemv.js';
 import { type Int8X, int8X, qgemvInt8SharedBytes } from './quantizedGemvInt8X.js';
+import { bytePlanes, int8At, Q5K_PLANE, Q6K_PLANE } from './quantizedQ6k.js';
 import { loadSubBlockWords, subBlockFromWords } from './quantizedSubBlocks.js';
 import { type FloatStorage, STORAGE_BYTES, storageKey, storageOf } from './storage.js';
 
@@ -63,6 +64,8 @@ export const QGEMV_INT8_FORMATS = [
   'q4g32a',
   'q8g32a',
   'q4k',
+  'q5k',
+  'q6k',
 ] as const satisfies readonly QuantFormat[];
 
 export function qgemvInt8Reads(format: QuantFormat): boolean {
@@ -149,12 +152,19 @@ function moveStored(k: KernelBuilder, to: Stored, from: Stored): void {
   else k.mov('b16', to as R16, from as R16);
 }
 
+/** The u32 word `index` of `ptr`; 0 where `ok` is false. */
+function loadWord(k: KernelBuilder, ptr: R64, index: R32, ok: Pred): R32 {
+  const word = k.mov('b32', k.reg('u32'), 0);
+  k.predicated(ok, () => k.ldGlobal('b32', word, k.elementAddress(ptr, index, 4), { nc: true }));
+  return word;
+}
+
 /** One column's loads for a step: 4 code words, and its group's scale, offset or q4k sub-block words. */
 interface ColumnStep {
   readonly words: R32[];
   readonly scale: Stored | undefined;
   readonly offset: Stored | undefined;
-  readonly subWords: [R32, R32, R32] | undefined;
+  readonly subWords: R32[] | undefined;
 }
 
 /** Sums of a lane: [weight][column][row]. */
@@ -168,54 +178,104 @@ type Sums = F32[][][];
  */
 function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof QGEMV_PARAMS>, kDim: R32) {
   const layout = quantLayout(v.format, 1);
-  const q4 = layout.bits === 4;
-  const kq = layout.subBlockScales;
+  /** Codes of 4, 5 or 6 bits: nibble words (and q5k's, q6k's high bits), 32 weights a chunk. */
+  const nib = layout.bits < 8;
+  const q6 = layout.bits === 6;
+  /** High-bit words per chunk: q5k's one, q6k's two. */
+  const highWords = layout.bits === 5 ? 1 : q6 ? 2 : 0;
+  /** q4k and q5k: a scale and offset per 32-weight sub-block from 6-bit sc and m. */
+  const kq = layout.subBlockScales && !q6;
   const offsetted = layout.offsets;
   const rowScaled = layout.scalePerRow;
-  const centred = q4 && !offsetted;
+  /** 4-bit codes without offsets are centred on 8 (q6k's on 32, taken per half-chunk). */
+  const centred = layout.bits === 4 && !offsetted;
   const { scale } = v.types;
   const scaleBytes = STORAGE_BYTES[scale];
-  /** Weights per 16-byte chunk. */
-  const E = q4 ? 32 : 16;
-  // Row geometry of W (core's quantLayout): whole groups for 4-bit codes, whole 32-blocks for 8-bit.
-  const unit = q4 ? layout.groupSize : 32;
+  /** Weights per 16-byte chunk of codes. */
+  const E = nib ? 32 : 16;
+  // Row geometry of W (core's quantLayout): whole groups (super-blocks) for nibble codes, whole
+  // 32-blocks for 8-bit ones; a unit's words hold its chunks of codes (then q5k's, q6k's high words).
+  const unit = nib ? layout.groupSize : 32;
+  const unitWords = quantLayout(v.format, unit).rowWords;
+  const chunksPerUnit = unit / E;
   const blocks = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
-  const rowWords = k.mulLo('u32', k.reg('u32'), blocks, unit / layout.perWord);
-  const zeroWords = kq ? k.mulLo('u32', k.reg('u32'), blocks, 3) : undefined;
+  const rowWords = k.mulLo('u32', k.reg('u32'), blocks, unitWords);
+  const zeroWords = layout.subBlockScales
+    ? k.mulLo('u32', k.reg('u32'), blocks, quantLayout(v.format, unit).zeroWords)
+    : undefined;
   const weights = qgemvWeightParams(p, v.pair ? 2 : 1).map((set) => ({
     packed: k.globalPointer(set.packed),
     scales: k.globalPointer(set.scales),
     offsets: offsetted ? k.globalPointer(set.offsets) : undefined,
-    zeros: kq ? k.globalPointer(set.zeros) : undefined,
+    zeros: layout.subBlockScales ? k.globalPointer(set.zeros) : undefined,
   }));
 
   const load = (rows: readonly R32[], chunk: R32, ok: Pred): ColumnStep[][] => {
     const kk = k.mulLo('u32', k.reg('u32'), chunk, E);
     const groupIndex = rowScaled ? kk : k.shr('u32', k.reg('u32'), kk, Math.log2(layout.groupSize));
-    const chunkWords = k.shl('b32', k.reg('u32'), chunk, 2);
+    // The chunk's words in its row: unit u = chunk / chunksPerUnit, chunk j of it at word 4j of the unit.
+    const j = chunksPerUnit === 1 ? 0 : k.and('b32', k.reg('u32'), chunk, chunksPerUnit - 1);
+    const unitAt = chunksPerUnit === 1 ? chunk : k.shr('u32', k.reg('u32'), chunk, Math.log2(chunksPerUnit));
+    const inRow = k.mulLo('u32', k.reg('u32'), unitAt, unitWords);
+    const codesAt = j === 0 ? inRow : k.madLo('u32', k.reg('u32'), j, 4, inRow);
     return weights.map((w) =>
       rows.map((row) => {
+        const rowAt = k.mulLo('u32', k.reg('u32'), row, rowWords);
         const words = k.regs('u32', 4);
         for (const r of words) k.mov('b32', r, 0);
-        const at = k.elementAddress(w.packed, k.madLo('u32', k.reg('u32'), row, rowWords, chunkWords), 4);
+        const at = k.elementAddress(w.packed, k.add('u32', k.reg('u32'), rowAt, codesAt), 4);
         k.predicated(ok, () => k.ldGlobal('b32', words as unknown as Vec4<R32>, at, { nc: true }));
+        // q5k: its sub-block's high word 32 + j; q6k: its two, 32 + 2j and 33 + 2j.
+        const high: R32[] = Array.from({ length: highWords }, () => k.reg('u32'));
+        if (highWords > 0) {
+          for (const r of high) k.mov('b32', r, 0);
+          const highAt = k.madLo(
+            'u32',
+            k.reg('u32'),
+            j === 0 ? 0 : j,
+            highWords,
+            k.add('u32', k.reg('u32'), rowAt, inRow),
+          );
+          const hp = addr(k.elementAddress(w.packed, highAt, 4), 4 * 32);
+          k.predicated(ok, () => {
+            if (highWords === 1) k.ldGlobal('b32', high[0]!, hp, { nc: true });
+            else k.ldGlobal('b32', high as unknown as Vec2<R32>, hp, { nc: true });
+          });
+        }
         const entry = rowScaled ? row : k.madLo('u32', k.reg('u32'), row, blocks, groupIndex);
+        // q4k, q5k: the super-block's three words of 6-bit scales; q6k: the word of its chunk's two int8 scales.
+        const subWords = !w.zeros
+          ? undefined
+          : q6
+            ? [
+                loadWord(
+                  k,
+                  w.zeros,
+                  k.madLo(
+                    'u32',
+                    k.reg('u32'),
+                    row,
+                    zeroWords!,
+                    k.madLo('u32', k.reg('u32'), groupIndex, 4, k.shr('u32', k.reg('u32'), j as R32, 1)),
+                  ),
+                  ok,
+                ),
+              ]
+            : loadSubBlockWords(
+                k,
+                w.zeros,
+                k.madLo('u32', k.reg('u32'), row, zeroWords!, k.mulLo('u32', k.reg('u32'), groupIndex, 3)),
+                ok,
+              );
         return {
-          words,
+          words: [...words, ...high],
           scale: rowScaled
             ? undefined
             : loadStored(k, scale, k.elementAddress(w.scales, entry, scaleBytes), ok),
           offset: w.offsets
             ? loadStored(k, scale, k.elementAddress(w.offsets, entry, scaleBytes), ok)
             : undefined,
-          subWords: w.zeros
-            ? loadSubBlockWords(
-                k,
-                w.zeros,
-                k.madLo('u32', k.reg('u32'), row, zeroWords!, k.mulLo('u32', k.reg('u32'), groupIndex, 3)),
-                ok,
-              )
-            : undefined,
+          subWords,
         };
       }),
     );
@@ -235,34 +295,63 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
     });
   };
 
+  /**
+   * A column's codes as dp4a operands, in x's word order (each 8 weights'
+   * even ones, then odd ones): nibbles masked and shifted; q5k's and q6k's
+   * high bits joined in through byte masks (quantizedQ6k.ts's planes).
+   */
+  const operands = (words: readonly R32[]): R32[] => {
+    if (!nib) return words.slice(0, 4);
+    const low = words.slice(0, 4);
+    if (highWords === 0)
+      return low.flatMap((w) => [
+        k.and('b32', k.reg('u32'), w, 0x0f0f0f0f),
+        k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), w, 4), 0x0f0f0f0f),
+      ]);
+    return low.flatMap((w, i) => {
+      // q5k: the high word shifted by 2i; q6k: high word i / 2, shifted by 4 for the pair's second word.
+      const source = q6 ? words[4 + (i >> 1)]! : words[4]!;
+      const by = q6 ? 4 * (i & 1) : 2 * i;
+      const high = by === 0 ? source : k.shr('b32', k.reg('u32'), source, by);
+      return bytePlanes(k, w, high, q6 ? Q6K_PLANE : Q5K_PLANE);
+    });
+  };
+
   /** Adds the products of `step` (chunk `chunk`) and x's rows to `acc`. */
   const use = (step: ColumnStep[][], chunk: R32, x: Int8X, acc: Sums): void => {
     const at = k.mulLo('u32', k.reg('u32'), chunk, E);
     const ok = below(k, at, kDim);
     const block = k.shr('u32', k.reg('u32'), at, 5);
-    // Each column's scale (and offset) and its codes as dp4a operands: low and high nibbles apart.
+    // Each column's scale (and offset; q6k's two half-chunk scales) and its codes as dp4a operands.
     const sub = kq ? k.and('b32', k.reg('u32'), block, 7) : undefined;
     const columns = step.map((set) =>
       set.map((col) => {
         let groupScale = col.scale ? widen(k, scale, col.scale) : undefined;
         let offset = col.offset ? widen(k, scale, col.offset) : undefined;
+        let halves: F32[] | undefined;
         if (kq) {
-          const parts = subBlockFromWords(k, groupScale!, offset!, col.subWords!, sub!);
+          const parts = subBlockFromWords(k, groupScale!, offset!, col.subWords as [R32, R32, R32], sub!);
           groupScale = parts.scale;
           offset = parts.offset;
+        } else if (q6) {
+          // Sub-blocks 2j and 2j + 1: bytes 2 (j mod 2) and 2 (j mod 2) + 1 of the word; f32(d · sc) each.
+          const shift = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), block, 1), 4);
+          const word = k.shr('b32', k.reg('u32'), col.subWords![0]!, shift);
+          halves = [0, 8].map((bit) =>
+            k.mul('f32', k.reg('f32'), groupScale!, int8At(k, word, bit), { rnd: 'rn' }),
+          );
         }
-        const codes = q4
-          ? col.words.flatMap((w) => [
-              k.and('b32', k.reg('u32'), w, 0x0f0f0f0f),
-              k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), w, 4), 0x0f0f0f0f),
-            ])
-          : col.words;
-        return { groupScale, negOffset: offset ? k.neg('f32', k.reg('f32'), offset) : undefined, codes };
+        return {
+          groupScale,
+          halves,
+          negOffset: offset ? k.neg('f32', k.reg('f32'), offset) : undefined,
+          codes: operands(col.words),
+        };
       }),
     );
     // 8-bit chunks are half a block: the block's offset term goes with its first half.
     const zOk =
-      q4 || !offsetted
+      nib || !offsetted
         ? ok
         : k.and(
             'pred',
@@ -271,14 +360,14 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
             k.setp('eq', 'u32', k.reg('pred'), k.and('b32', k.reg('u32'), at, 16), 0),
           );
     for (let r = 0; r < v.rows; r++) {
-      // The row's x words for the chunk (4-bit: the block's 8; 8-bit: the chunk's half, 4), d and z.
-      const xWords = k.regs('u32', q4 ? 8 : 4);
+      // The row's x words for the chunk (nibble codes: the block's 8; 8-bit: the chunk's half, 4), d and z.
+      const xWords = k.regs('u32', nib ? 8 : 4);
       for (const reg of xWords) k.mov('b32', reg, 0);
       const rowAt = r === 0 ? x.xBase : k.madLo('u32', k.reg('u32'), x.xRowBytes, r, x.xBase);
-      const codesAt = k.add('u32', k.reg('u32'), rowAt, q4 ? k.shl('b32', k.reg('u32'), block, 5) : at);
+      const codesAt = k.add('u32', k.reg('u32'), rowAt, nib ? k.shl('b32', k.reg('u32'), block, 5) : at);
       k.predicated(ok, () => {
         k.ldShared('b32', xWords.slice(0, 4) as unknown as Vec4<R32>, codesAt);
-        if (q4) k.ldShared('b32', xWords.slice(4, 8) as unknown as Vec4<R32>, addr(codesAt, 16));
+        if (nib) k.ldShared('b32', xWords.slice(4, 8) as unknown as Vec4<R32>, addr(codesAt, 16));
       });
       const entry = k.shl(
         'b32',
@@ -294,12 +383,34 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
         k.predicated(zOk, () => k.ldShared('b32', z, k.add('u32', k.reg('u32'), entry, x.zBase)));
         zx = z;
       }
+      // q6k: −32 · Σq of each half of the block, where its codes' sums start.
+      const halfStarts = q6
+        ? [0, 4].map((first) => {
+            const sum = k.mov('b32', k.reg('u32'), 0);
+            for (let i = first; i < first + 4; i++) k.dp4a('u32', 's32', sum, 0x01010101, xWords[i]!, sum);
+            return k.mulLo('s32', k.reg('u32'), sum, -32);
+          })
+        : undefined;
       columns.forEach((set, pi) => {
         set.forEach((col, c) => {
           const a = acc[pi]![c]![r]!;
+          const type = nib ? 'u32' : 's32';
+          if (halfStarts) {
+            // q6k: each half-chunk's sum takes its own sub-block scale.
+            halfStarts.forEach((start, h) => {
+              const dot = k.mov('b32', k.reg('u32'), start);
+              for (let i = 4 * h; i < 4 * h + 4; i++)
+                k.dp4a(type, 's32', dot, col.codes[i]!, xWords[i]!, dot);
+              const sum = k.cvt('f32', 's32', k.reg('f32'), dot, { rnd: 'rn' });
+              k.fma('f32', a, sum, k.mul('f32', k.reg('f32'), col.halves![h]!, dx, { rnd: 'rn' }), a, {
+                rnd: 'rn',
+              });
+            });
+            return;
+          }
           const dot = k.mov('b32', k.reg('u32'), centred ? zx! : 0);
           col.codes.forEach((w, i) => {
-            k.dp4a(q4 ? 'u32' : 's32', 's32', dot, w, xWords[i]!, dot);
+            k.dp4a(type, 's32', dot, w, xWords[i]!, dot);
           });
           const sum = k.cvt('f32', 's32', k.reg('f32'), dot, { rnd: 'rn' });
           const factor = col.groupScale ? k.mul('f32', k.reg('f32'), col.groupScale, dx, { rnd: 'rn' }) : dx;
@@ -312,7 +423,7 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
     }
   };
 
-  return { load, use, carry, E, q4, centred, offsetted, rowScaled };
+  return { load, use, carry, E, nib, centred, offsetted, rowScaled };
 }
 
 /**
@@ -356,7 +467,7 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
           lastM,
           kDim,
           tid,
-          q4: chunks.q4,
+          q4: chunks.nib,
           centred: chunks.centred,
           offsetted: chunks.offsetted,
         });

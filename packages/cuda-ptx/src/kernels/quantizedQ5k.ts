@@ -2,7 +2,7 @@ import { Q5K_HIGH_WORDS_AT } from '@rayo/core';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import type { F32, R32 } from '../ptx/operands.js';
 import { MAGIC } from './quantizedCodes.js';
-import { byteCodes } from './quantizedQ6k.js';
+import { byteCodes, Q5K_PLANE } from './quantizedQ6k.js';
 
 // q5k's codes (core's quant/layout.ts has the bits): a nibble word and the
 // high word of its sub-block give eight whole 5-bit codes through byte masks,
@@ -17,7 +17,7 @@ import { byteCodes } from './quantizedQ6k.js';
  * (even weights) and 1 (odd) of each byte.
  */
 export function q5kCodes(k: KernelBuilder, low: R32, high: R32, centre = 0): F32[] {
-  return byteCodes(k, low, high, { even: 4, odd: 3, mask: 0x10101010 }, MAGIC + centre);
+  return byteCodes(k, low, high, Q5K_PLANE, MAGIC + centre);
 }
 
 /** The bit of a high word that holds weight `i`'s (mod 32) high bit: 8 · ((i mod 8) / 2) + 2 · ((i / 8) mod 4) + i mod 2. */

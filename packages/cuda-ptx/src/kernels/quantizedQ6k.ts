@@ -20,22 +20,26 @@ export const Q6K_BIAS = MAGIC + 32;
  * second word (so its pairs lie at bits 0–1 and 2–3 of each byte either way).
  */
 export function q6kCodes(k: KernelBuilder, low: R32, high: R32): F32[] {
-  return byteCodes(k, low, high, { even: 4, odd: 2, mask: 0x30303030 }, Q6K_BIAS);
+  return byteCodes(k, low, high, Q6K_PLANE, Q6K_BIAS);
 }
 
+/** Where a format's high bits join a nibble word's codes: shifts for the even and odd nibbles, and the byte mask. */
+export interface BytePlane {
+  readonly even: number;
+  readonly odd: number;
+  readonly mask: number;
+}
+
+/** q6k's high pairs (bits 4–5 of each code byte) and q5k's high bit (bit 4). */
+export const Q6K_PLANE: BytePlane = { even: 4, odd: 2, mask: 0x30303030 };
+export const Q5K_PLANE: BytePlane = { even: 4, odd: 3, mask: 0x10101010 };
+
 /**
- * The eight codes of nibble word `low` less `bias`, as exact f32s in weight
- * order, each a nibble with high bits from `high` (bit 4 up): byte b of the
- * nibble word's even and odd nibbles take `high` shifted left by `plane.even`
- * and `plane.odd` under `plane.mask` (q6k's high pairs, q5k's high bits).
+ * The whole codes of nibble word `low` as bytes: weights 0, 2, 4, 6 of it in
+ * the first word, 1, 3, 5, 7 in the second, each a nibble with its high bits
+ * from `high` (see byteCodes).
  */
-export function byteCodes(
-  k: KernelBuilder,
-  low: R32,
-  high: R32,
-  plane: { readonly even: number; readonly odd: number; readonly mask: number },
-  bias: number,
-): F32[] {
+export function bytePlanes(k: KernelBuilder, low: R32, high: R32, plane: BytePlane): [R32, R32] {
   const u = () => k.reg('u32');
   const even = k.or(
     'b32',
@@ -49,6 +53,18 @@ export function byteCodes(
     k.and('b32', u(), k.shr('b32', u(), low, 4), 0x0f0f0f0f),
     k.and('b32', u(), k.shl('b32', u(), high, plane.odd), plane.mask),
   );
+  return [even, odd];
+}
+
+/**
+ * The eight codes of nibble word `low` less `bias`, as exact f32s in weight
+ * order, each a nibble with high bits from `high` (bit 4 up): byte b of the
+ * nibble word's even and odd nibbles take `high` shifted left by `plane.even`
+ * and `plane.odd` under `plane.mask` (q6k's high pairs, q5k's high bits).
+ */
+export function byteCodes(k: KernelBuilder, low: R32, high: R32, plane: BytePlane, bias: number): F32[] {
+  const u = () => k.reg('u32');
+  const [even, odd] = bytePlanes(k, low, high, plane);
   // Weight 2b + e is byte b of `even` (e = 0) or `odd` (e = 1).
   return Array.from({ length: 8 }, (_, m) => {
     const word = m & 1 ? odd : even;
