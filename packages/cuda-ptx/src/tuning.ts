@@ -27,7 +27,7 @@ export interface CudaTuningOptions extends QgemvOptions {
   /**
    * `int8`: products of up to 4 rows of x against 4- to 8-bit codes (q8,
    * q4g32 and q4g128 without zero points, q8g32, q4g32a, q8g32a, q4k, q5k,
-   * q6k; single and gate·up pairs) quantize x to int8 per block of 32 (d = max|x|/127)
+   * q6k, q5g32, q5g32a; single and gate·up pairs) quantize x to int8 per block of 32 (d = max|x|/127)
    * and sum on integer dot products, as llama.cpp's CUDA GEMVs do: several
    * times fewer instructions a weight, and y within Σ d/2 · Σ|w| of the exact
    * product. Absent or `f32`: x stays exact (the default).

@@ -208,6 +208,10 @@ describe('int8 quantized GEMV on an emulated device', () => {
     ['q5k', 3, 768, 6, { act: 'bf16' }],
     ['q6k', 1, 4096, 19, {}],
     ['q6k', 2, 768, 9, { variant: 'b' }],
+    ['q5g32', 1, 352, 21, {}],
+    ['q5g32', 3, 1000, 9, {}],
+    ['q5g32a', 2, 4096, 13, {}],
+    ['q5g32a', 1, 161, 7, { act: 'bf16' }],
     ['q4k', 4, 768, 6, { act: 'bf16' }],
     ['q4g32', 1, 1024, 11, { pair: true }],
     ['q4k', 2, 1024, 7, { pair: true }],
@@ -292,6 +296,7 @@ describe('persistent int8 quantized GEMV on an emulated device', () => {
     ['q8', 3, 96, 260, false],
     ['q5k', 1, 512, 203, false],
     ['q6k', 2, 768, 150, false],
+    ['q5g32', 1, 352, 150, false],
   ];
   for (const [format, m, k, n, pair] of cases) {
     it(`${pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}: all resident blocks, the product of x's int8 blocks`, async () => {

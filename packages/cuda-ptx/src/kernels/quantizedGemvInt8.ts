@@ -66,6 +66,8 @@ export const QGEMV_INT8_FORMATS = [
   'q4k',
   'q5k',
   'q6k',
+  'q5g32',
+  'q5g32a',
 ] as const satisfies readonly QuantFormat[];
 
 export function qgemvInt8Reads(format: QuantFormat): boolean {
@@ -187,8 +189,11 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
   const kq = layout.subBlockScales && !q6;
   const offsetted = layout.offsets;
   const rowScaled = layout.scalePerRow;
-  /** 4-bit codes without offsets are centred on 8 (q6k's on 32, taken per half-chunk). */
-  const centred = layout.bits === 4 && !offsetted;
+  /** Nibble codes without offsets are centred on 8 (q5g32's on 16; q6k's on 32, taken per half-chunk). */
+  const zero = nib && !q6 && !offsetted ? layout.offset : 0;
+  const centred = zero > 0;
+  /** q5g32, q5g32a: the row's high words follow all its nibbles, one per group (core's q5g32RowWords). */
+  const highAfterRow = layout.bits === 5 && layout.groupSize === 32;
   const { scale } = v.types;
   const scaleBytes = STORAGE_BYTES[scale];
   /** Weights per 16-byte chunk of codes. */
@@ -196,10 +201,19 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
   // Row geometry of W (core's quantLayout): whole groups (super-blocks) for nibble codes, whole
   // 32-blocks for 8-bit ones; a unit's words hold its chunks of codes (then q5k's, q6k's high words).
   const unit = nib ? layout.groupSize : 32;
-  const unitWords = quantLayout(v.format, unit).rowWords;
+  // q5g32's units (groups) hold only their nibbles: the high words lie after the row's.
+  const unitWords = layout.bits === 5 && layout.groupSize === 32 ? 4 : quantLayout(v.format, unit).rowWords;
   const chunksPerUnit = unit / E;
   const blocks = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, unit - 1), unit);
-  const rowWords = k.mulLo('u32', k.reg('u32'), blocks, unitWords);
+  const rowWords = highAfterRow
+    ? k.madLo(
+        'u32',
+        k.reg('u32'),
+        blocks,
+        4,
+        k.and('b32', k.reg('u32'), k.add('u32', k.reg('u32'), blocks, 3), ~3 >>> 0),
+      )
+    : k.mulLo('u32', k.reg('u32'), blocks, unitWords);
   const zeroWords = layout.subBlockScales
     ? k.mulLo('u32', k.reg('u32'), blocks, quantLayout(v.format, unit).zeroWords)
     : undefined;
@@ -225,18 +239,17 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
         for (const r of words) k.mov('b32', r, 0);
         const at = k.elementAddress(w.packed, k.add('u32', k.reg('u32'), rowAt, codesAt), 4);
         k.predicated(ok, () => k.ldGlobal('b32', words as unknown as Vec4<R32>, at, { nc: true }));
-        // q5k: its sub-block's high word 32 + j; q6k: its two, 32 + 2j and 33 + 2j.
+        // q5k: its sub-block's high word 32 + j; q6k: its two, 32 + 2j and 33 + 2j; q5g32: word
+        // 4G + g, after the row's 4G words of nibbles.
         const high: R32[] = Array.from({ length: highWords }, () => k.reg('u32'));
         if (highWords > 0) {
           for (const r of high) k.mov('b32', r, 0);
-          const highAt = k.madLo(
-            'u32',
-            k.reg('u32'),
-            j === 0 ? 0 : j,
-            highWords,
-            k.add('u32', k.reg('u32'), rowAt, inRow),
-          );
-          const hp = addr(k.elementAddress(w.packed, highAt, 4), 4 * 32);
+          const highAt = highAfterRow
+            ? k.add('u32', k.reg('u32'), rowAt, k.madLo('u32', k.reg('u32'), blocks, 4, chunk))
+            : k.madLo('u32', k.reg('u32'), j as R32, highWords, k.add('u32', k.reg('u32'), rowAt, inRow));
+          const hp = highAfterRow
+            ? k.elementAddress(w.packed, highAt, 4)
+            : addr(k.elementAddress(w.packed, highAt, 4), 4 * 32);
           k.predicated(ok, () => {
             if (highWords === 1) k.ldGlobal('b32', high[0]!, hp, { nc: true });
             else k.ldGlobal('b32', high as unknown as Vec2<R32>, hp, { nc: true });
@@ -423,7 +436,7 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
     }
   };
 
-  return { load, use, carry, E, nib, centred, offsetted, rowScaled };
+  return { load, use, carry, E, nib, zero, offsetted, rowScaled };
 }
 
 /**
@@ -468,7 +481,7 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
           kDim,
           tid,
           q4: chunks.nib,
-          centred: chunks.centred,
+          zero: chunks.zero,
           offsetted: chunks.offsetted,
         });
       const acc: Sums = Array.from({ length: P }, () =>

@@ -10,13 +10,13 @@ import { type FloatStorage, halfToF32, loadAsF32, STORAGE_BYTES } from './storag
 // and q = round(x / d), as llama.cpp's q8_1 does. The blocks of a row lie
 // one after another, 32 bytes each, and 4-bit formats keep the even elements
 // of each 8 in one word and the odd ones in the next, as a code word's low
-// and high nibbles lie; beside them each block's d and its −8·Σq (codes
-// centred on 8) or d·Σq (codes with offsets).
+// and high nibbles lie; beside them each block's d and its −zero·Σq (codes
+// centred on zero: 8, or 16 for 5-bit ones) or d·Σq (codes with offsets).
 
 const THREADS = 256;
 /** Elements of x per int8 block (one scale each). */
 export const X_BLOCK = 32;
-/** Shared bytes per block of x and row: 32 codes, d, and −8·Σq or d·Σq. */
+/** Shared bytes per block of x and row: 32 codes, d, and −zero·Σq or d·Σq. */
 const X_BLOCK_BYTES = X_BLOCK + 8;
 
 /** Dynamic shared bytes for `rows` rows of x of length `k`: the int8 blocks, and x itself where staged. */
@@ -55,7 +55,8 @@ export function int8X(
     readonly kDim: R32;
     readonly tid: R32;
     readonly q4: boolean;
-    readonly centred: boolean;
+    /** The value codes are centred on (8, 16), or 0: their blocks keep −zero·Σq. */
+    readonly zero: number;
     readonly offsetted: boolean;
   },
 ): Int8X {
@@ -80,7 +81,7 @@ export function int8X(
  * x's rows row0 … +R (rows past M read row M − 1) as int8 blocks of 32 in
  * shared memory: `codes` holds each row's blocks (32 bytes each; 4-bit
  * formats keep the even elements of each 8 in one word and the odd ones in
- * the next), `d` each block's max|x| / 127 and `z` its −8·Σq (centred
+ * the next), `d` each block's max|x| / 127 and `z` its −zero·Σq (centred
  * codes) or d·Σq (offsets). Thread t takes quarter t mod 4 (8 elements) of a
  * block; the four lanes of a block meet through shuffles.
  */
@@ -100,7 +101,8 @@ function quantizeX(
     readonly tid: R32;
     readonly shared: { readonly codes: R32; readonly d: R32; readonly z: R32 };
     readonly q4: boolean;
-    readonly centred: boolean;
+    /** The value codes are centred on (8, 16), or 0: their blocks keep −zero·Σq. */
+    readonly zero: number;
     readonly offsetted: boolean;
   },
 ): void {
@@ -197,7 +199,8 @@ function quantizeQuarter(
     readonly xBlocks: R32;
     readonly shared: { readonly codes: R32; readonly d: R32; readonly z: R32 };
     readonly q4: boolean;
-    readonly centred: boolean;
+    /** The value codes are centred on (8, 16), or 0: their blocks keep −zero·Σq. */
+    readonly zero: number;
     readonly offsetted: boolean;
   },
   { item, inside, r, rem, values }: { item: R32; inside: Pred; r: R32; rem: R32; values: readonly F32[] },
@@ -233,15 +236,16 @@ function quantizeQuarter(
   k.predicated(inside, () =>
     k.stShared('b32', k.madLo('u32', k.reg('u32'), item, 8, o.shared.codes), words as unknown as Vec2<R32>),
   );
-  // Σq over the block: −8·Σq for centred codes, Σ x̃ = d·Σq for offsets.
+  // Σq over the block: −zero·Σq for centred codes, Σ x̃ = d·Σq for offsets.
   let z: R32 | F32 | undefined;
-  if (o.centred || o.offsetted) {
+  if (o.zero > 0 || o.offsetted) {
     const sum = k.mov('b32', k.reg('u32'), 0);
     for (const code of codes) k.add('s32', sum, sum, code);
     for (const offset of [1, 2]) k.add('s32', sum, sum, k.shflSync('bfly', k.reg('u32'), sum, offset));
-    z = o.centred
-      ? k.mulLo('s32', k.reg('u32'), sum, -8)
-      : k.mul('f32', k.reg('f32'), k.cvt('f32', 's32', k.reg('f32'), sum, { rnd: 'rn' }), d, { rnd: 'rn' });
+    z =
+      o.zero > 0
+        ? k.mulLo('s32', k.reg('u32'), sum, -o.zero)
+        : k.mul('f32', k.reg('f32'), k.cvt('f32', 's32', k.reg('f32'), sum, { rnd: 'rn' }), d, { rnd: 'rn' });
   }
   const lead = k.and(
     'pred',
