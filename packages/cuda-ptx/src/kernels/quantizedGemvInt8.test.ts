@@ -33,7 +33,7 @@ function roundEven(v: number): number {
   return Math.abs(v - Math.trunc(v)) === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
-/** x as the kernel sees it: per block of 32, q·d with d = max|x|/127 and q = rni(x · 127/max), in f32 steps. */
+/** x as the kernel sees it: per block of 32, q·d with d = max|x| · f32(1/127) and q = rni(x · 127/max), in f32 steps. */
 function int8Blocks(x: Float32Array, m: number, k: number): { values: Float64Array; d: Float64Array } {
   const blocks = Math.ceil(k / 32);
   const values = new Float64Array(m * k);
@@ -43,7 +43,7 @@ function int8Blocks(x: Float32Array, m: number, k: number): { values: Float64Arr
       const end = Math.min(k, (b + 1) * 32);
       let max = 0;
       for (let i = b * 32; i < end; i++) max = Math.max(max, Math.abs(x[r * k + i]!));
-      const scale = Math.fround(max / 127);
+      const scale = Math.fround(max * Math.fround(1 / 127));
       const inverse = max === 0 ? 0 : Math.fround(127 / max);
       d[r * blocks + b] = scale;
       for (let i = b * 32; i < end; i++) {

@@ -6,7 +6,7 @@ import { type FloatStorage, halfToF32, loadAsF32, STORAGE_BYTES } from './storag
 
 // x as the int8 GEMVs read it (quantizedGemvInt8.ts): each block copies the
 // rows of x it needs into shared memory (cp.async, every copy in flight at
-// once) and quantizes them there per block of 32 elements, d = max|x| / 127
+// once) and quantizes them there per block of 32 elements, d = max|x| · f32(1/127)
 // and q = round(x / d), as llama.cpp's q8_1 does. The blocks of a row lie
 // one after another, 32 bytes each, and 4-bit formats keep the even elements
 // of each 8 in one word and the odd ones in the next, as a code word's low
@@ -209,7 +209,8 @@ function quantizeQuarter(
   for (const value of values) k.max('f32', amax, amax, k.abs('f32', k.reg('f32'), value), { nan: true });
   for (const offset of [1, 2])
     k.max('f32', amax, amax, k.shflSync('bfly', k.reg('f32'), amax, offset), { nan: true });
-  const d = k.div('f32', k.reg('f32'), amax, 127, 'rn');
+  // d = max · f32(1/127): one division a block (the inverse's), not two.
+  const d = k.mul('f32', k.reg('f32'), amax, Math.fround(1 / 127), { rnd: 'rn' });
   // 127 / max, or 0 for a block of zeros (its codes are then 0).
   const inverse = k.div('f32', k.reg('f32'), 127, amax, 'rn');
   const zero = k.setp('eq', 'f32', k.reg('pred'), amax, 0);
