@@ -10,7 +10,8 @@
 // any program), gemm-check.mjs (each cuda GEMM path checked and timed on
 // the GPU), gguf-check.mjs (a Q4_K_M GGUF file decoded on each backend
 // with quantized weights, against its weights dequantized in f32),
-// family-parity.mjs (every model family's checkpoint written by transformers,
+// int8-check.mjs (cuda's int8-activation GEMVs against the product of x's
+// int8 blocks), family-parity.mjs (every model family's checkpoint written by transformers,
 // decoded by rayo on each backend against transformers' generate),
 // web-bench.mjs (@rayo/web's browser path in Node against TextModel.load) and
 // tokenizer-parity.mjs (rayo's tokenizers on a seeded corpus, for
@@ -65,6 +66,7 @@ const LAUNCH = './packages/train/src/distributed/launchCli.ts';
 const GEMM_CHECK = './packages/cuda-tools/src/gemmCheck.ts';
 const GEMM_SWEEP = './packages/cuda-tools/src/gemmSweep.ts';
 const GGUF_CHECK = './packages/workloads/src/decode/ggufCheckCli.ts';
+const INT8_CHECK = './packages/workloads/src/decode/int8CheckCli.ts';
 const TOKENIZER_PARITY = './packages/workloads/src/text/tokenizerParityCli.ts';
 const FAMILY_PARITY = './packages/workloads/src/families/familyParityCli.ts';
 const SOAK = './packages/workloads/src/soak/soakCli.ts';
@@ -74,7 +76,7 @@ const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
 Writes bench.mjs, conformance.mjs, faults.mjs, soak.mjs, train-bench.mjs,
 decode-bench.mjs, batch-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs,
-family-parity.mjs, web-bench.mjs, tokenizer-parity.mjs (with its vocabularies in
+int8-check.mjs, family-parity.mjs, web-bench.mjs, tokenizer-parity.mjs (with its vocabularies in
 tokenizers/, which web-bench reads too),
 torch_baseline.py, torch_train_baseline.py, torch_decode_baseline.py, torch_prefill_baseline.py,
 torch_batch_baseline.py,
@@ -159,6 +161,7 @@ function sources(providers, faultSuites) {
     'rayo-bundle:batch-bench': runOnImport(BATCH_BENCH),
     'rayo-bundle:names': runOnImport(NAMES),
     'rayo-bundle:gguf-check': runOnImport(GGUF_CHECK),
+    'rayo-bundle:int8-check': runOnImport(INT8_CHECK),
     // No backend is used, but the registration's import first puts @rayo/core's error classes before
     // @rayo/train's, which extend them (without it the bundle fails at start).
     'rayo-bundle:tokenizer-parity': runOnImport(TOKENIZER_PARITY),
@@ -188,7 +191,7 @@ function virtualModules(contents) {
       b.onResolve(
         {
           filter:
-            /(testing\/(runner|faultRunner)|decodeBenchCli|batchBenchCli|namesCli|ggufCheckCli|tokenizerParityCli|familyParityCli|webBenchCli)\.ts$/,
+            /(testing\/(runner|faultRunner)|decodeBenchCli|batchBenchCli|namesCli|ggufCheckCli|int8CheckCli|tokenizerParityCli|familyParityCli|webBenchCli)\.ts$/,
         },
         (args) => ({
           path: resolve(args.resolveDir, args.path),
@@ -246,6 +249,7 @@ async function main() {
     'gemm-check',
     'gemm-sweep',
     'gguf-check',
+    'int8-check',
     'tokenizer-parity',
     'family-parity',
     'web-bench',

@@ -70,6 +70,7 @@ export {
   type Operand,
 } from './kernel.js';
 export { CUDA_KERNELS } from './kernels/index.js';
+export { QGEMV_INT8_FORMATS } from './kernels/quantizedGemvInt8.js';
 export * from './nccl/index.js';
 export * from './ptx/index.js';
 export { runOnStream } from './runOnStream.js';

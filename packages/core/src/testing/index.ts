@@ -34,6 +34,7 @@ export {
   UNIT_ROUNDOFF,
   UnsupportedOnBackend,
 } from './halfCases.js';
+export { int8ProductError, readNumbers, runQuantizedProduct } from './int8Products.js';
 export { quantOffsetLimit, quantScaleRange } from './quantizedInputs.js';
 export { hashString, Rng } from './random.js';
 export { checkRegisteredOnImport } from './registration.js';

@@ -3,14 +3,12 @@ import {
   dequantizeWeights,
   type QuantFormat,
   type QuantizedHostWeight,
-  quantizedGateUpSwiglu,
   quantizeWeights,
   quantLayout,
   runQuantizedMatmul,
-  type Tensor,
-  toNumbers,
   uploadQuantized,
 } from '@rayo/core';
+import { int8ProductError, readNumbers, runQuantizedProduct } from '@rayo/core/testing';
 import { createEmulatedGpu, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import { seededArrays } from '../../testing/quantizedMatmul.js';
@@ -26,33 +24,6 @@ import {
   qgemvInt8Key,
   qgemvInt8Module,
 } from './quantizedGemvInt8.js';
-
-/** Round half to even, as cvt.rni does. */
-function roundEven(v: number): number {
-  const r = Math.round(v);
-  return Math.abs(v - Math.trunc(v)) === 0.5 && r % 2 !== 0 ? r - 1 : r;
-}
-
-/** x as the kernel sees it: per block of 32, q·d with d = max|x| · f32(1/127) and q = rni(x · 127/max), in f32 steps. */
-function int8Blocks(x: Float32Array, m: number, k: number): { values: Float64Array; d: Float64Array } {
-  const blocks = Math.ceil(k / 32);
-  const values = new Float64Array(m * k);
-  const d = new Float64Array(m * blocks);
-  for (let r = 0; r < m; r++) {
-    for (let b = 0; b < blocks; b++) {
-      const end = Math.min(k, (b + 1) * 32);
-      let max = 0;
-      for (let i = b * 32; i < end; i++) max = Math.max(max, Math.abs(x[r * k + i]!));
-      const scale = Math.fround(max * Math.fround(1 / 127));
-      const inverse = max === 0 ? 0 : Math.fround(127 / max);
-      d[r * blocks + b] = scale;
-      for (let i = b * 32; i < end; i++) {
-        values[r * k + i] = roundEven(Math.fround(x[r * k + i]! * inverse)) * scale;
-      }
-    }
-  }
-  return { values, d };
-}
 
 /** Σ_k w(n, k) · x(r, k) in f64, and Σ |w · x| (the scale of f32 rounding). */
 function products(w: Float64Array, x: Float64Array, m: number, k: number, n: number) {
@@ -72,8 +43,6 @@ function products(w: Float64Array, x: Float64Array, m: number, k: number, n: num
     }
   return { y, magnitude };
 }
-
-const silu = (v: number) => v / (1 + Math.exp(-v));
 
 describe('int8 quantized GEMV', () => {
   it('is a backend switch the environment can name, off by default', () => {
@@ -347,8 +316,8 @@ interface Int8Case {
   readonly launched: readonly { readonly entry: string; readonly grid: readonly number[] }[];
   readonly got: Float64Array;
   /** x and c as the device holds them (bf16 rounds). */
-  readonly x: Float32Array;
-  readonly c: Float32Array;
+  readonly x: Float64Array;
+  readonly c: Float64Array;
   readonly weights: QuantizedHostWeight[];
   readonly shape: { readonly m: number; readonly k: number; readonly n: number; readonly pair: boolean };
   readonly act: 'bf16' | undefined;
@@ -363,59 +332,42 @@ async function runInt8Case(
 ): Promise<Int8Case> {
   const { format, m, k, n, pair, act } = o;
   const weights = (pair ? [0, 1] : [0]).map(() => quantizeWeights(random(n * k, 0.05), [n, k], format));
-  const xTensor = gpu.upload(Array.from(random(m * k)), [m, k], act ?? 'f32');
-  const cTensor = gpu.upload(Array.from(random(m * n)), [m, n], act ?? 'f32');
-  const uploaded = weights.map((w) => uploadQuantized(gpu, w));
   const first = fake.launches.length;
-  const [gate, up] = [uploaded[0]!, uploaded[1] ?? uploaded[0]!];
-  const out = pair
-    ? gpu.run(
-        quantizedGateUpSwiglu,
-        [
-          xTensor,
-          gate.packed,
-          gate.scales,
-          up.packed,
-          up.scales,
-          gate.zeros,
-          up.zeros,
-          gate.offsets,
-          up.offsets,
-        ],
-        { format: format as 'q4g32' },
-      )[0]!
-    : runQuantizedMatmul(gpu, xTensor, gate, { c: cTensor, beta: 0.5 });
-  const launched = fake.launches.slice(first);
-  const read = async (t: Tensor) => Float32Array.from(toNumbers(t.dtype, await t.read()));
-  return {
-    launched,
-    got: Float64Array.from(await read(out)),
-    x: await read(xTensor),
-    c: await read(cTensor),
+  const run = runQuantizedProduct(gpu, {
+    x: random(m * k),
+    c: random(m * n),
     weights,
-    shape: { m, k, n, pair },
-    act,
-  };
+    m,
+    dtype: act ?? 'f32',
+  });
+  try {
+    return {
+      launched: fake.launches.slice(first),
+      got: await readNumbers(run.out),
+      x: await readNumbers(run.inputs.x),
+      c: await readNumbers(run.inputs.c),
+      weights,
+      shape: { m, k, n, pair },
+      act,
+    };
+  } finally {
+    run.dispose();
+  }
 }
 
 /**
- * Checks a case against the product of x's int8 blocks (quantized on the
- * host as the kernel does) in f64, within f32 rounding (bf16 y rounds once
- * more); returns the blocks for further checks.
+ * Checks a case against the product of x's int8 blocks (core's
+ * int8ProductError) within f32 rounding (bf16 y rounds once more); returns
+ * the blocks and the f64 sums for further checks.
  */
 function expectInt8Product(run: Int8Case) {
-  const { m, k, n, pair } = run.shape;
-  const xq = int8Blocks(run.x, m, k);
-  const parts = run.weights.map((w) => products(dequantizeWeights(w), xq.values, m, k, n));
-  for (let i = 0; i < m * n; i++) {
-    const want = pair ? silu(parts[0]!.y[i]!) * parts[1]!.y[i]! : parts[0]!.y[i]! + 0.5 * run.c[i]!;
-    const size = pair
-      ? Math.abs(silu(parts[0]!.y[i]!)) * parts[1]!.magnitude[i]! +
-        parts[0]!.magnitude[i]! * Math.abs(parts[1]!.y[i]!)
-      : parts[0]!.magnitude[i]! + 0.5;
-    const tolerance = (run.act ? 2 ** -8 : 4e-6) * size + 1e-6;
-    if (!(Math.abs(run.got[i]! - want) <= tolerance))
-      expect.fail(`y[${i}] = ${run.got[i]}, want ${want} ± ${tolerance}`);
-  }
-  return { x: run.x, weights: run.weights, xq, parts };
+  const { worst, at, blocks, sums } = int8ProductError(run.got, {
+    x: run.x,
+    c: run.c,
+    weights: run.weights,
+    m: run.shape.m,
+    share: run.act ? 2 ** -8 : 4e-6,
+  });
+  if (!(worst <= 1)) expect.fail(`y[${at}] = ${run.got[at]}: ${worst} times its bound from the int8 product`);
+  return { x: run.x, weights: run.weights, xq: blocks, parts: sums.map((y) => ({ y })) };
 }
