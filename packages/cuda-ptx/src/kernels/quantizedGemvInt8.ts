@@ -1,5 +1,6 @@
 import {
   InvalidArgumentError,
+  QGEMV_SHAPES,
   type QgemvShapeVariant,
   type QuantFormat,
   qgemvSlicesFor,
@@ -635,9 +636,6 @@ function storeUnitSums(
   for (const set of acc) for (const rows of set) for (const a of rows) k.mov('f32', a, 0);
 }
 
-/** The columns per warp each measured shape (the qgemvVariant option) asks for here: 16-byte chunks throughout. */
-const COLUMNS: Readonly<Record<QgemvShapeVariant, number>> = { b: 4, c: 2, d: 8 };
-
 /**
  * Columns per warp: the forced shape's, else 8 sums of codes a lane for
  * 8-bit codes and 4 for 4-bit ones (weights × columns; on an H200,
@@ -652,7 +650,8 @@ export function qgemvInt8Columns(
   pair: boolean,
   bits: number,
 ): number {
-  const chosen = forced ? COLUMNS[forced] : (bits === 8 ? 8 : 4) / (pair ? 2 : 1);
+  // A forced shape gives its columns (core's QGEMV_SHAPES); chunks are 16 bytes whatever its words.
+  const chosen = forced ? QGEMV_SHAPES[forced].cols : (bits === 8 ? 8 : 4) / (pair ? 2 : 1);
   return Math.max(1, Math.min(chosen, Math.floor(8 / (rows * (pair ? 2 : 1)))));
 }
 

@@ -241,10 +241,12 @@ export async function decodeOnBackend(
     const median = quantile(timed, 0.5);
     const timing = await stepTiming(model, prompt.length, tokens, settings);
     const deviceMs = timing.profile?.stepDeviceMs;
+    // Teacher-forced logits of this run's own tokens: their margins, and the quantized side of the quality.
+    const own = await sequenceLogits(model, [...prompt, ...tokens.slice(0, -1)]);
+    const margins = topMargins(own, prompt.length, tokens.length, model.config.vocabSize);
     const quality = model.quantization
-      ? await quantizationQuality(model, model.quantization, dir, prompt, tokens, settings)
+      ? await quantizationQuality(model, model.quantization, own, dir, prompt, tokens, settings)
       : undefined;
-    const margins = await topMargins(model, prompt, tokens);
     return {
       margins,
       ...(quality ? { quality } : {}),
@@ -279,17 +281,10 @@ async function sequenceLogits(model: LlamaModel, sequence: readonly number[]): P
   return (await logits.read()) as Float32Array;
 }
 
-/** Top logit less the second at each position that chose one of `tokens` (teacher-forced). */
-async function topMargins(
-  model: LlamaModel,
-  prompt: readonly number[],
-  tokens: readonly number[],
-): Promise<number[]> {
-  const sequence = [...prompt, ...tokens.slice(0, -1)];
-  const logits = await sequenceLogits(model, sequence);
-  const vocab = model.config.vocabSize;
-  return tokens.map((_, i) =>
-    topMargin(logits.subarray((prompt.length - 1 + i) * vocab, (prompt.length + i) * vocab)),
+/** Top logit less the second at each of the `count` positions after the prompt's last, of teacher-forced logits [T, vocab]. */
+function topMargins(logits: Float32Array, promptLength: number, count: number, vocab: number): number[] {
+  return Array.from({ length: count }, (_, i) =>
+    topMargin(logits.subarray((promptLength - 1 + i) * vocab, (promptLength + i) * vocab)),
   );
 }
 
@@ -321,13 +316,14 @@ function argmaxOf(row: Float32Array): number {
 async function quantizationQuality(
   model: LlamaModel,
   weights: LlamaQuantizationReport,
+  /** The quantized model's teacher-forced logits of the prompt and `tokens` but the last. */
+  quantized: Float32Array,
   dir: string,
   prompt: readonly number[],
   tokens: readonly number[],
   settings: Pick<DecodeSettings, 'newTokens' | 'kvDtype'>,
 ): Promise<QuantizationQuality> {
   const sequence = [...prompt, ...tokens.slice(0, -1)];
-  const quantized = await sequenceLogits(model, sequence);
   using dense = await LlamaModel.load(model.backend, dir, {
     maxSequence: prompt.length + settings.newTokens,
     weightDtype: 'f32',

@@ -1,5 +1,5 @@
 import { type Backend, GATE_UP_FORMATS, type QuantFormat, quantizeWeights } from '@rayo/core';
-import { int8ProductError, readNumbers, runQuantizedProduct } from '@rayo/core/testing';
+import { int8ProductError, Rng, readNumbers, runQuantizedProduct } from '@rayo/core/testing';
 import { QGEMV_INT8_FORMATS } from '@rayo/cuda-ptx';
 
 // int8-check: the cuda backend's int8-activation GEMVs on the GPU, format by
@@ -49,17 +49,6 @@ export interface Int8CheckResult {
   readonly ok: boolean;
 }
 
-/** A seeded generator of uniform values in (−1, 1). */
-function uniform(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    return ((s >>> 0) / 2 ** 32) * 2 - 1;
-  };
-}
-
 /**
  * Runs one case on `backend` (opened with `qgemvActivations: 'int8'`) and
  * compares every element with the product of x's int8 blocks (core's
@@ -68,8 +57,9 @@ function uniform(seed: number): () => number {
  */
 export async function int8Check(backend: Backend, c: Int8CheckCase, seed = 1): Promise<Int8CheckResult> {
   const { format, m, k, n, pair } = c;
-  const next = uniform(seed + n + k);
-  const random = (size: number, scale = 1) => Float32Array.from({ length: size }, () => next() * scale);
+  const rng = new Rng(seed + n + k);
+  const random = (size: number, scale = 1) =>
+    Float32Array.from({ length: size }, () => rng.uniform(-scale, scale));
   const weights = (pair ? [0, 1] : [0]).map(() => quantizeWeights(random(n * k, 0.05), [n, k], format));
   const inputs = { x: random(m * k), c: random(m * n), weights, m };
   const run = runQuantizedProduct(backend, inputs);
