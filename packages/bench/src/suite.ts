@@ -180,6 +180,24 @@ const CASES: BenchCase[] = [
   // The same in Q8_0 (q8g32).
   quantizedGateUp('q8g32', [1, 4096, 14336], FULL),
   quantizedGemv('q8g32', [1, 4096, 14336], false, FULL),
+  // Llama-3.1-8B's fused q·k·v and down (a Q4_K_M file keeps half of down in Q6_K),
+  // and Llama-3.2-1B's four products in Q4_K.
+  ...(['q4k', 'q6k'] as const).flatMap((format) =>
+    (
+      [
+        [1, 4096, 6144],
+        [1, 14336, 4096],
+      ] as const
+    ).map((s) => quantizedGemv(format, s, false, FULL)),
+  ),
+  ...(
+    [
+      [1, 2048, 3072],
+      [1, 2048, 2048],
+      [1, 8192, 2048],
+    ] as const
+  ).map((s) => quantizedGemv('q4k', s, false, FULL)),
+  quantizedGateUp('q4k', [1, 2048, 8192], FULL),
   kvScatter(8, 64, 256, 1, QUICK),
   kvScatter(8, 64, 256, 16, QUICK),
   ...[1, 16, 256].map((t) => kvScatter(32, 128, 2048, t, FULL)),

@@ -5,6 +5,7 @@ import {
   QGEMV_ACTIVATION_CHOICES,
   QGEMV_MMA_CHOICES,
   QGEMV_PERSISTENT_CHOICES,
+  QGEMV_UNROLL_CHOICES,
 } from './tuning.js';
 
 /** The options that environment variables name (see cudaOptionsFromEnvironment). */
@@ -17,7 +18,8 @@ export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions,
  * (`a`, `b`, `c`, `d`) → `qgemvVariant`, RAYO_QGEMV_SLICES (1, 2, 4, 8) →
  * `qgemvSlices`, RAYO_QGEMV_MMA (`on`, `off`) → `qgemvMma`,
  * RAYO_QGEMV_ACTIVATIONS (`f32`, `int8`) → `qgemvActivations`,
- * RAYO_QGEMV_PERSISTENT (`on`, `off`) → `qgemvPersistent` and
+ * RAYO_QGEMV_PERSISTENT (`on`, `off`) → `qgemvPersistent`,
+ * RAYO_QGEMV_UNROLL (`on`, `off`) → `qgemvUnroll` and
  * RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) → `dependentLaunch`; unset or empty
  * variables name nothing. This is the one place the package reads the
  * environment: the backend itself never does.
@@ -39,12 +41,14 @@ export function cudaOptionsFromEnvironment(
     QGEMV_PERSISTENT_CHOICES,
     operation,
   );
+  const qgemvUnroll = choiceFromEnvironment(env, 'RAYO_QGEMV_UNROLL', QGEMV_UNROLL_CHOICES, operation);
   const dependentLaunch = choiceFromEnvironment(env, 'RAYO_CUDA_DEPENDENT_LAUNCH', ['0', '1'], operation);
   return {
     ...qgemvOptionsFromEnvironment(env, operation),
     ...(qgemvMma === undefined ? {} : { qgemvMma }),
     ...(qgemvActivations === undefined ? {} : { qgemvActivations }),
     ...(qgemvPersistent === undefined ? {} : { qgemvPersistent }),
+    ...(qgemvUnroll === undefined ? {} : { qgemvUnroll }),
     ...(dependentLaunch === undefined ? {} : { dependentLaunch: dependentLaunch === '1' }),
   };
 }

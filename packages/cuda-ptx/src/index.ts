@@ -81,9 +81,11 @@ export {
   QGEMV_ACTIVATION_CHOICES,
   QGEMV_MMA_CHOICES,
   QGEMV_PERSISTENT_CHOICES,
+  QGEMV_UNROLL_CHOICES,
   type QgemvActivations,
   type QgemvMma,
   type QgemvPersistent,
+  type QgemvUnroll,
   resolveCudaTuning,
 } from './tuning.js';
 

@@ -15,6 +15,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   qgemvMma: true,
   qgemvActivations: true,
   qgemvPersistent: true,
+  qgemvUnroll: true,
 };
 
 export const CUDA_OPTION_KEYS: readonly string[] = Object.keys(OPTION_KEYS);

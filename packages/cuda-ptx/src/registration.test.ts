@@ -17,6 +17,7 @@ it("createBackend('cuda') refuses an option CudaBackendOptions lacks, before pro
     'qgemvMma',
     'qgemvPersistent',
     'qgemvSlices',
+    'qgemvUnroll',
     'qgemvVariant',
   ]);
   // @ts-expect-error: a misspelt option is a compile error once @rayo/cuda-ptx is imported.

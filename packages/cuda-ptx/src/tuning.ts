@@ -8,6 +8,10 @@ export type QgemvMma = (typeof QGEMV_MMA_CHOICES)[number];
 export const QGEMV_PERSISTENT_CHOICES = ['on', 'off'] as const;
 export type QgemvPersistent = (typeof QGEMV_PERSISTENT_CHOICES)[number];
 
+/** `qgemvUnroll`: the int8 GEMV's loop takes two steps a turn, in two sets of registers (`on`), or one (`off`). */
+export const QGEMV_UNROLL_CHOICES = ['on', 'off'] as const;
+export type QgemvUnroll = (typeof QGEMV_UNROLL_CHOICES)[number];
+
 /** `qgemvActivations`: the small-M quantized products' x as exact f32 (`f32`) or as int8 blocks (`int8`). */
 export const QGEMV_ACTIVATION_CHOICES = ['f32', 'int8'] as const;
 export type QgemvActivations = (typeof QGEMV_ACTIVATION_CHOICES)[number];
@@ -39,6 +43,13 @@ export interface CudaTuningOptions extends QgemvOptions {
    * N is wide enough; absent or `off`, a block per few columns.
    */
   readonly qgemvPersistent?: QgemvPersistent;
+  /**
+   * `off`: the int8 GEMV's loop takes one step a turn, moving the next
+   * step's loaded codes into the current step's registers; absent or `on`,
+   * two steps a turn, each loading the next into the other set of registers
+   * (no moves).
+   */
+  readonly qgemvUnroll?: QgemvUnroll;
 }
 
 /** The switches, checked; what kernels see as `encoder.tuning`. */
@@ -46,6 +57,7 @@ export interface CudaTuning extends QgemvTuning {
   readonly qgemvMma: QgemvMma | undefined;
   readonly qgemvActivations: QgemvActivations | undefined;
   readonly qgemvPersistent: QgemvPersistent | undefined;
+  readonly qgemvUnroll: QgemvUnroll | undefined;
 }
 
 /** Every switch at its measured default. */
@@ -55,6 +67,7 @@ export const DEFAULT_CUDA_TUNING: CudaTuning = {
   qgemvMma: undefined,
   qgemvActivations: undefined,
   qgemvPersistent: undefined,
+  qgemvUnroll: undefined,
 };
 
 /** Checks the switches of `options` (a JavaScript caller may pass anything). */
@@ -70,6 +83,10 @@ export function resolveCudaTuning(options: CudaTuningOptions): CudaTuning {
     qgemvPersistent: checkChoice(options.qgemvPersistent, QGEMV_PERSISTENT_CHOICES, {
       operation,
       argument: 'qgemvPersistent',
+    }),
+    qgemvUnroll: checkChoice(options.qgemvUnroll, QGEMV_UNROLL_CHOICES, {
+      operation,
+      argument: 'qgemvUnroll',
     }),
   };
 }

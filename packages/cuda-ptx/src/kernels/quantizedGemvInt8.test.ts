@@ -23,6 +23,7 @@ import {
   qgemvInt8Columns,
   qgemvInt8Key,
   qgemvInt8Module,
+  unrollable,
 } from './quantizedGemvInt8.js';
 
 /** Σ_k w(n, k) · x(r, k) in f64, and Σ |w · x| (the scale of f32 rounding). */
@@ -60,6 +61,8 @@ describe('int8 quantized GEMV', () => {
     );
     expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_PERSISTENT: 'off' })).toEqual({ qgemvPersistent: 'off' });
     expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_PERSISTENT: '0' })).toThrow(/RAYO_QGEMV_PERSISTENT/);
+    expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_UNROLL: 'off' })).toEqual({ qgemvUnroll: 'off' });
+    expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_UNROLL: '2' })).toThrow(/RAYO_QGEMV_UNROLL/);
     const wrong = { qgemvActivations: 'int4' } as unknown as { qgemvActivations: 'int8' };
     expect(() => createEmulatedGpu({ tuning: wrong })).toThrow(/'qgemvActivations'/);
   });
@@ -76,11 +79,22 @@ describe('int8 quantized GEMV', () => {
       slices: 1,
       persistent: false,
       blocksPerSm: 0,
+      unrolled: false,
     };
     const text = qgemvInt8Module(base).emit();
-    // Two columns' 16 bytes before the loop and in it; two dp4a per code word and column.
+    // Two columns' 16 bytes before the loop and in it; two dp4a per code word and column; no
+    // predicated weight loads (a chunk past K reads the row's last).
     expect(text.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(2 * 2);
+    expect(text).not.toMatch(/@%p\d+ ld\.global/);
     expect(text.match(/dp4a\.u32\.s32/g)).toHaveLength(2 * 4 * 2);
+    // The high nibbles masked in place, the low nibbles' sum times 16 before them.
+    expect(text).toContain('and.b32');
+    expect(text).toMatch(/-252645136|0xf0f0f0f0|4042322160/);
+    // Unrolled: two steps a turn, each loading the next into the other registers.
+    const unrolled = qgemvInt8Module({ ...base, unrolled: true }).emit();
+    expect(unrolled.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(3 * 2);
+    expect(unrolled.match(/dp4a\.u32\.s32/g)).toHaveLength(2 * 2 * 4 * 2);
+    expect(qgemvInt8Key({ ...base, unrolled: true })).not.toBe(qgemvInt8Key(base));
     expect(text.match(/ld\.shared\.v4\.b32/g)).toHaveLength(2);
     expect(text).toContain('cvt.rni.s32.f32');
     // Staged, x comes into shared memory by cp.async; else element by element.
@@ -136,11 +150,15 @@ describe.skipIf(gate.skip)(
               slices: rows === 1 ? 1 : 4,
               persistent: false,
               blocksPerSm: 0,
+              unrolled: false,
             };
-            // The persistent mode at the blocks per SM persistentShape gives it.
+            // The persistent mode at the blocks per SM persistentShape gives it; both loops.
             const sums = v.cols * rows * (v.pair ? 2 : 1);
             const persistent = { ...v, slices: 1 as const, persistent: true, blocksPerSm: sums <= 2 ? 4 : 2 };
-            return [v, persistent].map((c) => ({
+            const unrolled = unrollable(v.cols, rows, v.pair)
+              ? [v, persistent].map((c) => ({ ...c, unrolled: true }))
+              : [];
+            return [v, persistent, ...unrolled].map((c) => ({
               ptx: qgemvInt8Module(c).emit(),
               arch: 'sm_90',
               what: qgemvInt8Key(c),
@@ -186,47 +204,49 @@ describe('int8 quantized GEMV on an emulated device', () => {
     ['q4k', 2, 1024, 7, { pair: true }],
     ['q8g32a', 1, 1000, 9, { pair: true }],
   ];
-  for (const [format, m, k, n, opts] of cases) {
-    const what = `${opts.pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}${opts.act ? ` ${opts.act} x` : ''}${opts.variant ? ` variant ${opts.variant}` : ''}`;
-    it(`${what} equals the product of x's int8 blocks`, async () => {
-      const tuning = {
-        qgemvActivations: 'int8' as const,
-        ...(opts.variant ? { qgemvVariant: opts.variant } : {}),
-      };
-      const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 2, tuning });
-      try {
-        const run = await runInt8Case(gpu, fake, random, {
-          format,
-          m,
-          k,
-          n,
-          pair: opts.pair === true,
-          act: opts.act,
-        });
-        expect(run.launched.map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
-        const { x, weights, xq, parts } = expectInt8Product(run);
-        // And within the stated bound of the exact product: Σ over blocks of d/2 · Σ|w|.
-        if (!opts.pair) {
-          const exact = products(dequantizeWeights(weights[0]!), Float64Array.from(x), m, k, n);
-          const w = dequantizeWeights(weights[0]!);
-          const blocks = Math.ceil(k / 32);
-          for (let r = 0; r < m; r++)
-            for (let j = 0; j < n; j++) {
-              let bound = 0;
-              for (let b = 0; b < blocks; b++) {
-                let weight = 0;
-                for (let i = b * 32; i < Math.min(k, b * 32 + 32); i++) weight += Math.abs(w[j * k + i]!);
-                bound += (xq.d[r * blocks + b]! / 2) * weight;
+  for (const [format, m, k, n, opts] of cases)
+    for (const unroll of ['on', 'off'] as const) {
+      const what = `${opts.pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}${opts.act ? ` ${opts.act} x` : ''}${opts.variant ? ` variant ${opts.variant}` : ''}, unroll ${unroll}`;
+      it(`${what} equals the product of x's int8 blocks`, async () => {
+        const tuning = {
+          qgemvActivations: 'int8' as const,
+          qgemvUnroll: unroll,
+          ...(opts.variant ? { qgemvVariant: opts.variant } : {}),
+        };
+        const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 2, tuning });
+        try {
+          const run = await runInt8Case(gpu, fake, random, {
+            format,
+            m,
+            k,
+            n,
+            pair: opts.pair === true,
+            act: opts.act,
+          });
+          expect(run.launched.map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
+          const { x, weights, xq, parts } = expectInt8Product(run);
+          // And within the stated bound of the exact product: Σ over blocks of d/2 · Σ|w|.
+          if (!opts.pair) {
+            const exact = products(dequantizeWeights(weights[0]!), Float64Array.from(x), m, k, n);
+            const w = dequantizeWeights(weights[0]!);
+            const blocks = Math.ceil(k / 32);
+            for (let r = 0; r < m; r++)
+              for (let j = 0; j < n; j++) {
+                let bound = 0;
+                for (let b = 0; b < blocks; b++) {
+                  let weight = 0;
+                  for (let i = b * 32; i < Math.min(k, b * 32 + 32); i++) weight += Math.abs(w[j * k + i]!);
+                  bound += (xq.d[r * blocks + b]! / 2) * weight;
+                }
+                const diff = Math.abs(parts[0]!.y[r * n + j]! - exact.y[r * n + j]!);
+                expect(diff).toBeLessThanOrEqual(bound * (1 + 1e-9));
               }
-              const diff = Math.abs(parts[0]!.y[r * n + j]! - exact.y[r * n + j]!);
-              expect(diff).toBeLessThanOrEqual(bound * (1 + 1e-9));
-            }
+          }
+        } finally {
+          dispose();
         }
-      } finally {
-        dispose();
-      }
-    });
-  }
+      });
+    }
 
   it('leaves zero points, other formats and a switch left off to the exact kernels', async () => {
     const random2 = seededArrays(5);
@@ -267,28 +287,33 @@ describe('persistent int8 quantized GEMV on an emulated device', () => {
     ['q6k', 2, 768, 150, false],
     ['q5g32', 1, 352, 150, false],
   ];
-  for (const [format, m, k, n, pair] of cases) {
-    it(`${pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}: all resident blocks, the product of x's int8 blocks`, async () => {
-      const tuning = { qgemvActivations: 'int8' as const, qgemvPersistent: 'on' as const };
-      const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 1, tuning });
-      try {
-        const run = await runInt8Case(gpu, fake, random, { format, m, k, n, pair, act: undefined });
-        expect(run.launched.map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
-        const shape = persistentShape(
-          n,
-          qgemvInt8Columns(undefined, Math.min(m, 4), pair, quantLayout(format, 1).bits),
-          Math.min(m, 4) * (pair ? 2 : 1),
-          1,
-          8,
-        );
-        expect(shape).toBeDefined();
-        expect(run.launched[0]!.grid[0]).toBe(shape!.blocks);
-        expectInt8Product(run);
-      } finally {
-        dispose();
-      }
-    });
-  }
+  for (const [format, m, k, n, pair] of cases)
+    for (const unroll of ['on', 'off'] as const) {
+      it(`${pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}, unroll ${unroll}: all resident blocks, the product of x's int8 blocks`, async () => {
+        const tuning = {
+          qgemvActivations: 'int8' as const,
+          qgemvPersistent: 'on' as const,
+          qgemvUnroll: unroll,
+        };
+        const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 1, tuning });
+        try {
+          const run = await runInt8Case(gpu, fake, random, { format, m, k, n, pair, act: undefined });
+          expect(run.launched.map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
+          const shape = persistentShape(
+            n,
+            qgemvInt8Columns(undefined, Math.min(m, 4), pair, quantLayout(format, 1).bits),
+            Math.min(m, 4) * (pair ? 2 : 1),
+            1,
+            8,
+          );
+          expect(shape).toBeDefined();
+          expect(run.launched[0]!.grid[0]).toBe(shape!.blocks);
+          expectInt8Product(run);
+        } finally {
+          dispose();
+        }
+      });
+    }
 
   it('takes the blocked mode where N is too narrow to keep every resident warp busy, or where asked', async () => {
     expect(persistentShape(100, 4, 1, 132, 8)).toBeUndefined();

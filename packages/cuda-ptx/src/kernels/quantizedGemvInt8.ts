@@ -10,7 +10,7 @@ import type { KernelEncoder, Operand } from '../kernel.js';
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { type ParamHandles, PtxModule } from '../ptx/module.js';
-import { addr, type F32, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
+import { addr, type F32, type Param, type R16, type R32, type R64 } from '../ptx/operands.js';
 import { loadParams } from './entryParams.js';
 import { below } from './gemv.js';
 import {
@@ -24,7 +24,7 @@ import {
 } from './quantizedGemv.js';
 import { type Int8X, int8X, qgemvInt8SharedBytes } from './quantizedGemvInt8X.js';
 import { bytePlanes, int8At, Q5K_PLANE, Q6K_PLANE } from './quantizedQ6k.js';
-import { loadSubBlockWords, subBlockFromWords } from './quantizedSubBlocks.js';
+import { subBlockOf, subBlockShifts } from './quantizedSubBlocks.js';
 import { type FloatStorage, STORAGE_BYTES, storageKey, storageOf } from './storage.js';
 
 // The small-M quantized GEMV on integer dot products, the cuda backend's
@@ -99,12 +99,14 @@ export interface QgemvInt8Config {
   readonly persistent: boolean;
   /** Persistent: the blocks each SM holds at once (the grid is that many per SM). */
   readonly blocksPerSm: number;
+  /** Two steps a loop turn in two sets of registers; else one, moving the next step's into the current's. */
+  readonly unrolled: boolean;
 }
 
 export function qgemvInt8Key(v: QgemvInt8Config): string {
   const what = `${v.pair ? 'gateup/' : ''}${v.format}${v.withC ? '/c' : ''}`;
   const mode = v.persistent ? `p${v.blocksPerSm}` : `s${v.slices}`;
-  const shape = `m${v.rows}/c${v.cols}${mode}/${v.stagedX ? 'staged' : 'scalar'}`;
+  const shape = `m${v.rows}/c${v.cols}${mode}${v.unrolled ? 'u2' : ''}/${v.stagedX ? 'staged' : 'scalar'}`;
   return `quantized/gemv-int8/${shape}/${what}${storageKey([v.types.act, v.types.scale])}`;
 }
 
@@ -125,6 +127,12 @@ function check(v: QgemvInt8Config): void {
     fail('cols', 'weights · columns · rows of at most 32 (one lane stores each)', String(v.cols));
   if (v.pair && v.withC) fail('c', 'no c with the gate·up pair', 'c');
   if (v.persistent && v.slices !== 1) fail('slices', '1 when persistent', String(v.slices));
+  if (v.unrolled && !unrollable(v.cols, v.rows, v.pair))
+    fail(
+      'unrolled',
+      'at most 4 sums a lane (weights · columns · rows)',
+      String(v.cols * v.rows * (v.pair ? 2 : 1)),
+    );
   if (v.persistent && ![1, 2, 3, 4].includes(v.blocksPerSm))
     fail('blocksPerSm', '1 to 4 when persistent', String(v.blocksPerSm));
 }
@@ -132,34 +140,11 @@ function check(v: QgemvInt8Config): void {
 /** A float loaded as stored (f32, or a half's bits), widened when used. */
 type Stored = F32 | R16;
 
-function loadStored(k: KernelBuilder, type: FloatStorage, at: R64, ok: Pred): Stored {
-  if (type === 'f32') {
-    const r = k.mov('f32', k.reg('f32'), 0);
-    k.predicated(ok, () => k.ldGlobal('f32', r, at, { nc: true }));
-    return r;
-  }
-  const r = k.mov('b16', k.reg('b16'), 0);
-  k.predicated(ok, () => k.ldGlobal('b16', r, at, { nc: true }));
-  return r;
-}
-
 function widen(k: KernelBuilder, type: FloatStorage, v: Stored): F32 {
   if (type === 'f32') return v as F32;
   if (type === 'f16') return k.cvt('f32', 'f16', k.reg('f32'), v as R16);
   const word = k.cvt('u32', 'u16', k.reg('u32'), v as R16);
   return k.mov('b32', k.reg('f32'), k.shl('b32', k.reg('u32'), word, 16));
-}
-
-function moveStored(k: KernelBuilder, to: Stored, from: Stored): void {
-  if (to.cls === 'f32') k.mov('f32', to as F32, from as F32);
-  else k.mov('b16', to as R16, from as R16);
-}
-
-/** The u32 word `index` of `ptr`; 0 where `ok` is false. */
-function loadWord(k: KernelBuilder, ptr: R64, index: R32, ok: Pred): R32 {
-  const word = k.mov('b32', k.reg('u32'), 0);
-  k.predicated(ok, () => k.ldGlobal('b32', word, k.elementAddress(ptr, index, 4), { nc: true }));
-  return word;
 }
 
 /** One column's loads for a step: 4 code words, and its group's scale, offset or q4k sub-block words. */
@@ -170,16 +155,45 @@ interface ColumnStep {
   readonly subWords: R32[] | undefined;
 }
 
+/** Moves a loaded step's registers into another's. */
+function moveStep(k: KernelBuilder, to: ColumnStep[][], from: ColumnStep[][]): void {
+  to.forEach((set, pi) => {
+    set.forEach((col, c) => {
+      const src = from[pi]![c]!;
+      const fromWords = [...src.words, ...(src.subWords ?? [])];
+      [...col.words, ...(col.subWords ?? [])].forEach((w, i) => {
+        k.mov('b32', w, fromWords[i]!);
+      });
+      for (const key of ['scale', 'offset'] as const) {
+        const dest = col[key];
+        if (dest?.cls === 'f32') k.mov('f32', dest as F32, src[key] as F32);
+        else if (dest) k.mov('b16', dest as R16, src[key] as R16);
+      }
+    });
+  });
+}
+
 /** Sums of a lane: [weight][column][row]. */
 type Sums = F32[][][];
 
 /**
  * What both modes do with a step of 16-byte chunks: `load` issues a lane's
  * loads for chunk `chunk` of the given rows of W (one row per column, the
- * same for both weights of a pair), `use` adds their products with x's int8
- * blocks to the sums, `carry` moves a prefetched step into the current one.
+ * same for both weights of a pair) into fresh registers or `into`, and
+ * `use` adds their products with x's int8 blocks to the sums. A chunk past
+ * K is loaded from the row's last one (every load lies in its row, none is
+ * predicated) and meets zeros of x: `use` adds nothing for it. A lane's
+ * chunks are lane + 32·i, so its place in a unit of chunks (a q4k
+ * super-block's sub-block) never changes: what depends on it is worked out
+ * once.
  */
-function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof QGEMV_PARAMS>, kDim: R32) {
+function int8Chunks(
+  k: KernelBuilder,
+  v: QgemvInt8Config,
+  p: ParamHandles<typeof QGEMV_PARAMS>,
+  kDim: R32,
+  lane: R32,
+) {
   const layout = quantLayout(v.format, 1);
   /** Codes of 4, 5 or 6 bits: nibble words (and q5k's, q6k's high bits), 32 weights a chunk. */
   const nib = layout.bits < 8;
@@ -199,6 +213,21 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
   const scaleBytes = STORAGE_BYTES[scale];
   /** Weights per 16-byte chunk of codes. */
   const E = nib ? 32 : 16;
+  /**
+   * Nibble words without high bits: the high nibbles are masked in place
+   * (16 × the code) rather than shifted down, the low nibbles' sum is
+   * multiplied by 16 before they are added, and x's d is taken / 16. The
+   * integer sums stay exact, so y is the same to the bit.
+   */
+  const sixteenths = nib && highWords === 0;
+  /** The last chunk of a row: loads past K read it instead. */
+  const lastChunk = k.sub(
+    'u32',
+    k.reg('u32'),
+    k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, E - 1), Math.log2(E)),
+    1,
+  );
+  const subBlock = kq ? subBlockShifts(k, lane) : undefined;
   // Row geometry of W (core's quantLayout): whole groups (super-blocks) for nibble codes, whole
   // 32-blocks for 8-bit ones; a unit's words hold its chunks of codes (then q5k's, q6k's high words).
   const unit = nib ? layout.groupSize : 32;
@@ -225,88 +254,70 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
     zeros: layout.subBlockScales ? k.globalPointer(set.zeros) : undefined,
   }));
 
-  const load = (rows: readonly R32[], chunk: R32, ok: Pred): ColumnStep[][] => {
-    const kk = k.mulLo('u32', k.reg('u32'), chunk, E);
+  const load = (rows: readonly R32[], chunk: R32, into?: ColumnStep[][]): ColumnStep[][] => {
+    const at = k.min('u32', k.reg('u32'), chunk, lastChunk);
+    const kk = k.mulLo('u32', k.reg('u32'), at, E);
     const groupIndex = rowScaled ? kk : k.shr('u32', k.reg('u32'), kk, Math.log2(layout.groupSize));
     // The chunk's words in its row: unit u = chunk / chunksPerUnit, chunk j of it at word 4j of the unit.
-    const j = chunksPerUnit === 1 ? 0 : k.and('b32', k.reg('u32'), chunk, chunksPerUnit - 1);
-    const unitAt = chunksPerUnit === 1 ? chunk : k.shr('u32', k.reg('u32'), chunk, Math.log2(chunksPerUnit));
+    const j = chunksPerUnit === 1 ? 0 : k.and('b32', k.reg('u32'), at, chunksPerUnit - 1);
+    const unitAt = chunksPerUnit === 1 ? at : k.shr('u32', k.reg('u32'), at, Math.log2(chunksPerUnit));
     const inRow = k.mulLo('u32', k.reg('u32'), unitAt, unitWords);
     const codesAt = j === 0 ? inRow : k.madLo('u32', k.reg('u32'), j, 4, inRow);
-    return weights.map((w) =>
-      rows.map((row) => {
+    return weights.map((w, pi) =>
+      rows.map((row, c) => {
+        const dest = into?.[pi]?.[c];
         const rowAt = k.mulLo('u32', k.reg('u32'), row, rowWords);
-        const words = k.regs('u32', 4);
-        for (const r of words) k.mov('b32', r, 0);
-        const at = k.elementAddress(w.packed, k.add('u32', k.reg('u32'), rowAt, codesAt), 4);
-        k.predicated(ok, () => k.ldGlobal('b32', words as unknown as Vec4<R32>, at, { nc: true }));
+        const words = dest ? dest.words.slice(0, 4) : k.regs('u32', 4);
+        const codesPtr = k.elementAddress(w.packed, k.add('u32', k.reg('u32'), rowAt, codesAt), 4);
+        k.ldGlobal('b32', words as unknown as Vec4<R32>, codesPtr, { nc: true });
         // q5k: its sub-block's high word 32 + j; q6k: its two, 32 + 2j and 33 + 2j; q5g32: word
         // 4G + g, after the row's 4G words of nibbles.
-        const high: R32[] = Array.from({ length: highWords }, () => k.reg('u32'));
+        const high: R32[] = dest ? dest.words.slice(4) : k.regs('u32', highWords);
         if (highWords > 0) {
-          for (const r of high) k.mov('b32', r, 0);
           const highAt = highAfterRow
-            ? k.add('u32', k.reg('u32'), rowAt, k.madLo('u32', k.reg('u32'), blocks, 4, chunk))
+            ? k.add('u32', k.reg('u32'), rowAt, k.madLo('u32', k.reg('u32'), blocks, 4, at))
             : k.madLo('u32', k.reg('u32'), j as R32, highWords, k.add('u32', k.reg('u32'), rowAt, inRow));
           const hp = highAfterRow
             ? k.elementAddress(w.packed, highAt, 4)
             : addr(k.elementAddress(w.packed, highAt, 4), 4 * 32);
-          k.predicated(ok, () => {
-            if (highWords === 1) k.ldGlobal('b32', high[0]!, hp, { nc: true });
-            else k.ldGlobal('b32', high as unknown as Vec2<R32>, hp, { nc: true });
-          });
+          if (highWords === 1) k.ldGlobal('b32', high[0]!, hp, { nc: true });
+          else k.ldGlobal('b32', high as unknown as Vec2<R32>, hp, { nc: true });
         }
         const entry = rowScaled ? row : k.madLo('u32', k.reg('u32'), row, blocks, groupIndex);
         // q4k, q5k: the super-block's three words of 6-bit scales; q6k: the word of its chunk's two int8 scales.
-        const subWords = !w.zeros
-          ? undefined
-          : q6
-            ? [
-                loadWord(
-                  k,
-                  w.zeros,
-                  k.madLo(
-                    'u32',
-                    k.reg('u32'),
-                    row,
-                    zeroWords!,
-                    k.madLo('u32', k.reg('u32'), groupIndex, 4, k.shr('u32', k.reg('u32'), j as R32, 1)),
-                  ),
-                  ok,
-                ),
-              ]
-            : loadSubBlockWords(
-                k,
-                w.zeros,
-                k.madLo('u32', k.reg('u32'), row, zeroWords!, k.mulLo('u32', k.reg('u32'), groupIndex, 3)),
-                ok,
-              );
+        let subWords: R32[] | undefined;
+        if (w.zeros) {
+          const first = q6
+            ? k.madLo(
+                'u32',
+                k.reg('u32'),
+                row,
+                zeroWords!,
+                k.madLo('u32', k.reg('u32'), groupIndex, 4, k.shr('u32', k.reg('u32'), j as R32, 1)),
+              )
+            : k.madLo('u32', k.reg('u32'), row, zeroWords!, k.mulLo('u32', k.reg('u32'), groupIndex, 3));
+          const base = k.elementAddress(w.zeros, first, 4);
+          const to = dest?.subWords ?? k.regs('u32', q6 ? 1 : 3);
+          to.forEach((word, i) => {
+            k.ldGlobal('b32', word, addr(base, 4 * i), { nc: true });
+          });
+          subWords = to;
+        }
+        const stored = (ptr: R64, to: Stored | undefined): Stored => {
+          const r = to ?? (scale === 'f32' ? k.reg('f32') : k.reg('b16'));
+          const at = k.elementAddress(ptr, entry, scaleBytes);
+          if (scale === 'f32') k.ldGlobal('f32', r as F32, at, { nc: true });
+          else k.ldGlobal('b16', r as R16, at, { nc: true });
+          return r;
+        };
         return {
           words: [...words, ...high],
-          scale: rowScaled
-            ? undefined
-            : loadStored(k, scale, k.elementAddress(w.scales, entry, scaleBytes), ok),
-          offset: w.offsets
-            ? loadStored(k, scale, k.elementAddress(w.offsets, entry, scaleBytes), ok)
-            : undefined,
+          scale: rowScaled ? undefined : stored(w.scales, dest?.scale),
+          offset: w.offsets ? stored(w.offsets, dest?.offset) : undefined,
           subWords,
         };
       }),
     );
-  };
-
-  const carry = (current: ColumnStep[][], next: ColumnStep[][]): void => {
-    current.forEach((set, pi) => {
-      set.forEach((col, c) => {
-        const from = next[pi]![c]!;
-        const fromWords = [...from.words, ...(from.subWords ?? [])];
-        [...col.words, ...(col.subWords ?? [])].forEach((w, i) => {
-          k.mov('b32', w, fromWords[i]!);
-        });
-        if (col.scale) moveStored(k, col.scale, from.scale!);
-        if (col.offset) moveStored(k, col.offset, from.offset!);
-      });
-    });
   };
 
   /**
@@ -317,10 +328,10 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
   const operands = (words: readonly R32[]): R32[] => {
     if (!nib) return words.slice(0, 4);
     const low = words.slice(0, 4);
-    if (highWords === 0)
+    if (sixteenths)
       return low.flatMap((w) => [
         k.and('b32', k.reg('u32'), w, 0x0f0f0f0f),
-        k.and('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), w, 4), 0x0f0f0f0f),
+        k.and('b32', k.reg('u32'), w, 0xf0f0f0f0),
       ]);
     return low.flatMap((w, i) => {
       // q5k: the high word shifted by 2i; q6k: high word i / 2, shifted by 4 for the pair's second word.
@@ -337,14 +348,13 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
     const ok = below(k, at, kDim);
     const block = k.shr('u32', k.reg('u32'), at, 5);
     // Each column's scale (and offset; q6k's two half-chunk scales) and its codes as dp4a operands.
-    const sub = kq ? k.and('b32', k.reg('u32'), block, 7) : undefined;
     const columns = step.map((set) =>
       set.map((col) => {
         let groupScale = col.scale ? widen(k, scale, col.scale) : undefined;
         let offset = col.offset ? widen(k, scale, col.offset) : undefined;
         let halves: F32[] | undefined;
         if (kq) {
-          const parts = subBlockFromWords(k, groupScale!, offset!, col.subWords as [R32, R32, R32], sub!);
+          const parts = subBlockOf(k, groupScale!, offset!, col.subWords as [R32, R32, R32], subBlock!);
           groupScale = parts.scale;
           offset = parts.offset;
         } else if (q6) {
@@ -391,6 +401,7 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
       );
       const dx = k.mov('f32', k.reg('f32'), 0);
       k.predicated(ok, () => k.ldShared('f32', dx, k.add('u32', k.reg('u32'), entry, x.dBase)));
+      const codeScale = sixteenths ? k.mul('f32', k.reg('f32'), dx, 1 / 16, { rnd: 'rn' }) : dx;
       let zx: R32 | undefined;
       if (centred || offsetted) {
         const z = k.mov('b32', k.reg('u32'), 0);
@@ -423,11 +434,19 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
             return;
           }
           const dot = k.mov('b32', k.reg('u32'), centred ? zx! : 0);
-          col.codes.forEach((w, i) => {
-            k.dp4a(type, 's32', dot, w, xWords[i]!, dot);
-          });
+          if (sixteenths) {
+            // The low nibbles (words 0, 2, 4, 6), 16 × their sum, then the high nibbles in place.
+            for (const i of [0, 2, 4, 6]) k.dp4a(type, 's32', dot, col.codes[i]!, xWords[i]!, dot);
+            k.shl('b32', dot, dot, 4);
+            for (const i of [1, 3, 5, 7]) k.dp4a(type, 's32', dot, col.codes[i]!, xWords[i]!, dot);
+          } else
+            col.codes.forEach((w, i) => {
+              k.dp4a(type, 's32', dot, w, xWords[i]!, dot);
+            });
           const sum = k.cvt('f32', 's32', k.reg('f32'), dot, { rnd: 'rn' });
-          const factor = col.groupScale ? k.mul('f32', k.reg('f32'), col.groupScale, dx, { rnd: 'rn' }) : dx;
+          const factor = col.groupScale
+            ? k.mul('f32', k.reg('f32'), col.groupScale, codeScale, { rnd: 'rn' })
+            : codeScale;
           k.fma('f32', a, sum, factor, a, { rnd: 'rn' });
           // Offsets: less offset · d·Σq.
           if (col.negOffset)
@@ -437,7 +456,7 @@ function int8Chunks(k: KernelBuilder, v: QgemvInt8Config, p: ParamHandles<typeof
     }
   };
 
-  return { load, use, carry, E, nib, zero, offsetted, rowScaled };
+  return { load, use, E, nib, zero, offsetted, rowScaled };
 }
 
 /**
@@ -468,7 +487,7 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
       const { tid, warp, lane, slice, colBase, row0 } = at;
       const lastM = k.sub('u32', k.reg('u32'), mDim, 1);
       const lastN = k.sub('u32', k.reg('u32'), n, 1);
-      const chunks = int8Chunks(k, v, p, kDim);
+      const chunks = int8Chunks(k, v, p, kDim, lane);
       const { E } = chunks;
       const quantizeX = () =>
         int8X(k, {
@@ -493,22 +512,37 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
         Array.from({ length: C }, (_, c) =>
           k.min('u32', k.reg('u32'), c === 0 ? first : k.add('u32', k.reg('u32'), first, c), lastN),
         );
-      const inK = (chunk: R32) => below(k, k.mulLo('u32', k.reg('u32'), chunk, E), kDim);
 
       if (!v.persistent) {
         const rows = rowsFrom(colBase);
         const chunk = k.madLo('u32', k.reg('u32'), slice, 32, lane);
         // The first step's codes are on their way while x is quantized.
-        const current = chunks.load(rows, chunk, inK(chunk));
+        const even = chunks.load(rows, chunk);
         const x = quantizeX();
         const sliceK = k.mulLo('u32', k.reg('u32'), slice, 32 * E);
-        k.forRange(sliceK, sliceK, kDim, 32 * S * E, () => {
-          const nextChunk = k.add('u32', k.reg('u32'), chunk, 32 * S);
-          const next = chunks.load(rows, nextChunk, inK(nextChunk));
-          chunks.use(current, chunk, x, acc);
-          chunks.carry(current, next);
-          k.mov('u32', chunk, nextChunk);
-        });
+        if (!v.unrolled) {
+          k.forRange(sliceK, sliceK, kDim, 32 * S * E, () => {
+            const nextChunk = k.add('u32', k.reg('u32'), chunk, 32 * S);
+            const next = chunks.load(rows, nextChunk);
+            chunks.use(even, chunk, x, acc);
+            moveStep(k, even, next);
+            k.mov('u32', chunk, nextChunk);
+          });
+        }
+        // Two steps a turn, each loading the step after it into the other set of registers.
+        let odd: ColumnStep[][] | undefined;
+        if (v.unrolled)
+          k.forRange(sliceK, sliceK, kDim, 2 * 32 * S * E, () => {
+            const oddChunk = k.add('u32', k.reg('u32'), chunk, 32 * S);
+            odd = chunks.load(rows, oddChunk, odd);
+            chunks.use(even, chunk, x, acc);
+            k.ifThen(below(k, k.add('u32', k.reg('u32'), sliceK, 32 * S * E), kDim), () => {
+              const evenChunk = k.add('u32', k.reg('u32'), chunk, 2 * 32 * S);
+              chunks.load(rows, evenChunk, even);
+              chunks.use(odd!, oddChunk, x, acc);
+              k.mov('u32', chunk, evenChunk);
+            });
+          });
         const red = k.sharedArray('red', 'f32', WARPS * P * C * R, 16);
         storeGemvSums(k, p, {
           acc,
@@ -541,26 +575,22 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
       const step = k.mov('u32', k.reg('u32'), 0);
       const lastStep = k.sub('u32', k.reg('u32'), steps, 1);
       const chunkOf = (s: R32) => k.madLo('u32', k.reg('u32'), s, 32, lane);
-      const firstChunk = chunkOf(step);
-      const current = chunks.load(
-        rowsFrom(k.mulLo('u32', k.reg('u32'), unit, C)),
-        firstChunk,
-        k.and('pred', k.reg('pred'), inK(firstChunk), k.setp('gt', 'u32', k.reg('pred'), total, 0)),
-      );
+      // Units past N load row N − 1 (rowsFrom), steps past K the last chunk: every load is in W.
+      const even = chunks.load(rowsFrom(k.mulLo('u32', k.reg('u32'), unit, C)), chunkOf(step));
       const x = quantizeX();
       const t = k.reg('u32');
-      k.forRange(t, 0, total, 1, () => {
+      let odd: ColumnStep[][] | undefined;
+      /** Step t: loads step t + 1 into `ahead`, adds `now` (step t) and stores a unit it ends. */
+      const turn = (now: ColumnStep[][], ahead: ColumnStep[][] | undefined): ColumnStep[][] => {
         const ends = k.setp('eq', 'u32', k.reg('pred'), step, lastStep);
         const nextStep = k.selp('u32', k.reg('u32'), 0, k.add('u32', k.reg('u32'), step, 1), ends);
         const nextUnit = k.selp('u32', k.reg('u32'), k.add('u32', k.reg('u32'), unit, warps), unit, ends);
-        const nextChunk = chunkOf(nextStep);
-        const more = below(k, k.add('u32', k.reg('u32'), t, 1), total);
-        const next = chunks.load(
+        const loaded = chunks.load(
           rowsFrom(k.mulLo('u32', k.reg('u32'), nextUnit, C)),
-          nextChunk,
-          k.and('pred', k.reg('pred'), inK(nextChunk), more),
+          chunkOf(nextStep),
+          ahead,
         );
-        chunks.use(current, chunkOf(step), x, acc);
+        chunks.use(now, chunkOf(step), x, acc);
         k.ifThen(ends, () => {
           storeUnitSums(k, p, {
             acc,
@@ -576,10 +606,22 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
             types: v.types,
           });
         });
-        chunks.carry(current, next);
         k.mov('u32', step, nextStep);
         k.mov('u32', unit, nextUnit);
-      });
+        return loaded;
+      };
+      if (!v.unrolled)
+        k.forRange(t, 0, total, 1, () => {
+          moveStep(k, even, turn(even, undefined));
+        });
+      // Two steps a turn, each loading the step after it into the other set of registers.
+      else
+        k.forRange(t, 0, total, 2, () => {
+          odd = turn(even, odd);
+          k.ifThen(below(k, k.add('u32', k.reg('u32'), t, 1), total), () => {
+            turn(odd!, even);
+          });
+        });
     },
     // Persistent blocks must all be resident: at most 65536 / (256 · blocksPerSm) registers. Blocked:
     // no .maxntid, with which ptxas holds some 4-row configurations to 64 registers and spills.
@@ -656,6 +698,15 @@ export function qgemvInt8Columns(
 }
 
 /**
+ * Where the loop may take two steps a turn: at most 4 sums a lane (weights ×
+ * columns × rows). More keep two sets of 8 or more columns' codes live,
+ * beyond 128 registers (q8g32a's 8 columns spill).
+ */
+export function unrollable(cols: number, rows: number, pair: boolean): boolean {
+  return cols * rows * (pair ? 2 : 1) <= 4;
+}
+
+/**
  * The persistent mode's blocks per SM and grid for N columns of `cols` a
  * warp: where the units keep every resident warp busy and within 75% of
  * even (the last round of units leaves the rest idle); 4 blocks an SM where
@@ -701,8 +752,10 @@ export function encodeQuantizedGemvInt8(
   const limit = encoder.device.sharedMemoryPerBlockOptin;
   const stagedX = staging && qgemvInt8SharedBytes(rows, kDim, { actBytes }) <= limit;
   const sharedBytes = qgemvInt8SharedBytes(rows, kDim, stagedX ? { actBytes } : undefined);
+  // K = 0 is the exact kernel's (y = beta·c): this one's loads assume a chunk of each row.
   const applies =
     encoder.tuning.qgemvActivations === 'int8' &&
+    kDim > 0 &&
     qgemvInt8Reads(attrs.format) &&
     weights.every((w) => w.packed.ptr % 16n === 0n && (layout.zeroPoints ? w.zeros === undefined : true)) &&
     sharedBytes <= limit;
@@ -718,6 +771,7 @@ export function encodeQuantizedGemvInt8(
     types: { act: storageOf(x), scale: storageOf(weights[0]!.scales) },
     rows,
     stagedX,
+    unrolled: encoder.tuning.qgemvUnroll !== 'off' && unrollable(cols, rows, pair),
   };
   const persistent =
     encoder.tuning.qgemvPersistent === 'off'

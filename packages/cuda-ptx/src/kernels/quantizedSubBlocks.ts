@@ -62,6 +62,65 @@ export function subBlockFromWords(
   const highM = k.or('b32', k.reg('u32'), k.shr('b32', k.reg('u32'), b2, 4), topOf(b1));
   const sc = k.selp('u32', k.reg('u32'), highSc, k.and('b32', k.reg('u32'), b0, 63), high);
   const m = k.selp('u32', k.reg('u32'), highM, k.and('b32', k.reg('u32'), b1, 63), high);
+  return scaled(k, d, dmin, sc, m);
+}
+
+/**
+ * What reading sub-block j's sc and m takes, for a lane whose sub-block is
+ * always j = lane mod 8 (the int8 GEMV's lanes): the byte's shift (8 (j mod
+ * 4)), m's shift, the low bits' mask (63, or 15 from j = 4), the shift and
+ * mask of the top 2 bits (none below j = 4), and whether j ≥ 4.
+ */
+export interface SubBlockShifts {
+  readonly high: Pred;
+  readonly byte: R32;
+  readonly mByte: R32;
+  readonly lowMask: R32;
+  readonly top: R32;
+  readonly topMask: R32;
+}
+
+export function subBlockShifts(k: KernelBuilder, lane: R32): SubBlockShifts {
+  const j = k.and('b32', k.reg('u32'), lane, 7);
+  const high = k.setp('ge', 'u32', k.reg('pred'), j, 4);
+  const byte = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), j, 3), 3);
+  return {
+    high,
+    byte,
+    mByte: k.selp('u32', k.reg('u32'), k.add('u32', k.reg('u32'), byte, 4), byte, high),
+    lowMask: k.selp('u32', k.reg('u32'), 15, 63, high),
+    // The top 2 bits of byte j − 4 (bits 6, 7) moved to bits 4, 5.
+    top: k.add('u32', k.reg('u32'), byte, 2),
+    topMask: k.selp('u32', k.reg('u32'), 0x30, 0, high),
+  };
+}
+
+/** subBlockFromWords for a lane's fixed sub-block (`subBlockShifts`): the same sc and m, the same f32s. */
+export function subBlockOf(
+  k: KernelBuilder,
+  d: F32,
+  dmin: F32,
+  words: readonly [R32, R32, R32],
+  at: SubBlockShifts,
+): { scale: F32; offset: F32 } {
+  const [w0, w1, w2] = words;
+  const u = () => k.reg('u32');
+  // Below j = 4: sc and m are the low 6 bits of byte j of words 0 and 1. From j = 4: the nibbles
+  // of word 2's byte j − 4, with the top 2 bits of words 0's and 1's byte j − 4.
+  const field = (low: R32, shift: R32, topWord: R32) =>
+    k.or(
+      'b32',
+      u(),
+      k.and('b32', u(), k.shr('b32', u(), low, shift), at.lowMask),
+      k.and('b32', u(), k.shr('b32', u(), topWord, at.top), at.topMask),
+    );
+  const sc = field(k.selp('u32', u(), w2, w0, at.high), at.byte, w0);
+  const m = field(k.selp('u32', u(), w2, w1, at.high), at.mByte, w1);
+  return scaled(k, d, dmin, sc, m);
+}
+
+/** f32(d · sc) and f32(dmin · m), as ggml rounds them. */
+function scaled(k: KernelBuilder, d: F32, dmin: F32, sc: R32, m: R32): { scale: F32; offset: F32 } {
   const asF32 = (v: R32) => k.cvt('f32', 'u32', k.reg('f32'), v, { rnd: 'rn' });
   return {
     scale: k.mul('f32', k.reg('f32'), d, asF32(sc), { rnd: 'rn' }),

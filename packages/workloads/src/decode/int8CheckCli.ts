@@ -3,14 +3,15 @@ import { createBackend, probeBackends } from '@rayo/core';
 import { INT8_CHECK_CASES, int8Check, int8CheckLine } from './int8Check.js';
 
 // int8-check: see int8Check.ts. Opens cuda with int8 activations, once per
-// --persistent choice, and exits 1 when any element is outside its bound.
+// --persistent and --unroll choice, and exits 1 when any element is outside its bound.
 
-const USAGE = `Usage: int8-check [--persistent LIST] [--formats LIST] [--seed N]
+const USAGE = `Usage: int8-check [--persistent LIST] [--unroll LIST] [--formats LIST] [--seed N]
 
 Checks the cuda backend's int8-activation GEMVs, format by format, against the
 product of x's int8 blocks in f64 (blocked and persistent kernels, pairs).
 
   --persistent LIST  qgemvPersistent choices to run (default on,off)
+  --unroll LIST      qgemvUnroll choices to run (default on,off)
   --formats LIST     only these formats (default all)
   --seed N           inputs (default 1)`;
 
@@ -23,6 +24,7 @@ async function main(argv: readonly string[]): Promise<number> {
     args: [...argv],
     options: {
       persistent: { type: 'string', default: 'on,off' },
+      unroll: { type: 'string', default: 'on,off' },
       formats: { type: 'string', default: '' },
       seed: { type: 'string', default: '1' },
     },
@@ -35,11 +37,26 @@ async function main(argv: readonly string[]): Promise<number> {
   const formats = values.formats.split(',').filter(Boolean);
   const cases = INT8_CHECK_CASES.filter((c) => formats.length === 0 || formats.includes(c.format));
   let failed = 0;
-  for (const persistent of values.persistent.split(',').filter(Boolean)) {
-    if (persistent !== 'on' && persistent !== 'off')
-      throw new Error(`--persistent takes on, off; got ${persistent}`);
-    const backend = await createBackend('cuda', { qgemvActivations: 'int8', qgemvPersistent: persistent });
-    console.log(`cuda (${backend.info.device}), qgemvPersistent ${persistent}: ${cases.length} cases`);
+  const choices = (flag: string, list: string) =>
+    list
+      .split(',')
+      .filter(Boolean)
+      .map((choice): 'on' | 'off' => {
+        if (choice !== 'on' && choice !== 'off') throw new Error(`--${flag} takes on, off; got ${choice}`);
+        return choice;
+      });
+  const runs = choices('persistent', values.persistent).flatMap((persistent) =>
+    choices('unroll', values.unroll).map((unroll) => ({ persistent, unroll })),
+  );
+  for (const { persistent, unroll } of runs) {
+    const backend = await createBackend('cuda', {
+      qgemvActivations: 'int8',
+      qgemvPersistent: persistent,
+      qgemvUnroll: unroll,
+    });
+    console.log(
+      `cuda (${backend.info.device}), qgemvPersistent ${persistent}, qgemvUnroll ${unroll}: ${cases.length} cases`,
+    );
     try {
       for (const c of cases) {
         const result = await int8Check(backend, c, Number(values.seed));
