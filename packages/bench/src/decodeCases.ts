@@ -70,6 +70,31 @@ export function attention(heads: number, dim: number, tokens: number, when: Mode
   };
 }
 
+/** One decode step's attention of grouped query heads over a bf16 KV cache (a Llama's), the query in f32. */
+export function groupedAttention(
+  heads: number,
+  kvHeads: number,
+  dim: number,
+  tokens: number,
+  when: Modes,
+): BenchCase {
+  return {
+    id: `attention-half/h${heads}-kv${kvHeads}-d${dim}-t${tokens}`,
+    family: 'attention-half',
+    spec: incrementalAttention,
+    inputs: [
+      { shape: [heads, dim] },
+      { shape: [kvHeads, tokens, dim], dtype: 'bf16' },
+      { shape: [kvHeads, tokens, dim], dtype: 'bf16' },
+    ],
+    attrs: { seqLen: tokens },
+    bound: 'bytes',
+    x: 2 * 2 * kvHeads * tokens * dim,
+    ...modes(when),
+    tolerance: { rtol: 1e-3, atol: 1e-6, relativeTo: 'max' },
+  };
+}
+
 /** One decode step's attention over a bf16 KV cache, the query in f32. */
 export function halfAttention(heads: number, dim: number, tokens: number, when: Modes): BenchCase {
   return {

@@ -3,7 +3,7 @@
 // They live in one file per family of kernels; this file gathers them.
 
 export { BOTH, FULL, halfTolerance, MIB, type Modes, modes, QUICK } from './caseDefaults.js';
-export { attention, halfAttention, kvScatter, ropeKv } from './decodeCases.js';
+export { attention, groupedAttention, halfAttention, kvScatter, ropeKv } from './decodeCases.js';
 export {
   gateUp,
   gemm,

@@ -1,6 +1,7 @@
 import { choiceFromEnvironment, type EnvironmentVariables, qgemvOptionsFromEnvironment } from '@rayo/core';
 import type { CudaDriverOptions } from './driver/driver.js';
 import {
+  ATTENTION_SPLIT_CHOICES,
   type CudaTuningOptions,
   QGEMV_ACTIVATION_CHOICES,
   QGEMV_MMA_CHOICES,
@@ -19,7 +20,8 @@ export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions,
  * `qgemvSlices`, RAYO_QGEMV_MMA (`on`, `off`) → `qgemvMma`,
  * RAYO_QGEMV_ACTIVATIONS (`f32`, `int8`) → `qgemvActivations`,
  * RAYO_QGEMV_PERSISTENT (`on`, `off`) → `qgemvPersistent`,
- * RAYO_QGEMV_UNROLL (`on`, `off`) → `qgemvUnroll` and
+ * RAYO_QGEMV_UNROLL (`on`, `off`) → `qgemvUnroll`, RAYO_ATTENTION_SPLIT_TOKENS
+ * (16, 32, 64, 128) → `attentionSplitTokens` and
  * RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) → `dependentLaunch`; unset or empty
  * variables name nothing. This is the one place the package reads the
  * environment: the backend itself never does.
@@ -42,6 +44,12 @@ export function cudaOptionsFromEnvironment(
     operation,
   );
   const qgemvUnroll = choiceFromEnvironment(env, 'RAYO_QGEMV_UNROLL', QGEMV_UNROLL_CHOICES, operation);
+  const attentionSplitTokens = choiceFromEnvironment(
+    env,
+    'RAYO_ATTENTION_SPLIT_TOKENS',
+    ATTENTION_SPLIT_CHOICES,
+    operation,
+  );
   const dependentLaunch = choiceFromEnvironment(env, 'RAYO_CUDA_DEPENDENT_LAUNCH', ['0', '1'], operation);
   return {
     ...qgemvOptionsFromEnvironment(env, operation),
@@ -49,6 +57,7 @@ export function cudaOptionsFromEnvironment(
     ...(qgemvActivations === undefined ? {} : { qgemvActivations }),
     ...(qgemvPersistent === undefined ? {} : { qgemvPersistent }),
     ...(qgemvUnroll === undefined ? {} : { qgemvUnroll }),
+    ...(attentionSplitTokens === undefined ? {} : { attentionSplitTokens }),
     ...(dependentLaunch === undefined ? {} : { dependentLaunch: dependentLaunch === '1' }),
   };
 }

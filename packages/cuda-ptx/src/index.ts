@@ -75,6 +75,8 @@ export * from './nccl/index.js';
 export * from './ptx/index.js';
 export { runOnStream } from './runOnStream.js';
 export {
+  ATTENTION_SPLIT_CHOICES,
+  type AttentionSplitTokens,
   type CudaTuning,
   type CudaTuningOptions,
   DEFAULT_CUDA_TUNING,

@@ -16,6 +16,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   qgemvActivations: true,
   qgemvPersistent: true,
   qgemvUnroll: true,
+  attentionSplitTokens: true,
 };
 
 export const CUDA_OPTION_KEYS: readonly string[] = Object.keys(OPTION_KEYS);

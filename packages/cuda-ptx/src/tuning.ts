@@ -12,6 +12,10 @@ export type QgemvPersistent = (typeof QGEMV_PERSISTENT_CHOICES)[number];
 export const QGEMV_UNROLL_CHOICES = ['on', 'off'] as const;
 export type QgemvUnroll = (typeof QGEMV_UNROLL_CHOICES)[number];
 
+/** `attentionSplitTokens`: the fewest tokens a split of the decode attention's cache keeps. */
+export const ATTENTION_SPLIT_CHOICES = [16, 32, 64, 128] as const;
+export type AttentionSplitTokens = (typeof ATTENTION_SPLIT_CHOICES)[number];
+
 /** `qgemvActivations`: the small-M quantized products' x as exact f32 (`f32`) or as int8 blocks (`int8`). */
 export const QGEMV_ACTIVATION_CHOICES = ['f32', 'int8'] as const;
 export type QgemvActivations = (typeof QGEMV_ACTIVATION_CHOICES)[number];
@@ -50,6 +54,13 @@ export interface CudaTuningOptions extends QgemvOptions {
    * (no moves).
    */
   readonly qgemvUnroll?: QgemvUnroll;
+  /**
+   * The fewest tokens a split of the decode attention's cache keeps (16,
+   * 32, 64 or 128): fewer make more blocks for a short cache, each walking
+   * fewer tokens one after another, and more partial states to merge.
+   * Absent: 64.
+   */
+  readonly attentionSplitTokens?: AttentionSplitTokens;
 }
 
 /** The switches, checked; what kernels see as `encoder.tuning`. */
@@ -58,6 +69,7 @@ export interface CudaTuning extends QgemvTuning {
   readonly qgemvActivations: QgemvActivations | undefined;
   readonly qgemvPersistent: QgemvPersistent | undefined;
   readonly qgemvUnroll: QgemvUnroll | undefined;
+  readonly attentionSplitTokens: AttentionSplitTokens | undefined;
 }
 
 /** Every switch at its measured default. */
@@ -68,6 +80,7 @@ export const DEFAULT_CUDA_TUNING: CudaTuning = {
   qgemvActivations: undefined,
   qgemvPersistent: undefined,
   qgemvUnroll: undefined,
+  attentionSplitTokens: undefined,
 };
 
 /** Checks the switches of `options` (a JavaScript caller may pass anything). */
@@ -87,6 +100,10 @@ export function resolveCudaTuning(options: CudaTuningOptions): CudaTuning {
     qgemvUnroll: checkChoice(options.qgemvUnroll, QGEMV_UNROLL_CHOICES, {
       operation,
       argument: 'qgemvUnroll',
+    }),
+    attentionSplitTokens: checkChoice(options.attentionSplitTokens, ATTENTION_SPLIT_CHOICES, {
+      operation,
+      argument: 'attentionSplitTokens',
     }),
   };
 }

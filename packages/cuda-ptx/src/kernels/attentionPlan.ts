@@ -93,12 +93,14 @@ function largestDivisorUpTo(n: number, limit: number): number {
  * Launch plan: query heads per block and tokens per load group from the
  * registers a lane needs (q and the accumulators grow with both), then
  * enough splits of the sequence that the grid fills the SMs about twice
- * over, each split at least MIN_SPLIT_TOKENS long; one split means one pass.
+ * over, each split at least `minSplitTokens` long (MIN_SPLIT_TOKENS
+ * unless the backend's tuning names another); one split means one pass.
  */
 export function planAttention(
   device: Pick<DeviceProperties, 'multiprocessors'>,
   shape: AttentionShape,
   width: VectorWidth,
+  minSplitTokens: number = MIN_SPLIT_TOKENS,
 ): AttentionPlan {
   const { nHeads, nKvHeads, headDim, seqLen } = shape;
   const layout = laneLayout(headDim, width);
@@ -109,7 +111,7 @@ export function planAttention(
   const wanted = Math.ceil(
     (device.multiprocessors * TARGET_BLOCKS_PER_SM) / (headBlocks * (shape.batch ?? 1)),
   );
-  const allowed = Math.max(1, Math.min(MAX_SPLITS, Math.floor(seqLen / MIN_SPLIT_TOKENS)));
+  const allowed = Math.max(1, Math.min(MAX_SPLITS, Math.floor(seqLen / minSplitTokens)));
   let splits = Math.min(wanted, allowed);
   // Whole load groups per split, so only a split's last group is partial.
   const group = ATTENTION_WARPS * layout.slots * unroll;

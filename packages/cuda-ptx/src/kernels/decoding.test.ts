@@ -1,4 +1,5 @@
 import {
+  type Backend,
   createCpuBackend,
   incrementalAttention,
   kvCacheScatter,
@@ -8,6 +9,7 @@ import {
 import { compareOutputs, Rng, ropeTolerance } from '@rayo/core/testing';
 import {
   type AssemblyJob,
+  createEmulatedGpu,
   expectAllAssembleCleanly,
   FakeLibCuda,
   PtxInterpreter,
@@ -268,6 +270,36 @@ describe('attention on an emulated device', () => {
       gpu.dispose();
     }, 120_000);
   }
+
+  it('splits a short cache into 16-token splits where attentionSplitTokens asks (Llama-3.1-8B heads)', async () => {
+    const [nHeads, nKvHeads, headDim, seqLen] = [32, 8, 128, 256];
+    const plan = planAttention({ multiprocessors: 132 }, { nHeads, nKvHeads, headDim, seqLen }, 4, 16);
+    expect(plan).toMatchObject({ splits: 16, splitTokens: 16 });
+    expect(planAttention({ multiprocessors: 132 }, { nHeads, nKvHeads, headDim, seqLen }, 4).splits).toBe(4);
+    const { gpu, fake, dispose } = createEmulatedGpu({
+      multiprocessors: 132,
+      tuning: { attentionSplitTokens: 16 },
+    });
+    try {
+      const q = random(4, nHeads * headDim);
+      const kc = random(5, nKvHeads * seqLen * headDim);
+      const vc = random(6, nKvHeads * seqLen * headDim);
+      const attrs = { seqLen, scale: 0 };
+      const inputs = (b: Backend) => [
+        b.upload(q, [nHeads, headDim]),
+        b.upload(kc, [nKvHeads, seqLen, headDim]),
+        b.upload(vc, [nKvHeads, seqLen, headDim]),
+      ];
+      const first = fake.launches.length;
+      const got = await gpu.run(incrementalAttention, inputs(gpu), attrs)[0]!.read();
+      // The partial states of the 16 splits, then their merge.
+      expect(fake.launches.slice(first).map((l) => l.entry)).toEqual(['attention_split', 'attention_merge']);
+      const want = await cpu.run(incrementalAttention, inputs(cpu), attrs)[0]!.read();
+      expect(compareOutputs('f32', got, want, { rtol: 1e-4, atol: 1e-5 })).toBeUndefined();
+    } finally {
+      dispose();
+    }
+  }, 120_000);
 });
 
 describe('device positions and lengths outside the cache on an emulated device', () => {

@@ -441,6 +441,7 @@ export function recordAttention(
     encoder.device,
     { nHeads, nKvHeads, headDim, seqLen: onDevice ? maxSeq : seqLen },
     width,
+    encoder.tuning.attentionSplitTokens,
   );
   const plan = {
     ...planned,

@@ -194,6 +194,7 @@ const attentionKernel = cudaKernel(
       encoder.device,
       { nHeads, nKvHeads, headDim, seqLen: maxPages * pageSize, batch },
       width,
+      encoder.tuning.attentionSplitTokens,
     );
     // A power-of-two page size (the default 16) finds a token's page by a shift.
     const pageShift = Number.isInteger(Math.log2(pageSize)) ? { pageShift: Math.log2(pageSize) } : {};
