@@ -4,6 +4,7 @@ import {
   ATTENTION_SPLIT_CHOICES,
   type CudaTuningOptions,
   QGEMV_ACTIVATION_CHOICES,
+  QGEMV_BLOCKS_PER_SM_CHOICES,
   QGEMV_MMA_CHOICES,
   QGEMV_PERSISTENT_CHOICES,
   QGEMV_UNROLL_CHOICES,
@@ -20,7 +21,8 @@ export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions,
  * `qgemvSlices`, RAYO_QGEMV_MMA (`on`, `off`) → `qgemvMma`,
  * RAYO_QGEMV_ACTIVATIONS (`f32`, `int8`) → `qgemvActivations`,
  * RAYO_QGEMV_PERSISTENT (`on`, `off`) → `qgemvPersistent`,
- * RAYO_QGEMV_UNROLL (`on`, `off`) → `qgemvUnroll`, RAYO_ATTENTION_SPLIT_TOKENS
+ * RAYO_QGEMV_UNROLL (`on`, `off`) → `qgemvUnroll`, RAYO_QGEMV_BLOCKS_PER_SM (1–4)
+ * → `qgemvBlocksPerSm`, RAYO_ATTENTION_SPLIT_TOKENS
  * (16, 32, 64, 128) → `attentionSplitTokens` and
  * RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) → `dependentLaunch`; unset or empty
  * variables name nothing. This is the one place the package reads the
@@ -44,6 +46,12 @@ export function cudaOptionsFromEnvironment(
     operation,
   );
   const qgemvUnroll = choiceFromEnvironment(env, 'RAYO_QGEMV_UNROLL', QGEMV_UNROLL_CHOICES, operation);
+  const qgemvBlocksPerSm = choiceFromEnvironment(
+    env,
+    'RAYO_QGEMV_BLOCKS_PER_SM',
+    QGEMV_BLOCKS_PER_SM_CHOICES,
+    operation,
+  );
   const attentionSplitTokens = choiceFromEnvironment(
     env,
     'RAYO_ATTENTION_SPLIT_TOKENS',
@@ -57,6 +65,7 @@ export function cudaOptionsFromEnvironment(
     ...(qgemvActivations === undefined ? {} : { qgemvActivations }),
     ...(qgemvPersistent === undefined ? {} : { qgemvPersistent }),
     ...(qgemvUnroll === undefined ? {} : { qgemvUnroll }),
+    ...(qgemvBlocksPerSm === undefined ? {} : { qgemvBlocksPerSm }),
     ...(attentionSplitTokens === undefined ? {} : { attentionSplitTokens }),
     ...(dependentLaunch === undefined ? {} : { dependentLaunch: dependentLaunch === '1' }),
   };

@@ -16,6 +16,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   qgemvActivations: true,
   qgemvPersistent: true,
   qgemvUnroll: true,
+  qgemvBlocksPerSm: true,
   attentionSplitTokens: true,
 };
 

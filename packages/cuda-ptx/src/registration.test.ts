@@ -15,6 +15,7 @@ it("createBackend('cuda') refuses an option CudaBackendOptions lacks, before pro
     'maxCachedBytes',
     'path',
     'qgemvActivations',
+    'qgemvBlocksPerSm',
     'qgemvMma',
     'qgemvPersistent',
     'qgemvSlices',

@@ -12,6 +12,10 @@ export type QgemvPersistent = (typeof QGEMV_PERSISTENT_CHOICES)[number];
 export const QGEMV_UNROLL_CHOICES = ['on', 'off'] as const;
 export type QgemvUnroll = (typeof QGEMV_UNROLL_CHOICES)[number];
 
+/** `qgemvBlocksPerSm`: the int8 GEMV's blocks each SM should hold at once (registers capped to fit them). */
+export const QGEMV_BLOCKS_PER_SM_CHOICES = [1, 2, 3, 4] as const;
+export type QgemvBlocksPerSm = (typeof QGEMV_BLOCKS_PER_SM_CHOICES)[number];
+
 /** `attentionSplitTokens`: the fewest tokens a split of the decode attention's cache keeps. */
 export const ATTENTION_SPLIT_CHOICES = [16, 32, 64, 128] as const;
 export type AttentionSplitTokens = (typeof ATTENTION_SPLIT_CHOICES)[number];
@@ -55,6 +59,14 @@ export interface CudaTuningOptions extends QgemvOptions {
    */
   readonly qgemvUnroll?: QgemvUnroll;
   /**
+   * The int8 GEMV's blocks of 256 threads each SM should hold at once: its
+   * registers are capped to fit them (at most 65536 / (256 · B) a thread),
+   * and the persistent mode launches that many an SM. Absent: blocked
+   * kernels uncapped, persistent ones 4 an SM where a lane keeps at most 2
+   * sums, else 2.
+   */
+  readonly qgemvBlocksPerSm?: QgemvBlocksPerSm;
+  /**
    * The fewest tokens a split of the decode attention's cache keeps (16,
    * 32, 64 or 128): fewer make more blocks for a short cache, each walking
    * fewer tokens one after another, and more partial states to merge.
@@ -69,6 +81,7 @@ export interface CudaTuning extends QgemvTuning {
   readonly qgemvActivations: QgemvActivations | undefined;
   readonly qgemvPersistent: QgemvPersistent | undefined;
   readonly qgemvUnroll: QgemvUnroll | undefined;
+  readonly qgemvBlocksPerSm: QgemvBlocksPerSm | undefined;
   readonly attentionSplitTokens: AttentionSplitTokens | undefined;
 }
 
@@ -80,6 +93,7 @@ export const DEFAULT_CUDA_TUNING: CudaTuning = {
   qgemvActivations: undefined,
   qgemvPersistent: undefined,
   qgemvUnroll: undefined,
+  qgemvBlocksPerSm: undefined,
   attentionSplitTokens: undefined,
 };
 
@@ -100,6 +114,10 @@ export function resolveCudaTuning(options: CudaTuningOptions): CudaTuning {
     qgemvUnroll: checkChoice(options.qgemvUnroll, QGEMV_UNROLL_CHOICES, {
       operation,
       argument: 'qgemvUnroll',
+    }),
+    qgemvBlocksPerSm: checkChoice(options.qgemvBlocksPerSm, QGEMV_BLOCKS_PER_SM_CHOICES, {
+      operation,
+      argument: 'qgemvBlocksPerSm',
     }),
     attentionSplitTokens: checkChoice(options.attentionSplitTokens, ATTENTION_SPLIT_CHOICES, {
       operation,

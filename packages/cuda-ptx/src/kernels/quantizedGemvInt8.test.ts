@@ -62,6 +62,10 @@ describe('int8 quantized GEMV', () => {
     expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_PERSISTENT: 'off' })).toEqual({ qgemvPersistent: 'off' });
     expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_PERSISTENT: '0' })).toThrow(/RAYO_QGEMV_PERSISTENT/);
     expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_UNROLL: 'off' })).toEqual({ qgemvUnroll: 'off' });
+    expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_BLOCKS_PER_SM: '3' })).toEqual({ qgemvBlocksPerSm: 3 });
+    expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_BLOCKS_PER_SM: '5' })).toThrow(
+      /RAYO_QGEMV_BLOCKS_PER_SM/,
+    );
     expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_UNROLL: '2' })).toThrow(/RAYO_QGEMV_UNROLL/);
     const wrong = { qgemvActivations: 'int4' } as unknown as { qgemvActivations: 'int8' };
     expect(() => createEmulatedGpu({ tuning: wrong })).toThrow(/'qgemvActivations'/);
@@ -95,6 +99,11 @@ describe('int8 quantized GEMV', () => {
     expect(unrolled.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(3 * 2);
     expect(unrolled.match(/dp4a\.u32\.s32/g)).toHaveLength(2 * 2 * 4 * 2);
     expect(qgemvInt8Key({ ...base, unrolled: true })).not.toBe(qgemvInt8Key(base));
+    // Blocked kernels asked to fit 3 blocks an SM carry the bound that caps their registers.
+    const capped = qgemvInt8Module({ ...base, blocksPerSm: 3 }).emit();
+    expect(capped).toMatch(/\.minnctapersm 3/);
+    expect(text).not.toMatch(/\.minnctapersm/);
+    expect(qgemvInt8Key({ ...base, blocksPerSm: 3 })).not.toBe(qgemvInt8Key(base));
     expect(text.match(/ld\.shared\.v4\.b32/g)).toHaveLength(2);
     expect(text).toContain('cvt.rni.s32.f32');
     // Staged, x comes into shared memory by cp.async; else element by element.
@@ -319,6 +328,8 @@ describe('persistent int8 quantized GEMV on an emulated device', () => {
     expect(persistentShape(100, 4, 1, 132, 8)).toBeUndefined();
     // Llama-3.1-8B's gate·up in q4k: 2 columns a warp, 2 blocks an SM, 7,168 units over 2,112 warps.
     expect(persistentShape(14336, 2, 2, 132, 8)).toEqual({ blocksPerSm: 2, blocks: 264 });
+    // Asked for 3 blocks an SM (qgemvBlocksPerSm).
+    expect(persistentShape(14336, 2, 2, 132, 8, 3)).toEqual({ blocksPerSm: 3, blocks: 396 });
     // Shared memory for one block only.
     expect(persistentShape(14336, 2, 2, 132, 1.5)).toEqual({ blocksPerSm: 1, blocks: 132 });
     // 2,752 units over 2,112 warps: the second round leaves most of them idle.

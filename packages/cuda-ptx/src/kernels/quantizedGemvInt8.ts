@@ -97,7 +97,11 @@ export interface QgemvInt8Config {
   readonly slices: 1 | 2 | 4 | 8;
   /** Blocks stay and take units of columns until none are left (see qgemvInt8Module). */
   readonly persistent: boolean;
-  /** Persistent: the blocks each SM holds at once (the grid is that many per SM). */
+  /**
+   * Persistent: the blocks each SM holds at once (the grid is that many per
+   * SM); blocked: the blocks each SM should hold (registers capped to fit
+   * them), or 0 for no cap.
+   */
   readonly blocksPerSm: number;
   /** Two steps a loop turn in two sets of registers; else one, moving the next step's into the current's. */
   readonly unrolled: boolean;
@@ -105,7 +109,9 @@ export interface QgemvInt8Config {
 
 export function qgemvInt8Key(v: QgemvInt8Config): string {
   const what = `${v.pair ? 'gateup/' : ''}${v.format}${v.withC ? '/c' : ''}`;
-  const mode = v.persistent ? `p${v.blocksPerSm}` : `s${v.slices}`;
+  const mode = v.persistent
+    ? `p${v.blocksPerSm}`
+    : `s${v.slices}${v.blocksPerSm > 0 ? `b${v.blocksPerSm}` : ''}`;
   const shape = `m${v.rows}/c${v.cols}${mode}${v.unrolled ? 'u2' : ''}/${v.stagedX ? 'staged' : 'scalar'}`;
   return `quantized/gemv-int8/${shape}/${what}${storageKey([v.types.act, v.types.scale])}`;
 }
@@ -135,6 +141,7 @@ function check(v: QgemvInt8Config): void {
     );
   if (v.persistent && ![1, 2, 3, 4].includes(v.blocksPerSm))
     fail('blocksPerSm', '1 to 4 when persistent', String(v.blocksPerSm));
+  if (![0, 1, 2, 3, 4].includes(v.blocksPerSm)) fail('blocksPerSm', '0 to 4', String(v.blocksPerSm));
 }
 
 /** A float loaded as stored (f32, or a half's bits), widened when used. */
@@ -624,8 +631,9 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
         });
     },
     // Persistent blocks must all be resident: at most 65536 / (256 · blocksPerSm) registers. Blocked:
-    // no .maxntid, with which ptxas holds some 4-row configurations to 64 registers and spills.
-    v.persistent ? { maxThreadsPerBlock: THREADS, minBlocksPerSm: v.blocksPerSm } : {},
+    // the same where asked; else no .maxntid, with which ptxas holds some 4-row configurations to 64
+    // registers and spills.
+    v.blocksPerSm > 0 ? { maxThreadsPerBlock: THREADS, minBlocksPerSm: v.blocksPerSm } : {},
   );
   return m;
 }
@@ -709,8 +717,9 @@ export function unrollable(cols: number, rows: number, pair: boolean): boolean {
 /**
  * The persistent mode's blocks per SM and grid for N columns of `cols` a
  * warp: where the units keep every resident warp busy and within 75% of
- * even (the last round of units leaves the rest idle); 4 blocks an SM where
- * a lane keeps at most 2 sums (64 registers), else 2, and no more than
+ * even (the last round of units leaves the rest idle); `asked` blocks an SM
+ * (the qgemvBlocksPerSm switch), else 4 where a lane keeps at most 2 sums
+ * (64 registers) and 2 elsewhere, and no more than
  * shared memory holds (`fit` blocks). Undefined where N is too narrow for
  * that: the blocked mode then (narrowing the columns to make room was
  * slower on an H200: 1×4096×11008 q4g32 12.6 µs at 1 column against 9.9
@@ -722,8 +731,9 @@ export function persistentShape(
   sumsPerColumn: number,
   multiprocessors: number,
   fit: number,
+  asked?: number,
 ): { blocksPerSm: number; blocks: number } | undefined {
-  const blocksPerSm = Math.min(sumsPerColumn * cols <= 2 ? 4 : 2, Math.floor(fit));
+  const blocksPerSm = Math.min(asked ?? (sumsPerColumn * cols <= 2 ? 4 : 2), Math.floor(fit));
   if (blocksPerSm < 1) return undefined;
   const warps = multiprocessors * blocksPerSm * WARPS;
   const units = Math.ceil(n / cols);
@@ -773,10 +783,18 @@ export function encodeQuantizedGemvInt8(
     stagedX,
     unrolled: encoder.tuning.qgemvUnroll !== 'off' && unrollable(cols, rows, pair),
   };
+  const asked = encoder.tuning.qgemvBlocksPerSm;
   const persistent =
     encoder.tuning.qgemvPersistent === 'off'
       ? undefined
-      : persistentShape(n, cols, rows * (pair ? 2 : 1), encoder.device.multiprocessors, limit / sharedBytes);
+      : persistentShape(
+          n,
+          cols,
+          rows * (pair ? 2 : 1),
+          encoder.device.multiprocessors,
+          limit / sharedBytes,
+          asked,
+        );
   const config: QgemvInt8Config = persistent
     ? { ...base, cols, blocksPerSm: persistent.blocksPerSm, slices: 1, persistent: true }
     : {
@@ -786,7 +804,7 @@ export function encodeQuantizedGemvInt8(
           encoder.tuning.qgemvSlices ??
           qgemvSlicesFor(n, kDim, { cols, words: 4 }, layout.perWord, encoder.device.multiprocessors),
         persistent: false,
-        blocksPerSm: 0,
+        blocksPerSm: asked ?? 0,
       };
   const blocks = persistent ? persistent.blocks : Math.ceil(n / ((config.cols * WARPS) / config.slices));
   encoder.launch({
