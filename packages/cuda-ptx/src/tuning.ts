@@ -70,7 +70,7 @@ export interface CudaTuningOptions extends QgemvOptions {
    * The fewest tokens a split of the decode attention's cache keeps (16,
    * 32, 64 or 128): fewer make more blocks for a short cache, each walking
    * fewer tokens one after another, and more partial states to merge.
-   * Absent: 64.
+   * Absent: 32 (MIN_SPLIT_TOKENS).
    */
   readonly attentionSplitTokens?: AttentionSplitTokens;
 }
