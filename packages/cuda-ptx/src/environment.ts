@@ -5,9 +5,9 @@ import {
   type CudaTuningOptions,
   QGEMV_ACTIVATION_CHOICES,
   QGEMV_BLOCKS_PER_SM_CHOICES,
+  QGEMV_DEPTH_CHOICES,
   QGEMV_MMA_CHOICES,
   QGEMV_PERSISTENT_CHOICES,
-  QGEMV_UNROLL_CHOICES,
 } from './tuning.js';
 
 /** The options that environment variables name (see cudaOptionsFromEnvironment). */
@@ -21,7 +21,7 @@ export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions,
  * `qgemvSlices`, RAYO_QGEMV_MMA (`on`, `off`) → `qgemvMma`,
  * RAYO_QGEMV_ACTIVATIONS (`f32`, `int8`) → `qgemvActivations`,
  * RAYO_QGEMV_PERSISTENT (`on`, `off`) → `qgemvPersistent`,
- * RAYO_QGEMV_UNROLL (`on`, `off`) → `qgemvUnroll`, RAYO_QGEMV_BLOCKS_PER_SM (1–4)
+ * RAYO_QGEMV_DEPTH (1, 2, 3) → `qgemvDepth`, RAYO_QGEMV_BLOCKS_PER_SM (1–4)
  * → `qgemvBlocksPerSm`, RAYO_ATTENTION_SPLIT_TOKENS
  * (16, 32, 64, 128) → `attentionSplitTokens` and
  * RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) → `dependentLaunch`; unset or empty
@@ -45,7 +45,7 @@ export function cudaOptionsFromEnvironment(
     QGEMV_PERSISTENT_CHOICES,
     operation,
   );
-  const qgemvUnroll = choiceFromEnvironment(env, 'RAYO_QGEMV_UNROLL', QGEMV_UNROLL_CHOICES, operation);
+  const qgemvDepth = choiceFromEnvironment(env, 'RAYO_QGEMV_DEPTH', QGEMV_DEPTH_CHOICES, operation);
   const qgemvBlocksPerSm = choiceFromEnvironment(
     env,
     'RAYO_QGEMV_BLOCKS_PER_SM',
@@ -64,7 +64,7 @@ export function cudaOptionsFromEnvironment(
     ...(qgemvMma === undefined ? {} : { qgemvMma }),
     ...(qgemvActivations === undefined ? {} : { qgemvActivations }),
     ...(qgemvPersistent === undefined ? {} : { qgemvPersistent }),
-    ...(qgemvUnroll === undefined ? {} : { qgemvUnroll }),
+    ...(qgemvDepth === undefined ? {} : { qgemvDepth }),
     ...(qgemvBlocksPerSm === undefined ? {} : { qgemvBlocksPerSm }),
     ...(attentionSplitTokens === undefined ? {} : { attentionSplitTokens }),
     ...(dependentLaunch === undefined ? {} : { dependentLaunch: dependentLaunch === '1' }),

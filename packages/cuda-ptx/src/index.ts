@@ -82,14 +82,14 @@ export {
   DEFAULT_CUDA_TUNING,
   QGEMV_ACTIVATION_CHOICES,
   QGEMV_BLOCKS_PER_SM_CHOICES,
+  QGEMV_DEPTH_CHOICES,
   QGEMV_MMA_CHOICES,
   QGEMV_PERSISTENT_CHOICES,
-  QGEMV_UNROLL_CHOICES,
   type QgemvActivations,
   type QgemvBlocksPerSm,
+  type QgemvDepth,
   type QgemvMma,
   type QgemvPersistent,
-  type QgemvUnroll,
   resolveCudaTuning,
 } from './tuning.js';
 

@@ -15,7 +15,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   qgemvMma: true,
   qgemvActivations: true,
   qgemvPersistent: true,
-  qgemvUnroll: true,
+  qgemvDepth: true,
   qgemvBlocksPerSm: true,
   attentionSplitTokens: true,
 };

@@ -16,10 +16,10 @@ it("createBackend('cuda') refuses an option CudaBackendOptions lacks, before pro
     'path',
     'qgemvActivations',
     'qgemvBlocksPerSm',
+    'qgemvDepth',
     'qgemvMma',
     'qgemvPersistent',
     'qgemvSlices',
-    'qgemvUnroll',
     'qgemvVariant',
   ]);
   // @ts-expect-error: a misspelt option is a compile error once @rayo/cuda-ptx is imported.

@@ -8,9 +8,9 @@ export type QgemvMma = (typeof QGEMV_MMA_CHOICES)[number];
 export const QGEMV_PERSISTENT_CHOICES = ['on', 'off'] as const;
 export type QgemvPersistent = (typeof QGEMV_PERSISTENT_CHOICES)[number];
 
-/** `qgemvUnroll`: the int8 GEMV's loop takes two steps a turn, in two sets of registers (`on`), or one (`off`). */
-export const QGEMV_UNROLL_CHOICES = ['on', 'off'] as const;
-export type QgemvUnroll = (typeof QGEMV_UNROLL_CHOICES)[number];
+/** `qgemvDepth`: the sets of registers the int8 GEMV's loop keeps codes in (steps of loads in flight + 1). */
+export const QGEMV_DEPTH_CHOICES = [1, 2, 3] as const;
+export type QgemvDepth = (typeof QGEMV_DEPTH_CHOICES)[number];
 
 /** `qgemvBlocksPerSm`: the int8 GEMV's blocks each SM should hold at once (registers capped to fit them). */
 export const QGEMV_BLOCKS_PER_SM_CHOICES = [1, 2, 3, 4] as const;
@@ -52,18 +52,17 @@ export interface CudaTuningOptions extends QgemvOptions {
    */
   readonly qgemvPersistent?: QgemvPersistent;
   /**
-   * `off`: the int8 GEMV's loop takes one step a turn, moving the next
-   * step's loaded codes into the current step's registers; absent or `on`,
-   * two steps a turn, each loading the next into the other set of registers
-   * (no moves).
+   * The sets of registers the int8 GEMV's loop keeps codes in: 1, the next
+   * step's loaded into fresh registers and moved into the current step's;
+   * 2 or 3, a ring whose other sets are on their way while one is used (no
+   * moves). Absent: 2. Capped where a lane keeps many sums (deepestFor).
    */
-  readonly qgemvUnroll?: QgemvUnroll;
+  readonly qgemvDepth?: QgemvDepth;
   /**
    * The int8 GEMV's blocks of 256 threads each SM should hold at once: its
    * registers are capped to fit them (at most 65536 / (256 · B) a thread),
    * and the persistent mode launches that many an SM. Absent: blocked
-   * kernels uncapped, persistent ones 4 an SM where a lane keeps at most 2
-   * sums, else 2.
+   * kernels uncapped, persistent ones 2 an SM.
    */
   readonly qgemvBlocksPerSm?: QgemvBlocksPerSm;
   /**
@@ -80,7 +79,7 @@ export interface CudaTuning extends QgemvTuning {
   readonly qgemvMma: QgemvMma | undefined;
   readonly qgemvActivations: QgemvActivations | undefined;
   readonly qgemvPersistent: QgemvPersistent | undefined;
-  readonly qgemvUnroll: QgemvUnroll | undefined;
+  readonly qgemvDepth: QgemvDepth | undefined;
   readonly qgemvBlocksPerSm: QgemvBlocksPerSm | undefined;
   readonly attentionSplitTokens: AttentionSplitTokens | undefined;
 }
@@ -92,7 +91,7 @@ export const DEFAULT_CUDA_TUNING: CudaTuning = {
   qgemvMma: undefined,
   qgemvActivations: undefined,
   qgemvPersistent: undefined,
-  qgemvUnroll: undefined,
+  qgemvDepth: undefined,
   qgemvBlocksPerSm: undefined,
   attentionSplitTokens: undefined,
 };
@@ -111,9 +110,9 @@ export function resolveCudaTuning(options: CudaTuningOptions): CudaTuning {
       operation,
       argument: 'qgemvPersistent',
     }),
-    qgemvUnroll: checkChoice(options.qgemvUnroll, QGEMV_UNROLL_CHOICES, {
+    qgemvDepth: checkChoice(options.qgemvDepth, QGEMV_DEPTH_CHOICES, {
       operation,
-      argument: 'qgemvUnroll',
+      argument: 'qgemvDepth',
     }),
     qgemvBlocksPerSm: checkChoice(options.qgemvBlocksPerSm, QGEMV_BLOCKS_PER_SM_CHOICES, {
       operation,

@@ -16,6 +16,7 @@ import { cudaOptionsFromEnvironment } from '../environment.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { QGEMV_ENTRY } from './quantizedGemv.js';
 import {
+  deepestFor,
   persistentShape,
   QGEMV_INT8_ENTRY,
   QGEMV_INT8_FORMATS,
@@ -23,7 +24,6 @@ import {
   qgemvInt8Columns,
   qgemvInt8Key,
   qgemvInt8Module,
-  unrollable,
 } from './quantizedGemvInt8.js';
 
 /** Σ_k w(n, k) · x(r, k) in f64, and Σ |w · x| (the scale of f32 rounding). */
@@ -61,12 +61,12 @@ describe('int8 quantized GEMV', () => {
     );
     expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_PERSISTENT: 'off' })).toEqual({ qgemvPersistent: 'off' });
     expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_PERSISTENT: '0' })).toThrow(/RAYO_QGEMV_PERSISTENT/);
-    expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_UNROLL: 'off' })).toEqual({ qgemvUnroll: 'off' });
+    expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_DEPTH: '3' })).toEqual({ qgemvDepth: 3 });
     expect(cudaOptionsFromEnvironment({ RAYO_QGEMV_BLOCKS_PER_SM: '3' })).toEqual({ qgemvBlocksPerSm: 3 });
     expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_BLOCKS_PER_SM: '5' })).toThrow(
       /RAYO_QGEMV_BLOCKS_PER_SM/,
     );
-    expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_UNROLL: '2' })).toThrow(/RAYO_QGEMV_UNROLL/);
+    expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_DEPTH: '4' })).toThrow(/RAYO_QGEMV_DEPTH/);
     const wrong = { qgemvActivations: 'int4' } as unknown as { qgemvActivations: 'int8' };
     expect(() => createEmulatedGpu({ tuning: wrong })).toThrow(/'qgemvActivations'/);
   });
@@ -83,7 +83,7 @@ describe('int8 quantized GEMV', () => {
       slices: 1,
       persistent: false,
       blocksPerSm: 0,
-      unrolled: false,
+      depth: 1,
     };
     const text = qgemvInt8Module(base).emit();
     // Two columns' 16 bytes before the loop and in it; two dp4a per code word and column; no
@@ -94,11 +94,21 @@ describe('int8 quantized GEMV', () => {
     // The high nibbles masked in place, the low nibbles' sum times 16 before them.
     expect(text).toContain('and.b32');
     expect(text).toMatch(/-252645136|0xf0f0f0f0|4042322160/);
-    // Unrolled: two steps a turn, each loading the next into the other registers.
-    const unrolled = qgemvInt8Module({ ...base, unrolled: true }).emit();
-    expect(unrolled.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength(3 * 2);
-    expect(unrolled.match(/dp4a\.u32\.s32/g)).toHaveLength(2 * 2 * 4 * 2);
-    expect(qgemvInt8Key({ ...base, unrolled: true })).not.toBe(qgemvInt8Key(base));
+    // A ring of D sets: D − 1 loads before the loop, D in it, and D steps' sums a turn.
+    for (const depth of [2, 3] as const) {
+      const ring = qgemvInt8Module({ ...base, depth }).emit();
+      expect(ring.match(/ld\.global\.nc\.v4\.b32/g)).toHaveLength((2 * depth - 1) * 2);
+      expect(ring.match(/dp4a\.u32\.s32/g)).toHaveLength(depth * 2 * 4 * 2);
+      expect(ring).not.toMatch(
+        /mov\.b32\s+%r\d+, %r\d+;\n\s+mov\.b32\s+%r\d+, %r\d+;\n\s+mov\.b32\s+%r\d+, %r\d+;\n\s+mov\.b32\s+%r\d+, %r\d+;/,
+      );
+      expect(qgemvInt8Key({ ...base, depth })).not.toBe(qgemvInt8Key(base));
+    }
+    expect(deepestFor(2, 0)).toBe(3);
+    expect(deepestFor(2, 4)).toBe(2);
+    expect(deepestFor(4, 2)).toBe(2);
+    expect(deepestFor(8, 0)).toBe(1);
+    expect(() => qgemvInt8Module({ ...base, cols: 4, depth: 3 })).toThrow(/depth/);
     // Blocked kernels asked to fit 3 blocks an SM carry the bound that caps their registers.
     const capped = qgemvInt8Module({ ...base, blocksPerSm: 3 }).emit();
     expect(capped).toMatch(/\.minnctapersm 3/);
@@ -147,27 +157,36 @@ describe.skipIf(gate.skip)(
       ] as const;
       const jobs = QGEMV_INT8_FORMATS.flatMap((format) =>
         types.flatMap((t, i) =>
-          [1, 4].flatMap((rows) => {
+          // Rows 1 and 4 at the default columns, and one row of two columns (variant c: 2 sums a lane).
+          ([1, 4, 'c'] as const).flatMap((shape) => {
+            const rows = shape === 'c' ? 1 : shape;
+            const pair = i === 2 && shape !== 'c';
+            const forced = shape === 'c' ? shape : undefined;
             const v: QgemvInt8Config = {
               format,
-              pair: i === 2,
+              pair,
               withC: i === 0,
               types: t,
               rows,
               stagedX: rows === 1,
-              cols: qgemvInt8Columns(undefined, rows, i === 2, quantLayout(format, 1).bits),
+              cols: qgemvInt8Columns(forced, rows, pair, quantLayout(format, 1).bits),
               slices: rows === 1 ? 1 : 4,
               persistent: false,
               blocksPerSm: 0,
-              unrolled: false,
+              depth: 1,
             };
             // The persistent mode at the blocks per SM persistentShape gives it; both loops.
             const sums = v.cols * rows * (v.pair ? 2 : 1);
-            const persistent = { ...v, slices: 1 as const, persistent: true, blocksPerSm: sums <= 2 ? 4 : 2 };
-            const unrolled = unrollable(v.cols, rows, v.pair)
-              ? [v, persistent].map((c) => ({ ...c, unrolled: true }))
-              : [];
-            return [v, persistent, ...unrolled].map((c) => ({
+            const persistent = { ...v, slices: 1 as const, persistent: true, blocksPerSm: 2 };
+            const deepest = deepestFor(sums, 0);
+            const rings = ([2, 3] as const)
+              .filter((depth) => depth <= deepest)
+              .flatMap((depth) =>
+                [v, persistent]
+                  .filter((c) => depth <= deepestFor(sums, c.blocksPerSm))
+                  .map((c) => ({ ...c, depth })),
+              );
+            return [v, persistent, ...rings].map((c) => ({
               ptx: qgemvInt8Module(c).emit(),
               arch: 'sm_90',
               what: qgemvInt8Key(c),
@@ -189,8 +208,13 @@ describe('int8 quantized GEMV on an emulated device', () => {
     number,
     number,
     number,
-    { pair?: boolean; act?: 'bf16'; variant?: 'b' | 'd' },
+    { pair?: boolean; act?: 'bf16'; variant?: 'b' | 'c' | 'd' },
   ][] = [
+    // Two columns a warp (variant c): one row keeps 2 sums a lane, so every depth runs, 3 included.
+    ['q4k', 1, 4096, 19, { variant: 'c' }],
+    ['q4g32', 1, 1000, 21, { variant: 'c' }],
+    ['q6k', 1, 768, 9, { variant: 'c' }],
+    ['q8g32', 1, 2048, 13, { variant: 'c' }],
     ['q4g32', 1, 4096, 19, {}],
     ['q4g32', 3, 200, 21, {}],
     ['q4g128', 2, 1000, 9, { variant: 'b' }],
@@ -214,12 +238,12 @@ describe('int8 quantized GEMV on an emulated device', () => {
     ['q8g32a', 1, 1000, 9, { pair: true }],
   ];
   for (const [format, m, k, n, opts] of cases)
-    for (const unroll of ['on', 'off'] as const) {
-      const what = `${opts.pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}${opts.act ? ` ${opts.act} x` : ''}${opts.variant ? ` variant ${opts.variant}` : ''}, unroll ${unroll}`;
+    for (const depth of [1, 2, 3] as const) {
+      const what = `${opts.pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}${opts.act ? ` ${opts.act} x` : ''}${opts.variant ? ` variant ${opts.variant}` : ''}, depth ${depth}`;
       it(`${what} equals the product of x's int8 blocks`, async () => {
         const tuning = {
           qgemvActivations: 'int8' as const,
-          qgemvUnroll: unroll,
+          qgemvDepth: depth,
           ...(opts.variant ? { qgemvVariant: opts.variant } : {}),
         };
         const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 2, tuning });
@@ -233,6 +257,11 @@ describe('int8 quantized GEMV on an emulated device', () => {
             act: opts.act,
           });
           expect(run.launched.map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
+          if (opts.variant === 'c' && m === 1) {
+            // Two columns' codes: before the loop and in it, (2D − 1) loads each for a ring of D sets.
+            const loads = fake.images.at(-1)!.match(/ld\.global\.nc\.v4\.b32/g)!.length;
+            expect(loads).toBe(2 * (depth === 1 ? 2 : 2 * depth - 1));
+          }
           const { x, weights, xq, parts } = expectInt8Product(run);
           // And within the stated bound of the exact product: Σ over blocks of d/2 · Σ|w|.
           if (!opts.pair) {
@@ -285,7 +314,10 @@ describe('int8 quantized GEMV on an emulated device', () => {
 // unit's first step issued during the last step of the one before; units past N and K tails.
 describe('persistent int8 quantized GEMV on an emulated device', () => {
   const random = seededArrays(29);
-  const cases: [QuantFormat, number, number, number, boolean][] = [
+  const cases: [QuantFormat, number, number, number, boolean, 'c'?][] = [
+    // Two columns a warp: 2 sums a lane, so a ring of 3 sets runs too.
+    ['q4k', 1, 768, 203, false, 'c'],
+    ['q8g32', 1, 512, 150, false, 'c'],
     ['q4g32', 1, 1024, 200, false],
     ['q4k', 1, 768, 203, false],
     ['q8g32', 2, 1000, 301, false],
@@ -296,13 +328,14 @@ describe('persistent int8 quantized GEMV on an emulated device', () => {
     ['q6k', 2, 768, 150, false],
     ['q5g32', 1, 352, 150, false],
   ];
-  for (const [format, m, k, n, pair] of cases)
-    for (const unroll of ['on', 'off'] as const) {
-      it(`${pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}, unroll ${unroll}: all resident blocks, the product of x's int8 blocks`, async () => {
+  for (const [format, m, k, n, pair, variant] of cases)
+    for (const depth of [1, 2, 3] as const) {
+      it(`${pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}${variant ? ` variant ${variant}` : ''}, depth ${depth}: all resident blocks, the product of x's int8 blocks`, async () => {
         const tuning = {
           qgemvActivations: 'int8' as const,
           qgemvPersistent: 'on' as const,
-          qgemvUnroll: unroll,
+          qgemvDepth: depth,
+          ...(variant ? { qgemvVariant: variant } : {}),
         };
         const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 1, tuning });
         try {
@@ -310,8 +343,7 @@ describe('persistent int8 quantized GEMV on an emulated device', () => {
           expect(run.launched.map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
           const shape = persistentShape(
             n,
-            qgemvInt8Columns(undefined, Math.min(m, 4), pair, quantLayout(format, 1).bits),
-            Math.min(m, 4) * (pair ? 2 : 1),
+            qgemvInt8Columns(variant, Math.min(m, 4), pair, quantLayout(format, 1).bits),
             1,
             8,
           );
@@ -325,15 +357,15 @@ describe('persistent int8 quantized GEMV on an emulated device', () => {
     }
 
   it('takes the blocked mode where N is too narrow to keep every resident warp busy, or where asked', async () => {
-    expect(persistentShape(100, 4, 1, 132, 8)).toBeUndefined();
+    expect(persistentShape(100, 4, 132, 8)).toBeUndefined();
     // Llama-3.1-8B's gate·up in q4k: 2 columns a warp, 2 blocks an SM, 7,168 units over 2,112 warps.
-    expect(persistentShape(14336, 2, 2, 132, 8)).toEqual({ blocksPerSm: 2, blocks: 264 });
+    expect(persistentShape(14336, 2, 132, 8)).toEqual({ blocksPerSm: 2, blocks: 264 });
     // Asked for 3 blocks an SM (qgemvBlocksPerSm).
-    expect(persistentShape(14336, 2, 2, 132, 8, 3)).toEqual({ blocksPerSm: 3, blocks: 396 });
+    expect(persistentShape(14336, 2, 132, 8, 3)).toEqual({ blocksPerSm: 3, blocks: 396 });
     // Shared memory for one block only.
-    expect(persistentShape(14336, 2, 2, 132, 1.5)).toEqual({ blocksPerSm: 1, blocks: 132 });
+    expect(persistentShape(14336, 2, 132, 1.5)).toEqual({ blocksPerSm: 1, blocks: 132 });
     // 2,752 units over 2,112 warps: the second round leaves most of them idle.
-    expect(persistentShape(11008, 4, 1, 132, 8)).toBeUndefined();
+    expect(persistentShape(11008, 4, 132, 8)).toBeUndefined();
     const tuning = { qgemvActivations: 'int8' as const, qgemvPersistent: 'off' as const };
     const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 1, tuning });
     try {

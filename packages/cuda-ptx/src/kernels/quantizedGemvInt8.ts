@@ -10,7 +10,7 @@ import type { KernelEncoder, Operand } from '../kernel.js';
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { type ParamHandles, PtxModule } from '../ptx/module.js';
-import { addr, type F32, type Param, type R16, type R32, type R64 } from '../ptx/operands.js';
+import { addr, type F32, type Param, type Pred, type R16, type R32, type R64 } from '../ptx/operands.js';
 import { loadParams } from './entryParams.js';
 import { below } from './gemv.js';
 import {
@@ -103,8 +103,12 @@ export interface QgemvInt8Config {
    * them), or 0 for no cap.
    */
   readonly blocksPerSm: number;
-  /** Two steps a loop turn in two sets of registers; else one, moving the next step's into the current's. */
-  readonly unrolled: boolean;
+  /**
+   * Sets of registers the loop keeps codes in: 1, the next step's loaded
+   * into fresh ones and moved into the current step's; D ≥ 2, a ring whose
+   * other D − 1 sets are on their way while one is used (no moves).
+   */
+  readonly depth: 1 | 2 | 3;
 }
 
 export function qgemvInt8Key(v: QgemvInt8Config): string {
@@ -112,7 +116,7 @@ export function qgemvInt8Key(v: QgemvInt8Config): string {
   const mode = v.persistent
     ? `p${v.blocksPerSm}`
     : `s${v.slices}${v.blocksPerSm > 0 ? `b${v.blocksPerSm}` : ''}`;
-  const shape = `m${v.rows}/c${v.cols}${mode}${v.unrolled ? 'u2' : ''}/${v.stagedX ? 'staged' : 'scalar'}`;
+  const shape = `m${v.rows}/c${v.cols}${mode}${v.depth > 1 ? `d${v.depth}` : ''}/${v.stagedX ? 'staged' : 'scalar'}`;
   return `quantized/gemv-int8/${shape}/${what}${storageKey([v.types.act, v.types.scale])}`;
 }
 
@@ -133,11 +137,13 @@ function check(v: QgemvInt8Config): void {
     fail('cols', 'weights · columns · rows of at most 32 (one lane stores each)', String(v.cols));
   if (v.pair && v.withC) fail('c', 'no c with the gate·up pair', 'c');
   if (v.persistent && v.slices !== 1) fail('slices', '1 when persistent', String(v.slices));
-  if (v.unrolled && !unrollable(v.cols, v.rows, v.pair))
+  const sums = v.cols * v.rows * (v.pair ? 2 : 1);
+  const deepest = deepestFor(sums, v.blocksPerSm);
+  if (![1, 2, 3].includes(v.depth) || v.depth > deepest)
     fail(
-      'unrolled',
-      'at most 4 sums a lane (weights · columns · rows)',
-      String(v.cols * v.rows * (v.pair ? 2 : 1)),
+      'depth',
+      `1 to ${deepest} for ${sums} sums a lane (weights · columns · rows) at ${v.blocksPerSm} blocks an SM`,
+      String(v.depth),
     );
   if (v.persistent && ![1, 2, 3, 4].includes(v.blocksPerSm))
     fail('blocksPerSm', '1 to 4 when persistent', String(v.blocksPerSm));
@@ -523,33 +529,40 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
       if (!v.persistent) {
         const rows = rowsFrom(colBase);
         const chunk = k.madLo('u32', k.reg('u32'), slice, 32, lane);
-        // The first step's codes are on their way while x is quantized.
-        const even = chunks.load(rows, chunk);
+        // The first steps' codes are on their way while x is quantized.
+        const sets: (ColumnStep[][] | undefined)[] = Array.from({ length: v.depth }, () => undefined);
+        const chunkAt = (s: number) => (s === 0 ? chunk : k.add('u32', k.reg('u32'), chunk, 32 * S * s));
+        sets[0] = chunks.load(rows, chunk);
+        for (let s = 1; s < v.depth - 1; s++) sets[s] = chunks.load(rows, chunkAt(s));
         const x = quantizeX();
         const sliceK = k.mulLo('u32', k.reg('u32'), slice, 32 * E);
-        if (!v.unrolled) {
+        if (v.depth === 1) {
+          const current = sets[0];
           k.forRange(sliceK, sliceK, kDim, 32 * S * E, () => {
             const nextChunk = k.add('u32', k.reg('u32'), chunk, 32 * S);
             const next = chunks.load(rows, nextChunk);
-            chunks.use(even, chunk, x, acc);
-            moveStep(k, even, next);
+            chunks.use(current, chunk, x, acc);
+            moveStep(k, current, next);
             k.mov('u32', chunk, nextChunk);
           });
+        } else {
+          // D steps a turn: step s loads step s + D − 1 into the set used D − 1 steps ago, then adds set s.
+          const D = v.depth;
+          const stepOfTurn = (s: number): void => {
+            const ahead = (s + D - 1) % D;
+            const at = chunkAt(s);
+            sets[ahead] = chunks.load(rows, chunkAt(s + D - 1), sets[ahead]);
+            chunks.use(sets[s]!, at, x, acc);
+            if (s === D - 1) {
+              k.mov('u32', chunk, k.add('u32', k.reg('u32'), chunk, 32 * S * D));
+              return;
+            }
+            k.ifThen(below(k, k.add('u32', k.reg('u32'), sliceK, 32 * S * E * (s + 1)), kDim), () =>
+              stepOfTurn(s + 1),
+            );
+          };
+          k.forRange(sliceK, sliceK, kDim, D * 32 * S * E, () => stepOfTurn(0));
         }
-        // Two steps a turn, each loading the step after it into the other set of registers.
-        let odd: ColumnStep[][] | undefined;
-        if (v.unrolled)
-          k.forRange(sliceK, sliceK, kDim, 2 * 32 * S * E, () => {
-            const oddChunk = k.add('u32', k.reg('u32'), chunk, 32 * S);
-            odd = chunks.load(rows, oddChunk, odd);
-            chunks.use(even, chunk, x, acc);
-            k.ifThen(below(k, k.add('u32', k.reg('u32'), sliceK, 32 * S * E), kDim), () => {
-              const evenChunk = k.add('u32', k.reg('u32'), chunk, 2 * 32 * S);
-              chunks.load(rows, evenChunk, even);
-              chunks.use(odd!, oddChunk, x, acc);
-              k.mov('u32', chunk, evenChunk);
-            });
-          });
         const red = k.sharedArray('red', 'f32', WARPS * P * C * R, 16);
         storeGemvSums(k, p, {
           acc,
@@ -583,21 +596,30 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
       const lastStep = k.sub('u32', k.reg('u32'), steps, 1);
       const chunkOf = (s: R32) => k.madLo('u32', k.reg('u32'), s, 32, lane);
       // Units past N load row N − 1 (rowsFrom), steps past K the last chunk: every load is in W.
-      const even = chunks.load(rowsFrom(k.mulLo('u32', k.reg('u32'), unit, C)), chunkOf(step));
+      // Two cursors over (unit, step): the one loads are issued at, D − 1 steps ahead of the one used.
+      const loadStep = k.mov('u32', k.reg('u32'), step);
+      const loadUnit = k.mov('u32', k.reg('u32'), unit);
+      const advance = (at: { step: R32; unit: R32 }): Pred => {
+        const ends = k.setp('eq', 'u32', k.reg('pred'), at.step, lastStep);
+        k.selp('u32', at.unit, k.add('u32', k.reg('u32'), at.unit, warps), at.unit, ends);
+        k.selp('u32', at.step, 0, k.add('u32', k.reg('u32'), at.step, 1), ends);
+        return ends;
+      };
+      const loadAt = (into?: ColumnStep[][]) =>
+        chunks.load(rowsFrom(k.mulLo('u32', k.reg('u32'), loadUnit, C)), chunkOf(loadStep), into);
+      const ahead = { step: loadStep, unit: loadUnit };
+      const sets: (ColumnStep[][] | undefined)[] = Array.from({ length: v.depth }, () => undefined);
+      sets[0] = loadAt();
+      for (let s = 1; s < v.depth - 1; s++) {
+        advance(ahead);
+        sets[s] = loadAt();
+      }
       const x = quantizeX();
       const t = k.reg('u32');
-      let odd: ColumnStep[][] | undefined;
-      /** Step t: loads step t + 1 into `ahead`, adds `now` (step t) and stores a unit it ends. */
-      const turn = (now: ColumnStep[][], ahead: ColumnStep[][] | undefined): ColumnStep[][] => {
-        const ends = k.setp('eq', 'u32', k.reg('pred'), step, lastStep);
-        const nextStep = k.selp('u32', k.reg('u32'), 0, k.add('u32', k.reg('u32'), step, 1), ends);
-        const nextUnit = k.selp('u32', k.reg('u32'), k.add('u32', k.reg('u32'), unit, warps), unit, ends);
-        const loaded = chunks.load(
-          rowsFrom(k.mulLo('u32', k.reg('u32'), nextUnit, C)),
-          chunkOf(nextStep),
-          ahead,
-        );
+      /** Adds `now` (the used cursor's step), stores the unit it ends, and moves the cursor on. */
+      const useStep = (now: ColumnStep[][]) => {
         chunks.use(now, chunkOf(step), x, acc);
+        const ends = k.setp('eq', 'u32', k.reg('pred'), step, lastStep);
         k.ifThen(ends, () => {
           storeUnitSums(k, p, {
             acc,
@@ -613,22 +635,29 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
             types: v.types,
           });
         });
-        k.mov('u32', step, nextStep);
-        k.mov('u32', unit, nextUnit);
-        return loaded;
+        advance({ step, unit });
       };
-      if (!v.unrolled)
+      if (v.depth === 1) {
+        const current = sets[0];
         k.forRange(t, 0, total, 1, () => {
-          moveStep(k, even, turn(even, undefined));
+          advance(ahead);
+          const next = loadAt();
+          useStep(current);
+          moveStep(k, current, next);
         });
-      // Two steps a turn, each loading the step after it into the other set of registers.
-      else
-        k.forRange(t, 0, total, 2, () => {
-          odd = turn(even, odd);
-          k.ifThen(below(k, k.add('u32', k.reg('u32'), t, 1), total), () => {
-            turn(odd!, even);
-          });
-        });
+      } else {
+        // D steps a turn: step s loads D − 1 steps ahead into the set used D − 1 steps ago, then adds set s.
+        const D = v.depth;
+        const stepOfTurn = (s: number): void => {
+          const into = (s + D - 1) % D;
+          advance(ahead);
+          sets[into] = loadAt(sets[into]);
+          useStep(sets[s]!);
+          if (s < D - 1)
+            k.ifThen(below(k, k.add('u32', k.reg('u32'), t, s + 1), total), () => stepOfTurn(s + 1));
+        };
+        k.forRange(t, 0, total, D, () => stepOfTurn(0));
+      }
     },
     // Persistent blocks must all be resident: at most 65536 / (256 · blocksPerSm) registers. Blocked:
     // the same where asked; else no .maxntid, with which ptxas holds some 4-row configurations to 64
@@ -706,21 +735,25 @@ export function qgemvInt8Columns(
 }
 
 /**
- * Where the loop may take two steps a turn: at most 4 sums a lane (weights ×
- * columns × rows). More keep two sets of 8 or more columns' codes live,
- * beyond 128 registers (q8g32a's 8 columns spill).
+ * The most sets of registers the loop may keep codes in for `sums` sums a
+ * lane (weights × columns × rows) at `blocksPerSm` blocks an SM (0: no
+ * register cap): 3 up to 2 sums, 2 up to 4, else 1, and at most 2 where 3
+ * or 4 blocks an SM leave 85 or 64 registers. More keep too many columns'
+ * codes live at once (two sets of q8g32a's 8 columns spill at 128
+ * registers, three of q4k's 2 columns at 85).
  */
-export function unrollable(cols: number, rows: number, pair: boolean): boolean {
-  return cols * rows * (pair ? 2 : 1) <= 4;
+export function deepestFor(sums: number, blocksPerSm: number): 1 | 2 | 3 {
+  const deepest = sums <= 2 ? 3 : sums <= 4 ? 2 : 1;
+  return blocksPerSm > 2 ? (Math.min(deepest, 2) as 1 | 2) : deepest;
 }
 
 /**
  * The persistent mode's blocks per SM and grid for N columns of `cols` a
  * warp: where the units keep every resident warp busy and within 75% of
  * even (the last round of units leaves the rest idle); `asked` blocks an SM
- * (the qgemvBlocksPerSm switch), else 4 where a lane keeps at most 2 sums
- * (64 registers) and 2 elsewhere, and no more than
- * shared memory holds (`fit` blocks). Undefined where N is too narrow for
+ * (the qgemvBlocksPerSm switch), else 2 (128 registers: at 3 or 4 an SM,
+ * 85 or 64, most formats spill), and no more than shared memory holds
+ * (`fit` blocks). Undefined where N is too narrow for
  * that: the blocked mode then (narrowing the columns to make room was
  * slower on an H200: 1×4096×11008 q4g32 12.6 µs at 1 column against 9.9
  * blocked at 4).
@@ -728,12 +761,11 @@ export function unrollable(cols: number, rows: number, pair: boolean): boolean {
 export function persistentShape(
   n: number,
   cols: number,
-  sumsPerColumn: number,
   multiprocessors: number,
   fit: number,
   asked?: number,
 ): { blocksPerSm: number; blocks: number } | undefined {
-  const blocksPerSm = Math.min(asked ?? (sumsPerColumn * cols <= 2 ? 4 : 2), Math.floor(fit));
+  const blocksPerSm = Math.min(asked ?? 2, Math.floor(fit));
   if (blocksPerSm < 1) return undefined;
   const warps = multiprocessors * blocksPerSm * WARPS;
   const units = Math.ceil(n / cols);
@@ -781,22 +813,24 @@ export function encodeQuantizedGemvInt8(
     types: { act: storageOf(x), scale: storageOf(weights[0]!.scales) },
     rows,
     stagedX,
-    unrolled: encoder.tuning.qgemvUnroll !== 'off' && unrollable(cols, rows, pair),
   };
+  const sums = cols * rows * (pair ? 2 : 1);
+  const depthAt = (blocksPerSm: number) =>
+    Math.min(encoder.tuning.qgemvDepth ?? 2, deepestFor(sums, blocksPerSm)) as 1 | 2 | 3;
   const asked = encoder.tuning.qgemvBlocksPerSm;
   const persistent =
     encoder.tuning.qgemvPersistent === 'off'
       ? undefined
-      : persistentShape(
-          n,
-          cols,
-          rows * (pair ? 2 : 1),
-          encoder.device.multiprocessors,
-          limit / sharedBytes,
-          asked,
-        );
+      : persistentShape(n, cols, encoder.device.multiprocessors, limit / sharedBytes, asked);
   const config: QgemvInt8Config = persistent
-    ? { ...base, cols, blocksPerSm: persistent.blocksPerSm, slices: 1, persistent: true }
+    ? {
+        ...base,
+        cols,
+        blocksPerSm: persistent.blocksPerSm,
+        slices: 1,
+        persistent: true,
+        depth: depthAt(persistent.blocksPerSm),
+      }
     : {
         ...base,
         cols,
@@ -805,6 +839,7 @@ export function encodeQuantizedGemvInt8(
           qgemvSlicesFor(n, kDim, { cols, words: 4 }, layout.perWord, encoder.device.multiprocessors),
         persistent: false,
         blocksPerSm: asked ?? 0,
+        depth: depthAt(asked ?? 0),
       };
   const blocks = persistent ? persistent.blocks : Math.ceil(n / ((config.cols * WARPS) / config.slices));
   encoder.launch({

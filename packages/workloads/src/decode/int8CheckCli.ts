@@ -3,15 +3,15 @@ import { createBackend, probeBackends } from '@rayo/core';
 import { INT8_CHECK_CASES, int8Check, int8CheckLine } from './int8Check.js';
 
 // int8-check: see int8Check.ts. Opens cuda with int8 activations, once per
-// --persistent and --unroll choice, and exits 1 when any element is outside its bound.
+// --persistent and --depth choice, and exits 1 when any element is outside its bound.
 
-const USAGE = `Usage: int8-check [--persistent LIST] [--unroll LIST] [--formats LIST] [--seed N]
+const USAGE = `Usage: int8-check [--persistent LIST] [--depth LIST] [--formats LIST] [--seed N]
 
 Checks the cuda backend's int8-activation GEMVs, format by format, against the
 product of x's int8 blocks in f64 (blocked and persistent kernels, pairs).
 
   --persistent LIST  qgemvPersistent choices to run (default on,off)
-  --unroll LIST      qgemvUnroll choices to run (default on,off)
+  --depth LIST       qgemvDepth choices to run (default 1,2,3; capped per case as the backend caps it)
   --formats LIST     only these formats (default all)
   --seed N           inputs (default 1)`;
 
@@ -24,7 +24,7 @@ async function main(argv: readonly string[]): Promise<number> {
     args: [...argv],
     options: {
       persistent: { type: 'string', default: 'on,off' },
-      unroll: { type: 'string', default: 'on,off' },
+      depth: { type: 'string', default: '1,2,3' },
       formats: { type: 'string', default: '' },
       seed: { type: 'string', default: '1' },
     },
@@ -37,25 +37,30 @@ async function main(argv: readonly string[]): Promise<number> {
   const formats = values.formats.split(',').filter(Boolean);
   const cases = INT8_CHECK_CASES.filter((c) => formats.length === 0 || formats.includes(c.format));
   let failed = 0;
-  const choices = (flag: string, list: string) =>
-    list
-      .split(',')
-      .filter(Boolean)
-      .map((choice): 'on' | 'off' => {
-        if (choice !== 'on' && choice !== 'off') throw new Error(`--${flag} takes on, off; got ${choice}`);
-        return choice;
-      });
-  const runs = choices('persistent', values.persistent).flatMap((persistent) =>
-    choices('unroll', values.unroll).map((unroll) => ({ persistent, unroll })),
-  );
-  for (const { persistent, unroll } of runs) {
+  const persistence = values.persistent
+    .split(',')
+    .filter(Boolean)
+    .map((choice): 'on' | 'off' => {
+      if (choice !== 'on' && choice !== 'off') throw new Error(`--persistent takes on, off; got ${choice}`);
+      return choice;
+    });
+  const depths = values.depth
+    .split(',')
+    .filter(Boolean)
+    .map((choice): 1 | 2 | 3 => {
+      if (choice !== '1' && choice !== '2' && choice !== '3')
+        throw new Error(`--depth takes 1, 2, 3; got ${choice}`);
+      return Number(choice) as 1 | 2 | 3;
+    });
+  const runs = persistence.flatMap((persistent) => depths.map((depth) => ({ persistent, depth })));
+  for (const { persistent, depth } of runs) {
     const backend = await createBackend('cuda', {
       qgemvActivations: 'int8',
       qgemvPersistent: persistent,
-      qgemvUnroll: unroll,
+      qgemvDepth: depth,
     });
     console.log(
-      `cuda (${backend.info.device}), qgemvPersistent ${persistent}, qgemvUnroll ${unroll}: ${cases.length} cases`,
+      `cuda (${backend.info.device}), qgemvPersistent ${persistent}, qgemvDepth ${depth}: ${cases.length} cases`,
     );
     try {
       for (const c of cases) {
