@@ -2,6 +2,7 @@ import { choiceFromEnvironment, type EnvironmentVariables, qgemvOptionsFromEnvir
 import type { CudaDriverOptions } from './driver/driver.js';
 import {
   ATTENTION_SPLIT_CHOICES,
+  ATTENTION_UNROLL_CHOICES,
   type CudaTuningOptions,
   QGEMV_ACTIVATION_CHOICES,
   QGEMV_BLOCKS_PER_SM_CHOICES,
@@ -23,7 +24,8 @@ export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions,
  * RAYO_QGEMV_PERSISTENT (`on`, `off`) → `qgemvPersistent`,
  * RAYO_QGEMV_DEPTH (1, 2, 3) → `qgemvDepth`, RAYO_QGEMV_BLOCKS_PER_SM (1–4)
  * → `qgemvBlocksPerSm`, RAYO_ATTENTION_SPLIT_TOKENS
- * (16, 32, 64, 128) → `attentionSplitTokens` and
+ * (16, 32, 64, 128) → `attentionSplitTokens`, RAYO_ATTENTION_UNROLL (1, 2, 4, 8)
+ * → `attentionUnroll` and
  * RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) → `dependentLaunch`; unset or empty
  * variables name nothing. This is the one place the package reads the
  * environment: the backend itself never does.
@@ -58,6 +60,12 @@ export function cudaOptionsFromEnvironment(
     ATTENTION_SPLIT_CHOICES,
     operation,
   );
+  const attentionUnroll = choiceFromEnvironment(
+    env,
+    'RAYO_ATTENTION_UNROLL',
+    ATTENTION_UNROLL_CHOICES,
+    operation,
+  );
   const dependentLaunch = choiceFromEnvironment(env, 'RAYO_CUDA_DEPENDENT_LAUNCH', ['0', '1'], operation);
   return {
     ...qgemvOptionsFromEnvironment(env, operation),
@@ -67,6 +75,7 @@ export function cudaOptionsFromEnvironment(
     ...(qgemvDepth === undefined ? {} : { qgemvDepth }),
     ...(qgemvBlocksPerSm === undefined ? {} : { qgemvBlocksPerSm }),
     ...(attentionSplitTokens === undefined ? {} : { attentionSplitTokens }),
+    ...(attentionUnroll === undefined ? {} : { attentionUnroll }),
     ...(dependentLaunch === undefined ? {} : { dependentLaunch: dependentLaunch === '1' }),
   };
 }

@@ -76,7 +76,9 @@ export * from './ptx/index.js';
 export { runOnStream } from './runOnStream.js';
 export {
   ATTENTION_SPLIT_CHOICES,
+  ATTENTION_UNROLL_CHOICES,
   type AttentionSplitTokens,
+  type AttentionUnroll,
   type CudaTuning,
   type CudaTuningOptions,
   DEFAULT_CUDA_TUNING,

@@ -18,6 +18,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   qgemvDepth: true,
   qgemvBlocksPerSm: true,
   attentionSplitTokens: true,
+  attentionUnroll: true,
 };
 
 export const CUDA_OPTION_KEYS: readonly string[] = Object.keys(OPTION_KEYS);

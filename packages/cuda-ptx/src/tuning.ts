@@ -16,6 +16,10 @@ export type QgemvDepth = (typeof QGEMV_DEPTH_CHOICES)[number];
 export const QGEMV_BLOCKS_PER_SM_CHOICES = [1, 2, 3, 4] as const;
 export type QgemvBlocksPerSm = (typeof QGEMV_BLOCKS_PER_SM_CHOICES)[number];
 
+/** `attentionUnroll`: tokens a slot of the decode attention loads together. */
+export const ATTENTION_UNROLL_CHOICES = [1, 2, 4, 8] as const;
+export type AttentionUnroll = (typeof ATTENTION_UNROLL_CHOICES)[number];
+
 /** `attentionSplitTokens`: the fewest tokens a split of the decode attention's cache keeps. */
 export const ATTENTION_SPLIT_CHOICES = [16, 32, 64, 128] as const;
 export type AttentionSplitTokens = (typeof ATTENTION_SPLIT_CHOICES)[number];
@@ -72,6 +76,13 @@ export interface CudaTuningOptions extends QgemvOptions {
    * Absent: 32 (MIN_SPLIT_TOKENS).
    */
   readonly attentionSplitTokens?: AttentionSplitTokens;
+  /**
+   * Tokens whose K and V rows a slot of the decode attention loads together
+   * (1, 2, 4 or 8): more keep more loads in flight and more registers.
+   * Absent: 4 where a lane holds up to 4 dimensions of a row, 2 up to 8,
+   * else 1.
+   */
+  readonly attentionUnroll?: AttentionUnroll;
 }
 
 /** The switches, checked; what kernels see as `encoder.tuning`. */
@@ -82,6 +93,7 @@ export interface CudaTuning extends QgemvTuning {
   readonly qgemvDepth: QgemvDepth | undefined;
   readonly qgemvBlocksPerSm: QgemvBlocksPerSm | undefined;
   readonly attentionSplitTokens: AttentionSplitTokens | undefined;
+  readonly attentionUnroll: AttentionUnroll | undefined;
 }
 
 /** Every switch at its measured default. */
@@ -94,6 +106,7 @@ export const DEFAULT_CUDA_TUNING: CudaTuning = {
   qgemvDepth: undefined,
   qgemvBlocksPerSm: undefined,
   attentionSplitTokens: undefined,
+  attentionUnroll: undefined,
 };
 
 /** Checks the switches of `options` (a JavaScript caller may pass anything). */
@@ -121,6 +134,10 @@ export function resolveCudaTuning(options: CudaTuningOptions): CudaTuning {
     attentionSplitTokens: checkChoice(options.attentionSplitTokens, ATTENTION_SPLIT_CHOICES, {
       operation,
       argument: 'attentionSplitTokens',
+    }),
+    attentionUnroll: checkChoice(options.attentionUnroll, ATTENTION_UNROLL_CHOICES, {
+      operation,
+      argument: 'attentionUnroll',
     }),
   };
 }

@@ -101,17 +101,19 @@ function largestDivisorUpTo(n: number, limit: number): number {
  * enough splits of the sequence that the grid fills the SMs about twice
  * over, each split at least `minSplitTokens` long (MIN_SPLIT_TOKENS
  * unless the backend's tuning names another); one split means one pass.
+ * `unroll`, where given, replaces the tokens per load group.
  */
 export function planAttention(
   device: Pick<DeviceProperties, 'multiprocessors'>,
   shape: AttentionShape,
   width: VectorWidth,
-  minSplitTokens: number = MIN_SPLIT_TOKENS,
+  tuning: { readonly minSplitTokens?: number; readonly unroll?: number } = {},
 ): AttentionPlan {
+  const minSplitTokens = tuning.minSplitTokens ?? MIN_SPLIT_TOKENS;
   const { nHeads, nKvHeads, headDim, seqLen } = shape;
   const layout = laneLayout(headDim, width);
   const dimsPerLane = layout.perLane * width;
-  const unroll = dimsPerLane <= 4 ? 4 : dimsPerLane <= 8 ? 2 : 1;
+  const unroll = tuning.unroll ?? (dimsPerLane <= 4 ? 4 : dimsPerLane <= 8 ? 2 : 1);
   const headsPerBlock = largestDivisorUpTo(nHeads / nKvHeads, Math.max(1, Math.min(8, 32 / dimsPerLane)));
   const headBlocks = nHeads / headsPerBlock;
   const wanted = Math.ceil(

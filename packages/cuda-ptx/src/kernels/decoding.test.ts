@@ -21,6 +21,7 @@ import { CudaDriver } from '../driver/driver.js';
 import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
+import type { CudaTuningOptions } from '../tuning.js';
 import {
   ATTENTION_WARPS,
   type AttentionConfig,
@@ -126,6 +127,8 @@ const CONFIGS: readonly AttentionConfig[] = [
   { headDim: 128, width: 4, headsPerBlock: 1, unroll: 4, split: false },
   { headDim: 128, width: 4, headsPerBlock: 4, unroll: 4, split: true },
   { headDim: 128, width: 4, headsPerBlock: 8, unroll: 4, split: true },
+  // attentionUnroll: 8 tokens a load group (Llama-3.1-8B's heads, bf16 caches below too).
+  { headDim: 128, width: 4, headsPerBlock: 4, unroll: 8, split: true },
   { headDim: 64, width: 4, headsPerBlock: 1, unroll: 4, split: true },
   { headDim: 64, width: 4, headsPerBlock: 4, unroll: 4, split: false },
   { headDim: 64, width: 4, headsPerBlock: 8, unroll: 4, split: true },
@@ -271,15 +274,10 @@ describe('attention on an emulated device', () => {
     }, 120_000);
   }
 
-  it('splits a short cache into 16-token splits where attentionSplitTokens asks (Llama-3.1-8B heads; 32 by default)', async () => {
-    const [nHeads, nKvHeads, headDim, seqLen] = [32, 8, 128, 256];
-    const plan = planAttention({ multiprocessors: 132 }, { nHeads, nKvHeads, headDim, seqLen }, 4, 16);
-    expect(plan).toMatchObject({ splits: 16, splitTokens: 16 });
-    expect(planAttention({ multiprocessors: 132 }, { nHeads, nKvHeads, headDim, seqLen }, 4).splits).toBe(8);
-    const { gpu, fake, dispose } = createEmulatedGpu({
-      multiprocessors: 132,
-      tuning: { attentionSplitTokens: 16 },
-    });
+  /** Llama-3.1-8B's heads (32 × 128 over 8 kv heads) through the split kernels under `tuning`, against the cpu. */
+  async function expectGroupedAsCpu(tuning: CudaTuningOptions, seqLen: number): Promise<void> {
+    const [nHeads, nKvHeads, headDim] = [32, 8, 128];
+    const { gpu, fake, dispose } = createEmulatedGpu({ multiprocessors: 132, tuning });
     try {
       const q = random(4, nHeads * headDim);
       const kc = random(5, nKvHeads * seqLen * headDim);
@@ -292,13 +290,38 @@ describe('attention on an emulated device', () => {
       ];
       const first = fake.launches.length;
       const got = await gpu.run(incrementalAttention, inputs(gpu), attrs)[0]!.read();
-      // The partial states of the 16 splits, then their merge.
+      // The splits' partial states, then their merge.
       expect(fake.launches.slice(first).map((l) => l.entry)).toEqual(['attention_split', 'attention_merge']);
       const want = await cpu.run(incrementalAttention, inputs(cpu), attrs)[0]!.read();
       expect(compareOutputs('f32', got, want, { rtol: 1e-4, atol: 1e-5 })).toBeUndefined();
     } finally {
       dispose();
     }
+  }
+
+  it('splits a short cache into 16-token splits where attentionSplitTokens asks (Llama-3.1-8B heads; 32 by default)', async () => {
+    const shape = { nHeads: 32, nKvHeads: 8, headDim: 128, seqLen: 256 };
+    expect(planAttention({ multiprocessors: 132 }, shape, 4, { minSplitTokens: 16 })).toMatchObject({
+      splits: 16,
+      splitTokens: 16,
+    });
+    expect(planAttention({ multiprocessors: 132 }, shape, 4).splits).toBe(8);
+    await expectGroupedAsCpu({ attentionSplitTokens: 16 }, shape.seqLen);
+  }, 120_000);
+
+  it('loads 8 tokens a group where attentionUnroll asks (Llama-3.1-8B heads over 1,000 tokens)', async () => {
+    const plan = planAttention(
+      { multiprocessors: 132 },
+      { nHeads: 32, nKvHeads: 8, headDim: 128, seqLen: 1000 },
+      4,
+      {
+        unroll: 8,
+      },
+    );
+    // Splits in whole groups of 4 warps × 8 tokens.
+    expect(plan.config.unroll).toBe(8);
+    expect(plan.splitTokens % 32).toBe(0);
+    await expectGroupedAsCpu({ attentionUnroll: 8 }, 1000);
   }, 120_000);
 });
 

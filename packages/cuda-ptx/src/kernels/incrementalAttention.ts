@@ -441,7 +441,7 @@ export function recordAttention(
     encoder.device,
     { nHeads, nKvHeads, headDim, seqLen: onDevice ? maxSeq : seqLen },
     width,
-    encoder.tuning.attentionSplitTokens,
+    attentionTuning(encoder),
   );
   const plan = {
     ...planned,
@@ -458,6 +458,15 @@ export function recordAttention(
     scale: scale === 0 ? 1 / Math.sqrt(headDim) : scale,
   };
   launchAttention(encoder, plan, args, out, { rows: nHeads, batch: 1, zeroEmpty: false });
+}
+
+/** The backend's switches for the plan: the fewest tokens a split and the tokens a load group. */
+export function attentionTuning(encoder: KernelEncoder): { minSplitTokens?: number; unroll?: number } {
+  const { attentionSplitTokens: minSplitTokens, attentionUnroll: unroll } = encoder.tuning;
+  return {
+    ...(minSplitTokens === undefined ? {} : { minSplitTokens }),
+    ...(unroll === undefined ? {} : { unroll }),
+  };
 }
 
 /** The config's storage types: none where q and the caches are f32. */

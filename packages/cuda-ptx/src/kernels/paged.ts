@@ -5,7 +5,7 @@ import type { R32 } from '../ptx/operands.js';
 import { planAttention } from './attentionPlan.js';
 import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
-import { attentionTypes, checkHeadDim, launchAttention } from './incrementalAttention.js';
+import { attentionTuning, attentionTypes, checkHeadDim, launchAttention } from './incrementalAttention.js';
 import { type CacheTypes, ropeScatterKey, ropeScatterModule, ropeScatterRows } from './kvCache.js';
 import { thetaPowers } from './rope.js';
 import { loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
@@ -194,7 +194,7 @@ const attentionKernel = cudaKernel(
       encoder.device,
       { nHeads, nKvHeads, headDim, seqLen: maxPages * pageSize, batch },
       width,
-      encoder.tuning.attentionSplitTokens,
+      attentionTuning(encoder),
     );
     // A power-of-two page size (the default 16) finds a token's page by a shift.
     const pageShift = Number.isInteger(Math.log2(pageSize)) ? { pageShift: Math.log2(pageSize) } : {};
