@@ -8,7 +8,10 @@ import { type KernelEncoder, PtxModule, type R32, type R64, type Vec4 } from '@r
 // multiply-adds, standing in for a GEMV's arithmetic, and is folded into one
 // xor per warp (stored, so nothing is dropped). What it measures: the
 // bandwidth a given number of columns, steps in flight and warps an SM
-// reach, with and without arithmetic, against a device copy.
+// reach, with and without arithmetic, against a device copy. With `via:
+// 'shared'` the D steps in flight are copies into a ring of shared memory
+// (cp.async, one group a step, each lane reading back only what it copied)
+// instead of registers.
 
 export const STREAM_ENTRY = 'weight_stream';
 export const STREAM_WARPS = 8;
@@ -20,10 +23,17 @@ export interface StreamConfig {
   readonly depth: number;
   /** Multiply-adds per loaded word. */
   readonly work: number;
+  /** Where the steps in flight land: registers (the default) or a ring in shared memory. */
+  readonly via?: 'registers' | 'shared';
+}
+
+/** Bytes of the shared ring a block of `c` needs (none through registers). */
+export function streamRingBytes(c: StreamConfig): number {
+  return c.via === 'shared' ? STREAM_WARPS * c.depth * c.cols * 512 : 0;
 }
 
 export function streamKey(c: StreamConfig): string {
-  return `tools/weight-stream/c${c.cols}d${c.depth}w${c.work}`;
+  return `tools/weight-stream/c${c.cols}d${c.depth}w${c.work}${c.via === 'shared' ? '/shared' : ''}`;
 }
 
 /** The multiplier and increment of the stand-in arithmetic (Numerical Recipes' LCG). */
@@ -36,8 +46,8 @@ export const STREAM_LCG = { a: 1664525, c: 1013904223 } as const;
  */
 export function streamModule(c: StreamConfig): PtxModule {
   const m = new PtxModule({ target: 'sm_80' });
-  // Unused: the sweep sizes it to hold a number of blocks an SM.
-  m.dynamicShared('occupancy', 16);
+  // The shared ring, where asked; the sweep also sizes it to hold a number of blocks an SM.
+  const dynamic = m.dynamicShared('ring', 16);
   m.entry(STREAM_ENTRY, { w: 'ptr', out: 'ptr', n: 'u32', rowChunks: 'u32' }, (k, p) => {
     const w = k.globalPointer(p.w);
     const out = k.globalPointer(p.out);
@@ -58,9 +68,8 @@ export function streamModule(c: StreamConfig): PtxModule {
       const row = k.min('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), globalWarp, c.cols, col), lastRow);
       return k.elementAddress(w, k.mulLo('u32', k.reg('u32'), row, rowChunks), 16);
     });
-    /** Loads step `step`'s chunk of every row into `set` (fresh registers where absent). */
-    const load = (step: R32 | number, set?: R32[][]): R32[][] => {
-      const chunk = k.min(
+    const chunkOf = (step: R32 | number) =>
+      k.min(
         'u32',
         k.reg('u32'),
         typeof step === 'number'
@@ -68,9 +77,40 @@ export function streamModule(c: StreamConfig): PtxModule {
           : k.madLo('u32', k.reg('u32'), step, 32, lane),
         lastChunk,
       );
+    /** Loads step `step`'s chunk of every row into `set` (fresh registers where absent). */
+    const load = (step: R32 | number, set?: R32[][]): R32[][] => {
+      const chunk = chunkOf(step);
       return rows.map((row, col) => {
         const words = set?.[col] ?? k.regs('u32', 4);
         k.ldGlobal('b32', words as unknown as Vec4<R32>, k.elementAddress(row, chunk, 16), { nc: true });
+        return words;
+      });
+    };
+    // Shared: this lane's 16 bytes of row `col` in stage s lie at ring + ((warp · D + s) · C + col) · 512 + 16 · lane.
+    const warpInBlock = k.shr('u32', k.reg('u32'), tid, 5);
+    const laneRing = k.madLo(
+      'u32',
+      k.reg('u32'),
+      warpInBlock,
+      c.depth * c.cols * 512,
+      k.madLo('u32', k.reg('u32'), lane, 16, k.sharedAddress(dynamic)),
+    );
+    const stageAt = (stage: number, col: number) =>
+      k.add('u32', k.reg('u32'), laneRing, (stage * c.cols + col) * 512);
+    /** Copies step `step`'s chunks into stage `stage` of the ring, one commit group. */
+    const copy = (step: R32 | number, stage: number): void => {
+      const chunk = chunkOf(step);
+      rows.forEach((row, col) => {
+        k.cpAsync('cg', stageAt(stage, col), k.elementAddress(row, chunk, 16), 16);
+      });
+      k.cpAsyncCommitGroup();
+    };
+    /** Waits for the oldest group in flight (stage `stage`) and reads this lane's words back. */
+    const readStage = (stage: number): R32[][] => {
+      k.cpAsyncWaitGroup(c.depth - 1);
+      return rows.map((_, col) => {
+        const words = k.regs('u32', 4);
+        k.ldShared('b32', words as unknown as Vec4<R32>, stageAt(stage, col));
         return words;
       });
     };
@@ -83,15 +123,26 @@ export function streamModule(c: StreamConfig): PtxModule {
           k.xor('b32', acc, acc, v);
         }
     };
-    const sets = Array.from({ length: c.depth }, (_, s) => load(s));
     const steps = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), rowChunks, 31), 32);
     const step = k.reg('u32');
-    k.forRange(step, 0, steps, c.depth, () => {
-      sets.forEach((set, s) => {
-        use(set);
-        load(k.add('u32', k.reg('u32'), step, s + c.depth), set);
+    if (c.via === 'shared') {
+      for (let s = 0; s < c.depth; s++) copy(s, s);
+      k.forRange(step, 0, steps, c.depth, () => {
+        for (let s = 0; s < c.depth; s++) {
+          use(readStage(s));
+          copy(k.add('u32', k.reg('u32'), step, s + c.depth), s);
+        }
       });
-    });
+      k.cpAsyncWaitAll();
+    } else {
+      const sets = Array.from({ length: c.depth }, (_, s) => load(s));
+      k.forRange(step, 0, steps, c.depth, () => {
+        sets.forEach((set, s) => {
+          use(set);
+          load(k.add('u32', k.reg('u32'), step, s + c.depth), set);
+        });
+      });
+    }
     for (let offset = 16; offset >= 1; offset /= 2)
       k.xor('b32', acc, acc, k.shflSync('bfly', k.reg('u32'), acc, offset));
     const first = k.setp('eq', 'u32', k.reg('pred'), lane, 0);
@@ -136,7 +187,7 @@ export function launchStream(
   encoder: KernelEncoder,
   c: StreamConfig,
   a: { readonly w: bigint; readonly out: bigint; readonly n: number; readonly rowChunks: number },
-  sharedBytes = 0,
+  sharedBytes = streamRingBytes(c),
 ): void {
   encoder.launch({
     key: streamKey(c),

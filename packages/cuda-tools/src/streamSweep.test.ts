@@ -25,9 +25,12 @@ describe('the weight-stream probe on an interpreted device', () => {
     [{ cols: 2, depth: 3, work: 0 }, 19, 100],
     [{ cols: 4, depth: 2, work: 3 }, 33, 64],
     [{ cols: 8, depth: 4, work: 1 }, 70, 160],
+    // The steps in flight in a shared-memory ring.
+    [{ cols: 1, depth: 1, work: 0, via: 'shared' }, 9, 40],
+    [{ cols: 4, depth: 3, work: 2, via: 'shared' }, 33, 100],
   ];
   for (const [config, n, rowChunks] of cases) {
-    it(`cols ${config.cols}, depth ${config.depth}, work ${config.work}: ${n} rows of ${rowChunks} chunks, each warp's xor as on the host`, async () => {
+    it(`${config.via ?? 'registers'}, cols ${config.cols}, depth ${config.depth}, work ${config.work}: ${n} rows of ${rowChunks} chunks, each warp's xor as on the host`, async () => {
       const driver = interpretedDriver();
       try {
         const words = new Uint32Array(n * rowChunks * 4);
@@ -73,6 +76,7 @@ describe('the weight-stream probe on an interpreted device', () => {
           depth: [1, 2],
           blocks: [1, 2],
           work: [0],
+          via: ['registers', 'shared'],
           iters: 1,
           copyBytes: 4096,
         },
@@ -82,10 +86,10 @@ describe('the weight-stream probe on an interpreted device', () => {
       driver.dispose();
     }
     expect(lines[1]).toMatch(/^device copy: \d+ GB\/s/);
-    const rows = lines.filter((l) => /^ +\d+ +\d+ +\d+ \|/.test(l));
-    expect(rows).toHaveLength(4);
+    const rows = lines.filter((l) => /^(registers|shared) +\d+ +\d+ +\d+ \|/.test(l));
+    expect(rows).toHaveLength(8);
     for (const row of rows) expect(row.match(/µs \d+ \d+%/g)).toHaveLength(2);
-    expect(lines.at(-1)).toMatch(/^best: cols \d depth \d work 0 \d blocks\/SM/);
+    expect(lines.at(-1)).toMatch(/^best: (registers|shared), cols \d depth \d work 0 \d blocks\/SM/);
   }, 120_000);
 });
 
@@ -94,13 +98,15 @@ const gate = ptxasTestGate();
 describe.skipIf(gate.skip)(
   `the weight-stream probe assembles with ptxas, without spills (${gate.reason})`,
   () => {
-    it('every columns × depth × work the sweep runs by default', () => {
-      const jobs = [1, 2, 4, 8].flatMap((cols) =>
-        [1, 2, 3, 4].flatMap((depth) =>
-          [0, 24].map((work) => {
-            const config = { cols, depth, work };
-            return { ptx: streamModule(config).emit(), arch: 'sm_90', what: streamKey(config) };
-          }),
+    it('every via × columns × depth × work the sweep runs by default', () => {
+      const jobs = (['registers', 'shared'] as const).flatMap((via) =>
+        [1, 2, 4, 8].flatMap((cols) =>
+          [1, 2, 3, 4].flatMap((depth) =>
+            [0, 24].map((work) => {
+              const config = { cols, depth, work, via };
+              return { ptx: streamModule(config).emit(), arch: 'sm_90', what: streamKey(config) };
+            }),
+          ),
         ),
       );
       expectAllAssembleCleanly(jobs);

@@ -3,15 +3,17 @@ import { createBackend, probeBackends } from '@rayo/core';
 import { INT8_CHECK_CASES, int8Check, int8CheckLine } from './int8Check.js';
 
 // int8-check: see int8Check.ts. Opens cuda with int8 activations, once per
-// --persistent and --depth choice, and exits 1 when any element is outside its bound.
+// --persistent, --depth and --columns choice, and exits 1 when any element is outside its bound.
 
-const USAGE = `Usage: int8-check [--persistent LIST] [--depth LIST] [--formats LIST] [--seed N]
+const USAGE = `Usage: int8-check [--persistent LIST] [--depth LIST] [--columns LIST] [--formats LIST] [--seed N]
 
 Checks the cuda backend's int8-activation GEMVs, format by format, against the
 product of x's int8 blocks in f64 (blocked and persistent kernels, pairs).
 
   --persistent LIST  qgemvPersistent choices to run (default on,off)
   --depth LIST       qgemvDepth choices to run (default 1,2,3; capped per case as the backend caps it)
+  --columns LIST     default, or the qgemvVariant forcing columns a warp: b (4), c (2), d (8)
+                     (default default,c: two columns keep 2 sums a lane, where depth 3 runs)
   --formats LIST     only these formats (default all)
   --seed N           inputs (default 1)`;
 
@@ -25,6 +27,7 @@ async function main(argv: readonly string[]): Promise<number> {
     options: {
       persistent: { type: 'string', default: 'on,off' },
       depth: { type: 'string', default: '1,2,3' },
+      columns: { type: 'string', default: 'default,c' },
       formats: { type: 'string', default: '' },
       seed: { type: 'string', default: '1' },
     },
@@ -52,15 +55,26 @@ async function main(argv: readonly string[]): Promise<number> {
         throw new Error(`--depth takes 1, 2, 3; got ${choice}`);
       return Number(choice) as 1 | 2 | 3;
     });
-  const runs = persistence.flatMap((persistent) => depths.map((depth) => ({ persistent, depth })));
-  for (const { persistent, depth } of runs) {
+  const columns = values.columns
+    .split(',')
+    .filter(Boolean)
+    .map((choice): 'default' | 'b' | 'c' | 'd' => {
+      if (choice !== 'default' && choice !== 'b' && choice !== 'c' && choice !== 'd')
+        throw new Error(`--columns takes default, b, c, d; got ${choice}`);
+      return choice;
+    });
+  const runs = persistence.flatMap((persistent) =>
+    depths.flatMap((depth) => columns.map((variant) => ({ persistent, depth, variant }))),
+  );
+  for (const { persistent, depth, variant } of runs) {
     const backend = await createBackend('cuda', {
       qgemvActivations: 'int8',
       qgemvPersistent: persistent,
       qgemvDepth: depth,
+      ...(variant === 'default' ? {} : { qgemvVariant: variant }),
     });
     console.log(
-      `cuda (${backend.info.device}), qgemvPersistent ${persistent}, qgemvDepth ${depth}: ${cases.length} cases`,
+      `cuda (${backend.info.device}), qgemvPersistent ${persistent}, qgemvDepth ${depth}, columns ${variant}: ${cases.length} cases`,
     );
     try {
       for (const c of cases) {
