@@ -109,35 +109,40 @@ export const DEFAULT_CUDA_TUNING: CudaTuning = {
   attentionUnroll: undefined,
 };
 
+/**
+ * Each switch of this package beside core's GEMV shape ones, declared once:
+ * its choices and the environment variable that names it (see
+ * cudaOptionsFromEnvironment). The order is the order they are checked in.
+ */
+export const CUDA_SWITCHES = {
+  qgemvMma: { choices: QGEMV_MMA_CHOICES, variable: 'RAYO_QGEMV_MMA' },
+  qgemvActivations: { choices: QGEMV_ACTIVATION_CHOICES, variable: 'RAYO_QGEMV_ACTIVATIONS' },
+  qgemvPersistent: { choices: QGEMV_PERSISTENT_CHOICES, variable: 'RAYO_QGEMV_PERSISTENT' },
+  qgemvDepth: { choices: QGEMV_DEPTH_CHOICES, variable: 'RAYO_QGEMV_DEPTH' },
+  qgemvBlocksPerSm: { choices: QGEMV_BLOCKS_PER_SM_CHOICES, variable: 'RAYO_QGEMV_BLOCKS_PER_SM' },
+  attentionSplitTokens: { choices: ATTENTION_SPLIT_CHOICES, variable: 'RAYO_ATTENTION_SPLIT_TOKENS' },
+  attentionUnroll: { choices: ATTENTION_UNROLL_CHOICES, variable: 'RAYO_ATTENTION_UNROLL' },
+} as const satisfies Record<
+  Exclude<keyof CudaTuning, keyof QgemvTuning>,
+  { readonly choices: readonly (string | number)[]; readonly variable: string }
+>;
+
+export type CudaSwitch = keyof typeof CUDA_SWITCHES;
+export const CUDA_SWITCH_NAMES = Object.keys(CUDA_SWITCHES) as CudaSwitch[];
+
+/** A switch's choices, widened for the checks every switch shares. */
+export function switchChoices(name: CudaSwitch): readonly (string | number)[] {
+  return CUDA_SWITCHES[name].choices;
+}
+
 /** Checks the switches of `options` (a JavaScript caller may pass anything). */
 export function resolveCudaTuning(options: CudaTuningOptions): CudaTuning {
   const operation = 'CudaBackend.create';
-  return {
-    ...resolveQgemvOptions(options, operation),
-    qgemvMma: checkChoice(options.qgemvMma, QGEMV_MMA_CHOICES, { operation, argument: 'qgemvMma' }),
-    qgemvActivations: checkChoice(options.qgemvActivations, QGEMV_ACTIVATION_CHOICES, {
-      operation,
-      argument: 'qgemvActivations',
-    }),
-    qgemvPersistent: checkChoice(options.qgemvPersistent, QGEMV_PERSISTENT_CHOICES, {
-      operation,
-      argument: 'qgemvPersistent',
-    }),
-    qgemvDepth: checkChoice(options.qgemvDepth, QGEMV_DEPTH_CHOICES, {
-      operation,
-      argument: 'qgemvDepth',
-    }),
-    qgemvBlocksPerSm: checkChoice(options.qgemvBlocksPerSm, QGEMV_BLOCKS_PER_SM_CHOICES, {
-      operation,
-      argument: 'qgemvBlocksPerSm',
-    }),
-    attentionSplitTokens: checkChoice(options.attentionSplitTokens, ATTENTION_SPLIT_CHOICES, {
-      operation,
-      argument: 'attentionSplitTokens',
-    }),
-    attentionUnroll: checkChoice(options.attentionUnroll, ATTENTION_UNROLL_CHOICES, {
-      operation,
-      argument: 'attentionUnroll',
-    }),
-  };
+  const switches = Object.fromEntries(
+    CUDA_SWITCH_NAMES.map((name) => [
+      name,
+      checkChoice(options[name], switchChoices(name), { operation, argument: name }),
+    ]),
+  ) as Pick<CudaTuning, CudaSwitch>;
+  return { ...resolveQgemvOptions(options, operation), ...switches };
 }

@@ -31,7 +31,7 @@ export function subBlockScaleOffset(
 }
 
 /** A super-block's three words of 6-bit sub-block scales, from word `first` of `zeros`; zeros where `ok` is false. */
-export function loadSubBlockWords(k: KernelBuilder, zeros: R64, first: R32, ok?: Pred): [R32, R32, R32] {
+function loadSubBlockWords(k: KernelBuilder, zeros: R64, first: R32, ok?: Pred): [R32, R32, R32] {
   const base = k.elementAddress(zeros, first, 4);
   return [0, 1, 2].map((i) => {
     const word = k.mov('b32', k.reg('u32'), 0);
@@ -43,7 +43,7 @@ export function loadSubBlockWords(k: KernelBuilder, zeros: R64, first: R32, ok?:
 }
 
 /** Sub-block `sub` (0 … 7)'s f32(d · sc) and f32(dmin · m) from its super-block's d, dmin and three scale words. */
-export function subBlockFromWords(
+function subBlockFromWords(
   k: KernelBuilder,
   d: F32,
   dmin: F32,

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { createBackend, probeBackends } from '@rayo/core';
+import { QGEMV_DEPTH_CHOICES, QGEMV_PERSISTENT_CHOICES } from '@rayo/cuda-ptx';
 import { INT8_CHECK_CASES, int8Check, int8CheckLine } from './int8Check.js';
 
 // int8-check: see int8Check.ts. Opens cuda with int8 activations, once per
@@ -16,6 +17,21 @@ product of x's int8 blocks in f64 (blocked and persistent kernels, pairs).
                      (default default,c: two columns keep 2 sums a lane, where depth 3 runs)
   --formats LIST     only these formats (default all)
   --seed N           inputs (default 1)`;
+
+/** Columns a warp: the default, or a qgemvVariant that forces them. */
+const COLUMNS = ['default', 'b', 'c', 'd'] as const;
+
+/** The comma-separated choices of --flag, each one of `choices`. */
+function choiceList<const C extends string | number>(flag: string, text: string, choices: readonly C[]): C[] {
+  return text
+    .split(',')
+    .filter(Boolean)
+    .map((word) => {
+      const choice = choices.find((c) => String(c) === word);
+      if (choice === undefined) throw new Error(`--${flag} takes ${choices.join(', ')}; got ${word}`);
+      return choice;
+    });
+}
 
 async function main(argv: readonly string[]): Promise<number> {
   if (argv.includes('--help')) {
@@ -40,29 +56,9 @@ async function main(argv: readonly string[]): Promise<number> {
   const formats = values.formats.split(',').filter(Boolean);
   const cases = INT8_CHECK_CASES.filter((c) => formats.length === 0 || formats.includes(c.format));
   let failed = 0;
-  const persistence = values.persistent
-    .split(',')
-    .filter(Boolean)
-    .map((choice): 'on' | 'off' => {
-      if (choice !== 'on' && choice !== 'off') throw new Error(`--persistent takes on, off; got ${choice}`);
-      return choice;
-    });
-  const depths = values.depth
-    .split(',')
-    .filter(Boolean)
-    .map((choice): 1 | 2 | 3 => {
-      if (choice !== '1' && choice !== '2' && choice !== '3')
-        throw new Error(`--depth takes 1, 2, 3; got ${choice}`);
-      return Number(choice) as 1 | 2 | 3;
-    });
-  const columns = values.columns
-    .split(',')
-    .filter(Boolean)
-    .map((choice): 'default' | 'b' | 'c' | 'd' => {
-      if (choice !== 'default' && choice !== 'b' && choice !== 'c' && choice !== 'd')
-        throw new Error(`--columns takes default, b, c, d; got ${choice}`);
-      return choice;
-    });
+  const persistence = choiceList('persistent', values.persistent, QGEMV_PERSISTENT_CHOICES);
+  const depths = choiceList('depth', values.depth, QGEMV_DEPTH_CHOICES);
+  const columns = choiceList('columns', values.columns, COLUMNS);
   const runs = persistence.flatMap((persistent) =>
     depths.flatMap((depth) => columns.map((variant) => ({ persistent, depth, variant }))),
   );
