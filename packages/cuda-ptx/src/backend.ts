@@ -53,8 +53,12 @@ function wordOf(host: HostArray): number {
   return F32_BITS[0]!;
 }
 
-/** The device to open, the cap on cached memory (`maxCachedBytes`) and the tuning switches (see CudaTuningOptions). */
-export interface CudaBackendOptions extends CudaDriverOptions, CudaTuningOptions {}
+/**
+ * The device to open, the cap on cached memory (`maxCachedBytes`), dependent
+ * launch (the driver's early trigger follows `weightPrefetch`) and the
+ * tuning switches (see CudaTuningOptions).
+ */
+export interface CudaBackendOptions extends Omit<CudaDriverOptions, 'earlyTrigger'>, CudaTuningOptions {}
 
 /**
  * The CUDA backend: PTX kernels loaded through the driver API on one device's
@@ -74,9 +78,13 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
 
   static async create(options: CudaBackendOptions = {}): Promise<CudaBackend> {
     // Checked before a driver is opened: a wrong switch costs no context.
-    resolveCudaTuning(options);
+    const { weightPrefetch } = resolveCudaTuning(options);
     const lib = options.lib ?? (options.path === undefined ? await libCuda() : undefined);
-    const driver = await CudaDriver.open({ ...options, ...(lib ? { lib } : {}) });
+    const driver = await CudaDriver.open({
+      ...options,
+      ...(lib ? { lib } : {}),
+      earlyTrigger: weightPrefetch === 'on',
+    });
     try {
       return new CudaBackend(driver, options);
     } catch (error) {

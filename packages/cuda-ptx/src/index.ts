@@ -93,6 +93,8 @@ export {
   type QgemvMma,
   type QgemvPersistent,
   resolveCudaTuning,
+  WEIGHT_PREFETCH_CHOICES,
+  type WeightPrefetch,
 } from './tuning.js';
 
 /** Creates the CUDA backend on device 0 (or `options.device`), loading `libcuda` through koffi. */

@@ -19,6 +19,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   qgemvBlocksPerSm: true,
   attentionSplitTokens: true,
   attentionUnroll: true,
+  weightPrefetch: true,
 };
 
 export const CUDA_OPTION_KEYS: readonly string[] = Object.keys(OPTION_KEYS);

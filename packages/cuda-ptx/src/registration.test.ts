@@ -22,6 +22,7 @@ it("createBackend('cuda') refuses an option CudaBackendOptions lacks, before pro
     'qgemvPersistent',
     'qgemvSlices',
     'qgemvVariant',
+    'weightPrefetch',
   ]);
   // @ts-expect-error: a misspelt option is a compile error once @rayo/cuda-ptx is imported.
   const typo = createBackend('cuda', { ordinal: 1 });

@@ -1092,6 +1092,22 @@ describe('memory', () => {
     expect([...u32s(out, n)]).toEqual(Array.from({ length: n }, (_, i) => n - 1 - i + 1000));
   });
 
+  it('takes an L2 prefetch as a hint that changes nothing, but only inside an allocation', () => {
+    const buf = device(Uint32Array.of(5, 6, 7, 8));
+    launch(
+      (k, p) => {
+        k.prefetchL2(addr(p.out, 15));
+        k.stGlobal('u32', p.out, 9);
+      },
+      { block: 1 },
+      { out: buf },
+    );
+    expect([...u32s(buf, 4)]).toEqual([9, 6, 7, 8]);
+    expect(() => launch((k, p) => k.prefetchL2(addr(p.out, 1 << 28)), { block: 1 }, { out: buf })).toThrow(
+      /outside every allocation/,
+    );
+  });
+
   it('rejects a vector access that is not aligned to its size', () => {
     const buf = device(64);
     expect(() =>

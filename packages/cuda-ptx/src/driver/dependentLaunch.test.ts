@@ -149,6 +149,51 @@ describe('programmatic dependent launch', () => {
     }
   });
 
+  it('triggers dependents first only in entries that ask, under an early-trigger emit', () => {
+    const m = new PtxModule();
+    m.entry('short', { x: 'ptr' }, (k, p) => void k.ldParam(p.x), { triggerDependents: true });
+    m.entry('long', { x: 'ptr' }, (k, p) => void k.ldParam(p.x));
+    const entryOf = (text: string, name: string) => text.slice(text.indexOf(`.entry ${name}(`));
+    const early = m.emit({ dependentLaunch: true, earlyTrigger: true });
+    const short = entryOf(early, 'short');
+    expect(short).toMatch(/ {2}griddepcontrol\.launch_dependents;\n {2}griddepcontrol\.wait;\n/);
+    expect(short.indexOf('launch_dependents')).toBeLessThan(short.indexOf('ld.param'));
+    expect(early.match(/launch_dependents/g)).toHaveLength(1);
+    expect(m.emit({ dependentLaunch: true })).not.toContain('launch_dependents');
+    expect(m.emit({ earlyTrigger: true })).not.toContain('griddepcontrol');
+    // The driver emits with the trigger where opened with it.
+    const fake = new FakeWithLaunchEx();
+    const driver = new CudaDriver(fake, 0, Number.POSITIVE_INFINITY, true, true);
+    driver.loadFunction('k/early', 'short', () => m);
+    expect(fake.images.at(-1)).toContain('griddepcontrol.launch_dependents;');
+    driver.dispose();
+  });
+
+  it('waits where a body places the wait: after what it may read early, once, at the top level', () => {
+    const m = new PtxModule();
+    m.entry('gemv', { w: 'ptr', x: 'ptr' }, (k, p) => {
+      k.prefetchL2(k.globalPointer(p.w));
+      k.dependencyWait();
+      k.ldGlobal('f32', k.reg('f32'), k.globalPointer(p.x));
+    });
+    const dependent = m.emit({ dependentLaunch: true });
+    expect(dependent.match(/griddepcontrol\.wait;/g)).toHaveLength(1);
+    expect(dependent.indexOf('prefetch.global.L2 [')).toBeLessThan(dependent.indexOf('griddepcontrol.wait;'));
+    expect(dependent.indexOf('griddepcontrol.wait;')).toBeLessThan(dependent.indexOf('ld.global.f32'));
+    expect(m.emit()).not.toContain('griddepcontrol');
+    const misplaced = (body: (k: Parameters<Parameters<PtxModule['entry']>[2]>[0]) => void) => () =>
+      new PtxModule().entry('e', {}, body);
+    expect(
+      misplaced((k) => {
+        k.dependencyWait();
+        k.dependencyWait();
+      }),
+    ).toThrow(/once, at the top level/);
+    expect(
+      misplaced((k) => k.ifThen(k.setp('eq', 'u32', k.reg('pred'), k.tid(), 0), () => k.dependencyWait())),
+    ).toThrow(/once, at the top level/);
+  });
+
   it('RAYO_CUDA_DEPENDENT_LAUNCH names the option', () => {
     expect(cudaOptionsFromEnvironment({ RAYO_CUDA_DEPENDENT_LAUNCH: '0' })).toEqual({
       dependentLaunch: false,

@@ -35,6 +35,11 @@ export interface CudaDriverOptions extends LoadLibCudaOptions {
    * previous kernel drains. Results are the same either way.
    */
   readonly dependentLaunch?: boolean;
+  /**
+   * With dependent launch: kernels built to (EntryOptions.triggerDependents)
+   * let the next kernel launch as soon as they start (default false).
+   */
+  readonly earlyTrigger?: boolean;
 }
 
 /** Size of each JIT log buffer; ptxas errors for a whole module fit easily. */
@@ -77,10 +82,25 @@ export class CudaDriver extends DriverStreams {
       });
     }
     const lib = options.lib ?? (await loadLibCuda(options));
-    return new CudaDriver(lib, options.device ?? 0, resolveMaxCachedBytes('cuda', options), dependentLaunch);
+    return new CudaDriver(
+      lib,
+      options.device ?? 0,
+      resolveMaxCachedBytes('cuda', options),
+      dependentLaunch,
+      options.earlyTrigger === true,
+    );
   }
 
-  constructor(lib: LibCuda, ordinal = 0, maxCachedBytes = Number.POSITIVE_INFINITY, dependentLaunch = true) {
+  /** With dependent launch, whether entries that ask for it trigger their dependents first. */
+  readonly earlyTrigger: boolean;
+
+  constructor(
+    lib: LibCuda,
+    ordinal = 0,
+    maxCachedBytes = Number.POSITIVE_INFINITY,
+    dependentLaunch = true,
+    earlyTrigger = false,
+  ) {
     super(lib, ordinal);
     this.#pool = new DevicePool(
       (bytes) => this.#allocate(bytes),
@@ -89,6 +109,7 @@ export class CudaDriver extends DriverStreams {
     );
     // Allocated up front so that launches (also those being captured) only write into it.
     this.#params = lib.allocHost(PARAM_BLOCK_BYTES);
+    this.earlyTrigger = earlyTrigger;
     if (dependentLaunch && lib.cuLaunchKernelEx && this.device.computeCapability[0] >= 9) {
       this.#launchConfig = lib.allocHost(LAUNCH_CONFIG_BYTES);
       writeDependentLaunchAttribute(this.#launchConfig.bytes, this.#launchConfig.address);
@@ -119,7 +140,7 @@ export class CudaDriver extends DriverStreams {
     }
     if (!loaded) {
       const ptx = build();
-      const text = ptx.emit({ dependentLaunch: this.dependentLaunch });
+      const text = ptx.emit({ dependentLaunch: this.dependentLaunch, earlyTrigger: this.earlyTrigger });
       this.activate();
       const r = this.lib.cuModuleLoadDataEx(text, JIT_LOG_BYTES);
       if (r.status !== CUDA_SUCCESS) {

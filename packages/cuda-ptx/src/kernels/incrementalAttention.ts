@@ -275,7 +275,7 @@ export function attentionModule(c: AttentionConfig): PtxModule {
         });
       }
     },
-    { maxThreadsPerBlock: 32 * W },
+    { maxThreadsPerBlock: 32 * W, triggerDependents: true },
   );
   return m;
 }
@@ -349,7 +349,7 @@ export function mergeModule(
         storeFromF32(k, outType, k.elementAddress(out, at, STORAGE_BYTES[outType]), value);
       });
     },
-    { maxThreadsPerBlock: 32 * W },
+    { maxThreadsPerBlock: 32 * W, triggerDependents: true },
   );
   return m;
 }

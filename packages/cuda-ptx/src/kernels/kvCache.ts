@@ -135,7 +135,7 @@ export function scatterModule(width: VectorWidth, devicePosition = false, types 
         storesOf(k, types.cache, floats)(k.elementAddress(cache, dst, STORAGE_BYTES[types.cache] * width));
       });
     },
-    { maxThreadsPerBlock: BLOCK },
+    { maxThreadsPerBlock: BLOCK, triggerDependents: true },
   );
   return m;
 }
@@ -384,7 +384,7 @@ export function ropeScatterModule(
         );
       });
     },
-    { maxThreadsPerBlock: BLOCK },
+    { maxThreadsPerBlock: BLOCK, triggerDependents: true },
   );
   return m;
 }

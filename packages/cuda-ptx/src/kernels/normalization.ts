@@ -219,6 +219,8 @@ export function normModule(
     pointers: [...decl.inputs, decl.output, ...partials],
     floats: ['eps'],
     sources: decl.sources,
+    // Short: the GEMV after a decode step's norm prefetches its weights meanwhile (weightPrefetch).
+    triggerDependents: true,
     build: (kernel) => {
       const count = countAsF32(kernel.k, kernel.n);
       const sums =

@@ -84,6 +84,7 @@ describe('int8 quantized GEMV', () => {
       persistent: false,
       blocksPerSm: 0,
       depth: 1,
+      prefetch: false,
     };
     const text = qgemvInt8Module(base).emit();
     // Two columns' 16 bytes before the loop and in it; two dp4a per code word and column; no
@@ -138,6 +139,21 @@ describe('int8 quantized GEMV', () => {
         .match(/ld\.global\.nc\.v2\.b32/g),
     ).toHaveLength(2 * 2);
     expect(qgemvInt8Module({ ...base, format: 'q5k' }).emit()).not.toContain('ld.global.nc.v2.b32');
+    // Prefetching: each warp's rows into L2, then the dependency wait, then x (blocked and persistent).
+    for (const mode of [{}, { persistent: true, blocksPerSm: 2 }]) {
+      const fetching = qgemvInt8Module({ ...base, ...mode, prefetch: true }).emit({ dependentLaunch: true });
+      const first = (what: string) => fetching.indexOf(what);
+      expect(fetching.match(/griddepcontrol\.wait;/g)).toHaveLength(1);
+      expect(first('prefetch.global.L2')).toBeGreaterThan(0);
+      expect(first('prefetch.global.L2')).toBeLessThan(first('griddepcontrol.wait;'));
+      expect(first('ld.global.nc.v4.b32')).toBeLessThan(first('griddepcontrol.wait;'));
+      expect(first('griddepcontrol.wait;')).toBeLessThan(first('cp.async'));
+      expect(qgemvInt8Module({ ...base, ...mode, prefetch: true }).emit()).not.toContain('griddepcontrol');
+    }
+    const plain = qgemvInt8Module(base).emit({ dependentLaunch: true });
+    expect(plain.indexOf('griddepcontrol.wait;')).toBeLessThan(plain.indexOf('ld.param'));
+    expect(plain).not.toContain('prefetch');
+    expect(qgemvInt8Key({ ...base, prefetch: true })).not.toBe(qgemvInt8Key(base));
     expect(() => qgemvInt8Module({ ...base, rows: 5 })).toThrow(/rows/);
     expect(() => qgemvInt8Module({ ...base, pair: true, withC: true })).toThrow(/c/);
     expect(() => qgemvInt8Module({ ...base, pair: true, cols: 8, rows: 4 })).toThrow(/cols/);
@@ -174,6 +190,7 @@ describe.skipIf(gate.skip)(
               persistent: false,
               blocksPerSm: 0,
               depth: 1,
+              prefetch: false,
             };
             // The persistent mode at the blocks per SM persistentShape gives it; both loops.
             const sums = v.cols * rows * (v.pair ? 2 : 1);
@@ -186,8 +203,14 @@ describe.skipIf(gate.skip)(
                   .filter((c) => depth <= deepestFor(sums, c.blocksPerSm))
                   .map((c) => ({ ...c, depth })),
               );
-            return [v, persistent, ...rings].map((c) => ({
-              ptx: qgemvInt8Module(c).emit(),
+            // Prefetching (emitted for dependent launch, its only use) at the default depth, both modes.
+            const fetching = [v, persistent].map((c) => ({
+              ...c,
+              depth: Math.min(2, deepestFor(sums, c.blocksPerSm)) as 1 | 2,
+              prefetch: true,
+            }));
+            return [v, persistent, ...rings, ...fetching].map((c) => ({
+              ptx: qgemvInt8Module(c).emit({ dependentLaunch: c.prefetch }),
               arch: 'sm_90',
               what: qgemvInt8Key(c),
             }));
@@ -241,9 +264,11 @@ describe('int8 quantized GEMV on an emulated device', () => {
     for (const depth of [1, 2, 3] as const) {
       const what = `${opts.pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}${opts.act ? ` ${opts.act} x` : ''}${opts.variant ? ` variant ${opts.variant}` : ''}, depth ${depth}`;
       it(`${what} equals the product of x's int8 blocks`, async () => {
+        // Depth 2 (the default) prefetches its rows too: every prefetched line lies in the weights.
         const tuning = {
           qgemvActivations: 'int8' as const,
           qgemvDepth: depth,
+          ...(depth === 2 ? { weightPrefetch: 'on' as const } : {}),
           ...(opts.variant ? { qgemvVariant: opts.variant } : {}),
         };
         const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 2, tuning });
@@ -257,6 +282,7 @@ describe('int8 quantized GEMV on an emulated device', () => {
             act: opts.act,
           });
           expect(run.launched.map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
+          expect(fake.images.at(-1)!.includes('prefetch.global.L2')).toBe(depth === 2);
           if (opts.variant === 'c' && m === 1) {
             // Two columns' codes: before the loop and in it, (2D − 1) loads each for a ring of D sets.
             const loads = fake.images.at(-1)!.match(/ld\.global\.nc\.v4\.b32/g)!.length;
@@ -335,12 +361,14 @@ describe('persistent int8 quantized GEMV on an emulated device', () => {
           qgemvActivations: 'int8' as const,
           qgemvPersistent: 'on' as const,
           qgemvDepth: depth,
+          ...(depth === 2 ? { weightPrefetch: 'on' as const } : {}),
           ...(variant ? { qgemvVariant: variant } : {}),
         };
         const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 1, tuning });
         try {
           const run = await runInt8Case(gpu, fake, random, { format, m, k, n, pair, act: undefined });
           expect(run.launched.map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
+          expect(fake.images.at(-1)!.includes('prefetch.global.L2')).toBe(depth === 2);
           const shape = persistentShape(
             n,
             qgemvInt8Columns(variant, Math.min(m, 4), pair, quantLayout(format, 1).bits),

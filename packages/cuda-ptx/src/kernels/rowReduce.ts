@@ -41,6 +41,8 @@ export interface RowKernelDecl {
   readonly type?: FloatStorage;
   /** Pointers stored otherwise than `type` (a norm's bf16 y of f32 x). */
   readonly storage?: Readonly<Record<string, FloatStorage>>;
+  /** Lets the next kernel launch as soon as this one starts (EntryOptions.triggerDependents). */
+  readonly triggerDependents?: boolean;
   /** Emits set-up code, and returns the code of one row (after the tile's `begin`) and of the end. */
   readonly build: (r: RowKernel) => { readonly row: () => void; readonly finish?: () => void };
 }
@@ -96,7 +98,11 @@ export function rowKernelModule(decl: RowKernelDecl): PtxModule {
       finish?.();
     },
     // Without `.minnctapersm` ptxas trades a few spills for occupancy; cached rows are better off in registers.
-    { requiredThreadsPerBlock: [decl.geometry.block, 1, 1], minBlocksPerSm: 1 },
+    {
+      requiredThreadsPerBlock: [decl.geometry.block, 1, 1],
+      minBlocksPerSm: 1,
+      ...(decl.triggerDependents ? { triggerDependents: true } : {}),
+    },
   );
   return m;
 }

@@ -26,9 +26,17 @@ export interface EntryState {
   readonly symbols: Set<string>;
   nextLabelId: number;
   finished: boolean;
+  /** Whether the body placed the dependent-launch wait itself (KernelBuilder.dependencyWait). */
+  waitsInBody: boolean;
 }
 
 export const INDENT = '  ';
+
+/**
+ * Where KernelBuilder.dependencyWait() placed the wait: a comment in the
+ * body, `griddepcontrol.wait;` when emitted with `dependentLaunch`.
+ */
+export const DEPENDENCY_WAIT_MARK = '// the wait of a dependent launch';
 
 /**
  * What every instruction group of KernelBuilder builds on: the entry's state
@@ -107,6 +115,11 @@ export abstract class BuilderCore {
         `entry '${this.name}' is finished; builders live only inside their entry's body`,
       );
     }
+  }
+
+  /** Whether instructions go to the body's top level (no enclosing loop, branch or predicate). */
+  protected get atTopLevel(): boolean {
+    return this.#depth === 1 && this.#guard === undefined;
   }
 
   protected indent(): string {

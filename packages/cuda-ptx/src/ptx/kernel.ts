@@ -1,4 +1,4 @@
-import { INDENT } from './builderCore.js';
+import { DEPENDENCY_WAIT_MARK, INDENT } from './builderCore.js';
 import {
   type AtomOp,
   type Axis,
@@ -330,6 +330,32 @@ export class KernelBuilder extends PipelineInstructions {
   braIfNot(p: Pred, label: Label): void {
     this.predBra('braIfNot', p, label, true);
   }
+  /**
+   * Where this entry waits for the kernels it depends on when launched
+   * dependently (emitted with `dependentLaunch`), instead of first thing:
+   * what comes before may read only what no earlier kernel of the stream
+   * writes (a GEMV's weights, say, to prefetch them). Once, at the body's
+   * top level; nothing is emitted without `dependentLaunch`.
+   */
+  dependencyWait(): void {
+    const call = 'dependencyWait';
+    this.live(call);
+    if (this.state.waitsInBody || !this.atTopLevel) {
+      throw this.check.error(call, 'the dependency wait is placed once, at the top level of the body', {
+        argument: 'dependencyWait',
+        expected: 'one call outside loops, branches and predicated()',
+        actual: this.state.waitsInBody ? 'a second call' : 'a call inside a nested region',
+      });
+    }
+    this.state.waitsInBody = true;
+    this.state.lines.push(`${this.indent()}${DEPENDENCY_WAIT_MARK}`);
+  }
+
+  /** `prefetch.global.L2 [a]`: brings a's line into the L2 cache; changes nothing a thread computes. */
+  prefetchL2(a: AddressLike): void {
+    this.emit(`prefetch.global.L2 ${this.check.address('prefetchL2', 'a', a, 'global')}`);
+  }
+
   /** `bar.sync id{, threads}`: waits for the block's threads (or `threads` of them). */
   barSync(id = 0, threads?: number): void {
     const call = 'barSync';

@@ -1,4 +1,4 @@
-import type { EntryState } from './builderCore.js';
+import { DEPENDENCY_WAIT_MARK, type EntryState } from './builderCore.js';
 import { describeValue, misuse } from './errors.js';
 import { KernelBuilder, registerDeclarations, sharedDeclaration } from './kernel.js';
 import { Param, type Scope, SharedVar } from './operands.js';
@@ -32,6 +32,14 @@ export interface EntryOptions {
   readonly requiredThreadsPerBlock?: Dim3;
   /** `.minnctapersm`: blocks per SM to keep resident (limits registers per thread). */
   readonly minBlocksPerSm?: number;
+  /**
+   * The kernel is short and reads little (a norm, RoPE, decode attention):
+   * emitted with `earlyTrigger`, it lets the next kernel launch as soon as
+   * all of its blocks have started (`griddepcontrol.launch_dependents`
+   * first), so that one's work before its wait (a GEMV's weight prefetch)
+   * runs beside it.
+   */
+  readonly triggerDependents?: boolean;
 }
 
 /** The typed parameter handles an entry body receives, one per declared parameter. */
@@ -59,6 +67,9 @@ interface BuiltEntry extends PtxEntry {
   readonly head: string;
   /** The instructions and the closing `}`. */
   readonly body: string;
+  readonly triggerDependents: boolean;
+  /** Whether the body holds its own DEPENDENCY_WAIT_MARK instead of the prologue's wait. */
+  readonly waitsInBody: boolean;
 }
 
 /** How `emit()` renders a module for the device it is loaded on. */
@@ -73,14 +84,21 @@ export interface EmitOptions {
    * newer one).
    */
   readonly dependentLaunch?: boolean;
+  /**
+   * With `dependentLaunch`: entries built with `triggerDependents` begin by
+   * letting their dependents launch (see EntryOptions.triggerDependents).
+   */
+  readonly earlyTrigger?: boolean;
 }
 
 /**
  * The instructions `emit({ dependentLaunch: true })` puts first in every
- * entry. No `griddepcontrol.launch_dependents`: a kernel's exit triggers its
- * dependents anyway, and triggering at the start placed a GEMV's blocks
- * among the running kernel's and made a chain of them slower on an H200
- * (3.9 µs a GEMV against 3.3 plain and 3.05 with the wait alone).
+ * entry that does not place its own wait. `griddepcontrol.launch_dependents`
+ * only where an entry asks (triggerDependents) and the emit allows
+ * (earlyTrigger): a kernel's exit triggers its dependents anyway, and
+ * triggering at the start of every kernel placed a GEMV's blocks among the
+ * running kernel's and made a chain of them slower on an H200 (3.9 µs a
+ * GEMV against 3.3 plain and 3.05 with the wait alone).
  */
 export const DEPENDENT_LAUNCH_PROLOGUE = ['griddepcontrol.wait;'];
 const DEPENDENT_LAUNCH_TARGET = 'sm_90';
@@ -204,6 +222,7 @@ export class PtxModule {
       symbols,
       nextLabelId: 0,
       finished: false,
+      waitsInBody: false,
     };
     const k = new KernelBuilder(state);
     try {
@@ -238,7 +257,14 @@ export class PtxModule {
       ...(decls.length > 0 ? [''] : []),
     ].join('\n');
     this.#symbols.add(name);
-    const entry: BuiltEntry = { name, params: infos, head, body: [...state.lines, '}'].join('\n') };
+    const entry: BuiltEntry = {
+      name,
+      params: infos,
+      head,
+      body: [...state.lines, '}'].join('\n'),
+      triggerDependents: options.triggerDependents === true,
+      waitsInBody: state.waitsInBody,
+    };
     this.#entries.push(entry);
     return { name, params: infos };
   }
@@ -268,10 +294,18 @@ export class PtxModule {
         this.#dynamicShared.map((v) => `.extern .shared .align ${v.align} .b8 ${v.name}[];`).join('\n'),
       );
     }
-    const prologue = options.dependentLaunch
-      ? `${DEPENDENT_LAUNCH_PROLOGUE.map((l) => INDENT + l).join('\n')}\n`
-      : '';
-    for (const e of this.#entries) parts.push(`${e.head}\n${prologue}${e.body}`);
+    for (const e of this.#entries) {
+      if (!options.dependentLaunch) {
+        parts.push(`${e.head}\n${e.body}`);
+        continue;
+      }
+      const prologue = [
+        ...(options.earlyTrigger && e.triggerDependents ? ['griddepcontrol.launch_dependents;'] : []),
+        ...(e.waitsInBody ? [] : DEPENDENT_LAUNCH_PROLOGUE),
+      ];
+      const body = e.waitsInBody ? e.body.replace(DEPENDENCY_WAIT_MARK, 'griddepcontrol.wait;') : e.body;
+      parts.push(`${e.head}\n${prologue.map((l) => `${INDENT}${l}\n`).join('')}${body}`);
+    }
     return `${parts.join('\n\n')}\n`;
   }
 

@@ -25,7 +25,7 @@ import {
   stop,
   unsupported,
 } from './lowering.js';
-import { lowerAtomic, lowerMemory } from './lowerMemory.js';
+import { lowerAtomic, lowerMemory, lowerPrefetch } from './lowerMemory.js';
 import { lowerBarrier, lowerMove, lowerParam } from './lowerMoves.js';
 import { lowerLdmatrix, lowerMma, lowerWgmma } from './lowerTensorCores.js';
 import { lowerShfl, lowerVote, lowerWarpSync } from './lowerWarp.js';
@@ -211,6 +211,8 @@ function lower(ctx: Context): Lowered {
       };
     case 'bar':
       return parts[1] === 'warp' ? lowerWarpSync(ctx) : lowerBarrier(ctx);
+    case 'prefetch':
+      return lowerPrefetch(ctx);
     case 'membar':
     case 'fence':
       // Threads run one at a time: every access is already visible to the others.

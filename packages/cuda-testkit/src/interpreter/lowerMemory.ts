@@ -94,6 +94,25 @@ export function lowerMemory(ctx: Context): Lowered {
   return inline(`{ ${js} ${moves.join(' ')} }`);
 }
 
+/**
+ * `prefetch.global.L2 [a]`: a cache hint that changes nothing a thread
+ * computes, but whose address must lie in a live allocation (a kernel that
+ * prefetches past its tensors is wrong even where the hardware forgives it).
+ */
+export function lowerPrefetch(ctx: Context): Lowered {
+  if (ctx.ins.parts.join('.') !== 'prefetch.global.L2' || ctx.ins.ops.length !== 1) unsupported(ctx);
+  const { base, offset } = parseAddress(ctx, ctx.ins.ops[0]!, 'global');
+  const w = new Window();
+  const state = ctx.state;
+  const { line } = ctx.ins;
+  return call((u) => {
+    const address = u[base + 1]! * TWO32 + u[base]! + offset;
+    if (w.generation !== state.generation || address < w.start || address + 1 > w.end) {
+      state.locate(w, address, 1, line);
+    }
+  });
+}
+
 /** `atom.space.op.type d, [a], b{, c}` and `red.space.op.type [a], b`. */
 export function lowerAtomic(ctx: Context): Lowered {
   const { parts, ops, line } = ctx.ins;

@@ -1,12 +1,13 @@
 import { parseArgs } from 'node:util';
 import { createBackend, probeBackends } from '@rayo/core';
-import { QGEMV_DEPTH_CHOICES, QGEMV_PERSISTENT_CHOICES } from '@rayo/cuda-ptx';
+import { QGEMV_DEPTH_CHOICES, QGEMV_PERSISTENT_CHOICES, WEIGHT_PREFETCH_CHOICES } from '@rayo/cuda-ptx';
 import { INT8_CHECK_CASES, int8Check, int8CheckLine } from './int8Check.js';
 
 // int8-check: see int8Check.ts. Opens cuda with int8 activations, once per
-// --persistent, --depth and --columns choice, and exits 1 when any element is outside its bound.
+// --persistent, --depth, --columns and --prefetch choice, and exits 1 when any element is outside its bound.
 
-const USAGE = `Usage: int8-check [--persistent LIST] [--depth LIST] [--columns LIST] [--formats LIST] [--seed N]
+const USAGE = `Usage: int8-check [--persistent LIST] [--depth LIST] [--columns LIST] [--prefetch LIST]
+                  [--formats LIST] [--seed N]
 
 Checks the cuda backend's int8-activation GEMVs, format by format, against the
 product of x's int8 blocks in f64 (blocked and persistent kernels, pairs).
@@ -15,6 +16,7 @@ product of x's int8 blocks in f64 (blocked and persistent kernels, pairs).
   --depth LIST       qgemvDepth choices to run (default 1,2,3; capped per case as the backend caps it)
   --columns LIST     default, or the qgemvVariant forcing columns a warp: b (4), c (2), d (8)
                      (default default,c: two columns keep 2 sums a lane, where depth 3 runs)
+  --prefetch LIST    weightPrefetch choices to run: on, off (default off)
   --formats LIST     only these formats (default all)
   --seed N           inputs (default 1)`;
 
@@ -44,6 +46,7 @@ async function main(argv: readonly string[]): Promise<number> {
       persistent: { type: 'string', default: 'on,off' },
       depth: { type: 'string', default: '1,2,3' },
       columns: { type: 'string', default: 'default,c' },
+      prefetch: { type: 'string', default: 'off' },
       formats: { type: 'string', default: '' },
       seed: { type: 'string', default: '1' },
     },
@@ -59,18 +62,22 @@ async function main(argv: readonly string[]): Promise<number> {
   const persistence = choiceList('persistent', values.persistent, QGEMV_PERSISTENT_CHOICES);
   const depths = choiceList('depth', values.depth, QGEMV_DEPTH_CHOICES);
   const columns = choiceList('columns', values.columns, COLUMNS);
+  const prefetches = choiceList('prefetch', values.prefetch, WEIGHT_PREFETCH_CHOICES);
   const runs = persistence.flatMap((persistent) =>
-    depths.flatMap((depth) => columns.map((variant) => ({ persistent, depth, variant }))),
+    depths.flatMap((depth) =>
+      columns.flatMap((variant) => prefetches.map((prefetch) => ({ persistent, depth, variant, prefetch }))),
+    ),
   );
-  for (const { persistent, depth, variant } of runs) {
+  for (const { persistent, depth, variant, prefetch } of runs) {
     const backend = await createBackend('cuda', {
       qgemvActivations: 'int8',
       qgemvPersistent: persistent,
       qgemvDepth: depth,
+      weightPrefetch: prefetch,
       ...(variant === 'default' ? {} : { qgemvVariant: variant }),
     });
     console.log(
-      `cuda (${backend.info.device}), qgemvPersistent ${persistent}, qgemvDepth ${depth}, columns ${variant}: ${cases.length} cases`,
+      `cuda (${backend.info.device}), qgemvPersistent ${persistent}, qgemvDepth ${depth}, columns ${variant}, weightPrefetch ${prefetch}: ${cases.length} cases`,
     );
     try {
       for (const c of cases) {
