@@ -3,6 +3,7 @@ import { defineKernel, type TensorMeta } from '../kernel.js';
 import { formatShape } from '../shape.js';
 import { ACTIVATION_FUNCTIONS, LINEAR_ACTIVATIONS, type LinearActivation, siluOf } from './activations.js';
 import { ArgCheck } from './check.js';
+import { NORM_EPS, NORM_WEIGHT_INPUT, OPTIONAL_NORM_EPS } from './foldedNorm.js';
 import { bytesOf, FLOAT, WEIGHTS } from './vocabulary.js';
 
 // Fused decode kernels: each does in one pass over the weights what a chain
@@ -14,12 +15,7 @@ const FAMILY = 'fused';
 
 type EpsAttrs = { eps: number };
 
-const EPS = {
-  kind: 'number',
-  default: 1e-6,
-  above: 0,
-  doc: 'added to mean(x²) before the square root',
-} as const;
+const EPS = NORM_EPS;
 
 /** A weight [rows, K] in a linear layer's layout, of the products' shared weight dtype group. */
 function linearWeight(name: string, rows = 'N') {
@@ -81,9 +77,9 @@ export const gateUpSwiglu = defineKernel<EpsAttrs>({
     { name: 'x', dtypes: FLOAT, doc: '[M, K]: M rows (1 when decoding)' },
     linearWeight('wGate'),
     linearWeight('wUp'),
-    { name: 'normWeight', dtypes: FLOAT, optional: true, doc: '[K]: rmsNorm of each row of x first' },
+    NORM_WEIGHT_INPUT,
   ],
-  attributes: { eps: { ...EPS, doc: `${EPS.doc} (unused without 'normWeight')` } },
+  attributes: { eps: OPTIONAL_NORM_EPS },
   infer([x, wGate, wUp, normWeight]) {
     const check = new ArgCheck('gateUpSwiglu');
     check.rank('x', x!, 2, '[M, K]');

@@ -4,6 +4,7 @@ import { Q4K_SUPER_BLOCK, QUANT_FORMATS, type QuantFormat, quantLayout } from '.
 import { dequantizeInto } from '../quant/quantize.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
+import { checkNormWeight, NORM_WEIGHT_INPUT, normedRows, OPTIONAL_NORM_EPS } from './foldedNorm.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
 
 const FAMILY = 'quantized';
@@ -14,7 +15,7 @@ const FAMILY = 'quantized';
  */
 export const SCALES = 'scale';
 
-type QuantizedMatmulAttrs = { format: QuantFormat; beta: number };
+type QuantizedMatmulAttrs = { format: QuantFormat; beta: number; eps: number };
 
 /** The codes, scales and zero points of a quantized matrix of `rows` rows of `depth` weights. */
 function packedInputs(rows: string, depth: string) {
@@ -39,6 +40,8 @@ function packedInputs(rows: string, depth: string) {
  * differs only by its f32 summation order (and, for those formats, by where
  * it rounds the scaling: a kernel may scale a group's sum instead of each
  * weight). Optional inputs keep their positions: offsets come after c.
+ * With `normWeight`, x̂ = rmsNorm(x, normWeight, eps) replaces x, folded into
+ * the product (see foldedNorm.ts): the norm before a decoder's projections.
  */
 export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
   name: 'quantizedMatmul',
@@ -55,12 +58,14 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
       optional: true,
       doc: "[N, groups(K)]: q4g32a's, q8g32a's, q5g32a's, q4k's and q5k's offsets (q4k, q5k: dmin), subtracted after scaling (required there, refused elsewhere)",
     },
+    NORM_WEIGHT_INPUT,
   ],
   attributes: {
     format: { kind: 'enum', values: QUANT_FORMATS, doc: 'how W is stored' },
     beta: { kind: 'number', default: 1, doc: "scales 'c' (unused without it)" },
+    eps: OPTIONAL_NORM_EPS,
   },
-  infer([x, packed, scales, zeros, c, offsets], { format }) {
+  infer([x, packed, scales, zeros, c, offsets, normWeight], { format }) {
     const check = new ArgCheck('quantizedMatmul');
     check.rank('x', x!, 2, '[M, K]');
     const [m, k] = x!.shape as [number, number];
@@ -80,30 +85,33 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
       { rows: 'N', rowOf: `K = ${k}`, forRows: `K = ${k}` },
     );
     if (c) check.sameShape('c', c, [m, n], 'the product [M, N]');
+    if (normWeight) checkNormWeight(check, x!, normWeight);
     return [{ name: 'y', shape: [m, n], dtype: x!.dtype }];
   },
-  reference([x, packed, scales, zeros, c, offsets], { format, beta }, io) {
+  reference([xIn, packed, scales, zeros, c, offsets, normWeight], { format, beta, eps }, io) {
     const [m, k] = io.inputs[0]!.shape as [number, number];
     const n = io.outputs[0]!.shape[1]!;
+    const x = normedRows(xIn!, normWeight, eps, m, k);
     const w = new Float64Array(n * k);
     dequantizeInto(w, packed!, scales!, zeros, quantLayout(format, k), n, k, offsets);
     const y = new Float32Array(m * n);
     for (let i = 0; i < m; i++) {
       for (let j = 0; j < n; j++) {
         let sum = 0;
-        for (let p = 0; p < k; p++) sum += x![i * k + p]! * w[j * k + p]!;
+        for (let p = 0; p < k; p++) sum += x[i * k + p]! * w[j * k + p]!;
         y[i * n + j] = sum + (c ? beta * c[i * n + j]! : 0);
       }
     }
     return [y];
   },
-  cost([x, packed, scales, zeros, c, offsets]) {
+  cost([x, packed, scales, zeros, c, offsets, normWeight]) {
     const [m, k] = x!.shape as [number, number];
     const n = packed!.shape[0]!;
     return {
-      flops: 2 * m * n * k + (c ? 2 * m * n : 0),
+      flops: 2 * m * n * k + (c ? 2 * m * n : 0) + (normWeight ? 3 * m * k : 0),
       bytes:
         bytesOf(x) +
+        bytesOf(normWeight) +
         bytesOf(packed) +
         bytesOf(scales) +
         bytesOf(zeros) +

@@ -1,8 +1,9 @@
-import { defineKernel } from '../kernel.js';
+import { defineKernel, type TensorMeta } from '../kernel.js';
 import { Q4K_SUPER_BLOCK, type QuantFormat, quantLayout } from '../quant/layout.js';
 import { dequantizeInto } from '../quant/quantize.js';
 import { siluOf } from './activations.js';
 import { ArgCheck } from './check.js';
+import { checkNormWeight, NORM_WEIGHT_INPUT, normedRows, OPTIONAL_NORM_EPS } from './foldedNorm.js';
 import { SCALES } from './quantized.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
 
@@ -27,14 +28,72 @@ export function isGateUpFormat(format: string): format is GateUpFormat {
   return (GATE_UP_FORMATS as readonly string[]).includes(format);
 }
 
+/** One weight's operands of the gate·up spec. */
+export interface GateUpWeight<T> {
+  readonly packed: T;
+  readonly scales: T;
+  readonly zeros: T | undefined;
+  readonly offsets: T | undefined;
+}
+
+/** The spec's positional inputs (tensors, or a backend's operands), by name. */
+export function gateUpOperands<T>(inputs: readonly (T | undefined)[]): {
+  readonly x: T;
+  readonly gate: GateUpWeight<T>;
+  readonly up: GateUpWeight<T>;
+  readonly normWeight: T | undefined;
+} {
+  const [
+    x,
+    gatePacked,
+    gateScales,
+    upPacked,
+    upScales,
+    gateZeros,
+    upZeros,
+    gateOffsets,
+    upOffsets,
+    normWeight,
+  ] = inputs;
+  return {
+    x: x!,
+    gate: { packed: gatePacked!, scales: gateScales!, zeros: gateZeros, offsets: gateOffsets },
+    up: { packed: upPacked!, scales: upScales!, zeros: upZeros, offsets: upOffsets },
+    normWeight,
+  };
+}
+
+/** The spec's positional inputs from x, both weights and an optional norm weight (the inverse of gateUpOperands). */
+export function gateUpInputs<T>(
+  x: T,
+  gate: GateUpWeight<T>,
+  up: GateUpWeight<T>,
+  normWeight?: T,
+): (T | undefined)[] {
+  return [
+    x,
+    gate.packed,
+    gate.scales,
+    up.packed,
+    up.scales,
+    gate.zeros,
+    up.zeros,
+    gate.offsets,
+    up.offsets,
+    normWeight,
+  ];
+}
+
 /**
  * y = silu(x · dequant(Wg)ᵀ) ⊙ (x · dequant(Wu)ᵀ) for a gate and an up
  * weight [N, K] in one quantized format: a decoder's gate, up and SwiGLU in
  * one pass over both weights, without writing the two products. Sums are
  * f32 on a backend; the reference dequantizes exactly and sums in f64, as
- * `quantizedMatmul`'s does, then takes silu and the product in f64.
+ * `quantizedMatmul`'s does, then takes silu and the product in f64. With
+ * `normWeight`, x̂ = rmsNorm(x, normWeight, eps) replaces x, folded into the
+ * products (see foldedNorm.ts): the norm before a decoder's MLP.
  */
-export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
+export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat; eps: number }>({
   name: 'quantizedGateUpSwiglu',
   family: 'quantized',
   summary:
@@ -71,12 +130,14 @@ export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
       optional: true,
       doc: "[N, groups(K)], with 'gateOffsets'",
     },
+    NORM_WEIGHT_INPUT,
   ],
   attributes: {
     format: { kind: 'enum', values: GATE_UP_FORMATS, doc: 'how both weights are stored' },
+    eps: OPTIONAL_NORM_EPS,
   },
   infer(
-    [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets],
+    [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets, normWeight],
     { format },
   ) {
     const check = new ArgCheck('quantizedGateUpSwiglu');
@@ -148,14 +209,16 @@ export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
       if (offsets)
         check.sameShape(name, offsets, [n, layout.groups], `[N, groups] of ${format} for K = ${k}`);
     }
+    if (normWeight) checkNormWeight(check, x!, normWeight);
     return [{ name: 'y', shape: [m, n], dtype: x!.dtype }];
   },
   reference(
-    [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets],
-    { format },
+    [xIn, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets, normWeight],
+    { format, eps },
     io,
   ) {
     const [m, k] = io.inputs[0]!.shape as [number, number];
+    const x = normedRows(xIn!, normWeight, eps, m, k);
     const n = io.outputs[0]!.shape[1]!;
     const layout = quantLayout(format, k);
     const gate = new Float64Array(n * k);
@@ -168,7 +231,7 @@ export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
         let g = 0;
         let u = 0;
         for (let p = 0; p < k; p++) {
-          const xv = x![i * k + p]!;
+          const xv = x[i * k + p]!;
           g += xv * gate[j * k + p]!;
           u += xv * up[j * k + p]!;
         }
@@ -177,22 +240,20 @@ export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat }>({
     }
     return [y];
   },
-  cost([x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets]) {
-    const [m, k] = x!.shape as [number, number];
-    const n = gatePacked!.shape[0]!;
+  cost(inputs) {
+    const { x, gate, up, normWeight } = gateUpOperands(inputs);
+    const [m, k] = x.shape as [number, number];
+    const n = gate.packed.shape[0]!;
+    const weightBytes = (w: GateUpWeight<TensorMeta>) =>
+      bytesOf(w.packed) + bytesOf(w.scales) + bytesOf(w.zeros) + bytesOf(w.offsets);
     return {
-      flops: 4 * m * n * k + 6 * m * n,
+      flops: 4 * m * n * k + 6 * m * n + (normWeight ? 3 * m * k : 0),
       bytes:
         bytesOf(x) +
-        bytesOf(gatePacked) +
-        bytesOf(gateScales) +
-        bytesOf(upPacked) +
-        bytesOf(upScales) +
-        bytesOf(gateZeros) +
-        bytesOf(upZeros) +
-        bytesOf(gateOffsets) +
-        bytesOf(upOffsets) +
-        bytesOf({ shape: [m, n], dtype: x!.dtype }),
+        bytesOf(normWeight) +
+        weightBytes(gate) +
+        weightBytes(up) +
+        bytesOf({ shape: [m, n], dtype: x.dtype }),
     };
   },
 });

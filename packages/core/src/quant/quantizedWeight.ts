@@ -79,9 +79,20 @@ export function runQuantizedMatmul(
   runner: KernelRunner,
   x: Tensor,
   w: QuantizedWeight,
-  options: { c?: Tensor; beta?: number; out?: Tensor } = {},
+  options: {
+    c?: Tensor;
+    beta?: number;
+    out?: Tensor;
+    /** rmsNorm(x, norm.weight, norm.eps) folded in (quantizedMatmul's normWeight). */
+    norm?: { readonly weight: Tensor; readonly eps: number };
+  } = {},
 ): Tensor {
   const run: RunOptions = options.out ? { out: [options.out] } : {};
-  const attrs = options.beta === undefined ? { format: w.format } : { format: w.format, beta: options.beta };
-  return runner.run(quantizedMatmul, [x, w.packed, w.scales, w.zeros, options.c, w.offsets], attrs, run)[0]!;
+  const attrs = {
+    format: w.format,
+    ...(options.beta === undefined ? {} : { beta: options.beta }),
+    ...(options.norm ? { eps: options.norm.eps } : {}),
+  };
+  const inputs = [x, w.packed, w.scales, w.zeros, options.c, w.offsets, options.norm?.weight];
+  return runner.run(quantizedMatmul, inputs, attrs, run)[0]!;
 }

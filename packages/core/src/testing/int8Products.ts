@@ -1,6 +1,6 @@
 import type { Backend, Tensor } from '../backend.js';
 import { type DType, toNumbers } from '../dtype.js';
-import { quantizedGateUpSwiglu } from '../kernels/index.js';
+import { gateUpInputs, quantizedGateUpSwiglu } from '../kernels/index.js';
 import type { GateUpFormat } from '../kernels/quantizedGateUp.js';
 import { int8ActivationBlocks, type QuantizedHostWeight } from '../quant/index.js';
 import { dequantizeWeights } from '../quant/quantize.js';
@@ -19,28 +19,31 @@ export function runQuantizedProduct(
     readonly weights: readonly QuantizedHostWeight[];
     readonly m: number;
     readonly dtype?: DType;
+    /** An rmsNorm folded in: its weight [K] (in `dtype`) and eps. */
+    readonly norm?: { readonly weight: ArrayLike<number>; readonly eps: number };
   },
-): { out: Tensor; inputs: { x: Tensor; c: Tensor }; dispose(): void } {
+): { out: Tensor; inputs: { x: Tensor; c: Tensor; normWeight: Tensor | undefined }; dispose(): void } {
   const { m } = o;
   const { n, k, format } = o.weights[0]!;
   const dtype = o.dtype ?? 'f32';
   const x = backend.upload(Array.from(o.x), [m, k], dtype);
   const c = backend.upload(Array.from(o.c), [m, n], dtype);
+  const normWeight = o.norm ? backend.upload(Array.from(o.norm.weight), [k], dtype) : undefined;
+  const norm = normWeight ? { weight: normWeight, eps: o.norm!.eps } : undefined;
   const uploaded = o.weights.map((w) => uploadQuantized(backend, w));
   const [gate, up] = [uploaded[0]!, uploaded[1] ?? uploaded[0]!];
   const out =
     o.weights.length === 2
-      ? backend.run(
-          quantizedGateUpSwiglu,
-          [x, gate.packed, gate.scales, up.packed, up.scales, gate.zeros, up.zeros, gate.offsets, up.offsets],
-          { format: format as GateUpFormat },
-        )[0]!
-      : runQuantizedMatmul(backend, x, gate, { c, beta: 0.5 });
+      ? backend.run(quantizedGateUpSwiglu, gateUpInputs(x, gate, up, normWeight), {
+          format: format as GateUpFormat,
+          ...(norm ? { eps: norm.eps } : {}),
+        })[0]!
+      : runQuantizedMatmul(backend, x, gate, { c, beta: 0.5, ...(norm ? { norm } : {}) });
   return {
     out,
-    inputs: { x, c },
+    inputs: { x, c, normWeight },
     dispose() {
-      for (const t of [out, x, c]) t.dispose();
+      for (const t of [out, x, c, normWeight]) t?.dispose();
       for (const w of uploaded) for (const t of [w.packed, w.scales, w.zeros, w.offsets]) t?.dispose();
     },
   };
@@ -60,12 +63,24 @@ export function int8ProductError(
     readonly weights: readonly QuantizedHostWeight[];
     readonly m: number;
     readonly share?: number;
+    /**
+     * A folded rmsNorm (as the device holds its weight): the blocks are those
+     * of f32(x · weight), and each row's sums are scaled by 1 / sqrt(mean(x²) + eps).
+     */
+    readonly norm?: { readonly weight: ArrayLike<number>; readonly eps: number };
   },
 ): { worst: number; at: number; blocks: ReturnType<typeof int8ActivationBlocks>; sums: Float64Array[] } {
-  const { m } = o;
+  const { m, norm } = o;
   const { n, k } = o.weights[0]!;
   const share = o.share ?? 4e-6;
-  const blocks = int8ActivationBlocks(o.x, m, k);
+  const weighted = norm ? Float32Array.from(o.x, (v, i) => v * norm.weight[i % k]!) : o.x;
+  const blocks = int8ActivationBlocks(weighted, m, k);
+  const rowScale = Array.from({ length: m }, (_, r) => {
+    if (!norm) return 1;
+    let sumSq = 0;
+    for (let i = 0; i < k; i++) sumSq += o.x[r * k + i]! ** 2;
+    return 1 / Math.sqrt(sumSq / k + norm.eps);
+  });
   const xq = blocks.values;
   const dense = o.weights.map((w) => dequantizeWeights(w));
   const sums = dense.map(() => new Float64Array(m * n));
@@ -80,8 +95,8 @@ export function int8ProductError(
           sum += t;
           size += Math.abs(t);
         }
-        sums[p]![r * n + j] = sum;
-        sizes[p]![r * n + j] = size;
+        sums[p]![r * n + j] = sum * rowScale[r]!;
+        sizes[p]![r * n + j] = size * rowScale[r]!;
       }
   });
   const silu = (v: number) => v / (1 + Math.exp(-v));

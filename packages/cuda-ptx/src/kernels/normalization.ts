@@ -88,26 +88,26 @@ function centreAndScale(r: NormRow): F32 {
   return inverseRms(r, squares!);
 }
 
-export const NORM_DECLS: readonly NormDecl[] = [
-  {
-    spec: rmsNorm,
-    inputs: ['x', 'weight'],
-    output: 'y',
-    columnSums: [],
-    sources: { x: reused, weight: column },
-    registers: 2,
-    // y = x · s · weight, s = 1 / sqrt(mean(x²) + eps)
-    row: (r) => {
-      const [squares] = r.tile.reduce(r.reducer, ['sum'], (slot, j) => {
-        const v = slot.get('x')[j]!;
-        return [mul(r, v, v)];
-      });
-      const s = inverseRms(r, squares!);
-      r.tile.store(r.out, (slot) =>
-        slot.get('x').map((v, j) => mul(r, mul(r, v, s), slot.get('weight')[j]!)),
-      );
-    },
+const RMS_NORM_DECL: NormDecl = {
+  spec: rmsNorm,
+  inputs: ['x', 'weight'],
+  output: 'y',
+  columnSums: [],
+  sources: { x: reused, weight: column },
+  registers: 2,
+  // y = x · s · weight, s = 1 / sqrt(mean(x²) + eps)
+  row: (r) => {
+    const [squares] = r.tile.reduce(r.reducer, ['sum'], (slot, j) => {
+      const v = slot.get('x')[j]!;
+      return [mul(r, v, v)];
+    });
+    const s = inverseRms(r, squares!);
+    r.tile.store(r.out, (slot) => slot.get('x').map((v, j) => mul(r, mul(r, v, s), slot.get('weight')[j]!)));
   },
+};
+
+export const NORM_DECLS: readonly NormDecl[] = [
+  RMS_NORM_DECL,
   {
     spec: rmsNormBackward,
     inputs: ['dy', 'x', 'weight'],
@@ -302,3 +302,16 @@ function normKernel(decl: NormDecl): AnyCudaKernel {
 }
 
 export const NORMALIZATION_KERNELS: readonly AnyCudaKernel[] = NORM_DECLS.map(normKernel);
+
+/**
+ * rmsNorm(x, weight, eps) of x [M, K] into scratch of x's dtype: how a
+ * product that cannot fold a `normWeight` (core's foldedNorm.ts) takes it,
+ * the norm first.
+ */
+export function normedScratch(encoder: KernelEncoder, x: Operand, weight: Operand, eps: number): Operand {
+  const out: Operand = { ...x, ptr: encoder.scratch(Math.max(x.byteLength, 4)) };
+  if (x.size === 0) return out;
+  const n = x.shape[x.shape.length - 1]!;
+  launchNorm(encoder, RMS_NORM_DECL, [x, weight, out], x.size / n, n, eps);
+  return out;
+}

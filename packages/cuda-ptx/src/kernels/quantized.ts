@@ -6,6 +6,7 @@ import { addr, type F32, type R32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
 import { loadParams } from './entryParams.js';
 import { below, warpColumn, warpSum } from './gemv.js';
+import { normedScratch } from './normalization.js';
 import {
   checkRows,
   checkZeros,
@@ -382,12 +383,28 @@ function encodeQuantized(
   encoder: KernelEncoder,
   inputs: readonly (Operand | undefined)[],
   y: Operand,
-  attrs: { format: QuantFormat; beta: number },
+  attrs: { format: QuantFormat; beta: number; eps: number },
 ): void {
-  const [x, packed, scales, zeros, c, offsets] = inputs;
-  const [m, kDim] = x!.shape as [number, number];
+  const [xIn, packed, scales, zeros, c, offsets, normWeight] = inputs;
+  const [m, kDim] = xIn!.shape as [number, number];
   const n = y.shape[1]!;
   if (m === 0 || n === 0) return;
+  const norm = normWeight ? { weight: normWeight, eps: attrs.eps } : undefined;
+  // One row of 4-bit codes with K in whole groups: the tensor-core GEMV where the qgemvMma switch asks.
+  const problem = { m, k: kDim, format: attrs.format, x: xIn!.ptr };
+  const mma = encoder.tuning.qgemvMma === 'on' && qmmaApplies(encoder.device, problem);
+  // The int8 GEMV folds a norm; every other kernel takes x normed first.
+  if (
+    !mma &&
+    m <= QUANT_DOT_MAX_ROWS &&
+    encodeQuantizedGemvInt8(
+      encoder,
+      { x: xIn!, weights: [{ packed: packed!, scales: scales!, zeros, offsets }], c, y, norm },
+      attrs,
+    )
+  )
+    return;
+  const x = norm ? normedScratch(encoder, xIn!, norm.weight, norm.eps) : xIn;
   checkElementCount(quantizedMatmul.name, 'x', x!.size);
   checkElementCount(quantizedMatmul.name, 'packed', packed!.size * 8);
   checkElementCount(quantizedMatmul.name, 'y', y.size);
@@ -415,25 +432,18 @@ function encodeQuantized(
   // int8 (on an H100, 1×4096×4096: q4g32 8.8 against 8.5 µs, but the decode
   // shapes 1×2048×5632 6.5 against 8.2 µs and 1×5632×2048 7.3 against 9.4;
   // q8 14.8 against 10.8), unless the qgemvVariant option picks one ('a': this file's).
-  // One row of 4-bit codes with K in whole groups: the tensor-core GEMV where the qgemvMma switch asks.
-  const problem = { m, k: kDim, format: attrs.format, x: x!.ptr };
-  if (encoder.tuning.qgemvMma === 'on' && qmmaApplies(encoder.device, problem)) {
+  if (mma) {
     const weight = { packed: packed!, scales: scales!, zeros, offsets };
-    encodeQuantizedMma(encoder, { x: x!, weights: [weight], c, y }, { ...attrs, format: problem.format });
+    encodeQuantizedMma(
+      encoder,
+      { x: x!, weights: [weight], c, y },
+      { beta: attrs.beta, format: problem.format },
+    );
     return;
   }
   // By default q4g32, q4g128, q8g32 and q8g32a take quantizedGemv.ts's kernel (on an H200, 1×4096×14336
   // q8g32 24.6 against 27.1 µs, 1×4096×11008 q8g32a 20.8 against 25.4); the other formats it reads
   // (q4g32a 18.6 against 23.2 µs, q4k 24.9 against 25.4, q8g16 unmeasured) where the qgemvVariant option asks.
-  if (
-    m <= QUANT_DOT_MAX_ROWS &&
-    encodeQuantizedGemvInt8(
-      encoder,
-      { x: x!, weights: [{ packed: packed!, scales: scales!, zeros, offsets }], c, y },
-      attrs,
-    )
-  )
-    return;
   const byDefault = GEMV_BY_DEFAULT.has(attrs.format) ? DEFAULT_QGEMV_VARIANT : 'a';
   const gemv = encoder.tuning.qgemvVariant ?? byDefault;
   if (m <= QUANT_DOT_MAX_ROWS && gemv !== 'a' && qgemvReads(attrs.format)) {

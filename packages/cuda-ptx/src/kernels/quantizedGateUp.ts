@@ -1,6 +1,7 @@
-import { FLOAT, qgemvPairVariant, quantizedGateUpSwiglu } from '@rayo/core';
+import { FLOAT, gateUpOperands, qgemvPairVariant, quantizedGateUpSwiglu } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import { checkElementCount } from './common.js';
+import { normedScratch } from './normalization.js';
 import { encodeQuantizedGemv } from './quantizedGemv.js';
 import { encodeQuantizedGemvInt8 } from './quantizedGemvInt8.js';
 import { encodeQuantizedMma, qmmaApplies } from './quantizedMma.js';
@@ -15,17 +16,17 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyCudaKernel[] = [
   cudaKernel(
     quantizedGateUpSwiglu,
     (encoder, { inputs, outputs, attrs }) => {
-      const [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets] =
-        inputs;
+      const { x: xIn, gate, up, normWeight } = gateUpOperands(inputs);
       const y = outputs[0]!;
-      checkElementCount(quantizedGateUpSwiglu.name, 'x', x!.size);
-      checkElementCount(quantizedGateUpSwiglu.name, 'gatePacked', gatePacked!.size * 8);
+      checkElementCount(quantizedGateUpSwiglu.name, 'x', xIn.size);
+      checkElementCount(quantizedGateUpSwiglu.name, 'gatePacked', gate.packed.size * 8);
       checkElementCount(quantizedGateUpSwiglu.name, 'y', y.size);
-      const gate = { packed: gatePacked!, scales: gateScales!, zeros: gateZeros, offsets: gateOffsets };
-      const up = { packed: upPacked!, scales: upScales!, zeros: upZeros, offsets: upOffsets };
-      const problem = { m: x!.shape[0]!, k: x!.shape[1]!, format: attrs.format, x: x!.ptr };
-      const int8 = { x: x!, weights: [gate, up], c: undefined, y };
+      const norm = normWeight ? { weight: normWeight, eps: attrs.eps } : undefined;
+      // The int8 GEMV folds a norm; the other kernels take x normed first.
+      const int8 = { x: xIn, weights: [gate, up], c: undefined, y, norm };
       if (encodeQuantizedGemvInt8(encoder, int8, { format: attrs.format, beta: 0 })) return;
+      const x = norm ? normedScratch(encoder, xIn, norm.weight, norm.eps) : xIn;
+      const problem = { m: x!.shape[0]!, k: x!.shape[1]!, format: attrs.format, x: x!.ptr };
       // One row of q4g32 pairs: the tensor-core GEMV where the qgemvMma switch asks.
       if (
         encoder.tuning.qgemvMma === 'on' &&

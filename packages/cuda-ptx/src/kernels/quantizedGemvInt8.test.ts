@@ -85,6 +85,7 @@ describe('int8 quantized GEMV', () => {
       blocksPerSm: 0,
       depth: 1,
       prefetch: false,
+      norm: false,
     };
     const text = qgemvInt8Module(base).emit();
     // Two columns' 16 bytes before the loop and in it; two dp4a per code word and column; no
@@ -154,6 +155,12 @@ describe('int8 quantized GEMV', () => {
     expect(plain.indexOf('griddepcontrol.wait;')).toBeLessThan(plain.indexOf('ld.param'));
     expect(plain).not.toContain('prefetch');
     expect(qgemvInt8Key({ ...base, prefetch: true })).not.toBe(qgemvInt8Key(base));
+    // A folded norm: x · normWeight quantized (its loads beside x's), each row's sums times 1 / sqrt(mean(x²) + eps).
+    const normed = qgemvInt8Module({ ...base, norm: true }).emit();
+    expect(normed).toContain('sqrt.rn.f32');
+    expect(normed).toContain('rcp.rn.f32');
+    expect(text).not.toContain('sqrt');
+    expect(qgemvInt8Key({ ...base, norm: true })).not.toBe(qgemvInt8Key(base));
     expect(() => qgemvInt8Module({ ...base, rows: 5 })).toThrow(/rows/);
     expect(() => qgemvInt8Module({ ...base, pair: true, withC: true })).toThrow(/c/);
     expect(() => qgemvInt8Module({ ...base, pair: true, cols: 8, rows: 4 })).toThrow(/cols/);
@@ -191,6 +198,7 @@ describe.skipIf(gate.skip)(
               blocksPerSm: 0,
               depth: 1,
               prefetch: false,
+              norm: i === 1,
             };
             // The persistent mode at the blocks per SM persistentShape gives it; both loops.
             const sums = v.cols * rows * (v.pair ? 2 : 1);
@@ -273,6 +281,7 @@ describe('int8 quantized GEMV on an emulated device', () => {
         };
         const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 2, tuning });
         try {
+          // Depth 1 folds an rmsNorm in: still one launch.
           const run = await runInt8Case(gpu, fake, random, {
             format,
             m,
@@ -280,6 +289,7 @@ describe('int8 quantized GEMV on an emulated device', () => {
             n,
             pair: opts.pair === true,
             act: opts.act,
+            norm: depth === 1,
           });
           expect(run.launched.map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
           expect(fake.images.at(-1)!.includes('prefetch.global.L2')).toBe(depth === 2);
@@ -290,7 +300,7 @@ describe('int8 quantized GEMV on an emulated device', () => {
           }
           const { x, weights, xq, parts } = expectInt8Product(run);
           // And within the stated bound of the exact product: Σ over blocks of d/2 · Σ|w|.
-          if (!opts.pair) {
+          if (!opts.pair && !run.norm) {
             const exact = products(dequantizeWeights(weights[0]!), Float64Array.from(x), m, k, n);
             const w = dequantizeWeights(weights[0]!);
             const blocks = Math.ceil(k / 32);
@@ -366,7 +376,15 @@ describe('persistent int8 quantized GEMV on an emulated device', () => {
         };
         const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 1, tuning });
         try {
-          const run = await runInt8Case(gpu, fake, random, { format, m, k, n, pair, act: undefined });
+          const run = await runInt8Case(gpu, fake, random, {
+            format,
+            m,
+            k,
+            n,
+            pair,
+            act: undefined,
+            norm: depth === 1,
+          });
           expect(run.launched.map((l) => l.entry)).toEqual([QGEMV_INT8_ENTRY]);
           expect(fake.images.at(-1)!.includes('prefetch.global.L2')).toBe(depth === 2);
           const shape = persistentShape(
@@ -417,6 +435,8 @@ interface Int8Case {
   readonly weights: QuantizedHostWeight[];
   readonly shape: { readonly m: number; readonly k: number; readonly n: number; readonly pair: boolean };
   readonly act: 'bf16' | undefined;
+  /** The folded norm's weight as the device holds it, and eps. */
+  readonly norm: { readonly weight: Float64Array; readonly eps: number } | undefined;
 }
 
 /** y = x·Wᵀ + 0.5·c, or a gate·up pair, of random weights on the emulated device, with what it launched. */
@@ -424,17 +444,28 @@ async function runInt8Case(
   gpu: Backend,
   fake: { readonly launches: readonly { readonly entry: string; readonly grid: readonly number[] }[] },
   random: (n: number, scale?: number) => Float32Array,
-  o: { format: QuantFormat; m: number; k: number; n: number; pair: boolean; act: 'bf16' | undefined },
+  o: {
+    format: QuantFormat;
+    m: number;
+    k: number;
+    n: number;
+    pair: boolean;
+    act: 'bf16' | undefined;
+    norm?: boolean;
+  },
 ): Promise<Int8Case> {
   const { format, m, k, n, pair, act } = o;
   const weights = (pair ? [0, 1] : [0]).map(() => quantizeWeights(random(n * k, 0.05), [n, k], format));
   const first = fake.launches.length;
+  // A norm weight around 1 (random of either sign otherwise), eps as Llama 3's.
+  const norm = o.norm ? { weight: Float32Array.from(random(k), (v) => 1 + v), eps: 1e-5 } : undefined;
   const run = runQuantizedProduct(gpu, {
     x: random(m * k),
     c: random(m * n),
     weights,
     m,
     dtype: act ?? 'f32',
+    ...(norm ? { norm } : {}),
   });
   try {
     return {
@@ -445,6 +476,9 @@ async function runInt8Case(
       weights,
       shape: { m, k, n, pair },
       act,
+      norm: run.inputs.normWeight
+        ? { weight: await readNumbers(run.inputs.normWeight), eps: norm!.eps }
+        : undefined,
     };
   } finally {
     run.dispose();
@@ -463,6 +497,7 @@ function expectInt8Product(run: Int8Case) {
     weights: run.weights,
     m: run.shape.m,
     share: run.act ? 2 ** -8 : 4e-6,
+    ...(run.norm ? { norm: run.norm } : {}),
   });
   if (!(worst <= 1)) expect.fail(`y[${at}] = ${run.got[at]}: ${worst} times its bound from the int8 product`);
   return { x: run.x, weights: run.weights, xq: blocks, parts: sums.map((y) => ({ y })) };

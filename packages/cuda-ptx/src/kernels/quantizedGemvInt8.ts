@@ -115,10 +115,15 @@ export interface QgemvInt8Config {
    * early trigger there, the weights stream in while that kernel runs.
    */
   readonly prefetch: boolean;
+  /** An rmsNorm folded in: x · normWeight quantized, each row's sums scaled by its inverse RMS. */
+  readonly norm: boolean;
 }
 
+/** The GEMVs' parameters, and the folded norm's weight and eps (unused without it). */
+const INT8_PARAMS = { ...QGEMV_PARAMS, normWeight: 'ptr', eps: 'f32' } as const;
+
 export function qgemvInt8Key(v: QgemvInt8Config): string {
-  const what = `${v.pair ? 'gateup/' : ''}${v.format}${v.withC ? '/c' : ''}`;
+  const what = `${v.pair ? 'gateup/' : ''}${v.format}${v.withC ? '/c' : ''}${v.norm ? '/norm' : ''}`;
   const mode = v.persistent
     ? `p${v.blocksPerSm}`
     : `s${v.slices}${v.blocksPerSm > 0 ? `b${v.blocksPerSm}` : ''}`;
@@ -520,7 +525,7 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
   const xShared = m.dynamicShared('xq', 16);
   m.entry(
     QGEMV_INT8_ENTRY,
-    QGEMV_PARAMS,
+    INT8_PARAMS,
     (k, p) => {
       const { n, k: kDim, m: mDim } = loadParams(k, p, 'n', 'k', 'm');
       const at = gemvLaneAt(k, { cols: C, rows: R, slices: S });
@@ -543,7 +548,17 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
           q4: chunks.nib,
           zero: chunks.zero,
           offsetted: chunks.offsetted,
+          ...(v.norm ? { norm: { weight: k.globalPointer(p.normWeight), eps: k.ldParam(p.eps) } } : {}),
         });
+      /** Scales each row's sums by its inverse RMS where a norm is folded in (a partial sum too: it is linear). */
+      const normalise = (x: Int8X) => {
+        if (!x.invRms) return;
+        for (const set of acc)
+          for (const column of set)
+            column.forEach((a, r) => {
+              k.mul('f32', a, a, x.invRms![r]!, { rnd: 'rn' });
+            });
+      };
       const acc: Sums = Array.from({ length: P }, () =>
         Array.from({ length: C }, () => Array.from({ length: R }, () => k.mov('f32', k.reg('f32'), 0))),
       );
@@ -593,6 +608,7 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
           };
           k.forRange(sliceK, sliceK, kDim, D * 32 * S * E, () => stepOfTurn(0));
         }
+        normalise(x);
         const red = k.sharedArray('red', 'f32', WARPS * P * C * R, 16);
         storeGemvSums(k, p, {
           acc,
@@ -659,6 +675,7 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
         chunks.use(now, chunkOf(step), x, acc);
         const ends = k.setp('eq', 'u32', k.reg('pred'), step, lastStep);
         k.ifThen(ends, () => {
+          normalise(x);
           storeUnitSums(k, p, {
             acc,
             weights: qgemvWeightParams(p, P),
@@ -855,7 +872,14 @@ export function persistentShape(
  */
 export function encodeQuantizedGemvInt8(
   encoder: KernelEncoder,
-  ops: { x: Operand; weights: readonly QgemvWeight[]; c: Operand | undefined; y: Operand },
+  ops: {
+    x: Operand;
+    weights: readonly QgemvWeight[];
+    c: Operand | undefined;
+    y: Operand;
+    /** An rmsNorm to fold in (its weight stored as x is). */
+    norm?: { readonly weight: Operand; readonly eps: number } | undefined;
+  },
   attrs: { format: QuantFormat; beta: number },
 ): boolean {
   const { x, weights, c, y } = ops;
@@ -887,6 +911,7 @@ export function encodeQuantizedGemvInt8(
     types: { act: storageOf(x), scale: storageOf(weights[0]!.scales) },
     rows,
     stagedX,
+    norm: ops.norm !== undefined,
     prefetch:
       encoder.tuning.weightPrefetch === 'on' &&
       weights.length * n * quantLayout(attrs.format, kDim).rowWords * 4 <= PREFETCH_MAX_BYTES,
@@ -926,7 +951,11 @@ export function encodeQuantizedGemvInt8(
     grid: [blocks, Math.ceil(m / rows), 1],
     block: THREADS,
     sharedBytes,
-    args: qgemvArgs(ops, { m, n, k: kDim, beta: attrs.beta }),
+    args: {
+      ...qgemvArgs(ops, { m, n, k: kDim, beta: attrs.beta }),
+      normWeight: ops.norm?.weight ?? x,
+      eps: ops.norm?.eps ?? 0,
+    },
   });
   return true;
 }

@@ -14,6 +14,7 @@ import { type FloatStorage, halfToF32, loadAsF32, STORAGE_BYTES } from './storag
 // centred on zero: 8, or 16 for 5-bit ones) or d·Σq (codes with offsets).
 
 const THREADS = 256;
+const WARPS = THREADS / 32;
 /** Elements of x per int8 block (one scale each). */
 export const X_BLOCK = 32;
 /** Shared bytes per block of x and row: 32 codes, d, and −zero·Σq or d·Σq. */
@@ -35,6 +36,18 @@ export interface Int8X {
   readonly xBlocks: R32;
   readonly dBase: R32;
   readonly zBase: R32;
+  /** With a folded norm: each row's 1 / sqrt(mean(x²) + eps), which scales its sums. */
+  readonly invRms: readonly F32[] | undefined;
+}
+
+/**
+ * An rmsNorm folded into the product (core's foldedNorm.ts): x · weight is
+ * quantized instead of x, and each row's sums are scaled by its inverse RMS.
+ */
+export interface FoldedNorm {
+  /** The norm's weight [K], stored as x is. */
+  readonly weight: R64;
+  readonly eps: F32;
 }
 
 /**
@@ -58,6 +71,7 @@ export function int8X(
     /** The value codes are centred on (8, 16), or 0: their blocks keep −zero·Σq. */
     readonly zero: number;
     readonly offsetted: boolean;
+    readonly norm?: FoldedNorm;
   },
 ): Int8X {
   const actBytes = STORAGE_BYTES[o.act];
@@ -66,15 +80,44 @@ export function int8X(
   const xRowBytes = k.mulLo('u32', k.reg('u32'), xBlocks, X_BLOCK);
   const dBase = k.madLo('u32', k.reg('u32'), xRowBytes, o.rows, xBase);
   const zBase = k.madLo('u32', k.reg('u32'), xBlocks, o.rows * 4, dBase);
-  quantizeX(k, {
+  const squares = quantizeX(k, {
     ...o,
     actBytes,
     stage: o.staged ? o.shared : undefined,
     xBlocks,
     shared: { codes: xBase, d: dBase, z: zBase },
   });
+  // Each warp's sums of squares, a row each, beside the blocks of x.
+  const partials = squares ? k.sharedAddress(k.sharedArray('squares', 'f32', WARPS * o.rows, 4)) : undefined;
+  if (squares) {
+    const lane = k.and('b32', k.reg('u32'), o.tid, 31);
+    const warpAt = k.madLo('u32', k.reg('u32'), k.shr('u32', k.reg('u32'), o.tid, 5), o.rows * 4, partials!);
+    squares.forEach((sum, r) => {
+      for (let offset = 16; offset >= 1; offset /= 2)
+        k.add('f32', sum, sum, k.shflSync('bfly', k.reg('f32'), sum, offset), { rnd: 'rn' });
+      k.ifThen(k.setp('eq', 'u32', k.reg('pred'), lane, r), () =>
+        k.stShared('f32', addr(warpAt, r * 4), sum),
+      );
+    });
+  }
   k.barSync();
-  return { xBase, xRowBytes, xBlocks, dBase, zBase };
+  const invRms = squares ? inverseRms(k, partials!, o.rows, o.kDim, o.norm!.eps) : undefined;
+  return { xBase, xRowBytes, xBlocks, dBase, zBase, invRms };
+}
+
+/** Per row: 1 / sqrt(Σ over warps of its sums of squares / K + eps), IEEE square root and reciprocal as rmsNorm's. */
+function inverseRms(k: KernelBuilder, partials: R32, rows: number, kDim: R32, eps: F32): F32[] {
+  const count = k.cvt('f32', 'u32', k.reg('f32'), kDim, { rnd: 'rn' });
+  return Array.from({ length: rows }, (_, r) => {
+    const sum = k.mov('f32', k.reg('f32'), 0);
+    for (let w = 0; w < WARPS; w++)
+      k.add('f32', sum, sum, k.ldShared('f32', k.reg('f32'), addr(partials, (w * rows + r) * 4)), {
+        rnd: 'rn',
+      });
+    const t = k.div('f32', k.reg('f32'), sum, count, 'rn');
+    k.add('f32', t, t, eps, { rnd: 'rn' });
+    return k.rcp(k.reg('f32'), k.sqrt(k.reg('f32'), t, 'rn'), 'rn');
+  });
 }
 
 /**
@@ -104,9 +147,13 @@ function quantizeX(
     /** The value codes are centred on (8, 16), or 0: their blocks keep −zero·Σq. */
     readonly zero: number;
     readonly offsetted: boolean;
+    readonly norm?: FoldedNorm;
   },
-): void {
+): F32[] | undefined {
   if (o.stage) stageX(k, { ...o, stage: o.stage });
+  // With a norm: this thread's sums of x² per row (of the raw x), and x · weight quantized.
+  const squares = o.norm ? Array.from({ length: o.rows }, () => k.mov('f32', k.reg('f32'), 0)) : undefined;
+  const lastK = o.norm ? k.sub('u32', k.reg('u32'), o.kDim, 1) : undefined;
   const quarters = k.mulLo('u32', k.reg('u32'), o.xBlocks, 4 * o.rows);
   // Every lane runs every round (the shuffles need the whole warp); those past the end neither read nor write.
   const rounds = k.mulLo(
@@ -142,8 +189,24 @@ function quantizeX(
         loadAsF32(k, o.act, [value], addr(at, j * o.actBytes), { ok });
       });
     }
+    if (o.norm) {
+      // Values past K or past the rows are 0: they add nothing, whatever weight they meet.
+      const square = k.mov('f32', k.reg('f32'), 0);
+      for (const v of values) k.fma('f32', square, v, v, square);
+      squares!.forEach((sum, rr) => {
+        const mine = k.setp('eq', 'u32', k.reg('pred'), r, rr);
+        k.add('f32', sum, sum, k.selp('f32', k.reg('f32'), square, 0, mine), { rnd: 'rn' });
+      });
+      values.forEach((v, j) => {
+        const at = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), first, j), lastK!);
+        const g = k.reg('f32');
+        loadAsF32(k, o.act, [g], k.elementAddress(o.norm!.weight, at, o.actBytes));
+        k.mul('f32', v, v, g, { rnd: 'rn' });
+      });
+    }
     quantizeQuarter(k, o, { item, inside, r, rem, values });
   });
+  return squares;
 }
 
 /**

@@ -25,7 +25,7 @@ import {
   type VectorRowPlan,
 } from '../wgsl/rowReduce.js';
 import { WG } from './common.js';
-import { encodeWithF32Activations } from './halfEdges.js';
+import { encodeWithF32Activations, f32Scratch } from './halfEdges.js';
 
 // Row kernels: one segment of invocations per row of the last axis (see
 // `planVectorRow`), statistics from tree reductions in workgroup memory,
@@ -417,6 +417,24 @@ function normKernel(
     },
     { dtypes: FLOAT },
   );
+}
+
+/**
+ * rmsNorm(x, weight, eps) of x [M, K] (any float dtype) into f32 scratch:
+ * how a product given a `normWeight` (core's foldedNorm.ts) takes it here,
+ * the norm first.
+ */
+export function normedF32(encoder: KernelEncoder, x: Operand, weight: Operand, eps: number, kernel: string) {
+  const y = f32Scratch(encoder, x, kernel, 'x');
+  const { rows, plan, values } = rowCall(x, eps);
+  if (rows === 0) return y;
+  encoder.dispatch({
+    shader: rmsNormShader(plan, rowInputOf(x)),
+    buffers: [x, weight, y],
+    params: { layout: ROW_PARAMS, values },
+    workgroups: rowGrid(encoder, rows, plan.threads),
+  });
+  return y;
 }
 
 export const NORMALIZATION_KERNELS: readonly AnyWgpuKernel[] = [

@@ -11,7 +11,7 @@ describe('quantized shaders', () => {
   it('read the codes as vec4<u32>, sum in workgroup memory without subgroups, and bind zero points (q4k, q5k, q6k: sub-block scales) and offsets only where the format has them', () => {
     for (const format of QUANT_FORMATS) {
       const layout = quantLayout(format, 1);
-      const code = quantStreamShader({ format, rows: 1, vecX: true }).code();
+      const code = quantStreamShader({ format, rows: 1, vecX: true, norm: false }).code();
       expect(code).toContain('var<storage, read> packed: array<vec4<u32>>');
       expect(code).toContain('var<storage, read> x: array<vec4<f32>>');
       expect(code).not.toContain('subgroup');
@@ -26,10 +26,16 @@ describe('quantized shaders', () => {
       expect(code.includes('q5k_even')).toBe(layout.bits === 5);
       // x tiles and the lanes' sums share the 16 KiB of workgroup memory every device has.
       expect(code).toContain(`var<workgroup> xt: array<vec4<f32>, ${layout.bits === 8 ? 128 : 256}>`);
-      expect(quantStreamShader({ format, rows: QUANT_STREAM_MAX_ROWS, vecX: true }).code()).toContain(
-        `var<workgroup> xt: array<vec4<f32>, ${layout.bits === 8 ? 512 : 1024}>`,
-      );
+      expect(
+        quantStreamShader({ format, rows: QUANT_STREAM_MAX_ROWS, vecX: true, norm: false }).code(),
+      ).toContain(`var<workgroup> xt: array<vec4<f32>, ${layout.bits === 8 ? 512 : 1024}>`);
       expect(code).not.toContain('var<workgroup> red');
+      // A folded norm: its weight bound after y (the eighth binding at most), x · weight staged.
+      const normed = quantStreamShader({ format, rows: 1, vecX: true, norm: true }).code();
+      expect(normed).toContain('var<storage, read> normWeight: array<f32>');
+      expect(normed).toContain('q * g');
+      expect(normed.match(/var<storage/g)!.length).toBeLessThanOrEqual(8);
+      expect(code).not.toContain('normWeight');
       const tile = quantTileShader({ format }).code();
       expect(tile).toContain('var<workgroup> ws: array<vec4<f32>, 512>');
       expect(tile.includes('zeros')).toBe(zeros);
@@ -49,7 +55,9 @@ describe('quantized shaders', () => {
   it('compile one shader per format, row count and x layout: zero points, c and scale storage are parameters', () => {
     const keys = QUANT_FORMATS.flatMap((format) => [
       ...[1, QUANT_STREAM_MAX_ROWS].flatMap((rows) =>
-        [true, false].map((vecX) => quantStreamShader({ format, rows, vecX }).key),
+        [true, false].flatMap((vecX) =>
+          [false, true].map((norm) => quantStreamShader({ format, rows, vecX, norm }).key),
+        ),
       ),
       quantTileShader({ format }).key,
     ]);

@@ -1,4 +1,11 @@
-import { FLOAT, isQgemvFormat, type QuantFormat, quantizedMatmul, quantLayout } from '@rayo/core';
+import {
+  FLOAT,
+  InvalidArgumentError,
+  isQgemvFormat,
+  type QuantFormat,
+  quantizedMatmul,
+  quantLayout,
+} from '@rayo/core';
 import {
   type AnyWgpuKernel,
   gridFor,
@@ -12,6 +19,7 @@ import { type ProductPiece, productPieces } from '../rowPieces.js';
 import { storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { encodeWithF32Activations } from './halfEdges.js';
+import { normedF32 } from './normalization.js';
 import { encodeQuantizedGemvF32 } from './quantizedGemv.js';
 import { QUANT_WEIGHT_PARAMS, SCALE_KINDS } from './quantizedParams.js';
 import { Q5G32_STREAM_FUNCTIONS, q5g32StageTile, q5g32StreamBody } from './quantizedQ5g32.js';
@@ -56,6 +64,8 @@ const PARAMS = paramLayout([
   /** Workgroups that do work (the rest of a `gridFor` grid return at once). */
   ['tiles', 'u32'],
   ['tilesN', 'u32'],
+  /** A folded norm's eps (the streaming shader's `norm`). */
+  ['eps', 'f32'],
 ] as const);
 
 /**
@@ -72,6 +82,12 @@ export interface QuantStreamVariant extends QuantShaderVariant {
   readonly rows: number;
   /** x read as vec4<f32>: K a multiple of 32 and x 16-byte aligned; else element by element up to K. */
   readonly vecX: boolean;
+  /**
+   * An rmsNorm folded in (`normWeight`, f32, bound after y): x · normWeight
+   * is staged instead of x, its stagers sum x², and each row's sums are
+   * scaled by 1 / sqrt(mean(x²) + eps) as they are stored.
+   */
+  readonly norm: boolean;
 }
 
 /** Module-scope WGSL: the codes of a word as exact f32, a scale, a group's zero point and offset. */
@@ -145,6 +161,7 @@ function declareBindings(
   if (layout.offsets) module.storage('offsets', 'u32', 'read');
   module.storage('c', 'f32', 'read');
   module.storage('y', 'f32', 'read_write');
+  if ('norm' in v && v.norm) module.storage('normWeight', 'f32', 'read');
 }
 
 /** WGSL: y[row, col] = value (+ beta · c[row, col]), col counted from this dispatch's first column. */
@@ -217,6 +234,11 @@ export function quantStreamShader(v: QuantStreamVariant) {
 fn x_quad(row: u32, k: u32) -> vec4<f32> {
   return vec4<f32>(x_at(row, k), x_at(row, k + 1u), x_at(row, k + 2u), x_at(row, k + 3u));
 }`;
+  // The norm's weights at k … k + 3, 0 past K (where x is 0 too).
+  const normQuad = `fn norm_quad(k: u32) -> vec4<f32> {
+  let at = min(vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(params.k - 1u));
+  return select(vec4<f32>(0.0), vec4<f32>(normWeight[at.x], normWeight[at.y], normWeight[at.z], normWeight[at.w]), vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(params.k));
+}`;
   // q4k: word c is sub-block c mod 8 of super-block c / 8.
   const subBlockOf = 'sub_block(row, group_of(chunks, c), min(c, chunks - 1u) & 7u)';
   const groupScales = layout.subBlockScales
@@ -228,7 +250,7 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
       ? `fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return ${subBlockOf}.y; }`
       : 'fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return offset_of(row * params.groups + group_of(chunks, c)); }';
   return {
-    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}/${v.format}`,
+    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}/${v.format}`,
     kernel: quantizedMatmul.name,
     code: () => {
       const module = new ShaderModule();
@@ -236,6 +258,7 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
       module.workgroupArray('xt', 'vec4<f32>', v.rows * tileUnits);
       module.declare(`${dequantFunctions(v)}
 ${xQuad}
+${v.norm ? normQuad : ''}
 ${
   q6k
     ? Q6K_STREAM_FUNCTIONS
@@ -273,7 +296,7 @@ ${groupOffsets}`);
   let stageLane = tid / ${units}u;
   let stagePos = stageLane * ${units}u + ((tid % ${units}u) ^ ((stageLane / ${lanesPerCycle}u) % ${units}u));
   ${rows.map((r) => `let xRow${r} = min(${r}u, params.m - 1u) * params.k;`).join('\n  ')}
-  ${rows.map((r) => `var acc${r} = 0.0;`).join(' ')}
+  ${rows.map((r) => `var acc${r} = 0.0;${v.norm ? ` var sq${r} = 0.0;` : ''}`).join(' ')}
   // Each tile's code word (and its group's scale, zero point and offset) is loaded a tile ahead.
   var wv = word_of(wRow, chunks, lane);${high ? '\n  var hv = high_of(wRow, chunks, lane);' : ''}
   ${grouped ? 'var gs = group_scale(wRow, chunks, lane);' : ''}
@@ -288,7 +311,12 @@ ${groupOffsets}`);
     workgroupBarrier();
     if (tid < ${tileUnits}u) {
       let k = first * ${perChunk}u + tid * 4u;
-      ${rows.map((r) => `xt[${r * tileUnits}u + stagePos] = x_quad(xRow${r}, k);`).join('\n      ')}
+      ${
+        v.norm
+          ? `let g = norm_quad(k);
+      ${rows.map((r) => `{ let q = x_quad(xRow${r}, k); sq${r} += dot(q, q); xt[${r * tileUnits}u + stagePos] = q * g; }`).join('\n      ')}`
+          : rows.map((r) => `xt[${r * tileUnits}u + stagePos] = x_quad(xRow${r}, k);`).join('\n      ')
+      }
     }
     workgroupBarrier();
     ${rows.map((r) => `var part${r} = ${q6k ? 'vec2<f32>(0.0)' : '0.0'};${offsets ? ` var xsum${r} = 0.0;` : ''}`).join(' ')}
@@ -299,6 +327,7 @@ ${groupOffsets}`);
     ${grouped ? 'gs = nextGs;' : ''} ${q4 ? 'z = nextZ;' : ''} ${offsets ? 'go = nextGo;' : ''}
   }
   workgroupBarrier();
+  ${v.norm ? normReduction(rows, at) : ''}
   ${rows.map((r) => `${at(r)} = acc${r};`).join('\n  ')}
   workgroupBarrier();
   for (var s = ${LANES / 2}u; s > 0u; s >>= 1u) {
@@ -310,15 +339,34 @@ ${groupOffsets}`);
   if (lane == 0u && col < params.n) {
     ${grouped ? '' : 'let rowScale = scale_of(col);'}
     ${rows
-      .map(
-        (r) => `if (${r}u < params.m) { ${storeY(`${r}u`, 'col', grouped ? at(r) : `${at(r)} * rowScale`)} }`,
-      )
+      .map((r) => {
+        const sum = grouped ? at(r) : `${at(r)} * rowScale`;
+        return `if (${r}u < params.m) { ${storeY(`${r}u`, 'col', v.norm ? `(${sum}) * inv${r}` : sum)} }`;
+      })
       .join('\n    ')}
   }`,
         '@builtin(local_invocation_index) tid: u32',
       );
     },
   };
+}
+
+/**
+ * WGSL: each row's Σx² over the workgroup's stagers (a tree in xt, whose
+ * tiles are done with), then inv<r> = 1 / sqrt(mean(x²) + eps) in every
+ * invocation.
+ */
+function normReduction(rows: readonly number[], at: (r: number, o?: string) => string): string {
+  return `${rows.map((r) => `${at(r)} = sq${r};`).join('\n  ')}
+  workgroupBarrier();
+  for (var s = ${THREADS / 2}u; s > 0u; s >>= 1u) {
+    if (tid < s) {
+      ${rows.map((r) => `${at(r)} += ${at(r, ' + s')};`).join('\n      ')}
+    }
+    workgroupBarrier();
+  }
+  ${rows.map((r) => `let inv${r} = 1.0 / sqrt(xt[${(r * THREADS) / 4}u][0] / f32(params.k) + params.eps);`).join('\n  ')}
+  workgroupBarrier();`;
 }
 
 /**
@@ -435,6 +483,17 @@ export interface QuantWeightOperands {
   readonly [name: string]: Operand | undefined;
 }
 
+/** Whether products of `m` rows in `format` take the streaming shader, which folds a norm. */
+export function streamsRows(encoder: KernelEncoder, m: number, format: QuantFormat): boolean {
+  return (
+    m <= QUANT_STREAM_MAX_ROWS && ((encoder.tuning.qgemvVariant ?? 'a') === 'a' || !isQgemvFormat(format))
+  );
+}
+
+/**
+ * y = x · dequant(W)ᵀ (+ beta · c) of f32 x, c and y; with `norm` (f32
+ * weight: products where streamsRows holds), rmsNorm(x) folded in.
+ */
 export function encodeQuantizedF32(
   encoder: KernelEncoder,
   x: Operand,
@@ -442,11 +501,12 @@ export function encodeQuantizedF32(
   c: Operand | undefined,
   y: Operand,
   attrs: { format: QuantFormat; beta: number },
+  norm?: { readonly weight: Operand; readonly eps: number },
 ): void {
   // A weight (or x, c, y) larger than one binding: a dispatch per piece of whole rows, each
   // writing its columns of y.
   for (const piece of productPieces(encoder, quantizedMatmul.name, { x, c, y, weights: [weight] })) {
-    encodeQuantizedPiece(encoder, piece, attrs);
+    encodeQuantizedPiece(encoder, piece, attrs, norm);
   }
 }
 
@@ -454,6 +514,7 @@ function encodeQuantizedPiece(
   encoder: KernelEncoder,
   piece: ProductPiece<QuantWeightOperands>,
   attrs: { format: QuantFormat; beta: number },
+  norm: { readonly weight: Operand; readonly eps: number } | undefined,
 ): void {
   const { x, c, y, columns, ldy } = piece;
   const weight = piece.weights[0]!;
@@ -479,12 +540,21 @@ function encodeQuantizedPiece(
     beta: attrs.beta,
     ldy,
     colOffset: columns.start,
+    eps: norm?.eps ?? 0,
   };
   // Small M: this file's shader, unless the qgemvVariant option picks
   // quantizedGemv.ts's: on an H100 its variants ran 1.2–2× slower than this
   // one (q4g32 1×4096×4096 15.7–22.3 µs against 11.0), while its pair kernel
   // beats two of these for the fused gate·up (16.8 µs against 2 × 10.4).
   const gemv = encoder.tuning.qgemvVariant ?? 'a';
+  if (norm && !streamsRows(encoder, m, attrs.format)) {
+    throw new InvalidArgumentError('only the streaming shader folds a norm', {
+      operation: quantizedMatmul.name,
+      argument: 'normWeight',
+      expected: `at most ${QUANT_STREAM_MAX_ROWS} rows on the streaming shader`,
+      actual: `${m} rows, variant ${gemv}`,
+    });
+  }
   if (m <= QUANT_STREAM_MAX_ROWS && gemv !== 'a' && isQgemvFormat(attrs.format)) {
     encodeQuantizedGemvF32(encoder, gemv, { x, weights: [weight], c, y, columns }, attrs);
     return;
@@ -497,8 +567,9 @@ function encodeQuantizedPiece(
         format: attrs.format,
         rows: m === 1 ? 1 : QUANT_STREAM_MAX_ROWS,
         vecX: k % 32 === 0 && aligned(x.offset),
+        norm: norm !== undefined,
       }),
-      buffers,
+      buffers: norm ? [...buffers, norm.weight] : buffers,
       params: { layout: PARAMS, values: { ...values, tiles, tilesN: tiles } },
       workgroups: gridFor(tiles, encoder.limits),
     });
@@ -518,10 +589,16 @@ export const QUANTIZED_KERNELS: readonly AnyWgpuKernel[] = [
   wgpuKernel(
     quantizedMatmul,
     (encoder, { inputs, outputs, attrs }) => {
-      const [x, packed, scales, zeros, c, offsets] = inputs;
+      const [xIn, packed, scales, zeros, c, offsets, normWeight] = inputs;
       const weight = { packed: packed!, scales: scales!, zeros, offsets };
-      encodeWithF32Activations(encoder, quantizedMatmul.name, { x, c }, { y: outputs[0] }, (i, o) => {
-        encodeQuantizedF32(encoder, i.x!, weight, i.c, o.y!, attrs);
+      // A norm folds into the streaming shader; the other shaders take it first, into f32 scratch.
+      const folds = normWeight !== undefined && streamsRows(encoder, xIn!.shape[0]!, attrs.format);
+      const x =
+        normWeight && !folds ? normedF32(encoder, xIn!, normWeight, attrs.eps, quantizedMatmul.name) : xIn;
+      const widen = { x, c, normWeight: folds ? normWeight : undefined };
+      encodeWithF32Activations(encoder, quantizedMatmul.name, widen, { y: outputs[0] }, (i, o) => {
+        const norm = i.normWeight ? { weight: i.normWeight, eps: attrs.eps } : undefined;
+        encodeQuantizedF32(encoder, i.x!, weight, i.c, o.y!, attrs, norm);
       });
     },
     // x, c and y in f32, f16 or bf16 (halves through f32 scratch); scales in any of them, read as stored.

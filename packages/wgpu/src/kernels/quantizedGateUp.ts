@@ -1,7 +1,9 @@
-import { FLOAT, isQgemvFormat, qgemvPairVariant, quantizedGateUpSwiglu } from '@rayo/core';
+import { FLOAT, gateUpOperands, isQgemvFormat, qgemvPairVariant, quantizedGateUpSwiglu } from '@rayo/core';
 import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
 import { productPieces } from '../rowPieces.js';
 import { encodeWithF32Activations } from './halfEdges.js';
+import { normedF32 } from './normalization.js';
+import { streamsRows } from './quantized.js';
 import { encodeGateUpInParts } from './quantizedGateUpParts.js';
 import { encodeQuantizedGemvF32 } from './quantizedGemv.js';
 
@@ -10,25 +12,37 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyWgpuKernel[] = [
   wgpuKernel(
     quantizedGateUpSwiglu,
     (encoder, { inputs, outputs, attrs }) => {
-      const [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets] =
-        inputs;
-      encodeWithF32Activations(encoder, quantizedGateUpSwiglu.name, { x }, { y: outputs[0] }, (i, o) => {
-        // The pair shader reads q8, q4g32 and q4g128; the other formats take their two products.
-        if (!isQgemvFormat(attrs.format)) {
+      const { x: xIn, gate: gateWeight, up: upWeight, normWeight } = gateUpOperands(inputs);
+      // The pair shader reads q8, q4g32 and q4g128; the other formats take their two products, whose
+      // streaming shader folds a norm. Elsewhere the norm is taken first, into f32 scratch.
+      const parts = !isQgemvFormat(attrs.format);
+      const folds = normWeight !== undefined && parts && streamsRows(encoder, xIn.shape[0]!, attrs.format);
+      const x =
+        normWeight && !folds
+          ? normedF32(encoder, xIn, normWeight, attrs.eps, quantizedGateUpSwiglu.name)
+          : xIn;
+      const widen = { x, normWeight: folds ? normWeight : undefined };
+      encodeWithF32Activations(encoder, quantizedGateUpSwiglu.name, widen, { y: outputs[0] }, (i, o) => {
+        if (parts) {
           encodeGateUpInParts(
             encoder,
             {
               x: i.x!,
-              gate: { packed: gatePacked!, scales: gateScales!, zeros: gateZeros, offsets: gateOffsets },
-              up: { packed: upPacked!, scales: upScales!, zeros: upZeros, offsets: upOffsets },
+              gate: { ...gateWeight },
+              up: { ...upWeight },
               y: o.y!,
+              norm: i.normWeight ? { weight: i.normWeight, eps: attrs.eps } : undefined,
             },
             attrs.format,
           );
           return;
         }
-        const gate = { gatePacked: gatePacked!, gateScales: gateScales!, gateZeros };
-        const up = { upPacked: upPacked!, upScales: upScales!, upZeros };
+        const gate = {
+          gatePacked: gateWeight.packed,
+          gateScales: gateWeight.scales,
+          gateZeros: gateWeight.zeros,
+        };
+        const up = { upPacked: upWeight.packed, upScales: upWeight.scales, upZeros: upWeight.zeros };
         // Weights larger than one binding: both in step, a dispatch per piece of whole rows.
         const pieces = productPieces(encoder, quantizedGateUpSwiglu.name, {
           x: i.x!,

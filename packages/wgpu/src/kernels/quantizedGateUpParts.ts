@@ -33,14 +33,21 @@ const SWIGLU_PARTS = {
 /** y = silu(x · gateᵀ) ⊙ (x · upᵀ) for f32 x [M, K] and y [M, N], as two products and a SwiGLU. */
 export function encodeGateUpInParts(
   encoder: KernelEncoder,
-  ops: { x: Operand; gate: QuantWeightOperands; up: QuantWeightOperands; y: Operand },
+  ops: {
+    x: Operand;
+    gate: QuantWeightOperands;
+    up: QuantWeightOperands;
+    y: Operand;
+    /** An rmsNorm folded into both products (their rows streaming, see streamsRows). */
+    norm?: { readonly weight: Operand; readonly eps: number } | undefined;
+  },
   format: QuantFormat,
 ): void {
   const { x, y } = ops;
   if (y.size === 0) return;
   const products = (['gate', 'up'] as const).map((name) => {
     const out = f32Scratch(encoder, y, quantizedGateUpSwiglu.name, name);
-    encodeQuantizedF32(encoder, x, ops[name], undefined, out, { format, beta: 0 });
+    encodeQuantizedF32(encoder, x, ops[name], undefined, out, { format, beta: 0 }, ops.norm);
     return out;
   });
   encoder.dispatch({

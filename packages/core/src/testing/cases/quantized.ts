@@ -55,12 +55,11 @@ function inputsOf(
   format: QuantFormat,
   x: InputSample,
   n: number,
-  options: { zeroPoints?: boolean; c?: InputSample } = {},
+  options: { zeroPoints?: boolean; c?: InputSample; normWeight?: InputSample } = {},
 ): (InputSample | undefined)[] {
   const kd = x.shape[1]!;
   const inputs = [x, ...weightOf(format, n, kd, options.zeroPoints ?? false), options.c];
-  const offsets = offsetsOf(format, n, kd);
-  if (offsets) inputs.push(offsets);
+  inputs.push(offsetsOf(format, n, kd), options.normWeight);
   while (inputs.length > 0 && inputs[inputs.length - 1] === undefined) inputs.pop();
   return inputs;
 }
@@ -149,6 +148,27 @@ for (const format of QUANT_FORMATS) {
       attrs: { format, beta: 3 },
       tolerance: tolerance(depth(67), format),
     }),
+    // rmsNorm(x) folded in: decoding's row and a few (a kernel that folds it, or the norm first), with c.
+    valid(k.quantizedMatmul, {
+      label: `${format} 1×${depth(1024)}→67 normed`,
+      inputs: inputsOf(format, f32([1, depth(1024)]), 67, { normWeight: f32([depth(1024)]) }),
+      attrs: { format, eps: 1e-5 },
+      tolerance: tolerance(depth(1024), format),
+    }),
+    // A few rows normed, with c: one format of each kind of code (a shader each to compile on lavapipe).
+    ...(['q8', 'q4g32', 'q4k'].includes(format)
+      ? [
+          valid(k.quantizedMatmul, {
+            label: `${format} 3×${depth(161)}→37 normed + c`,
+            inputs: inputsOf(format, f32([3, depth(161)]), 37, {
+              c: f32([3, 37]),
+              normWeight: f32([depth(161)]),
+            }),
+            attrs: { format },
+            tolerance: tolerance(depth(161), format),
+          }),
+        ]
+      : []),
     valid(k.quantizedMatmul, {
       label: `${format} 2×${depth(300)}→9 wide x`,
       inputs: inputsOf(format, f32([2, depth(300)], 'wide'), 9),
@@ -216,6 +236,20 @@ errors.push(
     attrs: { format: 'q4g32' },
     error: 'shape',
     argument: 'zeros',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "'normWeight' of another K",
+    inputs: [f32([2, 40]), q8Words, q8Scales, undefined, undefined, undefined, f32([41])],
+    attrs: { format: 'q8' },
+    error: 'shape',
+    argument: 'normWeight',
+  }),
+  invalid(k.quantizedMatmul, {
+    label: "'normWeight' of rank 2",
+    inputs: [f32([2, 40]), q8Words, q8Scales, undefined, undefined, undefined, f32([1, 40])],
+    attrs: { format: 'q8' },
+    error: 'shape',
+    argument: 'normWeight',
   }),
   invalid(k.quantizedMatmul, {
     label: "'c' transposed",

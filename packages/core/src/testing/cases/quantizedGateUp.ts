@@ -86,6 +86,26 @@ for (const format of GATE_UP_FORMATS) {
       );
     }
   }
+  // rmsNorm(x) folded in: one row, and a few for one format of each kind of code (a shader each to
+  // compile on lavapipe).
+  const normedShapes: [number, number, number][] = [layout.subBlockScales ? [1, 512, 61] : [1, 257, 61]];
+  if (['q8', 'q4g32', 'q4k'].includes(format))
+    normedShapes.push(layout.subBlockScales ? [3, 256, 37] : [3, 100, 37]);
+  for (const [m, kd, n] of normedShapes) {
+    cases.push(
+      valid(k.quantizedGateUpSwiglu, {
+        label: `${format} ${m}×${kd}→${n} normed`,
+        inputs: [f32([m, kd]), ...padded(weightsOf(format, n, kd, false)), f32([kd])],
+        attrs: { format, eps: 1e-5 },
+        tolerance: tolerance(kd),
+      }),
+    );
+  }
+}
+
+/** The weights' inputs padded to their 8 positions, so that normWeight comes ninth. */
+function padded(inputs: (InputSample | undefined)[]): (InputSample | undefined)[] {
+  return [...inputs, ...Array.from({ length: 8 - inputs.length }, () => undefined)];
 }
 
 const q8 = weightsOf('q8', 5, 40, false);
@@ -130,6 +150,13 @@ errors.push(
       { format: 'q8' },
     ],
     ['format missing', [f32([1, 40]), ...q8], 'argument', 'attrs.format'],
+    [
+      "'normWeight' of another K",
+      [f32([1, 40]), ...padded(q8), f32([39])],
+      'shape',
+      'normWeight',
+      { format: 'q8' },
+    ],
     [
       'q4k with K of 300',
       [f32([1, 300]), ...weightsOf('q4k', 5, 300, false)],

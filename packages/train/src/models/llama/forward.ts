@@ -25,7 +25,9 @@ import {
   productPrecision,
   project,
   projectionWeight,
+  projectNormed,
   qkvHalfOperand,
+  quantizedProductFor,
   withFrequencies,
 } from './projections.js';
 import { quantizedGateUpCall } from './quantizedGateUp.js';
@@ -140,18 +142,24 @@ function layer(
   at: number | DevicePosition,
   sink: ((rows: SunkRows) => void) | undefined,
 ): Tensor {
-  // A chunk normalises once for the three projections, into the operand they read.
+  // A chunk normalises once for the three projections, into the operand they read; a quantized
+  // fused q·k·v product of a few rows folds the norm in.
   const fused = w.qkv || quantized?.qkv;
+  const eps = d.config.rmsNormEps;
+  const folded = quantized?.qkv && quantizedProductFor(d, x.shape[0]!) ? quantized.qkv : undefined;
   const out = qkvHalfOperand(d, x.shape[0]!, w, quantized);
-  const h = run.run1(rmsNorm, [x, w.inputNorm], { eps: d.config.rmsNormEps, ...(out ? { out } : {}) });
+  const h = folded ? undefined : run.run1(rmsNorm, [x, w.inputNorm], { eps, ...(out ? { out } : {}) });
   // The attention writes the o product's operand as the norm writes q, k and v's.
   const attendedOut = halfOperand(d, x.shape[0]!, [projectionWeight(w, quantized, 'o')]);
   let attended: Tensor;
   if (fused) {
-    const qkv = biased(run, project(d, run, h, w, quantized, 'qkv'), w.qkvBias);
+    const product = folded
+      ? projectNormed(run, x, folded, { weight: w.inputNorm, eps })
+      : project(d, run, h!, w, quantized, 'qkv');
+    const qkv = biased(run, product, w.qkvBias);
     sink?.({ qkv });
     attended = fusedQkvAttention(d, run, qkv, cache, at, attendedOut);
-  } else attended = attention(d, run, w, quantized, cache, h, at, sink, attendedOut);
+  } else attended = attention(d, run, w, quantized, cache, h!, at, sink, attendedOut);
   const x1 = biased(run, project(d, run, attended, w, quantized, 'o', x), w.oBias);
   return project(d, run, mlp(d, run, w, quantized, x1, true), w, quantized, 'down', x1);
 }
@@ -227,13 +235,11 @@ export function mlp(
       : undefined;
     return out ? { out } : {};
   };
-  const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], {
-    eps: d.config.rmsNormEps,
-    ...operand(['gate', 'up']),
-  });
-  // Decoding with quantized gate and up: one launch, the two products never written.
-  const fused = quantizedGateUpCall(d.backend, quantized, h1);
+  // Decoding with quantized gate and up: one launch, the norm folded in, the two products never written.
+  const eps = d.config.rmsNormEps;
+  const fused = quantizedGateUpCall(d.backend, quantized, x1, { weight: w.postAttentionNorm, eps });
   if (fused) return run.run1(quantizedGateUpSwiglu, fused.inputs, fused.attrs);
+  const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], { eps, ...operand(['gate', 'up']) });
   const gate = project(d, run, h1, w, quantized, 'gate');
   const up = project(d, run, h1, w, quantized, 'up');
   return run.run1(swiglu, [gate, up], operand(['down']));

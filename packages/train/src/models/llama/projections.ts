@@ -127,6 +127,28 @@ export function projectionWeight(
   return quantized?.[name] ?? w[name];
 }
 
+/** Whether `project` takes the quantized product for `rows` rows of a quantized weight (not the dequantized prefill). */
+export function quantizedProductFor(d: LlamaDecoder, rows: number): boolean {
+  return rows < DEQUANTIZED_PREFILL_ROWS || !d.backend.supports(quantizedEmbedding.name);
+}
+
+/**
+ * rmsNorm(x, norm.weight, norm.eps)·Wᵀ of a quantized projection, the norm
+ * folded into the product (quantizedMatmul's normWeight): where
+ * quantizedProductFor holds, so that the normalised rows are never written.
+ */
+export function projectNormed(
+  run: TrackingRunner,
+  x: Tensor,
+  q: QuantizedWeight,
+  norm: { readonly weight: Tensor; readonly eps: number },
+): Tensor {
+  return run.run1(quantizedMatmul, [x, q.packed, q.scales, q.zeros, undefined, q.offsets, norm.weight], {
+    format: q.format,
+    eps: norm.eps,
+  });
+}
+
 /**
  * input·Wᵀ (+ residual) for projection `name` (`qkv`: q, k and v fused, [rows,
  * (heads + 2·kvHeads)·headDim]): the quantized product where the layer has one.
@@ -142,7 +164,7 @@ export function project(
 ): Tensor {
   const q = quantized?.[name];
   const rows = input.shape[0]!;
-  if (q && rows >= DEQUANTIZED_PREFILL_ROWS && d.backend.supports(quantizedEmbedding.name)) {
+  if (q && !quantizedProductFor(d, rows)) {
     return product(run, input, dequantized(d, run, q), residual, 'half');
   }
   if (q) {

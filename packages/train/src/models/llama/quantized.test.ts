@@ -6,6 +6,7 @@ import {
   quantizedMatmul,
   quantizeWeights,
   quantLayout,
+  rmsNorm,
   ShapeError,
   swiglu,
   type Tensor,
@@ -289,6 +290,15 @@ describe('LlamaModel with quantized projections', async () => {
         expect(names).not.toContain(swiglu.name);
         // q, k and v fused in one product; o and down stay separate.
         expect(names.filter((name) => name === quantizedMatmul.name)).toHaveLength(3 * layers);
+        // The norms before q·k·v and before gate·up folded into those products (normWeight, last):
+        // no rmsNorm launch but the head's.
+        const normed = run.mock.calls.filter(([spec, inputs]) =>
+          spec.name === quantizedGateUpSwiglu.name
+            ? inputs[9] !== undefined
+            : spec.name === quantizedMatmul.name && inputs[6] !== undefined,
+        );
+        expect(normed).toHaveLength(2 * layers);
+        expect(names.filter((name) => name === rmsNorm.name).length).toBeLessThanOrEqual(1);
         // The same step through the separate products: the prefill of one more token takes them.
         model.reset();
         using all = model.prefill([...prompt, prompt[0]!]);

@@ -1,6 +1,7 @@
 import {
   type Backend,
   type GateUpFormat,
+  gateUpInputs,
   isGateUpFormat,
   quantizedGateUpSwiglu,
   type Tensor,
@@ -22,7 +23,9 @@ export function quantizedGateUpCall(
   backend: Backend,
   layer: QuantizedLlamaLayer | undefined,
   h: Tensor,
-): { inputs: (Tensor | undefined)[]; attrs: { format: GateUpFormat } } | undefined {
+  /** An rmsNorm of h to fold in (the spec's normWeight). */
+  norm?: { readonly weight: Tensor; readonly eps: number },
+): { inputs: (Tensor | undefined)[]; attrs: { format: GateUpFormat; eps?: number } } | undefined {
   const gate = layer?.gate;
   const up = layer?.up;
   if (!gate || !up || h.shape[0]! > FUSED_GATE_UP_MAX_ROWS) return undefined;
@@ -38,17 +41,7 @@ export function quantizedGateUpCall(
     (up.offsets === undefined) === (gate.offsets === undefined);
   if (!same) return undefined;
   return {
-    inputs: [
-      h,
-      gate.packed,
-      gate.scales,
-      up.packed,
-      up.scales,
-      gate.zeros,
-      up.zeros,
-      gate.offsets,
-      up.offsets,
-    ],
-    attrs: { format },
+    inputs: gateUpInputs(h, gate, up, norm?.weight),
+    attrs: norm ? { format, eps: norm.eps } : { format },
   };
 }
