@@ -4,20 +4,22 @@ import { FLOAT, isHalf, kvCacheScatter, ropeKvScatter } from '@rayo/core';
 import { type AnyWgpuKernel, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
+import { storageOf } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { causalAttentionKernel } from './causalAttention.js';
 import { elementGrid, elementIndex, vectorOf, WG } from './common.js';
-import { encodeHalfScatter } from './halfCache.js';
+import { encodeHalfScatter, encodeRopeHalfScatter } from './halfCache.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { attentionKernel } from './incrementalAttention.js';
-import { FUSED_ROW_FIELDS, KV_WRITE_HEAD_FIELDS } from './kvWriteFields.js';
-import { checkRopePositions, type RopeLayout } from './rope.js';
 import {
-  declareRopeFrequencies,
-  ropeFrequencyBinding,
-  ropeRotationSource,
-  tableKey,
-} from './ropeRotation.js';
+  declareRopeScatterBindings,
+  FUSED_ROW_FIELDS,
+  KV_WRITE_HEAD_FIELDS,
+  ropeScatterGeometry,
+  writePosition,
+} from './kvWriteFields.js';
+import { checkRopePositions, type RopeLayout } from './rope.js';
+import { ropeFrequencyBinding, ropeRotationSource, tableKey } from './ropeRotation.js';
 
 // ---- kvCacheScatter ----------------------------------------------------------
 
@@ -123,28 +125,13 @@ function ropeScatterShader(layout: RopeLayout, device: boolean, table: boolean):
     // vCache rows).
     code: () => {
       const module = new ShaderModule().params(ROPE_SCATTER_PARAMS);
-      module.storage('q', 'f32', 'read');
-      module.storage('k', 'f32', 'read');
-      module.storage('v', 'f32', 'read');
-      module.storage('y', 'f32', 'read_write');
-      module.storage('kCache', 'f32', 'read_write');
-      module.storage('vCache', 'f32', 'read_write');
-      if (device) module.storage('at', 'i32', 'read');
-      declareRopeFrequencies(module, table);
+      declareRopeScatterBindings(module, { kv: 'f32', cache: 'f32' }, device, table);
       module.declare(ropeRotationSource(table));
       return module.build(
         undefined,
         WG,
         `  ${elementIndex('params.n')}
-${
-  device
-    ? `  // A device position whose rows do not fit writes nothing to the caches (tokens <= maxSeq was checked on the host).
-  let p = at[0];
-  let fits = p >= 0 && u32(p) <= params.maxSeq - params.tokens;
-  let position = bitcast<u32>(p);`
-    : `  let fits = true;
-  let position = params.position;`
-}
+  ${writePosition(device)}
   if (i >= params.pairs) {
     if (!fits) { return; }
     let j = i - params.pairs;
@@ -212,6 +199,24 @@ const ropeScatterKernel = wgpuKernel(
       );
       return;
     }
+    const k = kIn ?? q!;
+    const v = vIn ?? q!;
+    if (storageOf(k.dtype) === storageOf(v.dtype)) {
+      // One dispatch: q into y, k and v into their caches.
+      const row = (heads + 2 * kvHeads) * headDim;
+      const where = rows
+        ? { kStart: rows.kStart, vStart: rows.vStart, qGap: rows.qGap, width: row }
+        : { kStart: 0, vStart: 0, qGap: 0, width: kvHeads * headDim };
+      encodeWithF32Activations(encoder, ropeKvScatter.name, { q }, { y }, (i, o) =>
+        encodeRopeHalfScatter(
+          encoder,
+          { q: i.q!, k, v, y: o.y!, kCache: kCache!, vCache: vCache!, at },
+          rope,
+          { position, rows: where },
+        ),
+      );
+      return;
+    }
     encodeWithF32Activations(encoder, ropeKvScatter.name, { q }, { y }, (i, o) =>
       encodeRopeScatter(
         encoder,
@@ -263,10 +268,8 @@ function encodeRopeScatter(
 ): void {
   const { q, k, v, y, kCache, vCache, at } = t;
   const { position, rows } = where;
-  const [tokens, heads, headDim] = y!.shape as [number, number, number];
-  const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
-  const half = headDim / 2;
-  const qPairs = tokens * heads * half;
+  const geometry = ropeScatterGeometry(y!, kCache!);
+  const { tokens, headDim, kvHeads, half, qPairs } = geometry;
   const pairs = qPairs + (withCaches ? tokens * kvHeads * half : 0);
   const n = pairs + (withCaches ? tokens * kvHeads * headDim : 0);
   if (n === 0) return;
@@ -276,15 +279,9 @@ function encodeRopeScatter(
     params: {
       layout: ROPE_SCATTER_PARAMS,
       values: {
+        ...geometry,
         n,
-        qPairs,
         pairs,
-        half,
-        headDim,
-        heads,
-        kvHeads,
-        tokens,
-        maxSeq,
         position,
         kStart: rows?.kStart ?? 0,
         vStart: rows?.vStart ?? 0,

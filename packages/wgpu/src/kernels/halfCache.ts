@@ -11,6 +11,13 @@ import {
 } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
+import {
+  declareRopeScatterBindings,
+  FUSED_ROW_FIELDS,
+  KV_WRITE_HEAD_FIELDS,
+  ropeScatterGeometry,
+  writePosition,
+} from './kvWriteFields.js';
 import type { RopeLayout } from './rope.js';
 import { declareRopeFrequencies, ropeRotationSource, tableKey } from './ropeRotation.js';
 
@@ -46,19 +53,26 @@ function halfScatterBody(
   storage: 'f16' | 'bf16',
   cache: string,
   elementValue: (h: string, t: string, d: string) => string,
+  /** The thread's index among the cache's words, and the cache's heads and elements (WGSL). */
+  at: { readonly index: string; readonly heads: string; readonly total: string } = {
+    index: 'i',
+    heads: 'params.heads',
+    total: 'params.total',
+  },
 ): string {
-  return `let h = i / params.words;
+  const i = at.index;
+  return `let h = ${i} / params.words;
   let perHead = params.maxSeq * params.headDim;
   let start = (h * params.maxSeq + position) * params.headDim;
   let end = start + params.tokens * params.headDim;
-  let word = start / 2u + i % params.words;
+  let word = start / 2u + ${i} % params.words;
   let lo = 2u * word;
-  if (h >= params.heads || lo >= end) { return; }
+  if (h >= ${at.heads} || lo >= end) { return; }
   var bits = ${cache}[word];
   for (var j = 0u; j < 2u; j++) {
     let e = lo + j;
     let s = e % perHead / params.headDim;
-    if (e < params.total && s >= position && s < position + params.tokens) {
+    if (e < ${at.total} && s >= position && s < position + params.tokens) {
       if (e < start) { return; }
       let he = e / perHead;
       let d = e % params.headDim;
@@ -73,15 +87,24 @@ function halfScatterBody(
  * WGSL: function `rotated(position, t, h, d)`, element d of key row (t, h) of
  * `values` rotated at position + t as `rope` rotates it (ropeKvScatter's keys).
  */
-function rotatedElement(layout: RopeLayout, values: Storage, table: boolean): string {
-  const at = (e: string) => loadScalar(values, 'values', `base + ${e}`);
+function rotatedElement(
+  layout: RopeLayout,
+  values: Storage,
+  table: boolean,
+  from: { readonly array: string; readonly start: string; readonly width: string } = {
+    array: 'values',
+    start: 'params.start',
+    width: 'params.width',
+  },
+): string {
+  const at = (e: string) => loadScalar(values, from.array, `base + ${e}`);
   const [pair, first, second, isFirst] =
     layout === 'half'
       ? ['d % (params.headDim / 2u)', 'pair', 'pair + params.headDim / 2u', 'd < params.headDim / 2u']
       : ['d / 2u', '2u * pair', '2u * pair + 1u', 'd % 2u == 0u'];
   return `${ropeRotationSource(table)}
 fn rotated(position: u32, t: u32, h: u32, d: u32) -> f32 {
-  let base = params.start + t * params.width + h * params.headDim;
+  let base = ${from.start} + t * ${from.width} + h * params.headDim;
   let pair = ${pair};
   let a = ${at(first)};
   let b = ${at(second)};
@@ -133,6 +156,145 @@ function halfScatterShader(
       );
     },
   };
+}
+
+const ROPE_HALF_PARAMS = paramLayout([
+  ...KV_WRITE_HEAD_FIELDS,
+  ['tokens', 'u32'],
+  ['maxSeq', 'u32'],
+  ['position', 'u32'],
+  ...FUSED_ROW_FIELDS,
+  /** Elements from one token's row of k (and of v) to the next. */
+  ['width', 'u32'],
+  /** Words each kv head's thread range spans, and the elements of a whole cache. */
+  ['words', 'u32'],
+  ['total', 'u32'],
+] as const);
+
+/**
+ * ropeKvScatter into half caches in one dispatch: invocations [0, qPairs)
+ * rotate q's pairs into y (f32), the next kvHeads · words rotate k into the
+ * key cache's words, and the last as many copy v into the value cache's,
+ * each cache element rounded once.
+ */
+function ropeHalfScatterShader(
+  storage: 'f16' | 'bf16',
+  values: Storage,
+  layout: RopeLayout,
+  device: boolean,
+  table: boolean,
+): ShaderSource {
+  const [first, second] =
+    layout === 'half' ? ['pair', 'pair + params.half'] : ['2u * pair', '2u * pair + 1u'];
+  return {
+    key: `decoding/ropeKvScatter/fused/${storage}/values-${values}/${layout}${device ? '/device' : ''}${tableKey(table)}/wg${WG}`,
+    kernel: 'ropeKvScatter',
+    code: () => {
+      const module = new ShaderModule();
+      declareRopeScatterBindings(module, { kv: bindingType(values, false), cache: 'u32' }, device, table);
+      module.declare(narrowFunctions(storage));
+      if (values === 'bf16') module.declare(halfFunctions(values));
+      module.declare(
+        rotatedElement(layout, values, table, { array: 'k', start: 'params.kStart', width: 'params.width' }),
+      );
+      const cacheWords = 'params.kvHeads * params.words';
+      const at = (index: string) => ({ index, heads: 'params.kvHeads', total: 'params.total' });
+      const value = (h: string, t: string, d: string) =>
+        loadScalar(values, 'v', `params.vStart + (${t}) * params.width + (${h}) * params.headDim + ${d}`);
+      return module.build(
+        ROPE_HALF_PARAMS,
+        WG,
+        `  ${elementIndex('params.n')}
+  ${writePosition(device)}
+  if (i < params.qPairs) {
+    // q: pair j of row (t, head), rotated at position + t.
+    let pair = i % params.half;
+    let rest = i / params.half;
+    let t = rest / params.heads;
+    let rotation = ropeRotation(position + t, pair, 1.0);
+    let base = rest * params.headDim;
+    let src = base + t * params.qGap;
+    let a = q[src + ${first}];
+    let b = q[src + ${second}];
+    y[base + ${first}] = a * rotation.x - b * rotation.y;
+    y[base + ${second}] = a * rotation.y + b * rotation.x;
+    return;
+  }
+  // A device position whose rows do not fit writes nothing to the caches.
+  if (!fits) { return; }
+  let w = i - params.qPairs;
+  if (w < ${cacheWords}) {
+    ${halfScatterBody(storage, 'kCache', (h, t, d) => `rotated(position, ${t}, ${h}, ${d})`, at('w'))}
+    return;
+  }
+  let wv = w - ${cacheWords};
+  ${halfScatterBody(storage, 'vCache', value, at('wv'))}`,
+      );
+    },
+  };
+}
+
+/**
+ * ropeKvScatter of q, k and v (k and v of one storage) into half caches, one
+ * dispatch: y (f32) gets q rotated; `rows` places k and v in a fused q, k, v row.
+ */
+export function encodeRopeHalfScatter(
+  encoder: KernelEncoder,
+  t: {
+    readonly q: Operand;
+    readonly k: Operand;
+    readonly v: Operand;
+    readonly y: Operand;
+    readonly kCache: Operand;
+    readonly vCache: Operand;
+    readonly at: Operand | undefined;
+  },
+  rope: {
+    readonly layout: RopeLayout;
+    readonly frequencies: Operand | GPUBufferBinding;
+    readonly table: boolean;
+  },
+  where: {
+    readonly position: number;
+    readonly rows: {
+      readonly kStart: number;
+      readonly vStart: number;
+      readonly qGap: number;
+      readonly width: number;
+    };
+  },
+): void {
+  const geometry = ropeScatterGeometry(t.y, t.kCache);
+  const { tokens, headDim, kvHeads, qPairs } = geometry;
+  const words = halfScatterWords(tokens, headDim);
+  const n = qPairs + 2 * kvHeads * words;
+  encoder.dispatch({
+    shader: ropeHalfScatterShader(
+      t.kCache.dtype as 'f16' | 'bf16',
+      storageOf(t.k.dtype),
+      rope.layout,
+      t.at !== undefined,
+      rope.table,
+    ),
+    buffers: [t.q, t.k, t.v, t.y, t.kCache, t.vCache, ...(t.at ? [t.at] : []), rope.frequencies],
+    params: {
+      layout: ROPE_HALF_PARAMS,
+      values: {
+        ...geometry,
+        n,
+        pairs: qPairs,
+        position: where.position,
+        kStart: where.rows.kStart,
+        vStart: where.rows.vStart,
+        qGap: where.rows.qGap,
+        kvGap: 0,
+        width: where.rows.width,
+        words,
+        total: t.kCache.size,
+      },
+    },
+    workgroups: elementGrid(encoder, n),
+  });
 }
 
 /** Words a head's thread range spans: its written elements, starting at either half of a word. */

@@ -1,4 +1,6 @@
 import type { ParamType } from '../params.js';
+import type { ShaderModule, WgslType } from '../wgsl/module.js';
+import { declareRopeFrequencies } from './ropeRotation.js';
 
 // The uniform fields the KV-cache writes (ropeKvScatter in decoding.ts,
 // pagedKvWrite and ropePagedKvWrite in paged.ts) have in common, declared
@@ -25,3 +27,48 @@ export const FUSED_ROW_FIELDS = [
   ['qGap', 'u32'],
   ['kvGap', 'u32'],
 ] as const satisfies readonly (readonly [string, ParamType])[];
+
+/**
+ * ropeKvScatter's bindings in order: q, k and v (k and v as `kv`), y, the
+ * caches (as `cache`), the device position where there is one, the frequencies.
+ */
+export function declareRopeScatterBindings(
+  module: ShaderModule,
+  types: { readonly kv: WgslType; readonly cache: WgslType },
+  device: boolean,
+  table: boolean,
+): void {
+  module.storage('q', 'f32', 'read');
+  module.storage('k', types.kv, 'read');
+  module.storage('v', types.kv, 'read');
+  module.storage('y', 'f32', 'read_write');
+  module.storage('kCache', types.cache, 'read_write');
+  module.storage('vCache', types.cache, 'read_write');
+  if (device) module.storage('at', 'i32', 'read');
+  declareRopeFrequencies(module, table);
+}
+
+/**
+ * WGSL: \`position\` and \`fits\` of a write: the attribute's, or the device's,
+ * where a position whose rows do not fit writes nothing to the caches
+ * (tokens <= maxSeq was checked on the host).
+ */
+export function writePosition(device: boolean): string {
+  return device
+    ? `let p = at[0];
+  let fits = p >= 0 && u32(p) <= params.maxSeq - params.tokens;
+  let position = bitcast<u32>(p);`
+    : `let fits = true;
+  let position = params.position;`;
+}
+
+/** The head geometry of a ropeKvScatter call from y [T, heads, headDim] and a cache [kvHeads, maxSeq, headDim]. */
+export function ropeScatterGeometry(
+  y: { readonly shape: readonly number[] },
+  cache: { readonly shape: readonly number[] },
+) {
+  const [tokens, heads, headDim] = y.shape as [number, number, number];
+  const [kvHeads, maxSeq] = cache.shape as [number, number];
+  const half = headDim / 2;
+  return { tokens, heads, headDim, kvHeads, maxSeq, half, qPairs: tokens * heads * half };
+}

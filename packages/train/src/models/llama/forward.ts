@@ -6,7 +6,6 @@ import {
   matmul,
   quantizedEmbedding,
   quantizedGateUpSwiglu,
-  quantizedMatmul,
   rmsNorm,
   rmsNormMatmul,
   rope,
@@ -110,11 +109,8 @@ export function headLogits(d: LlamaDecoder, run: TrackingRunner, x: Tensor): Ten
   const { weights, config } = d;
   const eps = config.rmsNormEps;
   const head = d.quantizedHead;
-  if (head) {
-    const normed = run.run1(rmsNorm, [x, weights.norm], { eps });
-    const inputs = [normed, head.packed, head.scales, head.zeros, undefined, head.offsets];
-    return run.run1(quantizedMatmul, inputs, { format: head.format });
-  }
+  // A quantized head takes the final norm folded in (one launch where the backend folds it).
+  if (head) return projectNormed(run, x, head, { weight: weights.norm, eps });
   // rmsNorm(x)·headᵀ: one kernel for a fused decode step, the norm and the product otherwise.
   if (d.fused && x.shape[0] === 1) return run.run1(rmsNormMatmul, [x, weights.norm, weights.head!], { eps });
   const rows = x.shape[0]!;
