@@ -33,10 +33,25 @@ const dotVariants: QuantDotVariant[] = variants.flatMap((v) =>
     .flatMap((rows) => [true, false].map((vecX) => ({ ...v, rows, vecX }))),
 );
 
+// A folded norm (one and four rows, bf16 x and weights, scalar and vector x): the stagers' x² and the inverse RMS.
+const normedDotVariants: QuantDotVariant[] = variants
+  .filter((v) => v.types.act === 'bf16' && !v.withC && !v.zeros)
+  .flatMap((v) => [1, QUANT_DOT_MAX_ROWS].map((rows) => ({ ...v, rows, vecX: rows === 1, norm: true })));
+
 describe('quantized kernels', () => {
   it('implement quantizedMatmul for every float storage', () => {
     expect(QUANTIZED_KERNELS.map((k) => k.spec.name)).toEqual(['quantizedMatmul']);
     expect(QUANTIZED_KERNELS[0]!.dtypes).toEqual(['f32', 'f16', 'bf16']);
+  });
+
+  it('fold a norm into the streaming kernel: its own key, x² summed and the sums scaled by 1 / sqrt', () => {
+    const normed = normedDotVariants[0]!;
+    const plain = { ...normed, norm: false };
+    expect(quantDotKey(normed)).not.toBe(quantDotKey(plain));
+    const text = quantDotModule(normed).emit();
+    expect(text).toContain('sqrt.rn.f32');
+    expect(text).toContain('rcp.rn.f32');
+    expect(quantDotModule(plain).emit()).not.toContain('sqrt');
   });
 
   it('read the codes as 16-byte words through the non-coherent cache, x from shared memory, no cvt', () => {
@@ -81,7 +96,11 @@ const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`quantized PTX assembles with ptxas, without spills (${gate.reason})`, () => {
   it('the streaming kernel for every format, row count, x layout and storage', () => {
-    expectAllAssembleCleanly(dotVariants.flatMap((v) => archJobs(quantDotModule(v).emit(), quantDotKey(v))));
+    expectAllAssembleCleanly(
+      [...dotVariants, ...normedDotVariants].flatMap((v) =>
+        archJobs(quantDotModule(v).emit(), quantDotKey(v)),
+      ),
+    );
   }, 300_000);
 
   it('the tiled kernel for every format and storage', () => {

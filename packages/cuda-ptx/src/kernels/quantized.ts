@@ -5,6 +5,7 @@ import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R32, type R64 } from '../ptx/operands.js';
 import { checkElementCount } from './common.js';
 import { loadParams } from './entryParams.js';
+import { blockInverseRms } from './foldedNorm.js';
 import { below, warpColumn, warpSum } from './gemv.js';
 import { normedScratch } from './normalization.js';
 import {
@@ -15,7 +16,7 @@ import {
   groupAt,
   isQ5g32,
   layoutOf,
-  PARAMS,
+  NORM_PARAMS,
   QUANT_DOT_ENTRY,
   QUANT_DOT_MAX_ROWS,
   QUANT_TILE_ENTRY,
@@ -88,7 +89,7 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
   const m = new PtxModule();
   m.entry(
     QUANT_DOT_ENTRY,
-    PARAMS,
+    NORM_PARAMS,
     (k, p) => {
       const { n, k: kDim, m: rowsTotal } = loadParams(k, p, 'n', 'k', 'm');
       const xTile = k.sharedArray('xTile', 'f32', v.rows * tileElems, 16);
@@ -209,6 +210,9 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
       const stages = below(k, stager, tileElems);
       const acc = k.regs('f32', v.rows);
       for (const a of acc) k.mov('f32', a, 0);
+      // A folded norm: each stager's sums of x² per row, and the norm's weights beside x.
+      const squares = v.norm ? acc.map(() => k.mov('f32', k.reg('f32'), 0)) : undefined;
+      const normWeight = v.norm ? k.globalPointer(p.normWeight) : undefined;
       // A tile's code word, scale and zero point are loaded one tile ahead, so
       // that they are in flight while the tile before is staged and summed.
       // negOffset: q4g32a's −offset of the word's group.
@@ -283,9 +287,10 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         k.barSync(); // the previous tile's x has been read
         k.ifThen(stages, () => {
           const kk = k.madLo('u32', k.reg('u32'), first, perChunk, stager);
-          xRows.forEach((xRow, r) => {
+          // Four elements from kk, 0 past K: one vector load, or elements.
+          const quad = (from: R64) => {
             const xs = k.regs('f32', 4);
-            const at = k.elementAddress(xRow, kk, actBytes);
+            const at = k.elementAddress(from, kk, actBytes);
             if (v.vecX) loadAsF32(k, act, xs, at, { ok: below(k, kk, kDim) });
             else {
               xs.forEach((reg, j) => {
@@ -293,6 +298,16 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
                 loadAsF32(k, act, [reg], addr(at, j * actBytes), { ok: inside });
               });
             }
+            return xs;
+          };
+          const weights = normWeight ? quad(normWeight) : undefined;
+          xRows.forEach((xRow, r) => {
+            const xs = quad(xRow);
+            if (weights)
+              xs.forEach((value, j) => {
+                k.fma('f32', squares![r]!, value, value, squares![r]!);
+                k.mul('f32', value, value, weights[j]!, { rnd: 'rn' });
+              });
             k.stShared('f32', addr(stageAt, r * tileElems * 4), xs as unknown as Vec4<F32>);
           });
         });
@@ -350,6 +365,12 @@ export function quantDotModule(v: QuantDotVariant): PtxModule {
         if (layout.offsets) k.mov('f32', current.negOffset, next.negOffset);
       });
       for (const a of acc) warpSum(k, [a]);
+      if (squares) {
+        const invRms = blockInverseRms(k, squares, { tid, kDim, eps: k.ldParam(p.eps), warps: WARPS });
+        acc.forEach((a, r) => {
+          k.mul('f32', a, a, invRms[r]!, { rnd: 'rn' });
+        });
+      }
       const rowScale = layout.scalePerRow
         ? loadOneAsF32(k, scale, k.elementAddress(scales, wRow, scaleBytes))
         : undefined;
@@ -393,7 +414,12 @@ function encodeQuantized(
   // One row of 4-bit codes with K in whole groups: the tensor-core GEMV where the qgemvMma switch asks.
   const problem = { m, k: kDim, format: attrs.format, x: xIn!.ptr };
   const mma = encoder.tuning.qgemvMma === 'on' && qmmaApplies(encoder.device, problem);
-  // The int8 GEMV folds a norm; every other kernel takes x normed first.
+  // The small-M kernels: the int8 GEMV, quantizedGemv.ts's, or this file's dot kernel. The int8 one
+  // and the dot kernel fold a norm; the others take x normed first.
+  const byDefault = GEMV_BY_DEFAULT.has(attrs.format) ? DEFAULT_QGEMV_VARIANT : 'a';
+  const gemv = encoder.tuning.qgemvVariant ?? byDefault;
+  const viaGemv = m <= QUANT_DOT_MAX_ROWS && gemv !== 'a' && qgemvReads(attrs.format);
+  const viaDot = m <= QUANT_DOT_MAX_ROWS && !viaGemv && !mma;
   if (
     !mma &&
     m <= QUANT_DOT_MAX_ROWS &&
@@ -404,7 +430,7 @@ function encodeQuantized(
     )
   )
     return;
-  const x = norm ? normedScratch(encoder, xIn!, norm.weight, norm.eps) : xIn;
+  const x = norm && !viaDot ? normedScratch(encoder, xIn!, norm.weight, norm.eps) : xIn;
   checkElementCount(quantizedMatmul.name, 'x', x!.size);
   checkElementCount(quantizedMatmul.name, 'packed', packed!.size * 8);
   checkElementCount(quantizedMatmul.name, 'y', y.size);
@@ -444,18 +470,17 @@ function encodeQuantized(
   // By default q4g32, q4g128, q8g32 and q8g32a take quantizedGemv.ts's kernel (on an H200, 1×4096×14336
   // q8g32 24.6 against 27.1 µs, 1×4096×11008 q8g32a 20.8 against 25.4); the other formats it reads
   // (q4g32a 18.6 against 23.2 µs, q4k 24.9 against 25.4, q8g16 unmeasured) where the qgemvVariant option asks.
-  const byDefault = GEMV_BY_DEFAULT.has(attrs.format) ? DEFAULT_QGEMV_VARIANT : 'a';
-  const gemv = encoder.tuning.qgemvVariant ?? byDefault;
-  if (m <= QUANT_DOT_MAX_ROWS && gemv !== 'a' && qgemvReads(attrs.format)) {
+  if (viaGemv) {
     const weight = { packed: packed!, scales: scales!, zeros, offsets };
     encodeQuantizedGemv(encoder, gemv, { x: x!, weights: [weight], c, y }, attrs);
     return;
   }
-  if (m <= QUANT_DOT_MAX_ROWS) {
+  if (viaDot) {
     const dot: QuantDotVariant = {
       ...variant,
       rows: m,
-      vecX: kDim % 32 === 0 && aligned16(x!.ptr),
+      vecX: kDim % 32 === 0 && aligned16(x!.ptr) && (!norm || aligned16(norm.weight.ptr)),
+      ...(norm ? { norm: true } : {}),
     };
     encoder.launch({
       key: quantDotKey(dot),
@@ -463,7 +488,8 @@ function encodeQuantized(
       entry: QUANT_DOT_ENTRY,
       grid: [Math.ceil(n / WARPS), 1, 1],
       block: THREADS,
-      args,
+      // The norm's weight and eps, unused without one (any valid address).
+      args: { ...args, normWeight: norm?.weight ?? x!, eps: norm?.eps ?? 0 },
     });
     return;
   }

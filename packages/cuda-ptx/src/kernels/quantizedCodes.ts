@@ -43,6 +43,11 @@ export interface QuantDotVariant extends QuantVariant {
   readonly rows: number;
   /** x read in `.v4`-sized pieces: K a multiple of 32 and x 16-byte aligned; else element by element. */
   readonly vecX: boolean;
+  /**
+   * An rmsNorm folded in (NORM_PARAMS): x · normWeight staged instead of x,
+   * its stagers summing x², each row's sums scaled by its inverse RMS.
+   */
+  readonly norm?: boolean;
 }
 
 function variantName(v: QuantVariant): string {
@@ -50,7 +55,7 @@ function variantName(v: QuantVariant): string {
 }
 
 export function quantDotKey(v: QuantDotVariant): string {
-  return `quantized/dot/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}/${variantName(v)}`;
+  return `quantized/dot/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}/${variantName(v)}`;
 }
 
 export function quantTileKey(v: QuantVariant): string {
@@ -71,6 +76,9 @@ export const PARAMS = {
   k: 'u32',
   beta: 'f32',
 } as const;
+
+/** PARAMS and a folded norm's weight (stored as x) and eps. */
+export const NORM_PARAMS = { ...PARAMS, normWeight: 'ptr', eps: 'f32' } as const;
 
 export function layoutOf(format: QuantFormat): QuantLayout {
   // Word counts depend on K (a kernel parameter); bits and group size do not.

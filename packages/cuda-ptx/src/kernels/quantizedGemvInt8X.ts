@@ -1,6 +1,7 @@
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { blockInverseRms } from './foldedNorm.js';
 import { below } from './gemv.js';
 import { type FloatStorage, halfToF32, loadAsF32, STORAGE_BYTES } from './storage.js';
 
@@ -87,37 +88,11 @@ export function int8X(
     xBlocks,
     shared: { codes: xBase, d: dBase, z: zBase },
   });
-  // Each warp's sums of squares, a row each, beside the blocks of x.
-  const partials = squares ? k.sharedAddress(k.sharedArray('squares', 'f32', WARPS * o.rows, 4)) : undefined;
-  if (squares) {
-    const lane = k.and('b32', k.reg('u32'), o.tid, 31);
-    const warpAt = k.madLo('u32', k.reg('u32'), k.shr('u32', k.reg('u32'), o.tid, 5), o.rows * 4, partials!);
-    squares.forEach((sum, r) => {
-      for (let offset = 16; offset >= 1; offset /= 2)
-        k.add('f32', sum, sum, k.shflSync('bfly', k.reg('f32'), sum, offset), { rnd: 'rn' });
-      k.ifThen(k.setp('eq', 'u32', k.reg('pred'), lane, r), () =>
-        k.stShared('f32', addr(warpAt, r * 4), sum),
-      );
-    });
-  }
   k.barSync();
-  const invRms = squares ? inverseRms(k, partials!, o.rows, o.kDim, o.norm!.eps) : undefined;
+  const invRms = squares
+    ? blockInverseRms(k, squares, { tid: o.tid, kDim: o.kDim, eps: o.norm!.eps, warps: WARPS })
+    : undefined;
   return { xBase, xRowBytes, xBlocks, dBase, zBase, invRms };
-}
-
-/** Per row: 1 / sqrt(Σ over warps of its sums of squares / K + eps), IEEE square root and reciprocal as rmsNorm's. */
-function inverseRms(k: KernelBuilder, partials: R32, rows: number, kDim: R32, eps: F32): F32[] {
-  const count = k.cvt('f32', 'u32', k.reg('f32'), kDim, { rnd: 'rn' });
-  return Array.from({ length: rows }, (_, r) => {
-    const sum = k.mov('f32', k.reg('f32'), 0);
-    for (let w = 0; w < WARPS; w++)
-      k.add('f32', sum, sum, k.ldShared('f32', k.reg('f32'), addr(partials, (w * rows + r) * 4)), {
-        rnd: 'rn',
-      });
-    const t = k.div('f32', k.reg('f32'), sum, count, 'rn');
-    k.add('f32', t, t, eps, { rnd: 'rn' });
-    return k.rcp(k.reg('f32'), k.sqrt(k.reg('f32'), t, 'rn'), 'rn');
-  });
 }
 
 /**
