@@ -14,6 +14,10 @@ describe('int8-check', () => {
       expect(int8CheckLine(good)).toMatch(/^q4k 1×512→20 +PASS/);
       const pair = await int8Check(int8.gpu, { ...small, format: 'q8g32', pair: true });
       expect(pair.ok).toBe(true);
+      // A folded norm: x · normWeight quantized, the sums scaled by the inverse RMS.
+      const normed = await int8Check(int8.gpu, { ...small, norm: true });
+      expect(normed.ok).toBe(true);
+      expect(int8CheckLine(normed)).toMatch(/^q4k 1×512→20 normed +PASS/);
       const bad = await int8Check(exact.gpu, small);
       expect(bad.ok).toBe(false);
       expect(int8CheckLine(bad)).toContain('FAIL');
@@ -30,5 +34,7 @@ describe('int8-check', () => {
     );
     expect(INT8_CHECK_CASES.some((c) => c.pair && c.n >= 8448)).toBe(true);
     expect(INT8_CHECK_CASES.some((c) => !c.pair && c.n >= 16896)).toBe(true);
+    expect(INT8_CHECK_CASES.some((c) => c.norm && c.pair)).toBe(true);
+    expect(INT8_CHECK_CASES.some((c) => c.norm && !c.pair && c.n >= 16896)).toBe(true);
   });
 });

@@ -10,7 +10,8 @@ const USAGE = `Usage: int8-check [--persistent LIST] [--depth LIST] [--columns L
                   [--formats LIST] [--seed N]
 
 Checks the cuda backend's int8-activation GEMVs, format by format, against the
-product of x's int8 blocks in f64 (blocked and persistent kernels, pairs).
+product of x's int8 blocks in f64 (blocked and persistent kernels, pairs, and
+with an rmsNorm folded in).
 
   --persistent LIST  qgemvPersistent choices to run (default on,off)
   --depth LIST       qgemvDepth choices to run (default 1,2,3; capped per case as the backend caps it)
