@@ -410,6 +410,9 @@ function encodeQuantized(
   const [m, kDim] = xIn!.shape as [number, number];
   const n = y.shape[1]!;
   if (m === 0 || n === 0) return;
+  checkElementCount(quantizedMatmul.name, 'x', xIn!.size);
+  checkElementCount(quantizedMatmul.name, 'packed', packed!.size * 8);
+  checkElementCount(quantizedMatmul.name, 'y', y.size);
   const norm = normWeight ? { weight: normWeight, eps: attrs.eps } : undefined;
   // One row of 4-bit codes with K in whole groups: the tensor-core GEMV where the qgemvMma switch asks.
   const problem = { m, k: kDim, format: attrs.format, x: xIn!.ptr };
@@ -431,9 +434,6 @@ function encodeQuantized(
   )
     return;
   const x = norm && !viaDot ? normedScratch(encoder, xIn!, norm.weight, norm.eps) : xIn;
-  checkElementCount(quantizedMatmul.name, 'x', x!.size);
-  checkElementCount(quantizedMatmul.name, 'packed', packed!.size * 8);
-  checkElementCount(quantizedMatmul.name, 'y', y.size);
   const variant: QuantVariant = {
     format: attrs.format,
     zeros: zeros !== undefined && layoutOf(attrs.format).zeroPoints,

@@ -4,7 +4,6 @@ import { FLOAT, isHalf, kvCacheScatter, ropeKvScatter } from '@rayo/core';
 import { type AnyWgpuKernel, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
-import { storageOf } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { causalAttentionKernel } from './causalAttention.js';
 import { elementGrid, elementIndex, vectorOf, WG } from './common.js';
@@ -164,8 +163,8 @@ function ropeScatterShader(layout: RopeLayout, device: boolean, table: boolean):
 }
 
 /**
- * Half caches: q is rotated by the shader above (its k and v left out), the
- * keys are rotated and the values copied into the caches by the half scatter,
+ * f32 caches: the shader above. Half caches: halfCache.ts's one dispatch
+ * rotates q into y, rotates the keys and copies the values into the caches,
  * each element rounded once. A half q and y go through f32. A fused q, k, v
  * input is bound as q, k and v at once, each read from its heads on.
  */
@@ -189,53 +188,26 @@ const ropeScatterKernel = wgpuKernel(
     const caches = { kCache: kCache!, vCache: vCache!, at };
     if (!isHalf(kCache!.dtype)) {
       encodeWithF32Activations(encoder, ropeKvScatter.name, { q, k: kIn, v: vIn }, { y }, (i, o) =>
-        encodeRopeScatter(
-          encoder,
-          { q: i.q, k: i.k ?? i.q, v: i.v ?? i.q, y: o.y, ...caches },
-          rope,
-          { position, rows },
-          true,
-        ),
+        encodeRopeScatter(encoder, { q: i.q, k: i.k ?? i.q, v: i.v ?? i.q, y: o.y, ...caches }, rope, {
+          position,
+          rows,
+        }),
       );
       return;
     }
-    const k = kIn ?? q!;
-    const v = vIn ?? q!;
-    if (storageOf(k.dtype) === storageOf(v.dtype)) {
-      // One dispatch: q into y, k and v into their caches.
-      const row = (heads + 2 * kvHeads) * headDim;
-      const where = rows
-        ? { kStart: rows.kStart, vStart: rows.vStart, qGap: rows.qGap, width: row }
-        : { kStart: 0, vStart: 0, qGap: 0, width: kvHeads * headDim };
-      encodeWithF32Activations(encoder, ropeKvScatter.name, { q }, { y }, (i, o) =>
-        encodeRopeHalfScatter(
-          encoder,
-          { q: i.q!, k, v, y: o.y!, kCache: kCache!, vCache: vCache!, at },
-          rope,
-          { position, rows: where },
-        ),
-      );
-      return;
-    }
+    // k and v share q's dtype (the spec's group), so one shader reads both.
+    const row = (heads + 2 * kvHeads) * headDim;
+    const where = rows
+      ? { kStart: rows.kStart, vStart: rows.vStart, qGap: rows.qGap, width: row }
+      : { kStart: 0, vStart: 0, qGap: 0, width: kvHeads * headDim };
     encodeWithF32Activations(encoder, ropeKvScatter.name, { q }, { y }, (i, o) =>
-      encodeRopeScatter(
+      encodeRopeHalfScatter(
         encoder,
-        { q: i.q, k: kIn ?? q, v: vIn ?? q, y: o.y, ...caches },
+        { q: i.q!, k: kIn ?? q!, v: vIn ?? q!, y: o.y!, kCache: kCache!, vCache: vCache!, at },
         rope,
-        { position, rows },
-        false,
+        { position, rows: where },
       ),
     );
-    if (kvHeads * headDim === 0) return;
-    const row = (heads + 2 * kvHeads) * headDim;
-    const [kRows, vRows] = rows
-      ? [
-          { start: rows.kStart, stride: row },
-          { start: rows.vStart, stride: row },
-        ]
-      : [undefined, undefined];
-    encodeHalfScatter(encoder, kCache!, kIn ?? q!, at, position, tokens, rope, kRows);
-    encodeHalfScatter(encoder, vCache!, vIn ?? q!, at, position, tokens, undefined, vRows);
   },
   { dtypes: FLOAT },
 );
@@ -258,20 +230,19 @@ interface RopeScatterRotation {
   readonly table: boolean;
 }
 
-/** The f32 shader over q, and with `withCaches` k and v, into f32 caches. */
+/** The f32 shader over q, k and v into f32 caches. */
 function encodeRopeScatter(
   encoder: KernelEncoder,
   t: Readonly<Record<'q' | 'k' | 'v' | 'y' | 'kCache' | 'vCache' | 'at', Operand | undefined>>,
   rope: RopeScatterRotation,
   where: { position: number; rows: ReturnType<typeof fusedRows> | undefined },
-  withCaches: boolean,
 ): void {
   const { q, k, v, y, kCache, vCache, at } = t;
   const { position, rows } = where;
   const geometry = ropeScatterGeometry(y!, kCache!);
   const { tokens, headDim, kvHeads, half, qPairs } = geometry;
-  const pairs = qPairs + (withCaches ? tokens * kvHeads * half : 0);
-  const n = pairs + (withCaches ? tokens * kvHeads * headDim : 0);
+  const pairs = qPairs + tokens * kvHeads * half;
+  const n = pairs + tokens * kvHeads * headDim;
   if (n === 0) return;
   encoder.dispatch({
     shader: ropeScatterShader(rope.layout, at !== undefined, rope.table),

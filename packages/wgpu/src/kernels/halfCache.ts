@@ -19,11 +19,12 @@ import {
   writePosition,
 } from './kvWriteFields.js';
 import type { RopeLayout } from './rope.js';
-import { declareRopeFrequencies, ropeRotationSource, tableKey } from './ropeRotation.js';
+import { ropeRotationSource, tableKey } from './ropeRotation.js';
 
 // The decoding family's writes into half caches (kvCacheScatter, and
-// ropeKvScatter's keys and values): a cache is u32 words of two halves, so
-// one invocation owns a word and rounds each of its written elements once.
+// ropeKvScatter's q, keys and values in one dispatch): a cache is u32 words
+// of two halves, so one invocation owns a word and rounds each of its
+// written elements once.
 
 const HALF_SCATTER_PARAMS = paramLayout([
   ['headDim', 'u32'],
@@ -85,17 +86,14 @@ function halfScatterBody(
 
 /**
  * WGSL: function `rotated(position, t, h, d)`, element d of key row (t, h) of
- * `values` rotated at position + t as `rope` rotates it (ropeKvScatter's keys).
+ * `from.array` (rows `from.width` apart from `from.start`) rotated at
+ * position + t as `rope` rotates it (ropeKvScatter's keys).
  */
 function rotatedElement(
   layout: RopeLayout,
   values: Storage,
   table: boolean,
-  from: { readonly array: string; readonly start: string; readonly width: string } = {
-    array: 'values',
-    start: 'params.start',
-    width: 'params.width',
-  },
+  from: { readonly array: string; readonly start: string; readonly width: string },
 ): string {
   const at = (e: string) => loadScalar(values, from.array, `base + ${e}`);
   const [pair, first, second, isFirst] =
@@ -113,35 +111,20 @@ fn rotated(position: u32, t: u32, h: u32, d: u32) -> f32 {
 }`;
 }
 
-/** A scatter into a half cache: rows of `values` as they are, or rotated (ropeKvScatter's keys). */
-function halfScatterShader(
-  storage: 'f16' | 'bf16',
-  values: Storage,
-  device: boolean,
-  rope?: RopeLayout,
-  table = false,
-): ShaderSource {
-  const kernel = rope ? 'ropeKvScatter' : 'kvCacheScatter';
+/** kvCacheScatter into a half cache: rows of `values` as they are. */
+function halfScatterShader(storage: 'f16' | 'bf16', values: Storage, device: boolean): ShaderSource {
   return {
-    key: `decoding/${kernel}/${storage}/values-${values}${rope ? `/${rope}` : ''}${device ? '/device' : ''}${tableKey(table)}/wg${WG}`,
-    kernel,
+    key: `decoding/kvCacheScatter/${storage}/values-${values}${device ? '/device' : ''}/wg${WG}`,
+    kernel: 'kvCacheScatter',
     code: () => {
       const module = new ShaderModule();
       module.storage('cache', 'u32', 'read_write');
       module.storage('values', bindingType(values, false), 'read');
       if (device) module.storage('at', 'i32', 'read');
-      if (rope) declareRopeFrequencies(module, table);
       module.declare(narrowFunctions(storage));
       if (values === 'bf16') module.declare(halfFunctions(values));
-      if (rope) module.declare(rotatedElement(rope, values, table));
       const element = (h: string, t: string, d: string) =>
-        rope
-          ? `rotated(position, ${t}, ${h}, ${d})`
-          : loadScalar(
-              values,
-              'values',
-              `params.start + (${t}) * params.width + (${h}) * params.headDim + ${d}`,
-            );
+        loadScalar(values, 'values', `params.start + (${t}) * params.width + (${h}) * params.headDim + ${d}`);
       const position = device
         ? `let p = at[0];
   if (p < 0 || u32(p) > params.maxSeq - params.tokens) { return; }
@@ -302,7 +285,7 @@ function halfScatterWords(tokens: number, headDim: number): number {
   return Math.floor((tokens * headDim + 1) / 2) + 1;
 }
 
-/** Scatters `tokens` rows of `values` (rotated with `rope`, by its `frequencies` binding) into a half cache. */
+/** Scatters `tokens` rows of `values` [T, heads · headDim] into a half cache (kvCacheScatter). */
 export function encodeHalfScatter(
   encoder: KernelEncoder,
   cache: Operand,
@@ -310,28 +293,12 @@ export function encodeHalfScatter(
   at: Operand | undefined,
   position: number,
   tokens: number,
-  rope?: {
-    readonly layout: RopeLayout;
-    /** The call's frequency table, or theta's turns (`ropeFrequencyBinding`). */
-    readonly frequencies: Operand | GPUBufferBinding;
-    readonly table: boolean;
-  },
-  rows: { readonly start: number; readonly stride: number } = {
-    start: 0,
-    stride: cache.shape[0]! * cache.shape[2]!,
-  },
 ): void {
   const [heads, maxSeq, headDim] = cache.shape as [number, number, number];
   const words = halfScatterWords(tokens, headDim);
   encoder.dispatch({
-    shader: halfScatterShader(
-      cache.dtype as 'f16' | 'bf16',
-      storageOf(values.dtype),
-      at !== undefined,
-      rope?.layout,
-      rope?.table,
-    ),
-    buffers: [cache, values, ...(at ? [at] : []), ...(rope ? [rope.frequencies] : [])],
+    shader: halfScatterShader(cache.dtype as 'f16' | 'bf16', storageOf(values.dtype), at !== undefined),
+    buffers: [cache, values, ...(at ? [at] : [])],
     params: {
       layout: HALF_SCATTER_PARAMS,
       values: {
@@ -339,8 +306,8 @@ export function encodeHalfScatter(
         tokens,
         maxSeq,
         position,
-        width: rows.stride,
-        start: rows.start,
+        width: heads * headDim,
+        start: 0,
         words,
         heads,
         total: cache.size,

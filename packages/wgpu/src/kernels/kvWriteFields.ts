@@ -2,9 +2,10 @@ import type { ParamType } from '../params.js';
 import type { ShaderModule, WgslType } from '../wgsl/module.js';
 import { declareRopeFrequencies } from './ropeRotation.js';
 
-// The uniform fields the KV-cache writes (ropeKvScatter in decoding.ts,
+// What the KV-cache writes (ropeKvScatter in decoding.ts and halfCache.ts,
 // pagedKvWrite and ropePagedKvWrite in paged.ts) have in common, declared
-// once so that their structs keep one order.
+// once: the uniform fields, so that their structs keep one order, and
+// ropeKvScatter's bindings, position and head geometry.
 
 /** The head geometry every write reads first. */
 export const KV_WRITE_HEAD_FIELDS = [

@@ -144,13 +144,14 @@ ${offset}${subBlock ? `\n${subBlock}` : ''}`;
 
 /**
  * Declares the params, then the bindings in dispatch order: x, packed, scales, zeros (q4g32, q4g128; q4k's
- * sub-block scales), offsets (q4g32a, q8g32a, q4k), c, y.
+ * sub-block scales), offsets (q4g32a, q8g32a, q4k), c, y, and a folded norm's weight where `norm`.
  */
 function declareBindings(
   module: ShaderModule,
   v: QuantShaderVariant,
   xType: WgslType,
   packedType: WgslType,
+  norm = false,
 ): void {
   const layout = quantLayout(v.format, 1);
   module.params(PARAMS);
@@ -161,7 +162,7 @@ function declareBindings(
   if (layout.offsets) module.storage('offsets', 'u32', 'read');
   module.storage('c', 'f32', 'read');
   module.storage('y', 'f32', 'read_write');
-  if ('norm' in v && v.norm) module.storage('normWeight', 'f32', 'read');
+  if (norm) module.storage('normWeight', 'f32', 'read');
 }
 
 /** WGSL: y[row, col] = value (+ beta · c[row, col]), col counted from this dispatch's first column. */
@@ -254,7 +255,7 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
     kernel: quantizedMatmul.name,
     code: () => {
       const module = new ShaderModule();
-      declareBindings(module, v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>');
+      declareBindings(module, v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>', v.norm);
       module.workgroupArray('xt', 'vec4<f32>', v.rows * tileUnits);
       module.declare(`${dequantFunctions(v)}
 ${xQuad}
