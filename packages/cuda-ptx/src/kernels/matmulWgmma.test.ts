@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { CommandRecorder } from '../encoder.js';
 import type { Operand } from '../kernel.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
+import { SPLIT_SUM_ENTRY } from './matmulSplitK.js';
 import {
   encodeWgmma,
   WG_ENTRY,
@@ -11,6 +12,7 @@ import {
   wgmmaApplies,
   wgmmaKey,
   wgmmaModule,
+  wgmmaSplits,
 } from './matmulWgmma.js';
 
 // The fake device is an sm_90 part: its tensor maps are the fake's own
@@ -76,6 +78,33 @@ describe('the wgmma product in the PTX interpreter', () => {
     );
     expect(launches.map((l) => l.grid)).toEqual([[3, 1, 1]]);
   }, 300_000);
+
+  it('splits K where the tiles leave SMs idle: partial sums added in split order, then alpha, c and y’s dtype', async () => {
+    const sums = () => fake.launches.filter((l) => l.entry === SPLIT_SUM_ENTRY).length;
+    const before = sums();
+    // [M, K, N]: 2 tiles × 9 k steps, 2 splits of 5 and 4 steps (4 tiles of the grid).
+    const split = await check({ dtype: 'bf16', transA: false, transB: false, withC: true }, [130, 520, 72], {
+      alpha: 0.5,
+      beta: -1.5,
+    });
+    expect(split.map((l) => l.grid)).toEqual([[4, 1, 1]]);
+    // M-major a and a batch of 2: each split covers both batches.
+    await check({ dtype: 'f16', transA: true, transB: true, withC: false, out: 'f32' }, [64, 576, 136], {
+      batch: 2,
+    });
+    // tf32 (32 of K a step): 17 steps, 4 splits.
+    await check({ dtype: 'tf32', transA: false, transB: true, withC: true }, [40, 520, 24], { beta: 0.25 });
+    expect(sums() - before).toBe(3);
+  }, 300_000);
+
+  it('plans splits of at least four K steps that keep every block resident', () => {
+    expect(wgmmaSplits(18, 32, 132, 768 * 768)).toEqual({ splits: 7, steps: 5 });
+    expect(wgmmaSplits(48, 32, 132, 2048 * 768)).toEqual({ splits: 2, steps: 16 });
+    expect(wgmmaSplits(48, 12, 132, 2048 * 768)).toEqual({ splits: 2, steps: 6 });
+    expect(wgmmaSplits(128, 32, 132, 2048 * 2048)).toEqual({ splits: 1, steps: 32 });
+    expect(wgmmaSplits(2, 7, 132, 1)).toEqual({ splits: 1, steps: 7 });
+    expect(wgmmaSplits(1, 2 ** 20, 132, 2 ** 26)).toEqual({ splits: 15, steps: 69906 });
+  });
 
   it('multiplies f32 operands as tf32, transposing a stored [K, M] and b stored [K, N] first', async () => {
     for (const [transA, transB] of [[false, true], ...LAYOUTS] as const) {

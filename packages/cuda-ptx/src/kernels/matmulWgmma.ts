@@ -6,8 +6,10 @@ import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Param, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { type HalfDType, PRODUCT_PARAMS, productDims } from './common.js';
 import { loadParams } from './entryParams.js';
+import { encodeSplitSum } from './matmulSplitK.js';
 import { encodeTranspose32 } from './memory.js';
 import { storePair } from './pairStores.js';
+import type { FloatStorage } from './storage.js';
 import { groupedTile } from './tileOrder.js';
 
 // The matrix product on sm_90a warpgroup MMA, for half operands (f16, bf16)
@@ -98,7 +100,10 @@ function operandLayout(kMajor: boolean, dtype: WgmmaDType) {
 /**
  * y = alpha · op(a) · op(b) (+ beta · c) for half a, b, c and y (or f32 ones
  * as tf32), a and b read through tensor maps (3-d: inner, outer, batch).
- * Persistent: each block computes 128 × 256 tiles of y in turn.
+ * Persistent: each block computes 128 × 256 tiles of y in turn. With
+ * `splits` > 1 a tile of split s sums only K steps [s·kSplitSteps,
+ * (s + 1)·kSplitSteps) and is stored as batch s·batches + z of y: the
+ * partial sums that `encodeSplitSum` adds (`encodeWgmma` plans it).
  */
 export function wgmmaModule(v: WgmmaVariant): PtxModule {
   const m = new PtxModule({ target: 'sm_90a' });
@@ -111,19 +116,39 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
   }
   m.entry(
     WG_ENTRY,
-    { mapA: 'tensorMap', mapB: 'tensorMap', batches: 'u32', ...PRODUCT_PARAMS },
+    {
+      mapA: 'tensorMap',
+      mapB: 'tensorMap',
+      batches: 'u32',
+      splits: 'u32',
+      kSplitSteps: 'u32',
+      ...PRODUCT_PARAMS,
+    },
     (k, p) => {
       const { mDim, nDim, kDim, tilesM, tilesN } = productDims(k, p);
       const tid = k.tid();
-      // Persistent: block x takes tiles x, x + gridDim.x, … of every batch in turn.
+      const batches = k.ldParam(p.batches);
+      const kSplitSteps = k.ldParam(p.kSplitSteps);
+      // Persistent: block x takes tiles x, x + gridDim.x, … of every batch (and split) in turn.
       const perBatch = k.mulLo('u32', k.reg('u32'), tilesM, tilesN);
-      const total = k.mulLo('u32', k.reg('u32'), perBatch, k.ldParam(p.batches));
+      const total = k.mulLo(
+        'u32',
+        k.reg('u32'),
+        k.mulLo('u32', k.reg('u32'), perBatch, batches),
+        k.ldParam(p.splits),
+      );
       const firstTile = k.ctaid();
       const gridTiles = k.nctaid('x');
+      const kTiles = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, bk - 1), bk);
+      // Tile t: y's batch `slot` (split · batches + z), a's and b's batch z, and its K steps.
       const tileAt = (t: R32) => {
-        const z = k.div('u32', k.reg('u32'), t, perBatch);
-        const local = k.sub('u32', k.reg('u32'), t, k.mulLo('u32', k.reg('u32'), z, perBatch));
-        return { z, ...groupedTile(k, tilesM, tilesN, WG_BM, WG_BN, local) };
+        const slot = k.div('u32', k.reg('u32'), t, perBatch);
+        const local = k.sub('u32', k.reg('u32'), t, k.mulLo('u32', k.reg('u32'), slot, perBatch));
+        const split = k.div('u32', k.reg('u32'), slot, batches);
+        const z = k.sub('u32', k.reg('u32'), slot, k.mulLo('u32', k.reg('u32'), split, batches));
+        const kBegin = k.mulLo('u32', k.reg('u32'), split, kSplitSteps);
+        const kEnd = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kBegin, kSplitSteps), kTiles);
+        return { slot, z, kBegin, kEnd, ...groupedTile(k, tilesM, tilesN, WG_BM, WG_BN, local) };
       };
       // Stages start at the first 1024-byte boundary of the dynamic window (the swizzle atom).
       const base = k.and(
@@ -137,7 +162,6 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
       const empty = (s: R32) =>
         k.madLo('u32', k.reg('u32'), s, 8, k.add('u32', k.reg('u32'), bars, 8 * WG_STAGES));
       const stageAt = (s: R32) => k.madLo('u32', k.reg('u32'), s, STAGE_BYTES, base);
-      const kTiles = k.div('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kDim, bk - 1), bk);
       // Stage `it & 3` of the block's running k step `it` (counted across its tiles), and its round.
       const stageOf = (it: R32) => k.and('b32', k.reg('u32'), it, WG_STAGES - 1);
       const roundOf = (it: R32) => k.shr('u32', k.reg('u32'), it, Math.log2(WG_STAGES));
@@ -166,9 +190,9 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
         const it = k.mov('u32', k.reg('u32'), 0);
         const tile = k.reg('u32');
         k.forRange(tile, firstTile, total, gridTiles, () => {
-          const { z, row0, col0 } = tileAt(tile);
+          const { z, kBegin, kEnd, row0, col0 } = tileAt(tile);
           const kt = k.reg('u32');
-          k.forRange(kt, 0, kTiles, 1, () => {
+          k.forRange(kt, kBegin, kEnd, 1, () => {
             const s = stageOf(it);
             // From the second round on, the consumers must have released the stage's previous use.
             const reuse = k.setp('ge', 'u32', k.reg('pred'), it, WG_STAGES);
@@ -214,10 +238,10 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
         k.ifThen(when, () => k.mbarrierArrive(empty(stageOf(k.sub('u32', k.reg('u32'), it, 1)))));
       const tile = k.reg('u32');
       k.forRange(tile, firstTile, total, gridTiles, () => {
-        const { z, row0, col0 } = tileAt(tile);
+        const { slot, kBegin, kEnd, row0, col0 } = tileAt(tile);
         for (const r of acc) k.mov('f32', r, 0);
         const kt = k.reg('u32');
-        k.forRange(kt, 0, kTiles, 1, () => {
+        k.forRange(kt, kBegin, kEnd, 1, () => {
           const s = stageOf(it);
           const parity = k.and('b32', k.reg('u32'), roundOf(it), 1);
           k.mbarrierWait(full(s), parity);
@@ -246,13 +270,15 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
           k.wgmmaCommitGroup();
           // The previous step's products are done: its stage goes back to the producer.
           k.wgmmaWaitGroup(1);
-          releasePrevious(k.and('pred', k.reg('pred'), leader, k.setp('gt', 'u32', k.reg('pred'), kt, 0)));
+          releasePrevious(
+            k.and('pred', k.reg('pred'), leader, k.setp('gt', 'u32', k.reg('pred'), kt, kBegin)),
+          );
           k.add('u32', it, it, 1);
         });
         // The tile's last stage goes back too, before the epilogue, so the producer runs ahead into the next tile.
         k.wgmmaWaitGroup(0);
         releasePrevious(leader);
-        epilogue(k, v, p, acc, { mDim, nDim, z, row0, col0, cw, inGroup });
+        epilogue(k, v, p, acc, { mDim, nDim, slot, row0, col0, cw, inGroup });
       });
       k.place(done);
     },
@@ -264,7 +290,8 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
 interface EpilogueAt {
   readonly mDim: R32;
   readonly nDim: R32;
-  readonly z: R32;
+  /** y's (and c's) batch: split · batches + the batch. */
+  readonly slot: R32;
   readonly row0: R32;
   readonly col0: R32;
   /** The consumer warpgroup (0, 1) and the thread within it. */
@@ -295,7 +322,8 @@ function epilogue(
   const { alpha, beta, strideY } = loadParams(k, p, 'alpha', 'beta', 'strideY');
   const out = outputOf(v);
   const bytes = out === 'f32' ? 4 : 2;
-  const batchBase = (ptr: R64) => k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), at.z, strideY), bytes);
+  const batchBase = (ptr: R64) =>
+    k.elementAddress(ptr, k.mulLo('u32', k.reg('u32'), at.slot, strideY), bytes);
   const yBase = batchBase(k.globalPointer(p.y));
   const cBase = v.withC ? batchBase(k.globalPointer(p.c)) : undefined;
   const lane = k.and('b32', k.reg('u32'), at.inGroup, 31);
@@ -382,10 +410,42 @@ function operandMap(
   };
 }
 
+/** The fewest K steps (stages) a split takes: fewer leave the pipeline mostly filling. */
+export const WG_MIN_SPLIT_STEPS = 4;
+
+/**
+ * Splits of K for a product of `tiles` output tiles (batches included) and
+ * `kSteps` stages of K: with fewer tiles than SMs, as many splits as keep
+ * every block on the device at once, each at least WG_MIN_SPLIT_STEPS long
+ * (768 × 768 × 2048, a block's weight gradient at 2,048 tokens, is 18
+ * tiles: 7 splits). Returns the splits and the steps of each.
+ */
+export function wgmmaSplits(
+  tiles: number,
+  kSteps: number,
+  sms: number,
+  outputs: number,
+): { splits: number; steps: number } {
+  const wanted = Math.min(
+    Math.floor(sms / tiles),
+    Math.floor(kSteps / WG_MIN_SPLIT_STEPS),
+    // The partial sums' byte offsets stay within 32 bits.
+    Math.floor(MAX_SPLIT_ELEMENTS / outputs),
+  );
+  if (wanted < 2) return { splits: 1, steps: kSteps };
+  const steps = Math.ceil(kSteps / wanted);
+  return { splits: Math.ceil(kSteps / steps), steps };
+}
+
+/** f32 partial sums a split product may hold (byte offsets stay within 32 bits). */
+const MAX_SPLIT_ELEMENTS = 2 ** 30 - 1;
+
 /**
  * Launches the wgmma product of a call that `wgmmaApplies` accepted. tf32
  * products first transpose a stored [K, M] and b stored [K, N] into scratch,
- * so that both are read K-major.
+ * so that both are read K-major. A product with fewer tiles than SMs splits
+ * K (`wgmmaSplits`): f32 partial sums into scratch, added in split order by
+ * `encodeSplitSum`, which applies alpha and beta · c (the same bits every run).
  */
 export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>, dtype: WgmmaDType): void {
   const { a, b, c, y, batch, m, n, k } = call;
@@ -393,8 +453,10 @@ export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>,
   const tilesM = Math.ceil(m / WG_BM);
   const tilesN = Math.ceil(n / WG_BN);
   const maxBatch = encoder.device.maxGridDim[2];
+  const sms = encoder.device.multiprocessors;
   for (let first = 0; first < batch; first += maxBatch) {
     const count = Math.min(maxBatch, batch - first);
+    const { splits, steps } = wgmmaSplits(tilesM * tilesN * count, Math.ceil(k / bk), sms, count * m * n);
     let aPtr = elementPtr(a, first * m * k);
     let bPtr = elementPtr(b, first * k * n);
     let { transA, transB } = call;
@@ -410,12 +472,14 @@ export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>,
     }
     const yPtr = elementPtr(y, first * m * n);
     const cPtr = c ? elementPtr(c, first * m * n) : undefined;
+    // Split, the tiles store raw f32 sums; alpha, c and y's dtype come with the sum.
+    const parts = splits > 1 ? encoder.scratch(splits * count * m * n * 4) : undefined;
     const v: WgmmaVariant = {
       dtype,
       transA,
       transB,
-      withC: cPtr !== undefined,
-      ...(dtype !== 'tf32' && y.dtype === 'f32' ? { out: 'f32' as const } : {}),
+      withC: cPtr !== undefined && !parts,
+      ...(dtype !== 'tf32' && (y.dtype === 'f32' || parts) ? { out: 'f32' as const } : {}),
     };
     // M- and N-major boxes are 128 bytes of MN by one stage of K; K-major ones one stage of K by the tile.
     const mnBox = ROW / bytes;
@@ -430,25 +494,40 @@ export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>,
       module: () => wgmmaModule(v),
       entry: WG_ENTRY,
       // One block an SM (its shared memory allows no second), each looping over tiles.
-      grid: Math.min(tilesM * tilesN * count, encoder.device.multiprocessors),
+      grid: Math.min(tilesM * tilesN * count * splits, sms),
       block: WG_THREADS,
       sharedBytes: WG_SHARED_BYTES,
       args: {
         batches: count,
+        splits,
+        kSplitSteps: steps,
         mapA: encoder.tensorMap(mapA),
         mapB: encoder.tensorMap(mapB),
         // Without c its pointer is y's, never read.
-        c: cPtr ?? yPtr,
-        y: yPtr,
+        c: (v.withC ? cPtr : undefined) ?? parts ?? yPtr,
+        y: parts ?? yPtr,
         m,
         n,
         k,
-        alpha: call.alpha,
-        beta: call.beta,
+        alpha: parts ? 1 : call.alpha,
+        beta: parts ? 0 : call.beta,
         strideY: m * n,
         tilesM,
         tilesN,
       },
     });
+    if (parts) {
+      encodeSplitSum(encoder, {
+        parts,
+        splits,
+        total: count * m * n,
+        n,
+        y: yPtr,
+        c: cPtr,
+        alpha: call.alpha,
+        beta: call.beta,
+        out: y.dtype as FloatStorage,
+      });
+    }
   }
 }

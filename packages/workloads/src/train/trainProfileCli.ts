@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { checkTrainPrecision } from '@rayo/train';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 
 import { textTable } from '../decode/decodeBench.js';
@@ -18,6 +19,8 @@ each group of identical kernel calls alone and the step without it.
   --backend NAME   the backend (default cuda)
   --batch N        sequences per step (default 8: one rank of dp-bench's global 16)
   --reps N         back-to-back repetitions of a group per timing (default 10)
+  --precision P    f32 (default), tf32 or bf16: the products' precision
+                   policy (bf16: f32 master weights and AdamW)
   --no-kernels     the step time and the call table only
   --quick          the tiny transformer of train-bench's quick mode
   --out DIR        profile.json and profile.txt (default train-profile-results)
@@ -35,6 +38,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       backend: { type: 'string', default: 'cuda' },
       batch: { type: 'string' },
       reps: { type: 'string', default: '10' },
+      precision: { type: 'string', default: 'f32' },
       'no-kernels': { type: 'boolean' },
       quick: { type: 'boolean' },
       out: { type: 'string', default: 'train-profile-results' },
@@ -57,7 +61,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       return 2;
     }
   }
-  const spec = { ...model, batch };
+  const spec = { ...model, batch, precision: checkTrainPrecision(values.precision, 'train-profile') };
   const backend = await createBackendFromEnvironment(values.backend!);
   try {
     const profile = await profileTrainingStep(backend, spec, {
