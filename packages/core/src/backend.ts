@@ -1,6 +1,6 @@
 import type { AllocatorStats } from './allocator/allocatorStats.js';
 import { bytesPerElement, type DType, type HostArray } from './dtype.js';
-import { DisposedTensorError } from './errors.js';
+import { DisposedTensorError, InvalidArgumentError, UnsupportedOnBackendError } from './errors.js';
 import type { AttrValues, KernelSpec } from './kernel.js';
 import { formatShape, resolveReshape, type Shape, sizeOf } from './shape.js';
 
@@ -176,6 +176,12 @@ export interface Backend extends KernelRunner {
    * has no timestamps; absent on backends without a device clock.
    */
   deviceTime?(work: (runner: KernelRunner) => void): Promise<number | undefined>;
+  /**
+   * The memory of `length` elements of `tensor` from element `offset` on, for
+   * `Tensor.slice` (which checks the range); absent where the backend cannot
+   * address a tensor's memory at an offset.
+   */
+  sliceStorage?(tensor: Tensor, offset: number, length: number): TensorStorage;
   /** Frees every resource; tensors of this backend become unusable. */
   dispose(): void;
 }
@@ -194,10 +200,10 @@ const leaked = new FinalizationRegistry<TensorStorage>((storage) => storage.free
  * A handle to memory owned by one backend, with a shape and an element type.
  * Dispose it (or declare it with `using`) when done.
  *
- * A view (`reshape`) is a tensor over its base's memory under another shape:
- * backends and batches see the base's own storage, so a view works wherever
- * a tensor does. Disposing a view frees nothing; disposing the base ends
- * every view of it (they then count as disposed).
+ * A view (`reshape`, `slice`) is a tensor over its base's memory under
+ * another shape, or over a range of it: it works wherever a tensor does.
+ * Disposing a view frees nothing; disposing the base ends every view of it
+ * (they then count as disposed).
  */
 export class Tensor {
   readonly backend: Backend;
@@ -207,6 +213,8 @@ export class Tensor {
   #storage: TensorStorage | undefined;
   /** The tensor that owns the memory, for a view; it also keeps the base reachable. */
   #base: Tensor | undefined;
+  /** Where the tensor's elements start in its base's (a slice's offset; 0 otherwise). */
+  #offset = 0;
 
   constructor(backend: Backend, shape: Shape, dtype: DType, storage: TensorStorage) {
     this.backend = backend;
@@ -234,6 +242,20 @@ export class Tensor {
   /** The tensor that owns the memory: itself, or the base of a view. */
   get base(): Tensor {
     return this.#base ?? this;
+  }
+
+  /** Where this tensor's elements start among its base's (non-zero for slices). */
+  get baseOffset(): number {
+    return this.#offset;
+  }
+
+  /** Whether two tensors share any element of memory (the same base, overlapping ranges). */
+  overlaps(other: Tensor): boolean {
+    return (
+      this.base === other.base &&
+      this.#offset < other.#offset + other.size &&
+      other.#offset < this.#offset + this.size
+    );
   }
 
   /** The backend's memory; throws if the tensor (or, for a view, its base) was disposed. */
@@ -264,6 +286,49 @@ export class Tensor {
     // Only the base frees the memory, by dispose() or its own finalizer.
     leaked.unregister(view);
     view.#base = this.base;
+    view.#offset = this.#offset;
+    return view;
+  }
+
+  /**
+   * `length` consecutive elements from element `offset` on (row-major), as a
+   * 1-d view over this tensor's memory, valid while its base is (reshape it
+   * for another shape): e.g. one parameter's gradient inside a flat bucket
+   * that a collective takes whole. Views of one base that overlap are not
+   * told apart from disjoint ones: a kernel must not read and write two
+   * overlapping slices. Backends without offset views (`sliceStorage`) throw.
+   */
+  slice(offset: number, length: number): Tensor {
+    const range = (argument: string, value: number, limit: number) => {
+      if (!Number.isInteger(value) || value < 0 || value > limit) {
+        throw new InvalidArgumentError('a slice must lie inside the tensor', {
+          operation: 'Tensor.slice',
+          argument,
+          expected: `an integer in [0, ${limit}]`,
+          actual: String(value),
+        });
+      }
+    };
+    range('offset', offset, this.size);
+    range('length', length, this.size - offset);
+    if (!this.backend.sliceStorage) {
+      throw new UnsupportedOnBackendError('the backend has no views at an offset', {
+        operation: 'Tensor.slice',
+        argument: 'this',
+        expected: 'a tensor of a backend with sliceStorage (cpu, cuda; wgpu at aligned offsets)',
+        actual: this.backend.name,
+      });
+    }
+    this.storage();
+    const view = new Tensor(
+      this.backend,
+      [length],
+      this.dtype,
+      this.backend.sliceStorage(this, offset, length),
+    );
+    leaked.unregister(view);
+    view.#base = this.base;
+    view.#offset = this.#offset + offset;
     return view;
   }
 

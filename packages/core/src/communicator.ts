@@ -192,7 +192,7 @@ export class SingleRankCommunicator implements Communicator {
     collectiveChecks.backend(api, 'input', input, this.backend);
     collectiveChecks.backend(api, 'output', output, this.backend);
     collectiveChecks.blocks(api, input, output, 'output', 1);
-    if (input.base === output.base) return;
+    if (input.base === output.base && input.baseOffset === output.baseOffset) return;
     this.backend.run(copy, [input], {}, { out: [output.reshape(input.shape)] });
   }
 

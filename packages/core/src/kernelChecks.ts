@@ -165,9 +165,7 @@ export function checkInPlaceInputs(
   for (const meta of outputs) {
     const written = meta.aliasOf === undefined ? undefined : inputs[meta.aliasOf];
     if (written === undefined) continue;
-    const other = inputs.findIndex(
-      (x, i) => i !== meta.aliasOf && x !== undefined && x.base === written.base,
-    );
+    const other = inputs.findIndex((x, i) => i !== meta.aliasOf && x !== undefined && x.overlaps(written));
     if (other === -1) continue;
     throw new InvalidArgumentError('an input written in place is also passed as another input', {
       operation: spec.name,

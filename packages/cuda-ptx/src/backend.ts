@@ -191,6 +191,16 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     return this.borrowed({ ptr, bytes: sizeOf(shape) * bytesPerElement(dtype) }, shape, dtype);
   }
 
+  // Kernels, copies and collectives take a buffer's pointer: a slice is a buffer at a later address.
+  protected override bufferAt(
+    s: DeviceStorage<DeviceBuffer>,
+    offset: number,
+    length: number,
+    bytes: number,
+  ): { buffer: DeviceBuffer; offset: number } {
+    return { buffer: { ptr: s.buffer.ptr + BigInt(offset * bytes), bytes: length * bytes }, offset: 0 };
+  }
+
   operand(tensor: Tensor): Operand {
     const s = tensor.storage<DeviceStorage<DeviceBuffer>>();
     const { size, shape, dtype } = tensor;

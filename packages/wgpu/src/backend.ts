@@ -10,6 +10,7 @@ import {
   type DeviceStorage,
   type DType,
   type HostArray,
+  InvalidArgumentError,
   type KernelRunner,
   type KernelSpec,
   KernelTable,
@@ -246,6 +247,27 @@ export class WgpuBackend extends BackendSkeleton<GPUBuffer, AnyWgpuKernel, WgpuR
     this.checkAlive('deviceTime');
     if (!this.gpu.features.has('timestamp-query')) return undefined;
     return this.#timer.measure(this, work);
+  }
+
+  // Bindings take a buffer at an offset that is a multiple of the device's alignment.
+  protected override bufferAt(
+    s: DeviceStorage<GPUBuffer>,
+    offset: number,
+    _length: number,
+    bytes: number,
+  ): { buffer: GPUBuffer; offset: number } {
+    const at = s.offset + offset * bytes;
+    const align = this.device.limits.minStorageBufferOffsetAlignment;
+    if (at % align !== 0) {
+      throw new InvalidArgumentError('wgpu binds a slice only at an aligned byte offset', {
+        operation: 'Tensor.slice',
+        argument: 'offset',
+        expected: `a byte offset that is a multiple of ${align} (minStorageBufferOffsetAlignment)`,
+        actual: `${at} bytes`,
+      });
+    }
+    this.#queue.memory.touch(s.buffer);
+    return { buffer: s.buffer, offset: at };
   }
 
   // Through bufferOf: a buffer lent out is no longer swapped for a retried allocation.

@@ -135,6 +135,15 @@ export class CpuBackend extends BackendSkeleton<HostArray, Impl, CpuCall> {
     return Promise.resolve();
   }
 
+  // The buffer of a cpu tensor is exactly its elements: a slice is a subarray.
+  protected override bufferAt(
+    s: DeviceStorage<HostArray>,
+    offset: number,
+    length: number,
+  ): { buffer: HostArray; offset: number } {
+    return { buffer: s.buffer.subarray(offset, offset + length), offset: 0 };
+  }
+
   // A view of the array's first elements: the buffer of a cpu tensor is exactly its elements.
   protected override prefixOf(base: Tensor, shape: Shape): Tensor {
     return this.borrowed(this.hostArrayOf(base).subarray(0, sizeOf(shape)), shape, base.dtype);

@@ -8,6 +8,7 @@ import {
   type MemoryStats,
   type RunOptions,
   Tensor,
+  type TensorStorage,
   type WeightCache,
 } from '../backend.js';
 import type { CallRecorder, RecordedKernelCall } from '../batchCalls.js';
@@ -111,6 +112,25 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
    */
   protected createBatch(): CommandBatch {
     return new SequentialBatch<C>(this, (call, spec) => this.submitCall(call, spec));
+  }
+  /** The memory of a slice view (`Tensor.slice`): `length` elements of `tensor` from element `offset` on. */
+  sliceStorage(tensor: Tensor, offset: number, length: number): TensorStorage {
+    const s = this.own('Tensor.slice', tensor, 'this');
+    const bytes = bytesPerElement(tensor.dtype);
+    const at = this.bufferAt(s, offset, length, bytes);
+    return new DeviceStorage(at.buffer, length * bytes, at.offset, undefined);
+  }
+  /**
+   * Where `length` elements from element `offset` of `s` lie (element size
+   * `bytes`): by default the same buffer at a larger byte offset.
+   */
+  protected bufferAt(
+    s: DeviceStorage<B>,
+    offset: number,
+    _length: number,
+    bytes: number,
+  ): { buffer: B; offset: number } {
+    return { buffer: s.buffer, offset: s.offset + offset * bytes };
   }
   /** A tensor over the first elements of `base`, sharing its memory; disposing it frees nothing. */
   protected prefixOf(base: Tensor, shape: Shape): Tensor {

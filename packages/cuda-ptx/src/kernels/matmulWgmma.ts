@@ -411,7 +411,7 @@ function operandMap(
 }
 
 /** The fewest K steps (stages) a split takes: fewer leave the pipeline mostly filling. */
-export const WG_MIN_SPLIT_STEPS = 4;
+export const WG_MIN_SPLIT_STEPS = 8;
 
 /**
  * Splits of K for a product of `tiles` output tiles (batches included) and

@@ -472,7 +472,7 @@ export class NcclCommunicator implements Communicator {
   #pair(api: string, part: Tensor, whole: Tensor): [bigint, bigint, number] {
     const a = this.#pointer(api, 'input', part);
     const b = this.#pointer(api, 'output', whole);
-    if (part.base === whole.base) {
+    if (part.overlaps(whole)) {
       throw new InvalidArgumentError('input and output must be different tensors', {
         operation: api,
         argument: 'output',

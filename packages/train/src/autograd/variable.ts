@@ -18,7 +18,7 @@ export interface VariableInit {
  * inputs being differentiated) receive it in `grad` after `Tape.backward`.
  */
 export class Variable {
-  readonly value: Tensor;
+  #value: Tensor;
   readonly requiresGrad: boolean;
   /** Accumulated gradient of a leaf; stays until `zeroGrad()` (or the tape's dispose for tape leaves). */
   grad: Tensor | undefined;
@@ -33,11 +33,20 @@ export class Variable {
     inputs: readonly Variable[] = [],
     backwardFn?: BackwardFn,
   ) {
-    this.value = value;
+    this.#value = value;
     this.requiresGrad = init.requiresGrad ?? false;
     this.name = init.name;
     this.inputs = inputs;
     this.backwardFn = backwardFn;
+  }
+
+  get value(): Tensor {
+    return this.#value;
+  }
+
+  /** Points the variable at other memory (a parameter moved into a flat buffer: `Parameter.moveInto`). */
+  protected replaceValue(value: Tensor): void {
+    this.#value = value;
   }
 
   get shape(): Shape {

@@ -48,7 +48,11 @@ export function segmentedBackward(options: SegmentedBackwardOptions): BackwardSe
   let batch = options.batch;
   let handed = false;
   const close = (buckets: readonly number[]): void => {
-    for (const b of buckets) reduced.add(b);
+    for (const b of buckets) {
+      reduced.add(b);
+      // Recorded at the end of the segment, before it is handed on (submitted).
+      parallel.stageBucket(b, batch ?? backend, (p) => p.grad);
+    }
     const segment = { batch, buckets };
     segments.push(segment);
     handed = true;

@@ -2,6 +2,7 @@ import {
   type CollectiveOptions,
   type Communicator,
   InvalidArgumentError,
+  type KernelRunner,
   RayoError,
   type ReduceOp,
   type Tensor,
@@ -25,9 +26,10 @@ export interface DataParallelOptions {
   readonly bucketBytes?: number;
   /**
    * Shard the optimizer across the ranks (ZeRO stage 1; default false):
-   * `createAdamW` then gives a `ShardedAdamW`, gradients are
-   * reduce-scattered instead of all-reduced, each rank updates its share of
-   * the parameters and all-gathers them.
+   * `createAdamW` then gives a `ShardedAdamW`, which moves each bucket's
+   * parameters into one flat buffer; gradients are copied into a flat
+   * buffer per bucket and reduce-scattered instead of all-reduced, each rank
+   * updates its block and all-gathers it, one collective per bucket each.
    */
   readonly shardOptimizer?: boolean;
 }
@@ -121,12 +123,11 @@ export class DataParallel {
 
   /**
    * AdamW over the model's parameters: sharded across the ranks with
-   * `shardOptimizer` (one per `DataParallel`), else a plain `AdamW`
-   * (`shardMinBytes` then has no effect).
+   * `shardOptimizer` (one per `DataParallel`; it moves the parameters into
+   * its flat buckets, so make it before recording a step), else a plain `AdamW`.
    */
   createAdamW(options: ShardedAdamWOptions = {}): AdamW {
-    const { shardMinBytes, ...adamw } = options;
-    if (!this.shardOptimizer) return new AdamW(this.#named, adamw);
+    if (!this.shardOptimizer) return new AdamW(this.#named, options);
     if (this.#sharded) {
       throw new InvalidArgumentError('a data-parallel model has one sharded optimizer', {
         operation: 'DataParallel.createAdamW',
@@ -135,7 +136,7 @@ export class DataParallel {
         actual: 'one already made',
       });
     }
-    this.#sharded = new ShardedAdamW(this.communicator, this.#named, { ...adamw, shardMinBytes });
+    this.#sharded = new ShardedAdamW(this.communicator, this.buckets, options);
     return this.#sharded;
   }
 
@@ -183,18 +184,32 @@ export class DataParallel {
   }
 
   /**
-   * What a step does with bucket `index` once backward has finished it:
-   * all-reduced, or with a sharded optimizer reduce-scattered into each
-   * rank's blocks (`ShardedAdamW.reduceGradients`).
+   * What a step records once backward has finished bucket `index`, before
+   * the batch holding backward so far is submitted: with a sharded
+   * optimizer, the copies of the bucket's gradients into its flat buffer
+   * (`ShardedAdamW.stageGradients`); nothing otherwise.
+   */
+  stageBucket(
+    index: number,
+    runner: KernelRunner,
+    gradientOf: (parameter: Parameter) => Tensor | undefined,
+  ): void {
+    this.#sharded?.stageGradients(index, runner, gradientOf);
+  }
+
+  /**
+   * What a step does with bucket `index` once backward has finished it (and
+   * `stageBucket` has run): all-reduced, or with a sharded optimizer its
+   * flat buffer reduce-scattered into each rank's block
+   * (`ShardedAdamW.reduceBucket`).
    */
   reduceBucket(
     index: number,
     gradientOf: (parameter: Parameter) => Tensor | undefined,
     options?: CollectiveOptions,
   ): void {
-    const grads = this.#gradients(index, gradientOf);
-    if (this.#sharded) this.#sharded.reduceGradients(grads, this.buckets[index]!.parameters, options);
-    else this.communicator.allReduce(grads, 'avg', options);
+    if (this.#sharded) this.#sharded.reduceBucket(index, options);
+    else this.communicator.allReduce(this.#gradients(index, gradientOf), 'avg', options);
   }
 
   #gradients(index: number, gradientOf: (parameter: Parameter) => Tensor | undefined): Tensor[] {

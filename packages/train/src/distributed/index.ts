@@ -17,6 +17,6 @@ export {
   watchPeers,
 } from './rendezvous.js';
 export { ReplayedDataParallelStep, type ReplayedDataParallelStepOptions } from './replayedStep.js';
-export { DEFAULT_SHARD_MIN_BYTES, ShardedAdamW, type ShardedAdamWOptions } from './shardedAdamW.js';
+export { FLAT_ALIGN, ShardedAdamW, type ShardedAdamWOptions } from './shardedAdamW.js';
 export { type DataParallelStepOptions, dataParallelStep } from './step.js';
 export { TcpStore, type TcpStoreOptions, TcpStoreServer, type TcpStoreServerOptions } from './tcpStore.js';

@@ -172,7 +172,7 @@ export class ReplayedDataParallelStep {
       if (sharded && (clipNorm !== undefined || readGradNorm)) {
         // The global norm needs every rank's local one: a gather between two batches.
         normBatch = this.backend.batch();
-        local = sharded.localNorm(normBatch, (p) => p.grad);
+        local = sharded.localNorm(normBatch);
         norm = sharded.globalNorm(update);
       }
       norm = this.#schedule.recordUpdate(update, this.#options, norm);

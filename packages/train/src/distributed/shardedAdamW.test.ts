@@ -5,7 +5,7 @@ import { Parameter } from '../nn/module.js';
 import { AdamW } from '../optim/adamw.js';
 import { gradNorm } from '../optim/clip.js';
 import { DataParallel } from './dataParallel.js';
-import { DEFAULT_SHARD_MIN_BYTES, type ShardedAdamW } from './shardedAdamW.js';
+import type { ShardedAdamW } from './shardedAdamW.js';
 
 const W = [0.5, -1, 2, 0.25, 1.5, -0.75];
 const B = [0.1, -0.2, 0.3];
@@ -48,20 +48,20 @@ async function sharded(ranks: number) {
   const all = backends.map((backend, r) => {
     const params = modelOn(backend);
     const parallel = new DataParallel({ communicator: comms[r]!, model: params, shardOptimizer: true });
-    const optimizer = parallel.createAdamW({
-      lr: LR,
-      noDecay: (name) => name === 'b',
-      shardMinBytes: 0,
-    }) as ShardedAdamW;
+    const optimizer = parallel.createAdamW({ lr: LR, noDecay: (name) => name === 'b' }) as ShardedAdamW;
     params[0]!.grad = backend.upload(GRADS[r]!.w, [2, 3]);
     params[1]!.grad = backend.upload(GRADS[r]!.b, [3]);
     return { backend, params, parallel, optimizer };
   });
   // Each phase is a collective: every rank calls it before the next phase.
   for (const { optimizer } of all) optimizer.refresh();
-  for (const { parallel } of all)
-    for (const i of parallel.buckets.keys()) parallel.reduceBucket(i, (p) => p.grad);
-  const locals = all.map(({ backend, optimizer }) => optimizer.localNorm(backend, (p) => p.grad));
+  for (const { backend, parallel } of all) {
+    for (const i of parallel.buckets.keys()) {
+      parallel.stageBucket(i, backend, (p) => p.grad);
+      parallel.reduceBucket(i, (p) => p.grad);
+    }
+  }
+  const locals = all.map(({ backend, optimizer }) => optimizer.localNorm(backend));
   all.forEach(({ optimizer }, r) => {
     optimizer.gatherNorms(locals[r]!);
   });
@@ -73,7 +73,8 @@ async function sharded(ranks: number) {
     all.map(async ({ params, optimizer }) => ({
       params: await Promise.all(params.map(async (p) => Array.from(await p.value.read()))),
       state: optimizer.stateTensors().map(([name, t]) => [name, t.size] as const),
-      sharded: params.map((p) => optimizer.isSharded(p)),
+      lengths: optimizer.bucketLengths,
+      moved: params.map((p) => p.value.isView),
     })),
   );
 }
@@ -90,28 +91,55 @@ describe('ShardedAdamW over lockstep ranks', () => {
     }
   });
 
-  it('keeps m and v only for its block of a parameter that splits evenly', async () => {
-    const [two] = await sharded(2);
-    // w (6) splits into blocks of 3; b (3) does not split over 2 and stays whole.
-    expect(two!.sharded).toEqual([true, false]);
-    expect(two!.state).toEqual([
-      ['w.m', 3],
-      ['w.v', 3],
-      ['b.m', 3],
-      ['b.v', 3],
+  it('lays each bucket out flat and keeps m and v only for the pieces in its block', async () => {
+    // One bucket, in reverse model order: b at 0–2, w at 4–9 (16-byte aligned).
+    // 2 ranks: blocks of 8, so b and w's first 4 on rank 0, w's last 2 on rank 1.
+    const two = await sharded(2);
+    expect(two.map((r) => r.lengths)).toEqual([[16], [16]]);
+    expect(two.map((r) => r.moved)).toEqual([
+      [true, true],
+      [true, true],
     ]);
-    const [three] = await sharded(3);
-    expect(three!.state.map(([, size]) => size)).toEqual([2, 2, 1, 1]);
+    expect(two.map((r) => r.state.map(([name, size]) => `${name} ${size}`))).toEqual([
+      ['b.m 3', 'b.v 3', 'w.m 4', 'w.v 4'],
+      ['w.m 2', 'w.v 2'],
+    ]);
+    // 3 ranks: blocks of 4: b, then w in pieces of 4 and 2.
+    const three = await sharded(3);
+    expect(three.map((r) => r.state.map(([name, size]) => `${name} ${size}`))).toEqual([
+      ['b.m 3', 'b.v 3'],
+      ['w.m 4', 'w.v 4'],
+      ['w.m 2', 'w.v 2'],
+    ]);
   });
 
-  it('leaves parameters below shardMinBytes whole (64 KiB by default)', () => {
-    const backends = [createCpuBackend(), createCpuBackend()];
+  it('refuses a model too small for every rank to hold a piece, and half master weights', () => {
+    const backends = [0, 1, 2, 3].map(() => createCpuBackend());
     const comms = lockstepGroup(backends);
-    const big = new Parameter(backends[0]!.zeros([DEFAULT_SHARD_MIN_BYTES / 4]), 'big');
-    const small = new Parameter(backends[0]!.zeros([DEFAULT_SHARD_MIN_BYTES / 4 - 2]), 'small');
-    const parallel = new DataParallel({ communicator: comms[0]!, model: [big, small], shardOptimizer: true });
-    const optimizer = parallel.createAdamW() as ShardedAdamW;
-    expect([optimizer.isSharded(big), optimizer.isSharded(small)]).toEqual([true, false]);
+    const tiny = (r: number) => [new Parameter(backends[r]!.zeros([3]), 'tiny')];
+    expect(() =>
+      new DataParallel({ communicator: comms[3]!, model: tiny(3), shardOptimizer: true }).createAdamW(),
+    ).toThrow(/too small to shard.*rank 3 of 4/s);
+    const half = [new Parameter(backends[0]!.zeros([8], 'bf16'), 'half')];
+    expect(() =>
+      new DataParallel({ communicator: comms[0]!, model: half, shardOptimizer: true }).createAdamW(),
+    ).toThrow(/f32 master weights/);
+  });
+
+  it('moves the parameters back into memory of their own when disposed', async () => {
+    const cpu = createCpuBackend();
+    const params = modelOn(cpu);
+    const parallel = new DataParallel({
+      communicator: new SingleRankCommunicator(cpu),
+      model: params,
+      shardOptimizer: true,
+    });
+    const optimizer = parallel.createAdamW();
+    expect(params.map((p) => p.value.isView)).toEqual([true, true]);
+    optimizer.dispose();
+    expect(params.map((p) => p.value.isView)).toEqual([false, false]);
+    expect(Array.from(await params[0]!.value.read())).toEqual(W);
+    expect(Array.from(await params[1]!.value.read())).toEqual(B.map(Math.fround));
   });
 
   it('refuses an optimizer that does not match the wrapper, and a second sharded one', () => {

@@ -1,6 +1,8 @@
 import {
   type CollectiveOptions,
   type Communicator,
+  copy,
+  DTypeError,
   formatShape,
   globalNorm,
   InvalidArgumentError,
@@ -16,98 +18,129 @@ import type { HostTensor, StoredState } from '../optim/optimizer.js';
 /** AdamW's state slots, each the shape of its parameter. */
 const SLOTS = ['m', 'v'] as const;
 
-/** One model parameter and what this rank's optimizer updates of it. */
-interface Slot {
+/** Elements a parameter's place in a flat bucket and a rank's block are aligned to (16 bytes): slices keep vector loads aligned. */
+export const FLAT_ALIGN = 4;
+
+const alignUp = (n: number, to: number) => Math.ceil(n / to) * to;
+
+/** The parameters of one gradient bucket, as `DataParallel` groups them. */
+export interface ShardBucket {
+  readonly parameters: readonly Parameter[];
+  readonly names: readonly string[];
+}
+
+/** A parameter's range in its bucket's flat buffers. */
+interface Placed {
   readonly name: string;
   readonly parameter: Parameter;
-  /**
-   * Sharded: this rank's f32 master copy of its block of the flattened
-   * parameter, its reduced gradient as `grad`. Replicated (the element count
-   * does not divide by the ranks): the parameter itself, updated whole on every rank.
-   */
-  readonly shard: Parameter;
-  readonly sharded: boolean;
+  readonly offset: number;
 }
 
-/** Below this many bytes a parameter stays whole: its collectives would cost their latency and save nothing. */
-export const DEFAULT_SHARD_MIN_BYTES = 64 * 2 ** 10;
-
-function slotsOf(named: readonly [string, Parameter][], size: number, minBytes: number): Slot[] {
-  return named.map(([name, parameter]) => {
-    const n = parameter.value.size;
-    if (size === 1 || n % size !== 0 || parameter.value.byteLength < minBytes) {
-      return { name, parameter, shard: parameter, sharded: false };
-    }
-    const backend = parameter.value.backend;
-    const shard = new Parameter(backend.zeros([n / size]), name);
-    shard.grad = backend.zeros([n / size]);
-    return { name, parameter, shard, sharded: true };
-  });
+/** Where a bucket's parameters lie flat: each at an aligned offset, zeros between, split into one equal block per rank. */
+interface BucketLayout {
+  readonly placed: readonly Placed[];
+  /** Elements of the flat buffers: a multiple of the ranks' blocks. */
+  readonly length: number;
+  /** Elements of one rank's block. */
+  readonly block: number;
 }
 
-export interface ShardedAdamWOptions extends AdamWOptions {
-  /**
-   * Parameters smaller than this stay whole on every rank, all-reduced as
-   * without sharding (default 64 KiB: norms' weights, biases), which saves a
-   * reduce-scatter and an all-gather each for a few bytes of state.
-   */
-  readonly shardMinBytes?: number;
+/** A bucket laid out flat, and its buffers. */
+interface FlatBucket extends BucketLayout {
+  /** The parameters' values (each parameter's `value` is a view of its range). */
+  readonly values: Tensor;
+  /** Their gradients, copied in as backward finishes them; what the reduce-scatter takes. */
+  readonly grads: Tensor;
+  /** This rank's block of the values (the f32 master copy AdamW updates) and of the averaged gradients. */
+  readonly master: Tensor;
+  readonly reduced: Tensor;
 }
+
+/** The part of a parameter inside this rank's block of its bucket: what AdamW updates here. */
+interface Piece {
+  readonly placed: Placed;
+  readonly bucket: number;
+  /** Where the piece starts in the bucket's flat buffers, and its elements. */
+  readonly start: number;
+  readonly length: number;
+}
+
+export type ShardedAdamWOptions = AdamWOptions;
 
 /**
- * AdamW sharded across the ranks of a data-parallel group (ZeRO stage 1):
- * each parameter whose element count divides by the ranks is split into
- * equal blocks of its flattened elements, and rank r keeps only block r's f32
- * master copy, reduced gradient and moments m and v. Gradients are
- * reduce-scattered (averaged) into the blocks instead of all-reduced, each
- * rank updates its blocks, and an all-gather writes every rank's blocks back
- * into the whole parameters. Parameters that do not split evenly or are
- * small (`shardMinBytes`) are all-reduced and updated whole on every rank,
- * as without sharding. Every collective works on a parameter's own tensors, so
- * no gradient or weight is copied into a flat buffer first.
+ * AdamW sharded across the ranks of a data-parallel group (ZeRO stage 1)
+ * over flat buckets. Each gradient bucket's parameters move into one flat
+ * f32 buffer (`Parameter.moveInto`: each parameter's value becomes a view of
+ * its range) beside a flat gradient buffer of the same layout, and the
+ * buffers split into one equal block per rank. Rank r keeps only block r's
+ * f32 master copy, averaged gradient and moments m and v. A step copies
+ * each finished gradient into its bucket (`stageGradients`), reduce-scatters
+ * the bucket into the block (one collective per bucket), updates the block
+ * (AdamW over the pieces of the parameters that fall in it) and all-gathers
+ * the blocks back into the flat values (one collective per bucket), which
+ * are the parameters.
  *
  * Made by `DataParallel.createAdamW` and driven by the data-parallel steps.
- * Its state tensors are the blocks; checkpoints hold it whole
- * (`readState` gathers it, a collective every rank calls; `loadState`
- * takes this rank's blocks), so a checkpoint loads on any number of ranks,
- * sharded or not.
+ * Its state tensors are the pieces; checkpoints hold it whole (`readState`
+ * gathers it, a collective every rank calls; `loadState` takes this rank's
+ * pieces), so a checkpoint loads on any number of ranks, sharded or not.
+ * `dispose()` moves the parameters back into memory of their own.
  */
 export class ShardedAdamW extends AdamW {
   readonly communicator: Communicator;
-  readonly #slots: readonly Slot[];
-  readonly #slotOf: ReadonlyMap<Parameter, Slot>;
+  readonly #buckets: readonly FlatBucket[];
+  readonly #pieces: readonly Piece[];
+  readonly #placed: readonly Placed[];
   /** Every rank's local gradient norm, gathered to make the global one. */
   readonly #norms: Tensor;
   /** Whether the master blocks must be refreshed from the parameters before the next update. */
   #stale = true;
-  #zero: Tensor | undefined;
 
   constructor(
     communicator: Communicator,
-    named: readonly [string, Parameter][],
+    buckets: readonly ShardBucket[],
     options: ShardedAdamWOptions = {},
   ) {
-    const slots = slotsOf(named, communicator.size, options.shardMinBytes ?? DEFAULT_SHARD_MIN_BYTES);
-    const original = new Map(slots.map((s) => [s.shard, s.parameter]));
+    const layouts = buckets.map((b) => layoutOf(communicator.size, b));
+    const pieces = layouts.flatMap((layout, i) => piecesOf(layout, i, communicator.rank));
+    if (pieces.length === 0) {
+      throw new InvalidArgumentError('the model is too small to shard over this many ranks', {
+        operation: 'ShardedAdamW',
+        argument: 'communicator',
+        expected: 'a rank whose block of some bucket holds a parameter',
+        actual: `rank ${communicator.rank} of ${communicator.size} with none`,
+      });
+    }
+    const flat = layouts.map((layout) => flatBucket(communicator, layout));
+    const shards = pieces.map((piece) => {
+      const bucket = flat[piece.bucket]!;
+      const local = piece.start - communicator.rank * bucket.block;
+      const shard = new Parameter(bucket.master.slice(local, piece.length), piece.placed.name);
+      shard.grad = bucket.reduced.slice(local, piece.length);
+      return shard;
+    });
+    const original = new Map(shards.map((s, i) => [s, pieces[i]!.placed.parameter]));
     const noDecay = options.noDecay;
     super(
-      slots.map((s) => [s.name, s.shard] as const),
+      shards.map((s) => [s.name!, s] as const),
       { ...options, noDecay: noDecay && ((name, shard) => noDecay(name, original.get(shard) ?? shard)) },
     );
     this.communicator = communicator;
-    this.#slots = slots;
-    this.#slotOf = new Map(slots.map((s) => [s.parameter, s]));
+    this.#buckets = flat;
+    this.#pieces = pieces;
+    this.#placed = flat.flatMap((b) => b.placed);
     this.#norms = this.backend.zeros([communicator.size]);
   }
 
-  /** Whether parameter `p` is split across the ranks (else updated whole on each). */
-  isSharded(p: Parameter): boolean {
-    return this.#slotOf.get(p)?.sharded ?? false;
+  /** Bytes of f32 optimizer tensors this rank holds: master and gradient blocks, m and v of its pieces. */
+  get stateBytes(): number {
+    const blocks = this.#buckets.reduce((sum, b) => sum + 2 * 4 * b.block, 0);
+    return blocks + this.#pieces.reduce((sum, p) => sum + 2 * 4 * p.length, 0);
   }
 
-  /** Bytes of f32 optimizer tensors this rank holds: master blocks, reduced gradient blocks, m and v. */
-  get stateBytes(): number {
-    return this.#slots.reduce((sum, s) => sum + (s.sharded ? 4 : 2) * s.shard.value.byteLength, 0);
+  /** Elements of the flat buffers of each bucket (a multiple of the ranks). */
+  get bucketLengths(): number[] {
+    return this.#buckets.map((b) => b.length);
   }
 
   /**
@@ -119,52 +152,53 @@ export class ShardedAdamW extends AdamW {
     this.#stale = true;
   }
 
-  /**
-   * Copies each rank's block of the parameters into its master blocks if
-   * they are out of date: a reduce-scatter taking the maximum of equal
-   * values, which is each of them exactly. A collective: every rank calls it.
-   */
+  /** Copies this rank's block of the parameters into its master blocks if they are out of date. */
   refresh(): void {
     if (!this.#stale) return;
-    for (const s of this.#slots) {
-      if (s.sharded) this.communicator.reduceScatter(s.parameter.value, s.shard.value, 'max');
-    }
+    const { rank } = this.communicator;
+    for (const b of this.#buckets) this.backend.copy(b.values.slice(rank * b.block, b.block), b.master);
     this.#stale = false;
   }
 
   /**
-   * Averages the gradients of `parameters` (one bucket) across the ranks:
-   * a reduce-scatter into this rank's block for each sharded parameter, one
-   * all-reduce for the others.
+   * Copies the gradients of bucket `index` (`gradientOf` each of its
+   * parameters) into the bucket's flat gradient buffer, recorded into
+   * `runner`: what `reduceBucket` then reduces in one collective.
    */
-  reduceGradients(
-    gradients: readonly Tensor[],
-    parameters: readonly Parameter[],
-    options?: CollectiveOptions,
+  stageGradients(
+    index: number,
+    runner: KernelRunner,
+    gradientOf: (p: Parameter) => Tensor | undefined,
   ): void {
-    const whole: Tensor[] = [];
-    parameters.forEach((p, i) => {
-      const slot = this.#slotFor(p);
-      if (slot.sharded) this.communicator.reduceScatter(gradients[i]!, slot.shard.grad!, 'avg', options);
-      else whole.push(gradients[i]!);
-    });
-    if (whole.length > 0) this.communicator.allReduce(whole, 'avg', options);
+    const bucket = this.#bucket(index, 'ShardedAdamW.stageGradients');
+    for (const { name, parameter, offset } of bucket.placed) {
+      const grad = gradientOf(parameter);
+      if (!grad) {
+        // A gradient present on one rank only would leave the ranks' collectives out of step.
+        throw new InvalidArgumentError('a parameter has no gradient to reduce', {
+          operation: 'ShardedAdamW.stageGradients',
+          argument: name,
+          expected: 'a gradient on every rank (every parameter must be used by the loss)',
+          actual: 'none',
+        });
+      }
+      const target = bucket.grads.slice(offset, parameter.value.size).reshape(parameter.shape);
+      runner.run(copy, [grad], {}, { out: [target] });
+    }
   }
 
-  /**
-   * This rank's part of the global gradient norm: the norm of its gradient
-   * blocks, and on rank 0 also of the whole (replicated) gradients, so each
-   * element counts once. `gradientOf` gives a replicated parameter's gradient.
-   */
-  localNorm(runner: KernelRunner, gradientOf: (p: Parameter) => Tensor | undefined): Tensor {
-    const grads = this.#slots.flatMap((s) => {
-      if (s.sharded) return [s.shard.grad!];
-      const grad = this.communicator.rank === 0 ? gradientOf(s.parameter) : undefined;
-      return grad ? [grad] : [];
-    });
-    // A rank with nothing to count still takes part in the gather, with zero.
-    if (grads.length === 0) this.#zero ??= this.backend.zeros([1]);
-    return runner.run(globalNorm, grads.length > 0 ? grads : [this.#zero!])[0]!;
+  /** Averages bucket `index`'s staged gradients across the ranks into this rank's block: one reduce-scatter. */
+  reduceBucket(index: number, options?: CollectiveOptions): void {
+    const bucket = this.#bucket(index, 'ShardedAdamW.reduceBucket');
+    this.communicator.reduceScatter(bucket.grads, bucket.reduced, 'avg', options);
+  }
+
+  /** This rank's part of the global gradient norm: the norm of its gradient blocks (the blocks are disjoint, padding zero). */
+  localNorm(runner: KernelRunner): Tensor {
+    return runner.run(
+      globalNorm,
+      this.#buckets.map((b) => b.reduced),
+    )[0]!;
   }
 
   /** Gathers every rank's `localNorm` (a collective); `globalNorm(runner)` then reads them. */
@@ -177,65 +211,69 @@ export class ShardedAdamW extends AdamW {
     return runner.run(globalNorm, [this.#norms])[0]!;
   }
 
-  /** Writes every rank's updated blocks into the whole parameters on every rank (a collective each). */
+  /** Writes every rank's updated blocks into the parameters on every rank: one all-gather per bucket. */
   gatherParameters(options?: CollectiveOptions): void {
-    for (const s of this.#slots) {
-      if (s.sharded) this.communicator.allGather(s.shard.value, s.parameter.value, options);
-    }
+    for (const b of this.#buckets) this.communicator.allGather(b.master, b.values, options);
   }
 
-  /** Clears the model's gradients; the gradient blocks are overwritten by the next reduce-scatter. */
+  /** Clears the model's gradients; the flat buffers are overwritten by the next step. */
   override zeroGrad(): void {
-    for (const s of this.#slots) s.parameter.zeroGrad();
+    for (const { parameter } of this.#placed) parameter.zeroGrad();
   }
 
   /**
-   * The state whole, as an unsharded AdamW holds it: each block gathered
-   * from the ranks and read. A collective: every rank calls it (every rank
-   * calls `saveCheckpoint`; rank 0 writes the bytes).
+   * The state whole, as an unsharded AdamW holds it: per bucket and slot,
+   * this rank's pieces laid out as its block and all-gathered. A collective:
+   * every rank calls it (every rank calls `saveCheckpoint`; rank 0 writes
+   * the bytes).
    */
   override async readState(): Promise<[string, StoredState][]> {
-    const out: [string, StoredState][] = [];
-    for (const [i, s] of this.#slots.entries()) {
+    const whole = new Map<string, StoredState>();
+    for (const [index, bucket] of this.#buckets.entries()) {
       for (const slot of SLOTS) {
-        const name = `${s.name}.${slot}`;
-        const block = this.slot(i, slot);
-        const { shape } = s.parameter;
-        if (!s.sharded) {
-          out.push([name, { dtype: 'f32', shape, data: await block.read() }]);
-          continue;
-        }
-        const whole = this.backend.empty([s.parameter.value.size]);
+        const block = this.backend.zeros([bucket.block]);
+        const gathered = this.backend.empty([bucket.length]);
         try {
-          this.communicator.allGather(block, whole);
-          out.push([name, { dtype: 'f32', shape, data: await whole.read() }]);
+          this.#pieces.forEach((piece, i) => {
+            if (piece.bucket !== index) return;
+            const local = piece.start - this.communicator.rank * bucket.block;
+            this.backend.copy(this.slot(i, slot), block.slice(local, piece.length));
+          });
+          this.communicator.allGather(block, gathered);
+          const data = await gathered.read();
+          for (const { name, parameter, offset } of this.#buckets[index]!.placed) {
+            const values = data.slice(offset, offset + parameter.value.size);
+            whole.set(`${name}.${slot}`, { dtype: 'f32', shape: parameter.shape, data: values });
+          }
         } finally {
-          whole.dispose();
+          block.dispose();
+          gathered.dispose();
         }
       }
     }
-    return out;
+    return this.#placed.flatMap(({ name }) =>
+      SLOTS.map((s): [string, StoredState] => [`${name}.${s}`, whole.get(`${name}.${s}`)!]),
+    );
   }
 
   /** Checks that `tensors` hold every state tensor whole (the parameter's shape), writing nothing. */
   override checkState(tensors: ReadonlyMap<string, HostTensor>): void {
-    for (const s of this.#slots) {
+    for (const { name, parameter } of this.#placed) {
       for (const slot of SLOTS) {
-        const name = `${s.name}.${slot}`;
-        const source = tensors.get(name);
-        const expected = formatShape(s.parameter.shape);
+        const source = tensors.get(`${name}.${slot}`);
+        const expected = formatShape(parameter.shape);
         if (!source) {
           throw new InvalidArgumentError('optimizer state is missing a tensor', {
             operation: 'ShardedAdamW.loadState',
-            argument: name,
+            argument: `${name}.${slot}`,
             expected: `a tensor of shape ${expected}`,
             actual: 'nothing',
           });
         }
-        if (!shapesEqual(source.shape, s.parameter.shape)) {
+        if (!shapesEqual(source.shape, parameter.shape)) {
           throw new ShapeError('optimizer state has the wrong shape', {
             operation: 'ShardedAdamW.loadState',
-            argument: name,
+            argument: `${name}.${slot}`,
             expected,
             actual: formatShape(source.shape),
           });
@@ -244,46 +282,92 @@ export class ShardedAdamW extends AdamW {
     }
   }
 
-  /** Takes this rank's block of each whole state tensor; the master blocks follow the parameters at the next step. */
+  /** Takes this rank's pieces of each whole state tensor; the master blocks follow the parameters at the next step. */
   override loadState(tensors: ReadonlyMap<string, HostTensor>, stepCount: number): void {
     this.checkState(tensors);
-    const { rank } = this.communicator;
-    for (const [i, s] of this.#slots.entries()) {
-      const n = s.shard.value.size;
+    this.#pieces.forEach((piece, i) => {
+      const from = piece.start - piece.placed.offset;
       for (const slot of SLOTS) {
-        const data = tensors.get(`${s.name}.${slot}`)!.data;
-        const target = this.slot(i, slot);
-        const block = s.sharded ? data.subarray(rank * n, (rank + 1) * n) : data;
-        const staged = this.backend.upload(block, target.shape, target.dtype);
-        this.backend.copy(staged, target);
+        const data = tensors.get(`${piece.placed.name}.${slot}`)!.data;
+        const staged = this.backend.upload(data.subarray(from, from + piece.length), [piece.length]);
+        this.backend.copy(staged, this.slot(i, slot));
         staged.dispose();
       }
-    }
+    });
     this.stepCount = stepCount;
     this.invalidate();
   }
 
+  /** Frees the blocks and the moments, and moves the parameters back into memory of their own. */
   override dispose(): void {
-    for (const s of this.#slots) {
-      if (!s.sharded) continue;
-      s.shard.value.dispose();
-      s.shard.grad?.dispose();
+    for (const { parameter } of this.#placed) {
+      if (!parameter.value.disposed) parameter.moveInto(this.backend.empty(parameter.shape));
+    }
+    for (const b of this.#buckets) {
+      for (const t of [b.values, b.grads, b.master, b.reduced]) t.dispose();
     }
     this.#norms.dispose();
-    this.#zero?.dispose();
     super.dispose();
   }
 
-  #slotFor(p: Parameter): Slot {
-    const slot = this.#slotOf.get(p);
-    if (!slot) {
-      throw new InvalidArgumentError('the parameter is not one the sharded optimizer updates', {
-        operation: 'ShardedAdamW.reduceGradients',
-        argument: p.name ?? 'parameter',
-        expected: 'a parameter of the data-parallel model',
-        actual: 'another',
+  #bucket(index: number, operation: string): FlatBucket {
+    const bucket = this.#buckets[index];
+    if (!bucket) {
+      throw new InvalidArgumentError('no such gradient bucket', {
+        operation,
+        argument: 'index',
+        expected: `an integer in [0, ${this.#buckets.length})`,
+        actual: String(index),
       });
     }
-    return slot;
+    return bucket;
   }
+}
+
+/** Where a bucket's parameters lie flat over `size` ranks; every rank makes the same layout. */
+function layoutOf(size: number, bucket: ShardBucket): BucketLayout {
+  let end = 0;
+  const placed = bucket.parameters.map((parameter, i) => {
+    const name = bucket.names[i] ?? parameter.name ?? `parameters[${i}]`;
+    if (parameter.dtype !== 'f32') {
+      throw new DTypeError('a sharded optimizer keeps f32 master weights', {
+        operation: 'ShardedAdamW',
+        argument: name,
+        expected: 'f32',
+        actual: parameter.dtype,
+      });
+    }
+    const offset = alignUp(end, FLAT_ALIGN);
+    end = offset + parameter.value.size;
+    return { name, parameter, offset };
+  });
+  const block = alignUp(Math.ceil(end / size), FLAT_ALIGN);
+  return { placed, length: block * size, block };
+}
+
+/** A bucket's buffers, its parameters moved into the flat values. */
+function flatBucket(communicator: Communicator, layout: BucketLayout): FlatBucket {
+  const backend = communicator.backend;
+  const values = backend.zeros([layout.length]);
+  for (const { parameter, offset } of layout.placed) {
+    parameter.moveInto(values.slice(offset, parameter.value.size).reshape(parameter.shape));
+  }
+  return {
+    ...layout,
+    values,
+    grads: backend.zeros([layout.length]),
+    master: backend.zeros([layout.block]),
+    reduced: backend.zeros([layout.block]),
+  };
+}
+
+/** The parts of bucket `index`'s parameters inside rank `rank`'s block. */
+function piecesOf(bucket: BucketLayout, index: number, rank: number): Piece[] {
+  const lo = rank * bucket.block;
+  const hi = lo + bucket.block;
+  return bucket.placed.flatMap((placed) => {
+    const start = Math.max(lo, placed.offset);
+    const end = Math.min(hi, placed.offset + placed.parameter.value.size);
+    return end > start ? [{ placed, bucket: index, start, length: end - start }] : [];
+  });
 }

@@ -28,7 +28,7 @@ export function shardedUpdate(
   const out: { norm?: Tensor; local?: Tensor } = {};
   if (clipNorm !== undefined || readGradNorm === true) {
     const normBatch = options.newBatch();
-    out.local = optimizer.localNorm(normBatch ?? backend, (p) => p.grad);
+    out.local = optimizer.localNorm(normBatch ?? backend);
     if (normBatch) options.submit(normBatch);
     optimizer.gatherNorms(out.local);
   }

@@ -1,4 +1,4 @@
-import { type Backend, InvalidArgumentError, type Shape, type Tensor } from '@rayo/core';
+import { type Backend, InvalidArgumentError, type Shape, shapesEqual, type Tensor } from '@rayo/core';
 import { Variable } from '../autograd/tape.js';
 import { checkTrainPrecision, type TrainPrecision } from '../precision.js';
 import { Rng } from '../random.js';
@@ -7,6 +7,32 @@ import { Rng } from '../random.js';
 export class Parameter extends Variable {
   constructor(value: Tensor, name?: string) {
     super(value, { requiresGrad: true, name });
+  }
+
+  /**
+   * Moves the parameter's values into `target` (same shape and dtype, on the
+   * same backend; typically a view into a flat buffer that collectives take
+   * whole), frees its own memory, and makes `target` its value from now on.
+   * Kernels recorded before keep reading the old memory: move parameters
+   * before any step is recorded.
+   */
+  moveInto(target: Tensor): void {
+    const value = this.value;
+    if (
+      target.backend !== value.backend ||
+      target.dtype !== value.dtype ||
+      !shapesEqual(target.shape, value.shape)
+    ) {
+      throw new InvalidArgumentError('a parameter moves into a tensor like its own', {
+        operation: 'Parameter.moveInto',
+        argument: 'target',
+        expected: `${value.describe()}`,
+        actual: target.describe(),
+      });
+    }
+    value.backend.copy(value, target);
+    this.replaceValue(target);
+    value.dispose();
   }
 }
 

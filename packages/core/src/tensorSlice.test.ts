@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { createCpuBackend } from './cpu/backend.js';
+import { DisposedTensorError, InvalidArgumentError } from './errors.js';
+import { add } from './kernels/elementwise.js';
+
+describe('Tensor.slice', () => {
+  it('is a 1-d view of a range of the base: reads, kernel outputs and copies go to the base', async () => {
+    const backend = createCpuBackend();
+    const flat = backend.upload([1, 2, 3, 4, 5, 6, 7, 8], [2, 4]);
+    const middle = flat.slice(2, 4);
+    expect(middle.shape).toEqual([4]);
+    expect([middle.isView, middle.base === flat]).toEqual([true, true]);
+    expect(Array.from(await middle.read())).toEqual([3, 4, 5, 6]);
+    // A kernel writes into the slice (reshaped), a copy into a slice of the slice.
+    const a = backend.upload([10, 20, 30, 40], [2, 2]);
+    backend.run(add, [a, a], {}, { out: [middle.reshape([2, 2])] });
+    backend.copy(backend.upload([-1], [1]), middle.slice(3, 1));
+    expect(Array.from(await flat.read())).toEqual([1, 2, 20, 40, 60, -1, 7, 8]);
+    expect(Array.from(await flat.slice(8, 0).read())).toEqual([]);
+    backend.dispose();
+  });
+
+  it('refuses ranges outside the tensor and ends with its base', async () => {
+    const backend = createCpuBackend();
+    const flat = backend.zeros([6]);
+    for (const [offset, length] of [
+      [-1, 2],
+      [7, 0],
+      [2, 5],
+      [1.5, 1],
+    ] as const) {
+      expect(() => flat.slice(offset, length)).toThrow(InvalidArgumentError);
+    }
+    expect(() => flat.slice(2, 5)).toThrow(/length.*\[0, 4\].*5|expected an integer in \[0, 4\]/s);
+    const view = flat.slice(1, 2);
+    flat.dispose();
+    expect(view.disposed).toBe(true);
+    await expect(async () => view.read()).rejects.toThrow(DisposedTensorError);
+    expect(() => flat.slice(0, 1)).toThrow(DisposedTensorError);
+    backend.dispose();
+  });
+});
