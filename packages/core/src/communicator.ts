@@ -14,6 +14,17 @@ export type ReduceOp = 'sum' | 'avg' | 'max' | 'min' | 'prod';
 
 export const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min', 'prod'];
 
+/**
+ * A point in the order of a communicator's overlapped collectives
+ * (`markOverlapped`): joining it orders later backend work after the
+ * overlapped collectives issued before it, not after later ones.
+ */
+export interface OverlapMark {
+  readonly index: number;
+  /** How many full joins came before it: a mark older than the last full join is already joined. */
+  readonly round: number;
+}
+
 /** How a collective is ordered with the backend's other work. */
 export interface CollectiveOptions {
   /**
@@ -49,11 +60,20 @@ export interface Communicator {
   /**
    * Orders everything enqueued on the backend from now on after every
    * overlapped collective issued so far (returns at once, waits for nothing
-   * on the host). Call it before the overlapped tensors are used or read.
-   * Every collective issued without `overlap`, `barrier()` and `dispose()`
-   * join first, so the ranks' collectives stay in one order.
+   * on the host), or with `mark` only after those issued before the mark.
+   * Call it before the overlapped tensors are used or read. Every
+   * collective issued without `overlap`, `barrier()` and `dispose()` join
+   * everything first, so the ranks' collectives stay in one order; marks
+   * made before such a full join are spent by it.
    */
-  joinOverlapped(): void;
+  joinOverlapped(mark?: OverlapMark): void;
+  /**
+   * A mark after the overlapped collectives issued so far, for a partial
+   * `joinOverlapped(mark)` (e.g. a bucket of parameters gathered while the
+   * next forward uses the ones gathered before); undefined when nothing is
+   * pending or the collectives do not overlap.
+   */
+  markOverlapped(): OverlapMark | undefined;
   /** Overwrites each rank's `tensor` with rank `root`'s. */
   broadcast(tensor: Tensor, root?: number): void;
   /** `output` (size·n elements) gets every rank's `input` (n elements), rank r's at offset r·n; may be overlapped as `allReduce`. */
@@ -155,7 +175,11 @@ export class SingleRankCommunicator implements Communicator {
     });
   }
 
-  joinOverlapped(): void {}
+  joinOverlapped(_mark?: OverlapMark): void {}
+
+  markOverlapped(): OverlapMark | undefined {
+    return undefined;
+  }
 
   broadcast(tensor: Tensor, root = 0): void {
     this.#alive('broadcast');

@@ -89,6 +89,7 @@ export function lockstepGroup(backends: readonly Backend[]): Communicator[] {
       broadcast: (tensor, root = 0) =>
         post({ kind: 'broadcast', inputs: [tensor], outputs: [], op: 'sum', root }),
       joinOverlapped() {},
+      markOverlapped: () => undefined,
       barrier: async () => {},
       abort() {
         next = [];

@@ -6,6 +6,7 @@ import {
   type DType,
   DTypeError,
   InvalidArgumentError,
+  type OverlapMark,
   type ReduceOp,
   type RendezvousStore,
   type Tensor,
@@ -90,6 +91,11 @@ export class NcclCommunicator implements Communicator {
   #overlap: { readonly stream: bigint; readonly start: bigint; readonly done: bigint } | undefined;
   /** Whether overlapped collectives were issued since the backend's stream last joined them. */
   #unjoined = false;
+  /** Events of the marks on the overlap stream (`markOverlapped`), reused after each full join. */
+  readonly #marks: bigint[] = [];
+  #marked = 0;
+  /** Full joins so far: marks of an earlier round are behind one. */
+  #round = 0;
   readonly #watchdog: ReturnType<typeof setInterval>;
   readonly #untrackSignals: () => void;
   #pendingSince: number | undefined;
@@ -256,11 +262,39 @@ export class NcclCommunicator implements Communicator {
    * Makes the backend's stream wait (on the GPU) for every overlapped
    * collective issued so far; cheap, and a no-op when there is none.
    */
-  joinOverlapped(): void {
+  joinOverlapped(mark?: OverlapMark): void {
     if (!this.#unjoined || this.#closed !== undefined) return;
     this.backend.checkAlive('joinOverlapped');
+    if (mark) {
+      // A mark of an earlier round is behind a full join already.
+      if (mark.round !== this.#round) return;
+      const event = this.#marks[mark.index];
+      if (event === undefined || mark.index >= this.#marked) {
+        throw new InvalidArgumentError('the mark is not one this communicator made', {
+          operation: 'joinOverlapped',
+          argument: 'mark',
+          expected: `a mark of this round (index < ${this.#marked})`,
+          actual: `index ${mark.index}`,
+        });
+      }
+      this.backend.driver.waitEvent(this.backend.stream, event);
+      return;
+    }
     this.backend.driver.waitEvent(this.backend.stream, this.#overlap!.done);
     this.#unjoined = false;
+    // Every mark is behind the join: their events may be recorded again.
+    this.#marked = 0;
+    this.#round++;
+  }
+
+  /** An event recorded on the overlap stream after the collectives issued so far (one per mark, reused after a full join). */
+  markOverlapped(): OverlapMark | undefined {
+    if (!this.#unjoined || this.#closed !== undefined) return undefined;
+    const driver = this.backend.driver;
+    const index = this.#marked++;
+    this.#marks[index] ??= driver.createEvent({ timing: false });
+    driver.recordEvent(this.#marks[index]!, this.#overlap!.stream);
+    return { index, round: this.#round };
   }
 
   /** A one-element all-reduce, then a wait for the stream that fails as soon as the watchdog does. */
@@ -293,6 +327,8 @@ export class NcclCommunicator implements Communicator {
     check(this.lib, 'ncclCommDestroy', this.lib.ncclCommDestroy(this.#comm));
     // Idle since the join and the sync above.
     this.backend.driver.destroyEvent(this.#done);
+    for (const event of this.#marks) this.backend.driver.destroyEvent(event);
+    this.#marks.length = 0;
     if (this.#overlap) {
       this.backend.driver.destroyEvent(this.#overlap.start);
       this.backend.driver.destroyEvent(this.#overlap.done);

@@ -35,13 +35,24 @@ function loggingCommunicator(inner: Communicator, log: string[]): Communicator {
       log.push(`allReduce(${tensors.length}${options?.overlap ? ', overlap' : ''})`);
       inner.allReduce(tensors, op, options);
     },
-    joinOverlapped() {
-      log.push('join');
-      inner.joinOverlapped();
+    markOverlapped() {
+      const mark = { index: log.filter((l) => l.startsWith('mark')).length, round: 0 };
+      log.push(`mark(${mark.index})`);
+      return mark;
+    },
+    joinOverlapped(mark) {
+      log.push(mark ? `join(${mark.index})` : 'join');
+      inner.joinOverlapped(mark);
     },
     broadcast: (t, root) => inner.broadcast(t, root),
-    allGather: (i, o) => inner.allGather(i, o),
-    reduceScatter: (i, o, op) => inner.reduceScatter(i, o, op),
+    allGather: (i, o, options) => {
+      log.push(`allGather${options?.overlap ? '(overlap)' : ''}`);
+      inner.allGather(i, o, options);
+    },
+    reduceScatter: (i, o, op, options) => {
+      log.push(`reduceScatter${options?.overlap ? '(overlap)' : ''}`);
+      inner.reduceScatter(i, o, op, options);
+    },
     barrier: () => inner.barrier(),
     abort: (reason) => inner.abort(reason),
     dispose: () => inner.dispose(),
@@ -115,6 +126,36 @@ describe('overlapping the gradient all-reduce with backward', () => {
       expect(on.params).toEqual(off.params);
       expect(on.losses[2]).toBeLessThan(on.losses[0]!);
     }
+  });
+
+  it('gathers sharded parameters ahead: each piece of the next forward waits for the buckets it reads first', async () => {
+    const backend = createCpuBackend();
+    const model = new MLP(backend, [3, 8, 8, 2], { seed: 11 });
+    const log: string[] = [];
+    const communicator = loggingCommunicator(new SingleRankCommunicator(backend), log);
+    const parallel = new DataParallel({ communicator, model, bucketBytes: 4, shardOptimizer: true });
+    const optimizer = parallel.createAdamW({ lr: 0.05 });
+    const x = backend.upload(FEATURES, [4, 3]);
+    const y = backend.upload(new Int32Array(LABELS), [4], 'i32');
+    const loss = (tape: Tape) => crossEntropy(tape, model.forward(tape, tape.constant(x)), y);
+    const step = new ReplayedDataParallelStep({ backend, optimizer, parallel, loss, gatherAhead: true });
+    await step.run();
+    // Buckets last layer first (bias, weight): the forward reads 5 and 4, then 3 and 2, then 1 and 0.
+    expect(step.forward.map((f) => f.buckets)).toEqual([
+      [5, 4],
+      [3, 2],
+      [1, 0],
+    ]);
+    for (const f of step.forward) expect(f.kernels).toBeGreaterThan(0);
+    const gathers = [5, 4, 3, 2, 1, 0].flatMap((_, i) => ['allGather(overlap)', `mark(${i})`]);
+    // Gathered in that order and left running: no join at the end of the step.
+    expect(log).toEqual([...Array(6).fill('reduceScatter(overlap)'), 'join', 'allReduce(1)', ...gathers]);
+    log.length = 0;
+    await step.run();
+    // The next run's forward pieces wait for marks 0–1, 2–3, 4–5 before they run.
+    expect(log.slice(0, 6)).toEqual(['join(0)', 'join(1)', 'join(2)', 'join(3)', 'join(4)', 'join(5)']);
+    step.dispose();
+    expect(log.at(-1)).toBe('join');
   });
 
   it('all-reduces a tied weight only once backward has reached its first use', async () => {

@@ -1,4 +1,4 @@
-import type { Backend, CommandBatch, Tensor } from '@rayo/core';
+import type { Backend, CommandBatch, OverlapMark, Tensor } from '@rayo/core';
 import { Tape, type Variable } from '../autograd/tape.js';
 import type { StepResult } from '../loop/step.js';
 import { checkNotDisposed, DeviceSchedule, disposeRecorded, takeGradients } from '../loop/update.js';
@@ -6,6 +6,7 @@ import type { Parameter } from '../nn/module.js';
 import type { AdamW } from '../optim/adamw.js';
 import { type BackwardSegment, segmentedBackward } from './backwardSegments.js';
 import type { DataParallel } from './dataParallel.js';
+import { type ForwardCut, ForwardCuts } from './forwardCuts.js';
 
 export interface ReplayedDataParallelStepOptions {
   readonly backend: Backend;
@@ -26,6 +27,15 @@ export interface ReplayedDataParallelStepOptions {
    * backward as one batch and all-reduces every bucket after it.
    */
   readonly overlap?: boolean;
+  /**
+   * With a sharded optimizer: leave the parameters' all-gathers running when
+   * `run` returns, and let the next `run` wait for each bucket just before
+   * the piece of forward that first reads it (default false: `run` waits
+   * for every all-gather before it returns). Between steps the parameters
+   * are then still being written: call `parallel.communicator.joinOverlapped()`
+   * before reading them (a collective without overlap does it too).
+   */
+  readonly gatherAhead?: boolean;
 }
 
 /** What a recorded step's backward looks like: per segment, its kernels and the buckets all-reduced after it. */
@@ -35,6 +45,10 @@ export interface RecordedSegment {
 }
 
 interface Recording {
+  /** The forward's pieces up to its last, which is the first backward segment's batch (gatherAhead). */
+  readonly forward: readonly ForwardCut[];
+  /** The buckets in the order the forward first reads them (gatherAhead). */
+  readonly firstUse: readonly number[] | undefined;
   readonly segments: readonly BackwardSegment[];
   /** With a sharded optimizer and a norm to compute: this rank's local norm, before the gather. */
   readonly normBatch: CommandBatch | undefined;
@@ -72,6 +86,8 @@ export class ReplayedDataParallelStep {
   readonly #options: ReplayedDataParallelStepOptions;
   readonly #schedule: DeviceSchedule;
   #recording: Recording | undefined;
+  /** The marks of the parameters' all-gathers left running by the last run (gatherAhead). */
+  #gathering: (OverlapMark | undefined)[] | undefined;
   #disposed = false;
 
   constructor(options: ReplayedDataParallelStepOptions) {
@@ -87,6 +103,11 @@ export class ReplayedDataParallelStep {
   /** The recorded backward, segment by segment (empty before the first `run`). */
   get segments(): readonly RecordedSegment[] {
     return (this.#recording?.segments ?? []).map((s) => ({ kernels: s.batch!.size, buckets: s.buckets }));
+  }
+
+  /** The recorded forward's pieces (one unless `gatherAhead`), each with the buckets it is the first to read. */
+  get forward(): readonly RecordedSegment[] {
+    return (this.#recording?.forward ?? []).map((c) => ({ kernels: c.batch.size, buckets: c.buckets }));
   }
 
   /** Trains on what the loss's tensors hold now: records the step the first time, replays it afterwards. */
@@ -106,7 +127,23 @@ export class ReplayedDataParallelStep {
     const overlap = this.#options.overlap ?? true;
     const gradientOf = (p: Parameter) => r.grads.get(p);
     const submitted: Promise<void>[] = [];
+    const marks = this.#gathering;
+    this.#gathering = undefined;
+    // Each piece of forward waits for the all-gathers of the buckets it is the first to read.
+    const join = (buckets: readonly number[]) => {
+      for (const b of buckets) {
+        const mark = marks?.[b];
+        if (mark) parallel.communicator.joinOverlapped(mark);
+      }
+    };
     try {
+      for (const [i, cut] of r.forward.entries()) {
+        join(cut.buckets);
+        if (i === r.forward.length - 1) break;
+        const done = cut.batch.submit();
+        done.catch(() => undefined);
+        submitted.push(done);
+      }
       for (const segment of r.segments) {
         const done = segment.batch!.submit();
         done.catch(() => undefined);
@@ -126,10 +163,12 @@ export class ReplayedDataParallelStep {
     }
     const updated = r.update.submit();
     updated.catch(() => undefined);
-    // Overlapped with the readbacks below, which are started before the join.
-    sharded?.gatherParameters({ overlap: true });
+    // Overlapped with the readbacks below, which are started before the join,
+    // or with the next run's forward, first-read buckets first.
+    const gathered = sharded?.gatherParameters({ overlap: true }, r.firstUse);
     const reads = [readLoss ? r.loss.read() : undefined, readNorm ? r.norm!.read() : undefined];
-    if (sharded) parallel.communicator.joinOverlapped();
+    if (sharded && r.firstUse) this.#gathering = gathered;
+    else if (sharded) parallel.communicator.joinOverlapped();
     const [done, updateDone, loss, norm] = await Promise.allSettled([
       Promise.all(submitted),
       updated,
@@ -153,7 +192,12 @@ export class ReplayedDataParallelStep {
     optimizer.zeroGrad();
     const first = this.backend.batch();
     const update = this.backend.batch();
-    const tape = new Tape(this.backend, { runner: first });
+    // Cut where forward first reads each bucket, when its all-gather may still be running.
+    const cuts =
+      sharded && this.#options.gatherAhead
+        ? new ForwardCuts(this.backend, first, (t) => sharded.bucketOf(t))
+        : undefined;
+    const tape = new Tape(this.backend, { runner: cuts ?? first });
     const segments: BackwardSegment[] = [];
     let normBatch: CommandBatch | undefined;
     let local: Tensor | undefined;
@@ -165,7 +209,7 @@ export class ReplayedDataParallelStep {
         loss,
         parallel,
         overlap: this.#options.overlap ?? true,
-        batch: first,
+        batch: cuts?.current ?? first,
         onSegment: (s) => segments.push(s),
       });
       const { clipNorm, readGradNorm } = this.#options;
@@ -178,10 +222,27 @@ export class ReplayedDataParallelStep {
       norm = this.#schedule.recordUpdate(update, this.#options, norm);
       // The model's gradients; a sharded optimizer's gradient blocks stay its own.
       const grads = takeGradients(sharded ? parallel.parameters : optimizer.params);
-      this.#recording = { segments, normBatch, local, update, tape, loss: loss.value, norm, grads };
+      const forward = cuts?.cuts ?? [{ batch: first, buckets: [] }];
+      const firstUse = cuts?.firstUse;
+      this.#recording = {
+        forward,
+        firstUse,
+        segments,
+        normBatch,
+        local,
+        update,
+        tape,
+        loss: loss.value,
+        norm,
+        grads,
+      };
       return this.#recording;
     } catch (error) {
-      const recorded = segments.length === 0 ? [first] : segments.map((s) => s.batch!);
+      const pieces = (cuts?.cuts ?? []).slice(0, -1).map((c) => c.batch);
+      const recorded = [
+        ...pieces,
+        ...(segments.length === 0 ? [cuts?.current ?? first] : segments.map((s) => s.batch!)),
+      ];
       disposeRecorded({ batches: [...recorded, update, ...(normBatch ? [normBatch] : [])], norm, tape });
       local?.dispose();
       optimizer.zeroGrad();
@@ -189,13 +250,20 @@ export class ReplayedDataParallelStep {
     }
   }
 
-  /** Frees the recording, its gradients and the device step and rate. */
+  /** Frees the recording, its gradients and the device step and rate; later work waits for all-gathers left running. */
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
+    if (this.#gathering) this.#options.parallel.communicator.joinOverlapped();
+    this.#gathering = undefined;
     const r = this.#recording;
     if (r) {
-      const batches = [...r.segments.map((s) => s.batch!), r.update, ...(r.normBatch ? [r.normBatch] : [])];
+      const batches = [
+        ...r.forward.slice(0, -1).map((c) => c.batch),
+        ...r.segments.map((s) => s.batch!),
+        r.update,
+        ...(r.normBatch ? [r.normBatch] : []),
+      ];
       disposeRecorded({ batches, norm: r.norm, tape: r.tape, grads: r.grads.values() });
       r.local?.dispose();
     }

@@ -7,6 +7,7 @@ import {
   globalNorm,
   InvalidArgumentError,
   type KernelRunner,
+  type OverlapMark,
   ShapeError,
   shapesEqual,
   type Tensor,
@@ -211,9 +212,29 @@ export class ShardedAdamW extends AdamW {
     return runner.run(globalNorm, [this.#norms])[0]!;
   }
 
-  /** Writes every rank's updated blocks into the parameters on every rank: one all-gather per bucket. */
-  gatherParameters(options?: CollectiveOptions): void {
-    for (const b of this.#buckets) this.communicator.allGather(b.master, b.values, options);
+  /**
+   * Writes every rank's updated blocks into the parameters on every rank:
+   * one all-gather per bucket, in `order` (bucket indices; default all in
+   * index order). Overlapped, each is followed by a mark (by bucket index),
+   * so that later work can wait for the buckets it reads alone.
+   */
+  gatherParameters(
+    options?: CollectiveOptions,
+    order: readonly number[] = [...this.#buckets.keys()],
+  ): (OverlapMark | undefined)[] {
+    const marks: (OverlapMark | undefined)[] = [];
+    for (const index of order) {
+      const b = this.#bucket(index, 'ShardedAdamW.gatherParameters');
+      this.communicator.allGather(b.master, b.values, options);
+      if (options?.overlap) marks[index] = this.communicator.markOverlapped();
+    }
+    return marks;
+  }
+
+  /** The bucket whose flat values `tensor` is a view of (a parameter's value), if any. */
+  bucketOf(tensor: Tensor): number | undefined {
+    const index = this.#buckets.findIndex((b) => b.values === tensor.base);
+    return index === -1 ? undefined : index;
   }
 
   /** Clears the model's gradients; the flat buffers are overwritten by the next step. */

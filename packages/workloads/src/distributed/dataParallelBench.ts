@@ -44,8 +44,13 @@ mid-run and checks that rank 0 exits with a clear error within 30 s.
   --out DIR          request.json and report.json (default dp-bench-results)
 `;
 
-/** Relative difference of the 1-GPU and N-GPU losses above which the check fails (f32 sums in another order). */
-export const LOSS_TOLERANCE = 5e-3;
+/**
+ * Relative difference of the 1-GPU and N-GPU losses above which the check
+ * fails: f32 sums in another order. bf16 products round each operand to 8
+ * bits of mantissa, and the run memorises one batch down to losses near
+ * 0.002, where those roundings move the curve by up to about 1.4% (H200).
+ */
+export const LOSS_TOLERANCE = { f32: 5e-3, bf16: 3e-2 } as const;
 const FAULT_LIMIT_MS = 30_000;
 
 /** The largest relative difference between two loss curves. */
@@ -295,11 +300,12 @@ export async function main(argv: readonly string[]): Promise<number> {
     fault,
   };
   await writeFile(join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
-  const lossesAgree = lossDifference <= LOSS_TOLERANCE;
+  const tolerance = LOSS_TOLERANCE[spec.precision === 'bf16' ? 'bf16' : 'f32'];
+  const lossesAgree = lossDifference <= tolerance;
   console.log(
     [
       `device: ${report.device}, global batch ${spec.batch} × ${spec.seq} tokens`,
-      `losses 1 vs ${gpus} GPUs: max relative difference ${lossDifference.toExponential(2)} (${lossesAgree ? 'ok' : 'MISMATCH'})`,
+      `losses 1 vs ${gpus} GPUs: max relative difference ${lossDifference.toExponential(2)} (${lossesAgree ? 'ok' : 'MISMATCH'}, tolerance ${tolerance})`,
       `rayo (${spec.precision}, zero ${report.zero}, all-reduce overlap ${report.overlap}${report.segments ? `, backward in ${report.segments} graphs` : ''}): ${rayo.single.toFixed(0)} tokens/s on 1 GPU, ${rayo.parallel.toFixed(0)} on ${gpus}: scaling ${report.scaling.toFixed(2)}× (steps ${report.stepMs.single.toFixed(1)} / ${report.stepMs.parallel.toFixed(1)} ms)`,
       `memory (peak allocated per rank; optimizer tensors of rank 0): 1 GPU ${mibList(single.peakBytes)} (${mib(single.optimizerBytes)}), ${gpus} GPUs zero ${report.zero} ${mibList(parallel.peakBytes)} (${mib(parallel.optimizerBytes)})`,
       report.zeroOther
@@ -324,8 +330,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       .join('\n'),
   );
   const abAgrees =
-    (report.overlapOff?.maxRelativeDifference ?? 0) <= LOSS_TOLERANCE &&
-    (report.zeroOther?.maxRelativeDifference ?? 0) <= LOSS_TOLERANCE;
+    (report.overlapOff?.maxRelativeDifference ?? 0) <= tolerance &&
+    (report.zeroOther?.maxRelativeDifference ?? 0) <= tolerance;
   return lossesAgree && abAgrees && (fault?.passed ?? true) ? 0 : 1;
 }
 

@@ -180,7 +180,15 @@ export async function runDataParallelWorker(requestPath: string): Promise<void> 
   const overlap = (request.overlap ?? true) && where.size > 1;
   const replayed =
     request.mode === 'replayed'
-      ? new ReplayedDataParallelStep({ backend, optimizer, parallel, loss, clipNorm, overlap })
+      ? new ReplayedDataParallelStep({
+          backend,
+          optimizer,
+          parallel,
+          loss,
+          clipNorm,
+          overlap,
+          gatherAhead: zero,
+        })
       : undefined;
   const losses: number[] = [];
   const times: number[] = [];

@@ -29,6 +29,8 @@ interface TrainOptions {
   /** Save a checkpoint after this many steps (every rank takes part). */
   readonly saveAfter?: number;
   readonly precision?: 'f32' | 'bf16';
+  /** Replayed and sharded: the parameters' all-gathers left running into the next step's forward. */
+  readonly gatherAhead?: boolean;
 }
 
 /**
@@ -54,7 +56,15 @@ async function train(
   const { clipNorm } = options;
   const replayed =
     options.mode === 'replayed'
-      ? new ReplayedDataParallelStep({ backend, optimizer, parallel, loss, clipNorm, readGradNorm: true })
+      ? new ReplayedDataParallelStep({
+          backend,
+          optimizer,
+          parallel,
+          loss,
+          clipNorm,
+          readGradNorm: true,
+          gatherAhead: options.gatherAhead,
+        })
       : undefined;
   const losses: number[] = [];
   const norms: number[] = [];
@@ -130,6 +140,14 @@ describe('the optimizer sharded across two emulated GPUs (ZeRO stage 1)', () => 
       }
       // Every rank ends with the same whole parameters.
       expect(sharded[1]!.params).toEqual(sharded[0]!.params);
+      if (mode === 'replayed') {
+        // Gathering ahead moves only where the forward waits: the same bits.
+        const ahead = await onTwo(cuda, { ...options, shard: true, gatherAhead: true });
+        for (const r of [0, 1]) {
+          expect(ahead[r]!.losses).toEqual(sharded[r]!.losses);
+          expect(ahead[r]!.params).toEqual(sharded[r]!.params);
+        }
+      }
       // f32 unsharded against one GPU is dataParallel.test.ts's; bf16 is new here.
       if (precision === 'bf16') {
         for (const rank of await onTwo(cuda, { ...options, shard: false })) expectClose(rank, reference);
