@@ -31,6 +31,23 @@ describe('Tape', () => {
     expect(backend.memory().liveTensors).toBe(live);
   });
 
+  it('writes a leaf’s gradient into its gradientHome, accumulating there, and frees its own copy', async () => {
+    const backend = createCpuBackend();
+    const flat = backend.upload([-9, -9, -9, -9, -9, -9], [6]);
+    const w = new Parameter(backend.upload([1, 2, 3, 4], [2, 2]), 'w');
+    w.gradientHome = () => flat.slice(1, 4).reshape([2, 2]);
+    const live = backend.memory().liveTensors;
+    for (let i = 0; i < 2; i++) {
+      using tape = new Tape(backend);
+      const x = tape.input([1, 0, 0, 1], [2, 2]);
+      tape.backward(sum(tape, mul(tape, matmul(tape, x, w), matmul(tape, x, w))));
+      expect(w.grad!.base).toBe(flat);
+    }
+    // 2w twice, in flat's elements 1–4; the ends untouched, no gradient memory left behind.
+    expect(await read(flat)).toEqual([-9, 4, 8, 12, 16, -9]);
+    expect(backend.memory().liveTensors).toBe(live);
+  });
+
   it('accumulates into a leaf across backward calls until zeroGrad', async () => {
     const backend = createCpuBackend();
     const w = new Parameter(backend.upload([1, 2], [2]), 'w');

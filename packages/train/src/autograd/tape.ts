@@ -455,6 +455,14 @@ export class Tape {
   /** Adds `g` to a leaf's gradient; the leaf owns the result exclusively (clipping scales it in place). */
   #deposit(leaf: Variable, g: Tensor): void {
     const previous = leaf.grad;
+    const home = leaf.gradientHome?.();
+    if (home) {
+      // g (or the sum) stays the tape's, freed once dead; the leaf's gradient lives at home.
+      const sum = previous ? this.run1(add, [previous, g]) : g;
+      this.runner.run(copy, [sum], {}, { out: [home] });
+      leaf.grad = home;
+      return;
+    }
     if (previous) {
       leaf.grad = this.#handOver(this.run1(add, [previous, g]));
       // Freed with the tape, after the kernels that read it.

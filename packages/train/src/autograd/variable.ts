@@ -22,6 +22,13 @@ export class Variable {
   readonly requiresGrad: boolean;
   /** Accumulated gradient of a leaf; stays until `zeroGrad()` (or the tape's dispose for tape leaves). */
   grad: Tensor | undefined;
+  /**
+   * Where backward puts this leaf's gradient: asked once per deposit, it
+   * gives a tensor of the leaf's shape (a view of a flat buffer that
+   * collectives take whole) that backward copies the gradient into and
+   * `grad` then is. Undefined: the gradient is memory of its own.
+   */
+  gradientHome: (() => Tensor) | undefined;
   readonly name: string | undefined;
   /** Inputs of the operation that made this variable (empty for leaves). */
   readonly inputs: readonly Variable[];

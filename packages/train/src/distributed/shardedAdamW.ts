@@ -164,7 +164,9 @@ export class ShardedAdamW extends AdamW {
   /**
    * Copies the gradients of bucket `index` (`gradientOf` each of its
    * parameters) into the bucket's flat gradient buffer, recorded into
-   * `runner`: what `reduceBucket` then reduces in one collective.
+   * `runner`: what `reduceBucket` then reduces in one collective. Backward
+   * already writes there (each parameter's `gradientHome`): only a gradient
+   * kept elsewhere (set by hand) is copied.
    */
   stageGradients(
     index: number,
@@ -183,6 +185,7 @@ export class ShardedAdamW extends AdamW {
           actual: 'none',
         });
       }
+      if (grad.base === bucket.grads && grad.baseOffset === offset) continue;
       const target = bucket.grads.slice(offset, parameter.value.size).reshape(parameter.shape);
       runner.run(copy, [grad], {}, { out: [target] });
     }
@@ -319,9 +322,11 @@ export class ShardedAdamW extends AdamW {
     this.invalidate();
   }
 
-  /** Frees the blocks and the moments, and moves the parameters back into memory of their own. */
+  /** Frees the blocks and the moments, and moves the parameters (and their gradients) back into memory of their own. */
   override dispose(): void {
     for (const { parameter } of this.#placed) {
+      parameter.gradientHome = undefined;
+      parameter.zeroGrad();
       if (!parameter.value.disposed) parameter.moveInto(this.backend.empty(parameter.shape));
     }
     for (const b of this.#buckets) {
@@ -370,13 +375,17 @@ function layoutOf(size: number, bucket: ShardBucket): BucketLayout {
 function flatBucket(communicator: Communicator, layout: BucketLayout): FlatBucket {
   const backend = communicator.backend;
   const values = backend.zeros([layout.length]);
+  const grads = backend.zeros([layout.length]);
   for (const { parameter, offset } of layout.placed) {
-    parameter.moveInto(values.slice(offset, parameter.value.size).reshape(parameter.shape));
+    const size = parameter.value.size;
+    parameter.moveInto(values.slice(offset, size).reshape(parameter.shape));
+    // Backward writes the gradient into the bucket: no memory of its own beside it.
+    parameter.gradientHome = () => grads.slice(offset, size).reshape(parameter.shape);
   }
   return {
     ...layout,
     values,
-    grads: backend.zeros([layout.length]),
+    grads,
     master: backend.zeros([layout.block]),
     reduced: backend.zeros([layout.block]),
   };
