@@ -13,6 +13,8 @@ import {
   wgmmaKey,
   wgmmaModule,
   wgmmaSplits,
+  wgmmaTileN,
+  wgSharedBytes,
 } from './matmulWgmma.js';
 
 // The fake device is an sm_90 part: its tensor maps are the fake's own
@@ -37,8 +39,8 @@ describe('the wgmma product in the PTX interpreter', () => {
   it('multiplies one 128 × 128 × 64 tile in each layout', async () => {
     for (const [transA, transB] of LAYOUTS) {
       const launches = await check({ dtype: 'bf16', transA, transB, withC: false }, [128, 64, 128]);
-      expect(launches.map((l) => [l.grid, l.block, l.sharedBytes > 192 * 1024])).toEqual([
-        [[1, 1, 1], [384, 1, 1], true],
+      expect(launches.map((l) => [l.grid, l.block, l.sharedBytes])).toEqual([
+        [[1, 1, 1], [384, 1, 1], wgSharedBytes(128)],
       ]);
     }
   }, 120_000);
@@ -82,25 +84,45 @@ describe('the wgmma product in the PTX interpreter', () => {
   it('splits K where the tiles leave SMs idle: partial sums added in split order, then alpha, c and y’s dtype', async () => {
     const sums = () => fake.launches.filter((l) => l.entry === SPLIT_SUM_ENTRY).length;
     const before = sums();
-    // [M, K, N]: 2 tiles × 9 k steps, 2 splits of 5 and 4 steps (4 tiles of the grid).
-    const split = await check({ dtype: 'bf16', transA: false, transB: false, withC: true }, [130, 520, 72], {
+    // [M, K, N]: 2 tiles × 17 k steps, 2 splits of 9 and 8 steps (4 tiles of the grid).
+    const split = await check({ dtype: 'bf16', transA: false, transB: false, withC: true }, [130, 1032, 72], {
       alpha: 0.5,
       beta: -1.5,
     });
     expect(split.map((l) => l.grid)).toEqual([[4, 1, 1]]);
     // M-major a and a batch of 2: each split covers both batches.
-    await check({ dtype: 'f16', transA: true, transB: true, withC: false, out: 'f32' }, [64, 576, 136], {
+    await check({ dtype: 'f16', transA: true, transB: true, withC: false, out: 'f32' }, [64, 1104, 136], {
       batch: 2,
     });
-    // tf32 (32 of K a step): 17 steps, 4 splits.
+    // tf32 (32 of K a step): 17 steps, 2 splits.
     await check({ dtype: 'tf32', transA: false, transB: true, withC: true }, [40, 520, 24], { beta: 0.25 });
     expect(sums() - before).toBe(3);
   }, 300_000);
 
-  it('plans splits of at least four K steps that keep every block resident', () => {
-    expect(wgmmaSplits(18, 32, 132, 768 * 768)).toEqual({ splits: 7, steps: 5 });
+  it('takes 128-wide tiles where 256-wide ones would leave SMs idle, edge columns masked', async () => {
+    // [M, K, N] = [136, 136, 296]: 2 × 3 narrow tiles, the last 8 rows and 40 columns wide.
+    const launches = await check(
+      { dtype: 'bf16', transA: true, transB: false, withC: true },
+      [136, 136, 296],
+      {
+        alpha: 1.25,
+        beta: 0.5,
+      },
+    );
+    expect(launches.map((l) => [l.grid, l.sharedBytes])).toEqual([[[6, 1, 1], wgSharedBytes(128)]]);
+    expect([
+      wgmmaTileN(2048, 768, 1, 132),
+      wgmmaTileN(4096, 2048, 1, 132),
+      wgmmaTileN(8192, 96, 1, 132),
+    ]).toEqual([128, 256, 128]);
+    expect(wgmmaTileN(2048, 768, 4, 132)).toBe(256);
+  }, 120_000);
+
+  it('plans splits of at least eight K steps that keep every block resident', () => {
+    expect(wgmmaSplits(18, 32, 132, 768 * 768)).toEqual({ splits: 4, steps: 8 });
+    expect(wgmmaSplits(18, 64, 132, 768 * 768)).toEqual({ splits: 7, steps: 10 });
     expect(wgmmaSplits(48, 32, 132, 2048 * 768)).toEqual({ splits: 2, steps: 16 });
-    expect(wgmmaSplits(48, 12, 132, 2048 * 768)).toEqual({ splits: 2, steps: 6 });
+    expect(wgmmaSplits(48, 12, 132, 2048 * 768)).toEqual({ splits: 1, steps: 12 });
     expect(wgmmaSplits(128, 32, 132, 2048 * 2048)).toEqual({ splits: 1, steps: 32 });
     expect(wgmmaSplits(2, 7, 132, 1)).toEqual({ splits: 1, steps: 7 });
     expect(wgmmaSplits(1, 2 ** 20, 132, 2 ** 26)).toEqual({ splits: 15, steps: 69906 });
@@ -183,6 +205,15 @@ describe.skipIf(gate.skip)(`the wgmma product under ptxas (${gate.reason})`, () 
       { dtype: 'tf32', transA: false, transB: true, withC: true },
       { dtype: 'bf16', transA: false, transB: true, withC: true, out: 'f32' },
       { dtype: 'f16', transA: true, transB: false, withC: false, out: 'f32' },
+      ...LAYOUTS.map(([transA, transB]) => ({
+        dtype: 'bf16' as const,
+        transA,
+        transB,
+        withC: true,
+        bn: 128 as const,
+      })),
+      { dtype: 'tf32', transA: false, transB: true, withC: false, bn: 128 },
+      { dtype: 'bf16', transA: false, transB: false, withC: false, out: 'f32', bn: 128 },
     ];
     // 384 threads of one block an SM: ptxas budgets 168 registers, setmaxnreg moves them to the consumers.
     expectAllAssembleCleanly(

@@ -20,10 +20,14 @@ import { groupedTile } from './tileOrder.js';
 
 /**
  * Block tile: BM × BN of y, one 128-byte row of K per stage (64 halves or
- * 32 tf32); each consumer warpgroup owns 64 rows × BN.
+ * 32 tf32); each consumer warpgroup owns 64 rows × BN. BN is 256, or 128
+ * for outputs whose 256-wide tiles would leave SMs idle (`wgmmaTileN`).
  */
 export const WG_BM = 128;
 export const WG_BN = 256;
+/** The narrow tile's N. */
+export const WG_BN_NARROW = 128;
+export type WgmmaTileN = typeof WG_BN | typeof WG_BN_NARROW;
 /** Stages in flight (4 × 48 KiB of the 227 KiB an H100 block may have). */
 export const WG_STAGES = 4;
 /** A producer warpgroup and two consumer warpgroups. */
@@ -41,10 +45,11 @@ const ATOM = 8 * ROW;
 /** A box of 64 inner × 64 outer elements (8 KiB). */
 const PANEL = 64 * ROW;
 const A_BYTES = WG_BM * ROW;
-const B_BYTES = WG_BN * ROW;
-const STAGE_BYTES = A_BYTES + B_BYTES;
+/** Bytes of one stage: a's 128 rows and b's `bn` rows (or columns) of one 128-byte K row. */
+const stageBytes = (bn: WgmmaTileN) => A_BYTES + bn * ROW;
 /** 1024 bytes of slack to align the stages to the swizzle atom, then the stages, then 2 × STAGES mbarriers. */
-export const WG_SHARED_BYTES = 1024 + WG_STAGES * STAGE_BYTES + 16 * WG_STAGES;
+export const wgSharedBytes = (bn: WgmmaTileN = WG_BN) => 1024 + WG_STAGES * stageBytes(bn) + 16 * WG_STAGES;
+export const WG_SHARED_BYTES = wgSharedBytes();
 
 /** The operands' dtype: half, or f32 multiplied as tf32. */
 export type WgmmaDType = HalfDType | 'tf32';
@@ -66,11 +71,13 @@ export interface WgmmaVariant {
   readonly withC: boolean;
   /** Half operands: y and c are f32 (absent: the operands' dtype). tf32's are always f32. */
   readonly out?: 'f32';
+  /** The tile's N (default WG_BN). */
+  readonly bn?: WgmmaTileN;
 }
 
 export function wgmmaKey(v: WgmmaVariant): string {
   const layout = `${v.transA ? 't' : 'n'}${v.transB ? 't' : 'n'}`;
-  return `matmul/wgmma${WG_BM}x${WG_BN}x${shapeOf(v.dtype).bk}s${WG_STAGES}/${v.dtype}/${layout}${v.withC ? '/c' : ''}${v.out && v.dtype !== 'tf32' ? `/y${v.out}` : ''}`;
+  return `matmul/wgmma${WG_BM}x${v.bn ?? WG_BN}x${shapeOf(v.dtype).bk}s${WG_STAGES}/${v.dtype}/${layout}${v.withC ? '/c' : ''}${v.out && v.dtype !== 'tf32' ? `/y${v.out}` : ''}`;
 }
 
 /** The dtype of y and c. */
@@ -111,6 +118,8 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
   const aKMajor = !v.transA;
   const bKMajor = v.transB;
   const { bk, instrK } = shapeOf(v.dtype);
+  const bn = v.bn ?? WG_BN;
+  const STAGE_BYTES = stageBytes(bn);
   if (v.dtype === 'tf32' && !(aKMajor && bKMajor)) {
     throw new Error('wgmmaModule: tf32 operands are K-major (transA false, transB true)');
   }
@@ -148,7 +157,7 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
         const z = k.sub('u32', k.reg('u32'), slot, k.mulLo('u32', k.reg('u32'), split, batches));
         const kBegin = k.mulLo('u32', k.reg('u32'), split, kSplitSteps);
         const kEnd = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kBegin, kSplitSteps), kTiles);
-        return { slot, z, kBegin, kEnd, ...groupedTile(k, tilesM, tilesN, WG_BM, WG_BN, local) };
+        return { slot, z, kBegin, kEnd, ...groupedTile(k, tilesM, tilesN, WG_BM, bn, local) };
       };
       // Stages start at the first 1024-byte boundary of the dynamic window (the swizzle atom).
       const base = k.and(
@@ -215,14 +224,14 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
               }
             };
             copy(aKMajor, stage, mapA, row0, WG_BM);
-            copy(bKMajor, k.add('u32', k.reg('u32'), stage, A_BYTES), mapB, col0, WG_BN);
+            copy(bKMajor, k.add('u32', k.reg('u32'), stage, A_BYTES), mapB, col0, bn);
             k.add('u32', it, it, 1);
           });
         });
       });
       k.bra(done);
 
-      // ---- consumer warpgroups: 64 rows × 256 columns each.
+      // ---- consumer warpgroups: 64 rows × bn columns each.
       k.place(consumer);
       k.setmaxnreg('inc', CONSUMER_REGS);
       const cw = k.sub('u32', k.reg('u32'), warpgroup, 1);
@@ -232,7 +241,7 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
       const layoutB = operandLayout(bKMajor, v.dtype);
       // a's rows of this consumer: the second 64 rows are 8 KiB on in either layout.
       const aOffset = k.mulLo('u32', k.reg('u32'), cw, PANEL);
-      const acc = k.regs('f32', WG_BN / 2);
+      const acc = k.regs('f32', bn / 2);
       const it = k.mov('u32', k.reg('u32'), 0);
       const releasePrevious = (when: Pred) =>
         k.ifThen(when, () => k.mbarrierArrive(empty(stageOf(k.sub('u32', k.reg('u32'), it, 1)))));
@@ -258,7 +267,7 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
           );
           k.wgmmaFence();
           for (let j = 0; j < bk / instrK; j++) {
-            k.wgmmaMmaAsync(WG_BN, v.dtype, acc, descA, descB, {
+            k.wgmmaMmaAsync(bn, v.dtype, acc, descA, descB, {
               transposeA: !aKMajor,
               transposeB: !bKMajor,
             });
@@ -340,7 +349,7 @@ function epilogue(
     const row = k.add('u32', k.reg('u32'), rowBase, 8 * h);
     const rowOk = k.setp('lt', 'u32', k.reg('pred'), row, at.mDim);
     const rowStart = k.mulLo('u32', k.reg('u32'), row, at.nDim);
-    for (let q = 0; q < WG_BN / 8; q++) {
+    for (let q = 0; q < (v.bn ?? WG_BN) / 8; q++) {
       const col = k.add('u32', k.reg('u32'), colBase, 8 * q);
       const ok0 = k.and('pred', k.reg('pred'), rowOk, k.setp('lt', 'u32', k.reg('pred'), col, at.nDim));
       const ok1 = k.and(
@@ -410,6 +419,17 @@ function operandMap(
   };
 }
 
+/**
+ * The tile's N for an M × N output (times `batch`) on `sms` SMs: 128 where
+ * N fits in it, or where 256-wide tiles would leave SMs idle (a 2048 × 768
+ * output is 48 such tiles on 132 SMs, 96 narrow ones); else 256, whose
+ * tile reads less per product.
+ */
+export function wgmmaTileN(m: number, n: number, batch: number, sms: number): WgmmaTileN {
+  const wide = Math.ceil(m / WG_BM) * Math.ceil(n / WG_BN) * batch;
+  return n <= WG_BN_NARROW || wide < sms ? WG_BN_NARROW : WG_BN;
+}
+
 /** The fewest K steps (stages) a split takes: fewer leave the pipeline mostly filling. */
 export const WG_MIN_SPLIT_STEPS = 8;
 
@@ -450,10 +470,11 @@ const MAX_SPLIT_ELEMENTS = 2 ** 30 - 1;
 export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>, dtype: WgmmaDType): void {
   const { a, b, c, y, batch, m, n, k } = call;
   const { bytes, bk } = shapeOf(dtype);
-  const tilesM = Math.ceil(m / WG_BM);
-  const tilesN = Math.ceil(n / WG_BN);
   const maxBatch = encoder.device.maxGridDim[2];
   const sms = encoder.device.multiprocessors;
+  const bn = wgmmaTileN(m, n, Math.min(batch, maxBatch), sms);
+  const tilesM = Math.ceil(m / WG_BM);
+  const tilesN = Math.ceil(n / bn);
   for (let first = 0; first < batch; first += maxBatch) {
     const count = Math.min(maxBatch, batch - first);
     const { splits, steps } = wgmmaSplits(tilesM * tilesN * count, Math.ceil(k / bk), sms, count * m * n);
@@ -479,6 +500,7 @@ export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>,
       transA,
       transB,
       withC: cPtr !== undefined && !parts,
+      ...(bn === WG_BN ? {} : { bn }),
       ...(dtype !== 'tf32' && (y.dtype === 'f32' || parts) ? { out: 'f32' as const } : {}),
     };
     // M- and N-major boxes are 128 bytes of MN by one stage of K; K-major ones one stage of K by the tile.
@@ -487,7 +509,7 @@ export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>,
       ? operandMap(dtype, aPtr, m, k, count, [mnBox, bk])
       : operandMap(dtype, aPtr, k, m, count, [bk, WG_BM]);
     const mapB = transB
-      ? operandMap(dtype, bPtr, k, n, count, [bk, WG_BN])
+      ? operandMap(dtype, bPtr, k, n, count, [bk, bn])
       : operandMap(dtype, bPtr, n, k, count, [mnBox, bk]);
     encoder.launch({
       key: wgmmaKey(v),
@@ -496,7 +518,7 @@ export function encodeWgmma(encoder: KernelEncoder, call: MatmulLaunch<Operand>,
       // One block an SM (its shared memory allows no second), each looping over tiles.
       grid: Math.min(tilesM * tilesN * count * splits, sms),
       block: WG_THREADS,
-      sharedBytes: WG_SHARED_BYTES,
+      sharedBytes: wgSharedBytes(bn),
       args: {
         batches: count,
         splits,
