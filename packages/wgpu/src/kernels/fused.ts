@@ -25,6 +25,7 @@ import {
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { ACTIVATION_FUNCTIONS_WGSL, activationGradientWgsl, activationWgsl } from '../wgsl/activations.js';
+import { GROUP_SUMS_END, groupSumsOrElse, SUBGROUP_BUILTINS } from '../wgsl/groupSums.js';
 import {
   bindingType,
   halfFunctions,
@@ -36,7 +37,7 @@ import {
 } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { encodeWithF32Activations } from './halfEdges.js';
-import { CHECK_SUBGROUP_LAYOUT, encodeMatmul, streamLoop } from './matmul.js';
+import { encodeMatmul, streamLoop } from './matmul.js';
 
 // gateUpSwiglu as one streaming pass over both weights. A workgroup is
 // GROUPS groups of 32 invocations; group g owns output column
@@ -142,9 +143,6 @@ function fusedShader(v: Variant) {
   const at = (i: number, o = '') => `red[${i * THREADS}u + tid${o}]`;
   const kernel = v.gated ? 'gateUpSwiglu' : v.weights > 1 ? `rmsNormMatmul3/w${v.weights}` : 'rmsNormMatmul';
   const extra = Array.from({ length: v.weights - 1 }, (_, i) => i + 1);
-  const subgroupBuiltins = v.subgroups
-    ? ', @builtin(subgroup_invocation_id) sgid: u32, @builtin(subgroup_size) sgs: u32'
-    : '';
   const names = [
     'x',
     'wg',
@@ -192,17 +190,11 @@ function fusedShader(v: Variant) {
       })
       .join('\n    ')}
   }`;
-  // A group is the low 5 bits of the invocation index: xor shuffles below 32 stay inside it
-  // when subgroups of 32 or more hold invocations in order. Otherwise the tree in workgroup memory.
-  const subgroupSum = `
-  ${CHECK_SUBGROUP_LAYOUT}
-  if (sgs < ${LANES}u) { atomicStore(&scattered, 1u); }
-  if (workgroupUniformLoad(&scattered) == 0u) {
-    for (var o = ${LANES / 2}u; o > 0u; o >>= 1u) {
-      ${values.map((name) => `${name} += subgroupShuffleXor(${name}, o);`).join('\n      ')}
-    }
-    ${epilogue((i) => values[i]!)}
-  } else {`;
+  // Each group's sums by subgroup shuffles where it can, else the tree in workgroup memory.
+  const subgroupSum = groupSumsOrElse(
+    values,
+    epilogue((i) => values[i]!),
+  );
   return {
     key: `fused/${kernel}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.w === 'f32' ? '' : `/w-${v.w}`}${v.norm ? '/norm' : ''}/${v.subgroups ? 'subgroups' : 'workgroup'}`,
     kernel,
@@ -237,8 +229,8 @@ function fusedShader(v: Variant) {
     }
     workgroupBarrier();
   }
-  ${epilogue(at)}${v.subgroups ? '\n  }' : ''}`,
-        `@builtin(local_invocation_index) tid: u32${subgroupBuiltins}`,
+  ${epilogue(at)}${v.subgroups ? GROUP_SUMS_END : ''}`,
+        `@builtin(local_invocation_index) tid: u32${v.subgroups ? SUBGROUP_BUILTINS : ''}`,
       );
     },
   };

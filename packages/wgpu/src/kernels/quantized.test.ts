@@ -11,7 +11,7 @@ describe('quantized shaders', () => {
   it('read the codes as vec4<u32>, sum in workgroup memory without subgroups, and bind zero points (q4k, q5k, q6k: sub-block scales) and offsets only where the format has them', () => {
     for (const format of QUANT_FORMATS) {
       const layout = quantLayout(format, 1);
-      const code = quantStreamShader({ format, rows: 1, vecX: true, norm: false }).code();
+      const code = quantStreamShader({ format, rows: 1, vecX: true, norm: false, subgroups: false }).code();
       expect(code).toContain('var<storage, read> packed: array<vec4<u32>>');
       expect(code).toContain('var<storage, read> x: array<vec4<f32>>');
       expect(code).not.toContain('subgroup');
@@ -27,15 +27,28 @@ describe('quantized shaders', () => {
       // x tiles and the lanes' sums share the 16 KiB of workgroup memory every device has.
       expect(code).toContain(`var<workgroup> xt: array<vec4<f32>, ${layout.bits === 8 ? 128 : 256}>`);
       expect(
-        quantStreamShader({ format, rows: QUANT_STREAM_MAX_ROWS, vecX: true, norm: false }).code(),
+        quantStreamShader({
+          format,
+          rows: QUANT_STREAM_MAX_ROWS,
+          vecX: true,
+          norm: false,
+          subgroups: false,
+        }).code(),
       ).toContain(`var<workgroup> xt: array<vec4<f32>, ${layout.bits === 8 ? 512 : 1024}>`);
       expect(code).not.toContain('var<workgroup> red');
       // A folded norm: its weight bound after y (the eighth binding at most), x · weight staged.
-      const normed = quantStreamShader({ format, rows: 1, vecX: true, norm: true }).code();
+      const normed = quantStreamShader({ format, rows: 1, vecX: true, norm: true, subgroups: false }).code();
       expect(normed).toContain('var<storage, read> normWeight: array<f32>');
       expect(normed).toContain('q * g');
       expect(normed.match(/var<storage/g)!.length).toBeLessThanOrEqual(8);
       expect(code).not.toContain('normWeight');
+      // With subgroups: each column's lanes summed by xor shuffles where subgroups of 32 run in
+      // order, the workgroup tree otherwise (the same epilogue in both branches).
+      const shuffled = quantStreamShader({ format, rows: 2, vecX: true, norm: true, subgroups: true }).code();
+      expect(shuffled).toContain('enable subgroups;');
+      expect(shuffled).toContain('acc1 += subgroupShuffleXor(acc1, o);');
+      expect(shuffled).toContain('var<workgroup> scattered: atomic<u32>');
+      expect(shuffled.match(/if \(lane == 0u && col < params.n\)/g)).toHaveLength(2);
       const tile = quantTileShader({ format }).code();
       expect(tile).toContain('var<workgroup> ws: array<vec4<f32>, 512>');
       expect(tile.includes('zeros')).toBe(zeros);
@@ -56,13 +69,16 @@ describe('quantized shaders', () => {
     const keys = QUANT_FORMATS.flatMap((format) => [
       ...[1, QUANT_STREAM_MAX_ROWS].flatMap((rows) =>
         [true, false].flatMap((vecX) =>
-          [false, true].map((norm) => quantStreamShader({ format, rows, vecX, norm }).key),
+          [false, true].flatMap((norm) =>
+            [false, true].map((subgroups) => quantStreamShader({ format, rows, vecX, norm, subgroups }).key),
+          ),
         ),
       ),
       quantTileShader({ format }).key,
     ]);
     expect(new Set(keys).size).toBe(keys.length);
     expect(keys).toContain('quantized/stream/m1/v4/q4g32');
+    expect(keys).toContain('quantized/stream/m4/v4/norm/subgroups/q4k');
     expect(keys).toContain('quantized/tile64x64x32/q8');
   });
 });

@@ -16,6 +16,7 @@ import {
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { type ProductPiece, productPieces } from '../rowPieces.js';
+import { GROUP_SUMS_END, groupSumsOrElse, SUBGROUP_BUILTINS } from '../wgsl/groupSums.js';
 import { storageOf } from '../wgsl/half.js';
 import { ShaderModule, type WgslType } from '../wgsl/module.js';
 import { encodeWithF32Activations } from './halfEdges.js';
@@ -88,6 +89,8 @@ export interface QuantStreamVariant extends QuantShaderVariant {
    * scaled by 1 / sqrt(mean(x²) + eps) as they are stored.
    */
   readonly norm: boolean;
+  /** Sum each column's lanes by subgroup shuffles where subgroups of at least 32 run in order (groupSums.ts). */
+  readonly subgroups: boolean;
 }
 
 /** Module-scope WGSL: the codes of a word as exact f32, a scale, a group's zero point and offset. */
@@ -250,13 +253,26 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
     : layout.subBlockScales
       ? `fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return ${subBlockOf}.y; }`
       : 'fn group_offset(row: u32, chunks: u32, c: u32) -> f32 { return offset_of(row * params.groups + group_of(chunks, c)); }';
+  // Lane 0 of each group stores its column of every row from the group's sums (`sum(r)` of row r).
+  const epilogue = (sum: (r: number) => string) => `if (lane == 0u && col < params.n) {
+    ${grouped ? '' : 'let rowScale = scale_of(col);'}
+    ${rows
+      .map((r) => {
+        const total = grouped ? sum(r) : `${sum(r)} * rowScale`;
+        return `if (${r}u < params.m) { ${storeY(`${r}u`, 'col', v.norm ? `(${total}) * inv${r}` : total)} }`;
+      })
+      .join('\n    ')}
+  }`;
+  const accs = rows.map((r) => `acc${r}`);
   return {
-    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}/${v.format}`,
+    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}${v.subgroups ? '/subgroups' : ''}/${v.format}`,
     kernel: quantizedMatmul.name,
     code: () => {
       const module = new ShaderModule();
+      if (v.subgroups) module.enable('subgroups');
       declareBindings(module, v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>', v.norm);
       module.workgroupArray('xt', 'vec4<f32>', v.rows * tileUnits);
+      if (v.subgroups) module.workgroupVar('scattered', 'atomic<u32>');
       module.declare(`${dequantFunctions(v)}
 ${xQuad}
 ${v.norm ? normQuad : ''}
@@ -328,7 +344,14 @@ ${groupOffsets}`);
     ${grouped ? 'gs = nextGs;' : ''} ${q4 ? 'z = nextZ;' : ''} ${offsets ? 'go = nextGo;' : ''}
   }
   workgroupBarrier();
-  ${v.norm ? normReduction(rows, at) : ''}
+  ${v.norm ? normReduction(rows, at) : ''}${
+    v.subgroups
+      ? groupSumsOrElse(
+          accs,
+          epilogue((r) => `acc${r}`),
+        )
+      : ''
+  }
   ${rows.map((r) => `${at(r)} = acc${r};`).join('\n  ')}
   workgroupBarrier();
   for (var s = ${LANES / 2}u; s > 0u; s >>= 1u) {
@@ -337,16 +360,8 @@ ${groupOffsets}`);
     }
     workgroupBarrier();
   }
-  if (lane == 0u && col < params.n) {
-    ${grouped ? '' : 'let rowScale = scale_of(col);'}
-    ${rows
-      .map((r) => {
-        const sum = grouped ? at(r) : `${at(r)} * rowScale`;
-        return `if (${r}u < params.m) { ${storeY(`${r}u`, 'col', v.norm ? `(${sum}) * inv${r}` : sum)} }`;
-      })
-      .join('\n    ')}
-  }`,
-        '@builtin(local_invocation_index) tid: u32',
+  ${epilogue((r) => at(r))}${v.subgroups ? GROUP_SUMS_END : ''}`,
+        `@builtin(local_invocation_index) tid: u32${v.subgroups ? SUBGROUP_BUILTINS : ''}`,
       );
     },
   };
@@ -569,6 +584,7 @@ function encodeQuantizedPiece(
         rows: m === 1 ? 1 : QUANT_STREAM_MAX_ROWS,
         vecX: k % 32 === 0 && aligned(x.offset),
         norm: norm !== undefined,
+        subgroups: encoder.features.has('subgroups'),
       }),
       buffers: norm ? [...buffers, norm.weight] : buffers,
       params: { layout: PARAMS, values: { ...values, tiles, tilesN: tiles } },

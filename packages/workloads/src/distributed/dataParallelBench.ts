@@ -315,7 +315,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         ? `overlap off: ${report.overlapOff.tokensPerSecond.toFixed(0)} tokens/s on ${gpus} (step ${report.overlapOff.stepMs.toFixed(1)} ms); losses ${report.overlapOff.identicalLosses ? 'identical' : `differ by up to ${report.overlapOff.maxRelativeDifference.toExponential(2)}`} to overlap on`
         : '',
       parallel.allReduce
-        ? `all-reduce of the ${(parallel.allReduce.bytes / 2 ** 20).toFixed(0)} MiB of gradients alone: ${parallel.allReduce.ms.toFixed(2)} ms (${(parallel.allReduce.bytes / parallel.allReduce.ms / 1e6).toFixed(0)} GB/s)`
+        ? `all-reduce of the ${(parallel.allReduce.bytes / 2 ** 20).toFixed(0)} MiB of gradients alone: ${parallel.allReduce.ms.toFixed(2)} ms (${(parallel.allReduce.bytes / parallel.allReduce.ms / 1e6).toFixed(0)} GB/s); as one flat tensor a bucket ${parallel.allReduce.flatMs.toFixed(2)} ms`
         : '',
       torch
         ? `PyTorch DDP: 1 GPU ${torchLine(torch.single)}, ${gpus} GPUs zero ${report.zero} ${torchLine(torch.parallel)}; rayo/DDP ${report.vsTorchDdp?.toFixed(2) ?? '-'}×`

@@ -64,7 +64,7 @@ export interface DataParallelRun {
    * The bucketed all-reduce of one step's gradient bytes alone, from enqueue
    * to the device being done (median ms of a few), and those bytes; absent on one rank.
    */
-  readonly allReduce?: { readonly ms: number; readonly bytes: number };
+  readonly allReduce?: { readonly ms: number; readonly bytes: number; readonly flatMs: number };
   /** Whether the all-reduce was overlapped with backward (false on one rank), and in how many segments backward was recorded. */
   readonly overlap: boolean;
   readonly segments?: number;
@@ -76,19 +76,36 @@ export interface DataParallelRun {
   readonly optimizerBytes: number;
 }
 
-/** Times `parallel`'s bucketed all-reduce alone, over tensors shaped as the gradients (the parameters: identical on every rank, so averaging leaves them as they are). */
+/**
+ * Times `parallel`'s bucketed all-reduce alone, over tensors shaped as the
+ * gradients (the parameters: identical on every rank, so averaging leaves
+ * them as they are), and the same bytes as one flat tensor per bucket.
+ */
 async function timeAllReduce(parallel: DataParallel, sync: () => Promise<void>, reps = 5) {
-  const times: number[] = [];
-  for (let i = 0; i <= reps; i++) {
-    const begin = performance.now();
-    parallel.allReduceGradientsOf((p) => p.value);
-    await sync();
-    parallel.throwIfFailed();
-    if (i > 0) times.push(performance.now() - begin);
+  const median = async (run: () => void) => {
+    const times: number[] = [];
+    for (let i = 0; i <= reps; i++) {
+      const begin = performance.now();
+      run();
+      await sync();
+      parallel.throwIfFailed();
+      if (i > 0) times.push(performance.now() - begin);
+    }
+    times.sort((a, b) => a - b);
+    return times[Math.floor(times.length / 2)]!;
+  };
+  const ms = await median(() => parallel.allReduceGradientsOf((p) => p.value));
+  const backend = parallel.communicator.backend;
+  const flat = parallel.buckets.map((b) => backend.zeros([b.bytes / 4]));
+  try {
+    const flatMs = await median(() => {
+      for (const t of flat) parallel.communicator.allReduce([t], 'avg');
+    });
+    const bytes = parallel.buckets.reduce((sum, b) => sum + b.bytes, 0);
+    return { ms, bytes, flatMs };
+  } finally {
+    for (const t of flat) t.dispose();
   }
-  times.sort((a, b) => a - b);
-  const bytes = parallel.buckets.reduce((sum, b) => sum + b.bytes, 0);
-  return { ms: times[Math.floor(times.length / 2)]!, bytes };
 }
 
 /** Every rank's `value`, by rank (an all-gather). */
