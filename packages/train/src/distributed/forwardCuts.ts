@@ -7,11 +7,20 @@ export interface ForwardCut {
 }
 
 /**
+ * Kernels a piece of forward holds at least before a first read cuts it: each
+ * batch keeps scratch memory of its own (a product's half operands, split-K
+ * sums), so a cut per bucket (dozens) would hold dozens of copies of it.
+ */
+export const MIN_CUT_KERNELS = 64;
+
+/**
  * A kernel runner that records a forward into command batches cut where it
  * first reads a bucket's parameters, so that a replay can wait for each
  * bucket's all-gather just before the piece that needs it (the
- * sharded optimizer's parameters gathered while the forward runs). `bucketOf`
- * says which bucket a tensor's memory belongs to.
+ * sharded optimizer's parameters gathered while the forward runs). A piece
+ * of fewer than `minKernels` kernels takes the next buckets' first reads
+ * too (it then waits for them all). `bucketOf` says which bucket a tensor's
+ * memory belongs to.
  */
 export class ForwardCuts implements KernelRunner {
   readonly cuts: { batch: CommandBatch; buckets: number[] }[];
@@ -20,9 +29,17 @@ export class ForwardCuts implements KernelRunner {
   readonly #backend: Backend;
   readonly #bucketOf: (tensor: Tensor) => number | undefined;
 
-  constructor(backend: Backend, first: CommandBatch, bucketOf: (tensor: Tensor) => number | undefined) {
+  readonly #minKernels: number;
+
+  constructor(
+    backend: Backend,
+    first: CommandBatch,
+    bucketOf: (tensor: Tensor) => number | undefined,
+    minKernels = MIN_CUT_KERNELS,
+  ) {
     this.#backend = backend;
     this.#bucketOf = bucketOf;
+    this.#minKernels = minKernels;
     this.cuts = [{ batch: first, buckets: [] }];
   }
 
@@ -39,8 +56,10 @@ export class ForwardCuts implements KernelRunner {
     }
     if (fresh.length > 0) {
       this.firstUse.push(...fresh);
-      // A piece with kernels already closes; the next starts with the first read of these buckets.
-      if (this.current.size > 0) this.cuts.push({ batch: this.#backend.batch(), buckets: [] });
+      // A piece long enough closes; the next starts with the first read of these buckets.
+      if (this.current.size >= Math.max(1, this.#minKernels)) {
+        this.cuts.push({ batch: this.#backend.batch(), buckets: [] });
+      }
       this.cuts.at(-1)!.buckets.push(...fresh);
     }
     return this.current.run(...call);

@@ -6,6 +6,7 @@ export {
   shardIndices,
   shardRange,
 } from './dataParallel.js';
+export { MIN_CUT_KERNELS } from './forwardCuts.js';
 export { LAUNCH_USAGE, launchCli } from './launchCli.js';
 export { LaunchError, type LaunchOptions, launchDataParallel, type RankExit } from './launcher.js';
 export {

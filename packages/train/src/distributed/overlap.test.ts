@@ -138,7 +138,14 @@ describe('overlapping the gradient all-reduce with backward', () => {
     const x = backend.upload(FEATURES, [4, 3]);
     const y = backend.upload(new Int32Array(LABELS), [4], 'i32');
     const loss = (tape: Tape) => crossEntropy(tape, model.forward(tape, tape.constant(x)), y);
-    const step = new ReplayedDataParallelStep({ backend, optimizer, parallel, loss, gatherAhead: true });
+    const step = new ReplayedDataParallelStep({
+      backend,
+      optimizer,
+      parallel,
+      loss,
+      gatherAhead: true,
+      forwardCutKernels: 1,
+    });
     await step.run();
     // Buckets last layer first (bias, weight): the forward reads 5 and 4, then 3 and 2, then 1 and 0.
     expect(step.forward.map((f) => f.buckets)).toEqual([
@@ -156,6 +163,11 @@ describe('overlapping the gradient all-reduce with backward', () => {
     expect(log.slice(0, 6)).toEqual(['join(0)', 'join(1)', 'join(2)', 'join(3)', 'join(4)', 'join(5)']);
     step.dispose();
     expect(log.at(-1)).toBe('join');
+    // By default a piece holds at least MIN_CUT_KERNELS kernels: this small forward stays whole.
+    const whole = new ReplayedDataParallelStep({ backend, optimizer, parallel, loss, gatherAhead: true });
+    await whole.run();
+    expect(whole.forward.map((f) => f.buckets)).toEqual([[5, 4, 3, 2, 1, 0]]);
+    whole.dispose();
   });
 
   it('all-reduces a tied weight only once backward has reached its first use', async () => {

@@ -36,6 +36,12 @@ export interface ReplayedDataParallelStepOptions {
    * before reading them (a collective without overlap does it too).
    */
   readonly gatherAhead?: boolean;
+  /**
+   * With `gatherAhead`: the fewest kernels a piece of forward holds before
+   * a bucket's first read cuts it (default MIN_CUT_KERNELS, 64); each piece
+   * is a command batch with scratch memory of its own.
+   */
+  readonly forwardCutKernels?: number;
 }
 
 /** What a recorded step's backward looks like: per segment, its kernels and the buckets all-reduced after it. */
@@ -195,7 +201,7 @@ export class ReplayedDataParallelStep {
     // Cut where forward first reads each bucket, when its all-gather may still be running.
     const cuts =
       sharded && this.#options.gatherAhead
-        ? new ForwardCuts(this.backend, first, (t) => sharded.bucketOf(t))
+        ? new ForwardCuts(this.backend, first, (t) => sharded.bucketOf(t), this.#options.forwardCutKernels)
         : undefined;
     const tape = new Tape(this.backend, { runner: cuts ?? first });
     const segments: BackwardSegment[] = [];
