@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createCpuBackend } from './cpu/backend.js';
 import { DisposedTensorError, InvalidArgumentError } from './errors.js';
 import { add } from './kernels/elementwise.js';
+import { copyRows } from './kernels/memory.js';
 
 describe('Tensor.slice', () => {
   it('is a 1-d view of a range of the base: reads, kernel outputs and copies go to the base', async () => {
@@ -37,6 +38,24 @@ describe('Tensor.slice', () => {
     expect(view.disposed).toBe(true);
     await expect(async () => view.read()).rejects.toThrow(DisposedTensorError);
     expect(() => flat.slice(0, 1)).toThrow(DisposedTensorError);
+    backend.dispose();
+  });
+
+  it('lets an in-place kernel take disjoint slices of one base, and refuses overlapping ones', async () => {
+    const backend = createCpuBackend();
+    const flat = backend.upload([1, 2, 3, 4, 5, 6, 7, 8], [8]);
+    const [low, high] = [flat.slice(0, 4).reshape([2, 2]), flat.slice(4, 4).reshape([2, 2])];
+    expect([low.overlaps(high), low.overlaps(flat), flat.slice(3, 2).overlaps(high)]).toEqual([
+      false,
+      true,
+      true,
+    ]);
+    // copyRows writes y in place: its rows from x, a disjoint slice of the same memory.
+    backend.run(copyRows, [low, high.slice(2, 2).reshape([1, 2])], { row: 0 });
+    expect(Array.from(await flat.read())).toEqual([7, 8, 3, 4, 5, 6, 7, 8]);
+    expect(() => backend.run(copyRows, [low, flat.slice(2, 2).reshape([1, 2])], { row: 1 })).toThrow(
+      /written in place is also passed as another input/,
+    );
     backend.dispose();
   });
 });

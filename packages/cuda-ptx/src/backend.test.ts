@@ -128,6 +128,25 @@ describe('CudaBackend', () => {
     backend.dispose();
   });
 
+  it('slices a tensor as a buffer at a later address: kernels, copies and reads see its range', async () => {
+    const { backend } = setup();
+    const flat = backend.upload([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [10]);
+    const middle = flat.slice(3, 4);
+    expect(backend.operand(middle).ptr - backend.operand(flat).ptr).toBe(12n);
+    expect(Array.from(await middle.read())).toEqual([4, 5, 6, 7]);
+    const sums = backend.upload([0, 0, 0, 0, 0, 0], [6]);
+    backend.run(add, [middle, flat.slice(0, 4)], {}, { out: [sums.slice(1, 4)] });
+    backend.copy(backend.upload([-1, -2], [2]), flat.slice(8, 2));
+    expect(Array.from(await sums.read())).toEqual([0, 5, 7, 9, 11, 0]);
+    expect(Array.from(await flat.read())).toEqual([1, 2, 3, 4, 5, 6, 7, 8, -1, -2]);
+    // Nothing is allocated for a slice, and it ends with its base.
+    const live = backend.memory().liveTensors;
+    const more = flat.slice(1, 1);
+    expect(backend.memory().liveTensors).toBe(live);
+    flat.dispose();
+    expect(more.disposed).toBe(true);
+  });
+
   it('rejects reads of disposed tensors and tensors of another backend', async () => {
     const { backend } = setup();
     const t = backend.upload([1], [1]);
