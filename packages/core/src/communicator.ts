@@ -132,6 +132,21 @@ export const collectiveChecks = {
       });
     }
   },
+  /**
+   * Whether `part` is exactly rank `rank`'s block of `whole` in the same
+   * memory: an all-gather or reduce-scatter in place, as NCCL defines it.
+   * Otherwise the two must not share memory.
+   */
+  inPlace(api: string, part: Tensor, whole: Tensor, rank: number): boolean {
+    if (!part.overlaps(whole)) return false;
+    if (part.base === whole.base && part.baseOffset === whole.baseOffset + rank * part.size) return true;
+    throw new InvalidArgumentError('the per-rank tensor overlaps the whole one other than as its own block', {
+      operation: api,
+      argument: 'output',
+      expected: `memory apart from the input, or the input being rank ${rank}'s block of the output (in place)`,
+      actual: `elements ${part.baseOffset}… of a base whose whole tensor starts at ${whole.baseOffset}`,
+    });
+  },
   /** `whole` must hold `size` blocks of `part` (same dtype). */
   blocks(api: string, part: Tensor, whole: Tensor, wholeName: string, size: number): void {
     if (whole.dtype !== part.dtype) {
@@ -216,7 +231,15 @@ export class SingleRankCommunicator implements Communicator {
     collectiveChecks.backend(api, 'input', input, this.backend);
     collectiveChecks.backend(api, 'output', output, this.backend);
     collectiveChecks.blocks(api, input, output, 'output', 1);
-    if (input.base === output.base && input.baseOffset === output.baseOffset) return;
+    if (
+      collectiveChecks.inPlace(
+        api,
+        api === 'allGather' ? input : output,
+        api === 'allGather' ? output : input,
+        0,
+      )
+    )
+      return;
     this.backend.run(copy, [input], {}, { out: [output.reshape(input.shape)] });
   }
 

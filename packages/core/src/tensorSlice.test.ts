@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { collectiveChecks, SingleRankCommunicator } from './communicator.js';
 import { createCpuBackend } from './cpu/backend.js';
 import { DisposedTensorError, InvalidArgumentError } from './errors.js';
 import { add } from './kernels/elementwise.js';
@@ -56,6 +57,23 @@ describe('Tensor.slice', () => {
     expect(() => backend.run(copyRows, [low, flat.slice(2, 2).reshape([1, 2])], { row: 1 })).toThrow(
       /written in place is also passed as another input/,
     );
+    backend.dispose();
+  });
+
+  it('lets a collective run in place: the per-rank tensor exactly this rank’s block of the whole', async () => {
+    const backend = createCpuBackend();
+    const whole = backend.upload([1, 2, 3, 4], [4]);
+    expect(collectiveChecks.inPlace('allGather', whole.slice(0, 2), whole, 0)).toBe(true);
+    expect(collectiveChecks.inPlace('allGather', whole.slice(2, 2), whole, 1)).toBe(true);
+    expect(collectiveChecks.inPlace('allGather', backend.zeros([2]), whole, 1)).toBe(false);
+    expect(() => collectiveChecks.inPlace('allGather', whole.slice(2, 2), whole, 0)).toThrow(
+      /other than as its own block.*rank 0's block/s,
+    );
+    const one = new SingleRankCommunicator(backend);
+    one.allGather(whole.slice(0, 4), whole);
+    one.reduceScatter(whole, whole.slice(0, 4));
+    expect(Array.from(await whole.read())).toEqual([1, 2, 3, 4]);
+    expect(() => one.allGather(whole.slice(1, 2), backend.zeros([2]))).not.toThrow();
     backend.dispose();
   });
 });

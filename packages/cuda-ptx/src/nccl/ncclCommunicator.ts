@@ -504,18 +504,15 @@ export class NcclCommunicator implements Communicator {
     return code;
   }
 
-  /** Pointers and NCCL dtype of a per-rank tensor and its all-ranks counterpart, which must not overlap. */
+  /**
+   * Pointers and NCCL dtype of a per-rank tensor and its all-ranks
+   * counterpart: apart, or the per-rank one this rank's block of the other
+   * (in place, which NCCL takes as such).
+   */
   #pair(api: string, part: Tensor, whole: Tensor): [bigint, bigint, number] {
     const a = this.#pointer(api, 'input', part);
     const b = this.#pointer(api, 'output', whole);
-    if (part.overlaps(whole)) {
-      throw new InvalidArgumentError('input and output must be different tensors', {
-        operation: api,
-        argument: 'output',
-        expected: 'memory apart from the input',
-        actual: 'a view of the input',
-      });
-    }
+    collectiveChecks.inPlace(api, part, whole, this.rank);
     return [a, b, this.#dtype(api, 'input', part)];
   }
 }

@@ -161,7 +161,6 @@ export class DataParallel {
   /** Makes every rank's parameters rank `root`'s (call once before training). */
   broadcastParameters(root = 0): void {
     for (const p of this.parameters) this.communicator.broadcast(p.value, root);
-    this.#sharded?.invalidate();
   }
 
   /** Averages every parameter's gradient across the ranks, bucket by bucket (after backward). */

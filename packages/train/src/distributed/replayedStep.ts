@@ -122,7 +122,6 @@ export class ReplayedDataParallelStep {
     const { optimizer, parallel } = this.#options;
     const sharded = parallel.shardedOptimizer(optimizer, 'ReplayedDataParallelStep');
     if (options.lr !== undefined) optimizer.lr = options.lr;
-    sharded?.refresh();
     const r = this.#recording ?? this.#record();
     this.#schedule.write();
     const readLoss = options.readLoss ?? true;

@@ -54,7 +54,6 @@ async function sharded(ranks: number) {
     return { backend, params, parallel, optimizer };
   });
   // Each phase is a collective: every rank calls it before the next phase.
-  for (const { optimizer } of all) optimizer.refresh();
   for (const { backend, parallel } of all) {
     for (const i of parallel.buckets.keys()) {
       parallel.stageBucket(i, backend, (p) => p.grad);

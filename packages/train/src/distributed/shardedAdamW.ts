@@ -52,7 +52,11 @@ interface FlatBucket extends BucketLayout {
   readonly values: Tensor;
   /** Their gradients, copied in as backward finishes them; what the reduce-scatter takes. */
   readonly grads: Tensor;
-  /** This rank's block of the values (the f32 master copy AdamW updates) and of the averaged gradients. */
+  /**
+   * Views of this rank's block of the values (the f32 master weights AdamW
+   * updates, in place) and of the gradients (where the reduce-scatter puts
+   * their average, in place).
+   */
   readonly master: Tensor;
   readonly reduced: Tensor;
 }
@@ -73,13 +77,14 @@ export type ShardedAdamWOptions = AdamWOptions;
  * over flat buckets. Each gradient bucket's parameters move into one flat
  * f32 buffer (`Parameter.moveInto`: each parameter's value becomes a view of
  * its range) beside a flat gradient buffer of the same layout, and the
- * buffers split into one equal block per rank. Rank r keeps only block r's
- * f32 master copy, averaged gradient and moments m and v. A step copies
- * each finished gradient into its bucket (`stageGradients`), reduce-scatters
- * the bucket into the block (one collective per bucket), updates the block
- * (AdamW over the pieces of the parameters that fall in it) and all-gathers
- * the blocks back into the flat values (one collective per bucket), which
- * are the parameters.
+ * buffers split into one equal block per rank. Rank r updates only block
+ * r, and keeps AdamW's moments m and v for it alone: backward writes the
+ * gradients into the flat gradient buffer (each parameter's
+ * `gradientHome`), one reduce-scatter per bucket averages them into rank
+ * r's block of that buffer (in place), AdamW updates rank r's block of the
+ * values (the pieces of the parameters that fall in it: the f32 master
+ * weights are the parameters themselves), and one all-gather per bucket
+ * writes every rank's block into everyone's values (in place).
  *
  * Made by `DataParallel.createAdamW` and driven by the data-parallel steps.
  * Its state tensors are the pieces; checkpoints hold it whole (`readState`
@@ -94,8 +99,6 @@ export class ShardedAdamW extends AdamW {
   readonly #placed: readonly Placed[];
   /** Every rank's local gradient norm, gathered to make the global one. */
   readonly #norms: Tensor;
-  /** Whether the master blocks must be refreshed from the parameters before the next update. */
-  #stale = true;
 
   constructor(
     communicator: Communicator,
@@ -113,6 +116,7 @@ export class ShardedAdamW extends AdamW {
       });
     }
     const flat = layouts.map((layout) => flatBucket(communicator, layout));
+    // The master weights are the parameters: the values this optimizer moved into its buckets.
     const shards = pieces.map((piece) => {
       const bucket = flat[piece.bucket]!;
       const local = piece.start - communicator.rank * bucket.block;
@@ -133,32 +137,14 @@ export class ShardedAdamW extends AdamW {
     this.#norms = this.backend.zeros([communicator.size]);
   }
 
-  /** Bytes of f32 optimizer tensors this rank holds: master and gradient blocks, m and v of its pieces. */
+  /** Bytes of f32 optimizer tensors this rank holds: m and v of its pieces (its master weights are the parameters' own memory). */
   get stateBytes(): number {
-    const blocks = this.#buckets.reduce((sum, b) => sum + 2 * 4 * b.block, 0);
-    return blocks + this.#pieces.reduce((sum, p) => sum + 2 * 4 * p.length, 0);
+    return this.#pieces.reduce((sum, p) => sum + 2 * 4 * p.length, 0);
   }
 
   /** Elements of the flat buffers of each bucket (a multiple of the ranks). */
   get bucketLengths(): number[] {
     return this.#buckets.map((b) => b.length);
-  }
-
-  /**
-   * Marks the master blocks out of date: the next step refreshes them from
-   * the parameters (after parameters were written other than by this
-   * optimizer: a broadcast, a checkpoint's model loaded alone).
-   */
-  invalidate(): void {
-    this.#stale = true;
-  }
-
-  /** Copies this rank's block of the parameters into its master blocks if they are out of date. */
-  refresh(): void {
-    if (!this.#stale) return;
-    const { rank } = this.communicator;
-    for (const b of this.#buckets) this.backend.copy(b.values.slice(rank * b.block, b.block), b.master);
-    this.#stale = false;
   }
 
   /**
@@ -191,7 +177,7 @@ export class ShardedAdamW extends AdamW {
     }
   }
 
-  /** Averages bucket `index`'s staged gradients across the ranks into this rank's block: one reduce-scatter. */
+  /** Averages bucket `index`'s staged gradients across the ranks into this rank's block of them: one reduce-scatter, in place. */
   reduceBucket(index: number, options?: CollectiveOptions): void {
     const bucket = this.#bucket(index, 'ShardedAdamW.reduceBucket');
     this.communicator.reduceScatter(bucket.grads, bucket.reduced, 'avg', options);
@@ -217,7 +203,8 @@ export class ShardedAdamW extends AdamW {
 
   /**
    * Writes every rank's updated blocks into the parameters on every rank:
-   * one all-gather per bucket, in `order` (bucket indices; default all in
+   * one all-gather per bucket (in place: each rank's block already lies in
+   * its values), in `order` (bucket indices; default all in
    * index order). Overlapped, each is followed by a mark (by bucket index),
    * so that later work can wait for the buckets it reads alone.
    */
@@ -306,7 +293,7 @@ export class ShardedAdamW extends AdamW {
     }
   }
 
-  /** Takes this rank's pieces of each whole state tensor; the master blocks follow the parameters at the next step. */
+  /** Takes this rank's pieces of each whole state tensor. */
   override loadState(tensors: ReadonlyMap<string, HostTensor>, stepCount: number): void {
     this.checkState(tensors);
     this.#pieces.forEach((piece, i) => {
@@ -319,7 +306,6 @@ export class ShardedAdamW extends AdamW {
       }
     });
     this.stepCount = stepCount;
-    this.invalidate();
   }
 
   /** Frees the blocks and the moments, and moves the parameters (and their gradients) back into memory of their own. */
@@ -371,8 +357,9 @@ function layoutOf(size: number, bucket: ShardBucket): BucketLayout {
   return { placed, length: block * size, block };
 }
 
-/** A bucket's buffers, its parameters moved into the flat values. */
+/** A bucket's buffers, its parameters moved into the flat values, and this rank's blocks of both. */
 function flatBucket(communicator: Communicator, layout: BucketLayout): FlatBucket {
+  const at = communicator.rank * layout.block;
   const backend = communicator.backend;
   const values = backend.zeros([layout.length]);
   const grads = backend.zeros([layout.length]);
@@ -386,8 +373,8 @@ function flatBucket(communicator: Communicator, layout: BucketLayout): FlatBucke
     ...layout,
     values,
     grads,
-    master: backend.zeros([layout.block]),
-    reduced: backend.zeros([layout.block]),
+    master: values.slice(at, layout.block),
+    reduced: grads.slice(at, layout.block),
   };
 }
 

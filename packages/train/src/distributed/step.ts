@@ -64,7 +64,6 @@ export async function dataParallelStep(options: DataParallelStepOptions): Promis
   const sharded = parallel.shardedOptimizer(optimizer, 'dataParallelStep');
   try {
     if (options.lr !== undefined) optimizer.lr = options.lr;
-    sharded?.refresh();
     const loss = options.loss(tape);
     try {
       segmentedBackward({ tape, loss, parallel, overlap, batch: first, onSegment });

@@ -154,9 +154,9 @@ describe('the optimizer sharded across two emulated GPUs (ZeRO stage 1)', () => 
       }
       if (mode === 'eager') {
         // [3,5,2] in 64-byte buckets: [bias 2, weight 10 at 4], [bias 5], [weight 15], flat
-        // lengths 16, 8 and 16. Rank 0's blocks hold 8 + 4 + 8 elements (master and gradient),
-        // of which 6 + 4 + 8 are parameters' (m and v).
-        expect(sharded[0]!.stateBytes).toBe(2 * 4 * 20 + 2 * 4 * 18);
+        // lengths 16, 8 and 16. Rank 0's blocks of 8 + 4 + 8 elements hold 6 + 4 + 8 of the
+        // parameters': m and v of those (the master weights are the parameters' own memory).
+        expect(sharded[0]!.stateBytes).toBe(2 * 4 * 18);
       }
     }
     // The same steps but for the products, which round in bf16: its curve is not f32's.
