@@ -39,6 +39,8 @@ const OPTIMIZER = 'optimizer.';
  * go into `__metadata__`.
  */
 export async function saveCheckpoint(contents: CheckpointContents): Promise<Uint8Array> {
+  // Parameters a step is still gathering are read once the gathers are done.
+  contents.optimizer?.settle();
   const tensors = new Map<string, StoredTensor>();
   for (const [name, p] of contents.model.namedParameters()) {
     tensors.set(`${MODEL}${name}`, { dtype: p.dtype, shape: p.shape, data: await p.value.read() });

@@ -9,6 +9,7 @@ import {
 import { describe, expect, it } from 'vitest';
 import { crossEntropy, embedding, matmul } from '../autograd/ops/index.js';
 import type { Tape } from '../autograd/tape.js';
+import { saveCheckpoint } from '../checkpoint/checkpoint.js';
 import { MLP } from '../nn/mlp.js';
 import { Parameter } from '../nn/module.js';
 import { AdamW } from '../optim/adamw.js';
@@ -161,6 +162,10 @@ describe('overlapping the gradient all-reduce with backward', () => {
     await step.run();
     // The next run's forward pieces wait for marks 0–1, 2–3, 4–5 before they run.
     expect(log.slice(0, 6)).toEqual(['join(0)', 'join(1)', 'join(2)', 'join(3)', 'join(4)', 'join(5)']);
+    // A checkpoint reads the parameters after the gathers left running: it joins them first.
+    log.length = 0;
+    await saveCheckpoint({ model, optimizer, step: 2 });
+    expect(log[0]).toBe('join');
     step.dispose();
     expect(log.at(-1)).toBe('join');
     // By default a piece holds at least MIN_CUT_KERNELS kernels: this small forward stays whole.

@@ -32,8 +32,9 @@ export interface ReplayedDataParallelStepOptions {
    * `run` returns, and let the next `run` wait for each bucket just before
    * the piece of forward that first reads it (default false: `run` waits
    * for every all-gather before it returns). Between steps the parameters
-   * are then still being written: call `parallel.communicator.joinOverlapped()`
-   * before reading them (a collective without overlap does it too).
+   * are then still being written: call `optimizer.settle()` before reading
+   * them (`saveCheckpoint` does; so do a collective without overlap and
+   * the step's `dispose()`).
    */
   readonly gatherAhead?: boolean;
   /**

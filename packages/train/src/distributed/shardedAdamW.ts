@@ -227,6 +227,11 @@ export class ShardedAdamW extends AdamW {
     return index === -1 ? undefined : index;
   }
 
+  /** Orders later backend work after the all-gathers of the parameters still running (`gatherAhead`). */
+  override settle(): void {
+    this.communicator.joinOverlapped();
+  }
+
   /** Clears the model's gradients; the flat buffers are overwritten by the next step. */
   override zeroGrad(): void {
     for (const { parameter } of this.#placed) parameter.zeroGrad();

@@ -85,6 +85,14 @@ export abstract class Optimizer {
   /** Hyperparameters, for checkpoint metadata. */
   abstract hyperparameters(): Record<string, number | boolean>;
 
+  /**
+   * Orders later work on the backend (reads of the parameters) after any
+   * update of the parameters still running beside it: a sharded
+   * optimizer's all-gathers left running by a step (`gatherAhead`). Nothing
+   * to do for an optimizer that updates in its backend's queue.
+   */
+  settle(): void {}
+
   zeroGrad(): void {
     for (const p of this.params) p.zeroGrad();
   }
