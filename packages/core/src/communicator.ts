@@ -143,7 +143,7 @@ export const collectiveChecks = {
     throw new InvalidArgumentError('the per-rank tensor overlaps the whole one other than as its own block', {
       operation: api,
       argument: 'output',
-      expected: `memory apart from the input, or the input being rank ${rank}'s block of the output (in place)`,
+      expected: `memory apart from each other, or the per-rank tensor exactly rank ${rank}'s block of the whole one (in place)`,
       actual: `elements ${part.baseOffset}… of a base whose whole tensor starts at ${whole.baseOffset}`,
     });
   },

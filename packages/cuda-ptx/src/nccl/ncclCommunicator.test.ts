@@ -211,7 +211,13 @@ describe('NcclCommunicator over the fake NCCL', () => {
     expect(() => comms[0]!.broadcast(x, 2)).toThrow(/root.*expected an integer in \[0, 2\)/);
     const wrongSize = backends[0]!.upload(new Float32Array(3), [3]);
     expect(() => comms[0]!.allGather(x, wrongSize)).toThrow(ShapeError);
-    expect(() => comms[0]!.allGather(x, x.reshape([1, 2]))).toThrow(/different tensors/);
+    // The per-rank tensor may be this rank's block of the whole one (in place), nothing else of it.
+    const whole = backends[0]!.upload(new Float32Array(4), [4]);
+    expect(() => comms[0]!.allGather(whole.slice(1, 2), whole)).toThrow(/other than as its own block/);
+    expect(() => comms[0]!.reduceScatter(whole, whole.slice(2, 2))).toThrow(
+      /exactly rank 0's block of the whole one/,
+    );
+    expect(() => comms[0]!.allGather(x, x.reshape([1, 2]))).toThrow(ShapeError);
     const ints = backends[0]!.upload(new Int32Array(4), [4], 'i32');
     expect(() => comms[0]!.allGather(x, ints)).toThrow(DTypeError);
   });
