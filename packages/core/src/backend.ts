@@ -63,6 +63,19 @@ export type KernelCallArgs<A extends AttrValues> = [
   options?: RunOptions,
 ];
 
+/** How `Backend.batch` makes a batch. */
+export interface BatchOptions {
+  /**
+   * A batch of this backend whose scratch memory (what kernels keep their
+   * intermediate results in) the new one shares: the two must never run at
+   * the same time, which batches submitted one after another on the
+   * backend's queue do not. A step recorded as several batches keeps one
+   * scratch instead of one per batch. Backends without scratch of their own
+   * per batch ignore it.
+   */
+  readonly scratchFrom?: CommandBatch;
+}
+
 export interface KernelRunner {
   /**
    * Runs `spec` on `inputs`. Returns one tensor per declared output; in-place
@@ -152,7 +165,7 @@ export interface Backend extends KernelRunner {
   read(tensor: Tensor): Promise<HostArray>;
   /** Device-side copy into `dst` (same shape and dtype) or into a new tensor. */
   copy(src: Tensor, dst?: Tensor): Tensor;
-  batch(): CommandBatch;
+  batch(options?: BatchOptions): CommandBatch;
   /** Resolves when all submitted work has finished. */
   sync(): Promise<void>;
   memory(): MemoryStats;

@@ -11,6 +11,7 @@ export {
   type Backend,
   type BackendInfo,
   type BackendLimits,
+  type BatchOptions,
   type CommandBatch,
   type KernelCallArgs,
   type KernelRunner,

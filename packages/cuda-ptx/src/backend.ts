@@ -4,6 +4,7 @@ import {
   allocHost,
   type BackendInfo,
   BackendSkeleton,
+  type BatchOptions,
   bytesPerElement,
   type CommandBatch,
   checkShapeAndDType,
@@ -11,6 +12,7 @@ import {
   type DType,
   type HostArray,
   hostDataFor,
+  InvalidArgumentError,
   type KernelRunner,
   type KernelSpec,
   KernelTable,
@@ -243,8 +245,17 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     for (const b of buffers) this.driver.free(b);
   }
 
-  protected override createBatch(): CommandBatch {
-    return new CudaCommandBatch(this);
+  protected override createBatch(options: BatchOptions = {}): CommandBatch {
+    const from = options.scratchFrom;
+    if (from !== undefined && !(from instanceof CudaCommandBatch)) {
+      throw new InvalidArgumentError('a batch shares scratch only with a batch of its backend', {
+        operation: 'batch',
+        argument: 'scratchFrom',
+        expected: 'a batch of this cuda backend',
+        actual: 'another kind of batch',
+      });
+    }
+    return new CudaCommandBatch(this, from);
   }
 
   /** Captures commands into a CUDA graph on the backend's stream and instantiates it. */

@@ -1,4 +1,11 @@
-import { type CallRecorder, type KernelIO, RecordingBatch, ScratchArena, type Tensor } from '@rayo/core';
+import {
+  type CallRecorder,
+  InvalidArgumentError,
+  type KernelIO,
+  RecordingBatch,
+  ScratchArena,
+  type Tensor,
+} from '@rayo/core';
 import type { CudaDriver, DeviceCommand } from './driver/driver.js';
 import type { DeviceBuffer } from './driver/pool.js';
 
@@ -28,17 +35,27 @@ export interface GraphCommands extends CallRecorder<RecordedCall> {
   sync(): Promise<void>;
 }
 
+/** A scratch arena and how many live batches record with it (`BatchOptions.scratchFrom`). */
+interface SharedScratch {
+  readonly arena: ScratchArena<DeviceBuffer>;
+  users: number;
+}
+
 /** What a batch holds on the device, shared with its finalizer (which must not see the batch). */
 interface BatchResources {
   exec: bigint | undefined;
-  readonly arena: ScratchArena<DeviceBuffer>;
+  readonly scratch: SharedScratch;
+  released: boolean;
 }
 
 function releaseBatch(graphs: GraphCommands, resources: BatchResources): void {
   const exec = resources.exec;
   resources.exec = undefined;
   if (exec !== undefined) graphs.destroyGraph(exec);
-  resources.arena.clear();
+  if (resources.released) return;
+  resources.released = true;
+  // The last batch recording with the arena gives its memory back.
+  if (--resources.scratch.users === 0) resources.scratch.arena.clear();
 }
 
 // Batches that are dropped without dispose() give their graph and scratch
@@ -64,21 +81,38 @@ export class CudaCommandBatch extends RecordingBatch<RecordedCall> {
   readonly #resources: BatchResources;
 
   // The calls' scratch comes from one arena, reused by each call in turn
-  // (the graph runs them in order) and kept for replays until dispose.
-  constructor(private readonly graphs: GraphCommands) {
-    const arena = new ScratchArena<DeviceBuffer>({
-      acquire: (bytes) => graphs.driver.alloc(bytes),
-      release: (b) => graphs.releaseScratch([b]),
-      bytesOf: (b) => b.bytes,
-    });
-    super({ record: (...args) => graphs.recordWithScratch(arena, () => graphs.record(...args)) });
-    this.#resources = { exec: undefined, arena };
+  // (the graph runs them in order) and kept for replays until dispose; with
+  // `scratchFrom`, the other batch's arena (they run one after another on
+  // the backend's stream, never together).
+  constructor(
+    private readonly graphs: GraphCommands,
+    scratchFrom?: CudaCommandBatch,
+  ) {
+    if (scratchFrom && scratchFrom.graphs !== graphs) {
+      throw new InvalidArgumentError('a batch shares scratch only with a batch of its backend', {
+        operation: 'batch',
+        argument: 'scratchFrom',
+        expected: 'a batch of this backend',
+        actual: 'a batch of another backend',
+      });
+    }
+    const scratch = (scratchFrom ? scratchFrom.#resources.scratch : undefined) ?? {
+      arena: new ScratchArena<DeviceBuffer>({
+        acquire: (bytes) => graphs.driver.alloc(bytes),
+        release: (b) => graphs.releaseScratch([b]),
+        bytesOf: (b) => b.bytes,
+      }),
+      users: 0,
+    };
+    scratch.users++;
+    super({ record: (...args) => graphs.recordWithScratch(scratch.arena, () => graphs.record(...args)) });
+    this.#resources = { exec: undefined, scratch, released: false };
     batches.register(this, { graphs, resources: this.#resources }, this);
   }
 
-  /** Bytes of scratch memory the batch holds for its calls. */
+  /** Bytes of scratch memory the batch holds for its calls (with the batches it shares them with). */
   get scratchBytes(): number {
-    return this.#resources.arena.bytes;
+    return this.#resources.scratch.arena.bytes;
   }
 
   protected keep(call: RecordedCall): void {

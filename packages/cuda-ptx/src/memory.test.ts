@@ -1,4 +1,4 @@
-import { InvalidArgumentError, OutOfMemoryError, sum } from '@rayo/core';
+import { createCpuBackend, InvalidArgumentError, OutOfMemoryError, sum } from '@rayo/core';
 import { thrownBy } from '@rayo/core/testing';
 import { FakeLibCuda, PtxInterpreter } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
@@ -109,6 +109,34 @@ describe('CudaBackend: caching allocator', () => {
     expect(backend.memory().allocatedBytes).toBe(held - ten.bytes);
     for (const y of [...one.outputs, ...ten.outputs]) y.dispose();
     one.batch.dispose();
+    backend.dispose();
+  });
+
+  it('lets batches that run one after another share one scratch arena, freed with the last of them', async () => {
+    const { backend } = setup();
+    const data = Float32Array.from({ length: 8192 }, (_, i) => ((i * 31) % 17) / 8 - 1);
+    using x = backend.upload(data, [data.length]);
+    const first = backend.batch() as CudaCommandBatch;
+    const a = first.run(sum, [x], { axis: 'all' })[0]!;
+    const second = backend.batch({ scratchFrom: first }) as CudaCommandBatch;
+    const b = second.run(sum, [x], { axis: 'all' })[0]!;
+    // The second batch's reduction took the first one's scratch: only its output is new.
+    const scratch = first.scratchBytes;
+    expect(scratch).toBeGreaterThan(0);
+    expect(second.scratchBytes).toBe(scratch);
+    await first.submit();
+    await second.submit();
+    const want = data.reduce((s, v) => s + v, 0);
+    expect([(await a.read())[0], (await b.read())[0]].map((v) => Math.round(v! * 1000))).toEqual([
+      Math.round(want * 1000),
+      Math.round(want * 1000),
+    ]);
+    const held = backend.memory().allocatedBytes;
+    first.dispose();
+    expect(backend.memory().allocatedBytes).toBe(held);
+    second.dispose();
+    expect(backend.memory().allocatedBytes).toBe(held - scratch);
+    expect(() => backend.batch({ scratchFrom: createCpuBackend().batch() })).toThrow(/shares scratch only/);
     backend.dispose();
   });
 });

@@ -3,6 +3,7 @@ import type { ScratchArena } from '../allocator/scratchArena.js';
 import {
   type Backend,
   type BackendInfo,
+  type BatchOptions,
   type CommandBatch,
   type KernelCallArgs,
   type MemoryStats,
@@ -110,7 +111,7 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
    * submits them in order through `submitCall` (a GPU backend encodes them
    * together instead).
    */
-  protected createBatch(): CommandBatch {
+  protected createBatch(_options: BatchOptions = {}): CommandBatch {
     return new SequentialBatch<C>(this, (call, spec) => this.submitCall(call, spec));
   }
   /** The memory of a slice view (`Tensor.slice`): `length` elements of `tensor` from element `offset` on. */
@@ -351,9 +352,9 @@ export abstract class BackendSkeleton<B, K, C extends RecordedKernelCall>
     }
   }
 
-  batch(): CommandBatch {
+  batch(options: BatchOptions = {}): CommandBatch {
     this.checkAlive('batch');
-    return this.createBatch();
+    return this.createBatch(options);
   }
 
   createWeightCache(): WeightCache {

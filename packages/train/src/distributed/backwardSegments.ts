@@ -64,7 +64,8 @@ export function segmentedBackward(options: SegmentedBackwardOptions): BackwardSe
     if (ready.length === 0) return;
     close(ready);
     if (batch) {
-      batch = backend.batch();
+      // One after another on the backend's queue: the segments share the first batch's scratch.
+      batch = backend.batch({ scratchFrom: options.batch });
       handed = false;
       tape.switchRunner(batch);
     }

@@ -58,7 +58,7 @@ export class ForwardCuts implements KernelRunner {
       this.firstUse.push(...fresh);
       // A piece long enough closes; the next starts with the first read of these buckets.
       if (this.current.size >= Math.max(1, this.#minKernels)) {
-        this.cuts.push({ batch: this.#backend.batch(), buckets: [] });
+        this.cuts.push({ batch: this.#backend.batch({ scratchFrom: this.cuts[0]!.batch }), buckets: [] });
       }
       this.cuts.at(-1)!.buckets.push(...fresh);
     }

@@ -197,7 +197,8 @@ export class ReplayedDataParallelStep {
     // Gradients left by an eager step would be added to, and read by every replay.
     optimizer.zeroGrad();
     const first = this.backend.batch();
-    const update = this.backend.batch();
+    // The step's batches run one after another: they share the first one's scratch.
+    const update = this.backend.batch({ scratchFrom: first });
     // Cut where forward first reads each bucket, when its all-gather may still be running.
     const cuts =
       sharded && this.#options.gatherAhead
@@ -221,7 +222,7 @@ export class ReplayedDataParallelStep {
       const { clipNorm, readGradNorm } = this.#options;
       if (sharded && (clipNorm !== undefined || readGradNorm)) {
         // The global norm needs every rank's local one: a gather between two batches.
-        normBatch = this.backend.batch();
+        normBatch = this.backend.batch({ scratchFrom: first });
         local = sharded.localNorm(normBatch);
         norm = sharded.globalNorm(update);
       }

@@ -51,7 +51,8 @@ export async function dataParallelStep(options: DataParallelStepOptions): Promis
   };
   // A batch made for the step is disposed with the others whether or not it was submitted.
   const newBatch = (): CommandBatch | undefined => {
-    const batch = batched ? backend.batch() : undefined;
+    // The step's batches run one after another: they share the first one's scratch.
+    const batch = batched ? backend.batch({ scratchFrom: first }) : undefined;
     if (batch) batches.push(batch);
     return batch;
   };
