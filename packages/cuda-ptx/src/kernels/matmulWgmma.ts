@@ -49,7 +49,6 @@ const A_BYTES = WG_BM * ROW;
 const stageBytes = (bn: WgmmaTileN) => A_BYTES + bn * ROW;
 /** 1024 bytes of slack to align the stages to the swizzle atom, then the stages, then 2 × STAGES mbarriers. */
 export const wgSharedBytes = (bn: WgmmaTileN = WG_BN) => 1024 + WG_STAGES * stageBytes(bn) + 16 * WG_STAGES;
-export const WG_SHARED_BYTES = wgSharedBytes();
 
 /** The operands' dtype: half, or f32 multiplied as tf32. */
 export type WgmmaDType = HalfDType | 'tf32';

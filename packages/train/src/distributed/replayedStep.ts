@@ -227,7 +227,7 @@ export class ReplayedDataParallelStep {
         norm = sharded.globalNorm(update);
       }
       norm = this.#schedule.recordUpdate(update, this.#options, norm);
-      // The model's gradients; a sharded optimizer's gradient blocks stay its own.
+      // The model's gradients (a sharded optimizer's are views of its flat buckets).
       const grads = takeGradients(sharded ? parallel.parameters : optimizer.params);
       const forward = cuts?.cuts ?? [{ batch: first, buckets: [] }];
       const firstUse = cuts?.firstUse;

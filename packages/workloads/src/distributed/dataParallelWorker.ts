@@ -72,7 +72,7 @@ export interface DataParallelRun {
   readonly zero: boolean;
   /** Every rank's peak of allocated device bytes over the run, by rank. */
   readonly peakBytes: readonly number[];
-  /** Bytes of optimizer tensors on rank 0 (m and v; sharded: its blocks, with their master copy and gradient). */
+  /** Bytes of optimizer tensors on rank 0 (m and v; sharded: m and v of its block). */
   readonly optimizerBytes: number;
 }
 
