@@ -12,7 +12,8 @@
 // with quantized weights, against its weights dequantized in f32),
 // int8-check.mjs (cuda's int8-activation GEMVs against the product of x's
 // int8 blocks), stream-sweep.mjs (the GEMVs' read of the weights under every
-// columns, loads in flight and blocks an SM), family-parity.mjs (every model family's checkpoint written by transformers,
+// columns, loads in flight and blocks an SM), matrix-probe.mjs (what wgpu's
+// subgroup matrices deliver, in registers and from workgroup memory), family-parity.mjs (every model family's checkpoint written by transformers,
 // decoded by rayo on each backend against transformers' generate),
 // web-bench.mjs (@rayo/web's browser path in Node against TextModel.load) and
 // tokenizer-parity.mjs (rayo's tokenizers on a seeded corpus, for
@@ -67,6 +68,7 @@ const LAUNCH = './packages/train/src/distributed/launchCli.ts';
 const GEMM_CHECK = './packages/cuda-tools/src/gemmCheck.ts';
 const GEMM_SWEEP = './packages/cuda-tools/src/gemmSweep.ts';
 const STREAM_SWEEP = './packages/cuda-tools/src/streamSweep.ts';
+const MATRIX_PROBE = './packages/workloads/src/wgpu/matrixProbe.ts';
 const GGUF_CHECK = './packages/workloads/src/decode/ggufCheckCli.ts';
 const INT8_CHECK = './packages/workloads/src/decode/int8CheckCli.ts';
 const TOKENIZER_PARITY = './packages/workloads/src/text/tokenizerParityCli.ts';
@@ -78,7 +80,7 @@ const USAGE = `Usage: pnpm bundle [--outdir DIR]
 
 Writes bench.mjs, conformance.mjs, faults.mjs, soak.mjs, train-bench.mjs,
 decode-bench.mjs, batch-bench.mjs, names.mjs, dp-bench.mjs, launch.mjs, gemm-check.mjs, gguf-check.mjs,
-int8-check.mjs, stream-sweep.mjs, family-parity.mjs, web-bench.mjs, tokenizer-parity.mjs (with its vocabularies in
+int8-check.mjs, stream-sweep.mjs, matrix-probe.mjs, family-parity.mjs, web-bench.mjs, tokenizer-parity.mjs (with its vocabularies in
 tokenizers/, which web-bench reads too),
 torch_baseline.py, torch_train_baseline.py, torch_decode_baseline.py, torch_prefill_baseline.py,
 torch_batch_baseline.py,
@@ -178,6 +180,7 @@ function sources(providers, faultSuites) {
     'rayo-bundle:gemm-sweep': callingMain(GEMM_SWEEP, { registered: false }),
     // The GEMVs' read of the weights under every columns × loads in flight × blocks an SM.
     'rayo-bundle:stream-sweep': callingMain(STREAM_SWEEP, { registered: false }),
+    'rayo-bundle:matrix-probe': callingMain(MATRIX_PROBE, { registered: false, name: 'matrixProbe' }),
   };
 }
 
@@ -253,6 +256,7 @@ async function main() {
     'gemm-check',
     'gemm-sweep',
     'stream-sweep',
+    'matrix-probe',
     'gguf-check',
     'int8-check',
     'tokenizer-parity',

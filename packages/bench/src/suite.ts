@@ -223,6 +223,8 @@ const CASES: BenchCase[] = [
   flashAttention(8, 2, 64, 256, 'bf16', QUICK),
   // A Llama-3-8B-shaped layer's prompt: 32 heads of 128 over 8 kv heads.
   ...[2048, 8192].map((t) => flashAttention(32, 8, 128, t, 'bf16', FULL)),
+  // Llama-3.2-1B's prompt (32 heads of 64 over 8 kv heads) over f16 caches: wgpu's subgroup-matrix kernel.
+  ...[2048, 8192].map((t) => flashAttention(32, 8, 64, t, 'f16', FULL)),
   flashAttentionBackwardCase(1, 4, 1, 64, 128, QUICK),
   // GPT-2 small's training shape (12 heads of 64, 1,024 tokens, batch 8), and a
   // Llama-shaped layer's (32 heads of 128 over 8 kv heads) at 4,096 tokens.

@@ -26,6 +26,9 @@ describe('dawnToggles', () => {
     expect(dawnToggles({ unsafeApis: true }).enable).toContain('allow_unsafe_apis');
     expect(dawnToggles({}).enable).not.toContain('allow_unsafe_apis');
     expect(dawnToggles({ unsafeApis: false }).enable).not.toContain('allow_unsafe_apis');
+    expect(dawnToggles({ robustness: false }).enable).toContain('disable_robustness');
+    expect(dawnToggles({ robustness: true }).enable).not.toContain('disable_robustness');
+    expect(dawnToggles({ unsafeApis: true }).enable).not.toContain('disable_robustness');
     expect(dawnToggles({ enableToggles: ['dump_shaders'] }).enable).toEqual([
       'dump_shaders',
       'vulkan_enable_f16_on_nvidia',

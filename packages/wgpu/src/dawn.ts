@@ -27,6 +27,15 @@ export interface DawnOptions {
    * from `RAYO_WGPU_UNSAFE_APIS=1`.
    */
   readonly unsafeApis?: boolean;
+  /**
+   * In Node, `false` enables Dawn's `disable_robustness` toggle (default
+   * true: robustness on): Tint then compiles shaders without clamping every
+   * array index. rayo's kernels bound their own reads and writes (the
+   * conformance and fuzz suites check them), and the clamps cost the
+   * subgroup-matrix kernels up to half their speed on an H200; without them
+   * a kernel bug could touch memory outside its buffers. Browsers keep it.
+   */
+  readonly robustness?: boolean;
 }
 
 /** The Dawn toggles to enable and disable for `options` (with rayo's defaults). */
@@ -39,6 +48,7 @@ export function dawnToggles(options: DawnOptions): { enable: string[]; disable: 
   if (options.f16OnNvidia !== false && !disable.has(F16_ON_NVIDIA)) enable.add(F16_ON_NVIDIA);
   if (options.f16OnNvidia === false) enable.delete(F16_ON_NVIDIA);
   if (options.unsafeApis) enable.add('allow_unsafe_apis');
+  if (options.robustness === false) enable.add('disable_robustness');
   // Buffers mapped at creation (upload staging, constant tables) are filled
   // by rayo before anything reads them, and only the bytes written are ever
   // copied out: zeroing them first only costs time (a 1B model's staging

@@ -33,6 +33,12 @@ describe('wgpu options from the environment', () => {
     expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_ATTENTION: 'matrix' })).toEqual({
       f16Attention: 'matrix',
     });
+    expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_GEMM_TILE: '128x128w2x2' })).toEqual({
+      f16GemmTile: '128x128w2x2',
+    });
+    expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_ATTENTION_TILE: '8x32' })).toEqual({
+      f16AttentionTile: '8x32',
+    });
   });
 
   it('refuse a value that names no choice, naming the variable', () => {
@@ -42,6 +48,9 @@ describe('wgpu options from the environment', () => {
     );
     expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_ATTENTION: 'on' })).toThrow(
       /RAYO_WGPU_F16_ATTENTION'.*expected matrix \| f32, got 'on'/,
+    );
+    expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_GEMM_TILE: '256x256w4x4' })).toThrow(
+      /RAYO_WGPU_F16_GEMM_TILE'.*expected 128x128w2x4 \| .*got '256x256w4x4'/,
     );
     expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_UNSAFE_APIS: 'yes' })).toThrow(
       /RAYO_WGPU_UNSAFE_APIS/,

@@ -5,7 +5,13 @@ import {
   qgemvOptionsFromEnvironment,
 } from '@rayo/core';
 import type { DawnOptions } from './dawn.js';
-import { F16_ATTENTION_MODES, HALF_GEMM_MODES, type WgpuTuningOptions } from './tuning.js';
+import {
+  F16_ATTENTION_MODES,
+  F16_ATTENTION_TILE_NAMES,
+  HALF_GEMM_MODES,
+  HALF_GEMM_TILE_NAMES,
+  type WgpuTuningOptions,
+} from './tuning.js';
 
 const WHERE = 'wgpuOptionsFromEnvironment';
 
@@ -39,6 +45,8 @@ function togglesFromEnvironment(env: EnvironmentVariables, name: string): string
  * (`a`, `b`, `c`, `d`) → `qgemvVariant`, RAYO_QGEMV_SLICES (1, 2, 4, 8) →
  * `qgemvSlices`, RAYO_WGPU_F16_GEMM (`subgroup-matrix`, `emulated`, `widen`)
  * → `f16Gemm`, RAYO_WGPU_F16_ATTENTION (`matrix`, `f32`) → `f16Attention`,
+ * RAYO_WGPU_F16_GEMM_TILE (`128x128w2x4`, … see HALF_GEMM_TILE_NAMES) → `f16GemmTile`,
+ * RAYO_WGPU_F16_ATTENTION_TILE (`4x64`, … see F16_ATTENTION_TILE_NAMES) → `f16AttentionTile`,
  * RAYO_WGPU_UNSAFE_APIS=1 → `unsafeApis: true`, and
  * RAYO_DAWN_ENABLE / RAYO_DAWN_DISABLE (comma-separated Dawn toggles, e.g.
  * `skip_validation`) → `enableToggles` / `disableToggles`; unset or
@@ -51,6 +59,13 @@ export function wgpuOptionsFromEnvironment(
 ): WgpuEnvironmentOptions {
   const f16Gemm = choiceFromEnvironment(env, 'RAYO_WGPU_F16_GEMM', HALF_GEMM_MODES, WHERE);
   const f16Attention = choiceFromEnvironment(env, 'RAYO_WGPU_F16_ATTENTION', F16_ATTENTION_MODES, WHERE);
+  const f16GemmTile = choiceFromEnvironment(env, 'RAYO_WGPU_F16_GEMM_TILE', HALF_GEMM_TILE_NAMES, WHERE);
+  const f16AttentionTile = choiceFromEnvironment(
+    env,
+    'RAYO_WGPU_F16_ATTENTION_TILE',
+    F16_ATTENTION_TILE_NAMES,
+    WHERE,
+  );
   const unsafe = choiceFromEnvironment(env, 'RAYO_WGPU_UNSAFE_APIS', ['0', '1'], WHERE);
   const enableToggles = togglesFromEnvironment(env, 'RAYO_DAWN_ENABLE');
   const disableToggles = togglesFromEnvironment(env, 'RAYO_DAWN_DISABLE');
@@ -60,6 +75,8 @@ export function wgpuOptionsFromEnvironment(
     ...qgemvOptionsFromEnvironment(env, WHERE),
     ...(f16Gemm === undefined ? {} : { f16Gemm }),
     ...(f16Attention === undefined ? {} : { f16Attention }),
+    ...(f16GemmTile === undefined ? {} : { f16GemmTile }),
+    ...(f16AttentionTile === undefined ? {} : { f16AttentionTile }),
     ...(unsafe === undefined ? {} : { unsafeApis: unsafe === '1' }),
   };
 }

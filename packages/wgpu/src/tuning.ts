@@ -13,14 +13,36 @@ export type HalfGemmMode = 'subgroup-matrix' | 'emulated' | 'widen';
 export const HALF_GEMM_MODES: readonly HalfGemmMode[] = ['subgroup-matrix', 'emulated', 'widen'];
 
 /**
- * Prefill attention's kernel over f16 caches: 'matrix' (on subgroup matrices
- * where the f16 products take them, emulated where `f16Gemm` is 'emulated')
- * or 'f32' (the f32 kernels, the default: on an H200 the matrix kernel is
- * correct but slower).
+ * Prefill attention's kernel over f16 caches: 'matrix' (the default: on
+ * subgroup matrices where the f16 products take them, emulated where
+ * `f16Gemm` is 'emulated', else the f32 kernels) or 'f32' (the f32 kernels
+ * always).
  */
 export type F16AttentionMode = 'matrix' | 'f32';
 
 export const F16_ATTENTION_MODES: readonly F16AttentionMode[] = ['matrix', 'f32'];
+
+/**
+ * Workgroup tiles of the f16 product on subgroup matrices, by name
+ * (BM×BN of y, and the WM×WN grid of subgroups; BK is 32): for measuring
+ * tiles against each other. Absent, the product picks by size.
+ */
+export const HALF_GEMM_TILE_NAMES = [
+  '128x128w2x4',
+  '128x128w2x2',
+  '128x64w2x2',
+  '64x128w2x2',
+  '64x64w2x2',
+] as const;
+export type HalfGemmTileName = (typeof HALF_GEMM_TILE_NAMES)[number];
+
+/**
+ * Workgroup tiles of prefill attention on subgroup matrices, by name
+ * (`SxK`: S subgroups of 16 query rows, K/V tiles of K keys), for measuring
+ * them against each other. Absent, the largest that fits.
+ */
+export const F16_ATTENTION_TILE_NAMES = ['4x64', '8x32', '4x32', '2x32', '4x16', '2x16'] as const;
+export type F16AttentionTileName = (typeof F16_ATTENTION_TILE_NAMES)[number];
 
 /**
  * The wgpu backend's tuning switches, for measurements and checks: each has
@@ -36,14 +58,20 @@ export interface WgpuTuningOptions extends QgemvOptions {
    * UnsupportedOnBackendError at the product.
    */
   readonly f16Gemm?: HalfGemmMode;
-  /** Prefill attention's kernel over f16 caches (see F16AttentionMode); absent, 'f32'. */
+  /** Prefill attention's kernel over f16 caches (see F16AttentionMode); absent, 'matrix'. */
   readonly f16Attention?: F16AttentionMode;
+  /** The f16 product's workgroup tile (see HALF_GEMM_TILE_NAMES) where it fits; absent, picked by size. */
+  readonly f16GemmTile?: HalfGemmTileName;
+  /** Prefill attention's tile on subgroup matrices (see F16_ATTENTION_TILE_NAMES) where it fits; absent, the largest. */
+  readonly f16AttentionTile?: F16AttentionTileName;
 }
 
 /** The switches, checked; what kernels see as `encoder.tuning`. */
 export interface WgpuTuning extends QgemvTuning {
   readonly f16Gemm: HalfGemmMode | undefined;
   readonly f16Attention: F16AttentionMode | undefined;
+  readonly f16GemmTile: HalfGemmTileName | undefined;
+  readonly f16AttentionTile: F16AttentionTileName | undefined;
 }
 
 /** Every switch at its measured default. */
@@ -52,6 +80,8 @@ export const DEFAULT_WGPU_TUNING: WgpuTuning = {
   qgemvSlices: undefined,
   f16Gemm: undefined,
   f16Attention: undefined,
+  f16GemmTile: undefined,
+  f16AttentionTile: undefined,
 };
 
 const CREATE = 'WgpuBackend.create';
@@ -64,6 +94,14 @@ export function resolveWgpuTuning(options: WgpuTuningOptions): WgpuTuning {
     f16Attention: checkChoice(options.f16Attention, F16_ATTENTION_MODES, {
       operation: CREATE,
       argument: 'f16Attention',
+    }),
+    f16GemmTile: checkChoice(options.f16GemmTile, HALF_GEMM_TILE_NAMES, {
+      operation: CREATE,
+      argument: 'f16GemmTile',
+    }),
+    f16AttentionTile: checkChoice(options.f16AttentionTile, F16_ATTENTION_TILE_NAMES, {
+      operation: CREATE,
+      argument: 'f16AttentionTile',
     }),
   };
 }

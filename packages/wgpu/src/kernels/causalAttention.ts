@@ -199,10 +199,10 @@ function encodeCausalAttention(
   }
   const group = heads / kvHeads;
   const cache = storageOf(k.dtype);
-  // Over f16 caches with f16Attention 'matrix', subgroup matrices where the f16 products take them;
-  // else head dims up to 64 take the row-per-thread kernel, the rest the lane-split one.
+  // Over f16 caches, subgroup matrices where the f16 products take them (unless f16Attention
+  // is 'f32'); else head dims up to 64 take the row-per-thread kernel, the rest the lane-split one.
   const flash =
-    cache === 'f16' && encoder.tuning.f16Attention === 'matrix'
+    cache === 'f16' && encoder.tuning.f16Attention !== 'f32'
       ? planFlashPrefill(headDim, halfGemmMode(encoder), flashDevice(encoder))
       : undefined;
   const rowwise = rowwiseKeys(headDim) !== undefined;
@@ -230,6 +230,7 @@ function flashDevice(encoder: KernelEncoder) {
     maxWorkgroupBytes: encoder.limits.maxComputeWorkgroupStorageSize,
     maxInvocations: encoder.limits.maxComputeInvocationsPerWorkgroup,
     shaderF16: encoder.features.has('shader-f16'),
+    ...(encoder.tuning.f16AttentionTile ? { tile: encoder.tuning.f16AttentionTile } : {}),
     ...(encoder.subgroupMatrix ? { subgroupMatrix: encoder.subgroupMatrix } : {}),
   };
 }

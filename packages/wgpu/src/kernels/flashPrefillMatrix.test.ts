@@ -22,8 +22,8 @@ const LAVAPIPE: FlashPrefillDevice = { maxWorkgroupBytes: 32768, maxInvocations:
 const PARAMS = paramLayout([['tokens', 'u32']] as const);
 
 describe('prefill attention on subgroup matrices: plans and text', () => {
-  it('takes 64 rows and 64 keys at head dim 64, 32 keys at 128; what fits in 32 KiB emulated', () => {
-    expect(planFlashPrefill(64, 'subgroup-matrix', H200)?.tile).toEqual({ subgroups: 4, keys: 64 });
+  it('takes 128 rows and 32 keys at head dim 64, 64 rows at 128; what fits in 32 KiB emulated', () => {
+    expect(planFlashPrefill(64, 'subgroup-matrix', H200)?.tile).toEqual({ subgroups: 8, keys: 32 });
     expect(planFlashPrefill(128, 'subgroup-matrix', H200)?.tile).toEqual({ subgroups: 4, keys: 32 });
     expect(planFlashPrefill(64, 'emulated', LAVAPIPE)).toEqual({
       compute: 'emulated',
@@ -31,6 +31,21 @@ describe('prefill attention on subgroup matrices: plans and text', () => {
       tile: { subgroups: 2, keys: 32 },
     });
     expect(planFlashPrefill(128, 'emulated', LAVAPIPE)?.tile).toEqual({ subgroups: 2, keys: 16 });
+  });
+
+  it('takes the tile the f16AttentionTile switch names where it fits', () => {
+    const four = planFlashPrefill(64, 'subgroup-matrix', { ...H200, tile: '4x64' });
+    expect(four?.tile).toEqual({ subgroups: 4, keys: 64 });
+    expect(flashPrefillShader(four!, PARAMS).code()).toContain('@workgroup_size(128)');
+    const eight = flashPrefillShader(planFlashPrefill(64, 'subgroup-matrix', H200)!, PARAMS).code();
+    expect(eight).toContain('@workgroup_size(256)');
+    // 128 rows of a head dim of 128 need more than 48 KiB: the largest tile that fits instead.
+    expect(planFlashPrefill(128, 'subgroup-matrix', { ...H200, tile: '8x32' })?.tile).toEqual({
+      subgroups: 4,
+      keys: 32,
+    });
+    // Keys that do not divide the head dim are not taken either.
+    expect(planFlashPrefill(80, 'subgroup-matrix', { ...H200, tile: '4x32' })?.tile.keys).toBe(16);
   });
 
   it('keeps the f32 kernels without the configuration, one subgroup size of 32, f16, or a head dim of 16s', () => {
@@ -47,7 +62,10 @@ describe('prefill attention on subgroup matrices: plans and text', () => {
   });
 
   it('writes the products as subgroup-matrix operations on the staged tiles', () => {
-    const wgsl = flashPrefillShader(planFlashPrefill(64, 'subgroup-matrix', H200)!, PARAMS).code();
+    const wgsl = flashPrefillShader(
+      planFlashPrefill(64, 'subgroup-matrix', { ...H200, tile: '4x64' })!,
+      PARAMS,
+    ).code();
     expect(wgsl).toContain('enable chromium_experimental_subgroup_matrix;');
     expect(wgsl).toContain('diagnostic(off, chromium.subgroup_matrix_uniformity);');
     expect(wgsl).toContain('@workgroup_size(128)');
@@ -87,7 +105,8 @@ const unavailable = await backendProvider.probe();
 describe.skipIf(unavailable !== undefined)('prefill attention on the device (emulated fragments)', () => {
   let backend: WgpuBackend;
   beforeAll(async () => {
-    backend = await createWgpuBackend({ f16Gemm: 'emulated', f16Attention: 'matrix' });
+    // f16Attention left at its default: attention follows the f16 products onto the (emulated) fragments.
+    backend = await createWgpuBackend({ f16Gemm: 'emulated' });
   });
   afterAll(() => {
     backend?.dispose();
@@ -157,5 +176,7 @@ describe.skipIf(unavailable !== undefined)('prefill attention on the device (emu
   // (Half q and out go through the cast shaders, checked elsewhere; they would compile here too.)
   it('head dim 128, one query head per kv head, a chunk across tile boundaries', async () => {
     await check({ heads: 3, kvHeads: 3, headDim: 128, tokens: 21, position: 30, maxSeq: 60, q: 'f32' });
+    const keys = backend.pipelines.compiledShaders().map((s) => s.key);
+    expect(keys.filter((key) => key.includes('causalAttention/flash-emulated/d'))).toHaveLength(2);
   });
 });

@@ -13,7 +13,7 @@ import {
 import type { SubgroupMatrixConfig } from '../device.js';
 import { type AnyWgpuKernel, gridFor, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import type { ShaderSource } from '../pipelines.js';
-import type { HalfGemmMode } from '../tuning.js';
+import type { HalfGemmMode, HalfGemmTileName } from '../tuning.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { encodeCast } from './cast.js';
@@ -27,6 +27,7 @@ import {
   halfGemmShader,
   halfThreads,
   halfTileBytes,
+  halfTileNamed,
   pickSubgroupMatrixConfig,
   type SubgroupMatrixShape,
 } from './matmulHalf.js';
@@ -149,6 +150,8 @@ export interface HalfGemmDevice {
   readonly maxWorkgroupBytes?: number;
   readonly maxInvocations?: number;
   readonly shaderF16?: boolean;
+  /** The f16GemmTile switch: this tile where it fits. */
+  readonly tile?: HalfGemmTileName;
   readonly subgroupMatrix?: {
     readonly configs: readonly SubgroupMatrixConfig[];
     readonly subgroupSize: number;
@@ -208,7 +211,9 @@ export function planHalfGemm(
     halfTileBytes(t, shape, transA, transB) <= maxWorkgroupBytes && halfThreads(t, shape) <= maxInvocations;
   const large =
     Math.ceil(m / HALF_TILE_LARGE.bm) * Math.ceil(n / HALF_TILE_LARGE.bn) * batch >= TARGET_WORKGROUPS / 2;
-  const tile = large && fits(HALF_TILE_LARGE) ? HALF_TILE_LARGE : HALF_TILE_MID;
+  const named = device.tile && halfTileNamed(device.tile);
+  const tile =
+    named && fits(named) ? named : large && fits(HALF_TILE_LARGE) ? HALF_TILE_LARGE : HALF_TILE_MID;
   if (!fits(tile)) return undefined;
   // 8 halves per vec4<u32> along each operand's stored rows.
   const vecA = (transA ? m % 8 === 0 : k % 8 === 0) && aligned(off.a);
@@ -354,6 +359,7 @@ function encodeMatmulWhole(encoder: KernelEncoder, call: MatmulCall, kernel: str
         maxInvocations: encoder.limits.maxComputeInvocationsPerWorkgroup,
         shaderF16: encoder.features.has('shader-f16'),
         subgroupMatrix: encoder.subgroupMatrix,
+        ...(encoder.tuning.f16GemmTile ? { tile: encoder.tuning.f16GemmTile } : {}),
       },
       kernel,
     );

@@ -68,6 +68,17 @@ describe('f16 matrix product plans', () => {
     expect(odd?.variant).toMatchObject({ vecA: false, vecB: false });
   });
 
+  it('takes the tile the f16GemmTile switch names where it fits', () => {
+    const square = planHalfGemm(p(4096, 4096, 4096), 'subgroup-matrix', { ...H100, tile: '128x128w2x2' });
+    expect(square?.variant.tile).toEqual({ bm: 128, bn: 128, bk: 32, wm: 2, wn: 2 });
+    expect(square).toMatchObject({ tilesM: 32, tilesN: 32 });
+    const wide = planHalfGemm(p(4096, 4096, 4096), 'subgroup-matrix', { ...H100, tile: '64x128w2x2' });
+    expect(wide).toMatchObject({ variant: { tile: { bm: 64, bn: 128 } }, tilesM: 64, tilesN: 32 });
+    // 48 KiB of workgroup memory does not hold the large tile in a 32 KiB device: the size rule decides.
+    const small = { ...H100, maxWorkgroupBytes: 32768, tile: '128x128w2x4' as const };
+    expect(planHalfGemm(p(4096, 4096, 4096), 'subgroup-matrix', small)?.variant.tile).toBe(HALF_TILE_MID);
+  });
+
   it('refuses subgroup matrices a device lacks, by name', () => {
     const none = { ...H100, subgroupMatrix: undefined };
     expect(() => planHalfGemm(p(256, 256, 256), 'subgroup-matrix', none)).toThrow(UnsupportedOnBackendError);

@@ -1,4 +1,5 @@
 import type { SubgroupMatrixConfig } from '../device.js';
+import type { HalfGemmTileName } from '../tuning.js';
 import { ShaderModule } from '../wgsl/module.js';
 import {
   declareBindings,
@@ -53,6 +54,12 @@ export interface HalfTile {
 
 export const HALF_TILE_LARGE: HalfTile = { bm: 128, bn: 128, bk: 32, wm: 2, wn: 4 };
 export const HALF_TILE_MID: HalfTile = { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2 };
+
+/** A tile by name (`BMxBNwWMxWN`, BK 32), as the f16GemmTile switch names it. */
+export function halfTileNamed(name: HalfGemmTileName): HalfTile {
+  const [, bm, bn, wm, wn] = /^(\d+)x(\d+)w(\d+)x(\d+)$/.exec(name)!.map(Number) as number[];
+  return { bm: bm!, bn: bn!, bk: 32, wm: wm!, wn: wn! };
+}
 
 /** Halves of padding per staged row (16 bytes): spreads the fragment loads over banks. */
 const PAD = 8;
