@@ -136,6 +136,8 @@ def main(argv=None):
             rows = []
             for n in lengths:
                 try:
+                    if device.type == "cuda":
+                        torch.cuda.reset_peak_memory_stats(device)  # this length's peak, as rayo's
                     run(prompts[n]).item()  # untimed: warm-up (and compilation)
                     # More untimed runs for half a second: the GPU's clocks ramp up under load.
                     warm_until = time.perf_counter() + WARM_SECONDS

@@ -63,13 +63,18 @@ describe('decode-bench prefill', () => {
         [40, undefined],
       ]);
       for (const r of rows) expect(r.tokensPerSecond).toBeCloseTo(r.tokens / (r.ttftMs! / 1e3));
+      // Each length's peak holds the weights and the cache at least, and the longer prompt's more.
+      expect(rows[0]!.peakBytes).toBeGreaterThan(0);
+      expect(rows[1]!.peakBytes).toBeGreaterThan(rows[0]!.peakBytes!);
       const lines = prefillLines({
         lengths: [5, 40],
         flops: [prefillFlops(config, 5), prefillFlops(config, 40)],
         backends: [{ backend: 'cpu', device: 'cpu', status: 'ok', lengths: rows }],
         torch: { status: 'unavailable', reason: 'not requested' },
       });
-      expect(lines.join('\n')).toMatch(/\| cpu \| [\d.]+ \/ [\d.]+ \| [\d.]+ \/ [\d.]+ \|/);
+      expect(lines.join('\n')).toMatch(
+        /\| cpu \| [\d.]+ \/ [\d.]+ \/ [\d.e-]+ \| [\d.]+ \/ [\d.]+ \/ [\d.e-]+ \|/,
+      );
     } finally {
       backend.dispose();
     }

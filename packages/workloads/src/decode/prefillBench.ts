@@ -18,7 +18,11 @@ export interface PrefillRow {
   readonly tokens: number;
   readonly ttftMs?: number;
   readonly tokensPerSecond?: number;
-  /** PyTorch: the most device memory allocated so far. */
+  /**
+   * The most device memory allocated while this length ran (weights, cache
+   * and the prompt's working memory): rayo's allocator peak and PyTorch's
+   * `max_memory_allocated`, each reset before the length's first run.
+   */
   readonly peakBytes?: number | null;
   readonly error?: string;
 }
@@ -113,6 +117,7 @@ export async function prefillOnBackend(
   for (const n of settings.lengths) {
     const prompt = promptOf(vocab, n, settings.seed);
     try {
+      backend.resetPeakMemory();
       // Untimed: once, then for half a second more (the GPU's clocks ramp up under load), as the PyTorch baseline does.
       await firstToken(prompt);
       const warmUntil = performance.now() + WARM_MS;
@@ -126,7 +131,8 @@ export async function prefillOnBackend(
       }
       times.sort((a, b) => a - b);
       const ms = times[Math.floor(times.length / 2)]!;
-      rows.push({ tokens: n, ttftMs: ms, tokensPerSecond: n / (ms * 1e-3) });
+      const peakBytes = backend.memory().peakAllocatedBytes;
+      rows.push({ tokens: n, ttftMs: ms, tokensPerSecond: n / (ms * 1e-3), peakBytes });
     } catch (error) {
       rows.push({ tokens: n, error: error instanceof Error ? error.message : String(error) });
     }
@@ -220,15 +226,17 @@ export async function prefillBench(
 const fmt = (x: number | undefined | null, digits = 3) =>
   x === undefined || x === null || !Number.isFinite(x) ? '—' : String(Number(x.toPrecision(digits)));
 
-/** The prefill table: time to first token and tokens/s per run and length, and the tensor-core limit. */
+/** The prefill table: time to first token, tokens/s and peak memory per run and length, and the tensor-core limit. */
 export function prefillLines(report: PrefillReport): string[] {
   const peak = report.torch.status === 'ok' ? report.torch.output.bf16PeakTflops : undefined;
-  const header = ['run', ...report.lengths.map((n) => `TTFT ms / tok/s @${n}`)];
+  const header = ['run', ...report.lengths.map((n) => `TTFT ms / tok/s / peak GiB @${n}`)];
   const cells = (rows: readonly PrefillRow[] | undefined) =>
     report.lengths.map((n) => {
       const r = rows?.find((x) => x.tokens === n);
       if (!r) return '—';
-      return r.error ? `error: ${r.error.slice(0, 60)}` : `${fmt(r.ttftMs)} / ${fmt(r.tokensPerSecond, 4)}`;
+      if (r.error) return `error: ${r.error.slice(0, 60)}`;
+      const peak = typeof r.peakBytes === 'number' ? ` / ${fmt(r.peakBytes / 2 ** 30)}` : '';
+      return `${fmt(r.ttftMs)} / ${fmt(r.tokensPerSecond, 4)}${peak}`;
     });
   const rows = report.backends.map((b) => [b.backend, ...cells(b.lengths)]);
   if (report.torch.status === 'ok') {
@@ -247,7 +255,8 @@ export function prefillLines(report: PrefillReport): string[] {
     '',
     'The prompt read and its first token on the host (rayo: `generate` with one new token; PyTorch: the ' +
       'prefill with SDPA and the head on the last row, `.item()`), untimed runs for half a second after a first one, then the median of the ' +
-      `timed ones. The limit is the prompt's FLOPs over the measured bf16 GEMM peak (${fmt(peak, 4)} TFLOP/s, ` +
+      'timed ones; the peak is the most device memory allocated while the length ran (weights and cache included). ' +
+      `The limit is the prompt's FLOPs over the measured bf16 GEMM peak (${fmt(peak, 4)} TFLOP/s, ` +
       'torch.matmul of 8192² bf16).',
     '',
     line(header),
