@@ -1,3 +1,6 @@
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   bucketBytesOf,
@@ -6,12 +9,42 @@ import {
   mibList,
   overlapSettings,
   precisionOf,
+  runTorch,
   tokensPerSecond,
   zeroSettings,
 } from './dataParallelBench.js';
 import { batchColumns } from './dataParallelWorker.js';
 
 describe('dp-bench', () => {
+  it('runs the DDP baseline eager or under torch.compile, and reads its result', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'dp-torch-'));
+    const previous = process.env.PYTHON;
+    try {
+      // A stand-in for python: records its arguments and writes what the script would.
+      const fake = join(dir, 'python');
+      await writeFile(
+        fake,
+        [
+          '#!/bin/sh',
+          `echo "$@" > ${join(dir, 'args')}`,
+          'while [ "$1" != "--out" ]; do shift; done',
+          `echo '{"tokensPerSecond": 1234, "medianMs": 5, "peakBytes": [1048576]}' > "$2"`,
+        ].join('\n'),
+      );
+      await chmod(fake, 0o755);
+      process.env.PYTHON = fake;
+      const compiled = await runTorch(join(dir, 'request.json'), 2, join(dir, 'out.json'), true);
+      expect(compiled).toEqual({ tokensPerSecond: 1234, medianMs: 5, peakBytes: [1048576] });
+      expect(await readFile(join(dir, 'args'), 'utf8')).toMatch(/--gpus 2 --out \S+out\.json --compile\n$/);
+      await runTorch(join(dir, 'request.json'), 1, join(dir, 'out.json'));
+      expect(await readFile(join(dir, 'args'), 'utf8')).not.toContain('--compile');
+    } finally {
+      if (previous === undefined) delete process.env.PYTHON;
+      else process.env.PYTHON = previous;
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('takes a rank’s sequences out of a sequence-first batch', () => {
     // [seq 2, batch 4]: row t holds token t of each of the 4 sequences.
     const ids = Int32Array.from([0, 1, 2, 3, 10, 11, 12, 13]);

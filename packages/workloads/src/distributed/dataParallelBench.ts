@@ -40,6 +40,9 @@ mid-run and checks that rank 0 exits with a clear error within 30 s.
                      weights and AdamW (PyTorch: bf16 autocast)
   --quick            the tiny transformer of train-bench's quick mode
   --baseline NAME    torch: also run torch_ddp_baseline.py ($PYTHON, else python3); none (default)
+  --torch-compile    with --baseline torch: also run it with the DDP model under
+                     torch.compile, on 1 and N GPUs (the stronger baseline: eager
+                     DDP at this size waits on the host)
   --fault            also run the killed-rank check
   --out DIR          request.json and report.json (default dp-bench-results)
 `;
@@ -118,13 +121,20 @@ export function mibList(bytes: readonly number[]): string {
   return `[${bytes.map((b) => (b / 2 ** 20).toFixed(0)).join(', ')}] MiB`;
 }
 
-function runTorch(requestPath: string, world: number, out: string): Promise<TorchResult> {
+/** Runs torch_ddp_baseline.py ($PYTHON, else python3) on `world` GPUs, under torch.compile with `compile`. */
+export function runTorch(
+  requestPath: string,
+  world: number,
+  out: string,
+  compile = false,
+): Promise<TorchResult> {
   const beside = join(dirname(process.argv[1] ?? '.'), 'torch_ddp_baseline.py');
   const script = existsSync(beside) ? beside : resolve('packages/workloads/baseline/torch_ddp_baseline.py');
   const python = process.env.PYTHON || 'python3';
-  process.stderr.write(`PyTorch DDP on ${world} GPU(s) ...\n`);
+  process.stderr.write(`PyTorch DDP on ${world} GPU(s)${compile ? ' under torch.compile' : ''} ...\n`);
+  const args = [script, '--request', requestPath, '--gpus', String(world), '--out', out];
   return new Promise((done) => {
-    const child = spawn(python, [script, '--request', requestPath, '--gpus', String(world), '--out', out], {
+    const child = spawn(python, compile ? [...args, '--compile'] : args, {
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     child.on('error', (error) => done({ error: error.message }));
@@ -192,6 +202,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       precision: { type: 'string', default: 'f32' },
       quick: { type: 'boolean', default: false },
       baseline: { type: 'string', default: 'none' },
+      'torch-compile': { type: 'boolean', default: false },
       fault: { type: 'boolean', default: false },
       out: { type: 'string', default: 'dp-bench-results' },
       help: { type: 'boolean', short: 'h' },
@@ -255,6 +266,13 @@ export async function main(argv: readonly string[]): Promise<number> {
             : undefined,
         }
       : undefined;
+  const torchCompiled =
+    values.baseline === 'torch' && values['torch-compile']
+      ? {
+          single: await runTorch(requestPath, 1, join(out, 'torch-compile-1.json'), true),
+          parallel: await runTorch(requestPath, gpus, join(out, `torch-compile-${gpus}.json`), true),
+        }
+      : undefined;
   const fault = values.fault ? await runFault(script, request, out, gpus) : undefined;
   const report = {
     device: parallel.device,
@@ -297,6 +315,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     },
     torch,
     vsTorchDdp: torch?.parallel.tokensPerSecond ? rayo.parallel / torch.parallel.tokensPerSecond : undefined,
+    torchCompiled,
+    vsTorchDdpCompiled: torchCompiled?.parallel.tokensPerSecond
+      ? rayo.parallel / torchCompiled.parallel.tokensPerSecond
+      : undefined,
     fault,
   };
   await writeFile(join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
@@ -321,6 +343,9 @@ export async function main(argv: readonly string[]): Promise<number> {
         ? `PyTorch DDP: 1 GPU ${torchLine(torch.single)}, ${gpus} GPUs zero ${report.zero} ${torchLine(torch.parallel)}; rayo/DDP ${report.vsTorchDdp?.toFixed(2) ?? '-'}×`
         : '',
       torch?.zeroOther ? `PyTorch DDP zero ${zeros[1]}: ${gpus} GPUs ${torchLine(torch.zeroOther)}` : '',
+      torchCompiled
+        ? `PyTorch DDP under torch.compile: 1 GPU ${torchLine(torchCompiled.single)}, ${gpus} GPUs zero ${report.zero} ${torchLine(torchCompiled.parallel)}; rayo/compiled DDP ${report.vsTorchDdpCompiled?.toFixed(2) ?? '-'}×`
+        : '',
       fault
         ? `fault: ${fault.passed ? 'ok' : 'FAILED'}, rank 0 ended ${(fault.afterKillMs / 1000).toFixed(1)} s after the kill: ${fault.rank0Message}`
         : '',
