@@ -70,6 +70,35 @@ needsAdapter('wgpu decoding with positions and lengths on the device', () => {
       expect(Array.from(await out.read()).every(Number.isNaN)).toBe(true);
     }
   });
+  it('ropeKvScatter rotates a half q over half caches in place: one shader, no casts around it', async () => {
+    const fresh = await WgpuBackend.create();
+    const rng = new Rng(6);
+    const [tokens, heads, kvHeads, headDim, maxSeq] = [2, 4, 2, 8, 5];
+    const half = (values: Float32Array, shape: number[]) => fresh.upload(Array.from(values), shape, 'bf16');
+    using kCache = half(random(rng, kvHeads * maxSeq * headDim), [kvHeads, maxSeq, headDim]);
+    using vCache = half(random(rng, kvHeads * maxSeq * headDim), [kvHeads, maxSeq, headDim]);
+    using qkv = half(random(rng, tokens * (heads + 2 * kvHeads) * headDim), [
+      tokens,
+      heads + 2 * kvHeads,
+      headDim,
+    ]);
+    for (const layout of ['half', 'interleaved'] as const) {
+      using y = fresh.run(ropeKvScatter, [qkv, undefined, undefined, kCache, vCache], {
+        position: 1,
+        layout,
+      })[0]!;
+      expect(y.dtype).toBe('bf16');
+      await y.read();
+    }
+    const keys = fresh.pipelines.compiledShaders().map((s) => s.key);
+    expect(keys.filter((key) => key.startsWith('decoding/ropeKvScatter/'))).toEqual([
+      `decoding/ropeKvScatter/fused/bf16/values-bf16/q-half/half/wg256`,
+      `decoding/ropeKvScatter/fused/bf16/values-bf16/q-half/interleaved/wg256`,
+    ]);
+    expect(keys.some((key) => key.startsWith('cast/'))).toBe(false);
+    fresh.dispose();
+  });
+
   it('ropeKvScatter at a device position past the cache writes nothing to the caches', async () => {
     const rng = new Rng(5);
     const [tokens, heads, kvHeads, headDim, maxSeq] = [3, 4, 2, 8, 9];

@@ -4,10 +4,11 @@ import { FLOAT, isHalf, kvCacheScatter, ropeKvScatter } from '@rayo/core';
 import { type AnyWgpuKernel, type KernelEncoder, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
+import { storageOf } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
 import { causalAttentionKernel } from './causalAttention.js';
 import { elementGrid, elementIndex, vectorOf, WG } from './common.js';
-import { encodeHalfScatter, encodeRopeHalfScatter } from './halfCache.js';
+import { encodeHalfScatter, encodeRopeHalfScatter, rotatesHalfQ } from './halfCache.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { attentionKernel } from './incrementalAttention.js';
 import {
@@ -200,13 +201,14 @@ const ropeScatterKernel = wgpuKernel(
     const where = rows
       ? { kStart: rows.kStart, vStart: rows.vStart, qGap: rows.qGap, width: row }
       : { kStart: 0, vStart: 0, qGap: 0, width: kvHeads * headDim };
+    const halves = { k: kIn ?? q!, v: vIn ?? q!, kCache: kCache!, vCache: vCache!, at };
+    // A half q and y in the values' dtype are read and written in place: no cast dispatches around it.
+    if (rotatesHalfQ(storageOf(q!.dtype), storageOf(q!.dtype), storageOf(y!.dtype), attrs.layout, headDim)) {
+      encodeRopeHalfScatter(encoder, { q: q!, y: y!, ...halves }, rope, { position, rows: where });
+      return;
+    }
     encodeWithF32Activations(encoder, ropeKvScatter.name, { q }, { y }, (i, o) =>
-      encodeRopeHalfScatter(
-        encoder,
-        { q: i.q!, k: kIn ?? q!, v: vIn ?? q!, y: o.y!, kCache: kCache!, vCache: vCache!, at },
-        rope,
-        { position, rows: where },
-      ),
+      encodeRopeHalfScatter(encoder, { q: i.q!, y: o.y!, ...halves }, rope, { position, rows: where }),
     );
   },
   { dtypes: FLOAT },

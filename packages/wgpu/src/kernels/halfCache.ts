@@ -155,10 +155,58 @@ const ROPE_HALF_PARAMS = paramLayout([
 ] as const);
 
 /**
+ * Whether ropeKvScatter's q can be read and y written in their half storage
+ * (one y word an invocation): q and y in the values' half dtype, and under
+ * the 'half' layout an even number of pairs a head (the two pairs an
+ * invocation rotates then fill a word at each end of the head).
+ */
+export function rotatesHalfQ(values: Storage, q: Storage, y: Storage, layout: RopeLayout, headDim: number) {
+  return values !== 'f32' && q === values && y === values && (layout === 'interleaved' || headDim % 4 === 0);
+}
+
+/**
+ * WGSL: q's part of the one-dispatch ropeKvScatter with q and y in half
+ * storage, invocation i < qItems. Under 'half' it rotates pairs 2i and 2i + 1
+ * (the elements p, p + 1 and p + half, p + 1 + half of a row: a y word at each
+ * end); under 'interleaved' pair i (elements 2p and 2p + 1: one y word). Each
+ * y element is rounded once, as the cast of an f32 y would.
+ */
+function halfQRotation(storage: 'f16' | 'bf16', layout: RopeLayout): string {
+  const load = (e: string) => loadScalar(storage, 'q', e);
+  const word = (lo: string, hi: string) => `to_${storage}(${lo}) | (to_${storage}(${hi}) << 16u)`;
+  if (layout === 'interleaved') {
+    return `let pair = i % params.half;
+    let rest = i / params.half;
+    let t = rest / params.heads;
+    let r = ropeRotation(position + t, pair, 1.0);
+    let base = rest * params.headDim;
+    let src = base + t * params.qGap + 2u * pair;
+    let a = ${load('src')};
+    let b = ${load('src + 1u')};
+    y[(base + 2u * pair) / 2u] = ${word('a * r.x - b * r.y', 'a * r.y + b * r.x')};`;
+  }
+  return `let j = 2u * i;
+    let pair = j % params.half;
+    let rest = j / params.half;
+    let t = rest / params.heads;
+    let r0 = ropeRotation(position + t, pair, 1.0);
+    let r1 = ropeRotation(position + t, pair + 1u, 1.0);
+    let base = rest * params.headDim;
+    let src = base + t * params.qGap + pair;
+    let a0 = ${load('src')};
+    let a1 = ${load('src + 1u')};
+    let b0 = ${load('src + params.half')};
+    let b1 = ${load('src + params.half + 1u')};
+    y[(base + pair) / 2u] = ${word('a0 * r0.x - b0 * r0.y', 'a1 * r1.x - b1 * r1.y')};
+    y[(base + pair + params.half) / 2u] = ${word('a0 * r0.y + b0 * r0.x', 'a1 * r1.y + b1 * r1.x')};`;
+}
+
+/**
  * ropeKvScatter into half caches in one dispatch: invocations [0, qPairs)
- * rotate q's pairs into y (f32), the next kvHeads · words rotate k into the
- * key cache's words, and the last as many copy v into the value cache's,
- * each cache element rounded once.
+ * rotate q's pairs into y (f32; with `halfQ`, q and y in the caches' half
+ * storage and qPairs counting halfQRotation's invocations), the next
+ * kvHeads · words rotate k into the key cache's words, and the last as many
+ * copy v into the value cache's, each cache element rounded once.
  */
 function ropeHalfScatterShader(
   storage: 'f16' | 'bf16',
@@ -166,16 +214,35 @@ function ropeHalfScatterShader(
   layout: RopeLayout,
   device: boolean,
   table: boolean,
+  halfQ: boolean,
 ): ShaderSource {
   const [first, second] =
     layout === 'half' ? ['pair', 'pair + params.half'] : ['2u * pair', '2u * pair + 1u'];
+  const f32Q = `// q: pair j of row (t, head), rotated at position + t.
+    let pair = i % params.half;
+    let rest = i / params.half;
+    let t = rest / params.heads;
+    let rotation = ropeRotation(position + t, pair, 1.0);
+    let base = rest * params.headDim;
+    let src = base + t * params.qGap;
+    let a = q[src + ${first}];
+    let b = q[src + ${second}];
+    y[base + ${first}] = a * rotation.x - b * rotation.y;
+    y[base + ${second}] = a * rotation.y + b * rotation.x;`;
   return {
-    key: `decoding/ropeKvScatter/fused/${storage}/values-${values}/${layout}${device ? '/device' : ''}${tableKey(table)}/wg${WG}`,
+    key: `decoding/ropeKvScatter/fused/${storage}/values-${values}${halfQ ? '/q-half' : ''}/${layout}${device ? '/device' : ''}${tableKey(table)}/wg${WG}`,
     kernel: 'ropeKvScatter',
     code: () => {
       const module = new ShaderModule();
-      declareRopeScatterBindings(module, { kv: bindingType(values, false), cache: 'u32' }, device, table);
+      declareRopeScatterBindings(
+        module,
+        { kv: bindingType(values, false), cache: 'u32', ...(halfQ ? { q: 'u32' as const } : {}) },
+        device,
+        table,
+      );
       module.declare(narrowFunctions(storage));
+      // A half y is rounded in q's dtype, which may be the other half.
+      if (halfQ && values !== storage) module.declare(narrowFunctions(values as 'f16' | 'bf16'));
       if (values === 'bf16') module.declare(halfFunctions(values));
       module.declare(
         rotatedElement(layout, values, table, { array: 'k', start: 'params.kStart', width: 'params.width' }),
@@ -190,17 +257,7 @@ function ropeHalfScatterShader(
         `  ${elementIndex('params.n')}
   ${writePosition(device)}
   if (i < params.qPairs) {
-    // q: pair j of row (t, head), rotated at position + t.
-    let pair = i % params.half;
-    let rest = i / params.half;
-    let t = rest / params.heads;
-    let rotation = ropeRotation(position + t, pair, 1.0);
-    let base = rest * params.headDim;
-    let src = base + t * params.qGap;
-    let a = q[src + ${first}];
-    let b = q[src + ${second}];
-    y[base + ${first}] = a * rotation.x - b * rotation.y;
-    y[base + ${second}] = a * rotation.y + b * rotation.x;
+    ${halfQ ? halfQRotation(values as 'f16' | 'bf16', layout) : f32Q}
     return;
   }
   // A device position whose rows do not fit writes nothing to the caches.
@@ -248,24 +305,30 @@ export function encodeRopeHalfScatter(
   },
 ): void {
   const geometry = ropeScatterGeometry(t.y, t.kCache);
-  const { tokens, headDim, kvHeads, qPairs } = geometry;
+  const { tokens, headDim, kvHeads } = geometry;
+  const values = storageOf(t.k.dtype);
+  const halfQ = rotatesHalfQ(values, storageOf(t.q.dtype), storageOf(t.y.dtype), rope.layout, headDim);
+  // With a half q, an invocation writes a y word: two pairs under 'half', one under 'interleaved'.
+  const qItems = halfQ && rope.layout === 'half' ? geometry.qPairs / 2 : geometry.qPairs;
   const words = halfScatterWords(tokens, headDim);
-  const n = qPairs + 2 * kvHeads * words;
+  const n = qItems + 2 * kvHeads * words;
   encoder.dispatch({
     shader: ropeHalfScatterShader(
       t.kCache.dtype as 'f16' | 'bf16',
-      storageOf(t.k.dtype),
+      values,
       rope.layout,
       t.at !== undefined,
       rope.table,
+      halfQ,
     ),
     buffers: [t.q, t.k, t.v, t.y, t.kCache, t.vCache, ...(t.at ? [t.at] : []), rope.frequencies],
     params: {
       layout: ROPE_HALF_PARAMS,
       values: {
         ...geometry,
+        qPairs: qItems,
         n,
-        pairs: qPairs,
+        pairs: geometry.qPairs,
         position: where.position,
         kStart: where.rows.kStart,
         vStart: where.rows.vStart,

@@ -35,14 +35,15 @@ export const FUSED_ROW_FIELDS = [
  */
 export function declareRopeScatterBindings(
   module: ShaderModule,
-  types: { readonly kv: WgslType; readonly cache: WgslType },
+  types: { readonly kv: WgslType; readonly cache: WgslType; readonly q?: WgslType },
   device: boolean,
   table: boolean,
 ): void {
-  module.storage('q', 'f32', 'read');
+  // q and y are f32 unless `types.q` says otherwise (half words: u32).
+  module.storage('q', types.q ?? 'f32', 'read');
   module.storage('k', types.kv, 'read');
   module.storage('v', types.kv, 'read');
-  module.storage('y', 'f32', 'read_write');
+  module.storage('y', types.q ?? 'f32', 'read_write');
   module.storage('kCache', types.cache, 'read_write');
   module.storage('vCache', types.cache, 'read_write');
   if (device) module.storage('at', 'i32', 'read');
