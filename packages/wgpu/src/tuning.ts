@@ -39,7 +39,7 @@ export type HalfGemmTileName = (typeof HALF_GEMM_TILE_NAMES)[number];
 /**
  * Workgroup tiles of prefill attention on subgroup matrices, by name
  * (`SxK`: S subgroups of 16 query rows, K/V tiles of K keys), for measuring
- * them against each other. Absent, the largest that fits.
+ * them against each other. Absent, the first that fits of most rows, then most keys.
  */
 export const F16_ATTENTION_TILE_NAMES = ['4x64', '8x32', '4x32', '2x32', '4x16', '2x16'] as const;
 export type F16AttentionTileName = (typeof F16_ATTENTION_TILE_NAMES)[number];
@@ -62,7 +62,7 @@ export interface WgpuTuningOptions extends QgemvOptions {
   readonly f16Attention?: F16AttentionMode;
   /** The f16 product's workgroup tile (see HALF_GEMM_TILE_NAMES) where it fits; absent, picked by size. */
   readonly f16GemmTile?: HalfGemmTileName;
-  /** Prefill attention's tile on subgroup matrices (see F16_ATTENTION_TILE_NAMES) where it fits; absent, the largest. */
+  /** Prefill attention's tile on subgroup matrices (see F16_ATTENTION_TILE_NAMES) where it fits; absent, picked by rows then keys. */
   readonly f16AttentionTile?: F16AttentionTileName;
 }
 

@@ -90,7 +90,7 @@ export function flashPrefillBytes(headDim: number, tile: FlashPrefillTile, emula
   return halves * 2 + floats * 4 + 4;
 }
 
-/** `named` where it fits, else the largest tile for `headDim` that does; undefined where the kernel does not take it. */
+/** `named` where it fits, else the first of TILES that does for `headDim`; undefined where the kernel does not take it. */
 export function pickFlashPrefillTile(
   headDim: number,
   maxWorkgroupBytes: number,
