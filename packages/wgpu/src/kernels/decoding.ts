@@ -203,7 +203,8 @@ const ropeScatterKernel = wgpuKernel(
       : { kStart: 0, vStart: 0, qGap: 0, width: kvHeads * headDim };
     const halves = { k: kIn ?? q!, v: vIn ?? q!, kCache: kCache!, vCache: vCache!, at };
     // A half q and y in the values' dtype are read and written in place: no cast dispatches around it.
-    if (rotatesHalfQ(storageOf(q!.dtype), storageOf(q!.dtype), storageOf(y!.dtype), attrs.layout, headDim)) {
+    const values = storageOf(halves.k.dtype);
+    if (rotatesHalfQ(values, storageOf(q!.dtype), storageOf(y!.dtype), attrs.layout, headDim)) {
       encodeRopeHalfScatter(encoder, { q: q!, y: y!, ...halves }, rope, { position, rows: where });
       return;
     }

@@ -151,8 +151,7 @@ export function probeShader(c: ProbeCase): string {
     ${products.join('\n    ')}
   }`
       : c.probe === 'global'
-        ? `let rowA = (wid % ${GLOBAL_ROWS / tileM}u) * ${tileM}u + (sg / ${wn}u) * ${fm * 16}u;
-  let rowB = (wid / ${GLOBAL_ROWS / tileM}u % ${GLOBAL_ROWS / tileN}u) * ${tileN}u + (sg % ${wn}u) * ${fn * 16}u;
+        ? `${globalRows}
   for (var s = 0u; s < ${steps}u; s++) {
     let kk = (s * 16u) % ${GLOBAL_K}u;
     ${globalLoads()}
