@@ -33,9 +33,17 @@ import {
 } from './attentionPlan.js';
 import { vectorWidth } from './decodingAccess.js';
 import { attentionModule, mergeModule } from './incrementalAttention.js';
-import { ropeScatterKey, ropeScatterModule, scatterKey, scatterModule } from './kvCache.js';
+import {
+  ropeScatterKey,
+  ropeScatterModule,
+  ropeScatterVariant,
+  scatterKey,
+  scatterModule,
+} from './kvCache.js';
 
 const H100 = { multiprocessors: 132 };
+/** The emulated device below: one SM of 2,048 threads. */
+const ONE_SM = { multiprocessors: 1, maxThreadsPerMultiprocessor: 2048 };
 
 describe('decoding kernels', () => {
   it('moves four words at a time only where rows and addresses allow it', () => {
@@ -202,8 +210,10 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas, without spills ($
             { rows: 'f32', cache: 'bf16' },
             { rows: 'f16', cache: 'f16' },
           ] as const) {
-            const text = ropeScatterModule(layout, devicePosition, types, table).emit();
-            jobs.push(...both(text, ropeScatterKey(layout, devicePosition, types, table)));
+            for (const headsPerThread of [1, 8]) {
+              const variant = { layout, devicePosition, types, table, headsPerThread, indexBits: 5 };
+              jobs.push(...both(ropeScatterModule(variant).emit(), ropeScatterKey(variant)));
+            }
           }
         }
       }
@@ -367,7 +377,18 @@ describe('ropeKvScatter on an emulated device', () => {
     [5, 4, 2, 14, 13, 0, false, true],
     [1, 32, 8, 64, 67, 66, true, false],
     [3, 6, 3, 10, 9, 6, true, true],
+    // Pairs past the one SM's 2,048 threads: runs of 4 heads (6 = 4 + 2, 5 = 4 + 1) share an angle.
+    [20, 6, 5, 40, 23, 2, false, false],
+    // Past 8 × 2,048: runs of 8 (12 = 8 + 4, 9 = 8 + 1), k by head.
+    [26, 12, 9, 64, 29, 3, true, true],
   ];
+  it('the cases above take runs of 1, 4 and 8 heads', () => {
+    const runs = CASES.map(
+      ([tokens, heads, kvHeads, headDim]) =>
+        ropeScatterVariant(ONE_SM, 'half', [tokens, heads, headDim], kvHeads, {}).headsPerThread,
+    );
+    expect(runs).toEqual([1, 1, 1, 1, 4, 8]);
+  });
   for (const layout of ['half', 'interleaved'] as const) {
     for (const [tokens, heads, kvHeads, headDim, maxSeq, position, onDevice, kByHead] of CASES) {
       it(`${layout}: T ${tokens}, ${heads}/${kvHeads} heads, headDim ${headDim}, ${onDevice ? 'device ' : ''}position ${position} of ${maxSeq}`, async () => {

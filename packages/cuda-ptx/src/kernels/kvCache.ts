@@ -1,4 +1,5 @@
 import { FLOAT, kvCacheScatter, ropeKvScatter } from '@rayo/core';
+import type { DeviceProperties } from '../driver/driver.js';
 import { cudaKernel, elementPtr, type LaunchValue, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
@@ -7,7 +8,10 @@ import type { ParamType } from '../ptx/types.js';
 import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
 import {
+  headsPerThread,
   loadRopeFrequencies,
+  PAIR_BITS,
+  pairIndexBits,
   type RopeLayout,
   ropeFrequencyParams,
   ropeSinCos,
@@ -222,14 +226,27 @@ function pagedPlacement(
   };
 }
 
-export function ropeScatterKey(
-  layout: RopeLayout,
-  devicePosition = false,
-  types = F32_CACHE,
-  table = false,
-  paged = false,
-): string {
-  return `decoding/ropeKvScatter/${layout}${devicePosition ? '/at' : ''}${table ? '/table' : ''}${paged ? '/paged' : ''}${storageKey([types.rows, types.cache])}`;
+/** One ropeKvScatter kernel: what `ropeScatterKey` names and `ropeScatterModule` builds. */
+export interface RopeScatterVariant {
+  readonly layout: RopeLayout;
+  /** Whether the position is read from a device tensor when the kernel runs. */
+  readonly devicePosition?: boolean;
+  readonly types?: CacheTypes;
+  /** Whether the frequencies come from a table rather than theta's powers. */
+  readonly table?: boolean;
+  /** ropePagedKvWrite: rows placed by slot. */
+  readonly paged?: boolean;
+  /** Heads of q (or of k) one pair item rotates with its angle (`headsPerThread`); a power of 2. */
+  readonly headsPerThread?: number;
+  /** Bits a pair index can have: the powers of theta the kernel multiplies (`pairIndexBits`). */
+  readonly indexBits?: number;
+}
+
+export function ropeScatterKey(v: RopeScatterVariant): string {
+  const types = v.types ?? F32_CACHE;
+  const runs = (v.headsPerThread ?? 1) > 1 ? `/heads${v.headsPerThread}` : '';
+  const bits = v.table || (v.indexBits ?? PAIR_BITS) === PAIR_BITS ? '' : `/bits${v.indexBits}`;
+  return `decoding/ropeKvScatter/${v.layout}${v.devicePosition ? '/at' : ''}${v.table ? '/table' : ''}${v.paged ? '/paged' : ''}${runs}${bits}${storageKey([types.rows, types.cache])}`;
 }
 
 /** ropePagedKvWrite's parameters in place of maxSeq and the position: per-row slots and positions. */
@@ -250,16 +267,15 @@ interface RowPlacement {
 /**
  * One thread per item, in order: the rotated pairs of q (written to y), the
  * rotated pairs of k (written to their kCache rows), then the words of v
- * (copied to their vCache rows). A device position whose rows do not fit
- * leaves only the items of q, so nothing is written to the caches.
+ * (copied to their vCache rows). A pair item is (token t, a run of
+ * `headsPerThread` heads of q or of k, pair i): its angle, the kernel's main
+ * cost, is computed once for the run, whose loads are issued together. A
+ * device position whose rows do not fit leaves only the items of q, so
+ * nothing is written to the caches.
  */
-export function ropeScatterModule(
-  layout: RopeLayout,
-  devicePosition = false,
-  types = F32_CACHE,
-  table = false,
-  paged = false,
-): PtxModule {
+export function ropeScatterModule(v: RopeScatterVariant): PtxModule {
+  const { layout, devicePosition = false, types = F32_CACHE, table = false, paged = false } = v;
+  const runLength = v.headsPerThread ?? 1;
   const rowBytes = STORAGE_BYTES[types.rows];
   const cacheBytes = STORAGE_BYTES[types.cache];
   const m = new PtxModule();
@@ -288,7 +304,7 @@ export function ropeScatterModule(
       ...(paged ? PAGED_ROWS : positionParams(devicePosition)),
     } as Record<string, ParamType>,
     (k, p) => {
-      const [q, kIn, v, y, kCache, vCache] = ['q', 'k', 'v', 'y', 'kCache', 'vCache'].map((name) =>
+      const [q, kIn, vIn, y, kCache, vCache] = ['q', 'k', 'v', 'y', 'kCache', 'vCache'].map((name) =>
         loadPointer(k, p, name),
       ) as [R64, R64, R64, R64, R64, R64];
       const [qPairs, pairs, half, heads, kvHeads] = ['qPairs', 'pairs', 'half', 'heads', 'kvHeads'].map(
@@ -296,8 +312,13 @@ export function ropeScatterModule(
       ) as [R32, R32, R32, R32, R32];
       const maxSeq = paged ? undefined : loadU32(k, p, 'maxSeq');
       const [qGap, kvGap] = [loadU32(k, p, 'qGap'), loadU32(k, p, 'kvGap')];
-      const frequencies = loadRopeFrequencies(k, p, table);
+      const loaded = loadRopeFrequencies(k, p, table);
+      const frequencies =
+        'powers' in loaded ? { powers: loaded.powers.slice(0, v.indexBits ?? PAIR_BITS) } : loaded;
       const headDim = k.add('u32', k.reg('u32'), half, half);
+      const runsOf = (count: R32) =>
+        k.shr('u32', k.reg('u32'), k.add('u32', k.reg('u32'), count, runLength - 1), Math.log2(runLength));
+      const [qRuns, kvRuns] = [runsOf(heads), runsOf(kvHeads)];
       const place = paged
         ? pagedPlacement(k, p, kvHeads)
         : contiguousPlacement(k, p, devicePosition, maxSeq!, qPairs);
@@ -317,68 +338,89 @@ export function ropeScatterModule(
             const src = k.madLo('u32', k.reg('u32'), t, kvGap, j);
             const copy = () => {
               if (allF32(types)) {
-                const word = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(v, src, 4), { nc: true });
+                const word = k.ldGlobal('u32', k.reg('u32'), k.elementAddress(vIn, src, 4), { nc: true });
                 k.stGlobal('u32', k.elementAddress(vCache, dst, 4), word);
                 return;
               }
-              const value = loadOneAsF32(k, types.rows, k.elementAddress(v, src, rowBytes));
+              const value = loadOneAsF32(k, types.rows, k.elementAddress(vIn, src, rowBytes));
               storeFromF32(k, types.cache, k.elementAddress(vCache, dst, cacheBytes), value);
             };
             if (ok) k.predicated(ok, copy);
             else copy();
           },
           () => {
-            // A pair of q or of k: the same rotation, from and to different places.
+            // A run of pairs of q or of k: the same rotation, from and to different places.
             const isK = k.setp('ge', 'u32', k.reg('pred'), item, qPairs);
             const j = k.sub('u32', k.reg('u32'), item, k.selp('u32', k.reg('u32'), qPairs, 0, isK));
             const rowHeads = k.selp('u32', k.reg('u32'), kvHeads, heads, isK);
+            const rowRuns = k.selp('u32', k.reg('u32'), kvRuns, qRuns, isK);
             const rest = k.div('u32', k.reg('u32'), j, half);
             const i = k.sub('u32', k.reg('u32'), j, k.mulLo('u32', k.reg('u32'), rest, half));
-            const t = k.div('u32', k.reg('u32'), rest, rowHeads);
-            const h = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), t, rowHeads));
+            const t = k.div('u32', k.reg('u32'), rest, rowRuns);
+            const run = k.sub('u32', k.reg('u32'), rest, k.mulLo('u32', k.reg('u32'), t, rowRuns));
             const { sin, cos } = ropeSinCos(k, place.positionOf(t), i, frequencies);
             // Element offsets of the pair in a head: (i, i + half) or (2i, 2i + 1).
             const first = layout === 'half' ? i : k.add('u32', k.reg('u32'), i, i);
             const second = k.add('u32', k.reg('u32'), first, layout === 'half' ? half : 1);
-            const base = k.mulLo('u32', k.reg('u32'), rest, headDim);
             const gap = k.selp('u32', k.reg('u32'), kvGap, qGap, isK);
-            const src = k.madLo('u32', k.reg('u32'), t, gap, base);
-            // A q item's row is not used (nor, paged, its slot's check).
-            const placed = place.rowOf(h, t);
-            const dst = k.selp(
-              'u32',
-              k.reg('u32'),
-              k.mulLo('u32', k.reg('u32'), placed.row, headDim),
-              base,
-              isK,
-            );
             const from = k.selp('u64', k.reg('u64'), kIn, q, isK);
-            const to = k.selp('u64', k.reg('u64'), kCache, y, isK);
-            const values = [first, second].map((at) =>
-              loadOneAsF32(
-                k,
-                types.rows,
-                k.elementAddress(from, k.add('u32', k.reg('u32'), src, at), rowBytes),
-              ),
-            ) as [F32, F32];
-            const rotated = rotatePair(k, values[0], values[1], cos, sin);
-            for (const [e, at] of [first, second].entries()) {
-              const index = k.add('u32', k.reg('u32'), dst, at);
-              if (types.rows === types.cache && !placed.ok) {
-                storeFromF32(k, types.rows, k.elementAddress(to, index, rowBytes), rotated[e]!);
-                continue;
-              }
-              // k goes to its cache, q to y: two storages.
-              k.ifElse(
+            const head0 = k.mulLo('u32', k.reg('u32'), run, runLength);
+            const tokenHead0 = k.madLo('u32', k.reg('u32'), t, rowHeads, head0);
+            // Every head's loads first, then the rotations and stores.
+            const loads = Array.from({ length: runLength }, (_, u) => {
+              const h = k.add('u32', k.reg('u32'), head0, u);
+              const inRow = u === 0 ? undefined : k.setp('lt', 'u32', k.reg('pred'), h, rowHeads);
+              const base = k.mulLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), tokenHead0, u), headDim);
+              const src = k.madLo('u32', k.reg('u32'), t, gap, base);
+              const values = [first, second].map((at) =>
+                loadOneAsF32(
+                  k,
+                  types.rows,
+                  k.elementAddress(from, k.add('u32', k.reg('u32'), src, at), rowBytes),
+                  inRow,
+                ),
+              ) as [F32, F32];
+              return { h, inRow, base, values };
+            });
+            for (const { h, inRow, base, values } of loads) {
+              // A q item's row is not used (nor, paged, its slot's check).
+              const placed = place.rowOf(h, t);
+              const dst = k.selp(
+                'u32',
+                k.reg('u32'),
+                k.mulLo('u32', k.reg('u32'), placed.row, headDim),
+                base,
                 isK,
-                () => {
-                  const store = () =>
-                    storeFromF32(k, types.cache, k.elementAddress(kCache, index, cacheBytes), rotated[e]!);
-                  if (placed.ok) k.predicated(placed.ok, store);
-                  else store();
-                },
-                () => storeFromF32(k, types.rows, k.elementAddress(y, index, rowBytes), rotated[e]!),
               );
+              const rotated = rotatePair(k, values[0], values[1], cos, sin);
+              const stores = () => {
+                for (const [e, at] of [first, second].entries()) {
+                  const index = k.add('u32', k.reg('u32'), dst, at);
+                  if (types.rows === types.cache && !placed.ok) {
+                    const to = k.selp('u64', k.reg('u64'), kCache, y, isK);
+                    storeFromF32(k, types.rows, k.elementAddress(to, index, rowBytes), rotated[e]!);
+                    continue;
+                  }
+                  // k goes to its cache, q to y: two storages.
+                  k.ifElse(
+                    isK,
+                    () => {
+                      const store = () =>
+                        storeFromF32(
+                          k,
+                          types.cache,
+                          k.elementAddress(kCache, index, cacheBytes),
+                          rotated[e]!,
+                        );
+                      if (placed.ok) k.predicated(placed.ok, store);
+                      else store();
+                    },
+                    () => storeFromF32(k, types.rows, k.elementAddress(y, index, rowBytes), rotated[e]!),
+                  );
+                }
+              };
+              if (inRow) k.ifThen(inRow, stores);
+              else stores();
             }
           },
         );
@@ -392,7 +434,8 @@ export function ropeScatterModule(
 /**
  * The rope-and-write module's row arguments: q, k and v (a fused q's k and v
  * are q's operand from their first heads on, a token's row apart), the item
- * counts, and the gaps between one token's rows and the next.
+ * counts (pair items of `headsPerThread` heads each), and the gaps between
+ * one token's rows and the next.
  */
 export function ropeScatterRows(
   q: Operand,
@@ -400,13 +443,15 @@ export function ropeScatterRows(
   v: Operand | undefined,
   [tokens, heads, headDim]: readonly [number, number, number],
   kvHeads: number,
+  headsPerThread = 1,
 ) {
   const fused = kIn === undefined;
   const width = kvHeads * headDim;
   const row = (heads + 2 * kvHeads) * headDim;
   const half = headDim / 2;
-  const qPairs = tokens * heads * half;
-  const pairs = qPairs + tokens * kvHeads * half;
+  const runs = (count: number) => Math.ceil(count / headsPerThread);
+  const qPairs = tokens * runs(heads) * half;
+  const pairs = qPairs + tokens * runs(kvHeads) * half;
   return {
     q,
     k: kIn ?? { ...q, ptr: elementPtr(q, heads * headDim) },
@@ -420,6 +465,23 @@ export function ropeScatterRows(
     qGap: fused ? row - heads * headDim : 0,
     kvGap: fused ? row - width : 0,
   };
+}
+
+/**
+ * The variant for `tokens` rows of `heads` q heads over `kvHeads`: runs of
+ * heads share an angle once the pairs fill the device (`headsPerThread`),
+ * and theta's powers stop at the bits a pair index has.
+ */
+export function ropeScatterVariant(
+  device: Pick<DeviceProperties, 'multiprocessors' | 'maxThreadsPerMultiprocessor'>,
+  layout: RopeLayout,
+  [tokens, heads, headDim]: readonly [number, number, number],
+  kvHeads: number,
+  rest: Pick<RopeScatterVariant, 'devicePosition' | 'types' | 'table' | 'paged'>,
+): RopeScatterVariant {
+  const half = headDim / 2;
+  const runs = headsPerThread(device, tokens * (heads + kvHeads) * half, Math.min(heads, kvHeads));
+  return { layout, ...rest, headsPerThread: runs, indexBits: pairIndexBits(half) };
 }
 
 export const ropeScatterKernel = cudaKernel(
@@ -442,12 +504,24 @@ export const ropeScatterKernel = cudaKernel(
     const [kvHeads, maxSeq] = kCache.shape as [number, number, number];
     const width = kvHeads * headDim;
     checkElementCount('ropeKvScatter', 'q', y.size + 2 * tokens * width);
-    const rows = ropeScatterRows(q, kIn, v, y.shape as [number, number, number], kvHeads);
+    const heads = y.shape[1]!;
+    const variant = ropeScatterVariant(encoder.device, attrs.layout, [tokens, heads, headDim], kvHeads, {
+      devicePosition: positionAt !== undefined,
+      types: { rows: storageOf(q), cache: storageOf(kCache) },
+      table,
+    });
+    const rows = ropeScatterRows(
+      q,
+      kIn,
+      v,
+      y.shape as [number, number, number],
+      kvHeads,
+      variant.headsPerThread,
+    );
     const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
-    const types = { rows: storageOf(q), cache: storageOf(kCache) };
     encoder.launch({
-      key: ropeScatterKey(attrs.layout, positionAt !== undefined, types, table),
-      module: () => ropeScatterModule(attrs.layout, positionAt !== undefined, types, table),
+      key: ropeScatterKey(variant),
+      module: () => ropeScatterModule(variant),
       entry: 'rope_kv_scatter',
       grid: gridFor(encoder.device, rows.n),
       block: BLOCK,

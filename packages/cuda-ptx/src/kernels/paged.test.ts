@@ -89,11 +89,14 @@ describe.skipIf(gate.skip)(`paged kernels under ptxas (${gate.reason})`, () => {
         }
         for (const layout of ['half', 'interleaved'] as const) {
           for (const table of [false, true]) {
-            jobs.push({
-              ptx: ropeScatterModule(layout, false, types, table, true).emit(),
-              arch,
-              what: `${ropeScatterKey(layout, false, types, table, true)} ${arch}`,
-            });
+            for (const headsPerThread of [1, 4]) {
+              const variant = { layout, types, table, paged: true, headsPerThread };
+              jobs.push({
+                ptx: ropeScatterModule(variant).emit(),
+                arch,
+                what: `${ropeScatterKey(variant)} ${arch}`,
+              });
+            }
           }
         }
       }

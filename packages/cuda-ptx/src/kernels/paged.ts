@@ -6,7 +6,13 @@ import { planAttention } from './attentionPlan.js';
 import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
 import { attentionTuning, attentionTypes, checkHeadDim, launchAttention } from './incrementalAttention.js';
-import { type CacheTypes, ropeScatterKey, ropeScatterModule, ropeScatterRows } from './kvCache.js';
+import {
+  type CacheTypes,
+  ropeScatterKey,
+  ropeScatterModule,
+  ropeScatterRows,
+  ropeScatterVariant,
+} from './kvCache.js';
 import { thetaPowers } from './rope.js';
 import { loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
 
@@ -151,11 +157,28 @@ const ropeWriteKernel = cudaKernel(
     const [numPages, kvHeads, pageSize, headDim] = kPages.shape as [number, number, number, number];
     const tokens = y.shape[0]!;
     checkElementCount('ropePagedKvWrite', 'q', y.size + 2 * tokens * kvHeads * headDim);
-    const rows = ropeScatterRows(q, kIn, v, y.shape as [number, number, number], kvHeads);
-    const types = { rows: storageOf(q), cache: storageOf(kPages) };
+    const variant = ropeScatterVariant(
+      encoder.device,
+      attrs.layout,
+      [tokens, y.shape[1]!, headDim],
+      kvHeads,
+      {
+        types: { rows: storageOf(q), cache: storageOf(kPages) },
+        table,
+        paged: true,
+      },
+    );
+    const rows = ropeScatterRows(
+      q,
+      kIn,
+      v,
+      y.shape as [number, number, number],
+      kvHeads,
+      variant.headsPerThread,
+    );
     encoder.launch({
-      key: ropeScatterKey(attrs.layout, false, types, table, true),
-      module: () => ropeScatterModule(attrs.layout, false, types, table, true),
+      key: ropeScatterKey(variant),
+      module: () => ropeScatterModule(variant),
       entry: 'rope_kv_scatter',
       grid: gridFor(encoder.device, rows.n),
       block: BLOCK,

@@ -33,9 +33,11 @@ describe('rope kernel', () => {
     expect(products(PAIR_BITS) - products(5)).toBe(PAIR_BITS - 5);
   });
 
-  it('shares an angle among four heads only where pairs are plentiful', () => {
+  it('shares an angle among four or eight heads only where pairs are plentiful', () => {
     expect(headsPerThread(H100, 32 * 64, 32)).toBe(1);
-    expect(headsPerThread(H100, 4096 * 32 * 64, 32)).toBe(4);
+    expect(headsPerThread(H100, 512 * 32 * 32, 32)).toBe(4);
+    expect(headsPerThread(H100, 4096 * 32 * 64, 32)).toBe(8);
+    expect(headsPerThread(H100, 4096 * 32 * 64, 6)).toBe(4);
     expect(headsPerThread(H100, 4096 * 32 * 64, 2)).toBe(1);
   });
 

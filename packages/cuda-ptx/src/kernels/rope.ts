@@ -336,8 +336,9 @@ export function ropeModule(v: RopeVariant): PtxModule {
 
 /**
  * Heads per work item: one while the pairs alone would not fill the device
- * (decoding: every pair its own thread), else four, so that the angle, the
- * kernel's main cost, is computed once per four pairs.
+ * (decoding: every pair its own thread), else four, or eight once even runs
+ * of eight fill it (a prompt's chunk), so that the angle, the kernel's main
+ * cost, is computed once per run.
  */
 export function headsPerThread(
   device: Pick<DeviceProperties, 'multiprocessors' | 'maxThreadsPerMultiprocessor'>,
@@ -345,6 +346,7 @@ export function headsPerThread(
   heads: number,
 ): number {
   const resident = device.multiprocessors * device.maxThreadsPerMultiprocessor;
+  if (heads >= 8 && pairs >= 8 * resident) return 8;
   return heads >= 4 && pairs >= resident ? 4 : 1;
 }
 
