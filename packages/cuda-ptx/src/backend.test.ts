@@ -33,7 +33,13 @@ describe('CudaBackend', () => {
   it('describes the device and supports exactly the specs it has kernels for', () => {
     const { backend } = setup();
     expect(backend.info).toMatchObject({ name: 'cuda', kind: 'gpu', device: 'Fake H100 (sm_90, 132 SMs)' });
-    expect(backend.info.features).toEqual(['sm_90', 'cuda-graphs', 'events', 'half-operand-pass']);
+    expect(backend.info.features).toEqual([
+      'sm_90',
+      'cuda-graphs',
+      'events',
+      'half-operand-pass',
+      'gated-product-tiles',
+    ]);
     const implemented = new Set(CUDA_KERNELS.map((k) => k.spec.name));
     for (const spec of KERNELS)
       expect(backend.supports(spec.name), spec.name).toBe(implemented.has(spec.name));

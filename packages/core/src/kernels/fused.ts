@@ -69,6 +69,15 @@ function normedDots(
  * cross-block exchange, which a general `rmsNorm`-then-matmul fusion would
  * need for a row split between blocks.
  */
+/**
+ * A backend feature (`BackendInfo.features`): gateUpSwiglu of many half rows
+ * (a prompt's chunk, without a norm) runs as one tensor-core product whose
+ * tiles hold both the gate's and the up's columns, so silu · mul is applied
+ * before anything is stored. Where it is absent, a chunk's gate and up are
+ * two products and a swiglu pass.
+ */
+export const GATED_PRODUCT_TILES = 'gated-product-tiles';
+
 export const gateUpSwiglu = defineKernel<EpsAttrs>({
   name: 'gateUpSwiglu',
   family: FAMILY,

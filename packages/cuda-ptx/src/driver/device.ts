@@ -1,4 +1,4 @@
-import { type BackendInfo, HALF_OPERAND_PASS } from '@rayo/core';
+import { type BackendInfo, GATED_PRODUCT_TILES, HALF_OPERAND_PASS } from '@rayo/core';
 import type { ParamInfo } from '../ptx/module.js';
 import type { FailureContext } from './errors.js';
 import { CU_DEVICE_ATTRIBUTE, type CuOut, type LibCuda } from './libcuda.js';
@@ -105,6 +105,13 @@ export function cudaBackendInfo(d: DeviceProperties): BackendInfo {
     // Kernels refuse operands beyond MAX_ELEMENTS themselves, naming the argument.
     limits: { maxBufferBytes: d.totalMemory },
     // sm_80+ runs precision 'half' on tensor cores after a pass that rounds f32 operands.
-    features: [d.arch, 'cuda-graphs', 'events', ...(d.computeCapability[0] >= 8 ? [HALF_OPERAND_PASS] : [])],
+    features: [
+      d.arch,
+      'cuda-graphs',
+      'events',
+      ...(d.computeCapability[0] >= 8 ? [HALF_OPERAND_PASS] : []),
+      // The gated wgmma kernel (matmulWgmmaGated.ts) is sm_90a's.
+      ...(d.computeCapability[0] === 9 && d.computeCapability[1] === 0 ? [GATED_PRODUCT_TILES] : []),
+    ],
   };
 }

@@ -27,6 +27,7 @@ import { checkElementCount } from './common.js';
 import { loadParams } from './entryParams.js';
 import { DOT_COLUMNS, ROW_THREADS, streamLoop, streamWidth, warpColumn, warpSum } from './gemv.js';
 import { encodeMatmul, HALF_STORAGE } from './matmul.js';
+import { encodeGatedWgmma, gatedWgmmaApplies } from './matmulWgmmaGated.js';
 import {
   type FloatStorage,
   loadAsF32,
@@ -415,7 +416,13 @@ export const FUSED_KERNELS: readonly AnyCudaKernel[] = [
     },
     HALF_STORAGE,
   ),
-  launchedKernel(gateUpSwiglu, gateUpSwigluLaunch, encodeFused, HALF_STORAGE),
+  launchedKernel(
+    gateUpSwiglu,
+    gateUpSwigluLaunch,
+    (encoder, call) =>
+      gatedWgmmaApplies(encoder, call) ? encodeGatedWgmma(encoder, call) : encodeFused(encoder, call),
+    HALF_STORAGE,
+  ),
   launchedKernel(rmsNormMatmul, rmsNormMatmulLaunch, encodeFused, HALF_STORAGE),
   launchedKernel(rmsNormMatmul3, rmsNormMatmul3Launch, encodeFused, HALF_STORAGE),
 ];

@@ -6,6 +6,7 @@ import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Param, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { type HalfDType, PRODUCT_PARAMS, productDims } from './common.js';
 import { loadParams } from './entryParams.js';
+import { siluF32 } from './math.js';
 import { encodeSplitSum } from './matmulSplitK.js';
 import { encodeTranspose32 } from './memory.js';
 import { storePair } from './pairStores.js';
@@ -54,7 +55,7 @@ export const wgSharedBytes = (bn: WgmmaTileN = WG_BN) => 1024 + WG_STAGES * stag
 export type WgmmaDType = HalfDType | 'tf32';
 
 /** Bytes of an element, K of a stage and K of one wgmma instruction. */
-function shapeOf(dtype: WgmmaDType) {
+export function shapeOf(dtype: WgmmaDType) {
   const bytes = dtype === 'tf32' ? 4 : 2;
   return { bytes, bk: ROW / bytes, instrK: dtype === 'tf32' ? 8 : 16 };
 }
@@ -72,11 +73,18 @@ export interface WgmmaVariant {
   readonly out?: 'f32';
   /** The tile's N (default WG_BN). */
   readonly bn?: WgmmaTileN;
+  /**
+   * gateUpSwiglu on tensor cores: b is two weights stored [N, K] (transB),
+   * gate and up, each tile's first bn / 2 rows of b from the gate and the
+   * rest from the up weight at the same rows, and y = silu(gate) · up, a
+   * tile bn / 2 columns wide. No c, alpha or splits.
+   */
+  readonly gated?: boolean;
 }
 
 export function wgmmaKey(v: WgmmaVariant): string {
   const layout = `${v.transA ? 't' : 'n'}${v.transB ? 't' : 'n'}`;
-  return `matmul/wgmma${WG_BM}x${v.bn ?? WG_BN}x${shapeOf(v.dtype).bk}s${WG_STAGES}/${v.dtype}/${layout}${v.withC ? '/c' : ''}${v.out && v.dtype !== 'tf32' ? `/y${v.out}` : ''}`;
+  return `matmul/wgmma${WG_BM}x${v.bn ?? WG_BN}x${shapeOf(v.dtype).bk}s${WG_STAGES}/${v.dtype}/${layout}${v.withC ? '/c' : ''}${v.out && v.dtype !== 'tf32' ? `/y${v.out}` : ''}${v.gated ? '/swiglu' : ''}`;
 }
 
 /** The dtype of y and c. */
@@ -122,11 +130,17 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
   if (v.dtype === 'tf32' && !(aKMajor && bKMajor)) {
     throw new Error('wgmmaModule: tf32 operands are K-major (transA false, transB true)');
   }
+  if (v.gated && (v.dtype === 'tf32' || !aKMajor || !bKMajor || v.withC)) {
+    throw new Error('wgmmaModule: a gated product reads half a and b K-major, without c');
+  }
+  // y's columns a tile covers: a gated tile's b rows are half gate, half up.
+  const tileCols = v.gated ? bn / 2 : bn;
   m.entry(
     WG_ENTRY,
     {
       mapA: 'tensorMap',
       mapB: 'tensorMap',
+      ...(v.gated ? { mapUp: 'tensorMap' as const } : {}),
       batches: 'u32',
       splits: 'u32',
       kSplitSteps: 'u32',
@@ -156,7 +170,7 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
         const z = k.sub('u32', k.reg('u32'), slot, k.mulLo('u32', k.reg('u32'), split, batches));
         const kBegin = k.mulLo('u32', k.reg('u32'), split, kSplitSteps);
         const kEnd = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), kBegin, kSplitSteps), kTiles);
-        return { slot, z, kBegin, kEnd, ...groupedTile(k, tilesM, tilesN, WG_BM, bn, local) };
+        return { slot, z, kBegin, kEnd, ...groupedTile(k, tilesM, tilesN, WG_BM, tileCols, local) };
       };
       // Stages start at the first 1024-byte boundary of the dynamic window (the swizzle atom).
       const base = k.and(
@@ -194,6 +208,9 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
       k.setmaxnreg('dec', PRODUCER_REGS);
       const mapA = k.tensorMapAddress(p.mapA);
       const mapB = k.tensorMapAddress(p.mapB);
+      const mapUp = v.gated
+        ? k.tensorMapAddress((p as unknown as Record<string, Param<'tensorMap'>>).mapUp!)
+        : undefined;
       k.ifThen(first, () => {
         const it = k.mov('u32', k.reg('u32'), 0);
         const tile = k.reg('u32');
@@ -223,7 +240,11 @@ export function wgmmaModule(v: WgmmaVariant): PtxModule {
               }
             };
             copy(aKMajor, stage, mapA, row0, WG_BM);
-            copy(bKMajor, k.add('u32', k.reg('u32'), stage, A_BYTES), mapB, col0, bn);
+            const bStage = k.add('u32', k.reg('u32'), stage, A_BYTES);
+            copy(bKMajor, bStage, mapB, col0, tileCols);
+            // The up weight's rows follow the gate's: K-major rows stack as one box of bn rows would.
+            if (mapUp)
+              copy(bKMajor, k.add('u32', k.reg('u32'), bStage, tileCols * ROW), mapUp, col0, tileCols);
             k.add('u32', it, it, 1);
           });
         });
@@ -313,6 +334,9 @@ interface EpilogueAt {
  * 8·(i >> 2) + 2·(lane & 3) + (i & 1) of the consumer's 64 × 256
  * (wgmmaLayout.ts), so registers 2j, 2j + 1 are two adjacent columns,
  * stored as a pair where both are inside and N is even (pairStores.ts).
+ * Gated, column j < bn / 2 is the gate's and j + bn / 2 the up's of the
+ * same y column, in the same thread: y = silu(gate) · up, as swiglu
+ * computes it.
  */
 function epilogue(
   k: KernelBuilder,
@@ -344,11 +368,13 @@ function epilogue(
   );
   const colBase = k.madLo('u32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 3), 2, at.col0);
   const nEven = k.setp('eq', 'u32', k.reg('pred'), k.and('b32', k.reg('u32'), at.nDim, 1), 0);
+  const bn = v.bn ?? WG_BN;
+  const groups = (v.gated ? bn / 2 : bn) / 8;
   for (let h = 0; h < 2; h++) {
     const row = k.add('u32', k.reg('u32'), rowBase, 8 * h);
     const rowOk = k.setp('lt', 'u32', k.reg('pred'), row, at.mDim);
     const rowStart = k.mulLo('u32', k.reg('u32'), row, at.nDim);
-    for (let q = 0; q < (v.bn ?? WG_BN) / 8; q++) {
+    for (let q = 0; q < groups; q++) {
       const col = k.add('u32', k.reg('u32'), colBase, 8 * q);
       const ok0 = k.and('pred', k.reg('pred'), rowOk, k.setp('lt', 'u32', k.reg('pred'), col, at.nDim));
       const ok1 = k.and(
@@ -362,7 +388,12 @@ function epilogue(
         k.and('pred', k.reg('pred'), ok, k.not('pred', k.reg('pred'), pairOk)),
       ) as [Pred, Pred];
       const element = k.add('u32', k.reg('u32'), rowStart, col);
-      const values = [0, 1].map((e) => k.mul('f32', k.reg('f32'), acc[4 * q + 2 * h + e]!, alpha));
+      const values = [0, 1].map((e) => {
+        const value = acc[4 * q + 2 * h + e]!;
+        if (!v.gated) return k.mul('f32', k.reg('f32'), value, alpha);
+        const up = acc[4 * (q + groups) + 2 * h + e]!;
+        return k.mul('f32', k.reg('f32'), siluF32(k, value), up, { rnd: 'rn' });
+      });
       storePair(k, out, yBase, cBase, element, values, beta, pairOk, singleOk);
     }
   }
@@ -399,7 +430,7 @@ export function wgmmaApplies(
 }
 
 /** A 3-d tensor map (inner, outer, batch) over an operand stored [outer, inner] per batch. */
-function operandMap(
+export function operandMap(
   dtype: WgmmaDType,
   address: bigint,
   inner: number,

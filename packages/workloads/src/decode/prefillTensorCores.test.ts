@@ -44,6 +44,8 @@ describe('a prompt on tensor cores (emulated cuda)', () => {
     fake.launches.filter((l) => l.entry === 'matmul_mma' || l.entry === 'matmul_wgmma').length;
   // Passes that round f32 activations to bf16 before a product.
   const roundingPasses = () => fake.launches.filter((l) => l.entry === 'cast_f32_bf16').length;
+  // SwiGLU passes over a chunk's stored gate and up products.
+  const swigluPasses = () => fake.launches.filter((l) => l.entry === 'ew_swiglu').length;
   const maxDiff = (a: Float32Array, b: Float32Array) => {
     expect(a.length).toBe(b.length);
     let worst = 0;
@@ -55,10 +57,12 @@ describe('a prompt on tensor cores (emulated cuda)', () => {
     const bf16 = await checkpoint('bf16');
     const before = tensorCoreLaunches();
     const rounding = roundingPasses();
+    const swiglus = swigluPasses();
     const got = await logits(gpu, bf16);
-    // 2 layers × (q, k and v fused in one, o, gate, up, down) and the head.
-    expect(tensorCoreLaunches() - before).toBe(11);
-    // The norms, the attention and SwiGLU write the products' bf16 operands themselves.
+    // 2 layers × (q, k and v fused in one, o, gate·up with SwiGLU in one, down) and the head.
+    expect(tensorCoreLaunches() - before).toBe(9);
+    expect(swigluPasses() - swiglus).toBe(0);
+    // The norms, the attention and the gated product write the products' bf16 operands themselves.
     expect(roundingPasses() - rounding).toBe(0);
     const want = await logits(cpu, bf16);
     expect(maxDiff(got, want)).toBeLessThan(1e-3);
@@ -73,12 +77,15 @@ describe('a prompt on tensor cores (emulated cuda)', () => {
     const f32 = await checkpoint('f32');
     const exact = await logits(cpu, f32);
     let before = tensorCoreLaunches();
+    const swiglus = swigluPasses();
     const plain = await logits(gpu, f32);
     expect(tensorCoreLaunches()).toBe(before);
     expect(maxDiff(plain, exact)).toBeLessThan(1e-4);
     before = tensorCoreLaunches();
     const rounded = await logits(gpu, f32, { prefillPrecision: 'bf16' });
+    // f32 gate and up weights are rounded by their products: two products and a swiglu pass a layer.
     expect(tensorCoreLaunches() - before).toBe(11);
+    expect(swigluPasses() - swiglus).toBe(4);
     expect(maxDiff(rounded, await logits(cpu, f32, { prefillPrecision: 'bf16' }))).toBeLessThan(1e-3);
     expect(maxDiff(rounded, exact)).toBeLessThan(BF16_INPUTS);
   }, 600_000);
@@ -87,8 +94,8 @@ describe('a prompt on tensor cores (emulated cuda)', () => {
     const f32 = await checkpoint('f32');
     const before = tensorCoreLaunches();
     const got = await logits(gpu, f32, { weightFormat: 'q8' });
-    // The 10 projections (q, k and v fused in one a layer); the dense f32 head stays exact.
-    expect(tensorCoreLaunches() - before).toBe(10);
+    // The 8 products (q, k and v fused in one, gate and up gated in one, a layer); the dense f32 head stays exact.
+    expect(tensorCoreLaunches() - before).toBe(8);
     expect(maxDiff(got, await logits(cpu, f32, { weightFormat: 'q8' }))).toBeLessThan(1e-3);
   }, 600_000);
 });

@@ -15,7 +15,7 @@ function tolerance(depth: number): Tolerance {
 }
 
 // [M, K, N]: decode (M = 1), small M up to the streaming kernels' row limits
-// and past them, with K and N at 1, primes and non-multiples of 4/16/64.
+// and past them, chunks of a prompt, with K and N at 1, primes and non-multiples of 4/16/64.
 const SHAPES = [
   [1, 1, 1],
   [1, 7, 13],
@@ -29,6 +29,10 @@ const SHAPES = [
   [16, 67, 129],
   [17, 129, 61],
   [37, 68, 33],
+  // A prompt's chunk: in half storage (halfVariants) a backend may take tensor-core tiles here
+  // (partial row and column tiles, K past one 64-wide stage, an odd N).
+  [130, 72, 24],
+  [40, 64, 71],
 ] as const;
 
 for (const [m, kd, n] of SHAPES) {

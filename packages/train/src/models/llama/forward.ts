@@ -3,6 +3,7 @@ import {
   type DevicePosition,
   decodeStep,
   embedding,
+  gateUpSwiglu,
   matmul,
   quantizedEmbedding,
   quantizedGateUpSwiglu,
@@ -18,6 +19,7 @@ import type { LayerCache, LlamaDecoder } from './decoder.js';
 import { fusedDecodeLayer } from './fusedDecodeLayer.js';
 import {
   biased,
+  gatedChunkWeights,
   type HalfOperand,
   halfOperand,
   headNorm,
@@ -236,6 +238,9 @@ export function mlp(
   const fused = quantizedGateUpCall(d.backend, quantized, x1, { weight: w.postAttentionNorm, eps });
   if (fused) return run.run1(quantizedGateUpSwiglu, fused.inputs, fused.attrs);
   const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], { eps, ...operand(['gate', 'up']) });
+  // A chunk's gate and up in one tensor-core product whose epilogue applies silu · mul.
+  const gated = gatedChunkWeights(d, run, w, quantized, h1, operand(['down']).out);
+  if (gated) return run.run1(gateUpSwiglu, [h1, gated.gate, gated.up]);
   const gate = project(d, run, h1, w, quantized, 'gate');
   const up = project(d, run, h1, w, quantized, 'up');
   return run.run1(swiglu, [gate, up], operand(['down']));

@@ -1,6 +1,7 @@
 import {
   biasAdd,
   type DType,
+  GATED_PRODUCT_TILES,
   HALF_OPERAND_PASS,
   halfPrecisionDtype,
   InvalidArgumentError,
@@ -207,6 +208,44 @@ function dequantized(d: LlamaDecoder, run: TrackingRunner, q: QuantizedWeight): 
     dim: q.k,
     to: 'bf16',
   });
+}
+
+/**
+ * The half weights of a chunk's gate and up products where gateUpSwiglu
+ * takes them on tensor cores (`GATED_PRODUCT_TILES`): from HALF_OPERAND_ROWS
+ * rows, with h (the norm's output) their half operand, the weights in h's
+ * dtype (dense, or quantized and dequantized to bf16), and the down product
+ * reading that dtype too (gateUpSwiglu writes its output in h's). Undefined
+ * otherwise: then two products and a swiglu pass.
+ */
+export function gatedChunkWeights(
+  d: LlamaDecoder,
+  run: TrackingRunner,
+  w: LlamaLayerWeights,
+  quantized: QuantizedLlamaLayer | undefined,
+  h: Tensor,
+  downOperand: HalfOperand | undefined,
+): { gate: Tensor; up: Tensor } | undefined {
+  const rows = h.shape[0]!;
+  if (
+    rows < HALF_OPERAND_ROWS ||
+    h.dtype === 'f32' ||
+    downOperand !== h.dtype ||
+    !d.backend.info.features.includes(GATED_PRODUCT_TILES)
+  )
+    return undefined;
+  const names = ['gate', 'up'] as const;
+  const takes = (name: (typeof names)[number]) => {
+    const q = quantized?.[name];
+    if (q) return h.dtype === 'bf16' && !quantizedProductFor(d, rows);
+    return denseProjection(w, name).dtype === h.dtype;
+  };
+  if (!names.every(takes)) return undefined;
+  const [gate, up] = names.map((name) => {
+    const q = quantized?.[name];
+    return q ? dequantized(d, run, q) : denseProjection(w, name);
+  }) as [Tensor, Tensor];
+  return { gate, up };
 }
 
 /** `y` + `bias` (a family's projection bias) on every row, or `y` itself without one. */
