@@ -1,14 +1,21 @@
-import { FLOAT, Q5K_SUPER_WORDS, type QuantFormat, quantizedEmbedding, quantLayout } from '@rayo/core';
+import { FLOAT, Q5K_SUPER_WORDS, quantizedEmbedding, quantLayout } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Pred, R32 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
 import { loadAllParams } from './entryParams.js';
 import { isQ5g32 } from './quantizedCodes.js';
+import type { QuantEmbeddingVariant } from './quantizedEmbeddingVariant.js';
+import { quantEmbeddingKey } from './quantizedEmbeddingVariant.js';
+import {
+  embeddingWordsApply,
+  QUANT_EMBEDDING_WORDS_ENTRY,
+  quantEmbeddingWordsModule,
+} from './quantizedEmbeddingWords.js';
 import { q5HighBit, q5kWordsOf } from './quantizedQ5k.js';
 import { q6kElement } from './quantizedQ6k.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
-import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
+import { loadAsF32, STORAGE_BYTES, storageOf, storesOf } from './storage.js';
 
 // quantizedEmbedding: y[r, :] = dequant(table)[ids[r], :] for a table in one
 // of core's quantized formats (quant/layout.ts has the bits). A gather reads
@@ -21,25 +28,15 @@ import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageKey, storageOf, sto
 // likewise; q6k's f32(f32(d · sc) ·
 // (q − 32)), see quantizedQ6k.ts): the reference's bits. An
 // id outside [0, V) (compared as unsigned) reads nothing and writes NaN.
+// Rows of whole u32 words of codes (every row of a dequantized weight) take
+// quantizedEmbeddingWords.ts's thread per word instead, with the same bits.
 
 export const QUANT_EMBEDDING_ENTRY = 'quantized_embedding';
 
-export interface QuantEmbeddingVariant {
-  readonly format: QuantFormat;
-  /** Zero points per group (q4g32, q4g128; q4k's sub-block scales come with its format). */
-  readonly zeros: boolean;
-  /** Storage of the scales (and offsets). */
-  readonly scale: FloatStorage;
-  /** y's storage (f32 unless given): each value rounded to it as stored. */
-  readonly out?: FloatStorage;
-}
-
-export function quantEmbeddingKey(v: QuantEmbeddingVariant): string {
-  const out = v.out && v.out !== 'f32' ? `/to-${v.out}` : '';
-  return `quantized/embedding/${v.format}${v.zeros ? '/zeros' : ''}${out}${storageKey([v.scale])}`;
-}
+export { type QuantEmbeddingVariant, quantEmbeddingKey } from './quantizedEmbeddingVariant.js';
 
 export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
+  if (v.words) return quantEmbeddingWordsModule(v);
   const layout = quantLayout(v.format, 1);
   const scaleBytes = STORAGE_BYTES[v.scale];
   const m = new PtxModule();
@@ -200,33 +197,39 @@ export const QUANTIZED_EMBEDDING_KERNELS: readonly AnyCudaKernel[] = [
       if (y.size === 0) return;
       checkElementCount(quantizedEmbedding.name, 'y', y.size);
       const layout = quantLayout(attrs.format, attrs.dim);
+      const out = storageOf(y);
+      const words = embeddingWordsApply(attrs.format, attrs.dim, STORAGE_BYTES[out], y.ptr);
       const variant: QuantEmbeddingVariant = {
         format: attrs.format,
         zeros: zeros !== undefined && layout.zeroPoints,
         scale: storageOf(scales!),
-        out: storageOf(y),
+        out,
+        words,
       };
+      const common = {
+        ids: ids!,
+        packed: packed!,
+        scales: scales!,
+        // Unused without them; any valid address.
+        zeros: zeros ?? packed!,
+        offsets: offsets ?? scales!,
+        y,
+        vocab: packed!.shape[0]!,
+        rowWords: layout.rowWords,
+        groups: layout.groups,
+        zeroWords: layout.zeroWords,
+      };
+      // A thread per word of codes where the rows are whole words, else one per element.
+      const items = words ? y.size / layout.perWord : y.size;
       encoder.launch({
         key: quantEmbeddingKey(variant),
         module: () => quantEmbeddingModule(variant),
-        entry: QUANT_EMBEDDING_ENTRY,
-        grid: gridFor(encoder.device, y.size),
+        entry: words ? QUANT_EMBEDDING_WORDS_ENTRY : QUANT_EMBEDDING_ENTRY,
+        grid: gridFor(encoder.device, items),
         block: BLOCK,
-        args: {
-          ids: ids!,
-          packed: packed!,
-          scales: scales!,
-          // Unused without them; any valid address.
-          zeros: zeros ?? packed!,
-          offsets: offsets ?? scales!,
-          y,
-          total: y.size,
-          dim: attrs.dim,
-          vocab: packed!.shape[0]!,
-          rowWords: layout.rowWords,
-          groups: layout.groups,
-          zeroWords: layout.zeroWords,
-        },
+        args: words
+          ? { ...common, words: items, yRowWords: attrs.dim / layout.perWord }
+          : { ...common, total: items, dim: attrs.dim },
       });
     },
     // The scales (and offsets) in f32, f16 or bf16; y in `to`'s dtype.

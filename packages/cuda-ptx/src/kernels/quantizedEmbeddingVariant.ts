@@ -1,0 +1,21 @@
+import type { QuantFormat } from '@rayo/core';
+import { type FloatStorage, storageKey } from './storage.js';
+
+/** One quantizedEmbedding kernel (quantizedEmbedding.ts, or a word per thread: quantizedEmbeddingWords.ts). */
+export interface QuantEmbeddingVariant {
+  readonly format: QuantFormat;
+  /** Zero points per group (q4g32, q4g128; q4k's sub-block scales come with its format). */
+  readonly zeros: boolean;
+  /** Storage of the scales (and offsets). */
+  readonly scale: FloatStorage;
+  /** y's storage (f32 unless given): each value rounded to it as stored. */
+  readonly out?: FloatStorage;
+  /** A thread per u32 word of codes (quantizedEmbeddingWords.ts) instead of one per element. */
+  readonly words?: boolean;
+}
+
+export function quantEmbeddingKey(v: QuantEmbeddingVariant): string {
+  const out = v.out && v.out !== 'f32' ? `/to-${v.out}` : '';
+  const path = v.words ? '/words' : '';
+  return `quantized/embedding/${v.format}${v.zeros ? '/zeros' : ''}${path}${out}${storageKey([v.scale])}`;
+}
