@@ -161,6 +161,28 @@ describe('CudaDriver: memory', () => {
   });
 });
 
+describe('CudaDriver: tensor maps', () => {
+  it('encodes a map once for the same fields, again for another address or box', () => {
+    const { fake, driver } = open();
+    const tensor = {
+      dtype: 'bf16',
+      address: 0x10000n,
+      dims: [64, 128, 1],
+      strides: [128, 128 * 128],
+      box: [64, 64, 1],
+      swizzle: '128B',
+    } as const;
+    const encodes = () => fake.calls.filter((c) => c === 'cuTensorMapEncodeTiled').length;
+    const first = driver.encodeTensorMap(tensor);
+    expect(driver.encodeTensorMap({ ...tensor, dims: [...tensor.dims] })).toEqual(first);
+    expect(encodes()).toBe(1);
+    const moved = driver.encodeTensorMap({ ...tensor, address: 0x20000n });
+    expect(moved).not.toEqual(first);
+    driver.encodeTensorMap({ ...tensor, box: [64, 32, 1] });
+    expect(encodes()).toBe(3);
+  });
+});
+
 describe('CudaDriver: modules', () => {
   it('loads a module once per key and answers later lookups from the cache', () => {
     const { fake, driver } = open();

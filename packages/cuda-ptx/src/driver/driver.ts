@@ -47,6 +47,8 @@ const JIT_LOG_BYTES = 64 * 1024;
 /** Dynamic shared memory a kernel may use without opting in. */
 const DEFAULT_DYNAMIC_SHARED = 48 * 1024;
 const PARAM_BLOCK_BYTES = 4096;
+/** Encoded tensor maps kept (encodeTensorMap): far more than a model's products use. */
+const TENSOR_MAP_CACHE_SIZE = 4096;
 
 interface LoadedModule {
   readonly module: bigint;
@@ -64,6 +66,7 @@ export class CudaDriver extends DriverStreams {
   readonly #pool: DevicePool;
   readonly #modules = new Map<string, LoadedModule>();
   readonly #dynamicShared = new Map<bigint, number>();
+  readonly #tensorMaps = new Map<string, Uint8Array>();
   #moduleLoads = 0;
   #moduleHits = 0;
   #params: HostBlock | undefined;
@@ -172,8 +175,26 @@ export class CudaDriver extends DriverStreams {
     return fn;
   }
 
-  /** The 128 bytes of a tiled tensor map (tensorMap.ts), checked against the driver's limits first. */
+  /**
+   * The 128 bytes of a tiled tensor map (tensorMap.ts), checked against the
+   * driver's limits first. Encoded maps are kept by their fields: a model's
+   * products ask for the same maps over the same (pooled) addresses on every
+   * call, and encoding through the driver costs several microseconds of host
+   * time each. Callers copy the bytes into a launch's parameters and never
+   * change them.
+   */
   encodeTensorMap(tensor: TensorMapTiled): Uint8Array {
+    const key = `${tensor.dtype}:${tensor.address}:${tensor.dims.join(',')}:${tensor.strides.join(',')}:${tensor.box.join(',')}:${tensor.swizzle}`;
+    const known = this.#tensorMaps.get(key);
+    if (known) return known;
+    const map = this.#encodeTensorMap(tensor);
+    // Bounded: addresses come and go with the pool; starting over costs one encoding a map.
+    if (this.#tensorMaps.size >= TENSOR_MAP_CACHE_SIZE) this.#tensorMaps.clear();
+    this.#tensorMaps.set(key, map);
+    return map;
+  }
+
+  #encodeTensorMap(tensor: TensorMapTiled): Uint8Array {
     const problem = tensorMapProblem(tensor);
     if (problem !== undefined) {
       throw new InvalidArgumentError('tensor map cannot be encoded', {

@@ -134,7 +134,11 @@ export function loadRopeFrequencies(
  * The arguments of `ropeFrequencyParams` for theta: theta^(−2·2^b/headDim)
  * in f64, as 1.63 fixed point (theta >= 1 keeps each at most 1).
  */
-export function thetaPowers(kernel: string, theta: number, headDim: number): Record<string, bigint> {
+export function thetaPowers(
+  kernel: string,
+  theta: number,
+  headDim: number,
+): Readonly<Record<string, bigint>> {
   if (headDim / 2 > 2 ** PAIR_BITS) {
     throw new UnsupportedOnBackendError('rope takes at most 2^16 pairs per head on cuda', {
       operation: kernel,
@@ -143,13 +147,22 @@ export function thetaPowers(kernel: string, theta: number, headDim: number): Rec
       actual: String(headDim),
     });
   }
-  return Object.fromEntries(
-    Array.from({ length: PAIR_BITS }, (_, b) => {
-      const power = theta ** ((-2 * 2 ** b) / headDim);
-      return [`power${b}`, BigInt(Math.floor(power * 2 ** 63))];
-    }),
-  );
+  const key = `${theta}:${headDim}`;
+  let powers = THETA_POWERS.get(key);
+  if (!powers) {
+    powers = Object.fromEntries(
+      Array.from({ length: PAIR_BITS }, (_, b) => {
+        const power = theta ** ((-2 * 2 ** b) / headDim);
+        return [`power${b}`, BigInt(Math.floor(power * 2 ** 63))];
+      }),
+    );
+    THETA_POWERS.set(key, powers);
+  }
+  return powers;
 }
+
+/** thetaPowers by theta and headDim: a model asks for the same few on every call (16 BigInts each). */
+const THETA_POWERS = new Map<string, Readonly<Record<string, bigint>>>();
 
 /** Pair i's frequency in 1.63 fixed point. */
 function frequencyFixed(k: KernelBuilder, i: R32, frequencies: RopeFrequencies): R64 {
