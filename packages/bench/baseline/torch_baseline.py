@@ -465,7 +465,8 @@ def attention_backward_candidates(torch, device, case, sets):
                     vh = vh.repeat_interleave(heads // kv_heads, dim=1)
                 else:
                     extra = {"enable_gqa": True}
-            with sdpa_kernel([backend]):
+            # Cases run under no_grad: the forward must record its graph for autograd.grad.
+            with torch.enable_grad(), sdpa_kernel([backend]):
                 out = F.scaled_dot_product_attention(qh, kh, vh, scale=scale, is_causal=True, **extra)
             made.append((out, leaves, d_out.to(dtype).permute(1, 2, 0, 3)))
         return made
@@ -473,7 +474,8 @@ def attention_backward_candidates(torch, device, case, sets):
     def timed(made):
         def call(i):
             out, leaves, d_out = made[i % n]
-            torch.autograd.grad(out, leaves, d_out, retain_graph=True)
+            with torch.enable_grad():
+                torch.autograd.grad(out, leaves, d_out, retain_graph=True)
 
         return call
 
