@@ -1,5 +1,11 @@
 import { InvalidArgumentError, type ScratchArena } from '@rayo/core';
-import type { CudaDriver, DeviceCommand, DeviceProperties, Dim3Tuple } from './driver/driver.js';
+import type {
+  CudaDriver,
+  DeviceCommand,
+  DeviceProperties,
+  Dim3Tuple,
+  LoadedFunction,
+} from './driver/driver.js';
 import { checkParamValue, type ParamValue } from './driver/params.js';
 import type { DeviceBuffer } from './driver/pool.js';
 import type { TensorMapTiled } from './driver/tensorMap.js';
@@ -67,9 +73,10 @@ export class CommandRecorder implements KernelEncoder {
     }
     const fn = this.driver.loadFunction(kernel, l.entry, l.module);
     const args = l.args as Readonly<Record<string, LaunchValue | undefined>>;
-    const names = new Set(fn.params.map((p) => p.name));
-    const extra = Object.keys(args).filter((name) => !names.has(name));
-    if (extra.length > 0) {
+    const names = paramNames(fn);
+    for (const name in args) {
+      if (names.has(name)) continue;
+      const extra = Object.keys(args).filter((other) => !names.has(other));
       throw new InvalidArgumentError('argument for a parameter the entry does not have', {
         operation: kernel,
         argument: `args.${extra[0]}`,
@@ -153,4 +160,16 @@ export class CommandRecorder implements KernelEncoder {
     }
     return full as unknown as Dim3Tuple;
   }
+}
+
+/** The parameter names of each loaded function, made once: every launch checks its arguments against them. */
+const PARAM_NAMES = new WeakMap<LoadedFunction, ReadonlySet<string>>();
+
+function paramNames(fn: LoadedFunction): ReadonlySet<string> {
+  let names = PARAM_NAMES.get(fn);
+  if (!names) {
+    names = new Set(fn.params.map((p) => p.name));
+    PARAM_NAMES.set(fn, names);
+  }
+  return names;
 }

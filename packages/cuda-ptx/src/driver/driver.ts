@@ -47,7 +47,7 @@ const JIT_LOG_BYTES = 64 * 1024;
 /** Dynamic shared memory a kernel may use without opting in. */
 const DEFAULT_DYNAMIC_SHARED = 48 * 1024;
 const PARAM_BLOCK_BYTES = 4096;
-/** Encoded tensor maps kept (encodeTensorMap): far more than a model's products use. */
+/** Addresses whose encoded tensor maps are kept (encodeTensorMap): far more than a model's products use. */
 const TENSOR_MAP_CACHE_SIZE = 4096;
 
 interface LoadedModule {
@@ -66,7 +66,7 @@ export class CudaDriver extends DriverStreams {
   readonly #pool: DevicePool;
   readonly #modules = new Map<string, LoadedModule>();
   readonly #dynamicShared = new Map<bigint, number>();
-  readonly #tensorMaps = new Map<string, Uint8Array>();
+  readonly #tensorMaps = new Map<bigint, Map<string, Uint8Array>>();
   #moduleLoads = 0;
   #moduleHits = 0;
   #params: HostBlock | undefined;
@@ -184,13 +184,19 @@ export class CudaDriver extends DriverStreams {
    * change them.
    */
   encodeTensorMap(tensor: TensorMapTiled): Uint8Array {
-    const key = `${tensor.dtype}:${tensor.address}:${tensor.dims.join(',')}:${tensor.strides.join(',')}:${tensor.box.join(',')}:${tensor.swizzle}`;
-    const known = this.#tensorMaps.get(key);
+    // By address, then the layout: a bigint keys a Map without being turned into text.
+    const layout = `${tensor.dtype}:${tensor.dims}:${tensor.strides}:${tensor.box}:${tensor.swizzle}`;
+    let atAddress = this.#tensorMaps.get(tensor.address);
+    const known = atAddress?.get(layout);
     if (known) return known;
     const map = this.#encodeTensorMap(tensor);
     // Bounded: addresses come and go with the pool; starting over costs one encoding a map.
-    if (this.#tensorMaps.size >= TENSOR_MAP_CACHE_SIZE) this.#tensorMaps.clear();
-    this.#tensorMaps.set(key, map);
+    if (!atAddress) {
+      if (this.#tensorMaps.size >= TENSOR_MAP_CACHE_SIZE) this.#tensorMaps.clear();
+      atAddress = new Map();
+      this.#tensorMaps.set(tensor.address, atAddress);
+    }
+    atAddress.set(layout, map);
     return map;
   }
 

@@ -6,7 +6,7 @@ import {
   flashScale,
   UnsupportedOnBackendError,
 } from '@rayo/core';
-import { cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
+import { cudaKernel, type KernelEncoder, type LaunchValue, launchArgs, type Operand } from '../kernel.js';
 import type { PtxModule } from '../ptx/module.js';
 import { checkElementCount } from './common.js';
 import {
@@ -148,7 +148,12 @@ export const flashAttentionBackwardKernel = cudaKernel(
     const delta = encoder.scratch(4 * d.tokens * d.batch * d.nHeads);
     const common = { q: q.ptr, k: k.ptr, v: v.ptr, dOut: dOut.ptr, lse: lse.ptr, delta, ...args };
     if (flashUsesMma(encoder.device, attrs.precision, d.headDim, [q, k, v, out, dOut, dq, dk, dv])) {
-      const launch = (entry: string, module: (hd: number) => PtxModule, heads: number, rest: object) =>
+      const launch = (
+        entry: string,
+        module: (hd: number) => PtxModule,
+        heads: number,
+        rest: Readonly<Record<string, LaunchValue>>,
+      ) =>
         encoder.launch({
           key: flashMmaKey(entry, d.headDim),
           module: () => module(d.headDim),
@@ -156,7 +161,7 @@ export const flashAttentionBackwardKernel = cudaKernel(
           grid: [Math.ceil(d.tokens / FLASH_MMA_ROWS), heads],
           block: FLASH_MMA_THREADS,
           sharedBytes: flashMmaBackwardSharedBytes(d.headDim),
-          args: { ...common, ...rest },
+          args: launchArgs(common, rest),
         });
       launch(FLASH_MMA_DQ_ENTRY, flashMmaDqModule, d.batch * d.nHeads, { out: out.ptr, dq: dq.ptr });
       launch(FLASH_MMA_DKDV_ENTRY, flashMmaDkdvModule, d.batch * d.nKvHeads, { dk: dk.ptr, dv: dv.ptr });

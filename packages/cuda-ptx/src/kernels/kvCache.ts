@@ -1,6 +1,6 @@
 import { FLOAT, kvCacheScatter, ropeKvScatter } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
-import { cudaKernel, elementPtr, type LaunchValue, type Operand } from '../kernel.js';
+import { cudaKernel, elementPtr, type LaunchValue, launchArgs, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Param, Pred, R32, R64 } from '../ptx/operands.js';
@@ -525,15 +525,12 @@ export const ropeScatterKernel = cudaKernel(
       entry: 'rope_kv_scatter',
       grid: gridFor(encoder.device, rows.n),
       block: BLOCK,
-      args: {
-        ...rows,
-        y,
-        kCache,
-        vCache,
-        maxSeq,
-        ...(frequencies ? { frequencies } : thetaPowers('ropeKvScatter', attrs.theta, headDim)),
-        ...where,
-      },
+      args: launchArgs(
+        rows,
+        { y, kCache, vCache, maxSeq },
+        frequencies ? { frequencies } : thetaPowers('ropeKvScatter', attrs.theta, headDim),
+        where,
+      ),
     });
   },
   { dtypes: FLOAT },

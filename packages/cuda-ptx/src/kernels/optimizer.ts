@@ -7,7 +7,7 @@ import {
   multiTensorAdamw,
   sgdStep,
 } from '@rayo/core';
-import { type AnyCudaKernel, cudaKernel, type LaunchValue, type Operand } from '../kernel.js';
+import { type AnyCudaKernel, cudaKernel, type LaunchValue, launchArgs, type Operand } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Param, R32, R64 } from '../ptx/operands.js';
@@ -210,16 +210,12 @@ const adamwKernel = cudaKernel(
       entry: 'adamw_step',
       grid: vectorGrid(encoder, n, width),
       block: BLOCK,
-      args: {
-        param: param!,
-        grad: grad!,
-        m: m!,
-        v: v!,
-        n,
-        ...(onDevice ? adamwDeviceConstants(attrs) : adamwConstants(attrs)),
-        ...(stepAt ? { stepAt } : {}),
-        ...(lrAt ? { lrAt } : {}),
-      },
+      args: launchArgs(
+        { param: param!, grad: grad!, m: m!, v: v!, n },
+        onDevice ? adamwDeviceConstants(attrs) : adamwConstants(attrs),
+        stepAt ? { stepAt } : {},
+        lrAt ? { lrAt } : {},
+      ),
     });
   },
   { dtypes: FLOAT },

@@ -1,5 +1,5 @@
 import { FLOAT, pagedAttention, pagedKvWrite, ropePagedKvWrite } from '@rayo/core';
-import { type AnyCudaKernel, cudaKernel, type Operand } from '../kernel.js';
+import { type AnyCudaKernel, cudaKernel, launchArgs, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { R32 } from '../ptx/operands.js';
 import { planAttention } from './attentionPlan.js';
@@ -182,17 +182,11 @@ const ropeWriteKernel = cudaKernel(
       entry: 'rope_kv_scatter',
       grid: gridFor(encoder.device, rows.n),
       block: BLOCK,
-      args: {
-        ...rows,
-        y,
-        kCache: kPages,
-        vCache: vPages,
-        ...(frequencies ? { frequencies } : thetaPowers('ropePagedKvWrite', attrs.theta, headDim)),
-        slots,
-        positions,
-        pageSize,
-        capacity: numPages * pageSize,
-      },
+      args: launchArgs(
+        rows,
+        { y, kCache: kPages, vCache: vPages, slots, positions, pageSize, capacity: numPages * pageSize },
+        frequencies ? { frequencies } : thetaPowers('ropePagedKvWrite', attrs.theta, headDim),
+      ),
     });
   },
   { dtypes: FLOAT },

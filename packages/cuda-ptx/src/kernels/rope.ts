@@ -1,6 +1,6 @@
 import { FLOAT, inverseTwoPiFixed, rope, UnsupportedOnBackendError } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
-import { type AnyCudaKernel, cudaKernel } from '../kernel.js';
+import { type AnyCudaKernel, cudaKernel, launchArgs } from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Param, R32, R64 } from '../ptx/operands.js';
@@ -393,18 +393,20 @@ const ropeKernel = cudaKernel(
       entry: 'rope',
       grid: gridFor(encoder.device, items),
       block: BLOCK,
-      args: {
-        x,
-        y,
-        ...(positionAt ? { positionAt } : {}),
-        items,
-        half,
-        heads,
-        headRuns,
-        positionOffset: attrs.positionOffset,
-        ...(frequencies ? { frequencies } : thetaPowers('rope', attrs.theta, headDim)),
-        sign: attrs.inverse ? -1 : 1,
-      },
+      args: launchArgs(
+        {
+          x,
+          y,
+          items,
+          half,
+          heads,
+          headRuns,
+          positionOffset: attrs.positionOffset,
+          sign: attrs.inverse ? -1 : 1,
+        },
+        positionAt ? { positionAt } : {},
+        frequencies ? { frequencies } : thetaPowers('rope', attrs.theta, headDim),
+      ),
     });
   },
   { dtypes: FLOAT },
