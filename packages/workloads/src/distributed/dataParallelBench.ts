@@ -41,8 +41,9 @@ mid-run and checks that rank 0 exits with a clear error within 30 s.
   --quick            the tiny transformer of train-bench's quick mode
   --baseline NAME    torch: also run torch_ddp_baseline.py ($PYTHON, else python3); none (default)
   --torch-compile    with --baseline torch: also run it with the DDP model under
-                     torch.compile, on 1 and N GPUs (the stronger baseline: eager
-                     DDP at this size waits on the host)
+                     torch.compile, on 1 and N GPUs and with the other --zero
+                     setting (the stronger baseline: eager DDP at this size
+                     waits on the host)
   --fault            also run the killed-rank check
   --out DIR          request.json and report.json (default dp-bench-results)
 `;
@@ -271,6 +272,10 @@ export async function main(argv: readonly string[]): Promise<number> {
       ? {
           single: await runTorch(requestPath, 1, join(out, 'torch-compile-1.json'), true),
           parallel: await runTorch(requestPath, gpus, join(out, `torch-compile-${gpus}.json`), true),
+          // The other ZeRO setting too: plain DDP is PyTorch's stronger form where ZeRO comes first.
+          zeroOther: zeroPath
+            ? await runTorch(zeroPath, gpus, join(out, `torch-compile-${gpus}-zero-${zeros[1]}.json`), true)
+            : undefined,
         }
       : undefined;
   const fault = values.fault ? await runFault(script, request, out, gpus) : undefined;
@@ -345,6 +350,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       torch?.zeroOther ? `PyTorch DDP zero ${zeros[1]}: ${gpus} GPUs ${torchLine(torch.zeroOther)}` : '',
       torchCompiled
         ? `PyTorch DDP under torch.compile: 1 GPU ${torchLine(torchCompiled.single)}, ${gpus} GPUs zero ${report.zero} ${torchLine(torchCompiled.parallel)}; rayo/compiled DDP ${report.vsTorchDdpCompiled?.toFixed(2) ?? '-'}×`
+        : '',
+      torchCompiled?.zeroOther
+        ? `PyTorch DDP under torch.compile, zero ${zeros[1]}: ${gpus} GPUs ${torchLine(torchCompiled.zeroOther)}`
         : '',
       fault
         ? `fault: ${fault.passed ? 'ok' : 'FAILED'}, rank 0 ended ${(fault.afterKillMs / 1000).toFixed(1)} s after the kill: ${fault.rank0Message}`
