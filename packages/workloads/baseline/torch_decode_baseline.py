@@ -58,6 +58,10 @@ DTYPES = {"F32": ("float32", 4), "F16": ("float16", 2), "BF16": ("bfloat16", 2)}
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 
 
+
+# Bytes of f32 prompt scores the prefill may store at once (see Llama.prefill).
+PREFILL_SCORES_BYTES = 8 << 30
+
 def is_norm(name):
     return name.endswith("norm.weight")
 
@@ -202,10 +206,24 @@ class Llama:
             self.k_cache[i, :, :t] = k.transpose(0, 1)  # assignment rounds to the cache's dtype
             self.v_cache[i, :, :t] = v.transpose(0, 1)
 
+        # The [kv, g, T, T] scores of a long prompt do not fit (137 GB in f32 at 32,768 tokens):
+        # past PREFILL_SCORES_BYTES the prompt attends through SDPA, which never stores them.
+        fused = self.heads * t * t * 4 > PREFILL_SCORES_BYTES
+
         def attend(i, q):
             k = self.kv(self.k_cache[i, :, :t])
             v = self.kv(self.v_cache[i, :, :t])
             qg = self.cached(q, k).view(t, self.kv_heads, group, self.head_dim).permute(1, 2, 0, 3)  # [kv, g, T, d]
+            if fused:
+                # Each kv head repeated for its group (query head h reads kv head h // group), made
+                # contiguous so that SDPA takes its flash or memory-efficient kernel.
+                heads = qg.reshape(1, self.heads, t, self.head_dim)
+                kr = k.repeat_interleave(group, dim=0)[None].to(heads.dtype)
+                vr = v.repeat_interleave(group, dim=0)[None].to(heads.dtype)
+                out = self.F.scaled_dot_product_attention(heads, kr, vr, is_causal=True, scale=scale)
+                return out.float()[0].view(self.kv_heads, group, t, self.head_dim).permute(2, 0, 1, 3).reshape(
+                    t, self.heads, self.head_dim
+                )
             scores = torch.matmul(qg, k[:, None].transpose(-1, -2)).float() * scale  # [kv, g, T, T]
             probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
             out = torch.matmul(self.cached(probs, v), v[:, None]).float()  # [kv, g, T, d]

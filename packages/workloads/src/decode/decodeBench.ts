@@ -220,10 +220,9 @@ export async function decodeOnBackend(
   await backend.sync();
   const loadMs = performance.now() - loadStart;
   try {
-    const logitsTensor = model.prefill(prompt);
-    const all = (await logitsTensor.read()) as Float32Array;
+    const logitsTensor = model.prefill(prompt, { lastRows: 1 });
+    const logits = (await logitsTensor.read()) as Float32Array;
     logitsTensor.dispose();
-    const logits = all.slice(all.length - model.config.vocabSize);
     const tokens: number[] = [];
     const intervals: number[] = [];
     const start = performance.now();
@@ -242,8 +241,8 @@ export async function decodeOnBackend(
     const timing = await stepTiming(model, prompt.length, tokens, settings);
     const deviceMs = timing.profile?.stepDeviceMs;
     // Teacher-forced logits of this run's own tokens: their margins, and the quantized side of the quality.
-    const own = await sequenceLogits(model, [...prompt, ...tokens.slice(0, -1)]);
-    const margins = topMargins(own, prompt.length, tokens.length, model.config.vocabSize);
+    const own = await sequenceLogits(model, [...prompt, ...tokens.slice(0, -1)], tokens.length);
+    const margins = topMargins(own, tokens.length, model.config.vocabSize);
     const quality = model.quantization
       ? await quantizationQuality(model, model.quantization, own, dir, prompt, tokens, settings)
       : undefined;
@@ -274,18 +273,24 @@ export async function decodeOnBackend(
   }
 }
 
-/** Teacher-forced logits [T, vocab] of `sequence` from the start of the context. */
-async function sequenceLogits(model: LlamaModel, sequence: readonly number[]): Promise<Float32Array> {
+/**
+ * Teacher-forced logits [rows, vocab] of the last `rows` tokens of `sequence`,
+ * from the start of the context: the positions after the prompt's last are
+ * all a check reads (a long prompt's every row would not fit).
+ */
+async function sequenceLogits(
+  model: LlamaModel,
+  sequence: readonly number[],
+  rows: number,
+): Promise<Float32Array> {
   model.reset();
-  using logits = model.prefill(sequence);
+  using logits = model.prefill(sequence, { lastRows: rows });
   return (await logits.read()) as Float32Array;
 }
 
-/** Top logit less the second at each of the `count` positions after the prompt's last, of teacher-forced logits [T, vocab]. */
-function topMargins(logits: Float32Array, promptLength: number, count: number, vocab: number): number[] {
-  return Array.from({ length: count }, (_, i) =>
-    topMargin(logits.subarray((promptLength - 1 + i) * vocab, (promptLength + i) * vocab)),
-  );
+/** Top logit less the second in each of the `count` rows of logits [count, vocab]. */
+function topMargins(logits: Float32Array, count: number, vocab: number): number[] {
+  return Array.from({ length: count }, (_, i) => topMargin(logits.subarray(i * vocab, (i + 1) * vocab)));
 }
 
 /** The largest value less the second largest. */
@@ -316,7 +321,7 @@ function argmaxOf(row: Float32Array): number {
 async function quantizationQuality(
   model: LlamaModel,
   weights: LlamaQuantizationReport,
-  /** The quantized model's teacher-forced logits of the prompt and `tokens` but the last. */
+  /** The quantized model's teacher-forced logits of the prompt and `tokens` but the last, from the prompt's last row on. */
   quantized: Float32Array,
   dir: string,
   prompt: readonly number[],
@@ -332,14 +337,14 @@ async function quantizationQuality(
   const denseTokens: number[] = [];
   for await (const token of dense.generate(prompt, { maxNewTokens: tokens.length, temperature: 0 }))
     denseTokens.push(token);
-  const reference = await sequenceLogits(dense, sequence);
-  const vocab = dense.config.vocabSize;
   const first = prompt.length - 1;
   const positions = sequence.length - first;
+  const reference = await sequenceLogits(dense, sequence, positions);
+  const vocab = dense.config.vocabSize;
   let agree = 0;
   let maxError = 0;
   let sumError = 0;
-  for (let p = first; p < sequence.length; p++) {
+  for (let p = 0; p < positions; p++) {
     const q = quantized.subarray(p * vocab, (p + 1) * vocab);
     const d = reference.subarray(p * vocab, (p + 1) * vocab);
     if (argmaxOf(q) === argmaxOf(d)) agree++;

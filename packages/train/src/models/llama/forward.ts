@@ -43,8 +43,9 @@ import type { LlamaLayerWeights } from './weights.js';
  * tensors a recorded step reads (one token).
  * `eager` (kernels enqueued as they come, not recorded) frees each layer's
  * intermediates after the layer, so that the memory a long prefill needs is
- * one layer's, not all of them. `lastRowOnly` computes the head for the last
- * token alone (logits [1, vocab]): what generation reads of a prompt.
+ * one layer's, not all of them. `headRows` computes the head for the last
+ * rows alone (logits [headRows, vocab]; all of them when absent): 1 is what
+ * generation reads of a prompt.
  * `kvSink` is handed each layer's new rows as well (a layer then runs
  * unfused): its rotated keys and values, or where q, k and v share one
  * weight, their product as it is.
@@ -60,7 +61,7 @@ export function forward(
   ids: Tensor,
   at: number | DevicePosition,
   eager: boolean,
-  lastRowOnly = false,
+  headRows?: number,
   kvSink?: KvSink,
 ): Tensor {
   const { weights } = d;
@@ -75,7 +76,7 @@ export function forward(
         : layer(d, run, w, quantized, cache, x, at, sink);
     if (eager) run.disposeAllBut(x);
   });
-  if (lastRowOnly && x.shape[0]! > 1) x = lastRowOf(d, run, x);
+  if (headRows !== undefined && headRows < x.shape[0]!) x = lastRowsOf(d, run, x, headRows);
   return headLogits(d, run, x);
 }
 
@@ -204,10 +205,17 @@ function attention(
     : chunkAttention(run, q, k, v, cache, onDevice ? 0 : at, out);
 }
 
-/** Row T − 1 of x [T, hidden] as [1, hidden]: a gather of one row (`embedding` with x as the table). */
-function lastRowOf(d: LlamaDecoder, run: TrackingRunner, x: Tensor): Tensor {
-  const last = run.adopt(d.backend.upload(Int32Array.of(x.shape[0]! - 1), [1], 'i32'));
-  return run.run1(embedding, [x, last]);
+/** The last `rows` rows of x [T, hidden] as [rows, hidden]: a gather (`embedding` with x as the table). */
+function lastRowsOf(d: LlamaDecoder, run: TrackingRunner, x: Tensor, rows: number): Tensor {
+  const first = x.shape[0]! - rows;
+  const ids = run.adopt(
+    d.backend.upload(
+      Int32Array.from({ length: rows }, (_, i) => first + i),
+      [rows],
+      'i32',
+    ),
+  );
+  return run.run1(embedding, [x, ids]);
 }
 
 /**

@@ -1,9 +1,9 @@
 import {
   type Backend,
+  copyRows,
   type DevicePosition,
   InvalidArgumentError,
   type KernelRunner,
-  kvCacheScatter,
   RayoError,
   type Tensor,
   TrackingRunner,
@@ -177,22 +177,38 @@ export class LlamaModel {
    * Runs `tokens` from the current position (a prompt, or any chunk): one
    * matrix product per weight over the tokens of a chunk (`prefillChunk` of
    * them at most), and causal attention over the cache. Returns the logits
-   * [T, vocab] (the caller disposes them).
+   * [T, vocab] (the caller disposes them), or with `lastRows` only those of
+   * the last rows [lastRows, vocab]: the head then runs on the chunks that
+   * hold them (and on each earlier chunk's last row, as generation does), so
+   * a long prompt needs no [T, vocab] of logits (16.8 GB in f32 for 32,768
+   * tokens of a 128,256-word vocabulary).
    */
-  prefill(tokens: readonly number[]): Tensor {
+  prefill(tokens: readonly number[], options: { readonly lastRows?: number } = {}): Tensor {
     this.#checkChunk('prefill', tokens);
     const t = tokens.length;
-    if (t <= this.prefillChunk) return this.#forwardChunk(tokens, false);
+    const rows = options.lastRows ?? t;
+    if (!Number.isInteger(rows) || rows < 1 || rows > t) {
+      throw new InvalidArgumentError('lastRows must be an integer from 1 to the number of tokens', {
+        operation: 'prefill',
+        argument: 'options.lastRows',
+        expected: `an integer in [1, ${t}]`,
+        actual: String(options.lastRows),
+      });
+    }
+    const first = t - rows;
     const vocab = this.config.vocabSize;
+    if (t <= this.prefillChunk) return this.#forwardChunk(tokens, rows);
     let logits: Tensor | undefined;
     try {
       for (let start = 0; start < t; start += this.prefillChunk) {
-        using part = this.#forwardChunk(tokens.slice(start, start + this.prefillChunk), false);
-        logits ??= this.backend.zeros([t, vocab], part.dtype);
-        // Each chunk's logits go to their rows: a cache write of one head is a copy at a row offset.
-        this.backend.run(kvCacheScatter, [logits.reshape([1, t, vocab]), part, undefined], {
-          position: start,
-        });
+        const end = Math.min(start + this.prefillChunk, t);
+        // The head on the chunk's rows from `first` on (on its last row where it has none of them).
+        const from = Math.max(start, first);
+        using part = this.#forwardChunk(tokens.slice(start, end), Math.max(end - from, 1));
+        if (end <= first) continue;
+        logits ??= this.backend.zeros([rows, vocab], part.dtype);
+        // copyRows moves bytes (one device copy on cuda): no kernel's element count limits the logits.
+        this.backend.run(copyRows, [logits, part], { row: from - first });
       }
       return logits!;
     } catch (error) {
@@ -209,17 +225,20 @@ export class LlamaModel {
     this.#checkChunk('prefill', tokens);
     let start = 0;
     for (; start + this.prefillChunk < tokens.length; start += this.prefillChunk) {
-      this.#forwardChunk(tokens.slice(start, start + this.prefillChunk), true).dispose();
+      this.#forwardChunk(tokens.slice(start, start + this.prefillChunk), 1).dispose();
     }
-    return this.#forwardChunk(tokens.slice(start), true);
+    return this.#forwardChunk(tokens.slice(start), 1);
   }
 
-  /** One forward pass of `tokens` at the current position, which it advances; its intermediates freed. */
-  #forwardChunk(tokens: readonly number[], lastRowOnly: boolean): Tensor {
+  /**
+   * One forward pass of `tokens` at the current position, which it advances;
+   * its intermediates freed. The logits of the last `headRows` tokens (all without it).
+   */
+  #forwardChunk(tokens: readonly number[], headRows?: number): Tensor {
     const scratch = new TrackingRunner(this.backend);
     try {
       using ids = this.backend.upload(Int32Array.from(tokens), [tokens.length], 'i32');
-      const logits = scratch.keep(forward(this.#decoder, scratch, ids, this.#position, true, lastRowOnly));
+      const logits = scratch.keep(forward(this.#decoder, scratch, ids, this.#position, true, headRows));
       this.#position += tokens.length;
       return logits;
     } finally {
@@ -317,7 +336,7 @@ export class LlamaModel {
     }
     const run = new TrackingRunner(runner);
     try {
-      return forward(this.#decoder, run, ids, position, false, lastRowOnly);
+      return forward(this.#decoder, run, ids, position, false, lastRowOnly ? 1 : undefined);
     } finally {
       made.push(...run.release());
     }

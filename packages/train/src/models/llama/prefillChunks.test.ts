@@ -46,7 +46,22 @@ async function checkChunks(backend: Backend): Promise<void> {
     expect(maxAbsDiff(got, one)).toBeLessThan(TOLERANCE);
     expect(maxRowDiff(got, want, vocab)).toBeLessThan(TOLERANCE);
     expect(await collectTokens(model.generate(PROMPT, { maxNewTokens: 4 }))).toEqual(tokens);
+    // The last rows alone: one row, rows across a chunk boundary, every row.
+    for (const lastRows of [1, prefillChunk + 2, PROMPT.length]) {
+      model.reset();
+      using tail = model.prefill(PROMPT, { lastRows });
+      expect(tail.shape).toEqual([lastRows, vocab]);
+      expect(model.position).toBe(PROMPT.length);
+      const rows = one.subarray((PROMPT.length - lastRows) * vocab);
+      expect(maxAbsDiff(await tail.read(), rows)).toBeLessThan(TOLERANCE);
+    }
   }
+  // One chunk of the whole prompt, its last rows.
+  whole.reset();
+  using lastThree = whole.prefill(PROMPT, { lastRows: 3 });
+  expect(maxAbsDiff(await lastThree.read(), one.subarray((PROMPT.length - 3) * vocab))).toBeLessThan(
+    TOLERANCE,
+  );
 }
 
 describe.each(backends)('chunked prefill on %s', (_name, create) => {
@@ -83,6 +98,17 @@ describe('chunked prefill', () => {
     expect(await peak(28, 4)).toBeLessThan(1.2 * short);
     // One chunk of the whole prompt needs more: the bound comes from the chunks.
     expect(await peak(28, 32)).toBeGreaterThan(2 * short);
+  });
+
+  it('refuses lastRows outside 1 … the number of tokens, naming it', async () => {
+    const config = tinyLlamaConfig();
+    const dir = await writeTinyLlama(config, tinyLlamaWeights(config, 3));
+    const cpu = createCpuBackend();
+    using model = await LlamaModel.load(cpu, dir, { prefillChunk: 4 });
+    for (const lastRows of [0, 2.5, PROMPT.length + 1]) {
+      expect(() => model.prefill(PROMPT, { lastRows })).toThrow(/options\.lastRows/);
+      expect(model.position).toBe(0);
+    }
   });
 
   it('refuses a prefillChunk that is not a positive integer', async () => {

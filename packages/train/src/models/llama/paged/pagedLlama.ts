@@ -305,7 +305,7 @@ export class PagedLlama {
     const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta: theta } = d.config;
     const run = new TrackingRunner(backend);
     try {
-      const logits = forward(d, run, ids, position, true, true, (layer, rows) => {
+      const logits = forward(d, run, ids, position, true, 1, (layer, rows) => {
         const pool = this.#pages[layer]!;
         if ('qkv' in rows) {
           const qkv = rows.qkv.reshape([tokens.length, heads + 2 * kvHeads, headDim]);
