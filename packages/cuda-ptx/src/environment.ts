@@ -23,7 +23,8 @@ export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions,
  * RAYO_QGEMV_DEPTH (1, 2, 3) → `qgemvDepth`, RAYO_QGEMV_BLOCKS_PER_SM (1–4)
  * → `qgemvBlocksPerSm`, RAYO_ATTENTION_SPLIT_TOKENS
  * (16, 32, 64, 128) → `attentionSplitTokens`, RAYO_ATTENTION_UNROLL (1, 2, 4, 8)
- * → `attentionUnroll`, RAYO_CUDA_WEIGHT_PREFETCH (`on`, `off`) → `weightPrefetch` and
+ * → `attentionUnroll`, RAYO_ATTENTION_MAX_SPLITS (64, 128, 256) →
+ * `attentionMaxSplits`, RAYO_CUDA_WEIGHT_PREFETCH (`on`, `off`) → `weightPrefetch` and
  * RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) → `dependentLaunch`; unset or empty
  * variables name nothing. This is the one place the package reads the
  * environment: the backend itself never does.

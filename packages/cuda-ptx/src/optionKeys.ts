@@ -19,6 +19,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   qgemvBlocksPerSm: true,
   attentionSplitTokens: true,
   attentionUnroll: true,
+  attentionMaxSplits: true,
   weightPrefetch: true,
 };
 

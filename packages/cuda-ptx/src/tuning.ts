@@ -24,6 +24,10 @@ export type AttentionUnroll = (typeof ATTENTION_UNROLL_CHOICES)[number];
 export const ATTENTION_SPLIT_CHOICES = [16, 32, 64, 128] as const;
 export type AttentionSplitTokens = (typeof ATTENTION_SPLIT_CHOICES)[number];
 
+/** `attentionMaxSplits`: the most splits the decode attention cuts one head's cache into. */
+export const ATTENTION_MAX_SPLITS_CHOICES = [64, 128, 256] as const;
+export type AttentionMaxSplits = (typeof ATTENTION_MAX_SPLITS_CHOICES)[number];
+
 /** `weightPrefetch`: decode GEMVs prefetch their weights into L2 while the kernel before them runs (`on`) or not. */
 export const WEIGHT_PREFETCH_CHOICES = ['on', 'off'] as const;
 export type WeightPrefetch = (typeof WEIGHT_PREFETCH_CHOICES)[number];
@@ -88,6 +92,15 @@ export interface CudaTuningOptions extends QgemvOptions {
    */
   readonly attentionUnroll?: AttentionUnroll;
   /**
+   * The most splits the decode attention cuts a head's cache into (64, 128
+   * or 256): a long cache then has shorter splits, each block walking fewer
+   * tokens one after another, and more partial states to merge. Absent: 64
+   * (MAX_SPLITS). At 8,256 cached tokens of the Llama-3.2-1B shape the
+   * default ran at 1,000 GB/s on an H200, a quarter of the bandwidth: the
+   * switch is there to measure whether more, shorter splits close it.
+   */
+  readonly attentionMaxSplits?: AttentionMaxSplits;
+  /**
    * `on`, with dependent launch (sm_90): the int8 GEMVs prefetch their
    * block's rows of weights into L2 before they wait for the kernel before
    * them, and the short kernels of a decode step (norms, RoPE, attention)
@@ -110,6 +123,7 @@ export interface CudaTuning extends QgemvTuning {
   readonly qgemvBlocksPerSm: QgemvBlocksPerSm | undefined;
   readonly attentionSplitTokens: AttentionSplitTokens | undefined;
   readonly attentionUnroll: AttentionUnroll | undefined;
+  readonly attentionMaxSplits: AttentionMaxSplits | undefined;
   readonly weightPrefetch: WeightPrefetch | undefined;
 }
 
@@ -124,6 +138,7 @@ export const DEFAULT_CUDA_TUNING: CudaTuning = {
   qgemvBlocksPerSm: undefined,
   attentionSplitTokens: undefined,
   attentionUnroll: undefined,
+  attentionMaxSplits: undefined,
   weightPrefetch: undefined,
 };
 
@@ -140,6 +155,7 @@ export const CUDA_SWITCHES = {
   qgemvBlocksPerSm: { choices: QGEMV_BLOCKS_PER_SM_CHOICES, variable: 'RAYO_QGEMV_BLOCKS_PER_SM' },
   attentionSplitTokens: { choices: ATTENTION_SPLIT_CHOICES, variable: 'RAYO_ATTENTION_SPLIT_TOKENS' },
   attentionUnroll: { choices: ATTENTION_UNROLL_CHOICES, variable: 'RAYO_ATTENTION_UNROLL' },
+  attentionMaxSplits: { choices: ATTENTION_MAX_SPLITS_CHOICES, variable: 'RAYO_ATTENTION_MAX_SPLITS' },
   weightPrefetch: { choices: WEIGHT_PREFETCH_CHOICES, variable: 'RAYO_CUDA_WEIGHT_PREFETCH' },
 } as const satisfies Record<
   Exclude<keyof CudaTuning, keyof QgemvTuning>,

@@ -95,21 +95,30 @@ function largestDivisorUpTo(n: number, limit: number): number {
   return 1;
 }
 
+/** The backend's switches a plan takes (absent: the measured defaults). */
+export interface AttentionTuning {
+  readonly minSplitTokens?: number;
+  readonly maxSplits?: number;
+  readonly unroll?: number;
+}
+
 /**
  * Launch plan: query heads per block and tokens per load group from the
  * registers a lane needs (q and the accumulators grow with both), then
  * enough splits of the sequence that the grid fills the SMs about twice
  * over, each split at least `minSplitTokens` long (MIN_SPLIT_TOKENS
- * unless the backend's tuning names another); one split means one pass.
- * `unroll`, where given, replaces the tokens per load group.
+ * unless the backend's tuning names another) and at most `maxSplits` of
+ * them (MAX_SPLITS); one split means one pass. `unroll`, where given,
+ * replaces the tokens per load group.
  */
 export function planAttention(
   device: Pick<DeviceProperties, 'multiprocessors'>,
   shape: AttentionShape,
   width: VectorWidth,
-  tuning: { readonly minSplitTokens?: number; readonly unroll?: number } = {},
+  tuning: AttentionTuning = {},
 ): AttentionPlan {
   const minSplitTokens = tuning.minSplitTokens ?? MIN_SPLIT_TOKENS;
+  const maxSplits = tuning.maxSplits ?? MAX_SPLITS;
   const { nHeads, nKvHeads, headDim, seqLen } = shape;
   const layout = laneLayout(headDim, width);
   const dimsPerLane = layout.perLane * width;
@@ -119,7 +128,7 @@ export function planAttention(
   const wanted = Math.ceil(
     (device.multiprocessors * TARGET_BLOCKS_PER_SM) / (headBlocks * (shape.batch ?? 1)),
   );
-  const allowed = Math.max(1, Math.min(MAX_SPLITS, Math.floor(seqLen / minSplitTokens)));
+  const allowed = Math.max(1, Math.min(maxSplits, Math.floor(seqLen / minSplitTokens)));
   let splits = Math.min(wanted, allowed);
   // Whole load groups per split, so only a split's last group is partial.
   const group = ATTENTION_WARPS * layout.slots * unroll;

@@ -285,7 +285,11 @@ describe('attention on an emulated device', () => {
   }
 
   /** Llama-3.1-8B's heads (32 × 128 over 8 kv heads) through the split kernels under `tuning`, against the cpu. */
-  async function expectGroupedAsCpu(tuning: CudaTuningOptions, seqLen: number): Promise<void> {
+  async function expectGroupedAsCpu(
+    tuning: CudaTuningOptions,
+    seqLen: number,
+    splits?: number,
+  ): Promise<void> {
     const [nHeads, nKvHeads, headDim] = [32, 8, 128];
     const { gpu, fake, dispose } = createEmulatedGpu({ multiprocessors: 132, tuning });
     try {
@@ -302,6 +306,7 @@ describe('attention on an emulated device', () => {
       const got = await gpu.run(incrementalAttention, inputs(gpu), attrs)[0]!.read();
       // The splits' partial states, then their merge.
       expect(fake.launches.slice(first).map((l) => l.entry)).toEqual(['attention_split', 'attention_merge']);
+      if (splits !== undefined) expect(fake.launches[first]!.grid[0]).toBe(splits);
       const want = await cpu.run(incrementalAttention, inputs(cpu), attrs)[0]!.read();
       expect(compareOutputs('f32', got, want, { rtol: 1e-4, atol: 1e-5 })).toBeUndefined();
     } finally {
@@ -317,6 +322,18 @@ describe('attention on an emulated device', () => {
     });
     expect(planAttention({ multiprocessors: 132 }, shape, 4).splits).toBe(8);
     await expectGroupedAsCpu({ attentionSplitTokens: 16 }, shape.seqLen);
+  }, 120_000);
+
+  it('cuts a long cache into up to 256 splits where attentionMaxSplits asks (Llama-3.2-1B heads; 64 by default)', async () => {
+    const shape = { nHeads: 32, nKvHeads: 8, headDim: 64, seqLen: 8256 };
+    // 64 splits at most, rounded to whole load groups of 32 tokens: 52 of 160 tokens.
+    expect(planAttention({ multiprocessors: 132 }, shape, 4)).toMatchObject({ splits: 52, splitTokens: 160 });
+    const plan = planAttention({ multiprocessors: 132 }, shape, 4, { maxSplits: 256 });
+    expect(plan.splits).toBeGreaterThan(128);
+    expect(plan.splits).toBeLessThanOrEqual(256);
+    // 4,200 tokens of the grouped heads below: 131 splits wanted, of whole 16-token load groups: 88
+    // of 48 tokens, past the default's 64.
+    await expectGroupedAsCpu({ attentionMaxSplits: 256 }, 4200, 88);
   }, 120_000);
 
   it('loads 8 tokens a group where attentionUnroll asks (Llama-3.1-8B heads over 1,000 tokens)', async () => {

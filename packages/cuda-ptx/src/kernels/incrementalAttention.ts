@@ -7,6 +7,7 @@ import {
   ATTENTION_WARPS,
   type AttentionConfig,
   type AttentionPlan,
+  type AttentionTuning,
   attentionKey,
   laneLayout,
   MAX_HEAD_DIM,
@@ -460,13 +461,19 @@ export function recordAttention(
   launchAttention(encoder, plan, args, out, { rows: nHeads, batch: 1, zeroEmpty: false });
 }
 
-/** The backend's switches for the plan: the fewest tokens a split and the tokens a load group. */
-export function attentionTuning(encoder: KernelEncoder): { minSplitTokens?: number; unroll?: number } {
-  const { attentionSplitTokens: minSplitTokens, attentionUnroll: unroll } = encoder.tuning;
-  return {
-    ...(minSplitTokens === undefined ? {} : { minSplitTokens }),
-    ...(unroll === undefined ? {} : { unroll }),
-  };
+/** The backend's switches for the plan: the fewest tokens a split, the most splits and the tokens a load group. */
+export function attentionTuning(encoder: KernelEncoder): AttentionTuning {
+  const {
+    attentionSplitTokens: minSplitTokens,
+    attentionMaxSplits: maxSplits,
+    attentionUnroll: unroll,
+  } = encoder.tuning;
+  return Object.assign(
+    {},
+    minSplitTokens === undefined ? {} : { minSplitTokens },
+    maxSplits === undefined ? {} : { maxSplits },
+    unroll === undefined ? {} : { unroll },
+  );
 }
 
 /** The config's storage types: none where q and the caches are f32. */
