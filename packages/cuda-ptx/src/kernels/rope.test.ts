@@ -60,6 +60,8 @@ describe.skipIf(gate.skip)(`rope PTX assembles with ptxas (${gate.reason})`, () 
         [4, true, false],
         [1, false, true],
         [4, true, true],
+        [8, false, false],
+        [8, true, true],
       ] as const) {
         // Theta's kernels with the 5 bits of a head of 64; tables take no bits.
         const indexBits = table ? PAIR_BITS : 5;
@@ -109,6 +111,14 @@ describe('rope on an emulated device', () => {
     expect(headsPerThread({ multiprocessors: 1, maxThreadsPerMultiprocessor: 2048 }, 48 * 6 * 64, 6)).toBe(4);
     await check([48, 6, 128], { positionOffset: 3, layout: 'half' }, 2e-6);
     await check([48, 6, 128], { positionOffset: 3, layout: 'interleaved', inverse: true }, 2e-6);
+  }, 120_000);
+
+  it("takes eight heads per thread past eight times the device's threads, with a partial last run", async () => {
+    expect(headsPerThread({ multiprocessors: 1, maxThreadsPerMultiprocessor: 2048 }, 40 * 10 * 64, 10)).toBe(
+      8,
+    );
+    await check([40, 10, 128], { positionOffset: 5, layout: 'half' }, 2e-6);
+    await check([40, 10, 128], { positionOffset: 5, layout: 'interleaved', inverse: true }, 2e-6);
   }, 120_000);
 
   it('refuses a base below 1 or an infinite one by name', () => {
