@@ -90,6 +90,20 @@ describe('a prompt on tensor cores (emulated cuda)', () => {
     expect(maxDiff(rounded, exact)).toBeLessThan(BF16_INPUTS);
   }, 600_000);
 
+  it('a prompt in chunks has its logits joined on the device, all of them or the last rows', async () => {
+    const bf16 = await checkpoint('bf16');
+    // Chunks of 16, 16 and 8 rows (fewer than 32: the streaming kernels' products), joined by copyRows.
+    const chunked = await logits(gpu, bf16, { prefillChunk: 16 });
+    expect(maxDiff(chunked, await logits(cpu, bf16, { prefillChunk: 16 }))).toBeLessThan(1e-3);
+    using model = await LlamaModel.load(gpu, bf16, { maxSequence: 64, prefillChunk: 16 });
+    // The last 30 rows: the head on the first chunk's last 6 rows, then on the second and third chunks whole.
+    using tail = model.prefill(PROMPT, { lastRows: 30 });
+    expect(tail.shape).toEqual([30, vocab]);
+    expect(maxDiff((await tail.read()) as Float32Array, chunked.subarray((PROMPT.length - 30) * vocab))).toBe(
+      0,
+    );
+  }, 600_000);
+
   it('q8 projections: a chunk of 32+ rows dequantized and multiplied on tensor cores', async () => {
     const f32 = await checkpoint('f32');
     const before = tensorCoreLaunches();
