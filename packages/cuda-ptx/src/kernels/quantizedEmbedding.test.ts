@@ -43,13 +43,18 @@ const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`quantized embedding PTX assembles with ptxas (${gate.reason})`, () => {
   it('for every format, zero points, scale storage, y storage and path', () => {
-    expectAllAssembleCleanly(
-      variants.map((v) => ({
+    expectAllAssembleCleanly([
+      ...variants.map((v) => ({
         ptx: quantEmbeddingModule(v).emit(),
         arch: DEFAULT_TARGET,
         what: quantEmbeddingKey(v),
       })),
-    );
+      // bf16 words rounded by cvt, sm_80 and later.
+      ...variants
+        .filter((v) => v.words && v.out === 'bf16')
+        .map((v) => ({ ...v, cvtBf16: true }))
+        .map((v) => ({ ptx: quantEmbeddingModule(v).emit(), arch: 'sm_90', what: quantEmbeddingKey(v) })),
+    ]);
   }, 120_000);
 });
 

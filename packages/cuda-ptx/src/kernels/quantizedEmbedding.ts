@@ -205,6 +205,8 @@ export const QUANTIZED_EMBEDDING_KERNELS: readonly AnyCudaKernel[] = [
         scale: storageOf(scales!),
         out,
         words,
+        // sm_80 converts f32 pairs to bf16 in one instruction.
+        ...(words && out === 'bf16' && encoder.device.computeCapability[0] >= 8 ? { cvtBf16: true } : {}),
       };
       const common = {
         ids: ids!,

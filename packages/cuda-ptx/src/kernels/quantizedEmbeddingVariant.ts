@@ -12,10 +12,15 @@ export interface QuantEmbeddingVariant {
   readonly out?: FloatStorage;
   /** A thread per u32 word of codes (quantizedEmbeddingWords.ts) instead of one per element. */
   readonly words?: boolean;
+  /**
+   * Words with bf16 y on sm_80 or later: pairs rounded by `cvt.rn.bf16x2.f32`
+   * (the same bits but a NaN's, which is 0x7fff) instead of by hand.
+   */
+  readonly cvtBf16?: boolean;
 }
 
 export function quantEmbeddingKey(v: QuantEmbeddingVariant): string {
   const out = v.out && v.out !== 'f32' ? `/to-${v.out}` : '';
-  const path = v.words ? '/words' : '';
+  const path = v.words ? `/words${v.cvtBf16 ? '/cvt' : ''}` : '';
   return `quantized/embedding/${v.format}${v.zeros ? '/zeros' : ''}${path}${out}${storageKey([v.scale])}`;
 }

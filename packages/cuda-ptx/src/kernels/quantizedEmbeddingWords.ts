@@ -50,7 +50,8 @@ export function quantEmbeddingWordsModule(v: QuantEmbeddingVariant): PtxModule {
   const layout = quantLayout(v.format, 1);
   const out = v.out ?? 'f32';
   const scaleBytes = STORAGE_BYTES[v.scale];
-  const m = new PtxModule();
+  const cvt = v.cvtBf16 === true && out === 'bf16';
+  const m = new PtxModule(cvt ? { target: 'sm_80' } : {});
   m.entry(
     QUANT_EMBEDDING_WORDS_ENTRY,
     {
@@ -202,9 +203,8 @@ export function quantEmbeddingWordsModule(v: QuantEmbeddingVariant): PtxModule {
         }
         const pairs = Array.from({ length: values.length / 2 }, (_, j) => {
           const [lo, hi] = [values[2 * j]!, values[2 * j + 1]!];
-          return out === 'bf16'
-            ? bf16Pair(lo, hi)
-            : k.packHalves(u(), toHalfBits(k, out, lo), toHalfBits(k, out, hi));
+          if (out === 'bf16') return cvt ? k.cvtPack('bf16', u(), lo, hi) : bf16Pair(lo, hi);
+          return k.packHalves(u(), toHalfBits(k, out, lo), toHalfBits(k, out, hi));
         });
         k.stGlobal('b32', at, asVector(pairs));
       }
@@ -216,7 +216,8 @@ export function quantEmbeddingWordsModule(v: QuantEmbeddingVariant): PtxModule {
        * about half the instructions of rounding each down to 16 bits and
        * packing them: bf16 y is what the prefill's weights are
        * dequantized into, and its by-hand rounding (sm_75 has no cvt to
-       * bf16) is most of a word's arithmetic.
+       * bf16) is most of a word's arithmetic: on sm_80 and later one
+       * `cvt.rn.bf16x2.f32` a pair does it (`cvtBf16`).
        */
       function bf16Pair(lo: F32, hi: F32): R32 {
         const [a, b] = [lo, hi].map((value) => {
