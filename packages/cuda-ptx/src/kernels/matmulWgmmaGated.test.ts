@@ -63,6 +63,38 @@ for (const sms of [1, 132]) {
   });
 }
 
+describe('gateUpSwiglu into a y that is not word-aligned', () => {
+  const { fake, gpu, cpu } = useEmulatedGpu({ multiprocessors: 4 });
+  const uniform = seededUniform(5, -1, 1);
+  const random = (n: number) => Array.from({ length: n }, uniform);
+  it('takes the streaming kernel, which stores halves one by one', async () => {
+    const [m, k, n] = [40, 64, 24];
+    const data = [random(m * k), random(n * k), random(n * k)];
+    const shapes = [
+      [m, k],
+      [n, k],
+      [n, k],
+    ];
+    // y one bf16 into a larger tensor: its base 2 bytes past a word.
+    const base = gpu.upload(new Array<number>(m * n + 1).fill(Number.NaN), [m * n + 1], 'bf16');
+    const y = base.slice(1, m * n).reshape([m, n]);
+    const first = fake.launches.length;
+    gpu.run(
+      gateUpSwiglu,
+      data.map((d, i) => gpu.upload(d, shapes[i]!, 'bf16')),
+      {},
+      { out: [y] },
+    );
+    expect(fake.launches.slice(first).map((l) => l.entry)).toEqual([FUSED_ENTRY]);
+    const [want] = cpu.run(
+      gateUpSwiglu,
+      data.map((d, i) => cpu.upload(d, shapes[i]!, 'bf16')),
+    );
+    const tolerance = { rtol: 1e-2, atol: 2e-3 * Math.sqrt(k) };
+    expect(compareOutputs('f32', await y.read(), await want!.read(), tolerance)).toBeUndefined();
+  }, 300_000);
+});
+
 const gate = ptxasTestGate();
 
 describe.skipIf(gate.skip)(`the gated wgmma product under ptxas (${gate.reason})`, () => {
