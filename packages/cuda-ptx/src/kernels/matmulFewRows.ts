@@ -4,7 +4,7 @@ import type { Vec4 } from '../ptx/instructionTypes.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import type { HalfDType } from './common.js';
-import { storePair } from './pairStores.js';
+import { pairsAligned, storePair } from './pairStores.js';
 
 // The product of up to 16 rows of a by half weights b stored [N, K] (a batch
 // of decoding sequences' projections) on tensor cores, shaped like the GEMV
@@ -168,8 +168,8 @@ export function fewRowsModule(v: FewRowsVariant): PtxModule {
         const col = k.add('u32', k.reg('u32'), col0, k.shl('b32', k.reg('u32'), t, 1));
         const ok0 = k.setp('lt', 'u32', k.reg('pred'), col, nDim);
         const ok1 = k.setp('lt', 'u32', k.reg('pred'), k.add('u32', k.reg('u32'), col, 1), nDim);
-        // A pair store needs both columns inside and an aligned address (N even).
-        const nEven = k.setp('eq', 'u32', k.reg('pred'), k.and('b32', k.reg('u32'), nDim, 1), 0);
+        // A pair store needs both columns inside and an aligned address (pairsAligned).
+        const nEven = pairsAligned(k, v.out, nDim, [yBase, cBase]);
         const pairCols = k.and('pred', k.reg('pred'), ok1, nEven);
         rows.forEach(({ row, ok }, h) => {
           const pairOk = k.and('pred', k.reg('pred'), ok, pairCols);

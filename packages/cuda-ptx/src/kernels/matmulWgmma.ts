@@ -9,7 +9,7 @@ import { loadParams } from './entryParams.js';
 import { siluF32 } from './math.js';
 import { encodeSplitSum } from './matmulSplitK.js';
 import { encodeTranspose32 } from './memory.js';
-import { storePair } from './pairStores.js';
+import { pairsAligned, storePair } from './pairStores.js';
 import type { FloatStorage } from './storage.js';
 import { groupedTile } from './tileOrder.js';
 
@@ -367,7 +367,7 @@ function epilogue(
     k.madLo('u32', k.reg('u32'), warp, 16, k.shr('u32', k.reg('u32'), lane, 2)),
   );
   const colBase = k.madLo('u32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 3), 2, at.col0);
-  const nEven = k.setp('eq', 'u32', k.reg('pred'), k.and('b32', k.reg('u32'), at.nDim, 1), 0);
+  const nEven = pairsAligned(k, out, at.nDim, [yBase, cBase]);
   const bn = v.bn ?? WG_BN;
   const groups = (v.gated ? bn / 2 : bn) / 8;
   for (let h = 0; h < 2; h++) {

@@ -6,6 +6,27 @@ import type { HalfDType } from './common.js';
 // a thread holds, y = values (+ beta · c), in one store where both are inside
 // and aligned (`pairOk`), else one or two single stores (`singleOk`).
 
+/**
+ * Whether two adjacent columns of y (and c) may move as one access: N even,
+ * so that a pair starts at an even element, and every base aligned to a
+ * pair's bytes (an output or c may be a view starting at any element).
+ */
+export function pairsAligned(
+  k: KernelBuilder,
+  dtype: HalfDType | 'f32',
+  nDim: R32,
+  bases: readonly (R64 | undefined)[],
+): Pred {
+  const pairBytes = dtype === 'f32' ? 8 : 4;
+  const ok = k.setp('eq', 'u32', k.reg('pred'), k.and('b32', k.reg('u32'), nDim, 1), 0);
+  for (const base of bases) {
+    if (!base) continue;
+    const low = k.and('b64', k.reg('u64'), base, pairBytes - 1);
+    k.and('pred', ok, ok, k.setp('eq', 'u64', k.reg('pred'), low, 0));
+  }
+  return ok;
+}
+
 /** A half element (b16 bits) to f32. */
 export function halfToF32(k: KernelBuilder, dtype: HalfDType, h: R16): F32 {
   if (dtype === 'f16') return k.cvt('f32', 'f16', k.reg('f32'), h);
