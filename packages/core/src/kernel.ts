@@ -197,9 +197,29 @@ export function inputDecl(spec: AnyKernelSpec, index: number): InputDecl | undef
   const fixed = spec.inputs.length - 1;
   const last = spec.inputs[fixed];
   if (!last?.variadic || index < fixed) return spec.inputs[index];
-  const role = last.roles?.[(index - fixed) % last.roles.length];
-  return role ? { ...last, ...role } : last;
+  if (!last.roles?.length) return last;
+  return roleDecls(spec, last, last.roles)[(index - fixed) % last.roles.length];
 }
+
+/**
+ * A variadic input's declaration under each of its roles, made once per
+ * spec: calls check every element of a list of hundreds (an optimizer's
+ * tensors) on every call.
+ */
+function roleDecls(
+  spec: AnyKernelSpec,
+  last: InputDecl,
+  roles: readonly Pick<InputDecl, 'dtypes' | 'dtypeGroup'>[],
+): InputDecl[] {
+  let decls = ROLE_DECLS.get(spec);
+  if (!decls) {
+    decls = roles.map((role) => ({ ...last, ...role }));
+    ROLE_DECLS.set(spec, decls);
+  }
+  return decls;
+}
+
+const ROLE_DECLS = new WeakMap<AnyKernelSpec, InputDecl[]>();
 
 /**
  * The value of a device-held attribute for a reference implementation: the

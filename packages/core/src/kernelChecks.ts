@@ -162,10 +162,22 @@ export function checkInPlaceInputs(
   outputs: readonly OutputMeta[],
   inputs: readonly (Tensor | undefined)[],
 ): void {
+  // Inputs by the tensor they view: only those can overlap (an optimizer writes hundreds in place).
+  let byBase: Map<Tensor, number[]> | undefined;
   for (const meta of outputs) {
     const written = meta.aliasOf === undefined ? undefined : inputs[meta.aliasOf];
     if (written === undefined) continue;
-    const other = inputs.findIndex((x, i) => i !== meta.aliasOf && x !== undefined && x.overlaps(written));
+    if (!byBase) {
+      byBase = new Map();
+      inputs.forEach((x, i) => {
+        if (!x) return;
+        const list = byBase!.get(x.base);
+        if (list) list.push(i);
+        else byBase!.set(x.base, [i]);
+      });
+    }
+    const other =
+      byBase.get(written.base)?.find((i) => i !== meta.aliasOf && inputs[i]!.overlaps(written)) ?? -1;
     if (other === -1) continue;
     throw new InvalidArgumentError('an input written in place is also passed as another input', {
       operation: spec.name,

@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import type { Tensor } from './backend.js';
 import { collectiveChecks, SingleRankCommunicator } from './communicator.js';
 import { createCpuBackend } from './cpu/backend.js';
 import { DisposedTensorError, InvalidArgumentError } from './errors.js';
 import { add } from './kernels/elementwise.js';
 import { copyRows } from './kernels/memory.js';
+import { multiTensorAdamw } from './kernels/optimizer.js';
 
 describe('Tensor.slice', () => {
   it('is a 1-d view of a range of the base: reads, kernel outputs and copies go to the base', async () => {
@@ -57,6 +59,31 @@ describe('Tensor.slice', () => {
     expect(() => backend.run(copyRows, [low, flat.slice(2, 2).reshape([1, 2])], { row: 1 })).toThrow(
       /written in place is also passed as another input/,
     );
+    backend.dispose();
+  });
+
+  it('names the first input over memory another one writes in place, among many (an optimizer’s)', () => {
+    const backend = createCpuBackend();
+    // Slots of (param, grad, m, v): params, m and v are written in place.
+    const slots = Array.from({ length: 40 }, () => Array.from({ length: 4 }, () => backend.zeros([6])));
+    const run = (tensors: Tensor[]) =>
+      backend.run(multiTensorAdamw, [undefined, undefined, undefined, ...tensors], { lr: 1e-3, step: 1 });
+    expect(() => run(slots.flat())).not.toThrow();
+    // Slot 30's gradient is slot 7's m; then slot 12's v is a view of slot 3's param.
+    const shared = slots.map((slot) => [...slot]);
+    shared[30]![1] = shared[7]![2]!;
+    const error = (() => {
+      try {
+        run(shared.flat());
+      } catch (e) {
+        return e as InvalidArgumentError;
+      }
+    })();
+    expect(error?.message).toMatch(/written in place is also passed as another input/);
+    expect(error?.argument).toBe('tensors[121]');
+    const viewed = slots.map((slot) => [...slot]);
+    viewed[12]![3] = viewed[3]![0]!.slice(0, 6);
+    expect(() => run(viewed.flat())).toThrow(/written in place is also passed as another input/);
     backend.dispose();
   });
 
