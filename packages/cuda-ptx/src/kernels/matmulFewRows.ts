@@ -169,8 +169,8 @@ export function fewRowsModule(v: FewRowsVariant): PtxModule {
         const ok0 = k.setp('lt', 'u32', k.reg('pred'), col, nDim);
         const ok1 = k.setp('lt', 'u32', k.reg('pred'), k.add('u32', k.reg('u32'), col, 1), nDim);
         // A pair store needs both columns inside and an aligned address (pairsAligned).
-        const nEven = pairsAligned(k, v.out, nDim, [yBase, cBase]);
-        const pairCols = k.and('pred', k.reg('pred'), ok1, nEven);
+        const pairsOk = pairsAligned(k, v.out, nDim, [yBase, cBase]);
+        const pairCols = k.and('pred', k.reg('pred'), ok1, pairsOk);
         rows.forEach(({ row, ok }, h) => {
           const pairOk = k.and('pred', k.reg('pred'), ok, pairCols);
           const singleOk = [ok0, ok1].map((inside) => {

@@ -449,14 +449,14 @@ export function tensorCoreModule(v: TensorCoreVariant): PtxModule {
       const inGroupCol = k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 3), 1);
       const rowBase = k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), row0, warpRowsA), groupId);
       const colBase = k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), col0, warpColsB), inGroupCol);
-      const nEven = pairsAligned(k, out, nDim, [yBase, cBase]);
+      const pairsOk = pairsAligned(k, out, nDim, [yBase, cBase]);
       for (let j = 0; j < 4; j++) {
         const col = k.add('u32', k.reg('u32'), colBase, j * 8);
         const col1 = k.add('u32', k.reg('u32'), col, 1);
         const ok0 = k.setp('lt', 'u32', k.reg('pred'), col, nDim);
         const ok1 = k.setp('lt', 'u32', k.reg('pred'), col1, nDim);
         // A pair store needs both columns inside and an aligned address (pairsAligned).
-        const pairCols = k.and('pred', k.reg('pred'), ok1, nEven);
+        const pairCols = k.and('pred', k.reg('pred'), ok1, pairsOk);
         for (let i = 0; i < 4; i++) {
           for (let h = 0; h < 2; h++) {
             const row = k.add('u32', k.reg('u32'), rowBase, i * 16 + h * 8);

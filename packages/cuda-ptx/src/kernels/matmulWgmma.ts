@@ -367,7 +367,7 @@ function epilogue(
     k.madLo('u32', k.reg('u32'), warp, 16, k.shr('u32', k.reg('u32'), lane, 2)),
   );
   const colBase = k.madLo('u32', k.reg('u32'), k.and('b32', k.reg('u32'), lane, 3), 2, at.col0);
-  const nEven = pairsAligned(k, out, at.nDim, [yBase, cBase]);
+  const pairsOk = pairsAligned(k, out, at.nDim, [yBase, cBase]);
   const bn = v.bn ?? WG_BN;
   const groups = (v.gated ? bn / 2 : bn) / 8;
   for (let h = 0; h < 2; h++) {
@@ -383,7 +383,7 @@ function epilogue(
         rowOk,
         k.setp('lt', 'u32', k.reg('pred'), k.add('u32', k.reg('u32'), col, 1), at.nDim),
       );
-      const pairOk = k.and('pred', k.reg('pred'), ok1, nEven);
+      const pairOk = k.and('pred', k.reg('pred'), ok1, pairsOk);
       const singleOk = [ok0, ok1].map((ok) =>
         k.and('pred', k.reg('pred'), ok, k.not('pred', k.reg('pred'), pairOk)),
       ) as [Pred, Pred];

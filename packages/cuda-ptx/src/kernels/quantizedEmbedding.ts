@@ -6,7 +6,7 @@ import { BLOCK, checkElementCount, gridFor } from './common.js';
 import { loadAllParams } from './entryParams.js';
 import { isQ5g32 } from './quantizedCodes.js';
 import type { QuantEmbeddingVariant } from './quantizedEmbeddingVariant.js';
-import { quantEmbeddingKey } from './quantizedEmbeddingVariant.js';
+import { EMBEDDING_TABLE_PARAMS, quantEmbeddingKey } from './quantizedEmbeddingVariant.js';
 import {
   embeddingWordsApply,
   QUANT_EMBEDDING_WORDS_ENTRY,
@@ -42,20 +42,7 @@ export function quantEmbeddingModule(v: QuantEmbeddingVariant): PtxModule {
   const m = new PtxModule();
   m.entry(
     QUANT_EMBEDDING_ENTRY,
-    {
-      ids: 'ptr',
-      packed: 'ptr',
-      scales: 'ptr',
-      zeros: 'ptr',
-      offsets: 'ptr',
-      y: 'ptr',
-      total: 'u32',
-      dim: 'u32',
-      vocab: 'u32',
-      rowWords: 'u32',
-      groups: 'u32',
-      zeroWords: 'u32',
-    },
+    { ...EMBEDDING_TABLE_PARAMS, total: 'u32', dim: 'u32' },
     (k, p) => {
       const { ids, packed, scales, zeros, offsets, y, total, dim, vocab, rowWords, groups, zeroWords } =
         loadAllParams(k, p);

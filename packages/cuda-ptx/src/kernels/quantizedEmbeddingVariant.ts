@@ -24,3 +24,17 @@ export function quantEmbeddingKey(v: QuantEmbeddingVariant): string {
   const path = v.words ? `/words${v.cvtBf16 ? '/cvt' : ''}` : '';
   return `quantized/embedding/${v.format}${v.zeros ? '/zeros' : ''}${path}${out}${storageKey([v.scale])}`;
 }
+
+/** The parameters both quantizedEmbedding kernels take: the ids, the table, y and the table's layout. */
+export const EMBEDDING_TABLE_PARAMS = {
+  ids: 'ptr',
+  packed: 'ptr',
+  scales: 'ptr',
+  zeros: 'ptr',
+  offsets: 'ptr',
+  y: 'ptr',
+  vocab: 'u32',
+  rowWords: 'u32',
+  groups: 'u32',
+  zeroWords: 'u32',
+} as const;

@@ -13,7 +13,7 @@ import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.j
 import { asVector, BLOCK } from './common.js';
 import { loadAllParams } from './entryParams.js';
 import { codesOf, fixedBias, isQ5g32, MAGIC } from './quantizedCodes.js';
-import type { QuantEmbeddingVariant } from './quantizedEmbeddingVariant.js';
+import { EMBEDDING_TABLE_PARAMS, type QuantEmbeddingVariant } from './quantizedEmbeddingVariant.js';
 import { q5kCodes } from './quantizedQ5k.js';
 import { int8At, q6kCodes, q6kScale } from './quantizedQ6k.js';
 import { subBlockScaleOffset } from './quantizedSubBlocks.js';
@@ -54,20 +54,7 @@ export function quantEmbeddingWordsModule(v: QuantEmbeddingVariant): PtxModule {
   const m = new PtxModule(cvt ? { target: 'sm_80' } : {});
   m.entry(
     QUANT_EMBEDDING_WORDS_ENTRY,
-    {
-      ids: 'ptr',
-      packed: 'ptr',
-      scales: 'ptr',
-      zeros: 'ptr',
-      offsets: 'ptr',
-      y: 'ptr',
-      words: 'u32',
-      yRowWords: 'u32',
-      vocab: 'u32',
-      rowWords: 'u32',
-      groups: 'u32',
-      zeroWords: 'u32',
-    },
+    { ...EMBEDDING_TABLE_PARAMS, words: 'u32', yRowWords: 'u32' },
     (k, p) => {
       const { ids, packed, scales, zeros, offsets, y, words, yRowWords, vocab, rowWords, groups, zeroWords } =
         loadAllParams(k, p);
