@@ -210,8 +210,8 @@ const CASES: BenchCase[] = [
   halfAttention(8, 128, 1024, QUICK),
   groupedAttention(8, 2, 64, 256, QUICK),
   // Llama-3.1-8B's (32 × 128 over 8 kv heads) and Llama-3.2-1B's (32 × 64) decode attention.
-  ...[256, 1024, 4096].map((t) => groupedAttention(32, 8, 128, t, FULL)),
-  groupedAttention(32, 8, 64, 256, FULL),
+  ...[256, 1024, 4096, 32768].map((t) => groupedAttention(32, 8, 128, t, FULL)),
+  ...[256, 8192, 32768].map((t) => groupedAttention(32, 8, 64, t, FULL)),
   ...[4096, 32768].map((t) => halfAttention(32, 128, t, FULL)),
   attention(8, 64, 4096, FULL),
   attention(8, 128, 32768, FULL),

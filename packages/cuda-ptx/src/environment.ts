@@ -24,7 +24,8 @@ export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions,
  * → `qgemvBlocksPerSm`, RAYO_ATTENTION_SPLIT_TOKENS
  * (16, 32, 64, 128) → `attentionSplitTokens`, RAYO_ATTENTION_UNROLL (1, 2, 4, 8)
  * → `attentionUnroll`, RAYO_ATTENTION_MAX_SPLITS (64, 128, 256) →
- * `attentionMaxSplits`, RAYO_CUDA_WEIGHT_PREFETCH (`on`, `off`) → `weightPrefetch` and
+ * `attentionMaxSplits`, RAYO_ATTENTION_KERNEL (`mma`, `lanes`) → `attentionKernel`,
+ * RAYO_CUDA_WEIGHT_PREFETCH (`on`, `off`) → `weightPrefetch` and
  * RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) → `dependentLaunch`; unset or empty
  * variables name nothing. This is the one place the package reads the
  * environment: the backend itself never does.

@@ -20,6 +20,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   attentionSplitTokens: true,
   attentionUnroll: true,
   attentionMaxSplits: true,
+  attentionKernel: true,
   weightPrefetch: true,
 };
 

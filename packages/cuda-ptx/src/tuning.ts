@@ -28,6 +28,10 @@ export type AttentionSplitTokens = (typeof ATTENTION_SPLIT_CHOICES)[number];
 export const ATTENTION_MAX_SPLITS_CHOICES = [64, 128, 256] as const;
 export type AttentionMaxSplits = (typeof ATTENTION_MAX_SPLITS_CHOICES)[number];
 
+/** `attentionKernel`: decode attention over bf16 caches on tensor cores (`mma`) or on the CUDA cores (`lanes`). */
+export const ATTENTION_KERNEL_CHOICES = ['mma', 'lanes'] as const;
+export type AttentionKernel = (typeof ATTENTION_KERNEL_CHOICES)[number];
+
 /** `weightPrefetch`: decode GEMVs prefetch their weights into L2 while the kernel before them runs (`on`) or not. */
 export const WEIGHT_PREFETCH_CHOICES = ['on', 'off'] as const;
 export type WeightPrefetch = (typeof WEIGHT_PREFETCH_CHOICES)[number];
@@ -101,6 +105,14 @@ export interface CudaTuningOptions extends QgemvOptions {
    */
   readonly attentionMaxSplits?: AttentionMaxSplits;
   /**
+   * `lanes`: decode attention over bf16 caches on the CUDA-core kernel
+   * (lanes of a warp share a row and reduce q·k by shuffles), as every
+   * other cache takes. Absent or `mma`: where it applies (sm_80 and later,
+   * head dimension 64 or 128, at most 8 query heads a kv head, 16-byte
+   * aligned caches), the tensor-core kernel of incrementalAttentionMma.ts.
+   */
+  readonly attentionKernel?: AttentionKernel;
+  /**
    * `on`, with dependent launch (sm_90): the int8 GEMVs prefetch their
    * block's rows of weights into L2 before they wait for the kernel before
    * them, and the short kernels of a decode step (norms, RoPE, attention)
@@ -124,6 +136,7 @@ export interface CudaTuning extends QgemvTuning {
   readonly attentionSplitTokens: AttentionSplitTokens | undefined;
   readonly attentionUnroll: AttentionUnroll | undefined;
   readonly attentionMaxSplits: AttentionMaxSplits | undefined;
+  readonly attentionKernel: AttentionKernel | undefined;
   readonly weightPrefetch: WeightPrefetch | undefined;
 }
 
@@ -139,6 +152,7 @@ export const DEFAULT_CUDA_TUNING: CudaTuning = {
   attentionSplitTokens: undefined,
   attentionUnroll: undefined,
   attentionMaxSplits: undefined,
+  attentionKernel: undefined,
   weightPrefetch: undefined,
 };
 
@@ -156,6 +170,7 @@ export const CUDA_SWITCHES = {
   attentionSplitTokens: { choices: ATTENTION_SPLIT_CHOICES, variable: 'RAYO_ATTENTION_SPLIT_TOKENS' },
   attentionUnroll: { choices: ATTENTION_UNROLL_CHOICES, variable: 'RAYO_ATTENTION_UNROLL' },
   attentionMaxSplits: { choices: ATTENTION_MAX_SPLITS_CHOICES, variable: 'RAYO_ATTENTION_MAX_SPLITS' },
+  attentionKernel: { choices: ATTENTION_KERNEL_CHOICES, variable: 'RAYO_ATTENTION_KERNEL' },
   weightPrefetch: { choices: WEIGHT_PREFETCH_CHOICES, variable: 'RAYO_CUDA_WEIGHT_PREFETCH' },
 } as const satisfies Record<
   Exclude<keyof CudaTuning, keyof QgemvTuning>,

@@ -22,6 +22,7 @@ import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import type { CudaTuningOptions } from '../tuning.js';
+import { mergeModule } from './attentionMerge.js';
 import {
   ATTENTION_WARPS,
   type AttentionConfig,
@@ -32,7 +33,7 @@ import {
   planAttention,
 } from './attentionPlan.js';
 import { vectorWidth } from './decodingAccess.js';
-import { attentionModule, mergeModule } from './incrementalAttention.js';
+import { attentionModule } from './incrementalAttention.js';
 import {
   ropeScatterKey,
   ropeScatterModule,

@@ -3,6 +3,7 @@ import { cudaKernel, type KernelEncoder, type LaunchValue, type Operand } from '
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Param, type Pred, type R32 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
+import { launchSplitAndMerge } from './attentionMerge.js';
 import {
   ATTENTION_WARPS,
   type AttentionConfig,
@@ -11,17 +12,15 @@ import {
   attentionKey,
   laneLayout,
   MAX_HEAD_DIM,
-  MAX_SPLITS,
-  MERGE_WARPS,
-  mergeKey,
   planAttention,
 } from './attentionPlan.js';
 import { cacheRows, normalised, PAGED_PARAMS, pagedRows } from './attentionRows.js';
-import { combineWarps, LOWEST, laneRegisters, mergeInto, mergeSlots, newState } from './attentionStates.js';
-import { asVector, checkElementCount, loadPointer, loadU32 } from './common.js';
-import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
+import { combineWarps, laneRegisters, mergeSlots, newState } from './attentionStates.js';
+import { checkElementCount, loadPointer, loadU32 } from './common.js';
+import { loadDeviceU32, vectorWidth } from './decodingAccess.js';
+import { decodeMmaApplies, launchDecodeMma } from './incrementalAttentionMma.js';
 import { expF32 } from './math.js';
-import { type FloatStorage, loadAsF32, STORAGE_BYTES, storageOf, storeFromF32 } from './storage.js';
+import { loadAsF32, STORAGE_BYTES, storageOf, storeFromF32 } from './storage.js';
 
 // One query token's attention over the KV cache as flash-decoding: the cached
 // sequence is split across blocks, each leaving a partial softmax state that a
@@ -281,80 +280,6 @@ export function attentionModule(c: AttentionConfig): PtxModule {
   return m;
 }
 
-// ---- incremental attention: the merge of splits -----------------------------------------
-
-/**
- * out[h] = Σ_s e^(m_s − M) · acc_s / Σ_s e^(m_s − M) · l_s over the splits s
- * of head h (M the largest m_s), one block per head: the slots of its warps
- * take splits in turn, as the attention kernel's take tokens.
- */
-export function mergeModule(
-  headDim: number,
-  width: VectorWidth,
-  outType: FloatStorage = 'f32',
-  zeroEmpty = false,
-): PtxModule {
-  const layout = laneLayout(headDim, width);
-  const { lanes: L, slots: S, perLane } = layout;
-  const W = MERGE_WARPS;
-  const m = new PtxModule();
-  m.entry(
-    'attention_merge',
-    { partAcc: 'ptr', partMax: 'ptr', partSum: 'ptr', out: 'ptr', splits: 'u32' },
-    (k, p) => {
-      const ln = laneRegisters(k, layout);
-      const head = k.ctaid('x');
-      const splits = k.ldParam(p.splits);
-      const partAcc = k.globalPointer(p.partAcc);
-      const partMax = k.globalPointer(p.partMax);
-      const partSum = k.globalPointer(p.partSum);
-      const state = newState(k, layout);
-      const column = k.mulLo('u32', k.reg('u32'), ln.laneInSlot, width);
-      const s = k.madLo('u32', k.reg('u32'), ln.warp, S, ln.slot);
-      const rows = k.mulLo('u32', k.reg('u32'), head, splits);
-      // A slot takes `batch` splits per step, all their loads issued before
-      // the first is used, so the step waits for memory once.
-      const step = W * S;
-      const batch = Math.max(1, Math.min(Math.ceil(MAX_SPLITS / step), Math.floor(32 / (perLane * width))));
-      const loaded = Array.from({ length: batch }, () => ({
-        m: k.reg('f32'),
-        l: k.reg('f32'),
-        acc: Array.from({ length: perLane }, () => k.regs('f32', width)),
-      }));
-      k.forRange(s, s, splits, step * batch, () => {
-        loaded.forEach((split, b) => {
-          const index = k.add('u32', k.reg('u32'), s, b * step);
-          const row = k.add('u32', k.reg('u32'), rows, index);
-          const inside = k.setp('lt', 'u32', k.reg('pred'), index, splits);
-          // A missing split weighs e^(LOWEST − M) = 0.
-          k.mov('f32', split.m, LOWEST);
-          k.mov('f32', split.l, 0);
-          for (const v of split.acc) for (const x of v) k.mov('f32', x, 0);
-          k.predicated(inside, () => {
-            k.ldGlobal('f32', split.m, k.elementAddress(partMax, row, 4));
-            k.ldGlobal('f32', split.l, k.elementAddress(partSum, row, 4));
-          });
-          const at = k.elementAddress(partAcc, k.madLo('u32', k.reg('u32'), row, headDim, column), 4);
-          split.acc.forEach((r, i) => {
-            const ok = ln.chunkOk[i] ? k.and('pred', k.reg('pred'), inside, ln.chunkOk[i]!) : inside;
-            k.predicated(ok, () => k.ldGlobal('f32', asVector(r), addr(at, 4 * i * L * width)));
-          });
-        });
-        for (const split of loaded) mergeInto(k, state, split.m, split.l, split.acc);
-      });
-      mergeSlots(k, layout, [state]);
-      const out = k.globalPointer(p.out);
-      combineWarps(k, layout, ln, W, headDim, [state], (r) => {
-        const at = k.madLo('u32', k.reg('u32'), head, headDim, r.dim);
-        const value = normalised(k, r.acc, r.l, zeroEmpty);
-        storeFromF32(k, outType, k.elementAddress(out, at, STORAGE_BYTES[outType]), value);
-      });
-    },
-    { maxThreadsPerBlock: 32 * W, triggerDependents: true },
-  );
-  return m;
-}
-
 // ---- incremental attention: launch ------------------------------------------------------
 
 /** Throws where a head is wider than the attention kernel keeps in registers. */
@@ -383,8 +308,6 @@ export function launchAttention(
   geometry: { readonly rows: number; readonly batch: number; readonly zeroEmpty: boolean },
 ): void {
   const c = plan.config;
-  const { headDim, width } = c;
-  const act = c.types?.act ?? 'f32';
   const grid =
     geometry.batch === 1
       ? ([plan.splits, plan.headBlocks] as const)
@@ -399,21 +322,12 @@ export function launchAttention(
     encoder.launch({ ...launch, entry: 'attention', args: { ...args, out } });
     return;
   }
-  // Partial states in one scratch block: acc rows [rows, splits, headDim], then max and sum.
-  const states = geometry.rows * plan.splits;
-  const partAcc = encoder.scratch(4 * states * (headDim + 2));
-  const partMax = partAcc + BigInt(4 * states * headDim);
-  const partSum = partMax + BigInt(4 * states);
-  encoder.launch({ ...launch, entry: 'attention_split', args: { ...args, partAcc, partMax, partSum } });
-  // The scratch rows are aligned; the merge reads them as the attention read the caches.
-  encoder.launch({
-    key: mergeKey(headDim, width, act, geometry.zeroEmpty),
-    module: () => mergeModule(headDim, width, act, geometry.zeroEmpty),
-    entry: 'attention_merge',
-    grid: geometry.rows,
-    block: 32 * MERGE_WARPS,
-    args: { partAcc, partMax, partSum, out, splits: plan.splits },
-  });
+  launchSplitAndMerge(
+    encoder,
+    { ...geometry, splits: plan.splits, headDim: c.headDim, width: c.width, act: c.types?.act ?? 'f32' },
+    out,
+    (states) => encoder.launch({ ...launch, entry: 'attention_split', args: { ...args, ...states } }),
+  );
 }
 
 /**
@@ -435,8 +349,18 @@ export function recordAttention(
   if (out.size === 0) return;
   checkHeadDim('incrementalAttention', headDim);
   checkElementCount('incrementalAttention', 'kCache', kCache.size);
-  const width = vectorWidth(headDim, [q.ptr, kCache.ptr, vCache.ptr]);
   const onDevice = typeof seqLen !== 'number';
+  const shape = { nHeads, nKvHeads, headDim };
+  if (decodeMmaApplies(encoder, shape, q, kCache, vCache)) {
+    launchDecodeMma(
+      encoder,
+      shape,
+      { q, kCache, vCache, maxSeq, seqLen, scale: scaleOf(scale, headDim) },
+      out,
+    );
+    return;
+  }
+  const width = vectorWidth(headDim, [q.ptr, kCache.ptr, vCache.ptr]);
   // A length on the device is known only to be at most maxSeq: plan for that.
   const planned = planAttention(
     encoder.device,
@@ -456,9 +380,14 @@ export function recordAttention(
     ...(onDevice ? { seqLenAt: seqLen } : { seqLen }),
     splitTokens: plan.splitTokens,
     group: nHeads / nKvHeads,
-    scale: scale === 0 ? 1 / Math.sqrt(headDim) : scale,
+    scale: scaleOf(scale, headDim),
   };
   launchAttention(encoder, plan, args, out, { rows: nHeads, batch: 1, zeroEmpty: false });
+}
+
+/** The scale attribute's value: 0 means 1 / √headDim. */
+function scaleOf(scale: number, headDim: number): number {
+  return scale === 0 ? 1 / Math.sqrt(headDim) : scale;
 }
 
 /** The backend's switches for the plan: the fewest tokens a split, the most splits and the tokens a load group. */

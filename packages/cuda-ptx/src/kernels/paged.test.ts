@@ -3,8 +3,9 @@ import { conformanceSuite } from '@rayo/core/testing';
 import { type AssemblyJob, createEmulatedGpu, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
 import { afterAll, describe, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
+import { mergeModule } from './attentionMerge.js';
 import { type AttentionConfig, attentionKey, mergeKey } from './attentionPlan.js';
-import { attentionModule, mergeModule } from './incrementalAttention.js';
+import { attentionModule } from './incrementalAttention.js';
 import { ropeScatterKey, ropeScatterModule } from './kvCache.js';
 import { pagedWriteKey, pagedWriteModule } from './paged.js';
 

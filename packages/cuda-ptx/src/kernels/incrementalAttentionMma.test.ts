@@ -1,0 +1,159 @@
+import { type Backend, type DType, f32ToBf16Bits, incrementalAttention } from '@rayo/core';
+import { compareOutputs, Rng } from '@rayo/core/testing';
+import { createEmulatedGpu, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
+import { describe, expect, it } from 'vitest';
+import type { CudaTuningOptions } from '../tuning.js';
+import {
+  DECODE_MMA_ROUND,
+  type DecodeMmaConfig,
+  decodeMmaKey,
+  decodeMmaModule,
+  decodeMmaSharedBytes,
+  planDecodeMma,
+} from './incrementalAttentionMma.js';
+
+function random(seed: number, n: number, scale = 1): Float32Array {
+  const rng = new Rng(seed);
+  return Float32Array.from({ length: n }, () => rng.uniform(-scale, scale));
+}
+
+describe('decode attention on tensor cores: plan and assembly', () => {
+  it('splits a long cache so that two blocks an SM run, in whole rounds of the warps', () => {
+    // Llama-3.2-1B at 8,256 tokens: 8 kv heads, 132 SMs → 33 splits of 256 tokens.
+    expect(planDecodeMma({ multiprocessors: 132 }, 8, 8256)).toEqual({ splits: 33, splitTokens: 256 });
+    // A short cache: one pass of whole rounds.
+    expect(planDecodeMma({ multiprocessors: 132 }, 8, 40)).toEqual({
+      splits: 1,
+      splitTokens: DECODE_MMA_ROUND,
+    });
+    // 32,768 tokens: capped at 64 splits per head where the kv heads are few.
+    expect(planDecodeMma({ multiprocessors: 132 }, 1, 32768).splits).toBe(64);
+  });
+
+  it('assembles for sm_90 and sm_80 without spills, in 64 KiB of stages or fewer', () => {
+    const configs: DecodeMmaConfig[] = [];
+    for (const headDim of [64, 128]) {
+      for (const group of [1, 4, 8]) {
+        for (const split of [false, true]) {
+          for (const act of ['f32', 'bf16'] as const) {
+            configs.push({ headDim, group, split, deviceLength: split, act });
+          }
+        }
+      }
+    }
+    for (const c of configs) expect(decodeMmaSharedBytes(c)).toBeLessThanOrEqual(64 * 1024);
+    expectAllAssembleCleanly(
+      configs.flatMap((c) => {
+        const ptx = decodeMmaModule(c).emit();
+        return [
+          { ptx, arch: 'sm_90', what: `${decodeMmaKey(c)} sm_90` },
+          { ptx, arch: 'sm_80', what: `${decodeMmaKey(c)} sm_80` },
+        ];
+      }),
+    );
+  });
+});
+
+// The tensor-core kernel keeps q and the weights in two bf16 parts each,
+// about 16 bits: its results must agree with the f32 reference as closely as
+// the CUDA-core kernel's, which a plain bf16 q (8 bits) would not.
+describe('decode attention on tensor cores on an emulated device', () => {
+  const TIGHT = { rtol: 2e-4, atol: 2e-5 };
+
+  async function expectAsCpu(
+    o: {
+      nHeads: number;
+      nKvHeads: number;
+      headDim: number;
+      seqLen: number;
+      maxSeq?: number;
+      qType?: DType;
+      scale?: number;
+      qScale?: number;
+      deviceLength?: boolean;
+      multiprocessors?: number;
+    },
+    expectEntries: readonly string[],
+    tuning: CudaTuningOptions = {},
+  ): Promise<void> {
+    const { nHeads, nKvHeads, headDim, seqLen } = o;
+    const maxSeq = o.maxSeq ?? seqLen;
+    const { gpu, cpu, fake, dispose } = createEmulatedGpu({
+      multiprocessors: o.multiprocessors ?? 4,
+      tuning,
+    });
+    try {
+      const q = random(seqLen + headDim, nHeads * headDim, o.qScale ?? 1);
+      const kc = random(seqLen + 1, nKvHeads * maxSeq * headDim);
+      const vc = random(seqLen + 2, nKvHeads * maxSeq * headDim);
+      const attrs = o.deviceLength ? { scale: o.scale ?? 0 } : { seqLen, scale: o.scale ?? 0 };
+      const inputs = (b: Backend) => {
+        const bf16 = (x: Float32Array) => Uint16Array.from(x, f32ToBf16Bits);
+        const list = [
+          o.qType === 'bf16' ? b.upload(bf16(q), [nHeads, headDim], 'bf16') : b.upload(q, [nHeads, headDim]),
+          b.upload(bf16(kc), [nKvHeads, maxSeq, headDim], 'bf16'),
+          b.upload(bf16(vc), [nKvHeads, maxSeq, headDim], 'bf16'),
+        ];
+        if (o.deviceLength) list.push(b.upload(Int32Array.from([seqLen]), [1], 'i32'));
+        return list;
+      };
+      const first = fake.launches.length;
+      const out = gpu.run(incrementalAttention, inputs(gpu), attrs)[0]!;
+      // The output is poisoned first: every element must be written.
+      const got = await out.read();
+      expect(fake.launches.slice(first).map((l) => l.entry)).toEqual(expectEntries);
+      const want = await cpu.run(incrementalAttention, inputs(cpu), attrs)[0]!.read();
+      const tolerance = o.qType === 'bf16' ? { rtol: 4e-3, atol: 4e-3 } : TIGHT;
+      expect(compareOutputs(o.qType ?? 'f32', got, want, tolerance)).toBeUndefined();
+    } finally {
+      dispose();
+    }
+  }
+
+  const SPLIT = ['attention_mma_split', 'attention_merge'];
+
+  it('one kv head of 4 query heads over 13 tokens: one pass, a partial tile', async () => {
+    await expectAsCpu({ nHeads: 4, nKvHeads: 1, headDim: 64, seqLen: 13 }, ['attention_mma']);
+  }, 120_000);
+
+  it("Llama-3.2-1B's heads (32 × 64 over 8) over 300 of 333 tokens: splits of whole rounds and a partial one", async () => {
+    await expectAsCpu(
+      { nHeads: 32, nKvHeads: 8, headDim: 64, seqLen: 300, maxSeq: 333, multiprocessors: 132 },
+      SPLIT,
+    );
+  }, 120_000);
+
+  it('8 query heads a kv head (every remainder row used), headDim 128, a device length', async () => {
+    await expectAsCpu(
+      { nHeads: 16, nKvHeads: 2, headDim: 128, seqLen: 200, maxSeq: 261, deviceLength: true },
+      SPLIT,
+    );
+  }, 120_000);
+
+  it('7 query heads a kv head (Qwen), headDim 64, large scores', async () => {
+    await expectAsCpu({ nHeads: 14, nKvHeads: 2, headDim: 64, seqLen: 150, scale: 4, qScale: 4 }, SPLIT);
+  }, 120_000);
+
+  it('one query head a kv head, an explicit scale, a bf16 q and output', async () => {
+    await expectAsCpu({ nHeads: 2, nKvHeads: 2, headDim: 128, seqLen: 70, scale: 0.3, qType: 'bf16' }, [
+      'attention_mma',
+    ]);
+  }, 120_000);
+
+  it('a device length past the splits of a long cache leaves their states empty', async () => {
+    await expectAsCpu(
+      { nHeads: 8, nKvHeads: 2, headDim: 64, seqLen: 5, maxSeq: 1000, deviceLength: true },
+      SPLIT,
+    );
+  }, 120_000);
+
+  it("attentionKernel 'lanes' keeps the CUDA-core kernel", async () => {
+    await expectAsCpu(
+      { nHeads: 8, nKvHeads: 2, headDim: 64, seqLen: 300 },
+      ['attention_split', 'attention_merge'],
+      {
+        attentionKernel: 'lanes',
+      },
+    );
+  }, 120_000);
+});

@@ -1,0 +1,485 @@
+import type { DeviceProperties } from '../driver/driver.js';
+import type { KernelEncoder, Operand } from '../kernel.js';
+import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
+import type { KernelBuilder } from '../ptx/kernel.js';
+import { PtxModule } from '../ptx/module.js';
+import { addr, type F32, type Param, type R32 } from '../ptx/operands.js';
+import type { ParamType } from '../ptx/types.js';
+import { launchSplitAndMerge } from './attentionMerge.js';
+import { MAX_SPLITS } from './attentionPlan.js';
+import { LOWEST } from './attentionStates.js';
+import { loadPointer, loadU32 } from './common.js';
+import { loadDeviceU32 } from './decodingAccess.js';
+import { mmaBlock } from './flashAttentionMma.js';
+import { mmaProduct, onlineSoftmax, swizzled } from './mmaTiles.js';
+import {
+  type FloatStorage,
+  loadAsF32,
+  STORAGE_BYTES,
+  storageKey,
+  storageOf,
+  storeFromF32,
+} from './storage.js';
+
+// One query token's attention over a bf16 KV cache on tensor cores (sm_80
+// mma.sync m16n8k16), for grouped heads: the G ≤ 8 query heads of a kv head
+// are the rows of one 16-row A operand, so K and V are read once for all of
+// them and no lane reduces a dot product by shuffles. The 8 rows G does not
+// fill carry the f32 q's remainder after rounding to bf16 (row g + 8 holds
+// q − bf16(q) of row g), and the softmax weights go in the same way, so the
+// products keep about 16 bits of q and of the weights: close to the CUDA-core
+// kernel's f32, where a plain bf16 q would lose 8. Row g's and g + 8's
+// accumulators sit in the same lane, which adds them.
+//
+// Each warp streams its own 16-token tiles of K and V through a ring of
+// shared-memory stages with cp.async (no block barrier in the loop), the
+// warps of a block taking every fourth tile of its split. The warps' states
+// are merged through shared memory at the end into the normalised output
+// (one pass) or the split's state for incrementalAttention's merge kernel.
+
+/** Warps a block; each takes every DECODE_MMA_WARPS-th tile of the split. */
+export const DECODE_MMA_WARPS = 4;
+/** Tokens of a warp's tile: one k step of the P·V product. */
+export const DECODE_MMA_TILE = 16;
+/** Tokens a block's warps take in one round. */
+export const DECODE_MMA_ROUND = DECODE_MMA_WARPS * DECODE_MMA_TILE;
+export const DECODE_MMA_HEAD_DIMS: readonly number[] = [64, 128];
+/** Query heads a kv head may have: the A operand's first 8 rows (the other 8 hold remainders). */
+export const DECODE_MMA_MAX_GROUP = 8;
+/** Shared memory a block aims at, which sets its stages (two blocks an SM at least). */
+const STAGE_BUDGET = 64 * 1024;
+
+export interface DecodeMmaConfig {
+  readonly headDim: number;
+  /** Query heads a kv head has (1 … DECODE_MMA_MAX_GROUP). */
+  readonly group: number;
+  /** Whether the block leaves a partial state for the merge kernel instead of the output. */
+  readonly split: boolean;
+  /** Whether seqLen is read from device memory (`seqLenAt`) instead of a parameter. */
+  readonly deviceLength: boolean;
+  /** Storage of q and out; the caches are bf16. */
+  readonly act: FloatStorage;
+}
+
+/** Bytes of one warp's stage: a K and a V tile of 16 rows. */
+function stageBytes(headDim: number): number {
+  return 2 * DECODE_MMA_TILE * headDim * 2;
+}
+
+/** Stages a warp's ring holds: as many as fit the budget, 2 to 4. */
+export function decodeMmaStages(headDim: number): number {
+  return Math.max(2, Math.min(4, Math.floor(STAGE_BUDGET / (DECODE_MMA_WARPS * stageBytes(headDim)))));
+}
+
+/** The block's dynamic shared memory: every warp's ring (reused for the merge of the warps' states). */
+export function decodeMmaSharedBytes(c: Pick<DecodeMmaConfig, 'headDim' | 'group'>): number {
+  const rings = DECODE_MMA_WARPS * decodeMmaStages(c.headDim) * stageBytes(c.headDim);
+  const states = DECODE_MMA_WARPS * c.group * (c.headDim + 2) * 4;
+  return Math.max(rings, states);
+}
+
+export function decodeMmaKey(c: DecodeMmaConfig): string {
+  return `decoding/attention-mma/${c.split ? 'split' : 'single'}/d${c.headDim}g${c.group}${c.deviceLength ? '/len' : ''}${storageKey([c.act, 'bf16'])}`;
+}
+
+/** x ≈ hi + lo, each pair packed as bf16: hi = bf16(x), lo = bf16(x − hi). */
+function splitPair(k: KernelBuilder, x0: F32, x1: F32): { hi: R32; lo: R32 } {
+  const hi = k.cvtPack('bf16', k.reg('u32'), x0, x1);
+  const h0 = k.mov('b32', k.reg('f32'), k.shl('b32', k.reg('u32'), hi, 16));
+  const h1 = k.mov('b32', k.reg('f32'), k.and('b32', k.reg('u32'), hi, 0xffff0000));
+  const r0 = k.sub('f32', k.reg('f32'), x0, h0, { rnd: 'rn' });
+  const r1 = k.sub('f32', k.reg('f32'), x1, h1, { rnd: 'rn' });
+  return { hi, lo: k.cvtPack('bf16', k.reg('u32'), r0, r1) };
+}
+
+/**
+ * Attention of the `group` query heads of kv head ctaid.y over the tokens
+ * [ctaid.x · splitTokens, +splitTokens) ∩ [0, seqLen) of a [nKvHeads, maxSeq,
+ * headDim] bf16 cache pair; grid (splits, nKvHeads).
+ */
+export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
+  const { headDim: hd, group: G, act } = c;
+  const rowBytes = hd * 2;
+  const tileBytes = DECODE_MMA_TILE * rowBytes;
+  const stages = decodeMmaStages(hd);
+  const ringBytes = stages * 2 * tileBytes;
+  const kSteps = hd / 16;
+  const chunksPerRow = hd / 8;
+  const copies = (DECODE_MMA_TILE * chunksPerRow) / 32;
+  const actBytes = STORAGE_BYTES[act];
+  const outputs: Record<string, ParamType> = c.split
+    ? { partAcc: 'ptr', partMax: 'ptr', partSum: 'ptr' }
+    : { out: 'ptr' };
+  const m = new PtxModule({ target: 'sm_80' });
+  const smem = m.dynamicShared('smem', 128);
+  m.entry(
+    c.split ? 'attention_mma_split' : 'attention_mma',
+    {
+      q: 'ptr',
+      kCache: 'ptr',
+      vCache: 'ptr',
+      ...outputs,
+      maxSeq: 'u32',
+      ...(c.deviceLength ? { seqLenAt: 'ptr' } : { seqLen: 'u32' }),
+      splitTokens: 'u32',
+      scale: 'f32',
+    } as Record<string, ParamType>,
+    (k, p) => {
+      const block = mmaBlock(k, hd);
+      const { tid, warp, groupId, colPair } = block;
+      const lane = k.and('b32', k.reg('u32'), tid, 31);
+      const kvHead = k.ctaid('y');
+      const split = k.ctaid('x');
+      const head0 = k.mulLo('u32', k.reg('u32'), kvHead, G);
+      const maxSeq = loadU32(k, p, 'maxSeq');
+      let seqLen: R32;
+      if (c.deviceLength) {
+        const given = loadDeviceU32(k, loadPointer(k, p, 'seqLenAt'));
+        // given − 1 < maxSeq as u32: 1 … maxSeq (0 and negatives wrap past it).
+        const inRange = k.setp('lt', 'u32', k.reg('pred'), k.sub('u32', k.reg('u32'), given, 1), maxSeq);
+        seqLen = k.selp('u32', k.reg('u32'), given, 0, inRange);
+      } else seqLen = loadU32(k, p, 'seqLen');
+      const splitTokens = loadU32(k, p, 'splitTokens');
+      const t0 = k.mulLo('u32', k.reg('u32'), split, splitTokens);
+      const t1 = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), t0, splitTokens), seqLen);
+
+      // q · scale as A fragments: row g (< G) its bf16 part, row g + 8 the remainder, other rows 0.
+      const scale = k.ldParam(p.scale as Param<'f32'>);
+      const rowOk = k.setp('lt', 'u32', k.reg('pred'), groupId, G);
+      const qAt = k.elementAddress(
+        loadPointer(k, p, 'q'),
+        k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), head0, groupId), hd, colPair),
+        actBytes,
+      );
+      const qFrag = Array.from({ length: kSteps }, (_, kk) => {
+        const halves = [0, 8].map((offset) => {
+          const x = k.regs('f32', 2);
+          loadAsF32(k, act, x, addr(qAt, actBytes * (16 * kk + offset)), { ok: rowOk });
+          for (const r of x) k.mul('f32', r, r, scale, { rnd: 'rn' });
+          return splitPair(k, x[0]!, x[1]!);
+        });
+        return [halves[0]!.hi, halves[0]!.lo, halves[1]!.hi, halves[1]!.lo] as unknown as Vec4<R32>;
+      });
+
+      // The warp's ring; its copies: chunk lane + 32i of a tile (row, 16-byte chunk), swizzled.
+      const ring = k.madLo('u32', k.reg('u32'), warp, ringBytes, k.sharedAddress(smem));
+      const copy = Array.from({ length: copies }, (_, i) => {
+        const s = k.add('u32', k.reg('u32'), lane, 32 * i);
+        const row = k.shr('u32', k.reg('u32'), s, Math.log2(chunksPerRow));
+        const chunk = k.and('b32', k.reg('u32'), s, chunksPerRow - 1);
+        // Bytes past the tile's first row in the cache.
+        const offset = k.mulLo('u32', k.reg('u32'), s, 16);
+        return { row, offset, shared: swizzled(k, rowBytes, row, chunk) };
+      });
+      const headRow = k.mulLo('u32', k.reg('u32'), kvHead, maxSeq);
+      const kBase = loadPointer(k, p, 'kCache');
+      const vBase = loadPointer(k, p, 'vCache');
+      // Tile i of this warp starts at token t0 + 16·warp + 64·i.
+      const first = k.madLo('u32', k.reg('u32'), warp, DECODE_MMA_TILE, t0);
+
+      /** Starts the copies of the tile at token `base` into stage `stage` (zeros past t1), then commits. */
+      const issue = (base: R32, stage: R32) => {
+        k.ifThen(k.setp('lt', 'u32', k.reg('pred'), base, t1), () => {
+          const rowAt = k.add('u32', k.reg('u32'), headRow, base);
+          const kAt = k.elementAddress(kBase, rowAt, rowBytes);
+          const vAt = k.elementAddress(vBase, rowAt, rowBytes);
+          for (const cp of copy) {
+            const token = k.add('u32', k.reg('u32'), base, cp.row);
+            const inside = k.setp('lt', 'u32', k.reg('pred'), token, t1);
+            // A row past t1 is read as zeros (a V row of garbage times a zero weight could be NaN).
+            const bytes = k.selp('u32', k.reg('u32'), 16, 0, inside);
+            const at = k.add('u32', k.reg('u32'), stage, cp.shared);
+            const src = k.selp('u32', k.reg('u32'), cp.offset, 0, inside);
+            k.cpAsync('cg', at, k.elementAddress(kAt, src, 1), 16, { srcBytes: bytes });
+            k.cpAsync('cg', addr(at, tileBytes), k.elementAddress(vAt, src, 1), 16, { srcBytes: bytes });
+          }
+        });
+        k.cpAsyncCommitGroup();
+      };
+      const nextStage = (stage: R32) => {
+        k.add('u32', stage, stage, 2 * tileBytes);
+        const wrapped = k.setp(
+          'eq',
+          'u32',
+          k.reg('pred'),
+          stage,
+          k.add('u32', k.reg('u32'), ring, ringBytes),
+        );
+        k.selp('u32', stage, ring, stage, wrapped);
+      };
+
+      // The ring's first stages-1 tiles in flight before the loop.
+      const issueBase = k.mov('u32', k.reg('u32'), first);
+      const issueStage = k.mov('u32', k.reg('u32'), ring);
+      for (let s = 0; s < stages - 1; s++) {
+        issue(issueBase, issueStage);
+        k.add('u32', issueBase, issueBase, DECODE_MMA_ROUND);
+        nextStage(issueStage);
+      }
+
+      const mRow = k.mov('f32', k.reg('f32'), LOWEST);
+      const lRow = k.mov('f32', k.reg('f32'), 0);
+      const o = Array.from({ length: hd / 8 }, () => k.regs('f32', 4));
+      for (const r of o) for (const x of r) k.mov('f32', x, 0);
+      const sAcc = [k.regs('f32', 4), k.regs('f32', 4)];
+      const log2e = k.mov('f32', k.reg('f32'), Math.LOG2E);
+      const useStage = k.mov('u32', k.reg('u32'), ring);
+      const base = k.reg('u32');
+      k.forRange(base, first, t1, DECODE_MMA_ROUND, () => {
+        issue(issueBase, issueStage);
+        k.add('u32', issueBase, issueBase, DECODE_MMA_ROUND);
+        nextStage(issueStage);
+        k.cpAsyncWaitGroup(stages - 1);
+        k.warpSync();
+
+        const kTile = useStage;
+        const vTile = k.add('u32', k.reg('u32'), useStage, tileBytes);
+        const kAt = block.tile.bases(kTile, block.bRow, block.bHalf);
+        const vAt = block.tile.bases(vTile, block.bTransRow, block.bTransHalf);
+        for (const r of sAcc) for (const x of r) k.mov('f32', x, 0);
+        mmaProduct(
+          k,
+          'bf16',
+          sAcc,
+          (kk) => qFrag[kk]!,
+          { at: (nb, kk) => block.tile.at(kAt, nb, kk) },
+          { nBlocks: 1, kSteps },
+        );
+        // A head's score is its row's sum and its remainder row's (elements 0, 1 and 2, 3).
+        for (const r of sAcc) {
+          k.add('f32', r[0]!, r[0]!, r[2]!, { rnd: 'rn' });
+          k.add('f32', r[1]!, r[1]!, r[3]!, { rnd: 'rn' });
+        }
+        // Tokens past t1 weigh nothing: only a split's last tile has any.
+        const partial = k.setp(
+          'gt',
+          'u32',
+          k.reg('pred'),
+          k.add('u32', k.reg('u32'), base, DECODE_MMA_TILE),
+          t1,
+        );
+        k.ifThen(partial, () => {
+          sAcc.forEach((r, j) => {
+            for (const e of [0, 1]) {
+              const token = k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), base, colPair), 8 * j + e);
+              const valid = k.setp('lt', 'u32', k.reg('pred'), token, t1);
+              k.selp('f32', r[e]!, r[e]!, Number.NEGATIVE_INFINITY, valid);
+            }
+          });
+        });
+        const [rescale] = onlineSoftmax(k, sAcc, [mRow], [lRow], log2e);
+        for (const r of o) for (const x of r) k.mul('f32', x, x, rescale!, { rnd: 'rn' });
+        // The weights as A: row g their bf16 part, row g + 8 the remainder.
+        const w0 = splitPair(k, sAcc[0]![0]!, sAcc[0]![1]!);
+        const w1 = splitPair(k, sAcc[1]![0]!, sAcc[1]![1]!);
+        const pFrag = [w0.hi, w0.lo, w1.hi, w1.lo] as unknown as Vec4<R32>;
+        mmaProduct(
+          k,
+          'bf16',
+          o,
+          () => pFrag,
+          { at: (dn, kb) => block.tile.at(vAt, kb, dn), trans: true },
+          { nBlocks: kSteps, kSteps: 1, kOuter: true },
+        );
+        k.warpSync();
+        nextStage(useStage);
+      });
+      k.cpAsyncWaitAll();
+      k.barSync();
+
+      // The warps' states in shared memory: max and sum [warp][g], acc [warp][g][headDim].
+      const states = k.sharedAddress(smem);
+      const sumsAt = DECODE_MMA_WARPS * G * 4;
+      const accAt = 2 * DECODE_MMA_WARPS * G * 4;
+      for (const offset of [1, 2])
+        k.add('f32', lRow, lRow, k.shflSync('bfly', k.reg('f32'), lRow, offset), { rnd: 'rn' });
+      const stateRow = k.madLo('u32', k.reg('u32'), warp, G, groupId);
+      k.ifThen(rowOk, () => {
+        const quadFirst = k.setp('eq', 'u32', k.reg('pred'), colPair, 0);
+        const at = k.madLo('u32', k.reg('u32'), stateRow, 4, states);
+        k.predicated(quadFirst, () => {
+          k.stShared('f32', at, mRow);
+          k.stShared('f32', addr(at, sumsAt), lRow);
+        });
+        const accRow = k.madLo(
+          'u32',
+          k.reg('u32'),
+          k.madLo('u32', k.reg('u32'), stateRow, hd, colPair),
+          4,
+          states,
+        );
+        o.forEach((r, j) => {
+          const pair = [0, 1].map((e) => k.add('f32', k.reg('f32'), r[e]!, r[e + 2]!, { rnd: 'rn' }));
+          k.stShared('f32', addr(accRow, accAt + 32 * j), pair as unknown as Vec2<F32>);
+        });
+      });
+      k.barSync();
+
+      const outAt = c.split ? undefined : loadPointer(k, p, 'out');
+      const part = c.split
+        ? {
+            acc: loadPointer(k, p, 'partAcc'),
+            max: loadPointer(k, p, 'partMax'),
+            sum: loadPointer(k, p, 'partSum'),
+            splits: k.nctaid('x'),
+          }
+        : undefined;
+      const idx = k.reg('u32');
+      k.forRange(idx, tid, G * hd, 32 * DECODE_MMA_WARPS, () => {
+        const g = k.shr('u32', k.reg('u32'), idx, Math.log2(hd));
+        const dim = k.and('b32', k.reg('u32'), idx, hd - 1);
+        const mAt = k.madLo('u32', k.reg('u32'), g, 4, states);
+        const aAt = k.madLo('u32', k.reg('u32'), idx, 4, states);
+        const ms = Array.from({ length: DECODE_MMA_WARPS }, (_, w) =>
+          k.ldShared('f32', k.reg('f32'), addr(mAt, 4 * w * G)),
+        );
+        const top = ms.slice(1).reduce((a, b) => k.max('f32', k.reg('f32'), a, b), ms[0]!);
+        const l = k.mov('f32', k.reg('f32'), 0);
+        const acc = k.mov('f32', k.reg('f32'), 0);
+        ms.forEach((mw, w) => {
+          const d = k.sub('f32', k.reg('f32'), mw, top, { rnd: 'rn' });
+          const weight = k.ex2(k.reg('f32'), k.mul('f32', k.reg('f32'), d, log2e, { rnd: 'rn' }), {
+            ftz: true,
+          });
+          const lw = k.ldShared('f32', k.reg('f32'), addr(mAt, sumsAt + 4 * w * G));
+          const aw = k.ldShared('f32', k.reg('f32'), addr(aAt, accAt + 4 * w * G * hd));
+          k.fma('f32', l, lw, weight, l);
+          k.fma('f32', acc, aw, weight, acc);
+        });
+        const row = k.add('u32', k.reg('u32'), head0, g);
+        if (part) {
+          // State (row, split) of [nHeads, splits]; its acc row of headDim after it.
+          const state = k.madLo('u32', k.reg('u32'), row, part.splits, split);
+          k.stGlobal('f32', k.elementAddress(part.acc, k.madLo('u32', k.reg('u32'), state, hd, dim), 4), acc);
+          k.predicated(k.setp('eq', 'u32', k.reg('pred'), dim, 0), () => {
+            k.stGlobal('f32', k.elementAddress(part.max, state, 4), top);
+            k.stGlobal('f32', k.elementAddress(part.sum, state, 4), l);
+          });
+        } else {
+          const value = k.div('f32', k.reg('f32'), acc, l, 'rn');
+          storeFromF32(
+            k,
+            act,
+            k.elementAddress(outAt!, k.madLo('u32', k.reg('u32'), row, hd, dim), actBytes),
+            value,
+          );
+        }
+      });
+    },
+    { maxThreadsPerBlock: 32 * DECODE_MMA_WARPS, triggerDependents: true },
+  );
+  return m;
+}
+
+// ---- plan and launch --------------------------------------------------------------------
+
+/** Blocks an SM is meant to hold (each has DECODE_MMA_WARPS warps and 64 KiB of stages). */
+const BLOCKS_PER_SM = 2;
+
+export interface DecodeMmaPlan {
+  readonly splits: number;
+  /** Tokens a split, whole rounds of DECODE_MMA_ROUND (the last split may have fewer). */
+  readonly splitTokens: number;
+}
+
+/**
+ * Enough splits that every SM holds BLOCKS_PER_SM blocks, each at least a
+ * round of the block's warps long, at most MAX_SPLITS of them.
+ */
+export function planDecodeMma(
+  device: Pick<DeviceProperties, 'multiprocessors'>,
+  nKvHeads: number,
+  seqLen: number,
+): DecodeMmaPlan {
+  const wanted = Math.ceil((device.multiprocessors * BLOCKS_PER_SM) / nKvHeads);
+  const allowed = Math.max(1, Math.min(MAX_SPLITS, Math.floor(seqLen / DECODE_MMA_ROUND)));
+  const splits = Math.min(wanted, allowed);
+  const splitTokens = Math.max(
+    DECODE_MMA_ROUND,
+    Math.ceil(seqLen / splits / DECODE_MMA_ROUND) * DECODE_MMA_ROUND,
+  );
+  return { splits: Math.max(1, Math.ceil(seqLen / splitTokens)), splitTokens };
+}
+
+/**
+ * Whether the tensor-core kernel takes this attention: bf16 caches on sm_80
+ * or later, head dimension 64 or 128, at most 8 query heads a kv head,
+ * caches 16-byte aligned (cp.async) and q 8-byte aligned (pairs), unless
+ * the attentionKernel switch asks for the CUDA-core kernel.
+ */
+export function decodeMmaApplies(
+  encoder: KernelEncoder,
+  shape: { readonly nHeads: number; readonly nKvHeads: number; readonly headDim: number },
+  q: Operand,
+  kCache: Operand,
+  vCache: Operand,
+): boolean {
+  return (
+    encoder.tuning.attentionKernel !== 'lanes' &&
+    (encoder.device.computeCapability?.[0] ?? 0) >= 8 &&
+    storageOf(kCache) === 'bf16' &&
+    storageOf(vCache) === 'bf16' &&
+    DECODE_MMA_HEAD_DIMS.includes(shape.headDim) &&
+    shape.nHeads / shape.nKvHeads <= DECODE_MMA_MAX_GROUP &&
+    kCache.ptr % 16n === 0n &&
+    vCache.ptr % 16n === 0n &&
+    q.ptr % 8n === 0n
+  );
+}
+
+/**
+ * Launches the tensor-core attention of q [nHeads, headDim] over the first
+ * `seqLen` rows of the caches [nKvHeads, maxSeq, headDim]: one pass into
+ * `out`, or splits and their merge. A length on the device is planned for
+ * maxSeq, its bound.
+ */
+export function launchDecodeMma(
+  encoder: KernelEncoder,
+  shape: { readonly nHeads: number; readonly nKvHeads: number; readonly headDim: number },
+  a: {
+    readonly q: Operand;
+    readonly kCache: Operand;
+    readonly vCache: Operand;
+    readonly maxSeq: number;
+    readonly seqLen: number | Operand;
+    readonly scale: number;
+  },
+  out: Operand,
+): void {
+  const onDevice = typeof a.seqLen !== 'number';
+  const plan = planDecodeMma(encoder.device, shape.nKvHeads, onDevice ? a.maxSeq : (a.seqLen as number));
+  const act = storageOf(a.q);
+  const config: DecodeMmaConfig = {
+    headDim: shape.headDim,
+    group: shape.nHeads / shape.nKvHeads,
+    split: plan.splits > 1,
+    deviceLength: onDevice,
+    act,
+  };
+  const args = {
+    q: a.q,
+    kCache: a.kCache,
+    vCache: a.vCache,
+    maxSeq: a.maxSeq,
+    ...(onDevice ? { seqLenAt: a.seqLen } : { seqLen: a.seqLen }),
+    splitTokens: plan.splitTokens,
+    scale: a.scale,
+  };
+  const launch = {
+    key: decodeMmaKey(config),
+    module: () => decodeMmaModule(config),
+    grid: [plan.splits, shape.nKvHeads] as const,
+    block: 32 * DECODE_MMA_WARPS,
+    sharedBytes: decodeMmaSharedBytes(config),
+  };
+  if (!config.split) {
+    encoder.launch({ ...launch, entry: 'attention_mma', args: { ...args, out } });
+    return;
+  }
+  launchSplitAndMerge(
+    encoder,
+    { rows: shape.nHeads, splits: plan.splits, headDim: shape.headDim, width: 4, act, zeroEmpty: false },
+    out,
+    (states) => encoder.launch({ ...launch, entry: 'attention_mma_split', args: { ...args, ...states } }),
+  );
+}
