@@ -143,24 +143,6 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
       const t0 = k.mulLo('u32', k.reg('u32'), split, splitTokens);
       const t1 = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), t0, splitTokens), seqLen);
 
-      // q · scale as A fragments: row g (< G) its bf16 part, row g + 8 the remainder, other rows 0.
-      const scale = k.ldParam(p.scale as Param<'f32'>);
-      const rowOk = k.setp('lt', 'u32', k.reg('pred'), groupId, G);
-      const qAt = k.elementAddress(
-        loadPointer(k, p, 'q'),
-        k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), head0, groupId), hd, colPair),
-        actBytes,
-      );
-      const qFrag = Array.from({ length: kSteps }, (_, kk) => {
-        const halves = [0, 8].map((offset) => {
-          const x = k.regs('f32', 2);
-          loadAsF32(k, act, x, addr(qAt, actBytes * (16 * kk + offset)), { ok: rowOk });
-          for (const r of x) k.mul('f32', r, r, scale, { rnd: 'rn' });
-          return splitPair(k, x[0]!, x[1]!);
-        });
-        return [halves[0]!.hi, halves[0]!.lo, halves[1]!.hi, halves[1]!.lo] as unknown as Vec4<R32>;
-      });
-
       // The warp's ring; its copies: chunk lane + 32i of a tile (row, 16-byte chunk), swizzled.
       const ring = k.madLo('u32', k.reg('u32'), warp, ringBytes, k.sharedAddress(smem));
       const copy = Array.from({ length: copies }, (_, i) => {
@@ -216,6 +198,24 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
         k.add('u32', issueBase, issueBase, DECODE_MMA_ROUND);
         nextStage(issueStage);
       }
+
+      // q · scale as A fragments (loaded while the first tiles are in flight): row g (< G) its bf16 part, row g + 8 the remainder, other rows 0.
+      const scale = k.ldParam(p.scale as Param<'f32'>);
+      const rowOk = k.setp('lt', 'u32', k.reg('pred'), groupId, G);
+      const qAt = k.elementAddress(
+        loadPointer(k, p, 'q'),
+        k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), head0, groupId), hd, colPair),
+        actBytes,
+      );
+      const qFrag = Array.from({ length: kSteps }, (_, kk) => {
+        const halves = [0, 8].map((offset) => {
+          const x = k.regs('f32', 2);
+          loadAsF32(k, act, x, addr(qAt, actBytes * (16 * kk + offset)), { ok: rowOk });
+          for (const r of x) k.mul('f32', r, r, scale, { rnd: 'rn' });
+          return splitPair(k, x[0]!, x[1]!);
+        });
+        return [halves[0]!.hi, halves[0]!.lo, halves[1]!.hi, halves[1]!.lo] as unknown as Vec4<R32>;
+      });
 
       const mRow = k.mov('f32', k.reg('f32'), LOWEST);
       const lRow = k.mov('f32', k.reg('f32'), 0);
