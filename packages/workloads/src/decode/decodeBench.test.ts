@@ -5,6 +5,7 @@ import { openNodeFile, SafetensorsFile } from '@rayo/train';
 import { temporaryDirectories } from '@rayo/train-testkit';
 import { describe, expect, it } from 'vitest';
 import {
+  cacheBytesPerStep,
   DECODE_CONFIGS,
   decodeAgreement,
   decodeBench,
@@ -195,6 +196,16 @@ describe('decode-bench', () => {
     expect(topMargin(Float32Array.of(1, 5, 3))).toBe(2);
   });
 
+  it("counts the KV cache a step reads in the limit: Llama-3.2-1B's at 8,192 cached tokens is 270 MB in bf16", () => {
+    const settings = { kvDtype: 'bf16', promptTokens: 8192, newTokens: 64 } as const;
+    // 16 layers × 8 kv heads × 64 × (8,192 + 31 + 1 rows) × K and V × 2 bytes.
+    expect(cacheBytesPerStep(DECODE_CONFIGS['llama-3.2-1b']!, settings)).toBe(16 * 8 * 64 * 8224 * 2 * 2);
+    // Without head_dim: hidden_size / heads; f32 caches take 4 bytes.
+    expect(cacheBytesPerStep(DECODE_CONFIGS['llama-d2048-hd64']!, { ...settings, kvDtype: 'f32' })).toBe(
+      8 * 8 * 64 * 8224 * 2 * 4,
+    );
+  });
+
   it('decodes the tiny model on the cpu backend and reports ms per token against the limit', async () => {
     const out = await tempDir();
     const settings = await tinySettings({ out, profile: true, profileRepetitions: 2, hostTokens: 2 });
@@ -204,7 +215,11 @@ describe('decode-bench', () => {
     expect(cpu.run!.tokens).toHaveLength(6);
     expect(cpu.run!.msPerToken).toBeGreaterThan(0);
     expect(report.weightBytes).toBeGreaterThan(0);
-    expect(report.limitMs).toBeCloseTo((report.weightBytes / (report.bandwidthGbps! * 1e9)) * 1e3, 9);
+    expect(report.cacheBytes).toBe(cacheBytesPerStep(report.hfConfig, report.settings));
+    expect(report.limitMs).toBeCloseTo(
+      ((report.weightBytes + report.cacheBytes) / (report.bandwidthGbps! * 1e9)) * 1e3,
+      9,
+    );
     expect(report.torch).toEqual({
       status: 'unavailable',
       reason: 'not requested (--baseline torch runs it)',
@@ -232,7 +247,7 @@ describe('decode-bench', () => {
     expect(md).toContain('# rayo decode-bench');
     expect(md).toContain('### cpu: the decode step, kernel by kernel');
     expect(md).toMatch(/\| rmsNormMatmul \| \[1, 64\] · \[64\] · \[512, 64\] \| eps [\d.e-]+ \| 1 \|/);
-    expect(summary).toContain('of f32 weights, f32 KV cache; limit');
+    expect(summary).toContain('of f32 weights, f32 KV cache and');
   });
 
   it('decodes the tiny model in bf16 with a bf16 cache, the limit from the bf16 bytes', async () => {
@@ -246,8 +261,11 @@ describe('decode-bench', () => {
     expect(cpu.status).toBe('ok');
     expect(cpu.run!.tokens).toHaveLength(6);
     expect(bf16.weightBytes).toBe(f32.weightBytes / 2);
-    expect(bf16.limitMs).toBeCloseTo((bf16.weightBytes / (bf16.bandwidthGbps! * 1e9)) * 1e3, 9);
-    expect(decodeSummary(bf16)).toContain('of bf16 weights, bf16 KV cache; limit');
+    expect(bf16.limitMs).toBeCloseTo(
+      ((bf16.weightBytes + bf16.cacheBytes) / (bf16.bandwidthGbps! * 1e9)) * 1e3,
+      9,
+    );
+    expect(decodeSummary(bf16)).toContain('of bf16 weights, bf16 KV cache and');
     // The profile's bytes are the kernels' costs in the actual dtypes: the weights read as bf16.
     const head = cpu.profile!.groups.find((g) => g.kernel === 'rmsNormMatmul')!;
     const f32Head = f32.backends[0]!.profile!.groups.find((g) => g.kernel === 'rmsNormMatmul')!;
@@ -270,14 +288,18 @@ describe('decode-bench', () => {
       expect(report.checkpointBytes).toBe(f32.weightBytes);
       expect(report.weightBytes).toBe(f32.weightBytes - q.weights.denseBytes + q.weights.quantizedBytes);
       expect(report.weightBytes).toBeLessThan(f32.weightBytes);
-      expect(report.limitMs).toBeCloseTo((report.weightBytes / (report.bandwidthGbps! * 1e9)) * 1e3, 9);
+      expect(report.cacheBytes).toBe(cacheBytesPerStep(report.hfConfig, report.settings));
+      expect(report.limitMs).toBeCloseTo(
+        ((report.weightBytes + report.cacheBytes) / (report.bandwidthGbps! * 1e9)) * 1e3,
+        9,
+      );
       expect(q.positions).toBe(6);
       expect(q.top1Agreement).toBeGreaterThan(0.5);
       expect(q.logitsMaxError).toBeGreaterThan(0);
       expect(q.logitsMeanError).toBeLessThanOrEqual(q.logitsMaxError);
       if (quant === 'q8') expect(q.firstDisagreement).toBe(-1);
       const summary = decodeSummary(report);
-      expect(summary).toContain(`of f32 weights with ${quant} projections, f32 KV cache; limit`);
+      expect(summary).toContain(`of f32 weights with ${quant} projections, f32 KV cache and`);
       expect(summary).toMatch(new RegExp(`cpu ${quant}: projections [\\d.]+ GB instead of [\\d.]+ GB`));
       // The cpu backend quantizes on the host, and the report says so with the time it took.
       expect(q.weights.path).toBe('host');
