@@ -355,7 +355,8 @@ export function recordAttention(
     launchDecodeMma(
       encoder,
       shape,
-      { q, kCache, vCache, maxSeq, seqLen, scale: scaleOf(scale, headDim) },
+      { q, kCache, vCache, scale: scaleOf(scale, headDim) },
+      { kind: 'cache', maxSeq, seqLen },
       out,
     );
     return;

@@ -1,4 +1,4 @@
-import { type Backend, type DType, f32ToBf16Bits, incrementalAttention } from '@rayo/core';
+import { type Backend, type DType, f32ToBf16Bits, incrementalAttention, pagedAttention } from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { createEmulatedGpu, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
@@ -40,6 +40,10 @@ describe('decode attention on tensor cores: plan and assembly', () => {
           }
         }
       }
+    }
+    for (const headDim of [64, 128]) {
+      for (const split of [false, true])
+        configs.push({ headDim, group: 4, split, deviceLength: false, act: 'f32', pageShift: 4 });
     }
     for (const c of configs) expect(decodeMmaSharedBytes(c)).toBeLessThanOrEqual(64 * 1024);
     expectAllAssembleCleanly(
@@ -155,5 +159,68 @@ describe('decode attention on tensor cores on an emulated device', () => {
         attentionKernel: 'lanes',
       },
     );
+  }, 120_000);
+
+  /**
+   * pagedAttention of B sequences over bf16 pools of `pageSize`-row pages,
+   * the pages of each sequence taken from a shuffled pool, against the cpu.
+   */
+  async function expectPagedAsCpu(
+    o: { nHeads: number; nKvHeads: number; headDim: number; pageSize: number; seqLens: number[] },
+    expectEntries: readonly string[],
+  ): Promise<void> {
+    const { nHeads, nKvHeads, headDim, pageSize, seqLens } = o;
+    const { gpu, cpu, fake, dispose } = createEmulatedGpu({ multiprocessors: 132 });
+    try {
+      const maxPages = Math.max(1, ...seqLens.map((n) => Math.ceil(n / pageSize)));
+      const numPages = seqLens.length * maxPages + 3;
+      const rng = new Rng(pageSize + headDim);
+      const order = Array.from({ length: numPages }, (_, i) => i).sort(() => rng.uniform(-1, 1));
+      const tables = Int32Array.from({ length: seqLens.length * maxPages }, (_, i) => order[i]!);
+      const poolShape = [numPages, nKvHeads, pageSize, headDim];
+      const q = random(7, seqLens.length * nHeads * headDim);
+      const kc = Uint16Array.from(random(8, numPages * nKvHeads * pageSize * headDim), f32ToBf16Bits);
+      const vc = Uint16Array.from(random(9, numPages * nKvHeads * pageSize * headDim), f32ToBf16Bits);
+      const inputs = (b: Backend) => [
+        b.upload(q, [seqLens.length, nHeads, headDim]),
+        b.upload(kc, poolShape, 'bf16'),
+        b.upload(vc, poolShape, 'bf16'),
+        b.upload(tables, [seqLens.length, maxPages], 'i32'),
+        b.upload(Int32Array.from(seqLens), [seqLens.length], 'i32'),
+      ];
+      const first = fake.launches.length;
+      const got = await gpu.run(pagedAttention, inputs(gpu), { scale: 0 })[0]!.read();
+      expect(fake.launches.slice(first).map((l) => l.entry)).toEqual(expectEntries);
+      const want = await cpu.run(pagedAttention, inputs(cpu), { scale: 0 })[0]!.read();
+      expect(compareOutputs('f32', got, want, TIGHT)).toBeUndefined();
+    } finally {
+      dispose();
+    }
+  }
+
+  it('paged: 3 sequences of [100, 0, 37] over pages of 16 in one pass, an idle one left zero', async () => {
+    await expectPagedAsCpu({ nHeads: 8, nKvHeads: 2, headDim: 64, pageSize: 16, seqLens: [100, 0, 37] }, [
+      'attention_mma',
+    ]);
+  }, 120_000);
+
+  it('paged: 3 sequences of [300, 0, 37] in splits, the idle one merged to zero', async () => {
+    await expectPagedAsCpu({ nHeads: 8, nKvHeads: 2, headDim: 64, pageSize: 16, seqLens: [300, 0, 37] }, [
+      'attention_mma_split',
+      'attention_merge',
+    ]);
+  }, 120_000);
+
+  it('paged: pages of 32 rows (two tiles a page), headDim 128, 4 query heads a kv head', async () => {
+    await expectPagedAsCpu({ nHeads: 8, nKvHeads: 2, headDim: 128, pageSize: 32, seqLens: [70, 129] }, [
+      'attention_mma_split',
+      'attention_merge',
+    ]);
+  }, 120_000);
+
+  it('paged: pages of 8 rows (a tile would span two) stay on the CUDA-core kernel', async () => {
+    await expectPagedAsCpu({ nHeads: 4, nKvHeads: 1, headDim: 64, pageSize: 8, seqLens: [30] }, [
+      'attention',
+    ]);
   }, 120_000);
 });

@@ -1,12 +1,13 @@
 import type { DeviceProperties } from '../driver/driver.js';
-import type { KernelEncoder, Operand } from '../kernel.js';
+import type { KernelEncoder, LaunchValue, Operand } from '../kernel.js';
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type F32, type Param, type R32 } from '../ptx/operands.js';
+import { addr, type F32, type Param, type Pred, type R32 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { launchSplitAndMerge } from './attentionMerge.js';
 import { MAX_SPLITS } from './attentionPlan.js';
+import { normalised, PAGED_PARAMS } from './attentionRows.js';
 import { LOWEST } from './attentionStates.js';
 import { loadPointer, loadU32 } from './common.js';
 import { loadDeviceU32 } from './decodingAccess.js';
@@ -37,6 +38,8 @@ import {
 // are merged through shared memory at the end into the normalised output
 // (one pass) or the split's state for incrementalAttention's merge kernel.
 
+type Params = Readonly<Record<string, Param<ParamType>>>;
+
 /** Warps a block; each takes every DECODE_MMA_WARPS-th tile of the split. */
 export const DECODE_MMA_WARPS = 4;
 /** Tokens of a warp's tile: one k step of the P·V product. */
@@ -59,6 +62,13 @@ export interface DecodeMmaConfig {
   readonly deviceLength: boolean;
   /** Storage of q and out; the caches are bf16. */
   readonly act: FloatStorage;
+  /**
+   * Page pools [numPages, kvHeads, pageSize, headDim] read through block
+   * tables, one sequence per block along z, its length read from device
+   * memory: log2 of the page size (at least 16, so that a tile lies in one
+   * page). A sequence of length 0 leaves zeros.
+   */
+  readonly pageShift?: number;
 }
 
 /** Bytes of one warp's stage: a K and a V tile of 16 rows. */
@@ -79,7 +89,8 @@ export function decodeMmaSharedBytes(c: Pick<DecodeMmaConfig, 'headDim' | 'group
 }
 
 export function decodeMmaKey(c: DecodeMmaConfig): string {
-  return `decoding/attention-mma/${c.split ? 'split' : 'single'}/d${c.headDim}g${c.group}${c.deviceLength ? '/len' : ''}${storageKey([c.act, 'bf16'])}`;
+  const paged = c.pageShift === undefined ? '' : `/paged${c.pageShift}`;
+  return `decoding/attention-mma/${c.split ? 'split' : 'single'}/d${c.headDim}g${c.group}${c.deviceLength ? '/len' : ''}${paged}${storageKey([c.act, 'bf16'])}`;
 }
 
 /** x ≈ hi + lo, each pair packed as bf16: hi = bf16(x), lo = bf16(x − hi). */
@@ -92,10 +103,49 @@ function splitPair(k: KernelBuilder, x0: F32, x1: F32): { hi: R32; lo: R32 } {
   return { hi, lo: k.cvtPack('bf16', k.reg('u32'), r0, r1) };
 }
 
+/** The first cache row of the tile at token `base` (in rows of headDim), and whether it may be read. */
+type TileRow = (base: R32) => { readonly rowAt: R32; readonly valid?: Pred };
+
+/** A contiguous cache [nKvHeads, maxSeq, headDim]: row kvHead · maxSeq + base. */
+function contiguousTileRow(k: KernelBuilder, p: Params, kvHead: R32): TileRow {
+  const headRow = k.mulLo('u32', k.reg('u32'), kvHead, loadU32(k, p, 'maxSeq'));
+  return (base) => ({ rowAt: k.add('u32', k.reg('u32'), headRow, base) });
+}
+
+/**
+ * Page pools [numPages, kvHeads, pageSize, headDim]: the tile lies in page
+ * blockTables[b, base >> shift] at offset base mod pageSize (tiles start at
+ * multiples of 16, pages hold a power of two of at least 16 rows). A page
+ * outside the pool is read as zeros, from the pool's first row.
+ */
+function pagedTileRow(k: KernelBuilder, p: Params, shift: number, sequence: R32, kvHead: R32): TileRow {
+  const maxPages = loadU32(k, p, 'maxPages');
+  const kvHeads = loadU32(k, p, 'kvHeads');
+  const numPages = loadU32(k, p, 'numPages');
+  const tables = k.elementAddress(
+    loadPointer(k, p, 'blockTables'),
+    k.mulLo('u32', k.reg('u32'), sequence, maxPages),
+    4,
+  );
+  return (base) => {
+    const page = k.ldGlobal(
+      'u32',
+      k.reg('u32'),
+      k.elementAddress(tables, k.shr('u32', k.reg('u32'), base, shift), 4),
+    );
+    // Negative entries are huge as u32.
+    const valid = k.setp('lt', 'u32', k.reg('pred'), page, numPages);
+    const headRow = k.shl('b32', k.reg('u32'), k.madLo('u32', k.reg('u32'), page, kvHeads, kvHead), shift);
+    const row = k.add('u32', k.reg('u32'), headRow, k.and('b32', k.reg('u32'), base, 2 ** shift - 1));
+    return { rowAt: k.selp('u32', k.reg('u32'), row, 0, valid), valid };
+  };
+}
+
 /**
  * Attention of the `group` query heads of kv head ctaid.y over the tokens
  * [ctaid.x · splitTokens, +splitTokens) ∩ [0, seqLen) of a [nKvHeads, maxSeq,
- * headDim] bf16 cache pair; grid (splits, nKvHeads).
+ * headDim] bf16 cache pair, grid (splits, nKvHeads); or, paged, of sequence
+ * ctaid.z over its pages, grid (splits, nKvHeads, B).
  */
 export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
   const { headDim: hd, group: G, act } = c;
@@ -110,6 +160,7 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
   const outputs: Record<string, ParamType> = c.split
     ? { partAcc: 'ptr', partMax: 'ptr', partSum: 'ptr' }
     : { out: 'ptr' };
+  const paged = c.pageShift !== undefined;
   const m = new PtxModule({ target: 'sm_80' });
   const smem = m.dynamicShared('smem', 128);
   m.entry(
@@ -119,8 +170,9 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
       kCache: 'ptr',
       vCache: 'ptr',
       ...outputs,
-      maxSeq: 'u32',
-      ...(c.deviceLength ? { seqLenAt: 'ptr' } : { seqLen: 'u32' }),
+      ...(paged
+        ? PAGED_PARAMS
+        : { maxSeq: 'u32', ...(c.deviceLength ? { seqLenAt: 'ptr' } : { seqLen: 'u32' }) }),
       splitTokens: 'u32',
       scale: 'f32',
     } as Record<string, ParamType>,
@@ -131,12 +183,28 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
       const kvHead = k.ctaid('y');
       const split = k.ctaid('x');
       const head0 = k.mulLo('u32', k.reg('u32'), kvHead, G);
-      const maxSeq = loadU32(k, p, 'maxSeq');
+      // Paged: sequence b along z, whose heads are rows b·nHeads … of q, out and the states.
+      const sequence = paged ? k.ctaid('z') : undefined;
+      const row0 = sequence
+        ? k.madLo('u32', k.reg('u32'), sequence, k.mulLo('u32', k.reg('u32'), k.nctaid('y'), G), head0)
+        : head0;
       let seqLen: R32;
-      if (c.deviceLength) {
+      if (sequence) {
+        const given = loadDeviceU32(k, k.elementAddress(loadPointer(k, p, 'seqLens'), sequence, 4));
+        const capacity = k.mulLo('u32', k.reg('u32'), loadU32(k, p, 'pageSize'), loadU32(k, p, 'maxPages'));
+        // given − 1 < capacity as u32: 1 … capacity (0, an idle row, and negatives wrap past it).
+        const inRange = k.setp('lt', 'u32', k.reg('pred'), k.sub('u32', k.reg('u32'), given, 1), capacity);
+        seqLen = k.selp('u32', k.reg('u32'), given, 0, inRange);
+      } else if (c.deviceLength) {
         const given = loadDeviceU32(k, loadPointer(k, p, 'seqLenAt'));
         // given − 1 < maxSeq as u32: 1 … maxSeq (0 and negatives wrap past it).
-        const inRange = k.setp('lt', 'u32', k.reg('pred'), k.sub('u32', k.reg('u32'), given, 1), maxSeq);
+        const inRange = k.setp(
+          'lt',
+          'u32',
+          k.reg('pred'),
+          k.sub('u32', k.reg('u32'), given, 1),
+          loadU32(k, p, 'maxSeq'),
+        );
         seqLen = k.selp('u32', k.reg('u32'), given, 0, inRange);
       } else seqLen = loadU32(k, p, 'seqLen');
       const splitTokens = loadU32(k, p, 'splitTokens');
@@ -153,7 +221,9 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
         const offset = k.mulLo('u32', k.reg('u32'), s, 16);
         return { row, offset, shared: swizzled(k, rowBytes, row, chunk) };
       });
-      const headRow = k.mulLo('u32', k.reg('u32'), kvHead, maxSeq);
+      const tileRow = paged
+        ? pagedTileRow(k, p, c.pageShift!, sequence!, kvHead)
+        : contiguousTileRow(k, p, kvHead);
       const kBase = loadPointer(k, p, 'kCache');
       const vBase = loadPointer(k, p, 'vCache');
       // Tile i of this warp starts at token t0 + 16·warp + 64·i.
@@ -162,12 +232,14 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
       /** Starts the copies of the tile at token `base` into stage `stage` (zeros past t1), then commits. */
       const issue = (base: R32, stage: R32) => {
         k.ifThen(k.setp('lt', 'u32', k.reg('pred'), base, t1), () => {
-          const rowAt = k.add('u32', k.reg('u32'), headRow, base);
+          const { rowAt, valid } = tileRow(base);
           const kAt = k.elementAddress(kBase, rowAt, rowBytes);
           const vAt = k.elementAddress(vBase, rowAt, rowBytes);
           for (const cp of copy) {
             const token = k.add('u32', k.reg('u32'), base, cp.row);
-            const inside = k.setp('lt', 'u32', k.reg('pred'), token, t1);
+            const before = k.setp('lt', 'u32', k.reg('pred'), token, t1);
+            // A page outside the pool reads nothing: its rows are zeros.
+            const inside = valid ? k.and('pred', k.reg('pred'), before, valid) : before;
             // A row past t1 is read as zeros (a V row of garbage times a zero weight could be NaN).
             const bytes = k.selp('u32', k.reg('u32'), 16, 0, inside);
             const at = k.add('u32', k.reg('u32'), stage, cp.shared);
@@ -204,7 +276,7 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
       const rowOk = k.setp('lt', 'u32', k.reg('pred'), groupId, G);
       const qAt = k.elementAddress(
         loadPointer(k, p, 'q'),
-        k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), head0, groupId), hd, colPair),
+        k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), row0, groupId), hd, colPair),
         actBytes,
       );
       const qFrag = Array.from({ length: kSteps }, (_, kk) => {
@@ -346,7 +418,7 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
           k.fma('f32', l, lw, weight, l);
           k.fma('f32', acc, aw, weight, acc);
         });
-        const row = k.add('u32', k.reg('u32'), head0, g);
+        const row = k.add('u32', k.reg('u32'), row0, g);
         if (part) {
           // State (row, split) of [nHeads, splits]; its acc row of headDim after it.
           const state = k.madLo('u32', k.reg('u32'), row, part.splits, split);
@@ -356,7 +428,7 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
             k.stGlobal('f32', k.elementAddress(part.sum, state, 4), l);
           });
         } else {
-          const value = k.div('f32', k.reg('f32'), acc, l, 'rn');
+          const value = normalised(k, acc, l, paged);
           storeFromF32(
             k,
             act,
@@ -427,48 +499,62 @@ export function decodeMmaApplies(
   );
 }
 
+/** Pools whose pages hold a power of two of at least one tile's rows: log2 of the page size, else undefined. */
+export function decodeMmaPageShift(pageSize: number): number | undefined {
+  const shift = Math.log2(pageSize);
+  return Number.isInteger(shift) && pageSize >= DECODE_MMA_TILE ? shift : undefined;
+}
+
+/** Where a decode attention reads: a contiguous cache of a length given or on the device, or page pools. */
+export type DecodeMmaSource =
+  | { readonly kind: 'cache'; readonly maxSeq: number; readonly seqLen: number | Operand }
+  | {
+      readonly kind: 'pages';
+      readonly batch: number;
+      readonly pageShift: number;
+      /** blockTables, seqLens, pageSize, maxPages, kvHeads, numPages. */
+      readonly args: Readonly<Record<string, LaunchValue>>;
+      /** maxPages · pageSize: every sequence is planned for its table's capacity. */
+      readonly capacity: number;
+    };
+
 /**
- * Launches the tensor-core attention of q [nHeads, headDim] over the first
- * `seqLen` rows of the caches [nKvHeads, maxSeq, headDim]: one pass into
- * `out`, or splits and their merge. A length on the device is planned for
- * maxSeq, its bound.
+ * Launches the tensor-core attention of q ([nHeads, headDim], or [B, nHeads,
+ * headDim] over pages) into `out`: one pass, or splits and their merge. A
+ * length on the device is planned for its bound.
  */
 export function launchDecodeMma(
   encoder: KernelEncoder,
   shape: { readonly nHeads: number; readonly nKvHeads: number; readonly headDim: number },
-  a: {
-    readonly q: Operand;
-    readonly kCache: Operand;
-    readonly vCache: Operand;
-    readonly maxSeq: number;
-    readonly seqLen: number | Operand;
-    readonly scale: number;
-  },
+  a: { readonly q: Operand; readonly kCache: Operand; readonly vCache: Operand; readonly scale: number },
+  source: DecodeMmaSource,
   out: Operand,
 ): void {
-  const onDevice = typeof a.seqLen !== 'number';
-  const plan = planDecodeMma(encoder.device, shape.nKvHeads, onDevice ? a.maxSeq : (a.seqLen as number));
+  const paged = source.kind === 'pages';
+  const batch = paged ? source.batch : 1;
+  const onDevice = paged || typeof source.seqLen !== 'number';
+  const bound = paged ? source.capacity : onDevice ? source.maxSeq : (source.seqLen as number);
+  const plan = planDecodeMma(encoder.device, shape.nKvHeads * batch, bound);
   const act = storageOf(a.q);
   const config: DecodeMmaConfig = {
     headDim: shape.headDim,
     group: shape.nHeads / shape.nKvHeads,
     split: plan.splits > 1,
-    deviceLength: onDevice,
+    deviceLength: !paged && onDevice,
     act,
+    ...(paged ? { pageShift: source.pageShift } : {}),
   };
   const args = {
-    q: a.q,
-    kCache: a.kCache,
-    vCache: a.vCache,
-    maxSeq: a.maxSeq,
-    ...(onDevice ? { seqLenAt: a.seqLen } : { seqLen: a.seqLen }),
+    ...a,
+    ...(paged
+      ? source.args
+      : { maxSeq: source.maxSeq, ...(onDevice ? { seqLenAt: source.seqLen } : { seqLen: source.seqLen }) }),
     splitTokens: plan.splitTokens,
-    scale: a.scale,
   };
   const launch = {
     key: decodeMmaKey(config),
     module: () => decodeMmaModule(config),
-    grid: [plan.splits, shape.nKvHeads] as const,
+    grid: paged ? ([plan.splits, shape.nKvHeads, batch] as const) : ([plan.splits, shape.nKvHeads] as const),
     block: 32 * DECODE_MMA_WARPS,
     sharedBytes: decodeMmaSharedBytes(config),
   };
@@ -478,7 +564,14 @@ export function launchDecodeMma(
   }
   launchSplitAndMerge(
     encoder,
-    { rows: shape.nHeads, splits: plan.splits, headDim: shape.headDim, width: 4, act, zeroEmpty: false },
+    {
+      rows: batch * shape.nHeads,
+      splits: plan.splits,
+      headDim: shape.headDim,
+      width: 4,
+      act,
+      zeroEmpty: paged,
+    },
     out,
     (states) => encoder.launch({ ...launch, entry: 'attention_mma_split', args: { ...args, ...states } }),
   );

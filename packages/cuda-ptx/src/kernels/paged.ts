@@ -6,6 +6,7 @@ import { planAttention } from './attentionPlan.js';
 import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
 import { attentionTuning, attentionTypes, checkHeadDim, launchAttention } from './incrementalAttention.js';
+import { decodeMmaApplies, decodeMmaPageShift, launchDecodeMma } from './incrementalAttentionMma.js';
 import {
   type CacheTypes,
   ropeScatterKey,
@@ -205,6 +206,20 @@ const attentionKernel = cudaKernel(
     const maxPages = blockTables.shape[1]!;
     checkHeadDim('pagedAttention', headDim);
     checkElementCount('pagedAttention', 'kPages', kPages.size);
+    const scale = attrs.scale === 0 ? 1 / Math.sqrt(headDim) : attrs.scale;
+    const shape = { nHeads, nKvHeads, headDim };
+    const mmaPageShift = decodeMmaPageShift(pageSize);
+    if (mmaPageShift !== undefined && decodeMmaApplies(encoder, shape, q, kPages, vPages)) {
+      const pages = { blockTables, seqLens, pageSize, maxPages, kvHeads: nKvHeads, numPages };
+      launchDecodeMma(
+        encoder,
+        shape,
+        { q, kCache: kPages, vCache: vPages, scale },
+        { kind: 'pages', batch, pageShift: mmaPageShift, args: pages, capacity: maxPages * pageSize },
+        out,
+      );
+      return;
+    }
     const width = vectorWidth(headDim, [q.ptr, kPages.ptr, vPages.ptr]);
     // The lengths are on the device: plan every sequence for its block table's capacity.
     const planned = planAttention(
@@ -231,7 +246,7 @@ const attentionKernel = cudaKernel(
       numPages,
       splitTokens: plan.splitTokens,
       group: nHeads / nKvHeads,
-      scale: attrs.scale === 0 ? 1 / Math.sqrt(headDim) : attrs.scale,
+      scale,
     };
     launchAttention(encoder, plan, args, out, { rows: batch * nHeads, batch, zeroEmpty: true });
   },
