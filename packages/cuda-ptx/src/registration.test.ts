@@ -8,6 +8,7 @@ it("importing the package registers its provider for createBackend('cuda')", () 
 
 it("createBackend('cuda') refuses an option CudaBackendOptions lacks, before probing the driver", async () => {
   expect([...(backendProvider.optionKeys ?? [])].sort()).toEqual([
+    'attentionKernel',
     'attentionMaxSplits',
     'attentionSplitTokens',
     'attentionUnroll',
