@@ -761,7 +761,8 @@ def build(torch, device, case):
         clipped = case["shapes"][2] is not None
         steps = []
         for tensors in sets:
-            quads = tensors[3:]
+            # After step, lr, gradNorm and lossScale (absent: no loss scaling here).
+            quads = tensors[4:]
             groups = {}
             grads = []
             for j in range(len(quads) // 4):

@@ -66,6 +66,7 @@ export function adamwMulti(name: string, shapes: readonly number[][], when: Mode
       undefined,
       undefined,
       norm,
+      undefined,
       ...shapes.flatMap((shape) => [{ shape }, { shape }, { shape }, { shape, fill: 'positive' as const }]),
     ],
     attrs: {

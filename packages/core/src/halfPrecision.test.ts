@@ -52,6 +52,7 @@ describe('half storage', () => {
       undefined,
       undefined,
       undefined,
+      undefined,
       ...[param0, grad0, f32, f32],
       ...[f32, grad1, f32, f32],
     ];

@@ -67,7 +67,10 @@ describe('Tensor.slice', () => {
     // Slots of (param, grad, m, v): params, m and v are written in place.
     const slots = Array.from({ length: 40 }, () => Array.from({ length: 4 }, () => backend.zeros([6])));
     const run = (tensors: Tensor[]) =>
-      backend.run(multiTensorAdamw, [undefined, undefined, undefined, ...tensors], { lr: 1e-3, step: 1 });
+      backend.run(multiTensorAdamw, [undefined, undefined, undefined, undefined, ...tensors], {
+        lr: 1e-3,
+        step: 1,
+      });
     expect(() => run(slots.flat())).not.toThrow();
     // Slot 30's gradient is slot 7's m; then slot 12's v is a view of slot 3's param.
     const shared = slots.map((slot) => [...slot]);

@@ -7,6 +7,7 @@ import * as embedding from './embedding.js';
 import * as flashAttention from './flashAttention.js';
 import * as fused from './fused.js';
 import * as loss from './loss.js';
+import * as lossScaling from './lossScaling.js';
 import * as matmul from './matmul.js';
 import * as memory from './memory.js';
 import * as normalization from './normalization.js';
@@ -31,6 +32,7 @@ export type { Formula, FormulaPrimitive } from './formula.js';
 export * as formulas from './formula.js';
 export * from './fused.js';
 export * from './loss.js';
+export * from './lossScaling.js';
 export * from './matmul.js';
 export * from './memory.js';
 export * from './normalization.js';
@@ -67,6 +69,7 @@ const families = [
   flashAttention,
   pagedAttention,
   optimizer,
+  lossScaling,
   loss,
   embedding,
   fused,

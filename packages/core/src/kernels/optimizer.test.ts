@@ -287,10 +287,10 @@ describe('multiTensorAdamw', () => {
   function multi(attrs: Partial<MultiAttrs>, norm?: number): number[][] {
     const tensors = quads.flat().map(f32Of);
     const normIn = norm === undefined ? undefined : f32Of([[norm], [1]]);
-    const metas = [undefined, undefined, normIn?.meta, ...tensors.map((t) => t.meta)];
+    const metas = [undefined, undefined, normIn?.meta, undefined, ...tensors.map((t) => t.meta)];
     const io = inferKernel(multiTensorAdamw, metas, attrs);
     return multiTensorAdamw
-      .reference([undefined, undefined, normIn?.data, ...tensors.map((t) => t.data)], io.attrs, {
+      .reference([undefined, undefined, normIn?.data, undefined, ...tensors.map((t) => t.data)], io.attrs, {
         inputs: metas,
         outputs: io.outputs,
       })
@@ -335,10 +335,11 @@ describe('multiTensorAdamw', () => {
     expect(multi({ ...attrs, maxNorm: norm * 2 }, norm)).toEqual(multi(attrs));
   });
 
-  it('names param, m and v of every tensor as in-place outputs after the three fixed inputs', () => {
+  it('names param, m and v of every tensor as in-place outputs after the four fixed inputs', () => {
     const { outputs } = inferKernel(
       multiTensorAdamw,
       [
+        undefined,
         undefined,
         undefined,
         undefined,
@@ -354,17 +355,17 @@ describe('multiTensorAdamw', () => {
       { lr: 0.1, step: 1 },
     );
     expect(outputs.map((o) => [o.name, o.aliasOf, o.shape])).toEqual([
-      ['param[0]', 3, [3]],
-      ['m[0]', 5, [3]],
-      ['v[0]', 6, [3]],
-      ['param[1]', 7, [2, 2]],
-      ['m[1]', 9, [2, 2]],
-      ['v[1]', 10, [2, 2]],
+      ['param[0]', 4, [3]],
+      ['m[0]', 6, [3]],
+      ['v[0]', 7, [3]],
+      ['param[1]', 8, [2, 2]],
+      ['m[1]', 10, [2, 2]],
+      ['v[1]', 11, [2, 2]],
     ]);
   });
 
   it('checks a list attribute element by element and keeps a frozen copy of it', () => {
-    const four = [undefined, undefined, undefined, meta(4), meta(4), meta(4), meta(4)];
+    const four = [undefined, undefined, undefined, undefined, meta(4), meta(4), meta(4), meta(4)];
     const given = [0.5];
     const { attrs } = inferKernel(multiTensorAdamw, four, { lr: 0.1, step: 1, weightDecay: given });
     given[0] = 7;
@@ -401,7 +402,7 @@ describe('multiTensorAdamw', () => {
 
   it('names the argument and says expected against actual', () => {
     const four = [meta(4), meta(4), meta(4), meta(4)];
-    const none = [undefined, undefined, undefined];
+    const none = [undefined, undefined, undefined, undefined];
     const attrs = { lr: 0.1, step: 1 };
     expectInferErrors(multiTensorAdamw, [
       [[...none, ...four, meta(2), meta(3), meta(2), meta(2)], attrs, ShapeError, 'tensors[5]', '[2]', '[3]'],
@@ -439,7 +440,7 @@ describe('multiTensorAdamw', () => {
         '1',
       ],
       [
-        [undefined, undefined, meta(2), ...four],
+        [undefined, undefined, meta(2), undefined, ...four],
         { ...attrs, maxNorm: 1 },
         ShapeError,
         'gradNorm',
@@ -475,7 +476,7 @@ describe('optimizer costs', () => {
     };
     expect(
       multiTensorAdamw.cost!(
-        [undefined, undefined, meta(1), m, m, m, m, meta(10), meta(10), meta(10), meta(10)],
+        [undefined, undefined, meta(1), undefined, m, m, m, m, meta(10), meta(10), meta(10), meta(10)],
         multi,
       ).bytes,
     ).toBe(28280);

@@ -306,21 +306,40 @@ export const globalNorm = defineKernel<Record<string, never>>({
 const NEVER_CLIPS = 3.4028234663852886e38;
 const CLIP_EPS = 1e-6;
 
+/**
+ * What multiTensorAdamw multiplies every gradient by: the clip factor
+ * min(1, maxNorm / (norm + clipEps)) of the unscaled norm gradNorm / S, then
+ * 1 / S; 1 without a norm. Each quotient rounded to f32, as a device forms it.
+ */
+function gradientFactor(
+  gradNorm: number | undefined,
+  lossScale: number | undefined,
+  maxNorm: number,
+  clipEps: number,
+): number {
+  if (gradNorm === undefined) return 1;
+  const s = lossScale ?? 1;
+  const norm = Math.fround(gradNorm / s);
+  // min(1, NaN) is NaN in both Math.min and PyTorch's clamp: unscaled, a NaN norm poisons every update.
+  const clip = Math.min(1, Math.fround(maxNorm / (norm + clipEps)));
+  return lossScale === undefined ? clip : Math.fround(clip / s);
+}
+
 type MultiAdamwAttrs = Omit<AdamwValues, 'weightDecay'> & {
   weightDecay: readonly number[];
   maxNorm: number;
   clipEps: number;
 };
 
-/** Inputs before the variadic tensors: step, lr, gradNorm. */
-const MULTI_FIXED = 3;
+/** Inputs before the variadic tensors: step, lr, gradNorm, lossScale. */
+export const MULTI_ADAMW_FIXED = 4;
 const MULTI_ROLES = ['param', 'grad', 'm', 'v'] as const;
 
 export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
   name: 'multiTensorAdamw',
   family: FAMILY,
   summary:
-    'adamwStep over many tensors at once, each gradient optionally scaled by min(1, maxNorm / (gradNorm + clipEps)) first (PyTorch clip_grad_norm_ then AdamW, without writing the gradients)',
+    'adamwStep over many tensors at once, each gradient optionally scaled by min(1, maxNorm / (gradNorm + clipEps)) first (PyTorch clip_grad_norm_ then AdamW, without writing the gradients); with a loss scale S, the gradients are unscaled by 1/S in the same factor and a non-finite gradNorm leaves everything unchanged (GradScaler.step)',
   inputs: [
     {
       name: 'step',
@@ -341,6 +360,12 @@ export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
       dtypes: F32,
       optional: true,
       doc: 'one element ([] or [1]): the global L2 norm of the gradients (globalNorm); given, the gradients are clipped to maxNorm',
+    },
+    {
+      name: 'lossScale',
+      dtypes: F32,
+      optional: true,
+      doc: "one element: the loss scale S the gradients carry (needs 'gradNorm', their norm as they are): each gradient is read times clip(gradNorm / S) / S, and a gradNorm that is not finite (inf or NaN in some gradient) skips the update, leaving param, m and v unchanged",
     },
     {
       name: 'tensors',
@@ -373,8 +398,8 @@ export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
   },
   infer(inputs, { beta1, beta2, weightDecay, maxNorm, clipEps }) {
     const check = new ArgCheck('multiTensorAdamw');
-    const [, , gradNorm] = inputs;
-    const tensors = inputs.slice(MULTI_FIXED) as TensorMeta[];
+    const [, , gradNorm, lossScale] = inputs;
+    const tensors = inputs.slice(MULTI_ADAMW_FIXED) as TensorMeta[];
     const count = tensors.length / MULTI_ROLES.length;
     check.shape(
       Number.isInteger(count),
@@ -383,7 +408,7 @@ export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
       'a multiple of 4 tensors',
       `${tensors.length} tensors`,
     );
-    const name = (i: number) => inputName(multiTensorAdamw, MULTI_FIXED + i);
+    const name = (i: number) => inputName(multiTensorAdamw, MULTI_ADAMW_FIXED + i);
     for (let j = 0; j < count; j++) {
       const param = tensors[4 * j]!;
       for (let r = 1; r < MULTI_ROLES.length; r++) {
@@ -404,6 +429,18 @@ export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
         maxNorm,
       );
       check.attr(clipEps === CLIP_EPS, 'clipEps', "clipping needs input 'gradNorm'", 'no clipEps', clipEps);
+      // The skip of a non-finite step is decided on the norm.
+      check.shape(
+        !lossScale,
+        'lossScale',
+        "a loss scale needs input 'gradNorm'",
+        "input 'gradNorm' with it",
+        'no gradNorm',
+      );
+    }
+    if (lossScale) {
+      const size = sizeOf(lossScale.shape);
+      check.shape(size === 1, 'lossScale', 'the loss scale is one element', '[] or [1]', lossScale.shape);
     }
     check.attr(
       weightDecay.length === 1 || weightDecay.length === count,
@@ -423,19 +460,22 @@ export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
               name: `${role}[${j / 4}]`,
               shape: param.shape,
               dtype: 'f32' as const,
-              aliasOf: MULTI_FIXED + at,
+              aliasOf: MULTI_ADAMW_FIXED + at,
             };
           }),
     );
   },
   reference(inputs, attrs) {
-    const [stepAt, lrAt, gradNorm] = inputs;
+    const [stepAt, lrAt, gradNorm, lossScale] = inputs;
     const step = deviceAttribute(multiTensorAdamw, 'step', stepAt, attrs.step, 1, MAX_STEP);
     const lr = deviceAttribute(multiTensorAdamw, 'lr', lrAt, attrs.lr, 0, Number.MAX_VALUE);
     const { beta1, beta2, eps, weightDecay, maxNorm, clipEps } = attrs;
-    // min(1, NaN) is NaN in both Math.min and PyTorch's clamp: a NaN norm poisons every update.
-    const scale = gradNorm ? Math.min(1, Math.fround(maxNorm / (Number(gradNorm[0]) + clipEps))) : 1;
-    const tensors = inputs.slice(MULTI_FIXED);
+    const tensors = inputs.slice(MULTI_ADAMW_FIXED);
+    if (lossScale && !Number.isFinite(Number(gradNorm![0]))) {
+      // A step with an overflowed gradient is skipped, as GradScaler.step skips optimizer.step.
+      return tensors.flatMap((t, i) => (i % 4 === 1 ? [] : [Float32Array.from(t!)]));
+    }
+    const scale = gradientFactor(gradNorm?.[0], lossScale?.[0], maxNorm, clipEps);
     const out: HostArray[] = [];
     for (let j = 0; j < tensors.length / 4; j++) {
       const [param, grad, m, v] = tensors.slice(4 * j, 4 * j + 4) as HostArray[];
@@ -447,11 +487,13 @@ export const multiTensorAdamw = defineKernel<MultiAdamwAttrs>({
     return out;
   },
   cost(inputs) {
-    const n = inputs.slice(MULTI_FIXED).reduce((sum, t, i) => sum + (i % 4 === 0 ? sizeOf(t!.shape) : 0), 0);
+    const n = inputs
+      .slice(MULTI_ADAMW_FIXED)
+      .reduce((sum, t, i) => sum + (i % 4 === 0 ? sizeOf(t!.shape) : 0), 0);
     const gradBytes = inputs
-      .slice(MULTI_FIXED)
+      .slice(MULTI_ADAMW_FIXED)
       .reduce((sum, t, i) => sum + (i % 4 === 1 ? bytesOf(t) : 0), 0);
-    // adamwStep's traffic per element, plus a multiply by the clip scale.
+    // adamwStep's traffic per element, plus a multiply by the clip (and unscale) factor.
     return { flops: (inputs[2] ? 16 : 15) * n, bytes: 6 * F32_BYTES * n + gradBytes };
   },
 });

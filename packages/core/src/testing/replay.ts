@@ -4,6 +4,7 @@ import { BackendMismatchError, DisposedTensorError, DTypeError, ShapeError } fro
 import { type AnyKernelSpec, type AttrValues, runReference, type TensorMeta } from '../kernel.js';
 import { inferKernel } from '../kernelChecks.js';
 import { incrementalAttention, kvCacheScatter, ropeKvScatter } from '../kernels/decoding.js';
+import { updateLossScale } from '../kernels/lossScaling.js';
 import { copy } from '../kernels/memory.js';
 import { adamwStep, globalNorm, multiTensorAdamw } from '../kernels/optimizer.js';
 import { pagedAttention, ropePagedKvWrite } from '../kernels/pagedAttention.js';
@@ -161,6 +162,10 @@ export function replayChecks(getBackend: () => Promise<Backend>): ConformanceChe
       'globalNorm and multiTensorAdamw recorded once replay at new steps, learning rates and gradients, clipped or not',
       replayMultiTensorAdamw,
     ],
+    [
+      'a loss-scaled update (globalNorm, multiTensorAdamw with lossScale, updateLossScale) recorded once skips and rescales on the device',
+      replayLossScaledUpdate,
+    ],
   ];
   return checks.map(([name, replay]) => ({
     name,
@@ -190,7 +195,7 @@ async function replayMultiTensorAdamw(backend: Backend): Promise<void> {
     const batch = backend.batch();
     const [norm] = batch.run(globalNorm, grads);
     owned.push(norm!);
-    batch.run(multiTensorAdamw, [stepT, lrT, norm, ...tensors], attrs);
+    batch.run(multiTensorAdamw, [stepT, lrT, norm, undefined, ...tensors], attrs);
     // The gradients' scale decides whether the clip acts: their norm is about 42·scale against maxNorm 2.
     for (const [step, lr, scale] of [
       [1, 0.05, 1],
@@ -214,12 +219,14 @@ async function replayMultiTensorAdamw(backend: Backend): Promise<void> {
           Int32Array.of(step),
           Float32Array.of(lr),
           await norm!.read(),
+          undefined,
           ...host.flatMap((four, j) => [four[0]!, g[j]!, four[2]!, four[3]!]),
         ],
         [
           { shape: [1], dtype: 'i32' },
           one,
           { shape: [], dtype: 'f32' },
+          undefined,
           ...metas.flatMap((m) => [m, m, m, m]),
         ],
         attrs,
@@ -234,6 +241,91 @@ async function replayMultiTensorAdamw(backend: Backend): Promise<void> {
         host[j] = [await param!.read(), g[j]!, await m!.read(), await v!.read()] as Float32Array[];
       }
     }
+  } finally {
+    for (const t of owned) t.dispose();
+  }
+}
+
+/**
+ * One loss-scaled update recorded once and replayed with finite, inf and NaN
+ * gradients: each replay must match the reference from the device's own
+ * state (a skipped one leaves param, m and v bit for bit), and the scale,
+ * count and step number move on the device alone.
+ */
+async function replayLossScaledUpdate(backend: Backend): Promise<void> {
+  const shapes = [[1031], [7, 13]];
+  const sizes = shapes.map((s) => s.reduce((a, b) => a * b, 1));
+  const rng = new Rng(0x5ca1e);
+  const metas = shapes.map((shape): TensorMeta => ({ shape, dtype: 'f32' }));
+  const attrs = { beta1: 0.8, beta2: 0.99, weightDecay: [0.1], maxNorm: 2 };
+  const scaleAttrs = { growthFactor: 2, backoffFactor: 0.5, growthInterval: 2 };
+  const host = sizes.map((n) => [
+    randomF32(rng, n),
+    randomF32(rng, n),
+    randomF32(rng, n),
+    randomF32(rng, n).map(Math.abs),
+  ]);
+  const tensors = host.flatMap((four, j) => four.map((data) => backend.upload(data, shapes[j]!)));
+  const grads = tensors.filter((_, i) => i % 4 === 1);
+  const stepT = backend.upload(Int32Array.of(1), [1], 'i32');
+  const lrT = backend.upload(Float32Array.of(0.05), [1]);
+  const scaleT = backend.upload(Float32Array.of(1024), [1]);
+  const growthT = backend.upload(Int32Array.of(0), [1], 'i32');
+  const owned = [...tensors, stepT, lrT, scaleT, growthT];
+  try {
+    const batch = backend.batch();
+    const [norm] = batch.run(globalNorm, grads);
+    owned.push(norm!);
+    batch.run(multiTensorAdamw, [stepT, lrT, norm, scaleT, ...tensors], attrs);
+    batch.run(updateLossScale, [norm!, scaleT, growthT, stepT], scaleAttrs);
+    let [scale, growth, step] = [1024, 0, 1];
+    const i32: TensorMeta = { shape: [1], dtype: 'i32' };
+    const one: TensorMeta = { shape: [1], dtype: 'f32' };
+    for (const bad of [undefined, Number.POSITIVE_INFINITY, undefined, Number.NaN, undefined, undefined]) {
+      const g = sizes.map((n, j) => {
+        const values = randomF32(rng, n).map((x) => x * scale);
+        if (bad !== undefined && j === 1) values[n >> 1] = bad;
+        return values;
+      });
+      for (const [j, t] of grads.entries()) backend.write(t, g[j]!);
+      await batch.submit();
+      const at = `step ${step}, scale ${scale}, ${bad === undefined ? 'finite' : String(bad)} gradients`;
+      const normValue = await norm!.read();
+      const expected = reference(
+        multiTensorAdamw,
+        [
+          Int32Array.of(step),
+          Float32Array.of(0.05),
+          normValue,
+          Float32Array.of(scale),
+          ...host.flatMap((four, j) => [four[0]!, g[j]!, four[2]!, four[3]!]),
+        ],
+        [i32, one, { shape: [], dtype: 'f32' }, one, ...metas.flatMap((m) => [m, m, m, m])],
+        attrs,
+      );
+      const tolerance = bad === undefined ? { rtol: 1e-5, atol: 1e-6 } : { rtol: 0, atol: 0 };
+      for (let j = 0; j < shapes.length; j++) {
+        const [param, , m, v] = tensors.slice(4 * j, 4 * j + 4);
+        await expectContents(`${at}: param[${j}]`, param!, expected[3 * j]!, tolerance);
+        await expectContents(`${at}: m[${j}]`, m!, expected[3 * j + 1]!, tolerance);
+        await expectContents(`${at}: v[${j}]`, v!, expected[3 * j + 2]!, tolerance);
+        host[j] = [await param!.read(), g[j]!, await m!.read(), await v!.read()] as Float32Array[];
+      }
+      const [nextScale, nextGrowth, nextStep] = reference(
+        updateLossScale,
+        [normValue, Float32Array.of(scale), Int32Array.of(growth), Int32Array.of(step)],
+        [{ shape: [], dtype: 'f32' }, one, i32, i32],
+        scaleAttrs,
+      );
+      const exact = { rtol: 0, atol: 0 };
+      await expectContents(`${at}: scale`, scaleT, nextScale!, exact);
+      await expectContents(`${at}: growth`, growthT, nextGrowth!, exact);
+      await expectContents(`${at}: step`, stepT, nextStep!, exact);
+      [scale, growth, step] = [nextScale![0]!, nextGrowth![0]!, nextStep![0]!];
+    }
+    // inf and NaN halved 1024 twice; the two finite steps in a row at the end doubled it; four steps taken.
+    if (scale !== 512 || step !== 5)
+      fail(`after six replays: scale ${scale} (expected 512), step ${step} (expected 5)`);
   } finally {
     for (const t of owned) t.dispose();
   }

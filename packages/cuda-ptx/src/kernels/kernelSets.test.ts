@@ -19,7 +19,7 @@ const FAMILIES = [
   [
     'optimizer',
     OPTIMIZER_KERNELS,
-    ['adamwStep', 'sgdStep', 'clipByGlobalNorm', 'globalNorm', 'multiTensorAdamw'],
+    ['adamwStep', 'sgdStep', 'clipByGlobalNorm', 'globalNorm', 'multiTensorAdamw', 'updateLossScale'],
   ],
   ['loss', LOSS_KERNELS, ['crossEntropy', 'crossEntropyBackward']],
   ['embedding', EMBEDDING_KERNELS, ['embedding', 'embeddingBackward']],

@@ -34,6 +34,7 @@ import {
   sgdModule,
 } from './optimizer.js';
 import { type VectorWidth, vectorWidthFor } from './optimizerLoops.js';
+import { lossScaleModule } from './optimizerLossScale.js';
 
 function operand(ptr: bigint, size: number): Operand {
   return { ptr, size, shape: [size], dtype: 'f32', byteLength: 4 * size };
@@ -125,14 +126,14 @@ describe('optimizer kernels', () => {
   });
 
   it('fits the most tensors of one multi-tensor launch into the kernel parameter limit', () => {
-    const all = { step: true, lr: true, norm: true };
+    const all = { step: true, lr: true, norm: true, lossScale: true };
     const bytes = (slots: number) =>
       multiAdamwModule(slots, 4, all).entries[0]!.params.reduce((sum, p) => sum + p.bytes, 0);
     expect(bytes(MULTI_ADAMW_SLOTS)).toBeLessThanOrEqual(KERNEL_PARAM_BYTES);
     expect(bytes(MULTI_ADAMW_SLOTS + 1)).toBeGreaterThan(KERNEL_PARAM_BYTES);
     // The pointers come first: no padding between parameters.
     const names = multiAdamwModule(2, 1, all).entries[0]!.params.map((p) => p.name);
-    expect(names.slice(0, 11)).toEqual([
+    expect(names.slice(0, 12)).toEqual([
       'p0',
       'g0',
       'm0',
@@ -144,8 +145,10 @@ describe('optimizer kernels', () => {
       'stepAt',
       'lrAt',
       'normAt',
+      'lossScaleAt',
     ]);
     expect(multiAdamwKey(3, 4, all)).not.toBe(multiAdamwKey(3, 4, { ...all, norm: false }));
+    expect(multiAdamwKey(3, 4, all)).not.toBe(multiAdamwKey(3, 4, { ...all, lossScale: false }));
   });
 
   it('splits many tensors into the fewest, evenly filled launches per vector width', () => {
@@ -246,6 +249,12 @@ describe.skipIf(gate.skip)(`optimizer PTX assembles with ptxas (${gate.reason})`
       'multiTensorAdamw, 5 slots, v4, all on the host',
       () => multiAdamwModule(5, 4, { step: false, lr: false, norm: false }),
     ],
+    [
+      'multiTensorAdamw, 7 slots, v4, loss scaled',
+      () => multiAdamwModule(7, 4, { step: true, lr: true, norm: true, lossScale: true }),
+    ],
+    ['updateLossScale with the step', () => lossScaleModule(true)],
+    ['updateLossScale without the step', () => lossScaleModule(false)],
   ];
   itAssemblesForBothTargets('every optimizer and clipping module', modules);
 });
@@ -343,13 +352,14 @@ describe('optimizer kernels on an emulated device, with misaligned operands', ()
     const placed = data.map((d, i) => offsetTensor(d, shapes[i]!, offsets[i]!));
     using norm = gpu.upload(Float32Array.of(3), [1]);
     const attrs = { lr: 0.05, step: 3, weightDecay: sizes.map((_, j) => (j % 2) * 0.1), maxNorm: 1 };
-    gpu.run(multiTensorAdamw, [undefined, undefined, norm, ...placed.map((p) => p.tensor)], attrs);
+    gpu.run(multiTensorAdamw, [undefined, undefined, norm, undefined, ...placed.map((p) => p.tensor)], attrs);
     const want = cpu.run(
       multiTensorAdamw,
       [
         undefined,
         undefined,
         cpu.upload(Float32Array.of(3), [1]),
+        undefined,
         ...data.map((d, i) => cpu.upload(d, shapes[i]!)),
       ],
       attrs,

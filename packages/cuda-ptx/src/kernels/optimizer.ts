@@ -4,6 +4,7 @@ import {
   adamwMomentConstants,
   adamwStep,
   FLOAT,
+  MULTI_ADAMW_FIXED,
   multiTensorAdamw,
   sgdStep,
 } from '@rayo/core';
@@ -26,6 +27,7 @@ import {
   vectorLoop,
   vectorWidthFor,
 } from './optimizerLoops.js';
+import { lossScaleKernel } from './optimizerLossScale.js';
 import { type FloatStorage, storageKey, storageOf } from './storage.js';
 
 // Optimizer steps: AdamW and SGD over one tensor, AdamW over many tensors at
@@ -330,8 +332,8 @@ export const MULTI_ADAMW_CHUNK = 16 * BLOCK;
 export const KERNEL_PARAM_BYTES = 4096;
 
 const MULTI_CONSTANTS = [...ADAMW_MOMENT_CONSTANTS, 'step', 'lr', 'maxNorm', 'clipEps'];
-/** stepAt, lrAt and normAt, then the constants. */
-const MULTI_FIXED_BYTES = 3 * 8 + 4 * MULTI_CONSTANTS.length;
+/** stepAt, lrAt, normAt and lossScaleAt, then the constants. */
+const MULTI_FIXED_BYTES = 4 * 8 + 4 * MULTI_CONSTANTS.length;
 /** Four pointers, then the size, first block and weight decay. */
 const MULTI_SLOT_BYTES = 4 * 8 + 3 * 4;
 
@@ -341,6 +343,8 @@ export const MULTI_ADAMW_SLOTS = Math.floor((KERNEL_PARAM_BYTES - MULTI_FIXED_BY
 /** Which per-step values the multi-tensor kernel reads from device tensors. */
 export interface MultiAdamwDeviceInputs extends AdamwDeviceInputs {
   readonly norm: boolean;
+  /** The gradients carry a loss scale (read from a device tensor): unscaled in the clip factor, the step skipped on a non-finite norm. */
+  readonly lossScale?: boolean;
 }
 
 export function multiAdamwKey(
@@ -349,7 +353,7 @@ export function multiAdamwKey(
   device: MultiAdamwDeviceInputs,
   grad: FloatStorage = 'f32',
 ): string {
-  const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}${device.norm ? '/clip' : ''}`;
+  const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}${device.norm ? '/clip' : ''}${device.lossScale ? '/unscale' : ''}`;
   return `optimizer/multiTensorAdamw/slots${slots}/v${width}${at}${storageKey([grad])}`;
 }
 
@@ -399,6 +403,29 @@ function selectSlot(
   );
 }
 
+/** The largest finite f32: a norm above it (or NaN, unordered) is not finite. */
+const MAX_F32 = 3.4028234663852886e38;
+
+/**
+ * Under a loss scale S: ends the thread where the norm of the scaled
+ * gradients is not finite (the step is skipped: the block's threads all
+ * read the same norm), and otherwise gives the clip factor of the unscaled
+ * norm divided by S, what each gradient is multiplied by.
+ */
+function unscaledClip(
+  k: KernelBuilder,
+  p: Readonly<Record<string, Param<ParamType>>>,
+  norm: F32,
+  c: Record<string, F32>,
+): F32 {
+  const magnitude = k.abs('f32', k.reg('f32'), norm);
+  k.ifThen(k.setp('gtu', 'f32', k.reg('pred'), magnitude, MAX_F32), () => k.ret());
+  const { mul, div } = arithmetic(k);
+  const lossScale = k.ldGlobal('f32', k.reg('f32'), loadPointer(k, p, 'lossScaleAt'));
+  const unscale = div(k.mov('f32', k.reg('f32'), 1), lossScale);
+  return mul(clipScale(k, mul(norm, unscale), c.maxNorm!, c.clipEps!), unscale);
+}
+
 export function multiAdamwModule(
   slots: number,
   width: VectorWidth,
@@ -411,6 +438,7 @@ export function multiAdamwModule(
   if (device.step) params.stepAt = 'ptr';
   if (device.lr) params.lrAt = 'ptr';
   if (device.norm) params.normAt = 'ptr';
+  if (device.lossScale) params.lossScaleAt = 'ptr';
   for (const name of MULTI_CONSTANTS) params[name] = 'f32';
   for (let s = 0; s < slots; s++)
     Object.assign(params, { [`n${s}`]: 'u32', [`first${s}`]: 'u32', [`wd${s}`]: 'f32' });
@@ -432,9 +460,9 @@ export function multiAdamwModule(
       const { fma, neg } = arithmetic(k);
       const { lr, ...corrections } = stepConstants(k, p, c, device);
       const constants = { ...c, ...corrections, decay: fma(neg(lr), slot.wd, 1) };
-      const scale = device.norm
-        ? clipScale(k, k.ldGlobal('f32', k.reg('f32'), loadPointer(k, p, 'normAt')), c.maxNorm!, c.clipEps!)
-        : undefined;
+      const norm = device.norm ? k.ldGlobal('f32', k.reg('f32'), loadPointer(k, p, 'normAt')) : undefined;
+      const scale =
+        norm && (device.lossScale ? unscaledClip(k, p, norm, c) : clipScale(k, norm, c.maxNorm!, c.clipEps!));
       // This block's chunk: [start, start + len) of the tensor.
       const start = k.mulLo(
         'u32',
@@ -493,13 +521,18 @@ export function multiAdamwGroups(quads: readonly (readonly Operand[])[]): MultiA
 const multiAdamwKernel = cudaKernel(
   multiTensorAdamw,
   (encoder, { inputs, attrs }) => {
-    const [stepAt, lrAt, normAt] = inputs as (Operand | undefined)[];
-    const tensors = inputs.slice(3) as Operand[];
+    const [stepAt, lrAt, normAt, lossScaleAt] = inputs as (Operand | undefined)[];
+    const tensors = inputs.slice(MULTI_ADAMW_FIXED) as Operand[];
     const quads = Array.from({ length: tensors.length / 4 }, (_, j) => tensors.slice(4 * j, 4 * j + 4));
     quads.forEach((quad, j) => {
       checkElementCount('multiTensorAdamw', `tensors[${4 * j}]`, quad[0]!.size);
     });
-    const device = { step: stepAt !== undefined, lr: lrAt !== undefined, norm: normAt !== undefined };
+    const device = {
+      step: stepAt !== undefined,
+      lr: lrAt !== undefined,
+      norm: normAt !== undefined,
+      lossScale: lossScaleAt !== undefined,
+    };
     const { weightDecay } = attrs;
     const constants = adamwDeviceConstants({ ...attrs, weightDecay: 0 });
     // The gradients share one dtype (their dtype group's).
@@ -512,6 +545,7 @@ const multiAdamwKernel = cudaKernel(
         ...(stepAt ? { stepAt } : {}),
         ...(lrAt ? { lrAt } : {}),
         ...(normAt ? { normAt } : {}),
+        ...(lossScaleAt ? { lossScaleAt } : {}),
       };
       let blocks = 0;
       group.forEach((j, s) => {
@@ -541,4 +575,5 @@ export const OPTIMIZER_KERNELS: readonly AnyCudaKernel[] = [
   clipKernel,
   globalNormKernel,
   multiAdamwKernel,
+  lossScaleKernel,
 ];

@@ -1,7 +1,13 @@
 import type { Backend, CommandBatch, OverlapMark, Tensor } from '@rayo/core';
 import { Tape, type Variable } from '../autograd/tape.js';
 import type { StepResult } from '../loop/step.js';
-import { checkNotDisposed, DeviceSchedule, disposeRecorded, takeGradients } from '../loop/update.js';
+import {
+  checkNotDisposed,
+  DeviceSchedule,
+  disposeRecorded,
+  refuseLossScaling,
+  takeGradients,
+} from '../loop/update.js';
 import type { Parameter } from '../nn/module.js';
 import type { AdamW } from '../optim/adamw.js';
 import { type BackwardSegment, segmentedBackward } from './backwardSegments.js';
@@ -98,6 +104,8 @@ export class ReplayedDataParallelStep {
   #disposed = false;
 
   constructor(options: ReplayedDataParallelStepOptions) {
+    // Not wired here: backward would be seeded with 1 while the update divided by S.
+    refuseLossScaling(options, 'ReplayedDataParallelStep');
     this.backend = options.backend;
     this.#options = options;
     this.#schedule = new DeviceSchedule(this.backend, options.optimizer, 'ReplayedDataParallelStep');

@@ -1,12 +1,12 @@
 import type { CommandBatch, Tensor } from '@rayo/core';
 import { Tape } from '../autograd/tape.js';
 import type { StepOptions, StepResult } from '../loop/step.js';
-import { clipAndUpdate } from '../loop/update.js';
+import { clipAndUpdate, refuseLossScaling } from '../loop/update.js';
 import { type BackwardSegment, segmentedBackward } from './backwardSegments.js';
 import type { DataParallel } from './dataParallel.js';
 import { shardedUpdate } from './shardedUpdate.js';
 
-export interface DataParallelStepOptions extends Omit<StepOptions, 'kernelsUsed'> {
+export interface DataParallelStepOptions extends Omit<StepOptions, 'kernelsUsed' | 'lossScaler'> {
   readonly parallel: DataParallel;
   /**
    * All-reduce each gradient bucket as soon as backward has finished it,
@@ -33,6 +33,8 @@ export interface DataParallelStepOptions extends Omit<StepOptions, 'kernelsUsed'
  */
 export async function dataParallelStep(options: DataParallelStepOptions): Promise<StepResult> {
   const { backend, optimizer, parallel } = options;
+  // Not wired here: backward would be seeded with 1 while the update divided by S.
+  refuseLossScaling(options, 'dataParallelStep');
   const communicator = parallel.communicator;
   const batched = options.batch ?? true;
   const overlap = options.overlap ?? true;
@@ -78,7 +80,7 @@ export async function dataParallelStep(options: DataParallelStepOptions): Promis
       ({ norm, local } = shardedUpdate(sharded, { ...options, newBatch, submit }));
     } else {
       const update = newBatch();
-      norm = clipAndUpdate(optimizer, update ?? backend, options);
+      norm = clipAndUpdate(optimizer, update ?? backend, options).norm;
       if (update) submit(update);
     }
     // Started before the join, so that they need not wait for the overlapped all-gathers.

@@ -16,6 +16,7 @@ import {
 } from '@rayo/core';
 import { Tape, type Variable } from '../autograd/tape.js';
 import type { AdamW } from '../optim/adamw.js';
+import type { LossScaler } from '../optim/lossScaler.js';
 import type { Optimizer } from '../optim/optimizer.js';
 import type { StepResult } from './step.js';
 import { checkNotDisposed, DeviceSchedule, disposeRecorded, takeGradients } from './update.js';
@@ -51,6 +52,14 @@ export interface ReplayedStepOptions<N extends string> {
   readonly clipNorm?: number;
   /** Read the global gradient norm (before clipping) back after each step (default false). */
   readonly readGradNorm?: boolean;
+  /**
+   * Dynamic loss scaling: the recording seeds backward with the scaler's S,
+   * unscales inside the update, skips a step with non-finite gradients and
+   * moves S, all on the device (every replay reads the S of its time). Each
+   * run reads the device step number back with the loss, to keep
+   * `optimizer.stepCount` (a skipped step is not counted).
+   */
+  readonly lossScaler?: LossScaler;
 }
 
 export interface ReplayedRunOptions {
@@ -149,17 +158,24 @@ export class ReplayedStep<N extends string = string> {
     const submitted = recording.batch.submit();
     const readLoss = options.readLoss ?? true;
     const readNorm = this.#options.readGradNorm === true && recording.norm !== undefined;
-    const [done, loss, norm] = await Promise.allSettled([
+    const scaled = this.#options.lossScaler !== undefined;
+    const [done, loss, norm, stepNumber] = await Promise.allSettled([
       submitted,
       readLoss ? recording.loss.read() : undefined,
       readNorm ? recording.norm!.read() : undefined,
+      scaled ? this.#schedule.stepNumber.read() : undefined,
     ]);
     // The submit's failure explains a failed (or meaningless) readback: it comes first.
     if (done.status === 'rejected') throw done.reason;
-    optimizer.stepCount++;
+    if (stepNumber.status === 'rejected') throw stepNumber.reason;
+    // Under loss scaling the device advanced the written step number only where it took the step.
+    const taken = stepNumber.value ? stepNumber.value[0]! - 1 : optimizer.stepCount + 1;
+    const skipped = scaled ? taken === optimizer.stepCount : undefined;
+    optimizer.stepCount = taken;
     if (loss.status === 'rejected') throw loss.reason;
     if (norm.status === 'rejected') throw norm.reason;
-    return { loss: loss.value?.[0], gradNorm: norm.value?.[0] };
+    const result = { loss: loss.value?.[0], gradNorm: norm.value?.[0] };
+    return skipped === undefined ? result : { ...result, skipped };
   }
 
   #check(batch: Readonly<Record<N, ReplayedBatchInput>>): void {
@@ -252,7 +268,7 @@ export class ReplayedStep<N extends string = string> {
     let norm: Tensor | undefined;
     try {
       const loss = this.#options.loss(tape, inputs);
-      tape.backward(loss);
+      tape.backward(loss, this.#options.lossScaler?.seedFor(loss.shape));
       norm = this.#schedule.recordUpdate(batch, this.#options);
       // The recording keeps the gradients; the parameters are left without, as after an eager step.
       const grads = [...takeGradients(optimizer.params).values()];

@@ -8,6 +8,7 @@ import {
   writeCheckpointFile,
 } from '../checkpoint/checkpoint.js';
 import { namingFile } from '../io/fileError.js';
+import type { LossScaler } from '../optim/lossScaler.js';
 import type { Optimizer } from '../optim/optimizer.js';
 import type { LrSchedule } from '../optim/schedule.js';
 import { ProgressBar, type ProgressStream } from './progress.js';
@@ -50,6 +51,8 @@ export interface TrainOptions<B> {
   /** A schedule of the 0-based step, or a constant (default: the optimizer's lr). */
   readonly lr?: LrSchedule | number;
   readonly clipNorm?: number;
+  /** Dynamic loss scaling, for 'f16' training (see `trainStep`): a step with non-finite gradients is skipped and not counted. */
+  readonly lossScaler?: LossScaler;
   /** Read the loss back every this many steps (default 1); the others run without readbacks. */
   readonly logEvery?: number;
   /** Read the gradient norm back every this many steps (default: never). */
@@ -71,6 +74,8 @@ export interface StepRecord {
   readonly lr: number;
   readonly loss: number | undefined;
   readonly gradNorm: number | undefined;
+  /** Under loss scaling: whether the update was skipped (gradients not finite). */
+  readonly skipped?: boolean;
 }
 
 export interface TrainResult {
@@ -160,6 +165,7 @@ export async function train<B>(options: TrainOptions<B>): Promise<TrainResult> {
         lr,
         loss: (tape) => options.loss(tape, batch),
         clipNorm: options.clipNorm,
+        ...(options.lossScaler ? { lossScaler: options.lossScaler } : {}),
         readLoss: done % logEvery === 0 || done === steps,
         readGradNorm: options.gradNormEvery !== undefined && done % options.gradNormEvery === 0,
         batch: options.batch,
@@ -167,7 +173,13 @@ export async function train<B>(options: TrainOptions<B>): Promise<TrainResult> {
     } finally {
       options.release?.(batch);
     }
-    const record: StepRecord = { step: done, lr, loss: result.loss, gradNorm: result.gradNorm };
+    const record: StepRecord = {
+      step: done,
+      lr,
+      loss: result.loss,
+      gradNorm: result.gradNorm,
+      ...(result.skipped === undefined ? {} : { skipped: result.skipped }),
+    };
     history.push(record);
     options.onStep?.(record);
     progress?.update(done, {

@@ -6,7 +6,7 @@ import { type RopeOptions, rope } from '../autograd/ops/rope.js';
 import { reshape } from '../autograd/ops/shape.js';
 import { softmax } from '../autograd/ops/softmax.js';
 import type { Tape, Variable } from '../autograd/tape.js';
-import { matmulPrecisionOf } from '../precision.js';
+import { attentionPrecisionOf, flashPrecisionOf } from '../precision.js';
 import { Linear } from './linear.js';
 import { type InitOptions, Module, rngOf } from './module.js';
 
@@ -39,7 +39,8 @@ const MASKED = -1e9;
  * transpose; its two products take the module's precision (the mask, softmax
  * and its gradient stay f32). Under 'bf16' the flash kernels take precision
  * 'half' (bf16 products summed in f32, the softmax and lse in f32); under
- * 'f32' and 'tf32' they compute in f32.
+ * 'f32' and 'tf32' they compute in f32, and under 'f16' both paths compute
+ * in f32 (their 'half' is bf16, less precise than f16 asks).
  */
 export class CausalSelfAttention extends Module {
   readonly dim: number;
@@ -140,7 +141,7 @@ export class CausalSelfAttention extends Module {
     const heads = [t, b, this.heads, this.headDim];
     const [qh, kh, vh] = [q, k, v].map((z) => reshape(tape, z, heads)) as [Variable, Variable, Variable];
     // Under 'bf16' the kernels' products take bf16 operands (tensor cores); softmax and lse stay f32.
-    const precision = this.precision === 'bf16' ? 'half' : 'f32';
+    const precision = flashPrecisionOf(this.precision);
     return reshape(tape, flashAttention(tape, qh, kh, vh, { precision }), [t * b, this.dim]);
   }
 
@@ -151,7 +152,7 @@ export class CausalSelfAttention extends Module {
     const [qT, kT, vT] = qkv.map((z) =>
       reshape(tape, transpose(tape, reshape(tape, z, [t, b * dim])), [b * heads, headDim, t]),
     ) as [Variable, Variable, Variable];
-    const precision = matmulPrecisionOf(this.precision);
+    const precision = attentionPrecisionOf(this.precision);
     const scores = batchedMatmul(tape, qT, kT, { transA: true, alpha: 1 / Math.sqrt(headDim), precision });
     const p = softmax(tape, add(tape, scores, tape.constant(this.#mask(t))));
     // Per head: Vᵀ · Pᵀ = (P · V)ᵀ, [headDim, T].

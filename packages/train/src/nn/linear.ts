@@ -4,7 +4,7 @@ import { biasAdd } from '../autograd/ops/elementwise.js';
 import { linear, reducedLinear } from '../autograd/ops/linalg.js';
 import { reshape } from '../autograd/ops/shape.js';
 import type { Tape, Variable } from '../autograd/tape.js';
-import { matmulPrecisionOf } from '../precision.js';
+import { halfDtypeOf, matmulPrecisionOf } from '../precision.js';
 import { type InitOptions, Module, type Parameter, rngOf } from './module.js';
 
 export interface LinearOptions extends InitOptions {
@@ -17,9 +17,9 @@ export interface LinearOptions extends InitOptions {
  * `forward`, with W stored [out, in] (PyTorch's layout), initialised uniform
  * in ±1/√in like PyTorch. One kernel computes the product with the bias and
  * activation in its epilogue; the backward uses the transpose flags, so no
- * weight is transposed in memory. Under a 'tf32' or 'bf16' precision the
- * product is a matmul of that precision (see `reducedLinear`), the bias and
- * activation separate kernels after it.
+ * weight is transposed in memory. Under a 'tf32', 'bf16' or 'f16' precision
+ * the product is a matmul of that precision (see `reducedLinear`), the bias
+ * and activation separate kernels after it.
  */
 export class Linear extends Module {
   readonly inFeatures: number;
@@ -54,7 +54,13 @@ export class Linear extends Module {
 
   #product(tape: Tape, x: Variable, activation: LinearActivation): Variable {
     if (this.precision === 'f32') return linear(tape, x, this.weight, this.bias, activation);
-    let y = reducedLinear(tape, x, this.weight, matmulPrecisionOf(this.precision));
+    let y = reducedLinear(
+      tape,
+      x,
+      this.weight,
+      matmulPrecisionOf(this.precision),
+      halfDtypeOf(this.precision),
+    );
     if (this.bias) y = biasAdd(tape, y, this.bias);
     return activation === 'none' ? y : ACTIVATIONS[activation](tape, y);
   }

@@ -1,4 +1,11 @@
-import { bf16BitsToF32, createCpuBackend, f32ToBf16Bits, InvalidArgumentError } from '@rayo/core';
+import {
+  bf16BitsToF32,
+  createCpuBackend,
+  f16BitsToF32,
+  f32ToBf16Bits,
+  f32ToF16Bits,
+  InvalidArgumentError,
+} from '@rayo/core';
 import { describe, expect, it } from 'vitest';
 import { scale } from '../autograd/ops/elementwise.js';
 import { crossEntropy } from '../autograd/ops/loss.js';
@@ -9,7 +16,11 @@ import { Rng } from '../random.js';
 import { Linear } from './linear.js';
 
 const backend = createCpuBackend();
-const bf16 = (x: number) => bf16BitsToF32(f32ToBf16Bits(x));
+/** x rounded to nearest even in each half dtype, independently of the kernels' rounding helpers. */
+const ROUND = {
+  bf16: (x: number) => bf16BitsToF32(f32ToBf16Bits(x)),
+  f16: (x: number) => f16BitsToF32(f32ToF16Bits(x)),
+} as const;
 
 /** An element of a matrix by row and column. */
 type Accessor = (row: number, col: number) => number;
@@ -36,9 +47,9 @@ function atT(data: Float32Array, cols: number): Accessor {
   return (r, c) => data[c * cols + r]!;
 }
 
-/** `element` rounded to bf16, as a product under precision 'bf16' takes it. */
-function rounded(element: Accessor): Accessor {
-  return (r, c) => bf16(element(r, c));
+/** `element` rounded to `half`, as a product under that policy takes it. */
+function roundedTo(half: 'bf16' | 'f16', element: Accessor): Accessor {
+  return (r, c) => ROUND[half](element(r, c));
 }
 
 function expectClose(got: Float32Array, want: Float64Array, rtol: number): void {
@@ -47,12 +58,15 @@ function expectClose(got: Float32Array, want: Float64Array, rtol: number): void 
   for (let i = 0; i < got.length; i++) expect(Math.abs(got[i]! - want[i]!)).toBeLessThan(rtol * scale);
 }
 
-describe("Linear under precision 'bf16'", () => {
-  it('rounds the operands of y, dx and dw to bf16 and sums in f64-close f32, the gradients f32', async () => {
+describe.each(['bf16', 'f16'] as const)("Linear under precision '%s'", (half) => {
+  const rounded = (element: Accessor) => roundedTo(half, element);
+  const other = half === 'bf16' ? 'f16' : 'bf16';
+
+  it('rounds the operands of y, dx and dw to its half dtype and sums in f64-close f32, the gradients f32', async () => {
     // Odd sizes; x [m, k], w [n, k], dy [m, n].
     const [m, k, n] = [7, 13, 5];
     const rng = new Rng(11);
-    const layer = new Linear(backend, k, n, { rng }).setPrecision('bf16');
+    const layer = new Linear(backend, k, n, { rng }).setPrecision(half);
     const x = rng.uniformArray(m * k, -1, 1);
     const dy = rng.uniformArray(m * n, -1, 1);
     const w = (await layer.weight.value.read()) as Float32Array;
@@ -81,14 +95,18 @@ describe("Linear under precision 'bf16'", () => {
       Float64Array.from({ length: n }, (_, j) => dy.reduce((s, v, i) => (i % n === j ? s + v : s), 0)),
       1e-6,
     );
-    // The exact f32 product differs: the rounding did happen.
+    // The exact f32 product differs, and so does the other half dtype's: this rounding did happen.
     const exact = product(m, k, n, at(x, k), atT(w, k)).map((v, i) => v + b[i % n]!);
-    expect(Math.max(...exact.map((v, i) => Math.abs(v - gotY![i]!)))).toBeGreaterThan(1e-4);
+    expect(Math.max(...exact.map((v, i) => Math.abs(v - gotY![i]!)))).toBeGreaterThan(1e-5);
+    const wrong = product(m, k, n, roundedTo(other, at(x, k)), roundedTo(other, atT(w, k))).map(
+      (v, i) => v + b[i % n]!,
+    );
+    expect(Math.max(...wrong.map((v, i) => Math.abs(v - gotY![i]!)))).toBeGreaterThan(1e-5);
     layer.dispose();
   });
 
-  it('keeps a bf16 copy of its input for dW, so that its scope frees the f32 one', () => {
-    for (const precision of ['f32', 'bf16'] as const) {
+  it('keeps a half copy of its input for dW, so that its scope frees the f32 one', () => {
+    for (const precision of ['f32', half] as const) {
       const layer = new Linear(backend, 6, 5, { seed: 2, bias: false }).setPrecision(precision);
       using tape = new Tape(backend);
       const input = tape.variable(tape.upload(new Rng(4).uniformArray(7 * 6, -1, 1), [7, 6]));
@@ -100,15 +118,17 @@ describe("Linear under precision 'bf16'", () => {
       });
       // The next f32 output of x's size takes x's memory exactly when no rule reads x.
       const next = scale(tape, input, 3);
-      expect(next.value === x!.value, precision).toBe(precision === 'bf16');
+      expect(next.value === x!.value, precision).toBe(precision === half);
       layer.dispose();
     }
   });
+});
 
+describe('the precision policies', () => {
   it('refuses an unknown policy, naming it', () => {
     const layer = new Linear(backend, 2, 2);
-    expect(() => layer.setPrecision('f16' as TrainPrecision)).toThrow(InvalidArgumentError);
-    expect(() => layer.setPrecision('f16' as TrainPrecision)).toThrow(/'f32', 'tf32', 'bf16'/);
+    expect(() => layer.setPrecision('fp8' as TrainPrecision)).toThrow(InvalidArgumentError);
+    expect(() => layer.setPrecision('fp8' as TrainPrecision)).toThrow(/'f32', 'tf32', 'bf16', 'f16'/);
     layer.dispose();
   });
 });
@@ -141,14 +161,20 @@ describe('a causal language model under each precision', () => {
     return { value, grads };
   }
 
-  it('bf16 gradients are the f32 ones within bf16 rounding, tf32 on cpu the f32 ones', async () => {
+  it('bf16 and f16 gradients are the f32 ones within their rounding, tf32 on cpu the f32 ones', async () => {
     const exact = await gradients('f32');
     const half = await gradients('bf16');
+    const f16 = await gradients('f16');
     const tf32 = await gradients('tf32');
     expect(Math.abs(half.value - exact.value)).toBeLessThan(1e-2 * exact.value);
+    expect(Math.abs(f16.value - exact.value)).toBeLessThan(2e-3 * exact.value);
     let moved = 0;
+    let movedF16 = 0;
     for (const [name, g] of exact.grads) {
       const h = half.grads.get(name)!;
+      const hf = f16.grads.get(name)!;
+      let diffF16 = 0;
+      for (let i = 0; i < g.length; i++) diffF16 += (hf[i]! - g[i]!) ** 2;
       let diff = 0;
       let norm = 0;
       for (let i = 0; i < g.length; i++) {
@@ -158,9 +184,14 @@ describe('a causal language model under each precision', () => {
       // A few bf16 roundings (2^-9 each) through two layers of products.
       expect(Math.sqrt(diff), name).toBeLessThan(0.03 * Math.sqrt(norm));
       moved = Math.max(moved, Math.sqrt(diff / norm));
+      // f16 rounds to 2^-12: eight times closer than bf16.
+      expect(Math.sqrt(diffF16), name).toBeLessThan(0.005 * Math.sqrt(norm));
+      movedF16 = Math.max(movedF16, Math.sqrt(diffF16 / norm));
       // The cpu backend computes tf32 exactly, as the spec allows.
       expect(tf32.grads.get(name), name).toEqual(g);
     }
     expect(moved).toBeGreaterThan(1e-4);
+    expect(movedF16).toBeGreaterThan(1e-6);
+    expect(movedF16).toBeLessThan(moved);
   });
 });

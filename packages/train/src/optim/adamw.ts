@@ -1,4 +1,4 @@
-import { type KernelRunner, multiTensorAdamw, type Tensor } from '@rayo/core';
+import { InvalidArgumentError, type KernelRunner, multiTensorAdamw, type Tensor } from '@rayo/core';
 import type { Parameter } from '../nn/module.js';
 import { Optimizer, type ParameterList } from './optimizer.js';
 
@@ -20,6 +20,34 @@ export interface DeviceClip {
   readonly maxNorm: number;
   /** Default 1e-6, as `clipGradNorm`. */
   readonly eps?: number;
+}
+
+/**
+ * Gradients of a loss scaled by S (`LossScaler`): the update reads them times
+ * clip / S and is skipped (parameters and moments left as they are) where
+ * their norm is not finite.
+ */
+export interface DeviceLossScale {
+  /** The global norm of the scaled gradients on the device (`gradNorm`), one element; the clip's norm too where both are given. */
+  readonly norm: Tensor;
+  /** S, one element on the device. */
+  readonly scale: Tensor;
+}
+
+/** The norm and loss scale inputs of the update: clip and loss scale read one norm. */
+function normInputs(
+  clip: DeviceClip | undefined,
+  lossScale: DeviceLossScale | undefined,
+): (Tensor | undefined)[] {
+  if (clip && lossScale && clip.norm !== lossScale.norm) {
+    throw new InvalidArgumentError('clipping and loss scaling read one gradient norm', {
+      operation: 'AdamW.step',
+      argument: 'lossScale.norm',
+      expected: 'the tensor of clip.norm',
+      actual: 'another tensor',
+    });
+  }
+  return [clip?.norm ?? lossScale?.norm, lossScale?.scale];
 }
 
 function clipAttrs(clip: DeviceClip | undefined): { maxNorm?: number; clipEps?: number } {
@@ -48,11 +76,20 @@ export class AdamW extends Optimizer {
     this.#decays = this.params.map((p, i) => !noDecay?.(this.names[i]!, p));
   }
 
-  /** One update of every parameter with a gradient; with `clip`, the gradients are clipped inside it (and left as they are). */
-  step(runner: KernelRunner = this.backend, clip?: DeviceClip): void {
+  /**
+   * One update of every parameter with a gradient; with `clip`, the gradients
+   * are clipped inside it (and left as they are); with `lossScale`, they are
+   * unscaled inside it and a non-finite norm skips it on the device (the
+   * caller then corrects `stepCount`, counted here as taken).
+   */
+  step(runner: KernelRunner = this.backend, clip?: DeviceClip, lossScale?: DeviceLossScale): void {
     this.stepCount++;
     const { lr, stepCount: step } = this;
-    this.#update(runner, [undefined, undefined, clip?.norm], { lr, step, ...clipAttrs(clip) });
+    this.#update(runner, [undefined, undefined, ...normInputs(clip, lossScale)], {
+      lr,
+      step,
+      ...clipAttrs(clip),
+    });
   }
 
   /**
@@ -60,11 +97,18 @@ export class AdamW extends Optimizer {
    * rate (f32 [1]) from device tensors when it runs, so that a recorded batch
    * replays at the next step and a scheduled rate after `Backend.write`s to
    * them. With `clip`, the gradients are clipped by a norm on the device inside
-   * the update and are left as they are. Leaves `stepCount` as it is: the
-   * caller counts the replays.
+   * the update and are left as they are; with `lossScale`, they are unscaled
+   * inside it and a non-finite norm skips it. Leaves `stepCount` as it is:
+   * the caller counts the replays.
    */
-  stepOnDevice(runner: KernelRunner, step: Tensor, lr: Tensor, clip?: DeviceClip): void {
-    this.#update(runner, [step, lr, clip?.norm], clipAttrs(clip));
+  stepOnDevice(
+    runner: KernelRunner,
+    step: Tensor,
+    lr: Tensor,
+    clip?: DeviceClip,
+    lossScale?: DeviceLossScale,
+  ): void {
+    this.#update(runner, [step, lr, ...normInputs(clip, lossScale)], clipAttrs(clip));
   }
 
   #update(

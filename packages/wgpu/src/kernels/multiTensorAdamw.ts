@@ -2,6 +2,7 @@ import {
   ADAMW_MOMENT_CONSTANTS,
   adamwMomentConstants,
   FLOAT,
+  MULTI_ADAMW_FIXED,
   multiTensorAdamw,
   UnsupportedOnBackendError,
 } from '@rayo/core';
@@ -16,7 +17,7 @@ import { EXPM1 } from './inPlaceUpdate.js';
 // WebGPU has no pointers: each tensor's param, grad, m and v are four storage
 // bindings, so one dispatch updates as many tensors as the device's
 // maxStorageBuffersPerShaderStage leaves room for (after the device step, lr
-// and norm), at most MULTI_SLOTS. Workgroup w updates chunk w − first of the
+// and norm, and the loss scale), at most MULTI_SLOTS. Workgroup w updates chunk w − first of the
 // tensor whose range of workgroups holds w; the shader has one loop per
 // tensor, since a binding cannot be chosen at run time.
 
@@ -32,12 +33,18 @@ export interface MultiAdamwDevice {
   readonly step: boolean;
   readonly lr: boolean;
   readonly norm: boolean;
+  /** The gradients carry a loss scale (read from a device tensor): unscaled in the clip factor, the step skipped on a non-finite norm. */
+  readonly lossScale?: boolean;
+}
+
+/** Storage bindings beside the tensors': the device step, lr, norm and loss scale that are given. */
+function extraBindings(device: MultiAdamwDevice): number {
+  return Number(device.step) + Number(device.lr) + Number(device.norm) + Number(device.lossScale ?? false);
 }
 
 /** Tensors per dispatch on a device with `maxStorageBuffers` storage bindings per stage. */
 export function multiAdamwSlots(maxStorageBuffers: number, device: MultiAdamwDevice): number {
-  const extra = Number(device.step) + Number(device.lr) + Number(device.norm);
-  return Math.min(MULTI_SLOTS, Math.floor((maxStorageBuffers - extra) / 4));
+  return Math.min(MULTI_SLOTS, Math.floor((maxStorageBuffers - extraBindings(device)) / 4));
 }
 
 const multiLayouts = new Map<number, ParamLayout<string>>();
@@ -57,17 +64,34 @@ function multiLayout(slots: number): ParamLayout<string> {
   return layout;
 }
 
+/**
+ * WGSL of `scale`, what each gradient is multiplied by: min(1, maxNorm /
+ * (norm + clipEps)), without dividing by a zero norm + clipEps; with
+ * `unscale`, the norm is the scaled gradients' and both the norm and the
+ * factor are divided by the loss scale.
+ */
+function clipFactor(unscale: boolean): string {
+  const denom = unscale
+    ? `let unscale = 1.0 / lossScaleAt[0];
+  let denom = normAt[0] * unscale + params.clipEps;`
+    : 'let denom = normAt[0] + params.clipEps;';
+  return `${denom}
+  let scale = select(1.0, params.maxNorm / denom, denom > params.maxNorm)${unscale ? ' * unscale' : ''};`;
+}
+
 /** `grad`: how every gradient is stored (one dtype for all); halves are widened as read. */
 export function multiAdamwShader(
   slots: number,
   device: MultiAdamwDevice,
   grad: Storage = 'f32',
 ): ShaderSource {
-  const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}${device.norm ? '/clip' : ''}`;
+  const unscale = device.norm && device.lossScale === true;
+  const at = `${device.step ? '/step-at' : ''}${device.lr ? '/lr-at' : ''}${device.norm ? '/clip' : ''}${unscale ? '/unscale' : ''}`;
   const extra: [string, 'i32' | 'f32'][] = [];
   if (device.step) extra.push(['stepAt', 'i32']);
   if (device.lr) extra.push(['lrAt', 'f32']);
   if (device.norm) extra.push(['normAt', 'f32']);
+  if (unscale) extra.push(['lossScaleAt', 'f32']);
   const tensors = Array.from({ length: slots }, (_, s) => s);
   return {
     key: `optimizer/multiTensorAdamw/slots${slots}/wg${WG}${at}${grad === 'f32' ? '' : `/grad-${grad}`}`,
@@ -100,18 +124,19 @@ ${tensors
       `  if (w >= params.first${s}) { slot = ${s}u; first = params.first${s}; n = params.n${s}; wd = params.wd${s}; }`,
   )
   .join('\n')}
-  let t = ${device.step ? 'f32(stepAt[0])' : 'params.step'};
+${
+  unscale
+    ? `  // Exponent bits all ones: the norm is inf or NaN (some gradient overflowed), and the step is skipped.
+  // Tested on the bits, since WGSL lets a compiler assume floats are finite.
+  if ((bitcast<u32>(normAt[0]) & 0x7f800000u) == 0x7f800000u) { return; }
+`
+    : ''
+}  let t = ${device.step ? 'f32(stepAt[0])' : 'params.step'};
   let lr = ${device.lr ? 'lrAt[0]' : 'params.lr'};
   let stepSize = lr / -expm1(t * params.logBeta1);
   let rootCorrection = 1.0 / sqrt(-expm1(t * params.logBeta2));
   let decay = 1.0 - lr * wd;
-  ${
-    device.norm
-      ? `// min(1, maxNorm / (norm + clipEps)), without dividing by a zero norm + clipEps.
-  let denom = normAt[0] + params.clipEps;
-  let scale = select(1.0, params.maxNorm / denom, denom > params.maxNorm);`
-      : ''
-  }
+  ${device.norm ? clipFactor(unscale) : ''}
   let start = (w - first) * ${MULTI_CHUNK}u;
   let end = min(n, start + ${MULTI_CHUNK}u);
   switch slot {
@@ -139,15 +164,20 @@ ${tensors
 export const multiAdamwKernel = wgpuKernel(
   multiTensorAdamw,
   (encoder, { inputs, attrs }) => {
-    const [stepAt, lrAt, normAt] = inputs;
-    const device = { step: stepAt !== undefined, lr: lrAt !== undefined, norm: normAt !== undefined };
+    const [stepAt, lrAt, normAt, lossScaleAt] = inputs;
+    const device = {
+      step: stepAt !== undefined,
+      lr: lrAt !== undefined,
+      norm: normAt !== undefined,
+      lossScale: lossScaleAt !== undefined,
+    };
     const maxBuffers = encoder.limits.maxStorageBuffersPerShaderStage;
     const slots = multiAdamwSlots(maxBuffers, device);
     if (slots < 1) {
       throw new UnsupportedOnBackendError('the device binds too few storage buffers per shader stage', {
         operation: 'multiTensorAdamw',
         argument: 'tensors',
-        expected: `maxStorageBuffersPerShaderStage >= ${4 + Number(device.step) + Number(device.lr) + Number(device.norm)}`,
+        expected: `maxStorageBuffersPerShaderStage >= ${4 + extraBindings(device)}`,
         actual: String(maxBuffers),
       });
     }
@@ -159,7 +189,7 @@ export const multiAdamwKernel = wgpuKernel(
       maxNorm: attrs.maxNorm,
       clipEps: attrs.clipEps,
     };
-    const tensors = inputs.slice(3).map((t) => t!);
+    const tensors = inputs.slice(MULTI_ADAMW_FIXED).map((t) => t!);
     const grad = storageOf(tensors[1]?.dtype ?? 'f32');
     // Empty tensors have nothing to update and cannot be bound.
     const live = Array.from({ length: tensors.length / 4 }, (_, j) => j).filter(
@@ -183,7 +213,7 @@ export const multiAdamwKernel = wgpuKernel(
         shader: multiAdamwShader(group.length, device, grad),
         buffers: [
           ...group.flatMap((j) => tensors.slice(4 * j, 4 * j + 4)),
-          ...[stepAt, lrAt, normAt].filter((t) => t !== undefined),
+          ...[stepAt, lrAt, normAt, lossScaleAt].filter((t) => t !== undefined),
         ],
         params: { layout: multiLayout(group.length), values },
         workgroups: gridFor(workgroups, encoder.limits),

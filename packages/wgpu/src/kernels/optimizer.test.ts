@@ -27,6 +27,18 @@ describe('multiTensorAdamw dispatches', () => {
     expect(code).toMatch(/@binding\(15\) var<uniform> params/);
     expect(multiAdamwShader(3, all).key).not.toBe(multiAdamwShader(3, { ...all, norm: false }).key);
   });
+
+  it('binds the loss scale as one more input and tests the norm only under it', () => {
+    const scaled = { ...all, lossScale: true };
+    expect(multiAdamwSlots(9, scaled)).toBe(1);
+    expect(multiAdamwSlots(12, scaled)).toBe(2);
+    const code = multiAdamwShader(3, scaled).code();
+    expect(code.match(/var<storage, read>/g)).toHaveLength(7);
+    expect(code).toContain('lossScaleAt[0]');
+    expect(code).toContain('0x7f800000u');
+    expect(multiAdamwShader(3, all).code()).not.toContain('0x7f800000u');
+    expect(multiAdamwShader(3, scaled).key).not.toBe(multiAdamwShader(3, all).key);
+  });
 });
 
 // A device at WebGPU's default limits: 8 storage buffers per stage, so with
@@ -62,6 +74,7 @@ needsAdapter('multiTensorAdamw on a device with the default storage-buffer limit
       backend.upload(Int32Array.of(5), [1], 'i32'),
       backend.upload(Float32Array.of(0.02), [1]),
       backend.upload(Float32Array.of(3), []),
+      undefined,
     ];
     const attrs = { weightDecay: shapes.map((_, j) => (j % 3) * 0.1), maxNorm: 1.5 };
     const inputs = data.map((d, i) => gpu.upload(d, tensorShapes[i]!));

@@ -2,6 +2,7 @@ import { adamwMomentConstants, adamwStep, FLOAT, sgdStep } from '@rayo/core';
 import { type AnyWgpuKernel, wgpuKernel } from '../kernel.js';
 import { clipKernel, globalNormKernel } from './clipByGlobalNorm.js';
 import { dispatchUpdate, EXPM1, type UpdateDecl, updateLayout } from './inPlaceUpdate.js';
+import { lossScaleKernel } from './lossScaling.js';
 import { multiAdamwKernel } from './multiTensorAdamw.js';
 
 // ---- adamwStep ---------------------------------------------------------------
@@ -179,11 +180,12 @@ const sgdKernel = wgpuKernel(
   { dtypes: FLOAT },
 );
 
-/** The optimizer family: adamwStep and sgdStep here, the norm passes and the multi-tensor AdamW in their own files. */
+/** The optimizer family: adamwStep and sgdStep here, the norm passes, the multi-tensor AdamW and the loss scale's update in their own files. */
 export const OPTIMIZER_KERNELS: readonly AnyWgpuKernel[] = [
   adamwKernel,
   sgdKernel,
   clipKernel,
   globalNormKernel,
   multiAdamwKernel,
+  lossScaleKernel,
 ];

@@ -1,9 +1,9 @@
 import { type Backend, createBackend, createCpuBackend, probeBackends } from '@rayo/core';
 import { createEmulatedGpu } from '@rayo/cuda-testkit';
-import { AdamW, ReplayedStep, trainStep } from '@rayo/train';
 import { describe, expect, it } from 'vitest';
 import { parityGate } from './parity.js';
-import { buildWorkload, type WorkloadSpec } from './workload.js';
+import { expectReplayMatchesEager } from './replayParity.testkit.js';
+import type { WorkloadSpec } from './workload.js';
 
 // Training under the 'bf16' precision policy: every product rounds its
 // operands to bf16 and sums in f32; weights, gradients and AdamW stay f32.
@@ -53,58 +53,6 @@ describe("the 'bf16' policy on cpu", () => {
     await expectReplayMatchesEager(createCpuBackend(), spec, 1e-6);
   });
 });
-
-/** Trains `spec` eagerly and replayed on `backend` for 4 steps; disposes the backend. */
-async function expectReplayMatchesEager(backend: Backend, spec: WorkloadSpec, tolerance: number) {
-  try {
-    const eager = buildWorkload(backend, spec, 5);
-    const replayedWork = buildWorkload(backend, spec, 5);
-    const eagerOpt = new AdamW(eager.model.namedParameters(), { lr: 0.01 });
-    const optimizer = new AdamW(replayedWork.model.namedParameters(), { lr: 0.01 });
-    const step = new ReplayedStep({
-      backend,
-      optimizer,
-      inputs: Object.fromEntries(
-        Object.entries(replayedWork.batch).map(([k, v]) => [k, { shape: v.shape, dtype: v.dtype }]),
-      ),
-      loss: (tape, inputs) => replayedWork.lossOn(tape, inputs),
-      clipNorm: 0.5,
-      readGradNorm: true,
-    });
-    for (let i = 0; i < 4; i++) {
-      const e = await trainStep({
-        backend,
-        optimizer: eagerOpt,
-        loss: (tape) => eager.loss(tape),
-        clipNorm: 0.5,
-        readGradNorm: true,
-      });
-      const r = await step.run(replayedWork.batch);
-      expect(Math.abs(r.loss! - e.loss!), `step ${i + 1} loss`).toBeLessThanOrEqual(tolerance * e.loss!);
-      expect(Math.abs(r.gradNorm! - e.gradNorm!), `step ${i + 1} norm`).toBeLessThanOrEqual(
-        tolerance * e.gradNorm!,
-      );
-    }
-    const a = eager.model.parameters();
-    const b = replayedWork.model.parameters();
-    for (let i = 0; i < a.length; i++) {
-      const [x, y] = [await a[i]!.value.read(), await b[i]!.value.read()];
-      expect(b[i]!.value.dtype).toBe('f32');
-      for (let j = 0; j < x.length; j++) {
-        expect(Math.abs(Number(x[j]) - Number(y[j])), `parameter ${i}[${j}]`).toBeLessThanOrEqual(
-          tolerance * Math.max(1, Math.abs(Number(x[j]))),
-        );
-      }
-    }
-    step.dispose();
-    optimizer.dispose();
-    eagerOpt.dispose();
-    replayedWork.dispose();
-    eager.dispose();
-  } finally {
-    backend.dispose();
-  }
-}
 
 // Under CI the wgpu backend must be there (Mesa lavapipe): a missing adapter fails the test.
 const wgpu = (await probeBackends(['wgpu']))[0]!;

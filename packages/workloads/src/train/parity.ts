@@ -1,5 +1,6 @@
 import { type Backend, UnsupportedOnBackendError } from '@rayo/core';
 import { type TrainPrecision, trainStep } from '@rayo/train';
+import { lossScalerFor } from './lossScaling.js';
 import {
   buildWorkload,
   missingKernels,
@@ -92,21 +93,26 @@ async function run(
 ): Promise<StepMeasurement[]> {
   const work = buildWorkload(backend, { ...settings.workload, precision }, settings.seed);
   const optimizer = optimizerFor(work.model, settings.optimizer, settings.lr);
+  const lossScaler = lossScalerFor(backend, { precision });
   try {
     const out: StepMeasurement[] = [];
     for (let i = 0; i < settings.steps; i++) {
+      // Under loss scaling the norm is the scaled gradients': compared unscaled, by the S of the step.
+      const scale = lossScaler ? await lossScaler.readScale() : 1;
       const r = await trainStep({
         backend,
         optimizer,
         loss: (tape) => work.loss(tape),
         clipNorm: settings.clipNorm,
         readGradNorm: true,
+        ...(lossScaler ? { lossScaler } : {}),
       });
-      out.push({ loss: r.loss!, gradNorm: r.gradNorm! });
+      out.push({ loss: r.loss!, gradNorm: r.gradNorm! / scale });
     }
     return out;
   } finally {
     optimizer.dispose();
+    lossScaler?.dispose();
     work.dispose();
   }
 }

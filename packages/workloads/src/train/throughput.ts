@@ -1,5 +1,6 @@
 import type { Backend, MemoryStats } from '@rayo/core';
 import { AdamW, type AdamWOptions, ReplayedStep, type StepResult, trainStep } from '@rayo/train';
+import { lossScalerFor } from './lossScaling.js';
 import { buildWorkload, samplesPerStep, tokensPerStep, type WorkloadSpec, workloadId } from './workload.js';
 
 /** AdamW as both rayo and the PyTorch baseline run it (PyTorch's defaults, decay on every parameter). */
@@ -113,6 +114,8 @@ export async function measureThroughput(
   const peak = new PeakTracker(backend);
   const work = buildWorkload(backend, spec, options.seed ?? 0);
   const optimizer = new AdamW(work.model.namedParameters(), THROUGHPUT_ADAMW);
+  const lossScaler = lossScalerFor(backend, spec);
+  const scaling = lossScaler ? { lossScaler } : {};
   const clipNorm = options.clipNorm ?? 1;
   const mode = options.mode ?? 'eager';
   const replayed =
@@ -128,12 +131,13 @@ export async function measureThroughput(
           ),
           loss: (tape, inputs) => work.lossOn(tape, inputs),
           clipNorm,
+          ...scaling,
         })
       : undefined;
   const step = (): Promise<StepResult> =>
     replayed
       ? replayed.run(mode === 'replayed' ? work.tensors : work.batch)
-      : trainStep({ backend, optimizer, loss: (tape) => work.loss(tape), clipNorm });
+      : trainStep({ backend, optimizer, loss: (tape) => work.loss(tape), clipNorm, ...scaling });
   try {
     const times: number[] = [];
     const losses: number[] = [];
@@ -161,6 +165,7 @@ export async function measureThroughput(
   } finally {
     replayed?.dispose();
     optimizer.dispose();
+    lossScaler?.dispose();
     work.dispose();
   }
 }

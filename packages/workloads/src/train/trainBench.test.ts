@@ -3,7 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCpuBackend, registerBackend } from '@rayo/core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { main, parseOptions, QUICK_WORKLOADS, withCheckpointing } from './trainBench.js';
+import {
+  gpt2Workloads,
+  main,
+  parseOptions,
+  QUICK_WORKLOADS,
+  withCheckpointing,
+  withPrecisions,
+} from './trainBench.js';
 import type { TrainBenchReport } from './trainBenchReport.js';
 import { workloadId } from './workload.js';
 
@@ -63,6 +70,25 @@ describe('train-bench options', () => {
     expect(() => parseOptions(['--checkpoint', 'every0'])).toThrow(/got every0/);
     expect(() => parseOptions(['--checkpoint', 'blocks,every1'])).toThrow(/names a policy twice/);
     expect(() => parseOptions(['--checkpoint', ','])).toThrow(/at least one policy/);
+  });
+
+  it('takes precision policies, each a run of every workload, replacing the suite’s', () => {
+    expect(parseOptions([]).settings.precisions).toBeUndefined();
+    expect(parseOptions(['--precision', 'f32,f16']).settings.precisions).toEqual(['f32', 'f16']);
+    expect(() => parseOptions(['--precision', 'fp16'])).toThrow(
+      expect.objectContaining({
+        argument: '--precision',
+        expected: 'f32 | tf32 | bf16 | f16',
+        actual: 'fp16',
+      }),
+    );
+    expect(() => parseOptions(['--precision', 'f16,f16'])).toThrow(/names a policy twice/);
+    const runs = withPrecisions(gpt2Workloads(8), ['f32', 'f16']);
+    expect(runs.map((w) => w.precision)).toEqual(['f32', 'f16']);
+    expect(runs.map(workloadId)).toEqual([
+      'transformer-v50257-d768-h12-l12-t1024-b8',
+      'transformer-v50257-d768-h12-l12-t1024-b8-f16',
+    ]);
   });
 
   it('rejects what it cannot run', () => {

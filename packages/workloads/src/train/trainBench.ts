@@ -1,14 +1,22 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Backend, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
-import { type BlockCheckpointing, checkpointingFromName, checkpointingName } from '@rayo/train';
+import { type Backend, InvalidArgumentError, probeBackends, UnsupportedOnBackendError } from '@rayo/core';
+import {
+  type BlockCheckpointing,
+  checkpointingFromName,
+  checkpointingName,
+  checkTrainPrecision,
+  TRAIN_PRECISIONS,
+  type TrainPrecision,
+} from '@rayo/train';
 import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import { messageOf, parseCommandLine } from '../commandLine.js';
 import { parityGate } from './parity.js';
 import { measureThroughput, THROUGHPUT_ADAMW, type ThroughputOptions } from './throughput.js';
 import { checkpointMarkdown, checkpointSummary } from './trainBenchCheckpoint.js';
 import { mfuMarkdown, mfuSummary } from './trainBenchMfu.js';
+import { precisionMarkdown, precisionSummary } from './trainBenchPrecision.js';
 
 /** rayo's ways of running the steps, each measured on every workload. */
 const THROUGHPUT_MODES: readonly ThroughputMode[] = ['eager', 'replayed', 'replayed-host'];
@@ -94,6 +102,46 @@ export function withCheckpointing(
   );
 }
 
+/**
+ * Every workload once per precision policy (`--precision`), in the order
+ * given: the policy replaces the suite's own (f32, or bf16 for gpt2), so
+ * that one run compares policies on one device.
+ */
+export function withPrecisions(
+  workloads: readonly WorkloadSpec[],
+  precisions: readonly TrainPrecision[],
+): WorkloadSpec[] {
+  return workloads.flatMap((w) => precisions.map((precision): WorkloadSpec => ({ ...w, precision })));
+}
+
+/** The `--precision` list: known policies, each once. */
+function precisionList(text: string): TrainPrecision[] {
+  const precisions = list('precision', text, 'policy').map((p) => {
+    try {
+      return checkTrainPrecision(p, 'train-bench --precision');
+    } catch {
+      throw new InvalidArgumentError('unknown --precision policy', {
+        operation: 'train-bench',
+        argument: '--precision',
+        expected: TRAIN_PRECISIONS.join(' | '),
+        actual: p,
+      });
+    }
+  });
+  if (new Set(precisions).size !== precisions.length) {
+    throw new InvalidArgumentError('--precision names a policy twice', {
+      operation: 'train-bench',
+      argument: '--precision',
+      expected: 'each policy once',
+      actual: text,
+    });
+  }
+  return precisions;
+}
+
+/** PyTorch's train script runs f32, tf32 and bf16 (autocast); 'f16' would need GradScaler there. */
+const TORCH_PRECISIONS: readonly string[] = ['f32', 'tf32', 'bf16'];
+
 const PARITY_MODELS: readonly ParityModel[] = ['mlp', 'transformer'];
 const CLIP_NORM = 1;
 /**
@@ -131,6 +179,11 @@ written host to device every step).
                       each policy a run of its own: none (default), blocks,
                       everyN (blocks 0, N, 2N, …); none,blocks reports the
                       trade (tokens/s and peak memory with and without)
+  --precision LIST    the products' precision policies, each a run of its own
+                      (${TRAIN_PRECISIONS.join(', ')}): replaces the suite's
+                      (f32; bf16 for gpt2); e.g. f32,f16 compares the two on
+                      one device. f16 trains with dynamic loss scaling
+                      (GradScaler's defaults); PyTorch does not run f16 workloads
   --peak-tflops X     the device's dense peak for the workloads' precision
                       (TFLOP/s): adds model FLOPs utilisation to the report
   --torch-compile     also time PyTorch with torch.compile (eager step otherwise)
@@ -189,6 +242,7 @@ export function parseOptions(argv: readonly string[], now = new Date()): Options
       suite: { type: 'string', default: 'throughput' },
       'gpt2-batch': { type: 'string' },
       checkpoint: { type: 'string', default: 'none' },
+      precision: { type: 'string' },
       'peak-tflops': { type: 'string' },
       'torch-compile': { type: 'boolean', default: false },
       out: { type: 'string' },
@@ -218,6 +272,7 @@ export function parseOptions(argv: readonly string[], now = new Date()): Options
   if (new Set(checkpoint).size !== checkpoint.length) {
     throw new Error(`--checkpoint names a policy twice: ${values.checkpoint}`);
   }
+  const precisions = values.precision === undefined ? undefined : precisionList(values.precision);
   const stamp = now.toISOString().replace(/:/g, '-').replace(/\..*$/, '');
   return {
     settings: {
@@ -233,6 +288,7 @@ export function parseOptions(argv: readonly string[], now = new Date()): Options
       suite: values.suite,
       gpt2Batch: integer('gpt2-batch', values['gpt2-batch'], GPT2_BATCH, 1),
       checkpoint,
+      ...(precisions === undefined ? {} : { precisions }),
       ...(peak === undefined ? {} : { peakTflops: peak }),
       torchCompile: values['torch-compile'],
     },
@@ -373,11 +429,18 @@ async function timeBackend(
 
 async function runBaseline(
   options: Options,
-  workloads: readonly WorkloadSpec[],
+  given: readonly WorkloadSpec[],
   timing: ThroughputOptions,
 ): Promise<BaselineEntry> {
   if (options.baseline === 'none') return { status: 'not requested', reason: 'run with --baseline torch' };
   const s = options.settings;
+  const workloads = given.filter((w) => TORCH_PRECISIONS.includes(w.precision ?? 'f32'));
+  const skipped = given.filter((w) => !workloads.includes(w));
+  if (skipped.length > 0) {
+    log(
+      `torch baseline: not run for ${skipped.map(workloadId).join(', ')} (the script has no f16 with GradScaler)`,
+    );
+  }
   const request: TorchTrainRequest = {
     schema: 'rayo-train-workloads/1',
     warmup: timing.warmup,
@@ -417,7 +480,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   const policies = (settings.checkpoint ?? ['none']).map((name) =>
     checkpointingFromName(name, '--checkpoint'),
   );
-  const workloads = withCheckpointing(suite, policies);
+  const precise = settings.precisions ? withPrecisions(suite, settings.precisions) : suite;
+  const workloads = withCheckpointing(precise, policies);
   const timing: ThroughputOptions = {
     warmup: settings.warmup,
     steps: settings.steps,
@@ -455,7 +519,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   await writeFile(join(options.out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
   await writeFile(
     join(options.out, 'report.md'),
-    reportMarkdown(report) + mfuMarkdown(report) + checkpointMarkdown(report),
+    reportMarkdown(report) + mfuMarkdown(report) + checkpointMarkdown(report) + precisionMarkdown(report),
   );
   log(`report: ${join(options.out, 'report.md')}`);
   process.stdout.write(summaryTable(report));
@@ -463,5 +527,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   if (mfu) process.stdout.write(`\n${mfu}`);
   const trade = checkpointSummary(report);
   if (trade) process.stdout.write(`\n${trade}`);
+  const byPrecision = precisionSummary(report);
+  if (byPrecision) process.stdout.write(`\n${byPrecision}`);
   return exitCodeOf(report);
 }

@@ -1,6 +1,13 @@
 import type { ThroughputMeasurement } from './throughput.js';
 import type { TorchGraphResult } from './torchTrainBaseline.js';
-import { formatMiB, formatNumber, rayoLabel, type TrainBenchReport, textTable } from './trainBenchReport.js';
+import {
+  formatMiB,
+  formatNumber,
+  rayoLabel,
+  reportSection,
+  type TrainBenchReport,
+  textTable,
+} from './trainBenchReport.js';
 import { type WorkloadSpec, workloadId } from './workload.js';
 
 type Timed = Pick<ThroughputMeasurement, 'tokensPerSecond' | 'memory'>;
@@ -105,23 +112,16 @@ function cells(r: CheckpointRow): string[] {
 
 /** The report's activation checkpointing section (markdown); empty without a checkpointed workload and its twin. */
 export function checkpointMarkdown(report: TrainBenchReport): string {
-  const rows = checkpointRows(report);
-  if (rows.length === 0) return '';
-  return [
-    '',
-    '## Activation checkpointing',
-    '',
+  return reportSection(
+    'Activation checkpointing',
     'Each language model with its checkpointed blocks keeping only their inputs and running their ' +
       'forward again in backward, beside the same model keeping every activation, run the same way: ' +
       'tokens per second at the median step and the peak of allocated device memory (warm-up ' +
       'included). Below 1, speed with/without is the recompute’s cost and peak with/without the memory ' +
       'it saves.',
-    '',
-    `| ${HEADER.join(' | ')} |`,
-    `| ${HEADER.map(() => '---').join(' | ')} |`,
-    ...rows.map((r) => `| ${cells(r).join(' | ')} |`),
-    '',
-  ].join('\n');
+    HEADER,
+    checkpointRows(report).map(cells),
+  );
 }
 
 /** The same rows as a text table, for the terminal. */

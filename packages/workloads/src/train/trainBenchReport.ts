@@ -1,3 +1,4 @@
+import type { TrainPrecision } from '@rayo/train';
 import type { ParityReport } from './parity.js';
 import type { PeakMemory, THROUGHPUT_ADAMW, ThroughputMeasurement } from './throughput.js';
 import type { TorchTrainOutput } from './torchTrainBaseline.js';
@@ -99,6 +100,8 @@ export interface TrainBenchSettings {
   readonly gpt2Batch?: number;
   /** The checkpointing policies each language model ran under (`none`, `blocks`, `everyN`; absent: none). */
   readonly checkpoint?: readonly string[];
+  /** The precision policies every workload ran under, from `--precision` (absent: each workload's own). */
+  readonly precisions?: readonly TrainPrecision[];
   /** The device's dense peak in TFLOP/s for the workloads' precision, from the command line. */
   readonly peakTflops?: number;
   /** Whether PyTorch also ran under torch.compile. */
@@ -177,6 +180,20 @@ function parityLabel(p: ParityEntry): string {
 
 function throughputReason(entry: ThroughputEntry): string {
   return entry.status === 'ok' ? '' : `${entry.status}: ${entry.reason}`;
+}
+
+/**
+ * A report section of its own (markdown): a title, what it compares, its
+ * table; empty without rows.
+ */
+export function reportSection(
+  title: string,
+  intro: string,
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+): string {
+  if (rows.length === 0) return '';
+  return ['', `## ${title}`, '', intro, '', ...markdownTable(header, rows), ''].join('\n');
 }
 
 function markdownTable(header: readonly string[], rows: readonly (readonly string[])[]): string[] {

@@ -61,7 +61,15 @@ export async function main(argv: readonly string[]): Promise<number> {
       return 2;
     }
   }
-  const spec = { ...model, batch, precision: checkTrainPrecision(values.precision, 'train-profile') };
+  const precision = checkTrainPrecision(values.precision, 'train-profile');
+  if (precision === 'f16') {
+    // The profiled step has no loss scaler; f16 without one is not the step anyone trains.
+    process.stderr.write(
+      'train-profile: --precision f16 is not profiled (its step needs a loss scaler); use f32, tf32 or bf16, or train-bench --precision f16\n',
+    );
+    return 2;
+  }
+  const spec = { ...model, batch, precision };
   const backend = await createBackendFromEnvironment(values.backend!);
   try {
     const profile = await profileTrainingStep(backend, spec, {

@@ -16,6 +16,7 @@ import type {
   Variable,
 } from '@rayo/train';
 import { AdamW, autograd, CausalLM, checkpointingName, MLP, Rng, SGD, trainStep } from '@rayo/train';
+import { lossScalerFor } from './lossScaling.js';
 
 /** A classifier on random features: an MLP of `sizes`, cross-entropy over `batch` rows. */
 export interface MlpWorkloadSpec {
@@ -215,6 +216,7 @@ export async function trainingKernels(spec: WorkloadSpec, options: StepKernelOpt
   try {
     const work = buildWorkload(cpu, miniature(spec), 0);
     const optimizer = optimizerFor(work.model, options.optimizer, undefined);
+    const lossScaler = options.optimizer === 'adamw' ? lossScalerFor(cpu, spec) : undefined;
     const kernels = new Set<string>();
     await trainStep({
       backend: cpu,
@@ -223,8 +225,10 @@ export async function trainingKernels(spec: WorkloadSpec, options: StepKernelOpt
       clipNorm: options.clipNorm,
       readGradNorm: true,
       kernelsUsed: kernels,
+      ...(lossScaler ? { lossScaler } : {}),
     });
     optimizer.dispose();
+    lossScaler?.dispose();
     work.dispose();
     return [...kernels].sort();
   } finally {

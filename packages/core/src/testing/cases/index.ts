@@ -7,6 +7,7 @@ import { embeddingCases } from './embedding.js';
 import { flashAttentionCases } from './flashAttention.js';
 import { fusedCases } from './fused.js';
 import { lossCases } from './loss.js';
+import { lossScalingCases } from './lossScaling.js';
 import { matmulCases } from './matmul.js';
 import { memoryCases } from './memory.js';
 import { normalizationCases } from './normalization.js';
@@ -33,6 +34,7 @@ const families = [
   flashAttentionCases,
   pagedAttentionCases,
   optimizerCases,
+  lossScalingCases,
   lossCases,
   embeddingCases,
   fusedCases,

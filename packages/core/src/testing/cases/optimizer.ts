@@ -4,6 +4,7 @@ import {
   deviceValue,
   type FamilyCases,
   f32,
+  type InputInit,
   type InputSample,
   i32,
   invalid,
@@ -331,18 +332,18 @@ for (const [what, shapes] of multiSets) {
   cases.push(
     valid(k.multiTensorAdamw, {
       label: `${what}, step 7`,
-      inputs: [undefined, undefined, undefined, ...quads(shapes)],
+      inputs: [undefined, undefined, undefined, undefined, ...quads(shapes)],
       attrs: { lr: 0.05, weightDecay: [0.1], step: 7 },
     }),
     // Clip active (scale 0.25) and inactive (norm below maxNorm), step and lr on the device.
     valid(k.multiTensorAdamw, {
       label: `${what}, device step 3 and lr, clipped`,
-      inputs: [deviceValue(3), deviceLr(0.02), deviceNorm(4), ...quads(shapes)],
+      inputs: [deviceValue(3), deviceLr(0.02), deviceNorm(4), undefined, ...quads(shapes)],
       attrs: { weightDecay: [0.1], maxNorm: 1 },
     }),
     valid(k.multiTensorAdamw, {
       label: `${what}, device step 1000 and lr, not clipped`,
-      inputs: [deviceValue(1000), deviceLr(0.05), deviceNorm(0.5, [1]), ...quads(shapes)],
+      inputs: [deviceValue(1000), deviceLr(0.05), deviceNorm(0.5, [1]), undefined, ...quads(shapes)],
       attrs: { weightDecay: [0.1], maxNorm: 1 },
     }),
   );
@@ -350,22 +351,93 @@ for (const [what, shapes] of multiSets) {
 cases.push(
   valid(k.multiTensorAdamw, {
     label: '[1], [3], [1000], [4097], a weight decay per tensor, step 2, clipped with clipEps 0.5',
-    inputs: [undefined, undefined, deviceNorm(3), ...quads(ODD_SET)],
+    inputs: [undefined, undefined, deviceNorm(3), undefined, ...quads(ODD_SET)],
     attrs: { lr: 0.05, weightDecay: [0.5, 0, 0.1, 0], step: 2, maxNorm: 0.75, clipEps: 0.5 },
   }),
   valid(k.multiTensorAdamw, {
     label: '[7, 13], [], [3, 5, 67], [1], [64], device step 5, betas 0.8/0.95, eps 0.1',
-    inputs: [deviceValue(5), undefined, undefined, ...quads(MIXED_SET)],
+    inputs: [deviceValue(5), undefined, undefined, undefined, ...quads(MIXED_SET)],
     attrs: { lr: 0.01, beta1: 0.8, beta2: 0.95, eps: 0.1, weightDecay: [0, 0.5, 0, 0.5, 0] },
   }),
   valid(k.multiTensorAdamw, {
     label: '[1000003], [3], device lr, clipped',
-    inputs: [undefined, deviceLr(0.05), deviceNorm(2), ...quads([[1000003], [3]])],
+    inputs: [undefined, deviceLr(0.05), deviceNorm(2), undefined, ...quads([[1000003], [3]])],
     attrs: { step: 1000, weightDecay: [0.1], maxNorm: 1 },
   }),
 );
 
-const none = [undefined, undefined, undefined];
+// Loss scaling: gradients of a loss scaled by S (so S times an f32 gradient),
+// unscaled inside the update, with and without the clip acting on the
+// unscaled norm; and steps skipped for an inf or NaN gradient (its norm not
+// finite), which must leave param, m and v as they were.
+const LOSS_SCALE = 4096;
+const scaledGrad: InputInit = (rng, size) =>
+  Array.from({ length: size }, () => LOSS_SCALE * rng.uniform(-1, 1));
+/** param, grad × S, m, v of each shape, one gradient element `bad` (inf or NaN) where given. */
+const scaledQuads = (shapes: readonly Shape[], bad?: number) =>
+  shapes.flatMap((shape, j) => {
+    const grad: InputInit =
+      bad !== undefined && j === shapes.length - 1
+        ? (rng, size) => {
+            const g = Array.from({ length: size }, () => LOSS_SCALE * rng.uniform(-1, 1));
+            g[size >> 1] = bad;
+            return g;
+          }
+        : scaledGrad;
+    return [f32(shape), f32(shape, grad), f32(shape), f32(shape, 'positive')];
+  });
+const deviceScale = (value: number): InputSample => ({ shape: [1], init: () => [value] });
+for (const [what, shapes] of multiSets.slice(0, 3)) {
+  cases.push(
+    // The unscaled norm 4 is clipped to 1: the factor is 1 / (4 S).
+    valid(k.multiTensorAdamw, {
+      label: `${what}, loss scale ${LOSS_SCALE}, clipped`,
+      inputs: [
+        deviceValue(3),
+        deviceLr(0.02),
+        deviceNorm(4 * LOSS_SCALE),
+        deviceScale(LOSS_SCALE),
+        ...scaledQuads(shapes),
+      ],
+      attrs: { weightDecay: [0.1], maxNorm: 1 },
+    }),
+    valid(k.multiTensorAdamw, {
+      label: `${what}, loss scale ${LOSS_SCALE}, not clipped, step 7`,
+      inputs: [
+        undefined,
+        undefined,
+        deviceNorm(0.5 * LOSS_SCALE),
+        deviceScale(LOSS_SCALE),
+        ...scaledQuads(shapes),
+      ],
+      attrs: { lr: 0.05, weightDecay: [0.1], step: 7 },
+    }),
+    valid(k.multiTensorAdamw, {
+      label: `${what}, loss scale, an inf gradient: skipped`,
+      inputs: [
+        deviceValue(3),
+        deviceLr(0.02),
+        deviceNorm(Infinity),
+        deviceScale(LOSS_SCALE),
+        ...scaledQuads(shapes, Infinity),
+      ],
+      attrs: { weightDecay: [0.1], maxNorm: 1 },
+    }),
+    valid(k.multiTensorAdamw, {
+      label: `${what}, loss scale, a NaN gradient: skipped`,
+      inputs: [
+        undefined,
+        undefined,
+        deviceNorm(Number.NaN, [1]),
+        deviceScale(LOSS_SCALE),
+        ...scaledQuads(shapes, Number.NaN),
+      ],
+      attrs: { lr: 0.05, weightDecay: [0.1], step: 7 },
+    }),
+  );
+}
+
+const none = [undefined, undefined, undefined, undefined];
 const ok4 = quads([[4]]);
 errors.push(
   ...invalidCalls(k.multiTensorAdamw, [
@@ -414,27 +486,54 @@ errors.push(
     ],
     [
       'a gradNorm of two elements',
-      [undefined, undefined, f32([2]), ...ok4],
+      [undefined, undefined, f32([2]), undefined, ...ok4],
       'shape',
       'gradNorm',
       { lr: 0.1, step: 1, maxNorm: 1 },
     ],
     [
       'maxNorm = 0',
-      [undefined, undefined, deviceNorm(1), ...ok4],
+      [undefined, undefined, deviceNorm(1), undefined, ...ok4],
       'argument',
       'attrs.maxNorm',
       { lr: 0.1, step: 1, maxNorm: 0 },
     ],
     [
       'a device step and attrs.step both',
-      [deviceValue(2), undefined, undefined, ...ok4],
+      [deviceValue(2), undefined, undefined, undefined, ...ok4],
       'argument',
       'attrs.step',
       { lr: 0.1, step: 2 },
     ],
-    ['a device step of f32', [deviceLr(2), undefined, undefined, ...ok4], 'dtype', 'step', { lr: 0.1 }],
+    [
+      'a device step of f32',
+      [deviceLr(2), undefined, undefined, undefined, ...ok4],
+      'dtype',
+      'step',
+      { lr: 0.1 },
+    ],
     ['beta1 = 1', [...none, ...ok4], 'argument', 'attrs.beta1', { lr: 0.1, step: 1, beta1: 1 }],
+    [
+      'a loss scale without gradNorm',
+      [undefined, undefined, undefined, deviceScale(2), ...ok4],
+      'shape',
+      'lossScale',
+      { lr: 0.1, step: 1 },
+    ],
+    [
+      'a loss scale of two elements',
+      [undefined, undefined, deviceNorm(1), f32([2]), ...ok4],
+      'shape',
+      'lossScale',
+      { lr: 0.1, step: 1 },
+    ],
+    [
+      'an i32 loss scale',
+      [undefined, undefined, deviceNorm(1), deviceValue(2), ...ok4],
+      'dtype',
+      'lossScale',
+      { lr: 0.1, step: 1 },
+    ],
   ]),
 );
 

@@ -2,6 +2,7 @@ import {
   batchedMatmul as batchedMatmulSpec,
   biasActivationBackward,
   cast,
+  InvalidArgumentError,
   type LinearActivation,
   linear as linearSpec,
   type MatmulPrecision,
@@ -121,13 +122,29 @@ export function linear(
  * `x · wᵀ` for x [M, K] and w stored [N, K] under a reduced `precision`, the
  * three products (y, dx = dy · w, dw = dyᵀ · x) summed in f32 with f32
  * outputs, so that w's gradient is f32. Under 'half' an f32 w is cast to
- * bf16 once here and the copy serves forward and dx; an f32 x is kept for dw
- * as a bf16 copy, so the f32 x is freed once nothing else reads it (the
- * products round to bf16 anyway, so the copy changes no result).
+ * `halfDtype` (default bf16) once here and the copy serves forward and dx;
+ * an f32 x is kept for dw as a copy of that dtype, so the f32 x is freed
+ * once nothing else reads it. Every product has the half copy as its b, so
+ * matmul rounds its f32 a (x, dy) to the same dtype: the copies change no
+ * result.
  */
-export function reducedLinear(tape: Tape, x: Variable, w: Variable, precision: MatmulPrecision): Variable {
+export function reducedLinear(
+  tape: Tape,
+  x: Variable,
+  w: Variable,
+  precision: MatmulPrecision,
+  halfDtype: 'f16' | 'bf16' = 'bf16',
+): Variable {
+  if (halfDtype !== 'f16' && halfDtype !== 'bf16') {
+    throw new InvalidArgumentError('a half operand is f16 or bf16', {
+      operation: 'reducedLinear',
+      argument: 'halfDtype',
+      expected: "'f16' or 'bf16'",
+      actual: String(halfDtype),
+    });
+  }
   const half = (t: Tensor) =>
-    precision === 'half' && t.dtype === 'f32' ? tape.run1(cast, [t], { to: 'bf16' }) : t;
+    precision === 'half' && t.dtype === 'f32' ? tape.run1(cast, [t], { to: halfDtype }) : t;
   const wOperand = half(w.value);
   const y = tape.run1(matmulSpec, [x.value, wOperand], { transB: true, precision });
   const xSaved = tape.gradEnabled && w.requiresGrad ? half(x.value) : x.value;

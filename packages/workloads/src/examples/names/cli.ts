@@ -29,8 +29,9 @@ and a JSON report into --out, and samples new names.
   --embed-std X       standard deviation of the embeddings at initialisation (default ${NAMES_DEFAULTS.embedStd})
   --eval-every N      validation loss every N steps (default ${NAMES_DEFAULTS.evalEvery})
   --seed N            split, initialisation and batches (default ${NAMES_DEFAULTS.seed})
-  --precision P       f32, tf32 or bf16: the matrix products' precision; weights,
-                      gradients and AdamW stay f32 (default ${NAMES_DEFAULTS.precision})
+  --precision P       f32, tf32, bf16 or f16: the matrix products' precision;
+                      weights, gradients and AdamW stay f32, f16 trains with
+                      dynamic loss scaling (default ${NAMES_DEFAULTS.precision})
   --samples N         names to sample at the end (default 20)
   --out DIR           where the report goes (default names-results)`;
 

@@ -150,25 +150,28 @@ describe.each(backends)('training on %s', (_name, open) => {
   }, 120_000);
 });
 
-describe("training under the 'bf16' policy", () => {
+describe("training under the 'bf16' and 'f16' policies", () => {
   // TINY with less work: half the windows, one validation loss at the end over 3% of the names.
   const settings: NamesSettings = { ...TINY, batch: 8, steps: 30, evalEvery: 30, validationFraction: 0.03 };
 
-  it('reaches the f32 validation loss within 1% on cpu', async () => {
+  it('each reaches the f32 validation loss within 1% on cpu', async () => {
     const backend = createCpuBackend();
     try {
       const runs = [];
-      for (const precision of ['f32', 'bf16'] as const) {
+      for (const precision of ['f32', 'bf16', 'f16'] as const) {
         const run = await trainNames(backend, firstNames(), { ...settings, precision }, { progress: false });
         expect(run.model.head.precision).toBe(precision);
         runs.push(run.curve.validation.at(-1)!.loss);
         run.model.dispose();
       }
-      const [f32, bf16] = runs as [number, number];
+      const [f32, bf16, f16] = runs as [number, number, number];
       // It learned (well under log 28), and the rounding changed the numbers.
       expect(f32).toBeLessThan(Math.log(28) - 0.4);
       expect(bf16).not.toBe(f32);
       expect(Math.abs(bf16 - f32)).toBeLessThan(0.01 * f32);
+      // f16 (with its loss scaler) keeps 3 more bits than bf16.
+      expect(f16).not.toBe(f32);
+      expect(Math.abs(f16 - f32)).toBeLessThan(0.01 * f32);
     } finally {
       backend.dispose();
     }

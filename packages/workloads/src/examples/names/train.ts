@@ -12,6 +12,7 @@ import {
   train,
   warmupCosine,
 } from '@rayo/train';
+import { lossScalerFor } from '../../train/lossScaling.js';
 import {
   batchLayout,
   coveringWindows,
@@ -42,7 +43,7 @@ export interface NamesSettings {
   readonly evalEvery: number;
   readonly seed: number;
   readonly validationFraction: number;
-  /** The matrix products' precision policy; weights, gradients and AdamW stay f32. */
+  /** The matrix products' precision policy; weights, gradients and AdamW stay f32 ('f16' trains with a LossScaler). */
   readonly precision: TrainPrecision;
 }
 
@@ -159,11 +160,14 @@ export async function trainNames(
   });
   const curve: NamesCurve = { train: [], validation: [] };
   let best = { step: 0, loss: Number.POSITIVE_INFINITY };
+  // f16 products need dynamic loss scaling; the other policies keep f32's range.
+  const lossScaler = lossScalerFor(backend, settings);
   try {
     const result = await train({
       backend,
       model,
       optimizer,
+      ...(lossScaler ? { lossScaler } : {}),
       steps,
       // The windows of a step depend on the step alone.
       data: (step): { ids: Tensor; targets: Tensor } => {
@@ -208,6 +212,7 @@ export async function trainNames(
     throw error;
   } finally {
     optimizer.dispose();
+    lossScaler?.dispose();
   }
 }
 
