@@ -22,7 +22,7 @@ export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions,
  * RAYO_QGEMV_PERSISTENT (`on`, `off`) → `qgemvPersistent`,
  * RAYO_QGEMV_DEPTH (1, 2, 3) → `qgemvDepth`, RAYO_QGEMV_BLOCKS_PER_SM (1–4)
  * → `qgemvBlocksPerSm`, RAYO_ATTENTION_SPLIT_TOKENS
- * (16, 32, 64, 128) → `attentionSplitTokens`, RAYO_ATTENTION_UNROLL (1, 2, 4, 8)
+ * (16, 32, 64, 128, 256, 512) → `attentionSplitTokens`, RAYO_ATTENTION_UNROLL (1, 2, 4, 8)
  * → `attentionUnroll`, RAYO_ATTENTION_MAX_SPLITS (64, 128, 256) →
  * `attentionMaxSplits`, RAYO_ATTENTION_KERNEL (`mma`, `lanes`) → `attentionKernel`,
  * RAYO_CUDA_WEIGHT_PREFETCH (`on`, `off`) → `weightPrefetch` and

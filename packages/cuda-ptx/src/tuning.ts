@@ -21,7 +21,7 @@ export const ATTENTION_UNROLL_CHOICES = [1, 2, 4, 8] as const;
 export type AttentionUnroll = (typeof ATTENTION_UNROLL_CHOICES)[number];
 
 /** `attentionSplitTokens`: the fewest tokens a split of the decode attention's cache keeps. */
-export const ATTENTION_SPLIT_CHOICES = [16, 32, 64, 128] as const;
+export const ATTENTION_SPLIT_CHOICES = [16, 32, 64, 128, 256, 512] as const;
 export type AttentionSplitTokens = (typeof ATTENTION_SPLIT_CHOICES)[number];
 
 /** `attentionMaxSplits`: the most splits the decode attention cuts one head's cache into. */
@@ -83,9 +83,11 @@ export interface CudaTuningOptions extends QgemvOptions {
   readonly qgemvBlocksPerSm?: QgemvBlocksPerSm;
   /**
    * The fewest tokens a split of the decode attention's cache keeps (16,
-   * 32, 64 or 128): fewer make more blocks for a short cache, each walking
-   * fewer tokens one after another, and more partial states to merge.
-   * Absent: 32 (MIN_SPLIT_TOKENS).
+   * 32, 64, 128, 256 or 512): fewer make more blocks for a short cache, each
+   * walking fewer tokens one after another, and more partial states to
+   * merge. Absent: 32 (MIN_SPLIT_TOKENS) on the CUDA-core kernel, a round
+   * of its warps (DECODE_MMA_ROUND, 64) on the tensor-core one, whose splits
+   * are whole rounds (a smaller value means one round).
    */
   readonly attentionSplitTokens?: AttentionSplitTokens;
   /**
