@@ -2,6 +2,7 @@ import { formatShape, InvalidArgumentError, RayoError, ShapeError, shapesEqual }
 import { writeFileAtomically } from '../io/atomicWrite.js';
 import { fileError } from '../io/fileError.js';
 import type { Parameter } from '../nn/module.js';
+import type { LossScaler } from '../optim/lossScaler.js';
 import type { HostTensor, Optimizer } from '../optim/optimizer.js';
 import { openNodeFile, readWholeFile } from './randomAccessFile.js';
 import { decodeSafetensors, encodeSafetensors, type StoredTensor } from './safetensors.js';
@@ -14,6 +15,8 @@ export interface HasParameters {
 export interface CheckpointContents {
   readonly model: HasParameters;
   readonly optimizer?: Optimizer;
+  /** A half-precision run's loss scaler: its scale and count of finite steps travel with the checkpoint. */
+  readonly lossScaler?: LossScaler;
   /** Training steps completed. */
   readonly step: number;
   /** Extra metadata (string values). */
@@ -30,6 +33,8 @@ export const CHECKPOINT_FORMAT = 'rayo-train/1';
 export const MAX_CHECKPOINT_BYTES = 2 ** 31 - 1;
 const MODEL = 'model.';
 const OPTIMIZER = 'optimizer.';
+const LOSS_SCALE = 'lossScaler.scale';
+const LOSS_GROWTH = 'lossScaler.growth';
 
 /**
  * Reads the parameters (`model.<name>`) and the optimizer's state
@@ -58,6 +63,11 @@ export async function saveCheckpoint(contents: CheckpointContents): Promise<Uint
     metadata['optimizer.lr'] = String(optimizer.lr);
     metadata['optimizer.hyperparameters'] = JSON.stringify(optimizer.hyperparameters());
   }
+  const scaler = contents.lossScaler;
+  if (scaler) {
+    tensors.set(LOSS_SCALE, { dtype: 'f32', shape: [1], data: await scaler.scale.read() });
+    tensors.set(LOSS_GROWTH, { dtype: 'i32', shape: [1], data: await scaler.growth.read() });
+  }
   return encodeSafetensors(tensors, metadata);
 }
 
@@ -81,7 +91,11 @@ function integerMeta(metadata: Record<string, string>, key: string): number {
  */
 export function loadCheckpoint(
   bytes: Uint8Array,
-  target: { readonly model: HasParameters; readonly optimizer?: Optimizer },
+  target: {
+    readonly model: HasParameters;
+    readonly optimizer?: Optimizer;
+    readonly lossScaler?: LossScaler;
+  },
 ): LoadedCheckpoint {
   const { tensors, metadata } = decodeSafetensors(bytes);
   if (metadata.format !== CHECKPOINT_FORMAT) {
@@ -130,6 +144,7 @@ export function loadCheckpoint(
     optimizer.checkState(state);
     optimizerStep = integerMeta(metadata, 'optimizer.step');
   }
+  const scalerState = target.lossScaler ? lossScalerState(tensors) : undefined;
   // Everything is checked before anything is written.
   for (const [name, p] of params) {
     const stored = tensors.get(`${MODEL}${name}`)!;
@@ -143,7 +158,46 @@ export function loadCheckpoint(
     const lr = Number(metadata['optimizer.lr']);
     if (Number.isFinite(lr)) optimizer.lr = lr;
   }
+  if (target.lossScaler && scalerState) {
+    const { scale, growth } = target.lossScaler;
+    scale.backend.write(scale, scalerState.scale.data);
+    growth.backend.write(growth, scalerState.growth.data);
+  }
   return { step, metadata };
+}
+
+/**
+ * A loss scaler's stored scale (a positive finite f32) and count of finite
+ * steps (a non-negative i32); a run that scales its loss resumes only from a
+ * checkpoint that holds them.
+ */
+function lossScalerState(tensors: ReadonlyMap<string, StoredTensor>): {
+  scale: StoredTensor;
+  growth: StoredTensor;
+} {
+  const scale = tensors.get(LOSS_SCALE);
+  const growth = tensors.get(LOSS_GROWTH);
+  const fits = (t: StoredTensor | undefined, dtype: string) =>
+    t !== undefined && t.dtype === dtype && shapesEqual(t.shape, [1]);
+  if (!fits(scale, 'f32') || !fits(growth, 'i32')) {
+    throw new InvalidArgumentError('the checkpoint has no loss scaler state', {
+      operation: 'loadCheckpoint',
+      argument: 'lossScaler',
+      expected: `${LOSS_SCALE} f32[1] and ${LOSS_GROWTH} i32[1]`,
+      actual: [scale, growth].map((t) => (t ? `${t.dtype}${formatShape(t.shape)}` : 'nothing')).join(' and '),
+    });
+  }
+  const s = Number(scale!.data[0]);
+  const g = Number(growth!.data[0]);
+  if (!(Number.isFinite(s) && s > 0) || !(Number.isInteger(g) && g >= 0)) {
+    throw new RayoError('the checkpoint holds an invalid loss scaler state', {
+      operation: 'loadCheckpoint',
+      argument: 'lossScaler',
+      expected: 'a positive finite scale and a non-negative count of finite steps',
+      actual: `scale ${s}, count ${g}`,
+    });
+  }
+  return { scale: scale!, growth: growth! };
 }
 
 /**

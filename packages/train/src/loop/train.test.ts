@@ -12,6 +12,7 @@ import { Linear } from '../nn/linear.js';
 import { MLP } from '../nn/mlp.js';
 import { TransformerBlock } from '../nn/transformer.js';
 import { AdamW } from '../optim/adamw.js';
+import { LossScaler } from '../optim/lossScaler.js';
 import { warmupCosine } from '../optim/schedule.js';
 import { SGD } from '../optim/sgd.js';
 import { Rng } from '../random.js';
@@ -79,6 +80,58 @@ describe('train', () => {
     expect(second.optimizer.stepCount).toBe(12);
     const losses = uninterrupted.history.map((r) => r.loss!);
     expect(losses[11]!).toBeLessThan(losses[0]!);
+  });
+
+  it("a resumed run with a loss scaler takes the scaler's state from the checkpoint", async () => {
+    const backend = createCpuBackend();
+    const { data, release } = task(backend);
+    const common = { backend, steps: 12, data, release, lr, clipNorm: 1, ...quiet };
+    // The scale grows every 2 finite steps: 2^10 after 0, 2^12 after 5 steps (count 1), 2^16 after 12.
+    const scaled = () => new LossScaler(backend, { initScale: 2 ** 10, growthInterval: 2 });
+    const full = setup(backend, 1);
+    const fullScaler = scaled();
+    const uninterrupted = await train({ ...common, ...full, lossScaler: fullScaler });
+    expect(await fullScaler.readScale()).toBe(2 ** 16);
+
+    const first = setup(backend, 1);
+    let saved: Uint8Array | undefined;
+    await train({
+      ...common,
+      ...first,
+      lossScaler: scaled(),
+      steps: 5,
+      checkpoint: {
+        every: 5,
+        save: (bytes) => {
+          saved = bytes;
+        },
+      },
+    });
+    const second = setup(backend, 99);
+    const secondScaler = scaled();
+    const resumed = await train({ ...common, ...second, lossScaler: secondScaler, resume: saved! });
+    expect(resumed.history.map((r) => r.loss)).toEqual(uninterrupted.history.slice(5).map((r) => r.loss));
+    expect(await secondScaler.readScale()).toBe(2 ** 16);
+    expect((await secondScaler.growth.read())[0]).toBe((await fullScaler.growth.read())[0]);
+
+    // A checkpoint without a scaler's state cannot resume a scaled run.
+    const plain = setup(backend, 1);
+    let unscaled: Uint8Array | undefined;
+    await train({
+      ...common,
+      ...plain,
+      steps: 2,
+      checkpoint: {
+        every: 2,
+        save: (bytes) => {
+          unscaled = bytes;
+        },
+      },
+    });
+    const third = setup(backend, 5);
+    await expect(train({ ...common, ...third, lossScaler: scaled(), resume: unscaled! })).rejects.toThrow(
+      /no loss scaler state/,
+    );
   });
 
   it('saves and resumes through a file', async () => {

@@ -122,12 +122,14 @@ export async function train<B>(options: TrainOptions<B>): Promise<TrainResult> {
   const lrAt = (step: number): number =>
     typeof schedule === 'function' ? schedule(step) : (schedule ?? optimizer.lr);
 
+  // The loss scaler's state travels with the checkpoints of a run that scales its loss.
+  const scaler = options.lossScaler ? { lossScaler: options.lossScaler } : {};
   let startStep = 0;
   const resume = options.resume;
   if (resume !== undefined) {
     const bytes = typeof resume === 'string' ? await readCheckpointFile(resume) : resume;
     try {
-      startStep = loadCheckpoint(bytes, { model, optimizer }).step;
+      startStep = loadCheckpoint(bytes, { model, optimizer, ...scaler }).step;
     } catch (error) {
       throw typeof resume === 'string' ? namingFile(error, resume) : error;
     }
@@ -147,7 +149,7 @@ export async function train<B>(options: TrainOptions<B>): Promise<TrainResult> {
   const checkpoint = async (step: number): Promise<void> => {
     const hook = options.checkpoint;
     if (!hook) return;
-    const bytes = await saveCheckpoint({ model, optimizer, step, metadata: hook.metadata });
+    const bytes = await saveCheckpoint({ model, optimizer, ...scaler, step, metadata: hook.metadata });
     if (hook.path) await writeCheckpointFile(hook.path, bytes);
     await hook.save?.(bytes, step);
     progress?.log(`checkpoint at step ${step}${hook.path ? `: ${hook.path}` : ''}`);
