@@ -2,6 +2,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import type { F32, Param, Pred, R32, R64 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { loadPointer, loadU32 } from './common.js';
+import { loadDeviceU32 } from './decodingAccess.js';
 
 // Where the attention kernel finds a lane's K and V rows: in a contiguous
 // head-first cache, its pointers advanced a group at a time, or in page pools
@@ -126,4 +127,29 @@ export function normalised(k: KernelBuilder, acc: F32, l: F32, zeroEmpty = false
   if (!zeroEmpty) return value;
   const some = k.setp('gt', 'f32', k.reg('pred'), l, 0);
   return k.selp('f32', k.reg('f32'), value, 0, some);
+}
+
+/**
+ * The rows a block attends: paged, sequence `sequence`'s length from
+ * `seqLens`; else `seqLenAt` read on the device (`deviceLength`) or the
+ * `seqLen` parameter. A length read on the device outside 1 … its bound
+ * (the table's capacity, maxSeq) is 0: 0, idle rows and negatives wrap past
+ * the bound as u32 and read nothing.
+ */
+export function attendedLength(
+  k: KernelBuilder,
+  p: Params,
+  from: { readonly sequence?: R32; readonly deviceLength?: boolean },
+): R32 {
+  let given: R32;
+  let bound: R32;
+  if (from.sequence) {
+    given = loadDeviceU32(k, k.elementAddress(loadPointer(k, p, 'seqLens'), from.sequence, 4));
+    bound = k.mulLo('u32', k.reg('u32'), loadU32(k, p, 'pageSize'), loadU32(k, p, 'maxPages'));
+  } else if (from.deviceLength) {
+    given = loadDeviceU32(k, loadPointer(k, p, 'seqLenAt'));
+    bound = loadU32(k, p, 'maxSeq');
+  } else return loadU32(k, p, 'seqLen');
+  const inRange = k.setp('lt', 'u32', k.reg('pred'), k.sub('u32', k.reg('u32'), given, 1), bound);
+  return k.selp('u32', k.reg('u32'), given, 0, inRange);
 }

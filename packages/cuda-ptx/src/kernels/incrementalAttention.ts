@@ -1,9 +1,10 @@
 import { FLOAT, incrementalAttention, UnsupportedOnBackendError } from '@rayo/core';
 import { cudaKernel, type KernelEncoder, type LaunchValue, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type F32, type Param, type Pred, type R32 } from '../ptx/operands.js';
+import { addr, type F32, type Param, type Pred } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
 import { launchSplitAndMerge } from './attentionMerge.js';
+import { decodeMmaApplies } from './attentionMmaPlan.js';
 import {
   ATTENTION_WARPS,
   type AttentionConfig,
@@ -14,11 +15,11 @@ import {
   MAX_HEAD_DIM,
   planAttention,
 } from './attentionPlan.js';
-import { cacheRows, normalised, PAGED_PARAMS, pagedRows } from './attentionRows.js';
+import { attendedLength, cacheRows, normalised, PAGED_PARAMS, pagedRows } from './attentionRows.js';
 import { combineWarps, laneRegisters, mergeSlots, newState } from './attentionStates.js';
 import { checkElementCount, loadPointer, loadU32 } from './common.js';
-import { loadDeviceU32, vectorWidth } from './decodingAccess.js';
-import { decodeMmaApplies, launchDecodeMma } from './incrementalAttentionMma.js';
+import { vectorWidth } from './decodingAccess.js';
+import { launchDecodeMma } from './incrementalAttentionMma.js';
 import { expF32 } from './math.js';
 import { loadAsF32, STORAGE_BYTES, storageOf, storeFromF32 } from './storage.js';
 
@@ -82,25 +83,10 @@ export function attentionModule(c: AttentionConfig): PtxModule {
       const split = k.ctaid('x');
       const splitTokens = loadU32(k, p, 'splitTokens');
       const t0 = k.mulLo('u32', k.reg('u32'), split, splitTokens);
-      let seqLen: R32;
-      if (sequence) {
-        const given = loadDeviceU32(k, k.elementAddress(loadPointer(k, p, 'seqLens'), sequence, 4));
-        const capacity = k.mulLo('u32', k.reg('u32'), loadU32(k, p, 'pageSize'), loadU32(k, p, 'maxPages'));
-        // given − 1 < capacity as u32: 1 … capacity (0, an idle row, and negatives wrap past it).
-        const inRange = k.setp('lt', 'u32', k.reg('pred'), k.sub('u32', k.reg('u32'), given, 1), capacity);
-        seqLen = k.selp('u32', k.reg('u32'), given, 0, inRange);
-      } else if (c.deviceLength) {
-        const given = loadDeviceU32(k, loadPointer(k, p, 'seqLenAt'));
-        // given − 1 < maxSeq as u32: 1 … maxSeq (0 and negatives wrap past it).
-        const inRange = k.setp(
-          'lt',
-          'u32',
-          k.reg('pred'),
-          k.sub('u32', k.reg('u32'), given, 1),
-          loadU32(k, p, 'maxSeq'),
-        );
-        seqLen = k.selp('u32', k.reg('u32'), given, 0, inRange);
-      } else seqLen = loadU32(k, p, 'seqLen');
+      const seqLen = attendedLength(k, p, {
+        ...(sequence ? { sequence } : {}),
+        deviceLength: c.deviceLength === true,
+      });
       // A split past the length has t1 <= t0: it reads nothing and leaves an empty state.
       const t1 = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), t0, splitTokens), seqLen);
       const column = k.mulLo('u32', k.reg('u32'), ln.laneInSlot, width);

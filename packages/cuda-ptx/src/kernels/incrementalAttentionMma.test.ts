@@ -7,10 +7,10 @@ import {
   DECODE_MMA_ROUND,
   type DecodeMmaConfig,
   decodeMmaKey,
-  decodeMmaModule,
   decodeMmaSharedBytes,
   planDecodeMma,
-} from './incrementalAttentionMma.js';
+} from './attentionMmaPlan.js';
+import { decodeMmaModule } from './incrementalAttentionMma.js';
 
 function random(seed: number, n: number, scale = 1): Float32Array {
   const rng = new Rng(seed);

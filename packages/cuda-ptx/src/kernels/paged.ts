@@ -2,11 +2,12 @@ import { FLOAT, pagedAttention, pagedKvWrite, ropePagedKvWrite } from '@rayo/cor
 import { type AnyCudaKernel, cudaKernel, launchArgs, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { R32 } from '../ptx/operands.js';
+import { decodeMmaApplies, decodeMmaPageShift } from './attentionMmaPlan.js';
 import { planAttention } from './attentionPlan.js';
 import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } from './common.js';
 import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
 import { attentionTuning, attentionTypes, checkHeadDim, launchAttention } from './incrementalAttention.js';
-import { decodeMmaApplies, decodeMmaPageShift, launchDecodeMma } from './incrementalAttentionMma.js';
+import { launchDecodeMma } from './incrementalAttentionMma.js';
 import {
   type CacheTypes,
   ropeScatterKey,
