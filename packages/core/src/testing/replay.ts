@@ -174,12 +174,13 @@ export function replayChecks(getBackend: () => Promise<Backend>): ConformanceChe
   }));
 }
 
-async function replayMultiTensorAdamw(backend: Backend): Promise<void> {
-  const shapes = [[1031], [7, 13], [1], [4097]];
+/**
+ * Fresh random AdamW quads (param, grad, m, v ≥ 0) of `shapes` on `backend`,
+ * their host copies, and the gradients among them.
+ */
+function adamwQuads(backend: Backend, rng: Rng, shapes: readonly number[][]) {
   const sizes = shapes.map((s) => s.reduce((a, b) => a * b, 1));
-  const rng = new Rng(0x3a17);
   const metas = shapes.map((shape): TensorMeta => ({ shape, dtype: 'f32' }));
-  const attrs = { beta1: 0.8, beta2: 0.99, weightDecay: [0.1, 0, 0.5, 0], maxNorm: 2 };
   const host = sizes.map((n) => [
     randomF32(rng, n),
     randomF32(rng, n),
@@ -188,6 +189,14 @@ async function replayMultiTensorAdamw(backend: Backend): Promise<void> {
   ]);
   const tensors = host.flatMap((four, j) => four.map((data) => backend.upload(data, shapes[j]!)));
   const grads = tensors.filter((_, i) => i % 4 === 1);
+  return { sizes, metas, host, tensors, grads };
+}
+
+async function replayMultiTensorAdamw(backend: Backend): Promise<void> {
+  const shapes = [[1031], [7, 13], [1], [4097]];
+  const rng = new Rng(0x3a17);
+  const { sizes, metas, host, tensors, grads } = adamwQuads(backend, rng, shapes);
+  const attrs = { beta1: 0.8, beta2: 0.99, weightDecay: [0.1, 0, 0.5, 0], maxNorm: 2 };
   const stepT = backend.upload(Int32Array.of(1), [1], 'i32');
   const lrT = backend.upload(Float32Array.of(0.05), [1]);
   const owned = [...tensors, stepT, lrT];
@@ -254,19 +263,10 @@ async function replayMultiTensorAdamw(backend: Backend): Promise<void> {
  */
 async function replayLossScaledUpdate(backend: Backend): Promise<void> {
   const shapes = [[1031], [7, 13]];
-  const sizes = shapes.map((s) => s.reduce((a, b) => a * b, 1));
   const rng = new Rng(0x5ca1e);
-  const metas = shapes.map((shape): TensorMeta => ({ shape, dtype: 'f32' }));
+  const { sizes, metas, host, tensors, grads } = adamwQuads(backend, rng, shapes);
   const attrs = { beta1: 0.8, beta2: 0.99, weightDecay: [0.1], maxNorm: 2 };
   const scaleAttrs = { growthFactor: 2, backoffFactor: 0.5, growthInterval: 2 };
-  const host = sizes.map((n) => [
-    randomF32(rng, n),
-    randomF32(rng, n),
-    randomF32(rng, n),
-    randomF32(rng, n).map(Math.abs),
-  ]);
-  const tensors = host.flatMap((four, j) => four.map((data) => backend.upload(data, shapes[j]!)));
-  const grads = tensors.filter((_, i) => i % 4 === 1);
   const stepT = backend.upload(Int32Array.of(1), [1], 'i32');
   const lrT = backend.upload(Float32Array.of(0.05), [1]);
   const scaleT = backend.upload(Float32Array.of(1024), [1]);

@@ -17,7 +17,7 @@ import { warmupCosine } from '../optim/schedule.js';
 import { SGD } from '../optim/sgd.js';
 import { Rng } from '../random.js';
 import type { ProgressStream } from './progress.js';
-import { train } from './train.js';
+import { type TrainOptions, train } from './train.js';
 
 interface Batch {
   x: Tensor;
@@ -49,6 +49,22 @@ function setup(backend: Backend, seed: number) {
 const quiet = { progress: false } as const;
 const lr = warmupCosine({ lr: 0.02, warmupSteps: 3, totalSteps: 12 });
 
+/** Trains `steps` steps of `options` and returns the checkpoint saved at the last. */
+async function checkpointAfter(options: TrainOptions<Batch>, steps: number): Promise<Uint8Array> {
+  let saved: Uint8Array | undefined;
+  await train({
+    ...options,
+    steps,
+    checkpoint: {
+      every: steps,
+      save: (bytes) => {
+        saved = bytes;
+      },
+    },
+  });
+  return saved!;
+}
+
 describe('train', () => {
   it('a resumed run repeats the losses of an uninterrupted one exactly', async () => {
     const backend = createCpuBackend();
@@ -60,21 +76,10 @@ describe('train', () => {
     expect(uninterrupted.history.map((r) => r.step)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
 
     const first = setup(backend, 1);
-    let saved: Uint8Array | undefined;
-    await train({
-      ...common,
-      ...first,
-      steps: 5,
-      checkpoint: {
-        every: 5,
-        save: (bytes) => {
-          saved = bytes;
-        },
-      },
-    });
+    const saved = await checkpointAfter({ ...common, ...first }, 5);
     // A differently initialised model: everything must come from the checkpoint.
     const second = setup(backend, 99);
-    const resumed = await train({ ...common, ...second, resume: saved! });
+    const resumed = await train({ ...common, ...second, resume: saved });
     expect(resumed.startStep).toBe(5);
     expect(resumed.history.map((r) => r.loss)).toEqual(uninterrupted.history.slice(5).map((r) => r.loss));
     expect(second.optimizer.stepCount).toBe(12);
@@ -94,42 +99,19 @@ describe('train', () => {
     expect(await fullScaler.readScale()).toBe(2 ** 16);
 
     const first = setup(backend, 1);
-    let saved: Uint8Array | undefined;
-    await train({
-      ...common,
-      ...first,
-      lossScaler: scaled(),
-      steps: 5,
-      checkpoint: {
-        every: 5,
-        save: (bytes) => {
-          saved = bytes;
-        },
-      },
-    });
+    const saved = await checkpointAfter({ ...common, ...first, lossScaler: scaled() }, 5);
     const second = setup(backend, 99);
     const secondScaler = scaled();
-    const resumed = await train({ ...common, ...second, lossScaler: secondScaler, resume: saved! });
+    const resumed = await train({ ...common, ...second, lossScaler: secondScaler, resume: saved });
     expect(resumed.history.map((r) => r.loss)).toEqual(uninterrupted.history.slice(5).map((r) => r.loss));
     expect(await secondScaler.readScale()).toBe(2 ** 16);
     expect((await secondScaler.growth.read())[0]).toBe((await fullScaler.growth.read())[0]);
 
     // A checkpoint without a scaler's state cannot resume a scaled run.
     const plain = setup(backend, 1);
-    let unscaled: Uint8Array | undefined;
-    await train({
-      ...common,
-      ...plain,
-      steps: 2,
-      checkpoint: {
-        every: 2,
-        save: (bytes) => {
-          unscaled = bytes;
-        },
-      },
-    });
+    const unscaled = await checkpointAfter({ ...common, ...plain }, 2);
     const third = setup(backend, 5);
-    await expect(train({ ...common, ...third, lossScaler: scaled(), resume: unscaled! })).rejects.toThrow(
+    await expect(train({ ...common, ...third, lossScaler: scaled(), resume: unscaled })).rejects.toThrow(
       /no loss scaler state/,
     );
   });
