@@ -7,7 +7,8 @@ const LOAD_HELP = `Model:
   -b, --backend NAME        ${BACKENDS.join(' | ')} (default auto: cuda, else wgpu, else cpu,
                             whichever is installed and can run here)
       --dtype DTYPE         weights on the device: ${DTYPES.join(' | ')} (default checkpoint)
-      --kv-dtype DTYPE      the KV cache: ${KV_DTYPES.join(' | ')} (default f32)
+      --kv-dtype DTYPE      the KV cache: ${KV_DTYPES.join(' | ')} (default: the weights'
+                            dtype where half, else f32)
       --quant FORMAT        quantize a folder's projections on load: ${QUANTS.join(' | ')}
       --max-sequence N      KV cache rows, prompt and reply together (default: the model's
                             context, at most ${DEFAULT_MAX_SEQUENCE})`;

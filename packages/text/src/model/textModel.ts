@@ -31,7 +31,7 @@ export interface TextModelLoadOptions {
   readonly maxSequence?: number;
   /** The dtype of the matrix weights on the device (default: what the file stores). */
   readonly weightDtype?: LlamaWeightDTypeChoice;
-  /** The dtype of the KV cache (default f32). */
+  /** The dtype of the KV cache (default: the weights' where half and the backend runs it, else f32). */
   readonly kvCacheDtype?: LlamaWeightDType;
   /**
    * Quantizes the projections of a Hugging Face checkpoint on load (`q8`,

@@ -20,7 +20,11 @@ import {
 import type { FloatDType } from '../checkpoint/floatWords.js';
 import { type OpenFile, openNodeFile } from '../checkpoint/randomAccessFile.js';
 import { namingFile } from '../io/fileError.js';
-import { checkLlamaBackend, fusedDecodeSupported } from '../models/llama/backendDtypes.js';
+import {
+  checkLlamaBackend,
+  defaultKvCacheDtype,
+  fusedDecodeSupported,
+} from '../models/llama/backendDtypes.js';
 import { checkSlidingWindow, type LlamaConfig } from '../models/llama/config.js';
 import { fuseQkvProjections, fuseQuantizedQkv } from '../models/llama/fusedQkv.js';
 import { type LoadProgressCallback, LoadProgressCounter } from '../models/llama/loadProgress.js';
@@ -395,7 +399,7 @@ export async function loadGgufLlama(
   try {
     checkSlidingWindow(gguf.config, options.maxSequence ?? gguf.config.maxPositionEmbeddings);
     const dtype = chosenDtype(options.weightDtype, gguf.config, gguf.file.tensors);
-    const cacheDtype = options.kvCacheDtype ?? 'f32';
+    const cacheDtype = options.kvCacheDtype ?? defaultKvCacheDtype(backend, dtype);
     checkLlamaBackend(
       backend,
       dtype,
@@ -412,7 +416,11 @@ export async function loadGgufLlama(
           ? { ...split, layers: await fuseQuantizedQkv(backend, gguf.config, split.layers, cacheDtype) }
           : split;
       fused = fuse ? fuseQkvProjections(backend, gguf.config, dense, cacheDtype, quantized?.layers) : dense;
-      return new LlamaModel(backend, gguf.config, fused, { ...options, ...(quantized ? { quantized } : {}) });
+      return new LlamaModel(backend, gguf.config, fused, {
+        ...options,
+        kvCacheDtype: cacheDtype,
+        ...(quantized ? { quantized } : {}),
+      });
     } catch (error) {
       for (const w of ggufLlamaWeightList(weights)) disposeWeight(w);
       for (const t of fused ? llamaWeightTensors(fused) : []) t.dispose();

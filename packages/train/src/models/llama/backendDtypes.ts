@@ -47,6 +47,19 @@ export function fusedDecodeSupported(
 }
 
 /**
+ * The KV cache's dtype when the options name none: the weights' own where
+ * they are half and the backend runs every cache kernel in it (as
+ * transformers and llama.cpp keep a half model's cache), else f32. A half
+ * cache halves what each decode step's attention reads and takes cuda's
+ * tensor-core decode attention.
+ */
+export function defaultKvCacheDtype(backend: Backend, weightDtype: FloatDType): FloatDType {
+  if (weightDtype === 'f32') return 'f32';
+  const fused = fusedDecodeSupported(backend, weightDtype, weightDtype);
+  return cacheKernels(fused).every((name) => backend.supports(name, weightDtype)) ? weightDtype : 'f32';
+}
+
+/**
  * Refuses, before any weight is uploaded, a backend that cannot run a kernel
  * of the model in its half dtype: an UnsupportedOnBackendError naming the
  * kernel, the option and the dtypes the backend runs it in. Never a silent

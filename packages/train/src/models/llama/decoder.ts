@@ -10,7 +10,7 @@ import {
   UnsupportedOnBackendError,
 } from '@rayo/core';
 import { checkIntegerAtLeast } from '../../integerOption.js';
-import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
+import { checkLlamaBackend, defaultKvCacheDtype, fusedDecodeSupported } from './backendDtypes.js';
 import { checkSlidingWindow, type LlamaConfig } from './config.js';
 import { checkFusedQkvBackend, checkFusedQkvLayer } from './fusedQkv.js';
 import {
@@ -95,7 +95,7 @@ export function createLlamaDecoder(
     quantizedEmbedding: options.quantized?.embedding !== undefined,
     quantizedHead: options.quantized?.head !== undefined,
   });
-  const kvCacheDtype = options.kvCacheDtype ?? 'f32';
+  const kvCacheDtype = options.kvCacheDtype ?? defaultKvCacheDtype(backend, weightDtype);
   checkDtypeOption('kvCacheDtype', kvCacheDtype);
   const fused = options.fused ?? fusedDecodeSupported(backend, weightDtype, kvCacheDtype);
   const prefillPrecision = checkPrefillPrecision(options.prefillPrecision ?? 'f32');

@@ -73,7 +73,8 @@ async function load(options: LlamaLoadOptions): Promise<LlamaModel> {
 describe('Llama with half weights and half KV caches (cpu)', () => {
   for (const dtype of ['bf16', 'f16'] as const) {
     it(`${dtype} weights rounded from an f32 checkpoint match the f64 reference of the rounded weights and prompt inputs`, async () => {
-      using model = await load({ weightDtype: dtype });
+      // The reference keeps f32 keys and values: the cache is pinned to f32 (half weights default to a half one).
+      using model = await load({ weightDtype: dtype, kvCacheDtype: 'f32' });
       expect(model.weightDtype).toBe(dtype);
       expect(model.weights.layers[0]!.gate!.dtype).toBe(dtype);
       // The prompt's products round their inputs to the weights' dtype (f32 sums); decoding's do not.
@@ -174,6 +175,18 @@ describe('a backend without the half kernels', () => {
     expect(() => new LlamaModel(b, parseLlamaConfig(config), model.weights)).toThrow(
       /cannot run matmul in bf16/,
     );
+    b.dispose();
+  });
+
+  it('keeps the KV cache in half weights’ dtype by default, and in f32 where a cache kernel lacks that dtype', async () => {
+    for (const dtype of ['f32', 'bf16', 'f16'] as const) {
+      using model = await load({ weightDtype: dtype });
+      expect(model.kvCacheDtype).toBe(dtype);
+    }
+    const { backend: b } = refusing({ causalAttention: ['bf16'] });
+    using model = await LlamaModel.load(b, f32Dir, { weightDtype: 'bf16' });
+    expect([model.weightDtype, model.kvCacheDtype]).toEqual(['bf16', 'f32']);
+    model.dispose();
     b.dispose();
   });
 

@@ -1,5 +1,5 @@
 import { type Backend, InvalidArgumentError } from '@rayo/core';
-import { checkLlamaBackend, fusedDecodeSupported } from './backendDtypes.js';
+import { checkLlamaBackend, defaultKvCacheDtype, fusedDecodeSupported } from './backendDtypes.js';
 import { openLlamaCheckpoint } from './checkpoint.js';
 import { checkSlidingWindow, type LlamaConfig } from './config.js';
 import { fuseQkvProjections, fuseQuantizedQkv } from './fusedQkv.js';
@@ -38,7 +38,7 @@ export async function loadLlamaCheckpoint<T>(
     checkLlamaTensors(checkpoint.config, checkpoint.tensors);
     const dtype =
       choice === 'checkpoint' ? checkpointWeightDtype(checkpoint.config, checkpoint.tensors) : choice;
-    const cacheDtype = options.kvCacheDtype ?? 'f32';
+    const cacheDtype = options.kvCacheDtype ?? defaultKvCacheDtype(backend, dtype);
     const fused = options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype);
     checkLlamaBackend(backend, dtype, cacheDtype, fused);
     if (options.quantizeHead && options.weightFormat === undefined) {
@@ -86,7 +86,7 @@ export async function loadLlamaCheckpoint<T>(
       }
       if (options.fuseQkv !== false)
         weights = fuseQkvProjections(backend, checkpoint.config, weights, cacheDtype, quantized?.layers);
-      return make(checkpoint.config, weights, { ...options, quantized });
+      return make(checkpoint.config, weights, { ...options, kvCacheDtype: cacheDtype, quantized });
     } catch (error) {
       for (const t of llamaWeightTensors(weights)) t.dispose();
       quantizer?.dispose();

@@ -12,9 +12,10 @@ import type { LlamaWeightDType, LlamaWeightDTypeChoice } from './weights.js';
 
 export interface LlamaModelOptions {
   /**
-   * The dtype of the KV cache (default f32). A half cache halves what the
-   * attention reads per token; queries, keys and values are computed in f32
-   * and rounded once as they are written.
+   * The dtype of the KV cache. Default: the weights' dtype where it is half
+   * and the backend runs the cache kernels in it, else f32. A half cache
+   * halves what the attention reads per token; queries, keys and values are
+   * computed in f32 and rounded once as they are written.
    */
   readonly kvCacheDtype?: LlamaWeightDType;
   /**
