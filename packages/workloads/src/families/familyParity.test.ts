@@ -222,13 +222,16 @@ describe('family parity (Node half, against a fake reference)', () => {
   it('parses its options and refuses bad ones', () => {
     const s = parseParityArgs([]);
     expect(s.families.map((f) => f.name)).toEqual(PARITY_FAMILIES.map((f) => f.name));
-    expect([s.backends, s.dtypes, s.promptTokens, s.newTokens, s.tieMargin]).toEqual([
+    expect([s.backends, s.dtypes, s.promptTokens, s.newTokens, s.tieMargin, s.kvDtype]).toEqual([
       ['cuda', 'wgpu'],
       ['f32', 'bf16'],
       512,
       128,
       1e-3,
+      'default',
     ]);
+    expect(parseParityArgs(['--kv-dtype', 'f32']).kvDtype).toBe('f32');
+    expect(() => parseParityArgs(['--kv-dtype', 'bf16'])).toThrow(/default or f32, got bf16/);
     expect(() => parseParityArgs(['--families', 'gemma-2b'])).toThrow(/unknown family 'gemma-2b'/);
     expect(() => parseParityArgs(['--dtypes', 'f16'])).toThrow(/f32 and bf16, got f16/);
     expect(() => parseParityArgs(['--prompt', '0'])).toThrow(/--prompt must be an integer >= 1/);

@@ -32,7 +32,11 @@ export interface ParitySettings {
   readonly torchDevice: string;
   /** Reference steps whose two best logits are closer than this are near-ties, where either token is right. */
   readonly tieMargin: number;
+  /** rayo's KV cache: the model's default (half for half weights) or f32 whatever the weights. */
+  readonly kvDtype: ParityKvDType;
 }
+
+export type ParityKvDType = 'default' | 'f32';
 
 /** One dtype's reference run of a family. */
 export interface ReferenceRun {
@@ -126,6 +130,7 @@ bf16, and prints a table family x dtype x backend.
   --new N             generated tokens (default 128)
   --seed N            weights and prompt (default 0)
   --tie-margin X      reference logit margins below X are near-ties (default 1e-3)
+  --kv-dtype KIND     rayo's KV cache: default (the weights' dtype where half) or f32
   --reference FILE    a reference JSON already written (skips Python)
   --torch-device DEV  the reference's torch device (default cuda)
   --out DIR           request, reference, checkpoints, report (default family-parity)
@@ -142,6 +147,7 @@ export function parseParityArgs(argv: readonly string[]): ParitySettings {
       new: { type: 'string', default: '128' },
       seed: { type: 'string', default: '0' },
       'tie-margin': { type: 'string', default: '1e-3' },
+      'kv-dtype': { type: 'string', default: 'default' },
       reference: { type: 'string' },
       'torch-device': { type: 'string', default: 'cuda' },
       out: { type: 'string', default: 'family-parity' },
@@ -164,6 +170,9 @@ export function parseParityArgs(argv: readonly string[]): ParitySettings {
   const dtypes = values.dtypes.split(',').filter(Boolean);
   for (const d of dtypes)
     if (d !== 'f32' && d !== 'bf16') throw new Error(`--dtypes takes f32 and bf16, got ${d}`);
+  const kvDtype = values['kv-dtype'];
+  if (kvDtype !== 'default' && kvDtype !== 'f32')
+    throw new Error(`--kv-dtype takes default or f32, got ${kvDtype}`);
   const tieMargin = Number(values['tie-margin']);
   if (!(tieMargin >= 0)) throw new Error(`--tie-margin must be a number >= 0, got ${values['tie-margin']}`);
   return {
@@ -177,6 +186,7 @@ export function parseParityArgs(argv: readonly string[]): ParitySettings {
     ...(values.reference !== undefined ? { reference: values.reference } : {}),
     torchDevice: values['torch-device'],
     tieMargin,
+    kvDtype,
   };
 }
 
@@ -229,9 +239,11 @@ async function compareRun(
   prompt: readonly number[],
   run: ReferenceRun,
   tieMargin: number,
+  kvDtype: ParityKvDType,
 ): Promise<ParityRow['result']> {
   const model = await LlamaModel.load(backend, run.checkpoint, {
     maxSequence: prompt.length + run.tokens.length,
+    ...(kvDtype === 'f32' ? { kvCacheDtype: 'f32' as const } : {}),
   });
   try {
     const tokens: number[] = [];
@@ -315,7 +327,15 @@ export async function familyParity(
           }
           log(`family-parity: ${family.name} ${dtype} on ${backendName}`);
           try {
-            row(await compareRun(backend, entry.prompt, referenceFor(run, backendName), settings.tieMargin));
+            row(
+              await compareRun(
+                backend,
+                entry.prompt,
+                referenceFor(run, backendName),
+                settings.tieMargin,
+                settings.kvDtype,
+              ),
+            );
           } catch (error) {
             row({ error: error instanceof Error ? error.message : String(error) });
           }
