@@ -45,6 +45,41 @@ export const fill = defineKernel<FillAttrs>({
   cost: ([x]) => ({ flops: 0, bytes: bytesOf(x) }),
 });
 
+/**
+ * counters[...] += by, in place, for one or more i32 tensors in one launch:
+ * what a recorded decode step ends with, so that its position and length
+ * on the device are the next step's without a write from the host.
+ */
+export const increment = defineKernel<{ by: number }>({
+  name: 'increment',
+  family: FAMILY,
+  summary: 'counters[...] += by, in place, for each of one or more i32 tensors (wrapping as i32 does)',
+  inputs: [
+    { name: 'counters', dtypes: ['i32'], variadic: true, doc: 'one or more i32 tensors of any shapes' },
+  ],
+  attributes: {
+    by: {
+      kind: 'number',
+      integer: true,
+      min: -(2 ** 31),
+      max: 2 ** 31 - 1,
+      doc: 'an i32 added to every element',
+    },
+  },
+  infer(counters) {
+    return counters.map((c, i) => ({
+      name: `counters[${i}]`,
+      shape: c!.shape,
+      dtype: 'i32' as const,
+      aliasOf: i,
+    }));
+  },
+  reference(counters, { by }) {
+    return counters.map((c) => Int32Array.from(c!, (v) => (v + by) | 0));
+  },
+  cost: (counters) => ({ flops: 0, bytes: counters.reduce((sum, c) => sum + 2 * bytesOf(c), 0) }),
+});
+
 export const copy = defineKernel<NoAttrs>({
   name: 'copy',
   family: FAMILY,

@@ -15,7 +15,7 @@ import { SOFTMAX_KERNELS } from './softmax.js';
 
 // Which specs each kernel family implements, in the order it lists them.
 const FAMILIES = [
-  ['memory', MEMORY_KERNELS, ['fill', 'copy', 'transpose', 'copyRows']],
+  ['memory', MEMORY_KERNELS, ['fill', 'increment', 'copy', 'transpose', 'copyRows']],
   [
     'optimizer',
     OPTIMIZER_KERNELS,

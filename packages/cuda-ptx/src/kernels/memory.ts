@@ -1,9 +1,9 @@
-import { copy, copyRows, type DType, FLOAT, fill, transpose } from '@rayo/core';
+import { copy, copyRows, type DType, FLOAT, fill, increment, transpose } from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { BLOCK, checkElementCount, gridFor } from './common.js';
-import { loadAllParams } from './entryParams.js';
+import { loadAllParams, loadParams } from './entryParams.js';
 
 // Every dtype of this family is 32 bits wide and moving data never looks at
 // the values, so the kernels move u32 words: bit-exact for every dtype (NaN
@@ -47,6 +47,65 @@ const fillKernel = cudaKernel(fill, (encoder, { outputs, attrs }) => {
     block: BLOCK,
     args: { y, n: y.size, word: wordOf(attrs.value, y.dtype) },
   });
+});
+
+// ---- increment -----------------------------------------------------------------
+
+/** The most counters one increment launch takes; more go in further launches. */
+export const INCREMENT_MAX_COUNTERS = 4;
+
+export function incrementKey(count: number): string {
+  return `memory/increment_s32/${count}`;
+}
+
+/** counters_j[i] += by for each of `count` i32 tensors, a grid-stride loop each. */
+export function incrementModule(count: number): PtxModule {
+  const names = Array.from({ length: count }, (_, j) => j);
+  const params: Record<string, 'ptr' | 'u32'> = { by: 'u32' };
+  for (const j of names) Object.assign(params, { [`c${j}`]: 'ptr', [`n${j}`]: 'u32' });
+  const m = new PtxModule();
+  m.entry(
+    'increment_s32',
+    params,
+    (k, p) => {
+      const { by } = loadParams(k, p, 'by') as { by: R32 };
+      for (const j of names) {
+        const { [`c${j}`]: c, [`n${j}`]: n } = loadParams(k, p, `c${j}`, `n${j}`) as Record<
+          string,
+          R64 | R32
+        >;
+        k.gridStrideLoop(n as R32, (i) => {
+          const at = k.elementAddress(c as R64, i, 4);
+          const v = k.ldGlobal('u32', k.reg('u32'), at);
+          // Two's complement: a u32 add wraps as an i32 add does.
+          k.stGlobal('u32', at, k.add('u32', v, v, by));
+        });
+      }
+    },
+    { maxThreadsPerBlock: BLOCK },
+  );
+  return m;
+}
+
+const incrementKernel = cudaKernel(increment, (encoder, { outputs, attrs }) => {
+  for (let first = 0; first < outputs.length; first += INCREMENT_MAX_COUNTERS) {
+    const counters = outputs.slice(first, first + INCREMENT_MAX_COUNTERS);
+    const largest = Math.max(...counters.map((c) => c.size));
+    if (largest === 0) continue;
+    const args: Record<string, bigint | number> = { by: attrs.by >>> 0 };
+    for (const [j, c] of counters.entries()) {
+      checkElementCount('increment', `counters[${first + j}]`, c.size);
+      Object.assign(args, { [`c${j}`]: c.ptr, [`n${j}`]: c.size });
+    }
+    encoder.launch({
+      key: incrementKey(counters.length),
+      module: () => incrementModule(counters.length),
+      entry: 'increment_s32',
+      grid: gridFor(encoder.device, largest),
+      block: BLOCK,
+      args,
+    });
+  }
 });
 
 // ---- copy ----------------------------------------------------------------------
@@ -224,6 +283,7 @@ const copyRowsKernel = cudaKernel(
 
 export const MEMORY_KERNELS: readonly AnyCudaKernel[] = [
   fillKernel,
+  incrementKernel,
   copyKernel,
   transposeKernel,
   copyRowsKernel,

@@ -4,6 +4,7 @@ import {
   copyRows,
   type DType,
   fill,
+  increment,
   transpose,
   UnsupportedOnBackendError,
 } from '@rayo/core';
@@ -110,6 +111,42 @@ const fillKernel = wgpuKernel(
   },
   { splitsLargeOperands: true },
 );
+
+// ---- increment: one dispatch per counter (a decode step's position and length) ----
+
+const INCREMENT_PARAMS = paramLayout([
+  ['n', 'u32'],
+  ['by', 'u32'],
+] as const);
+
+/** `c[i] += by` over i32 words seen as u32: the same bits, wrapping as i32 does. */
+const INCREMENT_SHADER = {
+  key: `memory/increment/wg${WG}`,
+  kernel: 'increment',
+  code: () => {
+    const module = new ShaderModule().params(INCREMENT_PARAMS);
+    module.storage('c', 'u32', 'read_write');
+    return module.build(
+      undefined,
+      WG,
+      `  let i = (${linearWorkgroup}) * ${WG}u + lid.x;
+  if (i >= params.n) { return; }
+  c[i] = c[i] + params.by;`,
+    );
+  },
+};
+
+const incrementKernel = wgpuKernel(increment, (encoder, { outputs, attrs }) => {
+  for (const c of outputs) {
+    if (c.size === 0) continue;
+    encoder.dispatch({
+      shader: INCREMENT_SHADER,
+      buffers: [c],
+      params: { layout: INCREMENT_PARAMS, values: { n: c.size, by: attrs.by >>> 0 } },
+      workgroups: elementGrid(encoder, c.size),
+    });
+  }
+});
 
 /** Copies `x` into `y` (same size): a shader, or the copy engine within one buffer. */
 function encodeCopy(encoder: KernelEncoder, x: Operand, y: Operand): void {
@@ -288,6 +325,7 @@ const copyRowsKernel = wgpuKernel(
 
 export const MEMORY_KERNELS: readonly AnyWgpuKernel[] = [
   fillKernel,
+  incrementKernel,
   copyKernel,
   transposeKernel,
   copyRowsKernel,

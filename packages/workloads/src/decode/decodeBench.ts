@@ -106,9 +106,10 @@ export interface DecodeBackendResult {
    */
   readonly deviceMsPerStep?: number;
   /**
-   * The host's own work per replayed token: the per-token writes and the
-   * submit call (`hostPhases`' writes and enqueue); absent without a device
-   * clock, where the host phases hold the computation too.
+   * The host's own work per replayed token: the submit call (`hostPhases`'
+   * enqueue; the step advances its position and picks its token on the
+   * device, so nothing is written); absent without a device clock, where the
+   * host phases hold the computation too.
    */
   readonly hostMsPerToken?: number;
   /** The step's kernel calls, grouped; timed one group at a time with --profile. */
@@ -255,7 +256,7 @@ export async function decodeOnBackend(
       // Not ms/token − device ms/step: a pipelined token overlaps the next step's setup, so that difference can be negative.
       ...(deviceMs === undefined || !timing.hostPhases
         ? {}
-        : { hostMsPerToken: (timing.hostPhases.writesUs + timing.hostPhases.enqueueUs) / 1000 }),
+        : { hostMsPerToken: timing.hostPhases.enqueueUs / 1000 }),
       ...timing,
       logits,
       run: {
@@ -664,14 +665,13 @@ const PHASES_HEADER = ['phase', 'µs (median)'];
 /** The host phases of one replayed token, as rows. */
 function phaseRows(p: HostPhases): string[][] {
   return [
-    ['3 writes (token, position, length)', fmt(p.writesUs)],
     ['submit, until the device is done (holds the step)', fmt(p.submitUs)],
-    ['  of which the submit call: encode and queue on the host', fmt(p.enqueueUs)],
-    [`read the logits (${fmt(p.logitsBytes / 1024)} KiB)`, fmt(p.readLogitsUs)],
-    ['argmax on the host', fmt(p.argmaxUs)],
+    ['  of which the submit call: encode and queue on the host (no writes)', fmt(p.enqueueUs)],
+    ['read the chosen token (i32)', fmt(p.readTokenUs)],
     ['whole token', fmt(p.tokenUs)],
-    [`idle device: read the logits`, fmt(p.idleReadLogitsUs)],
+    [`idle device: read the logits (${fmt(p.logitsBytes / 1024)} KiB)`, fmt(p.idleReadLogitsUs)],
     ['idle device: read one i32', fmt(p.idleReadScalarUs)],
+    ['argmax of the logits on the host', fmt(p.hostArgmaxUs)],
     ['idle device: sync', fmt(p.idleSyncUs)],
   ];
 }
@@ -864,8 +864,9 @@ export function decodeMarkdown(report: DecodeReport): string {
           "a group below the step's jitter can come out near zero or negative. "
         : 'Kernels not timed one by one (--profile times them). ') +
       `Bytes are the spec's \`cost()\` (what a perfect kernel moves) at the attended length. ` +
-      `The host phases time ${s.hostTokens} replays of the recorded step at that row with performance.now ` +
-      'around each phase, outside `generate`.',
+      `The host phases time ${s.hostTokens} replays of the recorded step at that row (and the next: ` +
+      'each replay ends with the argmax into the next token and moves the position by one on the device, ' +
+      'as `generate` does) with performance.now around each phase, outside `generate`.',
     ...backendDetails(report, true),
     '',
     '## Agreement',

@@ -154,14 +154,18 @@ describe.each(backends)('decode step profile on %s', (name, create) => {
       const before = backend.memory().liveTensors;
       const phases = await measureHostPhases(m, { position: POSITION, tokens: 3, warmup: 1 });
       expect(phases).toMatchObject({ tokens: 3, position: POSITION, logitsBytes: 4 * vocab });
+      // Four replays, each moving the position on the device, +1 and −1 in turn: back where they began.
+      expect([...(await m.positionInput.read()), ...(await m.lengthInput.read())]).toEqual([
+        POSITION,
+        POSITION + 1,
+      ]);
       for (const key of [
-        'writesUs',
         'enqueueUs',
         'submitUs',
-        'readLogitsUs',
-        'argmaxUs',
+        'readTokenUs',
         'tokenUs',
         'idleReadLogitsUs',
+        'hostArgmaxUs',
       ] as const)
         expect(Number.isFinite(phases[key])).toBe(true);
       expect(backend.memory().liveTensors).toBe(before);

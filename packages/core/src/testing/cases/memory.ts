@@ -73,6 +73,36 @@ cases.push(
 // copy has one input of any shape: its only bad inputs are the derived dtype,
 // disposed and cross-backend ones.
 
+// ---- increment -------------------------------------------------------------------
+
+// One counter (what a decode step advances), several of odd sizes in one launch, an empty one
+// among them, a negative step, and the wrap at the ends of i32.
+const MAX_I32 = 2 ** 31 - 1;
+for (const [label, shapes, by, lo, hi] of [
+  ['[1] += 1', [[1]], 1, 0, 4096],
+  ['[1], [1] += 1 (position and length)', [[1], [1]], 1, 0, 4096],
+  ['[7], [], [3, 5], [1031] += -3', [[7], [], [3, 5], [1031]], -3, -1000, 1000],
+  ['[65537], [13] += 2^31 - 1 (wraps)', [[65537], [13]], MAX_I32, -MAX_I32, MAX_I32],
+  ['[5] += -2^31 (wraps)', [[5]], -(2 ** 31), -MAX_I32, MAX_I32],
+  ['six counters [1], [2], [3], [4], [5], [6] += 7', [[1], [2], [3], [4], [5], [6]], 7, -99, 99],
+] as const) {
+  cases.push(
+    valid(k.increment, {
+      label,
+      inputs: shapes.map((shape) => i32([...shape], lo, hi)),
+      attrs: { by },
+    }),
+  );
+}
+errors.push(
+  ...invalidCalls(k.increment, [
+    ['by missing', [i32([1], 0, 9)], 'argument', 'attrs.by', {}],
+    ['a fraction', [i32([1], 0, 9)], 'argument', 'attrs.by', { by: 0.5 }],
+    ['2^31', [i32([1], 0, 9)], 'argument', 'attrs.by', { by: 2 ** 31 }],
+    ['an f32 counter', [i32([1], 0, 9), { shape: [1], dtype: 'f32' }], 'dtype', 'counters[1]', { by: 1 }],
+  ]),
+);
+
 // ---- copyRows ------------------------------------------------------------------
 
 // Rows at the start, the middle and the end; rows of odd lengths (a half row's bytes not a multiple

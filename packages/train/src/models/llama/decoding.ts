@@ -70,7 +70,7 @@ export class EagerDecoding extends HostPicked {
 
 /**
  * One step recorded into a batch on first use and replayed for every token:
- * four bytes each of token, position and length written, one batch
+ * the token's four bytes written (the step moves its position), one batch
  * submitted, the logits read.
  */
 export class ReplayedDecoding extends HostPicked {

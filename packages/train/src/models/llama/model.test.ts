@@ -173,7 +173,7 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
   );
 
   it(
-    'replays the two recorded steps of greedy decoding for every token, writing only the position and length',
+    'replays the two recorded steps of greedy decoding for every token, the device advancing position and length',
     async () => {
       const config = tinyLlamaConfig();
       const { model, weights } = await load(config, 7);
@@ -185,16 +185,29 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
         batches.push(batch);
         return batch;
       };
+      const writes = { position: 0, length: 0 };
+      const write = backend.write.bind(backend);
+      backend.write = (tensor, data) => {
+        if (tensor === model.positionInput) writes.position++;
+        if (tensor === model.lengthInput) writes.length++;
+        write(tensor, data);
+      };
       try {
         for (let round = 0; round < 2; round++) {
           const greedy = await greedyAgainstReference(model, config, weights, PROMPT, 10);
           expect(greedy.got).toEqual(greedy.want);
+          // What was written between two generations is not relied on.
+          write(model.positionInput, Int32Array.of(3));
+          write(model.lengthInput, Int32Array.of(1));
         }
       } finally {
         backend.batch = original;
+        backend.write = write;
       }
       // Recorded once (the two steps that feed each other their tokens), for both generations and all their tokens.
       expect(batches).toHaveLength(2);
+      // The first step of each generation writes them; every later step finds them advanced by the one before.
+      expect(writes).toEqual({ position: 2, length: 2 });
       // The same tokens with every step run eagerly.
       const eager = new LlamaModel(backend, model.config, model.weights, { replay: false, maxSequence: 32 });
       const greedy = await greedyAgainstReference(eager, config, weights, PROMPT, 10);

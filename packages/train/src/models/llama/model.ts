@@ -61,6 +61,8 @@ export class LlamaModel {
   readonly #sampled: DecodeStrategy;
   readonly #greedy: DecodeStrategy;
   #position = 0;
+  /** `DecodeTarget.positionOnDevice`. */
+  #positionOnDevice: number | undefined;
   #generating = false;
   #disposed = false;
 
@@ -162,6 +164,12 @@ export class LlamaModel {
       lengthInput: this.lengthInput,
       get position() {
         return model.#position;
+      },
+      get positionOnDevice() {
+        return model.#positionOnDevice;
+      },
+      set positionOnDevice(value) {
+        model.#positionOnDevice = value;
       },
       advance: (rows) => {
         this.#position += rows;
@@ -397,6 +405,8 @@ export class LlamaModel {
       });
     }
     this.#generating = true;
+    // The step inputs are public: whatever wrote them since the last generation is not known here.
+    this.#positionOnDevice = undefined;
     try {
       this.reset();
       this.#checkChunk('generate', prompt);

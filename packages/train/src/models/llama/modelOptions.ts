@@ -39,8 +39,9 @@ export interface LlamaModelOptions {
   readonly prefillChunk?: number;
   /**
    * `generate` records one decode step into a batch once and replays it for
-   * every token, writing only the token, position and length on the device
-   * (default true); false runs every step eagerly.
+   * every token (default true): the step moves its own position and length
+   * on the device, and the host writes the token where it picks it; false
+   * runs every step eagerly.
    */
   readonly replay?: boolean;
   /**
