@@ -14,7 +14,9 @@ tokens after a prompt of ``promptTokens`` random ids:
   weights: the tokens rayo must give from the bf16 checkpoint; and
   ``promptRounded``, the same with the prompt's matrix products on
   bf16-rounded inputs, what rayo's tensor-core prefill computes (matmul
-  precision 'half').
+  precision 'half'); ``cacheRounded`` and ``promptCacheRounded``, both again
+  with every key (after RoPE) and value rounded to bf16 as the cache stores
+  them, what rayo's bf16 KV cache (the default under bf16 weights) holds.
 
 RoPE's frequencies are the model's own (the rounded weights are loaded into a
 fresh model, so its non-persistent ``inv_freq`` is never rounded). Matrix
@@ -31,6 +33,7 @@ exits 0.
 """
 
 import argparse
+import importlib
 import os
 import sys
 
@@ -72,6 +75,42 @@ def round_prompt_input(_module, inputs):
     import torch
 
     return (x.to(torch.bfloat16).to(x.dtype),) + tuple(inputs[1:])
+
+
+class RoundedCache:
+    """While entered, every key and value a ``DynamicCache`` stores is rounded to bf16 and
+    widened back, as rayo's bf16 cache stores rope(k) and v; counts the stores, so that a
+    model whose generate takes another cache fails instead of passing unrounded."""
+
+    def __init__(self, torch, transformers):
+        self.torch = torch
+        self.cls = importlib.import_module(transformers.__name__ + ".cache_utils").DynamicCache
+        self.stores = 0
+
+    def __enter__(self):
+        torch, cls = self.torch, self.cls
+        self.own = "update" in cls.__dict__
+        original = cls.update
+        rounded = self
+
+        def update(cache, key_states, value_states, *args, **kwargs):
+            rounded.stores += 1
+            key = key_states.to(torch.bfloat16).to(key_states.dtype)
+            value = value_states.to(torch.bfloat16).to(value_states.dtype)
+            return original(cache, key, value, *args, **kwargs)
+
+        self.original = original
+        cls.update = update
+        return self
+
+    def __exit__(self, *exc):
+        if self.own:
+            self.cls.update = self.original
+        else:
+            del self.cls.update
+        if exc[0] is None and self.stores == 0:
+            raise RuntimeError("generate stored nothing through DynamicCache.update: the cache was not rounded")
+        return False
 
 
 def margins_of(step_logits):
@@ -141,11 +180,17 @@ def run_family(torch, transformers, family, index, request, device):
         runs["bf16"] = {"checkpoint": folders["bf16"], "tokens": tokens, "margins": margins}
         # rayo's prompt products on tensor cores take bf16-rounded inputs (matmul precision
         # 'half'): the same model with every Linear's input of more than 16 rows rounded.
+        with RoundedCache(torch, transformers):
+            cache_tokens, cache_margins = greedy(torch, transformers, reference, prompt, request["newTokens"], device)
+        runs["bf16"]["cacheRounded"] = {"tokens": cache_tokens, "margins": cache_margins}
         hooks = [m.register_forward_pre_hook(round_prompt_input) for m in reference.modules() if isinstance(m, torch.nn.Linear)]
         rounded_tokens, rounded_margins = greedy(torch, transformers, reference, prompt, request["newTokens"], device)
+        with RoundedCache(torch, transformers):
+            both_tokens, both_margins = greedy(torch, transformers, reference, prompt, request["newTokens"], device)
         for hook in hooks:
             hook.remove()
         runs["bf16"]["promptRounded"] = {"tokens": rounded_tokens, "margins": rounded_margins}
+        runs["bf16"]["promptCacheRounded"] = {"tokens": both_tokens, "margins": both_margins}
     return {"source": family.get("source"), "prompt": prompt, "runs": runs}
 
 

@@ -54,14 +54,15 @@ function tinyTransformers5(name: string): Record<string, unknown> {
   };
 }
 
-/** The fake reference: rayo's cpu backend, eager, with each step's logit margin. */
-async function cpuReference(checkpoint: string): Promise<ReferenceRun> {
+/** The fake reference: rayo's cpu backend, eager, with each step's logit margin, its KV cache in `kvCacheDtype`. */
+async function cpuReference(checkpoint: string, kvCacheDtype: 'f32' | 'bf16' = 'f32'): Promise<ReferenceRun> {
   const backend = createCpuBackend();
   try {
     using model = await LlamaModel.load(backend, checkpoint, {
       replay: false,
       fused: false,
       maxSequence: 64,
+      kvCacheDtype,
     });
     const tokens: number[] = [];
     const margins: number[] = [];
@@ -90,7 +91,9 @@ async function fakeReference(): Promise<{ out: string; reference: FamilyParityRe
       const checkpoint = join(out, 'checkpoints', `${name}-${dtype}`);
       await mkdir(checkpoint, { recursive: true });
       await writeSeededLlama(checkpoint, tinyTransformers5(name), 10 + i, dtype);
-      runs[dtype] = await cpuReference(checkpoint);
+      const run = await cpuReference(checkpoint);
+      // Under bf16 weights the model's default cache is bf16: its run rounds keys and values too.
+      runs[dtype] = dtype === 'bf16' ? { ...run, cacheRounded: await cpuReference(checkpoint, 'bf16') } : run;
     }
     families[name] = { prompt: PROMPT, runs };
   }
@@ -137,7 +140,7 @@ describe('family parity (Node half, against a fake reference)', () => {
     }
     expect(report.passed).toBe(true);
     const table = parityTable(report);
-    expect(table).toMatch(/qwen3-0\.6b\s+bf16\s+cpu\s+6\/6 same\s+6\/6/);
+    expect(table).toMatch(/qwen3-0\.6b\s+bf16\s+bf16\s+cpu\s+6\/6 same\s+6\/6/);
     expect(table).toMatch(/family parity: passed/);
 
     // The last reference token changed where its margin is clear: the tokens differ, and teacher forcing counts a miss.
@@ -217,6 +220,16 @@ describe('family parity (Node half, against a fake reference)', () => {
     expect(referenceFor(run, 'cuda').checkpoint).toBe('c');
     expect(referenceFor(run, 'wgpu').tokens).toEqual([1, 2]);
     expect(referenceFor({ checkpoint: 'c', tokens: [4], margins: [1] }, 'cuda').tokens).toEqual([4]);
+    // A half KV cache: the runs whose keys and values were rounded as stored.
+    const cached = {
+      ...run,
+      cacheRounded: { tokens: [1, 4], margins: [0.5, 0.3] },
+      promptCacheRounded: { tokens: [1, 5], margins: [0.4, 0.2] },
+    };
+    expect(referenceFor(cached, 'wgpu', true).tokens).toEqual([1, 4]);
+    expect(referenceFor(cached, 'cuda', true).tokens).toEqual([1, 5]);
+    expect(referenceFor(cached, 'cuda', false).tokens).toEqual([1, 3]);
+    expect(() => referenceFor(run, 'wgpu', true)).toThrow(/no run with a rounded KV cache.*--kv-dtype f32/);
   });
 
   it('parses its options and refuses bad ones', () => {

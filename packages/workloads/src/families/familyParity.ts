@@ -49,16 +49,36 @@ export interface ReferenceRun {
    * bf16-rounded inputs (f32 accumulation), as matmul precision 'half' on
    * tensor cores computes them; decode steps stay exact.
    */
-  readonly promptRounded?: { readonly tokens: readonly number[]; readonly margins: readonly number[] };
+  readonly promptRounded?: ReferenceTokens;
+  /** bf16 only: the model with every key (after RoPE) and value rounded to bf16 as a bf16 KV cache stores them. */
+  readonly cacheRounded?: ReferenceTokens;
+  /** bf16 only: both roundings. */
+  readonly promptCacheRounded?: ReferenceTokens;
+}
+
+interface ReferenceTokens {
+  readonly tokens: readonly number[];
+  readonly margins: readonly number[];
 }
 
 /**
  * The reference a backend's run is held to: a backend whose prompt products
  * run on tensor cores (cuda) rounds their inputs as precision 'half'
- * declares; wgpu computes 'half' exactly (more precise than asked).
+ * declares (wgpu computes 'half' exactly, more precise than asked); a model
+ * with a half KV cache (`halfCache`) stores its keys and values rounded. A
+ * half cache against a reference without that run is refused: its tokens
+ * would be held to the wrong numbers.
  */
-export function referenceFor(run: ReferenceRun, backend: string): ReferenceRun {
-  return backend === 'cuda' && run.promptRounded ? { ...run, ...run.promptRounded } : run;
+export function referenceFor(run: ReferenceRun, backend: string, halfCache = false): ReferenceRun {
+  const rounded = backend === 'cuda' && run.promptRounded !== undefined;
+  if (!halfCache) return rounded ? { ...run, ...run.promptRounded } : run;
+  const cached = rounded ? run.promptCacheRounded : run.cacheRounded;
+  if (!cached) {
+    throw new Error(
+      'the reference has no run with a rounded KV cache (written by an older script): run with --kv-dtype f32',
+    );
+  }
+  return { ...run, ...cached };
 }
 
 /** What torch_family_parity.py writes. */
@@ -93,6 +113,8 @@ export interface ParityRow {
   readonly result:
     | {
         readonly tokens: number;
+        /** The dtype of rayo's KV cache in this run (the reference's run was chosen by it). */
+        readonly kvCacheDtype: string;
         /** Where rayo's greedy tokens part from the reference's (-1: never). */
         readonly firstDisagreement: number;
         /** The reference's margin where they part. */
@@ -237,15 +259,16 @@ function argmax(values: ArrayLike<number>): number {
 async function compareRun(
   backend: Backend,
   prompt: readonly number[],
-  run: ReferenceRun,
+  reference: ReferenceRun,
   tieMargin: number,
   kvDtype: ParityKvDType,
 ): Promise<ParityRow['result']> {
-  const model = await LlamaModel.load(backend, run.checkpoint, {
-    maxSequence: prompt.length + run.tokens.length,
+  const model = await LlamaModel.load(backend, reference.checkpoint, {
+    maxSequence: prompt.length + reference.tokens.length,
     ...(kvDtype === 'f32' ? { kvCacheDtype: 'f32' as const } : {}),
   });
   try {
+    const run = referenceFor(reference, backend.name, model.kvCacheDtype !== 'f32');
     const tokens: number[] = [];
     for await (const t of model.generate(prompt, { maxNewTokens: run.tokens.length })) tokens.push(t);
     const first = firstDisagreement(tokens, run.tokens);
@@ -267,6 +290,7 @@ async function compareRun(
     }
     return {
       tokens: run.tokens.length,
+      kvCacheDtype: model.kvCacheDtype,
       firstDisagreement: first,
       ...(marginThere !== undefined ? { marginThere } : {}),
       verdict,
@@ -327,15 +351,7 @@ export async function familyParity(
           }
           log(`family-parity: ${family.name} ${dtype} on ${backendName}`);
           try {
-            row(
-              await compareRun(
-                backend,
-                entry.prompt,
-                referenceFor(run, backendName),
-                settings.tieMargin,
-                settings.kvDtype,
-              ),
-            );
+            row(await compareRun(backend, entry.prompt, run, settings.tieMargin, settings.kvDtype));
           } catch (error) {
             row({ error: error instanceof Error ? error.message : String(error) });
           }
@@ -362,10 +378,10 @@ export async function familyParity(
 
 /** The report as a table: family x dtype x backend. */
 export function parityTable(report: ParityReport): string {
-  const header = ['family', 'dtype', 'backend', 'greedy tokens', 'teacher-forced top-1'];
+  const header = ['family', 'dtype', 'KV cache', 'backend', 'greedy tokens', 'teacher-forced top-1'];
   const lines = report.rows.map((r) => {
-    const base = [r.family, r.dtype, r.backend];
-    if ('error' in r.result) return [...base, `error: ${r.result.error}`, ''];
+    if ('error' in r.result) return [r.family, r.dtype, '', r.backend, `error: ${r.result.error}`, ''];
+    const base = [r.family, r.dtype, r.result.kvCacheDtype, r.backend];
     const { tokens, firstDisagreement: first, verdict, marginThere } = r.result;
     const greedy =
       verdict === 'same'
