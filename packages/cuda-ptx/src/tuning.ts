@@ -36,7 +36,11 @@ export type AttentionKernel = (typeof ATTENTION_KERNEL_CHOICES)[number];
 export const WEIGHT_PREFETCH_CHOICES = ['on', 'off'] as const;
 export type WeightPrefetch = (typeof WEIGHT_PREFETCH_CHOICES)[number];
 
-/** `qgemvActivations`: the small-M quantized products' x as exact f32 (`f32`) or as int8 blocks (`int8`). */
+/**
+ * `qgemvActivations`: the small-M quantized products' x as exact f32 (`f32`)
+ * or as int8 blocks (`int8`), whatever each call's `activations` attribute
+ * allows; left out, a call's `activations: 'int8'` takes the int8 GEMV.
+ */
 export const QGEMV_ACTIVATION_CHOICES = ['f32', 'int8'] as const;
 export type QgemvActivations = (typeof QGEMV_ACTIVATION_CHOICES)[number];
 

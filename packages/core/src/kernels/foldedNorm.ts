@@ -20,6 +20,25 @@ export const OPTIONAL_NORM_EPS = {
   doc: `${NORM_EPS.doc} (unused without 'normWeight')`,
 } as const;
 
+/** How a quantized product may take its activations (`activations`). */
+export const QUANT_ACTIVATIONS = ['exact', 'int8'] as const;
+export type QuantActivations = (typeof QUANT_ACTIVATIONS)[number];
+
+/**
+ * The `activations` attribute of the quantized products: 'int8' lets a
+ * backend take x (after a folded norm) as int8 blocks of 32 along K, d =
+ * max|x|/127 and q = round(x / d), as llama.cpp's quantized GEMVs do. The
+ * reference stays exact; such a backend is within Σ over blocks of d/2 ·
+ * Σ|w| of it (`int8ActivationBlocks` gives the blocks), and one that
+ * multiplies x exactly meets the spec too.
+ */
+export const ACTIVATIONS_ATTR = {
+  kind: 'enum',
+  values: QUANT_ACTIVATIONS,
+  default: 'exact',
+  doc: "'int8': x may be taken as int8 blocks of 32 (d = max|x|/127), as llama.cpp's GEMVs take it; 'exact': never",
+} as const;
+
 /** The optional `normWeight` input: x̂ = rmsNorm(x, normWeight, eps) replaces x where given. */
 export const NORM_WEIGHT_INPUT = {
   name: 'normWeight',

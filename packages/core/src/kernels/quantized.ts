@@ -4,8 +4,17 @@ import { Q4K_SUPER_BLOCK, QUANT_FORMATS, type QuantFormat, quantLayout } from '.
 import { dequantizeInto } from '../quant/quantize.js';
 import { sizeOf } from '../shape.js';
 import { ArgCheck } from './check.js';
-import { checkNormWeight, NORM_WEIGHT_INPUT, normedRows, OPTIONAL_NORM_EPS } from './foldedNorm.js';
+import {
+  ACTIVATIONS_ATTR,
+  checkNormWeight,
+  NORM_WEIGHT_INPUT,
+  normedRows,
+  OPTIONAL_NORM_EPS,
+  type QuantActivations,
+} from './foldedNorm.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
+
+export { QUANT_ACTIVATIONS, type QuantActivations } from './foldedNorm.js';
 
 const FAMILY = 'quantized';
 
@@ -15,7 +24,7 @@ const FAMILY = 'quantized';
  */
 export const SCALES = 'scale';
 
-type QuantizedMatmulAttrs = { format: QuantFormat; beta: number; eps: number };
+type QuantizedMatmulAttrs = { format: QuantFormat; beta: number; eps: number; activations: QuantActivations };
 
 /** The codes, scales and zero points of a quantized matrix of `rows` rows of `depth` weights. */
 function packedInputs(rows: string, depth: string) {
@@ -42,6 +51,8 @@ function packedInputs(rows: string, depth: string) {
  * weight). Optional inputs keep their positions: offsets come after c.
  * With `normWeight`, x̂ = rmsNorm(x, normWeight, eps) replaces x, folded into
  * the product (see foldedNorm.ts): the norm before a decoder's projections.
+ * `activations: 'int8'` lets a backend take x̂ as int8 blocks (see
+ * ACTIVATIONS_ATTR); the reference is exact either way.
  */
 export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
   name: 'quantizedMatmul',
@@ -64,6 +75,7 @@ export const quantizedMatmul = defineKernel<QuantizedMatmulAttrs>({
     format: { kind: 'enum', values: QUANT_FORMATS, doc: 'how W is stored' },
     beta: { kind: 'number', default: 1, doc: "scales 'c' (unused without it)" },
     eps: OPTIONAL_NORM_EPS,
+    activations: ACTIVATIONS_ATTR,
   },
   infer([x, packed, scales, zeros, c, offsets, normWeight], { format }) {
     const check = new ArgCheck('quantizedMatmul');

@@ -3,7 +3,14 @@ import { Q4K_SUPER_BLOCK, type QuantFormat, quantLayout } from '../quant/layout.
 import { dequantizeInto } from '../quant/quantize.js';
 import { siluOf } from './activations.js';
 import { ArgCheck } from './check.js';
-import { checkNormWeight, NORM_WEIGHT_INPUT, normedRows, OPTIONAL_NORM_EPS } from './foldedNorm.js';
+import {
+  ACTIVATIONS_ATTR,
+  checkNormWeight,
+  NORM_WEIGHT_INPUT,
+  normedRows,
+  OPTIONAL_NORM_EPS,
+  type QuantActivations,
+} from './foldedNorm.js';
 import { SCALES } from './quantized.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
 
@@ -92,8 +99,14 @@ export function gateUpInputs<T>(
  * `quantizedMatmul`'s does, then takes silu and the product in f64. With
  * `normWeight`, x̂ = rmsNorm(x, normWeight, eps) replaces x, folded into the
  * products (see foldedNorm.ts): the norm before a decoder's MLP.
+ * `activations: 'int8'` lets a backend take x̂ as int8 blocks (see
+ * ACTIVATIONS_ATTR); the reference is exact either way.
  */
-export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat; eps: number }>({
+export const quantizedGateUpSwiglu = defineKernel<{
+  format: GateUpFormat;
+  eps: number;
+  activations: QuantActivations;
+}>({
   name: 'quantizedGateUpSwiglu',
   family: 'quantized',
   summary:
@@ -135,6 +148,7 @@ export const quantizedGateUpSwiglu = defineKernel<{ format: GateUpFormat; eps: n
   attributes: {
     format: { kind: 'enum', values: GATE_UP_FORMATS, doc: 'how both weights are stored' },
     eps: OPTIONAL_NORM_EPS,
+    activations: ACTIVATIONS_ATTR,
   },
   infer(
     [x, gatePacked, gateScales, upPacked, upScales, gateZeros, upZeros, gateOffsets, upOffsets, normWeight],

@@ -1,4 +1,10 @@
-import { DEFAULT_QGEMV_VARIANT, FLOAT, type QuantFormat, quantizedMatmul } from '@rayo/core';
+import {
+  DEFAULT_QGEMV_VARIANT,
+  FLOAT,
+  type QuantActivations,
+  type QuantFormat,
+  quantizedMatmul,
+} from '@rayo/core';
 import { type AnyCudaKernel, cudaKernel, type KernelEncoder, type Operand } from '../kernel.js';
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import { PtxModule } from '../ptx/module.js';
@@ -404,7 +410,7 @@ function encodeQuantized(
   encoder: KernelEncoder,
   inputs: readonly (Operand | undefined)[],
   y: Operand,
-  attrs: { format: QuantFormat; beta: number; eps: number },
+  attrs: { format: QuantFormat; beta: number; eps: number; activations: QuantActivations },
 ): void {
   const [xIn, packed, scales, zeros, c, offsets, normWeight] = inputs;
   const [m, kDim] = xIn!.shape as [number, number];

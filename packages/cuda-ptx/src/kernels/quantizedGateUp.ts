@@ -24,7 +24,7 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyCudaKernel[] = [
       const norm = normWeight ? { weight: normWeight, eps: attrs.eps } : undefined;
       // The int8 GEMV folds a norm; the other kernels take x normed first.
       const int8 = { x: xIn, weights: [gate, up], c: undefined, y, norm };
-      if (encodeQuantizedGemvInt8(encoder, int8, { format: attrs.format, beta: 0 })) return;
+      if (encodeQuantizedGemvInt8(encoder, int8, { ...attrs, beta: 0 })) return;
       const x = norm ? normedScratch(encoder, xIn, norm.weight, norm.eps) : xIn;
       const problem = { m: x!.shape[0]!, k: x!.shape[1]!, format: attrs.format, x: x!.ptr };
       // One row of q4g32 pairs: the tensor-core GEMV where the qgemvMma switch asks.

@@ -3,6 +3,7 @@ import {
   dequantizeWeights,
   type QuantFormat,
   type QuantizedHostWeight,
+  quantizedMatmul,
   quantizeWeights,
   quantLayout,
   runQuantizedMatmul,
@@ -69,6 +70,35 @@ describe('int8 quantized GEMV', () => {
     expect(() => cudaOptionsFromEnvironment({ RAYO_QGEMV_DEPTH: '4' })).toThrow(/RAYO_QGEMV_DEPTH/);
     const wrong = { qgemvActivations: 'int4' } as unknown as { qgemvActivations: 'int8' };
     expect(() => createEmulatedGpu({ tuning: wrong })).toThrow(/'qgemvActivations'/);
+  });
+
+  it("runs where a call's activations allow int8, unless the switch forces exact f32", async () => {
+    const weight = quantizeWeights(
+      Float32Array.from({ length: 9 * 256 }, (_, i) => Math.sin(i) * 0.05),
+      [9, 256],
+      'q4k',
+    );
+    const x = Float32Array.from({ length: 256 }, (_, i) => Math.cos(i * 0.7));
+    for (const [tuning, activations, int8] of [
+      [{}, 'int8', true],
+      [{}, 'exact', false],
+      [{ qgemvActivations: 'f32' }, 'int8', false],
+      [{ qgemvActivations: 'int8' }, 'exact', true],
+    ] as const) {
+      const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 1, tuning });
+      try {
+        const w = uploadQuantized(gpu, weight);
+        using xs = gpu.upload(x, [1, 256]);
+        const first = fake.launches.length;
+        const inputs = [xs, w.packed, w.scales, w.zeros, undefined, w.offsets];
+        using y = gpu.run(quantizedMatmul, inputs, { format: 'q4k', activations })[0]!;
+        await y.read();
+        const entries = fake.launches.slice(first).map((l) => l.entry);
+        expect(entries.includes(QGEMV_INT8_ENTRY), `${JSON.stringify(tuning)} ${activations}`).toBe(int8);
+      } finally {
+        dispose();
+      }
+    }
   });
 
   it('sums codes with dp4a from x in shared memory, the next step loaded before this one is used', () => {

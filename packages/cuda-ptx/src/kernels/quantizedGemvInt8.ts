@@ -2,6 +2,7 @@ import {
   InvalidArgumentError,
   QGEMV_SHAPES,
   type QgemvShapeVariant,
+  type QuantActivations,
   type QuantFormat,
   qgemvSlicesFor,
   quantLayout,
@@ -880,7 +881,7 @@ export function encodeQuantizedGemvInt8(
     /** An rmsNorm to fold in (its weight stored as x is). */
     norm?: { readonly weight: Operand; readonly eps: number } | undefined;
   },
-  attrs: { format: QuantFormat; beta: number },
+  attrs: { format: QuantFormat; beta: number; activations: QuantActivations },
 ): boolean {
   const { x, weights, c, y } = ops;
   const layout = quantLayout(attrs.format, 1);
@@ -894,7 +895,7 @@ export function encodeQuantizedGemvInt8(
   const sharedBytes = qgemvInt8SharedBytes(rows, kDim, stagedX ? { actBytes } : undefined);
   // K = 0 is the exact kernel's (y = beta·c): this one's loads assume a chunk of each row.
   const applies =
-    encoder.tuning.qgemvActivations === 'int8' &&
+    (encoder.tuning.qgemvActivations ?? (attrs.activations === 'int8' ? 'int8' : 'f32')) === 'int8' &&
     kDim > 0 &&
     qgemvInt8Reads(attrs.format) &&
     weights.every((w) => w.packed.ptr % 16n === 0n && (layout.zeroPoints ? w.zeros === undefined : true)) &&

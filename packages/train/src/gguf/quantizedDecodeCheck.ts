@@ -176,6 +176,8 @@ export async function checkQuantizedDecode(
   try {
     using quantized = await loadGgufLlama(backend, path, {
       repack: repackOntoCoreFormats,
+      // The formats' decoding is what is checked: x exact, not the int8 blocks a model takes by default.
+      quantizedActivations: 'exact',
       ...(options.weightDtype ? { weightDtype: options.weightDtype } : {}),
     });
     using reference = await loadGgufLlama(cpu, path, { repack: dequantizeOnHost, weightDtype: 'f32' });

@@ -178,6 +178,35 @@ for (const format of QUANT_FORMATS) {
   );
 }
 
+/**
+ * With `activations: 'int8'` a backend may take x as int8 blocks: each x̂ moves by at most
+ * max|x̂ of its block| / 254, about 1/127 of x's size (normed rows: a few times larger), so y by
+ * that over K terms of |w| <= 1, summed as random errors: 0.05·sqrt(K) is several of their
+ * standard deviations, and far below what a misread code or block scale moves.
+ */
+function int8Tolerance(depth: number): Tolerance {
+  return { rtol: 1e-4, atol: 0.05 * Math.sqrt(Math.max(depth, 1)) };
+}
+
+// Every format a cuda int8 GEMV reads, one row and a few, and one row normed.
+for (const format of ['q8', 'q4g32', 'q8g32', 'q4g32a', 'q4k', 'q5k', 'q6k', 'q5g32'] as const) {
+  const kd = depthFor(format, 1024);
+  for (const [m, normed] of [
+    [1, false],
+    [3, false],
+    [1, true],
+  ] as const) {
+    cases.push(
+      valid(k.quantizedMatmul, {
+        label: `${format} ${m}×${kd}→67${normed ? ' normed' : ''}, int8 activations allowed`,
+        inputs: inputsOf(format, f32([m, kd]), 67, normed ? { normWeight: f32([kd]) } : {}),
+        attrs: { format, activations: 'int8' },
+        tolerance: int8Tolerance(kd),
+      }),
+    );
+  }
+}
+
 const [q8Words, q8Scales] = weightOf('q8', 5, 40, false);
 const [q4Words, q4Scales, q4Zeros] = weightOf('q4g32', 5, 40, true);
 errors.push(

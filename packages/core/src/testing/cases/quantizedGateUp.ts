@@ -103,6 +103,20 @@ for (const format of GATE_UP_FORMATS) {
   }
 }
 
+// `activations: 'int8'` (x may be taken as int8 blocks): each product moves by about 0.05·sqrt(K)
+// (quantizedMatmul's int8 cases say why), y by that times the other product's size, about sqrt(K).
+for (const format of ['q8', 'q4g32', 'q8g32', 'q4k'] as const) {
+  const kd = quantLayout(format, 1).subBlockScales ? 512 : 257;
+  cases.push(
+    valid(k.quantizedGateUpSwiglu, {
+      label: `${format} 1×${kd}→61 normed, int8 activations allowed`,
+      inputs: [f32([1, kd]), ...padded(weightsOf(format, 61, kd, false)), f32([kd])],
+      attrs: { format, eps: 1e-5, activations: 'int8' },
+      tolerance: { rtol: 2e-4, atol: 0.05 * kd },
+    }),
+  );
+}
+
 /** The weights' inputs padded to their 8 positions, so that normWeight comes ninth. */
 function padded(inputs: (InputSample | undefined)[]): (InputSample | undefined)[] {
   return [...inputs, ...Array.from({ length: 8 - inputs.length }, () => undefined)];

@@ -1,6 +1,7 @@
 import {
   type Backend,
   InvalidArgumentError,
+  type QuantActivations,
   type QuantizedWeight,
   quantizedEmbedding,
   quantizedMatmul,
@@ -16,6 +17,7 @@ import { checkFusedQkvBackend, checkFusedQkvLayer } from './fusedQkv.js';
 import {
   checkDtypeOption,
   checkPrefillPrecision,
+  checkQuantizedActivations,
   type LlamaModelOptions,
   type LlamaPrefillPrecision,
 } from './modelOptions.js';
@@ -54,6 +56,8 @@ export interface LlamaDecoder {
   readonly fused: boolean;
   /** How a prompt's products with f32 weights are computed (`LlamaModelOptions.prefillPrecision`). */
   readonly prefillPrecision: LlamaPrefillPrecision;
+  /** `LlamaModelOptions.quantizedActivations`. */
+  readonly quantizedActivations: QuantActivations;
   readonly caches: readonly LayerCache[];
   /** Every layer's quantized projections, in place of the dense ones. */
   readonly quantizedLayers: readonly QuantizedLlamaLayer[] | undefined;
@@ -99,6 +103,7 @@ export function createLlamaDecoder(
   checkDtypeOption('kvCacheDtype', kvCacheDtype);
   const fused = options.fused ?? fusedDecodeSupported(backend, weightDtype, kvCacheDtype);
   const prefillPrecision = checkPrefillPrecision(options.prefillPrecision ?? 'f32');
+  const quantizedActivations = checkQuantizedActivations(options.quantizedActivations ?? 'int8');
   checkLlamaBackend(backend, weightDtype, kvCacheDtype, fused);
   checkFusedQkvBackend(backend, weights, kvCacheDtype);
   const quantized = checkQuantized(backend, config, weights, options.quantized);
@@ -113,6 +118,7 @@ export function createLlamaDecoder(
     kvCacheDtype,
     fused,
     prefillPrecision,
+    quantizedActivations,
     // Zeros: the attention never reads rows not yet written, but a cache is never left uninitialised.
     caches: weights.layers.map(() => ({
       k: backend.zeros(cacheShape, kvCacheDtype),

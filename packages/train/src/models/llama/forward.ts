@@ -113,7 +113,7 @@ export function headLogits(d: LlamaDecoder, run: TrackingRunner, x: Tensor): Ten
   const eps = config.rmsNormEps;
   const head = d.quantizedHead;
   // A quantized head takes the final norm folded in (one launch where the backend folds it).
-  if (head) return projectNormed(run, x, head, { weight: weights.norm, eps });
+  if (head) return projectNormed(d, run, x, head, { weight: weights.norm, eps });
   // rmsNorm(x)·headᵀ: one kernel for a fused decode step, the norm and the product otherwise.
   if (d.fused && x.shape[0] === 1) return run.run1(rmsNormMatmul, [x, weights.norm, weights.head!], { eps });
   const rows = x.shape[0]!;
@@ -153,7 +153,7 @@ function layer(
   let attended: Tensor;
   if (fused) {
     const product = folded
-      ? projectNormed(run, x, folded, { weight: w.inputNorm, eps })
+      ? projectNormed(d, run, x, folded, { weight: w.inputNorm, eps })
       : project(d, run, h!, w, quantized, 'qkv');
     const qkv = biased(run, product, w.qkvBias);
     sink?.({ qkv });
@@ -243,7 +243,10 @@ export function mlp(
   };
   // Decoding with quantized gate and up: one launch, the norm folded in, the two products never written.
   const eps = d.config.rmsNormEps;
-  const fused = quantizedGateUpCall(d.backend, quantized, x1, { weight: w.postAttentionNorm, eps });
+  const fused = quantizedGateUpCall(d.backend, quantized, x1, d.quantizedActivations, {
+    weight: w.postAttentionNorm,
+    eps,
+  });
   if (fused) return run.run1(quantizedGateUpSwiglu, fused.inputs, fused.attrs);
   const h1 = run.run1(rmsNorm, [x1, w.postAttentionNorm], { eps, ...operand(['gate', 'up']) });
   // A chunk's gate and up in one tensor-core product whose epilogue applies silu · mul.

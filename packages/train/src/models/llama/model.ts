@@ -4,6 +4,7 @@ import {
   type DevicePosition,
   InvalidArgumentError,
   type KernelRunner,
+  type QuantActivations,
   RayoError,
   type Tensor,
   TrackingRunner,
@@ -46,6 +47,8 @@ export class LlamaModel {
   readonly weightDtype: LlamaWeightDType;
   /** The dtype of the KV cache. */
   readonly kvCacheDtype: LlamaWeightDType;
+  /** How quantized projections take their activations (`LlamaModelOptions.quantizedActivations`). */
+  readonly quantizedActivations: QuantActivations;
   /** i32 [1]: the token a decode step embeds. The host writes it; the step reads it on the device. */
   readonly tokenInput: Tensor;
   /** i32 [1]: the cache row of a recorded step's token (RoPE's position, the scatter's row). */
@@ -83,6 +86,7 @@ export class LlamaModel {
     this.maxSequence = decoder.maxSequence;
     this.weightDtype = decoder.weightDtype;
     this.kvCacheDtype = decoder.kvCacheDtype;
+    this.quantizedActivations = decoder.quantizedActivations;
     this.tokenInput = decoder.tokenInput;
     this.positionInput = decoder.positionInput;
     this.lengthInput = decoder.lengthInput;

@@ -139,6 +139,7 @@ export function quantizedProductFor(d: LlamaDecoder, rows: number): boolean {
  * quantizedProductFor holds, so that the normalised rows are never written.
  */
 export function projectNormed(
+  d: LlamaDecoder,
   run: TrackingRunner,
   x: Tensor,
   q: QuantizedWeight,
@@ -147,6 +148,7 @@ export function projectNormed(
   return run.run1(quantizedMatmul, [x, q.packed, q.scales, q.zeros, undefined, q.offsets, norm.weight], {
     format: q.format,
     eps: norm.eps,
+    activations: d.quantizedActivations,
   });
 }
 
@@ -172,6 +174,7 @@ export function project(
     return run.run1(quantizedMatmul, [input, q.packed, q.scales, q.zeros, residual, q.offsets], {
       format: q.format,
       beta: 1,
+      activations: d.quantizedActivations,
     });
   }
   const weight = denseProjection(w, name);

@@ -314,6 +314,39 @@ describe('LlamaModel with quantized projections', async () => {
     }
   });
 
+  it("lets every quantized product take int8 activations by default, and none with quantizedActivations 'exact'", async () => {
+    for (const [option, want] of [
+      [undefined, 'int8'],
+      ['exact', 'exact'],
+    ] as const) {
+      using model = await LlamaModel.load(backend, dir, {
+        weightFormat: 'q8',
+        quantizeHead: true,
+        replay: false,
+        ...(option ? { quantizedActivations: option } : {}),
+      });
+      expect(model.quantizedActivations).toBe(want);
+      const run = vi.spyOn(backend, 'run');
+      try {
+        model.prefill(prompt.slice(0, 2)).dispose();
+        model.decode(prompt[2]!).dispose();
+        const quantized = run.mock.calls.filter(([spec]) =>
+          [quantizedMatmul.name, quantizedGateUpSwiglu.name].includes(spec.name),
+        );
+        // Per layer q·k·v, o, gate·up and down, in the prefill and the step, and the head in each.
+        expect(quantized.length).toBeGreaterThanOrEqual(
+          2 * (4 * (config.num_hidden_layers as number) + 1) - 2,
+        );
+        for (const [, , attrs] of quantized) expect(attrs).toMatchObject({ activations: want });
+      } finally {
+        run.mockRestore();
+      }
+    }
+    await expect(
+      LlamaModel.load(backend, dir, { weightFormat: 'q8', quantizedActivations: 'int4' as 'int8' }),
+    ).rejects.toThrow(/quantizedActivations.*'exact' \| 'int8'.*int4/);
+  });
+
   it('refuses a format that is none', async () => {
     await expect(LlamaModel.load(backend, dir, { weightFormat: 'q3' as 'q8' })).rejects.toThrow(
       InvalidArgumentError,

@@ -3,6 +3,7 @@ import {
   type GateUpFormat,
   gateUpInputs,
   isGateUpFormat,
+  type QuantActivations,
   quantizedGateUpSwiglu,
   type Tensor,
 } from '@rayo/core';
@@ -23,9 +24,15 @@ export function quantizedGateUpCall(
   backend: Backend,
   layer: QuantizedLlamaLayer | undefined,
   h: Tensor,
+  activations: QuantActivations,
   /** An rmsNorm of h to fold in (the spec's normWeight). */
   norm?: { readonly weight: Tensor; readonly eps: number },
-): { inputs: (Tensor | undefined)[]; attrs: { format: GateUpFormat; eps?: number } } | undefined {
+):
+  | {
+      inputs: (Tensor | undefined)[];
+      attrs: { format: GateUpFormat; eps?: number; activations: QuantActivations };
+    }
+  | undefined {
   const gate = layer?.gate;
   const up = layer?.up;
   if (!gate || !up || h.shape[0]! > FUSED_GATE_UP_MAX_ROWS) return undefined;
@@ -42,6 +49,6 @@ export function quantizedGateUpCall(
   if (!same) return undefined;
   return {
     inputs: gateUpInputs(h, gate, up, norm?.weight),
-    attrs: norm ? { format, eps: norm.eps } : { format },
+    attrs: norm ? { format, eps: norm.eps, activations } : { format, activations },
   };
 }
