@@ -168,6 +168,7 @@ describe('rayo generate', () => {
       [['--top-p', '1.5'], /--top-p.*\(0, 1\]/],
       [['--dtype', 'f8'], /--dtype.*checkpoint \| f32 \| f16 \| bf16.*"f8"/],
       [['--quant', 'q3'], /--quant.*q8 \| q4g32/],
+      [['--activations', 'int4'], /--activations.*int8 \| exact.*"int4"/],
       [['--stop', ''], /--stop \(1\).*non-empty/],
       [['--frobnicate'], /Unknown option '--frobnicate'/],
       [['extra'], /unexpected "extra"/],

@@ -1,4 +1,5 @@
 import { PassThrough } from 'node:stream';
+import { writeTinyTextModel } from '@rayo/text-testkit';
 import { describe, expect, it } from 'vitest';
 import type { CliIo } from './io.js';
 import { openModel } from './openModel.js';
@@ -19,5 +20,27 @@ describe('openModel', () => {
     await expect(openModel(options, io({ RAYO_QGEMV_ACTIVATIONS: 'int4' }))).rejects.toThrow(
       /RAYO_QGEMV_ACTIVATIONS/,
     );
+  });
+
+  it('passes --activations to the quantized projections, and --quant quantizes them', async () => {
+    const model = await writeTinyTextModel();
+    for (const activations of [undefined, 'exact'] as const) {
+      const options = {
+        model,
+        backend: 'cpu',
+        quiet: true,
+        stop: [],
+        quant: 'q8' as const,
+        ...(activations ? { activations } : {}),
+      };
+      const { backend, model: text } = await openModel(options, io({}));
+      try {
+        expect(text.model.quantization?.format).toBe('q8');
+        expect(text.model.quantizedActivations).toBe(activations ?? 'int8');
+      } finally {
+        text.dispose();
+        backend.dispose();
+      }
+    }
   });
 });

@@ -43,6 +43,7 @@ export async function openModel(
     ...(options.dtype !== undefined ? { weightDtype: options.dtype } : {}),
     ...(options.kvDtype !== undefined ? { kvCacheDtype: options.kvDtype } : {}),
     ...(options.quant !== undefined ? { weightFormat: options.quant } : {}),
+    ...(options.activations !== undefined ? { quantizedActivations: options.activations } : {}),
     ...(bar ? { onProgress: (p) => bar.update(p) } : {}),
   };
   const models: TextModel[] = [];

@@ -8,6 +8,7 @@ export const MODEL_FLAGS = {
   dtype: { type: 'string' },
   'kv-dtype': { type: 'string' },
   quant: { type: 'string' },
+  activations: { type: 'string' },
   'max-sequence': { type: 'string' },
   'max-new-tokens': { type: 'string', short: 'n' },
   temperature: { type: 'string', short: 't' },
@@ -25,6 +26,7 @@ export const BACKENDS = ['auto', 'cpu', 'wgpu', 'cuda'] as const;
 export const DTYPES = ['checkpoint', 'f32', 'f16', 'bf16'] as const;
 export const KV_DTYPES = ['f32', 'f16', 'bf16'] as const;
 export const QUANTS = ['q8', 'q4g32', 'q4g128', 'q8g32', 'q8g16', 'q4g32a'] as const;
+export const ACTIVATIONS = ['int8', 'exact'] as const;
 
 /** What a model command was asked, checked. */
 export interface ModelOptions {
@@ -34,6 +36,7 @@ export interface ModelOptions {
   readonly dtype?: (typeof DTYPES)[number];
   readonly kvDtype?: (typeof KV_DTYPES)[number];
   readonly quant?: (typeof QUANTS)[number];
+  readonly activations?: (typeof ACTIVATIONS)[number];
   readonly maxSequence?: number;
   readonly maxNewTokens?: number;
   readonly temperature?: number;
@@ -134,6 +137,7 @@ export function modelOptions(command: string, values: Values): ModelOptions {
     dtype: choice(command, '--dtype', values.dtype, DTYPES),
     kvDtype: choice(command, '--kv-dtype', values['kv-dtype'], KV_DTYPES),
     quant: choice(command, '--quant', values.quant, QUANTS),
+    activations: choice(command, '--activations', values.activations, ACTIVATIONS),
     maxSequence: integerFlag(command, '--max-sequence', values['max-sequence'], 1),
     maxNewTokens: integerFlag(command, '--max-new-tokens', values['max-new-tokens'], 1),
     temperature: real(command, '--temperature', values.temperature, (n) => n >= 0, 'a number >= 0'),

@@ -1,5 +1,5 @@
 import { DEFAULT_MAX_SEQUENCE } from '@rayo/text';
-import { BACKENDS, DTYPES, KV_DTYPES, QUANTS } from './options.js';
+import { ACTIVATIONS, BACKENDS, DTYPES, KV_DTYPES, QUANTS } from './options.js';
 
 const LOAD_HELP = `Model:
   -m, --model PATH          a Hugging Face model folder (config.json, model.safetensors,
@@ -10,6 +10,8 @@ const LOAD_HELP = `Model:
       --kv-dtype DTYPE      the KV cache: ${KV_DTYPES.join(' | ')} (default: the weights'
                             dtype where half, else f32)
       --quant FORMAT        quantize a folder's projections on load: ${QUANTS.join(' | ')}
+      --activations KIND    quantized projections' x: ${ACTIVATIONS.join(' | ')} (default int8:
+                            int8 blocks where the backend has such kernels, as llama.cpp)
       --max-sequence N      KV cache rows, prompt and reply together (default: the model's
                             context, at most ${DEFAULT_MAX_SEQUENCE})`;
 

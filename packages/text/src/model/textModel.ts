@@ -1,4 +1,4 @@
-import { type Backend, InvalidArgumentError, RayoError } from '@rayo/core';
+import { type Backend, InvalidArgumentError, type QuantActivations, RayoError } from '@rayo/core';
 import {
   type LlamaLoadOptions,
   LlamaModel,
@@ -39,6 +39,11 @@ export interface TextModelLoadOptions {
    * go onto core's quantized formats), so this is refused for one.
    */
   readonly weightFormat?: LlamaWeightFormat;
+  /**
+   * How quantized projections take their activations (`LlamaModelOptions.quantizedActivations`):
+   * `'int8'` (the default) lets a backend use int8 blocks of x, as llama.cpp does; `'exact'` never.
+   */
+  readonly quantizedActivations?: QuantActivations;
   /**
    * Called as the weights load: once with nothing loaded, then after each tensor reaches the device (the
    * loaders' `onProgress`): tensors and their stored bytes so far, of all
@@ -202,6 +207,9 @@ export class TextModel {
       ...(options.kvCacheDtype !== undefined ? { kvCacheDtype: options.kvCacheDtype } : {}),
       ...(openFile !== undefined ? { openFile } : {}),
       ...(options.fuseQkv !== undefined ? { fuseQkv: options.fuseQkv } : {}),
+      ...(options.quantizedActivations !== undefined
+        ? { quantizedActivations: options.quantizedActivations }
+        : {}),
     };
     let model: LlamaModel;
     if (files.kind === 'gguf') {
