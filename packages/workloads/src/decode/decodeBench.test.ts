@@ -62,6 +62,8 @@ describe('decode-bench', () => {
       dtype: 'bf16',
       kvDtype: 'f16',
     });
+    // The cache follows the weights unless named, as LlamaModel's default does.
+    expect(parseDecodeArgs(['--dtype', 'bf16'])).toMatchObject({ dtype: 'bf16', kvDtype: 'bf16' });
     expect(() => parseDecodeArgs(['--dtype', 'fp8'])).toThrow(/--dtype must be f32, f16 or bf16, got fp8/);
     expect(() => parseDecodeArgs(['--kv-dtype', 'f64'])).toThrow(/--kv-dtype must be f32, f16 or bf16/);
     expect(s).toMatchObject({ profile: false, profileRepetitions: 10, hostTokens: 32 });

@@ -895,7 +895,8 @@ from the same checkpoint, and reports ms per token against the bandwidth limit.
   --config NAME     ${Object.keys(DECODE_CONFIGS).join(', ')} (default llama-d2048-hd64)
   --dtype D         f32, f16 or bf16: the checkpoint and the model's matrix weights and
                     embedding, in rayo and in PyTorch (default f32)
-  --kv-dtype D      f32, f16 or bf16: the KV cache (default f32)
+  --kv-dtype D      f32, f16 or bf16: the KV cache (default: --dtype, as LlamaModel keeps a half
+                    model's cache)
   --quant F         q8, q4g32, q4g128, q8g32, q8g16, q4g32a, q8g32a, q4k, q6k, q5k, q5g32,
                     q5g32a or none: quantize the projections on load (rayo only; q8g32, q4k,
                     q5k, q6k, q5g32 and q5g32a are the formats of GGUF's Q8_0, Q4_K, Q5_K,
@@ -934,7 +935,7 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
     options: {
       config: { type: 'string', default: 'llama-d2048-hd64' },
       dtype: { type: 'string', default: 'f32' },
-      'kv-dtype': { type: 'string', default: 'f32' },
+      'kv-dtype': { type: 'string' },
       quant: { type: 'string', default: 'none' },
       'quant-head': { type: 'boolean', default: false },
       'quant-on': { type: 'string' },
@@ -1006,7 +1007,7 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
       : {}),
     config: values.config,
     dtype: dtype('dtype', values.dtype),
-    kvDtype: dtype('kv-dtype', values['kv-dtype']),
+    kvDtype: dtype('kv-dtype', values['kv-dtype'] ?? values.dtype),
     backends: values.backends.split(',').filter(Boolean),
     promptTokens: int('prompt', values.prompt, 1),
     newTokens,
