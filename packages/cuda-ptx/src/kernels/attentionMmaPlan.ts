@@ -26,8 +26,10 @@ export interface DecodeMmaConfig {
   readonly split: boolean;
   /** Whether seqLen is read from device memory (`seqLenAt`) instead of a parameter. */
   readonly deviceLength: boolean;
-  /** Storage of q and out; the caches are bf16. */
+  /** Storage of q and out. */
   readonly act: FloatStorage;
+  /** The caches' half type: the products' operands. */
+  readonly cache: 'f16' | 'bf16';
   /**
    * Page pools [numPages, kvHeads, pageSize, headDim] read through block
    * tables, one sequence per block along z, its length read from device
@@ -56,7 +58,7 @@ export function decodeMmaSharedBytes(c: Pick<DecodeMmaConfig, 'headDim' | 'group
 
 export function decodeMmaKey(c: DecodeMmaConfig): string {
   const paged = c.pageShift === undefined ? '' : `/paged${c.pageShift}`;
-  return `decoding/attention-mma/${c.split ? 'split' : 'single'}/d${c.headDim}g${c.group}${c.deviceLength ? '/len' : ''}${paged}${storageKey([c.act, 'bf16'])}`;
+  return `decoding/attention-mma/${c.split ? 'split' : 'single'}/d${c.headDim}g${c.group}${c.deviceLength ? '/len' : ''}${paged}${storageKey([c.act, c.cache])}`;
 }
 
 /** Blocks an SM is meant to hold (each has DECODE_MMA_WARPS warps and 64 KiB of stages). */
@@ -111,7 +113,7 @@ export function planDecodeMma(
 }
 
 /**
- * Whether the tensor-core kernel takes this attention: bf16 caches on sm_80
+ * Whether the tensor-core kernel takes this attention: bf16 or f16 caches on sm_80
  * or later, head dimension 64 or 128, at most 8 query heads a kv head,
  * caches 16-byte aligned (cp.async) and q 8-byte aligned (pairs), unless
  * the attentionKernel switch asks for the CUDA-core kernel.
@@ -126,8 +128,8 @@ export function decodeMmaApplies(
   return (
     encoder.tuning.attentionKernel !== 'lanes' &&
     (encoder.device.computeCapability?.[0] ?? 0) >= 8 &&
-    storageOf(kCache) === 'bf16' &&
-    storageOf(vCache) === 'bf16' &&
+    storageOf(kCache) !== 'f32' &&
+    storageOf(vCache) === storageOf(kCache) &&
     DECODE_MMA_HEAD_DIMS.includes(shape.headDim) &&
     shape.nHeads / shape.nKvHeads <= DECODE_MMA_MAX_GROUP &&
     kCache.ptr % 16n === 0n &&

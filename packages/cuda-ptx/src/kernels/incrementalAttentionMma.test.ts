@@ -1,4 +1,11 @@
-import { type Backend, type DType, f32ToBf16Bits, incrementalAttention, pagedAttention } from '@rayo/core';
+import {
+  type Backend,
+  type DType,
+  f32ToBf16Bits,
+  f32ToF16Bits,
+  incrementalAttention,
+  pagedAttention,
+} from '@rayo/core';
 import { compareOutputs, Rng } from '@rayo/core/testing';
 import { createEmulatedGpu, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
@@ -43,14 +50,16 @@ describe('decode attention on tensor cores: plan and assembly', () => {
       for (const group of [1, 4, 8]) {
         for (const split of [false, true]) {
           for (const act of ['f32', 'bf16'] as const) {
-            configs.push({ headDim, group, split, deviceLength: split, act });
+            configs.push({ headDim, group, split, deviceLength: split, act, cache: 'bf16' });
           }
+          configs.push({ headDim, group, split, deviceLength: split, act: 'f32', cache: 'f16' });
         }
       }
     }
     for (const headDim of [64, 128]) {
       for (const split of [false, true])
-        configs.push({ headDim, group: 4, split, deviceLength: false, act: 'f32', pageShift: 4 });
+        for (const cache of ['bf16', 'f16'] as const)
+          configs.push({ headDim, group: 4, split, deviceLength: false, act: 'f32', cache, pageShift: 4 });
     }
     for (const c of configs) expect(decodeMmaSharedBytes(c)).toBeLessThanOrEqual(64 * 1024);
     expectAllAssembleCleanly(
@@ -79,6 +88,8 @@ describe('decode attention on tensor cores on an emulated device', () => {
       seqLen: number;
       maxSeq?: number;
       qType?: DType;
+      /** The caches' dtype (default bf16). */
+      cache?: 'bf16' | 'f16';
       scale?: number;
       qScale?: number;
       deviceLength?: boolean;
@@ -98,12 +109,14 @@ describe('decode attention on tensor cores on an emulated device', () => {
       const kc = random(seqLen + 1, nKvHeads * maxSeq * headDim);
       const vc = random(seqLen + 2, nKvHeads * maxSeq * headDim);
       const attrs = o.deviceLength ? { scale: o.scale ?? 0 } : { seqLen, scale: o.scale ?? 0 };
+      const cache = o.cache ?? 'bf16';
       const inputs = (b: Backend) => {
         const bf16 = (x: Float32Array) => Uint16Array.from(x, f32ToBf16Bits);
+        const half = (x: Float32Array) => Uint16Array.from(x, cache === 'f16' ? f32ToF16Bits : f32ToBf16Bits);
         const list = [
           o.qType === 'bf16' ? b.upload(bf16(q), [nHeads, headDim], 'bf16') : b.upload(q, [nHeads, headDim]),
-          b.upload(bf16(kc), [nKvHeads, maxSeq, headDim], 'bf16'),
-          b.upload(bf16(vc), [nKvHeads, maxSeq, headDim], 'bf16'),
+          b.upload(half(kc), [nKvHeads, maxSeq, headDim], cache),
+          b.upload(half(vc), [nKvHeads, maxSeq, headDim], cache),
         ];
         if (o.deviceLength) list.push(b.upload(Int32Array.from([seqLen]), [1], 'i32'));
         return list;
@@ -157,6 +170,20 @@ describe('decode attention on tensor cores on an emulated device', () => {
     await expectAsCpu(
       { nHeads: 8, nKvHeads: 2, headDim: 64, seqLen: 5, maxSeq: 1000, deviceLength: true },
       SPLIT,
+    );
+  }, 120_000);
+
+  it('f16 caches: q and the weights in two f16 parts each, splits over 32 × 64 heads', async () => {
+    await expectAsCpu(
+      { nHeads: 32, nKvHeads: 8, headDim: 64, seqLen: 300, maxSeq: 333, multiprocessors: 132, cache: 'f16' },
+      SPLIT,
+    );
+  }, 120_000);
+
+  it('f16 caches: a q far past f16 (|q · scale| to 4e5) is brought into range by its row, a device length', async () => {
+    await expectAsCpu(
+      { nHeads: 8, nKvHeads: 2, headDim: 128, seqLen: 90, deviceLength: true, qScale: 4e6, cache: 'f16' },
+      ['attention_mma'],
     );
   }, 120_000);
 

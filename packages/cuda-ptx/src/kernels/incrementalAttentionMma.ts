@@ -21,17 +21,19 @@ import { LOWEST } from './attentionStates.js';
 import { loadPointer, loadU32 } from './common.js';
 import { mmaBlock } from './flashAttentionMma.js';
 import { mmaProduct, onlineSoftmax } from './mmaTiles.js';
-import { loadAsF32, STORAGE_BYTES, storageOf, storeFromF32 } from './storage.js';
+import { halfToF32, loadAsF32, STORAGE_BYTES, storageOf, storeFromF32 } from './storage.js';
 
-// One query token's attention over a bf16 KV cache on tensor cores (sm_80
-// mma.sync m16n8k16), for grouped heads: the G ≤ 8 query heads of a kv head
-// are the rows of one 16-row A operand, so K and V are read once for all of
-// them and no lane reduces a dot product by shuffles. The 8 rows G does not
-// fill carry the f32 q's remainder after rounding to bf16 (row g + 8 holds
-// q − bf16(q) of row g), and the softmax weights go in the same way, so the
-// products keep about 16 bits of q and of the weights: close to the CUDA-core
-// kernel's f32, where a plain bf16 q would lose 8. Row g's and g + 8's
-// accumulators sit in the same lane, which adds them.
+// One query token's attention over a bf16 or f16 KV cache on tensor cores
+// (sm_80 mma.sync m16n8k16), for grouped heads: the G ≤ 8 query heads of a kv
+// head are the rows of one 16-row A operand, so K and V are read once for
+// all of them and no lane reduces a dot product by shuffles. The 8 rows G
+// does not fill carry the f32 q's remainder after rounding to the cache's
+// half type (row g + 8 holds q − half(q) of row g), and the softmax weights
+// go in the same way, so the products keep about 16 (bf16) or 22 (f16) bits
+// of q and of the weights: close to the CUDA-core kernel's f32. Row g's and
+// g + 8's accumulators sit in the same lane, which adds them. f16 ends at
+// 65504: each row of q is first brought under 2^15 by a power of two, which
+// the row's scores take back exactly.
 //
 // Each warp streams its own 16-token tiles of K and V through a ring of
 // shared-memory stages with cp.async (no block barrier in the loop), the
@@ -41,14 +43,46 @@ import { loadAsF32, STORAGE_BYTES, storageOf, storeFromF32 } from './storage.js'
 // Over page pools each tile lies in one page, found through the sequence's
 // block table. The plan and where the kernel applies: attentionMmaPlan.ts.
 
-/** x ≈ hi + lo, each pair packed as bf16: hi = bf16(x), lo = bf16(x − hi). */
-function splitPair(k: KernelBuilder, x0: F32, x1: F32): { hi: R32; lo: R32 } {
-  const hi = k.cvtPack('bf16', k.reg('u32'), x0, x1);
-  const h0 = k.mov('b32', k.reg('f32'), k.shl('b32', k.reg('u32'), hi, 16));
-  const h1 = k.mov('b32', k.reg('f32'), k.and('b32', k.reg('u32'), hi, 0xffff0000));
+/** x ≈ hi + lo, each pair packed as the half type: hi = half(x), lo = half(x − hi). */
+function splitPair(k: KernelBuilder, type: 'f16' | 'bf16', x0: F32, x1: F32): { hi: R32; lo: R32 } {
+  const hi = k.cvtPack(type, k.reg('u32'), x0, x1);
+  const h0 = halfToF32(k, type, hi, false);
+  const h1 = halfToF32(k, type, hi, true);
   const r0 = k.sub('f32', k.reg('f32'), x0, h0, { rnd: 'rn' });
   const r1 = k.sub('f32', k.reg('f32'), x1, h1, { rnd: 'rn' });
-  return { hi, lo: k.cvtPack('bf16', k.reg('u32'), r0, r1) };
+  return { hi, lo: k.cvtPack(type, k.reg('u32'), r0, r1) };
+}
+
+/** The largest f32 exponent (biased) a row of q keeps in f16: |q| < 2^15, under f16's 65504. */
+const F16_ROW_EXPONENT = 127 + 14;
+
+/**
+ * f16 products: the power of two 2^-s that brings row groupId of q (its
+ * values in `xs`, spread over the quad of lanes that holds the row) under
+ * 2^15, and 2^s, which undoes it exactly on the row's scores; 1 and 1 for a
+ * row already in range.
+ */
+function f16RowScale(k: KernelBuilder, xs: readonly F32[]): { down: F32; up: F32 } {
+  const top = k.mov('f32', k.reg('f32'), 0);
+  for (const x of xs) k.max('f32', top, top, k.abs('f32', k.reg('f32'), x));
+  for (const offset of [1, 2]) k.max('f32', top, top, k.shflSync('bfly', k.reg('f32'), top, offset));
+  const exponent = k.and(
+    'b32',
+    k.reg('u32'),
+    k.shr('u32', k.reg('u32'), k.mov('b32', k.reg('u32'), top), 23),
+    0xff,
+  );
+  // s = exponent − (127 + 14) where positive, at most 126 (2^-126 is still a normal f32).
+  const over = k.sub(
+    'u32',
+    k.reg('u32'),
+    k.max('u32', k.reg('u32'), exponent, F16_ROW_EXPONENT),
+    F16_ROW_EXPONENT,
+  );
+  const s = k.min('u32', k.reg('u32'), over, 126);
+  const down = k.mov('b32', k.reg('f32'), k.shl('b32', k.reg('u32'), k.sub('u32', k.reg('u32'), 127, s), 23));
+  const up = k.mov('b32', k.reg('f32'), k.shl('b32', k.reg('u32'), k.add('u32', k.reg('u32'), s, 127), 23));
+  return { down, up };
 }
 
 /**
@@ -58,7 +92,7 @@ function splitPair(k: KernelBuilder, x0: F32, x1: F32): { hi: R32; lo: R32 } {
  * ctaid.z over its pages, grid (splits, nKvHeads, B).
  */
 export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
-  const { headDim: hd, group: G, act } = c;
+  const { headDim: hd, group: G, act, cache } = c;
   const kSteps = hd / 16;
   const actBytes = STORAGE_BYTES[act];
   const outputs: Record<string, ParamType> = c.split
@@ -120,12 +154,19 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
         k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), row0, groupId), hd, colPair),
         actBytes,
       );
-      const qFrag = Array.from({ length: kSteps }, (_, kk) => {
-        const halves = [0, 8].map((offset) => {
+      const qs = Array.from({ length: kSteps }, (_, kk) =>
+        [0, 8].map((offset) => {
           const x = k.regs('f32', 2);
           loadAsF32(k, act, x, addr(qAt, actBytes * (16 * kk + offset)), { ok: rowOk });
           for (const r of x) k.mul('f32', r, r, scale, { rnd: 'rn' });
-          return splitPair(k, x[0]!, x[1]!);
+          return x;
+        }),
+      );
+      const rowScale = cache === 'f16' ? f16RowScale(k, qs.flat(2)) : undefined;
+      const qFrag = qs.map((pairs) => {
+        const halves = pairs.map((x) => {
+          if (rowScale) for (const r of x) k.mul('f32', r, r, rowScale.down, { rnd: 'rn' });
+          return splitPair(k, cache, x[0]!, x[1]!);
         });
         return [halves[0]!.hi, halves[0]!.lo, halves[1]!.hi, halves[1]!.lo] as unknown as Vec4<R32>;
       });
@@ -147,7 +188,7 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
         for (const r of sAcc) for (const x of r) k.mov('f32', x, 0);
         mmaProduct(
           k,
-          'bf16',
+          cache,
           sAcc,
           (kk) => qFrag[kk]!,
           { at: (nb, kk) => block.tile.at(kAt, nb, kk) },
@@ -157,6 +198,7 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
         for (const r of sAcc) {
           k.add('f32', r[0]!, r[0]!, r[2]!, { rnd: 'rn' });
           k.add('f32', r[1]!, r[1]!, r[3]!, { rnd: 'rn' });
+          if (rowScale) for (const e of [0, 1]) k.mul('f32', r[e]!, r[e]!, rowScale.up, { rnd: 'rn' });
         }
         // Tokens past t1 weigh nothing: only a split's last tile has any.
         const partial = k.setp(
@@ -178,12 +220,12 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
         const [rescale] = onlineSoftmax(k, sAcc, [mRow], [lRow], log2e);
         for (const r of o) for (const x of r) k.mul('f32', x, x, rescale!, { rnd: 'rn' });
         // The weights as A: row g their bf16 part, row g + 8 the remainder.
-        const w0 = splitPair(k, sAcc[0]![0]!, sAcc[0]![1]!);
-        const w1 = splitPair(k, sAcc[1]![0]!, sAcc[1]![1]!);
+        const w0 = splitPair(k, cache, sAcc[0]![0]!, sAcc[0]![1]!);
+        const w1 = splitPair(k, cache, sAcc[1]![0]!, sAcc[1]![1]!);
         const pFrag = [w0.hi, w0.lo, w1.hi, w1.lo] as unknown as Vec4<R32>;
         mmaProduct(
           k,
-          'bf16',
+          cache,
           o,
           () => pFrag,
           { at: (dn, kb) => block.tile.at(vAt, kb, dn), trans: true },
@@ -304,6 +346,7 @@ export function launchDecodeMma(
   );
   const act = storageOf(a.q);
   const config: DecodeMmaConfig = {
+    cache: storageOf(a.kCache) === 'f16' ? 'f16' : 'bf16',
     headDim: shape.headDim,
     group: shape.nHeads / shape.nKvHeads,
     split: plan.splits > 1,
