@@ -399,16 +399,21 @@ export async function loadGgufLlama(
   try {
     checkSlidingWindow(gguf.config, options.maxSequence ?? gguf.config.maxPositionEmbeddings);
     const dtype = chosenDtype(options.weightDtype, gguf.config, gguf.file.tensors);
-    const cacheDtype = options.kvCacheDtype ?? defaultKvCacheDtype(backend, dtype);
+    const floatCache = options.kvCacheDtype ?? defaultKvCacheDtype(backend, dtype);
     checkLlamaBackend(
       backend,
       dtype,
-      cacheDtype,
-      options.fused ?? fusedDecodeSupported(backend, dtype, cacheDtype),
+      floatCache,
+      options.fused ?? fusedDecodeSupported(backend, dtype, floatCache),
     );
     const weights = await uploadGgufLlamaWeights(backend, gguf, { ...options, weightDtype: dtype });
     let fused: LlamaWeights | undefined;
     try {
+      // Every matrix held quantized (a Q4_K_M file repacked onto core's formats): no float weight
+      // gives the cache a half dtype, so it takes f16, llama.cpp's default, where the backend runs it.
+      const cacheDtype =
+        options.kvCacheDtype ??
+        (holdsNoFloatMatrix(weights) ? defaultKvCacheDtype(backend, 'f16') : floatCache);
       const { dense, quantized: split } = splitQuantizedProjections(weights);
       const fuse = options.fuseQkv !== false;
       const quantized =
@@ -429,6 +434,15 @@ export async function loadGgufLlama(
   } finally {
     await gguf.close();
   }
+}
+
+/** Whether every projection, the embedding and the head are held repacked (quantized), none as a float tensor. */
+function holdsNoFloatMatrix(weights: GgufLlamaWeights): boolean {
+  return (
+    !isTensor(weights.embedding) &&
+    !isTensor(weights.head) &&
+    weights.layers.every((l) => LLAMA_PROJECTIONS.every((p) => l[p] === undefined || !isTensor(l[p]!)))
+  );
 }
 
 /** A repacked weight in one of core's quantized formats, as `quantizedMatmul` takes it. */

@@ -2,7 +2,15 @@ import { join } from 'node:path';
 import { type Backend, createBackend, createCpuBackend, probeBackends } from '@rayo/core';
 import { temporaryDirectory } from '@rayo/train-testkit';
 import { describe, expect, it } from 'vitest';
-import { checkQuantizedDecode, q4kmTestConfig, q4kmTypeOf, writeQ4kmLlama } from './quantizedDecodeCheck.js';
+import { loadGgufLlama } from './loadLlama.js';
+import {
+  checkQuantizedDecode,
+  dequantizeOnHost,
+  q4kmTestConfig,
+  q4kmTypeOf,
+  writeQ4kmLlama,
+} from './quantizedDecodeCheck.js';
+import { repackOntoCoreFormats } from './repack.js';
 
 const dir = await temporaryDirectory('gguf-q4km-');
 
@@ -24,6 +32,26 @@ describe('llama.cpp’s Q4_K_M mix', () => {
     expect(typeOf('lm_head.weight')).toBe('Q6_K');
     expect(typeOf('model.embed_tokens.weight')).toBe('Q4_K');
     expect(typeOf('model.layers.0.input_layernorm.weight')).toBe('F32');
+  });
+});
+
+describe('the KV cache of a GGUF file whose matrices are all quantized', () => {
+  it('is f16 by default (llama.cpp’s), f32 where a repack makes the matrices floats, and as asked', async () => {
+    const path = join(dir, 'cache-default.gguf');
+    await writeQ4kmLlama(path, q4kmTestConfig({ layers: 1, tied: false }), 5);
+    const backend = createCpuBackend();
+    try {
+      for (const [options, want] of [
+        [{ repack: repackOntoCoreFormats }, 'f16'],
+        [{ repack: dequantizeOnHost }, 'f32'],
+        [{ repack: repackOntoCoreFormats, kvCacheDtype: 'bf16' as const }, 'bf16'],
+      ] as const) {
+        using model = await loadGgufLlama(backend, path, options);
+        expect(model.kvCacheDtype, JSON.stringify(Object.keys(options))).toBe(want);
+      }
+    } finally {
+      backend.dispose();
+    }
   });
 });
 

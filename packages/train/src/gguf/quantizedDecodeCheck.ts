@@ -176,8 +176,10 @@ export async function checkQuantizedDecode(
   try {
     using quantized = await loadGgufLlama(backend, path, {
       repack: repackOntoCoreFormats,
-      // The formats' decoding is what is checked: x exact, not the int8 blocks a model takes by default.
+      // The formats' decoding is what is checked: x exact and an f32 cache, as the reference's, not a
+      // model's defaults (int8 blocks of x; a half cache where every matrix is quantized).
       quantizedActivations: 'exact',
+      kvCacheDtype: 'f32',
       ...(options.weightDtype ? { weightDtype: options.weightDtype } : {}),
     });
     using reference = await loadGgufLlama(cpu, path, { repack: dequantizeOnHost, weightDtype: 'f32' });
