@@ -8,7 +8,8 @@ const LOAD_HELP = `Model:
                             whichever is installed and can run here)
       --dtype DTYPE         weights on the device: ${DTYPES.join(' | ')} (default checkpoint)
       --kv-dtype DTYPE      the KV cache: ${KV_DTYPES.join(' | ')} (default: the weights'
-                            dtype where half, else f32)
+                            dtype where half, f16 for an all-quantized GGUF
+                            file, else f32)
       --quant FORMAT        quantize a folder's projections on load: ${QUANTS.join(' | ')}
       --activations KIND    quantized projections' x: ${ACTIVATIONS.join(' | ')} (default int8:
                             int8 blocks where the backend has such kernels, as llama.cpp)

@@ -31,7 +31,10 @@ export interface TextModelLoadOptions {
   readonly maxSequence?: number;
   /** The dtype of the matrix weights on the device (default: what the file stores). */
   readonly weightDtype?: LlamaWeightDTypeChoice;
-  /** The dtype of the KV cache (default: the weights' where half and the backend runs it, else f32). */
+  /**
+   * The dtype of the KV cache (default: the weights' where half, f16 for a
+   * GGUF file whose matrices are all quantized, else f32; where the backend runs it).
+   */
   readonly kvCacheDtype?: LlamaWeightDType;
   /**
    * Quantizes the projections of a Hugging Face checkpoint on load (`q8`,
