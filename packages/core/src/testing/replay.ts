@@ -192,6 +192,28 @@ function adamwQuads(backend: Backend, rng: Rng, shapes: readonly number[][]) {
   return { sizes, metas, host, tensors, grads };
 }
 
+/**
+ * Checks each quad's param, m and v on the device against `expected` (3 per
+ * quad), then carries the device's state into `host` with this step's
+ * gradients `g`: the next step starts from it, so that rounding does not compound.
+ */
+async function expectQuadsAndCarry(
+  at: string,
+  tensors: readonly Tensor[],
+  expected: readonly HostArray[],
+  tolerance: { rtol: number; atol: number },
+  host: Float32Array[][],
+  g: readonly Float32Array[],
+): Promise<void> {
+  for (let j = 0; j < host.length; j++) {
+    const [param, , m, v] = tensors.slice(4 * j, 4 * j + 4);
+    await expectContents(`${at}: param[${j}]`, param!, expected[3 * j]!, tolerance);
+    await expectContents(`${at}: m[${j}]`, m!, expected[3 * j + 1]!, tolerance);
+    await expectContents(`${at}: v[${j}]`, v!, expected[3 * j + 2]!, tolerance);
+    host[j] = [await param!.read(), g[j]!, await m!.read(), await v!.read()] as Float32Array[];
+  }
+}
+
 async function replayMultiTensorAdamw(backend: Backend): Promise<void> {
   const shapes = [[1031], [7, 13], [1], [4097]];
   const rng = new Rng(0x3a17);
@@ -241,14 +263,7 @@ async function replayMultiTensorAdamw(backend: Backend): Promise<void> {
         attrs,
       );
       const tolerance = { rtol: 1e-5, atol: 1e-6 };
-      for (let j = 0; j < shapes.length; j++) {
-        const [param, , m, v] = tensors.slice(4 * j, 4 * j + 4);
-        await expectContents(`${at}: param[${j}]`, param!, expected[3 * j]!, tolerance);
-        await expectContents(`${at}: m[${j}]`, m!, expected[3 * j + 1]!, tolerance);
-        await expectContents(`${at}: v[${j}]`, v!, expected[3 * j + 2]!, tolerance);
-        // The next step starts from the device's state, so that rounding does not compound.
-        host[j] = [await param!.read(), g[j]!, await m!.read(), await v!.read()] as Float32Array[];
-      }
+      await expectQuadsAndCarry(at, tensors, expected, tolerance, host, g);
     }
   } finally {
     for (const t of owned) t.dispose();
@@ -304,13 +319,7 @@ async function replayLossScaledUpdate(backend: Backend): Promise<void> {
         attrs,
       );
       const tolerance = bad === undefined ? { rtol: 1e-5, atol: 1e-6 } : { rtol: 0, atol: 0 };
-      for (let j = 0; j < shapes.length; j++) {
-        const [param, , m, v] = tensors.slice(4 * j, 4 * j + 4);
-        await expectContents(`${at}: param[${j}]`, param!, expected[3 * j]!, tolerance);
-        await expectContents(`${at}: m[${j}]`, m!, expected[3 * j + 1]!, tolerance);
-        await expectContents(`${at}: v[${j}]`, v!, expected[3 * j + 2]!, tolerance);
-        host[j] = [await param!.read(), g[j]!, await m!.read(), await v!.read()] as Float32Array[];
-      }
+      await expectQuadsAndCarry(at, tensors, expected, tolerance, host, g);
       const [nextScale, nextGrowth, nextStep] = reference(
         updateLossScale,
         [normValue, Float32Array.of(scale), Int32Array.of(growth), Int32Array.of(step)],
