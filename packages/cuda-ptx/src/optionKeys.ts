@@ -22,6 +22,7 @@ const OPTION_KEYS: Readonly<Record<keyof CudaBackendOptions, true>> = {
   attentionMaxSplits: true,
   attentionKernel: true,
   weightPrefetch: true,
+  gemvSlices: true,
 };
 
 export const CUDA_OPTION_KEYS: readonly string[] = Object.keys(OPTION_KEYS);

@@ -14,6 +14,7 @@ it("createBackend('cuda') refuses an option CudaBackendOptions lacks, before pro
     'attentionUnroll',
     'dependentLaunch',
     'device',
+    'gemvSlices',
     'lib',
     'maxCachedBytes',
     'path',

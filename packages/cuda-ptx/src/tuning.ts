@@ -32,6 +32,9 @@ export type AttentionMaxSplits = (typeof ATTENTION_MAX_SPLITS_CHOICES)[number];
 export const ATTENTION_KERNEL_CHOICES = ['mma', 'lanes'] as const;
 export type AttentionKernel = (typeof ATTENTION_KERNEL_CHOICES)[number];
 
+/** `gemvSlices`: warps a column of the dense one-row GEMVs splits K between. */
+export const GEMV_SLICE_CHOICES = [1, 2, 4, 8] as const;
+export type GemvSlices = (typeof GEMV_SLICE_CHOICES)[number];
 /** `weightPrefetch`: decode GEMVs prefetch their weights into L2 while the kernel before them runs (`on`) or not. */
 export const WEIGHT_PREFETCH_CHOICES = ['on', 'off'] as const;
 export type WeightPrefetch = (typeof WEIGHT_PREFETCH_CHOICES)[number];
@@ -130,6 +133,14 @@ export interface CudaTuningOptions extends QgemvOptions {
    * instruction costing more than the idle memory gave).
    */
   readonly weightPrefetch?: WeightPrefetch;
+  /**
+   * Warps of a block that split one column's K in the dense streaming
+   * products (1, 2, 4 or 8; the fused norm·product, gate·up·SwiGLU and the
+   * dot GEMV): more put more of a short row's loads in flight at once.
+   * Absent: as many as leave each warp one whole unrolled pass of K, for one
+   * row of x (streamSlicesFor); batched rows keep 1.
+   */
+  readonly gemvSlices?: GemvSlices;
 }
 
 /** The switches, checked; what kernels see as `encoder.tuning`. */
@@ -144,6 +155,7 @@ export interface CudaTuning extends QgemvTuning {
   readonly attentionMaxSplits: AttentionMaxSplits | undefined;
   readonly attentionKernel: AttentionKernel | undefined;
   readonly weightPrefetch: WeightPrefetch | undefined;
+  readonly gemvSlices: GemvSlices | undefined;
 }
 
 /** Every switch at its measured default. */
@@ -160,6 +172,7 @@ export const DEFAULT_CUDA_TUNING: CudaTuning = {
   attentionMaxSplits: undefined,
   attentionKernel: undefined,
   weightPrefetch: undefined,
+  gemvSlices: undefined,
 };
 
 /**
@@ -178,6 +191,7 @@ export const CUDA_SWITCHES = {
   attentionMaxSplits: { choices: ATTENTION_MAX_SPLITS_CHOICES, variable: 'RAYO_ATTENTION_MAX_SPLITS' },
   attentionKernel: { choices: ATTENTION_KERNEL_CHOICES, variable: 'RAYO_ATTENTION_KERNEL' },
   weightPrefetch: { choices: WEIGHT_PREFETCH_CHOICES, variable: 'RAYO_CUDA_WEIGHT_PREFETCH' },
+  gemvSlices: { choices: GEMV_SLICE_CHOICES, variable: 'RAYO_GEMV_SLICES' },
 } as const satisfies Record<
   Exclude<keyof CudaTuning, keyof QgemvTuning>,
   { readonly choices: readonly (string | number)[]; readonly variable: string }

@@ -21,11 +21,20 @@ import {
   type Operand,
 } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
-import { addr, type F32, type R64 } from '../ptx/operands.js';
+import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
 import { activationF32, activationGradF32 } from './activations.js';
 import { checkElementCount } from './common.js';
 import { loadParams } from './entryParams.js';
-import { DOT_COLUMNS, ROW_THREADS, streamLoop, streamWidth, warpColumn, warpSum } from './gemv.js';
+import {
+  ROW_THREADS,
+  type StreamSlices,
+  slicedWarpColumn,
+  sliceSum,
+  streamLoop,
+  streamSlicesFor,
+  streamWidth,
+  warpSum,
+} from './gemv.js';
 import { encodeMatmul, HALF_STORAGE } from './matmul.js';
 import { encodeGatedWgmma, gatedWgmmaApplies } from './matmulWgmmaGated.js';
 import {
@@ -69,6 +78,8 @@ export interface FusedVariant {
   readonly norm: boolean;
   /** Storage of x, normWeight and the outputs (`act`) and of the weights; all f32 when absent. */
   readonly types?: { readonly act: FloatStorage; readonly weight: FloatStorage };
+  /** Warps a column's K is split between (1 when absent): see streamSlicesFor. */
+  readonly slices?: StreamSlices;
 }
 
 const weightCount = (v: FusedVariant) => v.weights ?? 1;
@@ -83,7 +94,13 @@ function kernelName(v: FusedVariant): string {
 
 export function fusedKey(v: FusedVariant): string {
   const types = v.types ? storageKey([v.types.act, v.types.weight]) : '';
-  return `fused/${kernelName(v)}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}${types}`;
+  const sliced = (v.slices ?? 1) > 1 ? `/s${v.slices}` : '';
+  return `fused/${kernelName(v)}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.norm ? '/norm' : ''}${sliced}${types}`;
+}
+
+/** Output columns a block of the variant computes. */
+export function fusedColumns(v: Pick<FusedVariant, 'slices'>): number {
+  return ROW_THREADS / 32 / (v.slices ?? 1);
 }
 
 /**
@@ -98,6 +115,12 @@ function unrollFor(rows: number): number {
 /** Blocks per SM the registers are planned for. */
 function blocksPerSm(rows: number): number {
   return rows === 1 ? 4 : rows <= 8 ? 2 : 1;
+}
+
+/** Loop steps in flight: vectors of 8 halves take as many registers a step as 4 f32, so half the steps. */
+function fusedUnroll(v: Pick<FusedVariant, 'rows' | 'vec' | 'types'>): number {
+  const w = v.vec ? streamWidth(v.types?.weight ?? 'f32', v.rows) : 1;
+  return Math.max(1, (unrollFor(v.rows) * 4) / Math.max(w, 4));
 }
 
 export function fusedModule(v: FusedVariant): PtxModule {
@@ -120,8 +143,8 @@ export function fusedModule(v: FusedVariant): PtxModule {
   }
   const { act, weight } = v.types ?? { act: 'f32', weight: 'f32' };
   const w = v.vec ? streamWidth(weight, v.rows) : 1;
-  // Vectors of 8 halves take as many registers per step as 4 f32: half the steps in flight.
-  const unroll = Math.max(1, (unrollFor(v.rows) * 4) / Math.max(w, 4));
+  const unroll = fusedUnroll(v);
+  const slices = v.slices ?? 1;
   const actBytes = STORAGE_BYTES[act];
   const weightBytes = STORAGE_BYTES[weight];
   const m = new PtxModule();
@@ -148,12 +171,14 @@ export function fusedModule(v: FusedVariant): PtxModule {
     },
     (k, p) => {
       const { n, k: kDim, m: rowsTotal } = loadParams(k, p, 'n', 'k', 'm');
-      const { lane, col } = warpColumn(k, DOT_COLUMNS);
-      // Whole warps leave together, so the shuffles below always see 32 lanes.
-      k.guard(col, n, () => {
+      const at = slicedWarpColumn(k, slices);
+      const { lane, slice } = at;
+      // The body for column `col`; `inside` (split K only) says whether it is a real column.
+      const body = (col: R32, inside: Pred | undefined) => {
         const row0 = k.mulLo('u32', k.reg('u32'), k.ctaid('y'), v.rows);
         const lastRow = k.sub('u32', k.reg('u32'), rowsTotal, 1);
-        const kIdx = k.mulLo('u32', k.reg('u32'), lane, w);
+        // Lane l of slice s starts at k = (32s + l) · w and steps by 32 · slices · w.
+        const kIdx = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), slice, 32, lane), w);
         // Which weight, row and output this column is; the warp's lanes agree.
         let wBase = k.globalPointer(p.wGate);
         let yBase = k.globalPointer(p.y);
@@ -194,7 +219,7 @@ export function fusedModule(v: FusedVariant): PtxModule {
         const gate = Array.from({ length: v.rows }, () => zeros(lanes));
         const up = Array.from({ length: v.rows }, () => zeros(v.gated ? lanes : 0));
         const squares = Array.from({ length: v.rows }, () => zeros(v.norm ? lanes : 0));
-        const stride = 32 * w;
+        const stride = 32 * w * slices;
         const weightPtrs = [gPtr, ...(uPtr ? [uPtr] : [])];
         const actPtrs = [...(nPtr ? [nPtr] : []), ...xPtrs];
         streamLoop(k, kIdx, kDim, stride, unroll, {
@@ -231,14 +256,19 @@ export function fusedModule(v: FusedVariant): PtxModule {
         const gates = gate.map((parts) => warpSum(k, parts));
         const ups = v.gated ? up.map((parts) => warpSum(k, parts)) : [];
         const sums = v.norm ? squares.map((parts) => warpSum(k, parts)) : [];
+        sliceSum(k, [...gates, ...ups, ...sums], { ...at, slices });
+        const stores = inside
+          ? k.and('pred', k.reg('pred'), inside, k.setp('eq', 'u32', k.reg('pred'), slice, 0))
+          : undefined;
         const eps = v.norm ? k.ldParam(p.eps) : undefined;
         const count = v.norm ? k.cvt('f32', 'u32', k.reg('f32'), kDim, { rnd: 'rn' }) : undefined;
         // Every lane holds every sum; lane r stores row r, so the stores go out in parallel.
         for (let r = 0; r < v.rows; r++) {
           const row = k.add('u32', k.reg('u32'), row0, r);
           const mine = k.setp('eq', 'u32', k.reg('pred'), lane, r);
-          const inside = k.setp('lt', 'u32', k.reg('pred'), row, rowsTotal);
-          k.ifThen(k.and('pred', k.reg('pred'), mine, inside), () => {
+          const rowInside = k.setp('lt', 'u32', k.reg('pred'), row, rowsTotal);
+          const store = k.and('pred', k.reg('pred'), mine, rowInside);
+          k.ifThen(stores ? k.and('pred', store, store, stores) : store, () => {
             let g = gates[r]!;
             let u = ups[r];
             if (v.norm) {
@@ -254,7 +284,15 @@ export function fusedModule(v: FusedVariant): PtxModule {
             storeFromF32(k, act, k.elementAddress(yBase, index, actBytes), out);
           });
         }
-      });
+      };
+      if (slices === 1) {
+        // Whole warps leave together, so the shuffles below always see 32 lanes.
+        k.guard(at.col, n, () => body(at.col, undefined));
+      } else {
+        // Split K sums across warps at a barrier, so no warp leaves: a column past N reads column N − 1 and stores nothing.
+        const inside = k.setp('lt', 'u32', k.reg('pred'), at.col, n);
+        body(k.min('u32', k.reg('u32'), at.col, k.sub('u32', k.reg('u32'), n, 1)), inside);
+      }
     },
     { maxThreadsPerBlock: ROW_THREADS, minBlocksPerSm: blocksPerSm(v.rows) },
   );
@@ -281,7 +319,7 @@ function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
   const rows = Math.min(m, FUSED_MAX_ROWS);
   const types = { act: storageOf(x), weight: storageOf(w[0]!) };
   const vec = kDim % streamWidth(types.weight, rows) === 0 && operands.every((o) => aligned16(o.ptr));
-  const variant = {
+  const shape = {
     gated: wUp !== undefined,
     weights: w.length,
     rows,
@@ -289,6 +327,22 @@ function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
     norm: normWeight !== undefined,
     ...(types.act === 'f32' && types.weight === 'f32' ? {} : { types }),
   };
+  const width = vec ? streamWidth(types.weight, rows) : 1;
+  // One row of x only by default: batched rows keep the layout their registers were planned for.
+  const slices =
+    rows === 1 || encoder.tuning.gemvSlices !== undefined
+      ? streamSlicesFor(
+          {
+            k: kDim,
+            width,
+            unroll: fusedUnroll(shape),
+            columns: n * Math.ceil(m / rows),
+            residentBlocks: blocksPerSm(rows) * encoder.device.multiprocessors,
+          },
+          encoder.tuning.gemvSlices,
+        )
+      : 1;
+  const variant: FusedVariant = slices > 1 ? { ...shape, slices } : shape;
   // Rows beyond the grid's y limit go in several launches.
   const perLaunch = encoder.device.maxGridDim[1] * rows;
   for (let first = 0; first < m; first += perLaunch) {
@@ -298,7 +352,7 @@ function encodeFused(encoder: KernelEncoder, call: FusedCall): void {
       key: fusedKey(variant),
       module: () => fusedModule(variant),
       entry: FUSED_ENTRY,
-      grid: [Math.ceil(n / DOT_COLUMNS), Math.ceil(count / rows), 1],
+      grid: [Math.ceil(n / fusedColumns(variant)), Math.ceil(count / rows), 1],
       block: ROW_THREADS,
       args: {
         x: elementPtr(x, first * kDim),

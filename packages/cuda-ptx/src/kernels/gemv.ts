@@ -3,6 +3,7 @@ import type { L2Prefetch, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { type ParamHandles, PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Pred, type R32, type R64 } from '../ptx/operands.js';
+import { GEMV_SLICE_CHOICES, type GemvSlices } from '../tuning.js';
 import { activationF32 } from './activations.js';
 import { loadParams } from './entryParams.js';
 import {
@@ -94,6 +95,97 @@ export function warpSum(k: KernelBuilder, parts: readonly F32[]): F32 {
   return s;
 }
 
+/** Warps a streaming column's K may be split between: 1, 2, 4 or 8 of a block's 8. */
+export type StreamSlices = GemvSlices;
+
+/** What decides a streaming product's slices: its K and columns, and the kernel's geometry. */
+export interface SliceProblem {
+  readonly k: number;
+  /** Elements a lane loads a step, and steps in flight. */
+  readonly width: number;
+  readonly unroll: number;
+  readonly columns: number;
+  /** Blocks the device holds at once (blocks per SM the registers allow × SMs). */
+  readonly residentBlocks: number;
+}
+
+/**
+ * Warps per column for a dot-layout GEMV: the most (up to 8) that leave
+ * each warp at least one whole unrolled pass of K and the grid in one wave
+ * of resident blocks. More warps a column put more of a short row's loads
+ * in flight at once, but a second wave pays the whole latency again: on an
+ * H200 the 1B decode step's fused products (one wave unsplit) slowed by
+ * 12–40% split four ways, while its 2,048-column products gained 3–12% split
+ * in two.
+ */
+export function streamSlicesFor(p: SliceProblem, wanted?: StreamSlices): StreamSlices {
+  if (wanted !== undefined) return wanted;
+  const passes = Math.floor(p.k / (32 * p.width * p.unroll));
+  let slices: StreamSlices = 1;
+  for (const s of GEMV_SLICE_CHOICES) {
+    if (s <= passes && Math.ceil((p.columns * s) / WARPS) <= p.residentBlocks) slices = s;
+  }
+  return slices;
+}
+
+/**
+ * The split-K layout of the streaming kernels: warp w of block x owns column
+ * x · (8 / slices) + w / slices and slice w % slices of its K (slices 1 is
+ * warpColumn's layout).
+ */
+export function slicedWarpColumn(
+  k: KernelBuilder,
+  slices: StreamSlices,
+): { tid: R32; warp: R32; lane: R32; col: R32; slice: R32 } {
+  if (slices === 1) {
+    const at = warpColumn(k, WARPS);
+    return { ...at, slice: k.mov('u32', k.reg('u32'), 0) };
+  }
+  const tid = k.tid();
+  const warp = k.shr('u32', k.reg('u32'), tid, 5);
+  const lane = k.and('b32', k.reg('u32'), tid, 31);
+  const shift = Math.log2(slices);
+  const col = k.madLo(
+    'u32',
+    k.reg('u32'),
+    k.ctaid(),
+    WARPS / slices,
+    k.shr('u32', k.reg('u32'), warp, shift),
+  );
+  const slice = k.and('b32', k.reg('u32'), warp, slices - 1);
+  return { tid, warp, lane, col, slice };
+}
+
+/**
+ * Adds each of `values` (warp totals: every lane holds them) across the
+ * `slices` warps of a column, through shared memory, into the slice-0 warp's
+ * registers, slices in order (the same sum every run). Every thread of the
+ * block must call it: it holds a barrier.
+ */
+export function sliceSum(
+  k: KernelBuilder,
+  values: readonly F32[],
+  at: { readonly warp: R32; readonly lane: R32; readonly slice: R32; readonly slices: StreamSlices },
+): void {
+  if (at.slices === 1 || values.length === 0) return;
+  const base = k.sharedAddress(k.sharedArray('sliceSums', 'f32', WARPS * values.length, 4));
+  const mine = k.madLo('u32', k.reg('u32'), at.warp, values.length * 4, base);
+  k.ifThen(k.setp('eq', 'u32', k.reg('pred'), at.lane, 0), () => {
+    values.forEach((v, i) => {
+      k.stShared('f32', addr(mine, i * 4), v);
+    });
+  });
+  k.barSync();
+  k.ifThen(k.setp('eq', 'u32', k.reg('pred'), at.slice, 0), () => {
+    for (let s = 1; s < at.slices; s++) {
+      values.forEach((v, i) => {
+        const part = k.ldShared('f32', k.reg('f32'), addr(mine, (s * values.length + i) * 4));
+        k.add('f32', v, v, part, { rnd: 'rn' });
+      });
+    }
+  });
+}
+
 /** One step of a streaming loop: its loads, then the arithmetic on them. */
 export interface StreamStep<T> {
   /** Loads the operands of the counter's current position and advances the pointers one step. */
@@ -154,6 +246,8 @@ export interface RowVariant {
    * for the axpy layout, where a 64 MiB GEMV ran 4% faster on an H100.
    */
   readonly l2Prefetch?: boolean;
+  /** The dot kernel only: warps a column's K is split between (1 when absent), see streamSlicesFor. */
+  readonly slices?: StreamSlices;
 }
 
 /** Storage of the streaming kernels' operands: the outputs share one (c, bias and z with y). */
@@ -218,7 +312,8 @@ const ROW_PARAMS = {
 
 function rowsName(v: RowVariant): string {
   const t = typesOf(v);
-  return `m${v.rows}/${v.transA ? 't' : 'n'}/${v.vec ? 'v4' : 'scalar'}${v.withC ? '/c' : ''}${epilogueKey(v.epilogue)}${v.l2Prefetch ? '/l2pf' : ''}${storageKey([t.a, t.b, t.out])}`;
+  const sliced = (v.slices ?? 1) > 1 ? `/s${v.slices}` : '';
+  return `m${v.rows}/${v.transA ? 't' : 'n'}/${v.vec ? 'v4' : 'scalar'}${v.withC ? '/c' : ''}${epilogueKey(v.epilogue)}${v.l2Prefetch ? '/l2pf' : ''}${sliced}${storageKey([t.a, t.b, t.out])}`;
 }
 
 export function dotKey(v: RowVariant): string {
@@ -235,8 +330,13 @@ export const AXPY_ENTRY = 'matmul_axpy';
 /** Output columns per block of the dot kernel: one per warp. */
 export const DOT_COLUMNS = WARPS;
 
+/** Output columns per block of a dot variant: one per `slices` warps. */
+export function dotColumns(v: Pick<RowVariant, 'slices'>): number {
+  return WARPS / (v.slices ?? 1);
+}
+
 /** Loop steps per iteration, for loads in flight: fewer when each step already loads many rows of a. */
-function unrollFor(rows: number): number {
+export function unrollFor(rows: number): number {
   return rows <= 2 ? 4 : rows <= 8 ? 2 : 1;
 }
 
@@ -247,8 +347,13 @@ function unrollFor(rows: number): number {
  */
 const DOT_OPTIONS = (rows: number) => ({
   maxThreadsPerBlock: ROW_THREADS,
-  minBlocksPerSm: rows <= 2 ? 4 : 2,
+  minBlocksPerSm: dotBlocksPerSm(rows),
 });
+
+/** Blocks per SM the dot kernel's registers are planned for. */
+export function dotBlocksPerSm(rows: number): number {
+  return rows <= 2 ? 4 : 2;
+}
 const AXPY_OPTIONS = { maxThreadsPerBlock: ROW_THREADS, minBlocksPerSm: 2 };
 
 function checkRows(v: RowVariant): void {
@@ -359,13 +464,16 @@ export function dotModule(v: RowVariant): PtxModule {
     ROW_PARAMS,
     (k, p) => {
       const { n, k: kDim } = loadParams(k, p, 'n', 'k');
-      const { lane, col } = warpColumn(k, DOT_COLUMNS);
-      // Whole warps leave together, so the shuffles below always see 32 lanes.
-      k.guard(col, n, () => {
+      const slices = v.slices ?? 1;
+      const at = slicedWarpColumn(k, slices);
+      const { lane, slice } = at;
+      // The body for column `col`; `inside` (split K only) says whether it is a real column.
+      const body = (col: R32, inside: Pred | undefined) => {
         const z = k.ctaid('z');
         const a = batchBase(k, k.globalPointer(p.a), z, k.ldParam(p.strideA), bytesA);
         const b = batchBase(k, k.globalPointer(p.b), z, k.ldParam(p.strideB), bytesB);
-        const kIdx = k.mulLo('u32', k.reg('u32'), lane, w);
+        // Lane l of slice s starts at k = (32s + l) · w and steps by 32 · slices · w.
+        const kIdx = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), slice, 32, lane), w);
         const bPtr = k.elementAddress(b, k.madLo('u32', k.reg('u32'), col, kDim, kIdx), bytesB);
         // transA: a(m, k) = a[k · rows + m], one pointer; else one pointer per row.
         const aPtrs: R64[] = v.transA
@@ -377,7 +485,7 @@ export function dotModule(v: RowVariant): PtxModule {
         const lanes = v.rows <= 4 ? w : 1;
         const acc = Array.from({ length: v.rows }, () => k.regs('f32', lanes));
         for (const row of acc) for (const r of row) k.mov('f32', r, 0);
-        const stride = 32 * w;
+        const stride = 32 * w * slices;
         streamLoop(k, kIdx, kDim, stride, unrollFor(v.rows), {
           load: () => {
             const bv = k.regs('f32', w);
@@ -408,13 +516,25 @@ export function dotModule(v: RowVariant): PtxModule {
           },
         });
         const sums = acc.map((row) => warpSum(k, row));
+        sliceSum(k, sums, { ...at, slices });
+        const stores = inside
+          ? k.and('pred', k.reg('pred'), inside, k.setp('eq', 'u32', k.reg('pred'), slice, 0))
+          : undefined;
         const out = rowOutput(k, p, z, v);
         // Every lane holds every sum; lane r stores row r, so the stores go out in parallel.
         sums.forEach((s, r) => {
           const mine = k.setp('eq', 'u32', k.reg('pred'), lane, r);
-          k.ifThen(mine, () => storeResult(k, out, r, col, s));
+          k.ifThen(stores ? k.and('pred', mine, mine, stores) : mine, () => storeResult(k, out, r, col, s));
         });
-      });
+      };
+      if (slices === 1) {
+        // Whole warps leave together, so the shuffles below always see 32 lanes.
+        k.guard(at.col, n, () => body(at.col, undefined));
+      } else {
+        // Split K sums across warps at a barrier, so no warp leaves: a column past N reads column N − 1 and stores nothing.
+        const inside = k.setp('lt', 'u32', k.reg('pred'), at.col, n);
+        body(k.min('u32', k.reg('u32'), at.col, k.sub('u32', k.reg('u32'), n, 1)), inside);
+      }
     },
     DOT_OPTIONS(v.rows),
   );

@@ -23,8 +23,9 @@ import {
   type AxpyVariant,
   axpyKey,
   axpyModule,
-  DOT_COLUMNS,
   DOT_ENTRY,
+  dotBlocksPerSm,
+  dotColumns,
   dotKey,
   dotModule,
   type Epilogue,
@@ -32,7 +33,10 @@ import {
   ROW_THREADS,
   type RowTypes,
   type RowVariant,
+  type StreamSlices,
+  streamSlicesFor,
   streamWidth,
+  unrollFor,
 } from './gemv.js';
 import { encodeSmallM, halfOperands } from './matmulHalf.js';
 import { encodeSplitSum } from './matmulSplitK.js';
@@ -58,6 +62,8 @@ import { storageOf } from './storage.js';
 /** One matrix product of a batch, in the spec's terms. */
 export interface MatmulProblem extends MatmulDims {
   readonly withC: boolean;
+  /** The dot GEMV's warps a column (the `gemvSlices` switch); absent, streamSlicesFor's choice. */
+  readonly slices?: StreamSlices;
   /** linear's bias and activation. */
   readonly epilogue?: Epilogue;
   /** Storage of a, b and the outputs (c and bias with them); all f32 when absent. */
@@ -128,8 +134,24 @@ export function planMatmul(
     if (bKInner) {
       // a is read as vectors along K too, unless it is transposed (then element by element).
       const vec = p.k % width === 0 && alignedB && (transA || alignedA);
-      const variant = { rows, transA, vec, withC: p.withC, epilogue: p.epilogue, ...rowTypes };
-      return { kind: 'dot', variant, swapped, columns, blocks: Math.ceil(columns / DOT_COLUMNS) };
+      const shape = { rows, transA, vec, withC: p.withC, epilogue: p.epilogue, ...rowTypes };
+      // Split K by default for one row against half weights (the decode step's products), where it was measured.
+      const halfB = (rowTypes.types?.b ?? 'f32') !== 'f32';
+      const slices =
+        p.slices !== undefined || (rows === 1 && halfB)
+          ? streamSlicesFor(
+              {
+                k: p.k,
+                width: vec ? width : 1,
+                unroll: unrollFor(rows),
+                columns: columns * p.batch,
+                residentBlocks: dotBlocksPerSm(rows) * device.multiprocessors,
+              },
+              p.slices,
+            )
+          : 1;
+      const variant: RowVariant = slices > 1 ? { ...shape, slices } : shape;
+      return { kind: 'dot', variant, swapped, columns, blocks: Math.ceil(columns / dotColumns(variant)) };
     }
     const vec = columns % width === 0 && alignedB;
     const cols = axpyColumns(rows, columns, vec ? width : 1, p.batch, device.multiprocessors);
@@ -356,6 +378,7 @@ export function encodeMatmul(encoder: KernelEncoder, call: MatmulCall): void {
         withC: c !== undefined,
         ...(epilogue ? { epilogue } : {}),
         types: { a: storageOf(a), b: storageOf(b), out: storageOf(y) },
+        ...(encoder.tuning.gemvSlices === undefined ? {} : { slices: encoder.tuning.gemvSlices }),
         aligned: {
           a: aligned16(ptrs.a),
           b: aligned16(ptrs.b),

@@ -93,4 +93,29 @@ describe.each(backends)('a Q4_K_M GGUF file on %s', (name, create) => {
       TIMEOUT,
     );
   }
+
+  it(
+    "keeps llama.cpp's f16 KV cache by default, and decodes as the reference does with the same cache",
+    async () => {
+      const config = q4kmTestConfig({ layers: 3, tied: false });
+      const path = join(dir, `${name}-f16-cache.gguf`);
+      await writeQ4kmLlama(path, config, 31);
+      const backend = await create();
+      try {
+        const r = await checkQuantizedDecode(backend, path, {
+          prompt: PROMPT,
+          maxNewTokens: 8,
+          cache: 'default',
+        });
+        expect(r.kvCacheDtypes).toEqual({ model: 'f16', reference: 'f16' });
+        expect(r.tokens).toEqual(r.referenceTokens);
+        expect(new Set(r.tokens).size).toBeGreaterThanOrEqual(5);
+        expect(r.maxLogit).toBeGreaterThan(1);
+        expect(r.maxLogitError).toBeLessThan(1e-4 * Math.max(1, r.maxLogit));
+      } finally {
+        backend.dispose();
+      }
+    },
+    TIMEOUT,
+  );
 });

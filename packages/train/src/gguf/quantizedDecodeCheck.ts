@@ -142,6 +142,8 @@ export interface QuantizedDecodeResult {
   readonly maxLogit: number;
   /** The matrices the quantized model holds dense (float tensors): none for a file that quantizes them all. */
   readonly denseMatrices: string[];
+  /** The KV caches' dtypes: the quantized model's, and the reference's (the same). */
+  readonly kvCacheDtypes: { readonly model: string; readonly reference: string };
 }
 
 async function greedy(model: LlamaModel, prompt: readonly number[], maxNewTokens: number): Promise<number[]> {
@@ -170,6 +172,13 @@ export async function checkQuantizedDecode(
     maxNewTokens: number;
     /** The dtype of the file's float matrices on `backend` (default: the file's); the reference's are f32. */
     weightDtype?: LlamaWeightDTypeChoice;
+    /**
+     * The KV cache: `f32` (the default) on both sides, or `default`, the
+     * cache the quantized model keeps by default on `backend` (f16 where
+     * every matrix is quantized, as llama.cpp), which the reference then
+     * keeps too, so that only the kernels differ.
+     */
+    cache?: 'f32' | 'default';
   },
 ): Promise<QuantizedDecodeResult> {
   const cpu = createCpuBackend();
@@ -179,10 +188,14 @@ export async function checkQuantizedDecode(
       // The formats' decoding is what is checked: x exact and an f32 cache, as the reference's, not a
       // model's defaults (int8 blocks of x; a half cache where every matrix is quantized).
       quantizedActivations: 'exact',
-      kvCacheDtype: 'f32',
+      ...(options.cache === 'default' ? {} : { kvCacheDtype: 'f32' }),
       ...(options.weightDtype ? { weightDtype: options.weightDtype } : {}),
     });
-    using reference = await loadGgufLlama(cpu, path, { repack: dequantizeOnHost, weightDtype: 'f32' });
+    using reference = await loadGgufLlama(cpu, path, {
+      repack: dequantizeOnHost,
+      weightDtype: 'f32',
+      kvCacheDtype: quantized.kvCacheDtype,
+    });
     const referenceTokens = await greedy(reference, options.prompt, options.maxNewTokens);
     const tokens = await greedy(quantized, options.prompt, options.maxNewTokens);
     const sequence = [...options.prompt, ...referenceTokens.slice(0, -1)];
@@ -202,7 +215,8 @@ export async function checkQuantizedDecode(
         LLAMA_PROJECTIONS.filter((p) => layer[p] !== undefined).map((p) => `layers.${i}.${p}`),
       ),
     ];
-    return { tokens, referenceTokens, maxLogitError, maxLogit, denseMatrices };
+    const kvCacheDtypes = { model: quantized.kvCacheDtype, reference: reference.kvCacheDtype };
+    return { tokens, referenceTokens, maxLogitError, maxLogit, denseMatrices, kvCacheDtypes };
   } finally {
     cpu.dispose();
   }

@@ -22,7 +22,7 @@ import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 
 const MIXES = Object.keys(LLAMA_CPP_MIXES) as LlamaCppMix[];
 
-const USAGE = `Usage: gguf-check [--backends LIST] [--mix LIST] [--layers N] [--tokens N] [--seed N]
+const USAGE = `Usage: gguf-check [--backends LIST] [--mix LIST] [--layers N] [--tokens N] [--seed N] [--kv-dtype C]
 
 Writes a GGUF Llama in each mix (hidden 256, FFN 512, vocab 96), decodes it on each
 backend with quantized weights, and checks the greedy tokens against the file
@@ -32,7 +32,9 @@ dequantized by the reference in f32 on the cpu backend. Exits 1 on a mismatch.
   --mix LIST        llama.cpp's mixes, of ${MIXES.join(', ')} (default all)
   --layers N        decoder layers (default 8: Q6_K in layers 0, 3, 6 and 7)
   --tokens N        tokens to generate (default 16)
-  --seed N          weights (default 31)`;
+  --seed N          weights (default 31)
+  --kv-dtype C      f32 (default) or default: the KV cache the model keeps by default on the
+                    backend (f16 where every matrix is quantized), the reference keeping the same`;
 
 async function main(argv: readonly string[]): Promise<number> {
   if (argv.includes('--help')) {
@@ -47,8 +49,12 @@ async function main(argv: readonly string[]): Promise<number> {
       layers: { type: 'string', default: '8' },
       tokens: { type: 'string', default: '16' },
       seed: { type: 'string', default: '31' },
+      'kv-dtype': { type: 'string', default: 'f32' },
     },
   });
+  const cache = values['kv-dtype'];
+  if (cache !== 'f32' && cache !== 'default')
+    throw new Error(`--kv-dtype takes f32 or default, got ${cache}`);
   const [layers, tokens, seed] = [values.layers, values.tokens, values.seed].map(Number) as [
     number,
     number,
@@ -83,6 +89,7 @@ async function main(argv: readonly string[]): Promise<number> {
           const r = await checkQuantizedDecode(backend, path, {
             prompt: [5, 17, 3, 60, 0, 42, 8],
             maxNewTokens: tokens,
+            cache,
           });
           const same =
             r.tokens.length === r.referenceTokens.length &&
@@ -91,7 +98,7 @@ async function main(argv: readonly string[]): Promise<number> {
           const ok = same && close && r.denseMatrices.length === 0;
           failed ||= !ok;
           console.log(
-            `  ${status.name} (${backend.info.device}): ${ok ? 'PASS' : 'FAIL'} tokens ${JSON.stringify(r.tokens)}` +
+            `  ${status.name} (${backend.info.device}, ${r.kvCacheDtypes.model} cache): ${ok ? 'PASS' : 'FAIL'} tokens ${JSON.stringify(r.tokens)}` +
               `${same ? '' : ` reference ${JSON.stringify(r.referenceTokens)}`}; max logit error ${r.maxLogitError.toExponential(2)}` +
               ` of max |logit| ${r.maxLogit.toFixed(2)}${r.denseMatrices.length ? `; dense: ${r.denseMatrices.join(', ')}` : ''}`,
           );
