@@ -6,6 +6,7 @@ import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type R32, type R64 } from '../ptx/operands.js';
 import { asVector, MAX_ELEMENTS } from './common.js';
 import { loadAllParams } from './entryParams.js';
+import { streamLoop } from './gemv.js';
 import {
   geometryKey,
   groupsPerBlock,
@@ -190,13 +191,20 @@ export function columnSumGrid(
 // ---- the second pass: column sums of the partials -----------------------------------
 
 const COLUMN_TILE = 32;
-const COLUMN_ROWS = 8;
+/**
+ * Warps of a block, each striding over the partial rows: a 768-wide row has
+ * only 24 blocks of columns, so each takes the most warps a block holds.
+ */
+const COLUMN_ROWS = 32;
+/** Partial rows a thread loads together before adding them, in order. */
+const COLUMN_UNROLL = 4;
 export const COLUMN_SUMS_KEY = `rows/column_sums/tile${COLUMN_TILE}x${COLUMN_ROWS}`;
 
 /**
  * out[c] = Σ_p partials[p·n + c] over `parts` rows: a block takes 32 columns,
- * its 8 warps stride over the rows (each warp reads 128 contiguous bytes),
- * and the 8 partial sums are added in a fixed order.
+ * its 32 warps stride over the rows (each warp reads 128 contiguous bytes,
+ * COLUMN_UNROLL rows in flight), and the 32 partial sums are added in a
+ * fixed order.
  */
 export function columnSumsModule(type: FloatStorage = 'f32'): PtxModule {
   const m = new PtxModule();
@@ -212,10 +220,20 @@ export function columnSumsModule(type: FloatStorage = 'f32'): PtxModule {
       // Threads past the last column loop zero times but still reach the barrier.
       const end = k.selp('u32', k.reg('u32'), parts, 0, inside);
       const sum = k.mov('f32', k.reg('f32'), 0);
-      const r = k.reg('u32');
-      k.forRange(r, ty, end, COLUMN_ROWS, () => {
-        const at = k.elementAddress(partials, k.madLo('u32', k.reg('u32'), r, n, c), 4);
-        k.add('f32', sum, sum, k.ldGlobal('f32', k.reg('f32'), at, { nc: true }), { rnd: 'rn' });
+      // The loop's counter, and the row each load reads (one ahead of the other within a pass).
+      const r = k.mov('u32', k.reg('u32'), ty);
+      const row = k.mov('u32', k.reg('u32'), ty);
+      // The loads of several rows go out together; their adds keep the rows' order.
+      streamLoop(k, r, end, COLUMN_ROWS, COLUMN_UNROLL, {
+        load: () => {
+          const at = k.elementAddress(partials, k.madLo('u32', k.reg('u32'), row, n, c), 4);
+          const value = k.ldGlobal('f32', k.reg('f32'), at, { nc: true });
+          k.add('u32', row, row, COLUMN_ROWS);
+          return value;
+        },
+        use: (value) => {
+          k.add('f32', sum, sum, value, { rnd: 'rn' });
+        },
       });
       const tile = k.sharedArray('column_tile', 'f32', COLUMN_TILE * COLUMN_ROWS);
       const base = k.sharedAddress(tile);

@@ -1,4 +1,6 @@
-import { recordingEncoder } from '@rayo/cuda-testkit';
+import { layerNormBackward, rmsNormBackward, type Tensor } from '@rayo/core';
+import { compareOutputs } from '@rayo/core/testing';
+import { recordingEncoder, seededUniform, useEmulatedGpu } from '@rayo/cuda-testkit';
 import { describe, expect, it } from 'vitest';
 import type { DeviceProperties } from '../driver/driver.js';
 import { NORM_DECLS, NORMALIZATION_KERNELS, normGeometry } from './normalization.js';
@@ -79,4 +81,35 @@ describe('normalization kernels', () => {
     expect(empty.launches).toEqual([]);
     expect(empty.fills).toEqual([[9n << 30n, 0, 5]]);
   });
+});
+
+// Many rows: the column-sum pass adds 258 partial rows, each thread several passes of
+// COLUMN_UNROLL rows and a remainder, against the reference on fresh random inputs.
+describe('parameter gradients over many rows on an emulated device', () => {
+  const { fake, gpu, cpu } = useEmulatedGpu({ multiprocessors: 132 });
+  const uniform = seededUniform(41, -1, 1);
+  const random = (count: number) => Float32Array.from({ length: count }, uniform);
+  for (const spec of [rmsNormBackward, layerNormBackward]) {
+    it(`${spec.name} 1031 × 96`, async () => {
+      const shapes = [[1031, 96], [1031, 96], [96]];
+      const data = shapes.map((shape) => random(shape.reduce((a, b) => a * b, 1)));
+      const first = fake.launches.length;
+      const got = gpu.run(
+        spec,
+        data.map((d, i) => gpu.upload(d, shapes[i]!)),
+        { eps: 1e-5 },
+      ) as Tensor[];
+      const want = cpu.run(
+        spec,
+        data.map((d, i) => cpu.upload(d, shapes[i]!)),
+        { eps: 1e-5 },
+      ) as Tensor[];
+      const parts = fake.launches.slice(first).find((l) => l.entry === 'column_sums')!.args.parts;
+      expect(parts).toBeGreaterThan(32 * 4);
+      for (const [i, w] of want.entries()) {
+        const tolerance = { rtol: 1e-4, atol: i === 0 ? 1e-5 : 1e-4 };
+        expect(compareOutputs('f32', await got[i]!.read(), await w.read(), tolerance)).toBeUndefined();
+      }
+    }, 120_000);
+  }
 });
