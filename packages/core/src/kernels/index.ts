@@ -18,6 +18,7 @@ import * as quantizedGateUp from './quantizedGateUp.js';
 import * as quantizeRows from './quantizeRows.js';
 import * as reduction from './reduction.js';
 import * as rope from './rope.js';
+import * as ropeAttention from './ropeAttention.js';
 import * as softmax from './softmax.js';
 
 export * from './activations.js';
@@ -43,6 +44,7 @@ export * from './quantizedGateUp.js';
 export * from './quantizeRows.js';
 export * from './reduction.js';
 export * from './rope.js';
+export * from './ropeAttention.js';
 export * from './softmax.js';
 
 function isSpec(value: unknown): value is AnyKernelSpec {
@@ -65,6 +67,7 @@ const families = [
   rope,
   matmul,
   decoding,
+  ropeAttention,
   causalAttention,
   flashAttention,
   pagedAttention,

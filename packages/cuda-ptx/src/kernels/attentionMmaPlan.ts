@@ -1,6 +1,7 @@
 import type { DeviceProperties } from '../driver/driver.js';
 import type { KernelEncoder, LaunchValue, Operand } from '../kernel.js';
 import { MAX_SPLITS } from './attentionPlan.js';
+import type { RopeLayout } from './rope.js';
 import { type FloatStorage, storageKey, storageOf } from './storage.js';
 
 // The tensor-core decode attention's configuration, where it applies, and
@@ -26,6 +27,15 @@ export interface DecodeMmaConfig {
   readonly split: boolean;
   /** Whether seqLen is read from device memory (`seqLenAt`) instead of a parameter. */
   readonly deviceLength: boolean;
+  /** With deviceLength: `seqLenAt` holds the last row's position, one less than the length. */
+  readonly fromPosition?: boolean;
+  /**
+   * ropeAttention: q is a fused q, k, v row [nHeads + 2·nKvHeads, headDim];
+   * the kernel rotates q as it loads it, and the block whose split holds the
+   * last row (the token's position, seqLen − 1) rotates that kv head's k
+   * and writes it and v into the caches before it reads them.
+   */
+  readonly rope?: { readonly layout: RopeLayout; readonly table: boolean; readonly indexBits: number };
   /** Storage of q and out. */
   readonly act: FloatStorage;
   /** The caches' half type: the products' operands. */
@@ -58,7 +68,9 @@ export function decodeMmaSharedBytes(c: Pick<DecodeMmaConfig, 'headDim' | 'group
 
 export function decodeMmaKey(c: DecodeMmaConfig): string {
   const paged = c.pageShift === undefined ? '' : `/paged${c.pageShift}`;
-  return `decoding/attention-mma/${c.split ? 'split' : 'single'}/d${c.headDim}g${c.group}${c.deviceLength ? '/len' : ''}${paged}${storageKey([c.act, c.cache])}`;
+  const length = c.deviceLength ? (c.fromPosition ? '/pos' : '/len') : '';
+  const rope = c.rope ? `/rope-${c.rope.layout}${c.rope.table ? '-table' : `-b${c.rope.indexBits}`}` : '';
+  return `decoding/attention-mma/${c.split ? 'split' : 'single'}/d${c.headDim}g${c.group}${length}${rope}${paged}${storageKey([c.act, c.cache])}`;
 }
 
 /** Blocks an SM is meant to hold (each has DECODE_MMA_WARPS warps and 64 KiB of stages). */
@@ -146,7 +158,13 @@ export function decodeMmaPageShift(pageSize: number): number | undefined {
 
 /** Where a decode attention reads: a contiguous cache of a length given or on the device, or page pools. */
 export type DecodeMmaSource =
-  | { readonly kind: 'cache'; readonly maxSeq: number; readonly seqLen: number | Operand }
+  | {
+      readonly kind: 'cache';
+      readonly maxSeq: number;
+      readonly seqLen: number | Operand;
+      /** seqLen's operand holds the last row's position, one less than the length. */
+      readonly fromPosition?: boolean;
+    }
   | {
       readonly kind: 'pages';
       readonly batch: number;

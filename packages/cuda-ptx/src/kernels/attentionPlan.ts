@@ -57,6 +57,8 @@ export interface AttentionConfig {
   readonly split: boolean;
   /** Whether seqLen is read from device memory (`seqLenAt`) instead of a parameter. */
   readonly deviceLength?: boolean;
+  /** With deviceLength: `seqLenAt` holds the last row's position, one less than the length (ropeAttention). */
+  readonly fromPosition?: boolean;
   /** Storage of q and out (`act`) and of the caches; all f32 when absent. The partial states are f32. */
   readonly types?: { readonly act: FloatStorage; readonly cache: FloatStorage };
   /**
@@ -144,7 +146,7 @@ export function planAttention(
 
 export function attentionKey(c: AttentionConfig): string {
   const types = c.types ? storageKey([c.types.act, c.types.cache]) : '';
-  return `decoding/attention/${c.split ? 'split' : 'single'}/d${c.headDim}v${c.width}/g${c.headsPerBlock}u${c.unroll}w${ATTENTION_WARPS}${c.deviceLength ? '/len' : ''}${c.paged ? '/paged' : ''}${c.pageShift === undefined ? '' : `p${c.pageShift}`}${types}`;
+  return `decoding/attention/${c.split ? 'split' : 'single'}/d${c.headDim}v${c.width}/g${c.headsPerBlock}u${c.unroll}w${ATTENTION_WARPS}${c.deviceLength ? (c.fromPosition ? '/pos' : '/len') : ''}${c.paged ? '/paged' : ''}${c.pageShift === undefined ? '' : `p${c.pageShift}`}${types}`;
 }
 
 export function mergeKey(

@@ -132,14 +132,15 @@ export function normalised(k: KernelBuilder, acc: F32, l: F32, zeroEmpty = false
 /**
  * The rows a block attends: paged, sequence `sequence`'s length from
  * `seqLens`; else `seqLenAt` read on the device (`deviceLength`) or the
- * `seqLen` parameter. A length read on the device outside 1 … its bound
+ * `seqLen` parameter (`fromPosition`: `seqLenAt` holds the last row's
+ * position, one less). A length read on the device outside 1 … its bound
  * (the table's capacity, maxSeq) is 0: 0, idle rows and negatives wrap past
  * the bound as u32 and read nothing.
  */
 export function attendedLength(
   k: KernelBuilder,
   p: Params,
-  from: { readonly sequence?: R32; readonly deviceLength?: boolean },
+  from: { readonly sequence?: R32; readonly deviceLength?: boolean; readonly fromPosition?: boolean },
 ): R32 {
   let given: R32;
   let bound: R32;
@@ -148,6 +149,8 @@ export function attendedLength(
     bound = k.mulLo('u32', k.reg('u32'), loadU32(k, p, 'pageSize'), loadU32(k, p, 'maxPages'));
   } else if (from.deviceLength) {
     given = loadDeviceU32(k, loadPointer(k, p, 'seqLenAt'));
+    // ropeAttention's tensor holds the new row's position: the length is one more.
+    if (from.fromPosition) k.add('u32', given, given, 1);
     bound = loadU32(k, p, 'maxSeq');
   } else return loadU32(k, p, 'seqLen');
   const inRange = k.setp('lt', 'u32', k.reg('pred'), k.sub('u32', k.reg('u32'), given, 1), bound);

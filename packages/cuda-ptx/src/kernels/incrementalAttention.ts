@@ -86,6 +86,7 @@ export function attentionModule(c: AttentionConfig): PtxModule {
       const seqLen = attendedLength(k, p, {
         ...(sequence ? { sequence } : {}),
         deviceLength: c.deviceLength === true,
+        fromPosition: c.fromPosition === true,
       });
       // A split past the length has t1 <= t0: it reads nothing and leaves an empty state.
       const t1 = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), t0, splitTokens), seqLen);
@@ -319,7 +320,8 @@ export function launchAttention(
 /**
  * Records the attention of `q` over the first `seqLen` rows of the caches
  * into `out`; `seqLen` is a number or a one-element i32 operand read when
- * the kernels run.
+ * the kernels run (`fromPosition`: that operand holds the last row's
+ * position, one less than the length).
  */
 export function recordAttention(
   encoder: KernelEncoder,
@@ -329,6 +331,7 @@ export function recordAttention(
   out: Operand,
   seqLen: number | Operand,
   scale: number,
+  fromPosition = false,
 ): void {
   const [nHeads, headDim] = q.shape as [number, number];
   const [nKvHeads, maxSeq] = kCache.shape as [number, number, number];
@@ -342,7 +345,7 @@ export function recordAttention(
       encoder,
       shape,
       { q, kCache, vCache, scale: scaleOf(scale, headDim) },
-      { kind: 'cache', maxSeq, seqLen },
+      { kind: 'cache', maxSeq, seqLen, fromPosition },
       out,
     );
     return;
@@ -357,7 +360,11 @@ export function recordAttention(
   );
   const plan = {
     ...planned,
-    config: { ...planned.config, ...(onDevice ? { deviceLength: true } : {}), ...attentionTypes(q, kCache) },
+    config: {
+      ...planned.config,
+      ...(onDevice ? { deviceLength: true, ...(fromPosition ? { fromPosition } : {}) } : {}),
+      ...attentionTypes(q, kCache),
+    },
   };
   const args = {
     q,
@@ -373,7 +380,7 @@ export function recordAttention(
 }
 
 /** The scale attribute's value: 0 means 1 / √headDim. */
-function scaleOf(scale: number, headDim: number): number {
+export function scaleOf(scale: number, headDim: number): number {
   return scale === 0 ? 1 / Math.sqrt(headDim) : scale;
 }
 

@@ -1,4 +1,4 @@
-import type { KernelEncoder, Operand } from '../kernel.js';
+import type { KernelEncoder, LaunchValue, Operand } from '../kernel.js';
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
@@ -21,7 +21,23 @@ import { LOWEST } from './attentionStates.js';
 import { loadPointer, loadU32 } from './common.js';
 import { mmaBlock } from './flashAttentionMma.js';
 import { mmaProduct, onlineSoftmax } from './mmaTiles.js';
-import { halfToF32, loadAsF32, STORAGE_BYTES, storageOf, storeFromF32 } from './storage.js';
+import {
+  loadRopeFrequencies,
+  type RopeFrequencies,
+  type RopeLayout,
+  ropeFrequencyParams,
+  ropeSinCos,
+  rotatePair,
+} from './rope.js';
+import {
+  type FloatStorage,
+  halfToF32,
+  loadAsF32,
+  loadOneAsF32,
+  STORAGE_BYTES,
+  storageOf,
+  storeFromF32,
+} from './storage.js';
 
 // One query token's attention over a bf16 or f16 KV cache on tensor cores
 // (sm_80 mma.sync m16n8k16), for grouped heads: the G ≤ 8 query heads of a kv
@@ -85,6 +101,138 @@ function f16RowScale(k: KernelBuilder, xs: readonly F32[]): { down: F32; up: F32
   return { down, up };
 }
 
+/** What the rope of ropeAttention's fused kernel works with. */
+interface KernelRope {
+  readonly layout: RopeLayout;
+  readonly frequencies: RopeFrequencies;
+  /** The token's position: the last attended row (seqLen − 1; past the cache for a length of 0). */
+  readonly position: R32;
+}
+
+/**
+ * q rotated in the A fragment registers: qs[kk][o] holds elements 16·kk + 8·o
+ * + colPair and the next of the lane's row. Under 'half' an element's partner
+ * (headDim / 2 further) is in the same lane, kk + headDim / 32; under
+ * 'interleaved' it is the register beside it.
+ */
+function rotateQ(
+  k: KernelBuilder,
+  qs: readonly (readonly F32[][])[],
+  r: KernelRope & { readonly headDim: number; readonly colPair: R32 },
+): void {
+  const steps = r.headDim / 16;
+  const rotate = (a: F32, b: F32, pair: R32) => {
+    const { sin, cos } = ropeSinCos(k, r.position, pair, r.frequencies);
+    const [x, y] = rotatePair(k, a, b, cos, sin);
+    k.mov('f32', a, x);
+    k.mov('f32', b, y);
+  };
+  for (let kk = 0; kk < steps; kk++) {
+    for (const o of [0, 1]) {
+      const first = k.add('u32', k.reg('u32'), r.colPair, 16 * kk + 8 * o);
+      if (r.layout === 'interleaved') {
+        rotate(qs[kk]![o]![0]!, qs[kk]![o]![1]!, k.shr('u32', k.reg('u32'), first, 1));
+      } else if (kk < steps / 2) {
+        for (const e of [0, 1]) {
+          const pair = e === 0 ? first : k.add('u32', k.reg('u32'), first, 1);
+          rotate(qs[kk]![o]![e]!, qs[kk + steps / 2]![o]![e]!, pair);
+        }
+      }
+    }
+  }
+}
+
+/**
+ * ropeAttention's cache write, in the block whose split holds the position:
+ * thread i < headDim / 2 rotates pair i of kv head ctaid.y's k (from the
+ * fused row nHeads + kvHead) and stores it into the key cache's row, thread
+ * headDim / 2 + j copies v's elements 2j and 2j + 1 into the value cache's,
+ * each rounded to the cache's type; then the block waits for the writes
+ * (every thread: a barrier) before any warp reads the row.
+ */
+function writeNewRow(
+  k: KernelBuilder,
+  p: Record<string, Param<ParamType>>,
+  w: KernelRope & {
+    readonly headDim: number;
+    readonly group: number;
+    readonly kvHead: R32;
+    readonly t0: R32;
+    readonly splitTokens: R32;
+    readonly act: FloatStorage;
+    readonly cache: 'f16' | 'bf16';
+  },
+): void {
+  const { headDim: hd } = w;
+  const half = hd / 2;
+  const tid = k.tid();
+  const inSplit = k.and(
+    'pred',
+    k.reg('pred'),
+    k.setp('ge', 'u32', k.reg('pred'), w.position, w.t0),
+    k.setp('lt', 'u32', k.reg('pred'), w.position, k.add('u32', k.reg('u32'), w.t0, w.splitTokens)),
+  );
+  const maxSeq = loadU32(k, p, 'maxSeq');
+  const owns = k.and('pred', k.reg('pred'), inSplit, k.setp('lt', 'u32', k.reg('pred'), w.position, maxSeq));
+  const working = k.and('pred', k.reg('pred'), owns, k.setp('lt', 'u32', k.reg('pred'), tid, hd));
+  k.ifThen(working, () => {
+    const heads = k.mulLo('u32', k.reg('u32'), k.nctaid('y'), w.group);
+    const isK = k.setp('lt', 'u32', k.reg('pred'), tid, half);
+    // k: row nHeads + kvHead of the fused input; v: row nHeads + nKvHeads + kvHead.
+    const kRow = k.add('u32', k.reg('u32'), heads, w.kvHead);
+    const vRow = k.add('u32', k.reg('u32'), kRow, k.nctaid('y'));
+    const row = k.selp('u32', k.reg('u32'), kRow, vRow, isK);
+    const j = k.selp('u32', k.reg('u32'), tid, k.sub('u32', k.reg('u32'), tid, half), isK);
+    // Elements e0 and e1 of the row: k's rotated pair j, or v's elements 2j and 2j + 1.
+    const pairFirst = w.layout === 'half' ? j : k.shl('b32', k.reg('u32'), j, 1);
+    const pairSecond =
+      w.layout === 'half' ? k.add('u32', k.reg('u32'), j, half) : k.add('u32', k.reg('u32'), pairFirst, 1);
+    const vFirst = k.shl('b32', k.reg('u32'), j, 1);
+    const e0 = k.selp('u32', k.reg('u32'), pairFirst, vFirst, isK);
+    const e1 = k.selp('u32', k.reg('u32'), pairSecond, k.add('u32', k.reg('u32'), vFirst, 1), isK);
+    const actBytes = STORAGE_BYTES[w.act];
+    const source = loadPointer(k, p, 'q');
+    const rowBase = k.mulLo('u32', k.reg('u32'), row, hd);
+    const a = loadOneAsF32(
+      k,
+      w.act,
+      k.elementAddress(source, k.add('u32', k.reg('u32'), rowBase, e0), actBytes),
+    );
+    const b = loadOneAsF32(
+      k,
+      w.act,
+      k.elementAddress(source, k.add('u32', k.reg('u32'), rowBase, e1), actBytes),
+    );
+    k.ifThen(isK, () => {
+      const { sin, cos } = ropeSinCos(k, w.position, j, w.frequencies);
+      const [x, y] = rotatePair(k, a, b, cos, sin);
+      k.mov('f32', a, x);
+      k.mov('f32', b, y);
+    });
+    const cacheRow = k.mulLo(
+      'u32',
+      k.reg('u32'),
+      k.madLo('u32', k.reg('u32'), w.kvHead, maxSeq, w.position),
+      hd,
+    );
+    const cache = k.selp('u64', k.reg('u64'), loadPointer(k, p, 'kCache'), loadPointer(k, p, 'vCache'), isK);
+    const cacheBytes = STORAGE_BYTES[w.cache];
+    storeFromF32(
+      k,
+      w.cache,
+      k.elementAddress(cache, k.add('u32', k.reg('u32'), cacheRow, e0), cacheBytes),
+      a,
+    );
+    storeFromF32(
+      k,
+      w.cache,
+      k.elementAddress(cache, k.add('u32', k.reg('u32'), cacheRow, e1), cacheBytes),
+      b,
+    );
+  });
+  k.barSync();
+}
+
 /**
  * Attention of the `group` query heads of kv head ctaid.y over the tokens
  * [ctaid.x · splitTokens, +splitTokens) ∩ [0, seqLen) of a [nKvHeads, maxSeq,
@@ -113,6 +261,7 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
         : { maxSeq: 'u32', ...(c.deviceLength ? { seqLenAt: 'ptr' } : { seqLen: 'u32' }) }),
       splitTokens: 'u32',
       scale: 'f32',
+      ...(c.rope ? ropeFrequencyParams(c.rope.table) : {}),
     } as Record<string, ParamType>,
     (k, p) => {
       const block = mmaBlock(k, hd);
@@ -129,10 +278,20 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
       const seqLen = attendedLength(k, p, {
         ...(sequence ? { sequence } : {}),
         deviceLength: c.deviceLength === true,
+        fromPosition: c.fromPosition === true,
       });
       const splitTokens = loadU32(k, p, 'splitTokens');
       const t0 = k.mulLo('u32', k.reg('u32'), split, splitTokens);
       const t1 = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), t0, splitTokens), seqLen);
+      // ropeAttention: the token's position is the last row; its block writes the row before any reads it.
+      const rope = c.rope
+        ? {
+            layout: c.rope.layout,
+            frequencies: loadRopeFrequencies(k, p as Record<string, Param<ParamType>>, c.rope.table),
+            position: k.sub('u32', k.reg('u32'), seqLen, 1),
+          }
+        : undefined;
+      if (rope) writeNewRow(k, p, { ...rope, headDim: hd, group: G, kvHead, t0, splitTokens, act, cache });
 
       // Tile i of this warp starts at token t0 + 16·warp + 64·i; the ring holds its next tiles.
       const ring = kvTileRing(k, p, {
@@ -158,10 +317,11 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
         [0, 8].map((offset) => {
           const x = k.regs('f32', 2);
           loadAsF32(k, act, x, addr(qAt, actBytes * (16 * kk + offset)), { ok: rowOk });
-          for (const r of x) k.mul('f32', r, r, scale, { rnd: 'rn' });
           return x;
         }),
       );
+      if (rope) rotateQ(k, qs, { ...rope, headDim: hd, colPair });
+      for (const r of qs.flat(2)) k.mul('f32', r, r, scale, { rnd: 'rn' });
       const rowScale = cache === 'f16' ? f16RowScale(k, qs.flat(2)) : undefined;
       const qFrag = qs.map((pairs) => {
         const halves = pairs.map((x) => {
@@ -333,6 +493,11 @@ export function launchDecodeMma(
   a: { readonly q: Operand; readonly kCache: Operand; readonly vCache: Operand; readonly scale: number },
   source: DecodeMmaSource,
   out: Operand,
+  /** ropeAttention: q is the fused q, k, v row, rotated as loaded, and the new row is written (see DecodeMmaConfig.rope). */
+  rope?: {
+    readonly config: NonNullable<DecodeMmaConfig['rope']>;
+    readonly args: Readonly<Record<string, LaunchValue>>;
+  },
 ): void {
   const paged = source.kind === 'pages';
   const batch = paged ? source.batch : 1;
@@ -351,6 +516,8 @@ export function launchDecodeMma(
     group: shape.nHeads / shape.nKvHeads,
     split: plan.splits > 1,
     deviceLength: !paged && onDevice,
+    ...(!paged && source.fromPosition ? { fromPosition: true } : {}),
+    ...(rope ? { rope: rope.config } : {}),
     act,
     ...(paged ? { pageShift: source.pageShift } : {}),
   };
@@ -360,6 +527,7 @@ export function launchDecodeMma(
       ? source.args
       : { maxSeq: source.maxSeq, ...(onDevice ? { seqLenAt: source.seqLen } : { seqLen: source.seqLen }) }),
     splitTokens: plan.splitTokens,
+    ...rope?.args,
   };
   const launch = {
     key: decodeMmaKey(config),

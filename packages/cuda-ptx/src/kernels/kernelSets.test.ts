@@ -26,7 +26,7 @@ const FAMILIES = [
   [
     'decoding',
     DECODING_KERNELS,
-    ['kvCacheScatter', 'incrementalAttention', 'ropeKvScatter', 'causalAttention'],
+    ['kvCacheScatter', 'incrementalAttention', 'ropeKvScatter', 'ropeAttention', 'causalAttention'],
   ],
   ['flashAttention', FLASH_ATTENTION_KERNELS, ['flashAttention', 'flashAttentionBackward']],
   ['paged', PAGED_KERNELS, ['pagedKvWrite', 'ropePagedKvWrite', 'pagedAttention']],

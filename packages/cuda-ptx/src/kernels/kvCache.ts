@@ -1,6 +1,13 @@
 import { FLOAT, kvCacheScatter, ropeKvScatter } from '@rayo/core';
 import type { DeviceProperties } from '../driver/driver.js';
-import { cudaKernel, elementPtr, type LaunchValue, launchArgs, type Operand } from '../kernel.js';
+import {
+  cudaKernel,
+  elementPtr,
+  type KernelEncoder,
+  type LaunchValue,
+  launchArgs,
+  type Operand,
+} from '../kernel.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { F32, Param, Pred, R32, R64 } from '../ptx/operands.js';
@@ -486,52 +493,60 @@ export function ropeScatterVariant(
 
 export const ropeScatterKernel = cudaKernel(
   ropeKvScatter,
-  (encoder, { inputs, outputs, attrs }) => {
-    const [q, kIn, v, kCache, vCache, positionAt, frequencies] = inputs as [
-      Operand,
-      Operand | undefined,
-      Operand | undefined,
-      Operand,
-      Operand,
-      Operand | undefined,
-      Operand | undefined,
-    ];
-    const table = frequencies !== undefined;
-    const y = outputs[0]!;
-    if (y.size === 0) return;
-    checkElementCount('ropeKvScatter', 'kCache', kCache.size);
-    const [tokens, , headDim] = y.shape as [number, number, number];
-    const [kvHeads, maxSeq] = kCache.shape as [number, number, number];
-    const width = kvHeads * headDim;
-    checkElementCount('ropeKvScatter', 'q', y.size + 2 * tokens * width);
-    const heads = y.shape[1]!;
-    const variant = ropeScatterVariant(encoder.device, attrs.layout, [tokens, heads, headDim], kvHeads, {
-      devicePosition: positionAt !== undefined,
-      types: { rows: storageOf(q), cache: storageOf(kCache) },
-      table,
-    });
-    const rows = ropeScatterRows(
-      q,
-      kIn,
-      v,
-      y.shape as [number, number, number],
-      kvHeads,
-      variant.headsPerThread,
-    );
-    const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
-    encoder.launch({
-      key: ropeScatterKey(variant),
-      module: () => ropeScatterModule(variant),
-      entry: 'rope_kv_scatter',
-      grid: gridFor(encoder.device, rows.n),
-      block: BLOCK,
-      args: launchArgs(
-        rows,
-        { y, kCache, vCache, maxSeq },
-        frequencies ? { frequencies } : thetaPowers('ropeKvScatter', attrs.theta, headDim),
-        where,
-      ),
-    });
-  },
+  (encoder, { inputs, outputs, attrs }) => launchRopeKvScatter(encoder, inputs, outputs, attrs),
   { dtypes: FLOAT },
 );
+
+/** ropeKvScatter's launch for its inputs and outputs in spec order (also ropeAttention's first pass). */
+export function launchRopeKvScatter(
+  encoder: KernelEncoder,
+  inputs: readonly (Operand | undefined)[],
+  outputs: readonly Operand[],
+  attrs: { readonly position: number; readonly theta: number; readonly layout: RopeLayout },
+): void {
+  const [q, kIn, v, kCache, vCache, positionAt, frequencies] = inputs as [
+    Operand,
+    Operand | undefined,
+    Operand | undefined,
+    Operand,
+    Operand,
+    Operand | undefined,
+    Operand | undefined,
+  ];
+  const table = frequencies !== undefined;
+  const y = outputs[0]!;
+  if (y.size === 0) return;
+  checkElementCount('ropeKvScatter', 'kCache', kCache.size);
+  const [tokens, , headDim] = y.shape as [number, number, number];
+  const [kvHeads, maxSeq] = kCache.shape as [number, number, number];
+  const width = kvHeads * headDim;
+  checkElementCount('ropeKvScatter', 'q', y.size + 2 * tokens * width);
+  const heads = y.shape[1]!;
+  const variant = ropeScatterVariant(encoder.device, attrs.layout, [tokens, heads, headDim], kvHeads, {
+    devicePosition: positionAt !== undefined,
+    types: { rows: storageOf(q), cache: storageOf(kCache) },
+    table,
+  });
+  const rows = ropeScatterRows(
+    q,
+    kIn,
+    v,
+    y.shape as [number, number, number],
+    kvHeads,
+    variant.headsPerThread,
+  );
+  const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
+  encoder.launch({
+    key: ropeScatterKey(variant),
+    module: () => ropeScatterModule(variant),
+    entry: 'rope_kv_scatter',
+    grid: gridFor(encoder.device, rows.n),
+    block: BLOCK,
+    args: launchArgs(
+      rows,
+      { y, kCache, vCache, maxSeq },
+      frequencies ? { frequencies } : thetaPowers('ropeKvScatter', attrs.theta, headDim),
+      where,
+    ),
+  });
+}

@@ -171,49 +171,57 @@ function ropeScatterShader(layout: RopeLayout, device: boolean, table: boolean):
  */
 const ropeScatterKernel = wgpuKernel(
   ropeKvScatter,
-  (encoder, { inputs, outputs, attrs }) => {
-    const [q, kIn, vIn, , , at, frequencies] = inputs;
-    const [y, kCache, vCache] = outputs;
-    const [tokens, heads, headDim] = y!.shape as [number, number, number];
-    const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
-    if (tokens * (heads + 2 * kvHeads) * headDim === 0) return;
-    const fused = kIn === undefined;
-    const rows = fused ? fusedRows(heads, kvHeads, headDim) : undefined;
-    checkRopePositions('ropeKvScatter', 'attrs.position', (at ? maxSeq : attrs.position + tokens) - 1);
-    const position = attrs.position ?? 0;
-    const rope = {
-      layout: attrs.layout,
-      frequencies: ropeFrequencyBinding(encoder, attrs.theta, headDim, frequencies),
-      table: frequencies !== undefined,
-    };
-    const caches = { kCache: kCache!, vCache: vCache!, at };
-    if (!isHalf(kCache!.dtype)) {
-      encodeWithF32Activations(encoder, ropeKvScatter.name, { q, k: kIn, v: vIn }, { y }, (i, o) =>
-        encodeRopeScatter(encoder, { q: i.q, k: i.k ?? i.q, v: i.v ?? i.q, y: o.y, ...caches }, rope, {
-          position,
-          rows,
-        }),
-      );
-      return;
-    }
-    // k and v share q's dtype (the spec's group), so one shader reads both.
-    const row = (heads + 2 * kvHeads) * headDim;
-    const where = rows
-      ? { kStart: rows.kStart, vStart: rows.vStart, qGap: rows.qGap, width: row }
-      : { kStart: 0, vStart: 0, qGap: 0, width: kvHeads * headDim };
-    const halves = { k: kIn ?? q!, v: vIn ?? q!, kCache: kCache!, vCache: vCache!, at };
-    // A half q and y in the values' dtype are read and written in place: no cast dispatches around it.
-    const values = storageOf(halves.k.dtype);
-    if (rotatesHalfQ(values, storageOf(q!.dtype), storageOf(y!.dtype), attrs.layout, headDim)) {
-      encodeRopeHalfScatter(encoder, { q: q!, y: y!, ...halves }, rope, { position, rows: where });
-      return;
-    }
-    encodeWithF32Activations(encoder, ropeKvScatter.name, { q }, { y }, (i, o) =>
-      encodeRopeHalfScatter(encoder, { q: i.q!, y: o.y!, ...halves }, rope, { position, rows: where }),
-    );
-  },
+  (encoder, { inputs, outputs, attrs }) => encodeRopeKvScatter(encoder, inputs, outputs, attrs),
   { dtypes: FLOAT },
 );
+
+/** ropeKvScatter's dispatches for its inputs and outputs in spec order (also ropeAttention's first pass). */
+export function encodeRopeKvScatter(
+  encoder: KernelEncoder,
+  inputs: readonly (Operand | undefined)[],
+  outputs: readonly Operand[],
+  attrs: { readonly position: number; readonly theta: number; readonly layout: RopeLayout },
+): void {
+  const [q, kIn, vIn, , , at, frequencies] = inputs;
+  const [y, kCache, vCache] = outputs;
+  const [tokens, heads, headDim] = y!.shape as [number, number, number];
+  const [kvHeads, maxSeq] = kCache!.shape as [number, number, number];
+  if (tokens * (heads + 2 * kvHeads) * headDim === 0) return;
+  const fused = kIn === undefined;
+  const rows = fused ? fusedRows(heads, kvHeads, headDim) : undefined;
+  checkRopePositions('ropeKvScatter', 'attrs.position', (at ? maxSeq : attrs.position + tokens) - 1);
+  const position = attrs.position ?? 0;
+  const rope = {
+    layout: attrs.layout,
+    frequencies: ropeFrequencyBinding(encoder, attrs.theta, headDim, frequencies),
+    table: frequencies !== undefined,
+  };
+  const caches = { kCache: kCache!, vCache: vCache!, at };
+  if (!isHalf(kCache!.dtype)) {
+    encodeWithF32Activations(encoder, ropeKvScatter.name, { q, k: kIn, v: vIn }, { y }, (i, o) =>
+      encodeRopeScatter(encoder, { q: i.q, k: i.k ?? i.q, v: i.v ?? i.q, y: o.y, ...caches }, rope, {
+        position,
+        rows,
+      }),
+    );
+    return;
+  }
+  // k and v share q's dtype (the spec's group), so one shader reads both.
+  const row = (heads + 2 * kvHeads) * headDim;
+  const where = rows
+    ? { kStart: rows.kStart, vStart: rows.vStart, qGap: rows.qGap, width: row }
+    : { kStart: 0, vStart: 0, qGap: 0, width: kvHeads * headDim };
+  const halves = { k: kIn ?? q!, v: vIn ?? q!, kCache: kCache!, vCache: vCache!, at };
+  // A half q and y in the values' dtype are read and written in place: no cast dispatches around it.
+  const values = storageOf(halves.k.dtype);
+  if (rotatesHalfQ(values, storageOf(q!.dtype), storageOf(y!.dtype), attrs.layout, headDim)) {
+    encodeRopeHalfScatter(encoder, { q: q!, y: y!, ...halves }, rope, { position, rows: where });
+    return;
+  }
+  encodeWithF32Activations(encoder, ropeKvScatter.name, { q }, { y }, (i, o) =>
+    encodeRopeHalfScatter(encoder, { q: i.q!, y: o.y!, ...halves }, rope, { position, rows: where }),
+  );
+}
 
 /** Where k and v lie in a fused q, k, v row: their first elements and the gaps past their heads. */
 export function fusedRows(heads: number, kvHeads: number, headDim: number) {

@@ -89,6 +89,8 @@ interface SplitConfig {
   readonly direct: boolean;
   /** The length is read from a device tensor bound after the outputs. */
   readonly device: boolean;
+  /** That tensor holds the last row's position: the length is one more (ropeAttention's). */
+  readonly fromPosition?: boolean;
   /** How the caches are stored (halves in u32 words are widened as loaded). */
   readonly cache: Storage;
   /**
@@ -144,7 +146,7 @@ function splitShader(cfg: SplitConfig): ShaderSource {
       ? `select(${zero}, ${cacheAt('v', `${rowOf(row)} + min(${x}, NV - 1u)`)}, ${x} < NV)`
       : cacheAt('v', `${rowOf(row)} + ${x}`);
   };
-  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${paged ? '/paged' : device ? '/device' : ''}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`;
+  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${paged ? '/paged' : device ? (cfg.fromPosition ? '/device-position' : '/device') : ''}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`;
 
   const code = () => {
     const module = new ShaderModule().params(paged ? PAGED_SPLIT_PARAMS : SPLIT_PARAMS);
@@ -192,7 +194,7 @@ ${
     ? `  let given = lens[b];
   let seqLen = select(0u, u32(given), given >= 1 && u32(given) <= params.maxPages * params.pageSize);`
     : device
-      ? `  let given = len[0];
+      ? `  let given = len[0]${cfg.fromPosition ? ' + 1' : ''};
   let seqLen = select(0u, u32(given), given >= 1 && u32(given) <= params.maxSeq);`
       : '  let seqLen = params.seqLen;'
 }
@@ -440,17 +442,27 @@ function chunkFor(seqLen: number, blocks: number): number {
 /** Half caches are read as stored; a half q and out go through f32 (one row per head). */
 export const attentionKernel = wgpuKernel(
   incrementalAttention,
-  (encoder, { inputs, outputs, attrs }) => {
-    encodeWithF32Activations(
-      encoder,
-      incrementalAttention.name,
-      { q: inputs[0]! },
-      { out: outputs[0]! },
-      (i, o) => encodeAttention(encoder, i.q, inputs[1]!, inputs[2]!, inputs[3], o.out, attrs),
-    );
-  },
+  (encoder, { inputs, outputs, attrs }) =>
+    encodeIncrementalAttention(encoder, inputs as Operand[], outputs[0]!, attrs),
   { dtypes: FLOAT },
 );
+
+/**
+ * incrementalAttention's dispatches for q, the caches and the device length
+ * (where given) into `out`; `fromPosition`: that tensor holds the last row's
+ * position, one less than the length (ropeAttention's second pass).
+ */
+export function encodeIncrementalAttention(
+  encoder: KernelEncoder,
+  [q, k, v, length]: readonly (Operand | undefined)[],
+  out: Operand,
+  attrs: { readonly seqLen: number; readonly scale: number },
+  fromPosition = false,
+): void {
+  encodeWithF32Activations(encoder, incrementalAttention.name, { q: q! }, { out }, (i, o) =>
+    encodeAttention(encoder, i.q, k!, v!, length, o.out, attrs, fromPosition),
+  );
+}
 
 function encodeAttention(
   encoder: KernelEncoder,
@@ -460,6 +472,7 @@ function encodeAttention(
   length: Operand | undefined,
   out: Operand,
   attrs: { readonly seqLen: number; readonly scale: number },
+  fromPosition: boolean,
 ): void {
   const [nHeads, headDim] = out.shape as [number, number];
   const [nKvHeads, maxSeq] = k.shape as [number, number, number];
@@ -470,7 +483,14 @@ function encodeAttention(
   const values = { ...plan.values, maxSeq, seqLen, scale: scaleOf(attrs.scale, headDim) };
   const device = length !== undefined;
   dispatchAttention(encoder, { q, k, v, out }, length ? [length] : [], {
-    shader: { headDim, heads: plan.heads, direct: plan.direct, device, cache: storageOf(k.dtype) },
+    shader: {
+      headDim,
+      heads: plan.heads,
+      direct: plan.direct,
+      device,
+      fromPosition,
+      cache: storageOf(k.dtype),
+    },
     params: { layout: SPLIT_PARAMS, values },
     workgroups: plan.workgroups,
     rows: nHeads,

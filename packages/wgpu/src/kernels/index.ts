@@ -17,6 +17,7 @@ import { QUANTIZED_GATE_UP_KERNELS } from './quantizedGateUp.js';
 import { QUANTIZE_ROWS_KERNELS } from './quantizeRows.js';
 import { REDUCTION_KERNELS } from './reduction.js';
 import { ROPE_KERNELS } from './rope.js';
+import { ropeAttentionKernel } from './ropeAttention.js';
 import { SOFTMAX_KERNELS } from './softmax.js';
 
 /** Every WGSL kernel, one family per file. */
@@ -32,6 +33,7 @@ export const WGPU_KERNELS: readonly AnyWgpuKernel[] = [
   ...EMBEDDING_KERNELS,
   ...LOSS_KERNELS,
   ...DECODING_KERNELS,
+  ropeAttentionKernel,
   ...FLASH_ATTENTION_KERNELS,
   ...PAGED_KERNELS,
   ...OPTIMIZER_KERNELS,

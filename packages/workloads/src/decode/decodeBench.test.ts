@@ -67,6 +67,11 @@ describe('decode-bench', () => {
     expect(() => parseDecodeArgs(['--dtype', 'fp8'])).toThrow(/--dtype must be f32, f16 or bf16, got fp8/);
     expect(() => parseDecodeArgs(['--kv-dtype', 'f64'])).toThrow(/--kv-dtype must be f32, f16 or bf16/);
     expect(s).toMatchObject({ profile: false, profileRepetitions: 10, hostTokens: 32 });
+    // The cache holds the prompt and the new tokens unless --max-sequence asks for more rows.
+    expect(s).not.toHaveProperty('maxSequence');
+    const rows = ['--prompt', '16', '--new', '6', '--warmup', '1', '--max-sequence'];
+    expect(parseDecodeArgs([...rows, '2048'])).toMatchObject({ maxSequence: 2048 });
+    expect(() => parseDecodeArgs([...rows, '21'])).toThrow(/--max-sequence must be an integer >= 22/);
     expect(parseDecodeArgs(['--profile', '--profile-reps', '4', '--host-tokens', '8'])).toMatchObject({
       profile: true,
       profileRepetitions: 4,

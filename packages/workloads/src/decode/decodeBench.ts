@@ -199,6 +199,7 @@ export async function decodeOnBackend(
     | 'profile'
     | 'profileRepetitions'
     | 'hostTokens'
+    | 'maxSequence'
     | 'quant'
     | 'quantHead'
     | 'quantOn'
@@ -209,7 +210,7 @@ export async function decodeOnBackend(
   const copyGbps = await copyBandwidth(backend);
   const loadStart = performance.now();
   const model = await LlamaModel.load(backend, dir, {
-    maxSequence: prompt.length + settings.newTokens,
+    maxSequence: cacheRows(settings, prompt.length),
     weightDtype: settings.dtype,
     kvCacheDtype: settings.kvDtype,
     ...(settings.prefillPrecision ? { prefillPrecision: settings.prefillPrecision } : {}),
@@ -327,11 +328,11 @@ async function quantizationQuality(
   dir: string,
   prompt: readonly number[],
   tokens: readonly number[],
-  settings: Pick<DecodeSettings, 'newTokens' | 'kvDtype'>,
+  settings: Pick<DecodeSettings, 'newTokens' | 'kvDtype' | 'maxSequence'>,
 ): Promise<QuantizationQuality> {
   const sequence = [...prompt, ...tokens.slice(0, -1)];
   using dense = await LlamaModel.load(model.backend, dir, {
-    maxSequence: prompt.length + settings.newTokens,
+    maxSequence: cacheRows(settings, prompt.length),
     weightDtype: 'f32',
     kvCacheDtype: settings.kvDtype,
   });
@@ -834,6 +835,14 @@ const SPLIT_NOTE =
   'one command buffer between timestamps), median of 5; host ms/token: the per-token writes and the submit call of a ' +
   'replayed token (the host phases below), the host work that the device step hides.';
 
+/** KV cache rows of rayo's models: --max-sequence, else the prompt and the new tokens. */
+function cacheRows(
+  settings: Pick<DecodeSettings, 'newTokens' | 'maxSequence'>,
+  promptTokens: number,
+): number {
+  return settings.maxSequence ?? promptTokens + settings.newTokens;
+}
+
 export function decodeMarkdown(report: DecodeReport): string {
   const s = report.settings;
   const table = markdownTable(HEADER, decodeRows(report));
@@ -842,7 +851,8 @@ export function decodeMarkdown(report: DecodeReport): string {
     '# rayo decode-bench',
     '',
     `${report.createdAt}. Model \`${s.config}\` (${fmt(report.weightBytes / 1e9)} GB of ${weightsNote(s)}, seed ${s.seed}), ` +
-      `greedy decoding of ${s.newTokens} tokens after a prompt of ${s.promptTokens}; ms/token is the median ` +
+      `greedy decoding of ${s.newTokens} tokens after a prompt of ${s.promptTokens}` +
+      `${s.maxSequence === undefined ? '' : ` in a KV cache of ${s.maxSequence} rows`}; ms/token is the median ` +
       `interval between tokens after ${s.warmupTokens} untimed ones, each token read back to the host. ` +
       `The limit is the bytes a step reads at least, the weights' and the KV cache's at the middle of the timed tokens ` +
       `(${fmt(report.cacheBytes / 1e9)} GB), over the best copy bandwidth measured (${fmt(report.bandwidthGbps, 4)} GB/s): ` +
@@ -910,6 +920,8 @@ from the same checkpoint, and reports ms per token against the bandwidth limit.
   --backends LIST   rayo backends (default cuda,wgpu)
   --prompt N        prompt tokens (default 1024)
   --new N           tokens to generate (default 128)
+  --max-sequence N  KV cache rows of rayo's models, as the CLI's --max-sequence (default: the
+                    prompt and the new tokens; at least that)
   --warmup N        untimed tokens at the start (default 8)
   --baseline NAME   torch or none (default none)
   --torch-device D  the PyTorch device (default cuda; cpu only checks the script)
@@ -951,6 +963,7 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
       profile: { type: 'boolean', default: false },
       'profile-reps': { type: 'string', default: '10' },
       'host-tokens': { type: 'string', default: '32' },
+      'max-sequence': { type: 'string' },
       prefill: { type: 'string' },
       'prefill-only': { type: 'boolean', default: false },
       'prefill-reps': { type: 'string', default: '3' },
@@ -982,6 +995,11 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
   if (!DECODE_CONFIGS[values.config])
     throw new Error(`unknown --config '${values.config}' (known: ${Object.keys(DECODE_CONFIGS).join(', ')})`);
   const newTokens = int('new', values.new, 2);
+  const promptTokens = int('prompt', values.prompt, 1);
+  const maxSequence =
+    values['max-sequence'] === undefined
+      ? undefined
+      : int('max-sequence', values['max-sequence'], promptTokens + newTokens);
   const warmupTokens = int('warmup', values.warmup, 0);
   if (warmupTokens >= newTokens - 1)
     throw new Error(`--warmup must leave tokens to time: below ${newTokens - 1}, got ${warmupTokens}`);
@@ -1009,8 +1027,9 @@ export function parseDecodeArgs(argv: readonly string[]): DecodeSettings {
     dtype: dtype('dtype', values.dtype),
     kvDtype: dtype('kv-dtype', values['kv-dtype'] ?? values.dtype),
     backends: values.backends.split(',').filter(Boolean),
-    promptTokens: int('prompt', values.prompt, 1),
+    promptTokens,
     newTokens,
+    ...(maxSequence === undefined ? {} : { maxSequence }),
     warmupTokens,
     seed: int('seed', values.seed, 0),
     baseline: values.baseline,

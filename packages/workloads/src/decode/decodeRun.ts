@@ -24,6 +24,8 @@ export interface DecodeSettings {
   readonly backends: readonly string[];
   readonly promptTokens: number;
   readonly newTokens: number;
+  /** KV cache rows of rayo's models (the CLI's `--max-sequence`); absent: prompt and new tokens, no more. */
+  readonly maxSequence?: number;
   /** Tokens not timed at the start of each run. */
   readonly warmupTokens: number;
   readonly seed: number;

@@ -101,16 +101,19 @@ describe.each(backends)('decode step profile on %s', (name, create) => {
       expect(head).toMatchObject({ kernel: 'rmsNormMatmul', calls: 1 });
       expect(head.bytesPerCall).toBe(4 * (hidden + hidden + vocab * hidden + vocab));
       expect(head.flopsPerCall).toBe(2 * vocab * hidden + 3 * hidden);
-      // Attention reads the rows written so far, not the whole cache.
-      const attention = profile.groups.find((g) => g.kernel === 'incrementalAttention')!;
+      // Attention (RoPE and the cache write in the same call) reads the rows written so far, not the whole cache.
+      const attention = profile.groups.find((g) => g.kernel === 'ropeAttention')!;
       expect(attention.calls).toBe(config.num_hidden_layers);
+      const rows = heads + 2 * kvHeads;
       expect(attention.shapes).toBe(
-        `[${heads}, ${headDim}] · [${kvHeads}, 16, ${headDim}] · [${kvHeads}, 16, ${headDim}] · [1] i32`,
+        `[${rows}, ${headDim}] · [${kvHeads}, 16, ${headDim}] · [${kvHeads}, 16, ${headDim}] · [1] i32`,
       );
-      expect(attention.bytesPerCall).toBe(4 * (2 * heads * headDim + 2 * kvHeads * (POSITION + 1) * headDim));
+      const newRows = 2 * kvHeads * headDim;
+      const attended = 2 * kvHeads * (POSITION + 1) * headDim;
+      expect(attention.bytesPerCall).toBe(4 * (rows * headDim + newRows + attended + heads * headDim));
 
-      const rows = profileRows(profile);
-      expect(rows).toHaveLength(profile.groups.length);
+      const table = profileRows(profile);
+      expect(table).toHaveLength(profile.groups.length);
       if (name === 'cpu') {
         // No device clock: no times, and the table says so.
         expect(profile.deviceClock).toBe(false);

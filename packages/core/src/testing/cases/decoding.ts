@@ -1,4 +1,5 @@
 import * as k from '../../kernels/decoding.js';
+import { ropeAttention } from '../../kernels/ropeAttention.js';
 import type { Shape } from '../../shape.js';
 import { deviceValue, type FamilyCases, f32, i32, invalidCalls, newFamilyCases, valid } from '../cases.js';
 import { frequencyTable, ROPE_LAYOUTS, type RopeLayout, ropeTolerance } from '../ropeInputs.js';
@@ -441,6 +442,80 @@ errors.push(
       'dtype',
       'position',
     ],
+  ]),
+);
+
+// ---- ropeAttention ---------------------------------------------------------------
+// Random caches, rows past the position included: a kernel that attends past the
+// new row, writes another row, or reads the cache's old row at the position fails.
+
+/** [heads, kvHeads, headDim, maxSeq, position] of a ropeAttention case. */
+type RopeAttention = readonly [number, number, number, number, number];
+
+// [shape, device position, layout, frequency table]: the last row, GQA groups of 1 to 8, the
+// head dimensions of the tensor-core kernels (64, 128), a short sequence in a long cache.
+const ROPE_ATTENTION: readonly (readonly [RopeAttention, boolean, RopeLayout, boolean])[] = [
+  [[1, 1, 2, 1, 0], false, 'half', false],
+  [[3, 1, 6, 13, 12], true, 'half', false],
+  [[4, 2, 14, 13, 8], false, 'interleaved', false],
+  [[3, 3, 10, 11, 3], false, 'half', true],
+  [[8, 2, 64, 100, 66], true, 'half', false],
+  [[8, 1, 64, 67, 0], true, 'interleaved', false],
+  [[6, 2, 10, 1031, 37], true, 'half', false],
+  [[8, 2, 64, 4096, 5], true, 'half', false],
+  [[32, 8, 128, 1031, 1000], true, 'interleaved', false],
+  [[32, 8, 64, 2048, 2047], true, 'half', true],
+  [[16, 2, 128, 300, 129], false, 'half', true],
+];
+for (const [[heads, kvHeads, headDim, maxSeq, position], onDevice, layout, table] of ROPE_ATTENTION) {
+  const cache = f32([kvHeads, maxSeq, headDim]);
+  const at = onDevice ? deviceValue(position) : undefined;
+  const tail = table ? [at, frequencyTable(headDim)] : onDevice ? [at] : [];
+  cases.push(
+    valid(ropeAttention, {
+      label: `${layout}${table ? ' with a frequency table' : ''}: ${heads} heads / ${kvHeads} kv heads, headDim ${headDim}, at ${onDevice ? 'a device position ' : ''}${position} of ${maxSeq}`,
+      inputs: [f32([heads + 2 * kvHeads, headDim]), cache, cache, ...tail],
+      attrs: onDevice ? { layout } : { position, layout },
+      tolerance: ATTENTION_TOLERANCE,
+    }),
+  );
+}
+cases.push(
+  valid(ropeAttention, {
+    label: 'theta 500000 and scale 0.25 at position 1000, 4 heads / 2, headDim 64',
+    inputs: [f32([8, 64]), f32([2, 1031, 64]), f32([2, 1031, 64])],
+    attrs: { position: 1000, theta: 500000, scale: 0.25 },
+    tolerance: ATTENTION_TOLERANCE,
+  }),
+);
+
+const QKV = f32([8, 6]);
+const KV_CACHE = f32([2, 8, 6]);
+errors.push(
+  ...invalidCalls(ropeAttention, [
+    ['qkv of rank 3', [f32([1, 8, 6]), KV_CACHE, KV_CACHE], 'shape', 'qkv', { position: 0 }],
+    ['odd headDim', [f32([8, 5]), f32([2, 8, 5]), f32([2, 8, 5])], 'shape', 'qkv', { position: 0 }],
+    ['no q head', [f32([4, 6]), KV_CACHE, KV_CACHE], 'shape', 'qkv', { position: 0 }],
+    ['3 heads over 2 kv heads', [f32([7, 6]), KV_CACHE, KV_CACHE], 'shape', 'kCache', { position: 0 }],
+    ['kCache headDim differing', [QKV, f32([2, 8, 4]), f32([2, 8, 4])], 'shape', 'kCache', { position: 0 }],
+    ['vCache shape differing', [QKV, KV_CACHE, f32([2, 9, 6])], 'shape', 'vCache', { position: 0 }],
+    ['position past the cache', [QKV, KV_CACHE, KV_CACHE], 'argument', 'attrs.position', { position: 8 }],
+    ['position missing', [QKV, KV_CACHE, KV_CACHE], 'argument', 'attrs.position', {}],
+    [
+      'a device position and attrs.position both',
+      [QKV, KV_CACHE, KV_CACHE, deviceValue(1)],
+      'argument',
+      'attrs.position',
+      { position: 1 },
+    ],
+    [
+      'a frequency table of headDim entries',
+      [QKV, KV_CACHE, KV_CACHE, undefined, f32([6])],
+      'shape',
+      'frequencies',
+      { position: 0 },
+    ],
+    ['negative scale', [QKV, KV_CACHE, KV_CACHE], 'argument', 'attrs.scale', { position: 0, scale: -1 }],
   ]),
 );
 

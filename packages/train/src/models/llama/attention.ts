@@ -3,6 +3,7 @@ import {
   type DevicePosition,
   incrementalAttention,
   kvCacheScatter,
+  ropeAttention,
   ropeKvScatter,
   type Tensor,
   type TrackingRunner,
@@ -39,10 +40,12 @@ export function chunkAttention(
 
 /**
  * Attention from a fused q, k, v product qkv [T, (heads + 2·kvHeads)·headDim]
- * at `at`: RoPE of q and k and the cache writes of k and v in one kernel that
- * reads qkv in place, then the attention of the rotated q over the cache
- * (`incrementalAttention` for one token, `causalAttention` for a chunk).
- * Returns [T, heads·headDim], a chunk's in `out` where given (as `chunkAttention`).
+ * at `at`. One token: `ropeAttention`, RoPE, the cache writes and the
+ * attention in one kernel where the backend has it. Else RoPE of q and k and
+ * the cache writes of k and v in one kernel that reads qkv in place, then the
+ * attention of the rotated q over the cache (`incrementalAttention` for one
+ * token, `causalAttention` for a chunk). Returns [T, heads·headDim], a
+ * chunk's in `out` where given (as `chunkAttention`).
  */
 export function fusedQkvAttention(
   d: LlamaDecoder,
@@ -55,6 +58,20 @@ export function fusedQkvAttention(
   const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, ropeTheta: theta } = d.config;
   const t = qkv.shape[0]!;
   const onDevice = typeof at !== 'number';
+  if (t === 1 && d.backend.supports(ropeAttention.name, d.kvCacheDtype)) {
+    return run
+      .run1(
+        ropeAttention,
+        withFrequencies(d, [
+          qkv.reshape([heads + 2 * kvHeads, headDim]),
+          cache.k,
+          cache.v,
+          onDevice ? at.row : undefined,
+        ]),
+        onDevice ? { theta, layout: 'half' } : { position: at, theta, layout: 'half' },
+      )
+      .reshape([1, heads * headDim]);
+  }
   const [q] = run.run(
     ropeKvScatter,
     withFrequencies(d, [

@@ -105,17 +105,21 @@ describe.each(backends)('Llama decoder on %s', (_name, create) => {
         const count = (names: string[], name: string) => names.filter((n) => n === name).length;
         expect(count(fused.names, 'gateUpSwiglu')).toBe(layers);
         // The loaded q, k and v weights are fused: the norm and their one product in one launch
-        // each layer, RoPE with the cache write in one (both models); the head.
+        // each layer; RoPE, the cache write and the attention in one (both models); the head.
         expect(model.weights.layers.every((l) => l.qkv && !l.q && !l.k && !l.v)).toBe(true);
         expect(count(fused.names, 'rmsNormMatmul')).toBe(layers + 1);
-        for (const names of [fused.names, plain.names]) expect(count(names, 'ropeKvScatter')).toBe(layers);
+        for (const names of [fused.names, plain.names]) {
+          expect(count(names, 'ropeAttention')).toBe(layers);
+          expect(names).not.toContain('ropeKvScatter');
+          expect(names).not.toContain('incrementalAttention');
+        }
         for (const name of ['swiglu', 'rmsNorm', 'rope', 'kvCacheScatter', 'rmsNormMatmul3'])
           expect(fused.names).not.toContain(name);
         const fusedKernels = ['gateUpSwiglu', 'rmsNormMatmul', 'rmsNormMatmul3'];
         expect(fusedKernels.reduce((sum, name) => sum + count(plain.names, name), 0)).toBe(0);
-        // The embedding, six kernels a layer instead of ten (both norms, one product and swiglu
-        // folded away), and the head with its norm.
-        expect(fused.names.length).toBe(1 + 6 * layers + 1);
+        // The embedding, five kernels a layer instead of ten (both norms, one product, swiglu and
+        // the attention's own launch folded away), and the head with its norm.
+        expect(fused.names.length).toBe(1 + 5 * layers + 1);
         expect(plain.names.length - fused.names.length).toBe(4 * layers + 1);
         const got = await fused.logits.read();
         expect(maxAbsDiff(got, await plain.logits.read())).toBeLessThan(TOLERANCE);
