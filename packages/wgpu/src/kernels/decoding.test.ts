@@ -1,4 +1,4 @@
-import { incrementalAttention, kvCacheScatter, rope, ropeKvScatter } from '@rayo/core';
+import { incrementalAttention, kvCacheScatter, rope, ropeAttention, ropeKvScatter } from '@rayo/core';
 import { Rng } from '@rayo/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WgpuBackend } from '../backend.js';
@@ -96,6 +96,32 @@ needsAdapter('wgpu decoding with positions and lengths on the device', () => {
       `decoding/ropeKvScatter/fused/bf16/values-bf16/q-half/interleaved/wg256`,
     ]);
     expect(keys.some((key) => key.startsWith('cast/'))).toBe(false);
+    fresh.dispose();
+  });
+
+  it('ropeAttention over an f32 fused row is one split shader that rotates and writes the row itself', async () => {
+    const fresh = await WgpuBackend.create();
+    const rng = new Rng(8);
+    const [heads, kvHeads, headDim, maxSeq] = [8, 2, 64, 300];
+    const cache = () => Array.from(random(rng, kvHeads * maxSeq * headDim));
+    using kCache = fresh.upload(cache(), [kvHeads, maxSeq, headDim], 'bf16');
+    using vCache = fresh.upload(cache(), [kvHeads, maxSeq, headDim], 'bf16');
+    using qkv = fresh.upload(random(rng, (heads + 2 * kvHeads) * headDim), [heads + 2 * kvHeads, headDim]);
+    using at = fresh.upload(Int32Array.of(200), [1], 'i32');
+    using out = fresh.run(ropeAttention, [qkv, kCache, vCache, at], { layout: 'half' })[0]!;
+    await out.read();
+    const keys = fresh.pipelines.compiledShaders().map((s) => s.key);
+    expect(keys.filter((key) => key.startsWith('decoding/ropeKvScatter/'))).toEqual([]);
+    expect(keys.filter((key) => key.includes('/rope-half'))).toHaveLength(1);
+    // A device position past the cache writes nothing.
+    const [kData, vData] = [await kCache.read(), await vCache.read()];
+    for (const position of [maxSeq, -1, 2 ** 31 - 1]) {
+      fresh.write(at, [position]);
+      using past = fresh.run(ropeAttention, [qkv, kCache, vCache, at], { layout: 'half' })[0]!;
+      await past.read();
+      expect(await kCache.read()).toEqual(kData);
+      expect(await vCache.read()).toEqual(vData);
+    }
     fresh.dispose();
   });
 

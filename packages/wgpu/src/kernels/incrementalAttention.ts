@@ -6,6 +6,7 @@ import {
   bindingType,
   halfFunctions,
   loadScalar,
+  narrowFunctions,
   quadType,
   type Storage,
   storageOf,
@@ -14,6 +15,8 @@ import {
 import { ShaderModule } from '../wgsl/module.js';
 import { vectorOf, WG } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
+import type { RopeLayout } from './rope.js';
+import { declareRopeFrequencies, ropeRotationSource, tableKey } from './ropeRotation.js';
 
 // Flash decoding. The cached tokens of every kv head are split into chunks; a
 // workgroup takes one chunk for up to 4 query heads of the same kv head (so
@@ -91,6 +94,14 @@ interface SplitConfig {
   readonly device: boolean;
   /** That tensor holds the last row's position: the length is one more (ropeAttention's). */
   readonly fromPosition?: boolean;
+  /**
+   * ropeAttention in one dispatch: q is the fused q, k, v row (f32, headDim a
+   * multiple of 4, q staged in workgroup memory), rotated as it is staged;
+   * the workgroup whose chunk holds the position (the last row) rotates the
+   * kv head's k and writes it and v into the caches, then a storage barrier,
+   * before it reads them. `frequencies` is bound after the length.
+   */
+  readonly rope?: { readonly layout: RopeLayout; readonly table: boolean };
   /** How the caches are stored (halves in u32 words are widened as loaded). */
   readonly cache: Storage;
   /**
@@ -146,13 +157,15 @@ function splitShader(cfg: SplitConfig): ShaderSource {
       ? `select(${zero}, ${cacheAt('v', `${rowOf(row)} + min(${x}, NV - 1u)`)}, ${x} < NV)`
       : cacheAt('v', `${rowOf(row)} + ${x}`);
   };
-  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${paged ? '/paged' : device ? (cfg.fromPosition ? '/device-position' : '/device') : ''}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`;
+  const rope = cfg.rope;
+  const ropeKey = rope ? `/rope-${rope.layout}${tableKey(rope.table)}` : '';
+  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${paged ? '/paged' : device ? (cfg.fromPosition ? '/device-position' : '/device') : ''}${ropeKey}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`;
 
   const code = () => {
     const module = new ShaderModule().params(paged ? PAGED_SPLIT_PARAMS : SPLIT_PARAMS);
     module.storage('q', VT, 'read');
-    module.storage('k', cacheType, 'read');
-    module.storage('v', cacheType, 'read');
+    module.storage('k', cacheType, rope ? 'read_write' : 'read');
+    module.storage('v', cacheType, rope ? 'read_write' : 'read');
     if (direct) module.storage('out', 'f32', 'read_write');
     else {
       module.storage('stats', 'f32', 'read_write');
@@ -162,6 +175,12 @@ function splitShader(cfg: SplitConfig): ShaderSource {
       module.storage('tables', 'i32', 'read');
       module.storage('lens', 'i32', 'read');
     } else if (device) module.storage('len', 'i32', 'read');
+    if (rope) {
+      declareRopeFrequencies(module, rope.table);
+      module.declare(ropeRotationSource(rope.table));
+      if (cache !== 'f32') module.declare(narrowFunctions(cache));
+      module.declare(ropeRowSource(rope.layout, D));
+    }
     module.declare(`const NV = ${NV}u;`);
     if (paged) module.declare(PAGED_ROW);
     if (qShared) module.workgroupArray('qs', VT, HB * NV);
@@ -211,11 +230,12 @@ ${unroll(HB, (h) => `      if (${h}u < nh) { let at = ((h0 + ${h}u) * params.chu
     : ''
 }
 ${paged ? '' : '  let kv = (g * params.maxSeq + t0) * NV;\n'}${unroll(HB, (h) => `  let qb${h} = (h0 + min(${h}u, nh - 1u)) * NV;`)}
+${rope ? newRowWrite(cache) : ''}
 ${
   qShared
     ? `  for (var i = tid; i < ${HB * NV}u; i += ${WG}u) {
     let h = i / NV;
-    qs[i] = q[(h0 + min(h, nh - 1u)) * NV + i % NV];
+    qs[i] = ${rope ? 'rotatedQuad(h0 + min(h, nh - 1u), i % NV, seqLen - 1u)' : 'q[(h0 + min(h, nh - 1u)) * NV + i % NV]'};
   }
   workgroupBarrier();`
     : ''
@@ -349,6 +369,58 @@ ${unroll(W, (cmp) => `      red[vr * ${D}u + vl * ${W}u + ${cmp}u] = ${W === 4 ?
   return { key, kernel: 'incrementalAttention', code };
 }
 
+/**
+ * WGSL: `rotatedQuad(row, x, position)`, vector x of row `row` of the fused
+ * q, k, v input (bound as vec4<f32> `q`) rotated at `position` as `rope`
+ * rotates it, each element from its pair's two elements.
+ */
+function ropeRowSource(layout: RopeLayout, headDim: number): string {
+  const half = headDim / 2;
+  const [pair, first, isFirst] =
+    layout === 'half' ? [`d % ${half}u`, 'pair', `d < ${half}u`] : ['d / 2u', '2u * pair', 'd % 2u == 0u'];
+  const second = layout === 'half' ? `pair + ${half}u` : '2u * pair + 1u';
+  return `fn qkvAt(row: u32, d: u32) -> f32 { let e = row * ${headDim}u + d; return q[e / 4u][e % 4u]; }
+fn rotatedElement(row: u32, d: u32, position: u32) -> f32 {
+  let pair = ${pair};
+  let a = qkvAt(row, ${first});
+  let b = qkvAt(row, ${second});
+  let r = ropeRotation(position, pair, 1.0);
+  return select(a * r.y + b * r.x, a * r.x - b * r.y, ${isFirst});
+}
+fn rotatedQuad(row: u32, x: u32, position: u32) -> vec4<f32> {
+  return vec4<f32>(rotatedElement(row, 4u * x, position), rotatedElement(row, 4u * x + 1u, position),
+    rotatedElement(row, 4u * x + 2u, position), rotatedElement(row, 4u * x + 3u, position));
+}`;
+}
+
+/**
+ * WGSL: ropeAttention's row write, for every workgroup: the one whose chunk
+ * holds the position (seqLen − 1) stores the kv head g's rotated k and its v
+ * (rows nHeads + g and nHeads + kvHeads + g of the fused input) as vectors of
+ * the caches' row, rounded once to a half cache; then every invocation meets
+ * at a storage barrier, after which the workgroup's reads see the row.
+ */
+function newRowWrite(cache: Storage): string {
+  const store = (value: string) =>
+    cache === 'f32'
+      ? value
+      : `vec2<u32>(to_${cache}(${value}.x) | (to_${cache}(${value}.y) << 16u), to_${cache}(${value}.z) | (to_${cache}(${value}.w) << 16u))`;
+  return `  // ropeAttention: the new row, from the chunk that holds it.
+  let kvHeads = params.blocks / params.blocksPerKv;
+  let kRow = params.group * kvHeads + g;
+  let position = seqLen - 1u;
+  if (seqLen >= 1u && position >= t0 && position - t0 < params.chunk) {
+    let rowAt = (g * params.maxSeq + position) * NV;
+    for (var x = tid; x < NV; x += ${WG}u) {
+      let kq = rotatedQuad(kRow, x, position);
+      k[rowAt + x] = ${store('kq')};
+      let vq = q[(kRow + kvHeads) * NV + x];
+      v[rowAt + x] = ${store('vq')};
+    }
+  }
+  storageBarrier();`;
+}
+
 /** WGSL: `value / sum`, or with `zeroEmpty` 0 where nothing was attended (sum 0, an idle sequence). */
 function normalised(value: string, sum: string, zeroEmpty: boolean): string {
   return zeroEmpty ? `select(0.0, ${value} / ${sum}, ${sum} > 0.0)` : `${value} / ${sum}`;
@@ -464,6 +536,46 @@ export function encodeIncrementalAttention(
   );
 }
 
+/** ropeAttention's rotation, for the split shader that does it all (see SplitConfig.rope). */
+export interface RopeInAttention {
+  readonly layout: RopeLayout;
+  readonly table: boolean;
+  readonly frequencies: Operand | GPUBufferBinding;
+}
+
+/**
+ * Whether the split shader can take ropeAttention whole: an f32 fused row
+ * read as vectors and q staged in workgroup memory (headDim a multiple of 4,
+ * the heads a workgroup serves within Q_SHARED_FLOATS).
+ */
+export function attentionTakesRope(qkv: Operand, nHeads: number, nKvHeads: number, headDim: number): boolean {
+  const group = nHeads / nKvHeads;
+  const heads = Math.ceil(group / Math.ceil(group / MAX_HEADS_PER_GROUP));
+  return qkv.dtype === 'f32' && headDim % 4 === 0 && heads * headDim <= Q_SHARED_FLOATS;
+}
+
+/** ropeAttention in one split pass (and its merge): the fused row as q, the caches written, the length from the position. */
+export function encodeRopeAttention(
+  encoder: KernelEncoder,
+  [qkv, k, v, position]: readonly (Operand | undefined)[],
+  out: Operand,
+  attrs: { readonly seqLen: number; readonly scale: number },
+  rope: RopeInAttention,
+): void {
+  const [nHeads, headDim] = out.shape as [number, number];
+  encodeAttention(
+    encoder,
+    { ...qkv!, shape: [nHeads, headDim] },
+    k!,
+    v!,
+    position,
+    out,
+    attrs,
+    position !== undefined,
+    rope,
+  );
+}
+
 function encodeAttention(
   encoder: KernelEncoder,
   q: Operand,
@@ -473,6 +585,7 @@ function encodeAttention(
   out: Operand,
   attrs: { readonly seqLen: number; readonly scale: number },
   fromPosition: boolean,
+  rope?: RopeInAttention,
 ): void {
   const [nHeads, headDim] = out.shape as [number, number];
   const [nKvHeads, maxSeq] = k.shape as [number, number, number];
@@ -482,7 +595,8 @@ function encodeAttention(
   const plan = planSplit(nHeads, nKvHeads, seqLen, 1);
   const values = { ...plan.values, maxSeq, seqLen, scale: scaleOf(attrs.scale, headDim) };
   const device = length !== undefined;
-  dispatchAttention(encoder, { q, k, v, out }, length ? [length] : [], {
+  const after = [...(length ? [length] : []), ...(rope ? [rope.frequencies] : [])];
+  dispatchAttention(encoder, { q, k, v, out }, after, {
     shader: {
       headDim,
       heads: plan.heads,
@@ -490,6 +604,7 @@ function encodeAttention(
       device,
       fromPosition,
       cache: storageOf(k.dtype),
+      ...(rope ? { rope: { layout: rope.layout, table: rope.table } } : {}),
     },
     params: { layout: SPLIT_PARAMS, values },
     workgroups: plan.workgroups,
@@ -534,7 +649,7 @@ interface SplitCall {
 function dispatchAttention(
   encoder: KernelEncoder,
   { q, k, v, out }: Readonly<Record<'q' | 'k' | 'v' | 'out', Operand>>,
-  after: readonly Operand[],
+  after: readonly (Operand | GPUBufferBinding)[],
   call: SplitCall,
 ): void {
   const { headDim, direct } = call.shader;
