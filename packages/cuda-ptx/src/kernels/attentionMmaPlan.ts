@@ -35,7 +35,7 @@ export interface DecodeMmaConfig {
    * last row (the token's position, seqLen − 1) rotates that kv head's k
    * and writes it and v into the caches before it reads them.
    */
-  readonly rope?: { readonly layout: RopeLayout; readonly table: boolean; readonly indexBits: number };
+  readonly rope?: { readonly layout: RopeLayout; readonly table: boolean };
   /** Storage of q and out. */
   readonly act: FloatStorage;
   /** The caches' half type: the products' operands. */
@@ -69,7 +69,7 @@ export function decodeMmaSharedBytes(c: Pick<DecodeMmaConfig, 'headDim' | 'group
 export function decodeMmaKey(c: DecodeMmaConfig): string {
   const paged = c.pageShift === undefined ? '' : `/paged${c.pageShift}`;
   const length = c.deviceLength ? (c.fromPosition ? '/pos' : '/len') : '';
-  const rope = c.rope ? `/rope-${c.rope.layout}${c.rope.table ? '-table' : `-b${c.rope.indexBits}`}` : '';
+  const rope = c.rope ? `/rope-${c.rope.layout}${c.rope.table ? '-table' : ''}` : '';
   return `decoding/attention-mma/${c.split ? 'split' : 'single'}/d${c.headDim}g${c.group}${length}${rope}${paged}${storageKey([c.act, c.cache])}`;
 }
 

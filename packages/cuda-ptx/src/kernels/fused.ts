@@ -178,7 +178,7 @@ export function fusedModule(v: FusedVariant): PtxModule {
         const row0 = k.mulLo('u32', k.reg('u32'), k.ctaid('y'), v.rows);
         const lastRow = k.sub('u32', k.reg('u32'), rowsTotal, 1);
         // Lane l of slice s starts at k = (32s + l) · w and steps by 32 · slices · w.
-        const kIdx = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), slice, 32, lane), w);
+        const kIdx = k.mulLo('u32', k.reg('u32'), at.piece, w);
         // Which weight, row and output this column is; the warp's lanes agree.
         let wBase = k.globalPointer(p.wGate);
         let yBase = k.globalPointer(p.y);

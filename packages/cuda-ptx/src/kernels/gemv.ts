@@ -131,15 +131,16 @@ export function streamSlicesFor(p: SliceProblem, wanted?: StreamSlices): StreamS
 /**
  * The split-K layout of the streaming kernels: warp w of block x owns column
  * x · (8 / slices) + w / slices and slice w % slices of its K (slices 1 is
- * warpColumn's layout).
+ * warpColumn's layout); `piece` is the lane's first piece of the row,
+ * 32 · slice + lane, in pieces of a lane's vector.
  */
 export function slicedWarpColumn(
   k: KernelBuilder,
   slices: StreamSlices,
-): { tid: R32; warp: R32; lane: R32; col: R32; slice: R32 } {
+): { tid: R32; warp: R32; lane: R32; col: R32; slice: R32; piece: R32 } {
   if (slices === 1) {
     const at = warpColumn(k, WARPS);
-    return { ...at, slice: k.mov('u32', k.reg('u32'), 0) };
+    return { ...at, slice: k.mov('u32', k.reg('u32'), 0), piece: at.lane };
   }
   const tid = k.tid();
   const warp = k.shr('u32', k.reg('u32'), tid, 5);
@@ -153,7 +154,7 @@ export function slicedWarpColumn(
     k.shr('u32', k.reg('u32'), warp, shift),
   );
   const slice = k.and('b32', k.reg('u32'), warp, slices - 1);
-  return { tid, warp, lane, col, slice };
+  return { tid, warp, lane, col, slice, piece: k.madLo('u32', k.reg('u32'), slice, 32, lane) };
 }
 
 /**
@@ -473,7 +474,7 @@ export function dotModule(v: RowVariant): PtxModule {
         const a = batchBase(k, k.globalPointer(p.a), z, k.ldParam(p.strideA), bytesA);
         const b = batchBase(k, k.globalPointer(p.b), z, k.ldParam(p.strideB), bytesB);
         // Lane l of slice s starts at k = (32s + l) · w and steps by 32 · slices · w.
-        const kIdx = k.mulLo('u32', k.reg('u32'), k.madLo('u32', k.reg('u32'), slice, 32, lane), w);
+        const kIdx = k.mulLo('u32', k.reg('u32'), at.piece, w);
         const bPtr = k.elementAddress(b, k.madLo('u32', k.reg('u32'), col, kDim, kIdx), bytesB);
         // transA: a(m, k) = a[k · rows + m], one pointer; else one pointer per row.
         const aPtrs: R64[] = v.transA

@@ -527,26 +527,45 @@ export function launchRopeKvScatter(
     types: { rows: storageOf(q), cache: storageOf(kCache) },
     table,
   });
-  const rows = ropeScatterRows(
-    q,
-    kIn,
-    v,
-    y.shape as [number, number, number],
-    kvHeads,
-    variant.headsPerThread,
+  launchRopeRows(
+    encoder,
+    variant,
+    { q, kIn, v, y, kvHeads },
+    { y, kCache, vCache, maxSeq },
+    frequencies ? { frequencies } : thetaPowers('ropeKvScatter', attrs.theta, headDim),
+    positionArgs(positionAt, attrs.position, maxSeq - tokens),
   );
-  const where = positionArgs(positionAt, attrs.position, maxSeq - tokens);
+}
+
+/**
+ * The rope-and-write kernel of `variant` over q, k and v rows (k and v left
+ * out: read from q's fused row) into y and the placement's caches or pools,
+ * with `frequencyArgs` a frequency table's or theta's powers
+ * (ropeKvScatter's and ropePagedKvWrite's launch).
+ */
+export function launchRopeRows(
+  encoder: KernelEncoder,
+  variant: RopeScatterVariant,
+  t: {
+    readonly q: Operand;
+    readonly kIn: Operand | undefined;
+    readonly v: Operand | undefined;
+    readonly y: Operand;
+    readonly kvHeads: number;
+  },
+  placement: Readonly<Record<string, LaunchValue>>,
+  frequencyArgs: Readonly<Record<string, LaunchValue>>,
+  /** ropeKvScatter's position (a parameter, or a device tensor's address). */
+  where: Readonly<Record<string, LaunchValue>> = {},
+): void {
+  const shape = t.y.shape as [number, number, number];
+  const rows = ropeScatterRows(t.q, t.kIn, t.v, shape, t.kvHeads, variant.headsPerThread);
   encoder.launch({
     key: ropeScatterKey(variant),
     module: () => ropeScatterModule(variant),
     entry: 'rope_kv_scatter',
     grid: gridFor(encoder.device, rows.n),
     block: BLOCK,
-    args: launchArgs(
-      rows,
-      { y, kCache, vCache, maxSeq },
-      frequencies ? { frequencies } : thetaPowers('ropeKvScatter', attrs.theta, headDim),
-      where,
-    ),
+    args: launchArgs(rows, placement, frequencyArgs, where),
   });
 }

@@ -1,5 +1,5 @@
 import { FLOAT, pagedAttention, pagedKvWrite, ropePagedKvWrite } from '@rayo/core';
-import { type AnyCudaKernel, cudaKernel, launchArgs, type Operand } from '../kernel.js';
+import { type AnyCudaKernel, cudaKernel, type Operand } from '../kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import type { R32 } from '../ptx/operands.js';
 import { decodeMmaApplies, decodeMmaPageShift } from './attentionMmaPlan.js';
@@ -8,13 +8,7 @@ import { asVector, BLOCK, checkElementCount, gridFor, loadPointer, loadU32 } fro
 import { loadDeviceU32, type VectorWidth, vectorWidth } from './decodingAccess.js';
 import { attentionTuning, attentionTypes, checkHeadDim, launchAttention } from './incrementalAttention.js';
 import { launchDecodeMma } from './incrementalAttentionMma.js';
-import {
-  type CacheTypes,
-  ropeScatterKey,
-  ropeScatterModule,
-  ropeScatterRows,
-  ropeScatterVariant,
-} from './kvCache.js';
+import { type CacheTypes, launchRopeRows, ropeScatterVariant } from './kvCache.js';
 import { thetaPowers } from './rope.js';
 import { loadAsF32, STORAGE_BYTES, storageKey, storageOf, storesOf } from './storage.js';
 
@@ -170,26 +164,13 @@ const ropeWriteKernel = cudaKernel(
         paged: true,
       },
     );
-    const rows = ropeScatterRows(
-      q,
-      kIn,
-      v,
-      y.shape as [number, number, number],
-      kvHeads,
-      variant.headsPerThread,
+    launchRopeRows(
+      encoder,
+      variant,
+      { q, kIn, v, y, kvHeads },
+      { y, kCache: kPages, vCache: vPages, slots, positions, pageSize, capacity: numPages * pageSize },
+      frequencies ? { frequencies } : thetaPowers('ropePagedKvWrite', attrs.theta, headDim),
     );
-    encoder.launch({
-      key: ropeScatterKey(variant),
-      module: () => ropeScatterModule(variant),
-      entry: 'rope_kv_scatter',
-      grid: gridFor(encoder.device, rows.n),
-      block: BLOCK,
-      args: launchArgs(
-        rows,
-        { y, kCache: kPages, vCache: vPages, slots, positions, pageSize, capacity: numPages * pageSize },
-        frequencies ? { frequencies } : thetaPowers('ropePagedKvWrite', attrs.theta, headDim),
-      ),
-    });
   },
   { dtypes: FLOAT },
 );

@@ -5,7 +5,7 @@ import { checkElementCount } from './common.js';
 import { recordAttention, scaleOf } from './incrementalAttention.js';
 import { launchDecodeMma } from './incrementalAttentionMma.js';
 import { launchRopeKvScatter } from './kvCache.js';
-import { pairIndexBits, thetaPowers } from './rope.js';
+import { thetaPowers } from './rope.js';
 import { STORAGE_BYTES, storageOf } from './storage.js';
 
 // ropeAttention. Where the tensor-core decode attention applies (half
@@ -37,7 +37,7 @@ export const ropeAttentionKernel = cudaKernel(
         { kind: 'cache', maxSeq, seqLen, fromPosition: positionAt !== undefined },
         out,
         {
-          config: { layout: attrs.layout, table, indexBits: pairIndexBits(headDim / 2) },
+          config: { layout: attrs.layout, table },
           args: table ? { frequencies: frequencies! } : thetaPowers('ropeAttention', attrs.theta, headDim),
         },
       );

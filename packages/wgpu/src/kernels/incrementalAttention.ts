@@ -1,4 +1,4 @@
-import { FLOAT, incrementalAttention, pagedAttention } from '@rayo/core';
+import { FLOAT, InvalidArgumentError, incrementalAttention, pagedAttention } from '@rayo/core';
 import { gridFor, type KernelEncoder, linearWorkgroup, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
@@ -146,6 +146,15 @@ function splitShader(cfg: SplitConfig): ShaderSource {
   const JV = Math.ceil(NV / LV);
   const PV = Math.floor(WG / LV);
   const qShared = HB * D <= Q_SHARED_FLOATS;
+  // The rotation happens as q is staged, and the row is written in vectors: without both it would not happen.
+  if (cfg.rope && !(qShared && W === 4)) {
+    throw new InvalidArgumentError('the split shader rotates q only as it stages it in vectors', {
+      operation: 'ropeAttention',
+      argument: 'qkv',
+      expected: `headDim a multiple of 4 and heads · headDim <= ${Q_SHARED_FLOATS}`,
+      actual: `headDim ${D}, ${HB} heads a workgroup`,
+    });
+  }
   const red = Math.max(HB * WG, PV > 1 ? PV * D : 0);
   const dotOf = (a: string, b: string) => (W === 4 ? `dot(${a}, ${b})` : `${a} * ${b}`);
   const qAt = (h: number, x: string) => (qShared ? `qs[${h * NV}u + ${x}]` : `q[qb${h} + ${x}]`);
@@ -549,8 +558,7 @@ export interface RopeInAttention {
  * the heads a workgroup serves within Q_SHARED_FLOATS).
  */
 export function attentionTakesRope(qkv: Operand, nHeads: number, nKvHeads: number, headDim: number): boolean {
-  const group = nHeads / nKvHeads;
-  const heads = Math.ceil(group / Math.ceil(group / MAX_HEADS_PER_GROUP));
+  const { heads } = planSplit(nHeads, nKvHeads, 1, 1);
   return qkv.dtype === 'f32' && headDim % 4 === 0 && heads * headDim <= Q_SHARED_FLOATS;
 }
 
