@@ -37,6 +37,9 @@ import type { AnyCudaKernel, Operand } from './kernel.js';
 import { CUDA_KERNELS } from './kernels/index.js';
 import { type CudaTuning, type CudaTuningOptions, resolveCudaTuning } from './tuning.js';
 
+/** Completion counters the backend allocates at least: a paged batch of 128 sequences of 8 kv heads. */
+const COUNTER_WORDS = 1024;
+
 const F32 = new Float32Array(1);
 const F32_BITS = new Uint32Array(F32.buffer);
 
@@ -77,6 +80,25 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
   /** The tuning switches every kernel of this backend sees. */
   readonly tuning: CudaTuning;
   readonly #timer: EventTimer;
+  /** The completion counters the backend's launches share (KernelEncoder.completionCounters). */
+  #counterWords?: DeviceBuffer;
+
+  /**
+   * At least `words` zeroed counters. A larger request takes a new buffer and
+   * keeps the old one, which recorded graphs may still point at (both are the
+   * context's until the backend is disposed).
+   */
+  readonly #counters = (words: number): bigint => {
+    if (this.#counterWords === undefined || this.#counterWords.bytes < 4 * words) {
+      const buffer = this.driver.alloc(4 * Math.max(words, COUNTER_WORDS));
+      this.driver.enqueue(
+        [{ kind: 'fill32', dst: buffer.ptr, word: 0, count: Math.floor(buffer.bytes / 4) }],
+        this.stream,
+      );
+      this.#counterWords = buffer;
+    }
+    return this.#counterWords.ptr;
+  };
 
   static async create(options: CudaBackendOptions = {}): Promise<CudaBackend> {
     // Checked before a driver is opened: a wrong switch costs no context.
@@ -216,7 +238,7 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     inputs: readonly (Tensor | undefined)[],
   ): RecordedCall {
     const { implementation: kernel, outputs, fresh, attrs, io } = call;
-    const recorder = new CommandRecorder(this.driver, this.tuning, this.recordingArena);
+    const recorder = new CommandRecorder(this.driver, this.tuning, this.recordingArena, this.#counters);
     try {
       kernel.launch(recorder, {
         inputs: inputs.map((t) => (t ? this.operand(t) : undefined)),

@@ -37,11 +37,16 @@ export class CommandRecorder implements KernelEncoder {
   /** Scratch allocations made by the recorded kernels outside an arena; the owner releases them. */
   readonly scratchBuffers: DeviceBuffer[] = [];
 
-  /** With `arena` (a batch's), scratch comes from it and stays the arena's. */
+  /**
+   * With `arena` (a batch's), scratch comes from it and stays the arena's;
+   * with `counters` (the backend's), completion counters come from there,
+   * else from scratch zeroed before the launches that use them.
+   */
   constructor(
     private readonly driver: CudaDriver,
     readonly tuning: CudaTuning = DEFAULT_CUDA_TUNING,
     private readonly arena?: ScratchArena<DeviceBuffer>,
+    private readonly counters?: (words: number) => bigint,
   ) {}
 
   get device(): DeviceProperties {
@@ -130,6 +135,14 @@ export class CommandRecorder implements KernelEncoder {
     const buffer = this.driver.alloc(bytes);
     this.scratchBuffers.push(buffer);
     return buffer.ptr;
+  }
+
+  completionCounters(words: number): bigint {
+    this.#count('completionCounters', 'words', words);
+    if (this.counters) return this.counters(words);
+    const ptr = this.scratch(4 * Math.max(1, words));
+    this.fill32(ptr, 0, words);
+    return ptr;
   }
 
   #count(kernel: string, argument: string, value: number): void {

@@ -70,6 +70,13 @@ export interface KernelEncoder {
    * recorded it (graphs replay it).
    */
   scratch(bytes: number): bigint;
+  /**
+   * `words` u32 completion counters, zero whenever a kernel starts, that a
+   * kernel using them must leave zero (`atom.inc` wrapping at the count it
+   * waits for does). The backend's launches share them: they run one after
+   * another on its stream, each waiting for the one before it.
+   */
+  completionCounters(words: number): bigint;
 }
 
 export interface KernelCall<A extends AttrValues> {

@@ -16,6 +16,11 @@ export function recordingEncoder(device: DeviceProperties, scratchFrom: bigint):
   const launches: Launch[] = [];
   const fills: [bigint, number, number][] = [];
   let next = scratchFrom;
+  const scratch = (bytes: number): bigint => {
+    const ptr = next;
+    next += BigInt(Math.ceil(bytes / 256) * 256);
+    return ptr;
+  };
   const encoder: KernelEncoder = {
     device,
     tuning: DEFAULT_CUDA_TUNING,
@@ -23,9 +28,10 @@ export function recordingEncoder(device: DeviceProperties, scratchFrom: bigint):
     copy: () => {},
     fill32: (dst, word, count) => fills.push([dst, word, count]),
     tensorMap: () => new Uint8Array(128),
-    scratch: (bytes) => {
-      const ptr = next;
-      next += BigInt(Math.ceil(bytes / 256) * 256);
+    scratch,
+    completionCounters: (words) => {
+      const ptr = scratch(4 * words);
+      fills.push([ptr, 0, words]);
       return ptr;
     },
   };

@@ -23,7 +23,7 @@ export interface DecodeMmaConfig {
   readonly headDim: number;
   /** Query heads a kv head has (1 … DECODE_MMA_MAX_GROUP). */
   readonly group: number;
-  /** Whether the block leaves a partial state for the merge kernel instead of the output. */
+  /** Whether blocks split the cache and leave partial states, the last of a kv head merging them. */
   readonly split: boolean;
   /** Whether seqLen is read from device memory (`seqLenAt`) instead of a parameter. */
   readonly deviceLength: boolean;
@@ -31,9 +31,10 @@ export interface DecodeMmaConfig {
   readonly fromPosition?: boolean;
   /**
    * ropeAttention: q is a fused q, k, v row [nHeads + 2·nKvHeads, headDim];
-   * the kernel rotates q as it loads it, and the block whose split holds the
-   * last row (the token's position, seqLen − 1) rotates that kv head's k
-   * and writes it and v into the caches before it reads them.
+   * the kernel rotates q as it loads it, and the warp whose tile holds the
+   * last row (the token's position, seqLen − 1) rotates that kv head's k,
+   * writes it and v into the caches and over its tile's copy in shared
+   * memory (attentionMmaRope.ts).
    */
   readonly rope?: { readonly layout: RopeLayout; readonly table: boolean };
   /** Storage of q and out. */

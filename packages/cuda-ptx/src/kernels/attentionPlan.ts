@@ -10,8 +10,6 @@ import { type FloatStorage, storageKey } from './storage.js';
 export const MAX_HEAD_DIM = 1024;
 /** Warps per attention block; each walks its own tokens, merged once at the end. */
 export const ATTENTION_WARPS = 4;
-/** Warps per block of the merge kernel; they take splits in turn. */
-export const MERGE_WARPS = 8;
 /**
  * A split has at least this many tokens (unless the attentionSplitTokens
  * switch names another). On an H200, 32 × 128 query heads over 8 bf16 kv
@@ -20,7 +18,7 @@ export const MERGE_WARPS = 8;
  * merge); 4,096 the same at all three.
  */
 export const MIN_SPLIT_TOKENS = 32;
-/** Splits per head at most, which bounds the merge kernel's serial work. */
+/** Splits per head at most, which bounds the merge's serial work in the last block. */
 export const MAX_SPLITS = 64;
 /** Blocks aimed for per SM: two waves of eight resident blocks. */
 export const TARGET_BLOCKS_PER_SM = 16;
@@ -53,7 +51,7 @@ export interface AttentionConfig {
   readonly headsPerBlock: number;
   /** Tokens per slot whose loads are issued together. */
   readonly unroll: number;
-  /** Whether the block leaves a partial state for the merge kernel instead of the output. */
+  /** Whether blocks split the cache and leave partial states, the last of a head block merging them. */
   readonly split: boolean;
   /** Whether seqLen is read from device memory (`seqLenAt`) instead of a parameter. */
   readonly deviceLength?: boolean;
@@ -147,13 +145,4 @@ export function planAttention(
 export function attentionKey(c: AttentionConfig): string {
   const types = c.types ? storageKey([c.types.act, c.types.cache]) : '';
   return `decoding/attention/${c.split ? 'split' : 'single'}/d${c.headDim}v${c.width}/g${c.headsPerBlock}u${c.unroll}w${ATTENTION_WARPS}${c.deviceLength ? (c.fromPosition ? '/pos' : '/len') : ''}${c.paged ? '/paged' : ''}${c.pageShift === undefined ? '' : `p${c.pageShift}`}${types}`;
-}
-
-export function mergeKey(
-  headDim: number,
-  width: VectorWidth,
-  out: FloatStorage = 'f32',
-  zeroEmpty = false,
-): string {
-  return `decoding/attention/merge/d${headDim}v${width}/w${MERGE_WARPS}${zeroEmpty ? '/zero' : ''}${storageKey([out])}`;
 }

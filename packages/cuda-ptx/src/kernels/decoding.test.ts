@@ -22,7 +22,6 @@ import { CU_DEVICE_ATTRIBUTE } from '../driver/libcuda.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import { DEFAULT_TARGET } from '../ptx/target.js';
 import type { CudaTuningOptions } from '../tuning.js';
-import { mergeModule } from './attentionMerge.js';
 import {
   ATTENTION_WARPS,
   type AttentionConfig,
@@ -175,18 +174,8 @@ describe.skipIf(gate.skip)(`decoding PTX assembles with ptxas, without spills ($
       [...CONFIGS, ...HALF_CONFIGS].flatMap((c) => both(attentionModule(c).emit(), attentionKey(c))),
     );
   });
-  it('the merges, and kvCacheScatter over f32 and half rows and caches', () => {
+  it('kvCacheScatter over f32 and half rows and caches', () => {
     const jobs: AssemblyJob[] = [];
-    for (const [d, width] of [
-      [128, 4],
-      [64, 4],
-      [7, 1],
-      [1024, 4],
-    ] as const) {
-      for (const out of ['f32', 'bf16'] as const) {
-        jobs.push(...both(mergeModule(d, width, out).emit(), `merge d${d}v${width} ${out}`));
-      }
-    }
     for (const width of [1, 4] as const) {
       for (const devicePosition of [false, true]) {
         jobs.push(...both(scatterModule(width, devicePosition).emit(), scatterKey(width, devicePosition)));
@@ -285,6 +274,33 @@ describe('attention on an emulated device', () => {
     }, 120_000);
   }
 
+  it('a device length of 150 in a 2,048-row f32 cache: the grid planned for the cache shares the 150 rows, twice over', async () => {
+    const [nHeads, nKvHeads, headDim, maxSeq, seqLen] = [32, 8, 64, 2048, 150];
+    const { gpu, fake, dispose } = createEmulatedGpu({ multiprocessors: 132 });
+    try {
+      const q = random(7, nHeads * headDim);
+      const kc = random(8, nKvHeads * maxSeq * headDim);
+      const vc = random(9, nKvHeads * maxSeq * headDim);
+      const inputs = (b: Backend) => [
+        b.upload(q, [nHeads, headDim]),
+        b.upload(kc, [nKvHeads, maxSeq, headDim]),
+        b.upload(vc, [nKvHeads, maxSeq, headDim]),
+        b.upload(Int32Array.of(seqLen), [1], 'i32'),
+      ];
+      const want = await cpu.run(incrementalAttention, inputs(cpu))[0]!.read();
+      // The second launch finds the completion counters as the first found them.
+      for (let run = 0; run < 2; run++) {
+        const first = fake.launches.length;
+        const got = await gpu.run(incrementalAttention, inputs(gpu))[0]!.read();
+        expect(fake.launches.slice(first).map((l) => l.entry)).toEqual(['attention_split']);
+        expect(fake.launches[first]!.grid[0]).toBeGreaterThan(Math.ceil(seqLen / MIN_SPLIT_TOKENS));
+        expect(compareOutputs('f32', got, want, { rtol: 1e-4, atol: 1e-5 })).toBeUndefined();
+      }
+    } finally {
+      dispose();
+    }
+  }, 120_000);
+
   /** Llama-3.1-8B's heads (32 × 128 over 8 kv heads) through the split kernels under `tuning`, against the cpu. */
   async function expectGroupedAsCpu(
     tuning: CudaTuningOptions,
@@ -305,8 +321,8 @@ describe('attention on an emulated device', () => {
       ];
       const first = fake.launches.length;
       const got = await gpu.run(incrementalAttention, inputs(gpu), attrs)[0]!.read();
-      // The splits' partial states, then their merge.
-      expect(fake.launches.slice(first).map((l) => l.entry)).toEqual(['attention_split', 'attention_merge']);
+      // One kernel: the splits' partial states, merged by the last block of each head block.
+      expect(fake.launches.slice(first).map((l) => l.entry)).toEqual(['attention_split']);
       if (splits !== undefined) expect(fake.launches[first]!.grid[0]).toBe(splits);
       const want = await cpu.run(incrementalAttention, inputs(cpu), attrs)[0]!.read();
       expect(compareOutputs('f32', got, want, { rtol: 1e-4, atol: 1e-5 })).toBeUndefined();

@@ -3,7 +3,7 @@ import { cudaKernel, type KernelEncoder, type LaunchValue, type Operand } from '
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Param, type Pred } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
-import { launchSplitAndMerge } from './attentionMerge.js';
+import { mergeInLastBlock, splitScratch, splitTokensFor } from './attentionLastBlock.js';
 import { decodeMmaApplies } from './attentionMmaPlan.js';
 import {
   ATTENTION_WARPS,
@@ -13,6 +13,7 @@ import {
   attentionKey,
   laneLayout,
   MAX_HEAD_DIM,
+  MIN_SPLIT_TOKENS,
   planAttention,
 } from './attentionPlan.js';
 import { attendedLength, cacheRows, normalised, PAGED_PARAMS, pagedRows } from './attentionRows.js';
@@ -24,14 +25,14 @@ import { expF32 } from './math.js';
 import { loadAsF32, STORAGE_BYTES, storageOf, storeFromF32 } from './storage.js';
 
 // One query token's attention over the KV cache as flash-decoding: the cached
-// sequence is split across blocks, each leaving a partial softmax state that a
-// second kernel merges; short caches take one pass.
+// sequence is split across blocks, each leaving a partial softmax state that
+// the last block to finish merges; short caches take one pass.
 //
 // The length may instead be read from a device tensor when the kernel runs, so
-// that a recorded graph replays for the value last written there: it sizes
-// the split grid by the cache (its bound), splits past the length leave an
-// empty state (max LOWEST, sum 0) that weighs nothing in the merge, and a
-// length outside 1 … maxSeq reads nothing and leaves 0 / 0.
+// that a recorded graph replays for the value last written there: the split
+// grid is sized by the cache (its bound), the kernel spreads the length it
+// reads over that grid, the merge reads only the splits that hold tokens,
+// and a length outside 1 … maxSeq reads nothing and leaves 0 / 0.
 
 // ---- incremental attention: the split pass ----------------------------------------------
 
@@ -43,7 +44,8 @@ import { loadAsF32, STORAGE_BYTES, storageOf, storeFromF32 } from './storage.js'
  * K and V rows, reduces q·k over the slot's lanes with butterflies, and
  * rescales its sums once per group. Then slots and warps are merged, and
  * the block writes the normalised output (one pass) or its state
- * (max, sum, unnormalised acc) for the merge kernel.
+ * (max, sum, unnormalised acc), and the last block of the head block to
+ * finish merges the splits' states into the output.
  */
 export function attentionModule(c: AttentionConfig): PtxModule {
   const layout = laneLayout(c.headDim, c.width);
@@ -54,7 +56,7 @@ export function attentionModule(c: AttentionConfig): PtxModule {
   const actBytes = STORAGE_BYTES[act];
   const cacheBytes = STORAGE_BYTES[cache];
   const outputs: Record<string, ParamType> = c.split
-    ? { partAcc: 'ptr', partMax: 'ptr', partSum: 'ptr' }
+    ? { partAcc: 'ptr', partMax: 'ptr', partSum: 'ptr', counters: 'ptr', out: 'ptr' }
     : { out: 'ptr' };
   const m = new PtxModule();
   m.entry(
@@ -81,13 +83,17 @@ export function attentionModule(c: AttentionConfig): PtxModule {
         ? k.madLo('u32', k.reg('u32'), sequence, k.mulLo('u32', k.reg('u32'), k.nctaid('y'), heads), head0)
         : head0;
       const split = k.ctaid('x');
-      const splitTokens = loadU32(k, p, 'splitTokens');
-      const t0 = k.mulLo('u32', k.reg('u32'), split, splitTokens);
       const seqLen = attendedLength(k, p, {
         ...(sequence ? { sequence } : {}),
         deviceLength: c.deviceLength === true,
         fromPosition: c.fromPosition === true,
       });
+      // A length read as the kernel runs is spread over the grid (splitTokens is then the least a split takes).
+      const splitTokens =
+        c.split && (c.paged || c.deviceLength)
+          ? splitTokensFor(k, seqLen, loadU32(k, p, 'splitTokens'), k.nctaid('x'), W * S * unroll)
+          : loadU32(k, p, 'splitTokens');
+      const t0 = k.mulLo('u32', k.reg('u32'), split, splitTokens);
       // A split past the length has t1 <= t0: it reads nothing and leaves an empty state.
       const t1 = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), t0, splitTokens), seqLen);
       const column = k.mulLo('u32', k.reg('u32'), ln.laneInSlot, width);
@@ -254,6 +260,19 @@ export function attentionModule(c: AttentionConfig): PtxModule {
             k.stGlobal('f32', k.elementAddress(outSum, state, 4), r.l);
           });
         });
+        mergeInLastBlock(k, p, {
+          sequence,
+          seqLen,
+          splitTokens,
+          flag: k.sharedAddress(k.sharedArray('last_block', 'u32', 1)),
+          firstRow: row0,
+          rows: heads,
+          headDim,
+          width,
+          threads: 32 * W,
+          outType: act,
+          zeroEmpty: c.paged === true,
+        });
       } else {
         const out = loadPointer(k, p, 'out');
         combineWarps(k, layout, ln, W, headDim, states, (r) => {
@@ -292,7 +311,7 @@ export function launchAttention(
   plan: AttentionPlan,
   args: Readonly<Record<string, LaunchValue>>,
   out: Operand,
-  geometry: { readonly rows: number; readonly batch: number; readonly zeroEmpty: boolean },
+  geometry: { readonly rows: number; readonly batch: number },
 ): void {
   const c = plan.config;
   const grid =
@@ -309,12 +328,18 @@ export function launchAttention(
     encoder.launch({ ...launch, entry: 'attention', args: { ...args, out } });
     return;
   }
-  launchSplitAndMerge(
-    encoder,
-    { ...geometry, splits: plan.splits, headDim: c.headDim, width: c.width, act: c.types?.act ?? 'f32' },
-    out,
-    (states) => encoder.launch({ ...launch, entry: 'attention_split', args: { ...args, ...states } }),
-  );
+  const scratch = splitScratch(encoder, {
+    rows: geometry.rows,
+    splits: plan.splits,
+    headDim: c.headDim,
+    tickets: plan.headBlocks * geometry.batch,
+  });
+  // A length read as the kernel runs sizes the splits there, from the least a split takes.
+  const least: Readonly<Record<string, LaunchValue>> =
+    c.paged || c.deviceLength
+      ? { splitTokens: attentionTuning(encoder).minSplitTokens ?? MIN_SPLIT_TOKENS }
+      : {};
+  encoder.launch({ ...launch, entry: 'attention_split', args: { ...args, ...least, ...scratch, out } });
 }
 
 /**
@@ -376,7 +401,7 @@ export function recordAttention(
     group: nHeads / nKvHeads,
     scale: scaleOf(scale, headDim),
   };
-  launchAttention(encoder, plan, args, out, { rows: nHeads, batch: 1, zeroEmpty: false });
+  launchAttention(encoder, plan, args, out, { rows: nHeads, batch: 1 });
 }
 
 /** The scale attribute's value: 0 means 1 / √headDim. */

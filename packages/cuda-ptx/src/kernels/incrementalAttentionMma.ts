@@ -4,7 +4,7 @@ import type { KernelBuilder } from '../ptx/kernel.js';
 import { PtxModule } from '../ptx/module.js';
 import { addr, type F32, type Param, type R32 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
-import { launchSplitAndMerge } from './attentionMerge.js';
+import { mergeInLastBlock, splitScratch, splitTokensFor } from './attentionLastBlock.js';
 import {
   DECODE_MMA_ROUND,
   DECODE_MMA_TILE,
@@ -16,28 +16,14 @@ import {
   planDecodeMma,
 } from './attentionMmaPlan.js';
 import { contiguousTileRow, kvTileRing, pagedTileRow, ringBytes, tileBytes } from './attentionMmaRing.js';
+import { newRowWriter, rotateQ } from './attentionMmaRope.js';
 import { attendedLength, normalised, PAGED_PARAMS } from './attentionRows.js';
 import { LOWEST } from './attentionStates.js';
 import { loadPointer, loadU32 } from './common.js';
 import { mmaBlock } from './flashAttentionMma.js';
 import { mmaProduct, onlineSoftmax } from './mmaTiles.js';
-import {
-  loadRopeFrequencies,
-  type RopeFrequencies,
-  type RopeLayout,
-  ropeFrequencyParams,
-  ropeSinCos,
-  rotatePair,
-} from './rope.js';
-import {
-  type FloatStorage,
-  halfToF32,
-  loadAsF32,
-  loadOneAsF32,
-  STORAGE_BYTES,
-  storageOf,
-  storeFromF32,
-} from './storage.js';
+import { loadRopeFrequencies, ropeFrequencyParams } from './rope.js';
+import { halfToF32, loadAsF32, STORAGE_BYTES, storageOf, storeFromF32 } from './storage.js';
 
 // One query token's attention over a bf16 or f16 KV cache on tensor cores
 // (sm_80 mma.sync m16n8k16), for grouped heads: the G ≤ 8 query heads of a kv
@@ -55,7 +41,8 @@ import {
 // shared-memory stages with cp.async (no block barrier in the loop), the
 // warps of a block taking every fourth tile of its split. The warps' states
 // are merged through shared memory at the end into the normalised output
-// (one pass) or the split's state for incrementalAttention's merge kernel.
+// (one pass) or the split's state, which the last block of the kv head to
+// finish merges with the others' (attentionLastBlock.ts).
 // Over page pools each tile lies in one page, found through the sequence's
 // block table. The plan and where the kernel applies: attentionMmaPlan.ts.
 
@@ -101,138 +88,6 @@ function f16RowScale(k: KernelBuilder, xs: readonly F32[]): { down: F32; up: F32
   return { down, up };
 }
 
-/** What the rope of ropeAttention's fused kernel works with. */
-interface KernelRope {
-  readonly layout: RopeLayout;
-  readonly frequencies: RopeFrequencies;
-  /** The token's position: the last attended row (seqLen − 1; past the cache for a length of 0). */
-  readonly position: R32;
-}
-
-/**
- * q rotated in the A fragment registers: qs[kk][o] holds elements 16·kk + 8·o
- * + colPair and the next of the lane's row. Under 'half' an element's partner
- * (headDim / 2 further) is in the same lane, kk + headDim / 32; under
- * 'interleaved' it is the register beside it.
- */
-function rotateQ(
-  k: KernelBuilder,
-  qs: readonly (readonly F32[][])[],
-  r: KernelRope & { readonly headDim: number; readonly colPair: R32 },
-): void {
-  const steps = r.headDim / 16;
-  const rotate = (a: F32, b: F32, pair: R32) => {
-    const { sin, cos } = ropeSinCos(k, r.position, pair, r.frequencies);
-    const [x, y] = rotatePair(k, a, b, cos, sin);
-    k.mov('f32', a, x);
-    k.mov('f32', b, y);
-  };
-  for (let kk = 0; kk < steps; kk++) {
-    for (const o of [0, 1]) {
-      const first = k.add('u32', k.reg('u32'), r.colPair, 16 * kk + 8 * o);
-      if (r.layout === 'interleaved') {
-        rotate(qs[kk]![o]![0]!, qs[kk]![o]![1]!, k.shr('u32', k.reg('u32'), first, 1));
-      } else if (kk < steps / 2) {
-        for (const e of [0, 1]) {
-          const pair = e === 0 ? first : k.add('u32', k.reg('u32'), first, 1);
-          rotate(qs[kk]![o]![e]!, qs[kk + steps / 2]![o]![e]!, pair);
-        }
-      }
-    }
-  }
-}
-
-/**
- * ropeAttention's cache write, in the block whose split holds the position:
- * thread i < headDim / 2 rotates pair i of kv head ctaid.y's k (from the
- * fused row nHeads + kvHead) and stores it into the key cache's row, thread
- * headDim / 2 + j copies v's elements 2j and 2j + 1 into the value cache's,
- * each rounded to the cache's type; then the block waits for the writes
- * (every thread: a barrier) before any warp reads the row.
- */
-function writeNewRow(
-  k: KernelBuilder,
-  p: Record<string, Param<ParamType>>,
-  w: KernelRope & {
-    readonly headDim: number;
-    readonly group: number;
-    readonly kvHead: R32;
-    readonly t0: R32;
-    readonly splitTokens: R32;
-    readonly act: FloatStorage;
-    readonly cache: 'f16' | 'bf16';
-  },
-): void {
-  const { headDim: hd } = w;
-  const half = hd / 2;
-  const tid = k.tid();
-  const inSplit = k.and(
-    'pred',
-    k.reg('pred'),
-    k.setp('ge', 'u32', k.reg('pred'), w.position, w.t0),
-    k.setp('lt', 'u32', k.reg('pred'), w.position, k.add('u32', k.reg('u32'), w.t0, w.splitTokens)),
-  );
-  const maxSeq = loadU32(k, p, 'maxSeq');
-  const owns = k.and('pred', k.reg('pred'), inSplit, k.setp('lt', 'u32', k.reg('pred'), w.position, maxSeq));
-  const working = k.and('pred', k.reg('pred'), owns, k.setp('lt', 'u32', k.reg('pred'), tid, hd));
-  k.ifThen(working, () => {
-    const heads = k.mulLo('u32', k.reg('u32'), k.nctaid('y'), w.group);
-    const isK = k.setp('lt', 'u32', k.reg('pred'), tid, half);
-    // k: row nHeads + kvHead of the fused input; v: row nHeads + nKvHeads + kvHead.
-    const kRow = k.add('u32', k.reg('u32'), heads, w.kvHead);
-    const vRow = k.add('u32', k.reg('u32'), kRow, k.nctaid('y'));
-    const row = k.selp('u32', k.reg('u32'), kRow, vRow, isK);
-    const j = k.selp('u32', k.reg('u32'), tid, k.sub('u32', k.reg('u32'), tid, half), isK);
-    // Elements e0 and e1 of the row: k's rotated pair j, or v's elements 2j and 2j + 1.
-    const pairFirst = w.layout === 'half' ? j : k.shl('b32', k.reg('u32'), j, 1);
-    const pairSecond =
-      w.layout === 'half' ? k.add('u32', k.reg('u32'), j, half) : k.add('u32', k.reg('u32'), pairFirst, 1);
-    const vFirst = k.shl('b32', k.reg('u32'), j, 1);
-    const e0 = k.selp('u32', k.reg('u32'), pairFirst, vFirst, isK);
-    const e1 = k.selp('u32', k.reg('u32'), pairSecond, k.add('u32', k.reg('u32'), vFirst, 1), isK);
-    const actBytes = STORAGE_BYTES[w.act];
-    const source = loadPointer(k, p, 'q');
-    const rowBase = k.mulLo('u32', k.reg('u32'), row, hd);
-    const a = loadOneAsF32(
-      k,
-      w.act,
-      k.elementAddress(source, k.add('u32', k.reg('u32'), rowBase, e0), actBytes),
-    );
-    const b = loadOneAsF32(
-      k,
-      w.act,
-      k.elementAddress(source, k.add('u32', k.reg('u32'), rowBase, e1), actBytes),
-    );
-    k.ifThen(isK, () => {
-      const { sin, cos } = ropeSinCos(k, w.position, j, w.frequencies);
-      const [x, y] = rotatePair(k, a, b, cos, sin);
-      k.mov('f32', a, x);
-      k.mov('f32', b, y);
-    });
-    const cacheRow = k.mulLo(
-      'u32',
-      k.reg('u32'),
-      k.madLo('u32', k.reg('u32'), w.kvHead, maxSeq, w.position),
-      hd,
-    );
-    const cache = k.selp('u64', k.reg('u64'), loadPointer(k, p, 'kCache'), loadPointer(k, p, 'vCache'), isK);
-    const cacheBytes = STORAGE_BYTES[w.cache];
-    storeFromF32(
-      k,
-      w.cache,
-      k.elementAddress(cache, k.add('u32', k.reg('u32'), cacheRow, e0), cacheBytes),
-      a,
-    );
-    storeFromF32(
-      k,
-      w.cache,
-      k.elementAddress(cache, k.add('u32', k.reg('u32'), cacheRow, e1), cacheBytes),
-      b,
-    );
-  });
-  k.barSync();
-}
-
 /**
  * Attention of the `group` query heads of kv head ctaid.y over the tokens
  * [ctaid.x · splitTokens, +splitTokens) ∩ [0, seqLen) of a [nKvHeads, maxSeq,
@@ -244,7 +99,7 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
   const kSteps = hd / 16;
   const actBytes = STORAGE_BYTES[act];
   const outputs: Record<string, ParamType> = c.split
-    ? { partAcc: 'ptr', partMax: 'ptr', partSum: 'ptr' }
+    ? { partAcc: 'ptr', partMax: 'ptr', partSum: 'ptr', counters: 'ptr', out: 'ptr' }
     : { out: 'ptr' };
   const paged = c.pageShift !== undefined;
   const m = new PtxModule({ target: 'sm_80' });
@@ -280,10 +135,14 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
         deviceLength: c.deviceLength === true,
         fromPosition: c.fromPosition === true,
       });
-      const splitTokens = loadU32(k, p, 'splitTokens');
+      // A length read as the kernel runs is spread over the grid (splitTokens is then the least a split takes).
+      const splitTokens =
+        c.split && (paged || c.deviceLength)
+          ? splitTokensFor(k, seqLen, loadU32(k, p, 'splitTokens'), k.nctaid('x'), DECODE_MMA_ROUND)
+          : loadU32(k, p, 'splitTokens');
       const t0 = k.mulLo('u32', k.reg('u32'), split, splitTokens);
       const t1 = k.min('u32', k.reg('u32'), k.add('u32', k.reg('u32'), t0, splitTokens), seqLen);
-      // ropeAttention: the token's position is the last row; its block writes the row before any reads it.
+      // ropeAttention: the token's position is the last row.
       const rope = c.rope
         ? {
             layout: c.rope.layout,
@@ -291,188 +150,222 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
             position: k.sub('u32', k.reg('u32'), seqLen, 1),
           }
         : undefined;
-      if (rope) writeNewRow(k, p, { ...rope, headDim: hd, group: G, kvHead, t0, splitTokens, act, cache });
-
-      // Tile i of this warp starts at token t0 + 16·warp + 64·i; the ring holds its next tiles.
-      const ring = kvTileRing(k, p, {
-        ring: k.madLo('u32', k.reg('u32'), warp, ringBytes(hd), k.sharedAddress(smem)),
-        lane,
-        headDim: hd,
-        first: k.madLo('u32', k.reg('u32'), warp, DECODE_MMA_TILE, t0),
-        t1,
-        tileRow: paged
-          ? pagedTileRow(k, p, c.pageShift!, sequence!, kvHead)
-          : contiguousTileRow(k, p, kvHead),
-      });
-
-      // q · scale as A fragments (loaded while the first tiles are in flight): row g (< G) its bf16 part, row g + 8 the remainder, other rows 0.
-      const scale = k.ldParam(p.scale as Param<'f32'>);
-      const rowOk = k.setp('lt', 'u32', k.reg('pred'), groupId, G);
-      const qAt = k.elementAddress(
-        loadPointer(k, p, 'q'),
-        k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), row0, groupId), hd, colPair),
-        actBytes,
-      );
-      const qs = Array.from({ length: kSteps }, (_, kk) =>
-        [0, 8].map((offset) => {
-          const x = k.regs('f32', 2);
-          loadAsF32(k, act, x, addr(qAt, actBytes * (16 * kk + offset)), { ok: rowOk });
-          return x;
-        }),
-      );
-      if (rope) rotateQ(k, qs, { ...rope, headDim: hd, colPair });
-      for (const r of qs.flat(2)) k.mul('f32', r, r, scale, { rnd: 'rn' });
-      const rowScale = cache === 'f16' ? f16RowScale(k, qs.flat(2)) : undefined;
-      const qFrag = qs.map((pairs) => {
-        const halves = pairs.map((x) => {
-          if (rowScale) for (const r of x) k.mul('f32', r, r, rowScale.down, { rnd: 'rn' });
-          return splitPair(k, cache, x[0]!, x[1]!);
-        });
-        return [halves[0]!.hi, halves[0]!.lo, halves[1]!.hi, halves[1]!.lo] as unknown as Vec4<R32>;
-      });
-
-      const mRow = k.mov('f32', k.reg('f32'), LOWEST);
-      const lRow = k.mov('f32', k.reg('f32'), 0);
-      const o = Array.from({ length: hd / 8 }, () => k.regs('f32', 4));
-      for (const r of o) for (const x of r) k.mov('f32', x, 0);
-      const sAcc = [k.regs('f32', 4), k.regs('f32', 4)];
-      const log2e = k.mov('f32', k.reg('f32'), Math.LOG2E);
-      const base = k.reg('u32');
-      k.forRange(base, ring.first, t1, DECODE_MMA_ROUND, () => {
-        ring.issueNext();
-        ring.waitForUse();
-        const kTile = ring.useStage;
-        const vTile = k.add('u32', k.reg('u32'), ring.useStage, tileBytes(hd));
-        const kAt = block.tile.bases(kTile, block.bRow, block.bHalf);
-        const vAt = block.tile.bases(vTile, block.bTransRow, block.bTransHalf);
-        for (const r of sAcc) for (const x of r) k.mov('f32', x, 0);
-        mmaProduct(
-          k,
-          cache,
-          sAcc,
-          (kk) => qFrag[kk]!,
-          { at: (nb, kk) => block.tile.at(kAt, nb, kk) },
-          { nBlocks: 1, kSteps },
-        );
-        // A head's score is its row's sum and its remainder row's (elements 0, 1 and 2, 3).
-        for (const r of sAcc) {
-          k.add('f32', r[0]!, r[0]!, r[2]!, { rnd: 'rn' });
-          k.add('f32', r[1]!, r[1]!, r[3]!, { rnd: 'rn' });
-          if (rowScale) for (const e of [0, 1]) k.mul('f32', r[e]!, r[e]!, rowScale.up, { rnd: 'rn' });
-        }
-        // Tokens past t1 weigh nothing: only a split's last tile has any.
-        const partial = k.setp(
-          'gt',
-          'u32',
-          k.reg('pred'),
-          k.add('u32', k.reg('u32'), base, DECODE_MMA_TILE),
+      const attend = () => {
+        // Tile i of this warp starts at token t0 + 16·warp + 64·i; the ring holds its next tiles.
+        const ring = kvTileRing(k, p, {
+          ring: k.madLo('u32', k.reg('u32'), warp, ringBytes(hd), k.sharedAddress(smem)),
+          lane,
+          headDim: hd,
+          first: k.madLo('u32', k.reg('u32'), warp, DECODE_MMA_TILE, t0),
           t1,
-        );
-        k.ifThen(partial, () => {
-          sAcc.forEach((r, j) => {
-            for (const e of [0, 1]) {
-              const token = k.add('u32', k.reg('u32'), k.add('u32', k.reg('u32'), base, colPair), 8 * j + e);
-              const valid = k.setp('lt', 'u32', k.reg('pred'), token, t1);
-              k.selp('f32', r[e]!, r[e]!, Number.NEGATIVE_INFINITY, valid);
-            }
-          });
+          tileRow: paged
+            ? pagedTileRow(k, p, c.pageShift!, sequence!, kvHead)
+            : contiguousTileRow(k, p, kvHead),
         });
-        const [rescale] = onlineSoftmax(k, sAcc, [mRow], [lRow], log2e);
-        for (const r of o) for (const x of r) k.mul('f32', x, x, rescale!, { rnd: 'rn' });
-        // The weights as A: row g their bf16 part, row g + 8 the remainder.
-        const w0 = splitPair(k, cache, sAcc[0]![0]!, sAcc[0]![1]!);
-        const w1 = splitPair(k, cache, sAcc[1]![0]!, sAcc[1]![1]!);
-        const pFrag = [w0.hi, w0.lo, w1.hi, w1.lo] as unknown as Vec4<R32>;
-        mmaProduct(
-          k,
-          cache,
-          o,
-          () => pFrag,
-          { at: (dn, kb) => block.tile.at(vAt, kb, dn), trans: true },
-          { nBlocks: kSteps, kSteps: 1, kOuter: true },
-        );
-        ring.releaseUse();
-      });
-      ring.drain();
-      k.barSync();
 
-      // The warps' states in shared memory: max and sum [warp][g], acc [warp][g][headDim].
-      const states = k.sharedAddress(smem);
-      const sumsAt = DECODE_MMA_WARPS * G * 4;
-      const accAt = 2 * DECODE_MMA_WARPS * G * 4;
-      for (const offset of [1, 2])
-        k.add('f32', lRow, lRow, k.shflSync('bfly', k.reg('f32'), lRow, offset), { rnd: 'rn' });
-      const stateRow = k.madLo('u32', k.reg('u32'), warp, G, groupId);
-      k.ifThen(rowOk, () => {
-        const quadFirst = k.setp('eq', 'u32', k.reg('pred'), colPair, 0);
-        const at = k.madLo('u32', k.reg('u32'), stateRow, 4, states);
-        k.predicated(quadFirst, () => {
-          k.stShared('f32', at, mRow);
-          k.stShared('f32', addr(at, sumsAt), lRow);
-        });
-        const accRow = k.madLo(
-          'u32',
-          k.reg('u32'),
-          k.madLo('u32', k.reg('u32'), stateRow, hd, colPair),
-          4,
-          states,
-        );
-        o.forEach((r, j) => {
-          const pair = [0, 1].map((e) => k.add('f32', k.reg('f32'), r[e]!, r[e + 2]!, { rnd: 'rn' }));
-          k.stShared('f32', addr(accRow, accAt + 32 * j), pair as unknown as Vec2<F32>);
-        });
-      });
-      k.barSync();
+        // ropeAttention: the new row, into the caches and over its tile's copy once that arrives.
+        const newRow = rope
+          ? newRowWriter(k, p, { ...rope, headDim: hd, group: G, kvHead, t0, t1, warp, lane, act, cache })
+          : undefined;
 
-      const outAt = c.split ? undefined : loadPointer(k, p, 'out');
-      const part = c.split
-        ? {
-            acc: loadPointer(k, p, 'partAcc'),
-            max: loadPointer(k, p, 'partMax'),
-            sum: loadPointer(k, p, 'partSum'),
-            splits: k.nctaid('x'),
-          }
-        : undefined;
-      const idx = k.reg('u32');
-      k.forRange(idx, tid, G * hd, 32 * DECODE_MMA_WARPS, () => {
-        const g = k.shr('u32', k.reg('u32'), idx, Math.log2(hd));
-        const dim = k.and('b32', k.reg('u32'), idx, hd - 1);
-        const mAt = k.madLo('u32', k.reg('u32'), g, 4, states);
-        const aAt = k.madLo('u32', k.reg('u32'), idx, 4, states);
-        const ms = Array.from({ length: DECODE_MMA_WARPS }, (_, w) =>
-          k.ldShared('f32', k.reg('f32'), addr(mAt, 4 * w * G)),
+        // q · scale as A fragments (loaded while the first tiles are in flight): row g (< G) its bf16 part, row g + 8 the remainder, other rows 0.
+        const scale = k.ldParam(p.scale as Param<'f32'>);
+        const rowOk = k.setp('lt', 'u32', k.reg('pred'), groupId, G);
+        const qAt = k.elementAddress(
+          loadPointer(k, p, 'q'),
+          k.madLo('u32', k.reg('u32'), k.add('u32', k.reg('u32'), row0, groupId), hd, colPair),
+          actBytes,
         );
-        const top = ms.slice(1).reduce((a, b) => k.max('f32', k.reg('f32'), a, b), ms[0]!);
-        const l = k.mov('f32', k.reg('f32'), 0);
-        const acc = k.mov('f32', k.reg('f32'), 0);
-        ms.forEach((mw, w) => {
-          const d = k.sub('f32', k.reg('f32'), mw, top, { rnd: 'rn' });
-          const weight = k.ex2(k.reg('f32'), k.mul('f32', k.reg('f32'), d, log2e, { rnd: 'rn' }), {
-            ftz: true,
+        const qs = Array.from({ length: kSteps }, (_, kk) =>
+          [0, 8].map((offset) => {
+            const x = k.regs('f32', 2);
+            loadAsF32(k, act, x, addr(qAt, actBytes * (16 * kk + offset)), { ok: rowOk });
+            return x;
+          }),
+        );
+        if (rope) rotateQ(k, qs, { ...rope, headDim: hd, colPair });
+        for (const r of qs.flat(2)) k.mul('f32', r, r, scale, { rnd: 'rn' });
+        const rowScale = cache === 'f16' ? f16RowScale(k, qs.flat(2)) : undefined;
+        const qFrag = qs.map((pairs) => {
+          const halves = pairs.map((x) => {
+            if (rowScale) for (const r of x) k.mul('f32', r, r, rowScale.down, { rnd: 'rn' });
+            return splitPair(k, cache, x[0]!, x[1]!);
           });
-          const lw = k.ldShared('f32', k.reg('f32'), addr(mAt, sumsAt + 4 * w * G));
-          const aw = k.ldShared('f32', k.reg('f32'), addr(aAt, accAt + 4 * w * G * hd));
-          k.fma('f32', l, lw, weight, l);
-          k.fma('f32', acc, aw, weight, acc);
+          return [halves[0]!.hi, halves[0]!.lo, halves[1]!.hi, halves[1]!.lo] as unknown as Vec4<R32>;
         });
-        const row = k.add('u32', k.reg('u32'), row0, g);
-        if (part) {
-          // State (row, split) of [nHeads, splits]; its acc row of headDim after it.
-          const state = k.madLo('u32', k.reg('u32'), row, part.splits, split);
-          k.stGlobal('f32', k.elementAddress(part.acc, k.madLo('u32', k.reg('u32'), state, hd, dim), 4), acc);
-          k.predicated(k.setp('eq', 'u32', k.reg('pred'), dim, 0), () => {
-            k.stGlobal('f32', k.elementAddress(part.max, state, 4), top);
-            k.stGlobal('f32', k.elementAddress(part.sum, state, 4), l);
-          });
-        } else {
-          const value = normalised(k, acc, l, paged);
-          storeFromF32(
+
+        const mRow = k.mov('f32', k.reg('f32'), LOWEST);
+        const lRow = k.mov('f32', k.reg('f32'), 0);
+        const o = Array.from({ length: hd / 8 }, () => k.regs('f32', 4));
+        for (const r of o) for (const x of r) k.mov('f32', x, 0);
+        const sAcc = [k.regs('f32', 4), k.regs('f32', 4)];
+        const log2e = k.mov('f32', k.reg('f32'), Math.LOG2E);
+        const base = k.reg('u32');
+        k.forRange(base, ring.first, t1, DECODE_MMA_ROUND, () => {
+          ring.issueNext();
+          ring.waitForUse();
+          newRow?.patch(base, ring.useStage);
+          const kTile = ring.useStage;
+          const vTile = k.add('u32', k.reg('u32'), ring.useStage, tileBytes(hd));
+          const kAt = block.tile.bases(kTile, block.bRow, block.bHalf);
+          const vAt = block.tile.bases(vTile, block.bTransRow, block.bTransHalf);
+          for (const r of sAcc) for (const x of r) k.mov('f32', x, 0);
+          mmaProduct(
             k,
-            act,
-            k.elementAddress(outAt!, k.madLo('u32', k.reg('u32'), row, hd, dim), actBytes),
-            value,
+            cache,
+            sAcc,
+            (kk) => qFrag[kk]!,
+            { at: (nb, kk) => block.tile.at(kAt, nb, kk) },
+            { nBlocks: 1, kSteps },
           );
-        }
+          // A head's score is its row's sum and its remainder row's (elements 0, 1 and 2, 3).
+          for (const r of sAcc) {
+            k.add('f32', r[0]!, r[0]!, r[2]!, { rnd: 'rn' });
+            k.add('f32', r[1]!, r[1]!, r[3]!, { rnd: 'rn' });
+            if (rowScale) for (const e of [0, 1]) k.mul('f32', r[e]!, r[e]!, rowScale.up, { rnd: 'rn' });
+          }
+          // Tokens past t1 weigh nothing: only a split's last tile has any.
+          const partial = k.setp(
+            'gt',
+            'u32',
+            k.reg('pred'),
+            k.add('u32', k.reg('u32'), base, DECODE_MMA_TILE),
+            t1,
+          );
+          k.ifThen(partial, () => {
+            sAcc.forEach((r, j) => {
+              for (const e of [0, 1]) {
+                const token = k.add(
+                  'u32',
+                  k.reg('u32'),
+                  k.add('u32', k.reg('u32'), base, colPair),
+                  8 * j + e,
+                );
+                const valid = k.setp('lt', 'u32', k.reg('pred'), token, t1);
+                k.selp('f32', r[e]!, r[e]!, Number.NEGATIVE_INFINITY, valid);
+              }
+            });
+          });
+          const [rescale] = onlineSoftmax(k, sAcc, [mRow], [lRow], log2e);
+          for (const r of o) for (const x of r) k.mul('f32', x, x, rescale!, { rnd: 'rn' });
+          // The weights as A: row g their bf16 part, row g + 8 the remainder.
+          const w0 = splitPair(k, cache, sAcc[0]![0]!, sAcc[0]![1]!);
+          const w1 = splitPair(k, cache, sAcc[1]![0]!, sAcc[1]![1]!);
+          const pFrag = [w0.hi, w0.lo, w1.hi, w1.lo] as unknown as Vec4<R32>;
+          mmaProduct(
+            k,
+            cache,
+            o,
+            () => pFrag,
+            { at: (dn, kb) => block.tile.at(vAt, kb, dn), trans: true },
+            { nBlocks: kSteps, kSteps: 1, kOuter: true },
+          );
+          ring.releaseUse();
+        });
+        ring.drain();
+        k.barSync();
+
+        // The warps' states in shared memory: max and sum [warp][g], acc [warp][g][headDim].
+        const states = k.sharedAddress(smem);
+        const sumsAt = DECODE_MMA_WARPS * G * 4;
+        const accAt = 2 * DECODE_MMA_WARPS * G * 4;
+        for (const offset of [1, 2])
+          k.add('f32', lRow, lRow, k.shflSync('bfly', k.reg('f32'), lRow, offset), { rnd: 'rn' });
+        const stateRow = k.madLo('u32', k.reg('u32'), warp, G, groupId);
+        k.ifThen(rowOk, () => {
+          const quadFirst = k.setp('eq', 'u32', k.reg('pred'), colPair, 0);
+          const at = k.madLo('u32', k.reg('u32'), stateRow, 4, states);
+          k.predicated(quadFirst, () => {
+            k.stShared('f32', at, mRow);
+            k.stShared('f32', addr(at, sumsAt), lRow);
+          });
+          const accRow = k.madLo(
+            'u32',
+            k.reg('u32'),
+            k.madLo('u32', k.reg('u32'), stateRow, hd, colPair),
+            4,
+            states,
+          );
+          o.forEach((r, j) => {
+            const pair = [0, 1].map((e) => k.add('f32', k.reg('f32'), r[e]!, r[e + 2]!, { rnd: 'rn' }));
+            k.stShared('f32', addr(accRow, accAt + 32 * j), pair as unknown as Vec2<F32>);
+          });
+        });
+        k.barSync();
+
+        const outAt = c.split ? undefined : loadPointer(k, p, 'out');
+        const part = c.split
+          ? {
+              acc: loadPointer(k, p, 'partAcc'),
+              max: loadPointer(k, p, 'partMax'),
+              sum: loadPointer(k, p, 'partSum'),
+              splits: k.nctaid('x'),
+            }
+          : undefined;
+        const idx = k.reg('u32');
+        k.forRange(idx, tid, G * hd, 32 * DECODE_MMA_WARPS, () => {
+          const g = k.shr('u32', k.reg('u32'), idx, Math.log2(hd));
+          const dim = k.and('b32', k.reg('u32'), idx, hd - 1);
+          const mAt = k.madLo('u32', k.reg('u32'), g, 4, states);
+          const aAt = k.madLo('u32', k.reg('u32'), idx, 4, states);
+          const ms = Array.from({ length: DECODE_MMA_WARPS }, (_, w) =>
+            k.ldShared('f32', k.reg('f32'), addr(mAt, 4 * w * G)),
+          );
+          const top = ms.slice(1).reduce((a, b) => k.max('f32', k.reg('f32'), a, b), ms[0]!);
+          const l = k.mov('f32', k.reg('f32'), 0);
+          const acc = k.mov('f32', k.reg('f32'), 0);
+          ms.forEach((mw, w) => {
+            const d = k.sub('f32', k.reg('f32'), mw, top, { rnd: 'rn' });
+            const weight = k.ex2(k.reg('f32'), k.mul('f32', k.reg('f32'), d, log2e, { rnd: 'rn' }), {
+              ftz: true,
+            });
+            const lw = k.ldShared('f32', k.reg('f32'), addr(mAt, sumsAt + 4 * w * G));
+            const aw = k.ldShared('f32', k.reg('f32'), addr(aAt, accAt + 4 * w * G * hd));
+            k.fma('f32', l, lw, weight, l);
+            k.fma('f32', acc, aw, weight, acc);
+          });
+          const row = k.add('u32', k.reg('u32'), row0, g);
+          if (part) {
+            // State (row, split) of [nHeads, splits]; its acc row of headDim after it.
+            const state = k.madLo('u32', k.reg('u32'), row, part.splits, split);
+            k.stGlobal(
+              'f32',
+              k.elementAddress(part.acc, k.madLo('u32', k.reg('u32'), state, hd, dim), 4),
+              acc,
+            );
+            k.predicated(k.setp('eq', 'u32', k.reg('pred'), dim, 0), () => {
+              k.stGlobal('f32', k.elementAddress(part.max, state, 4), top);
+              k.stGlobal('f32', k.elementAddress(part.sum, state, 4), l);
+            });
+          } else {
+            const value = normalised(k, acc, l, paged);
+            storeFromF32(
+              k,
+              act,
+              k.elementAddress(outAt!, k.madLo('u32', k.reg('u32'), row, hd, dim), actBytes),
+              value,
+            );
+          }
+        });
+      };
+      if (!c.split) {
+        attend();
+        return;
+      }
+      // A split past the length has nothing to leave: the merge reads only the used ones.
+      k.ifThen(k.setp('lt', 'u32', k.reg('pred'), t0, seqLen), attend);
+      mergeInLastBlock(k, p, {
+        sequence,
+        seqLen,
+        splitTokens,
+        flag: k.sharedAddress(smem),
+        firstRow: row0,
+        rows: G,
+        headDim: hd,
+        width: 4,
+        threads: 32 * DECODE_MMA_WARPS,
+        outType: act,
+        zeroEmpty: paged,
       });
     },
     { maxThreadsPerBlock: 32 * DECODE_MMA_WARPS, triggerDependents: true },
@@ -526,7 +419,11 @@ export function launchDecodeMma(
     ...(paged
       ? source.args
       : { maxSeq: source.maxSeq, ...(onDevice ? { seqLenAt: source.seqLen } : { seqLen: source.seqLen }) }),
-    splitTokens: plan.splitTokens,
+    // A length read as the kernel runs sizes the splits there, from the least a split takes.
+    splitTokens:
+      plan.splits > 1 && onDevice
+        ? (encoder.tuning.attentionSplitTokens ?? DECODE_MMA_ROUND)
+        : plan.splitTokens,
     ...rope?.args,
   };
   const launch = {
@@ -540,17 +437,12 @@ export function launchDecodeMma(
     encoder.launch({ ...launch, entry: 'attention_mma', args: { ...args, out } });
     return;
   }
-  launchSplitAndMerge(
-    encoder,
-    {
-      rows: batch * shape.nHeads,
-      splits: plan.splits,
-      headDim: shape.headDim,
-      width: 4,
-      act,
-      zeroEmpty: paged,
-    },
-    out,
-    (states) => encoder.launch({ ...launch, entry: 'attention_mma_split', args: { ...args, ...states } }),
-  );
+  // The last block of each kv head merges the splits' states.
+  const scratch = splitScratch(encoder, {
+    rows: batch * shape.nHeads,
+    splits: plan.splits,
+    headDim: shape.headDim,
+    tickets: batch * shape.nKvHeads,
+  });
+  encoder.launch({ ...launch, entry: 'attention_mma_split', args: { ...args, ...scratch, out } });
 }

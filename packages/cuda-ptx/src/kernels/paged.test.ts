@@ -3,8 +3,7 @@ import { conformanceSuite } from '@rayo/core/testing';
 import { type AssemblyJob, createEmulatedGpu, expectAllAssembleCleanly } from '@rayo/cuda-testkit';
 import { afterAll, describe, it } from 'vitest';
 import { ptxasTestGate } from '../ptx/ptxas.js';
-import { mergeModule } from './attentionMerge.js';
-import { type AttentionConfig, attentionKey, mergeKey } from './attentionPlan.js';
+import { type AttentionConfig, attentionKey } from './attentionPlan.js';
 import { attentionModule } from './incrementalAttention.js';
 import { ropeScatterKey, ropeScatterModule } from './kvCache.js';
 import { pagedWriteKey, pagedWriteModule } from './paged.js';
@@ -65,16 +64,11 @@ describe.skipIf(gate.skip)(`paged kernels under ptxas (${gate.reason})`, () => {
       types: { act: 'f16', cache: 'f16' },
     },
   ];
-  it('assembles the paged attention, its merge and the paged writes for sm_75 and sm_90 without spills', () => {
+  it('assembles the paged attention (its last blocks merging) and the paged writes for sm_75 and sm_90 without spills', () => {
     const jobs: AssemblyJob[] = [];
     for (const arch of ['sm_75', 'sm_90']) {
       for (const c of attention) {
         jobs.push({ ptx: attentionModule(c).emit(), arch, what: `${attentionKey(c)} ${arch}` });
-        jobs.push({
-          ptx: mergeModule(c.headDim, c.width, 'f32', true).emit(),
-          arch,
-          what: `${mergeKey(c.headDim, c.width, 'f32', true)} ${arch}`,
-        });
       }
       for (const types of [
         { rows: 'f32', cache: 'f32' },

@@ -230,7 +230,7 @@ const attentionKernel = cudaKernel(
       group: nHeads / nKvHeads,
       scale,
     };
-    launchAttention(encoder, plan, args, out, { rows: batch * nHeads, batch, zeroEmpty: true });
+    launchAttention(encoder, plan, args, out, { rows: batch * nHeads, batch });
   },
   { dtypes: FLOAT },
 );

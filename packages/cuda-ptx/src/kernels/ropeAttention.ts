@@ -10,9 +10,9 @@ import { STORAGE_BYTES, storageOf } from './storage.js';
 
 // ropeAttention. Where the tensor-core decode attention applies (half
 // caches, headDim 64 or 128), one kernel: it rotates q as it loads it from
-// the fused row, and the block whose split holds the position rotates the
-// kv head's k and writes it and v into the caches before its warps read
-// them. Elsewhere its two passes: ropeKvScatter into scratch, then the
+// the fused row, and the warp whose tile holds the position rotates the kv
+// head's k and writes it and v into the caches and over its tile's copy in
+// shared memory, so no tile copy waits for the row. Elsewhere its two passes: ropeKvScatter into scratch, then the
 // attention over position + 1 rows (the length read as the position plus one).
 
 export const ropeAttentionKernel = cudaKernel(
