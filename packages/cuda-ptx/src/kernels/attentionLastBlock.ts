@@ -36,16 +36,18 @@ export function splitTokensFor(k: KernelBuilder, seqLen: R32, least: R32, splits
 
 /**
  * Whether this block is the last of `splits` to finish its states: every
- * thread's stores are made visible to the GPU (barrier, then a fence by the
- * ticket's taker) before the ticket is taken, and the last block fences
- * again before any of its threads reads the others' states. `flag` is a
+ * thread's stores are ordered before the ticket (a barrier, then a release
+ * fence by the ticket's taker), and the last block's taker fences again
+ * (acquire) before the barrier after which its threads read the others'
+ * states. `flag` is a
  * word of shared memory no thread reads or writes at this point.
  */
 export function isLastBlock(k: KernelBuilder, counter: R64, splits: R32, flag: R32): Pred {
   k.barSync();
   const first = k.setp('eq', 'u32', k.reg('pred'), k.tid(), 0);
   k.ifThen(first, () => {
-    k.membar('gl');
+    // Release: the block's states (ordered before by the barrier) before the ticket.
+    k.fence('acq_rel', 'gpu');
     const ticket = k.atom(
       'global',
       'inc',
@@ -56,7 +58,8 @@ export function isLastBlock(k: KernelBuilder, counter: R64, splits: R32, flag: R
     );
     const last = k.setp('eq', 'u32', k.reg('pred'), ticket, k.sub('u32', k.reg('u32'), splits, 1));
     k.stShared('u32', flag, k.selp('u32', k.reg('u32'), 1, 0, last));
-    k.membar('gl');
+    // Acquire, in the last block only: the other blocks' states before its threads (after the barrier) read them.
+    k.ifThen(last, () => k.fence('acq_rel', 'gpu'));
   });
   k.barSync();
   return k.setp('ne', 'u32', k.reg('pred'), k.ldShared('u32', k.reg('u32'), flag), 0);
@@ -83,38 +86,78 @@ export interface SplitMerge {
   readonly outType: FloatStorage;
   /** Whether a row without tokens is 0 (else 0 / 0). */
   readonly zeroEmpty: boolean;
+  /** Shared memory for the threads' partial states, (2 + width) · threads floats, free at this point. */
+  readonly partials: R32;
 }
 
 /** Splits whose loads a thread issues together before it merges them. */
 const MERGE_BATCH = 8;
 
+/** A running softmax state: max, sum and the weighted values of `width` dimensions. */
+interface Running {
+  readonly m: F32;
+  readonly l: F32;
+  readonly acc: readonly F32[];
+}
+
+/** `into` ← into ⊕ the states in `more` (each weighs e^(m − M), M the largest m). */
+function absorb(k: KernelBuilder, into: Running, more: readonly Running[], log2e: F32): void {
+  const top = more.reduce((m, b) => k.max('f32', k.reg('f32'), m, b.m), into.m);
+  const weight = (m: F32) =>
+    k.ex2(
+      k.reg('f32'),
+      k.mul('f32', k.reg('f32'), k.sub('f32', k.reg('f32'), m, top, { rnd: 'rn' }), log2e, { rnd: 'rn' }),
+      { ftz: true },
+    );
+  const kept = weight(into.m);
+  k.mul('f32', into.l, into.l, kept, { rnd: 'rn' });
+  for (const a of into.acc) k.mul('f32', a, a, kept, { rnd: 'rn' });
+  for (const b of more) {
+    const w = weight(b.m);
+    k.fma('f32', into.l, b.l, w, into.l);
+    into.acc.forEach((a, e) => {
+      k.fma('f32', a, b.acc[e]!, w, a);
+    });
+  }
+  k.mov('f32', into.m, top);
+}
+
 /**
  * out[row] = Σ_s e^(m_s − M) · acc_s / Σ_s e^(m_s − M) · l_s over the used
- * splits s, each thread `width` dimensions of one row at a time; a batch of
- * splits is loaded at once, so a thread waits on memory once a batch.
+ * splits s. A thread takes `width` dimensions of one row (a chunk); where
+ * the chunks leave threads over, `slices` threads share a chunk's splits
+ * (split j to slice j mod slices) and meet in shared memory at `partials`.
+ * Each thread loads a batch of its splits at once, so it waits on memory
+ * once a batch.
  */
 export function mergeSplitStates(k: KernelBuilder, s: SplitMerge): void {
   const { headDim: hd, width } = s;
   const chunks = (s.rows * hd) / width;
+  const slices = Math.max(1, Math.floor(s.threads / chunks));
   const log2e = k.mov('f32', k.reg('f32'), Math.LOG2E);
-  const chunk = k.reg('u32');
-  k.forRange(chunk, k.tid(), chunks, s.threads, () => {
+  const place = (chunk: R32) => {
     const element = k.mulLo('u32', k.reg('u32'), chunk, width);
     const row = k.add('u32', k.reg('u32'), s.firstRow, k.div('u32', k.reg('u32'), element, hd));
-    const dim = k.rem('u32', k.reg('u32'), element, hd);
+    return { row, dim: k.rem('u32', k.reg('u32'), element, hd) };
+  };
+  const fresh = (): Running => ({
+    m: k.mov('f32', k.reg('f32'), LOWEST),
+    l: k.mov('f32', k.reg('f32'), 0),
+    acc: Array.from({ length: width }, () => k.mov('f32', k.reg('f32'), 0)),
+  });
+  // This thread's splits slice, slice + slices, … of the chunk at (row, dim).
+  const mergeSlice = (row: R32, dim: R32, slice: R32 | number): Running => {
     const rowStates = k.mulLo('u32', k.reg('u32'), row, s.splits);
-    const top = k.mov('f32', k.reg('f32'), LOWEST);
-    const l = k.mov('f32', k.reg('f32'), 0);
-    const acc = Array.from({ length: width }, () => k.mov('f32', k.reg('f32'), 0));
+    const running = fresh();
     const batch = Array.from({ length: MERGE_BATCH }, () => ({
       m: k.reg('f32'),
       l: k.reg('f32'),
       acc: k.regs('f32', width),
     }));
     const s0 = k.reg('u32');
-    k.forRange(s0, 0, s.used, MERGE_BATCH, () => {
+    k.forRange(s0, slice, s.used, MERGE_BATCH * slices, () => {
       batch.forEach((b, j) => {
-        const split = k.add('u32', k.reg('u32'), s0, j);
+        const split = k.add('u32', k.reg('u32'), s0, j * slices);
         const inside = k.setp('lt', 'u32', k.reg('pred'), split, s.used);
         // A split past the used ones weighs e^(LOWEST − M) = 0.
         k.mov('f32', b.m, LOWEST);
@@ -132,37 +175,54 @@ export function mergeSplitStates(k: KernelBuilder, s: SplitMerge): void {
           );
         });
       });
-      const next = batch.reduce((m, b) => k.max('f32', k.reg('f32'), m, b.m), top as F32);
-      const weight = (m: F32) =>
-        k.ex2(
-          k.reg('f32'),
-          k.mul('f32', k.reg('f32'), k.sub('f32', k.reg('f32'), m, next, { rnd: 'rn' }), log2e, {
-            rnd: 'rn',
-          }),
-          { ftz: true },
-        );
-      const kept = weight(top);
-      k.mul('f32', l, l, kept, { rnd: 'rn' });
-      for (const a of acc) k.mul('f32', a, a, kept, { rnd: 'rn' });
-      for (const b of batch) {
-        const w = weight(b.m);
-        k.fma('f32', l, b.l, w, l);
-        acc.forEach((a, e) => {
-          k.fma('f32', a, b.acc[e]!, w, a);
-        });
-      }
-      k.mov('f32', top, next);
+      absorb(k, running, batch, log2e);
     });
+    return running;
+  };
+  const store = (row: R32, dim: R32, r: Running) => {
     const bytes = STORAGE_BYTES[s.outType];
-    const at = k.madLo('u32', k.reg('u32'), row, hd, dim);
-    acc.forEach((a, e) => {
-      storeFromF32(
-        k,
-        s.outType,
-        addr(k.elementAddress(s.out, at, bytes), e * bytes),
-        normalised(k, a, l, s.zeroEmpty),
-      );
+    const at = k.elementAddress(s.out, k.madLo('u32', k.reg('u32'), row, hd, dim), bytes);
+    r.acc.forEach((a, e) => {
+      storeFromF32(k, s.outType, addr(at, e * bytes), normalised(k, a, r.l, s.zeroEmpty));
     });
+  };
+  if (slices === 1) {
+    const chunk = k.reg('u32');
+    k.forRange(chunk, k.tid(), chunks, s.threads, () => {
+      const { row, dim } = place(chunk);
+      store(row, dim, mergeSlice(row, dim, 0));
+    });
+    return;
+  }
+  // Partial states [slice][chunk]: max, sum, then width values, one row of floats each.
+  const tid = k.tid();
+  const chunk = k.rem('u32', k.reg('u32'), tid, chunks);
+  const slice = k.div('u32', k.reg('u32'), tid, chunks);
+  const { row, dim } = place(chunk);
+  const lanes = chunks * slices;
+  const partialAt = (field: number, index: R32) =>
+    k.madLo('u32', k.reg('u32'), index, 4, k.add('u32', k.reg('u32'), s.partials, field * lanes * 4));
+  const mine = fresh();
+  k.ifThen(k.setp('lt', 'u32', k.reg('pred'), tid, lanes), () => {
+    const r = mergeSlice(row, dim, slice);
+    for (const [i, x] of [r.m, r.l, ...r.acc].entries()) k.stShared('f32', partialAt(i, tid), x);
+    k.mov('f32', mine.m, r.m);
+    k.mov('f32', mine.l, r.l);
+    mine.acc.forEach((a, e) => {
+      k.mov('f32', a, r.acc[e]!);
+    });
+  });
+  k.barSync();
+  k.ifThen(k.setp('lt', 'u32', k.reg('pred'), tid, chunks), () => {
+    const others = Array.from({ length: slices - 1 }, (_, j) => {
+      const index = k.add('u32', k.reg('u32'), tid, (j + 1) * chunks);
+      const [m, l, ...acc] = Array.from({ length: 2 + width }, (_, i) =>
+        k.ldShared('f32', k.reg('f32'), partialAt(i, index)),
+      );
+      return { m: m!, l: l!, acc };
+    });
+    absorb(k, mine, others, log2e);
+    store(row, dim, mine);
   });
 }
 
@@ -179,7 +239,7 @@ export function mergeInLastBlock(
     readonly sequence: R32 | undefined;
     readonly seqLen: R32;
     readonly splitTokens: R32;
-    /** A word of shared memory free at this point. */
+    /** A word of shared memory free at this point, apart from `partials`. */
     readonly flag: R32;
   },
 ): void {

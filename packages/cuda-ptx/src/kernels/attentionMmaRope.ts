@@ -1,4 +1,3 @@
-import type { Vec4 } from '../ptx/instructionTypes.js';
 import type { KernelBuilder } from '../ptx/kernel.js';
 import { addr, type F32, type Param, type R32 } from '../ptx/operands.js';
 import type { ParamType } from '../ptx/types.js';
@@ -7,13 +6,13 @@ import { tileBytes } from './attentionMmaRing.js';
 import { loadPointer, loadU32 } from './common.js';
 import { swizzled } from './mmaTiles.js';
 import { type RopeFrequencies, type RopeLayout, ropeSinCos, rotatePair } from './rope.js';
-import { type FloatStorage, loadOneAsF32, STORAGE_BYTES } from './storage.js';
+import { type FloatStorage, loadOneAsF32, STORAGE_BYTES, toHalfBits } from './storage.js';
 
 // ropeAttention inside the tensor-core decode attention: q rotated in the A
 // fragments as they load, and the token's new K and V row. The row goes to
-// the caches from the one warp whose tile holds it, which also writes it over
-// that tile's copy in shared memory once the copy has arrived: no block
-// waits for the row before its tile copies start.
+// the caches from the one warp whose tile holds it (each lane a pair or two),
+// which also writes it over that tile's copy in shared memory once the copy
+// has arrived: no block waits for the row before its tile copies start.
 
 /** What the rope of ropeAttention's fused kernel works with. */
 export interface KernelRope {
@@ -23,20 +22,55 @@ export interface KernelRope {
   readonly position: R32;
 }
 
+/** A rotation's sine and cosine. */
+export interface Angle {
+  readonly sin: F32;
+  readonly cos: F32;
+}
+
+/**
+ * The angles of the position's rotation pairs spread over a warp: lane l
+ * computes pair l + 32·i for i < headDim / 64 (ropeSinCos is long: 64-bit
+ * fixed-point turns, then sine and cosine), and `at` hands pair `pair`,
+ * held in register `slot` (pair / 32) of lane pair mod 32, to any lane by
+ * shuffles.
+ */
+export function warpAngles(
+  k: KernelBuilder,
+  r: KernelRope & { readonly headDim: number; readonly lane: R32 },
+): { readonly own: readonly Angle[]; at(pair: R32, slot: number): Angle } {
+  const own = Array.from({ length: r.headDim / 64 }, (_, i) =>
+    ropeSinCos(k, r.position, k.add('u32', k.reg('u32'), r.lane, 32 * i), r.frequencies),
+  );
+  return {
+    own,
+    at(pair, slot) {
+      const from = k.and('b32', k.reg('u32'), pair, 31);
+      return {
+        sin: k.shflSync('idx', k.reg('f32'), own[slot]!.sin, from),
+        cos: k.shflSync('idx', k.reg('f32'), own[slot]!.cos, from),
+      };
+    },
+  };
+}
+
 /**
  * q rotated in the A fragment registers: qs[kk][o] holds elements 16·kk + 8·o
  * + colPair and the next of the lane's row. Under 'half' an element's partner
  * (headDim / 2 further) is in the same lane, kk + headDim / 32; under
- * 'interleaved' it is the register beside it.
+ * 'interleaved' it is the register beside it. The angles come from the
+ * warp's lanes (warpAngles): pair p sits in register p / 32, which for a
+ * given kk is known here.
  */
 export function rotateQ(
   k: KernelBuilder,
   qs: readonly (readonly F32[][])[],
-  r: KernelRope & { readonly headDim: number; readonly colPair: R32 },
+  r: { readonly layout: RopeLayout; readonly headDim: number; readonly colPair: R32 } & {
+    readonly angles: ReturnType<typeof warpAngles>;
+  },
 ): void {
   const steps = r.headDim / 16;
-  const rotate = (a: F32, b: F32, pair: R32) => {
-    const { sin, cos } = ropeSinCos(k, r.position, pair, r.frequencies);
+  const rotate = (a: F32, b: F32, { sin, cos }: Angle) => {
     const [x, y] = rotatePair(k, a, b, cos, sin);
     k.mov('f32', a, x);
     k.mov('f32', b, y);
@@ -45,11 +79,14 @@ export function rotateQ(
     for (const o of [0, 1]) {
       const first = k.add('u32', k.reg('u32'), r.colPair, 16 * kk + 8 * o);
       if (r.layout === 'interleaved') {
-        rotate(qs[kk]![o]![0]!, qs[kk]![o]![1]!, k.shr('u32', k.reg('u32'), first, 1));
+        // Pair (16·kk + 8·o + colPair) / 2 < 8·kk + 8: register kk / 4.
+        const angle = r.angles.at(k.shr('u32', k.reg('u32'), first, 1), kk >> 2);
+        rotate(qs[kk]![o]![0]!, qs[kk]![o]![1]!, angle);
       } else if (kk < steps / 2) {
         for (const e of [0, 1]) {
+          // Pair 16·kk + 8·o + colPair + e < 16·kk + 16: register kk / 2.
           const pair = e === 0 ? first : k.add('u32', k.reg('u32'), first, 1);
-          rotate(qs[kk]![o]![e]!, qs[kk + steps / 2]![o]![e]!, pair);
+          rotate(qs[kk]![o]![e]!, qs[kk + steps / 2]![o]![e]!, r.angles.at(pair, kk >> 1));
         }
       }
     }
@@ -69,11 +106,11 @@ export interface NewRow {
 /**
  * ropeAttention's new row, by the warp whose tiles hold the position (the
  * block with t0 ≤ position < t1, warp ((position − t0) / 16) mod
- * DECODE_MMA_WARPS): lane c < headDim / 8 loads elements 8c … 8c + 7 of kv
- * head ctaid.y's k (and under 'half' their partners headDim / 2 away) and v
- * from the fused row, rotates k, rounds both to the cache's type and stores
- * the two 16-byte chunks into the caches' row; `patch` puts the same words
- * into the tile in shared memory.
+ * DECODE_MMA_WARPS): each of its lanes takes headDim / 64 rotation pairs of
+ * kv head ctaid.y's k from the fused row (pair j of lane j mod 32), rotates
+ * them, rounds them and the same elements of v to the cache's type, and
+ * stores them into the caches' row; `patch` puts the same halves into the
+ * tile in shared memory.
  */
 export function newRowWriter(
   k: KernelBuilder,
@@ -88,10 +125,11 @@ export function newRowWriter(
     readonly lane: R32;
     readonly act: FloatStorage;
     readonly cache: 'f16' | 'bf16';
+    /** warpAngles' own: the angles of the lane's pairs. */
+    readonly angles: readonly Angle[];
   },
 ): NewRow {
   const { headDim: hd, position } = w;
-  const chunks = hd / 8;
   const inBlock = k.and(
     'pred',
     k.reg('pred'),
@@ -105,85 +143,73 @@ export function newRowWriter(
     DECODE_MMA_WARPS - 1,
   );
   const owns = k.and('pred', k.reg('pred'), inBlock, k.setp('eq', 'u32', k.reg('pred'), w.warp, ownerWarp));
-  const writes = k.and('pred', k.reg('pred'), owns, k.setp('lt', 'u32', k.reg('pred'), w.lane, chunks));
-  const kWords = k.regs('u32', 4);
-  const vWords = k.regs('u32', 4);
-  k.ifThen(writes, () => {
+  // The lane's elements: both of each of its pairs ('half': j and j + headDim / 2; 'interleaved': 2j and 2j + 1).
+  const elements = Array.from({ length: hd / 64 }, (_, i) => {
+    const pair = k.add('u32', k.reg('u32'), w.lane, 32 * i);
+    return {
+      at: (w.layout === 'half'
+        ? [pair, k.add('u32', k.reg('u32'), pair, hd / 2)]
+        : [
+            k.shl('b32', k.reg('u32'), pair, 1),
+            k.add('u32', k.reg('u32'), k.shl('b32', k.reg('u32'), pair, 1), 1),
+          ]) as [R32, R32],
+    };
+  });
+  const halves = elements.map(() => ({ k: [k.reg('b16'), k.reg('b16')], v: [k.reg('b16'), k.reg('b16')] }));
+  k.ifThen(owns, () => {
     const actBytes = STORAGE_BYTES[w.act];
     const source = loadPointer(k, p, 'q');
-    const first = k.shl('b32', k.reg('u32'), w.lane, 3);
     // k: row nHeads + kvHead of the fused input; v: row nHeads + nKvHeads + kvHead.
     const kRow = k.madLo('u32', k.reg('u32'), k.nctaid('y'), w.group, w.kvHead);
     const vRow = k.add('u32', k.reg('u32'), kRow, k.nctaid('y'));
-    const elements = (row: R32, from: R32) => {
-      const at = k.elementAddress(source, k.madLo('u32', k.reg('u32'), row, hd, from), actBytes);
-      return Array.from({ length: 8 }, (_, i) => loadOneAsF32(k, w.act, addr(at, i * actBytes)));
-    };
-    const own = elements(kRow, first);
-    const v = elements(vRow, first);
-    let rotated: F32[];
-    if (w.layout === 'interleaved') {
-      rotated = [];
-      for (let i = 0; i < 4; i++) {
-        const pair = k.add('u32', k.reg('u32'), k.shr('u32', k.reg('u32'), first, 1), i);
-        const { sin, cos } = ropeSinCos(k, position, pair, w.frequencies);
-        rotated.push(...rotatePair(k, own[2 * i]!, own[2 * i + 1]!, cos, sin));
-      }
-    } else {
-      // Under 'half' element e < headDim / 2 pairs with e + headDim / 2: the lane's chunk is the pairs' first or second.
-      const firstHalf = k.setp('lt', 'u32', k.reg('pred'), first, hd / 2);
-      const partnerFirst = k.selp(
-        'u32',
-        k.reg('u32'),
-        k.add('u32', k.reg('u32'), first, hd / 2),
-        k.sub('u32', k.reg('u32'), first, hd / 2),
-        firstHalf,
-      );
-      const partner = elements(kRow, partnerFirst);
-      const pair0 = k.min('u32', k.reg('u32'), first, partnerFirst);
-      rotated = own.map((x, i) => {
-        const a = k.selp('f32', k.reg('f32'), x, partner[i]!, firstHalf);
-        const b = k.selp('f32', k.reg('f32'), partner[i]!, x, firstHalf);
-        const { sin, cos } = ropeSinCos(k, position, k.add('u32', k.reg('u32'), pair0, i), w.frequencies);
-        const [x1, y1] = rotatePair(k, a, b, cos, sin);
-        return k.selp('f32', k.reg('f32'), x1, y1, firstHalf);
+    const load = (row: R32, e: R32) =>
+      loadOneAsF32(k, w.act, k.elementAddress(source, k.madLo('u32', k.reg('u32'), row, hd, e), actBytes));
+    const cacheRow = k.mulLo(
+      'u32',
+      k.reg('u32'),
+      k.madLo('u32', k.reg('u32'), w.kvHead, loadU32(k, p, 'maxSeq'), position),
+      hd,
+    );
+    const kCache = loadPointer(k, p, 'kCache');
+    const vCache = loadPointer(k, p, 'vCache');
+    elements.forEach(({ at }, i) => {
+      const [a, b] = at.map((e) => load(kRow, e)) as [F32, F32];
+      const vs = at.map((e) => load(vRow, e));
+      const { sin, cos } = w.angles[i]!;
+      rotatePair(k, a, b, cos, sin).forEach((x, n) => {
+        const e = at[n]!;
+        const element = k.add('u32', k.reg('u32'), cacheRow, e);
+        k.mov('b16', halves[i]!.k[n]!, toHalfBits(k, w.cache, x));
+        k.mov('b16', halves[i]!.v[n]!, toHalfBits(k, w.cache, vs[n]!));
+        k.stGlobal('b16', k.elementAddress(kCache, element, 2), halves[i]!.k[n]!);
+        k.stGlobal('b16', k.elementAddress(vCache, element, 2), halves[i]!.v[n]!);
       });
-    }
-    for (let j = 0; j < 4; j++) {
-      k.cvtPack(w.cache, kWords[j]!, rotated[2 * j]!, rotated[2 * j + 1]!);
-      k.cvtPack(w.cache, vWords[j]!, v[2 * j]!, v[2 * j + 1]!);
-    }
-    const row = k.madLo('u32', k.reg('u32'), w.kvHead, loadU32(k, p, 'maxSeq'), position);
-    const element = k.madLo('u32', k.reg('u32'), row, hd, first);
-    k.stGlobal(
-      'b32',
-      k.elementAddress(loadPointer(k, p, 'kCache'), element, 2),
-      kWords as unknown as Vec4<R32>,
-    );
-    k.stGlobal(
-      'b32',
-      k.elementAddress(loadPointer(k, p, 'vCache'), element, 2),
-      vWords as unknown as Vec4<R32>,
-    );
+    });
   });
   return {
     patch(base, stage) {
+      const offset = k.sub('u32', k.reg('u32'), position, base);
       const here = k.and(
         'pred',
         k.reg('pred'),
         owns,
-        k.setp('lt', 'u32', k.reg('pred'), k.sub('u32', k.reg('u32'), position, base), DECODE_MMA_TILE),
+        k.setp('lt', 'u32', k.reg('pred'), offset, DECODE_MMA_TILE),
       );
       k.ifThen(here, () => {
-        k.ifThen(k.setp('lt', 'u32', k.reg('pred'), w.lane, chunks), () => {
-          const at = k.add(
-            'u32',
-            k.reg('u32'),
-            stage,
-            swizzled(k, hd * 2, k.sub('u32', k.reg('u32'), position, base), w.lane),
-          );
-          k.stShared('b32', at, kWords as unknown as Vec4<R32>);
-          k.stShared('b32', addr(at, tileBytes(hd)), vWords as unknown as Vec4<R32>);
+        elements.forEach(({ at }, i) => {
+          at.forEach((e, n) => {
+            // Element e of the row: byte 2·(e mod 8) of its 16-byte chunk e / 8, swizzled as the copies place it.
+            const chunk = swizzled(k, hd * 2, offset, k.shr('u32', k.reg('u32'), e, 3));
+            const byte = k.add(
+              'u32',
+              k.reg('u32'),
+              chunk,
+              k.shl('b32', k.reg('u32'), k.and('b32', k.reg('u32'), e, 7), 1),
+            );
+            const to = k.add('u32', k.reg('u32'), stage, byte);
+            k.stShared('b16', to, halves[i]!.k[n]!);
+            k.stShared('b16', addr(to, tileBytes(hd)), halves[i]!.v[n]!);
+          });
         });
         k.warpSync();
       });

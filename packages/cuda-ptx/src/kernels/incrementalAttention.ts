@@ -265,6 +265,7 @@ export function attentionModule(c: AttentionConfig): PtxModule {
           seqLen,
           splitTokens,
           flag: k.sharedAddress(k.sharedArray('last_block', 'u32', 1)),
+          partials: k.sharedAddress(k.sharedArray('merge_partials', 'f32', (2 + width) * 32 * W, 16)),
           firstRow: row0,
           rows: heads,
           headDim,

@@ -16,7 +16,7 @@ import {
   planDecodeMma,
 } from './attentionMmaPlan.js';
 import { contiguousTileRow, kvTileRing, pagedTileRow, ringBytes, tileBytes } from './attentionMmaRing.js';
-import { newRowWriter, rotateQ } from './attentionMmaRope.js';
+import { newRowWriter, rotateQ, warpAngles } from './attentionMmaRope.js';
 import { attendedLength, normalised, PAGED_PARAMS } from './attentionRows.js';
 import { LOWEST } from './attentionStates.js';
 import { loadPointer, loadU32 } from './common.js';
@@ -163,10 +163,25 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
             : contiguousTileRow(k, p, kvHead),
         });
 
-        // ropeAttention: the new row, into the caches and over its tile's copy once that arrives.
-        const newRow = rope
-          ? newRowWriter(k, p, { ...rope, headDim: hd, group: G, kvHead, t0, t1, warp, lane, act, cache })
-          : undefined;
+        // ropeAttention: the angles of the position's pairs, a lane's share each, then the new row, into
+        // the caches and over its tile's copy once that arrives.
+        const angles = rope ? warpAngles(k, { ...rope, headDim: hd, lane }) : undefined;
+        const newRow =
+          rope && angles
+            ? newRowWriter(k, p, {
+                ...rope,
+                headDim: hd,
+                group: G,
+                kvHead,
+                t0,
+                t1,
+                warp,
+                lane,
+                act,
+                cache,
+                angles: angles.own,
+              })
+            : undefined;
 
         // q · scale as A fragments (loaded while the first tiles are in flight): row g (< G) its bf16 part, row g + 8 the remainder, other rows 0.
         const scale = k.ldParam(p.scale as Param<'f32'>);
@@ -183,7 +198,7 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
             return x;
           }),
         );
-        if (rope) rotateQ(k, qs, { ...rope, headDim: hd, colPair });
+        if (rope && angles) rotateQ(k, qs, { layout: rope.layout, headDim: hd, colPair, angles });
         for (const r of qs.flat(2)) k.mul('f32', r, r, scale, { rnd: 'rn' });
         const rowScale = cache === 'f16' ? f16RowScale(k, qs.flat(2)) : undefined;
         const qFrag = qs.map((pairs) => {
@@ -359,6 +374,8 @@ export function decodeMmaModule(c: DecodeMmaConfig): PtxModule {
         seqLen,
         splitTokens,
         flag: k.sharedAddress(smem),
+        // Past the flag, in the rings' memory (the merge's partials need 3 KiB of 32 or more).
+        partials: k.add('u32', k.reg('u32'), k.sharedAddress(smem), 16),
         firstRow: row0,
         rows: G,
         headDim: hd,

@@ -369,6 +369,18 @@ export class KernelBuilder extends PipelineInstructions {
     this.emit(`bar.warp.sync ${this.check.mask('warpSync', 'membermask', membermask)}`);
   }
 
+  /**
+   * `fence.sem.scope`: orders this thread's memory accesses at `scope`;
+   * `acq_rel` (a release and an acquire, lighter than `sc`, which `membar`
+   * is) is what a flag or ticket handed between blocks needs.
+   */
+  fence(sem: 'acq_rel' | 'sc', scope: 'cta' | 'gpu' | 'sys'): void {
+    this.check.oneOf('fence', 'sem', sem, ['acq_rel', 'sc']);
+    this.check.oneOf('fence', 'scope', scope, ['cta', 'gpu', 'sys']);
+    this.check.require('fence', 'fence', { sm: 70, ptx: '6.0' });
+    this.emit(`fence.${sem}.${scope}`);
+  }
+
   /** `membar.level`: orders this thread's memory accesses as seen by the block, the GPU or the system. */
   membar(level: 'cta' | 'gl' | 'sys'): void {
     this.check.oneOf('membar', 'level', level, ['cta', 'gl', 'sys']);

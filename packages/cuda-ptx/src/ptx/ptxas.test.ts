@@ -282,6 +282,8 @@ function instructionZoo(): PtxModule {
       k.red('global', 'add', 'u64', addr(g, 88), count);
       k.red('shared', 'or', 'b32', slot, 1);
       k.membar('gl');
+      k.fence('acq_rel', 'gpu');
+      k.fence('sc', 'cta');
       k.warpSync();
       k.barSync();
       // 64-bit signed loop with a register bound and early exit.
