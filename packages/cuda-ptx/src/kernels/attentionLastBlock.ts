@@ -91,7 +91,7 @@ export interface SplitMerge {
 }
 
 /** Splits whose loads a thread issues together before it merges them. */
-const MERGE_BATCH = 8;
+const MERGE_BATCH = 16;
 
 /** A running softmax state: max, sum and the weighted values of `width` dimensions. */
 interface Running {
