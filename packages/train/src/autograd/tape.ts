@@ -2,6 +2,7 @@ import {
   type AttrValues,
   add,
   type Backend,
+  cast,
   copy,
   type DType,
   fill,
@@ -22,6 +23,16 @@ import { BackwardPass } from './backwardPass.js';
 import { CheckpointFrame } from './checkpointFrame.js';
 import { TensorLifetimes } from './lifetimes.js';
 import { type BackwardFn, Variable } from './variable.js';
+
+/** A half copy `halfCopy` made: of `size` elements of `base` from `offset`, when the tape's births were at `mark`. */
+interface HalfCopy {
+  readonly base: Tensor;
+  readonly offset: number;
+  readonly size: number;
+  readonly dtype: 'f16' | 'bf16';
+  readonly copy: Tensor;
+  readonly mark: number;
+}
 
 export { type BackwardFn, Variable, type VariableInit } from './variable.js';
 
@@ -82,6 +93,8 @@ export class Tape {
   #frame: CheckpointFrame | undefined;
   /** The backward pass, while `backward` runs (a checkpoint's rule propagates within it). */
   #pass: BackwardPass | undefined;
+  /** Half copies of forward's tensors, one per source and dtype (see `halfCopy`). */
+  readonly #halfCopies: HalfCopy[] = [];
   #disposed = false;
 
   constructor(backend: Backend, options: TapeOptions = {}) {
@@ -148,8 +161,56 @@ export class Tape {
     this.#alive(spec.name);
     this.#frame?.noteReads(inputs);
     const outputs = this.#owned.run(spec, inputs, attrs, this.#lifetimes.outputsFor(spec, inputs, attrs));
-    for (const t of outputs) if (!inputs.includes(t)) this.#lifetimes.born(t);
+    for (const t of outputs) {
+      if (!inputs.includes(t)) this.#lifetimes.born(t);
+      // Written in place: a half copy of it (or the copy itself) no longer holds.
+      else if (this.#halfCopies.length > 0) this.#forgetHalfCopies(t);
+    }
     return outputs;
+  }
+
+  /**
+   * `t` cast to `dtype` (a reduced-precision linear layer's saved input),
+   * made once in forward for the layers that share an input (q, k and v;
+   * gate and up): a later call for the same elements of the same tensor
+   * returns the copy while neither was born again or written since and the
+   * copy is not dead. Inside a checkpointed segment's passes and in backward,
+   * and for a tensor the tape does not own, each call casts.
+   */
+  halfCopy(t: Tensor, dtype: 'f16' | 'bf16'): Tensor {
+    const shared = this.#frame === undefined && this.#pass === undefined && this.#owned.has(t.base);
+    if (!shared) return this.run1(cast, [t], { to: dtype });
+    const lifetimes = this.#lifetimes;
+    const same = (e: HalfCopy) =>
+      e.base === t.base && e.offset === t.baseOffset && e.size === t.size && e.dtype === dtype;
+    const known = this.#halfCopies.findIndex(same);
+    if (known >= 0) {
+      const e = this.#halfCopies[known]!;
+      const holds =
+        !lifetimes.bornAfter(e.base, e.mark) &&
+        !lifetimes.bornAfter(e.copy, e.mark) &&
+        !lifetimes.pool.has(e.copy.base);
+      if (holds) return this.reshape(e.copy, t.shape);
+      this.#halfCopies.splice(known, 1);
+    }
+    const copy = this.run1(cast, [t], { to: dtype });
+    this.#halfCopies.push({
+      base: t.base,
+      offset: t.baseOffset,
+      size: t.size,
+      dtype,
+      copy,
+      mark: lifetimes.mark,
+    });
+    return copy;
+  }
+
+  #forgetHalfCopies(written: Tensor): void {
+    const base = written.base;
+    for (let i = this.#halfCopies.length - 1; i >= 0; i--) {
+      const e = this.#halfCopies[i]!;
+      if (e.base === base || e.copy.base === base) this.#halfCopies.splice(i, 1);
+    }
   }
 
   /** `run` for kernels of one output. */

@@ -147,7 +147,11 @@ export function reducedLinear(
     precision === 'half' && t.dtype === 'f32' ? tape.run1(cast, [t], { to: halfDtype }) : t;
   const wOperand = half(w.value);
   const y = tape.run1(matmulSpec, [x.value, wOperand], { transB: true, precision });
-  const xSaved = tape.gradEnabled && w.requiresGrad ? half(x.value) : x.value;
+  // Layers that share x (q, k and v; gate and up) share its half copy.
+  const xSaved =
+    tape.gradEnabled && w.requiresGrad && precision === 'half' && x.value.dtype === 'f32'
+      ? tape.halfCopy(x.value, halfDtype)
+      : x.value;
   return tape.record(
     y,
     [x, w],
