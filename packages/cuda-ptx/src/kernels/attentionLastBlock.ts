@@ -39,8 +39,8 @@ export function splitTokensFor(k: KernelBuilder, seqLen: R32, least: R32, splits
  * thread's stores are ordered before the ticket (a barrier, then a release
  * fence by the ticket's taker), and the last block's taker fences again
  * (acquire) before the barrier after which its threads read the others'
- * states. `flag` is a
- * word of shared memory no thread reads or writes at this point.
+ * states. `flag` is a word of shared memory no thread reads or writes at
+ * this point.
  */
 export function isLastBlock(k: KernelBuilder, counter: R64, splits: R32, flag: R32): Pred {
   k.barSync();
