@@ -1,6 +1,7 @@
 import { afterEach, expect, it, vi } from 'vitest';
 import {
   compiled,
+  forgetSlowCompileWarning,
   onSlowPipelineCompile,
   SLOW_PIPELINE_COMPILE_MS,
   type SlowPipelineCompile,
@@ -13,6 +14,8 @@ afterEach(() => {
 });
 
 it('by default says once, on stderr, why the first run is slow and how to silence it', () => {
+  // A real slow compile in another test file may have said it already.
+  forgetSlowCompileWarning();
   const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
   compiled('softmax/row/wg256', 'softmax', SLOW_PIPELINE_COMPILE_MS - 1);
   expect(warn).not.toHaveBeenCalled();

@@ -15,6 +15,11 @@ export type SlowPipelineCompileHandler = (compile: SlowPipelineCompile) => void;
 
 let warned = false;
 
+/** Forgets that the default handler has warned (test files share this module). */
+export function forgetSlowCompileWarning(): void {
+  warned = false;
+}
+
 /**
  * The default handler: one line on stderr, at the first slow compile of the
  * process, saying why nothing seems to happen (a software adapter, such as
