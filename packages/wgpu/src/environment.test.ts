@@ -39,6 +39,8 @@ describe('wgpu options from the environment', () => {
     expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_ATTENTION_TILE: '8x32' })).toEqual({
       f16AttentionTile: '8x32',
     });
+    expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_FUSED_COLUMNS: '4' })).toEqual({ fusedColumns: 4 });
+    expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_ATTENTION_CHUNK: '64' })).toEqual({ attentionChunk: 64 });
   });
 
   it('refuse a value that names no choice, naming the variable', () => {
@@ -51,6 +53,9 @@ describe('wgpu options from the environment', () => {
     );
     expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_F16_GEMM_TILE: '256x256w4x4' })).toThrow(
       /RAYO_WGPU_F16_GEMM_TILE'.*expected 128x128w2x4 \| .*got '256x256w4x4'/,
+    );
+    expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_FUSED_COLUMNS: '3' })).toThrow(
+      /RAYO_WGPU_FUSED_COLUMNS'.*expected 1 \| 2 \| 4, got '3'/,
     );
     expect(() => wgpuOptionsFromEnvironment({ RAYO_WGPU_UNSAFE_APIS: 'yes' })).toThrow(
       /RAYO_WGPU_UNSAFE_APIS/,

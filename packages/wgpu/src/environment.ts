@@ -6,8 +6,10 @@ import {
 } from '@rayo/core';
 import type { DawnOptions } from './dawn.js';
 import {
+  ATTENTION_CHUNK_CHOICES,
   F16_ATTENTION_MODES,
   F16_ATTENTION_TILE_NAMES,
+  FUSED_COLUMN_CHOICES,
   HALF_GEMM_MODES,
   HALF_GEMM_TILE_NAMES,
   type WgpuTuningOptions,
@@ -47,6 +49,7 @@ function togglesFromEnvironment(env: EnvironmentVariables, name: string): string
  * → `f16Gemm`, RAYO_WGPU_F16_ATTENTION (`matrix`, `f32`) → `f16Attention`,
  * RAYO_WGPU_F16_GEMM_TILE (`128x128w2x4`, … see HALF_GEMM_TILE_NAMES) → `f16GemmTile`,
  * RAYO_WGPU_F16_ATTENTION_TILE (`4x64`, … see F16_ATTENTION_TILE_NAMES) → `f16AttentionTile`,
+ * RAYO_WGPU_FUSED_COLUMNS (1, 2, 4) → `fusedColumns`, RAYO_WGPU_ATTENTION_CHUNK (64, 128, 256) → `attentionChunk`,
  * RAYO_WGPU_UNSAFE_APIS=1 → `unsafeApis: true`, and
  * RAYO_DAWN_ENABLE / RAYO_DAWN_DISABLE (comma-separated Dawn toggles, e.g.
  * `skip_validation`) → `enableToggles` / `disableToggles`; unset or
@@ -66,6 +69,13 @@ export function wgpuOptionsFromEnvironment(
     F16_ATTENTION_TILE_NAMES,
     WHERE,
   );
+  const fusedColumns = choiceFromEnvironment(env, 'RAYO_WGPU_FUSED_COLUMNS', FUSED_COLUMN_CHOICES, WHERE);
+  const attentionChunk = choiceFromEnvironment(
+    env,
+    'RAYO_WGPU_ATTENTION_CHUNK',
+    ATTENTION_CHUNK_CHOICES,
+    WHERE,
+  );
   const unsafe = choiceFromEnvironment(env, 'RAYO_WGPU_UNSAFE_APIS', ['0', '1'], WHERE);
   const enableToggles = togglesFromEnvironment(env, 'RAYO_DAWN_ENABLE');
   const disableToggles = togglesFromEnvironment(env, 'RAYO_DAWN_DISABLE');
@@ -77,6 +87,8 @@ export function wgpuOptionsFromEnvironment(
     ...(f16Attention === undefined ? {} : { f16Attention }),
     ...(f16GemmTile === undefined ? {} : { f16GemmTile }),
     ...(f16AttentionTile === undefined ? {} : { f16AttentionTile }),
+    ...(fusedColumns === undefined ? {} : { fusedColumns }),
+    ...(attentionChunk === undefined ? {} : { attentionChunk }),
     ...(unsafe === undefined ? {} : { unsafeApis: unsafe === '1' }),
   };
 }

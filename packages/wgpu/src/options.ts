@@ -64,6 +64,8 @@ const OPTION_KEYS: Readonly<Record<keyof WgpuBackendOptions, true>> = {
   f16Attention: true,
   f16GemmTile: true,
   f16AttentionTile: true,
+  fusedColumns: true,
+  attentionChunk: true,
   qgemvVariant: true,
   qgemvSlices: true,
   maxBindingBytes: true,

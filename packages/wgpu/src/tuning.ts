@@ -45,6 +45,24 @@ export const F16_ATTENTION_TILE_NAMES = ['4x64', '8x32', '4x32', '2x32', '4x16',
 export type F16AttentionTileName = (typeof F16_ATTENTION_TILE_NAMES)[number];
 
 /**
+ * Output columns each group of 32 lanes of the fused one-row products
+ * (rmsNormMatmul, gateUpSwiglu) streams, every loaded x vector serving them
+ * all, for measuring them against each other. Absent, picked by the number
+ * of workgroups the product leaves (see fused.ts).
+ */
+/**
+ * Tokens a chunk of the decode attention's split pass holds (its workgroup
+ * memory holds MAX_CHUNK scores), for measuring chunks against each other.
+ * Absent, one chunk up to 256 tokens, then the longest that leaves enough
+ * workgroups (see incrementalAttention.ts).
+ */
+export const ATTENTION_CHUNK_CHOICES = [64, 128, 256] as const;
+export type AttentionChunk = (typeof ATTENTION_CHUNK_CHOICES)[number];
+
+export const FUSED_COLUMN_CHOICES = [1, 2, 4] as const;
+export type FusedColumns = (typeof FUSED_COLUMN_CHOICES)[number];
+
+/**
  * The wgpu backend's tuning switches, for measurements and checks: each has
  * a measured default, which leaving it out keeps. Kernels read them from
  * their encoder.
@@ -64,6 +82,10 @@ export interface WgpuTuningOptions extends QgemvOptions {
   readonly f16GemmTile?: HalfGemmTileName;
   /** Prefill attention's tile on subgroup matrices (see F16_ATTENTION_TILE_NAMES) where it fits; absent, picked by rows then keys. */
   readonly f16AttentionTile?: F16AttentionTileName;
+  /** Columns a group of the fused one-row products streams (see FUSED_COLUMN_CHOICES); absent, picked by size. */
+  readonly fusedColumns?: FusedColumns;
+  /** Tokens a chunk of the decode attention's split pass holds (see ATTENTION_CHUNK_CHOICES); absent, picked by length. */
+  readonly attentionChunk?: AttentionChunk;
 }
 
 /** The switches, checked; what kernels see as `encoder.tuning`. */
@@ -72,6 +94,8 @@ export interface WgpuTuning extends QgemvTuning {
   readonly f16Attention: F16AttentionMode | undefined;
   readonly f16GemmTile: HalfGemmTileName | undefined;
   readonly f16AttentionTile: F16AttentionTileName | undefined;
+  readonly fusedColumns: FusedColumns | undefined;
+  readonly attentionChunk: AttentionChunk | undefined;
 }
 
 /** Every switch at its measured default. */
@@ -82,6 +106,8 @@ export const DEFAULT_WGPU_TUNING: WgpuTuning = {
   f16Attention: undefined,
   f16GemmTile: undefined,
   f16AttentionTile: undefined,
+  fusedColumns: undefined,
+  attentionChunk: undefined,
 };
 
 const CREATE = 'WgpuBackend.create';
@@ -102,6 +128,14 @@ export function resolveWgpuTuning(options: WgpuTuningOptions): WgpuTuning {
     f16AttentionTile: checkChoice(options.f16AttentionTile, F16_ATTENTION_TILE_NAMES, {
       operation: CREATE,
       argument: 'f16AttentionTile',
+    }),
+    fusedColumns: checkChoice(options.fusedColumns, FUSED_COLUMN_CHOICES, {
+      operation: CREATE,
+      argument: 'fusedColumns',
+    }),
+    attentionChunk: checkChoice(options.attentionChunk, ATTENTION_CHUNK_CHOICES, {
+      operation: CREATE,
+      argument: 'attentionChunk',
     }),
   };
 }

@@ -85,3 +85,77 @@ needsAdapter('fused kernels with weights larger than one storage binding', () =>
     });
   }
 });
+
+// One-row products over one weight may give each group of 32 lanes 2 or 4
+// columns (the `fusedColumns` switch forces it here): odd N leaves a last
+// group with columns past the end, K not a multiple of 8 takes the scalar
+// loads of bf16, and rows of x past one fall back to a column a group.
+for (const fusedColumns of [2, 4] as const) {
+  for (const features of [[], ['subgroups']] as const) {
+    needsAdapter(
+      `fused products, ${fusedColumns} columns a group${features.length ? ', no subgroups' : ''}`,
+      () => {
+        let gpu: WgpuBackend;
+        const cpu = createCpuBackend();
+        beforeAll(async () => {
+          gpu = await WgpuBackend.create({ fusedColumns, withoutFeatures: [...features] });
+        });
+        afterAll(() => gpu.dispose());
+
+        const cases: readonly {
+          spec: typeof gateUpSwiglu | typeof rmsNormMatmul;
+          shapes: readonly (readonly number[])[];
+          weights: readonly number[];
+        }[] = [
+          { spec: gateUpSwiglu, shapes: [[1, 64], [67, 64], [67, 64], [64]], weights: [1, 2] },
+          {
+            spec: gateUpSwiglu,
+            shapes: [
+              [1, 72],
+              [45, 72],
+              [45, 72],
+            ],
+            weights: [1, 2],
+          },
+          { spec: gateUpSwiglu, shapes: [[3, 64], [37, 64], [37, 64], [64]], weights: [1, 2] },
+          { spec: rmsNormMatmul, shapes: [[1, 128], [128], [131, 128]], weights: [2] },
+          { spec: rmsNormMatmul, shapes: [[1, 36], [36], [9, 36]], weights: [2] },
+        ];
+        for (const { spec, shapes, weights } of cases) {
+          for (const dtype of ['f32', 'bf16'] as const) {
+            const label = `${spec.name} ${shapes.map((s) => s.join('×')).join(', ')}, ${dtype} weights`;
+            it(`${label} matches the cpu backend`, async () => {
+              const rng = new Rng(shapes.flat().reduce((a, b) => a * 31 + b, fusedColumns));
+              const data = shapes.map((s) =>
+                Float32Array.from({ length: s[0]! * (s[1] ?? 1) }, () => rng.uniform(-1, 1)),
+              );
+              const dtypeOf = (i: number) => (weights.includes(i) ? dtype : 'f32');
+              // Plain arrays: upload rounds them to the dtype.
+              const host = (i: number) => (dtypeOf(i) === 'f32' ? data[i]! : Array.from(data[i]!));
+              const expected = cpu.run(
+                spec,
+                data.map((_, i) => cpu.upload(host(i), shapes[i]!, dtypeOf(i))),
+              )[0]!;
+              const [m, n] = expected.shape as [number, number];
+              const out = gpu.upload(
+                Float32Array.from({ length: m * n }, () => Number.NaN),
+                [m, n],
+              );
+              gpu.run(
+                spec,
+                data.map((_, i) => gpu.upload(host(i), shapes[i]!, dtypeOf(i))),
+                {},
+                { out: [out] },
+              );
+              const mismatch = compareOutputs('f32', (await out.read()) as HostArray, await expected.read(), {
+                rtol: 1e-4,
+                atol: 4e-5 * shapes[0]![1]!,
+              });
+              expect(mismatch).toBeUndefined();
+            });
+          }
+        }
+      },
+    );
+  }
+}

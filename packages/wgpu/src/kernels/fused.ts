@@ -24,6 +24,7 @@ import {
   wgpuKernel,
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
+import type { FusedColumns } from '../tuning.js';
 import { ACTIVATION_FUNCTIONS_WGSL, activationGradientWgsl, activationWgsl } from '../wgsl/activations.js';
 import { GROUP_SUMS_END, groupSumsOrElse, SUBGROUP_BUILTINS } from '../wgsl/groupSums.js';
 import {
@@ -40,16 +41,18 @@ import { encodeWithF32Activations } from './halfEdges.js';
 import { encodeMatmul, streamLoop } from './matmul.js';
 
 // gateUpSwiglu as one streaming pass over both weights. A workgroup is
-// GROUPS groups of 32 invocations; group g owns output column
-// block · GROUPS + g for ROWS rows of x and walks K in vec4 steps (32 lanes
-// read 512 contiguous bytes of each weight row, as the GEMV does). Every
-// lane sums x² of its part of each row alongside the two dot products, so
-// the optional rmsNorm needs no pass of its own: the group's sums give the
-// row's inverse RMS, which scales both dot products before silu · mul.
-// rmsNormMatmul is the same shader over one weight, its epilogue the scale;
-// rmsNormMatmul3 runs it over the rows of two or three weights in one
-// dispatch (q, k and v), each group picking its weight, row and output from
-// its column, so the small weights do not each leave most of the GPU idle.
+// GROUPS groups of 32 invocations; group g owns output columns
+// block · GROUPS · C + c · GROUPS + g (c < C, the group's columns) for ROWS
+// rows of x and walks K in vec4 steps (32 lanes read 512 contiguous bytes of
+// each weight row, as the GEMV does), each x vector loaded once for its C
+// columns. Every lane sums x² of its part of each row alongside the dot
+// products, so the optional rmsNorm needs no pass of its own: the group's
+// sums give the row's inverse RMS, which scales the dot products before
+// silu · mul. rmsNormMatmul is the same shader over one weight, its epilogue
+// the scale; rmsNormMatmul3 runs it over the rows of two or three weights in
+// one dispatch (q, k and v), each group picking its weight, row and output
+// from its column, so the small weights do not each leave most of the GPU
+// idle.
 
 const THREADS = 256;
 const LANES = 32;
@@ -57,7 +60,13 @@ const GROUPS = THREADS / LANES;
 /** Rows of x per workgroup; more rows take more workgroups, each reading the weights again. */
 const MAX_ROWS = 4;
 /** Loop steps per iteration (loads in flight): each loads the weights and every row of x. */
-const unrollFor = (rows: number) => (rows === 1 ? 4 : 2);
+const unrollFor = (rows: number, cols: number) => (rows === 1 && cols === 1 ? 4 : 2);
+/**
+ * One-row products give each group more columns (4, then 2) while they
+ * still leave this many workgroups: short rows (K) then stream longer per
+ * group and load x once for several columns, and the GPU stays full.
+ */
+const MIN_WORKGROUPS_PER_COLUMNS = 2048;
 
 const PARAMS = paramLayout([
   ['m', 'u32'],
@@ -82,6 +91,8 @@ interface Variant {
   /** Ungated only: weights whose rows the columns span, each with its own output (rmsNormMatmul3). */
   readonly weights: number;
   readonly rows: number;
+  /** Columns each group streams (one weight only; 1 for rmsNormMatmul3). */
+  readonly cols: number;
   /** Vector loads along K: K a multiple of `vectorElements(w)` and 16-byte aligned operands. */
   readonly vec: boolean;
   /** How the weights are stored (f32, or halves in u32 words: 8 per vec4<u32> load). */
@@ -92,7 +103,9 @@ interface Variant {
 }
 
 function fusedShader(v: Variant) {
+  if (v.weights > 1 && v.cols !== 1) throw new Error('rmsNormMatmul3 streams one column a group');
   const rows = Array.from({ length: v.rows }, (_, r) => r);
+  const cs = Array.from({ length: v.cols }, (_, c) => c);
   const type = v.vec ? 'vec4<f32>' : 'f32';
   // Elements per step along K; vector steps are `pieces` vec4<f32> of x.
   const per = v.vec ? vectorElements(v.w) : 1;
@@ -103,28 +116,30 @@ function fusedShader(v: Variant) {
     v.vec
       ? `${name}[${base ? `${base} / 4u + ` : ''}(${k}) * ${pieces.length}u + ${j}u]`
       : `${name}[${base ? `${base} + ` : ''}${k}]`;
-  /** WGSL: the f32 pieces of weight `name` at step k (bound as let `as`). */
-  const wAt = (name: string, as: string, k: string) => {
-    if (!v.vec) return { load: `let ${as}_0 = ${loadScalar(v.w, name, `wRow + ${k}`)};`, names: [`${as}_0`] };
+  /** WGSL: the f32 pieces of weight `name` at step k of the row starting at element `row` (bound as let `as`). */
+  const wAt = (name: string, row: string, as: string, k: string) => {
+    if (!v.vec)
+      return { load: `let ${as}_0 = ${loadScalar(v.w, name, `${row} + ${k}`)};`, names: [`${as}_0`] };
     const parts = unpackVector(v.w, `${as}w`);
     return {
-      load: `let ${as}w = ${name}[wRow / ${per}u + ${k}]; ${parts.map((e, j) => `let ${as}_${j} = ${e};`).join(' ')}`,
+      load: `let ${as}w = ${name}[${row} / ${per}u + ${k}]; ${parts.map((e, j) => `let ${as}_${j} = ${e};`).join(' ')}`,
       names: parts.map((_, j) => `${as}_${j}`),
     };
   };
   // Partial sums per lane, laid out in red as value · THREADS + tid.
+  const gSum = (r: number, c: number) => `g${r}_${c}`;
+  const uSum = (r: number, c: number) => `u${r}_${c}`;
   const values = [
-    ...rows.map((r) => `g${r}`),
-    ...(v.gated ? rows.map((r) => `u${r}`) : []),
+    ...rows.flatMap((r) => cs.map((c) => gSum(r, c))),
+    ...(v.gated ? rows.flatMap((r) => cs.map((c) => uSum(r, c))) : []),
     ...(v.norm ? rows.map((r) => `s${r}`) : []),
   ];
   const step = (wName: string) => (k: string) => {
-    const gv = wAt(wName, 'gv', k);
-    const uv = wAt('wu', 'uv', k);
+    const gv = cs.map((c) => wAt(wName, `wRow${c}`, `gv${c}`, k));
+    const uv = v.gated ? cs.map((c) => wAt('wu', `wRow${c}`, `uv${c}`, k)) : [];
     const sum = (f: (j: number) => string) => pieces.map(f).join(' + ');
     return `{
-      ${gv.load}
-      ${v.gated ? uv.load : ''}
+      ${[...gv, ...uv].map((x) => x.load).join('\n      ')}
       ${v.norm ? pieces.map((j) => `let nv${j} = ${xAt('nw', '', k, j)};`).join(' ') : ''}
       ${rows
         .map(
@@ -134,8 +149,8 @@ function fusedShader(v: Variant) {
             ? `s${r} += ${sum((j) => dot(`xv${j}`, `xv${j}`))}; ${pieces.map((j) => `let xn${j} = xv${j} * nv${j};`).join(' ')}`
             : pieces.map((j) => `let xn${j} = xv${j};`).join(' ')
         }
-        g${r} += ${sum((j) => dot(`xn${j}`, gv.names[j]!))};
-        ${v.gated ? `u${r} += ${sum((j) => dot(`xn${j}`, uv.names[j]!))};` : ''} }`,
+        ${cs.map((c) => `${gSum(r, c)} += ${sum((j) => dot(`xn${j}`, gv[c]!.names[j]!))};`).join(' ')}
+        ${v.gated ? cs.map((c) => `${uSum(r, c)} += ${sum((j) => dot(`xn${j}`, uv[c]!.names[j]!))};`).join(' ') : ''} }`,
         )
         .join('\n      ')}
     }`;
@@ -152,40 +167,47 @@ function fusedShader(v: Variant) {
   ];
   const outputs = ['y', ...extra.map((i) => `y${i}`)];
   const loop = (wName: string) =>
-    streamLoop('lane', per > 1 ? `params.k / ${per}u` : 'params.k', LANES, unrollFor(v.rows), step(wName));
+    streamLoop(
+      'lane',
+      per > 1 ? `params.k / ${per}u` : 'params.k',
+      LANES,
+      unrollFor(v.rows, v.cols),
+      step(wName),
+    );
   // Column c of weight i: its row c - (start of i), its output's columns N_i.
-  const store = (row: string, out: string) =>
+  const store = (row: string, c: number, out: string) =>
     v.weights === 1
-      ? `y[${row} * params.ldy + params.colOffset + col] = ${out};`
+      ? `y[${row} * params.ldy + params.colOffset + col${c}] = ${out};`
       : `switch wi {
         ${outputs.map((name, i) => `${i === v.weights - 1 ? 'default' : `case ${i}u`}: { ${name}[${row} * ${['params.n0', 'params.n1', '(params.n - params.n0 - params.n1)'][i]} + local] = ${out}; }`).join('\n        ')}
       }`;
   const columns =
     v.weights === 1
-      ? `let wRow = min(col, params.n - 1u) * params.k;
+      ? `${cs.map((c) => `let wRow${c} = min(col${c}, params.n - 1u) * params.k;`).join('\n  ')}
   ${loop('wg')}`
       : `var wi = 0u;
-  var local = min(col, params.n - 1u);
+  var local = min(col0, params.n - 1u);
   if (local >= params.n0) { wi = 1u; local -= params.n0; }
   ${v.weights > 2 ? 'if (wi == 1u && local >= params.n1) { wi = 2u; local -= params.n1; }' : ''}
-  let wRow = local * params.k;
+  let wRow0 = local * params.k;
   // Uniform within a group; each branch streams one weight.
   switch wi {
     ${['wg', ...extra.map((i) => `w${i}`)].map((name, i) => `${i === v.weights - 1 ? 'default' : `case ${i}u`}: { ${loop(name)} }`).join('\n    ')}
   }`;
-  // Lane 0 of each group writes its column of every row from the group's sums, `sum(i)` for value i.
-  const epilogue = (sum: (i: number) => string) => `if (lane == 0u && col < params.n) {
+  // Lane 0 of each group writes its columns of every row from the group's sums, `sum(i)` for value i.
+  const epilogue = (sum: (i: number) => string) => `if (lane == 0u) {
     ${rows
       .map((r) => {
         const scale = v.norm
           ? `inverseSqrt(${sum(values.indexOf(`s${r}`))} / f32(params.k) + params.eps)`
           : '1.0';
-        const out = v.gated
-          ? `${activationWgsl('silu', `scale * ${sum(r)}`)} * (scale * ${sum(v.rows + r)})`
-          : `scale * ${sum(r)}`;
+        const out = (c: number) =>
+          v.gated
+            ? `${activationWgsl('silu', `scale * ${sum(values.indexOf(gSum(r, c)))}`)} * (scale * ${sum(values.indexOf(uSum(r, c)))})`
+            : `scale * ${sum(values.indexOf(gSum(r, c)))}`;
         return `if (row0 + ${r}u < params.m) {
       let scale = ${scale};
-      ${store(`(row0 + ${r}u)`, out)}
+      ${cs.map((c) => `if (col${c} < params.n) { ${store(`(row0 + ${r}u)`, c, out(c))} }`).join('\n      ')}
     }`;
       })
       .join('\n    ')}
@@ -196,7 +218,7 @@ function fusedShader(v: Variant) {
     epilogue((i) => values[i]!),
   );
   return {
-    key: `fused/${kernel}/m${v.rows}/${v.vec ? 'v4' : 'scalar'}${v.w === 'f32' ? '' : `/w-${v.w}`}${v.norm ? '/norm' : ''}/${v.subgroups ? 'subgroups' : 'workgroup'}`,
+    key: `fused/${kernel}/m${v.rows}${v.cols > 1 ? `c${v.cols}` : ''}/${v.vec ? 'v4' : 'scalar'}${v.w === 'f32' ? '' : `/w-${v.w}`}${v.norm ? '/norm' : ''}/${v.subgroups ? 'subgroups' : 'workgroup'}`,
     kernel,
     code: () => {
       const module = new ShaderModule();
@@ -214,7 +236,7 @@ function fusedShader(v: Variant) {
         THREADS,
         `  let wgi = ${linearWorkgroup};
   if (wgi >= params.tiles) { return; }
-  let col = (wgi % params.tilesN) * ${GROUPS}u + tid / ${LANES}u;
+  ${cs.map((c) => `let col${c} = (wgi % params.tilesN) * ${GROUPS * v.cols}u + ${c * GROUPS}u + tid / ${LANES}u;`).join('\n  ')}
   let row0 = (wgi / params.tilesN) * ${v.rows}u;
   let lane = tid % ${LANES}u;
   // Columns and rows past the end are clamped (read, never written).
@@ -234,6 +256,17 @@ function fusedShader(v: Variant) {
       );
     },
   };
+}
+
+/**
+ * Columns each group of a one-row product over one weight streams: the
+ * tuning switch where set, else the most (4, 2) that still leave
+ * MIN_WORKGROUPS_PER_COLUMNS workgroups for the `n` columns.
+ */
+export function fusedColumnsFor(n: number, forced: FusedColumns | undefined): FusedColumns {
+  if (forced !== undefined) return forced;
+  for (const c of [4, 2] as const) if (Math.ceil(n / (GROUPS * c)) >= MIN_WORKGROUPS_PER_COLUMNS) return c;
+  return 1;
 }
 
 type FusedCall = FusedLaunch<Operand>;
@@ -291,7 +324,9 @@ function encodeFusedF32(encoder: KernelEncoder, call: FusedCall): void {
       w.length > 1
         ? w
         : [w[0]!, ...(wUp ? [wUp] : [])].map((op) => operandRange(op, range.start * k, range.count * k));
-    const tilesN = Math.ceil(range.count / GROUPS);
+    const groupColumns =
+      rows === 1 && w.length === 1 ? fusedColumnsFor(range.count, encoder.tuning.fusedColumns) : 1;
+    const tilesN = Math.ceil(range.count / (GROUPS * groupColumns));
     const tiles = tilesN * tilesM;
     const inputs = k === 0 ? [x, ...weights].map(empty) : [x, ...weights];
     encoder.dispatch({
@@ -299,6 +334,7 @@ function encodeFusedF32(encoder: KernelEncoder, call: FusedCall): void {
         gated: wUp !== undefined,
         weights: w.length,
         rows,
+        cols: groupColumns,
         vec: vec && weights.every((op) => aligned(op.offset)),
         w: storage,
         norm: normWeight !== undefined,

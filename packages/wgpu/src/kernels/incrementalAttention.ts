@@ -2,6 +2,7 @@ import { FLOAT, InvalidArgumentError, incrementalAttention, pagedAttention } fro
 import { gridFor, type KernelEncoder, linearWorkgroup, type Operand, wgpuKernel } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import type { ShaderSource } from '../pipelines.js';
+import type { AttentionChunk } from '../tuning.js';
 import {
   bindingType,
   halfFunctions,
@@ -493,8 +494,10 @@ ${unroll(
     var o = ${zero};
     if (slice < ${SM}u && x < NV) {
       for (var i = slice; i < n; i += ${SM}u) {
-        // An empty chunk (sum 0) has no partial to read.
-        o += select(${zero}, exp(stats[(base + i) * 2u] - mx) * partial[(base + i) * NV + x], stats[(base + i) * 2u + 1u] > 0.0);
+        // An empty chunk (sum 0) has no partial to read (a branch, not a select: it reads nothing).
+        if (stats[(base + i) * 2u + 1u] > 0.0) {
+          o += exp(stats[(base + i) * 2u] - mx) * partial[(base + i) * NV + x];
+        }
       }
     }
     ored[tid] = o;
@@ -512,8 +515,15 @@ ${unroll(
   };
 }
 
-/** Chunk length: the longest of 256, 128, 64 tokens that still gives enough workgroups. */
-function chunkFor(seqLen: number, blocks: number): number {
+/**
+ * Chunk length: `forced` where given; else one chunk up to MAX_CHUNK tokens
+ * (a second dispatch to merge chunks costs more than the workgroups it
+ * adds), past that the longest of 256, 128, 64 tokens that still gives
+ * enough workgroups.
+ */
+function chunkFor(seqLen: number, blocks: number, forced: AttentionChunk | undefined): number {
+  if (forced !== undefined) return forced;
+  if (seqLen <= MAX_CHUNK) return MAX_CHUNK;
   for (const chunk of [MAX_CHUNK, MAX_CHUNK / 2]) {
     if (blocks * Math.ceil(seqLen / chunk) >= TARGET_WORKGROUPS) return chunk;
   }
@@ -600,7 +610,7 @@ function encodeAttention(
   if (out.size === 0) return;
   // A length on the device: size the grid by the cache, its bound.
   const seqLen = length ? maxSeq : attrs.seqLen;
-  const plan = planSplit(nHeads, nKvHeads, seqLen, 1);
+  const plan = planSplit(nHeads, nKvHeads, seqLen, 1, encoder.tuning.attentionChunk);
   const values = { ...plan.values, maxSeq, seqLen, scale: scaleOf(attrs.scale, headDim) };
   const device = length !== undefined;
   const after = [...(length ? [length] : []), ...(rope ? [rope.frequencies] : [])];
@@ -628,11 +638,17 @@ function scaleOf(scale: number, headDim: number): number {
  * Workgroups of up to MAX_HEADS_PER_GROUP query heads of one kv head, over
  * chunks of at most `seqLen` tokens, for each of `batch` sequences.
  */
-function planSplit(nHeads: number, nKvHeads: number, seqLen: number, batch: number) {
+function planSplit(
+  nHeads: number,
+  nKvHeads: number,
+  seqLen: number,
+  batch: number,
+  forcedChunk?: AttentionChunk,
+) {
   const group = nHeads / nKvHeads;
   const blocksPerKv = Math.ceil(group / MAX_HEADS_PER_GROUP);
   const blocks = nKvHeads * blocksPerKv;
-  const chunk = chunkFor(seqLen, blocks * batch);
+  const chunk = chunkFor(seqLen, blocks * batch, forcedChunk);
   const chunks = Math.ceil(seqLen / chunk);
   return {
     heads: Math.ceil(group / blocksPerKv),
@@ -700,7 +716,7 @@ export const pagedAttentionKernel = wgpuKernel(
         const [numPages, kvHeads, pageSize] = kPages!.shape as [number, number, number, number];
         const maxPages = tables!.shape[1]!;
         if (o.out.size === 0) return;
-        const plan = planSplit(nHeads, kvHeads, maxPages * pageSize, batch);
+        const plan = planSplit(nHeads, kvHeads, maxPages * pageSize, batch, encoder.tuning.attentionChunk);
         const paging = { batch, nHeads, kvHeads, pageSize, maxPages, numPages };
         const values = {
           ...plan.values,

@@ -2,8 +2,9 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { findPackageScript, runPythonScript } from '@rayo/bench';
-import { type Backend, createBackend } from '@rayo/core';
+import type { Backend } from '@rayo/core';
 import { LlamaModel } from '@rayo/train';
+import { createBackendFromEnvironment } from '../backendFromEnvironment.js';
 import { PARITY_FAMILIES, PARITY_LAYERS, type ParityFamily, parityFamily } from './parityFamilies.js';
 
 /**
@@ -322,7 +323,7 @@ export async function familyParity(
   for (const backendName of settings.backends) {
     let backend: Backend | undefined;
     try {
-      backend = await createBackend(backendName);
+      backend = await createBackendFromEnvironment(backendName);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       for (const f of settings.families)
