@@ -45,12 +45,6 @@ export const F16_ATTENTION_TILE_NAMES = ['4x64', '8x32', '4x32', '2x32', '4x16',
 export type F16AttentionTileName = (typeof F16_ATTENTION_TILE_NAMES)[number];
 
 /**
- * Output columns each group of 32 lanes of the fused one-row products
- * (rmsNormMatmul, gateUpSwiglu) streams, every loaded x vector serving them
- * all, for measuring them against each other. Absent, picked by the number
- * of workgroups the product leaves (see fused.ts).
- */
-/**
  * Tokens a chunk of the decode attention's split pass holds (its workgroup
  * memory holds MAX_CHUNK scores), for measuring chunks against each other.
  * Absent, one chunk up to 256 tokens, then the longest that leaves enough
@@ -59,6 +53,12 @@ export type F16AttentionTileName = (typeof F16_ATTENTION_TILE_NAMES)[number];
 export const ATTENTION_CHUNK_CHOICES = [64, 128, 256] as const;
 export type AttentionChunk = (typeof ATTENTION_CHUNK_CHOICES)[number];
 
+/**
+ * Output columns each group of 32 lanes of the fused one-row products
+ * (rmsNormMatmul, gateUpSwiglu) streams, every loaded x vector serving them
+ * all, for measuring them against each other. Absent, picked by the number
+ * of workgroups the product leaves (see fused.ts).
+ */
 export const FUSED_COLUMN_CHOICES = [1, 2, 4] as const;
 export type FusedColumns = (typeof FUSED_COLUMN_CHOICES)[number];
 

@@ -263,7 +263,7 @@ function fusedShader(v: Variant) {
  * tuning switch where set, else the most (4, 2) that still leave
  * MIN_WORKGROUPS_PER_COLUMNS workgroups for the `n` columns.
  */
-export function fusedColumnsFor(n: number, forced: FusedColumns | undefined): FusedColumns {
+function fusedColumnsFor(n: number, forced: FusedColumns | undefined): FusedColumns {
   if (forced !== undefined) return forced;
   for (const c of [4, 2] as const) if (Math.ceil(n / (GROUPS * c)) >= MIN_WORKGROUPS_PER_COLUMNS) return c;
   return 1;
