@@ -21,7 +21,8 @@ import { declareRopeFrequencies, ropeRotationSource, tableKey } from './ropeRota
 
 // Flash decoding. The cached tokens of every kv head are split into chunks; a
 // workgroup takes one chunk for up to 4 query heads of the same kv head (so
-// grouped-query heads share the K and V reads) and computes, per head, the
+// grouped-query heads share the K and V reads; one head where that leaves
+// too few workgroups to fill the GPU) and computes, per head, the
 // chunk's score max, its sum of exp and the un-normalised weighted sum of V
 // rows. A merge pass per head rescales the partials by exp(max_i − max) and
 // normalises. With a single chunk the split pass normalises and writes the
@@ -37,8 +38,13 @@ function unroll(count: number, body: (i: number) => string): string {
   return Array.from({ length: count }, (_, i) => body(i)).join('\n');
 }
 
-/** Most query heads one workgroup serves; bounds registers and workgroup memory. */
+/**
+ * Most query heads one workgroup serves; bounds registers and workgroup
+ * memory. A workgroup serving fewer sums more K rows at once instead:
+ * ROW_SLOTS = heads × rows per lane group.
+ */
 const MAX_HEADS_PER_GROUP = 4;
+const ROW_SLOTS = MAX_HEADS_PER_GROUP;
 /** Tokens a chunk can hold (the scores of a chunk stay in workgroup memory). */
 const MAX_CHUNK = 256;
 /** Enough workgroups to fill a large GPU before chunks get smaller than 64 tokens. */
@@ -50,8 +56,9 @@ const TARGET_WORKGROUPS = 512;
 function kLanes(vectors: number): number {
   return Math.min(vectors, Math.max(4, Math.min(8, Math.floor(vectors / 4))));
 }
-/** V rows each thread loads per step of the value pass. */
+/** V rows each thread loads per step of the value pass; WIDE_V_ROWS where it serves one or two heads. */
 const V_ROWS = 4;
+const WIDE_V_ROWS = 8;
 /** The q rows live in workgroup memory up to this many floats, else they are read from memory. */
 const Q_SHARED_FLOATS = 1024;
 const NEG_BIG = '-3.0e38';
@@ -137,12 +144,13 @@ function splitShader(cfg: SplitConfig): ShaderSource {
     W === 4 ? unpackQuad(cache, `${name}[${x}]`) : loadScalar(cache, name, x);
   const cacheType = W === 4 ? quadType(cache) : bindingType(cache, false);
   const NV = D / W;
-  // Score pass: LK threads per row, each summing JK vectors.
+  // Score pass: LK threads per row, each summing JK vectors of R rows; R · PK rows a pass.
   const LK = kLanes(NV);
   const JK = Math.ceil(NV / LK);
   const PK = Math.floor(WG / LK);
+  const R = Math.max(1, Math.floor(ROW_SLOTS / HB));
   // Value pass: one thread per vector of a row (up to WG), PV rows at a time, U rows per step.
-  const U = V_ROWS;
+  const U = R > 1 ? WIDE_V_ROWS : V_ROWS;
   const LV = Math.min(NV, WG);
   const JV = Math.ceil(NV / LV);
   const PV = Math.floor(WG / LV);
@@ -156,7 +164,7 @@ function splitShader(cfg: SplitConfig): ShaderSource {
       actual: `headDim ${D}, ${HB} heads a workgroup`,
     });
   }
-  const red = Math.max(HB * WG, PV > 1 ? PV * D : 0);
+  const red = Math.max(R * HB * WG, PV > 1 ? PV * D : 0);
   const dotOf = (a: string, b: string) => (W === 4 ? `dot(${a}, ${b})` : `${a} * ${b}`);
   const qAt = (h: number, x: string) => (qShared ? `qs[${h * NV}u + ${x}]` : `q[qb${h} + ${x}]`);
   const guardK = NV % LK !== 0;
@@ -169,7 +177,7 @@ function splitShader(cfg: SplitConfig): ShaderSource {
   };
   const rope = cfg.rope;
   const ropeKey = rope ? `/rope-${rope.layout}${tableKey(rope.table)}` : '';
-  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${paged ? '/paged' : device ? (cfg.fromPosition ? '/device-position' : '/device') : ''}${ropeKey}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`;
+  const key = `decoding/incrementalAttention/split/d${D}/h${HB}/k${LK}/r${R}/u${U}/c${MAX_CHUNK}/${direct ? 'direct' : 'partial'}${paged ? '/paged' : device ? (cfg.fromPosition ? '/device-position' : '/device') : ''}${ropeKey}${cache === 'f32' ? '' : `/cache-${cache}`}/wg${WG}`;
 
   const code = () => {
     const module = new ShaderModule().params(paged ? PAGED_SPLIT_PARAMS : SPLIT_PARAMS);
@@ -251,49 +259,54 @@ ${
     : ''
 }
 
-  // Scores: ${LK} lanes per K row, ${PK} rows at a time.
+  // Scores: ${LK} lanes per K row, ${R} rows each, ${R * PK} rows a pass. Rows
+  // past the chunk read its last row (all loads issue unconditionally) and are not kept.
   let kl = tid % ${LK}u;
   let kr = tid / ${LK}u;
-  for (var p0 = 0u; p0 < nt; p0 += ${PK}u) {
-    let t = p0 + kr;
-${unroll(HB, (h) => `    var s${h} = 0.0;`)}
-    if (kr < ${PK}u && t < nt) {
-      let row = ${paged ? 'pagedRow(tb, g, t0 + t)' : 'kv + t * NV'};
+  for (var p0 = 0u; p0 < nt; p0 += ${R * PK}u) {
+${unroll(
+  R,
+  (r) => `    let tk${r} = p0 + ${r * PK}u + kr;
+    let row${r} = ${paged ? `pagedRow(tb, g, t0 + min(tk${r}, nt - 1u))` : `kv + min(tk${r}, nt - 1u) * NV`};`,
+)}
+${unroll(R, (r) => unroll(HB, (h) => `    var s${h}_${r} = 0.0;`))}
 ${unroll(JK, (j) => {
   const x = `kl + ${j * LK}u`;
-  const body = `let k${j} = ${cacheAt('k', `row + ${x}`)};\n${unroll(HB, (h) => `        s${h} += ${dotOf(`k${j}`, qAt(h, x))};`)}`;
-  return guardK && (j + 1) * LK > NV
-    ? `      if (${x} < NV) {\n        ${body}\n      }`
-    : `      {\n        ${body}\n      }`;
+  const loads = unroll(R, (r) => `let k${j}_${r} = ${cacheAt('k', `row${r} + ${x}`)};`);
+  const dots = unroll(R, (r) => unroll(HB, (h) => `s${h}_${r} += ${dotOf(`k${j}_${r}`, qAt(h, x))};`));
+  const body = `${loads}\n${dots}`;
+  return guardK && (j + 1) * LK > NV ? `    if (${x} < NV) {\n${body}\n    }` : `    {\n${body}\n    }`;
 })}
-    }
 ${
   LK > 1
-    ? `${unroll(HB, (h) => `    red[${h * WG}u + tid] = s${h};`)}
+    ? `${unroll(R, (r) => unroll(HB, (h) => `    red[${(r * HB + h) * WG}u + tid] = s${h}_${r};`))}
     workgroupBarrier();
-    for (var e = tid; e < ${HB * PK}u; e += ${WG}u) {
-      let h = e / ${PK}u;
-      let r = e % ${PK}u;
-      if (p0 + r < nt) {
-        let at = h * ${WG}u + r * ${LK}u;
-        sc[h * ${MAX_CHUNK}u + p0 + r] = params.scale * (${Array.from({ length: LK }, (_, l) => `red[at + ${l}u]`).join(' + ')});
+    for (var e = tid; e < ${R * HB * PK}u; e += ${WG}u) {
+      let slot = e / ${PK}u;
+      let i = e % ${PK}u;
+      let t = p0 + slot / ${HB}u * ${PK}u + i;
+      if (t < nt) {
+        let at = slot * ${WG}u + i * ${LK}u;
+        sc[slot % ${HB}u * ${MAX_CHUNK}u + t] = params.scale * (${Array.from({ length: LK }, (_, l) => `red[at + ${l}u]`).join(' + ')});
       }
     }
     workgroupBarrier();`
-    : `    if (t < nt) {\n${unroll(HB, (h) => `      sc[${h * MAX_CHUNK}u + t] = params.scale * s${h};`)}\n    }`
+    : unroll(
+        R,
+        (r) =>
+          `    if (kr < ${PK}u && tk${r} < nt) {\n${unroll(HB, (h) => `      sc[${h * MAX_CHUNK}u + tk${r}] = params.scale * s${h}_${r};`)}\n    }`,
+      )
 }
   }
   workgroupBarrier();
 
+  // Value pass: rows past the chunk read its last row (so a step's loads
+  // issue unconditionally) and weigh 0. The first step's rows are loaded
+  // before the softmax, overlapping its barriers.
   let vl = tid % ${LV}u;
   let vr = tid / ${LV}u;
-  var tv = vr;
-  // The first V rows are loaded before the softmax, overlapping its barriers.
-  let pre = vr < ${PV}u && vr + ${(U - 1) * PV}u < nt;
-${unroll(U, (u) => unroll(JV, (j) => `  var p${u}_${j} = ${zero};`))}
-  if (pre) {
-${unroll(U, (u) => unroll(JV, (j) => `    p${u}_${j} = ${vLoad(`tv + ${u * PV}u`, j)};`))}
-  }
+  let last = max(nt, 1u) - 1u;
+${unroll(U, (u) => unroll(JV, (j) => `  var p${u}_${j} = ${vLoad(`min(vr + ${u * PV}u, last)`, j)};`))}
 
   // Softmax statistics of the chunk, every head at once.
 ${unroll(HB, (h) => `  var m${h} = ${NEG_BIG};`)}
@@ -315,17 +328,15 @@ ${unroll(HB, (h) => `  let sum${h} = red[${h * WG}u];`)}
   // Weighted sum of V rows: one thread per vector of a row, ${PV} rows at a time, ${U} rows per step.
 ${unroll(HB, (h) => unroll(JV, (j) => `  var a${h}_${j} = ${zero};`))}
   if (vr < ${PV}u) {
-    if (pre) {
-${unroll(HB, (h) => unroll(JV, (j) => unroll(U, (u) => `      a${h}_${j} += sc[${h * MAX_CHUNK}u + tv + ${u * PV}u] * p${u}_${j};`)))}
-      tv += ${U * PV}u;
-    }
-    for (; tv + ${(U - 1) * PV}u < nt; tv += ${U * PV}u) {
-${unroll(U, (u) => unroll(JV, (j) => `      let v${u}_${j} = ${vLoad(`tv + ${u * PV}u`, j)};`))}
-${unroll(HB, (h) => unroll(JV, (j) => unroll(U, (u) => `      a${h}_${j} += sc[${h * MAX_CHUNK}u + tv + ${u * PV}u] * v${u}_${j};`)))}
-    }
-    for (; tv < nt; tv += ${PV}u) {
-${unroll(JV, (j) => `      let v${j} = ${vLoad('tv', j)};`)}
-${unroll(HB, (h) => unroll(JV, (j) => `      a${h}_${j} += sc[${h * MAX_CHUNK}u + tv] * v${j};`))}
+    for (var tv = vr; tv < nt; tv += ${U * PV}u) {
+${unroll(
+  U,
+  (u) => `      let tw${u} = tv + ${u * PV}u;
+${unroll(HB, (h) => `      let w${h}_${u} = select(0.0, sc[${h * MAX_CHUNK}u + min(tw${u}, last)], tw${u} < nt);`)}`,
+)}
+${unroll(HB, (h) => unroll(JV, (j) => unroll(U, (u) => `      a${h}_${j} += w${h}_${u} * p${u}_${j};`)))}
+      // The next step's rows.
+${unroll(U, (u) => unroll(JV, (j) => `      p${u}_${j} = ${vLoad(`min(tv + ${(U + u) * PV}u, last)`, j)};`))}
     }
   }
 ${
@@ -568,7 +579,7 @@ export interface RopeInAttention {
  * the heads a workgroup serves within Q_SHARED_FLOATS).
  */
 export function attentionTakesRope(qkv: Operand, nHeads: number, nKvHeads: number, headDim: number): boolean {
-  const { heads } = planSplit(nHeads, nKvHeads, 1, 1);
+  const heads = headsPerWorkgroup(nHeads / nKvHeads, MAX_HEADS_PER_GROUP);
   return qkv.dtype === 'f32' && headDim % 4 === 0 && heads * headDim <= Q_SHARED_FLOATS;
 }
 
@@ -635,8 +646,9 @@ function scaleOf(scale: number, headDim: number): number {
 }
 
 /**
- * Workgroups of up to MAX_HEADS_PER_GROUP query heads of one kv head, over
- * chunks of at most `seqLen` tokens, for each of `batch` sequences.
+ * Workgroups of up to MAX_HEADS_PER_GROUP query heads of one kv head (or of
+ * one head, below TARGET_WORKGROUPS), over chunks of at most `seqLen` tokens,
+ * for each of `batch` sequences.
  */
 function planSplit(
   nHeads: number,
@@ -645,13 +657,35 @@ function planSplit(
   batch: number,
   forcedChunk?: AttentionChunk,
 ) {
+  const shared = planFor(nHeads, nKvHeads, seqLen, batch, MAX_HEADS_PER_GROUP, forcedChunk);
+  // Too few workgroups to fill the GPU (a short cache, one sequence): each
+  // workgroup's chain of loads and barriers sets the time, so one head a
+  // workgroup, its kv head's rows read once a head (mostly from L2).
+  return shared.workgroups >= TARGET_WORKGROUPS
+    ? shared
+    : planFor(nHeads, nKvHeads, seqLen, batch, 1, forcedChunk);
+}
+
+/** Query heads a workgroup serves when it serves at most `most` of a group. */
+function headsPerWorkgroup(group: number, most: number): number {
+  return Math.ceil(group / Math.ceil(group / most));
+}
+
+function planFor(
+  nHeads: number,
+  nKvHeads: number,
+  seqLen: number,
+  batch: number,
+  mostHeads: number,
+  forcedChunk: AttentionChunk | undefined,
+) {
   const group = nHeads / nKvHeads;
-  const blocksPerKv = Math.ceil(group / MAX_HEADS_PER_GROUP);
+  const blocksPerKv = Math.ceil(group / mostHeads);
   const blocks = nKvHeads * blocksPerKv;
   const chunk = chunkFor(seqLen, blocks * batch, forcedChunk);
   const chunks = Math.ceil(seqLen / chunk);
   return {
-    heads: Math.ceil(group / blocksPerKv),
+    heads: headsPerWorkgroup(group, mostHeads),
     direct: chunks === 1,
     values: { group, blocksPerKv, blocks, chunk, chunks },
     workgroups: blocks * chunks * batch,

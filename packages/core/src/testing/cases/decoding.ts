@@ -148,6 +148,8 @@ const ATTENTION: readonly Attention[] = [
   [32, 32, 64, 67, 257],
   [32, 8, 128, 4096, 4096],
   [3, 3, 128, 1031, 4096],
+  // Pairs of heads sharing a kv head over 64 chunks (the last one partial).
+  [16, 8, 64, 4093, 4096],
 ];
 
 for (const [nHeads, nKvHeads, headDim, seqLen, maxSeq] of ATTENTION) {
