@@ -148,7 +148,7 @@ function splitShader(cfg: SplitConfig): ShaderSource {
   const LK = kLanes(NV);
   const JK = Math.ceil(NV / LK);
   const PK = Math.floor(WG / LK);
-  const R = Math.max(1, Math.floor(ROW_SLOTS / HB));
+  const R = Math.floor(ROW_SLOTS / HB);
   // Value pass: one thread per vector of a row (up to WG), PV rows at a time, U rows per step.
   const U = R > 1 ? WIDE_V_ROWS : V_ROWS;
   const LV = Math.min(NV, WG);
@@ -671,6 +671,7 @@ function headsPerWorkgroup(group: number, most: number): number {
   return Math.ceil(group / Math.ceil(group / most));
 }
 
+/** planSplit's plan with at most `mostHeads` query heads a workgroup. */
 function planFor(
   nHeads: number,
   nKvHeads: number,
