@@ -159,3 +159,73 @@ for (const fusedColumns of [2, 4] as const) {
     );
   }
 }
+
+// One-row products without a gate split K across the workgroup (all its
+// groups on the same 8 columns) unless the `fusedColumns` switch is set:
+// N not a multiple of 8 clamps the last workgroup's columns, K past
+// 256 · 8 runs the loop's remainder, odd K the scalar loads, and a first
+// weight of rmsNormMatmul3 that is not a multiple of 8 rows keeps the
+// shader of a column a group.
+for (const features of [[], ['subgroups']] as const) {
+  needsAdapter(
+    `one-row fused products, K split across the workgroup${features.length ? ', no subgroups' : ''}`,
+    () => {
+      let gpu: WgpuBackend;
+      const cpu = createCpuBackend();
+      beforeAll(async () => {
+        gpu = await WgpuBackend.create({ withoutFeatures: [...features] });
+      });
+      afterAll(() => gpu.dispose());
+
+      const cases: readonly { spec: typeof rmsNormMatmul | typeof rmsNormMatmul3; shapes: number[][] }[] = [
+        { spec: rmsNormMatmul, shapes: [[1, 2056], [2056], [13, 2056]] },
+        { spec: rmsNormMatmul, shapes: [[1, 37], [37], [19, 37]] },
+        { spec: rmsNormMatmul3, shapes: [[1, 520], [520], [16, 520], [8, 520], [5, 520]] },
+        { spec: rmsNormMatmul3, shapes: [[1, 64], [64], [24, 64], [11, 64]] },
+        { spec: rmsNormMatmul3, shapes: [[1, 72], [72], [12, 72], [8, 72], [8, 72]] },
+      ];
+      // Without subgroups only the tree of sums differs: two cases in bf16 (lavapipe compiles each shader slowly).
+      for (const { spec, shapes } of features.length ? [cases[0]!, cases[2]!] : cases) {
+        for (const dtype of features.length ? (['bf16'] as const) : (['f32', 'bf16'] as const)) {
+          it(`${spec.name} ${shapes.map((s) => s.join('×')).join(', ')}, ${dtype} weights, matches the cpu backend`, async () => {
+            const rng = new Rng(shapes.flat().reduce((a, b) => a * 31 + b, 7));
+            const data = shapes.map((s) =>
+              Float32Array.from({ length: s[0]! * (s[1] ?? 1) }, () => rng.uniform(-1, 1)),
+            );
+            // x and the norm stay f32; the weights (from index 2) take the dtype.
+            const dtypeOf = (i: number) => (i >= 2 ? dtype : 'f32');
+            const host = (i: number) => (dtypeOf(i) === 'f32' ? data[i]! : Array.from(data[i]!));
+            const expected = cpu.run(
+              spec,
+              data.map((_, i) => cpu.upload(host(i), shapes[i]!, dtypeOf(i))),
+            );
+            const out = expected.map((e) =>
+              gpu.upload(
+                Float32Array.from({ length: e.size }, () => Number.NaN),
+                e.shape,
+              ),
+            );
+            gpu.run(
+              spec,
+              data.map((_, i) => gpu.upload(host(i), shapes[i]!, dtypeOf(i))),
+              {},
+              { out },
+            );
+            for (let i = 0; i < out.length; i++) {
+              const mismatch = compareOutputs(
+                'f32',
+                (await out[i]!.read()) as HostArray,
+                await expected[i]!.read(),
+                {
+                  rtol: 1e-4,
+                  atol: 4e-5 * shapes[0]![1]!,
+                },
+              );
+              expect(mismatch).toBeUndefined();
+            }
+          });
+        }
+      }
+    },
+  );
+}

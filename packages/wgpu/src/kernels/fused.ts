@@ -53,6 +53,15 @@ import { encodeMatmul, streamLoop } from './matmul.js';
 // one dispatch (q, k and v), each group picking its weight, row and output
 // from its column, so the small weights do not each leave most of the GPU
 // idle.
+//
+// A one-row product over weights (no gate) whose groups would each stream
+// one column instead splits K across the workgroup: all GROUPS groups walk
+// the same SPLIT_COLUMNS columns, each invocation a 256th of K, and the
+// groups' sums meet in workgroup memory. Every loaded x and norm vector then
+// serves SPLIT_COLUMNS weight rows rather than one, and each invocation's
+// loads are all in flight at once (K ≤ 4,096 in bf16 is two steps), as in
+// the GEMV; short rows (the q·k·v of a d 4096 model) stop waiting on a
+// group's 16 dependent steps.
 
 const THREADS = 256;
 const LANES = 32;
@@ -67,6 +76,8 @@ const unrollFor = (rows: number, cols: number) => (rows === 1 && cols === 1 ? 4 
  * group and load x once for several columns, and the GPU stays full.
  */
 const MIN_WORKGROUPS_PER_COLUMNS = 2048;
+/** Columns a workgroup that splits K across its groups produces. */
+const SPLIT_COLUMNS = 8;
 
 const PARAMS = paramLayout([
   ['m', 'u32'],
@@ -91,8 +102,10 @@ interface Variant {
   /** Ungated only: weights whose rows the columns span, each with its own output (rmsNormMatmul3). */
   readonly weights: number;
   readonly rows: number;
-  /** Columns each group streams (one weight only; 1 for rmsNormMatmul3). */
+  /** Columns each group streams (one weight only; 1 for rmsNormMatmul3), or with `split` the workgroup. */
   readonly cols: number;
+  /** K split across the workgroup's groups, all on the same `cols` columns (one row, no gate). */
+  readonly split: boolean;
   /** Vector loads along K: K a multiple of `vectorElements(w)` and 16-byte aligned operands. */
   readonly vec: boolean;
   /** How the weights are stored (f32, or halves in u32 words: 8 per vec4<u32> load). */
@@ -103,7 +116,8 @@ interface Variant {
 }
 
 function fusedShader(v: Variant) {
-  if (v.weights > 1 && v.cols !== 1) throw new Error('rmsNormMatmul3 streams one column a group');
+  if (v.weights > 1 && v.cols !== 1 && !v.split) throw new Error('rmsNormMatmul3 streams one column a group');
+  if (v.split && (v.gated || v.rows !== 1)) throw new Error('split K takes one row and no gate');
   const rows = Array.from({ length: v.rows }, (_, r) => r);
   const cs = Array.from({ length: v.cols }, (_, c) => c);
   const type = v.vec ? 'vec4<f32>' : 'f32';
@@ -168,10 +182,10 @@ function fusedShader(v: Variant) {
   const outputs = ['y', ...extra.map((i) => `y${i}`)];
   const loop = (wName: string) =>
     streamLoop(
-      'lane',
+      v.split ? 'tid' : 'lane',
       per > 1 ? `params.k / ${per}u` : 'params.k',
-      LANES,
-      unrollFor(v.rows, v.cols),
+      v.split ? THREADS : LANES,
+      v.split ? 2 : unrollFor(v.rows, v.cols),
       step(wName),
     );
   // Column c of weight i: its row c - (start of i), its output's columns N_i.
@@ -179,7 +193,7 @@ function fusedShader(v: Variant) {
     v.weights === 1
       ? `y[${row} * params.ldy + params.colOffset + col${c}] = ${out};`
       : `switch wi {
-        ${outputs.map((name, i) => `${i === v.weights - 1 ? 'default' : `case ${i}u`}: { ${name}[${row} * ${['params.n0', 'params.n1', '(params.n - params.n0 - params.n1)'][i]} + local] = ${out}; }`).join('\n        ')}
+        ${outputs.map((name, i) => `${i === v.weights - 1 ? 'default' : `case ${i}u`}: { ${name}[${row} * ${['params.n0', 'params.n1', '(params.n - params.n0 - params.n1)'][i]} + local${c > 0 ? ` + ${c}u` : ''}] = ${out}; }`).join('\n        ')}
       }`;
   const columns =
     v.weights === 1
@@ -189,13 +203,20 @@ function fusedShader(v: Variant) {
   var local = min(col0, params.n - 1u);
   if (local >= params.n0) { wi = 1u; local -= params.n0; }
   ${v.weights > 2 ? 'if (wi == 1u && local >= params.n1) { wi = 2u; local -= params.n1; }' : ''}
-  let wRow0 = local * params.k;
+  ${
+    v.cols === 1
+      ? 'let wRow0 = local * params.k;'
+      : `// Split K: the workgroup's columns lie in one weight (its start a multiple of ${v.cols}); the last ones past its end are clamped.
+  let last = select(select(params.n - params.n0 - params.n1, params.n1, wi == 1u), params.n0, wi == 0u) - 1u;
+  ${cs.map((c) => `let wRow${c} = min(local + ${c}u, last) * params.k;`).join('\n  ')}`
+  }
   // Uniform within a group; each branch streams one weight.
   switch wi {
     ${['wg', ...extra.map((i) => `w${i}`)].map((name, i) => `${i === v.weights - 1 ? 'default' : `case ${i}u`}: { ${loop(name)} }`).join('\n    ')}
   }`;
-  // Lane 0 of each group writes its columns of every row from the group's sums, `sum(i)` for value i.
-  const epilogue = (sum: (i: number) => string) => `if (lane == 0u) {
+  // Lane 0 of each group writes its columns of every row from the group's sums, `sum(i)` for value i
+  // (with split K, invocation 0 from the workgroup's).
+  const written = (sum: (i: number) => string) => `if (${v.split ? 'tid' : 'lane'} == 0u) {
     ${rows
       .map((r) => {
         const scale = v.norm
@@ -212,13 +233,23 @@ function fusedShader(v: Variant) {
       })
       .join('\n    ')}
   }`;
+  // Split K: the groups' sums (lane 0's slots of red) add up in group order.
+  const groupsTotal = (i: number) =>
+    `(${Array.from({ length: GROUPS }, (_, g) => `red[${i * THREADS + g * LANES}u]`).join(' + ')})`;
+  const epilogue = (sum: (i: number) => string) => (v.split ? written(groupsTotal) : written(sum));
   // Each group's sums by subgroup shuffles where it can, else the tree in workgroup memory.
   const subgroupSum = groupSumsOrElse(
     values,
-    epilogue((i) => values[i]!),
+    v.split
+      ? `if (lane == 0u) {
+      ${values.map((name, i) => `${at(i)} = ${name};`).join('\n      ')}
+    }
+    workgroupBarrier();
+    ${epilogue(at)}`
+      : epilogue((i) => values[i]!),
   );
   return {
-    key: `fused/${kernel}/m${v.rows}${v.cols > 1 ? `c${v.cols}` : ''}/${v.vec ? 'v4' : 'scalar'}${v.w === 'f32' ? '' : `/w-${v.w}`}${v.norm ? '/norm' : ''}/${v.subgroups ? 'subgroups' : 'workgroup'}`,
+    key: `fused/${kernel}/m${v.rows}${v.split ? `/split${v.cols}` : v.cols > 1 ? `c${v.cols}` : ''}/${v.vec ? 'v4' : 'scalar'}${v.w === 'f32' ? '' : `/w-${v.w}`}${v.norm ? '/norm' : ''}/${v.subgroups ? 'subgroups' : 'workgroup'}`,
     kernel,
     code: () => {
       const module = new ShaderModule();
@@ -236,7 +267,7 @@ function fusedShader(v: Variant) {
         THREADS,
         `  let wgi = ${linearWorkgroup};
   if (wgi >= params.tiles) { return; }
-  ${cs.map((c) => `let col${c} = (wgi % params.tilesN) * ${GROUPS * v.cols}u + ${c * GROUPS}u + tid / ${LANES}u;`).join('\n  ')}
+  ${cs.map((c) => (v.split ? `let col${c} = (wgi % params.tilesN) * ${v.cols}u + ${c}u;` : `let col${c} = (wgi % params.tilesN) * ${GROUPS * v.cols}u + ${c * GROUPS}u + tid / ${LANES}u;`)).join('\n  ')}
   let row0 = (wgi / params.tilesN) * ${v.rows}u;
   let lane = tid % ${LANES}u;
   // Columns and rows past the end are clamped (read, never written).
@@ -267,6 +298,28 @@ function fusedColumnsFor(n: number, forced: FusedColumns | undefined): FusedColu
   if (forced !== undefined) return forced;
   for (const c of [4, 2] as const) if (Math.ceil(n / (GROUPS * c)) >= MIN_WORKGROUPS_PER_COLUMNS) return c;
   return 1;
+}
+
+/**
+ * Whether a product splits K across each workgroup (see the top): one row,
+ * no gate, one column a group otherwise and the switch unset, and every
+ * weight but the last a whole number of SPLIT_COLUMNS rows, so that a
+ * workgroup's columns lie in one weight.
+ */
+function splitsK(
+  rows: number,
+  gated: boolean,
+  groupColumns: number,
+  forced: FusedColumns | undefined,
+  cols: readonly number[],
+): boolean {
+  return (
+    rows === 1 &&
+    !gated &&
+    groupColumns === 1 &&
+    forced === undefined &&
+    cols.slice(0, -1).every((n) => n % SPLIT_COLUMNS === 0)
+  );
 }
 
 type FusedCall = FusedLaunch<Operand>;
@@ -326,7 +379,8 @@ function encodeFusedF32(encoder: KernelEncoder, call: FusedCall): void {
         : [w[0]!, ...(wUp ? [wUp] : [])].map((op) => operandRange(op, range.start * k, range.count * k));
     const groupColumns =
       rows === 1 && w.length === 1 ? fusedColumnsFor(range.count, encoder.tuning.fusedColumns) : 1;
-    const tilesN = Math.ceil(range.count / (GROUPS * groupColumns));
+    const split = splitsK(rows, wUp !== undefined, groupColumns, encoder.tuning.fusedColumns, cols);
+    const tilesN = Math.ceil(range.count / (split ? SPLIT_COLUMNS : GROUPS * groupColumns));
     const tiles = tilesN * tilesM;
     const inputs = k === 0 ? [x, ...weights].map(empty) : [x, ...weights];
     encoder.dispatch({
@@ -334,7 +388,8 @@ function encodeFusedF32(encoder: KernelEncoder, call: FusedCall): void {
         gated: wUp !== undefined,
         weights: w.length,
         rows,
-        cols: groupColumns,
+        cols: split ? SPLIT_COLUMNS : groupColumns,
+        split,
         vec: vec && weights.every((op) => aligned(op.offset)),
         w: storage,
         norm: normWeight !== undefined,

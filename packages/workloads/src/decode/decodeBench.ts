@@ -77,6 +77,19 @@ export const DECODE_CONFIGS: Readonly<Record<string, Record<string, unknown>>> =
     max_position_embeddings: 131072,
     rope_theta: 500000,
   },
+  // Four layers of the 8B shape: its products and attention profiled in seconds.
+  'llama-8b-l4': {
+    ...LLAMA_D2048,
+    hidden_size: 4096,
+    intermediate_size: 14336,
+    num_hidden_layers: 4,
+    num_attention_heads: 32,
+    num_key_value_heads: 8,
+    head_dim: 128,
+    vocab_size: 128256,
+    max_position_embeddings: 131072,
+    rope_theta: 500000,
+  },
   // A model a software GPU decodes in seconds (tests, quick checks).
   'llama-tiny': {
     ...LLAMA_D2048,

@@ -154,6 +154,10 @@ const SHAPES3 = [
   [17, 129, 61, 11, 13],
   [1, 2048, 67, 0, 0],
   [4, 33, 1, 0, 0],
+  // One row over weights of whole blocks of 8 rows (a backend may give a
+  // block of columns a workgroup): K past 256 vector steps, a short last weight.
+  [1, 2056, 256, 64, 64],
+  [1, 520, 16, 8, 13],
 ] as const;
 
 for (const [m, kd, ...ns] of SHAPES3) {
