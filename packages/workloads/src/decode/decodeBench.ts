@@ -43,6 +43,21 @@ const LLAMA_D2048 = {
   hidden_act: 'silu',
 } as const;
 
+// Llama-3.1-8B's shape (seeded weights, plain RoPE): 32 layers, d 4096, FFN 14336, 32 query / 8 kv
+// heads of 128, vocabulary 128256, untied head (16.1 GB in bf16).
+const LLAMA_8B = {
+  ...LLAMA_D2048,
+  hidden_size: 4096,
+  intermediate_size: 14336,
+  num_hidden_layers: 32,
+  num_attention_heads: 32,
+  num_key_value_heads: 8,
+  head_dim: 128,
+  vocab_size: 128256,
+  max_position_embeddings: 131072,
+  rope_theta: 500000,
+} as const;
+
 /** Llama-shaped configurations (Hugging Face config.json fields). */
 export const DECODE_CONFIGS: Readonly<Record<string, Record<string, unknown>>> = {
   // 32 query / 8 kv heads of 64: 1.97 GB of fp32 weights (0.98 GB in bf16).
@@ -63,33 +78,9 @@ export const DECODE_CONFIGS: Readonly<Record<string, Record<string, unknown>>> =
     rope_theta: 500000,
     tie_word_embeddings: true,
   },
-  // Llama-3.1-8B's shape (seeded weights, plain RoPE): 32 layers, d 4096, FFN 14336, 32 query / 8 kv
-  // heads of 128, vocabulary 128256, untied head (16.1 GB in bf16).
-  'llama-3.1-8b': {
-    ...LLAMA_D2048,
-    hidden_size: 4096,
-    intermediate_size: 14336,
-    num_hidden_layers: 32,
-    num_attention_heads: 32,
-    num_key_value_heads: 8,
-    head_dim: 128,
-    vocab_size: 128256,
-    max_position_embeddings: 131072,
-    rope_theta: 500000,
-  },
+  'llama-3.1-8b': LLAMA_8B,
   // Four layers of the 8B shape: its products and attention profiled in seconds.
-  'llama-8b-l4': {
-    ...LLAMA_D2048,
-    hidden_size: 4096,
-    intermediate_size: 14336,
-    num_hidden_layers: 4,
-    num_attention_heads: 32,
-    num_key_value_heads: 8,
-    head_dim: 128,
-    vocab_size: 128256,
-    max_position_embeddings: 131072,
-    rope_theta: 500000,
-  },
+  'llama-8b-l4': { ...LLAMA_8B, num_hidden_layers: 4 },
   // A model a software GPU decodes in seconds (tests, quick checks).
   'llama-tiny': {
     ...LLAMA_D2048,
