@@ -89,6 +89,8 @@ const CASES: BenchCase[] = [
   ).map((s) => rows('softmax', softmax, s, 0, FULL)),
   argmaxCase([1, 32000], BOTH),
   argmaxCase([64, 32000], FULL),
+  // Llama 3's vocabulary: one decoder's logits.
+  argmaxCase([1, 128256], FULL),
   rows('rmsnorm', rmsNorm, [64, 4096], 1, BOTH, { eps: 1e-5 }),
   ...(
     [

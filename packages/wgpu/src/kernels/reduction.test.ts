@@ -50,6 +50,28 @@ needsAdapter('wgpu argmax beyond the conformance cases', () => {
     }
   });
 
+  it("a decoder's logits (one row of 128,256) go in 16 parts over as many workgroups, then their pairs", async () => {
+    const fresh = await WgpuBackend.create();
+    try {
+      const rng = new Rng(11);
+      const n = 128256;
+      const x = Float32Array.from({ length: n }, () => rng.uniform(-1, 1));
+      // The maximum twice, in the last part and in the first: the lower index wins.
+      x[n - 5] = 3;
+      x[70] = 3;
+      using input = fresh.upload(x, [1, n]);
+      using y = fresh.run(argmax, [input], {})[0]!;
+      expect(Array.from((await y.read()) as Int32Array)).toEqual([70]);
+      const keys = fresh.pipelines.compiledShaders().map((s) => s.key);
+      expect(keys.filter((key) => key.startsWith('reduction/argmax/'))).toEqual([
+        'reduction/argmax/f32/split/w4/u4/wg256',
+        'reduction/argmax/pairs/t2/wg256',
+      ]);
+    } finally {
+      fresh.dispose();
+    }
+  });
+
   it('rows of 2^18 + 4 and 2^18 + 3 with the maximum twice, late', async () => {
     for (const n of [262148, 262147]) {
       await check([2, n], (x) => {

@@ -150,6 +150,16 @@ const SPLIT_ELEMENTS_PER_THREAD = 8;
 /** Enough workgroups to fill a large GPU a few times over. */
 const SPLIT_TARGET_GROUPS = 1024;
 
+/**
+ * Parts each of `rows` rows of `n` elements (`loads` loads) is split into:
+ * 1 below SPLIT_MIN_LENGTH, else enough for `perThread` loads a thread but
+ * no more than SPLIT_TARGET_GROUPS workgroups in all.
+ */
+function rowSplits(rows: number, n: number, loads: number, perThread: number): number {
+  if (n < SPLIT_MIN_LENGTH) return 1;
+  return Math.min(Math.ceil(loads / (WG * perThread)), Math.ceil(SPLIT_TARGET_GROUPS / rows));
+}
+
 /** Reduces `rows` runs of `n` consecutive elements of `x` into `y[row]`. */
 function encodeRowReduce(
   encoder: KernelEncoder,
@@ -162,10 +172,7 @@ function encodeRowReduce(
   input: RowInput = 'f32',
 ): void {
   if (rows === 0) return;
-  const splits =
-    n >= SPLIT_MIN_LENGTH
-      ? Math.min(Math.ceil(n / (WG * SPLIT_ELEMENTS_PER_THREAD)), Math.ceil(SPLIT_TARGET_GROUPS / rows))
-      : 1;
+  const splits = rowSplits(rows, n, n, SPLIT_ELEMENTS_PER_THREAD);
   if (splits > 1) {
     const groups = rows * splits;
     const partials: GPUBufferBinding = { buffer: encoder.scratch(groups * 4), offset: 0, size: groups * 4 };
@@ -233,13 +240,27 @@ fn better(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
   return select(a, b, b.x > a.x || (b.x == a.x && b.y < a.y));
 }`;
 
+const ARGMAX_SPLIT_PARAMS = paramLayout([
+  ['loads', 'u32'],
+  ['splits', 'u32'],
+  ['groups', 'u32'],
+] as const);
+
 /**
  * One row per segment of `threads` invocations (a whole workgroup for long
  * rows); x is read as vec4 where `width` is 4. Each invocation scans its
  * loads in increasing index order, so a strictly larger key is the only one
- * that displaces its best; the tree then breaks ties by index.
+ * that displaces its best; the tree then breaks ties by index. `split`: the
+ * first pass over long rows, workgroup w taking part `w % splits` of row
+ * `w / splits` (its loads strided by `splits · WG`, so that they stay
+ * coalesced) into the pair `partials[w]`, which argmaxPairsShader reduces.
  */
-export function argmaxShader(threads: number, width: 1 | 4, storage: Storage = 'f32'): ShaderSource {
+export function argmaxShader(
+  threads: number,
+  width: 1 | 4,
+  storage: Storage = 'f32',
+  split = false,
+): ShaderSource {
   const components = width === 4 ? ['x', 'y', 'z', 'w'] : [''];
   // Half logits are widened exactly, so the keys order them as the halves.
   const value = (load: string) =>
@@ -251,29 +272,59 @@ export function argmaxShader(threads: number, width: 1 | 4, storage: Storage = '
           ` { let k = order_key(v${c ? `.${c}` : ''}); if (k > best.x) { best = vec2<u32>(k, (${load}) * ${width}u + ${i}u); } }`,
       )
       .join('')} }`;
-  const step = `${threads}u`;
+  const step = split ? `(params.splits * ${WG}u)` : `${threads}u`;
   const at = (u: number) => (u === 0 ? 'j' : `j + ${u}u * ${step}`);
   return {
-    key: `reduction/argmax/${storage === 'f32' ? 'f32' : `words-${storage}`}/t${threads}/w${width}/u${ARGMAX_UNROLL}/wg${WG}`,
+    key: `reduction/argmax/${storage === 'f32' ? 'f32' : `words-${storage}`}/${split ? 'split' : `t${threads}`}/w${width}/u${ARGMAX_UNROLL}/wg${WG}`,
     kernel: 'argmax',
     code: () => {
       const module = new ShaderModule();
       module.storage('x', width === 4 ? quadType(storage) : bindingType(storage, false), 'read');
-      module.storage('y', 'i32', 'read_write');
+      module.storage(split ? 'partials' : 'y', split ? 'vec2<u32>' : 'i32', 'read_write');
       module.declare(ARGMAX_WGSL);
       if (storage === 'bf16') module.declare(halfFunctions(storage));
+      segmentReduce(module, 'reduce', threads, (a, b) => `better(${a}, ${b})`, 'vec2<u32>');
+      const prologue = split
+        ? `  let w = ${linearWorkgroup};
+  let row = w / params.splits;
+  let base = row * params.loads;
+  let end = select(0u, params.loads, w < params.groups);`
+        : rowPrologue(threads, 'params.loads');
+      return module.build(
+        split ? ARGMAX_SPLIT_PARAMS : ARGMAX_PARAMS,
+        WG,
+        `${prologue}
+  // Key 0 is no float's: every element displaces the start.
+  var best = vec2<u32>(0u, 0xffffffffu);
+  var j = ${split ? `(w % params.splits) * ${WG}u + lid.x` : 'lane'};
+  for (; ${at(ARGMAX_UNROLL - 1)} < end; j += ${ARGMAX_UNROLL}u * ${step}) {
+    ${Array.from({ length: ARGMAX_UNROLL }, (_, u) => absorb(at(u))).join('\n    ')}
+  }
+  for (; j < end; j += ${step}) { ${absorb('j')} }
+  let total = reduce(lid.x, best);
+  ${split ? 'if (w < params.groups && lid.x == 0u) { partials[w] = total; }' : 'if (row < params.rows && lane == 0u) { y[row] = i32(total.y); }'}`,
+      );
+    },
+  };
+}
+
+/** The second pass over long rows: each row's `params.loads` pairs (key, index) from argmaxShader's split pass into its index. */
+export function argmaxPairsShader(threads: number): ShaderSource {
+  return {
+    key: `reduction/argmax/pairs/t${threads}/wg${WG}`,
+    kernel: 'argmax',
+    code: () => {
+      const module = new ShaderModule();
+      module.storage('partials', 'vec2<u32>', 'read');
+      module.storage('y', 'i32', 'read_write');
+      module.declare(ARGMAX_WGSL);
       segmentReduce(module, 'reduce', threads, (a, b) => `better(${a}, ${b})`, 'vec2<u32>');
       return module.build(
         ARGMAX_PARAMS,
         WG,
         `${rowPrologue(threads, 'params.loads')}
-  // Key 0 is no float's: every element displaces the start.
   var best = vec2<u32>(0u, 0xffffffffu);
-  var j = lane;
-  for (; ${at(ARGMAX_UNROLL - 1)} < end; j += ${ARGMAX_UNROLL}u * ${step}) {
-    ${Array.from({ length: ARGMAX_UNROLL }, (_, u) => absorb(at(u))).join('\n    ')}
-  }
-  for (; j < end; j += ${step}) { ${absorb('j')} }
+  for (var j = lane; j < end; j += ${threads}u) { best = better(best, partials[base + j]); }
   let total = reduce(lid.x, best);
   if (row < params.rows && lane == 0u) { y[row] = i32(total.y); }`,
       );
@@ -293,9 +344,30 @@ const argmaxKernel = wgpuKernel(
     if (rows === 0) return;
     const width = n % 4 === 0 ? 4 : 1;
     const loads = n / width;
+    const storage = storageOf(inputs[0]!.dtype);
+    // Few long rows (a decoder's logits): parts of each row over many workgroups, then their pairs.
+    const splits = rowSplits(rows, n, loads, ARGMAX_LOADS_PER_THREAD);
+    if (splits > 1) {
+      const groups = rows * splits;
+      const partials: GPUBufferBinding = { buffer: encoder.scratch(groups * 8), offset: 0, size: groups * 8 };
+      encoder.dispatch({
+        shader: argmaxShader(WG, width, storage, true),
+        buffers: [inputs[0]!, partials],
+        params: { layout: ARGMAX_SPLIT_PARAMS, values: { loads, splits, groups } },
+        workgroups: gridFor(groups, encoder.limits),
+      });
+      const threads = threadsPerRow(splits, ARGMAX_LOADS_PER_THREAD);
+      encoder.dispatch({
+        shader: argmaxPairsShader(threads),
+        buffers: [partials, outputs[0]!],
+        params: { layout: ARGMAX_PARAMS, values: { rows, loads: splits } },
+        workgroups: rowGrid(encoder, rows, threads),
+      });
+      return;
+    }
     const threads = threadsPerRow(loads, ARGMAX_LOADS_PER_THREAD);
     encoder.dispatch({
-      shader: argmaxShader(threads, width, storageOf(inputs[0]!.dtype)),
+      shader: argmaxShader(threads, width, storage),
       buffers: [inputs[0]!, outputs[0]!],
       params: { layout: ARGMAX_PARAMS, values: { rows, loads } },
       workgroups: rowGrid(encoder, rows, threads),
@@ -313,6 +385,10 @@ export function reductionShaders(n: number, scalar: Scalar = 'f32'): ShaderSourc
       splitReduceShader(op, op.name, scalar),
     ]),
     argmaxShader(threadsPerRow(n / argmaxWidth, ARGMAX_LOADS_PER_THREAD), argmaxWidth, scalar),
+    argmaxShader(WG, argmaxWidth, scalar, true),
+    argmaxPairsShader(
+      threadsPerRow(Math.ceil(n / argmaxWidth / (WG * ARGMAX_LOADS_PER_THREAD)), ARGMAX_LOADS_PER_THREAD),
+    ),
   ];
 }
 
