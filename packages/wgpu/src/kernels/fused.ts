@@ -236,7 +236,7 @@ function fusedShader(v: Variant) {
   // Split K: the groups' sums (lane 0's slots of red) add up in group order.
   const groupsTotal = (i: number) =>
     `(${Array.from({ length: GROUPS }, (_, g) => `red[${i * THREADS + g * LANES}u]`).join(' + ')})`;
-  const epilogue = (sum: (i: number) => string) => (v.split ? written(groupsTotal) : written(sum));
+  const epilogue = (sum: (i: number) => string) => written(v.split ? groupsTotal : sum);
   // Each group's sums by subgroup shuffles where it can, else the tree in workgroup memory.
   const subgroupSum = groupSumsOrElse(
     values,

@@ -387,7 +387,7 @@ export function reductionShaders(n: number, scalar: Scalar = 'f32'): ShaderSourc
     argmaxShader(threadsPerRow(n / argmaxWidth, ARGMAX_LOADS_PER_THREAD), argmaxWidth, scalar),
     argmaxShader(WG, argmaxWidth, scalar, true),
     argmaxPairsShader(
-      threadsPerRow(Math.ceil(n / argmaxWidth / (WG * ARGMAX_LOADS_PER_THREAD)), ARGMAX_LOADS_PER_THREAD),
+      threadsPerRow(rowSplits(1, n, n / argmaxWidth, ARGMAX_LOADS_PER_THREAD), ARGMAX_LOADS_PER_THREAD),
     ),
   ];
 }
