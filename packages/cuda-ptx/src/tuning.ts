@@ -1,4 +1,11 @@
-import { checkChoice, type QgemvOptions, type QgemvTuning, resolveQgemvOptions } from '@rayo/core';
+import {
+  checkChoice,
+  QGEMV_ACTIVATION_CHOICES,
+  type QgemvActivations,
+  type QgemvOptions,
+  type QgemvTuning,
+  resolveQgemvOptions,
+} from '@rayo/core';
 
 /** `qgemvMma`: one-row 4-bit products on tensor cores (`on`) or not (`off`). */
 export const QGEMV_MMA_CHOICES = ['on', 'off'] as const;
@@ -39,13 +46,8 @@ export type GemvSlices = (typeof GEMV_SLICE_CHOICES)[number];
 export const WEIGHT_PREFETCH_CHOICES = ['on', 'off'] as const;
 export type WeightPrefetch = (typeof WEIGHT_PREFETCH_CHOICES)[number];
 
-/**
- * `qgemvActivations`: the small-M quantized products' x as exact f32 (`f32`)
- * or as int8 blocks (`int8`), whatever each call's `activations` attribute
- * allows; left out, a call's `activations: 'int8'` takes the int8 GEMV.
- */
-export const QGEMV_ACTIVATION_CHOICES = ['f32', 'int8'] as const;
-export type QgemvActivations = (typeof QGEMV_ACTIVATION_CHOICES)[number];
+/** `qgemvActivations` (core's QGEMV_ACTIVATION_CHOICES): left out, a call's `activations: 'int8'` takes the int8 GEMV. */
+export { QGEMV_ACTIVATION_CHOICES, type QgemvActivations };
 
 /**
  * The cuda backend's tuning switches, for measurements: each has a measured

@@ -2,6 +2,7 @@ import {
   choiceFromEnvironment,
   type EnvironmentVariables,
   InvalidArgumentError,
+  QGEMV_ACTIVATION_CHOICES,
   qgemvOptionsFromEnvironment,
 } from '@rayo/core';
 import type { DawnOptions } from './dawn.js';
@@ -12,6 +13,7 @@ import {
   FUSED_COLUMN_CHOICES,
   HALF_GEMM_MODES,
   HALF_GEMM_TILE_NAMES,
+  QUANT_COLUMN_CHOICES,
   type WgpuTuningOptions,
 } from './tuning.js';
 
@@ -49,7 +51,8 @@ function togglesFromEnvironment(env: EnvironmentVariables, name: string): string
  * → `f16Gemm`, RAYO_WGPU_F16_ATTENTION (`matrix`, `f32`) → `f16Attention`,
  * RAYO_WGPU_F16_GEMM_TILE (`128x128w2x4`, … see HALF_GEMM_TILE_NAMES) → `f16GemmTile`,
  * RAYO_WGPU_F16_ATTENTION_TILE (`4x64`, … see F16_ATTENTION_TILE_NAMES) → `f16AttentionTile`,
- * RAYO_WGPU_FUSED_COLUMNS (1, 2, 4) → `fusedColumns`, RAYO_WGPU_ATTENTION_CHUNK (64, 128, 256) → `attentionChunk`,
+ * RAYO_WGPU_FUSED_COLUMNS (1, 2, 4) → `fusedColumns`, RAYO_WGPU_QUANT_COLUMNS (1, 2, 4) →
+ * `quantColumns`, RAYO_QGEMV_ACTIVATIONS (`f32`, `int8`) → `qgemvActivations`, RAYO_WGPU_ATTENTION_CHUNK (64, 128, 256) → `attentionChunk`,
  * RAYO_WGPU_UNSAFE_APIS=1 → `unsafeApis: true`, and
  * RAYO_DAWN_ENABLE / RAYO_DAWN_DISABLE (comma-separated Dawn toggles, e.g.
  * `skip_validation`) → `enableToggles` / `disableToggles`; unset or
@@ -70,6 +73,13 @@ export function wgpuOptionsFromEnvironment(
     WHERE,
   );
   const fusedColumns = choiceFromEnvironment(env, 'RAYO_WGPU_FUSED_COLUMNS', FUSED_COLUMN_CHOICES, WHERE);
+  const quantColumns = choiceFromEnvironment(env, 'RAYO_WGPU_QUANT_COLUMNS', QUANT_COLUMN_CHOICES, WHERE);
+  const qgemvActivations = choiceFromEnvironment(
+    env,
+    'RAYO_QGEMV_ACTIVATIONS',
+    QGEMV_ACTIVATION_CHOICES,
+    WHERE,
+  );
   const attentionChunk = choiceFromEnvironment(
     env,
     'RAYO_WGPU_ATTENTION_CHUNK',
@@ -88,6 +98,8 @@ export function wgpuOptionsFromEnvironment(
     ...(f16GemmTile === undefined ? {} : { f16GemmTile }),
     ...(f16AttentionTile === undefined ? {} : { f16AttentionTile }),
     ...(fusedColumns === undefined ? {} : { fusedColumns }),
+    ...(quantColumns === undefined ? {} : { quantColumns }),
+    ...(qgemvActivations === undefined ? {} : { qgemvActivations }),
     ...(attentionChunk === undefined ? {} : { attentionChunk }),
     ...(unsafe === undefined ? {} : { unsafeApis: unsafe === '1' }),
   };

@@ -65,6 +65,8 @@ const OPTION_KEYS: Readonly<Record<keyof WgpuBackendOptions, true>> = {
   f16GemmTile: true,
   f16AttentionTile: true,
   fusedColumns: true,
+  quantColumns: true,
+  qgemvActivations: true,
   attentionChunk: true,
   qgemvVariant: true,
   qgemvSlices: true,

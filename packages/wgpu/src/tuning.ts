@@ -1,4 +1,11 @@
-import { checkChoice, type QgemvOptions, type QgemvTuning, resolveQgemvOptions } from '@rayo/core';
+import {
+  checkChoice,
+  QGEMV_ACTIVATION_CHOICES,
+  type QgemvActivations,
+  type QgemvOptions,
+  type QgemvTuning,
+  resolveQgemvOptions,
+} from '@rayo/core';
 
 /**
  * Which kernel multiplies f16 a by f16 b where the tiles would (M past the
@@ -63,6 +70,14 @@ export const FUSED_COLUMN_CHOICES = [1, 2, 4] as const;
 export type FusedColumns = (typeof FUSED_COLUMN_CHOICES)[number];
 
 /**
+ * Adjacent columns each group of 32 invocations of the streaming quantized
+ * product takes (kernels/quantized.ts): more read each tile's x once for
+ * more columns, fewer leave more workgroups.
+ */
+export const QUANT_COLUMN_CHOICES = [1, 2, 4] as const;
+export type QuantColumns = (typeof QUANT_COLUMN_CHOICES)[number];
+
+/**
  * The wgpu backend's tuning switches, for measurements and checks: each has
  * a measured default, which leaving it out keeps. Kernels read them from
  * their encoder.
@@ -84,6 +99,10 @@ export interface WgpuTuningOptions extends QgemvOptions {
   readonly f16AttentionTile?: F16AttentionTileName;
   /** Columns a group of the fused one-row products streams (see FUSED_COLUMN_CHOICES); absent, picked by size. */
   readonly fusedColumns?: FusedColumns;
+  /** Columns a group of the streaming quantized product takes (see QUANT_COLUMN_CHOICES); absent, picked by size. */
+  readonly quantColumns?: QuantColumns;
+  /** The streaming quantized product's x as exact f32 or int8 blocks (core's QGEMV_ACTIVATION_CHOICES); absent, as each call's `activations` allows. */
+  readonly qgemvActivations?: QgemvActivations;
   /** Tokens a chunk of the decode attention's split pass holds (see ATTENTION_CHUNK_CHOICES); absent, picked by length. */
   readonly attentionChunk?: AttentionChunk;
 }
@@ -95,6 +114,8 @@ export interface WgpuTuning extends QgemvTuning {
   readonly f16GemmTile: HalfGemmTileName | undefined;
   readonly f16AttentionTile: F16AttentionTileName | undefined;
   readonly fusedColumns: FusedColumns | undefined;
+  readonly quantColumns: QuantColumns | undefined;
+  readonly qgemvActivations: QgemvActivations | undefined;
   readonly attentionChunk: AttentionChunk | undefined;
 }
 
@@ -107,6 +128,8 @@ export const DEFAULT_WGPU_TUNING: WgpuTuning = {
   f16GemmTile: undefined,
   f16AttentionTile: undefined,
   fusedColumns: undefined,
+  quantColumns: undefined,
+  qgemvActivations: undefined,
   attentionChunk: undefined,
 };
 
@@ -132,6 +155,14 @@ export function resolveWgpuTuning(options: WgpuTuningOptions): WgpuTuning {
     fusedColumns: checkChoice(options.fusedColumns, FUSED_COLUMN_CHOICES, {
       operation: CREATE,
       argument: 'fusedColumns',
+    }),
+    quantColumns: checkChoice(options.quantColumns, QUANT_COLUMN_CHOICES, {
+      operation: CREATE,
+      argument: 'quantColumns',
+    }),
+    qgemvActivations: checkChoice(options.qgemvActivations, QGEMV_ACTIVATION_CHOICES, {
+      operation: CREATE,
+      argument: 'qgemvActivations',
     }),
     attentionChunk: checkChoice(options.attentionChunk, ATTENTION_CHUNK_CHOICES, {
       operation: CREATE,

@@ -25,6 +25,23 @@ export const QUANT_ACTIVATIONS = ['exact', 'int8'] as const;
 export type QuantActivations = (typeof QUANT_ACTIVATIONS)[number];
 
 /**
+ * A backend's `qgemvActivations` switch: the small-M quantized products' x
+ * as exact f32 (`f32`) or as int8 blocks (`int8`), whatever each call's
+ * `activations` attribute allows; left out, a call's `activations: 'int8'`
+ * takes the int8 path where the backend has one.
+ */
+export const QGEMV_ACTIVATION_CHOICES = ['f32', 'int8'] as const;
+export type QgemvActivations = (typeof QGEMV_ACTIVATION_CHOICES)[number];
+
+/** Whether a small-M product takes int8 activations: the switch where set, else the call's attribute. */
+export function takesInt8Activations(
+  activations: QuantActivations | undefined,
+  forced: QgemvActivations | undefined,
+): boolean {
+  return forced === undefined ? activations === 'int8' : forced === 'int8';
+}
+
+/**
  * The `activations` attribute of the quantized products: 'int8' lets a
  * backend take x (after a folded norm) as int8 blocks of 32 along K, d =
  * max|x|/127 and q = round(x / d), as llama.cpp's quantized GEMVs do. The

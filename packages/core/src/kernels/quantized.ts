@@ -14,7 +14,13 @@ import {
 } from './foldedNorm.js';
 import { bytesOf, FLOAT } from './vocabulary.js';
 
-export { QUANT_ACTIVATIONS, type QuantActivations } from './foldedNorm.js';
+export {
+  QGEMV_ACTIVATION_CHOICES,
+  type QgemvActivations,
+  QUANT_ACTIVATIONS,
+  type QuantActivations,
+  takesInt8Activations,
+} from './foldedNorm.js';
 
 const FAMILY = 'quantized';
 

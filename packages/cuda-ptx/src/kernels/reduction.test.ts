@@ -12,10 +12,13 @@ import { describe, expect, it } from 'vitest';
 import type { DeviceProperties } from '../driver/driver.js';
 import { ptxasTestGate } from '../ptx/ptxas.js';
 import {
+  ARGMAX_PAIRS_KEY,
   argmaxKey,
   argmaxModule,
+  argmaxPairsModule,
   launchReduction,
   planArgmax,
+  planArgmaxParts,
   planReduction,
   type ReduceKind,
   reductionKey,
@@ -137,6 +140,31 @@ describe('argmax planning and PTX', () => {
     expect(argmaxKey(planArgmax(32001, 1))).toBe('reduction/argmax/t512b512w1stream');
   });
 
+  it('cuts few long rows into parts over the SMs, and leaves many rows or short ones whole', () => {
+    // Decoding's one row of Llama 3's logits: 32 parts of 4,008 (256 threads, 4 vec4 loads each).
+    expect(planArgmaxParts(H100, 1, 128256, 4)).toEqual({ splits: 32, chunk: 4008 });
+    expect(planArgmaxParts(H100, 1, 32000, 4)).toEqual({ splits: 8, chunk: 4000 });
+    // Parts start on access boundaries; the last is shorter.
+    const odd = planArgmaxParts(H100, 3, 100002, 2);
+    expect(odd.chunk % 2).toBe(0);
+    expect((odd.splits - 1) * odd.chunk).toBeLessThan(100002);
+    expect(odd.splits * odd.chunk).toBeGreaterThanOrEqual(100002);
+    expect(planArgmaxParts(H100, 2000, 32000, 4)).toEqual({ splits: 1, chunk: 32000 });
+    expect(planArgmaxParts(H100, 1, 1024, 4)).toEqual({ splits: 1, chunk: 1024 });
+    expect(argmaxKey({ threads: 256, block: 256, width: 4, slots: 0 }, 'bf16', true)).toContain('/split');
+  });
+
+  it('writes a part its (key, index) pair, and reduces the pairs a warp a row', () => {
+    const part = argmaxModule({ threads: 256, block: 256, width: 4, slots: 0 }, 'f32', true).emit();
+    expect(part).toContain('st.global.v2.u32');
+    expect(part).toContain('div.u32');
+    const pairs = argmaxPairsModule().emit();
+    expect(pairs).toContain('ld.global.v2.u32');
+    expect(pairs).toContain('shfl.sync.bfly.b32');
+    expect(pairs).not.toContain('bar.sync');
+    expect(ARGMAX_PAIRS_KEY).toBe('reduction/argmax/pairs/t32b128w1stream');
+  });
+
   it('compares integer keys only, through shuffles and, for a block, shared memory', () => {
     const text = argmaxModule(planArgmax(32000, 4)).emit();
     expect(text).not.toMatch(/setp\.\w+\.f32/);
@@ -163,14 +191,17 @@ describe.skipIf(gate.skip)(`argmax PTX assembles with ptxas (${gate.reason})`, (
       for (const type of ['f32', 'f16', 'bf16'] as const) {
         jobs.push(...archJobs(argmaxModule(g, type).emit(), argmaxKey(g, type)));
       }
+      const part = { threads: 256, block: 256, width, slots: 0 };
+      jobs.push(...archJobs(argmaxModule(part, 'bf16', true).emit(), argmaxKey(part, 'bf16', true)));
     }
+    jobs.push(...archJobs(argmaxPairsModule().emit(), ARGMAX_PAIRS_KEY));
     expectAllAssembleCleanly(jobs);
   }, 120_000);
 });
 
 // With one SM the grid is a few blocks, so every group loops over many rows.
 describe('argmax on a one-SM emulated device', () => {
-  const { gpu, cpu } = useEmulatedGpu({ multiprocessors: 1 });
+  const { gpu, cpu, fake } = useEmulatedGpu({ multiprocessors: 1 });
 
   const uniform = seededUniform(11, -1, 1);
 
@@ -187,6 +218,25 @@ describe('argmax on a one-SM emulated device', () => {
   it('rows of width-2 accesses with late ties', () =>
     check([9, 2050], (x) => {
       for (let r = 0; r < 9; r++) for (const j of [2049 - r, 1500 + 37 * r, 1400 + r]) x[r * 2050 + j] = 3;
+    }));
+  // One SM holds 8 blocks of 256: a row of 20,011 goes in 8 parts of 2,502 (3 rows in 3 parts each).
+  it('one long row in parts, the maximum tied across parts', async () => {
+    const before = fake.launches.length;
+    await check([1, 20011], (x) => {
+      for (const j of [19999, 2502 * 5 + 1, 2502 * 3 - 1, 2502 * 3 + 7]) x[j] = 5;
+    });
+    // The parts, then their pairs (the cpu run launches nothing).
+    const launches = fake.launches.slice(before);
+    expect(launches.map((l) => l.entry)).toEqual(['argmax', 'argmax_pairs']);
+    expect(launches[0]!.args.splits).toBe(8);
+    expect(launches[0]!.args.chunk).toBe(2502);
+  });
+  it('three long rows in parts, with NaN and infinities in later parts', () =>
+    check([3, 20011], (x, bits) => {
+      x[20000] = Number.POSITIVE_INFINITY;
+      x[20011 + 5000] = Number.POSITIVE_INFINITY;
+      bits[20011 + 15000] = 0xffc00000;
+      x[2 * 20011 + 20010] = 7;
     }));
   it('NaN with its sign bit set counts as NaN', () =>
     check([3, 517], (x, bits) => {

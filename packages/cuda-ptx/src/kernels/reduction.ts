@@ -298,8 +298,40 @@ export function planArgmax(n: number, width: 1 | 2 | 4): RowGeometry {
   return { threads: ARGMAX_BLOCK, block: ARGMAX_BLOCK, width, slots: 0 };
 }
 
-export function argmaxKey(g: RowGeometry, type: FloatStorage = 'f32'): string {
-  return `reduction/argmax/${geometryKey(g)}${storageKey([type])}`;
+/** A block of a row's part: many parts of few long rows spread over the SMs. */
+const ARGMAX_PART_GEOMETRY = (width: 1 | 2 | 4): RowGeometry => ({
+  threads: SEGMENT_BLOCK,
+  block: SEGMENT_BLOCK,
+  width,
+  slots: 0,
+});
+
+/**
+ * How argmax cuts each of `rows` rows of `n` into `splits` parts of `chunk`
+ * elements (the last may be shorter; `width` aligned), one block a part,
+ * where the rows take a block each (planArgmax) and alone would leave SMs
+ * idle: decoding's one row of 128,256 logits on one SM read 500 KB four
+ * loads at a time. One split where they would not.
+ */
+export function planArgmaxParts(
+  device: DeviceProperties,
+  rows: number,
+  n: number,
+  width: 1 | 2 | 4,
+): { readonly splits: number; readonly chunk: number } {
+  const accesses = Math.ceil(n / width);
+  const resident = rowGrid(device, ARGMAX_PART_GEOMETRY(width), Number.MAX_SAFE_INTEGER);
+  if (planArgmax(n, width).threads !== ARGMAX_BLOCK || rows >= resident) return { splits: 1, chunk: n };
+  const splits = Math.min(
+    Math.ceil(accesses / (SEGMENT_BLOCK * ACCESSES_PER_THREAD)),
+    Math.ceil(resident / rows),
+  );
+  const chunk = Math.ceil(Math.ceil(n / splits) / width) * width;
+  return { splits: Math.ceil(n / chunk), chunk };
+}
+
+export function argmaxKey(g: RowGeometry, type: FloatStorage = 'f32', split = false): string {
+  return `reduction/argmax/${geometryKey(g)}${split ? '/split' : ''}${storageKey([type])}`;
 }
 
 /**
@@ -309,22 +341,32 @@ export function argmaxKey(g: RowGeometry, type: FloatStorage = 'f32'): string {
  * group's pairs then meet in a shuffle butterfly, a block's warps through
  * shared memory in warp order.
  */
-export function argmaxModule(g: RowGeometry, type: FloatStorage = 'f32'): PtxModule {
+export function argmaxModule(g: RowGeometry, type: FloatStorage = 'f32', split = false): PtxModule {
   const bytes = STORAGE_BYTES[type];
   const m = new PtxModule();
   m.entry(
     'argmax',
-    { x: 'ptr', y: 'ptr', rows: 'u32', n: 'u32' },
+    { x: 'ptr', y: 'ptr', rows: 'u32', n: 'u32', chunk: 'u32', splits: 'u32' },
     (k, p) => {
-      const { x, y, rows, n } = loadAllParams(k, p);
+      const { x, y, rows, n, chunk, splits } = loadAllParams(k, p);
       const place = groupPlace(k, g);
       const warps = g.block / 32;
       const pairs = g.threads > 32 ? k.sharedArray('argmax_pairs', 'u32', 2 * warps, 16) : undefined;
       const stride = g.threads * g.width;
-      forEachRow(k, place, rows, (row, valid) => {
-        const start = k.mulLo('u32', k.reg('u32'), row, n);
+      forEachRow(k, place, rows, (segment, valid) => {
+        let start = k.mulLo('u32', k.reg('u32'), segment, n);
+        let whole: R32 = n;
+        // With `split`, segment s is part s mod splits of row s / splits, its indices counted from `offset`.
+        let offset: R32 | undefined;
+        if (split) {
+          const row = k.div('u32', k.reg('u32'), segment, splits);
+          const part = k.sub('u32', k.reg('u32'), segment, k.mulLo('u32', k.reg('u32'), row, splits));
+          offset = k.mulLo('u32', k.reg('u32'), part, chunk);
+          start = k.madLo('u32', k.reg('u32'), row, n, offset);
+          whole = k.min('u32', k.reg('u32'), chunk, k.sub('u32', k.reg('u32'), n, offset));
+        }
         // A group past the last row reads nothing but joins the shuffles.
-        const len = valid ? k.selp('u32', k.reg('u32'), n, 0, valid) : n;
+        const len = valid ? k.selp('u32', k.reg('u32'), whole, 0, valid) : whole;
         // Key 0 is no float's: the first element read displaces it.
         const best: Best = {
           key: k.mov('u32', k.reg('u32'), 0),
@@ -381,8 +423,64 @@ export function argmaxModule(g: RowGeometry, type: FloatStorage = 'f32'): PtxMod
         }
         const leader = k.setp('eq', 'u32', k.reg('pred'), place.laneInGroup, 0);
         const write = valid ? k.and('pred', k.reg('pred'), leader, valid) : leader;
-        const out = k.elementAddress(y, row, 4);
-        k.predicated(write, () => k.stGlobal('u32', out, best.index));
+        if (offset) {
+          // The part's best as a (key, index in the row) pair, for argmaxPairsModule.
+          const index = k.add('u32', k.reg('u32'), best.index, offset);
+          const out = k.elementAddress(y, segment, 8);
+          k.predicated(write, () => k.stGlobal('u32', out, [best.key, index]));
+        } else {
+          const out = k.elementAddress(y, segment, 4);
+          k.predicated(write, () => k.stGlobal('u32', out, best.index));
+        }
+      });
+    },
+    { requiredThreadsPerBlock: [g.block, 1, 1] },
+  );
+  return m;
+}
+
+/** A warp a row: the second pass over each row's parts. */
+const ARGMAX_PAIRS_GEOMETRY: RowGeometry = { threads: 32, block: WARP_ROWS_BLOCK, width: 1, slots: 0 };
+
+export const ARGMAX_PAIRS_KEY = `reduction/argmax/pairs/${geometryKey(ARGMAX_PAIRS_GEOMETRY)}`;
+
+/**
+ * y[row] = the index of the best of the `splits` (key, index) pairs of row
+ * `row` in `pairs` (argmaxModule's with `split`): a warp a row, its lanes
+ * taking every 32nd pair, then the butterfly. The order is total (see
+ * above), so the lowest index of the largest key wins whatever the parts.
+ */
+export function argmaxPairsModule(): PtxModule {
+  const g = ARGMAX_PAIRS_GEOMETRY;
+  const m = new PtxModule();
+  m.entry(
+    'argmax_pairs',
+    { pairs: 'ptr', y: 'ptr', rows: 'u32', splits: 'u32' },
+    (k, p) => {
+      const { pairs, y, rows, splits } = loadAllParams(k, p);
+      const place = groupPlace(k, g);
+      forEachRow(k, place, rows, (row, valid) => {
+        const len = valid ? k.selp('u32', k.reg('u32'), splits, 0, valid) : splits;
+        const start = k.mulLo('u32', k.reg('u32'), row, splits);
+        const best: Best = {
+          key: k.mov('u32', k.reg('u32'), 0),
+          index: k.mov('u32', k.reg('u32'), 0xffffffff),
+        };
+        const other: Best = { key: k.reg('u32'), index: k.reg('u32') };
+        const c = k.reg('u32');
+        k.forRange(c, place.laneInGroup, len, g.threads, () => {
+          const at = k.elementAddress(pairs, k.add('u32', k.reg('u32'), start, c), 8);
+          k.ldGlobal('u32', [other.key, other.index], at);
+          takeBetter(k, best, other);
+        });
+        for (let offset = g.threads / 2; offset >= 1; offset /= 2) {
+          k.shflSync('bfly', other.key, best.key, offset);
+          k.shflSync('bfly', other.index, best.index, offset);
+          takeBetter(k, best, other);
+        }
+        const leader = k.setp('eq', 'u32', k.reg('pred'), place.laneInGroup, 0);
+        const write = valid ? k.and('pred', k.reg('pred'), leader, valid) : leader;
+        k.predicated(write, () => k.stGlobal('u32', k.elementAddress(y, row, 4), best.index));
       });
     },
     { requiredThreadsPerBlock: [g.block, 1, 1] },
@@ -399,14 +497,38 @@ const argmaxKernel = cudaKernel(
     checkElementCount('argmax', 'x', x.size);
     const shape = io.inputs[0]!.shape;
     const n = shape[shape.length - 1]!;
-    const g = planArgmax(n, accessWidth(n, [x]));
+    const rows = y.size;
+    const width = accessWidth(n, [x]);
     const type = storageOf(x);
+    const { splits, chunk } = planArgmaxParts(encoder.device, rows, n, width);
+    if (splits === 1) {
+      const g = planArgmax(n, width);
+      encoder.launch({
+        key: argmaxKey(g, type),
+        module: () => argmaxModule(g, type),
+        entry: 'argmax',
+        ...rowLaunchDims(encoder.device, g, rows),
+        args: { x, y, rows, n, chunk: n, splits: 1 },
+      });
+      return;
+    }
+    // Each part's best pair into scratch, then a warp a row over its parts' pairs.
+    const g = ARGMAX_PART_GEOMETRY(width);
+    const segments = rows * splits;
+    const pairs = encoder.scratch(segments * 8);
     encoder.launch({
-      key: argmaxKey(g, type),
-      module: () => argmaxModule(g, type),
+      key: argmaxKey(g, type, true),
+      module: () => argmaxModule(g, type, true),
       entry: 'argmax',
-      ...rowLaunchDims(encoder.device, g, y.size),
-      args: { x, y, rows: y.size, n },
+      ...rowLaunchDims(encoder.device, g, segments),
+      args: { x, y: pairs, rows: segments, n, chunk, splits },
+    });
+    encoder.launch({
+      key: ARGMAX_PAIRS_KEY,
+      module: argmaxPairsModule,
+      entry: 'argmax_pairs',
+      ...rowLaunchDims(encoder.device, ARGMAX_PAIRS_GEOMETRY, rows),
+      args: { pairs, y, rows, splits },
     });
   },
   { dtypes: FLOAT },

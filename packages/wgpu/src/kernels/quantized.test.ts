@@ -11,7 +11,15 @@ describe('quantized shaders', () => {
   it('read the codes as vec4<u32>, sum in workgroup memory without subgroups, and bind zero points (q4k, q5k, q6k: sub-block scales) and offsets only where the format has them', () => {
     for (const format of QUANT_FORMATS) {
       const layout = quantLayout(format, 1);
-      const code = quantStreamShader({ format, rows: 1, vecX: true, norm: false, subgroups: false }).code();
+      const code = quantStreamShader({
+        format,
+        rows: 1,
+        vecX: true,
+        norm: false,
+        subgroups: false,
+        cols: 1,
+        int8: false,
+      }).code();
       expect(code).toContain('var<storage, read> packed: array<vec4<u32>>');
       expect(code).toContain('var<storage, read> x: array<vec4<f32>>');
       expect(code).not.toContain('subgroup');
@@ -21,7 +29,7 @@ describe('quantized shaders', () => {
       expect(code.includes('offsets')).toBe(layout.offsets);
       expect(code.includes('sub_block_scale_min')).toBe(layout.subBlockScales && layout.bits !== 6);
       // q6k and the 5-bit formats: each lane reads its word's high pairs or bits, and its codes through byte masks.
-      expect(code.includes('high_of(wRow, chunks, next)')).toBe(layout.bits === 6 || layout.bits === 5);
+      expect(code.includes('high_of(wRow0, chunks, next)')).toBe(layout.bits === 6 || layout.bits === 5);
       expect(code.includes('q6k_even')).toBe(layout.bits === 6);
       expect(code.includes('q5k_even')).toBe(layout.bits === 5);
       // x tiles and the lanes' sums share the 16 KiB of workgroup memory every device has.
@@ -33,22 +41,40 @@ describe('quantized shaders', () => {
           vecX: true,
           norm: false,
           subgroups: false,
+          cols: 1,
+          int8: false,
         }).code(),
       ).toContain(`var<workgroup> xt: array<vec4<f32>, ${layout.bits === 8 ? 512 : 1024}>`);
       expect(code).not.toContain('var<workgroup> red');
       // A folded norm: its weight bound after y (the eighth binding at most), x · weight staged.
-      const normed = quantStreamShader({ format, rows: 1, vecX: true, norm: true, subgroups: false }).code();
+      const normed = quantStreamShader({
+        format,
+        rows: 1,
+        vecX: true,
+        norm: true,
+        subgroups: false,
+        cols: 1,
+        int8: false,
+      }).code();
       expect(normed).toContain('var<storage, read> normWeight: array<f32>');
       expect(normed).toContain('q * g');
       expect(normed.match(/var<storage/g)!.length).toBeLessThanOrEqual(8);
       expect(code).not.toContain('normWeight');
       // With subgroups: each column's lanes summed by xor shuffles where subgroups of 32 run in
       // order, the workgroup tree otherwise (the same epilogue in both branches).
-      const shuffled = quantStreamShader({ format, rows: 2, vecX: true, norm: true, subgroups: true }).code();
+      const shuffled = quantStreamShader({
+        format,
+        rows: 2,
+        vecX: true,
+        norm: true,
+        subgroups: true,
+        cols: 1,
+        int8: false,
+      }).code();
       expect(shuffled).toContain('enable subgroups;');
-      expect(shuffled).toContain('acc1 += subgroupShuffleXor(acc1, o);');
+      expect(shuffled).toContain('acc1_0 += subgroupShuffleXor(acc1_0, o);');
       expect(shuffled).toContain('var<workgroup> scattered: atomic<u32>');
-      expect(shuffled.match(/if \(lane == 0u && col < params.n\)/g)).toHaveLength(2);
+      expect(shuffled.match(/if \(col0 < params.n\)/g)).toHaveLength(2);
       const tile = quantTileShader({ format }).code();
       expect(tile).toContain('var<workgroup> ws: array<vec4<f32>, 512>');
       expect(tile.includes('zeros')).toBe(zeros);
@@ -70,7 +96,10 @@ describe('quantized shaders', () => {
       ...[1, QUANT_STREAM_MAX_ROWS].flatMap((rows) =>
         [true, false].flatMap((vecX) =>
           [false, true].flatMap((norm) =>
-            [false, true].map((subgroups) => quantStreamShader({ format, rows, vecX, norm, subgroups }).key),
+            [false, true].map(
+              (subgroups) =>
+                quantStreamShader({ format, rows, vecX, norm, subgroups, cols: 1, int8: false }).key,
+            ),
           ),
         ),
       ),

@@ -1,3 +1,5 @@
+import { evenOddTerm, type StreamWord } from './quantizedStreamWord.js';
+
 // q5g32's and q5g32a's codes in WGSL (core's quant/layout.ts has the bits): a
 // row's nibbles lie where q4g32's do, and its high bits after them, a word
 // per group arranged as q5k's sub-blocks' (so q5k_even and q5k_odd of
@@ -19,34 +21,17 @@ fn high_of(row: u32, chunks: u32, c: u32) -> u32 {
   return packed[row * (params.rowWords / 4u) + chunks + c / 4u][c % 4u];
 }`;
 
-/**
- * WGSL: the streaming shader's sum of a lane's chunk against row r's x
- * (units `xAt(r, unit)`) into part{r}, codes less `centre` (q5g32's 16), and
- * with `xSum` its Σx into xsum{r} (q5g32a's offset multiplies it).
- */
-export function q5g32StreamBody(
-  rows: readonly number[],
-  xAt: (r: number, unit: string) => string,
-  centre: number,
-  xSum: boolean,
-): string {
+/** The streaming shader's word (quantizedStreamWord.ts): q5k's codes, less `centre` (q5g32's 16). */
+export function q5g32StreamWord(centre: number): StreamWord {
   const less = centre ? ` - vec4<f32>(${centre}.0)` : '';
-  return `for (var j = 0u; j < 4u; j++) {
-        let h = hv >> (j * 2u);
-        let even = q5k_even(wv[j], h)${less};
-        let odd = q5k_odd(wv[j], h)${less};
-        ${rows
-          .map(
-            (r) => `{
-          let a = ${xAt(r, '2u * j')};
-          let b = ${xAt(r, '2u * j + 1u')};
-          part${r} += dot(even, vec4<f32>(a.x, a.z, b.x, b.z)) + dot(odd, vec4<f32>(a.y, a.w, b.y, b.w));${
-            xSum ? `\n          xsum${r} += dot(a, vec4<f32>(1.0)) + dot(b, vec4<f32>(1.0));` : ''
-          }
-        }`,
-          )
-          .join('\n        ')}
-      }`;
+  return {
+    units: 2,
+    part: 'f32',
+    codes: (c) => `let h = hv${c} >> (j * 2u);
+          let even = q5k_even(wv${c}[j], h)${less};
+          let odd = q5k_odd(wv${c}[j], h)${less};`,
+    term: evenOddTerm,
+  };
 }
 
 /**

@@ -1,3 +1,5 @@
+import { evenOddTerm, type StreamWord } from './quantizedStreamWord.js';
+
 // q5k's codes in WGSL (core's quant/layout.ts has the bits): a nibble word
 // and its sub-block's high word, shifted right by 2 · (the nibble word's
 // place in the sub-block), give four whole 5-bit codes per byte mask, as
@@ -32,27 +34,15 @@ fn high_of(row: u32, chunks: u32, c: u32) -> u32 {
   return packed[q5k_at(row, c) + 8u + (c % 8u) / 4u][c % 4u];
 }`;
 
-/**
- * WGSL: the streaming shader's sum of a lane's chunk against row r's x
- * (units `xAt(r, unit)`) into part{r}, and its Σx into xsum{r} (the offset multiplies it).
- */
-export function q5kStreamBody(rows: readonly number[], xAt: (r: number, unit: string) => string): string {
-  return `for (var j = 0u; j < 4u; j++) {
-        let h = hv >> (j * 2u);
-        let even = q5k_even(wv[j], h);
-        let odd = q5k_odd(wv[j], h);
-        ${rows
-          .map(
-            (r) => `{
-          let a = ${xAt(r, '2u * j')};
-          let b = ${xAt(r, '2u * j + 1u')};
-          part${r} += dot(even, vec4<f32>(a.x, a.z, b.x, b.z)) + dot(odd, vec4<f32>(a.y, a.w, b.y, b.w));
-          xsum${r} += dot(a, vec4<f32>(1.0)) + dot(b, vec4<f32>(1.0));
-        }`,
-          )
-          .join('\n        ')}
-      }`;
-}
+/** The streaming shader's word (quantizedStreamWord.ts): nibbles with their sub-block's high bits. */
+export const Q5K_STREAM_WORD: StreamWord = {
+  units: 2,
+  part: 'f32',
+  codes: (c) => `let h = hv${c} >> (j * 2u);
+          let even = q5k_even(wv${c}[j], h);
+          let odd = q5k_odd(wv${c}[j], h);`,
+  term: evenOddTerm,
+};
 
 /**
  * WGSL for the tiled shader (u32 words): invocation `quarter` of column wRow

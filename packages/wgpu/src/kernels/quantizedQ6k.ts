@@ -1,3 +1,5 @@
+import { evenOddTerm, type StreamWord } from './quantizedStreamWord.js';
+
 // q6k's codes and scales in WGSL (core's quant/layout.ts has the bits): a
 // nibble word and its high word give eight whole 6-bit codes through byte
 // masks, as ggml's own kernels form them; an int8 sub-block scale (a byte of
@@ -59,27 +61,18 @@ fn group_scale(row: u32, chunks: u32, c: u32) -> vec2<f32> {
 }`;
 
 /**
- * WGSL: the streaming shader's sum of a lane's chunk against row r's x
- * (units `xAt(r, unit)`): words 0–1 are the first sub-block, 2–3 the second,
- * summed into part{r}.x and .y.
+ * The streaming shader's word (quantizedStreamWord.ts): u32 words 0–1 are
+ * the chunk's first sub-block, 2–3 its second, summed into part.x and .y.
  */
-export function q6kStreamBody(rows: readonly number[], xAt: (r: number, unit: string) => string): string {
-  return `for (var j = 0u; j < 4u; j++) {
-        let h = select(hv.x, hv.y, j >= 2u) >> ((j & 1u) * 4u);
-        let even = q6k_even(wv[j], h);
-        let odd = q6k_odd(wv[j], h);
-        let half = select(vec2<f32>(1.0, 0.0), vec2<f32>(0.0, 1.0), j >= 2u);
-        ${rows
-          .map(
-            (r) => `{
-          let a = ${xAt(r, '2u * j')};
-          let b = ${xAt(r, '2u * j + 1u')};
-          part${r} += half * (dot(even, vec4<f32>(a.x, a.z, b.x, b.z)) + dot(odd, vec4<f32>(a.y, a.w, b.y, b.w)));
-        }`,
-          )
-          .join('\n        ')}
-      }`;
-}
+export const Q6K_STREAM_WORD: StreamWord = {
+  units: 2,
+  part: 'vec2<f32>',
+  codes: (c) => `let h = select(hv${c}.x, hv${c}.y, j >= 2u) >> ((j & 1u) * 4u);
+          let even = q6k_even(wv${c}[j], h);
+          let odd = q6k_odd(wv${c}[j], h);
+          let half = select(vec2<f32>(1.0, 0.0), vec2<f32>(0.0, 1.0), j >= 2u);`,
+  term: (r) => `half * (${evenOddTerm(r)})`,
+};
 
 /**
  * WGSL for the tiled shader (u32 words): invocation `quarter` of column wRow

@@ -1,0 +1,203 @@
+import {
+  type Backend,
+  createCpuBackend,
+  type QuantFormat,
+  quantizedMatmul,
+  quantizeWeights,
+  type Tensor,
+  uploadQuantized,
+} from '@rayo/core';
+import { compareOutputs, int8ProductError, Rng, readNumbers, runQuantizedProduct } from '@rayo/core/testing';
+import { afterAll, describe, expect, it } from 'vitest';
+import { backendProvider, createWgpuBackend } from '../index.js';
+import { quantColumnsFor, quantStreamShader } from './quantized.js';
+import { streamsInt8 } from './quantizedStreamInt8.js';
+
+describe('the streaming quantized shader with several columns a group', () => {
+  it('reads each word of x from the tile once for all its columns', () => {
+    for (const format of ['q4k', 'q6k', 'q8', 'q5g32'] as const) {
+      const one = quantStreamShader({
+        format,
+        rows: 1,
+        vecX: true,
+        norm: false,
+        subgroups: true,
+        cols: 1,
+        int8: false,
+      });
+      const four = quantStreamShader({
+        format,
+        rows: 1,
+        vecX: true,
+        norm: false,
+        subgroups: true,
+        cols: 4,
+        int8: false,
+      });
+      expect(four.key).toBe(`quantized/stream/m1/v4/c4/subgroups/${format}`);
+      expect(one.key).toBe(`quantized/stream/m1/v4/subgroups/${format}`);
+      const code = four.code();
+      expect(code.match(/let xa0 = xt\[/g)).toHaveLength(1);
+      for (const c of [0, 1, 2, 3]) {
+        expect(code).toContain(`let next_wv${c} = word_of(wRow${c}, chunks, next);`);
+        expect(code).toContain(`acc0_${c} += subgroupShuffleXor(acc0_${c}, o);`);
+        expect(code).toContain(`if (col${c} < params.n)`);
+      }
+    }
+  });
+
+  it('on int8 activations, stage each tile as packed int8 blocks and sum by dot4I8Packed', () => {
+    for (const format of ['q4k', 'q4g32', 'q8g32', 'q8'] as const) {
+      const v = { format, rows: 1, vecX: true, norm: true, subgroups: true, cols: 2, int8: true } as const;
+      const shader = quantStreamShader(v);
+      expect(shader.key).toBe(`quantized/stream/m1/v4/c2/int8/norm/subgroups/${format}`);
+      const code = shader.code();
+      expect(code).toContain('pack4xI8(');
+      expect(code).toContain('dot4I8Packed(');
+      expect(code).toContain('var<workgroup> xq: array<vec4<u32>');
+      expect(code).not.toContain('codes_lo(wv0[j])');
+    }
+    expect(streamsInt8('q4k')).toBe(true);
+    expect(streamsInt8('q8g32')).toBe(true);
+    expect(streamsInt8('q6k')).toBe(false);
+    expect(streamsInt8('q5g32')).toBe(false);
+    expect(() =>
+      quantStreamShader({
+        format: 'q6k',
+        rows: 1,
+        vecX: true,
+        norm: false,
+        subgroups: false,
+        cols: 1,
+        int8: true,
+      }),
+    ).toThrow(/4 or 8 bits/);
+  });
+
+  it('take more columns a group only while the product keeps 256 workgroups', () => {
+    expect(quantColumnsFor(2048, undefined)).toBe(1);
+    expect(quantColumnsFor(4096, undefined)).toBe(2);
+    expect(quantColumnsFor(8192, undefined)).toBe(4);
+    expect(quantColumnsFor(14336, undefined)).toBe(4);
+    expect(quantColumnsFor(8192, 1)).toBe(1);
+    expect(quantColumnsFor(16, 4)).toBe(4);
+  });
+});
+
+const unavailable = await backendProvider.probe();
+const needsAdapter = unavailable && process.env.CI !== 'true' ? describe.skip : describe;
+
+// Forced 2 and 4 columns a group on odd N (a last group with columns past
+// the end), against the cpu backend: super-block formats with offsets and
+// a folded norm (q4k), two sub-blocks a word (q6k), high bits (q5g32a) and
+// a scale per row with x read element by element (q8).
+const cases: readonly (readonly [QuantFormat, number, number, number, boolean])[] = [
+  ['q4k', 1, 512, 37, true],
+  ['q6k', 2, 256, 21, false],
+  ['q5g32a', 1, 96, 19, false],
+  ['q8', 3, 200, 11, false],
+];
+for (const quantColumns of [2, 4] as const) {
+  needsAdapter(`the streaming quantized shader, ${quantColumns} columns a group`, () => {
+    const cpu = createCpuBackend();
+    const gpuReady = createWgpuBackend({ quantColumns });
+    afterAll(async () => {
+      (await gpuReady).dispose();
+      cpu.dispose();
+    });
+    for (const [format, m, k, n, norm] of cases) {
+      it(`${format} ${m}×${k}→${n}${norm ? ' rmsNorm' : ''} matches the cpu backend`, async () => {
+        const gpu = await gpuReady;
+        const rng = new Rng(n * 1000 + k + quantColumns);
+        const random = (size: number, scale = 1) =>
+          Array.from({ length: size }, () => rng.uniform(-scale, scale));
+        const weight = quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], format);
+        const x = random(m * k);
+        const c = random(m * n);
+        const normWeight = random(k);
+        const keys: string[] = [];
+        const get = gpu.pipelines.get.bind(gpu.pipelines);
+        gpu.pipelines.get = (source) => {
+          keys.push(source.key);
+          return get(source);
+        };
+        const run = (b: Backend) => {
+          const w = uploadQuantized(b, weight);
+          const inputs = [
+            b.upload(x, [m, k]),
+            w.packed,
+            w.scales,
+            w.zeros,
+            b.upload(c, [m, n]),
+            w.offsets,
+            ...(norm ? [b.upload(normWeight, [k])] : []),
+          ];
+          return b.run(quantizedMatmul, inputs, {
+            format,
+            beta: 0.5,
+            ...(norm ? { eps: 1e-5 } : {}),
+          })[0] as Tensor;
+        };
+        const got = run(gpu);
+        const want = run(cpu);
+        const mismatch = compareOutputs('f32', await got.read(), await want.read(), {
+          rtol: 1e-4,
+          atol: 3e-5 * Math.sqrt(k),
+        });
+        expect(mismatch).toBeUndefined();
+        expect(keys.filter((key) => key.startsWith('quantized/stream/'))).toEqual([
+          expect.stringContaining(`/c${quantColumns}/`),
+        ]);
+      }, 600_000);
+    }
+  });
+}
+
+// int8 activations against the product of x's int8 blocks in f64 (core's
+// int8ProductError: within f32 rounding), 2 columns a group (both forced
+// by the backend's switches): 4-bit codes
+// with zero points and with q4k's offsets and a folded norm, int8 codes with
+// a scale per row, x read element by element and K past a whole block.
+const int8Cases: readonly (readonly [QuantFormat, number, number, number, boolean, boolean])[] = [
+  ['q4k', 1, 512, 37, true, false],
+  ['q4g32', 3, 96, 19, false, true],
+  ['q8', 2, 200, 11, false, false],
+  ['q8g32', 1, 256, 13, true, false],
+];
+needsAdapter('the streaming quantized shader on int8 activations', () => {
+  // The switch takes int8 activations whatever the call's attribute says.
+  const gpuReady = createWgpuBackend({ quantColumns: 2, qgemvActivations: 'int8' });
+  afterAll(async () => (await gpuReady).dispose());
+  for (const [format, m, k, n, norm, zeroPoints] of int8Cases) {
+    it(`${format} ${m}×${k}→${n}${norm ? ' rmsNorm' : ''} matches its int8 blocks`, async () => {
+      const gpu = await gpuReady;
+      const rng = new Rng(n * 7 + k + m);
+      const random = (size: number, scale = 1) =>
+        Array.from({ length: size }, () => rng.uniform(-scale, scale));
+      const weight = quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], format, { zeroPoints });
+      const problem = {
+        x: random(m * k),
+        c: random(m * n),
+        weights: [weight],
+        m,
+        ...(norm ? { norm: { weight: random(k), eps: 1e-5 } } : {}),
+      };
+      const keys: string[] = [];
+      const get = gpu.pipelines.get.bind(gpu.pipelines);
+      gpu.pipelines.get = (source) => {
+        keys.push(source.key);
+        return get(source);
+      };
+      const run = runQuantizedProduct(gpu, problem);
+      try {
+        const { worst, at } = int8ProductError(await readNumbers(run.out), problem);
+        expect(worst, `element ${at}`).toBeLessThanOrEqual(1);
+        expect(keys.filter((key) => key.startsWith('quantized/stream/'))).toEqual([
+          expect.stringContaining('/int8/'),
+        ]);
+      } finally {
+        run.dispose();
+      }
+    }, 600_000);
+  }
+});
