@@ -75,12 +75,14 @@ describe('the streaming quantized shader with several columns a group', () => {
   });
 
   it('take more columns a group only while the product keeps 256 workgroups', () => {
-    expect(quantColumnsFor(2048, undefined)).toBe(1);
-    expect(quantColumnsFor(4096, undefined)).toBe(2);
-    expect(quantColumnsFor(8192, undefined)).toBe(4);
-    expect(quantColumnsFor(14336, undefined)).toBe(4);
-    expect(quantColumnsFor(8192, 1)).toBe(1);
-    expect(quantColumnsFor(16, 4)).toBe(4);
+    expect(quantColumnsFor(2048, 8, undefined)).toBe(1);
+    expect(quantColumnsFor(4096, 8, undefined)).toBe(2);
+    expect(quantColumnsFor(8192, 8, undefined)).toBe(4);
+    expect(quantColumnsFor(14336, 6, undefined)).toBe(4);
+    expect(quantColumnsFor(14336, 4, undefined)).toBe(2);
+    expect(quantColumnsFor(2048, 4, undefined)).toBe(1);
+    expect(quantColumnsFor(8192, 4, 1)).toBe(1);
+    expect(quantColumnsFor(16, 4, 4)).toBe(4);
   });
 });
 

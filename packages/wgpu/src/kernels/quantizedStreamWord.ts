@@ -26,8 +26,8 @@ export const evenOddTerm = (r: number) =>
 export const NIBBLE_WORD: StreamWord = {
   units: 2,
   part: 'f32',
-  codes: (c) => `let lo = codes_lo(wv${c}[j]) - z${c};
-          let hi = codes_hi(wv${c}[j]) - z${c};`,
+  codes: (c) => `let lo = codes_lo(wv${c}[j], z${c});
+          let hi = codes_hi(wv${c}[j], z${c});`,
   term: (r) => `dot(lo, xa${r}) + dot(hi, xb${r})`,
 };
 
