@@ -28,7 +28,8 @@ export type QuantActivations = (typeof QUANT_ACTIVATIONS)[number];
  * A backend's `qgemvActivations` switch: the small-M quantized products' x
  * as exact f32 (`f32`) or as int8 blocks (`int8`), whatever each call's
  * `activations` attribute allows; left out, a call's `activations: 'int8'`
- * takes the int8 path where the backend has one.
+ * takes the int8 path on cuda (wgpu's measured slower there, so only its
+ * switch turns it on).
  */
 export const QGEMV_ACTIVATION_CHOICES = ['f32', 'int8'] as const;
 export type QgemvActivations = (typeof QGEMV_ACTIVATION_CHOICES)[number];

@@ -6,6 +6,7 @@ import {
   type QuantFormat,
   qgemvSlicesFor,
   quantLayout,
+  takesInt8Activations,
 } from '@rayo/core';
 import type { KernelEncoder, Operand } from '../kernel.js';
 import type { Vec2, Vec4 } from '../ptx/instructionTypes.js';
@@ -895,7 +896,7 @@ export function encodeQuantizedGemvInt8(
   const sharedBytes = qgemvInt8SharedBytes(rows, kDim, stagedX ? { actBytes } : undefined);
   // K = 0 is the exact kernel's (y = beta·c): this one's loads assume a chunk of each row.
   const applies =
-    (encoder.tuning.qgemvActivations ?? (attrs.activations === 'int8' ? 'int8' : 'f32')) === 'int8' &&
+    takesInt8Activations(attrs.activations, encoder.tuning.qgemvActivations) &&
     kDim > 0 &&
     qgemvInt8Reads(attrs.format) &&
     weights.every((w) => w.packed.ptr % 16n === 0n && (layout.zeroPoints ? w.zeros === undefined : true)) &&
