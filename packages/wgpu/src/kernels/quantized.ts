@@ -17,6 +17,7 @@ import {
 import { paramLayout } from '../params.js';
 import { type ProductPiece, productPieces } from '../rowPieces.js';
 import type { QuantColumns } from '../tuning.js';
+import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
 import { NIBBLES_F32 } from '../wgsl/codeFloats.js';
 import { GROUP_SUMS_END, groupSumsOrElse, SUBGROUP_BUILTINS } from '../wgsl/groupSums.js';
 import { storageOf } from '../wgsl/half.js';
@@ -101,6 +102,8 @@ export interface QuantStreamVariant extends QuantShaderVariant {
   readonly cols: QuantColumns;
   /** x staged as int8 blocks and summed by dot4I8Packed (quantizedStreamInt8.ts): 4- and 8-bit codes only. */
   readonly int8: boolean;
+  /** The up product of a gate·up pair: y = silu(c) · (x · Wᵀ), c the gate's product (quantizedGateUpParts.ts). */
+  readonly gated?: boolean;
 }
 
 /**
@@ -201,10 +204,15 @@ function declareBindings(
   if (norm) module.storage('normWeight', 'f32', 'read');
 }
 
-/** WGSL: y[row, col] = value (+ beta · c[row, col]), col counted from this dispatch's first column. */
-function storeY(row: string, col: string, value: string): string {
+/**
+ * WGSL: y[row, col] = value (+ beta · c[row, col]), col counted from this
+ * dispatch's first column; `gated`, y = silu(c[row, col]) · value (c the gate's product).
+ */
+function storeY(row: string, col: string, value: string, gated = false): string {
   const index = `${row} * params.ldy + params.colOffset + ${col}`;
-  return `{ let at = ${index}; y[at] = select(${value}, fma(params.beta, c[at], ${value}), params.hasC != 0u); }`;
+  return gated
+    ? `{ let at = ${index}; y[at] = ${activationWgsl('silu', 'c[at]')} * (${value}); }`
+    : `{ let at = ${index}; y[at] = select(${value}, fma(params.beta, c[at], ${value}), params.hasC != 0u); }`;
 }
 
 /**
@@ -344,7 +352,7 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
       ${rows
         .map((r) => {
           const total = grouped ? `acc${r}_${c}` : `acc${r}_${c} * rowScale`;
-          return `if (${r}u < params.m) { ${storeY(`${r}u`, `col${c}`, v.norm ? `(${total}) * inv${r}` : total)} }`;
+          return `if (${r}u < params.m) { ${storeY(`${r}u`, `col${c}`, v.norm ? `(${total}) * inv${r}` : total, v.gated)} }`;
         })
         .join('\n      ')}
     }`,
@@ -384,7 +392,7 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
           offsets ? ` acc${name} = fma(xsum${r}, -${offsetOf(c)}, acc${name});` : ''
         }`;
   return {
-    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.cols > 1 ? `/c${v.cols}` : ''}${v.int8 ? '/int8' : ''}${v.norm ? '/norm' : ''}${v.subgroups ? '/subgroups' : ''}/${v.format}`,
+    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.cols > 1 ? `/c${v.cols}` : ''}${v.int8 ? '/int8' : ''}${v.gated ? '/gated' : ''}${v.norm ? '/norm' : ''}${v.subgroups ? '/subgroups' : ''}/${v.format}`,
     kernel: quantizedMatmul.name,
     code: () => {
       const module = new ShaderModule();
@@ -398,6 +406,7 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
       }
       if (v.subgroups) module.workgroupVar('scattered', 'atomic<u32>');
       module.declare(`${dequantFunctions(v)}
+${v.gated ? ACTIVATION_FUNCTIONS_WGSL : ''}
 ${xQuad}
 ${v.norm ? normQuad : ''}
 ${
@@ -604,6 +613,14 @@ export function streamsRows(encoder: KernelEncoder, m: number, format: QuantForm
   );
 }
 
+/** What encodeQuantizedF32 computes: beta · c added, or with `gated`, y = silu(c) · (x · Wᵀ) (beta unused). */
+export interface QuantF32Attrs {
+  readonly format: QuantFormat;
+  readonly beta: number;
+  /** Only where streamsRows holds (the streaming shader's epilogue). */
+  readonly gated?: boolean;
+}
+
 /**
  * y = x · dequant(W)ᵀ (+ beta · c) of f32 x, c and y; with `norm` (f32
  * weight: products where streamsRows holds), rmsNorm(x) folded in.
@@ -614,7 +631,7 @@ export function encodeQuantizedF32(
   weight: QuantWeightOperands,
   c: Operand | undefined,
   y: Operand,
-  attrs: { format: QuantFormat; beta: number },
+  attrs: QuantF32Attrs,
   norm?: { readonly weight: Operand; readonly eps: number },
 ): void {
   // A weight (or x, c, y) larger than one binding: a dispatch per piece of whole rows, each
@@ -627,7 +644,7 @@ export function encodeQuantizedF32(
 function encodeQuantizedPiece(
   encoder: KernelEncoder,
   piece: ProductPiece<QuantWeightOperands>,
-  attrs: { format: QuantFormat; beta: number },
+  attrs: QuantF32Attrs,
   norm: { readonly weight: Operand; readonly eps: number } | undefined,
 ): void {
   const { x, c, y, columns, ldy } = piece;
@@ -661,6 +678,14 @@ function encodeQuantizedPiece(
   // one (q4g32 1×4096×4096 15.7–22.3 µs against 11.0), while its pair kernel
   // beats two of these for the fused gate·up (16.8 µs against 2 × 10.4).
   const gemv = encoder.tuning.qgemvVariant ?? 'a';
+  if (attrs.gated && !streamsRows(encoder, m, attrs.format)) {
+    throw new InvalidArgumentError('only the streaming shader gates its product', {
+      operation: quantizedMatmul.name,
+      argument: 'gated',
+      expected: `at most ${QUANT_STREAM_MAX_ROWS} rows on the streaming shader`,
+      actual: `${m} rows`,
+    });
+  }
   if (norm && !streamsRows(encoder, m, attrs.format)) {
     throw new InvalidArgumentError('only the streaming shader folds a norm', {
       operation: quantizedMatmul.name,
@@ -687,6 +712,7 @@ function encodeQuantizedPiece(
         cols,
         // Only where the switch asks: staging x as int8 measured slower than f32 on an H200.
         int8: streamsInt8(attrs.format) && encoder.tuning.qgemvActivations === 'int8',
+        gated: attrs.gated === true,
       }),
       buffers: norm ? [...buffers, norm.weight] : buffers,
       params: { layout: PARAMS, values: { ...values, tiles, tilesN: tiles } },

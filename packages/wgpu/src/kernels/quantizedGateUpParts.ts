@@ -5,14 +5,15 @@ import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.j
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
 import { f32Scratch } from './halfEdges.js';
-import { encodeQuantizedF32, type QuantWeightOperands } from './quantized.js';
+import { encodeQuantizedF32, type QuantWeightOperands, streamsRows } from './quantized.js';
 
 // The gate·up·SwiGLU pair of a format the pair shader (quantizedGemv.ts)
-// does not read (all but q8, q4g32 and q4g128): its two products into f32
-// scratch, then SwiGLU. These are the dispatches a decode step made before
-// the fused kernel existed, in one kernel. A pair shader for q4k would bind
-// ten storage buffers (a d, dmin and sub-block scales per weight), more than
-// many browser adapters allow.
+// does not read (all but q8, q4g32 and q4g128): the gate's product into f32
+// scratch, then the up product, whose streaming shader (up to 4 rows) stores
+// silu(gate) · up in its epilogue; more rows take both products into scratch
+// and a SwiGLU dispatch. A pair shader for q4k would bind ten storage
+// buffers (a d, dmin and sub-block scales per weight), more than many
+// browser adapters allow.
 
 const PARAMS = paramLayout([['count', 'u32']] as const);
 
@@ -45,6 +46,12 @@ export function encodeGateUpInParts(
 ): void {
   const { x, y } = ops;
   if (y.size === 0) return;
+  if (streamsRows(encoder, x.shape[0]!, format)) {
+    const gate = f32Scratch(encoder, y, quantizedGateUpSwiglu.name, 'gate');
+    encodeQuantizedF32(encoder, x, ops.gate, undefined, gate, { format, beta: 0 }, ops.norm);
+    encodeQuantizedF32(encoder, x, ops.up, gate, y, { format, beta: 0, gated: true }, ops.norm);
+    return;
+  }
   const products = (['gate', 'up'] as const).map((name) => {
     const out = f32Scratch(encoder, y, quantizedGateUpSwiglu.name, name);
     encodeQuantizedF32(encoder, x, ops[name], undefined, out, { format, beta: 0 }, ops.norm);

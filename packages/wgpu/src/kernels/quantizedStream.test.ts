@@ -203,3 +203,66 @@ needsAdapter('the streaming quantized shader on int8 activations', () => {
     }, 600_000);
   }
 });
+
+// The gate·up pair of the formats without a pair shader: the gate's product,
+// then the up product whose epilogue stores silu(gate) · up (two dispatches),
+// up to 4 rows; 5 rows take the tiled products and a SwiGLU dispatch. Against
+// the cpu backend, on odd N, with and without a folded norm.
+const gatedCases: readonly (readonly [QuantFormat, number, number, number, boolean])[] = [
+  ['q4k', 1, 512, 37, true],
+  ['q4g32a', 2, 96, 19, false],
+  ['q8g32', 5, 256, 13, false],
+];
+needsAdapter('the gate·up pair through a gated up product', () => {
+  const cpu = createCpuBackend();
+  const gpuReady = createWgpuBackend();
+  afterAll(async () => {
+    (await gpuReady).dispose();
+    cpu.dispose();
+  });
+  for (const [format, m, k, n, norm] of gatedCases) {
+    it(`${format} ${m}×${k}→${n}${norm ? ' rmsNorm' : ''} matches the cpu backend`, async () => {
+      const gpu = await gpuReady;
+      const rng = new Rng(n * 31 + k + m);
+      const random = (size: number, scale = 1) =>
+        Array.from({ length: size }, () => rng.uniform(-scale, scale));
+      const weights = [0, 1].map(() =>
+        quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], format),
+      );
+      const problem = {
+        x: random(m * k),
+        c: random(m * n),
+        weights,
+        m,
+        ...(norm ? { norm: { weight: random(k), eps: 1e-5 } } : {}),
+      };
+      const keys: string[] = [];
+      const get = gpu.pipelines.get.bind(gpu.pipelines);
+      gpu.pipelines.get = (source) => {
+        keys.push(source.key);
+        return get(source);
+      };
+      const got = runQuantizedProduct(gpu, problem);
+      const want = runQuantizedProduct(cpu, problem);
+      try {
+        const mismatch = compareOutputs('f32', await got.out.read(), await want.out.read(), {
+          rtol: 1e-4,
+          atol: 3e-5 * Math.sqrt(k),
+        });
+        expect(mismatch).toBeUndefined();
+        const gated = keys.filter((key) => key.includes('/gated/'));
+        const swiglu = keys.filter((key) => key.startsWith('quantizedGateUpSwiglu/parts/'));
+        if (m <= 4) {
+          expect(gated).toHaveLength(1);
+          expect(swiglu).toEqual([]);
+        } else {
+          expect(gated).toEqual([]);
+          expect(swiglu).toHaveLength(1);
+        }
+      } finally {
+        got.dispose();
+        want.dispose();
+      }
+    }, 600_000);
+  }
+});
