@@ -16,7 +16,7 @@ import {
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { type ProductPiece, productPieces } from '../rowPieces.js';
-import type { QuantColumns } from '../tuning.js';
+import type { QuantColumns, QuantPrefetch } from '../tuning.js';
 import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
 import { NIBBLES_F32 } from '../wgsl/codeFloats.js';
 import { GROUP_SUMS_END, groupSumsOrElse, SUBGROUP_BUILTINS } from '../wgsl/groupSums.js';
@@ -102,6 +102,8 @@ export interface QuantStreamVariant extends QuantShaderVariant {
   readonly cols: QuantColumns;
   /** x staged as int8 blocks and summed by dot4I8Packed (quantizedStreamInt8.ts): 4- and 8-bit codes only. */
   readonly int8: boolean;
+  /** Tiles ahead each invocation loads its words (QUANT_PREFETCH_CHOICES; absent, 1). */
+  readonly prefetch?: QuantPrefetch;
   /** The up product of a gate·up pair: y = silu(c) · (x · Wᵀ), c the gate's product (quantizedGateUpParts.ts). */
   readonly gated?: boolean;
 }
@@ -339,9 +341,11 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
       ...(offsets && !subBlocks ? [`${prefix}go${c} = group_offset(wRow${c}, chunks, ${chunk});`] : []),
     ]);
   const prefetched = wordLoads('let next_', 'next');
+  const ahead = (v.prefetch ?? 1) === 2;
+  // Prefetch 2: the words of the tile after the next wait in ahead_*, loaded while this tile is summed.
   const advance = prefetched.map((line) => {
     const name = line.slice('let next_'.length, line.indexOf(' ='));
-    return `${name} = next_${name};`;
+    return ahead ? `${name} = ahead_${name}; ahead_${name} = next_${name};` : `${name} = next_${name};`;
   });
   // Lane 0 of each group stores its columns of every row from the group's sums (acc{r}_{c}).
   const epilogue = `if (lane == 0u) {
@@ -392,7 +396,7 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
           offsets ? ` acc${name} = fma(xsum${r}, -${offsetOf(c)}, acc${name});` : ''
         }`;
   return {
-    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.cols > 1 ? `/c${v.cols}` : ''}${v.int8 ? '/int8' : ''}${v.gated ? '/gated' : ''}${v.norm ? '/norm' : ''}${v.subgroups ? '/subgroups' : ''}/${v.format}`,
+    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.cols > 1 ? `/c${v.cols}` : ''}${ahead ? '/p2' : ''}${v.int8 ? '/int8' : ''}${v.gated ? '/gated' : ''}${v.norm ? '/norm' : ''}${v.subgroups ? '/subgroups' : ''}/${v.format}`,
     kernel: quantizedMatmul.name,
     code: () => {
       const module = new ShaderModule();
@@ -452,8 +456,9 @@ ${groupOffsets}`);
   ${v.norm ? rows.map((r) => `var sq${r} = 0.0;`).join(' ') : ''}
   // Each tile's code words (and each group's scale, zero point and offset) are loaded a tile ahead.
   ${wordLoads('var ', 'lane').join('\n  ')}
+  ${ahead ? wordLoads('var ahead_', `${LANES}u + lane`).join('\n  ') : ''}
   for (var first = 0u; first < chunks; first += ${LANES}u) {
-    let next = first + ${LANES}u + lane;
+    let next = first + ${ahead ? 2 * LANES : LANES}u + lane;
     ${prefetched.join('\n    ')}
     workgroupBarrier();
     ${v.int8 ? int8Stage(layout.bits, rows, v.norm, perChunk) : stageF32}
@@ -713,6 +718,7 @@ function encodeQuantizedPiece(
         // Only where the switch asks: staging x as int8 measured slower than f32 on an H200.
         int8: streamsInt8(attrs.format) && encoder.tuning.qgemvActivations === 'int8',
         gated: attrs.gated === true,
+        prefetch: encoder.tuning.quantPrefetch ?? 1,
       }),
       buffers: norm ? [...buffers, norm.weight] : buffers,
       params: { layout: PARAMS, values: { ...values, tiles, tilesN: tiles } },

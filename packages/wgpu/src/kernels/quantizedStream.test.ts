@@ -98,11 +98,22 @@ const cases: readonly (readonly [QuantFormat, number, number, number, boolean])[
   ['q6k', 2, 256, 21, false],
   ['q5g32a', 1, 96, 19, false],
   ['q8', 3, 200, 11, false],
+  // Four tiles of words, the last partial: the prefetched words rotate through the loop.
+  ['q4k', 1, 3328, 7, false],
+  ['q8', 2, 1600, 5, false],
 ];
-for (const quantColumns of [2, 4] as const) {
-  needsAdapter(`the streaming quantized shader, ${quantColumns} columns a group`, () => {
+// Then the words loaded two tiles ahead (K of 512 and 256: past the tiles, the
+// prefetched words are zeros that nothing sums).
+const settings = [
+  { quantColumns: 2, quantPrefetch: 1 },
+  { quantColumns: 4, quantPrefetch: 1 },
+  { quantColumns: 2, quantPrefetch: 2 },
+] as const;
+for (const { quantColumns, quantPrefetch } of settings) {
+  const name = `${quantColumns} columns a group${quantPrefetch === 2 ? ', words two tiles ahead' : ''}`;
+  needsAdapter(`the streaming quantized shader, ${name}`, () => {
     const cpu = createCpuBackend();
-    const gpuReady = createWgpuBackend({ quantColumns });
+    const gpuReady = createWgpuBackend({ quantColumns, quantPrefetch });
     afterAll(async () => {
       (await gpuReady).dispose();
       cpu.dispose();
@@ -110,7 +121,7 @@ for (const quantColumns of [2, 4] as const) {
     for (const [format, m, k, n, norm] of cases) {
       it(`${format} ${m}×${k}→${n}${norm ? ' rmsNorm' : ''} matches the cpu backend`, async () => {
         const gpu = await gpuReady;
-        const rng = new Rng(n * 1000 + k + quantColumns);
+        const rng = new Rng(n * 1000 + k + quantColumns + 10 * quantPrefetch);
         const random = (size: number, scale = 1) =>
           Array.from({ length: size }, () => rng.uniform(-scale, scale));
         const weight = quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], format);
@@ -148,7 +159,7 @@ for (const quantColumns of [2, 4] as const) {
         });
         expect(mismatch).toBeUndefined();
         expect(keys.filter((key) => key.startsWith('quantized/stream/'))).toEqual([
-          expect.stringContaining(`/c${quantColumns}/`),
+          expect.stringMatching(new RegExp(`/c${quantColumns}/${quantPrefetch === 2 ? 'p2/' : '(?!p2/)'}`)),
         ]);
       }, 600_000);
     }
