@@ -102,6 +102,12 @@ export interface QuantStreamVariant extends QuantShaderVariant {
   readonly cols: QuantColumns;
   /** x staged as int8 blocks and summed by dot4I8Packed (quantizedStreamInt8.ts): 4- and 8-bit codes only. */
   readonly int8: boolean;
+  /**
+   * A gate·up pair in one pass (cols 2, f32 x): group g's column 0 is row g of the gate's
+   * weight, column 1 the same row of the up weight (bound after the gate's as packed_u, …),
+   * and y = silu(gate) · up; no c.
+   */
+  readonly pair?: boolean;
   /** Tiles ahead each invocation loads its words (QUANT_PREFETCH_CHOICES; absent, 1). */
   readonly prefetch?: QuantPrefetch;
   /** The up product of a gate·up pair: y = silu(c) · (x · Wᵀ), c the gate's product (quantizedGateUpParts.ts). */
@@ -183,9 +189,29 @@ fn scale_of(i: u32) -> f32 { return float_of(scales[i >> select(1u, 0u, params.s
 ${offset}${subBlock ? `\n${subBlock}` : ''}`;
 }
 
+/** What the up weight's bindings and functions of a gate·up pair shader end in (upWeightFunctions). */
+const UP_SUFFIX = '_u';
+const WEIGHT_BUFFERS = ['packed', 'scales', 'zeros', 'offsets'];
+
+/**
+ * The up weight's copy of WGSL functions that read the weight buffers: every
+ * function declared in `code` and every buffer renamed with UP_SUFFIX (WGSL
+ * passes no storage buffers to functions).
+ */
+export function upWeightFunctions(code: string): string {
+  const names = [...code.matchAll(/\bfn (\w+)\(/g)].map((m) => m[1]!);
+  let out = code;
+  for (const name of names) out = out.replace(new RegExp(`\\b${name}\\(`, 'g'), `${name}${UP_SUFFIX}(`);
+  for (const buffer of WEIGHT_BUFFERS) {
+    out = out.replace(new RegExp(`\\b${buffer}\\[`, 'g'), `${buffer}${UP_SUFFIX}[`);
+  }
+  return out;
+}
+
 /**
  * Declares the params, then the bindings in dispatch order: x, packed, scales, zeros (q4g32, q4g128; q4k's
- * sub-block scales), offsets (q4g32a, q8g32a, q4k), c, y, and a folded norm's weight where `norm`.
+ * sub-block scales), offsets (q4g32a, q8g32a, q4k) — with `pair`, the up weight's four after them and no
+ * c —, c, y, and a folded norm's weight where `norm`.
  */
 function declareBindings(
   module: ShaderModule,
@@ -193,15 +219,18 @@ function declareBindings(
   xType: WgslType,
   packedType: WgslType,
   norm = false,
+  pair = false,
 ): void {
   const layout = quantLayout(v.format, 1);
   module.params(PARAMS);
   module.storage('x', xType, 'read');
-  module.storage('packed', packedType, 'read');
-  module.storage('scales', 'u32', 'read');
-  if (layout.zeroPoints || layout.subBlockScales) module.storage('zeros', 'u32', 'read');
-  if (layout.offsets) module.storage('offsets', 'u32', 'read');
-  module.storage('c', 'f32', 'read');
+  for (const suffix of pair ? ['', UP_SUFFIX] : ['']) {
+    module.storage(`packed${suffix}`, packedType, 'read');
+    module.storage(`scales${suffix}`, 'u32', 'read');
+    if (layout.zeroPoints || layout.subBlockScales) module.storage(`zeros${suffix}`, 'u32', 'read');
+    if (layout.offsets) module.storage(`offsets${suffix}`, 'u32', 'read');
+  }
+  if (!pair) module.storage('c', 'f32', 'read');
   module.storage('y', 'f32', 'read_write');
   if (norm) module.storage('normWeight', 'f32', 'read');
 }
@@ -259,6 +288,17 @@ export function quantStreamShader(v: QuantStreamVariant) {
   // The word loop stays a loop: unrolled, it made shaders that took seconds to compile on lavapipe.
   // Each u32 word's x is read from the tile once, for every column.
   const xUnits = word.units === 2 ? ['2u * j', '2u * j + 1u'] : ['j'];
+  if (v.pair && (v.cols !== 2 || v.int8 || v.gated || !grouped)) {
+    throw new InvalidArgumentError(
+      'a gate·up pair shader takes 2 columns of a group-scaled format on f32 x',
+      {
+        operation: quantizedMatmul.name,
+        argument: 'variant',
+        expected: 'cols 2, f32 x, no gate, group scales',
+        actual: `cols ${v.cols}, int8 ${v.int8}, gated ${v.gated === true}, format ${v.format}`,
+      },
+    );
+  }
   if (v.int8 && !streamsInt8(v.format)) {
     throw new InvalidArgumentError('int8 activations take 4- or 8-bit codes without high bits', {
       operation: quantizedMatmul.name,
@@ -328,17 +368,21 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
   const scaleOf = (c: number) => (subBlocks ? `sb${c}.x` : `gs${c}`);
   const offsetOf = (c: number) => (subBlocks ? `sb${c}.y` : `go${c}`);
   /** WGSL lines per column c: its word (and its group's scale, zero point and offset) at chunk `chunk`, as `let`s or assignments. */
+  // A pair's column 1 reads the up weight through its own copy of the functions.
+  const fnOf = (c: number) => (v.pair && c === 1 ? UP_SUFFIX : '');
   const wordLoads = (prefix: string, chunk: string) =>
     columns.flatMap((c) => [
-      `${prefix}wv${c} = word_of(wRow${c}, chunks, ${chunk});`,
-      ...(high ? [`${prefix}hv${c} = high_of(wRow${c}, chunks, ${chunk});`] : []),
+      `${prefix}wv${c} = word_of${fnOf(c)}(wRow${c}, chunks, ${chunk});`,
+      ...(high ? [`${prefix}hv${c} = high_of${fnOf(c)}(wRow${c}, chunks, ${chunk});`] : []),
       ...(subBlocks
-        ? [`${prefix}sb${c} = group_scale_offset(wRow${c}, chunks, ${chunk});`]
+        ? [`${prefix}sb${c} = group_scale_offset${fnOf(c)}(wRow${c}, chunks, ${chunk});`]
         : grouped
-          ? [`${prefix}gs${c} = group_scale(wRow${c}, chunks, ${chunk});`]
+          ? [`${prefix}gs${c} = group_scale${fnOf(c)}(wRow${c}, chunks, ${chunk});`]
           : []),
-      ...(q4 ? [`${prefix}z${c} = group_zero(wRow${c}, chunks, ${chunk});`] : []),
-      ...(offsets && !subBlocks ? [`${prefix}go${c} = group_offset(wRow${c}, chunks, ${chunk});`] : []),
+      ...(q4 ? [`${prefix}z${c} = group_zero${fnOf(c)}(wRow${c}, chunks, ${chunk});`] : []),
+      ...(offsets && !subBlocks
+        ? [`${prefix}go${c} = group_offset${fnOf(c)}(wRow${c}, chunks, ${chunk});`]
+        : []),
     ]);
   const prefetched = wordLoads('let next_', 'next');
   const ahead = (v.prefetch ?? 1) === 2;
@@ -348,7 +392,19 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
     return ahead ? `${name} = ahead_${name}; ahead_${name} = next_${name};` : `${name} = next_${name};`;
   });
   // Lane 0 of each group stores its columns of every row from the group's sums (acc{r}_{c}).
-  const epilogue = `if (lane == 0u) {
+  // A pair: each row's gate (column 0) and up (column 1) sums, normed alike, give silu(gate) · up.
+  const normed = (r: number, c: number) => (v.norm ? `acc${r}_${c} * inv${r}` : `acc${r}_${c}`);
+  const pairEpilogue = `if (lane == 0u && col0 < params.n) {
+    ${rows
+      .map(
+        (r) =>
+          `if (${r}u < params.m) { y[${r}u * params.ldy + params.colOffset + col0] = ${activationWgsl('silu', normed(r, 0))} * (${normed(r, 1)}); }`,
+      )
+      .join('\n    ')}
+  }`;
+  const epilogue = v.pair
+    ? pairEpilogue
+    : `if (lane == 0u) {
     ${columns
       .map(
         (c) => `if (col${c} < params.n) {
@@ -396,12 +452,12 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
           offsets ? ` acc${name} = fma(xsum${r}, -${offsetOf(c)}, acc${name});` : ''
         }`;
   return {
-    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.cols > 1 ? `/c${v.cols}` : ''}${ahead ? '/p2' : ''}${v.int8 ? '/int8' : ''}${v.gated ? '/gated' : ''}${v.norm ? '/norm' : ''}${v.subgroups ? '/subgroups' : ''}/${v.format}`,
+    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.cols > 1 ? `/c${v.cols}` : ''}${ahead ? '/p2' : ''}${v.int8 ? '/int8' : ''}${v.gated ? '/gated' : ''}${v.pair ? '/pair' : ''}${v.norm ? '/norm' : ''}${v.subgroups ? '/subgroups' : ''}/${v.format}`,
     kernel: quantizedMatmul.name,
     code: () => {
       const module = new ShaderModule();
       if (v.subgroups) module.enable('subgroups');
-      declareBindings(module, v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>', v.norm);
+      declareBindings(module, v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>', v.norm, v.pair);
       // int8: the tiles are packed x and block scales, xt only the sums' scratch (a value per invocation and row).
       module.workgroupArray('xt', 'vec4<f32>', v.int8 ? (v.rows * THREADS) / 4 : v.rows * tileUnits);
       if (v.int8) {
@@ -409,10 +465,7 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
         module.workgroupArray('xd', 'vec2<f32>', int8Sizes.blocks);
       }
       if (v.subgroups) module.workgroupVar('scattered', 'atomic<u32>');
-      module.declare(`${dequantFunctions(v)}
-${v.gated ? ACTIVATION_FUNCTIONS_WGSL : ''}
-${xQuad}
-${v.norm ? normQuad : ''}
+      const weightFunctions = `${dequantFunctions(v)}
 ${
   q6k
     ? Q6K_STREAM_FUNCTIONS
@@ -434,16 +487,27 @@ ${groupScales}`
     : ''
 }
 ${q4 ? 'fn group_zero(row: u32, chunks: u32, c: u32) -> vec4<f32> { return vec4<f32>(zero_of(row, group_of(chunks, c))); }' : ''}
-${groupOffsets}`);
+${groupOffsets}`;
+      module.declare(`${weightFunctions}
+${v.pair ? upWeightFunctions(weightFunctions) : ''}
+${v.gated || v.pair ? ACTIVATION_FUNCTIONS_WGSL : ''}
+${xQuad}
+${v.norm ? normQuad : ''}`);
       return module.build(
         undefined,
         THREADS,
         `  let wgi = ${linearWorkgroup};
   if (wgi >= params.tiles) { return; }
   let lane = tid % ${LANES}u;
-  // Group g of the workgroup owns ${v.cols} adjacent column(s) from colBase.
+  ${
+    v.pair
+      ? `// Group g of the workgroup owns output column colBase: row colBase of the gate (0) and of up (1).
+  let colBase = wgi * ${GROUPS}u + tid / ${LANES}u;
+  let col0 = colBase; let col1 = colBase;`
+      : `// Group g of the workgroup owns ${v.cols} adjacent column(s) from colBase.
   let colBase = (wgi * ${GROUPS}u + tid / ${LANES}u) * ${v.cols}u;
-  ${columns.map((c) => `let col${c} = colBase + ${c}u;`).join(' ')}
+  ${columns.map((c) => `let col${c} = colBase + ${c}u;`).join(' ')}`
+  }
   // Columns past N read the last row of W (never written); every invocation takes part in the barriers.
   ${columns.map((c) => `let wRow${c} = min(col${c}, params.n - 1u);`).join(' ')}
   let chunks = ${q5g ? 'params.groups' : high ? 'params.groups * 8u' : 'params.rowWords / 4u'};
@@ -611,6 +675,32 @@ export interface QuantWeightOperands {
   readonly [name: string]: Operand | undefined;
 }
 
+/**
+ * Whether a gate·up pair of `m` rows goes in one pass of the streaming shader
+ * (encodeQuantizedF32's `up`): f32 x, group scales, both weights' scales
+ * stored alike, and the device binding both weights, x, y and a norm.
+ */
+export function pairInOnePass(
+  encoder: KernelEncoder,
+  m: number,
+  format: QuantFormat,
+  gate: QuantWeightOperands,
+  up: QuantWeightOperands,
+  norm: boolean,
+): boolean {
+  const layout = quantLayout(format, 1);
+  const perWeight = 2 + (layout.zeroPoints || layout.subBlockScales ? 1 : 0) + (layout.offsets ? 1 : 0);
+  return (
+    streamsRows(encoder, m, format) &&
+    encoder.tuning.qgemvActivations !== 'int8' &&
+    !layout.scalePerRow &&
+    !layout.zeroPoints &&
+    gate.scales.dtype === up.scales.dtype &&
+    (gate.offsets?.dtype ?? 'none') === (up.offsets?.dtype ?? 'none') &&
+    2 + 2 * perWeight + (norm ? 1 : 0) <= encoder.limits.maxStorageBuffersPerShaderStage
+  );
+}
+
 /** Whether products of `m` rows in `format` take the streaming shader, which folds a norm. */
 export function streamsRows(encoder: KernelEncoder, m: number, format: QuantFormat): boolean {
   return (
@@ -624,6 +714,11 @@ export interface QuantF32Attrs {
   readonly beta: number;
   /** Only where streamsRows holds (the streaming shader's epilogue). */
   readonly gated?: boolean;
+  /**
+   * The up weight of a gate·up pair taken in one pass: y = silu(x · Wᵀ) · (x · Upᵀ), W the
+   * gate's (no c; where pairInOnePass holds).
+   */
+  readonly up?: QuantWeightOperands;
 }
 
 /**
@@ -641,7 +736,8 @@ export function encodeQuantizedF32(
 ): void {
   // A weight (or x, c, y) larger than one binding: a dispatch per piece of whole rows, each
   // writing its columns of y.
-  for (const piece of productPieces(encoder, quantizedMatmul.name, { x, c, y, weights: [weight] })) {
+  const weights = attrs.up ? [weight, attrs.up] : [weight];
+  for (const piece of productPieces(encoder, quantizedMatmul.name, { x, c, y, weights })) {
     encodeQuantizedPiece(encoder, piece, attrs, norm);
   }
 }
@@ -660,9 +756,16 @@ function encodeQuantizedPiece(
   const layout = quantLayout(attrs.format, k);
   const variant: QuantShaderVariant = { format: attrs.format };
   // Absent zero points and c bind read-only placeholders the shader never reads.
-  const zeros = layout.zeroPoints || layout.subBlockScales ? [weight.zeros ?? weight.packed] : [];
-  const offsets = layout.offsets ? [weight.offsets!] : [];
-  const buffers = [x, weight.packed, weight.scales, ...zeros, ...offsets, c ?? x, y];
+  const weightBuffers = (w: QuantWeightOperands) => [
+    w.packed,
+    w.scales,
+    ...(layout.zeroPoints || layout.subBlockScales ? [w.zeros ?? w.packed] : []),
+    ...(layout.offsets ? [w.offsets!] : []),
+  ];
+  const up = attrs.up ? piece.weights[1]! : undefined;
+  const buffers = up
+    ? [x, ...weightBuffers(weight), ...weightBuffers(up), y]
+    : [x, ...weightBuffers(weight), c ?? x, y];
   const values = {
     hasC: c ? 1 : 0,
     hasZeros: weight.zeros && layout.zeroPoints ? 1 : 0,
@@ -683,7 +786,7 @@ function encodeQuantizedPiece(
   // one (q4g32 1×4096×4096 15.7–22.3 µs against 11.0), while its pair kernel
   // beats two of these for the fused gate·up (16.8 µs against 2 × 10.4).
   const gemv = encoder.tuning.qgemvVariant ?? 'a';
-  if (attrs.gated && !streamsRows(encoder, m, attrs.format)) {
+  if ((attrs.gated || up) && !streamsRows(encoder, m, attrs.format)) {
     throw new InvalidArgumentError('only the streaming shader gates its product', {
       operation: quantizedMatmul.name,
       argument: 'gated',
@@ -704,8 +807,9 @@ function encodeQuantizedPiece(
     return;
   }
   if (m <= QUANT_STREAM_MAX_ROWS) {
-    const cols = quantColumnsFor(n, quantLayout(attrs.format, 1).bits, encoder.tuning.quantColumns);
-    const tiles = Math.ceil(n / (GROUPS * cols));
+    // A pair: each group one output column, from a row of each weight.
+    const cols = up ? 2 : quantColumnsFor(n, quantLayout(attrs.format, 1).bits, encoder.tuning.quantColumns);
+    const tiles = Math.ceil(n / (GROUPS * (up ? 1 : cols)));
     encoder.dispatch({
       // One row (decoding) or up to 4, rows past M clamped: two shaders per variant, not four.
       shader: quantStreamShader({
@@ -716,8 +820,9 @@ function encodeQuantizedPiece(
         subgroups: encoder.features.has('subgroups'),
         cols,
         // Only where the switch asks: staging x as int8 measured slower than f32 on an H200.
-        int8: streamsInt8(attrs.format) && encoder.tuning.qgemvActivations === 'int8',
+        int8: !up && streamsInt8(attrs.format) && encoder.tuning.qgemvActivations === 'int8',
         gated: attrs.gated === true,
+        pair: up !== undefined,
         prefetch: encoder.tuning.quantPrefetch ?? 1,
       }),
       buffers: norm ? [...buffers, norm.weight] : buffers,

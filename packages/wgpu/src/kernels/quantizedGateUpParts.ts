@@ -5,7 +5,7 @@ import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.j
 import { ShaderModule } from '../wgsl/module.js';
 import { elementGrid, elementIndex, WG } from './common.js';
 import { f32Scratch } from './halfEdges.js';
-import { encodeQuantizedF32, type QuantWeightOperands, streamsRows } from './quantized.js';
+import { encodeQuantizedF32, pairInOnePass, type QuantWeightOperands, streamsRows } from './quantized.js';
 
 // The gate·up·SwiGLU pair of a format the pair shader (quantizedGemv.ts)
 // does not read (all but q8, q4g32 and q4g128): the gate's product into f32
@@ -46,6 +46,10 @@ export function encodeGateUpInParts(
 ): void {
   const { x, y } = ops;
   if (y.size === 0) return;
+  if (pairInOnePass(encoder, x.shape[0]!, format, ops.gate, ops.up, ops.norm !== undefined)) {
+    encodeQuantizedF32(encoder, x, ops.gate, undefined, y, { format, beta: 0, up: ops.up }, ops.norm);
+    return;
+  }
   if (streamsRows(encoder, x.shape[0]!, format)) {
     const gate = f32Scratch(encoder, y, quantizedGateUpSwiglu.name, 'gate');
     encodeQuantizedF32(encoder, x, ops.gate, undefined, gate, { format, beta: 0 }, ops.norm);

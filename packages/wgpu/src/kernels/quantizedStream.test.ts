@@ -215,16 +215,19 @@ needsAdapter('the streaming quantized shader on int8 activations', () => {
   }
 });
 
-// The gate·up pair of the formats without a pair shader: the gate's product,
-// then the up product whose epilogue stores silu(gate) · up (two dispatches),
-// up to 4 rows; 5 rows take the tiled products and a SwiGLU dispatch. Against
-// the cpu backend, on odd N, with and without a folded norm.
+// The gate·up pair of the formats without a pair shader: up to 4 rows in one
+// pass of the streaming shader, each group a row of both weights (the
+// device binds them all); 5 rows take the tiled products and a SwiGLU
+// dispatch. Against the cpu backend, on odd N, with and without a folded norm.
 const gatedCases: readonly (readonly [QuantFormat, number, number, number, boolean])[] = [
   ['q4k', 1, 512, 37, true],
   ['q4g32a', 2, 96, 19, false],
+  // Four and two tiles of words.
+  ['q4k', 1, 3328, 9, false],
+  ['q8g32a', 3, 1600, 7, true],
   ['q8g32', 5, 256, 13, false],
 ];
-needsAdapter('the gate·up pair through a gated up product', () => {
+needsAdapter('the gate·up pair in one pass', () => {
   const cpu = createCpuBackend();
   const gpuReady = createWgpuBackend();
   afterAll(async () => {
@@ -261,13 +264,13 @@ needsAdapter('the gate·up pair through a gated up product', () => {
           atol: 3e-5 * Math.sqrt(k),
         });
         expect(mismatch).toBeUndefined();
-        const gated = keys.filter((key) => key.includes('/gated/'));
+        const stream = keys.filter((key) => key.startsWith('quantized/stream/'));
         const swiglu = keys.filter((key) => key.startsWith('quantizedGateUpSwiglu/parts/'));
         if (m <= 4) {
-          expect(gated).toHaveLength(1);
+          expect(stream).toEqual([expect.stringContaining('/pair/')]);
           expect(swiglu).toEqual([]);
         } else {
-          expect(gated).toEqual([]);
+          expect(stream).toEqual([]);
           expect(swiglu).toHaveLength(1);
         }
       } finally {
@@ -276,4 +279,36 @@ needsAdapter('the gate·up pair through a gated up product', () => {
       }
     }, 600_000);
   }
+});
+
+// Where the pair does not go in one pass (here: int8 activations forced), the
+// gate's product, then the up product whose epilogue stores silu(gate) · up.
+needsAdapter('the gate·up pair through a gated up product', () => {
+  const gpuReady = createWgpuBackend({ qgemvActivations: 'int8' });
+  afterAll(async () => (await gpuReady).dispose());
+  it('q4k 1×512→37 rmsNorm matches its int8 blocks', async () => {
+    const gpu = await gpuReady;
+    const rng = new Rng(5);
+    const random = (size: number, scale = 1) =>
+      Array.from({ length: size }, () => rng.uniform(-scale, scale));
+    const [n, k] = [37, 512];
+    const weights = [0, 1].map(() => quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], 'q4k'));
+    const problem = { x: random(k), c: random(n), weights, m: 1, norm: { weight: random(k), eps: 1e-5 } };
+    const keys: string[] = [];
+    const get = gpu.pipelines.get.bind(gpu.pipelines);
+    gpu.pipelines.get = (source) => {
+      keys.push(source.key);
+      return get(source);
+    };
+    const run = runQuantizedProduct(gpu, problem);
+    try {
+      const { worst, at } = int8ProductError(await readNumbers(run.out), problem);
+      expect(worst, `element ${at}`).toBeLessThanOrEqual(1);
+      const stream = keys.filter((key) => key.startsWith('quantized/stream/'));
+      expect(stream).toHaveLength(2);
+      expect(stream.filter((key) => key.includes('/int8/gated/'))).toHaveLength(1);
+    } finally {
+      run.dispose();
+    }
+  }, 600_000);
 });
