@@ -8,12 +8,12 @@ import { f32Scratch } from './halfEdges.js';
 import { encodeQuantizedF32, pairInOnePass, type QuantWeightOperands, streamsRows } from './quantized.js';
 
 // The gate·up·SwiGLU pair of a format the pair shader (quantizedGemv.ts)
-// does not read (all but q8, q4g32 and q4g128): the gate's product into f32
-// scratch, then the up product, whose streaming shader (up to 4 rows) stores
-// silu(gate) · up in its epilogue; more rows take both products into scratch
-// and a SwiGLU dispatch. A pair shader for q4k would bind ten storage
-// buffers (a d, dmin and sub-block scales per weight), more than many
-// browser adapters allow.
+// does not read (all but q8, q4g32 and q4g128). Up to 4 rows: one pass of
+// the streaming shader over both weights where the device binds them all
+// (11 storage buffers for q4k with a norm, more than many browser adapters
+// allow), else the gate's product into f32 scratch and then the up product,
+// whose epilogue stores silu(gate) · up. More rows take both products into
+// scratch and a SwiGLU dispatch.
 
 const PARAMS = paramLayout([['count', 'u32']] as const);
 
