@@ -31,7 +31,7 @@ const SWIGLU_PARTS = {
   },
 };
 
-/** y = silu(x · gateᵀ) ⊙ (x · upᵀ) for f32 x [M, K] and y [M, N], as two products and a SwiGLU. */
+/** y = silu(x · gateᵀ) ⊙ (x · upᵀ) for f32 x [M, K] and y [M, N]: in one pass, two, or two products and a SwiGLU (see the top). */
 export function encodeGateUpInParts(
   encoder: KernelEncoder,
   ops: {
