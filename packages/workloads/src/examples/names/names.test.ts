@@ -147,7 +147,8 @@ describe.each(backends)('training on %s', (_name, open) => {
     for (let i = 0; i < trained.length; i++) max = Math.max(max, Math.abs(trained[i]! - decoded[i]!));
     expect(max).toBeLessThan(1e-4);
     run.model.dispose();
-  }, 120_000);
+    // A software adapter on a loaded machine has taken 150 s to compile one of its pipelines.
+  }, 600_000);
 });
 
 describe("training under the 'bf16' and 'f16' policies", () => {
