@@ -9,7 +9,7 @@ import {
 } from '@rayo/core';
 import { compareOutputs, int8ProductError, Rng, readNumbers, runQuantizedProduct } from '@rayo/core/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { backendProvider, createWgpuBackend } from '../index.js';
+import { backendProvider, createWgpuBackend, type WgpuBackend } from '../index.js';
 import { quantColumnsFor, quantStreamShader } from './quantized.js';
 import { streamsInt8 } from './quantizedStreamInt8.js';
 
@@ -86,6 +86,17 @@ describe('the streaming quantized shader with several columns a group', () => {
   });
 });
 
+/** The key of every pipeline `gpu` looks up from now on, in order. */
+function pipelineKeys(gpu: WgpuBackend): string[] {
+  const keys: string[] = [];
+  const get = gpu.pipelines.get.bind(gpu.pipelines);
+  gpu.pipelines.get = (source) => {
+    keys.push(source.key);
+    return get(source);
+  };
+  return keys;
+}
+
 const unavailable = await backendProvider.probe();
 const needsAdapter = unavailable && process.env.CI !== 'true' ? describe.skip : describe;
 
@@ -128,12 +139,7 @@ for (const { quantColumns, quantPrefetch } of settings) {
         const x = random(m * k);
         const c = random(m * n);
         const normWeight = random(k);
-        const keys: string[] = [];
-        const get = gpu.pipelines.get.bind(gpu.pipelines);
-        gpu.pipelines.get = (source) => {
-          keys.push(source.key);
-          return get(source);
-        };
+        const keys = pipelineKeys(gpu);
         const run = (b: Backend) => {
           const w = uploadQuantized(b, weight);
           const inputs = [
@@ -195,12 +201,7 @@ needsAdapter('the streaming quantized shader on int8 activations', () => {
         m,
         ...(norm ? { norm: { weight: random(k), eps: 1e-5 } } : {}),
       };
-      const keys: string[] = [];
-      const get = gpu.pipelines.get.bind(gpu.pipelines);
-      gpu.pipelines.get = (source) => {
-        keys.push(source.key);
-        return get(source);
-      };
+      const keys = pipelineKeys(gpu);
       const run = runQuantizedProduct(gpu, problem);
       try {
         const { worst, at } = int8ProductError(await readNumbers(run.out), problem);
@@ -250,12 +251,7 @@ needsAdapter('the gate·up pair in one pass', () => {
         m,
         ...(norm ? { norm: { weight: random(k), eps: 1e-5 } } : {}),
       };
-      const keys: string[] = [];
-      const get = gpu.pipelines.get.bind(gpu.pipelines);
-      gpu.pipelines.get = (source) => {
-        keys.push(source.key);
-        return get(source);
-      };
+      const keys = pipelineKeys(gpu);
       const got = runQuantizedProduct(gpu, problem);
       const want = runQuantizedProduct(cpu, problem);
       try {
@@ -294,12 +290,7 @@ needsAdapter('the gate·up pair through a gated up product', () => {
     const [n, k] = [37, 512];
     const weights = [0, 1].map(() => quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], 'q4k'));
     const problem = { x: random(k), c: random(n), weights, m: 1, norm: { weight: random(k), eps: 1e-5 } };
-    const keys: string[] = [];
-    const get = gpu.pipelines.get.bind(gpu.pipelines);
-    gpu.pipelines.get = (source) => {
-      keys.push(source.key);
-      return get(source);
-    };
+    const keys = pipelineKeys(gpu);
     const run = runQuantizedProduct(gpu, problem);
     try {
       const { worst, at } = int8ProductError(await readNumbers(run.out), problem);
